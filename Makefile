@@ -1,0 +1,46 @@
+# Two commands do all set-up on a fresh machine with only Python installed:
+#   make report   run the whole pipeline on the default device (PARAMS=params/<device>.yaml for another)
+#   make test     lint and run the test suite
+PYTHON ?= python3
+VENV   ?= .venv
+PARAMS ?= params/local.yaml
+ARGS   ?=
+BIN    := $(VENV)/bin
+PY     := $(BIN)/python
+
+.PHONY: report test lint format install install-dev clean-venv
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+
+# The stamps make re-runs instant and reinstall only when pyproject.toml changes.
+$(VENV)/.installed: pyproject.toml | $(PY)
+	$(PY) -m pip install --quiet -e .
+	touch $@
+
+$(VENV)/.installed-dev: pyproject.toml | $(PY)
+	$(PY) -m pip install --quiet -e ".[dev]"
+	touch $(VENV)/.installed $@
+
+install: $(VENV)/.installed
+install-dev: $(VENV)/.installed-dev
+
+report: $(VENV)/.installed
+	$(BIN)/cnnbench --params $(PARAMS) $(ARGS)
+
+test: $(VENV)/.installed-dev
+	$(BIN)/ruff check lib tests tools benchmarks notebooks
+	$(PY) tools/check_notebooks.py notebooks
+	$(BIN)/pytest
+
+lint: $(VENV)/.installed-dev
+	$(BIN)/ruff check lib tests tools benchmarks notebooks
+	$(BIN)/ruff format --check lib tests tools benchmarks
+
+format: $(VENV)/.installed-dev
+	$(BIN)/ruff format lib tests tools benchmarks
+	$(BIN)/ruff check --fix lib tests tools benchmarks notebooks
+
+clean-venv:
+	rm -rf $(VENV)

@@ -1,0 +1,154 @@
+"""Devices: resolve a device spec, synchronise before clocks, read names and memory, set CPU threads."""
+
+from __future__ import annotations
+
+import os
+import platform
+import re
+import subprocess
+from functools import lru_cache
+
+import psutil
+import torch
+
+
+class DeviceError(ValueError):
+    """A device that is unknown or not present on this machine."""
+
+
+def mps_available() -> bool:
+    return bool(getattr(torch.backends, "mps", None)) and torch.backends.mps.is_available()
+
+
+def available() -> list[str]:
+    """Device kinds usable here, in the order ``auto`` prefers them."""
+    kinds = []
+    if torch.cuda.is_available():
+        kinds.append("cuda")
+    if mps_available():
+        kinds.append("mps")
+    return kinds + ["cpu"]
+
+
+def resolve(spec: str = "auto", expect: str = "") -> torch.device:
+    """``auto`` -> cuda, then mps, then cpu. Raises :class:`DeviceError` for unknown or absent devices."""
+    spec = spec.strip().lower()
+    if spec == "auto":
+        device = torch.device(available()[0])
+    else:
+        match = re.fullmatch(r"(cpu|mps|cuda)(?::(\d+))?", spec)
+        if not match:
+            raise DeviceError(f"unknown device '{spec}'; use auto, cpu, cuda, cuda:N or mps")
+        kind, index = match.group(1), match.group(2)
+        if kind not in available():
+            raise DeviceError(f"device '{spec}' is not present here; available: {', '.join(available())}")
+        if kind == "cuda" and index is not None and int(index) >= torch.cuda.device_count():
+            raise DeviceError(f"device '{spec}' is not present; this machine has {torch.cuda.device_count()} CUDA device(s)")
+        device = torch.device(spec)
+    if expect and expect.lower() not in device_name(device).lower():
+        raise DeviceError(f"expected a device named like '{expect}', found '{device_name(device)}' ({device.type})")
+    return device
+
+
+def synchronize(device: torch.device) -> None:
+    """Wait for all queued work on ``device``; a no-op on CPU. Call before every clock read."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    elif device.type == "mps":
+        torch.mps.synchronize()
+
+
+@lru_cache(maxsize=1)
+def cpu_model() -> str:
+    """The CPU's marketing name (Linux /proc/cpuinfo, macOS sysctl, else platform)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.lower().startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    if platform.system() == "Darwin":
+        try:
+            return subprocess.run(
+                ["sysctl", "-n", "machdep.cpu.brand_string"], capture_output=True, text=True, check=True
+            ).stdout.strip()
+        except (OSError, subprocess.CalledProcessError):
+            pass
+    return platform.processor() or platform.machine()
+
+
+@lru_cache(maxsize=1)
+def cpu_flags() -> frozenset[str]:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    return frozenset(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return frozenset()
+
+
+def cpu_has_bf16() -> bool:
+    """True when the CPU has native bf16 arithmetic (AVX-512-BF16 or AMX) or is Apple silicon."""
+    flags = cpu_flags()
+    return bool({"avx512_bf16", "amx_bf16"} & flags) or (platform.system() == "Darwin" and platform.machine() == "arm64")
+
+
+def physical_cores() -> int:
+    return psutil.cpu_count(logical=False) or os.cpu_count() or 1
+
+
+def set_threads(threads: int = 0) -> int:
+    """Set torch's intra-op threads (0 = physical cores) and return the number in force."""
+    torch.set_num_threads(threads or physical_cores())
+    return torch.get_num_threads()
+
+
+def device_name(device: torch.device) -> str:
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    if device.type == "mps":
+        return f"Apple {cpu_model().replace('Apple ', '')} GPU (MPS)"
+    return cpu_model()
+
+
+def reset_peak_memory(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+
+
+def empty_cache(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+    elif device.type == "mps":
+        torch.mps.empty_cache()
+
+
+def peak_memory_mb(device: torch.device) -> dict[str, float]:
+    """Peak device memory since the last reset, in MiB. CPU: NaN (see the process RSS instead).
+
+    CUDA: ``max_memory_allocated`` (tensors) and ``max_memory_reserved`` (the caching allocator's pool).
+    MPS has no peak counter: current and driver-allocated memory, read right after the window.
+    """
+    mib = 2**20
+    if device.type == "cuda":
+        return {
+            "peak_device_mem_mb": torch.cuda.max_memory_allocated(device) / mib,
+            "peak_device_reserved_mb": torch.cuda.max_memory_reserved(device) / mib,
+        }
+    if device.type == "mps":
+        return {
+            "peak_device_mem_mb": torch.mps.current_allocated_memory() / mib,
+            "peak_device_reserved_mb": torch.mps.driver_allocated_memory() / mib,
+        }
+    return {"peak_device_mem_mb": float("nan"), "peak_device_reserved_mb": float("nan")}
+
+
+def is_oom(err: BaseException) -> bool:
+    """True for an out-of-memory error from any backend (CUDA, MPS or the host allocator)."""
+    if isinstance(err, (torch.cuda.OutOfMemoryError, MemoryError)):
+        return True
+    text = str(err).lower()
+    return isinstance(err, RuntimeError) and ("out of memory" in text or "can't allocate memory" in text)

@@ -1,0 +1,178 @@
+"""Model complexity: parameters, MACs, FLOPs (= 2 x MACs), training FLOPs and activation memory.
+
+Forward and training FLOPs are counted by running the model under ``torch.utils.flop_counter.FlopCounterMode``,
+which counts 2 FLOPs per multiply-add of every matmul, convolution and attention op (forward, and backward when
+``backward()`` runs). Elementwise ops, normalisation and pooling are not counted, which is also how torchvision's
+published per-model figures are made; fvcore counts one multiply-add as one "flop" and adds normalisation and
+pooling, so its number sits slightly above our MACs.
+"""
+
+from __future__ import annotations
+
+import logging
+import warnings
+from dataclasses import asdict, dataclass
+
+import torch
+from torch import nn
+from torch.utils.flop_counter import FlopCounterMode, conv_flop_count, get_shape
+
+from cnnbench import models
+
+aten = torch.ops.aten
+
+
+def _conv_backward_flop(grad_out_shape, x_shape, w_shape, _bias, _stride, _padding, _dilation, transposed,
+                        _output_padding, _groups, output_mask, out_shape, **kwargs) -> int:
+    """Convolution backward, correct for grouped and depthwise convolutions.
+
+    torch's own formula (``torch.utils.flop_counter.conv_backward_flop``, torch <= 2.15) ignores ``groups`` in
+    the weight-gradient branch and overcounts a depthwise conv's backward by its channel count (MobileNetV2's
+    training FLOPs come out ~20x its forward). Each forward multiply-add has exactly one counterpart in the
+    weight gradient, so that branch costs the forward FLOPs; the input-gradient branch is torch's formula.
+    """
+    flops = 0
+    if output_mask[0]:
+        flops += conv_flop_count(grad_out_shape, w_shape, get_shape(out_shape[0]), not transposed)
+    if output_mask[1]:
+        flops += conv_flop_count(x_shape, w_shape, grad_out_shape, transposed)
+    return flops
+
+
+FLOP_FORMULAS = {aten.convolution_backward: _conv_backward_flop}
+
+
+def flop_counter() -> FlopCounterMode:
+    """``FlopCounterMode`` with this module's corrections registered."""
+    return FlopCounterMode(display=False, custom_mapping=FLOP_FORMULAS)
+
+
+@dataclass
+class Complexity:
+    model: str
+    image_size: int
+    in_channels: int
+    num_classes: int
+    params: int
+    param_mb: float
+    gmacs_fwd: float
+    gflops_fwd: float
+    gflops_train: float
+    train_fwd_ratio: float
+    fvcore_gmacs: float
+    fvcore_extra_ops: str
+    activation_mb: float
+    published_gmacs: float | None
+    published_params: int | None
+
+    def as_row(self) -> dict:
+        return asdict(self)
+
+
+def _inputs(name: str, image_size: int, batch: int, device: torch.device | str, seed: int = 0):
+    gen = torch.Generator().manual_seed(seed)
+    x = torch.randn(batch, *models.input_shape(name, image_size), generator=gen).to(device)
+    return x
+
+
+def forward_flops(model: nn.Module, x: torch.Tensor) -> int:
+    """FLOPs of one forward pass over the batch ``x`` (2 per multiply-add)."""
+    with torch.no_grad(), flop_counter() as counter:
+        model(x)
+    return counter.get_total_flops()
+
+
+def train_flops(model: nn.Module, x: torch.Tensor, num_classes: int) -> int:
+    """FLOPs of one real training step's forward + backward over the batch ``x``."""
+    target = torch.randint(0, num_classes, (x.shape[0],), device=x.device)
+    model.zero_grad(set_to_none=True)
+    with flop_counter() as counter:
+        loss = nn.functional.cross_entropy(models.logits(model(x)), target)
+        loss.backward()
+    return counter.get_total_flops()
+
+
+def activation_bytes(model: nn.Module, x: torch.Tensor, num_classes: int) -> int:
+    """Bytes of the tensors autograd saves for backward in one training forward (parameters excluded).
+
+    Measured with ``saved_tensors_hooks`` on a real forward; storages saved by several ops count once.
+    """
+    param_ptrs = {p.untyped_storage().data_ptr() for p in model.parameters()}
+    storages: dict[int, int] = {}
+
+    def pack(t: torch.Tensor):
+        storage = t.untyped_storage()
+        ptr = storage.data_ptr()
+        if ptr not in param_ptrs:
+            storages[ptr] = max(storages.get(ptr, 0), storage.nbytes())
+        return t
+
+    target = torch.randint(0, num_classes, (x.shape[0],), device=x.device)
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        loss = nn.functional.cross_entropy(models.logits(model(x)), target)
+    del loss
+    return sum(storages.values())
+
+
+def fvcore_macs(model: nn.Module, x: torch.Tensor) -> tuple[int, dict[str, int]]:
+    """fvcore's total (one multiply-add = one "flop") and its per-operator breakdown."""
+    from fvcore.nn import FlopCountAnalysis
+
+    logging.getLogger("fvcore").setLevel(logging.ERROR)
+    with warnings.catch_warnings(), torch.no_grad():
+        warnings.simplefilter("ignore")
+        analysis = FlopCountAnalysis(model, (x,))
+        analysis.unsupported_ops_warnings(False).uncalled_modules_warnings(False)
+        return int(analysis.total()), dict(analysis.by_operator())
+
+
+_MATMUL_OPS = {"conv", "linear", "addmm", "matmul", "bmm", "mm", "einsum", "scaled_dot_product_attention"}
+
+
+def complexity(
+    name: str,
+    image_size: int | None = None,
+    num_classes: int | None = None,
+    device: torch.device | str = "cpu",
+    batch: int = 2,
+    with_fvcore: bool = True,
+    seed: int = 0,
+) -> Complexity:
+    """All complexity figures of ``name`` per image at ``image_size`` (default: its reference resolution).
+
+    Counts run on a real batch of ``batch`` images and are divided by it. The model is in train mode for the
+    training count (batch norm uses batch statistics, as in training) and eval mode for the forward count.
+    """
+    spec = models.spec(name)
+    image_size = image_size or spec.reference_size
+    num_classes = num_classes or spec.reference_classes
+    torch.manual_seed(seed)
+    model = models.build(name, num_classes=num_classes, image_size=image_size).to(device)
+    x = _inputs(name, image_size, batch, device, seed)
+
+    model.eval()
+    fwd = forward_flops(model, x) / batch
+    fv_total, fv_ops = (fvcore_macs(model, x[:1]) if with_fvcore else (float("nan"), {}))
+    model.train()
+    train = train_flops(model, x, num_classes) / batch
+    act = activation_bytes(model, x, num_classes) / batch
+    model.zero_grad(set_to_none=True)
+
+    extra = {op: n for op, n in fv_ops.items() if op not in _MATMUL_OPS and n}
+    return Complexity(
+        model=name,
+        image_size=image_size,
+        in_channels=spec.in_channels,
+        num_classes=num_classes,
+        params=models.count_params(model),
+        param_mb=models.param_bytes(model) / 2**20,
+        gmacs_fwd=fwd / 2 / 1e9,
+        gflops_fwd=fwd / 1e9,
+        gflops_train=train / 1e9,
+        train_fwd_ratio=train / fwd if fwd else float("nan"),
+        fvcore_gmacs=fv_total / 1e9,
+        fvcore_extra_ops=", ".join(f"{op} {n / 1e6:.1f}M" for op, n in sorted(extra.items(), key=lambda kv: -kv[1])),
+        activation_mb=act / 2**20,
+        published_gmacs=spec.published_gmacs if image_size == spec.reference_size and num_classes == spec.reference_classes else None,
+        published_params=spec.published_params if num_classes == spec.reference_classes else None,
+    )

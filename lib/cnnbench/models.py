@@ -1,0 +1,125 @@
+"""Model registry: every torchvision classification model, plus the small MNIST CNN of seed 001."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+import torch
+import torchvision
+from torch import nn
+
+
+class MnistCNN(nn.Module):
+    """Seed 001's network: conv8(3x3)-relu-pool2 - conv16(3x3)-relu-pool2 - fc128-relu - fc10, input 1x28x28."""
+
+    def __init__(self, num_classes: int = 10, in_channels: int = 1, image_size: int = 28):
+        super().__init__()
+        self.features = nn.Sequential(
+            nn.Conv2d(in_channels, 8, kernel_size=3),
+            nn.ReLU(inplace=True),
+            nn.MaxPool2d(2),
+            nn.Conv2d(8, 16, kernel_size=3),
+            nn.ReLU(inplace=True),
+            nn.MaxPool2d(2),
+        )
+        side = ((image_size - 2) // 2 - 2) // 2
+        self.classifier = nn.Sequential(
+            nn.Flatten(),
+            nn.Linear(16 * side * side, 128),
+            nn.ReLU(inplace=True),
+            nn.Linear(128, num_classes),
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.classifier(self.features(x))
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """What a model expects: its reference input (for published counts) and its natural data."""
+
+    name: str
+    in_channels: int
+    reference_size: int  # the resolution its published figures refer to
+    reference_classes: int  # the classes its published figures refer to
+    native_data: str  # "imagenet" models train on the run's dataset; "mnist" on MNIST-shaped data
+
+    @property
+    def published_gmacs(self) -> float | None:
+        """torchvision's own per-model figure (``weights.meta['_ops']``, GMACs at reference_size)."""
+        weights = _weights(self.name)
+        return float(weights.meta["_ops"]) if weights is not None and "_ops" in weights.meta else None
+
+    @property
+    def published_params(self) -> int | None:
+        weights = _weights(self.name)
+        return int(weights.meta["num_params"]) if weights is not None else None
+
+
+LOCAL_MODELS = {"mnist_cnn": ModelSpec("mnist_cnn", 1, 28, 10, "mnist")}
+
+
+@lru_cache(maxsize=1)
+def model_names() -> tuple[str, ...]:
+    """Every valid model name: torchvision's classification models and ours."""
+    return tuple(sorted(torchvision.models.list_models(module=torchvision.models)) + sorted(LOCAL_MODELS))
+
+
+def _weights(name: str):
+    if name in LOCAL_MODELS:
+        return None
+    try:
+        return torchvision.models.get_model_weights(name).DEFAULT
+    except (ValueError, KeyError):
+        return None
+
+
+@lru_cache(maxsize=None)
+def spec(name: str) -> ModelSpec:
+    if name in LOCAL_MODELS:
+        return LOCAL_MODELS[name]
+    if name not in model_names():
+        raise ValueError(f"unknown model '{name}'; valid models: {', '.join(model_names())}")
+    weights = _weights(name)
+    size = 224
+    if weights is not None:
+        crop = getattr(weights.transforms(), "crop_size", [224])
+        size = int(crop[0] if isinstance(crop, (list, tuple)) else crop)
+    classes = len(weights.meta["categories"]) if weights is not None else 1000
+    return ModelSpec(name, 3, size, classes, "imagenet")
+
+
+# The structure torchvision publishes figures for: GoogLeNet's pretrained model drops its auxiliary heads,
+# Inception v3's keeps them (in train mode it returns a tuple whose first item is the logits).
+_BUILD_KWARGS = {"googlenet": {"aux_logits": False, "init_weights": True}, "inception_v3": {"init_weights": True}}
+
+
+def build(name: str, num_classes: int | None = None, image_size: int | None = None) -> nn.Module:
+    """A freshly initialised model (no pretrained weights are downloaded)."""
+    s = spec(name)
+    num_classes = num_classes or s.reference_classes
+    if name in LOCAL_MODELS:
+        return MnistCNN(num_classes=num_classes, in_channels=s.in_channels, image_size=image_size or s.reference_size)
+    kwargs = dict(_BUILD_KWARGS.get(name, {}))
+    if name.startswith("vit_") and image_size:
+        kwargs["image_size"] = image_size  # ViT's position embedding is sized for one resolution
+    return torchvision.models.get_model(name, weights=None, num_classes=num_classes, **kwargs)
+
+
+def input_shape(name: str, image_size: int) -> tuple[int, int, int]:
+    """(channels, height, width) of one input image at ``image_size``."""
+    return (spec(name).in_channels, image_size, image_size)
+
+
+def count_params(model: nn.Module) -> int:
+    return sum(p.numel() for p in model.parameters())
+
+
+def param_bytes(model: nn.Module) -> int:
+    return sum(p.numel() * p.element_size() for p in model.parameters())
+
+
+def logits(output) -> torch.Tensor:
+    """The logits of a model's output (Inception/GoogLeNet return a tuple with auxiliary logits in train mode)."""
+    return output if isinstance(output, torch.Tensor) else output[0]

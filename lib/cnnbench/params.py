@@ -1,0 +1,257 @@
+"""Run parameters: one schema with documented defaults, overridden by a YAML file, then by overrides.
+
+Every key a params file may hold is a field of :class:`Params`. Loading validates everything once, before
+any work starts, and stops with a one-line :class:`ParamsError` naming the bad key: unknown keys, wrong
+types, unknown model names (with the valid ones listed), non-positive batch sizes and unavailable devices.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+PRECISIONS = ("fp32", "tf32", "bf16", "fp16")
+MEMORY_FORMATS = ("nchw", "channels_last")
+DATASETS = ("synthetic", "tiny_imagenet", "imagenette", "mnist", "cifar10", "imagefolder")
+DATA_MODES = ("device", "loader")
+PHASES = ("train", "eval")
+NOTEBOOKS = ("00_setup", "01_complexity", "02_scenario_a", "03_batch_sweep", "04_roofline", "05_analysis")
+VARIANT_KEYS = {"precision": str, "memory_format": str, "compile": bool}
+
+
+class ParamsError(ValueError):
+    """A bad parameter: the message is one line naming the source and the key."""
+
+
+def _default_models() -> list[str]:
+    return ["resnet18", "mobilenet_v2", "resnet50", "squeezenet1_1", "densenet121", "mnist_cnn"]
+
+
+@dataclass(frozen=True)
+class Params:
+    """All parameters of a run. Field comments are the documentation shown by ``describe()``."""
+
+    # --- identity and device
+    run_name: str = ""  # results go to outputs/<run_name>; "" = <device kind>-<host name>
+    device: str = "auto"  # auto (cuda, then mps, then cpu) | cpu | cuda | cuda:N | mps
+    expect_device: str = ""  # text the device name must contain (e.g. "T4"); "" = any device
+    threads: int = 0  # CPU threads torch uses; 0 = the number of physical cores
+    seed: int = 0  # seed for model initialisation and synthetic data
+    # --- models and data
+    models: list[str] = field(default_factory=_default_models)  # models of the run (torchvision names or mnist_cnn)
+    image_size: int = 64  # training resolution in pixels (square); Tiny-ImageNet is 64
+    num_classes: int = 200  # classes of the classifier head; Tiny-ImageNet has 200
+    dataset: str = "synthetic"  # synthetic | tiny_imagenet | imagenette | mnist | cifar10 | imagefolder
+    data_path: str = ""  # root folder of a real dataset (required unless dataset is synthetic)
+    download: bool = False  # download the dataset into data_path if it is missing (public datasets only)
+    data_mode: str = "device"  # device: batches made once on the device | loader: DataLoader + copy per step
+    workers: int = 2  # DataLoader worker processes (loader mode and epochs)
+    pin_memory: bool = True  # pin host memory for the host-to-device copy (CUDA only)
+    batch_size: int = 128  # images per step
+    batch_size_per_model: dict[str, int] = field(
+        default_factory=lambda: {"squeezenet1_1": 64, "mnist_cnn": 512}
+    )  # per-model batch size overriding batch_size (seed 000 ran SqueezeNet at 64, seed 001 MNIST at 512)
+    # --- measurement protocol
+    phases: list[str] = field(default_factory=lambda: ["train", "eval"])  # which steps to time
+    warmup_steps: int = 10  # steps run before the clock starts (seed 003 used 10)
+    measured_steps: int = 30  # steps in one measured window
+    repeats: int = 3  # measured windows per configuration; their spread is reported
+    variants: list[dict] = field(
+        default_factory=lambda: [{"precision": "fp32", "memory_format": "nchw", "compile": False}]
+    )  # precision (fp32|tf32|bf16|fp16), memory_format (nchw|channels_last), compile (bool)
+    lr: float = 0.01  # SGD learning rate
+    momentum: float = 0.9  # SGD momentum
+    epoch_mode: bool = False  # also time full train and validation epochs over the dataset (seed 000)
+    max_batches: int = 0  # batches per epoch in epoch mode; 0 = the whole dataset
+    synthetic_images: int = 2048  # images in the synthetic dataset (loader mode and epochs)
+    telemetry_interval_s: float = 0.1  # sampling period of CPU/GPU utilisation during measured windows
+    # --- batch-size sweep (03)
+    sweep: dict[str, list[int]] = field(
+        default_factory=lambda: {"squeezenet1_1": [32, 64, 128, 256, 512], "resnet50": [32, 64, 128]}
+    )  # model -> batch sizes
+    # --- roofline (04)
+    peak_repeats: int = 5  # repetitions of each peak micro-benchmark (the best one is kept)
+    matmul_size: int = 4096  # square matmul size for the compute roof (0 = chosen by device)
+    stream_mb: int = 512  # array size for the bandwidth roof, far above the last-level cache
+    layer_top_k: int = 10  # layers shown on the per-layer roofline, by time
+    # --- analysis (05)
+    analysis_runs: list[str] = field(default_factory=list)  # run folders to merge; [] = every run in outputs/
+    interactive: bool = True  # show ipywidgets controls in JupyterLab (papermill always renders statically)
+    # --- pipeline
+    notebooks: list[str] = field(default_factory=lambda: list(NOTEBOOKS))  # which notebooks the pipeline runs
+    cell_timeout_s: int = 3600  # papermill's per-cell execution timeout
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def batch_size_for(self, model: str) -> int:
+        return self.batch_size_per_model.get(model, self.batch_size)
+
+
+FIELDS = {f.name: f for f in dataclasses.fields(Params)}
+_HINTS = typing.get_type_hints(Params)
+
+
+def describe() -> dict[str, str]:
+    """Key -> the comment documenting it, read from this file (the schema is the documentation)."""
+    out: dict[str, str] = {}
+    for line in Path(__file__).read_text().splitlines():
+        head, _, comment = line.partition("#")
+        name = head.strip().split(":")[0]
+        if name in FIELDS and comment and name not in out:
+            out[name] = comment.strip()
+    return out
+
+
+def _type_name(tp: Any) -> str:
+    return getattr(tp, "__name__", None) or str(tp).replace("typing.", "")
+
+
+def _matches(value: Any, tp: Any) -> bool:
+    origin = typing.get_origin(tp)
+    if tp is bool:
+        return isinstance(value, bool)
+    if tp is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if tp is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if tp is str:
+        return isinstance(value, str)
+    if tp is dict:
+        return isinstance(value, dict)
+    if origin is list:
+        (item,) = typing.get_args(tp) or (Any,)
+        return isinstance(value, list) and all(item is Any or _matches(v, item) for v in value)
+    if origin is dict:
+        key_t, val_t = typing.get_args(tp)
+        return isinstance(value, dict) and all(_matches(k, key_t) and _matches(v, val_t) for k, v in value.items())
+    return True
+
+
+def _positive(src: str, key: str, value: int) -> None:
+    if value <= 0:
+        raise ParamsError(f"{src}: key '{key}' must be a positive integer, got {value}")
+
+
+def _one_of(src: str, key: str, value: str, allowed: typing.Iterable[str]) -> None:
+    if value not in allowed:
+        raise ParamsError(f"{src}: key '{key}' is '{value}'; allowed: {', '.join(allowed)}")
+
+
+def _check_models(src: str, key: str, names: typing.Iterable[str]) -> None:
+    from cnnbench.models import model_names
+
+    valid = model_names()
+    for name in names:
+        if name not in valid:
+            raise ParamsError(f"{src}: key '{key}' names unknown model '{name}'; valid models: {', '.join(valid)}")
+
+
+def validate(raw: dict[str, Any], src: str = "params", check_device: bool = True) -> Params:
+    """Check a merged mapping of parameters and build :class:`Params`. Raises :class:`ParamsError`."""
+    if not isinstance(raw, dict):
+        raise ParamsError(f"{src}: expected a mapping of key: value at the top level, got {type(raw).__name__}")
+    for key, value in raw.items():
+        if key not in FIELDS:
+            raise ParamsError(f"{src}: unknown key '{key}'; valid keys: {', '.join(FIELDS)}")
+        tp = _HINTS[key]
+        if not _matches(value, tp):
+            raise ParamsError(f"{src}: key '{key}' must be {_type_name(tp)}, got {value!r} ({type(value).__name__})")
+    p = Params(**{k: (float(v) if _HINTS[k] is float else v) for k, v in raw.items()})
+
+    if not p.models:
+        raise ParamsError(f"{src}: key 'models' must name at least one model")
+    _check_models(src, "models", p.models)
+    _check_models(src, "batch_size_per_model", p.batch_size_per_model)
+    _check_models(src, "sweep", p.sweep)
+    _positive(src, "batch_size", p.batch_size)
+    for model, bs in p.batch_size_per_model.items():
+        _positive(src, f"batch_size_per_model.{model}", bs)
+    for model, sizes in p.sweep.items():
+        if not sizes:
+            raise ParamsError(f"{src}: key 'sweep.{model}' must list at least one batch size")
+        for bs in sizes:
+            _positive(src, f"sweep.{model}", bs)
+    for key in ("image_size", "num_classes", "measured_steps", "repeats", "synthetic_images", "peak_repeats",
+                "stream_mb", "layer_top_k", "cell_timeout_s"):
+        _positive(src, key, getattr(p, key))
+    for key in ("warmup_steps", "threads", "workers", "max_batches", "matmul_size"):
+        if getattr(p, key) < 0:
+            raise ParamsError(f"{src}: key '{key}' must be >= 0, got {getattr(p, key)}")
+    if p.telemetry_interval_s <= 0 or p.lr <= 0 or p.momentum < 0:
+        bad = "telemetry_interval_s" if p.telemetry_interval_s <= 0 else "lr" if p.lr <= 0 else "momentum"
+        raise ParamsError(f"{src}: key '{bad}' must be positive, got {getattr(p, bad)}")
+    _one_of(src, "dataset", p.dataset, DATASETS)
+    _one_of(src, "data_mode", p.data_mode, DATA_MODES)
+    for phase in p.phases:
+        _one_of(src, "phases", phase, PHASES)
+    for nb in p.notebooks:
+        _one_of(src, "notebooks", nb, NOTEBOOKS)
+    if not p.variants:
+        raise ParamsError(f"{src}: key 'variants' must list at least one variant")
+    for i, variant in enumerate(p.variants):
+        for vkey, vvalue in variant.items():
+            if vkey not in VARIANT_KEYS:
+                raise ParamsError(f"{src}: key 'variants[{i}]' has unknown key '{vkey}'; valid: {', '.join(VARIANT_KEYS)}")
+            if not _matches(vvalue, VARIANT_KEYS[vkey]):
+                raise ParamsError(f"{src}: key 'variants[{i}].{vkey}' must be {VARIANT_KEYS[vkey].__name__}, got {vvalue!r}")
+        _one_of(src, f"variants[{i}].precision", variant.get("precision", "fp32"), PRECISIONS)
+        _one_of(src, f"variants[{i}].memory_format", variant.get("memory_format", "nchw"), MEMORY_FORMATS)
+    if p.dataset != "synthetic":
+        if not p.data_path:
+            raise ParamsError(f"{src}: key 'data_path' is required for dataset '{p.dataset}'")
+        if not p.download and not Path(p.data_path).expanduser().exists():
+            raise ParamsError(f"{src}: key 'data_path': folder '{p.data_path}' does not exist (set download: true to fetch it)")
+    if check_device:
+        from cnnbench.devices import DeviceError, resolve
+
+        try:
+            device = resolve(p.device, expect=p.expect_device)
+        except DeviceError as err:
+            raise ParamsError(f"{src}: key 'device': {err}") from None
+        if device.type != "cuda" and any(v.get("precision") == "tf32" for v in p.variants):
+            raise ParamsError(f"{src}: key 'variants': precision tf32 needs a CUDA device, found {device.type}")
+    return p
+
+
+def parse_overrides(pairs: typing.Iterable[str]) -> dict[str, Any]:
+    """``["batch_size=64", "models=[resnet18]"]`` -> a dict; each value is read as YAML."""
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise ParamsError(f"override '{pair}': expected key=value")
+        try:
+            out[key.strip()] = yaml.safe_load(value)
+        except yaml.YAMLError as err:
+            raise ParamsError(f"override '{pair}': value is not valid YAML ({err.__class__.__name__})") from None
+    return out
+
+
+def read_yaml(path: str | Path) -> dict[str, Any]:
+    path = Path(path)
+    if not path.is_file():
+        raise ParamsError(f"{path}: params file not found")
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+        raise ParamsError(f"{path}: malformed YAML{where}: {problem}") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ParamsError(f"{path}: expected a mapping of key: value at the top level, got {type(data).__name__}")
+    return data
+
+
+def load(path: str | Path, overrides: dict[str, Any] | None = None, check_device: bool = True) -> Params:
+    """Defaults, overridden by the YAML file at ``path``, overridden by ``overrides``; validated once."""
+    merged = {**read_yaml(path), **(overrides or {})}
+    return validate(merged, src=str(path), check_device=check_device)
