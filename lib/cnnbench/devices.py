@@ -43,10 +43,14 @@ def resolve(spec: str = "auto", expect: str = "") -> torch.device:
         if kind not in available():
             raise DeviceError(f"device '{spec}' is not present here; available: {', '.join(available())}")
         if kind == "cuda" and index is not None and int(index) >= torch.cuda.device_count():
-            raise DeviceError(f"device '{spec}' is not present; this machine has {torch.cuda.device_count()} CUDA device(s)")
+            raise DeviceError(
+                f"device '{spec}' is not present; this machine has {torch.cuda.device_count()} CUDA device(s)"
+            )
         device = torch.device(spec)
     if expect and expect.lower() not in device_name(device).lower():
-        raise DeviceError(f"expected a device named like '{expect}', found '{device_name(device)}' ({device.type})")
+        raise DeviceError(
+            f"expected a device named like '{expect}', found '{device_name(device)}' ({device.type})"
+        )
     return device
 
 
@@ -93,7 +97,9 @@ def cpu_flags() -> frozenset[str]:
 def cpu_has_bf16() -> bool:
     """True when the CPU has native bf16 arithmetic (AVX-512-BF16 or AMX) or is Apple silicon."""
     flags = cpu_flags()
-    return bool({"avx512_bf16", "amx_bf16"} & flags) or (platform.system() == "Darwin" and platform.machine() == "arm64")
+    return bool({"avx512_bf16", "amx_bf16"} & flags) or (
+        platform.system() == "Darwin" and platform.machine() == "arm64"
+    )
 
 
 def physical_cores() -> int:

@@ -22,8 +22,21 @@ from cnnbench import models
 aten = torch.ops.aten
 
 
-def _conv_backward_flop(grad_out_shape, x_shape, w_shape, _bias, _stride, _padding, _dilation, transposed,
-                        _output_padding, _groups, output_mask, out_shape, **kwargs) -> int:
+def _conv_backward_flop(
+    grad_out_shape,
+    x_shape,
+    w_shape,
+    _bias,
+    _stride,
+    _padding,
+    _dilation,
+    transposed,
+    _output_padding,
+    _groups,
+    output_mask,
+    out_shape,
+    **kwargs,
+) -> int:
     """Convolution backward, correct for grouped and depthwise convolutions.
 
     torch's own formula (``torch.utils.flop_counter.conv_backward_flop``, torch <= 2.15) ignores ``groups`` in
@@ -152,7 +165,7 @@ def complexity(
 
     model.eval()
     fwd = forward_flops(model, x) / batch
-    fv_total, fv_ops = (fvcore_macs(model, x[:1]) if with_fvcore else (float("nan"), {}))
+    fv_total, fv_ops = fvcore_macs(model, x[:1]) if with_fvcore else (float("nan"), {})
     model.train()
     train = train_flops(model, x, num_classes) / batch
     act = activation_bytes(model, x, num_classes) / batch
@@ -171,8 +184,37 @@ def complexity(
         gflops_train=train / 1e9,
         train_fwd_ratio=train / fwd if fwd else float("nan"),
         fvcore_gmacs=fv_total / 1e9,
-        fvcore_extra_ops=", ".join(f"{op} {n / 1e6:.1f}M" for op, n in sorted(extra.items(), key=lambda kv: -kv[1])),
+        fvcore_extra_ops=", ".join(
+            f"{op} {n / 1e6:.1f}M" for op, n in sorted(extra.items(), key=lambda kv: -kv[1])
+        ),
         activation_mb=act / 2**20,
-        published_gmacs=spec.published_gmacs if image_size == spec.reference_size and num_classes == spec.reference_classes else None,
+        published_gmacs=spec.published_gmacs
+        if image_size == spec.reference_size and num_classes == spec.reference_classes
+        else None,
         published_params=spec.published_params if num_classes == spec.reference_classes else None,
     )
+
+
+def table(
+    model_names, image_size: int, num_classes: int, device: torch.device | str = "cpu", progress: bool = True
+) -> list[dict]:
+    """Complexity rows for every model at its reference resolution and at the training resolution.
+
+    ImageNet models are counted at their reference resolution with 1000 classes (where torchvision's figures
+    apply) and at ``image_size`` with ``num_classes`` (what the run trains); the MNIST CNN trains at its
+    reference input, so it gets one row.
+    """
+    from cnnbench.progress import bar
+
+    rows = []
+    for name in bar(model_names, desc="complexity", unit="model", disable=not progress):
+        spec = models.spec(name)
+        configs = [("reference", spec.reference_size, spec.reference_classes)]
+        if spec.native_data == "imagenet":
+            configs.append(("training", image_size, num_classes))
+        else:
+            configs = [("reference+training", spec.reference_size, spec.reference_classes)]
+        for role, size, classes in configs:
+            c = complexity(name, size, classes, device=device)
+            rows.append({"role": role, **c.as_row()})
+    return rows

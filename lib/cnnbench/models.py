@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache, lru_cache
 
 import torch
 import torchvision
@@ -75,7 +75,7 @@ def _weights(name: str):
         return None
 
 
-@lru_cache(maxsize=None)
+@cache
 def spec(name: str) -> ModelSpec:
     if name in LOCAL_MODELS:
         return LOCAL_MODELS[name]
@@ -92,7 +92,10 @@ def spec(name: str) -> ModelSpec:
 
 # The structure torchvision publishes figures for: GoogLeNet's pretrained model drops its auxiliary heads,
 # Inception v3's keeps them (in train mode it returns a tuple whose first item is the logits).
-_BUILD_KWARGS = {"googlenet": {"aux_logits": False, "init_weights": True}, "inception_v3": {"init_weights": True}}
+_BUILD_KWARGS = {
+    "googlenet": {"aux_logits": False, "init_weights": True},
+    "inception_v3": {"init_weights": True},
+}
 
 
 def build(name: str, num_classes: int | None = None, image_size: int | None = None) -> nn.Module:
@@ -100,7 +103,9 @@ def build(name: str, num_classes: int | None = None, image_size: int | None = No
     s = spec(name)
     num_classes = num_classes or s.reference_classes
     if name in LOCAL_MODELS:
-        return MnistCNN(num_classes=num_classes, in_channels=s.in_channels, image_size=image_size or s.reference_size)
+        return MnistCNN(
+            num_classes=num_classes, in_channels=s.in_channels, image_size=image_size or s.reference_size
+        )
     kwargs = dict(_BUILD_KWARGS.get(name, {}))
     if name.startswith("vit_") and image_size:
         kwargs["image_size"] = image_size  # ViT's position embedding is sized for one resolution

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import yaml
 
 PRECISIONS = ("fp32", "tf32", "bf16", "fp16")
@@ -43,7 +44,9 @@ class Params:
     threads: int = 0  # CPU threads torch uses; 0 = the number of physical cores
     seed: int = 0  # seed for model initialisation and synthetic data
     # --- models and data
-    models: list[str] = field(default_factory=_default_models)  # models of the run (torchvision names or mnist_cnn)
+    models: list[str] = field(
+        default_factory=_default_models
+    )  # models of the run (torchvision names or mnist_cnn)
     image_size: int = 64  # training resolution in pixels (square); Tiny-ImageNet is 64
     num_classes: int = 200  # classes of the classifier head; Tiny-ImageNet has 200
     dataset: str = "synthetic"  # synthetic | tiny_imagenet | imagenette | mnist | cifar10 | imagefolder
@@ -129,7 +132,9 @@ def _matches(value: Any, tp: Any) -> bool:
         return isinstance(value, list) and all(item is Any or _matches(v, item) for v in value)
     if origin is dict:
         key_t, val_t = typing.get_args(tp)
-        return isinstance(value, dict) and all(_matches(k, key_t) and _matches(v, val_t) for k, v in value.items())
+        return isinstance(value, dict) and all(
+            _matches(k, key_t) and _matches(v, val_t) for k, v in value.items()
+        )
     return True
 
 
@@ -149,19 +154,25 @@ def _check_models(src: str, key: str, names: typing.Iterable[str]) -> None:
     valid = model_names()
     for name in names:
         if name not in valid:
-            raise ParamsError(f"{src}: key '{key}' names unknown model '{name}'; valid models: {', '.join(valid)}")
+            raise ParamsError(
+                f"{src}: key '{key}' names unknown model '{name}'; valid models: {', '.join(valid)}"
+            )
 
 
 def validate(raw: dict[str, Any], src: str = "params", check_device: bool = True) -> Params:
     """Check a merged mapping of parameters and build :class:`Params`. Raises :class:`ParamsError`."""
     if not isinstance(raw, dict):
-        raise ParamsError(f"{src}: expected a mapping of key: value at the top level, got {type(raw).__name__}")
+        raise ParamsError(
+            f"{src}: expected a mapping of key: value at the top level, got {type(raw).__name__}"
+        )
     for key, value in raw.items():
         if key not in FIELDS:
             raise ParamsError(f"{src}: unknown key '{key}'; valid keys: {', '.join(FIELDS)}")
         tp = _HINTS[key]
         if not _matches(value, tp):
-            raise ParamsError(f"{src}: key '{key}' must be {_type_name(tp)}, got {value!r} ({type(value).__name__})")
+            raise ParamsError(
+                f"{src}: key '{key}' must be {_type_name(tp)}, got {value!r} ({type(value).__name__})"
+            )
     p = Params(**{k: (float(v) if _HINTS[k] is float else v) for k, v in raw.items()})
 
     if not p.models:
@@ -177,8 +188,17 @@ def validate(raw: dict[str, Any], src: str = "params", check_device: bool = True
             raise ParamsError(f"{src}: key 'sweep.{model}' must list at least one batch size")
         for bs in sizes:
             _positive(src, f"sweep.{model}", bs)
-    for key in ("image_size", "num_classes", "measured_steps", "repeats", "synthetic_images", "peak_repeats",
-                "stream_mb", "layer_top_k", "cell_timeout_s"):
+    for key in (
+        "image_size",
+        "num_classes",
+        "measured_steps",
+        "repeats",
+        "synthetic_images",
+        "peak_repeats",
+        "stream_mb",
+        "layer_top_k",
+        "cell_timeout_s",
+    ):
         _positive(src, key, getattr(p, key))
     for key in ("warmup_steps", "threads", "workers", "max_batches", "matmul_size"):
         if getattr(p, key) < 0:
@@ -197,16 +217,22 @@ def validate(raw: dict[str, Any], src: str = "params", check_device: bool = True
     for i, variant in enumerate(p.variants):
         for vkey, vvalue in variant.items():
             if vkey not in VARIANT_KEYS:
-                raise ParamsError(f"{src}: key 'variants[{i}]' has unknown key '{vkey}'; valid: {', '.join(VARIANT_KEYS)}")
+                raise ParamsError(
+                    f"{src}: key 'variants[{i}]' has unknown key '{vkey}'; valid: {', '.join(VARIANT_KEYS)}"
+                )
             if not _matches(vvalue, VARIANT_KEYS[vkey]):
-                raise ParamsError(f"{src}: key 'variants[{i}].{vkey}' must be {VARIANT_KEYS[vkey].__name__}, got {vvalue!r}")
+                raise ParamsError(
+                    f"{src}: key 'variants[{i}].{vkey}' must be {VARIANT_KEYS[vkey].__name__}, got {vvalue!r}"
+                )
         _one_of(src, f"variants[{i}].precision", variant.get("precision", "fp32"), PRECISIONS)
         _one_of(src, f"variants[{i}].memory_format", variant.get("memory_format", "nchw"), MEMORY_FORMATS)
     if p.dataset != "synthetic":
         if not p.data_path:
             raise ParamsError(f"{src}: key 'data_path' is required for dataset '{p.dataset}'")
         if not p.download and not Path(p.data_path).expanduser().exists():
-            raise ParamsError(f"{src}: key 'data_path': folder '{p.data_path}' does not exist (set download: true to fetch it)")
+            raise ParamsError(
+                f"{src}: key 'data_path': folder '{p.data_path}' does not exist (set download: true to fetch it)"
+            )
     if check_device:
         from cnnbench.devices import DeviceError, resolve
 
@@ -215,7 +241,9 @@ def validate(raw: dict[str, Any], src: str = "params", check_device: bool = True
         except DeviceError as err:
             raise ParamsError(f"{src}: key 'device': {err}") from None
         if device.type != "cuda" and any(v.get("precision") == "tf32" for v in p.variants):
-            raise ParamsError(f"{src}: key 'variants': precision tf32 needs a CUDA device, found {device.type}")
+            raise ParamsError(
+                f"{src}: key 'variants': precision tf32 needs a CUDA device, found {device.type}"
+            )
     return p
 
 
@@ -229,7 +257,9 @@ def parse_overrides(pairs: typing.Iterable[str]) -> dict[str, Any]:
         try:
             out[key.strip()] = yaml.safe_load(value)
         except yaml.YAMLError as err:
-            raise ParamsError(f"override '{pair}': value is not valid YAML ({err.__class__.__name__})") from None
+            raise ParamsError(
+                f"override '{pair}': value is not valid YAML ({err.__class__.__name__})"
+            ) from None
     return out
 
 
@@ -247,7 +277,9 @@ def read_yaml(path: str | Path) -> dict[str, Any]:
     if data is None:
         return {}
     if not isinstance(data, dict):
-        raise ParamsError(f"{path}: expected a mapping of key: value at the top level, got {type(data).__name__}")
+        raise ParamsError(
+            f"{path}: expected a mapping of key: value at the top level, got {type(data).__name__}"
+        )
     return data
 
 
@@ -255,3 +287,19 @@ def load(path: str | Path, overrides: dict[str, Any] | None = None, check_device
     """Defaults, overridden by the YAML file at ``path``, overridden by ``overrides``; validated once."""
     merged = {**read_yaml(path), **(overrides or {})}
     return validate(merged, src=str(path), check_device=check_device)
+
+
+def table(p: Params) -> pd.DataFrame:
+    """Every key with its value in force, its default, whether it differs, and what it means."""
+    docs, defaults = describe(), Params()
+    rows = [
+        (
+            key,
+            getattr(p, key),
+            getattr(defaults, key),
+            getattr(p, key) != getattr(defaults, key),
+            docs.get(key, ""),
+        )
+        for key in FIELDS
+    ]
+    return pd.DataFrame(rows, columns=["key", "value", "default", "changed", "meaning"]).set_index("key")

@@ -1,0 +1,140 @@
+"""report.html: the executed notebooks of a run in one page, code hidden, with a contents list and the
+parameters and environment the numbers were measured under at the top."""
+
+from __future__ import annotations
+
+import html
+import re
+from pathlib import Path
+
+import nbformat
+
+from cnnbench import results
+
+_HEADING = re.compile(r"^(#{1,2})\s+(.+?)\s*#*\s*$")
+
+
+def _table(rows: dict) -> str:
+    body = "".join(
+        f"<tr><th style='text-align:left'>{html.escape(str(k))}</th><td style='text-align:left'>{html.escape(str(v))}</td></tr>"
+        for k, v in rows.items()
+    )
+    return f"<table>{body}</table>"
+
+
+def _anchor_headings(cell, prefix: str, contents: list[tuple[int, str, str]]) -> None:
+    """Put an anchor before every H1/H2 of a markdown cell and list it in ``contents``."""
+    lines = []
+    for line in cell.source.splitlines():
+        match = _HEADING.match(line)
+        if match:
+            anchor = f"{prefix}-{len(contents)}"
+            contents.append((len(match.group(1)), match.group(2), anchor))
+            lines.append(f'<a id="{anchor}"></a>\n')
+        lines.append(line)
+    cell.source = "\n".join(lines)
+
+
+def _report_cells(nb, prefix: str, contents: list) -> list:
+    cells = []
+    for cell in nb.cells:
+        tags = set(cell.get("metadata", {}).get("tags", []))
+        if tags & {"parameters", "injected-parameters", "colab-setup", "remove-cell"}:
+            continue
+        if cell.cell_type == "markdown":
+            if "colab.research.google.com" in cell.source and len(cell.source) < 400:
+                continue  # the Colab badge is for the notebook, not the report
+            _anchor_headings(cell, prefix, contents)
+        elif cell.cell_type == "code":
+            cell.outputs = [
+                o
+                for o in cell.get("outputs", [])
+                if not (o.get("output_type") == "stream" and o.get("name") == "stderr")
+            ]
+            if not cell.outputs:
+                continue
+        cells.append(cell)
+    return cells
+
+
+def build(notebooks: list[Path], out: Path, title: str, header_md: str) -> Path:
+    """Concatenate executed ``notebooks`` into ``out`` (HTML, code hidden) under ``header_md``."""
+    from nbconvert import HTMLExporter
+
+    contents: list[tuple[int, str, str]] = []
+    body = []
+    for i, path in enumerate(notebooks):
+        body.extend(_report_cells(nbformat.read(path, as_version=4), f"s{i}", contents))
+    toc = "\n".join(f"{'    ' * (level - 1)}- [{text}](#{anchor})" for level, text, anchor in contents)
+    head = nbformat.v4.new_markdown_cell(f"{header_md}\n\n## Contents\n\n{toc}\n")
+    merged = nbformat.v4.new_notebook(cells=[head, *body], metadata={"title": title})
+    merged.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    exporter = HTMLExporter(template_name="lab")
+    exporter.exclude_input = True
+    exporter.exclude_input_prompt = True
+    exporter.exclude_output_prompt = True
+    page, _ = exporter.from_notebook_node(merged, resources={"metadata": {"name": title}})
+    results.atomic_write_text(out, page)
+    return out
+
+
+def _env_summary(env: dict) -> dict:
+    keys = [
+        "device_kind",
+        "device_name",
+        "gpu_memory_gb",
+        "gpu_driver",
+        "gpu_compute_capability",
+        "cpu_model",
+        "cpu_physical_cores",
+        "cpu_logical_cores",
+        "torch_threads",
+        "ram_gb",
+        "os",
+        "python",
+        "torch",
+        "torchvision",
+        "cuda_runtime",
+        "cudnn",
+        "mps_available",
+        "apple_chip",
+        "git_commit",
+        "git_dirty",
+        "hostname",
+        "captured_at",
+    ]
+    return {k: env[k] for k in keys if k in env and env[k] is not None}
+
+
+def build_run_report(run_dir: Path, notebooks: list[Path]) -> Path:
+    env = results.read_json(run_dir / "environment.json") if (run_dir / "environment.json").is_file() else {}
+    prm = results.read_json(run_dir / "params.json") if (run_dir / "params.json").is_file() else {}
+    params_rows = {k: v for k, v in prm.items() if k not in ("overrides",)}
+    header = (
+        f"# cnnbench report: {run_dir.name}\n\n"
+        f"Measured on **{env.get('device_name', '?')}** ({env.get('device_kind', '?')}), "
+        f"{env.get('captured_at', '')}, workbook commit `{str(env.get('git_commit'))[:12]}`"
+        f"{' (with uncommitted changes)' if env.get('git_dirty') else ''}. "
+        "Every number below was measured or computed by the workbook's code on this machine.\n\n"
+        f"<details><summary>Parameters</summary>\n\n{_table(params_rows)}\n\n</details>\n\n"
+        f"<details open><summary>Environment</summary>\n\n{_table(_env_summary(env))}\n\n</details>"
+    )
+    return build(notebooks, run_dir / "report.html", f"cnnbench {run_dir.name}", header)
+
+
+def build_combined_report(outputs: Path) -> tuple[Path, int] | None:
+    """outputs/report.html from the newest executed analysis notebook, when several runs are present."""
+    runs = [d for d in outputs.iterdir() if (d / "environment.json").is_file()] if outputs.is_dir() else []
+    analyses = sorted(
+        (d / "notebooks" / "05_analysis.ipynb" for d in runs),
+        key=lambda p: p.stat().st_mtime if p.is_file() else 0,
+    )
+    analyses = [a for a in analyses if a.is_file()]
+    if len(runs) < 2 or not analyses:
+        return None
+    rows = {d.name: results.read_json(d / "environment.json").get("device_name", "?") for d in sorted(runs)}
+    header = (
+        f"# cnnbench: {len(runs)} runs compared\n\nEach run was measured on the machine named beside it; "
+        f"every run keeps its own report in its folder.\n\n{_table(rows)}"
+    )
+    return build([analyses[-1]], outputs / "report.html", "cnnbench: runs compared", header), len(runs)

@@ -1,0 +1,71 @@
+"""A run: validated parameters, the resolved device, and the folder its results go to."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from cnnbench import devices, envinfo, params, paths, results
+
+
+@dataclass
+class Run:
+    params: params.Params
+    params_file: Path
+    dir: Path
+    device: torch.device
+    threads: int
+    overrides: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        return self.dir.name
+
+    @property
+    def device_name(self) -> str:
+        return devices.device_name(self.device)
+
+    def path(self, name: str) -> Path:
+        """A file of this run, e.g. ``run.path("complexity.csv")``."""
+        return self.dir / name
+
+    def figure_path(self, name: str) -> Path:
+        path = self.dir / "figures" / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return path
+
+    def environment(self, refresh: bool = False) -> dict:
+        """environment.json of this run, captured now if it is missing (or ``refresh``)."""
+        path = self.path("environment.json")
+        if refresh or not path.is_file():
+            results.write_json(path, envinfo.capture(self.device, self.params.to_dict()))
+        return results.read_json(path)
+
+
+def open_run(
+    params_file: str | Path = "", overrides: dict[str, Any] | None = None, run_dir: str | Path = ""
+) -> Run:
+    """Load and validate the parameters, resolve the device, set CPU threads, create the run folder.
+
+    ``params_file`` "" means params/colab_t4.yaml on Colab and params/local.yaml elsewhere; ``run_dir`` ""
+    means outputs/<run_name>. Raises :class:`cnnbench.params.ParamsError` on bad input, before any work.
+    """
+    path = paths.resolve(params_file) if params_file else paths.default_params_file()
+    overrides = dict(overrides or {})
+    p = params.load(path, overrides)
+    device = devices.resolve(p.device, expect=p.expect_device)
+    threads = devices.set_threads(p.threads)
+    torch.manual_seed(p.seed)
+    root = (
+        Path(run_dir)
+        if run_dir
+        else paths.outputs_root() / (p.run_name or paths.default_run_name(device.type))
+    )
+    root.mkdir(parents=True, exist_ok=True)
+    results.write_json(
+        root / "params.json", {"params_file": str(path), "overrides": overrides, **p.to_dict()}
+    )
+    return Run(p, path, root.resolve(), device, threads, overrides)
