@@ -101,13 +101,19 @@ _HINTS = typing.get_type_hints(Params)
 
 
 def describe() -> dict[str, str]:
-    """Key -> the comment documenting it, read from this file (the schema is the documentation)."""
+    """Key -> the comment documenting it, read from this file (the schema is the documentation).
+
+    A field's comment ends its definition: on its own line, or on the closing line of a multi-line default.
+    """
     out: dict[str, str] = {}
+    current = None
     for line in Path(__file__).read_text().splitlines():
-        head, _, comment = line.partition("#")
+        head, _, comment = line.partition("  # ")
         name = head.strip().split(":")[0]
-        if name in FIELDS and comment and name not in out:
-            out[name] = comment.strip()
+        if line.startswith("    ") and not line.startswith("     ") and name in FIELDS:
+            current = name
+        if current and comment and current not in out:
+            out[current] = comment.strip()
     return out
 
 

@@ -61,16 +61,20 @@ def execute(
             )
         except PapermillExecutionError as err:
             log("failed")
-            raise NotebookFailed(name, err.exec_count, f"{err.ename}: {err.evalue}", target) from None
+            first_line = (err.source or "").strip().splitlines()[0][:80] if (err.source or "").strip() else ""
+            raise NotebookFailed(name, err.exec_count, f"{err.ename}: {err.evalue}", target, first_line) from None
         log(f"done in {time.perf_counter() - start:.1f} s")
         done.append(target)
     return done
 
 
 class NotebookFailed(RuntimeError):
-    def __init__(self, notebook: str, cell: int | None, error: str, executed: Path):
+    """A notebook raised: ``cell`` is its execution count as shown in the executed copy."""
+
+    def __init__(self, notebook: str, cell: int | None, error: str, executed: Path, source: str = ""):
         self.notebook, self.cell, self.error, self.executed = notebook, cell, error, executed
-        super().__init__(f"notebook {notebook} failed in cell {cell}: {error} (executed copy: {executed})")
+        where = f"cell [{cell}]" + (f" `{source}`" if source else "")
+        super().__init__(f"notebook {notebook} failed in {where}: {error} (executed copy kept: {executed})")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -98,6 +102,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"cnnbench: {err}", file=sys.stderr)
         return 2
 
+    missing = [n for n in p.notebooks if not (paths.repo_root() / "notebooks" / f"{n}.ipynb").is_file()]
+    if missing:
+        print(f"cnnbench: notebooks missing from {paths.repo_root() / 'notebooks'}: {', '.join(missing)}", file=sys.stderr)
+        return 2
     outputs = Path(args.outputs).resolve() if args.outputs else paths.outputs_root()
     run_dir = outputs / run_name_for(p)
     print(f"cnnbench: run '{run_dir.name}' with {params_file.name} -> {run_dir}")

@@ -1,0 +1,97 @@
+"""The real pipeline, end to end through papermill, with params/smoke.yaml, into a temporary folder."""
+
+import json
+import os
+import subprocess
+import sys
+
+import nbformat
+import pandas as pd
+import pytest
+
+from cnnbench import pipeline
+from conftest import ROOT
+
+
+def run_cli(*args, env=None, cwd=ROOT):
+    return subprocess.run([sys.executable, "-m", "cnnbench.pipeline", *args], capture_output=True, text=True,
+                          cwd=cwd, env={**os.environ, **(env or {})}, timeout=1800)
+
+
+@pytest.fixture(scope="module")
+def smoke_run(tmp_path_factory):
+    outputs = tmp_path_factory.mktemp("outputs")
+    proc = run_cli("--params", "params/smoke.yaml", "--outputs", str(outputs))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return outputs / "smoke", proc
+
+
+@pytest.mark.slow
+def test_pipeline_writes_every_notebook_csv_and_the_report(smoke_run):
+    run_dir, proc = smoke_run
+    from cnnbench import params
+
+    for name in params.NOTEBOOKS:
+        if (ROOT / "notebooks" / f"{name}.ipynb").exists():
+            executed = nbformat.read(run_dir / "notebooks" / f"{name}.ipynb", as_version=4)
+            assert any(c.get("outputs") for c in executed.cells if c.cell_type == "code"), name
+    env = json.loads((run_dir / "environment.json").read_text())
+    assert env["device_kind"] == "cpu" and env["params"]["run_name"] == "smoke"
+    complexity = pd.read_csv(run_dir / "complexity.csv")
+    for col in ("model", "image_size", "params", "param_mb", "gmacs_fwd", "gflops_fwd", "gflops_train",
+                "train_fwd_ratio", "fvcore_gmacs", "activation_mb"):
+        assert col in complexity.columns, col
+    assert set(complexity.model) == {"mnist_cnn", "squeezenet1_1"}
+    assert set(complexity[complexity.model == "squeezenet1_1"].image_size) == {224, 32}
+    assert (complexity.gflops_fwd == 2 * complexity.gmacs_fwd).all()
+    assert (run_dir / "figures" / "complexity.png").stat().st_size > 1000
+
+
+@pytest.mark.slow
+def test_report_hides_code_and_leads_with_parameters_and_environment(smoke_run):
+    run_dir, _ = smoke_run
+    page = (run_dir / "report.html").read_text()
+    assert "cnnbench report: smoke" in page and "Contents" in page and "Environment" in page and "Parameters" in page
+    assert "01 · Complexity" in page and 'href="#s1-0"' in page
+    assert "open_run(" not in page  # code hidden
+    assert page.index("Environment") < page.index("01 · Complexity")
+
+
+def test_bad_params_stop_before_any_work(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("models: [resnet9000]\n")
+    proc = run_cli("--params", str(bad), "--outputs", str(tmp_path / "out"))
+    assert proc.returncode == 2
+    assert proc.stderr.count("\n") == 1 and "unknown model 'resnet9000'" in proc.stderr
+    assert not (tmp_path / "out").exists()
+
+
+FAILING = {
+    "00_setup": ["x = 1"],
+    "01_complexity": ["y = 2", "raise ValueError('boom')"],
+}
+
+
+def _notebook(cells):
+    params = nbformat.v4.new_code_cell('params_file = ""\noverrides = {}\nrun_dir = ""')
+    params.metadata["tags"] = ["parameters"]
+    nb = nbformat.v4.new_notebook(cells=[params, *[nbformat.v4.new_code_cell(c) for c in cells]])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    return nb
+
+
+@pytest.mark.slow
+def test_failing_notebook_is_named_with_its_cell_and_earlier_work_is_kept(tmp_path, monkeypatch):
+    root = tmp_path / "workbook"
+    (root / "notebooks").mkdir(parents=True)
+    (root / "params").mkdir()
+    for name, cells in FAILING.items():
+        nbformat.write(_notebook(cells), root / "notebooks" / f"{name}.ipynb")
+    monkeypatch.setenv("CNNBENCH_ROOT", str(root))
+    run_dir = tmp_path / "out" / "r"
+    with pytest.raises(pipeline.NotebookFailed) as err:
+        pipeline.execute(root / "params" / "p.yaml", {}, run_dir, list(FAILING), timeout_s=120, log=lambda *a, **k: None)
+    assert err.value.notebook == "01_complexity" and err.value.cell == 4  # execution count in the executed copy (papermill injects a cell)
+    assert "ValueError: boom" in str(err.value) and "`raise ValueError('boom')`" in str(err.value)
+    assert (run_dir / "notebooks" / "00_setup.ipynb").is_file()
+    assert (run_dir / "notebooks" / "01_complexity.ipynb").is_file()  # the failed copy, for reading
