@@ -105,3 +105,9 @@ class ResultsFile:
         key = self._key_of(row)
         kept = [r for r in self.rows() if self._key_of(r) != key]
         write_rows(self.path, [*kept, row])
+
+    def extend(self, rows: Iterable[Mapping[str, Any]]) -> None:
+        """Add many rows in one atomic write, replacing rows with the same keys."""
+        rows = [{"schema_version": SCHEMA_VERSION, **r} for r in rows]
+        keys = {self._key_of(r) for r in rows}
+        write_rows(self.path, [*(r for r in self.rows() if self._key_of(r) not in keys), *rows])

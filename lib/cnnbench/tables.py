@@ -52,3 +52,53 @@ def fvcore_difference(complexity: pd.DataFrame) -> pd.DataFrame:
     df = complexity[["model", "image_size", "gmacs_fwd", "fvcore_gmacs", "fvcore_extra_ops"]].copy()
     df["fvcore_minus_ours_pct"] = 100 * (df.fvcore_gmacs / df.gmacs_fwd - 1)
     return df
+
+
+def _variant(df: pd.DataFrame) -> pd.Series:
+    compiled = df["compile"].astype(str).str.lower().isin(["true", "1"])
+    return df.precision + " " + df.memory_format + compiled.map({True: " compiled", False: ""})
+
+
+def measured(df: pd.DataFrame) -> pd.DataFrame:
+    """The main columns of a scenario table, one row per configuration, failures included with their status."""
+    cols = ["model", "phase", "variant", "batch_size", "image_size", "data_mode", "status", "throughput_img_s",
+            "throughput_ci95_img_s", "step_time_median_s", "step_time_std_s", "noisy", "achieved_tflops",
+            "peak_device_mem_mb", "peak_rss_mb", "error"]
+    out = df.assign(variant=_variant(df))
+    return out[[c for c in cols if c in out.columns]]
+
+
+def performance_summary(df: pd.DataFrame) -> pd.DataFrame:
+    """Seed 000's Table 3 for this device: train and eval throughput, TFLOP/s and peak memory per model."""
+    ok = df[df.status == "ok"].assign(variant=_variant(df))
+    wide = ok.pivot_table(index=["model", "device_name", "variant"], columns="phase",
+                          values=["throughput_img_s", "throughput_ci95_img_s", "achieved_tflops", "peak_device_mem_mb",
+                                  "peak_rss_mb"], aggfunc="first")
+    wide.columns = [f"{phase}_{value}" for value, phase in wide.columns]
+    order = [c for c in ("train_throughput_img_s", "train_throughput_ci95_img_s", "eval_throughput_img_s",
+                         "eval_throughput_ci95_img_s", "train_achieved_tflops", "eval_achieved_tflops",
+                         "train_peak_device_mem_mb", "train_peak_rss_mb") if c in wide.columns]
+    out = wide[order].reset_index()
+    if {"train_throughput_img_s", "eval_throughput_img_s"} <= set(out.columns):
+        out["eval_train_ratio"] = out.eval_throughput_img_s / out.train_throughput_img_s
+    return out
+
+
+def utilisation(df: pd.DataFrame) -> pd.DataFrame:
+    """Seed 000's Table 5, sampled during the measured windows only (mean and max, %)."""
+    cols = ["model", "phase", "variant", "util_cpu_mean", "util_cpu_max", "util_process_cpu_mean", "util_device_mean",
+            "util_device_max", "util_device_mem_mean", "gpu_power_w_mean", "gpu_temp_c_max", "gpu_sm_clock_mhz_mean",
+            "gpu_throttle_reasons", "telemetry_samples"]
+    out = df[df.status == "ok"].assign(variant=_variant(df))
+    return out[[c for c in cols if c in out.columns]]
+
+
+def variants_side_by_side(df: pd.DataFrame) -> pd.DataFrame:
+    """Throughput of each variant per model and phase, and its speedup over the first variant measured."""
+    ok = df[df.status == "ok"].assign(variant=_variant(df))
+    wide = ok.pivot_table(index=["model", "phase"], columns="variant", values="throughput_img_s", aggfunc="first")
+    first = _variant(df).iloc[0]
+    for col in list(wide.columns):
+        if col != first and first in wide.columns:
+            wide[f"{col} / {first}"] = wide[col] / wide[first]
+    return wide.reset_index()

@@ -1,0 +1,183 @@
+"""Data: synthetic images shaped like the configured dataset (the embedded default) and real datasets.
+
+Real datasets load from a folder given in the params: Tiny-ImageNet (including its validation annotations),
+ImageNette, MNIST, CIFAR-10 and any ImageFolder. The public ones download with checksums when asked
+(``download: true``); downloads go through torchvision's ``download_and_extract_archive`` (MD5-checked).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from torch.utils.data import DataLoader, Dataset
+from torchvision import datasets as tvd
+from torchvision import transforms as T
+from torchvision.datasets.folder import default_loader
+from torchvision.datasets.utils import download_and_extract_archive
+
+MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
+
+
+class DataError(ValueError):
+    """A dataset that is missing, malformed, or does not match the parameters."""
+
+
+@dataclass(frozen=True)
+class Shape:
+    """What a dataset looks like to a model."""
+
+    channels: int
+    size: int
+    classes: int
+
+
+SHAPES = {
+    "tiny_imagenet": Shape(3, 64, 200),
+    "imagenette": Shape(3, 160, 10),
+    "mnist": Shape(1, 28, 10),
+    "cifar10": Shape(3, 32, 10),
+}
+
+# Public archives: url, md5. Tests point these at a loopback server.
+TINY_IMAGENET_URL = ("http://cs231n.stanford.edu/tiny-imagenet-200.zip", "90528d7ca1a48142e341f4ef8d21d0de")
+
+
+class SyntheticImages(Dataset):
+    """``n`` deterministic random images (uint8, like decoded JPEGs) with labels, normalised on access."""
+
+    def __init__(self, n: int, channels: int, size: int, classes: int, seed: int = 0):
+        gen = torch.Generator().manual_seed(seed)
+        self.images = torch.randint(0, 256, (n, channels, size, size), dtype=torch.uint8, generator=gen)
+        self.labels = torch.randint(0, classes, (n,), generator=gen)
+        self.mean = torch.tensor(MEAN[:channels] if channels == 3 else (0.5,)).view(-1, 1, 1)
+        self.std = torch.tensor(STD[:channels] if channels == 3 else (0.5,)).view(-1, 1, 1)
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    def __getitem__(self, i: int):
+        return (self.images[i].float() / 255 - self.mean) / self.std, self.labels[i]
+
+
+class TinyImageNet(Dataset):
+    """Tiny-ImageNet-200: ``train/<wnid>/images/*.JPEG``; ``val/images`` labelled by ``val/val_annotations.txt``."""
+
+    def __init__(self, root: str | Path, split: str = "train", transform=None):
+        root = Path(root)
+        if (root / "tiny-imagenet-200").is_dir():
+            root = root / "tiny-imagenet-200"
+        wnids_file = root / "wnids.txt"
+        if not wnids_file.is_file():
+            raise DataError(f"{root}: not a Tiny-ImageNet folder (wnids.txt missing)")
+        self.wnids = [w.strip() for w in wnids_file.read_text().split() if w.strip()]
+        self.class_to_idx = {w: i for i, w in enumerate(self.wnids)}
+        self.transform = transform
+        if split == "train":
+            self.samples = [
+                (p, self.class_to_idx[wnid])
+                for wnid in self.wnids
+                for p in sorted((root / "train" / wnid / "images").glob("*.JPEG"))
+            ]
+        elif split == "val":
+            annotations = root / "val" / "val_annotations.txt"
+            if not annotations.is_file():
+                raise DataError(f"{root}: val/val_annotations.txt missing")
+            self.samples = []
+            for line in annotations.read_text().splitlines():
+                fields = line.split("\t")
+                if len(fields) >= 2:
+                    self.samples.append((root / "val" / "images" / fields[0], self.class_to_idx[fields[1]]))
+        else:
+            raise DataError(f"unknown split '{split}' (train or val)")
+        if not self.samples:
+            raise DataError(f"{root}: no {split} images found")
+
+    def __len__(self) -> int:
+        return len(self.samples)
+
+    def __getitem__(self, i: int):
+        path, label = self.samples[i]
+        image = default_loader(str(path))
+        return (self.transform(image) if self.transform else image), label
+
+
+def download_tiny_imagenet(root: str | Path) -> Path:
+    url, md5 = TINY_IMAGENET_URL
+    download_and_extract_archive(url, download_root=str(root), md5=md5)
+    return Path(root)
+
+
+def transforms_for(channels: int, size: int, train: bool):
+    """Tiny-ImageNet-style preprocessing at ``size``: random crop + flip for training, centre crop for val."""
+    mean, std = (MEAN, STD) if channels == 3 else ((0.5,), (0.5,))
+    head = [T.Grayscale(num_output_channels=channels)] if channels in (1, 3) else []
+    if train:
+        crop = [T.RandomResizedCrop(size, scale=(0.35, 1.0), antialias=True), T.RandomHorizontalFlip()]
+    else:
+        crop = [T.Resize(size, antialias=True), T.CenterCrop(size)]
+    return T.Compose([*head, *crop, T.ToTensor(), T.Normalize(mean, std)])
+
+
+def open_dataset(name: str, root: str | Path, split: str, channels: int, size: int, download: bool = False) -> Dataset:
+    """A real dataset split with the model's channels and resolution. Raises :class:`DataError`."""
+    root = Path(root).expanduser()
+    train = split == "train"
+    tf = transforms_for(channels, size, train)
+    if not root.exists() and not download:
+        raise DataError(f"dataset folder '{root}' does not exist (set download: true to fetch {name})")
+    try:
+        if name == "tiny_imagenet":
+            if download and not any(root.glob("**/wnids.txt")):
+                download_tiny_imagenet(root)
+            return TinyImageNet(root, split, tf)
+        if name == "imagenette":
+            return tvd.Imagenette(str(root), split=split, size="160px", download=download and not _has_imagenette(root), transform=tf)
+        if name == "mnist":
+            return tvd.MNIST(str(root), train=train, download=download, transform=tf)
+        if name == "cifar10":
+            return tvd.CIFAR10(str(root), train=train, download=download, transform=tf)
+        if name == "imagefolder":
+            folder = root / split if (root / split).is_dir() else root
+            return tvd.ImageFolder(str(folder), transform=tf)
+    except (RuntimeError, FileNotFoundError, OSError) as err:
+        raise DataError(f"{name} at '{root}': {err}") from None
+    raise DataError(f"unknown dataset '{name}'")
+
+
+def _has_imagenette(root: Path) -> bool:
+    return (root / "imagenette2-160").is_dir()
+
+
+def num_classes(ds: Dataset) -> int:
+    if isinstance(ds, TinyImageNet):
+        return len(ds.wnids)
+    if isinstance(ds, tvd.Imagenette):
+        return len(ds.wnids)
+    return len(getattr(ds, "classes", [])) or int(max(int(y) for _, y in ds)) + 1
+
+
+def synthetic_for(model_channels: int, size: int, classes: int, n: int, seed: int = 0) -> SyntheticImages:
+    return SyntheticImages(n, model_channels, size, classes, seed)
+
+
+def loader(ds: Dataset, batch_size: int, workers: int, pin_memory: bool, shuffle: bool = True, seed: int = 0) -> DataLoader:
+    """A DataLoader as the seeds ran it: shuffled, ``workers`` processes, pinned memory when asked."""
+    return DataLoader(
+        ds,
+        batch_size=batch_size,
+        shuffle=shuffle,
+        num_workers=workers,
+        pin_memory=pin_memory,
+        drop_last=True,
+        persistent_workers=workers > 0,
+        generator=torch.Generator().manual_seed(seed),
+    )
+
+
+def cycle(dl: DataLoader) -> Iterator:
+    """Batches forever, starting a new epoch when one ends."""
+    while True:
+        yield from dl

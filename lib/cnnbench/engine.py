@@ -1,0 +1,261 @@
+"""The measurement engine: one training or evaluation configuration, measured the way a performance engineer
+would accept.
+
+One training step = zero_grad, forward, loss, backward, optimizer step. One eval step = forward under
+``torch.inference_mode()``. Same model, optimizer (SGD) and loss on every device. Warm-up steps run first;
+then ``repeats`` windows of ``measured_steps`` steps each, the device synchronised before every clock read.
+Failures are rows: out of memory -> ``status=oom``, a non-finite loss -> ``status=unstable``, anything else ->
+``status=error`` with the message.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import gc
+import math
+import time
+import warnings
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass
+from functools import cache
+
+import torch
+from torch import nn
+
+from cnnbench import data, devices, flops, models, telemetry, timing
+from cnnbench.progress import bar
+from cnnbench.results import ResultsFile
+
+CONFIG_KEYS = ("model", "device_kind", "phase", "data_mode", "batch_size", "image_size", "precision",
+               "memory_format", "compile")
+
+
+@dataclass(frozen=True)
+class Config:
+    """What is measured: every field is a column of the result row."""
+
+    model: str
+    phase: str  # train | eval
+    batch_size: int
+    image_size: int
+    num_classes: int
+    in_channels: int = 3
+    precision: str = "fp32"  # fp32 | tf32 | bf16 | fp16
+    memory_format: str = "nchw"  # nchw | channels_last
+    compile: bool = False
+    data_mode: str = "device"  # device | loader
+    dataset: str = "synthetic"
+
+
+@dataclass(frozen=True)
+class Protocol:
+    """How it is measured."""
+
+    warmup_steps: int = 10
+    measured_steps: int = 30
+    repeats: int = 3
+    lr: float = 0.01
+    momentum: float = 0.9
+    workers: int = 2
+    pin_memory: bool = True
+    synthetic_images: int = 2048
+    telemetry_interval_s: float = 0.1
+    seed: int = 0
+    data_path: str = ""
+    download: bool = False
+
+    @classmethod
+    def from_params(cls, p) -> Protocol:
+        return cls(**{k: getattr(p, k) for k in cls.__dataclass_fields__})
+
+
+class UnstableLoss(RuntimeError):
+    """The loss became NaN or infinite."""
+
+
+@cache
+def flops_per_image(model: str, image_size: int, num_classes: int) -> tuple[float, float]:
+    """(training, forward) FLOPs per image at the resolution actually run, counted on the CPU."""
+    c = flops.complexity(model, image_size, num_classes, device="cpu", with_fvcore=False)
+    return c.gflops_train * 1e9, c.gflops_fwd * 1e9
+
+
+def _autocast(device: torch.device, precision: str):
+    if precision in ("bf16", "fp16"):
+        dtype = torch.bfloat16 if precision == "bf16" else torch.float16
+        return torch.autocast(device_type=device.type, dtype=dtype)
+    return contextlib.nullcontext()
+
+
+def _set_tf32(device: torch.device, precision: str) -> None:
+    """fp32 means fp32: TF32 off for matmuls and cuDNN (cuDNN's default is on), unless tf32 is asked for."""
+    if device.type == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = precision == "tf32"
+        torch.backends.cudnn.allow_tf32 = precision == "tf32"
+
+
+def _grad_scaler(device: torch.device, precision: str):
+    if precision != "fp16":
+        return None
+    try:
+        return torch.amp.GradScaler(device.type)
+    except (RuntimeError, ValueError, AttributeError):
+        return None
+
+
+class Workload:
+    """The model, optimizer, loss and data of one configuration on one device, and its step function."""
+
+    def __init__(self, cfg: Config, device: torch.device, protocol: Protocol, dataset=None):
+        self.cfg, self.device, self.protocol = cfg, device, protocol
+        torch.manual_seed(protocol.seed)
+        model = models.build(cfg.model, num_classes=cfg.num_classes, image_size=cfg.image_size).to(device)
+        self.channels_last = cfg.memory_format == "channels_last"
+        if self.channels_last:
+            model = model.to(memory_format=torch.channels_last)
+        self.model = model.train(cfg.phase == "train")
+        self.forward = torch.compile(model) if cfg.compile else model
+        self.optimizer = torch.optim.SGD(model.parameters(), lr=protocol.lr, momentum=protocol.momentum)
+        self.loss_fn = nn.CrossEntropyLoss()
+        self.scaler = _grad_scaler(device, cfg.precision)
+        self.last_loss: torch.Tensor | None = None
+        _set_tf32(device, cfg.precision)
+        if cfg.data_mode == "device":
+            x, y = self._synthetic_batch()
+            self._next = lambda: (x, y)
+        else:
+            ds = dataset or data.synthetic_for(cfg.in_channels, cfg.image_size, cfg.num_classes,
+                                               max(protocol.synthetic_images, cfg.batch_size), protocol.seed)
+            pin = protocol.pin_memory and device.type == "cuda"
+            batches = data.cycle(data.loader(ds, cfg.batch_size, protocol.workers, pin, seed=protocol.seed))
+            self._next = lambda: self._to_device(*next(batches))
+
+    def _synthetic_batch(self):
+        gen = torch.Generator().manual_seed(self.protocol.seed)
+        shape = (self.cfg.batch_size, self.cfg.in_channels, self.cfg.image_size, self.cfg.image_size)
+        return self._to_device(torch.randn(shape, generator=gen),
+                               torch.randint(0, self.cfg.num_classes, (self.cfg.batch_size,), generator=gen))
+
+    def _to_device(self, x: torch.Tensor, y: torch.Tensor):
+        x = x.to(self.device, non_blocking=True)
+        if self.channels_last:
+            x = x.contiguous(memory_format=torch.channels_last)
+        return x, y.to(self.device, non_blocking=True)
+
+    def train_step(self) -> None:
+        x, y = self._next()
+        self.optimizer.zero_grad(set_to_none=True)
+        with _autocast(self.device, self.cfg.precision):
+            loss = self.loss_fn(models.logits(self.forward(x)), y)
+        if self.scaler is not None:
+            self.scaler.scale(loss).backward()
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
+        else:
+            loss.backward()
+            self.optimizer.step()
+        self.last_loss = loss.detach()
+
+    def eval_step(self) -> None:
+        x, _ = self._next()
+        with torch.inference_mode(), _autocast(self.device, self.cfg.precision):
+            self.forward(x)
+
+    @property
+    def step(self) -> Callable[[], None]:
+        return self.train_step if self.cfg.phase == "train" else self.eval_step
+
+    def check_loss(self) -> float:
+        """The last training loss; raises :class:`UnstableLoss` when it is not finite."""
+        if self.last_loss is None:
+            return math.nan
+        value = float(self.last_loss.float().item())
+        if not math.isfinite(value):
+            raise UnstableLoss(f"loss became {value}")
+        return value
+
+
+def _base_row(cfg: Config, device: torch.device) -> dict:
+    return {
+        **asdict(cfg),
+        "device_kind": device.type,
+        "device_name": devices.device_name(device),
+        "threads": torch.get_num_threads(),
+    }
+
+
+def measure(cfg: Config, device: torch.device, protocol: Protocol, dataset=None,
+            timer: timing.StepTimer | None = None) -> dict:
+    """Measure one configuration; always returns a row (``status`` ok, oom, unstable or error)."""
+    row = _base_row(cfg, device)
+    row["timestamp"] = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+    row.update(warmup_steps=protocol.warmup_steps, status="ok", error="")
+    timer = timer or timing.StepTimer(device)
+    work = None
+    try:
+        devices.empty_cache(device)
+        devices.reset_peak_memory(device)
+        work = Workload(cfg, device, protocol, dataset)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            t0 = time.perf_counter()
+            work.step()  # first step: compilation (if on) and lazy initialisation, timed on its own
+            devices.synchronize(device)
+            row["first_step_s"] = time.perf_counter() - t0
+            for _ in range(max(protocol.warmup_steps - 1, 0)):
+                work.step()
+            devices.synchronize(device)
+        fallbacks = sorted({str(w.message).split("'")[1] for w in caught if "fall back to run on the CPU" in str(w.message)
+                            and "'" in str(w.message)})
+        row["cpu_fallback_ops"] = ",".join(fallbacks)
+        row["loss_after_warmup"] = work.check_loss()
+        step_times, window_times = [], []
+        with telemetry.Sampler(device, protocol.telemetry_interval_s) as sampler:
+            for _ in range(protocol.repeats):
+                times, wall = timer.window(work.step, protocol.measured_steps)
+                step_times.extend(times)
+                window_times.append(wall)
+                work.check_loss()
+        row["loss_last"] = work.check_loss()
+        row.update(timing.summarize(step_times, window_times, [protocol.measured_steps] * protocol.repeats,
+                                    cfg.batch_size, protocol.seed))
+        row.update(sampler.summary())
+        row.update(devices.peak_memory_mb(device))
+        train_f, fwd_f = flops_per_image(cfg.model, cfg.image_size, cfg.num_classes)
+        per_image = train_f if cfg.phase == "train" else fwd_f
+        row["gflops_per_image"] = per_image / 1e9
+        row["achieved_gflops"] = row["throughput_img_s"] * per_image / 1e9
+        row["achieved_tflops"] = row["achieved_gflops"] / 1e3
+        row["step_times_s"] = step_times
+        if cfg.compile:
+            row["compile_s"] = max(row["first_step_s"] - row["step_time_median_s"], 0.0)
+    except UnstableLoss as err:
+        row.update(status="unstable", error=str(err))
+    except Exception as err:  # noqa: BLE001 - every failure becomes a row, the run goes on
+        row.update(status="oom" if devices.is_oom(err) else "error", error=f"{type(err).__name__}: {err}"[:500])
+    finally:
+        del work
+        gc.collect()
+        devices.empty_cache(device)
+    return row
+
+
+def run_configs(configs: Iterable[Config], device: torch.device, protocol: Protocol, path, steps_path=None,
+                dataset_for: Callable[[Config], object] | None = None, desc: str = "measuring") -> list[dict]:
+    """Measure every configuration not already done in ``path``; rows are appended as they finish.
+
+    Per-step times go to ``steps_path`` (one row per step) so nothing of a measurement is thrown away.
+    """
+    results = ResultsFile(path, CONFIG_KEYS)
+    steps = ResultsFile(steps_path, (*CONFIG_KEYS, "repeat", "step")) if steps_path else None
+    todo = [c for c in configs if not results.done({**asdict(c), "device_kind": device.type})]
+    for cfg in bar(todo, desc=desc, unit="config"):
+        row = measure(cfg, device, protocol, dataset_for(cfg) if dataset_for else None)
+        step_times = row.pop("step_times_s", [])
+        if steps is not None and step_times:
+            key = {k: row[k] for k in CONFIG_KEYS}
+            n = protocol.measured_steps
+            steps.extend([{**key, "repeat": i // n, "step": i % n, "step_time_s": t} for i, t in enumerate(step_times)])
+        results.append(row)
+    return results.rows()

@@ -1,0 +1,141 @@
+"""The experiments of the seeds, as configurations built from the parameters of a run.
+
+Scenario A (02): every model, train and eval, at the seeds' configuration, in every variant of the params.
+Scenario B (03): throughput against batch size. Epochs: full train and validation epochs (seed 000's Table 2).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict
+
+import pandas as pd
+import torch
+
+from cnnbench import data, devices, engine, models, telemetry
+from cnnbench.engine import Config, Protocol
+from cnnbench.progress import bar
+from cnnbench.results import ResultsFile
+
+
+def model_data(p, model: str) -> tuple[str, int, int, int]:
+    """(dataset, channels, image size, classes) a model runs on in this run.
+
+    ImageNet models train on the run's dataset at its resolution. The MNIST CNN of seed 001 trains on MNIST
+    (or MNIST-shaped synthetic data): 1x28x28, 10 classes, whatever the run's dataset.
+    """
+    spec = models.spec(model)
+    if spec.native_data == "mnist":
+        return ("mnist" if p.dataset == "mnist" else "synthetic"), spec.in_channels, spec.reference_size, spec.reference_classes
+    return p.dataset, spec.in_channels, p.image_size, p.num_classes
+
+
+def _config(p, model: str, phase: str, batch_size: int, variant: dict) -> Config:
+    dataset, channels, size, classes = model_data(p, model)
+    return Config(model=model, phase=phase, batch_size=batch_size, image_size=size, num_classes=classes,
+                  in_channels=channels, precision=variant.get("precision", "fp32"),
+                  memory_format=variant.get("memory_format", "nchw"), compile=variant.get("compile", False),
+                  data_mode=p.data_mode if dataset != "synthetic" or p.data_mode == "loader" else "device",
+                  dataset=dataset)
+
+
+def scenario_a_configs(p) -> list[Config]:
+    return [_config(p, m, phase, p.batch_size_for(m), v) for m in p.models for v in p.variants for phase in p.phases]
+
+
+def sweep_configs(p) -> list[Config]:
+    return [_config(p, m, phase, bs, p.variants[0]) for m, sizes in p.sweep.items() for bs in sizes for phase in p.phases]
+
+
+def dataset_loader(p):
+    """``Config -> Dataset`` for configurations on real data (None: synthetic, made by the engine)."""
+    cache: dict = {}
+
+    def dataset_for(cfg: Config):
+        if cfg.dataset == "synthetic":
+            return None
+        split = "train" if cfg.phase == "train" else "val"
+        key = (cfg.dataset, split, cfg.in_channels, cfg.image_size)
+        if key not in cache:
+            ds = data.open_dataset(cfg.dataset, p.data_path, split, cfg.in_channels, cfg.image_size, p.download)
+            if data.num_classes(ds) != cfg.num_classes:
+                raise data.DataError(f"{cfg.dataset} has {data.num_classes(ds)} classes; set num_classes to match")
+            cache[key] = ds
+        return cache[key]
+
+    return dataset_for
+
+
+def run(run, name: str, configs: list[Config]) -> pd.DataFrame:
+    """Measure ``configs`` into ``<run>/<name>.csv`` (resuming) and ``<name>_steps.csv``; return the table."""
+    p = run.params
+    engine.run_configs(configs, run.device, Protocol.from_params(p), run.path(f"{name}.csv"),
+                       run.path(f"{name}_steps.csv"), dataset_for=dataset_loader(p), desc=name)
+    return pd.read_csv(run.path(f"{name}.csv"))
+
+
+def diminishing_returns(df: pd.DataFrame, within: float = 0.05) -> pd.DataFrame:
+    """Per model and phase: the best throughput and the smallest batch within ``within`` of it."""
+    ok = df[df.status == "ok"]
+    rows = []
+    for (model, phase), g in ok.groupby(["model", "phase"]):
+        best = g.throughput_img_s.max()
+        knee = g[g.throughput_img_s >= (1 - within) * best].batch_size.min()
+        rows.append({"model": model, "phase": phase, "best_throughput_img_s": best,
+                     "best_batch_size": int(g.loc[g.throughput_img_s.idxmax(), "batch_size"]),
+                     "knee_batch_size": int(knee)})
+    return pd.DataFrame(rows)
+
+
+EPOCH_KEYS = ("model", "device_kind", "batch_size", "image_size", "precision", "memory_format", "dataset")
+
+
+def _epoch(work: engine.Workload, loader, phase: str, max_batches: int) -> tuple[float, int]:
+    n = 0
+    devices.synchronize(work.device)
+    start = time.perf_counter()
+    for x, y in loader:
+        work._next = lambda x=x, y=y: work._to_device(x, y)
+        work.train_step() if phase == "train" else work.eval_step()
+        n += x.shape[0]
+        if max_batches and n >= max_batches * x.shape[0]:
+            break
+    devices.synchronize(work.device)
+    return time.perf_counter() - start, n
+
+
+def epochs(run) -> pd.DataFrame:
+    """Seed 000's epoch times: one train and one validation epoch per model (``max_batches`` caps them)."""
+    p, device = run.params, run.device
+    results = ResultsFile(run.path("epochs.csv"), EPOCH_KEYS)
+    protocol = Protocol.from_params(p)
+    dataset_for = dataset_loader(p)
+    for model in bar(p.models, desc="epochs", unit="model"):
+        cfg = _config(p, model, "train", p.batch_size_for(model), p.variants[0])
+        config = {k: v for k, v in asdict(cfg).items() if k not in ("phase", "data_mode")}
+        row = {**config, "device_kind": device.type, "device_name": devices.device_name(device), "status": "ok",
+               "error": "", "threads": torch.get_num_threads(), "workers": p.workers, "max_batches": p.max_batches}
+        if results.done(row):
+            continue
+        try:
+            splits = {}
+            for phase in ("train", "eval"):
+                c = Config(**{**asdict(cfg), "phase": phase, "data_mode": "loader"})
+                ds = dataset_for(c) or data.synthetic_for(c.in_channels, c.image_size, c.num_classes,
+                                                          p.synthetic_images, p.seed + (phase == "eval"))
+                splits[phase] = data.loader(ds, c.batch_size, p.workers, p.pin_memory and device.type == "cuda",
+                                            shuffle=phase == "train", seed=p.seed)
+            work = engine.Workload(cfg, device, protocol)
+            with telemetry.Sampler(device, p.telemetry_interval_s) as sampler:
+                train_s, train_n = _epoch(work, splits["train"], "train", p.max_batches)
+                work.check_loss()
+                work.model.eval()
+                val_s, val_n = _epoch(work, splits["eval"], "eval", p.max_batches)
+            row.update(train_epoch_s=train_s, train_images=train_n, train_throughput_img_s=train_n / train_s,
+                       val_epoch_s=val_s, val_images=val_n, val_throughput_img_s=val_n / val_s, **sampler.summary())
+        except engine.UnstableLoss as err:
+            row.update(status="unstable", error=str(err))
+        except Exception as err:  # noqa: BLE001 - a failure is a row
+            row.update(status="oom" if devices.is_oom(err) else "error", error=f"{type(err).__name__}: {err}"[:500])
+        results.append(row)
+    return pd.read_csv(run.path("epochs.csv"))

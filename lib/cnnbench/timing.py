@@ -1,0 +1,111 @@
+"""Timing: synchronised clocks, per-step times, and the statistics reported for every measured window.
+
+Throughput is images / synchronised wall time of the whole measured window, never a mean of per-step rates.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from collections.abc import Callable
+
+import numpy as np
+import torch
+
+from cnnbench import devices
+
+NOISY_IQR_OVER_MEDIAN = 0.10
+
+# Two-sided 95% Student t quantiles for 1..30 degrees of freedom; 1.96 beyond.
+_T95 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
+        2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042]
+
+
+def t95(dof: int) -> float:
+    return _T95[dof - 1] if 1 <= dof <= len(_T95) else 1.96
+
+
+class StepTimer:
+    """Times steps on ``device``: synchronise, read the clock, run, synchronise, read the clock.
+
+    On CUDA each step's time comes from CUDA events (device time, no host round trip inside the step); the
+    window's wall time always comes from the host clock read after a device synchronisation. ``clock`` and
+    ``sync`` are injectable so tests drive the timer with a fake clock.
+    """
+
+    def __init__(self, device: torch.device, clock: Callable[[], float] = time.perf_counter,
+                 sync: Callable[[torch.device], None] = devices.synchronize, use_events: bool | None = None):
+        self.device, self.clock, self.sync = device, clock, sync
+        self.use_events = device.type == "cuda" if use_events is None else use_events
+
+    def window(self, step: Callable[[], object], n: int) -> tuple[list[float], float]:
+        """Run ``step`` ``n`` times; return the per-step times and the window's synced wall time (seconds)."""
+        if self.use_events:
+            return self._window_events(step, n)
+        times = []
+        self.sync(self.device)
+        start = self.clock()
+        last = start
+        for _ in range(n):
+            step()
+            self.sync(self.device)
+            now = self.clock()
+            times.append(now - last)
+            last = now
+        return times, last - start
+
+    def _window_events(self, step, n):
+        events = [torch.cuda.Event(enable_timing=True) for _ in range(n + 1)]
+        self.sync(self.device)
+        start = self.clock()
+        events[0].record()
+        for i in range(n):
+            step()
+            events[i + 1].record()
+        self.sync(self.device)
+        wall = self.clock() - start
+        return [events[i].elapsed_time(events[i + 1]) / 1e3 for i in range(n)], wall
+
+
+def summarize(step_times: list[float], window_times: list[float], window_steps: list[int], batch_size: int,
+              seed: int = 0) -> dict[str, float]:
+    """Per-step median/mean/std/min/max/p95/IQR, throughput over the windows, its 95% interval, noise flag.
+
+    ``throughput_img_s`` is all images of all windows over their summed synced wall time. With two or more
+    windows its 95% interval is the Student t interval of the per-window throughputs; with one window, a
+    bootstrap over the step times (2000 resamples). ``noisy`` is IQR / median step time > 10%.
+    """
+    steps = np.asarray(step_times, dtype=float)
+    if steps.size == 0 or not window_times:
+        raise ValueError("no measured steps")
+    q1, median, q3 = np.percentile(steps, [25, 50, 75])
+    images = batch_size * sum(window_steps)
+    throughput = images / sum(window_times)
+    per_window = [batch_size * n / t for n, t in zip(window_steps, window_times, strict=True)]
+    if len(per_window) >= 2:
+        half = t95(len(per_window) - 1) * statistics.stdev(per_window) / math.sqrt(len(per_window))
+    else:
+        rng = np.random.default_rng(seed)
+        resampled = rng.choice(steps, size=(2000, steps.size), replace=True)
+        boot = batch_size * steps.size / resampled.sum(axis=1)
+        lo, hi = np.percentile(boot, [2.5, 97.5])
+        half = (hi - lo) / 2
+    iqr = q3 - q1
+    return {
+        "n_steps": int(steps.size),
+        "repeats": len(window_times),
+        "throughput_img_s": throughput,
+        "throughput_ci95_img_s": half,
+        "throughput_window_min_img_s": min(per_window),
+        "throughput_window_max_img_s": max(per_window),
+        "step_time_median_s": float(median),
+        "step_time_mean_s": float(steps.mean()),
+        "step_time_std_s": float(steps.std(ddof=1)) if steps.size > 1 else 0.0,
+        "step_time_min_s": float(steps.min()),
+        "step_time_max_s": float(steps.max()),
+        "step_time_p95_s": float(np.percentile(steps, 95)),
+        "step_time_iqr_s": float(iqr),
+        "window_time_s": float(sum(window_times)),
+        "noisy": bool(iqr / median > NOISY_IQR_OVER_MEDIAN) if median > 0 else True,
+    }
