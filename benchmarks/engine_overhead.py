@@ -1,0 +1,82 @@
+#!/usr/bin/env python3
+"""How much does the engine's measurement cost? Its train and eval throughput against a bare loop of the same
+steps on the same data, interleaved round by round so drift hits both alike. Prints the ratio per phase and
+appends the figures to a CSV; the goal is an overhead under 2%. A benchmark that records, not a test.
+
+    .venv/bin/python benchmarks/engine_overhead.py --model resnet18 --batch-size 32 --rounds 5
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import statistics
+import time
+
+import torch
+from torch import nn
+
+from cnnbench import devices, engine, models, paths, results, telemetry, timing
+
+
+def bare_window(model, opt, x, y, phase: str, steps: int, device) -> float:
+    """The simplest honest loop: no per-step clock reads, one sync at each end."""
+    loss_fn = nn.CrossEntropyLoss()
+    devices.synchronize(device)
+    start = time.perf_counter()
+    for _ in range(steps):
+        if phase == "train":
+            opt.zero_grad(set_to_none=True)
+            loss_fn(models.logits(model(x)), y).backward()
+            opt.step()
+        else:
+            with torch.inference_mode():
+                model(x)
+    devices.synchronize(device)
+    return time.perf_counter() - start
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--model", default="resnet18")
+    ap.add_argument("--batch-size", type=int, default=32)
+    ap.add_argument("--image-size", type=int, default=64)
+    ap.add_argument("--steps", type=int, default=10, help="steps per window")
+    ap.add_argument("--rounds", type=int, default=5, help="interleaved bare/engine window pairs")
+    ap.add_argument("--device", default="auto")
+    ap.add_argument("--out", default=str(paths.outputs_root() / "benchmarks" / "engine_overhead.csv"))
+    args = ap.parse_args()
+
+    device = devices.resolve(args.device)
+    threads = devices.set_threads(0)
+    protocol = engine.Protocol(warmup_steps=3, measured_steps=args.steps, repeats=1, workers=0)
+    for phase in ("train", "eval"):
+        cfg = engine.Config(args.model, phase, args.batch_size, args.image_size, 200)
+        work = engine.Workload(cfg, device, protocol)
+        x, y = work._next()
+        bare_model = models.build(args.model, num_classes=200).to(device).train(phase == "train")
+        bare_opt = torch.optim.SGD(bare_model.parameters(), lr=0.01, momentum=0.9)
+        for _ in range(3):
+            work.step()
+        bare_window(bare_model, bare_opt, x, y, phase, 3, device)
+        timer = timing.StepTimer(device)
+        bare, eng = [], []
+        for _ in range(args.rounds):
+            bare.append(args.batch_size * args.steps / bare_window(bare_model, bare_opt, x, y, phase, args.steps, device))
+            with telemetry.Sampler(device, 0.1):
+                _, wall = timer.window(work.step, args.steps)
+            eng.append(args.batch_size * args.steps / wall)
+        ratio = statistics.median(e / b for e, b in zip(eng, bare, strict=True))
+        print(f"{phase:5s} {args.model} bs{args.batch_size} on {devices.device_name(device)}: bare "
+              f"{statistics.median(bare):.1f} img/s, engine {statistics.median(eng):.1f} img/s, "
+              f"engine/bare {ratio:.3f} (overhead {100 * (1 - ratio):+.1f}%)")
+        results.ResultsFile(args.out, ("timestamp", "phase")).append({
+            "timestamp": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "phase": phase,
+            "model": args.model, "batch_size": args.batch_size, "device_name": devices.device_name(device),
+            "threads": threads, "rounds": args.rounds, "steps": args.steps,
+            "bare_img_s_median": statistics.median(bare), "engine_img_s_median": statistics.median(eng),
+            "engine_over_bare": ratio})
+
+
+if __name__ == "__main__":
+    main()
