@@ -93,3 +93,85 @@ def batch_sweep(df: pd.DataFrame, knees: pd.DataFrame | None = None, path: str |
         ax.legend(fontsize=7)
     fig.tight_layout()
     return save(fig, path)
+
+
+def _roofs(ax, peaks: pd.DataFrame, x) -> None:
+    """Measured roofs solid, spec-sheet roofs dashed, ridge points marked."""
+    import numpy as np
+
+    for i, r in enumerate(peaks.itertuples()):
+        style = "-" if r.kind == "measured" else "--"
+        bw = r.bandwidth_gbs if pd.notna(r.bandwidth_gbs) else float("inf")
+        y = np.minimum(r.peak_gflops, bw * x)
+        (line,) = ax.plot(x, y, style, color=f"C{i % 10}", lw=1.8 if r.kind == "measured" else 1.2,
+                          label=f"{r.kind} {r.precision}: {r.peak_gflops:,.0f} GFLOP/s, "
+                          + (f"{r.bandwidth_gbs:,.0f} GB/s" if pd.notna(r.bandwidth_gbs) else "bandwidth n/a"))
+        if pd.notna(r.bandwidth_gbs):
+            ridge = r.peak_gflops / r.bandwidth_gbs
+            ax.plot([ridge], [r.peak_gflops], "o", color=line.get_color(), ms=6, mfc="white")
+
+
+def roofline(peaks: pd.DataFrame, points: pd.DataFrame, title: str, path: str | Path | None = None,
+             label: str = "model", hue: str = "phase", annotate: bool = True):
+    """A log-log roofline with every point of ``points`` (intensity_flop_per_byte, achieved_gflops)."""
+    import numpy as np
+
+    lo = min(0.05, points.intensity_flop_per_byte.min() / 2) if len(points) else 0.05
+    hi = max(1e3, points.intensity_flop_per_byte.max() * 2) if len(points) else 1e3
+    x = np.geomspace(lo, hi, 256)
+    fig, ax = plt.subplots(figsize=(9, 6))
+    _roofs(ax, peaks, x)
+    markers = dict(zip(sorted(points[hue].unique()) if len(points) else [], "osD^vP*X", strict=False))
+    for i, (key, g) in enumerate(points.groupby(label) if len(points) else []):
+        for h, gh in g.groupby(hue):
+            ax.scatter(gh.intensity_flop_per_byte, gh.achieved_gflops, marker=markers.get(h, "o"), s=55,
+                       color=f"C{(i + 3) % 10}", edgecolor="black", lw=0.5, zorder=3, label=f"{key} {h}")
+            if annotate:
+                for r in gh.itertuples():
+                    ax.annotate(f"{key}", (r.intensity_flop_per_byte, r.achieved_gflops), fontsize=7,
+                                xytext=(3, 3), textcoords="offset points")
+    ax.set(xscale="log", yscale="log", xlabel="arithmetic intensity (FLOP/byte, compulsory traffic)",
+           ylabel="performance (GFLOP/s)", title=title)
+    ax.legend(fontsize=7, loc="lower right", ncol=2)
+    fig.tight_layout()
+    return save(fig, path)
+
+
+def trajectory(peaks: pd.DataFrame, points: pd.DataFrame, title: str, path: str | Path | None = None):
+    """Batch-sweep points joined in batch order per model and phase, batch sizes written beside them."""
+    fig = roofline(peaks, points, title, None, annotate=False)
+    ax = fig.axes[0]
+    for _, g in points.groupby(["model", "phase"]):
+        g = g.sort_values("batch_size")
+        ax.plot(g.intensity_flop_per_byte, g.achieved_gflops, "-", color="gray", lw=0.8, zorder=2)
+        for r in g.itertuples():
+            ax.annotate(str(r.batch_size), (r.intensity_flop_per_byte, r.achieved_gflops), fontsize=7,
+                        xytext=(3, -9), textcoords="offset points")
+    return save(fig, path)
+
+
+def per_model_rooflines(points: pd.DataFrame, roofs: pd.DataFrame, folder: str | Path) -> dict:
+    """One roofline per model with every device's points and that device's measured fp32 roof."""
+    import numpy as np
+
+    figs = {}
+    if points.empty or points.device_name.nunique() < 2:
+        return figs
+    x = np.geomspace(0.05, 2e3, 256)
+    fp32 = roofs[(roofs.kind == "measured") & (roofs.precision == "fp32")] if len(roofs) else roofs
+    for model, g in points.groupby("model"):
+        fig, ax = plt.subplots(figsize=(8, 5))
+        for i, (device, gd) in enumerate(g.groupby("device_name")):
+            color = f"C{i % 10}"
+            roof = fp32[fp32.device_name == device]
+            if len(roof):
+                r = roof.iloc[0]
+                ax.plot(x, np.minimum(r.peak_gflops, r.bandwidth_gbs * x), "-", color=color, lw=1)
+            ax.scatter(gd.intensity_flop_per_byte, gd.achieved_gflops, color=color, edgecolor="black", s=50,
+                       label=device, zorder=3)
+        ax.set(xscale="log", yscale="log", xlabel="arithmetic intensity (FLOP/byte)", ylabel="performance (GFLOP/s)",
+               title=f"{model} across devices (measured fp32 roofs)")
+        ax.legend(fontsize=8)
+        fig.tight_layout()
+        figs[model] = save(fig, Path(folder) / f"roofline_model_{model}.png")
+    return figs

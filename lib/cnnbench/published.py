@@ -20,3 +20,8 @@ COMPLEXITY_000 = pd.DataFrame(
     ],
     columns=["model", "params_m", "flops_g"],
 ).assign(source=SEED_000)
+
+# Seed 000, Table 2: "AI (FLOPs/Byte)" = FLOPs per image / model size in bytes.
+PARAM_PROXY_AI_000 = {"resnet18": 0.0408, "mobilenet_v2": 0.0240, "resnet50": 0.0423, "squeezenet1_1": 0.0392}
+# Seed 003, section 2.3 and its per-model table: arithmetic intensity, method not stated.
+AI_003 = {"resnet18": 230.0, "resnet50": 234.0, "mobilenet_v2": 220.0}

@@ -1,0 +1,162 @@
+"""Arithmetic intensity without hardware counters: FLOPs and bytes of every aten op of a real step.
+
+Model: **compulsory traffic with no reuse between ops**. Each op reads all its tensor inputs (activations,
+weights, gradients, optimizer state) once and writes its outputs once. This is an upper bound on DRAM traffic
+when caches keep data between ops (small layers, small batches) and a lower bound when a kernel makes several
+passes over its data. Views move nothing. FLOPs are counted by the same formulas as ``cnnbench.flops``
+(matmul/convolution/attention, 2 per multiply-add); elementwise and normalisation ops have FLOPs 0 here and are
+counted as pure traffic, which is what makes them memory-bound on the roofline.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+
+import pandas as pd
+import torch
+from torch import nn
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_leaves
+from torch.utils.module_tracker import ModuleTracker
+
+from cnnbench import flops, models
+
+DTYPES = {"fp32": torch.float32, "tf32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+_NO_TRAFFIC = {"aten::detach", "aten::alias", "aten::lift_fresh", "aten::empty", "aten::empty_strided",
+               "aten::empty_like", "aten::_to_copy_meta"}
+
+
+def tensor_bytes(t: torch.Tensor) -> int:
+    """Bytes a tensor's elements occupy, at most its storage (broadcast views are not re-read)."""
+    logical = t.numel() * t.element_size()
+    try:
+        return min(logical, t.untyped_storage().nbytes())
+    except (RuntimeError, NotImplementedError):
+        return logical
+
+
+def shapes_key(args) -> str:
+    """Argument shapes as torch.profiler records them: one list per argument, [] for non-tensors."""
+    return str([list(a.shape) if isinstance(a, torch.Tensor) else [] for a in args])
+
+
+@dataclass
+class OpRecord:
+    section: str
+    module: str
+    op: str
+    shapes: str
+    flops: int
+    flops_elementwise: int  # ops without a FLOP formula: 1 per output element (placement on layer rooflines only)
+    bytes_read: int
+    bytes_written: int
+
+
+class TrafficCounter(TorchDispatchMode):
+    """Records FLOPs and bytes of every aten op, with the innermost module and the step section it ran in."""
+
+    def __init__(self, tracker: ModuleTracker | None = None):
+        super().__init__()
+        self.tracker = tracker
+        self.section = "forward"
+        self.records: list[OpRecord] = []
+        self._flops = flops.flop_counter().flop_registry
+
+    def _module(self) -> str:
+        if self.tracker is None or self.section == "optimizer":
+            return self.section
+        names = [p for p in self.tracker.parents if p != "Global"]
+        return max(names, key=lambda n: n.count("."), default="(model)")
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        name = func._schema.name
+        if func.is_view or name in _NO_TRAFFIC or name.startswith("profiler::"):
+            return out
+        packet = func._overloadpacket
+        f = self._flops[packet](*args, **kwargs, out_val=out) if packet in self._flops else 0
+        read = sum(tensor_bytes(t) for t in tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor))
+        written = sum(tensor_bytes(t) for t in tree_leaves(out) if isinstance(t, torch.Tensor))
+        elementwise = 0 if f else sum(t.numel() for t in tree_leaves(out) if isinstance(t, torch.Tensor))
+        self.records.append(
+            OpRecord(self.section, self._module(), name, shapes_key(args), int(f), elementwise, read, written)
+        )
+        return out
+
+    def frame(self) -> pd.DataFrame:
+        df = pd.DataFrame([r.__dict__ for r in self.records])
+        df["bytes"] = df.bytes_read + df.bytes_written
+        return df
+
+
+def count_step(model_name: str, batch_size: int, image_size: int, num_classes: int, phase: str = "train",
+               precision: str = "fp32", device: str | torch.device = "meta", lr: float = 0.01,
+               momentum: float = 0.9) -> pd.DataFrame:
+    """Per-op FLOPs and bytes of one training step (forward, loss, backward, SGD step) or eval step.
+
+    Backward ops are attributed to modules by ``ModuleTracker``'s backward hooks, which fire at module
+    boundaries: an activation's backward (threshold_backward) can land on the neighbouring module.
+    Runs on the meta device by default: shapes are all a count needs, so batch 128 of ResNet-50 costs nothing.
+    bf16/fp16 are modelled by running the whole model in that dtype (autocast keeps some ops in fp32, so the
+    real traffic of a mixed-precision step is a little higher).
+    """
+    torch.manual_seed(0)
+    model = models.build(model_name, num_classes=num_classes, image_size=image_size)
+    model = model.to(device=device, dtype=DTYPES[precision]).train(phase == "train")
+    shape = (batch_size, *models.input_shape(model_name, image_size))
+    x = torch.randn(shape, device=device, dtype=DTYPES[precision])
+    y = torch.randint(0, num_classes, (batch_size,), device=device)
+    opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=momentum)
+    with ModuleTracker() as tracker, TrafficCounter(tracker) as counter:
+        if phase == "train":
+            for _ in range(2):  # the second step is the steady state: momentum buffers exist
+                counter.records.clear()
+                opt.zero_grad(set_to_none=True)
+                counter.section = "forward"
+                loss = nn.functional.cross_entropy(models.logits(model(x)), y)
+                counter.section = "backward"
+                loss.backward()
+                counter.section = "optimizer"
+                opt.step()
+        else:
+            # no_grad, not inference_mode: under inference_mode composite ops (conv2d, linear) reach this mode
+            # undecomposed and unknown to the FLOP formulas; the kernels that run are the same
+            with torch.no_grad():
+                model(x)
+    return counter.frame()
+
+
+def summary(ops: pd.DataFrame) -> dict[str, float]:
+    """Whole-step FLOPs, bytes and intensity, and the share of each section."""
+    out = {"gflops": ops.flops.sum() / 1e9, "gbytes": ops.bytes.sum() / 1e9}
+    out["intensity_flop_per_byte"] = ops.flops.sum() / ops.bytes.sum()
+    for section, g in ops.groupby("section"):
+        out[f"{section}_gbytes"] = g.bytes.sum() / 1e9
+        out[f"{section}_gflops"] = g.flops.sum() / 1e9
+    return out
+
+
+def by_layer(ops: pd.DataFrame) -> pd.DataFrame:
+    """FLOPs, bytes and intensity per module (layer), forward and backward together."""
+    g = ops.groupby("module").agg(flops=("flops", "sum"), bytes=("bytes", "sum"), ops=("op", "count"),
+                                  kinds=("op", lambda s: ",".join(sorted({o.replace("aten::", "") for o in s}))))
+    g["intensity_flop_per_byte"] = g.flops / g.bytes
+    return g.sort_values("bytes", ascending=False).reset_index()
+
+
+def by_op_shape(ops: pd.DataFrame) -> dict[tuple[str, str], dict]:
+    """(op, shapes) -> FLOPs and bytes per call and the modules it ran in, for joining with the profiler."""
+    table: dict[tuple[str, str], dict] = defaultdict(
+        lambda: {"flops": 0, "flops_elementwise": 0, "bytes": 0, "calls": 0, "modules": []}
+    )
+    for r in ops.itertuples():
+        e = table[(r.op, r.shapes)]
+        e["flops"] += r.flops
+        e["flops_elementwise"] += r.flops_elementwise
+        e["bytes"] += r.bytes
+        e["calls"] += 1
+        if r.module not in e["modules"]:
+            e["modules"].append(r.module)
+    return dict(table)
