@@ -39,9 +39,11 @@ def _label(df: pd.DataFrame) -> pd.Series:
     return df.precision + " " + df.memory_format
 
 
-def throughput(df: pd.DataFrame, path: str | Path | None = None):
-    """Throughput per model, train and eval, with the 95% interval as error bars."""
-    ok = df[df.status == "ok"].assign(variant=_label(df))
+def throughput(df: pd.DataFrame, path: str | Path | None = None, hue: str | None = None):
+    """Throughput per model, train and eval, with the 95% interval as error bars; bars per variant, or per
+    the values of column ``hue`` (e.g. the device when several runs are merged)."""
+    ok = df[df.status == "ok"]
+    ok = ok.assign(variant=ok[hue].astype(str) + " " + _label(ok) if hue else _label(ok))
     phases = list(dict.fromkeys(ok.phase))
     fig, axes = plt.subplots(1, max(len(phases), 1), figsize=(6 * max(len(phases), 1), 4), squeeze=False)
     for ax, phase in zip(axes[0], phases, strict=False):
@@ -54,7 +56,8 @@ def throughput(df: pd.DataFrame, path: str | Path | None = None):
             xs = [j + i * width for j in range(len(models))]
             ax.bar(xs, gv.throughput_img_s, width, yerr=gv.throughput_ci95_img_s, capsize=3, label=v)
         ax.set_xticks([j + width * (len(variants) - 1) / 2 for j in range(len(models))], models, rotation=30)
-        ax.set(yscale="log", ylabel="throughput (images/s)", title=f"{phase} ({g.device_name.iloc[0]})")
+        where = g.device_name.iloc[0] if g.device_name.nunique() == 1 else f"{g.device_name.nunique()} devices"
+        ax.set(yscale="log", ylabel="throughput (images/s)", title=f"{phase} ({where})")
         ax.legend(fontsize=8)
     fig.tight_layout()
     return save(fig, path)
