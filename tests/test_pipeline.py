@@ -46,15 +46,54 @@ def test_pipeline_writes_every_notebook_csv_and_the_report(smoke_run):
     assert (complexity.gflops_fwd == 2 * complexity.gmacs_fwd).all()
     assert (run_dir / "figures" / "complexity.png").stat().st_size > 1000
 
+    scenario_a = pd.read_csv(run_dir / "scenario_a.csv")
+    for col in ("model", "device_kind", "device_name", "phase", "data_mode", "batch_size", "image_size", "precision",
+                "memory_format", "compile", "threads", "status", "n_steps", "throughput_img_s", "throughput_ci95_img_s",
+                "step_time_median_s", "step_time_std_s", "achieved_tflops", "peak_device_mem_mb", "peak_rss_mb",
+                "util_device_mean", "util_cpu_mean", "noisy"):
+        assert col in scenario_a.columns, col
+    assert (scenario_a.status == "ok").all() and len(scenario_a) == 4  # 2 models x train/eval
+    assert (scenario_a.n_steps == 3 * 2).all()
+    assert set(pd.read_csv(run_dir / "batch_sweep.csv").batch_size) == {8, 16}
+    assert len(pd.read_csv(run_dir / "scenario_a_steps.csv")) == 4 * 6
+    peaks = pd.read_csv(run_dir / "device_peaks.csv")
+    for col in ("device_name", "kind", "precision", "peak_gflops", "bandwidth_gbs", "ridge_flop_per_byte", "source"):
+        assert col in peaks.columns, col
+    roof = pd.read_csv(run_dir / "roofline.csv")
+    for col in ("model", "phase", "batch_size", "intensity_flop_per_byte", "achieved_gflops", "attainable_gflops",
+                "efficiency", "bound"):
+        assert col in roof.columns, col
+    assert set(roof.source) == {"scenario_a", "batch_sweep", "layer"} and set(roof.bound) <= {"memory", "compute"}
+    assert (run_dir / "figures" / "roofline_device.png").is_file()
+    assert (run_dir.parent / "smoke.zip").is_file()
+
 
 @pytest.mark.slow
 def test_report_hides_code_and_leads_with_parameters_and_environment(smoke_run):
     run_dir, _ = smoke_run
     page = (run_dir / "report.html").read_text()
     assert "cnnbench report: smoke" in page and "Contents" in page and "Environment" in page and "Parameters" in page
-    assert "01 · Complexity" in page and 'href="#s1-0"' in page
+    for title in ("00 · Setup", "01 · Complexity", "02 · Scenario A", "03 · Scenario B", "04 · Roofline", "05 · Analysis"):
+        assert title in page, title
+    assert 'href="#s1-' in page and "Traceback" not in page
     assert "open_run(" not in page  # code hidden
     assert page.index("Environment") < page.index("01 · Complexity")
+
+
+@pytest.mark.slow
+def test_rerun_resumes_and_a_second_run_gives_a_combined_report(smoke_run):
+    run_dir, _ = smoke_run
+    before = pd.read_csv(run_dir / "scenario_a.csv").timestamp.tolist()
+    proc = run_cli("--params", "params/smoke.yaml", "--outputs", str(run_dir.parent),
+                   "--set", "notebooks=[00_setup, 02_scenario_a]", "--no-report")
+    assert proc.returncode == 0, proc.stderr
+    assert pd.read_csv(run_dir / "scenario_a.csv").timestamp.tolist() == before  # nothing measured again
+    proc = run_cli("--params", "params/smoke.yaml", "--outputs", str(run_dir.parent), "--run-name", "smoke-b",
+                   "--set", "notebooks=[00_setup, 02_scenario_a, 05_analysis]")
+    assert proc.returncode == 0, proc.stderr
+    combined = (run_dir.parent / "report.html").read_text()
+    assert "2 runs compared" in combined and "smoke-b" in combined and "Cross-device speedups" in combined
+    assert (run_dir.parent / "smoke-b" / "report.html").is_file()
 
 
 def test_bad_params_stop_before_any_work(tmp_path):

@@ -95,6 +95,8 @@ def speedups(scenario_a: pd.DataFrame) -> pd.DataFrame:
 
     The interval propagates each side's 95% half-width in relative terms (independent errors).
     """
+    if scenario_a.empty:
+        return pd.DataFrame()
     ok = scenario_a[scenario_a.status == "ok"].assign(device=lambda d: _label(d))
     keys = ["model", "phase", "precision", "memory_format"]
     rows = []
@@ -112,6 +114,8 @@ def speedups(scenario_a: pd.DataFrame) -> pd.DataFrame:
 
 def speedup_matrix(speedup: pd.DataFrame, phase: str = "train") -> pd.DataFrame:
     """Seed 000's Table 8 shape: one row per model, one column per ordered device pair (fp32 NCHW)."""
+    if speedup.empty:
+        return pd.DataFrame({"note": ["one run only: no pair of devices to compare"]})
     s = speedup[(speedup.phase == phase) & (speedup.precision == "fp32") & (speedup.memory_format == "nchw")]
     if s.empty:
         return pd.DataFrame()
@@ -123,6 +127,8 @@ def speedup_matrix(speedup: pd.DataFrame, phase: str = "train") -> pd.DataFrame:
 
 def summary(scenario_a: pd.DataFrame) -> pd.DataFrame:
     """Seed 000's Table 3 across every run: train/eval throughput (95% CI), TFLOP/s, peak memory."""
+    if scenario_a.empty:
+        return pd.DataFrame()
     ok = scenario_a[scenario_a.status == "ok"].assign(device=lambda d: _label(d))
     wide = ok.pivot_table(index=["model", "device", "precision", "memory_format"], columns="phase",
                           values=["throughput_img_s", "throughput_ci95_img_s", "achieved_tflops", "peak_device_mem_mb",
@@ -185,6 +191,8 @@ def findings(m: Merged) -> list[str]:
 
 def published_beside_ours(scenario_a: pd.DataFrame) -> pd.DataFrame:
     """The seeds' published throughputs beside ours for the same model and device class, fp32 NCHW."""
+    if scenario_a.empty:
+        return pd.DataFrame()
     ok = scenario_a[(scenario_a.status == "ok") & (scenario_a.precision == "fp32") & (scenario_a.memory_format == "nchw")]
     if ok.empty:
         return pd.DataFrame()
@@ -217,6 +225,12 @@ def zip_run(run_dir: Path) -> Path:
     """outputs/<run_name>.zip of a run folder, to carry results from Colab into a local outputs/."""
     archive = shutil.make_archive(str(run_dir), "zip", root_dir=run_dir.parent, base_dir=run_dir.name)
     return Path(archive)
+
+
+def placed_points(m: Merged, source: str = "scenario_a") -> pd.DataFrame:
+    """Roofline points of one source (scenario_a, batch_sweep, layer) across every run."""
+    rf = m["roofline"]
+    return rf[rf.source == source] if len(rf) else rf
 
 
 def findings_markdown(m: Merged):

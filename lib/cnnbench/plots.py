@@ -42,6 +42,8 @@ def _label(df: pd.DataFrame) -> pd.Series:
 def throughput(df: pd.DataFrame, path: str | Path | None = None, hue: str | None = None):
     """Throughput per model, train and eval, with the 95% interval as error bars; bars per variant, or per
     the values of column ``hue`` (e.g. the device when several runs are merged)."""
+    if df.empty:
+        return None
     ok = df[df.status == "ok"]
     ok = ok.assign(variant=ok[hue].astype(str) + " " + _label(ok) if hue else _label(ok))
     phases = list(dict.fromkeys(ok.phase))
@@ -65,6 +67,8 @@ def throughput(df: pd.DataFrame, path: str | Path | None = None, hue: str | None
 
 def batch_sweep(df: pd.DataFrame, knees: pd.DataFrame | None = None, path: str | Path | None = None):
     """Throughput, achieved GFLOP/s and peak memory against batch size; failures marked at the axis bottom."""
+    if df.empty:
+        return None
     fig, axes = plt.subplots(1, 3, figsize=(16, 4))
     mem_col = "peak_device_mem_mb" if df.get("peak_device_mem_mb", pd.Series(dtype=float)).notna().any() else "peak_rss_mb"
     for (model, phase), g in df.groupby(["model", "phase"]):
