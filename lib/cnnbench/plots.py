@@ -92,11 +92,15 @@ def batch_sweep(df: pd.DataFrame, knees: pd.DataFrame | None = None, path: str |
                 kb = int(k.knee_batch_size.iloc[0])
                 y = ok[ok.batch_size == kb].throughput_img_s
                 axes[0].scatter([kb], y, s=200, facecolors="none", edgecolors=color, linewidths=2)
-    axes[0].set(xscale="log", yscale="log", xlabel="batch size", ylabel="throughput (images/s)",
-                title="throughput (circle: smallest batch within 5% of best)")
-    axes[1].set(xscale="log", yscale="log", xlabel="batch size", ylabel="achieved GFLOP/s")
-    axes[2].set(xscale="log", xlabel="batch size", ylabel=f"{mem_col.replace('_mb', '')} (MiB)")
+    axes[0].set(yscale="log", ylabel="throughput (images/s)", title="throughput (circle: smallest batch within 5% of best)")
+    axes[1].set(yscale="log", ylabel="achieved GFLOP/s")
+    axes[2].set(ylabel=f"{mem_col.replace('_mb', '')} (MiB)")
+    sizes = sorted(int(b) for b in df.batch_size.unique())
     for ax in axes:
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(sizes, [str(b) for b in sizes])
+        ax.minorticks_off()
+        ax.set_xlabel("batch size (images per step)")
         ax.legend(fontsize=7)
     fig.tight_layout()
     return save(fig, path)

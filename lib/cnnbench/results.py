@@ -34,6 +34,11 @@ def atomic_write_text(path: str | Path, text: str) -> None:
 
 
 def _jsonable(value: Any) -> Any:
+    """Strict JSON: non-finite floats become null (json.dumps would write NaN), paths become strings."""
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
     if isinstance(value, float) and not math.isfinite(value):
         return None
     if isinstance(value, Path):
@@ -42,7 +47,7 @@ def _jsonable(value: Any) -> Any:
 
 
 def write_json(path: str | Path, obj: Any) -> None:
-    atomic_write_text(path, json.dumps(obj, indent=2, default=_jsonable, sort_keys=False) + "\n")
+    atomic_write_text(path, json.dumps(_jsonable(obj), indent=2, allow_nan=False, default=str) + "\n")
 
 
 def read_json(path: str | Path) -> Any:
