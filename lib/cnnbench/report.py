@@ -42,8 +42,8 @@ def _report_cells(nb, prefix: str, contents: list) -> list:
         if tags & {"parameters", "injected-parameters", "colab-setup", "remove-cell"}:
             continue
         if cell.cell_type == "markdown":
-            if "colab.research.google.com" in cell.source and len(cell.source) < 400:
-                continue  # the Colab badge is for the notebook, not the report
+            # the Colab badge is for the notebook, not the report (an external image, broken offline)
+            cell.source = "\n".join(line for line in cell.source.splitlines() if "colab-badge" not in line)
             _anchor_headings(cell, prefix, contents)
         elif cell.cell_type == "code":
             cell.outputs = [
