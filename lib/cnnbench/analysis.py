@@ -227,6 +227,13 @@ def zip_run(run_dir: Path) -> Path:
     return Path(archive)
 
 
+def epoch_times(epochs: pd.DataFrame) -> pd.DataFrame:
+    """Seed 000's Table 2 across runs: train and validation epoch times and throughputs."""
+    cols = ["run", "device_name", "model", "batch_size", "dataset", "status", "train_epoch_s", "train_images",
+            "train_throughput_img_s", "val_epoch_s", "val_images", "val_throughput_img_s"]
+    return epochs[[c for c in cols if c in epochs.columns]] if len(epochs) else pd.DataFrame()
+
+
 def placed_points(m: Merged, source: str = "scenario_a") -> pd.DataFrame:
     """Roofline points of one source (scenario_a, batch_sweep, layer) across every run."""
     rf = m["roofline"]

@@ -86,4 +86,4 @@ def explorer(run):
 
     button.on_click(on_click)
     display(w.VBox([w.HBox(list(controls.values())[:3]), w.HBox([*list(controls.values())[3:], button]), out]))
-    return controls
+    return {**controls, "measure": button, "history": history}

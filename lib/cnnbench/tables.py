@@ -63,9 +63,9 @@ def measured(df: pd.DataFrame) -> pd.DataFrame:
     """The main columns of a scenario table, one row per configuration, failures included with their status."""
     cols = ["model", "phase", "variant", "batch_size", "image_size", "data_mode", "status", "throughput_img_s",
             "throughput_ci95_img_s", "step_time_median_s", "step_time_std_s", "noisy", "achieved_tflops",
-            "peak_device_mem_mb", "peak_rss_mb", "error"]
+            "peak_device_mem_mb", "peak_rss_mb", "cpu_fallback_ops", "error"]
     out = df.assign(variant=_variant(df))
-    return out[[c for c in cols if c in out.columns]]
+    return out[[c for c in cols if c in out.columns and (c != "cpu_fallback_ops" or out[c].notna().any())]]
 
 
 def performance_summary(df: pd.DataFrame) -> pd.DataFrame:
@@ -86,7 +86,7 @@ def performance_summary(df: pd.DataFrame) -> pd.DataFrame:
 
 def utilisation(df: pd.DataFrame) -> pd.DataFrame:
     """Seed 000's Table 5, sampled during the measured windows only (mean and max, %)."""
-    cols = ["model", "phase", "variant", "util_cpu_mean", "util_cpu_max", "util_process_cpu_mean", "util_device_mean",
+    cols = ["run", "device_name", "model", "phase", "variant", "util_cpu_mean", "util_cpu_max", "util_process_cpu_mean", "util_device_mean",
             "util_device_max", "util_device_mem_mean", "gpu_power_w_mean", "gpu_temp_c_max", "gpu_sm_clock_mhz_mean",
             "gpu_throttle_reasons", "telemetry_samples"]
     out = df[df.status == "ok"].assign(variant=_variant(df))
