@@ -53,7 +53,7 @@ def main() -> None:
     for phase in ("train", "eval"):
         cfg = engine.Config(args.model, phase, args.batch_size, args.image_size, 200)
         work = engine.Workload(cfg, device, protocol)
-        x, y = work._next()
+        x, y = work.next_batch()
         bare_model = models.build(args.model, num_classes=200).to(device).train(phase == "train")
         bare_opt = torch.optim.SGD(bare_model.parameters(), lr=0.01, momentum=0.9)
         for _ in range(3):

@@ -90,3 +90,10 @@ def test_interrupted_run_resumes_without_redoing_finished_configs(tmp_path, monk
     engine.run_configs(configs, CPU, FAST, tmp_path / "r.csv")
     assert calls == [8, 16, 16, 4]  # 8 was not measured again
     assert sorted(pd.read_csv(tmp_path / "r.csv").batch_size) == [4, 8, 16]
+
+
+def test_compile_time_is_recorded_and_kept_out_of_the_window():
+    row = engine.measure(cfg(compile=True), CPU, FAST)
+    assert row["status"] == "ok", row["error"]
+    assert row["compile_s"] > 10 * row["step_time_median_s"]  # compilation happened, outside the window
+    assert row["window_time_s"] < row["first_step_s"]

@@ -123,28 +123,30 @@ class Workload:
         _set_tf32(device, cfg.precision)
         if cfg.data_mode == "device":
             x, y = self._synthetic_batch()
-            self._next = lambda: (x, y)
+            self.next_batch = lambda: (x, y)
         else:
             ds = dataset or data.synthetic_for(cfg.in_channels, cfg.image_size, cfg.num_classes,
                                                max(protocol.synthetic_images, cfg.batch_size), protocol.seed)
             pin = protocol.pin_memory and device.type == "cuda"
             batches = data.cycle(data.loader(ds, cfg.batch_size, protocol.workers, pin, seed=protocol.seed))
-            self._next = lambda: self._to_device(*next(batches))
+            self.next_batch = lambda: self.to_device(*next(batches))
 
     def _synthetic_batch(self):
         gen = torch.Generator().manual_seed(self.protocol.seed)
         shape = (self.cfg.batch_size, self.cfg.in_channels, self.cfg.image_size, self.cfg.image_size)
-        return self._to_device(torch.randn(shape, generator=gen),
+        return self.to_device(torch.randn(shape, generator=gen),
                                torch.randint(0, self.cfg.num_classes, (self.cfg.batch_size,), generator=gen))
 
-    def _to_device(self, x: torch.Tensor, y: torch.Tensor):
+    def to_device(self, x: torch.Tensor, y: torch.Tensor):
+        """A host batch on the device (channels-last when asked); the copy is part of the step."""
         x = x.to(self.device, non_blocking=True)
         if self.channels_last:
             x = x.contiguous(memory_format=torch.channels_last)
         return x, y.to(self.device, non_blocking=True)
 
-    def train_step(self) -> None:
-        x, y = self._next()
+    def train_step(self, batch=None) -> None:
+        """One training step on ``batch`` (x, y on the device), or on the workload's next batch."""
+        x, y = batch if batch is not None else self.next_batch()
         self.optimizer.zero_grad(set_to_none=True)
         with _autocast(self.device, self.cfg.precision):
             loss = self.loss_fn(models.logits(self.forward(x)), y)
@@ -157,8 +159,8 @@ class Workload:
             self.optimizer.step()
         self.last_loss = loss.detach()
 
-    def eval_step(self) -> None:
-        x, _ = self._next()
+    def eval_step(self, batch=None) -> None:
+        x, _ = batch if batch is not None else self.next_batch()
         with torch.inference_mode(), _autocast(self.device, self.cfg.precision):
             self.forward(x)
 

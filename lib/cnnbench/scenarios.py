@@ -94,9 +94,9 @@ def _epoch(work: engine.Workload, loader, phase: str, max_batches: int) -> tuple
     n = 0
     devices.synchronize(work.device)
     start = time.perf_counter()
+    step = work.train_step if phase == "train" else work.eval_step
     for x, y in loader:
-        work._next = lambda x=x, y=y: work._to_device(x, y)
-        work.train_step() if phase == "train" else work.eval_step()
+        step(work.to_device(x, y))
         n += x.shape[0]
         if max_batches and n >= max_batches * x.shape[0]:
             break
