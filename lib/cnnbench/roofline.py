@@ -90,7 +90,11 @@ def profile_layers(cfg: engine.Config, device: torch.device, protocol: engine.Pr
         time_s = total_us / 1e6 / steps
         if time_s <= 0 or c["bytes"] == 0:
             continue
-        work_flops = c["flops"] or c["flops_elementwise"]
+        # per-call counts times the calls the profiler timed, so FLOPs, bytes and time cover the same calls
+        calls = evt.count / steps
+        scale = calls / c["calls"]
+        work_flops = (c["flops"] or c["flops_elementwise"]) * scale
+        c = {**c, "bytes": c["bytes"] * scale, "calls": calls}
         mods = c["modules"]
         rows.append({
             "model": cfg.model, "phase": cfg.phase, "batch_size": cfg.batch_size, "op": evt.key.replace("aten::", ""),
