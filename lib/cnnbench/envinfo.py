@@ -17,7 +17,10 @@ from cnnbench import devices, paths
 
 
 def git_commit() -> dict[str, str | bool | None]:
-    """The workbook's commit and whether the checkout has uncommitted changes (None outside git)."""
+    """The workbook's commit and whether its code has uncommitted changes (None outside git).
+
+    outputs/ is left out: regenerating a committed example run changes results, not the workbook.
+    """
     try:
         root = paths.repo_root()
         commit = subprocess.run(
