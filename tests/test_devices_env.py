@@ -50,3 +50,22 @@ def test_environment_capture_has_what_the_report_needs():
     assert env["params"] == {"batch_size": 8}
     json.dumps(env)  # serialisable as environment.json
     assert "params" not in envinfo.table(env).index
+
+
+def test_git_dirty_ignores_regenerated_outputs(tmp_path, monkeypatch):
+    import subprocess
+
+    repo = tmp_path / "wb"
+    for folder in ("params", "notebooks", "outputs/run"):
+        (repo / folder).mkdir(parents=True)
+    (repo / "code.py").write_text("x = 1\n")
+    (repo / "outputs" / "run" / "r.csv").write_text("a\n1\n")
+    git = ["git", "-c", "user.email=t@t", "-c", "user.name=t"]
+    subprocess.run(["git", "init", "-q"], cwd=repo, check=True)
+    subprocess.run([*git, "add", "-A"], cwd=repo, check=True)
+    subprocess.run([*git, "commit", "-qm", "init"], cwd=repo, check=True)
+    monkeypatch.setenv("CNNBENCH_ROOT", str(repo))
+    (repo / "outputs" / "run" / "r.csv").write_text("a\n2\n")
+    assert envinfo.git_commit()["git_dirty"] is False
+    (repo / "code.py").write_text("x = 2\n")
+    assert envinfo.git_commit()["git_dirty"] is True

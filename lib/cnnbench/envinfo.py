@@ -27,7 +27,7 @@ def git_commit() -> dict[str, str | bool | None]:
             ["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, check=True
         )
         status = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"],
+            ["git", "status", "--porcelain", "--untracked-files=no", "--", ".", ":!outputs"],
             cwd=root,
             capture_output=True,
             text=True,
