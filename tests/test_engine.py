@@ -97,3 +97,22 @@ def test_compile_time_is_recorded_and_kept_out_of_the_window():
     assert row["status"] == "ok", row["error"]
     assert row["compile_s"] > 10 * row["step_time_median_s"]  # compilation happened, outside the window
     assert row["window_time_s"] < row["first_step_s"]
+
+
+def test_window_length_chooses_the_step_count():
+    auto = engine.Protocol(measured_steps=0, window_s=3.0)
+    assert engine.steps_for_window([0.1, 0.1, 0.2], auto) == 30
+    assert engine.steps_for_window([10.0], auto) == 5  # never fewer than 5
+    assert engine.steps_for_window([0.1], engine.Protocol(measured_steps=7)) == 7
+    row = engine.measure(cfg(), CPU, engine.Protocol(warmup_steps=3, measured_steps=0, window_s=0.05, repeats=2))
+    assert row["status"] == "ok" and row["measured_steps"] >= 5 and row["n_steps"] == 2 * row["measured_steps"]
+
+
+def test_device_mode_keeps_a_real_batch_on_the_device():
+    from torch.utils.data import TensorDataset
+
+    real = TensorDataset(torch.zeros(32, 1, 28, 28), torch.full((32,), 3))
+    work = engine.Workload(cfg(data_mode="device"), CPU, FAST, dataset=real)
+    x, y = work.next_batch()
+    assert x.shape == (8, 1, 28, 28) and bool((x == 0).all()) and bool((y == 3).all())
+    assert work.next_batch()[0] is x  # made once, reused every step

@@ -118,6 +118,9 @@ def test_missing_dataset_path(write_yaml, tmp_path):
     ("data_mode: disk", "'data_mode'"),
     ("phases: [train, infer]", "'phases'"),
     ("notebooks: [07_magic]", "'notebooks'"),
+    ("measured_steps: -1", "'measured_steps'"),
+    ("window_s: 0", "'window_s'"),
+    ("momentum: -0.5", "'momentum'"),
 ])
 def test_enumerated_values(write_yaml, text, fragment):
     if "tf32" in text and "cuda" in devices.available():

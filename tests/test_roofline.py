@@ -137,3 +137,16 @@ def test_plots_write_files(tmp_path):
     for name in ("r.png", "t.png", "roofline_model_a.png"):
         assert (tmp_path / name).stat().st_size > 5000
     assert np.isfinite(points.intensity_flop_per_byte).all()
+
+
+def test_peak_measurement_restores_threads_and_reports_spread():
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        df = peaks.measure(torch.device("cpu"), matmul_size=128, stream_mb=8, repeats=3)
+        assert torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(before)
+    row = df.iloc[0]
+    assert row.matmul_gflops_median <= row.matmul_gflops
+    assert row.peak_gflops == max(row.matmul_gflops, row.conv3x3_gflops)

@@ -11,6 +11,9 @@ from functools import lru_cache
 import psutil
 import torch
 
+# Tensor dtype of each precision (tf32 is fp32 storage with TF32 math; bf16/fp16 are autocast dtypes).
+DTYPES = {"fp32": torch.float32, "tf32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+
 
 class DeviceError(ValueError):
     """A device that is unknown or not present on this machine."""

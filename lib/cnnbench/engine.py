@@ -14,6 +14,7 @@ import contextlib
 import datetime as dt
 import gc
 import math
+import statistics
 import time
 import warnings
 from collections.abc import Callable, Iterable
@@ -53,7 +54,8 @@ class Protocol:
     """How it is measured."""
 
     warmup_steps: int = 10
-    measured_steps: int = 30
+    measured_steps: int = 0  # 0 = as many as fill window_s, from the timed warm-up steps
+    window_s: float = 3.0
     repeats: int = 3
     lr: float = 0.01
     momentum: float = 0.9
@@ -122,7 +124,9 @@ class Workload:
         self.last_loss: torch.Tensor | None = None
         _set_tf32(device, cfg.precision)
         if cfg.data_mode == "device":
-            x, y = self._synthetic_batch()
+            # one batch made once on the device: real images when a dataset is given, else synthetic
+            x, y = self._synthetic_batch() if dataset is None else self.to_device(
+                *next(iter(data.loader(dataset, cfg.batch_size, 0, False, seed=protocol.seed))))
             self.next_batch = lambda: (x, y)
         else:
             ds = dataset or data.synthetic_for(cfg.in_channels, cfg.image_size, cfg.num_classes,
@@ -178,6 +182,21 @@ class Workload:
         return value
 
 
+def failure(err: BaseException) -> dict:
+    """The status and message of a failed measurement: oom, unstable (non-finite loss) or error."""
+    if isinstance(err, UnstableLoss):
+        return {"status": "unstable", "error": str(err)}
+    return {"status": "oom" if devices.is_oom(err) else "error", "error": f"{type(err).__name__}: {err}"[:500]}
+
+
+def steps_for_window(warmup_times: list[float], protocol: Protocol) -> int:
+    """Measured steps per window: as set, or (0) enough to last ``window_s`` at the warm-up's median pace."""
+    if protocol.measured_steps:
+        return protocol.measured_steps
+    pace = statistics.median(warmup_times) if warmup_times else protocol.window_s
+    return int(min(max(math.ceil(protocol.window_s / max(pace, 1e-6)), 5), 10_000))
+
+
 def _base_row(cfg: Config, device: torch.device) -> dict:
     return {
         **asdict(cfg),
@@ -205,9 +224,13 @@ def measure(cfg: Config, device: torch.device, protocol: Protocol, dataset=None,
             work.step()  # first step: compilation (if on) and lazy initialisation, timed on its own
             devices.synchronize(device)
             row["first_step_s"] = time.perf_counter() - t0
-            for _ in range(max(protocol.warmup_steps - 1, 0)):
+            warmup_times = []
+            for _ in range(max(protocol.warmup_steps - 1, 0 if protocol.measured_steps else 2)):
+                t0 = time.perf_counter()
                 work.step()
-            devices.synchronize(device)
+                devices.synchronize(device)
+                warmup_times.append(time.perf_counter() - t0)
+        n = row["measured_steps"] = steps_for_window(warmup_times, protocol)
         fallbacks = sorted({str(w.message).split("'")[1] for w in caught if "fall back to run on the CPU" in str(w.message)
                             and "'" in str(w.message)})
         row["cpu_fallback_ops"] = ",".join(fallbacks)
@@ -215,15 +238,18 @@ def measure(cfg: Config, device: torch.device, protocol: Protocol, dataset=None,
         step_times, window_times = [], []
         with telemetry.Sampler(device, protocol.telemetry_interval_s) as sampler:
             for _ in range(protocol.repeats):
-                times, wall = timer.window(work.step, protocol.measured_steps)
+                times, wall = timer.window(work.step, n)
                 step_times.extend(times)
                 window_times.append(wall)
                 work.check_loss()
         row["loss_last"] = work.check_loss()
-        row.update(timing.summarize(step_times, window_times, [protocol.measured_steps] * protocol.repeats,
+        row.update(timing.summarize(step_times, window_times, [n] * protocol.repeats,
                                     cfg.batch_size, protocol.seed))
         row.update(sampler.summary())
         row.update(devices.peak_memory_mb(device))
+        if "mps_mem_mb_max" in row:  # MPS has no peak counter: the largest value sampled during the windows
+            row["peak_device_mem_mb"] = max(row["peak_device_mem_mb"], row.pop("mps_mem_mb_max"))
+            row.pop("mps_mem_mb_mean", None)
         train_f, fwd_f = flops_per_image(cfg.model, cfg.image_size, cfg.num_classes)
         per_image = train_f if cfg.phase == "train" else fwd_f
         row["gflops_per_image"] = per_image / 1e9
@@ -232,10 +258,8 @@ def measure(cfg: Config, device: torch.device, protocol: Protocol, dataset=None,
         row["step_times_s"] = step_times
         if cfg.compile:
             row["compile_s"] = max(row["first_step_s"] - row["step_time_median_s"], 0.0)
-    except UnstableLoss as err:
-        row.update(status="unstable", error=str(err))
     except Exception as err:  # noqa: BLE001 - every failure becomes a row, the run goes on
-        row.update(status="oom" if devices.is_oom(err) else "error", error=f"{type(err).__name__}: {err}"[:500])
+        row.update(failure(err))
     finally:
         del work
         gc.collect()
@@ -257,7 +281,7 @@ def run_configs(configs: Iterable[Config], device: torch.device, protocol: Proto
         step_times = row.pop("step_times_s", [])
         if steps is not None and step_times:
             key = {k: row[k] for k in CONFIG_KEYS}
-            n = protocol.measured_steps
+            n = row["measured_steps"]
             steps.extend([{**key, "repeat": i // n, "step": i % n, "step_time_s": t} for i, t in enumerate(step_times)])
         results.append(row)
     return results.rows()

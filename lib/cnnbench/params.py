@@ -62,7 +62,8 @@ class Params:
     # --- measurement protocol
     phases: list[str] = field(default_factory=lambda: ["train", "eval"])  # which steps to time
     warmup_steps: int = 10  # steps run before the clock starts (seed 003 used 10)
-    measured_steps: int = 30  # steps in one measured window
+    measured_steps: int = 0  # steps in one measured window; 0 = as many as fill window_s
+    window_s: float = 3.0  # target length of a measured window when measured_steps is 0 (seconds)
     repeats: int = 3  # measured windows per configuration; their spread is reported
     variants: list[dict] = field(
         default_factory=lambda: [{"precision": "fp32", "memory_format": "nchw", "compile": False}]
@@ -197,7 +198,6 @@ def validate(raw: dict[str, Any], src: str = "params", check_device: bool = True
     for key in (
         "image_size",
         "num_classes",
-        "measured_steps",
         "repeats",
         "synthetic_images",
         "peak_repeats",
@@ -206,12 +206,14 @@ def validate(raw: dict[str, Any], src: str = "params", check_device: bool = True
         "cell_timeout_s",
     ):
         _positive(src, key, getattr(p, key))
-    for key in ("warmup_steps", "threads", "workers", "max_batches", "matmul_size"):
+    for key in ("warmup_steps", "measured_steps", "threads", "workers", "max_batches", "matmul_size"):
         if getattr(p, key) < 0:
             raise ParamsError(f"{src}: key '{key}' must be >= 0, got {getattr(p, key)}")
-    if p.telemetry_interval_s <= 0 or p.lr <= 0 or p.momentum < 0:
-        bad = "telemetry_interval_s" if p.telemetry_interval_s <= 0 else "lr" if p.lr <= 0 else "momentum"
-        raise ParamsError(f"{src}: key '{bad}' must be positive, got {getattr(p, bad)}")
+    for key in ("telemetry_interval_s", "lr", "window_s"):
+        if getattr(p, key) <= 0:
+            raise ParamsError(f"{src}: key '{key}' must be positive, got {getattr(p, key)}")
+    if p.momentum < 0:
+        raise ParamsError(f"{src}: key 'momentum' must be >= 0, got {p.momentum}")
     _one_of(src, "dataset", p.dataset, DATASETS)
     _one_of(src, "data_mode", p.data_mode, DATA_MODES)
     for phase in p.phases:

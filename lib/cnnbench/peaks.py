@@ -3,6 +3,7 @@ measured memory roof (stream copy and triad), beside spec-sheet roofs from a dat
 
 from __future__ import annotations
 
+import statistics
 import time
 from importlib import resources
 
@@ -10,8 +11,6 @@ import pandas as pd
 import torch
 
 from cnnbench import devices
-
-DTYPES = {"fp32": torch.float32, "tf32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
 
 def precisions(device: torch.device) -> list[str]:
@@ -24,17 +23,22 @@ def precisions(device: torch.device) -> list[str]:
     return ["fp32"] + (["bf16"] if devices.cpu_has_bf16() else [])
 
 
-def _best_time(fn, device: torch.device, repeats: int, warmup: int = 2) -> float:
+def _times(fn, device: torch.device, repeats: int, warmup: int = 2) -> list[float]:
+    """Synced wall times of ``repeats`` calls of ``fn`` after ``warmup`` calls."""
     for _ in range(warmup):
         fn()
-    best = float("inf")
+    times = []
     for _ in range(repeats):
         devices.synchronize(device)
         t0 = time.perf_counter()
         fn()
         devices.synchronize(device)
-        best = min(best, time.perf_counter() - t0)
-    return best
+        times.append(time.perf_counter() - t0)
+    return times
+
+
+def _best_time(fn, device: torch.device, repeats: int, warmup: int = 2) -> float:
+    return min(_times(fn, device, repeats, warmup))
 
 
 def _tf32(device: torch.device, on: bool) -> None:
@@ -43,23 +47,25 @@ def _tf32(device: torch.device, on: bool) -> None:
         torch.backends.cudnn.allow_tf32 = on
 
 
-def matmul_gflops(device: torch.device, precision: str = "fp32", n: int = 4096, repeats: int = 5) -> float:
-    """Best dense n x n matmul rate (2 n^3 FLOPs per product), GFLOP/s."""
+def matmul_gflops(device: torch.device, precision: str = "fp32", n: int = 4096, repeats: int = 5,
+                  spread: bool = False):
+    """Best dense n x n matmul rate (2 n^3 FLOPs per product), GFLOP/s; with ``spread``, also the median."""
     _tf32(device, precision == "tf32")
-    a = torch.randn(n, n, device=device, dtype=DTYPES[precision])
-    b = torch.randn(n, n, device=device, dtype=DTYPES[precision])
+    a = torch.randn(n, n, device=device, dtype=devices.DTYPES[precision])
+    b = torch.randn(n, n, device=device, dtype=devices.DTYPES[precision])
     inner = max(1, int(2e9 // (2 * n**3)))  # enough work per timed call to dwarf launch and clock costs
-    t = _best_time(lambda: [torch.mm(a, b) for _ in range(inner)], device, repeats)
+    times = _times(lambda: [torch.mm(a, b) for _ in range(inner)], device, repeats)
     _tf32(device, False)
-    return 2 * n**3 * inner / t / 1e9
+    rates = [2 * n**3 * inner / t / 1e9 for t in times]
+    return (max(rates), statistics.median(rates)) if spread else max(rates)
 
 
 def conv_gflops(device: torch.device, precision: str = "fp32", batch: int = 32, channels: int = 128, size: int = 28,
                 repeats: int = 5) -> float:
     """Best rate of a representative 3x3 convolution (ResNet stage 2 shape), forward, GFLOP/s."""
     _tf32(device, precision == "tf32")
-    conv = torch.nn.Conv2d(channels, channels, 3, padding=1, bias=False).to(device, DTYPES[precision])
-    x = torch.randn(batch, channels, size, size, device=device, dtype=DTYPES[precision])
+    conv = torch.nn.Conv2d(channels, channels, 3, padding=1, bias=False).to(device, devices.DTYPES[precision])
+    x = torch.randn(batch, channels, size, size, device=device, dtype=devices.DTYPES[precision])
     flops = 2 * batch * size * size * channels * channels * 9
     with torch.inference_mode():
         t = _best_time(lambda: conv(x), device, repeats)
@@ -80,20 +86,28 @@ def stream_gbs(device: torch.device, mb: int = 512, repeats: int = 5) -> dict[st
 
 def measure(device: torch.device, matmul_size: int, stream_mb: int, repeats: int) -> pd.DataFrame:
     """Measured roofs for every precision of ``device``: rows of device_peaks.csv."""
-    threads = devices.set_threads(0) if device.type == "cpu" else torch.get_num_threads()
+    before = torch.get_num_threads()
+    threads = devices.set_threads(0) if device.type == "cpu" else before
+    try:
+        return _measure(device, matmul_size, stream_mb, repeats, threads)
+    finally:
+        torch.set_num_threads(before)  # the run's own thread setting applies again afterwards
+
+
+def _measure(device: torch.device, matmul_size: int, stream_mb: int, repeats: int, threads: int) -> pd.DataFrame:
     n = matmul_size or (8192 if device.type == "cuda" else 2048)
     bw = stream_gbs(device, stream_mb, repeats)
     bandwidth = max(bw.values())
     rows = []
     for precision in precisions(device):
-        mm = matmul_gflops(device, precision, n, repeats)
+        mm, mm_median = matmul_gflops(device, precision, n, repeats, spread=True)
         conv = max(conv_gflops(device, precision, repeats=repeats),  # ResNet stage 2 and stage 3 shapes
                    conv_gflops(device, precision, batch=64, channels=256, size=14, repeats=repeats))
         peak = max(mm, conv)  # the roof is the best dense rate observed: a roof below a kernel is no roof
         rows.append({
             "device_name": devices.device_name(device), "kind": "measured", "precision": precision,
             "peak_gflops": peak, "bandwidth_gbs": bandwidth, "ridge_flop_per_byte": peak / bandwidth,
-            "matmul_gflops": mm, "conv3x3_gflops": conv, **bw, "threads": threads,
+            "matmul_gflops": mm, "matmul_gflops_median": mm_median, "conv3x3_gflops": conv, **bw, "threads": threads,
             "source": f"measured: best of a {n}x{n} matmul and two 3x3 convs ({'matmul' if mm >= conv else 'conv'} "
                       f"won), best of {repeats}; stream copy/triad over {stream_mb} MiB arrays",
         })

@@ -28,8 +28,9 @@ def _notebook_path(name: str) -> Path:
 
 def run_name_for(p: params_mod.Params) -> str:
     from cnnbench import devices
+    from cnnbench.run import run_name
 
-    return p.run_name or paths.default_run_name(devices.resolve(p.device, p.expect_device).type)
+    return run_name(p, devices.resolve(p.device, p.expect_device))
 
 
 def execute(

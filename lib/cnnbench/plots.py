@@ -4,13 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import matplotlib
+import matplotlib.pyplot as plt
+import pandas as pd
+import seaborn as sns
 
-if matplotlib.get_backend().lower() in ("agg", "") or not matplotlib.get_backend():
-    matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import pandas as pd  # noqa: E402
-import seaborn as sns  # noqa: E402
+from cnnbench.tables import variant_label
 
 sns.set_theme(style="whitegrid", context="notebook")
 
@@ -35,17 +33,13 @@ def complexity(df: pd.DataFrame, path: str | Path | None = None):
     return save(fig, path)
 
 
-def _label(df: pd.DataFrame) -> pd.Series:
-    return df.precision + " " + df.memory_format
-
-
 def throughput(df: pd.DataFrame, path: str | Path | None = None, hue: str | None = None):
     """Throughput per model, train and eval, with the 95% interval as error bars; bars per variant, or per
     the values of column ``hue`` (e.g. the device when several runs are merged)."""
     if df.empty:
         return None
     ok = df[df.status == "ok"]
-    ok = ok.assign(variant=ok[hue].astype(str) + " " + _label(ok) if hue else _label(ok))
+    ok = ok.assign(variant=ok[hue].astype(str) + " " + variant_label(ok) if hue else variant_label(ok))
     phases = list(dict.fromkeys(ok.phase))
     fig, axes = plt.subplots(1, max(len(phases), 1), figsize=(6 * max(len(phases), 1), 4), squeeze=False)
     for ax, phase in zip(axes[0], phases, strict=False):

@@ -45,6 +45,11 @@ class Run:
         return results.read_json(path)
 
 
+def run_name(p: params.Params, device: torch.device) -> str:
+    """``run_name`` from the params, else <device kind>-<host name>."""
+    return p.run_name or paths.default_run_name(device.type)
+
+
 def open_run(
     params_file: str | Path = "", overrides: dict[str, Any] | None = None, run_dir: str | Path = ""
 ) -> Run:
@@ -62,7 +67,7 @@ def open_run(
     root = (
         Path(run_dir)
         if run_dir
-        else paths.outputs_root() / (p.run_name or paths.default_run_name(device.type))
+        else paths.outputs_root() / run_name(p, device)
     )
     root.mkdir(parents=True, exist_ok=True)
     results.write_json(

@@ -35,8 +35,7 @@ def _config(p, model: str, phase: str, batch_size: int, variant: dict) -> Config
     return Config(model=model, phase=phase, batch_size=batch_size, image_size=size, num_classes=classes,
                   in_channels=channels, precision=variant.get("precision", "fp32"),
                   memory_format=variant.get("memory_format", "nchw"), compile=variant.get("compile", False),
-                  data_mode=p.data_mode if dataset != "synthetic" or p.data_mode == "loader" else "device",
-                  dataset=dataset)
+                  data_mode=p.data_mode, dataset=dataset)
 
 
 def scenario_a_configs(p) -> list[Config]:
@@ -133,9 +132,7 @@ def epochs(run) -> pd.DataFrame:
                 val_s, val_n = _epoch(work, splits["eval"], "eval", p.max_batches)
             row.update(train_epoch_s=train_s, train_images=train_n, train_throughput_img_s=train_n / train_s,
                        val_epoch_s=val_s, val_images=val_n, val_throughput_img_s=val_n / val_s, **sampler.summary())
-        except engine.UnstableLoss as err:
-            row.update(status="unstable", error=str(err))
         except Exception as err:  # noqa: BLE001 - a failure is a row
-            row.update(status="oom" if devices.is_oom(err) else "error", error=f"{type(err).__name__}: {err}"[:500])
+            row.update(engine.failure(err))
         results.append(row)
     return pd.read_csv(run.path("epochs.csv"))

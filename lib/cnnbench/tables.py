@@ -54,23 +54,24 @@ def fvcore_difference(complexity: pd.DataFrame) -> pd.DataFrame:
     return df
 
 
-def _variant(df: pd.DataFrame) -> pd.Series:
+def variant_label(df: pd.DataFrame) -> pd.Series:
+    """precision + memory format (+ compiled), e.g. "bf16 channels_last"."""
     compiled = df["compile"].astype(str).str.lower().isin(["true", "1"])
     return df.precision + " " + df.memory_format + compiled.map({True: " compiled", False: ""})
 
 
 def measured(df: pd.DataFrame) -> pd.DataFrame:
     """The main columns of a scenario table, one row per configuration, failures included with their status."""
-    cols = ["model", "phase", "variant", "batch_size", "image_size", "data_mode", "status", "throughput_img_s",
+    cols = ["model", "phase", "variant", "batch_size", "image_size", "data_mode", "status", "measured_steps", "throughput_img_s",
             "throughput_ci95_img_s", "step_time_median_s", "step_time_std_s", "noisy", "achieved_tflops",
             "peak_device_mem_mb", "peak_rss_mb", "cpu_fallback_ops", "error"]
-    out = df.assign(variant=_variant(df))
+    out = df.assign(variant=variant_label(df))
     return out[[c for c in cols if c in out.columns and (c != "cpu_fallback_ops" or out[c].notna().any())]]
 
 
 def performance_summary(df: pd.DataFrame) -> pd.DataFrame:
     """Seed 000's Table 3 for this device: train and eval throughput, TFLOP/s and peak memory per model."""
-    ok = df[df.status == "ok"].assign(variant=_variant(df))
+    ok = df[df.status == "ok"].assign(variant=variant_label(df))
     wide = ok.pivot_table(index=["model", "device_name", "variant"], columns="phase",
                           values=["throughput_img_s", "throughput_ci95_img_s", "achieved_tflops", "peak_device_mem_mb",
                                   "peak_rss_mb"], aggfunc="first")
@@ -89,15 +90,15 @@ def utilisation(df: pd.DataFrame) -> pd.DataFrame:
     cols = ["run", "device_name", "model", "phase", "variant", "util_cpu_mean", "util_cpu_max", "util_process_cpu_mean", "util_device_mean",
             "util_device_max", "util_device_mem_mean", "gpu_power_w_mean", "gpu_temp_c_max", "gpu_sm_clock_mhz_mean",
             "gpu_throttle_reasons", "telemetry_samples"]
-    out = df[df.status == "ok"].assign(variant=_variant(df))
+    out = df[df.status == "ok"].assign(variant=variant_label(df))
     return out[[c for c in cols if c in out.columns]]
 
 
 def variants_side_by_side(df: pd.DataFrame) -> pd.DataFrame:
     """Throughput of each variant per model and phase, and its speedup over the first variant measured."""
-    ok = df[df.status == "ok"].assign(variant=_variant(df))
+    ok = df[df.status == "ok"].assign(variant=variant_label(df))
     wide = ok.pivot_table(index=["model", "phase"], columns="variant", values="throughput_img_s", aggfunc="first")
-    first = _variant(df).iloc[0]
+    first = variant_label(df).iloc[0]
     for col in list(wide.columns):
         if col != first and first in wide.columns:
             wide[f"{col} / {first}"] = wide[col] / wide[first]

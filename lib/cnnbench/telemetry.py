@@ -50,6 +50,8 @@ class Sampler:
         self._add("util_cpu", psutil.cpu_percent(interval=None))
         self._add("util_process_cpu", self._proc.cpu_percent(interval=None))
         self._add("rss_mb", self._proc.memory_info().rss / 2**20)
+        if self.device.type == "mps":
+            self._add("mps_mem_mb", torch.mps.current_allocated_memory() / 2**20)
         if self._nvml is not None:
             import pynvml
 

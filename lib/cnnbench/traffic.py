@@ -20,9 +20,8 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 from torch.utils.module_tracker import ModuleTracker
 
-from cnnbench import flops, models
+from cnnbench import devices, flops, models
 
-DTYPES = {"fp32": torch.float32, "tf32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 _NO_TRAFFIC = {"aten::detach", "aten::alias", "aten::lift_fresh", "aten::empty", "aten::empty_strided",
                "aten::empty_like", "aten::_to_copy_meta"}
 
@@ -104,9 +103,9 @@ def count_step(model_name: str, batch_size: int, image_size: int, num_classes: i
     """
     torch.manual_seed(0)
     model = models.build(model_name, num_classes=num_classes, image_size=image_size)
-    model = model.to(device=device, dtype=DTYPES[precision]).train(phase == "train")
+    model = model.to(device=device, dtype=devices.DTYPES[precision]).train(phase == "train")
     shape = (batch_size, *models.input_shape(model_name, image_size))
-    x = torch.randn(shape, device=device, dtype=DTYPES[precision])
+    x = torch.randn(shape, device=device, dtype=devices.DTYPES[precision])
     y = torch.randint(0, num_classes, (batch_size,), device=device)
     opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=momentum)
     with ModuleTracker() as tracker, TrafficCounter(tracker) as counter:
