@@ -73,7 +73,7 @@ def test_report_hides_code_and_leads_with_parameters_and_environment(smoke_run):
     run_dir, _ = smoke_run
     page = (run_dir / "report.html").read_text()
     assert "cnnbench report: smoke" in page and "Contents" in page and "Environment" in page and "Parameters" in page
-    for title in ("00 · Setup", "01 · Complexity", "02 · Scenario A", "03 · Scenario B", "04 · Roofline", "05 · Analysis"):
+    for title in ("00 · Setup", "01 · Complexity", "02 · Scenario A", "03 · Scenario B", "04 · Roofline", "08 · Analysis"):
         assert title in page, title
     assert 'href="#s1-' in page and "Traceback" not in page
     assert "open_run(" not in page  # code hidden
@@ -89,7 +89,7 @@ def test_rerun_resumes_and_a_second_run_gives_a_combined_report(smoke_run):
     assert proc.returncode == 0, proc.stderr
     assert pd.read_csv(run_dir / "scenario_a.csv").timestamp.tolist() == before  # nothing measured again
     proc = run_cli("--params", "params/smoke.yaml", "--outputs", str(run_dir.parent), "--run-name", "smoke-b",
-                   "--set", "notebooks=[00_setup, 02_scenario_a, 05_analysis]")
+                   "--set", "notebooks=[00_setup, 02_scenario_a, 08_analysis]")
     assert proc.returncode == 0, proc.stderr
     combined = (run_dir.parent / "report.html").read_text()
     assert "2 runs compared" in combined and "smoke-b" in combined and "Cross-device speedups" in combined

@@ -21,7 +21,21 @@ MEMORY_FORMATS = ("nchw", "channels_last")
 DATASETS = ("synthetic", "tiny_imagenet", "imagenette", "mnist", "cifar10", "imagefolder")
 DATA_MODES = ("device", "loader")
 PHASES = ("train", "eval")
-NOTEBOOKS = ("00_setup", "01_complexity", "02_scenario_a", "03_batch_sweep", "04_roofline", "05_analysis")
+# The pipeline's notebooks in order; the analysis stays last and merges every experiment family before it.
+NOTEBOOKS = (
+    "00_setup",
+    "01_complexity",
+    "02_scenario_a",
+    "03_batch_sweep",
+    "04_roofline",
+    # 05: from-scratch backends (cnnbench.scratch)
+
+    # 06: transfer learning and scaling (cnnbench.transfer)
+
+    # 07: configuration search (cnnbench.tuning)
+
+    "08_analysis",
+)
 VARIANT_KEYS = {"precision": str, "memory_format": str, "compile": bool}
 
 
@@ -83,7 +97,13 @@ class Params:
     matmul_size: int = 4096  # square matmul size for the compute roof (0 = chosen by device)
     stream_mb: int = 512  # array size for the bandwidth roof, far above the last-level cache
     layer_top_k: int = 10  # layers shown on the per-layer roofline, by time
-    # --- analysis (05)
+    # --- from-scratch backends (05, seeds 001 and 004): keys of cnnbench.scratch go here
+
+    # --- transfer learning, step phases, telemetry, scaling (06, seed 002): keys of cnnbench.transfer go here
+
+    # --- configuration search and energy (07): keys of cnnbench.tuning go here
+
+    # --- analysis (08)
     analysis_runs: list[str] = field(default_factory=list)  # run folders to merge; [] = every run in outputs/
     interactive: bool = True  # show ipywidgets controls in JupyterLab (papermill always renders statically)
     # --- pipeline

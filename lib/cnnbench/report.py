@@ -126,7 +126,7 @@ def build_combined_report(outputs: Path) -> tuple[Path, int] | None:
     """outputs/report.html from the newest executed analysis notebook, when several runs are present."""
     runs = [d for d in outputs.iterdir() if (d / "environment.json").is_file()] if outputs.is_dir() else []
     analyses = sorted(
-        (d / "notebooks" / "05_analysis.ipynb" for d in runs),
+        (d / "notebooks" / "08_analysis.ipynb" for d in runs),
         key=lambda p: p.stat().st_mtime if p.is_file() else 0,
     )
     analyses = [a for a in analyses if a.is_file()]
