@@ -5,17 +5,32 @@ which counts 2 FLOPs per multiply-add of every matmul, convolution and attention
 ``backward()`` runs). Elementwise ops, normalisation and pooling are not counted, which is also how torchvision's
 published per-model figures are made; fvcore counts one multiply-add as one "flop" and adds normalisation and
 pooling, so its number sits slightly above our MACs.
+
+Attention is counted like any matmul: Q K^T and softmax(Q K^T) V are 2 FLOPs per multiply-add each. Two torch
+paths would hide it from ``FlopCounterMode``: ``nn.MultiheadAttention``'s inference fast path (under
+``no_grad``/eval it runs one fused ``_native_multi_head_attention`` op that has no formula, so a whole ViT block's
+attention and projections went uncounted) and the CPU flash-attention kernel behind
+``scaled_dot_product_attention`` (no formula in torch either). Counting therefore runs with the fast path off
+(:func:`attention_fastpath_off`) and registers the CPU kernel with torch's own SDPA formulas.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import math
 import warnings
 from dataclasses import asdict, dataclass
 
 import torch
 from torch import nn
-from torch.utils.flop_counter import FlopCounterMode, conv_flop_count, get_shape
+from torch.utils.flop_counter import (
+    FlopCounterMode,
+    conv_flop_count,
+    get_shape,
+    sdpa_backward_flop_count,
+    sdpa_flop_count,
+)
 
 from cnnbench import models
 
@@ -52,12 +67,57 @@ def _conv_backward_flop(
     return flops
 
 
+def _sdpa_cpu_flop(query_shape, key_shape, value_shape, *args, out_shape=None, **kwargs) -> int:
+    """CPU flash attention forward: Q K^T and softmax(Q K^T) V (torch's SDPA formula)."""
+    return sdpa_flop_count(query_shape, key_shape, value_shape)
+
+
+def _sdpa_cpu_backward_flop(grad_out_shape, query_shape, key_shape, value_shape, *args, out_shape=None,
+                            **kwargs) -> int:
+    """CPU flash attention backward (torch's SDPA backward formula)."""
+    return sdpa_backward_flop_count(grad_out_shape, query_shape, key_shape, value_shape)
+
+
 FLOP_FORMULAS = {aten.convolution_backward: _conv_backward_flop}
+# scaled_dot_product_attention's CPU kernels: Q K^T and softmax(Q K^T) V, by torch's own SDPA formulas
+for _op, _formula in (("_scaled_dot_product_flash_attention_for_cpu", _sdpa_cpu_flop),
+                      ("_scaled_dot_product_flash_attention_for_cpu_backward", _sdpa_cpu_backward_flop)):
+    if hasattr(aten, _op):
+        FLOP_FORMULAS[getattr(aten, _op)] = _formula
+
+# torchvision publishes _ops rounded to 3 decimals (GMACs): below 0.05 GMACs that rounding alone exceeds 1%
+PUBLISHED_REL_TOL = 0.01
+PUBLISHED_ABS_TOL_GMACS = 0.0005
 
 
 def flop_counter() -> FlopCounterMode:
     """``FlopCounterMode`` with this module's corrections registered."""
     return FlopCounterMode(display=False, custom_mapping=FLOP_FORMULAS)
+
+
+@contextlib.contextmanager
+def attention_fastpath_off():
+    """``nn.MultiheadAttention`` / ``TransformerEncoderLayer`` take their unfused path (restored afterwards).
+
+    The fused inference fast path computes the same products in one op no FLOP or byte formula knows.
+    """
+    mha = getattr(torch.backends, "mha", None)
+    if mha is None or not hasattr(mha, "set_fastpath_enabled"):
+        yield
+        return
+    before = mha.get_fastpath_enabled()
+    mha.set_fastpath_enabled(False)
+    try:
+        yield
+    finally:
+        mha.set_fastpath_enabled(before)
+
+
+def matches_published(gmacs: float, published: float | None) -> bool:
+    """True when ``gmacs`` agrees with a published figure within 1% (or its 3-decimal rounding); no figure: True."""
+    if published is None or (isinstance(published, float) and math.isnan(published)):
+        return True
+    return math.isclose(gmacs, published, rel_tol=PUBLISHED_REL_TOL, abs_tol=PUBLISHED_ABS_TOL_GMACS)
 
 
 @dataclass
@@ -67,16 +127,18 @@ class Complexity:
     in_channels: int
     num_classes: int
     params: int
-    param_mb: float
+    param_mib: float
     gmacs_fwd: float
     gflops_fwd: float
     gflops_train: float
     train_fwd_ratio: float
     fvcore_gmacs: float
     fvcore_extra_ops: str
-    activation_mb: float
+    activation_mib: float
     published_gmacs: float | None
     published_params: int | None
+    macs_vs_published_pct: float | None  # 100 x (ours / published - 1); None where no figure applies
+    matches_published: bool  # within 1% of torchvision's figure (or its 3-decimal rounding); True where none applies
 
     def as_row(self) -> dict:
         return asdict(self)
@@ -90,7 +152,7 @@ def _inputs(name: str, image_size: int, batch: int, device: torch.device | str, 
 
 def forward_flops(model: nn.Module, x: torch.Tensor) -> int:
     """FLOPs of one forward pass over the batch ``x`` (2 per multiply-add)."""
-    with torch.no_grad(), flop_counter() as counter:
+    with torch.no_grad(), attention_fastpath_off(), flop_counter() as counter:
         model(x)
     return counter.get_total_flops()
 
@@ -99,7 +161,7 @@ def train_flops(model: nn.Module, x: torch.Tensor, num_classes: int) -> int:
     """FLOPs of one real training step's forward + backward over the batch ``x``."""
     target = torch.randint(0, num_classes, (x.shape[0],), device=x.device)
     model.zero_grad(set_to_none=True)
-    with flop_counter() as counter:
+    with attention_fastpath_off(), flop_counter() as counter:
         loss = nn.functional.cross_entropy(models.logits(model(x)), target)
         loss.backward()
     return counter.get_total_flops()
@@ -132,7 +194,7 @@ def fvcore_macs(model: nn.Module, x: torch.Tensor) -> tuple[int, dict[str, int]]
     from fvcore.nn import FlopCountAnalysis
 
     logging.getLogger("fvcore").setLevel(logging.ERROR)
-    with warnings.catch_warnings(), torch.no_grad():
+    with warnings.catch_warnings(), torch.no_grad(), attention_fastpath_off():
         warnings.simplefilter("ignore")
         analysis = FlopCountAnalysis(model, (x,))
         analysis.unsupported_ops_warnings(False).uncalled_modules_warnings(False)
@@ -172,14 +234,17 @@ def complexity(
     model.zero_grad(set_to_none=True)
 
     extra = {op: n for op, n in fv_ops.items() if op not in _MATMUL_OPS and n}
+    applies = image_size == spec.reference_size and num_classes == spec.reference_classes
+    published = spec.published_gmacs if applies else None
+    gmacs = fwd / 2 / 1e9
     return Complexity(
         model=name,
         image_size=image_size,
         in_channels=spec.in_channels,
         num_classes=num_classes,
         params=models.count_params(model),
-        param_mb=models.param_bytes(model) / 2**20,
-        gmacs_fwd=fwd / 2 / 1e9,
+        param_mib=models.param_bytes(model) / 2**20,
+        gmacs_fwd=gmacs,
         gflops_fwd=fwd / 1e9,
         gflops_train=train / 1e9,
         train_fwd_ratio=train / fwd if fwd else float("nan"),
@@ -187,11 +252,11 @@ def complexity(
         fvcore_extra_ops=", ".join(
             f"{op} {n / 1e6:.1f}M" for op, n in sorted(extra.items(), key=lambda kv: -kv[1])
         ),
-        activation_mb=act / 2**20,
-        published_gmacs=spec.published_gmacs
-        if image_size == spec.reference_size and num_classes == spec.reference_classes
-        else None,
+        activation_mib=act / 2**20,
+        published_gmacs=published,
         published_params=spec.published_params if num_classes == spec.reference_classes else None,
+        macs_vs_published_pct=100 * (gmacs / published - 1) if published else None,
+        matches_published=matches_published(gmacs, published),
     )
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 from functools import cache, lru_cache
 
@@ -107,9 +108,34 @@ def build(name: str, num_classes: int | None = None, image_size: int | None = No
             num_classes=num_classes, in_channels=s.in_channels, image_size=image_size or s.reference_size
         )
     kwargs = dict(_BUILD_KWARGS.get(name, {}))
-    if name.startswith("vit_") and image_size:
-        kwargs["image_size"] = image_size  # ViT's position embedding is sized for one resolution
+    if name.startswith("vit_"):
+        # ViT's position embedding is sized for one resolution (vit_h_14's published figure is at 518)
+        kwargs["image_size"] = image_size or s.reference_size
     return torchvision.models.get_model(name, weights=None, num_classes=num_classes, **kwargs)
+
+
+@contextlib.contextmanager
+def _parameters_on_meta():
+    """Every parameter registered inside the block lives on the meta device (initialisers then do nothing)."""
+    register = nn.Module.register_parameter
+
+    def on_meta(module, name, param):
+        if param is not None and param.device.type != "meta":
+            param = nn.Parameter(param.to("meta"), requires_grad=param.requires_grad)
+        register(module, name, param)
+
+    nn.Module.register_parameter = on_meta
+    try:
+        yield
+    finally:
+        nn.Module.register_parameter = register
+
+
+def build_meta(name: str, num_classes: int | None = None, image_size: int | None = None) -> nn.Module:
+    """:func:`build` with no memory and no initialisation: shapes only, for counting (regnet_y_128gf in <1 s)."""
+    with _parameters_on_meta():
+        model = build(name, num_classes=num_classes, image_size=image_size)
+    return model.to("meta")
 
 
 def input_shape(name: str, image_size: int) -> tuple[int, int, int]:

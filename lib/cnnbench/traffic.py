@@ -102,13 +102,14 @@ def count_step(model_name: str, batch_size: int, image_size: int, num_classes: i
     real traffic of a mixed-precision step is a little higher).
     """
     torch.manual_seed(0)
-    model = models.build(model_name, num_classes=num_classes, image_size=image_size)
+    build = models.build_meta if torch.device(device).type == "meta" else models.build
+    model = build(model_name, num_classes=num_classes, image_size=image_size)
     model = model.to(device=device, dtype=devices.DTYPES[precision]).train(phase == "train")
     shape = (batch_size, *models.input_shape(model_name, image_size))
     x = torch.randn(shape, device=device, dtype=devices.DTYPES[precision])
     y = torch.randint(0, num_classes, (batch_size,), device=device)
     opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=momentum)
-    with ModuleTracker() as tracker, TrafficCounter(tracker) as counter:
+    with flops.attention_fastpath_off(), ModuleTracker() as tracker, TrafficCounter(tracker) as counter:
         if phase == "train":
             for _ in range(2):  # the second step is the steady state: momentum buffers exist
                 counter.records.clear()
