@@ -38,8 +38,8 @@ def test_pipeline_writes_every_notebook_csv_and_the_report(smoke_run):
     env = json.loads((run_dir / "environment.json").read_text())
     assert env["device_kind"] == "cpu" and env["params"]["run_name"] == "smoke"
     complexity = pd.read_csv(run_dir / "complexity.csv")
-    for col in ("model", "image_size", "params", "param_mb", "gmacs_fwd", "gflops_fwd", "gflops_train",
-                "train_fwd_ratio", "fvcore_gmacs", "activation_mb"):
+    for col in ("model", "image_size", "params", "param_mib", "gmacs_fwd", "gflops_fwd", "gflops_train",
+                "train_fwd_ratio", "fvcore_gmacs", "activation_mib"):
         assert col in complexity.columns, col
     assert set(complexity.model) == {"mnist_cnn", "squeezenet1_1"}
     assert set(complexity[complexity.model == "squeezenet1_1"].image_size) == {224, 32}

@@ -25,7 +25,7 @@ def complexity(df: pd.DataFrame, path: str | Path | None = None):
     fig, axes = plt.subplots(1, 2, figsize=(12, 4))
     sns.barplot(data=data, x="model", y="gflops_train", hue="resolution", ax=axes[0])
     axes[0].set(yscale="log", ylabel="training GFLOP per image (fwd+bwd)", xlabel="")
-    sns.barplot(data=data, x="model", y="activation_mb", hue="resolution", ax=axes[1])
+    sns.barplot(data=data, x="model", y="activation_mib", hue="resolution", ax=axes[1])
     axes[1].set(yscale="log", ylabel="saved activations per image (MiB)", xlabel="")
     for ax in axes:
         ax.tick_params(axis="x", rotation=30)

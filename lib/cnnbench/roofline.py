@@ -63,7 +63,7 @@ def parameter_proxy(complexity: pd.DataFrame) -> pd.DataFrame:
     """Seed 000's proxy, FLOPs per image / parameter bytes, recomputed from our counts (seed 000 used MACs at 224)."""
     ref = complexity[complexity.role.str.startswith("reference")]
     return pd.DataFrame({"model": ref.model,
-                         "proxy_ai_macs224_over_param_bytes": ref.gmacs_fwd * 1e9 / (ref.param_mb * 2**20)})
+                         "proxy_ai_macs224_over_param_bytes": ref.gmacs_fwd * 1e9 / (ref.param_mib * 2**20)})
 
 
 def profile_layers(cfg: engine.Config, device: torch.device, protocol: engine.Protocol, steps: int = 3,
