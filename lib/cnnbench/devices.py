@@ -161,3 +161,53 @@ def is_oom(err: BaseException) -> bool:
         return True
     text = str(err).lower()
     return isinstance(err, RuntimeError) and ("out of memory" in text or "can't allocate memory" in text)
+
+
+def _read(path: str) -> str | None:
+    try:
+        with open(path) as f:
+            return f.read().strip()
+    except OSError:
+        return None
+
+
+def _run(cmd: list[str]) -> str:
+    try:
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=20, check=True).stdout
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
+def parse_apple_gpu_cores(text: str) -> int | None:
+    """GPU core count from ``system_profiler SPDisplaysDataType`` ("Total Number of Cores: 18") or ``ioreg``
+    ("gpu-core-count" = 18) output."""
+    match = re.search(r"Total Number of Cores:\s*(\d+)", text) or re.search(r'"gpu-core-count"\s*=\s*(\d+)', text)
+    return int(match.group(1)) if match else None
+
+
+@lru_cache(maxsize=1)
+def apple_gpu_cores() -> int | None:
+    """The Apple GPU's core count read from the system (macOS only); None where it cannot be read."""
+    if platform.system() != "Darwin":
+        return None
+    return parse_apple_gpu_cores(_run(["system_profiler", "SPDisplaysDataType"])) or parse_apple_gpu_cores(
+        _run(["ioreg", "-rd1", "-c", "IOAccelerator"]))
+
+
+def parse_cpu_mhz(cpuinfo: str) -> float | None:
+    """The highest "cpu MHz" of /proc/cpuinfo text."""
+    mhz = [float(m) for m in re.findall(r"^cpu MHz\s*:\s*([\d.]+)", cpuinfo, flags=re.MULTILINE)]
+    return max(mhz) if mhz else None
+
+
+@lru_cache(maxsize=1)
+def cpu_clock_ghz() -> tuple[float | None, str]:
+    """The CPU's clock in GHz and where it was read: sysfs cpufreq's maximum, /proc/cpuinfo, or macOS sysctl."""
+    khz = _read("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq")
+    if khz and khz.isdigit():
+        return int(khz) / 1e6, "sysfs cpuinfo_max_freq"
+    mhz = parse_cpu_mhz(_read("/proc/cpuinfo") or "")
+    if mhz:
+        return mhz / 1e3, "/proc/cpuinfo cpu MHz"
+    hz = _run(["sysctl", "-n", "hw.cpufrequency_max"]).strip() if platform.system() == "Darwin" else ""
+    return (int(hz) / 1e9, "sysctl hw.cpufrequency_max") if hz.isdigit() else (None, "clock not readable")

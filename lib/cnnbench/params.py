@@ -94,8 +94,8 @@ class Params:
     )  # model -> batch sizes
     # --- roofline (04)
     peak_repeats: int = 5  # repetitions of each peak micro-benchmark (the best one is kept)
-    matmul_size: int = 4096  # square matmul size for the compute roof (0 = chosen by device)
-    stream_mb: int = 512  # array size for the bandwidth roof, far above the last-level cache
+    matmul_size: int = 0  # square matmul size for the compute roof; 0 = by device (CUDA 8192, MPS 4096, CPU 2048)
+    stream_mb: int = 512  # DRAM working set of the bandwidth sweep is 2 x this (MiB), at least 4x the last cache
     layer_top_k: int = 10  # layers shown on the per-layer roofline, by time
     # --- from-scratch backends (05, seeds 001 and 004): keys of cnnbench.scratch go here
 

@@ -3,9 +3,13 @@ measured memory roof (stream copy and triad), beside spec-sheet roofs from a dat
 
 from __future__ import annotations
 
+import math
+import platform
+import re
 import statistics
 import time
 from importlib import resources
+from pathlib import Path
 
 import pandas as pd
 import torch
@@ -41,77 +45,313 @@ def _best_time(fn, device: torch.device, repeats: int, warmup: int = 2) -> float
     return min(_times(fn, device, repeats, warmup))
 
 
+# Each timed call must run at least this long, so launch, synchronisation and clock costs vanish in it.
+MIN_CALL_S = {"cuda": 0.05, "mps": 0.05, "cpu": 0.005}
+
+
+def inner_calls(fn, device: torch.device, min_call_s: float | None = None) -> int:
+    """How many back-to-back calls of ``fn`` one timed call needs to last ``min_call_s`` (calibrated here)."""
+    min_call_s = MIN_CALL_S.get(device.type, 0.01) if min_call_s is None else min_call_s
+    one = _best_time(fn, device, repeats=2, warmup=1)
+    return max(1, math.ceil(min_call_s / max(one, 1e-9)))
+
+
+def _batched(fn, inner: int, device: torch.device):
+    """``inner`` calls of ``fn`` as one callable; on CUDA replayed from a CUDA graph (no launch gaps) if possible."""
+    if device.type == "cuda" and inner > 1:
+        try:
+            side = torch.cuda.Stream(device)
+            side.wait_stream(torch.cuda.current_stream(device))
+            with torch.cuda.stream(side):
+                fn()
+            torch.cuda.current_stream(device).wait_stream(side)
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                for _ in range(inner):
+                    fn()
+            return graph.replay
+        except RuntimeError:  # capture unsupported here: plain back-to-back launches
+            pass
+    return lambda: [fn() for _ in range(inner)]
+
+
+def _rates(fn, work: float, device: torch.device, repeats: int, min_call_s: float | None = None) -> list[float]:
+    """``work`` per call of ``fn`` divided by its time, per timed call; each timed call runs ``fn`` enough times."""
+    inner = inner_calls(fn, device, min_call_s)
+    times = _times(_batched(fn, inner, device), device, repeats)
+    return [work * inner / t for t in times]
+
+
 def _tf32(device: torch.device, on: bool) -> None:
     if device.type == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = on
         torch.backends.cudnn.allow_tf32 = on
 
 
+def default_matmul_size(device: torch.device) -> int:
+    """The matmul size for ``matmul_size: 0``: large enough to reach a fast GPU's peak, small enough for a CPU."""
+    if device.type == "cuda":
+        return 8192 if torch.cuda.get_device_properties(device).total_memory >= 8 * 2**30 else 4096
+    return 4096 if device.type == "mps" else 2048
+
+
 def matmul_gflops(device: torch.device, precision: str = "fp32", n: int = 4096, repeats: int = 5,
-                  spread: bool = False):
-    """Best dense n x n matmul rate (2 n^3 FLOPs per product), GFLOP/s; with ``spread``, also the median."""
+                  spread: bool = False, min_call_s: float | None = None):
+    """Best dense n x n matmul rate (2 n^3 FLOPs per product), GFLOP/s; with ``spread``, also the median.
+
+    Each timed call chains as many products as last ``min_call_s`` (calibrated on the device), so a fast GPU's
+    timed call carries enough work whatever ``n`` is.
+    """
     _tf32(device, precision == "tf32")
     a = torch.randn(n, n, device=device, dtype=devices.DTYPES[precision])
     b = torch.randn(n, n, device=device, dtype=devices.DTYPES[precision])
-    inner = max(1, int(2e9 // (2 * n**3)))  # enough work per timed call to dwarf launch and clock costs
-    times = _times(lambda: [torch.mm(a, b) for _ in range(inner)], device, repeats)
-    _tf32(device, False)
-    rates = [2 * n**3 * inner / t / 1e9 for t in times]
+    try:
+        rates = [r / 1e9 for r in _rates(lambda: torch.mm(a, b), 2 * n**3, device, repeats, min_call_s)]
+    finally:
+        _tf32(device, False)
     return (max(rates), statistics.median(rates)) if spread else max(rates)
 
 
 def conv_gflops(device: torch.device, precision: str = "fp32", batch: int = 32, channels: int = 128, size: int = 28,
-                repeats: int = 5) -> float:
+                repeats: int = 5, min_call_s: float | None = None) -> float:
     """Best rate of a representative 3x3 convolution (ResNet stage 2 shape), forward, GFLOP/s."""
     _tf32(device, precision == "tf32")
     conv = torch.nn.Conv2d(channels, channels, 3, padding=1, bias=False).to(device, devices.DTYPES[precision])
     x = torch.randn(batch, channels, size, size, device=device, dtype=devices.DTYPES[precision])
     flops = 2 * batch * size * size * channels * channels * 9
-    with torch.inference_mode():
-        t = _best_time(lambda: conv(x), device, repeats)
-    _tf32(device, False)
-    return flops / t / 1e9
+    try:
+        with torch.inference_mode():
+            rates = _rates(lambda: conv(x), flops, device, repeats, min_call_s)
+    finally:
+        _tf32(device, False)
+    return max(rates) / 1e9
+
+
+# ---------------------------------------------------------------- memory hierarchy
+MAIN_MEMORY = ("dram", "hbm")  # levels that are the device's main memory (roof_for's DRAM roof)
+
+
+def _size_bytes(text: str) -> int | None:
+    match = re.fullmatch(r"\s*(\d+)\s*([KMG]?)i?B?\s*", text or "", flags=re.IGNORECASE)
+    if not match:
+        return None
+    return int(match.group(1)) * {"": 1, "K": 2**10, "M": 2**20, "G": 2**30}[match.group(2).upper()]
+
+
+def _cpu_count(cpu_list: str) -> int:
+    """Number of CPUs in a sysfs list such as "0-3,8-11"."""
+    count = 0
+    for part in filter(None, (cpu_list or "").split(",")):
+        lo, _, hi = part.partition("-")
+        count += int(hi or lo) - int(lo) + 1
+    return max(count, 1)
+
+
+def parse_sysfs_caches(root: str | Path = "/sys/devices/system/cpu/cpu0/cache") -> list[dict]:
+    """Data/unified caches of one CPU from sysfs: level, size in bytes, and how many CPUs share one."""
+    def read(index: Path, name: str) -> str:
+        return (index / name).read_text().strip() if (index / name).is_file() else ""
+
+    out = []
+    for index in sorted(Path(root).glob("index*")):
+        read_ = lambda name, index=index: read(index, name)  # noqa: E731
+        if read_("type") not in ("Data", "Unified") or not read_("level").isdigit():
+            continue
+        size = _size_bytes(read_("size"))
+        if size:
+            out.append({"level": f"l{read_('level')}", "size_bytes": size,
+                        "shared_by": _cpu_count(read_("shared_cpu_list"))})
+    return sorted(out, key=lambda c: c["level"])
+
+
+def _sysctl_caches() -> list[dict]:
+    """macOS: hw.l1dcachesize, hw.l2cachesize (hw.l3cachesize where present), per performance core."""
+    import subprocess
+
+    out = []
+    for level in (1, 2, 3):
+        key = f"hw.l{level}dcachesize" if level == 1 else f"hw.l{level}cachesize"
+        try:
+            value = subprocess.run(["sysctl", "-n", key], capture_output=True, text=True, timeout=5).stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            value = ""
+        if value.isdigit() and int(value):
+            out.append({"level": f"l{level}", "size_bytes": int(value), "shared_by": 1 if level == 1 else 0})
+    return out
+
+
+def cache_levels(device: torch.device, threads: int = 1, sysfs_root: str | Path | None = None) -> list[dict]:
+    """The device's cache levels, innermost first: level, size of one cache, capacity (bytes one op's working set
+    can spread over: a private cache times the threads that use one each) and where the size was read.
+
+    CPU: sysfs (Linux), sysctl (macOS); [] when neither answers (the sweep's knees then name the levels).
+    CUDA: the L2 (``L2_cache_size``). MPS: Apple publishes no GPU cache sizes, [].
+    """
+    if device.type == "cuda":
+        l2 = torch.cuda.get_device_properties(device).L2_cache_size
+        return [{"level": "l2", "size_bytes": l2, "capacity_bytes": l2, "size_source": "cuda L2_cache_size"}]
+    if device.type != "cpu":
+        return []
+    caches, source = parse_sysfs_caches(sysfs_root or "/sys/devices/system/cpu/cpu0/cache"), "sysfs"
+    if not caches and sysfs_root is None and platform.system() == "Darwin":
+        caches, source = _sysctl_caches(), "sysctl"
+    out = []
+    for c in caches:
+        shared = c["shared_by"] or max(threads, 1)
+        instances = max(1, math.ceil(max(threads, 1) / shared))
+        out.append({"level": c["level"], "size_bytes": c["size_bytes"], "capacity_bytes": c["size_bytes"] * instances,
+                    "size_source": f"{source}: {c['size_bytes'] // 1024} KiB x {instances} in use"})
+    return out
+
+
+def _bandwidth_kernels(device: torch.device, working_set: int) -> dict:
+    """Streaming kernels whose one call reads + writes ``working_set`` bytes: name -> (fn, bytes per call)."""
+    kernels = {}
+    n_copy, n_add = max(working_set // 8, 1024), max(working_set // 12, 1024)
+    a, b = torch.rand(n_copy, device=device), torch.empty(n_copy, device=device)
+    kernels["copy"] = (lambda: b.copy_(a), 8 * n_copy)  # read a, write b
+    x, y, z = (torch.rand(n_add, device=device) for _ in range(3))
+    kernels["triad"] = (lambda: torch.add(x, y, alpha=3.0, out=z), 12 * n_add)  # read x, y, write z
+    return kernels
+
+
+def sweep_sizes(levels: list[dict], dram_bytes: int, smallest: int = 16 * 2**10) -> list[int]:
+    """Working sets to measure: powers of 4 from ``smallest`` to ``dram_bytes``, plus half of each cache level
+    (a size that surely fits it)."""
+    sizes = {smallest * 4**k for k in range(32) if smallest * 4**k < dram_bytes}
+    sizes |= {lv["capacity_bytes"] // 2 for lv in levels if lv["capacity_bytes"] // 2 >= smallest}
+    return sorted(sizes | {dram_bytes})
+
+
+def bandwidth_sweep(device: torch.device, sizes: list[int], repeats: int = 3,
+                    min_call_s: float | None = None) -> pd.DataFrame:
+    """Best bandwidth of copy and triad at each working set (bytes read + written per call), GB/s."""
+    rows = []
+    for size in sizes:
+        for kernel, (fn, nbytes) in _bandwidth_kernels(device, size).items():
+            rates = _rates(fn, nbytes, device, repeats, min_call_s)
+            rows.append({"working_set_bytes": nbytes, "working_set_mib": nbytes / 2**20, "kernel": kernel,
+                         "bandwidth_gbs": max(rates) / 1e9, "bandwidth_median_gbs": statistics.median(rates) / 1e9})
+        devices.empty_cache(device)
+    return pd.DataFrame(rows)
+
+
+def knees(sweep: pd.DataFrame, drop: float = 0.3) -> list[int]:
+    """Working sets after which the best bandwidth falls by more than ``drop``: where a cache level ends."""
+    best = sweep.groupby("working_set_bytes").bandwidth_gbs.max().sort_index()
+    return [int(s) for s, nxt, b, bn in zip(best.index[:-1], best.index[1:], best.values[:-1], best.values[1:],
+                                           strict=True) if bn < (1 - drop) * b and nxt > s]
+
+
+def level_roofs(sweep: pd.DataFrame, levels: list[dict], main: str = "dram") -> pd.DataFrame:
+    """One bandwidth per memory level: the best rate of the sweep's working sets that belong to that level
+    (above the previous level's capacity, up to its own), never below the next outer level's.
+
+    Levels from sysfs when given; otherwise the sweep's knees bound them (named l1, l2, ... in order).
+    """
+    best = sweep.groupby("working_set_bytes").bandwidth_gbs.max().sort_index()
+    if not levels:
+        levels = [{"level": f"l{i + 1}", "size_bytes": k, "capacity_bytes": k, "size_source": "knee of the sweep"}
+                  for i, k in enumerate(knees(sweep))]
+    rows, lower = [], 0
+    for lv in levels:
+        inside = best[(best.index > lower) & (best.index <= lv["capacity_bytes"])]
+        if inside.empty:  # no sweep point in this level: the largest point below it stands in
+            inside = best[best.index <= lv["capacity_bytes"]].tail(1)
+        if len(inside):
+            rows.append({**lv, "bandwidth_gbs": float(inside.max()), "sweep_points": len(inside)})
+        lower = lv["capacity_bytes"]
+    outer = best[best.index > lower]
+    if outer.empty:  # no working set beyond the caches was measured: the largest one stands in
+        outer = best.tail(1)
+    rows.append({"level": main, "size_bytes": None, "capacity_bytes": None, "size_source": "main memory",
+                 "bandwidth_gbs": float(outer.max()), "sweep_points": len(outer)})
+    df = pd.DataFrame(rows)
+    # an inner level is never slower than an outer one (its data could always come from further out)
+    df["bandwidth_gbs"] = df.bandwidth_gbs[::-1].cummax()[::-1]
+    return df
+
+
+def main_memory_level(device: torch.device) -> str:
+    """hbm for data-centre NVIDIA GPUs (compute capability x.0: V100, A100, H100/H200, B200), dram otherwise."""
+    if device.type == "cuda":
+        major, minor = torch.cuda.get_device_capability(device)
+        return "hbm" if minor == 0 and major >= 7 else "dram"
+    return "dram"
 
 
 def stream_gbs(device: torch.device, mb: int = 512, repeats: int = 5) -> dict[str, float]:
     """Best copy (b = a: 2 x 4 bytes/element) and triad (a = b + s c: 3 x 4 bytes/element) rates, GB/s."""
-    n = mb * 2**20 // 4
-    a = torch.rand(n, device=device)
-    b = torch.rand(n, device=device)
-    c = torch.rand(n, device=device)
-    copy = _best_time(lambda: b.copy_(a), device, repeats)
-    triad = _best_time(lambda: torch.add(b, c, alpha=3.0, out=a), device, repeats)
-    return {"copy_gbs": 2 * 4 * n / copy / 1e9, "triad_gbs": 3 * 4 * n / triad / 1e9}
+    sweep = bandwidth_sweep(device, [2 * mb * 2**20], repeats)
+    return {f"{k}_gbs": float(g.bandwidth_gbs.max()) for k, g in sweep.groupby("kernel")}
 
 
-def measure(device: torch.device, matmul_size: int, stream_mb: int, repeats: int) -> pd.DataFrame:
-    """Measured roofs for every precision of ``device``: rows of device_peaks.csv."""
+def measure(device: torch.device, matmul_size: int, stream_mb: int, repeats: int,
+            with_sweep: bool = False):
+    """Measured roofs for every precision of ``device``: rows of device_peaks.csv (one per precision and memory
+    level, the main-memory row of each precision first); with ``with_sweep``, also the bandwidth sweep."""
     before = torch.get_num_threads()
     threads = devices.set_threads(0) if device.type == "cpu" else before
     try:
-        return _measure(device, matmul_size, stream_mb, repeats, threads)
+        peaks, sweep = _measure(device, matmul_size, stream_mb, repeats, threads)
     finally:
         torch.set_num_threads(before)  # the run's own thread setting applies again afterwards
+    return (peaks, sweep) if with_sweep else peaks
 
 
-def _measure(device: torch.device, matmul_size: int, stream_mb: int, repeats: int, threads: int) -> pd.DataFrame:
-    n = matmul_size or (8192 if device.type == "cuda" else 2048)
-    bw = stream_gbs(device, stream_mb, repeats)
-    bandwidth = max(bw.values())
+def _measure(device: torch.device, matmul_size: int, stream_mb: int, repeats: int, threads: int):
+    n = matmul_size or default_matmul_size(device)
+    levels = cache_levels(device, threads)
+    dram_bytes, note = 2 * stream_mb * 2**20, ""
+    outermost = max((lv["capacity_bytes"] for lv in levels), default=0)
+    if dram_bytes < 4 * outermost:
+        dram_bytes, note = 4 * outermost, f" (raised from 2 x {stream_mb} MiB to 4x the last cache)"
+    sweep = bandwidth_sweep(device, sweep_sizes(levels, dram_bytes), repeats)
+    main = main_memory_level(device)
+    roofs = level_roofs(sweep, levels, main)
+    roofs = pd.concat([roofs[roofs.level == main], roofs[roofs.level != main]])  # main memory first
+    dram = sweep[sweep.working_set_bytes == sweep.working_set_bytes.max()]
+    stream = {f"{k}_gbs": float(g.bandwidth_gbs.max()) for k, g in dram.groupby("kernel")}
     rows = []
     for precision in precisions(device):
         mm, mm_median = matmul_gflops(device, precision, n, repeats, spread=True)
         conv = max(conv_gflops(device, precision, repeats=repeats),  # ResNet stage 2 and stage 3 shapes
                    conv_gflops(device, precision, batch=64, channels=256, size=14, repeats=repeats))
         peak = max(mm, conv)  # the roof is the best dense rate observed: a roof below a kernel is no roof
-        rows.append({
-            "device_name": devices.device_name(device), "kind": "measured", "precision": precision,
-            "peak_gflops": peak, "bandwidth_gbs": bandwidth, "ridge_flop_per_byte": peak / bandwidth,
-            "matmul_gflops": mm, "matmul_gflops_median": mm_median, "conv3x3_gflops": conv, **bw, "threads": threads,
-            "source": f"measured: best of a {n}x{n} matmul and two 3x3 convs ({'matmul' if mm >= conv else 'conv'} "
-                      f"won), best of {repeats}; stream copy/triad over {stream_mb} MiB arrays",
-        })
-    return pd.DataFrame(rows)
+        for lv in roofs.itertuples():
+            rows.append({
+                "device_name": devices.device_name(device), "kind": "measured", "precision": precision,
+                "level": lv.level, "peak_gflops": peak, "bandwidth_gbs": lv.bandwidth_gbs,
+                "ridge_flop_per_byte": peak / lv.bandwidth_gbs, "capacity_mib": _mib(lv.capacity_bytes),
+                "cache_size_kib": lv.size_bytes / 1024 if pd.notna(lv.size_bytes) else float("nan"),
+                "matmul_gflops": mm, "matmul_gflops_median": mm_median, "conv3x3_gflops": conv, **stream,
+                "threads": threads,
+                "source": f"measured: best of a {n}x{n} matmul and two 3x3 convs ({'matmul' if mm >= conv else 'conv'}"
+                          f" won), best of {repeats}; {lv.level} bandwidth: best copy/triad over "
+                          f"{lv.sweep_points} working set(s) in the level ({lv.size_source})"
+                          + (note if lv.level == main else ""),
+            })
+    sweep.insert(0, "device_name", devices.device_name(device))
+    sweep.insert(1, "device_kind", device.type)
+    sweep["level"] = [level_of(w, roofs) for w in sweep.working_set_bytes]
+    return pd.DataFrame(rows), sweep
+
+
+def _mib(nbytes) -> float:
+    return float(nbytes) / 2**20 if nbytes is not None and pd.notna(nbytes) else float("nan")
+
+
+def level_of(working_set_bytes: float, levels: pd.DataFrame) -> str:
+    """The innermost level whose capacity holds ``working_set_bytes`` (main memory when none does).
+
+    ``levels`` has a level and a capacity (``capacity_bytes`` or ``capacity_mib``; NaN for main memory).
+    """
+    cap = levels.capacity_bytes if "capacity_bytes" in levels else levels.capacity_mib * 2**20
+    fits = levels[pd.to_numeric(cap, errors="coerce") >= working_set_bytes]
+    if len(fits):
+        return str(fits.loc[pd.to_numeric(cap, errors="coerce")[fits.index].idxmin(), "level"])
+    main = levels[levels.level.isin(MAIN_MEMORY)]
+    return str(main.level.iloc[0] if len(main) else levels.level.iloc[-1])
 
 
 def specs() -> pd.DataFrame:
@@ -120,23 +360,110 @@ def specs() -> pd.DataFrame:
         return pd.read_csv(f)
 
 
-def spec_for(device_name: str) -> pd.DataFrame:
-    """Spec rows whose ``match`` text appears in ``device_name`` (longest match wins), as device_peaks rows."""
+SPEC_COLUMNS = ["device_name", "kind", "precision", "level", "peak_gflops", "bandwidth_gbs", "ridge_flop_per_byte",
+                "source"]
+
+
+def normalise_name(name: str) -> str:
+    """Case, spacing and the "NVIDIA " prefix do not matter; model and variant do."""
+    text = re.sub(r"\s+", " ", str(name)).strip().lower()
+    return text.removeprefix("nvidia ").strip()
+
+
+def apple_chip(device_name: str) -> str:
+    """"Apple M3 Pro GPU (MPS)" -> "Apple M3 Pro"."""
+    return re.sub(r"\s*GPU\s*(\(MPS\))?\s*$", "", device_name.strip(), flags=re.IGNORECASE)
+
+
+def spec_rows(device_name: str, device_kind: str, gpu_cores: int | None = None) -> tuple[pd.DataFrame, str]:
+    """The spec-sheet rows of exactly this device, as device_peaks rows, and a note saying how it matched.
+
+    CUDA: the name torch reports must equal a row's name (case, spacing and an "NVIDIA " prefix aside), so "L4"
+    never takes an L40's row. MPS: the chip name and the GPU core count read from the system must both match.
+    A CPU never takes a GPU row: its spec roofs are derived (:func:`cpu_spec`). No exact row: empty, and the note
+    says so.
+    """
     table = specs()
-    hits = table[[m.lower() in device_name.lower() for m in table.match]]
+    empty = pd.DataFrame(columns=SPEC_COLUMNS)
+    if device_kind == "cuda":
+        hits = table[(table.device_kind == "cuda")
+                     & (table.device.map(normalise_name) == normalise_name(device_name))]
+        how = f"exact name '{device_name}'"
+    elif device_kind == "mps":
+        chip = apple_chip(device_name)
+        if gpu_cores is None:
+            return empty, f"no spec roof: the GPU core count of '{chip}' could not be read, and it decides the row"
+        hits = table[(table.device_kind == "mps") & (table.device.map(normalise_name) == normalise_name(chip))
+                     & (pd.to_numeric(table.gpu_cores, errors="coerce") == gpu_cores)]
+        how = f"chip '{chip}' with {gpu_cores} GPU cores"
+    else:
+        return empty, "CPU: spec roofs are derived from its cores, ISA and clock, never taken from a GPU row"
     if hits.empty:
-        return pd.DataFrame(columns=["device_name", "kind", "precision", "peak_gflops", "bandwidth_gbs",
-                                     "ridge_flop_per_byte", "source"])
-    best = hits[hits.match.str.len() == hits.match.str.len().max()]
-    return pd.DataFrame({
-        "device_name": device_name, "kind": "spec", "precision": best.precision, "peak_gflops": best.peak_gflops,
-        "bandwidth_gbs": best.bandwidth_gbs, "ridge_flop_per_byte": best.peak_gflops / best.bandwidth_gbs,
-        "source": best.device + ": " + best.source,
+        return empty, f"no spec roof: no row of device_specs.csv matches {how} exactly"
+    rows = pd.DataFrame({
+        "device_name": device_name, "kind": "spec", "precision": hits.precision, "level": hits.memory_level,
+        "peak_gflops": hits.peak_gflops, "bandwidth_gbs": hits.bandwidth_gbs,
+        "ridge_flop_per_byte": hits.peak_gflops / hits.bandwidth_gbs, "source": hits.device + ": " + hits.source,
     }).reset_index(drop=True)
+    return rows, f"spec roofs matched by {how}"
+
+
+def spec_for(device_name: str, device_kind: str | None = None, gpu_cores: int | None = None) -> pd.DataFrame:
+    """:func:`spec_rows` without the note; the kind defaults to mps for "(MPS)" names and cuda otherwise."""
+    if device_kind is None:
+        device_kind = "mps" if "(mps)" in device_name.lower() else "cuda"
+    return spec_rows(device_name, device_kind, gpu_cores)[0]
+
+
+# fp32 lanes per vector and FMA units per core by ISA (the widest the CPU's flags show), for derived CPU roofs
+_ISA = (("avx512f", 16, 2, "AVX-512"), ("avx2", 8, 2, "AVX2"), ("avx", 8, 1, "AVX (no FMA)"),
+        ("sse2", 4, 1, "SSE2"))
+
+
+def cpu_isa(flags: frozenset[str], machine: str = "") -> tuple[int, int, str] | None:
+    """(fp32 lanes, FMA units per core, name) of the CPU's widest vector ISA; None when unknown."""
+    if machine.lower() in ("arm64", "aarch64") and not flags & {"avx2", "avx512f"}:
+        return (4, 4, "NEON 128-bit, 4 FMA pipes") if platform.system() == "Darwin" else (4, 2, "NEON 128-bit")
+    for flag, lanes, units, name in _ISA:
+        if flag in flags and (flag != "avx2" or "fma" in flags):
+            return lanes, units, name
+    return None
+
+
+def cpu_spec(device_name: str, cores: int, clock_ghz: float | None, clock_source: str,
+             flags: frozenset[str], machine: str = "") -> tuple[pd.DataFrame, str]:
+    """A derived fp32 compute roof for a CPU: cores x FMA units x fp32 lanes x 2 FLOP x clock, labelled derived.
+
+    No bandwidth is derived (the memory roofs of a CPU are the measured ones). Empty, with a note, when the ISA
+    or the clock cannot be read.
+    """
+    isa = cpu_isa(flags, machine or platform.machine())
+    if isa is None or not clock_ghz:
+        what = "vector ISA" if isa is None else "clock"
+        return pd.DataFrame(columns=SPEC_COLUMNS), f"no derived CPU roof: its {what} could not be read"
+    lanes, units, name = isa
+    peak = cores * units * lanes * 2 * clock_ghz
+    row = {"device_name": device_name, "kind": "spec", "precision": "fp32", "level": "dram", "peak_gflops": peak,
+           "bandwidth_gbs": float("nan"), "ridge_flop_per_byte": float("nan"),
+           "source": f"derived: {cores} cores x {units} FMA units x {lanes} fp32 lanes ({name}) x 2 FLOP x "
+                     f"{clock_ghz:.2f} GHz ({clock_source}); bandwidth not derived"}
+    return pd.DataFrame([row]), "CPU spec roof derived from the measured cores, ISA flags and clock"
+
+
+def spec_for_device(device: torch.device, threads: int | None = None) -> tuple[pd.DataFrame, str]:
+    """Spec roofs of the run's device with a note: exact rows for GPUs, a derived roof for CPUs."""
+    name = devices.device_name(device)
+    if device.type == "cpu":
+        clock, source = devices.cpu_clock_ghz()
+        return cpu_spec(name, threads or devices.physical_cores(), clock, source, devices.cpu_flags())
+    cores = devices.apple_gpu_cores() if device.type == "mps" else None
+    return spec_rows(name, device.type, cores)
 
 
 def compare(measured: pd.DataFrame, spec: pd.DataFrame) -> pd.DataFrame:
-    """Measured roofs over spec-sheet roofs, per precision both have."""
+    """Measured roofs (main memory) over spec-sheet roofs, per precision both have."""
+    if "level" in measured:
+        measured = measured[measured.level.isin(MAIN_MEMORY)]
     m = measured[["precision", "peak_gflops", "bandwidth_gbs"]]
     s = spec[["precision", "peak_gflops", "bandwidth_gbs"]]
     both = m.merge(s, on="precision", suffixes=("_measured", "_spec"))

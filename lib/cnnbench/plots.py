@@ -101,19 +101,28 @@ def batch_sweep(df: pd.DataFrame, knees: pd.DataFrame | None = None, path: str |
 
 
 def _roofs(ax, peaks: pd.DataFrame, x) -> None:
-    """Measured roofs solid, spec-sheet roofs dashed, ridge points marked."""
+    """Measured roofs solid (DRAM/HBM) and dotted (each cache level: the hierarchical roofline), spec-sheet roofs
+    dashed, ridge points marked."""
     import numpy as np
 
-    for i, r in enumerate(peaks.itertuples()):
-        style = "-" if r.kind == "measured" else "--"
+    levels = peaks.level if "level" in peaks else pd.Series("dram", index=peaks.index)
+    main = levels.fillna("dram").isin(["dram", "hbm"])
+    order = list(peaks.index[main]) + list(peaks.index[~main])  # colours follow the precision's DRAM roof
+    colors: dict = {}
+    for idx in order:
+        r, level = peaks.loc[idx], str(levels.get(idx, "dram") if pd.notna(levels.get(idx)) else "dram")
+        key = (r.kind, r.precision)
+        color = colors.setdefault(key, f"C{len(colors) % 10}")
+        cache = level not in ("dram", "hbm")
+        style = ":" if cache else ("-" if r.kind == "measured" else "--")
         bw = r.bandwidth_gbs if pd.notna(r.bandwidth_gbs) else float("inf")
-        y = np.minimum(r.peak_gflops, bw * x)
-        (line,) = ax.plot(x, y, style, color=f"C{i % 10}", lw=1.8 if r.kind == "measured" else 1.2,
-                          label=f"{r.kind} {r.precision}: {r.peak_gflops:,.0f} GFLOP/s, "
-                          + (f"{r.bandwidth_gbs:,.0f} GB/s" if pd.notna(r.bandwidth_gbs) else "bandwidth n/a"))
-        if pd.notna(r.bandwidth_gbs):
-            ridge = r.peak_gflops / r.bandwidth_gbs
-            ax.plot([ridge], [r.peak_gflops], "o", color=line.get_color(), ms=6, mfc="white")
+        ax.plot(x, np.minimum(r.peak_gflops, bw * x), style, color=color,
+                lw=1.0 if cache else (1.8 if r.kind == "measured" else 1.2),
+                label=f"{r.kind} {r.precision} {level}: " + (f"{r.bandwidth_gbs:,.0f} GB/s" if pd.notna(r.bandwidth_gbs)
+                                                           else "bandwidth n/a")
+                + ("" if cache else f", {r.peak_gflops:,.0f} GFLOP/s"))
+        if pd.notna(r.bandwidth_gbs) and not cache:
+            ax.plot([r.peak_gflops / r.bandwidth_gbs], [r.peak_gflops], "o", color=color, ms=6, mfc="white")
 
 
 def roofline(peaks: pd.DataFrame, points: pd.DataFrame, title: str, path: str | Path | None = None,
@@ -146,7 +155,7 @@ def trajectory(peaks: pd.DataFrame, points: pd.DataFrame, title: str, path: str 
     """Batch-sweep points joined in batch order per model and phase, batch sizes written beside them."""
     fig = roofline(peaks, points, title, None, annotate=False)
     ax = fig.axes[0]
-    for _, g in points.groupby(["model", "phase"]):
+    for _, g in points.groupby(["model", "phase"]) if len(points) else []:
         g = g.sort_values("batch_size")
         ax.plot(g.intensity_flop_per_byte, g.achieved_gflops, "-", color="gray", lw=0.8, zorder=2)
         for r in g.itertuples():
