@@ -320,8 +320,8 @@ def _measure(device: torch.device, matmul_size: int, stream_mb: int, repeats: in
         peak = max(mm, conv)  # the roof is the best dense rate observed: a roof below a kernel is no roof
         for lv in roofs.itertuples():
             rows.append({
-                "device_name": devices.device_name(device), "kind": "measured", "precision": precision,
-                "level": lv.level, "peak_gflops": peak, "bandwidth_gbs": lv.bandwidth_gbs,
+                "device_name": devices.device_name(device), "device_kind": device.type, "kind": "measured",
+                "precision": precision, "level": lv.level, "peak_gflops": peak, "bandwidth_gbs": lv.bandwidth_gbs,
                 "ridge_flop_per_byte": peak / lv.bandwidth_gbs, "capacity_mib": _mib(lv.capacity_bytes),
                 "cache_size_kib": lv.size_bytes / 1024 if pd.notna(lv.size_bytes) else float("nan"),
                 "matmul_gflops": mm, "matmul_gflops_median": mm_median, "conv3x3_gflops": conv, **stream,
@@ -455,9 +455,11 @@ def spec_for_device(device: torch.device, threads: int | None = None) -> tuple[p
     name = devices.device_name(device)
     if device.type == "cpu":
         clock, source = devices.cpu_clock_ghz()
-        return cpu_spec(name, threads or devices.physical_cores(), clock, source, devices.cpu_flags())
+        rows, note = cpu_spec(name, threads or devices.physical_cores(), clock, source, devices.cpu_flags())
+        return rows.assign(device_kind="cpu"), note
     cores = devices.apple_gpu_cores() if device.type == "mps" else None
-    return spec_rows(name, device.type, cores)
+    rows, note = spec_rows(name, device.type, cores)
+    return rows.assign(device_kind=device.type), note
 
 
 def compare(measured: pd.DataFrame, spec: pd.DataFrame) -> pd.DataFrame:

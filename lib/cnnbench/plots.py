@@ -125,6 +125,31 @@ def _roofs(ax, peaks: pd.DataFrame, x) -> None:
             ax.plot([r.peak_gflops / r.bandwidth_gbs], [r.peak_gflops], "o", color=color, ms=6, mfc="white")
 
 
+def bandwidth_sweep(sweep: pd.DataFrame, peaks: pd.DataFrame, title: str, path: str | Path | None = None):
+    """Bandwidth against working set (bytes read + written per call), per kernel, with the cache capacities as
+    vertical lines and each level's roof as a horizontal segment."""
+    fig, ax = plt.subplots(figsize=(9, 5))
+    for kernel, g in sweep.groupby("kernel"):
+        ax.plot(g.working_set_mib, g.bandwidth_gbs, "o-", label=kernel, ms=4)
+    levels = peaks[(peaks.kind == "measured") & (peaks.precision == peaks.precision.iloc[0])] if len(peaks) else peaks
+    if "capacity_mib" in levels:
+        levels = levels.sort_values("capacity_mib", na_position="last")
+    lower = sweep.working_set_mib.min() if len(sweep) else 0.01
+    for i, r in enumerate(levels.itertuples()):
+        cap = getattr(r, "capacity_mib", float("nan"))
+        upper = cap if pd.notna(cap) else (sweep.working_set_mib.max() if len(sweep) else lower * 10)
+        ax.hlines(r.bandwidth_gbs, lower, upper, colors=f"C{(i + 2) % 10}", linestyles="--",
+                  label=f"{r.level} roof {r.bandwidth_gbs:,.1f} GB/s")
+        if pd.notna(cap):
+            ax.axvline(cap, color="gray", lw=0.8, ls=":")
+            lower = cap
+    ax.set(xscale="log", yscale="log", xlabel="working set per call (MiB read + written)",
+           ylabel="bandwidth (GB/s)", title=title)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return save(fig, path)
+
+
 def roofline(peaks: pd.DataFrame, points: pd.DataFrame, title: str, path: str | Path | None = None,
              label: str = "model", hue: str = "phase", annotate: bool = True):
     """A log-log roofline with every point of ``points`` (intensity_flop_per_byte, achieved_gflops)."""

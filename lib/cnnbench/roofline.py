@@ -248,13 +248,24 @@ def layer_points(layers: pd.DataFrame, peaks: pd.DataFrame) -> pd.DataFrame:
         working_set = r.bytes / max(r.calls_per_step, 1e-9)  # one call's bytes: what must fit in the level
         roof = level_roof(peaks, "fp32", working_set)
         rows.append({
-            "source": "layer", "device_name": dram.device_name, "model": r.model, "phase": r.phase,
+            "source": "layer", "device_name": dram.device_name, "device_kind": dram.get("device_kind"), "model": r.model, "phase": r.phase,
             "batch_size": r.batch_size, "precision": "fp32", "layer": r.layer, "op": r.op,
             "intensity_flop_per_byte": r.intensity_flop_per_byte, "achieved_gflops": r.achieved_gflops,
             "working_set_mib": working_set / 2**20, **judge(r.intensity_flop_per_byte, r.achieved_gflops, roof, dram),
             "roof": f"measured fp32 {roof.get('level', 'dram')}",
         })
     return pd.DataFrame(rows)
+
+
+def flagged(points: pd.DataFrame) -> pd.DataFrame:
+    """The points more than 5% above their own roof, with the reason (empty when none)."""
+    if points.empty or "above_roof" not in points:
+        return pd.DataFrame(columns=["source", "model", "op", "level", "achieved_gflops", "attainable_gflops",
+                                     "above_roof_reason"])
+    cols = [c for c in ("source", "model", "phase", "op", "layer", "level", "working_set_mib",
+                        "intensity_flop_per_byte", "achieved_gflops", "attainable_gflops", "above_roof_reason")
+            if c in points]
+    return points.loc[points.above_roof.astype(bool), cols]
 
 
 def above_roof_summary(points: pd.DataFrame) -> pd.DataFrame:
@@ -271,6 +282,8 @@ def across_runs(outputs) -> tuple[pd.DataFrame, pd.DataFrame]:
     points, roofs = [], []
     for run_dir in sorted(d for d in outputs.iterdir() if (d / "roofline.csv").is_file()):
         pts = pd.DataFrame(results.read_rows(run_dir / "roofline.csv"))
+        if "source" not in pts:  # a run with nothing placed
+            continue
         points.append(pts[pts.source == "scenario_a"].assign(run=run_dir.name))
         if (run_dir / "device_peaks.csv").is_file():
             roofs.append(pd.DataFrame(results.read_rows(run_dir / "device_peaks.csv")).assign(run=run_dir.name))
