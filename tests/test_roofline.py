@@ -92,16 +92,130 @@ def test_measured_peaks_are_sane():
     assert peaks.precisions(cpu)[0] == "fp32"
 
 
-def test_spec_table():
+def test_spec_table_sources_and_exact_rows():
     table = peaks.specs()
     assert table.source.str.len().gt(10).all() and (table.peak_gflops > 0).all()
     for name in ("Tesla T4", "NVIDIA A100-SXM4-80GB", "NVIDIA H100 80GB HBM3", "NVIDIA H200", "NVIDIA L4",
-                 "NVIDIA GeForce RTX 4090", "NVIDIA RTX A6000", "Apple M3 Pro GPU (MPS)"):
-        assert len(peaks.spec_for(name)), name
+                 "NVIDIA GeForce RTX 4090", "NVIDIA RTX A6000", "Tesla V100-SXM2-16GB"):
+        assert len(peaks.spec_for(name, "cuda")), name
     t4 = peaks.spec_for("Tesla T4").set_index("precision")
     assert t4.loc["fp32", "peak_gflops"] == 8100 and t4.loc["fp32", "ridge_flop_per_byte"] == pytest.approx(8100 / 320)
     assert peaks.spec_for("NVIDIA A100-SXM4-80GB").bandwidth_gbs.iloc[0] == 2039  # not the 40GB part
     assert peaks.spec_for("Some Unknown Device").empty
+
+
+@pytest.mark.parametrize("name", ["NVIDIA L40", "NVIDIA L40S", "NVIDIA H200 NVL", "NVIDIA GH200 480GB",
+                                  "Tesla V100S-PCIE-32GB", "NVIDIA H100 NVL", "NVIDIA A100-SXM4-40GB MIG 1g.5gb",
+                                  "NVIDIA T4G", "Apple M3 Pro"])
+def test_no_substring_matches(name):
+    """Substring matching gave L40/L40S the L4's roofs, H200 NVL/GH200 the H200's, V100S the V100's."""
+    rows, note = peaks.spec_rows(name, "cuda")
+    assert rows.empty and note.startswith("no spec roof") and name in note
+
+
+def test_names_match_up_to_case_spacing_and_prefix_but_variant_counts():
+    assert peaks.spec_for("nvidia  h200", "cuda").peak_gflops.max() == 989400
+    assert peaks.spec_for("H200", "cuda").bandwidth_gbs.iloc[0] == 4800
+    pcie = peaks.spec_for("Tesla V100-PCIE-16GB", "cuda").set_index("precision")
+    assert pcie.loc["fp32", "peak_gflops"] == 14000  # the PCIe part, not SXM2's 15700
+
+
+def test_apple_rows_need_the_gpu_core_count():
+    m3pro18 = peaks.spec_for("Apple M3 Pro GPU (MPS)", "mps", gpu_cores=18)
+    m3pro14 = peaks.spec_for("Apple M3 Pro GPU (MPS)", "mps", gpu_cores=14)
+    assert m3pro18.peak_gflops.iloc[0] == 7400 and m3pro14.peak_gflops.iloc[0] == 5730
+    rows, note = peaks.spec_rows("Apple M3 Pro GPU (MPS)", "mps", None)
+    assert rows.empty and "core count" in note
+    assert peaks.spec_for("Apple M3 Pro GPU (MPS)", "mps", gpu_cores=99).empty
+    assert peaks.spec_for("Apple M3 GPU (MPS)", "mps", gpu_cores=18).empty  # not the M3 Pro's row
+
+
+def test_a_cpu_run_on_a_mac_never_gets_the_gpu_row(monkeypatch):
+    from cnnbench import devices
+
+    monkeypatch.setattr(devices, "device_name", lambda d: "Apple M3 Pro")
+    monkeypatch.setattr(devices, "cpu_clock_ghz", lambda: (4.05, "fake sysctl"))
+    monkeypatch.setattr(devices, "cpu_flags", lambda: frozenset())
+    monkeypatch.setattr(peaks.platform, "machine", lambda: "arm64")
+    monkeypatch.setattr(peaks.platform, "system", lambda: "Darwin")
+    rows, note = peaks.spec_for_device(torch.device("cpu"), threads=6)
+    assert len(rows) == 1 and rows.source.iloc[0].startswith("derived:")
+    assert rows.peak_gflops.iloc[0] == pytest.approx(6 * 4 * 4 * 2 * 4.05)  # cores x FMA pipes x lanes x 2 x GHz
+    assert rows.bandwidth_gbs.isna().all() and rows.device_kind.iloc[0] == "cpu"
+
+
+def test_derived_cpu_roof_from_cores_isa_and_clock():
+    rows, _ = peaks.cpu_spec("Xeon", 4, 2.2, "fake", frozenset({"avx2", "fma", "avx"}), "x86_64")
+    assert rows.peak_gflops.iloc[0] == pytest.approx(4 * 2 * 8 * 2 * 2.2)
+    assert "derived" in rows.source.iloc[0] and "AVX2" in rows.source.iloc[0]
+    rows, _ = peaks.cpu_spec("Xeon", 2, 2.0, "fake", frozenset({"avx512f", "avx2", "fma"}), "x86_64")
+    assert rows.peak_gflops.iloc[0] == pytest.approx(2 * 2 * 16 * 2 * 2.0)
+    rows, note = peaks.cpu_spec("Xeon", 2, None, "unreadable", frozenset({"avx2", "fma"}), "x86_64")
+    assert rows.empty and "clock" in note
+
+
+def test_apple_gpu_cores_and_cpu_clock_parsers():
+    from cnnbench import devices
+
+    assert devices.parse_apple_gpu_cores("Chipset Model: Apple M3 Pro\n      Total Number of Cores: 18\n") == 18
+    assert devices.parse_apple_gpu_cores('| |   "gpu-core-count" = 14\n') == 14
+    assert devices.parse_apple_gpu_cores("nothing here") is None
+    assert devices.parse_cpu_mhz("cpu MHz\t\t: 2445.406\ncpu MHz\t\t: 3100.0\n") == 3100.0
+    clock, source = devices.cpu_clock_ghz()
+    assert clock is None or 0.2 < clock < 10 and source
+
+
+def fake_sysfs(root, caches):
+    for i, (level, kind, size, shared) in enumerate(caches):
+        d = root / f"index{i}"
+        d.mkdir(parents=True)
+        for name, value in (("level", level), ("type", kind), ("size", size), ("shared_cpu_list", shared)):
+            (d / name).write_text(f"{value}\n")
+    return root
+
+
+def test_cache_levels_from_sysfs(tmp_path):
+    root = fake_sysfs(tmp_path, [(1, "Data", "32K", "0"), (1, "Instruction", "32K", "0"), (2, "Unified", "1024K", "0"),
+                                 (3, "Unified", "32768K", "0-7")])
+    levels = peaks.cache_levels(torch.device("cpu"), threads=4, sysfs_root=root)
+    assert [lv["level"] for lv in levels] == ["l1", "l2", "l3"]  # the instruction cache is no data level
+    assert [lv["capacity_bytes"] for lv in levels] == [4 * 32 * 2**10, 4 * 2**20, 32 * 2**20]  # private x threads
+    assert peaks.cache_levels(torch.device("cpu"), sysfs_root=tmp_path / "none") == []
+
+
+def fake_sweep(points):
+    return pd.DataFrame([{"working_set_bytes": w, "kernel": "copy", "bandwidth_gbs": bw} for w, bw in points])
+
+
+def test_level_roofs_from_sizes_and_from_knees():
+    sweep = fake_sweep([(16e3, 40), (48e3, 90), (256e3, 70), (4e6, 30), (64e6, 10), (256e6, 9)])
+    levels = [{"level": "l1", "size_bytes": 64e3, "capacity_bytes": 64e3, "size_source": "fake"},
+              {"level": "l2", "size_bytes": 1e6, "capacity_bytes": 1e6, "size_source": "fake"},
+              {"level": "l3", "size_bytes": 32e6, "capacity_bytes": 32e6, "size_source": "fake"}]
+    roofs = peaks.level_roofs(sweep, levels).set_index("level")
+    assert roofs.bandwidth_gbs.to_dict() == {"l1": 90, "l2": 70, "l3": 30, "dram": 10}
+    knees = peaks.level_roofs(sweep, []).set_index("level")  # no cache sizes readable: the knees bound the levels
+    assert list(knees.index) == ["l1", "l2", "dram"] and knees.loc["dram", "bandwidth_gbs"] == 10
+    # an inner level is never slower than an outer one
+    slow_l1 = peaks.level_roofs(fake_sweep([(16e3, 5), (4e6, 30), (64e6, 10)]), levels).set_index("level")
+    assert slow_l1.loc["l1", "bandwidth_gbs"] == 30
+
+
+def test_matmul_calls_carry_enough_work(monkeypatch):
+    """Today inner is 1 for any n >= 1000: a fast GPU's timed call was one short matmul."""
+    clock = {"t": 0.0}
+    monkeypatch.setattr(peaks.time, "perf_counter", lambda: clock["t"])
+
+    def call():
+        clock["t"] += 0.004
+
+    assert peaks.inner_calls(call, torch.device("cpu"), min_call_s=0.05) == 13
+    assert peaks.inner_calls(call, torch.device("cpu"), min_call_s=0.001) == 1
+    assert peaks.MIN_CALL_S["cuda"] >= 0.01
+    assert peaks.default_matmul_size(torch.device("cpu")) == 2048
+    from cnnbench.params import Params
+
+    assert Params().matmul_size == 0  # by device unless the params set one
 
 
 def fake_peaks():
@@ -125,16 +239,88 @@ def test_attainable_and_placement():
     assert r.roof == "measured fp32"  # no bf16 roof measured: the fp32 one applies
 
 
+def level_peaks():
+    """A device with l1 (64 KiB in use, 100 GB/s), l2 (1 MiB, 50 GB/s) and DRAM (10 GB/s), compute 100 GFLOP/s;
+    the DRAM row deliberately not first."""
+    rows = [("l1", 0.0625, 100.0), ("l2", 1.0, 50.0), ("dram", float("nan"), 10.0)]
+    return pd.DataFrame([{"device_name": "dev", "device_kind": "cpu", "kind": "measured", "precision": "fp32",
+                          "level": lv, "capacity_mib": cap, "peak_gflops": 100.0, "bandwidth_gbs": bw,
+                          "ridge_flop_per_byte": 100.0 / bw} for lv, cap, bw in rows])
+
+
+def test_roof_for_is_the_dram_roof():
+    roof = roofline.roof_for(level_peaks(), "bf16")
+    assert (roof.level, roof.bandwidth_gbs, roof.name) == ("dram", 10.0, "fp32")
+
+
+def layer(working_set_mib, intensity, achieved):
+    return {"model": "m", "phase": "train", "batch_size": 8, "layer": "features.0", "op": "relu",
+            "calls_per_step": 2.0, "bytes": 2 * working_set_mib * 2**20, "intensity_flop_per_byte": intensity,
+            "achieved_gflops": achieved}
+
+
+def test_layer_points_against_their_levels_roof():
+    """An elementwise op served from L2 sat above the DRAM roof (129 of 962 layer points in a default run)."""
+    layers = pd.DataFrame([layer(0.5, 0.25, 11.0),  # in l2: roof 12.5 GFLOP/s; 4.4x the DRAM roof
+                           layer(0.01, 0.25, 20.0),  # in l1: roof 25
+                           layer(64, 0.25, 2.0),  # in DRAM: roof 2.5
+                           layer(64, 0.25, 3.0)])  # in DRAM, 20% above its roof: flagged
+    pts = roofline.layer_points(layers, level_peaks())
+    assert pts.level.tolist() == ["l2", "l1", "dram", "dram"]
+    assert pts.attainable_gflops.tolist() == [12.5, 25.0, 2.5, 2.5]
+    assert pts.above_roof.tolist() == [False, False, False, True]
+    assert (pts.attainable_dram_gflops == 2.5).all() and pts.efficiency_dram.iloc[0] == pytest.approx(4.4)
+    assert pts.above_roof_reason.iloc[:3].eq("").all() and "dram roof" in pts.above_roof_reason.iloc[3]
+    assert pts.working_set_mib.tolist() == [0.5, 0.01, 64, 64] and (pts.device_kind == "cpu").all()
+    assert len(roofline.flagged(pts)) == 1
+    summary = roofline.above_roof_summary(pts).set_index("level")
+    assert summary.loc["dram", "above_own_roof"] == 1 and summary.loc["l2", "above_dram_roof"] == 1
+
+
+def test_point_above_the_compute_peak_is_flagged_with_its_reason():
+    pts = roofline.layer_points(pd.DataFrame([layer(64, 1000.0, 130.0)]), level_peaks())
+    assert pts.above_roof.iloc[0] and "compute peak" in pts.above_roof_reason.iloc[0]
+
+
+def test_step_points_use_the_step_bytes_as_working_set():
+    results = pd.DataFrame([{"status": "ok", "device_name": "dev", "model": "m", "phase": "train", "batch_size": 8,
+                             "image_size": 32, "precision": "fp32", "memory_format": "nchw", "achieved_gflops": 5.0}])
+    intens = pd.DataFrame([{"model": "m", "phase": "train", "batch_size": 8, "image_size": 32, "precision": "fp32",
+                            "intensity_flop_per_byte": 0.5, "gbytes": 0.0005}])  # 0.48 MiB: in l2
+    r = roofline.place(results, intens, level_peaks(), "scenario_a").iloc[0]
+    assert (r.level, r.attainable_gflops, r.attainable_dram_gflops, r.above_roof) == ("l2", 25.0, 5.0, False)
+
+
+def test_roofline_04_without_inputs_or_with_every_row_failed():
+    failed = pd.DataFrame([{"status": "oom", "model": "m", "phase": "train", "batch_size": 8, "image_size": 32,
+                            "num_classes": 10, "precision": "fp32", "device_name": "dev"},
+                           {"status": "error", "model": "m", "phase": "eval", "batch_size": 8, "image_size": 32,
+                            "num_classes": 10, "precision": "fp32", "device_name": "dev"}])
+    note = roofline.inputs_note({"complexity": pd.DataFrame(), "scenario_a": failed, "batch_sweep": pd.DataFrame()})
+    assert "\n" not in note and "complexity.csv missing (run 01_complexity first)" in note
+    assert "every scenario_a row failed (oom 1, error 1)" in note
+    intens = roofline.intensities_for(failed)
+    assert intens.empty and roofline.place(failed, intens, level_peaks(), "scenario_a").empty
+    assert roofline.layers_for_models(None, failed).empty and roofline.layer_points(pd.DataFrame(), level_peaks()).empty
+    assert roofline.flagged(pd.DataFrame()).empty and roofline.above_roof_summary(pd.DataFrame()).empty
+    seeds = roofline.compare_with_seeds(intens, pd.DataFrame()).set_index("model")
+    assert seeds.loc["resnet18", "published_by_000_as_flop_per_byte"] == pytest.approx(40.8)
+
+
 def test_plots_write_files(tmp_path):
     points = pd.DataFrame({"model": ["a", "a", "b"], "phase": ["train", "eval", "train"], "batch_size": [8, 8, 8],
                            "intensity_flop_per_byte": [2.0, 20.0, 0.5], "achieved_gflops": [5.0, 60.0, 1.0]})
     plots.roofline(fake_peaks(), points, "t", tmp_path / "r.png")
+    plots.roofline(level_peaks(), points, "t", tmp_path / "levels.png")
+    plots.trajectory(level_peaks(), points.iloc[0:0], "empty", None)
+    sweep = fake_sweep([(16e3, 40), (4e6, 30), (64e6, 10)]).assign(working_set_mib=lambda d: d.working_set_bytes / 2**20)
+    plots.bandwidth_sweep(sweep, level_peaks(), "t", tmp_path / "bw.png")
     plots.trajectory(fake_peaks(), points, "t", tmp_path / "t.png")
     two = pd.concat([points.assign(device_name="dev"), points.assign(device_name="other")])
     roofs = pd.concat([fake_peaks(), fake_peaks().assign(device_name="other")])
     figs = plots.per_model_rooflines(two, roofs, tmp_path)
     assert set(figs) == {"a", "b"}
-    for name in ("r.png", "t.png", "roofline_model_a.png"):
+    for name in ("r.png", "t.png", "roofline_model_a.png", "levels.png", "bw.png"):
         assert (tmp_path / name).stat().st_size > 5000
     assert np.isfinite(points.intensity_flop_per_byte).all()
 
@@ -150,3 +336,7 @@ def test_peak_measurement_restores_threads_and_reports_spread():
     row = df.iloc[0]
     assert row.matmul_gflops_median <= row.matmul_gflops
     assert row.peak_gflops == max(row.matmul_gflops, row.conv3x3_gflops)
+    assert row.level == "dram" and "dram" in set(df.level) and df.device_kind.eq("cpu").all()
+    fp32 = df[df.precision == "fp32"]
+    assert len(fp32) == fp32.level.nunique() >= 2  # one row per memory level
+    assert (fp32.sort_values("capacity_mib").bandwidth_gbs.diff().dropna() <= 0).all()  # inner never slower

@@ -283,3 +283,39 @@ def table(
             c = complexity(name, size, classes, device=device)
             rows.append({"role": role, **c.as_row()})
     return rows
+
+
+def published_mismatches(complexity) -> list[dict]:
+    """Rows of a complexity table whose forward MACs are off torchvision's published figure by more than 1% (or
+    whose parameter count differs from the published one): model, ours, published, difference."""
+    import pandas as pd
+
+    out = []
+    for r in complexity.itertuples():
+        pub, pub_params = getattr(r, "published_gmacs", None), getattr(r, "published_params", None)
+        if pd.notna(pub) and not matches_published(float(r.gmacs_fwd), float(pub)):
+            out.append({"model": r.model, "what": "forward GMACs", "ours": float(r.gmacs_fwd), "published": float(pub),
+                        "difference_pct": 100 * (float(r.gmacs_fwd) / float(pub) - 1)})
+        if pd.notna(pub_params) and int(r.params) != int(pub_params):
+            out.append({"model": r.model, "what": "parameters", "ours": int(r.params), "published": int(pub_params),
+                        "difference_pct": 100 * (int(r.params) / int(pub_params) - 1)})
+    return out
+
+
+def published_check(complexity):
+    """A visible HTML verdict for the top of 01 and of the report: a red warning naming every model off its
+    published count by more than 1%, or one line saying all agree."""
+    import html
+
+    from IPython.display import HTML
+
+    bad = published_mismatches(complexity)
+    checked = int(complexity.published_gmacs.notna().sum()) if "published_gmacs" in complexity else 0
+    if not bad:
+        return HTML(f"<p><b>Counts checked:</b> all {checked} row(s) with a published torchvision figure agree "
+                    "within 1% (MACs) and exactly (parameters).</p>")
+    items = "".join(f"<li><b>{html.escape(b['model'])}</b>: {b['what']} ours {b['ours']:,.4g}, published "
+                    f"{b['published']:,.4g} ({b['difference_pct']:+.1f}%)</li>" for b in bad)
+    return HTML("<div style='border:3px solid #c00;background:#fee;padding:8px 12px'><b>WARNING: "
+                f"{len(bad)} count(s) disagree with torchvision's published figures by more than 1%.</b> Every FLOP "
+                f"figure of these models below and in later notebooks is suspect.<ul>{items}</ul></div>")

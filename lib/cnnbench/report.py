@@ -106,12 +106,25 @@ def _env_summary(env: dict) -> dict:
     return {k: env[k] for k in keys if k in env and env[k] is not None}
 
 
+def complexity_warning(run_dir: Path) -> str:
+    """A red warning naming every model whose counts in complexity.csv disagree with torchvision's published
+    figures (column ``matches_published``), for the top of the report; "" when all agree or none was checked."""
+    rows = results.read_rows(run_dir / "complexity.csv")
+    bad = sorted({r["model"] for r in rows if r.get("matches_published", "True").strip().lower() == "false"})
+    if not bad:
+        return ""
+    return ("<div style='border:3px solid #c00;background:#fee;padding:8px 12px'><b>WARNING: the FLOP counts of "
+            f"{html.escape(', '.join(bad))} disagree with torchvision's published figures by more than 1%</b> "
+            "(see 01 · Complexity); every FLOP-based figure of these models is suspect.</div>\n\n")
+
+
 def build_run_report(run_dir: Path, notebooks: list[Path]) -> Path:
     env = results.read_json(run_dir / "environment.json") if (run_dir / "environment.json").is_file() else {}
     prm = results.read_json(run_dir / "params.json") if (run_dir / "params.json").is_file() else {}
     params_rows = {k: v for k, v in prm.items() if k not in ("overrides",)}
     header = (
         f"# cnnbench report: {run_dir.name}\n\n"
+        f"{complexity_warning(run_dir)}"
         f"Measured on **{env.get('device_name', '?')}** ({env.get('device_kind', '?')}), "
         f"{env.get('captured_at', '')}, workbook commit `{str(env.get('git_commit'))[:12]}`"
         f"{' (with uncommitted changes)' if env.get('git_dirty') else ''}. "
