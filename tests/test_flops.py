@@ -113,3 +113,33 @@ def test_activation_bytes_of_a_known_stack():
     got = flops.activation_bytes(net, x, num_classes=5)
     assert got >= 4 * (10 + 20) * 4
     assert got <= 4 * (10 + 20 + 20 + 5 + 5) * 4 + 64
+
+
+def _complexity_rows(gmacs_vit: float) -> list[dict]:
+    rows = []
+    for model, gmacs, pub in (("resnet18", 1.814, 1.814), ("vit_b_32", gmacs_vit, 4.409)):
+        rows.append({"model": model, "role": "reference", "params": 10, "published_params": 10, "gmacs_fwd": gmacs,
+                     "published_gmacs": pub, "matches_published": flops.matches_published(gmacs, pub)})
+    rows.append({"model": "resnet18", "role": "training", "params": 9, "published_params": None, "gmacs_fwd": 0.15,
+                 "published_gmacs": None, "matches_published": True})
+    return rows
+
+
+def test_01_warns_visibly_about_any_model_off_its_published_count():
+    import pandas as pd
+
+    bad = pd.DataFrame(_complexity_rows(2.95))
+    html = flops.published_check(bad).data
+    assert "WARNING" in html and "vit_b_32" in html and "-33.1%" in html and "resnet18" not in html
+    good = flops.published_check(pd.DataFrame(_complexity_rows(4.409))).data
+    assert "WARNING" not in good and "all 2 row(s)" in good
+
+
+def test_report_opens_with_the_warning(tmp_path):
+    from cnnbench import report, results
+
+    results.write_rows(tmp_path / "complexity.csv", _complexity_rows(2.95))
+    assert "vit_b_32" in report.complexity_warning(tmp_path) and "WARNING" in report.complexity_warning(tmp_path)
+    results.write_rows(tmp_path / "complexity.csv", _complexity_rows(4.409))
+    assert report.complexity_warning(tmp_path) == ""
+    assert report.complexity_warning(tmp_path / "missing") == ""
