@@ -109,6 +109,7 @@ def test_spec_table_sources_and_exact_rows():
                                   "NVIDIA T4G", "Apple M3 Pro"])
 def test_no_substring_matches(name):
     """Substring matching gave L40/L40S the L4's roofs, H200 NVL/GH200 the H200's, V100S the V100's."""
+    assert peaks.spec_for(name).empty
     rows, note = peaks.spec_rows(name, "cuda")
     assert rows.empty and note.startswith("no spec roof") and name in note
 
@@ -236,7 +237,7 @@ def test_attainable_and_placement():
     placed = roofline.place(results, intens, fake_peaks(), "scenario_a")
     r = placed.iloc[0]
     assert (r.attainable_gflops, r.efficiency, r.bound) == (20.0, 0.25, "memory")
-    assert r.roof == "measured fp32"  # no bf16 roof measured: the fp32 one applies
+    assert r.roof == "measured fp32 dram"  # no bf16 roof measured: the fp32 one applies (no levels: DRAM)
 
 
 def level_peaks():

@@ -99,6 +99,8 @@ def place(results: pd.DataFrame, intensities: pd.DataFrame, peaks: pd.DataFrame,
     ok = results[results.status == "ok"] if "status" in results else results.iloc[0:0]
     if ok.empty or intensities.empty:
         return pd.DataFrame()
+    if "gbytes" not in intensities:  # no byte count: no level known, the DRAM roof applies
+        intensities = intensities.assign(gbytes=float("nan"))
     merged = ok.merge(intensities[[*_KEYS, "intensity_flop_per_byte", "gbytes"]], on=_KEYS)
     rows = []
     for r in merged.itertuples():
@@ -227,6 +229,8 @@ def layers_for_models(run, scenario_a: pd.DataFrame, steps: int = 2) -> pd.DataF
     if scenario_a.empty or "status" not in scenario_a:
         return pd.DataFrame(columns=LAYER_COLUMNS)
     ok = scenario_a[(scenario_a.status == "ok") & (scenario_a.phase == "train")].drop_duplicates("model")
+    if ok.empty:
+        return pd.DataFrame(columns=LAYER_COLUMNS)
     protocol = engine.Protocol.from_params(run.params)
     frames = []
     for r in ok.itertuples():
