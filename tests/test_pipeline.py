@@ -57,11 +57,14 @@ def test_pipeline_writes_every_notebook_csv_and_the_report(smoke_run):
     assert set(pd.read_csv(run_dir / "batch_sweep.csv").batch_size) == {8, 16}
     assert len(pd.read_csv(run_dir / "scenario_a_steps.csv")) == 4 * 6
     peaks = pd.read_csv(run_dir / "device_peaks.csv")
-    for col in ("device_name", "kind", "precision", "peak_gflops", "bandwidth_gbs", "ridge_flop_per_byte", "source"):
+    for col in ("device_name", "kind", "precision", "level", "capacity_mib", "peak_gflops", "bandwidth_gbs",
+                "ridge_flop_per_byte", "source"):
         assert col in peaks.columns, col
+    assert "dram" in set(peaks.level) and (run_dir / "bandwidth_sweep.csv").is_file()
     roof = pd.read_csv(run_dir / "roofline.csv")
     for col in ("model", "phase", "batch_size", "intensity_flop_per_byte", "achieved_gflops", "attainable_gflops",
-                "efficiency", "bound"):
+                "efficiency", "bound", "level", "working_set_mib", "attainable_dram_gflops", "above_roof",
+                "above_roof_reason"):
         assert col in roof.columns, col
     assert set(roof.source) == {"scenario_a", "batch_sweep", "layer"} and set(roof.bound) <= {"memory", "compute"}
     assert (run_dir / "figures" / "roofline_device.png").is_file()
