@@ -56,29 +56,31 @@ def inner_calls(fn, device: torch.device, min_call_s: float | None = None) -> in
     return max(1, math.ceil(min_call_s / max(one, 1e-9)))
 
 
-def _batched(fn, inner: int, device: torch.device):
-    """``inner`` calls of ``fn`` as one callable; on CUDA replayed from a CUDA graph (no launch gaps) if possible."""
-    if device.type == "cuda" and inner > 1:
+def _batched(fn, inner: int, device: torch.device, graph: bool = False):
+    """``inner`` calls of ``fn`` as one callable; with ``graph`` on CUDA, replayed from a CUDA graph (no launch gaps
+    between short kernels, as the profiler's kernel times of the layers have none) where capture works."""
+    if graph and device.type == "cuda" and inner > 1:
         try:
             side = torch.cuda.Stream(device)
             side.wait_stream(torch.cuda.current_stream(device))
             with torch.cuda.stream(side):
                 fn()
             torch.cuda.current_stream(device).wait_stream(side)
-            graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph):
+            cuda_graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(cuda_graph):
                 for _ in range(inner):
                     fn()
-            return graph.replay
+            return cuda_graph.replay
         except RuntimeError:  # capture unsupported here: plain back-to-back launches
             pass
     return lambda: [fn() for _ in range(inner)]
 
 
-def _rates(fn, work: float, device: torch.device, repeats: int, min_call_s: float | None = None) -> list[float]:
+def _rates(fn, work: float, device: torch.device, repeats: int, min_call_s: float | None = None,
+           graph: bool = False) -> list[float]:
     """``work`` per call of ``fn`` divided by its time, per timed call; each timed call runs ``fn`` enough times."""
     inner = inner_calls(fn, device, min_call_s)
-    times = _times(_batched(fn, inner, device), device, repeats)
+    times = _times(_batched(fn, inner, device, graph), device, repeats)
     return [work * inner / t for t in times]
 
 
@@ -229,7 +231,7 @@ def bandwidth_sweep(device: torch.device, sizes: list[int], repeats: int = 3,
     rows = []
     for size in sizes:
         for kernel, (fn, nbytes) in _bandwidth_kernels(device, size).items():
-            rates = _rates(fn, nbytes, device, repeats, min_call_s)
+            rates = _rates(fn, nbytes, device, repeats, min_call_s, graph=True)
             rows.append({"working_set_bytes": nbytes, "working_set_mib": nbytes / 2**20, "kernel": kernel,
                          "bandwidth_gbs": max(rates) / 1e9, "bandwidth_median_gbs": statistics.median(rates) / 1e9})
         devices.empty_cache(device)
