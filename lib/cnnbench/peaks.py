@@ -1,5 +1,20 @@
-"""Device peaks: measured compute roofs (dense matmul per precision, a representative 3x3 convolution) and a
-measured memory roof (stream copy and triad), beside spec-sheet roofs from a data file with sources."""
+"""Device peaks: measured compute roofs (dense matmul per precision, representative 3x3 convolutions), a measured
+memory hierarchy (a working-set sweep through every cache level into DRAM/HBM), and spec-sheet roofs matched by the
+device's exact model and variant.
+
+``device_peaks.csv`` (one row per precision and memory level; measured rows first, the main-memory row of each
+precision before its cache rows):
+
+- ``device_name``, ``device_kind``, ``kind`` (measured | spec), ``precision``;
+- ``level``: l1, l2, l3 (CPU caches, innermost first; CUDA: l2) or the main memory, ``dram`` (CPU, MPS, GDDR GPUs)
+  or ``hbm`` (data-centre NVIDIA GPUs); ``capacity_mib``: the working set that level holds for one op (a private
+  cache counted once per thread using one; empty for main memory); ``cache_size_kib``: one cache's size;
+- ``peak_gflops`` (the precision's compute roof, the same on every level), ``bandwidth_gbs`` (that level's roof),
+  ``ridge_flop_per_byte``; ``source`` says how each was measured or where the spec figure comes from.
+
+``bandwidth_sweep.csv``: every working set measured (``working_set_bytes``/``working_set_mib`` = bytes read +
+written by one call, ``kernel`` copy | triad, ``bandwidth_gbs`` best and ``bandwidth_median_gbs``, ``level``).
+"""
 
 from __future__ import annotations
 

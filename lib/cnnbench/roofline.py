@@ -1,5 +1,11 @@
 """The roofline: attainable performance min(peak, bandwidth x intensity) from measured roofs, and the placement
-of every measured workload (Scenario A, the batch sweep, single layers from the profiler) on it."""
+of every measured workload (Scenario A, the batch sweep, single layers from the profiler) on it.
+
+Placement is hierarchical, as Nsight Compute draws it: each point is held against the roof of the innermost memory
+level its working set fits in (a layer: the op's counted bytes per call; a whole step: its counted bytes), and the
+DRAM-only view (``attainable_dram_gflops``, ``efficiency_dram``, ``bound_dram``) stays beside it. A point more than
+5% above its own roof has ``above_roof`` true and ``above_roof_reason`` saying why.
+"""
 
 from __future__ import annotations
 
