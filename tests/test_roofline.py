@@ -346,3 +346,27 @@ def test_peak_measurement_restores_threads_and_reports_spread():
     fp32 = df[df.precision == "fp32"]
     assert len(fp32) == fp32.level.nunique() >= 2  # one row per memory level
     assert (fp32.sort_values("capacity_mib").bandwidth_gbs.diff().dropna() <= 0).all()  # inner never slower
+
+
+@pytest.mark.slow
+def test_notebook_04_completes_when_every_scenario_a_row_failed(tmp_path):
+    """04 with no complexity.csv and only failed Scenario A rows: it completes and says so in one line."""
+    import nbformat
+    import papermill as pm
+
+    from cnnbench import results
+
+    root = __import__("pathlib").Path(__file__).resolve().parents[1]
+    run_dir = tmp_path / "run"
+    row = {"status": "oom", "model": "squeezenet1_1", "phase": "train", "batch_size": 8, "image_size": 32,
+           "num_classes": 10, "in_channels": 3, "precision": "fp32", "memory_format": "nchw", "compile": False,
+           "device_name": "cpu", "device_kind": "cpu", "achieved_gflops": ""}
+    results.write_rows(run_dir / "scenario_a.csv", [row, {**row, "phase": "eval", "status": "error"}])
+    out = tmp_path / "04.ipynb"
+    pm.execute_notebook(str(root / "notebooks" / "04_roofline.ipynb"), str(out), cwd=str(root), progress_bar=False,
+                        parameters={"params_file": str(root / "params" / "smoke.yaml"), "run_dir": str(run_dir)})
+    text = "".join(o.get("text", "") for c in nbformat.read(out, as_version=4).cells if c.cell_type == "code"
+                   for o in c.get("outputs", []))
+    assert "complexity.csv missing (run 01_complexity first)" in text
+    assert "every scenario_a row failed (oom 1, error 1)" in text and "no Scenario A point to place" in text
+    assert (run_dir / "device_peaks.csv").is_file() and (run_dir / "bandwidth_sweep.csv").is_file()
