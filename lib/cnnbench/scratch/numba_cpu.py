@@ -201,10 +201,11 @@ def softmax_ce(logits, y, d):
     return losses.sum() / n_
 
 
-@njit(**JIT)
+@njit(fastmath=False, cache=True)
 def sgd(p, g, v, lr, momentum):
-    """v = momentum * v + g; p -= lr * v (torch.optim.SGD's update), over flattened arrays."""
-    for i in prange(p.size):
+    """v = momentum * v + g; p -= lr * v (torch.optim.SGD's update), over flattened arrays. Serial: the
+    arrays are small, and a parallel launch per parameter costs more than the loop."""
+    for i in range(p.size):
         v[i] = momentum * v[i] + g[i]
         p[i] -= lr * v[i]
 
