@@ -70,6 +70,12 @@ class TorchBackend:
         return self._op("fc2", "matmul", F.linear, self._op("relu3", "relu", F.relu, a),
                         p["fc2.weight"], p["fc2.bias"])
 
+    def _pack(self, t):
+        """Count what autograd saves for the backward (activations), once per storage, parameters excluded."""
+        if not isinstance(t, torch.nn.Parameter) and t.data_ptr() != getattr(self._batch, "data_ptr", int)():
+            self._saved[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
+        return t
+
     def put(self, x, y):
         with self.timer.op("input", "transfer", "forward"):
             xb = torch.from_numpy(np.ascontiguousarray(x, dtype=np.float32)).to(self.device)
@@ -80,8 +86,10 @@ class TorchBackend:
     def loss_and_grads(self, x, y) -> float:
         xb, yb = self.put(x, y)
         self.opt.zero_grad(set_to_none=False)
-        logits = self._forward(xb)
-        loss = self._op("softmax_ce", "softmax", F.cross_entropy, logits, yb)
+        self._saved: dict[int, int] = {}
+        with torch.autograd.graph.saved_tensors_hooks(self._pack, lambda t: t):
+            logits = self._forward(xb)
+            loss = self._op("softmax_ce", "softmax", F.cross_entropy, logits, yb)
         with self.timer.op("backward", "gradient", "backward"):
             loss.backward()
         return float(loss.detach())
@@ -117,4 +125,5 @@ class TorchBackend:
             "parameters": size(self.named.values()),
             "gradients": size(grads),
             "optimizer_state": size(state),
+            "activations": int(sum(getattr(self, "_saved", {}).values())),
         }
