@@ -232,11 +232,8 @@ def _check_scratch(src: str, p: Params) -> None:
             f"{src}: key 'scratch_train_images' ({p.scratch_train_images}) is below scratch_batch_size "
             f"({p.scratch_batch_size}): no full CNN batch"
         )
-    if p.scratch_dataset == "mnist" and not p.download and not Path(p.scratch_data_path).expanduser().exists():
-        raise ParamsError(
-            f"{src}: key 'scratch_data_path': folder '{p.scratch_data_path}' does not exist "
-            "(set download: true to fetch MNIST)"
-        )
+    # scratch_data_path's existence is checked when 05 opens its data (cnnbench.scratch.experiment.check_data),
+    # before any work, so a params file naming real MNIST stays valid on a machine that has not fetched it yet.
 
 
 def validate(raw: dict[str, Any], src: str = "params", check_device: bool = True) -> Params:

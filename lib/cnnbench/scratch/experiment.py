@@ -66,9 +66,21 @@ def mnist(root, n_train: int, n_test: int, download: bool) -> Data:
     return Data(*split("train", n_train), *split("test", n_test), source="mnist")
 
 
+def check_data(p) -> None:
+    """One-line :class:`ParamsError` before any work if real MNIST is asked for but absent and not downloadable."""
+    from cnnbench import paths
+    from cnnbench.params import ParamsError
+
+    if p.scratch_dataset == "mnist" and not p.download and not paths.resolve(p.scratch_data_path).exists():
+        raise ParamsError(
+            f"key 'scratch_data_path': folder '{p.scratch_data_path}' does not exist (set download: true to fetch MNIST)"
+        )
+
+
 def load_data(p) -> Data:
     from cnnbench import paths
 
+    check_data(p)
     if p.scratch_dataset == "mnist":
         return mnist(paths.resolve(p.scratch_data_path), p.scratch_train_images, p.scratch_test_images, p.download)
     return synthetic_mnist(p.scratch_train_images or 60000, p.scratch_test_images or 10000, p.seed)
@@ -388,4 +400,20 @@ def run_all(run, data: Data | None = None, progress=print) -> dict[str, list[dic
                 keep("backend_ops")(row)
             for row in memory_breakdown(backend, model, p, weights, xb, yb, data, threads):
                 keep("backend_memory")(row)
+    return out
+
+
+CSVS = ("backends", "gradcheck", "backend_ops", "backend_memory")
+
+
+def load_frames(run_dir) -> dict:
+    """The four CSVs of 05 in a run folder as DataFrames (empty ones where a file is missing)."""
+    from pathlib import Path
+
+    import pandas as pd
+
+    out = {}
+    for name in CSVS:
+        path = Path(run_dir) / f"{name}.csv"
+        out[name] = pd.read_csv(path) if path.is_file() else pd.DataFrame(columns=["backend", "model", "status"])
     return out
