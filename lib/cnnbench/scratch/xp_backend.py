@@ -95,7 +95,8 @@ class XpBackend:
         self.p = {}
         for k in PARAM_NAMES[self.model]:
             w = np.asarray(weights[k], dtype=np.float32)
-            self.p[k] = xp.asarray(np.ascontiguousarray(self._fc1_perm(w) if k == "fc1.weight" else w))
+            w = self._fc1_perm(w) if k == "fc1.weight" else w
+            self.p[k] = xp.array(w, dtype=np.float32, order="C", copy=True)  # never train the caller's arrays
         self.g = {k: xp.zeros_like(v) for k, v in self.p.items()}
         self.v = {k: xp.zeros_like(v) for k, v in self.p.items()}
 
