@@ -112,6 +112,23 @@ def beside_seed_004(ops: pd.DataFrame) -> pd.DataFrame:
     return ours.join(pub, how="outer")
 
 
+def forward_backward(ops: pd.DataFrame, model: str = "mlp") -> pd.DataFrame:
+    """Seed 004's Table 3 for ``model``: ms per step in forward, backward and update (sums of per-op medians,
+    device synced per op), per backend, beside its published NumPy and CuPy figures."""
+    ok = ops[(ops.status == "ok") & (ops.model == model)]
+    if ok.empty:
+        return pd.DataFrame()
+    ours = ok.pivot_table(index="phase", columns="backend", values="median_ms", aggfunc="sum")
+    ours.loc["step"] = ours.sum()
+    ours = ours.rename(index={"forward": "forward_ms", "backward": "backward_ms", "update": "update_ms",
+                              "step": "step_ms"}).add_prefix("ours: ")
+    if model != "mlp":
+        return ours
+    pub = published.TABLE_3_004.set_index("metric")[["numpy", "cupy"]]
+    pub.columns = [f"published by {published.SEED_004}: {c}" for c in pub.columns]
+    return ours.join(pub, how="outer")
+
+
 def memory_table(mem: pd.DataFrame) -> pd.DataFrame:
     """Computed and measured MiB per component, per backend and network."""
     ok = mem[mem.status == "ok"]
