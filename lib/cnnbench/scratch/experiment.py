@@ -322,6 +322,19 @@ def _measure_hooks(backend: str):
     return (lambda: None, rss, rss, lambda: None, lambda: None, "process RSS delta (after the step)")
 
 
+def pool_held(backend: str) -> int | None:
+    """Bytes the GPU allocator holds (in use or cached) after the step; None where there is no such pool."""
+    if backend == "cupy":
+        from cnnbench.scratch.cupy_support import pool_bytes
+
+        return pool_bytes()["held"]
+    if backend == "torch_cuda":
+        import torch
+
+        return torch.cuda.memory_reserved()
+    return None
+
+
 def memory_breakdown(backend: str, model: str, p, weights: dict, x: np.ndarray, y: np.ndarray, data: Data,
                      threads: int) -> list[dict]:
     """Seed 004's Table 5 done right: each component computed from array sizes, beside what the allocator
@@ -347,6 +360,7 @@ def memory_breakdown(backend: str, model: str, p, weights: dict, x: np.ndarray, 
         finally:
             stop()
         comp = b.memory()
+        rss_growth, held = rss() - rss0, pool_held(backend)
     except Exception as err:  # noqa: BLE001
         return [{**failure(ident, err), "component": ""}]
     state_c = comp["parameters"] + comp["gradients"] + comp["optimizer_state"]
@@ -365,6 +379,9 @@ def memory_breakdown(backend: str, model: str, p, weights: dict, x: np.ndarray, 
         ("backend_overhead", None, None if coarse else step_peak - step_c,
          "measured step peak - computed (temporaries, allocator pool)"),
         ("dataset_inputs", dataset, None, "host arrays of the train and test images"),
+        ("allocator_pool_held", None, held, "CuPy pool total_bytes / torch.cuda.memory_reserved (GPU only)"),
+        ("process_rss_growth", None, rss_growth,
+         "RSS after a step - before the backend: libraries, CUDA context, allocator caches, buffers"),
         ("process_rss_baseline", None, rss0, "psutil RSS before the backend was made"),
     ]
     out = []
