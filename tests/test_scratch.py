@@ -35,6 +35,19 @@ def test_loss_and_every_gradient_match_autograd(backend, model, data):
         assert r["status"] == "ok" and r["passed"] and r["rel_err"] <= 1e-4, r
 
 
+@pytest.mark.parametrize("backend", CPU_BACKENDS)
+def test_tied_maxima_route_the_gradient_once_as_pytorch(backend):
+    """Flat regions (real MNIST's background) make every 2x2 window a tie: only its first maximum may get the
+    gradient, or the convolution gradients come out several times too large."""
+    x = np.full((4, 1, 28, 28), -0.4242, np.float32)
+    x[:, :, 10:18, 10:18] = 2.8  # a bright square on a flat background
+    weights = torch_weights("mnist_cnn", seed=0)
+    weights["conv1.bias"][:] = 0.5  # the flat background gives equal positive outputs
+    weights["conv2.bias"][:] = 0.5
+    rows = experiment.gradcheck(backend, "mnist_cnn", weights, x, np.array([0, 1, 2, 3]), threads=2)
+    assert all(r["passed"] for r in rows), [(r["tensor"], r["rel_err"]) for r in rows if not r["passed"]]
+
+
 def test_numba_cuda_kernels_match_autograd_on_the_cuda_simulator():
     """The Numba CUDA kernels (forward, full backward, SGD) on Numba's simulator, tiny shapes (it is slow)."""
     code = (

@@ -66,6 +66,16 @@ def unique(arrays, exclude=()):
     return out
 
 
+def first_max(mask):
+    """Keep only the first maximum of each 2x2 window (row-major), as PyTorch routes a tied gradient: a flat
+    background (real MNIST) gives windows of equal positive values, which must not all get the gradient."""
+    taken = mask[:, :, 0, :, 0, :].copy()
+    for i, j in ((0, 1), (1, 0), (1, 1)):
+        mask[:, :, i, :, j, :] &= ~taken
+        taken |= mask[:, :, i, :, j, :]
+    return mask
+
+
 class XpBackend:
     """Seed 001's CNN or seed 004's MLP on an array module ``xp`` (numpy or cupy). See :mod:`..base`."""
 
@@ -221,7 +231,7 @@ class XpBackend:
         with self.timer.op(f"{name}_bwd", "gradient", "backward"):
             x, out = self.cache[name]
             n, hp, wp, c = out.shape
-            mask = pool_windows(x) == out[:, :, None, :, None, :]
+            mask = first_max(pool_windows(x) == out[:, :, None, :, None, :])
             dx = xp.zeros(x.shape, dtype=np.float32)
             dx[:, : 2 * hp, : 2 * wp, :] = (mask * d[:, :, None, :, None, :]).reshape(n, 2 * hp, 2 * wp, c)
             return dx
