@@ -111,6 +111,18 @@ def test_unavailable_backends_are_rows_with_the_reason(data, monkeypatch):
         make("cupy", "mlp")
 
 
+def test_every_backend_gets_the_runs_threads():
+    import numba
+    from threadpoolctl import threadpool_info
+
+    before = numba.get_num_threads()
+    try:
+        assert experiment.set_threads(1) == 1 and numba.get_num_threads() == 1
+        assert all(pool["num_threads"] == 1 for pool in threadpool_info() if pool["user_api"] == "blas")
+    finally:
+        experiment.set_threads(before)
+
+
 def test_op_timer_syncs_around_each_op_and_keeps_the_first_call_apart():
     now = [0.0]
     events = []

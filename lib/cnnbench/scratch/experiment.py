@@ -127,11 +127,16 @@ def hyper(p, model: str) -> tuple[float, float]:
     return (p.scratch_lr, p.scratch_momentum) if model == "mnist_cnn" else (p.scratch_mlp_lr, p.scratch_mlp_momentum)
 
 
-def set_threads(threads: int) -> None:
-    """Numba's threads follow torch's (the run's ``threads``); NumPy's BLAS keeps its own (recorded by 00)."""
+def set_threads(threads: int) -> int:
+    """Every backend gets the run's ``threads``: torch's are set by the run, Numba's and NumPy's BLAS pool
+    (OpenBLAS/MKL, through threadpoolctl) here; returns the number in force."""
     import numba
+    from threadpoolctl import threadpool_limits
 
-    numba.set_num_threads(max(1, min(threads, numba.config.NUMBA_NUM_THREADS)))
+    threads = max(1, min(threads, numba.config.NUMBA_NUM_THREADS))
+    numba.set_num_threads(threads)
+    threadpool_limits(limits=threads, user_api="blas")
+    return threads
 
 
 # --- gradient check ------------------------------------------------------------------------------------------
