@@ -232,6 +232,14 @@ def test_run_all_writes_the_four_tidy_csvs(tmp_path, monkeypatch, data):
     assert report.op_breakdown(frames["backend_ops"], tmp_path / "o.png") is not None
     assert not report.gradcheck_table(frames["gradcheck"]).empty
     assert not report.memory_table(frames["backend_memory"]).empty
+    beside = report.beside_seed_001(summ)
+    assert beside.loc["numba_cpu", "published by 001_4079f4ca21c61f7c.txt: throughput_img_s"] == 30501
+    assert beside.loc["numpy", "ours_throughput_img_s"] > 0
+    fb = report.forward_backward(frames["backend_ops"], "mlp")
+    assert fb.loc["step_ms", "ours: numpy"] == pytest.approx(
+        fb.loc[["forward_ms", "backward_ms", "update_ms"], "ours: numpy"].sum())
+    merged = report.summary(pd.concat([b.assign(run="a"), b.assign(run="b")]))
+    assert len(merged) == 2 * len(summ)  # runs merged by concatenation stay apart
 
 
 def test_speed_goals_are_ratios_recorded_not_asserted():

@@ -39,14 +39,16 @@ def summary(df: pd.DataFrame) -> pd.DataFrame:
     carries first-call costs; with one epoch it is used), its 95% interval over epochs, accuracy, JIT time."""
     rows = []
     ok = df[df.status == "ok"]
-    for (backend, model), g in ok.groupby(["backend", "model"], sort=False):
+    keys = [k for k in ("run_name", "run") if k in ok.columns] + ["backend", "model"]  # merged runs stay apart
+    for key, g in ok.groupby(keys, sort=False):
+        backend, model = key[-2:]
         g = g.sort_values("epoch")
         m = g.iloc[1:] if len(g) > 1 else g
         per = list(m.images / m.epoch_s)
         half = t95(len(per) - 1) * statistics.stdev(per) / math.sqrt(len(per)) if len(per) > 1 else float("nan")
         steps = m.steps.sum()
         rows.append({
-            "backend": backend, "model": model, "device_name": g.device_name.iloc[0], "threads": g.threads.iloc[0],
+            **{k: g[k].iloc[0] for k in keys[:-2]}, "backend": backend, "model": model, "device_name": g.device_name.iloc[0], "threads": g.threads.iloc[0],
             "epochs_or_blocks": len(g), "epoch_s_mean": m.epoch_s.mean(), "step_s": m.epoch_s.sum() / steps,
             "throughput_img_s": m.images.sum() / m.epoch_s.sum(), "throughput_ci95_img_s": half,
             "first_epoch_s": g.epoch_s.iloc[0], "jit_s": g.jit_s.iloc[0], "final_train_loss": g.train_loss.iloc[-1],
