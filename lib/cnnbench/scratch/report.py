@@ -9,6 +9,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import seaborn as sns
+from matplotlib.ticker import MaxNLocator
 
 from cnnbench.scratch import published
 from cnnbench.timing import t95
@@ -150,13 +151,15 @@ def figure_1(df: pd.DataFrame, path=None):
     for ax, col, label in [(axes[0, 0], "epoch_s", "time per epoch (s)"),
                            (axes[0, 1], "throughput_img_s", "throughput (images/s)"),
                            (axes[1, 0], "test_accuracy", "test accuracy (fraction)")]:
-        sns.lineplot(data=cnn, x="epoch", y=col, hue="backend", marker="o", ax=ax)
+        sns.lineplot(data=cnn, x="epoch", y=col, hue="backend", style="backend", markers=True, ax=ax)
         ax.set(ylabel=label, xlabel="epoch")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     axes[0, 0].set_yscale("log")
     axes[0, 1].set_yscale("log")
     s = summary(cnn)
     axes[1, 1].bar(s.backend, s.throughput_img_s, yerr=s.throughput_ci95_img_s.fillna(0), capsize=3)
-    axes[1, 1].set(ylabel="throughput (images/s)", yscale="log", title="average over epochs 2..")
+    axes[1, 1].set(ylabel="throughput (images/s)", yscale="log",
+                   title="images / synced time, epochs 2.. (95% interval)" if cnn.epoch.max() > 1 else "epoch 1")
     axes[1, 1].tick_params(axis="x", rotation=30)
     fig.suptitle(f"MNIST CNN, batch {int(cnn.batch_size.iloc[0])}, full backprop on every backend")
     fig.tight_layout()
