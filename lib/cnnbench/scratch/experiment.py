@@ -96,14 +96,16 @@ def load_data(p) -> Data:
 
 
 def device_name(backend: str) -> str:
+    """The name of the device ``backend`` runs on ("" where that device is absent)."""
+    import torch
+
     kind = DEVICE_KIND[backend]
     try:
         if kind == "cuda":
-            import torch
-
             return torch.cuda.get_device_name() if torch.cuda.is_available() else ""
-        return devices.device_name(__import__("torch").device(kind)) if kind == "mps" and devices.mps_available() \
-            else (devices.cpu_model() if kind == "cpu" else "")
+        if kind == "mps":
+            return devices.device_name(torch.device("mps")) if devices.mps_available() else ""
+        return devices.cpu_model()
     except Exception:  # noqa: BLE001 - a name is decoration, never a reason to stop
         return ""
 
