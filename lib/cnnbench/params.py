@@ -29,7 +29,7 @@ NOTEBOOKS = (
     "03_batch_sweep",
     "04_roofline",
     # 05: from-scratch backends (cnnbench.scratch)
-
+    "05_backends",
     # 06: transfer learning and scaling (cnnbench.transfer)
 
     # 07: configuration search (cnnbench.tuning)
@@ -98,6 +98,26 @@ class Params:
     stream_mb: int = 512  # DRAM working set of the bandwidth sweep is 2 x this (MiB), at least 4x the last cache
     layer_top_k: int = 10  # layers shown on the per-layer roofline, by time
     # --- from-scratch backends (05, seeds 001 and 004): keys of cnnbench.scratch go here
+    scratch_backends: list[str] = field(
+        default_factory=lambda: ["numpy", "numba_cpu", "numba_cuda", "cupy", "torch_cpu", "torch_cuda", "torch_mps"]
+    )  # backends 05 runs: numpy numba_cpu numba_cuda cupy torch_cpu torch_cuda torch_mps (absent -> unavailable)
+    scratch_models: list[str] = field(
+        default_factory=lambda: ["mnist_cnn", "mlp"]
+    )  # networks 05 trains: mnist_cnn (seed 001's CNN) | mlp (seed 004's 784-10-10)
+    scratch_dataset: str = "synthetic"  # synthetic (learnable MNIST-shaped patterns + noise) | mnist (real MNIST)
+    scratch_data_path: str = "data/mnist"  # MNIST folder for scratch_dataset mnist (download: true fetches it)
+    scratch_train_images: int = 0  # training images used by 05; 0 = all (60,000, as MNIST)
+    scratch_test_images: int = 0  # test images used by 05; 0 = all (10,000, as MNIST)
+    scratch_epochs: int = 10  # CNN training epochs per backend (seed 001: 10)
+    scratch_batch_size: int = 512  # CNN batch size (seed 001: 512); the last partial batch is dropped
+    scratch_lr: float = 0.01  # CNN SGD learning rate (seed 001: 0.01)
+    scratch_momentum: float = 0.9  # CNN SGD momentum (seed 001: 0.9)
+    scratch_mlp_steps: int = 500  # MLP full-batch gradient steps over the training images (seed 004: 500)
+    scratch_mlp_lr: float = 0.1  # MLP learning rate (seed 004: 0.1)
+    scratch_mlp_momentum: float = 0.0  # MLP momentum (seed 004: 0, plain gradient descent)
+    scratch_mlp_eval_every: int = 10  # MLP steps per convergence point (one backends.csv row each)
+    scratch_op_steps: int = 5  # steps timed op by op (device synced per op) after one first call kept apart
+    scratch_gradcheck_batch: int = 64  # images of the gradient check against PyTorch autograd (fp64 reference)
 
     # --- transfer learning, step phases, telemetry, scaling (06, seed 002): keys of cnnbench.transfer go here
 
@@ -186,6 +206,36 @@ def _check_models(src: str, key: str, names: typing.Iterable[str]) -> None:
             )
 
 
+def _check_scratch(src: str, p: Params) -> None:
+    """Keys of the from-scratch backends (05)."""
+    from cnnbench.scratch import BACKENDS, MODELS
+
+    for name in p.scratch_backends:
+        _one_of(src, "scratch_backends", name, BACKENDS)
+    for name in p.scratch_models:
+        _one_of(src, "scratch_models", name, MODELS)
+    _one_of(src, "scratch_dataset", p.scratch_dataset, ("synthetic", "mnist"))
+    for key in ("scratch_epochs", "scratch_batch_size", "scratch_mlp_steps", "scratch_mlp_eval_every",
+                "scratch_op_steps", "scratch_gradcheck_batch"):
+        _positive(src, key, getattr(p, key))
+    for key in ("scratch_train_images", "scratch_test_images"):
+        if getattr(p, key) < 0:
+            raise ParamsError(f"{src}: key '{key}' must be >= 0 (0 = all), got {getattr(p, key)}")
+    for key in ("scratch_lr", "scratch_mlp_lr"):
+        if getattr(p, key) <= 0:
+            raise ParamsError(f"{src}: key '{key}' must be positive, got {getattr(p, key)}")
+    for key in ("scratch_momentum", "scratch_mlp_momentum"):
+        if getattr(p, key) < 0:
+            raise ParamsError(f"{src}: key '{key}' must be >= 0, got {getattr(p, key)}")
+    if 0 < p.scratch_train_images < p.scratch_batch_size and "mnist_cnn" in p.scratch_models:
+        raise ParamsError(
+            f"{src}: key 'scratch_train_images' ({p.scratch_train_images}) is below scratch_batch_size "
+            f"({p.scratch_batch_size}): no full CNN batch"
+        )
+    # scratch_data_path's existence is checked when 05 opens its data (cnnbench.scratch.experiment.check_data),
+    # before any work, so a params file naming real MNIST stays valid on a machine that has not fetched it yet.
+
+
 def validate(raw: dict[str, Any], src: str = "params", check_device: bool = True) -> Params:
     """Check a merged mapping of parameters and build :class:`Params`. Raises :class:`ParamsError`."""
     if not isinstance(raw, dict):
@@ -254,6 +304,7 @@ def validate(raw: dict[str, Any], src: str = "params", check_device: bool = True
                 )
         _one_of(src, f"variants[{i}].precision", variant.get("precision", "fp32"), PRECISIONS)
         _one_of(src, f"variants[{i}].memory_format", variant.get("memory_format", "nchw"), MEMORY_FORMATS)
+    _check_scratch(src, p)
     if p.dataset != "synthetic":
         if not p.data_path:
             raise ParamsError(f"{src}: key 'data_path' is required for dataset '{p.dataset}'")

@@ -1,0 +1,48 @@
+"""From-scratch backends (seeds 001 and 004): the MNIST CNN and the 784-10-10 MLP with full backpropagation.
+
+One interface (:class:`cnnbench.scratch.base.Backend`), one module per backend family:
+
+- ``xp_backend``: NumPy and CuPy (one array-module implementation, im2col into BLAS)
+- ``numba_cpu``: fused ``@njit(parallel=True)`` loops, compile time measured apart
+- ``numba_cuda``: ``@cuda.jit`` kernels for every op (runs on Numba's CUDA simulator in the tests)
+- ``torch_backend``: PyTorch on CPU, CUDA and MPS running the same networks
+
+:func:`make` builds any of them by name, or raises :class:`BackendUnavailable` with the reason.
+"""
+
+from __future__ import annotations
+
+from cnnbench.scratch.base import MODELS, Backend, BackendUnavailable, OpTimer, torch_weights
+
+BACKENDS = ("numpy", "numba_cpu", "numba_cuda", "cupy", "torch_cpu", "torch_cuda", "torch_mps")
+# device_kind of each backend (cpu | cuda | mps), as in every other results file.
+DEVICE_KIND = {"numpy": "cpu", "numba_cpu": "cpu", "numba_cuda": "cuda", "cupy": "cuda",
+               "torch_cpu": "cpu", "torch_cuda": "cuda", "torch_mps": "mps"}
+
+__all__ = ["BACKENDS", "DEVICE_KIND", "MODELS", "Backend", "BackendUnavailable", "OpTimer", "make",
+           "torch_weights"]
+
+
+def make(name: str, model: str, lr: float = 0.01, momentum: float = 0.9) -> Backend:
+    """The backend ``name`` for ``model``; :class:`BackendUnavailable` (reason in the message) if it cannot run."""
+    if name == "numpy":
+        from cnnbench.scratch.xp_backend import XpBackend
+
+        return XpBackend(name, model, lr=lr, momentum=momentum)
+    if name == "cupy":
+        from cnnbench.scratch.cupy_support import cupy_backend
+
+        return cupy_backend(model, lr, momentum)
+    if name == "numba_cpu":
+        from cnnbench.scratch.numba_cpu import NumbaCpuBackend
+
+        return NumbaCpuBackend(model, lr=lr, momentum=momentum)
+    if name == "numba_cuda":
+        from cnnbench.scratch.numba_cuda import NumbaCudaBackend
+
+        return NumbaCudaBackend(model, lr=lr, momentum=momentum)
+    if name.startswith("torch_"):
+        from cnnbench.scratch.torch_backend import TorchBackend
+
+        return TorchBackend(name, model, lr=lr, momentum=momentum)
+    raise ValueError(f"unknown scratch backend '{name}'; valid: {', '.join(BACKENDS)}")

@@ -1,0 +1,160 @@
+"""The one interface every from-scratch backend implements, the per-operation timer, and the two networks.
+
+Parameters travel between backends as a dict of NumPy float32 arrays in **PyTorch's layout and names**
+(``conv1.weight`` is (8, 1, 3, 3), ``fc1.weight`` is (out, in)), so every backend starts from identical weights
+and its gradients compare one to one with PyTorch autograd's.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import numpy as np
+
+MODELS = ("mnist_cnn", "mlp")
+# Names of the parameters of each network, in PyTorch's layout (shapes follow from the input size).
+PARAM_NAMES = {
+    "mnist_cnn": ("conv1.weight", "conv1.bias", "conv2.weight", "conv2.bias",
+                  "fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias"),
+    "mlp": ("fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias"),
+}
+# Seed 004's Table 4 groups operations into these kinds; every op a backend times carries one.
+OP_KINDS = ("matmul", "conv", "relu", "pool", "softmax", "gradient", "update", "transfer")
+
+
+class BackendUnavailable(RuntimeError):
+    """The backend cannot run here (no CUDA, no CuPy, no MPS...): the message is the reason."""
+
+
+@dataclass
+class OpTimer:
+    """Times named operations: synchronise the device, read the clock, run, synchronise, read the clock.
+
+    Disabled (the default during epochs) it costs one attribute check per op and adds no synchronisation. The
+    first call of each op (kernel compilation, JIT, allocator warm-up) is kept apart from the later calls.
+    ``clock`` and ``sync`` are injectable, so tests drive it with a fake clock.
+    """
+
+    sync: Callable[[], None] = lambda: None
+    clock: Callable[[], float] = time.perf_counter
+    enabled: bool = False
+    first: dict[str, float] = field(default_factory=dict)
+    times: dict[str, list[float]] = field(default_factory=dict)
+    kinds: dict[str, str] = field(default_factory=dict)
+    phases: dict[str, str] = field(default_factory=dict)
+
+    @contextmanager
+    def op(self, name: str, kind: str, phase: str):
+        if not self.enabled:
+            yield
+            return
+        self.sync()
+        start = self.clock()
+        yield
+        self.sync()
+        elapsed = self.clock() - start
+        self.kinds[name], self.phases[name] = kind, phase
+        if name not in self.first:
+            self.first[name] = elapsed
+        else:
+            self.times.setdefault(name, []).append(elapsed)
+
+    def reset(self) -> None:
+        self.first.clear()
+        self.times.clear()
+
+    def rows(self) -> list[dict]:
+        """One row per op: first-call time apart, then median / mean / 95% interval of the later calls (ms)."""
+        from cnnbench.timing import t95
+
+        out = []
+        for name, first in self.first.items():
+            later = self.times.get(name, [])
+            n = len(later)
+            mean = statistics.fmean(later) if later else float("nan")
+            half = t95(n - 1) * statistics.stdev(later) / n**0.5 if n >= 2 else float("nan")
+            out.append({
+                "op": name, "op_kind": self.kinds[name], "phase": self.phases[name], "calls": n,
+                "first_call_ms": first * 1e3,
+                "median_ms": statistics.median(later) * 1e3 if later else float("nan"),
+                "mean_ms": mean * 1e3, "ci95_ms": half * 1e3,
+            })
+        return out
+
+
+class Backend(Protocol):
+    """What every from-scratch backend offers (numpy, cupy, numba_cpu, numba_cuda, torch_*)."""
+
+    name: str
+    model: str
+    timer: OpTimer
+
+    def init(self, weights: dict[str, np.ndarray]) -> None:
+        """Load parameters (PyTorch layout, float32) and zero the gradients and momentum buffers."""
+
+    def train_step(self, x: np.ndarray, y: np.ndarray) -> float:
+        """Forward, softmax cross-entropy (mean), full backward, SGD with momentum; returns the loss."""
+
+    def loss_and_grads(self, x: np.ndarray, y: np.ndarray) -> float:
+        """Forward and backward without the update (gradients readable by :meth:`grads`)."""
+
+    def evaluate(self, x: np.ndarray, y: np.ndarray) -> float:
+        """Accuracy (fraction correct) of the current parameters on ``x``, ``y``."""
+
+    def grads(self) -> dict[str, np.ndarray]:
+        """Gradients of the last backward, PyTorch layout, as host NumPy arrays."""
+
+    def params(self) -> dict[str, np.ndarray]:
+        """Current parameters, PyTorch layout, as host NumPy arrays."""
+
+    def sync(self) -> None:
+        """Wait for queued device work (no-op on CPU backends)."""
+
+    def memory(self) -> dict[str, int]:
+        """Bytes held per component: parameters, gradients, optimizer_state, activations, workspace."""
+
+
+def torch_weights(model: str, seed: int = 0, image_size: int = 28, hidden: int = 10) -> dict[str, np.ndarray]:
+    """Initial weights from PyTorch's own initialisation, seeded: ``cnnbench.models.MnistCNN`` for the CNN,
+    ``Linear(784, hidden) - ReLU - Linear(hidden, 10)`` for seed 004's MLP. Same seed, same weights everywhere."""
+    import torch
+
+    torch.manual_seed(seed)
+    net = torch_module(model, image_size, hidden)
+    return {k: v.detach().cpu().numpy().astype(np.float32).copy() for k, v in named_params(model, net).items()}
+
+
+def torch_module(model: str, image_size: int = 28, hidden: int = 10):
+    """The PyTorch network of ``model`` (the reference the from-scratch backends are checked against)."""
+    from torch import nn
+
+    from cnnbench.models import MnistCNN
+
+    if model == "mnist_cnn":
+        return MnistCNN(num_classes=10, in_channels=1, image_size=image_size)
+    if model == "mlp":
+        return nn.Sequential(nn.Flatten(), nn.Linear(image_size * image_size, hidden), nn.ReLU(),
+                             nn.Linear(hidden, 10))
+    raise ValueError(f"unknown scratch model '{model}'; valid: {', '.join(MODELS)}")
+
+
+def named_params(model: str, net) -> dict:
+    """The module's parameters under the scratch names (``conv1.weight``...), in PARAM_NAMES order."""
+    if model == "mnist_cnn":
+        mods = [net.features[0], net.features[3], net.classifier[1], net.classifier[3]]
+    else:
+        mods = [net[1], net[3]]
+    out = {}
+    for name, mod in zip(PARAM_NAMES[model][::2], mods, strict=True):
+        prefix = name.split(".")[0]
+        out[f"{prefix}.weight"], out[f"{prefix}.bias"] = mod.weight, mod.bias
+    return out
+
+
+def nbytes(arrays) -> int:
+    return int(sum(a.nbytes for a in arrays))

@@ -1,0 +1,456 @@
+"""Experiment 05: train both networks on every backend from identical weights and data order, check every
+gradient against PyTorch autograd, and break each step down by operation and by memory.
+
+Writes four tidy CSVs, each row carrying backend, model, device_name, device_kind, threads and a status:
+``backends.csv`` (per CNN epoch, per MLP block of steps), ``gradcheck.csv``, ``backend_ops.csv`` and
+``backend_memory.csv``. A backend that cannot run here is one row with ``status=unavailable`` and the reason;
+a failure during a run is a row with ``status=error`` (or ``oom``/``unstable``), and the run goes on.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+import tracemalloc
+from dataclasses import dataclass
+
+import numpy as np
+import psutil
+
+from cnnbench import devices, results
+from cnnbench.scratch import DEVICE_KIND, BackendUnavailable, make, torch_weights
+from cnnbench.scratch.base import torch_module
+
+MIB = 2**20
+TOLERANCE = 1e-4  # gradient check: max |ours - reference| / max |reference|, per tensor
+MNIST_MEAN, MNIST_STD = 0.1307, 0.3081
+
+
+@dataclass
+class Data:
+    x_train: np.ndarray  # (N, 1, 28, 28) float32, normalised
+    y_train: np.ndarray  # (N,) int64
+    x_test: np.ndarray
+    y_test: np.ndarray
+    source: str
+
+
+def synthetic_mnist(n_train: int, n_test: int, seed: int = 0, size: int = 28) -> Data:
+    """Learnable MNIST-shaped data: each class is a fixed blocky pattern, shifted by up to 2 pixels and
+    buried in Gaussian noise, so a network must learn to see it (chance is 10%)."""
+    rng = np.random.default_rng(seed)
+    protos = (rng.random((10, size // 4, size // 4)) > 0.6).astype(np.float32)
+    protos = protos.repeat(4, axis=1).repeat(4, axis=2)
+
+    def draw(n):
+        y = rng.integers(0, 10, n)
+        shifts = rng.integers(-2, 3, (n, 2))
+        x = np.stack([np.roll(protos[c], tuple(s), axis=(0, 1)) for c, s in zip(y, shifts, strict=True)])
+        x = np.clip(x + rng.normal(0, 0.5, x.shape), 0, 1).astype(np.float32)
+        return ((x - MNIST_MEAN) / MNIST_STD)[:, None].astype(np.float32), y.astype(np.int64)
+
+    return Data(*draw(n_train), *draw(n_test), source="synthetic")
+
+
+def mnist(root, n_train: int, n_test: int, download: bool) -> Data:
+    """Real MNIST through the workbook's loader (download with checksums when asked), normalised as seed 001's
+    PyTorch versions: /255, then mean 0.1307, std 0.3081. No augmentation."""
+    from cnnbench import data
+
+    def split(name, n):
+        ds = data.open_dataset("mnist", root, name, 1, 28, download)
+        x = ds.data.numpy()[: n or None].astype(np.float32) / 255
+        return ((x - MNIST_MEAN) / MNIST_STD)[:, None].astype(np.float32), ds.targets.numpy()[: n or None].astype(np.int64)
+
+    return Data(*split("train", n_train), *split("test", n_test), source="mnist")
+
+
+def unit_scale(data: Data) -> Data:
+    """Pixels back in [0, 1], as seed 004 fed its MLP (lr 0.1 is tuned for that scale, not for standardised
+    inputs); the CNN keeps seed 001's standardisation."""
+    def f(x):
+        return (x * MNIST_STD + MNIST_MEAN).astype(np.float32)
+
+    return Data(f(data.x_train), data.y_train, f(data.x_test), data.y_test, data.source)
+
+
+def check_data(p) -> None:
+    """One-line :class:`ParamsError` before any work if real MNIST is asked for but absent and not downloadable."""
+    from cnnbench import paths
+    from cnnbench.params import ParamsError
+
+    if p.scratch_dataset == "mnist" and not p.download and not paths.resolve(p.scratch_data_path).exists():
+        raise ParamsError(
+            f"key 'scratch_data_path': folder '{p.scratch_data_path}' does not exist (set download: true to fetch MNIST)"
+        )
+
+
+def load_data(p) -> Data:
+    from cnnbench import paths
+
+    check_data(p)
+    if p.scratch_dataset == "mnist":
+        return mnist(paths.resolve(p.scratch_data_path), p.scratch_train_images, p.scratch_test_images, p.download)
+    return synthetic_mnist(p.scratch_train_images or 60000, p.scratch_test_images or 10000, p.seed)
+
+
+def device_name(backend: str) -> str:
+    """The name of the device ``backend`` runs on ("" where that device is absent)."""
+    import torch
+
+    kind = DEVICE_KIND[backend]
+    try:
+        if kind == "cuda":
+            return torch.cuda.get_device_name() if torch.cuda.is_available() else ""
+        if kind == "mps":
+            return devices.device_name(torch.device("mps")) if devices.mps_available() else ""
+        return devices.cpu_model()
+    except Exception:  # noqa: BLE001 - a name is decoration, never a reason to stop
+        return ""
+
+
+def identity(backend: str, model: str, threads: int) -> dict:
+    return {"backend": backend, "model": model, "device_name": device_name(backend),
+            "device_kind": DEVICE_KIND[backend], "threads": threads}
+
+
+def status_of(err: BaseException) -> str:
+    if isinstance(err, BackendUnavailable):
+        return "unavailable"
+    return "oom" if devices.is_oom(err) else "error"
+
+
+def failure(ident: dict, err: BaseException) -> dict:
+    return {**ident, "status": status_of(err), "error": f"{type(err).__name__}: {err}".splitlines()[0][:300]}
+
+
+def hyper(p, model: str) -> tuple[float, float]:
+    return (p.scratch_lr, p.scratch_momentum) if model == "mnist_cnn" else (p.scratch_mlp_lr, p.scratch_mlp_momentum)
+
+
+def set_threads(threads: int) -> int:
+    """Every backend gets the run's ``threads``: torch's are set by the run, Numba's and NumPy's BLAS pool
+    (OpenBLAS/MKL, through threadpoolctl) here; returns the number in force."""
+    import numba
+    from threadpoolctl import threadpool_limits
+
+    threads = max(1, min(threads, numba.config.NUMBA_NUM_THREADS))
+    numba.set_num_threads(threads)
+    threadpool_limits(limits=threads, user_api="blas")
+    return threads
+
+
+# --- gradient check ------------------------------------------------------------------------------------------
+
+def reference_grads(model: str, weights: dict, x: np.ndarray, y: np.ndarray) -> tuple[float, dict]:
+    """Loss and gradients from PyTorch autograd in float64 on the CPU: the reference every backend meets."""
+    import torch
+    import torch.nn.functional as F
+
+    from cnnbench.scratch.base import named_params
+
+    net = torch_module(model, x.shape[-1], weights["fc1.weight"].shape[0]).double()
+    named = named_params(model, net)
+    with torch.no_grad():
+        for k, prm in named.items():
+            prm.copy_(torch.from_numpy(weights[k].astype(np.float64)))
+    loss = F.cross_entropy(net(torch.from_numpy(x.astype(np.float64))), torch.from_numpy(y))
+    loss.backward()
+    return loss.item(), {k: prm.grad.numpy() for k, prm in named.items()}
+
+
+def gradcheck(backend: str, model: str, weights: dict, x: np.ndarray, y: np.ndarray, threads: int) -> list[dict]:
+    """One row per tensor (``loss`` first): max abs error and error relative to the reference's largest value."""
+    ident = identity(backend, model, threads)
+    try:
+        b = make(backend, model)
+        b.init(weights)
+        loss = b.loss_and_grads(x, y)
+        grads = b.grads()
+    except Exception as err:  # noqa: BLE001 - a failure is a row
+        return [{**failure(ident, err), "tensor": "loss"}]
+    ref_loss, ref = reference_grads(model, weights, x, y)
+    rows = []
+    for name, ours, theirs in [("loss", np.float64(loss), np.float64(ref_loss)),
+                               *((k, grads[k], ref[k]) for k in ref)]:
+        err = float(np.max(np.abs(np.asarray(ours, np.float64) - theirs)))
+        rel = err / max(float(np.max(np.abs(theirs))), 1e-30)
+        rows.append({**ident, "tensor": name, "shape": "x".join(map(str, np.shape(theirs))) or "scalar",
+                     "batch": len(x), "max_abs_err": err, "rel_err": rel, "tolerance": TOLERANCE,
+                     "passed": bool(rel <= TOLERANCE), "status": "ok"})
+    return rows
+
+
+# --- training ------------------------------------------------------------------------------------------------
+
+def timed(b, fn):
+    """Run ``fn`` between two device synchronisations; return (result, seconds)."""
+    b.sync()
+    start = time.perf_counter()
+    out = fn()
+    b.sync()
+    return out, time.perf_counter() - start
+
+
+def train_cnn(backend: str, p, weights: dict, data: Data, threads: int, on_row=None) -> list[dict]:
+    """``scratch_epochs`` epochs at ``scratch_batch_size``; the data order of epoch e is the same permutation
+    (seeded by seed + e) on every backend. Test accuracy is measured after each epoch, outside its time."""
+    ident = identity(backend, "mnist_cnn", threads)
+    lr, momentum = hyper(p, "mnist_cnn")
+    rows: list[dict] = []
+    try:
+        b = make(backend, "mnist_cnn", lr, momentum)
+        b.init(weights)
+    except Exception as err:  # noqa: BLE001
+        return _emit([{**failure(ident, err), "epoch": 0}], on_row)
+    bs = p.scratch_batch_size
+    steps = len(data.x_train) // bs
+    for epoch in range(1, p.scratch_epochs + 1):
+        order = np.random.default_rng(p.seed + epoch).permutation(len(data.x_train))
+
+        def epoch_fn(order=order):
+            losses = []
+            for s in range(steps):
+                idx = order[s * bs : (s + 1) * bs]
+                losses.append(b.train_step(data.x_train[idx], data.y_train[idx]))
+            return losses
+
+        try:
+            losses, seconds = timed(b, epoch_fn)
+            acc = b.evaluate(data.x_test, data.y_test)
+        except Exception as err:  # noqa: BLE001
+            rows += _emit([{**failure(ident, err), "epoch": epoch}], on_row)
+            break
+        loss = float(np.mean(losses))
+        rows += _emit([{**ident, "epoch": epoch, "steps": steps, "batch_size": bs, "epoch_s": seconds,
+                        "images": steps * bs, "throughput_img_s": steps * bs / seconds, "train_loss": loss,
+                        "test_accuracy": acc, "jit_s": getattr(b, "jit_s", float("nan")),
+                        "status": "ok" if math.isfinite(loss) else "unstable"}], on_row)
+        if not math.isfinite(loss):
+            break
+    return rows
+
+
+def train_mlp(backend: str, p, weights: dict, data: Data, threads: int, on_row=None) -> list[dict]:
+    """Seed 004: full-batch gradient descent over all training images, ``scratch_mlp_steps`` steps; one row per
+    ``scratch_mlp_eval_every`` steps (``epoch`` = steps done) with train and test accuracy for convergence."""
+    ident = identity(backend, "mlp", threads)
+    lr, momentum = hyper(p, "mlp")
+    rows: list[dict] = []
+    try:
+        b = make(backend, "mlp", lr, momentum)
+        b.init(weights)
+    except Exception as err:  # noqa: BLE001
+        return _emit([{**failure(ident, err), "epoch": 0}], on_row)
+    n, done = len(data.x_train), 0
+    while done < p.scratch_mlp_steps:
+        block = min(p.scratch_mlp_eval_every, p.scratch_mlp_steps - done)
+        try:
+            losses, seconds = timed(b, lambda k=block: [b.train_step(data.x_train, data.y_train) for _ in range(k)])
+            train_acc, test_acc = b.evaluate(data.x_train, data.y_train), b.evaluate(data.x_test, data.y_test)
+        except Exception as err:  # noqa: BLE001
+            rows += _emit([{**failure(ident, err), "epoch": done}], on_row)
+            break
+        done += block
+        loss = float(losses[-1])
+        rows += _emit([{**ident, "epoch": done, "steps": block, "batch_size": n, "epoch_s": seconds,
+                        "step_s": seconds / block, "images": block * n, "throughput_img_s": block * n / seconds,
+                        "train_loss": loss, "train_accuracy": train_acc, "test_accuracy": test_acc,
+                        "jit_s": getattr(b, "jit_s", float("nan")),
+                        "status": "ok" if math.isfinite(loss) else "unstable"}], on_row)
+        if not math.isfinite(loss):
+            break
+    return rows
+
+
+def _emit(rows: list[dict], on_row) -> list[dict]:
+    for row in rows:
+        if on_row:
+            on_row(row)
+    return rows
+
+
+# --- per-operation time --------------------------------------------------------------------------------------
+
+def op_breakdown(backend: str, model: str, p, weights: dict, x: np.ndarray, y: np.ndarray, threads: int):
+    """Every op of one training step timed with the device synchronised around it: the first call (compile,
+    allocation) apart, then ``scratch_op_steps`` calls (median, mean, 95% interval)."""
+    ident = identity(backend, model, threads)
+    lr, momentum = hyper(p, model)
+    try:
+        b = make(backend, model, lr, momentum)
+        b.init(weights)
+        b.timer.enabled = True
+        for _ in range(1 + p.scratch_op_steps):
+            b.train_step(x, y)
+    except Exception as err:  # noqa: BLE001
+        return [{**failure(ident, err), "op": ""}]
+    jit = getattr(b, "jit_s", float("nan"))
+    return [{**ident, **row, "batch_size": len(x), "jit_s": jit, "status": "ok"} for row in b.timer.rows()]
+
+
+# --- memory --------------------------------------------------------------------------------------------------
+
+def rss() -> int:
+    return psutil.Process(os.getpid()).memory_info().rss
+
+
+def _measure_hooks(backend: str):
+    """(start, read_current, read_peak, reset_peak, stop, what) for the allocator behind ``backend``."""
+    kind = DEVICE_KIND[backend]
+    if backend in ("numpy", "numba_cpu"):
+        return (tracemalloc.start, lambda: tracemalloc.get_traced_memory()[0],
+                lambda: tracemalloc.get_traced_memory()[1], tracemalloc.reset_peak, tracemalloc.stop,
+                "tracemalloc (NumPy reports its allocations)")
+    if backend == "cupy":
+        from cnnbench.scratch.cupy_support import pool_bytes
+
+        return (lambda: None, lambda: pool_bytes()["used"], lambda: pool_bytes()["used"], lambda: None,
+                lambda: None, "CuPy memory pool used_bytes")
+    if backend == "torch_cuda":
+        import torch
+
+        return (lambda: None, torch.cuda.memory_allocated, torch.cuda.max_memory_allocated,
+                torch.cuda.reset_peak_memory_stats, lambda: None, "torch.cuda.memory_allocated / max")
+    if kind == "mps":
+        import torch
+
+        return (lambda: None, torch.mps.current_allocated_memory, torch.mps.current_allocated_memory,
+                lambda: None, lambda: None, "torch.mps.current_allocated_memory (after the step)")
+    if backend == "numba_cuda":
+        from numba import cuda
+
+        def used():
+            free, total = cuda.current_context().get_memory_info()
+            return total - free
+
+        return (lambda: None, used, used, lambda: None, lambda: None, "CUDA free memory delta (after the step)")
+    return (lambda: None, rss, rss, lambda: None, lambda: None, "process RSS delta (after the step)")
+
+
+def pool_held(backend: str) -> int | None:
+    """Bytes the GPU allocator holds (in use or cached) after the step; None where there is no such pool."""
+    if backend == "cupy":
+        from cnnbench.scratch.cupy_support import pool_bytes
+
+        return pool_bytes()["held"]
+    if backend == "torch_cuda":
+        import torch
+
+        return torch.cuda.memory_reserved()
+    return None
+
+
+def memory_breakdown(backend: str, model: str, p, weights: dict, x: np.ndarray, y: np.ndarray, data: Data,
+                     threads: int) -> list[dict]:
+    """Seed 004's Table 5 done right: each component computed from array sizes, beside what the allocator
+    reports for the same thing (state after init; the peak of one training step over that), the process RSS
+    baseline, and the backend's own overhead (measured minus computed)."""
+    ident = identity(backend, model, threads)
+    lr, momentum = hyper(p, model)
+    rss0 = rss()
+    try:
+        b = make(backend, model, lr, momentum)
+        start, current, peak, reset_peak, stop, how = _measure_hooks(backend)
+        start()
+        try:
+            before = current()
+            b.init(weights)  # Numba compiles here: its compile-time allocations are freed before we read
+            b.sync()
+            state = current() - before
+            reset_peak()
+            base = current()
+            b.train_step(x, y)  # the first step allocates everything a step needs (after init's JIT)
+            b.sync()
+            step_peak = max(peak(), current()) - base
+        finally:
+            stop()
+        comp = b.memory()
+        rss_growth, held = rss() - rss0, pool_held(backend)
+    except Exception as err:  # noqa: BLE001
+        return [{**failure(ident, err), "component": ""}]
+    state_c = comp["parameters"] + comp["gradients"] + comp["optimizer_state"]
+    step_c = comp.get("activations", 0) + comp.get("workspace", 0)
+    coarse = how.startswith("process RSS")  # no allocator counters: the overhead cannot be separated
+    dataset = data.x_train.nbytes + data.y_train.nbytes + data.x_test.nbytes + data.y_test.nbytes
+    rows = [
+        ("parameters", comp["parameters"], None, "array sizes"),
+        ("gradients", comp["gradients"], None, "array sizes"),
+        ("optimizer_state", comp["optimizer_state"], None, "array sizes (momentum buffers)"),
+        ("model_state_total", state_c, state, how),
+        ("activations", comp.get("activations", float("nan")), None, "arrays kept for the backward"),
+        ("workspace", comp.get("workspace", float("nan")), None, "im2col columns / gradient buffers"),
+        ("batch_inputs", comp.get("batch", 0), None, "array sizes"),
+        ("step_total", step_c, step_peak, how + " (activations + workspace; batch listed apart)"),
+        ("backend_overhead", None, None if coarse else step_peak - step_c,
+         "measured step peak - computed (temporaries, allocator pool)"),
+        ("dataset_inputs", dataset, None, "host arrays of the train and test images"),
+        ("allocator_pool_held", None, held, "CuPy pool total_bytes / torch.cuda.memory_reserved (GPU only)"),
+        ("process_rss_growth", None, rss_growth,
+         "RSS after a step - before the backend: libraries, CUDA context, allocator caches, buffers"),
+        ("process_rss_baseline", None, rss0, "psutil RSS before the backend was made"),
+    ]
+    out = []
+    for component, computed, measured, method in rows:
+        out.append({**ident, "component": component, "batch_size": len(x),
+                    "computed_mib": computed / MIB if computed is not None else float("nan"),
+                    "measured_mib": measured / MIB if measured is not None else float("nan"),
+                    "method": method, "status": "ok"})
+    return out
+
+
+# --- the whole experiment ------------------------------------------------------------------------------------
+
+def run_all(run, data: Data | None = None, progress=print) -> dict[str, list[dict]]:
+    """Everything 05 measures, written to the run folder row by row (four CSVs)."""
+    p, threads = run.params, run.threads
+    set_threads(threads)
+    data = data or load_data(p)
+    files = {name: results.ResultsFile(run.path(f"{name}.csv"), key) for name, key in [
+        ("gradcheck", ("backend", "model", "tensor")), ("backends", ("backend", "model", "epoch")),
+        ("backend_ops", ("backend", "model", "op")), ("backend_memory", ("backend", "model", "component"))]}
+    out: dict[str, list[dict]] = {k: [] for k in files}
+
+    def keep(name):
+        def add(row):
+            files[name].append(row)
+            out[name].append(row)
+        return add
+
+    cnn_data = data
+    for model in p.scratch_models:
+        data = cnn_data if model == "mnist_cnn" else unit_scale(cnn_data)
+        weights = torch_weights(model, seed=p.seed)
+        xg, yg = data.x_train[: p.scratch_gradcheck_batch], data.y_train[: p.scratch_gradcheck_batch]
+        bs = p.scratch_batch_size if model == "mnist_cnn" else len(data.x_train)
+        xb, yb = data.x_train[:bs], data.y_train[:bs]
+        for backend in p.scratch_backends:
+            progress(f"{model} on {backend}")
+            for row in gradcheck(backend, model, weights, xg, yg, threads):
+                keep("gradcheck")(row)
+            if model == "mnist_cnn":
+                train_cnn(backend, p, weights, data, threads, keep("backends"))
+            else:
+                train_mlp(backend, p, weights, data, threads, keep("backends"))
+            for row in op_breakdown(backend, model, p, weights, xb, yb, threads):
+                keep("backend_ops")(row)
+            for row in memory_breakdown(backend, model, p, weights, xb, yb, data, threads):
+                keep("backend_memory")(row)
+    return out
+
+
+CSVS = ("backends", "gradcheck", "backend_ops", "backend_memory")
+
+
+def load_frames(run_dir) -> dict:
+    """The four CSVs of 05 in a run folder as DataFrames (empty ones where a file is missing)."""
+    from pathlib import Path
+
+    import pandas as pd
+
+    out = {}
+    for name in CSVS:
+        path = Path(run_dir) / f"{name}.csv"
+        out[name] = pd.read_csv(path) if path.is_file() else pd.DataFrame(columns=["backend", "model", "status"])
+    return out

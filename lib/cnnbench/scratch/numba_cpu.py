@@ -1,0 +1,358 @@
+"""Numba on the CPU: fused ``@njit(parallel=True, fastmath=False, cache=True)`` loops, NCHW, full backprop.
+
+Each kernel runs over the batch in parallel (``prange``) and keeps its innermost loop over a contiguous row
+with no reduction in it (``out[ow] += w * x[ow + kw]``), so LLVM vectorises it without fast-math. Weight
+gradients, which sum over the batch, are accumulated per batch chunk and reduced afterwards (no races).
+Convolution is fused with its bias and ReLU, pooling keeps the argmax index of each window (the first
+maximum, as PyTorch), and its backward applies the ReLU mask at the same time. All buffers are allocated
+from Python once per batch size (so tracemalloc sees them). The first call of each kernel compiles it (or
+loads it from Numba's cache); :meth:`NumbaCpuBackend.init` does that on a one-image batch and reports it
+as ``jit_s``, apart from every timed step.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+from numba import njit, prange
+
+from cnnbench.scratch.base import PARAM_NAMES, OpTimer, nbytes
+
+JIT = {"parallel": True, "fastmath": False, "cache": True}
+
+
+@njit(**JIT)
+def conv_relu_fwd(x, w, b, out):
+    """out[n, f] = relu(b[f] + sum_c,kh,kw w[f, c, kh, kw] * x[n, c, oh + kh, ow + kw])."""
+    n_, c_, _, _ = x.shape
+    f_, _, k_, _ = w.shape
+    _, _, ho, wo = out.shape
+    for n in prange(n_):
+        for f in range(f_):
+            for oh in range(ho):
+                for ow in range(wo):
+                    out[n, f, oh, ow] = b[f]
+            for c in range(c_):
+                for kh in range(k_):
+                    for kw in range(k_):
+                        wv = w[f, c, kh, kw]
+                        for oh in range(ho):
+                            for ow in range(wo):
+                                out[n, f, oh, ow] += wv * x[n, c, oh + kh, ow + kw]
+            for oh in range(ho):
+                for ow in range(wo):
+                    if out[n, f, oh, ow] < 0:
+                        out[n, f, oh, ow] = 0.0
+
+
+@njit(**JIT)
+def maxpool_fwd(a, out, idx):
+    """2x2 max-pool, stride 2; idx keeps the flat (h * W + w) position of the first maximum of each window."""
+    n_, c_, ho, wo = out.shape
+    width = a.shape[3]
+    for n in prange(n_):
+        for c in range(c_):
+            for i in range(ho):
+                for j in range(wo):
+                    best = a[n, c, 2 * i, 2 * j]
+                    pos = 2 * i * width + 2 * j
+                    for di in range(2):
+                        for dj in range(2):
+                            v = a[n, c, 2 * i + di, 2 * j + dj]
+                            if v > best:
+                                best = v
+                                pos = (2 * i + di) * width + 2 * j + dj
+                    out[n, c, i, j] = best
+                    idx[n, c, i, j] = pos
+
+
+@njit(**JIT)
+def maxpool_relu_bwd(dout, out, idx, da):
+    """Gradient through pool and the ReLU before it: dout goes to each window's argmax if the max is > 0."""
+    n_, c_, ho, wo = dout.shape
+    width = da.shape[3]
+    for n in prange(n_):
+        for c in range(c_):
+            for h in range(da.shape[2]):
+                for w in range(width):
+                    da[n, c, h, w] = 0.0
+            for i in range(ho):
+                for j in range(wo):
+                    if out[n, c, i, j] > 0:
+                        p = idx[n, c, i, j]
+                        da[n, c, p // width, p % width] = dout[n, c, i, j]
+
+
+@njit(**JIT)
+def conv_bwd_weight(x, da, dw_part, db_part):
+    """Per batch chunk: dw_part[t, f, c, kh, kw, ow] and db_part[t, f, ow] partial sums (reduced by the caller)."""
+    n_, c_, _, _ = x.shape
+    _, f_, ho, wo = da.shape
+    chunks = dw_part.shape[0]
+    k_ = dw_part.shape[3]
+    step = (n_ + chunks - 1) // chunks
+    for t in prange(chunks):
+        dw_part[t] = 0.0
+        db_part[t] = 0.0
+        for n in range(t * step, min(n_, (t + 1) * step)):
+            for f in range(f_):
+                for oh in range(ho):
+                    for ow in range(wo):
+                        db_part[t, f, ow] += da[n, f, oh, ow]
+                    for c in range(c_):
+                        for kh in range(k_):
+                            for kw in range(k_):
+                                for ow in range(wo):
+                                    dw_part[t, f, c, kh, kw, ow] += da[n, f, oh, ow] * x[n, c, oh + kh, ow + kw]
+
+
+@njit(**JIT)
+def conv_bwd_input(da, w, dx):
+    """dx[n, c, oh + kh, ow + kw] += w[f, c, kh, kw] * da[n, f, oh, ow] (the transposed convolution)."""
+    n_, f_, ho, wo = da.shape
+    _, c_, k_, _ = w.shape
+    for n in prange(n_):
+        for c in range(c_):
+            for h in range(dx.shape[2]):
+                for ww in range(dx.shape[3]):
+                    dx[n, c, h, ww] = 0.0
+        for f in range(f_):
+            for c in range(c_):
+                for kh in range(k_):
+                    for kw in range(k_):
+                        wv = w[f, c, kh, kw]
+                        for oh in range(ho):
+                            for ow in range(wo):
+                                dx[n, c, oh + kh, ow + kw] += wv * da[n, f, oh, ow]
+
+
+@njit(**JIT)
+def dense_fwd(x, wt, b, out, relu):
+    """out = x @ wt + b (wt is the weight transposed, (in, out)), then ReLU if ``relu``."""
+    n_, k_ = x.shape
+    j_ = wt.shape[1]
+    for n in prange(n_):
+        for j in range(j_):
+            out[n, j] = b[j]
+        for k in range(k_):
+            xv = x[n, k]
+            if xv != 0.0:
+                for j in range(j_):
+                    out[n, j] += xv * wt[k, j]
+        if relu:
+            for j in range(j_):
+                if out[n, j] < 0:
+                    out[n, j] = 0.0
+
+
+@njit(**JIT)
+def dense_bwd_weight(d, x, dw, db):
+    """dw[j, :] = sum_n d[n, j] * x[n, :], db[j] = sum_n d[n, j]; parallel over output units."""
+    n_, j_ = d.shape
+    for j in prange(j_):
+        dw[j, :] = 0.0
+        acc = 0.0
+        for n in range(n_):
+            dv = d[n, j]
+            acc += dv
+            if dv != 0.0:
+                for k in range(x.shape[1]):
+                    dw[j, k] += dv * x[n, k]
+        db[j] = acc
+
+
+@njit(**JIT)
+def dense_bwd_input(d, w, relu_out, dx):
+    """dx = d @ w, times the ReLU mask of ``relu_out`` when it is given (size > 0)."""
+    n_, j_ = d.shape
+    k_ = w.shape[1]
+    masked = relu_out.shape[0] > 0
+    for n in prange(n_):
+        for k in range(k_):
+            dx[n, k] = 0.0
+        for j in range(j_):
+            dv = d[n, j]
+            for k in range(k_):
+                dx[n, k] += dv * w[j, k]
+        if masked:
+            for k in range(k_):
+                if relu_out[n, k] <= 0:
+                    dx[n, k] = 0.0
+
+
+@njit(**JIT)
+def softmax_ce(logits, y, d):
+    """Mean cross-entropy of softmax(logits) against y; d = (softmax - onehot) / N. Returns the loss."""
+    n_, j_ = logits.shape
+    losses = np.empty(n_, dtype=np.float32)
+    for n in prange(n_):
+        m = logits[n, 0]
+        for j in range(1, j_):
+            m = max(m, logits[n, j])
+        s = 0.0
+        for j in range(j_):
+            d[n, j] = np.exp(logits[n, j] - m)
+            s += d[n, j]
+        losses[n] = np.log(s) - (logits[n, y[n]] - m)
+        for j in range(j_):
+            d[n, j] = d[n, j] / s / n_
+        d[n, y[n]] -= 1.0 / n_
+    return losses.sum() / n_
+
+
+@njit(fastmath=False, cache=True)
+def sgd(p, g, v, lr, momentum):
+    """v = momentum * v + g; p -= lr * v (torch.optim.SGD's update), over flattened arrays. Serial: the
+    arrays are small, and a parallel launch per parameter costs more than the loop."""
+    for i in range(p.size):
+        v[i] = momentum * v[i] + g[i]
+        p[i] -= lr * v[i]
+
+
+class NumbaCpuBackend:
+    def __init__(self, model: str, lr: float = 0.01, momentum: float = 0.9):
+        self.name, self.model, self.lr, self.momentum = "numba_cpu", model, lr, momentum
+        self.timer = OpTimer()
+        self.buffers: dict[int, dict[str, np.ndarray]] = {}
+        self.jit_s = float("nan")
+
+    def sync(self) -> None:
+        pass
+
+    def init(self, weights: dict[str, np.ndarray]) -> None:
+        self.p = {k: np.ascontiguousarray(weights[k], dtype=np.float32).copy() for k in PARAM_NAMES[self.model]}
+        self.g = {k: np.zeros_like(v) for k, v in self.p.items()}
+        self.v = {k: np.zeros_like(v) for k, v in self.p.items()}
+        side = int(round(self.p["fc1.weight"].shape[1] ** 0.5)) if self.model == "mlp" else None
+        self.image = side or next(s for s in range(8, 512) if ((s - 2) // 2 - 2) // 2 == self._pooled_side())
+        start = time.perf_counter()  # compile (or load from Numba's cache) every kernel on a one-image batch
+        saved = {k: v.copy() for k, v in self.p.items()}
+        x1 = np.zeros((1, 1, self.image, self.image), np.float32)
+        self.train_step(x1, np.zeros(1, np.int64))
+        self.evaluate(x1, np.zeros(1, np.int64))
+        self.jit_s = time.perf_counter() - start
+        for k in self.p:
+            self.p[k][...] = saved[k]
+            self.g[k][...] = 0
+            self.v[k][...] = 0
+        self.buffers.pop(1, None)
+
+    def _pooled_side(self) -> int:
+        return int(round((self.p["fc1.weight"].shape[1] / self.p["conv2.weight"].shape[0]) ** 0.5))
+
+    def _buf(self, n: int) -> dict[str, np.ndarray]:
+        if n in self.buffers:
+            return self.buffers[n]
+        e, f32 = np.empty, np.float32
+        b: dict[str, np.ndarray] = {}
+        hid, out = self.p["fc1.weight"].shape[0], self.p["fc2.weight"].shape[0]
+        if self.model == "mnist_cnn":
+            s, f1, f2 = self.image, self.p["conv1.weight"].shape[0], self.p["conv2.weight"].shape[0]
+            s1, s2 = s - 2, (s - 2) // 2
+            s3, s4 = s2 - 2, (s2 - 2) // 2
+            b.update(a1=e((n, f1, s1, s1), f32), p1=e((n, f1, s2, s2), f32), i1=e((n, f1, s2, s2), np.int32),
+                     a2=e((n, f2, s3, s3), f32), p2=e((n, f2, s4, s4), f32), i2=e((n, f2, s4, s4), np.int32),
+                     da2=e((n, f2, s3, s3), f32), dp1=e((n, f1, s2, s2), f32), da1=e((n, f1, s1, s1), f32),
+                     dflat=e((n, f2 * s4 * s4), f32))
+        b.update(h=e((n, hid), f32), logits=e((n, out), f32), d=e((n, out), f32), dh=e((n, hid), f32))
+        self.buffers = {n: b, **{k: v for k, v in self.buffers.items() if k != n}}
+        return b
+
+    def _chunks(self, n: int) -> int:
+        import numba
+
+        return max(1, min(n, 4 * numba.get_num_threads()))
+
+    def put(self, x, y):
+        with self.timer.op("input", "transfer", "forward"):
+            x = np.ascontiguousarray(x.reshape(len(x), -1) if self.model == "mlp" else x, dtype=np.float32)
+            self.batch = x
+            return x, np.ascontiguousarray(y, dtype=np.int64)
+
+    def _forward(self, x, b):
+        p, op = self.p, self.timer.op
+        if self.model == "mnist_cnn":
+            with op("conv1+relu1", "conv", "forward"):
+                conv_relu_fwd(x, p["conv1.weight"], p["conv1.bias"], b["a1"])
+            with op("pool1", "pool", "forward"):
+                maxpool_fwd(b["a1"], b["p1"], b["i1"])
+            with op("conv2+relu2", "conv", "forward"):
+                conv_relu_fwd(b["p1"], p["conv2.weight"], p["conv2.bias"], b["a2"])
+            with op("pool2", "pool", "forward"):
+                maxpool_fwd(b["a2"], b["p2"], b["i2"])
+            x = b["p2"].reshape(len(x), -1)
+        with op("fc1+relu", "matmul", "forward"):
+            dense_fwd(x, np.ascontiguousarray(p["fc1.weight"].T), p["fc1.bias"], b["h"], True)
+        with op("fc2", "matmul", "forward"):
+            dense_fwd(b["h"], np.ascontiguousarray(p["fc2.weight"].T), p["fc2.bias"], b["logits"], False)
+        return x
+
+    def loss_and_grads(self, x, y) -> float:
+        x, y = self.put(x, y)
+        b, p, g, op = self._buf(len(x)), self.p, self.g, self.timer.op
+        flat = self._forward(x, b)
+        with op("softmax_ce", "softmax", "forward"):
+            loss = softmax_ce(b["logits"], y, b["d"])
+        with op("fc2_bwd", "gradient", "backward"):
+            dense_bwd_weight(b["d"], b["h"], g["fc2.weight"], g["fc2.bias"])
+            dense_bwd_input(b["d"], p["fc2.weight"], b["h"], b["dh"])
+        with op("fc1_bwd", "gradient", "backward"):
+            dense_bwd_weight(b["dh"], flat, g["fc1.weight"], g["fc1.bias"])
+            if self.model == "mnist_cnn":
+                dense_bwd_input(b["dh"], p["fc1.weight"], np.empty((0, 0), np.float32), b["dflat"])
+        if self.model == "mnist_cnn":
+            with op("pool2+relu2_bwd", "gradient", "backward"):
+                maxpool_relu_bwd(b["dflat"].reshape(b["p2"].shape), b["p2"], b["i2"], b["da2"])
+            with op("conv2_bwd", "gradient", "backward"):
+                self._conv_weight_grad(b["p1"], b["da2"], "conv2")
+                conv_bwd_input(b["da2"], p["conv2.weight"], b["dp1"])
+            with op("pool1+relu1_bwd", "gradient", "backward"):
+                maxpool_relu_bwd(b["dp1"], b["p1"], b["i1"], b["da1"])
+            with op("conv1_bwd", "gradient", "backward"):
+                self._conv_weight_grad(x, b["da1"], "conv1")
+        return float(loss)
+
+    def _conv_weight_grad(self, x, da, name):
+        w = self.p[f"{name}.weight"]
+        t = self._chunks(len(x))
+        dw_part = np.empty((t, *w.shape, da.shape[3]), np.float32)
+        db_part = np.empty((t, w.shape[0], da.shape[3]), np.float32)
+        conv_bwd_weight(x, da, dw_part, db_part)
+        self.g[f"{name}.weight"][...] = dw_part.sum(axis=(0, 5))
+        self.g[f"{name}.bias"][...] = db_part.sum(axis=(0, 2))
+
+    def train_step(self, x, y) -> float:
+        loss = self.loss_and_grads(x, y)
+        with self.timer.op("sgd", "update", "update"):
+            for k, p in self.p.items():
+                sgd(p.reshape(-1), self.g[k].reshape(-1), self.v[k].reshape(-1), self.lr, self.momentum)
+        return loss
+
+    def evaluate(self, x, y, chunk: int = 2048) -> float:
+        correct = 0
+        for i in range(0, len(x), chunk):
+            xb, yb = self.put(x[i : i + chunk], y[i : i + chunk])
+            b = self._buf(len(xb))
+            self._forward(xb, b)
+            correct += int((b["logits"].argmax(axis=1) == yb).sum())
+        return correct / max(len(x), 1)
+
+    def params(self) -> dict[str, np.ndarray]:
+        return {k: v.copy() for k, v in self.p.items()}
+
+    def grads(self) -> dict[str, np.ndarray]:
+        return {k: v.copy() for k, v in self.g.items()}
+
+    def memory(self) -> dict[str, int]:
+        b = self.buffers.get(len(getattr(self, "batch", ())), {})
+        acts = [b[k] for k in ("a1", "p1", "i1", "a2", "p2", "i2", "h", "logits") if k in b]
+        work = [b[k] for k in ("da2", "dp1", "da1", "dflat", "d", "dh") if k in b]
+        return {
+            "batch": nbytes([self.batch]) if hasattr(self, "batch") else 0,
+            "parameters": nbytes(self.p.values()),
+            "gradients": nbytes(self.g.values()),
+            "optimizer_state": nbytes(self.v.values()),
+            "activations": nbytes(acts),
+            "workspace": nbytes(work),
+        }

@@ -1,0 +1,377 @@
+"""Numba CUDA: one ``@cuda.jit`` kernel per operation, forward and full backward on the GPU (seed 001 did
+its dense backward on the host), SGD with momentum on the GPU; only the batch goes in and the loss comes out.
+
+Kernels use one thread per output element; the weight gradients sum over the batch in chunks of
+``BATCH_CHUNK`` images per thread with ``cuda.atomic.add``. The device is synchronised around every timed op
+(kernels are asynchronous). With ``NUMBA_ENABLE_CUDASIM=1`` the same kernels run on Numba's CUDA simulator,
+which is how the tests check them on a machine without a GPU (tiny shapes only: the simulator is slow).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import numba
+import numpy as np
+from numba import cuda
+
+from cnnbench.scratch.base import PARAM_NAMES, BackendUnavailable, OpTimer, nbytes
+
+SIMULATED = bool(numba.config.ENABLE_CUDASIM)  # Numba's CUDA simulator: correct results, no speed
+THREADS = 128  # threads per block
+BATCH_CHUNK = 16  # images summed by one thread of a weight-gradient kernel
+
+
+def _cuda():
+    """numba.cuda with a usable GPU (or the simulator); :class:`BackendUnavailable` says why not."""
+    if not cuda.is_available():
+        raise BackendUnavailable("Numba finds no CUDA GPU (numba.cuda.is_available() is False)")
+    return cuda
+
+
+@cuda.jit
+def conv_relu_fwd(x, w, b, out):
+    i = cuda.grid(1)
+    n_, f_, ho, wo = out.shape
+    if i >= n_ * f_ * ho * wo:
+        return
+    ow = i % wo
+    oh = (i // wo) % ho
+    f = (i // (wo * ho)) % f_
+    n = i // (wo * ho * f_)
+    acc = b[f]
+    for c in range(x.shape[1]):
+        for kh in range(w.shape[2]):
+            for kw in range(w.shape[3]):
+                acc += w[f, c, kh, kw] * x[n, c, oh + kh, ow + kw]
+    out[n, f, oh, ow] = acc if acc > 0 else 0.0
+
+@cuda.jit
+def maxpool_fwd(a, out, idx):
+    i = cuda.grid(1)
+    n_, c_, ho, wo = out.shape
+    if i >= n_ * c_ * ho * wo:
+        return
+    j = i % wo
+    r = (i // wo) % ho
+    c = (i // (wo * ho)) % c_
+    n = i // (wo * ho * c_)
+    width = a.shape[3]
+    best = a[n, c, 2 * r, 2 * j]
+    pos = 2 * r * width + 2 * j
+    for di in range(2):
+        for dj in range(2):
+            v = a[n, c, 2 * r + di, 2 * j + dj]
+            if v > best:
+                best = v
+                pos = (2 * r + di) * width + 2 * j + dj
+    out[n, c, r, j] = best
+    idx[n, c, r, j] = pos
+
+@cuda.jit
+def maxpool_relu_bwd(dout, out, idx, da):
+    i = cuda.grid(1)
+    n_, c_, h_, w_ = da.shape
+    if i >= n_ * c_ * h_ * w_:
+        return
+    w = i % w_
+    h = (i // w_) % h_
+    c = (i // (w_ * h_)) % c_
+    n = i // (w_ * h_ * c_)
+    r, j = h // 2, w // 2
+    v = 0.0
+    if r < out.shape[2] and j < out.shape[3]:
+        if idx[n, c, r, j] == h * w_ + w and out[n, c, r, j] > 0:
+            v = dout[n, c, r, j]
+    da[n, c, h, w] = v
+
+@cuda.jit
+def conv_bwd_weight(x, da, dw, db):
+    i = cuda.grid(1)
+    f_, c_, k_, _ = dw.shape
+    if i >= f_ * c_ * k_ * k_:
+        return
+    kw = i % k_
+    kh = (i // k_) % k_
+    c = (i // (k_ * k_)) % c_
+    f = i // (k_ * k_ * c_)
+    n0 = cuda.blockIdx.y * BATCH_CHUNK
+    n1 = min(n0 + BATCH_CHUNK, x.shape[0])
+    acc = 0.0
+    bias = 0.0
+    for n in range(n0, n1):
+        for oh in range(da.shape[2]):
+            for ow in range(da.shape[3]):
+                g = da[n, f, oh, ow]
+                acc += g * x[n, c, oh + kh, ow + kw]
+                bias += g
+    cuda.atomic.add(dw, (f, c, kh, kw), acc)
+    if c == 0 and kh == 0 and kw == 0:
+        cuda.atomic.add(db, f, bias)
+
+@cuda.jit
+def conv_bwd_input(da, w, dx):
+    i = cuda.grid(1)
+    n_, c_, h_, w_ = dx.shape
+    if i >= n_ * c_ * h_ * w_:
+        return
+    xw = i % w_
+    xh = (i // w_) % h_
+    c = (i // (w_ * h_)) % c_
+    n = i // (w_ * h_ * c_)
+    acc = 0.0
+    for f in range(da.shape[1]):
+        for kh in range(w.shape[2]):
+            oh = xh - kh
+            if 0 <= oh < da.shape[2]:
+                for kw in range(w.shape[3]):
+                    ow = xw - kw
+                    if 0 <= ow < da.shape[3]:
+                        acc += w[f, c, kh, kw] * da[n, f, oh, ow]
+    dx[n, c, xh, xw] = acc
+
+@cuda.jit
+def dense_fwd(x, w, b, out, relu):
+    i = cuda.grid(1)
+    n_, j_ = out.shape
+    if i >= n_ * j_:
+        return
+    j, n = i % j_, i // j_
+    acc = b[j]
+    for k in range(x.shape[1]):
+        acc += x[n, k] * w[j, k]
+    out[n, j] = acc if (acc > 0 or not relu) else 0.0
+
+@cuda.jit
+def dense_bwd_weight(d, x, dw, db):
+    i = cuda.grid(1)
+    j_, k_ = dw.shape
+    if i >= j_ * k_:
+        return
+    k, j = i % k_, i // k_
+    n0 = cuda.blockIdx.y * BATCH_CHUNK
+    n1 = min(n0 + BATCH_CHUNK, d.shape[0])
+    acc = 0.0
+    bias = 0.0
+    for n in range(n0, n1):
+        acc += d[n, j] * x[n, k]
+        bias += d[n, j]
+    cuda.atomic.add(dw, (j, k), acc)
+    if k == 0:
+        cuda.atomic.add(db, j, bias)
+
+@cuda.jit
+def dense_bwd_input(d, w, relu_out, dx, masked):
+    i = cuda.grid(1)
+    n_, k_ = dx.shape
+    if i >= n_ * k_:
+        return
+    k, n = i % k_, i // k_
+    acc = 0.0
+    if not masked or relu_out[n, k] > 0:
+        for j in range(d.shape[1]):
+            acc += d[n, j] * w[j, k]
+    dx[n, k] = acc
+
+@cuda.jit
+def softmax_ce(logits, y, d, losses):
+    n = cuda.grid(1)
+    n_, j_ = logits.shape
+    if n >= n_:
+        return
+    m = logits[n, 0]
+    for j in range(1, j_):
+        m = max(m, logits[n, j])
+    s = 0.0
+    for j in range(j_):
+        e = math.exp(logits[n, j] - m)
+        d[n, j] = e
+        s += e
+    losses[n] = math.log(s) - (logits[n, y[n]] - m)
+    for j in range(j_):
+        d[n, j] = d[n, j] / s / n_
+    d[n, y[n]] -= 1.0 / n_
+
+@cuda.jit
+def sgd(p, g, v, lr, momentum):
+    i = cuda.grid(1)
+    if i < p.size:
+        v[i] = momentum * v[i] + g[i]
+        p[i] -= lr * v[i]
+
+@cuda.jit
+def zero(a):
+    i = cuda.grid(1)
+    if i < a.size:
+        a[i] = 0.0
+
+
+KERNELS = {
+    "conv_relu_fwd": conv_relu_fwd, "maxpool_fwd": maxpool_fwd, "maxpool_relu_bwd": maxpool_relu_bwd,
+    "conv_bwd_weight": conv_bwd_weight, "conv_bwd_input": conv_bwd_input, "dense_fwd": dense_fwd,
+    "dense_bwd_weight": dense_bwd_weight, "dense_bwd_input": dense_bwd_input, "softmax_ce": softmax_ce,
+    "sgd": sgd, "zero": zero}
+
+
+def _blocks(n: int) -> int:
+    return max(1, (n + THREADS - 1) // THREADS)
+
+
+class NumbaCudaBackend:
+    def __init__(self, model: str, lr: float = 0.01, momentum: float = 0.9):
+        self.name, self.model, self.lr, self.momentum = "numba_cuda", model, lr, momentum
+        self.cuda = _cuda()
+        self.k = KERNELS
+        self.timer = OpTimer(sync=self.sync)
+        self.buffers: dict[int, dict] = {}
+        self.jit_s = float("nan")
+
+    def sync(self) -> None:
+        self.cuda.synchronize()
+
+    def init(self, weights: dict[str, np.ndarray]) -> None:
+        cuda = self.cuda
+        host = {k: np.ascontiguousarray(weights[k], dtype=np.float32) for k in PARAM_NAMES[self.model]}
+        self.p = {k: cuda.to_device(v) for k, v in host.items()}
+        self.g = {k: cuda.to_device(np.zeros_like(v)) for k, v in host.items()}
+        self.v = {k: cuda.to_device(np.zeros_like(v)) for k, v in host.items()}
+        if self.model == "mlp":
+            self.image = int(round(host["fc1.weight"].shape[1] ** 0.5))
+        else:
+            side = int(round((host["fc1.weight"].shape[1] / host["conv2.weight"].shape[0]) ** 0.5))
+            self.image = next(s for s in range(8, 512) if ((s - 2) // 2 - 2) // 2 == side)
+        if not SIMULATED:  # compile every kernel on a one-image batch, then restore the weights
+            start = time.perf_counter()
+            x1 = np.zeros((1, 1, self.image, self.image), np.float32)
+            self.train_step(x1, np.zeros(1, np.int64))
+            self.sync()
+            self.jit_s = time.perf_counter() - start
+        for k in self.p:
+            self.p[k].copy_to_device(host[k])
+            self._zero(self.g[k])
+            self._zero(self.v[k])
+        self.buffers.clear()
+        self.sync()
+
+    def _zero(self, a):
+        flat = a.reshape(a.size)
+        self.k["zero"][_blocks(a.size), THREADS](flat)
+
+    def _buf(self, n: int) -> dict:
+        if n in self.buffers:
+            return self.buffers[n]
+        e, f32 = self.cuda.device_array, np.float32
+        b: dict = {}
+        hid, out = self.p["fc1.weight"].shape[0], self.p["fc2.weight"].shape[0]
+        if self.model == "mnist_cnn":
+            s, f1, f2 = self.image, self.p["conv1.weight"].shape[0], self.p["conv2.weight"].shape[0]
+            s1, s2 = s - 2, (s - 2) // 2
+            s3, s4 = s2 - 2, (s2 - 2) // 2
+            b.update(a1=e((n, f1, s1, s1), f32), p1=e((n, f1, s2, s2), f32), i1=e((n, f1, s2, s2), np.int32),
+                     a2=e((n, f2, s3, s3), f32), p2=e((n, f2, s4, s4), f32), i2=e((n, f2, s4, s4), np.int32),
+                     da2=e((n, f2, s3, s3), f32), dp1=e((n, f1, s2, s2), f32), da1=e((n, f1, s1, s1), f32),
+                     dflat=e((n, f2 * s4 * s4), f32))
+        b.update(h=e((n, hid), f32), logits=e((n, out), f32), d=e((n, out), f32), dh=e((n, hid), f32),
+                 losses=e(n, f32))
+        self.buffers = {n: b}
+        return b
+
+    def put(self, x, y):
+        with self.timer.op("input", "transfer", "forward"):
+            x = np.ascontiguousarray(x.reshape(len(x), -1) if self.model == "mlp" else x, dtype=np.float32)
+            self.batch = self.cuda.to_device(x)
+            return self.batch, self.cuda.to_device(np.ascontiguousarray(y, dtype=np.int64))
+
+    def _launch(self, name, size, *args, chunks: int = 0):
+        grid = (_blocks(size), max(1, math.ceil(chunks / BATCH_CHUNK))) if chunks else _blocks(size)
+        self.k[name][grid, THREADS](*args)
+
+    def _forward(self, x, b):
+        p, op = self.p, self.timer.op
+        n = x.shape[0]
+        if self.model == "mnist_cnn":
+            with op("conv1+relu1", "conv", "forward"):
+                self._launch("conv_relu_fwd", b["a1"].size, x, p["conv1.weight"], p["conv1.bias"], b["a1"])
+            with op("pool1", "pool", "forward"):
+                self._launch("maxpool_fwd", b["p1"].size, b["a1"], b["p1"], b["i1"])
+            with op("conv2+relu2", "conv", "forward"):
+                self._launch("conv_relu_fwd", b["a2"].size, b["p1"], p["conv2.weight"], p["conv2.bias"], b["a2"])
+            with op("pool2", "pool", "forward"):
+                self._launch("maxpool_fwd", b["p2"].size, b["a2"], b["p2"], b["i2"])
+            x = b["p2"].reshape(n, b["p2"].size // n)
+        with op("fc1+relu", "matmul", "forward"):
+            self._launch("dense_fwd", b["h"].size, x, p["fc1.weight"], p["fc1.bias"], b["h"], True)
+        with op("fc2", "matmul", "forward"):
+            self._launch("dense_fwd", b["logits"].size, b["h"], p["fc2.weight"], p["fc2.bias"], b["logits"], False)
+        return x
+
+    def loss_and_grads(self, x, y) -> float:
+        xd, yd = self.put(x, y)
+        n = xd.shape[0]
+        b, p, g, op = self._buf(n), self.p, self.g, self.timer.op
+        flat = self._forward(xd, b)
+        with op("softmax_ce", "softmax", "forward"):
+            self._launch("softmax_ce", n, b["logits"], yd, b["d"], b["losses"])
+        for k in g:
+            self._zero(g[k])
+        with op("fc2_bwd", "gradient", "backward"):
+            self._launch("dense_bwd_weight", g["fc2.weight"].size, b["d"], b["h"], g["fc2.weight"], g["fc2.bias"],
+                         chunks=n)
+            self._launch("dense_bwd_input", b["dh"].size, b["d"], p["fc2.weight"], b["h"], b["dh"], True)
+        with op("fc1_bwd", "gradient", "backward"):
+            self._launch("dense_bwd_weight", g["fc1.weight"].size, b["dh"], flat, g["fc1.weight"], g["fc1.bias"],
+                         chunks=n)
+            if self.model == "mnist_cnn":
+                self._launch("dense_bwd_input", b["dflat"].size, b["dh"], p["fc1.weight"], b["dh"], b["dflat"],
+                             False)
+        if self.model == "mnist_cnn":
+            with op("pool2+relu2_bwd", "gradient", "backward"):
+                dp2 = b["dflat"].reshape(*b["p2"].shape)
+                self._launch("maxpool_relu_bwd", b["da2"].size, dp2, b["p2"], b["i2"], b["da2"])
+            with op("conv2_bwd", "gradient", "backward"):
+                self._launch("conv_bwd_weight", g["conv2.weight"].size, b["p1"], b["da2"], g["conv2.weight"],
+                             g["conv2.bias"], chunks=n)
+                self._launch("conv_bwd_input", b["dp1"].size, b["da2"], p["conv2.weight"], b["dp1"])
+            with op("pool1+relu1_bwd", "gradient", "backward"):
+                self._launch("maxpool_relu_bwd", b["da1"].size, b["dp1"], b["p1"], b["i1"], b["da1"])
+            with op("conv1_bwd", "gradient", "backward"):
+                self._launch("conv_bwd_weight", g["conv1.weight"].size, xd, b["da1"], g["conv1.weight"],
+                             g["conv1.bias"], chunks=n)
+        return float(b["losses"].copy_to_host().astype(np.float64).mean())
+
+    def train_step(self, x, y) -> float:
+        loss = self.loss_and_grads(x, y)
+        with self.timer.op("sgd", "update", "update"):
+            for k, p in self.p.items():
+                self._launch("sgd", p.size, p.reshape(p.size), self.g[k].reshape(p.size),
+                             self.v[k].reshape(p.size), self.lr, self.momentum)
+        return loss
+
+    def evaluate(self, x, y, chunk: int = 2048) -> float:
+        correct = 0
+        for i in range(0, len(x), chunk):
+            xd, _ = self.put(x[i : i + chunk], y[i : i + chunk])
+            b = self._buf(xd.shape[0])
+            self._forward(xd, b)
+            correct += int((b["logits"].copy_to_host().argmax(axis=1) == y[i : i + chunk]).sum())
+        return correct / max(len(x), 1)
+
+    def params(self) -> dict[str, np.ndarray]:
+        return {k: v.copy_to_host() for k, v in self.p.items()}
+
+    def grads(self) -> dict[str, np.ndarray]:
+        return {k: v.copy_to_host() for k, v in self.g.items()}
+
+    def memory(self) -> dict[str, int]:
+        b = self.buffers.get(self.batch.shape[0], {}) if hasattr(self, "batch") else {}
+        acts = [b[k] for k in ("a1", "p1", "i1", "a2", "p2", "i2", "h", "logits") if k in b]
+        work = [b[k] for k in ("da2", "dp1", "da1", "dflat", "d", "dh", "losses") if k in b]
+        return {
+            "batch": nbytes([self.batch]) if hasattr(self, "batch") else 0,
+            "parameters": nbytes(self.p.values()),
+            "gradients": nbytes(self.g.values()),
+            "optimizer_state": nbytes(self.v.values()),
+            "activations": nbytes(acts),
+            "workspace": nbytes(work),
+        }

@@ -1,0 +1,200 @@
+"""Tables and figures of experiment 05, read from its tidy CSVs (so they work on merged runs too)."""
+
+from __future__ import annotations
+
+import math
+import statistics
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+import seaborn as sns
+from matplotlib.ticker import MaxNLocator
+
+from cnnbench.scratch import published
+from cnnbench.timing import t95
+
+SPEED_GOALS = [  # (model, backend, reference, ratio of, goal): issue 10's speed goals on a 2-core CPU
+    ("mnist_cnn", "numba_cpu", "torch_cpu", "throughput_img_s", 0.5),
+    ("mnist_cnn", "numpy", "torch_cpu", "throughput_img_s", 0.2),
+    ("mlp", "numpy", "torch_cpu", "step_s", 1.5),
+]
+
+
+def _save(fig, path):
+    if path is not None:
+        fig.savefig(path, dpi=120, bbox_inches="tight")
+    return fig
+
+
+def status(df: pd.DataFrame) -> pd.DataFrame:
+    """Backends that did not run, with the reason (status unavailable, error, oom, unstable)."""
+    if "error" not in df:
+        return pd.DataFrame(columns=["backend", "model", "status", "error"])
+    bad = df[df.status != "ok"]
+    return bad[["backend", "model", "status", "error"]].drop_duplicates().reset_index(drop=True)
+
+
+def summary(df: pd.DataFrame) -> pd.DataFrame:
+    """Per backend and network: throughput = images / synced time over every epoch but the first (the first
+    carries first-call costs; with one epoch it is used), its 95% interval over epochs, accuracy, JIT time."""
+    rows = []
+    ok = df[df.status == "ok"]
+    keys = [k for k in ("run_name", "run") if k in ok.columns] + ["backend", "model"]  # merged runs stay apart
+    for key, g in ok.groupby(keys, sort=False):
+        backend, model = key[-2:]
+        g = g.sort_values("epoch")
+        m = g.iloc[1:] if len(g) > 1 else g
+        per = list(m.images / m.epoch_s)
+        half = t95(len(per) - 1) * statistics.stdev(per) / math.sqrt(len(per)) if len(per) > 1 else float("nan")
+        steps = m.steps.sum()
+        rows.append({
+            **{k: g[k].iloc[0] for k in keys[:-2]}, "backend": backend, "model": model, "device_name": g.device_name.iloc[0], "threads": g.threads.iloc[0],
+            "epochs_or_blocks": len(g), "epoch_s_mean": m.epoch_s.mean(), "step_s": m.epoch_s.sum() / steps,
+            "throughput_img_s": m.images.sum() / m.epoch_s.sum(), "throughput_ci95_img_s": half,
+            "first_epoch_s": g.epoch_s.iloc[0], "jit_s": g.jit_s.iloc[0], "final_train_loss": g.train_loss.iloc[-1],
+            "final_test_accuracy": g.test_accuracy.iloc[-1], "max_test_accuracy": g.test_accuracy.max(),
+        })
+    return pd.DataFrame(rows)
+
+
+def speed_goals(summ: pd.DataFrame) -> pd.DataFrame:
+    """Issue 10's goals: CNN throughput ratios to torch_cpu, and the MLP's step-time ratio (lower is better)."""
+    rows = []
+    for model, backend, ref, col, goal in SPEED_GOALS:
+        a = summ[(summ.model == model) & (summ.backend == backend)]
+        b = summ[(summ.model == model) & (summ.backend == ref)]
+        if a.empty or b.empty:
+            continue
+        ratio = float(a[col].iloc[0] / b[col].iloc[0])
+        met = ratio >= goal if col == "throughput_img_s" else ratio <= goal
+        rows.append({"model": model, "backend": backend, "versus": ref, "measure": col, "ratio": ratio,
+                     "goal": (">= " if col == "throughput_img_s" else "<= ") + str(goal), "met": met})
+    return pd.DataFrame(rows)
+
+
+def gradcheck_table(gc: pd.DataFrame) -> pd.DataFrame:
+    """Relative error of every tensor (rows) on every backend (columns), and whether each backend passed."""
+    ok = gc[gc.status == "ok"]
+    if ok.empty:
+        return pd.DataFrame()
+    table = ok.pivot_table(index=["model", "tensor"], columns="backend", values="rel_err", sort=False)
+    passed = ok.groupby(["model", "backend"]).passed.all().unstack("backend")
+    passed.index = pd.MultiIndex.from_tuples([(m, "ALL PASSED") for m in passed.index], names=table.index.names)
+    return pd.concat([table.map(lambda v: f"{v:.1e}" if pd.notna(v) else ""), passed.astype(object)])
+
+
+def beside_seed_001(summ: pd.DataFrame) -> pd.DataFrame:
+    """Our CNN throughput and accuracy beside seed 001's Table I (published by its file, other hardware)."""
+    ours = summ[summ.model == "mnist_cnn"].set_index("backend")
+    pub = published.TABLE_I_001.set_index("backend")
+    out = pd.DataFrame({
+        "ours_throughput_img_s": ours.throughput_img_s, "ours_epoch_s": ours.epoch_s_mean,
+        "ours_final_test_acc_pct": ours.final_test_accuracy * 100,
+        f"published by {published.SEED_001}: throughput_img_s": pub.throughput_img_s,
+        f"published by {published.SEED_001}: epoch_s": pub.epoch_s,
+        f"published by {published.SEED_001}: final_test_acc_pct": pub.final_test_acc_pct,
+    })
+    return out.reindex([b for b in pub.index.union(ours.index, sort=False)])
+
+
+def op_kinds(ops: pd.DataFrame) -> pd.DataFrame:
+    """Milliseconds per step by op kind (seed 004's Table 4 grouping), per backend and network."""
+    ok = ops[ops.status == "ok"]
+    return ok.pivot_table(index=["model", "op_kind"], columns="backend", values="median_ms", aggfunc="sum")
+
+
+def beside_seed_004(ops: pd.DataFrame) -> pd.DataFrame:
+    """The MLP's ms per step by op kind beside seed 004's Table 4 (published by its file, one unsynced run)."""
+    kinds = op_kinds(ops)
+    if "mlp" not in kinds.index.get_level_values(0):
+        return pd.DataFrame()
+    ours = kinds.loc["mlp"].add_prefix("ours_ms: ")
+    pub = published.TABLE_4_004.set_index("op_kind")[["numpy_ms", "cupy_ms"]]
+    pub.columns = [f"published by {published.SEED_004}: {c}" for c in pub.columns]
+    return ours.join(pub, how="outer")
+
+
+def forward_backward(ops: pd.DataFrame, model: str = "mlp") -> pd.DataFrame:
+    """Seed 004's Table 3 for ``model``: ms per step in forward, backward and update (sums of per-op medians,
+    device synced per op), per backend, beside its published NumPy and CuPy figures."""
+    ok = ops[(ops.status == "ok") & (ops.model == model)]
+    if ok.empty:
+        return pd.DataFrame()
+    ours = ok.pivot_table(index="phase", columns="backend", values="median_ms", aggfunc="sum")
+    ours.loc["step"] = ours.sum()
+    ours = ours.rename(index={"forward": "forward_ms", "backward": "backward_ms", "update": "update_ms",
+                              "step": "step_ms"}).add_prefix("ours: ")
+    if model != "mlp":
+        return ours
+    pub = published.TABLE_3_004.set_index("metric")[["numpy", "cupy"]]
+    pub.columns = [f"published by {published.SEED_004}: {c}" for c in pub.columns]
+    return ours.join(pub, how="outer")
+
+
+def memory_table(mem: pd.DataFrame) -> pd.DataFrame:
+    """Computed and measured MiB per component, per backend and network."""
+    ok = mem[mem.status == "ok"]
+    return ok.pivot_table(index=["model", "component"], columns="backend", values=["computed_mib", "measured_mib"],
+                          sort=False).round(3)
+
+
+# --- figures -------------------------------------------------------------------------------------------------
+
+def figure_1(df: pd.DataFrame, path=None):
+    """Seed 001's Figure 1 for the CNN: (a) time per epoch, (b) throughput per epoch, (c) test accuracy per
+    epoch, (d) throughput per backend (images / synced time, first epoch excluded, 95% interval)."""
+    cnn = df[(df.model == "mnist_cnn") & (df.status == "ok")]
+    if cnn.empty:
+        return None
+    fig, axes = plt.subplots(2, 2, figsize=(12, 8))
+    for ax, col, label in [(axes[0, 0], "epoch_s", "time per epoch (s)"),
+                           (axes[0, 1], "throughput_img_s", "throughput (images/s)"),
+                           (axes[1, 0], "test_accuracy", "test accuracy (fraction)")]:
+        sns.lineplot(data=cnn, x="epoch", y=col, hue="backend", style="backend", markers=True, ax=ax)
+        ax.set(ylabel=label, xlabel="epoch")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    axes[0, 0].set_yscale("log")
+    axes[0, 1].set_yscale("log")
+    s = summary(cnn)
+    axes[1, 1].bar(s.backend, s.throughput_img_s, yerr=s.throughput_ci95_img_s.fillna(0), capsize=3)
+    axes[1, 1].set(ylabel="throughput (images/s)", yscale="log",
+                   title="images / synced time, epochs 2.. (95% interval)" if cnn.epoch.max() > 1 else "epoch 1")
+    axes[1, 1].tick_params(axis="x", rotation=30)
+    fig.suptitle(f"MNIST CNN, batch {int(cnn.batch_size.iloc[0])}, full backprop on every backend")
+    fig.tight_layout()
+    return _save(fig, path)
+
+
+def convergence(df: pd.DataFrame, path=None):
+    """Seed 004's convergence figure for the MLP: training accuracy and loss against steps, per backend."""
+    mlp = df[(df.model == "mlp") & (df.status == "ok")]
+    if mlp.empty:
+        return None
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4))
+    sns.lineplot(data=mlp, x="epoch", y="train_accuracy", hue="backend", style="backend", ax=axes[0])
+    axes[0].set(xlabel="full-batch steps", ylabel="training accuracy (fraction)")
+    sns.lineplot(data=mlp, x="epoch", y="train_loss", hue="backend", style="backend", ax=axes[1])
+    axes[1].set(xlabel="full-batch steps", ylabel="training loss (cross-entropy)", yscale="log")
+    fig.tight_layout()
+    return _save(fig, path)
+
+
+def op_breakdown(ops: pd.DataFrame, path=None):
+    """Seed 004's op breakdown for both networks: ms per step by op kind, stacked, per backend (synced per op)."""
+    kinds = op_kinds(ops)
+    if kinds.empty:
+        return None
+    models = list(dict.fromkeys(kinds.index.get_level_values(0)))
+    fig, axes = plt.subplots(1, len(models), figsize=(6 * len(models), 4), squeeze=False)
+    for ax, model in zip(axes[0], models, strict=True):
+        k = kinds.loc[model].T.fillna(0)
+        bottom = np.zeros(len(k))
+        for kind in k.columns:
+            ax.bar(k.index, k[kind], bottom=bottom, label=kind)
+            bottom += k[kind].to_numpy()
+        ax.set(ylabel="time per training step (ms, median)", title=model)
+        ax.tick_params(axis="x", rotation=30)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    return _save(fig, path)

@@ -1,0 +1,285 @@
+"""One array-module implementation of both networks, shared by NumPy (CPU) and CuPy (CUDA).
+
+Everything is vectorised: convolution is im2col (a strided window view copied into a matrix) into one BLAS
+matmul per layer, its input gradient is col2im as nine shifted adds (one per kernel tap, never a loop over
+pixels), max-pooling reshapes each 2x2 window onto its own axes and routes gradients with the argmax mask.
+Activations are kept channels-last (NHWC) so every im2col row and every pooled window is contiguous; the
+parameters are stored in PyTorch's layout and ``fc1.weight``'s columns are permuted once at load time.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from cnnbench.scratch.base import PARAM_NAMES, OpTimer, nbytes
+
+K = 3  # convolution kernel size of seed 001's CNN
+
+
+def windows(xp, x, k: int = K):
+    """(N, H, W, C) -> a view (N, H-k+1, W-k+1, C, k, k) of every k x k window (no copy)."""
+    n, h, w, c = x.shape
+    sn, sh, sw, sc = x.strides
+    return xp.lib.stride_tricks.as_strided(
+        x, shape=(n, h - k + 1, w - k + 1, c, k, k), strides=(sn, sh, sw, sc, sh, sw)
+    )
+
+
+def im2col(xp, x, k: int = K):
+    """(N, H, W, C) -> (N*H'*W', C*k*k) columns ordered (c, kh, kw), PyTorch's weight order."""
+    n, h, w, c = x.shape
+    return xp.ascontiguousarray(windows(xp, x, k)).reshape(n * (h - k + 1) * (w - k + 1), c * k * k)
+
+
+def col2im(xp, dcols, shape, k: int = K):
+    """Adjoint of im2col for columns ordered (kh, kw, c): (N, H', W', k, k, C) -> (N, H, W, C), k*k adds."""
+    n, h, w, c = shape
+    ho, wo = h - k + 1, w - k + 1
+    d = dcols.reshape(n, ho, wo, k, k, c)
+    out = xp.zeros(shape, dtype=dcols.dtype)
+    for i in range(k):
+        for j in range(k):
+            out[:, i : i + ho, j : j + wo, :] += d[:, :, :, i, j, :]
+    return out
+
+
+def pool_windows(x):
+    """(N, H, W, C) -> (N, H//2, 2, W//2, 2, C) view of the 2x2 windows (odd edges dropped, as PyTorch)."""
+    n, h, w, c = x.shape
+    hp, wp = h // 2, w // 2
+    return x[:, : 2 * hp, : 2 * wp, :].reshape(n, hp, 2, wp, 2, c)
+
+
+def unique(arrays, exclude=()):
+    """Arrays counted once: views (a reshape of a pooled output, a cached input) fold into their base."""
+    def root(a):
+        while getattr(a, "base", None) is not None:
+            a = a.base
+        return a
+
+    seen = {id(root(e)) for e in exclude if e is not None}
+    out = []
+    for a in arrays:
+        if id(root(a)) not in seen:
+            seen.add(id(root(a)))
+            out.append(a)
+    return out
+
+
+def first_max(mask):
+    """Keep only the first maximum of each 2x2 window (row-major), as PyTorch routes a tied gradient: a flat
+    background (real MNIST) gives windows of equal positive values, which must not all get the gradient."""
+    taken = mask[:, :, 0, :, 0, :].copy()
+    for i, j in ((0, 1), (1, 0), (1, 1)):
+        mask[:, :, i, :, j, :] &= ~taken
+        taken |= mask[:, :, i, :, j, :]
+    return mask
+
+
+class XpBackend:
+    """Seed 001's CNN or seed 004's MLP on an array module ``xp`` (numpy or cupy). See :mod:`..base`."""
+
+    def __init__(self, name: str, model: str, xp=np, lr: float = 0.01, momentum: float = 0.9, sync=None):
+        self.name, self.model, self.xp = name, model, xp
+        self.lr, self.momentum = lr, momentum
+        self.sync = sync or (lambda: None)
+        self.timer = OpTimer(sync=self.sync)
+        self.cache: dict = {}
+
+    # --- parameters in PyTorch layout <-> internal layout
+    def _fc1_perm(self, w, inverse: bool = False):
+        if self.model != "mnist_cnn":
+            return w
+        out_f, side_c = w.shape[0], self._pooled_shape
+        h, wd, c = side_c
+        if inverse:  # internal (out, h*w*c) -> torch (out, c*h*w)
+            return w.reshape(out_f, h, wd, c).transpose(0, 3, 1, 2).reshape(out_f, -1)
+        return w.reshape(out_f, c, h, wd).transpose(0, 2, 3, 1).reshape(out_f, -1)
+
+    def init(self, weights: dict[str, np.ndarray]) -> None:
+        xp = self.xp
+        if self.model == "mnist_cnn":
+            c2 = weights["conv2.weight"].shape[0]
+            side = int(round((weights["fc1.weight"].shape[1] / c2) ** 0.5))
+            self._pooled_shape = (side, side, c2)
+        self.p = {}
+        for k in PARAM_NAMES[self.model]:
+            w = np.asarray(weights[k], dtype=np.float32)
+            w = self._fc1_perm(w) if k == "fc1.weight" else w
+            self.p[k] = xp.array(w, dtype=np.float32, order="C", copy=True)  # never train the caller's arrays
+        self.g = {k: xp.zeros_like(v) for k, v in self.p.items()}
+        self.v = {k: xp.zeros_like(v) for k, v in self.p.items()}
+
+    def _host(self, a) -> np.ndarray:
+        return a.get() if hasattr(a, "get") else np.asarray(a)
+
+    def params(self) -> dict[str, np.ndarray]:
+        return {k: self._host(self._fc1_perm(v, True) if k == "fc1.weight" else v) for k, v in self.p.items()}
+
+    def grads(self) -> dict[str, np.ndarray]:
+        return {k: self._host(self._fc1_perm(v, True) if k == "fc1.weight" else v) for k, v in self.g.items()}
+
+    # --- one step
+    def put(self, x, y):
+        """Host batch (N, C, H, W) -> the backend's arrays: NHWC (CNN) or (N, H*W) (MLP), on the device."""
+        xp = self.xp
+        with self.timer.op("input", "transfer", "forward"):
+            x = x.reshape(len(x), -1) if self.model == "mlp" else x.transpose(0, 2, 3, 1)
+            x, y = xp.asarray(np.ascontiguousarray(x, dtype=np.float32)), xp.asarray(y)
+        self.batch = x
+        return x, y
+
+    def loss_and_grads(self, x, y) -> float:
+        xb, yb = self.put(x, y)
+        logits = self._forward(xb, train=True)
+        loss, dlogits = self._softmax_ce(logits, yb)
+        self._backward(dlogits)
+        return loss
+
+    def train_step(self, x, y) -> float:
+        loss = self.loss_and_grads(x, y)
+        self._sgd()
+        return loss
+
+    def evaluate(self, x, y, chunk: int = 2048) -> float:
+        correct = 0
+        for i in range(0, len(x), chunk):
+            xb, yb = self.put(x[i : i + chunk], y[i : i + chunk])
+            correct += int((self._forward(xb, train=False).argmax(axis=1) == yb).sum())
+        return correct / max(len(x), 1)
+
+    def _sgd(self):
+        with self.timer.op("sgd", "update", "update"):
+            for k, p in self.p.items():
+                v = self.v[k]
+                v *= self.momentum
+                v += self.g[k]
+                p -= self.lr * v
+
+    # --- layers
+    def _conv(self, name, x, train):
+        xp, w = self.xp, self.p[f"{name}.weight"]
+        f = w.shape[0]
+        n, h, wd, _ = x.shape
+        with self.timer.op(name, "conv", "forward"):
+            cols = im2col(xp, x)
+            out = (cols @ w.reshape(f, -1).T).reshape(n, h - K + 1, wd - K + 1, f)
+            out += self.p[f"{name}.bias"]
+        if train:
+            self.cache[name] = (cols, x.shape)
+        return out
+
+    def _dense(self, name, x, train):
+        with self.timer.op(name, "matmul", "forward"):
+            out = x @ self.p[f"{name}.weight"].T
+            out += self.p[f"{name}.bias"]
+        if train:
+            self.cache[name] = x
+        return out
+
+    def _relu(self, name, x, train):
+        with self.timer.op(name, "relu", "forward"):
+            out = self.xp.maximum(x, 0)
+        if train:
+            self.cache[name] = out
+        return out
+
+    def _pool(self, name, x, train):
+        with self.timer.op(name, "pool", "forward"):
+            v = pool_windows(x)  # three elementwise maxima: ~4x faster than a reduction over two strided axes
+            xp = self.xp
+            out = xp.maximum(xp.maximum(v[:, :, 0, :, 0], v[:, :, 0, :, 1]), xp.maximum(v[:, :, 1, :, 0], v[:, :, 1, :, 1]))
+        if train:
+            self.cache[name] = (x, out)
+        return out
+
+    def _forward(self, x, train: bool):
+        if self.model == "mlp":
+            return self._dense("fc2", self._relu("relu1", self._dense("fc1", x, train), train), train)
+        a = self._pool("pool1", self._relu("relu1", self._conv("conv1", x, train), train), train)
+        a = self._pool("pool2", self._relu("relu2", self._conv("conv2", a, train), train), train)
+        a = self._relu("relu3", self._dense("fc1", a.reshape(len(a), -1), train), train)
+        return self._dense("fc2", a, train)
+
+    def _softmax_ce(self, logits, y):
+        xp = self.xp
+        n = len(logits)
+        with self.timer.op("softmax_ce", "softmax", "forward"):
+            z = logits - logits.max(axis=1, keepdims=True)
+            e = xp.exp(z)
+            s = e.sum(axis=1, keepdims=True)
+            rows = xp.arange(n)
+            loss = -(z[rows, y] - xp.log(s[:, 0])).mean()
+        with self.timer.op("softmax_ce_bwd", "gradient", "backward"):
+            d = e / s
+            d[rows, y] -= 1
+            d /= n
+        self.cache["logits"] = logits
+        return float(loss), d
+
+    def _dense_bwd(self, name, d, need_input_grad=True):
+        with self.timer.op(f"{name}_bwd", "gradient", "backward"):
+            x = self.cache[name]
+            self.g[f"{name}.weight"][...] = (x.T @ d).T  # OpenBLAS is >10x slower on d.T @ x (small M, huge K)
+            self.g[f"{name}.bias"][...] = d.sum(axis=0)
+            return d @ self.p[f"{name}.weight"] if need_input_grad else None
+
+    def _relu_bwd(self, name, d):
+        with self.timer.op(f"{name}_bwd", "gradient", "backward"):
+            return self.xp.where(self.cache[name] > 0, d, 0).astype(np.float32, copy=False)
+
+    def _pool_bwd(self, name, d):
+        xp = self.xp
+        with self.timer.op(f"{name}_bwd", "gradient", "backward"):
+            x, out = self.cache[name]
+            n, hp, wp, c = out.shape
+            mask = first_max(pool_windows(x) == out[:, :, None, :, None, :])
+            dx = xp.zeros(x.shape, dtype=np.float32)
+            dx[:, : 2 * hp, : 2 * wp, :] = (mask * d[:, :, None, :, None, :]).reshape(n, 2 * hp, 2 * wp, c)
+            return dx
+
+    def _conv_bwd(self, name, d, need_input_grad=True):
+        xp = self.xp
+        with self.timer.op(f"{name}_bwd", "gradient", "backward"):
+            cols, shape = self.cache[name]
+            w = self.p[f"{name}.weight"]
+            f = w.shape[0]
+            dm = d.reshape(-1, f)
+            self.g[f"{name}.weight"][...] = (cols.T @ dm).T.reshape(w.shape)
+            self.g[f"{name}.bias"][...] = dm.sum(axis=0)
+            if not need_input_grad:
+                return None
+            wk = xp.ascontiguousarray(w.transpose(0, 2, 3, 1)).reshape(f, -1)  # columns (kh, kw, c)
+            return col2im(xp, dm @ wk, shape)
+
+    def _backward(self, d):
+        if self.model == "mlp":
+            d = self._relu_bwd("relu1", self._dense_bwd("fc2", d))
+            self._dense_bwd("fc1", d, need_input_grad=False)
+            return
+        d = self._relu_bwd("relu3", self._dense_bwd("fc2", d))
+        d = self._dense_bwd("fc1", d)
+        _, pooled = self.cache["pool2"]
+        d = self._relu_bwd("relu2", self._pool_bwd("pool2", d.reshape(pooled.shape)))
+        d = self._relu_bwd("relu1", self._pool_bwd("pool1", self._conv_bwd("conv2", d)))
+        self._conv_bwd("conv1", d, need_input_grad=False)
+
+    def memory(self) -> dict[str, int]:
+        """Bytes by component, from the arrays themselves (activations: what the last forward kept)."""
+        acts, work = [], []
+        for key, value in self.cache.items():
+            if isinstance(value, tuple) and key.startswith("conv"):
+                work.append(value[0])  # im2col columns
+            elif isinstance(value, tuple):
+                acts.append(value[1])  # pooled output (its input is the cached ReLU output)
+            else:
+                acts.append(value)
+        acts = unique(acts, exclude=[getattr(self, "batch", None)])
+        return {
+            "batch": nbytes([self.batch]) if getattr(self, "batch", None) is not None else 0,
+            "parameters": nbytes(self.p.values()),
+            "gradients": nbytes(self.g.values()),
+            "optimizer_state": nbytes(self.v.values()),
+            "activations": nbytes(acts),
+            "workspace": nbytes(work),
+        }

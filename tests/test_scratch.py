@@ -1,0 +1,264 @@
+"""From-scratch backends (issue 10): every gradient equals autograd's, the same training on every backend,
+unavailable backends are rows, per-op timers with a fake clock, memory computed and measured, 05's CSVs."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from cnnbench import params
+from cnnbench.scratch import BackendUnavailable, OpTimer, experiment, make, report, torch_weights
+from cnnbench.scratch.base import OP_KINDS
+
+ROOT = Path(__file__).resolve().parents[1]
+CPU_BACKENDS = ["numpy", "numba_cpu", "torch_cpu"]
+
+
+@pytest.fixture(scope="module")
+def data():
+    return experiment.synthetic_mnist(1024, 400, seed=0)
+
+
+@pytest.mark.parametrize("backend", CPU_BACKENDS)
+@pytest.mark.parametrize("model", ["mnist_cnn", "mlp"])
+def test_loss_and_every_gradient_match_autograd(backend, model, data):
+    rows = experiment.gradcheck(backend, model, torch_weights(model, seed=3), data.x_train[:16],
+                                data.y_train[:16], threads=2)
+    assert [r["tensor"] for r in rows][0] == "loss" and len(rows) == (9 if model == "mnist_cnn" else 5)
+    for r in rows:
+        assert r["status"] == "ok" and r["passed"] and r["rel_err"] <= 1e-4, r
+
+
+@pytest.mark.parametrize("backend", CPU_BACKENDS)
+def test_tied_maxima_route_the_gradient_once_as_pytorch(backend):
+    """Flat regions (real MNIST's background) make every 2x2 window a tie: only its first maximum may get the
+    gradient, or the convolution gradients come out several times too large."""
+    x = np.full((4, 1, 28, 28), -0.4242, np.float32)
+    x[:, :, 10:18, 10:18] = 2.8  # a bright square on a flat background
+    weights = torch_weights("mnist_cnn", seed=0)
+    weights["conv1.bias"][:] = 0.5  # the flat background gives equal positive outputs
+    weights["conv2.bias"][:] = 0.5
+    rows = experiment.gradcheck(backend, "mnist_cnn", weights, x, np.array([0, 1, 2, 3]), threads=2)
+    assert all(r["passed"] for r in rows), [(r["tensor"], r["rel_err"]) for r in rows if not r["passed"]]
+
+
+def test_numba_cuda_kernels_match_autograd_on_the_cuda_simulator():
+    """The Numba CUDA kernels (forward, full backward, SGD) on Numba's simulator, tiny shapes (it is slow)."""
+    code = (
+        "import numpy as np\n"
+        "from cnnbench.scratch import experiment, torch_weights, make\n"
+        "for model, size in [('mnist_cnn', 12), ('mlp', 6)]:\n"
+        "    rng = np.random.default_rng(0)\n"
+        "    x = rng.normal(size=(2, 1, size, size)).astype(np.float32); y = np.array([1, 7])\n"
+        "    rows = experiment.gradcheck('numba_cuda', model, torch_weights(model, 0, image_size=size), x, y, 1)\n"
+        "    assert all(r['passed'] for r in rows) and len(rows) > 4, rows\n"
+        "print('OK')\n"
+    )
+    env = {**os.environ, "NUMBA_ENABLE_CUDASIM": "1", "PYTHONPATH": str(ROOT / "lib")}
+    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0 and "OK" in proc.stdout, proc.stderr[-3000:]
+
+
+def test_same_weights_same_order_same_trajectory_and_it_learns(data):
+    p = params.Params(scratch_epochs=2, scratch_batch_size=64)
+    weights = torch_weights("mnist_cnn", seed=0)
+    before = {k: v.copy() for k, v in weights.items()}
+    runs = {b: experiment.train_cnn(b, p, weights, data, threads=2) for b in CPU_BACKENDS}
+    for k, v in weights.items():  # no backend trains the caller's arrays (the next one must start the same)
+        np.testing.assert_array_equal(v, before[k])
+    losses = {b: [r["train_loss"] for r in rows] for b, rows in runs.items()}
+    for b in CPU_BACKENDS:
+        assert [r["status"] for r in runs[b]] == ["ok", "ok"]
+        np.testing.assert_allclose(losses[b], losses["torch_cpu"], rtol=1e-3)
+        assert runs[b][-1]["test_accuracy"] > 0.3, (b, runs[b][-1])  # chance is 0.1
+        row = runs[b][0]
+        assert row["images"] == 16 * 64 and row["throughput_img_s"] == pytest.approx(row["images"] / row["epoch_s"])
+        assert {"device_name", "device_kind", "threads", "epoch_s"} <= set(row)
+
+
+def test_mlp_full_batch_converges_on_numpy_and_numba(data):
+    p = params.Params(scratch_mlp_steps=60, scratch_mlp_eval_every=30)
+    weights = torch_weights("mlp", seed=0)
+    losses = {}
+    for backend in ["numpy", "numba_cpu"]:
+        rows = experiment.train_mlp(backend, p, weights, experiment.unit_scale(data), threads=2)
+        assert [r["epoch"] for r in rows] == [30, 60]
+        assert rows[-1]["train_accuracy"] > 0.3 and rows[-1]["test_accuracy"] > 0.3  # chance is 0.1
+        assert rows[-1]["train_accuracy"] > rows[0]["train_accuracy"] - 0.02
+        assert rows[0]["batch_size"] == len(data.x_train) and rows[0]["step_s"] > 0
+        losses[backend] = [r["train_loss"] for r in rows]
+    np.testing.assert_allclose(losses["numpy"], losses["numba_cpu"], rtol=1e-3)
+
+
+def test_unavailable_backends_are_rows_with_the_reason(data, monkeypatch):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setitem(sys.modules, "cupy", None)  # import cupy -> ImportError, as on a machine without it
+    p = params.Params(scratch_epochs=1)
+    for backend in ["cupy", "torch_cuda", "numba_cuda"]:
+        rows = experiment.train_cnn(backend, p, torch_weights("mnist_cnn"), data, threads=1)
+        assert len(rows) == 1 and rows[0]["status"] == "unavailable", rows
+        assert rows[0]["error"].startswith("BackendUnavailable: ") and len(rows[0]["error"]) > 30
+        assert "epoch_s" not in rows[0]  # never a fake number
+    with pytest.raises(BackendUnavailable, match="CuPy is not installed"):
+        make("cupy", "mlp")
+
+
+def test_every_backend_gets_the_runs_threads():
+    import numba
+    from threadpoolctl import threadpool_info
+
+    before = numba.get_num_threads()
+    try:
+        assert experiment.set_threads(1) == 1 and numba.get_num_threads() == 1
+        assert all(pool["num_threads"] == 1 for pool in threadpool_info() if pool["user_api"] == "blas")
+    finally:
+        experiment.set_threads(before)
+
+
+def test_op_timer_syncs_around_each_op_and_keeps_the_first_call_apart():
+    now = [0.0]
+    events = []
+
+    def clock():
+        return now[0]
+
+    timer = OpTimer(sync=lambda: events.append("sync"), clock=clock, enabled=True)
+    for dt in (5.0, 1.0, 2.0, 3.0):
+        with timer.op("conv1", "conv", "forward"):
+            events.append("run")
+            now[0] += dt
+    assert events[:3] == ["sync", "run", "sync"]
+    (row,) = timer.rows()
+    assert row["first_call_ms"] == 5000.0 and row["calls"] == 3 and row["median_ms"] == 2000.0
+    assert row["mean_ms"] == 2000.0 and row["ci95_ms"] == pytest.approx(4.303 * 1000 / 3**0.5)
+    off = OpTimer(sync=lambda: events.append("x"), clock=clock)
+    with off.op("a", "relu", "forward"):
+        pass
+    assert "x" not in events and off.rows() == []
+
+
+@pytest.mark.parametrize("backend", CPU_BACKENDS)
+def test_op_breakdown_names_every_op_with_its_kind(backend, data):
+    p = params.Params(scratch_op_steps=2)
+    rows = experiment.op_breakdown(backend, "mnist_cnn", p, torch_weights("mnist_cnn"), data.x_train[:32],
+                                   data.y_train[:32], threads=2)
+    assert all(r["status"] == "ok" and r["op_kind"] in OP_KINDS and r["calls"] == 2 for r in rows)
+    kinds = {r["op_kind"] for r in rows}
+    assert {"conv", "pool", "gradient", "update"} <= kinds
+    assert {r["phase"] for r in rows} == {"forward", "backward", "update"}
+
+
+def test_memory_is_computed_from_arrays_and_checked_against_tracemalloc(data):
+    p = params.Params()
+    rows = experiment.memory_breakdown("numpy", "mnist_cnn", p, torch_weights("mnist_cnn"), data.x_train[:128],
+                                       data.y_train[:128], data, threads=2)
+    by = {r["component"]: r for r in rows}
+    params_mib = 215464 / 2**20  # 53,866 float32 parameters of MnistCNN
+    assert by["parameters"]["computed_mib"] == pytest.approx(params_mib)
+    assert by["model_state_total"]["computed_mib"] == pytest.approx(3 * params_mib)
+    assert by["model_state_total"]["measured_mib"] == pytest.approx(3 * params_mib, rel=0.05)
+    assert by["step_total"]["measured_mib"] >= 0.9 * by["step_total"]["computed_mib"] > 0
+    assert by["process_rss_baseline"]["measured_mib"] > 10
+    assert by["dataset_inputs"]["computed_mib"] == pytest.approx((1024 + 400) * (784 * 4 + 8) / 2**20)
+
+
+def test_params_keys_are_validated_with_one_line_errors(tmp_path):
+    bad = [({"scratch_backends": ["numpy", "jax"]}, "scratch_backends"),
+           ({"scratch_models": ["resnet"]}, "scratch_models"),
+           ({"scratch_epochs": 0}, "scratch_epochs"),
+           ({"scratch_train_images": 100}, "scratch_train_images"),
+           ({"scratch_dataset": "cifar"}, "scratch_dataset"),
+           ({"scratch_momentum": -1.0}, "scratch_momentum")]
+    for raw, key in bad:
+        with pytest.raises(params.ParamsError) as err:
+            params.validate(raw, check_device=False)
+        assert f"'{key}'" in str(err.value) and "\n" not in str(err.value)
+    p = params.validate({"scratch_dataset": "mnist", "scratch_data_path": str(tmp_path / "none")}, check_device=False)
+    with pytest.raises(params.ParamsError, match="scratch_data_path"):
+        experiment.load_data(p)
+    assert "05_backends" in params.NOTEBOOKS
+
+
+def _write_idx(path: Path, arr: np.ndarray) -> None:
+    magic = {3: 2051, 1: 2049}[arr.ndim]
+    header = magic.to_bytes(4, "big") + b"".join(int(d).to_bytes(4, "big") for d in arr.shape)
+    path.write_bytes(header + arr.astype(np.uint8).tobytes())
+
+
+def test_real_mnist_goes_through_the_workbook_loader(tmp_path):
+    raw = tmp_path / "MNIST" / "raw"
+    raw.mkdir(parents=True)
+    rng = np.random.default_rng(0)
+    for prefix, n in [("train", 30), ("t10k", 12)]:
+        _write_idx(raw / f"{prefix}-images-idx3-ubyte", rng.integers(0, 256, (n, 28, 28)))
+        _write_idx(raw / f"{prefix}-labels-idx1-ubyte", rng.integers(0, 10, n))
+    d = experiment.mnist(tmp_path, 20, 0, download=False)
+    assert d.x_train.shape == (20, 1, 28, 28) and d.x_test.shape == (12, 1, 28, 28)
+    assert d.x_train.dtype == np.float32 and d.y_train.dtype == np.int64
+    assert d.x_train.min() == pytest.approx((0 - 0.1307) / 0.3081, abs=0.05)
+
+
+def test_run_all_writes_the_four_tidy_csvs(tmp_path, monkeypatch, data):
+    import cnnbench
+
+    monkeypatch.setitem(sys.modules, "cupy", None)
+    overrides = {"scratch_backends": ["numpy", "cupy"], "scratch_models": ["mnist_cnn", "mlp"],
+                 "scratch_epochs": 1, "scratch_batch_size": 128, "scratch_mlp_steps": 4, "scratch_mlp_eval_every": 2,
+                 "scratch_op_steps": 1, "scratch_gradcheck_batch": 4, "threads": 1}
+    run = cnnbench.open_run(ROOT / "params" / "smoke.yaml", overrides, tmp_path / "run")
+    experiment.run_all(run, experiment.synthetic_mnist(256, 64), progress=lambda *_: None)
+    frames = experiment.load_frames(run.dir)
+    b = frames["backends"]
+    for col in ("backend", "model", "epoch", "epoch_s", "images", "throughput_img_s", "train_loss", "test_accuracy",
+                "status", "device_name", "device_kind", "threads"):
+        assert col in b.columns, col
+    assert set(b[b.backend == "cupy"].status) == {"unavailable"}
+    assert set(b[b.backend == "numpy"].status) == {"ok"} and set(b.model) == {"mnist_cnn", "mlp"}
+    assert frames["gradcheck"][frames["gradcheck"].backend == "numpy"].passed.all()
+    assert {"op", "op_kind", "first_call_ms", "median_ms", "ci95_ms"} <= set(frames["backend_ops"].columns)
+    assert {"component", "computed_mib", "measured_mib", "method"} <= set(frames["backend_memory"].columns)
+    summ = report.summary(b)
+    assert set(summ.backend) == {"numpy"} and (summ.throughput_img_s > 0).all()
+    assert report.figure_1(b, tmp_path / "f1.png") is not None and (tmp_path / "f1.png").is_file()
+    assert report.convergence(b, tmp_path / "c.png") is not None
+    assert report.op_breakdown(frames["backend_ops"], tmp_path / "o.png") is not None
+    assert not report.gradcheck_table(frames["gradcheck"]).empty
+    assert not report.memory_table(frames["backend_memory"]).empty
+    beside = report.beside_seed_001(summ)
+    assert beside.loc["numba_cpu", "published by 001_4079f4ca21c61f7c.txt: throughput_img_s"] == 30501
+    assert beside.loc["numpy", "ours_throughput_img_s"] > 0
+    fb = report.forward_backward(frames["backend_ops"], "mlp")
+    assert fb.loc["step_ms", "ours: numpy"] == pytest.approx(
+        fb.loc[["forward_ms", "backward_ms", "update_ms"], "ours: numpy"].sum())
+    merged = report.summary(pd.concat([b.assign(run="a"), b.assign(run="b")]))
+    assert len(merged) == 2 * len(summ)  # runs merged by concatenation stay apart
+
+
+def test_speed_goals_are_ratios_recorded_not_asserted():
+    summ = pd.DataFrame([
+        {"backend": "torch_cpu", "model": "mnist_cnn", "throughput_img_s": 1000.0, "step_s": 0.5},
+        {"backend": "numba_cpu", "model": "mnist_cnn", "throughput_img_s": 400.0, "step_s": 1.2},
+        {"backend": "numpy", "model": "mnist_cnn", "throughput_img_s": 250.0, "step_s": 2.0},
+        {"backend": "torch_cpu", "model": "mlp", "throughput_img_s": 1.0, "step_s": 0.1},
+        {"backend": "numpy", "model": "mlp", "throughput_img_s": 1.0, "step_s": 0.12},
+    ])
+    goals = report.speed_goals(summ).set_index(["model", "backend"])
+    assert goals.loc[("mnist_cnn", "numba_cpu"), "ratio"] == pytest.approx(0.4)
+    assert not goals.loc[("mnist_cnn", "numba_cpu"), "met"] and goals.loc[("mnist_cnn", "numpy"), "met"]
+    assert goals.loc[("mlp", "numpy"), "ratio"] == pytest.approx(1.2) and goals.loc[("mlp", "numpy"), "met"]
+
+
+def test_published_numbers_carry_their_source():
+    from cnnbench.scratch import published
+
+    assert set(published.TABLE_I_001.source) == {published.SEED_001}
+    assert published.TABLE_I_001.set_index("backend").loc["numba_cuda", "throughput_img_s"] == 71758
+    assert set(published.TABLE_4_004.source) == {published.SEED_004}
