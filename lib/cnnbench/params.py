@@ -109,6 +109,11 @@ class Params:
     # --- pipeline
     notebooks: list[str] = field(default_factory=lambda: list(NOTEBOOKS))  # which notebooks the pipeline runs
     cell_timeout_s: int = 3600  # papermill's per-cell execution timeout
+    # --- explorer (the "measure" button of 08's interactive controls)
+    explore_warmup_s: float = 1.0  # warm-up of a quick measurement (seconds, at least two steps)
+    explore_window_s: float = 0.5  # length of one measured window of a quick measurement (seconds)
+    explore_ci_pct: float = 10.0  # windows are added until the 95% interval is within this % of the rate
+    explore_max_s: float = 20.0  # time cap of a quick measurement; past it the result is marked noisy
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -229,7 +234,8 @@ def validate(raw: dict[str, Any], src: str = "params", check_device: bool = True
     for key in ("warmup_steps", "measured_steps", "threads", "workers", "max_batches", "matmul_size"):
         if getattr(p, key) < 0:
             raise ParamsError(f"{src}: key '{key}' must be >= 0, got {getattr(p, key)}")
-    for key in ("telemetry_interval_s", "lr", "window_s"):
+    for key in ("telemetry_interval_s", "lr", "window_s", "explore_warmup_s", "explore_window_s", "explore_ci_pct",
+                "explore_max_s"):
         if getattr(p, key) <= 0:
             raise ParamsError(f"{src}: key '{key}' must be positive, got {getattr(p, key)}")
     if p.momentum < 0:
