@@ -104,6 +104,30 @@ class TinyImageNet(Dataset):
         return (self.transform(image) if self.transform else image), label
 
 
+_LAYOUTS = {
+    "tiny_imagenet": ("wnids.txt, train/<wnid>/images/", lambda r: any(r.glob("wnids.txt")) or any(r.glob("*/wnids.txt"))),
+    "imagenette": ("imagenette2-160/train/", lambda r: (r / "imagenette2-160" / "train").is_dir()),
+    "mnist": ("MNIST/raw/", lambda r: (r / "MNIST" / "raw").is_dir()),
+    "cifar10": ("cifar-10-batches-py/", lambda r: (r / "cifar-10-batches-py").is_dir()),
+    "imagefolder": ("<class>/<image> or train/<class>/<image>",
+                    lambda r: any(d.is_dir() and any(d.iterdir()) for d in ((r / "train") if (r / "train").is_dir() else r).iterdir())),
+}
+
+
+def layout_problem(name: str, root: str | Path) -> str:
+    """Why the folder ``root`` does not hold dataset ``name`` (empty, or another layout), or "" if it looks
+    right. Cheap: looks at a few paths, reads no image."""
+    root = Path(root).expanduser()
+    if not root.is_dir():
+        return f"'{root}' is not a folder"
+    if not any(root.iterdir()):
+        return f"folder '{root}' is empty (set download: true to fetch {name}, or point data_path at the data)"
+    expected, looks_right = _LAYOUTS.get(name, ("", lambda r: True))
+    if not looks_right(root):
+        return f"folder '{root}' does not look like {name}: expected {expected} inside it"
+    return ""
+
+
 def download_tiny_imagenet(root: str | Path) -> Path:
     url, md5 = TINY_IMAGENET_URL
     download_and_extract_archive(url, download_root=str(root), md5=md5)
