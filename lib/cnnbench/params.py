@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
 import yaml
 
 PRECISIONS = ("fp32", "tf32", "bf16", "fp16")
@@ -411,8 +410,10 @@ def empty_file_note(path: str | Path) -> str:
     return f"{path} sets no keys: running with the defaults" if not read_yaml(path) else ""
 
 
-def table(p: Params) -> pd.DataFrame:
-    """Every key with its value in force, its default, whether it differs, and what it means."""
+def table(p: Params):
+    """Every key with its value in force, its default, whether it differs, and what it means (a DataFrame)."""
+    import pandas as pd
+
     docs, defaults = describe(), Params()
     rows = [
         (
