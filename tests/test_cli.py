@@ -166,3 +166,24 @@ def test_kernel_chatter_goes_to_kernel_log_not_the_console(tmp_path, monkeypatch
     assert "    m train" in out and "done in" in out
     assert "USDT" not in out + err and "without encryption" not in out + err
     assert "USDT: fake profiler_start" in (run_dir / "kernel.log").read_text()
+
+
+def test_zip_run_does_not_follow_links_out_of_the_run_folder(tmp_path):
+    import zipfile
+
+    from cnnbench import analysis
+
+    secret = tmp_path / "secret"
+    secret.mkdir()
+    (secret / "key.txt").write_text("private")
+    run_dir = tmp_path / "outputs" / "r"
+    (run_dir / "figures").mkdir(parents=True)
+    (run_dir / "scenario_a.csv").write_text("a\n1\n")
+    (run_dir / "figures" / "f.png").write_bytes(b"png")
+    (run_dir / "leak.txt").symlink_to(secret / "key.txt")
+    (run_dir / "leakdir").symlink_to(secret)
+    archive = analysis.zip_run(run_dir)
+    with zipfile.ZipFile(archive) as zf:
+        names = sorted(zf.namelist())
+        assert names == ["r/figures/f.png", "r/scenario_a.csv"]
+        assert all(b"private" not in zf.read(n) for n in names)
