@@ -4,7 +4,6 @@ sentence of findings from the data."""
 from __future__ import annotations
 
 import math
-import shutil
 from dataclasses import dataclass, field
 from itertools import permutations
 from pathlib import Path
@@ -230,7 +229,7 @@ def zip_run(run_dir: Path) -> Path:
     run_dir = Path(run_dir)
     root, archive = run_dir.resolve(), run_dir.parent / f"{run_dir.name}.zip"
     with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as zf:
-        for folder, dirs, files in os.walk(run_dir):  # does not descend into linked folders
+        for folder, _dirs, files in os.walk(run_dir):  # does not descend into linked folders
             for name in sorted(files):
                 path = Path(folder) / name
                 target = path.resolve()
