@@ -125,10 +125,12 @@ def test_progress_lines_reach_the_console_while_a_notebook_runs(tmp_path, monkey
     printed = []
     with pipeline._Tail(path, lambda line, **kw: printed.append(line), interval_s=0.01):
         progress.row_done({"model": "resnet18", "phase": "train", "batch_size": 32, "precision": "fp32",
-                           "status": "ok", "throughput_img_s": 123.45, "throughput_ci95_img_s": 1.5})
+                           "status": "ok", "throughput_img_s": 123.45, "throughput_ci95_img_s": 1.5, "noisy": False})
+        progress.row_done({"model": "mnist_cnn", "phase": "eval", "status": "ok", "throughput_img_s": 9.0,
+                           "noisy": True})
         progress.row_done({"model": "resnet50", "phase": "eval", "batch_size": 512, "status": "oom",
                            "error": "OutOfMemoryError: CUDA out of memory"})
-    assert printed == ["    resnet18 train bs=32 fp32: 123.5 img/s +- 1.5",
+    assert printed == ["    resnet18 train bs=32 fp32: 123.5 img/s +- 1.5", "    mnist_cnn eval: 9.0 img/s (noisy)",
                        "    resnet50 eval bs=512: oom OutOfMemoryError: CUDA out of memory"]
 
 
@@ -187,3 +189,23 @@ def test_zip_run_does_not_follow_links_out_of_the_run_folder(tmp_path):
         names = sorted(zf.namelist())
         assert names == ["r/figures/f.png", "r/scenario_a.csv"]
         assert all(b"private" not in zf.read(n) for n in names)
+
+
+@pytest.mark.slow
+def test_ctrl_c_on_the_real_pipeline_prints_one_line(tmp_path):
+    """SIGINT to the whole process group (as a terminal sends it) while a notebook runs."""
+    import signal
+    import time
+
+    proc = subprocess.Popen([sys.executable, "-m", "cnnbench.pipeline", "--params", str(SMOKE), "--outputs",
+                             str(tmp_path), "--set", "notebooks=[00_setup]"], cwd=ROOT, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    deadline = time.time() + 120
+    while not (tmp_path / "smoke" / "progress.log").exists() and time.time() < deadline:
+        time.sleep(0.2)
+    time.sleep(2)
+    os.killpg(proc.pid, signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode in (1, 130), err
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    assert (tmp_path / "smoke" / "FAILED.txt").is_file() and not (tmp_path / "smoke" / ".lock").exists()

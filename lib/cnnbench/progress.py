@@ -31,7 +31,8 @@ def row_line(row: dict) -> str:
     rate = row.get("throughput_img_s")
     if row.get("status", "ok") == "ok" and isinstance(rate, (int, float)):
         ci = row.get("throughput_ci95_img_s")
-        return f"{what}: {rate:,.1f} img/s" + (f" +- {ci:,.1f}" if isinstance(ci, (int, float)) else "")
+        line = f"{what}: {rate:,.1f} img/s" + (f" +- {ci:,.1f}" if isinstance(ci, (int, float)) else "")
+        return line + (" (noisy)" if row.get("noisy") is True else "")
     return f"{what}: {row.get('status', '?')} {str(row.get('error', ''))[:80]}".rstrip()
 
 
