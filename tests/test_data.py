@@ -187,3 +187,63 @@ def test_mnist_and_cifar_downloads(tmp_path, serve, monkeypatch):
     monkeypatch.setattr(tvd.CIFAR10, "meta", {**tvd.CIFAR10.meta, "md5": md5(folder / "batches.meta")})
     ds = data.open_dataset("cifar10", tmp_path / "cifar", "val", 3, 32, download=True)
     assert len(ds) == 4
+
+
+def _zip_with(path, members):
+    import zipfile
+
+    with zipfile.ZipFile(path, "w") as zf:
+        for name, text in members:
+            zf.writestr(name, text)
+
+
+def _zip_with_symlink(path):
+    import stat
+    import zipfile
+
+    with zipfile.ZipFile(path, "w") as zf:
+        zf.writestr("tiny-imagenet-200/wnids.txt", "n0\n")
+        info = zipfile.ZipInfo("tiny-imagenet-200/link")
+        info.external_attr = (stat.S_IFLNK | 0o777) << 16
+        zf.writestr(info, "/etc/passwd")
+
+
+@pytest.mark.parametrize("make", [
+    lambda p: _zip_with(p, [("tiny-imagenet-200/wnids.txt", "n0\n"), ("../../escaped.txt", "x")]),
+    lambda p: _zip_with(p, [("tiny-imagenet-200/wnids.txt", "n0\n"), ("/tmp/absolute-escaped.txt", "x")]),
+    _zip_with_symlink,
+])
+def test_download_refuses_archive_members_outside_the_target_whatever_the_checksum(tmp_path, serve, monkeypatch, make):
+    (tmp_path / "www").mkdir()
+    make(tmp_path / "www" / "tiny-imagenet-200.zip")
+    url = serve(tmp_path / "www") + "/tiny-imagenet-200.zip"
+    monkeypatch.setattr(data, "TINY_IMAGENET_URL", (url, md5(tmp_path / "www" / "tiny-imagenet-200.zip")))
+    with pytest.raises(data.DataError, match="refused"):
+        data.open_dataset("tiny_imagenet", tmp_path / "a" / "dl", "val", 3, 8, download=True)
+    assert not (tmp_path / "escaped.txt").exists() and not (tmp_path / "a" / "escaped.txt").exists()
+    assert not list((tmp_path / "a" / "dl").glob("tiny-imagenet-200*/"))  # nothing extracted
+
+
+@pytest.mark.parametrize("kind", ["symlink", "dotdot"])
+def test_tar_extraction_refuses_links_and_escapes(tmp_path, kind):
+    import io
+
+    archive = tmp_path / "a.tar.gz"
+    with tarfile.open(archive, "w:gz") as tf:
+        if kind == "symlink":
+            info = tarfile.TarInfo("d/link")
+            info.type, info.linkname = tarfile.SYMTYPE, "/etc"
+            tf.addfile(info)
+        else:
+            info = tarfile.TarInfo("../escaped.txt")
+            info.size = 1
+            tf.addfile(info, io.BytesIO(b"x"))
+    with pytest.raises(data.DataError, match="refused"):
+        data.safe_extract(archive, tmp_path / "out")
+    with data._safe_tar_extraction(), tarfile.open(archive) as tf, pytest.raises(tarfile.TarError):
+        tf.extractall(tmp_path / "out2")  # what torchvision's own extraction meets
+    assert not (tmp_path / "escaped.txt").exists() and not (tmp_path / "out2" / "d" / "link").exists()
+
+
+def test_tiny_imagenet_is_fetched_over_https():
+    assert data.TINY_IMAGENET_URL[0].startswith("https://")

@@ -49,11 +49,81 @@ def test_wrong_type_names_the_key(write_yaml, text, key):
     assert f"'{key}'" in one_line(err)
 
 
-def test_unknown_model_lists_valid_names(write_yaml):
+def test_unknown_model_suggests_close_names_in_a_short_message(write_yaml):
     with pytest.raises(ParamsError) as err:
-        params.load(write_yaml("models: [resnet18, resnet9000]\n"))
+        params.load(write_yaml("models: [resnet18, resnet5O]\n"))
     msg = one_line(err)
-    assert "resnet9000" in msg and "valid models:" in msg and "mobilenet_v2" in msg and "mnist_cnn" in msg
+    assert "resnet5O" in msg and "did you mean resnet50" in msg and "mnist_cnn" in msg
+    assert len(msg) < 400 and "vit_b_16" not in msg  # not the ~80 torchvision names
+
+
+def test_unknown_key_suggests_the_close_key(write_yaml):
+    with pytest.raises(ParamsError) as err:
+        params.load(write_yaml("batchsize: 32\n"))
+    assert "did you mean batch_size" in one_line(err)
+
+
+@pytest.mark.parametrize("name", ["../../x", "/abs/path", "a/b", "..", ".hidden", "a b", "x" * 101])
+def test_run_name_must_be_a_safe_folder_name(write_yaml, name):
+    with pytest.raises(ParamsError) as err:
+        params.load(write_yaml("device: cpu\n"), {"run_name": name})
+    assert "not a safe run name" in one_line(err)
+
+
+@pytest.mark.parametrize("text, key", [("phases: []", "phases"), ("sweep: {}", "sweep")])
+def test_empty_phases_and_sweep_are_refused(write_yaml, text, key):
+    with pytest.raises(ParamsError) as err:
+        params.load(write_yaml(f"device: cpu\n{text}\n"))
+    assert f"key '{key}'" in one_line(err)
+
+
+def test_empty_sweep_is_fine_without_the_sweep_notebook(write_yaml):
+    p = params.load(write_yaml("device: cpu\nsweep: {}\nnotebooks: [00_setup]\n"))
+    assert p.sweep == {}
+
+
+def test_image_size_too_small_for_a_model_is_caught_before_work(write_yaml):
+    with pytest.raises(ParamsError) as err:
+        params.load(write_yaml("device: cpu\nmodels: [resnet18, squeezenet1_1]\nimage_size: 16\n"))
+    assert "key 'image_size' 16 is too small for model 'squeezenet1_1'" in one_line(err)
+    assert params.load(write_yaml("device: cpu\nmodels: [mnist_cnn, resnet18]\nimage_size: 16\n"))
+
+
+def test_override_errors_name_the_override_not_the_file(write_yaml):
+    path = write_yaml("device: cpu\n")
+    with pytest.raises(ParamsError) as err:
+        params.load(path, {"batch_size": 0}, overrides_src="--set")
+    msg = one_line(err)
+    assert msg.startswith("--set key 'batch_size'") and str(path) not in msg
+    with pytest.raises(ParamsError) as err:
+        params.parse_overrides(["batch_size"])
+    assert one_line(err).startswith("--set 'batch_size'")
+
+
+def test_folder_given_as_params_file_says_so(tmp_path):
+    with pytest.raises(ParamsError) as err:
+        params.load(tmp_path)
+    assert "is a folder, not a params file" in one_line(err)
+
+
+def test_empty_params_file_says_it_runs_the_defaults(write_yaml):
+    assert "running with the defaults" in params.empty_file_note(write_yaml("# nothing\n"))
+    assert params.empty_file_note(write_yaml("batch_size: 8\n")) == ""
+
+
+@pytest.mark.parametrize("dataset, make, expected", [
+    ("imagefolder", lambda root: None, "is empty"),
+    ("tiny_imagenet", lambda root: (root / "readme.txt").write_text("x"), "does not look like tiny_imagenet"),
+    ("cifar10", lambda root: (root / "train").mkdir(), "does not look like cifar10"),
+    ("imagefolder", lambda root: (root / "notes.txt").write_text("x"), "does not look like imagefolder"),
+])
+def test_empty_or_wrong_dataset_folder_is_caught_at_validation(write_yaml, tmp_path, dataset, make, expected):
+    root = tmp_path / "data"
+    root.mkdir()
+    make(root)
+    with pytest.raises(ParamsError) as err:
+        params.load(write_yaml(f"device: cpu\ndataset: {dataset}\ndata_path: {root}\n"))
+    assert "key 'data_path'" in one_line(err) and expected in one_line(err)
 
 
 @pytest.mark.parametrize("text, key", [("batch_size: 0", "batch_size"), ("batch_size: -8", "batch_size"),

@@ -4,7 +4,6 @@ sentence of findings from the data."""
 from __future__ import annotations
 
 import math
-import shutil
 from dataclasses import dataclass, field
 from itertools import permutations
 from pathlib import Path
@@ -222,9 +221,21 @@ def published_beside_ours(scenario_a: pd.DataFrame) -> pd.DataFrame:
 
 
 def zip_run(run_dir: Path) -> Path:
-    """outputs/<run_name>.zip of a run folder, to carry results from Colab into a local outputs/."""
-    archive = shutil.make_archive(str(run_dir), "zip", root_dir=run_dir.parent, base_dir=run_dir.name)
-    return Path(archive)
+    """outputs/<run_name>.zip of a run folder, to carry results from Colab into a local outputs/. Links that
+    lead out of the run folder are left out (never followed); the archive holds only the run's own files."""
+    import os
+    import zipfile
+
+    run_dir = Path(run_dir)
+    root, archive = run_dir.resolve(), run_dir.parent / f"{run_dir.name}.zip"
+    with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as zf:
+        for folder, _dirs, files in os.walk(run_dir):  # does not descend into linked folders
+            for name in sorted(files):
+                path = Path(folder) / name
+                target = path.resolve()
+                if target.is_file() and target.is_relative_to(root):
+                    zf.write(target, Path(run_dir.name) / path.relative_to(run_dir))
+    return archive
 
 
 def epoch_times(epochs: pd.DataFrame) -> pd.DataFrame:

@@ -1,22 +1,26 @@
 """Data: synthetic images shaped like the configured dataset (the embedded default) and real datasets.
 
 Real datasets load from a folder given in the params: Tiny-ImageNet (including its validation annotations),
-ImageNette, MNIST, CIFAR-10 and any ImageFolder. The public ones download with checksums when asked
-(``download: true``); downloads go through torchvision's ``download_and_extract_archive`` (MD5-checked).
+ImageNette, MNIST, CIFAR-10 and any ImageFolder. The public ones download over https with checksums when asked
+(``download: true``). Extraction refuses, before writing anything, an archive with a member that would land
+outside the target folder (absolute paths, ``..``) or that is a link or device, whatever its checksum.
 """
 
 from __future__ import annotations
 
+import contextlib
+import tarfile
+import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import torch
 from torch.utils.data import DataLoader, Dataset
 from torchvision import datasets as tvd
 from torchvision import transforms as T
 from torchvision.datasets.folder import default_loader
-from torchvision.datasets.utils import download_and_extract_archive
+from torchvision.datasets.utils import download_url
 
 MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 
@@ -42,7 +46,7 @@ SHAPES = {
 }
 
 # Public archives: url, md5. Tests point these at a loopback server.
-TINY_IMAGENET_URL = ("http://cs231n.stanford.edu/tiny-imagenet-200.zip", "90528d7ca1a48142e341f4ef8d21d0de")
+TINY_IMAGENET_URL = ("https://cs231n.stanford.edu/tiny-imagenet-200.zip", "90528d7ca1a48142e341f4ef8d21d0de")
 
 
 class SyntheticImages(Dataset):
@@ -104,10 +108,85 @@ class TinyImageNet(Dataset):
         return (self.transform(image) if self.transform else image), label
 
 
+_LAYOUTS = {
+    "tiny_imagenet": ("wnids.txt, train/<wnid>/images/", lambda r: any(r.glob("wnids.txt")) or any(r.glob("*/wnids.txt"))),
+    "imagenette": ("imagenette2-160/train/", lambda r: (r / "imagenette2-160" / "train").is_dir()),
+    "mnist": ("MNIST/raw/", lambda r: (r / "MNIST" / "raw").is_dir()),
+    "cifar10": ("cifar-10-batches-py/", lambda r: (r / "cifar-10-batches-py").is_dir()),
+    "imagefolder": ("<class>/<image> or train/<class>/<image>",
+                    lambda r: any(d.is_dir() and any(d.iterdir()) for d in ((r / "train") if (r / "train").is_dir() else r).iterdir())),
+}
+
+
+def layout_problem(name: str, root: str | Path) -> str:
+    """Why the folder ``root`` does not hold dataset ``name`` (empty, or another layout), or "" if it looks
+    right. Cheap: looks at a few paths, reads no image."""
+    root = Path(root).expanduser()
+    if not root.is_dir():
+        return f"'{root}' is not a folder"
+    if not any(root.iterdir()):
+        return f"folder '{root}' is empty (set download: true to fetch {name}, or point data_path at the data)"
+    expected, looks_right = _LAYOUTS.get(name, ("", lambda r: True))
+    if not looks_right(root):
+        return f"folder '{root}' does not look like {name}: expected {expected} inside it"
+    return ""
+
+
+def _unsafe(name: str) -> bool:
+    path = PurePosixPath(name.replace("\\", "/"))
+    return path.is_absolute() or ".." in path.parts or (len(name) > 1 and name[1] == ":")
+
+
+def check_archive(archive: str | Path) -> None:
+    """Raise :class:`DataError` if any member of the zip or tar ``archive`` would land outside the folder it is
+    extracted into (absolute path, ``..``) or is a link or a device: the whole archive is refused."""
+    archive = Path(archive)
+    if zipfile.is_zipfile(archive):
+        with zipfile.ZipFile(archive) as zf:
+            bad = [i.filename for i in zf.infolist() if _unsafe(i.filename) or (i.external_attr >> 16) & 0o170000 == 0o120000]
+    else:
+        with tarfile.open(archive) as tf:
+            bad = [m.name for m in tf.getmembers() if _unsafe(m.name) or not (m.isfile() or m.isdir())]
+    if bad:
+        raise DataError(f"{archive.name}: refused, member '{bad[0]}' would land outside the target folder or is a "
+                        f"link ({len(bad)} such members)")
+
+
+def safe_extract(archive: str | Path, target: str | Path) -> Path:
+    """Extract ``archive`` into ``target`` after :func:`check_archive` accepted every member."""
+    check_archive(archive)
+    target = Path(target)
+    if zipfile.is_zipfile(archive):
+        with zipfile.ZipFile(archive) as zf:
+            zf.extractall(target)
+    else:
+        with tarfile.open(archive) as tf:
+            tf.extractall(target, filter="data")
+    return target
+
+
+def _files_and_folders_only(member: tarfile.TarInfo, dest: str) -> tarfile.TarInfo:
+    if not (member.isfile() or member.isdir()) or _unsafe(member.name):
+        raise tarfile.FilterError(f"refused archive member '{member.name}' (outside the target folder or a link)")
+    return tarfile.data_filter(member, dest)
+
+
+@contextlib.contextmanager
+def _safe_tar_extraction():
+    """torchvision's own downloads (ImageNette, CIFAR-10) extract tar members through the strict filter."""
+    previous = tarfile.TarFile.extraction_filter
+    tarfile.TarFile.extraction_filter = staticmethod(_files_and_folders_only)
+    try:
+        yield
+    finally:
+        tarfile.TarFile.extraction_filter = previous
+
+
 def download_tiny_imagenet(root: str | Path) -> Path:
     url, md5 = TINY_IMAGENET_URL
-    download_and_extract_archive(url, download_root=str(root), md5=md5)
-    return Path(root)
+    root = Path(root)
+    download_url(url, str(root), md5=md5)
+    return safe_extract(root / Path(url).name, root)
 
 
 def transforms_for(channels: int, size: int, train: bool):
@@ -129,21 +208,27 @@ def open_dataset(name: str, root: str | Path, split: str, channels: int, size: i
     if not root.exists() and not download:
         raise DataError(f"dataset folder '{root}' does not exist (set download: true to fetch {name})")
     try:
-        if name == "tiny_imagenet":
-            if download and not any(root.glob("**/wnids.txt")):
-                download_tiny_imagenet(root)
-            return TinyImageNet(root, split, tf)
-        if name == "imagenette":
-            return tvd.Imagenette(str(root), split=split, size="160px", download=download and not _has_imagenette(root), transform=tf)
-        if name == "mnist":
-            return tvd.MNIST(str(root), train=train, download=download, transform=tf)
-        if name == "cifar10":
-            return tvd.CIFAR10(str(root), train=train, download=download, transform=tf)
-        if name == "imagefolder":
-            folder = root / split if (root / split).is_dir() else root
-            return tvd.ImageFolder(str(folder), transform=tf)
-    except (RuntimeError, FileNotFoundError, OSError) as err:
+        with _safe_tar_extraction():
+            return _open(name, root, split, tf, download)
+    except (RuntimeError, FileNotFoundError, OSError, tarfile.TarError, zipfile.BadZipFile) as err:
         raise DataError(f"{name} at '{root}': {err}") from None
+
+
+def _open(name: str, root: Path, split: str, tf, download: bool) -> Dataset:
+    train = split == "train"
+    if name == "tiny_imagenet":
+        if download and not any(root.glob("**/wnids.txt")):
+            download_tiny_imagenet(root)
+        return TinyImageNet(root, split, tf)
+    if name == "imagenette":
+        return tvd.Imagenette(str(root), split=split, size="160px", download=download and not _has_imagenette(root), transform=tf)
+    if name == "mnist":
+        return tvd.MNIST(str(root), train=train, download=download, transform=tf)
+    if name == "cifar10":
+        return tvd.CIFAR10(str(root), train=train, download=download, transform=tf)
+    if name == "imagefolder":
+        folder = root / split if (root / split).is_dir() else root
+        return tvd.ImageFolder(str(folder), transform=tf)
     raise DataError(f"unknown dataset '{name}'")
 
 

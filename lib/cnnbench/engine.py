@@ -25,7 +25,7 @@ import torch
 from torch import nn
 
 from cnnbench import data, devices, flops, models, telemetry, timing
-from cnnbench.progress import bar
+from cnnbench.progress import bar, row_done
 from cnnbench.results import ResultsFile
 
 CONFIG_KEYS = ("model", "device_kind", "phase", "data_mode", "batch_size", "image_size", "precision",
@@ -284,4 +284,5 @@ def run_configs(configs: Iterable[Config], device: torch.device, protocol: Proto
             n = row["measured_steps"]
             steps.extend([{**key, "repeat": i // n, "step": i % n, "step_time_s": t} for i, t in enumerate(step_times)])
         results.append(row)
+        row_done(row)  # one progress line per configuration for the pipeline's console
     return results.rows()

@@ -7,25 +7,94 @@ report needs no widget state.
 
 from __future__ import annotations
 
+import math
+import time
+from collections.abc import Callable
+from dataclasses import asdict
+
 import pandas as pd
 import torch
 
-from cnnbench import devices, engine, params, plots, results, scenarios
+from cnnbench import devices, engine, params, plots, results, scenarios, timing
 from cnnbench.progress import headless
+
+MIN_WINDOWS = 3  # windows before the interval is trusted
+MAX_WINDOWS = 30
+
+
+def adaptive_windows(window: Callable[[], tuple[list[float], float]], steps: int, batch_size: int,
+                     target_pct: float, max_s: float, clock: Callable[[], float] = time.perf_counter,
+                     on_window: Callable[[dict, float], None] | None = None) -> dict:
+    """Measured windows until the 95% interval is within ``target_pct`` of the throughput (after at least
+    3 windows) or ``max_s`` has passed (at least 2 windows); ``noisy`` says the target was not reached.
+
+    ``window()`` runs one window of ``steps`` steps and returns (step times, synced wall time);
+    ``on_window(summary, fraction of the time cap used)`` is called after each window (progress).
+    """
+    start, step_times, walls = clock(), [], []
+    while True:
+        times, wall = window()
+        step_times.extend(times)
+        walls.append(wall)
+        if len(walls) < 2:
+            continue
+        summary = timing.summarize(step_times, walls, [steps] * len(walls), batch_size)
+        rel_pct = 100 * summary["throughput_ci95_img_s"] / max(summary["throughput_img_s"], 1e-12)
+        summary.update(throughput_ci95_rel_pct=rel_pct, target_ci95_rel_pct=target_pct, noisy=rel_pct > target_pct)
+        elapsed = clock() - start
+        if on_window:
+            on_window(summary, min(elapsed / max_s, 1.0))
+        if (len(walls) >= MIN_WINDOWS and not summary["noisy"]) or elapsed >= max_s or len(walls) >= MAX_WINDOWS:
+            return summary
 
 
 def quick_measure(run, model: str, batch_size: int, precision: str, data_mode: str, device: str,
-                  steps: int = 5) -> dict:
-    """One short measurement (2 warm-up steps, 2 windows of ``steps``), appended to ``explore.csv``."""
-    p = run.params
+                  on_progress: Callable[[float, str], None] | None = None) -> dict:
+    """One measurement sized to be meaningful: warm-up of at least ``explore_warmup_s``, windows of about
+    ``explore_window_s``, repeated until the 95% interval is within ``explore_ci_pct`` % or ``explore_max_s``
+    has passed (then ``noisy`` is true). Appended to ``explore.csv``; ``on_progress(fraction, text)``."""
+    p, dev = run.params, devices.resolve(device)
+    say = on_progress or (lambda fraction, text: None)
     _, channels, size, classes = scenarios.model_data(p, model)
     cfg = engine.Config(model, "train", batch_size, size, classes, channels, precision, "nchw", False, data_mode)
-    protocol = engine.Protocol(warmup_steps=2, measured_steps=steps, repeats=2, workers=p.workers,
-                               synthetic_images=max(p.synthetic_images, batch_size), seed=p.seed)
-    row = engine.measure(cfg, devices.resolve(device), protocol)
-    row.pop("step_times_s", None)
+    protocol = engine.Protocol(workers=p.workers, synthetic_images=max(p.synthetic_images, batch_size), seed=p.seed)
+    row = {**asdict(cfg), "device_kind": dev.type, "device_name": devices.device_name(dev),
+           "threads": torch.get_num_threads(), "status": "ok", "error": "",
+           "timestamp": pd.Timestamp.now(tz="UTC").isoformat(timespec="seconds")}
+    try:
+        say(0.0, f"building {model} on {dev.type}")
+        work = engine.Workload(cfg, dev, protocol)
+        warm = _warm_up(work.step, dev, p.explore_warmup_s, lambda f: say(0.0, f"warming up {f:.0%}"))
+        row.update(warmup_steps=len(warm), measured_steps=max(2, math.ceil(p.explore_window_s / max(min(warm), 1e-6))))
+        timer = timing.StepTimer(dev)
+
+        def progress(summary, fraction):
+            say(fraction, f"{summary['repeats']} windows: {summary['throughput_img_s']:,.1f} "
+                          f"+- {summary['throughput_ci95_rel_pct']:.0f}% img/s")
+
+        row.update(adaptive_windows(lambda: timer.window(work.step, row["measured_steps"]), row["measured_steps"],
+                                    batch_size, p.explore_ci_pct, p.explore_max_s, on_window=progress))
+        work.check_loss()
+        train_flops, _ = engine.flops_per_image(model, size, classes)
+        row.update(achieved_gflops=row["throughput_img_s"] * train_flops / 1e9)
+        row["achieved_tflops"] = row["achieved_gflops"] / 1e3
+    except Exception as err:  # noqa: BLE001 - a failed measurement is a row with its status
+        row.update(engine.failure(err))
+    say(1.0, "noisy: the interval stayed wide" if row.get("noisy") else f"done ({row['status']})")
     results.ResultsFile(run.path("explore.csv"), ("timestamp", "model", "batch_size", "precision")).append(row)
     return row
+
+
+def _warm_up(step, dev, warmup_s: float, say, clock=time.perf_counter) -> list[float]:
+    """Steps until ``warmup_s`` has passed (at least two); the synced times of all but the first."""
+    start, times = clock(), []
+    while len(times) < 2 or clock() - start < warmup_s:
+        t0 = clock()
+        step()
+        devices.synchronize(dev)
+        times.append(clock() - t0)
+        say(min((clock() - start) / warmup_s, 1.0))
+    return times[1:]
 
 
 def _show(history: list[dict], run) -> None:
@@ -39,8 +108,9 @@ def _show(history: list[dict], run) -> None:
         plt.close(fig)
 
     df = pd.DataFrame(history)
-    display(df[["model", "device_name", "batch_size", "precision", "data_mode", "status", "throughput_img_s",
-                "throughput_ci95_img_s", "achieved_tflops"]].round(3))
+    cols = ["model", "device_name", "batch_size", "precision", "data_mode", "status", "throughput_img_s",
+            "throughput_ci95_img_s", "throughput_ci95_rel_pct", "noisy", "repeats", "achieved_tflops", "error"]
+    display(df[[c for c in cols if c in df]].round(3))
     ok = df[df.status == "ok"]
     if ok.empty:
         return
@@ -73,11 +143,15 @@ def explorer(run):
         "device": w.Dropdown(options=devices.available(), value=run.device.type, description="device"),
     }
     button, out, history = w.Button(description="measure", button_style="primary"), w.Output(), []
+    bar, label = w.FloatProgress(value=0.0, min=0.0, max=1.0), w.Label("")
+
+    def on_progress(fraction: float, text: str) -> None:
+        bar.value, label.value = fraction, text
 
     def on_click(_):
         button.disabled = True
         try:
-            history.append(quick_measure(run, **{k: c.value for k, c in controls.items()}))
+            history.append(quick_measure(run, **{k: c.value for k, c in controls.items()}, on_progress=on_progress))
             out.clear_output(wait=True)
             with out:
                 _show(history, run)
@@ -85,5 +159,6 @@ def explorer(run):
             button.disabled = False
 
     button.on_click(on_click)
-    display(w.VBox([w.HBox(list(controls.values())[:3]), w.HBox([*list(controls.values())[3:], button]), out]))
-    return {**controls, "measure": button, "history": history}
+    display(w.VBox([w.HBox(list(controls.values())[:3]), w.HBox([*list(controls.values())[3:], button]),
+                    w.HBox([bar, label]), out]))
+    return {**controls, "measure": button, "history": history, "progress": bar, "status": label}

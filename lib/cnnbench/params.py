@@ -8,12 +8,14 @@ types, unknown model names (with the valid ones listed), non-positive batch size
 from __future__ import annotations
 
 import dataclasses
+import difflib
+import functools
+import re
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
 import yaml
 
 PRECISIONS = ("fp32", "tf32", "bf16", "fp16")
@@ -41,6 +43,26 @@ VARIANT_KEYS = {"precision": str, "memory_format": str, "compile": bool}
 
 class ParamsError(ValueError):
     """A bad parameter: the message is one line naming the source and the key."""
+
+
+SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
+
+
+def safe_name_error(name: str) -> str | None:
+    """Why ``name`` cannot be a run folder's name (a path, '..', odd characters), or None when it can."""
+    if SAFE_NAME.fullmatch(name) and ".." not in name:
+        return None
+    return (f"'{name}' is not a safe run name: use letters, digits, '-', '_' and '.' only (no '/', no '..', "
+            "at most 100 characters, starting with a letter or digit)")
+
+
+def _suggest(name: str, valid: typing.Sequence[str], what: str) -> str:
+    """"did you mean x, y?" and, for a long list, a count instead of every name."""
+    close = difflib.get_close_matches(name, valid, n=3, cutoff=0.6)
+    hint = f"did you mean {', '.join(close)}? " if close else ""
+    if len(valid) <= 12:
+        return f"{hint}valid {what}: {', '.join(valid)}"
+    return f"{hint}{len(valid)} valid {what}, e.g. {', '.join(valid[:6])}, ..."
 
 
 def _default_models() -> list[str]:
@@ -129,6 +151,11 @@ class Params:
     # --- pipeline
     notebooks: list[str] = field(default_factory=lambda: list(NOTEBOOKS))  # which notebooks the pipeline runs
     cell_timeout_s: int = 3600  # papermill's per-cell execution timeout
+    # --- explorer (the "measure" button of 08's interactive controls)
+    explore_warmup_s: float = 1.0  # warm-up of a quick measurement (seconds, at least two steps)
+    explore_window_s: float = 0.5  # length of one measured window of a quick measurement (seconds)
+    explore_ci_pct: float = 10.0  # windows are added until the 95% interval is within this % of the rate
+    explore_max_s: float = 20.0  # time cap of a quick measurement; past it the result is marked noisy
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -199,11 +226,57 @@ def _check_models(src: str, key: str, names: typing.Iterable[str]) -> None:
     from cnnbench.models import model_names
 
     valid = model_names()
+    common = [m for m in _default_models() if m in valid]
     for name in names:
         if name not in valid:
-            raise ParamsError(
-                f"{src}: key '{key}' names unknown model '{name}'; valid models: {', '.join(valid)}"
-            )
+            valid = [*common, *(m for m in valid if m not in common)]  # the usual ones first in the short list
+            raise ParamsError(f"{src}: key '{key}' names unknown model '{name}'; "
+                              f"{_suggest(name, valid, 'models (cnnbench.models.model_names())')}")
+
+
+@functools.lru_cache(maxsize=256)
+def _too_small(model: str, image_size: int) -> str:
+    """Why ``model`` cannot run at ``image_size`` ("" if it can): a forward pass on the meta device (no memory,
+    no compute), cached."""
+    import torch
+
+    from cnnbench import models
+
+    try:
+        with torch.device("meta"):
+            net = models.build(model, num_classes=10, image_size=image_size).eval()
+            net(torch.empty(1, models.spec(model).in_channels, image_size, image_size))
+    except (RuntimeError, AssertionError, ValueError) as err:
+        return (str(err).strip().splitlines() or [type(err).__name__])[0][:120]
+    return ""
+
+
+def _check_image_size(src: str, p: Params) -> None:
+    from cnnbench.models import spec
+
+    for model in p.models:
+        if spec(model).native_data == "mnist":
+            continue  # the MNIST CNN runs at its own 28x28
+        why = _too_small(model, p.image_size)
+        if why:
+            raise ParamsError(f"{src}: key 'image_size' {p.image_size} is too small for model '{model}' ({why})")
+
+
+def _check_data(src: str, p: Params) -> None:
+    if not p.data_path:
+        raise ParamsError(f"{src}: key 'data_path' is required for dataset '{p.dataset}'")
+    root = Path(p.data_path).expanduser()
+    if p.download:
+        return
+    if not root.exists():
+        raise ParamsError(
+            f"{src}: key 'data_path': folder '{p.data_path}' does not exist (set download: true to fetch it)"
+        )
+    from cnnbench.data import layout_problem
+
+    problem = layout_problem(p.dataset, root)
+    if problem:
+        raise ParamsError(f"{src}: key 'data_path': {problem}")
 
 
 def _check_scratch(src: str, p: Params) -> None:
@@ -244,7 +317,7 @@ def validate(raw: dict[str, Any], src: str = "params", check_device: bool = True
         )
     for key, value in raw.items():
         if key not in FIELDS:
-            raise ParamsError(f"{src}: unknown key '{key}'; valid keys: {', '.join(FIELDS)}")
+            raise ParamsError(f"{src}: unknown key '{key}'; {_suggest(key, list(FIELDS), 'keys')}")
         tp = _HINTS[key]
         if not _matches(value, tp):
             raise ParamsError(
@@ -252,8 +325,15 @@ def validate(raw: dict[str, Any], src: str = "params", check_device: bool = True
             )
     p = Params(**{k: (float(v) if _HINTS[k] is float else v) for k, v in raw.items()})
 
+    if p.run_name and safe_name_error(p.run_name):
+        raise ParamsError(f"{src}: key 'run_name': {safe_name_error(p.run_name)}")
     if not p.models:
         raise ParamsError(f"{src}: key 'models' must name at least one model")
+    if not p.phases:
+        raise ParamsError(f"{src}: key 'phases' must list at least one of {', '.join(PHASES)}")
+    if not p.sweep and "03_batch_sweep" in p.notebooks:
+        raise ParamsError(f"{src}: key 'sweep' must map at least one model to batch sizes "
+                          "(or leave 03_batch_sweep out of 'notebooks')")
     _check_models(src, "models", p.models)
     _check_models(src, "batch_size_per_model", p.batch_size_per_model)
     _check_models(src, "sweep", p.sweep)
@@ -279,7 +359,8 @@ def validate(raw: dict[str, Any], src: str = "params", check_device: bool = True
     for key in ("warmup_steps", "measured_steps", "threads", "workers", "max_batches", "matmul_size"):
         if getattr(p, key) < 0:
             raise ParamsError(f"{src}: key '{key}' must be >= 0, got {getattr(p, key)}")
-    for key in ("telemetry_interval_s", "lr", "window_s"):
+    for key in ("telemetry_interval_s", "lr", "window_s", "explore_warmup_s", "explore_window_s", "explore_ci_pct",
+                "explore_max_s"):
         if getattr(p, key) <= 0:
             raise ParamsError(f"{src}: key '{key}' must be positive, got {getattr(p, key)}")
     if p.momentum < 0:
@@ -306,12 +387,8 @@ def validate(raw: dict[str, Any], src: str = "params", check_device: bool = True
         _one_of(src, f"variants[{i}].memory_format", variant.get("memory_format", "nchw"), MEMORY_FORMATS)
     _check_scratch(src, p)
     if p.dataset != "synthetic":
-        if not p.data_path:
-            raise ParamsError(f"{src}: key 'data_path' is required for dataset '{p.dataset}'")
-        if not p.download and not Path(p.data_path).expanduser().exists():
-            raise ParamsError(
-                f"{src}: key 'data_path': folder '{p.data_path}' does not exist (set download: true to fetch it)"
-            )
+        _check_data(src, p)
+    _check_image_size(src, p)
     if check_device:
         from cnnbench.devices import DeviceError, resolve
 
@@ -326,24 +403,24 @@ def validate(raw: dict[str, Any], src: str = "params", check_device: bool = True
     return p
 
 
-def parse_overrides(pairs: typing.Iterable[str]) -> dict[str, Any]:
+def parse_overrides(pairs: typing.Iterable[str], src: str = "--set") -> dict[str, Any]:
     """``["batch_size=64", "models=[resnet18]"]`` -> a dict; each value is read as YAML."""
     out: dict[str, Any] = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep or not key.strip():
-            raise ParamsError(f"override '{pair}': expected key=value")
+            raise ParamsError(f"{src} '{pair}': expected key=value")
         try:
             out[key.strip()] = yaml.safe_load(value)
         except yaml.YAMLError as err:
-            raise ParamsError(
-                f"override '{pair}': value is not valid YAML ({err.__class__.__name__})"
-            ) from None
+            raise ParamsError(f"{src} '{pair}': value is not valid YAML ({err.__class__.__name__})") from None
     return out
 
 
 def read_yaml(path: str | Path) -> dict[str, Any]:
     path = Path(path)
+    if path.is_dir():
+        raise ParamsError(f"{path}: is a folder, not a params file (give a .yaml file, e.g. params/local.yaml)")
     if not path.is_file():
         raise ParamsError(f"{path}: params file not found")
     try:
@@ -362,14 +439,32 @@ def read_yaml(path: str | Path) -> dict[str, Any]:
     return data
 
 
-def load(path: str | Path, overrides: dict[str, Any] | None = None, check_device: bool = True) -> Params:
-    """Defaults, overridden by the YAML file at ``path``, overridden by ``overrides``; validated once."""
-    merged = {**read_yaml(path), **(overrides or {})}
-    return validate(merged, src=str(path), check_device=check_device)
+_KEY_IN_ERROR = re.compile(r"key '([A-Za-z_0-9]+)")
 
 
-def table(p: Params) -> pd.DataFrame:
-    """Every key with its value in force, its default, whether it differs, and what it means."""
+def load(path: str | Path, overrides: dict[str, Any] | None = None, check_device: bool = True,
+         overrides_src: str = "overrides") -> Params:
+    """Defaults, overridden by the YAML file at ``path``, overridden by ``overrides``; validated once. An error
+    about a key set by ``overrides`` names ``overrides_src`` (``--set`` on the command line), not the file."""
+    overrides = overrides or {}
+    try:
+        return validate({**read_yaml(path), **overrides}, src=str(path), check_device=check_device)
+    except ParamsError as err:
+        found = _KEY_IN_ERROR.search(str(err))
+        if found and found.group(1) in overrides:
+            raise ParamsError(f"{overrides_src} {str(err).removeprefix(f'{path}: ')}") from None
+        raise
+
+
+def empty_file_note(path: str | Path) -> str:
+    """A one-line note when the params file sets no keys (the run uses the defaults), else ""."""
+    return f"{path} sets no keys: running with the defaults" if not read_yaml(path) else ""
+
+
+def table(p: Params):
+    """Every key with its value in force, its default, whether it differs, and what it means (a DataFrame)."""
+    import pandas as pd
+
     docs, defaults = describe(), Params()
     rows = [
         (

@@ -51,3 +51,68 @@ def default_run_name(device_kind: str) -> str:
 
 def outputs_root() -> Path:
     return repo_root() / "outputs"
+
+
+LOCK_ENV = "CNNBENCH_RUN_LOCK"  # set by the process holding a run's lock, so its own kernels pass through
+
+
+class RunLocked(RuntimeError):
+    """Another live process is writing the same run folder."""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+class RunLock:
+    """``<run_dir>/.lock`` holding the writer's PID: a second writer refuses with one line; a lock left by a dead
+    process is taken over; released on exit (``with RunLock(run_dir):``)."""
+
+    def __init__(self, run_dir: Path):
+        self.path = Path(run_dir) / ".lock"
+        self.held = False
+
+    def holder(self) -> int | None:
+        """PID of a live process holding the lock (not this one), else None."""
+        try:
+            pid = int(self.path.read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            return None
+        return pid if pid != os.getpid() and _alive(pid) else None
+
+    def acquire(self) -> RunLock:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        for _ in range(2):
+            try:
+                fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+            except FileExistsError:
+                pid = self.holder()
+                if pid is not None:
+                    raise RunLocked(f"run '{self.path.parent.name}' is being written by process {pid}; wait for it "
+                                    f"or choose another run_name ({self.path} is its lock)") from None
+                self.path.unlink(missing_ok=True)  # stale: its process is gone
+                continue
+            with os.fdopen(fd, "w") as f:
+                f.write(f"{os.getpid()}\n")
+            self.held = True
+            os.environ[LOCK_ENV] = str(self.path.parent.resolve())
+            return self
+        raise RunLocked(f"run '{self.path.parent.name}': cannot take the lock {self.path}")
+
+    def release(self) -> None:
+        if self.held:
+            self.path.unlink(missing_ok=True)
+            os.environ.pop(LOCK_ENV, None)
+            self.held = False
+
+    def __enter__(self) -> RunLock:
+        return self.acquire()
+
+    def __exit__(self, *exc) -> None:
+        self.release()

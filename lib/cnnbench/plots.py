@@ -33,27 +33,44 @@ def complexity(df: pd.DataFrame, path: str | Path | None = None):
     return save(fig, path)
 
 
+def text(label) -> str:
+    """A label shown literally: a '$' in a model, device or variant name is not mathtext."""
+    return str(label).replace("$", r"\$")
+
+
+def _bar_keys(g: pd.DataFrame) -> pd.Series:
+    """One bar per model, or per model and batch size when a model was measured at several batch sizes."""
+    names = g.model.astype(str)
+    if "batch_size" not in g:
+        return names
+    several = g.groupby("model").batch_size.transform("nunique") > 1
+    return names.where(~several, names + " bs=" + g.batch_size.astype(str))
+
+
 def throughput(df: pd.DataFrame, path: str | Path | None = None, hue: str | None = None):
     """Throughput per model, train and eval, with the 95% interval as error bars; bars per variant, or per
-    the values of column ``hue`` (e.g. the device when several runs are merged)."""
+    the values of column ``hue`` (e.g. the device when several runs are merged). A model measured at several
+    batch sizes gets one bar per batch size; the same configuration measured twice shows its last measurement."""
     if df.empty:
         return None
     ok = df[df.status == "ok"]
     ok = ok.assign(variant=ok[hue].astype(str) + " " + variant_label(ok) if hue else variant_label(ok))
+    ok = ok.assign(bar=_bar_keys(ok))
     phases = list(dict.fromkeys(ok.phase))
     fig, axes = plt.subplots(1, max(len(phases), 1), figsize=(6 * max(len(phases), 1), 4), squeeze=False)
     for ax, phase in zip(axes[0], phases, strict=False):
         g = ok[ok.phase == phase]
         variants = list(dict.fromkeys(g.variant))
         width = 0.8 / len(variants)
-        models = list(dict.fromkeys(g.model))
+        bars = list(dict.fromkeys(g.bar))
         for i, v in enumerate(variants):
-            gv = g[g.variant == v].set_index("model").reindex(models)
-            xs = [j + i * width for j in range(len(models))]
-            ax.bar(xs, gv.throughput_img_s, width, yerr=gv.throughput_ci95_img_s, capsize=3, label=v)
-        ax.set_xticks([j + width * (len(variants) - 1) / 2 for j in range(len(models))], models, rotation=30)
+            gv = g[g.variant == v].drop_duplicates("bar", keep="last").set_index("bar").reindex(bars)
+            xs = [j + i * width for j in range(len(bars))]
+            ax.bar(xs, gv.throughput_img_s, width, yerr=gv.throughput_ci95_img_s, capsize=3, label=text(v))
+        ax.set_xticks([j + width * (len(variants) - 1) / 2 for j in range(len(bars))], [text(b) for b in bars],
+                      rotation=30)
         where = g.device_name.iloc[0] if g.device_name.nunique() == 1 else f"{g.device_name.nunique()} devices"
-        ax.set(yscale="log", ylabel="throughput (images/s)", title=f"{phase} ({where})")
+        ax.set(yscale="log", ylabel="throughput (images/s)", title=text(f"{phase} ({where})"))
         ax.legend(fontsize=8)
     fig.tight_layout()
     return save(fig, path)

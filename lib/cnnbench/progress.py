@@ -1,10 +1,11 @@
-"""Progress bars on every loop a person waits for; quiet when the pipeline runs headless."""
+"""Progress bars on every loop a person waits for; quiet when the pipeline runs headless, which instead reads
+one line per finished configuration from the file named by ``CNNBENCH_PROGRESS_FILE``."""
 
 from __future__ import annotations
 
 import os
 
-from tqdm.auto import tqdm
+PROGRESS_ENV = "CNNBENCH_PROGRESS_FILE"
 
 
 def headless() -> bool:
@@ -13,6 +14,34 @@ def headless() -> bool:
 
 def bar(iterable=None, **kwargs):
     """``tqdm`` that stays silent under the pipeline (``CNNBENCH_HEADLESS=1``)."""
+    from tqdm.auto import tqdm
+
     kwargs["disable"] = kwargs.get("disable", False) or headless()
     kwargs.setdefault("leave", False)
     return tqdm(iterable, **kwargs)
+
+
+def row_line(row: dict) -> str:
+    """One line for a finished configuration: model, phase, batch size, variant, throughput or status."""
+    what = " ".join(str(row.get(k, "")) for k in ("model", "phase") if row.get(k, "") != "")
+    if "batch_size" in row:
+        what += f" bs={row['batch_size']}"
+    if row.get("precision"):
+        what += f" {row['precision']}"
+    rate = row.get("throughput_img_s")
+    if row.get("status", "ok") == "ok" and isinstance(rate, (int, float)):
+        ci = row.get("throughput_ci95_img_s")
+        line = f"{what}: {rate:,.1f} img/s" + (f" +- {ci:,.1f}" if isinstance(ci, (int, float)) else "")
+        return line + (" (noisy)" if row.get("noisy") is True else "")
+    return f"{what}: {row.get('status', '?')} {str(row.get('error', ''))[:80]}".rstrip()
+
+
+def row_done(row: dict) -> None:
+    """Called once per finished configuration: appends its line to the pipeline's progress file, if any."""
+    path = os.environ.get(PROGRESS_ENV)
+    if path:
+        try:
+            with open(path, "a") as f:
+                f.write(row_line(row) + "\n")
+        except OSError:
+            pass  # progress is a courtesy; a measurement never fails for it

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -56,19 +58,28 @@ def open_run(
     """Load and validate the parameters, resolve the device, set CPU threads, create the run folder.
 
     ``params_file`` "" means params/colab_t4.yaml on Colab and params/local.yaml elsewhere; ``run_dir`` ""
-    means outputs/<run_name>. Raises :class:`cnnbench.params.ParamsError` on bad input, before any work.
+    means outputs/<run_name>. Raises :class:`cnnbench.params.ParamsError` on bad input, before any work, and
+    :class:`cnnbench.paths.RunLocked` while another process (a pipeline) writes the same run folder. Warns
+    when the params file is empty (defaults) or ``threads`` is above the core count.
     """
     path = paths.resolve(params_file) if params_file else paths.default_params_file()
     overrides = dict(overrides or {})
     p = params.load(path, overrides)
+    if params.empty_file_note(path):
+        warnings.warn(params.empty_file_note(path), stacklevel=2)
+    cores = os.cpu_count() or 1
+    if p.threads > cores:
+        warnings.warn(f"threads {p.threads} is above the {cores} CPU cores here: the run is oversubscribed",
+                      stacklevel=2)
     device = devices.resolve(p.device, expect=p.expect_device)
+    root = Path(run_dir) if run_dir else paths.outputs_root() / run_name(p, device)
+    if os.environ.get(paths.LOCK_ENV) != str(root.resolve()):
+        holder = paths.RunLock(root).holder()
+        if holder is not None:
+            raise paths.RunLocked(f"run '{root.name}' is being written by process {holder}; wait for it or "
+                                  "choose another run_name")
     threads = devices.set_threads(p.threads)
     torch.manual_seed(p.seed)
-    root = (
-        Path(run_dir)
-        if run_dir
-        else paths.outputs_root() / run_name(p, device)
-    )
     root.mkdir(parents=True, exist_ok=True)
     results.write_json(
         root / "params.json", {"params_file": str(path), "overrides": overrides, **p.to_dict()}
