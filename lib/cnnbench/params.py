@@ -233,7 +233,8 @@ def validate(raw: dict[str, Any], src: str = "params", check_device: bool = True
         "cell_timeout_s",
     ):
         _positive(src, key, getattr(p, key))
-    for key in ("warmup_steps", "measured_steps", "threads", "workers", "max_batches", "matmul_size", "epoch_images"):
+    for key in ("warmup_steps", "measured_steps", "threads", "workers", "max_batches", "matmul_size",
+                "epoch_images"):
         if getattr(p, key) < 0:
             raise ParamsError(f"{src}: key '{key}' must be >= 0, got {getattr(p, key)}")
     for key in ("telemetry_interval_s", "lr", "window_s"):
