@@ -437,7 +437,8 @@ def beside(published_table: pd.DataFrame, ours: pd.DataFrame, key: str, label: s
         return pub.assign(note=f"no run of this analysis wrote {label}.csv: the published table alone")
     ok = ours[ours.status == "ok"] if "status" in ours else ours
     mine = ok.assign(source="ours: " + ok.run_name.astype(str))
-    cols = ["source", key, *[c for c in mine.columns if c in pub.columns and c not in ("source", key)]]
+    cols = ["source", *[c for c in [key, *pub.columns] if c in mine.columns and c != "source"]]
+    cols = list(dict.fromkeys(cols))
     extra = [c for c in mine.columns if c not in cols and c.endswith(("_s", "_img_s", "_pct", "_mib", "_mb"))]
     return pd.concat([pub, mine[cols + extra]], ignore_index=True)
 

@@ -275,3 +275,27 @@ def _inconsistencies_others() -> list[dict]:
 def inconsistencies() -> pd.DataFrame:
     """The seeds' numbers checked against each other: each row computed here from the transcribed tables."""
     return pd.DataFrame(_inconsistencies_000() + _inconsistencies_others())
+
+
+def tables() -> dict[str, pd.DataFrame]:
+    """Every transcribed table, by what it holds (each carries its ``source`` seed file)."""
+    return {
+        "seed 000 Table 1: params (M) and 'FLOPs' per 224x224 image (G, MACs)": COMPLEXITY_000,
+        "seed 000 Table 2: 'AI' = FLOPs / model bytes (printed as FLOP/byte; GFLOP/MB)": AI_TABLE_000,
+        "seed 000 Table 3: throughput (img/s), TFLOP/s, peak GPU memory (MB)": THROUGHPUT_000,
+        "seed 000 Table 4: epoch times (s) of 6,400-image 'epochs'": EPOCHS_000,
+        "seed 000 Table 5: utilisation (%)": UTILISATION_000,
+        "seed 000 Table 6: SqueezeNet batch sweep (img/s, GFLOP/s)": SWEEP_000,
+        "seed 000 Table 7: spec roofs (GFLOP/s, GB/s)": PEAKS_000,
+        "seed 000 Table 8: speedups (x)": SPEEDUPS_000,
+        "seed 003: training throughput (img/s)": THROUGHPUT_003,
+        "seed 003: achieved TFLOP/s, efficiency (%), AI (FLOP/byte)": ACHIEVED_003,
+        "seed 003: spec peaks (TFLOP/s, GB/s, GB)": PEAKS_003,
+        "seed 003: complexity (M params, G 'FLOPs' = MACs)": COMPLEXITY_003,
+        "seed 001 Table I: per backend (s, img/s, %, MB)": BACKENDS_001,
+        "seed 002: nvidia-smi snapshots (%, MiB, C, W)": TELEMETRY_002,
+        "seed 002: training time (h), accuracy (%), inference (s/image)": TIMES_002,
+        "seed 004 Table 3: times (ms)": TIMES_004,
+        "seed 004 Table 4: time per operation (ms)": OPS_004,
+        "seed 004 Table 5: memory (MB)": MEMORY_004,
+    }
