@@ -267,9 +267,15 @@ def _run_findings(run: str, ok: pd.DataFrame) -> list[dict]:
     if {"train", "eval"} <= set(wide.columns):
         ratio = (wide["eval"] / wide["train"]).dropna()
         if len(ratio):
-            lo, hi = ratio.idxmin(), ratio.idxmax()
+            names = dict(zip(keys, range(len(keys)), strict=True))
+
+            def label(k: tuple) -> str:
+                return f"{k[0]} {k[names['precision']]} {k[names['memory_format']]}" + (
+                    " compiled" if k[names["compile"]] else "")
+
+            lo, hi = label(ratio.idxmin()), label(ratio.idxmax())
             out.append(_finding("eval_train_ratio", run, f"{run}: eval/train throughput ratio ranges "
-                                f"{ratio.min():.1f}-{ratio.max():.1f}x (lowest {lo[0]}, highest {hi[0]}).",
+                                f"{ratio.min():.1f}-{ratio.max():.1f}x (lowest {lo}, highest {hi}).",
                                 ratio_min=ratio.min(), ratio_max=ratio.max()))
     rate = "achieved_gflops" if "achieved_gflops" in ok else "achieved_tflops" if "achieved_tflops" in ok else None
     if rate and ok[rate].notna().any():
