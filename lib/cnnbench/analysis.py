@@ -18,16 +18,55 @@ import pandas as pd
 
 from cnnbench import SCHEMA_VERSION, envinfo, published, results, scenarios
 
-TABLES = ("complexity", "scenario_a", "batch_sweep", "epochs", "roofline", "device_peaks",
-          "backends", "backend_ops", "backend_memory", "gradcheck",  # 05_backends
-          "transfer", "step_phases", "telemetry", "scaling",  # 06_transfer
-          "tuning")  # 07_tuning
-CONFIG_KEYS = ("models", "image_size", "num_classes", "dataset", "data_mode", "batch_size", "batch_size_per_model",
-               "warmup_steps", "measured_steps", "repeats", "variants", "lr", "momentum", "phases", "threads",
-               "epoch_images", "epoch_images_per_model")
+TABLES = (
+    "complexity",
+    "scenario_a",
+    "batch_sweep",
+    "epochs",
+    "roofline",
+    "device_peaks",
+    "backends",
+    "backend_ops",
+    "backend_memory",
+    "gradcheck",  # 05_backends
+    "transfer",
+    "step_phases",
+    "telemetry",
+    "scaling",  # 06_transfer
+    "tuning",
+)  # 07_tuning
+CONFIG_KEYS = (
+    "models",
+    "image_size",
+    "num_classes",
+    "dataset",
+    "data_mode",
+    "batch_size",
+    "batch_size_per_model",
+    "warmup_steps",
+    "measured_steps",
+    "repeats",
+    "variants",
+    "lr",
+    "momentum",
+    "phases",
+    "threads",
+    "epoch_images",
+    "epoch_images_per_model",
+)
 # A measurement's configuration: two rows are divided only when all of these are equal.
-MATCH_KEYS = ("model", "phase", "batch_size", "image_size", "precision", "memory_format", "compile", "data_mode",
-              "dataset", "num_classes")
+MATCH_KEYS = (
+    "model",
+    "phase",
+    "batch_size",
+    "image_size",
+    "precision",
+    "memory_format",
+    "compile",
+    "data_mode",
+    "dataset",
+    "num_classes",
+)
 IDENTITY = ("run_name", "host_id", "host")  # added to every merged row
 ALL_RUNS = "*"  # analysis_runs: ["*"] merges every user run of outputs/
 _SMOKE = re.compile(r"^smoke", re.IGNORECASE)
@@ -66,7 +105,9 @@ def discover(outputs: Path, names: list[str] | None = None, excluded: dict | Non
         if missing:
             raise FileNotFoundError(f"not runs (no environment.json): {', '.join(missing)}")
         return dirs
-    found = sorted(d for d in outputs.iterdir() if (d / "environment.json").is_file()) if outputs.is_dir() else []
+    found = (
+        sorted(d for d in outputs.iterdir() if (d / "environment.json").is_file()) if outputs.is_dir() else []
+    )
     keep = []
     for d in found:
         reason = "not a run (name starts with '_' or '.')" if d.name[0] in "_." else test_run_reason(d)
@@ -94,7 +135,11 @@ def _numeric(df: pd.DataFrame) -> pd.DataFrame:
 
 def identity(run_dir: Path, env: dict) -> dict:
     """run_name, host_id and host label of a run (the fingerprint is computed for older environments)."""
-    fp = {"host_id": env["host_id"], "host": env["host"]} if "host_id" in env else envinfo.host_fingerprint(env)
+    fp = (
+        {"host_id": env["host_id"], "host": env["host"]}
+        if "host_id" in env
+        else envinfo.host_fingerprint(env)
+    )
     return {"run_name": run_dir.name, **fp}
 
 
@@ -105,14 +150,19 @@ def load(dirs: list[Path], excluded: dict | None = None) -> Merged:
     for d in dirs:
         env = results.read_json(d / "environment.json")
         if env.get("schema_version") != SCHEMA_VERSION:
-            excluded[d.name] = f"schema version {env.get('schema_version')} (this workbook reads {SCHEMA_VERSION})"
+            excluded[d.name] = (
+                f"schema version {env.get('schema_version')} (this workbook reads {SCHEMA_VERSION})"
+            )
             continue
         envs[d.name] = {**env, **identity(d, env)}
         keep.append(d)
     merged = Merged([d.name for d in keep], envs, excluded=excluded)
     for name in TABLES:
-        frames = [pd.DataFrame(results.read_rows(d / f"{name}.csv")).assign(**identity(d, envs[d.name]))
-                  for d in keep if (d / f"{name}.csv").is_file()]
+        frames = [
+            pd.DataFrame(results.read_rows(d / f"{name}.csv")).assign(**identity(d, envs[d.name]))
+            for d in keep
+            if (d / f"{name}.csv").is_file()
+        ]
         if frames:
             merged.tables[name] = _numeric(pd.concat(frames, ignore_index=True))
     merged.config_differences = config_differences(keep)
@@ -132,9 +182,20 @@ def config_differences(dirs: list[Path]) -> pd.DataFrame:
 
 def runs_table(m: Merged) -> pd.DataFrame:
     """Which runs, from which hosts, this analysis merges (and which it left out, with the reason)."""
-    rows = [{"run_name": r, "merged": "yes", "device_kind": e.get("device_kind"), "device_name": e.get("device_name"),
-             "host": e.get("host"), "host_id": e.get("host_id"), "threads": e.get("torch_threads"),
-             "torch": e.get("torch"), "captured_at": e.get("captured_at")} for r, e in m.environments.items()]
+    rows = [
+        {
+            "run_name": r,
+            "merged": "yes",
+            "device_kind": e.get("device_kind"),
+            "device_name": e.get("device_name"),
+            "host": e.get("host"),
+            "host_id": e.get("host_id"),
+            "threads": e.get("torch_threads"),
+            "torch": e.get("torch"),
+            "captured_at": e.get("captured_at"),
+        }
+        for r, e in m.environments.items()
+    ]
     rows += [{"run_name": r, "merged": f"no: {why}"} for r, why in m.excluded.items()]
     return pd.DataFrame(rows)
 
@@ -175,7 +236,8 @@ def _pair(ok: pd.DataFrame, a: str, b: str) -> pd.DataFrame:
 
 def speedups(scenario_a: pd.DataFrame) -> pd.DataFrame:
     """Throughput A / throughput B for each pair of runs (once, the faster run as A), per fully matched
-    configuration. The interval propagates each side's 95% half-width in relative terms (independent errors)."""
+    configuration. The interval propagates each side's 95% half-width in relative terms (independent
+    errors)."""
     if scenario_a.empty:
         return pd.DataFrame()
     ok = _configured(scenario_a)
@@ -188,21 +250,38 @@ def speedups(scenario_a: pd.DataFrame) -> pd.DataFrame:
             j = _pair(ok, b, a)
         for r in j.to_dict("records"):
             ra, rb = r["throughput_img_s_a"], r["throughput_img_s_b"]
-            rel = math.hypot(float(r.get("throughput_ci95_img_s_a") or 0) / ra,
-                             float(r.get("throughput_ci95_img_s_b") or 0) / rb)
+            rel = math.hypot(
+                float(r.get("throughput_ci95_img_s_a") or 0) / ra,
+                float(r.get("throughput_ci95_img_s_b") or 0) / rb,
+            )
             s = ra / rb
-            kind = comparison_kind(pd.Series({"device_name": r["device_name_a"], "host_id": r["host_id_a"]}),
-                                   pd.Series({"device_name": r["device_name_b"], "host_id": r["host_id_b"]}))
-            rows.append({"run_a": r["run_name_a"], "run_b": r["run_name_b"], "device_a": r["device_name_a"],
-                         "device_b": r["device_name_b"], "host_a": r["host_a"], "host_b": r["host_b"],
-                         "comparison": kind, **{k: r[k] for k in MATCH_KEYS}, "throughput_a_img_s": ra,
-                         "throughput_b_img_s": rb, "speedup": s, "speedup_low": s * max(1 - rel, 0),
-                         "speedup_high": s * (1 + rel)})
+            kind = comparison_kind(
+                pd.Series({"device_name": r["device_name_a"], "host_id": r["host_id_a"]}),
+                pd.Series({"device_name": r["device_name_b"], "host_id": r["host_id_b"]}),
+            )
+            rows.append(
+                {
+                    "run_a": r["run_name_a"],
+                    "run_b": r["run_name_b"],
+                    "device_a": r["device_name_a"],
+                    "device_b": r["device_name_b"],
+                    "host_a": r["host_a"],
+                    "host_b": r["host_b"],
+                    "comparison": kind,
+                    **{k: r[k] for k in MATCH_KEYS},
+                    "throughput_a_img_s": ra,
+                    "throughput_b_img_s": rb,
+                    "speedup": s,
+                    "speedup_low": s * max(1 - rel, 0),
+                    "speedup_high": s * (1 + rel),
+                }
+            )
     return pd.DataFrame(rows)
 
 
 def unmatched(scenario_a: pd.DataFrame) -> pd.DataFrame:
-    """Same model and phase in two runs but no matching configuration: not divided, the differing keys named."""
+    """Same model and phase in two runs but no matching configuration: not divided, the differing keys
+    named."""
     if scenario_a.empty:
         return pd.DataFrame()
     ok = _configured(scenario_a)
@@ -216,7 +295,9 @@ def unmatched(scenario_a: pd.DataFrame) -> pd.DataFrame:
                 continue
             ra, rb = sa.iloc[0], sb.iloc[0]
             diff = [f"{k} {ra[k]} vs {rb[k]}" for k in keys if ra[k] != rb[k]]
-            rows.append({"run_a": a, "run_b": b, "model": model, "phase": phase, "differs_in": "; ".join(diff)})
+            rows.append(
+                {"run_a": a, "run_b": b, "model": model, "phase": phase, "differs_in": "; ".join(diff)}
+            )
     return pd.DataFrame(rows)
 
 
@@ -229,17 +310,30 @@ def speedup_matrix(speedup: pd.DataFrame, phase: str = "train") -> pd.DataFrame:
     if s.empty:
         return pd.DataFrame({"note": [f"no matched {phase} configuration in two runs"]})
     varying = [k for k in MATCH_KEYS if k not in ("model", "phase") and s[k].astype(str).nunique() > 1]
-    s = s.assign(pair=s.run_a + " / " + s.run_b + " (" + s.comparison + ")",
-                 value=s.speedup.map("{:.2f}x".format) + " [" + s.speedup_low.map("{:.2f}".format) + ", "
-                 + s.speedup_high.map("{:.2f}".format) + "]")
+    s = s.assign(
+        pair=s.run_a + " / " + s.run_b + " (" + s.comparison + ")",
+        value=s.speedup.map("{:.2f}x".format)
+        + " ["
+        + s.speedup_low.map("{:.2f}".format)
+        + ", "
+        + s.speedup_high.map("{:.2f}".format)
+        + "]",
+    )
     matrix = s.pivot_table(index=["model", *varying], columns="pair", values="value", aggfunc="first")
     matrix = matrix.dropna(axis=1, how="all").dropna(axis=0, how="all")
     matrix.columns.name = f"{phase} speedup, x = (images/s of A) / (images/s of B) [95% interval]"
     return matrix
 
 
-VALUES = ("throughput_img_s", "throughput_ci95_img_s", "achieved_gflops", "achieved_tflops", "peak_device_mem_mib",
-          "peak_rss_mib", "baseline_rss_mib")
+VALUES = (
+    "throughput_img_s",
+    "throughput_ci95_img_s",
+    "achieved_gflops",
+    "achieved_tflops",
+    "peak_device_mem_mib",
+    "peak_rss_mib",
+    "baseline_rss_mib",
+)
 
 
 def summary(scenario_a: pd.DataFrame) -> pd.DataFrame:
@@ -271,36 +365,75 @@ def _run_findings(run: str, ok: pd.DataFrame) -> list[dict]:
 
             def label(k: tuple) -> str:
                 return f"{k[0]} {k[names['precision']]} {k[names['memory_format']]}" + (
-                    " compiled" if k[names["compile"]] else "")
+                    " compiled" if k[names["compile"]] else ""
+                )
 
             lo, hi = label(ratio.idxmin()), label(ratio.idxmax())
-            out.append(_finding("eval_train_ratio", run, f"{run}: eval/train throughput ratio ranges "
-                                f"{ratio.min():.1f}-{ratio.max():.1f}x (lowest {lo}, highest {hi}).",
-                                ratio_min=ratio.min(), ratio_max=ratio.max()))
-    rate = "achieved_gflops" if "achieved_gflops" in ok else "achieved_tflops" if "achieved_tflops" in ok else None
+            out.append(
+                _finding(
+                    "eval_train_ratio",
+                    run,
+                    f"{run}: eval/train throughput ratio ranges "
+                    f"{ratio.min():.1f}-{ratio.max():.1f}x (lowest {lo}, highest {hi}).",
+                    ratio_min=ratio.min(),
+                    ratio_max=ratio.max(),
+                )
+            )
+    rate = (
+        "achieved_gflops"
+        if "achieved_gflops" in ok
+        else "achieved_tflops"
+        if "achieved_tflops" in ok
+        else None
+    )
     if rate and ok[rate].notna().any():
         best = ok.loc[ok[rate].idxmax()]
         gflops = best[rate] * (1e3 if rate == "achieved_tflops" else 1)
-        out.append(_finding("highest_rate", run, f"{run}: highest achieved rate {best.model} {best.phase} "
-                            f"({best.precision}, {best.memory_format}), {gflops:.1f} GFLOP/s at "
-                            f"{best.throughput_img_s:.1f} images/s.", achieved_gflops=gflops,
-                            throughput_img_s=float(best.throughput_img_s)))
+        out.append(
+            _finding(
+                "highest_rate",
+                run,
+                f"{run}: highest achieved rate {best.model} {best.phase} "
+                f"({best.precision}, {best.memory_format}), {gflops:.1f} GFLOP/s at "
+                f"{best.throughput_img_s:.1f} images/s.",
+                achieved_gflops=gflops,
+                throughput_img_s=float(best.throughput_img_s),
+            )
+        )
     if "noisy" in ok:
         noisy = int(ok.noisy.astype(str).str.lower().eq("true").sum())
-        out.append(_finding("noisy", run, f"{run}: {noisy} of {len(ok)} measurements are flagged noisy "
-                            "(step-time IQR/median > 10%).", noisy=noisy, measurements=len(ok)))
+        out.append(
+            _finding(
+                "noisy",
+                run,
+                f"{run}: {noisy} of {len(ok)} measurements are flagged noisy (step-time IQR/median > 10%).",
+                noisy=noisy,
+                measurements=len(ok),
+            )
+        )
     base = ok[(ok.precision == "fp32") & (ok.memory_format == "nchw") & ~ok["compile"]]
     variants = ok[(ok.precision != "fp32") | (ok.memory_format != "nchw") | ok["compile"]]
     same = [k for k in MATCH_KEYS if k not in ("precision", "memory_format", "compile")]
-    j = variants.merge(base, on=same, suffixes=("", "_base")) if len(base) and len(variants) else pd.DataFrame()
+    j = (
+        variants.merge(base, on=same, suffixes=("", "_base"))
+        if len(base) and len(variants)
+        else pd.DataFrame()
+    )
     if len(j):
         j["gain"] = j.throughput_img_s / j.throughput_img_s_base
         g = j.loc[j.gain.idxmax()]
         label = f"{g.precision} + {g.memory_format}{' + compile' if g['compile'] else ''}"
-        out.append(_finding("variant_gain", run, f"{run}: largest gain from a variant, {label} makes {g.model} "
-                            f"{g.phase} {g.gain:.2f}x as fast as fp32 NCHW eager at batch {g.batch_size}.",
-                            gain=g.gain, throughput_img_s=g.throughput_img_s,
-                            baseline_img_s=g.throughput_img_s_base))
+        out.append(
+            _finding(
+                "variant_gain",
+                run,
+                f"{run}: largest gain from a variant, {label} makes {g.model} "
+                f"{g.phase} {g.gain:.2f}x as fast as fp32 NCHW eager at batch {g.batch_size}.",
+                gain=g.gain,
+                throughput_img_s=g.throughput_img_s,
+                baseline_img_s=g.throughput_img_s_base,
+            )
+        )
     return out
 
 
@@ -312,22 +445,44 @@ def findings_table(m: Merged) -> pd.DataFrame:
     for run, g in ok.groupby("run_name") if len(ok) else []:
         out += _run_findings(run, g)
     for r in (sa[sa.status != "ok"] if len(sa) else sa).itertuples():
-        out.append(_finding("failure", r.run_name, f"{r.run_name}: {r.model} {r.phase} at batch {r.batch_size} on "
-                            f"{r.device_name}: {r.status} ({getattr(r, 'error', '')}).", status=r.status))
+        out.append(
+            _finding(
+                "failure",
+                r.run_name,
+                f"{r.run_name}: {r.model} {r.phase} at batch {r.batch_size} on "
+                f"{r.device_name}: {r.status} ({getattr(r, 'error', '')}).",
+                status=r.status,
+            )
+        )
     sp = speedups(sa) if len(sa) else pd.DataFrame()
     for kind, g in sp.groupby("comparison") if len(sp) else []:
         top = g.loc[g.speedup.idxmax()]
         what = "run-to-run difference" if kind == "run-to-run" else f"{kind} speedup"
-        out.append(_finding(kind, f"{top.run_a} / {top.run_b}", f"Largest {what}: {top.model} {top.phase} at "
-                            f"batch {top.batch_size} ({top.precision}, {top.memory_format}), {top.run_a} "
-                            f"({top.device_a}) vs {top.run_b} ({top.device_b}): {top.speedup:.2f}x "
-                            f"[{top.speedup_low:.2f}, {top.speedup_high:.2f}].", speedup=top.speedup,
-                            throughput_a_img_s=top.throughput_a_img_s, throughput_b_img_s=top.throughput_b_img_s))
+        out.append(
+            _finding(
+                kind,
+                f"{top.run_a} / {top.run_b}",
+                f"Largest {what}: {top.model} {top.phase} at "
+                f"batch {top.batch_size} ({top.precision}, {top.memory_format}), {top.run_a} "
+                f"({top.device_a}) vs {top.run_b} ({top.device_b}): {top.speedup:.2f}x "
+                f"[{top.speedup_low:.2f}, {top.speedup_high:.2f}].",
+                speedup=top.speedup,
+                throughput_a_img_s=top.throughput_a_img_s,
+                throughput_b_img_s=top.throughput_b_img_s,
+            )
+        )
     um = unmatched(sa) if len(sa) else pd.DataFrame()
     if len(um):
         keys = sorted({d.split(" ")[0] for cell in um.differs_in for d in cell.split("; ") if d})
-        out.append(_finding("unmatched", "", f"{len(um)} model/phase pairs of runs were not divided because their "
-                            f"configurations differ (in {', '.join(keys)}).", pairs=len(um)))
+        out.append(
+            _finding(
+                "unmatched",
+                "",
+                f"{len(um)} model/phase pairs of runs were not divided because their "
+                f"configurations differ (in {', '.join(keys)}).",
+                pairs=len(um),
+            )
+        )
     out += _roofline_findings(m["roofline"]) + _sweep_findings(m["batch_sweep"])
     return pd.DataFrame(out, columns=["topic", "run_name", "finding", "numbers"])
 
@@ -338,13 +493,27 @@ def _roofline_findings(rf: pd.DataFrame) -> list[dict]:
         placed = g[g.source == "scenario_a"]
         if len(placed):
             mem, eff = (placed.bound == "memory").mean(), placed.efficiency.median()
-            out.append(_finding("roofline", run, f"{run}: {mem:.0%} of the Scenario A points are memory-bound on "
-                                f"the measured roofline; median efficiency (achieved / attainable) {eff:.0%}.",
-                                memory_bound_fraction=mem, median_efficiency=eff))
+            out.append(
+                _finding(
+                    "roofline",
+                    run,
+                    f"{run}: {mem:.0%} of the Scenario A points are memory-bound on "
+                    f"the measured roofline; median efficiency (achieved / attainable) {eff:.0%}.",
+                    memory_bound_fraction=mem,
+                    median_efficiency=eff,
+                )
+            )
         layers = g[g.source == "layer"]
         if len(layers):
-            out.append(_finding("roofline_layers", run, f"{run}: {(layers.bound == 'memory').mean():.0%} of the "
-                                "profiled layer-ops are memory-bound.", layers=len(layers)))
+            out.append(
+                _finding(
+                    "roofline_layers",
+                    run,
+                    f"{run}: {(layers.bound == 'memory').mean():.0%} of the "
+                    "profiled layer-ops are memory-bound.",
+                    layers=len(layers),
+                )
+            )
     return out
 
 
@@ -352,10 +521,18 @@ def _sweep_findings(sw: pd.DataFrame) -> list[dict]:
     out = []
     for run, g in sw.groupby("run_name") if len(sw) else []:
         for r in scenarios.diminishing_returns(g).itertuples():
-            out.append(_finding("batch_sweep", run, f"{run}: {r.model} ({r.phase}) is within 5% of its best "
-                                f"throughput from batch {r.knee_batch_size} (best {r.best_throughput_img_s:.0f} "
-                                f"images/s at batch {r.best_batch_size}).", knee_batch_size=r.knee_batch_size,
-                                best_batch_size=r.best_batch_size, best_img_s=r.best_throughput_img_s))
+            out.append(
+                _finding(
+                    "batch_sweep",
+                    run,
+                    f"{run}: {r.model} ({r.phase}) is within 5% of its best "
+                    f"throughput from batch {r.knee_batch_size} (best {r.best_throughput_img_s:.0f} "
+                    f"images/s at batch {r.best_batch_size}).",
+                    knee_batch_size=r.knee_batch_size,
+                    best_batch_size=r.best_batch_size,
+                    best_img_s=r.best_throughput_img_s,
+                )
+            )
     return out
 
 
@@ -375,8 +552,10 @@ def write_tables(m: Merged, run_dir: Path) -> dict[str, Path]:
 
 
 def _differences(seed: str, s, r) -> str:
-    ours = (f"ours: {r.dataset} {r.image_size}x{r.image_size}, batch {r.batch_size}, {r.data_mode} data mode, "
-            "synchronised windows")
+    ours = (
+        f"ours: {r.dataset} {r.image_size}x{r.image_size}, batch {r.batch_size}, {r.data_mode} data mode, "
+        "synchronised windows"
+    )
     if seed == "000":
         return f"000: {s.configuration}; {ours}"
     return f"003: {s.configuration}, batch {s.batch_size}, resolution not stated; {ours}"
@@ -390,20 +569,37 @@ def published_beside_ours(scenario_a: pd.DataFrame) -> pd.DataFrame:
     ok = ok[(ok.precision == "fp32") & (ok.memory_format == "nchw") & ~ok["compile"]]
     if ok.empty:
         return pd.DataFrame()
-    ok = ok.assign(device_class=[published.device_class(k, n) for k, n in zip(ok.device_kind, ok.device_name, strict=True)])
+    ok = ok.assign(
+        device_class=[
+            published.device_class(k, n) for k, n in zip(ok.device_kind, ok.device_name, strict=True)
+        ]
+    )
     index = ["run_name", "device_class", "device_name", *[k for k in MATCH_KEYS if k != "phase"]]
-    ours = ok.pivot_table(index=index, columns="phase", values="throughput_img_s", aggfunc="first").reset_index()
+    ours = ok.pivot_table(
+        index=index, columns="phase", values="throughput_img_s", aggfunc="first"
+    ).reset_index()
     rows = []
     for r in ours.itertuples():
         for seed, table in (("000", published.THROUGHPUT_000), ("003", published.THROUGHPUT_003)):
             for s in table[(table.model == r.model) & (table.device_class == r.device_class)].itertuples():
-                rows.append({"model": r.model, "device_class": r.device_class, "source": f"published by {seed}",
-                             "published_batch_size": getattr(s, "batch_size", 64 if r.model == "squeezenet1_1" else 128),
-                             "published_train_img_s": s.train_img_s,
-                             "published_eval_img_s": getattr(s, "eval_img_s", None), "ours_run": r.run_name,
-                             "ours_device": r.device_name, "ours_batch_size": r.batch_size,
-                             "ours_train_img_s": getattr(r, "train", None), "ours_eval_img_s": getattr(r, "eval", None),
-                             "differences": _differences(seed, s, r)})
+                rows.append(
+                    {
+                        "model": r.model,
+                        "device_class": r.device_class,
+                        "source": f"published by {seed}",
+                        "published_batch_size": getattr(
+                            s, "batch_size", 64 if r.model == "squeezenet1_1" else 128
+                        ),
+                        "published_train_img_s": s.train_img_s,
+                        "published_eval_img_s": getattr(s, "eval_img_s", None),
+                        "ours_run": r.run_name,
+                        "ours_device": r.device_name,
+                        "ours_batch_size": r.batch_size,
+                        "ours_train_img_s": getattr(r, "train", None),
+                        "ours_eval_img_s": getattr(r, "eval", None),
+                        "differences": _differences(seed, s, r),
+                    }
+                )
     return pd.DataFrame(rows)
 
 
@@ -415,23 +611,49 @@ def zip_run(run_dir: Path) -> Path:
 
 def epoch_times(epochs: pd.DataFrame) -> pd.DataFrame:
     """Seed 000's Table 2 across runs: train and validation epoch times and throughputs."""
-    cols = ["run_name", "device_name", "host", "model", "batch_size", "dataset", "status", "epoch_images",
-            "train_epoch_s", "train_images", "train_throughput_img_s", "val_epoch_s", "val_images",
-            "val_throughput_img_s"]
+    cols = [
+        "run_name",
+        "device_name",
+        "host",
+        "model",
+        "batch_size",
+        "dataset",
+        "status",
+        "epoch_images",
+        "train_epoch_s",
+        "train_images",
+        "train_throughput_img_s",
+        "val_epoch_s",
+        "val_images",
+        "val_throughput_img_s",
+    ]
     return epochs[[c for c in cols if c in epochs.columns]] if len(epochs) else pd.DataFrame()
 
 
 def epochs_beside_published(epochs: pd.DataFrame) -> pd.DataFrame:
-    """Seed 000's epoch times (6,400-image 'epochs') beside ours, per model, with the images each epoch had."""
-    pub = published.EPOCHS_000.assign(source=f"published by {published.SEED_000}", images=published.EPOCH_IMAGES_000)
-    pub.loc[(pub.model == "squeezenet1_1") & (pub.device_class == "t4"), "images"] = published.EPOCH_IMAGES_000 // 2
-    pub = pub.rename(columns={"device_class": "device"})[["source", "model", "device", "images", "train_epoch_s",
-                                                          "val_epoch_s"]]
+    """Seed 000's epoch times (6,400-image 'epochs') beside ours, per model, with each epoch's images."""
+    pub = published.EPOCHS_000.assign(
+        source=f"published by {published.SEED_000}", images=published.EPOCH_IMAGES_000
+    )
+    pub.loc[(pub.model == "squeezenet1_1") & (pub.device_class == "t4"), "images"] = (
+        published.EPOCH_IMAGES_000 // 2
+    )
+    pub = pub.rename(columns={"device_class": "device"})[
+        ["source", "model", "device", "images", "train_epoch_s", "val_epoch_s"]
+    ]
     if epochs.empty or "train_epoch_s" not in epochs:
         return pub
     ok = epochs[epochs.status == "ok"]
-    ours = pd.DataFrame({"source": "ours: " + ok.run_name, "model": ok.model, "device": ok.device_name,
-                         "images": ok.train_images, "train_epoch_s": ok.train_epoch_s, "val_epoch_s": ok.val_epoch_s})
+    ours = pd.DataFrame(
+        {
+            "source": "ours: " + ok.run_name,
+            "model": ok.model,
+            "device": ok.device_name,
+            "images": ok.train_images,
+            "train_epoch_s": ok.train_epoch_s,
+            "val_epoch_s": ok.val_epoch_s,
+        }
+    )
     return pd.concat([pub, ours], ignore_index=True).sort_values(["model", "source"], kind="stable")
 
 
@@ -459,4 +681,6 @@ def findings_markdown(m: Merged):
     from IPython.display import Markdown
 
     lines = findings(m)
-    return Markdown("\n".join(f"- {line}" for line in lines) if lines else "_No measurements to summarise yet._")
+    return Markdown(
+        "\n".join(f"- {line}" for line in lines) if lines else "_No measurements to summarise yet._"
+    )

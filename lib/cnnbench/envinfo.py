@@ -82,7 +82,8 @@ def host_fingerprint(env: dict) -> dict:
     digest = hashlib.sha1(repr(sorted(fields.items())).encode()).hexdigest()[:10]
     isa = fields["cpu_isa"] or ""
     short = [f for f in ("avx2", "avx512f", "avx512_bf16", "amx_bf16") if f in isa.split()]
-    label = f"{fields['cpu_model']} ({fields['cpu_physical_cores']} cores{', ' + ' '.join(short) if short else ''})"
+    isa_note = ", " + " ".join(short) if short else ""
+    label = f"{fields['cpu_model']} ({fields['cpu_physical_cores']} cores{isa_note})"
     if fields["gpu_name"]:
         label += f" + {fields['gpu_name']} {fields['gpu_memory_gb']} GiB, driver {fields['gpu_driver']}"
     return {"host_id": digest, "host": label}
