@@ -104,7 +104,7 @@ class Params:
     # --- configuration search and energy (07): keys of cnnbench.tuning go here
 
     # --- analysis (08)
-    analysis_runs: list[str] = field(default_factory=list)  # run folders to merge; [] = every run in outputs/
+    analysis_runs: list[str] = field(default_factory=list)  # runs 08 merges: [] = this run; ["*"] = every user run
     interactive: bool = True  # show ipywidgets controls in JupyterLab (papermill always renders statically)
     epoch_images: int = 0  # images per train/val epoch in epoch mode (seed 000's "epoch": 6,400); 0 = all
     epoch_images_per_model: dict[str, int] = field(
