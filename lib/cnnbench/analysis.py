@@ -346,7 +346,8 @@ def summary(scenario_a: pd.DataFrame) -> pd.DataFrame:
     values = [v for v in VALUES if v in ok.columns]
     wide = ok.pivot_table(index=index, columns="phase", values=values, aggfunc="first")
     wide.columns = [f"{phase}_{v}" for v, phase in wide.columns]
-    return wide.reset_index()
+    order = [f"{phase}_{v}" for v in values for phase in ("train", "eval") if f"{phase}_{v}" in wide.columns]
+    return wide[order].reset_index()
 
 
 def _finding(topic: str, run: str, sentence: str, **numbers) -> dict:
