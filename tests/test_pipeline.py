@@ -2,6 +2,7 @@
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -84,19 +85,37 @@ def test_report_hides_code_and_leads_with_parameters_and_environment(smoke_run):
 
 
 @pytest.mark.slow
-def test_rerun_resumes_and_a_second_run_gives_a_combined_report(smoke_run):
+def test_rerun_resumes_and_a_second_run_gives_a_combined_report(smoke_run, tmp_path):
     run_dir, _ = smoke_run
+    outputs = run_dir.parent
     before = pd.read_csv(run_dir / "scenario_a.csv").timestamp.tolist()
-    proc = run_cli("--params", "params/smoke.yaml", "--outputs", str(run_dir.parent),
+    proc = run_cli("--params", "params/smoke.yaml", "--outputs", str(outputs),
                    "--set", "notebooks=[00_setup, 02_scenario_a]", "--no-report")
     assert proc.returncode == 0, proc.stderr
     assert pd.read_csv(run_dir / "scenario_a.csv").timestamp.tolist() == before  # nothing measured again
-    proc = run_cli("--params", "params/smoke.yaml", "--outputs", str(run_dir.parent), "--run-name", "smoke-b",
+    proc = run_cli("--params", "params/smoke.yaml", "--outputs", str(outputs), "--run-name", "smoke-b",
                    "--set", "notebooks=[00_setup, 02_scenario_a, 08_analysis]")
     assert proc.returncode == 0, proc.stderr
-    combined = (run_dir.parent / "report.html").read_text()
-    assert "2 runs compared" in combined and "smoke-b" in combined and "Cross-device speedups" in combined
-    assert (run_dir.parent / "smoke-b" / "report.html").is_file()
+    assert not (outputs / "report.html").exists()  # smoke runs never make a combined report
+    own = (outputs / "smoke-b" / "report.html").read_text()
+    assert "speaks of run <strong>smoke-b</strong> only" in own and "merges 1 run(s)" in own
+    # two user runs on this machine (one copied in, as from another folder): one combined report of both
+    shutil.copytree(outputs / "smoke-b", outputs / "user-a")
+    prm = json.loads((outputs / "user-a" / "params.json").read_text())
+    (outputs / "user-a" / "params.json").write_text(json.dumps({**prm, "params_file": "params/mine.yaml"}))
+    mine = tmp_path / "mine.yaml"
+    shutil.copy(ROOT / "params" / "smoke.yaml", mine)
+    proc = run_cli("--params", str(mine), "--outputs", str(outputs), "--run-name", "user-b",
+                   "--set", "notebooks=[00_setup, 02_scenario_a, 08_analysis]")
+    assert proc.returncode == 0, proc.stderr
+    combined = (outputs / "report.html").read_text()
+    assert "2 runs compared" in combined and "user-a" in combined and "user-b" in combined
+    assert "Left out" in combined and "smoke/test run" in combined
+    speedups = pd.read_csv(outputs / "_combined" / "speedups.csv")
+    assert set(speedups.comparison) == {"run-to-run"}  # same host and device: never a cross-device speedup
+    assert set(speedups.run_a) | set(speedups.run_b) == {"user-a", "user-b"}
+    assert (outputs / "_combined" / "findings.csv").is_file() and "run-to-run difference" in combined
+    assert "merges 1 run(s)" in (outputs / "user-b" / "report.html").read_text()
 
 
 def test_bad_params_stop_before_any_work(tmp_path):

@@ -1,20 +1,74 @@
-"""Cross-device analysis: discover runs, check they are compatible, merge them, and compute every table and
-sentence of findings from the data."""
+"""Cross-run analysis: discover runs, check they are compatible, merge them with their identity (run name and
+host fingerprint on every row), and compute every table and sentence of findings from the data.
+
+A speedup divides two measurements only when their whole configuration matches (``MATCH_KEYS``); two runs on
+the same hardware and device are a run-to-run comparison, never a cross-device speedup.
+"""
 
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
-from itertools import permutations
+from itertools import combinations
 from pathlib import Path
 
 import pandas as pd
 
-from cnnbench import SCHEMA_VERSION, published, results, scenarios
+from cnnbench import SCHEMA_VERSION, envinfo, published, results, scenarios
 
-TABLES = ("complexity", "scenario_a", "batch_sweep", "epochs", "roofline", "device_peaks")
-CONFIG_KEYS = ("models", "image_size", "num_classes", "dataset", "data_mode", "batch_size", "batch_size_per_model",
-               "warmup_steps", "measured_steps", "repeats", "variants", "lr", "momentum", "phases")
+TABLES = (
+    "complexity",
+    "scenario_a",
+    "batch_sweep",
+    "epochs",
+    "roofline",
+    "device_peaks",
+    "backends",
+    "backend_ops",
+    "backend_memory",
+    "gradcheck",  # 05_backends
+    "transfer",
+    "step_phases",
+    "telemetry",
+    "scaling",  # 06_transfer
+    "tuning",
+)  # 07_tuning
+CONFIG_KEYS = (
+    "models",
+    "image_size",
+    "num_classes",
+    "dataset",
+    "data_mode",
+    "batch_size",
+    "batch_size_per_model",
+    "warmup_steps",
+    "measured_steps",
+    "repeats",
+    "variants",
+    "lr",
+    "momentum",
+    "phases",
+    "threads",
+    "epoch_images",
+    "epoch_images_per_model",
+)
+# A measurement's configuration: two rows are divided only when all of these are equal.
+MATCH_KEYS = (
+    "model",
+    "phase",
+    "batch_size",
+    "image_size",
+    "precision",
+    "memory_format",
+    "compile",
+    "data_mode",
+    "dataset",
+    "num_classes",
+)
+IDENTITY = ("run_name", "host_id", "host")  # added to every merged row
+ALL_RUNS = "*"  # analysis_runs: ["*"] merges every user run of outputs/
+_SMOKE = re.compile(r"^smoke", re.IGNORECASE)
 
 
 @dataclass
@@ -29,15 +83,45 @@ class Merged:
         return self.tables.get(name, pd.DataFrame())
 
 
-def discover(outputs: Path, names: list[str] | None = None) -> list[Path]:
-    """Run folders (with environment.json) under ``outputs``, or those named in ``names``."""
-    if names:
+def test_run_reason(run_dir: Path) -> str | None:
+    """Why a run folder is a smoke/test run kept out of combined reports (None: a user run)."""
+    if _SMOKE.match(run_dir.name):
+        return "smoke/test run (run name starts with 'smoke')"
+    prm = results.read_json(run_dir / "params.json") if (run_dir / "params.json").is_file() else {}
+    if Path(str(prm.get("params_file", ""))).name == "smoke.yaml":
+        return "smoke/test run (made from params/smoke.yaml)"
+    return None
+
+
+def discover(outputs: Path, names: list[str] | None = None, excluded: dict | None = None) -> list[Path]:
+    """Run folders (with environment.json) under ``outputs``: those named in ``names``, or with ``names`` None
+    or ``["*"]`` every user run (folders starting with '_' or '.', and smoke/test runs, are left out, each
+    with its reason in ``excluded``)."""
+    excluded = {} if excluded is None else excluded
+    if names and names != [ALL_RUNS]:
         dirs = [Path(n) if Path(n).is_absolute() else outputs / n for n in names]
         missing = [str(d) for d in dirs if not (d / "environment.json").is_file()]
         if missing:
             raise FileNotFoundError(f"not runs (no environment.json): {', '.join(missing)}")
         return dirs
-    return sorted(d for d in outputs.iterdir() if (d / "environment.json").is_file()) if outputs.is_dir() else []
+    found = (
+        sorted(d for d in outputs.iterdir() if (d / "environment.json").is_file()) if outputs.is_dir() else []
+    )
+    keep = []
+    for d in found:
+        reason = "not a run (name starts with '_' or '.')" if d.name[0] in "_." else test_run_reason(d)
+        if reason:
+            excluded[d.name] = reason
+        else:
+            keep.append(d)
+    return keep
+
+
+def runs_for(run_dir: Path, analysis_runs: list[str], excluded: dict | None = None) -> list[Path]:
+    """The runs an analysis of ``run_dir`` merges: [] = that run only; ["*"] = every user run beside it."""
+    if not analysis_runs:
+        return [run_dir] if (run_dir / "environment.json").is_file() else []
+    return discover(run_dir.parent, analysis_runs, excluded)
 
 
 def _numeric(df: pd.DataFrame) -> pd.DataFrame:
@@ -48,20 +132,36 @@ def _numeric(df: pd.DataFrame) -> pd.DataFrame:
     return df
 
 
-def load(dirs: list[Path]) -> Merged:
-    """Merge the tidy CSVs of ``dirs``; runs of another schema version are excluded, with the reason."""
-    envs, keep, excluded = {}, [], {}
+def identity(run_dir: Path, env: dict) -> dict:
+    """run_name, host_id and host label of a run (the fingerprint is computed for older environments)."""
+    fp = (
+        {"host_id": env["host_id"], "host": env["host"]}
+        if "host_id" in env
+        else envinfo.host_fingerprint(env)
+    )
+    return {"run_name": run_dir.name, **fp}
+
+
+def load(dirs: list[Path], excluded: dict | None = None) -> Merged:
+    """Merge the tidy CSVs of ``dirs``, each row stamped with its run's identity; runs of another schema
+    version are excluded, with the reason (as are those already in ``excluded``)."""
+    envs, keep, excluded = {}, [], dict(excluded or {})
     for d in dirs:
         env = results.read_json(d / "environment.json")
         if env.get("schema_version") != SCHEMA_VERSION:
-            excluded[d.name] = f"schema version {env.get('schema_version')} (this workbook reads {SCHEMA_VERSION})"
+            excluded[d.name] = (
+                f"schema version {env.get('schema_version')} (this workbook reads {SCHEMA_VERSION})"
+            )
             continue
-        envs[d.name] = env
+        envs[d.name] = {**env, **identity(d, env)}
         keep.append(d)
     merged = Merged([d.name for d in keep], envs, excluded=excluded)
     for name in TABLES:
-        frames = [pd.DataFrame(results.read_rows(d / f"{name}.csv")).assign(run=d.name) for d in keep
-                  if (d / f"{name}.csv").is_file()]
+        frames = [
+            pd.DataFrame(results.read_rows(d / f"{name}.csv")).assign(**identity(d, envs[d.name]))
+            for d in keep
+            if (d / f"{name}.csv").is_file()
+        ]
         if frames:
             merged.tables[name] = _numeric(pd.concat(frames, ignore_index=True))
     merged.config_differences = config_differences(keep)
@@ -79,144 +179,427 @@ def config_differences(dirs: list[Path]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def device_table(m: Merged) -> pd.DataFrame:
-    return pd.DataFrame([{"run": r, "device_kind": e.get("device_kind"), "device_name": e.get("device_name"),
-                          "threads": e.get("torch_threads"), "torch": e.get("torch"), "captured_at": e.get("captured_at")}
-                         for r, e in m.environments.items()])
+def runs_table(m: Merged) -> pd.DataFrame:
+    """Which runs, from which hosts, this analysis merges (and which it left out, with the reason)."""
+    rows = [
+        {
+            "run_name": r,
+            "merged": "yes",
+            "device_kind": e.get("device_kind"),
+            "device_name": e.get("device_name"),
+            "host": e.get("host"),
+            "host_id": e.get("host_id"),
+            "threads": e.get("torch_threads"),
+            "torch": e.get("torch"),
+            "captured_at": e.get("captured_at"),
+        }
+        for r, e in m.environments.items()
+    ]
+    rows += [{"run_name": r, "merged": f"no: {why}"} for r, why in m.excluded.items()]
+    return pd.DataFrame(rows)
 
 
-def _label(df: pd.DataFrame) -> pd.Series:
-    return df.run + " (" + df.device_name.astype(str) + ")"
+device_table = runs_table  # the name 08 used before runs carried their host
+
+
+def merged_statement(m: Merged) -> str:
+    """One sentence: how many runs, which, from how many hosts."""
+    if not m.runs:
+        return "This analysis merges no run."
+    hosts = {e.get("host_id") for e in m.environments.values()}
+    names = ", ".join(f"{r} ({e.get('device_name')} on {e.get('host')})" for r, e in m.environments.items())
+    return f"This analysis merges {len(m.runs)} run(s) from {len(hosts)} host(s): {names}."
+
+
+def _configured(df: pd.DataFrame) -> pd.DataFrame:
+    """ok rows with every MATCH_KEYS column present and comparable (compile as a bool)."""
+    ok = df[df.status == "ok"].copy() if len(df) else df.copy()
+    for key in MATCH_KEYS:
+        if key not in ok.columns:
+            ok[key] = ""
+    ok["compile"] = ok["compile"].astype(str).str.lower().isin(["true", "1", "1.0"])
+    ok[list(MATCH_KEYS)] = ok[list(MATCH_KEYS)].fillna("")
+    return ok.drop_duplicates(["run_name", *MATCH_KEYS])
+
+
+def comparison_kind(a: pd.Series, b: pd.Series) -> str:
+    """run-to-run (same host, same device), cross-host (same device model elsewhere) or cross-device."""
+    if a.device_name == b.device_name:
+        return "run-to-run" if a.host_id == b.host_id else "cross-host"
+    return "cross-device"
+
+
+def _pair(ok: pd.DataFrame, a: str, b: str) -> pd.DataFrame:
+    return ok[ok.run_name == a].merge(ok[ok.run_name == b], on=list(MATCH_KEYS), suffixes=("_a", "_b"))
 
 
 def speedups(scenario_a: pd.DataFrame) -> pd.DataFrame:
-    """Throughput A / throughput B for every ordered pair of runs, per model, phase and variant.
-
-    The interval propagates each side's 95% half-width in relative terms (independent errors).
-    """
+    """Throughput A / throughput B for each pair of runs (once, the faster run as A), per fully matched
+    configuration. The interval propagates each side's 95% half-width in relative terms (independent
+    errors)."""
     if scenario_a.empty:
         return pd.DataFrame()
-    ok = scenario_a[scenario_a.status == "ok"].assign(device=lambda d: _label(d))
-    keys = ["model", "phase", "precision", "memory_format"]
+    ok = _configured(scenario_a)
     rows = []
-    for key, g in ok.groupby(keys):
-        by_dev = g.set_index("device")
-        for a, b in permutations(by_dev.index.unique(), 2):
-            ta, tb = by_dev.loc[a], by_dev.loc[b]
-            ra, rb = ta.throughput_img_s, tb.throughput_img_s
-            rel = math.hypot(ta.throughput_ci95_img_s / ra, tb.throughput_ci95_img_s / rb)
+    for a, b in combinations(sorted(ok.run_name.unique()), 2):
+        j = _pair(ok, a, b)
+        if j.empty:
+            continue
+        if (j.throughput_img_s_a / j.throughput_img_s_b).median() < 1:
+            j = _pair(ok, b, a)
+        for r in j.to_dict("records"):
+            ra, rb = r["throughput_img_s_a"], r["throughput_img_s_b"]
+            rel = math.hypot(
+                float(r.get("throughput_ci95_img_s_a") or 0) / ra,
+                float(r.get("throughput_ci95_img_s_b") or 0) / rb,
+            )
             s = ra / rb
-            rows.append({**dict(zip(keys, key, strict=True)), "device_a": a, "device_b": b, "speedup": s,
-                         "speedup_lo": s * max(1 - rel, 0), "speedup_hi": s * (1 + rel)})
+            kind = comparison_kind(
+                pd.Series({"device_name": r["device_name_a"], "host_id": r["host_id_a"]}),
+                pd.Series({"device_name": r["device_name_b"], "host_id": r["host_id_b"]}),
+            )
+            rows.append(
+                {
+                    "run_a": r["run_name_a"],
+                    "run_b": r["run_name_b"],
+                    "device_a": r["device_name_a"],
+                    "device_b": r["device_name_b"],
+                    "host_a": r["host_a"],
+                    "host_b": r["host_b"],
+                    "comparison": kind,
+                    **{k: r[k] for k in MATCH_KEYS},
+                    "throughput_a_img_s": ra,
+                    "throughput_b_img_s": rb,
+                    "speedup": s,
+                    "speedup_low": s * max(1 - rel, 0),
+                    "speedup_high": s * (1 + rel),
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def unmatched(scenario_a: pd.DataFrame) -> pd.DataFrame:
+    """Same model and phase in two runs but no matching configuration: not divided, the differing keys
+    named."""
+    if scenario_a.empty:
+        return pd.DataFrame()
+    ok = _configured(scenario_a)
+    keys = [k for k in MATCH_KEYS if k not in ("model", "phase")]
+    rows = []
+    for a, b in combinations(sorted(ok.run_name.unique()), 2):
+        ga, gb = ok[ok.run_name == a], ok[ok.run_name == b]
+        for (model, phase), sa in ga.groupby(["model", "phase"]):
+            sb = gb[(gb.model == model) & (gb.phase == phase)]
+            if sb.empty or len(_pair(pd.concat([sa, sb]), a, b)):
+                continue
+            ra, rb = sa.iloc[0], sb.iloc[0]
+            diff = [f"{k} {ra[k]} vs {rb[k]}" for k in keys if ra[k] != rb[k]]
+            rows.append(
+                {"run_a": a, "run_b": b, "model": model, "phase": phase, "differs_in": "; ".join(diff)}
+            )
     return pd.DataFrame(rows)
 
 
 def speedup_matrix(speedup: pd.DataFrame, phase: str = "train") -> pd.DataFrame:
-    """Seed 000's Table 8 shape: one row per model, one column per ordered device pair (fp32 NCHW)."""
+    """Seed 000's Table 8 shape: one row per model (and configuration, where it varies), one column per pair
+    of runs with its kind of comparison; the header names the phase and the unit; empty pairs left out."""
     if speedup.empty:
-        return pd.DataFrame({"note": ["one run only: no pair of devices to compare"]})
-    s = speedup[(speedup.phase == phase) & (speedup.precision == "fp32") & (speedup.memory_format == "nchw")]
+        return pd.DataFrame({"note": ["no two runs share a configuration: nothing to divide"]})
+    s = speedup[speedup.phase == phase]
     if s.empty:
-        return pd.DataFrame()
-    s = s.assign(pair=s.device_a + " / " + s.device_b,
-                 value=s.speedup.map("{:.2f}x".format) + " [" + s.speedup_lo.map("{:.2f}".format) + ", "
-                 + s.speedup_hi.map("{:.2f}".format) + "]")
-    return s.pivot_table(index="model", columns="pair", values="value", aggfunc="first")
+        return pd.DataFrame({"note": [f"no matched {phase} configuration in two runs"]})
+    varying = [k for k in MATCH_KEYS if k not in ("model", "phase") and s[k].astype(str).nunique() > 1]
+    s = s.assign(
+        pair=s.run_a + " / " + s.run_b + " (" + s.comparison + ")",
+        value=s.speedup.map("{:.2f}x".format)
+        + " ["
+        + s.speedup_low.map("{:.2f}".format)
+        + ", "
+        + s.speedup_high.map("{:.2f}".format)
+        + "]",
+    )
+    matrix = s.pivot_table(index=["model", *varying], columns="pair", values="value", aggfunc="first")
+    matrix = matrix.dropna(axis=1, how="all").dropna(axis=0, how="all")
+    matrix.columns.name = f"{phase} speedup, x = (images/s of A) / (images/s of B) [95% interval]"
+    return matrix
+
+
+VALUES = (
+    "throughput_img_s",
+    "throughput_ci95_img_s",
+    "achieved_gflops",
+    "achieved_tflops",
+    "peak_device_mem_mib",
+    "peak_rss_mib",
+    "baseline_rss_mib",
+)
 
 
 def summary(scenario_a: pd.DataFrame) -> pd.DataFrame:
-    """Seed 000's Table 3 across every run: train/eval throughput (95% CI), TFLOP/s, peak memory."""
+    """Seed 000's Table 3 across every run: train/eval throughput (95% CI), achieved rate, peak memory, one
+    row per run and configuration."""
     if scenario_a.empty:
         return pd.DataFrame()
-    ok = scenario_a[scenario_a.status == "ok"].assign(device=lambda d: _label(d))
-    wide = ok.pivot_table(index=["model", "device", "precision", "memory_format"], columns="phase",
-                          values=["throughput_img_s", "throughput_ci95_img_s", "achieved_tflops", "peak_device_mem_mb",
-                                  "peak_rss_mb"], aggfunc="first")
+    ok = _configured(scenario_a).assign(device_name=lambda d: d.device_name.astype(str))
+    index = ["run_name", "device_name", *[k for k in MATCH_KEYS if k != "phase"]]
+    values = [v for v in VALUES if v in ok.columns]
+    wide = ok.pivot_table(index=index, columns="phase", values=values, aggfunc="first")
     wide.columns = [f"{phase}_{v}" for v, phase in wide.columns]
-    return wide.reset_index()
+    order = [f"{phase}_{v}" for v in values for phase in ("train", "eval") if f"{phase}_{v}" in wide.columns]
+    return wide[order].reset_index()
 
 
-def findings(m: Merged) -> list[str]:
-    """Sentences of findings, each computed from the merged data."""
+def _finding(topic: str, run: str, sentence: str, **numbers) -> dict:
+    basis = "; ".join(f"{k}={v:.6g}" if isinstance(v, float) else f"{k}={v}" for k, v in numbers.items())
+    return {"topic": topic, "run_name": run, "finding": sentence, "numbers": basis}
+
+
+def _run_findings(run: str, ok: pd.DataFrame) -> list[dict]:
     out = []
-    sa = m["scenario_a"]
-    ok = sa[sa.status == "ok"] if len(sa) else sa
-    if len(ok):
-        wide = ok.pivot_table(index=["run", "device_name", "model", "precision", "memory_format"], columns="phase",
-                              values="throughput_img_s", aggfunc="first")
-        if {"train", "eval"} <= set(wide.columns):
-            ratio = (wide["eval"] / wide["train"]).dropna()
-            lo, hi = ratio.idxmin(), ratio.idxmax()
-            out.append(f"Eval/train throughput ratio ranges {ratio.min():.1f}-{ratio.max():.1f}x "
-                       f"(lowest: {lo[2]} on {lo[1]}; highest: {hi[2]} on {hi[1]}).")
-        best = ok.loc[ok.achieved_tflops.idxmax()]
-        out.append(f"Highest achieved rate: {best.model} {best.phase} ({best.precision}, {best.memory_format}) on "
-                   f"{best.device_name}, {best.achieved_tflops * 1e3:.1f} GFLOP/s at {best.throughput_img_s:.1f} images/s.")
-        noisy = ok.noisy.astype(str).str.lower().eq("true")
-        out.append(f"{int(noisy.sum())} of {len(ok)} measurements are flagged noisy (step-time IQR/median > 10%).")
-        v = ok[(ok.precision != "fp32") | (ok.memory_format != "nchw")]
-        base = ok[(ok.precision == "fp32") & (ok.memory_format == "nchw")]
-        if len(v) and len(base):
-            j = v.merge(base, on=["run", "model", "phase"], suffixes=("", "_base"))
-            j["gain"] = j.throughput_img_s / j.throughput_img_s_base
-            g = j.loc[j.gain.idxmax()]
-            out.append(f"Largest gain from a variant: {g.precision} + {g.memory_format} makes {g.model} {g.phase} "
-                       f"{g.gain:.2f}x faster than fp32 NCHW on {g.device_name}.")
-    failed = sa[sa.status != "ok"] if len(sa) else sa
-    for r in failed.itertuples() if len(failed) else []:
-        out.append(f"{r.model} {r.phase} at batch {r.batch_size} on {r.device_name}: {r.status} ({r.error}).")
-    sp = speedups(sa) if len(sa) else pd.DataFrame()
-    if len(sp):
-        top = sp.loc[sp.speedup.idxmax()]
-        out.append(f"Largest speedup: {top.model} {top.phase} on {top.device_a} vs {top.device_b}, "
-                   f"{top.speedup:.1f}x [{top.speedup_lo:.1f}, {top.speedup_hi:.1f}].")
-    rf = m["roofline"]
-    if len(rf):
-        placed = rf[rf.source == "scenario_a"]
-        if len(placed):
-            mem = (placed.bound == "memory").mean()
-            out.append(f"{mem:.0%} of the Scenario A points are memory-bound on their device's measured roofline; "
-                       f"median efficiency (achieved / attainable) is {placed.efficiency.median():.0%}.")
-        layers = rf[rf.source == "layer"]
-        if len(layers):
-            out.append(f"{(layers.bound == 'memory').mean():.0%} of the profiled layer-ops are memory-bound.")
-    sw = m["batch_sweep"]
-    if len(sw):
-        for r in scenarios.diminishing_returns(sw.assign(model=sw.model + " on " + sw.device_name)).itertuples():
-            out.append(f"{r.model} ({r.phase}): within 5% of its best throughput from batch {r.knee_batch_size} "
-                       f"(best {r.best_throughput_img_s:.0f} images/s at batch {r.best_batch_size}).")
+    keys = [k for k in MATCH_KEYS if k != "phase"]
+    wide = ok.pivot_table(index=keys, columns="phase", values="throughput_img_s", aggfunc="first")
+    if {"train", "eval"} <= set(wide.columns):
+        ratio = (wide["eval"] / wide["train"]).dropna()
+        if len(ratio):
+            names = dict(zip(keys, range(len(keys)), strict=True))
+
+            def label(k: tuple) -> str:
+                return f"{k[0]} {k[names['precision']]} {k[names['memory_format']]}" + (
+                    " compiled" if k[names["compile"]] else ""
+                )
+
+            lo, hi = label(ratio.idxmin()), label(ratio.idxmax())
+            out.append(
+                _finding(
+                    "eval_train_ratio",
+                    run,
+                    f"{run}: eval/train throughput ratio ranges "
+                    f"{ratio.min():.1f}-{ratio.max():.1f}x (lowest {lo}, highest {hi}).",
+                    ratio_min=ratio.min(),
+                    ratio_max=ratio.max(),
+                )
+            )
+    rate = (
+        "achieved_gflops"
+        if "achieved_gflops" in ok
+        else "achieved_tflops"
+        if "achieved_tflops" in ok
+        else None
+    )
+    if rate and ok[rate].notna().any():
+        best = ok.loc[ok[rate].idxmax()]
+        gflops = best[rate] * (1e3 if rate == "achieved_tflops" else 1)
+        out.append(
+            _finding(
+                "highest_rate",
+                run,
+                f"{run}: highest achieved rate {best.model} {best.phase} "
+                f"({best.precision}, {best.memory_format}), {gflops:.1f} GFLOP/s at "
+                f"{best.throughput_img_s:.1f} images/s.",
+                achieved_gflops=gflops,
+                throughput_img_s=float(best.throughput_img_s),
+            )
+        )
+    if "noisy" in ok:
+        noisy = int(ok.noisy.astype(str).str.lower().eq("true").sum())
+        out.append(
+            _finding(
+                "noisy",
+                run,
+                f"{run}: {noisy} of {len(ok)} measurements are flagged noisy (step-time IQR/median > 10%).",
+                noisy=noisy,
+                measurements=len(ok),
+            )
+        )
+    base = ok[(ok.precision == "fp32") & (ok.memory_format == "nchw") & ~ok["compile"]]
+    variants = ok[(ok.precision != "fp32") | (ok.memory_format != "nchw") | ok["compile"]]
+    same = [k for k in MATCH_KEYS if k not in ("precision", "memory_format", "compile")]
+    j = (
+        variants.merge(base, on=same, suffixes=("", "_base"))
+        if len(base) and len(variants)
+        else pd.DataFrame()
+    )
+    if len(j):
+        j["gain"] = j.throughput_img_s / j.throughput_img_s_base
+        g = j.loc[j.gain.idxmax()]
+        label = f"{g.precision} + {g.memory_format}{' + compile' if g['compile'] else ''}"
+        out.append(
+            _finding(
+                "variant_gain",
+                run,
+                f"{run}: largest gain from a variant, {label} makes {g.model} "
+                f"{g.phase} {g.gain:.2f}x as fast as fp32 NCHW eager at batch {g.batch_size}.",
+                gain=g.gain,
+                throughput_img_s=g.throughput_img_s,
+                baseline_img_s=g.throughput_img_s_base,
+            )
+        )
     return out
 
 
+def findings_table(m: Merged) -> pd.DataFrame:
+    """Findings, one computed sentence per row, per run, with the numbers each rests on."""
+    out = []
+    sa = m["scenario_a"]
+    ok = _configured(sa) if len(sa) else sa
+    for run, g in ok.groupby("run_name") if len(ok) else []:
+        out += _run_findings(run, g)
+    for r in (sa[sa.status != "ok"] if len(sa) else sa).itertuples():
+        out.append(
+            _finding(
+                "failure",
+                r.run_name,
+                f"{r.run_name}: {r.model} {r.phase} at batch {r.batch_size} on "
+                f"{r.device_name}: {r.status} ({getattr(r, 'error', '')}).",
+                status=r.status,
+            )
+        )
+    sp = speedups(sa) if len(sa) else pd.DataFrame()
+    for kind, g in sp.groupby("comparison") if len(sp) else []:
+        top = g.loc[g.speedup.idxmax()]
+        what = "run-to-run difference" if kind == "run-to-run" else f"{kind} speedup"
+        out.append(
+            _finding(
+                kind,
+                f"{top.run_a} / {top.run_b}",
+                f"Largest {what}: {top.model} {top.phase} at "
+                f"batch {top.batch_size} ({top.precision}, {top.memory_format}), {top.run_a} "
+                f"({top.device_a}) vs {top.run_b} ({top.device_b}): {top.speedup:.2f}x "
+                f"[{top.speedup_low:.2f}, {top.speedup_high:.2f}].",
+                speedup=top.speedup,
+                throughput_a_img_s=top.throughput_a_img_s,
+                throughput_b_img_s=top.throughput_b_img_s,
+            )
+        )
+    um = unmatched(sa) if len(sa) else pd.DataFrame()
+    if len(um):
+        keys = sorted({d.split(" ")[0] for cell in um.differs_in for d in cell.split("; ") if d})
+        out.append(
+            _finding(
+                "unmatched",
+                "",
+                f"{len(um)} model/phase pairs of runs were not divided because their "
+                f"configurations differ (in {', '.join(keys)}).",
+                pairs=len(um),
+            )
+        )
+    out += _roofline_findings(m["roofline"]) + _sweep_findings(m["batch_sweep"])
+    return pd.DataFrame(out, columns=["topic", "run_name", "finding", "numbers"])
+
+
+def _roofline_findings(rf: pd.DataFrame) -> list[dict]:
+    out = []
+    for run, g in rf.groupby("run_name") if len(rf) else []:
+        placed = g[g.source == "scenario_a"]
+        if len(placed):
+            mem, eff = (placed.bound == "memory").mean(), placed.efficiency.median()
+            out.append(
+                _finding(
+                    "roofline",
+                    run,
+                    f"{run}: {mem:.0%} of the Scenario A points are memory-bound on "
+                    f"the measured roofline; median efficiency (achieved / attainable) {eff:.0%}.",
+                    memory_bound_fraction=mem,
+                    median_efficiency=eff,
+                )
+            )
+        layers = g[g.source == "layer"]
+        if len(layers):
+            out.append(
+                _finding(
+                    "roofline_layers",
+                    run,
+                    f"{run}: {(layers.bound == 'memory').mean():.0%} of the "
+                    "profiled layer-ops are memory-bound.",
+                    layers=len(layers),
+                )
+            )
+    return out
+
+
+def _sweep_findings(sw: pd.DataFrame) -> list[dict]:
+    out = []
+    for run, g in sw.groupby("run_name") if len(sw) else []:
+        for r in scenarios.diminishing_returns(g).itertuples():
+            out.append(
+                _finding(
+                    "batch_sweep",
+                    run,
+                    f"{run}: {r.model} ({r.phase}) is within 5% of its best "
+                    f"throughput from batch {r.knee_batch_size} (best {r.best_throughput_img_s:.0f} "
+                    f"images/s at batch {r.best_batch_size}).",
+                    knee_batch_size=r.knee_batch_size,
+                    best_batch_size=r.best_batch_size,
+                    best_img_s=r.best_throughput_img_s,
+                )
+            )
+    return out
+
+
+def findings(m: Merged) -> list[str]:
+    """The findings' sentences."""
+    return findings_table(m).finding.tolist()
+
+
+def write_tables(m: Merged, run_dir: Path) -> dict[str, Path]:
+    """speedups.csv and findings.csv of this analysis into ``run_dir`` (tidy, one row per pair / finding)."""
+    out = {}
+    for name, df in (("speedups", speedups(m["scenario_a"])), ("findings", findings_table(m))):
+        path = run_dir / f"{name}.csv"
+        results.atomic_write_text(path, df.to_csv(index=False))  # recomputed whole, never resumed
+        out[name] = path
+    return out
+
+
+def _differences(seed: str, s, r) -> str:
+    ours = (
+        f"ours: {r.dataset} {r.image_size}x{r.image_size}, batch {r.batch_size}, {r.data_mode} data mode, "
+        "synchronised windows"
+    )
+    if seed == "000":
+        return f"000: {s.configuration}; {ours}"
+    return f"003: {s.configuration}, batch {s.batch_size}, resolution not stated; {ours}"
+
+
 def published_beside_ours(scenario_a: pd.DataFrame) -> pd.DataFrame:
-    """The seeds' published throughputs beside ours for the same model and device class, fp32 NCHW."""
+    """The seeds' published throughputs beside ours, every run and configuration (fp32 NCHW eager) shown."""
     if scenario_a.empty:
         return pd.DataFrame()
-    ok = scenario_a[(scenario_a.status == "ok") & (scenario_a.precision == "fp32") & (scenario_a.memory_format == "nchw")]
+    ok = _configured(scenario_a)
+    ok = ok[(ok.precision == "fp32") & (ok.memory_format == "nchw") & ~ok["compile"]]
     if ok.empty:
         return pd.DataFrame()
-    ok = ok.assign(device_class=[published.device_class(k, n) for k, n in zip(ok.device_kind, ok.device_name, strict=True)])
-    ours = ok.pivot_table(index=["model", "device_class", "device_name", "batch_size", "image_size", "data_mode"],
-                          columns="phase",
-                          values="throughput_img_s", aggfunc="first").reset_index()
+    ok = ok.assign(
+        device_class=[
+            published.device_class(k, n) for k, n in zip(ok.device_kind, ok.device_name, strict=True)
+        ]
+    )
+    index = ["run_name", "device_class", "device_name", *[k for k in MATCH_KEYS if k != "phase"]]
+    ours = ok.pivot_table(
+        index=index, columns="phase", values="throughput_img_s", aggfunc="first"
+    ).reset_index()
     rows = []
     for r in ours.itertuples():
-        for s in published.THROUGHPUT_000[(published.THROUGHPUT_000.model == r.model)
-                                          & (published.THROUGHPUT_000.device_class == r.device_class)].itertuples():
-            rows.append({"model": r.model, "device_class": r.device_class, "source": "published by 000",
-                         "published_train_img_s": s.train_img_s, "published_eval_img_s": s.eval_img_s,
-                         "ours_device": r.device_name, "ours_train_img_s": getattr(r, "train", None),
-                         "ours_eval_img_s": getattr(r, "eval", None), "ours_batch_size": r.batch_size,
-                         "differences": f"000: {s.configuration}; ours: {r.data_mode} data mode, synced windows, "
-                                        f"{r.image_size}x{r.image_size}, batch {r.batch_size}"})
-        for s in published.THROUGHPUT_003[(published.THROUGHPUT_003.model == r.model)
-                                          & (published.THROUGHPUT_003.device_class == r.device_class)].itertuples():
-            rows.append({"model": r.model, "device_class": r.device_class, "source": "published by 003",
-                         "published_train_img_s": s.train_img_s, "published_eval_img_s": None,
-                         "ours_device": r.device_name, "ours_train_img_s": getattr(r, "train", None),
-                         "ours_eval_img_s": getattr(r, "eval", None), "ours_batch_size": r.batch_size,
-                         "differences": f"003: {s.configuration}, batch {s.batch_size}; ours: batch {r.batch_size}, "
-                                        f"{r.image_size}x{r.image_size}, {r.data_mode} data mode"})
+        for seed, table in (("000", published.THROUGHPUT_000), ("003", published.THROUGHPUT_003)):
+            for s in table[(table.model == r.model) & (table.device_class == r.device_class)].itertuples():
+                rows.append(
+                    {
+                        "model": r.model,
+                        "device_class": r.device_class,
+                        "source": f"published by {seed}",
+                        "published_batch_size": getattr(
+                            s, "batch_size", 64 if r.model == "squeezenet1_1" else 128
+                        ),
+                        "published_train_img_s": s.train_img_s,
+                        "published_eval_img_s": getattr(s, "eval_img_s", None),
+                        "ours_run": r.run_name,
+                        "ours_device": r.device_name,
+                        "ours_batch_size": r.batch_size,
+                        "ours_train_img_s": getattr(r, "train", None),
+                        "ours_eval_img_s": getattr(r, "eval", None),
+                        "differences": _differences(seed, s, r),
+                    }
+                )
     return pd.DataFrame(rows)
 
 
@@ -240,9 +623,64 @@ def zip_run(run_dir: Path) -> Path:
 
 def epoch_times(epochs: pd.DataFrame) -> pd.DataFrame:
     """Seed 000's Table 2 across runs: train and validation epoch times and throughputs."""
-    cols = ["run", "device_name", "model", "batch_size", "dataset", "status", "train_epoch_s", "train_images",
-            "train_throughput_img_s", "val_epoch_s", "val_images", "val_throughput_img_s"]
+    cols = [
+        "run_name",
+        "device_name",
+        "host",
+        "model",
+        "batch_size",
+        "dataset",
+        "status",
+        "epoch_images",
+        "train_epoch_s",
+        "train_images",
+        "train_throughput_img_s",
+        "val_epoch_s",
+        "val_images",
+        "val_throughput_img_s",
+    ]
     return epochs[[c for c in cols if c in epochs.columns]] if len(epochs) else pd.DataFrame()
+
+
+def epochs_beside_published(epochs: pd.DataFrame) -> pd.DataFrame:
+    """Seed 000's epoch times (6,400-image 'epochs') beside ours, per model, with each epoch's images."""
+    pub = published.EPOCHS_000.assign(
+        source=f"published by {published.SEED_000}", images=published.EPOCH_IMAGES_000
+    )
+    pub.loc[(pub.model == "squeezenet1_1") & (pub.device_class == "t4"), "images"] = (
+        published.EPOCH_IMAGES_000 // 2
+    )
+    pub = pub.rename(columns={"device_class": "device"})[
+        ["source", "model", "device", "images", "train_epoch_s", "val_epoch_s"]
+    ]
+    if epochs.empty or "train_epoch_s" not in epochs:
+        return pub
+    ok = epochs[epochs.status == "ok"]
+    ours = pd.DataFrame(
+        {
+            "source": "ours: " + ok.run_name,
+            "model": ok.model,
+            "device": ok.device_name,
+            "images": ok.train_images,
+            "train_epoch_s": ok.train_epoch_s,
+            "val_epoch_s": ok.val_epoch_s,
+        }
+    )
+    return pd.concat([pub, ours], ignore_index=True).sort_values(["model", "source"], kind="stable")
+
+
+def beside(published_table: pd.DataFrame, ours: pd.DataFrame, key: str, label: str) -> pd.DataFrame:
+    """A seed's table and ours stacked with a ``source`` column (ours per run); the seed's alone, labelled,
+    when no run produced ``label``'s CSV."""
+    pub = published_table.assign(source=f"published by {published_table.source.iloc[0]}")
+    if ours.empty:
+        return pub.assign(note=f"no run of this analysis wrote {label}.csv: the published table alone")
+    ok = ours[ours.status == "ok"] if "status" in ours else ours
+    mine = ok.assign(source="ours: " + ok.run_name.astype(str))
+    cols = ["source", *[c for c in [key, *pub.columns] if c in mine.columns and c != "source"]]
+    cols = list(dict.fromkeys(cols))
+    extra = [c for c in mine.columns if c not in cols and c.endswith(("_s", "_img_s", "_pct", "_mib", "_mb"))]
+    return pd.concat([pub, mine[cols + extra]], ignore_index=True)
 
 
 def placed_points(m: Merged, source: str = "scenario_a") -> pd.DataFrame:
@@ -255,4 +693,6 @@ def findings_markdown(m: Merged):
     from IPython.display import Markdown
 
     lines = findings(m)
-    return Markdown("\n".join(f"- {line}" for line in lines) if lines else "_No measurements to summarise yet._")
+    return Markdown(
+        "\n".join(f"- {line}" for line in lines) if lines else "_No measurements to summarise yet._"
+    )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import platform
 import socket
 import subprocess
@@ -19,7 +20,7 @@ from cnnbench import devices, paths
 def git_commit() -> dict[str, str | bool | None]:
     """The workbook's commit and whether its code has uncommitted changes (None outside git).
 
-    outputs/ is left out: regenerating a committed example run changes results, not the workbook.
+    outputs/ and examples/ are left out: regenerating an example run changes results, not the workbook.
     """
     try:
         root = paths.repo_root()
@@ -27,7 +28,7 @@ def git_commit() -> dict[str, str | bool | None]:
             ["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, check=True
         )
         status = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no", "--", ".", ":!outputs"],
+            ["git", "status", "--porcelain", "--untracked-files=no", "--", ".", ":!outputs", ":!examples"],
             cwd=root,
             capture_output=True,
             text=True,
@@ -60,6 +61,34 @@ def nvidia_info(device: torch.device) -> dict:
     return info
 
 
+ISA_PREFIXES = ("avx2", "avx512", "amx", "fma", "asimd", "sve")  # the vector/matrix extensions torch kernels use
+HOST_KEYS = ("cpu_model", "cpu_physical_cores", "cpu_logical_cores", "cpu_isa", "ram_gb", "gpu_name",
+             "gpu_memory_gb", "gpu_driver", "apple_chip")
+
+
+def cpu_isa(flags: frozenset[str] | None = None) -> str:
+    """The CPU's vector and matrix extensions (avx2, avx512*, amx*, ...), sorted, space-separated."""
+    flags = devices.cpu_flags() if flags is None else flags
+    return " ".join(sorted(f for f in flags if f.startswith(ISA_PREFIXES)))
+
+
+def host_fingerprint(env: dict) -> dict:
+    """The hardware a run measured on: CPU model, cores, ISA, memory, GPU name, memory and driver.
+
+    ``host_id`` hashes those fields (never the host name, which cloud machines change per session): two runs
+    with the same ``host_id`` ran on the same hardware, so comparing them is run-to-run, not cross-device.
+    """
+    fields = {k: env.get(k) for k in HOST_KEYS}
+    digest = hashlib.sha1(repr(sorted(fields.items())).encode()).hexdigest()[:10]
+    isa = fields["cpu_isa"] or ""
+    short = [f for f in ("avx2", "avx512f", "avx512_bf16", "amx_bf16") if f in isa.split()]
+    isa_note = ", " + " ".join(short) if short else ""
+    label = f"{fields['cpu_model']} ({fields['cpu_physical_cores']} cores{isa_note})"
+    if fields["gpu_name"]:
+        label += f" + {fields['gpu_name']} {fields['gpu_memory_gb']} GiB, driver {fields['gpu_driver']}"
+    return {"host_id": digest, "host": label}
+
+
 def capture(device: torch.device, params: dict | None = None) -> dict:
     """Everything needed to interpret a measurement taken on ``device``."""
     mem = psutil.virtual_memory()
@@ -80,6 +109,7 @@ def capture(device: torch.device, params: dict | None = None) -> dict:
         "cpu_arch": platform.machine(),
         "cpu_physical_cores": devices.physical_cores(),
         "cpu_logical_cores": psutil.cpu_count(logical=True),
+        "cpu_isa": cpu_isa(),
         "cpu_bf16_native": devices.cpu_has_bf16(),
         "torch_threads": torch.get_num_threads(),
         "ram_gb": round(mem.total / 2**30, 2),
@@ -91,6 +121,7 @@ def capture(device: torch.device, params: dict | None = None) -> dict:
         env.update(nvidia_info(device))
     if device.type == "mps" or platform.system() == "Darwin":
         env["apple_chip"] = devices.cpu_model()
+    env.update(host_fingerprint(env))
     if params is not None:
         env["params"] = params
     return env

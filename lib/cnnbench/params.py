@@ -146,8 +146,12 @@ class Params:
     # --- configuration search and energy (07): keys of cnnbench.tuning go here
 
     # --- analysis (08)
-    analysis_runs: list[str] = field(default_factory=list)  # run folders to merge; [] = every run in outputs/
+    analysis_runs: list[str] = field(default_factory=list)  # runs 08 merges: [] = this run; ["*"] = every user run
     interactive: bool = True  # show ipywidgets controls in JupyterLab (papermill always renders statically)
+    epoch_images: int = 0  # images per train/val epoch in epoch mode (seed 000's "epoch": 6,400); 0 = all
+    epoch_images_per_model: dict[str, int] = field(
+        default_factory=dict
+    )  # per-model epoch_images overriding it (seed 000 ran 3,200 for SqueezeNet on its T4)
     # --- pipeline
     notebooks: list[str] = field(default_factory=lambda: list(NOTEBOOKS))  # which notebooks the pipeline runs
     cell_timeout_s: int = 3600  # papermill's per-cell execution timeout
@@ -337,6 +341,9 @@ def validate(raw: dict[str, Any], src: str = "params", check_device: bool = True
     _check_models(src, "models", p.models)
     _check_models(src, "batch_size_per_model", p.batch_size_per_model)
     _check_models(src, "sweep", p.sweep)
+    _check_models(src, "epoch_images_per_model", p.epoch_images_per_model)
+    for model, n in p.epoch_images_per_model.items():
+        _positive(src, f"epoch_images_per_model.{model}", n)
     _positive(src, "batch_size", p.batch_size)
     for model, bs in p.batch_size_per_model.items():
         _positive(src, f"batch_size_per_model.{model}", bs)
@@ -356,7 +363,8 @@ def validate(raw: dict[str, Any], src: str = "params", check_device: bool = True
         "cell_timeout_s",
     ):
         _positive(src, key, getattr(p, key))
-    for key in ("warmup_steps", "measured_steps", "threads", "workers", "max_batches", "matmul_size"):
+    for key in ("warmup_steps", "measured_steps", "threads", "workers", "max_batches", "matmul_size",
+                "epoch_images"):
         if getattr(p, key) < 0:
             raise ParamsError(f"{src}: key '{key}' must be >= 0, got {getattr(p, key)}")
     for key in ("telemetry_interval_s", "lr", "window_s", "explore_warmup_s", "explore_window_s", "explore_ci_pct",

@@ -241,8 +241,15 @@ def _execute_run(args, p, params_file: Path, overrides: dict, outputs: Path, run
         html = report.build_run_report(run_dir, executed)
         (run_dir / STALE_REPORT).unlink(missing_ok=True)
         print(f"cnnbench: report {html}")
-        combined = report.build_combined_report(outputs)
-        if combined:
+        runs, _ = report.combined_runs(outputs)
+        if len(runs) >= 2 and "08_analysis" in p.notebooks:  # the same 08, over every user run
+            try:
+                analysed = execute(params_file, {**overrides, "analysis_runs": ["*"]}, outputs / report.COMBINED,
+                                   ["08_analysis"], p.cell_timeout_s)
+            except NotebookFailed as err:
+                print(f"cnnbench: combined analysis: {err}", file=sys.stderr)
+                return 1
+            combined = report.build_combined_report(outputs, analysed[0])
             print(f"cnnbench: combined report of {combined[1]} runs {combined[0]}")
     return 0
 

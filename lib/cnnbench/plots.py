@@ -81,7 +81,8 @@ def batch_sweep(df: pd.DataFrame, knees: pd.DataFrame | None = None, path: str |
     if df.empty:
         return None
     fig, axes = plt.subplots(1, 3, figsize=(16, 4))
-    mem_col = "peak_device_mem_mb" if df.get("peak_device_mem_mb", pd.Series(dtype=float)).notna().any() else "peak_rss_mb"
+    mem_col = next((c for c in ("peak_device_mem_mib", "peak_rss_mib", "peak_device_mem_mb", "peak_rss_mb")
+                    if df.get(c, pd.Series(dtype=float)).notna().any()), "peak_rss_mib")
     for (model, phase), g in df.groupby(["model", "phase"]):
         g = g.sort_values("batch_size")
         ok = g[g.status == "ok"]
@@ -105,7 +106,7 @@ def batch_sweep(df: pd.DataFrame, knees: pd.DataFrame | None = None, path: str |
                 axes[0].scatter([kb], y, s=200, facecolors="none", edgecolors=color, linewidths=2)
     axes[0].set(yscale="log", ylabel="throughput (images/s)", title="throughput (circle: smallest batch within 5% of best)")
     axes[1].set(yscale="log", ylabel="achieved GFLOP/s")
-    axes[2].set(ylabel=f"{mem_col.replace('_mb', '')} (MiB)")
+    axes[2].set(ylabel=f"{mem_col.removesuffix('_mib').removesuffix('_mb')} (MiB)")
     sizes = sorted(int(b) for b in df.batch_size.unique())
     for ax in axes:
         ax.set_xscale("log", base=2)
@@ -207,26 +208,29 @@ def trajectory(peaks: pd.DataFrame, points: pd.DataFrame, title: str, path: str 
 
 
 def per_model_rooflines(points: pd.DataFrame, roofs: pd.DataFrame, folder: str | Path) -> dict:
-    """One roofline per model with every device's points and that device's measured fp32 roof."""
+    """One roofline per model with every run's points (labelled run and device) and that run's measured fp32
+    roof; merged tables carry ``run_name``, a single device's tables are grouped by device."""
     import numpy as np
 
     figs = {}
-    if points.empty or points.device_name.nunique() < 2:
+    by = "run_name" if "run_name" in points else "device_name"
+    if points.empty or points[by].nunique() < 2:
         return figs
     x = np.geomspace(0.05, 2e3, 256)
     fp32 = roofs[(roofs.kind == "measured") & (roofs.precision == "fp32")] if len(roofs) else roofs
     for model, g in points.groupby("model"):
         fig, ax = plt.subplots(figsize=(8, 5))
-        for i, (device, gd) in enumerate(g.groupby("device_name")):
+        for i, (key, gd) in enumerate(g.groupby(by)):
             color = f"C{i % 10}"
-            roof = fp32[fp32.device_name == device]
+            roof = fp32[fp32[by] == key] if by in fp32 else fp32.iloc[:0]
             if len(roof):
                 r = roof.iloc[0]
                 ax.plot(x, np.minimum(r.peak_gflops, r.bandwidth_gbs * x), "-", color=color, lw=1)
+            label = f"{key} ({gd.device_name.iloc[0]})" if by == "run_name" else key
             ax.scatter(gd.intensity_flop_per_byte, gd.achieved_gflops, color=color, edgecolor="black", s=50,
-                       label=device, zorder=3)
+                       label=label, zorder=3)
         ax.set(xscale="log", yscale="log", xlabel="arithmetic intensity (FLOP/byte)", ylabel="performance (GFLOP/s)",
-               title=f"{model} across devices (measured fp32 roofs)")
+               title=f"{model} across runs (measured fp32 roofs)")
         ax.legend(fontsize=8)
         fig.tight_layout()
         figs[model] = save(fig, Path(folder) / f"roofline_model_{model}.png")

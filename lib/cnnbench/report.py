@@ -11,6 +11,8 @@ import nbformat
 
 from cnnbench import results
 
+COMBINED = "_combined"  # outputs/_combined/: the combined analysis, executed over every user run
+
 _HEADING = re.compile(r"^(#{1,2})\s+(.+?)\s*#*\s*$")
 
 
@@ -101,6 +103,8 @@ def _env_summary(env: dict) -> dict:
         "git_commit",
         "git_dirty",
         "hostname",
+        "host",
+        "host_id",
         "captured_at",
     ]
     return {k: env[k] for k in keys if k in env and env[k] is not None}
@@ -125,29 +129,40 @@ def build_run_report(run_dir: Path, notebooks: list[Path]) -> Path:
     header = (
         f"# cnnbench report: {run_dir.name}\n\n"
         f"{complexity_warning(run_dir)}"
-        f"Measured on **{env.get('device_name', '?')}** ({env.get('device_kind', '?')}), "
-        f"{env.get('captured_at', '')}, workbook commit `{str(env.get('git_commit'))[:12]}`"
-        f"{' (with uncommitted changes)' if env.get('git_dirty') else ''}. "
-        "Every number below was measured or computed by the workbook's code on this machine.\n\n"
+        f"This report speaks of run **{run_dir.name}** only, measured on **{env.get('device_name', '?')}** "
+        f"({env.get('device_kind', '?')}) on host {env.get('host', env.get('cpu_model', '?'))}, "
+        f"{env.get('captured_at', '')}, with {Path(str(prm.get('params_file', '?'))).name}, workbook commit "
+        f"`{str(env.get('git_commit'))[:12]}`{' (with uncommitted changes)' if env.get('git_dirty') else ''}. "
+        "Every number below was measured or computed by the workbook's code on this machine; other runs are "
+        "compared in outputs/report.html.\n\n"
         f"<details><summary>Parameters</summary>\n\n{_table(params_rows)}\n\n</details>\n\n"
         f"<details open><summary>Environment</summary>\n\n{_table(_env_summary(env))}\n\n</details>"
     )
     return build(notebooks, run_dir / "report.html", f"cnnbench {run_dir.name}", header)
 
 
-def build_combined_report(outputs: Path) -> tuple[Path, int] | None:
-    """outputs/report.html from the newest executed analysis notebook, when several runs are present."""
-    runs = [d for d in outputs.iterdir() if (d / "environment.json").is_file()] if outputs.is_dir() else []
-    analyses = sorted(
-        (d / "notebooks" / "08_analysis.ipynb" for d in runs),
-        key=lambda p: p.stat().st_mtime if p.is_file() else 0,
-    )
-    analyses = [a for a in analyses if a.is_file()]
-    if len(runs) < 2 or not analyses:
-        return None
-    rows = {d.name: results.read_json(d / "environment.json").get("device_name", "?") for d in sorted(runs)}
+def combined_runs(outputs: Path) -> tuple[list[Path], dict[str, str]]:
+    """The user runs a combined report merges, and the folders it leaves out with the reason (smoke/test
+    runs, the combined analysis itself)."""
+    from cnnbench import analysis
+
+    excluded: dict[str, str] = {}
+    return analysis.discover(outputs, [analysis.ALL_RUNS], excluded), excluded
+
+
+def build_combined_report(outputs: Path, analysis_notebook: Path) -> tuple[Path, int]:
+    """outputs/report.html from the combined analysis (08 executed over every user run into _combined/),
+    headed by the runs it merges, their hosts, and the runs it leaves out."""
+    runs, excluded = combined_runs(outputs)
+    rows = {}
+    for d in runs:
+        env = results.read_json(d / "environment.json")
+        rows[d.name] = f"{env.get('device_name', '?')} on {env.get('host', env.get('cpu_model', '?'))}"
+    left_out = {name: why for name, why in excluded.items() if name != COMBINED}
     header = (
-        f"# cnnbench: {len(runs)} runs compared\n\nEach run was measured on the machine named beside it; "
-        f"every run keeps its own report in its folder.\n\n{_table(rows)}"
+        f"# cnnbench: {len(runs)} runs compared\n\nThis report merges the {len(runs)} user runs below, each "
+        "measured on the device and host named beside it; every run keeps its own report in its folder.\n\n"
+        f"{_table(rows)}\n\n"
+        + (f"Left out:\n\n{_table(left_out)}" if left_out else "No run was left out.")
     )
-    return build([analyses[-1]], outputs / "report.html", "cnnbench: runs compared", header), len(runs)
+    return build([analysis_notebook], outputs / "report.html", "cnnbench: runs compared", header), len(runs)

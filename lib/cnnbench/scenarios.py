@@ -89,31 +89,35 @@ def diminishing_returns(df: pd.DataFrame, within: float = 0.05) -> pd.DataFrame:
 EPOCH_KEYS = ("model", "device_kind", "batch_size", "image_size", "precision", "memory_format", "dataset")
 
 
-def _epoch(work: engine.Workload, loader, phase: str, max_batches: int) -> tuple[float, int]:
-    n = 0
+def _epoch(work: engine.Workload, loader, phase: str, max_batches: int, max_images: int = 0) -> tuple[float, int]:
+    """One epoch over ``loader``: stops after ``max_batches`` batches or ``max_images`` images (0 = no cap)."""
+    n = batches = 0
     devices.synchronize(work.device)
     start = time.perf_counter()
     step = work.train_step if phase == "train" else work.eval_step
     for x, y in loader:
         step(work.to_device(x, y))
-        n += x.shape[0]
-        if max_batches and n >= max_batches * x.shape[0]:
+        n, batches = n + x.shape[0], batches + 1
+        if (max_batches and batches >= max_batches) or (max_images and n >= max_images):
             break
     devices.synchronize(work.device)
     return time.perf_counter() - start, n
 
 
 def epochs(run) -> pd.DataFrame:
-    """Seed 000's epoch times: one train and one validation epoch per model (``max_batches`` caps them)."""
+    """Seed 000's epoch times: one train and one validation epoch per model, capped by ``max_batches`` and by
+    ``epoch_images`` (per model: ``epoch_images_per_model``), as seed 000's 6,400-image "epochs" were."""
     p, device = run.params, run.device
     results = ResultsFile(run.path("epochs.csv"), EPOCH_KEYS)
     protocol = Protocol.from_params(p)
     dataset_for = dataset_loader(p)
     for model in bar(p.models, desc="epochs", unit="model"):
         cfg = _config(p, model, "train", p.batch_size_for(model), p.variants[0])
+        cap = p.epoch_images_per_model.get(model, p.epoch_images)
         config = {k: v for k, v in asdict(cfg).items() if k not in ("phase", "data_mode")}
         row = {**config, "device_kind": device.type, "device_name": devices.device_name(device), "status": "ok",
-               "error": "", "threads": torch.get_num_threads(), "workers": p.workers, "max_batches": p.max_batches}
+               "error": "", "threads": torch.get_num_threads(), "workers": p.workers, "max_batches": p.max_batches,
+               "epoch_images": cap}
         if results.done(row):
             continue
         try:
@@ -126,10 +130,10 @@ def epochs(run) -> pd.DataFrame:
                                             shuffle=phase == "train", seed=p.seed)
             work = engine.Workload(cfg, device, protocol)
             with telemetry.Sampler(device, p.telemetry_interval_s) as sampler:
-                train_s, train_n = _epoch(work, splits["train"], "train", p.max_batches)
+                train_s, train_n = _epoch(work, splits["train"], "train", p.max_batches, cap)
                 work.check_loss()
                 work.model.eval()
-                val_s, val_n = _epoch(work, splits["eval"], "eval", p.max_batches)
+                val_s, val_n = _epoch(work, splits["eval"], "eval", p.max_batches, cap)
             row.update(train_epoch_s=train_s, train_images=train_n, train_throughput_img_s=train_n / train_s,
                        val_epoch_s=val_s, val_images=val_n, val_throughput_img_s=val_n / val_s, **sampler.summary())
         except Exception as err:  # noqa: BLE001 - a failure is a row

@@ -6,6 +6,34 @@ import pandas as pd
 
 from cnnbench import published
 
+# Memory and rate columns of the shared naming contract (units in every name).
+MEMORY = ("peak_device_mem_mib", "peak_device_reserved_mib", "baseline_rss_mib", "peak_rss_mib")
+RATES = ("achieved_gflops", "achieved_tflops")
+
+
+def readable_display() -> None:
+    """pandas shows every row and column of a table in full (nothing behind "..."), e.g. in report.html."""
+    for option, value in (("display.max_rows", None), ("display.max_columns", None),
+                          ("display.max_colwidth", None), ("display.width", None)):
+        pd.set_option(option, value)
+
+
+def _cell(value) -> str:
+    if isinstance(value, float):
+        return "" if value != value else f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.4g}"
+    return str(value)
+
+
+def show(df: pd.DataFrame, caption: str = ""):
+    """A table as HTML with every row and column shown (nothing hidden behind "..."), numbers to 4 figures,
+    under ``caption`` (say what it compares and its unit)."""
+    from IPython.display import HTML
+
+    table = df.to_html(max_rows=None, max_cols=None, formatters={c: _cell for c in df.columns}, na_rep="",
+                       index=not isinstance(df.index, pd.RangeIndex), escape=True)
+    head = f"<p><b>{caption}</b></p>" if caption else ""
+    return HTML(head + table)
+
 
 def complexity_vs_seed(complexity: pd.DataFrame) -> pd.DataFrame:
     """Seed 000's Table 1 beside our counts, with a computed note on each disagreement."""
@@ -62,9 +90,9 @@ def variant_label(df: pd.DataFrame) -> pd.Series:
 
 def measured(df: pd.DataFrame) -> pd.DataFrame:
     """The main columns of a scenario table, one row per configuration, failures included with their status."""
-    cols = ["model", "phase", "variant", "batch_size", "image_size", "data_mode", "status", "measured_steps", "throughput_img_s",
-            "throughput_ci95_img_s", "step_time_median_s", "step_time_std_s", "noisy", "achieved_tflops",
-            "peak_device_mem_mb", "peak_rss_mb", "cpu_fallback_ops", "error"]
+    cols = ["model", "phase", "variant", "batch_size", "image_size", "data_mode", "status", "measured_steps",
+            "throughput_img_s", "throughput_ci95_img_s", "step_time_median_s", "step_time_std_s", "noisy",
+            *RATES, *MEMORY, "cpu_fallback_ops", "error"]
     out = df.assign(variant=variant_label(df))
     return out[[c for c in cols if c in out.columns and (c != "cpu_fallback_ops" or out[c].notna().any())]]
 
@@ -72,13 +100,13 @@ def measured(df: pd.DataFrame) -> pd.DataFrame:
 def performance_summary(df: pd.DataFrame) -> pd.DataFrame:
     """Seed 000's Table 3 for this device: train and eval throughput, TFLOP/s and peak memory per model."""
     ok = df[df.status == "ok"].assign(variant=variant_label(df))
-    wide = ok.pivot_table(index=["model", "device_name", "variant"], columns="phase",
-                          values=["throughput_img_s", "throughput_ci95_img_s", "achieved_tflops", "peak_device_mem_mb",
-                                  "peak_rss_mb"], aggfunc="first")
+    values = [c for c in ("throughput_img_s", "throughput_ci95_img_s", *RATES, *MEMORY) if c in ok.columns]
+    wide = ok.pivot_table(index=["model", "device_name", "variant", "batch_size"], columns="phase", values=values,
+                          aggfunc="first")
     wide.columns = [f"{phase}_{value}" for value, phase in wide.columns]
     order = [c for c in ("train_throughput_img_s", "train_throughput_ci95_img_s", "eval_throughput_img_s",
-                         "eval_throughput_ci95_img_s", "train_achieved_tflops", "eval_achieved_tflops",
-                         "train_peak_device_mem_mb", "train_peak_rss_mb") if c in wide.columns]
+                         "eval_throughput_ci95_img_s", *(f"{p}_{r}" for r in RATES for p in ("train", "eval")),
+                         *(f"train_{m}" for m in MEMORY)) if c in wide.columns]
     out = wide[order].reset_index()
     if {"train_throughput_img_s", "eval_throughput_img_s"} <= set(out.columns):
         out["eval_train_ratio"] = out.eval_throughput_img_s / out.train_throughput_img_s
@@ -86,9 +114,10 @@ def performance_summary(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def utilisation(df: pd.DataFrame) -> pd.DataFrame:
-    """Seed 000's Table 5, sampled during the measured windows only (mean and max, %)."""
-    cols = ["run", "device_name", "model", "phase", "variant", "util_cpu_mean", "util_cpu_max", "util_process_cpu_mean", "util_device_mean",
-            "util_device_max", "util_device_mem_mean", "gpu_power_w_mean", "gpu_temp_c_max", "gpu_sm_clock_mhz_mean",
+    """Seed 000's Table 5, sampled during the measured windows only (mean and max, in %), per run."""
+    cols = ["run_name", "device_name", "model", "phase", "variant", "batch_size", "util_cpu_mean_pct",
+            "util_cpu_max_pct", "util_process_cpu_mean_pct", "util_device_mean_pct", "util_device_max_pct",
+            "util_device_mem_mean_pct", "gpu_power_w_mean", "gpu_temp_c_max", "gpu_sm_clock_mhz_mean",
             "gpu_throttle_reasons", "telemetry_samples"]
     out = df[df.status == "ok"].assign(variant=variant_label(df))
     return out[[c for c in cols if c in out.columns]]

@@ -1,0 +1,70 @@
+"""The seeds' numbers: transcribed, each beside ours, their own inconsistencies computed; seed 000's epochs."""
+
+import pandas as pd
+import pytest
+
+import cnnbench
+from cnnbench import analysis, params, published, scenarios
+from conftest import ROOT
+
+SMOKE = ROOT / "params" / "smoke.yaml"
+
+
+def test_seed_003_resnet50_intensity_is_its_batch_128_value():
+    assert published.AI_003["resnet50"] == 238.0 and published.AI_BY_BATCH_003[64] == 234.0
+
+
+def test_every_seed_has_its_tables_transcribed():
+    assert set(published.EPOCHS_000.model) == set(published.COMPLEXITY_000.model)
+    assert len(published.EPOCHS_000) == len(published.UTILISATION_000) == 12
+    assert published.THROUGHPUT_000.set_index(["model", "device_class"]).peak_gpu_mem_mb[("resnet50", "t4")] == 11345
+    assert len(published.ACHIEVED_003) == 8 and set(published.PEAKS_003.device_class) == {"rtx4080", "cpu", "t4"}
+    assert published.BACKENDS_001.set_index("backend").throughput_img_s["numba_cuda"] == 71758
+    assert published.TELEMETRY_002.gpu_util_pct.max() == 69
+    assert published.MEMORY_004.set_index("component").gpu_mb["total"] == 274.1
+
+
+def test_the_seeds_inconsistencies_are_computed_from_their_own_numbers():
+    rows = published.inconsistencies()
+    text = " | ".join(rows.computed_from_its_own_numbers)
+    assert "6,400 images in 22 of 24 cases; SqueezeNet on T4: 3,199" in text
+    assert "resnet18 40.8" in text  # 0.0408 GFLOP/MB
+    assert "resnet50 t4_over_apple: printed 1.93, Table 3 gives 1.95" in text and "35.6x" in text
+    assert "71,758 x 0.9268 s = 66,505 images" in text  # 001's throughput is not samples / epoch time
+    assert "10.3% of memory" in text  # 002's 69% is GPU-Util
+    assert "1107 img/s x 5.46 G = 6.04" in text and "1.7-3.2x" in text
+    assert "0.064 MB" in text and "370 MB" in text
+    assert set(rows.seed.str[:3]) == {"000", "001", "002", "003", "004"}
+
+
+def test_published_tables_shown_alone_and_labelled_without_our_csv():
+    alone = analysis.beside(published.BACKENDS_001, pd.DataFrame(), "backend", "backends")
+    assert alone.source.unique().tolist() == [f"published by {published.SEED_001}"]
+    assert "no run of this analysis wrote backends.csv" in alone.note.iloc[0]
+    ours = pd.DataFrame([{"run_name": "laptop", "backend": "torch_cpu", "epoch_s": 3.0, "throughput_img_s": 2e4,
+                          "status": "ok"}])
+    both = analysis.beside(published.BACKENDS_001, ours, "backend", "backends")
+    assert both.source.tolist()[-1] == "ours: laptop" and both.epoch_s.tolist()[-1] == 3.0
+
+
+def test_epochs_beside_published_label_the_6400_image_epoch():
+    t = analysis.epochs_beside_published(pd.DataFrame())
+    assert set(t.images) == {6400, 3200}
+    assert t[(t.model == "squeezenet1_1") & (t.device == "t4")].images.iloc[0] == 3200
+
+
+def test_epoch_images_caps_every_epoch(tmp_path):
+    run = cnnbench.open_run(SMOKE, {"epoch_mode": True, "epoch_images": 24, "models": ["mnist_cnn"]}, tmp_path / "r")
+    row = scenarios.epochs(run).iloc[0]  # batch 16: the epoch stops at the batch that reaches 24 images
+    assert row.status == "ok" and row.train_images == 32 and row.val_images == 32 and row.epoch_images == 24
+    run = cnnbench.open_run(SMOKE, {"epoch_mode": True, "epoch_images": 24, "epoch_images_per_model": {"mnist_cnn": 16},
+                                    "models": ["mnist_cnn"]}, tmp_path / "s")
+    assert scenarios.epochs(run).iloc[0].train_images == 16
+
+
+def test_seeds_full_reproduces_seed_000s_epoch_and_keys_are_validated():
+    assert params.load(ROOT / "params" / "seeds_full.yaml", {"download": True}, check_device=False).epoch_images == 6400
+    with pytest.raises(params.ParamsError, match="epoch_images"):
+        params.load(SMOKE, {"epoch_images": -1}, check_device=False)
+    with pytest.raises(params.ParamsError, match="epoch_images_per_model"):
+        params.load(SMOKE, {"epoch_images_per_model": {"nope": 5}}, check_device=False)
