@@ -111,6 +111,27 @@ def write_rows(path: str | Path, rows: Iterable[Mapping[str, Any]]) -> None:
 _NUMPY_REPR = re.compile(r"^(np|numpy)\.\w+\(")
 
 
+def frame(rows: Iterable[Mapping[str, Any]], columns: Iterable[str] = ()):
+    """Rows (as written or as read back) as a typed pandas frame, with ``columns`` present even if all empty."""
+    import pandas as pd
+
+    rows = list(rows)
+    if rows:
+        buf = io.StringIO()
+        names = list(dict.fromkeys(k for r in rows for k in r))
+        writer = csv.DictWriter(buf, fieldnames=names, extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows({k: _cell(v) for k, v in r.items()} for r in rows)
+        buf.seek(0)
+        df = pd.read_csv(buf)
+    else:
+        df = pd.DataFrame()
+    for col in columns:
+        if col not in df.columns:
+            df[col] = float("nan")
+    return df
+
+
 def read_rows(path: str | Path) -> list[dict[str, str]]:
     """The rows of a results CSV ([] when absent). Raises :class:`CorruptResults` (one line) for a file that is
     not a tidy CSV: unreadable, ragged rows, or a cell written as a Python object (``np.float64(...)``)."""

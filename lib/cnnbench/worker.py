@@ -1,0 +1,92 @@
+"""One configuration measured in a fresh worker process, as TorchBench does.
+
+A fresh process per configuration makes its peak host memory (RSS), device memory and allocator state its own:
+``mnist_cnn`` measured after DenseNet-121 no longer reports DenseNet's high-water mark. A worker that dies
+(segfault, the OOM killer, ``os._exit``) becomes a row with ``status=crashed`` and its exit code or signal; the
+run goes on. The worker's start-up (a fork of a server process that has imported torch, on Linux; a spawned
+interpreter elsewhere) happens before the configuration is built, outside every timed window.
+
+``CNNBENCH_TEST_WORKER_HOOK`` (tests only): JSON ``{model: action}`` run in the worker before measuring that
+model; actions ``segfault``, ``exit:N``, ``raise`` and ``ballast:MIB`` (hold MIB MiB of touched memory).
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing as mp
+import os
+import platform
+import signal
+
+import torch
+
+from cnnbench import engine
+
+HOOK_ENV = "CNNBENCH_TEST_WORKER_HOOK"
+_ballast: list[bytearray] = []
+
+
+def _context():
+    """forkserver on Linux (children fork from a server that has imported torch: fast, and no CUDA state is
+    inherited); spawn elsewhere (macOS: Metal does not survive a fork)."""
+    if platform.system() == "Linux":
+        ctx = mp.get_context("forkserver")
+        ctx.set_forkserver_preload(["cnnbench.worker"])
+        return ctx
+    return mp.get_context("spawn")
+
+
+def _test_hook(model: str, hooks: str) -> None:
+    action = json.loads(hooks).get(model, "") if hooks else ""
+    if action == "segfault":
+        os.kill(os.getpid(), signal.SIGSEGV)
+    elif action.startswith("exit:"):
+        os._exit(int(action.split(":")[1]))
+    elif action == "raise":
+        raise RuntimeError(f"test hook: {model} fails")
+    elif action.startswith("ballast:"):
+        block = bytearray(int(action.split(":")[1]) * 2**20)
+        block[:: 4096] = b"\1" * len(block[:: 4096])  # touch every page so it is resident
+        _ballast.append(block)
+
+
+def _job(cfg, device_spec: str, protocol, dataset, threads: int, hooks: str, conn) -> None:
+    """The worker's body: set threads and device, measure, send the row back."""
+    torch.set_num_threads(threads)
+    device = torch.device(device_spec)
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+    try:
+        _test_hook(cfg.model, hooks)
+        row = engine.measure(cfg, device, protocol, dataset, isolation="worker")
+    except Exception as err:  # noqa: BLE001 - a failure outside measure is a row too
+        row = {**engine._base_row(cfg, device, protocol), "isolation": "worker", **engine.failure(err)}
+    conn.send(row)
+    conn.close()
+
+
+def measure_isolated(cfg: engine.Config, device: torch.device, protocol: engine.Protocol, dataset=None,
+                     threads: int | None = None) -> dict:
+    """:func:`cnnbench.engine.measure` in a fresh worker process; a worker that dies gives a ``crashed`` row."""
+    threads = threads or torch.get_num_threads()
+    ctx = _context()
+    receive, send = ctx.Pipe(duplex=False)
+    proc = ctx.Process(target=_job, name=f"cnnbench-worker-{cfg.model}",
+                       args=(cfg, str(device), protocol, dataset, threads, os.environ.get(HOOK_ENV, ""), send))
+    proc.start()
+    send.close()
+    row = None
+    try:
+        while row is None and (proc.is_alive() or receive.poll(0)):
+            if receive.poll(0.2):
+                try:
+                    row = receive.recv()
+                except EOFError:
+                    break
+        proc.join()
+    finally:
+        if proc.is_alive():  # interrupted: do not leave the worker measuring on the same cores
+            proc.kill()
+            proc.join()
+        receive.close()
+    return row if row is not None else engine.crashed(cfg, device, protocol, proc.exitcode, threads)
