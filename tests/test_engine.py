@@ -218,3 +218,41 @@ def test_the_telemetry_series_of_every_configuration_is_written(tmp_path):
     assert cores.notna().all() and cores.nunique() == __import__("psutil").cpu_count()
     for col in engine.CONFIG_KEYS:
         assert col in df.columns, col
+
+
+# --- notebooks whose every configuration fails still complete (issue 9) ------------------------------------------
+
+
+@pytest.mark.parametrize("notebook", ["02_scenario_a", "03_batch_sweep"])
+def test_a_notebook_whose_every_configuration_fails_completes_and_shows_them(tmp_path, monkeypatch, notebook):
+    import papermill
+
+    from conftest import ROOT
+
+    monkeypatch.setenv("CNNBENCH_TEST_WORKER_HOOK", '{"mnist_cnn": "raise", "squeezenet1_1": "raise"}')
+    out = tmp_path / "out.ipynb"
+    papermill.execute_notebook(str(ROOT / "notebooks" / f"{notebook}.ipynb"), str(out), kernel_name="python3",
+                               parameters={"params_file": str(ROOT / "params" / "smoke.yaml"), "overrides": {},
+                                           "run_dir": str(tmp_path / "run")}, progress_bar=False)
+    name = "scenario_a" if notebook.startswith("02") else "batch_sweep"
+    df = pd.read_csv(tmp_path / "run" / f"{name}.csv")
+    assert len(df) and set(df.status) == {"error"} and df.error.str.contains("test hook").all()
+    assert "test hook" in out.read_text()  # the failure rows are shown
+
+
+def test_scenario_tables_and_plots_of_failures_only(tmp_path, monkeypatch):
+    import cnnbench
+    from cnnbench import plots, scenarios, tables
+    from conftest import ROOT
+
+    def fail(c, device, protocol, *a, **k):
+        return {**engine._base_row(c, device, protocol), "status": "oom", "error": "out of memory"}
+
+    monkeypatch.setattr(engine, "measure", fail)
+    run = cnnbench.open_run(ROOT / "params" / "smoke.yaml", {"isolate": False}, tmp_path / "run")
+    sweep = scenarios.run(run, "batch_sweep", scenarios.sweep_configs(run.params))
+    assert set(sweep.status) == {"oom"} and sweep.throughput_img_s.isna().all()
+    tables.measured(sweep)
+    tables.performance_summary(sweep)
+    plots.batch_sweep(sweep, scenarios.diminishing_returns(sweep))
+    plots.throughput(sweep)

@@ -131,8 +131,8 @@ def summary(scenario_a: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame()
     ok = scenario_a[scenario_a.status == "ok"].assign(device=lambda d: _label(d))
     wide = ok.pivot_table(index=["model", "device", "precision", "memory_format"], columns="phase",
-                          values=["throughput_img_s", "throughput_ci95_img_s", "achieved_tflops", "peak_device_mem_mb",
-                                  "peak_rss_mb"], aggfunc="first")
+                          values=["throughput_img_s", "throughput_ci95_img_s", "achieved_tflops", "peak_device_mem_mib",
+                                  "peak_rss_mib"], aggfunc="first")
     wide.columns = [f"{phase}_{v}" for v, phase in wide.columns]
     return wide.reset_index()
 

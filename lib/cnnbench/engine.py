@@ -19,7 +19,6 @@ import time
 import warnings
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
-from functools import cache
 
 import torch
 from torch import nn
@@ -86,11 +85,17 @@ class UnstableLoss(RuntimeError):
     """The loss became NaN or infinite."""
 
 
-@cache
+_FLOPS: dict[tuple[str, int, int], tuple[float, float]] = {}
+
+
 def flops_per_image(model: str, image_size: int, num_classes: int) -> tuple[float, float]:
-    """(training, forward) FLOPs per image at the resolution actually run, counted on the CPU."""
-    c = flops.complexity(model, image_size, num_classes, device="cpu", with_fvcore=False)
-    return c.gflops_train * 1e9, c.gflops_fwd * 1e9
+    """(training, forward) FLOPs per image at the resolution actually run, counted on the CPU once per process
+    (a worker is handed the parent's count, see :mod:`cnnbench.worker`)."""
+    key = (model, image_size, num_classes)
+    if key not in _FLOPS:
+        c = flops.complexity(model, image_size, num_classes, device="cpu", with_fvcore=False)
+        _FLOPS[key] = (c.gflops_train * 1e9, c.gflops_fwd * 1e9)
+    return _FLOPS[key]
 
 
 def _autocast(device: torch.device, precision: str):

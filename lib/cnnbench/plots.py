@@ -64,7 +64,7 @@ def batch_sweep(df: pd.DataFrame, knees: pd.DataFrame | None = None, path: str |
     if df.empty:
         return None
     fig, axes = plt.subplots(1, 3, figsize=(16, 4))
-    mem_col = "peak_device_mem_mb" if df.get("peak_device_mem_mb", pd.Series(dtype=float)).notna().any() else "peak_rss_mb"
+    mem_col = "peak_device_mem_mib" if df.get("peak_device_mem_mib", pd.Series(dtype=float)).notna().any() else "peak_rss_mib"
     for (model, phase), g in df.groupby(["model", "phase"]):
         g = g.sort_values("batch_size")
         ok = g[g.status == "ok"]
@@ -88,7 +88,7 @@ def batch_sweep(df: pd.DataFrame, knees: pd.DataFrame | None = None, path: str |
                 axes[0].scatter([kb], y, s=200, facecolors="none", edgecolors=color, linewidths=2)
     axes[0].set(yscale="log", ylabel="throughput (images/s)", title="throughput (circle: smallest batch within 5% of best)")
     axes[1].set(yscale="log", ylabel="achieved GFLOP/s")
-    axes[2].set(ylabel=f"{mem_col.replace('_mb', '')} (MiB)")
+    axes[2].set(ylabel=f"{mem_col.replace('_mib', '')} (MiB)")
     sizes = sorted(int(b) for b in df.batch_size.unique())
     for ax in axes:
         ax.set_xscale("log", base=2)

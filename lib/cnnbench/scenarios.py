@@ -87,7 +87,7 @@ def diminishing_returns(df: pd.DataFrame, within: float = 0.05) -> pd.DataFrame:
         rows.append({"model": model, "phase": phase, "best_throughput_img_s": best,
                      "best_batch_size": int(g.loc[g.throughput_img_s.idxmax(), "batch_size"]),
                      "knee_batch_size": int(knee)})
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows, columns=["model", "phase", "best_throughput_img_s", "best_batch_size", "knee_batch_size"])
 
 
 EPOCH_KEYS = ("model", "device_kind", "batch_size", "image_size", "precision", "memory_format", "dataset")

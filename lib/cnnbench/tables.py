@@ -62,9 +62,9 @@ def variant_label(df: pd.DataFrame) -> pd.Series:
 
 def measured(df: pd.DataFrame) -> pd.DataFrame:
     """The main columns of a scenario table, one row per configuration, failures included with their status."""
-    cols = ["model", "phase", "variant", "batch_size", "image_size", "data_mode", "status", "measured_steps", "throughput_img_s",
+    cols = ["model", "phase", "variant", "batch_size", "image_size", "data_mode", "status", "steps_per_window", "throughput_img_s",
             "throughput_ci95_img_s", "step_time_median_s", "step_time_std_s", "noisy", "achieved_tflops",
-            "peak_device_mem_mb", "peak_rss_mb", "cpu_fallback_ops", "error"]
+            "peak_device_mem_mib", "peak_rss_mib", "cpu_fallback_ops", "error"]
     out = df.assign(variant=variant_label(df))
     return out[[c for c in cols if c in out.columns and (c != "cpu_fallback_ops" or out[c].notna().any())]]
 
@@ -73,12 +73,12 @@ def performance_summary(df: pd.DataFrame) -> pd.DataFrame:
     """Seed 000's Table 3 for this device: train and eval throughput, TFLOP/s and peak memory per model."""
     ok = df[df.status == "ok"].assign(variant=variant_label(df))
     wide = ok.pivot_table(index=["model", "device_name", "variant"], columns="phase",
-                          values=["throughput_img_s", "throughput_ci95_img_s", "achieved_tflops", "peak_device_mem_mb",
-                                  "peak_rss_mb"], aggfunc="first")
+                          values=["throughput_img_s", "throughput_ci95_img_s", "achieved_tflops", "peak_device_mem_mib",
+                                  "peak_rss_mib"], aggfunc="first")
     wide.columns = [f"{phase}_{value}" for value, phase in wide.columns]
     order = [c for c in ("train_throughput_img_s", "train_throughput_ci95_img_s", "eval_throughput_img_s",
                          "eval_throughput_ci95_img_s", "train_achieved_tflops", "eval_achieved_tflops",
-                         "train_peak_device_mem_mb", "train_peak_rss_mb") if c in wide.columns]
+                         "train_peak_device_mem_mib", "train_peak_rss_mib") if c in wide.columns]
     out = wide[order].reset_index()
     if {"train_throughput_img_s", "eval_throughput_img_s"} <= set(out.columns):
         out["eval_train_ratio"] = out.eval_throughput_img_s / out.train_throughput_img_s
@@ -87,8 +87,8 @@ def performance_summary(df: pd.DataFrame) -> pd.DataFrame:
 
 def utilisation(df: pd.DataFrame) -> pd.DataFrame:
     """Seed 000's Table 5, sampled during the measured windows only (mean and max, %)."""
-    cols = ["run", "device_name", "model", "phase", "variant", "util_cpu_mean", "util_cpu_max", "util_process_cpu_mean", "util_device_mean",
-            "util_device_max", "util_device_mem_mean", "gpu_power_w_mean", "gpu_temp_c_max", "gpu_sm_clock_mhz_mean",
+    cols = ["run", "device_name", "model", "phase", "variant", "util_cpu_mean_pct", "util_cpu_max_pct", "util_process_cpu_mean_pct", "util_device_mean_pct",
+            "util_device_max_pct", "util_device_mem_mean_pct", "gpu_power_w_mean", "gpu_temp_c_max", "gpu_sm_clock_mhz_mean",
             "gpu_throttle_reasons", "telemetry_samples"]
     out = df[df.status == "ok"].assign(variant=variant_label(df))
     return out[[c for c in cols if c in out.columns]]

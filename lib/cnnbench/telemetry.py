@@ -166,11 +166,12 @@ class Sampler:
         return out
 
 
-def read(path: str | Path) -> pd.DataFrame:
-    """A ``telemetry.csv`` as a frame (t_s, metric, value, device_index + context), empty if absent."""
+def read(path: str | Path, source: str | None = None) -> pd.DataFrame:
+    """A ``telemetry.csv`` as a frame (t_s, metric, value, device_index + context), only the rows of ``source``
+    (e.g. "scenario_a") when given; empty if absent."""
     path = Path(path)
     if not path.is_file():
         return pd.DataFrame(columns=["source", "t_s", "metric", "value", "device_index"])
     df = pd.read_csv(path)
     df["device_index"] = df["device_index"].astype("Int64")
-    return df
+    return df if source is None else df[df.source == source].reset_index(drop=True)

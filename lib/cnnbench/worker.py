@@ -12,11 +12,13 @@ model; actions ``segfault``, ``exit:N``, ``raise`` and ``ballast:MIB`` (hold MIB
 
 from __future__ import annotations
 
+import contextlib
 import json
 import multiprocessing as mp
 import os
 import platform
 import signal
+import sys
 
 import torch
 
@@ -36,6 +38,23 @@ def _context():
     return mp.get_context("spawn")
 
 
+@contextlib.contextmanager
+def _main_not_rerun():
+    """Start workers without re-running the caller's ``__main__`` in them (multiprocessing does that to find
+    objects defined there; the worker needs only cnnbench, and a script without a ``__name__ == "__main__"``
+    guard would measure everything again inside every worker)."""
+    main = sys.modules.get("__main__")
+    saved = {k: main.__dict__.pop(k) for k in ("__file__", "__spec__") if main is not None and k in main.__dict__}
+    if main is not None:
+        main.__spec__ = None
+    try:
+        yield
+    finally:
+        if main is not None:
+            main.__dict__.pop("__spec__", None)
+            main.__dict__.update(saved)
+
+
 def _test_hook(model: str, hooks: str) -> None:
     action = json.loads(hooks).get(model, "") if hooks else ""
     if action == "segfault":
@@ -50,9 +69,11 @@ def _test_hook(model: str, hooks: str) -> None:
         _ballast.append(block)
 
 
-def _job(cfg, device_spec: str, protocol, dataset, threads: int, hooks: str, conn) -> None:
+def _job(cfg, device_spec: str, protocol, dataset, threads: int, hooks: str, known_flops, conn) -> None:
     """The worker's body: set threads and device, measure, send the row back."""
     torch.set_num_threads(threads)
+    if known_flops is not None:
+        engine._FLOPS[(cfg.model, cfg.image_size, cfg.num_classes)] = known_flops
     device = torch.device(device_spec)
     if device.type == "cuda":
         torch.cuda.set_device(device)
@@ -69,11 +90,17 @@ def measure_isolated(cfg: engine.Config, device: torch.device, protocol: engine.
                      threads: int | None = None) -> dict:
     """:func:`cnnbench.engine.measure` in a fresh worker process; a worker that dies gives a ``crashed`` row."""
     threads = threads or torch.get_num_threads()
+    try:  # counted once here, not again in every worker (it would also add to the worker's memory peak)
+        known_flops = engine.flops_per_image(cfg.model, cfg.image_size, cfg.num_classes)
+    except Exception:  # noqa: BLE001 - the worker counts (and reports any failure) itself
+        known_flops = None
     ctx = _context()
     receive, send = ctx.Pipe(duplex=False)
     proc = ctx.Process(target=_job, name=f"cnnbench-worker-{cfg.model}",
-                       args=(cfg, str(device), protocol, dataset, threads, os.environ.get(HOOK_ENV, ""), send))
-    proc.start()
+                       args=(cfg, str(device), protocol, dataset, threads, os.environ.get(HOOK_ENV, ""), known_flops,
+                             send))
+    with _main_not_rerun():
+        proc.start()
     send.close()
     row = None
     try:
