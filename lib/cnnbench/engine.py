@@ -319,9 +319,14 @@ def measure(cfg: Config, device: torch.device, protocol: Protocol, dataset=None,
     return row
 
 
+def pop_side_data(row: dict) -> tuple[list[float], list[dict]]:
+    """Take the per-step times and the telemetry series out of a row of :func:`measure` (before writing it)."""
+    return row.pop("step_times_s", []), row.pop("telemetry_series", [])
+
+
 def _side_files(row: dict, steps: ResultsFile | None, tele: ResultsFile | None, source: str) -> None:
     """Per-step times and the telemetry series of a measured row, into their own tidy files."""
-    step_times, series = row.pop("step_times_s", []), row.pop("telemetry_series", [])
+    step_times, series = pop_side_data(row)
     key = {k: row[k] for k in CONFIG_KEYS}
     if steps is not None and step_times:
         n = row["steps_per_window"]

@@ -23,7 +23,7 @@ def quick_measure(run, model: str, batch_size: int, precision: str, data_mode: s
     protocol = engine.Protocol(warmup_steps=2, measured_steps=steps, repeats=2, workers=p.workers,
                                synthetic_images=max(p.synthetic_images, batch_size), seed=p.seed)
     row = engine.measure(cfg, devices.resolve(device), protocol)
-    row.pop("step_times_s", None)
+    engine.pop_side_data(row)
     results.ResultsFile(run.path("explore.csv"), ("timestamp", "model", "batch_size", "precision")).append(row)
     return row
 
