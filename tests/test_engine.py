@@ -256,3 +256,17 @@ def test_scenario_tables_and_plots_of_failures_only(tmp_path, monkeypatch):
     tables.performance_summary(sweep)
     plots.batch_sweep(sweep, scenarios.diminishing_returns(sweep))
     plots.throughput(sweep)
+
+
+def test_a_rerun_with_another_image_size_shows_only_its_own_rows(tmp_path):
+    import cnnbench
+    from cnnbench import plots, scenarios
+    from conftest import ROOT
+
+    fast = {"isolate": False, "models": ["squeezenet1_1"], "phases": ["eval"], "measured_steps": 2}
+    for size in (32, 48):
+        run = cnnbench.open_run(ROOT / "params" / "smoke.yaml", {**fast, "image_size": size}, tmp_path / "run")
+        df = scenarios.run(run, "scenario_a", scenarios.scenario_a_configs(run.params))
+        assert df.image_size.tolist() == [size]
+        plots.throughput(df)  # no "duplicate labels"
+    assert sorted(pd.read_csv(tmp_path / "run" / "scenario_a.csv").image_size) == [32, 48]
