@@ -5,7 +5,12 @@ One training step = zero_grad, forward, loss, backward, optimizer step. One eval
 ``torch.inference_mode()``. Same model, optimizer (SGD) and loss on every device. Warm-up steps run first;
 then ``repeats`` windows of ``measured_steps`` steps each, the device synchronised before every clock read.
 Failures are rows: out of memory -> ``status=oom``, a non-finite loss -> ``status=unstable``, anything else ->
-``status=error`` with the message.
+``status=error`` with the message; a worker process that dies -> ``status=crashed`` with its exit code or signal.
+
+:func:`measure` measures one configuration in this process; :func:`run_configs` measures many, each in a fresh
+worker process when asked (``isolate``, the pipeline's default; see :mod:`cnnbench.worker`), resumes finished
+ones (the key, :data:`CONFIG_KEYS`, covers every parameter that changes a measurement) and writes the rows, the
+per-step times and the telemetry series to tidy files.
 """
 
 from __future__ import annotations
