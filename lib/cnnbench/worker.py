@@ -75,8 +75,8 @@ def _job(cfg, device_spec: str, protocol, dataset, threads: int, hooks: str, kno
     if known_flops is not None:
         engine._FLOPS[(cfg.model, cfg.image_size, cfg.num_classes)] = known_flops
     device = torch.device(device_spec)
-    if device.type == "cuda":
-        torch.cuda.set_device(device)
+    if device.type == "cuda" and device.index is not None:
+        torch.cuda.set_device(device)  # the worker's current device is the measured one
     try:
         _test_hook(cfg.model, hooks)
         row = engine.measure(cfg, device, protocol, dataset, isolation="worker")
