@@ -4,10 +4,10 @@ import math
 
 import pytest
 
-from cnnbench import analysis, results
+from cnnbench import SCHEMA_VERSION, analysis, results
 
 
-def make_run(outputs, name, device_kind, device_name, throughputs, ci=None, schema=1, batch_size=128):
+def make_run(outputs, name, device_kind, device_name, throughputs, ci=None, schema=SCHEMA_VERSION, batch_size=128):
     d = outputs / name
     results.write_json(d / "environment.json", {"schema_version": schema, "device_kind": device_kind,
                                                 "device_name": device_name, "torch_threads": 2})
