@@ -71,6 +71,7 @@ def _test_hook(model: str, hooks: str) -> None:
 
 def _job(cfg, device_spec: str, protocol, dataset, threads: int, hooks: str, known_flops, conn) -> None:
     """The worker's body: set threads and device, measure, send the row back."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's: it kills the worker, no 2nd traceback
     torch.set_num_threads(threads)
     if known_flops is not None:
         engine._FLOPS[(cfg.model, cfg.image_size, cfg.num_classes)] = known_flops
