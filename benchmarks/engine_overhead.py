@@ -3,6 +3,11 @@
 steps on the same data, interleaved round by round so drift hits both alike. Prints the ratio per phase and
 appends the figures to a CSV; the goal is an overhead under 2%. A benchmark that records, not a test.
 
+It also records one full measurement of the same configuration in a fresh worker process (the pipeline's
+default, ``isolate: true``): its windows run the same code, and the worker's start-up stays outside them, so
+``isolated_over_bare`` should be as close to 1 as ``engine_over_bare``; ``worker_wall_s`` is what the isolation
+costs in wall time (start-up, model build, warm-up and windows).
+
     .venv/bin/python benchmarks/engine_overhead.py --model resnet18 --batch-size 32 --rounds 5
 """
 
@@ -16,7 +21,7 @@ import time
 import torch
 from torch import nn
 
-from cnnbench import devices, engine, models, paths, results, telemetry, timing
+from cnnbench import devices, engine, models, paths, results, telemetry, timing, worker
 
 
 def bare_window(model, opt, x, y, phase: str, steps: int, device) -> float:
@@ -51,7 +56,7 @@ def main() -> None:
     threads = devices.set_threads(0)
     protocol = engine.Protocol(warmup_steps=3, measured_steps=args.steps, repeats=1, workers=0)
     for phase in ("train", "eval"):
-        cfg = engine.Config(args.model, phase, args.batch_size, args.image_size, 200)
+        cfg = engine.Config(args.model, phase, args.batch_size, args.image_size, 200, models.spec(args.model).in_channels)
         work = engine.Workload(cfg, device, protocol)
         x, y = work.next_batch()
         bare_model = models.build(args.model, num_classes=200).to(device).train(phase == "train")
@@ -67,15 +72,22 @@ def main() -> None:
                 _, wall = timer.window(work.step, args.steps)
             eng.append(args.batch_size * args.steps / wall)
         ratio = statistics.median(e / b for e, b in zip(eng, bare, strict=True))
+        t0 = time.perf_counter()
+        iso_protocol = engine.Protocol(warmup_steps=3, measured_steps=args.steps, repeats=args.rounds, workers=0)
+        iso = worker.measure_isolated(cfg, device, iso_protocol, threads=threads)
+        worker_wall = time.perf_counter() - t0
+        iso_ratio = iso.get("throughput_img_s", float("nan")) / statistics.median(bare)
         print(f"{phase:5s} {args.model} bs{args.batch_size} on {devices.device_name(device)}: bare "
               f"{statistics.median(bare):.1f} img/s, engine {statistics.median(eng):.1f} img/s, "
-              f"engine/bare {ratio:.3f} (overhead {100 * (1 - ratio):+.1f}%)")
+              f"engine/bare {ratio:.3f} (overhead {100 * (1 - ratio):+.1f}%), isolated worker/bare {iso_ratio:.3f} "
+              f"({worker_wall:.1f} s wall, status {iso['status']})")
         results.ResultsFile(args.out, ("timestamp", "phase")).append({
             "timestamp": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "phase": phase,
             "model": args.model, "batch_size": args.batch_size, "device_name": devices.device_name(device),
             "threads": threads, "rounds": args.rounds, "steps": args.steps,
             "bare_img_s_median": statistics.median(bare), "engine_img_s_median": statistics.median(eng),
-            "engine_over_bare": ratio})
+            "engine_over_bare": ratio, "isolated_img_s": iso.get("throughput_img_s", float("nan")),
+            "isolated_over_bare": iso_ratio, "worker_wall_s": worker_wall})
 
 
 if __name__ == "__main__":

@@ -6,10 +6,10 @@ import math
 import pandas as pd
 import pytest
 
-from cnnbench import analysis, envinfo, results
+from cnnbench import SCHEMA_VERSION, analysis, envinfo, results
 
 
-def make_run(outputs, name, device_kind, device_name, throughputs, ci=None, schema=1, batch_size=128,
+def make_run(outputs, name, device_kind, device_name, throughputs, ci=None, schema=SCHEMA_VERSION, batch_size=128,
              cpu_model="Intel Core", cores=8, compile_=False, params_file="params/local.yaml", extra=None):
     d = outputs / name
     results.write_json(d / "environment.json", {"schema_version": schema, "device_kind": device_kind,

@@ -30,8 +30,8 @@ def test_cpu_threads_are_set_and_reported():
 def test_synchronize_and_memory_on_cpu():
     cpu = torch.device("cpu")
     devices.synchronize(cpu)
-    mem = devices.peak_memory_mb(cpu)
-    assert set(mem) == {"peak_device_mem_mb", "peak_device_reserved_mb"}
+    mem = devices.peak_memory_mib(cpu)
+    assert set(mem) == {"peak_device_mem_mib", "peak_device_reserved_mib"}
 
 
 def test_oom_detection():

@@ -20,7 +20,8 @@ def test_train_and_eval_rows_carry_every_column():
         for col in ("model", "device_kind", "device_name", "phase", "data_mode", "batch_size", "image_size",
                     "precision", "memory_format", "compile", "threads", "status", "n_steps", "throughput_img_s",
                     "throughput_ci95_img_s", "step_time_median_s", "step_time_std_s", "achieved_tflops",
-                    "peak_device_mem_mb", "peak_rss_mb", "util_cpu_mean", "util_device_mean", "noisy"):
+                    "peak_device_mem_mib", "peak_rss_mib", "baseline_rss_mib", "util_cpu_mean_pct",
+                    "util_device_mean_pct", "noisy", "warmup_steps", "lr", "seed", "repeats", "isolation"):
             assert col in row, col
         assert row["n_steps"] == 4 and len(row["step_times_s"]) == 4
         flops = row["gflops_per_image"] * 1e9
@@ -105,7 +106,8 @@ def test_window_length_chooses_the_step_count():
     assert engine.steps_for_window([10.0], auto) == 5  # never fewer than 5
     assert engine.steps_for_window([0.1], engine.Protocol(measured_steps=7)) == 7
     row = engine.measure(cfg(), CPU, engine.Protocol(warmup_steps=3, measured_steps=0, window_s=0.05, repeats=2))
-    assert row["status"] == "ok" and row["measured_steps"] >= 5 and row["n_steps"] == 2 * row["measured_steps"]
+    assert row["status"] == "ok" and row["steps_per_window"] >= 5 and row["n_steps"] == 2 * row["steps_per_window"]
+    assert row["measured_steps"] == 0  # the protocol's value (part of the key), not the steps it chose
 
 
 def test_device_mode_keeps_a_real_batch_on_the_device():
@@ -116,3 +118,155 @@ def test_device_mode_keeps_a_real_batch_on_the_device():
     x, y = work.next_batch()
     assert x.shape == (8, 1, 28, 28) and bool((x == 0).all()) and bool((y == 3).all())
     assert work.next_batch()[0] is x  # made once, reused every step
+
+
+# --- isolation, crashes, memory of its own (issue 8) -------------------------------------------------------------
+
+
+def test_each_configuration_in_a_fresh_worker_has_its_own_memory(tmp_path, monkeypatch):
+    """A big configuration first, then mnist_cnn: mnist_cnn does not inherit the big one's RSS peak."""
+    monkeypatch.setenv("CNNBENCH_TEST_WORKER_HOOK", '{"squeezenet1_1": "ballast:600"}')
+    big = cfg(model="squeezenet1_1", image_size=32, in_channels=3)
+    rows = engine.run_configs([big, cfg()], CPU, FAST, tmp_path / "r.csv", isolate=True)
+    by_model = {r["model"]: r for r in rows}
+    assert [r["status"] for r in rows] == ["ok", "ok"], [r["error"] for r in rows]
+    assert {r["isolation"] for r in rows} == {"worker"}
+    big_peak, small_peak = float(by_model["squeezenet1_1"]["peak_rss_mib"]), float(by_model["mnist_cnn"]["peak_rss_mib"])
+    assert big_peak > 600 and small_peak < big_peak - 400
+    small_base = float(by_model["mnist_cnn"]["baseline_rss_mib"])
+    assert 0 < small_base <= small_peak
+
+
+def test_in_process_peak_rss_is_reset_per_configuration():
+    from cnnbench import devices
+
+    if not devices.reset_peak_rss():
+        pytest.skip("no /proc/self/clear_refs here")
+    block = bytearray(400 * 2**20)
+    block[::4096] = b"\1" * len(block[::4096])
+    del block
+    row = engine.measure(cfg(), CPU, FAST)
+    assert row["isolation"] == "in_process"
+    assert row["peak_rss_mib"] < devices.rss_mib() + 300  # not the 400 MiB touched (and freed) before
+
+
+@pytest.mark.parametrize("action, expect", [("segfault", "SIGSEGV"), ("exit:3", "code 3")])
+def test_a_worker_that_dies_is_a_crashed_row_and_the_run_goes_on(tmp_path, monkeypatch, action, expect):
+    monkeypatch.setenv("CNNBENCH_TEST_WORKER_HOOK", f'{{"squeezenet1_1": "{action}"}}')
+    configs = [cfg(model="squeezenet1_1", image_size=32, in_channels=3), cfg()]
+    rows = engine.run_configs(configs, CPU, FAST, tmp_path / "r.csv", tmp_path / "s.csv", isolate=True)
+    assert [r["status"] for r in rows] == ["crashed", "ok"]
+    assert expect in rows[0]["error"] and rows[0]["model"] == "squeezenet1_1"
+    assert set(pd.read_csv(tmp_path / "s.csv").model) == {"mnist_cnn"}
+
+
+# --- the configuration key covers every parameter that changes a measurement (issue 9) ---------------------------
+
+
+@pytest.mark.parametrize("change", [{"seed": 1}, {"repeats": 3}, {"lr": 0.1}, {"warmup_steps": 2},
+                                    {"momentum": 0.5}, {"window_s": 1.0}, {"workers": 1}])
+def test_a_rerun_with_other_protocol_parameters_measures_new_rows(tmp_path, change):
+    import dataclasses
+
+    first = engine.run_configs([cfg()], CPU, FAST, tmp_path / "r.csv")
+    again = engine.run_configs([cfg()], CPU, dataclasses.replace(FAST, **change), tmp_path / "r.csv")
+    key, value = next(iter(change.items()))
+    assert len(first) == len(again) == 1 and str(again[0][key]) == str(value)
+    assert len(pd.read_csv(tmp_path / "r.csv")) == 2  # the old row is kept, the new one measured
+
+
+@pytest.mark.parametrize("change", [{"num_classes": 5}, {"dataset": "mnist"}, {"image_size": 32}])
+def test_a_rerun_with_another_configuration_returns_only_its_own_rows(tmp_path, change):
+    engine.run_configs([cfg(), cfg(phase="eval")], CPU, FAST, tmp_path / "r.csv")
+    rows = engine.run_configs([cfg(**change), cfg(phase="eval", **change)], CPU, FAST, tmp_path / "r.csv")
+    assert len(rows) == 2 and {str(r[k]) for r in rows for k in change} == {str(v) for v in change.values()}
+
+
+def test_a_rerun_with_other_threads_measures_new_rows(tmp_path):
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        engine.run_configs([cfg()], CPU, FAST, tmp_path / "r.csv")
+        torch.set_num_threads(2)
+        (row,) = engine.run_configs([cfg()], CPU, FAST, tmp_path / "r.csv")
+    finally:
+        torch.set_num_threads(before)
+    assert row["threads"] == "2" and len(pd.read_csv(tmp_path / "r.csv")) == 2
+
+
+def test_repeats_one_writes_plain_numbers(tmp_path):
+    import dataclasses
+
+    engine.run_configs([cfg()], CPU, dataclasses.replace(FAST, repeats=1), tmp_path / "r.csv")
+    text = (tmp_path / "r.csv").read_text()
+    assert "np." not in text
+    assert pd.read_csv(tmp_path / "r.csv").throughput_img_s.dtype == float
+
+
+# --- telemetry series into telemetry.csv (issue 11) ---------------------------------------------------------------
+
+
+def test_the_telemetry_series_of_every_configuration_is_written(tmp_path):
+    from cnnbench import telemetry
+
+    engine.run_configs([cfg(), cfg(phase="eval")], CPU, FAST, tmp_path / "r.csv", telemetry_path=tmp_path / "t.csv",
+                       source="scenario_a")
+    df = telemetry.read(tmp_path / "t.csv")
+    assert set(df.source) == {"scenario_a"} and set(df.phase) == {"train", "eval"}
+    assert {"util_cpu_pct", "util_cpu_core_pct", "util_process_cpu_pct", "rss_mib"} <= set(df.metric)
+    cores = df[df.metric == "util_cpu_core_pct"].device_index
+    assert cores.notna().all() and cores.nunique() == __import__("psutil").cpu_count()
+    for col in engine.CONFIG_KEYS:
+        assert col in df.columns, col
+
+
+# --- notebooks whose every configuration fails still complete (issue 9) ------------------------------------------
+
+
+@pytest.mark.parametrize("notebook", ["02_scenario_a", "03_batch_sweep"])
+def test_a_notebook_whose_every_configuration_fails_completes_and_shows_them(tmp_path, monkeypatch, notebook):
+    import papermill
+
+    from conftest import ROOT
+
+    monkeypatch.setenv("CNNBENCH_TEST_WORKER_HOOK", '{"mnist_cnn": "raise", "squeezenet1_1": "raise"}')
+    out = tmp_path / "out.ipynb"
+    papermill.execute_notebook(str(ROOT / "notebooks" / f"{notebook}.ipynb"), str(out), kernel_name="python3",
+                               parameters={"params_file": str(ROOT / "params" / "smoke.yaml"), "overrides": {},
+                                           "run_dir": str(tmp_path / "run")}, progress_bar=False)
+    name = "scenario_a" if notebook.startswith("02") else "batch_sweep"
+    df = pd.read_csv(tmp_path / "run" / f"{name}.csv")
+    assert len(df) and set(df.status) == {"error"} and df.error.str.contains("test hook").all()
+    assert "test hook" in out.read_text()  # the failure rows are shown
+
+
+def test_scenario_tables_and_plots_of_failures_only(tmp_path, monkeypatch):
+    import cnnbench
+    from cnnbench import plots, scenarios, tables
+    from conftest import ROOT
+
+    def fail(c, device, protocol, *a, **k):
+        return {**engine._base_row(c, device, protocol), "status": "oom", "error": "out of memory"}
+
+    monkeypatch.setattr(engine, "measure", fail)
+    run = cnnbench.open_run(ROOT / "params" / "smoke.yaml", {"isolate": False}, tmp_path / "run")
+    sweep = scenarios.run(run, "batch_sweep", scenarios.sweep_configs(run.params))
+    assert set(sweep.status) == {"oom"} and sweep.throughput_img_s.isna().all()
+    tables.measured(sweep)
+    tables.performance_summary(sweep)
+    plots.batch_sweep(sweep, scenarios.diminishing_returns(sweep))
+    plots.throughput(sweep)
+
+
+def test_a_rerun_with_another_image_size_shows_only_its_own_rows(tmp_path):
+    import cnnbench
+    from cnnbench import plots, scenarios
+    from conftest import ROOT
+
+    fast = {"isolate": False, "models": ["squeezenet1_1"], "phases": ["eval"], "measured_steps": 2}
+    for size in (32, 48):
+        run = cnnbench.open_run(ROOT / "params" / "smoke.yaml", {**fast, "image_size": size}, tmp_path / "run")
+        df = scenarios.run(run, "scenario_a", scenarios.scenario_a_configs(run.params))
+        assert df.image_size.tolist() == [size]
+        plots.throughput(df)  # no "duplicate labels"
+    assert sorted(pd.read_csv(tmp_path / "run" / "scenario_a.csv").image_size) == [32, 48]

@@ -50,8 +50,8 @@ def test_pipeline_writes_every_notebook_csv_and_the_report(smoke_run):
     scenario_a = pd.read_csv(run_dir / "scenario_a.csv")
     for col in ("model", "device_kind", "device_name", "phase", "data_mode", "batch_size", "image_size", "precision",
                 "memory_format", "compile", "threads", "status", "n_steps", "throughput_img_s", "throughput_ci95_img_s",
-                "step_time_median_s", "step_time_std_s", "achieved_tflops", "peak_device_mem_mb", "peak_rss_mb",
-                "util_device_mean", "util_cpu_mean", "noisy"):
+                "step_time_median_s", "step_time_std_s", "achieved_tflops", "peak_device_mem_mib", "peak_rss_mib",
+                "util_device_mean_pct", "util_cpu_mean_pct", "noisy"):
         assert col in scenario_a.columns, col
     assert (scenario_a.status == "ok").all() and len(scenario_a) == 4  # 2 models x train/eval
     assert (scenario_a.n_steps == 3 * 2).all()

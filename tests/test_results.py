@@ -1,5 +1,6 @@
 import math
 
+import cnnbench
 from cnnbench import results
 
 
@@ -22,10 +23,61 @@ def test_rows_append_resume_and_replace_errors(tmp_path):
     f.append({"model": "resnet18", "batch_size": 64, "status": "ok", "throughput_img_s": 20.0})
     rows = f.rows()
     assert [(r["batch_size"], r["status"]) for r in rows] == [("32", "ok"), ("128", "oom"), ("64", "ok")]
-    assert rows[1]["throughput_img_s"] == "" and rows[0]["schema_version"] == "1"
+    assert rows[1]["throughput_img_s"] == "" and rows[0]["schema_version"] == str(cnnbench.SCHEMA_VERSION)
     assert "error" in rows[0]  # union of columns
 
 
 def test_json_round_trip_turns_nan_into_null(tmp_path):
     results.write_json(tmp_path / "e.json", {"a": 1, "b": float("nan")})
     assert results.read_json(tmp_path / "e.json") == {"a": 1, "b": None}
+
+
+def test_numpy_scalars_are_written_as_plain_numbers(tmp_path):
+    import numpy as np
+
+    f = results.ResultsFile(tmp_path / "r.csv", key=["model"])
+    f.append({"model": "m", "status": "ok", "throughput_img_s": np.float64(394.125), "n": np.int64(3),
+              "noisy": np.bool_(False), "ci": np.float64("nan")})
+    text = (tmp_path / "r.csv").read_text()
+    assert "np." not in text and "numpy" not in text
+    (row,) = f.rows()
+    assert (row["throughput_img_s"], row["n"], row["noisy"], row["ci"]) == ("394.125", "3", "False", "")
+    import pandas as pd
+
+    assert pd.read_csv(tmp_path / "r.csv").throughput_img_s.dtype == float
+
+
+def test_a_corrupt_file_is_refused_with_one_line(tmp_path):
+    import pytest
+
+    bad = tmp_path / "r.csv"
+    bad.write_text("model,throughput_img_s\nm,np.float64(394.13)\n")
+    with pytest.raises(results.CorruptResults, match="throughput_img_s") as err:
+        results.ResultsFile(bad, ["model"]).rows()
+    assert "\n" not in str(err.value)
+    bad.write_text("model,throughput_img_s\nm,1,2,3\n")
+    with pytest.raises(results.CorruptResults, match="line 2"):
+        results.read_rows(bad)
+    bad.write_text("schema_version,model\n1,m\n")
+    with pytest.raises(results.CorruptResults, match="schema 1"):
+        results.ResultsFile(bad, ["model"]).done({"model": "m"})
+
+
+def test_result_files_get_normal_permissions(tmp_path):
+    import os
+
+    old = os.umask(0o022)
+    try:
+        results.ResultsFile(tmp_path / "r.csv", ["model"]).append({"model": "m", "status": "ok"})
+        results.write_json(tmp_path / "p.json", {"a": 1})
+    finally:
+        os.umask(old)
+    assert (tmp_path / "r.csv").stat().st_mode & 0o777 == 0o644
+    assert (tmp_path / "p.json").stat().st_mode & 0o777 == 0o644
+
+
+def test_extend_replaces_a_whole_group(tmp_path):
+    f = results.ResultsFile(tmp_path / "s.csv", key=["model", "step"])
+    f.extend([{"model": "a", "step": i} for i in range(3)] + [{"model": "b", "step": 0}], group=["model"])
+    f.extend([{"model": "a", "step": 0}], group=["model"])
+    assert sorted((r["model"], r["step"]) for r in f.rows()) == [("a", "0"), ("b", "0")]

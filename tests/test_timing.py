@@ -63,3 +63,53 @@ def test_noisy_flag_and_single_window_bootstrap():
     assert 0 < s["throughput_ci95_img_s"] < s["throughput_img_s"]
     with pytest.raises(ValueError):
         timing.summarize([], [], [], 8)
+
+
+class FakeEvent:
+    """A device event: remembers the stream it was recorded on and the fake device time at that point."""
+
+    def __init__(self, fake, enable_timing=False):
+        self.fake, self.stream, self.t = fake, None, None
+        assert enable_timing
+
+    def record(self, stream=None):
+        self.stream = stream
+        self.fake.events.append(self)
+        self.t = self.fake.now + self.fake.queued  # the event completes after the work queued before it
+
+    def elapsed_time(self, end):
+        return (end.t - self.t) * 1e3  # milliseconds, as torch's events
+
+
+def test_cuda_events_are_recorded_on_the_measured_devices_current_stream(monkeypatch):
+    fake = FakeDevice([0.1, 0.2])
+    fake.events = []
+    streams = {}
+    monkeypatch.setattr(torch.cuda, "Event", lambda enable_timing=False: FakeEvent(fake, enable_timing))
+    monkeypatch.setattr(torch.cuda, "current_stream",
+                        lambda device=None: streams.setdefault(torch.device(device).index, f"stream of {device}"))
+    timer = timing.StepTimer(torch.device("cuda:1"), clock=fake.clock, sync=fake.sync)
+    times, wall = timer.window(fake.step, 2)
+    assert [e.stream for e in fake.events] == ["stream of cuda:1"] * 3  # not the current device's (GPU 0) stream
+    assert times == pytest.approx([0.1, 0.2]) and wall == pytest.approx(0.3)
+    assert fake.log.count("sync") == 2 and timer.source == "cuda_events"
+
+
+def test_mps_synchronises_at_window_edges_only_and_times_steps_with_events(monkeypatch):
+    fake = FakeDevice([0.1, 0.2, 0.3])
+    fake.events = []
+    monkeypatch.setattr(torch.mps, "Event", lambda enable_timing=False: FakeEvent(fake, enable_timing), raising=False)
+    timer = timing.StepTimer(torch.device("mps"), clock=fake.clock, sync=fake.sync)
+    times, wall = timer.window(fake.step, 3)
+    assert fake.log.count("sync") == 2  # per-step synchronisation would remove the CPU/GPU overlap
+    assert times == pytest.approx([0.1, 0.2, 0.3]) and wall == pytest.approx(0.6)
+    assert timer.source == "mps_events"
+
+
+def test_mps_without_events_still_syncs_at_the_edges_only(monkeypatch):
+    monkeypatch.delattr(torch.mps, "Event", raising=False)
+    fake = FakeDevice([0.1, 0.3])
+    timer = timing.StepTimer(torch.device("mps"), clock=fake.clock, sync=fake.sync)
+    times, wall = timer.window(fake.step, 2)
+    assert fake.log.count("sync") == 2 and wall == pytest.approx(0.4)
+    assert times == pytest.approx([0.2, 0.2]) and timer.source == "window_mean"

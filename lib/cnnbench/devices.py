@@ -135,7 +135,7 @@ def empty_cache(device: torch.device) -> None:
         torch.mps.empty_cache()
 
 
-def peak_memory_mb(device: torch.device) -> dict[str, float]:
+def peak_memory_mib(device: torch.device) -> dict[str, float]:
     """Peak device memory since the last reset, in MiB. CPU: NaN (see the process RSS instead).
 
     CUDA: ``max_memory_allocated`` (tensors) and ``max_memory_reserved`` (the caching allocator's pool).
@@ -144,15 +144,80 @@ def peak_memory_mb(device: torch.device) -> dict[str, float]:
     mib = 2**20
     if device.type == "cuda":
         return {
-            "peak_device_mem_mb": torch.cuda.max_memory_allocated(device) / mib,
-            "peak_device_reserved_mb": torch.cuda.max_memory_reserved(device) / mib,
+            "peak_device_mem_mib": torch.cuda.max_memory_allocated(device) / mib,
+            "peak_device_reserved_mib": torch.cuda.max_memory_reserved(device) / mib,
         }
     if device.type == "mps":
         return {
-            "peak_device_mem_mb": torch.mps.current_allocated_memory() / mib,
-            "peak_device_reserved_mb": torch.mps.driver_allocated_memory() / mib,
+            "peak_device_mem_mib": torch.mps.current_allocated_memory() / mib,
+            "peak_device_reserved_mib": torch.mps.driver_allocated_memory() / mib,
         }
-    return {"peak_device_mem_mb": float("nan"), "peak_device_reserved_mb": float("nan")}
+    return {"peak_device_mem_mib": float("nan"), "peak_device_reserved_mib": float("nan")}
+
+
+def rss_mib() -> float:
+    """This process's resident memory now (MiB)."""
+    return psutil.Process().memory_info().rss / 2**20
+
+
+def reset_peak_rss() -> bool:
+    """Reset this process's RSS high-water mark (Linux: ``5`` into /proc/self/clear_refs); False if impossible."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def peak_rss_mib() -> float:
+    """This process's RSS high-water mark (MiB): VmHWM on Linux (since start or :func:`reset_peak_rss`), else
+    ``ru_maxrss`` (bytes on macOS, KiB elsewhere)."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    import resource
+
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak / 2**20 if platform.system() == "Darwin" else peak / 1024
+
+
+def nvml_bus_id(index: int) -> str | None:
+    """The PCI bus id of CUDA device ``index`` as NVML writes it ("00000000:3B:00.0"), None if torch hides it."""
+    props = torch.cuda.get_device_properties(index)
+    if not hasattr(props, "pci_bus_id"):
+        return None
+    return f"{getattr(props, 'pci_domain_id', 0):08X}:{props.pci_bus_id:02X}:{props.pci_device_id:02X}.0"
+
+
+def nvml_handle(device: torch.device, nvml=None):
+    """The NVML handle of the GPU a CUDA ``device`` really is, whatever CUDA_VISIBLE_DEVICES or CUDA's device
+    order says: matched by PCI bus id, else mapped through CUDA_VISIBLE_DEVICES (indices or UUIDs).
+
+    NVML numbers all GPUs of the machine; CUDA numbers the visible ones (fastest first by default), so
+    ``nvmlDeviceGetHandleByIndex(cuda index)`` can name another GPU. Raises when NVML cannot be used.
+    """
+    if nvml is None:
+        import pynvml as nvml
+    nvml.nvmlInit()
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    bus = nvml_bus_id(index)
+    if bus is not None:
+        try:
+            return nvml.nvmlDeviceGetHandleByPciBusId(bus)
+        except Exception:  # noqa: BLE001 - fall back to the visible-devices mapping
+            pass
+    visible = [v.strip() for v in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if v.strip()]
+    if index < len(visible):
+        entry = visible[index]
+        if entry.isdigit():
+            return nvml.nvmlDeviceGetHandleByIndex(int(entry))
+        return nvml.nvmlDeviceGetHandleByUUID(entry)
+    return nvml.nvmlDeviceGetHandleByIndex(index)
 
 
 def is_oom(err: BaseException) -> bool:

@@ -5,7 +5,12 @@ One training step = zero_grad, forward, loss, backward, optimizer step. One eval
 ``torch.inference_mode()``. Same model, optimizer (SGD) and loss on every device. Warm-up steps run first;
 then ``repeats`` windows of ``measured_steps`` steps each, the device synchronised before every clock read.
 Failures are rows: out of memory -> ``status=oom``, a non-finite loss -> ``status=unstable``, anything else ->
-``status=error`` with the message.
+``status=error`` with the message; a worker process that dies -> ``status=crashed`` with its exit code or signal.
+
+:func:`measure` measures one configuration in this process; :func:`run_configs` measures many, each in a fresh
+worker process when asked (``isolate``, the pipeline's default; see :mod:`cnnbench.worker`), resumes finished
+ones (the key, :data:`CONFIG_KEYS`, covers every parameter that changes a measurement) and writes the rows, the
+per-step times and the telemetry series to tidy files.
 """
 
 from __future__ import annotations
@@ -19,7 +24,6 @@ import time
 import warnings
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
-from functools import cache
 
 import torch
 from torch import nn
@@ -28,8 +32,18 @@ from cnnbench import data, devices, flops, models, telemetry, timing
 from cnnbench.progress import bar, row_done
 from cnnbench.results import ResultsFile
 
-CONFIG_KEYS = ("model", "device_kind", "phase", "data_mode", "batch_size", "image_size", "precision",
-               "memory_format", "compile")
+# Everything that changes a measurement, so a rerun with other parameters measures new rows instead of reusing
+# old ones: the configuration, the device kind, the threads in force and the protocol (see Protocol).
+PROTOCOL_KEYS = ("warmup_steps", "measured_steps", "window_s", "repeats", "lr", "momentum", "workers", "pin_memory",
+                 "synthetic_images", "seed", "data_path")
+CONFIG_KEYS = ("model", "device_kind", "phase", "data_mode", "dataset", "batch_size", "image_size", "num_classes",
+               "in_channels", "precision", "memory_format", "compile", "threads", *PROTOCOL_KEYS)
+# Columns every result frame has, so a table of failures only still has them (empty).
+MEASURE_COLUMNS = ("throughput_img_s", "throughput_ci95_img_s", "throughput_window_min_img_s",
+                   "throughput_window_max_img_s", "step_time_median_s", "step_time_mean_s", "step_time_std_s",
+                   "n_steps", "steps_per_window", "noisy", "gflops_per_image", "achieved_gflops", "achieved_tflops",
+                   "baseline_rss_mib", "peak_rss_mib", "peak_device_mem_mib", "peak_device_reserved_mib",
+                   "util_cpu_mean_pct", "util_device_mean_pct", "error")
 
 
 @dataclass(frozen=True)
@@ -76,11 +90,17 @@ class UnstableLoss(RuntimeError):
     """The loss became NaN or infinite."""
 
 
-@cache
+_FLOPS: dict[tuple[str, int, int], tuple[float, float]] = {}
+
+
 def flops_per_image(model: str, image_size: int, num_classes: int) -> tuple[float, float]:
-    """(training, forward) FLOPs per image at the resolution actually run, counted on the CPU."""
-    c = flops.complexity(model, image_size, num_classes, device="cpu", with_fvcore=False)
-    return c.gflops_train * 1e9, c.gflops_fwd * 1e9
+    """(training, forward) FLOPs per image at the resolution actually run, counted on the CPU once per process
+    (a worker is handed the parent's count, see :mod:`cnnbench.worker`)."""
+    key = (model, image_size, num_classes)
+    if key not in _FLOPS:
+        c = flops.complexity(model, image_size, num_classes, device="cpu", with_fvcore=False)
+        _FLOPS[key] = (c.gflops_train * 1e9, c.gflops_fwd * 1e9)
+    return _FLOPS[key]
 
 
 def _autocast(device: torch.device, precision: str):
@@ -197,26 +217,63 @@ def steps_for_window(warmup_times: list[float], protocol: Protocol) -> int:
     return int(min(max(math.ceil(protocol.window_s / max(pace, 1e-6)), 5), 10_000))
 
 
-def _base_row(cfg: Config, device: torch.device) -> dict:
-    return {
-        **asdict(cfg),
-        "device_kind": device.type,
-        "device_name": devices.device_name(device),
-        "threads": torch.get_num_threads(),
-    }
+def config_key(cfg: Config, device: torch.device, protocol: Protocol, threads: int | None = None) -> dict:
+    """The columns that identify a measurement: the configuration, device kind, threads and protocol."""
+    return {**asdict(cfg), "device_kind": device.type,
+            "threads": torch.get_num_threads() if threads is None else threads,
+            **{k: getattr(protocol, k) for k in PROTOCOL_KEYS}}
+
+
+def _base_row(cfg: Config, device: torch.device, protocol: Protocol) -> dict:
+    return {**config_key(cfg, device, protocol), "device_name": devices.device_name(device)}
+
+
+def crashed(cfg: Config, device: torch.device, protocol: Protocol, exitcode: int | None, threads: int) -> dict:
+    """The row of a configuration whose worker process died (segfault, OOM killer, os._exit)."""
+    import signal
+
+    if exitcode is not None and exitcode < 0:
+        try:
+            how = f"killed by signal {signal.Signals(-exitcode).name} ({exitcode})"
+        except ValueError:
+            how = f"killed by signal {-exitcode}"
+    else:
+        how = f"exited with code {exitcode} before returning a result"
+    return {**config_key(cfg, device, protocol, threads), "device_name": devices.device_name(device),
+            "timestamp": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "isolation": "worker",
+            "status": "crashed", "error": f"worker process {how}", "exitcode": exitcode}
+
+
+def _memory(device: torch.device, sampler: telemetry.Sampler, summary: dict) -> dict:
+    """Peak device memory and this configuration's peak RSS (MiB): the high-water mark, or the sampled max."""
+    out = devices.peak_memory_mib(device)
+    if "mps_mem_max_mib" in summary:  # MPS has no peak counter: the largest value sampled during the windows
+        out["peak_device_mem_mib"] = max(out["peak_device_mem_mib"], summary["mps_mem_max_mib"])
+    out["peak_rss_mib"] = max(devices.peak_rss_mib(), summary.get("peak_rss_mib", 0.0))
+    return out
 
 
 def measure(cfg: Config, device: torch.device, protocol: Protocol, dataset=None,
-            timer: timing.StepTimer | None = None) -> dict:
-    """Measure one configuration; always returns a row (``status`` ok, oom, unstable or error)."""
-    row = _base_row(cfg, device)
+            timer: timing.StepTimer | None = None, isolation: str = "in_process") -> dict:
+    """Measure one configuration in this process; always returns a row (``status`` ok, oom, unstable or error).
+
+    ``baseline_rss_mib`` is the process before the model is built; ``peak_rss_mib`` its high-water mark, reset
+    here where the OS allows (Linux), so it is this configuration's own (``isolation`` records how: "worker",
+    a fresh process per configuration, see :mod:`cnnbench.worker`; "in_process"; "in_process_unreset" when the
+    high-water mark could not be reset and may belong to an earlier configuration). ``telemetry_series`` and
+    ``step_times_s`` ride along in the row for :func:`run_configs` to write to their own files.
+    """
+    row = _base_row(cfg, device, protocol)
     row["timestamp"] = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
-    row.update(warmup_steps=protocol.warmup_steps, status="ok", error="")
+    row.update(status="ok", error="")
     timer = timer or timing.StepTimer(device)
     work = None
     try:
         devices.empty_cache(device)
         devices.reset_peak_memory(device)
+        reset = devices.reset_peak_rss()
+        row["isolation"] = isolation if reset or isolation == "worker" else f"{isolation}_unreset"
+        row["baseline_rss_mib"] = devices.rss_mib()
         work = Workload(cfg, device, protocol, dataset)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
@@ -230,7 +287,7 @@ def measure(cfg: Config, device: torch.device, protocol: Protocol, dataset=None,
                 work.step()
                 devices.synchronize(device)
                 warmup_times.append(time.perf_counter() - t0)
-        n = row["measured_steps"] = steps_for_window(warmup_times, protocol)
+        n = row["steps_per_window"] = steps_for_window(warmup_times, protocol)
         fallbacks = sorted({str(w.message).split("'")[1] for w in caught if "fall back to run on the CPU" in str(w.message)
                             and "'" in str(w.message)})
         row["cpu_fallback_ops"] = ",".join(fallbacks)
@@ -245,17 +302,17 @@ def measure(cfg: Config, device: torch.device, protocol: Protocol, dataset=None,
         row["loss_last"] = work.check_loss()
         row.update(timing.summarize(step_times, window_times, [n] * protocol.repeats,
                                     cfg.batch_size, protocol.seed))
-        row.update(sampler.summary())
-        row.update(devices.peak_memory_mb(device))
-        if "mps_mem_mb_max" in row:  # MPS has no peak counter: the largest value sampled during the windows
-            row["peak_device_mem_mb"] = max(row["peak_device_mem_mb"], row.pop("mps_mem_mb_max"))
-            row.pop("mps_mem_mb_mean", None)
+        row["step_time_source"] = timer.source
+        summary = sampler.summary()
+        row.update({k: v for k, v in summary.items() if k != "mps_mem_max_mib"})
+        row.update(_memory(device, sampler, summary))
         train_f, fwd_f = flops_per_image(cfg.model, cfg.image_size, cfg.num_classes)
         per_image = train_f if cfg.phase == "train" else fwd_f
         row["gflops_per_image"] = per_image / 1e9
         row["achieved_gflops"] = row["throughput_img_s"] * per_image / 1e9
         row["achieved_tflops"] = row["achieved_gflops"] / 1e3
         row["step_times_s"] = step_times
+        row["telemetry_series"] = sampler.series()
         if cfg.compile:
             row["compile_s"] = max(row["first_step_s"] - row["step_time_median_s"], 0.0)
     except Exception as err:  # noqa: BLE001 - every failure becomes a row, the run goes on
@@ -267,22 +324,51 @@ def measure(cfg: Config, device: torch.device, protocol: Protocol, dataset=None,
     return row
 
 
+def pop_side_data(row: dict) -> tuple[list[float], list[dict]]:
+    """Take the per-step times and the telemetry series out of a row of :func:`measure` (before writing it)."""
+    return row.pop("step_times_s", []), row.pop("telemetry_series", [])
+
+
+def _side_files(row: dict, steps: ResultsFile | None, tele: ResultsFile | None, source: str) -> None:
+    """Per-step times and the telemetry series of a measured row, into their own tidy files."""
+    step_times, series = pop_side_data(row)
+    key = {k: row[k] for k in CONFIG_KEYS}
+    if steps is not None and step_times:
+        n = row["steps_per_window"]
+        steps.extend([{**key, "repeat": i // n, "step": i % n, "step_time_s": t} for i, t in enumerate(step_times)],
+                     group=CONFIG_KEYS)
+    if tele is not None and series:
+        context = {**key, "source": source, "device_name": row.get("device_name", "")}
+        tele.extend([{**context, **s} for s in series], group=(*CONFIG_KEYS, "source"))
+
+
 def run_configs(configs: Iterable[Config], device: torch.device, protocol: Protocol, path, steps_path=None,
-                dataset_for: Callable[[Config], object] | None = None, desc: str = "measuring") -> list[dict]:
+                dataset_for: Callable[[Config], object] | None = None, desc: str = "measuring",
+                telemetry_path=None, source: str = "", isolate: bool = False) -> list[dict]:
     """Measure every configuration not already done in ``path``; rows are appended as they finish.
 
-    Per-step times go to ``steps_path`` (one row per step) so nothing of a measurement is thrown away.
+    ``isolate``: each configuration in a fresh worker process (:func:`cnnbench.worker.measure_isolated`), so its
+    memory figures and allocator state are its own and a crash is a ``crashed`` row; else in this process.
+    Per-step times go to ``steps_path`` (one row per step) and the telemetry series to ``telemetry_path``
+    (tagged with ``source``), so nothing of a measurement is thrown away. Returns the rows of ``configs``.
     """
+    from cnnbench import worker
+
+    configs = list(configs)
     results = ResultsFile(path, CONFIG_KEYS)
     steps = ResultsFile(steps_path, (*CONFIG_KEYS, "repeat", "step")) if steps_path else None
-    todo = [c for c in configs if not results.done({**asdict(c), "device_kind": device.type})]
+    tele = ResultsFile(telemetry_path, (*CONFIG_KEYS, "source", "t_s", "metric", "device_index")) \
+        if telemetry_path else None
+    threads = torch.get_num_threads()
+    todo = [c for c in configs if not results.done(config_key(c, device, protocol, threads))]
     for cfg in bar(todo, desc=desc, unit="config"):
-        row = measure(cfg, device, protocol, dataset_for(cfg) if dataset_for else None)
-        step_times = row.pop("step_times_s", [])
-        if steps is not None and step_times:
-            key = {k: row[k] for k in CONFIG_KEYS}
-            n = row["measured_steps"]
-            steps.extend([{**key, "repeat": i // n, "step": i % n, "step_time_s": t} for i, t in enumerate(step_times)])
+        dataset = dataset_for(cfg) if dataset_for else None
+        if isolate:
+            row = worker.measure_isolated(cfg, device, protocol, dataset, threads)
+        else:
+            row = measure(cfg, device, protocol, dataset)
+        _side_files(row, steps, tele, source or desc)
         results.append(row)
         row_done(row)  # one progress line per configuration for the pipeline's console
-    return results.rows()
+    wanted = {results._key_of(config_key(c, device, protocol, threads)) for c in configs}
+    return [r for r in results.rows() if results._key_of(r) in wanted]

@@ -53,7 +53,7 @@ def nvidia_info(device: torch.device) -> dict:
 
         pynvml.nvmlInit()
         info["gpu_driver"] = pynvml.nvmlSystemGetDriverVersion()
-        handle = pynvml.nvmlDeviceGetHandleByIndex(device.index or 0)
+        handle = devices.nvml_handle(device, pynvml)
         info["gpu_power_limit_w"] = pynvml.nvmlDeviceGetEnforcedPowerLimit(handle) / 1000
         info["gpu_max_sm_clock_mhz"] = pynvml.nvmlDeviceGetMaxClockInfo(handle, pynvml.NVML_CLOCK_SM)
     except Exception as err:  # telemetry is optional: record why it is missing

@@ -110,6 +110,7 @@ class Params:
     max_batches: int = 0  # batches per epoch in epoch mode; 0 = the whole dataset
     synthetic_images: int = 2048  # images in the synthetic dataset (loader mode and epochs)
     telemetry_interval_s: float = 0.1  # sampling period of CPU/GPU utilisation during measured windows
+    isolate: bool = True  # each configuration in a fresh worker process: its own memory peak, a crash is a row
     # --- batch-size sweep (03)
     sweep: dict[str, list[int]] = field(
         default_factory=lambda: {"squeezenet1_1": [32, 64, 128, 256, 512], "resnet50": [32, 64, 128]}

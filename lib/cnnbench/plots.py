@@ -235,3 +235,40 @@ def per_model_rooflines(points: pd.DataFrame, roofs: pd.DataFrame, folder: str |
         fig.tight_layout()
         figs[model] = save(fig, Path(folder) / f"roofline_model_{model}.png")
     return figs
+
+
+_TELEMETRY_CONTEXT = ("source", "model", "phase", "batch_size", "image_size", "precision", "memory_format", "compile",
+                      "data_mode")
+
+
+def telemetry_timeline(df: pd.DataFrame, path: str | Path | None = None, max_metrics: int = 12):
+    """Telemetry over time (telemetry.csv): one panel per metric, one line per device index (CPU core, GPU).
+
+    Configurations are laid end to end in the order they ran (each one's ``t_s`` starts at 0), thin grey lines
+    marking where one ends, so a whole run reads as one timeline. An idle second GPU is a flat line at 0.
+    """
+    if df.empty:
+        return None
+    context = [c for c in _TELEMETRY_CONTEXT if c in df.columns]
+    df = df.copy()
+    groups = df.groupby(context, sort=False, dropna=False).ngroup() if context else pd.Series(0, index=df.index)
+    ends = df.groupby(groups, sort=False).t_s.max()
+    offsets = ends.cumsum().shift(fill_value=0).to_dict()  # each configuration starts where the last one ended
+    df["run_t_s"] = df.t_s + groups.map(offsets)
+    metrics = list(dict.fromkeys(df.metric))[:max_metrics]
+    fig, axes = plt.subplots(len(metrics), 1, figsize=(11, 2.1 * len(metrics)), sharex=True, squeeze=False)
+    for ax, metric in zip(axes[:, 0], metrics, strict=True):
+        g = df[df.metric == metric]
+        for index, gi in g.groupby(g.device_index.astype("Int64").astype(str), sort=True):
+            label = "host" if index == "<NA>" else f"{'core' if 'core' in metric else 'GPU'} {index}"
+            ax.plot(gi.run_t_s, gi.value, lw=0.9, label=label)
+        ax.set_ylabel(metric, fontsize=8)
+        if g.device_index.notna().any() and g.device_index.nunique() <= 16:
+            ax.legend(fontsize=6, ncol=8, loc="upper right")
+        if len(ends) <= 60:
+            for x in pd.Series(offsets).values[1:]:
+                ax.axvline(x, color="grey", lw=0.4)
+    axes[-1, 0].set_xlabel("time in the measured windows, configurations end to end (s)")
+    fig.suptitle("telemetry sampled during the measured windows")
+    fig.tight_layout()
+    return save(fig, path)

@@ -7,6 +7,7 @@ import io
 import json
 import math
 import os
+import re
 import tempfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -17,12 +18,26 @@ from cnnbench import SCHEMA_VERSION
 DONE_STATUSES = ("ok", "oom", "unstable")  # outcomes a rerun keeps; "error" rows are measured again
 
 
+class CorruptResults(ValueError):
+    """A results file that cannot be read as the tidy CSV this version writes: the message is one line."""
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 def atomic_write_text(path: str | Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file and a rename: readers see the old or the new file."""
+    """Write ``text`` to ``path`` through a temporary file and a rename: readers see the old or the new file.
+
+    The file gets the permissions of any new file (0666 less the umask, so 0644 usually), not mkstemp's 0600.
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        os.fchmod(fd, 0o666 & ~_umask())
         with os.fdopen(fd, "w", newline="") as f:
             f.write(text)
             f.flush()
@@ -39,6 +54,7 @@ def _jsonable(value: Any) -> Any:
         return {str(k): _jsonable(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [_jsonable(v) for v in value]
+    value = _plain(value)
     if isinstance(value, float) and not math.isfinite(value):
         return None
     if isinstance(value, Path):
@@ -54,11 +70,27 @@ def read_json(path: str | Path) -> Any:
     return json.loads(Path(path).read_text())
 
 
+def _plain(value: Any) -> Any:
+    """numpy scalars (np.float64, np.int64, np.bool_) as the Python number or bool they hold."""
+    if type(value) in (bool, int, float, str) or value is None:
+        return value
+    item = getattr(value, "item", None)
+    if callable(item) and getattr(value, "shape", None) == ():
+        return item()
+    return value
+
+
 def _cell(value: Any) -> Any:
+    """One CSV cell: a plain number (``repr`` of a float round-trips exactly), "" for NaN/inf, JSON for lists."""
+    value = _plain(value)
+    if isinstance(value, bool):
+        return str(value)
     if isinstance(value, float):
-        return "" if not math.isfinite(value) else repr(value)
-    if isinstance(value, (list, dict)):
-        return json.dumps(value)
+        return "" if not math.isfinite(value) else repr(float(value))
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, (list, tuple, dict)):
+        return json.dumps(_jsonable(value), default=str)
     return value
 
 
@@ -76,12 +108,54 @@ def write_rows(path: str | Path, rows: Iterable[Mapping[str, Any]]) -> None:
     atomic_write_text(path, buf.getvalue())
 
 
+_NUMPY_REPR = re.compile(r"^(np|numpy)\.\w+\(")
+
+
+def frame(rows: Iterable[Mapping[str, Any]], columns: Iterable[str] = ()):
+    """Rows (as written or as read back) as a typed pandas frame, with ``columns`` present even if all empty."""
+    import pandas as pd
+
+    rows = list(rows)
+    if rows:
+        buf = io.StringIO()
+        names = list(dict.fromkeys(k for r in rows for k in r))
+        writer = csv.DictWriter(buf, fieldnames=names, extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows({k: _cell(v) for k, v in r.items()} for r in rows)
+        buf.seek(0)
+        df = pd.read_csv(buf)
+    else:
+        df = pd.DataFrame()
+    for col in columns:
+        if col not in df.columns:
+            df[col] = float("nan")
+    return df
+
+
 def read_rows(path: str | Path) -> list[dict[str, str]]:
+    """The rows of a results CSV ([] when absent). Raises :class:`CorruptResults` (one line) for a file that is
+    not a tidy CSV: unreadable, ragged rows, or a cell written as a Python object (``np.float64(...)``)."""
     path = Path(path)
     if not path.is_file():
         return []
-    with path.open(newline="") as f:
-        return list(csv.DictReader(f))
+    try:
+        with path.open(newline="") as f:
+            reader = csv.DictReader(f)
+            rows = list(reader)
+            columns = reader.fieldnames or []
+    except (UnicodeDecodeError, csv.Error) as err:
+        raise CorruptResults(f"{path}: not a readable CSV ({type(err).__name__}: {err}); move it away") from None
+    if rows and not columns:
+        raise CorruptResults(f"{path}: no header line; move it away")
+    for i, row in enumerate(rows, start=2):
+        if None in row or any(v is None for v in row.values()):
+            raise CorruptResults(f"{path}: line {i} has {'more' if None in row else 'fewer'} cells than the "
+                                 f"header; the file is corrupt, move it away")
+        bad = next((k for k, v in row.items() if _NUMPY_REPR.match(v)), None)
+        if bad is not None:
+            raise CorruptResults(f"{path}: line {i}, column '{bad}' holds '{row[bad][:40]}', not a number; "
+                                 f"the file was written by a buggy version, move it away and measure again")
+    return rows
 
 
 class ResultsFile:
@@ -99,7 +173,14 @@ class ResultsFile:
         return tuple(str(_cell(row.get(k, ""))) for k in self.key)
 
     def rows(self) -> list[dict[str, str]]:
-        return read_rows(self.path)
+        """The file's rows; refuses (one line) a corrupt file or rows of another results schema version."""
+        rows = read_rows(self.path)
+        version = next((r.get("schema_version", "") for r in rows if r.get("schema_version", "") not in
+                        ("", str(SCHEMA_VERSION))), None)
+        if version is not None:
+            raise CorruptResults(f"{self.path}: results schema {version}, this version writes {SCHEMA_VERSION}; "
+                                 f"use a new run_name or move the old run away")
+        return rows
 
     def done(self, config: Mapping[str, Any]) -> bool:
         key = self._key_of(config)
@@ -111,8 +192,14 @@ class ResultsFile:
         kept = [r for r in self.rows() if self._key_of(r) != key]
         write_rows(self.path, [*kept, row])
 
-    def extend(self, rows: Iterable[Mapping[str, Any]]) -> None:
-        """Add many rows in one atomic write, replacing rows with the same keys."""
+    def extend(self, rows: Iterable[Mapping[str, Any]], group: Iterable[str] | None = None) -> None:
+        """Add many rows in one atomic write, replacing rows with the same keys, or, with ``group`` (a subset of
+        the columns), every row of the same group (e.g. all step times of a configuration measured again)."""
         rows = [{"schema_version": SCHEMA_VERSION, **r} for r in rows]
-        keys = {self._key_of(r) for r in rows}
-        write_rows(self.path, [*(r for r in self.rows() if self._key_of(r) not in keys), *rows])
+        cols = tuple(group) if group is not None else self.key
+
+        def of(row):
+            return tuple(str(_cell(row.get(k, ""))) for k in cols)
+
+        keys = {of(r) for r in rows}
+        write_rows(self.path, [*(r for r in self.rows() if of(r) not in keys), *rows])

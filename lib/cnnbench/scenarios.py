@@ -12,7 +12,7 @@ from dataclasses import asdict
 import pandas as pd
 import torch
 
-from cnnbench import data, devices, engine, models, telemetry
+from cnnbench import data, devices, engine, models, results, telemetry
 from cnnbench.engine import Config, Protocol
 from cnnbench.progress import bar
 from cnnbench.results import ResultsFile
@@ -66,11 +66,15 @@ def dataset_loader(p):
 
 
 def run(run, name: str, configs: list[Config]) -> pd.DataFrame:
-    """Measure ``configs`` into ``<run>/<name>.csv`` (resuming) and ``<name>_steps.csv``; return the table."""
+    """Measure ``configs`` into ``<run>/<name>.csv`` (resuming), ``<name>_steps.csv`` and ``telemetry.csv``
+    (source ``name``); return the rows of exactly these configurations, failures included, every measurement
+    column present (empty where every configuration failed). Each configuration runs in a fresh worker process
+    unless the params say ``isolate: false``."""
     p = run.params
-    engine.run_configs(configs, run.device, Protocol.from_params(p), run.path(f"{name}.csv"),
-                       run.path(f"{name}_steps.csv"), dataset_for=dataset_loader(p), desc=name)
-    return pd.read_csv(run.path(f"{name}.csv"))
+    rows = engine.run_configs(configs, run.device, Protocol.from_params(p), run.path(f"{name}.csv"),
+                              run.path(f"{name}_steps.csv"), dataset_for=dataset_loader(p), desc=name,
+                              telemetry_path=run.path("telemetry.csv"), source=name, isolate=p.isolate)
+    return results.frame(rows, ("model", "phase", "batch_size", "status", *engine.MEASURE_COLUMNS))
 
 
 def diminishing_returns(df: pd.DataFrame, within: float = 0.05) -> pd.DataFrame:
@@ -83,7 +87,7 @@ def diminishing_returns(df: pd.DataFrame, within: float = 0.05) -> pd.DataFrame:
         rows.append({"model": model, "phase": phase, "best_throughput_img_s": best,
                      "best_batch_size": int(g.loc[g.throughput_img_s.idxmax(), "batch_size"]),
                      "knee_batch_size": int(knee)})
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows, columns=["model", "phase", "best_throughput_img_s", "best_batch_size", "knee_batch_size"])
 
 
 EPOCH_KEYS = ("model", "device_kind", "batch_size", "image_size", "precision", "memory_format", "dataset")

@@ -90,7 +90,7 @@ def variant_label(df: pd.DataFrame) -> pd.Series:
 
 def measured(df: pd.DataFrame) -> pd.DataFrame:
     """The main columns of a scenario table, one row per configuration, failures included with their status."""
-    cols = ["model", "phase", "variant", "batch_size", "image_size", "data_mode", "status", "measured_steps",
+    cols = ["model", "phase", "variant", "batch_size", "image_size", "data_mode", "status", "steps_per_window",
             "throughput_img_s", "throughput_ci95_img_s", "step_time_median_s", "step_time_std_s", "noisy",
             *RATES, *MEMORY, "cpu_fallback_ops", "error"]
     out = df.assign(variant=variant_label(df))

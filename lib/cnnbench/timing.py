@@ -26,43 +26,71 @@ def t95(dof: int) -> float:
     return _T95[dof - 1] if 1 <= dof <= len(_T95) else 1.96
 
 
+def _device_events(device: torch.device):
+    """(make an event, record it) timing work queued on ``device``, or None where the backend has no events.
+
+    CUDA: events recorded on the measured device's CURRENT stream (``cuda:1`` is timed on GPU 1's stream, not on
+    the current device's). MPS: ``torch.mps.Event(enable_timing=True)`` where this torch has it.
+    """
+    if device.type == "cuda":
+        stream = torch.cuda.current_stream(device)
+        return (lambda: torch.cuda.Event(enable_timing=True)), (lambda event: event.record(stream))
+    mps_event = getattr(getattr(torch, "mps", None), "Event", None)
+    if device.type == "mps" and mps_event is not None:
+        return (lambda: mps_event(enable_timing=True)), (lambda event: event.record())
+    return None
+
+
 class StepTimer:
     """Times steps on ``device``: synchronise, read the clock, run, synchronise, read the clock.
 
-    On CUDA each step's time comes from CUDA events (device time, no host round trip inside the step); the
-    window's wall time always comes from the host clock read after a device synchronisation. ``clock`` and
-    ``sync`` are injectable so tests drive the timer with a fake clock.
+    On CUDA and MPS the device is synchronised at the window's edges only (a per-step synchronisation would
+    remove the overlap of host and device work a real training loop has) and each step's time comes from
+    device events recorded between steps. On the CPU (no queue) every step is timed by the host clock. On MPS
+    without events, each step is given the window's mean (``source`` says so). The window's wall time always
+    comes from the host clock read after a device synchronisation. ``clock`` and ``sync`` are injectable so
+    tests drive the timer with a fake clock.
     """
 
     def __init__(self, device: torch.device, clock: Callable[[], float] = time.perf_counter,
                  sync: Callable[[torch.device], None] = devices.synchronize, use_events: bool | None = None):
         self.device, self.clock, self.sync = device, clock, sync
-        self.use_events = device.type == "cuda" if use_events is None else use_events
+        self.events = _device_events(device) if use_events is not False else None
+        if use_events and self.events is None:
+            raise ValueError(f"no timing events on {device.type}")
+        self.per_step_sync = self.events is None and device.type != "mps"
+        self.source = (f"{device.type}_events" if self.events else "host_clock" if self.per_step_sync
+                       else "window_mean")
 
     def window(self, step: Callable[[], object], n: int) -> tuple[list[float], float]:
         """Run ``step`` ``n`` times; return the per-step times and the window's synced wall time (seconds)."""
-        if self.use_events:
+        if self.events is not None:
             return self._window_events(step, n)
-        times = []
         self.sync(self.device)
         start = self.clock()
-        last = start
+        last, times = start, []
         for _ in range(n):
             step()
+            if self.per_step_sync:
+                self.sync(self.device)
+                now = self.clock()
+                times.append(now - last)
+                last = now
+        if not self.per_step_sync:
             self.sync(self.device)
-            now = self.clock()
-            times.append(now - last)
-            last = now
+            last = self.clock()
+            times = [(last - start) / n] * n
         return times, last - start
 
     def _window_events(self, step, n):
-        events = [torch.cuda.Event(enable_timing=True) for _ in range(n + 1)]
+        make, record = self.events
+        events = [make() for _ in range(n + 1)]
         self.sync(self.device)
         start = self.clock()
-        events[0].record()
+        record(events[0])
         for i in range(n):
             step()
-            events[i + 1].record()
+            record(events[i + 1])
         self.sync(self.device)
         wall = self.clock() - start
         return [events[i].elapsed_time(events[i + 1]) / 1e3 for i in range(n)], wall

@@ -1,0 +1,120 @@
+"""One configuration measured in a fresh worker process, as TorchBench does.
+
+A fresh process per configuration makes its peak host memory (RSS), device memory and allocator state its own:
+``mnist_cnn`` measured after DenseNet-121 no longer reports DenseNet's high-water mark. A worker that dies
+(segfault, the OOM killer, ``os._exit``) becomes a row with ``status=crashed`` and its exit code or signal; the
+run goes on. The worker's start-up (a fork of a server process that has imported torch, on Linux; a spawned
+interpreter elsewhere) happens before the configuration is built, outside every timed window.
+
+``CNNBENCH_TEST_WORKER_HOOK`` (tests only): JSON ``{model: action}`` run in the worker before measuring that
+model; actions ``segfault``, ``exit:N``, ``raise`` and ``ballast:MIB`` (hold MIB MiB of touched memory).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import multiprocessing as mp
+import os
+import platform
+import signal
+import sys
+
+import torch
+
+from cnnbench import engine
+
+HOOK_ENV = "CNNBENCH_TEST_WORKER_HOOK"
+_ballast: list[bytearray] = []
+
+
+def _context():
+    """forkserver on Linux (children fork from a server that has imported torch: fast, and no CUDA state is
+    inherited); spawn elsewhere (macOS: Metal does not survive a fork)."""
+    if platform.system() == "Linux":
+        ctx = mp.get_context("forkserver")
+        ctx.set_forkserver_preload(["cnnbench.worker"])
+        return ctx
+    return mp.get_context("spawn")
+
+
+@contextlib.contextmanager
+def _main_not_rerun():
+    """Start workers without re-running the caller's ``__main__`` in them (multiprocessing does that to find
+    objects defined there; the worker needs only cnnbench, and a script without a ``__name__ == "__main__"``
+    guard would measure everything again inside every worker)."""
+    main = sys.modules.get("__main__")
+    saved = {k: main.__dict__.pop(k) for k in ("__file__", "__spec__") if main is not None and k in main.__dict__}
+    if main is not None:
+        main.__spec__ = None
+    try:
+        yield
+    finally:
+        if main is not None:
+            main.__dict__.pop("__spec__", None)
+            main.__dict__.update(saved)
+
+
+def _test_hook(model: str, hooks: str) -> None:
+    action = json.loads(hooks).get(model, "") if hooks else ""
+    if action == "segfault":
+        os.kill(os.getpid(), signal.SIGSEGV)
+    elif action.startswith("exit:"):
+        os._exit(int(action.split(":")[1]))
+    elif action == "raise":
+        raise RuntimeError(f"test hook: {model} fails")
+    elif action.startswith("ballast:"):
+        block = bytearray(int(action.split(":")[1]) * 2**20)
+        block[:: 4096] = b"\1" * len(block[:: 4096])  # touch every page so it is resident
+        _ballast.append(block)
+
+
+def _job(cfg, device_spec: str, protocol, dataset, threads: int, hooks: str, known_flops, conn) -> None:
+    """The worker's body: set threads and device, measure, send the row back."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's: it kills the worker, no 2nd traceback
+    torch.set_num_threads(threads)
+    if known_flops is not None:
+        engine._FLOPS[(cfg.model, cfg.image_size, cfg.num_classes)] = known_flops
+    device = torch.device(device_spec)
+    if device.type == "cuda" and device.index is not None:
+        torch.cuda.set_device(device)  # the worker's current device is the measured one
+    try:
+        _test_hook(cfg.model, hooks)
+        row = engine.measure(cfg, device, protocol, dataset, isolation="worker")
+    except Exception as err:  # noqa: BLE001 - a failure outside measure is a row too
+        row = {**engine._base_row(cfg, device, protocol), "isolation": "worker", **engine.failure(err)}
+    conn.send(row)
+    conn.close()
+
+
+def measure_isolated(cfg: engine.Config, device: torch.device, protocol: engine.Protocol, dataset=None,
+                     threads: int | None = None) -> dict:
+    """:func:`cnnbench.engine.measure` in a fresh worker process; a worker that dies gives a ``crashed`` row."""
+    threads = threads or torch.get_num_threads()
+    try:  # counted once here, not again in every worker (it would also add to the worker's memory peak)
+        known_flops = engine.flops_per_image(cfg.model, cfg.image_size, cfg.num_classes)
+    except Exception:  # noqa: BLE001 - the worker counts (and reports any failure) itself
+        known_flops = None
+    ctx = _context()
+    receive, send = ctx.Pipe(duplex=False)
+    proc = ctx.Process(target=_job, name=f"cnnbench-worker-{cfg.model}",
+                       args=(cfg, str(device), protocol, dataset, threads, os.environ.get(HOOK_ENV, ""), known_flops,
+                             send))
+    with _main_not_rerun():
+        proc.start()
+    send.close()
+    row = None
+    try:
+        while row is None and (proc.is_alive() or receive.poll(0)):
+            if receive.poll(0.2):
+                try:
+                    row = receive.recv()
+                except EOFError:
+                    break
+        proc.join()
+    finally:
+        if proc.is_alive():  # interrupted: do not leave the worker measuring on the same cores
+            proc.kill()
+            proc.join()
+        receive.close()
+    return row if row is not None else engine.crashed(cfg, device, protocol, proc.exitcode, threads)

@@ -1,0 +1,109 @@
+"""Telemetry time series and NVML handles, with fake NVML and fake CUDA device properties."""
+
+import types
+
+import pandas as pd
+import pytest
+import torch
+
+from cnnbench import devices, plots, telemetry
+
+
+class FakeNVML:
+    """Two GPUs: NVML index 0 idle, NVML index 1 busy. Handles are the NVML indices."""
+
+    NVML_TEMPERATURE_GPU, NVML_CLOCK_SM = 0, 1
+    BUS = {"00000000:3B:00.0": 0, "00000000:AF:00.0": 1}
+    UUID = {"GPU-aaaa": 0, "GPU-bbbb": 1}
+
+    def nvmlInit(self):
+        pass
+
+    def nvmlDeviceGetCount(self):
+        return 2
+
+    def nvmlDeviceGetHandleByIndex(self, i):
+        return i
+
+    def nvmlDeviceGetHandleByPciBusId(self, bus):
+        return self.BUS[bus]
+
+    def nvmlDeviceGetHandleByUUID(self, uuid):
+        return self.UUID[uuid]
+
+    def nvmlDeviceGetIndex(self, handle):
+        return handle
+
+    def nvmlDeviceGetUtilizationRates(self, h):
+        return types.SimpleNamespace(gpu=90 * h, memory=40 * h)
+
+    def nvmlDeviceGetMemoryInfo(self, h):
+        return types.SimpleNamespace(used=(1 + 1000 * h) * 2**20)
+
+    def nvmlDeviceGetTemperature(self, h, _):
+        return 30 + 40 * h
+
+    def nvmlDeviceGetPowerUsage(self, h):
+        return (50 + 250 * h) * 1000
+
+    def nvmlDeviceGetClockInfo(self, h, _):
+        return 200 + 1600 * h
+
+    def nvmlDeviceGetCurrentClocksThrottleReasons(self, h):
+        return 0x1 if h == 0 else 0x4
+
+
+def props(bus=None):
+    p = types.SimpleNamespace(name="Fake GPU")
+    if bus is not None:
+        p.pci_domain_id, p.pci_bus_id, p.pci_device_id = 0, bus, 0
+    return p
+
+
+@pytest.mark.parametrize("visible, expected", [("1", 1), ("GPU-bbbb", 1), ("", 0)])
+def test_nvml_handle_follows_cuda_visible_devices(monkeypatch, visible, expected):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda i: props())
+    assert devices.nvml_handle(torch.device("cuda:0"), FakeNVML()) == expected
+
+
+def test_nvml_handle_prefers_the_pci_bus_id(monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")  # CUDA's fastest-first order may differ from NVML's
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda i: props(bus=0xAF if i == 0 else 0x3B))
+    assert devices.nvml_handle(torch.device("cuda:0"), FakeNVML()) == 1
+    assert devices.nvml_handle(torch.device("cuda:1"), FakeNVML()) == 0
+
+
+def test_every_gpu_is_sampled_and_the_row_describes_the_measured_one(monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda i: props())
+    monkeypatch.setattr(telemetry, "_load_nvml", FakeNVML)
+    with telemetry.Sampler(torch.device("cuda:0"), 0.01) as s:
+        pass
+    df = pd.DataFrame(s.series())
+    gpu = df[df.metric == "util_device_pct"]
+    assert set(gpu.device_index) == {0, 1}  # the idle GPU shows, as idle
+    assert set(gpu[gpu.device_index == 0].value) == {0.0}
+    assert {"gpu_power_w", "gpu_temp_c", "gpu_sm_clock_mhz", "gpu_mem_used_mib", "gpu_throttle_reasons",
+            "util_device_mem_pct", "util_cpu_core_pct", "rss_mib"} <= set(df.metric)
+    summary = s.summary()
+    assert summary["util_device_mean_pct"] == 90 and summary["util_device_max_pct"] == 90
+    assert summary["gpu_power_w_mean"] == 300 and summary["gpu_temp_c_max"] == 70
+    assert summary["gpu_sm_clock_mhz_mean"] == 1800 and summary["util_device_mem_mean_pct"] == 40
+    assert summary["gpu_throttle_reasons"] == "sw_power_cap"
+    assert summary["util_cpu_mean_pct"] >= 0 and summary["peak_rss_mib"] > 0
+
+
+def test_series_use_the_sampler_clock_and_plot_one_panel_per_metric(tmp_path):
+    ticks = iter(range(100))
+    with telemetry.Sampler(torch.device("cpu"), 10.0, clock=lambda: float(next(ticks))) as s:
+        pass
+    rows = s.series()
+    assert rows and all(set(r) == {"t_s", "metric", "value", "device_index"} for r in rows)
+    assert all(r["t_s"] >= 0 for r in rows)
+    df = pd.DataFrame([{**r, "model": "m", "phase": "train", "source": "scenario_a"} for r in rows])
+    df.to_csv(tmp_path / "telemetry.csv", index=False)
+    back = telemetry.read(tmp_path / "telemetry.csv")
+    fig = plots.telemetry_timeline(back, tmp_path / "t.png")
+    assert len(fig.axes) == back.metric.nunique() and (tmp_path / "t.png").is_file()
+    assert telemetry.read(tmp_path / "absent.csv").empty
