@@ -12,6 +12,7 @@ import math
 import time
 from pathlib import Path
 
+import psutil
 import torch
 import torchvision
 from torch import nn
@@ -239,3 +240,84 @@ def evaluate(net, loss_fn, loader, device) -> tuple[float, float, int]:
 
 def now() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+
+
+# --- the grid ------------------------------------------------------------------------------------------------
+
+KEYS = ("model", "device_kind", "dataset", "optimizer", "pretrained", "lr", "batch_size", "image_size", "epoch")
+
+
+def present_devices(specs: list[str], fallback: torch.device) -> list[torch.device]:
+    """The devices of ``specs`` present on this machine, in order (``fallback`` when none is)."""
+    found: list[torch.device] = []
+    for spec in specs:
+        try:
+            d = devices.resolve(spec)
+        except devices.DeviceError:
+            continue
+        if d not in found:
+            found.append(d)
+    return found or [fallback]
+
+
+def _loader(ds, bs: int, p, device, train: bool):
+    from torch.utils.data import DataLoader
+
+    return DataLoader(ds, batch_size=bs, shuffle=train, num_workers=p.workers, persistent_workers=p.workers > 0,
+                      pin_memory=p.pin_memory and device.type == "cuda",
+                      generator=torch.Generator().manual_seed(p.seed))
+
+
+def fit(p, device, lr: float, bs: int, sets, base: dict, results, sampler) -> None:
+    """Fine-tune one grid point for ``transfer_epochs`` epochs, appending a row per epoch to ``results``.
+
+    ``sampler`` is an entered telemetry sampler (its series are kept by the caller)."""
+    train_ds, val_ds, classes = sets
+    torch.manual_seed(p.seed)
+    net = build(p.transfer_model, classes, p.pretrained, p.transfer_freeze_backbone).to(device)
+    opt = make_optimizer(p.optimizer, net.parameters(), lr, p.momentum)
+    loss_fn = nn.CrossEntropyLoss()
+    train_dl, val_dl = _loader(train_ds, bs, p, device, True), _loader(val_ds, bs, p, device, False)
+    elapsed = 0.0
+    for epoch in range(1, p.transfer_epochs + 1):
+        seconds, n, train_loss = train_epoch(net, opt, loss_fn, train_dl, device)
+        elapsed += seconds
+        acc, val_loss, n_val = evaluate(net, loss_fn, val_dl, device)
+        mem = {k.replace("_mb", "_mib"): v for k, v in devices.peak_memory_mb(device).items()}
+        results.append({**base, "epoch": epoch, "timestamp": now(), "status": "ok", "error": "",
+                        "train_loss": train_loss, "val_loss": val_loss, "val_accuracy": acc, "epoch_time_s": seconds,
+                        "train_images": n, "val_images": n_val, "throughput_img_s": n / seconds,
+                        "elapsed_train_s": elapsed, "rss_mib": psutil.Process().memory_info().rss / 2**20, **mem})
+
+
+def run_grid(run, sampler_cls=None, log=print) -> None:
+    """Every (device, batch size, lr) grid point of the run not already finished in transfer.csv."""
+    from cnnbench import telemetry
+    from cnnbench.engine import failure
+    from cnnbench.results import ResultsFile
+    from cnnbench.transfer import timelines
+
+    p, sampler_cls = run.params, sampler_cls or telemetry.Sampler
+    log(check_weights(p.transfer_model, p.pretrained))
+    sets = datasets(p)
+    results = ResultsFile(run.path("transfer.csv"), KEYS)
+    for device in present_devices(p.transfer_devices, run.device):
+        for bs in p.transfer_batch_sizes:
+            for lr in p.transfer_lrs:
+                base = {"model": p.transfer_model, "device_kind": device.type, "dataset": p.transfer_dataset,
+                        "optimizer": p.optimizer, "pretrained": p.pretrained, "lr": lr, "batch_size": bs,
+                        "image_size": p.transfer_image_size, "device_name": devices.device_name(device),
+                        "threads": torch.get_num_threads(), "freeze_backbone": p.transfer_freeze_backbone,
+                        "classes": sets[2], "target_accuracy": p.transfer_target_accuracy}
+                if results.done({**base, "epoch": p.transfer_epochs}):
+                    continue
+                devices.reset_peak_memory(device)
+                with sampler_cls(device, p.telemetry_interval_s) as sampler:
+                    try:
+                        fit(p, device, lr, bs, sets, base, results, sampler)
+                    except Exception as err:  # noqa: BLE001 - a failed grid point is a row, the grid goes on
+                        results.append({**base, "epoch": 0, "timestamp": now(), **failure(err)})
+                conf = f"{device.type} lr={lr:g} bs={bs}"
+                timelines.record(run.path(timelines.FILE),
+                                 timelines.tidy(timelines.series(sampler), "transfer", conf, device.type))
+                devices.empty_cache(device)
