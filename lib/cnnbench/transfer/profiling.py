@@ -64,7 +64,7 @@ def op_table(events) -> pd.DataFrame:
 def top_ops(table: pd.DataFrame, k: int, by: str = "self_cpu_s") -> pd.DataFrame:
     """The ``k`` operators with the largest ``by`` in each pass, with their share of the pass (%)."""
     out = []
-    for name, g in table.groupby("pass", sort=False):
+    for _, g in table.groupby("pass", sort=False):
         total = g[by].sum()
         g = g.sort_values(by, ascending=False).head(k).assign(rank=range(1, min(k, len(g)) + 1))
         out.append(g.assign(share_of_pass_pct=100 * g[by] / total if total > 0 else float("nan")))
