@@ -46,6 +46,8 @@ def parse(argv=None) -> argparse.Namespace:
     ap.add_argument("--lr", type=float, default=0.01)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--telemetry-interval", type=float, default=0.1)
+    ap.add_argument("--reference-batches", type=int, nargs="*", default=[],
+                    help="global batch sizes whose check losses are also recorded (the single-device reference)")
     ap.add_argument("--out", required=True, help="folder for result.json and telemetry_rank<r>.json")
     return ap.parse_args(argv)
 
@@ -101,16 +103,20 @@ def main(argv=None) -> int:
     return 0
 
 
-def train(args, rank: int, world: int, device: torch.device, backend: str) -> dict:
+def setup(args, rank: int, world: int, device: torch.device, global_batch: int):
+    """(DDP model, optimizer, this rank's batches): the same initial weights on every rank and in every call."""
     torch.manual_seed(args.seed)
     net = models.build(args.model, num_classes=args.num_classes, image_size=args.image_size).to(device)
     if device.type == "cuda":
         net = nn.SyncBatchNorm.convert_sync_batchnorm(net)
     ddp = DistributedDataParallel(net, device_ids=[device.index] if device.type == "cuda" else None)
     opt = torch.optim.SGD(ddp.parameters(), lr=args.lr, momentum=0.9)
+    return ddp, opt, global_batches(args.model, args.image_size, args.num_classes, global_batch, rank, world,
+                                    args.seed, device)
+
+
+def stepper(ddp, opt, batches):
     loss_fn = nn.CrossEntropyLoss()
-    batches = global_batches(args.model, args.image_size, args.num_classes, args.batch_size * world, rank, world,
-                             args.seed, device)
 
     def step(i: int) -> torch.Tensor:
         x, y = batches[i % len(batches)]
@@ -120,9 +126,25 @@ def train(args, rank: int, world: int, device: torch.device, backend: str) -> di
         opt.step()
         return loss
 
-    ddp.eval()  # the loss check: deterministic per sample (no dropout, BatchNorm on running statistics)
-    check = [_mean_over_ranks(step(i), world) for i in range(args.check_steps)]
+    return step
+
+
+def check_losses(ddp, step, n: int, world: int) -> list[float]:
+    """The rank-averaged loss of ``n`` steps with dropout off and BatchNorm on running statistics."""
+    ddp.eval()
+    losses = [_mean_over_ranks(step(i), world) for i in range(n)]
     ddp.train()
+    return losses
+
+
+def train(args, rank: int, world: int, device: torch.device, backend: str) -> dict:
+    reference = {}
+    for global_batch in args.reference_batches:  # the same check at other global batches, from the same weights
+        ddp, opt, batches = setup(args, rank, world, device, global_batch)
+        reference[str(global_batch)] = check_losses(ddp, stepper(ddp, opt, batches), args.check_steps, world)
+    ddp, opt, batches = setup(args, rank, world, device, args.batch_size * world)
+    step = stepper(ddp, opt, batches)
+    check = check_losses(ddp, step, args.check_steps, world)
     for i in range(args.warmup):
         step(i)
     windows, last = [], float("nan")
@@ -144,7 +166,8 @@ def train(args, rank: int, world: int, device: torch.device, backend: str) -> di
     result = {"world_size": world, "backend": backend, "model": args.model, "per_device_batch": args.batch_size,
               "global_batch": args.batch_size * world, "image_size": args.image_size, "device_kind": device.type,
               "device_name": devices.device_name(device), "threads_per_process": torch.get_num_threads(),
-              "check_losses": check, "loss_last": last, "measured_steps": args.steps, "repeats": args.repeats}
+              "check_losses": check, "reference_losses": reference, "loss_last": last,
+              "measured_steps": args.steps, "repeats": args.repeats}
     if windows:
         result.update(throughput(windows, args.batch_size * world, args.steps))
     return result

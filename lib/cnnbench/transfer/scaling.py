@@ -30,13 +30,15 @@ class LaunchFailed(RuntimeError):
 
 
 def command(world: int, out: Path, model: str, batch: int, image_size: int, classes: int, backend: str,
-            threads: int, steps: int, warmup: int, repeats: int, seed: int, interval: float) -> list[str]:
+            threads: int, steps: int, warmup: int, repeats: int, seed: int, interval: float,
+            reference_batches: tuple[int, ...] = ()) -> list[str]:
     """The torchrun command line of one run (the same script serves several nodes, see cnnbench.transfer.ddp)."""
     return [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(world),
             "-m", "cnnbench.transfer.ddp", "--model", model, "--batch-size", str(batch), "--image-size",
             str(image_size), "--num-classes", str(classes), "--backend", backend, "--threads", str(threads),
             "--steps", str(steps), "--warmup", str(warmup), "--repeats", str(repeats), "--seed", str(seed),
-            "--telemetry-interval", str(interval), "--out", str(out)]
+            "--telemetry-interval", str(interval), "--reference-batches", *map(str, reference_batches),
+            "--out", str(out)]
 
 
 def launch(cmd: list[str], out: Path, timeout_s: float = 900) -> dict:
@@ -95,23 +97,34 @@ def run_all(run, launcher=launch, log=print) -> list[dict]:
     _, _, size, classes = model_data(p, p.scaling_model)
     threads = max(1, run.threads // max(p.scaling_world_sizes)) if backend == "gloo" else 0
     rows, tmp = [], Path(tempfile.mkdtemp(prefix="cnnbench-ddp-"))
-    for world in sorted(set(p.scaling_world_sizes)):
+    worlds = sorted(set(p.scaling_world_sizes))
+    args = dict(model=p.scaling_model, image_size=size, classes=classes, backend=backend, threads=threads,
+                warmup=p.warmup_steps, seed=p.seed, interval=p.telemetry_interval_s)
+    # the single-device reference: one process at each global batch N x b, from the same initial weights
+    refs = tuple(n * p.scaling_batch_size for n in worlds if n > 1)
+    reference: dict = {}
+    if 1 not in worlds and refs:
+        try:
+            reference = launcher(command(1, tmp / "ref", batch=p.scaling_batch_size, steps=1, repeats=0,
+                                         reference_batches=refs, **args), tmp / "ref")["reference_losses"]
+        except Exception as err:  # noqa: BLE001 - without a reference the loss check is NaN, the run goes on
+            log(f"single-process reference failed: {err}")
+    for world in worlds:
         row = {"model": p.scaling_model, "backend": backend, "world_size": world,
                "per_device_batch": p.scaling_batch_size, "global_batch": world * p.scaling_batch_size,
                "image_size": size, "threads_per_process": threads, "status": "ok", "error": ""}
         if backend == "nccl" and world > torch.cuda.device_count():
             rows.append({**row, "status": "unavailable", "error": f"{torch.cuda.device_count()} CUDA device(s) here"})
             continue
-        args = dict(model=p.scaling_model, image_size=size, classes=classes, backend=backend, threads=threads,
-                    warmup=p.warmup_steps, seed=p.seed, interval=p.telemetry_interval_s)
         try:
             log(f"torchrun --nproc_per_node {world} ({backend}, {threads or 'default'} threads per process)")
             res = launcher(command(world, tmp / f"n{world}", batch=p.scaling_batch_size, steps=p.scaling_steps,
-                                   repeats=p.repeats, **args), tmp / f"n{world}")
-            ref = res if world == 1 else launcher(command(
-                1, tmp / f"ref{world}", batch=world * p.scaling_batch_size, steps=1, repeats=0, **args),
-                tmp / f"ref{world}")
-            diff, same = loss_check(res["check_losses"], ref["check_losses"])
+                                   repeats=p.repeats, reference_batches=refs if world == 1 else (), **args),
+                           tmp / f"n{world}")
+            if world == 1:
+                reference = res.get("reference_losses", {})
+            ref = res["check_losses"] if world == 1 else reference.get(str(row["global_batch"]), [])
+            diff, same = loss_check(res["check_losses"], ref)
             row.update({k: res[k] for k in ("device_kind", "device_name", "throughput_img_s",
                                             "throughput_ci95_img_s", "step_time_mean_s", "loss_last")},
                        loss_check_steps=len(res["check_losses"]), loss_first=res["check_losses"][0]
