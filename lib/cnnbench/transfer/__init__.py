@@ -17,12 +17,12 @@ import dataclasses
 
 import pandas as pd
 
-from cnnbench.transfer import finetune as _finetune
+from cnnbench.transfer import distributed as _scaling
+from cnnbench.transfer import finetuning as _finetune
 from cnnbench.transfer import phases as _phases
 from cnnbench.transfer import profiling as _profiling
-from cnnbench.transfer import scaling as _scaling
 from cnnbench.transfer import timelines as _timelines
-from cnnbench.transfer.finetune import TransferError, check_weights
+from cnnbench.transfer.finetuning import TransferError, check_weights
 from cnnbench.transfer.summary import (
     learning_curves,
     phase_plot,
