@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -19,7 +20,7 @@ from pathlib import Path
 import torch
 
 from cnnbench import devices
-from cnnbench.transfer import ddp, timelines
+from cnnbench.transfer import timelines
 
 KEYS = ("model", "backend", "world_size", "per_device_batch", "image_size")
 LOSS_RTOL = 1e-4
@@ -48,9 +49,10 @@ def launch(cmd: list[str], out: Path, timeout_s: float = 900) -> dict:
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, env=env)
     result_file = out / "result.json"
     if proc.returncode != 0 or not result_file.is_file():
-        lines = [ln for ln in (proc.stderr + proc.stdout).splitlines() if ln.strip() and "USDT" not in ln]
-        errors = [ln for ln in lines if "Error" in ln] or lines or [f"exit status {proc.returncode}"]
-        raise LaunchFailed(errors[-1].strip()[:300])
+        lines = [re.sub(r"^\[rank\d+\]:\s*", "", ln).strip() for ln in (proc.stderr + proc.stdout).splitlines()
+                 if ln.strip() and "USDT" not in ln]
+        errors = [ln for ln in lines if re.match(r"^[\w.]+(Error|Exception): ", ln) and "ChildFailedError" not in ln]
+        raise LaunchFailed((errors or lines or [f"exit status {proc.returncode}"])[0][:300])
     result = json.loads(result_file.read_text())
     result["ranks"] = [json.loads(p.read_text()) for p in sorted(out.glob("telemetry_rank*.json"))]
     return result
@@ -93,7 +95,7 @@ def run_all(run, launcher=launch, log=print) -> list[dict]:
     from cnnbench.scenarios import model_data
 
     p = run.params
-    backend = ddp.backend_for(p.scaling_backend)
+    backend = ("nccl" if torch.cuda.is_available() else "gloo") if p.scaling_backend == "auto" else p.scaling_backend
     _, _, size, classes = model_data(p, p.scaling_model)
     threads = max(1, run.threads // max(p.scaling_world_sizes)) if backend == "gloo" else 0
     rows, tmp = [], Path(tempfile.mkdtemp(prefix="cnnbench-ddp-"))
