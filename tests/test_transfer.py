@@ -178,7 +178,7 @@ def test_a_failing_grid_point_is_a_row_and_the_grid_goes_on(tmp_path, monkeypatc
 
 
 def test_time_to_target_is_training_time_until_accuracy_first_reaches_it():
-    rows = [dict(device_kind="cpu", device_name="c", optimizer="adam", pretrained=True, lr=0.1, batch_size=2,
+    rows = [dict(device_kind="cpu", device_name="c", model="densenet121", image_size=224, optimizer="adam", pretrained=True, lr=0.1, batch_size=2,
                  status="ok", epoch=e, val_accuracy=a, elapsed_train_s=10.0 * e, epoch_time_s=10.0,
                  train_images=100, target_accuracy=0.9) for e, a in ((1, 0.5), (2, 0.92), (3, 0.95))]
     rows += [{**r, "lr": 0.2, "val_accuracy": 0.4} for r in rows]
@@ -186,6 +186,10 @@ def test_time_to_target_is_training_time_until_accuracy_first_reaches_it():
     assert t.loc[0.1, "time_to_target_s"] == 20.0 and t.loc[0.1, "epoch_reached"] == 2
     assert math.isnan(t.loc[0.2, "time_to_target_s"])
     assert t.loc[0.1, "throughput_img_s"] == 10.0 and t.loc[0.1, "best_val_accuracy"] == 0.95
+    seed = summary.beside_seed(t.reset_index())
+    published = [c for c in seed.columns if c.startswith("published by 002_bc90e244f62b95e3.txt")]
+    assert len(published) == 2 and seed.iloc[0]["ours: throughput_img_s (best lr)"] == 10.0
+    assert seed.set_index("batch_size").loc[64, published[1]] == pytest.approx(8005 * 20 / 7200)
 
 
 def test_synthetic_two_class_set_is_learnable_and_deterministic():

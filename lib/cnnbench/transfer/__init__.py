@@ -24,6 +24,7 @@ from cnnbench.transfer import profiling as _profiling
 from cnnbench.transfer import timelines as _timelines
 from cnnbench.transfer.finetuning import TransferError, check_weights
 from cnnbench.transfer.summary import (
+    beside_seed,
     learning_curves,
     phase_plot,
     phase_table,
@@ -35,7 +36,7 @@ from cnnbench.transfer.summary import (
 
 __all__ = ["TransferError", "check", "finetune", "step_phases", "profile", "scaling", "telemetry",
            "time_to_target", "learning_curves", "phase_table", "phase_plot", "top_ops_table", "scaling_table",
-           "scaling_plot", "plot_timelines"]
+           "scaling_plot", "plot_timelines", "beside_seed"]
 
 
 def _read(path) -> pd.DataFrame:
