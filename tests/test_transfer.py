@@ -278,7 +278,8 @@ def test_scaling_rows_efficiency_and_loss_check_with_a_fake_launcher(tmp_path):
                 if world > 1 else 100.0, "throughput_ci95_img_s": 1.0, "step_time_mean_s": 0.1, "loss_last": 2.0,
                 "check_losses": [2.3, 2.2], "reference_losses": {"16": [2.3, 2.2], "32": [2.3, 2.5]},
                 "ranks": [{"rank": r, "summary": {"util_cpu_mean": 50.0 + r}, "series": [
-                    {"t_s": 0.0, "metric": "rss_mib", "value": 10.0, "device_index": ""}]} for r in range(world)]}
+                    {"t_s": 0.0, "metric": "rss_mib", "value": 10.0, "device_index": None},
+                    {"t_s": 0.0, "metric": "util_cpu_pct", "value": 9.0, "device_index": None}]} for r in range(world)]}
 
     p = p_of(scaling_world_sizes=[1, 2, 4], scaling_batch_size=8, scaling_backend="gloo")
     run = types.SimpleNamespace(params=p, device=CPU, threads=4, path=lambda n: tmp_path / n)
@@ -290,7 +291,7 @@ def test_scaling_rows_efficiency_and_loss_check_with_a_fake_launcher(tmp_path):
     df = pd.read_csv(tmp_path / "scaling.csv")
     assert {"world_size", "backend", "per_device_batch", "throughput_img_s", "scaling_efficiency_pct",
             "throughput_ci95_img_s", "loss_last"} <= set(df.columns)
-    assert len(pd.read_csv(tmp_path / timelines.FILE)) == 7
+    assert len(pd.read_csv(tmp_path / timelines.FILE)) == 2 * 3 + 4  # machine-wide metrics once per run
 
 
 def test_a_failed_launch_is_a_row_and_nccl_beyond_the_gpus_is_unavailable(tmp_path, monkeypatch):

@@ -66,6 +66,15 @@ def loss_check(losses: list[float], reference: list[float]) -> tuple[float, bool
     return diff, all(math.isclose(a, b, rel_tol=LOSS_RTOL, abs_tol=1e-6) for a, b in zip(losses, reference, strict=True))
 
 
+PER_PROCESS = ("util_process_cpu_pct", "rss_mib")
+
+
+def own_series(rank: dict) -> list[dict]:
+    """Rank 0's series whole; from the other ranks only their own process's (machine-wide metrics and every
+    GPU are sampled by each rank alike, so they are kept once)."""
+    return rank["series"] if rank["rank"] == 0 else [s for s in rank["series"] if s["metric"] in PER_PROCESS]
+
+
 def rank_summary(rank: int, summary: dict) -> dict:
     """Per-device telemetry columns of one rank: its mean utilisation (%) and GPU power (W)."""
     out = {}
@@ -135,7 +144,7 @@ def run_all(run, launcher=launch, log=print) -> list[dict]:
             for rank in res["ranks"]:
                 row.update(rank_summary(rank["rank"], rank["summary"]))
                 timelines.record(run.path(timelines.FILE), timelines.tidy(
-                    rank["series"], "scaling", f"{backend} world={world}", res["device_kind"], rank["rank"]))
+                    own_series(rank), "scaling", f"{backend} world={world}", res["device_kind"], rank["rank"]))
         except Exception as err:  # noqa: BLE001 - a failed launch is a row, the run goes on
             row.update(failure(err))
         rows.append(row)

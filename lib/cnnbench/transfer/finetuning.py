@@ -283,11 +283,19 @@ def fit(p, device, lr: float, bs: int, sets, base: dict, results, sampler) -> No
         seconds, n, train_loss = train_epoch(net, opt, loss_fn, train_dl, device)
         elapsed += seconds
         acc, val_loss, n_val = evaluate(net, loss_fn, val_dl, device)
-        mem = {k.replace("_mb", "_mib"): v for k, v in devices.peak_memory_mb(device).items()}
+        mem = peak_memory_mib(device)
         results.append({**base, "epoch": epoch, "timestamp": now(), "status": "ok", "error": "",
                         "train_loss": train_loss, "val_loss": val_loss, "val_accuracy": acc, "epoch_time_s": seconds,
                         "train_images": n, "val_images": n_val, "throughput_img_s": n / seconds,
                         "elapsed_train_s": elapsed, "rss_mib": psutil.Process().memory_info().rss / 2**20, **mem})
+
+
+def peak_memory_mib(device: torch.device) -> dict[str, float]:
+    """Peak device memory in MiB (``peak_device_mem_mib``, ``peak_device_reserved_mib``; NaN on CPU)."""
+    fn = getattr(devices, "peak_memory_mib", None)
+    if fn is not None:
+        return fn(device)
+    return {k.replace("_mb", "_mib"): v for k, v in devices.peak_memory_mb(device).items()}
 
 
 def run_grid(run, sampler_cls=None, log=print) -> None:

@@ -28,7 +28,7 @@ def tidy(samples: list[dict], experiment: str, configuration: str, device_kind: 
     """One row per sample, with what was running (experiment, configuration, rank) and the device kind."""
     return [{"experiment": experiment, "configuration": configuration, "rank": rank, "device_kind": device_kind,
              "t_s": float(s["t_s"]), "metric": s["metric"], "value": float(s["value"]),
-             "device_index": s.get("device_index", "")} for s in samples]
+             "device_index": "" if s.get("device_index") is None else s["device_index"]} for s in samples]
 
 
 def record(path: str | Path, rows: list[dict]) -> None:
@@ -48,7 +48,7 @@ def plot(df: pd.DataFrame, path: str | Path | None = None, title: str = ""):
     for ax, metric in zip(axes[:, 0], metrics, strict=True):
         g = df[df.metric == metric]
         for (conf, rank, idx), line in g.groupby(["configuration", "rank", "device_index"], dropna=False):
-            label = f"{conf} rank {rank}" + (f" dev {idx}" if str(idx) not in ("", "nan") else "")
+            label = f"{conf} rank {rank}" + (f" dev {idx}" if str(idx) not in ("", "nan", "None") else "")
             ax.plot(line.t_s, line.value, lw=1, label=label)
         ax.set_ylabel(metric, fontsize=8)
     axes[-1, 0].set_xlabel("time since the sampler started (s)")
