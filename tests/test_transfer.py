@@ -320,3 +320,8 @@ def test_telemetry_series_are_kept_tidy_and_plotted(tmp_path):
     df = pd.read_csv(tmp_path / "t.csv")
     assert timelines.plot(df, tmp_path / "t.png") is not None and (tmp_path / "t.png").is_file()
     assert timelines.series(object()) == []
+
+
+def test_timelines_lay_configurations_end_to_end():
+    df = pd.DataFrame({"configuration": ["a", "a", "b", "b"], "t_s": [0.0, 2.0, 0.0, 1.0]})
+    assert timelines.end_to_end(df, gap_s=0.5).t_run_s.tolist() == [0.0, 2.0, 2.5, 3.5]

@@ -37,23 +37,43 @@ def record(path: str | Path, rows: list[dict]) -> None:
         ResultsFile(path, KEY).extend(rows)
 
 
+def end_to_end(df: pd.DataFrame, gap_s: float = 0.5) -> pd.DataFrame:
+    """``t_s`` of each configuration shifted to start where the previous one ended (plus ``gap_s``), so the
+    configurations of an experiment read left to right as they ran."""
+    offsets, start = {}, 0.0
+    for conf, g in df.groupby("configuration", sort=False):
+        offsets[conf] = start
+        start += float(g.t_s.max()) + gap_s
+    return df.assign(t_run_s=df.t_s + df.configuration.map(offsets))
+
+
+def _label(conf: str, rank, index) -> str:
+    text = f"{conf}" + (f" rank {int(rank)}" if str(rank) not in ("", "0", "nan") else "")
+    if str(index) not in ("", "nan", "None"):
+        text += f" #{int(float(index))}"
+    return text
+
+
 def plot(df: pd.DataFrame, path: str | Path | None = None, title: str = ""):
-    """Every metric against time, one panel per metric, one line per configuration and device index: an idle
-    second GPU is a flat line beside the busy one."""
+    """Every metric against time, one panel per metric, the configurations end to end, one line per
+    configuration, rank and device index (CPU core or GPU): an idle second GPU is a flat line beside the busy one."""
     if df is None or df.empty:
         print("no telemetry series recorded (the sampler keeps none in this version)")
         return None
+    df = end_to_end(df)
     metrics = list(dict.fromkeys(df.metric))
-    fig, axes = plt.subplots(len(metrics), 1, figsize=(10, 2.2 * len(metrics)), sharex=True, squeeze=False)
+    fig, axes = plt.subplots(len(metrics), 1, figsize=(11, 2.2 * len(metrics)), sharex=True, squeeze=False)
+    colours = {c: f"C{i % 10}" for i, c in enumerate(dict.fromkeys(df.configuration))}
     for ax, metric in zip(axes[:, 0], metrics, strict=True):
         g = df[df.metric == metric]
-        for (conf, rank, idx), line in g.groupby(["configuration", "rank", "device_index"], dropna=False):
-            label = f"{conf} rank {rank}" + (f" dev {idx}" if str(idx) not in ("", "nan", "None") else "")
-            ax.plot(line.t_s, line.value, lw=1, label=label)
+        for (conf, rank, idx), line in g.groupby(["configuration", "rank", "device_index"], dropna=False, sort=False):
+            ax.plot(line.t_run_s, line.value, lw=1, color=colours[conf], label=_label(conf, rank, idx),
+                    ls="-" if str(idx) in ("", "nan", "None") or float(idx) == 0 else "--")
         ax.set_ylabel(metric, fontsize=8)
-    axes[-1, 0].set_xlabel("time since the sampler started (s)")
-    if len(axes[0, 0].get_lines()) <= 12:
-        axes[0, 0].legend(fontsize=7, ncol=2)
+    axes[-1, 0].set_xlabel("time, configurations end to end (s)")
+    for ax in axes[:, 0]:
+        if len(ax.get_lines()) <= 16:
+            ax.legend(fontsize=6, ncol=4, loc="upper right")
     fig.suptitle(title)
     fig.tight_layout()
     if path is not None:
