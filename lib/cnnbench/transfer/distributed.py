@@ -14,7 +14,6 @@ import os
 import re
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import torch
@@ -45,6 +44,8 @@ def command(world: int, out: Path, model: str, batch: int, image_size: int, clas
 def launch(cmd: list[str], out: Path, timeout_s: float = 900) -> dict:
     """Run ``cmd``; return rank 0's result and every rank's telemetry. Raises :class:`LaunchFailed`."""
     out.mkdir(parents=True, exist_ok=True)
+    for stale in (out / "result.json", *out.glob("telemetry_rank*.json")):  # a rerun must not read old files
+        stale.unlink()
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, env=env)
     result_file = out / "result.json"
@@ -107,7 +108,7 @@ def run_all(run, launcher=launch, log=print) -> list[dict]:
     backend = ("nccl" if torch.cuda.is_available() else "gloo") if p.scaling_backend == "auto" else p.scaling_backend
     _, _, size, classes = model_data(p, p.scaling_model)
     threads = max(1, run.threads // max(p.scaling_world_sizes)) if backend == "gloo" else 0
-    rows, tmp = [], Path(tempfile.mkdtemp(prefix="cnnbench-ddp-"))
+    rows, tmp = [], Path(run.path("ddp"))  # each launch's raw result.json and per-rank telemetry stay here
     worlds = sorted(set(p.scaling_world_sizes))
     args = dict(model=p.scaling_model, image_size=size, classes=classes, backend=backend, threads=threads,
                 warmup=p.warmup_steps, seed=p.seed, interval=p.telemetry_interval_s)
