@@ -45,7 +45,7 @@ def launch(cmd: list[str], out: Path, timeout_s: float = 900) -> dict:
     """Run ``cmd``; return rank 0's result and every rank's telemetry. Raises :class:`LaunchFailed`."""
     out.mkdir(parents=True, exist_ok=True)
     for stale in (out / "result.json", *out.glob("telemetry_rank*.json")):  # a rerun must not read old files
-        stale.unlink()
+        stale.unlink(missing_ok=True)
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, env=env)
     result_file = out / "result.json"
