@@ -121,8 +121,9 @@ class Params:
         default_factory=lambda: ["cuda", "mps", "cpu"]
     )  # devices fine-tuned on, side by side: those of the list present here (cpu | cuda | cuda:N | mps)
     phase_steps: int = 5  # steps per model in the per-phase breakdown pass (run again unsplit to check the sum)
-    phase_batch_size: int = 0  # batch size of the phase breakdown and profiler; 0 = the model's batch size
+    phase_batch_size: int = 0  # batch size of the phase breakdown; 0 = the model's batch size in Scenario A
     profile_models: list[str] = field(default_factory=lambda: ["densenet121"])  # models traced by torch.profiler
+    profile_batch_size: int = 0  # batch size of the profiled steps; 0 = phase_batch_size, else the model's
     profile_steps: int = 3  # training steps recorded in each profiler trace (after 1 warm-up step)
     profile_top_k: int = 15  # operators listed per pass (forward, backward, optimizer) by self time
     scaling_model: str = "resnet18"  # model of the DistributedDataParallel scaling run
@@ -328,7 +329,7 @@ def _validate_transfer(src: str, p: Params) -> None:
     for key in ("transfer_image_size", "transfer_epochs", "phase_steps", "profile_steps", "profile_top_k",
                 "scaling_batch_size", "scaling_steps"):
         _positive(src, key, getattr(p, key))
-    for key in ("transfer_train_images", "transfer_val_images", "phase_batch_size"):
+    for key in ("transfer_train_images", "transfer_val_images", "phase_batch_size", "profile_batch_size"):
         if getattr(p, key) < 0:
             raise ParamsError(f"{src}: key '{key}' must be >= 0, got {getattr(p, key)}")
     for key in ("transfer_lrs", "transfer_batch_sizes", "scaling_world_sizes"):

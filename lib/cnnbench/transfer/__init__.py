@@ -75,8 +75,8 @@ def profile(run) -> pd.DataFrame:
     rows = []
     for model in p.profile_models:
         cfg = scenarios.scenario_a_configs(dataclasses.replace(p, models=[model], phases=["train"]))[0]
-        if p.phase_batch_size:
-            cfg = dataclasses.replace(cfg, batch_size=p.phase_batch_size)
+        if p.profile_batch_size or p.phase_batch_size:
+            cfg = dataclasses.replace(cfg, batch_size=p.profile_batch_size or p.phase_batch_size)
         rows += _profiling.profile_model(cfg, run.device, engine.Protocol.from_params(p), run.dir,
                                          p.profile_steps, p.profile_top_k)
     ResultsFile(run.path("profile_ops.csv"), ("model", "device_kind", "pass", "op")).extend(rows)
