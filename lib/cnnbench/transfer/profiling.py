@@ -43,8 +43,16 @@ def _self_device_us(event) -> float:
     return 0.0
 
 
+def _on_host(event) -> bool:
+    """Host-side events only: a kernel's device time is counted in its launching operator's self device time,
+    and the device-side copies of the pass labels run on the GPU's timeline."""
+    kind = getattr(event, "device_type", None)
+    return kind is None or kind == torch.autograd.DeviceType.CPU
+
+
 def op_table(events) -> pd.DataFrame:
     """Per pass and operator: calls, self CPU time and self device time (s), from profiler events."""
+    events = [e for e in events if _on_host(e)]
     labels = [(e.name[len(LABEL):], e.time_range.start, e.time_range.end) for e in events
               if e.name.startswith(LABEL) and e.name[len(LABEL):] in PASSES]
     rows = []
