@@ -44,6 +44,12 @@ def test_transfer_keys_are_validated_with_one_line(key, value, words):
     assert words in str(err.value) and "\n" not in str(err.value)
 
 
+def test_a_missing_transfer_dataset_folder_is_named(tmp_path):
+    with pytest.raises(params.ParamsError, match="'transfer_data_path'.*set download: true"):
+        p_of(transfer_dataset="oxford_pet", transfer_data_path=str(tmp_path / "none"))
+    assert p_of(transfer_dataset="oxford_pet", transfer_data_path=str(tmp_path / "none"), download=True)
+
+
 def test_defaults_are_seed_002_and_06_is_a_notebook():
     p = params.Params()
     assert (p.optimizer, p.pretrained, p.transfer_model) == ("adam", True, "densenet121")
