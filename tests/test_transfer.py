@@ -331,3 +331,18 @@ def test_telemetry_series_are_kept_tidy_and_plotted(tmp_path):
 def test_timelines_lay_configurations_end_to_end():
     df = pd.DataFrame({"configuration": ["a", "a", "b", "b"], "t_s": [0.0, 2.0, 0.0, 1.0]})
     assert timelines.end_to_end(df, gap_s=0.5).t_run_s.tolist() == [0.0, 2.0, 2.5, 3.5]
+
+
+def test_oxford_pet_is_read_as_cats_vs_dogs(tmp_path):
+    base = tmp_path / "oxford-iiit-pet"
+    (base / "images").mkdir(parents=True)
+    (base / "annotations" / "trimaps").mkdir(parents=True)
+    lines = {"trainval": ["Abyssinian_1 1 1 1", "beagle_1 2 2 1", "Abyssinian_2 1 1 1"], "test": ["beagle_2 2 2 1"]}
+    for split, rows in lines.items():
+        (base / "annotations" / f"{split}.txt").write_text("\n".join(rows) + "\n")
+        for row in rows:
+            Image.new("RGB", (20, 20), (90, 60, 30)).save(base / "images" / f"{row.split()[0]}.jpg")
+    p = p_of(transfer_dataset="oxford_pet", transfer_data_path=str(tmp_path), transfer_image_size=16)
+    train, val, classes = finetune.datasets(p)
+    assert classes == 2 and len(train) == 3 and len(val) == 1
+    assert [int(train[i][1]) for i in range(3)] == [0, 1, 0] and train[0][0].shape == (3, 16, 16)
