@@ -319,9 +319,9 @@ def test_loss_check_tolerance():
 # --- telemetry series ----------------------------------------------------------------------------------------
 
 def test_telemetry_series_are_kept_tidy_and_plotted(tmp_path):
-    rows = timelines.tidy(FakeSampler(CPU).series(), "transfer", "cpu lr=0.1 bs=4", "cpu")
+    rows = timelines.tidy(FakeSampler(CPU).series(), "transfer", "cpu lr=0.1 bs=4", "cpu", "EPYC")
     assert rows[1] == {"experiment": "transfer", "configuration": "cpu lr=0.1 bs=4", "rank": 0,
-                       "device_kind": "cpu", "t_s": 0.1, "metric": "util_cpu_pct", "value": 60.0, "device_index": 1}
+                       "device_kind": "cpu", "device_name": "EPYC", "t_s": 0.1, "metric": "util_cpu_pct", "value": 60.0, "device_index": 1}
     timelines.record(tmp_path / "t.csv", rows)
     df = pd.read_csv(tmp_path / "t.csv")
     assert timelines.plot(df, tmp_path / "t.png") is not None and (tmp_path / "t.png").is_file()

@@ -145,7 +145,8 @@ def run_all(run, launcher=launch, log=print) -> list[dict]:
             for rank in res["ranks"]:
                 row.update(rank_summary(rank["rank"], rank["summary"]))
                 timelines.record(run.path(timelines.FILE), timelines.tidy(
-                    own_series(rank), "scaling", f"{backend} world={world}", res["device_kind"], rank["rank"]))
+                    own_series(rank), "scaling", f"{backend} world={world}", res["device_kind"], res["device_name"],
+                    rank["rank"]))
         except Exception as err:  # noqa: BLE001 - a failed launch is a row, the run goes on
             row.update(failure(err))
         rows.append(row)

@@ -327,5 +327,6 @@ def run_grid(run, sampler_cls=None, log=print) -> None:
                         results.append({**base, "epoch": 0, "timestamp": now(), **failure(err)})
                 conf = f"{device.type} lr={lr:g} bs={bs}"
                 timelines.record(run.path(timelines.FILE),
-                                 timelines.tidy(timelines.series(sampler), "transfer", conf, device.type))
+                                 timelines.tidy(timelines.series(sampler), "transfer", conf, device.type,
+                                                base["device_name"]))
                 devices.empty_cache(device)

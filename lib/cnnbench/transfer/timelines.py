@@ -24,9 +24,11 @@ def series(sampler) -> list[dict]:
     return [dict(s) for s in get()] if callable(get) else []
 
 
-def tidy(samples: list[dict], experiment: str, configuration: str, device_kind: str, rank: int = 0) -> list[dict]:
-    """One row per sample, with what was running (experiment, configuration, rank) and the device kind."""
+def tidy(samples: list[dict], experiment: str, configuration: str, device_kind: str, device_name: str = "",
+         rank: int = 0) -> list[dict]:
+    """One row per sample, with what was running (experiment, configuration, rank) and on which device."""
     return [{"experiment": experiment, "configuration": configuration, "rank": rank, "device_kind": device_kind,
+             "device_name": device_name,
              "t_s": float(s["t_s"]), "metric": s["metric"], "value": float(s["value"]),
              "device_index": "" if s.get("device_index") is None else s["device_index"]} for s in samples]
 
