@@ -45,9 +45,12 @@ def test_transfer_keys_are_validated_with_one_line(key, value, words):
 
 
 def test_a_missing_transfer_dataset_folder_is_named(tmp_path):
-    with pytest.raises(params.ParamsError, match="'transfer_data_path'.*set download: true"):
-        p_of(transfer_dataset="oxford_pet", transfer_data_path=str(tmp_path / "none"))
-    assert p_of(transfer_dataset="oxford_pet", transfer_data_path=str(tmp_path / "none"), download=True)
+    with pytest.raises(params.ParamsError, match="'transfer_data_path': folder .* does not exist"):
+        p_of(transfer_dataset="imagefolder", transfer_data_path=str(tmp_path / "none"))
+    p = p_of(transfer_dataset="oxford_pet", transfer_data_path=str(tmp_path / "none"))  # may be downloaded later
+    with pytest.raises(finetune.TransferError) as err:  # ... and if it is not, one line before any training
+        finetune.datasets(p)
+    assert "oxford_pet" in str(err.value) and "download" in str(err.value) and "\n" not in str(err.value)
 
 
 def test_defaults_are_seed_002_and_06_is_a_notebook():

@@ -349,10 +349,9 @@ def _validate_transfer(src: str, p: Params) -> None:
             raise ParamsError(f"{src}: key 'transfer_devices' has unknown device '{spec}'; use cpu, cuda, cuda:N or mps")
     if p.transfer_dataset != "synthetic" and not p.transfer_data_path:
         raise ParamsError(f"{src}: key 'transfer_data_path' is required for transfer_dataset '{p.transfer_dataset}'")
-    fetch = p.transfer_dataset == "oxford_pet" and p.download
-    if p.transfer_dataset != "synthetic" and not fetch and not Path(p.transfer_data_path).expanduser().is_dir():
-        hint = " (set download: true to fetch oxford_pet)" if p.transfer_dataset == "oxford_pet" else ""
-        raise ParamsError(f"{src}: key 'transfer_data_path': folder '{p.transfer_data_path}' does not exist{hint}")
+    # oxford_pet may be downloaded into transfer_data_path when the run starts; an ImageFolder must exist
+    if p.transfer_dataset == "imagefolder" and not Path(p.transfer_data_path).expanduser().is_dir():
+        raise ParamsError(f"{src}: key 'transfer_data_path': folder '{p.transfer_data_path}' does not exist")
 
 
 def parse_overrides(pairs: typing.Iterable[str]) -> dict[str, Any]:
