@@ -23,6 +23,9 @@ MEMORY_FORMATS = ("nchw", "channels_last")
 DATASETS = ("synthetic", "tiny_imagenet", "imagenette", "mnist", "cifar10", "imagefolder")
 DATA_MODES = ("device", "loader")
 PHASES = ("train", "eval")
+OPTIMIZERS = ("sgd", "adam", "adamw")
+TRANSFER_DATASETS = ("synthetic", "oxford_pet", "imagefolder")
+SCALING_BACKENDS = ("auto", "gloo", "nccl")
 # The pipeline's notebooks in order; the analysis stays last and merges every experiment family before it.
 NOTEBOOKS = (
     "00_setup",
@@ -33,6 +36,7 @@ NOTEBOOKS = (
     # 05: from-scratch backends (cnnbench.scratch)
     "05_backends",
     # 06: transfer learning and scaling (cnnbench.transfer)
+    "06_transfer",
 
     # 07: configuration search (cnnbench.tuning)
 
@@ -143,6 +147,33 @@ class Params:
     scratch_gradcheck_batch: int = 64  # images of the gradient check against PyTorch autograd (fp64 reference)
 
     # --- transfer learning, step phases, telemetry, scaling (06, seed 002): keys of cnnbench.transfer go here
+    optimizer: str = "adam"  # optimizer of the fine-tuning runs (06): sgd (with momentum) | adam | adamw
+    pretrained: bool = True  # start fine-tuning from torchvision's ImageNet weights (downloaded); false = random init
+    transfer_model: str = "densenet121"  # torchvision classifier fine-tuned in 06 (seed 002: DenseNet-121)
+    transfer_dataset: str = "synthetic"  # synthetic (two learnable classes, offline) | oxford_pet | imagefolder
+    transfer_data_path: str = ""  # root of oxford_pet (downloaded there with download: true) or of an ImageFolder
+    transfer_image_size: int = 224  # fine-tuning resolution in pixels (seed 002: 224)
+    transfer_lrs: list[float] = field(default_factory=lambda: [0.003, 0.03])  # learning rates of the grid
+    transfer_batch_sizes: list[int] = field(default_factory=lambda: [64, 128])  # batch sizes of the grid
+    transfer_epochs: int = 20  # epochs per grid point (seed 002: 20)
+    transfer_target_accuracy: float = 0.9  # validation accuracy whose time to reach is reported (0..1)
+    transfer_train_images: int = 0  # training images used; 0 = all (synthetic: 512)
+    transfer_val_images: int = 0  # validation images used; 0 = all (synthetic: 128)
+    transfer_freeze_backbone: bool = False  # train only the new head (false: fine-tune every layer)
+    transfer_devices: list[str] = field(
+        default_factory=lambda: ["cuda", "mps", "cpu"]
+    )  # devices fine-tuned on, side by side: those of the list present here (cpu | cuda | cuda:N | mps)
+    phase_steps: int = 5  # steps per model in the per-phase breakdown pass (run again unsplit to check the sum)
+    phase_batch_size: int = 0  # batch size of the phase breakdown; 0 = the model's batch size in Scenario A
+    profile_models: list[str] = field(default_factory=lambda: ["densenet121"])  # models traced by torch.profiler
+    profile_batch_size: int = 0  # batch size of the profiled steps; 0 = phase_batch_size, else the model's
+    profile_steps: int = 3  # training steps recorded in each profiler trace (after 1 warm-up step)
+    profile_top_k: int = 15  # operators listed per pass (forward, backward, optimizer) by self time
+    scaling_model: str = "resnet18"  # model of the DistributedDataParallel scaling run
+    scaling_world_sizes: list[int] = field(default_factory=lambda: [1, 2])  # processes (devices) per run
+    scaling_batch_size: int = 32  # per-device batch size of the scaling run (fixed as devices are added)
+    scaling_steps: int = 10  # measured steps per window of the scaling run (repeats windows, warmup_steps first)
+    scaling_backend: str = "auto"  # torch.distributed backend: auto (nccl on CUDA, else gloo) | gloo | nccl
 
     # --- configuration search and energy (07): keys of cnnbench.tuning go here
 
@@ -314,6 +345,15 @@ def _check_scratch(src: str, p: Params) -> None:
     # before any work, so a params file naming real MNIST stays valid on a machine that has not fetched it yet.
 
 
+def _as_hinted(value: Any, tp: Any) -> Any:
+    """Integers given for float keys (or float lists) become floats."""
+    if tp is float:
+        return float(value)
+    if tp == list[float]:
+        return [float(v) for v in value]
+    return value
+
+
 def validate(raw: dict[str, Any], src: str = "params", check_device: bool = True) -> Params:
     """Check a merged mapping of parameters and build :class:`Params`. Raises :class:`ParamsError`."""
     if not isinstance(raw, dict):
@@ -328,7 +368,7 @@ def validate(raw: dict[str, Any], src: str = "params", check_device: bool = True
             raise ParamsError(
                 f"{src}: key '{key}' must be {_type_name(tp)}, got {value!r} ({type(value).__name__})"
             )
-    p = Params(**{k: (float(v) if _HINTS[k] is float else v) for k, v in raw.items()})
+    p = Params(**{k: _as_hinted(v, _HINTS[k]) for k, v in raw.items()})
 
     if p.run_name and safe_name_error(p.run_name):
         raise ParamsError(f"{src}: key 'run_name': {safe_name_error(p.run_name)}")
@@ -398,6 +438,7 @@ def validate(raw: dict[str, Any], src: str = "params", check_device: bool = True
     if p.dataset != "synthetic":
         _check_data(src, p)
     _check_image_size(src, p)
+    _validate_transfer(src, p)
     if check_device:
         from cnnbench.devices import DeviceError, resolve
 
@@ -410,6 +451,44 @@ def validate(raw: dict[str, Any], src: str = "params", check_device: bool = True
                 f"{src}: key 'variants': precision tf32 needs a CUDA device, found {device.type}"
             )
     return p
+
+
+def _validate_transfer(src: str, p: Params) -> None:
+    """The keys of 06 (transfer learning, step phases, profiler, scaling)."""
+    import re
+
+    _one_of(src, "optimizer", p.optimizer, OPTIMIZERS)
+    _one_of(src, "transfer_dataset", p.transfer_dataset, TRANSFER_DATASETS)
+    _one_of(src, "scaling_backend", p.scaling_backend, SCALING_BACKENDS)
+    _check_models(src, "transfer_model", [p.transfer_model])
+    _check_models(src, "profile_models", p.profile_models)
+    _check_models(src, "scaling_model", [p.scaling_model])
+    for key in ("transfer_image_size", "transfer_epochs", "phase_steps", "profile_steps", "profile_top_k",
+                "scaling_batch_size", "scaling_steps"):
+        _positive(src, key, getattr(p, key))
+    for key in ("transfer_train_images", "transfer_val_images", "phase_batch_size", "profile_batch_size"):
+        if getattr(p, key) < 0:
+            raise ParamsError(f"{src}: key '{key}' must be >= 0, got {getattr(p, key)}")
+    for key in ("transfer_lrs", "transfer_batch_sizes", "scaling_world_sizes"):
+        if not getattr(p, key):
+            raise ParamsError(f"{src}: key '{key}' must list at least one value")
+    for lr in p.transfer_lrs:
+        if lr <= 0:
+            raise ParamsError(f"{src}: key 'transfer_lrs' must hold positive learning rates, got {lr}")
+    for bs in p.transfer_batch_sizes:
+        _positive(src, "transfer_batch_sizes", bs)
+    for n in p.scaling_world_sizes:
+        _positive(src, "scaling_world_sizes", n)
+    if not 0 < p.transfer_target_accuracy <= 1:
+        raise ParamsError(f"{src}: key 'transfer_target_accuracy' must be in (0, 1], got {p.transfer_target_accuracy}")
+    for spec in p.transfer_devices:
+        if not re.fullmatch(r"(cpu|mps|cuda)(:\d+)?", spec):
+            raise ParamsError(f"{src}: key 'transfer_devices' has unknown device '{spec}'; use cpu, cuda, cuda:N or mps")
+    if p.transfer_dataset != "synthetic" and not p.transfer_data_path:
+        raise ParamsError(f"{src}: key 'transfer_data_path' is required for transfer_dataset '{p.transfer_dataset}'")
+    # oxford_pet may be downloaded into transfer_data_path when the run starts; an ImageFolder must exist
+    if p.transfer_dataset == "imagefolder" and not Path(p.transfer_data_path).expanduser().is_dir():
+        raise ParamsError(f"{src}: key 'transfer_data_path': folder '{p.transfer_data_path}' does not exist")
 
 
 def parse_overrides(pairs: typing.Iterable[str], src: str = "--set") -> dict[str, Any]:

@@ -1,0 +1,158 @@
+"""Scaling past one device: the DDP script launched by torchrun for 1..N processes at a fixed per-device batch,
+read back into scaling.csv (throughput, efficiency against one device, the loss check) and telemetry rows.
+
+No home-made process handling: each run is ``python -m torch.distributed.run --standalone --nproc_per_node N
+-m cnnbench.transfer.ddp ...`` in a subprocess. CPU: gloo, one "device" = one process with an equal share of the
+cores. NVIDIA: NCCL, one process per GPU (world sizes above the GPU count are ``unavailable`` rows).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import torch
+
+from cnnbench import devices
+from cnnbench.transfer import timelines
+
+KEYS = ("model", "backend", "world_size", "per_device_batch", "image_size")
+LOSS_RTOL = 1e-4
+
+
+class LaunchFailed(RuntimeError):
+    """torchrun exited with an error: the message is the last line the processes wrote."""
+
+
+def command(world: int, out: Path, model: str, batch: int, image_size: int, classes: int, backend: str,
+            threads: int, steps: int, warmup: int, repeats: int, seed: int, interval: float,
+            reference_batches: tuple[int, ...] = ()) -> list[str]:
+    """The torchrun command line of one run (the same script serves several nodes, see cnnbench.transfer.ddp)."""
+    return [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(world),
+            "-m", "cnnbench.transfer.ddp", "--model", model, "--batch-size", str(batch), "--image-size",
+            str(image_size), "--num-classes", str(classes), "--backend", backend, "--threads", str(threads),
+            "--steps", str(steps), "--warmup", str(warmup), "--repeats", str(repeats), "--seed", str(seed),
+            "--telemetry-interval", str(interval), "--reference-batches", *map(str, reference_batches),
+            "--out", str(out)]
+
+
+def launch(cmd: list[str], out: Path, timeout_s: float = 900) -> dict:
+    """Run ``cmd``; return rank 0's result and every rank's telemetry. Raises :class:`LaunchFailed`."""
+    out.mkdir(parents=True, exist_ok=True)
+    for stale in (out / "result.json", *out.glob("telemetry_rank*.json")):  # a rerun must not read old files
+        stale.unlink(missing_ok=True)
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, env=env)
+    result_file = out / "result.json"
+    if proc.returncode != 0 or not result_file.is_file():
+        lines = [re.sub(r"^\[rank\d+\]:\s*", "", ln).strip() for ln in (proc.stderr + proc.stdout).splitlines()
+                 if ln.strip() and "USDT" not in ln]
+        errors = [ln for ln in lines if re.match(r"^[\w.]+(Error|Exception): ", ln) and "ChildFailedError" not in ln]
+        raise LaunchFailed((errors or lines or [f"exit status {proc.returncode}"])[0][:300])
+    result = json.loads(result_file.read_text())
+    result["ranks"] = [json.loads(p.read_text()) for p in sorted(out.glob("telemetry_rank*.json"))]
+    return result
+
+
+def loss_check(losses: list[float], reference: list[float]) -> tuple[float, bool]:
+    """(largest absolute difference, equal within LOSS_RTOL) of two loss sequences."""
+    if not losses or len(losses) != len(reference):
+        return math.nan, False
+    diff = max(abs(a - b) for a, b in zip(losses, reference, strict=True))
+    return diff, all(math.isclose(a, b, rel_tol=LOSS_RTOL, abs_tol=1e-6) for a, b in zip(losses, reference, strict=True))
+
+
+PER_PROCESS = ("util_process_cpu_pct", "rss_mib")
+
+
+def own_series(rank: dict) -> list[dict]:
+    """Rank 0's series whole; from the other ranks only their own process's (machine-wide metrics and every
+    GPU are sampled by each rank alike, so they are kept once)."""
+    return rank["series"] if rank["rank"] == 0 else [s for s in rank["series"] if s["metric"] in PER_PROCESS]
+
+
+def rank_summary(rank: int, summary: dict) -> dict:
+    """Per-device telemetry columns of one rank: its mean utilisation (%) and GPU power (W)."""
+    out = {}
+    for key, value in summary.items():
+        if key.startswith("util_") and "_mean" in key:
+            out[f"rank{rank}_{key}" + ("" if key.endswith("_pct") else "_pct")] = value
+        elif key.startswith("gpu_power_w_mean"):
+            out[f"rank{rank}_{key}"] = value
+    return out
+
+
+def efficiency(rows: list[dict]) -> None:
+    """Add speedup and scaling efficiency against the world-size-1 row (in place)."""
+    one = next((r for r in rows if r.get("world_size") == 1 and r.get("status") == "ok"), None)
+    for r in rows:
+        if one is None or r.get("status") != "ok":
+            r.update(speedup=math.nan, scaling_efficiency_pct=math.nan)
+            continue
+        r["speedup"] = r["throughput_img_s"] / one["throughput_img_s"]
+        r["scaling_efficiency_pct"] = 100 * r["speedup"] / r["world_size"]
+
+
+def run_all(run, launcher=launch, log=print) -> list[dict]:
+    """Every world size of the params, plus for each N > 1 a one-process loss check at batch N x b."""
+    from cnnbench.engine import failure
+    from cnnbench.results import ResultsFile
+    from cnnbench.scenarios import model_data
+
+    p = run.params
+    backend = ("nccl" if torch.cuda.is_available() else "gloo") if p.scaling_backend == "auto" else p.scaling_backend
+    _, _, size, classes = model_data(p, p.scaling_model)
+    threads = max(1, run.threads // max(p.scaling_world_sizes)) if backend == "gloo" else 0
+    rows, tmp = [], Path(run.path("ddp"))  # each launch's raw result.json and per-rank telemetry stay here
+    worlds = sorted(set(p.scaling_world_sizes))
+    args = dict(model=p.scaling_model, image_size=size, classes=classes, backend=backend, threads=threads,
+                warmup=p.warmup_steps, seed=p.seed, interval=p.telemetry_interval_s)
+    # the single-device reference: one process at each global batch N x b, from the same initial weights
+    refs = tuple(n * p.scaling_batch_size for n in worlds if n > 1)
+    reference: dict = {}
+    if 1 not in worlds and refs:
+        try:
+            reference = launcher(command(1, tmp / "ref", batch=p.scaling_batch_size, steps=1, repeats=0,
+                                         reference_batches=refs, **args), tmp / "ref")["reference_losses"]
+        except Exception as err:  # noqa: BLE001 - without a reference the loss check is NaN, the run goes on
+            log(f"single-process reference failed: {err}")
+    for world in worlds:
+        row = {"model": p.scaling_model, "backend": backend, "world_size": world,
+               "per_device_batch": p.scaling_batch_size, "global_batch": world * p.scaling_batch_size,
+               "image_size": size, "threads_per_process": threads, "status": "ok", "error": ""}
+        if backend == "nccl" and world > torch.cuda.device_count():
+            rows.append({**row, "status": "unavailable", "error": f"{torch.cuda.device_count()} CUDA device(s) here"})
+            continue
+        try:
+            log(f"torchrun --nproc_per_node {world} ({backend}, {threads or 'default'} threads per process)")
+            res = launcher(command(world, tmp / f"n{world}", batch=p.scaling_batch_size, steps=p.scaling_steps,
+                                   repeats=p.repeats, reference_batches=refs if world == 1 else (), **args),
+                           tmp / f"n{world}")
+            if world == 1:
+                reference = res.get("reference_losses", {})
+            ref = res["check_losses"] if world == 1 else reference.get(str(row["global_batch"]), [])
+            diff, same = loss_check(res["check_losses"], ref)
+            row.update({k: res[k] for k in ("device_kind", "device_name", "throughput_img_s",
+                                            "throughput_ci95_img_s", "step_time_mean_s", "loss_last")},
+                       loss_check_steps=len(res["check_losses"]), loss_first=res["check_losses"][0]
+                       if res["check_losses"] else math.nan, loss_vs_one_process_max_abs_diff=diff,
+                       loss_matches_one_process=same, measured_steps=p.scaling_steps, repeats=p.repeats)
+            for rank in res["ranks"]:
+                row.update(rank_summary(rank["rank"], rank["summary"]))
+                timelines.record(run.path(timelines.FILE), timelines.tidy(
+                    own_series(rank), "scaling", f"{backend} world={world}", res["device_kind"], res["device_name"],
+                    rank["rank"]))
+        except Exception as err:  # noqa: BLE001 - a failed launch is a row, the run goes on
+            row.update(failure(err))
+        rows.append(row)
+    efficiency(rows)
+    for r in rows:
+        r.setdefault("device_name", devices.device_name(run.device))
+        r.setdefault("device_kind", "cuda" if backend == "nccl" else "cpu")
+    ResultsFile(run.path("scaling.csv"), KEYS).extend(rows)
+    return rows

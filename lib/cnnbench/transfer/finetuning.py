@@ -1,0 +1,332 @@
+"""Fine-tuning a torchvision classifier from ImageNet weights with a new head (seed 002), over lr x batch size.
+
+Per epoch: mean training loss, validation loss and accuracy, synchronised epoch time, images/s; the elapsed
+training time gives the time to a target validation accuracy. Data: Oxford-IIIT Pet as cats vs dogs
+(``target_types="binary-category"``), any ImageFolder, or a small synthetic two-class set that runs offline.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+import time
+from pathlib import Path
+
+import psutil
+import torch
+import torchvision
+from torch import nn
+from torch.utils.data import Dataset, Subset
+from torchvision import datasets as tvd
+from torchvision import transforms as T
+
+from cnnbench import data, devices, models
+
+CHECKPOINT_DIR = Path(torch.hub.get_dir()) / "checkpoints"
+
+
+class TransferError(ValueError):
+    """Bad input for the transfer-learning run: the message is one line."""
+
+
+# --- model ---------------------------------------------------------------------------------------------------
+
+def weights_for(model: str):
+    """torchvision's default ImageNet weights enum of ``model`` (None when it has none)."""
+    try:
+        return torchvision.models.get_model_weights(model).DEFAULT
+    except (ValueError, KeyError):
+        return None
+
+
+def weights_file(model: str) -> Path | None:
+    """Where torch.hub keeps the weights file of ``model`` once downloaded."""
+    w = weights_for(model)
+    return CHECKPOINT_DIR / Path(w.url).name if w is not None else None
+
+
+def weights_reachable(url: str, timeout_s: float = 5.0) -> bool:
+    """True when the weights server answers (a HEAD request, no download)."""
+    import urllib.request
+
+    try:
+        urllib.request.urlopen(urllib.request.Request(url, method="HEAD"), timeout=timeout_s).close()
+        return True
+    except Exception:  # noqa: BLE001 - any network failure means "not reachable"
+        return False
+
+
+def check_weights(model: str, pretrained: bool, reachable=weights_reachable) -> str:
+    """The one line saying where the initial weights come from; raises :class:`TransferError` when
+    ``pretrained`` is asked and the weights are neither cached nor downloadable."""
+    if not pretrained:
+        return f"pretrained: false -> {model} fine-tuned from random initialisation (no ImageNet weights)"
+    w, path = weights_for(model), weights_file(model)
+    if w is None:
+        raise TransferError(f"key 'pretrained': torchvision has no ImageNet weights for '{model}'; set pretrained: false")
+    if path.is_file():
+        return f"pretrained: ImageNet weights of {model} from {path}"
+    if not reachable(w.url):
+        raise TransferError(f"key 'pretrained': ImageNet weights of {model} are not in {CHECKPOINT_DIR} and "
+                            f"{w.url} cannot be reached (offline?); set pretrained: false to start from random weights")
+    return f"pretrained: ImageNet weights of {model} downloaded from {w.url}"
+
+
+def _head(model: nn.Module) -> tuple[nn.Module, str, nn.Module]:
+    """(parent, attribute, layer) of the classifier's last Linear or 1x1 Conv2d (SqueezeNet)."""
+    found = None
+    for name, module in model.named_modules():
+        if isinstance(module, (nn.Linear, nn.Conv2d)) and name:
+            found = (name, module)
+    if found is None:
+        raise TransferError("the model has no Linear or Conv2d layer to replace")
+    name, layer = found
+    parent_name, _, attr = name.rpartition(".")
+    return model.get_submodule(parent_name) if parent_name else model, attr, layer
+
+
+def replace_head(model: nn.Module, num_classes: int) -> nn.Module:
+    """Swap the classifier's last layer for a fresh one with ``num_classes`` outputs; return the new layer."""
+    parent, attr, layer = _head(model)
+    if isinstance(layer, nn.Linear):
+        new = nn.Linear(layer.in_features, num_classes)
+    else:
+        new = nn.Conv2d(layer.in_channels, num_classes, layer.kernel_size, layer.stride)
+    setattr(parent, attr, new)
+    return new
+
+
+def build(model: str, num_classes: int, pretrained: bool, freeze_backbone: bool = False) -> nn.Module:
+    """``model`` with ImageNet weights (when ``pretrained``) or random ones, and a new ``num_classes`` head."""
+    if pretrained:
+        net = torchvision.models.get_model(model, weights=weights_for(model))
+    else:
+        net = models.build(model, num_classes=models.spec(model).reference_classes)
+    head = replace_head(net, num_classes)
+    if freeze_backbone:
+        for p in net.parameters():
+            p.requires_grad_(False)
+        for p in head.parameters():
+            p.requires_grad_(True)
+    return net
+
+
+def make_optimizer(name: str, parameters, lr: float, momentum: float = 0.9) -> torch.optim.Optimizer:
+    """sgd (with ``momentum``), adam or adamw."""
+    params = [p for p in parameters if p.requires_grad]
+    if name == "sgd":
+        return torch.optim.SGD(params, lr=lr, momentum=momentum)
+    if name == "adam":
+        return torch.optim.Adam(params, lr=lr)
+    if name == "adamw":
+        return torch.optim.AdamW(params, lr=lr)
+    raise TransferError(f"key 'optimizer' is '{name}'; allowed: sgd, adam, adamw")
+
+
+# --- data ----------------------------------------------------------------------------------------------------
+
+class TwoClassImages(Dataset):
+    """A learnable offline stand-in for cats vs dogs: class 0 is brighter on the left, class 1 on the right,
+    under strong noise. Deterministic from ``seed``; normalised like ImageNet inputs."""
+
+    def __init__(self, n: int, size: int, seed: int = 0):
+        gen = torch.Generator().manual_seed(seed)
+        self.labels = torch.randint(0, 2, (n,), generator=gen)
+        ramp = torch.linspace(-1, 1, size).view(1, 1, size).expand(3, size, size)
+        self.images = torch.randn(n, 3, size, size, generator=gen) * 1.5
+        self.images += torch.where(self.labels.view(-1, 1, 1, 1) == 0, -ramp, ramp)
+        self.classes = ["class0", "class1"]
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    def __getitem__(self, i: int):
+        return self.images[i], self.labels[i]
+
+
+def transforms(size: int, train: bool):
+    """ImageNet-style preprocessing at ``size``: random resized crop + flip for training, resize + centre crop."""
+    crop = ([T.RandomResizedCrop(size, antialias=True), T.RandomHorizontalFlip()] if train
+            else [T.Resize(int(round(size * 256 / 224)), antialias=True), T.CenterCrop(size)])
+    return T.Compose([T.Lambda(_rgb), *crop, T.ToTensor(), T.Normalize(data.MEAN, data.STD)])
+
+
+def _rgb(image):
+    return image.convert("RGB")
+
+
+def _subset(ds: Dataset, n: int, seed: int) -> Dataset:
+    if not n or n >= len(ds):
+        return ds
+    idx = torch.randperm(len(ds), generator=torch.Generator().manual_seed(seed))[:n]
+    return Subset(ds, idx.tolist())
+
+
+def _imagefolder(root: Path, size: int, seed: int) -> tuple[Dataset, Dataset]:
+    """root/train + root/val (or root/test); a single folder of class folders is split 80/20."""
+    splits = [root / s for s in ("train", "val", "test") if (root / s).is_dir()]
+    if len(splits) >= 2:
+        return (tvd.ImageFolder(str(splits[0]), transform=transforms(size, True)),
+                tvd.ImageFolder(str(splits[1]), transform=transforms(size, False)))
+    train_all = tvd.ImageFolder(str(root), transform=transforms(size, True))
+    val_all = tvd.ImageFolder(str(root), transform=transforms(size, False))
+    order = torch.randperm(len(train_all), generator=torch.Generator().manual_seed(seed)).tolist()
+    cut = max(1, len(order) // 5)
+    return Subset(train_all, order[cut:]), Subset(val_all, order[:cut])
+
+
+def datasets(p) -> tuple[Dataset, Dataset, int]:
+    """(train, validation, classes) of the run's transfer dataset, cut to the requested sizes."""
+    size, root = p.transfer_image_size, Path(p.transfer_data_path).expanduser()
+    try:
+        if p.transfer_dataset == "synthetic":
+            train = TwoClassImages(p.transfer_train_images or 512, size, p.seed)
+            val = TwoClassImages(p.transfer_val_images or 128, size, p.seed + 1)
+        elif p.transfer_dataset == "oxford_pet":
+            kw = dict(root=str(root), target_types="binary-category", download=p.download)
+            train = tvd.OxfordIIITPet(split="trainval", transform=transforms(size, True), **kw)
+            val = tvd.OxfordIIITPet(split="test", transform=transforms(size, False), **kw)
+        else:
+            train, val = _imagefolder(root, size, p.seed)
+    except (RuntimeError, FileNotFoundError, OSError) as err:
+        raise TransferError(f"transfer_dataset {p.transfer_dataset} at '{root}': {err}".splitlines()[0]) from None
+    classes = 2 if p.transfer_dataset != "imagefolder" else len(_classes(train))
+    return _subset(train, p.transfer_train_images, p.seed), _subset(val, p.transfer_val_images, p.seed + 1), classes
+
+
+def _classes(ds: Dataset) -> list:
+    return getattr(ds, "classes", None) or getattr(getattr(ds, "dataset", None), "classes", [])
+
+
+# --- training ------------------------------------------------------------------------------------------------
+
+def train_epoch(net, opt, loss_fn, loader, device) -> tuple[float, int, float]:
+    """(synced seconds, images, mean loss) of one training epoch; raises on a non-finite loss."""
+    from cnnbench.engine import UnstableLoss
+
+    net.train()
+    total, n, steps = torch.zeros((), device=device), 0, 0
+    devices.synchronize(device)
+    start = time.perf_counter()
+    for x, y in loader:
+        x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
+        opt.zero_grad(set_to_none=True)
+        loss = loss_fn(models.logits(net(x)), y)
+        loss.backward()
+        opt.step()
+        total += loss.detach()
+        n, steps = n + x.shape[0], steps + 1
+    devices.synchronize(device)
+    seconds = time.perf_counter() - start
+    mean = float(total) / max(steps, 1)
+    if not math.isfinite(mean):
+        raise UnstableLoss(f"loss became {mean}")
+    return seconds, n, mean
+
+
+@torch.inference_mode()
+def evaluate(net, loss_fn, loader, device) -> tuple[float, float, int]:
+    """(accuracy 0..1, mean loss, images) over ``loader``."""
+    net.eval()
+    correct, total, n = 0, 0.0, 0
+    for x, y in loader:
+        x, y = x.to(device), y.to(device)
+        out = models.logits(net(x))
+        total += float(loss_fn(out, y)) * x.shape[0]
+        correct += int((out.argmax(1) == y).sum())
+        n += x.shape[0]
+    return correct / max(n, 1), total / max(n, 1), n
+
+
+def now() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+
+
+# --- the grid ------------------------------------------------------------------------------------------------
+
+KEYS = ("model", "device_kind", "dataset", "optimizer", "pretrained", "lr", "batch_size", "image_size", "epoch")
+
+
+def present_devices(specs: list[str], fallback: torch.device) -> list[torch.device]:
+    """The devices of ``specs`` present on this machine, in order (``fallback`` when none is)."""
+    found: list[torch.device] = []
+    for spec in specs:
+        try:
+            d = devices.resolve(spec)
+        except devices.DeviceError:
+            continue
+        if d not in found:
+            found.append(d)
+    return found or [fallback]
+
+
+def _loader(ds, bs: int, p, device, train: bool):
+    from torch.utils.data import DataLoader
+
+    return DataLoader(ds, batch_size=bs, shuffle=train, num_workers=p.workers, persistent_workers=p.workers > 0,
+                      pin_memory=p.pin_memory and device.type == "cuda",
+                      generator=torch.Generator().manual_seed(p.seed))
+
+
+def fit(p, device, lr: float, bs: int, sets, base: dict, results, sampler) -> None:
+    """Fine-tune one grid point for ``transfer_epochs`` epochs, appending a row per epoch to ``results``.
+
+    ``sampler`` is an entered telemetry sampler (its series are kept by the caller)."""
+    train_ds, val_ds, classes = sets
+    torch.manual_seed(p.seed)
+    net = build(p.transfer_model, classes, p.pretrained, p.transfer_freeze_backbone).to(device)
+    opt = make_optimizer(p.optimizer, net.parameters(), lr, p.momentum)
+    loss_fn = nn.CrossEntropyLoss()
+    train_dl, val_dl = _loader(train_ds, bs, p, device, True), _loader(val_ds, bs, p, device, False)
+    elapsed = 0.0
+    for epoch in range(1, p.transfer_epochs + 1):
+        seconds, n, train_loss = train_epoch(net, opt, loss_fn, train_dl, device)
+        elapsed += seconds
+        acc, val_loss, n_val = evaluate(net, loss_fn, val_dl, device)
+        mem = peak_memory_mib(device)
+        results.append({**base, "epoch": epoch, "timestamp": now(), "status": "ok", "error": "",
+                        "train_loss": train_loss, "val_loss": val_loss, "val_accuracy": acc, "epoch_time_s": seconds,
+                        "train_images": n, "val_images": n_val, "throughput_img_s": n / seconds,
+                        "elapsed_train_s": elapsed, "rss_mib": psutil.Process().memory_info().rss / 2**20, **mem})
+
+
+def peak_memory_mib(device: torch.device) -> dict[str, float]:
+    """Peak device memory in MiB (``peak_device_mem_mib``, ``peak_device_reserved_mib``; NaN on CPU)."""
+    fn = getattr(devices, "peak_memory_mib", None)
+    if fn is not None:
+        return fn(device)
+    return {k.replace("_mb", "_mib"): v for k, v in devices.peak_memory_mb(device).items()}
+
+
+def run_grid(run, sampler_cls=None, log=print) -> None:
+    """Every (device, batch size, lr) grid point of the run not already finished in transfer.csv."""
+    from cnnbench import telemetry
+    from cnnbench.engine import failure
+    from cnnbench.results import ResultsFile
+    from cnnbench.transfer import timelines
+
+    p, sampler_cls = run.params, sampler_cls or telemetry.Sampler
+    log(check_weights(p.transfer_model, p.pretrained))
+    sets = datasets(p)
+    results = ResultsFile(run.path("transfer.csv"), KEYS)
+    for device in present_devices(p.transfer_devices, run.device):
+        for bs in p.transfer_batch_sizes:
+            for lr in p.transfer_lrs:
+                base = {"model": p.transfer_model, "device_kind": device.type, "dataset": p.transfer_dataset,
+                        "optimizer": p.optimizer, "pretrained": p.pretrained, "lr": lr, "batch_size": bs,
+                        "image_size": p.transfer_image_size, "device_name": devices.device_name(device),
+                        "threads": torch.get_num_threads(), "freeze_backbone": p.transfer_freeze_backbone,
+                        "classes": sets[2], "target_accuracy": p.transfer_target_accuracy}
+                if results.done({**base, "epoch": p.transfer_epochs}):
+                    continue
+                devices.reset_peak_memory(device)
+                with sampler_cls(device, p.telemetry_interval_s) as sampler:
+                    try:
+                        fit(p, device, lr, bs, sets, base, results, sampler)
+                    except Exception as err:  # noqa: BLE001 - a failed grid point is a row, the grid goes on
+                        results.append({**base, "epoch": 0, "timestamp": now(), **failure(err)})
+                conf = f"{device.type} lr={lr:g} bs={bs}"
+                timelines.record(run.path(timelines.FILE),
+                                 timelines.tidy(timelines.series(sampler), "transfer", conf, device.type,
+                                                base["device_name"]))
+                devices.empty_cache(device)

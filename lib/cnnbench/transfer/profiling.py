@@ -1,0 +1,117 @@
+"""A torch.profiler trace of a few training steps (Chrome/Perfetto JSON in the run folder) and the top operators
+by self time, forward, backward and optimizer apart.
+
+The step's passes are labelled with ``record_function``; every profiled operator is assigned to the pass whose
+labelled interval contains its start (backward ops may run on autograd's own thread, so intervals, not parents).
+"""
+
+from __future__ import annotations
+
+import gzip
+import shutil
+from dataclasses import asdict
+from pathlib import Path
+
+import pandas as pd
+import torch
+from torch.profiler import ProfilerActivity, profile, record_function, schedule
+
+from cnnbench import devices, engine, models
+
+PASSES = ("forward", "backward", "optimizer")
+LABEL = "cnnbench."
+GZIP_ABOVE_MIB = 20
+
+
+def labelled_step(work: engine.Workload) -> None:
+    """One training step with its passes labelled for the profiler (loss counted in the forward pass)."""
+    x, y = work.next_batch()
+    with record_function(LABEL + "forward"):
+        loss = work.loss_fn(models.logits(work.forward(x)), y)
+    with record_function(LABEL + "backward"):
+        loss.backward()
+    with record_function(LABEL + "optimizer"):
+        work.optimizer.step()
+        work.optimizer.zero_grad(set_to_none=True)
+
+
+def _self_device_us(event) -> float:
+    for attr in ("self_device_time_total", "self_cuda_time_total"):
+        value = getattr(event, attr, None)
+        if value is not None:
+            return float(value)
+    return 0.0
+
+
+def _on_host(event) -> bool:
+    """Host-side events only: a kernel's device time is counted in its launching operator's self device time,
+    and the device-side copies of the pass labels run on the GPU's timeline."""
+    kind = getattr(event, "device_type", None)
+    return kind is None or kind == torch.autograd.DeviceType.CPU
+
+
+def op_table(events) -> pd.DataFrame:
+    """Per pass and operator: calls, self CPU time and self device time (s), from profiler events."""
+    events = [e for e in events if _on_host(e)]
+    labels = [(e.name[len(LABEL):], e.time_range.start, e.time_range.end) for e in events
+              if e.name.startswith(LABEL) and e.name[len(LABEL):] in PASSES]
+    rows = []
+    for e in events:
+        if e.name.startswith(LABEL) or e.name.startswith("ProfilerStep"):
+            continue
+        start = e.time_range.start
+        where = next((name for name, lo, hi in labels if lo <= start <= hi), "other")
+        rows.append((where, e.name, e.self_cpu_time_total / 1e6, _self_device_us(e) / 1e6))
+    df = pd.DataFrame(rows, columns=["pass", "op", "self_cpu_s", "self_device_s"])
+    if df.empty:
+        return df.assign(calls=[])
+    return (df.groupby(["pass", "op"], as_index=False)
+            .agg(calls=("op", "size"), self_cpu_s=("self_cpu_s", "sum"), self_device_s=("self_device_s", "sum")))
+
+
+def top_ops(table: pd.DataFrame, k: int, by: str = "self_cpu_s") -> pd.DataFrame:
+    """The ``k`` operators with the largest ``by`` in each pass, with their share of the pass (%)."""
+    out = []
+    for _, g in table.groupby("pass", sort=False):
+        total = g[by].sum()
+        g = g.sort_values(by, ascending=False).head(k).assign(rank=range(1, min(k, len(g)) + 1))
+        out.append(g.assign(share_of_pass_pct=100 * g[by] / total if total > 0 else float("nan")))
+    return pd.concat(out, ignore_index=True) if out else table
+
+
+def export(prof, folder: Path, model: str) -> Path:
+    """The Chrome/Perfetto trace ``trace_<model>.json`` (gzipped when large: Perfetto opens .json.gz)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"trace_{model}.json"
+    prof.export_chrome_trace(str(path))
+    if not path.is_file():
+        raise OSError(f"the profiler could not write {path}")
+    if path.stat().st_size > GZIP_ABOVE_MIB * 2**20:
+        with path.open("rb") as src, gzip.open(f"{path}.gz", "wb") as dst:
+            shutil.copyfileobj(src, dst)
+        path.unlink()
+        path = Path(f"{path}.gz")
+    return path
+
+
+def profile_model(cfg: engine.Config, device: torch.device, protocol: engine.Protocol, folder: Path,
+                  steps: int, top_k: int) -> list[dict]:
+    """Trace ``steps`` training steps (after one warm-up step) of ``cfg``; rows of the top operators."""
+    base = {**{k: v for k, v in asdict(cfg).items() if k in ("model", "batch_size", "image_size", "precision")},
+            "device_kind": device.type, "device_name": devices.device_name(device), "profiled_steps": steps}
+    try:
+        work = engine.Workload(engine.Config(**{**asdict(cfg), "phase": "train", "data_mode": "device"}),
+                               device, protocol)
+        activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+        with profile(activities=activities, schedule=schedule(wait=0, warmup=1, active=steps, repeat=1)) as prof:
+            for _ in range(steps + 1):
+                labelled_step(work)
+                devices.synchronize(device)
+                prof.step()
+        trace = export(prof, folder, cfg.model)
+        by = "self_device_s" if device.type == "cuda" else "self_cpu_s"
+        ops = top_ops(op_table(prof.events()), top_k, by)
+        return [{**base, **r, "ranked_by": by, "trace_file": trace.name, "status": "ok", "error": ""}
+                for r in ops.to_dict("records")]
+    except Exception as err:  # noqa: BLE001 - a failure is a row, the run goes on
+        return [{**base, "pass": "", "op": "", **engine.failure(err)}]

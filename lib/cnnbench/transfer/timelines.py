@@ -1,0 +1,83 @@
+"""Telemetry timelines of the transfer runs: the sampled series kept, tidy, and plotted over time.
+
+Relies on one API of :class:`cnnbench.telemetry.Sampler`: ``with Sampler(device, interval_s) as s: ...`` then
+``s.series()`` -> a list of dicts with ``t_s``, ``metric``, ``value``, ``device_index``. A sampler without
+``series()`` yields no rows (the plot says so) rather than failing the run.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import pandas as pd
+
+from cnnbench.results import ResultsFile
+
+KEY = ("experiment", "configuration", "rank", "metric", "device_index", "t_s")
+FILE = "transfer_telemetry.csv"
+
+
+def series(sampler) -> list[dict]:
+    """The sampled series of ``sampler`` (empty when the sampler keeps none)."""
+    get = getattr(sampler, "series", None)
+    return [dict(s) for s in get()] if callable(get) else []
+
+
+def tidy(samples: list[dict], experiment: str, configuration: str, device_kind: str, device_name: str = "",
+         rank: int = 0) -> list[dict]:
+    """One row per sample, with what was running (experiment, configuration, rank) and on which device."""
+    return [{"experiment": experiment, "configuration": configuration, "rank": rank, "device_kind": device_kind,
+             "device_name": device_name,
+             "t_s": float(s["t_s"]), "metric": s["metric"], "value": float(s["value"]),
+             "device_index": "" if s.get("device_index") is None else s["device_index"]} for s in samples]
+
+
+def record(path: str | Path, rows: list[dict]) -> None:
+    """Add ``rows`` to the telemetry CSV at ``path`` in one atomic write."""
+    if rows:
+        ResultsFile(path, KEY).extend(rows)
+
+
+def end_to_end(df: pd.DataFrame, gap_s: float = 0.5) -> pd.DataFrame:
+    """``t_s`` of each configuration shifted to start where the previous one ended (plus ``gap_s``), so the
+    configurations of an experiment read left to right as they ran."""
+    offsets, start = {}, 0.0
+    for conf, g in df.groupby("configuration", sort=False):
+        offsets[conf] = start
+        start += float(g.t_s.max()) + gap_s
+    return df.assign(t_run_s=df.t_s + df.configuration.map(offsets))
+
+
+def _label(conf: str, rank, index) -> str:
+    text = f"{conf}" + (f" rank {int(rank)}" if str(rank) not in ("", "0", "nan") else "")
+    if str(index) not in ("", "nan", "None"):
+        text += f" #{int(float(index))}"
+    return text
+
+
+def plot(df: pd.DataFrame, path: str | Path | None = None, title: str = ""):
+    """Every metric against time, one panel per metric, the configurations end to end, one line per
+    configuration, rank and device index (CPU core or GPU): an idle second GPU is a flat line beside the busy one."""
+    if df is None or df.empty:
+        print("no telemetry series recorded (the sampler keeps none in this version)")
+        return None
+    df = end_to_end(df)
+    metrics = list(dict.fromkeys(df.metric))
+    fig, axes = plt.subplots(len(metrics), 1, figsize=(11, 2.2 * len(metrics)), sharex=True, squeeze=False)
+    colours = {c: f"C{i % 10}" for i, c in enumerate(dict.fromkeys(df.configuration))}
+    for ax, metric in zip(axes[:, 0], metrics, strict=True):
+        g = df[df.metric == metric]
+        for (conf, rank, idx), line in g.groupby(["configuration", "rank", "device_index"], dropna=False, sort=False):
+            ax.plot(line.t_run_s, line.value, lw=1, color=colours[conf], label=_label(conf, rank, idx),
+                    ls="-" if str(idx) in ("", "nan", "None") or float(idx) == 0 else "--")
+        ax.set_ylabel(metric, fontsize=8)
+    axes[-1, 0].set_xlabel("time, configurations end to end (s)")
+    for ax in axes[:, 0]:
+        if len(ax.get_lines()) <= 16:
+            ax.legend(fontsize=6, ncol=4, loc="upper right")
+    fig.suptitle(title)
+    fig.tight_layout()
+    if path is not None:
+        fig.savefig(path, dpi=110, bbox_inches="tight")
+    return fig

@@ -1,0 +1,351 @@
+"""06_transfer: params, fine-tuning, the per-phase step breakdown, the profiler, scaling and telemetry series."""
+
+import gzip
+import json
+import math
+import types
+
+import pandas as pd
+import pytest
+import torch
+from PIL import Image
+
+from cnnbench import engine, params
+from cnnbench.transfer import distributed as scaling
+from cnnbench.transfer import finetuning as finetune
+from cnnbench.transfer import phases, profiling, summary, timelines
+
+CPU = torch.device("cpu")
+
+
+def p_of(**kw):
+    return params.validate(kw, check_device=False)
+
+
+# --- params --------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("key, value, words", [
+    ("optimizer", "rmsprop", "'optimizer' is 'rmsprop'; allowed: sgd, adam, adamw"),
+    ("pretrained", "yes", "'pretrained' must be bool"),
+    ("transfer_target_accuracy", 1.5, "'transfer_target_accuracy' must be in (0, 1]"),
+    ("transfer_lrs", [0.01, 0], "'transfer_lrs' must hold positive"),
+    ("transfer_batch_sizes", [], "'transfer_batch_sizes' must list"),
+    ("scaling_world_sizes", [0], "'scaling_world_sizes' must be a positive"),
+    ("transfer_devices", ["tpu"], "'transfer_devices' has unknown device 'tpu'"),
+    ("profile_models", ["nonet"], "'profile_models' names unknown model 'nonet'"),
+    ("transfer_model", "nonet", "'transfer_model' names unknown model"),
+    ("transfer_dataset", "imagefolder", "'transfer_data_path' is required"),
+    ("scaling_backend", "mpi", "'scaling_backend' is 'mpi'"),
+    ("phase_steps", 0, "'phase_steps' must be a positive"),
+])
+def test_transfer_keys_are_validated_with_one_line(key, value, words):
+    with pytest.raises(params.ParamsError) as err:
+        p_of(**{key: value})
+    assert words in str(err.value) and "\n" not in str(err.value)
+
+
+def test_a_missing_transfer_dataset_folder_is_named(tmp_path):
+    with pytest.raises(params.ParamsError, match="'transfer_data_path': folder .* does not exist"):
+        p_of(transfer_dataset="imagefolder", transfer_data_path=str(tmp_path / "none"))
+    p = p_of(transfer_dataset="oxford_pet", transfer_data_path=str(tmp_path / "none"))  # may be downloaded later
+    with pytest.raises(finetune.TransferError) as err:  # ... and if it is not, one line before any training
+        finetune.datasets(p)
+    assert "oxford_pet" in str(err.value) and "download" in str(err.value) and "\n" not in str(err.value)
+
+
+def test_defaults_are_seed_002_and_06_is_a_notebook():
+    p = params.Params()
+    assert (p.optimizer, p.pretrained, p.transfer_model) == ("adam", True, "densenet121")
+    assert (p.transfer_lrs, p.transfer_batch_sizes, p.transfer_epochs, p.transfer_image_size) == (
+        [0.003, 0.03], [64, 128], 20, 224)
+    assert params.NOTEBOOKS.index("06_transfer") == params.NOTEBOOKS.index("08_analysis") - 1
+    assert p_of(transfer_lrs=[1, 0.5]).transfer_lrs == [1.0, 0.5]
+    assert all(params.describe()[k] for k in ("optimizer", "pretrained", "scaling_world_sizes"))
+
+
+@pytest.mark.parametrize("name, cls", [("sgd", torch.optim.SGD), ("adam", torch.optim.Adam),
+                                       ("adamw", torch.optim.AdamW)])
+def test_optimizer_param_picks_the_optimizer(name, cls):
+    net = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Linear(4, 2))
+    net[0].weight.requires_grad_(False)
+    opt = finetune.make_optimizer(name, net.parameters(), 0.5, momentum=0.8)
+    assert type(opt) is cls and opt.param_groups[0]["lr"] == 0.5
+    assert sum(len(g["params"]) for g in opt.param_groups) == 3  # frozen weights are not optimised
+    if name == "sgd":
+        assert opt.param_groups[0]["momentum"] == 0.8
+
+
+# --- pretrained weights and the model ------------------------------------------------------------------------
+
+def test_pretrained_false_says_so_in_one_line():
+    line = finetune.check_weights("densenet121", False)
+    assert "random initialisation" in line and "\n" not in line
+
+
+def test_pretrained_without_weights_offline_is_a_one_line_error(tmp_path, monkeypatch):
+    monkeypatch.setattr(finetune, "CHECKPOINT_DIR", tmp_path)
+    with pytest.raises(finetune.TransferError) as err:
+        finetune.check_weights("densenet121", True, reachable=lambda url: False)
+    assert "pretrained: false" in str(err.value) and "\n" not in str(err.value)
+    (tmp_path / finetune.weights_file("densenet121").name).write_bytes(b"x")
+    assert str(tmp_path) in finetune.check_weights("densenet121", True, reachable=lambda url: False)
+
+
+def test_pretrained_error_comes_before_any_work(tmp_path, monkeypatch):
+    monkeypatch.setattr(finetune, "CHECKPOINT_DIR", tmp_path)
+    monkeypatch.setattr(finetune, "weights_reachable", lambda url, timeout_s=5.0: False)
+
+    def no_work(*a, **k):
+        raise AssertionError("work started")
+
+    monkeypatch.setattr(finetune, "datasets", no_work)
+    monkeypatch.setattr(finetune, "fit", no_work)
+    run = types.SimpleNamespace(params=p_of(pretrained=True), device=CPU, path=lambda n: tmp_path / n)
+    with pytest.raises(finetune.TransferError):
+        finetune.run_grid(run, log=lambda *_: None)
+    assert not (tmp_path / "transfer.csv").exists()
+
+
+@pytest.mark.parametrize("model", ["resnet18", "densenet121", "squeezenet1_1", "mobilenet_v2"])
+def test_new_head_has_the_dataset_classes(model):
+    net = finetune.build(model, 2, pretrained=False, freeze_backbone=True).eval()
+    assert net(torch.randn(1, 3, 64, 64)).shape == (1, 2)
+    trainable = [n for n, p in net.named_parameters() if p.requires_grad]
+    assert trainable and len(trainable) <= 2  # only the new head's weight and bias
+
+
+# --- fine-tuning on an image folder --------------------------------------------------------------------------
+
+def _image_folder(root, per_class=6, size=24):
+    for split in ("train", "val"):
+        for label, colour in (("cat", (200, 30, 30)), ("dog", (30, 30, 200))):
+            folder = root / split / label
+            folder.mkdir(parents=True)
+            for i in range(per_class):
+                Image.new("RGB", (size + i, size), colour).save(folder / f"{i}.png")
+    return root
+
+
+class FakeSampler:
+    """The telemetry.Sampler API relied on: a context manager with summary() and series()."""
+
+    def __init__(self, device, interval_s=0.1):
+        self.device = device
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return None
+
+    def summary(self):
+        return {"util_cpu_mean": 50.0}
+
+    def series(self):
+        return [{"t_s": 0.0, "metric": "util_cpu_pct", "value": 40.0, "device_index": 0},
+                {"t_s": 0.1, "metric": "util_cpu_pct", "value": 60.0, "device_index": 1}]
+
+
+def test_finetune_grid_on_an_image_folder_writes_epoch_rows_and_series(tmp_path):
+    root = _image_folder(tmp_path / "pets")
+    p = p_of(pretrained=False, transfer_model="resnet18", transfer_dataset="imagefolder",
+             transfer_data_path=str(root), transfer_image_size=32, transfer_lrs=[0.001, 0.01],
+             transfer_batch_sizes=[4], transfer_epochs=2, transfer_devices=["cpu"], workers=0,
+             transfer_target_accuracy=0.5)
+    run = types.SimpleNamespace(params=p, device=CPU, path=lambda n: tmp_path / n)
+    lines = []
+    finetune.run_grid(run, sampler_cls=FakeSampler, log=lines.append)
+    df = pd.read_csv(tmp_path / "transfer.csv")
+    assert len(df) == 4 and set(df.status) == {"ok"} and set(df.epoch) == {1, 2}
+    assert {"train_loss", "val_accuracy", "epoch_time_s", "throughput_img_s", "elapsed_train_s", "device_name",
+            "optimizer", "pretrained"} <= set(df.columns)
+    assert (df.train_images == 12).all() and (df.val_images == 12).all() and (df.classes == 2).all()
+    assert df.throughput_img_s.round(6).equals((df.train_images / df.epoch_time_s).round(6))
+    assert "random initialisation" in lines[0]
+    tele = pd.read_csv(tmp_path / timelines.FILE)
+    assert len(tele) == 4 and set(tele.experiment) == {"transfer"} and set(tele.device_index) == {0, 1}
+    finetune.run_grid(run, sampler_cls=FakeSampler, log=lines.append)  # finished grid points are kept
+    assert len(pd.read_csv(tmp_path / "transfer.csv")) == 4
+
+
+def test_a_failing_grid_point_is_a_row_and_the_grid_goes_on(tmp_path, monkeypatch):
+    p = p_of(pretrained=False, transfer_model="resnet18", transfer_image_size=16, transfer_lrs=[0.01],
+             transfer_batch_sizes=[4, 8], transfer_epochs=1, transfer_devices=["cpu"], workers=0,
+             transfer_train_images=8, transfer_val_images=4)
+    real_fit = finetune.fit
+
+    def fit(p, device, lr, bs, *a):
+        if bs == 4:
+            raise RuntimeError("out of memory")
+        return real_fit(p, device, lr, bs, *a)
+
+    monkeypatch.setattr(finetune, "fit", fit)
+    finetune.run_grid(types.SimpleNamespace(params=p, device=CPU, path=lambda n: tmp_path / n),
+                      sampler_cls=FakeSampler, log=lambda *_: None)
+    df = pd.read_csv(tmp_path / "transfer.csv")
+    assert df.set_index("batch_size").status.to_dict() == {4: "oom", 8: "ok"}
+
+
+def test_time_to_target_is_training_time_until_accuracy_first_reaches_it():
+    rows = [dict(device_kind="cpu", device_name="c", model="densenet121", image_size=224, optimizer="adam", pretrained=True, lr=0.1, batch_size=2,
+                 status="ok", epoch=e, val_accuracy=a, elapsed_train_s=10.0 * e, epoch_time_s=10.0,
+                 train_images=100, target_accuracy=0.9) for e, a in ((1, 0.5), (2, 0.92), (3, 0.95))]
+    rows += [{**r, "lr": 0.2, "val_accuracy": 0.4} for r in rows]
+    t = summary.time_to_target(pd.DataFrame(rows)).set_index("lr")
+    assert t.loc[0.1, "time_to_target_s"] == 20.0 and t.loc[0.1, "epoch_reached"] == 2
+    assert math.isnan(t.loc[0.2, "time_to_target_s"])
+    assert t.loc[0.1, "throughput_img_s"] == 10.0 and t.loc[0.1, "best_val_accuracy"] == 0.95
+    seed = summary.beside_seed(t.reset_index())
+    published = [c for c in seed.columns if c.startswith("published by 002_bc90e244f62b95e3.txt")]
+    assert len(published) == 2 and seed.iloc[0]["ours: throughput_img_s (best lr)"] == 10.0
+    assert seed.set_index("batch_size").loc[64, published[1]] == pytest.approx(8005 * 20 / 7200)
+
+
+def test_synthetic_two_class_set_is_learnable_and_deterministic():
+    a, b = finetune.TwoClassImages(16, 8, seed=3), finetune.TwoClassImages(16, 8, seed=3)
+    assert torch.equal(a.images, b.images) and set(a.labels.tolist()) == {0, 1}
+    left = a.images[:, :, :, :4].mean(dim=(1, 2, 3)) - a.images[:, :, :, 4:].mean(dim=(1, 2, 3))
+    assert ((left > 0) == (a.labels == 0)).float().mean() > 0.8
+
+
+# --- the per-phase breakdown ---------------------------------------------------------------------------------
+
+def test_phase_timer_syncs_at_every_boundary_and_times_each_phase():
+    ticks = iter([0.0, 1.0, 1.5, 4.0])
+    synced = []
+    timer = phases.PhaseTimer(CPU, clock=lambda: next(ticks), sync=synced.append, use_events=False)
+    timer.start()
+    timer.mark("data_wait")
+    timer.mark("h2d_copy")
+    timer.mark("forward")
+    assert timer.times == {"data_wait": 1.0, "h2d_copy": 0.5, "forward": 2.5}
+    assert synced == [CPU] * 4
+
+
+def test_phase_summary_checks_the_sum_against_the_unsplit_step():
+    split = [dict(zip(phases.STEP_PHASES, (1, 1, 3, 1, 3, 1), strict=True))] * 3  # sum 10
+    rows = phases.summarize(split, [10.3, 10.3])
+    assert [r["step_phase"] for r in rows] == list(phases.STEP_PHASES)
+    assert rows[0]["phase_sum_s"] == 10 and rows[0]["sums_within_5pct"] and rows[2]["share_pct"] == 30
+    far = phases.summarize(split, [11.0, 11.0])[0]
+    assert not far["sums_within_5pct"] and far["sum_diff_pct"] == pytest.approx(-100 / 11)
+
+
+def test_phase_breakdown_of_a_real_step():
+    torch.set_num_threads(1)
+    cfg = engine.Config(model="mnist_cnn", phase="train", batch_size=8, image_size=28, num_classes=10, in_channels=1)
+    rows = phases.measure(cfg, CPU, engine.Protocol(workers=0, synthetic_images=32), steps=3)
+    assert [r["status"] for r in rows] == ["ok"] * 6
+    assert sum(r["time_mean_s"] for r in rows) == pytest.approx(rows[0]["phase_sum_s"])
+    assert rows[0]["step_time_s"] > 0 and all(r["time_mean_s"] >= 0 for r in rows)
+    assert {"device_kind", "device_name", "batch_size", "sums_within_5pct"} <= set(rows[0])
+
+
+def test_phase_breakdown_runs_for_every_scenario_a_model(tmp_path, monkeypatch):
+    seen = []
+    monkeypatch.setattr(phases, "measure", lambda cfg, *a, **k: seen.append((cfg.model, cfg.batch_size)) or [
+        {"model": cfg.model, "device_kind": "cpu", "batch_size": cfg.batch_size, "image_size": cfg.image_size,
+         "precision": "fp32", "memory_format": "nchw", "step_phase": "optimizer", "status": "ok"}])
+    p = p_of(models=["mnist_cnn", "resnet18"], phase_batch_size=4,
+             variants=[{"precision": "fp32"}, {"precision": "bf16"}])
+    phases.run_all(types.SimpleNamespace(params=p, device=CPU, path=lambda n: tmp_path / n))
+    assert seen == [("mnist_cnn", 4), ("resnet18", 4)]
+
+
+# --- the profiler --------------------------------------------------------------------------------------------
+
+def test_profiler_trace_and_top_ops_forward_and_backward_apart(tmp_path):
+    torch.set_num_threads(1)
+    cfg = engine.Config(model="mnist_cnn", phase="train", batch_size=4, image_size=28, num_classes=10, in_channels=1)
+    rows = profiling.profile_model(cfg, CPU, engine.Protocol(workers=0), tmp_path, steps=2, top_k=4)
+    df = pd.DataFrame(rows)
+    assert set(df.status) == {"ok"} and {"forward", "backward", "optimizer"} <= set(df["pass"])
+    assert df.groupby("pass").size().max() <= 4
+    back = " ".join(df[df["pass"] == "backward"].op)
+    assert "backward" in back.lower() and "convolution" in " ".join(df[df["pass"] == "forward"].op)
+    trace = json.loads((tmp_path / "trace_mnist_cnn.json").read_text())
+    assert trace["traceEvents"] and df.trace_file.iloc[0] == "trace_mnist_cnn.json"
+
+
+def test_large_traces_are_gzipped(tmp_path, monkeypatch):
+    monkeypatch.setattr(profiling, "GZIP_ABOVE_MIB", 0)
+    prof = types.SimpleNamespace(export_chrome_trace=lambda path: open(path, "w").write('{"traceEvents": []}'))
+    path = profiling.export(prof, tmp_path, "m")
+    assert path.name == "trace_m.json.gz" and json.loads(gzip.open(path).read())["traceEvents"] == []
+
+
+# --- scaling (launcher faked; the real torchrun run is in test_transfer_ddp.py) -----------------------------
+
+def test_scaling_rows_efficiency_and_loss_check_with_a_fake_launcher(tmp_path):
+    calls = []
+
+    def launcher(cmd, out):
+        world = int(cmd[cmd.index("--nproc_per_node") + 1])
+        refs = cmd[cmd.index("--reference-batches") + 1:cmd.index("--out")]
+        calls.append((world, refs))
+        return {"world_size": world, "device_kind": "cpu", "device_name": "cpu", "throughput_img_s": 100.0 * world * 0.9
+                if world > 1 else 100.0, "throughput_ci95_img_s": 1.0, "step_time_mean_s": 0.1, "loss_last": 2.0,
+                "check_losses": [2.3, 2.2], "reference_losses": {"16": [2.3, 2.2], "32": [2.3, 2.5]},
+                "ranks": [{"rank": r, "summary": {"util_cpu_mean": 50.0 + r}, "series": [
+                    {"t_s": 0.0, "metric": "rss_mib", "value": 10.0, "device_index": None},
+                    {"t_s": 0.0, "metric": "util_cpu_pct", "value": 9.0, "device_index": None}]} for r in range(world)]}
+
+    p = p_of(scaling_world_sizes=[1, 2, 4], scaling_batch_size=8, scaling_backend="gloo")
+    run = types.SimpleNamespace(params=p, device=CPU, threads=4, path=lambda n: tmp_path / n)
+    rows = {r["world_size"]: r for r in scaling.run_all(run, launcher=launcher, log=lambda *_: None)}
+    assert calls == [(1, ["16", "32"]), (2, []), (4, [])]  # the reference rides in the 1-process launch
+    assert rows[2]["scaling_efficiency_pct"] == pytest.approx(90) and rows[1]["speedup"] == 1
+    assert rows[2]["loss_matches_one_process"] and not rows[4]["loss_matches_one_process"]
+    assert rows[4]["rank3_util_cpu_mean_pct"] == 53 and rows[1]["threads_per_process"] == 1
+    df = pd.read_csv(tmp_path / "scaling.csv")
+    assert {"world_size", "backend", "per_device_batch", "throughput_img_s", "scaling_efficiency_pct",
+            "throughput_ci95_img_s", "loss_last"} <= set(df.columns)
+    assert len(pd.read_csv(tmp_path / timelines.FILE)) == 2 * 3 + 4  # machine-wide metrics once per run
+
+
+def test_a_failed_launch_is_a_row_and_nccl_beyond_the_gpus_is_unavailable(tmp_path, monkeypatch):
+    def launcher(cmd, out):
+        raise scaling.LaunchFailed("RuntimeError: worker died")
+
+    p = p_of(scaling_world_sizes=[1, 64], scaling_backend="nccl")
+    run = types.SimpleNamespace(params=p, device=CPU, threads=2, path=lambda n: tmp_path / n)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    rows = scaling.run_all(run, launcher=launcher, log=lambda *_: None)
+    assert [r["status"] for r in rows] == ["error", "unavailable"] and "worker died" in rows[0]["error"]
+
+
+def test_loss_check_tolerance():
+    assert scaling.loss_check([2.0, 1.5], [2.0000001, 1.5]) == (pytest.approx(1e-7), True)
+    assert not scaling.loss_check([2.0], [2.1])[1] and not scaling.loss_check([], [])[1]
+
+
+# --- telemetry series ----------------------------------------------------------------------------------------
+
+def test_telemetry_series_are_kept_tidy_and_plotted(tmp_path):
+    rows = timelines.tidy(FakeSampler(CPU).series(), "transfer", "cpu lr=0.1 bs=4", "cpu", "EPYC")
+    assert rows[1] == {"experiment": "transfer", "configuration": "cpu lr=0.1 bs=4", "rank": 0,
+                       "device_kind": "cpu", "device_name": "EPYC", "t_s": 0.1, "metric": "util_cpu_pct", "value": 60.0, "device_index": 1}
+    timelines.record(tmp_path / "t.csv", rows)
+    df = pd.read_csv(tmp_path / "t.csv")
+    assert timelines.plot(df, tmp_path / "t.png") is not None and (tmp_path / "t.png").is_file()
+    assert timelines.series(object()) == []
+
+
+def test_timelines_lay_configurations_end_to_end():
+    df = pd.DataFrame({"configuration": ["a", "a", "b", "b"], "t_s": [0.0, 2.0, 0.0, 1.0]})
+    assert timelines.end_to_end(df, gap_s=0.5).t_run_s.tolist() == [0.0, 2.0, 2.5, 3.5]
+
+
+def test_oxford_pet_is_read_as_cats_vs_dogs(tmp_path):
+    base = tmp_path / "oxford-iiit-pet"
+    (base / "images").mkdir(parents=True)
+    (base / "annotations" / "trimaps").mkdir(parents=True)
+    lines = {"trainval": ["Abyssinian_1 1 1 1", "beagle_1 2 2 1", "Abyssinian_2 1 1 1"], "test": ["beagle_2 2 2 1"]}
+    for split, rows in lines.items():
+        (base / "annotations" / f"{split}.txt").write_text("\n".join(rows) + "\n")
+        for row in rows:
+            Image.new("RGB", (20, 20), (90, 60, 30)).save(base / "images" / f"{row.split()[0]}.jpg")
+    p = p_of(transfer_dataset="oxford_pet", transfer_data_path=str(tmp_path), transfer_image_size=16)
+    train, val, classes = finetune.datasets(p)
+    assert classes == 2 and len(train) == 3 and len(val) == 1
+    assert [int(train[i][1]) for i in range(3)] == [0, 1, 0] and train[0][0].shape == (3, 16, 16)
