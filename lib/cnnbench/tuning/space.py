@@ -15,8 +15,8 @@ from dataclasses import asdict, dataclass, field, replace
 import torch
 
 from cnnbench import devices
+from cnnbench.params import COMPILE_MODES
 
-COMPILE_MODES = ("off", "default", "max-autotune", "reduce-overhead")
 KNOBS = ("precision", "memory_format", "compile_mode", "batch_size", "threads", "workers", "pin_memory")
 
 
