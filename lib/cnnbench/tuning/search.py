@@ -181,7 +181,8 @@ class Search:
         self.batch_note = (f"out of memory at {', '.join(map(str, ooms))}; largest that fits {self.batch_limit}"
                            if ooms else f"{self.batch_limit} (the largest tried, tune_max_batch_size) fits")
         known = {**known, **{winner.with_(batch_size=bs): o for bs, o in tried if o.status != "oom"}}
-        return [winner.with_(batch_size=bs) for bs in sizes if bs <= self.batch_limit], known
+        fits = [self.batch_limit] + [bs for bs in sizes if bs < self.batch_limit] if self.batch_limit else []
+        return [winner.with_(batch_size=bs) for bs in fits], known
 
     def run(self) -> dict:
         """Guard, race, confirm; returns the 'best' row (also sent to the sink)."""
