@@ -162,3 +162,30 @@ def test_apple_and_cpu_device_paths(monkeypatch):
     assert energy.counter_for(torch.device("cpu")).note == "fake"
     monkeypatch.setattr(energy.platform, "system", lambda: "Darwin")
     assert "powermetrics" in energy.counter_for(torch.device("cpu")).note
+
+
+def test_every_engine_window_carries_energy(monkeypatch):
+    from cnnbench import engine
+
+    class Ticking:
+        """A fake counter that gains 1 J per read."""
+
+        source, note, needs_polling = "rapl", "fake package", False
+
+        def __init__(self):
+            self.uj = 0
+
+        def read(self):
+            self.uj += 1_000_000
+            return (self.uj,)
+
+        def delta_j(self, before, after):
+            return (after[0] - before[0]) / 1e6
+
+    monkeypatch.setattr(energy, "counter_for", lambda device: Ticking())
+    cfg = engine.Config(model="mnist_cnn", phase="train", batch_size=8, image_size=28, num_classes=10, in_channels=1)
+    row = engine.measure(cfg, torch.device("cpu"), engine.Protocol(warmup_steps=1, measured_steps=2, repeats=2))
+    assert row["status"] == "ok" and row["energy_source"] == "rapl"
+    assert row["energy_j"] == pytest.approx(1.0)  # two reads, one apart
+    assert row["energy_j_per_image"] == pytest.approx(1.0 / 32)
+    assert row["avg_power_w"] > 0

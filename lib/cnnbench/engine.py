@@ -24,7 +24,7 @@ from functools import cache
 import torch
 from torch import nn
 
-from cnnbench import data, devices, flops, models, telemetry, timing
+from cnnbench import data, devices, energy, flops, models, telemetry, timing
 from cnnbench.progress import bar
 from cnnbench.results import ResultsFile
 
@@ -236,7 +236,7 @@ def measure(cfg: Config, device: torch.device, protocol: Protocol, dataset=None,
         row["cpu_fallback_ops"] = ",".join(fallbacks)
         row["loss_after_warmup"] = work.check_loss()
         step_times, window_times = [], []
-        with telemetry.Sampler(device, protocol.telemetry_interval_s) as sampler:
+        with telemetry.Sampler(device, protocol.telemetry_interval_s) as sampler, energy.Meter(device) as meter:
             for _ in range(protocol.repeats):
                 times, wall = timer.window(work.step, n)
                 step_times.extend(times)
@@ -246,6 +246,7 @@ def measure(cfg: Config, device: torch.device, protocol: Protocol, dataset=None,
         row.update(timing.summarize(step_times, window_times, [n] * protocol.repeats,
                                     cfg.batch_size, protocol.seed))
         row.update(sampler.summary())
+        row.update(meter.summary(n * cfg.batch_size * protocol.repeats))  # energy over the measured windows
         row.update(devices.peak_memory_mb(device))
         if "mps_mem_mb_max" in row:  # MPS has no peak counter: the largest value sampled during the windows
             row["peak_device_mem_mb"] = max(row["peak_device_mem_mb"], row.pop("mps_mem_mb_max"))
