@@ -3,11 +3,11 @@
 successive halving on short windows, guarded for correctness, confirmed with the full protocol, and explained
 on the roofline with energy per image.
 
-One interface: ``tune(run)`` writes ``tuning.csv`` and ``tuning_space.csv``; ``best``, ``race``, ``skipped``
-and ``plot`` present them.
+One interface: ``tune(run)`` writes ``tuning.csv`` and ``tuning_space.csv``; ``best``, ``race``, ``skipped``,
+``notes``, ``findings`` and ``plot`` present them.
 """
 
 from cnnbench.tuning.experiment import tune
-from cnnbench.tuning.tables import best, plot, race, skipped
+from cnnbench.tuning.tables import best, findings, notes, plot, race, skipped
 
-__all__ = ["tune", "best", "race", "skipped", "plot"]
+__all__ = ["tune", "best", "race", "skipped", "notes", "findings", "plot"]

@@ -57,3 +57,40 @@ def plot(df: pd.DataFrame, path=None):
     if path is not None:
         fig.savefig(path, dpi=120, bbox_inches="tight")
     return fig
+
+
+def notes(df: pd.DataFrame) -> pd.DataFrame:
+    """Per model and phase, what qualifies the result: the roof used, energy source or why none, the guard's
+    rejections, the batch-size limit and whether the budget ran out."""
+    cols = {"roof_precision": "roof", "bound": "bound", "roof_note": "roof note", "energy_source": "energy source",
+            "energy_note": "energy note", "guard_rejected": "rejected by the guard",
+            "batch_size_limit_note": "batch-size limit", "budget_exhausted_in": "budget ran out in"}
+    rows = df[df.row_kind == "best"].set_index(["model", "phase"])
+    return rows[[c for c in cols if c in rows]].rename(columns=cols).fillna("")
+
+
+def _pm(value, half, fmt: str) -> str:
+    return f"{value:{fmt}} ± {half:{fmt}}" if pd.notna(half) else f"{value:{fmt}}"
+
+
+def findings(df: pd.DataFrame) -> list[str]:
+    """One computed sentence per model and phase: the best configuration, its speedup, roofline and energy."""
+    out = []
+    for r in df[df.row_kind == "best"].itertuples():
+        if r.status != "ok":
+            out.append(f"{r.model} {r.phase}: no configuration confirmed ({r.error})")
+            continue
+        text = (f"{r.model} {r.phase}: best {r.config} at {_pm(r.throughput_img_s, r.throughput_ci95_img_s, '.1f')} "
+                f"img/s, {_pm(r.speedup_x, r.speedup_ci95_x, '.2f')}x the seeds' default "
+                f"({r.configs_tried:.0f} configurations tried, {r.pruned:.0f} pruned)")
+        roof = getattr(r, "compute_roof_pct", float("nan"))
+        if pd.notna(roof):
+            text += (f"; {r.achieved_gflops:.1f} GFLOP/s = {roof:.0f}% of the measured {r.roof_precision} compute roof, "
+                     f"{r.bound}-bound, {r.attainable_pct:.0f}% of the attainable")
+        else:
+            text += f"; not placed on the roofline ({r.roof_note})"
+        energy = getattr(r, "energy_j_per_image", float("nan"))
+        text += (f"; {energy:.3f} J/image ({r.energy_source})" if pd.notna(energy)
+                 else f"; energy not readable here ({r.energy_note})")
+        out.append(text)
+    return out
