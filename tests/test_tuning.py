@@ -172,3 +172,17 @@ def test_tiny_real_search_writes_tuning_csv(tmp_path):
     assert torch.get_num_threads() == run.threads
     n = len(df)
     assert len(cnnbench.tuning.tune(run)) == n  # a rerun resumes: nothing measured again
+
+
+def test_guard_loss_is_reproducible_and_channels_last_trains_the_same_network():
+    cpu = torch.device("cpu")
+    cfg = engine.Config(model="mnist_cnn", phase="train", batch_size=8, image_size=28, num_classes=10, in_channels=1)
+    proto = engine.Protocol()
+    ref = guard.loss_after(cfg, cpu, proto, guard.REFERENCE, 4, 1)
+    assert guard.loss_after(cfg, cpu, proto, guard.REFERENCE, 4, 1) == pytest.approx(ref, rel=1e-6)
+    cl = guard.loss_after(cfg, cpu, proto, ("fp32", "channels_last", "off"), 4, 1)
+    assert guard.judge(cl, ref, 0.01).ok
+    untrained = guard.loss_after(cfg, cpu, proto, guard.REFERENCE, 1, 1)
+    assert not guard.judge(untrained, ref, 0.01).ok  # the guard sees training progress
+    ev = guard.loss_after(engine.Config(**{**cfg.__dict__, "phase": "eval"}), cpu, proto, guard.REFERENCE, 4, 1)
+    assert math.isfinite(ev)

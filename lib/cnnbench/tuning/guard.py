@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 
 import torch
 
-from cnnbench import devices, engine
+from cnnbench import devices, engine, models
 from cnnbench.tuning.knobs import applied, autocast
 
 REFERENCE = ("fp32", "nchw", "off")
@@ -23,13 +23,13 @@ REFERENCE = ("fp32", "nchw", "off")
 class Verdict:
     loss: float
     reference_loss: float
-    rel_diff: float
+    diff_pct: float  # |loss - reference| / |reference|, percent
     ok: bool
     reason: str  # why it was rejected ('' when ok)
 
     def columns(self) -> dict:
         return {"guard_loss": self.loss, "guard_reference_loss": self.reference_loss,
-                "guard_rel_diff": self.rel_diff, "guard_ok": self.ok, "guard_reason": self.reason}
+                "guard_diff_pct": self.diff_pct, "guard_ok": self.ok, "guard_reason": self.reason}
 
 
 def loss_after(cfg: engine.Config, device: torch.device, protocol: engine.Protocol, numerics: tuple[str, str, str],
@@ -47,7 +47,7 @@ def loss_after(cfg: engine.Config, device: torch.device, protocol: engine.Protoc
                 return work.check_loss()
             x, y = work.next_batch()
             with torch.inference_mode(), autocast(device, precision):
-                return float(work.loss_fn(work.forward(x).float(), y))
+                return float(work.loss_fn(models.logits(work.forward(x)).float(), y))
     finally:
         del work
         gc.collect()
@@ -60,9 +60,9 @@ def judge(loss: float, reference: float, tolerance: float) -> Verdict:
         return Verdict(loss, reference, math.nan, False, f"loss is {loss}")
     rel = abs(loss - reference) / max(abs(reference), 1e-12)
     if rel > tolerance:
-        return Verdict(loss, reference, rel, False,
+        return Verdict(loss, reference, 100 * rel, False,
                        f"loss {loss:.4f} vs fp32 eager {reference:.4f}: {rel:.1%} apart > tolerance {tolerance:.1%}")
-    return Verdict(loss, reference, rel, True, "")
+    return Verdict(loss, reference, 100 * rel, True, "")
 
 
 def check(numerics_list, measure_loss, tolerance: float) -> dict[tuple, Verdict]:
