@@ -121,7 +121,7 @@ class Params:
     tune_confirm_warmup_steps: int = 2  # warm-up steps before the confirmation windows (the first one compiles)
     tune_guard_steps: int = 8  # training steps from the same initialisation whose loss the correctness guard compares
     tune_guard_batch_size: int = 8  # batch size of the correctness guard's steps
-    tune_guard_tolerance: float = 0.05  # largest relative difference of the guard's loss from fp32 eager NCHW
+    tune_guard_tolerance: float = 0.10  # largest gap of the guard's last loss from fp32 eager's, as a share of its loss decrease
 
     # --- analysis (08)
     analysis_runs: list[str] = field(default_factory=list)  # run folders to merge; [] = every run in outputs/

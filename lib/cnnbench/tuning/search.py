@@ -46,7 +46,7 @@ class Settings:
     confirm_repeats: int = 3
     guard_steps: int = 8
     guard_batch_size: int = 8
-    guard_tolerance: float = 0.05
+    guard_tolerance: float = 0.10
 
     @classmethod
     def from_params(cls, p) -> Settings:
