@@ -166,6 +166,8 @@ def test_tiny_real_search_writes_tuning_csv(tmp_path):
             "tune_compile_modes": ["off"], "tune_confirm_window_s": 0.1, "tune_confirm_top": 1,
             "tune_guard_steps": 2, "repeats": 2}
     run = cnnbench.open_run(ROOT / "params" / "smoke.yaml", over, tmp_path / "run")
+    pd.DataFrame([{"device_name": run.device_name, "kind": "measured", "precision": "fp32", "peak_gflops": 100.0,
+                   "bandwidth_gbs": 20.0, "ridge_flop_per_byte": 5.0}]).to_csv(run.path("device_peaks.csv"), index=False)
     df = cnnbench.tuning.tune(run)
     best = df[df.row_kind == "best"].iloc[0]
     assert best.status == "ok" and best.speedup_x > 0 and best.configs_tried >= 2
@@ -175,6 +177,9 @@ def test_tiny_real_search_writes_tuning_csv(tmp_path):
     space_df = pd.read_csv(run.path("tuning_space.csv"))
     assert {"knob", "value", "searched", "reason"} <= set(space_df.columns)
     assert torch.get_num_threads() == run.threads
+    assert "np." not in run.path("tuning.csv").read_text()  # numpy scalars written as plain numbers
+    assert best.compute_roof_pct > 0 and best.bound in ("compute", "memory")  # placed on the run's roofline
+    assert any(cnnbench.tuning.findings(df))
     n = len(df)
     assert len(cnnbench.tuning.tune(run)) == n  # a rerun resumes: nothing measured again
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
+import numpy as np
 import pandas as pd
 
 from cnnbench import engine, roofline, scenarios
@@ -95,6 +96,11 @@ def tune_one(run, model: str, phase: str, hw: Hardware, sink, peaks) -> dict:
     return s.run(), sp
 
 
+def plain(row: dict) -> dict:
+    """numpy scalars as Python values: results' CSV cells would otherwise read 'np.float64(...)'."""
+    return {k: (v.item() if isinstance(v, np.generic) else v) for k, v in row.items()}
+
+
 def tune(run) -> pd.DataFrame:
     """Search every model of ``tune_models`` in every phase of ``tune_phases``; returns tuning.csv.
 
@@ -110,6 +116,6 @@ def tune(run) -> pd.DataFrame:
             if any(r.get("row_kind") == "best" and r.get("model") == model and r.get("phase") == phase
                    and r.get("status") == "ok" for r in results.rows()):
                 continue
-            _, sp = tune_one(run, model, phase, hw, results.append, peaks)
+            _, sp = tune_one(run, model, phase, hw, lambda row: results.append(plain(row)), peaks)
             space_file.extend({"model": model, **r} for r in sp.rows(hw))
     return pd.read_csv(run.path("tuning.csv"))
