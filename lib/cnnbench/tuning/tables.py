@@ -28,6 +28,7 @@ def race(df: pd.DataFrame) -> pd.DataFrame:
             "window_time_s", "measured_steps", "fate", "reused"]
     rows = df[df.row_kind.isin(["race", "confirm"])].copy()
     rows.loc[rows.row_kind == "confirm", "fate"] = rows.get("role")
+    rows["rung"] = pd.to_numeric(rows.rung, errors="coerce").astype("Int64")
     return rows[[c for c in cols if c in rows]]
 
 
