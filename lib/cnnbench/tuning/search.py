@@ -103,12 +103,13 @@ def _timed(work: engine.Workload, device: torch.device) -> float:
 class Search:
     """The search of one model and phase; every row goes to ``sink`` (tuning.csv) as soon as it is known.
 
-    ``evaluate(candidate, window_s) -> Outcome``, ``guard_loss(numerics) -> float`` and
-    ``confirm(candidate, steps) -> row`` and ``explain(candidate, row) -> columns`` (the roofline) are injectable, so tests run the whole logic without a model.
+    ``evaluate(candidate, window_s) -> Outcome``, ``guard_loss(numerics) -> (first, last) loss``,
+    ``confirm(candidate, steps) -> row`` and ``explain(candidate, row) -> columns`` (the roofline) are
+    injectable, so tests run the whole logic without a model.
     """
 
     def __init__(self, base: engine.Config, space: Space, settings: Settings, identity: dict,
-                 evaluate: Callable[[Candidate, float], Outcome], guard_loss: Callable[[tuple], float],
+                 evaluate: Callable[[Candidate, float], Outcome], guard_loss: Callable[[tuple], tuple[float, float]],
                  confirm: Callable[[Candidate, int], dict], sink: Callable[[dict], None],
                  clock: Callable[[], float] = time.monotonic, explain: Callable[[Candidate, dict], dict] | None = None):
         self.base, self.space, self.settings, self.identity = base, space, settings, identity
@@ -186,8 +187,8 @@ class Search:
 
     def run(self) -> dict:
         """Guard, race, confirm; returns the 'best' row (also sent to the sink)."""
-        start = self.clock()
         passing = self.run_guard()
+        start = self.clock()  # the budget is the race's; the guard and the confirmation come on top
         d = self.space.default
         stage1 = [d.with_(precision=p, memory_format=m, compile_mode=c) for p, m, c in passing]
         v = self.space.values
