@@ -51,7 +51,7 @@ def plot(df: pd.DataFrame, path=None):
                 label="confirmed (full protocol, 95% interval)")
         raced = g[(g.row_kind == "race") & (g.status == "ok")]
         for rung, r in raced.groupby("rung"):
-            ax.plot(r.throughput_img_s, r.config, "o", ms=4, label=f"race window, rung {rung}")
+            ax.plot(r.throughput_img_s, r.config, "o", ms=4, label=f"race window, rung {int(rung)}")
         ax.set(xlabel="throughput (images/s)", title=f"{model} {phase}: race and confirmation")
         ax.legend(fontsize=7, loc="lower right")
     fig.tight_layout()
