@@ -17,11 +17,13 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import time
+from pathlib import Path
 
 import pandas as pd
 
 import cnnbench
 from cnnbench import paths, peaks, results, tuning
+from cnnbench.tuning.experiment import plain
 
 PUBLISHED = {  # ResNet-50 training, 224x224, single GPU, PyTorch AMP: issue 12's reference figures
     "H100": (2790.0, "public deeplearning GPU benchmark tables (H100 SXM, AMP), as cited by issue 12"),
@@ -36,17 +38,20 @@ def main() -> None:
     ap.add_argument("--image-size", type=int, default=64, help="64 as Scenario A; 224 for the GPU comparison")
     ap.add_argument("--device", default="auto")
     ap.add_argument("--budget-s", type=float, default=600.0, help="racing time (guard and confirmation on top)")
+    ap.add_argument("--min-batch-size", type=int, default=32)
     ap.add_argument("--max-batch-size", type=int, default=512)
     ap.add_argument("--compile-modes", default="off,default,max-autotune,reduce-overhead")
-    ap.add_argument("--out", default=str(paths.outputs_root() / "benchmarks" / "tuning_goal.csv"))
+    ap.add_argument("--outputs", default=str(paths.outputs_root() / "benchmarks"),
+                    help="folder of tuning_goal.csv and of the search's run folders")
     args = ap.parse_args()
+    out = Path(args.outputs)
 
     overrides = {"device": args.device, "models": [args.model], "image_size": args.image_size,
                  "tune_models": [args.model], "tune_phases": ["train"], "tune_budget_s": args.budget_s,
-                 "tune_compile_modes": args.compile_modes.split(","), "tune_max_batch_size": args.max_batch_size,
+                 "tune_compile_modes": args.compile_modes.split(","), "tune_min_batch_size": args.min_batch_size, "tune_max_batch_size": args.max_batch_size,
                  "tune_confirm_top": 3, "tune_confirm_window_s": 10.0, "tune_confirm_warmup_steps": 3}
     name = f"{args.model}-{args.image_size}-{time.strftime('%Y%m%dT%H%M%S')}"
-    run = cnnbench.open_run("params/local.yaml", overrides, paths.outputs_root() / "benchmarks" / "tuning_goal" / name)
+    run = cnnbench.open_run("params/local.yaml", overrides, out / "tuning_goal" / name)
     p = run.params
     if not run.path("device_peaks.csv").is_file():
         roofs = peaks.measure(run.device, p.matmul_size, p.stream_mb, p.peak_repeats)
@@ -76,7 +81,7 @@ def main() -> None:
     print(f"best {row['best_throughput_img_s']:.1f} img/s = {row['best_pct_of_fp32_roof_pct']:.0f}% of the fp32 roof "
           f"(default {row['default_pct_of_fp32_roof_pct']:.0f}%); goal: {row.get('goal', 'none for this device')}"
           f" -> {row.get('goal_met', '')}")
-    results.ResultsFile(args.out, ("timestamp", "device_name", "model")).append(row)
+    results.ResultsFile(out / "tuning_goal.csv", ("timestamp", "device_name", "model")).append(plain(row))
 
 
 if __name__ == "__main__":

@@ -180,7 +180,7 @@ class Search:
         self.batch_limit, tried = racing.fit_batch_size(sizes[0], attempt, minimum=min(sizes))
         ooms = [bs for bs, o in tried if o.status == "oom"]
         self.batch_note = (f"out of memory at {', '.join(map(str, ooms))}; largest that fits {self.batch_limit}"
-                           if ooms else f"{self.batch_limit} (the largest tried, tune_max_batch_size) fits")
+                           if ooms else f"{self.batch_limit} (the largest tried) fits")
         known = {**known, **{winner.with_(batch_size=bs): o for bs, o in tried if o.status != "oom"}}
         fits = [self.batch_limit] + [bs for bs in sizes if bs < self.batch_limit] if self.batch_limit else []
         return [winner.with_(batch_size=bs) for bs in fits], known
