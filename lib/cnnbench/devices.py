@@ -276,3 +276,49 @@ def cpu_clock_ghz() -> tuple[float | None, str]:
         return mhz / 1e3, "/proc/cpuinfo cpu MHz"
     hz = _run(["sysctl", "-n", "hw.cpufrequency_max"]).strip() if platform.system() == "Darwin" else ""
     return (int(hz) / 1e9, "sysctl hw.cpufrequency_max") if hz.isdigit() else (None, "clock not readable")
+
+
+# --- instruction sets and compute capability (for the configuration search, cnnbench.tuning)
+ISA_FLAGS = ("sse4_2", "avx", "avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512_vnni", "avx512_bf16",
+             "avx512_fp16", "amx_tile", "amx_bf16", "amx_int8", "asimd", "bf16", "sve")  # x86 flags, Arm features
+NATIVE_BF16 = ("avx512_bf16", "amx_bf16", "bf16")  # x86 AVX-512-BF16, Intel AMX, Arm FEAT_BF16
+
+
+@lru_cache(maxsize=1)
+def _cpu_features() -> frozenset[str]:
+    """The CPU's feature words: /proc/cpuinfo 'flags' (x86) or 'Features' (Arm), macOS sysctl FEAT_*."""
+    words: set[str] = set(cpu_flags())
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("Features"):
+                    words |= set(line.split(":", 1)[1].split())
+                    break
+    except OSError:
+        pass
+    if platform.system() == "Darwin" and platform.machine() == "arm64":
+        words.add("asimd")
+        try:
+            out = subprocess.run(["sysctl", "-n", "hw.optional.arm.FEAT_BF16"], capture_output=True, text=True)
+            if out.stdout.strip() == "1":  # M2 and newer; the M1 has no bf16 arithmetic
+                words.add("bf16")
+        except OSError:
+            pass
+    return frozenset(words)
+
+
+def cpu_isa(flags: frozenset[str] | set[str] | None = None) -> frozenset[str]:
+    """The vector and matrix instruction sets of the CPU among :data:`ISA_FLAGS` (``flags``: for tests)."""
+    return frozenset(set(_cpu_features() if flags is None else flags) & set(ISA_FLAGS))
+
+
+def native_bf16(isa: frozenset[str] | set[str] | None = None) -> bool:
+    """True when the CPU computes bf16 natively (AVX-512-BF16, AMX or Arm BF16); AVX2-only CPUs emulate it."""
+    return bool(set(cpu_isa() if isa is None else isa) & set(NATIVE_BF16))
+
+
+def cuda_capability(device: torch.device | None = None) -> tuple[int, int] | None:
+    """(major, minor) compute capability of a CUDA device (8.0 = Ampere), None without CUDA."""
+    if not torch.cuda.is_available() or (device is not None and device.type != "cuda"):
+        return None
+    return tuple(torch.cuda.get_device_capability(device))

@@ -28,7 +28,7 @@ from dataclasses import asdict, dataclass
 import torch
 from torch import nn
 
-from cnnbench import data, devices, flops, models, telemetry, timing
+from cnnbench import data, devices, energy, flops, models, telemetry, timing
 from cnnbench.progress import bar, row_done
 from cnnbench.results import ResultsFile
 
@@ -293,7 +293,7 @@ def measure(cfg: Config, device: torch.device, protocol: Protocol, dataset=None,
         row["cpu_fallback_ops"] = ",".join(fallbacks)
         row["loss_after_warmup"] = work.check_loss()
         step_times, window_times = [], []
-        with telemetry.Sampler(device, protocol.telemetry_interval_s) as sampler:
+        with telemetry.Sampler(device, protocol.telemetry_interval_s) as sampler, energy.Meter(device) as meter:
             for _ in range(protocol.repeats):
                 times, wall = timer.window(work.step, n)
                 step_times.extend(times)
@@ -305,6 +305,7 @@ def measure(cfg: Config, device: torch.device, protocol: Protocol, dataset=None,
         row["step_time_source"] = timer.source
         summary = sampler.summary()
         row.update({k: v for k, v in summary.items() if k != "mps_mem_max_mib"})
+        row.update(meter.summary(n * cfg.batch_size * protocol.repeats))  # energy over the measured windows
         row.update(_memory(device, sampler, summary))
         train_f, fwd_f = flops_per_image(cfg.model, cfg.image_size, cfg.num_classes)
         per_image = train_f if cfg.phase == "train" else fwd_f

@@ -26,6 +26,7 @@ PHASES = ("train", "eval")
 OPTIMIZERS = ("sgd", "adam", "adamw")
 TRANSFER_DATASETS = ("synthetic", "oxford_pet", "imagefolder")
 SCALING_BACKENDS = ("auto", "gloo", "nccl")
+COMPILE_MODES = ("off", "default", "max-autotune", "reduce-overhead")  # torch.compile modes (07 searches them)
 # The pipeline's notebooks in order; the analysis stays last and merges every experiment family before it.
 NOTEBOOKS = (
     "00_setup",
@@ -39,6 +40,7 @@ NOTEBOOKS = (
     "06_transfer",
 
     # 07: configuration search (cnnbench.tuning)
+    "07_tuning",
 
     "08_analysis",
 )
@@ -176,6 +178,24 @@ class Params:
     scaling_backend: str = "auto"  # torch.distributed backend: auto (nccl on CUDA, else gloo) | gloo | nccl
 
     # --- configuration search and energy (07): keys of cnnbench.tuning go here
+    tune_models: list[str] = field(default_factory=lambda: ["resnet50"])  # models whose fastest configuration is searched
+    tune_phases: list[str] = field(default_factory=lambda: ["train"])  # steps searched: train | eval
+    tune_budget_s: float = 60.0  # racing time per model and phase, seconds (guard and confirmation come on top)
+    tune_eta: int = 2  # successive halving keeps the best 1/tune_eta of the configurations at each rung
+    tune_precisions: list[str] = field(
+        default_factory=lambda: ["fp32", "tf32", "bf16", "fp16"]
+    )  # precisions searched where the device supports them natively (the rest are skipped with the reason)
+    tune_compile_modes: list[str] = field(
+        default_factory=lambda: ["off", "default", "max-autotune", "reduce-overhead"]
+    )  # torch.compile modes searched where supported (reduce-overhead = CUDA graphs, CUDA only)
+    tune_min_batch_size: int = 32  # smallest batch size searched (powers of two up to tune_max_batch_size)
+    tune_max_batch_size: int = 512  # largest batch size tried; out of memory backs off from it as timm does
+    tune_confirm_top: int = 2  # best configurations of the race re-measured with the full protocol, beside the default
+    tune_confirm_window_s: float = 3.0  # length of each confirmation window (repeats windows), seconds
+    tune_confirm_warmup_steps: int = 2  # warm-up steps before the confirmation windows (the first one compiles)
+    tune_guard_steps: int = 8  # training steps from the same initialisation whose loss the correctness guard compares
+    tune_guard_batch_size: int = 8  # batch size of the correctness guard's steps
+    tune_guard_tolerance: float = 0.10  # largest gap of the guard's last loss from fp32 eager's, as a share of its loss decrease
 
     # --- analysis (08)
     analysis_runs: list[str] = field(default_factory=list)  # runs 08 merges: [] = this run; ["*"] = every user run
@@ -420,6 +440,7 @@ def validate(raw: dict[str, Any], src: str = "params", check_device: bool = True
         _one_of(src, "phases", phase, PHASES)
     for nb in p.notebooks:
         _one_of(src, "notebooks", nb, NOTEBOOKS)
+    _validate_tuning(src, p)
     if not p.variants:
         raise ParamsError(f"{src}: key 'variants' must list at least one variant")
     for i, variant in enumerate(p.variants):
@@ -489,6 +510,30 @@ def _validate_transfer(src: str, p: Params) -> None:
     # oxford_pet may be downloaded into transfer_data_path when the run starts; an ImageFolder must exist
     if p.transfer_dataset == "imagefolder" and not Path(p.transfer_data_path).expanduser().is_dir():
         raise ParamsError(f"{src}: key 'transfer_data_path': folder '{p.transfer_data_path}' does not exist")
+
+
+def _validate_tuning(src: str, p: Params) -> None:
+    """The configuration search's keys (07)."""
+    _check_models(src, "tune_models", p.tune_models)
+    for phase in p.tune_phases:
+        _one_of(src, "tune_phases", phase, PHASES)
+    for precision in p.tune_precisions:
+        _one_of(src, "tune_precisions", precision, PRECISIONS)
+    for mode in p.tune_compile_modes:
+        _one_of(src, "tune_compile_modes", mode, COMPILE_MODES)
+    for key in ("tune_min_batch_size", "tune_max_batch_size", "tune_confirm_top", "tune_guard_steps",
+                "tune_guard_batch_size"):
+        _positive(src, key, getattr(p, key))
+    if p.tune_min_batch_size > p.tune_max_batch_size:
+        raise ParamsError(f"{src}: key 'tune_min_batch_size' ({p.tune_min_batch_size}) exceeds tune_max_batch_size "
+                          f"({p.tune_max_batch_size})")
+    if p.tune_eta < 2:
+        raise ParamsError(f"{src}: key 'tune_eta' must be at least 2, got {p.tune_eta}")
+    if p.tune_confirm_warmup_steps < 1:
+        raise ParamsError(f"{src}: key 'tune_confirm_warmup_steps' must be at least 1, got {p.tune_confirm_warmup_steps}")
+    for key in ("tune_budget_s", "tune_confirm_window_s", "tune_guard_tolerance"):
+        if getattr(p, key) <= 0:
+            raise ParamsError(f"{src}: key '{key}' must be positive, got {getattr(p, key)}")
 
 
 def parse_overrides(pairs: typing.Iterable[str], src: str = "--set") -> dict[str, Any]:

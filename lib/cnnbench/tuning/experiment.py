@@ -1,0 +1,121 @@
+"""The configuration search of a run: every model of ``tune_models``, every phase of ``tune_phases``, into
+``tuning.csv`` (row by row, resumable) and ``tuning_space.csv`` (every knob value, searched or skipped)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import numpy as np
+import pandas as pd
+
+from cnnbench import engine, roofline, scenarios
+from cnnbench.results import ResultsFile
+from cnnbench.tuning import guard, search, space
+from cnnbench.tuning.knobs import applied
+from cnnbench.tuning.space import Candidate, Hardware
+
+KEY = ("model", "device_kind", "phase", "row_kind", "stage", "rung", "config")
+
+
+def base_config(p, model: str, phase: str) -> engine.Config:
+    dataset, channels, size, classes = scenarios.model_data(p, model)
+    return engine.Config(model=model, phase=phase, batch_size=p.batch_size_for(model), image_size=size,
+                         num_classes=classes, in_channels=channels, data_mode=p.data_mode, dataset=dataset)
+
+
+def default_candidate(p, model: str, threads: int, device_kind: str) -> Candidate:
+    """The seeds' configuration: fp32, NCHW, eager, their batch size, the run's threads and loader settings."""
+    return Candidate(batch_size=p.batch_size_for(model), threads=threads, workers=p.workers,
+                     pin_memory=p.pin_memory and device_kind == "cuda" and p.data_mode == "loader")
+
+
+def read_peaks(run) -> pd.DataFrame | None:
+    path = run.path("device_peaks.csv")
+    return pd.read_csv(path) if path.is_file() else None
+
+
+def roof_columns(peaks: pd.DataFrame | None, cfg: engine.Config, c: Candidate, achieved_gflops: float) -> dict:
+    """Where a measurement sits on the roofline: counted intensity, the measured roof of its precision,
+    attainable GFLOP/s, the bound, and the efficiency against the compute roof and against the attainable."""
+    try:
+        intensity = roofline.step_intensity(cfg.model, c.batch_size, cfg.image_size, cfg.num_classes, cfg.phase,
+                                            c.precision)["intensity_flop_per_byte"]
+    except Exception as err:  # noqa: BLE001 - the search's result stands without its placement
+        intensity, note = math.nan, f"intensity not counted: {type(err).__name__}: {err}"[:200]
+    else:
+        note = ""
+    out = {"intensity_flop_per_byte": intensity}
+    measured = None if peaks is None else peaks[peaks.kind == "measured"]
+    if measured is None or measured.empty:
+        return {**out, "roof_precision": "", "roof_peak_gflops": math.nan, "roof_bandwidth_gbs": math.nan,
+                "attainable_gflops": math.nan, "bound": "", "compute_roof_pct": math.nan, "attainable_pct": math.nan,
+                "roof_note": note or "no measured roofs in this run (04_roofline did not run): efficiency not computed"}
+    roof = roofline.roof_for(measured, c.precision)
+    att = roofline.attainable(intensity, roof.peak_gflops, roof.bandwidth_gbs) if math.isfinite(intensity) else math.nan
+    fallback = "" if roof.name == c.precision else f"no measured {c.precision} roof: the {roof.name} roof is used"
+    return {**out, "roof_precision": roof.name, "roof_peak_gflops": roof.peak_gflops,
+            "roof_bandwidth_gbs": roof.bandwidth_gbs, "attainable_gflops": att,
+            "bound": "" if not math.isfinite(intensity) else
+            ("memory" if intensity < roof.ridge_flop_per_byte else "compute"),
+            "compute_roof_pct": 100 * achieved_gflops / roof.peak_gflops,
+            "attainable_pct": 100 * achieved_gflops / att if att == att and att else math.nan,
+            "roof_note": "; ".join(x for x in (note, fallback) if x)}
+
+
+def confirm(base: engine.Config, c: Candidate, device, protocol: engine.Protocol, settings: search.Settings,
+            steps: int) -> dict:
+    """The full protocol (``engine.measure``) on candidate ``c``: warm-up, repeated windows, 95% interval."""
+    proto = replace(search.protocol_for(protocol, c), warmup_steps=settings.confirm_warmup_steps,
+                    measured_steps=steps, window_s=settings.confirm_window_s, repeats=settings.confirm_repeats)
+    with applied(c.threads, c.compile_mode):
+        row = engine.measure(search.config_for(base, c), device, proto)
+    row.pop("step_times_s", None)
+    return row
+
+
+def tune_one(run, model: str, phase: str, hw: Hardware, sink, peaks) -> dict:
+    p, device = run.params, run.device
+    base = replace(base_config(p, model, phase), phase=phase)
+    default = default_candidate(p, model, run.threads, device.type)
+    sp = space.build(hw, default, p.tune_precisions, p.tune_compile_modes, p.tune_min_batch_size,
+                     p.tune_max_batch_size, p.data_mode)
+    settings = search.Settings.from_params(p)
+    protocol = engine.Protocol.from_params(p)
+    guard_cfg = replace(base, batch_size=settings.guard_batch_size)
+    identity = {"model": model, "phase": phase, "device_kind": device.type, "device_name": hw.name,
+                "image_size": base.image_size, "num_classes": base.num_classes, "data_mode": p.data_mode}
+    s = search.Search(
+        base, sp, settings, identity,
+        evaluate=lambda c, w: search.window(base, c, device, protocol, w),
+        guard_loss=lambda n: guard.loss_after(guard_cfg, device, protocol, n, settings.guard_steps, default.threads),
+        confirm=lambda c, steps: confirm(base, c, device, protocol, settings, steps),
+        sink=sink,
+        explain=lambda c, row: roof_columns(peaks, base, c, row.get("achieved_gflops", math.nan)),
+    )
+    return s.run(), sp
+
+
+def plain(row: dict) -> dict:
+    """numpy scalars as Python values: results' CSV cells would otherwise read 'np.float64(...)'."""
+    return {k: (v.item() if isinstance(v, np.generic) else v) for k, v in row.items()}
+
+
+def tune(run) -> pd.DataFrame:
+    """Search every model of ``tune_models`` in every phase of ``tune_phases``; returns tuning.csv.
+
+    A rerun with the same run name skips the (model, phase) pairs that already have their 'best' row.
+    """
+    p, device = run.params, run.device
+    hw = Hardware.detect(device)
+    results = ResultsFile(run.path("tuning.csv"), KEY)
+    space_file = ResultsFile(run.path("tuning_space.csv"), ("model", "device_kind", "knob", "value"))
+    peaks = read_peaks(run)
+    for model in p.tune_models:
+        for phase in p.tune_phases:
+            if any(r.get("row_kind") == "best" and r.get("model") == model and r.get("phase") == phase
+                   and r.get("status") == "ok" for r in results.rows()):
+                continue
+            _, sp = tune_one(run, model, phase, hw, lambda row: results.append(plain(row)), peaks)
+            space_file.extend({"model": model, **r} for r in sp.rows(hw))
+    return pd.read_csv(run.path("tuning.csv"))

@@ -1,0 +1,95 @@
+"""The correctness guard: a faster configuration only counts if it trains the same network.
+
+From the same initialisation (the engine seeds the model) and the same fixed batch, ``steps`` training steps
+are run in the candidate's precision, memory format and compile mode; the loss of the last step must stay
+within ``tolerance`` of fp32 eager NCHW's, measured as a share of the progress fp32 eager made over those
+steps (first loss - last loss). Training on one small batch is chaotic: a summation order changed by
+channels-last moves ResNet-50's loss by 5-30% after a few steps while the loss falls from 5.6 to 0.3, so a
+plain relative difference of the loss would reject configurations that train the same network; a
+configuration that does not train (or trains a different network) is 100% of the progress away. Eval steps
+compare the loss of one forward pass, relative to the loss itself.
+"""
+
+from __future__ import annotations
+
+import gc
+import math
+from dataclasses import dataclass, replace
+
+import torch
+
+from cnnbench import devices, engine, models
+from cnnbench.tuning.knobs import applied, autocast
+
+REFERENCE = ("fp32", "nchw", "off")
+
+
+@dataclass(frozen=True)
+class Verdict:
+    loss: float
+    reference_loss: float
+    diff_pct: float  # |loss - reference| / the reference's progress (or |reference| in eval), percent
+    ok: bool
+    reason: str  # why it was rejected ('' when ok)
+
+    def columns(self) -> dict:
+        return {"guard_loss": self.loss, "guard_reference_loss": self.reference_loss,
+                "guard_diff_pct": self.diff_pct, "guard_ok": self.ok, "guard_reason": self.reason}
+
+
+def loss_after(cfg: engine.Config, device: torch.device, protocol: engine.Protocol, numerics: tuple[str, str, str],
+               steps: int, threads: int) -> tuple[float, float]:
+    """(first, last) loss of ``steps`` training steps of ``cfg`` in ``numerics``; eval: one forward's, twice."""
+    precision, memory_format, mode = numerics
+    cfg = replace(cfg, precision=precision, memory_format=memory_format, compile=mode != "off", data_mode="device")
+    work = None
+    try:
+        with applied(threads, mode):
+            work = engine.Workload(cfg, device, protocol)
+            if cfg.phase == "train":
+                losses = []
+                for _ in range(steps):
+                    work.train_step()
+                    losses.append(work.check_loss())
+                return losses[0], losses[-1]
+            x, y = work.next_batch()
+            with torch.inference_mode(), autocast(device, precision):
+                loss = float(work.loss_fn(models.logits(work.forward(x)).float(), y))
+                return loss, loss
+    finally:
+        del work
+        gc.collect()
+        devices.empty_cache(device)
+
+
+def judge(loss: float, reference: float, tolerance: float, reference_start: float | None = None) -> Verdict:
+    """Accept ``loss`` when finite and within ``tolerance`` of ``reference``, as a share of the reference's
+    progress ``reference_start - reference`` (or of ``|reference|`` when it made none, as in eval)."""
+    if not math.isfinite(loss):
+        return Verdict(loss, reference, math.nan, False, f"loss is {loss}")
+    progress = abs(reference_start - reference) if reference_start is not None else 0.0
+    scale = progress if progress > 1e-6 * max(abs(reference), 1.0) else abs(reference)
+    rel = abs(loss - reference) / max(scale, 1e-12)
+    what = "of fp32 eager's progress" if scale == progress else "of fp32 eager's loss"
+    if rel > tolerance:
+        return Verdict(loss, reference, 100 * rel, False, f"loss {loss:.4f} vs fp32 eager {reference:.4f}: "
+                       f"{rel:.1%} {what} apart > tolerance {tolerance:.0%}")
+    return Verdict(loss, reference, 100 * rel, True, "")
+
+
+def check(numerics_list, measure_loss, tolerance: float) -> dict[tuple, Verdict]:
+    """Verdicts for every numerics of ``numerics_list`` against :data:`REFERENCE`.
+
+    ``measure_loss(numerics) -> (first, last)`` runs the steps (tests pass a fake); a failure to run is a
+    rejection.
+    """
+    start, ref = measure_loss(REFERENCE)
+    out = {REFERENCE: Verdict(ref, ref, 0.0, True, "")}
+    for numerics in numerics_list:
+        if numerics in out:
+            continue
+        try:
+            out[numerics] = judge(measure_loss(numerics)[1], ref, tolerance, start)
+        except Exception as err:  # noqa: BLE001 - a configuration that cannot run cannot win
+            out[numerics] = Verdict(math.nan, ref, math.nan, False, engine.failure(err)["error"][:200])
+    return out

@@ -1,0 +1,285 @@
+"""The budgeted search for one model and phase: guard, race in stages, confirm, explain.
+
+1. **Guard**: every precision x memory format x compile mode trains a few steps from the same initialisation;
+   those whose loss leaves fp32 eager's tolerance are out (with the reason).
+2. **Race** in three stages, each a successive halving on short windows: the numerics (precision, memory
+   format, compile mode) at the seeds' batch size; then the batch size for the winner, from the largest down
+   (out of memory backs off as timm does, and the limit is recorded); then the host knobs (CPU threads, and
+   in loader mode DataLoader workers and pinned memory). A stage's winner carries its measurement into the
+   next stage. The budget is shared by the stages in proportion to their candidates.
+3. **Confirm**: the best few of the race and the seeds' default (fp32, NCHW, eager, their batch size) are
+   measured again with the full protocol (``engine.measure``: warm-up, repeated windows, 95% interval), and
+   the best confirmed one wins, so the winner is not chosen on the noise of a short window.
+4. **Explain**: speedup over the default with its interval, achieved GFLOP/s against the measured roof of the
+   precision used (from the run's ``device_peaks.csv``), energy per image where a counter is readable.
+"""
+
+from __future__ import annotations
+
+import gc
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from itertools import product
+
+import torch
+
+from cnnbench import devices, energy, engine, timing
+from cnnbench.tuning import guard, racing
+from cnnbench.tuning.knobs import applied
+from cnnbench.tuning.racing import Outcome
+from cnnbench.tuning.space import Candidate, Space
+
+STAGES = ("numerics", "batch_size", "host")
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The search's parameters (the tune_* keys of the params)."""
+
+    budget_s: float = 60.0
+    eta: int = 2
+    confirm_top: int = 2
+    confirm_window_s: float = 3.0
+    confirm_warmup_steps: int = 2
+    confirm_repeats: int = 3
+    guard_steps: int = 8
+    guard_batch_size: int = 8
+    guard_tolerance: float = 0.10
+
+    @classmethod
+    def from_params(cls, p) -> Settings:
+        return cls(budget_s=p.tune_budget_s, eta=p.tune_eta, confirm_top=p.tune_confirm_top,
+                   confirm_window_s=p.tune_confirm_window_s, confirm_warmup_steps=p.tune_confirm_warmup_steps,
+                   confirm_repeats=p.repeats, guard_steps=p.tune_guard_steps,
+                   guard_batch_size=p.tune_guard_batch_size, guard_tolerance=p.tune_guard_tolerance)
+
+
+def config_for(base: engine.Config, c: Candidate) -> engine.Config:
+    """The engine's configuration of candidate ``c`` (threads, workers and compile mode are applied around it)."""
+    return replace(base, precision=c.precision, memory_format=c.memory_format, compile=c.compile_mode != "off",
+                   batch_size=c.batch_size)
+
+
+def protocol_for(protocol: engine.Protocol, c: Candidate) -> engine.Protocol:
+    return replace(protocol, workers=c.workers, pin_memory=c.pin_memory)
+
+
+def window(base: engine.Config, c: Candidate, device: torch.device, protocol: engine.Protocol,
+           window_s: float) -> Outcome:
+    """One short race window: build, one warm-up step (two when compiling), then steps filling ``window_s``."""
+    work = None
+    try:
+        with applied(c.threads, c.compile_mode):
+            work = engine.Workload(config_for(base, c), device, protocol_for(protocol, c))
+            first = _timed(work, device)
+            pace = _timed(work, device) if c.compile_mode != "off" else first
+            n = int(min(max(round(window_s / max(pace, 1e-6)), 1), 10_000))
+            with energy.Meter(device) as meter:
+                times, wall = timing.StepTimer(device).window(work.step, n)
+            work.check_loss()
+        s = timing.summarize(times, [wall], [n], c.batch_size, protocol.seed)
+        return Outcome("ok", float(s["throughput_img_s"]), float(s["throughput_ci95_img_s"]), extra={
+            "first_step_s": first, "measured_steps": n, "window_time_s": float(wall),
+            "step_time_median_s": float(s["step_time_median_s"]), **meter.summary(n * c.batch_size)})
+    except Exception as err:  # noqa: BLE001 - a failure is a row and the race goes on
+        f = engine.failure(err)
+        return Outcome(f["status"], error=f["error"])
+    finally:
+        del work
+        gc.collect()
+        devices.empty_cache(device)
+
+
+def _timed(work: engine.Workload, device: torch.device) -> float:
+    devices.synchronize(device)
+    t0 = time.perf_counter()
+    work.step()
+    devices.synchronize(device)
+    return time.perf_counter() - t0
+
+
+class Search:
+    """The search of one model and phase; every row goes to ``sink`` (tuning.csv) as soon as it is known.
+
+    ``evaluate(candidate, window_s) -> Outcome``, ``guard_loss(numerics) -> (first, last) loss``,
+    ``confirm(candidate, steps) -> row`` and ``explain(candidate, row) -> columns`` (the roofline) are
+    injectable, so tests run the whole logic without a model.
+    """
+
+    def __init__(self, base: engine.Config, space: Space, settings: Settings, identity: dict,
+                 evaluate: Callable[[Candidate, float], Outcome], guard_loss: Callable[[tuple], tuple[float, float]],
+                 confirm: Callable[[Candidate, int], dict], sink: Callable[[dict], None],
+                 clock: Callable[[], float] = time.monotonic, explain: Callable[[Candidate, dict], dict] | None = None):
+        self.base, self.space, self.settings, self.identity = base, space, settings, identity
+        self.guard_loss, self.confirm, self.sink, self.clock = guard_loss, confirm, sink, clock
+        self.explain = explain or (lambda c, row: {})
+        self.evaluations = 0
+
+        def counted(c: Candidate, window_s: float) -> Outcome:
+            self.evaluations += 1
+            return evaluate(c, window_s)
+
+        self.evaluate = counted
+        self.trials: list[tuple[str, racing.Trial]] = []
+        self.verdicts: dict[tuple, guard.Verdict] = {}
+        self.batch_limit, self.batch_note = 0, ""
+        self.exhausted: list[str] = []
+
+    # --- rows
+    def _row(self, kind: str, stage: str, c: Candidate | None, **cols) -> dict:
+        cand = c.columns() if c else {}
+        return {**self.identity, "row_kind": kind, "stage": stage, "rung": cols.pop("rung", ""),
+                "config": c.label if c else cols.pop("config", ""), **cand, **cols}
+
+    def _on_trial(self, stage: str):
+        def report(t: racing.Trial) -> None:
+            c, out = t.candidate, t.outcome
+            self.sink(self._row("race", stage, c, rung=t.rung, status=out.status, error=out.error,
+                                throughput_img_s=out.throughput_img_s,
+                                throughput_ci95_img_s=out.throughput_ci95_img_s, window_target_s=t.window_target_s,
+                                fate=t.fate, reused=t.reused, **out.extra,
+                                **self.verdicts.get(c.numerics, guard.Verdict(*[math.nan] * 3, True, "")).columns()))
+            self.trials.append((stage, t))
+        return report
+
+    # --- the steps
+    def run_guard(self) -> list[tuple]:
+        v = self.space.values
+        numerics = list(product(v["precision"], v["memory_format"], v["compile_mode"]))
+        self.verdicts = guard.check(numerics, self.guard_loss, self.settings.guard_tolerance)
+        for n, verdict in self.verdicts.items():
+            self.sink(self._row("guard", "guard", None, config=" ".join(n), precision=n[0], memory_format=n[1],
+                                compile_mode=n[2], status="ok" if verdict.ok else "skipped",
+                                error=verdict.reason, **verdict.columns()))
+        return [n for n in numerics if self.verdicts[n].ok]
+
+    def _race(self, stage: str, candidates: list[Candidate], budget_s: float, known: dict) -> racing.Race:
+        race = racing.successive_halving(candidates, lambda c, w, r: self.evaluate(c, w), budget_s,
+                                         self.settings.eta, known, self.clock, self._on_trial(stage))
+        if race.budget_exhausted:
+            self.exhausted.append(stage)
+        return race
+
+    def _batch_sizes(self, winner: Candidate, budget_s: float, known: dict) -> tuple[list[Candidate], dict]:
+        """The batch sizes to race: the largest that fits (backing off from the top on oom) and those below."""
+        sizes = sorted(self.space.values["batch_size"], reverse=True)
+        per = budget_s / max(racing.planned_rungs(len(sizes), self.settings.eta), 1) / len(sizes)
+
+        def attempt(bs: int) -> Outcome:
+            c = winner.with_(batch_size=bs)
+            if c in known:
+                return known[c]
+            out = self.evaluate(c, per)
+            t = racing.Trial(c, 0, per, out, fate="" if out.ok else "failed")
+            if out.status == "oom":
+                self._on_trial("batch_size")(t)
+            return out
+
+        self.batch_limit, tried = racing.fit_batch_size(sizes[0], attempt, minimum=min(sizes))
+        ooms = [bs for bs, o in tried if o.status == "oom"]
+        self.batch_note = (f"out of memory at {', '.join(map(str, ooms))}; largest that fits {self.batch_limit}"
+                           if ooms else f"{self.batch_limit} (the largest tried) fits")
+        known = {**known, **{winner.with_(batch_size=bs): o for bs, o in tried if o.status != "oom"}}
+        fits = [self.batch_limit] + [bs for bs in sizes if bs < self.batch_limit] if self.batch_limit else []
+        return [winner.with_(batch_size=bs) for bs in fits], known
+
+    def run(self) -> dict:
+        """Guard, race, confirm; returns the 'best' row (also sent to the sink)."""
+        passing = self.run_guard()
+        start = self.clock()  # the budget is the race's; the guard and the confirmation come on top
+        d = self.space.default
+        stage1 = [d.with_(precision=p, memory_format=m, compile_mode=c) for p, m, c in passing]
+        v = self.space.values
+        host = [(t, w, pin) for t in v["threads"] for w in v["workers"] for pin in v["pin_memory"]]
+        sizes = {"numerics": len(stage1), "batch_size": len(v["batch_size"]), "host": len(host)}
+        known: dict = {}
+        winner = d
+        for stage in STAGES:
+            remaining = self.settings.budget_s - (self.clock() - start)
+            share = max(remaining, 0.0) * sizes[stage] / sum(sizes[s] for s in STAGES[STAGES.index(stage):])
+            if stage == "numerics":
+                candidates = stage1
+            elif stage == "batch_size":
+                candidates, known = self._batch_sizes(winner, share, known)
+            else:
+                candidates = [winner.with_(threads=t, workers=w, pin_memory=p) for t, w, p in host]
+            race = self._race(stage, candidates, share, known)
+            known = {c: race.best_outcome(c) for c in candidates if race.best_outcome(c) is not None}
+            if race.winner is None:
+                break
+            winner = race.winner
+        search_s = self.clock() - start
+        return self._confirm_and_explain(search_s)
+
+    def ranked(self) -> list[Candidate]:
+        """Distinct raced candidates, best first, each by its outcome at the highest rung it reached."""
+        last: dict[Candidate, Outcome] = {}
+        for _, t in self.trials:
+            last[t.candidate] = t.outcome
+        ok = [(c, o) for c, o in last.items() if o.ok]
+        return [c for c, _ in sorted(ok, key=lambda co: -co[1].throughput_img_s)]
+
+    def _steps_for(self, c: Candidate) -> int:
+        pace = [t.outcome.extra.get("step_time_median_s") for _, t in self.trials if t.candidate == c and t.outcome.ok]
+        pace = [p for p in pace if p]
+        return max(1, round(self.settings.confirm_window_s / pace[-1])) if pace else 0
+
+    def _confirm_and_explain(self, search_s: float) -> dict:
+        d = self.space.default
+        top = [c for c in self.ranked() if c != d][: self.settings.confirm_top]
+        rows = {}
+        for c in [d, *top]:
+            row = self.confirm(c, self._steps_for(c))
+            row = self._row("confirm", "confirm", c, role="default" if c == d else "candidate",
+                            **{k: v for k, v in row.items() if k not in self.identity and k not in c.columns()})
+            self.sink(row)
+            rows[c] = row
+        ok = {c: r for c, r in rows.items() if r.get("status") == "ok"}
+        best = max(ok, key=lambda c: ok[c]["throughput_img_s"]) if ok else None
+        tried = {t.candidate for _, t in self.trials}
+        fates = [t.fate for _, t in self.trials]
+        rejected = [f"{' '.join(n)}: {v.reason}" for n, v in self.verdicts.items() if not v.ok]
+        pruned = {s: sum(1 for st, t in self.trials if st == s and t.fate == "pruned") for s in STAGES}
+        summary = {
+            "configs_in_space": self.space.size(), "configs_tried": len(tried), "evaluations": self.evaluations,
+            "pruned": sum(pruned.values()), "failed": fates.count("failed"),
+            "pruned_by_stage": ", ".join(f"{s} {n}" for s, n in pruned.items()),
+            "pruned_by_rung": ", ".join(f"rung {r} {n}" for r, n in sorted(_count_rungs(self.trials).items())),
+            "guard_rejected": "; ".join(rejected), "budget_s": self.settings.budget_s, "search_s": search_s,
+            "budget_exhausted_in": ",".join(self.exhausted), "batch_size_limit": self.batch_limit,
+            "batch_size_limit_note": self.batch_note,
+            "skipped_knobs": "; ".join(f"{s.knob}={s.value}: {s.reason}" for s in self.space.skipped),
+        }
+        if best is None:
+            row = self._row("best", "best", None, status="error", error="no configuration confirmed", **summary)
+        else:
+            base = rows[best]
+            dflt = rows[d] if rows[d].get("status") == "ok" else {}
+            row = self._row("best", "best", best, **{k: v for k, v in base.items() if k not in self.identity
+                                                     and k not in ("row_kind", "stage", "rung", "config", "role")
+                                                     and k not in best.columns()},
+                            **speedup(base, dflt), **self.explain(best, base), **{f"default_{k}": dflt.get(k, math.nan) for k in
+                                                       ("throughput_img_s", "throughput_ci95_img_s", "achieved_gflops",
+                                                        "energy_j_per_image")}, **summary)
+        self.sink(row)
+        return row
+
+
+def _count_rungs(trials) -> dict[int, int]:
+    out: dict[int, int] = {}
+    for _, t in trials:
+        if t.fate == "pruned":
+            out[t.rung] = out.get(t.rung, 0) + 1
+    return out
+
+
+def speedup(best: dict, default: dict) -> dict:
+    """Best over default throughput with its 95% interval (relative half-widths added in quadrature)."""
+    b, d = best.get("throughput_img_s", math.nan), default.get("throughput_img_s", math.nan)
+    if not (d and math.isfinite(d) and math.isfinite(b)):
+        return {"speedup_x": math.nan, "speedup_ci95_x": math.nan}
+    s = b / d
+    rel = math.hypot(best.get("throughput_ci95_img_s", 0.0) / b, default.get("throughput_ci95_img_s", 0.0) / d)
+    return {"speedup_x": s, "speedup_ci95_x": s * rel}

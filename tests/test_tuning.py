@@ -1,0 +1,198 @@
+"""The search of one model with fake evaluations (no model runs), the guard, the params, and one real tiny run."""
+
+import math
+
+import pandas as pd
+import pytest
+import torch
+
+import cnnbench
+from cnnbench import engine, params
+from cnnbench.tuning import experiment, guard, search, space
+from cnnbench.tuning.racing import Outcome
+from cnnbench.tuning.space import Candidate, Hardware
+from conftest import ROOT
+
+AVX2 = frozenset({"avx", "avx2", "fma"})
+BASE = engine.Config(model="resnet50", phase="train", batch_size=128, image_size=64, num_classes=200)
+
+
+class FakeClock:
+    def __init__(self):
+        self.t = 0.0
+
+    def __call__(self):
+        return self.t
+
+
+OOM_ABOVE = {"bs": 150}
+
+
+def speed_of(c: Candidate) -> float:
+    """channels_last is 1.4x, threads 2 is 2x threads 1, batches above 150 run out of memory, bigger is faster."""
+    if c.batch_size > OOM_ABOVE["bs"]:
+        return "oom"
+    return 50.0 * (1.4 if c.memory_format == "channels_last" else 1) * (c.threads / 2) * (1 + c.batch_size / 1000)
+
+
+def make_search(losses=None, hw=None, settings=None, clock=None):
+    hw = hw or Hardware("cpu", "AMD EPYC", cores=2, isa=AVX2)
+    sp = space.build(hw, Candidate(batch_size=128, threads=2), ["fp32", "bf16"], ["off"], 32, 256)
+    clock = clock or FakeClock()
+    rows, evaluated, confirmed = [], [], []
+    losses = losses or {}
+
+    def evaluate(c, window_s):
+        evaluated.append(c)
+        clock.t += max(window_s, 0.5)
+        s = speed_of(c)
+        return Outcome("oom", error="out of memory") if s == "oom" else Outcome("ok", s, 1.0, extra={
+            "step_time_median_s": c.batch_size / s})
+
+    def confirm(c, steps):
+        confirmed.append((c, steps))
+        return {"status": "ok", "throughput_img_s": speed_of(c), "throughput_ci95_img_s": 2.0,
+                "achieved_gflops": speed_of(c) * 2, "energy_j_per_image": math.nan}
+
+    s = search.Search(BASE, sp, settings or search.Settings(budget_s=30, confirm_top=2), {"model": "resnet50",
+                      "phase": "train"}, evaluate, lambda n: (5.0, losses.get(n, 4.0)), confirm, rows.append, clock,
+                      explain=lambda c, row: {"compute_roof_pct": 50.0})
+    return s, rows, evaluated, confirmed
+
+
+def test_search_finds_the_best_and_records_every_trial():
+    s, rows, evaluated, confirmed = make_search()
+    best = s.run()
+    assert best["config"] == "fp32 channels_last compile=off bs128 threads2"
+    df = pd.DataFrame(rows)
+    race = df[df.row_kind == "race"]
+    assert set(race.stage) == {"numerics", "batch_size", "host"}
+    assert {"rung", "fate", "throughput_img_s", "status", "guard_ok"} <= set(race.columns)
+    # batch 256 ran out of memory: backed off as timm does (256 -> 192, also too big -> 128 fits)
+    oom = race[race.status == "oom"]
+    assert sorted(oom.batch_size) == [192, 256] and (oom.fate == "failed").all()
+    assert best["batch_size_limit"] == 128 and "out of memory at 256, 192" in best["batch_size_limit_note"]
+    # pruned candidates are recorded with the rung they fell at; the row says how many were tried and pruned
+    assert best["pruned"] == (race.fate == "pruned").sum() > 0
+    assert best["configs_tried"] == len(set(race.config)) and best["evaluations"] == len(evaluated)
+    assert "rung 0" in best["pruned_by_rung"] and "numerics" in best["pruned_by_stage"]
+    # the default and the best two of the race confirmed with the full protocol, steps from the race's pace
+    assert confirmed[0][0] == s.space.default and len(confirmed) == 3 and all(n >= 1 for _, n in confirmed)
+    assert best["speedup_x"] == pytest.approx(speed_of(s.ranked()[0]) / speed_of(s.space.default))
+    assert best["speedup_ci95_x"] > 0 and best["compute_roof_pct"] == 50.0
+    assert "bf16: AVX2-only CPU" in best["skipped_knobs"]
+    assert df.row_kind.iloc[-1] == "best"
+
+
+def test_the_largest_batch_that_fits_is_raced_even_off_the_powers_of_two(monkeypatch):
+    monkeypatch.setitem(OOM_ABOVE, "bs", 200)
+    s, rows, evaluated, _ = make_search()
+    best = s.run()
+    assert best["batch_size_limit"] == 192 and best["batch_size"] == 192
+    assert "out of memory at 256; largest that fits 192" == best["batch_size_limit_note"]
+
+
+def test_guard_rejects_a_configuration_whose_loss_departs():
+    hw = Hardware("cpu", "Xeon", cores=2, isa=frozenset({"avx512f", "avx512_bf16"}))
+    losses = {("bf16", "nchw", "off"): 4.2}  # 20% of fp32 eager's progress (5 -> 4) away: rejected
+    s, rows, evaluated, _ = make_search(losses=losses, hw=hw)
+    best = s.run()
+    assert all(c.precision != "bf16" or c.memory_format != "nchw" for c in evaluated)
+    assert any(c.precision == "bf16" and c.memory_format == "channels_last" for c in evaluated)
+    g = pd.DataFrame(rows).query("row_kind == 'guard'").set_index("config")
+    assert not g.loc["bf16 nchw off", "guard_ok"] and "20.0% of fp32 eager's progress apart" in g.loc["bf16 nchw off", "guard_reason"]
+    assert g.loc["bf16 nchw off", "status"] == "skipped" and g.loc["fp32 nchw off", "guard_ok"]
+    assert "bf16 nchw off" in best["guard_rejected"]
+
+
+def test_guard_judge_and_failures():
+    assert guard.judge(4.1, 4.0, 0.05).ok and not guard.judge(float("nan"), 4.0, 0.05).ok
+    # against the progress fp32 eager made (5.6 -> 0.3): ResNet-50's channels-last 0.387 is 1.7% away, accepted;
+    # a configuration that did not train (still 5.6) is 100% away
+    assert guard.judge(0.387, 0.2994, 0.10, reference_start=5.578).ok
+    assert not guard.judge(5.5, 0.2994, 0.10, reference_start=5.578).ok
+    assert not guard.judge(0.387, 0.2994, 0.10).ok  # a plain relative difference would reject it (29%)
+    verdicts = guard.check([("fp16", "nchw", "off")], lambda n: 1 / 0 if n[0] == "fp16" else (4.0, 3.0), 0.05)
+    assert not verdicts[("fp16", "nchw", "off")].ok and "ZeroDivisionError" in verdicts[("fp16", "nchw", "off")].reason
+
+
+def test_budget_is_shared_and_exhaustion_is_recorded():
+    clock = FakeClock()
+    s, rows, evaluated, _ = make_search(settings=search.Settings(budget_s=1.0, confirm_top=1), clock=clock)
+    best = s.run()
+    assert best["status"] == "ok" and best["budget_exhausted_in"]
+    assert best["search_s"] >= 1.0
+
+
+def test_speedup_interval():
+    out = search.speedup({"throughput_img_s": 150, "throughput_ci95_img_s": 3},
+                         {"throughput_img_s": 100, "throughput_ci95_img_s": 4})
+    assert out["speedup_x"] == pytest.approx(1.5)
+    assert out["speedup_ci95_x"] == pytest.approx(1.5 * math.hypot(0.02, 0.04))
+    assert math.isnan(search.speedup({"throughput_img_s": 1.0}, {})["speedup_x"])
+
+
+def test_roof_columns_with_and_without_measured_roofs():
+    c = Candidate(batch_size=8)
+    cfg = engine.Config(model="mnist_cnn", phase="train", batch_size=8, image_size=28, num_classes=10, in_channels=1)
+    none = experiment.roof_columns(None, cfg, c, 10.0)
+    assert math.isnan(none["compute_roof_pct"]) and "04_roofline did not run" in none["roof_note"]
+    peaks = pd.DataFrame([{"kind": "measured", "precision": "fp32", "peak_gflops": 200.0, "bandwidth_gbs": 40.0,
+                           "ridge_flop_per_byte": 5.0}])
+    out = experiment.roof_columns(peaks, cfg, c, 10.0)
+    assert out["compute_roof_pct"] == pytest.approx(5.0) and out["roof_precision"] == "fp32"
+    assert out["bound"] in ("memory", "compute") and out["attainable_gflops"] <= 200.0
+    bf = experiment.roof_columns(peaks, cfg, c.with_(precision="bf16"), 10.0)
+    assert "no measured bf16 roof" in bf["roof_note"]
+
+
+@pytest.mark.parametrize("key, value, says", [
+    ("tune_models", ["nope"], "unknown model 'nope'"),
+    ("tune_precisions", ["fp8"], "tune_precisions"),
+    ("tune_compile_modes", ["fast"], "tune_compile_modes"),
+    ("tune_eta", 1, "tune_eta"),
+    ("tune_min_batch_size", 1024, "exceeds tune_max_batch_size"),
+    ("tune_budget_s", 0, "tune_budget_s"),
+    ("tune_phases", ["backward"], "tune_phases"),
+])
+def test_bad_tuning_params_stop_with_one_line(key, value, says):
+    with pytest.raises(params.ParamsError) as err:
+        params.validate({key: value}, check_device=False)
+    assert says in str(err.value) and key.split("_")[0] in str(err.value) and "\n" not in str(err.value)
+
+
+def test_tiny_real_search_writes_tuning_csv(tmp_path):
+    over = {"tune_models": ["mnist_cnn"], "tune_budget_s": 2.0, "tune_min_batch_size": 8, "tune_max_batch_size": 16,
+            "tune_compile_modes": ["off"], "tune_confirm_window_s": 0.1, "tune_confirm_top": 1,
+            "tune_guard_steps": 2, "repeats": 2}
+    run = cnnbench.open_run(ROOT / "params" / "smoke.yaml", over, tmp_path / "run")
+    pd.DataFrame([{"device_name": run.device_name, "kind": "measured", "precision": "fp32", "peak_gflops": 100.0,
+                   "bandwidth_gbs": 20.0, "ridge_flop_per_byte": 5.0}]).to_csv(run.path("device_peaks.csv"), index=False)
+    df = cnnbench.tuning.tune(run)
+    best = df[df.row_kind == "best"].iloc[0]
+    assert best.status == "ok" and best.speedup_x > 0 and best.configs_tried >= 2
+    assert {"energy_j", "energy_j_per_image", "avg_power_w", "energy_source"} <= set(df.columns)
+    conf = df[df.row_kind == "confirm"]
+    assert "default" in set(conf.role) and (conf.precision == "fp32").all()
+    space_df = pd.read_csv(run.path("tuning_space.csv"))
+    assert {"knob", "value", "searched", "reason"} <= set(space_df.columns)
+    assert torch.get_num_threads() == run.threads
+    assert "np." not in run.path("tuning.csv").read_text()  # numpy scalars written as plain numbers
+    assert best.compute_roof_pct > 0 and best.bound in ("compute", "memory")  # placed on the run's roofline
+    assert any(cnnbench.tuning.findings(df))
+    n = len(df)
+    assert len(cnnbench.tuning.tune(run)) == n  # a rerun resumes: nothing measured again
+
+
+def test_guard_loss_is_reproducible_and_channels_last_trains_the_same_network():
+    cpu = torch.device("cpu")
+    cfg = engine.Config(model="mnist_cnn", phase="train", batch_size=8, image_size=28, num_classes=10, in_channels=1)
+    proto = engine.Protocol()
+    start, ref = guard.loss_after(cfg, cpu, proto, guard.REFERENCE, 4, 1)
+    assert guard.loss_after(cfg, cpu, proto, guard.REFERENCE, 4, 1)[1] == pytest.approx(ref, rel=1e-6)
+    cl = guard.loss_after(cfg, cpu, proto, ("fp32", "channels_last", "off"), 4, 1)[1]
+    assert guard.judge(cl, ref, 0.05, start).ok
+    untrained = guard.loss_after(cfg, cpu, proto, guard.REFERENCE, 1, 1)[1]
+    assert untrained == pytest.approx(start) and not guard.judge(untrained, ref, 0.05, start).ok
+    ev = guard.loss_after(engine.Config(**{**cfg.__dict__, "phase": "eval"}), cpu, proto, guard.REFERENCE, 4, 1)
+    assert ev[0] == ev[1] and math.isfinite(ev[0])

@@ -1,0 +1,106 @@
+"""Hardware detection and the search space it allows, with every skipped knob carrying its reason."""
+
+import pytest
+import torch
+
+from cnnbench import devices
+from cnnbench.tuning import space
+from cnnbench.tuning.space import Candidate, Hardware
+
+ALL_P = ["fp32", "tf32", "bf16", "fp16"]
+ALL_C = list(space.COMPILE_MODES)
+AVX2 = frozenset({"sse4_2", "avx", "avx2", "fma"})
+
+
+def build(hw, data_mode="device", default=None, precisions=ALL_P, modes=ALL_C):
+    return space.build(hw, default or Candidate(batch_size=128, threads=hw.cores), precisions, modes, 32, 512,
+                       data_mode)
+
+
+def reasons(sp):
+    return {(s.knob, s.value): s.reason for s in sp.skipped}
+
+
+def test_cpu_isa_and_native_bf16_from_flags():
+    flags = {"fpu", "avx2", "fma", "avx512f", "avx512_bf16", "sse4_2"}
+    assert devices.cpu_isa(flags) == {"avx2", "fma", "avx512f", "avx512_bf16", "sse4_2"}
+    assert devices.native_bf16(devices.cpu_isa(flags))
+    assert devices.native_bf16({"amx_bf16", "amx_tile"}) and devices.native_bf16({"asimd", "bf16"})
+    assert not devices.native_bf16(AVX2) and not devices.native_bf16({"avx512f", "avx512bw"})
+    assert devices.cuda_capability(torch.device("cpu")) is None
+
+
+def test_avx2_only_cpu_leaves_bf16_out_with_the_reason():
+    hw = Hardware("cpu", "AMD EPYC", cores=2, isa=AVX2)
+    sp = build(hw)
+    assert sp.values["precision"] == ["fp32"]
+    r = reasons(sp)
+    assert "AVX2-only" in r[("precision", "bf16")] and "emulated and slow" in r[("precision", "bf16")]
+    assert "Ampere" in r[("precision", "tf32")] and "CUDA and MPS" in r[("precision", "fp16")]
+    assert sp.values["compile_mode"] == ["off", "default", "max-autotune"]
+    assert "CUDA graphs" in r[("compile_mode", "reduce-overhead")]
+    assert sp.values["threads"] == [1, 2] and sp.values["memory_format"] == ["nchw", "channels_last"]
+    assert sp.values["batch_size"] == [32, 64, 128, 256, 512]
+    assert ("workers, pin_memory", "all") in r  # device mode: no loader knobs
+
+
+def test_native_bf16_cpu_searches_bf16_and_many_cores_get_power_of_two_threads():
+    hw = Hardware("cpu", "Xeon", cores=12, isa=frozenset({"avx2", "avx512f", "avx512_bf16", "amx_bf16"}))
+    sp = build(hw, default=Candidate(threads=12))
+    assert sp.values["precision"] == ["fp32", "bf16"]
+    assert sp.values["threads"] == [1, 2, 4, 8, 12]
+
+
+def test_cuda_capability_decides_tf32_and_bf16():
+    ampere = build(Hardware("cuda", "NVIDIA H100", cores=16, capability=(9, 0), triton=True))
+    assert ampere.values["precision"] == ALL_P
+    assert ampere.values["compile_mode"] == ALL_C
+    assert ampere.values["threads"] == [16]  # not searched on a GPU, with the reason
+    assert "runs on cuda" in reasons(ampere)[("threads", "1..cores")]
+    turing = build(Hardware("cuda", "Tesla T4", cores=2, capability=(7, 5), triton=True))
+    assert turing.values["precision"] == ["fp32", "fp16"]
+    assert "(7, 5)" in reasons(turing)[("precision", "tf32")]
+    no_triton = build(Hardware("cuda", "T4", cores=2, capability=(7, 5), triton=False))
+    assert no_triton.values["compile_mode"] == ["off"]
+
+
+def test_mps_and_missing_compiler():
+    sp = build(Hardware("mps", "Apple M3 GPU (MPS)", cores=8))
+    assert sp.values["precision"] == ["fp32", "bf16", "fp16"]
+    assert sp.values["compile_mode"] == ["off", "default"]
+    sp = build(Hardware("cpu", "cpu", cores=2, isa=AVX2, cxx=False))
+    assert sp.values["compile_mode"] == ["off"]
+    assert "C++ compiler" in reasons(sp)[("compile_mode", "default")]
+
+
+def test_params_restrict_the_space_and_say_so():
+    hw = Hardware("cuda", "H100", cores=16, capability=(9, 0), triton=True)
+    sp = build(hw, precisions=["fp32", "bf16"], modes=["off"])
+    assert sp.values["precision"] == ["fp32", "bf16"] and sp.values["compile_mode"] == ["off"]
+    r = reasons(sp)
+    assert r[("precision", "fp16")] == "not in tune_precisions"
+    assert r[("compile_mode", "max-autotune")] == "not in tune_compile_modes"
+
+
+def test_loader_mode_searches_workers_and_pinning_on_cuda():
+    sp = build(Hardware("cuda", "H100", cores=4, capability=(9, 0), triton=True), data_mode="loader",
+               default=Candidate(workers=2, pin_memory=True, threads=4))
+    assert sp.values["workers"] == [0, 1, 2, 4] and sp.values["pin_memory"] == [False, True]
+    sp = build(Hardware("cpu", "cpu", cores=2, isa=AVX2), data_mode="loader")
+    assert sp.values["pin_memory"] == [False] and ("pin_memory", "True") in reasons(sp)
+
+
+def test_default_is_always_in_and_rows_are_tidy():
+    hw = Hardware("cpu", "AMD EPYC", cores=2, isa=AVX2)
+    sp = space.build(hw, Candidate(batch_size=100, threads=2), ["fp32"], ["off"], 32, 128)
+    assert 100 in sp.values["batch_size"]
+    rows = sp.rows(hw)
+    assert {r["knob"] for r in rows} >= {"precision", "compile_mode", "batch_size"}
+    assert all(r["reason"] for r in rows if not r["searched"])
+    assert all(r["device_name"] == "AMD EPYC" for r in rows)
+
+
+@pytest.mark.parametrize("kind", ["cpu"])
+def test_detect_reads_this_machine(kind):
+    hw = Hardware.detect(torch.device(kind))
+    assert hw.kind == "cpu" and hw.cores >= 1 and hw.isa == devices.cpu_isa()
