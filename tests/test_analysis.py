@@ -221,3 +221,15 @@ def test_new_experiment_tables_merge_when_present(outputs):
          "throughput_img_s": 20000.0, "train_loss": 0.3, "test_accuracy": 0.97, "status": "ok"}])
     m = analysis.load(analysis.discover(outputs, ["laptop", "colab"]))
     assert "backends" in analysis.TABLES and m["backends"].run_name.tolist() == ["laptop"]
+
+
+def test_best_configurations_of_07_per_run():
+    def rows(run, speedup):
+        return [{"run_name": run, "row_kind": "best", "model": "resnet50", "phase": "train", "status": "ok",
+                 "config": "fp32 channels_last bs128", "throughput_img_s": 70.0, "speedup_x": speedup},
+                {"run_name": run, "row_kind": "race", "model": "resnet50", "phase": "train", "status": "ok"}]
+
+    tuned = pd.DataFrame(rows("a", 1.4) + rows("b", 2.0))
+    best = analysis.best_configurations(tuned)
+    assert best.run_name.tolist() == ["a", "b"] and best["speedup (x)"].tolist() == [1.4, 2.0]
+    assert analysis.best_configurations(pd.DataFrame()).empty

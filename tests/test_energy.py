@@ -189,3 +189,15 @@ def test_every_engine_window_carries_energy(monkeypatch):
     assert row["energy_j"] == pytest.approx(1.0)  # two reads, one apart
     assert row["energy_j_per_image"] == pytest.approx(1.0 / 32)
     assert row["avg_power_w"] > 0
+
+
+def test_nvml_counter_reads_the_gpu_cuda_means_under_cuda_visible_devices(monkeypatch):
+    class Recording(FakeNvml):
+        def nvmlDeviceGetHandleByIndex(self, index):
+            self.asked = index
+            return f"gpu{index}"
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3,1")
+    nvml = Recording()
+    energy.nvml_counter(0, nvml)
+    assert nvml.asked == 3  # CUDA device 0 is the machine's GPU 3, as telemetry and envinfo read it

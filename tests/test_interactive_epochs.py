@@ -35,3 +35,12 @@ def test_epoch_mode_times_train_and_validation_epochs(tmp_path):
     assert row.status == "ok" and row.train_images == 2 * 16 and row.val_images == 2 * 16
     assert row.train_epoch_s > 0 and row.train_throughput_img_s == row.train_images / row.train_epoch_s
     assert scenarios.epochs(run).train_epoch_s.tolist() == first.train_epoch_s.tolist()  # resumed, not redone
+
+
+def test_epochs_rerun_with_another_image_cap_measures_new_rows(tmp_path):
+    overrides = {"epoch_mode": True, "max_batches": 0, "models": ["mnist_cnn"], "epoch_images": 32}
+    first = scenarios.epochs(cnnbench.open_run(SMOKE, overrides, tmp_path / "run"))
+    assert first.train_images.tolist() == [32]
+    again = scenarios.epochs(cnnbench.open_run(SMOKE, {**overrides, "epoch_images": 48}, tmp_path / "run"))
+    assert again.train_images.tolist() == [48]  # the new cap is measured, not the old row reused
+    assert len(pd.read_csv(tmp_path / "run" / "epochs.csv")) == 2  # both kept, each with its own key

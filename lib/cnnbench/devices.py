@@ -188,7 +188,10 @@ def peak_rss_mib() -> float:
 
 def nvml_bus_id(index: int) -> str | None:
     """The PCI bus id of CUDA device ``index`` as NVML writes it ("00000000:3B:00.0"), None if torch hides it."""
-    props = torch.cuda.get_device_properties(index)
+    try:
+        props = torch.cuda.get_device_properties(index)
+    except (AssertionError, RuntimeError):  # no CUDA here (a test's fake NVML, a CPU-only build)
+        return None
     if not hasattr(props, "pci_bus_id"):
         return None
     return f"{getattr(props, 'pci_domain_id', 0):08X}:{props.pci_bus_id:02X}:{props.pci_device_id:02X}.0"

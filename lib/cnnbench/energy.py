@@ -26,6 +26,8 @@ from pathlib import Path
 
 import torch
 
+from cnnbench import devices
+
 POWERCAP = Path("/sys/class/powercap")
 NVML_MIN_WINDOW_S = 1.0  # NVML's energy counter updates every 20-100 ms: shorter windows are too coarse
 APPLE_NOTE = ("Apple silicon has no energy counter an unprivileged process can read; "
@@ -117,12 +119,14 @@ def rapl_counter(root: Path = POWERCAP) -> RaplCounter | Unavailable:
 
 
 def nvml_counter(index: int, nvml=None) -> NvmlCounter | Unavailable:
-    """GPU ``index``'s NVML energy counter, or why not (no nvidia-ml-py, pre-Volta GPU, driver refusal)."""
+    """CUDA device ``index``'s NVML energy counter, or why not (no nvidia-ml-py, pre-Volta GPU, driver refusal).
+
+    The handle is the GPU that CUDA device really is (PCI bus id, CUDA_VISIBLE_DEVICES), as for telemetry.
+    """
     try:
         if nvml is None:
             import pynvml as nvml
-        nvml.nvmlInit()
-        counter = NvmlCounter(nvml.nvmlDeviceGetHandleByIndex(index), nvml)
+        counter = NvmlCounter(devices.nvml_handle(torch.device("cuda", index), nvml), nvml)
         counter.read()
     except ImportError:
         return Unavailable("nvidia-ml-py is not installed: no NVML energy counter")

@@ -84,4 +84,7 @@ def open_run(
     results.write_json(
         root / "params.json", {"params_file": str(path), "overrides": overrides, **p.to_dict()}
     )
+    from cnnbench import tables
+
+    tables.readable_display()  # every table a notebook shows is whole: nothing behind "..."
     return Run(p, path, root.resolve(), device, threads, overrides)

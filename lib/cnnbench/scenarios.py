@@ -90,7 +90,9 @@ def diminishing_returns(df: pd.DataFrame, within: float = 0.05) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["model", "phase", "best_throughput_img_s", "best_batch_size", "knee_batch_size"])
 
 
-EPOCH_KEYS = ("model", "device_kind", "batch_size", "image_size", "precision", "memory_format", "dataset")
+# Everything that changes an epoch time, so a rerun with other parameters measures new rows.
+EPOCH_KEYS = ("model", "device_kind", "batch_size", "image_size", "num_classes", "in_channels", "precision",
+              "memory_format", "compile", "dataset", "threads", "workers", "max_batches", "epoch_images")
 
 
 def _epoch(work: engine.Workload, loader, phase: str, max_batches: int, max_images: int = 0) -> tuple[float, int]:
@@ -115,6 +117,7 @@ def epochs(run) -> pd.DataFrame:
     results = ResultsFile(run.path("epochs.csv"), EPOCH_KEYS)
     protocol = Protocol.from_params(p)
     dataset_for = dataset_loader(p)
+    wanted = []
     for model in bar(p.models, desc="epochs", unit="model"):
         cfg = _config(p, model, "train", p.batch_size_for(model), p.variants[0])
         cap = p.epoch_images_per_model.get(model, p.epoch_images)
@@ -123,6 +126,7 @@ def epochs(run) -> pd.DataFrame:
                "error": "", "threads": torch.get_num_threads(), "workers": p.workers, "max_batches": p.max_batches,
                "epoch_images": cap}
         if results.done(row):
+            wanted.append(results._key_of(row))
             continue
         try:
             splits = {}
@@ -143,4 +147,6 @@ def epochs(run) -> pd.DataFrame:
         except Exception as err:  # noqa: BLE001 - a failure is a row
             row.update(engine.failure(err))
         results.append(row)
-    return pd.read_csv(run.path("epochs.csv"))
+        wanted.append(results._key_of(row))
+    mine = [results._key_of(r) in wanted for r in results.rows()]  # this run's configurations, file order
+    return pd.read_csv(run.path("epochs.csv"))[mine].reset_index(drop=True)
