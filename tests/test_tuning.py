@@ -92,6 +92,59 @@ def test_the_largest_batch_that_fits_is_raced_even_off_the_powers_of_two(monkeyp
     assert "out of memory at 256; largest that fits 192" == best["batch_size_limit_note"]
 
 
+class FakeWork:
+    def __init__(self, *args):
+        pass
+
+    def step(self):
+        pass
+
+    def check_loss(self):
+        pass
+
+
+class FakeStepTimer:
+    """Records the number of steps of each window; the steps take 0.4, 0.5, 0.6, 0.4, ... s."""
+
+    windows: list = []
+
+    def __init__(self, device):
+        pass
+
+    def window(self, step, n):
+        FakeStepTimer.windows.append(n)
+        times = [(0.4, 0.5, 0.6)[i % 3] for i in range(n)]
+        return times, sum(times)
+
+
+class FakeMeter:
+    def __init__(self, device):
+        pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def summary(self, images):
+        return {}
+
+
+@pytest.mark.parametrize("window_s, steps", [(5.0, 10), (1.0, 3)])
+def test_race_windows_are_sized_from_a_second_step_and_hold_at_least_three(monkeypatch, window_s, steps):
+    timed = iter([4.0, 0.5])  # the first step (allocation, kernel selection, cuDNN autotuning) is slow
+    monkeypatch.setattr(search.engine, "Workload", FakeWork)
+    monkeypatch.setattr(search, "_timed", lambda work, device: next(timed))
+    monkeypatch.setattr(search.timing, "StepTimer", FakeStepTimer)
+    monkeypatch.setattr(search.energy, "Meter", FakeMeter)
+    FakeStepTimer.windows = []
+    out = search.window(BASE, Candidate(batch_size=8, threads=1), torch.device("cpu"), engine.Protocol(), window_s)
+    assert FakeStepTimer.windows == [steps]  # paced by the second step (0.5 s), never fewer than 3 steps
+    assert out.status == "ok" and out.extra["measured_steps"] == steps and out.extra["first_step_s"] == 4.0
+    assert out.throughput_ci95_img_s > 0  # a window of one step would give a zero bootstrap interval
+
+
 def test_guard_rejects_a_configuration_whose_loss_departs():
     hw = Hardware("cpu", "Xeon", cores=2, isa=frozenset({"avx512f", "avx512_bf16"}))
     losses = {("bf16", "nchw", "off"): 4.2}  # 20% of fp32 eager's progress (5 -> 4) away: rejected
