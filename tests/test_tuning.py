@@ -237,6 +237,47 @@ def test_tiny_real_search_writes_tuning_csv(tmp_path):
     assert len(cnnbench.tuning.tune(run)) == n  # a rerun resumes: nothing measured again
 
 
+class FakeSearch:
+    """Search of tune_one without a model: records its identity and writes a 'best' row as the real one does."""
+
+    searched: list = []
+
+    def __init__(self, base, sp, settings, identity, **injected):
+        self.identity, self.sink = identity, injected["sink"]
+
+    def run(self):
+        FakeSearch.searched.append(dict(self.identity))
+        row = {**self.identity, "row_kind": "best", "stage": "best", "rung": "", "config": "fp32 nchw",
+               "status": "ok", "throughput_img_s": 100.0 + len(FakeSearch.searched)}
+        self.sink(row)
+        return row
+
+
+def test_a_rerun_with_other_search_params_searches_again(tmp_path, monkeypatch):
+    monkeypatch.setattr(search, "Search", FakeSearch)
+    FakeSearch.searched = []
+    base = {"tune_models": ["resnet18"], "tune_budget_s": 2.0}
+    before = torch.get_num_threads()
+
+    def tune(**over):
+        return cnnbench.tuning.tune(cnnbench.open_run(ROOT / "params" / "smoke.yaml", {**base, **over},
+                                                      tmp_path / "run"))
+
+    try:
+        tune()
+        tune()
+        assert len(FakeSearch.searched) == 1  # the same search resumes
+        for over in ({"tune_budget_s": 3.0}, {"image_size": 48}, {"num_classes": 5},
+                     {"tune_precisions": ["fp32"]}, {"tune_max_batch_size": 64}, {"threads": 2}):
+            n = len(FakeSearch.searched)
+            df = tune(**over)
+            assert len(FakeSearch.searched) == n + 1, f"{over}: the old search was reused"
+            best = df[df.row_kind == "best"]
+            assert len(best) == 1 and best.throughput_img_s.iloc[0] == 100.0 + n + 1  # this search's rows only
+    finally:
+        torch.set_num_threads(before)
+
+
 def test_guard_loss_is_reproducible_and_channels_last_trains_the_same_network():
     cpu = torch.device("cpu")
     cfg = engine.Config(model="mnist_cnn", phase="train", batch_size=8, image_size=28, num_classes=10, in_channels=1)
