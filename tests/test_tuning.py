@@ -1,5 +1,6 @@
 """The search of one model with fake evaluations (no model runs), the guard, the params, and one real tiny run."""
 
+import importlib.util
 import math
 
 import pandas as pd
@@ -290,3 +291,24 @@ def test_guard_loss_is_reproducible_and_channels_last_trains_the_same_network():
     assert untrained == pytest.approx(start) and not guard.judge(untrained, ref, 0.05, start).ok
     ev = guard.loss_after(engine.Config(**{**cfg.__dict__, "phase": "eval"}), cpu, proto, guard.REFERENCE, 4, 1)
     assert ev[0] == ev[1] and math.isfinite(ev[0])
+
+
+def load_tuning_goal():
+    spec = importlib.util.spec_from_file_location("tuning_goal", ROOT / "benchmarks" / "tuning_goal.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("device_name, figure", [
+    ("NVIDIA H100 80GB HBM3", 2790.0),  # the H100 SXM the published figure was measured on
+    ("nvidia  h100 80gb hbm3", 2790.0),  # case, spacing and the NVIDIA prefix do not matter
+    ("NVIDIA H200", 3080.0),
+    ("NVIDIA GH200 480GB", None),  # contains "H200" but is another device
+    ("NVIDIA H100 PCIe", None),  # another variant than the published SXM
+    ("NVIDIA H200 NVL", None),
+    ("NVIDIA L40", None),
+])
+def test_tuning_goal_compares_only_with_the_exact_published_device(device_name, figure):
+    published = load_tuning_goal().published_for(device_name)
+    assert (published[0] if published else None) == figure
