@@ -1,6 +1,10 @@
 """The widget explorer (live and static) and seed 000's epoch mode."""
 
+import types
+
 import pandas as pd
+import pytest
+import torch
 
 import cnnbench
 from cnnbench import interactive, scenarios
@@ -34,6 +38,8 @@ def test_epoch_mode_times_train_and_validation_epochs(tmp_path):
     row = first.iloc[0]
     assert row.status == "ok" and row.train_images == 2 * 16 and row.val_images == 2 * 16
     assert row.train_epoch_s > 0 and row.train_throughput_img_s == row.train_images / row.train_epoch_s
+    for split in ("train", "val"):  # the start-up costs inside the epoch time, measured apart
+        assert 0 < row[f"{split}_loader_start_s"] + row[f"{split}_first_step_s"] <= row[f"{split}_epoch_s"]
     assert scenarios.epochs(run).train_epoch_s.tolist() == first.train_epoch_s.tolist()  # resumed, not redone
 
 
@@ -44,3 +50,29 @@ def test_epochs_rerun_with_another_image_cap_measures_new_rows(tmp_path):
     again = scenarios.epochs(cnnbench.open_run(SMOKE, {**overrides, "epoch_images": 48}, tmp_path / "run"))
     assert again.train_images.tolist() == [48]  # the new cap is measured, not the old row reused
     assert len(pd.read_csv(tmp_path / "run" / "epochs.csv")) == 2  # both kept, each with its own key
+
+
+class FakeLoader:
+    """A DataLoader on a fake clock: starting it (workers) takes 2 s, each batch then waits 0.5 s."""
+
+    def __init__(self, now, batches):
+        self.now, self.batches = now, batches
+
+    def __iter__(self):
+        self.now[0] += 2.0
+        for _ in range(self.batches):
+            self.now[0] += 0.5
+            yield torch.zeros(4, 1), torch.zeros(4)
+
+
+def test_epoch_time_keeps_the_start_up_inside_and_measures_it_apart():
+    now, synced = [0.0], []
+    steps = iter([1.0, 0.1, 0.1])  # the first step is slow (allocation, kernel selection), the rest fast
+    work = types.SimpleNamespace(device=torch.device("cpu"), to_device=lambda x, y: (x, y),
+                                 train_step=lambda batch: now.__setitem__(0, now[0] + next(steps)))
+    out = scenarios._epoch(work, FakeLoader(now, 3), "train", 0, clock=lambda: now[0], sync=synced.append)
+    assert out["images"] == 12
+    assert out["loader_start_s"] == pytest.approx(2.5)  # iter(loader) and the first batch
+    assert out["first_step_s"] == pytest.approx(1.0)
+    assert out["epoch_s"] == pytest.approx(2.5 + 1.0 + 2 * (0.5 + 0.1))  # seed 000's semantics: all of it
+    assert len(synced) == 3  # before the clock starts, after the first step, at the end

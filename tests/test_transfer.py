@@ -223,6 +223,36 @@ def test_phase_timer_syncs_at_every_boundary_and_times_each_phase():
     assert synced == [CPU] * 4
 
 
+class FakeCudaEvent:
+    """A CUDA event: remembers the stream it was recorded on and the fake device time then."""
+
+    def __init__(self, recorded, now, enable_timing=False):
+        assert enable_timing
+        self.recorded, self.now, self.stream, self.t = recorded, now, None, None
+
+    def record(self, stream=None):
+        self.stream, self.t = stream, self.now[0]
+        self.recorded.append(self)
+
+    def elapsed_time(self, end):
+        return (end.t - self.t) * 1e3  # milliseconds, as torch's events
+
+
+def test_phase_events_are_recorded_on_the_measured_devices_stream(monkeypatch):
+    recorded, now = [], [0.0]
+    monkeypatch.setattr(torch.cuda, "Event", lambda enable_timing=False: FakeCudaEvent(recorded, now, enable_timing))
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: f"stream of {torch.device(device)}")
+    ticks = iter([0.0, 1.0, 9.0])
+    timer = phases.PhaseTimer(torch.device("cuda:1"), clock=lambda: next(ticks), sync=lambda d: None)
+    timer.start()
+    now[0] = 0.5
+    timer.mark("data_wait")
+    now[0] = 2.5
+    timer.mark("forward")
+    assert [e.stream for e in recorded] == ["stream of cuda:1"] * 3  # not GPU 0's (the current device's)
+    assert timer.times == {"data_wait": 1.0, "forward": 2.0}  # host clock for the data wait, events after
+
+
 def test_phase_summary_checks_the_sum_against_the_unsplit_step():
     split = [dict(zip(phases.STEP_PHASES, (1, 1, 3, 1, 3, 1), strict=True))] * 3  # sum 10
     rows = phases.summarize(split, [10.3, 10.3])

@@ -1,5 +1,6 @@
 """The search of one model with fake evaluations (no model runs), the guard, the params, and one real tiny run."""
 
+import importlib.util
 import math
 
 import pandas as pd
@@ -90,6 +91,59 @@ def test_the_largest_batch_that_fits_is_raced_even_off_the_powers_of_two(monkeyp
     best = s.run()
     assert best["batch_size_limit"] == 192 and best["batch_size"] == 192
     assert "out of memory at 256; largest that fits 192" == best["batch_size_limit_note"]
+
+
+class FakeWork:
+    def __init__(self, *args):
+        pass
+
+    def step(self):
+        pass
+
+    def check_loss(self):
+        pass
+
+
+class FakeStepTimer:
+    """Records the number of steps of each window; the steps take 0.4, 0.5, 0.6, 0.4, ... s."""
+
+    windows: list = []
+
+    def __init__(self, device):
+        pass
+
+    def window(self, step, n):
+        FakeStepTimer.windows.append(n)
+        times = [(0.4, 0.5, 0.6)[i % 3] for i in range(n)]
+        return times, sum(times)
+
+
+class FakeMeter:
+    def __init__(self, device):
+        pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def summary(self, images):
+        return {}
+
+
+@pytest.mark.parametrize("window_s, steps", [(5.0, 10), (1.0, 3)])
+def test_race_windows_are_sized_from_a_second_step_and_hold_at_least_three(monkeypatch, window_s, steps):
+    timed = iter([4.0, 0.5])  # the first step (allocation, kernel selection, cuDNN autotuning) is slow
+    monkeypatch.setattr(search.engine, "Workload", FakeWork)
+    monkeypatch.setattr(search, "_timed", lambda work, device: next(timed))
+    monkeypatch.setattr(search.timing, "StepTimer", FakeStepTimer)
+    monkeypatch.setattr(search.energy, "Meter", FakeMeter)
+    FakeStepTimer.windows = []
+    out = search.window(BASE, Candidate(batch_size=8, threads=1), torch.device("cpu"), engine.Protocol(), window_s)
+    assert FakeStepTimer.windows == [steps]  # paced by the second step (0.5 s), never fewer than 3 steps
+    assert out.status == "ok" and out.extra["measured_steps"] == steps and out.extra["first_step_s"] == 4.0
+    assert out.throughput_ci95_img_s > 0  # a window of one step would give a zero bootstrap interval
 
 
 def test_guard_rejects_a_configuration_whose_loss_departs():
@@ -184,6 +238,47 @@ def test_tiny_real_search_writes_tuning_csv(tmp_path):
     assert len(cnnbench.tuning.tune(run)) == n  # a rerun resumes: nothing measured again
 
 
+class FakeSearch:
+    """Search of tune_one without a model: records its identity and writes a 'best' row as the real one does."""
+
+    searched: list = []
+
+    def __init__(self, base, sp, settings, identity, **injected):
+        self.identity, self.sink = identity, injected["sink"]
+
+    def run(self):
+        FakeSearch.searched.append(dict(self.identity))
+        row = {**self.identity, "row_kind": "best", "stage": "best", "rung": "", "config": "fp32 nchw",
+               "status": "ok", "throughput_img_s": 100.0 + len(FakeSearch.searched)}
+        self.sink(row)
+        return row
+
+
+def test_a_rerun_with_other_search_params_searches_again(tmp_path, monkeypatch):
+    monkeypatch.setattr(search, "Search", FakeSearch)
+    FakeSearch.searched = []
+    base = {"tune_models": ["resnet18"], "tune_budget_s": 2.0}
+    before = torch.get_num_threads()
+
+    def tune(**over):
+        return cnnbench.tuning.tune(cnnbench.open_run(ROOT / "params" / "smoke.yaml", {**base, **over},
+                                                      tmp_path / "run"))
+
+    try:
+        tune()
+        tune()
+        assert len(FakeSearch.searched) == 1  # the same search resumes
+        for over in ({"tune_budget_s": 3.0}, {"image_size": 48}, {"num_classes": 5},
+                     {"tune_precisions": ["fp32"]}, {"tune_max_batch_size": 64}, {"threads": 2}):
+            n = len(FakeSearch.searched)
+            df = tune(**over)
+            assert len(FakeSearch.searched) == n + 1, f"{over}: the old search was reused"
+            best = df[df.row_kind == "best"]
+            assert len(best) == 1 and best.throughput_img_s.iloc[0] == 100.0 + n + 1  # this search's rows only
+    finally:
+        torch.set_num_threads(before)
+
+
 def test_guard_loss_is_reproducible_and_channels_last_trains_the_same_network():
     cpu = torch.device("cpu")
     cfg = engine.Config(model="mnist_cnn", phase="train", batch_size=8, image_size=28, num_classes=10, in_channels=1)
@@ -196,3 +291,24 @@ def test_guard_loss_is_reproducible_and_channels_last_trains_the_same_network():
     assert untrained == pytest.approx(start) and not guard.judge(untrained, ref, 0.05, start).ok
     ev = guard.loss_after(engine.Config(**{**cfg.__dict__, "phase": "eval"}), cpu, proto, guard.REFERENCE, 4, 1)
     assert ev[0] == ev[1] and math.isfinite(ev[0])
+
+
+def load_tuning_goal():
+    spec = importlib.util.spec_from_file_location("tuning_goal", ROOT / "benchmarks" / "tuning_goal.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("device_name, figure", [
+    ("NVIDIA H100 80GB HBM3", 2790.0),  # the H100 SXM the published figure was measured on
+    ("nvidia  h100 80gb hbm3", 2790.0),  # case, spacing and the NVIDIA prefix do not matter
+    ("NVIDIA H200", 3080.0),
+    ("NVIDIA GH200 480GB", None),  # contains "H200" but is another device
+    ("NVIDIA H100 PCIe", None),  # another variant than the published SXM
+    ("NVIDIA H200 NVL", None),
+    ("NVIDIA L40", None),
+])
+def test_tuning_goal_compares_only_with_the_exact_published_device(device_name, figure):
+    published = load_tuning_goal().published_for(device_name)
+    assert (published[0] if published else None) == figure

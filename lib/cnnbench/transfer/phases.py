@@ -28,8 +28,8 @@ KEYS = ("model", "device_kind", "batch_size", "image_size", "precision", "memory
 class PhaseTimer:
     """Times the phases of one step: at each boundary synchronise ``device``, then read ``clock``.
 
-    On CUDA (``use_events``) a CUDA event is also recorded at each boundary and the device phases take their
-    time from the events; the data wait (host only) always comes from the host clock. ``clock`` and ``sync``
+    On CUDA (``use_events``) a CUDA event is also recorded at each boundary, on the measured device's current
+    stream, and the device phases take their time from the events; the data wait (host only) always comes from the host clock. ``clock`` and ``sync``
     are injectable so tests drive the timer with a fake clock.
     """
 
@@ -42,8 +42,9 @@ class PhaseTimer:
     def _event(self):
         if not self.use_events:
             return None
-        event = torch.cuda.Event(enable_timing=True)
-        event.record()
+        make, record = timing._device_events(self.device)  # on the measured device's stream (cuda:1 -> GPU 1)
+        event = make()
+        record(event)
         return event
 
     def start(self) -> None:

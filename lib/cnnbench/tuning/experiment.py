@@ -15,7 +15,17 @@ from cnnbench.tuning import guard, search, space
 from cnnbench.tuning.knobs import applied
 from cnnbench.tuning.space import Candidate, Hardware
 
-KEY = ("model", "device_kind", "phase", "row_kind", "stage", "rung", "config")
+# Everything that decides a search's outcome: the searched data, the default configuration it is compared with
+# (batch size, threads, loader settings: ``default_*``, apart from each row's candidate columns), the measuring
+# protocol and every tune_* key (lists joined by commas). A rerun whose params change any of them searches
+# again, into new rows.
+PARAM_KEYS = ("seed", "lr", "momentum", "synthetic_images", "repeats", "tune_budget_s", "tune_eta",
+              "tune_precisions", "tune_compile_modes", "tune_min_batch_size", "tune_max_batch_size",
+              "tune_confirm_top", "tune_confirm_window_s", "tune_confirm_warmup_steps", "tune_guard_steps",
+              "tune_guard_batch_size", "tune_guard_tolerance")
+SEARCH_KEY = ("model", "device_kind", "phase", "image_size", "num_classes", "in_channels", "dataset", "data_mode",
+              "default_batch_size", "default_threads", "default_workers", "default_pin_memory", *PARAM_KEYS)
+KEY = (*SEARCH_KEY, "row_kind", "stage", "rung", "config")
 
 
 def base_config(p, model: str, phase: str) -> engine.Config:
@@ -74,6 +84,19 @@ def confirm(base: engine.Config, c: Candidate, device, protocol: engine.Protocol
     return row
 
 
+def identity_of(run, model: str, phase: str, hw: Hardware) -> dict:
+    """The columns every row of one search carries: ``SEARCH_KEY`` (and the device's name)."""
+    p = run.params
+    base = base_config(p, model, phase)
+    default = default_candidate(p, model, run.threads, run.device.type)
+    return {"model": model, "phase": phase, "device_kind": run.device.type, "device_name": hw.name,
+            "image_size": base.image_size, "num_classes": base.num_classes, "in_channels": base.in_channels,
+            "dataset": base.dataset, "data_mode": p.data_mode, "default_batch_size": default.batch_size,
+            "default_threads": default.threads, "default_workers": default.workers,
+            "default_pin_memory": default.pin_memory,
+            **{k: ",".join(v) if isinstance(v := getattr(p, k), list) else v for k in PARAM_KEYS}}
+
+
 def tune_one(run, model: str, phase: str, hw: Hardware, sink, peaks) -> dict:
     p, device = run.params, run.device
     base = replace(base_config(p, model, phase), phase=phase)
@@ -83,8 +106,7 @@ def tune_one(run, model: str, phase: str, hw: Hardware, sink, peaks) -> dict:
     settings = search.Settings.from_params(p)
     protocol = engine.Protocol.from_params(p)
     guard_cfg = replace(base, batch_size=settings.guard_batch_size)
-    identity = {"model": model, "phase": phase, "device_kind": device.type, "device_name": hw.name,
-                "image_size": base.image_size, "num_classes": base.num_classes, "data_mode": p.data_mode}
+    identity = identity_of(run, model, phase, hw)
     s = search.Search(
         base, sp, settings, identity,
         evaluate=lambda c, w: search.window(base, c, device, protocol, w),
@@ -102,20 +124,27 @@ def plain(row: dict) -> dict:
 
 
 def tune(run) -> pd.DataFrame:
-    """Search every model of ``tune_models`` in every phase of ``tune_phases``; returns tuning.csv.
+    """Search every model of ``tune_models`` in every phase of ``tune_phases``; returns this run's searches'
+    rows of tuning.csv.
 
-    A rerun with the same run name skips the (model, phase) pairs that already have their 'best' row.
+    A rerun with the same run name skips the searches that already have their 'best' row with the same
+    ``SEARCH_KEY`` (same data, default configuration, protocol and tune_* params); changed params search again.
     """
     p, device = run.params, run.device
     hw = Hardware.detect(device)
     results = ResultsFile(run.path("tuning.csv"), KEY)
+    finished = ResultsFile(results.path, (*SEARCH_KEY, "row_kind"))
+    searches = ResultsFile(results.path, SEARCH_KEY)
     space_file = ResultsFile(run.path("tuning_space.csv"), ("model", "device_kind", "knob", "value"))
     peaks = read_peaks(run)
+    wanted = set()
     for model in p.tune_models:
         for phase in p.tune_phases:
-            if any(r.get("row_kind") == "best" and r.get("model") == model and r.get("phase") == phase
-                   and r.get("status") == "ok" for r in results.rows()):
+            identity = identity_of(run, model, phase, hw)
+            wanted.add(searches._key_of(identity))
+            if finished.done({**identity, "row_kind": "best"}):
                 continue
             _, sp = tune_one(run, model, phase, hw, lambda row: results.append(plain(row)), peaks)
             space_file.extend({"model": model, **r} for r in sp.rows(hw))
-    return pd.read_csv(run.path("tuning.csv"))
+    mine = [searches._key_of(r) in wanted for r in results.rows()]
+    return pd.read_csv(run.path("tuning.csv"))[mine].reset_index(drop=True)

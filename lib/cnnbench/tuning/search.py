@@ -32,6 +32,7 @@ from cnnbench.tuning.racing import Outcome
 from cnnbench.tuning.space import Candidate, Space
 
 STAGES = ("numerics", "batch_size", "host")
+MIN_WINDOW_STEPS = 3  # a race window never has fewer steps (one step: no spread, a zero bootstrap interval)
 
 
 @dataclass(frozen=True)
@@ -68,14 +69,16 @@ def protocol_for(protocol: engine.Protocol, c: Candidate) -> engine.Protocol:
 
 def window(base: engine.Config, c: Candidate, device: torch.device, protocol: engine.Protocol,
            window_s: float) -> Outcome:
-    """One short race window: build, one warm-up step (two when compiling), then steps filling ``window_s``."""
+    """One short race window: build, two warm-up steps, then steps filling ``window_s`` (at least
+    ``MIN_WINDOW_STEPS``). The window is sized from the second step: the first carries allocation, kernel
+    selection and (compiling) the compile, and would make a fast GPU's window a single step."""
     work = None
     try:
         with applied(c.threads, c.compile_mode):
             work = engine.Workload(config_for(base, c), device, protocol_for(protocol, c))
             first = _timed(work, device)
-            pace = _timed(work, device) if c.compile_mode != "off" else first
-            n = int(min(max(round(window_s / max(pace, 1e-6)), 1), 10_000))
+            pace = _timed(work, device)
+            n = int(min(max(round(window_s / max(pace, 1e-6)), MIN_WINDOW_STEPS), 10_000))
             with energy.Meter(device) as meter:
                 times, wall = timing.StepTimer(device).window(work.step, n)
             work.check_loss()
