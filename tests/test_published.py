@@ -34,6 +34,15 @@ def test_the_seeds_inconsistencies_are_computed_from_their_own_numbers():
     assert "10.3% of memory" in text  # 002's 69% is GPU-Util
     assert "1107 img/s x 5.46 G = 6.04" in text and "1.7-3.2x" in text
     assert "0.064 MB" in text and "370 MB" in text
+
+
+def test_seed_001_samples_are_its_padded_epoch_and_seed_004_prints_no_parameter_count():
+    rows = published.inconsistencies()
+    text = " | ".join(rows.computed_from_its_own_numbers)
+    assert "60,416 / 0.9268 s = 65,188 (published 71,758)" in text and "MNIST has 60,000" not in text
+    claims = " | ".join(rows.published)
+    assert "7,950" not in claims and "parameters take 7.9 MB" in claims
+    assert "7,960 parameters x 8 bytes (float64) = 0.064 MB" in text
     assert set(rows.seed.str[:3]) == {"000", "001", "002", "003", "004"}
 
 
