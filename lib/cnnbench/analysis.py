@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from cnnbench import SCHEMA_VERSION, envinfo, published, results, scenarios
+from cnnbench import SCHEMA_VERSION, engine, envinfo, published, results, scenarios
 
 TABLES = (
     "complexity",
@@ -66,6 +66,9 @@ MATCH_KEYS = (
     "dataset",
     "num_classes",
 )
+# Tables the engine writes, keyed by its protocol (engine.PROTOCOL_KEYS and threads): a rerun with changed
+# protocol parameters appends new rows beside the old ones; only the rows of the run's current params are read.
+ENGINE_TABLES = ("scenario_a", "batch_sweep", "telemetry")
 IDENTITY = ("run_name", "host_id", "host")  # added to every merged row
 ALL_RUNS = "*"  # analysis_runs: ["*"] merges every user run of outputs/
 _SMOKE = re.compile(r"^smoke", re.IGNORECASE)
@@ -132,6 +135,41 @@ def _numeric(df: pd.DataFrame) -> pd.DataFrame:
     return df
 
 
+def _norm(value) -> str:
+    """A protocol value as comparable text: 0.01 == "0.01", True == "true", missing == ""."""
+    if value is None or (not isinstance(value, str | bool | list | dict) and pd.isna(value)):
+        return ""
+    text = str(value).strip()
+    if text.lower() in ("true", "false"):
+        return text.lower()
+    try:
+        return repr(float(text))
+    except ValueError:
+        return text
+
+
+def current_rows(df: pd.DataFrame, prm: dict, threads: int | None = None) -> pd.DataFrame:
+    """The rows of an engine table measured under the run's current parameters: every protocol column it carries
+    (engine.PROTOCOL_KEYS) equal to ``prm``'s value, and ``threads`` (when given, non-zero) equal to the
+    threads in force. Rows of an earlier invocation with other protocol parameters stay in the CSV (their key
+    differs) but are not this run's answer."""
+    if df.empty:
+        return df
+    want = {k: prm[k] for k in engine.PROTOCOL_KEYS if k in prm and k in df.columns}
+    if threads and "threads" in df.columns:
+        want["threads"] = threads
+    keep = pd.Series(True, index=df.index)
+    for key, value in want.items():
+        keep &= df[key].map(_norm) == _norm(value)
+    return df[keep]
+
+
+def _run_params(run_dir: Path) -> tuple[dict, int | None]:
+    """A run's params.json and the threads it sets (None: 0, the machine's cores, not recorded here)."""
+    prm = results.read_json(run_dir / "params.json") if (run_dir / "params.json").is_file() else {}
+    return prm, int(prm.get("threads") or 0) or None
+
+
 def identity(run_dir: Path, env: dict) -> dict:
     """run_name, host_id and host label of a run (the fingerprint is computed for older environments)."""
     fp = (
@@ -158,14 +196,18 @@ def load(dirs: list[Path], excluded: dict | None = None) -> Merged:
     merged = Merged([d.name for d in keep], envs, excluded=excluded)
     for name in TABLES:
         frames = [
-            pd.DataFrame(results.read_rows(d / f"{name}.csv")).assign(**identity(d, envs[d.name]))
-            for d in keep
-            if (d / f"{name}.csv").is_file()
+            _read_table(d, name).assign(**identity(d, envs[d.name])) for d in keep if (d / f"{name}.csv").is_file()
         ]
         if frames:
             merged.tables[name] = _numeric(pd.concat(frames, ignore_index=True))
     merged.config_differences = config_differences(keep)
     return merged
+
+
+def _read_table(run_dir: Path, name: str) -> pd.DataFrame:
+    """One CSV of a run; an engine table only with the rows of the run's current parameters."""
+    df = pd.DataFrame(results.read_rows(run_dir / f"{name}.csv"))
+    return current_rows(df, *_run_params(run_dir)) if name in ENGINE_TABLES else df
 
 
 def config_differences(dirs: list[Path]) -> pd.DataFrame:
@@ -212,14 +254,15 @@ def merged_statement(m: Merged) -> str:
 
 
 def _configured(df: pd.DataFrame) -> pd.DataFrame:
-    """ok rows with every MATCH_KEYS column present and comparable (compile as a bool)."""
+    """ok rows with every MATCH_KEYS column (and threads) present and comparable (compile as a bool); one row per
+    run and configuration, the newest (the last appended) where a configuration was measured twice."""
     ok = df[df.status == "ok"].copy() if len(df) else df.copy()
-    for key in MATCH_KEYS:
+    for key in (*MATCH_KEYS, "threads"):
         if key not in ok.columns:
             ok[key] = ""
     ok["compile"] = ok["compile"].astype(str).str.lower().isin(["true", "1", "1.0"])
-    ok[list(MATCH_KEYS)] = ok[list(MATCH_KEYS)].fillna("")
-    return ok.drop_duplicates(["run_name", *MATCH_KEYS])
+    ok[[*MATCH_KEYS, "threads"]] = ok[[*MATCH_KEYS, "threads"]].fillna("")
+    return ok.drop_duplicates(["run_name", *MATCH_KEYS], keep="last")
 
 
 def comparison_kind(a: pd.Series, b: pd.Series) -> str:
@@ -229,8 +272,16 @@ def comparison_kind(a: pd.Series, b: pd.Series) -> str:
     return "cross-device"
 
 
+def _same_machine(host_a, host_b, device_a, device_b) -> bool:
+    return host_a == host_b and str(device_a) == str(device_b)
+
+
 def _pair(ok: pd.DataFrame, a: str, b: str) -> pd.DataFrame:
-    return ok[ok.run_name == a].merge(ok[ok.run_name == b], on=list(MATCH_KEYS), suffixes=("_a", "_b"))
+    """Matched configurations of runs a and b; on the same host and device the threads must match too (else
+    a thread count would pass for run-to-run noise), across devices they may differ (shown beside)."""
+    j = ok[ok.run_name == a].merge(ok[ok.run_name == b], on=list(MATCH_KEYS), suffixes=("_a", "_b"))
+    same = [_same_machine(*r) for r in zip(j.host_id_a, j.host_id_b, j.device_name_a, j.device_name_b, strict=True)]
+    return j[~pd.Series(same, index=j.index, dtype=bool) | (j.threads_a.map(_norm) == j.threads_b.map(_norm))]
 
 
 def speedups(scenario_a: pd.DataFrame) -> pd.DataFrame:
@@ -268,6 +319,8 @@ def speedups(scenario_a: pd.DataFrame) -> pd.DataFrame:
                     "host_b": r["host_b"],
                     "comparison": kind,
                     **{k: r[k] for k in MATCH_KEYS},
+                    "threads_a": r["threads_a"],
+                    "threads_b": r["threads_b"],
                     "throughput_a_img_s": ra,
                     "throughput_b_img_s": rb,
                     "speedup": s,
@@ -294,6 +347,10 @@ def unmatched(scenario_a: pd.DataFrame) -> pd.DataFrame:
                 continue
             ra, rb = sa.iloc[0], sb.iloc[0]
             diff = [f"{k} {ra[k]} vs {rb[k]}" for k in keys if ra[k] != rb[k]]
+            if _same_machine(ra.host_id, rb.host_id, ra.device_name, rb.device_name) and _norm(ra.threads) != _norm(
+                rb.threads
+            ):
+                diff.append(f"threads {ra.threads} vs {rb.threads}")
             rows.append(
                 {"run_a": a, "run_b": b, "model": model, "phase": phase, "differs_in": "; ".join(diff)}
             )
@@ -309,8 +366,12 @@ def speedup_matrix(speedup: pd.DataFrame, phase: str = "train") -> pd.DataFrame:
     if s.empty:
         return pd.DataFrame({"note": [f"no matched {phase} configuration in two runs"]})
     varying = [k for k in MATCH_KEYS if k not in ("model", "phase") and s[k].astype(str).nunique() > 1]
+    threads = [
+        "" if _norm(ta) == _norm(tb) else f", threads {ta} vs {tb}"
+        for ta, tb in zip(s.get("threads_a", [""] * len(s)), s.get("threads_b", [""] * len(s)), strict=True)
+    ]
     s = s.assign(
-        pair=s.run_a + " / " + s.run_b + " (" + s.comparison + ")",
+        pair=s.run_a + " / " + s.run_b + " (" + s.comparison + pd.Series(threads, index=s.index) + ")",
         value=s.speedup.map("{:.2f}x".format)
         + " ["
         + s.speedup_low.map("{:.2f}".format)
