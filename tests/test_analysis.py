@@ -265,3 +265,17 @@ def test_configured_keeps_the_newest_row_of_a_configuration(tmp_path):
     d = make_run(tmp_path, "laptop", "cpu", "Intel Core", {("resnet18", "train"): 10.0})
     add_rows(d, [{"throughput_img_s": 20.0}])
     assert analysis.summary(analysis.load([d])["scenario_a"]).train_throughput_img_s.tolist() == [20.0]
+
+
+def test_a_notebook_shows_the_telemetry_of_its_current_params_only():
+    from types import SimpleNamespace
+
+    from cnnbench.params import Params
+
+    series = pd.DataFrame({"source": "scenario_a", "model": "m", "t_s": [0.0, 0.1, 0.0, 0.1], "metric": "util_cpu_pct",
+                           "value": [10.0, 11.0, 50.0, 51.0], "device_index": pd.NA, "threads": [1, 1, 2, 2],
+                           "measured_steps": [5, 5, 9, 9], "lr": 0.01, "pin_memory": True, "data_path": ""})
+    run = SimpleNamespace(params=Params(measured_steps=9, threads=2), threads=2)
+    assert analysis.for_run(run, series).value.tolist() == [50.0, 51.0]
+    run = SimpleNamespace(params=Params(measured_steps=5, threads=2), threads=2)
+    assert analysis.for_run(run, series).empty  # threads 2 with 5 steps was never measured

@@ -164,6 +164,12 @@ def current_rows(df: pd.DataFrame, prm: dict, threads: int | None = None) -> pd.
     return df[keep]
 
 
+def for_run(run, df: pd.DataFrame) -> pd.DataFrame:
+    """The rows of an engine table (scenario_a, batch_sweep, telemetry) that the open ``run``'s current params
+    and threads measured: what a notebook of that run shows."""
+    return current_rows(df, run.params.to_dict(), run.threads)
+
+
 def _run_params(run_dir: Path) -> tuple[dict, int | None]:
     """A run's params.json and the threads it sets (None: 0, the machine's cores, not recorded here)."""
     prm = results.read_json(run_dir / "params.json") if (run_dir / "params.json").is_file() else {}
