@@ -96,10 +96,19 @@ def test_run_reason(run_dir: Path) -> str | None:
     return None
 
 
+def failed_run_reason(run_dir: Path) -> str | None:
+    """Why a run folder is left out as failed: the pipeline's FAILED.txt, its first line (None: no failure)."""
+    failed = run_dir / "FAILED.txt"  # pipeline.FAILED, written when a run does not finish
+    if not failed.is_file():
+        return None
+    first = next(iter(failed.read_text(errors="replace").splitlines()), "").strip()
+    return f"failed run (FAILED.txt: {first or 'no reason given'})"
+
+
 def discover(outputs: Path, names: list[str] | None = None, excluded: dict | None = None) -> list[Path]:
     """Run folders (with environment.json) under ``outputs``: those named in ``names``, or with ``names`` None
-    or ``["*"]`` every user run (folders starting with '_' or '.', and smoke/test runs, are left out, each
-    with its reason in ``excluded``)."""
+    or ``["*"]`` every user run (folders starting with '_' or '.', smoke/test runs and runs that left a
+    FAILED.txt are left out, each with its reason in ``excluded``)."""
     excluded = {} if excluded is None else excluded
     if names and names != [ALL_RUNS]:
         dirs = [Path(n) if Path(n).is_absolute() else outputs / n for n in names]
@@ -112,7 +121,11 @@ def discover(outputs: Path, names: list[str] | None = None, excluded: dict | Non
     )
     keep = []
     for d in found:
-        reason = "not a run (name starts with '_' or '.')" if d.name[0] in "_." else test_run_reason(d)
+        reason = (
+            "not a run (name starts with '_' or '.')"
+            if d.name[0] in "_."
+            else test_run_reason(d) or failed_run_reason(d)
+        )
         if reason:
             excluded[d.name] = reason
         else:
