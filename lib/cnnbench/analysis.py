@@ -763,6 +763,56 @@ def beside(published_table: pd.DataFrame, ours: pd.DataFrame, key: str, label: s
     return pd.concat([pub, mine[cols + extra]], ignore_index=True)
 
 
+def ops_beside_published(ops: pd.DataFrame) -> pd.DataFrame:
+    """Seed 004's Table 4 beside ours: the MLP's ms per step by op kind (sums of per-op medians), one column
+    per backend, one block of rows per run, the seed's NumPy and CuPy figures beside each; the seed's table
+    alone, labelled, when no run wrote backend_ops.csv with the MLP."""
+    from cnnbench.scratch import report as scratch_report
+
+    blocks = {}
+    for run, g in ops.groupby("run_name") if len(ops) and {"op_kind", "median_ms"} <= set(ops.columns) else []:
+        block = scratch_report.beside_seed_004(g)
+        if len(block):
+            blocks[run] = block
+    if not blocks:
+        return beside(published.OPS_004, pd.DataFrame(), "operation", "backend_ops")
+    return pd.concat(blocks, names=["run_name", "op_kind"]).reset_index()
+
+
+_TELEMETRY_CONFIG = ("source", "model", "phase", "batch_size", "image_size", "precision", "memory_format", "compile",
+                     "data_mode")
+_GPU_SUMMARY = {("mean", "util_device_pct"): "gpu_util_mean_pct", ("max", "util_device_pct"): "gpu_util_max_pct",
+                ("mean", "gpu_power_w"): "gpu_power_w_mean", ("max", "gpu_power_w"): "gpu_power_w_max",
+                ("mean", "gpu_temp_c"): "gpu_temp_c_mean", ("max", "gpu_temp_c"): "gpu_temp_c_max",
+                ("max", "gpu_mem_used_mib"): "gpu_mem_used_max_mib"}
+
+
+def telemetry_summary(tele: pd.DataFrame) -> pd.DataFrame:
+    """Our sampled GPU telemetry, one row per run, configuration and GPU (``gpu``: its index): utilisation,
+    power and temperature (mean and max over the measured windows) and memory used (max), with the sample count."""
+    metrics = {m for _, m in _GPU_SUMMARY}
+    g = tele[tele.metric.isin(metrics)] if len(tele) and "metric" in tele else pd.DataFrame()
+    if g.empty:
+        return pd.DataFrame()
+    keys = ["run_name", "device_name", *[c for c in _TELEMETRY_CONFIG if c in g], "device_index"]
+    wide = g.groupby([*keys, "metric"], dropna=False, sort=False).value.agg(["mean", "max", "size"]).unstack("metric")
+    samples = wide["size"].max(axis=1).rename("samples")
+    wide = wide[[c for c in _GPU_SUMMARY if c in wide.columns]]
+    wide.columns = [_GPU_SUMMARY[c] for c in wide.columns]
+    return wide.join(samples).reset_index().rename(columns={"device_index": "gpu"})
+
+
+def telemetry_beside_published(tele: pd.DataFrame) -> pd.DataFrame:
+    """Seed 002's single nvidia-smi snapshots beside our GPU telemetry summarised per run, configuration and GPU
+    (:func:`telemetry_summary`); the seed's table alone, labelled, when no run sampled a GPU."""
+    ours = telemetry_summary(tele)
+    pub = published.TELEMETRY_002.assign(source=f"published by {published.SEED_002}")
+    if ours.empty:
+        return pub.assign(note="no run of this analysis sampled a GPU (telemetry.csv): the published table alone")
+    ours = ours.rename(columns={"source": "measured_in"}).assign(source="ours: " + ours.run_name.astype(str))
+    return pd.concat([pub, ours], ignore_index=True)
+
+
 def placed_points(m: Merged, source: str = "scenario_a") -> pd.DataFrame:
     """Roofline points of one source (scenario_a, batch_sweep, layer) across every run."""
     rf = m["roofline"]
