@@ -233,3 +233,49 @@ def test_best_configurations_of_07_per_run():
     best = analysis.best_configurations(tuned)
     assert best.run_name.tolist() == ["a", "b"] and best["speedup (x)"].tolist() == [1.4, 2.0]
     assert analysis.best_configurations(pd.DataFrame()).empty
+
+
+def test_same_host_runs_with_other_threads_are_not_divided_but_named(tmp_path):
+    make_run(tmp_path, "t1", "cpu", "Intel Core", {("resnet18", "train"): 10.0}, extra={"threads": 1})
+    make_run(tmp_path, "t2", "cpu", "Intel Core", {("resnet18", "train"): 19.0}, extra={"threads": 2})
+    make_run(tmp_path, "gpu", "cuda", "Tesla T4", {("resnet18", "train"): 300.0}, extra={"threads": 8})
+    sa = analysis.load(analysis.discover(tmp_path))["scenario_a"]
+    sp = analysis.speedups(sa)
+    assert "run-to-run" not in set(sp.comparison)  # threads 1 vs 2 on one host is not run-to-run noise
+    assert set(sp.comparison) == {"cross-device"} and len(sp) == 2  # across devices threads may differ ...
+    assert set(sp.threads_a.astype(int)) == {8} and set(sp.threads_b.astype(int)) == {1, 2}  # ... shown
+    um = analysis.unmatched(sa)
+    assert um.differs_in.tolist() == ["threads 1 vs 2"] and (um.run_a + um.run_b).tolist() == ["t1t2"]
+    assert "threads 8 vs 1" in " ".join(analysis.speedup_matrix(sp).columns)
+
+
+def test_a_rerun_with_changed_protocol_reads_only_its_current_rows(tmp_path):
+    d = make_run(tmp_path, "laptop", "cpu", "Intel Core", {("resnet18", "train"): 10.0},
+                 extra={"measured_steps": 5, "lr": 0.01, "threads": 2})
+    add_rows(d, [{"throughput_img_s": 20.0, "measured_steps": 9, "lr": 0.01, "threads": 2}])  # the rerun
+    add_rows(d, [{"throughput_img_s": 30.0, "measured_steps": 9, "lr": 0.01, "threads": 4}])  # other threads
+    results.write_json(d / "params.json", {**results.read_json(d / "params.json"), "measured_steps": 9,
+                                           "lr": "0.01", "threads": 2})
+    m = analysis.load([d])
+    assert m["scenario_a"].throughput_img_s.tolist() == [20.0]
+    assert analysis.summary(m["scenario_a"]).train_throughput_img_s.tolist() == [20.0]
+
+
+def test_configured_keeps_the_newest_row_of_a_configuration(tmp_path):
+    d = make_run(tmp_path, "laptop", "cpu", "Intel Core", {("resnet18", "train"): 10.0})
+    add_rows(d, [{"throughput_img_s": 20.0}])
+    assert analysis.summary(analysis.load([d])["scenario_a"]).train_throughput_img_s.tolist() == [20.0]
+
+
+def test_a_notebook_shows_the_telemetry_of_its_current_params_only():
+    from types import SimpleNamespace
+
+    from cnnbench.params import Params
+
+    series = pd.DataFrame({"source": "scenario_a", "model": "m", "t_s": [0.0, 0.1, 0.0, 0.1], "metric": "util_cpu_pct",
+                           "value": [10.0, 11.0, 50.0, 51.0], "device_index": pd.NA, "threads": [1, 1, 2, 2],
+                           "measured_steps": [5, 5, 9, 9], "lr": 0.01, "pin_memory": True, "data_path": ""})
+    run = SimpleNamespace(params=Params(measured_steps=9, threads=2), threads=2)
+    assert analysis.for_run(run, series).value.tolist() == [50.0, 51.0]
+    run = SimpleNamespace(params=Params(measured_steps=5, threads=2), threads=2)
+    assert analysis.for_run(run, series).empty  # threads 2 with 5 steps was never measured

@@ -34,6 +34,15 @@ def test_the_seeds_inconsistencies_are_computed_from_their_own_numbers():
     assert "10.3% of memory" in text  # 002's 69% is GPU-Util
     assert "1107 img/s x 5.46 G = 6.04" in text and "1.7-3.2x" in text
     assert "0.064 MB" in text and "370 MB" in text
+
+
+def test_seed_001_samples_are_its_padded_epoch_and_seed_004_prints_no_parameter_count():
+    rows = published.inconsistencies()
+    text = " | ".join(rows.computed_from_its_own_numbers)
+    assert "60,416 / 0.9268 s = 65,188 (published 71,758)" in text and "MNIST has 60,000" not in text
+    claims = " | ".join(rows.published)
+    assert "7,950" not in claims and "parameters take 7.9 MB" in claims
+    assert "7,960 parameters x 8 bytes (float64) = 0.064 MB" in text
     assert set(rows.seed.str[:3]) == {"000", "001", "002", "003", "004"}
 
 
@@ -68,3 +77,33 @@ def test_seeds_full_reproduces_seed_000s_epoch_and_keys_are_validated():
         params.load(SMOKE, {"epoch_images": -1}, check_device=False)
     with pytest.raises(params.ParamsError, match="epoch_images_per_model"):
         params.load(SMOKE, {"epoch_images_per_model": {"nope": 5}}, check_device=False)
+
+
+def test_seed_004_ops_beside_our_ms_per_op_kind_per_run():
+    ops = pd.DataFrame([{"run_name": run, "model": "mlp", "op_kind": kind, "op": f"{kind}_{i}", "backend": backend,
+                         "median_ms": ms * (2 if run == "b" else 1), "mean_ms": ms, "status": "ok", "phase": "forward"}
+                        for run in ("a", "b") for kind, ms in (("matmul", 1.0), ("relu", 0.25))
+                        for backend in ("numpy", "torch_cpu") for i in range(2)])
+    t = analysis.ops_beside_published(ops).set_index(["run_name", "op_kind"])
+    assert t.loc[("a", "matmul"), "ours_ms: numpy"] == 2.0 and t.loc[("b", "relu"), "ours_ms: torch_cpu"] == 1.0
+    assert t.loc[("b", "matmul"), f"published by {published.SEED_004}: numpy_ms"] == 42.3
+    alone = analysis.ops_beside_published(pd.DataFrame())
+    assert "no run of this analysis wrote backend_ops.csv" in alone.note.iloc[0]
+
+
+def test_seed_002_snapshots_beside_our_telemetry_summarised_per_run_configuration_and_gpu():
+    rows = [{"run_name": "gpu", "device_name": "T4", "source": "scenario_a", "model": model, "phase": "train",
+             "batch_size": 64, "t_s": t / 10, "metric": metric, "value": value + gpu * 100 + t % 2,
+             "device_index": gpu if metric != "util_cpu_pct" else pd.NA}
+            for model in ("resnet18", "resnet50") for t in range(500) for gpu in (0, 1)
+            for metric, value in (("util_device_pct", 50.0), ("gpu_power_w", 70.0), ("gpu_temp_c", 60.0),
+                                  ("gpu_mem_used_mib", 3000.0), ("util_cpu_pct", 20.0))]
+    t = analysis.telemetry_beside_published(pd.DataFrame(rows))
+    assert len(t) == len(published.TELEMETRY_002) + 4  # 2 configurations x 2 GPUs, not one row per sample
+    ours = t[t.source == "ours: gpu"].set_index(["model", "gpu"])
+    assert ours.loc[("resnet18", 1), "gpu_util_mean_pct"] == 150.5 and ours.loc[("resnet18", 1), "gpu_util_max_pct"] == 151
+    assert ours.loc[("resnet50", 0), "gpu_power_w_mean"] == 70.5 and ours.loc[("resnet50", 0), "gpu_temp_c_max"] == 61
+    assert ours.loc[("resnet50", 0), "gpu_mem_used_max_mib"] == 3001 and (ours.samples == 500).all()
+    assert "metric" not in t and "value" not in t
+    cpu_only = pd.DataFrame(rows)[lambda d: d.metric == "util_cpu_pct"]
+    assert "no run of this analysis sampled a GPU" in analysis.telemetry_beside_published(cpu_only).note.iloc[0]

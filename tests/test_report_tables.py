@@ -3,7 +3,7 @@
 import nbformat
 import pandas as pd
 
-from cnnbench import report, results, tables
+from cnnbench import SCHEMA_VERSION, report, results, tables
 
 
 def test_show_hides_no_row_or_column():
@@ -26,9 +26,9 @@ def test_utilisation_and_memory_columns_carry_their_units():
     assert "train_peak_rss_mib" in tables.performance_summary(pd.DataFrame([row])).columns
 
 
-def _run(outputs, name, params_file="params/local.yaml"):
+def _run(outputs, name, params_file="params/local.yaml", schema=SCHEMA_VERSION):
     d = outputs / name
-    results.write_json(d / "environment.json", {"schema_version": 1, "device_kind": "cpu", "device_name": "AMD EPYC",
+    results.write_json(d / "environment.json", {"schema_version": schema, "device_kind": "cpu", "device_name": "AMD EPYC",
                                                 "host": f"AMD EPYC ({len(name)} cores)", "host_id": name})
     results.write_json(d / "params.json", {"params_file": params_file, "run_name": name})
     return d
@@ -54,3 +54,19 @@ def test_combined_report_names_runs_hosts_and_what_it_left_out(tmp_path):
     page = path.read_text()
     assert n == 2 and "2 runs compared" in page and "AMD EPYC on AMD EPYC (11 cores)" in page
     assert "Left out" in page and "quick" in page and "smoke.yaml" in page and "_combined" not in page
+
+
+def test_combined_report_leaves_out_failed_and_other_schema_runs_and_counts_what_it_merges(tmp_path):
+    _run(tmp_path, "laptop")
+    _run(tmp_path, "workstation")
+    (_run(tmp_path, "broken") / "FAILED.txt").write_text("This run did not finish: 02_scenario_a failed\nwhen: x\n")
+    _run(tmp_path, "ancient", schema=SCHEMA_VERSION - 1)
+    runs, excluded = report.combined_runs(tmp_path)
+    assert [d.name for d in runs] == ["ancient", "laptop", "workstation"]  # schema is judged by load(), as in 08
+    assert excluded["broken"] == "failed run (FAILED.txt: This run did not finish: 02_scenario_a failed)"
+    nb = tmp_path / "08.ipynb"
+    nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# 08 analysis")]), nb)
+    path, n = report.build_combined_report(tmp_path, nb)
+    page = path.read_text()
+    assert n == 2 and "2 runs compared" in page and "merges the 2 user runs" in page
+    assert "02_scenario_a failed" in page and f"schema version {SCHEMA_VERSION - 1}" in page

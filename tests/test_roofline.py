@@ -370,3 +370,58 @@ def test_notebook_04_completes_when_every_scenario_a_row_failed(tmp_path):
     assert "complexity.csv missing (run 01_complexity first)" in text
     assert "every scenario_a row failed (oom 1, error 1)" in text and "no Scenario A point to place" in text
     assert (run_dir / "device_peaks.csv").is_file() and (run_dir / "bandwidth_sweep.csv").is_file()
+
+
+def _roofline_run(outputs, name, device="dev"):
+    from cnnbench import results
+
+    d = outputs / name
+    pts = [{"source": "scenario_a", "device_name": device, "model": "a", "phase": "train", "batch_size": 8,
+            "intensity_flop_per_byte": 2.0, "achieved_gflops": 5.0}]
+    results.write_rows(d / "roofline.csv", pts)
+    results.write_rows(d / "device_peaks.csv", level_peaks().assign(device_name=device).to_dict("records"))
+    return d
+
+
+def test_per_model_rooflines_across_the_named_runs_grouped_by_run(tmp_path, monkeypatch):
+    first, second = _roofline_run(tmp_path, "first"), _roofline_run(tmp_path, "second")  # one device, two runs
+    _roofline_run(tmp_path, "smoke", device="elsewhere")  # not named: never read
+    points, roofs = roofline.across_runs([first, second])
+    assert set(points.run_name) == set(roofs.run_name) == {"first", "second"}
+    drawn = []
+    monkeypatch.setattr(plots.plt.Axes, "plot", lambda ax, x, y, *a, **k: drawn.append(float(np.asarray(y)[0])))
+    assert set(plots.per_model_rooflines(points, roofs, tmp_path)) == {"a"}  # same device, two runs: a plot
+    assert drawn == [pytest.approx(0.5)] * 2  # at 0.05 FLOP/byte: the DRAM roof (10 GB/s), not l1's 100 GB/s
+    alone, alone_roofs = roofline.across_runs([first])
+    assert plots.per_model_rooflines(alone, alone_roofs, tmp_path) == {}
+
+
+def _fake_run(tmp_path, **params):
+    from types import SimpleNamespace
+
+    from cnnbench.params import Params
+
+    prm = Params(**params)
+    return SimpleNamespace(params=prm, threads=prm.threads, device=torch.device("cpu"), path=lambda n: tmp_path / n)
+
+
+def _sa_row(**kw):
+    row = {"status": "ok", "model": "m", "phase": "train", "batch_size": 8, "image_size": 32, "num_classes": 10,
+           "in_channels": 3, "precision": "fp32", "memory_format": "nchw", "device_name": "dev", "threads": 2,
+           "measured_steps": 5, "lr": 0.01, "seed": 0, "workers": 2, "repeats": 3, "throughput_img_s": 1.0}
+    return {**row, **kw}
+
+
+def test_04_reads_only_the_rows_of_the_current_params_and_profiles_fp32_nchw(tmp_path, monkeypatch):
+    from cnnbench import results
+
+    rows = [_sa_row(), _sa_row(measured_steps=9, throughput_img_s=2.0, memory_format="channels_last"),
+            _sa_row(measured_steps=9, throughput_img_s=3.0), _sa_row(measured_steps=9, threads=4, batch_size=16)]
+    results.write_rows(tmp_path / "scenario_a.csv", rows)
+    run = _fake_run(tmp_path, measured_steps=9, threads=2)
+    sa = roofline.read_inputs(run)["scenario_a"]
+    assert sorted(sa.throughput_img_s) == [2.0, 3.0] and set(sa.batch_size) == {8}  # stale protocol, threads out
+    profiled = []
+    monkeypatch.setattr(roofline, "profile_layers", lambda cfg, *a, **k: profiled.append(cfg) or pd.DataFrame())
+    roofline.layers_for_models(run, sa)
+    assert [(c.model, c.memory_format) for c in profiled] == [("m", "nchw")]

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from cnnbench import SCHEMA_VERSION, envinfo, published, results, scenarios
+from cnnbench import SCHEMA_VERSION, engine, envinfo, published, results, scenarios
 
 TABLES = (
     "complexity",
@@ -66,6 +66,9 @@ MATCH_KEYS = (
     "dataset",
     "num_classes",
 )
+# Tables the engine writes, keyed by its protocol (engine.PROTOCOL_KEYS and threads): a rerun with changed
+# protocol parameters appends new rows beside the old ones; only the rows of the run's current params are read.
+ENGINE_TABLES = ("scenario_a", "batch_sweep", "telemetry")
 IDENTITY = ("run_name", "host_id", "host")  # added to every merged row
 ALL_RUNS = "*"  # analysis_runs: ["*"] merges every user run of outputs/
 _SMOKE = re.compile(r"^smoke", re.IGNORECASE)
@@ -93,10 +96,19 @@ def test_run_reason(run_dir: Path) -> str | None:
     return None
 
 
+def failed_run_reason(run_dir: Path) -> str | None:
+    """Why a run folder is left out as failed: the pipeline's FAILED.txt, its first line (None: no failure)."""
+    failed = run_dir / "FAILED.txt"  # pipeline.FAILED, written when a run does not finish
+    if not failed.is_file():
+        return None
+    first = next(iter(failed.read_text(errors="replace").splitlines()), "").strip()
+    return f"failed run (FAILED.txt: {first or 'no reason given'})"
+
+
 def discover(outputs: Path, names: list[str] | None = None, excluded: dict | None = None) -> list[Path]:
     """Run folders (with environment.json) under ``outputs``: those named in ``names``, or with ``names`` None
-    or ``["*"]`` every user run (folders starting with '_' or '.', and smoke/test runs, are left out, each
-    with its reason in ``excluded``)."""
+    or ``["*"]`` every user run (folders starting with '_' or '.', smoke/test runs and runs that left a
+    FAILED.txt are left out, each with its reason in ``excluded``)."""
     excluded = {} if excluded is None else excluded
     if names and names != [ALL_RUNS]:
         dirs = [Path(n) if Path(n).is_absolute() else outputs / n for n in names]
@@ -109,7 +121,11 @@ def discover(outputs: Path, names: list[str] | None = None, excluded: dict | Non
     )
     keep = []
     for d in found:
-        reason = "not a run (name starts with '_' or '.')" if d.name[0] in "_." else test_run_reason(d)
+        reason = (
+            "not a run (name starts with '_' or '.')"
+            if d.name[0] in "_."
+            else test_run_reason(d) or failed_run_reason(d)
+        )
         if reason:
             excluded[d.name] = reason
         else:
@@ -130,6 +146,47 @@ def _numeric(df: pd.DataFrame) -> pd.DataFrame:
         if converted.notna().sum() == df[col].replace("", pd.NA).notna().sum():
             df[col] = converted
     return df
+
+
+def _norm(value) -> str:
+    """A protocol value as comparable text: 0.01 == "0.01", True == "true", missing == ""."""
+    if value is None or (not isinstance(value, str | bool | list | dict) and pd.isna(value)):
+        return ""
+    text = str(value).strip()
+    if text.lower() in ("true", "false"):
+        return text.lower()
+    try:
+        return repr(float(text))
+    except ValueError:
+        return text
+
+
+def current_rows(df: pd.DataFrame, prm: dict, threads: int | None = None) -> pd.DataFrame:
+    """The rows of an engine table measured under the run's current parameters: every protocol column it carries
+    (engine.PROTOCOL_KEYS) equal to ``prm``'s value, and ``threads`` (when given, non-zero) equal to the
+    threads in force. Rows of an earlier invocation with other protocol parameters stay in the CSV (their key
+    differs) but are not this run's answer."""
+    if df.empty:
+        return df
+    want = {k: prm[k] for k in engine.PROTOCOL_KEYS if k in prm and k in df.columns}
+    if threads and "threads" in df.columns:
+        want["threads"] = threads
+    keep = pd.Series(True, index=df.index)
+    for key, value in want.items():
+        keep &= df[key].map(_norm) == _norm(value)
+    return df[keep]
+
+
+def for_run(run, df: pd.DataFrame) -> pd.DataFrame:
+    """The rows of an engine table (scenario_a, batch_sweep, telemetry) that the open ``run``'s current params
+    and threads measured: what a notebook of that run shows."""
+    return current_rows(df, run.params.to_dict(), run.threads)
+
+
+def _run_params(run_dir: Path) -> tuple[dict, int | None]:
+    """A run's params.json and the threads it sets (None: 0, the machine's cores, not recorded here)."""
+    prm = results.read_json(run_dir / "params.json") if (run_dir / "params.json").is_file() else {}
+    return prm, int(prm.get("threads") or 0) or None
 
 
 def identity(run_dir: Path, env: dict) -> dict:
@@ -158,14 +215,18 @@ def load(dirs: list[Path], excluded: dict | None = None) -> Merged:
     merged = Merged([d.name for d in keep], envs, excluded=excluded)
     for name in TABLES:
         frames = [
-            pd.DataFrame(results.read_rows(d / f"{name}.csv")).assign(**identity(d, envs[d.name]))
-            for d in keep
-            if (d / f"{name}.csv").is_file()
+            _read_table(d, name).assign(**identity(d, envs[d.name])) for d in keep if (d / f"{name}.csv").is_file()
         ]
         if frames:
             merged.tables[name] = _numeric(pd.concat(frames, ignore_index=True))
     merged.config_differences = config_differences(keep)
     return merged
+
+
+def _read_table(run_dir: Path, name: str) -> pd.DataFrame:
+    """One CSV of a run; an engine table only with the rows of the run's current parameters."""
+    df = pd.DataFrame(results.read_rows(run_dir / f"{name}.csv"))
+    return current_rows(df, *_run_params(run_dir)) if name in ENGINE_TABLES else df
 
 
 def config_differences(dirs: list[Path]) -> pd.DataFrame:
@@ -212,14 +273,15 @@ def merged_statement(m: Merged) -> str:
 
 
 def _configured(df: pd.DataFrame) -> pd.DataFrame:
-    """ok rows with every MATCH_KEYS column present and comparable (compile as a bool)."""
+    """ok rows with every MATCH_KEYS column (and threads) present and comparable (compile as a bool); one row per
+    run and configuration, the newest (the last appended) where a configuration was measured twice."""
     ok = df[df.status == "ok"].copy() if len(df) else df.copy()
-    for key in MATCH_KEYS:
+    for key in (*MATCH_KEYS, "threads"):
         if key not in ok.columns:
             ok[key] = ""
     ok["compile"] = ok["compile"].astype(str).str.lower().isin(["true", "1", "1.0"])
-    ok[list(MATCH_KEYS)] = ok[list(MATCH_KEYS)].fillna("")
-    return ok.drop_duplicates(["run_name", *MATCH_KEYS])
+    ok[[*MATCH_KEYS, "threads"]] = ok[[*MATCH_KEYS, "threads"]].fillna("")
+    return ok.drop_duplicates(["run_name", *MATCH_KEYS], keep="last")
 
 
 def comparison_kind(a: pd.Series, b: pd.Series) -> str:
@@ -229,8 +291,16 @@ def comparison_kind(a: pd.Series, b: pd.Series) -> str:
     return "cross-device"
 
 
+def _same_machine(host_a, host_b, device_a, device_b) -> bool:
+    return host_a == host_b and str(device_a) == str(device_b)
+
+
 def _pair(ok: pd.DataFrame, a: str, b: str) -> pd.DataFrame:
-    return ok[ok.run_name == a].merge(ok[ok.run_name == b], on=list(MATCH_KEYS), suffixes=("_a", "_b"))
+    """Matched configurations of runs a and b; on the same host and device the threads must match too (else
+    a thread count would pass for run-to-run noise), across devices they may differ (shown beside)."""
+    j = ok[ok.run_name == a].merge(ok[ok.run_name == b], on=list(MATCH_KEYS), suffixes=("_a", "_b"))
+    same = [_same_machine(*r) for r in zip(j.host_id_a, j.host_id_b, j.device_name_a, j.device_name_b, strict=True)]
+    return j[~pd.Series(same, index=j.index, dtype=bool) | (j.threads_a.map(_norm) == j.threads_b.map(_norm))]
 
 
 def speedups(scenario_a: pd.DataFrame) -> pd.DataFrame:
@@ -268,6 +338,8 @@ def speedups(scenario_a: pd.DataFrame) -> pd.DataFrame:
                     "host_b": r["host_b"],
                     "comparison": kind,
                     **{k: r[k] for k in MATCH_KEYS},
+                    "threads_a": r["threads_a"],
+                    "threads_b": r["threads_b"],
                     "throughput_a_img_s": ra,
                     "throughput_b_img_s": rb,
                     "speedup": s,
@@ -294,6 +366,10 @@ def unmatched(scenario_a: pd.DataFrame) -> pd.DataFrame:
                 continue
             ra, rb = sa.iloc[0], sb.iloc[0]
             diff = [f"{k} {ra[k]} vs {rb[k]}" for k in keys if ra[k] != rb[k]]
+            if _same_machine(ra.host_id, rb.host_id, ra.device_name, rb.device_name) and _norm(ra.threads) != _norm(
+                rb.threads
+            ):
+                diff.append(f"threads {ra.threads} vs {rb.threads}")
             rows.append(
                 {"run_a": a, "run_b": b, "model": model, "phase": phase, "differs_in": "; ".join(diff)}
             )
@@ -309,8 +385,12 @@ def speedup_matrix(speedup: pd.DataFrame, phase: str = "train") -> pd.DataFrame:
     if s.empty:
         return pd.DataFrame({"note": [f"no matched {phase} configuration in two runs"]})
     varying = [k for k in MATCH_KEYS if k not in ("model", "phase") and s[k].astype(str).nunique() > 1]
+    threads = [
+        "" if _norm(ta) == _norm(tb) else f", threads {ta} vs {tb}"
+        for ta, tb in zip(s.get("threads_a", [""] * len(s)), s.get("threads_b", [""] * len(s)), strict=True)
+    ]
     s = s.assign(
-        pair=s.run_a + " / " + s.run_b + " (" + s.comparison + ")",
+        pair=s.run_a + " / " + s.run_b + " (" + s.comparison + pd.Series(threads, index=s.index) + ")",
         value=s.speedup.map("{:.2f}x".format)
         + " ["
         + s.speedup_low.map("{:.2f}".format)
@@ -681,6 +761,56 @@ def beside(published_table: pd.DataFrame, ours: pd.DataFrame, key: str, label: s
     cols = list(dict.fromkeys(cols))
     extra = [c for c in mine.columns if c not in cols and c.endswith(("_s", "_img_s", "_pct", "_mib", "_mb"))]
     return pd.concat([pub, mine[cols + extra]], ignore_index=True)
+
+
+def ops_beside_published(ops: pd.DataFrame) -> pd.DataFrame:
+    """Seed 004's Table 4 beside ours: the MLP's ms per step by op kind (sums of per-op medians), one column
+    per backend, one block of rows per run, the seed's NumPy and CuPy figures beside each; the seed's table
+    alone, labelled, when no run wrote backend_ops.csv with the MLP."""
+    from cnnbench.scratch import report as scratch_report
+
+    blocks = {}
+    for run, g in ops.groupby("run_name") if len(ops) and {"op_kind", "median_ms"} <= set(ops.columns) else []:
+        block = scratch_report.beside_seed_004(g)
+        if len(block):
+            blocks[run] = block
+    if not blocks:
+        return beside(published.OPS_004, pd.DataFrame(), "operation", "backend_ops")
+    return pd.concat(blocks, names=["run_name", "op_kind"]).reset_index()
+
+
+_TELEMETRY_CONFIG = ("source", "model", "phase", "batch_size", "image_size", "precision", "memory_format", "compile",
+                     "data_mode")
+_GPU_SUMMARY = {("mean", "util_device_pct"): "gpu_util_mean_pct", ("max", "util_device_pct"): "gpu_util_max_pct",
+                ("mean", "gpu_power_w"): "gpu_power_w_mean", ("max", "gpu_power_w"): "gpu_power_w_max",
+                ("mean", "gpu_temp_c"): "gpu_temp_c_mean", ("max", "gpu_temp_c"): "gpu_temp_c_max",
+                ("max", "gpu_mem_used_mib"): "gpu_mem_used_max_mib"}
+
+
+def telemetry_summary(tele: pd.DataFrame) -> pd.DataFrame:
+    """Our sampled GPU telemetry, one row per run, configuration and GPU (``gpu``: its index): utilisation,
+    power and temperature (mean and max over the measured windows) and memory used (max), with the sample count."""
+    metrics = {m for _, m in _GPU_SUMMARY}
+    g = tele[tele.metric.isin(metrics)] if len(tele) and "metric" in tele else pd.DataFrame()
+    if g.empty:
+        return pd.DataFrame()
+    keys = ["run_name", "device_name", *[c for c in _TELEMETRY_CONFIG if c in g], "device_index"]
+    wide = g.groupby([*keys, "metric"], dropna=False, sort=False).value.agg(["mean", "max", "size"]).unstack("metric")
+    samples = wide["size"].max(axis=1).rename("samples")
+    wide = wide[[c for c in _GPU_SUMMARY if c in wide.columns]]
+    wide.columns = [_GPU_SUMMARY[c] for c in wide.columns]
+    return wide.join(samples).reset_index().rename(columns={"device_index": "gpu"})
+
+
+def telemetry_beside_published(tele: pd.DataFrame) -> pd.DataFrame:
+    """Seed 002's single nvidia-smi snapshots beside our GPU telemetry summarised per run, configuration and GPU
+    (:func:`telemetry_summary`); the seed's table alone, labelled, when no run sampled a GPU."""
+    ours = telemetry_summary(tele)
+    pub = published.TELEMETRY_002.assign(source=f"published by {published.SEED_002}")
+    if ours.empty:
+        return pub.assign(note="no run of this analysis sampled a GPU (telemetry.csv): the published table alone")
+    ours = ours.rename(columns={"source": "measured_in"}).assign(source="ours: " + ours.run_name.astype(str))
+    return pd.concat([pub, ours], ignore_index=True)
 
 
 def placed_points(m: Merged, source: str = "scenario_a") -> pd.DataFrame:

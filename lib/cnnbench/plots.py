@@ -209,7 +209,7 @@ def trajectory(peaks: pd.DataFrame, points: pd.DataFrame, title: str, path: str 
 
 def per_model_rooflines(points: pd.DataFrame, roofs: pd.DataFrame, folder: str | Path) -> dict:
     """One roofline per model with every run's points (labelled run and device) and that run's measured fp32
-    roof; merged tables carry ``run_name``, a single device's tables are grouped by device."""
+    DRAM roof, grouped by ``run_name`` (tables without it are grouped by device); nothing with fewer than two."""
     import numpy as np
 
     figs = {}
@@ -218,6 +218,8 @@ def per_model_rooflines(points: pd.DataFrame, roofs: pd.DataFrame, folder: str |
         return figs
     x = np.geomspace(0.05, 2e3, 256)
     fp32 = roofs[(roofs.kind == "measured") & (roofs.precision == "fp32")] if len(roofs) else roofs
+    if "level" in fp32:  # the DRAM/HBM roof of each run, not a cache level's
+        fp32 = fp32[fp32.level.fillna("dram").isin(["dram", "hbm"])]
     for model, g in points.groupby("model"):
         fig, ax = plt.subplots(figsize=(8, 5))
         for i, (key, gd) in enumerate(g.groupby(by)):

@@ -152,13 +152,17 @@ def combined_runs(outputs: Path) -> tuple[list[Path], dict[str, str]]:
 
 def build_combined_report(outputs: Path, analysis_notebook: Path) -> tuple[Path, int]:
     """outputs/report.html from the combined analysis (08 executed over every user run into _combined/),
-    headed by the runs it merges, their hosts, and the runs it leaves out."""
-    runs, excluded = combined_runs(outputs)
-    rows = {}
-    for d in runs:
-        env = results.read_json(d / "environment.json")
-        rows[d.name] = f"{env.get('device_name', '?')} on {env.get('host', env.get('cpu_model', '?'))}"
-    left_out = {name: why for name, why in excluded.items() if name != COMBINED}
+    headed by the runs it merges, their hosts, and the runs it leaves out: counted as 08's merge counts them
+    (runs of another schema version, smoke/test and failed runs left out, with the reason)."""
+    from cnnbench import analysis
+
+    merged = analysis.load(*combined_runs(outputs))
+    rows = {
+        name: f"{env.get('device_name', '?')} on {env.get('host', env.get('cpu_model', '?'))}"
+        for name, env in merged.environments.items()
+    }
+    runs = merged.runs
+    left_out = {name: why for name, why in merged.excluded.items() if name != COMBINED}
     header = (
         f"# cnnbench: {len(runs)} runs compared\n\nThis report merges the {len(runs)} user runs below, each "
         "measured on the device and host named beside it; every run keeps its own report in its folder.\n\n"

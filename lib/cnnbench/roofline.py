@@ -9,11 +9,13 @@ DRAM-only view (``attainable_dram_gflops``, ``efficiency_dram``, ``bound_dram``)
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pandas as pd
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-from cnnbench import devices, engine, published, results, scenarios, traffic
+from cnnbench import analysis, devices, engine, published, results, scenarios, traffic
 from cnnbench import peaks as peaks_mod
 
 
@@ -201,9 +203,15 @@ def compare_with_seeds(intensity: pd.DataFrame, complexity: pd.DataFrame) -> pd.
 
 
 def read_inputs(run) -> dict[str, pd.DataFrame]:
-    """The results 04 builds on (complexity, scenario_a, batch_sweep), each an empty frame when missing."""
-    return {name: pd.read_csv(run.path(f"{name}.csv")) if run.path(f"{name}.csv").is_file() else pd.DataFrame()
-            for name in ("complexity", "scenario_a", "batch_sweep")}
+    """The results 04 builds on (complexity, scenario_a, batch_sweep), each an empty frame when missing; of
+    scenario_a and batch_sweep only the rows of the run's current params (a rerun with another protocol leaves
+    the old rows in the CSV beside the new)."""
+    out = {}
+    for name in ("complexity", "scenario_a", "batch_sweep"):
+        path = run.path(f"{name}.csv")
+        df = pd.read_csv(path) if path.is_file() else pd.DataFrame()
+        out[name] = analysis.for_run(run, df) if name in analysis.ENGINE_TABLES else df
+    return out
 
 
 def inputs_note(inputs: dict[str, pd.DataFrame]) -> str:
@@ -231,12 +239,16 @@ def intensity_vs_batch(model_names, batch_sizes, p) -> pd.DataFrame:
 
 
 def layers_for_models(run, scenario_a: pd.DataFrame, steps: int = 2) -> pd.DataFrame:
-    """Profiled layers of each model's training step at its Scenario A configuration (first variant)."""
+    """Profiled layers of each model's training step at its Scenario A configuration: fp32 NCHW where measured,
+    else its first variant (the newest row of a configuration measured twice)."""
     if scenario_a.empty or "status" not in scenario_a:
         return pd.DataFrame(columns=LAYER_COLUMNS)
-    ok = scenario_a[(scenario_a.status == "ok") & (scenario_a.phase == "train")].drop_duplicates("model")
+    ok = scenario_a[(scenario_a.status == "ok") & (scenario_a.phase == "train")]
     if ok.empty:
         return pd.DataFrame(columns=LAYER_COLUMNS)
+    plain = (ok.precision == "fp32") & (ok.memory_format == "nchw")
+    ok = ok.assign(_plain=plain).iloc[::-1].sort_values("_plain", ascending=False, kind="stable")
+    ok = ok.drop_duplicates("model").sort_index()
     protocol = engine.Protocol.from_params(run.params)
     frames = []
     for r in ok.itertuples():
@@ -287,16 +299,18 @@ def above_roof_summary(points: pd.DataFrame) -> pd.DataFrame:
         above_dram_roof=("efficiency_dram", lambda e: int((e > 1 + ABOVE_ROOF_TOLERANCE).sum()))).reset_index()
 
 
-def across_runs(outputs) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Scenario A roofline points and measured roofs of every run under ``outputs`` (for per-model plots)."""
+def across_runs(run_dirs) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Scenario A roofline points and measured roofs of the runs ``run_dirs`` (``analysis.runs_for``: this run
+    alone unless ``analysis_runs`` names others), each row tagged ``run_name`` (for per-model plots)."""
     points, roofs = [], []
-    for run_dir in sorted(d for d in outputs.iterdir() if (d / "roofline.csv").is_file()):
+    for run_dir in sorted(d for d in map(Path, run_dirs) if (d / "roofline.csv").is_file()):
         pts = pd.DataFrame(results.read_rows(run_dir / "roofline.csv"))
         if "source" not in pts:  # a run with nothing placed
             continue
-        points.append(pts[pts.source == "scenario_a"].assign(run=run_dir.name))
+        points.append(pts[pts.source == "scenario_a"].assign(run_name=run_dir.name))
         if (run_dir / "device_peaks.csv").is_file():
-            roofs.append(pd.DataFrame(results.read_rows(run_dir / "device_peaks.csv")).assign(run=run_dir.name))
+            peaks = pd.DataFrame(results.read_rows(run_dir / "device_peaks.csv"))
+            roofs.append(peaks.assign(run_name=run_dir.name))
     num = ["intensity_flop_per_byte", "achieved_gflops", "peak_gflops", "bandwidth_gbs", "batch_size"]
     frames = [pd.concat(f, ignore_index=True) if f else pd.DataFrame() for f in (points, roofs)]
     for df in frames:
