@@ -279,3 +279,13 @@ def test_a_notebook_shows_the_telemetry_of_its_current_params_only():
     assert analysis.for_run(run, series).value.tolist() == [50.0, 51.0]
     run = SimpleNamespace(params=Params(measured_steps=5, threads=2), threads=2)
     assert analysis.for_run(run, series).empty  # threads 2 with 5 steps was never measured
+
+
+def test_08_reads_only_the_search_of_the_current_tune_params():
+    tuned = pd.DataFrame([
+        {"row_kind": "best", "model": "resnet50", "tune_budget_s": "40.0", "tune_precisions": "fp32", "speedup_x": 1.2},
+        {"row_kind": "best", "model": "resnet50", "tune_budget_s": "120.0", "tune_precisions": "fp32,bf16",
+         "speedup_x": 1.9},
+    ])
+    now = analysis.current_search(tuned, {"tune_budget_s": 120, "tune_precisions": ["fp32", "bf16"]})
+    assert now.speedup_x.tolist() == [1.9]  # the earlier search with other params stays out of the report

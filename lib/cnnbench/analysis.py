@@ -226,7 +226,22 @@ def load(dirs: list[Path], excluded: dict | None = None) -> Merged:
 def _read_table(run_dir: Path, name: str) -> pd.DataFrame:
     """One CSV of a run; an engine table only with the rows of the run's current parameters."""
     df = pd.DataFrame(results.read_rows(run_dir / f"{name}.csv"))
+    if name == "tuning":
+        return current_search(df, _run_params(run_dir)[0])
     return current_rows(df, *_run_params(run_dir)) if name in ENGINE_TABLES else df
+
+
+def current_search(tuned: pd.DataFrame, prm: dict) -> pd.DataFrame:
+    """The rows of tuning.csv searched under the run's current tune_* and protocol params (lists as 07 writes
+    them, joined by commas): a rerun with other search params keeps the old search in the file, not in 08."""
+    from cnnbench.tuning.experiment import PARAM_KEYS
+
+    keep = pd.Series(True, index=tuned.index)
+    for key in PARAM_KEYS:
+        if key in prm and key in tuned.columns:
+            value = ",".join(map(str, prm[key])) if isinstance(prm[key], list) else prm[key]
+            keep &= tuned[key].map(_norm) == _norm(value)
+    return tuned[keep]
 
 
 def config_differences(dirs: list[Path]) -> pd.DataFrame:

@@ -142,12 +142,19 @@ def build_run_report(run_dir: Path, notebooks: list[Path]) -> Path:
 
 
 def combined_runs(outputs: Path) -> tuple[list[Path], dict[str, str]]:
-    """The user runs a combined report merges, and the folders it leaves out with the reason (smoke/test
-    runs, the combined analysis itself)."""
-    from cnnbench import analysis
+    """The user runs a combined report merges, and the folders it leaves out with the reason (smoke/test and
+    failed runs, the combined analysis itself, runs of another results schema)."""
+    from cnnbench import SCHEMA_VERSION, analysis
 
     excluded: dict[str, str] = {}
-    return analysis.discover(outputs, [analysis.ALL_RUNS], excluded), excluded
+    runs = []
+    for d in analysis.discover(outputs, [analysis.ALL_RUNS], excluded):
+        version = results.read_json(d / "environment.json").get("schema_version")
+        if version == SCHEMA_VERSION:
+            runs.append(d)
+        else:
+            excluded[d.name] = f"schema version {version} (this workbook reads {SCHEMA_VERSION})"
+    return runs, excluded
 
 
 def build_combined_report(outputs: Path, analysis_notebook: Path) -> tuple[Path, int]:
