@@ -71,3 +71,15 @@ def test_combined_report_leaves_out_failed_and_other_schema_runs_and_counts_what
     page = path.read_text()
     assert n == 2 and "2 runs compared" in page and "merges the 2 user runs" in page
     assert "02_scenario_a failed" in page and f"schema version {SCHEMA_VERSION - 1}" in page
+
+
+def test_report_of_notebooks_sharing_cell_ids_has_unique_ids(tmp_path, recwarn):
+    paths = []
+    for name in ("a", "b"):
+        cell = nbformat.v4.new_markdown_cell(f"# {name}")
+        cell["id"] = "05-00"  # the same id in both notebooks, as hand-built notebooks can have
+        nb = nbformat.v4.new_notebook(cells=[cell])
+        nbformat.write(nb, tmp_path / f"{name}.ipynb")
+        paths.append(tmp_path / f"{name}.ipynb")
+    report.build(paths, tmp_path / "r.html", "t", "# head")
+    assert not [w for w in recwarn if "DuplicateCellId" in type(w.message).__name__ + str(w.message)]

@@ -66,7 +66,9 @@ def build(notebooks: list[Path], out: Path, title: str, header_md: str) -> Path:
     contents: list[tuple[int, str, str]] = []
     body = []
     for i, path in enumerate(notebooks):
-        body.extend(_report_cells(nbformat.read(path, as_version=4), f"s{i}", contents))
+        for j, cell in enumerate(_report_cells(nbformat.read(path, as_version=4), f"s{i}", contents)):
+            cell["id"] = f"s{i}-{j}"  # notebooks may share cell ids; in one page each must be unique
+            body.append(cell)
     toc = "\n".join(f"{'    ' * (level - 1)}- [{text}](#{anchor})" for level, text, anchor in contents)
     head = nbformat.v4.new_markdown_cell(f"{header_md}\n\n## Contents\n\n{toc}\n")
     merged = nbformat.v4.new_notebook(cells=[head, *body], metadata={"title": title})
