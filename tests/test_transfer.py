@@ -380,3 +380,21 @@ def test_oxford_pet_is_read_as_cats_vs_dogs(tmp_path):
     train, val, classes = finetune.datasets(p)
     assert classes == 2 and len(train) == 3 and len(val) == 1
     assert [int(train[i][1]) for i in range(3)] == [0, 1, 0] and train[0][0].shape == (3, 16, 16)
+
+
+def test_a_split_step_after_an_unsplit_one_starts_from_cleared_gradients():
+    cfg = engine.Config("mnist_cnn", "train", 8, 28, 10, 1)
+    work = engine.Workload(cfg, torch.device("cpu"), engine.Protocol(synthetic_images=16))
+    batch = work.next_batch()
+    batches = iter([batch] * 4)
+    phases.whole_step(work, batches)  # train_step leaves its gradients in place
+    seen = {}
+
+    class Timer(phases.PhaseTimer):
+        def mark(self, phase):
+            if phase == "h2d_copy":
+                seen["grads_cleared"] = all(p.grad is None for p in work.model.parameters())
+            super().mark(phase)
+
+    phases.split_step(work, batches, Timer(torch.device("cpu")))
+    assert seen["grads_cleared"]  # else backward adds into the previous step's gradients: more work, wrong update

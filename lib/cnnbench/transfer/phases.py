@@ -73,7 +73,11 @@ def _autocast(device: torch.device, precision: str):
 
 
 def split_step(work: engine.Workload, batches, timer: PhaseTimer) -> dict[str, float]:
-    """One training step of ``work`` with a boundary after each phase; returns the phase times."""
+    """One training step of ``work`` with a boundary after each phase; returns the phase times.
+
+    Gradients are cleared first, as ``train_step`` does: a step after an unsplit one must not accumulate into
+    that step's gradients (extra work, and the wrong update)."""
+    work.optimizer.zero_grad(set_to_none=True)
     timer.start()
     x, y = next(batches)
     timer.mark("data_wait")
@@ -91,7 +95,6 @@ def split_step(work: engine.Workload, batches, timer: PhaseTimer) -> dict[str, f
         work.scaler.update()
     else:
         work.optimizer.step()
-    work.optimizer.zero_grad(set_to_none=True)  # the next step's zero_grad, done here: same work per step
     timer.mark("optimizer")
     work.last_loss = loss.detach()
     return dict(timer.times)
