@@ -193,17 +193,25 @@ def timed(b, fn):
     return out, time.perf_counter() - start
 
 
+def _started(backend: str, model: str, p, weights: dict, ident: dict):
+    """(the backend built and initialised from ``weights``, None), or (None, the failure row at epoch 0)."""
+    lr, momentum = hyper(p, model)
+    try:
+        b = make(backend, model, lr, momentum)
+        b.init(weights)
+        return b, None
+    except Exception as err:  # noqa: BLE001 - a backend that cannot start is a row, the run goes on
+        return None, {**failure(ident, err), "epoch": 0}
+
+
 def train_cnn(backend: str, p, weights: dict, data: Data, threads: int, on_row=None) -> list[dict]:
     """``scratch_epochs`` epochs at ``scratch_batch_size``; the data order of epoch e is the same permutation
     (seeded by seed + e) on every backend. Test accuracy is measured after each epoch, outside its time."""
     ident = identity(backend, "mnist_cnn", threads)
-    lr, momentum = hyper(p, "mnist_cnn")
     rows: list[dict] = []
-    try:
-        b = make(backend, "mnist_cnn", lr, momentum)
-        b.init(weights)
-    except Exception as err:  # noqa: BLE001
-        return _emit([{**failure(ident, err), "epoch": 0}], on_row)
+    b, failed = _started(backend, "mnist_cnn", p, weights, ident)
+    if failed:
+        return _emit([failed], on_row)
     bs = p.scratch_batch_size
     steps = len(data.x_train) // bs
     for epoch in range(1, p.scratch_epochs + 1):
@@ -236,13 +244,10 @@ def train_mlp(backend: str, p, weights: dict, data: Data, threads: int, on_row=N
     """Seed 004: full-batch gradient descent over all training images, ``scratch_mlp_steps`` steps; one row per
     ``scratch_mlp_eval_every`` steps (``epoch`` = steps done) with train and test accuracy for convergence."""
     ident = identity(backend, "mlp", threads)
-    lr, momentum = hyper(p, "mlp")
     rows: list[dict] = []
-    try:
-        b = make(backend, "mlp", lr, momentum)
-        b.init(weights)
-    except Exception as err:  # noqa: BLE001
-        return _emit([{**failure(ident, err), "epoch": 0}], on_row)
+    b, failed = _started(backend, "mlp", p, weights, ident)
+    if failed:
+        return _emit([failed], on_row)
     n, done = len(data.x_train), 0
     while done < p.scratch_mlp_steps:
         block = min(p.scratch_mlp_eval_every, p.scratch_mlp_steps - done)
