@@ -16,6 +16,15 @@ from conftest import ROOT
 SMOKE = ROOT / "params" / "smoke.yaml"
 
 
+@pytest.fixture(autouse=True)
+def _machinery_loggers_restored(monkeypatch):
+    """main()'s Ctrl-C path silences the notebook machinery's loggers for the exit; give them back after."""
+    import logging
+
+    for name in pipeline.MACHINERY_LOGGERS:
+        monkeypatch.setattr(logging.getLogger(name), "disabled", False)
+
+
 def cli(*args):
     return subprocess.run([sys.executable, "-m", "cnnbench.pipeline", *args], capture_output=True, text=True,
                           cwd=ROOT, timeout=300)
@@ -116,6 +125,39 @@ def test_ctrl_c_stops_with_one_line(tmp_path, monkeypatch, capsys):
     assert err.count("\n") == 1 and "interrupted" in err and "Traceback" not in err
     assert "interrupted" in (tmp_path / "smoke" / "FAILED.txt").read_text()
     assert not (tmp_path / "smoke" / ".lock").exists()
+
+
+def _kernel_dies(outcome):
+    """papermill as it behaves when the kernel dies: nbclient logs, then ``outcome`` is raised."""
+    import logging
+
+    def execute_notebook(*args, **kwargs):
+        logging.getLogger("traitlets").error("Kernel died while waiting for execute reply.")
+        raise outcome
+
+    return execute_notebook
+
+
+def test_a_kernel_that_dies_fails_the_notebook_in_one_line_and_logs_to_kernel_log(tmp_path, monkeypatch, capfd):
+    from nbclient.exceptions import DeadKernelError
+
+    monkeypatch.setattr("papermill.execute_notebook", _kernel_dies(DeadKernelError("Kernel died")))
+    with pytest.raises(pipeline.NotebookFailed, match="00_setup failed .*the kernel died"):
+        pipeline.execute(SMOKE, {}, tmp_path, ["00_setup"], 60, log=lambda *a, **k: None)
+    assert capfd.readouterr().err == ""  # was: "Kernel died while waiting ..." and a traceback
+    assert "Kernel died while waiting for execute reply." in (tmp_path / "kernel.log").read_text()
+
+
+def test_ctrl_c_as_the_kernel_dies_still_prints_one_line(tmp_path, monkeypatch, capfd):
+    # CI saw SIGINT reach the kernel and the pipeline together: nbclient's "Kernel died" line came first and an
+    # unretrieved task's DeadKernelError traceback last, around the pipeline's own line.
+    import logging
+
+    monkeypatch.setattr("papermill.execute_notebook", _kernel_dies(KeyboardInterrupt()))
+    code = pipeline.main(["--params", str(SMOKE), "--outputs", str(tmp_path), "--set", "notebooks=[00_setup]"])
+    logging.getLogger("asyncio").error("Task exception was never retrieved")  # what interpreter exit logs
+    err = capfd.readouterr().err
+    assert code == 130 and err.count("\n") == 1 and "interrupted" in err, err
 
 
 def test_progress_lines_reach_the_console_while_a_notebook_runs(tmp_path, monkeypatch):

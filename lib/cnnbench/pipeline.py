@@ -13,8 +13,10 @@ previous report to ``report.stale.html``. The kernels' own console chatter goes 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as dt
 import json
+import logging
 import os
 import sys
 import threading
@@ -47,6 +49,7 @@ def execute(
 ) -> list[Path]:
     """Run ``notebooks`` into ``run_dir/notebooks/``. Raises :class:`NotebookFailed`."""
     import papermill
+    from nbclient.exceptions import DeadKernelError
     from papermill.exceptions import PapermillExecutionError
 
     os.environ["CNNBENCH_HEADLESS"] = "1"  # quiet progress bars, static plots instead of widgets
@@ -62,7 +65,7 @@ def execute(
         log(f"[{i}/{len(notebooks)}] {name} ...", flush=True)
         start = time.perf_counter()
         try:
-            with _Tail(progress_file, log):
+            with _Tail(progress_file, log), _logs_to(run_dir / "kernel.log"):
                 papermill.execute_notebook(
                 str(source),
                 str(target),
@@ -78,9 +81,41 @@ def execute(
             log(f"[{i}/{len(notebooks)}] {name} failed")
             first_line = (err.source or "").strip().splitlines()[0][:80] if (err.source or "").strip() else ""
             raise NotebookFailed(name, err.exec_count, f"{err.ename}: {err.evalue}", target, first_line) from None
+        except DeadKernelError:
+            log(f"[{i}/{len(notebooks)}] {name} failed")
+            raise NotebookFailed(name, None, "the kernel died (killed, or out of memory?)", target) from None
         log(f"[{i}/{len(notebooks)}] {name} done in {time.perf_counter() - start:.1f} s")
         done.append(target)
     return done
+
+
+# Loggers of the notebook machinery: their records ("Kernel died while waiting for execute reply.", an
+# execution task's unretrieved exception after Ctrl-C) go to kernel.log, not between the pipeline's own lines.
+MACHINERY_LOGGERS = ("traitlets", "nbclient", "papermill", "asyncio")
+
+
+@contextlib.contextmanager
+def _logs_to(path: Path):
+    handler = logging.FileHandler(path)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s: %(message)s"))
+    loggers = [logging.getLogger(name) for name in MACHINERY_LOGGERS]
+    saved = [lg.propagate for lg in loggers]
+    for lg in loggers:
+        lg.addHandler(handler)
+        lg.propagate = False
+    try:
+        yield
+    finally:
+        for lg, propagate in zip(loggers, saved, strict=True):
+            lg.removeHandler(handler)
+            lg.propagate = propagate
+        handler.close()
+
+
+def _silence_machinery() -> None:
+    """After Ctrl-C the process exits: an execution task that dies with the kernel must not log at exit."""
+    for name in MACHINERY_LOGGERS:
+        logging.getLogger(name).disabled = True
 
 
 class _Tail(threading.Thread):
@@ -182,6 +217,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return _run(args)
     except KeyboardInterrupt:
+        _silence_machinery()
         print("cnnbench: interrupted; results written so far are kept (run again to resume)", file=sys.stderr)
         return 130
 
