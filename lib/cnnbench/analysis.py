@@ -68,7 +68,9 @@ MATCH_KEYS = (
 )
 # Tables the engine writes, keyed by its protocol (engine.PROTOCOL_KEYS and threads): a rerun with changed
 # protocol parameters appends new rows beside the old ones; only the rows of the run's current params are read.
-ENGINE_TABLES = ("scenario_a", "batch_sweep", "telemetry")
+ENGINE_TABLES = ("scenario_a", "batch_sweep", "telemetry", "step_phases")
+# Columns besides the engine's protocol that a table's rows carry and must match the run's params to be current.
+PASS_KEYS = ("phase_steps", "phase_window_s", "phase_batch_size")
 IDENTITY = ("run_name", "host_id", "host")  # added to every merged row
 ALL_RUNS = "*"  # analysis_runs: ["*"] merges every user run of outputs/
 _SMOKE = re.compile(r"^smoke", re.IGNORECASE)
@@ -168,7 +170,7 @@ def current_rows(df: pd.DataFrame, prm: dict, threads: int | None = None) -> pd.
     differs) but are not this run's answer."""
     if df.empty:
         return df
-    want = {k: prm[k] for k in engine.PROTOCOL_KEYS if k in prm and k in df.columns}
+    want = {k: prm[k] for k in (*engine.PROTOCOL_KEYS, *PASS_KEYS) if k in prm and k in df.columns}
     if threads and "threads" in df.columns:
         want["threads"] = threads
     keep = pd.Series(True, index=df.index)

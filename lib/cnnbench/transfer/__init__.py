@@ -62,8 +62,10 @@ def finetune(run) -> pd.DataFrame:
 
 def step_phases(run) -> pd.DataFrame:
     """The per-phase breakdown of every Scenario A model's training step -> step_phases.csv."""
+    from cnnbench import analysis
+
     _phases.run_all(run)
-    return _read(run.path("step_phases.csv"))
+    return analysis.for_run(run, _read(run.path("step_phases.csv")))
 
 
 def profile(run) -> pd.DataFrame:

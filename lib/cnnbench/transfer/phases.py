@@ -4,6 +4,10 @@ A dedicated pass, apart from the throughput windows of 02: each split step synch
 the clock at every phase boundary (CUDA events per phase on CUDA). Unsplit steps, interleaved with the split
 ones on the same data pipeline, give the step time the phases must add up to; ``sums_within_5pct`` says
 whether they do.
+
+Both kinds of step are warmed up before either is recorded (a cold first step is slower, and with a handful of
+samples one cold step moved a mean by 10-30%), and small models are measured for a time window, not a fixed
+handful of steps: a 5 ms step varies by tens of percent from one step to the next.
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import math
+import random
 import statistics
 import time
 from collections.abc import Callable
@@ -22,7 +27,13 @@ from cnnbench import data, devices, engine, models, timing
 
 STEP_PHASES = ("data_wait", "h2d_copy", "forward", "loss", "backward", "optimizer")
 TOLERANCE_PCT = 5.0
-KEYS = ("model", "device_kind", "batch_size", "image_size", "precision", "memory_format", "step_phase")
+MAX_PAIRS = 2000  # a bound on the pairs one window measures, whatever the clock says
+# A row's key: the configuration, and every parameter that changes the measurement (a rerun with another
+# measures new rows, and the notebooks show those of the current parameters: analysis.current_rows).
+PROTOCOL = ("warmup_steps", "workers", "pin_memory", "synthetic_images", "seed", "data_path")
+PASS_KEYS = ("phase_steps", "phase_window_s", "phase_batch_size")
+KEYS = ("model", "device_kind", "batch_size", "image_size", "num_classes", "in_channels", "precision",
+        "memory_format", "dataset", "threads", *PROTOCOL, *PASS_KEYS, "step_phase")
 
 
 class PhaseTimer:
@@ -76,9 +87,10 @@ def split_step(work: engine.Workload, batches, timer: PhaseTimer) -> dict[str, f
     """One training step of ``work`` with a boundary after each phase; returns the phase times.
 
     Gradients are cleared first, as ``train_step`` does: a step after an unsplit one must not accumulate into
-    that step's gradients (extra work, and the wrong update)."""
-    work.optimizer.zero_grad(set_to_none=True)
+    that step's gradients (extra work, and the wrong update). Their clearing counts in the optimizer phase."""
     timer.start()
+    work.optimizer.zero_grad(set_to_none=True)
+    timer.mark("zero_grad")
     x, y = next(batches)
     timer.mark("data_wait")
     x, y = work.to_device(x, y)
@@ -97,7 +109,9 @@ def split_step(work: engine.Workload, batches, timer: PhaseTimer) -> dict[str, f
         work.optimizer.step()
     timer.mark("optimizer")
     work.last_loss = loss.detach()
-    return dict(timer.times)
+    times = dict(timer.times)
+    times["optimizer"] += times.pop("zero_grad")
+    return times
 
 
 def whole_step(work: engine.Workload, batches, clock=time.perf_counter, sync=devices.synchronize) -> float:
@@ -130,12 +144,66 @@ def summarize(split: list[dict[str, float]], whole: list[float]) -> list[dict]:
             for ph in STEP_PHASES]
 
 
+class HeldBatches:
+    """Hands out the batches of ``batches``, holding each until the next is taken, as ``for x, y in loader``
+    does: the release of a batch (a DataLoader worker's shared memory: unmapped, its file closed) then counts
+    in the next step's data wait, for split and unsplit steps alike, rather than wherever a step's locals die."""
+
+    def __init__(self, batches):
+        self.batches, self.held = iter(batches), None
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        self.held = None
+        self.held = next(self.batches)
+        return self.held
+
+
+def record(work: engine.Workload, batches, steps: int, warmup: int, window_s: float = 0.0, seed: int = 0,
+           clock: Callable[[], float] = time.perf_counter,
+           sync: Callable[[torch.device], None] = devices.synchronize) -> tuple[list[dict[str, float]], list[float]]:
+    """Split and unsplit steps of ``work``, interleaved: ``warmup`` pairs unrecorded, then at least ``steps``
+    pairs and until ``window_s`` seconds have passed.
+
+    The order inside each pair is drawn at random (seeded): a fixed order aliases with the data pipeline. Split
+    then unsplit repeats every 2 steps (alternating orders, every 4), and an epoch of 128 batches (2,048 images
+    at batch 16) starts every 128 steps, so the stall of each epoch's first batch fell on the same kind of step
+    every time: the MNIST CNN's steps timed split and whole differed by 10% when they were the same code."""
+    timer = PhaseTimer(work.device, clock, sync)
+    batches = HeldBatches(batches)
+    order = random.Random(seed)
+
+    def pair(first_split: bool) -> tuple[dict[str, float], float]:
+        if first_split:
+            split = split_step(work, batches, timer)
+            return split, whole_step(work, batches, clock, sync)
+        whole = whole_step(work, batches, clock, sync)
+        return split_step(work, batches, timer), whole
+
+    for _ in range(warmup):
+        pair(order.random() < 0.5)
+        work.check_loss()
+    split, whole = [], []
+    start = clock()
+    while len(split) < steps or (clock() - start < window_s and len(split) < MAX_PAIRS):
+        s, w = pair(order.random() < 0.5)
+        split.append(s)
+        whole.append(w)
+        work.check_loss()
+    return split, whole
+
+
 def measure(cfg: engine.Config, device: torch.device, protocol: engine.Protocol, steps: int, dataset=None,
-            warmup: int = 1) -> list[dict]:
-    """The phase rows of one configuration (a single ``status`` row when it fails)."""
+            warmup: int | None = None, window_s: float = 0.0, clock: Callable[[], float] = time.perf_counter,
+            sync: Callable[[torch.device], None] = devices.synchronize) -> list[dict]:
+    """The phase rows of one configuration (a single ``status`` row when it fails). ``warmup`` pairs of steps
+    (default: the protocol's warm-up steps, at least one) run before ``steps`` pairs and ``window_s`` seconds
+    are recorded."""
     base = {**{k: v for k, v in asdict(cfg).items() if k not in ("phase", "data_mode", "compile")},
             "device_kind": device.type, "device_name": devices.device_name(device),
-            "threads": torch.get_num_threads(), "workers": protocol.workers}
+            "threads": torch.get_num_threads(), **{k: getattr(protocol, k) for k in PROTOCOL}}
     work = None
     try:
         work = engine.Workload(engine.Config(**{**asdict(cfg), "phase": "train", "data_mode": "device"}),
@@ -144,14 +212,8 @@ def measure(cfg: engine.Config, device: torch.device, protocol: engine.Protocol,
                                            max(protocol.synthetic_images, 2 * cfg.batch_size), protocol.seed)
         batches = data.cycle(data.loader(ds, cfg.batch_size, protocol.workers,
                                          protocol.pin_memory and device.type == "cuda", seed=protocol.seed))
-        timer = PhaseTimer(device)
-        for _ in range(warmup):
-            whole_step(work, batches)
-        split, whole = [], []
-        for _ in range(steps):  # interleaved, so drifts in the machine's load hit both alike
-            split.append(split_step(work, batches, timer))
-            whole.append(whole_step(work, batches))
-            work.check_loss()
+        warmup = max(1, protocol.warmup_steps) if warmup is None else warmup
+        split, whole = record(work, batches, steps, warmup, window_s, protocol.seed, clock, sync)
         return [{**base, **row, "status": "ok", "error": ""} for row in summarize(split, whole)]
     except Exception as err:  # noqa: BLE001 - a failure is a row, the run goes on
         return [{**base, "step_phase": "", **engine.failure(err)}]
@@ -174,10 +236,13 @@ def run_all(run) -> None:
     for c in scenarios.scenario_a_configs(dataclasses.replace(p, phases=["train"])):
         first.setdefault(c.model, c)
     configs = list(first.values())
+    passes = {k: getattr(p, k) for k in PASS_KEYS}
     for cfg in bar(configs, desc="step phases", unit="model"):
         if p.phase_batch_size:
             cfg = engine.Config(**{**asdict(cfg), "batch_size": p.phase_batch_size})
-        key = {**asdict(cfg), "device_kind": run.device.type, "step_phase": STEP_PHASES[-1]}
+        key = {**asdict(cfg), "device_kind": run.device.type, "threads": torch.get_num_threads(),
+               **asdict(protocol), **passes, "step_phase": STEP_PHASES[-1]}
         if results.done(key):
             continue
-        results.extend(measure(cfg, run.device, protocol, p.phase_steps, dataset_for(cfg)))
+        rows = measure(cfg, run.device, protocol, p.phase_steps, dataset_for(cfg), window_s=p.phase_window_s)
+        results.extend({**row, **passes} for row in rows)

@@ -56,7 +56,8 @@ def learning_curves(df: pd.DataFrame, path: str | Path | None = None):
 
 
 def phase_table(df: pd.DataFrame) -> pd.DataFrame:
-    """Models x phases (mean ms per step), the phase sum, the unsplit step time and whether they agree."""
+    """Models x phases (mean ms per step), the phase sum, the unsplit step time (95% interval, steps of each
+    kind) and whether they agree."""
     ok = df[df.status == "ok"] if len(df) else df
     if ok.empty:
         return ok
@@ -64,6 +65,7 @@ def phase_table(df: pd.DataFrame) -> pd.DataFrame:
     wide.columns = [f"{c}_ms" for c in wide.columns]
     per = ok.groupby("model", sort=False).first()
     return wide.assign(phase_sum_ms=per.phase_sum_s * 1e3, step_time_ms=per.step_time_s * 1e3,
+                       step_time_ci95_ms=per.step_time_ci95_s * 1e3, n_steps=per.n_steps,
                        sum_diff_pct=per.sum_diff_pct, sums_within_5pct=per.sums_within_5pct)
 
 
