@@ -150,7 +150,7 @@ def _numeric(df: pd.DataFrame) -> pd.DataFrame:
     return df
 
 
-def _norm(value) -> str:
+def norm(value) -> str:
     """A protocol value as comparable text: 0.01 == "0.01", True == "true", missing == ""."""
     if value is None or (not isinstance(value, str | bool | list | dict) and pd.isna(value)):
         return ""
@@ -175,7 +175,7 @@ def current_rows(df: pd.DataFrame, prm: dict, threads: int | None = None) -> pd.
         want["threads"] = threads
     keep = pd.Series(True, index=df.index)
     for key, value in want.items():
-        keep &= df[key].map(_norm) == _norm(value)
+        keep &= df[key].map(norm) == norm(value)
     return df[keep]
 
 
@@ -242,7 +242,7 @@ def current_search(tuned: pd.DataFrame, prm: dict) -> pd.DataFrame:
     for key in PARAM_KEYS:
         if key in prm and key in tuned.columns:
             value = ",".join(map(str, prm[key])) if isinstance(prm[key], list) else prm[key]
-            keep &= tuned[key].map(_norm) == _norm(value)
+            keep &= tuned[key].map(norm) == norm(value)
     return tuned[keep]
 
 
@@ -317,7 +317,7 @@ def _pair(ok: pd.DataFrame, a: str, b: str) -> pd.DataFrame:
     a thread count would pass for run-to-run noise), across devices they may differ (shown beside)."""
     j = ok[ok.run_name == a].merge(ok[ok.run_name == b], on=list(MATCH_KEYS), suffixes=("_a", "_b"))
     same = [_same_machine(*r) for r in zip(j.host_id_a, j.host_id_b, j.device_name_a, j.device_name_b, strict=True)]
-    return j[~pd.Series(same, index=j.index, dtype=bool) | (j.threads_a.map(_norm) == j.threads_b.map(_norm))]
+    return j[~pd.Series(same, index=j.index, dtype=bool) | (j.threads_a.map(norm) == j.threads_b.map(norm))]
 
 
 def speedups(scenario_a: pd.DataFrame) -> pd.DataFrame:
@@ -383,7 +383,7 @@ def unmatched(scenario_a: pd.DataFrame) -> pd.DataFrame:
                 continue
             ra, rb = sa.iloc[0], sb.iloc[0]
             diff = [f"{k} {ra[k]} vs {rb[k]}" for k in keys if ra[k] != rb[k]]
-            if _same_machine(ra.host_id, rb.host_id, ra.device_name, rb.device_name) and _norm(ra.threads) != _norm(
+            if _same_machine(ra.host_id, rb.host_id, ra.device_name, rb.device_name) and norm(ra.threads) != norm(
                 rb.threads
             ):
                 diff.append(f"threads {ra.threads} vs {rb.threads}")
@@ -403,7 +403,7 @@ def speedup_matrix(speedup: pd.DataFrame, phase: str = "train") -> pd.DataFrame:
         return pd.DataFrame({"note": [f"no matched {phase} configuration in two runs"]})
     varying = [k for k in MATCH_KEYS if k not in ("model", "phase") and s[k].astype(str).nunique() > 1]
     threads = [
-        "" if _norm(ta) == _norm(tb) else f", threads {ta} vs {tb}"
+        "" if norm(ta) == norm(tb) else f", threads {ta} vs {tb}"
         for ta, tb in zip(s.get("threads_a", [""] * len(s)), s.get("threads_b", [""] * len(s)), strict=True)
     ]
     s = s.assign(

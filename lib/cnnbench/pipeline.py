@@ -171,8 +171,8 @@ class NotebookFailed(RuntimeError):
 
     def __init__(self, notebook: str, cell: int | None, error: str, executed: Path, source: str = ""):
         self.notebook, self.cell, self.error, self.executed = notebook, cell, error, executed
-        where = f"cell [{cell}]" + (f" `{source}`" if source else "")
-        super().__init__(f"notebook {notebook} failed in {where}: {error} (executed copy kept: {executed})")
+        where = (f" in cell [{cell}]" if cell is not None else "") + (f" `{source}`" if source else "")
+        super().__init__(f"notebook {notebook} failed{where}: {error} (executed copy kept: {executed})")
 
 
 def _outputs_problem(outputs: Path) -> str:

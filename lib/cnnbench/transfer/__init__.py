@@ -65,7 +65,7 @@ def step_phases(run) -> pd.DataFrame:
     from cnnbench import analysis
 
     _phases.run_all(run)
-    return analysis.for_run(run, _read(run.path("step_phases.csv")))
+    return _phases.current(analysis.for_run(run, _read(run.path("step_phases.csv"))), run.params)
 
 
 def profile(run) -> pd.DataFrame:

@@ -24,6 +24,7 @@ from dataclasses import asdict
 import torch
 
 from cnnbench import data, devices, engine, models, timing
+from cnnbench.analysis import PASS_KEYS, norm
 
 STEP_PHASES = ("data_wait", "h2d_copy", "forward", "loss", "backward", "optimizer")
 TOLERANCE_PCT = 5.0
@@ -31,7 +32,6 @@ MAX_PAIRS = 2000  # a bound on the pairs one window measures, whatever the clock
 # A row's key: the configuration, and every parameter that changes the measurement (a rerun with another
 # measures new rows, and the notebooks show those of the current parameters: analysis.current_rows).
 PROTOCOL = ("warmup_steps", "workers", "pin_memory", "synthetic_images", "seed", "data_path")
-PASS_KEYS = ("phase_steps", "phase_window_s", "phase_batch_size")
 KEYS = ("model", "device_kind", "batch_size", "image_size", "num_classes", "in_channels", "precision",
         "memory_format", "dataset", "threads", *PROTOCOL, *PASS_KEYS, "step_phase")
 
@@ -87,10 +87,13 @@ def split_step(work: engine.Workload, batches, timer: PhaseTimer) -> dict[str, f
     """One training step of ``work`` with a boundary after each phase; returns the phase times.
 
     Gradients are cleared first, as ``train_step`` does: a step after an unsplit one must not accumulate into
-    that step's gradients (extra work, and the wrong update). Their clearing counts in the optimizer phase."""
-    timer.start()
+    that step's gradients (extra work, and the wrong update). Their clearing (host work only, no boundary of its
+    own, which on CUDA would add a synchronisation) counts in the optimizer phase. The step's tensors and graph
+    are let go before the last boundary, as they are inside an unsplit step."""
+    before = timer.clock()
     work.optimizer.zero_grad(set_to_none=True)
-    timer.mark("zero_grad")
+    cleared = timer.clock() - before
+    timer.start()
     x, y = next(batches)
     timer.mark("data_wait")
     x, y = work.to_device(x, y)
@@ -107,10 +110,11 @@ def split_step(work: engine.Workload, batches, timer: PhaseTimer) -> dict[str, f
         work.scaler.update()
     else:
         work.optimizer.step()
-    timer.mark("optimizer")
     work.last_loss = loss.detach()
+    del x, y, out, loss
+    timer.mark("optimizer")
     times = dict(timer.times)
-    times["optimizer"] += times.pop("zero_grad")
+    times["optimizer"] += cleared
     return times
 
 
@@ -150,7 +154,7 @@ class HeldBatches:
     in the next step's data wait, for split and unsplit steps alike, rather than wherever a step's locals die."""
 
     def __init__(self, batches):
-        self.batches, self.held = iter(batches), None
+        self.batches, self.held, self.taken = iter(batches), None, 0
 
     def __iter__(self):
         return self
@@ -158,22 +162,29 @@ class HeldBatches:
     def __next__(self):
         self.held = None
         self.held = next(self.batches)
+        self.taken += 1
         return self.held
 
 
 def record(work: engine.Workload, batches, steps: int, warmup: int, window_s: float = 0.0, seed: int = 0,
-           clock: Callable[[], float] = time.perf_counter,
+           epoch_batches: int = 0, clock: Callable[[], float] = time.perf_counter,
            sync: Callable[[torch.device], None] = devices.synchronize) -> tuple[list[dict[str, float]], list[float]]:
     """Split and unsplit steps of ``work``, interleaved: ``warmup`` pairs unrecorded, then at least ``steps``
     pairs and until ``window_s`` seconds have passed.
 
-    The order inside each pair is drawn at random (seeded): a fixed order aliases with the data pipeline. Split
-    then unsplit repeats every 2 steps (alternating orders, every 4), and an epoch of 128 batches (2,048 images
-    at batch 16) starts every 128 steps, so the stall of each epoch's first batch fell on the same kind of step
-    every time: the MNIST CNN's steps timed split and whole differed by 10% when they were the same code."""
+    A new epoch's first batch waits for the loader to start again (7.8 ms against 2 ms for the MNIST CNN's
+    batches with 2 workers here): a cost of the epoch, which 02's epoch table measures, not of a step. With a
+    fixed order inside the pairs it fell on the same kind of step every time (an epoch of 128 batches starts
+    every 128 steps, a multiple of the pattern) and the MNIST CNN's phases summed to 10% off the unsplit step
+    when both were the same code; with a random order a short window still gets a few, unevenly. So a pair that
+    takes the first batch of an epoch (every ``epoch_batches`` batches; 0: no epochs) is not recorded. The order
+    inside the pairs is still drawn at random (seeded), against any other period of the pipeline."""
     timer = PhaseTimer(work.device, clock, sync)
     batches = HeldBatches(batches)
     order = random.Random(seed)
+
+    def starts_epoch(first: int) -> bool:  # batches first .. taken-1 were this pair's (epochs of 1-2 batches:
+        return epoch_batches > 2 and any(k % epoch_batches == 0 for k in range(first, batches.taken))  # all)
 
     def pair(first_split: bool) -> tuple[dict[str, float], float]:
         if first_split:
@@ -188,10 +199,12 @@ def record(work: engine.Workload, batches, steps: int, warmup: int, window_s: fl
     split, whole = [], []
     start = clock()
     while len(split) < steps or (clock() - start < window_s and len(split) < MAX_PAIRS):
+        first = batches.taken
         s, w = pair(order.random() < 0.5)
-        split.append(s)
-        whole.append(w)
         work.check_loss()
+        if not starts_epoch(first):
+            split.append(s)
+            whole.append(w)
     return split, whole
 
 
@@ -210,16 +223,40 @@ def measure(cfg: engine.Config, device: torch.device, protocol: engine.Protocol,
                                device, protocol)
         ds = dataset or data.synthetic_for(cfg.in_channels, cfg.image_size, cfg.num_classes,
                                            max(protocol.synthetic_images, 2 * cfg.batch_size), protocol.seed)
-        batches = data.cycle(data.loader(ds, cfg.batch_size, protocol.workers,
-                                         protocol.pin_memory and device.type == "cuda", seed=protocol.seed))
+        dl = data.loader(ds, cfg.batch_size, protocol.workers, protocol.pin_memory and device.type == "cuda",
+                         seed=protocol.seed)
         warmup = max(1, protocol.warmup_steps) if warmup is None else warmup
-        split, whole = record(work, batches, steps, warmup, window_s, protocol.seed, clock, sync)
+        split, whole = record(work, data.cycle(dl), steps, warmup, window_s, protocol.seed, len(dl), clock, sync)
         return [{**base, **row, "status": "ok", "error": ""} for row in summarize(split, whole)]
     except Exception as err:  # noqa: BLE001 - a failure is a row, the run goes on
         return [{**base, "step_phase": "", **engine.failure(err)}]
     finally:
         del work
         devices.empty_cache(device)
+
+
+def configs(p) -> list[engine.Config]:
+    """Per Scenario A model, its first training configuration (first variant), at ``phase_batch_size`` if set."""
+    from cnnbench import scenarios
+
+    first = {}
+    for c in scenarios.scenario_a_configs(dataclasses.replace(p, phases=["train"])):
+        first.setdefault(c.model, c)
+    return [dataclasses.replace(c, batch_size=p.phase_batch_size) if p.phase_batch_size else c
+            for c in first.values()]
+
+
+CONFIG_COLUMNS = ("model", "batch_size", "image_size", "num_classes", "in_channels", "precision", "memory_format",
+                  "dataset")
+
+
+def current(df, p):
+    """The rows of ``df`` (step_phases.csv) of the configurations ``p`` measures; other rows stay in the file."""
+    if df.empty:
+        return df
+    want = {tuple(norm(getattr(c, k)) for k in CONFIG_COLUMNS) for c in configs(p)}
+    rows = df[list(CONFIG_COLUMNS)].itertuples(index=False)
+    return df[[tuple(norm(v) for v in row) in want for row in rows]]
 
 
 def run_all(run) -> None:
@@ -232,14 +269,8 @@ def run_all(run) -> None:
     results = ResultsFile(run.path("step_phases.csv"), KEYS)
     protocol = engine.Protocol.from_params(p)
     dataset_for = scenarios.dataset_loader(p)
-    first = {}  # per model: its first training configuration (first variant)
-    for c in scenarios.scenario_a_configs(dataclasses.replace(p, phases=["train"])):
-        first.setdefault(c.model, c)
-    configs = list(first.values())
     passes = {k: getattr(p, k) for k in PASS_KEYS}
-    for cfg in bar(configs, desc="step phases", unit="model"):
-        if p.phase_batch_size:
-            cfg = engine.Config(**{**asdict(cfg), "batch_size": p.phase_batch_size})
+    for cfg in bar(configs(p), desc="step phases", unit="model"):
         key = {**asdict(cfg), "device_kind": run.device.type, "threads": torch.get_num_threads(),
                **asdict(protocol), **passes, "step_phase": STEP_PHASES[-1]}
         if results.done(key):
