@@ -255,6 +255,26 @@ def test_phase_events_are_recorded_on_the_measured_devices_stream(monkeypatch):
     assert timer.times == {"data_wait": 1.0, "forward": 2.0}  # host clock for the data wait, events after
 
 
+def test_a_split_step_has_one_boundary_per_phase_and_lets_its_tensors_go_before_the_last():
+    # A boundary of its own for clearing the gradients added a device synchronisation to split steps only; the
+    # step's output was freed after the last boundary, in the unsplit step's window but outside the split one's.
+    import weakref
+
+    cfg = engine.Config("mnist_cnn", "train", 8, 28, 10, 1)
+    work = engine.Workload(cfg, CPU, engine.Protocol(synthetic_images=16))
+    outputs, marks, syncs = [], [], []
+    work.model.register_forward_hook(lambda mod, inp, out: outputs.append(weakref.ref(out)))
+
+    class Timer(phases.PhaseTimer):
+        def mark(self, phase):
+            marks.append((phase, all(ref() is None for ref in outputs)))
+            super().mark(phase)
+
+    phases.split_step(work, iter([work.next_batch()]), Timer(CPU, sync=syncs.append))
+    assert [m for m, _ in marks] == list(phases.STEP_PHASES) and len(syncs) == 1 + len(phases.STEP_PHASES)
+    assert marks[-1] == ("optimizer", True)  # the logits were let go inside the step's last phase
+
+
 def test_phase_summary_checks_the_sum_against_the_unsplit_step():
     split = [dict(zip(phases.STEP_PHASES, (1, 1, 3, 1, 3, 1), strict=True))] * 3  # sum 10
     rows = phases.summarize(split, [10.3, 10.3])
