@@ -70,7 +70,7 @@ MATCH_KEYS = (
 # protocol parameters appends new rows beside the old ones; only the rows of the run's current params are read.
 ENGINE_TABLES = ("scenario_a", "batch_sweep", "telemetry", "step_phases")
 # Columns besides the engine's protocol that a table's rows carry and must match the run's params to be current.
-PASS_KEYS = ("phase_steps", "phase_window_s", "phase_batch_size")
+PASS_KEYS = ("phase_steps", "phase_window_s", "phase_max_s", "phase_batch_size")
 IDENTITY = ("run_name", "host_id", "host")  # added to every merged row
 ALL_RUNS = "*"  # analysis_runs: ["*"] merges every user run of outputs/
 _SMOKE = re.compile(r"^smoke", re.IGNORECASE)

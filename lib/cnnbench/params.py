@@ -167,6 +167,7 @@ class Params:
     )  # devices fine-tuned on, side by side: those of the list present here (cpu | cuda | cuda:N | mps)
     phase_steps: int = 5  # least steps per model in the per-phase breakdown pass (as many again unsplit, to check the sum)
     phase_window_s: float = 3.0  # least seconds of measured steps per model in that pass (small models run many steps)
+    phase_max_s: float = 30.0  # most seconds per model in that pass: past the least steps and window, steps are added while the sum check's 95% interval is wider than +-2%
     phase_batch_size: int = 0  # batch size of the phase breakdown; 0 = the model's batch size in Scenario A
     profile_models: list[str] = field(default_factory=lambda: ["densenet121"])  # models traced by torch.profiler
     profile_batch_size: int = 0  # batch size of the profiled steps; 0 = phase_batch_size, else the model's
@@ -489,7 +490,7 @@ def _validate_transfer(src: str, p: Params) -> None:
                 "scaling_batch_size", "scaling_steps"):
         _positive(src, key, getattr(p, key))
     for key in ("transfer_train_images", "transfer_val_images", "phase_batch_size", "profile_batch_size",
-                "phase_window_s"):
+                "phase_window_s", "phase_max_s"):
         if getattr(p, key) < 0:
             raise ParamsError(f"{src}: key '{key}' must be >= 0, got {getattr(p, key)}")
     for key in ("transfer_lrs", "transfer_batch_sizes", "scaling_world_sizes"):

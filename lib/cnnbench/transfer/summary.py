@@ -57,7 +57,7 @@ def learning_curves(df: pd.DataFrame, path: str | Path | None = None):
 
 def phase_table(df: pd.DataFrame) -> pd.DataFrame:
     """Models x phases (mean ms per step), the phase sum, the unsplit step time (95% interval, steps of each
-    kind) and whether they agree."""
+    kind) and whether they agree (the difference, its 95% interval, within 5% or not)."""
     ok = df[df.status == "ok"] if len(df) else df
     if ok.empty:
         return ok
@@ -66,7 +66,13 @@ def phase_table(df: pd.DataFrame) -> pd.DataFrame:
     per = ok.groupby("model", sort=False).first()
     return wide.assign(phase_sum_ms=per.phase_sum_s * 1e3, step_time_ms=per.step_time_s * 1e3,
                        step_time_ci95_ms=per.step_time_ci95_s * 1e3, n_steps=per.n_steps,
-                       sum_diff_pct=per.sum_diff_pct, sums_within_5pct=per.sums_within_5pct)
+                       sum_diff_pct=per.sum_diff_pct, **_optional(per, "sum_diff_ci95_pct"),
+                       sums_within_5pct=per.sums_within_5pct)
+
+
+def _optional(per: pd.DataFrame, column: str) -> dict:
+    """``column`` if the rows have it (rows written before it was measured do not)."""
+    return {column: per[column]} if column in per else {}
 
 
 def phase_plot(df: pd.DataFrame, path: str | Path | None = None):
