@@ -141,3 +141,91 @@ def test_explorer_button_in_a_real_kernel_with_the_inline_backend(tmp_path):
     finally:
         kc.stop_channels()
         km.shutdown_kernel(now=True)
+
+
+def test_a_click_sent_over_a_kernel_subshell_measures_between_cells_on_the_main_thread(tmp_path):
+    """JupyterLab >= 4.4 sends widget messages over a kernel subshell (ipykernel >= 7 runs each on a thread of
+    its own). Clicked while Run All was still drawing 08's later figures, the measurement ran beside them: two
+    jobs on the same cores, and matplotlib (not thread-safe) failed drawing a log axis ("ParseException:
+    Expected end of text, found '$'"). A click now waits for the running cell and measures on the main thread."""
+    import os
+
+    from jupyter_client.manager import start_new_kernel
+
+    from conftest import ROOT
+
+    env = {k: v for k, v in os.environ.items() if k not in ("CNNBENCH_HEADLESS", "MPLBACKEND")}
+    env.update(CNNBENCH_ROOT=str(ROOT), PYTHONPATH=str(ROOT / "lib"))
+    km, kc = start_new_kernel(kernel_name="python3", env=env, cwd=str(tmp_path))
+    try:
+        setup = ("%matplotlib inline\nimport threading, time\nimport cnnbench\nfrom cnnbench import interactive\n"
+                 f"run = cnnbench.open_run({str(ROOT / 'params' / 'smoke.yaml')!r}, {{}}, {str(tmp_path / 'run')!r})\n"
+                 "c = interactive.explorer(run)\nc['model'].value = 'mnist_cnn'\nc['batch_size'].value = 8\n"
+                 "seen, measure = [], interactive.quick_measure\n"
+                 "def probe(*a, **k):\n    seen.append((threading.current_thread().name, time.time()))\n"
+                 "    return measure(*a, **k)\n"
+                 "interactive.quick_measure = probe\nprint('BUTTON', c['measure'].model_id)")
+        msgs = _collect(kc, kc.execute(setup))
+        button_id = next(m["content"]["text"] for m in msgs if m["msg_type"] == "stream").split()[-1]
+        kc.control_channel.send(kc.session.msg("create_subshell_request", {}))
+        subshell = kc.control_channel.get_msg(timeout=30)["content"]["subshell_id"]
+
+        def over_subshell(content):
+            msg = kc.session.msg("comm_msg", {"comm_id": button_id, "data": content})
+            msg["header"]["subshell_id"] = subshell
+            kc.shell_channel.send(msg)
+            return msg["header"]["msg_id"]
+
+        _collect(kc, over_subshell({"method": "request_state"}))  # as the page does on drawing the button
+        busy = kc.execute("import matplotlib.pyplot as plt\nt0 = time.time()\nwhile time.time() - t0 < 3:\n"
+                          "    fig, ax = plt.subplots(); ax.set_yscale('log'); ax.plot([1, 100, 1e4])\n"
+                          "    fig.canvas.draw(); plt.close(fig)\nbusy_end = time.time()")
+        over_subshell({"method": "custom", "content": {"event": "click"}})
+        done = ("import asyncio\nwhile len(c['history']) < 1 or c['measure'].disabled:\n    await asyncio.sleep(0.2)\n"
+                "print(seen[0][0], seen[0][1] >= busy_end, c['history'][0]['status'])")
+        after = _collect(kc, busy) + _collect(kc, kc.execute(done))
+        errors = _figures_and_errors(after)[1]
+        text = [m["content"]["text"] for m in after if m["msg_type"] == "stream"]
+        assert errors == [] and text == ["MainThread True ok\n"]
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
+
+
+def test_explorer_figures_are_not_drawn_by_a_comm_message_on_another_thread(tmp_path):
+    """Every comm message a kernel handles fires IPython's post_execute (comm's handle_msg), on the thread that
+    handles it: a subshell's, under JupyterLab >= 4.4. The inline backend's post_execute hook draws and shows
+    every open pyplot figure: the explorer's, while the main thread was laying it out (seen in a browser, 2 of
+    7 clicks: "ValueError ... ParseException" from matplotlib's shared mathtext parser). The explorer's figures
+    are now built out of the hook's reach; the one figure is shown once, also in a kernel where no pyplot figure
+    was made before (its backend, which shows figures, loads with the first)."""
+    import os
+
+    from jupyter_client.manager import start_new_kernel
+
+    from conftest import ROOT
+
+    env = {k: v for k, v in os.environ.items() if k not in ("CNNBENCH_HEADLESS", "MPLBACKEND")}
+    env.update(CNNBENCH_ROOT=str(ROOT), PYTHONPATH=str(ROOT / "lib"))
+    km, kc = start_new_kernel(kernel_name="python3", env=env, cwd=str(tmp_path))
+    try:
+        code = ("import threading\nimport cnnbench\nfrom cnnbench import interactive, plots\n"  # no pyplot yet
+                f"run = cnnbench.open_run({str(ROOT / 'params' / 'smoke.yaml')!r}, {{}}, {str(tmp_path / 'run')!r})\n"
+                "drawn, throughput = [], plots.throughput\n"
+                "def comm_message_meanwhile(*a, **k):  # a comm message handled on a subshell's thread\n"
+                "    fig = throughput(*a, **k)\n"
+                "    fig.canvas.draw = lambda *a, f=fig.canvas.draw: drawn.append(threading.current_thread().name) or f()\n"
+                "    t = threading.Thread(target=get_ipython().events.trigger, args=('post_execute',), name='subshell')\n"
+                "    t.start(); t.join()\n"
+                "    return fig\n"
+                "plots.throughput = comm_message_meanwhile\n"
+                "row = dict(model='mnist_cnn', phase='train', device_name='CPU', precision='fp32', memory_format='nchw',\n"
+                "           compile=False, status='ok', batch_size=8, throughput_img_s=106.0, throughput_ci95_img_s=3.0)\n"
+                "interactive._show([row], run)\nprint('DRAWN', drawn)")
+        msgs = _collect(kc, kc.execute(code))
+        figures, errors = _figures_and_errors(msgs)
+        text = "".join(m["content"]["text"] for m in msgs if m["msg_type"] == "stream")
+        assert errors == [] and figures == 1 and "subshell" not in text
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)

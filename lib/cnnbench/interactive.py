@@ -7,7 +7,10 @@ report needs no widget state.
 
 from __future__ import annotations
 
+import asyncio
+import io
 import math
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import asdict
@@ -98,14 +101,18 @@ def _warm_up(step, dev, warmup_s: float, say, clock=time.perf_counter) -> list[f
 
 
 def _show(history: list[dict], run) -> None:
-    import matplotlib.pyplot as plt
-    from IPython.display import display
+    from IPython.display import Image, display
 
     from cnnbench import roofline
 
-    def show(fig):
-        display(fig)
-        plt.close(fig)
+    def show(draw, *args):
+        """Drawn here, to PNG: out of reach of pyplot's hooks (a comm message fires them on its own thread), and
+        shown whether or not pyplot's backend has been loaded yet (it loads with the first pyplot figure)."""
+        with plots.detached():
+            fig = draw(*args)
+        png = io.BytesIO()
+        fig.savefig(png, format="png", dpi=100, bbox_inches="tight")
+        display(Image(png.getvalue()))
 
     df = pd.DataFrame(history)
     cols = ["model", "device_name", "batch_size", "precision", "data_mode", "status", "throughput_img_s",
@@ -114,13 +121,34 @@ def _show(history: list[dict], run) -> None:
     ok = df[df.status == "ok"]
     if ok.empty:
         return
-    show(plots.throughput(ok))
+    show(plots.throughput, ok)
     peaks_file = run.path("device_peaks.csv")
     if peaks_file.is_file():
         peaks = pd.read_csv(peaks_file)
         ints = [roofline.step_intensity(r.model, int(r.batch_size), int(r.image_size), int(r.num_classes), "train",
                                         r.precision)["intensity_flop_per_byte"] for r in ok.itertuples()]
-        show(plots.roofline(peaks, ok.assign(intensity_flop_per_byte=ints), "explored configurations"))
+        show(plots.roofline, peaks, ok.assign(intensity_flop_per_byte=ints), "explored configurations")
+
+
+def on_main_thread(fn: Callable[[], None]) -> Callable[[], None]:
+    """``fn`` made to run on the kernel's main thread, between cells, when called from another thread.
+
+    JupyterLab >= 4.4 sends widget messages over a kernel subshell, which ipykernel >= 7 serves on a thread of
+    its own: a click's callback ran beside the cells still executing (08 under Run All), two jobs measured on
+    the same cores, and matplotlib, which is not thread-safe, failed drawing. Call this on the main thread (in
+    a cell); ``fn`` then waits for the running cell, as every callback did before subshells."""
+    try:
+        loop = asyncio.get_running_loop()  # the kernel's, while a cell runs
+    except RuntimeError:
+        loop = None
+
+    def call() -> None:
+        if loop is None or threading.current_thread() is threading.main_thread():
+            fn()
+        else:
+            loop.call_soon_threadsafe(fn)
+
+    return call
 
 
 def explorer(run):
@@ -148,8 +176,7 @@ def explorer(run):
     def on_progress(fraction: float, text: str) -> None:
         bar.value, label.value = fraction, text
 
-    def on_click(_):
-        button.disabled = True
+    def measure():
         try:
             history.append(quick_measure(run, **{k: c.value for k, c in controls.items()}, on_progress=on_progress))
             out.clear_output(wait=True)
@@ -158,7 +185,15 @@ def explorer(run):
         finally:
             button.disabled = False
 
+    measure_between_cells = on_main_thread(measure)
+
+    def on_click(_):
+        button.disabled = True
+        label.value = "waiting for the running cells to finish"
+        measure_between_cells()
+
     button.on_click(on_click)
     display(w.VBox([w.HBox(list(controls.values())[:3]), w.HBox([*list(controls.values())[3:], button]),
                     w.HBox([bar, label]), out]))
     return {**controls, "measure": button, "history": history, "progress": bar, "status": label}
+

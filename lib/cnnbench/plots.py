@@ -2,15 +2,43 @@
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 from pathlib import Path
 
 import matplotlib.pyplot as plt
 import pandas as pd
 import seaborn as sns
+from matplotlib.figure import Figure
 
 from cnnbench.tables import variant_label
 
 sns.set_theme(style="whitegrid", context="notebook")
+
+
+_DETACHED = contextvars.ContextVar("detached", default=False)
+
+
+@contextlib.contextmanager
+def detached():
+    """Figures made inside are not pyplot's: no hook of a pyplot backend draws or shows them, so show them
+    yourself (``display(fig)``). In a kernel, every comm message fires IPython's post_execute on the thread that
+    handles it (a subshell's under JupyterLab >= 4.4), and the inline backend's hook there draws and shows every
+    open pyplot figure: the explorer's too, while its callback was laying it out (matplotlib is not
+    thread-safe)."""
+    token = _DETACHED.set(True)
+    try:
+        yield
+    finally:
+        _DETACHED.reset(token)
+
+
+def subplots(*args, figsize=None, **kwargs):
+    """``plt.subplots``, or a figure pyplot does not hold inside ``detached()``."""
+    if _DETACHED.get():
+        fig = Figure(figsize=figsize)
+        return fig, fig.subplots(*args, **kwargs)
+    return plt.subplots(*args, figsize=figsize, **kwargs)
 
 
 def save(fig, path: str | Path | None):
@@ -22,7 +50,7 @@ def save(fig, path: str | Path | None):
 def complexity(df: pd.DataFrame, path: str | Path | None = None):
     """Training GFLOPs per image and activation memory per image, per model, at each counted resolution."""
     data = df.assign(resolution=df.image_size.astype(str) + "x" + df.image_size.astype(str))
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4))
+    fig, axes = subplots(1, 2, figsize=(12, 4))
     sns.barplot(data=data, x="model", y="gflops_train", hue="resolution", ax=axes[0])
     axes[0].set(yscale="log", ylabel="training GFLOP per image (fwd+bwd)", xlabel="")
     sns.barplot(data=data, x="model", y="activation_mib", hue="resolution", ax=axes[1])
@@ -57,7 +85,7 @@ def throughput(df: pd.DataFrame, path: str | Path | None = None, hue: str | None
     ok = ok.assign(variant=ok[hue].astype(str) + " " + variant_label(ok) if hue else variant_label(ok))
     ok = ok.assign(bar=_bar_keys(ok))
     phases = list(dict.fromkeys(ok.phase))
-    fig, axes = plt.subplots(1, max(len(phases), 1), figsize=(6 * max(len(phases), 1), 4), squeeze=False)
+    fig, axes = subplots(1, max(len(phases), 1), figsize=(6 * max(len(phases), 1), 4), squeeze=False)
     for ax, phase in zip(axes[0], phases, strict=False):
         g = ok[ok.phase == phase]
         variants = list(dict.fromkeys(g.variant))
@@ -80,7 +108,7 @@ def batch_sweep(df: pd.DataFrame, knees: pd.DataFrame | None = None, path: str |
     """Throughput, achieved GFLOP/s and peak memory against batch size; failures marked at the axis bottom."""
     if df.empty:
         return None
-    fig, axes = plt.subplots(1, 3, figsize=(16, 4))
+    fig, axes = subplots(1, 3, figsize=(16, 4))
     mem_col = next((c for c in ("peak_device_mem_mib", "peak_rss_mib", "peak_device_mem_mb", "peak_rss_mb")
                     if df.get(c, pd.Series(dtype=float)).notna().any()), "peak_rss_mib")
     for (model, phase), g in df.groupby(["model", "phase"]):
@@ -146,7 +174,7 @@ def _roofs(ax, peaks: pd.DataFrame, x) -> None:
 def bandwidth_sweep(sweep: pd.DataFrame, peaks: pd.DataFrame, title: str, path: str | Path | None = None):
     """Bandwidth against working set (bytes read + written per call), per kernel, with the cache capacities as
     vertical lines and each level's roof as a horizontal segment."""
-    fig, ax = plt.subplots(figsize=(9, 5))
+    fig, ax = subplots(figsize=(9, 5))
     for kernel, g in sweep.groupby("kernel"):
         ax.plot(g.working_set_mib, g.bandwidth_gbs, "o-", label=kernel, ms=4)
     levels = peaks[(peaks.kind == "measured") & (peaks.precision == peaks.precision.iloc[0])] if len(peaks) else peaks
@@ -176,7 +204,7 @@ def roofline(peaks: pd.DataFrame, points: pd.DataFrame, title: str, path: str | 
     lo = min(0.05, points.intensity_flop_per_byte.min() / 2) if len(points) else 0.05
     hi = max(1e3, points.intensity_flop_per_byte.max() * 2) if len(points) else 1e3
     x = np.geomspace(lo, hi, 256)
-    fig, ax = plt.subplots(figsize=(9, 6))
+    fig, ax = subplots(figsize=(9, 6))
     _roofs(ax, peaks, x)
     markers = dict(zip(sorted(points[hue].unique()) if len(points) else [], "osD^vP*X", strict=False))
     for i, (key, g) in enumerate(points.groupby(label) if len(points) else []):
@@ -221,7 +249,7 @@ def per_model_rooflines(points: pd.DataFrame, roofs: pd.DataFrame, folder: str |
     if "level" in fp32:  # the DRAM/HBM roof of each run, not a cache level's
         fp32 = fp32[fp32.level.fillna("dram").isin(["dram", "hbm"])]
     for model, g in points.groupby("model"):
-        fig, ax = plt.subplots(figsize=(8, 5))
+        fig, ax = subplots(figsize=(8, 5))
         for i, (key, gd) in enumerate(g.groupby(by)):
             color = f"C{i % 10}"
             roof = fp32[fp32[by] == key] if by in fp32 else fp32.iloc[:0]
@@ -258,7 +286,7 @@ def telemetry_timeline(df: pd.DataFrame, path: str | Path | None = None, max_met
     offsets = ends.cumsum().shift(fill_value=0).to_dict()  # each configuration starts where the last one ended
     df["run_t_s"] = df.t_s + groups.map(offsets)
     metrics = list(dict.fromkeys(df.metric))[:max_metrics]
-    fig, axes = plt.subplots(len(metrics), 1, figsize=(11, 2.1 * len(metrics)), sharex=True, squeeze=False)
+    fig, axes = subplots(len(metrics), 1, figsize=(11, 2.1 * len(metrics)), sharex=True, squeeze=False)
     for ax, metric in zip(axes[:, 0], metrics, strict=True):
         g = df[df.metric == metric]
         for index, gi in g.groupby(g.device_index.astype("Int64").astype(str), sort=True):
