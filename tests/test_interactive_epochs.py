@@ -24,6 +24,24 @@ def test_explorer_measures_on_click(tmp_path, monkeypatch):
     assert len(pd.read_csv(tmp_path / "run" / "explore.csv")) == 1
 
 
+def test_an_error_after_a_click_is_shown_and_the_button_comes_back(tmp_path, monkeypatch):
+    # Run from the kernel's event loop (a click over a subshell), an exception went to asyncio's log on the
+    # kernel's stderr: nothing in the notebook, and a label that still said "waiting".
+    monkeypatch.delenv("CNNBENCH_HEADLESS", raising=False)
+    run = cnnbench.open_run(SMOKE, {}, tmp_path / "run")
+    controls = interactive.explorer(run)
+
+    def broken(*args, **kwargs):
+        raise OSError("explore.csv: disk full")
+
+    monkeypatch.setattr(interactive, "quick_measure", broken)
+    controls["measure"].click()
+    assert controls["status"].value == "failed: OSError: explore.csv: disk full"
+    assert not controls["measure"].disabled and controls["history"] == []
+    shown = "".join(o.get("text", "") for o in controls["output"].outputs)
+    assert "OSError: explore.csv: disk full" in shown and "Traceback" in shown
+
+
 def test_explorer_is_static_under_papermill(tmp_path, monkeypatch):
     monkeypatch.setenv("CNNBENCH_HEADLESS", "1")
     run = cnnbench.open_run(SMOKE, {}, tmp_path / "run")

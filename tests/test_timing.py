@@ -113,3 +113,13 @@ def test_mps_without_events_still_syncs_at_the_edges_only(monkeypatch):
     times, wall = timer.window(fake.step, 2)
     assert fake.log.count("sync") == 2 and wall == pytest.approx(0.4)
     assert times == pytest.approx([0.2, 0.2]) and timer.source == "window_mean"
+
+
+def test_t_quantiles_past_the_table_are_not_the_normal_ones():
+    # 1.96 beyond 30 degrees of freedom made intervals of 31-100 samples 1-3% too narrow (the step-phase check
+    # stops on its interval around there). Published two-sided 95% quantiles:
+    from cnnbench.timing import t95
+
+    for dof, t in ((30, 2.042), (31, 2.040), (40, 2.021), (60, 2.000), (120, 1.980), (1000, 1.962)):
+        assert t95(dof) == pytest.approx(t, abs=1.5e-3)
+    assert t95(10**9) == pytest.approx(1.960, abs=1e-3)

@@ -12,6 +12,7 @@ import io
 import math
 import threading
 import time
+import traceback
 from collections.abc import Callable
 from dataclasses import asdict
 
@@ -136,17 +137,21 @@ def on_main_thread(fn: Callable[[], None]) -> Callable[[], None]:
     JupyterLab >= 4.4 sends widget messages over a kernel subshell, which ipykernel >= 7 serves on a thread of
     its own: a click's callback ran beside the cells still executing (08 under Run All), two jobs measured on
     the same cores, and matplotlib, which is not thread-safe, failed drawing. Call this on the main thread (in
-    a cell); ``fn`` then waits for the running cell, as every callback did before subshells."""
+    a cell); ``fn`` then waits for the running cell, as every callback did before subshells. Called outside a
+    running event loop (plain Python), ``fn`` runs where it is called."""
     try:
-        loop = asyncio.get_running_loop()  # the kernel's, while a cell runs
+        loop, owner = asyncio.get_running_loop(), threading.get_ident()  # the kernel's, while a cell runs
     except RuntimeError:
-        loop = None
+        loop = owner = None
 
     def call() -> None:
-        if loop is None or threading.current_thread() is threading.main_thread():
+        if loop is None or threading.get_ident() == owner:
             fn()
-        else:
+            return
+        try:
             loop.call_soon_threadsafe(fn)
+        except RuntimeError:  # the loop has closed
+            fn()
 
     return call
 
@@ -182,6 +187,9 @@ def explorer(run):
             out.clear_output(wait=True)
             with out:
                 _show(history, run)
+        except Exception as err:  # noqa: BLE001 - run from the event loop, a raised error reaches only its log
+            label.value = f"failed: {type(err).__name__}: {err}"
+            out.append_stderr(traceback.format_exc())
         finally:
             button.disabled = False
 
@@ -195,5 +203,5 @@ def explorer(run):
     button.on_click(on_click)
     display(w.VBox([w.HBox(list(controls.values())[:3]), w.HBox([*list(controls.values())[3:], button]),
                     w.HBox([bar, label]), out]))
-    return {**controls, "measure": button, "history": history, "progress": bar, "status": label}
+    return {**controls, "measure": button, "history": history, "progress": bar, "status": label, "output": out}
 

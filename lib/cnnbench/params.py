@@ -167,7 +167,7 @@ class Params:
     )  # devices fine-tuned on, side by side: those of the list present here (cpu | cuda | cuda:N | mps)
     phase_steps: int = 5  # least steps per model in the per-phase breakdown pass (as many again unsplit, to check the sum)
     phase_window_s: float = 3.0  # least seconds of measured steps per model in that pass (small models run many steps)
-    phase_max_s: float = 30.0  # most seconds per model in that pass: past the least steps and window, steps are added while the sum check's 95% interval is wider than +-2%
+    phase_max_s: float = 30.0  # seconds per model in that pass (warm-up apart) up to which, past the least steps and window, steps are added while the sum check's 95% interval is wider than +-2%; at or below phase_window_s: none
     phase_batch_size: int = 0  # batch size of the phase breakdown; 0 = the model's batch size in Scenario A
     profile_models: list[str] = field(default_factory=lambda: ["densenet121"])  # models traced by torch.profiler
     profile_batch_size: int = 0  # batch size of the profiled steps; 0 = phase_batch_size, else the model's

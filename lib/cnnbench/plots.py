@@ -21,8 +21,8 @@ _DETACHED = contextvars.ContextVar("detached", default=False)
 
 @contextlib.contextmanager
 def detached():
-    """Figures made inside are not pyplot's: no hook of a pyplot backend draws or shows them, so show them
-    yourself (``display(fig)``). In a kernel, every comm message fires IPython's post_execute on the thread that
+    """Figures this module makes inside are not pyplot's: no hook of a pyplot backend draws or shows them, so
+    show them yourself (render them: ``fig.savefig``). In a kernel, every comm message fires IPython's post_execute on the thread that
     handles it (a subshell's under JupyterLab >= 4.4), and the inline backend's hook there draws and shows every
     open pyplot figure: the explorer's too, while its callback was laying it out (matplotlib is not
     thread-safe)."""

@@ -7,7 +7,8 @@ whether they do.
 
 Both kinds of step are warmed up before either is recorded (a cold first step is slower, and with a handful of
 samples one cold step moved a mean by 10-30%), and small models are measured for a time window, not a fixed
-handful of steps: a 5 ms step varies by tens of percent from one step to the next.
+handful of steps: a 5 ms step varies by tens of percent from one step to the next. Past that window, pairs are
+added until the check is precise (its 95% interval within PRECISION_PCT) or a time budget is spent.
 """
 
 from __future__ import annotations
@@ -137,11 +138,35 @@ def _ci95(values: list[float]) -> float:
     return timing.t95(len(values) - 1) * statistics.stdev(values) / math.sqrt(len(values))
 
 
+class PairedDiff:
+    """The phase sum's difference from the unsplit step over the pairs, kept as they come (Welford's running
+    mean and variance: checked after every pair, up to MAX_PAIRS)."""
+
+    def __init__(self):
+        self.n, self.mean, self.m2, self.steps = 0, 0.0, 0.0, 0.0
+
+    def add(self, split: dict[str, float], whole: float) -> None:
+        diff = sum(split.values()) - whole
+        self.n += 1
+        delta = diff - self.mean
+        self.mean += delta / self.n
+        self.m2 += delta * (diff - self.mean)
+        self.steps += whole
+
+    def ci95_pct(self) -> float:
+        """The 95% interval of the mean difference, in % of the mean unsplit step: over the pairs' differences,
+        so that what varies from pair to pair (the machine, the data) cancels."""
+        if self.n < 2:
+            return float("nan")
+        return 100 * timing.t95(self.n - 1) * math.sqrt(self.m2 / (self.n - 1) / self.n) / (self.steps / self.n)
+
+
 def diff_ci95_pct(split: list[dict[str, float]], whole: list[float]) -> float:
-    """The 95% interval of the phase sum's difference from the unsplit step, in % of the mean step: over the
-    pairs' differences, so that what varies from pair to pair (the machine, the data) cancels."""
-    diffs = [sum(s.values()) - w for s, w in zip(split, whole, strict=True)]
-    return 100 * _ci95(diffs) / statistics.fmean(whole) if len(diffs) > 1 else float("nan")
+    """``PairedDiff.ci95_pct`` of these pairs."""
+    diffs = PairedDiff()
+    for s, w in zip(split, whole, strict=True):
+        diffs.add(s, w)
+    return diffs.ci95_pct()
 
 
 def summarize(split: list[dict[str, float]], whole: list[float]) -> list[dict]:
@@ -209,14 +234,14 @@ def record(work: engine.Workload, batches, steps: int, warmup: int, window_s: fl
     for _ in range(warmup):
         pair(order.random() < 0.5)
         work.check_loss()
-    split, whole = [], []
+    split, whole, diffs = [], [], PairedDiff()
     start = clock()
 
     def more() -> bool:
         elapsed = clock() - start
         if len(split) < steps or len(split) >= MAX_PAIRS:
             return len(split) < steps
-        return elapsed < window_s or (elapsed < max_s and not diff_ci95_pct(split, whole) <= PRECISION_PCT)
+        return elapsed < window_s or (elapsed < max_s and not diffs.ci95_pct() <= PRECISION_PCT)
 
     while more():
         first = batches.taken
@@ -225,6 +250,7 @@ def record(work: engine.Workload, batches, steps: int, warmup: int, window_s: fl
         if not starts_epoch(first):
             split.append(s)
             whole.append(w)
+            diffs.add(s, w)
     return split, whole
 
 
