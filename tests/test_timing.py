@@ -123,3 +123,11 @@ def test_t_quantiles_past_the_table_are_not_the_normal_ones():
     for dof, t in ((30, 2.042), (31, 2.040), (40, 2.021), (60, 2.000), (120, 1.980), (1000, 1.962)):
         assert t95(dof) == pytest.approx(t, abs=1.5e-3)
     assert t95(10**9) == pytest.approx(1.960, abs=1e-3)
+
+
+def test_ci95_half_width_is_the_student_t_interval_of_the_mean():
+    from cnnbench.timing import ci95_half_width
+
+    assert ci95_half_width([10.0, 11.0, 12.0]) == pytest.approx(4.303 * 1.0 / math.sqrt(3), rel=1e-4)
+    assert ci95_half_width([5.0, 5.0]) == 0.0
+    assert math.isnan(ci95_half_width([1.0])) and math.isnan(ci95_half_width([]))

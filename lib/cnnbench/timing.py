@@ -35,6 +35,14 @@ def t95(dof: int) -> float:
             + (3 * z**7 + 19 * z**5 + 17 * z**3 - 15 * z) / (384 * v**3))
 
 
+def ci95_half_width(values) -> float:
+    """Half-width of the Student t 95% interval of the mean of ``values`` (NaN below two values)."""
+    values = [float(v) for v in values]
+    if len(values) < 2:
+        return float("nan")
+    return t95(len(values) - 1) * statistics.stdev(values) / math.sqrt(len(values))
+
+
 def _device_events(device: torch.device):
     """(make an event, record it) timing work queued on ``device``, or None where the backend has no events.
 
@@ -121,7 +129,7 @@ def summarize(step_times: list[float], window_times: list[float], window_steps: 
     throughput = images / sum(window_times)
     per_window = [batch_size * n / t for n, t in zip(window_steps, window_times, strict=True)]
     if len(per_window) >= 2:
-        half = t95(len(per_window) - 1) * statistics.stdev(per_window) / math.sqrt(len(per_window))
+        half = ci95_half_width(per_window)
     else:
         rng = np.random.default_rng(seed)
         resampled = rng.choice(steps, size=(2000, steps.size), replace=True)

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import math
-import statistics
-
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
@@ -12,7 +9,7 @@ import seaborn as sns
 from matplotlib.ticker import MaxNLocator
 
 from cnnbench.scratch import published
-from cnnbench.timing import t95
+from cnnbench.timing import ci95_half_width
 
 SPEED_GOALS = [  # (model, backend, reference, ratio of, goal): issue 10's speed goals on a 2-core CPU
     ("mnist_cnn", "numba_cpu", "torch_cpu", "throughput_img_s", 0.5),
@@ -46,7 +43,7 @@ def summary(df: pd.DataFrame) -> pd.DataFrame:
         g = g.sort_values("epoch")
         m = g.iloc[1:] if len(g) > 1 else g
         per = list(m.images / m.epoch_s)
-        half = t95(len(per) - 1) * statistics.stdev(per) / math.sqrt(len(per)) if len(per) > 1 else float("nan")
+        half = ci95_half_width(per)
         steps = m.steps.sum()
         rows.append({
             **{k: g[k].iloc[0] for k in keys[:-2]}, "backend": backend, "model": model, "device_name": g.device_name.iloc[0], "threads": g.threads.iloc[0],

@@ -17,9 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
-import statistics
 import time
 from pathlib import Path
 
@@ -177,8 +175,8 @@ def throughput(windows: list[float], global_batch: int, steps: int) -> dict:
     """All images over the summed (slowest-rank) window times, and the 95% interval over windows."""
     images_per_window = global_batch * steps
     rates = [images_per_window / w for w in windows]
-    ci = (timing.t95(len(rates) - 1) * statistics.stdev(rates) / math.sqrt(len(rates))) if len(rates) > 1 else math.nan
-    return {"throughput_img_s": images_per_window * len(windows) / sum(windows), "throughput_ci95_img_s": ci,
+    return {"throughput_img_s": images_per_window * len(windows) / sum(windows),
+            "throughput_ci95_img_s": timing.ci95_half_width(rates),
             "window_times_s": windows, "step_time_mean_s": sum(windows) / (len(windows) * steps)}
 
 

@@ -132,12 +132,6 @@ def whole_step(work: engine.Workload, batches, clock=time.perf_counter, sync=dev
     return clock() - start
 
 
-def _ci95(values: list[float]) -> float:
-    if len(values) < 2:
-        return float("nan")
-    return timing.t95(len(values) - 1) * statistics.stdev(values) / math.sqrt(len(values))
-
-
 class PairedDiff:
     """The phase sum's difference from the unsplit step over the pairs, kept as they come (Welford's running
     mean and variance: checked after every pair, up to MAX_PAIRS)."""
@@ -176,11 +170,12 @@ def summarize(split: list[dict[str, float]], whole: list[float]) -> list[dict]:
     means = {ph: statistics.fmean(s[ph] for s in split) for ph in STEP_PHASES}
     phase_sum, step = sum(means.values()), statistics.fmean(whole)
     diff = 100 * (phase_sum - step) / step
-    common = {"phase_sum_s": phase_sum, "step_time_s": step, "step_time_ci95_s": _ci95(whole),
-              "sum_diff_pct": diff, "sum_diff_ci95_pct": diff_ci95_pct(split, whole), "sums_within_5pct": abs(diff) <= TOLERANCE_PCT, "n_steps": len(split)}
+    common = {"phase_sum_s": phase_sum, "step_time_s": step, "step_time_ci95_s": timing.ci95_half_width(whole),
+              "sum_diff_pct": diff, "sum_diff_ci95_pct": diff_ci95_pct(split, whole),
+              "sums_within_5pct": abs(diff) <= TOLERANCE_PCT, "n_steps": len(split)}
     return [{"step_phase": ph, "time_mean_s": means[ph],
              "time_median_s": statistics.median(s[ph] for s in split),
-             "time_ci95_s": _ci95([s[ph] for s in split]),
+             "time_ci95_s": timing.ci95_half_width([s[ph] for s in split]),
              "share_pct": 100 * means[ph] / phase_sum if phase_sum > 0 else float("nan"), **common}
             for ph in STEP_PHASES]
 
