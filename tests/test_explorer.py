@@ -230,3 +230,52 @@ def test_explorer_figures_are_not_drawn_by_a_comm_message_on_another_thread(tmp_
     finally:
         kc.stop_channels()
         km.shutdown_kernel(now=True)
+
+
+def test_on_main_thread_runs_at_once_on_the_thread_that_made_it_and_defers_from_others():
+    """The owner is the thread whose event loop was running when the wrapper was made (a subshell's, if the
+    explorer's cell ran there), not the process's main thread: a call from that thread runs at once."""
+    import asyncio
+    import threading
+
+    from cnnbench.interactive import on_main_thread
+
+    seen = []
+
+    async def in_loop():
+        call = on_main_thread(lambda: seen.append(threading.current_thread().name))
+        call()
+        at_once = list(seen)
+        other = threading.Thread(target=call, name="other")
+        other.start()
+        other.join()
+        after_other = list(seen)
+        await asyncio.sleep(0.05)
+        return at_once, after_other
+
+    out = {}
+    owner = threading.Thread(target=lambda: out.update(r=asyncio.run(in_loop())), name="owner")
+    owner.start()
+    owner.join()
+    at_once, after_other = out["r"]
+    assert at_once == ["owner"] and after_other == ["owner"] and seen == ["owner", "owner"]
+
+
+def test_on_main_thread_runs_the_call_where_it_is_when_the_loop_has_closed():
+    import asyncio
+    import threading
+
+    from cnnbench.interactive import on_main_thread
+
+    seen = []
+
+    async def make():
+        return on_main_thread(lambda: seen.append(1))
+
+    loop = asyncio.new_event_loop()
+    call = loop.run_until_complete(make())
+    loop.close()
+    other = threading.Thread(target=call)  # not the loop's thread, and the closed loop cannot take it
+    other.start()
+    other.join()
+    assert seen == [1]
