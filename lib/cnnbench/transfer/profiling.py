@@ -50,8 +50,9 @@ def _on_host(event) -> bool:
     return kind is None or kind == torch.autograd.DeviceType.CPU
 
 
-def op_table(events) -> pd.DataFrame:
-    """Per pass and operator: calls, self CPU time and self device time (s), from profiler events."""
+def op_table(events, device_timed: bool = True) -> pd.DataFrame:
+    """Per pass and operator: calls, self CPU time and self device time (s), from profiler events. Without a
+    traced device (``device_timed`` false: CPU, MPS) the device time is not measured: NaN, not 0."""
     events = [e for e in events if _on_host(e)]
     labels = [(e.name[len(LABEL):], e.time_range.start, e.time_range.end) for e in events
               if e.name.startswith(LABEL) and e.name[len(LABEL):] in PASSES]
@@ -61,12 +62,14 @@ def op_table(events) -> pd.DataFrame:
             continue
         start = e.time_range.start
         where = next((name for name, lo, hi in labels if lo <= start <= hi), "other")
-        rows.append((where, e.name, e.self_cpu_time_total / 1e6, _self_device_us(e) / 1e6))
+        device_s = _self_device_us(e) / 1e6 if device_timed else float("nan")
+        rows.append((where, e.name, e.self_cpu_time_total / 1e6, device_s))
     df = pd.DataFrame(rows, columns=["pass", "op", "self_cpu_s", "self_device_s"])
     if df.empty:
         return df.assign(calls=[])
     return (df.groupby(["pass", "op"], as_index=False)
-            .agg(calls=("op", "size"), self_cpu_s=("self_cpu_s", "sum"), self_device_s=("self_device_s", "sum")))
+            .agg(calls=("op", "size"), self_cpu_s=("self_cpu_s", "sum"),
+                 self_device_s=("self_device_s", lambda s: s.sum(min_count=1))))
 
 
 def top_ops(table: pd.DataFrame, k: int, by: str = "self_cpu_s") -> pd.DataFrame:
@@ -110,7 +113,7 @@ def profile_model(cfg: engine.Config, device: torch.device, protocol: engine.Pro
                 prof.step()
         trace = export(prof, folder, cfg.model)
         by = "self_device_s" if device.type == "cuda" else "self_cpu_s"
-        ops = top_ops(op_table(prof.events()), top_k, by)
+        ops = top_ops(op_table(prof.events(), device_timed=device.type == "cuda"), top_k, by)
         return [{**base, **r, "ranked_by": by, "trace_file": trace.name, "status": "ok", "error": ""}
                 for r in ops.to_dict("records")]
     except Exception as err:  # noqa: BLE001 - a failure is a row, the run goes on
