@@ -186,7 +186,7 @@ def test_engine_reports_each_finished_configuration(tmp_path, monkeypatch):
         **engine.config_key(cfg, device, protocol, engine.torch.get_num_threads()), "status": "ok",
         "throughput_img_s": 10.0})
     cfgs = [engine.Config("mnist_cnn", phase, 8, 28, 10, 1, "fp32", "nchw", False, "device") for phase in ("train", "eval")]
-    engine.run_configs(cfgs, engine.torch.device("cpu"), engine.Protocol(), tmp_path / "r.csv")
+    runner.run_configs(cfgs, engine.torch.device("cpu"), engine.Protocol(), tmp_path / "r.csv")
     assert [line.split(":")[0] for line in path.read_text().splitlines()] == ["mnist_cnn train bs=8 fp32",
                                                                              "mnist_cnn eval bs=8 fp32"]
 

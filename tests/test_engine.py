@@ -2,10 +2,11 @@ import pandas as pd
 import pytest
 import torch
 
-from cnnbench import engine
+from cnnbench import engine, runner
 
 CPU = torch.device("cpu")
-FAST = engine.Protocol(warmup_steps=1, measured_steps=2, repeats=2, workers=0, synthetic_images=32)
+FAST = engine.Protocol(warmup_steps=1, measured_steps=2, repeats=2, workers=0, synthetic_images=32, processes=2,
+                       max_processes=2, adapt_budget_s=0)
 
 
 def cfg(**kw):
@@ -67,10 +68,10 @@ def test_other_failures_are_rows_and_the_run_goes_on(tmp_path, monkeypatch):
         return real(c, *a, **k)
 
     monkeypatch.setattr(engine, "measure", flaky)
-    rows = engine.run_configs([cfg(batch_size=8), cfg(batch_size=16)], CPU, FAST, tmp_path / "r.csv", tmp_path / "s.csv")
+    rows = runner.run_configs([cfg(batch_size=8), cfg(batch_size=16)], CPU, FAST, tmp_path / "r.csv", tmp_path / "s.csv")
     assert [r["status"] for r in rows] == ["error", "ok"]
     steps = pd.read_csv(tmp_path / "s.csv")
-    assert len(steps) == 8 and set(steps.batch_size) == {8, 16}
+    assert len(steps) == 8 and set(steps.batch_size) == {16}  # 2 processes x 2 windows x 2 steps; a failure keeps none
 
 
 def test_interrupted_run_resumes_without_redoing_finished_configs(tmp_path, monkeypatch):
@@ -86,11 +87,13 @@ def test_interrupted_run_resumes_without_redoing_finished_configs(tmp_path, monk
     monkeypatch.setattr(engine, "measure", interrupt_second)
     configs = [cfg(batch_size=8), cfg(batch_size=16), cfg(batch_size=4)]
     with pytest.raises(KeyboardInterrupt):
-        engine.run_configs(configs, CPU, FAST, tmp_path / "r.csv")
-    assert [r["batch_size"] for r in pd.read_csv(tmp_path / "r.csv").to_dict("records")] == [8]
-    engine.run_configs(configs, CPU, FAST, tmp_path / "r.csv")
-    assert calls == [8, 16, 16, 4]  # 8 was not measured again
-    assert sorted(pd.read_csv(tmp_path / "r.csv").batch_size) == [4, 8, 16]
+        runner.run_configs(configs, CPU, FAST, tmp_path / "r.csv")
+    windows = pd.read_csv(tmp_path / "r_windows.csv")  # the finished process of 8 is on disk, window by window
+    assert set(windows.batch_size) == {8} and set(windows.process) == {1} and len(windows) == FAST.repeats
+    runner.run_configs(configs, CPU, FAST, tmp_path / "r.csv")
+    assert calls == [8, 16, 8, 16, 4, 16, 4]  # 8's first process was not measured again: it has two in all
+    rows = pd.read_csv(tmp_path / "r.csv")
+    assert sorted(rows.batch_size) == [4, 8, 16] and set(rows.processes_measured) == {2}
 
 
 def test_compile_time_is_recorded_and_kept_out_of_the_window():
@@ -127,7 +130,7 @@ def test_each_configuration_in_a_fresh_worker_has_its_own_memory(tmp_path, monke
     """A big configuration first, then mnist_cnn: mnist_cnn does not inherit the big one's RSS peak."""
     monkeypatch.setenv("CNNBENCH_TEST_WORKER_HOOK", '{"squeezenet1_1": "ballast:600"}')
     big = cfg(model="squeezenet1_1", image_size=32, in_channels=3)
-    rows = engine.run_configs([big, cfg()], CPU, FAST, tmp_path / "r.csv", isolate=True)
+    rows = runner.run_configs([big, cfg()], CPU, FAST, tmp_path / "r.csv", isolate=True)
     by_model = {r["model"]: r for r in rows}
     assert [r["status"] for r in rows] == ["ok", "ok"], [r["error"] for r in rows]
     assert {r["isolation"] for r in rows} == {"worker"}
@@ -154,7 +157,7 @@ def test_in_process_peak_rss_is_reset_per_configuration():
 def test_a_worker_that_dies_is_a_crashed_row_and_the_run_goes_on(tmp_path, monkeypatch, action, expect):
     monkeypatch.setenv("CNNBENCH_TEST_WORKER_HOOK", f'{{"squeezenet1_1": "{action}"}}')
     configs = [cfg(model="squeezenet1_1", image_size=32, in_channels=3), cfg()]
-    rows = engine.run_configs(configs, CPU, FAST, tmp_path / "r.csv", tmp_path / "s.csv", isolate=True)
+    rows = runner.run_configs(configs, CPU, FAST, tmp_path / "r.csv", tmp_path / "s.csv", isolate=True)
     assert [r["status"] for r in rows] == ["crashed", "ok"]
     assert expect in rows[0]["error"] and rows[0]["model"] == "squeezenet1_1"
     assert set(pd.read_csv(tmp_path / "s.csv").model) == {"mnist_cnn"}
@@ -168,8 +171,8 @@ def test_a_worker_that_dies_is_a_crashed_row_and_the_run_goes_on(tmp_path, monke
 def test_a_rerun_with_other_protocol_parameters_measures_new_rows(tmp_path, change):
     import dataclasses
 
-    first = engine.run_configs([cfg()], CPU, FAST, tmp_path / "r.csv")
-    again = engine.run_configs([cfg()], CPU, dataclasses.replace(FAST, **change), tmp_path / "r.csv")
+    first = runner.run_configs([cfg()], CPU, FAST, tmp_path / "r.csv")
+    again = runner.run_configs([cfg()], CPU, dataclasses.replace(FAST, **change), tmp_path / "r.csv")
     key, value = next(iter(change.items()))
     assert len(first) == len(again) == 1 and str(again[0][key]) == str(value)
     assert len(pd.read_csv(tmp_path / "r.csv")) == 2  # the old row is kept, the new one measured
@@ -177,8 +180,8 @@ def test_a_rerun_with_other_protocol_parameters_measures_new_rows(tmp_path, chan
 
 @pytest.mark.parametrize("change", [{"num_classes": 5}, {"dataset": "mnist"}, {"image_size": 32}])
 def test_a_rerun_with_another_configuration_returns_only_its_own_rows(tmp_path, change):
-    engine.run_configs([cfg(), cfg(phase="eval")], CPU, FAST, tmp_path / "r.csv")
-    rows = engine.run_configs([cfg(**change), cfg(phase="eval", **change)], CPU, FAST, tmp_path / "r.csv")
+    runner.run_configs([cfg(), cfg(phase="eval")], CPU, FAST, tmp_path / "r.csv")
+    rows = runner.run_configs([cfg(**change), cfg(phase="eval", **change)], CPU, FAST, tmp_path / "r.csv")
     assert len(rows) == 2 and {str(r[k]) for r in rows for k in change} == {str(v) for v in change.values()}
 
 
@@ -186,9 +189,9 @@ def test_a_rerun_with_other_threads_measures_new_rows(tmp_path):
     before = torch.get_num_threads()
     try:
         torch.set_num_threads(1)
-        engine.run_configs([cfg()], CPU, FAST, tmp_path / "r.csv")
+        runner.run_configs([cfg()], CPU, FAST, tmp_path / "r.csv")
         torch.set_num_threads(2)
-        (row,) = engine.run_configs([cfg()], CPU, FAST, tmp_path / "r.csv")
+        (row,) = runner.run_configs([cfg()], CPU, FAST, tmp_path / "r.csv")
     finally:
         torch.set_num_threads(before)
     assert row["threads"] == "2" and len(pd.read_csv(tmp_path / "r.csv")) == 2
@@ -197,7 +200,7 @@ def test_a_rerun_with_other_threads_measures_new_rows(tmp_path):
 def test_repeats_one_writes_plain_numbers(tmp_path):
     import dataclasses
 
-    engine.run_configs([cfg()], CPU, dataclasses.replace(FAST, repeats=1), tmp_path / "r.csv")
+    runner.run_configs([cfg()], CPU, dataclasses.replace(FAST, repeats=1), tmp_path / "r.csv")
     text = (tmp_path / "r.csv").read_text()
     assert "np." not in text
     assert pd.read_csv(tmp_path / "r.csv").throughput_img_s.dtype == float
@@ -209,7 +212,7 @@ def test_repeats_one_writes_plain_numbers(tmp_path):
 def test_the_telemetry_series_of_every_configuration_is_written(tmp_path):
     from cnnbench import telemetry
 
-    engine.run_configs([cfg(), cfg(phase="eval")], CPU, FAST, tmp_path / "r.csv", telemetry_path=tmp_path / "t.csv",
+    runner.run_configs([cfg(), cfg(phase="eval")], CPU, FAST, tmp_path / "r.csv", telemetry_path=tmp_path / "t.csv",
                        source="scenario_a")
     df = telemetry.read(tmp_path / "t.csv")
     assert set(df.source) == {"scenario_a"} and set(df.phase) == {"train", "eval"}

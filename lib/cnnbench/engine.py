@@ -7,10 +7,8 @@ then ``repeats`` windows of ``measured_steps`` steps each, the device synchronis
 Failures are rows: out of memory -> ``status=oom``, a non-finite loss -> ``status=unstable``, anything else ->
 ``status=error`` with the message; a worker process that dies -> ``status=crashed`` with its exit code or signal.
 
-:func:`measure` measures one configuration in this process; :func:`run_configs` measures many, each in a fresh
-worker process when asked (``isolate``, the pipeline's default; see :mod:`cnnbench.worker`), resumes finished
-ones (the key, :data:`CONFIG_KEYS`, covers every parameter that changes a measurement) and writes the rows, the
-per-step times and the telemetry series to tidy files.
+:func:`measure` measures one configuration once, in this process; :func:`cnnbench.runner.run_configs` measures
+many, each in several fresh worker processes in interleaved rounds (see :mod:`cnnbench.runner`).
 """
 
 from __future__ import annotations
@@ -22,20 +20,18 @@ import math
 import statistics
 import time
 import warnings
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 import torch
 from torch import nn
 
 from cnnbench import data, devices, energy, flops, models, telemetry, timing
-from cnnbench.progress import bar, row_done
-from cnnbench.results import ResultsFile
 
 # Everything that changes a measurement, so a rerun with other parameters measures new rows instead of reusing
 # old ones: the configuration, the device kind, the threads in force and the protocol (see Protocol).
-PROTOCOL_KEYS = ("warmup_steps", "measured_steps", "window_s", "repeats", "lr", "momentum", "workers", "pin_memory",
-                 "synthetic_images", "seed", "data_path")
+PROTOCOL_KEYS = ("warmup_steps", "measured_steps", "window_s", "repeats", "processes", "max_processes",
+                 "ci_target_pct", "lr", "momentum", "workers", "pin_memory", "synthetic_images", "seed", "data_path")
 CONFIG_KEYS = ("model", "device_kind", "phase", "data_mode", "dataset", "batch_size", "image_size", "num_classes",
                "in_channels", "precision", "memory_format", "compile", "threads", *PROTOCOL_KEYS)
 # Columns every result frame has, so a table of failures only still has them (empty).
@@ -70,7 +66,11 @@ class Protocol:
     warmup_steps: int = 10
     measured_steps: int = 0  # 0 = as many as fill window_s, from the timed warm-up steps
     window_s: float = 3.0
-    repeats: int = 3
+    repeats: int = 3  # measured windows per process
+    processes: int = 3  # least fresh processes per configuration; the reported interval spans them
+    max_processes: int = 6  # most processes per configuration while its interval is wider than ci_target_pct
+    ci_target_pct: float = 5.0  # stop adding processes once the 95% interval is within +-this % of the rate
+    adapt_budget_s: float = 120.0  # seconds per pass spent on processes beyond ``processes`` (0: none)
     lr: float = 0.01
     momentum: float = 0.9
     workers: int = 2
@@ -292,10 +292,12 @@ def measure(cfg: Config, device: torch.device, protocol: Protocol, dataset=None,
                             and "'" in str(w.message)})
         row["cpu_fallback_ops"] = ",".join(fallbacks)
         row["loss_after_warmup"] = work.check_loss()
-        step_times, window_times = [], []
+        step_times, window_times, spans = [], [], []
         with telemetry.Sampler(device, protocol.telemetry_interval_s) as sampler, energy.Meter(device) as meter:
             for _ in range(protocol.repeats):
+                begin = sampler.elapsed()
                 times, wall = timer.window(work.step, n)
+                spans.append((begin, sampler.elapsed()))
                 step_times.extend(times)
                 window_times.append(wall)
                 work.check_loss()
@@ -313,6 +315,8 @@ def measure(cfg: Config, device: torch.device, protocol: Protocol, dataset=None,
         row["achieved_gflops"] = row["throughput_img_s"] * per_image / 1e9
         row["achieved_tflops"] = row["achieved_gflops"] / 1e3
         row["step_times_s"] = step_times
+        row["window_times_s"] = window_times
+        row["window_spans_s"] = spans
         row["telemetry_series"] = sampler.series()
         if cfg.compile:
             row["compile_s"] = max(row["first_step_s"] - row["step_time_median_s"], 0.0)
@@ -323,53 +327,3 @@ def measure(cfg: Config, device: torch.device, protocol: Protocol, dataset=None,
         gc.collect()
         devices.empty_cache(device)
     return row
-
-
-def pop_side_data(row: dict) -> tuple[list[float], list[dict]]:
-    """Take the per-step times and the telemetry series out of a row of :func:`measure` (before writing it)."""
-    return row.pop("step_times_s", []), row.pop("telemetry_series", [])
-
-
-def _side_files(row: dict, steps: ResultsFile | None, tele: ResultsFile | None, source: str) -> None:
-    """Per-step times and the telemetry series of a measured row, into their own tidy files."""
-    step_times, series = pop_side_data(row)
-    key = {k: row[k] for k in CONFIG_KEYS}
-    if steps is not None and step_times:
-        n = row["steps_per_window"]
-        steps.extend([{**key, "repeat": i // n, "step": i % n, "step_time_s": t} for i, t in enumerate(step_times)],
-                     group=CONFIG_KEYS)
-    if tele is not None and series:
-        context = {**key, "source": source, "device_name": row.get("device_name", "")}
-        tele.extend([{**context, **s} for s in series], group=(*CONFIG_KEYS, "source"))
-
-
-def run_configs(configs: Iterable[Config], device: torch.device, protocol: Protocol, path, steps_path=None,
-                dataset_for: Callable[[Config], object] | None = None, desc: str = "measuring",
-                telemetry_path=None, source: str = "", isolate: bool = False) -> list[dict]:
-    """Measure every configuration not already done in ``path``; rows are appended as they finish.
-
-    ``isolate``: each configuration in a fresh worker process (:func:`cnnbench.worker.measure_isolated`), so its
-    memory figures and allocator state are its own and a crash is a ``crashed`` row; else in this process.
-    Per-step times go to ``steps_path`` (one row per step) and the telemetry series to ``telemetry_path``
-    (tagged with ``source``), so nothing of a measurement is thrown away. Returns the rows of ``configs``.
-    """
-    from cnnbench import worker
-
-    configs = list(configs)
-    results = ResultsFile(path, CONFIG_KEYS)
-    steps = ResultsFile(steps_path, (*CONFIG_KEYS, "repeat", "step")) if steps_path else None
-    tele = ResultsFile(telemetry_path, (*CONFIG_KEYS, "source", "t_s", "metric", "device_index")) \
-        if telemetry_path else None
-    threads = torch.get_num_threads()
-    todo = [c for c in configs if not results.done(config_key(c, device, protocol, threads))]
-    for cfg in bar(todo, desc=desc, unit="config"):
-        dataset = dataset_for(cfg) if dataset_for else None
-        if isolate:
-            row = worker.measure_isolated(cfg, device, protocol, dataset, threads)
-        else:
-            row = measure(cfg, device, protocol, dataset)
-        _side_files(row, steps, tele, source or desc)
-        results.append(row)
-        row_done(row)  # one progress line per configuration for the pipeline's console
-    wanted = {results._key_of(config_key(c, device, protocol, threads)) for c in configs}
-    return [r for r in results.rows() if results._key_of(r) in wanted]

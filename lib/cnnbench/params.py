@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import functools
+import math
 import re
 import typing
 from dataclasses import dataclass, field
@@ -106,7 +107,11 @@ class Params:
     warmup_steps: int = 10  # steps run before the clock starts (seed 003 used 10)
     measured_steps: int = 0  # steps in one measured window; 0 = as many as fill window_s
     window_s: float = 3.0  # target length of a measured window when measured_steps is 0 (seconds)
-    repeats: int = 3  # measured windows per configuration; their spread is reported
+    repeats: int = 3  # measured windows per process of a configuration
+    processes: int = 3  # least fresh worker processes per configuration, in interleaved rounds; the interval spans them
+    max_processes: int = 6  # most processes per configuration while its interval is wider than ci_target_pct
+    ci_target_pct: float = 5.0  # a configuration gets more processes until its 95% interval is within +-this %
+    adapt_budget_s: float = 120.0  # seconds per pass (notebook) spent on processes beyond `processes`; 0: none
     variants: list[dict] = field(
         default_factory=lambda: [{"precision": "fp32", "memory_format": "nchw", "compile": False}]
     )  # precision (fp32|tf32|bf16|fp16), memory_format (nchw|channels_last), compile (bool)
@@ -419,6 +424,8 @@ def validate(raw: dict[str, Any], src: str = "params", check_device: bool = True
         "image_size",
         "num_classes",
         "repeats",
+        "processes",
+        "max_processes",
         "synthetic_images",
         "peak_repeats",
         "stream_mb",
@@ -431,9 +438,14 @@ def validate(raw: dict[str, Any], src: str = "params", check_device: bool = True
         if getattr(p, key) < 0:
             raise ParamsError(f"{src}: key '{key}' must be >= 0, got {getattr(p, key)}")
     for key in ("telemetry_interval_s", "lr", "window_s", "explore_warmup_s", "explore_window_s", "explore_ci_pct",
-                "explore_max_s"):
-        if getattr(p, key) <= 0:
-            raise ParamsError(f"{src}: key '{key}' must be positive, got {getattr(p, key)}")
+                "explore_max_s", "ci_target_pct"):
+        if not getattr(p, key) > 0 or not math.isfinite(getattr(p, key)):
+            raise ParamsError(f"{src}: key '{key}' must be a positive finite number, got {getattr(p, key)}")
+    if not (p.adapt_budget_s >= 0 and math.isfinite(p.adapt_budget_s)):
+        raise ParamsError(f"{src}: key 'adapt_budget_s' must be a finite number >= 0, got {p.adapt_budget_s}")
+    if p.max_processes < p.processes:
+        raise ParamsError(f"{src}: key 'max_processes' ({p.max_processes}) must be at least 'processes' "
+                          f"({p.processes})")
     if p.momentum < 0:
         raise ParamsError(f"{src}: key 'momentum' must be >= 0, got {p.momentum}")
     _one_of(src, "dataset", p.dataset, DATASETS)

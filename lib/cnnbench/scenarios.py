@@ -12,7 +12,7 @@ from dataclasses import asdict
 import pandas as pd
 import torch
 
-from cnnbench import data, devices, engine, models, results, telemetry
+from cnnbench import data, devices, engine, models, results, runner, telemetry
 from cnnbench.engine import Config, Protocol
 from cnnbench.progress import bar
 from cnnbench.results import ResultsFile
@@ -66,12 +66,13 @@ def dataset_loader(p):
 
 
 def run(run, name: str, configs: list[Config]) -> pd.DataFrame:
-    """Measure ``configs`` into ``<run>/<name>.csv`` (resuming), ``<name>_steps.csv`` and ``telemetry.csv``
-    (source ``name``); return the rows of exactly these configurations, failures included, every measurement
+    """Measure ``configs`` into ``<run>/<name>.csv`` (resuming), ``<name>_windows.csv``, ``<name>_steps.csv``
+    and ``telemetry.csv`` (source ``name``), each configuration in several processes in interleaved rounds
+    (:mod:`cnnbench.runner`); return the rows of exactly these configurations, failures included, every measurement
     column present (empty where every configuration failed). Each configuration runs in a fresh worker process
     unless the params say ``isolate: false``."""
     p = run.params
-    rows = engine.run_configs(configs, run.device, Protocol.from_params(p), run.path(f"{name}.csv"),
+    rows = runner.run_configs(configs, run.device, Protocol.from_params(p), run.path(f"{name}.csv"),
                               run.path(f"{name}_steps.csv"), dataset_for=dataset_loader(p), desc=name,
                               telemetry_path=run.path("telemetry.csv"), source=name, isolate=p.isolate)
     return results.frame(rows, ("model", "phase", "batch_size", "status", *engine.MEASURE_COLUMNS))

@@ -1,6 +1,10 @@
 """Telemetry sampled in a background thread only while a measured window runs, kept as time series.
 
-Host: CPU % per core and over all cores, this process's CPU % (100 = one core) and resident memory (psutil).
+Host: CPU % per core and over all cores, this process's CPU % (100 = one core, from its CPU-time deltas over the
+sampler's own clock, so never above 100 x the cores), resident memory, and the state of the machine around the
+measurement: CPU steal (time the hypervisor gave to other guests), the CPU load of every other process (the host's
+busy share less this process tree's), and the CPU clock where readable (psutil). :func:`judge` turns those into a
+verdict per measurement (quiet | busy) with the figures.
 NVIDIA, for EVERY GPU of the machine (an idle second GPU shows as idle): utilisation, memory-controller
 utilisation, memory used, power, temperature, SM clock and throttle reasons (nvidia-ml-py). MPS: allocated
 memory. Seed 000 read 0-3% GPU utilisation because it sampled outside the run; here sampling starts and stops
@@ -17,6 +21,8 @@ empty (None) for host-wide ones. The engine writes the series of every configura
 
 from __future__ import annotations
 
+import contextlib
+import math
 import threading
 import time
 from collections.abc import Callable
@@ -43,6 +49,9 @@ _SUMMARY = {
     "gpu_power_w": ("gpu_power_w", ("mean", "max")),
     "gpu_sm_clock_mhz": ("gpu_sm_clock_mhz", ("mean", "max")),
     "gpu_mem_used_mib": ("gpu_mem_used", ("max",)),
+    "cpu_steal_pct": ("cpu_steal", ("mean", "max")),
+    "util_other_cpu_pct": ("util_other_cpu", ("mean", "max")),
+    "cpu_freq_mhz": ("cpu_freq_mhz", ("mean", "min", "max")),
     "mps_mem_mib": ("mps_mem", ("max",)),
 }
 
@@ -84,6 +93,8 @@ class Sampler:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._proc = psutil.Process()
+        self._cores = psutil.cpu_count() or 1
+        self._last_cpu: tuple[float, float] | None = None  # (clock, this process tree's CPU seconds)
         self._t0 = clock()
         self._nvml, self._handles, self.measured_index = _gpus(device)
 
@@ -95,13 +106,59 @@ class Sampler:
         cores = psutil.cpu_percent(interval=None, percpu=True)
         for i, pct in enumerate(cores):
             self._add(t, "util_cpu_core_pct", pct, i)
-        self._add(t, "util_cpu_pct", sum(cores) / max(len(cores), 1))
-        self._add(t, "util_process_cpu_pct", self._proc.cpu_percent(interval=None))
+        host = sum(cores) / max(len(cores), 1)
+        self._add(t, "util_cpu_pct", host)
+        process = self._process_cpu_pct()
+        if process is not None:
+            self._add(t, "util_process_cpu_pct", process)
+            self._add(t, "util_other_cpu_pct", max(host - process / self._cores, 0.0))
         self._add(t, "rss_mib", self._proc.memory_info().rss / 2**20)
+        self._machine(t)
         if self.device.type == "mps":
             self._add(t, "mps_mem_mib", torch.mps.current_allocated_memory() / 2**20)
         for index, handle in self._handles:
             self._sample_gpu(t, index, handle)
+
+    def _process_cpu_seconds(self) -> float:
+        """CPU seconds of this process and its children (DataLoader workers are part of the measured work)."""
+        total = 0.0
+        for proc in [self._proc, *self._children()]:
+            try:
+                times = proc.cpu_times()
+                total += times.user + times.system
+            except psutil.Error:
+                continue
+        return total
+
+    def _children(self) -> list:
+        try:
+            return self._proc.children(recursive=True)
+        except psutil.Error:
+            return []
+
+    def _process_cpu_pct(self) -> float | None:
+        """This process tree's CPU % since the last sample (100 = one core), bounded by the cores: the OS counts
+        CPU time in ticks (10 ms), so over a 0.1 s sample an unbounded reading overshoots (218% on 2 cores)."""
+        now, cpu = self.clock(), self._process_cpu_seconds()
+        last, self._last_cpu = self._last_cpu, (now, cpu)
+        if last is None or now <= last[0]:
+            return None
+        return min(max(100.0 * (cpu - last[1]) / (now - last[0]), 0.0), 100.0 * self._cores)
+
+    def _machine(self, t: float) -> None:
+        """CPU steal since the last sample and the CPU clock, where this OS tells them."""
+        try:
+            steal = getattr(psutil.cpu_times_percent(interval=None), "steal", None)
+        except Exception:  # noqa: BLE001 - not every OS has steal time
+            steal = None
+        if steal is not None:
+            self._add(t, "cpu_steal_pct", steal)
+        try:
+            freq = psutil.cpu_freq()
+        except Exception:  # noqa: BLE001 - no readable clock (some VMs, macOS on Apple silicon)
+            freq = None
+        if freq is not None and freq.current > 0:
+            self._add(t, "cpu_freq_mhz", freq.current)
 
     def _sample_gpu(self, t: float, index: int, handle) -> None:
         nvml = self._nvml
@@ -125,9 +182,12 @@ class Sampler:
             self.sample()
 
     def __enter__(self) -> Sampler:
-        psutil.cpu_percent(interval=None, percpu=True)  # the first call only sets the reference point
-        self._proc.cpu_percent(interval=None)
+        psutil.cpu_percent(interval=None, percpu=True)  # the first calls only set the reference points
+        with contextlib.suppress(Exception):
+            psutil.cpu_times_percent(interval=None)
         self._t0 = self.clock()
+        self._last_cpu = (self.clock(), self._process_cpu_seconds())
+        self._enter_cpu = self._last_cpu
         self._stop.clear()
         self._thread = threading.Thread(target=self._loop, name="cnnbench-telemetry", daemon=True)
         self._thread.start()
@@ -138,6 +198,16 @@ class Sampler:
         if self._thread is not None:
             self._thread.join()
         self.sample()  # at least one sample per window, however short
+
+    def _whole_process_cpu_pct(self) -> float | None:
+        start, end = getattr(self, "_enter_cpu", None), self._last_cpu
+        if start is None or end is None or end[0] - start[0] <= 0:
+            return None
+        return min(100.0 * (end[1] - start[1]) / (end[0] - start[0]), 100.0 * self._cores)
+
+    def elapsed(self) -> float:
+        """Seconds since the sampler was entered, on the clock its samples' ``t_s`` use."""
+        return self.clock() - self._t0
 
     def series(self) -> list[dict]:
         """Every sample: ``{"t_s", "metric", "value", "device_index"}`` (t_s from entering the sampler)."""
@@ -160,10 +230,27 @@ class Sampler:
         rss = self.values("rss_mib")
         if rss:
             out["peak_rss_mib"] = max(rss)
+        whole = self._whole_process_cpu_pct()
+        if whole is not None:  # the mean over the whole span, exact (no tick rounding); the samples give the max
+            out["util_process_cpu_mean_pct"] = whole
         out.setdefault("util_device_mean_pct", float("nan"))
         out["telemetry_samples"] = len(self.values("util_cpu_pct"))
         out["gpu_throttle_reasons"] = ",".join(sorted(self.throttle))
         return out
+
+
+def span_summary(series: list[dict], begin: float, end: float) -> dict[str, float]:
+    """Mean of each host quantity over the samples taken in ``[begin, end]`` (seconds of the sampler), for the
+    state of the machine in one measured window: ``cpu_steal_mean_pct``, ``util_other_cpu_mean_pct``,
+    ``cpu_freq_mhz_mean``, ``util_cpu_mean_pct`` (NaN where no sample fell in the window)."""
+    names = {"cpu_steal_pct": "cpu_steal_mean_pct", "util_other_cpu_pct": "util_other_cpu_mean_pct",
+             "cpu_freq_mhz": "cpu_freq_mhz_mean", "util_cpu_pct": "util_cpu_mean_pct"}
+    out = {}
+    for metric, name in names.items():
+        vals = [s["value"] for s in series if s["metric"] == metric and s.get("device_index") is None
+                and begin <= s["t_s"] <= end + 1e-9]
+        out[name] = float(np.mean(vals)) if vals else float("nan")
+    return out
 
 
 def read(path: str | Path, source: str | None = None) -> pd.DataFrame:
@@ -175,3 +262,42 @@ def read(path: str | Path, source: str | None = None) -> pd.DataFrame:
     df = pd.read_csv(path)
     df["device_index"] = df["device_index"].astype("Int64")
     return df if source is None else df[df.source == source].reset_index(drop=True)
+
+
+# A measurement's machine is "busy" past these (pyperf's "the benchmark seems unstable" and TorchBench's machine
+# checks judge the same things): hypervisor steal, other processes' CPU load (% of all cores), a CPU clock that
+# moved, a GPU that throttled for power or heat.
+BUSY_STEAL_PCT = 2.0
+BUSY_OTHER_CPU_PCT = 10.0
+BUSY_FREQ_DROP = 0.05
+_THROTTLE_THAT_COUNTS = ("sw_power_cap", "hw_slowdown", "sw_thermal", "hw_thermal", "hw_power_brake")
+
+
+def _num(row, key: str) -> float:
+    try:
+        value = float(row.get(key, float("nan")))
+    except (TypeError, ValueError):
+        return float("nan")
+    return value
+
+
+def judge(row) -> tuple[str, str]:
+    """(``quiet`` | ``busy`` | ``unknown``, the figures behind it) for one measurement's telemetry summary."""
+    steal, other = _num(row, "cpu_steal_mean_pct"), _num(row, "util_other_cpu_mean_pct")
+    fmin, fmax = _num(row, "cpu_freq_mhz_min"), _num(row, "cpu_freq_mhz_max")
+    throttle = [r for r in str(row.get("gpu_throttle_reasons", "") or "").split(",") if r in _THROTTLE_THAT_COUNTS]
+    reasons = []
+    if steal > BUSY_STEAL_PCT:
+        reasons.append(f"CPU steal {steal:.1f}%")
+    if other > BUSY_OTHER_CPU_PCT:
+        reasons.append(f"other processes {other:.0f}% of the CPUs")
+    if fmax > 0 and fmin < (1 - BUSY_FREQ_DROP) * fmax:
+        reasons.append(f"CPU clock {fmin:.0f}-{fmax:.0f} MHz")
+    if throttle:
+        reasons.append("GPU throttled (" + ", ".join(throttle) + ")")
+    if reasons:
+        return "busy", "; ".join(reasons)
+    if all(math.isnan(v) for v in (steal, other)):
+        return "unknown", "no host telemetry"
+    return "quiet", f"steal {0.0 if math.isnan(steal) else steal:.1f}%, other processes " \
+                    f"{0.0 if math.isnan(other) else other:.0f}%"

@@ -1,0 +1,261 @@
+"""Many configurations, each measured in several fresh processes, in interleaved rounds, until its interval is
+as tight as asked or the budget is spent (pyperf's model: processes x windows, the spread over processes).
+
+A single process measures a configuration precisely but not reproducibly: on a shared 2-core VM the same
+SqueezeNet step measured 325 img/s in one process and 467 img/s in another two minutes later, each with a 95%
+interval 20-100 times narrower than the gap. So every configuration is measured in ``processes`` fresh worker
+processes (:mod:`cnnbench.worker`), one round at a time over all configurations (A B C, A B C, ...), so drift of
+the machine falls on all of them alike and is inside every interval; configurations whose interval is still
+wider than ``ci_target_pct`` get more rounds, up to ``max_processes``, while ``adapt_budget_s`` lasts.
+
+Files (``name`` = the results file's stem):
+
+- ``<name>.csv``: one row per configuration. ``throughput_img_s`` is all images over all measured wall time;
+  ``throughput_ci95_img_s`` the Student t 95% half-width over the per-process throughputs
+  (``processes_measured`` of them, their ``throughput_process_min/max_img_s`` and ``throughput_process_cv_pct`` beside it);
+  ``throughput_ci95_within_img_s`` the interval over one process's windows, for contrast; ``stop_reason``
+  (``target`` | ``max_processes`` | ``budget`` | ``processes``: the least count asked for was enough);
+  ``machine_state`` (quiet | busy | unknown) and ``machine_note`` judge the host over the measured windows.
+- ``<name>_windows.csv``: one row per measured window (``process``, ``repeat``): its steps, wall time,
+  throughput and the machine's state during it (steal, other processes' CPU load, CPU clock).
+- ``<name>_steps.csv``: one row per step (``process``, ``repeat``, ``step``); ``telemetry.csv``: the series.
+
+Every window is written as its process ends, so an interrupted run loses at most the process in flight and a
+rerun goes on from the processes it has.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+import torch
+
+from cnnbench import engine, telemetry, timing
+from cnnbench.engine import CONFIG_KEYS, Config, Protocol
+from cnnbench.progress import bar, row_done
+from cnnbench.results import ResultsFile
+
+WINDOW_KEYS = (*CONFIG_KEYS, "process", "repeat")
+# Columns the process rows carry that are merged by their own rule (not the mean): largest or smallest.
+_MAX_PREFIXES = ("peak_", "util_process_cpu_max", "util_cpu_max", "gpu_mem_used_max")
+_NOT_MERGED = {*CONFIG_KEYS, "process", "steps_per_window", "exitcode"}
+
+
+def _files(path, steps_path, telemetry_path):
+    path = Path(path)
+    windows = path.with_name(f"{path.stem}_windows.csv")
+    steps = ResultsFile(steps_path, (*WINDOW_KEYS, "step")) if steps_path else None
+    tele = ResultsFile(telemetry_path, (*CONFIG_KEYS, "source", "process", "t_s", "metric", "device_index")) \
+        if telemetry_path else None
+    return ResultsFile(path, CONFIG_KEYS), ResultsFile(windows, WINDOW_KEYS), steps, tele
+
+
+class _Config:
+    """One configuration's state across rounds: its key, the processes measured so far (their rows, this
+    session's or a resumed run's), and the failure that ends it, if any."""
+
+    def __init__(self, cfg: Config, key: dict, windows: ResultsFile):
+        self.cfg, self.key = cfg, key
+        mine = [w for w in windows.rows() if windows._key_of(w)[: len(CONFIG_KEYS)] == _key(windows, key)]
+        self.windows = [_typed_window(w) for w in mine]
+        self.rows: dict[int, dict] = {}
+        self.failure: dict | None = None
+
+    @property
+    def processes(self) -> list[int]:
+        return sorted({w["process"] for w in self.windows})
+
+    def rates(self) -> list[float]:
+        """Throughput of each process: its images over its measured wall time."""
+        out = []
+        for p in self.processes:
+            ws = [w for w in self.windows if w["process"] == p]
+            out.append(sum(w["images"] for w in ws) / sum(w["window_time_s"] for w in ws))
+        return out
+
+    def ci_pct(self) -> float:
+        rates = self.rates()
+        if len(rates) < 2:
+            return math.inf
+        mean = sum(rates) / len(rates)
+        return 100 * timing.ci95_half_width(rates) / mean if mean > 0 else math.inf
+
+
+def _key(file: ResultsFile, key: dict) -> tuple[str, ...]:
+    return file._key_of(key)[: len(CONFIG_KEYS)]
+
+
+def _typed_window(w: dict) -> dict:
+    out = dict(w)
+    for k in ("process", "repeat", "steps", "images"):
+        out[k] = int(float(w[k]))
+    out["window_time_s"] = float(w["window_time_s"])
+    return out
+
+
+def _measure_once(cfg: Config, device, protocol, dataset, threads: int, isolate: bool) -> dict:
+    from cnnbench import worker
+
+    if isolate:
+        return worker.measure_isolated(cfg, device, protocol, dataset, threads)
+    return engine.measure(cfg, device, protocol, dataset)
+
+
+def _record(state: _Config, row: dict, process: int, files, source: str) -> None:
+    """One process's windows, steps and telemetry into their files; its row kept for the merge."""
+    _, windows, steps, tele = files
+    step_times = row.pop("step_times_s", [])
+    walls = row.pop("window_times_s", [])
+    spans = row.pop("window_spans_s", [])
+    series = row.pop("telemetry_series", [])
+    if row.get("status") != "ok":
+        state.failure = row
+        return
+    n, bs, key = row["steps_per_window"], state.cfg.batch_size, state.key
+    rows = []
+    for i, wall in enumerate(walls):
+        machine = telemetry.span_summary(series, *spans[i]) if i < len(spans) else {}
+        rows.append({**key, "process": process, "repeat": i, "steps": n, "images": n * bs, "window_time_s": wall,
+                     "throughput_img_s": n * bs / wall, **machine, "timestamp": row.get("timestamp", "")})
+    windows.extend(rows)
+    state.windows.extend(_typed_window({k: str(v) for k, v in r.items()}) for r in rows)
+    if steps is not None and step_times:
+        steps.extend([{**key, "process": process, "repeat": i // n, "step": i % n, "step_time_s": t}
+                      for i, t in enumerate(step_times)], group=(*CONFIG_KEYS, "process"))
+    if tele is not None and series:
+        context = {**key, "source": source, "process": process, "device_name": row.get("device_name", "")}
+        tele.extend([{**context, **s} for s in series], group=(*CONFIG_KEYS, "source", "process"))
+    state.rows[process] = row
+
+
+def _merge_numbers(rows: list[dict]) -> dict:
+    """The processes' telemetry, memory and energy columns as one: peaks and maxima the largest, minima the
+    smallest, everything else numeric the mean."""
+    out = {}
+    for k in rows[0]:
+        if k in _NOT_MERGED:
+            continue
+        vals = [r.get(k) for r in rows if isinstance(r.get(k), (int, float)) and not isinstance(r.get(k), bool)]
+        vals = [float(v) for v in vals if math.isfinite(float(v))]
+        if not vals:
+            continue
+        if k.startswith(_MAX_PREFIXES) or "_max" in k:
+            out[k] = max(vals)
+        elif "_min" in k or k == "baseline_rss_mib":
+            out[k] = min(vals)
+        else:
+            out[k] = sum(vals) / len(vals)
+    return out
+
+
+def merge(state: _Config, stop_reason: str, steps: ResultsFile | None) -> dict:
+    """The configuration's row over all its processes (see the module's docstring)."""
+    rows = [state.rows[p] for p in sorted(state.rows)]
+    base = dict(rows[-1]) if rows else {**state.key, "status": "ok", "error": ""}
+    if rows:
+        base.update(_merge_numbers(rows))
+    step_times = []
+    if steps is not None:
+        mine = [s for s in steps.rows() if _key(steps, s) == _key(steps, state.key)]
+        step_times = [float(s["step_time_s"]) for s in mine]
+    walls = [w["window_time_s"] for w in state.windows]
+    counts = [w["steps"] for w in state.windows]
+    within = base.get("throughput_ci95_img_s", math.nan)
+    if not step_times:  # no step file: the windows' mean step stands in for every step
+        step_times = [w["window_time_s"] / w["steps"] for w in state.windows for _ in range(w["steps"])]
+    base.update(timing.summarize(step_times, walls, counts, state.cfg.batch_size))
+    base["windows"] = base["repeats"]  # all windows of all processes; the key keeps ``repeats`` per process
+    base.update(state.key)
+    rates = state.rates()
+    mean = sum(rates) / len(rates)
+    half = timing.ci95_half_width(rates)
+    base.update(processes_measured=len(rates), throughput_ci95_img_s=half, throughput_ci95_within_img_s=within,
+                throughput_process_min_img_s=min(rates), throughput_process_max_img_s=max(rates),
+                throughput_process_cv_pct=100 * statistics.stdev(rates) / mean if len(rates) > 1 else math.nan,
+                ci95_pct=100 * half / base["throughput_img_s"] if base["throughput_img_s"] else math.nan,
+                stop_reason=stop_reason)
+    if "gflops_per_image" in base and base.get("gflops_per_image") == base.get("gflops_per_image"):
+        base["achieved_gflops"] = base["throughput_img_s"] * float(base["gflops_per_image"])
+        base["achieved_tflops"] = base["achieved_gflops"] / 1e3
+    state_name, note = telemetry.judge(base)
+    busy = sum(1 for w in state.windows if telemetry.judge(w)[0] == "busy")
+    base["machine_state"], base["machine_note"] = state_name, note
+    base["busy_windows"] = busy
+    return base
+
+
+def _rounds(states: list[_Config], protocol: Protocol, measure_one: Callable[[_Config, int], None]) -> dict:
+    """Measure in rounds until every configuration has its least processes, then more rounds for the ones whose
+    interval is wider than the target, while the budget lasts. Returns each configuration's stop reason."""
+    reasons: dict[int, str] = {}
+    least = max(protocol.processes, 1)
+    for _ in range(least):
+        for s in states:
+            if s.failure is None and len(s.processes) < least:
+                measure_one(s, max(s.processes, default=0) + 1)
+    started = time.perf_counter()
+    while True:
+        wide = [s for s in states if s.failure is None and s.ci_pct() > protocol.ci_target_pct
+                and len(s.processes) < protocol.max_processes]
+        if not wide or time.perf_counter() - started >= protocol.adapt_budget_s:
+            break
+        for s in wide:
+            if time.perf_counter() - started >= protocol.adapt_budget_s:
+                break
+            measure_one(s, max(s.processes, default=0) + 1)
+    for i, s in enumerate(states):
+        if s.ci_pct() <= protocol.ci_target_pct:
+            reasons[i] = "target" if len(s.processes) > least else "processes"
+        elif len(s.processes) >= protocol.max_processes:
+            reasons[i] = "max_processes"
+        else:
+            reasons[i] = "budget"
+    return reasons
+
+
+def run_configs(configs: Iterable[Config], device: torch.device, protocol: Protocol, path, steps_path=None,
+                dataset_for: Callable[[Config], object] | None = None, desc: str = "measuring",
+                telemetry_path=None, source: str = "", isolate: bool = False) -> list[dict]:
+    """Measure every configuration not already done in ``path`` (see the module's docstring); returns the rows
+    of ``configs``, this run's and resumed ones, in the file's order.
+
+    ``isolate``: each process of a configuration is a fresh worker process (the pipeline's default), so its
+    memory figures and allocator state are its own and a crash is a ``crashed`` row; else a fresh workload in
+    this process.
+    """
+    configs = list(configs)
+    files = _files(path, steps_path, telemetry_path)
+    results, windows, steps, _ = files
+    threads = torch.get_num_threads()
+    keys = [engine.config_key(c, device, protocol, threads) for c in configs]
+    states = [_Config(c, k, windows) for c, k in zip(configs, keys, strict=True) if not results.done(k)]
+    datasets: dict[int, object] = {}
+    total = sum(max(protocol.processes - len(s.processes), 0) for s in states)
+    progress = bar(total=total, desc=desc, unit="process")
+
+    def measure_one(state: _Config, process: int) -> None:
+        i = id(state)
+        if i not in datasets:
+            datasets[i] = dataset_for(state.cfg) if dataset_for else None
+        row = _measure_once(state.cfg, device, protocol, datasets[i], threads, isolate)
+        row["process"] = process
+        _record(state, row, process, files, source or desc)
+        progress.update(1)
+        if state.failure is not None:
+            state.failure = {**state.failure, **state.key, "processes_measured": len(state.processes)}
+
+    try:
+        reasons = _rounds(states, protocol, measure_one)
+    finally:
+        progress.close()
+    for i, s in enumerate(states):
+        row = s.failure if s.failure is not None else merge(s, reasons[i], steps)
+        row.pop("process", None)
+        results.append(row)
+        row_done(row)  # one progress line per configuration for the pipeline's console
+    wanted = {results._key_of(k) for k in keys}
+    return [r for r in results.rows() if results._key_of(r) in wanted]

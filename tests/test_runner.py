@@ -1,0 +1,137 @@
+"""The runner: several processes per configuration in interleaved rounds, an interval over processes, adaptive
+stopping, and the machine's state judged (issue 17). A fake ``engine.measure`` gives each process a chosen rate."""
+
+import dataclasses
+import math
+
+import pandas as pd
+import pytest
+import torch
+
+from cnnbench import engine, runner, telemetry
+
+CPU = torch.device("cpu")
+PROTO = engine.Protocol(warmup_steps=1, measured_steps=4, repeats=3, workers=0, processes=3, max_processes=6,
+                        ci_target_pct=5.0, adapt_budget_s=60.0)
+
+
+def cfg(bs=8, phase="train"):
+    return engine.Config("mnist_cnn", phase, bs, 28, 10, 1)
+
+
+def fake_measure(rates, calls, busy=False):
+    """engine.measure whose k-th process of batch size bs runs at rates[bs][k] img/s, every window alike."""
+
+    def measure(c, device, protocol, dataset=None, **kw):
+        k = sum(1 for b in calls if b == c.batch_size)
+        calls.append(c.batch_size)
+        rate = rates[c.batch_size][min(k, len(rates[c.batch_size]) - 1)]
+        n = protocol.measured_steps
+        step = c.batch_size / rate
+        walls = [n * step * f for f in (0.999, 1.0, 1.001)][: protocol.repeats]
+        spans = [(i * 1.0, i * 1.0 + 0.5) for i in range(protocol.repeats)]
+        series = [{"t_s": i + 0.25, "metric": m, "value": v, "device_index": None}
+                  for i in range(protocol.repeats)
+                  for m, v in (("cpu_steal_pct", 20.0 if busy else 0.0), ("util_other_cpu_pct", 1.0))]
+        summary = engine.timing.summarize([w / n for w in walls for _ in range(n)], walls, [n] * len(walls),
+                                          c.batch_size)
+        return {**engine.config_key(c, device, protocol), "status": "ok", "error": "", "steps_per_window": n,
+                "peak_rss_mib": 100.0 + k, "baseline_rss_mib": 50.0 + k, "cpu_steal_mean_pct": 20.0 if busy else 0.0,
+                "util_other_cpu_mean_pct": 1.0, **summary, "step_times_s": [w / n for w in walls for _ in range(n)],
+                "window_times_s": walls, "window_spans_s": spans, "telemetry_series": series}
+
+    return measure
+
+
+def test_the_interval_spans_processes_and_covers_each_of_them(tmp_path, monkeypatch):
+    """Three processes at 100, 130 and 115 img/s, each with windows within 0.1%: the interval of one process is
+    tiny, the reported one covers all three processes' rates."""
+    calls = []
+    monkeypatch.setattr(engine, "measure", fake_measure({8: [100.0, 130.0, 115.0]}, calls))
+    proto = dataclasses.replace(PROTO, max_processes=3)
+    (row,) = runner.run_configs([cfg()], CPU, proto, tmp_path / "r.csv", tmp_path / "s.csv")
+    rate, half = float(row["throughput_img_s"]), float(row["throughput_ci95_img_s"])
+    assert int(row["processes_measured"]) == 3
+    assert float(row["throughput_process_min_img_s"]) == pytest.approx(100, rel=1e-3)
+    assert float(row["throughput_process_max_img_s"]) == pytest.approx(130, rel=1e-3)
+    assert half > 10 * float(row["throughput_ci95_within_img_s"])
+    assert rate - half < 100 and rate + half > 130
+    windows = pd.read_csv(tmp_path / "r_windows.csv")
+    assert len(windows) == 9 and sorted(set(windows.process)) == [1, 2, 3]
+    assert set(pd.read_csv(tmp_path / "s.csv").process) == {1, 2, 3}
+    assert float(row["peak_rss_mib"]) == 102.0 and float(row["baseline_rss_mib"]) == 50.0
+
+
+def test_configurations_are_measured_in_interleaved_rounds(tmp_path, monkeypatch):
+    calls = []
+    monkeypatch.setattr(engine, "measure", fake_measure({8: [100.0], 16: [200.0], 32: [300.0]}, calls))
+    runner.run_configs([cfg(8), cfg(16), cfg(32)], CPU, PROTO, tmp_path / "r.csv")
+    assert calls == [8, 16, 32] * 3  # A B C, A B C, A B C: drift falls on all alike
+
+
+def test_a_wide_interval_gets_more_processes_until_the_target_or_the_ceiling(tmp_path, monkeypatch):
+    calls = []
+    rates = {8: [100.0, 101.0, 100.5], 16: [100.0, 150.0, 80.0, 140.0, 90.0, 130.0, 95.0]}
+    monkeypatch.setattr(engine, "measure", fake_measure(rates, calls))
+    rows = runner.run_configs([cfg(8), cfg(16)], CPU, PROTO, tmp_path / "r.csv")
+    by_bs = {int(r["batch_size"]): r for r in rows}
+    assert by_bs[8]["stop_reason"] == "processes" and int(by_bs[8]["processes_measured"]) == 3
+    assert by_bs[16]["stop_reason"] == "max_processes" and int(by_bs[16]["processes_measured"]) == 6
+    assert calls.count(8) == 3 and calls.count(16) == 6
+
+
+def test_no_budget_no_extra_processes_and_the_row_says_so(tmp_path, monkeypatch):
+    calls = []
+    monkeypatch.setattr(engine, "measure", fake_measure({8: [100.0, 150.0, 80.0]}, calls))
+    (row,) = runner.run_configs([cfg()], CPU, dataclasses.replace(PROTO, adapt_budget_s=0), tmp_path / "r.csv")
+    assert row["stop_reason"] == "budget" and len(calls) == 3
+
+
+def test_a_busy_machine_is_judged_busy_with_its_figures(tmp_path, monkeypatch):
+    monkeypatch.setattr(engine, "measure", fake_measure({8: [100.0, 101.0, 100.0]}, [], busy=True))
+    (row,) = runner.run_configs([cfg()], CPU, PROTO, tmp_path / "r.csv")
+    assert row["machine_state"] == "busy" and "steal 20.0%" in row["machine_note"]
+    windows = pd.read_csv(tmp_path / "r_windows.csv")
+    assert (windows.cpu_steal_mean_pct == 20.0).all()
+    assert int(row["busy_windows"]) == 9
+
+
+def test_judge():
+    assert telemetry.judge({"cpu_steal_mean_pct": 0.1, "util_other_cpu_mean_pct": 3.0})[0] == "quiet"
+    state, note = telemetry.judge({"cpu_steal_mean_pct": 0.0, "util_other_cpu_mean_pct": 40.0})
+    assert state == "busy" and "other processes 40%" in note
+    state, note = telemetry.judge({"cpu_freq_mhz_min": 1800.0, "cpu_freq_mhz_max": 3000.0})
+    assert state == "busy" and "1800-3000 MHz" in note
+    assert telemetry.judge({"gpu_throttle_reasons": "sw_thermal"})[0] == "busy"
+    assert telemetry.judge({})[0] == "unknown"
+
+
+def test_process_cpu_never_exceeds_the_cores(monkeypatch):
+    """CPU time is counted in ticks: a 0.1 s sample could read 218% on 2 cores. The reading is bounded, and the
+    mean comes from the whole span's CPU time."""
+    ticks = iter([0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6])
+    cpu = iter([0.0, 0.3, 0.5, 0.7, 0.9, 1.1, 1.3])  # 0.3 CPU s in the first 0.1 s: 300% on 2 cores
+    s = telemetry.Sampler(CPU, 10.0, clock=lambda: next(ticks))
+    monkeypatch.setattr(s, "_process_cpu_seconds", lambda: next(cpu))
+    monkeypatch.setattr(s, "_cores", 2)
+    s._enter_cpu = s._last_cpu = (0.0, 0.0)
+    assert s._process_cpu_pct() == 200.0
+    assert s._process_cpu_pct() == pytest.approx(200.0)
+
+
+def test_a_failed_process_ends_its_configuration_as_a_failure_row(tmp_path, monkeypatch):
+    calls = []
+    ok = fake_measure({8: [100.0], 16: [100.0]}, calls)
+
+    def oom_on_second(c, *a, **k):
+        if c.batch_size == 16 and calls.count(16) == 1:
+            calls.append(16)
+            return {**engine.config_key(c, CPU, PROTO), "status": "oom", "error": "OutOfMemoryError: x"}
+        return ok(c, *a, **k)
+
+    monkeypatch.setattr(engine, "measure", oom_on_second)
+    rows = runner.run_configs([cfg(8), cfg(16)], CPU, PROTO, tmp_path / "r.csv")
+    by_bs = {int(r["batch_size"]): r for r in rows}
+    assert by_bs[16]["status"] == "oom" and by_bs[8]["status"] == "ok"
+    assert calls.count(16) == 2  # no third process after the failure
+    assert math.isclose(float(by_bs[8]["throughput_img_s"]), 100.0, rel_tol=1e-2)
