@@ -110,7 +110,7 @@ def test_process_cpu_never_exceeds_the_cores(monkeypatch):
     """CPU time is counted in ticks: a 0.1 s sample could read 218% on 2 cores. The reading is bounded, and the
     mean comes from the whole span's CPU time."""
     ticks = iter([0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6])
-    cpu = iter([0.0, 0.3, 0.5, 0.7, 0.9, 1.1, 1.3])  # 0.3 CPU s in the first 0.1 s: 300% on 2 cores
+    cpu = iter([0.3, 0.5, 0.7, 0.9, 1.1, 1.3])  # 0.3 CPU s in the first 0.1 s: 300% on 2 cores
     s = telemetry.Sampler(CPU, 10.0, clock=lambda: next(ticks))
     monkeypatch.setattr(s, "_process_cpu_seconds", lambda: next(cpu))
     monkeypatch.setattr(s, "_cores", 2)
