@@ -94,14 +94,15 @@ def _timed(kernel: str, arrays: tuple[np.ndarray, ...], n: int, trials: int, clo
 
 
 def calibrate(kernel: str, arrays: tuple[np.ndarray, ...], n: int, min_call_s: float, clock=time.perf_counter) -> int:
-    """Trials per call, doubled until a call lasts at least ``min_call_s`` *and* took at least 1.6x the call with
-    half the trials: the traffic, not the fixed cost of a call (a parallel region waking its threads, milliseconds
-    on a busy machine), then fills the call."""
-    trials, before = 1, _timed(kernel, arrays, n, 1, clock)
+    """Trials per call, doubled until a call lasts at least ``min_call_s`` *and* the last two doublings each took
+    at least 1.6x longer: the traffic, not the fixed cost of a call (a parallel region waking its threads,
+    milliseconds on a busy machine), then fills the call; two in a row, so one preempted call does not end it."""
+    trials, before, grew = 1, _timed(kernel, arrays, n, 1, clock), 0
     while trials < 2**40:
         trials *= 2
         t = _timed(kernel, arrays, n, trials, clock)
-        if t >= min_call_s and t >= 1.6 * before:
+        grew = grew + 1 if t >= 1.6 * before else 0
+        if t >= min_call_s and grew >= 2:
             break
         before = t
     return trials
