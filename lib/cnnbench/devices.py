@@ -268,17 +268,41 @@ def parse_cpu_mhz(cpuinfo: str) -> float | None:
     return max(mhz) if mhz else None
 
 
+def parse_lscpu_max_mhz(text: str) -> float | None:
+    """"CPU max MHz" of ``lscpu`` output (absent in many VMs)."""
+    match = re.search(r"^CPU max MHz:\s*([\d.]+)", text or "", flags=re.MULTILINE)
+    return float(match.group(1)) if match and float(match.group(1)) > 0 else None
+
+
+def clock_from(sysfs_max_khz: str | None = None, psutil_max_mhz: float | None = None, lscpu: str | None = None,
+               sysctl_max_hz: str | None = None, cpuinfo: str | None = None) -> tuple[float | None, str, bool]:
+    """The CPU's clock in GHz, where it was read, and whether it is the maximum (boost) clock: sysfs
+    cpuinfo_max_freq, psutil's maximum, lscpu "CPU max MHz", macOS hw.cpufrequency_max (maxima, in that order),
+    else /proc/cpuinfo "cpu MHz" (the base/nominal clock in a VM, the current one elsewhere: not a maximum)."""
+    if sysfs_max_khz and sysfs_max_khz.strip().isdigit() and int(sysfs_max_khz):
+        return int(sysfs_max_khz) / 1e6, "maximum clock, sysfs cpuinfo_max_freq", True
+    if psutil_max_mhz:
+        return psutil_max_mhz / 1e3, "maximum clock, psutil cpu_freq().max", True
+    if mhz := parse_lscpu_max_mhz(lscpu or ""):
+        return mhz / 1e3, "maximum clock, lscpu CPU max MHz", True
+    if sysctl_max_hz and sysctl_max_hz.strip().isdigit():
+        return int(sysctl_max_hz) / 1e9, "maximum clock, sysctl hw.cpufrequency_max", True
+    if mhz := parse_cpu_mhz(cpuinfo or ""):
+        return mhz / 1e3, "base/nominal clock, /proc/cpuinfo cpu MHz (no maximum clock readable)", False
+    return None, "clock not readable", False
+
+
 @lru_cache(maxsize=1)
-def cpu_clock_ghz() -> tuple[float | None, str]:
-    """The CPU's clock in GHz and where it was read: sysfs cpufreq's maximum, /proc/cpuinfo, or macOS sysctl."""
-    khz = _read("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq")
-    if khz and khz.isdigit():
-        return int(khz) / 1e6, "sysfs cpuinfo_max_freq"
-    mhz = parse_cpu_mhz(_read("/proc/cpuinfo") or "")
-    if mhz:
-        return mhz / 1e3, "/proc/cpuinfo cpu MHz"
-    hz = _run(["sysctl", "-n", "hw.cpufrequency_max"]).strip() if platform.system() == "Darwin" else ""
-    return (int(hz) / 1e9, "sysctl hw.cpufrequency_max") if hz.isdigit() else (None, "clock not readable")
+def cpu_clock_ghz() -> tuple[float | None, str, bool]:
+    """:func:`clock_from` this machine's sysfs, psutil, lscpu, sysctl (macOS) and /proc/cpuinfo."""
+    try:
+        freq = psutil.cpu_freq()
+    except (AttributeError, NotImplementedError, OSError):
+        freq = None
+    darwin = platform.system() == "Darwin"
+    return clock_from(_read("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq"), freq.max if freq else None,
+                      "" if darwin else _run(["lscpu"]), _run(["sysctl", "-n", "hw.cpufrequency_max"]) if darwin else "",
+                      _read("/proc/cpuinfo"))
 
 
 # --- instruction sets and compute capability (for the configuration search, cnnbench.tuning)

@@ -2,18 +2,32 @@
 memory hierarchy (a working-set sweep through every cache level into DRAM/HBM), and spec-sheet roofs matched by the
 device's exact model and variant.
 
+The CPU sweep is :mod:`cnnbench.membench`: as the Empirical Roofline Toolkit and likwid-bench do, one compiled call
+(numba, on the run's threads) loops many times over each thread's own buffer, so no per-call cost hides the L1 and
+L2 roofs; kernels ``read`` (bytes read) and ``triad`` (a = b + s*c: 2 reads + 1 write counted, the write-allocate
+read not counted, the STREAM convention). GPUs: torch copy and triad (bytes read + written), CUDA-graph replayed.
+
 ``device_peaks.csv`` (one row per precision and memory level; measured rows first, the main-memory row of each
 precision before its cache rows):
 
-- ``device_name``, ``device_kind``, ``kind`` (measured | spec), ``precision``;
+- ``device_name``, ``device_kind``, ``kind`` (measured | spec), ``precision``, ``threads``;
 - ``level``: l1, l2, l3 (CPU caches, innermost first; CUDA: l2) or the main memory, ``dram`` (CPU, MPS, GDDR GPUs)
   or ``hbm`` (data-centre NVIDIA GPUs); ``capacity_mib``: the working set that level holds for one op (a private
   cache counted once per thread using one; empty for main memory); ``cache_size_kib``: one cache's size;
-- ``peak_gflops`` (the precision's compute roof, the same on every level), ``bandwidth_gbs`` (that level's roof),
-  ``ridge_flop_per_byte``; ``source`` says how each was measured or where the spec figure comes from.
+- ``peak_gflops``: the precision's compute roof (the same on every level), the best of ``peak_calls`` timed calls
+  of the winning FMA-bound kernel (matmul or conv); ``peak_gflops_median`` and ``peak_spread`` ((best - worst) /
+  median) of those calls; ``matmul_gflops``, ``matmul_gflops_median``, ``conv3x3_gflops``;
+- ``bandwidth_gbs``: that level's roof, the best rate among the sweep's working sets inside the level only (above
+  the previous level's capacity, up to its own), never another level's; ``bandwidth_kernel`` that won;
+  ``bandwidth_note``: non-empty when an inner level measured slower than an outer one (kept as measured);
+  ``ridge_flop_per_byte``; ``{kernel}_gbs``: each kernel at the largest working set;
+- ``source`` says how each was measured (kernel, sizes in the level, threads, best of N calls, byte-counting
+  convention) or where the spec figure comes from (a CPU's is derived from cores, ISA flags and its clock: the
+  maximum clock where the system tells it, else labelled a base clock that a measured rate can exceed).
 
-``bandwidth_sweep.csv``: every working set measured (``working_set_bytes``/``working_set_mib`` = bytes read +
-written by one call, ``kernel`` copy | triad, ``bandwidth_gbs`` best and ``bandwidth_median_gbs``, ``level``).
+``bandwidth_sweep.csv``: every working set measured (``working_set_bytes``/``working_set_mib`` = the footprint of
+all threads' buffers, ``kernel``, ``bandwidth_gbs`` best and ``bandwidth_median_gbs`` of ``calls`` timed calls,
+``trials`` passes per call, ``bytes_per_call``, ``threads``, ``method`` with its byte convention, ``level``).
 """
 
 from __future__ import annotations
@@ -112,9 +126,9 @@ def default_matmul_size(device: torch.device) -> int:
     return 4096 if device.type == "mps" else 2048
 
 
-def matmul_gflops(device: torch.device, precision: str = "fp32", n: int = 4096, repeats: int = 5,
-                  spread: bool = False, min_call_s: float | None = None):
-    """Best dense n x n matmul rate (2 n^3 FLOPs per product), GFLOP/s; with ``spread``, also the median.
+def matmul_rates(device: torch.device, precision: str = "fp32", n: int = 4096, repeats: int = 5,
+                 min_call_s: float | None = None) -> list[float]:
+    """GFLOP/s of each of ``repeats`` timed calls of a dense n x n matmul (2 n^3 FLOPs per product: FMA-bound).
 
     Each timed call chains as many products as last ``min_call_s`` (calibrated on the device), so a fast GPU's
     timed call carries enough work whatever ``n`` is.
@@ -123,25 +137,43 @@ def matmul_gflops(device: torch.device, precision: str = "fp32", n: int = 4096, 
     a = torch.randn(n, n, device=device, dtype=devices.DTYPES[precision])
     b = torch.randn(n, n, device=device, dtype=devices.DTYPES[precision])
     try:
-        rates = [r / 1e9 for r in _rates(lambda: torch.mm(a, b), 2 * n**3, device, repeats, min_call_s)]
+        return [r / 1e9 for r in _rates(lambda: torch.mm(a, b), 2 * n**3, device, repeats, min_call_s)]
     finally:
         _tf32(device, False)
+
+
+def matmul_gflops(device: torch.device, precision: str = "fp32", n: int = 4096, repeats: int = 5,
+                  spread: bool = False, min_call_s: float | None = None):
+    """Best dense n x n matmul rate, GFLOP/s (:func:`matmul_rates`); with ``spread``, also the median."""
+    rates = matmul_rates(device, precision, n, repeats, min_call_s)
     return (max(rates), statistics.median(rates)) if spread else max(rates)
 
 
-def conv_gflops(device: torch.device, precision: str = "fp32", batch: int = 32, channels: int = 128, size: int = 28,
-                repeats: int = 5, min_call_s: float | None = None) -> float:
-    """Best rate of a representative 3x3 convolution (ResNet stage 2 shape), forward, GFLOP/s."""
+def conv_rates(device: torch.device, precision: str = "fp32", batch: int = 32, channels: int = 128, size: int = 28,
+               repeats: int = 5, min_call_s: float | None = None) -> list[float]:
+    """GFLOP/s of each timed call of a representative 3x3 convolution (ResNet stage 2 shape), forward."""
     _tf32(device, precision == "tf32")
     conv = torch.nn.Conv2d(channels, channels, 3, padding=1, bias=False).to(device, devices.DTYPES[precision])
     x = torch.randn(batch, channels, size, size, device=device, dtype=devices.DTYPES[precision])
     flops = 2 * batch * size * size * channels * channels * 9
     try:
         with torch.inference_mode():
-            rates = _rates(lambda: conv(x), flops, device, repeats, min_call_s)
+            return [r / 1e9 for r in _rates(lambda: conv(x), flops, device, repeats, min_call_s)]
     finally:
         _tf32(device, False)
-    return max(rates) / 1e9
+
+
+def conv_gflops(device: torch.device, precision: str = "fp32", batch: int = 32, channels: int = 128, size: int = 28,
+                repeats: int = 5, min_call_s: float | None = None) -> float:
+    """Best rate of a representative 3x3 convolution (:func:`conv_rates`), GFLOP/s."""
+    return max(conv_rates(device, precision, batch, channels, size, repeats, min_call_s))
+
+
+def rate_summary(rates: list[float]) -> dict:
+    """Best, median and spread ((best - worst) / median) of repeated calls' rates, and how many calls."""
+    median = statistics.median(rates)
+    return {"best": max(rates), "median": median, "spread": (max(rates) - min(rates)) / median if median else 0.0,
+            "calls": len(rates)}
 
 
 # ---------------------------------------------------------------- memory hierarchy
@@ -232,23 +264,35 @@ def _bandwidth_kernels(device: torch.device, working_set: int) -> dict:
     return kernels
 
 
-def sweep_sizes(levels: list[dict], dram_bytes: int, smallest: int = 16 * 2**10) -> list[int]:
-    """Working sets to measure: powers of 4 from ``smallest`` to ``dram_bytes``, plus half of each cache level
-    (a size that surely fits it)."""
-    sizes = {smallest * 4**k for k in range(32) if smallest * 4**k < dram_bytes}
-    sizes |= {lv["capacity_bytes"] // 2 for lv in levels if lv["capacity_bytes"] // 2 >= smallest}
+def sweep_sizes(levels: list[dict], dram_bytes: int, smallest: int = 16 * 2**10, step: float = 4.0) -> list[int]:
+    """Working sets to measure: a geometric series (ratio ``step``) from ``smallest`` to ``dram_bytes``, plus half
+    and three quarters of each cache level (sizes that surely fit it), so every level holds sizes of its own."""
+    sizes = {int(smallest * step**k) for k in range(200) if smallest * step**k < dram_bytes}
+    sizes |= {int(lv["capacity_bytes"] * f) for lv in levels for f in (0.5, 0.75)
+              if lv["capacity_bytes"] * f >= smallest}
     return sorted(sizes | {dram_bytes})
 
 
 def bandwidth_sweep(device: torch.device, sizes: list[int], repeats: int = 3,
-                    min_call_s: float | None = None) -> pd.DataFrame:
-    """Best bandwidth of copy and triad at each working set (bytes read + written per call), GB/s."""
+                    min_call_s: float | None = None, threads: int | None = None) -> pd.DataFrame:
+    """Best and median bandwidth of each kernel at each working set, GB/s, one row each.
+
+    CPU: :mod:`cnnbench.membench` (numba: one compiled call per timing, each of ``threads`` threads looping over
+    its own buffer; read and triad kernels, write-allocate not counted). GPU: torch copy and triad, ``inner``
+    calls per timing replayed from a CUDA graph where capture works (bytes read + written per call).
+    """
+    if device.type == "cpu":
+        from cnnbench import membench
+
+        threads = threads or torch.get_num_threads()
+        return membench.sweep(sizes, threads, repeats, max(MIN_CALL_S["cpu"], min_call_s or 0.01))
     rows = []
     for size in sizes:
         for kernel, (fn, nbytes) in _bandwidth_kernels(device, size).items():
             rates = _rates(fn, nbytes, device, repeats, min_call_s, graph=True)
             rows.append({"working_set_bytes": nbytes, "working_set_mib": nbytes / 2**20, "kernel": kernel,
-                         "bandwidth_gbs": max(rates) / 1e9, "bandwidth_median_gbs": statistics.median(rates) / 1e9})
+                         "bandwidth_gbs": max(rates) / 1e9, "bandwidth_median_gbs": statistics.median(rates) / 1e9,
+                         "calls": repeats, "method": "torch, bytes read + written"})
         devices.empty_cache(device)
     return pd.DataFrame(rows)
 
@@ -260,32 +304,60 @@ def knees(sweep: pd.DataFrame, drop: float = 0.3) -> list[int]:
                                            strict=True) if bn < (1 - drop) * b and nxt > s]
 
 
-def level_roofs(sweep: pd.DataFrame, levels: list[dict], main: str = "dram") -> pd.DataFrame:
-    """One bandwidth per memory level: the best rate of the sweep's working sets that belong to that level
-    (above the previous level's capacity, up to its own), never below the next outer level's.
+def _level_row(inside: pd.DataFrame, lv: dict) -> dict:
+    """The best sweep row of one level's own working sets, labelled: kernel, sizes, threads, best of N calls."""
+    top = inside.loc[inside.bandwidth_gbs.idxmax()]
+    sizes = int((inside.kernel == top.kernel).sum())
+    lo, hi = inside.working_set_bytes.min(), inside.working_set_bytes.max()
+    how = [f"best {top.kernel} of {sizes} working set(s) in the level ({_fmt_bytes(lo)} to {_fmt_bytes(hi)})"]
+    if pd.notna(top.get("threads")):
+        how.append(f"{int(top.threads)} thread(s)")
+    if pd.notna(top.get("calls")):
+        how.append(f"best of {int(top.calls)} calls")
+    if isinstance(top.get("method"), str):
+        how.append(top.method)
+    return {**lv, "bandwidth_gbs": float(top.bandwidth_gbs), "kernel": top.kernel, "sweep_points": sizes,
+            "bandwidth_source": ", ".join(how) + f" ({lv['size_source']})", "bandwidth_note": ""}
 
-    Levels from sysfs when given; otherwise the sweep's knees bound them (named l1, l2, ... in order).
+
+def _fmt_bytes(n: float) -> str:
+    return f"{n / 2**20:.3g} MiB" if n >= 2**20 else f"{n / 2**10:.3g} KiB"
+
+
+def level_roofs(sweep: pd.DataFrame, levels: list[dict], main: str = "dram") -> pd.DataFrame:
+    """One bandwidth per memory level, each from that level's own working sets only (above the previous level's
+    capacity, up to its own): the best rate among them, with the kernel, sizes, threads and calls it took.
+
+    An inner level measured slower than an outer one keeps its measured value; ``bandwidth_note`` says so. A
+    level with no working set of its own gets no row (no other level's value stands in). Levels from sysfs when
+    given; otherwise the sweep's knees bound them (named l1, l2, ... in order).
     """
-    best = sweep.groupby("working_set_bytes").bandwidth_gbs.max().sort_index()
     if not levels:
         levels = [{"level": f"l{i + 1}", "size_bytes": k, "capacity_bytes": k, "size_source": "knee of the sweep"}
                   for i, k in enumerate(knees(sweep))]
+    ws = sweep.working_set_bytes
     rows, lower = [], 0
     for lv in levels:
-        inside = best[(best.index > lower) & (best.index <= lv["capacity_bytes"])]
-        if inside.empty:  # no sweep point in this level: the largest point below it stands in
-            inside = best[best.index <= lv["capacity_bytes"]].tail(1)
+        inside = sweep[(ws > lower) & (ws <= lv["capacity_bytes"])]
         if len(inside):
-            rows.append({**lv, "bandwidth_gbs": float(inside.max()), "sweep_points": len(inside)})
+            rows.append(_level_row(inside, lv))
         lower = lv["capacity_bytes"]
-    outer = best[best.index > lower]
-    if outer.empty:  # no working set beyond the caches was measured: the largest one stands in
-        outer = best.tail(1)
-    rows.append({"level": main, "size_bytes": None, "capacity_bytes": None, "size_source": "main memory",
-                 "bandwidth_gbs": float(outer.max()), "sweep_points": len(outer)})
+    outer = sweep[ws > lower]
+    if outer.empty:  # no working set beyond the caches: the main-memory roof is unmeasured, said so
+        outer = sweep[ws == ws.max()]
+        note = "no working set beyond the last cache was measured: the largest one stands in"
+    else:
+        note = ""
+    dram = _level_row(outer, {"level": main, "size_bytes": None, "capacity_bytes": None, "size_source": "main memory"})
+    rows.append({**dram, "bandwidth_note": note})
     df = pd.DataFrame(rows)
-    # an inner level is never slower than an outer one (its data could always come from further out)
-    df["bandwidth_gbs"] = df.bandwidth_gbs[::-1].cummax()[::-1]
+    for i in range(len(df) - 1):  # flag, never overwrite, an inner level slower than an outer one
+        faster = df.iloc[i + 1:][df.bandwidth_gbs.iloc[i + 1:] > df.bandwidth_gbs.iloc[i]]
+        if len(faster):
+            r = faster.iloc[0]
+            df.loc[df.index[i], "bandwidth_note"] = (
+                f"slower than the outer {r.level} ({r.bandwidth_gbs:.4g} GB/s): kept as measured (call overhead, "
+                "too few sizes in the level, or a noisy machine)")
     return df
 
 
@@ -298,17 +370,20 @@ def main_memory_level(device: torch.device) -> str:
 
 
 def stream_gbs(device: torch.device, mb: int = 512, repeats: int = 5) -> dict[str, float]:
-    """Best copy (b = a: 2 x 4 bytes/element) and triad (a = b + s c: 3 x 4 bytes/element) rates, GB/s."""
+    """Best rate of each streaming kernel over a ``2 x mb`` MiB working set, GB/s: ``{kernel}_gbs``. CPU: read and
+    triad (:mod:`cnnbench.membench`); GPU: copy (b = a: 2 x 4 bytes/element) and triad (3 x 4 bytes/element)."""
     sweep = bandwidth_sweep(device, [2 * mb * 2**20], repeats)
     return {f"{k}_gbs": float(g.bandwidth_gbs.max()) for k, g in sweep.groupby("kernel")}
 
 
 def measure(device: torch.device, matmul_size: int, stream_mb: int, repeats: int,
-            with_sweep: bool = False):
+            with_sweep: bool = False, threads: int = 0):
     """Measured roofs for every precision of ``device``: rows of device_peaks.csv (one per precision and memory
-    level, the main-memory row of each precision first); with ``with_sweep``, also the bandwidth sweep."""
+    level, the main-memory row of each precision first); with ``with_sweep``, also the bandwidth sweep.
+
+    CPU: on ``threads`` threads (0: the physical cores), torch's and numba's alike."""
     before = torch.get_num_threads()
-    threads = devices.set_threads(0) if device.type == "cpu" else before
+    threads = devices.set_threads(threads) if device.type == "cpu" else before
     try:
         peaks, sweep = _measure(device, matmul_size, stream_mb, repeats, threads)
     finally:
@@ -323,30 +398,38 @@ def _measure(device: torch.device, matmul_size: int, stream_mb: int, repeats: in
     outermost = max((lv["capacity_bytes"] for lv in levels), default=0)
     if dram_bytes < 4 * outermost:
         dram_bytes, note = 4 * outermost, f" (raised from 2 x {stream_mb} MiB to 4x the last cache)"
-    sweep = bandwidth_sweep(device, sweep_sizes(levels, dram_bytes), repeats)
+    if device.type == "cpu":  # a few KiB per thread up, two sizes per octave: every level holds several
+        sizes = sweep_sizes(levels, dram_bytes, smallest=4 * 2**10 * threads, step=2**0.5)
+    else:
+        sizes = sweep_sizes(levels, dram_bytes)
+    sweep = bandwidth_sweep(device, sizes, repeats, threads=threads)
     main = main_memory_level(device)
     roofs = level_roofs(sweep, levels, main)
     roofs = pd.concat([roofs[roofs.level == main], roofs[roofs.level != main]])  # main memory first
-    dram = sweep[sweep.working_set_bytes == sweep.working_set_bytes.max()]
+    dram = sweep.loc[sweep.groupby("kernel").working_set_bytes.idxmax()]  # each kernel's largest working set
     stream = {f"{k}_gbs": float(g.bandwidth_gbs.max()) for k, g in dram.groupby("kernel")}
     rows = []
     for precision in precisions(device):
-        mm, mm_median = matmul_gflops(device, precision, n, repeats, spread=True)
-        conv = max(conv_gflops(device, precision, repeats=repeats),  # ResNet stage 2 and stage 3 shapes
-                   conv_gflops(device, precision, batch=64, channels=256, size=14, repeats=repeats))
-        peak = max(mm, conv)  # the roof is the best dense rate observed: a roof below a kernel is no roof
+        mm = rate_summary(matmul_rates(device, precision, n, repeats))
+        convs = [rate_summary(conv_rates(device, precision, repeats=repeats)),  # ResNet stage 2 and 3 shapes
+                 rate_summary(conv_rates(device, precision, batch=64, channels=256, size=14, repeats=repeats))]
+        conv = max(convs, key=lambda c: c["best"])
+        # the roof is the best dense rate observed (a roof below a kernel is no roof), with its calls' spread
+        top, winner = (mm, "matmul") if mm["best"] >= conv["best"] else (conv, "conv")
         for lv in roofs.itertuples():
             rows.append({
                 "device_name": devices.device_name(device), "device_kind": device.type, "kind": "measured",
-                "precision": precision, "level": lv.level, "peak_gflops": peak, "bandwidth_gbs": lv.bandwidth_gbs,
-                "ridge_flop_per_byte": peak / lv.bandwidth_gbs, "capacity_mib": _mib(lv.capacity_bytes),
+                "precision": precision, "level": lv.level, "peak_gflops": top["best"],
+                "peak_gflops_median": top["median"], "peak_spread": top["spread"], "peak_calls": top["calls"],
+                "bandwidth_gbs": lv.bandwidth_gbs, "bandwidth_kernel": lv.kernel,
+                "ridge_flop_per_byte": top["best"] / lv.bandwidth_gbs, "capacity_mib": _mib(lv.capacity_bytes),
                 "cache_size_kib": lv.size_bytes / 1024 if pd.notna(lv.size_bytes) else float("nan"),
-                "matmul_gflops": mm, "matmul_gflops_median": mm_median, "conv3x3_gflops": conv, **stream,
-                "threads": threads,
-                "source": f"measured: best of a {n}x{n} matmul and two 3x3 convs ({'matmul' if mm >= conv else 'conv'}"
-                          f" won), best of {repeats}; {lv.level} bandwidth: best copy/triad over "
-                          f"{lv.sweep_points} working set(s) in the level ({lv.size_source})"
-                          + (note if lv.level == main else ""),
+                "matmul_gflops": mm["best"], "matmul_gflops_median": mm["median"], "conv3x3_gflops": conv["best"],
+                **stream, "threads": threads, "bandwidth_note": lv.bandwidth_note,
+                "source": f"measured: best of a {n}x{n} matmul and two 3x3 convs ({winner} won), best of "
+                          f"{top['calls']} calls, spread {top['spread']:.1%}; {lv.level} bandwidth: "
+                          f"{lv.bandwidth_source}" + (note if lv.level == main else "")
+                          + (f"; {lv.bandwidth_note}" if lv.bandwidth_note else ""),
             })
     sweep.insert(0, "device_name", devices.device_name(device))
     sweep.insert(1, "device_kind", device.type)
@@ -448,11 +531,13 @@ def cpu_isa(flags: frozenset[str], machine: str = "") -> tuple[int, int, str] | 
 
 
 def cpu_spec(device_name: str, cores: int, clock_ghz: float | None, clock_source: str,
-             flags: frozenset[str], machine: str = "") -> tuple[pd.DataFrame, str]:
+             flags: frozenset[str], machine: str = "", clock_is_max: bool = True) -> tuple[pd.DataFrame, str]:
     """A derived fp32 compute roof for a CPU: cores x FMA units x fp32 lanes x 2 FLOP x clock, labelled derived.
 
-    No bandwidth is derived (the memory roofs of a CPU are the measured ones). Empty, with a note, when the ISA
-    or the clock cannot be read.
+    The ISA comes from the CPU's flags (:func:`cpu_isa`), never assumed. With the maximum (boost) clock it is an
+    upper bound; with only a base/nominal clock (``clock_is_max`` false) the source says so, and why a measured
+    rate can exceed it. No bandwidth is derived (the memory roofs of a CPU are the measured ones). Empty, with a
+    note, when the ISA or the clock cannot be read.
     """
     isa = cpu_isa(flags, machine or platform.machine())
     if isa is None or not clock_ghz:
@@ -463,7 +548,10 @@ def cpu_spec(device_name: str, cores: int, clock_ghz: float | None, clock_source
     row = {"device_name": device_name, "kind": "spec", "precision": "fp32", "level": "dram", "peak_gflops": peak,
            "bandwidth_gbs": float("nan"), "ridge_flop_per_byte": float("nan"),
            "source": f"derived: {cores} cores x {units} FMA units x {lanes} fp32 lanes ({name}) x 2 FLOP x "
-                     f"{clock_ghz:.2f} GHz ({clock_source}); bandwidth not derived"}
+                     f"{clock_ghz:.2f} GHz ({clock_source})"
+                     + ("" if clock_is_max else "; a base clock, not an upper bound: under load the cores boost above "
+                        "it, so a measured rate can exceed this roof")
+                     + "; bandwidth not derived"}
     return pd.DataFrame([row]), "CPU spec roof derived from the measured cores, ISA flags and clock"
 
 
@@ -471,8 +559,9 @@ def spec_for_device(device: torch.device, threads: int | None = None) -> tuple[p
     """Spec roofs of the run's device with a note: exact rows for GPUs, a derived roof for CPUs."""
     name = devices.device_name(device)
     if device.type == "cpu":
-        clock, source = devices.cpu_clock_ghz()
-        rows, note = cpu_spec(name, threads or devices.physical_cores(), clock, source, devices.cpu_flags())
+        clock, source, is_max = devices.cpu_clock_ghz()
+        rows, note = cpu_spec(name, threads or devices.physical_cores(), clock, source, devices.cpu_flags(),
+                              clock_is_max=is_max)
         return rows.assign(device_kind="cpu"), note
     cores = devices.apple_gpu_cores() if device.type == "mps" else None
     rows, note = spec_rows(name, device.type, cores)

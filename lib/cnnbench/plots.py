@@ -172,11 +172,12 @@ def _roofs(ax, peaks: pd.DataFrame, x) -> None:
 
 
 def bandwidth_sweep(sweep: pd.DataFrame, peaks: pd.DataFrame, title: str, path: str | Path | None = None):
-    """Bandwidth against working set (bytes read + written per call), per kernel, with the cache capacities as
-    vertical lines and each level's roof as a horizontal segment."""
-    fig, ax = subplots(figsize=(9, 5))
+    """Bandwidth against working set (all threads' buffers), per kernel; each level's roof as a horizontal segment
+    over its own size range (its plateau), and the cache capacities read from the system as labelled vertical
+    lines."""
+    fig, ax = subplots(figsize=(10, 5))
     for kernel, g in sweep.groupby("kernel"):
-        ax.plot(g.working_set_mib, g.bandwidth_gbs, "o-", label=kernel, ms=4)
+        ax.plot(g.working_set_mib, g.bandwidth_gbs, "o-", label=f"{kernel} (best of the calls)", ms=4)
     levels = peaks[(peaks.kind == "measured") & (peaks.precision == peaks.precision.iloc[0])] if len(peaks) else peaks
     if "capacity_mib" in levels:
         levels = levels.sort_values("capacity_mib", na_position="last")
@@ -184,14 +185,18 @@ def bandwidth_sweep(sweep: pd.DataFrame, peaks: pd.DataFrame, title: str, path: 
     for i, r in enumerate(levels.itertuples()):
         cap = getattr(r, "capacity_mib", float("nan"))
         upper = cap if pd.notna(cap) else (sweep.working_set_mib.max() if len(sweep) else lower * 10)
-        ax.hlines(r.bandwidth_gbs, lower, upper, colors=f"C{(i + 2) % 10}", linestyles="--",
+        ax.hlines(r.bandwidth_gbs, lower, upper, colors=f"C{(i + 2) % 10}", linestyles="--", lw=2,
                   label=f"{r.level} roof {r.bandwidth_gbs:,.1f} GB/s")
         if pd.notna(cap):
+            size = getattr(r, "cache_size_kib", float("nan"))
+            each = f"{size:,.0f} KiB each, " if pd.notna(size) else ""
             ax.axvline(cap, color="gray", lw=0.8, ls=":")
+            ax.text(cap, 0.98, f" {r.level}: {each}{cap * 1024:,.0f} KiB in use", rotation=90, va="top", ha="right",
+                    fontsize=7, color="dimgray", transform=ax.get_xaxis_transform())
             lower = cap
-    ax.set(xscale="log", yscale="log", xlabel="working set per call (MiB read + written)",
+    ax.set(xscale="log", yscale="log", xlabel="working set (MiB, all threads' buffers)",
            ylabel="bandwidth (GB/s)", title=title)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1))
     fig.tight_layout()
     return save(fig, path)
 

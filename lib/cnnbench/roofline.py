@@ -3,8 +3,9 @@ of every measured workload (Scenario A, the batch sweep, single layers from the 
 
 Placement is hierarchical, as Nsight Compute draws it: each point is held against the roof of the innermost memory
 level its working set fits in (a layer: the op's counted bytes per call; a whole step: its counted bytes), and the
-DRAM-only view (``attainable_dram_gflops``, ``efficiency_dram``, ``bound_dram``) stays beside it. A point more than
-5% above its own roof has ``above_roof`` true and ``above_roof_reason`` saying why.
+DRAM-only view (``attainable_dram_gflops``, ``efficiency_dram``, ``bound_dram``) stays beside it, and what every
+measured level would allow at the point's intensity (``attainable_<level>_gflops``: l1, l2, l3, dram/hbm). A point
+more than 5% above its own roof has ``above_roof`` true and ``above_roof_reason`` saying why.
 """
 
 from __future__ import annotations
@@ -57,6 +58,15 @@ def level_roof(peaks: pd.DataFrame, precision: str, working_set_bytes: float) ->
     rows = rows.assign(capacity_mib=pd.to_numeric(rows.capacity_mib, errors="coerce"))
     level = peaks_mod.level_of(working_set_bytes, rows)
     return rows[rows.level == level].iloc[0].rename(p)
+
+
+def attainable_by_level(peaks: pd.DataFrame, precision: str, intensity: float) -> dict:
+    """``attainable_<level>_gflops`` under every measured level's roof of ``precision`` at ``intensity``."""
+    rows, _ = _measured(peaks, precision)
+    if "level" not in rows:
+        return {}
+    return {f"attainable_{r.level}_gflops": attainable(intensity, r.peak_gflops, r.bandwidth_gbs)
+            for r in rows.drop_duplicates("level").itertuples()}
 
 
 def judge(intensity: float, achieved: float, roof: pd.Series, dram: pd.Series) -> dict:
@@ -121,6 +131,7 @@ def place(results: pd.DataFrame, intensities: pd.DataFrame, peaks: pd.DataFrame,
             "achieved_gflops": r.achieved_gflops, "working_set_mib": working_set / 2**20,
             **judge(r.intensity_flop_per_byte, r.achieved_gflops, roof, roof_for(peaks, r.precision)),
             "roof": f"measured {roof.name} {roof.get('level', 'dram')}",
+            **attainable_by_level(peaks, r.precision, r.intensity_flop_per_byte),
         })
     return pd.DataFrame(rows)
 
@@ -275,6 +286,7 @@ def layer_points(layers: pd.DataFrame, peaks: pd.DataFrame) -> pd.DataFrame:
             "intensity_flop_per_byte": r.intensity_flop_per_byte, "achieved_gflops": r.achieved_gflops,
             "working_set_mib": working_set / 2**20, **judge(r.intensity_flop_per_byte, r.achieved_gflops, roof, dram),
             "roof": f"measured fp32 {roof.get('level', 'dram')}",
+            **attainable_by_level(peaks, "fp32", r.intensity_flop_per_byte),
         })
     return pd.DataFrame(rows)
 

@@ -1,0 +1,141 @@
+"""CPU memory bandwidth measured as the Empirical Roofline Toolkit and likwid-bench measure it: one compiled call
+(numba, ``parallel=True``) in which every thread loops many times over its own buffer, so the dispatch and
+allocation cost of a call vanish behind the traffic even when the buffer fits in L1.
+
+Kernels (float64, in place, each thread on its own row of a ``threads x n`` array, rows 4 KiB aligned):
+
+- ``read``: ``s += sum(a)``: 8 bytes read per element and trial;
+- ``triad``: ``a = b + s * c``: 2 reads + 1 write = 24 bytes per element and trial, the STREAM convention: the
+  write-allocate read of ``a`` (a read-for-ownership when ``a``'s line is not already in the cache) is **not**
+  counted, so outside the cache that holds ``a`` the hardware moves up to 32 bytes per element.
+
+``working_set_bytes`` of a call is its footprint, every thread's buffers together (read: 8 n, triad: 24 n bytes per
+thread); ``bytes_per_call`` is what the call moves by the convention above (footprint x trials).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+
+import numba
+import numpy as np
+import pandas as pd
+from numba import prange
+
+# bytes counted per element and trial: read 1 x 8; triad 2 reads + 1 write (write-allocate not counted)
+BYTES_PER_ELEMENT = {"read": 8, "triad": 24}
+ARRAYS = {"read": 1, "triad": 3}  # float64 arrays per thread: the footprint is ARRAYS x 8 bytes per element
+CONVENTION = {"read": "read: bytes read", "triad": "triad a = b + s*c: 2 reads + 1 write, write-allocate not counted"}
+_ALIGN = 4096 // 8  # row length rounded up to whole 4 KiB pages: no two threads share a cache line
+
+
+@numba.njit(parallel=True, fastmath=True, cache=True)
+def _read(a, n, trials):
+    """Each thread sums the first ``n`` elements of its own row ``trials`` times; returns the per-row sums (so
+    nothing is optimised away)."""
+    threads = a.shape[0]
+    out = np.zeros(threads)
+    for t in prange(threads):
+        acc = 0.0
+        row = a[t]
+        for _ in range(trials):
+            s = 0.0
+            for i in range(n):
+                s += row[i]
+            acc += s
+            row[0] = acc * 1e-300  # one store per trial: the next trial's sum depends on this one, never hoisted
+        out[t] = acc
+    return out
+
+
+@numba.njit(parallel=True, fastmath=True, cache=True)
+def _triad(a, b, c, n, trials):
+    """Each thread writes a = b + s * c over the first ``n`` elements of its own rows ``trials`` times (s changes
+    per trial)."""
+    threads = a.shape[0]
+    for t in prange(threads):
+        ra, rb, rc = a[t], b[t], c[t]
+        for k in range(trials):
+            s = 1.0 + k * 1e-12
+            for i in range(n):
+                ra[i] = rb[i] + s * rc[i]
+    return a[0, 0]
+
+
+def elements_per_thread(kernel: str, working_set_bytes: int, threads: int) -> int:
+    """float64 elements in each thread's array so that all threads' arrays together fill ``working_set_bytes``."""
+    return max(64, working_set_bytes // (8 * ARRAYS[kernel] * max(threads, 1)))
+
+
+def bytes_per_trial(kernel: str, n: int, threads: int) -> int:
+    """Bytes one trial moves over all threads, by the counting convention of :data:`BYTES_PER_ELEMENT`."""
+    return BYTES_PER_ELEMENT[kernel] * n * threads
+
+
+def buffers(kernel: str, n: int, threads: int) -> tuple[np.ndarray, ...]:
+    """The kernel's arrays, ``threads`` rows each, C-contiguous (a row is a contiguous vector the compiler can
+    vectorise) and padded to whole 4 KiB pages; a kernel uses the first ``n`` elements of each row."""
+    padded = math.ceil(n / _ALIGN) * _ALIGN
+    return tuple(np.full((threads, padded), 1.0 + i, dtype=np.float64) for i in range(ARRAYS[kernel]))
+
+
+def call(kernel: str, arrays: tuple[np.ndarray, ...], n: int, trials: int):
+    """One compiled call of ``kernel`` over the first ``n`` elements of each row of ``arrays``, ``trials`` passes
+    per thread."""
+    return _read(arrays[0], n, trials) if kernel == "read" else _triad(*arrays, n, trials)
+
+
+def _timed(kernel: str, arrays: tuple[np.ndarray, ...], n: int, trials: int, clock) -> float:
+    t0 = clock()
+    call(kernel, arrays, n, trials)
+    return clock() - t0
+
+
+def calibrate(kernel: str, arrays: tuple[np.ndarray, ...], n: int, min_call_s: float, clock=time.perf_counter) -> int:
+    """Trials per call, doubled until a call lasts at least ``min_call_s`` *and* the last two doublings each took
+    at least 1.6x longer: the traffic, not the fixed cost of a call (a parallel region waking its threads,
+    milliseconds on a busy machine), then fills the call; two in a row, so one preempted call does not end it."""
+    trials, before, grew = 1, _timed(kernel, arrays, n, 1, clock), 0
+    while trials < 2**40:
+        trials *= 2
+        t = _timed(kernel, arrays, n, trials, clock)
+        grew = grew + 1 if t >= 1.6 * before else 0
+        if t >= min_call_s and grew >= 2:
+            break
+        before = t
+    return trials
+
+
+def run(kernel: str, working_set_bytes: int, threads: int, calls: int = 5, min_call_s: float = 0.01,
+        clock=time.perf_counter) -> dict:
+    """Best and median bandwidth of ``calls`` timed calls of ``kernel`` over ``working_set_bytes`` (all threads'
+    buffers), each call with enough trials (:func:`calibrate`) to last ``min_call_s``; numba on ``threads``
+    threads."""
+    numba.set_num_threads(threads)
+    n = elements_per_thread(kernel, working_set_bytes, threads)
+    arrays = buffers(kernel, n, threads)
+    call(kernel, arrays, n, 1)  # compile (or load the cache) and first-touch the buffers from the threads
+    trials = calibrate(kernel, arrays, n, min_call_s, clock)
+    times = [_timed(kernel, arrays, n, trials, clock) for _ in range(calls)]
+    moved = bytes_per_trial(kernel, n, threads) * trials
+    rates = [moved / t / 1e9 for t in times]
+    return {"working_set_bytes": 8 * ARRAYS[kernel] * n * threads, "kernel": kernel,
+            "bandwidth_gbs": max(rates), "bandwidth_median_gbs": statistics.median(rates),
+            "bytes_per_call": moved, "trials": trials, "threads": threads, "calls": calls,
+            "method": f"numba, {CONVENTION[kernel]}"}
+
+
+def sweep(sizes: list[int], threads: int, calls: int = 5, min_call_s: float = 0.01,
+          kernels: tuple[str, ...] = ("read", "triad")) -> pd.DataFrame:
+    """:func:`run` for every working set in ``sizes`` and every kernel: one row each."""
+    before = numba.get_num_threads()
+    threads = max(1, min(threads, numba.config.NUMBA_NUM_THREADS))
+    try:
+        rows = [run(k, s, threads, calls, min_call_s) for s in sizes for k in kernels]
+    finally:
+        numba.set_num_threads(before)
+    df = pd.DataFrame(rows)
+    df.insert(1, "working_set_mib", df.working_set_bytes / 2**20)
+    return df
