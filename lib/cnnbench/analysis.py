@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from cnnbench import SCHEMA_VERSION, engine, envinfo, published, results, scenarios
+from cnnbench import SCHEMA_VERSION, engine, envinfo, published, reproducibility, results, scenarios
 
 TABLES = (
     "complexity",
@@ -45,6 +45,7 @@ CONFIG_KEYS = (
     "warmup_steps",
     "measured_steps",
     "repeats",
+    "processes",
     "variants",
     "lr",
     "momentum",
@@ -484,19 +485,29 @@ def _run_findings(run: str, ok: pd.DataFrame) -> list[dict]:
         else None
     )
     if rate and ok[rate].notna().any():
-        best = ok.loc[ok[rate].idxmax()]
-        gflops = best[rate] * (1e3 if rate == "achieved_tflops" else 1)
-        out.append(
-            _finding(
-                "highest_rate",
-                run,
-                f"{run}: highest achieved rate {best.model} {best.phase} "
-                f"({best.precision}, {best.memory_format}), {gflops:.1f} GFLOP/s at "
-                f"{best.throughput_img_s:.1f} images/s.",
-                achieved_gflops=gflops,
-                throughput_img_s=float(best.throughput_img_s),
+        half = ok.get("throughput_ci95_img_s", pd.Series(float("nan"), index=ok.index)).astype(float)
+        sure = ok[[reproducibility.precise(r, h) for r, h in zip(ok.throughput_img_s, half, strict=True)]]
+        if sure.empty or sure[rate].isna().all():
+            out.append(_finding("highest_rate", run, f"{run}: no achieved rate is precise enough to headline (no "
+                                f"95% interval within +-{reproducibility.PRECISE_PCT:g}%); measure longer.",
+                                measurements=len(ok)))
+        else:
+            best = sure.loc[sure[rate].idxmax()]
+            gflops = best[rate] * (1e3 if rate == "achieved_tflops" else 1)
+            pct = 100 * float(best.throughput_ci95_img_s) / float(best.throughput_img_s)
+            out.append(
+                _finding(
+                    "highest_rate",
+                    run,
+                    f"{run}: highest achieved rate among the {len(sure)} of {len(ok)} measurements precise to "
+                    f"+-{reproducibility.PRECISE_PCT:g}%: {best.model} {best.phase} "
+                    f"({best.precision}, {best.memory_format}), {gflops:.1f} GFLOP/s at "
+                    f"{best.throughput_img_s:.1f} +- {pct:.1f}% images/s.",
+                    achieved_gflops=gflops,
+                    throughput_img_s=float(best.throughput_img_s),
+                    ci95_pct=pct,
+                )
             )
-        )
     if "noisy" in ok:
         noisy = int(ok.noisy.astype(str).str.lower().eq("true").sum())
         out.append(
@@ -516,6 +527,13 @@ def _run_findings(run: str, ok: pd.DataFrame) -> list[dict]:
         if len(base) and len(variants)
         else pd.DataFrame()
     )
+    if len(j) and "throughput_ci95_img_s" in j:
+        j = j[[reproducibility.distinguishable(a, ca, b, cb) for a, ca, b, cb in zip(
+            j.throughput_img_s, j.throughput_ci95_img_s, j.throughput_img_s_base, j.throughput_ci95_img_s_base,
+            strict=True)]]
+        if j.empty:
+            out.append(_finding("variant_gain", run, f"{run}: no variant is distinguishable from fp32 NCHW eager "
+                                "(every difference is inside the 95% interval of the difference)."))
     if len(j):
         j["gain"] = j.throughput_img_s / j.throughput_img_s_base
         g = j.loc[j.gain.idxmax()]
@@ -580,8 +598,30 @@ def findings_table(m: Merged) -> pd.DataFrame:
                 pairs=len(um),
             )
         )
-    out += _roofline_findings(m["roofline"]) + _sweep_findings(m["batch_sweep"])
+    out += _roofline_findings(m["roofline"]) + _sweep_findings(m["batch_sweep"]) + _reproducibility_findings(m)
     return pd.DataFrame(out, columns=["topic", "run_name", "finding", "numbers"])
+
+
+def repeated(m: Merged) -> pd.DataFrame:
+    """Every configuration a run measured twice (02 and 03, 02 and 07's default), side by side."""
+    return reproducibility.repeated(m["scenario_a"], m["batch_sweep"], m["tuning"])
+
+
+def machine(m: Merged) -> pd.DataFrame:
+    """Per run: how quiet the machine was over its measurements (reproducibility.machine_summary)."""
+    return reproducibility.machine_summary(m["scenario_a"], m["batch_sweep"])
+
+
+def _reproducibility_findings(m: Merged) -> list[dict]:
+    out = []
+    pairs = repeated(m)
+    for run, g in pairs.groupby("run_name") if len(pairs) else []:
+        out.append(_finding("repeats", run, f"{run}: {reproducibility.agreement_sentence(g)}",
+                            pairs=len(g), agree=int(g.agree.sum())))
+    for r in machine(m).itertuples():
+        out.append(_finding("machine", r.run_name, f"{r.run_name}: {r.verdict}", busy=r.busy,
+                            configurations=r.configurations))
+    return out
 
 
 def _roofline_findings(rf: pd.DataFrame) -> list[dict]:

@@ -30,8 +30,14 @@ def row_line(row: dict) -> str:
         what += f" {row['precision']}"
     rate = row.get("throughput_img_s")
     if row.get("status", "ok") == "ok" and isinstance(rate, (int, float)):
+        from cnnbench.reproducibility import rate_text
+
         ci = row.get("throughput_ci95_img_s")
-        line = f"{what}: {rate:,.1f} img/s" + (f" +- {ci:,.1f}" if isinstance(ci, (int, float)) else "")
+        line = f"{what}: " + rate_text(rate, float(ci) if isinstance(ci, (int, float)) else float("nan"))
+        if row.get("processes_measured"):
+            line += f" over {row['processes_measured']} processes ({row.get('stop_reason', '')})"
+        if row.get("machine_state") == "busy":
+            line += f" [machine busy: {row.get('machine_note', '')}]"
         return line + (" (noisy)" if row.get("noisy") is True else "")
     return f"{what}: {row.get('status', '?')} {str(row.get('error', ''))[:80]}".rstrip()
 

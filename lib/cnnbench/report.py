@@ -124,6 +124,28 @@ def complexity_warning(run_dir: Path) -> str:
             "(see 01 · Complexity); every FLOP-based figure of these models is suspect.</div>\n\n")
 
 
+def reproducibility_statement(run_dir: Path) -> str:
+    """How quiet the machine was and whether the configurations measured twice agree, for the top of a run's
+    report (pyperf's "the benchmark seems unstable"); a busy machine gets a red box with the figures."""
+    from cnnbench import analysis, reproducibility
+
+    try:
+        merged = analysis.load([run_dir])
+    except Exception as err:  # noqa: BLE001 - the report still builds; it says why this part is missing
+        return f"Reproducibility not assessed: {type(err).__name__}: {err}\n\n"
+    state = analysis.machine(merged)
+    pairs = analysis.repeated(merged)
+    if state.empty and pairs.empty:
+        return ""
+    verdict = state.verdict.iloc[0] if len(state) else "No measurement recorded the machine's state."
+    text = f"**How quiet was the machine?** {verdict}\n\n**Do the numbers reproduce?** " \
+           f"{reproducibility.agreement_sentence(pairs)} Every interval spans several fresh processes.\n\n"
+    busy = len(state) and (state.busy.iloc[0] > 0 or not pairs.empty and not pairs.agree.all())
+    if busy:
+        return f"<div style='border:3px solid #c60;background:#fff4e5;padding:8px 12px'>\n\n{text}</div>\n\n"
+    return text
+
+
 def build_run_report(run_dir: Path, notebooks: list[Path]) -> Path:
     env = results.read_json(run_dir / "environment.json") if (run_dir / "environment.json").is_file() else {}
     prm = results.read_json(run_dir / "params.json") if (run_dir / "params.json").is_file() else {}
@@ -131,6 +153,7 @@ def build_run_report(run_dir: Path, notebooks: list[Path]) -> Path:
     header = (
         f"# cnnbench report: {run_dir.name}\n\n"
         f"{complexity_warning(run_dir)}"
+        f"{reproducibility_statement(run_dir)}"
         f"This report speaks of run **{run_dir.name}** only, measured on **{env.get('device_name', '?')}** "
         f"({env.get('device_kind', '?')}) on host {env.get('host', env.get('cpu_model', '?'))}, "
         f"{env.get('captured_at', '')}, with {Path(str(prm.get('params_file', '?'))).name}, workbook commit "

@@ -64,10 +64,16 @@ class _Config:
         self.windows = [_typed_window(w) for w in mine]
         self.rows: dict[int, dict] = {}
         self.failure: dict | None = None
+        self.attempts = len(self.processes)
 
     @property
     def processes(self) -> list[int]:
         return sorted({w["process"] for w in self.windows})
+
+    @property
+    def count(self) -> int:
+        """Processes measured or tried (a process that returned no windows counts: it is not tried forever)."""
+        return max(self.attempts, len(self.processes))
 
     def rates(self) -> list[float]:
         """Throughput of each process: its images over its measured wall time."""
@@ -115,6 +121,9 @@ def _record(state: _Config, row: dict, process: int, files, source: str) -> None
     if row.get("status") != "ok":
         state.failure = row
         return
+    state.rows[process] = row
+    if not walls:
+        return
     n, bs, key = row["steps_per_window"], state.cfg.batch_size, state.key
     rows = []
     for i, wall in enumerate(walls):
@@ -129,7 +138,6 @@ def _record(state: _Config, row: dict, process: int, files, source: str) -> None
     if tele is not None and series:
         context = {**key, "source": source, "process": process, "device_name": row.get("device_name", "")}
         tele.extend([{**context, **s} for s in series], group=(*CONFIG_KEYS, "source", "process"))
-    state.rows[process] = row
 
 
 def _merge_numbers(rows: list[dict]) -> dict:
@@ -156,6 +164,8 @@ def merge(state: _Config, stop_reason: str, steps: ResultsFile | None) -> dict:
     """The configuration's row over all its processes (see the module's docstring)."""
     rows = [state.rows[p] for p in sorted(state.rows)]
     base = dict(rows[-1]) if rows else {**state.key, "status": "ok", "error": ""}
+    if not state.windows:  # nothing timed (a measurement that returned no windows): the row as it came
+        return {**base, "processes_measured": 0, "stop_reason": stop_reason}
     if rows:
         base.update(_merge_numbers(rows))
     step_times = []
@@ -195,22 +205,22 @@ def _rounds(states: list[_Config], protocol: Protocol, measure_one: Callable[[_C
     least = max(protocol.processes, 1)
     for _ in range(least):
         for s in states:
-            if s.failure is None and len(s.processes) < least:
-                measure_one(s, max(s.processes, default=0) + 1)
+            if s.failure is None and s.count < least:
+                measure_one(s, s.count + 1)
     started = time.perf_counter()
     while True:
         wide = [s for s in states if s.failure is None and s.ci_pct() > protocol.ci_target_pct
-                and len(s.processes) < protocol.max_processes]
+                and s.count < protocol.max_processes]
         if not wide or time.perf_counter() - started >= protocol.adapt_budget_s:
             break
         for s in wide:
             if time.perf_counter() - started >= protocol.adapt_budget_s:
                 break
-            measure_one(s, max(s.processes, default=0) + 1)
+            measure_one(s, s.count + 1)
     for i, s in enumerate(states):
         if s.ci_pct() <= protocol.ci_target_pct:
-            reasons[i] = "target" if len(s.processes) > least else "processes"
-        elif len(s.processes) >= protocol.max_processes:
+            reasons[i] = "target" if s.count > least else "processes"
+        elif s.count >= protocol.max_processes:
             reasons[i] = "max_processes"
         else:
             reasons[i] = "budget"
@@ -242,6 +252,7 @@ def run_configs(configs: Iterable[Config], device: torch.device, protocol: Proto
         if i not in datasets:
             datasets[i] = dataset_for(state.cfg) if dataset_for else None
         row = _measure_once(state.cfg, device, protocol, datasets[i], threads, isolate)
+        state.attempts = process
         row["process"] = process
         _record(state, row, process, files, source or desc)
         progress.update(1)

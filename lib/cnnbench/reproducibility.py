@@ -1,0 +1,142 @@
+"""Does a number reproduce? Every configuration a run measured twice, side by side, and the machine's state.
+
+A 95% interval is true only if a second measurement falls inside it. A run measures some configurations twice
+on purpose: 03's sweep repeats 02's batch sizes (seed 000's 64 for SqueezeNet, 128 for ResNet-50), 07 confirms
+its default configuration, which 02 also measured. :func:`repeated` sets each pair side by side: the
+difference, the interval of the difference (the two half-widths combined in quadrature) and whether the
+difference is inside it (``agree``), and, stricter, whether the second rate is inside the first's own interval.
+
+:func:`machine_summary` says how quiet the machine was over a run's measurements (pyperf's "the benchmark seems
+unstable"): a run on a busy machine says so at the top of its report, with the figures.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+# Columns that make two rows of one run the same configuration (the protocol is the run's own).
+SAME = ("model", "phase", "batch_size", "image_size", "num_classes", "precision", "memory_format", "dataset",
+        "data_mode")
+PRECISE_PCT = 10.0  # a rate whose 95% interval is within +-10% supports a headline on its own
+
+COLUMNS = ["run_name", "model", "phase", "batch_size", "first", "rate_first_img_s", "ci95_first_img_s", "second",
+           "rate_second_img_s", "ci95_second_img_s", "difference_pct", "difference_ci95_pct", "agree",
+           "second_inside_first"]
+
+
+def _ok(df: pd.DataFrame, source: str) -> pd.DataFrame:
+    if df is None or df.empty or "status" not in df:
+        return pd.DataFrame()
+    ok = df[df.status.astype(str) == "ok"].copy()
+    ok["source"] = source
+    if "compile" in ok:
+        ok = ok[~ok["compile"].astype(str).str.lower().eq("true")]
+    return ok
+
+
+def _tuning_default(tuning: pd.DataFrame) -> pd.DataFrame:
+    """07's confirmation of the default configuration, as a row like 02's."""
+    if tuning is None or tuning.empty or "role" not in tuning:
+        return pd.DataFrame()
+    rows = tuning[(tuning.stage.astype(str) == "confirm") & (tuning.role.astype(str) == "default")]
+    return _ok(rows, "tuning (default)")
+
+
+def repeated(scenario_a: pd.DataFrame, batch_sweep: pd.DataFrame, tuning: pd.DataFrame | None = None
+             ) -> pd.DataFrame:
+    """Every configuration of a run measured by two passes, one row per pair (see the module's docstring)."""
+    passes = [p for p in (_ok(scenario_a, "scenario_a"), _ok(batch_sweep, "batch_sweep"), _tuning_default(tuning))
+              if len(p)]
+    out = []
+    for i, a in enumerate(passes):
+        for b in passes[i + 1:]:
+            on = [k for k in ("run_name", *SAME) if k in a and k in b]
+            j = a.merge(b, on=on, suffixes=("_a", "_b"))
+            for r in j.to_dict("records"):
+                out.append(_pair(r))
+    return pd.DataFrame(out, columns=COLUMNS)
+
+
+def _pair(r: dict) -> dict:
+    ra, rb = float(r["throughput_img_s_a"]), float(r["throughput_img_s_b"])
+    ca, cb = float(r["throughput_ci95_img_s_a"]), float(r["throughput_ci95_img_s_b"])
+    diff = rb - ra
+    combined = math.hypot(ca, cb) if math.isfinite(ca) and math.isfinite(cb) else math.nan
+    return {"run_name": r.get("run_name", ""), "model": r["model"], "phase": r["phase"],
+            "batch_size": int(r["batch_size"]), "first": r["source_a"], "rate_first_img_s": ra,
+            "ci95_first_img_s": ca, "second": r["source_b"], "rate_second_img_s": rb, "ci95_second_img_s": cb,
+            "difference_pct": 100 * diff / ra, "difference_ci95_pct": 100 * combined / ra,
+            "agree": bool(abs(diff) <= combined), "second_inside_first": bool(abs(diff) <= ca)}
+
+
+def agreement_sentence(pairs: pd.DataFrame) -> str:
+    """One sentence: how many repeated measurements agree within their intervals."""
+    if pairs.empty:
+        return "No configuration was measured twice in this run."
+    agree = int(pairs.agree.sum())
+    worst = pairs.loc[(pairs.difference_pct.abs() - pairs.difference_ci95_pct).idxmax()]
+    text = (f"{agree} of {len(pairs)} configurations measured twice agree within the 95% interval of their "
+            f"difference; {int(pairs.second_inside_first.sum())} of {len(pairs)} fall inside the first "
+            f"measurement's own interval.")
+    if agree < len(pairs):
+        text += (f" The largest disagreement: {worst.model} {worst.phase} at batch {worst.batch_size}, "
+                 f"{worst.first} {worst.rate_first_img_s:,.1f} vs {worst.second} {worst.rate_second_img_s:,.1f} "
+                 f"img/s ({worst.difference_pct:+.1f}% against +-{worst.difference_ci95_pct:.1f}%).")
+    return text
+
+
+def machine_summary(*tables: pd.DataFrame) -> pd.DataFrame:
+    """Per run: how many measured configurations found the machine busy, and the worst figures seen."""
+    rows = pd.concat([t for t in tables if t is not None and len(t) and "machine_state" in t], ignore_index=True) \
+        if any(t is not None and len(t) and "machine_state" in t for t in tables) else pd.DataFrame()
+    if rows.empty:
+        return pd.DataFrame(columns=["run_name", "configurations", "busy", "steal_max_pct", "other_cpu_max_pct",
+                                     "process_cv_median_pct", "verdict"])
+    if "run_name" not in rows:
+        rows["run_name"] = ""
+    out = []
+    for run, g in rows.groupby("run_name"):
+        busy = int((g.machine_state.astype(str) == "busy").sum())
+        steal = pd.to_numeric(g.get("cpu_steal_max_pct"), errors="coerce").max()
+        other = pd.to_numeric(g.get("util_other_cpu_max_pct"), errors="coerce").max()
+        cv = pd.to_numeric(g.get("throughput_process_cv_pct"), errors="coerce").median()
+        out.append({"run_name": run, "configurations": len(g), "busy": busy, "steal_max_pct": steal,
+                    "other_cpu_max_pct": other, "process_cv_median_pct": cv,
+                    "verdict": verdict(len(g), busy, steal, other, cv)})
+    return pd.DataFrame(out)
+
+
+def verdict(n: int, busy: int, steal: float, other: float, cv: float) -> str:
+    """The sentence at the top of a report."""
+    figures = (f"CPU steal up to {0 if pd.isna(steal) else steal:.1f}%, other processes up to "
+               f"{0 if pd.isna(other) else other:.0f}% of the CPUs, process-to-process spread (median CV) "
+               f"{'n/a' if pd.isna(cv) else f'{cv:.1f}%'}")
+    if busy:
+        return (f"The machine was busy during {busy} of {n} measured configurations ({figures}): their rates "
+                "carry that load; intervals span processes, so they are wider, not wrong.")
+    if not pd.isna(cv) and cv > 10:
+        return f"The benchmark seems unstable: processes of one configuration differ by a median {cv:.1f}% ({figures})."
+    return f"The machine was quiet during all {n} measured configurations ({figures})."
+
+
+def precise(rate: float, half: float, pct: float = PRECISE_PCT) -> bool:
+    """A rate whose 95% half-width is within +-``pct``% of it: precise enough to headline."""
+    return bool(rate > 0 and math.isfinite(half) and half <= pct / 100 * rate)
+
+
+def distinguishable(a: float, ca: float, b: float, cb: float) -> bool:
+    """Whether two rates differ by more than the 95% interval of their difference."""
+    combined = math.hypot(ca, cb)
+    return bool(math.isfinite(combined) and abs(a - b) > combined)
+
+
+def rate_text(rate: float, half: float, unit: str = "img/s") -> str:
+    """'123.4 +- 5.6 img/s', or, where the interval is wider than the rate, 'about 123 img/s (not precise:
+    +-150%)': a console line never reads '1,852.1 img/s +- 8,490.5'."""
+    if not math.isfinite(half):
+        return f"{rate:,.1f} {unit} (one process: no interval)"
+    if half >= rate:
+        return f"about {rate:,.0f} {unit} (not precise: +-{100 * half / rate:.0f}%, measure longer)"
+    return f"{rate:,.1f} +- {half:,.1f} {unit}"
