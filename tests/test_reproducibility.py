@@ -1,0 +1,71 @@
+"""Configurations measured twice set side by side, the machine judged, and claims only where intervals support
+them (issue 17)."""
+
+import pandas as pd
+
+from cnnbench import analysis, progress, reproducibility
+
+
+def rows(source_rates, **extra):
+    return pd.DataFrame([{"run_name": "r", "model": m, "phase": "train", "batch_size": bs, "image_size": 64,
+                          "num_classes": 200, "precision": "fp32", "memory_format": "nchw", "dataset": "synthetic",
+                          "data_mode": "device", "compile": False, "status": "ok", "throughput_img_s": rate,
+                          "throughput_ci95_img_s": ci, **extra} for m, bs, rate, ci in source_rates])
+
+
+def test_the_committed_examples_gap_is_flagged_as_a_disagreement():
+    """squeezenet1_1 train at batch 64: 325.5 +- 0.8 in 02 and 466.7 +- 15.0 in 03 (examples/, before)."""
+    a = rows([("squeezenet1_1", 64, 325.5, 0.8), ("resnet50", 128, 41.2, 8.0)])
+    b = rows([("squeezenet1_1", 64, 466.7, 15.0), ("squeezenet1_1", 32, 419.4, 52.3), ("resnet50", 128, 43.4, 2.8)])
+    pairs = reproducibility.repeated(a, b)
+    assert len(pairs) == 2  # batch 32 was measured once
+    sq = pairs[pairs.model == "squeezenet1_1"].iloc[0]
+    assert not sq.agree and round(sq.difference_pct, 1) == 43.4
+    rn = pairs[pairs.model == "resnet50"].iloc[0]
+    assert rn.agree and rn.second_inside_first
+    text = reproducibility.agreement_sentence(pairs)
+    assert text.startswith("1 of 2 configurations measured twice agree") and "squeezenet1_1 train at batch 64" in text
+
+
+def test_tuning_default_confirmation_is_compared_with_scenario_a():
+    a = rows([("resnet50", 128, 41.2, 8.0)])
+    tuning = rows([("resnet50", 128, 48.6, 5.9)], stage="confirm", role="default")
+    tuning = pd.concat([tuning, rows([("resnet50", 64, 58.2, 0.3)], stage="confirm", role="candidate")])
+    pairs = reproducibility.repeated(a, pd.DataFrame(), tuning)
+    assert list(pairs.second) == ["tuning (default)"] and bool(pairs.agree.iloc[0])
+
+
+def test_machine_summary_says_busy_with_figures():
+    sa = rows([("resnet18", 128, 100.0, 3.0), ("resnet18", 64, 90.0, 3.0)])
+    sa["machine_state"] = ["busy", "quiet"]
+    sa["cpu_steal_max_pct"] = [12.0, 0.0]
+    sa["util_other_cpu_max_pct"] = [45.0, 2.0]
+    sa["throughput_process_cv_pct"] = [3.0, 2.0]
+    out = reproducibility.machine_summary(sa)
+    assert out.busy.iloc[0] == 1
+    assert "busy during 1 of 2" in out.verdict.iloc[0] and "steal up to 12.0%" in out.verdict.iloc[0]
+    sa["machine_state"] = "quiet"
+    sa["throughput_process_cv_pct"] = 25.0
+    assert "seems unstable" in reproducibility.machine_summary(sa).verdict.iloc[0]
+
+
+def test_a_rate_wider_than_itself_is_not_printed_as_a_figure():
+    assert reproducibility.rate_text(1852.1, 8490.5).startswith("about 1,852 img/s (not precise")
+    assert reproducibility.rate_text(100.0, 3.0) == "100.0 +- 3.0 img/s"
+    line = progress.row_line({"model": "m", "phase": "train", "batch_size": 8, "status": "ok",
+                              "throughput_img_s": 1852.1, "throughput_ci95_img_s": 8490.5})
+    assert "+- 8,490.5" not in line and "not precise" in line
+
+
+def test_findings_headline_only_precise_rates_and_distinguishable_variants():
+    sa = rows([("resnet18", 128, 239.5, 131.8), ("mobilenet_v2", 128, 150.0, 3.0)])
+    sa["phase"] = ["eval", "train"]
+    sa["achieved_gflops"] = [71.0, 20.0]
+    variant = rows([("mobilenet_v2", 128, 153.0, 4.0)])
+    variant["precision"] = "bf16"
+    variant["achieved_gflops"] = 20.4
+    found = analysis._run_findings("r", pd.concat([sa, variant], ignore_index=True))
+    best = next(f for f in found if f["topic"] == "highest_rate")["finding"]
+    assert "resnet18" not in best and "mobilenet_v2" in best
+    gain = next(f for f in found if f["topic"] == "variant_gain")["finding"]
+    assert "no variant is distinguishable" in gain
