@@ -8,6 +8,7 @@ import pandas as pd
 import seaborn as sns
 from matplotlib.ticker import MaxNLocator
 
+from cnnbench.plots import save
 from cnnbench.scratch import published
 from cnnbench.timing import ci95_half_width
 
@@ -19,9 +20,7 @@ SPEED_GOALS = [  # (model, backend, reference, ratio of, goal): issue 10's speed
 
 
 def _save(fig, path):
-    if path is not None:
-        fig.savefig(path, dpi=120, bbox_inches="tight")
-    return fig
+    return save(fig, path)
 
 
 def status(df: pd.DataFrame) -> pd.DataFrame:
