@@ -3,6 +3,7 @@ unavailable backends are rows, per-op timers with a fake clock, memory computed 
 
 from __future__ import annotations
 
+import math
 import os
 import subprocess
 import sys
@@ -168,6 +169,39 @@ def test_memory_is_computed_from_arrays_and_checked_against_tracemalloc(data):
     assert by["step_total"]["measured_mib"] >= 0.9 * by["step_total"]["computed_mib"] > 0
     assert by["process_rss_baseline"]["measured_mib"] > 10
     assert by["dataset_inputs"]["computed_mib"] == pytest.approx((1024 + 400) * (784 * 4 + 8) / 2**20)
+
+
+def test_torch_cpu_memory_that_cannot_be_measured_is_nan_and_says_so(data):
+    # issue 17: torch_cpu's step_total read "measured" 0.0 MiB beside 25.08 computed, status ok (an RSS delta
+    # after a step that reused resident pages), and model_state_total 0.0117 beside 0.616
+    rows = experiment.memory_breakdown("torch_cpu", "mnist_cnn", params.Params(), torch_weights("mnist_cnn"),
+                                       data.x_train[:128], data.y_train[:128], data, threads=2)
+    by = {r["component"]: r for r in rows}
+    for component in ("model_state_total", "step_total", "backend_overhead"):
+        assert math.isnan(by[component]["measured_mib"]), component
+        assert by[component]["measured_status"] == "not_measured", component
+    assert by["step_total"]["method"].startswith("not measured") and by["step_total"]["computed_mib"] > 0
+    assert by["process_rss_baseline"]["measured_status"] == "measured"
+    assert by["allocator_pool_held"]["measured_status"] == "not_applicable"
+
+
+@pytest.mark.parametrize("backend", ["numpy", "numba_cpu"])
+def test_momentum_buffers_are_counted_only_with_momentum(backend, data):
+    # issue 17: seed 004's MLP (momentum 0) was charged 0.030 MiB of momentum buffers
+    p = params.Params()
+    assert p.scratch_mlp_momentum == 0
+    rows = experiment.memory_breakdown(backend, "mlp", p, torch_weights("mlp"), data.x_train[:128],
+                                       data.y_train[:128], data, threads=2)
+    by = {r["component"]: r for r in rows}
+    assert by["optimizer_state"]["computed_mib"] == 0
+    two = by["parameters"]["computed_mib"] + by["gradients"]["computed_mib"]
+    assert by["model_state_total"]["computed_mib"] == pytest.approx(two)
+    if backend == "numpy":  # none allocated either (numba_cpu's count holds what Numba keeps of a first compile)
+        assert by["model_state_total"]["measured_mib"] == pytest.approx(two, rel=0.1)
+    cnn = experiment.memory_breakdown(backend, "mnist_cnn", p, torch_weights("mnist_cnn"), data.x_train[:32],
+                                      data.y_train[:32], data, threads=2)
+    cnn = {r["component"]: r for r in cnn}
+    assert cnn["optimizer_state"]["computed_mib"] == pytest.approx(cnn["parameters"]["computed_mib"])
 
 
 def test_params_keys_are_validated_with_one_line_errors(tmp_path):
