@@ -57,3 +57,6 @@ def test_save_records_empty_panels_beside_the_figure(tmp_path):
     assert (tmp_path / "f.png").is_file()
     log = pd.read_csv(tmp_path / plots.EMPTY_PANELS)
     assert log.to_dict("records") == [{"figure": "f.png", "panel": "nothing"}]
+    b.plot([0, 1], [1, 0])
+    plots.save(fig, tmp_path / "f.png")  # whole again: its row goes
+    assert not (tmp_path / plots.EMPTY_PANELS).exists()

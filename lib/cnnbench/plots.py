@@ -91,17 +91,22 @@ def empty_axes(fig) -> list[str]:
 def save(fig, path: str | Path | None, dpi: int = 120):
     """Save ``fig`` to ``path`` (when given). A panel with no data drawn in it is recorded, one row per panel, in
     ``empty_panels.csv`` beside the figure (and warned about), so that a run's empty panels can be found and tested
-    for rather than seen by eye."""
+    for rather than seen by eye; saving the figure again replaces its rows (none when it is whole again)."""
     if path is not None:
+        path = Path(path)
         fig.savefig(path, dpi=dpi, bbox_inches="tight")
-        empty = empty_axes(fig)
+        empty, log = empty_axes(fig), path.parent / EMPTY_PANELS
         if empty:
             import warnings
 
-            warnings.warn(f"{Path(path).name}: no data drawn in panel(s) {empty}", stacklevel=2)
-            log = Path(path).parent / EMPTY_PANELS
-            rows = pd.DataFrame({"figure": Path(path).name, "panel": empty})
-            rows.to_csv(log, mode="a", header=not log.is_file(), index=False)
+            warnings.warn(f"{path.name}: no data drawn in panel(s) {empty}", stacklevel=2)
+        if empty or log.is_file():
+            old = pd.read_csv(log) if log.is_file() else pd.DataFrame(columns=["figure", "panel"])
+            rows = pd.concat([old[old.figure != path.name], pd.DataFrame({"figure": path.name, "panel": empty})])
+            if len(rows):
+                rows.to_csv(log, index=False)
+            else:
+                log.unlink()
     return fig
 
 
