@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from cnnbench import params
+from cnnbench import params, plots
 from cnnbench.scratch import BackendUnavailable, OpTimer, experiment, make, report, torch_weights
 from cnnbench.scratch.base import OP_KINDS
 
@@ -261,14 +261,15 @@ def test_run_all_writes_the_four_tidy_csvs(tmp_path, monkeypatch, data):
     assert {"component", "computed_mib", "measured_mib", "method"} <= set(frames["backend_memory"].columns)
     summ = report.summary(b)
     assert set(summ.backend) == {"numpy"} and (summ.throughput_img_s > 0).all()
-    assert report.figure_1(b, tmp_path / "f1.png") is not None and (tmp_path / "f1.png").is_file()
-    assert report.convergence(b, tmp_path / "c.png") is not None
-    assert report.op_breakdown(frames["backend_ops"], tmp_path / "o.png") is not None
+    figures = [report.figure_1(b, tmp_path / "f1.png"), report.convergence(b, tmp_path / "c.png"),
+               report.op_breakdown(frames["backend_ops"], tmp_path / "o.png")]
+    assert (tmp_path / "f1.png").is_file() and all(f is not None for f in figures)
+    assert [plots.empty_axes(f) for f in figures] == [[], [], []]  # every panel draws data
     assert not report.gradcheck_table(frames["gradcheck"]).empty
     assert not report.memory_table(frames["backend_memory"]).empty
     beside = report.beside_seed_001(summ)
     assert beside.loc["numba_cpu", "published by 001_4079f4ca21c61f7c.txt: throughput_img_s"] == 30501
-    assert beside.loc["numpy", "ours_throughput_img_s"] > 0
+    assert beside.loc["numpy", "ours_throughput_img_s"] > 0 and set(beside.model) == {"mnist_cnn"}
     fb = report.forward_backward(frames["backend_ops"], "mlp")
     assert fb.loc["step_ms", "ours: numpy"] == pytest.approx(
         fb.loc[["forward_ms", "backward_ms", "update_ms"], "ours: numpy"].sum())

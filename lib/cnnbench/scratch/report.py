@@ -85,6 +85,7 @@ def beside_seed_001(summ: pd.DataFrame) -> pd.DataFrame:
     ours = summ[summ.model == "mnist_cnn"].set_index("backend")
     pub = published.TABLE_I_001.set_index("backend")
     out = pd.DataFrame({
+        "model": "mnist_cnn",  # seed 001's Table I is the CNN: the MLP's rows (seed 004's) are not beside it
         "ours_throughput_img_s": ours.throughput_img_s, "ours_epoch_s": ours.epoch_s_mean,
         "ours_final_test_acc_pct": ours.final_test_accuracy * 100,
         f"published by {published.SEED_001}: throughput_img_s": pub.throughput_img_s,
