@@ -10,7 +10,7 @@ import nbformat
 import pandas as pd
 import pytest
 
-from cnnbench import pipeline
+from cnnbench import pipeline, plots
 from conftest import ROOT
 
 
@@ -70,6 +70,16 @@ def test_pipeline_writes_every_notebook_csv_and_the_report(smoke_run):
     assert set(roof.source) == {"scenario_a", "batch_sweep", "layer"} and set(roof.bound) <= {"memory", "compute"}
     assert (run_dir / "figures" / "roofline_device.png").is_file()
     assert (run_dir.parent / "smoke.zip").is_file()
+
+
+@pytest.mark.slow
+def test_no_figure_of_the_smoke_run_has_an_empty_panel(smoke_run):
+    """plots.save lists every panel that draws no finite data in figures/empty_panels.csv (issue 17: the
+    telemetry timeline's host-wide panels were empty): a smoke run writes none."""
+    run_dir, _ = smoke_run
+    assert len(list((run_dir / "figures").glob("*.png"))) >= 5
+    log = run_dir / "figures" / plots.EMPTY_PANELS
+    assert not log.exists(), log.read_text()
 
 
 @pytest.mark.slow

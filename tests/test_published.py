@@ -107,3 +107,39 @@ def test_seed_002_snapshots_beside_our_telemetry_summarised_per_run_configuratio
     assert "metric" not in t and "value" not in t
     cpu_only = pd.DataFrame(rows)[lambda d: d.metric == "util_cpu_pct"]
     assert "no run of this analysis sampled a GPU" in analysis.telemetry_beside_published(cpu_only).note.iloc[0]
+
+
+def _backend_rows(model, backend, rates, run="laptop"):
+    return [{"run_name": run, "backend": backend, "model": model, "device_name": "cpu", "threads": 2, "epoch": i + 1,
+             "steps": 10, "images": 1000, "epoch_s": 1000 / r, "train_loss": 0.5, "test_accuracy": 0.9, "jit_s": None,
+             "status": "ok"} for i, r in enumerate(rates)]
+
+
+def test_seed_001_is_beside_our_cnn_only_with_a_model_column():
+    # issue 17: 08's table stacked the MLP's rows (numpy 1,404,098 img/s) with seed 001's CNN, no model column
+    ours = pd.DataFrame(_backend_rows("mnist_cnn", "numpy", [4000, 5000, 6000])
+                        + _backend_rows("mlp", "numpy", [1.4e6, 1.4e6]))
+    t = analysis.backends_beside_001(ours)
+    assert "model" in t.columns and set(t.model) == {"mnist_cnn"}
+    mine = t[t.source == "ours: laptop"]
+    assert mine.backend.tolist() == ["numpy"]
+    assert mine.throughput_img_s.iloc[0] == pytest.approx(2000 / (1000 / 5000 + 1000 / 6000))  # epochs 2-3
+    assert t.throughput_img_s.max() < 1e6
+    alone = analysis.backends_beside_001(pd.DataFrame(_backend_rows("mlp", "numpy", [1.4e6])))
+    assert "no run of this analysis wrote backends.csv" in alone.note.iloc[0] and set(alone.model) == {"mnist_cnn"}
+
+
+def test_seed_004_memory_blocks_are_labelled_and_in_one_unit():
+    rows = [{"run_name": "laptop", "backend": b, "model": m, "component": c, "computed_mib": 1.0,
+             "measured_mib": 2.0, "status": "ok"}
+            for m in ("mnist_cnn", "mlp") for b in ("numpy", "torch_cpu") for c in ("parameters", "step_total")]
+    t = analysis.memory_beside_004(pd.DataFrame(rows))
+    assert {"source", "backend", "model", "component"} <= set(t.columns)
+    assert t[["source", "backend", "model"]].notna().all().all()
+    blocks = list(dict.fromkeys(zip(t.source, t.backend, t.model, strict=True)))
+    assert len(blocks) == 2 + 4 and blocks[0][1:] == ("numpy", "mlp") and blocks[1][1:] == ("cupy", "mlp")
+    assert all(b[2] == "mlp" for b in blocks[2:4])  # ours: the MLP (seed 004's network) first
+    assert not [c for c in t.columns if c.endswith("_mb")]  # every value in MiB
+    params_mb = published.MEMORY_004.set_index("component").cpu_mb["parameters"]
+    pub = t[(t.backend == "numpy") & (t.component == "parameters") & t.source.str.startswith("published")]
+    assert pub.published_mib.iloc[0] == pytest.approx(params_mb * 1e6 / 2**20)

@@ -3,6 +3,7 @@ unavailable backends are rows, per-op timers with a fake clock, memory computed 
 
 from __future__ import annotations
 
+import math
 import os
 import subprocess
 import sys
@@ -12,7 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from cnnbench import params
+from cnnbench import params, plots
 from cnnbench.scratch import BackendUnavailable, OpTimer, experiment, make, report, torch_weights
 from cnnbench.scratch.base import OP_KINDS
 
@@ -170,6 +171,39 @@ def test_memory_is_computed_from_arrays_and_checked_against_tracemalloc(data):
     assert by["dataset_inputs"]["computed_mib"] == pytest.approx((1024 + 400) * (784 * 4 + 8) / 2**20)
 
 
+def test_torch_cpu_memory_that_cannot_be_measured_is_nan_and_says_so(data):
+    # issue 17: torch_cpu's step_total read "measured" 0.0 MiB beside 25.08 computed, status ok (an RSS delta
+    # after a step that reused resident pages), and model_state_total 0.0117 beside 0.616
+    rows = experiment.memory_breakdown("torch_cpu", "mnist_cnn", params.Params(), torch_weights("mnist_cnn"),
+                                       data.x_train[:128], data.y_train[:128], data, threads=2)
+    by = {r["component"]: r for r in rows}
+    for component in ("model_state_total", "step_total", "backend_overhead"):
+        assert math.isnan(by[component]["measured_mib"]), component
+        assert by[component]["measured_status"] == "not_measured", component
+    assert by["step_total"]["method"].startswith("not measured") and by["step_total"]["computed_mib"] > 0
+    assert by["process_rss_baseline"]["measured_status"] == "measured"
+    assert by["allocator_pool_held"]["measured_status"] == "not_applicable"
+
+
+@pytest.mark.parametrize("backend", ["numpy", "numba_cpu"])
+def test_momentum_buffers_are_counted_only_with_momentum(backend, data):
+    # issue 17: seed 004's MLP (momentum 0) was charged 0.030 MiB of momentum buffers
+    p = params.Params()
+    assert p.scratch_mlp_momentum == 0
+    rows = experiment.memory_breakdown(backend, "mlp", p, torch_weights("mlp"), data.x_train[:128],
+                                       data.y_train[:128], data, threads=2)
+    by = {r["component"]: r for r in rows}
+    assert by["optimizer_state"]["computed_mib"] == 0
+    two = by["parameters"]["computed_mib"] + by["gradients"]["computed_mib"]
+    assert by["model_state_total"]["computed_mib"] == pytest.approx(two)
+    if backend == "numpy":  # none allocated either (numba_cpu's count holds what Numba keeps of a first compile)
+        assert by["model_state_total"]["measured_mib"] == pytest.approx(two, rel=0.1)
+    cnn = experiment.memory_breakdown(backend, "mnist_cnn", p, torch_weights("mnist_cnn"), data.x_train[:32],
+                                      data.y_train[:32], data, threads=2)
+    cnn = {r["component"]: r for r in cnn}
+    assert cnn["optimizer_state"]["computed_mib"] == pytest.approx(cnn["parameters"]["computed_mib"])
+
+
 def test_params_keys_are_validated_with_one_line_errors(tmp_path):
     bad = [({"scratch_backends": ["numpy", "jax"]}, "scratch_backends"),
            ({"scratch_models": ["resnet"]}, "scratch_models"),
@@ -227,14 +261,15 @@ def test_run_all_writes_the_four_tidy_csvs(tmp_path, monkeypatch, data):
     assert {"component", "computed_mib", "measured_mib", "method"} <= set(frames["backend_memory"].columns)
     summ = report.summary(b)
     assert set(summ.backend) == {"numpy"} and (summ.throughput_img_s > 0).all()
-    assert report.figure_1(b, tmp_path / "f1.png") is not None and (tmp_path / "f1.png").is_file()
-    assert report.convergence(b, tmp_path / "c.png") is not None
-    assert report.op_breakdown(frames["backend_ops"], tmp_path / "o.png") is not None
+    figures = [report.figure_1(b, tmp_path / "f1.png"), report.convergence(b, tmp_path / "c.png"),
+               report.op_breakdown(frames["backend_ops"], tmp_path / "o.png")]
+    assert (tmp_path / "f1.png").is_file() and all(f is not None for f in figures)
+    assert [plots.empty_axes(f) for f in figures] == [[], [], []]  # every panel draws data
     assert not report.gradcheck_table(frames["gradcheck"]).empty
     assert not report.memory_table(frames["backend_memory"]).empty
     beside = report.beside_seed_001(summ)
     assert beside.loc["numba_cpu", "published by 001_4079f4ca21c61f7c.txt: throughput_img_s"] == 30501
-    assert beside.loc["numpy", "ours_throughput_img_s"] > 0
+    assert beside.loc["numpy", "ours_throughput_img_s"] > 0 and set(beside.model) == {"mnist_cnn"}
     fb = report.forward_backward(frames["backend_ops"], "mlp")
     assert fb.loc["step_ms", "ours: numpy"] == pytest.approx(
         fb.loc[["forward_ms", "backward_ms", "update_ms"], "ours: numpy"].sum())

@@ -820,6 +820,54 @@ def beside(published_table: pd.DataFrame, ours: pd.DataFrame, key: str, label: s
     return pd.concat([pub, mine[cols + extra]], ignore_index=True)
 
 
+def backends_beside_001(backends: pd.DataFrame) -> pd.DataFrame:
+    """Seed 001's Table I (the MNIST CNN per backend) beside our CNN, like with like: one row per run and
+    backend from ``backends.csv``'s ``mnist_cnn`` rows only (the MLP's rows are seed 004's experiment), summarised
+    as 05 does (:func:`cnnbench.scratch.report.summary`: every epoch but the first), a ``model`` column on both
+    sides; the seed's table alone, labelled, when no run wrote the CNN's rows."""
+    from cnnbench.scratch import report as scratch_report
+
+    pub = published.BACKENDS_001.assign(model="mnist_cnn")
+    cnn = backends[backends.model == "mnist_cnn"] if {"model", "status"} <= set(backends.columns) else backends.iloc[:0]
+    summ = scratch_report.summary(cnn) if len(cnn) else pd.DataFrame()
+    if summ.empty:
+        return beside(pub, pd.DataFrame(), "backend", "backends")
+    ours = pd.DataFrame({
+        "source": "ours: " + summ.run_name.astype(str) if "run_name" in summ else "ours", "model": summ.model,
+        "backend": summ.backend, "device_name": summ.device_name, "epoch_s": summ.epoch_s_mean,
+        "throughput_img_s": summ.throughput_img_s, "throughput_ci95_img_s": summ.throughput_ci95_img_s,
+        "final_test_accuracy_pct": summ.final_test_accuracy * 100,
+        "max_test_accuracy_pct": summ.max_test_accuracy * 100,
+    })
+    pub = pub.assign(source=f"published by {published.SEED_001}")
+    cols = ["source", "model", "backend", *[c for c in pub.columns if c not in ("source", "model", "backend")]]
+    return pd.concat([pub[cols], ours], ignore_index=True)
+
+
+MB_TO_MIB = 1e6 / 2**20  # seed 004 prints MB; read as 10^6 bytes (as inconsistencies() does), shown in MiB
+
+
+def memory_beside_004(mem: pd.DataFrame) -> pd.DataFrame:
+    """Seed 004's Table 5 (the MLP's memory, CPU = NumPy and GPU = CuPy, in MB) beside our
+    ``backend_memory.csv``, every value in MiB (the seed's MB read as 10^6 bytes and converted: x 0.9537), each
+    block labelled by source, backend and model: the seed's two blocks first, then ours per run, MLP first."""
+    pub = pd.concat([
+        pd.DataFrame({"source": f"published by {published.SEED_004}", "backend": backend, "model": "mlp",
+                      "component": published.MEMORY_004.component,
+                      "published_mib": published.MEMORY_004[col] * MB_TO_MIB,
+                      "note": f"seed 004's {col[:3].upper()} column: MB x 10^6 / 2^20"})
+        for backend, col in (("numpy", "cpu_mb"), ("cupy", "gpu_mb"))], ignore_index=True)
+    if mem.empty or "component" not in mem:
+        return pub.assign(note="no run of this analysis wrote backend_memory.csv: the published table alone")
+    ok = mem[(mem.status == "ok") & (mem.component.astype(str) != "")] if "status" in mem else mem
+    run = ok.run_name.astype(str) if "run_name" in ok else pd.Series("", index=ok.index)
+    ours = ok.assign(source="ours: " + run, order=(ok.model != "mlp").astype(int))
+    ours = ours.sort_values(["source", "order"], kind="stable")
+    cols = [c for c in ("source", "backend", "model", "component", "computed_mib", "measured_mib", "measured_status",
+                        "method") if c in ours.columns]
+    return pd.concat([pub, ours[cols]], ignore_index=True)
+
+
 def ops_beside_published(ops: pd.DataFrame) -> pd.DataFrame:
     """Seed 004's Table 4 beside ours: the MLP's ms per step by op kind (sums of per-op medians), one column
     per backend, one block of rows per run, the seed's NumPy and CuPy figures beside each; the seed's table

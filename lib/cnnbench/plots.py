@@ -7,6 +7,7 @@ import contextvars
 from pathlib import Path
 
 import matplotlib.pyplot as plt
+import numpy as np
 import pandas as pd
 import seaborn as sns
 from matplotlib.figure import Figure
@@ -41,9 +42,71 @@ def subplots(*args, figsize=None, **kwargs):
     return plt.subplots(*args, figsize=figsize, **kwargs)
 
 
-def save(fig, path: str | Path | None):
+EMPTY_PANELS = "empty_panels.csv"
+
+
+def _finite_rows(values) -> bool:
+    """Whether an (n, 2) array of points (or a flat array) holds at least one point with every coordinate finite."""
+    a = np.ma.filled(np.ma.asarray(values, dtype=float), np.nan)
+    if a.size == 0:
+        return False
+    return bool(np.isfinite(a).all(axis=-1).any()) if a.ndim > 1 else bool(np.isfinite(a).any())
+
+
+def _in_data(transform, ax) -> bool:
+    """Whether an artist is placed in data coordinates: axvline/axhline/axvspan (a blended transform, one
+    coordinate in axes units) are decoration, not data."""
+    return transform.contains_branch(ax.transData)
+
+
+def has_data(ax) -> bool:
+    """Whether an axes draws any data at a finite place: a line with a finite point, a bar/patch with finite
+    corners, a scatter/fill/error-bar collection with a finite point, an image with a finite pixel."""
+    if any(_in_data(line.get_transform(), ax) and _finite_rows(line.get_xydata()) for line in ax.lines):
+        return True
+    for patch in ax.patches:
+        if _in_data(patch.get_transform(), ax) and _finite_rows(
+                patch.get_patch_transform().transform(patch.get_path().vertices)):
+            return True
+    for coll in ax.collections:
+        offsets = coll.get_offsets()
+        if len(offsets) and _in_data(coll.get_offset_transform(), ax) and _finite_rows(offsets):
+            return True
+        if _in_data(coll.get_transform(), ax) and any(_finite_rows(p.vertices) for p in coll.get_paths()):
+            return True
+    return any(im.get_array() is not None and _finite_rows(np.ravel(im.get_array())) for im in ax.images)
+
+
+def empty_axes(fig) -> list[str]:
+    """The panels of ``fig`` that are switched on but draw no finite data (an empty panel, a line of only NaN),
+    each named by its title, else its y label, else its position; [] when every panel shows something. Panels
+    switched off (``ax.axison`` False, e.g. a legend-only panel) are not counted."""
+    names = []
+    for i, ax in enumerate(fig.axes):
+        if ax.axison and not has_data(ax):
+            names.append(ax.get_title() or ax.get_ylabel() or f"axes {i}")
+    return names
+
+
+def save(fig, path: str | Path | None, dpi: int = 120):
+    """Save ``fig`` to ``path`` (when given). A panel with no data drawn in it is recorded, one row per panel, in
+    ``empty_panels.csv`` beside the figure (and warned about), so that a run's empty panels can be found and tested
+    for rather than seen by eye; saving the figure again replaces its rows (none when it is whole again)."""
     if path is not None:
-        fig.savefig(path, dpi=120, bbox_inches="tight")
+        path = Path(path)
+        fig.savefig(path, dpi=dpi, bbox_inches="tight")
+        empty, log = empty_axes(fig), path.parent / EMPTY_PANELS
+        if empty:
+            import warnings
+
+            warnings.warn(f"{path.name}: no data drawn in panel(s) {empty}", stacklevel=2)
+        if empty or log.is_file():
+            old = pd.read_csv(log) if log.is_file() else pd.DataFrame(columns=["figure", "panel"])
+            rows = pd.concat([old[old.figure != path.name], pd.DataFrame({"figure": path.name, "panel": empty})])
+            if len(rows):
+                rows.to_csv(log, index=False)
+            else:
+                log.unlink()
     return fig
 
 
@@ -294,8 +357,9 @@ def telemetry_timeline(df: pd.DataFrame, path: str | Path | None = None, max_met
     fig, axes = subplots(len(metrics), 1, figsize=(11, 2.1 * len(metrics)), sharex=True, squeeze=False)
     for ax, metric in zip(axes[:, 0], metrics, strict=True):
         g = df[df.metric == metric]
-        for index, gi in g.groupby(g.device_index.astype("Int64").astype(str), sort=True):
-            label = "host" if index == "<NA>" else f"{'core' if 'core' in metric else 'GPU'} {index}"
+        # host-wide metrics (whole-CPU utilisation, the process's RSS) have no device index: keep those rows
+        for index, gi in g.groupby(g.device_index.astype("Int64"), sort=True, dropna=False):
+            label = "host" if pd.isna(index) else f"{'core' if 'core' in metric else 'GPU'} {index}"
             ax.plot(gi.run_t_s, gi.value, lw=0.9, label=label)
         ax.set_ylabel(metric, fontsize=8)
         if g.device_index.notna().any() and g.device_index.nunique() <= 16:

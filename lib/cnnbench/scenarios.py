@@ -12,7 +12,7 @@ from dataclasses import asdict
 import pandas as pd
 import torch
 
-from cnnbench import data, devices, engine, models, results, runner, telemetry
+from cnnbench import data, devices, engine, models, results, runner, telemetry, worker
 from cnnbench.engine import Config, Protocol
 from cnnbench.progress import bar
 from cnnbench.results import ResultsFile
@@ -130,13 +130,37 @@ def _epoch(work: engine.Workload, loader, phase: str, max_batches: int, max_imag
     return {"epoch_s": clock() - start, "images": n, "loader_start_s": loader_start, "first_step_s": first_step}
 
 
+def _epoch_pair(p, cfg: Config, device_spec: str, cap: int) -> dict:
+    """One train and one validation epoch of ``cfg`` (module level: :func:`cnnbench.worker.call_isolated` runs
+    it in a fresh worker process), with the telemetry summary of both: the fields of an ``epochs.csv`` row."""
+    device = torch.device(device_spec)
+    dataset_for, splits, row = dataset_loader(p), {}, {}
+    for phase in ("train", "eval"):
+        c = Config(**{**asdict(cfg), "phase": phase, "data_mode": "loader"})
+        ds = dataset_for(c) or data.synthetic_for(c.in_channels, c.image_size, c.num_classes, p.synthetic_images,
+                                                  p.seed + (phase == "eval"))
+        splits[phase] = data.loader(ds, c.batch_size, p.workers, p.pin_memory and device.type == "cuda",
+                                    shuffle=phase == "train", seed=p.seed)
+    work = engine.Workload(cfg, device, Protocol.from_params(p))
+    with telemetry.Sampler(device, p.telemetry_interval_s) as sampler:
+        train = _epoch(work, splits["train"], "train", p.max_batches, cap)
+        work.check_loss()
+        work.model.eval()
+        val = _epoch(work, splits["eval"], "eval", p.max_batches, cap)
+    for split, e in (("train", train), ("val", val)):
+        row.update({f"{split}_epoch_s": e["epoch_s"], f"{split}_images": e["images"],
+                    f"{split}_throughput_img_s": e["images"] / e["epoch_s"],
+                    f"{split}_loader_start_s": e["loader_start_s"], f"{split}_first_step_s": e["first_step_s"]})
+    return {**row, **sampler.summary()}
+
+
 def epochs(run) -> pd.DataFrame:
     """Seed 000's epoch times: one train and one validation epoch per model, capped by ``max_batches`` and by
-    ``epoch_images`` (per model: ``epoch_images_per_model``), as seed 000's 6,400-image "epochs" were."""
+    ``epoch_images`` (per model: ``epoch_images_per_model``), as seed 000's 6,400-image "epochs" were. Each
+    model's pair of epochs runs in a fresh worker process unless the params say ``isolate: false`` (column
+    ``isolation``: "worker" or "in_process"), so its ``peak_rss_mib`` is its own, not the largest model's before it."""
     p, device = run.params, run.device
     results = ResultsFile(run.path("epochs.csv"), EPOCH_KEYS)
-    protocol = Protocol.from_params(p)
-    dataset_for = dataset_loader(p)
     wanted = []
     for model in bar(p.models, desc="epochs", unit="model"):
         cfg = _config(p, model, "train", p.batch_size_for(model), p.variants[0])
@@ -148,28 +172,15 @@ def epochs(run) -> pd.DataFrame:
         if results.done(row):
             wanted.append(results._key_of(row))
             continue
-        try:
-            splits = {}
-            for phase in ("train", "eval"):
-                c = Config(**{**asdict(cfg), "phase": phase, "data_mode": "loader"})
-                ds = dataset_for(c) or data.synthetic_for(c.in_channels, c.image_size, c.num_classes,
-                                                          p.synthetic_images, p.seed + (phase == "eval"))
-                splits[phase] = data.loader(ds, c.batch_size, p.workers, p.pin_memory and device.type == "cuda",
-                                            shuffle=phase == "train", seed=p.seed)
-            work = engine.Workload(cfg, device, protocol)
-            with telemetry.Sampler(device, p.telemetry_interval_s) as sampler:
-                train = _epoch(work, splits["train"], "train", p.max_batches, cap)
-                work.check_loss()
-                work.model.eval()
-                val = _epoch(work, splits["eval"], "eval", p.max_batches, cap)
-            for split, e in (("train", train), ("val", val)):
-                row.update({f"{split}_epoch_s": e["epoch_s"], f"{split}_images": e["images"],
-                            f"{split}_throughput_img_s": e["images"] / e["epoch_s"],
-                            f"{split}_loader_start_s": e["loader_start_s"],
-                            f"{split}_first_step_s": e["first_step_s"]})
-            row.update(sampler.summary())
-        except Exception as err:  # noqa: BLE001 - a failure is a row
-            row.update(engine.failure(err))
+        if p.isolate:  # its own process: its peak RSS is not that of the models measured before it
+            row.update(worker.call_isolated(_epoch_pair, p, cfg, str(device), cap, device=device,
+                                            name=f"cnnbench-epochs-{model}"))
+        else:
+            row["isolation"] = "in_process"
+            try:
+                row.update(_epoch_pair(p, cfg, str(device), cap))
+            except Exception as err:  # noqa: BLE001 - a failure is a row
+                row.update(engine.failure(err))
         results.append(row)
         wanted.append(results._key_of(row))
     mine = [results._key_of(r) in wanted for r in results.rows()]  # this run's configurations, file order

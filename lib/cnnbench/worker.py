@@ -118,3 +118,59 @@ def measure_isolated(cfg: engine.Config, device: torch.device, protocol: engine.
             proc.join()
         receive.close()
     return row if row is not None else engine.crashed(cfg, device, protocol, proc.exitcode, threads)
+
+
+def _call_job(fn, args: tuple, device_spec: str, threads: int, conn) -> None:
+    """The body of a :func:`call_isolated` worker: set threads and device, call, send the row back."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's: it kills the worker, no 2nd traceback
+    torch.set_num_threads(threads)
+    device = torch.device(device_spec)
+    if device.type == "cuda" and device.index is not None:
+        torch.cuda.set_device(device)
+    try:
+        row = {**fn(*args), "isolation": "worker"}
+    except Exception as err:  # noqa: BLE001 - a failure is a row
+        row = {"isolation": "worker", **engine.failure(err)}
+    conn.send(row)
+    conn.close()
+
+
+def died(exitcode: int | None) -> dict:
+    """The status and message of a worker that died before sending its row (segfault, OOM killer, os._exit)."""
+    if exitcode is not None and exitcode < 0:
+        try:
+            how = f"killed by signal {signal.Signals(-exitcode).name} ({exitcode})"
+        except ValueError:
+            how = f"killed by signal {-exitcode}"
+    else:
+        how = f"exited with code {exitcode} before returning a result"
+    return {"isolation": "worker", "status": "crashed", "error": f"worker process {how}"}
+
+
+def call_isolated(fn, *args, device: torch.device, threads: int | None = None, name: str = "cnnbench-worker") -> dict:
+    """``fn(*args)`` in a fresh worker process, as :func:`measure_isolated` runs ``engine.measure``: its peak
+    memory is its own. ``fn`` is a module-level function (picklable, as are ``args``) returning a row (a dict);
+    the result is that row with ``isolation="worker"``; an exception in ``fn`` gives a row of
+    :func:`cnnbench.engine.failure`'s status and error, a worker that dies one with ``status="crashed"``."""
+    threads = threads or torch.get_num_threads()
+    ctx = _context()
+    receive, send = ctx.Pipe(duplex=False)
+    proc = ctx.Process(target=_call_job, name=name, args=(fn, args, str(device), threads, send))
+    with _main_not_rerun():
+        proc.start()
+    send.close()
+    row = None
+    try:
+        while row is None and (proc.is_alive() or receive.poll(0)):
+            if receive.poll(0.2):
+                try:
+                    row = receive.recv()
+                except EOFError:
+                    break
+        proc.join()
+    finally:
+        if proc.is_alive():  # interrupted: do not leave the worker running on the same cores
+            proc.kill()
+            proc.join()
+        receive.close()
+    return row if row is not None else died(proc.exitcode)

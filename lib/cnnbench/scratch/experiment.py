@@ -377,17 +377,22 @@ def memory_breakdown(backend: str, model: str, p, weights: dict, x: np.ndarray, 
         return [{**failure(ident, err), "component": ""}]
     state_c = comp["parameters"] + comp["gradients"] + comp["optimizer_state"]
     step_c = comp.get("activations", 0) + comp.get("workspace", 0)
-    coarse = how.startswith("process RSS")  # no allocator counters: the overhead cannot be separated
+    # No allocator counters (torch on the CPU): an RSS difference is no measure of the state or of the step's
+    # peak (a step reuses pages the process already holds: torch_cpu's step read 0.0 MiB beside 25 computed).
+    coarse = how.startswith("process RSS")
+    unmeasured = ("not measured: no allocator counters for this backend, and the process RSS delta "
+                  "({rss:.3f} MiB) misses memory reused from pages already resident")
     dataset = data.x_train.nbytes + data.y_train.nbytes + data.x_test.nbytes + data.y_test.nbytes
     rows = [
         ("parameters", comp["parameters"], None, "array sizes"),
         ("gradients", comp["gradients"], None, "array sizes"),
         ("optimizer_state", comp["optimizer_state"], None, "array sizes (momentum buffers)"),
-        ("model_state_total", state_c, state, how),
+        ("model_state_total", state_c, None if coarse else state, unmeasured.format(rss=state / MIB) if coarse else how),
         ("activations", comp.get("activations", float("nan")), None, "arrays kept for the backward"),
         ("workspace", comp.get("workspace", float("nan")), None, "im2col columns / gradient buffers"),
         ("batch_inputs", comp.get("batch", 0), None, "array sizes"),
-        ("step_total", step_c, step_peak, how + " (activations + workspace; batch listed apart)"),
+        ("step_total", step_c, None if coarse else step_peak,
+         (unmeasured.format(rss=step_peak / MIB) if coarse else how) + " (activations + workspace; batch listed apart)"),
         ("backend_overhead", None, None if coarse else step_peak - step_c,
          "measured step peak - computed (temporaries, allocator pool)"),
         ("dataset_inputs", dataset, None, "host arrays of the train and test images"),
@@ -401,8 +406,20 @@ def memory_breakdown(backend: str, model: str, p, weights: dict, x: np.ndarray, 
         out.append({**ident, "component": component, "batch_size": len(x),
                     "computed_mib": computed / MIB if computed is not None else float("nan"),
                     "measured_mib": measured / MIB if measured is not None else float("nan"),
-                    "method": method, "status": "ok"})
+                    "method": method, "status": "ok",
+                    "measured_status": measure_status(component, measured, coarse)})
     return out
+
+
+def measure_status(component: str, measured, coarse: bool) -> str:
+    """``measured_status`` of a memory row, what its ``measured_mib`` is: "measured", "not_measured" (this
+    backend has no allocator counters to measure it: NaN, never 0.0), "not_applicable" (no GPU pool on a CPU)
+    or "computed_only"."""
+    if measured is not None:
+        return "measured"
+    if coarse and component in ("model_state_total", "step_total", "backend_overhead"):
+        return "not_measured"
+    return "not_applicable" if component == "allocator_pool_held" else "computed_only"
 
 
 # --- the whole experiment ------------------------------------------------------------------------------------

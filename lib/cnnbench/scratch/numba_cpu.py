@@ -210,6 +210,13 @@ def sgd(p, g, v, lr, momentum):
         p[i] -= lr * v[i]
 
 
+@njit(fastmath=False, cache=True)
+def sgd_plain(p, g, lr):
+    """p -= lr * g: torch.optim.SGD's update without momentum (no momentum buffer), over flattened arrays."""
+    for i in range(p.size):
+        p[i] -= lr * g[i]
+
+
 class NumbaCpuBackend:
     def __init__(self, model: str, lr: float = 0.01, momentum: float = 0.9):
         self.name, self.model, self.lr, self.momentum = "numba_cpu", model, lr, momentum
@@ -223,7 +230,8 @@ class NumbaCpuBackend:
     def init(self, weights: dict[str, np.ndarray]) -> None:
         self.p = {k: np.ascontiguousarray(weights[k], dtype=np.float32).copy() for k in PARAM_NAMES[self.model]}
         self.g = {k: np.zeros_like(v) for k, v in self.p.items()}
-        self.v = {k: np.zeros_like(v) for k, v in self.p.items()}
+        # momentum buffers only with momentum, as torch.optim.SGD keeps none without (seed 004's MLP: momentum 0)
+        self.v = {k: np.zeros_like(v) for k, v in self.p.items()} if self.momentum else {}
         side = int(round(self.p["fc1.weight"].shape[1] ** 0.5)) if self.model == "mlp" else None
         self.image = side or next(s for s in range(8, 512) if ((s - 2) // 2 - 2) // 2 == self._pooled_side())
         start = time.perf_counter()  # compile (or load from Numba's cache) every kernel on a one-image batch
@@ -235,7 +243,8 @@ class NumbaCpuBackend:
         for k in self.p:
             self.p[k][...] = saved[k]
             self.g[k][...] = 0
-            self.v[k][...] = 0
+            if k in self.v:
+                self.v[k][...] = 0
         self.buffers.pop(1, None)
 
     def _pooled_side(self) -> int:
@@ -326,7 +335,10 @@ class NumbaCpuBackend:
         loss = self.loss_and_grads(x, y)
         with self.timer.op("sgd", "update", "update"):
             for k, p in self.p.items():
-                sgd(p.reshape(-1), self.g[k].reshape(-1), self.v[k].reshape(-1), self.lr, self.momentum)
+                if self.momentum:
+                    sgd(p.reshape(-1), self.g[k].reshape(-1), self.v[k].reshape(-1), self.lr, self.momentum)
+                else:
+                    sgd_plain(p.reshape(-1), self.g[k].reshape(-1), self.lr)
         return loss
 
     def evaluate(self, x, y, chunk: int = 2048) -> float:

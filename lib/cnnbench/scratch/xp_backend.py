@@ -108,7 +108,8 @@ class XpBackend:
             w = self._fc1_perm(w) if k == "fc1.weight" else w
             self.p[k] = xp.array(w, dtype=np.float32, order="C", copy=True)  # never train the caller's arrays
         self.g = {k: xp.zeros_like(v) for k, v in self.p.items()}
-        self.v = {k: xp.zeros_like(v) for k, v in self.p.items()}
+        # momentum buffers only with momentum, as torch.optim.SGD keeps none without (seed 004's MLP: momentum 0)
+        self.v = {k: xp.zeros_like(v) for k, v in self.p.items()} if self.momentum else {}
 
     def _host(self, a) -> np.ndarray:
         return a.get() if hasattr(a, "get") else np.asarray(a)
@@ -151,6 +152,9 @@ class XpBackend:
     def _sgd(self):
         with self.timer.op("sgd", "update", "update"):
             for k, p in self.p.items():
+                if not self.momentum:
+                    p -= self.lr * self.g[k]
+                    continue
                 v = self.v[k]
                 v *= self.momentum
                 v += self.g[k]

@@ -8,13 +8,13 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import pandas as pd
 
+from cnnbench.plots import save
+
 GRID = ["device_kind", "device_name", "model", "image_size", "optimizer", "pretrained", "lr", "batch_size"]
 
 
 def _save(fig, path):
-    if path is not None:
-        fig.savefig(path, dpi=110, bbox_inches="tight")
-    return fig
+    return save(fig, path, dpi=110)
 
 
 def time_to_target(df: pd.DataFrame, target: float | None = None) -> pd.DataFrame:

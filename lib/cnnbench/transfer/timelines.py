@@ -12,6 +12,7 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import pandas as pd
 
+from cnnbench.plots import save
 from cnnbench.results import ResultsFile
 
 KEY = ("experiment", "configuration", "rank", "metric", "device_index", "t_s")
@@ -78,6 +79,4 @@ def plot(df: pd.DataFrame, path: str | Path | None = None, title: str = ""):
             ax.legend(fontsize=6, ncol=4, loc="upper right")
     fig.suptitle(title)
     fig.tight_layout()
-    if path is not None:
-        fig.savefig(path, dpi=110, bbox_inches="tight")
-    return fig
+    return save(fig, path, dpi=110)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import pandas as pd
 
+from cnnbench.plots import save
+
 BEST_COLUMNS = {
     "model": "model", "phase": "phase", "config": "best configuration", "throughput_img_s": "best img/s",
     "throughput_ci95_img_s": "± 95%", "default_throughput_img_s": "default img/s",
@@ -55,9 +57,7 @@ def plot(df: pd.DataFrame, path=None):
         ax.set(xlabel="throughput (images/s)", title=f"{model} {phase}: race and confirmation")
         ax.legend(fontsize=7, loc="lower right")
     fig.tight_layout()
-    if path is not None:
-        fig.savefig(path, dpi=120, bbox_inches="tight")
-    return fig
+    return save(fig, path)
 
 
 def notes(df: pd.DataFrame) -> pd.DataFrame:

@@ -1,0 +1,62 @@
+"""Every panel of a figure draws data: plots.empty_axes finds the panels that do not, plots.save records them."""
+
+import numpy as np
+import pandas as pd
+import pytest
+from matplotlib.figure import Figure
+
+from cnnbench import plots, telemetry
+
+
+def test_empty_axes_finds_panels_without_finite_data():
+    fig = Figure()
+    axes = fig.subplots(2, 3).ravel()
+    axes[0].plot([0, 1], [1, 2])
+    axes[0].set_title("line")
+    axes[1].plot([0, 1], [np.nan, np.nan])
+    axes[1].set_title("only NaN")
+    axes[2].axvline(0.5)  # decoration, not data
+    axes[2].set_ylabel("only a vline")
+    axes[3].bar(["a", "b"], [np.nan, 3.0])
+    axes[3].set_title("bars")
+    axes[4].scatter([np.nan], [np.nan])
+    axes[4].set_title("NaN scatter")
+    axes[5].set_axis_off()  # deliberately off (a legend-only panel)
+    assert plots.empty_axes(fig) == ["only NaN", "only a vline", "NaN scatter"]
+
+
+def _telemetry(tmp_path):
+    """telemetry.csv as the sampler writes it: per-core rows carry a device index, host-wide rows a blank one."""
+    rows = []
+    for t in np.arange(0.0, 2.0, 0.5):
+        rows += [{"t_s": t, "metric": "util_cpu_core_pct", "value": 50.0 + i, "device_index": i} for i in (0, 1)]
+        rows += [{"t_s": t, "metric": m, "value": v, "device_index": None}
+                 for m, v in (("util_cpu_pct", 60.0), ("util_process_cpu_pct", 90.0), ("rss_mib", 500.0 + t))]
+    df = pd.DataFrame(rows).assign(source="scenario_a", model="m", phase="train")
+    df.to_csv(tmp_path / "telemetry.csv", index=False)
+    return telemetry.read(tmp_path / "telemetry.csv", source="scenario_a")
+
+
+def test_telemetry_timeline_draws_the_host_wide_metrics(tmp_path):
+    df = _telemetry(tmp_path)
+    assert df.device_index.isna().sum() == 12
+    fig = plots.telemetry_timeline(df, tmp_path / "t.png")
+    assert [ax.get_ylabel() for ax in fig.axes] == ["util_cpu_core_pct", "util_cpu_pct", "util_process_cpu_pct",
+                                                    "rss_mib"]
+    assert plots.empty_axes(fig) == []
+    assert not (tmp_path / plots.EMPTY_PANELS).exists()
+
+
+def test_save_records_empty_panels_beside_the_figure(tmp_path):
+    fig = Figure()
+    a, b = fig.subplots(1, 2)
+    a.plot([0, 1], [0, 1])
+    b.set_title("nothing")
+    with pytest.warns(UserWarning, match="nothing"):
+        plots.save(fig, tmp_path / "f.png")
+    assert (tmp_path / "f.png").is_file()
+    log = pd.read_csv(tmp_path / plots.EMPTY_PANELS)
+    assert log.to_dict("records") == [{"figure": "f.png", "panel": "nothing"}]
+    b.plot([0, 1], [1, 0])
+    plots.save(fig, tmp_path / "f.png")  # whole again: its row goes
+    assert not (tmp_path / plots.EMPTY_PANELS).exists()

@@ -1,0 +1,25 @@
+"""The README's figures from the committed example run are the example's own numbers."""
+
+import re
+
+import pandas as pd
+
+from conftest import ROOT
+
+EXAMPLE = ROOT / "examples" / "example-cpu-2core"
+
+
+def test_readme_cnn_backend_rates_are_the_medians_of_the_example_epochs():
+    # issue 17: the README called epoch 3's rates (14,889 / 16,034 / 5,668 img/s) the "median epoch"
+    text = " ".join(ROOT.joinpath("README.md").read_text().split())
+    found = re.search(r"the MNIST CNN trains at ([\d,]+) img/s on numba_cpu, ([\d,]+) on torch_cpu and ([\d,]+) on "
+                      r"numpy \(([^)]*)\)", text)
+    assert found, "the README's sentence on the from-scratch backends is gone or reworded"
+    quoted = dict(zip(("numba_cpu", "torch_cpu", "numpy"), (int(g.replace(",", "")) for g in found.groups()[:3]),
+                      strict=True))
+    b = pd.read_csv(EXAMPLE / "backends.csv")
+    cnn = b[(b.model == "mnist_cnn") & (b.status == "ok")]
+    assert cnn.groupby("backend").epoch.count().loc[list(quoted)].eq(3).all()
+    medians = cnn.groupby("backend").throughput_img_s.median()
+    assert quoted == {k: round(medians[k]) for k in quoted}
+    assert "median" in found.group(4) and "backends.csv" in found.group(4)  # says what and from which file
