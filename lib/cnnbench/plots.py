@@ -336,7 +336,7 @@ def per_model_rooflines(points: pd.DataFrame, roofs: pd.DataFrame, folder: str |
 
 
 _TELEMETRY_CONTEXT = ("source", "model", "phase", "batch_size", "image_size", "precision", "memory_format", "compile",
-                      "data_mode")
+                      "data_mode", "process")
 
 
 def telemetry_timeline(df: pd.DataFrame, path: str | Path | None = None, max_metrics: int = 12):
