@@ -81,9 +81,13 @@ def findings(df: pd.DataFrame) -> list[str]:
         if r.status != "ok":
             out.append(f"{r.model} {r.phase}: no configuration confirmed ({r.error})")
             continue
+        apart = str(getattr(r, "distinguishable_from_default", "True")).lower() != "false"
+        default = _pm(r.default_throughput_img_s, r.default_throughput_ci95_img_s, ".1f")
+        verdict = (f"{_pm(r.speedup_x, r.speedup_ci95_x, '.2f')}x the seeds' default" if apart else
+                   f"not distinguishable from the seeds' default ({default} img/s: the difference is inside its "
+                   "95% interval)")
         text = (f"{r.model} {r.phase}: best {r.config} at {_pm(r.throughput_img_s, r.throughput_ci95_img_s, '.1f')} "
-                f"img/s, {_pm(r.speedup_x, r.speedup_ci95_x, '.2f')}x the seeds' default "
-                f"({r.configs_tried:.0f} configurations tried, {r.pruned:.0f} pruned)")
+                f"img/s, {verdict} ({r.configs_tried:.0f} configurations tried, {r.pruned:.0f} pruned)")
         roof = getattr(r, "compute_roof_pct", float("nan"))
         if pd.notna(roof):
             text += (f"; {r.achieved_gflops:.1f} GFLOP/s = {roof:.0f}% of the measured {r.roof_precision} compute roof, "
