@@ -81,7 +81,7 @@ def test_search_finds_the_best_and_records_every_trial():
     assert confirmed[0][0] == s.space.default and len(confirmed) == 3 * s.settings.confirm_rounds
     assert all(n >= 1 for _, n in confirmed)
     assert best["speedup_x"] == pytest.approx(speed_of(s.ranked()[0]) / speed_of(s.space.default))
-    assert best["speedup_ci95_x"] > 0 and best["compute_roof_pct"] == 50.0
+    assert best["speedup_ci95_x"] >= 0 and best["compute_roof_pct"] == 50.0  # the fake rounds agree exactly
     assert "bf16: AVX2-only CPU" in best["skipped_knobs"]
     assert df.row_kind.iloc[-1] == "best"
 
