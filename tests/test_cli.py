@@ -173,7 +173,8 @@ def test_progress_lines_reach_the_console_while_a_notebook_runs(tmp_path, monkey
                            "noisy": True})
         progress.row_done({"model": "resnet50", "phase": "eval", "batch_size": 512, "status": "oom",
                            "error": "OutOfMemoryError: CUDA out of memory"})
-    assert printed == ["    resnet18 train bs=32 fp32: 123.5 img/s +- 1.5", "    mnist_cnn eval: 9.0 img/s (noisy)",
+    assert printed == ["    resnet18 train bs=32 fp32: 123.5 +- 1.5 img/s",
+                       "    mnist_cnn eval: 9.0 img/s (one process: no interval) (noisy)",
                        "    resnet50 eval bs=512: oom OutOfMemoryError: CUDA out of memory"]
 
 

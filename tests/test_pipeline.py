@@ -54,7 +54,10 @@ def test_pipeline_writes_every_notebook_csv_and_the_report(smoke_run):
                 "util_device_mean_pct", "util_cpu_mean_pct", "noisy"):
         assert col in scenario_a.columns, col
     assert (scenario_a.status == "ok").all() and len(scenario_a) == 4  # 2 models x train/eval
-    assert (scenario_a.n_steps == 3 * 2).all()
+    assert (scenario_a.n_steps == 3 * 2 * 2).all()  # measured_steps x repeats x processes (smoke.yaml)
+    assert (scenario_a.processes_measured == 2).all() and scenario_a.throughput_ci95_img_s.notna().all()
+    windows = pd.read_csv(run_dir / "scenario_a_windows.csv")
+    assert len(windows) == 4 * 2 * 2 and {"cpu_steal_mean_pct", "util_other_cpu_mean_pct"} <= set(windows.columns)
     assert set(pd.read_csv(run_dir / "batch_sweep.csv").batch_size) == {8, 16}
     assert len(pd.read_csv(run_dir / "scenario_a_steps.csv")) == 4 * 6
     peaks = pd.read_csv(run_dir / "device_peaks.csv")
