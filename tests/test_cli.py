@@ -188,8 +188,12 @@ def test_engine_reports_each_finished_configuration(tmp_path, monkeypatch):
         "throughput_img_s": 10.0})
     cfgs = [engine.Config("mnist_cnn", phase, 8, 28, 10, 1, "fp32", "nchw", False, "device") for phase in ("train", "eval")]
     runner.run_configs(cfgs, engine.torch.device("cpu"), engine.Protocol(), tmp_path / "r.csv")
-    assert [line.split(":")[0] for line in path.read_text().splitlines()] == ["mnist_cnn train bs=8 fp32",
-                                                                             "mnist_cnn eval bs=8 fp32"]
+    lines = path.read_text().splitlines()
+    assert [line.split(":")[0] for line in lines if not line.startswith("  ")] == ["mnist_cnn train bs=8 fp32",
+                                                                                  "mnist_cnn eval bs=8 fp32"]
+    # and one line per process, in interleaved rounds, so the console moves while rounds run
+    assert [line.split(":")[0].strip() for line in lines if line.startswith("  ")][:2] == [
+        "mnist_cnn train bs=8", "mnist_cnn eval bs=8"]
 
 
 def test_kernel_chatter_goes_to_kernel_log_not_the_console(tmp_path, monkeypatch, capfd):

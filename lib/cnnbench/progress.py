@@ -42,12 +42,32 @@ def row_line(row: dict) -> str:
     return f"{what}: {row.get('status', '?')} {str(row.get('error', ''))[:80]}".rstrip()
 
 
+def process_line(row: dict, process: int, least: int) -> str:
+    """One line for one process of a configuration (its rate, or its status): the console moves every process."""
+    what = " ".join(str(row.get(k, "")) for k in ("model", "phase") if row.get(k, "") != "")
+    if "batch_size" in row:
+        what += f" bs={row['batch_size']}"
+    rate = row.get("throughput_img_s")
+    status = row.get("status", "ok")
+    told = f"{rate:,.1f} img/s" if status == "ok" and isinstance(rate, (int, float)) else status
+    return f"  {what}: process {process}/{least} {told}"
+
+
+def process_done(row: dict, process: int, least: int) -> None:
+    """Called once per finished process of a configuration (see :func:`row_done`)."""
+    _append(process_line(row, process, least))
+
+
 def row_done(row: dict) -> None:
     """Called once per finished configuration: appends its line to the pipeline's progress file, if any."""
+    _append(row_line(row))
+
+
+def _append(line: str) -> None:
     path = os.environ.get(PROGRESS_ENV)
     if path:
         try:
             with open(path, "a") as f:
-                f.write(row_line(row) + "\n")
+                f.write(line + "\n")
         except OSError:
             pass  # progress is a courtesy; a measurement never fails for it

@@ -36,7 +36,7 @@ import torch
 
 from cnnbench import engine, telemetry, timing
 from cnnbench.engine import CONFIG_KEYS, Config, Protocol
-from cnnbench.progress import bar, row_done
+from cnnbench.progress import bar, process_done, row_done
 from cnnbench.results import ResultsFile
 
 WINDOW_KEYS = (*CONFIG_KEYS, "process", "repeat")
@@ -254,6 +254,7 @@ def run_configs(configs: Iterable[Config], device: torch.device, protocol: Proto
         row = _measure_once(state.cfg, device, protocol, datasets[i], threads, isolate)
         state.attempts = process
         row["process"] = process
+        process_done(row, process, max(protocol.processes, process))
         _record(state, row, process, files, source or desc)
         progress.update(1)
         if state.failure is not None:
