@@ -69,3 +69,14 @@ def test_findings_headline_only_precise_rates_and_distinguishable_variants():
     assert "resnet18" not in best and "mobilenet_v2" in best
     gain = next(f for f in found if f["topic"] == "variant_gain")["finding"]
     assert "no variant is distinguishable" in gain
+
+
+def test_a_disagreement_names_how_far_the_cpus_own_speed_moved():
+    a = rows([("squeezenet1_1", 64, 385.7, 34.2)], probe_img_s=400.0)
+    b = rows([("squeezenet1_1", 64, 287.4, 30.0)], probe_img_s=300.0)
+    pairs = reproducibility.repeated(a, b)
+    assert not pairs.agree.iloc[0] and round(pairs.probe_change_pct.iloc[0]) == -25
+    assert "probe) moved -25.0% between the two" in reproducibility.agreement_sentence(pairs)
+    sa = pd.concat([a, b], ignore_index=True).assign(machine_state="quiet", throughput_process_cv_pct=5.0)
+    verdict = reproducibility.machine_summary(sa).verdict.iloc[0]
+    assert verdict.startswith("The benchmark seems unstable") and "within 29%" in verdict

@@ -135,3 +135,22 @@ def test_a_failed_process_ends_its_configuration_as_a_failure_row(tmp_path, monk
     assert by_bs[16]["status"] == "oom" and by_bs[8]["status"] == "ok"
     assert calls.count(16) == 2  # no third process after the failure
     assert math.isclose(float(by_bs[8]["throughput_img_s"]), 100.0, rel_tol=1e-2)
+
+
+def test_the_cpus_own_speed_is_probed_before_every_round_and_judged(tmp_path, monkeypatch):
+    """Steal and other processes' load were 0% and 1% while SqueezeNet ran 30% slower ten minutes later: the
+    runner probes the CPU's own speed before each round, keeps it beside every window and judges its spread."""
+    speeds = iter([100.0, 100.0, 70.0, 70.0, 70.0, 70.0])
+    monkeypatch.setattr(telemetry, "speed_probe", lambda: next(speeds))
+    monkeypatch.setattr(engine, "measure", fake_measure({8: [100.0, 101.0, 70.0]}, []))
+    (row,) = runner.run_configs([cfg()], CPU, dataclasses.replace(PROTO, adapt_budget_s=0), tmp_path / "r.csv")
+    windows = pd.read_csv(tmp_path / "r_windows.csv")
+    assert list(windows.groupby("process").probe_img_s.first()) == [100.0, 100.0, 70.0]
+    assert float(row["probe_spread_pct"]) == pytest.approx(100 * 30 / 90)
+    assert row["machine_state"] == "busy" and "probe) moved 33%" in row["machine_note"]
+
+
+def test_speed_probe_runs_at_least_three_steps_for_its_time():
+    ticks = iter(range(1000))
+    rate = telemetry.speed_probe(seconds=2.5, clock=lambda: float(next(ticks)))
+    assert rate == pytest.approx(8 * 3 / 5)  # 3 steps (the loop reads the clock at 1..4), read again at 5

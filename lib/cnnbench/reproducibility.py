@@ -23,7 +23,7 @@ PRECISE_PCT = 10.0  # a rate whose 95% interval is within +-10% supports a headl
 
 COLUMNS = ["run_name", "model", "phase", "batch_size", "first", "rate_first_img_s", "ci95_first_img_s", "second",
            "rate_second_img_s", "ci95_second_img_s", "difference_pct", "difference_ci95_pct", "agree",
-           "second_inside_first"]
+           "second_inside_first", "probe_change_pct"]
 
 
 def _ok(df: pd.DataFrame, source: str) -> pd.DataFrame:
@@ -68,7 +68,15 @@ def _pair(r: dict) -> dict:
             "batch_size": int(r["batch_size"]), "first": r["source_a"], "rate_first_img_s": ra,
             "ci95_first_img_s": ca, "second": r["source_b"], "rate_second_img_s": rb, "ci95_second_img_s": cb,
             "difference_pct": 100 * diff / ra, "difference_ci95_pct": 100 * combined / ra,
-            "agree": bool(abs(diff) <= combined), "second_inside_first": bool(abs(diff) <= ca)}
+            "agree": bool(abs(diff) <= combined), "second_inside_first": bool(abs(diff) <= ca),
+            "probe_change_pct": 100 * (_f(r.get("probe_img_s_b")) / _f(r.get("probe_img_s_a")) - 1)}
+
+
+def _f(value) -> float:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return math.nan
 
 
 def agreement_sentence(pairs: pd.DataFrame) -> str:
@@ -83,7 +91,10 @@ def agreement_sentence(pairs: pd.DataFrame) -> str:
     if agree < len(pairs):
         text += (f" The largest disagreement: {worst.model} {worst.phase} at batch {worst.batch_size}, "
                  f"{worst.first} {worst.rate_first_img_s:,.1f} vs {worst.second} {worst.rate_second_img_s:,.1f} "
-                 f"img/s ({worst.difference_pct:+.1f}% against +-{worst.difference_ci95_pct:.1f}%).")
+                 f"img/s ({worst.difference_pct:+.1f}% against +-{worst.difference_ci95_pct:.1f}%)")
+        probe = _f(worst.get("probe_change_pct"))
+        text += (f"; the CPU's own speed (probe) moved {probe:+.1f}% between the two." if math.isfinite(probe)
+                 else ".")
     return text
 
 
@@ -99,25 +110,34 @@ def machine_summary(*tables: pd.DataFrame) -> pd.DataFrame:
     out = []
     for run, g in rows.groupby("run_name"):
         busy = int((g.machine_state.astype(str) == "busy").sum())
-        steal = pd.to_numeric(g.get("cpu_steal_max_pct"), errors="coerce").max()
-        other = pd.to_numeric(g.get("util_other_cpu_max_pct"), errors="coerce").max()
-        cv = pd.to_numeric(g.get("throughput_process_cv_pct"), errors="coerce").median()
+        steal = _col(g, "cpu_steal_max_pct").max()
+        other = _col(g, "util_other_cpu_max_pct").max()
+        cv = _col(g, "throughput_process_cv_pct").median()
+        probe = _col(g, "probe_img_s").dropna()
+        moved = 100 * (probe.max() - probe.min()) / probe.median() if len(probe) else math.nan
         out.append({"run_name": run, "configurations": len(g), "busy": busy, "steal_max_pct": steal,
-                    "other_cpu_max_pct": other, "process_cv_median_pct": cv,
-                    "verdict": verdict(len(g), busy, steal, other, cv)})
+                    "other_cpu_max_pct": other, "process_cv_median_pct": cv, "probe_moved_pct": moved,
+                    "verdict": verdict(len(g), busy, steal, other, cv, moved)})
     return pd.DataFrame(out)
 
 
-def verdict(n: int, busy: int, steal: float, other: float, cv: float) -> str:
+def _col(df: pd.DataFrame, name: str) -> pd.Series:
+    """A column as numbers (empty where the table lacks it: runs of another version)."""
+    return pd.to_numeric(df[name], errors="coerce") if name in df else pd.Series(dtype=float)
+
+
+def verdict(n: int, busy: int, steal: float, other: float, cv: float, moved: float = math.nan) -> str:
     """The sentence at the top of a report."""
     figures = (f"CPU steal up to {0 if pd.isna(steal) else steal:.1f}%, other processes up to "
                f"{0 if pd.isna(other) else other:.0f}% of the CPUs, process-to-process spread (median CV) "
-               f"{'n/a' if pd.isna(cv) else f'{cv:.1f}%'}")
+               f"{'n/a' if pd.isna(cv) else f'{cv:.1f}%'}"
+               + ("" if pd.isna(moved) else f", the CPU's own speed (probe) over the run within {moved:.0f}%"))
     if busy:
         return (f"The machine was busy during {busy} of {n} measured configurations ({figures}): their rates "
                 "carry that load; intervals span processes, so they are wider, not wrong.")
-    if not pd.isna(cv) and cv > 10:
-        return f"The benchmark seems unstable: processes of one configuration differ by a median {cv:.1f}% ({figures})."
+    if (not pd.isna(cv) and cv > 10) or (not pd.isna(moved) and moved > 15):
+        return (f"The benchmark seems unstable: the machine was not busy by its own counters, yet its speed moved "
+                f"({figures}); intervals span processes, and a repeat minutes later can still fall outside them.")
     return f"The machine was quiet during all {n} measured configurations ({figures})."
 
 

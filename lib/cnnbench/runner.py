@@ -15,7 +15,9 @@ Files (``name`` = the results file's stem):
   (``processes_measured`` of them, their ``throughput_process_min/max_img_s`` and ``throughput_process_cv_pct`` beside it);
   ``throughput_ci95_within_img_s`` the interval over one process's windows, for contrast; ``stop_reason``
   (``target`` | ``max_processes`` | ``budget`` | ``processes``: the least count asked for was enough);
-  ``machine_state`` (quiet | busy | unknown) and ``machine_note`` judge the host over the measured windows.
+  ``machine_state`` (quiet | busy | unknown) and ``machine_note`` judge the host over the measured windows;
+  ``probe_img_s`` / ``probe_spread_pct``: the CPU's own speed taken before each round (telemetry.speed_probe)
+  and how far it moved over this configuration's processes.
 - ``<name>_windows.csv``: one row per measured window (``process``, ``repeat``): its steps, wall time,
   throughput and the machine's state during it (steal, other processes' CPU load, CPU clock).
 - ``<name>_steps.csv``: one row per step (``process``, ``repeat``, ``step``); ``telemetry.csv``: the series.
@@ -100,6 +102,8 @@ def _typed_window(w: dict) -> dict:
     for k in ("process", "repeat", "steps", "images"):
         out[k] = int(float(w[k]))
     out["window_time_s"] = float(w["window_time_s"])
+    probe = w.get("probe_img_s", "")
+    out["probe_img_s"] = float(probe) if probe not in ("", None) else math.nan
     return out
 
 
@@ -111,7 +115,7 @@ def _measure_once(cfg: Config, device, protocol, dataset, threads: int, isolate:
     return engine.measure(cfg, device, protocol, dataset)
 
 
-def _record(state: _Config, row: dict, process: int, files, source: str) -> None:
+def _record(state: _Config, row: dict, process: int, files, source: str, probe_img_s: float = math.nan) -> None:
     """One process's windows, steps and telemetry into their files; its row kept for the merge."""
     _, windows, steps, tele = files
     step_times = row.pop("step_times_s", [])
@@ -129,7 +133,8 @@ def _record(state: _Config, row: dict, process: int, files, source: str) -> None
     for i, wall in enumerate(walls):
         machine = telemetry.span_summary(series, *spans[i]) if i < len(spans) else {}
         rows.append({**key, "process": process, "repeat": i, "steps": n, "images": n * bs, "window_time_s": wall,
-                     "throughput_img_s": n * bs / wall, **machine, "timestamp": row.get("timestamp", "")})
+                     "throughput_img_s": n * bs / wall, **machine, "probe_img_s": probe_img_s,
+                     "timestamp": row.get("timestamp", "")})
     windows.extend(rows)
     state.windows.extend(_typed_window({k: str(v) for k, v in r.items()}) for r in rows)
     if steps is not None and step_times:
@@ -191,6 +196,11 @@ def merge(state: _Config, stop_reason: str, steps: ResultsFile | None) -> dict:
     if "gflops_per_image" in base and base.get("gflops_per_image") == base.get("gflops_per_image"):
         base["achieved_gflops"] = base["throughput_img_s"] * float(base["gflops_per_image"])
         base["achieved_tflops"] = base["achieved_gflops"] / 1e3
+    probes = [float(w.get("probe_img_s", math.nan)) for w in state.windows]
+    probes = [p for p in probes if math.isfinite(p)]
+    if probes:
+        base["probe_img_s"] = sum(probes) / len(probes)
+        base["probe_spread_pct"] = 100 * (max(probes) - min(probes)) / base["probe_img_s"]
     state_name, note = telemetry.judge(base)
     busy = sum(1 for w in state.windows if telemetry.judge(w)[0] == "busy")
     base["machine_state"], base["machine_note"] = state_name, note
@@ -198,12 +208,14 @@ def merge(state: _Config, stop_reason: str, steps: ResultsFile | None) -> dict:
     return base
 
 
-def _rounds(states: list[_Config], protocol: Protocol, measure_one: Callable[[_Config, int], None]) -> dict:
+def _rounds(states: list[_Config], protocol: Protocol, measure_one: Callable[[_Config, int], None],
+            probe: Callable[[], None] = lambda: None) -> dict:
     """Measure in rounds until every configuration has its least processes, then more rounds for the ones whose
     interval is wider than the target, while the budget lasts. Returns each configuration's stop reason."""
     reasons: dict[int, str] = {}
     least = max(protocol.processes, 1)
     for _ in range(least):
+        probe()
         for s in states:
             if s.failure is None and s.count < least:
                 measure_one(s, s.count + 1)
@@ -213,6 +225,7 @@ def _rounds(states: list[_Config], protocol: Protocol, measure_one: Callable[[_C
                 and s.count < protocol.max_processes]
         if not wide or time.perf_counter() - started >= protocol.adapt_budget_s:
             break
+        probe()
         for s in wide:
             if time.perf_counter() - started >= protocol.adapt_budget_s:
                 break
@@ -244,6 +257,11 @@ def run_configs(configs: Iterable[Config], device: torch.device, protocol: Proto
     keys = [engine.config_key(c, device, protocol, threads) for c in configs]
     states = [_Config(c, k, windows) for c, k in zip(configs, keys, strict=True) if not results.done(k)]
     datasets: dict[int, object] = {}
+    probed = {"img_s": math.nan}
+
+    def probe() -> None:  # the CPU's own speed before each round (telemetry.speed_probe); CPU runs only
+        if device.type == "cpu" and states:
+            probed["img_s"] = telemetry.speed_probe()
     total = sum(max(protocol.processes - len(s.processes), 0) for s in states)
     progress = bar(total=total, desc=desc, unit="process")
 
@@ -255,13 +273,13 @@ def run_configs(configs: Iterable[Config], device: torch.device, protocol: Proto
         state.attempts = process
         row["process"] = process
         process_done(row, process, max(protocol.processes, process))
-        _record(state, row, process, files, source or desc)
+        _record(state, row, process, files, source or desc, probed["img_s"])
         progress.update(1)
         if state.failure is not None:
             state.failure = {**state.failure, **state.key, "processes_measured": len(state.processes)}
 
     try:
-        reasons = _rounds(states, protocol, measure_one)
+        reasons = _rounds(states, protocol, measure_one, probe)
     finally:
         progress.close()
     for i, s in enumerate(states):
