@@ -229,7 +229,7 @@ def test_level_roofs_from_sizes_and_from_knees():
 def test_level_roofs_never_copy_an_outer_level_inwards():
     """The committed example's sweep rose with size (per-call overhead), and a running maximum gave l1 and l2 the
     l3 figure (133.1 GB/s on every cache level). Each level keeps its own measurement, flagged when slower."""
-    rising = fake_sweep([(16e3, 14), (48e3, 24), (256e3, 60), (768e3, 90), (4e6, 133), (64e6, 36)])
+    rising = fake_sweep([(16e3, 14), (48e3, 24), (256e3, 60), (768e3, 90), (4e6, 133), (64e6, 50), (128e6, 36)])
     roofs = peaks.level_roofs(rising, LEVELS).set_index("level")
     assert roofs.bandwidth_gbs.to_dict() == {"l1": 24, "l2": 90, "l3": 133, "dram": 36}
     assert "slower than the outer l2" in roofs.loc["l1", "bandwidth_note"]
@@ -247,7 +247,7 @@ def test_each_level_gets_its_own_plateau_from_its_own_sizes():
     take the largest size below it, another level's)."""
     points = [(w, k, bw) for k, scale in (("read", 0.7), ("triad", 1.0))
               for w, bw in ((8e3, 250), (16e3, 300), (32e3, 290), (128e3, 180), (512e3, 170), (2e6, 130),
-                            (16e6, 120), (64e6, 25), (128e6, 24)) for bw in [bw * scale]]
+                            (16e6, 120), (100e6, 60), (128e6, 25), (256e6, 24)) for bw in [bw * scale]]
     sweep = pd.DataFrame([{"working_set_bytes": w, "kernel": k, "bandwidth_gbs": bw, "threads": 2, "calls": 5}
                           for w, k, bw in points])
     roofs = peaks.level_roofs(sweep, LEVELS).set_index("level")
@@ -494,3 +494,15 @@ def test_04_reads_only_the_rows_of_the_current_params_and_profiles_fp32_nchw(tmp
     monkeypatch.setattr(roofline, "profile_layers", lambda cfg, *a, **k: profiled.append(cfg) or pd.DataFrame())
     roofline.layers_for_models(run, sa)
     assert [(c.model, c.memory_format) for c in profiled] == [("m", "nchw")]
+
+
+def test_the_main_memory_roof_comes_from_sets_far_beyond_the_last_cache():
+    """The example's first point past a 32 MiB L3 (45 MiB, still partly cache-resident) read 50.8 GB/s, twice
+    what sets of 128 MiB and more gave: it must not be the DRAM roof."""
+    mib = 2**20
+    rates = {8 * mib: 140.0, 45 * mib: 50.8, 64 * mib: 43.0, 128 * mib: 30.0, 512 * mib: 25.0, 1024 * mib: 24.0}
+    sweep = pd.DataFrame([{"working_set_bytes": ws, "kernel": "triad", "bandwidth_gbs": r, "bandwidth_median_gbs": r,
+                           "threads": 2, "calls": 3, "method": "m"} for ws, r in rates.items()])
+    levels = [{"level": "l3", "size_bytes": 32 * mib, "capacity_bytes": 32 * mib, "size_source": "sysfs"}]
+    roofs = peaks.level_roofs(sweep, levels).set_index("level")
+    assert roofs.loc["dram", "bandwidth_gbs"] == 30.0 and roofs.loc["l3", "bandwidth_gbs"] == 140.0
