@@ -230,6 +230,13 @@ def _base_row(cfg: Config, device: torch.device, protocol: Protocol) -> dict:
 
 def crashed(cfg: Config, device: torch.device, protocol: Protocol, exitcode: int | None, threads: int) -> dict:
     """The row of a configuration whose worker process died (segfault, OOM killer, os._exit)."""
+    return {**config_key(cfg, device, protocol, threads), "device_name": devices.device_name(device),
+            "timestamp": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "isolation": "worker",
+            "status": "crashed", "error": death(exitcode), "exitcode": exitcode}
+
+
+def death(exitcode: int | None) -> str:
+    """How a worker process died, from its exit code (negative: the signal that killed it)."""
     import signal
 
     if exitcode is not None and exitcode < 0:
@@ -239,9 +246,7 @@ def crashed(cfg: Config, device: torch.device, protocol: Protocol, exitcode: int
             how = f"killed by signal {-exitcode}"
     else:
         how = f"exited with code {exitcode} before returning a result"
-    return {**config_key(cfg, device, protocol, threads), "device_name": devices.device_name(device),
-            "timestamp": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "isolation": "worker",
-            "status": "crashed", "error": f"worker process {how}", "exitcode": exitcode}
+    return f"worker process {how}"
 
 
 def _memory(device: torch.device, sampler: telemetry.Sampler, summary: dict) -> dict:

@@ -95,11 +95,17 @@ def measure_isolated(cfg: engine.Config, device: torch.device, protocol: engine.
         known_flops = engine.flops_per_image(cfg.model, cfg.image_size, cfg.num_classes)
     except Exception:  # noqa: BLE001 - the worker counts (and reports any failure) itself
         known_flops = None
+    row, exitcode = _in_worker(_job, f"cnnbench-worker-{cfg.model}",
+                               (cfg, str(device), protocol, dataset, threads, os.environ.get(HOOK_ENV, ""), known_flops))
+    return row if row is not None else engine.crashed(cfg, device, protocol, exitcode, threads)
+
+
+def _in_worker(target, name: str, args: tuple) -> tuple[dict | None, int | None]:
+    """``target(*args, conn)`` in a fresh worker process: (the row it sent, or None if it died; its exit code).
+    Interrupted, the worker is killed, so it does not go on measuring on the same cores."""
     ctx = _context()
     receive, send = ctx.Pipe(duplex=False)
-    proc = ctx.Process(target=_job, name=f"cnnbench-worker-{cfg.model}",
-                       args=(cfg, str(device), protocol, dataset, threads, os.environ.get(HOOK_ENV, ""), known_flops,
-                             send))
+    proc = ctx.Process(target=target, name=name, args=(*args, send))
     with _main_not_rerun():
         proc.start()
     send.close()
@@ -113,11 +119,11 @@ def measure_isolated(cfg: engine.Config, device: torch.device, protocol: engine.
                     break
         proc.join()
     finally:
-        if proc.is_alive():  # interrupted: do not leave the worker measuring on the same cores
+        if proc.is_alive():
             proc.kill()
             proc.join()
         receive.close()
-    return row if row is not None else engine.crashed(cfg, device, protocol, proc.exitcode, threads)
+    return row, proc.exitcode
 
 
 def _call_job(fn, args: tuple, device_spec: str, threads: int, conn) -> None:
@@ -137,14 +143,7 @@ def _call_job(fn, args: tuple, device_spec: str, threads: int, conn) -> None:
 
 def died(exitcode: int | None) -> dict:
     """The status and message of a worker that died before sending its row (segfault, OOM killer, os._exit)."""
-    if exitcode is not None and exitcode < 0:
-        try:
-            how = f"killed by signal {signal.Signals(-exitcode).name} ({exitcode})"
-        except ValueError:
-            how = f"killed by signal {-exitcode}"
-    else:
-        how = f"exited with code {exitcode} before returning a result"
-    return {"isolation": "worker", "status": "crashed", "error": f"worker process {how}"}
+    return {"isolation": "worker", "status": "crashed", "error": engine.death(exitcode)}
 
 
 def call_isolated(fn, *args, device: torch.device, threads: int | None = None, name: str = "cnnbench-worker") -> dict:
@@ -153,24 +152,5 @@ def call_isolated(fn, *args, device: torch.device, threads: int | None = None, n
     the result is that row with ``isolation="worker"``; an exception in ``fn`` gives a row of
     :func:`cnnbench.engine.failure`'s status and error, a worker that dies one with ``status="crashed"``."""
     threads = threads or torch.get_num_threads()
-    ctx = _context()
-    receive, send = ctx.Pipe(duplex=False)
-    proc = ctx.Process(target=_call_job, name=name, args=(fn, args, str(device), threads, send))
-    with _main_not_rerun():
-        proc.start()
-    send.close()
-    row = None
-    try:
-        while row is None and (proc.is_alive() or receive.poll(0)):
-            if receive.poll(0.2):
-                try:
-                    row = receive.recv()
-                except EOFError:
-                    break
-        proc.join()
-    finally:
-        if proc.is_alive():  # interrupted: do not leave the worker running on the same cores
-            proc.kill()
-            proc.join()
-        receive.close()
-    return row if row is not None else died(proc.exitcode)
+    row, exitcode = _in_worker(_call_job, name, (fn, args, str(device), threads))
+    return row if row is not None else died(exitcode)
