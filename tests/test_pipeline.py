@@ -59,7 +59,7 @@ def test_pipeline_writes_every_notebook_csv_and_the_report(smoke_run):
     windows = pd.read_csv(run_dir / "scenario_a_windows.csv")
     assert len(windows) == 4 * 2 * 2 and {"cpu_steal_mean_pct", "util_other_cpu_mean_pct"} <= set(windows.columns)
     assert set(pd.read_csv(run_dir / "batch_sweep.csv").batch_size) == {8, 16}
-    assert len(pd.read_csv(run_dir / "scenario_a_steps.csv")) == 4 * 6
+    assert len(pd.read_csv(run_dir / "scenario_a_steps.csv")) == 4 * 6 * 2  # 2 processes each
     peaks = pd.read_csv(run_dir / "device_peaks.csv")
     for col in ("device_name", "kind", "precision", "level", "capacity_mib", "peak_gflops", "bandwidth_gbs",
                 "ridge_flop_per_byte", "source"):

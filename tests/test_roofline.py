@@ -216,7 +216,7 @@ def fake_sweep(points):
 
 
 def test_level_roofs_from_sizes_and_from_knees():
-    sweep = fake_sweep([(16e3, 40), (48e3, 90), (256e3, 70), (4e6, 30), (64e6, 10), (256e6, 9)])
+    sweep = fake_sweep([(16e3, 40), (48e3, 90), (256e3, 70), (4e6, 30), (256e6, 10), (512e6, 9)])
     levels = [{"level": "l1", "size_bytes": 64e3, "capacity_bytes": 64e3, "size_source": "fake"},
               {"level": "l2", "size_bytes": 1e6, "capacity_bytes": 1e6, "size_source": "fake"},
               {"level": "l3", "size_bytes": 32e6, "capacity_bytes": 32e6, "size_source": "fake"}]
