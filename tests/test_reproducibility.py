@@ -38,8 +38,8 @@ def test_tuning_default_confirmation_is_compared_with_scenario_a():
 def test_machine_summary_says_busy_with_figures():
     sa = rows([("resnet18", 128, 100.0, 3.0), ("resnet18", 64, 90.0, 3.0)])
     sa["machine_state"] = ["busy", "quiet"]
-    sa["cpu_steal_max_pct"] = [12.0, 0.0]
-    sa["util_other_cpu_max_pct"] = [45.0, 2.0]
+    sa["cpu_steal_mean_pct"] = [12.0, 0.0]
+    sa["util_other_cpu_mean_pct"] = [45.0, 2.0]
     sa["throughput_process_cv_pct"] = [3.0, 2.0]
     out = reproducibility.machine_summary(sa)
     assert out.busy.iloc[0] == 1
@@ -79,4 +79,4 @@ def test_a_disagreement_names_how_far_the_cpus_own_speed_moved():
     assert "probe) moved -25.0% between the two" in reproducibility.agreement_sentence(pairs)
     sa = pd.concat([a, b], ignore_index=True).assign(machine_state="quiet", throughput_process_cv_pct=5.0)
     verdict = reproducibility.machine_summary(sa).verdict.iloc[0]
-    assert verdict.startswith("The benchmark seems unstable") and "within 29%" in verdict
+    assert verdict.startswith("The benchmark seems unstable") and "moved up to 29%" in verdict

@@ -154,3 +154,14 @@ def test_speed_probe_runs_at_least_three_steps_for_its_time():
     ticks = iter(range(1000))
     rate = telemetry.speed_probe(seconds=2.5, clock=lambda: float(next(ticks)))
     assert rate == pytest.approx(8 * 3 / 5)  # 3 steps (the loop reads the clock at 1..4), read again at 5
+
+
+def test_the_summary_names_its_percent_columns_as_judge_reads_them():
+    """The sampler wrote cpu_steal_mean (no _pct) while judge() read cpu_steal_mean_pct: steal never counted."""
+    s = telemetry.Sampler(CPU, 10.0)
+    for t, v in ((0.1, 30.0), (0.2, 10.0)):
+        s._add(t, "cpu_steal_pct", v)
+        s._add(t, "util_other_cpu_pct", 1.0)
+    out = s.summary()
+    assert out["cpu_steal_mean_pct"] == 20.0 and out["cpu_steal_max_pct"] == 30.0
+    assert telemetry.judge(out)[0] == "busy"

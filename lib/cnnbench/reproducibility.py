@@ -110,11 +110,12 @@ def machine_summary(*tables: pd.DataFrame) -> pd.DataFrame:
     out = []
     for run, g in rows.groupby("run_name"):
         busy = int((g.machine_state.astype(str) == "busy").sum())
-        steal = _col(g, "cpu_steal_max_pct").max()
-        other = _col(g, "util_other_cpu_max_pct").max()
+        steal = _col(g, "cpu_steal_mean_pct").max()  # the worst configuration's mean over its windows
+        other = _col(g, "util_other_cpu_mean_pct").max()  # (one 0.1 s sample's maximum is a transient)
         cv = _col(g, "throughput_process_cv_pct").median()
         probe = _col(g, "probe_img_s").dropna()
-        moved = 100 * (probe.max() - probe.min()) / probe.median() if len(probe) else math.nan
+        across = 100 * (probe.max() - probe.min()) / probe.median() if len(probe) else math.nan
+        moved = max(across, _col(g, "probe_spread_pct").max()) if len(probe) else math.nan
         out.append({"run_name": run, "configurations": len(g), "busy": busy, "steal_max_pct": steal,
                     "other_cpu_max_pct": other, "process_cv_median_pct": cv, "probe_moved_pct": moved,
                     "verdict": verdict(len(g), busy, steal, other, cv, moved)})
@@ -128,10 +129,10 @@ def _col(df: pd.DataFrame, name: str) -> pd.Series:
 
 def verdict(n: int, busy: int, steal: float, other: float, cv: float, moved: float = math.nan) -> str:
     """The sentence at the top of a report."""
-    figures = (f"CPU steal up to {0 if pd.isna(steal) else steal:.1f}%, other processes up to "
+    figures = (f"mean CPU steal up to {0 if pd.isna(steal) else steal:.1f}%, other processes' mean load up to "
                f"{0 if pd.isna(other) else other:.0f}% of the CPUs, process-to-process spread (median CV) "
                f"{'n/a' if pd.isna(cv) else f'{cv:.1f}%'}"
-               + ("" if pd.isna(moved) else f", the CPU's own speed (probe) over the run within {moved:.0f}%"))
+               + ("" if pd.isna(moved) else f", the CPU's own speed (probe) moved up to {moved:.0f}%"))
     if busy:
         return (f"The machine was busy during {busy} of {n} measured configurations ({figures}): their rates "
                 "carry that load; intervals span processes, so they are wider, not wrong.")

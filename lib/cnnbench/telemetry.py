@@ -224,7 +224,7 @@ class Sampler:
             arr = np.asarray(self.values(metric, index))
             if arr.size == 0:
                 continue
-            unit = "_pct" if name.startswith("util_") else "_mib" if metric.endswith("_mib") else ""
+            unit = "_pct" if metric.endswith("_pct") else "_mib" if metric.endswith("_mib") else ""
             for stat in stats:
                 out[f"{name}_{stat}{unit}"] = float(getattr(arr, stat)())
         rss = self.values("rss_mib")
