@@ -135,7 +135,7 @@ def verdict(n: int, busy: int, steal: float, other: float, cv: float, moved: flo
                + ("" if pd.isna(moved) else f", the CPU's own speed (probe) moved up to {moved:.0f}%"))
     if busy:
         return (f"The machine was busy during {busy} of {n} measured configurations ({figures}): their rates "
-                "carry that load; intervals span processes, so they are wider, not wrong.")
+                "carry that load, and a repeat on a quieter (or busier) machine can fall outside their intervals.")
     if (not pd.isna(cv) and cv > 10) or (not pd.isna(moved) and moved > 15):
         return (f"The benchmark seems unstable: the machine was not busy by its own counters, yet its speed moved "
                 f"({figures}); intervals span processes, and a repeat minutes later can still fall outside them.")
