@@ -165,3 +165,16 @@ def test_the_summary_names_its_percent_columns_as_judge_reads_them():
     out = s.summary()
     assert out["cpu_steal_mean_pct"] == 20.0 and out["cpu_steal_max_pct"] == 30.0
     assert telemetry.judge(out)[0] == "busy"
+
+
+def test_a_sample_moments_after_the_last_reads_no_process_cpu(monkeypatch):
+    """The sample taken as a window ends came a few ms after the loop's last one: no CPU tick had passed, so the
+    process read 0% and 'other processes' 100% (spikes at every window's end in the example's timeline)."""
+    ticks = iter([0.0, 0.1, 0.103])
+    cpu = iter([0.2, 0.2])
+    s = telemetry.Sampler(CPU, 10.0, clock=lambda: next(ticks))
+    monkeypatch.setattr(s, "_process_cpu_seconds", lambda: next(cpu))
+    monkeypatch.setattr(s, "_cores", 2)
+    s._enter_cpu = s._last_cpu = (0.0, 0.0)
+    assert s._process_cpu_pct() == 200.0
+    assert s._process_cpu_pct() is None

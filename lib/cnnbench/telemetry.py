@@ -140,6 +140,8 @@ class Sampler:
         """This process tree's CPU % since the last sample (100 = one core), bounded by the cores: the OS counts
         CPU time in ticks (10 ms), so over a 0.1 s sample an unbounded reading overshoots (218% on 2 cores)."""
         now, cpu = self.clock(), self._process_cpu_seconds()
+        if self._last_cpu is not None and now - self._last_cpu[0] < MIN_CPU_SPAN_S:
+            return None  # too short for 10 ms ticks: the final sample at a window's end read 0% (other: 100%)
         last, self._last_cpu = self._last_cpu, (now, cpu)
         if last is None or now <= last[0]:
             return None
@@ -267,6 +269,7 @@ def read(path: str | Path, source: str | None = None) -> pd.DataFrame:
 # A measurement's machine is "busy" past these (pyperf's "the benchmark seems unstable" and TorchBench's machine
 # checks judge the same things): hypervisor steal, other processes' CPU load (% of all cores), a CPU clock that
 # moved, a GPU that throttled for power or heat.
+MIN_CPU_SPAN_S = 0.05  # the shortest span a process CPU reading is taken over (the OS counts in 10 ms ticks)
 BUSY_STEAL_PCT = 2.0
 BUSY_OTHER_CPU_PCT = 10.0
 BUSY_FREQ_DROP = 0.05
