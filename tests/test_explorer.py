@@ -180,13 +180,18 @@ def test_a_click_sent_over_a_kernel_subshell_measures_between_cells_on_the_main_
             return msg["header"]["msg_id"]
 
         _collect(kc, over_subshell({"method": "request_state"}))  # as the page does on drawing the button
-        busy = kc.execute("time.sleep(3)\nbusy_end = time.time()")
+        busy = kc.execute("print('started', flush=True)\ntime.sleep(3)\nbusy_end = time.time()")
+        started = []
+        while not any(m["msg_type"] == "stream" for m in started):  # click only once the cell runs (CI: a click
+            msg = kc.get_iopub_msg(timeout=60)                        # queued first was measured before it)
+            if msg["parent_header"].get("msg_id") == busy:
+                started.append(msg)
         over_subshell({"method": "custom", "content": {"event": "click"}})
         done = ("import asyncio\nwhile len(c['history']) < 1 or c['measure'].disabled:\n    await asyncio.sleep(0.2)\n"
                 "print(seen[0][0], seen[0][1] >= busy_end, c['history'][0]['status'])")
         after = _collect(kc, busy) + _collect(kc, kc.execute(done))
         errors = _figures_and_errors(after)[1]
-        text = [m["content"]["text"] for m in after if m["msg_type"] == "stream"]
+        text = [m["content"]["text"] for m in after if m["msg_type"] == "stream" and m["content"]["text"] != "\n"]
         assert errors == [] and text == ["MainThread True ok\n"]
     finally:
         kc.stop_channels()
