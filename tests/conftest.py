@@ -1,8 +1,14 @@
+import os
+import sys
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+# Tests test the checkout they are in (a git worktree too), not whichever one the editable install points at;
+# subprocesses and notebook kernels inherit the same path.
+sys.path.insert(0, str(ROOT / "lib"))
+os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT / "lib"), os.environ.get("PYTHONPATH")) if p)
 
 
 @pytest.fixture
