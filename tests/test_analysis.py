@@ -221,7 +221,7 @@ def test_new_experiment_tables_merge_when_present(outputs):
         {"backend": "torch_cpu", "model": "mnist_cnn", "epoch": 1, "epoch_s": 3.0, "images": 60000,
          "throughput_img_s": 20000.0, "train_loss": 0.3, "test_accuracy": 0.97, "status": "ok"}])
     m = analysis.load(analysis.discover(outputs, ["laptop", "colab"]))
-    assert "backends" in analysis.TABLES and m["backends"].run_name.tolist() == ["laptop"]
+    assert "backends" in results.MERGED and m["backends"].run_name.tolist() == ["laptop"]
 
 
 def test_best_configurations_of_07_per_run():
@@ -255,8 +255,8 @@ def test_a_rerun_with_changed_protocol_reads_only_its_current_rows(tmp_path):
                  extra={"measured_steps": 5, "lr": 0.01, "threads": 2})
     add_rows(d, [{"throughput_img_s": 20.0, "measured_steps": 9, "lr": 0.01, "threads": 2}])  # the rerun
     add_rows(d, [{"throughput_img_s": 30.0, "measured_steps": 9, "lr": 0.01, "threads": 4}])  # other threads
-    results.write_json(d / "params.json", {**results.read_json(d / "params.json"), "measured_steps": 9,
-                                           "lr": "0.01", "threads": 2})
+    rerun = results.read_rows(d / "scenario_a.csv")[1]
+    results.table("scenario_a").plan(d, [rerun], "scenario_a")  # what the rerun declared it measures
     m = analysis.load([d])
     assert m["scenario_a"].throughput_img_s.tolist() == [20.0]
     assert analysis.summary(m["scenario_a"]).train_throughput_img_s.tolist() == [20.0]
@@ -268,25 +268,21 @@ def test_configured_keeps_the_newest_row_of_a_configuration(tmp_path):
     assert analysis.summary(analysis.load([d])["scenario_a"]).train_throughput_img_s.tolist() == [20.0]
 
 
-def test_a_notebook_shows_the_telemetry_of_its_current_params_only():
-    from types import SimpleNamespace
-
-    from cnnbench.params import Params
-
-    series = pd.DataFrame({"source": "scenario_a", "model": "m", "t_s": [0.0, 0.1, 0.0, 0.1], "metric": "util_cpu_pct",
-                           "value": [10.0, 11.0, 50.0, 51.0], "device_index": pd.NA, "threads": [1, 1, 2, 2],
-                           "measured_steps": [5, 5, 9, 9], "lr": 0.01, "pin_memory": True, "data_path": ""})
-    run = SimpleNamespace(params=Params(measured_steps=9, threads=2), threads=2)
-    assert analysis.for_run(run, series).value.tolist() == [50.0, 51.0]
-    run = SimpleNamespace(params=Params(measured_steps=5, threads=2), threads=2)
-    assert analysis.for_run(run, series).empty  # threads 2 with 5 steps was never measured
-
-
-def test_08_reads_only_the_search_of_the_current_tune_params():
-    tuned = pd.DataFrame([
-        {"row_kind": "best", "model": "resnet50", "tune_budget_s": "40.0", "tune_precisions": "fp32", "speedup_x": 1.2},
-        {"row_kind": "best", "model": "resnet50", "tune_budget_s": "120.0", "tune_precisions": "fp32,bf16",
-         "speedup_x": 1.9},
-    ])
-    now = analysis.current_search(tuned, {"tune_budget_s": 120, "tune_precisions": ["fp32", "bf16"]})
-    assert now.speedup_x.tolist() == [1.9]  # the earlier search with other params stays out of the report
+@pytest.mark.parametrize("env, prm", [
+    (b"{not json", None), (b"[1, 2]", None), ("\u00e9t\u00e9".encode("latin-1"), None), ("folder", None),
+    (None, b"{not json"),
+])
+def test_a_broken_sibling_run_is_left_out_with_its_reason(outputs, env, prm):
+    """Issue 21: one broken run folder made every later combined report fail with a JSONDecodeError traceback."""
+    d = make_run(outputs, "broken", "cpu", "Intel Core", {("resnet18", "train"): 5.0})
+    if env == "folder":
+        (d / "environment.json").unlink()
+        (d / "environment.json").mkdir()
+    elif env is not None:
+        (d / "environment.json").write_bytes(env)
+    if prm is not None:
+        (d / "params.json").write_bytes(prm)
+    excluded = {}
+    m = analysis.load(analysis.discover(outputs, None, excluded), excluded)
+    assert sorted(m.runs) == ["colab", "laptop"]
+    assert m.excluded["broken"].startswith("broken run (") and "\n" not in m.excluded["broken"]

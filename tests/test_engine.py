@@ -2,7 +2,7 @@ import pandas as pd
 import pytest
 import torch
 
-from cnnbench import engine, runner
+from cnnbench import engine, results, runner
 
 CPU = torch.device("cpu")
 FAST = engine.Protocol(warmup_steps=1, measured_steps=2, repeats=2, workers=0, synthetic_images=32, processes=2,
@@ -219,7 +219,7 @@ def test_the_telemetry_series_of_every_configuration_is_written(tmp_path):
     assert {"util_cpu_pct", "util_cpu_core_pct", "util_process_cpu_pct", "rss_mib"} <= set(df.metric)
     cores = df[df.metric == "util_cpu_core_pct"].device_index
     assert cores.notna().all() and cores.nunique() == __import__("psutil").cpu_count()
-    for col in engine.CONFIG_KEYS:
+    for col in results.CONFIG_KEYS:
         assert col in df.columns, col
 
 

@@ -83,3 +83,19 @@ def test_report_of_notebooks_sharing_cell_ids_has_unique_ids(tmp_path, recwarn):
         paths.append(tmp_path / f"{name}.ipynb")
     report.build(paths, tmp_path / "r.html", "t", "# head")
     assert not [w for w in recwarn if "DuplicateCellId" in type(w.message).__name__ + str(w.message)]
+
+
+def test_combined_report_leaves_out_a_broken_run_folder_with_its_reason(tmp_path):
+    """Issue 21: an environment.json that is not JSON (or params.json) made every later run's combined report
+    end in a JSONDecodeError traceback (exit 1)."""
+    _run(tmp_path, "laptop")
+    _run(tmp_path, "workstation")
+    (_run(tmp_path, "garbled") / "environment.json").write_text("{not json")
+    (_run(tmp_path, "garbled2") / "params.json").write_text("[1, 2")
+    runs, excluded = report.combined_runs(tmp_path)
+    assert [d.name for d in runs] == ["laptop", "workstation"]
+    assert excluded["garbled"].startswith("broken run (environment.json") and "broken run (params.json" in excluded["garbled2"]
+    nb = tmp_path / "08.ipynb"
+    nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# 08 analysis")]), nb)
+    path, n = report.build_combined_report(tmp_path, nb)
+    assert n == 2 and "garbled" in path.read_text()

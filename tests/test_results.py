@@ -1,4 +1,7 @@
+import json
 import math
+
+import pytest
 
 import cnnbench
 from cnnbench import results
@@ -81,3 +84,47 @@ def test_extend_replaces_a_whole_group(tmp_path):
     f.extend([{"model": "a", "step": i} for i in range(3)] + [{"model": "b", "step": 0}], group=["model"])
     f.extend([{"model": "a", "step": 0}], group=["model"])
     assert sorted((r["model"], r["step"]) for r in f.rows()) == [("a", "0"), ("b", "0")]
+
+
+# --- which rows are this run's: one rule, the results layer's (issue 21) ------------------------------------------
+
+def test_only_the_latest_plan_of_each_writer_is_current(tmp_path):
+    f = results.ResultsFile(tmp_path / "t.csv", ("model", "bs"))
+    for row in ({"model": "a", "bs": 8}, {"model": "b", "bs": 8}, {"model": "a", "bs": 16}):
+        f.append({**row, "status": "ok"})
+    assert len(f.current()) == 3  # nothing planned: a file written whole, every row current
+    f.plan([{"model": "a", "bs": 8}, {"model": "b", "bs": 8}], "first")
+    f.plan([{"model": "a", "bs": 16}], "second")  # another writer of the same file keeps its own rows
+    assert [(r["model"], r["bs"]) for r in f.current()] == [("a", "8"), ("b", "8"), ("a", "16")]
+    f.plan([{"model": "b", "bs": 8}], "first")  # the first writer ran again with other params
+    assert [(r["model"], r["bs"]) for r in f.current()] == [("b", "8"), ("a", "16")]
+    assert len(f.rows()) == 3  # the old rows stay in the file, for a rerun with the old params to resume
+
+
+def test_every_table_is_declared_once_with_its_notebook_and_key():
+    assert results.table("scenario_a").notebook == "02_scenario_a"
+    assert results.table("tuning").plan_columns and "row_kind" not in results.table("tuning").plan_columns
+    with pytest.raises(KeyError, match="unknown results table 'nope'; known: complexity, scenario_a"):
+        results.table("nope")
+
+
+def test_a_rerun_with_other_models_and_size_shows_only_its_own_rows(tmp_path):
+    """Issue 21: run 'pc' with smoke's two models, then again with image_size 48 and squeezenet only: 04's inputs
+    and 08's merge showed mnist_cnn and squeezenet at 32 px as this run's (filtered on the protocol only)."""
+    import cnnbench
+    from cnnbench import analysis, roofline, scenarios
+    from conftest import ROOT
+
+    smoke, fast = ROOT / "params" / "smoke.yaml", {"processes": 1, "max_processes": 1, "repeats": 1, "isolate": False}
+    first = cnnbench.open_run(smoke, {**fast, "phases": ["eval"]}, tmp_path / "pc")
+    scenarios.run(first, "scenario_a", scenarios.scenario_a_configs(first.params))
+    again = cnnbench.open_run(smoke, {**fast, "phases": ["eval"], "image_size": 48, "models": ["squeezenet1_1"]},
+                              tmp_path / "pc")
+    scenarios.run(again, "scenario_a", scenarios.scenario_a_configs(again.params))
+    assert len(results.read_rows(tmp_path / "pc" / "scenario_a.csv")) == 3  # the first invocation's rows stay
+    shown = roofline.read_inputs(again)["scenario_a"]
+    assert shown[["model", "image_size"]].values.tolist() == [["squeezenet1_1", 48]]
+    (tmp_path / "pc" / "environment.json").write_text(json.dumps({"schema_version": cnnbench.SCHEMA_VERSION}))
+    merged = analysis.load([tmp_path / "pc"])
+    assert merged["scenario_a"][["model", "image_size"]].values.tolist() == [["squeezenet1_1", 48]]
+    assert set(merged["telemetry"].image_size) <= {48}

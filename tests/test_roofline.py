@@ -471,7 +471,8 @@ def _fake_run(tmp_path, **params):
     from cnnbench.params import Params
 
     prm = Params(**params)
-    return SimpleNamespace(params=prm, threads=prm.threads, device=torch.device("cpu"), path=lambda n: tmp_path / n)
+    return SimpleNamespace(params=prm, threads=prm.threads, device=torch.device("cpu"), dir=tmp_path,
+                           path=lambda n: tmp_path / n)
 
 
 def _sa_row(**kw):
@@ -487,6 +488,7 @@ def test_04_reads_only_the_rows_of_the_current_params_and_profiles_fp32_nchw(tmp
     rows = [_sa_row(), _sa_row(measured_steps=9, throughput_img_s=2.0, memory_format="channels_last"),
             _sa_row(measured_steps=9, throughput_img_s=3.0), _sa_row(measured_steps=9, threads=4, batch_size=16)]
     results.write_rows(tmp_path / "scenario_a.csv", rows)
+    results.table("scenario_a").plan(tmp_path, rows[1:3], "scenario_a")  # what 02's latest invocation measured
     run = _fake_run(tmp_path, measured_steps=9, threads=2)
     sa = roofline.read_inputs(run)["scenario_a"]
     assert sorted(sa.throughput_img_s) == [2.0, 3.0] and set(sa.batch_size) == {8}  # stale protocol, threads out

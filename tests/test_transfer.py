@@ -105,7 +105,7 @@ def test_pretrained_error_comes_before_any_work(tmp_path, monkeypatch):
 
     monkeypatch.setattr(finetune, "datasets", no_work)
     monkeypatch.setattr(finetune, "fit", no_work)
-    run = types.SimpleNamespace(params=p_of(pretrained=True), device=CPU, path=lambda n: tmp_path / n)
+    run = types.SimpleNamespace(params=p_of(pretrained=True), device=CPU, dir=tmp_path, path=lambda n: tmp_path / n)
     with pytest.raises(finetune.TransferError):
         finetune.run_grid(run, log=lambda *_: None)
     assert not (tmp_path / "transfer.csv").exists()
@@ -157,7 +157,7 @@ def test_finetune_grid_on_an_image_folder_writes_epoch_rows_and_series(tmp_path)
              transfer_data_path=str(root), transfer_image_size=32, transfer_lrs=[0.001, 0.01],
              transfer_batch_sizes=[4], transfer_epochs=2, transfer_devices=["cpu"], workers=0,
              transfer_target_accuracy=0.5)
-    run = types.SimpleNamespace(params=p, device=CPU, path=lambda n: tmp_path / n)
+    run = types.SimpleNamespace(params=p, device=CPU, dir=tmp_path, path=lambda n: tmp_path / n)
     lines = []
     finetune.run_grid(run, sampler_cls=FakeSampler, log=lines.append)
     df = pd.read_csv(tmp_path / "transfer.csv")
@@ -185,7 +185,7 @@ def test_a_failing_grid_point_is_a_row_and_the_grid_goes_on(tmp_path, monkeypatc
         return real_fit(p, device, lr, bs, *a)
 
     monkeypatch.setattr(finetune, "fit", fit)
-    finetune.run_grid(types.SimpleNamespace(params=p, device=CPU, path=lambda n: tmp_path / n),
+    finetune.run_grid(types.SimpleNamespace(params=p, device=CPU, dir=tmp_path, path=lambda n: tmp_path / n),
                       sampler_cls=FakeSampler, log=lambda *_: None)
     df = pd.read_csv(tmp_path / "transfer.csv")
     assert df.set_index("batch_size").status.to_dict() == {4: "oom", 8: "ok"}
@@ -457,7 +457,7 @@ def test_phase_rows_of_a_changed_batch_size_are_not_shown(tmp_path, monkeypatch)
     monkeypatch.setattr(phases, "measure", fake)
     for batch in (8, 16):
         run = types.SimpleNamespace(params=p_of(models=["resnet18"], batch_size=batch), device=CPU,
-                                    path=lambda n: tmp_path / n, threads=None)
+                                    dir=tmp_path, path=lambda n: tmp_path / n, threads=None)
         shown = transfer.step_phases(run)
     assert len(pd.read_csv(tmp_path / "step_phases.csv")) == 12 and set(shown.batch_size) == {16}
 
@@ -469,7 +469,7 @@ def test_phase_breakdown_runs_for_every_scenario_a_model(tmp_path, monkeypatch):
          "precision": "fp32", "memory_format": "nchw", "step_phase": "optimizer", "status": "ok"}])
     p = p_of(models=["mnist_cnn", "resnet18"], phase_batch_size=4,
              variants=[{"precision": "fp32"}, {"precision": "bf16"}])
-    phases.run_all(types.SimpleNamespace(params=p, device=CPU, path=lambda n: tmp_path / n))
+    phases.run_all(types.SimpleNamespace(params=p, device=CPU, dir=tmp_path, path=lambda n: tmp_path / n))
     assert seen == [("mnist_cnn", 4), ("resnet18", 4)]
 
 
@@ -489,7 +489,7 @@ def test_a_rerun_with_another_phase_window_measures_anew_and_shows_only_its_rows
     monkeypatch.setattr(phases, "measure", fake)
     for window in (0.5, 2.0, 2.0):  # the third run resumes: nothing to measure
         p = p_of(models=["mnist_cnn"], phase_window_s=window)
-        run = types.SimpleNamespace(params=p, device=CPU, path=lambda n: tmp_path / n, threads=None)
+        run = types.SimpleNamespace(params=p, device=CPU, dir=tmp_path, path=lambda n: tmp_path / n, threads=None)
         shown = transfer.step_phases(run)
     assert seen == [0.5, 2.0]
     assert len(pd.read_csv(tmp_path / "step_phases.csv")) == 12  # the old rows stay in the file
@@ -537,7 +537,7 @@ def test_scaling_rows_efficiency_and_loss_check_with_a_fake_launcher(tmp_path):
                     {"t_s": 0.0, "metric": "util_cpu_pct", "value": 9.0, "device_index": None}]} for r in range(world)]}
 
     p = p_of(scaling_world_sizes=[1, 2, 4], scaling_batch_size=8, scaling_backend="gloo")
-    run = types.SimpleNamespace(params=p, device=CPU, threads=4, path=lambda n: tmp_path / n)
+    run = types.SimpleNamespace(params=p, device=CPU, threads=4, dir=tmp_path, path=lambda n: tmp_path / n)
     rows = {r["world_size"]: r for r in scaling.run_all(run, launcher=launcher, log=lambda *_: None)}
     assert calls == [(1, ["16", "32"]), (2, []), (4, [])]  # the reference rides in the 1-process launch
     assert rows[2]["scaling_efficiency_pct"] == pytest.approx(90) and rows[1]["speedup"] == 1
@@ -554,7 +554,7 @@ def test_a_failed_launch_is_a_row_and_nccl_beyond_the_gpus_is_unavailable(tmp_pa
         raise scaling.LaunchFailed("RuntimeError: worker died")
 
     p = p_of(scaling_world_sizes=[1, 64], scaling_backend="nccl")
-    run = types.SimpleNamespace(params=p, device=CPU, threads=2, path=lambda n: tmp_path / n)
+    run = types.SimpleNamespace(params=p, device=CPU, threads=2, dir=tmp_path, path=lambda n: tmp_path / n)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
     rows = scaling.run_all(run, launcher=launcher, log=lambda *_: None)
     assert [r["status"] for r in rows] == ["error", "unavailable"] and "worker died" in rows[0]["error"]

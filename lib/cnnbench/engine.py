@@ -27,13 +27,12 @@ import torch
 from torch import nn
 
 from cnnbench import data, devices, energy, flops, models, telemetry, timing
+from cnnbench.params import default
 
-# Everything that changes a measurement, so a rerun with other parameters measures new rows instead of reusing
-# old ones: the configuration, the device kind, the threads in force and the protocol (see Protocol).
-PROTOCOL_KEYS = ("warmup_steps", "measured_steps", "window_s", "repeats", "processes", "max_processes",
-                 "ci_target_pct", "lr", "momentum", "workers", "pin_memory", "synthetic_images", "seed", "data_path")
-CONFIG_KEYS = ("model", "device_kind", "phase", "data_mode", "dataset", "batch_size", "image_size", "num_classes",
-               "in_channels", "precision", "memory_format", "compile", "threads", *PROTOCOL_KEYS)
+# Everything that changes a measurement (declared with the tables, results.tables): a rerun with other
+# parameters measures new rows instead of reusing old ones.
+from cnnbench.results.tables import PROTOCOL_KEYS  # noqa: E402
+
 # Columns every result frame has, so a table of failures only still has them (empty).
 MEASURE_COLUMNS = ("throughput_img_s", "throughput_ci95_img_s", "throughput_window_min_img_s",
                    "throughput_window_max_img_s", "step_time_median_s", "step_time_mean_s", "step_time_std_s",
@@ -61,25 +60,25 @@ class Config:
 
 @dataclass(frozen=True)
 class Protocol:
-    """How it is measured."""
+    """How it is measured (the defaults are the params' own: :func:`cnnbench.params.default`)."""
 
-    warmup_steps: int = 10
-    measured_steps: int = 0  # 0 = as many as fill window_s, from the timed warm-up steps
-    window_s: float = 3.0
-    repeats: int = 3  # measured windows per process
-    processes: int = 3  # least fresh processes per configuration; the reported interval spans them
-    max_processes: int = 6  # most processes per configuration while its interval is wider than ci_target_pct
-    ci_target_pct: float = 5.0  # stop adding processes once the 95% interval is within +-this % of the rate
-    adapt_budget_s: float = 120.0  # seconds per pass spent on processes beyond ``processes`` (0: none)
-    lr: float = 0.01
-    momentum: float = 0.9
-    workers: int = 2
-    pin_memory: bool = True
-    synthetic_images: int = 2048
-    telemetry_interval_s: float = 0.1
-    seed: int = 0
-    data_path: str = ""
-    download: bool = False
+    warmup_steps: int = default('warmup_steps')
+    measured_steps: int = default('measured_steps')  # 0 = as many as fill window_s, from the timed warm-up steps
+    window_s: float = default('window_s')
+    repeats: int = default('repeats')  # measured windows per process
+    processes: int = default('processes')  # least fresh processes per configuration; the reported interval spans them
+    max_processes: int = default('max_processes')  # most processes per configuration while its interval is wider than ci_target_pct
+    ci_target_pct: float = default('ci_target_pct')  # stop adding processes once the 95% interval is within +-this % of the rate
+    adapt_budget_s: float = default('adapt_budget_s')  # seconds per pass spent on processes beyond ``processes`` (0: none)
+    lr: float = default('lr')
+    momentum: float = default('momentum')
+    workers: int = default('workers')
+    pin_memory: bool = default('pin_memory')
+    synthetic_images: int = default('synthetic_images')
+    telemetry_interval_s: float = default('telemetry_interval_s')
+    seed: int = default('seed')
+    data_path: str = default('data_path')
+    download: bool = default('download')
 
     @classmethod
     def from_params(cls, p) -> Protocol:

@@ -85,7 +85,7 @@ def quick_measure(run, model: str, batch_size: int, precision: str, data_mode: s
     except Exception as err:  # noqa: BLE001 - a failed measurement is a row with its status
         row.update(engine.failure(err))
     say(1.0, "noisy: the interval stayed wide" if row.get("noisy") else f"done ({row['status']})")
-    results.ResultsFile(run.path("explore.csv"), ("timestamp", "model", "batch_size", "precision")).append(row)
+    results.file(run.dir, "explore").append(row)
     return row
 
 
@@ -128,9 +128,8 @@ def _show(history: list[dict], run) -> None:
     if ok.empty:
         return
     show(plots.throughput, ok)
-    peaks_file = run.path("device_peaks.csv")
-    if peaks_file.is_file():
-        peaks = pd.read_csv(peaks_file)
+    peaks = results.read(run.dir, "device_peaks")
+    if len(peaks):
         ints = [roofline.step_intensity(r.model, int(r.batch_size), int(r.image_size), int(r.num_classes), "train",
                                         r.precision)["intensity_flop_per_byte"] for r in ok.itertuples()]
         show(plots.roofline, peaks, ok.assign(intensity_flop_per_byte=ints), "explored configurations")

@@ -45,6 +45,10 @@ NOTEBOOKS = (
 
     "08_analysis",
 )
+# The from-scratch backends and networks of 05 (cnnbench.scratch implements them; declared here so that
+# validating a params file imports no experiment module).
+SCRATCH_BACKENDS = ("numpy", "numba_cpu", "numba_cuda", "cupy", "torch_cpu", "torch_cuda", "torch_mps")
+SCRATCH_MODELS = ("mnist_cnn", "mlp")
 VARIANT_KEYS = {"precision": str, "memory_format": str, "compile": bool}
 
 
@@ -231,6 +235,13 @@ FIELDS = {f.name: f for f in dataclasses.fields(Params)}
 _HINTS = typing.get_type_hints(Params)
 
 
+def default(key: str) -> Any:
+    """The default value of params key ``key``: what every other place that needs it (engine.Protocol,
+    tuning.search.Settings) takes, instead of declaring it again."""
+    f = FIELDS[key]
+    return f.default if f.default is not dataclasses.MISSING else f.default_factory()
+
+
 def describe() -> dict[str, str]:
     """Key -> the comment documenting it, read from this file (the schema is the documentation).
 
@@ -344,12 +355,10 @@ def _check_data(src: str, p: Params) -> None:
 
 def _check_scratch(src: str, p: Params) -> None:
     """Keys of the from-scratch backends (05)."""
-    from cnnbench.scratch import BACKENDS, MODELS
-
     for name in p.scratch_backends:
-        _one_of(src, "scratch_backends", name, BACKENDS)
+        _one_of(src, "scratch_backends", name, SCRATCH_BACKENDS)
     for name in p.scratch_models:
-        _one_of(src, "scratch_models", name, MODELS)
+        _one_of(src, "scratch_models", name, SCRATCH_MODELS)
     _one_of(src, "scratch_dataset", p.scratch_dataset, ("synthetic", "mnist"))
     for key in ("scratch_epochs", "scratch_batch_size", "scratch_mlp_steps", "scratch_mlp_eval_every",
                 "scratch_op_steps", "scratch_gradcheck_batch"):

@@ -115,7 +115,7 @@ def _env_summary(env: dict) -> dict:
 def complexity_warning(run_dir: Path) -> str:
     """A red warning naming every model whose counts in complexity.csv disagree with torchvision's published
     figures (column ``matches_published``), for the top of the report; "" when all agree or none was checked."""
-    rows = results.read_rows(run_dir / "complexity.csv")
+    rows = results.rows(run_dir, "complexity")
     bad = sorted({r["model"] for r in rows if r.get("matches_published", "True").strip().lower() == "false"})
     if not bad:
         return ""
@@ -167,19 +167,24 @@ def build_run_report(run_dir: Path, notebooks: list[Path]) -> Path:
 
 
 def combined_runs(outputs: Path) -> tuple[list[Path], dict[str, str]]:
-    """The user runs a combined report merges, and the folders it leaves out with the reason (smoke/test and
-    failed runs, the combined analysis itself, runs of another results schema)."""
-    from cnnbench import SCHEMA_VERSION, analysis
+    """The user runs a combined report merges, and the folders it leaves out with the reason (smoke/test,
+    failed and broken runs, the combined analysis itself, runs of another results schema)."""
+    from cnnbench import SCHEMA_VERSION
+    from cnnbench.results import runs as results_runs
 
     excluded: dict[str, str] = {}
-    runs = []
-    for d in analysis.discover(outputs, [analysis.ALL_RUNS], excluded):
-        version = results.read_json(d / "environment.json").get("schema_version")
+    keep = []
+    for d in results_runs.discover(outputs, [results_runs.ALL_RUNS], excluded):
+        try:
+            version = results_runs.environment(d).get("schema_version")
+        except results.CorruptResults as err:
+            excluded[d.name] = f"broken run ({err})"
+            continue
         if version == SCHEMA_VERSION:
-            runs.append(d)
+            keep.append(d)
         else:
             excluded[d.name] = f"schema version {version} (this workbook reads {SCHEMA_VERSION})"
-    return runs, excluded
+    return keep, excluded
 
 
 def build_combined_report(outputs: Path, analysis_notebook: Path) -> tuple[Path, int]:

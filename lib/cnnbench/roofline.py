@@ -16,7 +16,7 @@ import pandas as pd
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-from cnnbench import analysis, devices, engine, published, results, scenarios, traffic
+from cnnbench import devices, engine, published, results, scenarios, traffic
 from cnnbench import peaks as peaks_mod
 
 
@@ -217,12 +217,7 @@ def read_inputs(run) -> dict[str, pd.DataFrame]:
     """The results 04 builds on (complexity, scenario_a, batch_sweep), each an empty frame when missing; of
     scenario_a and batch_sweep only the rows of the run's current params (a rerun with another protocol leaves
     the old rows in the CSV beside the new)."""
-    out = {}
-    for name in ("complexity", "scenario_a", "batch_sweep"):
-        path = run.path(f"{name}.csv")
-        df = pd.read_csv(path) if path.is_file() else pd.DataFrame()
-        out[name] = analysis.for_run(run, df) if name in analysis.ENGINE_TABLES else df
-    return out
+    return {name: results.read(run.dir, name) for name in ("complexity", "scenario_a", "batch_sweep")}
 
 
 def inputs_note(inputs: dict[str, pd.DataFrame]) -> str:
@@ -312,21 +307,15 @@ def above_roof_summary(points: pd.DataFrame) -> pd.DataFrame:
 
 
 def across_runs(run_dirs) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Scenario A roofline points and measured roofs of the runs ``run_dirs`` (``analysis.runs_for``: this run
+    """Scenario A roofline points and measured roofs of the runs ``run_dirs`` (``results.runs.runs_for``: this run
     alone unless ``analysis_runs`` names others), each row tagged ``run_name`` (for per-model plots)."""
     points, roofs = [], []
-    for run_dir in sorted(d for d in map(Path, run_dirs) if (d / "roofline.csv").is_file()):
-        pts = pd.DataFrame(results.read_rows(run_dir / "roofline.csv"))
+    for run_dir in sorted(map(Path, run_dirs)):
+        pts = results.read(run_dir, "roofline")
         if "source" not in pts:  # a run with nothing placed
             continue
         points.append(pts[pts.source == "scenario_a"].assign(run_name=run_dir.name))
-        if (run_dir / "device_peaks.csv").is_file():
-            peaks = pd.DataFrame(results.read_rows(run_dir / "device_peaks.csv"))
+        peaks = results.read(run_dir, "device_peaks")
+        if len(peaks.columns):
             roofs.append(peaks.assign(run_name=run_dir.name))
-    num = ["intensity_flop_per_byte", "achieved_gflops", "peak_gflops", "bandwidth_gbs", "batch_size"]
-    frames = [pd.concat(f, ignore_index=True) if f else pd.DataFrame() for f in (points, roofs)]
-    for df in frames:
-        for col in num:
-            if col in df:
-                df[col] = pd.to_numeric(df[col], errors="coerce")
-    return frames[0], frames[1]
+    return tuple(pd.concat(f, ignore_index=True) if f else pd.DataFrame() for f in (points, roofs))

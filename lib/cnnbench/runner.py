@@ -37,11 +37,10 @@ from pathlib import Path
 import torch
 
 from cnnbench import engine, telemetry, timing
-from cnnbench.engine import CONFIG_KEYS, Config, Protocol
+from cnnbench.engine import Config, Protocol
 from cnnbench.progress import bar, process_done, row_done
-from cnnbench.results import ResultsFile
+from cnnbench.results import CONFIG_KEYS, TABLES, WINDOW_KEYS, ResultsFile
 
-WINDOW_KEYS = (*CONFIG_KEYS, "process", "repeat")
 # Columns the process rows carry that are merged by their own rule (not the mean): largest or smallest.
 _MAX_PREFIXES = ("peak_", "util_process_cpu_max", "util_cpu_max", "gpu_mem_used_max")
 _NOT_MERGED = {*CONFIG_KEYS, "process", "steps_per_window", "exitcode"}
@@ -50,9 +49,8 @@ _NOT_MERGED = {*CONFIG_KEYS, "process", "steps_per_window", "exitcode"}
 def _files(path, steps_path, telemetry_path):
     path = Path(path)
     windows = path.with_name(f"{path.stem}_windows.csv")
-    steps = ResultsFile(steps_path, (*WINDOW_KEYS, "step")) if steps_path else None
-    tele = ResultsFile(telemetry_path, (*CONFIG_KEYS, "source", "process", "t_s", "metric", "device_index")) \
-        if telemetry_path else None
+    steps = ResultsFile(steps_path, TABLES["scenario_a_steps"].key) if steps_path else None
+    tele = ResultsFile(telemetry_path, TABLES["telemetry"].key) if telemetry_path else None
     return ResultsFile(path, CONFIG_KEYS), ResultsFile(windows, WINDOW_KEYS), steps, tele
 
 
@@ -62,7 +60,7 @@ class _Config:
 
     def __init__(self, cfg: Config, key: dict, windows: ResultsFile):
         self.cfg, self.key = cfg, key
-        mine = [w for w in windows.rows() if windows._key_of(w)[: len(CONFIG_KEYS)] == _key(windows, key)]
+        mine = [w for w in windows.rows() if windows.key_of(w)[: len(CONFIG_KEYS)] == _key(windows, key)]
         self.windows = [_typed_window(w) for w in mine]
         self.rows: dict[int, dict] = {}
         self.failure: dict | None = None
@@ -94,7 +92,7 @@ class _Config:
 
 
 def _key(file: ResultsFile, key: dict) -> tuple[str, ...]:
-    return file._key_of(key)[: len(CONFIG_KEYS)]
+    return file.key_of(key)[: len(CONFIG_KEYS)]
 
 
 def _typed_window(w: dict) -> dict:
@@ -255,6 +253,9 @@ def run_configs(configs: Iterable[Config], device: torch.device, protocol: Proto
     results, windows, steps, _ = files
     threads = torch.get_num_threads()
     keys = [engine.config_key(c, device, protocol, threads) for c in configs]
+    for f in files:  # these configurations, and only they, are this invocation's rows (results.ResultsFile.plan)
+        if f is not None:
+            f.plan(keys, source or desc, CONFIG_KEYS)
     states = [_Config(c, k, windows) for c, k in zip(configs, keys, strict=True) if not results.done(k)]
     datasets: dict[int, object] = {}
     probed = {"img_s": math.nan}
@@ -287,5 +288,4 @@ def run_configs(configs: Iterable[Config], device: torch.device, protocol: Proto
         row.pop("process", None)
         results.append(row)
         row_done(row)  # one progress line per configuration for the pipeline's console
-    wanted = {results._key_of(k) for k in keys}
-    return [r for r in results.rows() if results._key_of(r) in wanted]
+    return results.current()

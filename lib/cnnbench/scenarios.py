@@ -15,7 +15,6 @@ import torch
 from cnnbench import data, devices, engine, models, results, runner, telemetry, worker
 from cnnbench.engine import Config, Protocol
 from cnnbench.progress import bar
-from cnnbench.results import ResultsFile
 
 
 def model_data(p, model: str) -> tuple[str, int, int, int]:
@@ -91,9 +90,6 @@ def diminishing_returns(df: pd.DataFrame, within: float = 0.05) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["model", "phase", "best_throughput_img_s", "best_batch_size", "knee_batch_size"])
 
 
-# Everything that changes an epoch time, so a rerun with other parameters measures new rows.
-EPOCH_KEYS = ("model", "device_kind", "batch_size", "image_size", "num_classes", "in_channels", "precision",
-              "memory_format", "compile", "dataset", "threads", "workers", "max_batches", "epoch_images")
 
 
 def _epoch(work: engine.Workload, loader, phase: str, max_batches: int, max_images: int = 0,
@@ -160,28 +156,27 @@ def epochs(run) -> pd.DataFrame:
     model's pair of epochs runs in a fresh worker process unless the params say ``isolate: false`` (column
     ``isolation``: "worker" or "in_process"), so its ``peak_rss_mib`` is its own, not the largest model's before it."""
     p, device = run.params, run.device
-    results = ResultsFile(run.path("epochs.csv"), EPOCH_KEYS)
-    wanted = []
-    for model in bar(p.models, desc="epochs", unit="model"):
+    file = results.file(run.dir, "epochs")
+    planned = []
+    for model in p.models:
         cfg = _config(p, model, "train", p.batch_size_for(model), p.variants[0])
-        cap = p.epoch_images_per_model.get(model, p.epoch_images)
         config = {k: v for k, v in asdict(cfg).items() if k not in ("phase", "data_mode")}
-        row = {**config, "device_kind": device.type, "device_name": devices.device_name(device), "status": "ok",
-               "error": "", "threads": torch.get_num_threads(), "workers": p.workers, "max_batches": p.max_batches,
-               "epoch_images": cap}
-        if results.done(row):
-            wanted.append(results._key_of(row))
+        planned.append((model, cfg, {**config, "device_kind": device.type, "device_name": devices.device_name(device),
+                                     "status": "ok", "error": "", "threads": torch.get_num_threads(),
+                                     "workers": p.workers, "max_batches": p.max_batches,
+                                     "epoch_images": p.epoch_images_per_model.get(model, p.epoch_images)}))
+    file.plan([row for *_, row in planned], "epochs")
+    for model, cfg, row in bar(planned, desc="epochs", unit="model"):
+        if file.done(row):
             continue
         if p.isolate:  # its own process: its peak RSS is not that of the models measured before it
-            row.update(worker.call_isolated(_epoch_pair, p, cfg, str(device), cap, device=device,
+            row.update(worker.call_isolated(_epoch_pair, p, cfg, str(device), row["epoch_images"], device=device,
                                             name=f"cnnbench-epochs-{model}"))
         else:
             row["isolation"] = "in_process"
             try:
-                row.update(_epoch_pair(p, cfg, str(device), cap))
+                row.update(_epoch_pair(p, cfg, str(device), row["epoch_images"]))
             except Exception as err:  # noqa: BLE001 - a failure is a row
                 row.update(engine.failure(err))
-        results.append(row)
-        wanted.append(results._key_of(row))
-    mine = [results._key_of(r) in wanted for r in results.rows()]  # this run's configurations, file order
-    return pd.read_csv(run.path("epochs.csv"))[mine].reset_index(drop=True)
+        file.append(row)
+    return results.read(run.dir, "epochs")

@@ -256,13 +256,14 @@ def span_summary(series: list[dict], begin: float, end: float) -> dict[str, floa
 
 
 def read(path: str | Path, source: str | None = None) -> pd.DataFrame:
-    """A ``telemetry.csv`` as a frame (t_s, metric, value, device_index + context), only the rows of ``source``
-    (e.g. "scenario_a") when given; empty if absent."""
+    """A ``telemetry.csv`` as a frame (t_s, metric, value, device_index + context): its current rows
+    (results.ResultsFile.plan), only those of ``source`` (e.g. "scenario_a") when given; empty if absent."""
+    from cnnbench import results
+
     path = Path(path)
-    if not path.is_file():
-        return pd.DataFrame(columns=["source", "t_s", "metric", "value", "device_index"])
-    df = pd.read_csv(path)
-    df["device_index"] = df["device_index"].astype("Int64")
+    df = results.frame(results.current_rows(path, results.read_rows(path)),
+                       ("source", "t_s", "metric", "value", "device_index"))
+    df["device_index"] = pd.to_numeric(df["device_index"], errors="coerce").astype("Int64")
     return df if source is None else df[df.source == source].reset_index(drop=True)
 
 

@@ -12,9 +12,10 @@ One interface (:class:`cnnbench.scratch.base.Backend`), one module per backend f
 
 from __future__ import annotations
 
+from cnnbench.params import SCRATCH_BACKENDS
 from cnnbench.scratch.base import MODELS, Backend, BackendUnavailable, OpTimer, torch_weights
 
-BACKENDS = ("numpy", "numba_cpu", "numba_cuda", "cupy", "torch_cpu", "torch_cuda", "torch_mps")
+BACKENDS = SCRATCH_BACKENDS
 # device_kind of each backend (cpu | cuda | mps), as in every other results file.
 DEVICE_KIND = {"numpy": "cpu", "numba_cpu": "cpu", "numba_cuda": "cuda", "cupy": "cuda",
                "torch_cpu": "cpu", "torch_cuda": "cuda", "torch_mps": "mps"}

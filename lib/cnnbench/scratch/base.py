@@ -16,7 +16,9 @@ from typing import Protocol
 
 import numpy as np
 
-MODELS = ("mnist_cnn", "mlp")
+from cnnbench.params import SCRATCH_MODELS
+
+MODELS = SCRATCH_MODELS
 # Names of the parameters of each network, in PyTorch's layout (shapes follow from the input size).
 PARAM_NAMES = {
     "mnist_cnn": ("conv1.weight", "conv1.bias", "conv2.weight", "conv2.bias",

@@ -429,9 +429,10 @@ def run_all(run, data: Data | None = None, progress=print) -> dict[str, list[dic
     p, threads = run.params, run.threads
     set_threads(threads)
     data = data or load_data(p)
-    files = {name: results.ResultsFile(run.path(f"{name}.csv"), key) for name, key in [
-        ("gradcheck", ("backend", "model", "tensor")), ("backends", ("backend", "model", "epoch")),
-        ("backend_ops", ("backend", "model", "op")), ("backend_memory", ("backend", "model", "component"))]}
+    files = {name: results.file(run.dir, name) for name in CSVS}
+    planned = [{"backend": b, "model": m} for m in p.scratch_models for b in p.scratch_backends]
+    for name in CSVS:
+        results.table(name).plan(run.dir, planned, "backends")
     out: dict[str, list[dict]] = {k: [] for k in files}
 
     def keep(name):
@@ -467,12 +468,4 @@ CSVS = ("backends", "gradcheck", "backend_ops", "backend_memory")
 
 def load_frames(run_dir) -> dict:
     """The four CSVs of 05 in a run folder as DataFrames (empty ones where a file is missing)."""
-    from pathlib import Path
-
-    import pandas as pd
-
-    out = {}
-    for name in CSVS:
-        path = Path(run_dir) / f"{name}.csv"
-        out[name] = pd.read_csv(path) if path.is_file() else pd.DataFrame(columns=["backend", "model", "status"])
-    return out
+    return {name: results.read(run_dir, name, ("backend", "model", "status")) for name in CSVS}

@@ -17,6 +17,7 @@ import dataclasses
 
 import pandas as pd
 
+from cnnbench import results
 from cnnbench.transfer import distributed as _scaling
 from cnnbench.transfer import finetuning as _finetune
 from cnnbench.transfer import phases as _phases
@@ -39,8 +40,8 @@ __all__ = ["TransferError", "check", "finetune", "step_phases", "profile", "scal
            "scaling_plot", "plot_timelines", "beside_seed"]
 
 
-def _read(path) -> pd.DataFrame:
-    return pd.read_csv(path) if path.is_file() and path.stat().st_size else pd.DataFrame()
+def _read(run, name: str) -> pd.DataFrame:
+    return results.read(run.dir, name)
 
 
 def check(run) -> str:
@@ -57,21 +58,18 @@ def check(run) -> str:
 def finetune(run) -> pd.DataFrame:
     """The lr x batch-size grid on every present device of ``transfer_devices`` -> transfer.csv."""
     _finetune.run_grid(run, log=lambda *_: None)
-    return _read(run.path("transfer.csv"))
+    return _read(run, "transfer")
 
 
 def step_phases(run) -> pd.DataFrame:
     """The per-phase breakdown of every Scenario A model's training step -> step_phases.csv."""
-    from cnnbench import analysis
-
     _phases.run_all(run)
-    return _phases.current(analysis.for_run(run, _read(run.path("step_phases.csv"))), run.params)
+    return _read(run, "step_phases")
 
 
 def profile(run) -> pd.DataFrame:
     """Trace ``profile_steps`` steps of each of ``profile_models`` -> trace_<model>.json, profile_ops.csv."""
     from cnnbench import engine, scenarios
-    from cnnbench.results import ResultsFile
 
     p = run.params
     rows = []
@@ -81,19 +79,21 @@ def profile(run) -> pd.DataFrame:
             cfg = dataclasses.replace(cfg, batch_size=p.profile_batch_size or p.phase_batch_size)
         rows += _profiling.profile_model(cfg, run.device, engine.Protocol.from_params(p), run.dir,
                                          p.profile_steps, p.profile_top_k)
-    ResultsFile(run.path("profile_ops.csv"), ("model", "device_kind", "pass", "op")).extend(rows)
-    return _read(run.path("profile_ops.csv"))
+    table = results.table("profile_ops")
+    table.plan(run.dir, [{"model": m, "device_kind": run.device.type} for m in p.profile_models], "profile")
+    table.file(run.dir).extend(rows)
+    return _read(run, "profile_ops")
 
 
 def scaling(run) -> pd.DataFrame:
     """DistributedDataParallel over 1..N processes launched by torchrun -> scaling.csv."""
     _scaling.run_all(run)
-    return _read(run.path("scaling.csv"))
+    return _read(run, "scaling")
 
 
 def telemetry(run) -> pd.DataFrame:
     """The telemetry series sampled during fine-tuning and scaling (empty if the sampler keeps none)."""
-    return _read(run.path(_timelines.FILE))
+    return _read(run, "transfer_telemetry")
 
 
 def plot_timelines(df: pd.DataFrame, experiment: str, path=None):

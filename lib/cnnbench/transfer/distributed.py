@@ -18,10 +18,9 @@ from pathlib import Path
 
 import torch
 
-from cnnbench import devices
+from cnnbench import devices, results
 from cnnbench.transfer import timelines
 
-KEYS = ("model", "backend", "world_size", "per_device_batch", "image_size")
 LOSS_RTOL = 1e-4
 
 
@@ -101,7 +100,6 @@ def efficiency(rows: list[dict]) -> None:
 def run_all(run, launcher=launch, log=print) -> list[dict]:
     """Every world size of the params, plus for each N > 1 a one-process loss check at batch N x b."""
     from cnnbench.engine import failure
-    from cnnbench.results import ResultsFile
     from cnnbench.scenarios import model_data
 
     p = run.params
@@ -154,5 +152,7 @@ def run_all(run, launcher=launch, log=print) -> list[dict]:
     for r in rows:
         r.setdefault("device_name", devices.device_name(run.device))
         r.setdefault("device_kind", "cuda" if backend == "nccl" else "cpu")
-    ResultsFile(run.path("scaling.csv"), KEYS).extend(rows)
+    table = results.table("scaling")
+    table.plan(run.dir, rows, "scaling")
+    table.file(run.dir).extend(rows)
     return rows

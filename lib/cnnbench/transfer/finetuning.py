@@ -244,7 +244,6 @@ def now() -> str:
 
 # --- the grid ------------------------------------------------------------------------------------------------
 
-KEYS = ("model", "device_kind", "dataset", "optimizer", "pretrained", "lr", "batch_size", "image_size", "epoch")
 
 
 def present_devices(specs: list[str], fallback: torch.device) -> list[torch.device]:
@@ -300,16 +299,22 @@ def peak_memory_mib(device: torch.device) -> dict[str, float]:
 
 def run_grid(run, sampler_cls=None, log=print) -> None:
     """Every (device, batch size, lr) grid point of the run not already finished in transfer.csv."""
+    from cnnbench import results as results_layer
     from cnnbench import telemetry
     from cnnbench.engine import failure
-    from cnnbench.results import ResultsFile
     from cnnbench.transfer import timelines
 
     p, sampler_cls = run.params, sampler_cls or telemetry.Sampler
     log(check_weights(p.transfer_model, p.pretrained))
     sets = datasets(p)
-    results = ResultsFile(run.path("transfer.csv"), KEYS)
-    for device in present_devices(p.transfer_devices, run.device):
+    table = results_layer.table("transfer")
+    results = table.file(run.dir)
+    here = present_devices(p.transfer_devices, run.device)
+    table.plan(run.dir, [{"model": p.transfer_model, "device_kind": d.type, "dataset": p.transfer_dataset,
+                          "optimizer": p.optimizer, "pretrained": p.pretrained, "lr": lr, "batch_size": bs,
+                          "image_size": p.transfer_image_size}
+                         for d in here for bs in p.transfer_batch_sizes for lr in p.transfer_lrs], "transfer")
+    for device in here:
         for bs in p.transfer_batch_sizes:
             for lr in p.transfer_lrs:
                 base = {"model": p.transfer_model, "device_kind": device.type, "dataset": p.transfer_dataset,

@@ -25,7 +25,7 @@ from dataclasses import asdict
 import torch
 
 from cnnbench import data, devices, engine, models, timing
-from cnnbench.analysis import PASS_KEYS, norm
+from cnnbench.results.tables import PHASE_PASS_KEYS as PASS_KEYS
 
 STEP_PHASES = ("data_wait", "h2d_copy", "forward", "loss", "backward", "optimizer")
 TOLERANCE_PCT = 5.0
@@ -34,11 +34,9 @@ TOLERANCE_PCT = 5.0
 # varies by +-15% whichever way it is timed, and 6 pairs left the 5% check to chance.
 PRECISION_PCT = 2.0
 MAX_PAIRS = 2000  # a bound on the pairs one window measures, whatever the clock says
-# A row's key: the configuration, and every parameter that changes the measurement (a rerun with another
-# measures new rows, and the notebooks show those of the current parameters: analysis.current_rows).
+# A row's key (results.tables.PHASE_KEYS): the configuration and every parameter that changes the measurement;
+# a rerun with another measures new rows, and only those its params plan are current (results.ResultsFile.plan).
 PROTOCOL = ("warmup_steps", "workers", "pin_memory", "synthetic_images", "seed", "data_path")
-KEYS = ("model", "device_kind", "batch_size", "image_size", "num_classes", "in_channels", "precision",
-        "memory_format", "dataset", "threads", *PROTOCOL, *PASS_KEYS, "step_phase")
 
 
 class PhaseTimer:
@@ -288,33 +286,22 @@ def configs(p) -> list[engine.Config]:
             for c in first.values()]
 
 
-CONFIG_COLUMNS = ("model", "batch_size", "image_size", "num_classes", "in_channels", "precision", "memory_format",
-                  "dataset")
-
-
-def current(df, p):
-    """The rows of ``df`` (step_phases.csv) of the configurations ``p`` measures; other rows stay in the file."""
-    if df.empty:
-        return df
-    want = {tuple(norm(getattr(c, k)) for k in CONFIG_COLUMNS) for c in configs(p)}
-    rows = df[list(CONFIG_COLUMNS)].itertuples(index=False)
-    return df[[tuple(norm(v) for v in row) in want for row in rows]]
-
-
 def run_all(run) -> None:
     """The breakdown for every Scenario A model (train, first variant) into step_phases.csv, resuming."""
+    from cnnbench import results as results_layer
     from cnnbench import scenarios
     from cnnbench.progress import bar
-    from cnnbench.results import ResultsFile
 
     p = run.params
-    results = ResultsFile(run.path("step_phases.csv"), KEYS)
+    table = results_layer.table("step_phases")
+    results = table.file(run.dir)
     protocol = engine.Protocol.from_params(p)
     dataset_for = scenarios.dataset_loader(p)
     passes = {k: getattr(p, k) for k in PASS_KEYS}
-    for cfg in bar(configs(p), desc="step phases", unit="model"):
-        key = {**asdict(cfg), "device_kind": run.device.type, "threads": torch.get_num_threads(),
-               **asdict(protocol), **passes, "step_phase": STEP_PHASES[-1]}
+    keys = [{**asdict(cfg), "device_kind": run.device.type, "threads": torch.get_num_threads(), **asdict(protocol),
+             **passes, "step_phase": STEP_PHASES[-1]} for cfg in configs(p)]
+    table.plan(run.dir, keys, "step_phases")
+    for cfg, key in bar(list(zip(configs(p), keys, strict=True)), desc="step phases", unit="model"):
         if results.done(key):
             continue
         rows = measure(cfg, run.device, protocol, p.phase_steps, dataset_for(cfg), window_s=p.phase_window_s,

@@ -13,9 +13,8 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 from cnnbench.plots import save
-from cnnbench.results import ResultsFile
+from cnnbench.results import ResultsFile, table
 
-KEY = ("experiment", "configuration", "rank", "metric", "device_index", "t_s")
 FILE = "transfer_telemetry.csv"
 
 
@@ -37,7 +36,7 @@ def tidy(samples: list[dict], experiment: str, configuration: str, device_kind: 
 def record(path: str | Path, rows: list[dict]) -> None:
     """Add ``rows`` to the telemetry CSV at ``path`` in one atomic write."""
     if rows:
-        ResultsFile(path, KEY).extend(rows)
+        ResultsFile(path, table("transfer_telemetry").key).extend(rows)
 
 
 def end_to_end(df: pd.DataFrame, gap_s: float = 0.5) -> pd.DataFrame:

@@ -9,23 +9,17 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 
-from cnnbench import engine, roofline, scenarios
+from cnnbench import engine, results, roofline, scenarios
 from cnnbench.results import ResultsFile
+from cnnbench.results.tables import SEARCH_KEYS, TUNING_PARAM_KEYS
 from cnnbench.tuning import guard, search, space
 from cnnbench.tuning.knobs import applied
 from cnnbench.tuning.space import Candidate, Hardware
 
-# Everything that decides a search's outcome: the searched data, the default configuration it is compared with
-# (batch size, threads, loader settings: ``default_*``, apart from each row's candidate columns), the measuring
-# protocol and every tune_* key (lists joined by commas). A rerun whose params change any of them searches
-# again, into new rows.
-PARAM_KEYS = ("seed", "lr", "momentum", "synthetic_images", "repeats", "tune_budget_s", "tune_eta",
-              "tune_precisions", "tune_compile_modes", "tune_min_batch_size", "tune_max_batch_size",
-              "tune_confirm_top", "tune_confirm_window_s", "tune_confirm_warmup_steps", "tune_guard_steps",
-              "tune_guard_batch_size", "tune_guard_tolerance")
-SEARCH_KEY = ("model", "device_kind", "phase", "image_size", "num_classes", "in_channels", "dataset", "data_mode",
-              "default_batch_size", "default_threads", "default_workers", "default_pin_memory", *PARAM_KEYS)
-KEY = (*SEARCH_KEY, "row_kind", "stage", "rung", "config")
+# What decides a search's outcome (its data, the default configuration it is compared with, the protocol and
+# every tune_* key) is declared with the table: results.tables.SEARCH_KEYS. A rerun whose params change any of
+# them searches again, into new rows.
+PARAM_KEYS = TUNING_PARAM_KEYS
 
 
 def base_config(p, model: str, phase: str) -> engine.Config:
@@ -41,8 +35,8 @@ def default_candidate(p, model: str, threads: int, device_kind: str) -> Candidat
 
 
 def read_peaks(run) -> pd.DataFrame | None:
-    path = run.path("device_peaks.csv")
-    return pd.read_csv(path) if path.is_file() else None
+    peaks = results.read(run.dir, "device_peaks")
+    return peaks if len(peaks.columns) else None
 
 
 def roof_columns(peaks: pd.DataFrame | None, cfg: engine.Config, c: Candidate, achieved_gflops: float) -> dict:
@@ -132,19 +126,17 @@ def tune(run) -> pd.DataFrame:
     """
     p, device = run.params, run.device
     hw = Hardware.detect(device)
-    results = ResultsFile(run.path("tuning.csv"), KEY)
-    finished = ResultsFile(results.path, (*SEARCH_KEY, "row_kind"))
-    searches = ResultsFile(results.path, SEARCH_KEY)
-    space_file = ResultsFile(run.path("tuning_space.csv"), ("model", "device_kind", "knob", "value"))
+    table = results.table("tuning")
+    rows = table.file(run.dir)
+    finished = ResultsFile(rows.path, (*SEARCH_KEYS, "row_kind"))
+    space_file = results.file(run.dir, "tuning_space")
     peaks = read_peaks(run)
-    wanted = set()
-    for model in p.tune_models:
-        for phase in p.tune_phases:
-            identity = identity_of(run, model, phase, hw)
-            wanted.add(searches._key_of(identity))
-            if finished.done({**identity, "row_kind": "best"}):
-                continue
-            _, sp = tune_one(run, model, phase, hw, lambda row: results.append(plain(row)), peaks)
-            space_file.extend({"model": model, **r} for r in sp.rows(hw))
-    mine = [searches._key_of(r) in wanted for r in results.rows()]
-    return pd.read_csv(run.path("tuning.csv"))[mine].reset_index(drop=True)
+    searches = [(model, phase, identity_of(run, model, phase, hw)) for model in p.tune_models
+                for phase in p.tune_phases]
+    table.plan(run.dir, [identity for *_, identity in searches], "tuning")
+    for model, phase, identity in searches:
+        if finished.done({**identity, "row_kind": "best"}):
+            continue
+        _, sp = tune_one(run, model, phase, hw, lambda row: rows.append(plain(row)), peaks)
+        space_file.extend({"model": model, **r} for r in sp.rows(hw))
+    return results.read(run.dir, "tuning")

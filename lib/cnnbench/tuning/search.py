@@ -26,6 +26,7 @@ from itertools import product
 import torch
 
 from cnnbench import devices, energy, engine, timing
+from cnnbench.params import default
 from cnnbench.tuning import guard, racing
 from cnnbench.tuning.knobs import applied
 from cnnbench.tuning.racing import Outcome
@@ -35,27 +36,31 @@ STAGES = ("numerics", "batch_size", "host")
 MIN_WINDOW_STEPS = 3  # a race window never has fewer steps (one step: no spread, a zero bootstrap interval)
 
 
+# The params key each setting is read from.
+PARAM_OF = {"budget_s": "tune_budget_s", "eta": "tune_eta", "confirm_top": "tune_confirm_top",
+            "confirm_window_s": "tune_confirm_window_s", "confirm_warmup_steps": "tune_confirm_warmup_steps",
+            "confirm_repeats": "repeats", "confirm_rounds": "processes", "guard_steps": "tune_guard_steps",
+            "guard_batch_size": "tune_guard_batch_size", "guard_tolerance": "tune_guard_tolerance"}
+
+
 @dataclass(frozen=True)
 class Settings:
-    """The search's parameters (the tune_* keys of the params)."""
+    """The search's parameters: the tune_* keys of the params (``PARAM_OF``), with the params' defaults."""
 
-    budget_s: float = 60.0
-    eta: int = 2
-    confirm_top: int = 2
-    confirm_window_s: float = 3.0
-    confirm_warmup_steps: int = 2
-    confirm_repeats: int = 3
-    confirm_rounds: int = 3  # interleaved rounds of the confirmation (default and top candidates, in turn)
-    guard_steps: int = 8
-    guard_batch_size: int = 8
-    guard_tolerance: float = 0.10
+    budget_s: float = default("tune_budget_s")
+    eta: int = default("tune_eta")
+    confirm_top: int = default("tune_confirm_top")
+    confirm_window_s: float = default("tune_confirm_window_s")
+    confirm_warmup_steps: int = default("tune_confirm_warmup_steps")
+    confirm_repeats: int = default("repeats")
+    confirm_rounds: int = default("processes")  # interleaved rounds of the confirmation (default and top candidates, in turn)
+    guard_steps: int = default("tune_guard_steps")
+    guard_batch_size: int = default("tune_guard_batch_size")
+    guard_tolerance: float = default("tune_guard_tolerance")
 
     @classmethod
     def from_params(cls, p) -> Settings:
-        return cls(budget_s=p.tune_budget_s, eta=p.tune_eta, confirm_top=p.tune_confirm_top,
-                   confirm_window_s=p.tune_confirm_window_s, confirm_warmup_steps=p.tune_confirm_warmup_steps,
-                   confirm_repeats=p.repeats, confirm_rounds=p.processes, guard_steps=p.tune_guard_steps,
-                   guard_batch_size=p.tune_guard_batch_size, guard_tolerance=p.tune_guard_tolerance)
+        return cls(**{name: getattr(p, key) for name, key in PARAM_OF.items()})
 
 
 def config_for(base: engine.Config, c: Candidate) -> engine.Config:

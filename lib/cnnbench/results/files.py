@@ -1,4 +1,10 @@
-"""Tidy results files: written atomically row by row, so an interrupted run loses nothing and a rerun resumes."""
+"""Tidy results files: written atomically row by row, so an interrupted run loses nothing and a rerun resumes.
+
+Which rows are a run's current answer is recorded here too: before measuring, a producer declares the
+configurations its invocation measures (:meth:`ResultsFile.plan`); :meth:`ResultsFile.current` returns only
+the rows of the latest plan of every writer. Rows an earlier invocation measured with other parameters stay in
+the file (a rerun with the old parameters resumes from them) but are never presented as this run's.
+"""
 
 from __future__ import annotations
 
@@ -16,6 +22,7 @@ from typing import Any
 from cnnbench import SCHEMA_VERSION
 
 DONE_STATUSES = ("ok", "oom", "unstable")  # outcomes a rerun keeps; "error" rows are measured again
+PLANS = "current_rows.json"  # per run folder: {file name: {writer: {columns, values}}}, see ResultsFile.plan
 
 
 class CorruptResults(ValueError):
@@ -169,8 +176,28 @@ class ResultsFile:
         self.path = Path(path)
         self.key = tuple(key)
 
-    def _key_of(self, row: Mapping[str, Any]) -> tuple[str, ...]:
+    def key_of(self, row: Mapping[str, Any]) -> tuple[str, ...]:
+        """The row's (or a configuration's) key as the file stores it: comparable across writes and reads."""
         return tuple(str(_cell(row.get(k, ""))) for k in self.key)
+
+    @property
+    def plans_path(self) -> Path:
+        return self.path.with_name(PLANS)
+
+    def plan(self, configs: Iterable[Mapping[str, Any]], writer: str = "", columns: Iterable[str] | None = None
+             ) -> None:
+        """Declare the configurations this invocation of ``writer`` measures: from now on they, and only they,
+        are the file's current rows for that writer (selected on ``columns``, by default the key)."""
+        columns = tuple(columns) if columns is not None else self.key
+        values = sorted({tuple(str(_cell(c.get(k, ""))) for k in columns) for c in configs})
+        plans = _read_plans(self.plans_path)
+        plans.setdefault(self.path.name, {})[writer] = {"columns": list(columns), "values": [list(v) for v in values]}
+        write_json(self.plans_path, plans)
+
+    def current(self) -> list[dict[str, str]]:
+        """The rows of the latest plan of every writer, in file order (every row when no plan was declared: a
+        file written whole, such as complexity.csv)."""
+        return current_rows(self.path, self.rows())
 
     def rows(self) -> list[dict[str, str]]:
         """The file's rows; refuses (one line) a corrupt file or rows of another results schema version."""
@@ -183,13 +210,13 @@ class ResultsFile:
         return rows
 
     def done(self, config: Mapping[str, Any]) -> bool:
-        key = self._key_of(config)
-        return any(self._key_of(r) == key and r.get("status") in DONE_STATUSES for r in self.rows())
+        key = self.key_of(config)
+        return any(self.key_of(r) == key and r.get("status") in DONE_STATUSES for r in self.rows())
 
     def append(self, row: Mapping[str, Any]) -> None:
         row = {"schema_version": SCHEMA_VERSION, **row}
-        key = self._key_of(row)
-        kept = [r for r in self.rows() if self._key_of(r) != key]
+        key = self.key_of(row)
+        kept = [r for r in self.rows() if self.key_of(r) != key]
         write_rows(self.path, [*kept, row])
 
     def extend(self, rows: Iterable[Mapping[str, Any]], group: Iterable[str] | None = None) -> None:
@@ -203,3 +230,25 @@ class ResultsFile:
 
         keys = {of(r) for r in rows}
         write_rows(self.path, [*(r for r in self.rows() if of(r) not in keys), *rows])
+
+
+def _read_plans(path: Path) -> dict:
+    if not path.is_file():
+        return {}
+    try:
+        plans = read_json(path)
+    except (ValueError, UnicodeDecodeError) as err:
+        raise CorruptResults(f"{path}: not JSON ({type(err).__name__}); move it away") from None
+    if not isinstance(plans, dict):
+        raise CorruptResults(f"{path}: not a JSON object; move it away")
+    return plans
+
+
+def current_rows(path: str | Path, rows: list[dict[str, str]]) -> list[dict[str, str]]:
+    """Of ``rows`` (read from ``path``), those selected by the latest plan of any writer of that file."""
+    path = Path(path)
+    plans = _read_plans(path.with_name(PLANS)).get(path.name)
+    if not plans:
+        return rows
+    wanted = [(plan["columns"], {tuple(v) for v in plan["values"]}) for plan in plans.values()]
+    return [r for r in rows if any(tuple(r.get(k, "") for k in cols) in values for cols, values in wanted)]

@@ -1,0 +1,74 @@
+"""08's story, one module per job: merge the runs (:mod:`.merge`, over the results layer's
+:mod:`cnnbench.results.runs`), compare them (:mod:`.compare`), say what they show (:mod:`.findings`), set every
+seed's numbers beside ours (:mod:`.seeds`) and present 07's searches (:mod:`.searches`).
+
+Results flow one way: producers write through :mod:`cnnbench.results`, the analysis reads through it, and
+nothing below imports the analysis.
+"""
+
+from cnnbench.analysis.compare import (
+    MATCH_KEYS,
+    comparison_kind,
+    machine,
+    repeated,
+    speedup_matrix,
+    speedups,
+    summary,
+    unmatched,
+)
+from cnnbench.analysis.findings import (
+    findings,
+    findings_markdown,
+    findings_table,
+    placed_points,
+    write_tables,
+)
+from cnnbench.analysis.merge import merged_statement, runs_table
+from cnnbench.analysis.searches import best_configurations, tuning_findings_markdown
+from cnnbench.analysis.seeds import (
+    backends_beside_001,
+    beside,
+    epoch_times,
+    epochs_beside_published,
+    memory_beside_004,
+    ops_beside_published,
+    published_beside_ours,
+    telemetry_beside_published,
+    telemetry_summary,
+)
+from cnnbench.results.runs import ALL_RUNS, Merged, discover, load, runs_for, zip_run
+
+__all__ = [
+    "ALL_RUNS",
+    "MATCH_KEYS",
+    "Merged",
+    "backends_beside_001",
+    "beside",
+    "best_configurations",
+    "comparison_kind",
+    "discover",
+    "epoch_times",
+    "epochs_beside_published",
+    "findings",
+    "findings_markdown",
+    "findings_table",
+    "load",
+    "machine",
+    "memory_beside_004",
+    "merged_statement",
+    "ops_beside_published",
+    "placed_points",
+    "published_beside_ours",
+    "repeated",
+    "runs_for",
+    "runs_table",
+    "speedup_matrix",
+    "speedups",
+    "summary",
+    "telemetry_beside_published",
+    "telemetry_summary",
+    "tuning_findings_markdown",
+    "unmatched",
+    "write_tables",
+    "zip_run",
+]

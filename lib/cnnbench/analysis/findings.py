@@ -1,0 +1,295 @@
+"""Findings: one computed sentence per row, with the numbers it rests on; only rates precise enough and
+variants distinguishable from their baseline are headlined."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from cnnbench import reproducibility, results, scenarios
+from cnnbench.analysis.compare import MATCH_KEYS, _configured, machine, repeated, speedups, unmatched
+from cnnbench.results.runs import Merged
+
+
+def _finding(topic: str, run: str, sentence: str, **numbers) -> dict:
+    basis = "; ".join(f"{k}={v:.6g}" if isinstance(v, float) else f"{k}={v}" for k, v in numbers.items())
+    return {"topic": topic, "run_name": run, "finding": sentence, "numbers": basis}
+
+
+def _run_findings(run: str, ok: pd.DataFrame) -> list[dict]:
+    out = []
+    keys = [k for k in MATCH_KEYS if k != "phase"]
+    wide = ok.pivot_table(index=keys, columns="phase", values="throughput_img_s", aggfunc="first")
+    if {"train", "eval"} <= set(wide.columns):
+        ratio = (wide["eval"] / wide["train"]).dropna()
+        if len(ratio):
+            names = dict(zip(keys, range(len(keys)), strict=True))
+
+            def label(k: tuple) -> str:
+                return f"{k[0]} {k[names['precision']]} {k[names['memory_format']]}" + (
+                    " compiled" if k[names["compile"]] else ""
+                )
+
+            lo, hi = label(ratio.idxmin()), label(ratio.idxmax())
+            out.append(
+                _finding(
+                    "eval_train_ratio",
+                    run,
+                    f"{run}: eval/train throughput ratio ranges "
+                    f"{ratio.min():.1f}-{ratio.max():.1f}x (lowest {lo}, highest {hi}).",
+                    ratio_min=ratio.min(),
+                    ratio_max=ratio.max(),
+                )
+            )
+    rate = (
+        "achieved_gflops"
+        if "achieved_gflops" in ok
+        else "achieved_tflops"
+        if "achieved_tflops" in ok
+        else None
+    )
+    if rate and ok[rate].notna().any():
+        half = ok.get("throughput_ci95_img_s", pd.Series(float("nan"), index=ok.index)).astype(float)
+        sure = ok[[reproducibility.precise(r, h) for r, h in zip(ok.throughput_img_s, half, strict=True)]]
+        if sure.empty or sure[rate].isna().all():
+            out.append(
+                _finding(
+                    "highest_rate",
+                    run,
+                    f"{run}: no achieved rate is precise enough to headline (no "
+                    f"95% interval within +-{reproducibility.PRECISE_PCT:g}%); measure longer.",
+                    measurements=len(ok),
+                )
+            )
+        else:
+            best = sure.loc[sure[rate].idxmax()]
+            gflops = best[rate] * (1e3 if rate == "achieved_tflops" else 1)
+            pct = 100 * float(best.throughput_ci95_img_s) / float(best.throughput_img_s)
+            out.append(
+                _finding(
+                    "highest_rate",
+                    run,
+                    f"{run}: highest achieved rate among the {len(sure)} of {len(ok)} measurements precise to "
+                    f"+-{reproducibility.PRECISE_PCT:g}%: {best.model} {best.phase} "
+                    f"({best.precision}, {best.memory_format}), {gflops:.1f} GFLOP/s at "
+                    f"{best.throughput_img_s:.1f} +- {pct:.1f}% images/s.",
+                    achieved_gflops=gflops,
+                    throughput_img_s=float(best.throughput_img_s),
+                    ci95_pct=pct,
+                )
+            )
+    if "noisy" in ok:
+        noisy = int(ok.noisy.astype(str).str.lower().eq("true").sum())
+        out.append(
+            _finding(
+                "noisy",
+                run,
+                f"{run}: {noisy} of {len(ok)} measurements are flagged noisy (step-time IQR/median > 10%).",
+                noisy=noisy,
+                measurements=len(ok),
+            )
+        )
+    base = ok[(ok.precision == "fp32") & (ok.memory_format == "nchw") & ~ok["compile"]]
+    variants = ok[(ok.precision != "fp32") | (ok.memory_format != "nchw") | ok["compile"]]
+    same = [k for k in MATCH_KEYS if k not in ("precision", "memory_format", "compile")]
+    j = (
+        variants.merge(base, on=same, suffixes=("", "_base"))
+        if len(base) and len(variants)
+        else pd.DataFrame()
+    )
+    if len(j) and "throughput_ci95_img_s" in j:
+        j = j[
+            [
+                reproducibility.distinguishable(a, ca, b, cb)
+                for a, ca, b, cb in zip(
+                    j.throughput_img_s,
+                    j.throughput_ci95_img_s,
+                    j.throughput_img_s_base,
+                    j.throughput_ci95_img_s_base,
+                    strict=True,
+                )
+            ]
+        ]
+        if j.empty:
+            out.append(
+                _finding(
+                    "variant_gain",
+                    run,
+                    f"{run}: no variant is distinguishable from fp32 NCHW eager "
+                    "(every difference is inside the 95% interval of the difference).",
+                )
+            )
+    if len(j):
+        j["gain"] = j.throughput_img_s / j.throughput_img_s_base
+        g = j.loc[j.gain.idxmax()]
+        label = f"{g.precision} + {g.memory_format}{' + compile' if g['compile'] else ''}"
+        out.append(
+            _finding(
+                "variant_gain",
+                run,
+                f"{run}: largest gain from a variant, {label} makes {g.model} "
+                f"{g.phase} {g.gain:.2f}x as fast as fp32 NCHW eager at batch {g.batch_size}.",
+                gain=g.gain,
+                throughput_img_s=g.throughput_img_s,
+                baseline_img_s=g.throughput_img_s_base,
+            )
+        )
+    return out
+
+
+def findings_table(m: Merged) -> pd.DataFrame:
+    """Findings, one computed sentence per row, per run, with the numbers each rests on."""
+    out = []
+    sa = m["scenario_a"]
+    ok = _configured(sa) if len(sa) else sa
+    for run, g in ok.groupby("run_name") if len(ok) else []:
+        out += _run_findings(run, g)
+    for r in (sa[sa.status != "ok"] if len(sa) else sa).itertuples():
+        out.append(
+            _finding(
+                "failure",
+                r.run_name,
+                f"{r.run_name}: {r.model} {r.phase} at batch {r.batch_size} on "
+                f"{r.device_name}: {r.status} ({getattr(r, 'error', '')}).",
+                status=r.status,
+            )
+        )
+    sp = speedups(sa) if len(sa) else pd.DataFrame()
+    for kind, g in sp.groupby("comparison") if len(sp) else []:
+        top = g.loc[g.speedup.idxmax()]
+        what = "run-to-run difference" if kind == "run-to-run" else f"{kind} speedup"
+        out.append(
+            _finding(
+                kind,
+                f"{top.run_a} / {top.run_b}",
+                f"Largest {what}: {top.model} {top.phase} at "
+                f"batch {top.batch_size} ({top.precision}, {top.memory_format}), {top.run_a} "
+                f"({top.device_a}) vs {top.run_b} ({top.device_b}): {top.speedup:.2f}x "
+                f"[{top.speedup_low:.2f}, {top.speedup_high:.2f}].",
+                speedup=top.speedup,
+                throughput_a_img_s=top.throughput_a_img_s,
+                throughput_b_img_s=top.throughput_b_img_s,
+            )
+        )
+    um = unmatched(sa) if len(sa) else pd.DataFrame()
+    if len(um):
+        keys = sorted({d.split(" ")[0] for cell in um.differs_in for d in cell.split("; ") if d})
+        out.append(
+            _finding(
+                "unmatched",
+                "",
+                f"{len(um)} model/phase pairs of runs were not divided because their "
+                f"configurations differ (in {', '.join(keys)}).",
+                pairs=len(um),
+            )
+        )
+    out += (
+        _roofline_findings(m["roofline"]) + _sweep_findings(m["batch_sweep"]) + _reproducibility_findings(m)
+    )
+    return pd.DataFrame(out, columns=["topic", "run_name", "finding", "numbers"])
+
+
+def _reproducibility_findings(m: Merged) -> list[dict]:
+    out = []
+    pairs = repeated(m)
+    for run, g in pairs.groupby("run_name") if len(pairs) else []:
+        out.append(
+            _finding(
+                "repeats",
+                run,
+                f"{run}: {reproducibility.agreement_sentence(g)}",
+                pairs=len(g),
+                agree=int(g.agree.sum()),
+            )
+        )
+    for r in machine(m).itertuples():
+        out.append(
+            _finding(
+                "machine",
+                r.run_name,
+                f"{r.run_name}: {r.verdict}",
+                busy=r.busy,
+                configurations=r.configurations,
+            )
+        )
+    return out
+
+
+def _roofline_findings(rf: pd.DataFrame) -> list[dict]:
+    out = []
+    for run, g in rf.groupby("run_name") if len(rf) else []:
+        placed = g[g.source == "scenario_a"]
+        if len(placed):
+            mem, eff = (placed.bound == "memory").mean(), placed.efficiency.median()
+            out.append(
+                _finding(
+                    "roofline",
+                    run,
+                    f"{run}: {mem:.0%} of the Scenario A points are memory-bound on "
+                    f"the measured roofline; median efficiency (achieved / attainable) {eff:.0%}.",
+                    memory_bound_fraction=mem,
+                    median_efficiency=eff,
+                )
+            )
+        layers = g[g.source == "layer"]
+        if len(layers):
+            out.append(
+                _finding(
+                    "roofline_layers",
+                    run,
+                    f"{run}: {(layers.bound == 'memory').mean():.0%} of the "
+                    "profiled layer-ops are memory-bound.",
+                    layers=len(layers),
+                )
+            )
+    return out
+
+
+def _sweep_findings(sw: pd.DataFrame) -> list[dict]:
+    out = []
+    for run, g in sw.groupby("run_name") if len(sw) else []:
+        for r in scenarios.diminishing_returns(g).itertuples():
+            out.append(
+                _finding(
+                    "batch_sweep",
+                    run,
+                    f"{run}: {r.model} ({r.phase}) is within 5% of its best "
+                    f"throughput from batch {r.knee_batch_size} (best {r.best_throughput_img_s:.0f} "
+                    f"images/s at batch {r.best_batch_size}).",
+                    knee_batch_size=r.knee_batch_size,
+                    best_batch_size=r.best_batch_size,
+                    best_img_s=r.best_throughput_img_s,
+                )
+            )
+    return out
+
+
+def findings(m: Merged) -> list[str]:
+    """The findings' sentences."""
+    return findings_table(m).finding.tolist()
+
+
+def write_tables(m: Merged, run_dir: Path) -> dict[str, Path]:
+    """speedups.csv and findings.csv of this analysis into ``run_dir`` (tidy, one row per pair / finding)."""
+    out = {}
+    for name, df in (("speedups", speedups(m["scenario_a"])), ("findings", findings_table(m))):
+        path = run_dir / f"{name}.csv"
+        results.atomic_write_text(path, df.to_csv(index=False))  # recomputed whole, never resumed
+        out[name] = path
+    return out
+
+
+def placed_points(m: Merged, source: str = "scenario_a") -> pd.DataFrame:
+    """Roofline points of one source (scenario_a, batch_sweep, layer) across every run."""
+    rf = m["roofline"]
+    return rf[rf.source == source] if len(rf) else rf
+
+
+def findings_markdown(m: Merged):
+    from IPython.display import Markdown
+
+    lines = findings(m)
+    return Markdown(
+        "\n".join(f"- {line}" for line in lines) if lines else "_No measurements to summarise yet._"
+    )

@@ -1,0 +1,40 @@
+"""Which runs an analysis merges, from which hosts, and which it left out (the merge itself is the results
+layer's: :mod:`cnnbench.results.runs`)."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from cnnbench.results.runs import Merged
+
+
+def runs_table(m: Merged) -> pd.DataFrame:
+    """Which runs, from which hosts, this analysis merges (and which it left out, with the reason)."""
+    rows = [
+        {
+            "run_name": r,
+            "merged": "yes",
+            "device_kind": e.get("device_kind"),
+            "device_name": e.get("device_name"),
+            "host": e.get("host"),
+            "host_id": e.get("host_id"),
+            "threads": e.get("torch_threads"),
+            "torch": e.get("torch"),
+            "captured_at": e.get("captured_at"),
+        }
+        for r, e in m.environments.items()
+    ]
+    rows += [{"run_name": r, "merged": f"no: {why}"} for r, why in m.excluded.items()]
+    return pd.DataFrame(rows)
+
+
+device_table = runs_table  # the name 08 used before runs carried their host
+
+
+def merged_statement(m: Merged) -> str:
+    """One sentence: how many runs, which, from how many hosts."""
+    if not m.runs:
+        return "This analysis merges no run."
+    hosts = {e.get("host_id") for e in m.environments.values()}
+    names = ", ".join(f"{r} ({e.get('device_name')} on {e.get('host')})" for r, e in m.environments.items())
+    return f"This analysis merges {len(m.runs)} run(s) from {len(hosts)} host(s): {names}."

@@ -1,0 +1,222 @@
+"""Runs: discover the run folders under ``outputs/``, decide which are merged (and say why the others are not),
+and merge their current rows, every row stamped with its run's identity (run name and host fingerprint).
+
+A run folder is left out of a merge, with its reason, when it is a smoke/test run, a failed or interrupted run
+(``FAILED.txt``), a run of another results schema, or broken (an ``environment.json`` or ``params.json`` that
+cannot be read as a JSON object, or a results table that cannot be read).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from cnnbench import SCHEMA_VERSION, envinfo
+from cnnbench.results.files import CorruptResults, read_json
+from cnnbench.results.tables import MERGED, read
+
+IDENTITY = ("run_name", "host_id", "host")  # added to every merged row
+ALL_RUNS = "*"  # analysis_runs: ["*"] merges every user run of outputs/
+# The parameters that make two runs' configurations differ (shown beside a merge; the rows themselves are
+# matched on their own columns).
+RUN_CONFIG_KEYS = (
+    "models",
+    "image_size",
+    "num_classes",
+    "dataset",
+    "data_mode",
+    "batch_size",
+    "batch_size_per_model",
+    "warmup_steps",
+    "measured_steps",
+    "repeats",
+    "processes",
+    "variants",
+    "lr",
+    "momentum",
+    "phases",
+    "threads",
+    "epoch_images",
+    "epoch_images_per_model",
+)
+_SMOKE = re.compile(r"^smoke", re.IGNORECASE)
+
+
+@dataclass
+class Merged:
+    runs: list[str]
+    environments: dict[str, dict]
+    tables: dict[str, pd.DataFrame] = field(default_factory=dict)
+    excluded: dict[str, str] = field(default_factory=dict)
+    config_differences: pd.DataFrame = field(default_factory=pd.DataFrame)
+
+    def __getitem__(self, name: str) -> pd.DataFrame:
+        return self.tables.get(name, pd.DataFrame())
+
+
+def _json_object(path: Path) -> dict:
+    """A JSON object file, or :class:`CorruptResults` saying in one line why it is not one."""
+    try:
+        value = read_json(path)
+    except (OSError, ValueError, UnicodeDecodeError) as err:
+        raise CorruptResults(f"{path.name} unreadable ({type(err).__name__})") from None
+    if not isinstance(value, dict):
+        raise CorruptResults(f"{path.name} is not a JSON object")
+    return value
+
+
+def run_params(run_dir: Path) -> dict:
+    """A run's params.json ({} when absent)."""
+    path = Path(run_dir) / "params.json"
+    return _json_object(path) if path.exists() else {}
+
+
+def environment(run_dir: Path) -> dict:
+    return _json_object(Path(run_dir) / "environment.json")
+
+
+def test_run_reason(run_dir: Path) -> str | None:
+    """Why a run folder is a smoke/test run kept out of combined reports (None: a user run)."""
+    if _SMOKE.match(run_dir.name):
+        return "smoke/test run (run name starts with 'smoke')"
+    if Path(str(run_params(run_dir).get("params_file", ""))).name == "smoke.yaml":
+        return "smoke/test run (made from params/smoke.yaml)"
+    return None
+
+
+def failed_run_reason(run_dir: Path) -> str | None:
+    """Why a run folder is left out as failed: the pipeline's FAILED.txt, its first line (None: no failure)."""
+    failed = run_dir / "FAILED.txt"  # pipeline.FAILED, written when a run does not finish
+    if not failed.is_file():
+        return None
+    first = next(iter(failed.read_text(errors="replace").splitlines()), "").strip()
+    return f"failed run (FAILED.txt: {first[:200] or 'no reason given'})"
+
+
+def _is_run(d: Path) -> bool:
+    return d.is_dir() and (d / "environment.json").exists()
+
+
+def _left_out(d: Path) -> str | None:
+    if d.name[0] in "_.":
+        return "not a run (name starts with '_' or '.')"
+    try:
+        return test_run_reason(d) or failed_run_reason(d)
+    except CorruptResults as err:
+        return f"broken run ({err})"
+
+
+def discover(outputs: Path, names: list[str] | None = None, excluded: dict | None = None) -> list[Path]:
+    """Run folders (with environment.json) under ``outputs``: those named in ``names``, or with ``names`` None
+    or ``["*"]`` every user run (folders starting with '_' or '.', smoke/test runs, failed and broken runs are
+    left out, each with its reason in ``excluded``)."""
+    excluded = {} if excluded is None else excluded
+    if names and names != [ALL_RUNS]:
+        dirs = [Path(n) if Path(n).is_absolute() else outputs / n for n in names]
+        missing = [str(d) for d in dirs if not _is_run(d)]
+        if missing:
+            raise FileNotFoundError(f"not runs (no environment.json): {', '.join(missing)}")
+        return dirs
+    found = sorted(d for d in outputs.iterdir() if _is_run(d)) if outputs.is_dir() else []
+    keep = []
+    for d in found:
+        reason = _left_out(d)
+        if reason:
+            excluded[d.name] = reason
+        else:
+            keep.append(d)
+    return keep
+
+
+def runs_for(run_dir: Path, analysis_runs: list[str], excluded: dict | None = None) -> list[Path]:
+    """The runs an analysis of ``run_dir`` merges: [] = that run only; ["*"] = every user run beside it."""
+    if not analysis_runs:
+        return [run_dir] if _is_run(run_dir) else []
+    return discover(run_dir.parent, analysis_runs, excluded)
+
+
+def identity(run_dir: Path, env: dict) -> dict:
+    """run_name, host_id and host label of a run (the fingerprint is computed for older environments)."""
+    fp = (
+        {"host_id": env["host_id"], "host": env["host"]}
+        if "host_id" in env
+        else envinfo.host_fingerprint(env)
+    )
+    return {"run_name": run_dir.name, **fp}
+
+
+def _tables_of(run_dir: Path) -> dict[str, pd.DataFrame]:
+    """The current rows of every merged table of one run (raises CorruptResults for a broken one)."""
+    out = {}
+    for name in MERGED:
+        df = read(run_dir, name)
+        if len(df.columns):
+            version = df["schema_version"].dropna().unique() if "schema_version" in df.columns else []
+            other = [v for v in version if str(v) != str(SCHEMA_VERSION)]
+            if other:
+                raise CorruptResults(
+                    f"{name}.csv holds rows of schema version {other[0]} (this workbook reads "
+                    f"{SCHEMA_VERSION})"
+                )
+            out[name] = df
+    return out
+
+
+def load(dirs: list[Path], excluded: dict | None = None) -> Merged:
+    """Merge the current rows of the runs ``dirs``, each row stamped with its run's identity; runs of another
+    schema version and broken runs are left out, with the reason (as are those already in ``excluded``)."""
+    envs, per_run, excluded = {}, {}, dict(excluded or {})
+    for d in dirs:
+        try:
+            env = environment(d)
+            if env.get("schema_version") != SCHEMA_VERSION:
+                excluded[d.name] = (
+                    f"schema version {env.get('schema_version')} (this workbook reads {SCHEMA_VERSION})"
+                )
+                continue
+            tables = _tables_of(d)
+            run_params(d)
+        except CorruptResults as err:
+            excluded[d.name] = f"broken run ({err})"
+            continue
+        envs[d.name] = {**env, **identity(d, env)}
+        per_run[d] = tables
+    merged = Merged([d.name for d in per_run], envs, excluded=excluded)
+    for name in MERGED:
+        frames = [t[name].assign(**identity(d, envs[d.name])) for d, t in per_run.items() if name in t]
+        if frames:
+            merged.tables[name] = pd.concat(frames, ignore_index=True)
+    merged.config_differences = config_differences(list(per_run))
+    return merged
+
+
+def config_differences(dirs: list[Path]) -> pd.DataFrame:
+    """The configuration parameters whose values differ between runs, one column per run."""
+    prm = {d.name: run_params(d) for d in dirs}
+    rows = []
+    for key in RUN_CONFIG_KEYS:
+        values = {run: str(p.get(key)) for run, p in prm.items()}
+        if len(set(values.values())) > 1:
+            rows.append({"key": key, **values})
+    return pd.DataFrame(rows)
+
+
+def zip_run(run_dir: Path) -> Path:
+    """outputs/<run_name>.zip of a run folder, to carry results from Colab into a local outputs/. Links that
+    lead out of the run folder are left out (never followed); the archive holds only the run's own files."""
+    import os
+    import zipfile
+
+    run_dir = Path(run_dir)
+    root, archive = run_dir.resolve(), run_dir.parent / f"{run_dir.name}.zip"
+    with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as zf:
+        for folder, _dirs, files in os.walk(run_dir):  # does not descend into linked folders
+            for name in sorted(files):
+                path = Path(folder) / name
+                target = path.resolve()
+                if target.is_file() and target.is_relative_to(root):
+                    zf.write(target, Path(run_dir.name) / path.relative_to(run_dir))
+    return archive

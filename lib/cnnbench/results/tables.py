@@ -1,0 +1,249 @@
+"""Every results table of a run, declared once: its file, the notebook that writes it, its key columns and how
+a run's current rows are chosen.
+
+A table is either *keyed* (rows appended one configuration at a time, replaced by key; a producer declares the
+configurations of its invocation with :meth:`ResultsFile.plan`, and only those are current) or *whole* (written
+in one piece by its notebook: every row is current). Producers write through :func:`file`, readers read
+through :func:`read`; nothing else spells a table's key.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from cnnbench.results.files import ResultsFile, current_rows, frame, read_rows
+
+# Everything that changes an engine measurement, so a rerun with other parameters measures new rows instead of
+# reusing old ones: the configuration, the device kind, the threads in force and the protocol.
+PROTOCOL_KEYS = (
+    "warmup_steps",
+    "measured_steps",
+    "window_s",
+    "repeats",
+    "processes",
+    "max_processes",
+    "ci_target_pct",
+    "lr",
+    "momentum",
+    "workers",
+    "pin_memory",
+    "synthetic_images",
+    "seed",
+    "data_path",
+)
+CONFIG_KEYS = (
+    "model",
+    "device_kind",
+    "phase",
+    "data_mode",
+    "dataset",
+    "batch_size",
+    "image_size",
+    "num_classes",
+    "in_channels",
+    "precision",
+    "memory_format",
+    "compile",
+    "threads",
+    *PROTOCOL_KEYS,
+)
+WINDOW_KEYS = (*CONFIG_KEYS, "process", "repeat")
+EPOCH_KEYS = (
+    "model",
+    "device_kind",
+    "batch_size",
+    "image_size",
+    "num_classes",
+    "in_channels",
+    "precision",
+    "memory_format",
+    "compile",
+    "dataset",
+    "threads",
+    "workers",
+    "max_batches",
+    "epoch_images",
+)
+# 06's step phases: the configuration, the protocol parts that change a phase time, and the phase settings.
+PHASE_PASS_KEYS = ("phase_steps", "phase_window_s", "phase_max_s", "phase_batch_size")
+PHASE_CONFIG_KEYS = (
+    "model",
+    "device_kind",
+    "batch_size",
+    "image_size",
+    "num_classes",
+    "in_channels",
+    "precision",
+    "memory_format",
+    "dataset",
+    "threads",
+)
+PHASE_KEYS = (
+    *PHASE_CONFIG_KEYS,
+    "warmup_steps",
+    "workers",
+    "pin_memory",
+    "synthetic_images",
+    "seed",
+    "data_path",
+    *PHASE_PASS_KEYS,
+    "step_phase",
+)
+# 06's fine-tuning grid: one point (its epochs are rows).
+TRANSFER_GRID_KEYS = (
+    "model",
+    "device_kind",
+    "dataset",
+    "optimizer",
+    "pretrained",
+    "lr",
+    "batch_size",
+    "image_size",
+)
+# 07's search: what identifies one search (its configuration and every tune_* parameter, lists comma-joined).
+TUNING_PARAM_KEYS = (
+    "seed",
+    "lr",
+    "momentum",
+    "synthetic_images",
+    "repeats",
+    "tune_budget_s",
+    "tune_eta",
+    "tune_precisions",
+    "tune_compile_modes",
+    "tune_min_batch_size",
+    "tune_max_batch_size",
+    "tune_confirm_top",
+    "tune_confirm_window_s",
+    "tune_confirm_warmup_steps",
+    "tune_guard_steps",
+    "tune_guard_batch_size",
+    "tune_guard_tolerance",
+)
+SEARCH_KEYS = (
+    "model",
+    "device_kind",
+    "phase",
+    "image_size",
+    "num_classes",
+    "in_channels",
+    "dataset",
+    "data_mode",
+    "default_batch_size",
+    "default_threads",
+    "default_workers",
+    "default_pin_memory",
+    *TUNING_PARAM_KEYS,
+)
+
+
+@dataclass(frozen=True)
+class Table:
+    """One results CSV of a run folder."""
+
+    name: str
+    notebook: str
+    key: tuple[str, ...] = ()  # () = written whole by its notebook
+    plan_columns: tuple[str, ...] | None = None  # what a plan selects on (None: the key)
+    merged: bool = True  # read by the analysis and merged across runs
+
+    @property
+    def filename(self) -> str:
+        return f"{self.name}.csv"
+
+    def file(self, run_dir: str | Path) -> ResultsFile:
+        return ResultsFile(Path(run_dir) / self.filename, self.key)
+
+    def plan(self, run_dir: str | Path, configs, writer: str = "") -> None:
+        """Declare the configurations ``writer`` measures now: they are this table's current rows."""
+        self.file(run_dir).plan(configs, writer, self.plan_columns)
+
+
+def _engine(name: str, notebook: str) -> list[Table]:
+    return [
+        Table(name, notebook, CONFIG_KEYS),
+        Table(f"{name}_windows", notebook, WINDOW_KEYS, CONFIG_KEYS, merged=False),
+        Table(f"{name}_steps", notebook, (*WINDOW_KEYS, "step"), CONFIG_KEYS, merged=False),
+    ]
+
+
+TABLES: dict[str, Table] = {
+    t.name: t
+    for t in [
+        Table("complexity", "01_complexity"),
+        *_engine("scenario_a", "02_scenario_a"),
+        Table(
+            "telemetry",
+            "02_scenario_a",
+            (*CONFIG_KEYS, "source", "process", "t_s", "metric", "device_index"),
+            CONFIG_KEYS,
+        ),  # 02 and 03 write it, each as its own writer
+        Table("epochs", "02_scenario_a", EPOCH_KEYS),
+        *_engine("batch_sweep", "03_batch_sweep"),
+        Table("roofline", "04_roofline"),
+        Table("device_peaks", "04_roofline"),
+        Table("gradcheck", "05_backends", ("backend", "model", "tensor"), ("backend", "model")),
+        Table("backends", "05_backends", ("backend", "model", "epoch"), ("backend", "model")),
+        Table("backend_ops", "05_backends", ("backend", "model", "op"), ("backend", "model")),
+        Table("backend_memory", "05_backends", ("backend", "model", "component"), ("backend", "model")),
+        Table("transfer", "06_transfer", (*TRANSFER_GRID_KEYS, "epoch"), TRANSFER_GRID_KEYS),
+        Table(
+            "step_phases",
+            "06_transfer",
+            PHASE_KEYS,
+            (
+                *PHASE_CONFIG_KEYS,
+                "warmup_steps",
+                "workers",
+                "pin_memory",
+                "synthetic_images",
+                "seed",
+                "data_path",
+                *PHASE_PASS_KEYS,
+            ),
+        ),
+        Table(
+            "profile_ops",
+            "06_transfer",
+            ("model", "device_kind", "pass", "op"),
+            ("model", "device_kind"),
+            merged=False,
+        ),
+        Table(
+            "transfer_telemetry",
+            "06_transfer",
+            ("experiment", "configuration", "rank", "metric", "device_index", "t_s"),
+            merged=False,
+        ),
+        Table("scaling", "06_transfer", ("model", "backend", "world_size", "per_device_batch", "image_size")),
+        Table("tuning", "07_tuning", (*SEARCH_KEYS, "row_kind", "stage", "rung", "config"), SEARCH_KEYS),
+        Table("tuning_space", "07_tuning", ("model", "device_kind", "knob", "value"), merged=False),
+        Table("explore", "08_analysis", ("timestamp", "model", "batch_size", "precision"), merged=False),
+    ]
+}
+MERGED = tuple(name for name, t in TABLES.items() if t.merged)  # what the analysis merges across runs
+
+
+def table(name: str) -> Table:
+    try:
+        return TABLES[name]
+    except KeyError:
+        raise KeyError(f"unknown results table '{name}'; known: {', '.join(TABLES)}") from None
+
+
+def file(run_dir: str | Path, name: str) -> ResultsFile:
+    """The results file of table ``name`` in ``run_dir``, keyed as declared."""
+    return table(name).file(run_dir)
+
+
+def rows(run_dir: str | Path, name: str) -> list[dict[str, str]]:
+    """The current rows of table ``name`` in ``run_dir`` as written (strings), [] when absent."""
+    path = Path(run_dir) / table(name).filename
+    return current_rows(path, read_rows(path))
+
+
+def read(run_dir: str | Path, name: str, columns=()):
+    """The current rows of table ``name`` in ``run_dir`` as a typed pandas frame (empty when absent): the one
+    reader of results, for notebooks and the analysis alike."""
+    return frame(rows(run_dir, name), columns)
