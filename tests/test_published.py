@@ -46,6 +46,56 @@ def test_seed_001_samples_are_its_padded_epoch_and_seed_004_prints_no_parameter_
     assert set(rows.seed.str[:3]) == {"000", "001", "002", "003", "004"}
 
 
+def test_seed_002_cpu_run_states_no_batch_size_and_its_accuracy_is_99_in_section_d():
+    t = published.TIMES_002
+    cpu = t[t.device_class == "cpu"].iloc[0]
+    assert pd.isna(cpu.batch_size) and cpu.train_20_epochs_h == 13  # "around 13 hours", no batch size stated
+    acc = t.set_index(t.batch_size.fillna(0)).test_accuracy_pct
+    assert acc[0] == acc[64] == 99  # section D: "The test accuracy seems to be 99% in both cases"
+    assert pd.isna(acc[128])  # batch 128: "without hampering the accuracy", no figure
+    assert "98-99%" in cpu.configuration and "CPU batch size not stated" in cpu.configuration
+    assert t.inference_s_per_image.tolist()[:2] == [5, 2.5] and "'2-3 s'" in cpu.configuration
+
+
+def test_seed_003_cpu_row_ran_50_measured_iterations_at_the_examples_resolution():
+    t = published.THROUGHPUT_003.set_index("device_class")
+    assert "10 warm-up + 50 measured iterations" in t.configuration["cpu"]
+    assert all("10 warm-up + 100 measured iterations" in c for c in t.configuration[["rtx4080", "t4"]])
+    assert all("224 px crops, a 1000-class head" in c and "not stated" not in c for c in t.configuration)
+
+
+def test_seed_000_throughput_rows_carry_the_batch_size_its_section_2_3_states():
+    b = published.THROUGHPUT_000.groupby("model").batch_size.unique()
+    assert b["squeezenet1_1"].tolist() == [64] and b["resnet50"].tolist() == [128]
+    assert "text says 128, 256, 512, table 32, 64, 128" in published.SWEEP_000.configuration.iloc[0]
+
+
+def test_seed_tables_exist_once_and_05s_names_are_the_same_objects():
+    from cnnbench.scratch import published as scratch_published
+
+    assert scratch_published.TABLE_I_001 is published.BACKENDS_001
+    assert scratch_published.TABLE_4_004 is published.OPS_004 and scratch_published.TABLE_5_004 is published.MEMORY_004
+    assert scratch_published.SEED_004 == published.SEED_004
+    assert "gradient" in set(published.OPS_004.operation)  # cnnbench.scratch's op kind, so beside_seed_004 joins
+    assert published.TIMES_004.set_index("what").cpu_ms["total_training"] == pytest.approx(42.3e3)
+
+
+def test_the_seeds_errors_not_surfaced_before_are_computed_from_the_stored_numbers():
+    rows = published.inconsistencies()
+    text = " | ".join(rows.computed_from_its_own_numbers)
+    notes = " | ".join(rows.note)
+    # seed 003: the desktop RTX 4080's peak for a laptop GPU; our spec table's laptop row moves 11.4% to 16.2%
+    assert "resnet18 bs128: 5.5 / 33.9 = 16.2% (printed 11.4%)" in text and "desktop RTX 4080" in notes
+    # seed 004: its per-op times are its whole iteration
+    assert "CPU: operations sum to 84.6 ms, Table 3's iteration 84.6 ms" in text
+    assert "GPU: operations sum to 30.2 ms, Table 3's iteration 30.2 ms" in text and "exactly" in notes
+    # seed 004: Kaggle's digit-recognizer cannot give its split
+    assert "59,000 + 1,000 = 60,000 labelled images; the Kaggle file's train.csv has 42,000" in text
+    # seed 000: its text and Table 6 disagree on the batches of the sweep
+    assert "its Table 6 (lines 240-242) has batch sizes 32, 64, 128" in text
+    assert "batch sizes 128, 256, 512" in " | ".join(rows.published)
+
+
 def test_published_tables_shown_alone_and_labelled_without_our_csv():
     alone = analysis.beside(published.BACKENDS_001, pd.DataFrame(), "backend", "backends")
     assert alone.source.unique().tolist() == [f"published by {published.SEED_001}"]

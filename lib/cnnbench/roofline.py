@@ -194,8 +194,9 @@ def profile_layers(cfg: engine.Config, device: torch.device, protocol: engine.Pr
 def compare_with_seeds(intensity: pd.DataFrame, complexity: pd.DataFrame) -> pd.DataFrame:
     """Our counted step intensities beside seed 000's parameter-bytes proxy and seed 003's figures.
 
-    Seed 000's "AI (FLOPs/Byte)" column is in GFLOP/MB (1.824 G / 44.67 MB = 0.0408): about 40.8 FLOP/byte
-    (38.9 with its MB read as MiB, which its 44.67 MB for ResNet-18's 11.7 M fp32 parameters is).
+    Seed 000's "AI (FLOPs/Byte)" column is in GFLOP/MB (its FLOPs per image over its model size in MB, both in
+    ``published.AI_TABLE_000``): x 10^9 / 10^6 gives FLOP/byte, x 10^9 / 2^20 the same with its MB read as MiB
+    (which its model sizes, fp32 parameters x 4 bytes, are).
     """
     if intensity.empty:
         out = pd.DataFrame({"model": sorted(set(published.PARAM_PROXY_AI_000) | set(published.AI_003))})

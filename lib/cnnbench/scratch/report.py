@@ -8,8 +8,8 @@ import pandas as pd
 import seaborn as sns
 from matplotlib.ticker import MaxNLocator
 
+from cnnbench import published
 from cnnbench.plots import save
-from cnnbench.scratch import published
 from cnnbench.timing import ci95_half_width
 
 SPEED_GOALS = [  # (model, backend, reference, ratio of, goal): issue 10's speed goals on a 2-core CPU
@@ -83,14 +83,14 @@ def gradcheck_table(gc: pd.DataFrame) -> pd.DataFrame:
 def beside_seed_001(summ: pd.DataFrame) -> pd.DataFrame:
     """Our CNN throughput and accuracy beside seed 001's Table I (published by its file, other hardware)."""
     ours = summ[summ.model == "mnist_cnn"].set_index("backend")
-    pub = published.TABLE_I_001.set_index("backend")
+    pub = published.BACKENDS_001.set_index("backend")
     out = pd.DataFrame({
         "model": "mnist_cnn",  # seed 001's Table I is the CNN: the MLP's rows (seed 004's) are not beside it
         "ours_throughput_img_s": ours.throughput_img_s, "ours_epoch_s": ours.epoch_s_mean,
-        "ours_final_test_acc_pct": ours.final_test_accuracy * 100,
+        "ours_final_test_accuracy_pct": ours.final_test_accuracy * 100,
         f"published by {published.SEED_001}: throughput_img_s": pub.throughput_img_s,
         f"published by {published.SEED_001}: epoch_s": pub.epoch_s,
-        f"published by {published.SEED_001}: final_test_acc_pct": pub.final_test_acc_pct,
+        f"published by {published.SEED_001}: final_test_accuracy_pct": pub.final_test_accuracy_pct,
     })
     return out.reindex([b for b in pub.index.union(ours.index, sort=False)])
 
@@ -107,8 +107,8 @@ def beside_seed_004(ops: pd.DataFrame) -> pd.DataFrame:
     if "mlp" not in kinds.index.get_level_values(0):
         return pd.DataFrame()
     ours = kinds.loc["mlp"].add_prefix("ours_ms: ")
-    pub = published.TABLE_4_004.set_index("op_kind")[["numpy_ms", "cupy_ms"]]
-    pub.columns = [f"published by {published.SEED_004}: {c}" for c in pub.columns]
+    pub = published.OPS_004.set_index("operation")[["cpu_ms", "gpu_ms"]].rename_axis("op_kind")
+    pub.columns = [f"published by {published.SEED_004}: {c}" for c in ("numpy_ms", "cupy_ms")]  # CPU = NumPy
     return ours.join(pub, how="outer")
 
 
@@ -124,8 +124,9 @@ def forward_backward(ops: pd.DataFrame, model: str = "mlp") -> pd.DataFrame:
                               "step": "step_ms"}).add_prefix("ours: ")
     if model != "mlp":
         return ours
-    pub = published.TABLE_3_004.set_index("metric")[["numpy", "cupy"]]
-    pub.columns = [f"published by {published.SEED_004}: {c}" for c in pub.columns]
+    rows = {"iteration": "step_ms", "forward": "forward_ms", "backward": "backward_ms"}  # total: TIMES_004
+    pub = published.TIMES_004.set_index("what").loc[list(rows), ["cpu_ms", "gpu_ms"]].rename(index=rows)
+    pub.columns = [f"published by {published.SEED_004}: {c}" for c in ("numpy", "cupy")]  # CPU = NumPy
     return ours.join(pub, how="outer")
 
 

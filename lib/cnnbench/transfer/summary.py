@@ -8,6 +8,7 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import pandas as pd
 
+from cnnbench import published
 from cnnbench.plots import save
 
 GRID = ["device_kind", "device_name", "model", "image_size", "optimizer", "pretrained", "lr", "batch_size"]
@@ -123,23 +124,20 @@ def scaling_plot(df: pd.DataFrame, path: str | Path | None = None):
     return _save(fig, path)
 
 
-SEED_002 = "002_bc90e244f62b95e3.txt"
-# Seed 002's reported 20-epoch training times over its 8,005 training images (section VIII.D): (device kind,
-# batch size) -> seconds. Its CPU row gives no batch size. The implied images/s is computed from them here.
-SEED_002_TRAINING_S = {("cpu", None): 13 * 3600, ("cuda", 64): 2 * 3600, ("cuda", 128): 75 * 60}
-SEED_002_IMAGES = 8005 * 20
-
-
 def beside_seed(ttt: pd.DataFrame) -> pd.DataFrame:
-    """Seed 002's training times (as images/s over its 20 x 8,005 images, published by the seed file) beside
-    our measured fine-tuning throughput on the same kind of device and batch size (NaN where we have none).
-    Seed 002 trained DenseNet-121 at 224 px: compare like with like only when our model and size match."""
+    """Seed 002's training times (``published.TIMES_002``; as images/s over its epochs x training images) beside
+    our measured fine-tuning throughput on the same kind of device and batch size (NaN where we have none; its CPU
+    run states no batch size). Seed 002 trained DenseNet-121 at 224 px: compare like with like only when our model
+    and size match."""
+    seed, epochs = published.SEED_002, published.setup("002")["epochs"]
+    images = epochs * published.setup("002")["train_images"]
     rows = []
-    for (kind, bs), seconds in SEED_002_TRAINING_S.items():
+    for r in published.TIMES_002.itertuples():
+        kind, bs, seconds = r.device_class, None if pd.isna(r.batch_size) else int(r.batch_size), r.train_20_epochs_h * 3600
         ours = ttt[(ttt.device_kind == kind) & ((ttt.batch_size == bs) if bs else True)] if len(ttt) else ttt
         rows.append({"device_kind": kind, "batch_size": bs if bs else "not stated",
-                     f"published by {SEED_002}: 20-epoch training (h)": seconds / 3600,
-                     f"published by {SEED_002}: implied img/s": SEED_002_IMAGES / seconds,
+                     f"published by {seed}: {epochs}-epoch training (h)": seconds / 3600,
+                     f"published by {seed}: implied img/s": images / seconds,
                      "ours: throughput_img_s (best lr)": ours.throughput_img_s.max() if len(ours) else math.nan,
                      **{f"ours: {c}": ours[c].iloc[0] if len(ours) else "" for c in ("device_name", "model", "image_size")}})
     return pd.DataFrame(rows)
