@@ -286,3 +286,12 @@ def test_a_broken_sibling_run_is_left_out_with_its_reason(outputs, env, prm):
     m = analysis.load(analysis.discover(outputs, None, excluded), excluded)
     assert sorted(m.runs) == ["colab", "laptop"]
     assert m.excluded["broken"].startswith("broken run (") and "\n" not in m.excluded["broken"]
+
+
+def test_seed_003_beside_ours_states_its_resolution_not_that_it_is_unstated(tmp_path):
+    """Issue 18: 08 said seed 003's resolution was 'not stated'; it ran PyTorch's ImageNet example (224 px)."""
+    make_run(tmp_path, "laptop", "cuda", "NVIDIA GeForce RTX 4080 Laptop GPU", {("resnet50", "train"): 100.0})
+    table = analysis.published_beside_ours(analysis.load(analysis.discover(tmp_path))["scenario_a"])
+    rows = table[table.source == "published by 003"]
+    assert set(rows.published_batch_size) == {32, 64, 128}  # each of the seed's batches, stated
+    assert all("not stated" not in d and "224 px" in d for d in rows.differences)

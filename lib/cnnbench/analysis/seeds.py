@@ -16,7 +16,7 @@ def _differences(seed: str, s, r) -> str:
     )
     if seed == "000":
         return f"000: {s.configuration}; {ours}"
-    return f"003: {s.configuration}, batch {s.batch_size}, resolution not stated; {ours}"
+    return f"003: {s.configuration}, batch {s.batch_size}; {ours}"
 
 
 def published_beside_ours(scenario_a: pd.DataFrame) -> pd.DataFrame:
@@ -45,9 +45,7 @@ def published_beside_ours(scenario_a: pd.DataFrame) -> pd.DataFrame:
                         "model": r.model,
                         "device_class": r.device_class,
                         "source": f"published by {seed}",
-                        "published_batch_size": getattr(
-                            s, "batch_size", 64 if r.model == "squeezenet1_1" else 128
-                        ),
+                        "published_batch_size": s.batch_size,
                         "published_train_img_s": s.train_img_s,
                         "published_eval_img_s": getattr(s, "eval_img_s", None),
                         "ours_run": r.run_name,
