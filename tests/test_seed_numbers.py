@@ -12,9 +12,7 @@ from cnnbench import published
 from conftest import ROOT
 
 # Files that still quote a seed's numbers in prose, with the reason; remove an entry once the file is fixed.
-NOT_YET = {
-    "notebooks/04_roofline.ipynb": "its introduction quotes seed 000's Table 2 and seed 003's intensity"
-}
+NOT_YET: dict[str, str] = {}
 
 
 def _seeds_dir() -> Path | None:
