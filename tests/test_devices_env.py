@@ -69,3 +69,65 @@ def test_git_dirty_ignores_regenerated_outputs(tmp_path, monkeypatch):
     assert envinfo.git_commit()["git_dirty"] is False
     (repo / "code.py").write_text("x = 2\n")
     assert envinfo.git_commit()["git_dirty"] is True
+
+
+# --- one helper for the math of a precision (issue 18's helpers once; issue 19's TF32) ---------------------------
+
+def _tf32():
+    import torch
+
+    return torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+
+
+@pytest.mark.parametrize("precision, inside", [("fp32", (False, False)), ("tf32", (True, True))])
+def test_math_precision_sets_tf32_for_the_block_and_restores_it(precision, inside):
+    import torch
+
+    from cnnbench import devices
+
+    before = _tf32()
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True  # cuDNN's default: on
+    try:
+        with devices.math_precision(torch.device("cuda"), precision):
+            assert _tf32() == inside
+        assert _tf32() == (True, True)
+        with devices.math_precision(torch.device("cpu"), "fp32"):
+            assert _tf32() == (True, True)  # other devices untouched
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = before
+
+
+def test_every_fp32_experiment_runs_its_steps_with_tf32_off(monkeypatch, tmp_path):
+    """scratch (05), fine-tuning and DDP (06) left cuDNN's TF32 at its default (on): on an A100/H100 their "fp32"
+    rows were TF32. Each now enters devices.math_precision(..., "fp32") around its steps."""
+    import types
+
+    import torch
+
+    from cnnbench import devices
+    from cnnbench.scratch import experiment
+    from cnnbench.transfer import ddp, finetuning
+
+    seen = []
+
+    class Spy(devices.math_precision):
+        def __enter__(self):
+            seen.append((self.device.type, self.precision))
+            return super().__enter__()
+
+    monkeypatch.setattr(devices, "math_precision", Spy)
+    monkeypatch.setattr(experiment, "_run_all", lambda *a: {})
+    experiment.run_all(types.SimpleNamespace(), data=object())
+    monkeypatch.setattr(ddp, "train", lambda *a: seen.append("ddp steps") or {})
+    monkeypatch.setattr(ddp.dist, "init_process_group", lambda *a, **k: None)
+    monkeypatch.setattr(ddp.dist, "destroy_process_group", lambda: None)
+    ddp.main(["--out", str(tmp_path), "--backend", "gloo"])
+    monkeypatch.setattr(finetuning, "datasets", lambda p: (None, None, 10))
+    monkeypatch.setattr(finetuning, "check_weights", lambda *a: "")
+    monkeypatch.setattr(finetuning, "fit", lambda *a, **k: seen.append("fine-tuning steps"))
+    from cnnbench.params import Params
+
+    run = types.SimpleNamespace(params=Params(transfer_devices=["cpu"], transfer_batch_sizes=[8], transfer_lrs=[0.01]),
+                                device=torch.device("cpu"), dir=tmp_path, path=lambda n: tmp_path / n)
+    finetuning.run_grid(run, log=lambda *a: None)
+    assert seen == [("cuda", "fp32"), ("cpu", "fp32"), "ddp steps", ("cpu", "fp32"), "fine-tuning steps"]

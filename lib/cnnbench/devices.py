@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import os
 import platform
 import re
@@ -126,6 +128,39 @@ def device_name(device: torch.device) -> str:
 def reset_peak_memory(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
+
+
+class math_precision:  # noqa: N801 - used as a context manager, like torch.autocast
+    """The matmul and convolution math of ``precision`` on ``device`` for a block, restored after it: fp32 means
+    fp32 (TF32 off on CUDA, where cuDNN's default is on), tf32 turns TF32 on; other devices are unaffected.
+    Every step of every experiment runs under it, so an "fp32" row is never TF32 on an A100/H100."""
+
+    def __init__(self, device: torch.device, precision: str):
+        self.device, self.precision, self.saved = device, precision, None
+
+    def __enter__(self) -> math_precision:
+        if self.device.type == "cuda":
+            self.saved = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
+            torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = self.precision == "tf32"
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.saved is not None:
+            torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = self.saved
+            self.saved = None
+
+
+def autocast(device: torch.device, precision: str):
+    """Autocast to bf16/fp16 for those precisions (forward passes only), nothing for fp32/tf32."""
+    if precision in ("bf16", "fp16"):
+        return torch.autocast(device_type=device.type, dtype=DTYPES[precision])
+    return contextlib.nullcontext()
+
+
+def release(device: torch.device) -> None:
+    """Free what a finished measurement left: Python garbage first, then the device allocator's cache."""
+    gc.collect()
+    empty_cache(device)
 
 
 def empty_cache(device: torch.device) -> None:

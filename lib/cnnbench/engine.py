@@ -13,9 +13,7 @@ many, each in several fresh worker processes in interleaved rounds (see :mod:`cn
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
-import gc
 import math
 import statistics
 import time
@@ -102,20 +100,6 @@ def flops_per_image(model: str, image_size: int, num_classes: int) -> tuple[floa
     return _FLOPS[key]
 
 
-def _autocast(device: torch.device, precision: str):
-    if precision in ("bf16", "fp16"):
-        dtype = torch.bfloat16 if precision == "bf16" else torch.float16
-        return torch.autocast(device_type=device.type, dtype=dtype)
-    return contextlib.nullcontext()
-
-
-def _set_tf32(device: torch.device, precision: str) -> None:
-    """fp32 means fp32: TF32 off for matmuls and cuDNN (cuDNN's default is on), unless tf32 is asked for."""
-    if device.type == "cuda":
-        torch.backends.cuda.matmul.allow_tf32 = precision == "tf32"
-        torch.backends.cudnn.allow_tf32 = precision == "tf32"
-
-
 def _grad_scaler(device: torch.device, precision: str):
     if precision != "fp16":
         return None
@@ -141,7 +125,7 @@ class Workload:
         self.loss_fn = nn.CrossEntropyLoss()
         self.scaler = _grad_scaler(device, cfg.precision)
         self.last_loss: torch.Tensor | None = None
-        _set_tf32(device, cfg.precision)
+        devices.math_precision(device, cfg.precision).__enter__()  # for the workload's life (measure restores)
         if cfg.data_mode == "device":
             # one batch made once on the device: real images when a dataset is given, else synthetic
             x, y = self._synthetic_batch() if dataset is None else self.to_device(
@@ -171,7 +155,7 @@ class Workload:
         """One training step on ``batch`` (x, y on the device), or on the workload's next batch."""
         x, y = batch if batch is not None else self.next_batch()
         self.optimizer.zero_grad(set_to_none=True)
-        with _autocast(self.device, self.cfg.precision):
+        with devices.autocast(self.device, self.cfg.precision):
             loss = self.loss_fn(models.logits(self.forward(x)), y)
         if self.scaler is not None:
             self.scaler.scale(loss).backward()
@@ -184,7 +168,7 @@ class Workload:
 
     def eval_step(self, batch=None) -> None:
         x, _ = batch if batch is not None else self.next_batch()
-        with torch.inference_mode(), _autocast(self.device, self.cfg.precision):
+        with torch.inference_mode(), devices.autocast(self.device, self.cfg.precision):
             self.forward(x)
 
     @property
@@ -271,8 +255,9 @@ def measure(cfg: Config, device: torch.device, protocol: Protocol, dataset=None,
     row["timestamp"] = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
     row.update(status="ok", error="")
     timer = timer or timing.StepTimer(device)
-    work = None
+    work, math = None, devices.math_precision(device, cfg.precision)
     try:
+        math.__enter__()
         devices.empty_cache(device)
         devices.reset_peak_memory(device)
         reset = devices.reset_peak_rss()
@@ -328,6 +313,6 @@ def measure(cfg: Config, device: torch.device, protocol: Protocol, dataset=None,
         row.update(failure(err))
     finally:
         del work
-        gc.collect()
-        devices.empty_cache(device)
+        devices.release(device)
+        math.__exit__(None, None, None)
     return row

@@ -113,12 +113,6 @@ def _rates(fn, work: float, device: torch.device, repeats: int, min_call_s: floa
     return [work * inner / t for t in times]
 
 
-def _tf32(device: torch.device, on: bool) -> None:
-    if device.type == "cuda":
-        torch.backends.cuda.matmul.allow_tf32 = on
-        torch.backends.cudnn.allow_tf32 = on
-
-
 def default_matmul_size(device: torch.device) -> int:
     """The matmul size for ``matmul_size: 0``: large enough to reach a fast GPU's peak, small enough for a CPU."""
     if device.type == "cuda":
@@ -133,13 +127,10 @@ def matmul_rates(device: torch.device, precision: str = "fp32", n: int = 4096, r
     Each timed call chains as many products as last ``min_call_s`` (calibrated on the device), so a fast GPU's
     timed call carries enough work whatever ``n`` is.
     """
-    _tf32(device, precision == "tf32")
     a = torch.randn(n, n, device=device, dtype=devices.DTYPES[precision])
     b = torch.randn(n, n, device=device, dtype=devices.DTYPES[precision])
-    try:
+    with devices.math_precision(device, precision):
         return [r / 1e9 for r in _rates(lambda: torch.mm(a, b), 2 * n**3, device, repeats, min_call_s)]
-    finally:
-        _tf32(device, False)
 
 
 def matmul_gflops(device: torch.device, precision: str = "fp32", n: int = 4096, repeats: int = 5,
@@ -152,15 +143,11 @@ def matmul_gflops(device: torch.device, precision: str = "fp32", n: int = 4096, 
 def conv_rates(device: torch.device, precision: str = "fp32", batch: int = 32, channels: int = 128, size: int = 28,
                repeats: int = 5, min_call_s: float | None = None) -> list[float]:
     """GFLOP/s of each timed call of a representative 3x3 convolution (ResNet stage 2 shape), forward."""
-    _tf32(device, precision == "tf32")
     conv = torch.nn.Conv2d(channels, channels, 3, padding=1, bias=False).to(device, devices.DTYPES[precision])
     x = torch.randn(batch, channels, size, size, device=device, dtype=devices.DTYPES[precision])
     flops = 2 * batch * size * size * channels * channels * 9
-    try:
-        with torch.inference_mode():
-            return [r / 1e9 for r in _rates(lambda: conv(x), flops, device, repeats, min_call_s)]
-    finally:
-        _tf32(device, False)
+    with torch.inference_mode(), devices.math_precision(device, precision):
+        return [r / 1e9 for r in _rates(lambda: conv(x), flops, device, repeats, min_call_s)]
 
 
 def conv_gflops(device: torch.device, precision: str = "fp32", batch: int = 32, channels: int = 128, size: int = 28,

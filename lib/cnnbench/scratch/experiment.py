@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import psutil
+import torch
 
 from cnnbench import devices, results
 from cnnbench.scratch import DEVICE_KIND, BackendUnavailable, make, torch_weights
@@ -425,7 +426,13 @@ def measure_status(component: str, measured, coarse: bool) -> str:
 # --- the whole experiment ------------------------------------------------------------------------------------
 
 def run_all(run, data: Data | None = None, progress=print) -> dict[str, list[dict]]:
-    """Everything 05 measures, written to the run folder row by row (four CSVs)."""
+    """Everything 05 measures, written to the run folder row by row (four CSVs); fp32 means fp32 for the torch
+    backends (TF32 off on CUDA, whose cuDNN default is on, else torch_cuda would fail the 1e-4 gradient check)."""
+    with devices.math_precision(torch.device("cuda"), "fp32"):
+        return _run_all(run, data, progress)
+
+
+def _run_all(run, data: Data | None, progress) -> dict[str, list[dict]]:
     p, threads = run.params, run.threads
     set_threads(threads)
     data = data or load_data(p)

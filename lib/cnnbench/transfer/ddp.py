@@ -93,7 +93,8 @@ def main(argv=None) -> int:
     os.environ.setdefault("MASTER_PORT", "29500")
     dist.init_process_group(backend, rank=rank, world_size=world)
     try:
-        result = train(args, rank, world, device, backend)
+        with devices.math_precision(device, "fp32"):  # fp32 means fp32, as in every other experiment
+            result = train(args, rank, world, device, backend)
     finally:
         dist.destroy_process_group()
     if rank == 0:

@@ -325,7 +325,7 @@ def run_grid(run, sampler_cls=None, log=print) -> None:
                 if results.done({**base, "epoch": p.transfer_epochs}):
                     continue
                 devices.reset_peak_memory(device)
-                with sampler_cls(device, p.telemetry_interval_s) as sampler:
+                with sampler_cls(device, p.telemetry_interval_s) as sampler, devices.math_precision(device, "fp32"):
                     try:
                         fit(p, device, lr, bs, sets, base, results, sampler)
                     except Exception as err:  # noqa: BLE001 - a failed grid point is a row, the grid goes on

@@ -13,7 +13,6 @@ added until the check is precise (its 95% interval within PRECISION_PCT) or a ti
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import math
 import random
@@ -80,12 +79,6 @@ class PhaseTimer:
         self._last, self._last_event = now, event
 
 
-def _autocast(device: torch.device, precision: str):
-    if precision in ("bf16", "fp16"):
-        return torch.autocast(device_type=device.type, dtype=devices.DTYPES[precision])
-    return contextlib.nullcontext()
-
-
 def split_step(work: engine.Workload, batches, timer: PhaseTimer) -> dict[str, float]:
     """One training step of ``work`` with a boundary after each phase; returns the phase times.
 
@@ -101,7 +94,7 @@ def split_step(work: engine.Workload, batches, timer: PhaseTimer) -> dict[str, f
     timer.mark("data_wait")
     x, y = work.to_device(x, y)
     timer.mark("h2d_copy")
-    with _autocast(work.device, work.cfg.precision):
+    with devices.autocast(work.device, work.cfg.precision):
         out = models.logits(work.forward(x))
         timer.mark("forward")
         loss = work.loss_fn(out, y)

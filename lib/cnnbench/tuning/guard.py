@@ -12,7 +12,6 @@ compare the loss of one forward pass, relative to the loss itself.
 
 from __future__ import annotations
 
-import gc
 import math
 from dataclasses import dataclass, replace
 
@@ -58,8 +57,7 @@ def loss_after(cfg: engine.Config, device: torch.device, protocol: engine.Protoc
                 return loss, loss
     finally:
         del work
-        gc.collect()
-        devices.empty_cache(device)
+        devices.release(device)
 
 
 def judge(loss: float, reference: float, tolerance: float, reference_start: float | None = None) -> Verdict:

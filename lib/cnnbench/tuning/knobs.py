@@ -8,6 +8,8 @@ import contextlib
 
 import torch
 
+from cnnbench import devices
+
 
 @contextlib.contextmanager
 def applied(threads: int, compile_mode: str = "off"):
@@ -31,7 +33,5 @@ def applied(threads: int, compile_mode: str = "off"):
 
 
 def autocast(device: torch.device, precision: str):
-    """Autocast for bf16/fp16, nothing for fp32/tf32 (as the engine's steps)."""
-    if precision in ("bf16", "fp16"):
-        return torch.autocast(device_type=device.type, dtype=torch.bfloat16 if precision == "bf16" else torch.float16)
-    return contextlib.nullcontext()
+    """Autocast for bf16/fp16, nothing for fp32/tf32: the engine's own (devices.autocast)."""
+    return devices.autocast(device, precision)

@@ -16,7 +16,6 @@
 
 from __future__ import annotations
 
-import gc
 import math
 import time
 from collections.abc import Callable
@@ -97,8 +96,7 @@ def window(base: engine.Config, c: Candidate, device: torch.device, protocol: en
         return Outcome(f["status"], error=f["error"])
     finally:
         del work
-        gc.collect()
-        devices.empty_cache(device)
+        devices.release(device)
 
 
 def _timed(work: engine.Workload, device: torch.device) -> float:
