@@ -21,7 +21,8 @@ import time
 import torch
 from torch import nn
 
-from cnnbench import devices, engine, models, paths, results, telemetry, timing, worker
+from cnnbench import devices, models, paths, results
+from cnnbench.measure import engine, telemetry, timing, worker
 
 
 def bare_window(model, opt, x, y, phase: str, steps: int, device) -> float:

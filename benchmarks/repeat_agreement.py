@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Issue 17's goal, recorded (never asserted): do the default protocol's intervals cover a second measurement?
 
-Each run measures the same configurations twice, in two independent passes of :func:`cnnbench.runner.run_configs`
+Each run measures the same configurations twice, in two independent passes of :func:`cnnbench.measure.runner.run_configs`
 (the pipeline's protocol from a params file: several fresh processes per configuration, interleaved rounds,
 adaptive stopping), one pass after the other, as 02 and 03 of one pipeline run do. Per configuration it records
 both rates and intervals, whether their difference lies inside the 95% interval of the difference (``agree``),
@@ -22,8 +22,9 @@ from pathlib import Path
 
 import torch
 
-from cnnbench import devices, envinfo, params, paths, reproducibility, results, runner, scenarios
-from cnnbench.engine import Protocol
+from cnnbench import devices, envinfo, params, paths, results, scenarios
+from cnnbench.measure import reproducibility, runner
+from cnnbench.measure.engine import Protocol
 
 CONFIGS = "mnist_cnn:train,mnist_cnn:eval,squeezenet1_1:train,squeezenet1_1:eval,resnet18:train,resnet18:eval"
 

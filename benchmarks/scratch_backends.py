@@ -17,9 +17,9 @@ import statistics
 import time
 
 from cnnbench import devices, paths, results
+from cnnbench.measure.timing import t95
 from cnnbench.scratch import BackendUnavailable, experiment, make, torch_weights
 from cnnbench.scratch.report import SPEED_GOALS
-from cnnbench.timing import t95
 
 
 def window(b, x, y, steps: int) -> float:

@@ -22,7 +22,8 @@ from pathlib import Path
 import pandas as pd
 
 import cnnbench
-from cnnbench import paths, peaks, results, tuning
+from cnnbench import paths, results, tuning
+from cnnbench.roofline import peaks
 from cnnbench.tuning.experiment import plain
 
 PUBLISHED = {  # ResNet-50 training, 224x224, single GPU, PyTorch AMP: issue 12's reference figures, keyed by the

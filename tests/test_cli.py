@@ -179,7 +179,7 @@ def test_progress_lines_reach_the_console_while_a_notebook_runs(tmp_path, monkey
 
 
 def test_engine_reports_each_finished_configuration(tmp_path, monkeypatch):
-    from cnnbench import engine, runner
+    from cnnbench.measure import engine, runner
 
     path = tmp_path / "progress.log"
     monkeypatch.setenv(progress.PROGRESS_ENV, str(path))

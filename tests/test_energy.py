@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from cnnbench import energy
+from cnnbench.measure import energy
 
 
 class FakeClock:
@@ -165,7 +165,7 @@ def test_apple_and_cpu_device_paths(monkeypatch):
 
 
 def test_every_engine_window_carries_energy(monkeypatch):
-    from cnnbench import engine
+    from cnnbench.measure import engine
 
     class Ticking:
         """A fake counter that gains 1 J per read."""

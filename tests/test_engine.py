@@ -2,7 +2,8 @@ import pandas as pd
 import pytest
 import torch
 
-from cnnbench import engine, results, runner
+from cnnbench import results
+from cnnbench.measure import engine, runner
 
 CPU = torch.device("cpu")
 FAST = engine.Protocol(warmup_steps=1, measured_steps=2, repeats=2, workers=0, synthetic_images=32, processes=2,
@@ -210,7 +211,7 @@ def test_repeats_one_writes_plain_numbers(tmp_path):
 
 
 def test_the_telemetry_series_of_every_configuration_is_written(tmp_path):
-    from cnnbench import telemetry
+    from cnnbench.measure import telemetry
 
     runner.run_configs([cfg(), cfg(phase="eval")], CPU, FAST, tmp_path / "r.csv", telemetry_path=tmp_path / "t.csv",
                        source="scenario_a")

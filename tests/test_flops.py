@@ -4,7 +4,8 @@ import pytest
 import torch
 from torch import nn
 
-from cnnbench import flops, models
+from cnnbench import models
+from cnnbench.measure import flops
 
 # Every torchvision classifier (the whole sweep counts on the meta device: ~1 min on 2 cores).
 TORCHVISION = [n for n in models.model_names() if n not in models.LOCAL_MODELS]

@@ -87,7 +87,7 @@ def test_epochs_run_in_a_fresh_worker_with_their_own_memory_peak(tmp_path):
 
 
 def test_a_worker_that_dies_or_raises_is_a_row():
-    from cnnbench import worker
+    from cnnbench.measure import worker
 
     crashed = worker.call_isolated(os._exit, 3, device=torch.device("cpu"))
     assert crashed == {"isolation": "worker", "status": "crashed",

@@ -5,7 +5,8 @@ import pandas as pd
 import pytest
 from matplotlib.figure import Figure
 
-from cnnbench import plots, telemetry
+from cnnbench import plots
+from cnnbench.measure import telemetry
 
 
 def test_empty_axes_finds_panels_without_finite_data():

@@ -6,7 +6,9 @@ import pytest
 import torch
 from torch import nn
 
-from cnnbench import peaks, plots, roofline, traffic
+from cnnbench import plots, roofline
+from cnnbench.measure import traffic
+from cnnbench.roofline import peaks
 
 F32 = 4
 
@@ -71,7 +73,7 @@ def test_training_step_intensity_grows_with_batch():
     assert large["intensity_flop_per_byte"] > 5 * small["intensity_flop_per_byte"]
     assert small["optimizer_gbytes"] == pytest.approx(large["optimizer_gbytes"])  # weights: per step, not per image
     # training FLOPs of the step agree with 01's per-image count
-    from cnnbench import flops
+    from cnnbench.measure import flops
 
     per_image = flops.complexity("resnet18", 64, 200, with_fvcore=False).gflops_train
     assert large["gflops"] == pytest.approx(64 * per_image, rel=0.01)

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 import torch
 
-from cnnbench import engine, runner, telemetry
+from cnnbench.measure import engine, runner, telemetry
 
 CPU = torch.device("cpu")
 PROTO = engine.Protocol(warmup_steps=1, measured_steps=4, repeats=3, workers=0, processes=3, max_processes=6,

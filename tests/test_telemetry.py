@@ -6,7 +6,8 @@ import pandas as pd
 import pytest
 import torch
 
-from cnnbench import devices, plots, telemetry
+from cnnbench import devices, plots
+from cnnbench.measure import telemetry
 
 
 class FakeNVML:

@@ -4,7 +4,7 @@ import statistics
 import pytest
 import torch
 
-from cnnbench import timing
+from cnnbench.measure import timing
 
 
 class FakeDevice:
@@ -118,7 +118,7 @@ def test_mps_without_events_still_syncs_at_the_edges_only(monkeypatch):
 def test_t_quantiles_past_the_table_are_not_the_normal_ones():
     # 1.96 beyond 30 degrees of freedom made intervals of 31-100 samples 1-3% too narrow (the step-phase check
     # stops on its interval around there). Published two-sided 95% quantiles:
-    from cnnbench.timing import t95
+    from cnnbench.measure.timing import t95
 
     for dof, t in ((30, 2.042), (31, 2.040), (40, 2.021), (60, 2.000), (120, 1.980), (1000, 1.962)):
         assert t95(dof) == pytest.approx(t, abs=1.5e-3)
@@ -126,7 +126,7 @@ def test_t_quantiles_past_the_table_are_not_the_normal_ones():
 
 
 def test_ci95_half_width_is_the_student_t_interval_of_the_mean():
-    from cnnbench.timing import ci95_half_width
+    from cnnbench.measure.timing import ci95_half_width
 
     assert ci95_half_width([10.0, 11.0, 12.0]) == pytest.approx(4.303 * 1.0 / math.sqrt(3), rel=1e-4)
     assert ci95_half_width([5.0, 5.0]) == 0.0

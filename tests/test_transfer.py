@@ -12,7 +12,8 @@ import pytest
 import torch
 from PIL import Image
 
-from cnnbench import engine, params
+from cnnbench import params
+from cnnbench.measure import engine
 from cnnbench.transfer import distributed as scaling
 from cnnbench.transfer import finetuning as finetune
 from cnnbench.transfer import phases, profiling, summary, timelines

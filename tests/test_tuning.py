@@ -8,7 +8,8 @@ import pytest
 import torch
 
 import cnnbench
-from cnnbench import engine, params
+from cnnbench import params
+from cnnbench.measure import engine
 from cnnbench.tuning import experiment, guard, search, space
 from cnnbench.tuning.racing import Outcome
 from cnnbench.tuning.space import Candidate, Hardware

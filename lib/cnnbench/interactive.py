@@ -19,7 +19,8 @@ from dataclasses import asdict
 import pandas as pd
 import torch
 
-from cnnbench import devices, engine, params, plots, results, scenarios, timing
+from cnnbench import devices, params, plots, results, scenarios
+from cnnbench.measure import engine, timing
 from cnnbench.progress import headless
 
 MIN_WINDOWS = 3  # windows before the interval is trusted
@@ -115,7 +116,7 @@ def _show(history: list[dict], run) -> None:
         fig.savefig(png, format="png", dpi=100, bbox_inches="tight")
         display(Image(png.getvalue()))
 
-    from cnnbench.reproducibility import rate_text
+    from cnnbench.measure.reproducibility import rate_text
 
     df = pd.DataFrame(history)
     if "throughput_img_s" in df:  # "about 5 img/s (not precise: +-221%)", never "5.36 +- 11.85 img/s"

@@ -30,7 +30,7 @@ def row_line(row: dict) -> str:
         what += f" {row['precision']}"
     rate = row.get("throughput_img_s")
     if row.get("status", "ok") == "ok" and isinstance(rate, (int, float)):
-        from cnnbench.reproducibility import rate_text
+        from cnnbench.measure.reproducibility import rate_text
 
         ci = row.get("throughput_ci95_img_s")
         line = f"{what}: " + rate_text(rate, float(ci) if isinstance(ci, (int, float)) else float("nan"))

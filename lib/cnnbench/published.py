@@ -309,7 +309,7 @@ def _row(seed: str, claim: str, computed: str, note: str) -> dict:
 
 
 def _spec_rows(device: str) -> pd.DataFrame:
-    from cnnbench import peaks
+    from cnnbench.roofline import peaks
 
     spec = peaks.specs()
     return spec[(spec.device == device) & (spec.precision == "fp32")]

@@ -127,7 +127,8 @@ def complexity_warning(run_dir: Path) -> str:
 def reproducibility_statement(run_dir: Path) -> str:
     """How quiet the machine was and whether the configurations measured twice agree, for the top of a run's
     report (pyperf's "the benchmark seems unstable"); a busy machine gets a red box with the figures."""
-    from cnnbench import analysis, reproducibility
+    from cnnbench import analysis
+    from cnnbench.measure import reproducibility
 
     try:
         merged = analysis.load([run_dir])

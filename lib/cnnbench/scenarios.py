@@ -12,8 +12,9 @@ from dataclasses import asdict
 import pandas as pd
 import torch
 
-from cnnbench import data, devices, engine, models, results, runner, telemetry, worker
-from cnnbench.engine import Config, Protocol
+from cnnbench import data, devices, models, results
+from cnnbench.measure import engine, runner, telemetry, worker
+from cnnbench.measure.engine import Config, Protocol
 from cnnbench.progress import bar
 
 
@@ -67,7 +68,7 @@ def dataset_loader(p):
 def run(run, name: str, configs: list[Config]) -> pd.DataFrame:
     """Measure ``configs`` into ``<run>/<name>.csv`` (resuming), ``<name>_windows.csv``, ``<name>_steps.csv``
     and ``telemetry.csv`` (source ``name``), each configuration in several processes in interleaved rounds
-    (:mod:`cnnbench.runner`); return the rows of exactly these configurations, failures included, every measurement
+    (:mod:`cnnbench.measure.runner`); return the rows of exactly these configurations, failures included, every measurement
     column present (empty where every configuration failed). Each configuration runs in a fresh worker process
     unless the params say ``isolate: false``."""
     p = run.params
@@ -127,7 +128,7 @@ def _epoch(work: engine.Workload, loader, phase: str, max_batches: int, max_imag
 
 
 def _epoch_pair(p, cfg: Config, device_spec: str, cap: int) -> dict:
-    """One train and one validation epoch of ``cfg`` (module level: :func:`cnnbench.worker.call_isolated` runs
+    """One train and one validation epoch of ``cfg`` (module level: :func:`cnnbench.measure.worker.call_isolated` runs
     it in a fresh worker process), with the telemetry summary of both: the fields of an ``epochs.csv`` row."""
     device = torch.device(device_spec)
     dataset_for, splits, row = dataset_loader(p), {}, {}

@@ -9,7 +9,7 @@ from itertools import combinations
 
 import pandas as pd
 
-from cnnbench import reproducibility
+from cnnbench.measure import reproducibility
 from cnnbench.results.runs import Merged
 
 # A measurement's configuration: two rows are divided only when all of these are equal.

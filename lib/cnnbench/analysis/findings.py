@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from cnnbench import reproducibility, results, scenarios
+from cnnbench import results, scenarios
 from cnnbench.analysis.compare import MATCH_KEYS, _configured, machine, repeated, speedups, unmatched
+from cnnbench.measure import reproducibility
 from cnnbench.results.runs import Merged
 
 

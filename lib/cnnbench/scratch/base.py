@@ -72,7 +72,7 @@ class OpTimer:
 
     def rows(self) -> list[dict]:
         """One row per op: first-call time apart, then median / mean / 95% interval of the later calls (ms)."""
-        from cnnbench.timing import t95
+        from cnnbench.measure.timing import t95
 
         out = []
         for name, first in self.first.items():

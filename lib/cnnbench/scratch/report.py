@@ -9,8 +9,8 @@ import seaborn as sns
 from matplotlib.ticker import MaxNLocator
 
 from cnnbench import published
+from cnnbench.measure.timing import ci95_half_width
 from cnnbench.plots import save
-from cnnbench.timing import ci95_half_width
 
 SPEED_GOALS = [  # (model, backend, reference, ratio of, goal): issue 10's speed goals on a 2-core CPU
     ("mnist_cnn", "numba_cpu", "torch_cpu", "throughput_img_s", 0.5),

@@ -69,7 +69,8 @@ def step_phases(run) -> pd.DataFrame:
 
 def profile(run) -> pd.DataFrame:
     """Trace ``profile_steps`` steps of each of ``profile_models`` -> trace_<model>.json, profile_ops.csv."""
-    from cnnbench import engine, scenarios
+    from cnnbench import scenarios
+    from cnnbench.measure import engine
 
     p = run.params
     rows = []

@@ -26,7 +26,8 @@ import torch.distributed as dist
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
-from cnnbench import devices, models, telemetry, timing
+from cnnbench import devices, models
+from cnnbench.measure import telemetry, timing
 
 
 def parse(argv=None) -> argparse.Namespace:

@@ -99,7 +99,7 @@ def efficiency(rows: list[dict]) -> None:
 
 def run_all(run, launcher=launch, log=print) -> list[dict]:
     """Every world size of the params, plus for each N > 1 a one-process loss check at batch N x b."""
-    from cnnbench.engine import failure
+    from cnnbench.measure.engine import failure
     from cnnbench.scenarios import model_data
 
     p = run.params

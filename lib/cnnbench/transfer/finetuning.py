@@ -202,7 +202,7 @@ def _classes(ds: Dataset) -> list:
 
 def train_epoch(net, opt, loss_fn, loader, device) -> tuple[float, int, float]:
     """(synced seconds, images, mean loss) of one training epoch; raises on a non-finite loss."""
-    from cnnbench.engine import UnstableLoss
+    from cnnbench.measure.engine import UnstableLoss
 
     net.train()
     total, n, steps = torch.zeros((), device=device), 0, 0
@@ -300,8 +300,8 @@ def peak_memory_mib(device: torch.device) -> dict[str, float]:
 def run_grid(run, sampler_cls=None, log=print) -> None:
     """Every (device, batch size, lr) grid point of the run not already finished in transfer.csv."""
     from cnnbench import results as results_layer
-    from cnnbench import telemetry
-    from cnnbench.engine import failure
+    from cnnbench.measure import telemetry
+    from cnnbench.measure.engine import failure
     from cnnbench.transfer import timelines
 
     p, sampler_cls = run.params, sampler_cls or telemetry.Sampler

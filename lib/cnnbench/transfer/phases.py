@@ -23,7 +23,8 @@ from dataclasses import asdict
 
 import torch
 
-from cnnbench import data, devices, engine, models, timing
+from cnnbench import data, devices, models
+from cnnbench.measure import engine, timing
 from cnnbench.results.tables import PHASE_PASS_KEYS as PASS_KEYS
 
 STEP_PHASES = ("data_wait", "h2d_copy", "forward", "loss", "backward", "optimizer")

@@ -16,7 +16,8 @@ import pandas as pd
 import torch
 from torch.profiler import ProfilerActivity, profile, record_function, schedule
 
-from cnnbench import devices, engine, models
+from cnnbench import devices, models
+from cnnbench.measure import engine
 
 PASSES = ("forward", "backward", "optimizer")
 LABEL = "cnnbench."

@@ -1,6 +1,6 @@
 """Telemetry timelines of the transfer runs: the sampled series kept, tidy, and plotted over time.
 
-Relies on one API of :class:`cnnbench.telemetry.Sampler`: ``with Sampler(device, interval_s) as s: ...`` then
+Relies on one API of :class:`cnnbench.measure.telemetry.Sampler`: ``with Sampler(device, interval_s) as s: ...`` then
 ``s.series()`` -> a list of dicts with ``t_s``, ``metric``, ``value``, ``device_index``. A sampler without
 ``series()`` yields no rows (the plot says so) rather than failing the run.
 """

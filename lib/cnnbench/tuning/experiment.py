@@ -9,7 +9,8 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 
-from cnnbench import engine, results, roofline, scenarios
+from cnnbench import results, roofline, scenarios
+from cnnbench.measure import engine
 from cnnbench.results import ResultsFile
 from cnnbench.results.tables import SEARCH_KEYS, TUNING_PARAM_KEYS
 from cnnbench.tuning import guard, search, space

@@ -17,7 +17,8 @@ from dataclasses import dataclass, replace
 
 import torch
 
-from cnnbench import devices, engine, models
+from cnnbench import devices, models
+from cnnbench.measure import engine
 from cnnbench.tuning.knobs import applied, autocast
 
 REFERENCE = ("fp32", "nchw", "off")

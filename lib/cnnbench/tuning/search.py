@@ -24,7 +24,8 @@ from itertools import product
 
 import torch
 
-from cnnbench import devices, energy, engine, timing
+from cnnbench import devices
+from cnnbench.measure import energy, engine, timing
 from cnnbench.params import default
 from cnnbench.tuning import guard, racing
 from cnnbench.tuning.knobs import applied

@@ -2,7 +2,7 @@
 memory hierarchy (a working-set sweep through every cache level into DRAM/HBM), and spec-sheet roofs matched by the
 device's exact model and variant.
 
-The CPU sweep is :mod:`cnnbench.membench`: as the Empirical Roofline Toolkit and likwid-bench do, one compiled call
+The CPU sweep is :mod:`cnnbench.roofline.membench`: as the Empirical Roofline Toolkit and likwid-bench do, one compiled call
 (numba, on the run's threads) loops many times over each thread's own buffer, so no per-call cost hides the L1 and
 L2 roofs; kernels ``read`` (bytes read) and ``triad`` (a = b + s*c: 2 reads + 1 write counted, the write-allocate
 read not counted, the STREAM convention). GPUs: torch copy and triad (bytes read + written), CUDA-graph replayed.
@@ -264,12 +264,12 @@ def bandwidth_sweep(device: torch.device, sizes: list[int], repeats: int = 3,
                     min_call_s: float | None = None, threads: int | None = None) -> pd.DataFrame:
     """Best and median bandwidth of each kernel at each working set, GB/s, one row each.
 
-    CPU: :mod:`cnnbench.membench` (numba: one compiled call per timing, each of ``threads`` threads looping over
+    CPU: :mod:`cnnbench.roofline.membench` (numba: one compiled call per timing, each of ``threads`` threads looping over
     its own buffer; read and triad kernels, write-allocate not counted). GPU: torch copy and triad, ``inner``
     calls per timing replayed from a CUDA graph where capture works (bytes read + written per call).
     """
     if device.type == "cpu":
-        from cnnbench import membench
+        from cnnbench.roofline import membench
 
         threads = threads or torch.get_num_threads()
         return membench.sweep(sizes, threads, repeats, max(MIN_CALL_S["cpu"], min_call_s or 0.01))
@@ -365,7 +365,7 @@ def main_memory_level(device: torch.device) -> str:
 
 def stream_gbs(device: torch.device, mb: int = 512, repeats: int = 5) -> dict[str, float]:
     """Best rate of each streaming kernel over a ``2 x mb`` MiB working set, GB/s: ``{kernel}_gbs``. CPU: read and
-    triad (:mod:`cnnbench.membench`); GPU: copy (b = a: 2 x 4 bytes/element) and triad (3 x 4 bytes/element)."""
+    triad (:mod:`cnnbench.roofline.membench`); GPU: copy (b = a: 2 x 4 bytes/element) and triad (3 x 4 bytes/element)."""
     sweep = bandwidth_sweep(device, [2 * mb * 2**20], repeats)
     return {f"{k}_gbs": float(g.bandwidth_gbs.max()) for k, g in sweep.groupby("kernel")}
 

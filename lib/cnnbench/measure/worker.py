@@ -22,7 +22,7 @@ import sys
 
 import torch
 
-from cnnbench import engine
+from cnnbench.measure import engine
 
 HOOK_ENV = "CNNBENCH_TEST_WORKER_HOOK"
 _ballast: list[bytearray] = []
@@ -33,7 +33,7 @@ def _context():
     inherited); spawn elsewhere (macOS: Metal does not survive a fork)."""
     if platform.system() == "Linux":
         ctx = mp.get_context("forkserver")
-        ctx.set_forkserver_preload(["cnnbench.worker"])
+        ctx.set_forkserver_preload(["cnnbench.measure.worker"])
         return ctx
     return mp.get_context("spawn")
 
@@ -89,7 +89,7 @@ def _job(cfg, device_spec: str, protocol, dataset, threads: int, hooks: str, kno
 
 def measure_isolated(cfg: engine.Config, device: torch.device, protocol: engine.Protocol, dataset=None,
                      threads: int | None = None) -> dict:
-    """:func:`cnnbench.engine.measure` in a fresh worker process; a worker that dies gives a ``crashed`` row."""
+    """:func:`cnnbench.measure.engine.measure` in a fresh worker process; a worker that dies gives a ``crashed`` row."""
     threads = threads or torch.get_num_threads()
     try:  # counted once here, not again in every worker (it would also add to the worker's memory peak)
         known_flops = engine.flops_per_image(cfg.model, cfg.image_size, cfg.num_classes)
@@ -150,7 +150,7 @@ def call_isolated(fn, *args, device: torch.device, threads: int | None = None, n
     """``fn(*args)`` in a fresh worker process, as :func:`measure_isolated` runs ``engine.measure``: its peak
     memory is its own. ``fn`` is a module-level function (picklable, as are ``args``) returning a row (a dict);
     the result is that row with ``isolation="worker"``; an exception in ``fn`` gives a row of
-    :func:`cnnbench.engine.failure`'s status and error, a worker that dies one with ``status="crashed"``."""
+    :func:`cnnbench.measure.engine.failure`'s status and error, a worker that dies one with ``status="crashed"``."""
     threads = threads or torch.get_num_threads()
     row, exitcode = _in_worker(_call_job, name, (fn, args, str(device), threads))
     return row if row is not None else died(exitcode)

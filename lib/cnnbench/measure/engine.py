@@ -7,8 +7,8 @@ then ``repeats`` windows of ``measured_steps`` steps each, the device synchronis
 Failures are rows: out of memory -> ``status=oom``, a non-finite loss -> ``status=unstable``, anything else ->
 ``status=error`` with the message; a worker process that dies -> ``status=crashed`` with its exit code or signal.
 
-:func:`measure` measures one configuration once, in this process; :func:`cnnbench.runner.run_configs` measures
-many, each in several fresh worker processes in interleaved rounds (see :mod:`cnnbench.runner`).
+:func:`measure` measures one configuration once, in this process; :func:`cnnbench.measure.runner.run_configs` measures
+many, each in several fresh worker processes in interleaved rounds (see :mod:`cnnbench.measure.runner`).
 """
 
 from __future__ import annotations
@@ -24,7 +24,8 @@ from dataclasses import asdict, dataclass
 import torch
 from torch import nn
 
-from cnnbench import data, devices, energy, flops, models, telemetry, timing
+from cnnbench import data, devices, models
+from cnnbench.measure import energy, flops, telemetry, timing
 from cnnbench.params import default
 
 # Everything that changes a measurement (declared with the tables, results.tables): a rerun with other
@@ -92,7 +93,7 @@ _FLOPS: dict[tuple[str, int, int], tuple[float, float]] = {}
 
 def flops_per_image(model: str, image_size: int, num_classes: int) -> tuple[float, float]:
     """(training, forward) FLOPs per image at the resolution actually run, counted on the CPU once per process
-    (a worker is handed the parent's count, see :mod:`cnnbench.worker`)."""
+    (a worker is handed the parent's count, see :mod:`cnnbench.measure.worker`)."""
     key = (model, image_size, num_classes)
     if key not in _FLOPS:
         c = flops.complexity(model, image_size, num_classes, device="cpu", with_fvcore=False)
@@ -247,7 +248,7 @@ def measure(cfg: Config, device: torch.device, protocol: Protocol, dataset=None,
 
     ``baseline_rss_mib`` is the process before the model is built; ``peak_rss_mib`` its high-water mark, reset
     here where the OS allows (Linux), so it is this configuration's own (``isolation`` records how: "worker",
-    a fresh process per configuration, see :mod:`cnnbench.worker`; "in_process"; "in_process_unreset" when the
+    a fresh process per configuration, see :mod:`cnnbench.measure.worker`; "in_process"; "in_process_unreset" when the
     high-water mark could not be reset and may belong to an earlier configuration). ``telemetry_series`` and
     ``step_times_s`` ride along in the row for :func:`run_configs` to write to their own files.
     """

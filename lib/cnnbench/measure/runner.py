@@ -4,7 +4,7 @@ as tight as asked or the budget is spent (pyperf's model: processes x windows, t
 A single process measures a configuration precisely but not reproducibly: on a shared 2-core VM the same
 SqueezeNet step measured 325 img/s in one process and 467 img/s in another two minutes later, each with a 95%
 interval 20-100 times narrower than the gap. So every configuration is measured in ``processes`` fresh worker
-processes (:mod:`cnnbench.worker`), one round at a time over all configurations (A B C, A B C, ...), so drift of
+processes (:mod:`cnnbench.measure.worker`), one round at a time over all configurations (A B C, A B C, ...), so drift of
 the machine falls on all of them alike and is inside every interval; configurations whose interval is still
 wider than ``ci_target_pct`` get more rounds, up to ``max_processes``, while ``adapt_budget_s`` lasts.
 
@@ -36,8 +36,8 @@ from pathlib import Path
 
 import torch
 
-from cnnbench import engine, telemetry, timing
-from cnnbench.engine import Config, Protocol
+from cnnbench.measure import engine, telemetry, timing
+from cnnbench.measure.engine import Config, Protocol
 from cnnbench.progress import bar, process_done, row_done
 from cnnbench.results import CONFIG_KEYS, TABLES, WINDOW_KEYS, ResultsFile
 
@@ -106,7 +106,7 @@ def _typed_window(w: dict) -> dict:
 
 
 def _measure_once(cfg: Config, device, protocol, dataset, threads: int, isolate: bool) -> dict:
-    from cnnbench import worker
+    from cnnbench.measure import worker
 
     if isolate:
         return worker.measure_isolated(cfg, device, protocol, dataset, threads)

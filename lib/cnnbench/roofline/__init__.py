@@ -16,8 +16,9 @@ import pandas as pd
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-from cnnbench import devices, engine, published, results, scenarios, traffic
-from cnnbench import peaks as peaks_mod
+from cnnbench import devices, published, results, scenarios
+from cnnbench.measure import engine, traffic
+from cnnbench.roofline import peaks as peaks_mod
 
 
 def attainable(intensity: float, peak_gflops: float, bandwidth_gbs: float) -> float:
@@ -93,7 +94,7 @@ def judge(intensity: float, achieved: float, roof: pd.Series, dram: pd.Series) -
 
 def step_intensity(model: str, batch_size: int, image_size: int, num_classes: int, phase: str,
                    precision: str = "fp32") -> dict:
-    """Whole-step FLOPs, bytes and intensity of one configuration (see :mod:`cnnbench.traffic`)."""
+    """Whole-step FLOPs, bytes and intensity of one configuration (see :mod:`cnnbench.measure.traffic`)."""
     ops = traffic.count_step(model, batch_size, image_size, num_classes, phase, precision)
     return {"model": model, "phase": phase, "batch_size": batch_size, "image_size": image_size,
             "precision": precision, **traffic.summary(ops)}

@@ -3,7 +3,7 @@
 Model: **compulsory traffic with no reuse between ops**. Each op reads all its tensor inputs (activations,
 weights, gradients, optimizer state) once and writes its outputs once. This is an upper bound on DRAM traffic
 when caches keep data between ops (small layers, small batches) and a lower bound when a kernel makes several
-passes over its data. Views move nothing. FLOPs are counted by the same formulas as ``cnnbench.flops``
+passes over its data. Views move nothing. FLOPs are counted by the same formulas as ``cnnbench.measure.flops``
 (matmul/convolution/attention, 2 per multiply-add); elementwise and normalisation ops have FLOPs 0 here and are
 counted as pure traffic, which is what makes them memory-bound on the roofline.
 """
@@ -20,7 +20,8 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 from torch.utils.module_tracker import ModuleTracker
 
-from cnnbench import devices, flops, models
+from cnnbench import devices, models
+from cnnbench.measure import flops
 
 _NO_TRAFFIC = {"aten::detach", "aten::alias", "aten::lift_fresh", "aten::empty", "aten::empty_strided",
                "aten::empty_like", "aten::_to_copy_meta"}
