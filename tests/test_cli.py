@@ -258,3 +258,27 @@ def test_ctrl_c_on_the_real_pipeline_prints_one_line(tmp_path):
     assert proc.returncode in (1, 130), err
     assert err.count("\n") == 1 and "Traceback" not in err, err
     assert (tmp_path / "smoke" / "FAILED.txt").is_file() and not (tmp_path / "smoke" / ".lock").exists()
+
+
+# --- issue 21: argument validation (--run-name, --set, the params file) ----------------------------------------
+
+@pytest.mark.parametrize("args, text", [
+    (["--run-name", ""], "--run-name is empty"),
+    (["--run-name", "a/b"], "cnnbench: --run-name: 'a/b' is not a safe run name"),
+    (["--run-name", "a\nb"], "cnnbench: --run-name: 'a\\nb' is not a safe run name"),
+    (["--set", "expect_device=T4"], "cnnbench: --set key 'expect_device'"),
+    (["--set", "notebooks=[]"], "cnnbench: --set key 'notebooks'"),
+    (["--set", "window_s=.nan"], "cnnbench: --set key 'window_s' must be a finite number"),
+    (["--set", "models={a: 1, a: 2}"], "duplicate key 'a'"),
+])
+def test_bad_arguments_are_refused_in_one_line_naming_what_the_user_typed(tmp_path, args, text):
+    refused(cli("--params", str(SMOKE), "--outputs", str(tmp_path / "out"), *args), text)
+    assert "--set key 'run_name'" not in text
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
+
+
+def test_unreadable_params_files_are_refused_in_one_line(tmp_path):
+    latin1 = tmp_path / "latin1.yaml"
+    latin1.write_bytes(b"device: cpu\n# caf\xe9\n")
+    refused(cli("--params", str(latin1), "--outputs", str(tmp_path)), "not UTF-8")
+    refused(cli("--params", "/dev/zero", "--outputs", str(tmp_path)), "not a regular file")

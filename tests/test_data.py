@@ -247,3 +247,187 @@ def test_tar_extraction_refuses_links_and_escapes(tmp_path, kind):
 
 def test_tiny_imagenet_is_fetched_over_https():
     assert data.TINY_IMAGENET_URL[0].startswith("https://")
+
+
+# --- issue 21: datasets that fail only after a notebook started, and data that hangs ----------------------------
+
+def _run_with_deadline(fn, seconds=10):
+    """Run ``fn`` in a daemon thread; (finished, result or exception)."""
+    out = {}
+
+    def target():
+        try:
+            out["value"] = fn()
+        except BaseException as err:  # noqa: BLE001 - the test inspects it
+            out["error"] = err
+
+    t = threading.Thread(target=target, daemon=True)
+    t.start()
+    t.join(seconds)
+    return not t.is_alive(), out
+
+
+def test_a_dataset_smaller_than_one_batch_is_a_clear_error_not_stop_iteration():
+    ds = data.SyntheticImages(3, 3, 8, 2)
+    with pytest.raises(data.DataError, match="3 images.*one batch of 8"):
+        data.loader(ds, 8, workers=0, pin_memory=False)
+    assert len(list(data.loader(ds, 3, workers=0, pin_memory=False))) == 1
+
+
+def test_cycle_raises_when_a_pass_yields_no_batch_instead_of_looping():
+    from torch.utils.data import DataLoader
+
+    empty = DataLoader(data.SyntheticImages(3, 3, 8, 2), batch_size=8, drop_last=True)
+    finished, out = _run_with_deadline(lambda: next(data.cycle(empty)))
+    assert finished, "data.cycle looped forever over a loader that yields no batch"
+    assert isinstance(out.get("error"), data.DataError) and "no batch" in str(out["error"])
+    batches = data.cycle(data.loader(data.SyntheticImages(4, 3, 8, 2), 2, workers=0, pin_memory=False))
+    assert [next(batches)[0].shape[0] for _ in range(5)] == [2] * 5  # still endless over a real pass
+
+
+def _image_folder(root, classes=("cat", "dog"), per_class=2):
+    for c in classes:
+        for j in range(per_class):
+            jpeg(root / c / f"{j}.jpg", seed=j)
+    return root
+
+
+@pytest.mark.parametrize("make, expected", [
+    (lambda r: _image_folder(r, classes=("cat",)), "one class"),
+    (lambda r: (_image_folder(r), (r / "empty").mkdir()), "no image"),
+    (lambda r: (_image_folder(r / "train"), _image_folder(r / "val", classes=("cat", "dog", "eel"))), "3 classes"),
+    (lambda r: _image_folder(r / "train"), "val"),
+])
+def test_image_folder_problems_are_seen_up_front(tmp_path, make, expected):
+    root = tmp_path / "pets"
+    root.mkdir()
+    make(root)
+    assert expected in data.layout_problem("imagefolder", root)
+
+
+def test_good_layouts_have_no_problem(tmp_path):
+    assert data.layout_problem("imagefolder", _image_folder(tmp_path / "a")) == ""
+    _image_folder(tmp_path / "b" / "train"), _image_folder(tmp_path / "b" / "val")
+    assert data.layout_problem("imagefolder", tmp_path / "b") == ""
+    make_tiny_imagenet(tmp_path / "t" / "tiny-imagenet-200")
+    assert data.layout_problem("tiny_imagenet", tmp_path / "t") == ""
+    assert data.layout_problem("tiny_imagenet", tmp_path / "t" / "tiny-imagenet-200") == ""
+    make_mnist_raw(tmp_path / "m" / "MNIST" / "raw")
+    assert data.layout_problem("mnist", tmp_path / "m") == ""
+    assert data.dataset_classes("mnist", tmp_path / "m") == 10
+    assert data.dataset_classes("tiny_imagenet", tmp_path / "t") == 2
+    assert data.dataset_classes("imagefolder", tmp_path / "b") == 2
+    assert data.split_size("mnist", tmp_path / "m", "train") == 12 and data.split_size("mnist", tmp_path / "m", "val") == 6
+    assert data.split_size("tiny_imagenet", tmp_path / "t", "train") == 6
+    assert data.split_size("tiny_imagenet", tmp_path / "t", "val") == 4
+    assert data.split_size("imagefolder", tmp_path / "b", "val") == 4
+    assert data.split_size("imagefolder", tmp_path / "b", "train", at_most=3) == 3
+
+
+def _tiny_without_train_images(root):
+    make_tiny_imagenet(root)
+    shutil.rmtree(root / "train" / "n01629819")
+
+
+def _tiny_with_unknown_val_class(root):
+    make_tiny_imagenet(root)
+    with open(root / "val" / "val_annotations.txt", "a") as f:
+        f.write("val_9.JPEG\tn09999999\t0\t0\t8\t8\n")
+
+
+def _tiny_in_a_renamed_folder(root):
+    make_tiny_imagenet(root / "tiny-imagenet")  # TinyImageNet looks in root and root/tiny-imagenet-200 only
+
+
+@pytest.mark.parametrize("make, expected", [
+    (_tiny_without_train_images, "train/n01629819/images"),
+    (_tiny_with_unknown_val_class, "n09999999"),
+    (lambda r: (make_tiny_imagenet(r), (r / "val" / "val_annotations.txt").unlink()), "val_annotations.txt"),
+    (lambda r: (r.mkdir(parents=True), (r / "wnids.txt").write_text("")), "wnids.txt"),
+    (_tiny_in_a_renamed_folder, "tiny-imagenet/"),
+])
+def test_wrong_tiny_imagenet_layouts_are_seen_up_front(tmp_path, make, expected):
+    root = tmp_path / "tiny"
+    make(root)
+    root.mkdir(exist_ok=True)
+    problem = data.layout_problem("tiny_imagenet", root)
+    assert expected in problem, problem
+
+
+def _fake_idx(raw, name, content):
+    make_mnist_raw(raw)
+    (raw / name).write_bytes(content)
+
+
+@pytest.mark.parametrize("name, content, expected", [
+    ("train-images-idx3-ubyte", bytes(range(256)) * 4, "not an MNIST idx file"),
+    ("t10k-labels-idx1-ubyte", b"\x00\x00\x08\x01" + (7).to_bytes(4, "big") + bytes(7), "t10k"),
+    ("train-images-idx3-ubyte", struct.pack(">IIII", 2051, 12, 28, 28) + bytes(100), "truncated"),
+    ("t10k-images-idx3-ubyte", struct.pack(">IIII", 2051, 6, 32, 32) + bytes(6 * 32 * 32), "28x28"),
+])
+def test_a_fake_or_broken_mnist_file_is_seen_up_front(tmp_path, name, content, expected):
+    _fake_idx(tmp_path / "MNIST" / "raw", name, content)
+    problem = data.layout_problem("mnist", tmp_path)
+    assert expected in problem and name in problem, problem
+
+
+def test_a_missing_mnist_file_is_seen_up_front(tmp_path):
+    make_mnist_raw(tmp_path / "MNIST" / "raw")
+    (tmp_path / "MNIST" / "raw" / "t10k-labels-idx1-ubyte").unlink()
+    assert "t10k-labels-idx1-ubyte" in data.layout_problem("mnist", tmp_path)
+
+
+# validation (cnnbench.params) uses these before any work
+
+
+def _load(tmp_path, text):
+    from cnnbench import params
+
+    path = tmp_path / "p.yaml"
+    if "notebooks:" not in text:
+        text += "notebooks: [02_scenario_a]\n"
+    if "models:" not in text:
+        text += "models: [resnet18]\n"
+    path.write_text("device: cpu\nimage_size: 32\n" + text)
+    return params.load(path)
+
+
+def test_params_refuse_a_one_class_folder_and_a_fake_mnist(tmp_path):
+    from cnnbench.params import ParamsError
+
+    _image_folder(tmp_path / "one", classes=("cat",))
+    with pytest.raises(ParamsError, match="key 'data_path'.*one class"):
+        _load(tmp_path, f"dataset: imagefolder\nnum_classes: 1\ndata_path: {tmp_path / 'one'}\n")
+    _fake_idx(tmp_path / "mn" / "MNIST" / "raw", "train-images-idx3-ubyte", bytes(range(256)) * 4)
+    with pytest.raises(ParamsError, match="key 'data_path'.*not an MNIST idx file"):
+        _load(tmp_path, f"dataset: mnist\nnum_classes: 10\ndata_path: {tmp_path / 'mn'}\n")
+
+
+def test_params_refuse_num_classes_that_do_not_match_the_data(tmp_path):
+    from cnnbench.params import ParamsError
+
+    _image_folder(tmp_path / "pets")
+    with pytest.raises(ParamsError, match="key 'num_classes' 200.*2 classes"):
+        _load(tmp_path, f"dataset: imagefolder\ndata_path: {tmp_path / 'pets'}\n")
+    make_mnist_raw(tmp_path / "m" / "MNIST" / "raw")
+    with pytest.raises(ParamsError, match="key 'num_classes'"):
+        _load(tmp_path, f"dataset: mnist\ndata_path: {tmp_path / 'm'}\n")
+    # the MNIST CNN alone runs MNIST at its own 10 classes: num_classes does not apply
+    _load(tmp_path, f"dataset: mnist\ndata_path: {tmp_path / 'm'}\nmodels: [mnist_cnn]\n"
+                    "batch_size_per_model: {mnist_cnn: 4}\n")
+
+
+@pytest.mark.parametrize("mode", ["loader", "device"])
+def test_params_refuse_a_dataset_smaller_than_one_batch(tmp_path, mode):
+    from cnnbench.params import ParamsError
+
+    _image_folder(tmp_path / "pets", per_class=2)  # 4 images
+    base = f"dataset: imagefolder\nnum_classes: 2\ndata_path: {tmp_path / 'pets'}\ndata_mode: {mode}\n"
+    with pytest.raises(ParamsError) as err:
+        _load(tmp_path, base + "batch_size: 8\n")
+    assert "key 'batch_size'" in str(err.value) and "4 images" in str(err.value) and "\n" not in str(err.value)
+    assert _load(tmp_path, base + "batch_size: 4\n").batch_size == 4
+    with pytest.raises(ParamsError, match="key 'sweep"):
+        _load(tmp_path, base + "batch_size: 4\nsweep: {resnet18: [2, 8]}\nnotebooks: [03_batch_sweep]\n")
+    with pytest.raises(ParamsError, match="key 'epoch_images'|key 'batch_size'"):
+        _load(tmp_path, base + "batch_size: 4\nepoch_mode: true\nepoch_images: 2\n")

@@ -212,3 +212,223 @@ def test_every_key_is_documented():
     assert set(docs) == set(params.FIELDS)
     table = params.table(params.Params(batch_size=7))
     assert bool(table.loc["batch_size", "changed"]) and table.loc["batch_size", "value"] == 7
+
+
+# --- issue 21: a run that never lies, hangs or dies with a traceback -----------------------------------------
+
+FLOAT_KEYS = [k for k, tp in params._HINTS.items() if tp in (float, list[float])]
+
+
+def test_every_float_key_is_covered():
+    assert {"window_s", "lr", "momentum", "tune_budget_s", "tune_guard_tolerance", "phase_max_s", "phase_window_s",
+            "explore_max_s", "transfer_lrs", "scratch_lr", "telemetry_interval_s"} <= set(FLOAT_KEYS)
+
+
+@pytest.mark.parametrize("key", FLOAT_KEYS)
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), float("-inf"), 10**400],
+                         ids=["nan", "inf", "-inf", "10**400"])
+def test_non_finite_values_are_refused_for_every_float_key(key, bad):
+    value = [bad] if params._HINTS[key] == list[float] else bad
+    with pytest.raises(ParamsError) as err:
+        params.validate({"device": "cpu", key: value}, check_device=False)
+    assert f"key '{key}'" in one_line(err) and "finite" in str(err.value)
+
+
+def test_yaml_nan_is_refused_before_any_work(write_yaml):
+    for text in ("window_s: .nan", "lr: .NaN", "telemetry_interval_s: .inf", "transfer_lrs: [0.01, -.inf]"):
+        with pytest.raises(ParamsError, match="finite"):
+            params.load(write_yaml(f"device: cpu\n{text}\n"))
+
+
+@pytest.mark.parametrize("text, key", [
+    ("threads: 1000000000000", "threads"), ("threads: 4097", "threads"), ("seed: 1180591620717411303424", "seed"),
+    ("seed: 4294967296", "seed"), ("seed: -1", "seed"), ("batch_size: 1180591620717411303424", "batch_size"),
+    ("sweep: {resnet50: [1180591620717411303424]}", "sweep"),
+])
+def test_threads_seed_and_huge_integers_are_bounded_at_validation(write_yaml, text, key):
+    with pytest.raises(ParamsError) as err:
+        params.validate(params.read_yaml(write_yaml(text + "\n")), check_device=False)
+    assert f"key '{key}" in one_line(err) and len(str(err.value)) < 300
+
+
+def test_threads_is_bounded_by_this_machines_cpus(write_yaml):
+    import os
+
+    most = 4 * (os.cpu_count() or 1)
+    assert params.load(write_yaml(f"device: cpu\nthreads: {most}\n")).threads == most
+    with pytest.raises(ParamsError) as err:
+        params.load(write_yaml(f"device: cpu\nthreads: {most + 1}\n"))
+    assert "key 'threads'" in one_line(err) and "logical CPUs" in str(err.value)
+    assert params.load(write_yaml("seed: 4294967295\ndevice: cpu\n")).seed == 2**32 - 1
+
+
+def test_epoch_images_below_one_batch_are_refused(write_yaml):
+    base = "device: cpu\nmodels: [resnet18]\nbatch_size: 32\nepoch_mode: true\n"
+    with pytest.raises(ParamsError) as err:
+        params.load(write_yaml(base + "epoch_images: 16\n"))
+    assert "key 'epoch_images'" in one_line(err) and "32" in str(err.value)
+    with pytest.raises(ParamsError) as err:
+        params.load(write_yaml(base + "epoch_images_per_model: {resnet18: 8}\n"))
+    assert "key 'epoch_images_per_model.resnet18'" in one_line(err)
+    with pytest.raises(ParamsError) as err:  # the synthetic epoch's dataset: fewer images than one batch
+        params.load(write_yaml(base + "synthetic_images: 16\n"))
+    assert "key 'synthetic_images'" in one_line(err)
+    assert params.load(write_yaml(base + "epoch_images: 32\n")).epoch_images == 32
+    assert params.load(write_yaml("device: cpu\nmodels: [resnet18]\nbatch_size: 32\nepoch_images: 16\n"))  # no epochs
+
+
+def test_no_notebooks_is_refused(write_yaml):
+    with pytest.raises(ParamsError) as err:
+        params.load(write_yaml("device: cpu\nnotebooks: []\n"))
+    assert "key 'notebooks'" in one_line(err)
+
+
+def _laughs(levels: int = 9) -> str:
+    names = "abcdefghij"
+    value = "[&a [lol, lol, lol, lol, lol, lol, lol, lol, lol]"
+    for i in range(1, levels):
+        value += f", &{names[i]} [{', '.join(['*' + names[i - 1]] * 9)}]"
+    return value + "]"
+
+
+def test_billion_laughs_is_refused_while_loading(write_yaml):
+    import time
+
+    path = write_yaml(f"device: cpu\nmodels: {_laughs()}\n")
+    assert path.stat().st_size < 500
+    start = time.perf_counter()
+    with pytest.raises(ParamsError) as err:
+        params.read_yaml(path)
+    assert "expands" in one_line(err) and len(str(err.value)) < 300
+    with pytest.raises(ParamsError) as err:
+        params.parse_overrides([f"models={_laughs()}"])
+    assert "expands" in one_line(err) and one_line(err).startswith("--set 'models=")
+    assert len(str(err.value)) < 300
+    assert time.perf_counter() - start < 5
+
+
+def test_a_few_aliases_are_fine(write_yaml):
+    p = params.load(write_yaml("device: cpu\nmodels: &m [resnet18, mnist_cnn]\ntune_models: *m\n"))
+    assert p.tune_models == ["resnet18", "mnist_cnn"]
+
+
+def test_self_referencing_and_deeply_nested_yaml_are_refused(write_yaml):
+    with pytest.raises(ParamsError) as err:
+        params.read_yaml(write_yaml("models: &a [resnet18, *a]\n"))
+    assert "refers to itself" in one_line(err)
+    with pytest.raises(ParamsError) as err:
+        params.read_yaml(write_yaml("models: " + "[" * 5000 + "]" * 5000 + "\n"))
+    assert "nested" in one_line(err)
+
+
+@pytest.mark.parametrize("text, key", [
+    ("run_name: " + "x" * 100_000, "run_name"), ("batch_size: '" + "x" * 100_000 + "'", "batch_size"),
+    ("? " + "x" * 100_000 + "\n: 1", "x"), ("models: [" + "y" * 100_000 + "]", "models"),
+    ("dataset: " + "z" * 100_000, "dataset"),
+])
+def test_a_huge_value_is_quoted_short(write_yaml, text, key):
+    with pytest.raises(ParamsError) as err:
+        params.load(write_yaml(f"device: cpu\n{text}\n"))
+    assert len(one_line(err)) < 500 and f"'{key}" in str(err.value)
+
+
+@pytest.mark.parametrize("name", ["a\nb", "a\rb", "x" * 100_000 + "\n"])
+def test_a_run_name_with_a_newline_gives_one_line(write_yaml, name):
+    with pytest.raises(ParamsError) as err:
+        params.load(write_yaml("device: cpu\n"), {"run_name": name})
+    assert "not a safe run name" in one_line(err) and "\r" not in str(err.value) and len(str(err.value)) < 500
+
+
+@pytest.mark.parametrize("content, fragment", [
+    (b"device: cpu\n# caf\xe9 in Latin-1\n", "not UTF-8"),
+    ("device: cpu\n".encode("utf-16"), "UTF-16"),
+    ("device: cpu\n".encode("utf-16-le"), "UTF-16"),
+])
+def test_a_params_file_not_in_utf8_is_one_line(tmp_path, content, fragment):
+    path = tmp_path / "p.yaml"
+    path.write_bytes(content)
+    with pytest.raises(ParamsError) as err:
+        params.load(path)
+    assert fragment in one_line(err) and str(path) in str(err.value)
+
+
+def test_utf8_with_a_byte_order_mark_is_fine(tmp_path):
+    path = tmp_path / "p.yaml"
+    path.write_bytes("device: cpu\nrun_name: café\n".encode("utf-8-sig"))
+    with pytest.raises(ParamsError, match="not a safe run name"):
+        params.load(path)
+    path.write_bytes("device: cpu\nbatch_size: 8\n".encode("utf-8-sig"))
+    assert params.load(path).batch_size == 8
+
+
+def test_a_device_or_fifo_is_not_a_params_file_and_is_not_read(tmp_path):
+    import os
+    import threading
+
+    with pytest.raises(ParamsError) as err:
+        params.load("/dev/zero")
+    assert "not a regular file" in one_line(err)
+    fifo = tmp_path / "fifo.yaml"
+    os.mkfifo(fifo)
+    result = {}
+
+    def load():
+        try:
+            params.load(fifo)
+        except ParamsError as e:
+            result["err"] = str(e)
+
+    t = threading.Thread(target=load, daemon=True)
+    t.start()
+    t.join(10)
+    if t.is_alive():  # unblock the reader so the test process can end
+        with open(fifo, "w") as f:
+            f.write("device: cpu\n")
+    assert not t.is_alive() and "not a regular file" in result.get("err", ""), result
+    assert "not found" in str(pytest.raises(ParamsError, params.load, tmp_path / "absent.yaml").value)
+
+
+def test_a_huge_params_file_is_refused(tmp_path):
+    path = tmp_path / "p.yaml"
+    path.write_text("# " + "x" * (2 << 20) + "\ndevice: cpu\n")
+    with pytest.raises(ParamsError) as err:
+        params.load(path)
+    assert "too large" in one_line(err)
+
+
+@pytest.mark.parametrize("text, key, lines", [
+    ("device: cpu\nbatch_size: 8\nmodels: [resnet18]\nbatch_size: 16\n", "batch_size", (2, 4)),
+    ("device: cpu\nsweep:\n  resnet50: [32]\n  resnet50: [64]\n", "resnet50", (3, 4)),
+])
+def test_duplicate_keys_are_refused_naming_key_and_lines(write_yaml, text, key, lines):
+    with pytest.raises(ParamsError) as err:
+        params.read_yaml(write_yaml(text))
+    msg = one_line(err)
+    assert f"duplicate key '{key}'" in msg and f"lines {lines[0]} and {lines[1]}" in msg
+    with pytest.raises(ParamsError) as err:
+        params.parse_overrides(["batch_size_per_model={resnet18: 1, resnet18: 2}"])
+    assert "duplicate key 'resnet18'" in one_line(err) and one_line(err).startswith("--set 'batch_size_per_model=")
+
+
+def test_merge_keys_are_not_duplicates(write_yaml):
+    raw = params.read_yaml(write_yaml("epoch_images_per_model: &b {resnet18: 32, resnet50: 8}\n"
+                                      "batch_size_per_model: {<<: *b, resnet18: 16}\n"))
+    assert raw["batch_size_per_model"] == {"resnet18": 16, "resnet50": 8}
+
+
+def test_expect_device_errors_blame_expect_device(write_yaml):
+    path = write_yaml("device: cpu\n")
+    with pytest.raises(ParamsError) as err:
+        params.load(path, {"expect_device": "T4"}, overrides_src="--set")
+    assert one_line(err).startswith("--set key 'expect_device'")
+    with pytest.raises(ParamsError) as err:
+        params.load(write_yaml("device: cpu\nexpect_device: T4\n"))
+    assert "key 'expect_device'" in one_line(err) and "key 'device'" not in str(err.value)
+
+
+def test_override_errors_name_the_option_the_user_typed(write_yaml):
+    path = write_yaml("device: cpu\n")
+    with pytest.raises(ParamsError) as err:
+        params.load(path, {"run_name": "a/b"}, overrides_src="--set", override_names={"run_name": "--run-name"})
+    msg = one_line(err)
+    assert msg.startswith("--run-name") and "--set" not in msg and "key 'run_name'" not in msg

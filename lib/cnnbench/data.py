@@ -9,6 +9,7 @@ outside the target folder (absolute paths, ``..``) or that is a link or device, 
 from __future__ import annotations
 
 import contextlib
+import os
 import tarfile
 import zipfile
 from collections.abc import Iterator
@@ -108,28 +109,214 @@ class TinyImageNet(Dataset):
         return (self.transform(image) if self.transform else image), label
 
 
-_LAYOUTS = {
-    "tiny_imagenet": ("wnids.txt, train/<wnid>/images/", lambda r: any(r.glob("wnids.txt")) or any(r.glob("*/wnids.txt"))),
-    "imagenette": ("imagenette2-160/train/", lambda r: (r / "imagenette2-160" / "train").is_dir()),
-    "mnist": ("MNIST/raw/", lambda r: (r / "MNIST" / "raw").is_dir()),
-    "cifar10": ("cifar-10-batches-py/", lambda r: (r / "cifar-10-batches-py").is_dir()),
-    "imagefolder": ("<class>/<image> or train/<class>/<image>",
-                    lambda r: any(d.is_dir() and any(d.iterdir()) for d in ((r / "train") if (r / "train").is_dir() else r).iterdir())),
+IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp")  # ImageFolder's
+MNIST_FILES = {  # split -> (images file, labels file) in MNIST/raw/, as torchvision reads them
+    "train": ("train-images-idx3-ubyte", "train-labels-idx1-ubyte"),
+    "val": ("t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"),
 }
+CIFAR10_FILES = ("data_batch_1", "data_batch_2", "data_batch_3", "data_batch_4", "data_batch_5", "test_batch",
+                 "batches.meta")
+TINY_FOLDER = "tiny-imagenet-200"
 
 
 def layout_problem(name: str, root: str | Path) -> str:
-    """Why the folder ``root`` does not hold dataset ``name`` (empty, or another layout), or "" if it looks
-    right. Cheap: looks at a few paths, reads no image."""
+    """Why the folder ``root`` does not hold dataset ``name`` as :func:`open_dataset` reads it, or "" if it looks
+    right: empty, another layout, an image folder of fewer than two classes or with a class of no image, a
+    Tiny-ImageNet whose classes, images or validation annotations do not agree, an MNIST file that is not an idx
+    file of 28x28 images and labels 0-9. Cheap: reads file headers, names and Tiny-ImageNet's two text files,
+    no image."""
     root = Path(root).expanduser()
     if not root.is_dir():
         return f"'{root}' is not a folder"
     if not any(root.iterdir()):
         return f"folder '{root}' is empty (set download: true to fetch {name}, or point data_path at the data)"
-    expected, looks_right = _LAYOUTS.get(name, ("", lambda r: True))
-    if not looks_right(root):
-        return f"folder '{root}' does not look like {name}: expected {expected} inside it"
+    check = {"tiny_imagenet": _tiny_problem, "imagenette": _imagenette_problem, "mnist": _mnist_problem,
+             "cifar10": _cifar_problem, "imagefolder": _image_folder_problem}.get(name)
+    return check(root) if check else ""
+
+
+def _wrong(name: str, root: Path, expected: str) -> str:
+    return f"folder '{root}' does not look like {name}: expected {expected} inside it"
+
+
+def _class_dirs(folder: Path) -> list[Path]:
+    """The class folders of an ImageFolder, as torchvision finds them (every sub-folder, sorted)."""
+    try:
+        return sorted((Path(e.path) for e in os.scandir(folder) if e.is_dir()), key=lambda d: d.name)
+    except OSError:
+        return []
+
+
+def _images_under(folder: Path, at_most: int, tiny: bool = False) -> int:
+    """Image files below ``folder`` (links followed), counting up to ``at_most``: any case of ImageFolder's
+    extensions, or ``tiny``: ``*.JPEG`` exactly, as :class:`TinyImageNet` globs them."""
+    n = 0
+    for _, _, files in os.walk(folder, followlinks=True):
+        n += sum(1 for f in files if (f.endswith(".JPEG") if tiny else f.lower().endswith(IMAGE_EXTENSIONS)))
+        if n >= at_most:
+            return at_most
+    return n
+
+
+def _split_folder(root: Path, split: str) -> Path:
+    return root / split if (root / split).is_dir() else root
+
+
+def _image_folder_problem(root: Path) -> str:
+    train, val = _split_folder(root, "train"), _split_folder(root, "val")
+    if train != val and val == root:
+        return f"folder '{root}' has train/ but no val/: the eval phase and validation epochs read val/<class>/<image>"
+    counts = []
+    for folder in dict.fromkeys((train, val)):
+        classes = _class_dirs(folder)
+        if not classes:
+            return _wrong("imagefolder", root, "<class>/<image> or train/<class>/<image>")
+        empty = [d.name for d in classes if not _images_under(d, 1)]
+        if empty:
+            return (f"class folder '{folder / empty[0]}' holds no image ({', '.join(IMAGE_EXTENSIONS)}); "
+                    f"{len(empty)} of {len(classes)} classes are empty")
+        if len(classes) < 2:
+            return (f"folder '{folder}' holds one class ('{classes[0].name}'): a classifier needs at least two "
+                    "class folders")
+        counts.append((folder, len(classes)))
+    if len(counts) == 2 and counts[0][1] != counts[1][1]:
+        return (f"'{counts[0][0]}' has {counts[0][1]} classes but '{counts[1][0]}' has {counts[1][1]} classes: "
+                "train and val must hold the same classes")
     return ""
+
+
+def _tiny_base(root: Path) -> Path:
+    return root / TINY_FOLDER if (root / TINY_FOLDER).is_dir() else root
+
+
+def _tiny_wnids(base: Path) -> list[str]:
+    return [w.strip() for w in (base / "wnids.txt").read_text(errors="replace").split() if w.strip()]
+
+
+def _tiny_problem(root: Path) -> str:
+    base = _tiny_base(root)
+    if not (base / "wnids.txt").is_file():
+        elsewhere = sorted(p.parent for p in root.glob("*/wnids.txt"))
+        if elsewhere:
+            return (f"wnids.txt is in '{elsewhere[0].name}/', not in '{root}' or {TINY_FOLDER}/: point data_path "
+                    f"at '{elsewhere[0]}'")
+        return _wrong("tiny_imagenet", root, "wnids.txt, train/<wnid>/images/")
+    wnids = _tiny_wnids(base)
+    if not wnids:
+        return f"'{base / 'wnids.txt'}' lists no class"
+    missing = [w for w in wnids if not _images_under(base / "train" / w / "images", 1, tiny=True)]
+    if missing:
+        return (f"train/{missing[0]}/images/ in '{base}' is missing or holds no .JPEG ({len(missing)} of "
+                f"{len(wnids)} classes of wnids.txt)")
+    annotations = base / "val" / "val_annotations.txt"
+    if not annotations.is_file():
+        return f"'{base}' has no val/val_annotations.txt (the labels of val/images/)"
+    known = set(wnids)
+    for i, line in enumerate(annotations.read_text(errors="replace").splitlines(), 1):
+        fields = line.split("\t")
+        if len(fields) >= 2 and fields[1] not in known:
+            return f"'{annotations}' line {i} names class '{fields[1][:40]}', which wnids.txt does not list"
+    return ""
+
+
+def _imagenette_problem(root: Path) -> str:
+    base = root / "imagenette2-160"
+    if not (base / "train").is_dir():
+        return _wrong("imagenette", root, "imagenette2-160/train/")
+    if not (base / "val").is_dir():
+        return f"'{base}' has no val/ folder"
+    return ""
+
+
+def _cifar_problem(root: Path) -> str:
+    base = root / "cifar-10-batches-py"
+    if not base.is_dir():
+        return _wrong("cifar10", root, "cifar-10-batches-py/")
+    missing = [f for f in CIFAR10_FILES if not (base / f).is_file()]
+    return f"'{base}' lacks {', '.join(missing)}" if missing else ""
+
+
+def _idx(path: Path, images: bool) -> tuple[int, str]:
+    """(items, problem) of an MNIST idx file: magic 2051 (uint8, 3 dims) for images of 28x28, 2049 (uint8, 1 dim)
+    for labels 0-9, and exactly as many bytes as the header announces."""
+    magic, header = (2051, 16) if images else (2049, 8)
+    if not path.is_file():
+        return 0, f"'{path}' is missing"
+    size = path.stat().st_size
+    with open(path, "rb") as f:
+        head = f.read(header)
+        if len(head) < header or int.from_bytes(head[:4], "big") != magic:
+            return 0, (f"'{path}' is not an MNIST idx file (expected magic number {magic} in its first 4 bytes; "
+                       "a compressed .gz must be unpacked)")
+        n = int.from_bytes(head[4:8], "big")
+        shape = (int.from_bytes(head[8:12], "big"), int.from_bytes(head[12:16], "big")) if images else ()
+        if images and shape != (28, 28):
+            return 0, f"'{path}' holds {shape[0]}x{shape[1]} images, not MNIST's 28x28"
+        expected = header + n * (28 * 28 if images else 1)
+        if size != expected:
+            return 0, (f"'{path}' is truncated or padded: its header announces {n} items ({expected} bytes), "
+                       f"the file has {size} bytes")
+        if not images and n and max(f.read(n)) > 9:
+            return 0, f"'{path}' holds labels above 9 (MNIST has 10 classes)"
+    return n, ""
+
+
+def _mnist_problem(root: Path) -> str:
+    raw = root / "MNIST" / "raw"
+    if not raw.is_dir():
+        return _wrong("mnist", root, "MNIST/raw/")
+    for images_file, labels_file in MNIST_FILES.values():
+        (n_images, problem), (n_labels, other) = _idx(raw / images_file, True), _idx(raw / labels_file, False)
+        if problem or other:
+            return problem or other
+        if n_images != n_labels:
+            return f"'{raw / images_file}' holds {n_images} images but '{raw / labels_file}' {n_labels} labels"
+    return ""
+
+
+def dataset_classes(name: str, root: str | Path) -> int | None:
+    """The classes a model trained on dataset ``name`` at ``root`` must predict: read from the folder where it
+    decides (Tiny-ImageNet's wnids.txt, an image folder's class folders), else the public dataset's own count;
+    None when unknown (an image folder not there yet). Call after :func:`layout_problem` found none."""
+    root = Path(root).expanduser()
+    if name == "tiny_imagenet" and (_tiny_base(root) / "wnids.txt").is_file():
+        return len(_tiny_wnids(_tiny_base(root)))
+    if name == "imagefolder":
+        return len(_class_dirs(_split_folder(root, "train"))) if root.is_dir() else None
+    return SHAPES[name].classes if name in SHAPES else None
+
+
+def split_size(name: str, root: str | Path, split: str, at_most: int = 1 << 62) -> int | None:
+    """Images of ``split`` ("train" or "val") of dataset ``name`` at ``root``, counted up to ``at_most`` (cheap:
+    names and headers, no image read); None when it cannot be known without loading (CIFAR-10) or the data is
+    not there. Call after :func:`layout_problem` found none."""
+    root = Path(root).expanduser()
+    if not root.is_dir():
+        return None
+    if name == "imagefolder":
+        return min(at_most, sum(_images_under(d, at_most) for d in _class_dirs(_split_folder(root, split))))
+    if name == "imagenette":
+        return _images_under(root / "imagenette2-160" / split, at_most)
+    if name == "mnist":
+        n, problem = _idx(root / "MNIST" / "raw" / MNIST_FILES["train" if split == "train" else "val"][0], True)
+        return None if problem else min(n, at_most)
+    if name == "tiny_imagenet":
+        base = _tiny_base(root)
+        if not (base / "wnids.txt").is_file():
+            return None
+        if split == "train":
+            n = 0
+            for wnid in _tiny_wnids(base):
+                n += _images_under(base / "train" / wnid / "images", at_most - n, tiny=True)
+                if n >= at_most:
+                    break
+            return n
+        annotations = base / "val" / "val_annotations.txt"
+        if not annotations.is_file():
+            return None
+        return min(at_most, sum(len(line.split("\t")) >= 2 for line in annotations.read_text(errors="replace")
+                                .splitlines()))
+    return None
 
 
 def _unsafe(name: str) -> bool:
@@ -249,7 +436,12 @@ def synthetic_for(model_channels: int, size: int, classes: int, n: int, seed: in
 
 
 def loader(ds: Dataset, batch_size: int, workers: int, pin_memory: bool, shuffle: bool = True, seed: int = 0) -> DataLoader:
-    """A DataLoader as the seeds ran it: shuffled, ``workers`` processes, pinned memory when asked."""
+    """A DataLoader as the seeds ran it: shuffled, ``workers`` processes, pinned memory when asked, the last partial
+    batch dropped. Raises :class:`DataError` when ``ds`` holds fewer images than one batch (it would yield none)."""
+    n = len(ds) if hasattr(ds, "__len__") else None
+    if n is not None and n < batch_size:
+        raise DataError(f"the dataset has {n} images, fewer than one batch of {batch_size}: no batch to measure "
+                        "(lower the batch size or use more images)")
     return DataLoader(
         ds,
         batch_size=batch_size,
@@ -263,6 +455,14 @@ def loader(ds: Dataset, batch_size: int, workers: int, pin_memory: bool, shuffle
 
 
 def cycle(dl: DataLoader) -> Iterator:
-    """Batches forever, starting a new epoch when one ends."""
+    """Batches forever, starting a new epoch when one ends. Raises :class:`DataError` when a whole pass yields no
+    batch (a dataset smaller than one batch, the last partial one dropped) instead of looping forever."""
     while True:
-        yield from dl
+        empty = True
+        for batch in dl:
+            empty = False
+            yield batch
+        if empty:
+            size = len(dl.dataset) if hasattr(dl.dataset, "__len__") else "?"
+            raise DataError(f"a pass over the data yielded no batch (dataset of {size} images, batch size "
+                            f"{dl.batch_size}, last partial batch dropped)")

@@ -2,7 +2,11 @@
 
 Every key a params file may hold is a field of :class:`Params`. Loading validates everything once, before
 any work starts, and stops with a one-line :class:`ParamsError` naming the bad key: unknown keys, wrong
-types, unknown model names (with the valid ones listed), non-positive batch sizes and unavailable devices.
+types, unknown model names (with the valid ones listed), non-positive batch sizes and unavailable devices, NaN or
+inf for any float key, integers past int64 (threads and seed past what torch and numpy take), a real dataset whose
+layout, classes or sizes do not fit the run (see :func:`cnnbench.data.layout_problem`). A params file is a
+regular UTF-8 file of at most 1 MiB whose YAML repeats no key and expands (aliases included) to at most
+:data:`MAX_YAML_NODES` values; a value quoted in a message is cut to :data:`MAX_QUOTED` characters.
 """
 
 from __future__ import annotations
@@ -11,7 +15,9 @@ import dataclasses
 import difflib
 import functools
 import math
+import os
 import re
+import stat
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -52,8 +58,36 @@ SCRATCH_MODELS = ("mnist_cnn", "mlp")
 VARIANT_KEYS = {"precision": str, "memory_format": str, "compile": bool}
 
 
+# Bounds checked before any work (issue 21): what a params file may be and expand to, and what torch, numpy and
+# the machine accept, so that nothing overflows, hangs or fills memory once a notebook has started.
+MAX_PARAMS_BYTES = 1 << 20  # a params file is a few KiB; past 1 MiB it is not one
+MAX_YAML_NODES = 10_000  # values a params document may expand to, an alias counted every time it is used
+MAX_YAML_DEPTH = 50  # nesting of a params document (the schema nests three levels)
+MAX_INT = 2**63 - 1  # every integer key fits a C int64 (torch's sizes and counts)
+MAX_SEED = 2**32 - 1  # numpy's legacy seeds and torch.manual_seed take 0 .. 2**32-1; seed + offsets stay in range
+MAX_THREADS = 4096  # no machine torch runs on has more logical CPUs; torch itself stops at 2**31-1
+THREADS_PER_CPU = 4  # on this machine: at most 4 threads per logical CPU (above one is oversubscribed: a warning)
+MAX_QUOTED = 80  # characters of a value quoted in a message
+
+
 class ParamsError(ValueError):
     """A bad parameter: the message is one line naming the source and the key."""
+
+    def __init__(self, message: str):
+        one_line = str(message).replace("\r", "\\r").replace("\n", "\\n")
+        super().__init__(one_line if len(one_line) <= 1000 else one_line[:1000] + " ...")
+
+
+def _show(value: Any, limit: int = MAX_QUOTED) -> str:
+    """``value`` as a message quotes it: its repr (so on one line, control characters escaped), cut to ``limit``
+    characters with the full length said."""
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 64:
+        return f"an integer of {value.bit_length()} bits"
+    try:
+        text = repr(value)
+    except (ValueError, RecursionError):  # an int past Python's 4300-digit repr limit inside a list
+        text = f"<a {type(value).__name__}>"
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
 
 
 SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
@@ -63,13 +97,13 @@ def safe_name_error(name: str) -> str | None:
     """Why ``name`` cannot be a run folder's name (a path, '..', odd characters), or None when it can."""
     if SAFE_NAME.fullmatch(name) and ".." not in name:
         return None
-    return (f"'{name}' is not a safe run name: use letters, digits, '-', '_' and '.' only (no '/', no '..', "
+    return (f"{_show(name)} is not a safe run name: use letters, digits, '-', '_' and '.' only (no '/', no '..', "
             "at most 100 characters, starting with a letter or digit)")
 
 
 def _suggest(name: str, valid: typing.Sequence[str], what: str) -> str:
     """"did you mean x, y?" and, for a long list, a count instead of every name."""
-    close = difflib.get_close_matches(name, valid, n=3, cutoff=0.6)
+    close = difflib.get_close_matches(str(name)[:200], valid, n=3, cutoff=0.6)
     hint = f"did you mean {', '.join(close)}? " if close else ""
     if len(valid) <= 12:
         return f"{hint}valid {what}: {', '.join(valid)}"
@@ -286,6 +320,27 @@ def _matches(value: Any, tp: Any) -> bool:
     return True
 
 
+def _out_of_range(value: Any, tp: Any) -> str:
+    """Why a number inside ``value`` (which matches ``tp``) cannot be used, or "": one rule for every key, a float
+    must be finite (NaN and inf pass every ``<= 0`` check) and an integer must fit an int64."""
+    origin = typing.get_origin(tp)
+    if tp is float:
+        try:
+            finite = math.isfinite(float(value))
+        except OverflowError:  # an integer too large for a float
+            finite = False
+        return "" if finite else f"must be a finite number, got {_show(value)}"
+    if tp is int:
+        return "" if abs(value) <= MAX_INT else f"must be within +-(2**63-1), got {_show(value)}"
+    if origin is list:
+        (item,) = typing.get_args(tp) or (Any,)
+        return next((why for v in value if (why := _out_of_range(v, item))), "")
+    if origin is dict:
+        _, val_t = typing.get_args(tp)
+        return next((why for v in value.values() if (why := _out_of_range(v, val_t))), "")
+    return ""
+
+
 def _positive(src: str, key: str, value: int) -> None:
     if value <= 0:
         raise ParamsError(f"{src}: key '{key}' must be a positive integer, got {value}")
@@ -293,7 +348,7 @@ def _positive(src: str, key: str, value: int) -> None:
 
 def _one_of(src: str, key: str, value: str, allowed: typing.Iterable[str]) -> None:
     if value not in allowed:
-        raise ParamsError(f"{src}: key '{key}' is '{value}'; allowed: {', '.join(allowed)}")
+        raise ParamsError(f"{src}: key '{key}' is {_show(value)}; allowed: {', '.join(allowed)}")
 
 
 def _check_models(src: str, key: str, names: typing.Iterable[str]) -> None:
@@ -304,7 +359,7 @@ def _check_models(src: str, key: str, names: typing.Iterable[str]) -> None:
     for name in names:
         if name not in valid:
             valid = [*common, *(m for m in valid if m not in common)]  # the usual ones first in the short list
-            raise ParamsError(f"{src}: key '{key}' names unknown model '{name}'; "
+            raise ParamsError(f"{src}: key '{key}' names unknown model {_show(name)}; "
                               f"{_suggest(name, valid, 'models (cnnbench.models.model_names())')}")
 
 
@@ -336,21 +391,96 @@ def _check_image_size(src: str, p: Params) -> None:
             raise ParamsError(f"{src}: key 'image_size' {p.image_size} is too small for model '{model}' ({why})")
 
 
+def _model_dataset(p: Params, model: str) -> str:
+    """The dataset ``model`` runs on (as :func:`cnnbench.scenarios.model_data` picks it): the MNIST CNN runs on
+    MNIST when the run's dataset is MNIST, else on MNIST-shaped synthetic images."""
+    from cnnbench.models import spec
+
+    if spec(model).native_data == "mnist":
+        return "mnist" if p.dataset == "mnist" else "synthetic"
+    return p.dataset
+
+
+def _batch_uses(p: Params) -> list[tuple[str, str, int, set[str]]]:
+    """(model, key, batch size, splits) of every measurement that draws whole batches from the run's dataset:
+    Scenario A and epochs (``batch_size`` or ``batch_size_per_model``), the sweep, the configuration search."""
+    def splits(phases) -> set[str]:
+        return {"train" if phase == "train" else "val" for phase in phases}
+
+    def key(model: str) -> str:
+        return f"batch_size_per_model.{model}" if model in p.batch_size_per_model else "batch_size"
+
+    uses = [(m, key(m), p.batch_size_for(m), splits(p.phases) | ({"train", "val"} if p.epoch_mode else set()))
+            for m in p.models]
+    if "03_batch_sweep" in p.notebooks:
+        uses += [(m, f"sweep.{m}", bs, splits(p.phases)) for m, sizes in p.sweep.items() for bs in sizes]
+    if "07_tuning" in p.notebooks:
+        uses += [(m, "tune_max_batch_size", p.tune_max_batch_size, splits(p.tune_phases)) for m in p.tune_models]
+    return uses
+
+
+def _check_epochs(src: str, p: Params) -> None:
+    """An epoch of fewer images than one batch would hold no batch (recorded ``ok`` with 0 images)."""
+    if not p.epoch_mode:
+        return
+    for model in p.models:
+        bs = p.batch_size_for(model)
+        key = f"epoch_images_per_model.{model}" if model in p.epoch_images_per_model else "epoch_images"
+        cap = p.epoch_images_per_model.get(model, p.epoch_images)
+        if 0 < cap < bs:
+            raise ParamsError(f"{src}: key '{key}' ({cap}) is below one batch of model '{model}' ({bs} images): "
+                              "its epochs would hold no batch")
+        if _model_dataset(p, model) == "synthetic" and p.synthetic_images < bs:
+            raise ParamsError(f"{src}: key 'synthetic_images' ({p.synthetic_images}) is below one batch of model "
+                              f"'{model}' ({bs} images): its synthetic epochs would hold no batch")
+
+
 def _check_data(src: str, p: Params) -> None:
+    """The real dataset: its folder, layout, classes and sizes, as far as they are known before loading it."""
+    try:
+        _check_data_folder(src, p)
+    except OSError as err:  # a name too long, a folder that cannot be listed
+        raise ParamsError(f"{src}: key 'data_path': {_show(p.data_path)} cannot be read "
+                          f"({err.strerror or type(err).__name__})") from None
+
+
+def _check_data_folder(src: str, p: Params) -> None:
+    from cnnbench import data
+
     if not p.data_path:
         raise ParamsError(f"{src}: key 'data_path' is required for dataset '{p.dataset}'")
     root = Path(p.data_path).expanduser()
-    if p.download:
-        return
-    if not root.exists():
+    if not root.exists() and not p.download:
         raise ParamsError(
-            f"{src}: key 'data_path': folder '{p.data_path}' does not exist (set download: true to fetch it)"
+            f"{src}: key 'data_path': folder {_show(p.data_path)} does not exist (set download: true to fetch it)"
         )
-    from cnnbench.data import layout_problem
-
-    problem = layout_problem(p.dataset, root)
-    if problem:
+    problem = data.layout_problem(p.dataset, root) if root.exists() else "absent"
+    if problem and not p.download:
         raise ParamsError(f"{src}: key 'data_path': {problem}")
+    from cnnbench.models import spec
+
+    users = [u for u in _batch_uses(p) if _model_dataset(p, u[0]) == p.dataset]
+    if problem:  # to be downloaded: a public dataset's own count of classes
+        classes = data.SHAPES[p.dataset].classes if p.dataset in data.SHAPES else None
+    else:
+        classes = data.dataset_classes(p.dataset, root)
+    head = [m for m, *_ in users if spec(m).native_data != "mnist"]  # the MNIST CNN keeps its own 10 classes
+    if classes is not None and classes != p.num_classes and head:
+        raise ParamsError(f"{src}: key 'num_classes' {p.num_classes} does not match the {classes} classes of "
+                          f"{p.dataset} at {_show(p.data_path)}")
+    if problem:  # to be downloaded: its sizes are not known yet
+        return
+    most = max((bs for _, _, bs, _ in users), default=0)
+    sizes: dict[str, int | None] = {}
+    for model, key, bs, splits in users:
+        for split in sorted(splits):
+            if split not in sizes:
+                sizes[split] = data.split_size(p.dataset, root, split, at_most=most)
+            n = sizes[split]
+            if n is not None and n < bs:
+                raise ParamsError(f"{src}: key '{key}' {bs} is more than the {n} images of the {split} split of "
+                                  f"{p.dataset} at {_show(p.data_path)}: model '{model}' would get no batch (lower "
+                                  "the batch size or add images)")
 
 
 def _check_scratch(src: str, p: Params) -> None:
@@ -381,6 +511,18 @@ def _check_scratch(src: str, p: Params) -> None:
     # before any work, so a params file naming real MNIST stays valid on a machine that has not fetched it yet.
 
 
+def _check_numbers(src: str, p: Params, check_device: bool) -> None:
+    """Integers that overflow or oversubscribe past reason once a notebook started: threads and seed."""
+    if not 0 <= p.threads <= MAX_THREADS:
+        raise ParamsError(f"{src}: key 'threads' must be 0 (the physical cores) .. {MAX_THREADS}, got {_show(p.threads)}")
+    cpus = os.cpu_count() or 1
+    if check_device and p.threads > THREADS_PER_CPU * cpus:
+        raise ParamsError(f"{src}: key 'threads' {p.threads} is more than {THREADS_PER_CPU} x the {cpus} logical CPUs "
+                          f"here ({THREADS_PER_CPU * cpus})")
+    if not 0 <= p.seed <= MAX_SEED:
+        raise ParamsError(f"{src}: key 'seed' must be 0 .. 2**32-1 (what torch and numpy accept), got {_show(p.seed)}")
+
+
 def _as_hinted(value: Any, tp: Any) -> Any:
     """Integers given for float keys (or float lists) become floats."""
     if tp is float:
@@ -398,18 +540,24 @@ def validate(raw: dict[str, Any], src: str = "params", check_device: bool = True
         )
     for key, value in raw.items():
         if key not in FIELDS:
-            raise ParamsError(f"{src}: unknown key '{key}'; {_suggest(key, list(FIELDS), 'keys')}")
+            raise ParamsError(f"{src}: unknown key {_show(key)}; {_suggest(key, list(FIELDS), 'keys')}")
         tp = _HINTS[key]
         if not _matches(value, tp):
             raise ParamsError(
-                f"{src}: key '{key}' must be {_type_name(tp)}, got {value!r} ({type(value).__name__})"
+                f"{src}: key '{key}' must be {_type_name(tp)}, got {_show(value)} ({type(value).__name__})"
             )
+        why = _out_of_range(value, tp)
+        if why:
+            raise ParamsError(f"{src}: key '{key}' {why}")
     p = Params(**{k: _as_hinted(v, _HINTS[k]) for k, v in raw.items()})
 
     if p.run_name and safe_name_error(p.run_name):
         raise ParamsError(f"{src}: key 'run_name': {safe_name_error(p.run_name)}")
+    _check_numbers(src, p, check_device)
     if not p.models:
         raise ParamsError(f"{src}: key 'models' must name at least one model")
+    if not p.notebooks:
+        raise ParamsError(f"{src}: key 'notebooks' must list at least one of {', '.join(NOTEBOOKS)}")
     if not p.phases:
         raise ParamsError(f"{src}: key 'phases' must list at least one of {', '.join(PHASES)}")
     if not p.sweep and "03_batch_sweep" in p.notebooks:
@@ -448,10 +596,10 @@ def validate(raw: dict[str, Any], src: str = "params", check_device: bool = True
             raise ParamsError(f"{src}: key '{key}' must be >= 0, got {getattr(p, key)}")
     for key in ("telemetry_interval_s", "lr", "window_s", "explore_warmup_s", "explore_window_s", "explore_ci_pct",
                 "explore_max_s", "ci_target_pct"):
-        if not getattr(p, key) > 0 or not math.isfinite(getattr(p, key)):
-            raise ParamsError(f"{src}: key '{key}' must be a positive finite number, got {getattr(p, key)}")
-    if not (p.adapt_budget_s >= 0 and math.isfinite(p.adapt_budget_s)):
-        raise ParamsError(f"{src}: key 'adapt_budget_s' must be a finite number >= 0, got {p.adapt_budget_s}")
+        if getattr(p, key) <= 0:  # NaN and inf never get here: every float key must be finite (_out_of_range)
+            raise ParamsError(f"{src}: key '{key}' must be positive, got {getattr(p, key)}")
+    if p.adapt_budget_s < 0:
+        raise ParamsError(f"{src}: key 'adapt_budget_s' must be >= 0, got {p.adapt_budget_s}")
     if p.max_processes < p.processes:
         raise ParamsError(f"{src}: key 'max_processes' ({p.max_processes}) must be at least 'processes' "
                           f"({p.processes})")
@@ -470,15 +618,16 @@ def validate(raw: dict[str, Any], src: str = "params", check_device: bool = True
         for vkey, vvalue in variant.items():
             if vkey not in VARIANT_KEYS:
                 raise ParamsError(
-                    f"{src}: key 'variants[{i}]' has unknown key '{vkey}'; valid: {', '.join(VARIANT_KEYS)}"
+                    f"{src}: key 'variants[{i}]' has unknown key {_show(vkey)}; valid: {', '.join(VARIANT_KEYS)}"
                 )
             if not _matches(vvalue, VARIANT_KEYS[vkey]):
                 raise ParamsError(
-                    f"{src}: key 'variants[{i}].{vkey}' must be {VARIANT_KEYS[vkey].__name__}, got {vvalue!r}"
+                    f"{src}: key 'variants[{i}].{vkey}' must be {VARIANT_KEYS[vkey].__name__}, got {_show(vvalue)}"
                 )
         _one_of(src, f"variants[{i}].precision", variant.get("precision", "fp32"), PRECISIONS)
         _one_of(src, f"variants[{i}].memory_format", variant.get("memory_format", "nchw"), MEMORY_FORMATS)
     _check_scratch(src, p)
+    _check_epochs(src, p)
     if p.dataset != "synthetic":
         _check_data(src, p)
     _check_image_size(src, p)
@@ -487,9 +636,13 @@ def validate(raw: dict[str, Any], src: str = "params", check_device: bool = True
         from cnnbench.devices import DeviceError, resolve
 
         try:
-            device = resolve(p.device, expect=p.expect_device)
+            device = resolve(p.device)
         except DeviceError as err:
             raise ParamsError(f"{src}: key 'device': {err}") from None
+        try:
+            resolve(p.device, expect=p.expect_device)
+        except DeviceError as err:
+            raise ParamsError(f"{src}: key 'expect_device': {err}") from None
         if device.type != "cuda" and any(v.get("precision") == "tf32" for v in p.variants):
             raise ParamsError(
                 f"{src}: key 'variants': precision tf32 needs a CUDA device, found {device.type}"
@@ -528,12 +681,29 @@ def _validate_transfer(src: str, p: Params) -> None:
         raise ParamsError(f"{src}: key 'transfer_target_accuracy' must be in (0, 1], got {p.transfer_target_accuracy}")
     for spec in p.transfer_devices:
         if not re.fullmatch(r"(cpu|mps|cuda)(:\d+)?", spec):
-            raise ParamsError(f"{src}: key 'transfer_devices' has unknown device '{spec}'; use cpu, cuda, cuda:N or mps")
+            raise ParamsError(f"{src}: key 'transfer_devices' has unknown device {_show(spec)}; use cpu, cuda, cuda:N or mps")
     if p.transfer_dataset != "synthetic" and not p.transfer_data_path:
         raise ParamsError(f"{src}: key 'transfer_data_path' is required for transfer_dataset '{p.transfer_dataset}'")
     # oxford_pet may be downloaded into transfer_data_path when the run starts; an ImageFolder must exist
-    if p.transfer_dataset == "imagefolder" and not Path(p.transfer_data_path).expanduser().is_dir():
-        raise ParamsError(f"{src}: key 'transfer_data_path': folder '{p.transfer_data_path}' does not exist")
+    if p.transfer_dataset == "imagefolder":
+        try:
+            problem = _transfer_folder_problem(Path(p.transfer_data_path).expanduser())
+        except OSError as err:
+            problem = f"cannot be read ({err.strerror or type(err).__name__})"
+        if problem:
+            raise ParamsError(f"{src}: key 'transfer_data_path': folder {_show(p.transfer_data_path)} {problem}")
+
+
+def _transfer_folder_problem(root: Path) -> str:
+    """Why 06 cannot fine-tune on the image folder ``root`` (train/ + val/ or test/, else one folder of classes
+    split 80/20), or ""."""
+    from cnnbench.data import _class_dirs
+
+    if not root.is_dir():
+        return "does not exist"
+    splits = [root / s for s in ("train", "val", "test") if (root / s).is_dir()]
+    classes = _class_dirs(splits[0] if len(splits) >= 2 else root)
+    return "" if len(classes) >= 2 else f"holds {len(classes)} class folder(s): fine-tuning needs at least two"
 
 
 def _validate_tuning(src: str, p: Params) -> None:
@@ -556,8 +726,84 @@ def _validate_tuning(src: str, p: Params) -> None:
     if p.tune_confirm_warmup_steps < 1:
         raise ParamsError(f"{src}: key 'tune_confirm_warmup_steps' must be at least 1, got {p.tune_confirm_warmup_steps}")
     for key in ("tune_budget_s", "tune_confirm_window_s", "tune_guard_tolerance"):
-        if getattr(p, key) <= 0:
+        if getattr(p, key) <= 0:  # NaN and inf are refused for every float key (_out_of_range)
             raise ParamsError(f"{src}: key '{key}' must be positive, got {getattr(p, key)}")
+
+
+class _YamlLimit(Exception):
+    """A params document past a bound: a duplicate key, too many values once aliases expand, a cycle, too deep."""
+
+
+class _ParamsLoader(yaml.SafeLoader):
+    """PyYAML's safe loader that, before building anything, walks the composed document once: it refuses a
+    mapping that repeats a key (the last one would silently win), a document that refers to itself, one nested
+    deeper than :data:`MAX_YAML_DEPTH`, and one that expands to more than :data:`MAX_YAML_NODES` values, an alias
+    counted every time it is used (a few hundred bytes of nested anchors, the "billion laughs", would otherwise
+    expand to billions once validated or printed)."""
+
+    def construct_document(self, node):
+        sizes: dict[int, int] = {}
+        self._expanded(node, sizes, set(), 0)
+        return super().construct_document(node)
+
+    def _expanded(self, node, sizes: dict[int, int], open_: set[int], depth: int) -> int:
+        key = id(node)
+        if key in sizes:
+            return sizes[key]
+        where = f"line {node.start_mark.line + 1}"
+        if key in open_:
+            raise _YamlLimit(f"the value at {where} refers to itself (a recursive alias)")
+        if depth > MAX_YAML_DEPTH:
+            raise _YamlLimit(f"the value at {where} is nested deeper than {MAX_YAML_DEPTH} levels")
+        open_.add(key)
+        size = 1
+        if isinstance(node, yaml.SequenceNode):
+            for child in node.value:
+                size += self._expanded(child, sizes, open_, depth + 1)
+                self._bound(size, where)
+        elif isinstance(node, yaml.MappingNode):
+            self._no_duplicates(node)
+            for k, v in node.value:
+                size += self._expanded(k, sizes, open_, depth + 1) + self._expanded(v, sizes, open_, depth + 1)
+                self._bound(size, where)
+        open_.discard(key)
+        sizes[key] = size
+        return size
+
+    @staticmethod
+    def _bound(size: int, where: str) -> None:
+        if size > MAX_YAML_NODES:
+            raise _YamlLimit(f"the value at {where} expands to more than {MAX_YAML_NODES} values (aliases counted "
+                             "each time they are used)")
+
+    def _no_duplicates(self, node) -> None:
+        seen: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge" or not isinstance(key_node, yaml.ScalarNode):
+                continue  # '<<' merges keys that explicit ones may override; a non-scalar key is refused later
+            try:
+                key = self.construct_object(key_node)
+                hash(key)
+            except Exception:  # noqa: BLE001 - construction reports it with its position afterwards
+                key = (key_node.tag, key_node.value)
+            line = key_node.start_mark.line + 1
+            if key in seen:
+                raise _YamlLimit(f"duplicate key {_show(key)} at lines {seen[key]} and {line} (the last would "
+                                 "silently win)")
+            seen[key] = line
+
+
+def _load_yaml(text: str) -> Any:
+    """``text`` read as YAML by :class:`_ParamsLoader`. Raises :class:`yaml.YAMLError` or :class:`_YamlLimit`."""
+    loader = _ParamsLoader(text)
+    try:
+        return loader.get_single_data()
+    except RecursionError:  # the composer itself recurses per level: thousands of '[' nest past Python's stack
+        raise _YamlLimit(f"the document is nested deeper than {MAX_YAML_DEPTH} levels") from None
+    except ValueError as err:  # PyYAML's int() past Python's 4300 digits, a timestamp such as 2024-13-45
+        raise _YamlLimit(f"a value cannot be read: {_show(str(err).splitlines()[0])}") from None
+    finally:
+        loader.dispose()
 
 
 def parse_overrides(pairs: typing.Iterable[str], src: str = "--set") -> dict[str, Any]:
@@ -566,27 +812,59 @@ def parse_overrides(pairs: typing.Iterable[str], src: str = "--set") -> dict[str
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep or not key.strip():
-            raise ParamsError(f"{src} '{pair}': expected key=value")
+            raise ParamsError(f"{src} {_show(pair)}: expected key=value")
         try:
-            out[key.strip()] = yaml.safe_load(value)
+            out[key.strip()] = _load_yaml(value)
         except yaml.YAMLError as err:
-            raise ParamsError(f"{src} '{pair}': value is not valid YAML ({err.__class__.__name__})") from None
+            raise ParamsError(f"{src} {_show(pair)}: value is not valid YAML ({err.__class__.__name__})") from None
+        except _YamlLimit as err:
+            raise ParamsError(f"{src} {_show(pair)}: {err}") from None
     return out
+
+
+def _read_text(path: Path) -> str:
+    """The params file's text: a regular file (never a device or FIFO, which is not even opened for blocking
+    reads), at most :data:`MAX_PARAMS_BYTES`, in UTF-8 (a byte-order mark is allowed)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))  # opening a FIFO does not wait for a writer
+    except FileNotFoundError:
+        raise ParamsError(f"{path}: params file not found") from None
+    except OSError as err:
+        raise ParamsError(f"{path}: params file cannot be opened ({err.strerror or err})") from None
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(f.fileno())
+        if not stat.S_ISREG(st.st_mode):
+            raise ParamsError(f"{path}: is not a regular file (a device, FIFO or socket): give a .yaml file, "
+                              "e.g. params/local.yaml")
+        if st.st_size > MAX_PARAMS_BYTES:
+            raise ParamsError(f"{path}: params file too large ({st.st_size} bytes; at most {MAX_PARAMS_BYTES})")
+        raw = f.read(MAX_PARAMS_BYTES + 1)
+    if len(raw) > MAX_PARAMS_BYTES:
+        raise ParamsError(f"{path}: params file too large (more than {MAX_PARAMS_BYTES} bytes)")
+    if raw.startswith((b"\xff\xfe", b"\xfe\xff")) or b"\x00" in raw:
+        raise ParamsError(f"{path}: is UTF-16 or UTF-32 text (it holds NUL bytes): save it as UTF-8")
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as err:
+        line = raw[: err.start].count(b"\n") + 1
+        raise ParamsError(f"{path}: is not UTF-8 text (byte 0x{raw[err.start]:02x} on line {line}): save it as "
+                          "UTF-8") from None
 
 
 def read_yaml(path: str | Path) -> dict[str, Any]:
     path = Path(path)
     if path.is_dir():
         raise ParamsError(f"{path}: is a folder, not a params file (give a .yaml file, e.g. params/local.yaml)")
-    if not path.is_file():
-        raise ParamsError(f"{path}: params file not found")
+    text = _read_text(path)
     try:
-        data = yaml.safe_load(path.read_text())
+        data = _load_yaml(text)
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         problem = getattr(err, "problem", None) or str(err).splitlines()[0]
         raise ParamsError(f"{path}: malformed YAML{where}: {problem}") from None
+    except _YamlLimit as err:
+        raise ParamsError(f"{path}: {err}") from None
     if data is None:
         return {}
     if not isinstance(data, dict):
@@ -600,16 +878,22 @@ _KEY_IN_ERROR = re.compile(r"key '([A-Za-z_0-9]+)")
 
 
 def load(path: str | Path, overrides: dict[str, Any] | None = None, check_device: bool = True,
-         overrides_src: str = "overrides") -> Params:
+         overrides_src: str = "overrides", override_names: dict[str, str] | None = None) -> Params:
     """Defaults, overridden by the YAML file at ``path``, overridden by ``overrides``; validated once. An error
-    about a key set by ``overrides`` names ``overrides_src`` (``--set`` on the command line), not the file."""
+    about a key set by ``overrides`` names ``overrides_src`` (``--set`` on the command line), not the file, or the
+    option the user typed for that key when ``override_names`` has one (``{"run_name": "--run-name"}``)."""
     overrides = overrides or {}
     try:
         return validate({**read_yaml(path), **overrides}, src=str(path), check_device=check_device)
     except ParamsError as err:
         found = _KEY_IN_ERROR.search(str(err))
         if found and found.group(1) in overrides:
-            raise ParamsError(f"{overrides_src} {str(err).removeprefix(f'{path}: ')}") from None
+            rest = str(err).removeprefix(f"{path}: ")
+            key = found.group(1)
+            label = (override_names or {}).get(key)
+            if label and rest.startswith(f"key '{key}'"):
+                raise ParamsError(f"{label}{rest.removeprefix(f'key {key!r}')}") from None
+            raise ParamsError(f"{label or overrides_src} {rest}") from None
         raise
 
 

@@ -225,10 +225,14 @@ def main(argv: list[str] | None = None) -> int:
 def _run(args) -> int:
     try:
         overrides = params_mod.parse_overrides(args.set)
-        if args.run_name:
-            overrides["run_name"] = args.run_name
+        names = {}
+        if args.run_name is not None:  # '' is not "the file's name": it is refused, not silently ignored
+            if not args.run_name.strip():
+                raise params_mod.ParamsError("--run-name is empty: give a name, or leave the option out to use "
+                                             "the params file's run_name")
+            overrides["run_name"], names["run_name"] = args.run_name, "--run-name"
         params_file = paths.resolve(args.params)
-        p = params_mod.load(params_file, overrides, overrides_src="--set")
+        p = params_mod.load(params_file, overrides, overrides_src="--set", override_names=names)
         note = params_mod.empty_file_note(params_file)
     except params_mod.ParamsError as err:
         print(f"cnnbench: {err}", file=sys.stderr)
