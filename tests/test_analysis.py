@@ -295,3 +295,13 @@ def test_seed_003_beside_ours_states_its_resolution_not_that_it_is_unstated(tmp_
     rows = table[table.source == "published by 003"]
     assert set(rows.published_batch_size) == {32, 64, 128}  # each of the seed's batches, stated
     assert all("not stated" not in d and "224 px" in d for d in rows.differences)
+
+
+def test_rows_of_another_schema_inside_a_run_leave_the_run_out_with_the_reason(outputs):
+    """Issue 21: schema-1 rows inside a schema-2 run merged silently."""
+    d = outputs / "laptop"
+    add_rows(d, [{"schema_version": SCHEMA_VERSION - 1, "model": "resnet50", "phase": "train", "batch_size": 64}])
+    m = analysis.load(analysis.discover(outputs))
+    assert "laptop" not in m.runs
+    assert m.excluded["laptop"] == (f"broken run (scenario_a.csv holds rows of schema version {SCHEMA_VERSION - 1} "
+                                    f"(this workbook reads {SCHEMA_VERSION}))")
