@@ -61,3 +61,20 @@ def test_save_records_empty_panels_beside_the_figure(tmp_path):
     b.plot([0, 1], [1, 0])
     plots.save(fig, tmp_path / "f.png")  # whole again: its row goes
     assert not (tmp_path / plots.EMPTY_PANELS).exists()
+
+
+def test_a_log_axis_spanning_less_than_a_decade_still_shows_tick_labels(tmp_path):
+    """Issue 17/20: batch_sweep.png's achieved-rate panel (values within one decade) had a log axis with no tick
+    label at all."""
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots()
+    ax.plot([1, 2, 3], [120.0, 180.0, 260.0])
+    ax.set_yscale("log")
+    ax.minorticks_off()  # as the sweep's panels do, for their batch-size axis
+    plots.save(fig, tmp_path / "f.png")
+    fig.canvas.draw()
+    labels = [t.get_text() for t in ax.yaxis.get_majorticklabels() + ax.yaxis.get_minorticklabels()
+              if t.get_visible() and t.get_text() and ax.get_ylim()[0] <= t.get_position()[1] <= ax.get_ylim()[1]]
+    plt.close(fig)
+    assert len(labels) >= 2, labels

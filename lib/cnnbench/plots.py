@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import math
 from pathlib import Path
 
 import matplotlib.pyplot as plt
@@ -88,10 +89,26 @@ def empty_axes(fig) -> list[str]:
     return names
 
 
+def label_short_log_axes(fig) -> None:
+    """A log axis whose view spans less than a decade shows no major tick label at all (batch_sweep.png's
+    achieved-rate panel): give such an axis plain labels at its minor ticks, so every log axis can be read."""
+    from matplotlib.ticker import FixedLocator, LogFormatter, LogLocator
+
+    for ax in fig.axes:
+        for axis, (lo, hi) in ((ax.yaxis, ax.get_ylim()), (ax.xaxis, ax.get_xlim())):
+            if axis.get_scale() != "log" or lo <= 0 or hi <= 0 or abs(math.log10(hi / lo)) >= 1:
+                continue
+            if isinstance(axis.get_major_locator(), FixedLocator):  # ticks set by hand (batch sizes) are read
+                continue
+            axis.set_minor_locator(LogLocator(base=10, subs="auto"))  # minorticks_off() may have removed them
+            axis.set_minor_formatter(LogFormatter(labelOnlyBase=False, minor_thresholds=(2, 0.5)))
+
+
 def save(fig, path: str | Path | None, dpi: int = 120):
     """Save ``fig`` to ``path`` (when given). A panel with no data drawn in it is recorded, one row per panel, in
     ``empty_panels.csv`` beside the figure (and warned about), so that a run's empty panels can be found and tested
     for rather than seen by eye; saving the figure again replaces its rows (none when it is whole again)."""
+    label_short_log_axes(fig)
     if path is not None:
         path = Path(path)
         fig.savefig(path, dpi=dpi, bbox_inches="tight")
