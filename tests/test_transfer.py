@@ -614,3 +614,13 @@ def test_a_split_step_after_an_unsplit_one_starts_from_cleared_gradients():
 
     phases.split_step(work, batches, Timer(torch.device("cpu")))
     assert seen["grads_cleared"]  # else backward adds into the previous step's gradients: more work, wrong update
+
+
+def test_the_scaling_plot_counts_whole_devices(tmp_path):
+    """Issue 17/20: scaling.png's device axis read 1.0, 1.2, ... 2.0 devices."""
+    df = pd.DataFrame({"status": "ok", "world_size": [1, 2], "throughput_img_s": [47.8, 61.3],
+                       "throughput_ci95_img_s": [1.0, 2.0], "scaling_efficiency_pct": [100.0, 64.1]})
+    fig = summary.scaling_plot(df, tmp_path / "scaling.png")
+    fig.canvas.draw()
+    ticks = [t for t in fig.axes[0].get_xticks() if fig.axes[0].get_xlim()[0] <= t <= fig.axes[0].get_xlim()[1]]
+    assert ticks == [1, 2]

@@ -116,7 +116,8 @@ def scaling_plot(df: pd.DataFrame, path: str | Path | None = None):
         return None
     fig, axes = plt.subplots(1, 2, figsize=(11, 3.5))
     axes[0].errorbar(ok.world_size, ok.throughput_img_s, yerr=ok.throughput_ci95_img_s, marker="o", capsize=3)
-    axes[0].set(xlabel="devices (processes)", ylabel="throughput (images/s)")
+    axes[0].set(xlabel="devices (processes)", ylabel="throughput (images/s)", ylim=(0, None))
+    axes[0].set_xticks(sorted(int(w) for w in ok.world_size.unique()))  # whole devices, never 1.2 of one
     axes[1].bar(ok.world_size.astype(str), ok.scaling_efficiency_pct)
     axes[1].axhline(100, ls="--", color="grey", lw=1)
     axes[1].set(xlabel="devices (processes)", ylabel="scaling efficiency (%)")
