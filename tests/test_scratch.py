@@ -297,3 +297,19 @@ def test_published_numbers_carry_their_source():
     assert set(published.TABLE_I_001.source) == {published.SEED_001}
     assert published.TABLE_I_001.set_index("backend").loc["numba_cuda", "throughput_img_s"] == 71758
     assert set(published.TABLE_4_004.source) == {published.SEED_004}
+
+
+def test_the_op_breakdown_gives_each_op_one_colour_in_every_panel(tmp_path):
+    """Issue 17/20: backend_ops.png drew 'gradient' blue for the MLP and orange for the CNN."""
+    import pandas as pd
+
+    from cnnbench.scratch import report
+
+    rows = [{"backend": b, "model": m, "op": op, "op_kind": kind, "pass": "forward", "median_ms": 1.0,
+             "status": "ok"}
+            for b in ("numpy", "torch_cpu") for m, ops in (("mlp", ("fc1", "grad")), ("mnist_cnn", ("conv1", "grad")))
+            for op, kind in zip(ops, ("matmul" if m == "mlp" else "conv", "gradient"), strict=True)]
+    fig = report.op_breakdown(pd.DataFrame(rows), tmp_path / "ops.png")
+    colours = [{t.get_text(): h.get_facecolor() for h, t in zip(ax.get_legend().legend_handles, ax.get_legend().texts,
+                                                              strict=True)} for ax in fig.axes]
+    assert colours[0]["gradient"] == colours[1]["gradient"]

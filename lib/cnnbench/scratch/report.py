@@ -184,12 +184,15 @@ def op_breakdown(ops: pd.DataFrame, path=None):
     if kinds.empty:
         return None
     models = list(dict.fromkeys(kinds.index.get_level_values(0)))
+    every = sorted(set(kinds.index.get_level_values(1)))  # one colour per op kind, the same in every panel
+    colour = dict(zip(every, plt.get_cmap("tab10").colors * (len(every) // 10 + 1), strict=False))
     fig, axes = plt.subplots(1, len(models), figsize=(6 * len(models), 4), squeeze=False)
     for ax, model in zip(axes[0], models, strict=True):
         k = kinds.loc[model].T.fillna(0)
+        k = k.loc[:, (k != 0).any()]  # kinds this network has
         bottom = np.zeros(len(k))
         for kind in k.columns:
-            ax.bar(k.index, k[kind], bottom=bottom, label=kind)
+            ax.bar(k.index, k[kind], bottom=bottom, label=kind, color=colour[kind])
             bottom += k[kind].to_numpy()
         ax.set(ylabel="time per training step (ms, median)", title=model)
         ax.tick_params(axis="x", rotation=30)
