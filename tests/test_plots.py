@@ -78,3 +78,25 @@ def test_a_log_axis_spanning_less_than_a_decade_still_shows_tick_labels(tmp_path
               if t.get_visible() and t.get_text() and ax.get_ylim()[0] <= t.get_position()[1] <= ax.get_ylim()[1]]
     plt.close(fig)
     assert len(labels) >= 2, labels
+
+
+def _points_under_legends(fig) -> int:
+    """Data points (line vertices) drawn under a legend of ``fig``, in display coordinates."""
+    fig.canvas.draw()
+    boxes = [lg.get_window_extent() for lg in [*fig.legends, *(ax.get_legend() for ax in fig.axes)] if lg]
+    hidden = 0
+    for ax in fig.axes:
+        for line in ax.get_lines():
+            for x, y in ax.transData.transform(line.get_xydata()):
+                hidden += any(b.contains(x, y) for b in boxes)
+    return hidden
+
+
+def test_the_sweep_legend_covers_no_data(tmp_path):
+    """Issue 17/20: analysis_sweep.png's legends sat over the eval lines of two panels."""
+    from conftest import ROOT
+
+    sweep = pd.read_csv(ROOT / "examples" / "example-cpu-2core" / "batch_sweep.csv")  # the figure as committed
+    sweep = sweep.assign(model=sweep.model + " @ example-cpu-2core")  # as 08 labels each run's lines
+    fig = plots.batch_sweep(sweep, None, tmp_path / "sweep.png")
+    assert _points_under_legends(fig) == 0

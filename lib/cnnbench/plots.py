@@ -221,8 +221,9 @@ def batch_sweep(df: pd.DataFrame, knees: pd.DataFrame | None = None, path: str |
         ax.set_xticks(sizes, [str(b) for b in sizes])
         ax.minorticks_off()
         ax.set_xlabel("batch size (images per step)")
-        ax.legend(fontsize=7)
+    handles, labels = axes[0].get_legend_handles_labels()  # one legend, below the panels: never over the data
     fig.tight_layout()
+    fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=min(len(labels), 4), fontsize=8)
     return save(fig, path)
 
 
