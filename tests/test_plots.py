@@ -100,3 +100,18 @@ def test_the_sweep_legend_covers_no_data(tmp_path):
     sweep = sweep.assign(model=sweep.model + " @ example-cpu-2core")  # as 08 labels each run's lines
     fig = plots.batch_sweep(sweep, None, tmp_path / "sweep.png")
     assert _points_under_legends(fig) == 0
+
+
+def test_the_complexity_figure_draws_points_not_bars_on_its_log_axes_and_no_legend_over_them(tmp_path):
+    """Issue 17/20: complexity.png drew bars on log axes (no length to read) under legends covering DenseNet."""
+    from matplotlib.patches import Rectangle
+
+    from conftest import ROOT
+
+    fig = plots.complexity(pd.read_csv(ROOT / "examples" / "example-cpu-2core" / "complexity.csv"), tmp_path / "c.png")
+    fig.canvas.draw()
+    bars = [p for ax in fig.axes for p in ax.patches if isinstance(p, Rectangle) and p.get_height() > 0]
+    assert bars == []
+    boxes = [lg.get_window_extent() for lg in [*fig.legends, *(ax.get_legend() for ax in fig.axes)] if lg]
+    points = [xy for ax in fig.axes for c in ax.collections for xy in ax.transData.transform(c.get_offsets())]
+    assert points and not any(b.contains(x, y) for b in boxes for x, y in points)

@@ -131,13 +131,18 @@ def complexity(df: pd.DataFrame, path: str | Path | None = None):
     """Training GFLOPs per image and activation memory per image, per model, at each counted resolution."""
     data = df.assign(resolution=df.image_size.astype(str) + "x" + df.image_size.astype(str))
     fig, axes = subplots(1, 2, figsize=(12, 4))
-    sns.barplot(data=data, x="model", y="gflops_train", hue="resolution", ax=axes[0])
-    axes[0].set(yscale="log", ylabel="training GFLOP per image (fwd+bwd)", xlabel="")
-    sns.barplot(data=data, x="model", y="activation_mib", hue="resolution", ax=axes[1])
-    axes[1].set(yscale="log", ylabel="saved activations per image (MiB)", xlabel="")
-    for ax in axes:
-        ax.tick_params(axis="x", rotation=30)
+    # points, not bars: the values span four decades, and a bar on a log axis has no length to read
+    for ax, col, label in ((axes[0], "gflops_train", "training GFLOP per image (fwd+bwd)"),
+                           (axes[1], "activation_mib", "saved activations per image (MiB)")):
+        sns.stripplot(data=data, x="model", y=col, hue="resolution", dodge=True, jitter=False, size=8, ax=ax,
+                      legend=ax is axes[0])
+        ax.set(yscale="log", ylabel=label, xlabel="")
+        plt.setp(ax.get_xticklabels(), rotation=30, ha="right", rotation_mode="anchor")
+    handles, labels = axes[0].get_legend_handles_labels()
+    axes[0].get_legend().remove()
     fig.tight_layout()
+    fig.legend(handles, labels, title="resolution", loc="upper center", bbox_to_anchor=(0.5, 0.0),
+               ncol=len(labels))
     return save(fig, path)
 
 
