@@ -105,8 +105,9 @@ def test_every_fp32_experiment_runs_its_steps_with_tf32_off(monkeypatch, tmp_pat
     import torch
 
     from cnnbench import devices
+    from cnnbench.scaling import ddp
     from cnnbench.scratch import experiment
-    from cnnbench.transfer import ddp, finetuning
+    from cnnbench.transfer import finetuning
 
     seen = []
 

@@ -17,7 +17,7 @@ from conftest import ROOT
 PKG = ROOT / "lib" / "cnnbench"
 FOUNDATIONS = ("cnnbench.params", "cnnbench.paths", "cnnbench.devices", "cnnbench.data", "cnnbench.models",
                "cnnbench.envinfo", "cnnbench.results")
-FAMILIES = ("cnnbench.scratch", "cnnbench.transfer", "cnnbench.tuning")
+FAMILIES = ("cnnbench.scratch", "cnnbench.transfer", "cnnbench.steps", "cnnbench.scaling", "cnnbench.tuning")
 TOP = ("cnnbench.analysis", "cnnbench.report", "cnnbench.pipeline", "cnnbench.interactive", "cnnbench.__main__",
        "cnnbench.cli")
 

@@ -12,11 +12,14 @@ import pytest
 import torch
 from PIL import Image
 
-from cnnbench import params
-from cnnbench.measure import engine
-from cnnbench.transfer import distributed as scaling
+from cnnbench import params, steps
+from cnnbench import scaling as scaling_pkg
+from cnnbench.measure import engine, timelines
+from cnnbench.scaling import launch as scaling
+from cnnbench.steps import profiler as profiling
+from cnnbench.steps import step_phases as phases
 from cnnbench.transfer import finetuning as finetune
-from cnnbench.transfer import phases, profiling, summary, timelines
+from cnnbench.transfer import summary
 
 CPU = torch.device("cpu")
 
@@ -290,7 +293,7 @@ def test_phase_summary_checks_the_sum_against_the_unsplit_step():
 def test_phase_table_shows_the_step_time_spread_and_the_steps_behind_it():
     split = [dict(zip(phases.STEP_PHASES, (1, 1, 3, 1, 3, 1), strict=True))] * 3
     rows = [{"model": "m", "status": "ok", **r} for r in phases.summarize(split, [10.0, 10.2, 10.4])]
-    table = summary.phase_table(pd.DataFrame(rows))
+    table = steps.phase_table(pd.DataFrame(rows))
     assert table.loc["m", "n_steps"] == 3 and table.loc["m", "step_time_ms"] == pytest.approx(10_200)
     # the verdict first: in the report the wide table scrolled it out of sight
     assert list(table.columns[:4]) == ["sums_within_5pct", "sum_diff_pct", "sum_diff_ci95_pct", "n_steps"]
@@ -448,7 +451,6 @@ def test_held_batches_let_a_batch_go_when_the_next_is_taken():
 
 
 def test_phase_rows_of_a_changed_batch_size_are_not_shown(tmp_path, monkeypatch):
-    from cnnbench import transfer
 
     def fake(cfg, device, protocol, steps, dataset=None, window_s=0.0, max_s=0.0):
         return [{**dataclasses.asdict(cfg), "device_kind": "cpu", "threads": torch.get_num_threads(),
@@ -459,7 +461,7 @@ def test_phase_rows_of_a_changed_batch_size_are_not_shown(tmp_path, monkeypatch)
     for batch in (8, 16):
         run = types.SimpleNamespace(params=p_of(models=["resnet18"], batch_size=batch), device=CPU,
                                     dir=tmp_path, path=lambda n: tmp_path / n, threads=None)
-        shown = transfer.step_phases(run)
+        shown = steps.phases(run)
     assert len(pd.read_csv(tmp_path / "step_phases.csv")) == 12 and set(shown.batch_size) == {16}
 
 
@@ -475,7 +477,6 @@ def test_phase_breakdown_runs_for_every_scenario_a_model(tmp_path, monkeypatch):
 
 
 def test_a_rerun_with_another_phase_window_measures_anew_and_shows_only_its_rows(tmp_path, monkeypatch):
-    from cnnbench import transfer
 
     seen = []
 
@@ -491,7 +492,7 @@ def test_a_rerun_with_another_phase_window_measures_anew_and_shows_only_its_rows
     for window in (0.5, 2.0, 2.0):  # the third run resumes: nothing to measure
         p = p_of(models=["mnist_cnn"], phase_window_s=window)
         run = types.SimpleNamespace(params=p, device=CPU, dir=tmp_path, path=lambda n: tmp_path / n, threads=None)
-        shown = transfer.step_phases(run)
+        shown = steps.phases(run)
     assert seen == [0.5, 2.0]
     assert len(pd.read_csv(tmp_path / "step_phases.csv")) == 12  # the old rows stay in the file
     assert len(shown) == 6 and set(shown.time_mean_s) == {2.0} and set(shown.phase_window_s) == {2.0}
@@ -620,7 +621,7 @@ def test_the_scaling_plot_counts_whole_devices(tmp_path):
     """Issue 17/20: scaling.png's device axis read 1.0, 1.2, ... 2.0 devices."""
     df = pd.DataFrame({"status": "ok", "world_size": [1, 2], "throughput_img_s": [47.8, 61.3],
                        "throughput_ci95_img_s": [1.0, 2.0], "scaling_efficiency_pct": [100.0, 64.1]})
-    fig = summary.scaling_plot(df, tmp_path / "scaling.png")
+    fig = scaling_pkg.plot(df, tmp_path / "scaling.png")
     fig.canvas.draw()
     ticks = [t for t in fig.axes[0].get_xticks() if fig.axes[0].get_xlim()[0] <= t <= fig.axes[0].get_xlim()[1]]
     assert ticks == [1, 2]

@@ -5,7 +5,7 @@ import types
 
 import pytest
 
-from cnnbench.transfer import distributed
+from cnnbench.scaling import launch as distributed
 
 
 def test_two_gloo_processes_give_the_single_process_loss_at_the_same_global_batch(tmp_path):

@@ -300,9 +300,8 @@ def peak_memory_mib(device: torch.device) -> dict[str, float]:
 def run_grid(run, sampler_cls=None, log=print) -> None:
     """Every (device, batch size, lr) grid point of the run not already finished in transfer.csv."""
     from cnnbench import results as results_layer
-    from cnnbench.measure import telemetry
+    from cnnbench.measure import telemetry, timelines
     from cnnbench.measure.engine import failure
-    from cnnbench.transfer import timelines
 
     p, sampler_cls = run.params, sampler_cls or telemetry.Sampler
     log(check_weights(p.transfer_model, p.pretrained))

@@ -1,4 +1,4 @@
-"""Tables and plots of 06's tidy CSVs (transfer.csv, step_phases.csv, profile_ops.csv, scaling.csv)."""
+"""Tables and plots of fine-tuning (transfer.csv)."""
 
 from __future__ import annotations
 
@@ -52,75 +52,6 @@ def learning_curves(df: pd.DataFrame, path: str | Path | None = None):
     target = ok.target_accuracy.iloc[0]
     axes[1].axhline(100 * target, ls="--", color="grey", lw=1, label=f"target {100 * target:g}%")
     axes[1].legend(fontsize=7)
-    fig.tight_layout()
-    return _save(fig, path)
-
-
-def phase_table(df: pd.DataFrame) -> pd.DataFrame:
-    """Per model: whether the phases agree with the unsplit step (within 5% or not, the difference, its 95%
-    interval, steps of each kind) first, where a wide table cannot scroll it out of sight; then the phases
-    (mean ms per step), their sum and the unsplit step time with its 95% interval."""
-    ok = df[df.status == "ok"] if len(df) else df
-    if ok.empty:
-        return ok
-    wide = ok.pivot_table(index="model", columns="step_phase", values="time_mean_s", sort=False) * 1e3
-    wide.columns = [f"{c}_ms" for c in wide.columns]
-    per = ok.groupby("model", sort=False).first()
-    check = pd.DataFrame({"sums_within_5pct": per.sums_within_5pct, "sum_diff_pct": per.sum_diff_pct,
-                          **_optional(per, "sum_diff_ci95_pct"), "n_steps": per.n_steps}, index=per.index)
-    return check.join(wide).assign(phase_sum_ms=per.phase_sum_s * 1e3, step_time_ms=per.step_time_s * 1e3,
-                                   step_time_ci95_ms=per.step_time_ci95_s * 1e3)
-
-
-def _optional(per: pd.DataFrame, column: str) -> dict:
-    """``column`` if the rows have it (rows written before it was measured do not)."""
-    return {column: per[column]} if column in per else {}
-
-
-def phase_plot(df: pd.DataFrame, path: str | Path | None = None):
-    """Share of each phase in the step, one stacked bar per model."""
-    ok = df[df.status == "ok"] if len(df) else df
-    if ok.empty:
-        return None
-    wide = ok.pivot_table(index="model", columns="step_phase", values="share_pct", sort=False)
-    fig, ax = plt.subplots(figsize=(9, 4))
-    wide.plot.barh(stacked=True, ax=ax)
-    ax.set(xlabel="share of the training step (%)", ylabel="",
-           title=f"where a training step's time goes ({ok.device_name.iloc[0]})")
-    ax.legend(fontsize=8, bbox_to_anchor=(1, 1))
-    return _save(fig, path)
-
-
-def top_ops_table(df: pd.DataFrame, model: str | None = None) -> pd.DataFrame:
-    """The top operators per pass (forward, backward, optimizer) with self times in ms and share of the pass."""
-    ok = df[df.status == "ok"] if len(df) else df
-    if model is not None and len(ok):
-        ok = ok[ok.model == model]
-    if ok.empty:
-        return ok
-    return ok.assign(self_cpu_ms=ok.self_cpu_s * 1e3, self_device_ms=ok.self_device_s * 1e3)[
-        ["model", "pass", "rank", "op", "calls", "self_cpu_ms", "self_device_ms", "share_of_pass_pct"]]
-
-
-def scaling_table(df: pd.DataFrame) -> pd.DataFrame:
-    cols = ["world_size", "backend", "per_device_batch", "global_batch", "throughput_img_s", "throughput_ci95_img_s",
-            "speedup", "scaling_efficiency_pct", "loss_first", "loss_vs_one_process_max_abs_diff",
-            "loss_matches_one_process", "status", "error"]
-    return df[[c for c in cols if c in df]] if len(df) else df
-
-
-def scaling_plot(df: pd.DataFrame, path: str | Path | None = None):
-    """Throughput (95% interval) and scaling efficiency against the number of processes/devices."""
-    ok = df[df.status == "ok"] if len(df) else df
-    if ok.empty:
-        return None
-    fig, axes = plt.subplots(1, 2, figsize=(11, 3.5))
-    axes[0].errorbar(ok.world_size, ok.throughput_img_s, yerr=ok.throughput_ci95_img_s, marker="o", capsize=3)
-    axes[0].set(xlabel="devices (processes)", ylabel="throughput (images/s)", ylim=(0, None))
-    axes[0].set_xticks(sorted(int(w) for w in ok.world_size.unique()))  # whole devices, never 1.2 of one
-    axes[1].bar(ok.world_size.astype(str), ok.scaling_efficiency_pct)
-    axes[1].axhline(100, ls="--", color="grey", lw=1)
-    axes[1].set(xlabel="devices (processes)", ylabel="scaling efficiency (%)")
     fig.tight_layout()
     return _save(fig, path)
 

@@ -2,7 +2,7 @@
 read back into scaling.csv (throughput, efficiency against one device, the loss check) and telemetry rows.
 
 No home-made process handling: each run is ``python -m torch.distributed.run --standalone --nproc_per_node N
--m cnnbench.transfer.ddp ...`` in a subprocess. CPU: gloo, one "device" = one process with an equal share of the
+-m cnnbench.scaling.ddp ...`` in a subprocess. CPU: gloo, one "device" = one process with an equal share of the
 cores. NVIDIA: NCCL, one process per GPU (world sizes above the GPU count are ``unavailable`` rows).
 """
 
@@ -19,7 +19,7 @@ from pathlib import Path
 import torch
 
 from cnnbench import devices, results
-from cnnbench.transfer import timelines
+from cnnbench.measure import timelines
 
 LOSS_RTOL = 1e-4
 
@@ -31,9 +31,9 @@ class LaunchFailed(RuntimeError):
 def command(world: int, out: Path, model: str, batch: int, image_size: int, classes: int, backend: str,
             threads: int, steps: int, warmup: int, repeats: int, seed: int, interval: float,
             reference_batches: tuple[int, ...] = ()) -> list[str]:
-    """The torchrun command line of one run (the same script serves several nodes, see cnnbench.transfer.ddp)."""
+    """The torchrun command line of one run (the same script serves several nodes, see cnnbench.scaling.ddp)."""
     return [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(world),
-            "-m", "cnnbench.transfer.ddp", "--model", model, "--batch-size", str(batch), "--image-size",
+            "-m", "cnnbench.scaling.ddp", "--model", model, "--batch-size", str(batch), "--image-size",
             str(image_size), "--num-classes", str(classes), "--backend", backend, "--threads", str(threads),
             "--steps", str(steps), "--warmup", str(warmup), "--repeats", str(repeats), "--seed", str(seed),
             "--telemetry-interval", str(interval), "--reference-batches", *map(str, reference_batches),

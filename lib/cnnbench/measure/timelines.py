@@ -79,3 +79,16 @@ def plot(df: pd.DataFrame, path: str | Path | None = None, title: str = ""):
     fig.suptitle(title)
     fig.tight_layout()
     return save(fig, path, dpi=110)
+
+
+def read(run) -> pd.DataFrame:
+    """The series sampled during 06's fine-tuning and scaling (transfer_telemetry.csv; empty if none were kept)."""
+    from cnnbench import results
+
+    return results.read(run.dir, "transfer_telemetry")
+
+
+def plot_experiment(df: pd.DataFrame, experiment: str, path=None):
+    """The series of one experiment (transfer | scaling) over time, one panel per metric."""
+    sub = df[df.experiment == experiment] if len(df) else df
+    return plot(sub, path, title=f"telemetry during {experiment}")

@@ -1,9 +1,9 @@
 """Data-parallel training with DistributedDataParallel, one process per device, launched by torchrun:
 
-    python -m torch.distributed.run --standalone --nproc_per_node 2 -m cnnbench.transfer.ddp --out DIR
+    python -m torch.distributed.run --standalone --nproc_per_node 2 -m cnnbench.scaling.ddp --out DIR
     # several machines: the same script on each, e.g. 2 nodes x 8 GPUs, run on every node:
     torchrun --nnodes 2 --nproc_per_node 8 --rdzv_backend c10d --rdzv_endpoint HOST:29500 \\
-        -m cnnbench.transfer.ddp --backend nccl --out DIR
+        -m cnnbench.scaling.ddp --backend nccl --out DIR
 
 Every rank trains on its slice of the same deterministic global batches, so N processes at per-device batch b
 see what one process sees at batch N x b. First ``--check-steps`` steps run with dropout off and BatchNorm on
@@ -31,7 +31,7 @@ from cnnbench.measure import telemetry, timing
 
 
 def parse(argv=None) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(prog="cnnbench.transfer.ddp", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="cnnbench.scaling.ddp", description=__doc__.splitlines()[0])
     ap.add_argument("--model", default="resnet18")
     ap.add_argument("--batch-size", type=int, default=32, help="per-device batch size")
     ap.add_argument("--image-size", type=int, default=64)

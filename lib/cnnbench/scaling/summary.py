@@ -1,0 +1,37 @@
+"""Tables and plots of data-parallel scaling (scaling.csv)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import pandas as pd
+
+from cnnbench.plots import save
+
+
+def _save(fig, path):
+    return save(fig, path, dpi=110)
+
+
+def scaling_table(df: pd.DataFrame) -> pd.DataFrame:
+    cols = ["world_size", "backend", "per_device_batch", "global_batch", "throughput_img_s", "throughput_ci95_img_s",
+            "speedup", "scaling_efficiency_pct", "loss_first", "loss_vs_one_process_max_abs_diff",
+            "loss_matches_one_process", "status", "error"]
+    return df[[c for c in cols if c in df]] if len(df) else df
+
+
+def scaling_plot(df: pd.DataFrame, path: str | Path | None = None):
+    """Throughput (95% interval) and scaling efficiency against the number of processes/devices."""
+    ok = df[df.status == "ok"] if len(df) else df
+    if ok.empty:
+        return None
+    fig, axes = plt.subplots(1, 2, figsize=(11, 3.5))
+    axes[0].errorbar(ok.world_size, ok.throughput_img_s, yerr=ok.throughput_ci95_img_s, marker="o", capsize=3)
+    axes[0].set(xlabel="devices (processes)", ylabel="throughput (images/s)", ylim=(0, None))
+    axes[0].set_xticks(sorted(int(w) for w in ok.world_size.unique()))  # whole devices, never 1.2 of one
+    axes[1].bar(ok.world_size.astype(str), ok.scaling_efficiency_pct)
+    axes[1].axhline(100, ls="--", color="grey", lw=1)
+    axes[1].set(xlabel="devices (processes)", ylabel="scaling efficiency (%)")
+    fig.tight_layout()
+    return _save(fig, path)
