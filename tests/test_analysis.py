@@ -305,3 +305,199 @@ def test_rows_of_another_schema_inside_a_run_leave_the_run_out_with_the_reason(o
     assert "laptop" not in m.runs
     assert m.excluded["laptop"] == (f"broken run (scenario_a.csv holds rows of schema version {SCHEMA_VERSION - 1} "
                                     f"(this workbook reads {SCHEMA_VERSION}))")
+
+
+# --- issue 18: every seed item beside ours (analysis.beside) ---------------------------------------------------
+def _one_run(tmp_path, device_kind="cpu", device_name="Intel Core", extra=None, models=("resnet18", "resnet50")):
+    tput = {(m, ph): t for m in models for ph, t in (("train", 10.0), ("eval", 40.0))}
+    return make_run(tmp_path, "laptop", device_kind, device_name, tput, extra=extra)
+
+
+def _sweep_rows(run_dir, model, batches):
+    base = results.read_rows(run_dir / "scenario_a.csv")[0]
+    results.write_rows(run_dir / "batch_sweep.csv", [
+        {**base, "model": model, "phase": "train", "batch_size": bs, "throughput_img_s": 5.0 * bs ** 0.5,
+         "achieved_gflops": 50.0, "achieved_tflops": 0.05} for bs in batches])
+
+
+def test_seed_000_table_3_tflops_and_memory_beside_ours(tmp_path):
+    from cnnbench import published
+
+    _one_run(tmp_path, "cuda", "Tesla T4", extra={"achieved_tflops": 0.5, "peak_device_mem_mib": 900.0,
+                                                  "peak_rss_mib": 2000.0})
+    t = analysis.performance_beside_000(analysis.load(analysis.discover(tmp_path))["scenario_a"])
+    seed = published.THROUGHPUT_000.set_index(["model", "device_class"]).loc[("resnet18", "t4")]
+    pub = t[(t.source == f"published by {published.SEED_000}") & (t.model == "resnet18") & (t.device == "t4")]
+    assert pub.train_tflops.iloc[0] == seed.train_tflops and pub.peak_gpu_mem_mb.iloc[0] == seed.peak_gpu_mem_mb
+    assert "224 px forward count" in pub.differences.iloc[0]
+    ours = t[(t.source == "ours: laptop") & (t.model == "resnet18")].iloc[0]
+    assert (ours.train_img_s, ours.eval_img_s, ours.train_tflops, ours.peak_device_mem_mib) == (10.0, 40.0, 0.5, 900.0)
+    assert ours.differences.startswith("matched device class: t4") and "MiB" in ours.differences
+    assert t.source.iloc[0].startswith("published by")  # the seed's rows first in every model's block
+
+
+def test_seed_000_table_8_in_a_single_run_is_this_machine_beside_each_seed_device_not_matched(tmp_path):
+    from cnnbench import published
+
+    _one_run(tmp_path)  # one CPU run: nothing of ours to divide, but the seed's devices are beside it
+    t = analysis.speedups_beside_000(analysis.load(analysis.discover(tmp_path))["scenario_a"])
+    ours = t[(t.source == "ours: laptop") & (t.model == "resnet50") & (t.phase == "train")].set_index("b")
+    seed = published.THROUGHPUT_000.set_index(["model", "device_class"]).train_img_s
+    assert set(ours.index) == {"000's apple", "000's cpu", "000's t4"}
+    assert ours.loc["000's t4", "speedup_x"] == pytest.approx(10.0 / seed[("resnet50", "t4")])
+    assert set(ours.comparison) == {"not matched"}
+    d = ours.loc["000's cpu", "differences"]
+    assert d.startswith("not matched") and "data: ours synthetic" in d and "resolution: 64 px both" in d
+    assert f"{published.EPOCH_IMAGES_000:,}-image" in d
+    pub = t[t.source.str.startswith("published")]
+    assert len(pub) == 3 * len(published.SPEEDUPS_000)
+    r18 = pub[(pub.model == "resnet18") & (pub.a == "t4") & (pub.b == "cpu")].speedup_x.iloc[0]
+    assert r18 == published.SPEEDUPS_000.set_index("model").t4_over_cpu["resnet18"]
+
+
+def test_seed_000_table_5_utilisation_beside_ours(tmp_path):
+    from cnnbench import published
+
+    _one_run(tmp_path, extra={"util_cpu_mean_pct": 80.0, "util_device_mean_pct": None})
+    t = analysis.utilisation_beside_000(analysis.load(analysis.discover(tmp_path))["scenario_a"])
+    ours = t[t.source == "ours: laptop"]
+    assert len(ours) == 2 and set(ours.cpu_util_pct) == {80.0}  # the training step of each model
+    assert "measured windows" in ours.differences.iloc[0] and "matched device class: cpu" in ours.differences.iloc[0]
+    pub = t[t.source.str.startswith("published") & (t.model == "resnet18")].set_index("device")
+    u = published.UTILISATION_000.set_index(["model", "device_class"])
+    assert pub.loc["cpu", "cpu_util_pct"] == u.cpu_util_pct[("resnet18", "cpu")]
+    assert "outside the measured run" in pub.differences.iloc[0]
+
+
+def test_seed_000_table_6_sweep_beside_ours(tmp_path):
+    from cnnbench import published
+
+    d = _one_run(tmp_path)
+    _sweep_rows(d, "squeezenet1_1", [32, 64, 128, 256])
+    t = analysis.sweep_beside_000(analysis.load(analysis.discover(tmp_path))["batch_sweep"])
+    pub = t[t.source.str.startswith("published")]
+    assert pub.batch_size.tolist() == published.SWEEP_000.batch_size.tolist() and "unstable" in set(pub.status)
+    ours = t[t.source == "ours: laptop"]
+    assert ours.batch_size.tolist() == [32, 64, 128, 256] and set(ours.achieved_gflops) == {50.0}
+    assert "synthetic data" in ours.differences.iloc[0]
+    assert "no run of this analysis wrote" in analysis.sweep_beside_000(pd.DataFrame()).note.iloc[0]
+
+
+def test_per_model_rooflines_draw_for_a_single_run(tmp_path):
+    from cnnbench import plots
+
+    d = _one_run(tmp_path)
+    results.write_rows(d / "roofline.csv", [{"source": "scenario_a", "device_name": "Intel Core", "model": "resnet18",
+                                             "phase": "train", "batch_size": 128, "intensity_flop_per_byte": 20.0,
+                                             "achieved_gflops": 50.0}])
+    m = analysis.load(analysis.discover(tmp_path))
+    figs = plots.per_model_rooflines(analysis.placed_points(m), m["device_peaks"], tmp_path, min_runs=1)
+    assert set(figs) == {"resnet18"} and (tmp_path / "roofline_model_resnet18.png").is_file()
+
+
+def _backends(run_dir, model, epochs=3, images=4096):
+    results.write_rows(run_dir / "backends.csv", [
+        {"backend": "torch_cpu", "model": model, "device_name": "Intel Core", "device_kind": "cpu", "threads": 2,
+         "epoch": e + 1, "steps": 8, "batch_size": 512, "epoch_s": 2.0 if e == 0 else 1.0, "images": images,
+         "throughput_img_s": images / (2.0 if e == 0 else 1.0), "train_loss": 0.5, "test_accuracy": 0.4,
+         "jit_s": None, "status": "ok"} for e in range(epochs)])
+
+
+def test_seed_001_total_time_process_ram_and_the_accuracy_gap_beside_ours(tmp_path):
+    from cnnbench import published
+
+    d = _one_run(tmp_path)
+    _backends(d, "mnist_cnn")
+    results.write_rows(d / "backend_memory.csv", [
+        {"backend": "torch_cpu", "model": "mnist_cnn", "component": c, "computed_mib": None, "measured_mib": v,
+         "status": "ok"} for c, v in (("process_rss_baseline", 900.0), ("process_rss_growth", 50.0))])
+    m = analysis.load(analysis.discover(tmp_path))
+    t = analysis.backends_beside_001(m["backends"], m["backend_memory"])
+    ours = t[t.source == "ours: laptop"].iloc[0]
+    assert ours.total_s == 4.0 and ours.process_rss_mib == 950.0  # every epoch summed, the first included
+    assert "3 epoch(s) of 4,096" in ours.differences and "not the seed's for that reason" in ours.differences
+    pub = t[t.source.str.startswith("published")].set_index("backend")
+    assert pub.total_s["torch_cpu"] == published.BACKENDS_001.set_index("backend").total_s["torch_cpu"]
+    assert pub.process_ram_mb["torch_cpu"] == published.BACKENDS_001.set_index("backend").process_ram_mb["torch_cpu"]
+
+
+def test_seed_002_inference_in_images_per_second_and_cpu_beside_ours(tmp_path):
+    from cnnbench import published
+
+    d = _one_run(tmp_path, models=("densenet121",), extra={"util_cpu_mean_pct": 90.0, "peak_rss_mib": 2000.0})
+    results.write_rows(d / "transfer.csv", [
+        {"model": "densenet121", "device_kind": "cpu", "device_name": "Intel Core", "lr": 0.003, "batch_size": 16,
+         "image_size": 64, "epoch": 1, "status": "ok", "rss_mib": 1000.0}])
+    m = analysis.load(analysis.discover(tmp_path))
+    inf = analysis.inference_beside_002(m["scenario_a"])
+    pub = inf[inf.source.str.startswith("published")].set_index("device")
+    s_cpu = published.table("INFERENCE_002").set_index("device_class").s_per_image["cpu"]
+    assert pub.loc["cpu", "inference_img_s"] == pytest.approx(1 / s_cpu) and pub.loc["cpu", "s_per_image"] == s_cpu
+    ours = inf[inf.source == "ours: laptop"].iloc[0]
+    assert ours.inference_img_s == 40.0 and ours.s_per_image == pytest.approx(0.025)
+    assert "batched (not one image at a time)" in ours.differences
+    cpu = analysis.cpu_beside_002(m["transfer"], m["scenario_a"])
+    p = cpu[cpu.source.str.startswith("published")]
+    assert p.cpu_util_pct.iloc[0] == published.CPU_002["cpu_util_during_gpu_pct"]
+    assert p.cpu_memory_gb.iloc[1] == published.CPU_002["cpu_memory_gb"]
+    mine = cpu[cpu.source == "ours: laptop"].set_index("what")
+    assert mine.loc["06 fine-tuning on the CPU", "cpu_memory_gb"] == pytest.approx(1000 * 2**20 / 1e9)
+    assert mine.loc["02 densenet121 training step", "cpu_util_pct"] == 90.0
+
+
+def test_seed_003_achieved_rate_by_batch_names_the_batch_we_did_not_sample(tmp_path):
+    from cnnbench import published
+
+    d = _one_run(tmp_path, "cuda", "Tesla T4")
+    _sweep_rows(d, "resnet50", [32, 128])  # no batch 64
+    results.write_rows(d / "roofline.csv", [{"source": "batch_sweep", "device_name": "Tesla T4", "model": "resnet50",
+                                             "phase": "train", "batch_size": 32, "precision": "fp32",
+                                             "memory_format": "nchw", "intensity_flop_per_byte": 21.0,
+                                             "achieved_gflops": 50.0, "efficiency": 0.4}])
+    m = analysis.load(analysis.discover(tmp_path))
+    t = analysis.achieved_beside_003(m["batch_sweep"], m["scenario_a"], m["roofline"])
+    pub = t[t.source.str.startswith("published") & (t.model == "resnet50") & (t.device == "t4")]
+    assert pub.ai_flop_per_byte.tolist() == [published.AI_BY_BATCH_003[b] for b in (32, 64, 128)]
+    ours = t[(t.source == "ours: laptop") & (t.model == "resnet50")].set_index("batch_size")
+    assert ours.loc[32, "ai_flop_per_byte"] == 21.0 and ours.loc[32, "efficiency_vs_roof_pct"] == pytest.approx(40.0)
+    assert ours.loc[32, "achieved_tflops"] == 0.05 and ours.loc[32, "differences"].startswith("matched device class: t4")
+    assert ours.loc[64, "measured_in"] == "not sampled" and "batch 32, 128 only" in ours.loc[64, "differences"]
+    assert "lacks batch 64" in ours.loc[64, "differences"]
+
+
+def test_seed_004_total_training_time_and_memory_in_its_mb_beside_ours(tmp_path):
+    from cnnbench import published
+
+    d = _one_run(tmp_path)
+    _backends(d, "mlp", epochs=4)
+    results.write_rows(d / "backend_memory.csv", [
+        {"backend": "torch_cpu", "model": "mlp", "component": "parameters", "computed_mib": 1.0,
+         "measured_mib": 2.0, "status": "ok", "method": "array sizes"}])
+    m = analysis.load(analysis.discover(tmp_path))
+    t = analysis.times_beside_004(m["backends"])
+    pub = t[t.source.str.startswith("published")].set_index("backend")
+    seed = published.TIMES_004.set_index("what")
+    assert pub.loc["numpy", "total_training_s"] == pytest.approx(seed.cpu_ms["total_training"] / 1e3)
+    assert pub.loc["cupy", "iteration_ms"] == seed.gpu_ms["iteration"]
+    ours = t[t.source == "ours: laptop"].iloc[0]
+    assert ours.total_training_s == 5.0 and ours.iterations == 32 and ours.iteration_ms == pytest.approx(5000 / 32)
+    assert ours.at_its_iterations_s == pytest.approx(5.0 / 32 * published.setup("004")["iterations"])
+    mem = analysis.memory_mb_beside_004(m["backend_memory"])
+    p = mem[mem.source.str.startswith("published") & (mem.component == "parameters")].set_index("backend")
+    assert p.loc["numpy", "published_mb"] == published.MEMORY_004.set_index("component").cpu_mb["parameters"]
+    mine = mem[mem.source == "ours: laptop"].iloc[0]
+    assert mine.measured_mib == 2.0 and mine.measured_mb == pytest.approx(2 * 2**20 / 1e6)
+    assert "MiB x 1.048576 = MB" in mine.differences
+
+
+def test_08_shows_every_beside_table():
+    import json
+    from pathlib import Path
+
+    nb = json.loads((Path(__file__).resolve().parents[1] / "notebooks" / "08_analysis.ipynb").read_text())
+    code = "\n".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code")
+    for name in ("performance_beside_000", "speedups_beside_000", "utilisation_beside_000", "sweep_beside_000",
+                 "backends_beside_001(merged[\"backends\"], merged[\"backend_memory\"])", "inference_beside_002",
+                 "cpu_beside_002", "achieved_beside_003", "times_beside_004", "memory_mb_beside_004",
+                 "min_runs=1"):
+        assert f"analysis.{name}" in code or name in code, name

@@ -193,3 +193,24 @@ def test_seed_004_memory_blocks_are_labelled_and_in_one_unit():
     params_mb = published.MEMORY_004.set_index("component").cpu_mb["parameters"]
     pub = t[(t.backend == "numpy") & (t.component == "parameters") & t.source.str.startswith("published")]
     assert pub.published_mib.iloc[0] == pytest.approx(params_mb * 1e6 / 2**20)
+
+
+def test_seeds_full_reproduces_each_seeds_configuration_with_the_real_validation():
+    """Issue 18: params/seeds_full.yaml, loaded by cnnbench.params.load, holds each seed's keys where one file can."""
+    p = params.load(ROOT / "params" / "seeds_full.yaml", {"download": True}, check_device=False)
+    s000, s001, s003, s004 = (published.setup(s) for s in ("000", "001", "003", "004"))
+    assert p.max_batches * p.batch_size == published.EPOCH_IMAGES_000 == p.epoch_images  # 000's 6,400-image epoch
+    assert (p.dataset, p.image_size, p.num_classes, p.workers) == ("tiny_imagenet", s000["image_px"],
+                                                                   s000["classes"], s000["workers"])
+    assert p.batch_size_for("squeezenet1_1") == s000["batch_size_squeezenet1_1"]
+    assert (p.warmup_steps, p.measured_steps) == (s003["warmup_iterations"], s003["measured_iterations"])
+    assert p.sweep["resnet50"] == sorted(published.AI_BY_BATCH_003)  # 003's batches, 64 included
+    assert (p.scratch_epochs, p.scratch_batch_size, p.scratch_lr) == (s001["epochs"], s001["batch_size"], s001["lr"])
+    assert (p.scratch_mlp_steps, p.scratch_mlp_lr, p.scratch_dataset) == (s004["iterations"], s004["lr"], "mnist")
+    assert p.profile_models == ["densenet121"] and p.profile_batch_size in set(published.TELEMETRY_002.batch_size)
+    assert sorted(p.transfer_batch_sizes) == sorted(published.TELEMETRY_002.batch_size.unique())
+    assert p.transfer_epochs == published.setup("002")["epochs"] and p.optimizer == "adam"
+    text = (ROOT / "params" / "seeds_full.yaml").read_text()
+    keys = [ln for ln in text.splitlines() if ln and not ln.startswith((" ", "#"))]
+    assert len(keys) >= 50 and [ln for ln in keys if "  # " not in ln] == []  # every key says which seed line
+    assert "What one file cannot reproduce" in text and "--set dataset=imagenette" in text

@@ -326,14 +326,15 @@ def trajectory(peaks: pd.DataFrame, points: pd.DataFrame, title: str, path: str 
     return save(fig, path)
 
 
-def per_model_rooflines(points: pd.DataFrame, roofs: pd.DataFrame, folder: str | Path) -> dict:
+def per_model_rooflines(points: pd.DataFrame, roofs: pd.DataFrame, folder: str | Path, min_runs: int = 2) -> dict:
     """One roofline per model with every run's points (labelled run and device) and that run's measured fp32
-    DRAM roof, grouped by ``run_name`` (tables without it are grouped by device); nothing with fewer than two."""
+    DRAM roof, grouped by ``run_name`` (tables without it are grouped by device); nothing with fewer than
+    ``min_runs`` (08 passes 1: a single run's report draws them too)."""
     import numpy as np
 
     figs = {}
     by = "run_name" if "run_name" in points else "device_name"
-    if points.empty or points[by].nunique() < 2:
+    if points.empty or points[by].nunique() < min_runs:
         return figs
     x = np.geomspace(0.05, 2e3, 256)
     fp32 = roofs[(roofs.kind == "measured") & (roofs.precision == "fp32")] if len(roofs) else roofs

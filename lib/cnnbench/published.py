@@ -253,6 +253,12 @@ TIMES_002.insert(
         for i, d in zip(TIMES_002.index, TIMES_002.device_class, strict=True)
     ],
 )
+# Sections VIII.A-B: the CPU's utilisation (%) while the GPUs trained and in the CPU-only run, and the CPU-only
+# run's memory (GB) of the machine's RAM (GB), read from its text (operating-system monitor snapshots).
+CPU_002 = {
+    k: _CLAIMS_002[k]
+    for k in ("cpu_util_during_gpu_pct", "cpu_util_low_pct", "cpu_util_high_pct", "cpu_memory_gb", "cpu_total_ram_gb")
+}
 TIMES_002["configuration"] = (
     f"DenseNet-121 transfer, Adam, {_SETUP_002['epochs']} epochs of {_SETUP_002['train_images']:,} images; "
     f"CPU batch size not stated; accuracy: '{_CLAIMS_002['test_accuracy_cpu_and_gpu_bs64']}% in both cases' "

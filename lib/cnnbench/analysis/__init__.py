@@ -6,6 +6,17 @@ Results flow one way: producers write through :mod:`cnnbench.results`, the analy
 nothing below imports the analysis.
 """
 
+from cnnbench.analysis.beside import (
+    achieved_beside_003,
+    cpu_beside_002,
+    inference_beside_002,
+    memory_mb_beside_004,
+    performance_beside_000,
+    speedups_beside_000,
+    sweep_beside_000,
+    times_beside_004,
+    utilisation_beside_000,
+)
 from cnnbench.analysis.compare import (
     MATCH_KEYS,
     comparison_kind,
@@ -42,6 +53,15 @@ __all__ = [
     "ALL_RUNS",
     "MATCH_KEYS",
     "Merged",
+    "achieved_beside_003",
+    "cpu_beside_002",
+    "inference_beside_002",
+    "memory_mb_beside_004",
+    "performance_beside_000",
+    "speedups_beside_000",
+    "sweep_beside_000",
+    "times_beside_004",
+    "utilisation_beside_000",
     "backends_beside_001",
     "beside",
     "best_configurations",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pandas as pd
 
 from cnnbench import published
+from cnnbench.analysis.beside import cnn_extras_001
 from cnnbench.analysis.compare import MATCH_KEYS, _configured
 from cnnbench.scratch import report as scratch_report
 
@@ -121,11 +122,14 @@ def beside(published_table: pd.DataFrame, ours: pd.DataFrame, key: str, label: s
     return pd.concat([pub, mine[cols + extra]], ignore_index=True)
 
 
-def backends_beside_001(backends: pd.DataFrame) -> pd.DataFrame:
+def backends_beside_001(backends: pd.DataFrame, memory: pd.DataFrame | None = None) -> pd.DataFrame:
     """Seed 001's Table I (the MNIST CNN per backend) beside our CNN, like with like: one row per run and
     backend from ``backends.csv``'s ``mnist_cnn`` rows only (the MLP's rows are seed 004's experiment), summarised
     as 05 does (:func:`cnnbench.scratch.report.summary`: every epoch but the first), a ``model`` column on both
-    sides; the seed's table alone, labelled, when no run wrote the CNN's rows."""
+    sides; the seed's table alone, labelled, when no run wrote the CNN's rows. Ours also carries its total
+    training time (every epoch, the first included, as the seed's), the process RSS after a step from
+    ``backend_memory.csv`` (``memory``) and the ``differences`` that explain the accuracy gap (our data, our
+    epochs)."""
 
     pub = published.BACKENDS_001.assign(model="mnist_cnn")
     cnn = (
@@ -149,7 +153,8 @@ def backends_beside_001(backends: pd.DataFrame) -> pd.DataFrame:
             "max_test_accuracy_pct": summ.max_test_accuracy * 100,
         }
     )
-    pub = pub.assign(source=f"published by {published.SEED_001}")
+    ours = cnn_extras_001(ours, cnn, memory)
+    pub = pub.rename(columns={"configuration": "differences"}).assign(source=f"published by {published.SEED_001}")
     cols = [
         "source",
         "model",
