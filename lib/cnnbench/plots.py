@@ -352,7 +352,7 @@ def per_model_rooflines(points: pd.DataFrame, roofs: pd.DataFrame, folder: str |
             ax.scatter(gd.intensity_flop_per_byte, gd.achieved_gflops, color=color, edgecolor="black", s=50,
                        label=label, zorder=3)
         ax.set(xscale="log", yscale="log", xlabel="arithmetic intensity (FLOP/byte)", ylabel="performance (GFLOP/s)",
-               title=f"{model} across runs (measured fp32 roofs)")
+               title=f"{model}{' across runs' if g[by].nunique() > 1 else ''} (measured fp32 DRAM roof)")
         ax.legend(fontsize=8)
         fig.tight_layout()
         figs[model] = save(fig, Path(folder) / f"roofline_model_{model}.png")
