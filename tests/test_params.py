@@ -432,3 +432,23 @@ def test_override_errors_name_the_option_the_user_typed(write_yaml):
         params.load(path, {"run_name": "a/b"}, overrides_src="--set", override_names={"run_name": "--run-name"})
     msg = one_line(err)
     assert msg.startswith("--run-name") and "--set" not in msg and "key 'run_name'" not in msg
+
+
+def test_every_torchvision_classifier_passes_validation_at_its_reference_size():
+    """Issue 20: validation refused all 15 RegNets at every size, 224 included ("Cannot copy out of meta tensor"):
+    the meta-device probe failed inside RegNet's constructor and the failure was reported as a size problem."""
+    from cnnbench import models
+    from cnnbench.params import _too_small
+
+    refused = {m: why for m in models.model_names() if m not in models.LOCAL_MODELS
+               if (why := _too_small(m, models.spec(m).reference_size))}
+    assert refused == {}
+
+
+def test_at_64_px_a_model_is_refused_only_for_its_size():
+    from cnnbench import models
+    from cnnbench.params import _too_small
+
+    reasons = {m: _too_small(m, 64) for m in models.model_names() if m not in models.LOCAL_MODELS}
+    assert not [m for m, why in reasons.items() if "meta tensor" in why]
+    assert reasons["regnet_y_400mf"] == "" and reasons["resnet18"] == ""

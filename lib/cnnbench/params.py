@@ -365,16 +365,22 @@ def _check_models(src: str, key: str, names: typing.Iterable[str]) -> None:
 
 @functools.lru_cache(maxsize=256)
 def _too_small(model: str, image_size: int) -> str:
-    """Why ``model`` cannot run at ``image_size`` ("" if it can): a forward pass on the meta device (no memory,
-    no compute), cached."""
+    """Why ``model`` cannot run at ``image_size`` ("" if it can): a forward pass of a model whose parameters are on
+    the meta device (no memory, no compute; its constructor's own arithmetic, as RegNet's widths, runs for real)."""
     import torch
 
     from cnnbench import models
 
     try:
-        with torch.device("meta"):
-            net = models.build(model, num_classes=10, image_size=image_size).eval()
-            net(torch.empty(1, models.spec(model).in_channels, image_size, image_size))
+        net = models.build_meta(model, num_classes=10, image_size=image_size).eval()
+    except (AssertionError, ValueError) as err:  # a constructor that checks the size itself (ViT's patches)
+        return (str(err).strip().splitlines() or [type(err).__name__])[0][:120]
+    except Exception as err:  # noqa: BLE001 - a model that cannot even be built says so, not "too small"
+        raise ParamsError(f"model '{model}' could not be built to check its image size ({type(err).__name__}: "
+                          f"{str(err).strip().splitlines()[0][:120] if str(err).strip() else ''})") from None
+    try:
+        with torch.no_grad():
+            net(torch.empty(1, models.spec(model).in_channels, image_size, image_size, device="meta"))
     except (RuntimeError, AssertionError, ValueError) as err:
         return (str(err).strip().splitlines() or [type(err).__name__])[0][:120]
     return ""
@@ -388,7 +394,8 @@ def _check_image_size(src: str, p: Params) -> None:
             continue  # the MNIST CNN runs at its own 28x28
         why = _too_small(model, p.image_size)
         if why:
-            raise ParamsError(f"{src}: key 'image_size' {p.image_size} is too small for model '{model}' ({why})")
+            what = "does not fit" if "divisible" in why else "is too small for"
+            raise ParamsError(f"{src}: key 'image_size' {p.image_size} {what} model '{model}' ({why})")
 
 
 def _model_dataset(p: Params, model: str) -> str:
