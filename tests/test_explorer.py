@@ -107,9 +107,11 @@ def _figures_and_errors(msgs):
     return figures, errors
 
 
-def test_explorer_button_in_a_real_kernel_with_the_inline_backend(tmp_path):
-    """The callbacks as a browser triggers them: a comm message from the front end, then button.click(), same
-    model and a new batch size each time; every click displays a figure and no error."""
+def test_explorer_button_in_a_real_kernel_shows_every_click_beside_the_earlier_ones(tmp_path):
+    """The callbacks as a browser triggers them: a comm message from the front end, then button.click(), three
+    different configurations. Issue 20: the explorer updated only once (the first result stayed while later
+    clicks ended "done"): after the third click the page must have been sent a table of three rows and a
+    figure of three configurations, and no error."""
     import os
 
     from jupyter_client.manager import start_new_kernel
@@ -123,22 +125,27 @@ def test_explorer_button_in_a_real_kernel_with_the_inline_backend(tmp_path):
         setup = (f"%matplotlib inline\nimport cnnbench\nfrom cnnbench import interactive\n"
                  f"run = cnnbench.open_run({str(ROOT / 'params' / 'smoke.yaml')!r}, {{}}, {str(tmp_path / 'run')!r})\n"
                  "c = interactive.explorer(run)\nc['model'].value = 'mnist_cnn'\nc['batch_size'].value = 8\n"
-                 "print('BUTTON', c['measure'].model_id)")
+                 "print('IDS', c['measure'].model_id, c['output'].model_id)")
         msgs = _collect(kc, kc.execute(setup))
         assert _figures_and_errors(msgs)[1] == []
-        button_id = next(m["content"]["text"] for m in msgs if m["msg_type"] == "stream").split()[-1]
+        button_id, output_id = next(m["content"]["text"] for m in msgs if m["msg_type"] == "stream").split()[1:3]
         click = kc.session.msg("comm_msg", {"comm_id": button_id,
                                             "data": {"method": "custom", "content": {"event": "click"}}})
         kc.shell_channel.send(click)
         clicks = [_collect(kc, click["header"]["msg_id"])]
-        for bs in (8, 16):
-            clicks.append(_collect(kc, kc.execute(f"c['batch_size'].value = {bs}\nc['measure'].click()")))
+        for model, bs in (("mnist_cnn", 16), ("squeezenet1_1", 8)):
+            clicks.append(_collect(kc, kc.execute(f"c['model'].value = {model!r}\nc['batch_size'].value = {bs}\n"
+                                                  "c['measure'].click()")))
+        shown = []  # what the page was sent for the output area, click after click
         for msgs in clicks:
-            figures, errors = _figures_and_errors(msgs)
-            assert errors == [] and figures >= 1
-        done = _collect(kc, kc.execute("print(len(c['history']), c['progress'].value, c['status'].value)"))
-        text = next(m["content"]["text"] for m in done if m["msg_type"] == "stream")
-        assert text.startswith("3 1.0")
+            assert _figures_and_errors(msgs)[1] == []
+            shown += [m["content"]["data"]["state"]["outputs"] for m in msgs if m["msg_type"] == "comm_msg"
+                      and m["content"]["comm_id"] == output_id and "outputs" in m["content"]["data"].get("state", {})]
+        last = shown[-1]
+        meta = [o.get("metadata", {}).get("cnnbench", {}) for o in last]
+        assert [m["rows"] for m in meta if "rows" in m] == [3]
+        assert [o["metadata"]["cnnbench"]["points"] for o in last if "image/png" in o.get("data", {})][0] == 3
+        assert "run 04_roofline" in "".join(o.get("text", "") for o in last)  # no roofs yet: which notebook to run
     finally:
         kc.stop_channels()
         km.shutdown_kernel(now=True)

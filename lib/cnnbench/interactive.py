@@ -102,21 +102,24 @@ def _warm_up(step, dev, warmup_s: float, say, clock=time.perf_counter) -> list[f
     return times[1:]
 
 
-def _show(history: list[dict], run) -> None:
-    from IPython.display import Image, display
+def _bundles(history: list[dict], run) -> list[dict]:
+    """Every measurement so far as display outputs (Jupyter mime bundles): the table, the throughput plot and,
+    when 04 measured this device's roofs, the roofline, each figure drawn to PNG here (out of reach of pyplot's
+    hooks, which a comm message fires on its own thread). Handed to the Output widget whole (``outputs``), not
+    captured with ``with out:``, whose capture does not follow a callback onto another thread or message."""
+    import base64
 
     from cnnbench import roofline
+    from cnnbench.measure.reproducibility import rate_text
 
-    def show(draw, *args):
-        """Drawn here, to PNG: out of reach of pyplot's hooks (a comm message fires them on its own thread), and
-        shown whether or not pyplot's backend has been loaded yet (it loads with the first pyplot figure)."""
+    def figure(draw, *args, points: int = 0) -> dict:
         with plots.detached():
             fig = draw(*args)
         png = io.BytesIO()
         fig.savefig(png, format="png", dpi=100, bbox_inches="tight")
-        display(Image(png.getvalue()))
-
-    from cnnbench.measure.reproducibility import rate_text
+        return {"output_type": "display_data", "data": {"image/png": base64.b64encode(png.getvalue()).decode(),
+                                                        "text/plain": f"<figure: {points} configurations>"},
+                "metadata": {"cnnbench": {"points": points}}}
 
     df = pd.DataFrame(history)
     if "throughput_img_s" in df:  # "about 5 img/s (not precise: +-221%)", never "5.36 +- 11.85 img/s"
@@ -124,16 +127,34 @@ def _show(history: list[dict], run) -> None:
                       zip(df.throughput_img_s, df.get("throughput_ci95_img_s", float("nan")), strict=True)]
     cols = ["model", "device_name", "batch_size", "precision", "data_mode", "status", "rate", "throughput_img_s",
             "throughput_ci95_img_s", "throughput_ci95_rel_pct", "noisy", "repeats", "achieved_tflops", "error"]
-    display(df[[c for c in cols if c in df]].round(3))
+    table = df[[c for c in cols if c in df]].round(3)
+    out = [{"output_type": "display_data", "data": {"text/html": table.to_html(), "text/plain": table.to_string()},
+            "metadata": {"cnnbench": {"rows": len(table)}}}]
     ok = df[df.status == "ok"]
     if ok.empty:
-        return
-    show(plots.throughput, ok)
+        return out
+    out.append(figure(plots.throughput, ok, points=len(ok)))
     peaks = results.read(run.dir, "device_peaks")
     if len(peaks):
         ints = [roofline.step_intensity(r.model, int(r.batch_size), int(r.image_size), int(r.num_classes), "train",
                                         r.precision)["intensity_flop_per_byte"] for r in ok.itertuples()]
-        show(plots.roofline, peaks, ok.assign(intensity_flop_per_byte=ints), "explored configurations")
+        out.append(figure(plots.roofline, peaks, ok.assign(intensity_flop_per_byte=ints), "explored configurations",
+                          points=len(ok)))
+    else:
+        note = "No roofline yet: this run has no device_peaks.csv; run 04_roofline to measure this device's roofs."
+        out.append({"output_type": "stream", "name": "stdout", "text": note + "\n"})
+    return out
+
+
+def _show(history: list[dict], run) -> None:
+    """The bundles of :func:`_bundles` displayed in the running cell (the headless, static explorer)."""
+    from IPython.display import display
+
+    for b in _bundles(history, run):
+        if b["output_type"] == "stream":
+            print(b["text"], end="")
+        else:
+            display(b["data"], raw=True, metadata=b["metadata"])
 
 
 def on_main_thread(fn: Callable[[], None]) -> Callable[[], None]:
@@ -189,9 +210,7 @@ def explorer(run):
     def measure():
         try:
             history.append(quick_measure(run, **{k: c.value for k, c in controls.items()}, on_progress=on_progress))
-            out.clear_output(wait=True)
-            with out:
-                _show(history, run)
+            out.outputs = tuple(_bundles(history, run))  # every click's result beside the earlier ones
         except Exception as err:  # noqa: BLE001 - run from the event loop, a raised error reaches only its log
             label.value = f"failed: {type(err).__name__}: {err}"
             out.append_stderr(traceback.format_exc())
