@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
 import re
 import socket
 import sys
+import tempfile
+import time
 from pathlib import Path
 
 
@@ -54,6 +58,32 @@ def outputs_root() -> Path:
 
 
 LOCK_ENV = "CNNBENCH_RUN_LOCK"  # set by the process holding a run's lock, so its own kernels pass through
+LOCK_UNREADABLE_STALE_S = 10.0  # a lock without a readable PID counts as held until it is this old (seconds)
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+@contextlib.contextmanager
+def replacing(path: str | Path, mode: str = "wb"):
+    """Write ``path`` whole or not at all: yields a temporary file beside it, renamed over ``path`` once written
+    (readers see the old file or the new one; a link planted at ``path`` is replaced, never written through) and
+    removed if writing fails. The file gets the permissions of any new file (0666 less the umask)."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        os.fchmod(fd, 0o666 & ~_umask())
+        with os.fdopen(fd, mode) as f:
+            yield f
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
 class RunLocked(RuntimeError):
@@ -70,49 +100,119 @@ def _alive(pid: int) -> bool:
     return True
 
 
+@contextlib.contextmanager
+def _serialized(folder: Path):
+    """Contenders for a lock in ``folder`` one at a time (flock on the folder, released if the process dies), so
+    a stale lock is judged and replaced by one of them only. Where flock is missing, nothing is serialized."""
+    try:
+        import fcntl
+    except ImportError:  # Windows
+        yield
+        return
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        with contextlib.suppress(OSError):  # a filesystem without flock (some FUSE mounts): not serialized
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the flock
+
+
 class RunLock:
     """``<run_dir>/.lock`` holding the writer's PID: a second writer refuses with one line; a lock left by a dead
-    process is taken over; released on exit (``with RunLock(run_dir):``)."""
+    process is taken over; released on exit (``with RunLock(run_dir):``).
+
+    The lock file appears whole: the PID is written to a temporary file first, then hard-linked to ``.lock``,
+    which fails if the lock exists. A lock whose PID cannot be read (an older writer between creating and
+    writing it) counts as held until it is ``LOCK_UNREADABLE_STALE_S`` old. Contenders judge and replace a stale
+    lock one at a time. Raises :class:`RunLocked`, or OSError where the folder cannot be written.
+    """
 
     def __init__(self, run_dir: Path):
         self.path = Path(run_dir) / ".lock"
         self.held = False
 
-    def holder(self) -> int | None:
-        """PID of a live process holding the lock (not this one), else None."""
+    def _pid(self) -> int | None:
         try:
-            pid = int(self.path.read_text().split()[0])
+            return int(self.path.read_text().split()[0])
         except (OSError, ValueError, IndexError):
             return None
-        return pid if pid != os.getpid() and _alive(pid) else None
+
+    def holder(self) -> int | None:
+        """PID of a live process holding the lock (not this one), else None."""
+        pid = self._pid()
+        return pid if pid is not None and pid != os.getpid() and _alive(pid) else None
+
+    def _stale(self) -> bool:
+        """The lock exists and no live process holds it: its PID is dead, or unreadable for long."""
+        pid = self._pid()
+        if pid is not None:
+            return pid == os.getpid() or not _alive(pid)
+        try:
+            return time.time() - self.path.stat().st_mtime > LOCK_UNREADABLE_STALE_S
+        except FileNotFoundError:
+            return False  # released meanwhile: the next try links
 
     def acquire(self) -> RunLock:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        for _ in range(2):
-            try:
-                fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-            except FileExistsError:
-                pid = self.holder()
-                if pid is not None:
-                    raise RunLocked(f"run '{self.path.parent.name}' is being written by process {pid}; wait for it "
-                                    f"or choose another run_name ({self.path} is its lock)") from None
-                self.path.unlink(missing_ok=True)  # stale: its process is gone
-                continue
-            with os.fdopen(fd, "w") as f:
-                f.write(f"{os.getpid()}\n")
-            self.held = True
-            os.environ[LOCK_ENV] = str(self.path.parent.resolve())
-            return self
-        raise RunLocked(f"run '{self.path.parent.name}': cannot take the lock {self.path}")
+        folder = self.path.parent
+        folder.mkdir(parents=True, exist_ok=True)
+        with _owner_file(folder) as owner, _serialized(folder):
+            for _ in range(2):
+                try:
+                    _link(owner, self.path)
+                except FileExistsError:
+                    if not self._stale():
+                        pid = self.holder()
+                        who = f"process {pid}" if pid else "another process"
+                        raise RunLocked(f"run '{folder.name}' is being written by {who}; wait for it or "
+                                        f"choose another run_name ({self.path} is its lock)") from None
+                    self.path.unlink(missing_ok=True)  # stale: its process is gone
+                    continue
+                self.held = True
+                os.environ[LOCK_ENV] = str(folder.resolve())
+                return self
+        raise RunLocked(f"run '{folder.name}': cannot take the lock {self.path}")
 
     def release(self) -> None:
+        """Remove the lock if it is still this process's (best effort: a folder gone read-only keeps it, and the
+        next run takes it over as stale)."""
         if self.held:
-            self.path.unlink(missing_ok=True)
-            os.environ.pop(LOCK_ENV, None)
             self.held = False
+            os.environ.pop(LOCK_ENV, None)
+            if self._pid() == os.getpid():
+                with contextlib.suppress(OSError):
+                    self.path.unlink()
 
     def __enter__(self) -> RunLock:
         return self.acquire()
 
     def __exit__(self, *exc) -> None:
         self.release()
+
+
+@contextlib.contextmanager
+def _owner_file(folder: Path):
+    """A temporary file in ``folder`` holding this process's PID (its path yielded), removed afterwards."""
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".lock.", suffix=".tmp")
+    try:
+        os.fchmod(fd, 0o666 & ~_umask())
+        with os.fdopen(fd, "w") as f:
+            f.write(f"{os.getpid()}\n")
+        yield tmp
+    finally:
+        Path(tmp).unlink(missing_ok=True)
+
+
+def _link(owner: str, lock: Path) -> None:
+    """Hard-link ``owner`` to ``lock``: FileExistsError if the lock exists. Where the filesystem has no hard
+    links (FAT, some FUSE mounts), the lock is created exclusively and the PID written into it."""
+    try:
+        os.link(owner, lock)
+    except FileExistsError:
+        raise
+    except OSError as err:
+        if err.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.ENOSYS, errno.EMLINK):
+            raise
+        fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        with os.fdopen(fd, "w") as f:
+            f.write(Path(owner).read_text())

@@ -3,28 +3,35 @@
     cnnbench --params params/local.yaml [--set batch_size=64 ...] [--run-name NAME] [--outputs DIR]
     python -m cnnbench.pipeline --params params/smoke.yaml
 
-Parameters are validated before anything runs. A failing notebook stops the pipeline with the notebook and
-cell named; everything written before it stays. While it runs, ``<run>/.lock`` keeps a second writer of the
-same run out and the console shows one line per measured configuration. Only a successful run writes
-report.html: a failed or interrupted one leaves ``FAILED.txt`` (when, why, with which parameters) and renames a
-previous report to ``report.stale.html``. The kernels' own console chatter goes to ``<run>/kernel.log``.
+Parameters are validated and resolved once, before anything runs, into ``<run>/params.json``: every notebook
+reads that set, so an edit of the params file during the run changes nothing it measures. A failing notebook
+stops the pipeline with the notebook and cell named; everything written before it stays, and each executed
+notebook is written whole or not at all. While it runs, ``<run>/.lock`` keeps a second writer of the same run
+out and the console shows one line per measured configuration. ``FAILED.txt`` marks the run from its start
+until it succeeds, so a run killed outright is never taken for a complete one; any failure (a notebook, a full
+disk, Ctrl-C, SIGTERM, SIGHUP) ends in one line, its reason in ``FAILED.txt``, and a previous report renamed
+``report.stale.html``. Exit codes: 0 done, 1 failed, 2 refused before any work, 130 Ctrl-C, 143 SIGTERM,
+129 SIGHUP. Only a successful run writes report.html. The kernels' own console chatter goes to
+``<run>/kernel.log``.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import datetime as dt
 import json
 import logging
 import os
+import signal
 import sys
 import threading
 import time
 from pathlib import Path
 
 from cnnbench import params as params_mod
-from cnnbench import paths
+from cnnbench import paths, results
 from cnnbench.progress import PROGRESS_ENV
 
 FAILED, STALE_REPORT = "FAILED.txt", "report.stale.html"
@@ -47,7 +54,10 @@ def run_name_for(p: params_mod.Params) -> str:
 def execute(
     params_file: Path, overrides: dict, run_dir: Path, notebooks: list[str], timeout_s: int, log=print
 ) -> list[Path]:
-    """Run ``notebooks`` into ``run_dir/notebooks/``. Raises :class:`NotebookFailed`."""
+    """Run ``notebooks`` into ``run_dir/notebooks/``. Raises :class:`NotebookFailed` (for any failure of a
+    notebook: an error in a cell, a dead kernel, a notebook file that cannot be read, an executed copy that
+    cannot be written). Each executed copy is written whole or not at all: papermill writes a hidden partial
+    copy, renamed over ``<name>.ipynb`` once complete (a failed notebook's copy too, for reading)."""
     import papermill
     from nbclient.exceptions import DeadKernelError
     from papermill.exceptions import PapermillExecutionError
@@ -56,19 +66,22 @@ def execute(
     os.environ["CNNBENCH_ROOT"] = str(paths.repo_root())
     out_dir = run_dir / "notebooks"
     out_dir.mkdir(parents=True, exist_ok=True)
+    for left in out_dir.glob(".*.partial.ipynb"):  # of a run killed outright
+        left.unlink(missing_ok=True)
     progress_file = run_dir / "progress.log"
     progress_file.write_text("")
     os.environ[PROGRESS_ENV] = str(progress_file)
     done = []
     for i, name in enumerate(notebooks, 1):
         source, target = _notebook_path(name), out_dir / f"{name}.ipynb"
+        partial = out_dir / f".{name}.partial.ipynb"
         log(f"[{i}/{len(notebooks)}] {name} ...", flush=True)
         start = time.perf_counter()
         try:
             with _Tail(progress_file, log), _logs_to(run_dir / "kernel.log"):
                 papermill.execute_notebook(
-                str(source),
-                str(target),
+                    str(source),
+                    str(partial),
                     parameters={"params_file": str(params_file), "overrides": overrides, "run_dir": str(run_dir)},
                     kernel_name="python3",
                     cwd=str(paths.repo_root()),
@@ -80,13 +93,62 @@ def execute(
         except PapermillExecutionError as err:
             log(f"[{i}/{len(notebooks)}] {name} failed")
             first_line = (err.source or "").strip().splitlines()[0][:80] if (err.source or "").strip() else ""
-            raise NotebookFailed(name, err.exec_count, f"{err.ename}: {err.evalue}", target, first_line) from None
+            kept = _keep_whole(partial, target)
+            error = f"{err.ename}: {err.evalue}"
+            raise NotebookFailed(name, err.exec_count, error, kept, first_line) from None
         except DeadKernelError:
             log(f"[{i}/{len(notebooks)}] {name} failed")
-            raise NotebookFailed(name, None, "the kernel died (killed, or out of memory?)", target) from None
+            kept = _keep_whole(partial, target)
+            raise NotebookFailed(name, None, "the kernel died (killed, or out of memory?)", kept) from None
+        except BaseException as err:
+            kept = _keep_whole(partial, target)
+            if not isinstance(err, Exception):  # Ctrl-C, SIGTERM: the caller says so
+                raise
+            log(f"[{i}/{len(notebooks)}] {name} failed")
+            why = _describe(err, {str(partial): target})
+            if not _readable(source):
+                why = f"{source} is not a valid notebook ({why})"
+            raise NotebookFailed(name, None, why, kept) from None
+        _keep_whole(partial, target, check=False)
         log(f"[{i}/{len(notebooks)}] {name} done in {time.perf_counter() - start:.1f} s")
         done.append(target)
     return done
+
+
+def _keep_whole(partial: Path, target: Path, check: bool = True) -> Path | None:
+    """Rename the executed copy ``partial`` over ``target`` if it is a whole notebook (and return ``target``);
+    remove it if its writing was cut short (a full disk, a signal during the write). ``check`` False: papermill
+    finished writing it."""
+    if not partial.is_file():
+        return None
+    if check and not _readable(partial):
+        partial.unlink(missing_ok=True)
+        return None
+    partial.replace(target)
+    return target
+
+
+def _readable(notebook: Path) -> bool:
+    import warnings
+
+    import nbformat
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # e.g. cells without ids: still a notebook
+            nbformat.read(notebook, as_version=4)
+    except Exception:
+        return False
+    return True
+
+
+def _describe(err: BaseException, names: dict | None = None) -> str:
+    """One line for a failure: an OSError as its reason and file, anything else as its type and first line."""
+    if isinstance(err, OSError) and err.strerror:
+        filename = (names or {}).get(str(err.filename), err.filename)
+        return f"{err.strerror}" + (f": {filename}" if filename else "")
+    text = (str(err).strip().splitlines() or [""])[0]
+    return f"{type(err).__name__}: {text}"[:300] if text else type(err).__name__
 
 
 # Loggers of the notebook machinery: their records ("Kernel died while waiting for execute reply.", an
@@ -167,12 +229,47 @@ def _quiet_kernel_manager(log_path: Path):
 
 
 class NotebookFailed(RuntimeError):
-    """A notebook raised: ``cell`` is its execution count as shown in the executed copy."""
+    """A notebook failed: ``cell`` is its execution count as shown in the executed copy (None: no cell raised);
+    ``executed`` the executed copy kept, None where none was written whole."""
 
-    def __init__(self, notebook: str, cell: int | None, error: str, executed: Path, source: str = ""):
+    def __init__(self, notebook: str, cell: int | None, error: str, executed: Path | None, source: str = ""):
         self.notebook, self.cell, self.error, self.executed = notebook, cell, error, executed
         where = (f" in cell [{cell}]" if cell is not None else "") + (f" `{source}`" if source else "")
-        super().__init__(f"notebook {notebook} failed{where}: {error} (executed copy kept: {executed})")
+        kept = f" (executed copy kept: {executed})" if executed else ""
+        super().__init__(f"notebook {notebook} failed{where}: {error}{kept}")
+
+
+class Stopped(KeyboardInterrupt):
+    """SIGTERM or SIGHUP, raised where the process is (as Ctrl-C raises KeyboardInterrupt), so the run stops the
+    same way: its kernel shut down, FAILED.txt, one line; ``exit_code`` is 128 + the signal's number."""
+
+    def __init__(self, signum: int):
+        self.signum, self.exit_code = signum, 128 + signum
+        super().__init__(signal.Signals(signum).name)
+
+
+@contextlib.contextmanager
+def _signals_stop_the_run():
+    """SIGTERM (timeout, a batch scheduler, docker stop) and SIGHUP (the terminal closed) raise :class:`Stopped`
+    while the pipeline runs, once: a second one ends the process at once. SIGHUP left ignored (nohup) stays so.
+    Outside the main thread nothing is installed."""
+    def stop(signum, frame):
+        signal.signal(signum, signal.SIG_DFL)
+        raise Stopped(signum)
+
+    saved = {}
+    for sig in (signal.SIGTERM, getattr(signal, "SIGHUP", None)):
+        if sig is None or signal.getsignal(sig) is signal.SIG_IGN:
+            continue
+        try:
+            saved[sig] = signal.signal(sig, stop)
+        except ValueError:  # not the main thread
+            break
+    try:
+        yield
+    finally:
+        for sig, handler in saved.items():
+            signal.signal(sig, handler)
 
 
 def _outputs_problem(outputs: Path) -> str:
@@ -188,21 +285,34 @@ def _outputs_problem(outputs: Path) -> str:
     return ""
 
 
-def _mark_started(run_dir: Path) -> None:
-    """A rerun starts: the previous report no longer describes the folder until this run succeeds."""
+def _now() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def _mark_started(run_dir: Path, params_file: Path, overrides: dict) -> None:
+    """A run starts: FAILED.txt says so until it succeeds (a run killed outright, which can write nothing, is
+    then never taken for a complete one), and the previous report no longer describes the folder."""
     run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / FAILED).unlink(missing_ok=True)
     if (run_dir / "report.html").is_file():
         (run_dir / "report.html").replace(run_dir / STALE_REPORT)
+    results.atomic_write_text(run_dir / FAILED, (
+        f"This run has not finished: it started at {_now()} (process {os.getpid()}) and is running, or was "
+        f"stopped without a chance to say why (killed, out of memory, power lost)\nparams file: {params_file}\n"
+        f"overrides: {json.dumps(overrides, default=str)}\nResults written so far are kept; rerun the same "
+        "command to resume.\n"))
 
 
-def _mark_failed(run_dir: Path, why: str, params_file: Path, overrides: dict) -> None:
-    when = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+def _mark_failed(run_dir: Path, why: str, params_file: Path, overrides: dict, detail: str = "") -> str:
+    """Write FAILED.txt (whole or not at all); returns "" or, where it cannot be written, why not."""
     stale = f"\nThe previous report was renamed {STALE_REPORT}.\n" if (run_dir / STALE_REPORT).is_file() else ""
-    (run_dir / FAILED).write_text(
-        f"This run did not finish: {why}\nwhen: {when}\nparams file: {params_file}\n"
-        f"overrides: {json.dumps(overrides, default=str)}\nResults written before the failure are kept; rerun "
-        f"the same command to resume.{stale}\n")
+    try:
+        results.atomic_write_text(run_dir / FAILED, (
+            f"This run did not finish: {why}\nwhen: {_now()}\nparams file: {params_file}\n"
+            f"overrides: {json.dumps(overrides, default=str)}\nResults written before the failure are kept; "
+            f"rerun the same command to resume.{stale}\n" + (f"\n{detail}" if detail else "")))
+    except OSError as err:
+        return f" ({FAILED} not written: {err.strerror or err})"
+    return ""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -215,11 +325,25 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-report", action="store_true", help="execute the notebooks only")
     args = ap.parse_args(argv)
     try:
-        return _run(args)
-    except KeyboardInterrupt:
+        with _signals_stop_the_run():
+            return _run(args)
+    except KeyboardInterrupt as err:  # Ctrl-C: exit 130; SIGTERM: 143; SIGHUP: 129 (128 + the signal)
         _silence_machinery()
-        print("cnnbench: interrupted; results written so far are kept (run again to resume)", file=sys.stderr)
-        return 130
+        how = f"stopped by {err}" if isinstance(err, Stopped) else "interrupted"
+        print(f"cnnbench: {how}; results written so far are kept (run again to resume)", file=sys.stderr)
+        return err.exit_code if isinstance(err, Stopped) else 130
+    except Exception as err:  # outside a run folder (a run's own failures are caught in _execute_run)
+        print(f"cnnbench: {_describe(err)}", file=sys.stderr)
+        return 1
+
+
+def _absolute_data_paths(p: params_mod.Params) -> params_mod.Params:
+    """The parameters a run hands to every notebook: dataset folders given relative are made absolute against
+    the folder the pipeline was started from, where they were validated (the kernels run from the workbook's
+    root)."""
+    absolute = {key: os.path.abspath(os.path.expanduser(getattr(p, key)))
+                for key in ("data_path", "transfer_data_path") if getattr(p, key)}
+    return dataclasses.replace(p, **absolute)
 
 
 def _run(args) -> int:
@@ -237,6 +361,7 @@ def _run(args) -> int:
     except params_mod.ParamsError as err:
         print(f"cnnbench: {err}", file=sys.stderr)
         return 2
+    p = _absolute_data_paths(p)
     missing = [n for n in p.notebooks if not (paths.repo_root() / "notebooks" / f"{n}.ipynb").is_file()]
     if missing:
         print(f"cnnbench: notebooks missing from {paths.repo_root() / 'notebooks'}: {', '.join(missing)}", file=sys.stderr)
@@ -252,6 +377,10 @@ def _run(args) -> int:
     except paths.RunLocked as err:
         print(f"cnnbench: {err}", file=sys.stderr)
         return 2
+    except OSError as err:
+        print(f"cnnbench: run folder {run_dir} cannot be written (taking its lock: {err.strerror or err})",
+              file=sys.stderr)
+        return 2
     try:
         return _execute_run(args, p, params_file, overrides, outputs, run_dir, note)
     finally:
@@ -259,38 +388,67 @@ def _run(args) -> int:
 
 
 def _execute_run(args, p, params_file: Path, overrides: dict, outputs: Path, run_dir: Path, note: str) -> int:
+    """The run itself: every way it can fail ends in one line and FAILED.txt (where the folder can be written)."""
+    import traceback
+
+    from cnnbench import run as run_mod
+
     print(f"cnnbench: run '{run_dir.name}' with {params_file.name} -> {run_dir}")
     if note:
         print(f"cnnbench: {note}")
     cores = os.cpu_count() or 1
     if p.threads > cores:
         print(f"cnnbench: warning: threads {p.threads} is above the {cores} CPU cores here (oversubscribed)")
-    _mark_started(run_dir)
     try:
-        executed = execute(params_file, overrides, run_dir, p.notebooks, p.cell_timeout_s)
-    except NotebookFailed as err:
-        _mark_failed(run_dir, str(err), params_file, overrides)
-        print(f"cnnbench: {err}; kernel output in {run_dir / 'kernel.log'}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        _mark_failed(run_dir, "interrupted (Ctrl-C)", params_file, overrides)
-        raise
-    if not args.no_report:
-        from cnnbench import report
+        _mark_started(run_dir, params_file, overrides)
+        resolved = run_mod.write_resolved(run_dir, p, params_file, overrides)  # read by every notebook
+        executed = execute(resolved, {}, run_dir, p.notebooks, p.cell_timeout_s)
+        if not args.no_report:
+            from cnnbench import report
 
-        html = report.build_run_report(run_dir, executed)
-        (run_dir / STALE_REPORT).unlink(missing_ok=True)
-        print(f"cnnbench: report {html}")
+            html = report.build_run_report(run_dir, executed)
+            (run_dir / STALE_REPORT).unlink(missing_ok=True)
+            print(f"cnnbench: report {html}")
+        (run_dir / FAILED).unlink(missing_ok=True)  # finished: the run is complete
+    except NotebookFailed as err:
+        unwritten = _mark_failed(run_dir, str(err), params_file, overrides)
+        print(f"cnnbench: {err}; kernel output in {run_dir / 'kernel.log'}{unwritten}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt as err:
+        why = f"stopped by {err}" if isinstance(err, Stopped) else "interrupted (Ctrl-C)"
+        _mark_failed(run_dir, why, params_file, overrides)
+        raise
+    except Exception as err:
+        why = _describe(err)
+        unwritten = _mark_failed(run_dir, why, params_file, overrides, traceback.format_exc())
+        print(f"cnnbench: run '{run_dir.name}' failed: {why}{unwritten}", file=sys.stderr)
+        return 1
+    if not args.no_report:
+        return _combined(p, params_file, overrides, outputs)
+    return 0
+
+
+def _combined(p, params_file: Path, overrides: dict, outputs: Path) -> int:
+    """With two or more user runs in ``outputs``: 08 over all of them, and the combined report."""
+    from cnnbench import report
+    from cnnbench import run as run_mod
+
+    if "08_analysis" not in p.notebooks:  # the same 08, over every user run
+        return 0
+    folder = outputs / report.COMBINED
+    try:
         runs, _ = report.combined_runs(outputs)
-        if len(runs) >= 2 and "08_analysis" in p.notebooks:  # the same 08, over every user run
-            try:
-                analysed = execute(params_file, {**overrides, "analysis_runs": ["*"]}, outputs / report.COMBINED,
-                                   ["08_analysis"], p.cell_timeout_s)
-            except NotebookFailed as err:
-                print(f"cnnbench: combined analysis: {err}", file=sys.stderr)
-                return 1
-            combined = report.build_combined_report(outputs, analysed[0])
-            print(f"cnnbench: combined report of {combined[1]} runs {combined[0]}")
+        if len(runs) < 2:
+            return 0
+        every = dataclasses.replace(p, analysis_runs=["*"])
+        resolved = run_mod.write_resolved(folder, every, params_file, {**overrides, "analysis_runs": ["*"]})
+        analysed = execute(resolved, {}, folder, ["08_analysis"], p.cell_timeout_s)
+        combined = report.build_combined_report(outputs, analysed[0])
+    except Exception as err:
+        print(f"cnnbench: combined analysis: {err if isinstance(err, NotebookFailed) else _describe(err)}",
+              file=sys.stderr)
+        return 1
+    print(f"cnnbench: combined report of {combined[1]} runs {combined[0]}")
     return 0
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import warnings
 from dataclasses import dataclass, field
@@ -47,6 +48,32 @@ class Run:
         return results.read_json(path)
 
 
+RESOLVED = "params.json"  # the parameters in force, with the params file and overrides they came from
+
+
+def write_resolved(run_dir: str | Path, p: params.Params, params_file: str | Path,
+                   overrides: dict[str, Any]) -> Path:
+    """``<run_dir>/params.json``: the resolved parameters and where they came from. The pipeline writes it once,
+    before the first notebook, and hands it to every notebook as ``params_file``: an edit of the params file
+    during the run changes nothing the run measures (:func:`open_run` reads this set, not the YAML)."""
+    path = Path(run_dir) / RESOLVED
+    content = {"params_file": str(params_file), "overrides": overrides, **p.to_dict()}
+    # as it is, .inf and .nan too (JSON's Infinity, NaN), so every notebook gets the very same set
+    results.atomic_write_text(path, json.dumps(content, indent=2, default=str) + "\n")
+    return path
+
+
+def _resolved(path: Path) -> dict[str, Any] | None:
+    """The content of a resolved set written by :func:`write_resolved` at ``path``, else None (a params file)."""
+    if path.suffix != ".json" or not path.is_file():
+        return None
+    try:
+        data = results.read_json(path)
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) and {"params_file", "overrides"} <= data.keys() else None
+
+
 def run_name(p: params.Params, device: torch.device) -> str:
     """``run_name`` from the params, else <device kind>-<host name>."""
     return p.run_name or paths.default_run_name(device.type)
@@ -57,16 +84,24 @@ def open_run(
 ) -> Run:
     """Load and validate the parameters, resolve the device, set CPU threads, create the run folder.
 
-    ``params_file`` "" means params/colab_t4.yaml on Colab and params/local.yaml elsewhere; ``run_dir`` ""
-    means outputs/<run_name>. Raises :class:`cnnbench.params.ParamsError` on bad input, before any work, and
-    :class:`cnnbench.paths.RunLocked` while another process (a pipeline) writes the same run folder. Warns
-    when the params file is empty (defaults) or ``threads`` is above the core count.
+    ``params_file`` "" means params/colab_t4.yaml on Colab and params/local.yaml elsewhere; a run's params.json
+    (the set the pipeline resolved when the run started, see :func:`write_resolved`) is read as it is, not from
+    the YAML it came from. ``run_dir`` "" means outputs/<run_name>. Raises
+    :class:`cnnbench.params.ParamsError` on bad input, before any work, and :class:`cnnbench.paths.RunLocked`
+    while another process (a pipeline) writes the same run folder. Warns when the params file is empty
+    (defaults) or ``threads`` is above the core count.
     """
     path = paths.resolve(params_file) if params_file else paths.default_params_file()
     overrides = dict(overrides or {})
-    p = params.load(path, overrides)
-    if params.empty_file_note(path):
-        warnings.warn(params.empty_file_note(path), stacklevel=2)
+    resolved = _resolved(path)
+    if resolved is not None:
+        keys = {k: v for k, v in resolved.items() if k in params.FIELDS}
+        p = params.validate({**keys, **overrides}, src=str(path))
+        path, overrides = Path(resolved["params_file"]), {**resolved["overrides"], **overrides}
+    else:
+        p = params.load(path, overrides)
+        if params.empty_file_note(path):
+            warnings.warn(params.empty_file_note(path), stacklevel=2)
     cores = os.cpu_count() or 1
     if p.threads > cores:
         warnings.warn(f"threads {p.threads} is above the {cores} CPU cores here: the run is oversubscribed",
@@ -81,9 +116,7 @@ def open_run(
     threads = devices.set_threads(p.threads)
     torch.manual_seed(p.seed)
     root.mkdir(parents=True, exist_ok=True)
-    results.write_json(
-        root / "params.json", {"params_file": str(path), "overrides": overrides, **p.to_dict()}
-    )
+    write_resolved(root, p, path, overrides)
     from cnnbench import tables
 
     tables.readable_display()  # every table a notebook shows is whole: nothing behind "..."

@@ -210,9 +210,12 @@ def zip_run(run_dir: Path) -> Path:
     import os
     import zipfile
 
+    from cnnbench import paths
+
     run_dir = Path(run_dir)
     root, archive = run_dir.resolve(), run_dir.parent / f"{run_dir.name}.zip"
-    with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as zf:
+    # written beside it, then renamed over it: a link planted at the archive is replaced, never written through
+    with paths.replacing(archive) as f, zipfile.ZipFile(f, "w", zipfile.ZIP_DEFLATED) as zf:
         for folder, _dirs, files in os.walk(run_dir):  # does not descend into linked folders
             for name in sorted(files):
                 path = Path(folder) / name

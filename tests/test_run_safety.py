@@ -1,0 +1,339 @@
+"""Issue 21: a run that never lies, hangs or dies with a traceback. Parameters resolved once for the whole run,
+SIGTERM handled as Ctrl-C is, every failure in one line with FAILED.txt and no half-written file, a run lock
+that one process holds at a time, and an archive that never writes through a planted link."""
+
+import errno
+import json
+import multiprocessing
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import nbformat
+import pytest
+
+from cnnbench import paths, pipeline
+from conftest import ROOT
+
+SMOKE = ROOT / "params" / "smoke.yaml"
+
+
+@pytest.fixture(autouse=True)
+def _pipeline_state_restored(monkeypatch):
+    """main() sets these for its kernels and silences the notebook machinery's loggers at a Ctrl-C exit."""
+    import logging
+
+    for name in pipeline.MACHINERY_LOGGERS:
+        monkeypatch.setattr(logging.getLogger(name), "disabled", False)
+    for key in ("CNNBENCH_HEADLESS", "CNNBENCH_ROOT", "CNNBENCH_PROGRESS", paths.LOCK_ENV):
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.setenv("CNNBENCH_ROOT", str(ROOT))
+
+
+def _one_line(err: str, *texts: str) -> None:
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    for text in texts:
+        assert text in err, err
+
+
+def _workbook(tmp_path, notebooks: dict):
+    """A workbook folder whose notebooks are the given cells (each after the papermill parameters cell)."""
+    root = tmp_path / "workbook"
+    (root / "notebooks").mkdir(parents=True)
+    (root / "params").mkdir()
+    for name, cells in notebooks.items():
+        params = nbformat.v4.new_code_cell('params_file = ""\noverrides = {}\nrun_dir = ""')
+        params.metadata["tags"] = ["parameters"]
+        nb = nbformat.v4.new_notebook(cells=[params, *[nbformat.v4.new_code_cell(c) for c in cells]])
+        nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+        nbformat.write(nb, root / "notebooks" / f"{name}.ipynb")
+    return root
+
+
+# --- 1. one resolved parameter set for the whole run -----------------------------------------------------------
+
+SEEN = """import json, pathlib
+import cnnbench
+run = cnnbench.open_run(params_file, overrides, run_dir)
+pathlib.Path(run.dir, "seen_{nb}.json").write_text(json.dumps(
+    {{"batch_size": run.params.batch_size, "repeats": run.params.repeats, "data_path": run.params.data_path,
+     "params_file": str(run.params_file), "overrides": run.overrides}}))"""
+
+EDIT = """p = pathlib.Path({yaml!r})  # the user edits the params file while the run goes on
+p.write_text(p.read_text().replace("batch_size: 16", "batch_size: 32").replace("repeats: 2", "repeats: 4"))"""
+
+
+def test_every_notebook_gets_the_parameters_resolved_when_the_run_started(tmp_path, monkeypatch, capsys):
+    caller = tmp_path / "caller"
+    caller.mkdir()
+    yaml = tmp_path / "mine.yaml"
+    yaml.write_text("device: cpu\nrun_name: r\nthreads: 1\nmodels: [mnist_cnn]\nbatch_size: 16\nrepeats: 2\n"
+                    "dataset: mnist\ndata_path: mnist_here\ndownload: true\n")
+    root = _workbook(tmp_path, {"00_setup": [SEEN.format(nb="00"), EDIT.format(yaml=str(yaml))],
+                                "01_complexity": [SEEN.format(nb="01")]})
+    monkeypatch.setenv("CNNBENCH_ROOT", str(root))
+    monkeypatch.setenv("PYTHONPATH", str(ROOT / "lib"))
+    monkeypatch.chdir(caller)  # data_path is relative: to the caller's folder, where it was validated
+    outputs = tmp_path / "out"
+    code = pipeline.main(["--params", str(yaml), "--outputs", str(outputs), "--set", "seed=3",
+                          "--set", "notebooks=[00_setup, 01_complexity]", "--no-report"])
+    assert code == 0, capsys.readouterr()
+    assert "batch_size: 32" in yaml.read_text()  # the edit happened between the two notebooks
+    seen = [json.loads((outputs / "r" / f"seen_{nb}.json").read_text()) for nb in ("00", "01")]
+    assert seen[0] == seen[1], seen  # was: 01 measured batch 32 and repeats 4 while 00 said 16 and 2
+    assert seen[1]["batch_size"] == 16 and seen[1]["repeats"] == 2
+    assert seen[1]["data_path"] == str(caller / "mnist_here")  # absolute, not opened from the workbook's root
+    assert seen[1]["params_file"] == str(yaml) and seen[1]["overrides"]["seed"] == 3  # provenance kept
+    recorded = json.loads((outputs / "r" / "params.json").read_text())
+    assert recorded["params_file"] == str(yaml) and recorded["batch_size"] == 16 and recorded["seed"] == 3
+
+
+def test_open_run_of_a_resolved_set_reads_it_and_a_params_file_still_works(tmp_path):
+    import cnnbench
+    from cnnbench import params, run
+
+    p = params.load(SMOKE, {"repeats": 5})
+    resolved = run.write_resolved(tmp_path / "a", p, SMOKE, {"repeats": 5})
+    opened = cnnbench.open_run(resolved, {}, tmp_path / "a")
+    assert opened.params == p and opened.params_file == SMOKE and opened.overrides == {"repeats": 5}
+    again = cnnbench.open_run(resolved, {"batch_size": 4}, tmp_path / "a")  # by hand, on top of the set
+    assert again.params.batch_size == 4 and again.params.repeats == 5
+    assert cnnbench.open_run(SMOKE, {}, tmp_path / "b").params.repeats == params.load(SMOKE).repeats
+
+
+# --- 2. SIGTERM is handled as Ctrl-C is ---------------------------------------------------------------------------
+
+def _fake_execute(outcome):
+    def execute(*args, **kwargs):
+        if callable(outcome):
+            outcome()
+        return []
+
+    return execute
+
+
+def test_sigterm_stops_with_one_line_failed_txt_and_exit_143(tmp_path, monkeypatch, capsys):
+    def sigterm():
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(5)  # the handler raises here
+
+    class Unhandled(Exception):
+        pass
+
+    def unhandled(signum, frame):  # what reaches the test when main() does not handle SIGTERM itself
+        raise Unhandled("SIGTERM not handled by main()")
+
+    monkeypatch.setattr(pipeline, "execute", _fake_execute(sigterm))
+    before = signal.signal(signal.SIGTERM, unhandled)
+    try:
+        code = pipeline.main(["--params", str(SMOKE), "--outputs", str(tmp_path), "--no-report"])
+    finally:
+        assert signal.signal(signal.SIGTERM, before) == unhandled  # main() gave the handler back
+    assert code == 143
+    _one_line(capsys.readouterr().err, "SIGTERM")
+    assert "SIGTERM" in (tmp_path / "smoke" / "FAILED.txt").read_text()
+    assert not (tmp_path / "smoke" / ".lock").exists()
+
+
+@pytest.mark.slow
+def test_sigterm_to_the_real_pipeline_shuts_its_kernel_down(tmp_path):
+    """SIGTERM to the pipeline alone (docker stop, a scheduler): the kernel must not outlive it."""
+    import psutil
+
+    proc = subprocess.Popen([sys.executable, "-m", "cnnbench.pipeline", "--params", str(SMOKE), "--outputs",
+                             str(tmp_path), "--set", "notebooks=[00_setup, 01_complexity]"], cwd=ROOT, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    deadline = time.time() + 120
+    while not (tmp_path / "smoke" / "progress.log").exists() and time.time() < deadline:
+        time.sleep(0.2)
+    time.sleep(3)
+    kernels = [c for c in psutil.Process(proc.pid).children(recursive=True) if "ipykernel" in " ".join(c.cmdline())]
+    assert kernels
+    os.kill(proc.pid, signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    alive = [k for k in kernels if k.is_running() and k.status() != psutil.STATUS_ZOMBIE]
+    for kernel in alive:  # was: the kernel went on running the notebook's cell after the pipeline died
+        kernel.kill()
+    assert proc.returncode == 143, err
+    _one_line(err, "SIGTERM")
+    assert not alive
+    assert (tmp_path / "smoke" / "FAILED.txt").is_file() and not (tmp_path / "smoke" / ".lock").exists()
+
+
+# --- 3. every failure in one line, FAILED.txt, no half-written file ---------------------------------------------
+
+def test_full_disk_while_a_notebook_is_written_fails_in_one_line_and_leaves_no_truncated_copy(
+        tmp_path, monkeypatch, capsys):
+    def execute_notebook(source, target, **kwargs):
+        with open(target, "w") as f:
+            f.write('{"cells": [{"cell_type": "code", "sou')  # as far as the disk had room
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), target)
+
+    monkeypatch.setattr("papermill.execute_notebook", execute_notebook)
+    code = pipeline.main(["--params", str(SMOKE), "--outputs", str(tmp_path), "--set", "notebooks=[00_setup]"])
+    assert code == 1
+    _one_line(capsys.readouterr().err, "00_setup", "No space left on device")
+    run_dir = tmp_path / "smoke"
+    assert "No space left on device" in (run_dir / "FAILED.txt").read_text()
+    assert list((run_dir / "notebooks").iterdir()) == []  # was: a truncated 00_setup.ipynb
+    assert not (run_dir / ".lock").exists() and not (run_dir / "report.html").exists()
+
+
+def test_a_notebook_that_is_not_json_fails_in_one_line(tmp_path, monkeypatch, capsys):
+    root = _workbook(tmp_path, {})
+    (root / "notebooks" / "00_setup.ipynb").write_text('{"cells": [')
+    monkeypatch.setenv("CNNBENCH_ROOT", str(root))
+    code = pipeline.main(["--params", str(SMOKE), "--outputs", str(tmp_path / "out"), "--set", "notebooks=[00_setup]"])
+    assert code == 1
+    _one_line(capsys.readouterr().err, "00_setup")
+    assert "00_setup" in (tmp_path / "out" / "smoke" / "FAILED.txt").read_text()
+
+
+def test_a_read_only_run_folder_is_refused_in_one_line(tmp_path, monkeypatch, capsys):
+    run_dir = tmp_path / "smoke"
+    run_dir.mkdir()
+    real_open = os.open
+
+    def read_only(path, *args, **kwargs):
+        if str(path).startswith(str(run_dir)) and args and args[0] & (os.O_WRONLY | os.O_RDWR | os.O_CREAT):
+            raise OSError(errno.EROFS, os.strerror(errno.EROFS), path)
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", read_only)
+    code = pipeline.main(["--params", str(SMOKE), "--outputs", str(tmp_path)])
+    assert code == 2
+    _one_line(capsys.readouterr().err, "Read-only file system", str(run_dir))
+
+
+def test_a_report_that_cannot_be_written_fails_the_run_in_one_line(tmp_path, monkeypatch, capsys):
+    def build_run_report(run_dir, executed):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(run_dir / "report.html"))
+
+    monkeypatch.setattr(pipeline, "execute", _fake_execute(None))
+    monkeypatch.setattr("cnnbench.report.build_run_report", build_run_report)
+    assert pipeline.main(["--params", str(SMOKE), "--outputs", str(tmp_path)]) == 1
+    _one_line(capsys.readouterr().err, "No space left on device")
+    marker = (tmp_path / "smoke" / "FAILED.txt").read_text()
+    assert "No space left on device" in marker and "Traceback" in marker  # the detail is in the file
+
+
+def test_a_run_killed_outright_is_marked_unfinished(tmp_path, monkeypatch):
+    """SIGKILL (OOM killer, power loss) cannot be handled: the marker is there from the start, removed only by a
+    successful finish, so a half-finished run is never merged as complete."""
+    seen = {}
+
+    def execute(*args, **kwargs):
+        seen["marker"] = (tmp_path / "smoke" / pipeline.FAILED).read_text()
+        return []
+
+    monkeypatch.setattr(pipeline, "execute", execute)
+    assert pipeline.main(["--params", str(SMOKE), "--outputs", str(tmp_path), "--no-report"]) == 0
+    assert "has not finished" in seen["marker"].splitlines()[0]
+    assert not (tmp_path / "smoke" / pipeline.FAILED).exists()
+
+
+def test_a_failed_notebook_keeps_its_executed_copy_written_whole(tmp_path, monkeypatch):
+    from papermill.exceptions import PapermillExecutionError
+
+    def execute_notebook(source, target, **kwargs):
+        nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("1/0")]), target)
+        raise PapermillExecutionError(0, 1, "1/0", "ZeroDivisionError", "division by zero", [])
+
+    monkeypatch.setattr("papermill.execute_notebook", execute_notebook)
+    with pytest.raises(pipeline.NotebookFailed, match="ZeroDivisionError"):
+        pipeline.execute(SMOKE, {}, tmp_path, ["00_setup"], 60, log=lambda *a, **k: None)
+    assert [p.name for p in (tmp_path / "notebooks").iterdir()] == ["00_setup.ipynb"]
+    nbformat.read(tmp_path / "notebooks" / "00_setup.ipynb", as_version=4)
+
+
+# --- 4. the run lock: one holder at a time ---------------------------------------------------------------------
+
+def _contend(run_dir, start, done, holders):
+    start.wait()
+    try:
+        paths.RunLock(run_dir).acquire()
+        holders.put(os.getpid())
+    except paths.RunLocked:
+        pass
+    done.wait()  # a holder stays alive (and holding) until every contender has tried
+
+
+def _race(run_dir, n=3):
+    ctx = multiprocessing.get_context("fork")
+    start, done, holders = ctx.Barrier(n), ctx.Barrier(n + 1), ctx.Queue()
+    procs = [ctx.Process(target=_contend, args=(run_dir, start, done, holders)) for _ in range(n)]
+    for p in procs:
+        p.start()
+    done.wait(timeout=30)
+    for p in procs:
+        p.join(timeout=30)
+    won = []
+    while not holders.empty():
+        won.append(holders.get())
+    return won
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="fork")
+def test_run_lock_is_held_by_one_process_at_a_time(tmp_path):
+    """Three processes take the same free lock, or the same stale one (its process gone), at once; 60 trials:
+    exactly one wins each time (was: two of three in most trials, each reading the other's still-empty file)."""
+    dead = _dead_pid()
+    results = []
+    for trial in range(60):
+        run_dir = tmp_path / f"t{trial}"
+        run_dir.mkdir()
+        if trial % 2:
+            (run_dir / ".lock").write_text(f"{dead}\n")
+        results.append(len(_race(run_dir)))
+    assert results == [1] * len(results), results
+
+
+def _dead_pid() -> int:
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
+
+
+def test_an_empty_lock_is_held_until_it_is_old(tmp_path):
+    lock = tmp_path / ".lock"
+    lock.write_text("")  # a writer between creating its lock and writing its PID (an older cnnbench)
+    with pytest.raises(paths.RunLocked):
+        paths.RunLock(tmp_path).acquire()
+    old = time.time() - paths.LOCK_UNREADABLE_STALE_S - 1
+    os.utime(lock, (old, old))
+    with paths.RunLock(tmp_path) as taken:
+        assert taken.held and lock.read_text().strip() == str(os.getpid())
+    assert not lock.exists() and [p.name for p in tmp_path.iterdir()] == []  # no temporary file left
+
+
+# --- 5. the archive replaces a planted link instead of writing through it ---------------------------------------
+
+def test_zip_run_replaces_a_link_planted_at_the_archive(tmp_path):
+    import zipfile
+
+    from cnnbench import analysis
+
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious")
+    run_dir = tmp_path / "outputs" / "r"
+    run_dir.mkdir(parents=True)
+    (run_dir / "scenario_a.csv").write_text("a\n1\n")
+    (tmp_path / "outputs" / "r.zip").symlink_to(victim)
+    archive = analysis.zip_run(run_dir)
+    assert victim.read_text() == "precious"  # was: overwritten with the archive
+    assert not archive.is_symlink() and zipfile.ZipFile(archive).namelist() == ["r/scenario_a.csv"]
+    assert sorted(p.name for p in archive.parent.iterdir()) == ["r", "r.zip"]  # no temporary file left
+
+
+def test_replacing_writes_whole_or_not_at_all(tmp_path):
+    target = tmp_path / "f.bin"
+    target.write_bytes(b"old")
+    with pytest.raises(OSError), paths.replacing(target) as f:
+        f.write(b"half")
+        raise OSError(errno.ENOSPC, "No space left on device")
+    assert target.read_bytes() == b"old" and [p.name for p in tmp_path.iterdir()] == ["f.bin"]
+    with paths.replacing(target) as f:
+        f.write(b"new")
+    assert target.read_bytes() == b"new" and oct(target.stat().st_mode & 0o777) != oct(0o600)
