@@ -34,3 +34,23 @@ def test_a_failing_launch_says_why_in_one_line(tmp_path, monkeypatch):
     with pytest.raises(distributed.LaunchFailed) as err:
         distributed.launch(cmd, tmp_path)
     assert str(err.value) == "ValueError: unknown model 'nonet'; valid models: a, b"
+
+
+def test_ddp_on_cuda_trains_the_single_device_model_without_syncbatchnorm(monkeypatch):
+    """Issue 19: transfer/ddp.py wrapped the model in SyncBatchNorm on CUDA (not on CPU, and not in the
+    single-process reference): world size 2 paid an all-reduce per BN layer that world size 1 did not."""
+    import types
+
+    import torch
+    from torch import nn
+
+    from cnnbench.scaling import ddp
+
+    converted, wrapped = [], []
+    monkeypatch.setattr(nn.SyncBatchNorm, "convert_sync_batchnorm", lambda net, *a: converted.append(net) or net)
+    monkeypatch.setattr(nn.Module, "to", lambda self, *a, **k: self)
+    monkeypatch.setattr(ddp, "DistributedDataParallel", lambda net, **k: wrapped.append(net) or net)
+    monkeypatch.setattr(ddp, "global_batches", lambda *a: [])
+    args = types.SimpleNamespace(seed=0, model="resnet18", num_classes=10, image_size=32, lr=0.01)
+    ddp.setup(args, 0, 2, torch.device("cuda", 0), 8)
+    assert converted == [] and not any(isinstance(m, nn.SyncBatchNorm) for m in wrapped[0].modules())
