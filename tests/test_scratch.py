@@ -313,3 +313,21 @@ def test_the_op_breakdown_gives_each_op_one_colour_in_every_panel(tmp_path):
     colours = [{t.get_text(): h.get_facecolor() for h, t in zip(ax.get_legend().legend_handles, ax.get_legend().texts,
                                                               strict=True)} for ax in fig.axes]
     assert colours[0]["gradient"] == colours[1]["gradient"]
+
+
+def test_numba_cuda_kernels_accumulate_in_float32():
+    """Issue 19: accumulators started as Python floats (0.0), so Numba typed them float64 and every backward loop
+    and the softmax ran in FP64 (1/32 of FP32 on T4/L4). No kernel may assign a Python float literal, nor divide
+    by an integer shape (which promotes to float64)."""
+    import ast
+    import inspect
+
+    from cnnbench.scratch import numba_cuda
+
+    tree = ast.parse(inspect.getsource(numba_cuda))
+    kernels = [f for f in tree.body if isinstance(f, ast.FunctionDef)
+               and any("jit" in ast.unparse(d) for d in f.decorator_list)]
+    assert len(kernels) >= 8
+    floats = [f"{k.name}: {ast.unparse(n)}" for k in kernels for n in ast.walk(k)
+              if isinstance(n, ast.Constant) and isinstance(n.value, float)]
+    assert floats == []

@@ -18,6 +18,10 @@ from numba import cuda
 
 from cnnbench.scratch.base import PARAM_NAMES, BackendUnavailable, OpTimer, nbytes
 
+# Every accumulator and constant of the kernels is float32: a Python float (0.0) types as float64, and FP64 runs
+# at 1/32 of FP32 on T4, L4 and consumer cards (issue 19).
+ZERO, ONE = np.float32(0.0), np.float32(1.0)
+
 SIMULATED = bool(numba.config.ENABLE_CUDASIM)  # Numba's CUDA simulator: correct results, no speed
 THREADS = 128  # threads per block
 BATCH_CHUNK = 16  # images summed by one thread of a weight-gradient kernel
@@ -45,7 +49,7 @@ def conv_relu_fwd(x, w, b, out):
         for kh in range(w.shape[2]):
             for kw in range(w.shape[3]):
                 acc += w[f, c, kh, kw] * x[n, c, oh + kh, ow + kw]
-    out[n, f, oh, ow] = acc if acc > 0 else 0.0
+    out[n, f, oh, ow] = acc if acc > 0 else ZERO
 
 @cuda.jit
 def maxpool_fwd(a, out, idx):
@@ -80,7 +84,7 @@ def maxpool_relu_bwd(dout, out, idx, da):
     c = (i // (w_ * h_)) % c_
     n = i // (w_ * h_ * c_)
     r, j = h // 2, w // 2
-    v = 0.0
+    v = ZERO
     if r < out.shape[2] and j < out.shape[3]:
         if idx[n, c, r, j] == h * w_ + w and out[n, c, r, j] > 0:
             v = dout[n, c, r, j]
@@ -98,8 +102,8 @@ def conv_bwd_weight(x, da, dw, db):
     f = i // (k_ * k_ * c_)
     n0 = cuda.blockIdx.y * BATCH_CHUNK
     n1 = min(n0 + BATCH_CHUNK, x.shape[0])
-    acc = 0.0
-    bias = 0.0
+    acc = ZERO
+    bias = ZERO
     for n in range(n0, n1):
         for oh in range(da.shape[2]):
             for ow in range(da.shape[3]):
@@ -120,7 +124,7 @@ def conv_bwd_input(da, w, dx):
     xh = (i // w_) % h_
     c = (i // (w_ * h_)) % c_
     n = i // (w_ * h_ * c_)
-    acc = 0.0
+    acc = ZERO
     for f in range(da.shape[1]):
         for kh in range(w.shape[2]):
             oh = xh - kh
@@ -141,7 +145,7 @@ def dense_fwd(x, w, b, out, relu):
     acc = b[j]
     for k in range(x.shape[1]):
         acc += x[n, k] * w[j, k]
-    out[n, j] = acc if (acc > 0 or not relu) else 0.0
+    out[n, j] = acc if (acc > 0 or not relu) else ZERO
 
 @cuda.jit
 def dense_bwd_weight(d, x, dw, db):
@@ -152,8 +156,8 @@ def dense_bwd_weight(d, x, dw, db):
     k, j = i % k_, i // k_
     n0 = cuda.blockIdx.y * BATCH_CHUNK
     n1 = min(n0 + BATCH_CHUNK, d.shape[0])
-    acc = 0.0
-    bias = 0.0
+    acc = ZERO
+    bias = ZERO
     for n in range(n0, n1):
         acc += d[n, j] * x[n, k]
         bias += d[n, j]
@@ -168,7 +172,7 @@ def dense_bwd_input(d, w, relu_out, dx, masked):
     if i >= n_ * k_:
         return
     k, n = i % k_, i // k_
-    acc = 0.0
+    acc = ZERO
     if not masked or relu_out[n, k] > 0:
         for j in range(d.shape[1]):
             acc += d[n, j] * w[j, k]
@@ -183,15 +187,16 @@ def softmax_ce(logits, y, d, losses):
     m = logits[n, 0]
     for j in range(1, j_):
         m = max(m, logits[n, j])
-    s = 0.0
+    s = ZERO
     for j in range(j_):
         e = math.exp(logits[n, j] - m)
         d[n, j] = e
         s += e
     losses[n] = math.log(s) - (logits[n, y[n]] - m)
+    scale = ONE / (s * np.float32(n_))  # float32 throughout: an int divisor would promote to float64
     for j in range(j_):
-        d[n, j] = d[n, j] / s / n_
-    d[n, y[n]] -= 1.0 / n_
+        d[n, j] = d[n, j] * scale
+    d[n, y[n]] -= ONE / np.float32(n_)
 
 @cuda.jit
 def sgd(p, g, v, lr, momentum):
@@ -204,7 +209,7 @@ def sgd(p, g, v, lr, momentum):
 def zero(a):
     i = cuda.grid(1)
     if i < a.size:
-        a[i] = 0.0
+        a[i] = ZERO
 
 
 KERNELS = {
