@@ -23,3 +23,20 @@ def test_readme_cnn_backend_rates_are_the_medians_of_the_example_epochs():
     medians = cnn.groupby("backend").throughput_img_s.median()
     assert quoted == {k: round(medians[k]) for k in quoted}
     assert "median" in found.group(4) and "backends.csv" in found.group(4)  # says what and from which file
+
+
+def test_click_explorer_never_deletes_a_clones_runs_unasked(tmp_path):
+    """Issue 20: tools/click_explorer.py deleted the given clone's outputs/ without warning."""
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    (tmp_path / "notebooks").mkdir()
+    (tmp_path / "notebooks" / "08_analysis.ipynb").write_text("{}")
+    (tmp_path / "outputs" / "my-run").mkdir(parents=True)
+    (tmp_path / "outputs" / "my-run" / "scenario_a.csv").write_text("model\\nresnet18\\n")
+    done = subprocess.run([sys.executable, str(ROOT / "tools" / "click_explorer.py"), "--clone", str(tmp_path)],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode != 0 and "--clear-outputs" in done.stderr and "my-run" in done.stderr
+    assert (tmp_path / "outputs" / "my-run" / "scenario_a.csv").is_file()

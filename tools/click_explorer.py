@@ -87,11 +87,17 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--clone", type=Path, required=True, help="a scratch clone of the workbook to run in")
     ap.add_argument("--repeat", type=int, default=1, help="fresh JupyterLab and kernel each time (races are rare)")
+    ap.add_argument("--clear-outputs", action="store_true",
+                    help="delete what the clone's outputs/ holds before each click (its runs included)")
     args = ap.parse_args()
     root = args.clone.resolve()
     if not (root / "notebooks" / "08_analysis.ipynb").is_file():
         sys.exit(f"{root} is not a clone of the workbook (no notebooks/08_analysis.ipynb)")
     shots = root / "outputs" / "click_explorer"
+    held = sorted(p.name for p in (root / "outputs").glob("*") if p != shots)
+    if held and not args.clear_outputs:
+        sys.exit(f"{root / 'outputs'} holds {', '.join(held[:5])}{' ...' if len(held) > 5 else ''}: each click starts "
+                 f"from an empty outputs/, so pass --clear-outputs to delete them, or use a scratch clone")
     shots.mkdir(parents=True, exist_ok=True)
     failed = 0
     for i in range(args.repeat):
