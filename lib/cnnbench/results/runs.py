@@ -186,7 +186,7 @@ def load(dirs: list[Path], excluded: dict | None = None) -> Merged:
         per_run[d] = tables
     merged = Merged([d.name for d in per_run], envs, excluded=excluded)
     for name in MERGED:
-        frames = [t[name].assign(**identity(d, envs[d.name])) for d, t in per_run.items() if name in t]
+        frames = [t[name].copy().assign(**identity(d, envs[d.name])) for d, t in per_run.items() if name in t]
         if frames:
             merged.tables[name] = pd.concat(frames, ignore_index=True)
     merged.config_differences = config_differences(list(per_run))
