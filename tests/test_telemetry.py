@@ -108,3 +108,30 @@ def test_series_use_the_sampler_clock_and_plot_one_panel_per_metric(tmp_path):
     fig = plots.telemetry_timeline(back, tmp_path / "t.png")
     assert len(fig.axes) == back.metric.nunique() and (tmp_path / "t.png").is_file()
     assert telemetry.read(tmp_path / "absent.csv").empty
+
+
+def test_a_child_that_ends_between_samples_keeps_its_cpu_time():
+    """Issue 20: transfer_telemetry.png read 0% for the process and 100% for other processes at the end of every
+    fine-tuning configuration: its DataLoader workers ended, and their CPU seconds left the process tree's sum."""
+    import types
+
+    import torch
+
+    from cnnbench.measure import telemetry
+
+    clock = iter([0.0, 1.0, 2.0, 3.0, 4.0, 5.0])
+    s = telemetry.Sampler(torch.device("cpu"), 1.0, clock=lambda: next(clock))
+    t = types.SimpleNamespace
+    child = t(cpu_times=lambda: t(user=1.5, system=0.5))
+    states = iter([(t(user=1.0, system=0.0, children_user=0.0, children_system=0.0), [child]),      # worker alive
+                   (t(user=1.2, system=0.0, children_user=2.6, children_system=0.0), [])])         # worker reaped
+    s._proc, s._children = t(cpu_times=None), None
+
+    def step():
+        times, kids = next(states)
+        s._proc.cpu_times, s._children = (lambda: times), (lambda: kids)
+
+    step()
+    s._process_cpu_pct()
+    step()
+    assert s._process_cpu_pct() == pytest.approx(100.0 * (3.8 - 3.0) / 1.0)  # 0.8 s of CPU in 1 s, never 0

@@ -120,12 +120,17 @@ class Sampler:
             self._sample_gpu(t, index, handle)
 
     def _process_cpu_seconds(self) -> float:
-        """CPU seconds of this process and its children (DataLoader workers are part of the measured work)."""
+        """CPU seconds of this process and its children (DataLoader workers are part of the measured work): the
+        live children's own, and those of children that ended and were waited for (``children_user/system``),
+        so a worker that exits between two samples does not take its CPU time with it (06's timelines read 0%
+        for the process and 100% for 'other processes' at each configuration's end)."""
         total = 0.0
         for proc in [self._proc, *self._children()]:
             try:
                 times = proc.cpu_times()
                 total += times.user + times.system
+                if proc is self._proc:
+                    total += getattr(times, "children_user", 0.0) + getattr(times, "children_system", 0.0)
             except psutil.Error:
                 continue
         return total
