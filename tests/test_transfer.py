@@ -625,3 +625,17 @@ def test_the_scaling_plot_counts_whole_devices(tmp_path):
     fig.canvas.draw()
     ticks = [t for t in fig.axes[0].get_xticks() if fig.axes[0].get_xlim()[0] <= t <= fig.axes[0].get_xlim()[1]]
     assert ticks == [1, 2]
+
+
+def test_the_timeline_legend_covers_no_data(tmp_path):
+    """Issue 20: transfer_telemetry.png's legends sat over the lines (the rss panel's upper lines were hidden)."""
+    rows = [{"experiment": "transfer", "configuration": f"cpu lr={lr} bs={bs}", "rank": 0, "device_kind": "cpu",
+             "device_name": "EPYC", "t_s": t / 10, "metric": m, "value": v + t, "device_index": ""}
+            for lr in (0.003, 0.03) for bs in (16, 32) for t in range(40)
+            for m, v in (("util_cpu_pct", 60.0), ("rss_mib", 1000.0 + bs * 8))]
+    fig = timelines.plot(pd.DataFrame(rows), tmp_path / "t.png")
+    fig.canvas.draw()
+    boxes = [lg.get_window_extent() for lg in [*fig.legends, *(ax.get_legend() for ax in fig.axes)] if lg]
+    hidden = sum(b.contains(x, y) for ax in fig.axes for line in ax.get_lines()
+                 for x, y in ax.transData.transform(line.get_xydata()) for b in boxes)
+    assert boxes and hidden == 0

@@ -73,11 +73,12 @@ def plot(df: pd.DataFrame, path: str | Path | None = None, title: str = ""):
                     ls="-" if str(idx) in ("", "nan", "None") or float(idx) == 0 else "--")
         ax.set_ylabel(metric, fontsize=8)
     axes[-1, 0].set_xlabel("time, configurations end to end (s)")
-    for ax in axes[:, 0]:
-        if len(ax.get_lines()) <= 16:
-            ax.legend(fontsize=6, ncol=4, loc="upper right")
     fig.suptitle(title)
     fig.tight_layout()
+    busiest = max(axes[:, 0], key=lambda ax: len(ax.get_lines()))  # one legend below the panels, never over data
+    handles, labels = busiest.get_legend_handles_labels()
+    if len(labels) <= 24:
+        fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=4, fontsize=7)
     return save(fig, path, dpi=110)
 
 
