@@ -176,16 +176,19 @@ def throughput(df: pd.DataFrame, path: str | Path | None = None, hue: str | None
         variants = list(dict.fromkeys(g.variant))
         width = 0.8 / len(variants)
         bars = list(dict.fromkeys(g.bar))
-        for i, v in enumerate(variants):
-            gv = g[g.variant == v].drop_duplicates("bar", keep="last").set_index("bar").reindex(bars)
-            xs = [j + i * width for j in range(len(bars))]
-            ax.bar(xs, gv.throughput_img_s, width, yerr=gv.throughput_ci95_img_s, capsize=3, label=text(v))
+        for i, v in enumerate(variants):  # points with their interval: the rates span decades, and a bar on a
+            gv = g[g.variant == v].drop_duplicates("bar", keep="last").set_index("bar").reindex(bars)  # log axis
+            xs = [j + i * width for j in range(len(bars))]  # has no length to read
+            ax.errorbar(xs, gv.throughput_img_s, yerr=gv.throughput_ci95_img_s, fmt="o", capsize=3, label=text(v))
         ax.set_xticks([j + width * (len(variants) - 1) / 2 for j in range(len(bars))], [text(b) for b in bars],
-                      rotation=30)
+                      rotation=30, ha="right", rotation_mode="anchor")
         where = g.device_name.iloc[0] if g.device_name.nunique() == 1 else f"{g.device_name.nunique()} devices"
         ax.set(yscale="log", ylabel="throughput (images/s)", title=text(f"{phase} ({where})"))
-        ax.legend(fontsize=8)
     fig.tight_layout()
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    if labels:
+        fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=min(len(labels), 4),
+                   fontsize=8)
     return save(fig, path)
 
 
