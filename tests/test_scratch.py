@@ -331,3 +331,15 @@ def test_numba_cuda_kernels_accumulate_in_float32():
     floats = [f"{k.name}: {ast.unparse(n)}" for k in kernels for n in ast.walk(k)
               if isinstance(n, ast.Constant) and isinstance(n.value, float)]
     assert floats == []
+
+
+def test_the_backends_figure_draws_its_bars_on_a_linear_axis_from_zero(tmp_path):
+    """Issue 20: backends_cnn.png drew its per-backend bars on a log axis (no length to read)."""
+    import pandas as pd
+
+    from cnnbench.scratch import report
+    from conftest import ROOT
+
+    fig = report.figure_1(pd.read_csv(ROOT / "examples" / "example-cpu-2core" / "backends.csv"), tmp_path / "b.png")
+    bar_axes = [ax for ax in fig.axes if any(p.get_height() > 0 for p in ax.patches)]
+    assert bar_axes and all(ax.get_yscale() == "linear" and ax.get_ylim()[0] == 0 for ax in bar_axes)
