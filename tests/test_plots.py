@@ -42,8 +42,8 @@ def test_telemetry_timeline_draws_the_host_wide_metrics(tmp_path):
     df = _telemetry(tmp_path)
     assert df.device_index.isna().sum() == 12
     fig = plots.telemetry_timeline(df, tmp_path / "t.png")
-    assert [ax.get_ylabel() for ax in fig.axes] == ["util_cpu_core_pct", "util_cpu_pct", "util_process_cpu_pct",
-                                                    "rss_mib"]
+    assert [ax.get_ylabel() for ax in fig.axes] == [plots.axis_label(m) for m in ("util_cpu_core_pct", "util_cpu_pct",
+                                                                                  "util_process_cpu_pct", "rss_mib")]
     assert plots.empty_axes(fig) == []
     assert not (tmp_path / plots.EMPTY_PANELS).exists()
 
@@ -115,3 +115,18 @@ def test_the_complexity_figure_draws_points_not_bars_on_its_log_axes_and_no_lege
     boxes = [lg.get_window_extent() for lg in [*fig.legends, *(ax.get_legend() for ax in fig.axes)] if lg]
     points = [xy for ax in fig.axes for c in ax.collections for xy in ax.transData.transform(c.get_offsets())]
     assert points and not any(b.contains(x, y) for b in boxes for x, y in points)
+
+
+def test_axis_labels_are_words_with_units_not_column_names(tmp_path):
+    """Issue 20: figures labelled their axes with raw column names (util_cpu_core_pct, peak_rss (MiB))."""
+    from conftest import ROOT
+
+    from cnnbench.measure import telemetry, timelines
+
+    example = ROOT / "examples" / "example-cpu-2core"
+    figures = [plots.telemetry_timeline(telemetry.read(example / "telemetry.csv", source="scenario_a"),
+                                        tmp_path / "t.png"),
+               plots.batch_sweep(pd.read_csv(example / "batch_sweep.csv"), None, tmp_path / "s.png"),
+               timelines.plot(pd.read_csv(example / "transfer_telemetry.csv"), tmp_path / "x.png")]
+    raw = [ax.get_ylabel() for fig in figures for ax in fig.axes if "_" in ax.get_ylabel()]
+    assert raw == []

@@ -146,6 +146,25 @@ def complexity(df: pd.DataFrame, path: str | Path | None = None):
     return save(fig, path)
 
 
+# Axis labels in words with units for the columns and telemetry metrics a figure plots (never the raw name).
+LABELS = {
+    "util_cpu_core_pct": "CPU per core (%)", "util_cpu_pct": "CPU, all cores (%)",
+    "util_process_cpu_pct": "this process's CPU (%, 100 = a core)",
+    "util_other_cpu_pct": "other processes' CPU (% of all cores)", "rss_mib": "resident memory (MiB)",
+    "cpu_steal_pct": "CPU steal (%)", "cpu_freq_mhz": "CPU clock (MHz)", "mps_mem_mib": "MPS memory (MiB)",
+    "util_device_pct": "GPU busy (%)", "util_device_mem_pct": "GPU memory busy (%)",
+    "gpu_mem_used_mib": "GPU memory used (MiB)", "gpu_power_w": "GPU power (W)", "gpu_sm_clock_mhz": "GPU clock (MHz)",
+    "gpu_temp_c": "GPU temperature (C)", "gpu_throttle_reasons": "GPU throttle reasons (bits)",
+    "peak_rss_mib": "peak resident memory (MiB)", "peak_device_mem_mib": "peak device memory (MiB)",
+    "peak_rss_mb": "peak resident memory (MB)", "peak_device_mem_mb": "peak device memory (MB)",
+}
+
+
+def axis_label(name: str) -> str:
+    """The words and unit of a column or metric on an axis (the name itself only when none is known)."""
+    return LABELS.get(name, name)
+
+
 def text(label) -> str:
     """A label shown literally: a '$' in a model, device or variant name is not mathtext."""
     return str(label).replace("$", r"\$")
@@ -222,7 +241,7 @@ def batch_sweep(df: pd.DataFrame, knees: pd.DataFrame | None = None, path: str |
                 axes[0].scatter([kb], y, s=200, facecolors="none", edgecolors=color, linewidths=2)
     axes[0].set(yscale="log", ylabel="throughput (images/s)", title="throughput (circle: smallest batch within 5% of best)")
     axes[1].set(yscale="log", ylabel="achieved GFLOP/s")
-    axes[2].set(ylabel=f"{mem_col.removesuffix('_mib').removesuffix('_mb')} (MiB)")
+    axes[2].set(ylabel=axis_label(mem_col))
     sizes = sorted(int(b) for b in df.batch_size.unique())
     for ax in axes:
         ax.set_xscale("log", base=2)
@@ -388,7 +407,7 @@ def telemetry_timeline(df: pd.DataFrame, path: str | Path | None = None, max_met
         for index, gi in g.groupby(g.device_index.astype("Int64"), sort=True, dropna=False):
             label = "host" if pd.isna(index) else f"{'core' if 'core' in metric else 'GPU'} {index}"
             ax.plot(gi.run_t_s, gi.value, lw=0.9, label=label)
-        ax.set_ylabel(metric, fontsize=8)
+        ax.set_ylabel(axis_label(metric), fontsize=8)
         if g.device_index.notna().any() and g.device_index.nunique() <= 16:
             ax.legend(fontsize=6, ncol=8, loc="upper right")
         if len(ends) <= 60:

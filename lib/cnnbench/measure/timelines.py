@@ -12,6 +12,7 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import pandas as pd
 
+from cnnbench import plots
 from cnnbench.plots import save
 from cnnbench.results import ResultsFile, table
 
@@ -71,7 +72,7 @@ def plot(df: pd.DataFrame, path: str | Path | None = None, title: str = ""):
         for (conf, rank, idx), line in g.groupby(["configuration", "rank", "device_index"], dropna=False, sort=False):
             ax.plot(line.t_run_s, line.value, lw=1, color=colours[conf], label=_label(conf, rank, idx),
                     ls="-" if str(idx) in ("", "nan", "None") or float(idx) == 0 else "--")
-        ax.set_ylabel(metric, fontsize=8)
+        ax.set_ylabel(plots.axis_label(metric), fontsize=8)
     axes[-1, 0].set_xlabel("time, configurations end to end (s)")
     fig.suptitle(title)
     fig.tight_layout()
