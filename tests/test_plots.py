@@ -119,9 +119,8 @@ def test_the_complexity_figure_draws_points_not_bars_on_its_log_axes_and_no_lege
 
 def test_axis_labels_are_words_with_units_not_column_names(tmp_path):
     """Issue 20: figures labelled their axes with raw column names (util_cpu_core_pct, peak_rss (MiB))."""
-    from conftest import ROOT
-
     from cnnbench.measure import telemetry, timelines
+    from conftest import ROOT
 
     example = ROOT / "examples" / "example-cpu-2core"
     figures = [plots.telemetry_timeline(telemetry.read(example / "telemetry.csv", source="scenario_a"),
