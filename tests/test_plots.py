@@ -129,3 +129,19 @@ def test_axis_labels_are_words_with_units_not_column_names(tmp_path):
                timelines.plot(pd.read_csv(example / "transfer_telemetry.csv"), tmp_path / "x.png")]
     raw = [ax.get_ylabel() for fig in figures for ax in fig.axes if "_" in ax.get_ylabel()]
     assert raw == []
+
+
+def test_the_device_roofline_names_its_points_without_labels_over_each_other_or_over_data(tmp_path):
+    """Issue 20: roofline_device.png drew resnet18's and resnet50's labels over each other (and over points)."""
+    from conftest import ROOT
+
+    example = ROOT / "examples" / "example-cpu-2core"
+    placed = pd.read_csv(example / "roofline.csv")
+    placed = placed[placed.source == "scenario_a"]
+    fig = plots.roofline(pd.read_csv(example / "device_peaks.csv"), placed, "Scenario A", tmp_path / "r.png")
+    fig.canvas.draw()
+    texts = [t.get_window_extent() for ax in fig.axes for t in ax.texts]
+    assert not any(a.overlaps(b) for i, a in enumerate(texts) for b in texts[i + 1:])
+    legend = fig.axes[0].get_legend().get_window_extent()
+    points = [xy for c in fig.axes[0].collections for xy in fig.axes[0].transData.transform(c.get_offsets())]
+    assert points and not any(legend.contains(x, y) for x, y in points)

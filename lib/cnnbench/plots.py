@@ -310,8 +310,9 @@ def bandwidth_sweep(sweep: pd.DataFrame, peaks: pd.DataFrame, title: str, path: 
 
 
 def roofline(peaks: pd.DataFrame, points: pd.DataFrame, title: str, path: str | Path | None = None,
-             label: str = "model", hue: str = "phase", annotate: bool = True):
-    """A log-log roofline with every point of ``points`` (intensity_flop_per_byte, achieved_gflops)."""
+             label: str = "model", hue: str = "phase", annotate: bool = False):
+    """A log-log roofline with every point of ``points`` (intensity_flop_per_byte, achieved_gflops), each named
+    by the legend beside the plot (``annotate``: also by a label at the point, which overlap when points do)."""
     import numpy as np
 
     lo = min(0.05, points.intensity_flop_per_byte.min() / 2) if len(points) else 0.05
@@ -330,7 +331,7 @@ def roofline(peaks: pd.DataFrame, points: pd.DataFrame, title: str, path: str | 
                                 xytext=(3, 3), textcoords="offset points")
     ax.set(xscale="log", yscale="log", xlabel="arithmetic intensity (FLOP/byte, compulsory traffic)",
            ylabel="performance (GFLOP/s)", title=title)
-    ax.legend(fontsize=7, loc="lower right", ncol=2)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), ncol=1)  # beside the plot, never over it
     fig.tight_layout()
     return save(fig, path)
 
