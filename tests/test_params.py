@@ -452,3 +452,17 @@ def test_at_64_px_a_model_is_refused_only_for_its_size():
     reasons = {m: _too_small(m, 64) for m in models.model_names() if m not in models.LOCAL_MODELS}
     assert not [m for m, why in reasons.items() if "meta tensor" in why]
     assert reasons["regnet_y_400mf"] == "" and reasons["resnet18"] == ""
+
+
+def test_a_batch_size_override_that_no_model_uses_is_refused(write_yaml):
+    """Issue 20: --set batch_size=32 with batch_size_per_model setting every model measured nothing new, yet
+    params.json and the report claimed batch_size: 32."""
+    from cnnbench import params
+
+    path = write_yaml("models: [resnet18, mnist_cnn]\ntune_models: [resnet18]\nprofile_models: [resnet18]\n"
+                      "batch_size_per_model: {resnet18: 64, mnist_cnn: 512}\n")
+    with pytest.raises(params.ParamsError, match="--set key 'batch_size' 32 changes nothing: batch_size_per_model "
+                                                 "sets every model this run measures"):
+        params.load(path, {"batch_size": 32}, check_device=False, overrides_src="--set")
+    assert params.load(path, {"batch_size": 32, "models": ["resnet18", "resnet50"]}, check_device=False,
+                       overrides_src="--set").batch_size == 32  # resnet50 runs at it

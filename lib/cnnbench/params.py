@@ -891,7 +891,7 @@ def load(path: str | Path, overrides: dict[str, Any] | None = None, check_device
     option the user typed for that key when ``override_names`` has one (``{"run_name": "--run-name"}``)."""
     overrides = overrides or {}
     try:
-        return validate({**read_yaml(path), **overrides}, src=str(path), check_device=check_device)
+        p = validate({**read_yaml(path), **overrides}, src=str(path), check_device=check_device)
     except ParamsError as err:
         found = _KEY_IN_ERROR.search(str(err))
         if found and found.group(1) in overrides:
@@ -902,6 +902,19 @@ def load(path: str | Path, overrides: dict[str, Any] | None = None, check_device
                 raise ParamsError(f"{label}{rest.removeprefix(f'key {key!r}')}") from None
             raise ParamsError(f"{label or overrides_src} {rest}") from None
         raise
+    if "batch_size" in overrides:
+        _refuse_shadowed_batch_size(p, overrides_src)
+    return p
+
+
+def _refuse_shadowed_batch_size(p: Params, src: str) -> None:
+    """A batch_size set on purpose that no measurement would use (batch_size_per_model sets every model this
+    run measures) is refused: params.json and the report would claim it while nothing ran at it."""
+    used = {*p.models, *p.tune_models, *p.profile_models}
+    if used and used <= set(p.batch_size_per_model):
+        per = ", ".join(f"{m}: {p.batch_size_per_model[m]}" for m in sorted(used))
+        raise ParamsError(f"{src} key 'batch_size' {p.batch_size} changes nothing: batch_size_per_model sets every "
+                          f"model this run measures ({per}); set batch_size_per_model instead")
 
 
 def empty_file_note(path: str | Path) -> str:
