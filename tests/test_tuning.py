@@ -37,7 +37,7 @@ def speed_of(c: Candidate) -> float:
     return 50.0 * (1.4 if c.memory_format == "channels_last" else 1) * (c.threads / 2) * (1 + c.batch_size / 1000)
 
 
-def make_search(losses=None, hw=None, settings=None, clock=None):
+def make_search(losses=None, hw=None, settings=None, clock=None, probe=None):
     hw = hw or Hardware("cpu", "AMD EPYC", cores=2, isa=AVX2)
     sp = space.build(hw, Candidate(batch_size=128, threads=2), ["fp32", "bf16"], ["off"], 32, 256)
     clock = clock or FakeClock()
@@ -58,7 +58,7 @@ def make_search(losses=None, hw=None, settings=None, clock=None):
 
     s = search.Search(BASE, sp, settings or search.Settings(budget_s=30, confirm_top=2), {"model": "resnet50",
                       "phase": "train"}, evaluate, lambda n: (5.0, losses.get(n, 4.0)), confirm, rows.append, clock,
-                      explain=lambda c, row: {"compute_roof_pct": 50.0})
+                      explain=lambda c, row: {"compute_roof_pct": 50.0}, probe=probe)
     return s, rows, evaluated, confirmed
 
 
@@ -324,6 +324,24 @@ def test_confirmation_is_interleaved_in_rounds_and_its_interval_spans_them():
     order = [c for c, _ in confirmed]
     assert len(order) == 9 and order[:3] == order[3:6] == order[6:]
     assert order[0] == s.space.default
+
+
+def test_the_confirmation_probes_the_cpu_before_each_round_and_the_repeat_check_uses_it():
+    """Issue 17: the example's 07 default read 20-25% above 02 and 03, and the report could not say whether the
+    CPU's own speed had moved: 07 took no probe. It now probes before every round, as 02 and 03 do."""
+    from cnnbench.measure import reproducibility
+
+    speeds = iter([300.0, 320.0, 340.0])
+    s, rows, _, _ = make_search(settings=search.Settings(budget_s=30, confirm_top=1, confirm_rounds=3),
+                                probe=lambda: next(speeds))
+    s.run()
+    confirm = pd.DataFrame([r for r in rows if r["row_kind"] == "confirm"])
+    assert set(confirm.probe_img_s) == {320.0}
+    default = confirm[confirm.role == "default"].assign(stage="confirm", status="ok", model="resnet50",
+                                                         run_name="r", batch_size=128, phase="train")
+    sa = default.assign(probe_img_s=256.0, throughput_img_s=100.0)
+    pairs = reproducibility.repeated(sa, pd.DataFrame(), default)
+    assert pairs.probe_change_pct.round(1).tolist() == [25.0]
 
 
 def test_combine_rounds_interval_spans_the_rounds():

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from cnnbench import results, roofline, scenarios
-from cnnbench.measure import engine
+from cnnbench.measure import engine, telemetry
 from cnnbench.results import ResultsFile
 from cnnbench.results.tables import SEARCH_KEYS, TUNING_PARAM_KEYS
 from cnnbench.tuning import guard, search, space
@@ -109,6 +109,7 @@ def tune_one(run, model: str, phase: str, hw: Hardware, sink, peaks) -> dict:
         confirm=lambda c, steps: confirm(base, c, device, protocol, settings, steps),
         sink=sink,
         explain=lambda c, row: roof_columns(peaks, base, c, row.get("achieved_gflops", math.nan)),
+        probe=telemetry.speed_probe if device.type == "cpu" else None,
     )
     return s.run(), sp
 

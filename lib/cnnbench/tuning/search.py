@@ -119,8 +119,10 @@ class Search:
     def __init__(self, base: engine.Config, space: Space, settings: Settings, identity: dict,
                  evaluate: Callable[[Candidate, float], Outcome], guard_loss: Callable[[tuple], tuple[float, float]],
                  confirm: Callable[[Candidate, int], dict], sink: Callable[[dict], None],
-                 clock: Callable[[], float] = time.monotonic, explain: Callable[[Candidate, dict], dict] | None = None):
+                 clock: Callable[[], float] = time.monotonic, explain: Callable[[Candidate, dict], dict] | None = None,
+                 probe: Callable[[], float] | None = None):
         self.base, self.space, self.settings, self.identity = base, space, settings, identity
+        self.probe = probe  # the CPU's own speed (telemetry.speed_probe), taken before each confirmation round
         self.guard_loss, self.confirm, self.sink, self.clock = guard_loss, confirm, sink, clock
         self.explain = explain or (lambda c, row: {})
         self.evaluations = 0
@@ -237,13 +239,15 @@ class Search:
     def _confirm_and_explain(self, search_s: float) -> dict:
         d = self.space.default
         top = [c for c in self.ranked() if c != d][: self.settings.confirm_top]
-        rows, rounds = {}, {c: [] for c in [d, *top]}
+        rows, rounds, probes = {}, {c: [] for c in [d, *top]}, []
         for _ in range(max(self.settings.confirm_rounds, 1)):  # interleaved: d, top..., d, top..., so drift
+            if self.probe is not None:  # the CPU's own speed before each round, as 02 and 03 probe theirs
+                probes.append(self.probe())
             for c in rounds:                                     # falls on every candidate alike
                 if not rounds[c] or rounds[c][-1].get("status") == "ok":
                     rounds[c].append(self.confirm(c, self._steps_for(c)))
         for c, measured in rounds.items():
-            row = combine_rounds(measured)
+            row = {**combine_rounds(measured), "probe_img_s": sum(probes) / len(probes) if probes else math.nan}
             row = self._row("confirm", "confirm", c, role="default" if c == d else "candidate",
                             **{k: v for k, v in row.items() if k not in self.identity and k not in c.columns()})
             self.sink(row)
