@@ -501,3 +501,19 @@ def test_08_shows_every_beside_table():
                  "cpu_beside_002", "achieved_beside_003", "times_beside_004", "memory_mb_beside_004",
                  "min_runs=1"):
         assert f"analysis.{name}" in code or name in code, name
+
+
+@pytest.mark.parametrize("field, value", [("host_id", [1, 2]), ("cpu_isa", 5), ("cpu_isa", {"a": 1})])
+def test_a_sibling_whose_environment_has_wrong_field_types_is_left_out(outputs, field, value):
+    """Issue 21 barrage: a sibling environment.json with host_id a list (or, without host_id, cpu_isa not text)
+    made every later combined report fail ("Length of values (2) does not match length of index")."""
+    d = make_run(outputs, "odd", "cpu", "Intel Core", {("resnet18", "train"): 5.0})
+    env = results.read_json(d / "environment.json")
+    env.pop("host_id", None)
+    env[field] = value
+    if field == "host_id":
+        env["host"] = "x"
+    results.write_json(d / "environment.json", env)
+    m = analysis.load(analysis.discover(outputs))
+    assert "odd" not in m.runs and m.excluded["odd"].startswith("broken run (environment.json")
+    assert sorted(m.runs) == ["colab", "laptop"]

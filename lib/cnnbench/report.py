@@ -184,7 +184,7 @@ def combined_runs(outputs: Path) -> tuple[list[Path], dict[str, str]]:
         if version == SCHEMA_VERSION:
             keep.append(d)
         else:
-            excluded[d.name] = f"schema version {version} (this workbook reads {SCHEMA_VERSION})"
+            excluded[d.name] = f"schema version {version!r} (this workbook reads {SCHEMA_VERSION})"
     return keep, excluded
 
 

@@ -139,12 +139,14 @@ def runs_for(run_dir: Path, analysis_runs: list[str], excluded: dict | None = No
 
 
 def identity(run_dir: Path, env: dict) -> dict:
-    """run_name, host_id and host label of a run (the fingerprint is computed for older environments)."""
-    fp = (
-        {"host_id": env["host_id"], "host": env["host"]}
-        if "host_id" in env
-        else envinfo.host_fingerprint(env)
-    )
+    """run_name, host_id and host label of a run (the fingerprint is computed for older environments); raises
+    :class:`CorruptResults` (one line) for an environment whose fields are not what this workbook writes."""
+    try:
+        fp = {"host_id": env["host_id"], "host": env["host"]} if "host_id" in env else envinfo.host_fingerprint(env)
+    except Exception as err:  # noqa: BLE001 - any malformed field: the run is broken, the merge goes on
+        raise CorruptResults(f"environment.json unreadable as a host ({type(err).__name__})") from None
+    if not all(isinstance(v, str) for v in fp.values()):
+        raise CorruptResults("environment.json's host_id/host are not text")
     return {"run_name": run_dir.name, **fp}
 
 
@@ -174,15 +176,16 @@ def load(dirs: list[Path], excluded: dict | None = None) -> Merged:
             env = environment(d)
             if env.get("schema_version") != SCHEMA_VERSION:
                 excluded[d.name] = (
-                    f"schema version {env.get('schema_version')} (this workbook reads {SCHEMA_VERSION})"
+                    f"schema version {env.get('schema_version')!r} (this workbook reads {SCHEMA_VERSION})"
                 )
                 continue
             tables = _tables_of(d)
             run_params(d)
+            stamp = identity(d, env)
         except CorruptResults as err:
             excluded[d.name] = f"broken run ({err})"
             continue
-        envs[d.name] = {**env, **identity(d, env)}
+        envs[d.name] = {**env, **stamp}
         per_run[d] = tables
     merged = Merged([d.name for d in per_run], envs, excluded=excluded)
     for name in MERGED:
