@@ -337,3 +337,53 @@ def test_replacing_writes_whole_or_not_at_all(tmp_path):
     with paths.replacing(target) as f:
         f.write(b"new")
     assert target.read_bytes() == b"new" and oct(target.stat().st_mode & 0o777) != oct(0o600)
+
+
+def test_logs_in_a_run_folder_never_write_through_a_planted_link(tmp_path, monkeypatch):
+    """Issue 21 barrage: progress.log and kernel.log planted as links to files outside the run folder: the first
+    was truncated (its content lost), the second appended to."""
+    from cnnbench import progress
+
+    outside = {name: tmp_path / f"precious_{name}" for name in ("progress.log", "kernel.log", "machinery.log")}
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    for name, target in outside.items():
+        target.write_text("precious\n")
+        (run_dir / name).symlink_to(target)
+    paths.open_own(run_dir / "progress.log", "wb").close()  # as the pipeline empties it
+    monkeypatch.setenv(progress.PROGRESS_ENV, str(run_dir / "progress.log"))
+    progress._append("a line")
+    with paths.open_own(run_dir / "kernel.log", "ab") as log:  # as the kernel's stdout is opened
+        log.write(b"kernel chatter\n")
+    with pipeline._logs_to(run_dir / "machinery.log"):
+        import logging
+
+        logging.getLogger("nbclient").warning("a record")
+    assert all(t.read_text() == "precious\n" for t in outside.values())
+    assert not any((run_dir / n).is_symlink() for n in outside)
+    assert (run_dir / "progress.log").read_text() == "a line\n"
+
+
+@pytest.mark.parametrize("failure", [RuntimeError("08 broke"), KeyboardInterrupt()])
+def test_a_failed_combined_analysis_never_leaves_the_old_combined_report_as_current(tmp_path, monkeypatch, failure):
+    """Issue 21 barrage: when the combined step failed (or was stopped by SIGTERM), outputs/report.html kept the
+    previous runs only and nothing said it was stale."""
+    from cnnbench import params, report
+    from cnnbench import run as run_mod
+
+    (tmp_path / "report.html").write_text("<h1>9 runs compared</h1>")
+    monkeypatch.setattr(report, "combined_runs", lambda outputs: ([tmp_path / "a", tmp_path / "b"], {}))
+    monkeypatch.setattr(run_mod, "write_resolved", lambda folder, *a: folder / "params.json")
+
+    def fail(*a, **k):
+        raise failure
+
+    monkeypatch.setattr(pipeline, "execute", fail)
+    p = params.Params(notebooks=["00_setup", "08_analysis"])
+    if isinstance(failure, Exception):
+        assert pipeline._combined(p, tmp_path / "p.yaml", {}, tmp_path) == 1
+    else:
+        with pytest.raises(KeyboardInterrupt):
+            pipeline._combined(p, tmp_path / "p.yaml", {}, tmp_path)
+    assert not (tmp_path / "report.html").exists() and (tmp_path / pipeline.STALE_REPORT).is_file()
+    assert (tmp_path / report.COMBINED / pipeline.FAILED).read_text().startswith("The combined analysis did not finish")

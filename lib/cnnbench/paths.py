@@ -86,6 +86,17 @@ def replacing(path: str | Path, mode: str = "wb"):
         raise
 
 
+def open_own(path: str | Path, mode: str = "ab"):
+    """``path`` opened for writing (``ab`` appends, ``wb`` truncates) as a file of its own: a link planted there
+    is removed first and never followed (O_NOFOLLOW), so a log in a run folder cannot write outside it."""
+    path = Path(path)
+    if path.is_symlink():
+        path.unlink()
+    flags = os.O_WRONLY | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0)
+    flags |= os.O_APPEND if mode.startswith("a") else os.O_TRUNC
+    return os.fdopen(os.open(path, flags, 0o666 & ~_umask()), mode)
+
+
 class RunLocked(RuntimeError):
     """Another live process is writing the same run folder."""
 

@@ -69,7 +69,7 @@ def execute(
     for left in out_dir.glob(".*.partial.ipynb"):  # of a run killed outright
         left.unlink(missing_ok=True)
     progress_file = run_dir / "progress.log"
-    progress_file.write_text("")
+    paths.open_own(progress_file, "wb").close()  # emptied; a link planted there is replaced, never followed
     os.environ[PROGRESS_ENV] = str(progress_file)
     done = []
     for i, name in enumerate(notebooks, 1):
@@ -158,7 +158,7 @@ MACHINERY_LOGGERS = ("traitlets", "nbclient", "papermill", "asyncio")
 
 @contextlib.contextmanager
 def _logs_to(path: Path):
-    handler = logging.FileHandler(path)
+    handler = logging.StreamHandler(paths.open_own(path, "a"))
     handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s: %(message)s"))
     loggers = [logging.getLogger(name) for name in MACHINERY_LOGGERS]
     saved = [lg.propagate for lg in loggers]
@@ -172,6 +172,7 @@ def _logs_to(path: Path):
             lg.removeHandler(handler)
             lg.propagate = propagate
         handler.close()
+        handler.stream.close()
 
 
 def _silence_machinery() -> None:
@@ -221,7 +222,7 @@ def _quiet_kernel_manager(log_path: Path):
 
     class QuietKernelManager(AsyncKernelManager):
         async def _async_launch_kernel(self, kernel_cmd, **kw):
-            log = open(log_path, "ab")  # noqa: SIM115 - the kernel process owns it from here
+            log = paths.open_own(log_path, "ab")  # the kernel process owns it from here; never through a link
             kw.update(stdout=log, stderr=log)
             return await super()._async_launch_kernel(kernel_cmd, **kw)
 
@@ -444,12 +445,31 @@ def _combined(p, params_file: Path, overrides: dict, outputs: Path) -> int:
         resolved = run_mod.write_resolved(folder, every, params_file, {**overrides, "analysis_runs": ["*"]})
         analysed = execute(resolved, {}, folder, ["08_analysis"], p.cell_timeout_s)
         combined = report.build_combined_report(outputs, analysed[0])
-    except Exception as err:
-        print(f"cnnbench: combined analysis: {err if isinstance(err, NotebookFailed) else _describe(err)}",
-              file=sys.stderr)
+    except BaseException as err:  # an earlier combined report no longer covers every run: never left as current
+        why = err if isinstance(err, NotebookFailed) else _describe(err)
+        stale = _combined_stale(outputs, folder, str(why))
+        if not isinstance(err, Exception):
+            raise
+        print(f"cnnbench: combined analysis: {why}{stale}", file=sys.stderr)
         return 1
+    (outputs / STALE_REPORT).unlink(missing_ok=True)
+    (folder / FAILED).unlink(missing_ok=True)
     print(f"cnnbench: combined report of {combined[1]} runs {combined[0]}")
     return 0
+
+
+def _combined_stale(outputs: Path, folder: Path, why: str) -> str:
+    """Mark the combined report of ``outputs`` as not current: the previous report.html renamed
+    report.stale.html, the reason in ``_combined/FAILED.txt``; returns the note for the console line."""
+    note = ""
+    try:
+        if (outputs / "report.html").is_file():
+            (outputs / "report.html").replace(outputs / STALE_REPORT)
+            note = f"; the previous combined report was renamed {STALE_REPORT}"
+        results.atomic_write_text(folder / FAILED, f"The combined analysis did not finish: {why}\n")
+    except OSError:
+        pass
+    return note
 
 
 if __name__ == "__main__":

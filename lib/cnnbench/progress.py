@@ -67,7 +67,9 @@ def _append(line: str) -> None:
     path = os.environ.get(PROGRESS_ENV)
     if path:
         try:
-            with open(path, "a") as f:
+            from cnnbench import paths
+
+            with paths.open_own(path, "a") as f:  # never through a link planted at the run's progress.log
                 f.write(line + "\n")
         except OSError:
             pass  # progress is a courtesy; a measurement never fails for it
