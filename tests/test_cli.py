@@ -282,3 +282,12 @@ def test_unreadable_params_files_are_refused_in_one_line(tmp_path):
     latin1.write_bytes(b"device: cpu\n# caf\xe9\n")
     refused(cli("--params", str(latin1), "--outputs", str(tmp_path)), "not UTF-8")
     refused(cli("--params", "/dev/zero", "--outputs", str(tmp_path)), "not a regular file")
+
+
+def test_python_dash_m_cnnbench_is_the_cnnbench_command():
+    """Issue 21 barrage: `python -m cnnbench` failed with "No module named cnnbench.__main__"."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "cnnbench", "--help"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and "--params" in done.stdout
