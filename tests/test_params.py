@@ -466,3 +466,14 @@ def test_a_batch_size_override_that_no_model_uses_is_refused(write_yaml):
         params.load(path, {"batch_size": 32}, check_device=False, overrides_src="--set")
     assert params.load(path, {"batch_size": 32, "models": ["resnet18", "resnet50"]}, check_device=False,
                        overrides_src="--set").batch_size == 32  # resnet50 runs at it
+
+
+def test_a_telemetry_interval_too_short_to_sample_is_refused(write_yaml):
+    """Issue 21 barrage: telemetry_interval_s=1.0e-12 was accepted (finite, positive) and the sampler, looping on
+    the measured cores, halved mnist_cnn's rate."""
+    from cnnbench import params
+
+    path = write_yaml("telemetry_interval_s: 1.0e-12\n")
+    with pytest.raises(params.ParamsError, match="key 'telemetry_interval_s' must be at least 0.01 s"):
+        params.load(path, check_device=False)
+    assert params.load(write_yaml("telemetry_interval_s: 0.05\n", "ok.yaml"), check_device=False)

@@ -51,6 +51,9 @@ NOTEBOOKS = (
 
     "08_analysis",
 )
+# The shortest telemetry sampling period: psutil's CPU counters tick every 10 ms, and a faster sampler loops
+# on the measured cores (1e-12 s halved mnist_cnn's rate in the issue 21 barrage).
+MIN_TELEMETRY_INTERVAL_S = 0.01
 # The from-scratch backends and networks of 05 (cnnbench.scratch implements them; declared here so that
 # validating a params file imports no experiment module).
 SCRATCH_BACKENDS = ("numpy", "numba_cpu", "numba_cuda", "cupy", "torch_cpu", "torch_cuda", "torch_mps")
@@ -605,6 +608,9 @@ def validate(raw: dict[str, Any], src: str = "params", check_device: bool = True
                 "explore_max_s", "ci_target_pct"):
         if getattr(p, key) <= 0:  # NaN and inf never get here: every float key must be finite (_out_of_range)
             raise ParamsError(f"{src}: key '{key}' must be positive, got {getattr(p, key)}")
+    if p.telemetry_interval_s < MIN_TELEMETRY_INTERVAL_S:  # a sampler looping faster disturbs what it measures
+        raise ParamsError(f"{src}: key 'telemetry_interval_s' must be at least {MIN_TELEMETRY_INTERVAL_S} s (the "
+                          f"sampler would compete with the measured work), got {p.telemetry_interval_s}")
     if p.adapt_budget_s < 0:
         raise ParamsError(f"{src}: key 'adapt_budget_s' must be >= 0, got {p.adapt_budget_s}")
     if p.max_processes < p.processes:
