@@ -68,7 +68,7 @@ def _umask() -> int:
 
 
 @contextlib.contextmanager
-def replacing(path: str | Path, mode: str = "wb"):
+def replacing(path: str | Path, mode: str = "wb", **open_kw):
     """Write ``path`` whole or not at all: yields a temporary file beside it, renamed over ``path`` once written
     (readers see the old file or the new one; a link planted at ``path`` is replaced, never written through) and
     removed if writing fails. The file gets the permissions of any new file (0666 less the umask)."""
@@ -76,7 +76,7 @@ def replacing(path: str | Path, mode: str = "wb"):
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         os.fchmod(fd, 0o666 & ~_umask())
-        with os.fdopen(fd, mode) as f:
+        with os.fdopen(fd, mode, **open_kw) as f:
             yield f
             f.flush()
             os.fsync(f.fileno())

@@ -12,14 +12,12 @@ import csv
 import io
 import json
 import math
-import os
 import re
-import tempfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from cnnbench import SCHEMA_VERSION
+from cnnbench import SCHEMA_VERSION, paths
 
 DONE_STATUSES = ("ok", "oom", "unstable")  # outcomes a rerun keeps; "error" rows are measured again
 PLANS = "current_rows.json"  # per run folder: {file name: {writer: {columns, values}}}, see ResultsFile.plan
@@ -29,30 +27,14 @@ class CorruptResults(ValueError):
     """A results file that cannot be read as the tidy CSV this version writes: the message is one line."""
 
 
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
 def atomic_write_text(path: str | Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file and a rename: readers see the old or the new file.
-
-    The file gets the permissions of any new file (0666 less the umask, so 0644 usually), not mkstemp's 0600.
-    """
+    """Write ``text`` to ``path`` through a temporary file and a rename (:func:`cnnbench.paths.replacing`):
+    readers see the old or the new file, a link planted at ``path`` is replaced, and the file gets the
+    permissions of any new file (0666 less the umask), not mkstemp's 0600."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        os.fchmod(fd, 0o666 & ~_umask())
-        with os.fdopen(fd, "w", newline="") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with paths.replacing(path, "w", newline="") as f:
+        f.write(text)
 
 
 def _jsonable(value: Any) -> Any:
