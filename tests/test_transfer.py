@@ -639,3 +639,16 @@ def test_the_timeline_legend_covers_no_data(tmp_path):
     hidden = sum(b.contains(x, y) for ax in fig.axes for line in ax.get_lines()
                  for x, y in ax.transData.transform(line.get_xydata()) for b in boxes)
     assert boxes and hidden == 0
+
+
+def test_the_learning_curves_count_whole_epochs(tmp_path):
+    """transfer_curves.png's epoch axis read 1.0, 1.2, ... 2.0 epochs."""
+    df = pd.DataFrame([{"device_kind": "cpu", "device_name": "EPYC", "model": "densenet121", "image_size": 64,
+                        "optimizer": "adam", "pretrained": False, "lr": 0.003, "batch_size": 16, "epoch": e,
+                        "train_loss": 1.0 / e, "val_accuracy": 0.5, "elapsed_train_s": 1.5 * e, "target_accuracy": 0.9,
+                        "status": "ok"}
+                       for e in (1, 2)])
+    fig = summary.learning_curves(df, tmp_path / "curves.png")
+    fig.canvas.draw()
+    ax = fig.axes[0]
+    assert [t for t in ax.get_xticks() if ax.get_xlim()[0] <= t <= ax.get_xlim()[1]] == [1, 2]

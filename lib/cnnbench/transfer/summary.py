@@ -7,6 +7,7 @@ from pathlib import Path
 
 import matplotlib.pyplot as plt
 import pandas as pd
+from matplotlib.ticker import MaxNLocator
 
 from cnnbench import published
 from cnnbench.plots import save
@@ -48,6 +49,7 @@ def learning_curves(df: pd.DataFrame, path: str | Path | None = None):
         axes[0].plot(g.epoch, g.train_loss, marker="o", label=label)
         axes[1].plot(g.elapsed_train_s, 100 * g.val_accuracy, marker="o", label=label)
     axes[0].set(xlabel="epoch", ylabel="training loss (cross-entropy)", yscale="log")
+    axes[0].xaxis.set_major_locator(MaxNLocator(integer=True))  # whole epochs, never epoch 1.2
     axes[1].set(xlabel="elapsed training time (s)", ylabel="validation accuracy (%)")
     target = ok.target_accuracy.iloc[0]
     axes[1].axhline(100 * target, ls="--", color="grey", lw=1, label=f"target {100 * target:g}%")
