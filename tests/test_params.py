@@ -477,3 +477,26 @@ def test_a_telemetry_interval_too_short_to_sample_is_refused(write_yaml):
     with pytest.raises(params.ParamsError, match="key 'telemetry_interval_s' must be at least 0.01 s"):
         params.load(path, check_device=False)
     assert params.load(write_yaml("telemetry_interval_s: 0.05\n", "ok.yaml"), check_device=False)
+
+
+def test_a_batch_size_in_the_params_file_that_no_model_uses_warns_and_is_not_recorded(write_yaml, tmp_path):
+    """Issue 20: a batch_size set in the YAML itself that batch_size_per_model shadows for every model measured
+    was recorded in params.json as if something ran at it. It warns in one line (a file shared by several model
+    selections is not refused, unlike --set) and the run records the default, marked unchanged, not the value."""
+    import json
+
+    from cnnbench import params, run
+
+    path = write_yaml("models: [mnist_cnn]\ntune_models: [mnist_cnn]\nprofile_models: [mnist_cnn]\nbatch_size: 32\n"
+                      "batch_size_per_model: {mnist_cnn: 16}\n")
+    note = params.shadowed_note(path, {})
+    assert "'batch_size' 32" in note and "mnist_cnn: 16" in note and "\n" not in note
+    p = params.load(path, {}, check_device=False)
+    assert p.batch_size == params.Params().batch_size
+    written = json.loads(run.write_resolved(tmp_path, p, path, {}).read_text())
+    assert written["batch_size"] != 32
+    assert not params.table(p).loc["batch_size", "changed"]
+    # used by a model measured: kept, no note
+    other = write_yaml("models: [mnist_cnn, resnet18]\nbatch_size: 32\nbatch_size_per_model: {mnist_cnn: 16}\n",
+                       "other.yaml")
+    assert params.shadowed_note(other, {}) == "" and params.load(other, {}, check_device=False).batch_size == 32

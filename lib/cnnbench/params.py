@@ -910,17 +910,47 @@ def load(path: str | Path, overrides: dict[str, Any] | None = None, check_device
         raise
     if "batch_size" in overrides:
         _refuse_shadowed_batch_size(p, overrides_src)
+    elif _shadowing(p) and "batch_size" in read_yaml(path) and p.batch_size != Params().batch_size:
+        p = dataclasses.replace(p, batch_size=Params().batch_size)  # recorded as the default: nothing ran at it
     return p
 
 
-def _refuse_shadowed_batch_size(p: Params, src: str) -> None:
-    """A batch_size set on purpose that no measurement would use (batch_size_per_model sets every model this
-    run measures) is refused: params.json and the report would claim it while nothing ran at it."""
+def _shadowing(p: Params) -> str:
+    """"" or, when batch_size_per_model sets every model this run measures (so batch_size is used by none),
+    those models with their batch sizes."""
     used = {*p.models, *p.tune_models, *p.profile_models}
-    if used and used <= set(p.batch_size_per_model):
-        per = ", ".join(f"{m}: {p.batch_size_per_model[m]}" for m in sorted(used))
+    if not used or not used <= set(p.batch_size_per_model):
+        return ""
+    return ", ".join(f"{m}: {p.batch_size_per_model[m]}" for m in sorted(used))
+
+
+def _refuse_shadowed_batch_size(p: Params, src: str) -> None:
+    """A batch_size set on purpose on the command line that no measurement would use (batch_size_per_model sets
+    every model this run measures) is refused: params.json and the report would claim it while nothing ran at it."""
+    per = _shadowing(p)
+    if per:
         raise ParamsError(f"{src} key 'batch_size' {p.batch_size} changes nothing: batch_size_per_model sets every "
                           f"model this run measures ({per}); set batch_size_per_model instead")
+
+
+def shadowed_note(path: str | Path, overrides: dict[str, Any] | None = None) -> str:
+    """One line when the params file's own batch_size is used by no model measured (batch_size_per_model sets
+    every one), else "". Such a file is warned about, not refused as ``--set batch_size`` is: one device file
+    serves several model selections, and its batch_size is the fallback of the others. :func:`load` records the
+    default in its place, so params.json and the report never claim a value nothing ran at."""
+    overrides = overrides or {}
+    raw = read_yaml(path)
+    if "batch_size" not in raw or "batch_size" in overrides:
+        return ""
+    try:
+        p = validate({**raw, **overrides}, src=str(path), check_device=False)
+    except ParamsError:
+        return ""
+    per = _shadowing(p)
+    if not per or p.batch_size == Params().batch_size:
+        return ""
+    return (f"warning: {Path(path).name} key 'batch_size' {p.batch_size} is used by no model this run measures "
+            f"(batch_size_per_model sets every one: {per}); it is not recorded as this run's")
 
 
 def empty_file_note(path: str | Path) -> str:

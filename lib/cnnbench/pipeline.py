@@ -358,7 +358,8 @@ def _run(args) -> int:
             overrides["run_name"], names["run_name"] = args.run_name, "--run-name"
         params_file = paths.resolve(args.params)
         p = params_mod.load(params_file, overrides, overrides_src="--set", override_names=names)
-        note = params_mod.empty_file_note(params_file)
+        note = "\n".join(filter(None, (params_mod.empty_file_note(params_file),
+                                        params_mod.shadowed_note(params_file, overrides))))
     except params_mod.ParamsError as err:
         print(f"cnnbench: {err}", file=sys.stderr)
         return 2
@@ -395,8 +396,8 @@ def _execute_run(args, p, params_file: Path, overrides: dict, outputs: Path, run
     from cnnbench import run as run_mod
 
     print(f"cnnbench: run '{run_dir.name}' with {params_file.name} -> {run_dir}")
-    if note:
-        print(f"cnnbench: {note}")
+    for line in note.splitlines():
+        print(f"cnnbench: {line}")
     cores = os.cpu_count() or 1
     if p.threads > cores:
         print(f"cnnbench: warning: threads {p.threads} is above the {cores} CPU cores here (oversubscribed)")

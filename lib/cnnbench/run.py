@@ -100,8 +100,9 @@ def open_run(
         path, overrides = Path(resolved["params_file"]), {**resolved["overrides"], **overrides}
     else:
         p = params.load(path, overrides)
-        if params.empty_file_note(path):
-            warnings.warn(params.empty_file_note(path), stacklevel=2)
+        for note in (params.empty_file_note(path), params.shadowed_note(path, overrides)):
+            if note:
+                warnings.warn(note, stacklevel=2)
     cores = os.cpu_count() or 1
     if p.threads > cores:
         warnings.warn(f"threads {p.threads} is above the {cores} CPU cores here: the run is oversubscribed",
