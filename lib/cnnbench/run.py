@@ -79,8 +79,25 @@ def run_name(p: params.Params, device: torch.device) -> str:
     return p.run_name or paths.default_run_name(device.type)
 
 
+class NoRuns(RuntimeError):
+    """An analysis opened before any run exists: one line, shown by IPython without a traceback."""
+
+    def _render_traceback_(self) -> list[str]:
+        return [str(self)]
+
+
+def _refuse_without_runs(root: Path, analysis_runs: list[str]) -> None:
+    from cnnbench.results import runs
+
+    if not runs.runs_for(root, analysis_runs):
+        where = root if not analysis_runs else root.parent
+        raise NoRuns(f"no run to analyse in {where}: run the pipeline first (cnnbench --params params/local.yaml), "
+                     "then open this notebook again")
+
+
 def open_run(
-    params_file: str | Path = "", overrides: dict[str, Any] | None = None, run_dir: str | Path = ""
+    params_file: str | Path = "", overrides: dict[str, Any] | None = None, run_dir: str | Path = "",
+    needs_runs: bool = False,
 ) -> Run:
     """Load and validate the parameters, resolve the device, set CPU threads, create the run folder.
 
@@ -89,7 +106,8 @@ def open_run(
     the YAML it came from. ``run_dir`` "" means outputs/<run_name>. Raises
     :class:`cnnbench.params.ParamsError` on bad input, before any work, and :class:`cnnbench.paths.RunLocked`
     while another process (a pipeline) writes the same run folder. Warns when the params file is empty
-    (defaults) or ``threads`` is above the core count.
+    (defaults) or ``threads`` is above the core count. ``needs_runs`` (08): raises :class:`NoRuns`, writing
+    nothing, when there is no run to analyse yet.
     """
     path = paths.resolve(params_file) if params_file else paths.default_params_file()
     overrides = dict(overrides or {})
@@ -114,6 +132,8 @@ def open_run(
         if holder is not None:
             raise paths.RunLocked(f"run '{root.name}' is being written by process {holder}; wait for it or "
                                   "choose another run_name")
+    if needs_runs:
+        _refuse_without_runs(root, p.analysis_runs)
     threads = devices.set_threads(p.threads)
     torch.manual_seed(p.seed)
     root.mkdir(parents=True, exist_ok=True)
