@@ -40,3 +40,203 @@ def test_08_executed_before_any_run_says_so_in_one_line_and_writes_nothing(tmp_p
         )
     assert err.value.ename == "NoRuns" and "run the pipeline first" in err.value.evalue
     assert list(outputs.iterdir()) == []
+
+
+def _measured_files(run_dir):
+    keep = ("params.json", "environment.json", "current_rows.json")
+    return {
+        p.name: p.read_bytes()
+        for p in run_dir.iterdir()
+        if p.suffix == ".csv" and p.name not in ("speedups.csv", "findings.csv") or p.name in keep
+    }
+
+
+def test_cnnbench_report_rebuilds_a_copied_run_and_the_combined_report_without_measuring(tmp_path, capsys):
+    """Issue 20: copying another machine's run into outputs/ and rebuilding its report and the combined report
+    measures nothing: 08 is executed again over what is on disk, the measured CSVs stay byte for byte."""
+    import shutil
+
+    from cnnbench import pipeline
+
+    outputs = tmp_path / "outputs"
+    for name in ("a", "b"):
+        shutil.copytree(ROOT / "examples" / "example-cpu-2core", outputs / name)
+        (outputs / name / "report.html").unlink()
+    before = _measured_files(outputs / "a")
+    assert pipeline.main(["report", str(outputs / "a")]) == 0
+    assert (outputs / "a" / "report.html").is_file() and (outputs / "report.html").is_file()
+    assert _measured_files(outputs / "a") == before
+    assert not (outputs / "b" / "report.html").exists()
+    assert pipeline.main(["report", "--run-name", "b", "--outputs", str(outputs)]) == 0
+    assert (outputs / "b" / "report.html").is_file()
+    out = capsys.readouterr().out
+    assert "nothing is measured" in out and "combined report of 2 runs" in out
+
+
+@pytest.mark.parametrize("how", ["missing", "not_a_run", "failed"])
+def test_cnnbench_report_of_an_unknown_or_broken_run_is_refused_in_one_line(tmp_path, capsys, how):
+    from cnnbench import pipeline
+
+    outputs = tmp_path / "outputs"
+    (outputs / "x").mkdir(parents=True)
+    if how == "missing":
+        argv = ["report", "--run-name", "nope", "--outputs", str(outputs)]
+    elif how == "not_a_run":
+        argv = ["report", str(outputs / "x")]
+    else:
+        (outputs / "x" / "environment.json").write_text("{}")
+        (outputs / "x" / "params.json").write_text("{}")
+        (outputs / "x" / "FAILED.txt").write_text("This run did not finish: killed\n")
+        argv = ["report", str(outputs / "x")]
+    assert pipeline.main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("cnnbench report: ") and err.count("\n") == 1
+    assert sorted(p.name for p in outputs.rglob("*")) == sorted(
+        ["x", *(["environment.json", "params.json", "FAILED.txt"] if how == "failed" else [])]
+    )
+
+
+def test_the_static_explorer_of_a_rerun_shows_its_earlier_measurement_instead_of_measuring(
+    tmp_path, monkeypatch
+):
+    """08 under papermill measured one explorer configuration on every execution (so a rebuilt report of a run
+    copied from another machine appended this machine's rate to its explore.csv)."""
+    from cnnbench import interactive, results
+
+    monkeypatch.setenv("CNNBENCH_HEADLESS", "1")
+    run = cnnbench.open_run(SMOKE, {}, tmp_path / "run")
+    p, calls = run.params, []
+    real = interactive.quick_measure
+    monkeypatch.setattr(interactive, "quick_measure", lambda *a, **k: calls.append(a) or real(*a, **k))
+    interactive.explorer(run)
+    interactive.explorer(run)
+    assert len(calls) == 1 and len(results.read(run.dir, "explore")) == 1
+    monkeypatch.setenv(interactive.NO_MEASURE_ENV, "1")
+    (run.dir / "explore.csv").unlink()
+    interactive.explorer(run)
+    assert len(calls) == 1 and not (run.dir / "explore.csv").exists()
+    assert p.models[0] == "mnist_cnn"
+
+
+def _counting(monkeypatch, calls: dict, module, name: str, key=None):
+    real = getattr(module, name)
+
+    def counted(*args, **kwargs):
+        what = key(*args) if key else name
+        calls[what] = calls.get(what, 0) + 1
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(module, name, counted)
+
+
+def _fake_launch(cmd, out, timeout_s=900):
+    world = int(cmd[cmd.index("--nproc_per_node") + 1]) if "--nproc_per_node" in cmd else 1
+    return {
+        "device_kind": "cpu",
+        "device_name": "cpu",
+        "throughput_img_s": 100.0 * world,
+        "throughput_ci95_img_s": 1.0,
+        "step_time_mean_s": 0.01,
+        "loss_last": 1.0,
+        "check_losses": [2.0, 1.0],
+        "reference_losses": {"16": [2.0, 1.0]},
+        "ranks": [],
+    }
+
+
+def _producers(run_dir, monkeypatch, overrides=None) -> dict:
+    """04-07's producers with smoke params into ``run_dir``; how often each measured (a measuring function
+    called, by name)."""
+    import pandas as pd
+
+    from cnnbench import roofline, steps, transfer, tuning
+    from cnnbench.roofline import peaks
+    from cnnbench.scaling import launch
+    from cnnbench.scratch import experiment
+    from cnnbench.steps import profiler, step_phases
+    from cnnbench.transfer import finetuning
+    from cnnbench.tuning import experiment as tuning_experiment
+
+    calls: dict = {}
+    _counting(monkeypatch, calls, peaks, "measure")
+    _counting(monkeypatch, calls, roofline, "profile_layers")
+    for name in ("train_cnn", "train_mlp"):  # by backend: the absent GPU backends are tried again (no work)
+        _counting(
+            monkeypatch, calls, experiment, name, key=lambda backend, *_, name=name: f"{name}:{backend}"
+        )
+    _counting(monkeypatch, calls, step_phases, "measure")
+    _counting(monkeypatch, calls, profiler, "profile_model")
+    _counting(monkeypatch, calls, finetuning, "fit")
+    _counting(monkeypatch, calls, tuning_experiment, "tune_one")
+    launched = []
+    run = cnnbench.open_run(
+        SMOKE, {"scratch_train_images": 256, "scratch_test_images": 128, **(overrides or {})}, run_dir
+    )
+    roofline.layers_for_models(
+        run,
+        pd.DataFrame(
+            [
+                {
+                    "model": "mnist_cnn",
+                    "phase": "train",
+                    "status": "ok",
+                    "batch_size": 16,
+                    "image_size": 28,
+                    "num_classes": 10,
+                    "in_channels": 1,
+                    "precision": "fp32",
+                    "memory_format": "nchw",
+                }
+            ]
+        ),
+        steps=1,
+    )
+    peaks.measured_or_kept(run)
+    experiment.run_all(run, progress=lambda *_: None)
+    transfer.finetune(run)
+    steps.phases(run)
+    steps.profile(run)
+    launch.run_all(
+        run, launcher=lambda cmd, out, **k: launched.append(cmd) or _fake_launch(cmd, out), log=print
+    )
+    tuning.tune(run)
+    calls["scaling launches"] = len(launched)
+    return {
+        k: v for k, v in calls.items() if v and k.split(":")[-1] not in ("cupy", "numba_cuda", "torch_cuda")
+    }
+
+
+def test_an_identical_rerun_of_04_to_07_measures_nothing_and_a_changed_key_only_what_it_changes(
+    tmp_path, monkeypatch
+):
+    """Issue 20: a smoke run took 4m46s and its identical rerun 5m43s: 04, 05 and 06 measured everything
+    again and overwrote their CSVs."""
+    from cnnbench import results
+
+    run_dir = tmp_path / "smoke"
+    first = _producers(run_dir, monkeypatch)
+    assert first["measure"] >= 1 and first["profile_layers"] == 1 and first["train_cnn:numpy"] == 1
+    assert first["profile_model"] == 1 and first["scaling launches"] == 2 and first["tune_one"] == 1
+    tables = (
+        "device_peaks",
+        "roofline_layers",
+        "backends",
+        "gradcheck",
+        "backend_ops",
+        "backend_memory",
+        "transfer",
+        "step_phases",
+        "profile_ops",
+        "scaling",
+        "tuning",
+    )
+    rows = {t: results.rows(run_dir, t) for t in tables}
+    assert all(rows.values()), [t for t, r in rows.items() if not r]
+
+    assert _producers(run_dir, monkeypatch) == {}
+    assert {t: results.rows(run_dir, t) for t in tables} == rows
+
+    changed = _producers(run_dir, monkeypatch, {"scratch_epochs": 1})  # 05's CNN only
+    assert changed == {"train_cnn:numpy": 1, "train_cnn:torch_cpu": 1}
+    assert {int(r["epoch"]) for r in results.rows(run_dir, "backends") if r["model"] == "mnist_cnn"} == {1}
+    assert _producers(run_dir, monkeypatch, {"scratch_epochs": 1, "profile_top_k": 3}) == {"profile_model": 1}

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import io
 import math
+import os
 import threading
 import time
 import traceback
@@ -182,13 +183,30 @@ def on_main_thread(fn: Callable[[], None]) -> Callable[[], None]:
     return call
 
 
+NO_MEASURE_ENV = "CNNBENCH_NO_MEASURE"  # set by `cnnbench report`: the static explorer shows, never measures
+
+
+def measured_before(run, model: str, batch_size: int, precision: str, data_mode: str) -> list[dict]:
+    """The finished rows of explore.csv for this configuration (the static explorer of a rerun shows them
+    instead of measuring again), the latest last; [] when none."""
+    df = results.read(run.dir, "explore", ("model", "batch_size", "precision", "data_mode", "status"))
+    same = df[(df.model == model) & (df.batch_size == batch_size) & (df.precision == precision)
+              & (df.data_mode == data_mode) & df.status.isin(results.DONE_STATUSES)]
+    return same.tail(1).to_dict("records")
+
+
 def explorer(run):
     """Controls for model, batch size, precision, data mode and device; static single run when headless."""
     p = run.params
     model, bs = p.models[0], p.batch_size_for(p.models[0])
     precision = p.variants[0].get("precision", "fp32")
     if headless() or not p.interactive:
-        _show([quick_measure(run, model, bs, precision, p.data_mode, run.device.type)], run)
+        kept = measured_before(run, model, bs, precision, p.data_mode)
+        if kept or os.environ.get(NO_MEASURE_ENV):
+            _show(kept, run) if kept else print("no explorer measurement in this run; `cnnbench report` measures "
+                                                "nothing (open 08 in JupyterLab to measure)")
+        else:
+            _show([quick_measure(run, model, bs, precision, p.data_mode, run.device.type)], run)
         return None
     import ipywidgets as w
     from IPython.display import display

@@ -26,6 +26,7 @@ import logging
 import os
 import signal
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -317,6 +318,9 @@ def _mark_failed(run_dir: Path, why: str, params_file: Path, overrides: dict, de
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["report"]:  # cnnbench report: rebuild the reports from what is on disk
+        return report_main(argv[1:])
     ap = argparse.ArgumentParser(prog="cnnbench", description=__doc__.split("\n")[0])
     ap.add_argument("--params", default="params/local.yaml", help="params YAML (default: params/local.yaml)")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
@@ -471,6 +475,106 @@ def _combined_stale(outputs: Path, folder: Path, why: str) -> str:
     except OSError:
         pass
     return note
+
+
+def report_main(argv: list[str]) -> int:
+    """``cnnbench report [--run-name NAME | RUN_DIR] [--outputs DIR]``: rebuild a run's report.html (08 executed
+    again over the run's results, the executed 00-07 taken as they are) and the combined report, measuring
+    nothing; with no run named, the combined report only. Exit 2, in one line, for an unknown or broken run."""
+    ap = argparse.ArgumentParser(prog="cnnbench report", description=report_main.__doc__.split("\n")[0])
+    ap.add_argument("run_dir", nargs="?", help="a run folder (e.g. one copied from another machine)")
+    ap.add_argument("--run-name", help="the run <outputs>/<run-name>")
+    ap.add_argument("--outputs", help="folder holding the runs (default: outputs/ of the workbook, or the run "
+                                      "folder's parent)")
+    args = ap.parse_args(argv)
+    if args.run_dir and args.run_name:
+        ap.error("give a run folder or --run-name, not both")
+    outputs = Path(args.outputs).expanduser().resolve() if args.outputs else paths.outputs_root()
+    run_dir = Path(args.run_dir).expanduser().resolve() if args.run_dir else (
+        outputs / args.run_name if args.run_name else None)
+    if args.run_dir and not args.outputs:
+        outputs = run_dir.parent
+    os.environ["CNNBENCH_NO_MEASURE"] = "1"  # interactive.NO_MEASURE_ENV: 08's static explorer shows, never measures
+    try:
+        with _signals_stop_the_run():
+            p = _report_params(run_dir, outputs) if run_dir else None
+            if run_dir:
+                _rebuild_run_report(run_dir, p)
+            return _rebuild_combined(outputs, p)
+    except _Refused as err:
+        print(f"cnnbench report: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt as err:
+        _silence_machinery()
+        return err.exit_code if isinstance(err, Stopped) else 130
+    except Exception as err:  # noqa: BLE001 - one line, never a traceback
+        print(f"cnnbench report: {_describe(err)}", file=sys.stderr)
+        return 1
+    finally:
+        os.environ.pop("CNNBENCH_NO_MEASURE", None)
+
+
+class _Refused(ValueError):
+    """A run ``cnnbench report`` cannot rebuild (exit 2, before any work)."""
+
+
+def _report_params(run_dir: Path, outputs: Path) -> params_mod.Params:
+    """The parameters a run was measured with (its params.json), checked before anything is written; the
+    device is any present here (08 measures nothing, and a run copied from a GPU machine is read on a laptop)."""
+    from cnnbench.results import runs
+
+    if not run_dir.is_dir():
+        known = sorted(d.name for d in outputs.iterdir() if runs._is_run(d)) if outputs.is_dir() else []
+        raise _Refused(f"no run '{run_dir.name}' in {run_dir.parent}" + (f"; runs there: {', '.join(known)}"
+                                                                          if known else ""))
+    for needed in ("environment.json", "params.json"):
+        if not (run_dir / needed).is_file():
+            raise _Refused(f"{run_dir} is not a run (no {needed}); run the pipeline into it first")
+    failed = runs.failed_run_reason(run_dir)
+    if failed:
+        raise _Refused(f"{run_dir.name} is a {failed}; run the same command again to resume it")
+    try:
+        prm = results.read_json(run_dir / "params.json")
+        keys = {k: v for k, v in prm.items() if k in params_mod.FIELDS}
+        p = params_mod.validate({**keys, "device": "auto", "expect_device": ""}, src=str(run_dir / "params.json"))
+    except (ValueError, params_mod.ParamsError, AttributeError) as err:
+        raise _Refused(f"{run_dir / 'params.json'} is broken ({_describe(err)})") from None
+    return p
+
+
+def _rebuild_run_report(run_dir: Path, p: params_mod.Params) -> Path:
+    """08 executed again into ``run_dir`` and its report.html built, the run's own params.json kept as measured."""
+    from cnnbench import report
+    from cnnbench import run as run_mod
+
+    lock = paths.RunLock(run_dir).acquire()
+    saved = (run_dir / run_mod.RESOLVED).read_bytes()
+    try:
+        with tempfile.TemporaryDirectory(prefix="cnnbench-report-") as tmp:
+            resolved = run_mod.write_resolved(Path(tmp), p, run_dir / run_mod.RESOLVED, {})
+            print(f"cnnbench report: {run_dir.name}: 08_analysis over the results on disk (nothing is measured)")
+            done = {n.stem: n for n in (run_dir / "notebooks").glob("[0-9][0-9]_*.ipynb")}
+            done.update({n.stem: n for n in execute(resolved, {}, run_dir, ["08_analysis"], p.cell_timeout_s)})
+        html = report.build_run_report(run_dir, [done[n] for n in sorted(done)])
+    finally:
+        results.atomic_write_text(run_dir / run_mod.RESOLVED, saved.decode())
+        lock.release()
+    (run_dir / STALE_REPORT).unlink(missing_ok=True)
+    print(f"cnnbench report: {html}")
+    return html
+
+
+def _rebuild_combined(outputs: Path, p: params_mod.Params | None) -> int:
+    """The combined report of ``outputs`` built again (with two or more user runs there)."""
+    from cnnbench import report
+
+    runs, _ = report.combined_runs(outputs)
+    if len(runs) < 2:
+        print(f"cnnbench report: {len(runs)} user run(s) in {outputs}: no combined report")
+        return 0
+    if p is None:
+        p = _report_params(runs[-1], outputs)
+    return _combined(p, outputs / runs[-1].name / "params.json", {}, outputs)
 
 
 if __name__ == "__main__":
