@@ -195,6 +195,16 @@ class ResultsFile:
         key = self.key_of(config)
         return any(self.key_of(r) == key and r.get("status") in DONE_STATUSES for r in self.rows())
 
+    def finished(self, config: Mapping[str, Any], columns: Iterable[str], final: Iterable[str] = DONE_STATUSES
+                 ) -> bool:
+        """Whether the file has rows of ``config`` (matched on ``columns``) and every one of them has a final
+        status (``final``: ok, oom, unstable): what a rerun keeps instead of measuring again."""
+        final = tuple(final)
+        columns = tuple(columns)
+        want = tuple(str(_cell(config.get(k, ""))) for k in columns)
+        same = [r for r in self.rows() if tuple(r.get(k, "") for k in columns) == want]
+        return bool(same) and all(r.get("status") in final for r in same)
+
     def append(self, row: Mapping[str, Any]) -> None:
         row = {"schema_version": SCHEMA_VERSION, **row}
         key = self.key_of(row)

@@ -90,6 +90,72 @@ PHASE_KEYS = (
     *PHASE_PASS_KEYS,
     "step_phase",
 )
+# 05's from-scratch backends: every parameter that changes a backend's rows (a rerun with other values trains
+# again; the same values keep what was measured).
+SCRATCH_KEYS = (
+    "threads",
+    "seed",
+    "scratch_dataset",
+    "scratch_data_path",
+    "scratch_train_images",
+    "scratch_test_images",
+    "scratch_epochs",
+    "scratch_batch_size",
+    "scratch_lr",
+    "scratch_momentum",
+    "scratch_mlp_steps",
+    "scratch_mlp_lr",
+    "scratch_mlp_momentum",
+    "scratch_mlp_eval_every",
+    "scratch_op_steps",
+    "scratch_gradcheck_batch",
+)
+SCRATCH_PLAN = ("backend", "model", *SCRATCH_KEYS)
+# 06's profiler and scaling: what identifies one traced configuration / one scaling pass (a rerun with the same
+# values keeps the rows; scaling is kept or measured again as a whole, its efficiency and loss check span it).
+PROFILE_PLAN = (
+    "model",
+    "device_kind",
+    "batch_size",
+    "image_size",
+    "num_classes",
+    "precision",
+    "memory_format",
+    "threads",
+    "seed",
+    "warmup_steps",
+    "profiled_steps",
+    "profile_top_k",
+)
+SCALING_PLAN = (
+    "model",
+    "backend",
+    "world_size",
+    "per_device_batch",
+    "image_size",
+    "threads_per_process",
+    "scaling_steps",
+    "repeats",
+    "warmup_steps",
+    "seed",
+)
+# 04's measured peaks (device_peaks.csv's measured rows and bandwidth_sweep.csv are kept when these match) and
+# profiled layers (a cache of each Scenario A configuration's per-layer profile, kept when its key matches).
+PEAK_SETTINGS = ("device_name", "peak_threads", "peak_matmul_size", "peak_stream_mb", "peak_repeats")
+LAYER_PLAN = (
+    "model",
+    "phase",
+    "batch_size",
+    "image_size",
+    "num_classes",
+    "in_channels",
+    "precision",
+    "memory_format",
+    "device_name",
+    "threads",
+    "seed",
+    "layer_steps",
+)
 # 06's fine-tuning grid: one point (its epochs are rows).
 TRANSFER_GRID_KEYS = (
     "model",
@@ -183,10 +249,12 @@ TABLES: dict[str, Table] = {
         *_engine("batch_sweep", "03_batch_sweep"),
         Table("roofline", "04_roofline"),
         Table("device_peaks", "04_roofline"),
-        Table("gradcheck", "05_backends", ("backend", "model", "tensor"), ("backend", "model")),
-        Table("backends", "05_backends", ("backend", "model", "epoch"), ("backend", "model")),
-        Table("backend_ops", "05_backends", ("backend", "model", "op"), ("backend", "model")),
-        Table("backend_memory", "05_backends", ("backend", "model", "component"), ("backend", "model")),
+        Table("bandwidth_sweep", "04_roofline", merged=False),
+        Table("roofline_layers", "04_roofline", (*LAYER_PLAN, "layer", "op"), LAYER_PLAN, merged=False),
+        Table("gradcheck", "05_backends", (*SCRATCH_PLAN, "tensor"), SCRATCH_PLAN),
+        Table("backends", "05_backends", (*SCRATCH_PLAN, "epoch"), SCRATCH_PLAN),
+        Table("backend_ops", "05_backends", (*SCRATCH_PLAN, "op"), SCRATCH_PLAN),
+        Table("backend_memory", "05_backends", (*SCRATCH_PLAN, "component"), SCRATCH_PLAN),
         Table("transfer", "06_transfer", (*TRANSFER_GRID_KEYS, "epoch"), TRANSFER_GRID_KEYS),
         Table(
             "step_phases",
@@ -206,8 +274,8 @@ TABLES: dict[str, Table] = {
         Table(
             "profile_ops",
             "06_transfer",
-            ("model", "device_kind", "pass", "op"),
-            ("model", "device_kind"),
+            (*PROFILE_PLAN, "pass", "op"),
+            PROFILE_PLAN,
             merged=False,
         ),
         Table(
@@ -216,7 +284,7 @@ TABLES: dict[str, Table] = {
             ("experiment", "configuration", "rank", "metric", "device_index", "t_s"),
             merged=False,
         ),
-        Table("scaling", "06_transfer", ("model", "backend", "world_size", "per_device_batch", "image_size")),
+        Table("scaling", "06_transfer", SCALING_PLAN),
         Table("tuning", "07_tuning", (*SEARCH_KEYS, "row_kind", "stage", "rung", "config"), SEARCH_KEYS),
         Table("tuning_space", "07_tuning", ("model", "device_kind", "knob", "value"), merged=False),
         Table("explore", "08_analysis", ("timestamp", "model", "batch_size", "precision"), merged=False),

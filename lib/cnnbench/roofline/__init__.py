@@ -258,11 +258,22 @@ def layers_for_models(run, scenario_a: pd.DataFrame, steps: int = 2) -> pd.DataF
     ok = ok.assign(_plain=plain).iloc[::-1].sort_values("_plain", ascending=False, kind="stable")
     ok = ok.drop_duplicates("model").sort_index()
     protocol = engine.Protocol.from_params(run.params)
-    frames = []
+    table = results.table("roofline_layers")
+    cache, frames, planned = table.file(run.dir), [], []
     for r in ok.itertuples():
         cfg = engine.Config(r.model, "train", int(r.batch_size), int(r.image_size), int(r.num_classes),
                             int(r.in_channels), r.precision, r.memory_format, False, "device")
-        frames.append(profile_layers(cfg, run.device, protocol, steps=steps))
+        key = {"model": r.model, "phase": "train", "batch_size": int(r.batch_size), "image_size": int(r.image_size),
+               "num_classes": int(r.num_classes), "in_channels": int(r.in_channels), "precision": r.precision,
+               "memory_format": r.memory_format, "device_name": devices.device_name(run.device),
+               "threads": run.threads, "seed": run.params.seed, "layer_steps": steps}
+        planned.append(key)
+        if not cache.finished(key, table.plan_columns):  # profiled before with the same key: kept
+            layers = profile_layers(cfg, run.device, protocol, steps=steps)
+            cache.extend([{**key, **row, "status": "ok"} for row in layers.to_dict("records")], table.plan_columns)
+    table.plan(run.dir, planned, "roofline")
+    kept = results.read(run.dir, "roofline_layers")
+    frames = [g[LAYER_COLUMNS] for _, g in kept.groupby(list(table.plan_columns), sort=False)] if len(kept) else []
     frames = [f for f in frames if len(f)]
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=LAYER_COLUMNS)
 

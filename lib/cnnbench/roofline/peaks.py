@@ -370,6 +370,31 @@ def stream_gbs(device: torch.device, mb: int = 512, repeats: int = 5) -> dict[st
     return {f"{k}_gbs": float(g.bandwidth_gbs.max()) for k, g in sweep.groupby("kernel")}
 
 
+def measured_or_kept(run) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(measured rows of device_peaks.csv, bandwidth_sweep.csv) of ``run``: those already in its folder when they
+    were measured on this device with the same threads, matmul_size, stream_mb and peak_repeats (a rerun measures
+    nothing again), else measured now with those settings as columns."""
+    from cnnbench import results
+    from cnnbench.results.tables import PEAK_SETTINGS
+
+    p = run.params
+    settings = dict(zip(PEAK_SETTINGS, (devices.device_name(run.device), run.threads, p.matmul_size, p.stream_mb,
+                                        p.peak_repeats), strict=True))
+    old, sweep = results.read(run.dir, "device_peaks"), results.read(run.dir, "bandwidth_sweep")
+    kept = old[old.kind == "measured"] if len(old) and "kind" in old else old
+    def same(column, value) -> bool:  # as read back: numbers of a column with empty (spec) cells are floats
+        if isinstance(value, str):
+            return bool((column.astype(str) == value).all())
+        return bool((pd.to_numeric(column, errors="coerce") == value).all())
+
+    if len(kept) and len(sweep) and all(k in kept and same(kept[k], v) for k, v in settings.items()):
+        print(f"measured peaks kept from an earlier run with the same settings ({len(kept)} roofs)")
+        return kept.reset_index(drop=True), sweep
+    measured, sweep = measure(run.device, p.matmul_size, p.stream_mb, p.peak_repeats, with_sweep=True,
+                              threads=run.threads)
+    return measured.assign(**settings), sweep
+
+
 def measure(device: torch.device, matmul_size: int, stream_mb: int, repeats: int,
             with_sweep: bool = False, threads: int = 0):
     """Measured roofs for every precision of ``device``: rows of device_peaks.csv (one per precision and memory

@@ -108,6 +108,16 @@ def run_all(run, launcher=launch, log=print) -> list[dict]:
     threads = max(1, run.threads // max(p.scaling_world_sizes)) if backend == "gloo" else 0
     rows, tmp = [], Path(run.path("ddp"))  # each launch's raw result.json and per-rank telemetry stay here
     worlds = sorted(set(p.scaling_world_sizes))
+    table = results.table("scaling")
+    settings = {"model": p.scaling_model, "backend": backend, "per_device_batch": p.scaling_batch_size,
+                "image_size": size, "threads_per_process": threads, "scaling_steps": p.scaling_steps,
+                "repeats": p.repeats, "warmup_steps": p.warmup_steps, "seed": p.seed}
+    planned = [{**settings, "world_size": w} for w in worlds]
+    final = (*results.DONE_STATUSES, "unavailable")  # a world larger than the GPUs here stays so
+    if all(table.file(run.dir).finished(c, table.key, final) for c in planned):  # the same pass measured before: kept
+        log(f"scaling: kept from an earlier run with the same parameters ({len(planned)} world sizes)")
+        table.plan(run.dir, planned, "scaling")
+        return results.rows(run.dir, "scaling")
     args = dict(model=p.scaling_model, image_size=size, classes=classes, backend=backend, threads=threads,
                 warmup=p.warmup_steps, seed=p.seed, interval=p.telemetry_interval_s)
     # the single-device reference: one process at each global batch N x b, from the same initial weights
@@ -120,9 +130,8 @@ def run_all(run, launcher=launch, log=print) -> list[dict]:
         except Exception as err:  # noqa: BLE001 - without a reference the loss check is NaN, the run goes on
             log(f"single-process reference failed: {err}")
     for world in worlds:
-        row = {"model": p.scaling_model, "backend": backend, "world_size": world,
-               "per_device_batch": p.scaling_batch_size, "global_batch": world * p.scaling_batch_size,
-               "image_size": size, "threads_per_process": threads, "status": "ok", "error": ""}
+        row = {**settings, "world_size": world, "global_batch": world * p.scaling_batch_size, "status": "ok",
+               "error": ""}
         if backend == "nccl" and world > torch.cuda.device_count():
             rows.append({**row, "status": "unavailable", "error": f"{torch.cuda.device_count()} CUDA device(s) here"})
             continue
@@ -152,7 +161,6 @@ def run_all(run, launcher=launch, log=print) -> list[dict]:
     for r in rows:
         r.setdefault("device_name", devices.device_name(run.device))
         r.setdefault("device_kind", "cuda" if backend == "nccl" else "cpu")
-    table = results.table("scaling")
     table.plan(run.dir, rows, "scaling")
     table.file(run.dir).extend(rows)
     return rows

@@ -20,6 +20,7 @@ import psutil
 import torch
 
 from cnnbench import devices, results
+from cnnbench.results.tables import SCRATCH_KEYS, SCRATCH_PLAN
 from cnnbench.scratch import DEVICE_KIND, BackendUnavailable, make, torch_weights
 from cnnbench.scratch.base import torch_module
 
@@ -432,21 +433,36 @@ def run_all(run, data: Data | None = None, progress=print) -> dict[str, list[dic
         return _run_all(run, data, progress)
 
 
+def settings_of(p, model: str, threads: int) -> dict:
+    """The parameters that change ``model``'s rows (part of every row's key): the CNN's epochs, batch and SGD
+    settings are empty for the MLP, the MLP's steps and rates empty for the CNN, so a change to one model's
+    settings measures that model again, and only it."""
+    other = "scratch_mlp_" if model == "mnist_cnn" else ("scratch_epochs", "scratch_batch_size", "scratch_lr",
+                                                          "scratch_momentum")
+    return {k: threads if k == "threads" else "" if k.startswith(other) else getattr(p, k) for k in SCRATCH_KEYS}
+
+
 def _run_all(run, data: Data | None, progress) -> dict[str, list[dict]]:
     p, threads = run.params, run.threads
     set_threads(threads)
     data = data or load_data(p)
     files = {name: results.file(run.dir, name) for name in CSVS}
-    planned = [{"backend": b, "model": m} for m in p.scratch_models for b in p.scratch_backends]
+    planned = [{"backend": b, "model": m, **settings_of(p, m, threads)} for m in p.scratch_models
+               for b in p.scratch_backends]
     for name in CSVS:
         results.table(name).plan(run.dir, planned, "backends")
     out: dict[str, list[dict]] = {k: [] for k in files}
 
     def keep(name):
         def add(row):
+            row = {**row, **settings_of(p, row["model"], threads)}
             files[name].append(row)
             out[name].append(row)
         return add
+
+    def measured_before(backend: str, model: str) -> bool:  # a rerun keeps a pair whose four tables are final
+        pair = {"backend": backend, "model": model, **settings_of(p, model, threads)}
+        return all(files[name].finished(pair, SCRATCH_PLAN) for name in CSVS)
 
     cnn_data = data
     for model in p.scratch_models:
@@ -456,6 +472,9 @@ def _run_all(run, data: Data | None, progress) -> dict[str, list[dict]]:
         bs = p.scratch_batch_size if model == "mnist_cnn" else len(data.x_train)
         xb, yb = data.x_train[:bs], data.y_train[:bs]
         for backend in p.scratch_backends:
+            if measured_before(backend, model):
+                progress(f"{model} on {backend}: kept from an earlier run with the same parameters")
+                continue
             progress(f"{model} on {backend}")
             for row in gradcheck(backend, model, weights, xg, yg, threads):
                 keep("gradcheck")(row)

@@ -34,14 +34,21 @@ def profile(run) -> pd.DataFrame:
     from cnnbench.measure import engine
 
     p = run.params
-    rows = []
+    table = results.table("profile_ops")
+    kept, rows, planned = table.file(run.dir), [], []
     for model in p.profile_models:
         cfg = scenarios.scenario_a_configs(dataclasses.replace(p, models=[model], phases=["train"]))[0]
         if p.profile_batch_size or p.phase_batch_size:
             cfg = dataclasses.replace(cfg, batch_size=p.profile_batch_size or p.phase_batch_size)
-        rows += _profiler.profile_model(cfg, run.device, engine.Protocol.from_params(p), run.dir,
-                                        p.profile_steps, p.profile_top_k)
-    table = results.table("profile_ops")
-    table.plan(run.dir, [{"model": m, "device_kind": run.device.type} for m in p.profile_models], "profile")
-    table.file(run.dir).extend(rows)
+        ident = {**{k: getattr(cfg, k) for k in ("model", "batch_size", "image_size", "num_classes", "precision",
+                                                 "memory_format")},
+                 "device_kind": run.device.type, "threads": run.threads, "seed": p.seed,
+                 "warmup_steps": p.warmup_steps, "profiled_steps": p.profile_steps, "profile_top_k": p.profile_top_k}
+        planned.append(ident)
+        if kept.finished(ident, table.plan_columns):  # traced before with the same parameters: kept
+            continue
+        rows += [{**r, **ident} for r in _profiler.profile_model(cfg, run.device, engine.Protocol.from_params(p),
+                                                                 run.dir, p.profile_steps, p.profile_top_k)]
+    table.plan(run.dir, planned, "profile")
+    kept.extend(rows, group=table.plan_columns)
     return results.read(run.dir, "profile_ops")
