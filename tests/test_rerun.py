@@ -218,7 +218,12 @@ def test_an_identical_rerun_of_04_to_07_measures_nothing_and_a_changed_key_only_
 
     run_dir = tmp_path / "smoke"
     first = _producers(run_dir, monkeypatch)
-    assert first["peaks"] == 1 and first["step_phases"] == 2 and first["profile_layers"] == 1 and first["train_cnn:numpy"] == 1
+    assert (
+        first["peaks"] == 1
+        and first["step_phases"] == 2
+        and first["profile_layers"] == 1
+        and first["train_cnn:numpy"] == 1
+    )
     assert first["profile_model"] == 1 and first["scaling launches"] == 2 and first["tune_one"] == 1
     tables = (
         "device_peaks",
@@ -247,3 +252,8 @@ def test_an_identical_rerun_of_04_to_07_measures_nothing_and_a_changed_key_only_
     assert changed == {"train_cnn:numpy": 1, "train_cnn:torch_cpu": 1}
     assert max(int(r["epoch"]) for r in results.rows(run_dir, "backends") if r["model"] == "mnist_cnn") == 1
     assert _producers(run_dir, monkeypatch, {"scratch_epochs": 1, "profile_top_k": 3}) == {"profile_model": 1}
+    assert _producers(
+        run_dir, monkeypatch, {"scratch_epochs": 1, "profile_top_k": 3, "transfer_train_images": 16}
+    ) == {
+        "fit": 4  # 06's 2 x 2 fine-tuning grid (a changed image count was not part of its key)
+    }

@@ -166,6 +166,15 @@ TRANSFER_GRID_KEYS = (
     "lr",
     "batch_size",
     "image_size",
+    "threads",
+    "freeze_backbone",
+    "momentum",
+    "train_images",
+    "val_images",
+    "seed",
+    "workers",
+    "pin_memory",
+    "data_path",
 )
 # 07's search: what identifies one search (its configuration and every tune_* parameter, lists comma-joined).
 TUNING_PARAM_KEYS = (

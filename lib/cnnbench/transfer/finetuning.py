@@ -309,18 +309,22 @@ def run_grid(run, sampler_cls=None, log=print) -> None:
     table = results_layer.table("transfer")
     results = table.file(run.dir)
     here = present_devices(p.transfer_devices, run.device)
-    table.plan(run.dir, [{"model": p.transfer_model, "device_kind": d.type, "dataset": p.transfer_dataset,
-                          "optimizer": p.optimizer, "pretrained": p.pretrained, "lr": lr, "batch_size": bs,
-                          "image_size": p.transfer_image_size}
-                         for d in here for bs in p.transfer_batch_sizes for lr in p.transfer_lrs], "transfer")
+
+    def point(device, lr, bs) -> dict:  # a grid point's key (results.tables.TRANSFER_GRID_KEYS) and settings
+        return {"model": p.transfer_model, "device_kind": device.type, "dataset": p.transfer_dataset,
+                "optimizer": p.optimizer, "pretrained": p.pretrained, "lr": lr, "batch_size": bs,
+                "image_size": p.transfer_image_size, "threads": torch.get_num_threads(),
+                "freeze_backbone": p.transfer_freeze_backbone, "momentum": p.momentum, "train_images": p.transfer_train_images,
+                "val_images": p.transfer_val_images, "seed": p.seed, "workers": p.workers,
+                "pin_memory": p.pin_memory, "data_path": p.transfer_data_path}
+
+    table.plan(run.dir, [point(d, lr, bs) for d in here for bs in p.transfer_batch_sizes for lr in p.transfer_lrs],
+               "transfer")
     for device in here:
         for bs in p.transfer_batch_sizes:
             for lr in p.transfer_lrs:
-                base = {"model": p.transfer_model, "device_kind": device.type, "dataset": p.transfer_dataset,
-                        "optimizer": p.optimizer, "pretrained": p.pretrained, "lr": lr, "batch_size": bs,
-                        "image_size": p.transfer_image_size, "device_name": devices.device_name(device),
-                        "threads": torch.get_num_threads(), "freeze_backbone": p.transfer_freeze_backbone,
-                        "classes": sets[2], "target_accuracy": p.transfer_target_accuracy}
+                base = {**point(device, lr, bs), "device_name": devices.device_name(device), "classes": sets[2],
+                        "target_accuracy": p.transfer_target_accuracy}
                 if results.done({**base, "epoch": p.transfer_epochs}):
                     continue
                 devices.reset_peak_memory(device)
