@@ -2,6 +2,7 @@
 
     cnnbench --params params/local.yaml [--set batch_size=64 ...] [--run-name NAME] [--outputs DIR]
     python -m cnnbench.pipeline --params params/smoke.yaml
+    cnnbench report [--run-name NAME | RUN_DIR] [--outputs DIR]   (rebuild the reports, measuring nothing)
 
 Parameters are validated and resolved once, before anything runs, into ``<run>/params.json``: every notebook
 reads that set, so an edit of the params file during the run changes nothing it measures. A failing notebook
