@@ -201,8 +201,8 @@ def summary(scenario_a: pd.DataFrame) -> pd.DataFrame:
 
 
 def repeated(m: Merged) -> pd.DataFrame:
-    """Every configuration a run measured twice (02 and 03, 02 and 07's default), side by side."""
-    return reproducibility.repeated(m["scenario_a"], m["batch_sweep"], m["tuning"])
+    """Every configuration a run measured twice (02 and 03, 02 and 07's default, 06's unsplit step), side by side."""
+    return reproducibility.repeated(m["scenario_a"], m["batch_sweep"], m["tuning"], m["step_phases"])
 
 
 def machine(m: Merged) -> pd.DataFrame:
