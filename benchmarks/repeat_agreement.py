@@ -23,9 +23,8 @@ import tempfile
 import time
 from pathlib import Path
 
-import torch
-
 import pandas as pd
+import torch
 
 from cnnbench import devices, envinfo, params, paths, plots, results, scenarios
 from cnnbench.measure import reproducibility, runner
