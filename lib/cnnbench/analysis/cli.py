@@ -12,7 +12,6 @@ in one line (an unknown or broken run, a bad ``--keys``, runs with nothing compa
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 from pathlib import Path
 
@@ -21,6 +20,7 @@ import pandas as pd
 from cnnbench import paths, results
 from cnnbench.analysis import compare
 from cnnbench.analysis.beside import speedups_beside_000
+from cnnbench.measure import reproducibility
 from cnnbench.results.runs import load
 
 SEEDS = "seeds"  # the pseudo-run: every device the seeds measured
@@ -61,7 +61,8 @@ def _run_dir(name: str, outputs: Path) -> Path:
 
 
 def _interval(rate: float, half: float) -> str:
-    return f"{rate:,.1f}" if not math.isfinite(half) else f"{rate:,.1f} +- {half:,.1f}"
+    """A rate as the run's console shows it (:func:`reproducibility.rate_text`): never '1.6 +- 4.4'."""
+    return reproducibility.rate_text(rate, half)
 
 
 def _line(r: dict) -> str:
@@ -75,7 +76,7 @@ def _line(r: dict) -> str:
     knob = f" [{r['knob']} {r['value_a']} -> {r['value_b']}]" if r["knob"] else ""
     rates = (
         f"{_interval(r['rate_a_img_s'], r['rate_a_ci95_img_s'])} -> "
-        f"{_interval(r['rate_b_img_s'], r['rate_b_ci95_img_s'])} img/s"
+        f"{_interval(r['rate_b_img_s'], r['rate_b_ci95_img_s'])}"
     )
     if r["verdict"] == "not divided":
         return f"{what}: not divided, differs in {r['differs_in']}"

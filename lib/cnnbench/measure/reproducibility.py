@@ -164,11 +164,13 @@ def rate_text(rate: float, half: float, unit: str = "img/s") -> str:
 
 
 def ratio(a: float, ca: float, b: float, cb: float) -> tuple[float, float, float]:
-    """``b / a`` with its 95% interval (low, high): each rate's half-width relative to it, combined in quadrature
-    as for the interval of a difference (independent measurements)."""
+    """``b / a`` with its 95% interval (low, high): the interval of the difference ``b - a`` (the two half-widths
+    combined in quadrature, as :func:`repeated` and :func:`distinguishable` combine them) relative to ``a``, so
+    the interval excludes 1 exactly when :func:`change_verdict` calls the change significant (the low end is
+    clipped at 0 where the noise is larger than the rate)."""
+    half = math.hypot(ca, cb) / a
     r = b / a
-    rel = math.hypot(ca / a, cb / b)
-    return r, r * max(1 - rel, 0.0), r * (1 + rel)
+    return r, max(r - half, 0.0), r + half
 
 
 def change_verdict(a: float, ca: float, b: float, cb: float) -> str:
