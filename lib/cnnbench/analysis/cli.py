@@ -71,7 +71,7 @@ def _line(r: dict) -> str:
     if r["comparison"] == "not matched":
         return (
             f"{what} vs {r['device_b']}: {r['rate_a_img_s']:,.1f} -> {r['rate_b_img_s']:,.1f} img/s: "
-            f"{r['ratio_b_over_a']:.2f}x, not matched ({r['differs_in']})"
+            f"{r['ratio_b_over_a']:.2f}x; {r['differs_in']}"
         )
     knob = f" [{r['knob']} {r['value_a']} -> {r['value_b']}]" if r["knob"] else ""
     rates = (
