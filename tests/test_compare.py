@@ -137,6 +137,10 @@ def test_cli_refuses_unknown_broken_and_incompatible_runs_in_one_line(tmp_path, 
     outputs = _runs(tmp_path)
     _refused(*_compare(capsys, "a", "nope", "--outputs", outputs), "unknown run 'nope'")
     _refused(*_compare(capsys, "a", "c", "--outputs", outputs), "differs in more than one key")
+    _refused(
+        *_compare(capsys, "a", "c", "--outputs", outputs, "--keys", "threads"),
+        "differs in keys other than --keys (batch_size; threads)",
+    )
     make_run(outputs, "other", "cpu", "Intel Core", {("resnet50", "train"): 5.0}, extra={"threads": 1})
     _refused(*_compare(capsys, "a", "other", "--outputs", outputs), "no model and phase in common")
     (outputs / "b" / "environment.json").write_text("[1, 2]")

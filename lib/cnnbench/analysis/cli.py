@@ -162,7 +162,8 @@ def compare_runs(names: list[str], outputs: Path, keys: tuple[str, ...] | None =
             if len(part) and not part.ratio_b_over_a.notna().any():
                 why = (
                     f"nothing comparable: every configuration of '{first}' and '{dirs[name].name}' differs in "
-                    f"more than one key ({'; '.join(sorted(set(part.knob)))})"
+                    + ("keys other than --keys" if keys else "more than one key")
+                    + f" ({'; '.join(sorted(set(part.knob)))})"
                 )
         if part.empty or not part.ratio_b_over_a.notna().any():
             raise Refused(why)
