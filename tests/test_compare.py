@@ -83,6 +83,11 @@ def test_rows_differing_in_exactly_one_key_are_divided_and_labelled(tmp_path):
     named = compare.ratios(m, keys=("threads", "batch_size"))
     ac = named[(named.run_a == "a") & (named.run_b == "c")].iloc[0]
     assert ac.knob == "batch_size; threads" and ac.ratio_b_over_a == pytest.approx(1.5)
+    # for reading: the verdict first, the columns constant over the table in the caption
+    view, same = compare.ratio_table(t)
+    assert list(view.columns[:4]) == ["verdict", "ratio_b_over_a", "ratio_ci95_low", "ratio_ci95_high"]
+    assert "image_size" not in view and "table" not in view and "run_b" in view
+    assert "table scenario_a" in same and "image_size 64" in same
 
 
 def pd_isna(x):
@@ -171,4 +176,4 @@ def test_cli_seeds_pseudo_run_is_not_matched_and_has_no_verdict(tmp_path, capsys
 def test_08_shows_the_one_knob_ratios():
     nb = json.loads((ROOT / "notebooks" / "08_analysis.ipynb").read_text())
     code = "\n".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code")
-    assert "analysis.ratios(merged)" in code
+    assert "analysis.ratio_table(analysis.ratios(merged))" in code

@@ -374,3 +374,12 @@ def ratios(m: Merged, keys: tuple[str, ...] | None = None) -> pd.DataFrame:
         return pd.DataFrame(columns=RATIO_COLUMNS)
     frames = [one_knob(ok, a, b, keys) for a, b in combinations(sorted(ok.run_name.unique()), 2)]
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=RATIO_COLUMNS)
+
+
+def ratio_table(ratio: pd.DataFrame) -> tuple[pd.DataFrame, str]:
+    """:func:`ratios` for reading: the verdict columns first, every column constant over the table moved into
+    the returned caption text ("same in every row: key value; ...")."""
+    keep = {"verdict", "ratio_b_over_a", "ratio_ci95_low", "ratio_ci95_high", "model", "phase", "knob"}
+    same = [c for c in ratio.columns if c not in keep and ratio[c].astype(str).nunique() == 1]
+    text = "; ".join(f"{c} {ratio[c].iloc[0]}" for c in same if str(ratio[c].iloc[0]) not in ("", "nan"))
+    return ratio.drop(columns=same), (f"same in every row: {text}" if text else "")
