@@ -177,3 +177,11 @@ def test_08_shows_the_one_knob_ratios():
     nb = json.loads((ROOT / "notebooks" / "08_analysis.ipynb").read_text())
     code = "\n".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code")
     assert "analysis.ratio_table(analysis.ratios(merged))" in code
+
+
+def test_cnnbench_help_names_compare_and_compare_has_its_own_help(capsys):
+    for argv in (["--help"], ["compare", "--help"]):
+        with pytest.raises(SystemExit) as done:
+            pipeline.main(argv)
+        assert done.value.code == 0
+        assert "cnnbench compare" in capsys.readouterr().out

@@ -323,7 +323,8 @@ def main(argv: list[str] | None = None) -> int:
         from cnnbench.analysis import cli
 
         return cli.main(argv[1:])
-    ap = argparse.ArgumentParser(prog="cnnbench", description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(prog="cnnbench", description=__doc__.split("\n")[0],
+                                 epilog="cnnbench compare RUN_A RUN_B [...]: what a change did (cnnbench compare -h)")
     ap.add_argument("--params", default="params/local.yaml", help="params YAML (default: params/local.yaml)")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="override one parameter (value read as YAML); repeatable")
