@@ -1,6 +1,7 @@
 """The pipeline: execute the numbered notebooks in order with papermill, then build the HTML report.
 
     cnnbench --params params/local.yaml [--set batch_size=64 ...] [--run-name NAME] [--outputs DIR]
+    cnnbench compare RUN_A RUN_B [RUN_C ... | seeds] [--outputs DIR] [--out DIR] (cnnbench.analysis.cli)
     python -m cnnbench.pipeline --params params/smoke.yaml
 
 Parameters are validated and resolved once, before anything runs, into ``<run>/params.json``: every notebook
@@ -317,7 +318,13 @@ def _mark_failed(run_dir: Path, why: str, params_file: Path, overrides: dict, de
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="cnnbench", description=__doc__.split("\n")[0])
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["compare"]:  # cnnbench compare RUN_A RUN_B ...: no notebook runs
+        from cnnbench.analysis import cli
+
+        return cli.main(argv[1:])
+    ap = argparse.ArgumentParser(prog="cnnbench", description=__doc__.split("\n")[0],
+                                 epilog="cnnbench compare RUN_A RUN_B [...]: what a change did (cnnbench compare -h)")
     ap.add_argument("--params", default="params/local.yaml", help="params YAML (default: params/local.yaml)")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="override one parameter (value read as YAML); repeatable")

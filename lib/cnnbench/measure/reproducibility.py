@@ -176,3 +176,24 @@ def rate_text(rate: float, half: float, unit: str = "img/s") -> str:
     if half >= rate:
         return f"about {rate:,.0f} {unit} (not precise: +-{100 * half / rate:.0f}%, measure longer)"
     return f"{rate:,.1f} +- {half:,.1f} {unit}"
+
+
+def ratio(a: float, ca: float, b: float, cb: float) -> tuple[float, float, float]:
+    """``b / a`` with its 95% interval (low, high): the interval of the difference ``b - a`` (the two half-widths
+    combined in quadrature, as :func:`repeated` and :func:`distinguishable` combine them) relative to ``a``, so
+    the interval excludes 1 exactly when :func:`change_verdict` calls the change significant (the low end is
+    clipped at 0 where the noise is larger than the rate)."""
+    half = math.hypot(ca, cb) / a
+    r = b / a
+    return r, max(r - half, 0.0), r + half
+
+
+def change_verdict(a: float, ca: float, b: float, cb: float) -> str:
+    """What going from rate ``a`` to rate ``b`` did: "faster" or "slower" only where the difference is larger
+    than the 95% interval of the difference (:func:`distinguishable`), else "not significant"; "no interval"
+    where either side has none (a rate measured once)."""
+    if not (math.isfinite(ca) and math.isfinite(cb)):
+        return "no interval"
+    if not distinguishable(a, ca, b, cb):
+        return "not significant"
+    return "faster" if b > a else "slower"
