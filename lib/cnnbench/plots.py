@@ -326,6 +326,8 @@ def roofline(peaks: pd.DataFrame, points: pd.DataFrame, title: str, path: str | 
     sizes = _marker_sizes(points[size_by]) if size_by and len(points) else {}
     for i, (key, g) in enumerate(points.groupby(label) if len(points) else []):
         for h, gh in g.groupby(hue):
+            if sizes:  # largest first, so a smaller marker at the same place is drawn on top, not hidden
+                gh = gh.sort_values(size_by, ascending=False)
             s = gh[size_by].map(sizes) if sizes else 55
             ax.scatter(gh.intensity_flop_per_byte, gh.achieved_gflops, marker=markers.get(h, "o"), s=s,
                        color=f"C{(i + 3) % 10}", edgecolor="black", lw=0.5, zorder=3, label=f"{key} {h}")
