@@ -6,6 +6,7 @@ import json
 import math
 import random
 import types
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -513,6 +514,31 @@ def test_profiler_trace_and_top_ops_forward_and_backward_apart(tmp_path):
     assert trace["traceEvents"] and df.trace_file.iloc[0] == "trace_mnist_cnn.json"
     # no device was traced on a CPU: its device time is not measured (NaN), not a measured 0.0 ms
     assert df.self_device_s.isna().all() and (df.self_cpu_s > 0).all()
+
+
+def test_the_profiler_traces_seed_002s_fine_tuning_step_adam_at_the_fine_tuning_resolution(tmp_path):
+    torch.set_num_threads(1)
+    p = p_of(profile_models=["mnist_cnn"], optimizer="adam", transfer_image_size=20, transfer_batch_sizes=[3, 6],
+             transfer_lrs=[0.003], batch_size=128, image_size=64, profile_steps=1, profile_top_k=50)
+    run = types.SimpleNamespace(params=p, device=CPU, dir=tmp_path, path=lambda n: tmp_path / n)
+    df = steps.profile(run)
+    assert set(df.status) == {"ok"}
+    assert set(df.optimizer) == {"adam"} and set(df.lr) == {0.003} and set(df.num_classes) == {2}
+    assert set(df.image_size) == {20} and set(df.batch_size) == {3}  # the fine-tuning step, not Scenario A's
+    opt_ops = " ".join(df[df["pass"] == "optimizer"].op)
+    assert "Adam" in opt_ops and "SGD" not in opt_ops  # torch labels the optimizer's step with its class
+
+
+def test_seeds_full_profiles_seed_002s_fine_tuning_step(tmp_path, monkeypatch):
+    p = params.load(Path(__file__).resolve().parents[1] / "params" / "seeds_full.yaml", {"download": True}, check_device=False)
+    seen = []
+    monkeypatch.setattr(profiling, "profile_model", lambda cfg, device, protocol, *a, **kw: seen.append(
+        (cfg, protocol.lr, kw.get("optimizer"))) or [])
+    steps.profile(types.SimpleNamespace(params=p, device=CPU, dir=tmp_path, path=lambda n: tmp_path / n))
+    [(cfg, lr, optimizer)] = seen
+    # 002:140 DenseNet-121 with a new cats-vs-dogs head, 002:175 Adam, 002:178 lr 0.003, 002:186 batch 64, 224 px
+    assert (cfg.model, cfg.num_classes, cfg.batch_size, cfg.image_size, cfg.phase) == ("densenet121", 2, 64, 224, "train")
+    assert (optimizer, lr) == ("adam", 0.003) and p.transfer_model == cfg.model
 
 
 def test_large_traces_are_gzipped(tmp_path, monkeypatch):

@@ -1,4 +1,5 @@
-"""report.html: the executed notebooks of a run in one page, code hidden, with a contents list and the
+"""The HTML report builder (not a family's tables: those are ``<family>/summary.py``). report.html: the executed
+notebooks of a run in one page, code hidden, with a contents list and the
 parameters and environment the numbers were measured under at the top."""
 
 from __future__ import annotations

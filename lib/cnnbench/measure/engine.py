@@ -2,7 +2,8 @@
 would accept.
 
 One training step = zero_grad, forward, loss, backward, optimizer step. One eval step = forward under
-``torch.inference_mode()``. Same model, optimizer (SGD) and loss on every device. Warm-up steps run first;
+``torch.inference_mode()``. Same model, optimizer (SGD; the profiler's
+fine-tuning step: its own, see :class:`Workload`) and loss on every device. Warm-up steps run first;
 then ``repeats`` windows of ``measured_steps`` steps each, the device synchronised before every clock read.
 Failures are rows: out of memory -> ``status=oom``, a non-finite loss -> ``status=unstable``, anything else ->
 ``status=error`` with the message; a worker process that dies -> ``status=crashed`` with its exit code or signal.
@@ -113,7 +114,9 @@ def _grad_scaler(device: torch.device, precision: str):
 class Workload:
     """The model, optimizer, loss and data of one configuration on one device, and its step function."""
 
-    def __init__(self, cfg: Config, device: torch.device, protocol: Protocol, dataset=None):
+    def __init__(self, cfg: Config, device: torch.device, protocol: Protocol, dataset=None, optimizer: str = "sgd"):
+        """``optimizer``: sgd (Scenario A's, every measured configuration), adam or adamw (the fine-tuning step
+        the profiler traces, seed 002's); lr and momentum are the protocol's."""
         self.cfg, self.device, self.protocol = cfg, device, protocol
         torch.manual_seed(protocol.seed)
         model = models.build(cfg.model, num_classes=cfg.num_classes, image_size=cfg.image_size).to(device)
@@ -122,7 +125,7 @@ class Workload:
             model = model.to(memory_format=torch.channels_last)
         self.model = model.train(cfg.phase == "train")
         self.forward = torch.compile(model) if cfg.compile else model
-        self.optimizer = torch.optim.SGD(model.parameters(), lr=protocol.lr, momentum=protocol.momentum)
+        self.optimizer = models.make_optimizer(optimizer, model.parameters(), protocol.lr, protocol.momentum)
         self.loss_fn = nn.CrossEntropyLoss()
         self.scaler = _grad_scaler(device, cfg.precision)
         self.last_loss: torch.Tensor | None = None

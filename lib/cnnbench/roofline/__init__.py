@@ -321,3 +321,20 @@ def across_runs(run_dirs) -> tuple[pd.DataFrame, pd.DataFrame]:
         if len(peaks.columns):
             roofs.append(peaks.assign(run_name=run_dir.name))
     return tuple(pd.concat(f, ignore_index=True) if f else pd.DataFrame() for f in (points, roofs))
+
+
+_PRESENTED = {"plot": ("cnnbench.plots", "roofline"), "trajectory": ("cnnbench.plots", "trajectory"),
+              "bandwidth_sweep": ("cnnbench.plots", "bandwidth_sweep"),
+              "per_model_rooflines": ("cnnbench.plots", "per_model_rooflines"),
+              "write_rows": ("cnnbench.results", "write_rows"), "runs_for": ("cnnbench.results.runs", "runs_for")}
+
+
+def __getattr__(name: str):
+    """04's figures (:mod:`cnnbench.plots`: ``plot`` is its roofline), ``write_rows`` and ``runs_for`` (the
+    results layer), re-exported for 04's one entry point and imported on first use (tuning's workers do not draw)."""
+    import importlib
+
+    if name in _PRESENTED:
+        module, attr = _PRESENTED[name]
+        return getattr(importlib.import_module(module), attr)
+    raise AttributeError(f"module 'cnnbench.roofline' has no attribute '{name}'")

@@ -112,15 +112,12 @@ def build(model: str, num_classes: int, pretrained: bool, freeze_backbone: bool 
 
 
 def make_optimizer(name: str, parameters, lr: float, momentum: float = 0.9) -> torch.optim.Optimizer:
-    """sgd (with ``momentum``), adam or adamw."""
-    params = [p for p in parameters if p.requires_grad]
-    if name == "sgd":
-        return torch.optim.SGD(params, lr=lr, momentum=momentum)
-    if name == "adam":
-        return torch.optim.Adam(params, lr=lr)
-    if name == "adamw":
-        return torch.optim.AdamW(params, lr=lr)
-    raise TransferError(f"key 'optimizer' is '{name}'; allowed: sgd, adam, adamw")
+    """sgd (with ``momentum``), adam or adamw (:func:`cnnbench.models.make_optimizer`; a bad name is a
+    :class:`TransferError`)."""
+    try:
+        return models.make_optimizer(name, parameters, lr, momentum)
+    except ValueError as err:
+        raise TransferError(str(err)) from None
 
 
 # --- data ----------------------------------------------------------------------------------------------------
