@@ -14,7 +14,7 @@ import pytest
 from conftest import ROOT
 
 ENTRY = {
-    "00_setup": {"cnnbench.envinfo"},
+    "00_setup": {"cnnbench.machine"},
     "01_complexity": {"cnnbench.counts"},
     "02_scenario_a": {"cnnbench.scenarios"},
     "03_batch_sweep": {"cnnbench.scenarios"},
@@ -24,9 +24,7 @@ ENTRY = {
     "07_tuning": {"cnnbench.tuning"},
     "08_analysis": {"cnnbench.analysis"},
 }
-NOT_YET = {  # notebooks still importing several modules: the test is expected to fail on them (strict)
-    "00_setup": "not converted (issue 18 lists 01, 02, 04, 05, 06, 08)",
-}
+NOT_YET: dict[str, str] = {}  # notebooks still importing several modules: expected to fail (strict)
 ALLOWED = {"cnnbench", "pandas", "google"} | set(sys.stdlib_module_names)  # google.colab: Colab's download
 
 
