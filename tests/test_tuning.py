@@ -366,3 +366,39 @@ def test_a_winner_inside_the_defaults_interval_is_not_called_faster():
 
     (text,) = tuning.findings(pd.DataFrame([row]))
     assert "not distinguishable from the seeds' default" in text and "x the seeds' default" not in text
+
+
+def test_windows_of_the_same_shape_reuse_compiled_graphs(monkeypatch):
+    """Issue 19: dynamo was reset before every compiled window, so every rung recompiled every candidate. Now
+    a shape seen since the last reset reuses its graphs; a new mode, an unknown shape, or more shapes than
+    SHAPES_PER_RESET reset."""
+    import torch._dynamo as dynamo
+
+    from cnnbench.tuning import knobs
+
+    resets = []
+    monkeypatch.setattr(dynamo, "reset", lambda: resets.append(1))
+    monkeypatch.setattr(knobs, "_compiled", {"mode": None, "shapes": set()})
+
+    def window(mode, shape):
+        with knobs.applied(1, mode, shape):
+            pass
+        return len(resets)
+
+    assert window("default", "A") == 1  # the first compile starts clean
+    assert [window("default", s) for s in ("A", "B", "A", "B")] == [1, 1, 1, 1]  # rungs again: reused
+    assert window("off", "A") == 1  # eager touches nothing
+    assert window("reduce-overhead", "A") == 2  # another mode: dynamo's cache does not key on Inductor's options
+    assert window("reduce-overhead", None) == 3  # unknown shape: reset as before
+    for s in "CDEF":
+        window("default", s)
+    assert len(resets) == 4 and window("default", "G") == 5  # a fifth shape past SHAPES_PER_RESET
+
+
+def test_search_windows_of_one_candidate_share_one_shape():
+    base = experiment.base_config(params.load(ROOT / "params" / "smoke.yaml"), "mnist_cnn", "train")
+    c = Candidate(batch_size=8, threads=1, compile_mode="default")
+    from cnnbench.tuning.knobs import shape_of
+
+    assert shape_of(search.config_for(base, c), 1) == shape_of(search.config_for(base, c.with_()), 1)
+    assert shape_of(search.config_for(base, c), 1) != shape_of(search.config_for(base, c.with_(batch_size=16)), 1)

@@ -14,7 +14,7 @@ from cnnbench.measure import engine, telemetry
 from cnnbench.results import ResultsFile
 from cnnbench.results.tables import SEARCH_KEYS, TUNING_PARAM_KEYS
 from cnnbench.tuning import guard, search, space
-from cnnbench.tuning.knobs import applied
+from cnnbench.tuning.knobs import applied, shape_of
 from cnnbench.tuning.space import Candidate, Hardware
 
 # What decides a search's outcome (its data, the default configuration it is compared with, the protocol and
@@ -73,7 +73,7 @@ def confirm(base: engine.Config, c: Candidate, device, protocol: engine.Protocol
     """The full protocol (``engine.measure``) on candidate ``c``: warm-up, repeated windows, 95% interval."""
     proto = replace(search.protocol_for(protocol, c), warmup_steps=settings.confirm_warmup_steps,
                     measured_steps=steps, window_s=settings.confirm_window_s, repeats=settings.confirm_repeats)
-    with applied(c.threads, c.compile_mode):
+    with applied(c.threads, c.compile_mode, shape_of(search.config_for(base, c), c.threads)):
         row = engine.measure(search.config_for(base, c), device, proto)
     row.pop("step_times_s", None)
     return row
