@@ -35,6 +35,10 @@ def default_candidate(p, model: str, threads: int, device_kind: str) -> Candidat
                      pin_memory=p.pin_memory and device_kind == "cuda" and p.data_mode == "loader")
 
 
+NO_PEAKS = ("No device_peaks.csv in this run: the search runs, but its roofline columns stay empty; run "
+            "04_roofline first (same run) to place each best configuration on the roofline.")
+
+
 def read_peaks(run) -> pd.DataFrame | None:
     peaks = results.read(run.dir, "device_peaks")
     return peaks if len(peaks.columns) else None
@@ -133,6 +137,8 @@ def tune(run) -> pd.DataFrame:
     finished = ResultsFile(rows.path, (*SEARCH_KEYS, "row_kind"))
     space_file = results.file(run.dir, "tuning_space")
     peaks = read_peaks(run)
+    if peaks is None:  # 07 opened alone (a fresh Colab VM): the search stands, its roofline columns stay empty
+        print(NO_PEAKS)
     searches = [(model, phase, identity_of(run, model, phase, hw)) for model in p.tune_models
                 for phase in p.tune_phases]
     table.plan(run.dir, [identity for *_, identity in searches], "tuning")
