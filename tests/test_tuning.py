@@ -417,3 +417,24 @@ def test_07_opened_alone_searches_and_says_in_one_line_to_run_04_first(tmp_path)
     assert (df.row_kind == "best").any() and "04_roofline did not run" in df.roof_note.iloc[-1]
     assert "No device_peaks.csv in this run" in out.read_text() and "run 04_roofline first" in out.read_text()
     assert not (tmp_path / "run" / "device_peaks.csv").exists()
+
+
+def test_reused_graphs_are_real_dynamo_graphs_static_per_batch_size():
+    """With real dynamo (its eager backend, no Inductor codegen): windows of one shape on fresh model instances
+    compile once; each further batch size compiles its own static graph (not a dynamic-shape one that later
+    sizes would measure) and the first size's graph still serves."""
+    import torch._dynamo as dynamo
+    from torch._dynamo.utils import counters
+
+    from cnnbench import models
+    from cnnbench.tuning import knobs
+
+    dynamo.reset()
+    counters.clear()
+    knobs._compiled.update(mode=None, shapes=set())
+    for bs in (4, 4, 8, 4, 16):
+        with knobs.applied(1, "default", ("mnist_cnn", bs)):
+            net = torch.compile(models.build("mnist_cnn", 10), backend="eager")
+            net(torch.randn(bs, 1, 28, 28)).sum().backward()
+    assert counters["stats"]["unique_graphs"] == 3  # 4, 8 and 16: a dynamic graph from 8 on would have served 16
+    dynamo.reset()
