@@ -36,8 +36,11 @@ def applied(threads: int, compile_mode: str = "off", shape=None):
         import torch._inductor as inductor
         import torch._inductor.config as inductor_config
 
-        fresh = shape is None or _compiled["mode"] != compile_mode or (
-            shape not in _compiled["shapes"] and len(_compiled["shapes"]) >= SHAPES_PER_RESET)
+        fresh = (
+            shape is None
+            or _compiled["mode"] != compile_mode
+            or (shape not in _compiled["shapes"] and len(_compiled["shapes"]) >= SHAPES_PER_RESET)
+        )
         if fresh:
             dynamo.reset()  # graphs of another mode, or too many shapes, would count against the recompile limit
             _compiled["mode"], _compiled["shapes"] = compile_mode, set()
