@@ -291,3 +291,15 @@ def test_python_dash_m_cnnbench_is_the_cnnbench_command():
 
     done = subprocess.run([sys.executable, "-m", "cnnbench", "--help"], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0 and "--params" in done.stdout
+
+
+def test_batch_runner_without_the_notebook_extra_says_how_to_install_it(tmp_path, monkeypatch, capsys):
+    """Issue 19: papermill, nbconvert and ipykernel moved to the [notebook] extra (a Colab kernel lacks papermill)."""
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "papermill" else real(name, *a))
+    assert pipeline.main(["--params", "params/smoke.yaml", "--outputs", str(tmp_path), "--no-report"]) == 2
+    assert list(tmp_path.iterdir()) == []
+    err = capsys.readouterr().err.strip()
+    assert err == "cnnbench: the batch runner needs papermill: pip install 'cnnbench[notebook]' (make report installs it)"

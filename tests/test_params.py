@@ -477,3 +477,13 @@ def test_a_telemetry_interval_too_short_to_sample_is_refused(write_yaml):
     with pytest.raises(params.ParamsError, match="key 'telemetry_interval_s' must be at least 0.01 s"):
         params.load(path, check_device=False)
     assert params.load(write_yaml("telemetry_interval_s: 0.05\n", "ok.yaml"), check_device=False)
+
+
+def test_colab_t4_states_its_expected_time_per_notebook_as_an_estimate():
+    """Issue 19: params/colab_t4.yaml says how long each notebook should take on a T4, and that it is an estimate."""
+    from conftest import ROOT
+
+    text = (ROOT / "params" / "colab_t4.yaml").read_text()
+    lines = [line for line in text.splitlines() if line.startswith("#   0")]
+    assert [line.split()[1] for line in lines] == sorted(p.stem for p in (ROOT / "notebooks").glob("*.ipynb"))
+    assert all(" min " in line for line in lines) and "NOT measured on a" in text

@@ -678,3 +678,30 @@ def test_the_learning_curves_count_whole_epochs(tmp_path):
     fig.canvas.draw()
     ax = fig.axes[0]
     assert [t for t in ax.get_xticks() if ax.get_xlim()[0] <= t <= ax.get_xlim()[1]] == [1, 2]
+
+
+def test_grid_is_sized_to_a_16_gib_device_and_the_point_that_cannot_fit_is_a_skipped_row(tmp_path, monkeypatch):
+    """Issue 19: DenseNet-121 fine-tuning at batch 128 and 224 px saves ~15.6 GiB of activations by the project's
+    count, more than a T4 (or this fake 16 GiB device) holds: that grid point is a row with status skipped and
+    the reason, before any training; batch 32 runs."""
+    p = p_of(pretrained=False, transfer_model="densenet121", transfer_image_size=224, transfer_lrs=[0.001],
+             transfer_batch_sizes=[32, 128], transfer_epochs=1, transfer_devices=["cpu"], workers=0,
+             transfer_train_images=8, transfer_val_images=4)
+    fitted = []
+    monkeypatch.setattr(finetune, "device_memory_bytes", lambda device: 16 * 2**30)
+    monkeypatch.setattr(finetune, "fit", lambda p, device, lr, bs, *a: fitted.append(bs))
+    lines = []
+    finetune.run_grid(types.SimpleNamespace(params=p, device=CPU, dir=tmp_path, path=lambda n: tmp_path / n),
+                      sampler_cls=FakeSampler, log=lines.append)
+    assert fitted == [32]
+    df = pd.read_csv(tmp_path / "transfer.csv")
+    row = df.set_index("batch_size").loc[128]
+    assert row.status == "skipped" and "saved activations" in row.error and "16.0 GiB" in row.error
+    need = float(row.error.split("~")[1].split(" GiB")[0])
+    assert 15.0 <= need <= 16.5  # the issue's 15.6 GiB of activations, plus 0.1 GiB of weights and Adam state
+    assert any("bs=128" in line and "skipped" in line for line in lines)
+
+
+def test_the_grid_is_not_sized_on_the_cpu():
+    assert finetune.device_memory_bytes(CPU) == 0
+    assert finetune.oversized([128], 2**30, 0, 0) == {}

@@ -317,6 +317,14 @@ def _mark_failed(run_dir: Path, why: str, params_file: Path, overrides: dict, de
     return ""
 
 
+def missing_front_end() -> list[str]:
+    """The packages of the ``[notebook]`` extra the batch runner needs and this interpreter lacks (a Colab
+    kernel, where tools/colab_install.py leaves them out)."""
+    import importlib.util
+
+    return [m for m in ("papermill", "nbconvert", "ipykernel") if importlib.util.find_spec(m) is None]
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["compare"]:  # cnnbench compare RUN_A RUN_B ...: no notebook runs
@@ -332,6 +340,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--outputs", help="folder holding the runs (default: outputs/ of the workbook)")
     ap.add_argument("--no-report", action="store_true", help="execute the notebooks only")
     args = ap.parse_args(argv)
+    missing = missing_front_end()
+    if missing:
+        print(f"cnnbench: the batch runner needs {', '.join(missing)}: pip install 'cnnbench[notebook]' "
+              "(make report installs it)", file=sys.stderr)
+        return 2
     try:
         with _signals_stop_the_run():
             return _run(args)

@@ -14,7 +14,7 @@ from cnnbench.measure import engine, telemetry
 from cnnbench.results import ResultsFile
 from cnnbench.results.tables import SEARCH_KEYS, TUNING_PARAM_KEYS
 from cnnbench.tuning import guard, search, space
-from cnnbench.tuning.knobs import applied
+from cnnbench.tuning.knobs import applied, shape_of
 from cnnbench.tuning.space import Candidate, Hardware
 
 # What decides a search's outcome (its data, the default configuration it is compared with, the protocol and
@@ -33,6 +33,10 @@ def default_candidate(p, model: str, threads: int, device_kind: str) -> Candidat
     """The seeds' configuration: fp32, NCHW, eager, their batch size, the run's threads and loader settings."""
     return Candidate(batch_size=p.batch_size_for(model), threads=threads, workers=p.workers,
                      pin_memory=p.pin_memory and device_kind == "cuda" and p.data_mode == "loader")
+
+
+NO_PEAKS = ("No device_peaks.csv in this run: the search runs, but its roofline columns stay empty; run "
+            "04_roofline first (same run) to place each best configuration on the roofline.")
 
 
 def read_peaks(run) -> pd.DataFrame | None:
@@ -73,7 +77,7 @@ def confirm(base: engine.Config, c: Candidate, device, protocol: engine.Protocol
     """The full protocol (``engine.measure``) on candidate ``c``: warm-up, repeated windows, 95% interval."""
     proto = replace(search.protocol_for(protocol, c), warmup_steps=settings.confirm_warmup_steps,
                     measured_steps=steps, window_s=settings.confirm_window_s, repeats=settings.confirm_repeats)
-    with applied(c.threads, c.compile_mode):
+    with applied(c.threads, c.compile_mode, shape_of(search.config_for(base, c), c.threads)):
         row = engine.measure(search.config_for(base, c), device, proto)
     row.pop("step_times_s", None)
     return row
@@ -133,6 +137,8 @@ def tune(run) -> pd.DataFrame:
     finished = ResultsFile(rows.path, (*SEARCH_KEYS, "row_kind"))
     space_file = results.file(run.dir, "tuning_space")
     peaks = read_peaks(run)
+    if peaks is None:  # 07 opened alone (a fresh Colab VM): the search stands, its roofline columns stay empty
+        print(NO_PEAKS)
     searches = [(model, phase, identity_of(run, model, phase, hw)) for model in p.tune_models
                 for phase in p.tune_phases]
     table.plan(run.dir, [identity for *_, identity in searches], "tuning")

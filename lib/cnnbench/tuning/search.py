@@ -26,9 +26,9 @@ import torch
 
 from cnnbench import devices
 from cnnbench.measure import energy, engine, timing
-from cnnbench.params import default
+from cnnbench.params import COMPILE_MODES, default
 from cnnbench.tuning import guard, racing
-from cnnbench.tuning.knobs import applied
+from cnnbench.tuning.knobs import applied, shape_of
 from cnnbench.tuning.racing import Outcome
 from cnnbench.tuning.space import Candidate, Space
 
@@ -80,7 +80,7 @@ def window(base: engine.Config, c: Candidate, device: torch.device, protocol: en
     selection and (compiling) the compile, and would make a fast GPU's window a single step."""
     work = None
     try:
-        with applied(c.threads, c.compile_mode):
+        with applied(c.threads, c.compile_mode, shape_of(config_for(base, c), c.threads)):
             work = engine.Workload(config_for(base, c), device, protocol_for(protocol, c))
             first = _timed(work, device)
             pace = _timed(work, device)
@@ -201,6 +201,7 @@ class Search:
         start = self.clock()  # the budget is the race's; the guard and the confirmation come on top
         d = self.space.default
         stage1 = [d.with_(precision=p, memory_format=m, compile_mode=c) for p, m, c in passing]
+        stage1.sort(key=lambda c: COMPILE_MODES.index(c.compile_mode))  # one mode after another: each switch resets
         v = self.space.values
         host = [(t, w, pin) for t in v["threads"] for w in v["workers"] for pin in v["pin_memory"]]
         sizes = {"numerics": len(stage1), "batch_size": len(v["batch_size"]), "host": len(host)}

@@ -61,13 +61,15 @@ class Hardware:
     capability: tuple[int, int] | None = None  # CUDA compute capability
     cxx: bool = True  # a C++ compiler for Inductor's CPU code
     triton: bool = False  # Triton for Inductor's GPU code
+    sms: int = 0  # CUDA streaming multiprocessors (0: not a CUDA device)
 
     @classmethod
     def detect(cls, device: torch.device) -> Hardware:
         cxx = any(shutil.which(c) for c in (os.environ.get("CXX", ""), "g++", "c++", "clang++") if c)
         return cls(kind=device.type, name=devices.device_name(device), cores=devices.physical_cores(),
                    isa=devices.cpu_isa(), capability=devices.cuda_capability(device), cxx=cxx,
-                   triton=importlib.util.find_spec("triton") is not None)
+                   triton=importlib.util.find_spec("triton") is not None,
+                   sms=torch.cuda.get_device_properties(device).multi_processor_count if device.type == "cuda" else 0)
 
     def cpu_description(self) -> str:
         if "avx512f" in self.isa:
@@ -131,6 +133,10 @@ def _precision_reason(hw: Hardware, precision: str) -> str:
     return f"unknown precision {precision}"
 
 
+MAX_AUTOTUNE_MIN_SMS = 68  # torch._inductor.utils.is_big_gpu: fewer SMs and max-autotune's GEMM templates are off
+MAX_AUTOTUNE_MIN_CORES = 2  # physical host cores at or below which max-autotune is out of the compile budget
+
+
 def _compile_reason(hw: Hardware, mode: str) -> str:
     if mode == "off":
         return ""
@@ -144,6 +150,12 @@ def _compile_reason(hw: Hardware, mode: str) -> str:
         return "Triton is not installed: Inductor cannot generate GPU kernels"
     if hw.kind == "mps" and mode != "default":
         return f"{mode}: Inductor's MPS backend has no autotuning or CUDA graphs"
+    if mode == "max-autotune" and hw.kind == "cuda" and 0 < hw.sms < MAX_AUTOTUNE_MIN_SMS:
+        return (f"max-autotune: Inductor autotunes GEMMs only on {MAX_AUTOTUNE_MIN_SMS}+ SMs; on this {hw.sms}-SM "
+                "GPU it compiles far longer for the default kernels (compile budget)")
+    if mode == "max-autotune" and hw.cores <= MAX_AUTOTUNE_MIN_CORES:
+        return (f"max-autotune: its benchmarked compile takes minutes per shape on {hw.cores} host core(s) "
+                "(compile budget)")
     return ""
 
 
