@@ -132,3 +132,50 @@ def test_every_fp32_experiment_runs_its_steps_with_tf32_off(monkeypatch, tmp_pat
                                 device=torch.device("cpu"), dir=tmp_path, path=lambda n: tmp_path / n)
     finetuning.run_grid(run, log=lambda *a: None)
     assert seen == [("cuda", "fp32"), ("cpu", "fp32"), "ddp steps", ("cpu", "fp32"), "fine-tuning steps"]
+
+
+@pytest.mark.parametrize("setting", [True, False])
+def test_math_precision_sets_cudnn_benchmark_on_cuda_for_the_block_and_restores_it(setting):
+    """cuDNN's autotuner (torch.backends.cudnn.benchmark) is set around a CUDA step and restored after; left
+    alone where no setting is given and on other devices."""
+    import torch
+
+    from cnnbench import devices
+
+    before = torch.backends.cudnn.benchmark
+    torch.backends.cudnn.benchmark = not setting
+    try:
+        with devices.math_precision(torch.device("cuda"), "fp32", cudnn_benchmark=setting):
+            assert torch.backends.cudnn.benchmark is setting
+        assert torch.backends.cudnn.benchmark is (not setting)
+        with devices.math_precision(torch.device("cpu"), "fp32", cudnn_benchmark=setting):
+            assert torch.backends.cudnn.benchmark is (not setting)
+        with devices.math_precision(torch.device("cuda"), "fp32"):
+            assert torch.backends.cudnn.benchmark is (not setting)
+    finally:
+        torch.backends.cudnn.benchmark = before
+
+
+def test_engine_rows_record_cudnn_benchmark_and_the_step_runs_under_it(monkeypatch):
+    """The measured step runs with cudnn.benchmark as the protocol says (default on, for fixed-shape steps),
+    and the row records the setting."""
+    import torch
+
+    from cnnbench import devices
+    from cnnbench.measure import engine
+
+    assert engine.Protocol().cudnn_benchmark is True
+    seen = []
+
+    class Spy(devices.math_precision):
+        def __init__(self, device, precision, cudnn_benchmark=None):
+            seen.append(cudnn_benchmark)
+            super().__init__(device, precision, cudnn_benchmark)
+
+    monkeypatch.setattr(devices, "math_precision", Spy)
+    cfg = engine.Config("mnist_cnn", "train", 4, 28, 10, in_channels=1)
+    proto = engine.Protocol(warmup_steps=1, measured_steps=2, repeats=1, cudnn_benchmark=False,
+                            telemetry_interval_s=0.05)
+    row = engine.measure(cfg, torch.device("cpu"), proto)
+    assert row["status"] == "ok", row["error"]
+    assert row["cudnn_benchmark"] is False and seen and set(seen) == {False}

@@ -104,3 +104,17 @@ def test_default_is_always_in_and_rows_are_tidy():
 def test_detect_reads_this_machine(kind):
     hw = Hardware.detect(torch.device(kind))
     assert hw.kind == "cpu" and hw.cores >= 1 and hw.isa == devices.cpu_isa()
+
+
+def test_cudnn_benchmark_is_searched_on_cuda_only_and_defaults_on():
+    assert Candidate().cudnn_benchmark is True
+    cuda = build(Hardware("cuda", "NVIDIA H100", cores=8, capability=(9, 0), triton=True))
+    assert cuda.values["cudnn_benchmark"] == [True, False]
+    cpu = build(Hardware("cpu", "AMD EPYC", cores=2, isa=AVX2))
+    assert cpu.values["cudnn_benchmark"] == [True]
+    assert "cuDNN" in reasons(cpu)[("cudnn_benchmark", "False")]
+    assert "cudnn.benchmark=off" in Candidate(cudnn_benchmark=False).label
+    from cnnbench.measure import engine
+    from cnnbench.tuning import search
+
+    assert search.protocol_for(engine.Protocol(), Candidate(cudnn_benchmark=False)).cudnn_benchmark is False

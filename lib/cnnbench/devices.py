@@ -133,20 +133,28 @@ def reset_peak_memory(device: torch.device) -> None:
 class math_precision:  # noqa: N801 - used as a context manager, like torch.autocast
     """The matmul and convolution math of ``precision`` on ``device`` for a block, restored after it: fp32 means
     fp32 (TF32 off on CUDA, where cuDNN's default is on), tf32 turns TF32 on; other devices are unaffected.
-    Every step of every experiment runs under it, so an "fp32" row is never TF32 on an A100/H100."""
+    Every step of every experiment runs under it, so an "fp32" row is never TF32 on an A100/H100.
 
-    def __init__(self, device: torch.device, precision: str):
-        self.device, self.precision, self.saved = device, precision, None
+    ``cudnn_benchmark`` (True/False) sets ``torch.backends.cudnn.benchmark`` on CUDA for the block: cuDNN times
+    its convolution algorithms on the first call of each shape and keeps the fastest (timm and TorchBench set it
+    for fixed-shape steps); None leaves it as it is."""
+
+    def __init__(self, device: torch.device, precision: str, cudnn_benchmark: bool | None = None):
+        self.device, self.precision, self.cudnn_benchmark, self.saved = device, precision, cudnn_benchmark, None
 
     def __enter__(self) -> math_precision:
         if self.device.type == "cuda":
-            self.saved = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
-            torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = self.precision == "tf32"
+            cudnn = torch.backends.cudnn
+            self.saved = (torch.backends.cuda.matmul.allow_tf32, cudnn.allow_tf32, cudnn.benchmark)
+            torch.backends.cuda.matmul.allow_tf32 = cudnn.allow_tf32 = self.precision == "tf32"
+            if self.cudnn_benchmark is not None:
+                cudnn.benchmark = bool(self.cudnn_benchmark)
         return self
 
     def __exit__(self, *exc) -> None:
         if self.saved is not None:
-            torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = self.saved
+            cudnn = torch.backends.cudnn
+            torch.backends.cuda.matmul.allow_tf32, cudnn.allow_tf32, cudnn.benchmark = self.saved
             self.saved = None
 
 

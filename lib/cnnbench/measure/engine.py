@@ -73,6 +73,7 @@ class Protocol:
     momentum: float = default('momentum')
     workers: int = default('workers')
     pin_memory: bool = default('pin_memory')
+    cudnn_benchmark: bool = default('cudnn_benchmark')  # torch.backends.cudnn.benchmark around the steps (CUDA)
     synthetic_images: int = default('synthetic_images')
     telemetry_interval_s: float = default('telemetry_interval_s')
     seed: int = default('seed')
@@ -126,7 +127,7 @@ class Workload:
         self.loss_fn = nn.CrossEntropyLoss()
         self.scaler = _grad_scaler(device, cfg.precision)
         self.last_loss: torch.Tensor | None = None
-        devices.math_precision(device, cfg.precision).__enter__()  # for the workload's life (measure restores)
+        devices.math_precision(device, cfg.precision, protocol.cudnn_benchmark).__enter__()  # for the workload's life (measure restores)
         if cfg.data_mode == "device":
             # one batch made once on the device: real images when a dataset is given, else synthetic
             x, y = self._synthetic_batch() if dataset is None else self.to_device(
@@ -256,7 +257,7 @@ def measure(cfg: Config, device: torch.device, protocol: Protocol, dataset=None,
     row["timestamp"] = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
     row.update(status="ok", error="")
     timer = timer or timing.StepTimer(device)
-    work, math = None, devices.math_precision(device, cfg.precision)
+    work, math = None, devices.math_precision(device, cfg.precision, protocol.cudnn_benchmark)
     try:
         math.__enter__()
         devices.empty_cache(device)
