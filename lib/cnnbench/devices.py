@@ -271,7 +271,22 @@ def is_oom(err: BaseException) -> bool:
     if isinstance(err, (torch.cuda.OutOfMemoryError, MemoryError)):
         return True
     text = str(err).lower()
-    return isinstance(err, RuntimeError) and ("out of memory" in text or "can't allocate memory" in text)
+    return isinstance(err, RuntimeError) and ("out of memory" in text or "can't allocate memory" in text
+                                              or is_capture_failure(err))
+
+
+# What torch raises when an allocation fails inside a CUDA-graph capture (torch.compile's reduce-overhead): the
+# failed cudaMalloc invalidates the capture, and the error that surfaces is the capture's
+# (cudaErrorStreamCaptureInvalidated), not OutOfMemoryError (pytorch/pytorch#159594, #187795).
+CAPTURE_FAILURE = ("operation failed due to a previous error during capture", "cudaerrorstreamcaptureinvalidated",
+                   "capture invalidated")
+
+
+def is_capture_failure(err: BaseException) -> bool:
+    """True for a CUDA-graph capture invalidated by an earlier failure: taken as out of memory (its usual
+    cause in a training step), so the batch-size back-off tries a smaller batch."""
+    text = str(err).lower()
+    return isinstance(err, RuntimeError) and any(m in text for m in CAPTURE_FAILURE)
 
 
 def _read(path: str) -> str | None:

@@ -191,7 +191,8 @@ def failure(err: BaseException) -> dict:
     """The status and message of a failed measurement: oom, unstable (non-finite loss) or error."""
     if isinstance(err, UnstableLoss):
         return {"status": "unstable", "error": str(err)}
-    return {"status": "oom" if devices.is_oom(err) else "error", "error": f"{type(err).__name__}: {err}"[:500]}
+    note = "CUDA-graph capture failed, taken as out of memory: " if devices.is_capture_failure(err) else ""
+    return {"status": "oom" if devices.is_oom(err) else "error", "error": f"{note}{type(err).__name__}: {err}"[:500]}
 
 
 def steps_for_window(warmup_times: list[float], protocol: Protocol) -> int:
