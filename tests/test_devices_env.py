@@ -179,3 +179,62 @@ def test_engine_rows_record_cudnn_benchmark_and_the_step_runs_under_it(monkeypat
     row = engine.measure(cfg, torch.device("cpu"), proto)
     assert row["status"] == "ok", row["error"]
     assert row["cudnn_benchmark"] is False and seen and set(seen) == {False}
+
+
+class _HostTensor:
+    """A host batch that records how it was copied (no device needed)."""
+
+    def __init__(self, pinned):
+        self.pinned, self.copies = pinned, []
+
+    def is_pinned(self):
+        return self.pinned
+
+    def to(self, device, non_blocking=False):
+        self.copies.append((str(device), non_blocking))
+        return self
+
+    def contiguous(self, memory_format=None):
+        return self
+
+
+@pytest.mark.parametrize("kind, pinned, expected", [("cuda", True, True), ("cuda", False, False),
+                                                    ("mps", True, False), ("mps", False, False),
+                                                    ("cpu", False, False)])
+def test_host_batches_copy_non_blocking_only_to_cuda_from_pinned_memory(kind, pinned, expected):
+    """An asynchronous copy from unpinned memory freed at once can let MPS read released memory; only a
+    pinned host tensor going to CUDA is copied non-blocking, in the engine and in the fine-tuning loop."""
+    import types
+    from unittest import mock
+
+    import torch
+
+    from cnnbench import devices
+    from cnnbench.measure import engine
+    from cnnbench.transfer import finetuning
+
+    device = torch.device(kind)
+    x, y = _HostTensor(pinned), _HostTensor(pinned)
+    devices.to_device(x, device)
+    assert x.copies == [(kind, expected)]
+    x, y = _HostTensor(pinned), _HostTensor(pinned)
+    engine.Workload.to_device(types.SimpleNamespace(device=device, channels_last=False), x, y)
+    assert x.copies == y.copies == [(kind, expected)]
+
+    x, y = _HostTensor(pinned), _HostTensor(pinned)
+    with mock.patch.object(devices, "synchronize", lambda d: None), \
+            mock.patch.object(torch, "zeros", lambda *a, **k: torch.tensor(0.0)), pytest.raises(_Stop):
+        finetuning.train_epoch(_StopNet(), types.SimpleNamespace(zero_grad=lambda **k: None), None, [(x, y)], device)
+    assert x.copies == y.copies == [(kind, expected)]
+
+
+class _Stop(Exception):
+    pass
+
+
+class _StopNet:
+    def train(self):
+        pass
+
+    def __call__(self, x):
+        raise _Stop

@@ -158,6 +158,13 @@ class math_precision:  # noqa: N801 - used as a context manager, like torch.auto
             self.saved = None
 
 
+def to_device(t: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """``t`` copied to ``device``: non-blocking only from pinned host memory to CUDA. Elsewhere the copy waits:
+    an asynchronous copy to MPS from an unpinned tensor freed at once can let the GPU read released memory
+    (garbage inputs reported as plausible throughput, or as a non-finite loss)."""
+    return t.to(device, non_blocking=device.type == "cuda" and t.is_pinned())
+
+
 def autocast(device: torch.device, precision: str):
     """Autocast to bf16/fp16 for those precisions (forward passes only), nothing for fp32/tf32."""
     if precision in ("bf16", "fp16"):

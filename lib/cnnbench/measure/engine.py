@@ -148,10 +148,10 @@ class Workload:
 
     def to_device(self, x: torch.Tensor, y: torch.Tensor):
         """A host batch on the device (channels-last when asked); the copy is part of the step."""
-        x = x.to(self.device, non_blocking=True)
+        x = devices.to_device(x, self.device)  # non-blocking only from pinned memory to CUDA
         if self.channels_last:
             x = x.contiguous(memory_format=torch.channels_last)
-        return x, y.to(self.device, non_blocking=True)
+        return x, devices.to_device(y, self.device)
 
     def train_step(self, batch=None) -> None:
         """One training step on ``batch`` (x, y on the device), or on the workload's next batch."""
