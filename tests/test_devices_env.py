@@ -238,3 +238,24 @@ class _StopNet:
 
     def __call__(self, x):
         raise _Stop
+
+
+def test_mps_memory_columns_are_named_for_what_they_hold_and_never_called_a_peak(monkeypatch):
+    """MPS has no high-water mark: the allocation after the window, the largest 0.1 s sample and the driver's
+    allocation go to columns named for them; peak_device_mem_mib / peak_device_reserved_mib (CUDA's true peaks,
+    which 08 compares) stay empty on MPS."""
+    import math
+    import types
+
+    import torch
+
+    from cnnbench import devices
+    from cnnbench.measure import engine
+
+    monkeypatch.setattr(torch.mps, "current_allocated_memory", lambda: 30 * 2**20, raising=False)
+    monkeypatch.setattr(torch.mps, "driver_allocated_memory", lambda: 90 * 2**20, raising=False)
+    mem = devices.peak_memory_mib(torch.device("mps"))
+    assert math.isnan(mem["peak_device_mem_mib"]) and math.isnan(mem["peak_device_reserved_mib"])
+    assert mem["mps_allocated_after_window_mib"] == 30 and mem["mps_driver_allocated_mib"] == 90
+    out = engine._memory(torch.device("mps"), types.SimpleNamespace(), {"mps_mem_max_mib": 55.0})
+    assert math.isnan(out["peak_device_mem_mib"]) and out["mps_allocated_max_sampled_mib"] == 55.0

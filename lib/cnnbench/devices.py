@@ -189,7 +189,9 @@ def peak_memory_mib(device: torch.device) -> dict[str, float]:
     """Peak device memory since the last reset, in MiB. CPU: NaN (see the process RSS instead).
 
     CUDA: ``max_memory_allocated`` (tensors) and ``max_memory_reserved`` (the caching allocator's pool).
-    MPS has no peak counter: current and driver-allocated memory, read right after the window.
+    MPS has no peak counter: its peak columns stay NaN (08 compares them as true peaks) and what it has goes to
+    columns named for it: ``mps_allocated_after_window_mib`` (current allocation, read right after the window)
+    and ``mps_driver_allocated_mib`` (Metal's allocation for the process, caches included).
     """
     mib = 2**20
     if device.type == "cuda":
@@ -199,8 +201,10 @@ def peak_memory_mib(device: torch.device) -> dict[str, float]:
         }
     if device.type == "mps":
         return {
-            "peak_device_mem_mib": torch.mps.current_allocated_memory() / mib,
-            "peak_device_reserved_mib": torch.mps.driver_allocated_memory() / mib,
+            "peak_device_mem_mib": float("nan"),
+            "peak_device_reserved_mib": float("nan"),
+            "mps_allocated_after_window_mib": torch.mps.current_allocated_memory() / mib,
+            "mps_driver_allocated_mib": torch.mps.driver_allocated_memory() / mib,
         }
     return {"peak_device_mem_mib": float("nan"), "peak_device_reserved_mib": float("nan")}
 

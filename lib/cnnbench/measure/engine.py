@@ -236,10 +236,11 @@ def death(exitcode: int | None) -> str:
 
 
 def _memory(device: torch.device, sampler: telemetry.Sampler, summary: dict) -> dict:
-    """Peak device memory and this configuration's peak RSS (MiB): the high-water mark, or the sampled max."""
+    """Peak device memory and this configuration's peak RSS (MiB): the high-water marks (CUDA); on MPS, which
+    has none, the columns named for what they hold (devices.peak_memory_mib) and the largest sample."""
     out = devices.peak_memory_mib(device)
-    if "mps_mem_max_mib" in summary:  # MPS has no peak counter: the largest value sampled during the windows
-        out["peak_device_mem_mib"] = max(out["peak_device_mem_mib"], summary["mps_mem_max_mib"])
+    if "mps_mem_max_mib" in summary:  # MPS has no peak counter: the largest 0.1 s sample, named as such
+        out["mps_allocated_max_sampled_mib"] = summary["mps_mem_max_mib"]
     out["peak_rss_mib"] = max(devices.peak_rss_mib(), summary.get("peak_rss_mib", 0.0))
     return out
 
