@@ -118,3 +118,30 @@ def test_cudnn_benchmark_is_searched_on_cuda_only_and_defaults_on():
     from cnnbench.tuning import search
 
     assert search.protocol_for(engine.Protocol(), Candidate(cudnn_benchmark=False)).cudnn_benchmark is False
+
+
+@pytest.mark.parametrize("torch_v, macos, precision, needle", [
+    ((2, 4), (15, 0), "fp16", "torch 2.5"),  # MPS fp16 autocast
+    ((2, 7), (15, 0), "fp16", "torch 2.8"),  # GradScaler("mps")
+    ((2, 5), (15, 0), "bf16", "torch 2.6"),
+    ((2, 8), (13, 6), "bf16", "macOS 14"),
+])
+def test_mps_precisions_the_installed_torch_or_macos_lacks_are_skipped_with_the_reason(torch_v, macos, precision,
+                                                                                      needle):
+    hw = Hardware("mps", "Apple M3 Pro GPU (MPS)", cores=6, torch_version=torch_v, macos=macos)
+    sp = build(hw)
+    assert precision not in sp.values["precision"]
+    assert needle in reasons(sp)[("precision", precision)]
+    new = build(Hardware("mps", "Apple M4 GPU (MPS)", cores=6, torch_version=(2, 8), macos=(15, 0)))
+    assert {"fp16", "bf16"} <= set(new.values["precision"])
+
+
+def test_engine_row_of_a_precision_this_torch_lacks_is_unavailable_not_error(monkeypatch):
+    from cnnbench.measure import engine
+
+    monkeypatch.setattr(devices, "TORCH_VERSION", (2, 4))
+    monkeypatch.setattr(devices, "macos_version", lambda: (15, 0))
+    f = engine.failure(devices.Unavailable(devices.precision_unavailable(torch.device("mps"), "fp16")))
+    assert f["status"] == "unavailable" and "torch 2.5" in f["error"]
+    assert devices.precision_unavailable(torch.device("cuda"), "fp16") == ""
+    assert devices.precision_unavailable(torch.device("cpu"), "fp32") == ""

@@ -158,6 +158,49 @@ class math_precision:  # noqa: N801 - used as a context manager, like torch.auto
             self.saved = None
 
 
+class Unavailable(RuntimeError):
+    """A feature this machine's torch, OS or device lacks: a row with ``status=unavailable`` and the reason."""
+
+
+def parse_version(text: str) -> tuple[int, int]:
+    """(major, minor) of a version string such as torch's '2.5.1+cu124' or macOS's '14.6'."""
+    nums = re.findall(r"\d+", text or "")
+    return (int(nums[0]), int(nums[1]) if len(nums) > 1 else 0) if nums else (0, 0)
+
+
+TORCH_VERSION = parse_version(torch.__version__)
+
+
+def macos_version() -> tuple[int, int] | None:
+    """(major, minor) of macOS, None on other systems."""
+    release = platform.mac_ver()[0]
+    return parse_version(release) if release else None
+
+
+def mps_precision_reason(precision: str, torch_version: tuple[int, int], macos: tuple[int, int] | None) -> str:
+    """'' when ``precision`` trains on MPS with this torch and macOS, else why not: fp16 autocast needs torch
+    2.5 and its grad scaler (``GradScaler("mps")``) 2.8; bf16 autocast needs torch 2.6 and macOS 14."""
+    have = f"this is torch {torch_version[0]}.{torch_version[1]}"
+    if precision == "fp16":
+        if torch_version < (2, 5):
+            return f"fp16 autocast on MPS needs torch 2.5+ ({have})"
+        if torch_version < (2, 8):
+            return f'fp16 training on MPS needs GradScaler("mps"), torch 2.8+ ({have})'
+    if precision == "bf16":
+        if torch_version < (2, 6):
+            return f"bf16 autocast on MPS needs torch 2.6+ ({have})"
+        if macos is not None and macos < (14, 0):
+            return f"bf16 on MPS needs macOS 14+ (this is macOS {macos[0]}.{macos[1]})"
+    return ""
+
+
+def precision_unavailable(device: torch.device, precision: str) -> str:
+    """'' when ``precision`` can run on ``device`` with the installed torch and OS, else the reason."""
+    if device.type == "mps":
+        return mps_precision_reason(precision, TORCH_VERSION, macos_version())
+    return ""
+
+
 def to_device(t: torch.Tensor, device: torch.device) -> torch.Tensor:
     """``t`` copied to ``device``: non-blocking only from pinned host memory to CUDA. Elsewhere the copy waits:
     an asynchronous copy to MPS from an unpinned tensor freed at once can let the GPU read released memory

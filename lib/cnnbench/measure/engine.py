@@ -116,6 +116,8 @@ class Workload:
 
     def __init__(self, cfg: Config, device: torch.device, protocol: Protocol, dataset=None):
         self.cfg, self.device, self.protocol = cfg, device, protocol
+        if reason := devices.precision_unavailable(device, cfg.precision):
+            raise devices.Unavailable(reason)  # a knob this torch lacks is never an error row
         torch.manual_seed(protocol.seed)
         model = models.build(cfg.model, num_classes=cfg.num_classes, image_size=cfg.image_size).to(device)
         self.channels_last = cfg.memory_format == "channels_last"
@@ -191,6 +193,8 @@ def failure(err: BaseException) -> dict:
     """The status and message of a failed measurement: oom, unstable (non-finite loss) or error."""
     if isinstance(err, UnstableLoss):
         return {"status": "unstable", "error": str(err)}
+    if isinstance(err, devices.Unavailable):
+        return {"status": "unavailable", "error": str(err)}
     note = "CUDA-graph capture failed, taken as out of memory: " if devices.is_capture_failure(err) else ""
     return {"status": "oom" if devices.is_oom(err) else "error", "error": f"{note}{type(err).__name__}: {err}"[:500]}
 

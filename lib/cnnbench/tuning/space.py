@@ -63,13 +63,15 @@ class Hardware:
     capability: tuple[int, int] | None = None  # CUDA compute capability
     cxx: bool = True  # a C++ compiler for Inductor's CPU code
     triton: bool = False  # Triton for Inductor's GPU code
+    torch_version: tuple[int, int] = devices.TORCH_VERSION  # (major, minor) of the installed torch
+    macos: tuple[int, int] | None = None  # (major, minor) of macOS, None elsewhere
 
     @classmethod
     def detect(cls, device: torch.device) -> Hardware:
         cxx = any(shutil.which(c) for c in (os.environ.get("CXX", ""), "g++", "c++", "clang++") if c)
         return cls(kind=device.type, name=devices.device_name(device), cores=devices.physical_cores(),
                    isa=devices.cpu_isa(), capability=devices.cuda_capability(device), cxx=cxx,
-                   triton=importlib.util.find_spec("triton") is not None)
+                   triton=importlib.util.find_spec("triton") is not None, macos=devices.macos_version())
 
     def cpu_description(self) -> str:
         if "avx512f" in self.isa:
@@ -116,6 +118,8 @@ def _precision_reason(hw: Hardware, precision: str) -> str:
     cap = hw.capability
     if precision == "fp32":
         return ""
+    if hw.kind == "mps" and (floor := devices.mps_precision_reason(precision, hw.torch_version, hw.macos)):
+        return floor
     if precision == "tf32":
         if hw.kind != "cuda":
             return f"tf32 is an NVIDIA Ampere+ tensor-core mode; not available on {hw.kind}"
