@@ -224,7 +224,9 @@ def cache_levels(device: torch.device, threads: int = 1, sysfs_root: str | Path 
     CUDA: the L2 (``L2_cache_size``). MPS: Apple publishes no GPU cache sizes, [].
     """
     if device.type == "cuda":
-        l2 = torch.cuda.get_device_properties(device).L2_cache_size
+        l2 = getattr(torch.cuda.get_device_properties(device), "L2_cache_size", None)  # torch 2.5+
+        if not l2:
+            return []
         return [{"level": "l2", "size_bytes": l2, "capacity_bytes": l2, "size_source": "cuda L2_cache_size"}]
     if device.type != "cpu":
         return []
@@ -469,6 +471,12 @@ def apple_chip(device_name: str) -> str:
     return re.sub(r"\s*GPU\s*(\(MPS\))?\s*$", "", device_name.strip(), flags=re.IGNORECASE)
 
 
+# The M3 and M4 families: Apple publishes no GPU clock or TFLOPS, and the clocks published by third parties
+# range 1.38-1.6 GHz, so a derived roof (cores x 128 ALUs x 2 FLOP x clock) would carry a 16% guess.
+NO_APPLE_SPEC = ("no spec roof: Apple publishes no GPU clock or TFLOPS for the {chip}, and published estimates of "
+                 "its GPU clock range 1.38-1.6 GHz (a 16% spread in a derived roof); only the measured roofs are drawn")
+
+
 def spec_rows(device_name: str, device_kind: str, gpu_cores: int | None = None) -> tuple[pd.DataFrame, str]:
     """The spec-sheet rows of exactly this device, as device_peaks rows, and a note saying how it matched.
 
@@ -485,6 +493,8 @@ def spec_rows(device_name: str, device_kind: str, gpu_cores: int | None = None) 
         how = f"exact name '{device_name}'"
     elif device_kind == "mps":
         chip = apple_chip(device_name)
+        if re.match(r"Apple M[34]\b", chip, flags=re.IGNORECASE):
+            return empty, NO_APPLE_SPEC.format(chip=chip)
         if gpu_cores is None:
             return empty, f"no spec roof: the GPU core count of '{chip}' could not be read, and it decides the row"
         hits = table[(table.device_kind == "mps") & (table.device.map(normalise_name) == normalise_name(chip))
