@@ -536,3 +536,33 @@ def test_torch_without_l2_cache_size_or_device_time_total_is_no_error(monkeypatc
     assert peaks.cache_levels(torch.device("cuda")) == []
     assert roofline.device_time_us(types.SimpleNamespace(cuda_time_total=7.0)) == 7.0
     assert roofline.device_time_us(types.SimpleNamespace(device_time_total=5.0, cuda_time_total=7.0)) == 5.0
+
+
+def test_l2_reread_kernel_is_one_long_call_over_an_l2_resident_buffer(monkeypatch):
+    """On CUDA, L2 is measured with one kernel that re-reads a buffer that fits the L2 many times (a sum over the
+    buffer expanded R times, stride 0), not with copies of <= 25 MiB whose launch gaps dominate: sized so one call
+    moves at least REREAD_TARGET_BYTES, only for working sets from REREAD_MIN_BYTES (past one SM's L1) up to the
+    L2. Driven on the CPU with a fake L2 and fake timings."""
+    import types
+
+    mib = 2**20
+    assert peaks.reread_repeats(4 * mib, 1024 * mib) == 256
+    assert peaks.reread_repeats(3 * mib, 1024 * mib) == 342  # ceil: never less than the target
+    assert peaks.reread_sizes([64 * 2**10, mib, 4 * mib, 25 * mib, 37 * mib, 512 * mib], 50 * mib) == [
+        4 * mib, 25 * mib, 37 * mib]
+    fn, nbytes = peaks.reread_kernel(torch.device("cpu"), 64 * 2**10, target_bytes=2 * mib)
+    n = 64 * 2**10 // 4
+    assert nbytes == peaks.reread_repeats(64 * 2**10, 2 * mib) * n * 4 and nbytes >= 2 * mib
+    out = fn()
+    assert out.numel() == nbytes // (n * 4)  # one sum per re-read of the whole buffer, in one call
+
+    calls = []
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda d: types.SimpleNamespace(L2_cache_size=50 * mib))
+    monkeypatch.setattr(peaks, "_bandwidth_kernels", lambda d, s: {"copy": (lambda: None, s)})
+    monkeypatch.setattr(peaks, "reread_kernel", lambda d, s: (lambda: None, 1000 * s))
+    monkeypatch.setattr(peaks, "_rates", lambda fn, nbytes, d, r, m=None, graph=False: calls.append(nbytes) or [1e12])
+    monkeypatch.setattr(peaks.devices, "empty_cache", lambda d: None)
+    sweep = peaks.bandwidth_sweep(torch.device("cuda"), [mib, 8 * mib, 512 * mib], repeats=1)
+    reread = sweep[sweep.kernel == "l2_reread"]
+    assert list(reread.working_set_bytes) == [8 * mib] and "re-read" in reread.method.iloc[0]
+    assert set(sweep[sweep.kernel == "copy"].working_set_bytes) == {mib, 8 * mib, 512 * mib}
