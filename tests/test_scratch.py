@@ -343,3 +343,26 @@ def test_the_backends_figure_draws_its_bars_on_a_linear_axis_from_zero(tmp_path)
     fig = summary.figure_1(pd.read_csv(ROOT / "examples" / "example-cpu-2core" / "backends.csv"), tmp_path / "b.png")
     bar_axes = [ax for ax in fig.axes if any(p.get_height() > 0 for p in ax.patches)]
     assert bar_axes and all(ax.get_yscale() == "linear" and ax.get_ylim()[0] == 0 for ax in bar_axes)
+
+
+def test_numba_cuda_without_libnvvm_is_unavailable_with_the_reason(monkeypatch):
+    """torch wheels ship no libNVVM: a GPU Numba sees but cannot compile for is 'unavailable' with the reason
+    (probed before any work, and any NVVM/NVRTC support error raised later), never 'error'."""
+    import types
+
+    from numba.cuda.cudadrv import error as cuda_error
+
+    from cnnbench.scratch import experiment, numba_cuda
+    from cnnbench.scratch.base import BackendUnavailable
+
+    fake = types.SimpleNamespace(is_available=lambda: True)
+    monkeypatch.setattr(numba_cuda, "cuda", fake)
+    monkeypatch.setattr(numba_cuda, "SIMULATED", False)
+    monkeypatch.setattr(numba_cuda, "nvvm_available", lambda: False)
+    with pytest.raises(BackendUnavailable, match="libNVVM"):
+        numba_cuda._cuda()
+    err = cuda_error.NvvmSupportError("libNVVM cannot be found. Do `conda install cudatoolkit`")
+    row = experiment.failure({"backend": "numba_cuda"}, err)
+    assert row["status"] == "unavailable" and "libNVVM" in row["error"]
+    assert experiment.status_of(cuda_error.NvrtcSupportError("NVRTC cannot be found")) == "unavailable"
+    assert experiment.status_of(RuntimeError("kernel failed")) == "error"

@@ -139,6 +139,7 @@ class Params:
     data_mode: str = "device"  # device: batches made once on the device | loader: DataLoader + copy per step
     workers: int = 2  # DataLoader worker processes (loader mode and epochs)
     pin_memory: bool = True  # pin host memory for the host-to-device copy (CUDA only)
+    cudnn_benchmark: bool = True  # cuDNN picks the fastest convolution algorithm per shape (CUDA only; steps are fixed-shape)
     batch_size: int = 128  # images per step
     batch_size_per_model: dict[str, int] = field(
         default_factory=lambda: {"squeezenet1_1": 64, "mnist_cnn": 512}

@@ -28,6 +28,7 @@ PROTOCOL_KEYS = (
     "momentum",
     "workers",
     "pin_memory",
+    "cudnn_benchmark",
     "synthetic_images",
     "seed",
     "data_path",

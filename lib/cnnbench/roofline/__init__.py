@@ -21,6 +21,15 @@ from cnnbench.measure import engine, traffic
 from cnnbench.roofline import peaks as peaks_mod
 
 
+def device_time_us(evt) -> float:
+    """A profiler event's CUDA time (us): ``device_time_total`` (torch 2.4+) or its old name ``cuda_time_total``."""
+    for attr in ("device_time_total", "cuda_time_total"):
+        value = getattr(evt, attr, None)
+        if value is not None:
+            return float(value)
+    return 0.0
+
+
 def attainable(intensity: float, peak_gflops: float, bandwidth_gbs: float) -> float:
     """GFLOP/s the roofline allows at ``intensity`` FLOP/byte."""
     return min(peak_gflops, bandwidth_gbs * intensity)
@@ -168,7 +177,7 @@ def profile_layers(cfg: engine.Config, device: torch.device, protocol: engine.Pr
         c = counted.get((evt.key, str(evt.input_shapes)))
         if c is None:
             continue
-        total_us = getattr(evt, "device_time_total", 0) if device.type == "cuda" else evt.cpu_time_total
+        total_us = device_time_us(evt) if device.type == "cuda" else evt.cpu_time_total
         time_s = total_us / 1e6 / steps
         if time_s <= 0 or c["bytes"] == 0:
             continue

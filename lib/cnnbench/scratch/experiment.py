@@ -116,8 +116,13 @@ def identity(backend: str, model: str, threads: int) -> dict:
             "device_kind": DEVICE_KIND[backend], "threads": threads}
 
 
+# Numba's errors for a missing CUDA driver, libNVVM or NVRTC (numba.cuda.cudadrv.error): the toolkit is absent,
+# which makes the backend unavailable here, not broken.
+MISSING_TOOLKIT = ("CudaSupportError", "NvvmSupportError", "NvrtcSupportError")
+
+
 def status_of(err: BaseException) -> str:
-    if isinstance(err, BackendUnavailable):
+    if isinstance(err, BackendUnavailable) or type(err).__name__ in MISSING_TOOLKIT:
         return "unavailable"
     return "oom" if devices.is_oom(err) else "error"
 

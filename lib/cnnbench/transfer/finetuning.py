@@ -206,7 +206,7 @@ def train_epoch(net, opt, loss_fn, loader, device) -> tuple[float, int, float]:
     devices.synchronize(device)
     start = time.perf_counter()
     for x, y in loader:
-        x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
+        x, y = devices.to_device(x, device), devices.to_device(y, device)
         opt.zero_grad(set_to_none=True)
         loss = loss_fn(models.logits(net(x)), y)
         loss.backward()

@@ -32,7 +32,8 @@ def base_config(p, model: str, phase: str) -> engine.Config:
 def default_candidate(p, model: str, threads: int, device_kind: str) -> Candidate:
     """The seeds' configuration: fp32, NCHW, eager, their batch size, the run's threads and loader settings."""
     return Candidate(batch_size=p.batch_size_for(model), threads=threads, workers=p.workers,
-                     pin_memory=p.pin_memory and device_kind == "cuda" and p.data_mode == "loader")
+                     pin_memory=p.pin_memory and device_kind == "cuda" and p.data_mode == "loader",
+                     cudnn_benchmark=p.cudnn_benchmark)
 
 
 NO_PEAKS = ("No device_peaks.csv in this run: the search runs, but its roofline columns stay empty; run "
