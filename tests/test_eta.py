@@ -1,0 +1,127 @@
+"""How long will this take: expected times and time left (cnnbench.eta) against a fake clock and fake budgets, and
+the pipeline's console lines and timings record on a real two-notebook smoke run."""
+
+import subprocess
+import sys
+
+import pytest
+
+from cnnbench import eta, params, results
+from conftest import ROOT
+
+
+class FakeClock:
+    def __init__(self):
+        self.now = 100.0
+
+    def __call__(self):
+        return self.now
+
+
+def test_expected_times_prefer_the_earlier_record_then_the_budgets():
+    got = eta.expected_times(
+        ["00_setup", "02_scenario_a", "04_roofline"],
+        {"00_setup": 6.0},
+        {"02_scenario_a": 300.0, "04_roofline": None},
+    )
+    assert got == {
+        "00_setup": (6.0, eta.RECORD),
+        "02_scenario_a": (300.0, eta.BUDGET),
+        "04_roofline": (None, ""),
+    }
+
+
+def test_remaining_counts_down_for_the_notebook_and_the_run():
+    clock = FakeClock()
+    left = eta.Remaining({"a": (60.0, eta.RECORD), "b": (240.0, eta.BUDGET)}, clock)
+    assert left.start("a") == "a: expected 1m00s (from earlier run); run: 5m00s left"
+    clock.now += 20
+    assert left.notebook_left() == 40.0 and left.run_left() == (280.0, True)
+    assert left.line() == "a 20s elapsed, 40s left; run: 4m40s left"
+    clock.now += 70  # a overruns its estimate: nothing of it is counted as left, b's 4 minutes are
+    assert left.line() == "a 1m30s elapsed, over its estimate; run: 4m00s left"
+    assert left.finish("a") == 90.0
+    left.start("b")
+    clock.now += 60
+    assert left.run_left() == (180.0, True) and left.line() == "b 1m00s elapsed, 3m00s left; run: 3m00s left"
+
+
+def test_a_running_sweep_is_extrapolated_from_its_finished_processes():
+    clock = FakeClock()
+    left = eta.Remaining({"02": (None, ""), "04": (50.0, eta.RECORD)}, clock, planned={"02": 8})
+    left.start("02")
+    clock.now += 30
+    left.seen(
+        "    mnist_cnn train: 1,000.0 img/s over 2 processes (least)"
+    )  # a configuration's line: not a process
+    assert left.notebook_left() is None and left.run_left() == (50.0, False)
+    for k in (1, 2):
+        left.seen(f"    mnist_cnn train bs=16: process {k}/2 1,000.0 img/s")
+    assert left.notebook_left() == 90.0  # 30 s for 2 processes, 6 to go
+    assert left.line() == "02 30s elapsed, 1m30s left (2/8 processes); run: 2m20s left"
+
+
+def test_a_notebook_without_estimate_makes_the_run_figure_a_lower_bound():
+    clock = FakeClock()
+    left = eta.Remaining({"a": (None, ""), "b": (30.0, eta.BUDGET)}, clock)
+    assert "no estimate" in left.start("a")
+    clock.now += 5
+    assert left.run_left() == (30.0, False) and left.line() == "a 5s elapsed, ? left; run: at least 30s left"
+
+
+def test_budgets_follow_the_protocol():
+    p = params.load(
+        ROOT / "params" / "local.yaml", {"models": ["resnet18", "mnist_cnn"], "measured_steps": 0}
+    )
+    configs = 2 * len(p.variants) * len(p.phases)
+    assert (
+        eta.budget_s(p, "02_scenario_a") == configs * p.processes * p.repeats * p.window_s + p.adapt_budget_s
+    )
+    assert eta.budget_s(p, "04_roofline") is None
+    fixed = params.load(ROOT / "params" / "smoke.yaml")  # windows of a fixed step count have no time budget
+    assert eta.budget_s(fixed, "02_scenario_a") is None
+    tuned = eta.budget_s(p, "07_tuning")
+    assert tuned >= len(p.tune_models) * len(p.tune_phases) * p.tune_budget_s > 0
+
+
+def test_durations_read_as_a_person_writes_them():
+    assert [eta.duration(s) for s in (0, 12.4, 65, 3725, None)] == ["0s", "12s", "1m05s", "1h02m", "?"]
+
+
+@pytest.mark.slow
+def test_a_real_run_prints_expected_and_remaining_and_a_rerun_uses_its_record(tmp_path):
+    def run():
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "cnnbench.pipeline",
+                "--params",
+                "params/smoke.yaml",
+                "--outputs",
+                str(tmp_path),
+                "--set",
+                "notebooks=[00_setup, 01_complexity]",
+                "--no-report",
+            ],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            timeout=900,
+        )
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        return proc.stdout
+
+    first = run()
+    assert "[1/2] 00_setup: no estimate" in first and "[2/2] 01_complexity: no estimate" in first
+    assert "[1/2] 00_setup done in" in first and "; run: at least 0s left" in first
+    timings = results.read(tmp_path / "smoke", "timings")
+    assert list(timings.notebook) == ["00_setup", "01_complexity"] and (timings.duration_s > 0).all()
+    second = run()  # the rerun's estimates are the first run's record
+    took = dict(zip(timings.notebook, timings.duration_s, strict=True))
+    total = eta.duration(took["00_setup"] + took["01_complexity"])
+    assert (
+        f"[1/2] 00_setup: expected {eta.duration(took['00_setup'])} (from earlier run); run: {total} left"
+        in second
+    ), second
+    assert f"[2/2] 01_complexity: expected {eta.duration(took['01_complexity'])} (from earlier run)" in second
