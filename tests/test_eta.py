@@ -6,7 +6,8 @@ import sys
 
 import pytest
 
-from cnnbench import eta, params, results
+from cnnbench import eta, params, progress, results
+from cnnbench.tuning import experiment as tuning_experiment
 from conftest import ROOT
 
 
@@ -101,7 +102,7 @@ def test_a_real_run_prints_expected_and_remaining_and_a_rerun_uses_its_record(tm
                 "--outputs",
                 str(tmp_path),
                 "--set",
-                "notebooks=[00_setup, 01_complexity]",
+                "notebooks=[00_setup, 04_roofline]",
                 "--no-report",
             ],
             capture_output=True,
@@ -113,15 +114,44 @@ def test_a_real_run_prints_expected_and_remaining_and_a_rerun_uses_its_record(tm
         return proc.stdout
 
     first = run()
-    assert "[1/2] 00_setup: no estimate" in first and "[2/2] 01_complexity: no estimate" in first
+    assert "[1/2] 00_setup: no estimate" in first and "[2/2] 04_roofline: no estimate" in first
     assert "[1/2] 00_setup done in" in first and "; run: at least 0s left" in first
+    # 04 says what it measures while it runs (it printed nothing for minutes)
+    assert "    roofline: memory bandwidth over" in first and "    roofline: fp32 compute roof" in first
     timings = results.read(tmp_path / "smoke", "timings")
-    assert list(timings.notebook) == ["00_setup", "01_complexity"] and (timings.duration_s > 0).all()
+    assert list(timings.notebook) == ["00_setup", "04_roofline"] and (timings.duration_s > 0).all()
     second = run()  # the rerun's estimates are the first run's record
     took = dict(zip(timings.notebook, timings.duration_s, strict=True))
-    total = eta.duration(took["00_setup"] + took["01_complexity"])
+    total = eta.duration(took["00_setup"] + took["04_roofline"])
     assert (
         f"[1/2] 00_setup: expected {eta.duration(took['00_setup'])} (from earlier run); run: {total} left"
         in second
     ), second
-    assert f"[2/2] 01_complexity: expected {eta.duration(took['01_complexity'])} (from earlier run)" in second
+    assert f"[2/2] 04_roofline: expected {eta.duration(took['04_roofline'])} (from earlier run)" in second
+
+
+def test_progress_notes_reach_the_pipelines_progress_file(tmp_path, monkeypatch, capsys):
+    log = tmp_path / "progress.log"
+    monkeypatch.setenv(progress.PROGRESS_ENV, str(log))
+    progress.note("backends: mnist_cnn on numpy")
+    progress.say("torchrun --nproc_per_node 2 (gloo, 1 threads per process)")
+    assert log.read_text().splitlines() == [
+        "backends: mnist_cnn on numpy",
+        "torchrun --nproc_per_node 2 (gloo, 1 threads per process)",
+    ]
+    assert capsys.readouterr().out == "torchrun --nproc_per_node 2 (gloo, 1 threads per process)\n"
+
+
+def test_each_row_of_the_configuration_search_is_a_console_line():
+    row = {
+        "row_kind": "race",
+        "stage": "rung 1",
+        "config": "bf16 channels_last bs=64",
+        "throughput_img_s": 51.25,
+    }
+    assert tuning_experiment.search_line("resnet50", "train", row) == (
+        "  tuning resnet50 train: race rung 1 bf16 channels_last bs=64 51.2 img/s"
+    )
+    assert tuning_experiment.search_line(
+        "resnet50", "train", {"row_kind": "guard", "status": "error"}
+    ).endswith("guard error")

@@ -14,7 +14,7 @@ import dataclasses
 
 import pandas as pd
 
-from cnnbench import results
+from cnnbench import progress, results
 from cnnbench.steps import profiler as _profiler
 from cnnbench.steps import step_phases as _phases
 from cnnbench.steps.summary import phase_plot, phase_table, top_ops_table
@@ -36,6 +36,7 @@ def profile(run) -> pd.DataFrame:
     p = run.params
     rows = []
     for model in p.profile_models:
+        progress.note(f"profiler: {model}, {p.profile_steps} steps")
         cfg = scenarios.scenario_a_configs(dataclasses.replace(p, models=[model], phases=["train"]))[0]
         if p.profile_batch_size or p.phase_batch_size:
             cfg = dataclasses.replace(cfg, batch_size=p.profile_batch_size or p.phase_batch_size)
