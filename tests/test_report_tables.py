@@ -1,5 +1,7 @@
 """Reports say what they compare; report tables hide nothing and carry units."""
 
+import json
+
 import nbformat
 import pandas as pd
 
@@ -99,3 +101,45 @@ def test_combined_report_leaves_out_a_broken_run_folder_with_its_reason(tmp_path
     nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# 08 analysis")]), nb)
     path, n = report.build_combined_report(tmp_path, nb)
     assert n == 2 and "garbled" in path.read_text()
+
+
+def test_a_run_report_opens_with_its_summary_read_from_the_runs_csvs(tmp_path):
+    """Issue 20: the report had no story at its top (parameters and environment first, twice). Its first section
+    is now the summary: machine, how quiet, each model's rate with its interval, the roof, 07's best, the seeds;
+    parameters and environment folded away; every number matches the run's CSVs."""
+    import re
+    import shutil
+
+    from conftest import ROOT
+
+    run_dir = tmp_path / "example-cpu-2core"
+    shutil.copytree(ROOT / "examples" / "example-cpu-2core", run_dir,
+                    ignore=shutil.ignore_patterns("notebooks", "figures", "report.html", "trace_*"))
+    page = report.build_run_report(run_dir, []).read_text()
+    headings = re.findall(r"<h2[^>]*>(.*?)<", page)
+    assert headings[0].startswith("Summary") and page.index('id="Summary"') < page.index('id="Contents"')
+    assert "<details><summary>Parameters" in page and "<details><summary>Environment" in page
+    assert "<details open>" not in page
+    top = page[page.index('id="Summary"'):page.index('id="Contents"')]
+    a = pd.read_csv(run_dir / "scenario_a.csv")
+    r50 = a[(a.model == "resnet50") & (a.phase == "train") & (a.precision == "fp32") & (a.memory_format == "nchw")
+            & ~a["compile"]].iloc[0]
+    # the interval is rounded to two significant digits, the rate to the same decimal
+    assert f"{r50.throughput_img_s:.1f} ± {r50.throughput_ci95_img_s:.1f}" in top
+    peaks = pd.read_csv(run_dir / "device_peaks.csv")
+    fp32 = peaks[(peaks.kind == "measured") & (peaks.precision == "fp32")].iloc[0]
+    assert f"{fp32.peak_gflops:,.1f} GFLOP/s" in top and f"{fp32.bandwidth_gbs:,.1f} GB/s" in top
+    best = pd.read_csv(run_dir / "tuning.csv").query("row_kind == 'best'").iloc[0]
+    assert best.config in top and f"{best.speedup_x:.2f} ± {best.speedup_ci95_x:.2f}x" in top
+    assert "Beside the seeds" in top and "How quiet was the machine?" in top
+    env = json.loads((run_dir / "environment.json").read_text())
+    assert env["cpu_model"] in top
+
+
+def test_intervals_set_the_decimals_shown():
+    from cnnbench.analysis import overview
+
+    assert overview.with_interval(40.6003, 1.8042) == "40.6 ± 1.8"
+    assert overview.with_interval(21950.2, 1781.0) == "22,000 ± 1,800"
+    assert overview.with_interval(1.2104, 0.0981) == "1.210 ± 0.098"
+    assert overview.with_interval(5.0, float("nan")) == "5.0"
