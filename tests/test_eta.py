@@ -54,12 +54,16 @@ def test_a_running_sweep_is_extrapolated_from_its_finished_processes():
     clock.now += 30
     left.seen(
         "    mnist_cnn train: 1,000.0 img/s over 2 processes (least)"
-    )  # a configuration's line: not a process
+    )  # a configuration's line: no process
     assert left.notebook_left() is None and left.run_left() == (50.0, False)
-    for k in (1, 2):
-        left.seen(f"    mnist_cnn train bs=16: process {k}/2 1,000.0 img/s")
-    assert left.notebook_left() == 90.0  # 30 s for 2 processes, 6 to go
-    assert left.line() == "02 30s elapsed, 1m30s left (2/8 processes); run: 2m20s left"
+    left.seen("    mnist_cnn train bs=16: process 1/2 1,000.0 img/s")
+    assert left.notebook_left() == 210.0  # the first took 30 s (kernel start-up included), 7 to go
+    clock.now += 10
+    left.seen("    mnist_cnn eval bs=16: process 1/2 3,000.0 img/s")
+    assert left.notebook_left() == 60.0  # 10 s a process since the first, 6 to go
+    clock.now += 4
+    assert left.notebook_left() == 56.0
+    assert left.line() == "02 44s elapsed, 56s left (2/8 processes); run: 1m46s left"
 
 
 def test_a_notebook_without_estimate_makes_the_run_figure_a_lower_bound():

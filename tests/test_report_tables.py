@@ -143,3 +143,37 @@ def test_intervals_set_the_decimals_shown():
     assert overview.with_interval(21950.2, 1781.0) == "22,000 ± 1,800"
     assert overview.with_interval(1.2104, 0.0981) == "1.210 ± 0.098"
     assert overview.with_interval(5.0, float("nan")) == "5.0"
+
+
+def test_a_wide_table_moves_constant_columns_to_its_caption_rounds_to_its_interval_and_puts_verdicts_first():
+    """Issue 20: 21 of 76 report tables were wider than the page."""
+    df = pd.DataFrame({
+        "model": ["resnet50", "resnet18"], "device_name": ["AMD EPYC"] * 2, "precision": ["fp32"] * 2,
+        "memory_format": ["nchw"] * 2, "image_size": [64, 64], "batch_size": [128, 64],
+        "throughput_img_s": [40.60034, 21950.2], "throughput_ci95_img_s": [1.8042, 1781.0],
+        "speedup_x": [1.2104, 0.99], "speedup_ci95_x": [0.0981, float("nan")], "status": ["ok", "oom"],
+    })
+    out, caption = tables.trimmed(df)
+    assert caption == "device_name=AMD EPYC; precision=fp32; memory_format=nchw; image_size=64"
+    assert list(out.columns) == ["status", "model", "batch_size", "throughput_img_s", "throughput_ci95_img_s",
+                                 "speedup_x", "speedup_ci95_x"]
+    assert list(out.throughput_img_s) == ["40.6", "22,000"] and list(out.throughput_ci95_img_s) == ["1.8", "1,800"]
+    assert list(out.speedup_x) == ["1.210", "0.99"] and list(out.speedup_ci95_x) == ["0.098", ""]
+    page = tables.trimmed_html(df)
+    assert "the same in every row: device_name=AMD EPYC" in page and page.index(">status<") < page.index(">model<")
+    narrow = df[["model", "batch_size"]]
+    assert tables.trimmed_html(narrow) == narrow.to_html(max_rows=None, max_cols=None, na_rep="")
+
+
+def test_notebooks_show_wide_tables_trimmed():
+    from IPython.core.interactiveshell import InteractiveShell
+
+    shell = InteractiveShell.instance()
+    try:
+        tables.readable_display()
+        wide = pd.DataFrame({f"c{i}": [1, 1] for i in range(9)} | {"status": ["ok", "oom"]})
+        shown = shell.display_formatter.format(wide)[0]["text/html"]
+        assert "the same in every row: c0=1" in shown
+    finally:
+        shell.display_formatter.formatters["text/html"].pop(pd.DataFrame, None)
+        InteractiveShell.clear_instance()

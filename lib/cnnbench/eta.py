@@ -89,7 +89,7 @@ class Remaining:
         planned: Mapping[str, int] | None = None,
     ):
         self.expected, self.clock, self.planned = dict(expected), clock, dict(planned or {})
-        self.processes_done = 0
+        self.processes_done, self.process_times = 0, []
         self.order = list(expected)
         self.current: str | None = None
         self.started = 0.0
@@ -98,6 +98,7 @@ class Remaining:
     def start(self, notebook: str) -> str:
         """Mark ``notebook`` started; returns its line: the expected time and where it comes from."""
         self.current, self.started, self.processes_done = notebook, self.clock(), 0
+        self.process_times: list[float] = []
         secs, source = self.expected.get(notebook, (None, ""))
         if secs is None:
             return f"{notebook}: no estimate (no earlier run of it here, no time budget)"
@@ -113,16 +114,20 @@ class Remaining:
         """A progress line of the running notebook: one more process done if it is a process's line."""
         if PROCESS_LINE.search(line):
             self.processes_done += 1
+            self.process_times.append(self.clock())
 
     def elapsed(self) -> float:
         return self.clock() - self.started if self.current else 0.0
 
     def notebook_left(self) -> float | None:
         """Seconds left of the running notebook: extrapolated from its finished processes where it has planned
-        ones, else its expected time less its elapsed time (0 once it overran)."""
-        todo, done = self.planned.get(self.current, 0), self.processes_done
+        ones (from the pace between the first and the latest once two are done, so the kernel's start-up before
+        the first is not counted again for every process), else its expected time less its elapsed time (0 once
+        it overran)."""
+        todo, done, times = self.planned.get(self.current, 0), self.processes_done, self.process_times
         if todo and done:
-            return self.elapsed() / done * max(todo - done, 0)
+            pace = (times[-1] - times[0]) / (done - 1) if done > 1 else times[0] - self.started
+            return max(pace * (todo - done) - (self.clock() - times[-1]), 0.0)
         secs = self.expected.get(self.current, (None, ""))[0] if self.current else None
         return None if secs is None else max(secs - self.elapsed(), 0.0)
 

@@ -11,14 +11,12 @@ from pathlib import Path
 import pandas as pd
 
 from cnnbench import results
+from cnnbench.tables import interval_decimals
 
 
 def decimals_for(ci: float) -> int:
-    """Decimals a value with 95% half-width ``ci`` supports (two significant digits of the interval; negative:
-    rounded to tens, hundreds)."""
-    if not isinstance(ci, (int, float)) or not math.isfinite(ci) or ci <= 0:
-        return 1
-    return 1 - math.floor(math.log10(ci))  # negative: tens, hundreds
+    """Decimals a value with 95% half-width ``ci`` supports (:func:`cnnbench.tables.interval_decimals`)."""
+    return interval_decimals(ci) if isinstance(ci, (int, float)) and math.isfinite(ci) and ci > 0 else 1
 
 
 def with_interval(value: float, ci: float) -> str:
