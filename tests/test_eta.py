@@ -159,3 +159,25 @@ def test_each_row_of_the_configuration_search_is_a_console_line():
     assert tuning_experiment.search_line(
         "resnet50", "train", {"row_kind": "guard", "status": "error"}
     ).endswith("guard error")
+
+
+def test_the_console_tail_prints_the_time_left_after_progress_lines(tmp_path):
+    import time
+
+    from cnnbench import pipeline
+
+    path, printed, seen = tmp_path / "progress.log", [], []
+    path.write_text("")
+    tail = pipeline._Tail(
+        path,
+        lambda line, **kw: printed.append(line),
+        interval_s=0.01,
+        status=lambda: "LEFT",
+        seen=seen.append,
+        status_min_s=0.0,
+    )
+    with tail:
+        path.write_text("  m train bs=8: process 1/2 10.0 img/s\n")
+        time.sleep(0.2)
+    assert printed == ["      m train bs=8: process 1/2 10.0 img/s", "  ~ LEFT"]
+    assert seen == ["  m train bs=8: process 1/2 10.0 img/s"]

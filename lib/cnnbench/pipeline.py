@@ -204,15 +204,16 @@ def _silence_machinery() -> None:
 
 class _Tail(threading.Thread):
     """Prints the lines appended to ``path`` (one per measured configuration) while a notebook runs and, after
-    them (at most every 10 s) or every ``status_every_s`` seconds without any, the line ``status()`` gives (the
-    time left)."""
+    them (at most every ``status_min_s`` seconds) or every ``status_every_s`` seconds without any, the line
+    ``status()`` gives (the time left); ``seen`` gets every line first."""
 
     def __init__(self, path: Path, log, interval_s: float = 0.5, status=None, status_every_s: float = 60.0,
-                 seen=None):
+                 seen=None, status_min_s: float = 10.0):
         super().__init__(daemon=True)
         self.path, self.log, self.interval_s, self.stop = path, log, interval_s, threading.Event()
         self.offset = path.stat().st_size if path.is_file() else 0
         self.status, self.status_every_s, self.said = status, status_every_s, time.monotonic()
+        self.status_min_s = status_min_s
         self.seen = seen or (lambda line: None)
 
     def poll(self) -> None:
@@ -227,8 +228,8 @@ class _Tail(threading.Thread):
         for line in complete.splitlines():
             self.seen(line)
             self.log(f"    {line}", flush=True)
-        quiet_s = time.monotonic() - self.said  # after new lines: at most every 10 s
-        if self.status and quiet_s >= (10.0 if complete else self.status_every_s):
+        quiet_s = time.monotonic() - self.said
+        if self.status and quiet_s >= (self.status_min_s if complete else self.status_every_s):
             self.log(f"  ~ {self.status()}", flush=True)
             self.said = time.monotonic()
 
