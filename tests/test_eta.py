@@ -181,3 +181,19 @@ def test_the_console_tail_prints_the_time_left_after_progress_lines(tmp_path):
         time.sleep(0.2)
     assert printed == ["      m train bs=8: process 1/2 10.0 img/s", "  ~ LEFT"]
     assert seen == ["  m train bs=8: process 1/2 10.0 img/s"]
+
+
+def test_a_fresh_run_repeating_the_committed_example_is_estimated_from_its_record():
+    example = ROOT / eta.EXAMPLE_RUN
+    local = params.load(ROOT / "params" / "local.yaml", check_device=False)
+    took = eta.example_record(local, "cpu", example)
+    assert set(took) == set(local.notebooks) and 1000 < sum(took.values()) < 1300  # 20m12s in the README
+    assert eta.example_record(local, "cuda", example) == {}  # another device: the CPU's times say nothing
+    other = params.load(ROOT / "params" / "local.yaml", {"batch_size": 64}, check_device=False)
+    assert eta.example_record(other, "cpu", example) == {}
+    got = eta.expected_times(["02_scenario_a"], {}, {"02_scenario_a": 5.0}, took)
+    assert got == {"02_scenario_a": (took["02_scenario_a"], eta.EXAMPLE)}
+    assert eta.expected_times(["02_scenario_a"], {"02_scenario_a": 7.0}, {}, took)["02_scenario_a"] == (
+        7.0,
+        eta.RECORD,
+    )

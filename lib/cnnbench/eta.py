@@ -18,7 +18,22 @@ import re
 import time
 from collections.abc import Callable, Mapping
 
-RECORD, BUDGET = "earlier run", "budgets"
+RECORD, BUDGET, EXAMPLE = "earlier run", "budgets", "the committed example on a 2-core CPU"
+EXAMPLE_RUN = "examples/example-cpu-2core"  # under the workbook's root; its executed notebooks hold its times
+# Keys that do not change what a run measures or how long it takes (names, paths, the notebook list).
+_NOT_TIMED = (
+    "run_name",
+    "params_file",
+    "overrides",
+    "device",
+    "expect_device",
+    "notebooks",
+    "analysis_runs",
+    "cell_timeout_s",
+    "data_path",
+    "transfer_data_path",
+    "scratch_data_path",
+)
 PROCESS_LINE = re.compile(r": process \d+/\d+ ")  # cnnbench.progress.process_line
 
 
@@ -54,14 +69,46 @@ def budget_s(p, notebook: str) -> float | None:
     return None
 
 
-def expected_times(
-    notebooks, record: Mapping[str, float], budgets: Mapping[str, float | None]
-) -> dict[str, tuple[float | None, str]]:
-    """Per notebook: (expected seconds or None, where the figure comes from: RECORD, BUDGET or "")."""
+def example_record(p, device_kind: str, example_dir) -> dict[str, float]:
+    """How long each notebook took in the committed example run, where this run is the same as that one (a CPU
+    run with the same parameters, names and paths apart); {} otherwise."""
+    import dataclasses
+    import json
+    from pathlib import Path
+
+    example_dir = Path(example_dir)
+    try:
+        theirs = json.loads((example_dir / "params.json").read_text())
+    except (OSError, ValueError):
+        return {}
+    ours = json.loads(json.dumps(dataclasses.asdict(p), default=str))
+    same = all(ours.get(k) == v for k, v in theirs.items() if k not in _NOT_TIMED and k in ours)
+    if device_kind != "cpu" or not same:
+        return {}
     out = {}
+    for nb in sorted((example_dir / "notebooks").glob("*.ipynb")):
+        try:
+            took = json.loads(nb.read_text())["metadata"]["papermill"]["duration"]
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        if isinstance(took, (int, float)):
+            out[nb.stem] = float(took)
+    return out
+
+
+def expected_times(
+    notebooks,
+    record: Mapping[str, float],
+    budgets: Mapping[str, float | None],
+    example: Mapping[str, float] | None = None,
+) -> dict[str, tuple[float | None, str]]:
+    """Per notebook: (expected seconds or None, where the figure comes from: RECORD, EXAMPLE, BUDGET or "")."""
+    out, example = {}, example or {}
     for name in notebooks:
         if record.get(name) is not None and math.isfinite(record[name]):
             out[name] = (float(record[name]), RECORD)
+        elif example.get(name) is not None:
+            out[name] = (float(example[name]), EXAMPLE)
         elif budgets.get(name) is not None:
             out[name] = (float(budgets[name]), BUDGET)
         else:

@@ -55,6 +55,7 @@ def execute(
     params_file: Path, overrides: dict, run_dir: Path, notebooks: list[str], timeout_s: int, log=print,
     budgets: dict | None = None,
     planned: dict | None = None,
+    example: dict | None = None,
 ) -> list[Path]:
     """Run ``notebooks`` into ``run_dir/notebooks/``. Raises :class:`NotebookFailed` (for any failure of a
     notebook: an error in a cell, a dead kernel, a notebook file that cannot be read, an executed copy that
@@ -63,8 +64,9 @@ def execute(
 
     Before each notebook the console shows its expected time and, while it runs, the time left for it and for
     the run (:mod:`cnnbench.eta`: from this run folder's ``timings`` record, else ``budgets``, notebook name ->
-    seconds from the protocol's budgets, and from the processes done of those ``planned``); each notebook that
-    finishes is recorded in ``timings.csv``."""
+    seconds from the protocol's budgets, or ``example``, the committed example's times where this run repeats it,
+    and from the processes done of those ``planned``); each notebook that finishes is recorded in
+    ``timings.csv``."""
     import papermill
     from nbclient.exceptions import DeadKernelError
     from papermill.exceptions import PapermillExecutionError
@@ -81,7 +83,7 @@ def execute(
     done = []
     timings = results.file(run_dir, "timings")
     record = {r["notebook"]: _seconds(r.get("duration_s")) for r in timings.current()}
-    remaining = eta.Remaining(eta.expected_times(notebooks, record, budgets or {}), planned=planned)
+    remaining = eta.Remaining(eta.expected_times(notebooks, record, budgets or {}, example), planned=planned)
     for i, name in enumerate(notebooks, 1):
         source, target = _notebook_path(name), out_dir / f"{name}.ipynb"
         partial = out_dir / f".{name}.partial.ipynb"
@@ -437,7 +439,12 @@ def _execute_run(args, p, params_file: Path, overrides: dict, outputs: Path, run
         resolved = run_mod.write_resolved(run_dir, p, params_file, overrides)  # read by every notebook
         budgets = {name: eta.budget_s(p, name) for name in p.notebooks}
         planned = {name: eta.planned(p, name) for name in p.notebooks}
-        executed = execute(resolved, {}, run_dir, p.notebooks, p.cell_timeout_s, budgets=budgets, planned=planned)
+        from cnnbench import devices
+
+        kind = devices.resolve(p.device, p.expect_device).type  # as run_name_for resolved it before
+        example = eta.example_record(p, kind, paths.repo_root() / eta.EXAMPLE_RUN)
+        executed = execute(resolved, {}, run_dir, p.notebooks, p.cell_timeout_s, budgets=budgets, planned=planned,
+                           example=example)
         if not args.no_report:
             from cnnbench import report
 
