@@ -2,7 +2,8 @@
 the whole run.
 
 A notebook's expected time is, first, how long it took in this run folder before (the ``timings`` table the
-pipeline keeps, one row per notebook that finished), else what the protocol's budgets add up to
+pipeline keeps, one row per notebook that finished), else how long it took in the committed example run where
+this run repeats it (:func:`example_record`), else what the protocol's budgets add up to
 (:func:`budget_s`: 02 and 03 from windows x repeats x processes per configuration plus ``adapt_budget_s``, 07
 from ``tune_budget_s`` and its confirmation windows); a notebook with neither has no estimate, and the run's
 remaining time then says "at least". While 02 or 03 runs, once processes have finished, its time left is
