@@ -161,6 +161,9 @@ def test_a_wide_table_moves_constant_columns_to_its_caption_rounds_to_its_interv
     assert list(out.speedup_x) == ["1.210", "0.99"] and list(out.speedup_ci95_x) == ["0.098", ""]
     page = tables.trimmed_html(df)
     assert "the same in every row: device_name=AMD EPYC" in page and page.index(">status<") < page.index(">model<")
+    shown = tables.show(df, "rates (images/s)").data  # 08's tables too
+    assert "<b>rates (images/s)</b>" in shown and "the same in every row: device_name=AMD EPYC" in shown
+    assert ">22,000<" in shown and ">precision<" not in shown
     narrow = df[["model", "batch_size"]]
     assert tables.trimmed_html(narrow) == narrow.to_html(max_rows=None, max_cols=None, na_rep="")
 

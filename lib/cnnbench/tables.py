@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import math
 
 import pandas as pd
@@ -80,7 +81,7 @@ def trimmed_html(df: pd.DataFrame) -> str:
         out, caption = trimmed(df)
     except (TypeError, ValueError):  # a table of unusual cells is shown whole rather than not at all
         return df.to_html(max_rows=None, max_cols=None, na_rep="")
-    head = f"<p><i>the same in every row: {caption}</i></p>" if caption else ""
+    head = f"<p><i>the same in every row: {html.escape(caption)}</i></p>" if caption else ""
     return head + out.to_html(max_rows=None, max_cols=None, na_rep="", index=not isinstance(df.index, pd.RangeIndex))
 
 
@@ -92,13 +93,18 @@ def _cell(value) -> str:
 
 def show(df: pd.DataFrame, caption: str = ""):
     """A table as HTML with every row and column shown (nothing hidden behind "..."), numbers to 4 figures,
-    under ``caption`` (say what it compares and its unit)."""
+    under ``caption`` (say what it compares and its unit); a table wider than the page :func:`trimmed`, its
+    constant columns under the caption."""
     from IPython.display import HTML
 
+    same = ""
+    if len(df.columns) > WIDE_COLUMNS and df.columns.is_unique:
+        df, same = trimmed(df)
+        same = f"<p><i>the same in every row: {html.escape(same)}</i></p>" if same else ""
     table = df.to_html(max_rows=None, max_cols=None, formatters={c: _cell for c in df.columns}, na_rep="",
                        index=not isinstance(df.index, pd.RangeIndex), escape=True)
     head = f"<p><b>{caption}</b></p>" if caption else ""
-    return HTML(head + table)
+    return HTML(head + same + table)
 
 
 def complexity_vs_seed(complexity: pd.DataFrame) -> pd.DataFrame:
