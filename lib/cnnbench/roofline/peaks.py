@@ -44,7 +44,7 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from cnnbench import devices
+from cnnbench import devices, progress
 
 
 def precisions(device: torch.device) -> list[str]:
@@ -437,6 +437,7 @@ def _measure(device: torch.device, matmul_size: int, stream_mb: int, repeats: in
         sizes = sweep_sizes(levels, dram_bytes, smallest=4 * 2**10 * threads, step=2**0.5)
     else:
         sizes = sweep_sizes(levels, dram_bytes)
+    progress.note(f"roofline: memory bandwidth over {len(sizes)} working sets on {threads} threads")
     sweep = bandwidth_sweep(device, sizes, repeats, threads=threads)
     main = main_memory_level(device)
     roofs = level_roofs(sweep, levels, main)
@@ -445,6 +446,7 @@ def _measure(device: torch.device, matmul_size: int, stream_mb: int, repeats: in
     stream = {f"{k}_gbs": float(g.bandwidth_gbs.max()) for k, g in dram.groupby("kernel")}
     rows = []
     for precision in precisions(device):
+        progress.note(f"roofline: {precision} compute roof (matmul {n}, two convolutions)")
         mm = rate_summary(matmul_rates(device, precision, n, repeats))
         convs = [rate_summary(conv_rates(device, precision, repeats=repeats)),  # ResNet stage 2 and 3 shapes
                  rate_summary(conv_rates(device, precision, batch=64, channels=256, size=14, repeats=repeats))]

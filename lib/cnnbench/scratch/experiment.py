@@ -20,6 +20,7 @@ import psutil
 import torch
 
 from cnnbench import devices, results
+from cnnbench.progress import note
 from cnnbench.scratch import DEVICE_KIND, BackendUnavailable, make, torch_weights
 from cnnbench.scratch.base import torch_module
 
@@ -462,6 +463,7 @@ def _run_all(run, data: Data | None, progress) -> dict[str, list[dict]]:
         xb, yb = data.x_train[:bs], data.y_train[:bs]
         for backend in p.scratch_backends:
             progress(f"{model} on {backend}")
+            note(f"backends: {model} on {backend}")
             for row in gradcheck(backend, model, weights, xg, yg, threads):
                 keep("gradcheck")(row)
             if model == "mnist_cnn":

@@ -16,7 +16,7 @@ import dataclasses
 
 import pandas as pd
 
-from cnnbench import results
+from cnnbench import progress, results
 from cnnbench.steps import profiler as _profiler
 from cnnbench.steps import step_phases as _phases
 from cnnbench.steps.summary import phase_plot, phase_table, top_ops_table
@@ -45,6 +45,7 @@ def profile(run) -> pd.DataFrame:
     batch = p.profile_batch_size or p.transfer_batch_sizes[0]
     rows = []
     for model in p.profile_models:
+        progress.note(f"profiler: {model}, {p.profile_steps} steps")
         cfg = engine.Config(model=model, phase="train", batch_size=batch, image_size=p.transfer_image_size,
                             num_classes=FINE_TUNING_CLASSES, in_channels=models.spec(model).in_channels)
         rows += _profiler.profile_model(cfg, run.device, protocol, run.dir, p.profile_steps, p.profile_top_k,

@@ -20,7 +20,7 @@ from torch.utils.data import Dataset, Subset
 from torchvision import datasets as tvd
 from torchvision import transforms as T
 
-from cnnbench import data, devices, models
+from cnnbench import data, devices, models, progress
 
 CHECKPOINT_DIR = Path(torch.hub.get_dir()) / "checkpoints"
 
@@ -363,6 +363,8 @@ def run_grid(run, sampler_cls=None, log=print) -> None:
                     results.append({**base, "epoch": 0, "timestamp": now(), "status": "skipped", "error": too_big[bs]})
                     log(f"transfer {device.type} lr={lr:g} bs={bs}: {too_big[bs]}")
                     continue
+                progress.note(f"transfer: {p.transfer_model} on {device.type}, batch {bs}, lr {lr:g}, "
+                              f"{p.transfer_epochs} epochs")
                 devices.reset_peak_memory(device)
                 with sampler_cls(device, p.telemetry_interval_s) as sampler, devices.math_precision(device, "fp32"):
                     try:

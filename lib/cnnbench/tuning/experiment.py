@@ -9,7 +9,7 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 
-from cnnbench import results, roofline, scenarios
+from cnnbench import progress, results, roofline, scenarios
 from cnnbench.measure import engine, telemetry
 from cnnbench.results import ResultsFile
 from cnnbench.results.tables import SEARCH_KEYS, TUNING_PARAM_KEYS
@@ -124,6 +124,14 @@ def plain(row: dict) -> dict:
     return {k: (v.item() if isinstance(v, np.generic) else v) for k, v in row.items()}
 
 
+def search_line(model: str, phase: str, row: dict) -> str:
+    """One console line per row of the search (a window of a rung, the guard, a confirmation)."""
+    rate = row.get("throughput_img_s")
+    told = f"{rate:,.1f} img/s" if isinstance(rate, (int, float)) and math.isfinite(rate) else row.get("status", "")
+    what = " ".join(str(row.get(k, "")) for k in ("row_kind", "stage", "config") if row.get(k, "") != "")
+    return f"  tuning {model} {phase}: {what} {told}".rstrip()
+
+
 def tune(run) -> pd.DataFrame:
     """Search every model of ``tune_models`` in every phase of ``tune_phases``; returns this run's searches'
     rows of tuning.csv.
@@ -146,6 +154,12 @@ def tune(run) -> pd.DataFrame:
     for model, phase, identity in searches:
         if finished.done({**identity, "row_kind": "best"}):
             continue
-        _, sp = tune_one(run, model, phase, hw, lambda row: rows.append(plain(row)), peaks)
+        progress.note(f"tuning: {model} {phase}, {p.tune_budget_s:g} s of racing, then guard and confirmation")
+
+        def sink(row, model=model, phase=phase):
+            rows.append(plain(row))
+            progress.note(search_line(model, phase, row))
+
+        _, sp = tune_one(run, model, phase, hw, sink, peaks)
         space_file.extend({"model": model, **r} for r in sp.rows(hw))
     return results.read(run.dir, "tuning")
