@@ -84,36 +84,6 @@ def build(notebooks: list[Path], out: Path, title: str, header_md: str) -> Path:
     return out
 
 
-def _env_summary(env: dict) -> dict:
-    keys = [
-        "device_kind",
-        "device_name",
-        "gpu_memory_gb",
-        "gpu_driver",
-        "gpu_compute_capability",
-        "cpu_model",
-        "cpu_physical_cores",
-        "cpu_logical_cores",
-        "torch_threads",
-        "ram_gb",
-        "os",
-        "python",
-        "torch",
-        "torchvision",
-        "cuda_runtime",
-        "cudnn",
-        "mps_available",
-        "apple_chip",
-        "git_commit",
-        "git_dirty",
-        "hostname",
-        "host",
-        "host_id",
-        "captured_at",
-    ]
-    return {k: env[k] for k in keys if k in env and env[k] is not None}
-
-
 def complexity_warning(run_dir: Path) -> str:
     """A red warning naming every model whose counts in complexity.csv disagree with torchvision's published
     figures (column ``matches_published``), for the top of the report; "" when all agree or none was checked."""
@@ -169,7 +139,8 @@ def build_run_report(run_dir: Path, notebooks: list[Path]) -> Path:
         "Every number below was measured or computed by the workbook's code on this machine; other runs are "
         "compared in outputs/report.html.\n\n"
         f"<details><summary>Parameters (00 · Setup)</summary>\n\n{_table(params_rows)}\n\n</details>\n\n"
-        f"<details><summary>Environment</summary>\n\n{_table(_env_summary(env))}\n\n</details>"
+        f"<details><summary>Environment (00 · Setup: every item captured)</summary>\n\n"
+        f"{_table({k: v for k, v in env.items() if k != 'params'})}\n\n</details>"
     )
     body = [nb for nb in notebooks if Path(nb).stem != SETUP]  # its environment and parameters: folded above
     return build(body, run_dir / "report.html", f"cnnbench {run_dir.name}", header)
