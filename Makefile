@@ -16,11 +16,11 @@ $(PY):
 
 # The stamps make re-runs instant and reinstall only when pyproject.toml changes.
 $(VENV)/.installed: pyproject.toml | $(PY)
-	$(PY) -m pip install --quiet -e .
+	$(PY) -m pip install --quiet -e ".[notebook]"
 	touch $@
 
 $(VENV)/.installed-dev: pyproject.toml | $(PY)
-	$(PY) -m pip install --quiet -e ".[dev]"
+	$(PY) -m pip install --quiet -e ".[dev,notebook]"
 	touch $(VENV)/.installed $@
 
 install: $(VENV)/.installed

@@ -7,9 +7,12 @@ adaptive stopping), one pass after the other, as 02 and 03 of one pipeline run d
 both rates and intervals, whether their difference lies inside the 95% interval of the difference (``agree``),
 whether the second rate lies inside the first's own interval, and each interval's width in % of its rate. The
 goal: at least 90% of the repeated measurements agree, while at least 80% of the intervals are within +-10%.
-Appends one row per configuration and run to the CSV and prints the two fractions.
+Appends one row per configuration and run to the CSV, prints the two fractions, and draws every row of the CSV
+(each session of runs its own colour) into a PNG beside it: each pair's difference with the 95% interval of the
+difference (a pair agrees where its bar crosses zero), and each interval's width against the +-10% goal.
 
     .venv/bin/python benchmarks/repeat_agreement.py --runs 2
+    .venv/bin/python benchmarks/repeat_agreement.py --figure-only --out examples/benchmarks/repeat_agreement.csv
 """
 
 from __future__ import annotations
@@ -20,9 +23,10 @@ import tempfile
 import time
 from pathlib import Path
 
+import pandas as pd
 import torch
 
-from cnnbench import devices, envinfo, params, paths, results, scenarios
+from cnnbench import devices, envinfo, params, paths, plots, results, scenarios
 from cnnbench.measure import reproducibility, runner
 from cnnbench.measure.engine import Protocol
 
@@ -35,7 +39,11 @@ def main() -> None:
     ap.add_argument("--configs", default=CONFIGS, help="model:phase,... at the params' batch size per model")
     ap.add_argument("--runs", type=int, default=2, help="independent runs, each of two passes")
     ap.add_argument("--out", default=str(paths.outputs_root() / "benchmarks" / "repeat_agreement.csv"))
+    ap.add_argument("--figure-only", action="store_true", help="only redraw the figure of the CSV's rows")
     args = ap.parse_args()
+    if args.figure_only:
+        print(f"wrote {figure(results.frame(results.read_rows(args.out)), Path(args.out).with_suffix('.png'))}")
+        return
     p = params.load(paths.resolve(args.params), {})
     device = devices.resolve(p.device)
     threads = devices.set_threads(p.threads)
@@ -75,7 +83,40 @@ def main() -> None:
           f"intervals are within +-10% (goal >= 80%)")
     old = results.read_rows(args.out)
     results.write_rows(args.out, [*old, *out])
-    print(f"appended {len(out)} rows to {args.out}")
+    drawn = figure(results.frame([*old, *out]), Path(args.out).with_suffix(".png"))
+    print(f"appended {len(out)} rows to {args.out}; figure {drawn}")
+
+
+def figure(rows, path: Path) -> Path:
+    """Left: every pair's difference (% of the first rate) with the 95% interval of the difference; right: every
+    interval's half-width in % of its rate, against the +-10% goal. One colour per session (timestamp)."""
+    rows = rows.assign(config=rows.model + " " + rows.phase, agree=rows.agree.astype(str).str.lower().eq("true"))
+    configs = list(dict.fromkeys(rows.config))
+    sessions = list(dict.fromkeys(rows.timestamp))
+    fig, (left, right) = plots.subplots(1, 2, figsize=(11, 0.45 * len(configs) + 2.2), sharey=True)
+    n = len(rows.groupby(["timestamp", "run"]))
+    for i, ((stamp, run), g) in enumerate(rows.groupby(["timestamp", "run"], sort=False)):
+        y = [configs.index(c) + (i + 0.5) / n - 0.5 for c in g.config]
+        colour = f"C{sessions.index(stamp)}"
+        state = "busy" if g.machine_first.astype(str).eq("busy").any() else "quiet"
+        label = f"{stamp[:16]} UTC ({state})" if int(run) == 0 else None
+        left.errorbar(g.difference_pct.astype(float), y, xerr=g.difference_ci95_pct.astype(float), fmt="o",
+                      color=colour, ms=4, capsize=2, label=label)
+        right.plot(g.ci95_first_pct.astype(float), y, "o", color=colour, ms=4)
+        right.plot(g.ci95_second_pct.astype(float), y, "s", color=colour, ms=4, mfc="none")
+    left.axvline(0, color="k", lw=0.8)
+    right.axvline(10, color="k", lw=0.8, ls="--")
+    left.set_yticks(range(len(configs)), configs)
+    left.invert_yaxis()
+    left.set_xlabel("second - first, % of first\n(bar: 95% interval of the difference)")
+    right.set_xlabel("95% interval half-width, % of rate\n(filled: first, open: second; goal <= 10%)")
+    agree = rows.agree.mean()
+    widths = pd.concat([rows.ci95_first_pct, rows.ci95_second_pct]).astype(float)
+    fig.suptitle(f"Repeat agreement: {agree:.0%} of {len(rows)} pairs agree (goal >= 90%), "
+                 f"{(widths <= 10).mean():.0%} of {len(widths)} intervals within +-10% (goal >= 80%)")
+    fig.legend(loc="lower center", ncol=3, bbox_to_anchor=(0.5, -0.16), title="session (machine state)")
+    plots.save(fig, path)
+    return path
 
 
 if __name__ == "__main__":

@@ -19,7 +19,7 @@ import time
 from cnnbench import devices, paths, results
 from cnnbench.measure.timing import t95
 from cnnbench.scratch import BackendUnavailable, experiment, make, torch_weights
-from cnnbench.scratch.report import SPEED_GOALS
+from cnnbench.scratch.summary import SPEED_GOALS
 
 
 def window(b, x, y, steps: int) -> float:

@@ -132,3 +132,130 @@ def test_every_fp32_experiment_runs_its_steps_with_tf32_off(monkeypatch, tmp_pat
                                 device=torch.device("cpu"), dir=tmp_path, path=lambda n: tmp_path / n)
     finetuning.run_grid(run, log=lambda *a: None)
     assert seen == [("cuda", "fp32"), ("cpu", "fp32"), "ddp steps", ("cpu", "fp32"), "fine-tuning steps"]
+
+
+@pytest.mark.parametrize("setting", [True, False])
+def test_math_precision_sets_cudnn_benchmark_on_cuda_for_the_block_and_restores_it(setting):
+    """cuDNN's autotuner (torch.backends.cudnn.benchmark) is set around a CUDA step and restored after; left
+    alone where no setting is given and on other devices."""
+    import torch
+
+    from cnnbench import devices
+
+    before = torch.backends.cudnn.benchmark
+    torch.backends.cudnn.benchmark = not setting
+    try:
+        with devices.math_precision(torch.device("cuda"), "fp32", cudnn_benchmark=setting):
+            assert torch.backends.cudnn.benchmark is setting
+        assert torch.backends.cudnn.benchmark is (not setting)
+        with devices.math_precision(torch.device("cpu"), "fp32", cudnn_benchmark=setting):
+            assert torch.backends.cudnn.benchmark is (not setting)
+        with devices.math_precision(torch.device("cuda"), "fp32"):
+            assert torch.backends.cudnn.benchmark is (not setting)
+    finally:
+        torch.backends.cudnn.benchmark = before
+
+
+def test_engine_rows_record_cudnn_benchmark_and_the_step_runs_under_it(monkeypatch):
+    """The measured step runs with cudnn.benchmark as the protocol says (default on, for fixed-shape steps),
+    and the row records the setting."""
+    import torch
+
+    from cnnbench import devices
+    from cnnbench.measure import engine
+
+    assert engine.Protocol().cudnn_benchmark is True
+    seen = []
+
+    class Spy(devices.math_precision):
+        def __init__(self, device, precision, cudnn_benchmark=None):
+            seen.append(cudnn_benchmark)
+            super().__init__(device, precision, cudnn_benchmark)
+
+    monkeypatch.setattr(devices, "math_precision", Spy)
+    cfg = engine.Config("mnist_cnn", "train", 4, 28, 10, in_channels=1)
+    proto = engine.Protocol(warmup_steps=1, measured_steps=2, repeats=1, cudnn_benchmark=False,
+                            telemetry_interval_s=0.05)
+    row = engine.measure(cfg, torch.device("cpu"), proto)
+    assert row["status"] == "ok", row["error"]
+    assert row["cudnn_benchmark"] is False and seen and set(seen) == {False}
+
+
+class _HostTensor:
+    """A host batch that records how it was copied (no device needed)."""
+
+    def __init__(self, pinned):
+        self.pinned, self.copies = pinned, []
+
+    def is_pinned(self):
+        return self.pinned
+
+    def to(self, device, non_blocking=False):
+        self.copies.append((str(device), non_blocking))
+        return self
+
+    def contiguous(self, memory_format=None):
+        return self
+
+
+@pytest.mark.parametrize("kind, pinned, expected", [("cuda", True, True), ("cuda", False, False),
+                                                    ("mps", True, False), ("mps", False, False),
+                                                    ("cpu", False, False)])
+def test_host_batches_copy_non_blocking_only_to_cuda_from_pinned_memory(kind, pinned, expected):
+    """An asynchronous copy from unpinned memory freed at once can let MPS read released memory; only a
+    pinned host tensor going to CUDA is copied non-blocking, in the engine and in the fine-tuning loop."""
+    import types
+    from unittest import mock
+
+    import torch
+
+    from cnnbench import devices
+    from cnnbench.measure import engine
+    from cnnbench.transfer import finetuning
+
+    device = torch.device(kind)
+    x, y = _HostTensor(pinned), _HostTensor(pinned)
+    devices.to_device(x, device)
+    assert x.copies == [(kind, expected)]
+    x, y = _HostTensor(pinned), _HostTensor(pinned)
+    engine.Workload.to_device(types.SimpleNamespace(device=device, channels_last=False), x, y)
+    assert x.copies == y.copies == [(kind, expected)]
+
+    x, y = _HostTensor(pinned), _HostTensor(pinned)
+    with mock.patch.object(devices, "synchronize", lambda d: None), \
+            mock.patch.object(torch, "zeros", lambda *a, **k: torch.tensor(0.0)), pytest.raises(_Stop):
+        finetuning.train_epoch(_StopNet(), types.SimpleNamespace(zero_grad=lambda **k: None), None, [(x, y)], device)
+    assert x.copies == y.copies == [(kind, expected)]
+
+
+class _Stop(Exception):
+    pass
+
+
+class _StopNet:
+    def train(self):
+        pass
+
+    def __call__(self, x):
+        raise _Stop
+
+
+def test_mps_memory_columns_are_named_for_what_they_hold_and_never_called_a_peak(monkeypatch):
+    """MPS has no high-water mark: the allocation after the window, the largest 0.1 s sample and the driver's
+    allocation go to columns named for them; peak_device_mem_mib / peak_device_reserved_mib (CUDA's true peaks,
+    which 08 compares) stay empty on MPS."""
+    import math
+    import types
+
+    import torch
+
+    from cnnbench import devices
+    from cnnbench.measure import engine
+
+    monkeypatch.setattr(torch.mps, "current_allocated_memory", lambda: 30 * 2**20, raising=False)
+    monkeypatch.setattr(torch.mps, "driver_allocated_memory", lambda: 90 * 2**20, raising=False)
+    mem = devices.peak_memory_mib(torch.device("mps"))
+    assert math.isnan(mem["peak_device_mem_mib"]) and math.isnan(mem["peak_device_reserved_mib"])
+    assert mem["mps_allocated_after_window_mib"] == 30 and mem["mps_driver_allocated_mib"] == 90
+    out = engine._memory(torch.device("mps"), types.SimpleNamespace(), {"mps_mem_max_mib": 55.0})
+    assert math.isnan(out["peak_device_mem_mib"]) and out["mps_allocated_max_sampled_mib"] == 55.0

@@ -500,3 +500,13 @@ def test_a_batch_size_in_the_params_file_that_no_model_uses_warns_and_is_not_rec
     other = write_yaml("models: [mnist_cnn, resnet18]\nbatch_size: 32\nbatch_size_per_model: {mnist_cnn: 16}\n",
                        "other.yaml")
     assert params.shadowed_note(other, {}) == "" and params.load(other, {}, check_device=False).batch_size == 32
+
+
+def test_colab_t4_states_its_expected_time_per_notebook_as_an_estimate():
+    """Issue 19: params/colab_t4.yaml says how long each notebook should take on a T4, and that it is an estimate."""
+    from conftest import ROOT
+
+    text = (ROOT / "params" / "colab_t4.yaml").read_text()
+    lines = [line for line in text.splitlines() if line.startswith("#   0")]
+    assert [line.split()[1] for line in lines] == sorted(p.stem for p in (ROOT / "notebooks").glob("*.ipynb"))
+    assert all(" min " in line for line in lines) and "NOT measured on a" in text

@@ -4,6 +4,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from matplotlib.figure import Figure
+from matplotlib.legend import Legend
 
 from cnnbench import plots
 from cnnbench.measure import telemetry
@@ -145,3 +146,25 @@ def test_the_device_roofline_names_its_points_without_labels_over_each_other_or_
     legend = fig.axes[0].get_legend().get_window_extent()
     points = [xy for c in fig.axes[0].collections for xy in fig.axes[0].transData.transform(c.get_offsets())]
     assert points and not any(legend.contains(x, y) for x, y in points)
+
+
+def test_the_batch_sweep_trajectory_names_batch_sizes_without_labels_over_each_other(tmp_path):
+    """Issue 18: roofline_sweep.png wrote each point's batch size beside it, drawn over each other where the
+    sweep's points crowd (intensity barely moves with the batch)."""
+    from conftest import ROOT
+
+    example = ROOT / "examples" / "example-cpu-2core"
+    placed = pd.read_csv(example / "roofline.csv")
+    placed = placed[placed.source == "batch_sweep"]
+    fig = plots.trajectory(pd.read_csv(example / "device_peaks.csv"), placed, "Batch sweep", tmp_path / "s.png")
+    fig.canvas.draw()
+    ax = fig.axes[0]
+    texts = [t.get_window_extent() for a in fig.axes for t in a.texts if t.get_text()]
+    assert not any(a.overlaps(b) for i, a in enumerate(texts) for b in texts[i + 1:])
+    legends = [lg for lg in (*ax.artists, ax.get_legend(), *fig.legends) if isinstance(lg, Legend)]
+    shown = " ".join(t.get_text() for lg in legends for t in lg.get_texts())
+    assert all(str(b) in shown.split() for b in placed.batch_size.unique())  # every batch size is named
+    boxes = [lg.get_window_extent() for lg in legends]
+    points = [xy for c in ax.collections for xy in ax.transData.transform(c.get_offsets())]
+    assert points and not any(b.contains(x, y) for b in boxes for x, y in points)
+    assert not any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1:])

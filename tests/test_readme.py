@@ -40,3 +40,17 @@ def test_click_explorer_never_deletes_a_clones_runs_unasked(tmp_path):
                           capture_output=True, text=True, timeout=60)
     assert done.returncode != 0 and "--clear-outputs" in done.stderr and "my-run" in done.stderr
     assert (tmp_path / "outputs" / "my-run" / "scenario_a.csv").is_file()
+
+
+def test_readme_times_are_the_examples_record_and_it_names_no_path_outside_the_clone():
+    """Issue 20: the README's times must be the times measured here; `../shared/seeds/` is not in a clone."""
+    import json
+
+    from cnnbench import eta
+
+    took = sum(json.loads(nb.read_text())["metadata"]["papermill"]["duration"]
+               for nb in (EXAMPLE / "notebooks").glob("*.ipynb"))
+    text = " ".join(ROOT.joinpath("README.md").read_text().split())
+    assert text.count(f"took {eta.duration(took)}") == 2  # "Two commands" and "Example results"
+    assert "20-27 minutes" not in text and "20m22s" not in text
+    assert "../shared/" not in text and "lib/cnnbench/data/seed_numbers.csv" in text

@@ -1,5 +1,7 @@
 """Reports say what they compare; report tables hide nothing and carry units."""
 
+import json
+
 import nbformat
 import pandas as pd
 
@@ -99,3 +101,84 @@ def test_combined_report_leaves_out_a_broken_run_folder_with_its_reason(tmp_path
     nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# 08 analysis")]), nb)
     path, n = report.build_combined_report(tmp_path, nb)
     assert n == 2 and "garbled" in path.read_text()
+
+
+def test_a_run_report_opens_with_its_summary_read_from_the_runs_csvs(tmp_path):
+    """Issue 20: the report had no story at its top (parameters and environment first, twice). Its first section
+    is now the summary: machine, how quiet, each model's rate with its interval, the roof, 07's best, the seeds;
+    parameters and environment folded away; every number matches the run's CSVs."""
+    import re
+    import shutil
+
+    from conftest import ROOT
+
+    run_dir = tmp_path / "example-cpu-2core"
+    shutil.copytree(ROOT / "examples" / "example-cpu-2core", run_dir,
+                    ignore=shutil.ignore_patterns("notebooks", "figures", "report.html", "trace_*"))
+    page = report.build_run_report(run_dir, []).read_text()
+    headings = re.findall(r"<h2[^>]*>(.*?)<", page)
+    assert headings[0].startswith("Summary") and page.index('id="Summary"') < page.index('id="Contents"')
+    assert "<details><summary>Parameters" in page and "<details><summary>Environment" in page
+    assert "<details open>" not in page
+    env = page[page.index("<details><summary>Environment"):]
+    assert "cpu_isa" in env and "cpu_bf16_native" in env  # 00 is left out of the body: nothing of it is lost
+    top = page[page.index('id="Summary"'):page.index('id="Contents"')]
+    a = pd.read_csv(run_dir / "scenario_a.csv")
+    r50 = a[(a.model == "resnet50") & (a.phase == "train") & (a.precision == "fp32") & (a.memory_format == "nchw")
+            & ~a["compile"]].iloc[0]
+    # the interval is rounded to two significant digits, the rate to the same decimal
+    assert f"{r50.throughput_img_s:.1f} ± {r50.throughput_ci95_img_s:.1f}" in top
+    peaks = pd.read_csv(run_dir / "device_peaks.csv")
+    fp32 = peaks[(peaks.kind == "measured") & (peaks.precision == "fp32")].iloc[0]
+    assert f"{fp32.peak_gflops:,.1f} GFLOP/s" in top and f"{fp32.bandwidth_gbs:,.1f} GB/s" in top
+    best = pd.read_csv(run_dir / "tuning.csv").query("row_kind == 'best'").iloc[0]
+    assert best.config in top and f"{best.speedup_x:.2f} ± {best.speedup_ci95_x:.2f}x" in top
+    assert "Beside the seeds" in top and "How quiet was the machine?" in top
+    env = json.loads((run_dir / "environment.json").read_text())
+    assert env["cpu_model"] in top
+
+
+def test_intervals_set_the_decimals_shown():
+    from cnnbench.analysis import overview
+
+    assert overview.with_interval(40.6003, 1.8042) == "40.6 ± 1.8"
+    assert overview.with_interval(21950.2, 1781.0) == "22,000 ± 1,800"
+    assert overview.with_interval(1.2104, 0.0981) == "1.210 ± 0.098"
+    assert overview.with_interval(5.0, float("nan")) == "5.0"
+
+
+def test_a_wide_table_moves_constant_columns_to_its_caption_rounds_to_its_interval_and_puts_verdicts_first():
+    """Issue 20: 21 of 76 report tables were wider than the page."""
+    df = pd.DataFrame({
+        "model": ["resnet50", "resnet18"], "device_name": ["AMD EPYC"] * 2, "precision": ["fp32"] * 2,
+        "memory_format": ["nchw"] * 2, "image_size": [64, 64], "batch_size": [128, 64],
+        "throughput_img_s": [40.60034, 21950.2], "throughput_ci95_img_s": [1.8042, 1781.0],
+        "speedup_x": [1.2104, 0.99], "speedup_ci95_x": [0.0981, float("nan")], "status": ["ok", "oom"],
+    })
+    out, caption = tables.trimmed(df)
+    assert caption == "device_name=AMD EPYC; precision=fp32; memory_format=nchw; image_size=64"
+    assert list(out.columns) == ["status", "model", "batch_size", "throughput_img_s", "throughput_ci95_img_s",
+                                 "speedup_x", "speedup_ci95_x"]
+    assert list(out.throughput_img_s) == ["40.6", "22,000"] and list(out.throughput_ci95_img_s) == ["1.8", "1,800"]
+    assert list(out.speedup_x) == ["1.210", "0.99"] and list(out.speedup_ci95_x) == ["0.098", ""]
+    page = tables.trimmed_html(df)
+    assert "the same in every row: device_name=AMD EPYC" in page and page.index(">status<") < page.index(">model<")
+    shown = tables.show(df, "rates (images/s)").data  # 08's tables too
+    assert "<b>rates (images/s)</b>" in shown and "the same in every row: device_name=AMD EPYC" in shown
+    assert ">22,000<" in shown and ">precision<" not in shown
+    narrow = df[["model", "batch_size"]]
+    assert tables.trimmed_html(narrow) == narrow.to_html(max_rows=None, max_cols=None, na_rep="")
+
+
+def test_notebooks_show_wide_tables_trimmed():
+    from IPython.core.interactiveshell import InteractiveShell
+
+    shell = InteractiveShell.instance()
+    try:
+        tables.readable_display()
+        wide = pd.DataFrame({f"c{i}": [1, 1] for i in range(9)} | {"status": ["ok", "oom"]})
+        shown = shell.display_formatter.format(wide)[0]["text/html"]
+        assert "the same in every row: c0=1" in shown
+    finally:
+        shell.display_formatter.formatters["text/html"].pop(pd.DataFrame, None)
+        InteractiveShell.clear_instance()

@@ -82,3 +82,19 @@ def test_a_disagreement_names_how_far_the_cpus_own_speed_moved():
     sa = pd.concat([a, b], ignore_index=True).assign(machine_state="quiet", throughput_process_cv_pct=5.0)
     verdict = reproducibility.machine_summary(sa).verdict.iloc[0]
     assert verdict.startswith("The benchmark seems unstable") and "moved up to 29%" in verdict
+
+
+def test_06s_unsplit_step_is_compared_with_the_same_configuration_measured_elsewhere():
+    """06's step phases time the unsplit training step too (from a DataLoader): where 02 or 03 measured the same
+    configuration with data_mode loader, the two are set side by side; a device-mode row is another pipeline."""
+    base = {"run_name": "r", "model": "resnet18", "batch_size": 16, "image_size": 64, "num_classes": 200,
+            "precision": "fp32", "memory_format": "nchw", "dataset": "synthetic", "status": "ok",
+            "step_time_s": 0.16, "step_time_ci95_s": 0.004}
+    phases = pd.DataFrame([{**base, "step_phase": ph} for ph in ("data", "forward", "backward", "optimizer")])
+    sweep = pd.concat([rows([("resnet18", 16, 98.0, 3.0)], data_mode="loader"),
+                       rows([("resnet18", 16, 130.0, 3.0)])])  # device mode: not the same pipeline
+    pairs = reproducibility.repeated(pd.DataFrame(), sweep, None, phases)
+    assert len(pairs) == 1
+    p = pairs.iloc[0]
+    assert p.second == "step phases (unsplit step)" and p.rate_first_img_s == 98.0
+    assert round(p.rate_second_img_s, 1) == 100.0 and round(p.ci95_second_img_s, 1) == 2.5 and p.agree

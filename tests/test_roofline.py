@@ -129,13 +129,23 @@ def test_names_match_up_to_case_spacing_and_prefix_but_variant_counts():
 
 
 def test_apple_rows_need_the_gpu_core_count():
-    m3pro18 = peaks.spec_for("Apple M3 Pro GPU (MPS)", "mps", gpu_cores=18)
-    m3pro14 = peaks.spec_for("Apple M3 Pro GPU (MPS)", "mps", gpu_cores=14)
-    assert m3pro18.peak_gflops.iloc[0] == 7400 and m3pro14.peak_gflops.iloc[0] == 5730
-    rows, note = peaks.spec_rows("Apple M3 Pro GPU (MPS)", "mps", None)
+    m2pro19 = peaks.spec_for("Apple M2 Pro GPU (MPS)", "mps", gpu_cores=19)
+    m2pro16 = peaks.spec_for("Apple M2 Pro GPU (MPS)", "mps", gpu_cores=16)
+    assert m2pro19.peak_gflops.iloc[0] == 6800 and m2pro16.peak_gflops.iloc[0] == 5730
+    rows, note = peaks.spec_rows("Apple M2 Pro GPU (MPS)", "mps", None)
     assert rows.empty and "core count" in note
-    assert peaks.spec_for("Apple M3 Pro GPU (MPS)", "mps", gpu_cores=99).empty
-    assert peaks.spec_for("Apple M3 GPU (MPS)", "mps", gpu_cores=18).empty  # not the M3 Pro's row
+    assert peaks.spec_for("Apple M2 Pro GPU (MPS)", "mps", gpu_cores=99).empty
+    assert peaks.spec_for("Apple M2 GPU (MPS)", "mps", gpu_cores=19).empty  # not the M2 Pro's row
+
+
+@pytest.mark.parametrize("chip, cores", [("Apple M3 Pro", 18), ("Apple M3", 10), ("Apple M4 Max", 40),
+                                         ("Apple M4 Pro", 20)])
+def test_m3_and_m4_have_no_spec_roof_and_the_note_says_why(chip, cores):
+    """Apple publishes no GPU clock or TFLOPS for the M3/M4 families and the published clock estimates range
+    1.38-1.6 GHz: a roof resting on one of them would be a guess, so none is drawn and the note says why."""
+    rows, note = peaks.spec_rows(f"{chip} GPU (MPS)", "mps", cores)
+    assert rows.empty and "1.38-1.6 GHz" in note and "publishes no" in note
+    assert not peaks.specs().device.str.match(r"Apple M[34]\b").any()
 
 
 def test_a_cpu_run_on_a_mac_never_gets_the_gpu_row(monkeypatch):
@@ -510,3 +520,49 @@ def test_the_main_memory_roof_comes_from_sets_far_beyond_the_last_cache():
     levels = [{"level": "l3", "size_bytes": 32 * mib, "capacity_bytes": 32 * mib, "size_source": "sysfs"}]
     roofs = peaks.level_roofs(sweep, levels).set_index("level")
     assert roofs.loc["dram", "bandwidth_gbs"] == 30.0 and roofs.loc["l3", "bandwidth_gbs"] == 140.0
+
+
+def test_torch_without_l2_cache_size_or_device_time_total_is_no_error(monkeypatch):
+    """L2_cache_size came with torch 2.5 and device_time_total with 2.4: an older torch gives no L2 level
+    (the sweep's knees name it) and the CUDA time under its old name, instead of an error or a zero."""
+    import types
+
+    import torch
+
+    from cnnbench import roofline
+    from cnnbench.roofline import peaks
+
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda d: types.SimpleNamespace(name="old torch GPU"))
+    assert peaks.cache_levels(torch.device("cuda")) == []
+    assert roofline.device_time_us(types.SimpleNamespace(cuda_time_total=7.0)) == 7.0
+    assert roofline.device_time_us(types.SimpleNamespace(device_time_total=5.0, cuda_time_total=7.0)) == 5.0
+
+
+def test_l2_reread_kernel_is_one_long_call_over_an_l2_resident_buffer(monkeypatch):
+    """On CUDA, L2 is measured with one kernel that re-reads a buffer that fits the L2 many times (a sum over the
+    buffer expanded R times, stride 0), not with copies of <= 25 MiB whose launch gaps dominate: sized so one call
+    moves at least REREAD_TARGET_BYTES, only for working sets from REREAD_MIN_BYTES (past one SM's L1) up to the
+    L2. Driven on the CPU with a fake L2 and fake timings."""
+    import types
+
+    mib = 2**20
+    assert peaks.reread_repeats(4 * mib, 1024 * mib) == 256
+    assert peaks.reread_repeats(3 * mib, 1024 * mib) == 342  # ceil: never less than the target
+    assert peaks.reread_sizes([64 * 2**10, mib, 4 * mib, 25 * mib, 37 * mib, 512 * mib], 50 * mib) == [
+        4 * mib, 25 * mib, 37 * mib]
+    fn, nbytes = peaks.reread_kernel(torch.device("cpu"), 64 * 2**10, target_bytes=2 * mib)
+    n = 64 * 2**10 // 4
+    assert nbytes == peaks.reread_repeats(64 * 2**10, 2 * mib) * n * 4 and nbytes >= 2 * mib
+    out = fn()
+    assert out.numel() == nbytes // (n * 4)  # one sum per re-read of the whole buffer, in one call
+
+    calls = []
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda d: types.SimpleNamespace(L2_cache_size=50 * mib))
+    monkeypatch.setattr(peaks, "_bandwidth_kernels", lambda d, s: {"copy": (lambda: None, s)})
+    monkeypatch.setattr(peaks, "reread_kernel", lambda d, s: (lambda: None, 1000 * s))
+    monkeypatch.setattr(peaks, "_rates", lambda fn, nbytes, d, r, m=None, graph=False: calls.append(nbytes) or [1e12])
+    monkeypatch.setattr(peaks.devices, "empty_cache", lambda d: None)
+    sweep = peaks.bandwidth_sweep(torch.device("cuda"), [mib, 8 * mib, 512 * mib], repeats=1)
+    reread = sweep[sweep.kernel == "l2_reread"]
+    assert list(reread.working_set_bytes) == [8 * mib] and "re-read" in reread.method.iloc[0]
+    assert set(sweep[sweep.kernel == "copy"].working_set_bytes) == {mib, 8 * mib, 512 * mib}

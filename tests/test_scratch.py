@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 
 from cnnbench import params, plots
-from cnnbench.scratch import BackendUnavailable, OpTimer, experiment, make, report, torch_weights
+from cnnbench.scratch import BackendUnavailable, OpTimer, experiment, make, summary, torch_weights
 from cnnbench.scratch.base import OP_KINDS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -259,21 +259,21 @@ def test_run_all_writes_the_four_tidy_csvs(tmp_path, monkeypatch, data):
     assert frames["gradcheck"][frames["gradcheck"].backend == "numpy"].passed.all()
     assert {"op", "op_kind", "first_call_ms", "median_ms", "ci95_ms"} <= set(frames["backend_ops"].columns)
     assert {"component", "computed_mib", "measured_mib", "method"} <= set(frames["backend_memory"].columns)
-    summ = report.summary(b)
+    summ = summary.summarize(b)
     assert set(summ.backend) == {"numpy"} and (summ.throughput_img_s > 0).all()
-    figures = [report.figure_1(b, tmp_path / "f1.png"), report.convergence(b, tmp_path / "c.png"),
-               report.op_breakdown(frames["backend_ops"], tmp_path / "o.png")]
+    figures = [summary.figure_1(b, tmp_path / "f1.png"), summary.convergence(b, tmp_path / "c.png"),
+               summary.op_breakdown(frames["backend_ops"], tmp_path / "o.png")]
     assert (tmp_path / "f1.png").is_file() and all(f is not None for f in figures)
     assert [plots.empty_axes(f) for f in figures] == [[], [], []]  # every panel draws data
-    assert not report.gradcheck_table(frames["gradcheck"]).empty
-    assert not report.memory_table(frames["backend_memory"]).empty
-    beside = report.beside_seed_001(summ)
+    assert not summary.gradcheck_table(frames["gradcheck"]).empty
+    assert not summary.memory_table(frames["backend_memory"]).empty
+    beside = summary.beside_seed_001(summ)
     assert beside.loc["numba_cpu", "published by 001_4079f4ca21c61f7c.txt: throughput_img_s"] == 30501
     assert beside.loc["numpy", "ours_throughput_img_s"] > 0 and set(beside.model) == {"mnist_cnn"}
-    fb = report.forward_backward(frames["backend_ops"], "mlp")
+    fb = summary.forward_backward(frames["backend_ops"], "mlp")
     assert fb.loc["step_ms", "ours: numpy"] == pytest.approx(
         fb.loc[["forward_ms", "backward_ms", "update_ms"], "ours: numpy"].sum())
-    merged = report.summary(pd.concat([b.assign(run="a"), b.assign(run="b")]))
+    merged = summary.summarize(pd.concat([b.assign(run="a"), b.assign(run="b")]))
     assert len(merged) == 2 * len(summ)  # runs merged by concatenation stay apart
 
 
@@ -285,7 +285,7 @@ def test_speed_goals_are_ratios_recorded_not_asserted():
         {"backend": "torch_cpu", "model": "mlp", "throughput_img_s": 1.0, "step_s": 0.1},
         {"backend": "numpy", "model": "mlp", "throughput_img_s": 1.0, "step_s": 0.12},
     ])
-    goals = report.speed_goals(summ).set_index(["model", "backend"])
+    goals = summary.speed_goals(summ).set_index(["model", "backend"])
     assert goals.loc[("mnist_cnn", "numba_cpu"), "ratio"] == pytest.approx(0.4)
     assert not goals.loc[("mnist_cnn", "numba_cpu"), "met"] and goals.loc[("mnist_cnn", "numpy"), "met"]
     assert goals.loc[("mlp", "numpy"), "ratio"] == pytest.approx(1.2) and goals.loc[("mlp", "numpy"), "met"]
@@ -303,13 +303,13 @@ def test_the_op_breakdown_gives_each_op_one_colour_in_every_panel(tmp_path):
     """Issue 17/20: backend_ops.png drew 'gradient' blue for the MLP and orange for the CNN."""
     import pandas as pd
 
-    from cnnbench.scratch import report
+    from cnnbench.scratch import summary
 
     rows = [{"backend": b, "model": m, "op": op, "op_kind": kind, "pass": "forward", "median_ms": 1.0,
              "status": "ok"}
             for b in ("numpy", "torch_cpu") for m, ops in (("mlp", ("fc1", "grad")), ("mnist_cnn", ("conv1", "grad")))
             for op, kind in zip(ops, ("matmul" if m == "mlp" else "conv", "gradient"), strict=True)]
-    fig = report.op_breakdown(pd.DataFrame(rows), tmp_path / "ops.png")
+    fig = summary.op_breakdown(pd.DataFrame(rows), tmp_path / "ops.png")
     colours = [{t.get_text(): h.get_facecolor() for h, t in zip(ax.get_legend().legend_handles, ax.get_legend().texts,
                                                               strict=True)} for ax in fig.axes]
     assert colours[0]["gradient"] == colours[1]["gradient"]
@@ -337,9 +337,32 @@ def test_the_backends_figure_draws_its_bars_on_a_linear_axis_from_zero(tmp_path)
     """Issue 20: backends_cnn.png drew its per-backend bars on a log axis (no length to read)."""
     import pandas as pd
 
-    from cnnbench.scratch import report
+    from cnnbench.scratch import summary
     from conftest import ROOT
 
-    fig = report.figure_1(pd.read_csv(ROOT / "examples" / "example-cpu-2core" / "backends.csv"), tmp_path / "b.png")
+    fig = summary.figure_1(pd.read_csv(ROOT / "examples" / "example-cpu-2core" / "backends.csv"), tmp_path / "b.png")
     bar_axes = [ax for ax in fig.axes if any(p.get_height() > 0 for p in ax.patches)]
     assert bar_axes and all(ax.get_yscale() == "linear" and ax.get_ylim()[0] == 0 for ax in bar_axes)
+
+
+def test_numba_cuda_without_libnvvm_is_unavailable_with_the_reason(monkeypatch):
+    """torch wheels ship no libNVVM: a GPU Numba sees but cannot compile for is 'unavailable' with the reason
+    (probed before any work, and any NVVM/NVRTC support error raised later), never 'error'."""
+    import types
+
+    from numba.cuda.cudadrv import error as cuda_error
+
+    from cnnbench.scratch import experiment, numba_cuda
+    from cnnbench.scratch.base import BackendUnavailable
+
+    fake = types.SimpleNamespace(is_available=lambda: True)
+    monkeypatch.setattr(numba_cuda, "cuda", fake)
+    monkeypatch.setattr(numba_cuda, "SIMULATED", False)
+    monkeypatch.setattr(numba_cuda, "nvvm_available", lambda: False)
+    with pytest.raises(BackendUnavailable, match="libNVVM"):
+        numba_cuda._cuda()
+    err = cuda_error.NvvmSupportError("libNVVM cannot be found. Do `conda install cudatoolkit`")
+    row = experiment.failure({"backend": "numba_cuda"}, err)
+    assert row["status"] == "unavailable" and "libNVVM" in row["error"]
+    assert experiment.status_of(cuda_error.NvrtcSupportError("NVRTC cannot be found")) == "unavailable"
+    assert experiment.status_of(RuntimeError("kernel failed")) == "error"

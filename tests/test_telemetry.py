@@ -135,3 +135,47 @@ def test_a_child_that_ends_between_samples_keeps_its_cpu_time():
     s._process_cpu_pct()
     step()
     assert s._process_cpu_pct() == pytest.approx(100.0 * (3.8 - 3.0) / 1.0)  # 0.8 s of CPU in 1 s, never 0
+
+
+class InstantPowerNVML(FakeNVML):
+    """A driver with NVML_FI_DEV_POWER_INSTANT (milliwatts in uiVal, per-field return code 0)."""
+
+    NVML_FI_DEV_POWER_INSTANT, NVML_SUCCESS = 186, 0
+
+    def nvmlDeviceGetFieldValues(self, h, ids):
+        assert ids == [self.NVML_FI_DEV_POWER_INSTANT]
+        value = types.SimpleNamespace(uiVal=(40 + 280 * h) * 1000)
+        return [types.SimpleNamespace(fieldId=ids[0], nvmlReturn=0, value=value)]
+
+    def nvmlDeviceGetCurrentClocksThrottleReasons(self, h):
+        return 0x1 if h == 0 else 0x10 | 0x4
+
+
+class UnsupportedFieldNVML(InstantPowerNVML):
+    def nvmlDeviceGetFieldValues(self, h, ids):
+        return [types.SimpleNamespace(fieldId=ids[0], nvmlReturn=3, value=types.SimpleNamespace(uiVal=0))]
+
+
+@pytest.mark.parametrize("nvml, watts, source", [
+    (InstantPowerNVML, 320, "nvml_instant"),  # the instantaneous field, where the driver has it
+    (UnsupportedFieldNVML, 300, "nvml_power_usage_1s_avg"),  # per-field NOT_SUPPORTED: the averaged reading
+    (FakeNVML, 300, "nvml_power_usage_1s_avg"),  # a pynvml without nvmlDeviceGetFieldValues
+])
+def test_gpu_power_is_the_instant_field_where_the_driver_has_it_and_the_row_says_which(monkeypatch, nvml, watts,
+                                                                                       source):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda i: props())
+    monkeypatch.setattr(telemetry, "_load_nvml", nvml)
+    with telemetry.Sampler(torch.device("cuda:0"), 0.01) as s:
+        pass
+    summary = s.summary()
+    assert summary["gpu_power_w_mean"] == watts and summary["gpu_power_source"] == source
+
+
+def test_sync_boost_is_a_decoded_throttle_reason(monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda i: props())
+    monkeypatch.setattr(telemetry, "_load_nvml", InstantPowerNVML)
+    with telemetry.Sampler(torch.device("cuda:0"), 0.01) as s:
+        pass
+    assert s.summary()["gpu_throttle_reasons"] == "sw_power_cap,sync_boost"

@@ -6,6 +6,7 @@ import json
 import math
 import random
 import types
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -515,6 +516,31 @@ def test_profiler_trace_and_top_ops_forward_and_backward_apart(tmp_path):
     assert df.self_device_s.isna().all() and (df.self_cpu_s > 0).all()
 
 
+def test_the_profiler_traces_seed_002s_fine_tuning_step_adam_at_the_fine_tuning_resolution(tmp_path):
+    torch.set_num_threads(1)
+    p = p_of(profile_models=["mnist_cnn"], optimizer="adam", transfer_image_size=20, transfer_batch_sizes=[3, 6],
+             transfer_lrs=[0.003], batch_size=128, image_size=64, profile_steps=1, profile_top_k=50)
+    run = types.SimpleNamespace(params=p, device=CPU, dir=tmp_path, path=lambda n: tmp_path / n)
+    df = steps.profile(run)
+    assert set(df.status) == {"ok"}
+    assert set(df.optimizer) == {"adam"} and set(df.lr) == {0.003} and set(df.num_classes) == {2}
+    assert set(df.image_size) == {20} and set(df.batch_size) == {3}  # the fine-tuning step, not Scenario A's
+    opt_ops = " ".join(df[df["pass"] == "optimizer"].op)
+    assert "Adam" in opt_ops and "SGD" not in opt_ops  # torch labels the optimizer's step with its class
+
+
+def test_seeds_full_profiles_seed_002s_fine_tuning_step(tmp_path, monkeypatch):
+    p = params.load(Path(__file__).resolve().parents[1] / "params" / "seeds_full.yaml", {"download": True}, check_device=False)
+    seen = []
+    monkeypatch.setattr(profiling, "profile_model", lambda cfg, device, protocol, *a, **kw: seen.append(
+        (cfg, protocol.lr, kw.get("optimizer"))) or [])
+    steps.profile(types.SimpleNamespace(params=p, device=CPU, dir=tmp_path, path=lambda n: tmp_path / n))
+    [(cfg, lr, optimizer)] = seen
+    # 002:140 DenseNet-121 with a new cats-vs-dogs head, 002:175 Adam, 002:178 lr 0.003, 002:186 batch 64, 224 px
+    assert (cfg.model, cfg.num_classes, cfg.batch_size, cfg.image_size, cfg.phase) == ("densenet121", 2, 64, 224, "train")
+    assert (optimizer, lr) == ("adam", 0.003) and p.transfer_model == cfg.model
+
+
 def test_large_traces_are_gzipped(tmp_path, monkeypatch):
     monkeypatch.setattr(profiling, "GZIP_ABOVE_MIB", 0)
     prof = types.SimpleNamespace(export_chrome_trace=lambda path: open(path, "w").write('{"traceEvents": []}'))
@@ -652,3 +678,30 @@ def test_the_learning_curves_count_whole_epochs(tmp_path):
     fig.canvas.draw()
     ax = fig.axes[0]
     assert [t for t in ax.get_xticks() if ax.get_xlim()[0] <= t <= ax.get_xlim()[1]] == [1, 2]
+
+
+def test_grid_is_sized_to_a_16_gib_device_and_the_point_that_cannot_fit_is_a_skipped_row(tmp_path, monkeypatch):
+    """Issue 19: DenseNet-121 fine-tuning at batch 128 and 224 px saves ~15.6 GiB of activations by the project's
+    count, more than a T4 (or this fake 16 GiB device) holds: that grid point is a row with status skipped and
+    the reason, before any training; batch 32 runs."""
+    p = p_of(pretrained=False, transfer_model="densenet121", transfer_image_size=224, transfer_lrs=[0.001],
+             transfer_batch_sizes=[32, 128], transfer_epochs=1, transfer_devices=["cpu"], workers=0,
+             transfer_train_images=8, transfer_val_images=4)
+    fitted = []
+    monkeypatch.setattr(finetune, "device_memory_bytes", lambda device: 16 * 2**30)
+    monkeypatch.setattr(finetune, "fit", lambda p, device, lr, bs, *a: fitted.append(bs))
+    lines = []
+    finetune.run_grid(types.SimpleNamespace(params=p, device=CPU, dir=tmp_path, path=lambda n: tmp_path / n),
+                      sampler_cls=FakeSampler, log=lines.append)
+    assert fitted == [32]
+    df = pd.read_csv(tmp_path / "transfer.csv")
+    row = df.set_index("batch_size").loc[128]
+    assert row.status == "skipped" and "saved activations" in row.error and "16.0 GiB" in row.error
+    need = float(row.error.split("~")[1].split(" GiB")[0])
+    assert 15.0 <= need <= 16.5  # the issue's 15.6 GiB of activations, plus 0.1 GiB of weights and Adam state
+    assert any("bs=128" in line and "skipped" in line for line in lines)
+
+
+def test_the_grid_is_not_sized_on_the_cpu():
+    assert finetune.device_memory_bytes(CPU) == 0
+    assert finetune.oversized([128], 2**30, 0, 0) == {}

@@ -366,3 +366,75 @@ def test_a_winner_inside_the_defaults_interval_is_not_called_faster():
 
     (text,) = tuning.findings(pd.DataFrame([row]))
     assert "not distinguishable from the seeds' default" in text and "x the seeds' default" not in text
+
+
+def test_windows_of_the_same_shape_reuse_compiled_graphs(monkeypatch):
+    """Issue 19: dynamo was reset before every compiled window, so every rung recompiled every candidate. Now
+    a shape seen since the last reset reuses its graphs; a new mode, an unknown shape, or more shapes than
+    SHAPES_PER_RESET reset."""
+    import torch._dynamo as dynamo
+
+    from cnnbench.tuning import knobs
+
+    resets = []
+    monkeypatch.setattr(dynamo, "reset", lambda: resets.append(1))
+    monkeypatch.setattr(knobs, "_compiled", {"mode": None, "shapes": set()})
+
+    def window(mode, shape):
+        with knobs.applied(1, mode, shape):
+            pass
+        return len(resets)
+
+    assert window("default", "A") == 1  # the first compile starts clean
+    assert [window("default", s) for s in ("A", "B", "A", "B")] == [1, 1, 1, 1]  # rungs again: reused
+    assert window("off", "A") == 1  # eager touches nothing
+    assert window("reduce-overhead", "A") == 2  # another mode: dynamo's cache does not key on Inductor's options
+    assert window("reduce-overhead", None) == 3  # unknown shape: reset as before
+    for s in "CDEF":
+        window("default", s)
+    assert len(resets) == 4 and window("default", "G") == 5  # a fifth shape past SHAPES_PER_RESET
+
+
+def test_search_windows_of_one_candidate_share_one_shape():
+    base = experiment.base_config(params.load(ROOT / "params" / "smoke.yaml"), "mnist_cnn", "train")
+    c = Candidate(batch_size=8, threads=1, compile_mode="default")
+    from cnnbench.tuning.knobs import shape_of
+
+    assert shape_of(search.config_for(base, c), 1) == shape_of(search.config_for(base, c.with_()), 1)
+    assert shape_of(search.config_for(base, c), 1) != shape_of(search.config_for(base, c.with_(batch_size=16)), 1)
+
+
+def test_07_opened_alone_searches_and_says_in_one_line_to_run_04_first(tmp_path):
+    """Issue 19: on Colab each notebook gets a fresh VM; 07 without 04's device_peaks.csv completes its search
+    and says which notebook gives it the roofline."""
+    import papermill
+
+    out = tmp_path / "07.ipynb"
+    papermill.execute_notebook(str(ROOT / "notebooks" / "07_tuning.ipynb"), str(out), kernel_name="python3",
+                               parameters={"params_file": str(ROOT / "params" / "smoke.yaml"), "overrides": {},
+                                           "run_dir": str(tmp_path / "run")}, progress_bar=False)
+    df = pd.read_csv(tmp_path / "run" / "tuning.csv")
+    assert (df.row_kind == "best").any() and "04_roofline did not run" in df.roof_note.iloc[-1]
+    assert "No device_peaks.csv in this run" in out.read_text() and "run 04_roofline first" in out.read_text()
+    assert not (tmp_path / "run" / "device_peaks.csv").exists()
+
+
+def test_reused_graphs_are_real_dynamo_graphs_static_per_batch_size():
+    """With real dynamo (its eager backend, no Inductor codegen): windows of one shape on fresh model instances
+    compile once; each further batch size compiles its own static graph (not a dynamic-shape one that later
+    sizes would measure) and the first size's graph still serves."""
+    import torch._dynamo as dynamo
+    from torch._dynamo.utils import counters
+
+    from cnnbench import models
+    from cnnbench.tuning import knobs
+
+    dynamo.reset()
+    counters.clear()
+    knobs._compiled.update(mode=None, shapes=set())
+    for bs in (4, 4, 8, 4, 16):
+        with knobs.applied(1, "default", ("mnist_cnn", bs)):
+            net = torch.compile(models.build("mnist_cnn", 10), backend="eager")
+            net(torch.randn(bs, 1, 28, 28)).sum().backward()
+    assert counters["stats"]["unique_graphs"] == 3  # 4, 8 and 16: a dynamic graph from 8 on would have served 16
+    dynamo.reset()

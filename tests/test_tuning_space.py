@@ -37,7 +37,7 @@ def test_avx2_only_cpu_leaves_bf16_out_with_the_reason():
     r = reasons(sp)
     assert "AVX2-only" in r[("precision", "bf16")] and "emulated and slow" in r[("precision", "bf16")]
     assert "Ampere" in r[("precision", "tf32")] and "CUDA and MPS" in r[("precision", "fp16")]
-    assert sp.values["compile_mode"] == ["off", "default", "max-autotune"]
+    assert sp.values["compile_mode"] == ["off", "default"]  # max-autotune: out of a 2-core host's compile budget
     assert "CUDA graphs" in r[("compile_mode", "reduce-overhead")]
     assert sp.values["threads"] == [1, 2] and sp.values["memory_format"] == ["nchw", "channels_last"]
     assert sp.values["batch_size"] == [32, 64, 128, 256, 512]
@@ -104,3 +104,58 @@ def test_default_is_always_in_and_rows_are_tidy():
 def test_detect_reads_this_machine(kind):
     hw = Hardware.detect(torch.device(kind))
     assert hw.kind == "cpu" and hw.cores >= 1 and hw.isa == devices.cpu_isa()
+
+
+def test_max_autotune_is_out_of_the_compile_budget_on_a_small_gpu_or_a_two_core_host():
+    """Issue 19: on Colab's T4 (40 SMs, 2 vCPUs = 1 core) max-autotune compiles for minutes and, below Inductor's
+    68 SMs, autotunes no GEMM: skipped with the reason; a big GPU on a big host keeps it."""
+    t4 = build(Hardware("cuda", "Tesla T4", cores=1, capability=(7, 5), triton=True, sms=40))
+    assert t4.values["compile_mode"] == ["off", "default", "reduce-overhead"]
+    reason = {s.value: s.reason for s in t4.skipped if s.knob == "compile_mode"}["max-autotune"]
+    assert "68+ SMs" in reason and "40-SM" in reason
+    cpu = build(Hardware("cpu", "AMD EPYC", cores=2, isa=AVX2))
+    assert "max-autotune" not in cpu.values["compile_mode"]
+    assert "2 host core(s)" in {s.value: s.reason for s in cpu.skipped if s.knob == "compile_mode"}["max-autotune"]
+    h100 = build(Hardware("cuda", "NVIDIA H100", cores=16, capability=(9, 0), triton=True, sms=132))
+    assert "max-autotune" in h100.values["compile_mode"]
+
+
+def test_cudnn_benchmark_is_searched_on_cuda_only_and_defaults_on():
+    assert Candidate().cudnn_benchmark is True
+    cuda = build(Hardware("cuda", "NVIDIA H100", cores=8, capability=(9, 0), triton=True))
+    assert cuda.values["cudnn_benchmark"] == [True, False]
+    cpu = build(Hardware("cpu", "AMD EPYC", cores=2, isa=AVX2))
+    assert cpu.values["cudnn_benchmark"] == [True]
+    assert "cuDNN" in reasons(cpu)[("cudnn_benchmark", "False")]
+    assert "cudnn.benchmark=off" in Candidate(cudnn_benchmark=False).label
+    from cnnbench.measure import engine
+    from cnnbench.tuning import search
+
+    assert search.protocol_for(engine.Protocol(), Candidate(cudnn_benchmark=False)).cudnn_benchmark is False
+
+
+@pytest.mark.parametrize("torch_v, macos, precision, needle", [
+    ((2, 4), (15, 0), "fp16", "torch 2.5"),  # MPS fp16 autocast
+    ((2, 7), (15, 0), "fp16", "torch 2.8"),  # GradScaler("mps")
+    ((2, 5), (15, 0), "bf16", "torch 2.6"),
+    ((2, 8), (13, 6), "bf16", "macOS 14"),
+])
+def test_mps_precisions_the_installed_torch_or_macos_lacks_are_skipped_with_the_reason(torch_v, macos, precision,
+                                                                                      needle):
+    hw = Hardware("mps", "Apple M3 Pro GPU (MPS)", cores=6, torch_version=torch_v, macos=macos)
+    sp = build(hw)
+    assert precision not in sp.values["precision"]
+    assert needle in reasons(sp)[("precision", precision)]
+    new = build(Hardware("mps", "Apple M4 GPU (MPS)", cores=6, torch_version=(2, 8), macos=(15, 0)))
+    assert {"fp16", "bf16"} <= set(new.values["precision"])
+
+
+def test_engine_row_of_a_precision_this_torch_lacks_is_unavailable_not_error(monkeypatch):
+    from cnnbench.measure import engine
+
+    monkeypatch.setattr(devices, "TORCH_VERSION", (2, 4))
+    monkeypatch.setattr(devices, "macos_version", lambda: (15, 0))
+    f = engine.failure(devices.Unavailable(devices.precision_unavailable(torch.device("mps"), "fp16")))
+    assert f["status"] == "unavailable" and "torch 2.5" in f["error"]
+    assert devices.precision_unavailable(torch.device("cuda"), "fp16") == ""
+    assert devices.precision_unavailable(torch.device("cpu"), "fp32") == ""

@@ -133,21 +133,79 @@ def reset_peak_memory(device: torch.device) -> None:
 class math_precision:  # noqa: N801 - used as a context manager, like torch.autocast
     """The matmul and convolution math of ``precision`` on ``device`` for a block, restored after it: fp32 means
     fp32 (TF32 off on CUDA, where cuDNN's default is on), tf32 turns TF32 on; other devices are unaffected.
-    Every step of every experiment runs under it, so an "fp32" row is never TF32 on an A100/H100."""
+    Every step of every experiment runs under it, so an "fp32" row is never TF32 on an A100/H100.
 
-    def __init__(self, device: torch.device, precision: str):
-        self.device, self.precision, self.saved = device, precision, None
+    ``cudnn_benchmark`` (True/False) sets ``torch.backends.cudnn.benchmark`` on CUDA for the block: cuDNN times
+    its convolution algorithms on the first call of each shape and keeps the fastest (timm and TorchBench set it
+    for fixed-shape steps); None leaves it as it is."""
+
+    def __init__(self, device: torch.device, precision: str, cudnn_benchmark: bool | None = None):
+        self.device, self.precision, self.cudnn_benchmark, self.saved = device, precision, cudnn_benchmark, None
 
     def __enter__(self) -> math_precision:
         if self.device.type == "cuda":
-            self.saved = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
-            torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = self.precision == "tf32"
+            cudnn = torch.backends.cudnn
+            self.saved = (torch.backends.cuda.matmul.allow_tf32, cudnn.allow_tf32, cudnn.benchmark)
+            torch.backends.cuda.matmul.allow_tf32 = cudnn.allow_tf32 = self.precision == "tf32"
+            if self.cudnn_benchmark is not None:
+                cudnn.benchmark = bool(self.cudnn_benchmark)
         return self
 
     def __exit__(self, *exc) -> None:
         if self.saved is not None:
-            torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = self.saved
+            cudnn = torch.backends.cudnn
+            torch.backends.cuda.matmul.allow_tf32, cudnn.allow_tf32, cudnn.benchmark = self.saved
             self.saved = None
+
+
+class Unavailable(RuntimeError):
+    """A feature this machine's torch, OS or device lacks: a row with ``status=unavailable`` and the reason."""
+
+
+def parse_version(text: str) -> tuple[int, int]:
+    """(major, minor) of a version string such as torch's '2.5.1+cu124' or macOS's '14.6'."""
+    nums = re.findall(r"\d+", text or "")
+    return (int(nums[0]), int(nums[1]) if len(nums) > 1 else 0) if nums else (0, 0)
+
+
+TORCH_VERSION = parse_version(torch.__version__)
+
+
+def macos_version() -> tuple[int, int] | None:
+    """(major, minor) of macOS, None on other systems."""
+    release = platform.mac_ver()[0]
+    return parse_version(release) if release else None
+
+
+def mps_precision_reason(precision: str, torch_version: tuple[int, int], macos: tuple[int, int] | None) -> str:
+    """'' when ``precision`` trains on MPS with this torch and macOS, else why not: fp16 autocast needs torch
+    2.5 and its grad scaler (``GradScaler("mps")``) 2.8; bf16 autocast needs torch 2.6 and macOS 14."""
+    have = f"this is torch {torch_version[0]}.{torch_version[1]}"
+    if precision == "fp16":
+        if torch_version < (2, 5):
+            return f"fp16 autocast on MPS needs torch 2.5+ ({have})"
+        if torch_version < (2, 8):
+            return f'fp16 training on MPS needs GradScaler("mps"), torch 2.8+ ({have})'
+    if precision == "bf16":
+        if torch_version < (2, 6):
+            return f"bf16 autocast on MPS needs torch 2.6+ ({have})"
+        if macos is not None and macos < (14, 0):
+            return f"bf16 on MPS needs macOS 14+ (this is macOS {macos[0]}.{macos[1]})"
+    return ""
+
+
+def precision_unavailable(device: torch.device, precision: str) -> str:
+    """'' when ``precision`` can run on ``device`` with the installed torch and OS, else the reason."""
+    if device.type == "mps":
+        return mps_precision_reason(precision, TORCH_VERSION, macos_version())
+    return ""
+
+
+def to_device(t: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """``t`` copied to ``device``: non-blocking only from pinned host memory to CUDA. Elsewhere the copy waits:
+    an asynchronous copy to MPS from an unpinned tensor freed at once can let the GPU read released memory
+    (garbage inputs reported as plausible throughput, or as a non-finite loss)."""
+    return t.to(device, non_blocking=device.type == "cuda" and t.is_pinned())
 
 
 def autocast(device: torch.device, precision: str):
@@ -174,7 +232,9 @@ def peak_memory_mib(device: torch.device) -> dict[str, float]:
     """Peak device memory since the last reset, in MiB. CPU: NaN (see the process RSS instead).
 
     CUDA: ``max_memory_allocated`` (tensors) and ``max_memory_reserved`` (the caching allocator's pool).
-    MPS has no peak counter: current and driver-allocated memory, read right after the window.
+    MPS has no peak counter: its peak columns stay NaN (08 compares them as true peaks) and what it has goes to
+    columns named for it: ``mps_allocated_after_window_mib`` (current allocation, read right after the window)
+    and ``mps_driver_allocated_mib`` (Metal's allocation for the process, caches included).
     """
     mib = 2**20
     if device.type == "cuda":
@@ -184,8 +244,10 @@ def peak_memory_mib(device: torch.device) -> dict[str, float]:
         }
     if device.type == "mps":
         return {
-            "peak_device_mem_mib": torch.mps.current_allocated_memory() / mib,
-            "peak_device_reserved_mib": torch.mps.driver_allocated_memory() / mib,
+            "peak_device_mem_mib": float("nan"),
+            "peak_device_reserved_mib": float("nan"),
+            "mps_allocated_after_window_mib": torch.mps.current_allocated_memory() / mib,
+            "mps_driver_allocated_mib": torch.mps.driver_allocated_memory() / mib,
         }
     return {"peak_device_mem_mib": float("nan"), "peak_device_reserved_mib": float("nan")}
 
@@ -263,7 +325,22 @@ def is_oom(err: BaseException) -> bool:
     if isinstance(err, (torch.cuda.OutOfMemoryError, MemoryError)):
         return True
     text = str(err).lower()
-    return isinstance(err, RuntimeError) and ("out of memory" in text or "can't allocate memory" in text)
+    return isinstance(err, RuntimeError) and ("out of memory" in text or "can't allocate memory" in text
+                                              or is_capture_failure(err))
+
+
+# What torch raises when an allocation fails inside a CUDA-graph capture (torch.compile's reduce-overhead): the
+# failed cudaMalloc invalidates the capture, and the error that surfaces is the capture's
+# (cudaErrorStreamCaptureInvalidated), not OutOfMemoryError (pytorch/pytorch#159594, #187795).
+CAPTURE_FAILURE = ("operation failed due to a previous error during capture", "cudaerrorstreamcaptureinvalidated",
+                   "capture invalidated")
+
+
+def is_capture_failure(err: BaseException) -> bool:
+    """True for a CUDA-graph capture invalidated by an earlier failure: taken as out of memory (its usual
+    cause in a training step), so the batch-size back-off tries a smaller batch."""
+    text = str(err).lower()
+    return isinstance(err, RuntimeError) and any(m in text for m in CAPTURE_FAILURE)
 
 
 def _read(path: str) -> str | None:

@@ -200,7 +200,14 @@ def explorer(run):
     p = run.params
     model, bs = p.models[0], p.batch_size_for(p.models[0])
     precision = p.variants[0].get("precision", "fp32")
-    if headless() or not p.interactive:
+    try:
+        import ipywidgets as w
+    except ImportError:
+        w = None
+        if not headless() and p.interactive:
+            print("No ipywidgets here, so one static measurement: pip install ipywidgets (7.x or 8.x) and rerun "
+                  "this cell for the controls.")
+    if w is None or headless() or not p.interactive:
         kept = measured_before(run, model, bs, precision, p.data_mode)
         if kept or os.environ.get(NO_MEASURE_ENV):
             _show(kept, run) if kept else print("no explorer measurement in this run; `cnnbench report` measures "
@@ -208,7 +215,6 @@ def explorer(run):
         else:
             _show([quick_measure(run, model, bs, precision, p.data_mode, run.device.type)], run)
         return None
-    import ipywidgets as w
     from IPython.display import display
 
     controls = {

@@ -154,3 +154,16 @@ def param_bytes(model: nn.Module) -> int:
 def logits(output) -> torch.Tensor:
     """The logits of a model's output (Inception/GoogLeNet return a tuple with auxiliary logits in train mode)."""
     return output if isinstance(output, torch.Tensor) else output[0]
+
+
+def make_optimizer(name: str, parameters, lr: float, momentum: float = 0.9) -> torch.optim.Optimizer:
+    """sgd (with ``momentum``), adam or adamw (the names of ``params.OPTIMIZERS``) over the trainable
+    ``parameters`` (Scenario A's step uses SGD, seed 002's fine-tuning step Adam)."""
+    params = [p for p in parameters if p.requires_grad]
+    if name == "sgd":
+        return torch.optim.SGD(params, lr=lr, momentum=momentum)
+    if name == "adam":
+        return torch.optim.Adam(params, lr=lr)
+    if name == "adamw":
+        return torch.optim.AdamW(params, lr=lr)
+    raise ValueError(f"key 'optimizer' is '{name}'; allowed: sgd, adam, adamw")

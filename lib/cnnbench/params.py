@@ -139,6 +139,7 @@ class Params:
     data_mode: str = "device"  # device: batches made once on the device | loader: DataLoader + copy per step
     workers: int = 2  # DataLoader worker processes (loader mode and epochs)
     pin_memory: bool = True  # pin host memory for the host-to-device copy (CUDA only)
+    cudnn_benchmark: bool = True  # cuDNN picks the fastest convolution algorithm per shape (CUDA only; steps are fixed-shape)
     batch_size: int = 128  # images per step
     batch_size_per_model: dict[str, int] = field(
         default_factory=lambda: {"squeezenet1_1": 64, "mnist_cnn": 512}
@@ -215,8 +216,8 @@ class Params:
     phase_window_s: float = 3.0  # least seconds of measured steps per model in that pass (small models run many steps)
     phase_max_s: float = 30.0  # seconds per model in that pass (warm-up apart) up to which, past the least steps and window, steps are added while the sum check's 95% interval is wider than +-2%; at or below phase_window_s: none
     phase_batch_size: int = 0  # batch size of the phase breakdown; 0 = the model's batch size in Scenario A
-    profile_models: list[str] = field(default_factory=lambda: ["densenet121"])  # models traced by torch.profiler
-    profile_batch_size: int = 0  # batch size of the profiled steps; 0 = phase_batch_size, else the model's
+    profile_models: list[str] = field(default_factory=lambda: ["densenet121"])  # models traced by torch.profiler in seed 002's fine-tuning step (optimizer, first of transfer_lrs, transfer_image_size, 2-class head)
+    profile_batch_size: int = 0  # batch size of the profiled fine-tuning steps; 0 = the first of transfer_batch_sizes
     profile_steps: int = 3  # training steps recorded in each profiler trace (after 1 warm-up step)
     profile_top_k: int = 15  # operators listed per pass (forward, backward, optimizer) by self time
     scaling_model: str = "resnet18"  # model of the DistributedDataParallel scaling run

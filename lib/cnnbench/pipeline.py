@@ -1,6 +1,7 @@
 """The pipeline: execute the numbered notebooks in order with papermill, then build the HTML report.
 
     cnnbench --params params/local.yaml [--set batch_size=64 ...] [--run-name NAME] [--outputs DIR]
+    cnnbench compare RUN_A RUN_B [RUN_C ... | seeds] [--outputs DIR] [--out DIR] (cnnbench.analysis.cli)
     python -m cnnbench.pipeline --params params/smoke.yaml
     cnnbench report [--run-name NAME | RUN_DIR] [--outputs DIR]   (rebuild the reports, measuring nothing)
 
@@ -32,8 +33,8 @@ import threading
 import time
 from pathlib import Path
 
+from cnnbench import eta, paths, results
 from cnnbench import params as params_mod
-from cnnbench import paths, results
 from cnnbench.progress import PROGRESS_ENV
 
 FAILED, STALE_REPORT = "FAILED.txt", "report.stale.html"
@@ -54,12 +55,21 @@ def run_name_for(p: params_mod.Params) -> str:
 
 
 def execute(
-    params_file: Path, overrides: dict, run_dir: Path, notebooks: list[str], timeout_s: int, log=print
+    params_file: Path, overrides: dict, run_dir: Path, notebooks: list[str], timeout_s: int, log=print,
+    budgets: dict | None = None,
+    planned: dict | None = None,
+    example: dict | None = None,
 ) -> list[Path]:
     """Run ``notebooks`` into ``run_dir/notebooks/``. Raises :class:`NotebookFailed` (for any failure of a
     notebook: an error in a cell, a dead kernel, a notebook file that cannot be read, an executed copy that
     cannot be written). Each executed copy is written whole or not at all: papermill writes a hidden partial
-    copy, renamed over ``<name>.ipynb`` once complete (a failed notebook's copy too, for reading)."""
+    copy, renamed over ``<name>.ipynb`` once complete (a failed notebook's copy too, for reading).
+
+    Before each notebook the console shows its expected time and, while it runs, the time left for it and for
+    the run (:mod:`cnnbench.eta`: from this run folder's ``timings`` record, else ``budgets``, notebook name ->
+    seconds from the protocol's budgets, or ``example``, the committed example's times where this run repeats it,
+    and from the processes done of those ``planned``); each notebook that finishes is recorded in
+    ``timings.csv``."""
     import papermill
     from nbclient.exceptions import DeadKernelError
     from papermill.exceptions import PapermillExecutionError
@@ -74,13 +84,17 @@ def execute(
     paths.open_own(progress_file, "wb").close()  # emptied; a link planted there is replaced, never followed
     os.environ[PROGRESS_ENV] = str(progress_file)
     done = []
+    timings = results.file(run_dir, "timings")
+    record = {r["notebook"]: _seconds(r.get("duration_s")) for r in timings.current()}
+    remaining = eta.Remaining(eta.expected_times(notebooks, record, budgets or {}, example), planned=planned)
     for i, name in enumerate(notebooks, 1):
         source, target = _notebook_path(name), out_dir / f"{name}.ipynb"
         partial = out_dir / f".{name}.partial.ipynb"
-        log(f"[{i}/{len(notebooks)}] {name} ...", flush=True)
+        log(f"[{i}/{len(notebooks)}] {remaining.start(name)}", flush=True)
         start = time.perf_counter()
         try:
-            with _Tail(progress_file, log), _logs_to(run_dir / "kernel.log"):
+            tail = _Tail(progress_file, log, status=remaining.line, seen=remaining.seen)
+            with tail, _logs_to(run_dir / "kernel.log"):
                 papermill.execute_notebook(
                     str(source),
                     str(partial),
@@ -112,9 +126,19 @@ def execute(
                 why = f"{source} is not a valid notebook ({why})"
             raise NotebookFailed(name, None, why, kept) from None
         _keep_whole(partial, target, check=False)
-        log(f"[{i}/{len(notebooks)}] {name} done in {time.perf_counter() - start:.1f} s")
+        took = time.perf_counter() - start
+        remaining.finish(name)
+        timings.append({"notebook": name, "duration_s": round(took, 1), "finished_at": _now()})
+        log(f"[{i}/{len(notebooks)}] {name} done in {took:.1f} s; run: {remaining.run_text()} left")
         done.append(target)
     return done
+
+
+def _seconds(text) -> float | None:
+    try:
+        return float(text)
+    except (TypeError, ValueError):
+        return None
 
 
 def _keep_whole(partial: Path, target: Path, check: bool = True) -> Path | None:
@@ -184,12 +208,18 @@ def _silence_machinery() -> None:
 
 
 class _Tail(threading.Thread):
-    """Prints the lines appended to ``path`` (one per measured configuration) while a notebook runs."""
+    """Prints the lines appended to ``path`` (one per measured configuration) while a notebook runs and, after
+    them (at most every ``status_min_s`` seconds) or every ``status_every_s`` seconds without any, the line
+    ``status()`` gives (the time left); ``seen`` gets every line first."""
 
-    def __init__(self, path: Path, log, interval_s: float = 0.5):
+    def __init__(self, path: Path, log, interval_s: float = 0.5, status=None, status_every_s: float = 60.0,
+                 seen=None, status_min_s: float = 10.0):
         super().__init__(daemon=True)
         self.path, self.log, self.interval_s, self.stop = path, log, interval_s, threading.Event()
         self.offset = path.stat().st_size if path.is_file() else 0
+        self.status, self.status_every_s, self.said = status, status_every_s, time.monotonic()
+        self.status_min_s = status_min_s
+        self.seen = seen or (lambda line: None)
 
     def poll(self) -> None:
         try:
@@ -201,7 +231,12 @@ class _Tail(threading.Thread):
         complete = text[: text.rfind("\n") + 1]
         self.offset += len(complete.encode())
         for line in complete.splitlines():
+            self.seen(line)
             self.log(f"    {line}", flush=True)
+        quiet_s = time.monotonic() - self.said
+        if self.status and quiet_s >= (self.status_min_s if complete else self.status_every_s):
+            self.log(f"  ~ {self.status()}", flush=True)
+            self.said = time.monotonic()
 
     def run(self) -> None:
         while not self.stop.wait(self.interval_s):
@@ -318,11 +353,25 @@ def _mark_failed(run_dir: Path, why: str, params_file: Path, overrides: dict, de
     return ""
 
 
+def missing_front_end() -> list[str]:
+    """The packages of the ``[notebook]`` extra the batch runner needs and this interpreter lacks (a Colab
+    kernel, where tools/colab_install.py leaves them out)."""
+    import importlib.util
+
+    return [m for m in ("papermill", "nbconvert", "ipykernel") if importlib.util.find_spec(m) is None]
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["report"]:  # cnnbench report: rebuild the reports from what is on disk
         return report_main(argv[1:])
-    ap = argparse.ArgumentParser(prog="cnnbench", description=__doc__.split("\n")[0])
+    if argv[:1] == ["compare"]:  # cnnbench compare RUN_A RUN_B ...: no notebook runs
+        from cnnbench.analysis import cli
+
+        return cli.main(argv[1:])
+    ap = argparse.ArgumentParser(prog="cnnbench", description=__doc__.split("\n")[0],
+                                 epilog="cnnbench compare RUN_A RUN_B [...]: what a change did (cnnbench compare -h); "
+                                        "cnnbench report [RUN_DIR]: rebuild the reports, measuring nothing")
     ap.add_argument("--params", default="params/local.yaml", help="params YAML (default: params/local.yaml)")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="override one parameter (value read as YAML); repeatable")
@@ -330,6 +379,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--outputs", help="folder holding the runs (default: outputs/ of the workbook)")
     ap.add_argument("--no-report", action="store_true", help="execute the notebooks only")
     args = ap.parse_args(argv)
+    missing = missing_front_end()
+    if missing:
+        print(f"cnnbench: the batch runner needs {', '.join(missing)}: pip install 'cnnbench[notebook]' "
+              "(make report installs it)", file=sys.stderr)
+        return 2
     try:
         with _signals_stop_the_run():
             return _run(args)
@@ -409,7 +463,14 @@ def _execute_run(args, p, params_file: Path, overrides: dict, outputs: Path, run
     try:
         _mark_started(run_dir, params_file, overrides)
         resolved = run_mod.write_resolved(run_dir, p, params_file, overrides)  # read by every notebook
-        executed = execute(resolved, {}, run_dir, p.notebooks, p.cell_timeout_s)
+        budgets = {name: eta.budget_s(p, name) for name in p.notebooks}
+        planned = {name: eta.planned(p, name) for name in p.notebooks}
+        from cnnbench import devices
+
+        kind = devices.resolve(p.device, p.expect_device).type  # as run_name_for resolved it before
+        example = eta.example_record(p, kind, paths.repo_root() / eta.EXAMPLE_RUN)
+        executed = execute(resolved, {}, run_dir, p.notebooks, p.cell_timeout_s, budgets=budgets, planned=planned,
+                           example=example)
         if not args.no_report:
             from cnnbench import report
 

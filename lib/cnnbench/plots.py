@@ -310,9 +310,11 @@ def bandwidth_sweep(sweep: pd.DataFrame, peaks: pd.DataFrame, title: str, path: 
 
 
 def roofline(peaks: pd.DataFrame, points: pd.DataFrame, title: str, path: str | Path | None = None,
-             label: str = "model", hue: str = "phase", annotate: bool = False):
+             label: str = "model", hue: str = "phase", annotate: bool = False, size_by: str | None = None):
     """A log-log roofline with every point of ``points`` (intensity_flop_per_byte, achieved_gflops), each named
-    by the legend beside the plot (``annotate``: also by a label at the point, which overlap when points do)."""
+    by the legend beside the plot (``annotate``: also by a label at the point, which overlap when points do).
+    ``size_by``: a column whose values set the marker size (smallest value smallest), named in a second legend
+    below the first, so crowded points need no labels."""
     import numpy as np
 
     lo = min(0.05, points.intensity_flop_per_byte.min() / 2) if len(points) else 0.05
@@ -321,9 +323,13 @@ def roofline(peaks: pd.DataFrame, points: pd.DataFrame, title: str, path: str | 
     fig, ax = subplots(figsize=(9, 6))
     _roofs(ax, peaks, x)
     markers = dict(zip(sorted(points[hue].unique()) if len(points) else [], "osD^vP*X", strict=False))
+    sizes = _marker_sizes(points[size_by]) if size_by and len(points) else {}
     for i, (key, g) in enumerate(points.groupby(label) if len(points) else []):
         for h, gh in g.groupby(hue):
-            ax.scatter(gh.intensity_flop_per_byte, gh.achieved_gflops, marker=markers.get(h, "o"), s=55,
+            if sizes:  # largest first, so a smaller marker at the same place is drawn on top, not hidden
+                gh = gh.sort_values(size_by, ascending=False)
+            s = gh[size_by].map(sizes) if sizes else 55
+            ax.scatter(gh.intensity_flop_per_byte, gh.achieved_gflops, marker=markers.get(h, "o"), s=s,
                        color=f"C{(i + 3) % 10}", edgecolor="black", lw=0.5, zorder=3, label=f"{key} {h}")
             if annotate:
                 for r in gh.itertuples():
@@ -331,21 +337,36 @@ def roofline(peaks: pd.DataFrame, points: pd.DataFrame, title: str, path: str | 
                                 xytext=(3, 3), textcoords="offset points")
     ax.set(xscale="log", yscale="log", xlabel="arithmetic intensity (FLOP/byte, compulsory traffic)",
            ylabel="performance (GFLOP/s)", title=title)
-    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), ncol=1)  # beside the plot, never over it
-    fig.tight_layout()
+    first = ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), ncol=1)  # beside the plot
+    fig.tight_layout()  # room for the first legend; the size legend below it is narrower
+    if sizes:
+        for handle in getattr(first, "legend_handles", None) or first.legendHandles:
+            if hasattr(handle, "set_sizes"):
+                handle.set_sizes([55])  # the series legend names colour and marker, not size
+        ax.add_artist(first).set_clip_on(False)  # add_artist clips to the axes: the legend is outside them
+        handles = [ax.scatter([], [], s=v, marker="o", color="lightgray", edgecolor="black", lw=0.5)
+                   for v in sizes.values()]
+        ax.legend(handles, [str(k) for k in sizes], title=size_by.replace("_", " "), fontsize=7, title_fontsize=7,
+                  loc="lower left", bbox_to_anchor=(1.01, 0.0), labelspacing=1.2, borderpad=0.8)
     return save(fig, path)
 
 
+def _marker_sizes(values: pd.Series) -> dict:
+    """Marker area per distinct value, ascending from 18 to 170 points^2 (evenly over the sorted values)."""
+    import numpy as np
+
+    keys = sorted(values.dropna().unique())
+    return dict(zip(keys, np.linspace(18, 170, len(keys)) if len(keys) > 1 else [55], strict=True))
+
+
 def trajectory(peaks: pd.DataFrame, points: pd.DataFrame, title: str, path: str | Path | None = None):
-    """Batch-sweep points joined in batch order per model and phase, batch sizes written beside them."""
-    fig = roofline(peaks, points, title, None, annotate=False)
+    """Batch-sweep points joined in batch order per model and phase; the marker's size is its batch size, named
+    in a legend beside the plot (labels at the points were drawn over each other: the sweep's points crowd)."""
+    fig = roofline(peaks, points, title, None, annotate=False, size_by="batch_size" if len(points) else None)
     ax = fig.axes[0]
     for _, g in points.groupby(["model", "phase"]) if len(points) else []:
         g = g.sort_values("batch_size")
         ax.plot(g.intensity_flop_per_byte, g.achieved_gflops, "-", color="gray", lw=0.8, zorder=2)
-        for r in g.itertuples():
-            ax.annotate(str(r.batch_size), (r.intensity_flop_per_byte, r.achieved_gflops), fontsize=7,
-                        xytext=(3, -9), textcoords="offset points")
     return save(fig, path)
 
 

@@ -58,6 +58,18 @@ def process_done(row: dict, process: int, least: int) -> None:
     _append(process_line(row, process, least))
 
 
+def note(line: str) -> None:
+    """One line of a step that is not a configuration (04's micro-benchmarks, 05's backends, 06's grid points,
+    07's search): the pipeline's console shows it, so no notebook is silent for minutes."""
+    _append(line)
+
+
+def say(line: str) -> None:
+    """:func:`note` and print: the notebook shows the line too."""
+    print(line)
+    note(line)
+
+
 def row_done(row: dict) -> None:
     """Called once per finished configuration: appends its line to the pipeline's progress file, if any."""
     _append(row_line(row))

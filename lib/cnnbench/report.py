@@ -1,5 +1,6 @@
-"""report.html: the executed notebooks of a run in one page, code hidden, with a contents list and the
-parameters and environment the numbers were measured under at the top."""
+"""The HTML report builder (not a family's tables: those are ``<family>/summary.py``). report.html: the executed
+notebooks of a run in one page, code hidden: a one-screen summary first (:mod:`cnnbench.analysis.overview`), then
+a contents list and the notebooks; the parameters and environment the numbers were measured under folded away."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import nbformat
 from cnnbench import results
 
 COMBINED = "_combined"  # outputs/_combined/: the combined analysis, executed over every user run
+SETUP = "00_setup"  # shows the environment and parameters: a run's report folds them into its header instead
 
 _HEADING = re.compile(r"^(#{1,2})\s+(.+?)\s*#*\s*$")
 
@@ -82,36 +84,6 @@ def build(notebooks: list[Path], out: Path, title: str, header_md: str) -> Path:
     return out
 
 
-def _env_summary(env: dict) -> dict:
-    keys = [
-        "device_kind",
-        "device_name",
-        "gpu_memory_gb",
-        "gpu_driver",
-        "gpu_compute_capability",
-        "cpu_model",
-        "cpu_physical_cores",
-        "cpu_logical_cores",
-        "torch_threads",
-        "ram_gb",
-        "os",
-        "python",
-        "torch",
-        "torchvision",
-        "cuda_runtime",
-        "cudnn",
-        "mps_available",
-        "apple_chip",
-        "git_commit",
-        "git_dirty",
-        "hostname",
-        "host",
-        "host_id",
-        "captured_at",
-    ]
-    return {k: env[k] for k in keys if k in env and env[k] is not None}
-
-
 def complexity_warning(run_dir: Path) -> str:
     """A red warning naming every model whose counts in complexity.csv disagree with torchvision's published
     figures (column ``matches_published``), for the top of the report; "" when all agree or none was checked."""
@@ -151,20 +123,27 @@ def build_run_report(run_dir: Path, notebooks: list[Path]) -> Path:
     env = results.read_json(run_dir / "environment.json") if (run_dir / "environment.json").is_file() else {}
     prm = results.read_json(run_dir / "params.json") if (run_dir / "params.json").is_file() else {}
     params_rows = {k: v for k, v in prm.items() if k not in ("overrides",)}
+    from cnnbench.analysis import overview
+
+    machine = (f"{env.get('device_name', '?')} ({env.get('device_kind', '?')}), {env.get('cpu_model', '?')}, "
+               f"{env.get('cpu_physical_cores', '?')} physical cores, torch using {env.get('torch_threads', '?')} "
+               f"threads, host {env.get('host', '?')}")
     header = (
         f"# cnnbench report: {run_dir.name}\n\n"
         f"{complexity_warning(run_dir)}"
-        f"{reproducibility_statement(run_dir)}"
+        f"{overview.summary_html(run_dir, machine, reproducibility_statement(run_dir))}"
         f"This report speaks of run **{run_dir.name}** only, measured on **{env.get('device_name', '?')}** "
         f"({env.get('device_kind', '?')}) on host {env.get('host', env.get('cpu_model', '?'))}, "
         f"{env.get('captured_at', '')}, with {Path(str(prm.get('params_file', '?'))).name}, workbook commit "
         f"`{str(env.get('git_commit'))[:12]}`{' (with uncommitted changes)' if env.get('git_dirty') else ''}. "
         "Every number below was measured or computed by the workbook's code on this machine; other runs are "
         "compared in outputs/report.html.\n\n"
-        f"<details><summary>Parameters</summary>\n\n{_table(params_rows)}\n\n</details>\n\n"
-        f"<details open><summary>Environment</summary>\n\n{_table(_env_summary(env))}\n\n</details>"
+        f"<details><summary>Parameters (00 · Setup)</summary>\n\n{_table(params_rows)}\n\n</details>\n\n"
+        f"<details><summary>Environment (00 · Setup: every item captured)</summary>\n\n"
+        f"{_table({k: v for k, v in env.items() if k != 'params'})}\n\n</details>"
     )
-    return build(notebooks, run_dir / "report.html", f"cnnbench {run_dir.name}", header)
+    body = [nb for nb in notebooks if Path(nb).stem != SETUP]  # its environment and parameters: folded above
+    return build(body, run_dir / "report.html", f"cnnbench {run_dir.name}", header)
 
 
 def combined_runs(outputs: Path) -> tuple[list[Path], dict[str, str]]:

@@ -2,6 +2,10 @@
 
 Scenario A (02): every model, train and eval, at the seeds' configuration, in every variant of the params.
 Scenario B (03): throughput against batch size. Epochs: full train and validation epochs (seed 000's Table 2).
+
+02's and 03's one entry point: their tables (:mod:`cnnbench.tables`: measured, performance_summary,
+variants_side_by_side, utilisation), figures (:mod:`cnnbench.plots`: throughput, batch_sweep,
+telemetry_timeline) and the telemetry reader (``read_telemetry``) are re-exported here, imported on first use.
 """
 
 from __future__ import annotations
@@ -181,3 +185,18 @@ def epochs(run) -> pd.DataFrame:
                 row.update(engine.failure(err))
         file.append(row)
     return results.read(run.dir, "epochs")
+
+
+_PRESENTED = {"measured": "cnnbench.tables", "performance_summary": "cnnbench.tables",
+              "variants_side_by_side": "cnnbench.tables", "utilisation": "cnnbench.tables",
+              "throughput": "cnnbench.plots", "batch_sweep": "cnnbench.plots", "telemetry_timeline": "cnnbench.plots",
+              "read_telemetry": "cnnbench.measure.telemetry"}
+
+
+def __getattr__(name: str):
+    """02's and 03's tables, figures and telemetry reader, imported on first use (workers do not draw)."""
+    import importlib
+
+    if name in _PRESENTED:
+        return getattr(importlib.import_module(_PRESENTED[name]), "read" if name == "read_telemetry" else name)
+    raise AttributeError(f"module 'cnnbench.scenarios' has no attribute '{name}'")

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import html
+import math
+
 import pandas as pd
 
 from cnnbench import published
@@ -12,10 +15,74 @@ RATES = ("achieved_gflops", "achieved_tflops")
 
 
 def readable_display() -> None:
-    """pandas shows every row and column of a table in full (nothing behind "..."), e.g. in report.html."""
+    """pandas shows every row and column of a table in full (nothing behind "..."), e.g. in report.html; in a
+    notebook, a table wider than the page is shown trimmed (:func:`trimmed_html`)."""
     for option, value in (("display.max_rows", None), ("display.max_columns", None),
                           ("display.max_colwidth", None), ("display.width", None)):
         pd.set_option(option, value)
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return
+    shell = get_ipython()
+    if shell is not None:
+        shell.display_formatter.formatters["text/html"].for_type(pd.DataFrame, trimmed_html)
+
+
+# Columns that give a row's verdict: shown first in a trimmed table.
+VERDICTS = ("status", "verdict", "agree", "significant", "distinguishable_from_default", "bound", "bound_dram",
+            "above_roof", "noisy", "machine_state", "stop_reason", "fate", "matches_published", "passed", "ok")
+WIDE_COLUMNS = 8  # more columns than this do not fit the page
+
+
+def interval_decimals(ci: float) -> int:
+    """Decimals a value with 95% half-width ``ci`` supports: two significant digits of the interval (negative:
+    rounded to tens, hundreds); 4 where the interval is missing."""
+    if not isinstance(ci, (int, float)) or not math.isfinite(ci) or ci <= 0:
+        return 4
+    return 1 - math.floor(math.log10(ci))
+
+
+def _rounded(value, ci) -> str:
+    if not isinstance(value, (int, float)) or not math.isfinite(value):
+        return "" if value is None or value != value else str(value)
+    d = interval_decimals(ci)
+    if d == 4:
+        return _cell(float(value))
+    return f"{round(value, d):,.{max(d, 0)}f}"
+
+
+def trimmed(df: pd.DataFrame) -> tuple[pd.DataFrame, str]:
+    """A wide table made to fit: the columns constant over all its rows move into the returned caption
+    (``name=value``), verdict columns (:data:`VERDICTS`) come first, and every value with a 95% interval column
+    beside it (``x`` and ``x`` with ``_ci95`` in its name, e.g. ``throughput_img_s``, ``throughput_ci95_img_s``)
+    is rounded, with its interval, to the precision the interval supports."""
+    if len(df) < 2 or isinstance(df.columns, pd.MultiIndex):
+        return df, ""
+    constant = [c for c in df.columns if df[c].astype(str).nunique(dropna=False) == 1]
+    caption = "; ".join(f"{c}={_cell(df[c].iloc[0])}" for c in constant if str(df[c].iloc[0]) not in ("", "nan"))
+    out = df.drop(columns=constant)
+    for ci in [c for c in out.columns if "_ci95" in str(c)]:
+        base = str(ci).replace("_ci95", "", 1)
+        if base in out.columns:
+            cis = pd.to_numeric(out[ci], errors="coerce")
+            out[base] = [_rounded(v, e) for v, e in zip(out[base], cis, strict=True)]
+            out[ci] = [_rounded(e, e) for e in cis]
+    first = [c for c in VERDICTS if c in out.columns]
+    return out[first + [c for c in out.columns if c not in first]], caption
+
+
+def trimmed_html(df: pd.DataFrame) -> str:
+    """A table's HTML in a notebook: whole when it fits the page, else :func:`trimmed` with its constant columns
+    in a caption above it."""
+    if len(df.columns) <= WIDE_COLUMNS or not df.columns.is_unique:
+        return df.to_html(max_rows=None, max_cols=None, na_rep="")
+    try:
+        out, caption = trimmed(df)
+    except (TypeError, ValueError):  # a table of unusual cells is shown whole rather than not at all
+        return df.to_html(max_rows=None, max_cols=None, na_rep="")
+    head = f"<p><i>the same in every row: {html.escape(caption)}</i></p>" if caption else ""
+    return head + out.to_html(max_rows=None, max_cols=None, na_rep="", index=not isinstance(df.index, pd.RangeIndex))
 
 
 def _cell(value) -> str:
@@ -26,13 +93,18 @@ def _cell(value) -> str:
 
 def show(df: pd.DataFrame, caption: str = ""):
     """A table as HTML with every row and column shown (nothing hidden behind "..."), numbers to 4 figures,
-    under ``caption`` (say what it compares and its unit)."""
+    under ``caption`` (say what it compares and its unit); a table wider than the page :func:`trimmed`, its
+    constant columns under the caption."""
     from IPython.display import HTML
 
+    same = ""
+    if len(df.columns) > WIDE_COLUMNS and df.columns.is_unique:
+        df, same = trimmed(df)
+        same = f"<p><i>the same in every row: {html.escape(same)}</i></p>" if same else ""
     table = df.to_html(max_rows=None, max_cols=None, formatters={c: _cell for c in df.columns}, na_rep="",
                        index=not isinstance(df.index, pd.RangeIndex), escape=True)
     head = f"<p><b>{caption}</b></p>" if caption else ""
-    return HTML(head + table)
+    return HTML(head + same + table)
 
 
 def complexity_vs_seed(complexity: pd.DataFrame) -> pd.DataFrame:

@@ -4,6 +4,11 @@ seed's numbers beside ours (:mod:`.seeds`) and present 07's searches (:mod:`.sea
 
 Results flow one way: producers write through :mod:`cnnbench.results`, the analysis reads through it, and
 nothing below imports the analysis.
+
+08's one entry point: besides the jobs above, its display helpers (:mod:`cnnbench.tables`: show,
+readable_display, utilisation), figures (:mod:`cnnbench.plots`: throughput, batch_sweep, per_model_rooflines),
+the seeds' tables (``published``) and the explorer (:func:`cnnbench.interactive.explorer`) are re-exported here,
+imported on first use.
 """
 
 from cnnbench.analysis.beside import (
@@ -21,6 +26,9 @@ from cnnbench.analysis.compare import (
     MATCH_KEYS,
     comparison_kind,
     machine,
+    one_knob,
+    ratio_table,
+    ratios,
     repeated,
     speedup_matrix,
     speedups,
@@ -57,6 +65,9 @@ __all__ = [
     "cpu_beside_002",
     "inference_beside_002",
     "memory_mb_beside_004",
+    "one_knob",
+    "ratio_table",
+    "ratios",
     "performance_beside_000",
     "speedups_beside_000",
     "sweep_beside_000",
@@ -92,3 +103,19 @@ __all__ = [
     "write_tables",
     "zip_run",
 ]
+
+
+_PRESENTED = {"show": "cnnbench.tables", "readable_display": "cnnbench.tables", "utilisation": "cnnbench.tables",
+              "throughput": "cnnbench.plots", "batch_sweep": "cnnbench.plots", "per_model_rooflines": "cnnbench.plots",
+              "explorer": "cnnbench.interactive"}
+
+
+def __getattr__(name: str):
+    """08's display helpers, figures, the seeds' tables and the explorer, imported on first use."""
+    import importlib
+
+    if name in _PRESENTED:
+        return getattr(importlib.import_module(_PRESENTED[name]), name)
+    if name == "published":
+        return importlib.import_module("cnnbench.published")
+    raise AttributeError(f"module 'cnnbench.analysis' has no attribute '{name}'")

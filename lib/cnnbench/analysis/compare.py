@@ -201,10 +201,185 @@ def summary(scenario_a: pd.DataFrame) -> pd.DataFrame:
 
 
 def repeated(m: Merged) -> pd.DataFrame:
-    """Every configuration a run measured twice (02 and 03, 02 and 07's default), side by side."""
-    return reproducibility.repeated(m["scenario_a"], m["batch_sweep"], m["tuning"])
+    """Every configuration a run measured twice (02 and 03, 02 and 07's default, 06's unsplit step), side by side."""
+    return reproducibility.repeated(m["scenario_a"], m["batch_sweep"], m["tuning"], m["step_phases"])
 
 
 def machine(m: Merged) -> pd.DataFrame:
     """Per run: how quiet the machine was over its measurements (reproducibility.machine_summary)."""
     return reproducibility.machine_summary(m["scenario_a"], m["batch_sweep"])
+
+
+# --- one-knob ratios (issue 20: "what did my change do?") ------------------------------------------------------
+# The knobs a user turns between two runs of one machine; two rows of the same table, model and phase are
+# divided when they differ in at most one of these (or only in the keys the user names).
+KNOB_KEYS = (
+    "batch_size",
+    "image_size",
+    "precision",
+    "memory_format",
+    "compile",
+    "data_mode",
+    "dataset",
+    "num_classes",
+    "threads",
+    "torch",
+    "workers",
+    "pin_memory",
+)
+RATE_TABLES = ("scenario_a", "batch_sweep")  # the tables with a throughput per configuration
+RATIO_COLUMNS = [  # the verdict first, then what was changed, the rates, and whose runs they are
+    "verdict",
+    "ratio_b_over_a",
+    "ratio_ci95_low",
+    "ratio_ci95_high",
+    "model",
+    "phase",
+    "knob",
+    "value_a",
+    "value_b",
+    "rate_a_img_s",
+    "rate_a_ci95_img_s",
+    "rate_b_img_s",
+    "rate_b_ci95_img_s",
+    "comparison",
+    "differs_in",
+    "run_a",
+    "run_b",
+    "device_a",
+    "device_b",
+    "host_a",
+    "host_b",
+    "host_id_a",
+    "host_id_b",
+    "table",
+    *KNOB_KEYS,
+]
+
+
+def rates(m: Merged) -> pd.DataFrame:
+    """The ok rows of every rate table of the merged runs, one per run, table and configuration (the newest),
+    with the run's torch version as a column and every knob present as comparable text."""
+    frames = []
+    for name in RATE_TABLES:
+        df = m[name]
+        if df.empty or "status" not in df:
+            continue
+        ok = df[df.status.astype(str) == "ok"].copy()
+        ok["table"] = name
+        ok["torch"] = ok.run_name.map(lambda r: m.environments.get(r, {}).get("torch", ""))
+        for key in (*KNOB_KEYS, "model", "phase", "host_id", "host", "device_name", "throughput_ci95_img_s"):
+            if key not in ok:
+                ok[key] = math.nan if key == "throughput_ci95_img_s" else ""
+        ok["compile"] = ok["compile"].astype(str).str.lower().isin(["true", "1", "1.0"])
+        frames.append(ok.drop_duplicates(["run_name", "table", "model", "phase", *KNOB_KEYS], keep="last"))
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+def _differences(ra: pd.Series, rb: pd.Series) -> list[str]:
+    """The knobs two rows differ in; "machine" where their host or device differs."""
+    keys = [k for k in KNOB_KEYS if norm(ra[k]) != norm(rb[k])]
+    if not _same_machine(ra.host_id, rb.host_id, ra.device_name, rb.device_name):
+        keys.insert(0, "machine")
+    return keys
+
+
+def _value(r: pd.Series, key: str) -> str:
+    return f"{r.device_name} on {r.host}" if key == "machine" else str(r[key])
+
+
+def _row(a: str, b: str, ra: pd.Series, rb: pd.Series, diff: list[str], divide: bool) -> dict:
+    x, cx = float(ra.throughput_img_s), _num(ra.throughput_ci95_img_s)
+    y, cy = float(rb.throughput_img_s), _num(rb.throughput_ci95_img_s)
+    row = {
+        "run_a": a,
+        "run_b": b,
+        "host_id_a": ra.host_id,
+        "host_id_b": rb.host_id,
+        "host_a": ra.host,
+        "host_b": rb.host,
+        "device_a": ra.device_name,
+        "device_b": rb.device_name,
+        "table": ra.table,
+        "model": ra.model,
+        "phase": ra.phase,
+        "knob": "; ".join(diff),
+        "value_a": "; ".join(_value(ra, k) for k in diff),
+        "value_b": "; ".join(_value(rb, k) for k in diff),
+        "rate_a_img_s": x,
+        "rate_a_ci95_img_s": cx,
+        "rate_b_img_s": y,
+        "rate_b_ci95_img_s": cy,
+        **{k: ra[k] for k in KNOB_KEYS},
+    }
+    if not divide:
+        return {
+            **row,
+            "verdict": "not divided",
+            "comparison": "more than one key differs",
+            "differs_in": "; ".join(f"{k} {_value(ra, k)} vs {_value(rb, k)}" for k in diff),
+        }
+    r, low, high = reproducibility.ratio(x, cx, y, cy)
+    kind = "one knob" if diff else "same configuration"
+    return {
+        **row,
+        "ratio_b_over_a": r,
+        "ratio_ci95_low": low,
+        "ratio_ci95_high": high,
+        "verdict": reproducibility.change_verdict(x, cx, y, cy),
+        "comparison": kind,
+        "differs_in": "",
+    }
+
+
+def _num(value) -> float:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def one_knob(ok: pd.DataFrame, a: str, b: str, keys: tuple[str, ...] | None = None) -> pd.DataFrame:
+    """Run a's rows beside run b's, per table, model and phase: a row of a is divided by the rows of b that
+    differ from it in the fewest knobs, when that is none (the same configuration, run to run) or one (that
+    knob, labelled with its two values); with ``keys`` named, by every row of b that differs only in those.
+    A row of a whose nearest row of b differs in more knobs stays undivided, the knobs named. Ratio = rate of
+    b / rate of a, with its 95% interval and a verdict (:func:`reproducibility.change_verdict`)."""
+    out = []
+    ga, gb = ok[ok.run_name == a], ok[ok.run_name == b]
+    for (table, model, phase), sa in ga.groupby(["table", "model", "phase"], sort=False):
+        sb = gb[(gb.table == table) & (gb.model == model) & (gb.phase == phase)]
+        for _, ra in sa.iterrows():
+            cands = [(rb, _differences(ra, rb)) for _, rb in sb.iterrows()]
+            if not cands:
+                continue
+            if keys is not None:
+                chosen = [(rb, d) for rb, d in cands if set(d) <= set(keys)]
+            else:
+                fewest = min(len(d) for _, d in cands)
+                chosen = [(rb, d) for rb, d in cands if len(d) == fewest] if fewest <= 1 else []
+            if chosen:
+                out += [_row(a, b, ra, rb, d, True) for rb, d in chosen]
+            else:
+                rb, d = min(cands, key=lambda c: len(c[1]))
+                out.append(_row(a, b, ra, rb, d, False))
+    return pd.DataFrame(out, columns=RATIO_COLUMNS)
+
+
+def ratios(m: Merged, keys: tuple[str, ...] | None = None) -> pd.DataFrame:
+    """08's table of "what did my change do?": :func:`one_knob` for every pair of merged runs (once each, in
+    name order), the ratio labelled by the knob and its two values, with its interval and verdict."""
+    ok = rates(m)
+    if ok.empty:
+        return pd.DataFrame(columns=RATIO_COLUMNS)
+    frames = [one_knob(ok, a, b, keys) for a, b in combinations(sorted(ok.run_name.unique()), 2)]
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=RATIO_COLUMNS)
+
+
+def ratio_table(ratio: pd.DataFrame) -> tuple[pd.DataFrame, str]:
+    """:func:`ratios` for reading: the verdict columns first, every column constant over the table moved into
+    the returned caption text ("same in every row: key value; ...")."""
+    keep = {"verdict", "ratio_b_over_a", "ratio_ci95_low", "ratio_ci95_high", "model", "phase", "knob"}
+    same = [c for c in ratio.columns if c not in keep and ratio[c].astype(str).nunique() == 1]
+    text = "; ".join(f"{c} {ratio[c].iloc[0]}" for c in same if str(ratio[c].iloc[0]) not in ("", "nan"))
+    return ratio.drop(columns=same), (f"same in every row: {text}" if text else "")

@@ -7,7 +7,7 @@ import pandas as pd
 from cnnbench import published
 from cnnbench.analysis.beside import cnn_extras_001
 from cnnbench.analysis.compare import MATCH_KEYS, _configured
-from cnnbench.scratch import report as scratch_report
+from cnnbench.scratch import summary as scratch_summary
 
 
 def _differences(seed: str, s, r) -> str:
@@ -125,7 +125,7 @@ def beside(published_table: pd.DataFrame, ours: pd.DataFrame, key: str, label: s
 def backends_beside_001(backends: pd.DataFrame, memory: pd.DataFrame | None = None) -> pd.DataFrame:
     """Seed 001's Table I (the MNIST CNN per backend) beside our CNN, like with like: one row per run and
     backend from ``backends.csv``'s ``mnist_cnn`` rows only (the MLP's rows are seed 004's experiment), summarised
-    as 05 does (:func:`cnnbench.scratch.report.summary`: every epoch but the first), a ``model`` column on both
+    as 05 does (:func:`cnnbench.scratch.summary.summarize`: every epoch but the first), a ``model`` column on both
     sides; the seed's table alone, labelled, when no run wrote the CNN's rows. Ours also carries its total
     training time (every epoch, the first included, as the seed's), the process RSS after a step from
     ``backend_memory.csv`` (``memory``) and the ``differences`` that explain the accuracy gap (our data, our
@@ -137,7 +137,7 @@ def backends_beside_001(backends: pd.DataFrame, memory: pd.DataFrame | None = No
         if {"model", "status"} <= set(backends.columns)
         else backends.iloc[:0]
     )
-    summ = scratch_report.summary(cnn) if len(cnn) else pd.DataFrame()
+    summ = scratch_summary.summarize(cnn) if len(cnn) else pd.DataFrame()
     if summ.empty:
         return beside(pub, pd.DataFrame(), "backend", "backends")
     ours = pd.DataFrame(
@@ -219,7 +219,7 @@ def ops_beside_published(ops: pd.DataFrame) -> pd.DataFrame:
     for run, g in (
         ops.groupby("run_name") if len(ops) and {"op_kind", "median_ms"} <= set(ops.columns) else []
     ):
-        block = scratch_report.beside_seed_004(g)
+        block = scratch_summary.beside_seed_004(g)
         if len(block):
             blocks[run] = block
     if not blocks:

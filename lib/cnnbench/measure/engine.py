@@ -2,7 +2,8 @@
 would accept.
 
 One training step = zero_grad, forward, loss, backward, optimizer step. One eval step = forward under
-``torch.inference_mode()``. Same model, optimizer (SGD) and loss on every device. Warm-up steps run first;
+``torch.inference_mode()``. Same model, optimizer (SGD; the profiler's
+fine-tuning step: its own, see :class:`Workload`) and loss on every device. Warm-up steps run first;
 then ``repeats`` windows of ``measured_steps`` steps each, the device synchronised before every clock read.
 Failures are rows: out of memory -> ``status=oom``, a non-finite loss -> ``status=unstable``, anything else ->
 ``status=error`` with the message; a worker process that dies -> ``status=crashed`` with its exit code or signal.
@@ -73,6 +74,7 @@ class Protocol:
     momentum: float = default('momentum')
     workers: int = default('workers')
     pin_memory: bool = default('pin_memory')
+    cudnn_benchmark: bool = default('cudnn_benchmark')  # torch.backends.cudnn.benchmark around the steps (CUDA)
     synthetic_images: int = default('synthetic_images')
     telemetry_interval_s: float = default('telemetry_interval_s')
     seed: int = default('seed')
@@ -113,8 +115,12 @@ def _grad_scaler(device: torch.device, precision: str):
 class Workload:
     """The model, optimizer, loss and data of one configuration on one device, and its step function."""
 
-    def __init__(self, cfg: Config, device: torch.device, protocol: Protocol, dataset=None):
+    def __init__(self, cfg: Config, device: torch.device, protocol: Protocol, dataset=None, optimizer: str = "sgd"):
+        """``optimizer``: sgd (Scenario A's, every measured configuration), adam or adamw (the fine-tuning step
+        the profiler traces, seed 002's); lr and momentum are the protocol's."""
         self.cfg, self.device, self.protocol = cfg, device, protocol
+        if reason := devices.precision_unavailable(device, cfg.precision):
+            raise devices.Unavailable(reason)  # a knob this torch lacks is never an error row
         torch.manual_seed(protocol.seed)
         model = models.build(cfg.model, num_classes=cfg.num_classes, image_size=cfg.image_size).to(device)
         self.channels_last = cfg.memory_format == "channels_last"
@@ -122,11 +128,11 @@ class Workload:
             model = model.to(memory_format=torch.channels_last)
         self.model = model.train(cfg.phase == "train")
         self.forward = torch.compile(model) if cfg.compile else model
-        self.optimizer = torch.optim.SGD(model.parameters(), lr=protocol.lr, momentum=protocol.momentum)
+        self.optimizer = models.make_optimizer(optimizer, model.parameters(), protocol.lr, protocol.momentum)
         self.loss_fn = nn.CrossEntropyLoss()
         self.scaler = _grad_scaler(device, cfg.precision)
         self.last_loss: torch.Tensor | None = None
-        devices.math_precision(device, cfg.precision).__enter__()  # for the workload's life (measure restores)
+        devices.math_precision(device, cfg.precision, protocol.cudnn_benchmark).__enter__()  # for the workload's life (measure restores)
         if cfg.data_mode == "device":
             # one batch made once on the device: real images when a dataset is given, else synthetic
             x, y = self._synthetic_batch() if dataset is None else self.to_device(
@@ -147,10 +153,10 @@ class Workload:
 
     def to_device(self, x: torch.Tensor, y: torch.Tensor):
         """A host batch on the device (channels-last when asked); the copy is part of the step."""
-        x = x.to(self.device, non_blocking=True)
+        x = devices.to_device(x, self.device)  # non-blocking only from pinned memory to CUDA
         if self.channels_last:
             x = x.contiguous(memory_format=torch.channels_last)
-        return x, y.to(self.device, non_blocking=True)
+        return x, devices.to_device(y, self.device)
 
     def train_step(self, batch=None) -> None:
         """One training step on ``batch`` (x, y on the device), or on the workload's next batch."""
@@ -190,7 +196,10 @@ def failure(err: BaseException) -> dict:
     """The status and message of a failed measurement: oom, unstable (non-finite loss) or error."""
     if isinstance(err, UnstableLoss):
         return {"status": "unstable", "error": str(err)}
-    return {"status": "oom" if devices.is_oom(err) else "error", "error": f"{type(err).__name__}: {err}"[:500]}
+    if isinstance(err, devices.Unavailable):
+        return {"status": "unavailable", "error": str(err)}
+    note = "CUDA-graph capture failed, taken as out of memory: " if devices.is_capture_failure(err) else ""
+    return {"status": "oom" if devices.is_oom(err) else "error", "error": f"{note}{type(err).__name__}: {err}"[:500]}
 
 
 def steps_for_window(warmup_times: list[float], protocol: Protocol) -> int:
@@ -234,10 +243,11 @@ def death(exitcode: int | None) -> str:
 
 
 def _memory(device: torch.device, sampler: telemetry.Sampler, summary: dict) -> dict:
-    """Peak device memory and this configuration's peak RSS (MiB): the high-water mark, or the sampled max."""
+    """Peak device memory and this configuration's peak RSS (MiB): the high-water marks (CUDA); on MPS, which
+    has none, the columns named for what they hold (devices.peak_memory_mib) and the largest sample."""
     out = devices.peak_memory_mib(device)
-    if "mps_mem_max_mib" in summary:  # MPS has no peak counter: the largest value sampled during the windows
-        out["peak_device_mem_mib"] = max(out["peak_device_mem_mib"], summary["mps_mem_max_mib"])
+    if "mps_mem_max_mib" in summary:  # MPS has no peak counter: the largest 0.1 s sample, named as such
+        out["mps_allocated_max_sampled_mib"] = summary["mps_mem_max_mib"]
     out["peak_rss_mib"] = max(devices.peak_rss_mib(), summary.get("peak_rss_mib", 0.0))
     return out
 
@@ -256,7 +266,7 @@ def measure(cfg: Config, device: torch.device, protocol: Protocol, dataset=None,
     row["timestamp"] = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
     row.update(status="ok", error="")
     timer = timer or timing.StepTimer(device)
-    work, math = None, devices.math_precision(device, cfg.precision)
+    work, math = None, devices.math_precision(device, cfg.precision, protocol.cudnn_benchmark)
     try:
         math.__enter__()
         devices.empty_cache(device)

@@ -2,7 +2,9 @@
 
 A 95% interval is true only if a second measurement falls inside it. A run measures some configurations twice
 on purpose: 03's sweep repeats 02's batch sizes (seed 000's 64 for SqueezeNet, 128 for ResNet-50), 07 confirms
-its default configuration, which 02 also measured. :func:`repeated` sets each pair side by side: the
+its default configuration, which 02 also measured, and 06's step phases time the unsplit training step, drawn
+from a DataLoader, which matches 02's or 03's row only where that row also trained from a loader (``data_mode:
+loader``) at 06's batch size. :func:`repeated` sets each pair side by side: the
 difference, the interval of the difference (the two half-widths combined in quadrature) and whether the
 difference is inside it (``agree``), and, stricter, whether the second rate is inside the first's own interval.
 
@@ -44,11 +46,24 @@ def _tuning_default(tuning: pd.DataFrame) -> pd.DataFrame:
     return _ok(rows, "tuning (default)")
 
 
-def repeated(scenario_a: pd.DataFrame, batch_sweep: pd.DataFrame, tuning: pd.DataFrame | None = None
-             ) -> pd.DataFrame:
+def _unsplit_step(step_phases: pd.DataFrame | None) -> pd.DataFrame:
+    """06's unsplit training steps as rate rows like 02's: batch / mean step time, its interval scaled alike."""
+    if step_phases is None or step_phases.empty or "step_time_s" not in step_phases:
+        return pd.DataFrame()
+    ok = _ok(step_phases, "step phases (unsplit step)")
+    keys = [k for k in ("run_name", *SAME) if k in ok and k not in ("phase", "data_mode")]
+    ok = ok.drop_duplicates(keys).copy()
+    step, ci = ok.step_time_s.astype(float), ok.step_time_ci95_s.astype(float)
+    ok["throughput_img_s"] = ok.batch_size.astype(float) / step
+    ok["throughput_ci95_img_s"] = ok.throughput_img_s * ci / step
+    return ok.assign(phase="train", data_mode="loader")
+
+
+def repeated(scenario_a: pd.DataFrame, batch_sweep: pd.DataFrame, tuning: pd.DataFrame | None = None,
+             step_phases: pd.DataFrame | None = None) -> pd.DataFrame:
     """Every configuration of a run measured by two passes, one row per pair (see the module's docstring)."""
-    passes = [p for p in (_ok(scenario_a, "scenario_a"), _ok(batch_sweep, "batch_sweep"), _tuning_default(tuning))
-              if len(p)]
+    passes = [p for p in (_ok(scenario_a, "scenario_a"), _ok(batch_sweep, "batch_sweep"), _tuning_default(tuning),
+                          _unsplit_step(step_phases)) if len(p)]
     out = []
     for i, a in enumerate(passes):
         for b in passes[i + 1:]:
@@ -161,3 +176,24 @@ def rate_text(rate: float, half: float, unit: str = "img/s") -> str:
     if half >= rate:
         return f"about {rate:,.0f} {unit} (not precise: +-{100 * half / rate:.0f}%, measure longer)"
     return f"{rate:,.1f} +- {half:,.1f} {unit}"
+
+
+def ratio(a: float, ca: float, b: float, cb: float) -> tuple[float, float, float]:
+    """``b / a`` with its 95% interval (low, high): the interval of the difference ``b - a`` (the two half-widths
+    combined in quadrature, as :func:`repeated` and :func:`distinguishable` combine them) relative to ``a``, so
+    the interval excludes 1 exactly when :func:`change_verdict` calls the change significant (the low end is
+    clipped at 0 where the noise is larger than the rate)."""
+    half = math.hypot(ca, cb) / a
+    r = b / a
+    return r, max(r - half, 0.0), r + half
+
+
+def change_verdict(a: float, ca: float, b: float, cb: float) -> str:
+    """What going from rate ``a`` to rate ``b`` did: "faster" or "slower" only where the difference is larger
+    than the 95% interval of the difference (:func:`distinguishable`), else "not significant"; "no interval"
+    where either side has none (a rate measured once)."""
+    if not (math.isfinite(ca) and math.isfinite(cb)):
+        return "no interval"
+    if not distinguishable(a, ca, b, cb):
+        return "not significant"
+    return "faster" if b > a else "slower"

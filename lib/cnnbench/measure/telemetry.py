@@ -36,9 +36,26 @@ import torch
 from cnnbench import devices
 
 _NVML_THROTTLE = {
-    0x1: "gpu_idle", 0x2: "app_clocks", 0x4: "sw_power_cap", 0x8: "hw_slowdown", 0x20: "sw_thermal",
-    0x40: "hw_thermal", 0x80: "hw_power_brake", 0x100: "display_clocks",
+    0x1: "gpu_idle", 0x2: "app_clocks", 0x4: "sw_power_cap", 0x8: "hw_slowdown", 0x10: "sync_boost",
+    0x20: "sw_thermal", 0x40: "hw_thermal", 0x80: "hw_power_brake", 0x100: "display_clocks",
 }
+# Which reading gpu_power_w holds (the row's ``gpu_power_source``): NVML_FI_DEV_POWER_INSTANT where the driver
+# has it, else nvmlDeviceGetPowerUsage, a one-second average on Ampere/Hopper (except A100) that lags 0.1 s samples.
+POWER_INSTANT, POWER_AVERAGE = "nvml_instant", "nvml_power_usage_1s_avg"
+
+
+def gpu_power_w(nvml, handle) -> tuple[float, str]:
+    """(watts, source) of one GPU: the instantaneous field where this driver and pynvml have it, else the
+    averaged power usage."""
+    field = getattr(nvml, "NVML_FI_DEV_POWER_INSTANT", None)
+    if field is not None and hasattr(nvml, "nvmlDeviceGetFieldValues"):
+        try:
+            (value,) = nvml.nvmlDeviceGetFieldValues(handle, [field])
+            if value.nvmlReturn == getattr(nvml, "NVML_SUCCESS", 0) and value.value.uiVal > 0:
+                return value.value.uiVal / 1000, POWER_INSTANT
+        except Exception:  # noqa: BLE001 - an old driver: the averaged reading below
+            pass
+    return nvml.nvmlDeviceGetPowerUsage(handle) / 1000, POWER_AVERAGE
 # metric of the series -> (summary name, statistics kept in the row); util_* summaries end in _pct
 _SUMMARY = {
     "util_cpu_pct": ("util_cpu", ("mean", "max")),
@@ -90,6 +107,7 @@ class Sampler:
         self.device, self.interval_s, self.clock = device, interval_s, clock
         self.samples: list[tuple[float, str, float, int | None]] = []
         self.throttle: set[str] = set()
+        self.power_source = ""  # which NVML reading gpu_power_w holds (POWER_INSTANT or POWER_AVERAGE)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._proc = psutil.Process()
@@ -175,7 +193,10 @@ class Sampler:
             self._add(t, "util_device_mem_pct", util.memory, index)
             self._add(t, "gpu_mem_used_mib", nvml.nvmlDeviceGetMemoryInfo(handle).used / 2**20, index)
             self._add(t, "gpu_temp_c", nvml.nvmlDeviceGetTemperature(handle, nvml.NVML_TEMPERATURE_GPU), index)
-            self._add(t, "gpu_power_w", nvml.nvmlDeviceGetPowerUsage(handle) / 1000, index)
+            watts, source = gpu_power_w(nvml, handle)
+            self._add(t, "gpu_power_w", watts, index)
+            if index == self.measured_index:
+                self.power_source = source
             self._add(t, "gpu_sm_clock_mhz", nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_SM), index)
             reasons = nvml.nvmlDeviceGetCurrentClocksThrottleReasons(handle)
             self._add(t, "gpu_throttle_reasons", reasons, index)
@@ -243,6 +264,8 @@ class Sampler:
         out.setdefault("util_device_mean_pct", float("nan"))
         out["telemetry_samples"] = len(self.values("util_cpu_pct"))
         out["gpu_throttle_reasons"] = ",".join(sorted(self.throttle))
+        if self.power_source:
+            out["gpu_power_source"] = self.power_source
         return out
 
 

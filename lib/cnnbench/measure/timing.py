@@ -44,17 +44,16 @@ def ci95_half_width(values) -> float:
 
 
 def _device_events(device: torch.device):
-    """(make an event, record it) timing work queued on ``device``, or None where the backend has no events.
+    """(make an event, record it) timing work queued on ``device``, or None where no events are used.
 
     CUDA: events recorded on the measured device's CURRENT stream (``cuda:1`` is timed on GPU 1's stream, not on
-    the current device's). MPS: ``torch.mps.Event(enable_timing=True)`` where this torch has it.
+    the current device's). MPS: none, even where torch has ``torch.mps.Event``: its times are host-clock readings
+    taken in callbacks that can arrive out of order (sub-millisecond steps raise "End event ... was not recorded
+    after start event"), and each record commits the command buffer, changing the work timed. MPS times windows.
     """
     if device.type == "cuda":
         stream = torch.cuda.current_stream(device)
         return (lambda: torch.cuda.Event(enable_timing=True)), (lambda event: event.record(stream))
-    mps_event = getattr(getattr(torch, "mps", None), "Event", None)
-    if device.type == "mps" and mps_event is not None:
-        return (lambda: mps_event(enable_timing=True)), (lambda event: event.record())
     return None
 
 
@@ -62,9 +61,9 @@ class StepTimer:
     """Times steps on ``device``: synchronise, read the clock, run, synchronise, read the clock.
 
     On CUDA and MPS the device is synchronised at the window's edges only (a per-step synchronisation would
-    remove the overlap of host and device work a real training loop has) and each step's time comes from
-    device events recorded between steps. On the CPU (no queue) every step is timed by the host clock. On MPS
-    without events, each step is given the window's mean (``source`` says so). The window's wall time always
+    remove the overlap of host and device work a real training loop has); on CUDA each step's time comes from
+    device events recorded between steps. On the CPU (no queue) every step is timed by the host clock. On MPS,
+    which is timed by windows only, each step is given the window's mean (``source`` says so). The window's wall time always
     comes from the host clock read after a device synchronisation. ``clock`` and ``sync`` are injectable so
     tests drive the timer with a fake clock.
     """

@@ -28,6 +28,7 @@ PROTOCOL_KEYS = (
     "momentum",
     "workers",
     "pin_memory",
+    "cudnn_benchmark",
     "synthetic_images",
     "seed",
     "data_path",
@@ -123,6 +124,8 @@ PROFILE_PLAN = (
     "memory_format",
     "threads",
     "seed",
+    "optimizer",
+    "lr",
     "warmup_steps",
     "profiled_steps",
     "profile_top_k",
@@ -297,6 +300,8 @@ TABLES: dict[str, Table] = {
         Table("tuning", "07_tuning", (*SEARCH_KEYS, "row_kind", "stage", "rung", "config"), SEARCH_KEYS),
         Table("tuning_space", "07_tuning", ("model", "device_kind", "knob", "value"), merged=False),
         Table("explore", "08_analysis", ("timestamp", "model", "batch_size", "precision"), merged=False),
+        # how long each notebook took, written by the pipeline (cnnbench.eta)
+        Table("timings", "pipeline", ("notebook",), merged=False),
     ]
 }
 MERGED = tuple(name for name, t in TABLES.items() if t.merged)  # what the analysis merges across runs

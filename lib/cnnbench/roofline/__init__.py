@@ -21,6 +21,15 @@ from cnnbench.measure import engine, traffic
 from cnnbench.roofline import peaks as peaks_mod
 
 
+def device_time_us(evt) -> float:
+    """A profiler event's CUDA time (us): ``device_time_total`` (torch 2.4+) or its old name ``cuda_time_total``."""
+    for attr in ("device_time_total", "cuda_time_total"):
+        value = getattr(evt, attr, None)
+        if value is not None:
+            return float(value)
+    return 0.0
+
+
 def attainable(intensity: float, peak_gflops: float, bandwidth_gbs: float) -> float:
     """GFLOP/s the roofline allows at ``intensity`` FLOP/byte."""
     return min(peak_gflops, bandwidth_gbs * intensity)
@@ -168,7 +177,7 @@ def profile_layers(cfg: engine.Config, device: torch.device, protocol: engine.Pr
         c = counted.get((evt.key, str(evt.input_shapes)))
         if c is None:
             continue
-        total_us = getattr(evt, "device_time_total", 0) if device.type == "cuda" else evt.cpu_time_total
+        total_us = device_time_us(evt) if device.type == "cuda" else evt.cpu_time_total
         time_s = total_us / 1e6 / steps
         if time_s <= 0 or c["bytes"] == 0:
             continue
@@ -332,3 +341,20 @@ def across_runs(run_dirs) -> tuple[pd.DataFrame, pd.DataFrame]:
         if len(peaks.columns):
             roofs.append(peaks.assign(run_name=run_dir.name))
     return tuple(pd.concat(f, ignore_index=True) if f else pd.DataFrame() for f in (points, roofs))
+
+
+_PRESENTED = {"plot": ("cnnbench.plots", "roofline"), "trajectory": ("cnnbench.plots", "trajectory"),
+              "bandwidth_sweep": ("cnnbench.plots", "bandwidth_sweep"),
+              "per_model_rooflines": ("cnnbench.plots", "per_model_rooflines"),
+              "write_rows": ("cnnbench.results", "write_rows"), "runs_for": ("cnnbench.results.runs", "runs_for")}
+
+
+def __getattr__(name: str):
+    """04's figures (:mod:`cnnbench.plots`: ``plot`` is its roofline), ``write_rows`` and ``runs_for`` (the
+    results layer), re-exported for 04's one entry point and imported on first use (tuning's workers do not draw)."""
+    import importlib
+
+    if name in _PRESENTED:
+        module, attr = _PRESENTED[name]
+        return getattr(importlib.import_module(module), attr)
+    raise AttributeError(f"module 'cnnbench.roofline' has no attribute '{name}'")

@@ -5,7 +5,8 @@ device's exact model and variant.
 The CPU sweep is :mod:`cnnbench.roofline.membench`: as the Empirical Roofline Toolkit and likwid-bench do, one compiled call
 (numba, on the run's threads) loops many times over each thread's own buffer, so no per-call cost hides the L1 and
 L2 roofs; kernels ``read`` (bytes read) and ``triad`` (a = b + s*c: 2 reads + 1 write counted, the write-allocate
-read not counted, the STREAM convention). GPUs: torch copy and triad (bytes read + written), CUDA-graph replayed.
+read not counted, the STREAM convention). GPUs: torch copy and triad (bytes read + written), CUDA-graph replayed;
+the CUDA L2 also by one long kernel re-reading an L2-resident buffer (``l2_reread``, bytes read).
 
 ``device_peaks.csv`` (one row per precision and memory level; measured rows first, the main-memory row of each
 precision before its cache rows):
@@ -43,7 +44,7 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from cnnbench import devices
+from cnnbench import devices, progress
 
 
 def precisions(device: torch.device) -> list[str]:
@@ -224,7 +225,9 @@ def cache_levels(device: torch.device, threads: int = 1, sysfs_root: str | Path 
     CUDA: the L2 (``L2_cache_size``). MPS: Apple publishes no GPU cache sizes, [].
     """
     if device.type == "cuda":
-        l2 = torch.cuda.get_device_properties(device).L2_cache_size
+        l2 = getattr(torch.cuda.get_device_properties(device), "L2_cache_size", None)  # torch 2.5+
+        if not l2:
+            return []
         return [{"level": "l2", "size_bytes": l2, "capacity_bytes": l2, "size_source": "cuda L2_cache_size"}]
     if device.type != "cpu":
         return []
@@ -251,6 +254,33 @@ def _bandwidth_kernels(device: torch.device, working_set: int) -> dict:
     return kernels
 
 
+# The L2 of a GPU: copies of a working set that fits it (<= 25 MiB on an H100) last microseconds, so launch gaps
+# dominate even replayed from a CUDA graph. One long kernel re-reads the L2-resident buffer instead: a sum of the
+# buffer expanded R times (stride 0, nothing copied), one output per re-read, R chosen so a call moves at least
+# REREAD_TARGET_BYTES. Buffers under REREAD_MIN_BYTES are left out: one SM's L1 (256 KiB on Hopper) would serve them.
+REREAD_TARGET_BYTES = 4 * 2**30
+REREAD_MIN_BYTES = 2 * 2**20
+
+
+def reread_repeats(buffer_bytes: int, target_bytes: int = REREAD_TARGET_BYTES) -> int:
+    """Re-reads of a ``buffer_bytes`` buffer in one call so that the call reads at least ``target_bytes``."""
+    return max(1, math.ceil(target_bytes / max(buffer_bytes, 1)))
+
+
+def reread_sizes(sizes: list[int], l2_bytes: int) -> list[int]:
+    """The working sets the re-read kernel measures: from REREAD_MIN_BYTES up to the L2's capacity."""
+    return [s for s in sizes if REREAD_MIN_BYTES <= s <= l2_bytes]
+
+
+def reread_kernel(device: torch.device, working_set: int, target_bytes: int = REREAD_TARGET_BYTES):
+    """(fn, bytes read per call): one reduction kernel reading a ``working_set``-byte float32 buffer R times."""
+    n = max(working_set // 4, 1024)
+    a = torch.rand(n, device=device)
+    repeats = reread_repeats(4 * n, target_bytes)
+    view = a.expand(repeats, n)  # stride 0: every row is the same L2-resident buffer
+    return (lambda: view.sum(dim=1)), 4 * n * repeats
+
+
 def sweep_sizes(levels: list[dict], dram_bytes: int, smallest: int = 16 * 2**10, step: float = 4.0) -> list[int]:
     """Working sets to measure: a geometric series (ratio ``step``) from ``smallest`` to ``dram_bytes``, plus half
     and three quarters of each cache level (sizes that surely fit it), so every level holds sizes of its own."""
@@ -266,7 +296,8 @@ def bandwidth_sweep(device: torch.device, sizes: list[int], repeats: int = 3,
 
     CPU: :mod:`cnnbench.roofline.membench` (numba: one compiled call per timing, each of ``threads`` threads looping over
     its own buffer; read and triad kernels, write-allocate not counted). GPU: torch copy and triad, ``inner``
-    calls per timing replayed from a CUDA graph where capture works (bytes read + written per call).
+    calls per timing replayed from a CUDA graph where capture works (bytes read + written per call); on CUDA also
+    ``l2_reread`` for the working sets that fit the L2 (:func:`reread_kernel`: one long kernel, bytes read).
     """
     if device.type == "cpu":
         from cnnbench.roofline import membench
@@ -281,6 +312,16 @@ def bandwidth_sweep(device: torch.device, sizes: list[int], repeats: int = 3,
                          "bandwidth_gbs": max(rates) / 1e9, "bandwidth_median_gbs": statistics.median(rates) / 1e9,
                          "calls": repeats, "method": "torch, bytes read + written"})
         devices.empty_cache(device)
+    if device.type == "cuda":
+        l2 = max((lv["capacity_bytes"] for lv in cache_levels(device) if lv["level"] == "l2"), default=0)
+        for size in reread_sizes(sizes, l2):
+            fn, nbytes = reread_kernel(device, size)
+            rates = _rates(fn, nbytes, device, repeats, min_call_s, graph=True)
+            rows.append({"working_set_bytes": size, "working_set_mib": size / 2**20, "kernel": "l2_reread",
+                         "bandwidth_gbs": max(rates) / 1e9, "bandwidth_median_gbs": statistics.median(rates) / 1e9,
+                         "calls": repeats, "bytes_per_call": nbytes,
+                         "method": f"torch, one sum kernel re-reading the buffer {nbytes // size}x: bytes read"})
+            devices.empty_cache(device)
     return pd.DataFrame(rows)
 
 
@@ -421,6 +462,7 @@ def _measure(device: torch.device, matmul_size: int, stream_mb: int, repeats: in
         sizes = sweep_sizes(levels, dram_bytes, smallest=4 * 2**10 * threads, step=2**0.5)
     else:
         sizes = sweep_sizes(levels, dram_bytes)
+    progress.note(f"roofline: memory bandwidth over {len(sizes)} working sets on {threads} threads")
     sweep = bandwidth_sweep(device, sizes, repeats, threads=threads)
     main = main_memory_level(device)
     roofs = level_roofs(sweep, levels, main)
@@ -429,6 +471,7 @@ def _measure(device: torch.device, matmul_size: int, stream_mb: int, repeats: in
     stream = {f"{k}_gbs": float(g.bandwidth_gbs.max()) for k, g in dram.groupby("kernel")}
     rows = []
     for precision in precisions(device):
+        progress.note(f"roofline: {precision} compute roof (matmul {n}, two convolutions)")
         mm = rate_summary(matmul_rates(device, precision, n, repeats))
         convs = [rate_summary(conv_rates(device, precision, repeats=repeats)),  # ResNet stage 2 and 3 shapes
                  rate_summary(conv_rates(device, precision, batch=64, channels=256, size=14, repeats=repeats))]
@@ -494,6 +537,12 @@ def apple_chip(device_name: str) -> str:
     return re.sub(r"\s*GPU\s*(\(MPS\))?\s*$", "", device_name.strip(), flags=re.IGNORECASE)
 
 
+# The M3 and M4 families: Apple publishes no GPU clock or TFLOPS, and the clocks published by third parties
+# range 1.38-1.6 GHz, so a derived roof (cores x 128 ALUs x 2 FLOP x clock) would carry a 16% guess.
+NO_APPLE_SPEC = ("no spec roof: Apple publishes no GPU clock or TFLOPS for the {chip}, and published estimates of "
+                 "its GPU clock range 1.38-1.6 GHz (a 16% spread in a derived roof); only the measured roofs are drawn")
+
+
 def spec_rows(device_name: str, device_kind: str, gpu_cores: int | None = None) -> tuple[pd.DataFrame, str]:
     """The spec-sheet rows of exactly this device, as device_peaks rows, and a note saying how it matched.
 
@@ -510,6 +559,8 @@ def spec_rows(device_name: str, device_kind: str, gpu_cores: int | None = None) 
         how = f"exact name '{device_name}'"
     elif device_kind == "mps":
         chip = apple_chip(device_name)
+        if re.match(r"Apple M[34]\b", chip, flags=re.IGNORECASE):
+            return empty, NO_APPLE_SPEC.format(chip=chip)
         if gpu_cores is None:
             return empty, f"no spec roof: the GPU core count of '{chip}' could not be read, and it decides the row"
         hits = table[(table.device_kind == "mps") & (table.device.map(normalise_name) == normalise_name(chip))

@@ -16,10 +16,17 @@ from cnnbench.scaling import launch as _launch
 from cnnbench.scaling.summary import scaling_plot as plot
 from cnnbench.scaling.summary import scaling_table as table
 
-__all__ = ["run", "table", "plot"]
+__all__ = ["run", "table", "plot", "telemetry"]
 
 
 def run(run) -> pd.DataFrame:
     """DistributedDataParallel over 1..N processes launched by torchrun -> scaling.csv (current rows)."""
     _launch.run_all(run)
     return results.read(run.dir, "scaling")
+
+
+def telemetry(run, path=None):
+    """The series every rank sampled during scaling (transfer_telemetry.csv), over time, one panel per metric."""
+    from cnnbench.measure import timelines
+
+    return timelines.plot_experiment(timelines.read(run), "scaling", path)

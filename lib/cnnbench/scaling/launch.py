@@ -18,7 +18,7 @@ from pathlib import Path
 
 import torch
 
-from cnnbench import devices, results
+from cnnbench import devices, progress, results
 from cnnbench.measure import timelines
 
 LOSS_RTOL = 1e-4
@@ -97,7 +97,7 @@ def efficiency(rows: list[dict]) -> None:
         r["scaling_efficiency_pct"] = 100 * r["speedup"] / r["world_size"]
 
 
-def run_all(run, launcher=launch, log=print) -> list[dict]:
+def run_all(run, launcher=launch, log=progress.say) -> list[dict]:
     """Every world size of the params, plus for each N > 1 a one-process loss check at batch N x b."""
     from cnnbench.measure.engine import failure
     from cnnbench.scenarios import model_data

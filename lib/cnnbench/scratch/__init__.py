@@ -8,6 +8,10 @@ One interface (:class:`cnnbench.scratch.base.Backend`), one module per backend f
 - ``torch_backend``: PyTorch on CPU, CUDA and MPS running the same networks
 
 :func:`make` builds any of them by name, or raises :class:`BackendUnavailable` with the reason.
+
+05's one entry point: the experiment (``load_data``, ``run_all``, ``load_frames`` of :mod:`.experiment`), its
+tables and figures (:mod:`.summary`) and the seeds' numbers (``published``), re-exported here and imported on
+first use (a worker importing one backend does not pay for matplotlib).
 """
 
 from __future__ import annotations
@@ -20,8 +24,25 @@ BACKENDS = SCRATCH_BACKENDS
 DEVICE_KIND = {"numpy": "cpu", "numba_cpu": "cpu", "numba_cuda": "cuda", "cupy": "cuda",
                "torch_cpu": "cpu", "torch_cuda": "cuda", "torch_mps": "mps"}
 
+_EXPERIMENT = ("load_data", "run_all", "load_frames")
+_SUMMARY = ("status", "summarize", "speed_goals", "gradcheck_table", "beside_seed_001", "op_kinds", "beside_seed_004",
+            "forward_backward", "memory_table", "figure_1", "convergence", "op_breakdown")
+
 __all__ = ["BACKENDS", "DEVICE_KIND", "MODELS", "Backend", "BackendUnavailable", "OpTimer", "make",
-           "torch_weights"]
+           "torch_weights", "published", *_EXPERIMENT, *_SUMMARY]
+
+
+def __getattr__(name: str):
+    """The experiment's and the summary's functions (and ``published``), imported on first use."""
+    import importlib
+
+    if name in _EXPERIMENT:
+        return getattr(importlib.import_module("cnnbench.scratch.experiment"), name)
+    if name in _SUMMARY:
+        return getattr(importlib.import_module("cnnbench.scratch.summary"), name)
+    if name == "published":
+        return importlib.import_module("cnnbench.scratch.published")
+    raise AttributeError(f"module 'cnnbench.scratch' has no attribute '{name}'")
 
 
 def make(name: str, model: str, lr: float = 0.01, momentum: float = 0.9) -> Backend:

@@ -20,6 +20,7 @@ import psutil
 import torch
 
 from cnnbench import devices, results
+from cnnbench.progress import note
 from cnnbench.results.tables import SCRATCH_KEYS, SCRATCH_PLAN
 from cnnbench.scratch import DEVICE_KIND, BackendUnavailable, make, torch_weights
 from cnnbench.scratch.base import torch_module
@@ -117,8 +118,13 @@ def identity(backend: str, model: str, threads: int) -> dict:
             "device_kind": DEVICE_KIND[backend], "threads": threads}
 
 
+# Numba's errors for a missing CUDA driver, libNVVM or NVRTC (numba.cuda.cudadrv.error): the toolkit is absent,
+# which makes the backend unavailable here, not broken.
+MISSING_TOOLKIT = ("CudaSupportError", "NvvmSupportError", "NvrtcSupportError")
+
+
 def status_of(err: BaseException) -> str:
-    if isinstance(err, BackendUnavailable):
+    if isinstance(err, BackendUnavailable) or type(err).__name__ in MISSING_TOOLKIT:
         return "unavailable"
     return "oom" if devices.is_oom(err) else "error"
 
@@ -476,6 +482,7 @@ def _run_all(run, data: Data | None, progress) -> dict[str, list[dict]]:
                 progress(f"{model} on {backend}: kept from an earlier run with the same parameters")
                 continue
             progress(f"{model} on {backend}")
+            note(f"backends: {model} on {backend}")
             for row in gradcheck(backend, model, weights, xg, yg, threads):
                 keep("gradcheck")(row)
             if model == "mnist_cnn":

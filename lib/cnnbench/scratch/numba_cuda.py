@@ -27,10 +27,26 @@ THREADS = 128  # threads per block
 BATCH_CHUNK = 16  # images summed by one thread of a weight-gradient kernel
 
 
+NO_NVVM = ("Numba finds a CUDA GPU but no libNVVM to compile its kernels (torch wheels do not ship it): "
+           "pip install 'numba-cuda[cu12]' (the GPU extra) or a CUDA toolkit")
+
+
+def nvvm_available() -> bool:
+    """True when Numba can load libNVVM, the compiler of its CUDA kernels."""
+    try:
+        from numba.cuda.cudadrv import nvvm
+
+        return bool(nvvm.is_available())
+    except Exception:  # noqa: BLE001 - a Numba without the module cannot compile either
+        return False
+
+
 def _cuda():
-    """numba.cuda with a usable GPU (or the simulator); :class:`BackendUnavailable` says why not."""
+    """numba.cuda with a usable GPU and compiler (or the simulator); :class:`BackendUnavailable` says why not."""
     if not cuda.is_available():
         raise BackendUnavailable("Numba finds no CUDA GPU (numba.cuda.is_available() is False)")
+    if not SIMULATED and not nvvm_available():
+        raise BackendUnavailable(NO_NVVM)
     return cuda
 
 

@@ -3,7 +3,9 @@
     phases(run)   -> step_phases.csv   (data wait, host-to-device copy, forward, loss, backward, optimizer: each
                                         phase timed with the device synchronised at its edges, their sum checked
                                         against the unsplit step)
-    profile(run)  -> profile_ops.csv + trace_<model>.json (torch.profiler: the top operators of each pass)
+    profile(run)  -> profile_ops.csv + trace_<model>.json (torch.profiler: the top operators of each pass of
+                                        seed 002's fine-tuning step: the transfer keys' optimizer, first lr,
+                                        resolution and a two-class head, at profile_batch_size)
 
 and their tables and plots (:mod:`.summary`).
 """
@@ -14,10 +16,12 @@ import dataclasses
 
 import pandas as pd
 
-from cnnbench import results
+from cnnbench import progress, results
 from cnnbench.steps import profiler as _profiler
 from cnnbench.steps import step_phases as _phases
 from cnnbench.steps.summary import phase_plot, phase_table, top_ops_table
+
+FINE_TUNING_CLASSES = 2  # seed 002's head: cats vs dogs (002:140)
 
 __all__ = ["phases", "profile", "phase_table", "phase_plot", "top_ops_table"]
 
@@ -29,26 +33,32 @@ def phases(run) -> pd.DataFrame:
 
 
 def profile(run) -> pd.DataFrame:
-    """Trace ``profile_steps`` steps of each of ``profile_models`` -> trace_<model>.json, profile_ops.csv."""
-    from cnnbench import scenarios
+    """Trace ``profile_steps`` fine-tuning steps of each of ``profile_models`` -> trace_<model>.json,
+    profile_ops.csv. The step is seed 002's: ``optimizer`` (Adam) at ``transfer_lrs[0]``, ``transfer_image_size``
+    px, a new two-class head, batch ``profile_batch_size`` (0: ``transfer_batch_sizes[0]``); the weights are
+    random (a step's cost does not depend on their values, and no download is needed)."""
+    from cnnbench import models
     from cnnbench.measure import engine
 
     p = run.params
+    protocol = dataclasses.replace(engine.Protocol.from_params(p), lr=p.transfer_lrs[0])
+    batch = p.profile_batch_size or p.transfer_batch_sizes[0]
     table = results.table("profile_ops")
     kept, rows, planned = table.file(run.dir), [], []
     for model in p.profile_models:
-        cfg = scenarios.scenario_a_configs(dataclasses.replace(p, models=[model], phases=["train"]))[0]
-        if p.profile_batch_size or p.phase_batch_size:
-            cfg = dataclasses.replace(cfg, batch_size=p.profile_batch_size or p.phase_batch_size)
+        cfg = engine.Config(model=model, phase="train", batch_size=batch, image_size=p.transfer_image_size,
+                            num_classes=FINE_TUNING_CLASSES, in_channels=models.spec(model).in_channels)
         ident = {**{k: getattr(cfg, k) for k in ("model", "batch_size", "image_size", "num_classes", "precision",
                                                  "memory_format")},
-                 "device_kind": run.device.type, "threads": run.threads, "seed": p.seed,
-                 "warmup_steps": p.warmup_steps, "profiled_steps": p.profile_steps, "profile_top_k": p.profile_top_k}
+                 "device_kind": run.device.type, "threads": run.threads, "seed": p.seed, "optimizer": p.optimizer,
+                 "lr": protocol.lr, "warmup_steps": p.warmup_steps, "profiled_steps": p.profile_steps,
+                 "profile_top_k": p.profile_top_k}
         planned.append(ident)
         if kept.finished(ident, table.plan_columns):  # traced before with the same parameters: kept
             continue
-        rows += [{**r, **ident} for r in _profiler.profile_model(cfg, run.device, engine.Protocol.from_params(p),
-                                                                 run.dir, p.profile_steps, p.profile_top_k)]
+        progress.note(f"profiler: {model}, {p.profile_steps} steps")
+        rows += [{**r, **ident} for r in _profiler.profile_model(cfg, run.device, protocol, run.dir, p.profile_steps,
+                                                                 p.profile_top_k, optimizer=p.optimizer)]
     table.plan(run.dir, planned, "profile")
     kept.extend(rows, group=table.plan_columns)
     return results.read(run.dir, "profile_ops")

@@ -1,6 +1,9 @@
 """A torch.profiler trace of a few training steps (Chrome/Perfetto JSON in the run folder) and the top operators
 by self time, forward, backward and optimizer apart.
 
+The traced step is seed 002's fine-tuning step (:func:`cnnbench.steps.profile` builds it from the transfer keys:
+its optimizer, learning rate, resolution, batch and two-class head), not Scenario A's SGD step.
+
 The step's passes are labelled with ``record_function``; every profiled operator is assigned to the pass whose
 labelled interval contains its start (backward ops may run on autograd's own thread, so intervals, not parents).
 """
@@ -99,13 +102,15 @@ def export(prof, folder: Path, model: str) -> Path:
 
 
 def profile_model(cfg: engine.Config, device: torch.device, protocol: engine.Protocol, folder: Path,
-                  steps: int, top_k: int) -> list[dict]:
-    """Trace ``steps`` training steps (after one warm-up step) of ``cfg``; rows of the top operators."""
-    base = {**{k: v for k, v in asdict(cfg).items() if k in ("model", "batch_size", "image_size", "precision")},
+                  steps: int, top_k: int, optimizer: str = "sgd") -> list[dict]:
+    """Trace ``steps`` training steps (after one warm-up step) of ``cfg`` with ``optimizer`` (lr: the
+    protocol's); rows of the top operators, each with the step's optimizer, lr, resolution, batch and classes."""
+    keep = ("model", "batch_size", "image_size", "num_classes", "precision")
+    base = {**{k: v for k, v in asdict(cfg).items() if k in keep}, "optimizer": optimizer, "lr": protocol.lr,
             "device_kind": device.type, "device_name": devices.device_name(device), "profiled_steps": steps}
     try:
         work = engine.Workload(engine.Config(**{**asdict(cfg), "phase": "train", "data_mode": "device"}),
-                               device, protocol)
+                               device, protocol, optimizer=optimizer)
         activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
         with profile(activities=activities, schedule=schedule(wait=0, warmup=1, active=steps, repeat=1)) as prof:
             for _ in range(steps + 1):

@@ -284,7 +284,7 @@ def run_all(run) -> None:
     """The breakdown for every Scenario A model (train, first variant) into step_phases.csv, resuming."""
     from cnnbench import results as results_layer
     from cnnbench import scenarios
-    from cnnbench.progress import bar
+    from cnnbench.progress import bar, note
 
     p = run.params
     table = results_layer.table("step_phases")
@@ -298,6 +298,7 @@ def run_all(run) -> None:
     for cfg, key in bar(list(zip(configs(p), keys, strict=True)), desc="step phases", unit="model"):
         if results.done(key):
             continue
+        note(f"step phases: {cfg.model} bs={cfg.batch_size}")
         rows = measure(cfg, run.device, protocol, p.phase_steps, dataset_for(cfg), window_s=p.phase_window_s,
                        max_s=p.phase_max_s)
         results.extend({**row, **passes} for row in rows)

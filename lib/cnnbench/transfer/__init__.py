@@ -5,7 +5,8 @@ device, as one small interface measuring into a tidy CSV of the run and returnin
     finetune(run)      -> transfer.csv          (per epoch: loss, validation accuracy, epoch time, images/s)
 
 with its tables and plots (:mod:`.summary`). Where a step's time goes is :mod:`cnnbench.steps`, scaling over
-devices :mod:`cnnbench.scaling`; the series sampled during both are read with :mod:`cnnbench.measure.timelines`.
+devices :mod:`cnnbench.scaling`; the series sampled during each are drawn by its ``telemetry(run, path)`` (from
+:mod:`cnnbench.measure.timelines`).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from cnnbench.transfer import finetuning as _finetune
 from cnnbench.transfer.finetuning import TransferError, check_weights
 from cnnbench.transfer.summary import beside_seed, learning_curves, time_to_target
 
-__all__ = ["TransferError", "check", "finetune", "time_to_target", "learning_curves", "beside_seed"]
+__all__ = ["TransferError", "check", "finetune", "time_to_target", "learning_curves", "beside_seed", "telemetry"]
 
 
 def check(run) -> str:
@@ -35,3 +36,10 @@ def finetune(run) -> pd.DataFrame:
     """The lr x batch-size grid on every present device of ``transfer_devices`` -> transfer.csv."""
     _finetune.run_grid(run, log=lambda *_: None)
     return results.read(run.dir, "transfer")
+
+
+def telemetry(run, path=None):
+    """The series sampled during fine-tuning (transfer_telemetry.csv), over time, one panel per metric."""
+    from cnnbench.measure import timelines
+
+    return timelines.plot_experiment(timelines.read(run), "transfer", path)

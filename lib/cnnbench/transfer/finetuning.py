@@ -20,7 +20,7 @@ from torch.utils.data import Dataset, Subset
 from torchvision import datasets as tvd
 from torchvision import transforms as T
 
-from cnnbench import data, devices, models
+from cnnbench import data, devices, models, progress
 
 CHECKPOINT_DIR = Path(torch.hub.get_dir()) / "checkpoints"
 
@@ -112,15 +112,12 @@ def build(model: str, num_classes: int, pretrained: bool, freeze_backbone: bool 
 
 
 def make_optimizer(name: str, parameters, lr: float, momentum: float = 0.9) -> torch.optim.Optimizer:
-    """sgd (with ``momentum``), adam or adamw."""
-    params = [p for p in parameters if p.requires_grad]
-    if name == "sgd":
-        return torch.optim.SGD(params, lr=lr, momentum=momentum)
-    if name == "adam":
-        return torch.optim.Adam(params, lr=lr)
-    if name == "adamw":
-        return torch.optim.AdamW(params, lr=lr)
-    raise TransferError(f"key 'optimizer' is '{name}'; allowed: sgd, adam, adamw")
+    """sgd (with ``momentum``), adam or adamw (:func:`cnnbench.models.make_optimizer`; a bad name is a
+    :class:`TransferError`)."""
+    try:
+        return models.make_optimizer(name, parameters, lr, momentum)
+    except ValueError as err:
+        raise TransferError(str(err)) from None
 
 
 # --- data ----------------------------------------------------------------------------------------------------
@@ -209,7 +206,7 @@ def train_epoch(net, opt, loss_fn, loader, device) -> tuple[float, int, float]:
     devices.synchronize(device)
     start = time.perf_counter()
     for x, y in loader:
-        x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
+        x, y = devices.to_device(x, device), devices.to_device(y, device)
         opt.zero_grad(set_to_none=True)
         loss = loss_fn(models.logits(net(x)), y)
         loss.backward()
@@ -297,6 +294,41 @@ def peak_memory_mib(device: torch.device) -> dict[str, float]:
     return {k.replace("_mb", "_mib"): v for k, v in devices.peak_memory_mb(device).items()}
 
 
+MEMORY_HEADROOM = 0.9  # share of the device's memory a grid point may plan to use (the allocator, cuDNN workspaces)
+
+
+def device_memory_bytes(device: torch.device) -> int:
+    """The accelerator's memory in bytes (CUDA: the card's total; MPS: the recommended working set); 0 on CPU
+    or where torch cannot say (the grid is then not sized)."""
+    if device.type == "cuda":
+        return int(torch.cuda.get_device_properties(device).total_memory)
+    if device.type == "mps" and hasattr(torch.mps, "recommended_max_memory"):
+        return int(torch.mps.recommended_max_memory())
+    return 0
+
+
+def training_bytes_per_image(model: str, classes: int, image_size: int) -> tuple[int, int]:
+    """(saved activations per image, parameters + gradients + Adam's two moments) of fine-tuning ``model``, by
+    the project's count (``flops.activation_bytes`` on a real forward of two images on the CPU)."""
+    from cnnbench.measure import flops
+
+    net = build(model, classes, pretrained=False).train()
+    act = flops.activation_bytes(net, torch.randn(2, 3, image_size, image_size), classes) // 2
+    return act, 4 * sum(p.numel() * p.element_size() for p in net.parameters())
+
+
+def oversized(batch_sizes: list[int], per_image: int, fixed: int, memory: int) -> dict[int, str]:
+    """The batch sizes whose planned memory exceeds ``MEMORY_HEADROOM`` of ``memory`` bytes, with the reason."""
+    gib, out = 2**30, {}
+    for bs in batch_sizes:
+        need = bs * per_image + fixed
+        if memory and need > MEMORY_HEADROOM * memory:
+            out[bs] = (f"needs ~{need / gib:.1f} GiB ({bs} x {per_image / 2**20:.0f} MiB of saved activations + "
+                       f"{fixed / gib:.2f} GiB of weights, gradients and Adam state), more than "
+                       f"{MEMORY_HEADROOM:.0%} of this device's {memory / gib:.1f} GiB: skipped")
+    return out
+
+
 def run_grid(run, sampler_cls=None, log=print) -> None:
     """Every (device, batch size, lr) grid point of the run not already finished in transfer.csv."""
     from cnnbench import results as results_layer
@@ -321,12 +353,22 @@ def run_grid(run, sampler_cls=None, log=print) -> None:
     table.plan(run.dir, [point(d, lr, bs) for d in here for bs in p.transfer_batch_sizes for lr in p.transfer_lrs],
                "transfer")
     for device in here:
+        memory, too_big = device_memory_bytes(device), {}
+        if memory:  # sized per device: a grid point that cannot fit is a row saying so, not an out-of-memory
+            too_big = oversized(p.transfer_batch_sizes, *training_bytes_per_image(
+                p.transfer_model, sets[2], p.transfer_image_size), memory)
         for bs in p.transfer_batch_sizes:
             for lr in p.transfer_lrs:
                 base = {**point(device, lr, bs), "device_name": devices.device_name(device), "classes": sets[2],
                         "target_accuracy": p.transfer_target_accuracy}
                 if results.done({**base, "epoch": p.transfer_epochs}):
                     continue
+                if bs in too_big:
+                    results.append({**base, "epoch": 0, "timestamp": now(), "status": "skipped", "error": too_big[bs]})
+                    log(f"transfer {device.type} lr={lr:g} bs={bs}: {too_big[bs]}")
+                    continue
+                progress.note(f"transfer: {p.transfer_model} on {device.type}, batch {bs}, lr {lr:g}, "
+                              f"{p.transfer_epochs} epochs")
                 devices.reset_peak_memory(device)
                 with sampler_cls(device, p.telemetry_interval_s) as sampler, devices.math_precision(device, "fp32"):
                     try:

@@ -8,6 +8,6 @@ One interface: ``tune(run)`` writes ``tuning.csv`` and ``tuning_space.csv``; ``b
 """
 
 from cnnbench.tuning.experiment import tune
-from cnnbench.tuning.tables import best, findings, notes, plot, race, skipped
+from cnnbench.tuning.summary import best, findings, notes, plot, race, skipped
 
 __all__ = ["tune", "best", "race", "skipped", "notes", "findings", "plot"]

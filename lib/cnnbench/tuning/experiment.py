@@ -9,12 +9,12 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 
-from cnnbench import results, roofline, scenarios
+from cnnbench import progress, results, roofline, scenarios
 from cnnbench.measure import engine, telemetry
 from cnnbench.results import ResultsFile
 from cnnbench.results.tables import SEARCH_KEYS, TUNING_PARAM_KEYS
 from cnnbench.tuning import guard, search, space
-from cnnbench.tuning.knobs import applied
+from cnnbench.tuning.knobs import applied, shape_of
 from cnnbench.tuning.space import Candidate, Hardware
 
 # What decides a search's outcome (its data, the default configuration it is compared with, the protocol and
@@ -32,7 +32,12 @@ def base_config(p, model: str, phase: str) -> engine.Config:
 def default_candidate(p, model: str, threads: int, device_kind: str) -> Candidate:
     """The seeds' configuration: fp32, NCHW, eager, their batch size, the run's threads and loader settings."""
     return Candidate(batch_size=p.batch_size_for(model), threads=threads, workers=p.workers,
-                     pin_memory=p.pin_memory and device_kind == "cuda" and p.data_mode == "loader")
+                     pin_memory=p.pin_memory and device_kind == "cuda" and p.data_mode == "loader",
+                     cudnn_benchmark=p.cudnn_benchmark)
+
+
+NO_PEAKS = ("No device_peaks.csv in this run: the search runs, but its roofline columns stay empty; run "
+            "04_roofline first (same run) to place each best configuration on the roofline.")
 
 
 def read_peaks(run) -> pd.DataFrame | None:
@@ -73,7 +78,7 @@ def confirm(base: engine.Config, c: Candidate, device, protocol: engine.Protocol
     """The full protocol (``engine.measure``) on candidate ``c``: warm-up, repeated windows, 95% interval."""
     proto = replace(search.protocol_for(protocol, c), warmup_steps=settings.confirm_warmup_steps,
                     measured_steps=steps, window_s=settings.confirm_window_s, repeats=settings.confirm_repeats)
-    with applied(c.threads, c.compile_mode):
+    with applied(c.threads, c.compile_mode, shape_of(search.config_for(base, c), c.threads)):
         row = engine.measure(search.config_for(base, c), device, proto)
     row.pop("step_times_s", None)
     return row
@@ -119,6 +124,14 @@ def plain(row: dict) -> dict:
     return {k: (v.item() if isinstance(v, np.generic) else v) for k, v in row.items()}
 
 
+def search_line(model: str, phase: str, row: dict) -> str:
+    """One console line per row of the search (a window of a rung, the guard, a confirmation)."""
+    rate = row.get("throughput_img_s")
+    told = f"{rate:,.1f} img/s" if isinstance(rate, (int, float)) and math.isfinite(rate) else row.get("status", "")
+    what = " ".join(str(row.get(k, "")) for k in ("row_kind", "stage", "config") if row.get(k, "") != "")
+    return f"  tuning {model} {phase}: {what} {told}".rstrip()
+
+
 def tune(run) -> pd.DataFrame:
     """Search every model of ``tune_models`` in every phase of ``tune_phases``; returns this run's searches'
     rows of tuning.csv.
@@ -133,12 +146,20 @@ def tune(run) -> pd.DataFrame:
     finished = ResultsFile(rows.path, (*SEARCH_KEYS, "row_kind"))
     space_file = results.file(run.dir, "tuning_space")
     peaks = read_peaks(run)
+    if peaks is None:  # 07 opened alone (a fresh Colab VM): the search stands, its roofline columns stay empty
+        print(NO_PEAKS)
     searches = [(model, phase, identity_of(run, model, phase, hw)) for model in p.tune_models
                 for phase in p.tune_phases]
     table.plan(run.dir, [identity for *_, identity in searches], "tuning")
     for model, phase, identity in searches:
         if finished.done({**identity, "row_kind": "best"}):
             continue
-        _, sp = tune_one(run, model, phase, hw, lambda row: rows.append(plain(row)), peaks)
+        progress.note(f"tuning: {model} {phase}, {p.tune_budget_s:g} s of racing, then guard and confirmation")
+
+        def sink(row, model=model, phase=phase):
+            rows.append(plain(row))
+            progress.note(search_line(model, phase, row))
+
+        _, sp = tune_one(run, model, phase, hw, sink, peaks)
         space_file.extend({"model": model, **r} for r in sp.rows(hw))
     return results.read(run.dir, "tuning")

@@ -19,7 +19,7 @@ import torch
 
 from cnnbench import devices, models
 from cnnbench.measure import engine
-from cnnbench.tuning.knobs import applied, autocast
+from cnnbench.tuning.knobs import applied, autocast, shape_of
 
 REFERENCE = ("fp32", "nchw", "off")
 
@@ -44,7 +44,7 @@ def loss_after(cfg: engine.Config, device: torch.device, protocol: engine.Protoc
     cfg = replace(cfg, precision=precision, memory_format=memory_format, compile=mode != "off", data_mode="device")
     work = None
     try:
-        with applied(threads, mode):
+        with applied(threads, mode, shape_of(cfg, threads)):
             work = engine.Workload(cfg, device, protocol)
             if cfg.phase == "train":
                 losses = []

@@ -26,9 +26,9 @@ import torch
 
 from cnnbench import devices
 from cnnbench.measure import energy, engine, timing
-from cnnbench.params import default
+from cnnbench.params import COMPILE_MODES, default
 from cnnbench.tuning import guard, racing
-from cnnbench.tuning.knobs import applied
+from cnnbench.tuning.knobs import applied, shape_of
 from cnnbench.tuning.racing import Outcome
 from cnnbench.tuning.space import Candidate, Space
 
@@ -70,7 +70,7 @@ def config_for(base: engine.Config, c: Candidate) -> engine.Config:
 
 
 def protocol_for(protocol: engine.Protocol, c: Candidate) -> engine.Protocol:
-    return replace(protocol, workers=c.workers, pin_memory=c.pin_memory)
+    return replace(protocol, workers=c.workers, pin_memory=c.pin_memory, cudnn_benchmark=c.cudnn_benchmark)
 
 
 def window(base: engine.Config, c: Candidate, device: torch.device, protocol: engine.Protocol,
@@ -80,7 +80,8 @@ def window(base: engine.Config, c: Candidate, device: torch.device, protocol: en
     selection and (compiling) the compile, and would make a fast GPU's window a single step."""
     work = None
     try:
-        with applied(c.threads, c.compile_mode):
+        with applied(c.threads, c.compile_mode, shape_of(config_for(base, c), c.threads)), \
+                devices.math_precision(device, c.precision, c.cudnn_benchmark):
             work = engine.Workload(config_for(base, c), device, protocol_for(protocol, c))
             first = _timed(work, device)
             pace = _timed(work, device)
@@ -200,8 +201,10 @@ class Search:
         passing = self.run_guard()
         start = self.clock()  # the budget is the race's; the guard and the confirmation come on top
         d = self.space.default
-        stage1 = [d.with_(precision=p, memory_format=m, compile_mode=c) for p, m, c in passing]
         v = self.space.values
+        stage1 = [d.with_(precision=p, memory_format=m, compile_mode=c, cudnn_benchmark=b) for p, m, c in passing
+                  for b in v.get("cudnn_benchmark", [d.cudnn_benchmark])]
+        stage1.sort(key=lambda c: COMPILE_MODES.index(c.compile_mode))  # one mode after another: each switch resets
         host = [(t, w, pin) for t in v["threads"] for w in v["workers"] for pin in v["pin_memory"]]
         sizes = {"numerics": len(stage1), "batch_size": len(v["batch_size"]), "host": len(host)}
         known: dict = {}

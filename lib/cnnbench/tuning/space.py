@@ -17,7 +17,8 @@ import torch
 from cnnbench import devices
 from cnnbench.params import COMPILE_MODES
 
-KNOBS = ("precision", "memory_format", "compile_mode", "batch_size", "threads", "workers", "pin_memory")
+KNOBS = ("precision", "memory_format", "compile_mode", "cudnn_benchmark", "batch_size", "threads", "workers",
+         "pin_memory")
 
 
 @dataclass(frozen=True)
@@ -31,12 +32,13 @@ class Candidate:
     threads: int = 1  # CPU threads torch uses
     workers: int = 0  # DataLoader workers (loader mode)
     pin_memory: bool = False  # pinned host memory (loader mode on CUDA)
+    cudnn_benchmark: bool = True  # torch.backends.cudnn.benchmark (CUDA): the default for fixed-shape steps
 
     @property
     def label(self) -> str:
         parts = [self.precision, self.memory_format, f"compile={self.compile_mode}", f"bs{self.batch_size}",
                  f"threads{self.threads}"]
-        return " ".join(parts)
+        return " ".join(parts + ([] if self.cudnn_benchmark else ["cudnn.benchmark=off"]))
 
     @property
     def numerics(self) -> tuple[str, str, str]:
@@ -61,13 +63,17 @@ class Hardware:
     capability: tuple[int, int] | None = None  # CUDA compute capability
     cxx: bool = True  # a C++ compiler for Inductor's CPU code
     triton: bool = False  # Triton for Inductor's GPU code
+    sms: int = 0  # CUDA streaming multiprocessors (0: not a CUDA device)
+    torch_version: tuple[int, int] = devices.TORCH_VERSION  # (major, minor) of the installed torch
+    macos: tuple[int, int] | None = None  # (major, minor) of macOS, None elsewhere
 
     @classmethod
     def detect(cls, device: torch.device) -> Hardware:
         cxx = any(shutil.which(c) for c in (os.environ.get("CXX", ""), "g++", "c++", "clang++") if c)
         return cls(kind=device.type, name=devices.device_name(device), cores=devices.physical_cores(),
                    isa=devices.cpu_isa(), capability=devices.cuda_capability(device), cxx=cxx,
-                   triton=importlib.util.find_spec("triton") is not None)
+                   triton=importlib.util.find_spec("triton") is not None, macos=devices.macos_version(),
+                   sms=torch.cuda.get_device_properties(device).multi_processor_count if device.type == "cuda" else 0)
 
     def cpu_description(self) -> str:
         if "avx512f" in self.isa:
@@ -114,6 +120,8 @@ def _precision_reason(hw: Hardware, precision: str) -> str:
     cap = hw.capability
     if precision == "fp32":
         return ""
+    if hw.kind == "mps" and (floor := devices.mps_precision_reason(precision, hw.torch_version, hw.macos)):
+        return floor
     if precision == "tf32":
         if hw.kind != "cuda":
             return f"tf32 is an NVIDIA Ampere+ tensor-core mode; not available on {hw.kind}"
@@ -131,6 +139,10 @@ def _precision_reason(hw: Hardware, precision: str) -> str:
     return f"unknown precision {precision}"
 
 
+MAX_AUTOTUNE_MIN_SMS = 68  # torch._inductor.utils.is_big_gpu: fewer SMs and max-autotune's GEMM templates are off
+MAX_AUTOTUNE_MIN_CORES = 2  # physical host cores at or below which max-autotune is out of the compile budget
+
+
 def _compile_reason(hw: Hardware, mode: str) -> str:
     if mode == "off":
         return ""
@@ -144,6 +156,12 @@ def _compile_reason(hw: Hardware, mode: str) -> str:
         return "Triton is not installed: Inductor cannot generate GPU kernels"
     if hw.kind == "mps" and mode != "default":
         return f"{mode}: Inductor's MPS backend has no autotuning or CUDA graphs"
+    if mode == "max-autotune" and hw.kind == "cuda" and 0 < hw.sms < MAX_AUTOTUNE_MIN_SMS:
+        return (f"max-autotune: Inductor autotunes GEMMs only on {MAX_AUTOTUNE_MIN_SMS}+ SMs; on this {hw.sms}-SM "
+                "GPU it compiles far longer for the default kernels (compile budget)")
+    if mode == "max-autotune" and hw.cores <= MAX_AUTOTUNE_MIN_CORES:
+        return (f"max-autotune: its benchmarked compile takes minutes per shape on {hw.cores} host core(s) "
+                "(compile budget)")
     return ""
 
 
@@ -182,6 +200,12 @@ def build(hw: Hardware, default: Candidate, precisions: list[str], compile_modes
     pick("compile_mode", list(dict.fromkeys(["off", *compile_modes])), lambda v: _compile_reason(hw, v))
     skipped += [Skip("compile_mode", v, "not in tune_compile_modes") for v in COMPILE_MODES if v not in compile_modes
                 and v != "off"]
+    if hw.kind == "cuda":
+        values["cudnn_benchmark"] = list(dict.fromkeys([default.cudnn_benchmark, not default.cudnn_benchmark]))
+    else:
+        values["cudnn_benchmark"] = [default.cudnn_benchmark]
+        skipped.append(Skip("cudnn_benchmark", str(not default.cudnn_benchmark),
+                            f"cudnn.benchmark picks cuDNN's convolution algorithms: NVIDIA only, not {hw.kind}"))
     sizes = sorted({*_powers_of_two(min_batch_size, max_batch_size), default.batch_size})
     values["batch_size"] = sizes
     if hw.kind == "cpu":

@@ -31,7 +31,7 @@ def status(df: pd.DataFrame) -> pd.DataFrame:
     return bad[["backend", "model", "status", "error"]].drop_duplicates().reset_index(drop=True)
 
 
-def summary(df: pd.DataFrame) -> pd.DataFrame:
+def summarize(df: pd.DataFrame) -> pd.DataFrame:
     """Per backend and network: throughput = images / synced time over every epoch but the first (the first
     carries first-call costs; with one epoch it is used), its 95% interval over epochs, accuracy, JIT time."""
     rows = []
@@ -154,7 +154,7 @@ def figure_1(df: pd.DataFrame, path=None):
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     axes[0, 0].set_yscale("log")
     axes[0, 1].set_yscale("log")
-    s = summary(cnn)
+    s = summarize(cnn)
     axes[1, 1].bar(s.backend, s.throughput_img_s, yerr=s.throughput_ci95_img_s.fillna(0), capsize=3)
     axes[1, 1].set(ylabel="throughput (images/s)", ylim=(0, None),  # bars on a linear axis from zero
                    title="images / synced time, epochs 2.. (95% interval)" if cnn.epoch.max() > 1 else "epoch 1")

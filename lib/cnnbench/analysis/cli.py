@@ -1,0 +1,223 @@
+"""``cnnbench compare RUN_A RUN_B [RUN_C ...]``: what did my change do? (as ``pyperf compare_to`` does).
+
+Each run after the first is set beside the first: per configuration, ``rate A -> rate B``, the ratio B / A with
+its 95% interval and "faster", "slower" or "not significant" (:func:`cnnbench.analysis.compare.one_knob`:
+the same configuration run to run, or one knob changed, labelled with its two values; rows differing in more
+knobs are named, not divided). ``seeds`` as a run sets the first run beside every device seed 000 measured, for
+the same model and phase: "not matched", the differences named, no verdict (a published number has no
+interval). The table goes to ``compare.csv`` in the outputs root (or ``--out``). Exit codes: 0 done, 2 refused
+in one line (an unknown or broken run, a bad ``--keys``, runs with nothing comparable).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+from cnnbench import paths, results
+from cnnbench.analysis import compare
+from cnnbench.analysis.beside import speedups_beside_000
+from cnnbench.measure import reproducibility
+from cnnbench.results.runs import load
+
+SEEDS = "seeds"  # the pseudo-run: every device the seeds measured
+SEED_COLUMNS = [
+    "run_a",
+    "run_b",
+    "host_id_a",
+    "host_a",
+    "device_a",
+    "device_b",
+    "table",
+    "model",
+    "phase",
+    "rate_a_img_s",
+    "rate_b_img_s",
+    "ratio_b_over_a",
+    "verdict",
+    "comparison",
+    "differs_in",
+]
+
+
+class Refused(Exception):
+    """Bad input: one line, exit 2, nothing written."""
+
+
+def _run_dir(name: str, outputs: Path) -> Path:
+    """A run given by name (under ``outputs``) or by path, or :class:`Refused` saying why it is not one."""
+    path = Path(name).expanduser()
+    if path.suffix == ".zip":
+        raise Refused(f"run '{name}' is a zip: unzip it into {outputs} first (zips are not read in place)")
+    for d in ([path] if path.is_absolute() or path.exists() else []) + [outputs / name]:
+        if (d / "environment.json").is_file():
+            return d.resolve()
+    raise Refused(
+        f"unknown run '{name}': no run folder (with environment.json) at {outputs / name} or {path}"
+    )
+
+
+def _interval(rate: float, half: float) -> str:
+    """A rate as the run's console shows it (:func:`reproducibility.rate_text`): never '1.6 +- 4.4'."""
+    return reproducibility.rate_text(rate, half)
+
+
+def _line(r: dict) -> str:
+    """One configuration as a console line."""
+    what = f"{r['model']} {r['phase']} ({r['table']}, batch {r['batch_size']})"
+    if r["comparison"] == "not matched":
+        return (
+            f"{what} vs {r['device_b']}: {r['rate_a_img_s']:,.1f} -> {r['rate_b_img_s']:,.1f} img/s: "
+            f"{r['ratio_b_over_a']:.2f}x; {r['differs_in']}"
+        )
+    knob = f" [{r['knob']} {r['value_a']} -> {r['value_b']}]" if r["knob"] else ""
+    rates = (
+        f"{_interval(r['rate_a_img_s'], r['rate_a_ci95_img_s'])} -> "
+        f"{_interval(r['rate_b_img_s'], r['rate_b_ci95_img_s'])}"
+    )
+    if r["verdict"] == "not divided":
+        return f"{what}: not divided, differs in {r['differs_in']}"
+    ratio = f"{r['ratio_b_over_a']:.2f}x [{r['ratio_ci95_low']:.2f}, {r['ratio_ci95_high']:.2f}]"
+    verdict = r["verdict"] if r["verdict"] in ("faster", "slower") else r["verdict"].capitalize()
+    return f"{what}{knob}: {rates}: {ratio} {verdict}"
+
+
+def seeds_beside(m, run: str) -> pd.DataFrame:
+    """The seeds as a pseudo-run: ``run`` beside every device seed 000 measured, for the same model and phase
+    (:func:`~cnnbench.analysis.beside.speedups_beside_000`), labelled "not matched" with the differences named."""
+    sa = m["scenario_a"]
+    table = speedups_beside_000(sa[sa.run_name == run] if len(sa) else sa)
+    ours = (
+        table[table.source.astype(str).str.startswith("ours") & table.get("a_img_s", pd.Series()).notna()]
+        if "a_img_s" in table
+        else pd.DataFrame()
+    )
+    env = m.environments.get(run, {})
+    rows = [
+        {
+            "run_a": run,
+            "run_b": SEEDS,
+            "host_id_a": env.get("host_id"),
+            "host_a": env.get("host"),
+            "device_a": env.get("device_name"),
+            "device_b": r.b,
+            "table": "scenario_a",
+            "model": r.model,
+            "phase": r.phase,
+            "batch_size": _batch(sa, run, r.model, r.phase),
+            "rate_a_img_s": r.a_img_s,
+            "rate_b_img_s": r.b_img_s,
+            "ratio_b_over_a": r.b_img_s / r.a_img_s,
+            "verdict": "not matched",
+            "comparison": "not matched",
+            "differs_in": r.differences,
+        }
+        for r in ours.itertuples()
+    ]
+    return pd.DataFrame(rows, columns=[*SEED_COLUMNS, "batch_size"])
+
+
+def _batch(sa: pd.DataFrame, run: str, model: str, phase: str):
+    rows = sa[(sa.run_name == run) & (sa.model == model) & (sa.phase == phase)]
+    return rows.batch_size.iloc[0] if len(rows) else ""
+
+
+def _nothing_comparable(ok: pd.DataFrame, a: str, b: str) -> str:
+    def have(run):
+        g = ok[ok.run_name == run] if len(ok) else ok
+        return sorted(set(g.model + " " + g.phase)) if len(g) else []
+
+    if not have(a) or not have(b):
+        empty = a if not have(a) else b
+        return f"nothing comparable: run '{empty}' has no ok row in {' or '.join(compare.RATE_TABLES)}"
+    return (
+        f"nothing comparable: '{a}' measured {', '.join(have(a))}; '{b}' measured {', '.join(have(b))} "
+        "(no model and phase in common)"
+    )
+
+
+def compare_runs(names: list[str], outputs: Path, keys: tuple[str, ...] | None = None) -> pd.DataFrame:
+    """The table ``cnnbench compare`` prints and writes; :class:`Refused` for bad input."""
+    if len(names) < 2:
+        raise Refused("give at least two runs (or a run and 'seeds')")
+    if names[0] == SEEDS:
+        raise Refused("the first run is the reference: give a run of yours first, then 'seeds'")
+    dirs = {n: _run_dir(n, outputs) for n in dict.fromkeys(names) if n != SEEDS}
+    m = load(list(dirs.values()))
+    broken = [f"{d.name} ({m.excluded[d.name]})" for d in dirs.values() if d.name in m.excluded]
+    if broken:
+        raise Refused(f"broken run: {'; '.join(broken)}")
+    ok, first = compare.rates(m), dirs[names[0]].name
+    frames = []
+    for name in names[1:]:
+        if name == SEEDS:
+            part = seeds_beside(m, first)
+            why = f"nothing comparable: run '{first}' has no fp32 Scenario A row of a model seed 000 measured"
+        else:
+            part = compare.one_knob(ok, first, dirs[name].name, keys) if len(ok) else pd.DataFrame()
+            why = _nothing_comparable(ok, first, dirs[name].name)
+            if len(part) and not part.ratio_b_over_a.notna().any():
+                why = (
+                    f"nothing comparable: every configuration of '{first}' and '{dirs[name].name}' differs in "
+                    + ("keys other than --keys" if keys else "more than one key")
+                    + f" ({'; '.join(sorted(set(part.knob)))})"
+                )
+        if part.empty or not part.ratio_b_over_a.notna().any():
+            raise Refused(why)
+        frames.append(part)
+    return pd.concat(frames, ignore_index=True)
+
+
+def report(df: pd.DataFrame) -> str:
+    """The console text: per pair of runs a header, then one line per configuration."""
+    lines = []
+    for (a, b), g in df.groupby(["run_a", "run_b"], sort=False):
+        r = g.iloc[0]
+        side_b = "the seeds' published devices" if b == SEEDS else f"{r.device_b} on {r.host_b}"
+        lines += [
+            f"{a} ({r.device_a} on {r.host_a}) -> {b} ({side_b}); rates in images/s with 95% intervals, "
+            "ratio = B / A",
+            *[_line(row) for row in g.to_dict("records")],
+            "",
+        ]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="cnnbench compare", description=__doc__.split("\n")[0])
+    ap.add_argument(
+        "runs",
+        nargs="+",
+        metavar="RUN",
+        help="run names under the outputs root, run folders, or "
+        "'seeds' (every device seed 000 measured); the first is the reference",
+    )
+    ap.add_argument("--outputs", help="folder holding the runs (default: outputs/ of the workbook)")
+    ap.add_argument("--out", help="folder for compare.csv (default: the outputs root)")
+    ap.add_argument(
+        "--keys",
+        help="divide rows differing only in these comma-separated keys (of "
+        f"{', '.join(('machine', *compare.KNOB_KEYS))})",
+    )
+    args = ap.parse_args(argv)
+    outputs = Path(args.outputs).expanduser().resolve() if args.outputs else paths.outputs_root()
+    try:
+        keys = tuple(k.strip() for k in args.keys.split(",") if k.strip()) if args.keys else None
+        bad = [k for k in keys or () if k not in ("machine", *compare.KNOB_KEYS)]
+        if bad or keys == ():
+            raise Refused(
+                f"--keys {args.keys!r}: not keys of a configuration; known: "
+                f"{', '.join(('machine', *compare.KNOB_KEYS))}"
+            )
+        df = compare_runs(args.runs, outputs, keys)
+    except Refused as err:
+        print(f"cnnbench compare: {err}", file=sys.stderr)
+        return 2
+    out = Path(args.out).expanduser() if args.out else outputs
+    results.write_rows(out / "compare.csv", df.to_dict("records"))
+    print(report(df))
+    print(f"cnnbench compare: {len(df)} row(s) -> {out / 'compare.csv'}")
+    return 0

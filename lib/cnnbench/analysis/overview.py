@@ -1,0 +1,178 @@
+"""The one-screen summary atop a run's report: the machine, each model's headline rate with its interval and its
+place on the roofline, the roof, the fastest configuration 07 found and the seeds' figures beside ours. Every
+number is read from the run's own results through ``results.read``; nothing is typed in."""
+
+from __future__ import annotations
+
+import html
+import math
+from pathlib import Path
+
+import pandas as pd
+
+from cnnbench import results
+from cnnbench.tables import interval_decimals
+
+
+def decimals_for(ci: float) -> int:
+    """Decimals a value with 95% half-width ``ci`` supports (:func:`cnnbench.tables.interval_decimals`)."""
+    return interval_decimals(ci) if isinstance(ci, (int, float)) and math.isfinite(ci) and ci > 0 else 1
+
+
+def with_interval(value: float, ci: float) -> str:
+    """``40.6 +- 1.8``, rounded to what the interval supports; a value without interval as it is (1 decimal)."""
+    if not isinstance(value, (int, float)) or not math.isfinite(value):
+        return "?"
+    d = decimals_for(ci)
+    shown = max(d, 0)
+    if isinstance(ci, (int, float)) and math.isfinite(ci):
+        return f"{round(value, d):,.{shown}f} ± {round(ci, d):,.{shown}f}"
+    return f"{value:,.1f}"
+
+
+def _default_variant(df: pd.DataFrame) -> pd.DataFrame:
+    keep = df
+    for col, value in (("precision", "fp32"), ("memory_format", "nchw")):
+        if col in keep:
+            keep = keep[keep[col].astype(str) == value]
+    if "compile" in keep:
+        keep = keep[keep["compile"].astype(str).str.lower().isin(("false", "0", ""))]
+    return keep
+
+
+def headline(run_dir: Path) -> pd.DataFrame:
+    """Per model and phase of 02 (fp32, NCHW, eager): rate with its interval, and from 04 its share of the
+    attainable roof and what bounds it."""
+    a = results.read(run_dir, "scenario_a")
+    if a.empty:
+        return pd.DataFrame()
+    a = _default_variant(a[a.status == "ok"])
+    roof = results.read(run_dir, "roofline")
+    if not roof.empty and "source" in roof:
+        roof = _default_variant(
+            roof[
+                (roof.source == "scenario_a")
+                & roof.get("layer", pd.Series("", roof.index)).fillna("").astype(str).eq("")
+            ]
+        )
+    rows: dict[tuple, dict] = {}
+    for r in a.itertuples():
+        row = rows.setdefault((r.model, r.batch_size), {"model": r.model, "batch": r.batch_size})
+        row[f"{r.phase} images/s"] = with_interval(r.throughput_img_s, r.throughput_ci95_img_s)
+        at = (
+            roof[(roof.model == r.model) & (roof.phase == r.phase) & (roof.batch_size == r.batch_size)]
+            if not roof.empty
+            else roof
+        )
+        if len(at):
+            row[f"{r.phase} of roof"] = f"{100 * float(at.efficiency.iloc[0]):.0f}% ({at.bound.iloc[0]})"
+    return pd.DataFrame(list(rows.values()))
+
+
+def roof_sentence(run_dir: Path) -> str:
+    peaks = results.read(run_dir, "device_peaks")
+    if peaks.empty:
+        return "No roof was measured (04 did not run)."
+    measured = peaks[(peaks.kind == "measured") & (peaks.precision == "fp32")]
+    if measured.empty:
+        return "No fp32 roof was measured."
+    top = measured.iloc[0]  # the main-memory row first (peaks.measure)
+    spread = top.get("peak_spread", math.nan)
+    spread = f" (spread {100 * spread:.1f}% over its calls)" if pd.notna(spread) else ""
+    return (
+        f"**The roof** (measured, fp32): {top.peak_gflops:,.1f} GFLOP/s compute{spread}, "
+        f"{top.bandwidth_gbs:,.1f} GB/s from {top.get('level', 'main memory')}, ridge at "
+        f"{top.peak_gflops / top.bandwidth_gbs:.1f} FLOP/byte."
+    )
+
+
+def fastest(run_dir: Path) -> pd.DataFrame:
+    """07's best configuration per model and phase, its speedup over the seeds' default and its roof share."""
+    t = results.read(run_dir, "tuning")
+    if t.empty or "row_kind" not in t:
+        return pd.DataFrame()
+    best = t[t.row_kind == "best"]
+    return pd.DataFrame(
+        [
+            {
+                "model": r.model,
+                "phase": r.phase,
+                "configuration": r.config,
+                "images/s (95% interval)": with_interval(r.throughput_img_s, r.throughput_ci95_img_s),
+                "speedup over default": with_interval(r.speedup_x, r.speedup_ci95_x) + "x",
+                "of compute roof": f"{r.compute_roof_pct:.0f}%" if math.isfinite(r.compute_roof_pct) else "?",
+            }
+            for r in best.itertuples()
+        ]
+    )
+
+
+def seeds(run_dir: Path) -> pd.DataFrame:
+    """The seeds' published rates for the same model on the same class of device, beside ours (not matched:
+    the differences named)."""
+    from cnnbench.analysis.seeds import published_beside_ours
+
+    a = results.read(run_dir, "scenario_a")
+    if a.empty:
+        return pd.DataFrame()
+    beside = published_beside_ours(a.assign(run_name=Path(run_dir).name))
+    if beside.empty:
+        return beside
+    return pd.DataFrame(
+        {
+            "model": beside.model,
+            "published by": beside.source.str.replace("published by ", ""),
+            "their train images/s": beside.published_train_img_s,
+            "our train images/s": beside.ours_train_img_s.round(1),
+            "ours / theirs": (beside.ours_train_img_s / beside.published_train_img_s).round(1).astype(str)
+            + "x",
+            "differences": beside.differences,
+        }
+    )
+
+
+def _html_table(df: pd.DataFrame) -> str:
+    return df.to_html(index=False, escape=True, border=0, na_rep="")
+
+
+def _part(name: str, make, say) -> str:
+    """One part of the summary; a part that cannot be built says so in one line instead of losing the report."""
+    try:
+        return say(make())
+    except Exception as err:  # noqa: BLE001 - the report still builds
+        return f"({name} not summarised: {type(err).__name__}: {html.escape(str(err))[:200]})\n\n"
+
+
+def _rates(df: pd.DataFrame) -> str:
+    if df.empty:
+        return ""
+    return (
+        f"**Headline rates** (02: fp32, NCHW, eager; interval over fresh processes):\n\n{_html_table(df)}\n\n"
+    )
+
+
+def _best(df: pd.DataFrame) -> str:
+    return "" if df.empty else f"**The fastest configuration found** (07):\n\n{_html_table(df)}\n\n"
+
+
+def _seeds(df: pd.DataFrame) -> str:
+    if df.empty:
+        return ""
+    differ = "".join(f"<li>{html.escape(d)}</li>" for d in df.differences.unique())
+    return (
+        "**Beside the seeds** (published on the same class of device; not matched: what differs is listed below "
+        f"the table):\n\n{_html_table(df.drop(columns='differences'))}\n\n<ul>{differ}</ul>\n\n"
+    )
+
+
+def summary_html(run_dir: Path, machine: str, quiet: str) -> str:
+    """The summary section (markdown with HTML tables), headed "Summary"."""
+    return "".join(
+        [
+            f"## Summary\n\n**The machine:** {html.escape(machine)}\n\n{quiet}",
+            _part("headline rates", lambda: headline(run_dir), _rates),
+            _part("roof", lambda: roof_sentence(run_dir), lambda text: text + "\n\n"),
+            _part("fastest configuration", lambda: fastest(run_dir), _best),
+            _part("seeds", lambda: seeds(run_dir), _seeds),
+        ]
+    )

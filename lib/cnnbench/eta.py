@@ -1,0 +1,212 @@
+"""How long will this take? The expected time of each notebook and, while one runs, the time left for it and for
+the whole run.
+
+A notebook's expected time is, first, how long it took in this run folder before (the ``timings`` table the
+pipeline keeps, one row per notebook that finished), else how long it took in the committed example run where
+this run repeats it (:func:`example_record`), else what the protocol's budgets add up to
+(:func:`budget_s`: 02 and 03 from windows x repeats x processes per configuration plus ``adapt_budget_s``, 07
+from ``tune_budget_s`` and its confirmation windows); a notebook with neither has no estimate, and the run's
+remaining time then says "at least". While 02 or 03 runs, once processes have finished, its time left is
+extrapolated from them: elapsed / processes done x processes left of the ``planned`` ones (:func:`planned`,
+the least processes; ``adapt_budget_s`` may add more). :class:`Remaining` is pure: the clock is an argument, so tests drive it
+with a fake one.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import time
+from collections.abc import Callable, Mapping
+
+RECORD, BUDGET, EXAMPLE = "earlier run", "budgets", "the committed example on a 2-core CPU"
+EXAMPLE_RUN = "examples/example-cpu-2core"  # under the workbook's root; its executed notebooks hold its times
+# Keys that do not change what a run measures or how long it takes (names, paths, the notebook list).
+_NOT_TIMED = (
+    "run_name",
+    "params_file",
+    "overrides",
+    "device",
+    "expect_device",
+    "notebooks",
+    "analysis_runs",
+    "cell_timeout_s",
+    "data_path",
+    "transfer_data_path",
+    "scratch_data_path",
+)
+PROCESS_LINE = re.compile(r": process \d+/\d+ ")  # cnnbench.progress.process_line
+
+
+def planned(p, notebook: str) -> int:
+    """Worker processes ``notebook`` runs at least (02, 03: configurations x ``processes``; others 0)."""
+    from cnnbench import scenarios
+
+    if notebook == "02_scenario_a":
+        return len(scenarios.scenario_a_configs(p)) * p.processes
+    if notebook == "03_batch_sweep" and p.sweep:
+        return len(scenarios.sweep_configs(p)) * p.processes
+    return 0
+
+
+def budget_s(p, notebook: str) -> float | None:
+    """Seconds the protocol's budgets give ``notebook`` (measured windows only, so a lower bound of the real
+    time: start-up, warm-up and compilation come on top), or None where the notebook has no time budget."""
+    if notebook in ("02_scenario_a", "03_batch_sweep"):
+        from cnnbench import scenarios
+
+        if notebook == "03_batch_sweep" and not p.sweep:
+            return 0.0
+        configs = (
+            scenarios.scenario_a_configs(p) if notebook == "02_scenario_a" else scenarios.sweep_configs(p)
+        )
+        if p.measured_steps:
+            return None  # windows of a fixed step count: their length is not a budget
+        return len(configs) * p.processes * p.repeats * p.window_s + p.adapt_budget_s
+    if notebook == "07_tuning":
+        searches = len(p.tune_models) * len(p.tune_phases)
+        confirm = (p.tune_confirm_top + 1) * p.repeats * p.tune_confirm_window_s
+        return searches * (p.tune_budget_s + confirm)
+    return None
+
+
+def example_record(p, device_kind: str, example_dir) -> dict[str, float]:
+    """How long each notebook took in the committed example run, where this run is the same as that one (a CPU
+    run with the same parameters, names and paths apart); {} otherwise."""
+    import dataclasses
+    import json
+    from pathlib import Path
+
+    example_dir = Path(example_dir)
+    try:
+        theirs = json.loads((example_dir / "params.json").read_text())
+    except (OSError, ValueError):
+        return {}
+    ours = json.loads(json.dumps(dataclasses.asdict(p), default=str))
+    same = all(ours.get(k) == v for k, v in theirs.items() if k not in _NOT_TIMED and k in ours)
+    if device_kind != "cpu" or not same:
+        return {}
+    out = {}
+    for nb in sorted((example_dir / "notebooks").glob("*.ipynb")):
+        try:
+            took = json.loads(nb.read_text())["metadata"]["papermill"]["duration"]
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        if isinstance(took, (int, float)):
+            out[nb.stem] = float(took)
+    return out
+
+
+def expected_times(
+    notebooks,
+    record: Mapping[str, float],
+    budgets: Mapping[str, float | None],
+    example: Mapping[str, float] | None = None,
+) -> dict[str, tuple[float | None, str]]:
+    """Per notebook: (expected seconds or None, where the figure comes from: RECORD, EXAMPLE, BUDGET or "")."""
+    out, example = {}, example or {}
+    for name in notebooks:
+        if record.get(name) is not None and math.isfinite(record[name]):
+            out[name] = (float(record[name]), RECORD)
+        elif example.get(name) is not None:
+            out[name] = (float(example[name]), EXAMPLE)
+        elif budgets.get(name) is not None:
+            out[name] = (float(budgets[name]), BUDGET)
+        else:
+            out[name] = (None, "")
+    return out
+
+
+def duration(seconds: float | None) -> str:
+    """``1h02m``, ``4m05s``, ``12s``; ``?`` for no estimate."""
+    if seconds is None or not math.isfinite(seconds):
+        return "?"
+    s = max(int(round(seconds)), 0)
+    if s >= 3600:
+        return f"{s // 3600}h{s % 3600 // 60:02d}m"
+    return f"{s // 60}m{s % 60:02d}s" if s >= 60 else f"{s}s"
+
+
+class Remaining:
+    """The time left of a run of ``expected`` notebooks (name -> (seconds or None, source)), by ``clock``."""
+
+    def __init__(
+        self,
+        expected: Mapping[str, tuple[float | None, str]],
+        clock: Callable[[], float] = time.monotonic,
+        planned: Mapping[str, int] | None = None,
+    ):
+        self.expected, self.clock, self.planned = dict(expected), clock, dict(planned or {})
+        self.processes_done, self.process_times = 0, []
+        self.order = list(expected)
+        self.current: str | None = None
+        self.started = 0.0
+        self.took: dict[str, float] = {}
+
+    def start(self, notebook: str) -> str:
+        """Mark ``notebook`` started; returns its line: the expected time and where it comes from."""
+        self.current, self.started, self.processes_done = notebook, self.clock(), 0
+        self.process_times: list[float] = []
+        secs, source = self.expected.get(notebook, (None, ""))
+        if secs is None:
+            return f"{notebook}: no estimate (no earlier run of it here, no time budget)"
+        return f"{notebook}: expected {duration(secs)} (from {source}); run: {self.run_text()} left"
+
+    def finish(self, notebook: str) -> float:
+        """Mark ``notebook`` finished; returns how long it took."""
+        took = self.clock() - self.started
+        self.took[notebook], self.current = took, None
+        return took
+
+    def seen(self, line: str) -> None:
+        """A progress line of the running notebook: one more process done if it is a process's line."""
+        if PROCESS_LINE.search(line):
+            self.processes_done += 1
+            self.process_times.append(self.clock())
+
+    def elapsed(self) -> float:
+        return self.clock() - self.started if self.current else 0.0
+
+    def notebook_left(self) -> float | None:
+        """Seconds left of the running notebook: extrapolated from its finished processes where it has planned
+        ones (from the pace between the first and the latest once two are done, so the kernel's start-up before
+        the first is not counted again for every process), else its expected time less its elapsed time (0 once
+        it overran)."""
+        todo, done, times = self.planned.get(self.current, 0), self.processes_done, self.process_times
+        if todo and done:
+            pace = (times[-1] - times[0]) / (done - 1) if done > 1 else times[0] - self.started
+            return max(pace * (todo - done) - (self.clock() - times[-1]), 0.0)
+        secs = self.expected.get(self.current, (None, ""))[0] if self.current else None
+        return None if secs is None else max(secs - self.elapsed(), 0.0)
+
+    def run_left(self) -> tuple[float, bool]:
+        """Seconds left of the whole run, and whether that is complete (False: some notebook has no estimate, so
+        the figure is a lower bound)."""
+        left, complete = 0.0, True
+        for name in self.order:
+            if name in self.took:
+                continue
+            if name == self.current:
+                now = self.notebook_left()
+            else:
+                now = self.expected[name][0]
+            if now is None:
+                complete = False
+            else:
+                left += now
+        return left, complete
+
+    def run_text(self) -> str:
+        left, complete = self.run_left()
+        return ("" if complete else "at least ") + duration(left)
+
+    def line(self) -> str:
+        """The tqdm-style line while a notebook runs: elapsed<left for the notebook, then the run's time left."""
+        name = self.current or ""
+        secs = self.expected.get(name, (None, ""))[0]
+        todo = self.planned.get(name, 0)
+        over = secs is not None and self.elapsed() > secs and not (todo and self.processes_done)
+        nb = "over its estimate" if over else f"{duration(self.notebook_left())} left"
+        if todo:
+            nb += f" ({min(self.processes_done, todo)}/{todo} processes)"
+        return f"{name} {duration(self.elapsed())} elapsed, {nb}; run: {self.run_text()} left"

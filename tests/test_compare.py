@@ -1,0 +1,187 @@
+"""Issue 20, "what did my change do?": one-knob ratios with their interval and a verdict, in the analysis and in
+``cnnbench compare RUN_A RUN_B`` (and ``cnnbench compare RUN seeds``)."""
+
+import json
+
+import pytest
+from test_analysis import make_run
+
+from cnnbench import analysis, pipeline, results
+from cnnbench.analysis import compare
+from cnnbench.measure import reproducibility
+from conftest import ROOT
+
+TRAIN, EVAL = ("resnet18", "train"), ("resnet18", "eval")
+
+
+def _runs(tmp_path):
+    """Three runs of one machine: threads 1 (a), threads 2 (b, train clearly faster, eval within the noise),
+    threads 2 at batch 64 (c: two knobs from a)."""
+    make_run(
+        tmp_path,
+        "a",
+        "cpu",
+        "Intel Core",
+        {TRAIN: 100.0, EVAL: 300.0},
+        ci={TRAIN: 3.0, EVAL: 15.0},
+        extra={"threads": 1},
+    )
+    make_run(
+        tmp_path,
+        "b",
+        "cpu",
+        "Intel Core",
+        {TRAIN: 180.0, EVAL: 306.0},
+        ci={TRAIN: 4.0, EVAL: 15.0},
+        extra={"threads": 2},
+    )
+    make_run(
+        tmp_path,
+        "c",
+        "cpu",
+        "Intel Core",
+        {TRAIN: 150.0},
+        ci={TRAIN: 4.0},
+        batch_size=64,
+        extra={"threads": 2},
+    )
+    return tmp_path
+
+
+def test_ratio_and_verdict_significant_and_not():
+    r, low, high = reproducibility.ratio(100.0, 3.0, 180.0, 4.0)
+    assert r == pytest.approx(1.8) and low < 1.8 < high and low > 1
+    assert reproducibility.change_verdict(100.0, 3.0, 180.0, 4.0) == "faster"
+    assert reproducibility.change_verdict(180.0, 4.0, 100.0, 3.0) == "slower"
+    # 2% inside the noise: not significant, never "1.02x faster"
+    assert reproducibility.change_verdict(300.0, 15.0, 306.0, 15.0) == "not significant"
+    r, low, high = reproducibility.ratio(300.0, 15.0, 306.0, 15.0)
+    assert low < 1 < high
+    assert reproducibility.change_verdict(300.0, float("nan"), 306.0, 15.0) == "no interval"
+    # noise larger than the rates (a busy 2-core machine): the interval holds 1, as the verdict says
+    r, low, high = reproducibility.ratio(1641.2, 4389.9, 32.9, 469.7)
+    assert low == 0 and low < 1 < high
+    assert reproducibility.change_verdict(1641.2, 4389.9, 32.9, 469.7) == "not significant"
+
+
+def test_rows_differing_in_exactly_one_key_are_divided_and_labelled(tmp_path):
+    m = analysis.load(analysis.discover(_runs(tmp_path)))
+    t = compare.ratios(m)
+    ab = t[(t.run_a == "a") & (t.run_b == "b")].set_index("phase")
+    assert set(ab.knob) == {"threads"} and set(ab.value_a) == {"1"} and set(ab.value_b) == {"2"}
+    assert ab.loc["train", "ratio_b_over_a"] == pytest.approx(1.8) and ab.loc["train", "verdict"] == "faster"
+    assert ab.loc["eval", "verdict"] == "not significant"
+    assert ab.loc["eval", "ratio_ci95_low"] < 1 < ab.loc["eval", "ratio_ci95_high"]
+    # a and c differ in threads and batch size: not divided, both named
+    ac = t[(t.run_a == "a") & (t.run_b == "c")].iloc[0]
+    assert ac.verdict == "not divided" and pd_isna(ac.ratio_b_over_a)
+    assert ac.differs_in == "batch_size 128 vs 64; threads 1 vs 2"
+    # b and c differ in the batch size only: divided, labelled by it
+    bc = t[(t.run_a == "b") & (t.run_b == "c")].iloc[0]
+    assert bc.knob == "batch_size" and (bc.value_a, bc.value_b) == ("128", "64") and bc.verdict == "slower"
+    # with the keys named, a -> c is divided by them
+    named = compare.ratios(m, keys=("threads", "batch_size"))
+    ac = named[(named.run_a == "a") & (named.run_b == "c")].iloc[0]
+    assert ac.knob == "batch_size; threads" and ac.ratio_b_over_a == pytest.approx(1.5)
+    # for reading: the verdict first, the columns constant over the table in the caption
+    view, same = compare.ratio_table(t)
+    assert list(view.columns[:4]) == ["verdict", "ratio_b_over_a", "ratio_ci95_low", "ratio_ci95_high"]
+    assert "image_size" not in view and "table" not in view and "run_b" in view
+    assert "table scenario_a" in same and "image_size 64" in same
+
+
+def pd_isna(x):
+    import pandas as pd
+
+    return pd.isna(x)
+
+
+def _compare(capsys, *args):
+    rc = pipeline.main(["compare", *map(str, args)])
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def test_cli_prints_each_configuration_and_writes_compare_csv(tmp_path, capsys):
+    outputs = _runs(tmp_path / "outputs")
+    rc, out, err = _compare(capsys, "a", "b", "--outputs", outputs)
+    assert rc == 0, err
+    assert (
+        "resnet18 train (scenario_a, batch 128) [threads 1 -> 2]: 100.0 +- 3.0 img/s -> 180.0 +- 4.0 img/s: "
+        "1.80x [1.75, 1.85] faster"
+    ) in out
+    assert (
+        "resnet18 eval (scenario_a, batch 128) [threads 1 -> 2]: 300.0 +- 15.0 img/s -> 306.0 +- 15.0 img/s: "
+        "1.02x [0.95, 1.09] Not significant" in out
+    )
+    assert "1.02x faster" not in out
+    rows = results.read_rows(outputs / "compare.csv")
+    assert {r["verdict"] for r in rows} == {"faster", "not significant"}
+    assert {r["run_a"] for r in rows} == {"a"} and all(r["host_id_a"] and r["rate_a_img_s"] for r in rows)
+    # --out puts it elsewhere; a run given as a folder path works too
+    rc, _, _ = _compare(
+        capsys,
+        outputs / "a",
+        "c",
+        "--outputs",
+        outputs,
+        "--keys",
+        "threads,batch_size",
+        "--out",
+        tmp_path / "elsewhere",
+    )
+    assert rc == 0 and (tmp_path / "elsewhere" / "compare.csv").is_file()
+
+
+def _refused(rc, out, err, text):
+    assert rc == 2 and not out, out
+    assert err.count("\n") == 1 and err.startswith("cnnbench compare: ") and text in err, err
+
+
+def test_cli_refuses_unknown_broken_and_incompatible_runs_in_one_line(tmp_path, capsys):
+    outputs = _runs(tmp_path)
+    _refused(*_compare(capsys, "a", "nope", "--outputs", outputs), "unknown run 'nope'")
+    _refused(*_compare(capsys, "a", "c", "--outputs", outputs), "differs in more than one key")
+    _refused(
+        *_compare(capsys, "a", "c", "--outputs", outputs, "--keys", "threads"),
+        "differs in keys other than --keys (batch_size; threads)",
+    )
+    make_run(outputs, "other", "cpu", "Intel Core", {("resnet50", "train"): 5.0}, extra={"threads": 1})
+    _refused(*_compare(capsys, "a", "other", "--outputs", outputs), "no model and phase in common")
+    (outputs / "b" / "environment.json").write_text("[1, 2]")
+    _refused(*_compare(capsys, "a", "b", "--outputs", outputs), "broken run: b (")
+    _refused(*_compare(capsys, "a", "a", "--outputs", outputs, "--keys", "colour"), "--keys 'colour'")
+    assert not (outputs / "compare.csv").exists()
+
+
+def test_cli_seeds_pseudo_run_is_not_matched_and_has_no_verdict(tmp_path, capsys):
+    from cnnbench import published
+
+    outputs = _runs(tmp_path)
+    rc, out, err = _compare(capsys, "a", "seeds", "--outputs", outputs)
+    assert rc == 0, err
+    rows = results.read_rows(outputs / "compare.csv")
+    devices = {r["device_b"] for r in rows if r["model"] == "resnet18" and r["phase"] == "train"}
+    assert devices == {"000's apple", "000's cpu", "000's t4"}
+    assert {r["verdict"] for r in rows} == {"not matched"}
+    assert all(r["differs_in"].startswith("not matched") for r in rows)
+    assert not any(r.get("ratio_ci95_low") for r in rows)  # a published number has no interval
+    t4 = published.THROUGHPUT_000.set_index(["model", "device_class"]).train_img_s[("resnet18", "t4")]
+    line = next(x for x in out.splitlines() if x.startswith("resnet18 train") and "000's t4" in x)
+    assert f"100.0 -> {t4:,.1f} img/s: {t4 / 100:.2f}x; not matched (other machine: 000's t4)" in line
+    assert "faster" not in out and "slower" not in out and "significant" not in out
+    _refused(*_compare(capsys, "seeds", "a", "--outputs", outputs), "the first run is the reference")
+
+
+def test_08_shows_the_one_knob_ratios():
+    nb = json.loads((ROOT / "notebooks" / "08_analysis.ipynb").read_text())
+    code = "\n".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code")
+    assert "analysis.ratio_table(analysis.ratios(merged))" in code
+
+
+def test_cnnbench_help_names_compare_and_compare_has_its_own_help(capsys):
+    for argv in (["--help"], ["compare", "--help"]):
+        with pytest.raises(SystemExit) as done:
+            pipeline.main(argv)
+        assert done.value.code == 0
+        assert "cnnbench compare" in capsys.readouterr().out

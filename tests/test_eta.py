@@ -1,0 +1,199 @@
+"""How long will this take: expected times and time left (cnnbench.eta) against a fake clock and fake budgets, and
+the pipeline's console lines and timings record on a real two-notebook smoke run."""
+
+import subprocess
+import sys
+
+import pytest
+
+from cnnbench import eta, params, progress, results
+from cnnbench.tuning import experiment as tuning_experiment
+from conftest import ROOT
+
+
+class FakeClock:
+    def __init__(self):
+        self.now = 100.0
+
+    def __call__(self):
+        return self.now
+
+
+def test_expected_times_prefer_the_earlier_record_then_the_budgets():
+    got = eta.expected_times(
+        ["00_setup", "02_scenario_a", "04_roofline"],
+        {"00_setup": 6.0},
+        {"02_scenario_a": 300.0, "04_roofline": None},
+    )
+    assert got == {
+        "00_setup": (6.0, eta.RECORD),
+        "02_scenario_a": (300.0, eta.BUDGET),
+        "04_roofline": (None, ""),
+    }
+
+
+def test_remaining_counts_down_for_the_notebook_and_the_run():
+    clock = FakeClock()
+    left = eta.Remaining({"a": (60.0, eta.RECORD), "b": (240.0, eta.BUDGET)}, clock)
+    assert left.start("a") == "a: expected 1m00s (from earlier run); run: 5m00s left"
+    clock.now += 20
+    assert left.notebook_left() == 40.0 and left.run_left() == (280.0, True)
+    assert left.line() == "a 20s elapsed, 40s left; run: 4m40s left"
+    clock.now += 70  # a overruns its estimate: nothing of it is counted as left, b's 4 minutes are
+    assert left.line() == "a 1m30s elapsed, over its estimate; run: 4m00s left"
+    assert left.finish("a") == 90.0
+    left.start("b")
+    clock.now += 60
+    assert left.run_left() == (180.0, True) and left.line() == "b 1m00s elapsed, 3m00s left; run: 3m00s left"
+
+
+def test_a_running_sweep_is_extrapolated_from_its_finished_processes():
+    clock = FakeClock()
+    left = eta.Remaining({"02": (None, ""), "04": (50.0, eta.RECORD)}, clock, planned={"02": 8})
+    left.start("02")
+    clock.now += 30
+    left.seen(
+        "    mnist_cnn train: 1,000.0 img/s over 2 processes (least)"
+    )  # a configuration's line: no process
+    assert left.notebook_left() is None and left.run_left() == (50.0, False)
+    left.seen("    mnist_cnn train bs=16: process 1/2 1,000.0 img/s")
+    assert left.notebook_left() == 210.0  # the first took 30 s (kernel start-up included), 7 to go
+    clock.now += 10
+    left.seen("    mnist_cnn eval bs=16: process 1/2 3,000.0 img/s")
+    assert left.notebook_left() == 60.0  # 10 s a process since the first, 6 to go
+    clock.now += 4
+    assert left.notebook_left() == 56.0
+    assert left.line() == "02 44s elapsed, 56s left (2/8 processes); run: 1m46s left"
+
+
+def test_a_notebook_without_estimate_makes_the_run_figure_a_lower_bound():
+    clock = FakeClock()
+    left = eta.Remaining({"a": (None, ""), "b": (30.0, eta.BUDGET)}, clock)
+    assert "no estimate" in left.start("a")
+    clock.now += 5
+    assert left.run_left() == (30.0, False) and left.line() == "a 5s elapsed, ? left; run: at least 30s left"
+
+
+def test_budgets_follow_the_protocol():
+    p = params.load(
+        ROOT / "params" / "local.yaml", {"models": ["resnet18", "mnist_cnn"], "measured_steps": 0}
+    )
+    configs = 2 * len(p.variants) * len(p.phases)
+    assert (
+        eta.budget_s(p, "02_scenario_a") == configs * p.processes * p.repeats * p.window_s + p.adapt_budget_s
+    )
+    assert eta.budget_s(p, "04_roofline") is None
+    fixed = params.load(ROOT / "params" / "smoke.yaml")  # windows of a fixed step count have no time budget
+    assert eta.budget_s(fixed, "02_scenario_a") is None
+    tuned = eta.budget_s(p, "07_tuning")
+    assert tuned >= len(p.tune_models) * len(p.tune_phases) * p.tune_budget_s > 0
+
+
+def test_durations_read_as_a_person_writes_them():
+    assert [eta.duration(s) for s in (0, 12.4, 65, 3725, None)] == ["0s", "12s", "1m05s", "1h02m", "?"]
+
+
+@pytest.mark.slow
+def test_a_real_run_prints_expected_and_remaining_and_a_rerun_uses_its_record(tmp_path):
+    def run():
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "cnnbench.pipeline",
+                "--params",
+                "params/smoke.yaml",
+                "--outputs",
+                str(tmp_path),
+                "--set",
+                "notebooks=[00_setup, 04_roofline]",
+                "--no-report",
+            ],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            timeout=900,
+        )
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        return proc.stdout
+
+    first = run()
+    assert "[1/2] 00_setup: no estimate" in first and "[2/2] 04_roofline: no estimate" in first
+    assert "[1/2] 00_setup done in" in first and "; run: at least 0s left" in first
+    # 04 says what it measures while it runs (it printed nothing for minutes)
+    assert "    roofline: memory bandwidth over" in first and "    roofline: fp32 compute roof" in first
+    timings = results.read(tmp_path / "smoke", "timings")
+    assert list(timings.notebook) == ["00_setup", "04_roofline"] and (timings.duration_s > 0).all()
+    second = run()  # the rerun's estimates are the first run's record
+    took = dict(zip(timings.notebook, timings.duration_s, strict=True))
+    total = eta.duration(took["00_setup"] + took["04_roofline"])
+    assert (
+        f"[1/2] 00_setup: expected {eta.duration(took['00_setup'])} (from earlier run); run: {total} left"
+        in second
+    ), second
+    assert f"[2/2] 04_roofline: expected {eta.duration(took['04_roofline'])} (from earlier run)" in second
+
+
+def test_progress_notes_reach_the_pipelines_progress_file(tmp_path, monkeypatch, capsys):
+    log = tmp_path / "progress.log"
+    monkeypatch.setenv(progress.PROGRESS_ENV, str(log))
+    progress.note("backends: mnist_cnn on numpy")
+    progress.say("torchrun --nproc_per_node 2 (gloo, 1 threads per process)")
+    assert log.read_text().splitlines() == [
+        "backends: mnist_cnn on numpy",
+        "torchrun --nproc_per_node 2 (gloo, 1 threads per process)",
+    ]
+    assert capsys.readouterr().out == "torchrun --nproc_per_node 2 (gloo, 1 threads per process)\n"
+
+
+def test_each_row_of_the_configuration_search_is_a_console_line():
+    row = {
+        "row_kind": "race",
+        "stage": "rung 1",
+        "config": "bf16 channels_last bs=64",
+        "throughput_img_s": 51.25,
+    }
+    assert tuning_experiment.search_line("resnet50", "train", row) == (
+        "  tuning resnet50 train: race rung 1 bf16 channels_last bs=64 51.2 img/s"
+    )
+    assert tuning_experiment.search_line(
+        "resnet50", "train", {"row_kind": "guard", "status": "error"}
+    ).endswith("guard error")
+
+
+def test_the_console_tail_prints_the_time_left_after_progress_lines(tmp_path):
+    import time
+
+    from cnnbench import pipeline
+
+    path, printed, seen = tmp_path / "progress.log", [], []
+    path.write_text("")
+    tail = pipeline._Tail(
+        path,
+        lambda line, **kw: printed.append(line),
+        interval_s=0.01,
+        status=lambda: "LEFT",
+        seen=seen.append,
+        status_min_s=0.0,
+    )
+    with tail:
+        path.write_text("  m train bs=8: process 1/2 10.0 img/s\n")
+        time.sleep(0.2)
+    assert printed == ["      m train bs=8: process 1/2 10.0 img/s", "  ~ LEFT"]
+    assert seen == ["  m train bs=8: process 1/2 10.0 img/s"]
+
+
+def test_a_fresh_run_repeating_the_committed_example_is_estimated_from_its_record():
+    example = ROOT / eta.EXAMPLE_RUN
+    local = params.load(ROOT / "params" / "local.yaml", check_device=False)
+    took = eta.example_record(local, "cpu", example)
+    assert set(took) == set(local.notebooks) and 1000 < sum(took.values()) < 1300  # 20m12s in the README
+    assert eta.example_record(local, "cuda", example) == {}  # another device: the CPU's times say nothing
+    other = params.load(ROOT / "params" / "local.yaml", {"batch_size": 64}, check_device=False)
+    assert eta.example_record(other, "cpu", example) == {}
+    got = eta.expected_times(["02_scenario_a"], {}, {"02_scenario_a": 5.0}, took)
+    assert got == {"02_scenario_a": (took["02_scenario_a"], eta.EXAMPLE)}
+    assert eta.expected_times(["02_scenario_a"], {"02_scenario_a": 7.0}, {}, took)["02_scenario_a"] == (
+        7.0,
+        eta.RECORD,
+    )
