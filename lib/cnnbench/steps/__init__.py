@@ -37,6 +37,8 @@ def profile(run) -> pd.DataFrame:
     profile_ops.csv. The step is seed 002's: ``optimizer`` (Adam) at ``transfer_lrs[0]``, ``transfer_image_size``
     px, a new two-class head, batch ``profile_batch_size`` (0: ``transfer_batch_sizes[0]``); the weights are
     random (a step's cost does not depend on their values, and no download is needed)."""
+    import torch
+
     from cnnbench import models
     from cnnbench.measure import engine
 
@@ -50,7 +52,7 @@ def profile(run) -> pd.DataFrame:
                             num_classes=FINE_TUNING_CLASSES, in_channels=models.spec(model).in_channels)
         ident = {**{k: getattr(cfg, k) for k in ("model", "batch_size", "image_size", "num_classes", "precision",
                                                  "memory_format")},
-                 "device_kind": run.device.type, "threads": run.threads, "seed": p.seed, "optimizer": p.optimizer,
+                 "device_kind": run.device.type, "threads": torch.get_num_threads(), "seed": p.seed, "optimizer": p.optimizer,
                  "lr": protocol.lr, "warmup_steps": p.warmup_steps, "profiled_steps": p.profile_steps,
                  "profile_top_k": p.profile_top_k}
         planned.append(ident)
