@@ -294,7 +294,7 @@ def test_on_main_thread_runs_the_call_where_it_is_when_the_loop_has_closed():
     assert seen == [1]
 
 
-def test_explorer_without_ipywidgets_says_how_to_enable_it_and_measures_once(monkeypatch, capsys):
+def test_explorer_without_ipywidgets_says_how_to_enable_it_and_measures_once(monkeypatch, capsys, tmp_path):
     """Issue 19: ipywidgets is in the [notebook] extra; without it the explorer says in one line how to get the
     controls and shows one static measurement instead of failing on the import."""
     import sys
@@ -309,6 +309,6 @@ def test_explorer_without_ipywidgets_says_how_to_enable_it_and_measures_once(mon
     monkeypatch.setattr(interactive, "_show", lambda history, run: shown.append(history))
     p = SimpleNamespace(models=["mnist_cnn"], batch_size_for=lambda m: 8, variants=[{}], interactive=True,
                         data_mode="device")
-    assert interactive.explorer(SimpleNamespace(params=p, device=SimpleNamespace(type="cpu"))) is None
+    assert interactive.explorer(SimpleNamespace(params=p, device=SimpleNamespace(type="cpu"), dir=tmp_path)) is None
     assert shown == [[{"model": "mnist_cnn", "batch_size": 8}]]
     assert capsys.readouterr().out.startswith("No ipywidgets here, so one static measurement: pip install ipywidgets")
