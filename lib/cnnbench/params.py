@@ -323,6 +323,39 @@ def _matches(value: Any, tp: Any) -> bool:
     return True
 
 
+def _not_finite(value: Any) -> bool:
+    """Whether a float NaN or inf sits in ``value`` (or in a list or mapping inside it)."""
+    if isinstance(value, float):
+        return not math.isfinite(value)
+    if isinstance(value, dict):
+        return any(_not_finite(k) or _not_finite(v) for k, v in value.items())
+    return isinstance(value, list) and any(_not_finite(v) for v in value)
+
+
+def _mismatch(key: str, value: Any, tp: Any) -> str:
+    """The message for a ``value`` that does not match ``tp``: the innermost entry that is wrong, by its path
+    (``sweep.mnist_cnn[1]``), what it must be, what it is, and whether it is a NaN or inf (YAML's ``.nan``)."""
+    origin = typing.get_origin(tp)
+    if origin is list and isinstance(value, list):
+        (item,) = typing.get_args(tp) or (Any,)
+        bad = next(i for i, v in enumerate(value) if not _matches(v, item))
+        return _mismatch(f"{key}[{bad}]", value[bad], item)
+    if origin is dict and isinstance(value, dict):
+        key_t, val_t = typing.get_args(tp)
+        for k, v in value.items():
+            if not _matches(k, key_t):
+                return _wrong(key, f"a mapping with {_type_name(key_t)} keys", k, "a key")
+            if not _matches(v, val_t):
+                return _mismatch(f"{key}.{k}", v, val_t)
+    return _wrong(key, _type_name(tp), value)
+
+
+def _wrong(key: str, must: str, got: Any, what: str = "") -> str:
+    kind = f"{what}, {type(got).__name__}" if what else type(got).__name__
+    nan = "; NaN and inf are not finite: no key takes them" if _not_finite(got) else ""
+    return f"key '{key}' must be {must}, got {_show(got)} ({kind}){nan}"
+
+
 def _out_of_range(value: Any, tp: Any) -> str:
     """Why a number inside ``value`` (which matches ``tp``) cannot be used, or "": one rule for every key, a float
     must be finite (NaN and inf pass every ``<= 0`` check) and an integer must fit an int64."""
@@ -553,9 +586,7 @@ def validate(raw: dict[str, Any], src: str = "params", check_device: bool = True
             raise ParamsError(f"{src}: unknown key {_show(key)}; {_suggest(key, list(FIELDS), 'keys')}")
         tp = _HINTS[key]
         if not _matches(value, tp):
-            raise ParamsError(
-                f"{src}: key '{key}' must be {_type_name(tp)}, got {_show(value)} ({type(value).__name__})"
-            )
+            raise ParamsError(f"{src}: {_mismatch(key, value, tp)}")
         why = _out_of_range(value, tp)
         if why:
             raise ParamsError(f"{src}: key '{key}' {why}")
@@ -851,7 +882,10 @@ def _read_text(path: Path) -> str:
                               "e.g. params/local.yaml")
         if st.st_size > MAX_PARAMS_BYTES:
             raise ParamsError(f"{path}: params file too large ({st.st_size} bytes; at most {MAX_PARAMS_BYTES})")
-        raw = f.read(MAX_PARAMS_BYTES + 1)
+        try:
+            raw = f.read(MAX_PARAMS_BYTES + 1)
+        except OSError as err:  # /proc/self/mem: a regular file whose read fails
+            raise ParamsError(f"{path}: params file cannot be read ({err.strerror or err})") from None
     if len(raw) > MAX_PARAMS_BYTES:
         raise ParamsError(f"{path}: params file too large (more than {MAX_PARAMS_BYTES} bytes)")
     if raw.startswith((b"\xff\xfe", b"\xfe\xff")) or b"\x00" in raw:
