@@ -387,3 +387,39 @@ def test_a_failed_combined_analysis_never_leaves_the_old_combined_report_as_curr
             pipeline._combined(p, tmp_path / "p.yaml", {}, tmp_path)
     assert not (tmp_path / "report.html").exists() and (tmp_path / pipeline.STALE_REPORT).is_file()
     assert (tmp_path / report.COMBINED / pipeline.FAILED).read_text().startswith("The combined analysis did not finish")
+
+
+# --- issue 21, second barrage ----------------------------------------------------------------------------------
+
+def test_a_full_disk_names_the_notebook_being_written(tmp_path, monkeypatch, capsys):
+    """A real write() on a full disk raises ENOSPC with no file name: the line said only "No space left on
+    device"; it names the executed copy being written, and no half-written copy is left."""
+    def execute_notebook(source, target, **kwargs):
+        with open(target, "w") as f:
+            f.write('{"cells": [{"cell_type": "code", "sou')
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))  # as write() raises it: no filename
+
+    monkeypatch.setattr("papermill.execute_notebook", execute_notebook)
+    code = pipeline.main(["--params", str(SMOKE), "--outputs", str(tmp_path), "--set", "notebooks=[00_setup]"])
+    assert code == 1
+    run_dir = tmp_path / "smoke"
+    target = run_dir / "notebooks" / "00_setup.ipynb"
+    _one_line(capsys.readouterr().err, "No space left on device", str(target))
+    assert str(target) in (run_dir / "FAILED.txt").read_text()
+    assert list((run_dir / "notebooks").iterdir()) == []
+
+
+def test_replacing_names_the_file_when_the_disk_is_full(tmp_path, monkeypatch):
+    """Every file the package writes whole (results tables, params.json, FAILED.txt, report.html) goes through
+    paths.replacing: an ENOSPC from write() or fsync() names the file being written, and no temporary is left."""
+    target = tmp_path / "scenario_a.csv"
+
+    def full(fd):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(os, "fsync", full)
+    with pytest.raises(OSError) as err, paths.replacing(target) as f:
+        f.write(b"rows")
+    assert err.value.errno == errno.ENOSPC and err.value.filename == str(target)
+    assert str(target) in str(err.value) and list(tmp_path.iterdir()) == []
+

@@ -21,6 +21,7 @@ import argparse
 import contextlib
 import dataclasses
 import datetime as dt
+import errno
 import json
 import logging
 import os
@@ -105,7 +106,7 @@ def execute(
             if not isinstance(err, Exception):  # Ctrl-C, SIGTERM: the caller says so
                 raise
             log(f"[{i}/{len(notebooks)}] {name} failed")
-            why = _describe(err, {str(partial): target})
+            why = _describe(err, {str(partial): target}, writing=target)
             if not _readable(source):
                 why = f"{source} is not a valid notebook ({why})"
             raise NotebookFailed(name, None, why, kept) from None
@@ -142,10 +143,16 @@ def _readable(notebook: Path) -> bool:
     return True
 
 
-def _describe(err: BaseException, names: dict | None = None) -> str:
-    """One line for a failure: an OSError as its reason and file, anything else as its type and first line."""
+# errors of a write that names no file: the file being written is named for it
+WRITE_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EIO}
+
+
+def _describe(err: BaseException, names: dict | None = None, writing: Path | None = None) -> str:
+    """One line for a failure: an OSError as its reason and file, anything else as its type and first line.
+    ``writing``: the file being written, named where the error names none (write() on a full disk)."""
     if isinstance(err, OSError) and err.strerror:
         filename = (names or {}).get(str(err.filename), err.filename)
+        filename = filename or (writing if err.errno in WRITE_ERRNOS else None)
         return f"{err.strerror}" + (f": {filename}" if filename else "")
     text = (str(err).strip().splitlines() or [""])[0]
     return f"{type(err).__name__}: {text}"[:300] if text else type(err).__name__
