@@ -423,3 +423,44 @@ def test_replacing_names_the_file_when_the_disk_is_full(tmp_path, monkeypatch):
     assert err.value.errno == errno.ENOSPC and err.value.filename == str(target)
     assert str(target) in str(err.value) and list(tmp_path.iterdir()) == []
 
+
+def test_a_closed_console_pipe_does_not_stop_the_run(tmp_path, monkeypatch, capsys):
+    """`cnnbench ... | head -3`: once head exits, every print raised BrokenPipeError and the run failed. Console
+    lines to a closed pipe are dropped and the run completes (progress.log still has every line)."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # head has exited
+
+    class ClosedPipe:
+        lines = 0
+
+        def write(self, text):
+            self.lines += 1
+            if self.lines > 3:
+                raise BrokenPipeError(errno.EPIPE, os.strerror(errno.EPIPE))
+            return len(text)
+
+        def flush(self):
+            if self.lines > 3:
+                raise BrokenPipeError(errno.EPIPE, os.strerror(errno.EPIPE))
+
+        def fileno(self):
+            return write_end
+
+    def fake_execute(params_file, overrides, run_dir, notebooks, timeout_s, log=print):
+        for i in range(20):
+            log(f"line {i}", flush=True)
+        (run_dir / "progress.log").write_text("kept\n")
+        return []
+
+    console = ClosedPipe()
+    monkeypatch.setattr(sys, "stdout", console)
+    monkeypatch.setattr(pipeline, "execute", fake_execute)
+    monkeypatch.setattr("cnnbench.report.build_run_report", lambda run_dir, executed: run_dir / "report.html")
+    try:
+        code = pipeline.main(["--params", str(SMOKE), "--outputs", str(tmp_path), "--set", "notebooks=[00_setup]"])
+    finally:
+        os.close(write_end)
+    assert code == 0, capsys.readouterr().err
+    assert sys.stdout is console  # main() gives the console back as it found it
+    assert not (tmp_path / "smoke" / "FAILED.txt").exists()
+    assert "Traceback" not in capsys.readouterr().err

@@ -293,6 +293,47 @@ def _outputs_problem(outputs: Path) -> str:
     return ""
 
 
+class _Console:
+    """The console as the pipeline writes to it: once its reader has gone (``cnnbench ... | head -3``) every later
+    line is dropped instead of raising BrokenPipeError, and the run goes on (its progress is in progress.log)."""
+
+    def __init__(self, stream):
+        self.stream, self.gone = stream, False
+
+    def _drop_on_broken_pipe(self, call, *args):
+        if self.gone:
+            return None
+        try:
+            return call(*args)
+        except BrokenPipeError:
+            self.gone = True
+            with contextlib.suppress(Exception):  # no "Exception ignored" when the interpreter flushes at exit
+                devnull = os.open(os.devnull, os.O_WRONLY)
+                os.dup2(devnull, self.stream.fileno())
+                os.close(devnull)
+            return None
+
+    def write(self, text: str) -> int:
+        self._drop_on_broken_pipe(self.stream.write, text)
+        return len(text)
+
+    def flush(self) -> None:
+        self._drop_on_broken_pipe(self.stream.flush)
+
+    def __getattr__(self, name):
+        return getattr(self.stream, name)
+
+
+@contextlib.contextmanager
+def _console_may_close():
+    saved = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = _Console(sys.stdout), _Console(sys.stderr)
+    try:
+        yield
+    finally:
+        sys.stdout, sys.stderr = saved
+
+
 def _now() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
 
@@ -332,6 +373,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--outputs", help="folder holding the runs (default: outputs/ of the workbook)")
     ap.add_argument("--no-report", action="store_true", help="execute the notebooks only")
     args = ap.parse_args(argv)
+    with _console_may_close():
+        return _main(args)
+
+
+def _main(args) -> int:
     try:
         with _signals_stop_the_run():
             return _run(args)
