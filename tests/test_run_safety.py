@@ -464,3 +464,23 @@ def test_a_closed_console_pipe_does_not_stop_the_run(tmp_path, monkeypatch, caps
     assert sys.stdout is console  # main() gives the console back as it found it
     assert not (tmp_path / "smoke" / "FAILED.txt").exists()
     assert "Traceback" not in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("option", ["--params", "--outputs"])
+def test_a_symlink_loop_given_as_a_path_is_refused_in_one_line(tmp_path, capsys, option):
+    """Issue 21 barrage: a params file (or --outputs) that is a link to itself exited 1 with "RuntimeError:
+    Symlink loop from ..."; it is a bad argument: exit 2, one line naming the option and the path."""
+    loop = tmp_path / "loop"
+    os.symlink(loop, loop)
+    args = {"--params": str(SMOKE), "--outputs": str(tmp_path / "out"), option: str(loop)}
+    code = pipeline.main([arg for pair in args.items() for arg in pair])
+    assert code == 2
+    _one_line(capsys.readouterr().err, option, str(loop), "link")
+
+
+def test_a_usage_error_is_one_line(capsys):
+    """argparse printed its whole usage block before the error (--run-name -x: 'expected one argument')."""
+    with pytest.raises(SystemExit) as exit_:
+        pipeline.main(["--params", str(SMOKE), "--run-name", "-x"])
+    assert exit_.value.code == 2
+    _one_line(capsys.readouterr().err, "--run-name", "expected one argument", "--help")

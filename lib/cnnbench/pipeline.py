@@ -365,7 +365,7 @@ def _mark_failed(run_dir: Path, why: str, params_file: Path, overrides: dict, de
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="cnnbench", description=__doc__.split("\n")[0])
+    ap = _Parser(prog="cnnbench", description=__doc__.split("\n")[0])
     ap.add_argument("--params", default="params/local.yaml", help="params YAML (default: params/local.yaml)")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="override one parameter (value read as YAML); repeatable")
@@ -400,6 +400,24 @@ def _absolute_data_paths(p: params_mod.Params) -> params_mod.Params:
     return dataclasses.replace(p, **absolute)
 
 
+def _resolved(option: str, given: str, resolve) -> Path:
+    """``resolve(given)``, or a one-line ParamsError: a link to itself (Python raises RuntimeError before 3.13, OSError
+    ELOOP after), a name too long."""
+    try:
+        return resolve(given)
+    except (OSError, RuntimeError) as err:
+        why = "a link that points back to itself" if "loop" in str(err).lower() else (
+            getattr(err, "strerror", None) or str(err))
+        raise params_mod.ParamsError(f"{option} {params_mod._show(given)}: cannot be followed ({why})") from None
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, with a usage error in one line instead of the whole usage block."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
 def _run(args) -> int:
     try:
         overrides = params_mod.parse_overrides(args.set)
@@ -409,7 +427,7 @@ def _run(args) -> int:
                 raise params_mod.ParamsError("--run-name is empty: give a name, or leave the option out to use "
                                              "the params file's run_name")
             overrides["run_name"], names["run_name"] = args.run_name, "--run-name"
-        params_file = paths.resolve(args.params)
+        params_file = _resolved("--params", args.params, paths.resolve)
         p = params_mod.load(params_file, overrides, overrides_src="--set", override_names=names)
         note = params_mod.empty_file_note(params_file)
     except params_mod.ParamsError as err:
@@ -420,7 +438,12 @@ def _run(args) -> int:
     if missing:
         print(f"cnnbench: notebooks missing from {paths.repo_root() / 'notebooks'}: {', '.join(missing)}", file=sys.stderr)
         return 2
-    outputs = Path(args.outputs).expanduser().resolve() if args.outputs else paths.outputs_root()
+    try:
+        outputs = _resolved("--outputs", args.outputs, lambda o: Path(o).expanduser().resolve()) if args.outputs \
+            else paths.outputs_root()
+    except params_mod.ParamsError as err:
+        print(f"cnnbench: {err}", file=sys.stderr)
+        return 2
     problem = _outputs_problem(outputs)
     if problem:
         print(f"cnnbench: {problem}", file=sys.stderr)
