@@ -484,3 +484,13 @@ def test_a_usage_error_is_one_line(capsys):
         pipeline.main(["--params", str(SMOKE), "--run-name", "-x"])
     assert exit_.value.code == 2
     _one_line(capsys.readouterr().err, "--run-name", "expected one argument", "--help")
+
+
+def test_absent_mnist_for_05_is_refused_before_the_first_notebook(tmp_path, monkeypatch, capsys):
+    """scratch_dataset mnist with no folder and no download: 05 said so only after 00-04 had measured."""
+    monkeypatch.setattr(pipeline, "execute", lambda *a, **k: pytest.fail("a notebook ran"))
+    code = pipeline.main(["--params", str(SMOKE), "--outputs", str(tmp_path), "--set", "scratch_dataset=mnist",
+                          "--set", f"scratch_data_path={tmp_path / 'none'}"])
+    assert code == 2
+    _one_line(capsys.readouterr().err, "scratch_data_path", "does not exist")
+    assert not (tmp_path / "smoke").exists()

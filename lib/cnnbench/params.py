@@ -550,8 +550,28 @@ def _check_scratch(src: str, p: Params) -> None:
             f"{src}: key 'scratch_train_images' ({p.scratch_train_images}) is below scratch_batch_size "
             f"({p.scratch_batch_size}): no full CNN batch"
         )
-    # scratch_data_path's existence is checked when 05 opens its data (cnnbench.scratch.experiment.check_data),
-    # before any work, so a params file naming real MNIST stays valid on a machine that has not fetched it yet.
+    # An absent scratch_data_path is refused by the pipeline before its first notebook and by 05 before any work
+    # (scratch_data_problem), so a params file naming real MNIST stays valid on a machine that has not fetched it
+    # yet; a folder that is there but holds no MNIST is refused here.
+    if "05_backends" in p.notebooks and scratch_data_problem(p, absent_ok=True):
+        raise ParamsError(f"{src}: {scratch_data_problem(p, absent_ok=True)}")
+
+
+def scratch_data_problem(p: Params, absent_ok: bool = False) -> str:
+    """Why 05 cannot read real MNIST at ``scratch_data_path`` (absent without ``download``, or not MNIST), or ""."""
+    from cnnbench import data, paths
+
+    if p.scratch_dataset != "mnist" or p.download:
+        return ""
+    try:
+        root = paths.resolve(p.scratch_data_path)
+        if not root.exists():
+            return "" if absent_ok else (f"key 'scratch_data_path': folder {_show(p.scratch_data_path)} does not "
+                                         "exist (set download: true to fetch MNIST)")
+        problem = data.layout_problem("mnist", root)
+    except (OSError, RuntimeError) as err:  # a name too long, a link loop, a folder that cannot be listed
+        return f"key 'scratch_data_path': {_show(p.scratch_data_path)} cannot be read ({err})"
+    return f"key 'scratch_data_path': {problem}" if problem else ""
 
 
 def _check_numbers(src: str, p: Params, check_device: bool) -> None:

@@ -159,6 +159,10 @@ def params_file_cases() -> list[Case]:
              setup=lambda w: None if os.geteuid() == 0 else (write("ro.yaml", SMOKE_TEXT)(w),
                                                               os.chmod(w / "ro.yaml", 0), ["--params",
                                                                                          str(w / "ro.yaml")])[2]),
+        Case(k, "--outputs a symlink loop", setup=lambda w: (os.symlink(w / "oloop", w / "oloop"), [
+            "--params", SMOKE, "--outputs", str(w / "oloop")])[1]),
+        Case(k, "--outputs is a file", setup=lambda w: ((w / "of").write_text("x"), [
+            "--params", SMOKE, "--outputs", str(w / "of")])[1]),
     ]
     return cases
 
@@ -250,11 +254,15 @@ def data_cases() -> list[Case]:
         Case(k, "fake MNIST for 05 (scratch_dataset)", setup=lambda w: (fake_mnist(w / "sm"), [
             "--params", SMOKE, "--set", "scratch_dataset=mnist", "--set", f"scratch_data_path={w / 'sm'}"])[1]),
         Case(k, "fewer images than a batch, loader mode", setup=data_setup(
-            "imagefolder", lambda r: image_folder(r, 10, 1), "--set", "data_mode=loader")),
+            "imagefolder", lambda r: image_folder(r, 10, 1), "--set", "data_mode=loader",
+            "--set", "batch_size_per_model={squeezenet1_1: 16, mnist_cnn: 16}")),
         Case(k, "fewer images than a batch, device mode", setup=data_setup(
-            "imagefolder", lambda r: image_folder(r, 10, 1), "--set", "data_mode=device")),
+            "imagefolder", lambda r: image_folder(r, 10, 1), "--set", "data_mode=device",
+            "--set", "batch_size_per_model={squeezenet1_1: 16, mnist_cnn: 16}")),
         Case(k, "data_path is a file", setup=lambda w: ((w / "f").write_text("x"), [
             "--params", SMOKE, "--set", "dataset=imagefolder", "--set", f"data_path={w / 'f'}"])[1]),
+        Case(k, "absent MNIST for 05, no download", ["--params", SMOKE, "--set", "scratch_dataset=mnist", "--set",
+                                                     "scratch_data_path=/nonexistent"]),
         Case(k, "data_path missing", ["--params", SMOKE, "--set", "dataset=cifar10", "--set", "data_path=/nonexistent"]),
         Case(k, "empty folder", setup=data_setup("imagefolder", lambda r: r.mkdir())),
         Case(k, "download of a non-public dataset", setup=data_setup("imagefolder", lambda r: None,
@@ -580,7 +588,7 @@ def main() -> int:
         subprocess.run(["rm", "-rf", str(case_dir)])
         case_dir.mkdir()
         r = execute(case, case_dir)
-        print(f"{'ok ' if r.ok else 'BAD'} {r.kind}: {r.name[:60]} rc={r.rc} {r.check} {r.message[:100]}", flush=True)
+        print(f"{'skip' if r.check == 'skipped' else 'ok ' if r.ok else 'BAD'} {r.kind}: {r.name[:60]} rc={r.rc} {r.check} {r.message[:100]}", flush=True)
         results.append(r)
     if not args.quick:
         shared = work / "runs"  # the runs share one outputs folder, so the combined report merges them
