@@ -602,11 +602,18 @@ def main() -> int:
         for kind, body in bodies:
             if args.only and kind not in args.only:
                 continue
-            r = body(shared)
+            try:
+                r = body(shared)
+            except Exception as err:  # the driver's own failure is a row too
+                r = Result(kind, getattr(body, "__name__", kind), check=f"driver error: {err!r}"[:200])
             print(f"{'ok ' if r.ok else 'BAD'} {r.kind}: {r.name} rc={r.rc} {r.check} {r.message[:100]}", flush=True)
             results.append(r)
         if not args.only or "rerun" in args.only:
-            for r in rerun_case(shared):
+            try:
+                rows = rerun_case(shared)
+            except Exception as err:
+                rows = [Result("rerun", "rerun with other models and image size", check=f"driver error: {err!r}"[:200])]
+            for r in rows:
                 print(f"{'ok ' if r.ok else 'BAD'} {r.kind}: {r.name} rc={r.rc} {r.check}", flush=True)
                 results.append(r)
     text = table(results)
