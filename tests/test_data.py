@@ -444,3 +444,12 @@ def test_a_fake_mnist_for_the_scratch_backends_is_refused_before_any_work(tmp_pa
         _load(tmp_path, f"scratch_dataset: mnist\nscratch_data_path: {tmp_path / 'mn'}\nnotebooks: [05_backends]\n")
     p = _load(tmp_path, f"scratch_dataset: mnist\nscratch_data_path: {tmp_path / 'mn'}\nnotebooks: [00_setup]\n")
     assert p.scratch_dataset == "mnist"  # 05 does not run: nothing reads it
+
+
+def test_download_of_an_image_folder_is_refused_at_validation(tmp_path):
+    """Issue 21 barrage rerun: dataset imagefolder with download: true and no folder passed validation (a folder to
+    be downloaded) and the run started; an ImageFolder has nothing to download from."""
+    from cnnbench.params import ParamsError
+
+    with pytest.raises(ParamsError, match="key 'download'.*imagefolder.*cannot be downloaded"):
+        _load(tmp_path, f"dataset: imagefolder\nnum_classes: 2\ndownload: true\ndata_path: {tmp_path / 'none'}\n")

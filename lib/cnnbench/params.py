@@ -31,6 +31,7 @@ DATASETS = ("synthetic", "tiny_imagenet", "imagenette", "mnist", "cifar10", "ima
 DATA_MODES = ("device", "loader")
 PHASES = ("train", "eval")
 OPTIMIZERS = ("sgd", "adam", "adamw")
+DOWNLOADABLE = ("tiny_imagenet", "imagenette", "mnist", "cifar10")  # public datasets that download: true fetches
 TRANSFER_DATASETS = ("synthetic", "oxford_pet", "imagefolder")
 SCALING_BACKENDS = ("auto", "gloo", "nccl")
 COMPILE_MODES = ("off", "default", "max-autotune", "reduce-overhead")  # torch.compile modes (07 searches them)
@@ -498,6 +499,10 @@ def _check_data_folder(src: str, p: Params) -> None:
             f"{src}: key 'data_path': folder {_show(p.data_path)} does not exist (set download: true to fetch it)"
         )
     problem = data.layout_problem(p.dataset, root) if root.exists() else "absent"
+    if problem and p.download and p.dataset not in DOWNLOADABLE:
+        raise ParamsError(f"{src}: key 'download': {p.dataset} cannot be downloaded (only {', '.join(DOWNLOADABLE)} "
+                          f"can), and key 'data_path' {_show(p.data_path)}: " + (
+                              "does not exist" if problem == "absent" else problem))
     if problem and not p.download:
         raise ParamsError(f"{src}: key 'data_path': {problem}")
     from cnnbench.models import spec

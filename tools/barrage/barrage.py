@@ -79,6 +79,14 @@ def one_line(err: str) -> bool:
     return len(lines) == 1 and "Traceback" not in err and len(lines[0]) < 600
 
 
+def whole_json(path: Path) -> bool:
+    try:
+        json.loads(path.read_text())
+    except (OSError, ValueError):
+        return False
+    return True
+
+
 def csvs(folder: Path) -> list[Path]:
     return [p for p in folder.rglob("*.csv")] if folder.exists() else []
 
@@ -295,11 +303,11 @@ def disk_cases() -> list[Case]:
 
     def full_check(work, rc, out, err):
         run = work / "full" / "h21full"
-        left = [p.name for p in (run / "notebooks").glob("*")] if (run / "notebooks").exists() else []
-        tmp = [p.name for p in run.rglob(".*.tmp")] if run.exists() else []
+        half = [p.name for p in (run / "notebooks").glob("*") if not whole_json(p)] if run.exists() else []
+        tmp = [p.name for p in run.rglob(".*.tmp")] + [p.name for p in run.rglob(".*partial*")] if run.exists() else []
         unmount(work / "full")
         named = "No space left on device:" in err
-        return "ok" if named and not left and not tmp else f"file named: {named}; left: {left + tmp}"
+        return "ok" if named and not half and not tmp else f"file named: {named}; half-written: {half + tmp}"
 
     def read_only(work: Path):
         if not mount_tmpfs(work / "ro", "1m"):
