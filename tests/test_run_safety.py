@@ -494,3 +494,14 @@ def test_absent_mnist_for_05_is_refused_before_the_first_notebook(tmp_path, monk
     assert code == 2
     _one_line(capsys.readouterr().err, "scratch_data_path", "does not exist")
     assert not (tmp_path / "smoke").exists()
+
+
+def test_absent_oxford_pet_for_06_is_refused_before_the_first_notebook(tmp_path, monkeypatch, capsys):
+    """Issue 21 barrage rerun: transfer_dataset oxford_pet, no folder, no download: 06 said so only after 00-05 had
+    measured (the run was stopped at 8 s in 00_setup)."""
+    monkeypatch.setattr(pipeline, "execute", lambda *a, **k: pytest.fail("a notebook ran"))
+    code = pipeline.main(["--params", str(SMOKE), "--outputs", str(tmp_path), "--set", "transfer_dataset=oxford_pet",
+                          "--set", f"transfer_data_path={tmp_path / 'none'}"])
+    assert code == 2
+    _one_line(capsys.readouterr().err, "transfer_data_path", "does not exist", "download")
+    assert not (tmp_path / "smoke").exists()

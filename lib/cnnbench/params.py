@@ -562,6 +562,18 @@ def _check_scratch(src: str, p: Params) -> None:
         raise ParamsError(f"{src}: {scratch_data_problem(p, absent_ok=True)}")
 
 
+def run_data_problem(p: Params) -> str:
+    """Data that a notebook of this run would find missing only once it starts (after the notebooks before it have
+    measured): real MNIST for 05, Oxford-IIIT Pet for 06, absent and not to be downloaded; or ""."""
+    if "05_backends" in p.notebooks and scratch_data_problem(p):
+        return scratch_data_problem(p)
+    if ("06_transfer" in p.notebooks and p.transfer_dataset == "oxford_pet" and not p.download
+            and not Path(p.transfer_data_path).expanduser().exists()):
+        return (f"key 'transfer_data_path': folder {_show(p.transfer_data_path)} does not exist (set download: true "
+                "to fetch oxford_pet)")
+    return ""
+
+
 def scratch_data_problem(p: Params, absent_ok: bool = False) -> str:
     """Why 05 cannot read real MNIST at ``scratch_data_path`` (absent without ``download``, or not MNIST), or ""."""
     from cnnbench import data, paths

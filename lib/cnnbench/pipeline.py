@@ -430,8 +430,8 @@ def _run(args) -> int:
         params_file = _resolved("--params", args.params, paths.resolve)
         p = params_mod.load(params_file, overrides, overrides_src="--set", override_names=names)
         note = params_mod.empty_file_note(params_file)
-        if "05_backends" in p.notebooks and params_mod.scratch_data_problem(p):  # before 00-04 measure anything
-            raise params_mod.ParamsError(f"{params_file}: {params_mod.scratch_data_problem(p)}")
+        if params_mod.run_data_problem(p):  # before the notebooks ahead of 05 or 06 measure anything
+            raise params_mod.ParamsError(f"{params_file}: {params_mod.run_data_problem(p)}")
     except params_mod.ParamsError as err:
         print(f"cnnbench: {err}", file=sys.stderr)
         return 2

@@ -271,6 +271,8 @@ def data_cases() -> list[Case]:
             "--params", SMOKE, "--set", "dataset=imagefolder", "--set", f"data_path={w / 'f'}"])[1]),
         Case(k, "absent MNIST for 05, no download", ["--params", SMOKE, "--set", "scratch_dataset=mnist", "--set",
                                                      "scratch_data_path=/nonexistent"]),
+        Case(k, "absent Oxford-IIIT Pet for 06, no download", ["--params", SMOKE, "--set", "transfer_dataset=oxford_pet",
+                                                               "--set", "transfer_data_path=/nonexistent"]),
         Case(k, "data_path missing", ["--params", SMOKE, "--set", "dataset=cifar10", "--set", "data_path=/nonexistent"]),
         Case(k, "empty folder", setup=data_setup("imagefolder", lambda r: r.mkdir())),
         Case(k, "download of a non-public dataset", setup=data_setup("imagefolder", lambda r: None,
