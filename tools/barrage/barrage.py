@@ -342,9 +342,18 @@ def disk_cases() -> list[Case]:
 
 # --- cases that run notebooks: signals, resume, pipes, siblings, links, reruns, mid-run edits -----------------
 
-def alive_in_session(pgid: int) -> list[str]:
+def alive_in_session(pgid: int, run: Path | None = None) -> list[str]:
+    """Processes left of a run: in its process group, or (kernels start sessions of their own, workers are
+    forked from a forkserver) any process whose environment names the run folder (needs /proc and its rights)."""
     out = subprocess.run(["ps", "-eo", "pid,pgid,args"], capture_output=True, text=True).stdout
-    return [ln for ln in out.splitlines()[1:] if ln.split()[1] == str(pgid)]
+    left = [ln for ln in out.splitlines()[1:] if ln.split()[1] == str(pgid)]
+    for entry in Path("/proc").glob("[0-9]*") if run else []:
+        try:
+            if str(run).encode() in (entry / "environ").read_bytes() and entry.name != str(os.getpid()):
+                left.append(f"{entry.name} {entry.name} {(entry / 'cmdline').read_bytes()[:80]!r}")
+        except OSError:
+            continue
+    return left
 
 
 def signal_case(sig: int, label: str, expect: int, resume: bool = False) -> Case:
@@ -364,12 +373,12 @@ def signal_case(sig: int, label: str, expect: int, resume: bool = False) -> Case
             os.killpg(proc.pid, signal.SIGKILL)
             _, err = proc.communicate()
             res.hung = True
-        time.sleep(3)
-        left = alive_in_session(proc.pid)
+        time.sleep(5)
+        run = out / f"h21sig{sig}"
+        left = alive_in_session(proc.pid, run)
         res.rc = proc.returncode
         res.one_line = True if sig == signal.SIGKILL else one_line(err)
         res.message = (err.strip().splitlines() or [""])[-1][:160]
-        run = out / f"h21sig{sig}"
         problems = []
         if not (run / "FAILED.txt").is_file():
             problems.append("no FAILED.txt")
