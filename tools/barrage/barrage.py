@@ -468,7 +468,9 @@ def rerun_case(work: Path) -> list[Result]:
     The second run also meets broken sibling run folders, a schema-1 table inside a sibling run and links planted
     in outputs/, and merges with the other runs of the barrage into the combined report."""
     out = work / "out"
-    base = ["--params", SMOKE, "--set", "notebooks=[02_scenario_a,04_roofline,08_analysis]", "--set", "processes=1",
+    for old in [*out.glob("h21rr*"), *out.glob("h21b_*")]:
+        subprocess.run(["rm", "-rf", str(old)])
+    base = ["--params", SMOKE, "--set", "notebooks=[00_setup,02_scenario_a,04_roofline,08_analysis]", "--set", "processes=1",
             "--set", "max_processes=1", "--set", "repeats=2", "--run-name", "h21rr", "--outputs", str(out)]
     results = []
     rc, _, err, hung, secs = run_cli([*base, "--set", "models=[mnist_cnn]", "--set", "sweep={mnist_cnn: [8]}"],
@@ -588,12 +590,40 @@ def table(results: list[Result]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def from_table(path: Path) -> list[Result]:
+    """The rows of a table this script wrote (to merge a partial rerun, ``--only``, into it)."""
+    rows = []
+    for line in path.read_text().splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split(" | ")]
+        if len(cells) != 10 or not cells[0].isdigit():
+            continue
+        def b(v):
+            return None if v == "" else v == "yes"
+        rc = None if cells[3] == "None" else int(cells[3])
+        rows.append(Result(cells[1], cells[2], rc, b(cells[4]), b(cells[5]), b(cells[6]) or False, cells[7],
+                           cells[8] == "yes", cells[9].strip("`")))
+    return rows
+
+
+def merged(old: list[Result], new: list[Result], kinds: set[str]) -> list[Result]:
+    """``old`` with the rows of ``kinds`` replaced by ``new``'s, in the place of the first of each kind."""
+    out, placed = [], set()
+    for r in old:
+        if r.kind not in kinds:
+            out.append(r)
+        elif r.kind not in placed:
+            placed.add(r.kind)
+            out += [n for n in new if n.kind == r.kind]
+    return out + [n for n in new if n.kind not in placed]
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--work", default="/tmp/barrage", help="scratch folder (emptied per case)")
     ap.add_argument("--quick", action="store_true", help="leave out the cases that run notebooks")
     ap.add_argument("--only", nargs="*", help="kinds to run")
     ap.add_argument("--table", default="", help="write the Markdown table here too")
+    ap.add_argument("--merge", default="", help="a table of an earlier barrage: --only's kinds are replaced in it")
     args = ap.parse_args()
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
@@ -635,6 +665,9 @@ def main() -> int:
             for r in rows:
                 print(f"{'ok ' if r.ok else 'BAD'} {r.kind}: {r.name} rc={r.rc} {r.check}", flush=True)
                 results.append(r)
+    if args.merge:
+        kinds = set(args.only or []) | ({"broken sibling", "planted link"} if "rerun" in (args.only or []) else set())
+        results = merged(from_table(Path(args.merge)), results, kinds)
     text = table(results)
     (work / "summary.md").write_text(text)
     if args.table:
