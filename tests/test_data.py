@@ -453,3 +453,11 @@ def test_download_of_an_image_folder_is_refused_at_validation(tmp_path):
 
     with pytest.raises(ParamsError, match="key 'download'.*imagefolder.*cannot be downloaded"):
         _load(tmp_path, f"dataset: imagefolder\nnum_classes: 2\ndownload: true\ndata_path: {tmp_path / 'none'}\n")
+
+
+def test_an_empty_image_folder_does_not_suggest_a_download(tmp_path):
+    """The message said "set download: true to fetch imagefolder", which is refused: an image folder has no
+    source to download from. A public dataset's empty folder still suggests it."""
+    (tmp_path / "empty").mkdir()
+    assert "download" not in data.layout_problem("imagefolder", tmp_path / "empty")
+    assert "download: true" in data.layout_problem("cifar10", tmp_path / "empty")
