@@ -431,3 +431,33 @@ def test_params_refuse_a_dataset_smaller_than_one_batch(tmp_path, mode):
         _load(tmp_path, base + "batch_size: 4\nsweep: {resnet18: [2, 8]}\nnotebooks: [03_batch_sweep]\n")
     with pytest.raises(ParamsError, match="key 'epoch_images'|key 'batch_size'"):
         _load(tmp_path, base + "batch_size: 4\nepoch_mode: true\nepoch_images: 2\n")
+
+
+def test_a_fake_mnist_for_the_scratch_backends_is_refused_before_any_work(tmp_path):
+    """Issue 21 barrage rerun: scratch_dataset mnist with a scratch_data_path of fake idx files passed validation,
+    so a pipeline run measured 00-04 before 05 failed on it. A folder that is there but not MNIST is refused at
+    validation (an absent one stays valid: it may be fetched before 05 runs, or refused by the pipeline)."""
+    from cnnbench.params import ParamsError
+
+    _fake_idx(tmp_path / "mn" / "MNIST" / "raw", "train-images-idx3-ubyte", bytes(range(256)) * 4)
+    with pytest.raises(ParamsError, match="key 'scratch_data_path'.*not an MNIST idx file"):
+        _load(tmp_path, f"scratch_dataset: mnist\nscratch_data_path: {tmp_path / 'mn'}\nnotebooks: [05_backends]\n")
+    p = _load(tmp_path, f"scratch_dataset: mnist\nscratch_data_path: {tmp_path / 'mn'}\nnotebooks: [00_setup]\n")
+    assert p.scratch_dataset == "mnist"  # 05 does not run: nothing reads it
+
+
+def test_download_of_an_image_folder_is_refused_at_validation(tmp_path):
+    """Issue 21 barrage rerun: dataset imagefolder with download: true and no folder passed validation (a folder to
+    be downloaded) and the run started; an ImageFolder has nothing to download from."""
+    from cnnbench.params import ParamsError
+
+    with pytest.raises(ParamsError, match="key 'download'.*imagefolder.*cannot be downloaded"):
+        _load(tmp_path, f"dataset: imagefolder\nnum_classes: 2\ndownload: true\ndata_path: {tmp_path / 'none'}\n")
+
+
+def test_an_empty_image_folder_does_not_suggest_a_download(tmp_path):
+    """The message said "set download: true to fetch imagefolder", which is refused: an image folder has no
+    source to download from. A public dataset's empty folder still suggests it."""
+    (tmp_path / "empty").mkdir()
+    assert "download" not in data.layout_problem("imagefolder", tmp_path / "empty")
+    assert "download: true" in data.layout_problem("cifar10", tmp_path / "empty")

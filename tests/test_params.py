@@ -41,7 +41,7 @@ def test_unknown_key_is_an_error(write_yaml):
 @pytest.mark.parametrize(
     "text, key",
     [("batch_size: '32'", "batch_size"), ("batch_size: true", "batch_size"), ("models: resnet18", "models"),
-     ("lr: fast", "lr"), ("compile: 1", "compile"), ("sweep: {resnet18: 32}", "sweep"), ("epoch_mode: 1", "epoch_mode")],
+     ("lr: fast", "lr"), ("compile: 1", "compile"), ("sweep: {resnet18: 32}", "sweep.resnet18"), ("epoch_mode: 1", "epoch_mode")],
 )
 def test_wrong_type_names_the_key(write_yaml, text, key):
     with pytest.raises(ParamsError) as err:
@@ -510,3 +510,40 @@ def test_colab_t4_states_its_expected_time_per_notebook_as_an_estimate():
     lines = [line for line in text.splitlines() if line.startswith("#   0")]
     assert [line.split()[1] for line in lines] == sorted(p.stem for p in (ROOT / "notebooks").glob("*.ipynb"))
     assert all(" min " in line for line in lines) and "NOT measured on a" in text
+
+
+@pytest.mark.parametrize("text, where, got", [
+    ("batch_size_per_model: {mnist_cnn: [.nan]}", "batch_size_per_model.mnist_cnn", "[nan]"),
+    ("batch_size_per_model: {mnist_cnn: .nan}", "batch_size_per_model.mnist_cnn", "nan"),
+    ("sweep: {mnist_cnn: [8, .nan]}", "sweep.mnist_cnn[1]", "nan"),
+    ("models: [mnist_cnn, .inf]", "models[1]", "inf"),
+    ("batch_size_per_model: {.nan: 8}", "batch_size_per_model", "nan"),
+])
+def test_a_non_finite_value_inside_a_container_is_named_with_its_key(write_yaml, text, where, got):
+    """Issue 21 barrage: a NaN inside a dict's list value said "must be dict, got {...} (dict)": a dict called not
+    a dict. The message names the entry that is wrong, what it must be, and that the value is not finite."""
+    with pytest.raises(ParamsError) as err:
+        params.load(write_yaml(text + "\n"), check_device=False)
+    message = one_line(err)
+    assert f"key '{where}'" in message and f"got {got}" in message and "not finite" in message, message
+    assert "(dict)" not in message, message
+
+
+def test_a_nan_inside_a_set_override_names_the_override_and_the_entry(write_yaml):
+    with pytest.raises(ParamsError) as err:
+        params.load(write_yaml("device: cpu\n"), {"batch_size_per_model": {"mnist_cnn": [float("nan")]}},
+                    check_device=False, overrides_src="--set")
+    message = one_line(err)
+    assert message.startswith("--set key 'batch_size_per_model.mnist_cnn' must be int, got [nan]"), message
+
+
+def test_a_params_file_that_cannot_be_read_is_refused_in_one_line(tmp_path):
+    """Issue 21 barrage: --params /proc/self/mem (a regular file whose read fails with EIO) exited 1 with a
+    bare "Input/output error"; every params-file problem is exit 2 with the file named."""
+    import os
+
+    if not os.path.exists("/proc/self/mem"):
+        pytest.skip("no /proc")
+    with pytest.raises(ParamsError) as err:
+        params.load("/proc/self/mem", check_device=False)
+    assert one_line(err).startswith("/proc/self/mem: params file cannot be read (Input/output error)")

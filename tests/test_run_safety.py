@@ -387,3 +387,121 @@ def test_a_failed_combined_analysis_never_leaves_the_old_combined_report_as_curr
             pipeline._combined(p, tmp_path / "p.yaml", {}, tmp_path)
     assert not (tmp_path / "report.html").exists() and (tmp_path / pipeline.STALE_REPORT).is_file()
     assert (tmp_path / report.COMBINED / pipeline.FAILED).read_text().startswith("The combined analysis did not finish")
+
+
+# --- issue 21, second barrage ----------------------------------------------------------------------------------
+
+def test_a_full_disk_names_the_notebook_being_written(tmp_path, monkeypatch, capsys):
+    """A real write() on a full disk raises ENOSPC with no file name: the line said only "No space left on
+    device"; it names the executed copy being written, and no half-written copy is left."""
+    def execute_notebook(source, target, **kwargs):
+        with open(target, "w") as f:
+            f.write('{"cells": [{"cell_type": "code", "sou')
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))  # as write() raises it: no filename
+
+    monkeypatch.setattr("papermill.execute_notebook", execute_notebook)
+    code = pipeline.main(["--params", str(SMOKE), "--outputs", str(tmp_path), "--set", "notebooks=[00_setup]"])
+    assert code == 1
+    run_dir = tmp_path / "smoke"
+    target = run_dir / "notebooks" / "00_setup.ipynb"
+    _one_line(capsys.readouterr().err, "No space left on device", str(target))
+    assert str(target) in (run_dir / "FAILED.txt").read_text()
+    assert list((run_dir / "notebooks").iterdir()) == []
+
+
+def test_replacing_names_the_file_when_the_disk_is_full(tmp_path, monkeypatch):
+    """Every file the package writes whole (results tables, params.json, FAILED.txt, report.html) goes through
+    paths.replacing: an ENOSPC from write() or fsync() names the file being written, and no temporary is left."""
+    target = tmp_path / "scenario_a.csv"
+
+    def full(fd):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(os, "fsync", full)
+    with pytest.raises(OSError) as err, paths.replacing(target) as f:
+        f.write(b"rows")
+    assert err.value.errno == errno.ENOSPC and err.value.filename == str(target)
+    assert str(target) in str(err.value) and list(tmp_path.iterdir()) == []
+
+
+def test_a_closed_console_pipe_does_not_stop_the_run(tmp_path, monkeypatch, capsys):
+    """`cnnbench ... | head -3`: once head exits, every print raised BrokenPipeError and the run failed. Console
+    lines to a closed pipe are dropped and the run completes (progress.log still has every line)."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # head has exited
+
+    class ClosedPipe:
+        lines = 0
+
+        def write(self, text):
+            self.lines += 1
+            if self.lines > 3:
+                raise BrokenPipeError(errno.EPIPE, os.strerror(errno.EPIPE))
+            return len(text)
+
+        def flush(self):
+            if self.lines > 3:
+                raise BrokenPipeError(errno.EPIPE, os.strerror(errno.EPIPE))
+
+        def fileno(self):
+            return write_end
+
+    def fake_execute(params_file, overrides, run_dir, notebooks, timeout_s, log=print, **estimates):
+        for i in range(20):
+            log(f"line {i}", flush=True)
+        (run_dir / "progress.log").write_text("kept\n")
+        return []
+
+    console = ClosedPipe()
+    monkeypatch.setattr(sys, "stdout", console)
+    monkeypatch.setattr(pipeline, "execute", fake_execute)
+    monkeypatch.setattr("cnnbench.report.build_run_report", lambda run_dir, executed: run_dir / "report.html")
+    try:
+        code = pipeline.main(["--params", str(SMOKE), "--outputs", str(tmp_path), "--set", "notebooks=[00_setup]"])
+    finally:
+        os.close(write_end)
+    assert code == 0, capsys.readouterr().err
+    assert sys.stdout is console  # main() gives the console back as it found it
+    assert not (tmp_path / "smoke" / "FAILED.txt").exists()
+    assert "Traceback" not in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("option", ["--params", "--outputs"])
+def test_a_symlink_loop_given_as_a_path_is_refused_in_one_line(tmp_path, capsys, option):
+    """Issue 21 barrage: a params file (or --outputs) that is a link to itself exited 1 with "RuntimeError:
+    Symlink loop from ..."; it is a bad argument: exit 2, one line naming the option and the path."""
+    loop = tmp_path / "loop"
+    os.symlink(loop, loop)
+    args = {"--params": str(SMOKE), "--outputs": str(tmp_path / "out"), option: str(loop)}
+    code = pipeline.main([arg for pair in args.items() for arg in pair])
+    assert code == 2
+    _one_line(capsys.readouterr().err, option, str(loop), "link")
+
+
+def test_a_usage_error_is_one_line(capsys):
+    """argparse printed its whole usage block before the error (--run-name -x: 'expected one argument')."""
+    with pytest.raises(SystemExit) as exit_:
+        pipeline.main(["--params", str(SMOKE), "--run-name", "-x"])
+    assert exit_.value.code == 2
+    _one_line(capsys.readouterr().err, "--run-name", "expected one argument", "--help")
+
+
+def test_absent_mnist_for_05_is_refused_before_the_first_notebook(tmp_path, monkeypatch, capsys):
+    """scratch_dataset mnist with no folder and no download: 05 said so only after 00-04 had measured."""
+    monkeypatch.setattr(pipeline, "execute", lambda *a, **k: pytest.fail("a notebook ran"))
+    code = pipeline.main(["--params", str(SMOKE), "--outputs", str(tmp_path), "--set", "scratch_dataset=mnist",
+                          "--set", f"scratch_data_path={tmp_path / 'none'}"])
+    assert code == 2
+    _one_line(capsys.readouterr().err, "scratch_data_path", "does not exist")
+    assert not (tmp_path / "smoke").exists()
+
+
+def test_absent_oxford_pet_for_06_is_refused_before_the_first_notebook(tmp_path, monkeypatch, capsys):
+    """Issue 21 barrage rerun: transfer_dataset oxford_pet, no folder, no download: 06 said so only after 00-05 had
+    measured (the run was stopped at 8 s in 00_setup)."""
+    monkeypatch.setattr(pipeline, "execute", lambda *a, **k: pytest.fail("a notebook ran"))
+    code = pipeline.main(["--params", str(SMOKE), "--outputs", str(tmp_path), "--set", "transfer_dataset=oxford_pet",
+                          "--set", f"transfer_data_path={tmp_path / 'none'}"])
+    assert code == 2
+    _one_line(capsys.readouterr().err, "transfer_data_path", "does not exist", "download")
+    assert not (tmp_path / "smoke").exists()

@@ -129,6 +129,8 @@ def layout_problem(name: str, root: str | Path) -> str:
     if not root.is_dir():
         return f"'{root}' is not a folder"
     if not any(root.iterdir()):
+        if name == "imagefolder":  # nothing to download it from
+            return f"folder '{root}' is empty (point data_path at a folder of class folders of images)"
         return f"folder '{root}' is empty (set download: true to fetch {name}, or point data_path at the data)"
     check = {"tiny_imagenet": _tiny_problem, "imagenette": _imagenette_problem, "mnist": _mnist_problem,
              "cifar10": _cifar_problem, "imagefolder": _image_folder_problem}.get(name)

@@ -31,6 +31,7 @@ DATASETS = ("synthetic", "tiny_imagenet", "imagenette", "mnist", "cifar10", "ima
 DATA_MODES = ("device", "loader")
 PHASES = ("train", "eval")
 OPTIMIZERS = ("sgd", "adam", "adamw")
+DOWNLOADABLE = ("tiny_imagenet", "imagenette", "mnist", "cifar10")  # public datasets that download: true fetches
 TRANSFER_DATASETS = ("synthetic", "oxford_pet", "imagefolder")
 SCALING_BACKENDS = ("auto", "gloo", "nccl")
 COMPILE_MODES = ("off", "default", "max-autotune", "reduce-overhead")  # torch.compile modes (07 searches them)
@@ -324,6 +325,39 @@ def _matches(value: Any, tp: Any) -> bool:
     return True
 
 
+def _not_finite(value: Any) -> bool:
+    """Whether a float NaN or inf sits in ``value`` (or in a list or mapping inside it)."""
+    if isinstance(value, float):
+        return not math.isfinite(value)
+    if isinstance(value, dict):
+        return any(_not_finite(k) or _not_finite(v) for k, v in value.items())
+    return isinstance(value, list) and any(_not_finite(v) for v in value)
+
+
+def _mismatch(key: str, value: Any, tp: Any) -> str:
+    """The message for a ``value`` that does not match ``tp``: the innermost entry that is wrong, by its path
+    (``sweep.mnist_cnn[1]``), what it must be, what it is, and whether it is a NaN or inf (YAML's ``.nan``)."""
+    origin = typing.get_origin(tp)
+    if origin is list and isinstance(value, list):
+        (item,) = typing.get_args(tp) or (Any,)
+        bad = next(i for i, v in enumerate(value) if not _matches(v, item))
+        return _mismatch(f"{key}[{bad}]", value[bad], item)
+    if origin is dict and isinstance(value, dict):
+        key_t, val_t = typing.get_args(tp)
+        for k, v in value.items():
+            if not _matches(k, key_t):
+                return _wrong(key, f"a mapping with {_type_name(key_t)} keys", k, "a key")
+            if not _matches(v, val_t):
+                return _mismatch(f"{key}.{k}", v, val_t)
+    return _wrong(key, _type_name(tp), value)
+
+
+def _wrong(key: str, must: str, got: Any, what: str = "") -> str:
+    kind = f"{what}, {type(got).__name__}" if what else type(got).__name__
+    nan = "; NaN and inf are not finite: no key takes them" if _not_finite(got) else ""
+    return f"key '{key}' must be {must}, got {_show(got)} ({kind}){nan}"
+
+
 def _out_of_range(value: Any, tp: Any) -> str:
     """Why a number inside ``value`` (which matches ``tp``) cannot be used, or "": one rule for every key, a float
     must be finite (NaN and inf pass every ``<= 0`` check) and an integer must fit an int64."""
@@ -466,6 +500,10 @@ def _check_data_folder(src: str, p: Params) -> None:
             f"{src}: key 'data_path': folder {_show(p.data_path)} does not exist (set download: true to fetch it)"
         )
     problem = data.layout_problem(p.dataset, root) if root.exists() else "absent"
+    if problem and p.download and p.dataset not in DOWNLOADABLE:
+        raise ParamsError(f"{src}: key 'download': {p.dataset} cannot be downloaded (only {', '.join(DOWNLOADABLE)} "
+                          f"can), and key 'data_path' {_show(p.data_path)}: " + (
+                              "does not exist" if problem == "absent" else problem))
     if problem and not p.download:
         raise ParamsError(f"{src}: key 'data_path': {problem}")
     from cnnbench.models import spec
@@ -518,8 +556,40 @@ def _check_scratch(src: str, p: Params) -> None:
             f"{src}: key 'scratch_train_images' ({p.scratch_train_images}) is below scratch_batch_size "
             f"({p.scratch_batch_size}): no full CNN batch"
         )
-    # scratch_data_path's existence is checked when 05 opens its data (cnnbench.scratch.experiment.check_data),
-    # before any work, so a params file naming real MNIST stays valid on a machine that has not fetched it yet.
+    # An absent scratch_data_path is refused by the pipeline before its first notebook and by 05 before any work
+    # (scratch_data_problem), so a params file naming real MNIST stays valid on a machine that has not fetched it
+    # yet; a folder that is there but holds no MNIST is refused here.
+    if "05_backends" in p.notebooks and scratch_data_problem(p, absent_ok=True):
+        raise ParamsError(f"{src}: {scratch_data_problem(p, absent_ok=True)}")
+
+
+def run_data_problem(p: Params) -> str:
+    """Data that a notebook of this run would find missing only once it starts (after the notebooks before it have
+    measured): real MNIST for 05, Oxford-IIIT Pet for 06, absent and not to be downloaded; or ""."""
+    if "05_backends" in p.notebooks and scratch_data_problem(p):
+        return scratch_data_problem(p)
+    if ("06_transfer" in p.notebooks and p.transfer_dataset == "oxford_pet" and not p.download
+            and not Path(p.transfer_data_path).expanduser().exists()):
+        return (f"key 'transfer_data_path': folder {_show(p.transfer_data_path)} does not exist (set download: true "
+                "to fetch oxford_pet)")
+    return ""
+
+
+def scratch_data_problem(p: Params, absent_ok: bool = False) -> str:
+    """Why 05 cannot read real MNIST at ``scratch_data_path`` (absent without ``download``, or not MNIST), or ""."""
+    from cnnbench import data, paths
+
+    if p.scratch_dataset != "mnist" or p.download:
+        return ""
+    try:
+        root = paths.resolve(p.scratch_data_path)
+        if not root.exists():
+            return "" if absent_ok else (f"key 'scratch_data_path': folder {_show(p.scratch_data_path)} does not "
+                                         "exist (set download: true to fetch MNIST)")
+        problem = data.layout_problem("mnist", root)
+    except (OSError, RuntimeError) as err:  # a name too long, a link loop, a folder that cannot be listed
+        return f"key 'scratch_data_path': {_show(p.scratch_data_path)} cannot be read ({err})"
+    return f"key 'scratch_data_path': {problem}" if problem else ""
 
 
 def _check_numbers(src: str, p: Params, check_device: bool) -> None:
@@ -554,9 +624,7 @@ def validate(raw: dict[str, Any], src: str = "params", check_device: bool = True
             raise ParamsError(f"{src}: unknown key {_show(key)}; {_suggest(key, list(FIELDS), 'keys')}")
         tp = _HINTS[key]
         if not _matches(value, tp):
-            raise ParamsError(
-                f"{src}: key '{key}' must be {_type_name(tp)}, got {_show(value)} ({type(value).__name__})"
-            )
+            raise ParamsError(f"{src}: {_mismatch(key, value, tp)}")
         why = _out_of_range(value, tp)
         if why:
             raise ParamsError(f"{src}: key '{key}' {why}")
@@ -852,7 +920,10 @@ def _read_text(path: Path) -> str:
                               "e.g. params/local.yaml")
         if st.st_size > MAX_PARAMS_BYTES:
             raise ParamsError(f"{path}: params file too large ({st.st_size} bytes; at most {MAX_PARAMS_BYTES})")
-        raw = f.read(MAX_PARAMS_BYTES + 1)
+        try:
+            raw = f.read(MAX_PARAMS_BYTES + 1)
+        except OSError as err:  # /proc/self/mem: a regular file whose read fails
+            raise ParamsError(f"{path}: params file cannot be read ({err.strerror or err})") from None
     if len(raw) > MAX_PARAMS_BYTES:
         raise ParamsError(f"{path}: params file too large (more than {MAX_PARAMS_BYTES} bytes)")
     if raw.startswith((b"\xff\xfe", b"\xfe\xff")) or b"\x00" in raw:

@@ -81,8 +81,10 @@ def replacing(path: str | Path, mode: str = "wb", **open_kw):
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as err:
         Path(tmp).unlink(missing_ok=True)
+        if isinstance(err, OSError) and err.filename is None and err.errno:  # write() and fsync() name no file
+            raise OSError(err.errno, err.strerror or os.strerror(err.errno), str(path)) from None
         raise
 
 

@@ -23,6 +23,7 @@ import argparse
 import contextlib
 import dataclasses
 import datetime as dt
+import errno
 import json
 import logging
 import os
@@ -121,7 +122,7 @@ def execute(
             if not isinstance(err, Exception):  # Ctrl-C, SIGTERM: the caller says so
                 raise
             log(f"[{i}/{len(notebooks)}] {name} failed")
-            why = _describe(err, {str(partial): target})
+            why = _describe(err, {str(partial): target}, writing=target)
             if not _readable(source):
                 why = f"{source} is not a valid notebook ({why})"
             raise NotebookFailed(name, None, why, kept) from None
@@ -168,10 +169,16 @@ def _readable(notebook: Path) -> bool:
     return True
 
 
-def _describe(err: BaseException, names: dict | None = None) -> str:
-    """One line for a failure: an OSError as its reason and file, anything else as its type and first line."""
+# errors of a write that names no file: the file being written is named for it
+WRITE_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EIO}
+
+
+def _describe(err: BaseException, names: dict | None = None, writing: Path | None = None) -> str:
+    """One line for a failure: an OSError as its reason and file, anything else as its type and first line.
+    ``writing``: the file being written, named where the error names none (write() on a full disk)."""
     if isinstance(err, OSError) and err.strerror:
         filename = (names or {}).get(str(err.filename), err.filename)
+        filename = filename or (writing if err.errno in WRITE_ERRNOS else None)
         return f"{err.strerror}" + (f": {filename}" if filename else "")
     text = (str(err).strip().splitlines() or [""])[0]
     return f"{type(err).__name__}: {text}"[:300] if text else type(err).__name__
@@ -323,6 +330,47 @@ def _outputs_problem(outputs: Path) -> str:
     return ""
 
 
+class _Console:
+    """The console as the pipeline writes to it: once its reader has gone (``cnnbench ... | head -3``) every later
+    line is dropped instead of raising BrokenPipeError, and the run goes on (its progress is in progress.log)."""
+
+    def __init__(self, stream):
+        self.stream, self.gone = stream, False
+
+    def _drop_on_broken_pipe(self, call, *args):
+        if self.gone:
+            return None
+        try:
+            return call(*args)
+        except BrokenPipeError:
+            self.gone = True
+            with contextlib.suppress(Exception):  # no "Exception ignored" when the interpreter flushes at exit
+                devnull = os.open(os.devnull, os.O_WRONLY)
+                os.dup2(devnull, self.stream.fileno())
+                os.close(devnull)
+            return None
+
+    def write(self, text: str) -> int:
+        self._drop_on_broken_pipe(self.stream.write, text)
+        return len(text)
+
+    def flush(self) -> None:
+        self._drop_on_broken_pipe(self.stream.flush)
+
+    def __getattr__(self, name):
+        return getattr(self.stream, name)
+
+
+@contextlib.contextmanager
+def _console_may_close():
+    saved = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = _Console(sys.stdout), _Console(sys.stderr)
+    try:
+        yield
+    finally:
+        sys.stdout, sys.stderr = saved
+
+
 def _now() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
 
@@ -369,9 +417,9 @@ def main(argv: list[str] | None = None) -> int:
         from cnnbench.analysis import cli
 
         return cli.main(argv[1:])
-    ap = argparse.ArgumentParser(prog="cnnbench", description=__doc__.split("\n")[0],
-                                 epilog="cnnbench compare RUN_A RUN_B [...]: what a change did (cnnbench compare -h); "
-                                        "cnnbench report [RUN_DIR]: rebuild the reports, measuring nothing")
+    ap = _Parser(prog="cnnbench", description=__doc__.split("\n")[0],
+                epilog="cnnbench compare RUN_A RUN_B [...]: what a change did (cnnbench compare -h); "
+                       "cnnbench report [RUN_DIR]: rebuild the reports, measuring nothing")
     ap.add_argument("--params", default="params/local.yaml", help="params YAML (default: params/local.yaml)")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="override one parameter (value read as YAML); repeatable")
@@ -384,6 +432,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"cnnbench: the batch runner needs {', '.join(missing)}: pip install 'cnnbench[notebook]' "
               "(make report installs it)", file=sys.stderr)
         return 2
+    with _console_may_close():
+        return _main(args)
+
+
+def _main(args) -> int:
     try:
         with _signals_stop_the_run():
             return _run(args)
@@ -406,6 +459,24 @@ def _absolute_data_paths(p: params_mod.Params) -> params_mod.Params:
     return dataclasses.replace(p, **absolute)
 
 
+def _resolved(option: str, given: str, resolve) -> Path:
+    """``resolve(given)``, or a one-line ParamsError: a link to itself (Python raises RuntimeError before 3.13, OSError
+    ELOOP after), a name too long."""
+    try:
+        return resolve(given)
+    except (OSError, RuntimeError) as err:
+        why = "a link that points back to itself" if "loop" in str(err).lower() else (
+            getattr(err, "strerror", None) or str(err))
+        raise params_mod.ParamsError(f"{option} {params_mod._show(given)}: cannot be followed ({why})") from None
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, with a usage error in one line instead of the whole usage block."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
 def _run(args) -> int:
     try:
         overrides = params_mod.parse_overrides(args.set)
@@ -415,10 +486,12 @@ def _run(args) -> int:
                 raise params_mod.ParamsError("--run-name is empty: give a name, or leave the option out to use "
                                              "the params file's run_name")
             overrides["run_name"], names["run_name"] = args.run_name, "--run-name"
-        params_file = paths.resolve(args.params)
+        params_file = _resolved("--params", args.params, paths.resolve)
         p = params_mod.load(params_file, overrides, overrides_src="--set", override_names=names)
         note = "\n".join(filter(None, (params_mod.empty_file_note(params_file),
                                         params_mod.shadowed_note(params_file, overrides))))
+        if params_mod.run_data_problem(p):  # before the notebooks ahead of 05 or 06 measure anything
+            raise params_mod.ParamsError(f"{params_file}: {params_mod.run_data_problem(p)}")
     except params_mod.ParamsError as err:
         print(f"cnnbench: {err}", file=sys.stderr)
         return 2
@@ -427,7 +500,12 @@ def _run(args) -> int:
     if missing:
         print(f"cnnbench: notebooks missing from {paths.repo_root() / 'notebooks'}: {', '.join(missing)}", file=sys.stderr)
         return 2
-    outputs = Path(args.outputs).expanduser().resolve() if args.outputs else paths.outputs_root()
+    try:
+        outputs = _resolved("--outputs", args.outputs, lambda o: Path(o).expanduser().resolve()) if args.outputs \
+            else paths.outputs_root()
+    except params_mod.ParamsError as err:
+        print(f"cnnbench: {err}", file=sys.stderr)
+        return 2
     problem = _outputs_problem(outputs)
     if problem:
         print(f"cnnbench: {problem}", file=sys.stderr)

@@ -80,13 +80,11 @@ def unit_scale(data: Data) -> Data:
 
 def check_data(p) -> None:
     """One-line :class:`ParamsError` before any work if real MNIST is asked for but absent and not downloadable."""
-    from cnnbench import paths
-    from cnnbench.params import ParamsError
+    from cnnbench.params import ParamsError, scratch_data_problem
 
-    if p.scratch_dataset == "mnist" and not p.download and not paths.resolve(p.scratch_data_path).exists():
-        raise ParamsError(
-            f"key 'scratch_data_path': folder '{p.scratch_data_path}' does not exist (set download: true to fetch MNIST)"
-        )
+    problem = scratch_data_problem(p)
+    if problem:
+        raise ParamsError(problem)
 
 
 def load_data(p) -> Data:

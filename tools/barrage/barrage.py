@@ -1,0 +1,1100 @@
+"""Issue 21's hostile-input barrage: throws bad params files, --set values, run names, data folders, signals, full
+and read-only disks, broken sibling runs, planted links, concurrent runs and mid-run edits at the `cnnbench`
+command of a checkout, and writes one row per case to a Markdown table.
+
+    git clone /work/wt/h21 /tmp/h21_clone && cd /tmp/h21_clone
+    PYTHONPATH=lib python tools/barrage/barrage.py --work /tmp/h21_barrage [--quick] [--only KIND ...]
+
+Each case records: the exit code, whether stderr is one line with no traceback, whether anything was measured
+(a results CSV written) before a validation error, whether it hung (killed at its time limit), and, for the cases
+that run notebooks, the case's own check (a resumed run completes, a report shows only this run's rows, ...).
+``--quick`` leaves out the cases that run notebooks. Several cases need root (tmpfs mounts, chattr); without it
+they are skipped and say so. Nothing is written outside ``--work``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path.cwd()
+PY = sys.executable
+SMOKE = "params/smoke.yaml"
+
+
+@dataclass
+class Result:
+    kind: str
+    name: str
+    rc: int | None = None
+    one_line: bool | None = None
+    measured_first: bool | None = None
+    hung: bool = False
+    check: str = ""  # the case's own check: "" when it has none
+    ok: bool = False
+    message: str = ""
+    seconds: float = 0.0
+
+
+@dataclass
+class Case:
+    kind: str
+    name: str
+    args: list[str] = field(default_factory=list)
+    expect_rc: int | tuple = 2
+    setup: Callable | None = None  # setup(work: Path) -> extra args
+    check: Callable | None = None  # check(work, proc) -> "" when fine, else what is wrong
+    timeout: float = 30
+    real: bool = False  # runs notebooks (minutes)
+    shell: str = ""  # a shell command instead of args (for pipes and ulimit)
+
+
+def run_cli(args: list[str], work: Path, timeout: float, shell: str = "", env_extra: dict | None = None):
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "lib"), **(env_extra or {})}
+    cmd = ["bash", "-c", shell] if shell else [PY, "-m", "cnnbench", *args]
+    start = time.monotonic()
+    proc = subprocess.Popen(
+        cmd,
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        errors="replace",
+    )
+    try:
+        out, err = proc.communicate(timeout=timeout)
+        hung = False
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+        hung = True
+    return proc.returncode, out, err, hung, time.monotonic() - start
+
+
+def one_line(err: str) -> bool:
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    return len(lines) == 1 and "Traceback" not in err and len(lines[0]) < 600
+
+
+def whole_json(path: Path) -> bool:
+    try:
+        json.loads(path.read_text())
+    except (OSError, ValueError):
+        return False
+    return True
+
+
+def csvs(folder: Path) -> list[Path]:
+    return [p for p in folder.rglob("*.csv")] if folder.exists() else []
+
+
+def execute(case: Case, work: Path) -> Result:
+    res = Result(case.kind, case.name)
+    out = work / "out"
+    extra = case.setup(work) if case.setup else []
+    if extra is None:
+        res.check, res.message = "skipped", "setup not possible here (needs root?)"
+        return res
+    args = [*case.args, *extra]
+    if "--outputs" not in args and not case.shell:
+        args += ["--outputs", str(out)]
+    rc, stdout, stderr, hung, secs = run_cli(args, work, case.timeout, case.shell.format(work=work, py=PY))
+    res.rc, res.hung, res.seconds = rc, hung, round(secs, 1)
+    res.one_line = one_line(stderr) if rc != 0 else "Traceback" not in stderr
+    res.message = (stderr.strip().splitlines() or [""])[-1][:160]
+    if rc == 2:  # refused at validation: nothing may have been measured
+        res.measured_first = bool(csvs(out))
+    if case.check:
+        res.check = case.check(work, rc, stdout, stderr) or "ok"
+    expect = case.expect_rc if isinstance(case.expect_rc, tuple) else (case.expect_rc,)
+    res.ok = (
+        rc in expect
+        and not hung
+        and bool(res.one_line)
+        and not res.measured_first
+        and res.check in ("", "ok")
+    )
+    return res
+
+
+# --- the cases --------------------------------------------------------------------------------------------------
+
+
+def write(name: str, content: bytes | str):
+    def setup(work: Path):
+        path = work / name
+        path.write_bytes(content if isinstance(content, bytes) else content.encode())
+        return ["--params", str(path)]
+
+    return setup
+
+
+def fifo(work: Path):
+    os.mkfifo(work / "p.fifo")
+    return ["--params", str(work / "p.fifo")]
+
+
+SMOKE_TEXT = (ROOT / SMOKE).read_text() if (ROOT / SMOKE).exists() else ""
+LAUGHS = (
+    "a: &a [x,x,x,x,x,x,x,x,x]\n"
+    + "".join(f"{c}: &{c} [{','.join(['*' + p] * 9)}]\n" for p, c in zip("abcdefgh", "bcdefghi", strict=True))
+    + "models: *i\n"
+)
+
+
+def params_file_cases() -> list[Case]:
+    k = "params file"
+    cases = [
+        Case(k, "non-UTF-8 (Latin-1)", setup=write("latin1.yaml", b"device: cpu\n# caf\xe9\n")),
+        Case(k, "UTF-16 with BOM", setup=write("u16.yaml", "device: cpu\n".encode("utf-16"))),
+        Case(k, "UTF-16-LE no BOM", setup=write("u16le.yaml", "device: cpu\n".encode("utf-16-le"))),
+        Case(k, "UTF-32", setup=write("u32.yaml", "device: cpu\n".encode("utf-32"))),
+        Case(k, "FIFO", setup=fifo, timeout=15),
+        Case(k, "/dev/zero", ["--params", "/dev/zero"], timeout=15),
+        Case(k, "/dev/null", ["--params", "/dev/null"], timeout=15),
+        Case(k, "/proc/self/mem", ["--params", "/proc/self/mem"], timeout=15),
+        Case(k, "a folder", ["--params", "params"]),
+        Case(k, "missing file", ["--params", "params/nope.yaml"]),
+        Case(k, "binary garbage", setup=write("garbage.yaml", bytes(range(1, 256)) * 4)),
+        Case(k, "duplicate top-level key", setup=write("dup.yaml", SMOKE_TEXT + "batch_size: 99\n")),
+        Case(
+            k,
+            "duplicate nested key",
+            setup=write(
+                "dupn.yaml",
+                SMOKE_TEXT.replace("sweep: {mnist_cnn: [8, 16]}", "sweep: {mnist_cnn: [8], mnist_cnn: [16]}"),
+            ),
+        ),
+        Case(k, "billion laughs under 'models'", setup=write("laughs.yaml", LAUGHS), timeout=20),
+        Case(k, "file of 50 MB", setup=write("big.yaml", "# " + "x" * 50_000_000 + "\n"), timeout=20),
+        Case(k, "value of 1 MB", setup=write("bigval.yaml", "run_name: " + "x" * 1_000_000 + "\n")),
+        Case(
+            k, "nesting 10k deep", setup=write("deep.yaml", "models: " + "[" * 10_000 + "]" * 10_000 + "\n")
+        ),
+        Case(k, "top level is a list", setup=write("list.yaml", "- device: cpu\n")),
+        Case(k, "top level is a scalar", setup=write("scalar.yaml", "cpu\n")),
+        Case(k, "malformed YAML", setup=write("bad.yaml", "models: [mnist_cnn\nbatch_size: 8\n")),
+        Case(k, "python tag", setup=write("tag.yaml", "models: !!python/object/apply:os.system ['true']\n")),
+        Case(k, "unknown key", setup=write("unk.yaml", SMOKE_TEXT + "batchsize: 8\n")),
+        Case(
+            k,
+            "symlink loop",
+            setup=lambda w: (
+                os.symlink(w / "loop.yaml", w / "loop.yaml"),
+                ["--params", str(w / "loop.yaml")],
+            )[1],
+        ),
+        Case(
+            k,
+            "unreadable (chattr-free: mode 000 as non-root only)",
+            setup=lambda w: (
+                None
+                if os.geteuid() == 0
+                else (
+                    write("ro.yaml", SMOKE_TEXT)(w),
+                    os.chmod(w / "ro.yaml", 0),
+                    ["--params", str(w / "ro.yaml")],
+                )[2]
+            ),
+        ),
+        Case(
+            k,
+            "--outputs a symlink loop",
+            setup=lambda w: (
+                os.symlink(w / "oloop", w / "oloop"),
+                ["--params", SMOKE, "--outputs", str(w / "oloop")],
+            )[1],
+        ),
+        Case(
+            k,
+            "--outputs is a file",
+            setup=lambda w: ((w / "of").write_text("x"), ["--params", SMOKE, "--outputs", str(w / "of")])[1],
+        ),
+    ]
+    return cases
+
+
+def float_keys() -> list[str]:
+    sys.path.insert(0, str(ROOT / "lib"))
+    from cnnbench import params
+
+    return [key for key, tp in params._HINTS.items() if tp in (float, list[float])]
+
+
+def nan_cases() -> list[Case]:
+    k = "NaN/inf float key"
+    cases = []
+    for i, key in enumerate(float_keys()):
+        is_list = key in ("transfer_lrs",)
+        bad = [".nan", ".inf", "-.inf"][i % 3]
+        value = f"[{bad}]" if is_list else bad
+        cases.append(Case(k, f"--set {key}={value}", ["--params", SMOKE, "--set", f"{key}={value}"]))
+    for key, value in (("window_s", ".nan"), ("lr", ".inf"), ("transfer_lrs", "[0.01, .nan]")):
+        cases.append(
+            Case(k, f"file {key}: {value}", setup=write(f"nan_{key}.yaml", SMOKE_TEXT + f"{key}: {value}\n"))
+        )
+    cases += [
+        Case(
+            k,
+            "NaN in a dict's list value (--set)",
+            ["--params", SMOKE, "--set", "batch_size_per_model={mnist_cnn: [.nan]}"],
+        ),
+        Case(
+            k,
+            "NaN in sweep list (file)",
+            setup=write(
+                "nan_sweep.yaml",
+                SMOKE_TEXT.replace("sweep: {mnist_cnn: [8, 16]}", "sweep: {mnist_cnn: [8, .nan]}"),
+            ),
+        ),
+        Case(k, "NaN as a mapping key", ["--params", SMOKE, "--set", "batch_size_per_model={.nan: 8}"]),
+    ]
+    return cases
+
+
+def huge_int_cases() -> list[Case]:
+    k = "huge int"
+    values = [
+        ("threads", "1000000000000"),
+        ("seed", str(2**70)),
+        ("batch_size", str(2**70)),
+        ("image_size", str(2**40)),
+        ("sweep", "{mnist_cnn: [" + str(2**70) + "]}"),
+        ("cell_timeout_s", str(2**70)),
+        ("measured_steps", str(2**64)),
+        ("seed", "-1"),
+    ]
+    return [Case(k, f"--set {key}={v[:24]}", ["--params", SMOKE, "--set", f"{key}={v}"]) for key, v in values]
+
+
+def set_cases() -> list[Case]:
+    k = "--set"
+    bad = [
+        "batch_size",
+        "=5",
+        "nokey=1",
+        "models=[mnist_cnn",
+        "batch_size_per_model={a: 1, a: 2}",
+        "notebooks=[]",
+        "models=[]",
+        "batch_size=0",
+        "batch_size=-1",
+        "device=tpu",
+        "expect_device=T4",
+        "batch_size=" + "9" * 100_000,
+        "models=[" + "y" * 100_000 + "]",
+        "lr=fast",
+        "dataset=imagenet21k",
+    ]
+    return [Case(k, f"--set {b[:40]}", ["--params", SMOKE, "--set", b]) for b in bad]
+
+
+def run_name_cases() -> list[Case]:
+    k = "--run-name"
+    names = ["", " ", "../x", "a/b", "a\nb", "x" * 100_000, ".", "..", "-x", "/abs"]
+    return [Case(k, f"--run-name {n[:20]!r}", ["--params", SMOKE, "--run-name", n]) for n in names]
+
+
+def image_folder(root: Path, classes: int, images: int) -> Path:
+    from PIL import Image
+
+    for c in range(classes):
+        (root / f"c{c}").mkdir(parents=True, exist_ok=True)
+        for i in range(images):
+            Image.new("RGB", (8, 8), (c * 40, i, 0)).save(root / f"c{c}" / f"{i}.png")
+    return root
+
+
+def data_setup(dataset: str, make: Callable, *more: str):
+    def setup(work: Path):
+        root = work / "data"
+        make(root)
+        return ["--params", SMOKE, "--set", f"dataset={dataset}", "--set", f"data_path={root}", *more]
+
+    return setup
+
+
+def fake_mnist(root: Path):
+    raw = root / "MNIST" / "raw"
+    raw.mkdir(parents=True)
+    for name in (
+        "train-images-idx3-ubyte",
+        "train-labels-idx1-ubyte",
+        "t10k-images-idx3-ubyte",
+        "t10k-labels-idx1-ubyte",
+    ):
+        (raw / name).write_bytes(b"this is not an idx file" * 10)
+
+
+def data_cases() -> list[Case]:
+    k = "data folder"
+    return [
+        Case(
+            k,
+            "one-class image folder",
+            setup=data_setup("imagefolder", lambda r: image_folder(r, 1, 20), "--set", "num_classes=1"),
+        ),
+        Case(
+            k,
+            "one-class folder, num_classes=10",
+            setup=data_setup("imagefolder", lambda r: image_folder(r, 1, 20)),
+        ),
+        Case(
+            k,
+            "wrong Tiny-ImageNet layout",
+            setup=data_setup("tiny_imagenet", lambda r: image_folder(r, 2, 2), "--set", "num_classes=200"),
+        ),
+        Case(k, "fake MNIST idx files", setup=data_setup("mnist", fake_mnist)),
+        Case(
+            k,
+            "fake MNIST for 05 (scratch_dataset)",
+            setup=lambda w: (
+                fake_mnist(w / "sm"),
+                [
+                    "--params",
+                    SMOKE,
+                    "--set",
+                    "scratch_dataset=mnist",
+                    "--set",
+                    f"scratch_data_path={w / 'sm'}",
+                ],
+            )[1],
+        ),
+        Case(
+            k,
+            "fewer images than a batch, loader mode",
+            setup=data_setup(
+                "imagefolder",
+                lambda r: image_folder(r, 10, 1),
+                "--set",
+                "data_mode=loader",
+                "--set",
+                "batch_size_per_model={squeezenet1_1: 16, mnist_cnn: 16}",
+            ),
+        ),
+        Case(
+            k,
+            "fewer images than a batch, device mode",
+            setup=data_setup(
+                "imagefolder",
+                lambda r: image_folder(r, 10, 1),
+                "--set",
+                "data_mode=device",
+                "--set",
+                "batch_size_per_model={squeezenet1_1: 16, mnist_cnn: 16}",
+            ),
+        ),
+        Case(
+            k,
+            "data_path is a file",
+            setup=lambda w: (
+                (w / "f").write_text("x"),
+                ["--params", SMOKE, "--set", "dataset=imagefolder", "--set", f"data_path={w / 'f'}"],
+            )[1],
+        ),
+        Case(
+            k,
+            "absent MNIST for 05, no download",
+            ["--params", SMOKE, "--set", "scratch_dataset=mnist", "--set", "scratch_data_path=/nonexistent"],
+        ),
+        Case(
+            k,
+            "absent Oxford-IIIT Pet for 06, no download",
+            [
+                "--params",
+                SMOKE,
+                "--set",
+                "transfer_dataset=oxford_pet",
+                "--set",
+                "transfer_data_path=/nonexistent",
+            ],
+        ),
+        Case(
+            k,
+            "data_path missing",
+            ["--params", SMOKE, "--set", "dataset=cifar10", "--set", "data_path=/nonexistent"],
+        ),
+        Case(k, "empty folder", setup=data_setup("imagefolder", lambda r: r.mkdir())),
+        Case(
+            k,
+            "download of a non-public dataset",
+            setup=data_setup("imagefolder", lambda r: None, "--set", "download=true"),
+        ),
+        Case(
+            k,
+            "class folder with no image",
+            setup=data_setup(
+                "imagefolder",
+                lambda r: (image_folder(r, 2, 20), (r / "c2").mkdir()),
+                "--set",
+                "num_classes=3",
+            ),
+        ),
+    ]
+
+
+# --- cases that need root: a full disk (tmpfs), a read-only folder --------------------------------------------
+
+
+def mount_tmpfs(path: Path, size: str, ro: bool = False) -> bool:
+    if os.geteuid() != 0:
+        return False
+    path.mkdir(parents=True, exist_ok=True)
+    opts = f"size={size}" + (",ro" if ro else "")
+    return (
+        subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", opts, "tmpfs", str(path)], capture_output=True
+        ).returncode
+        == 0
+    )
+
+
+def unmount(path: Path) -> None:
+    subprocess.run(["umount", "-l", str(path)], capture_output=True)
+
+
+def disk_cases() -> list[Case]:
+    k = "disk"
+
+    def full(work: Path):
+        return (
+            [
+                "--params",
+                SMOKE,
+                "--outputs",
+                str(work / "full"),
+                "--set",
+                "notebooks=[00_setup]",
+                "--run-name",
+                "h21full",
+            ]
+            if mount_tmpfs(work / "full", "160k")
+            else None
+        )
+
+    def full_check(work, rc, out, err):
+        run = work / "full" / "h21full"
+        half = [p.name for p in (run / "notebooks").glob("*") if not whole_json(p)] if run.exists() else []
+        tmp = (
+            [p.name for p in run.rglob(".*.tmp")] + [p.name for p in run.rglob(".*partial*")]
+            if run.exists()
+            else []
+        )
+        unmount(work / "full")
+        named = "No space left on device:" in err
+        return "ok" if named and not half and not tmp else f"file named: {named}; half-written: {half + tmp}"
+
+    def read_only(work: Path):
+        if not mount_tmpfs(work / "ro", "1m"):
+            return None
+        (work / "ro" / "h21ro").mkdir()
+        subprocess.run(["mount", "-o", "remount,ro", str(work / "ro")], capture_output=True)
+        return ["--params", SMOKE, "--outputs", str(work / "ro"), "--run-name", "h21ro"]
+
+    def immutable(work: Path):
+        (work / "imm" / "h21imm").mkdir(parents=True)
+        if subprocess.run(["chattr", "+i", str(work / "imm" / "h21imm")], capture_output=True).returncode:
+            return None
+        return ["--params", SMOKE, "--outputs", str(work / "imm"), "--run-name", "h21imm"]
+
+    def efbig(work, rc, out, err):
+        return "ok" if "File too large:" in err else "the file is not named"
+
+    return [
+        Case(
+            k,
+            "full disk (tmpfs 160k) during 00_setup",
+            expect_rc=1,
+            setup=full,
+            check=full_check,
+            timeout=240,
+            real=True,
+        ),
+        Case(
+            k,
+            "read-only run folder (ro tmpfs)",
+            setup=read_only,
+            check=lambda w, *_: unmount(w / "ro") or "ok",
+        ),
+        Case(
+            k,
+            "immutable run folder (chattr +i)",
+            setup=immutable,
+            check=lambda w, *_: subprocess.run(["chattr", "-i", str(w / "imm" / "h21imm")]) and "ok" or "ok",
+        ),
+        Case(
+            k,
+            "file size limit (ulimit -f 16: EFBIG)",
+            expect_rc=1,
+            check=efbig,
+            timeout=240,
+            real=True,
+            shell=f"ulimit -f 16; {{py}} -m cnnbench --params {SMOKE} --set 'notebooks=[00_setup]' "
+            "--run-name h21fsize --outputs {work}/out",
+        ),
+    ]
+
+
+# --- cases that run notebooks: signals, resume, pipes, siblings, links, reruns, mid-run edits -----------------
+
+
+def alive_in_session(pgid: int, run: Path | None = None) -> list[str]:
+    """Processes left of a run: in its process group, or (kernels start sessions of their own, workers are
+    forked from a forkserver) any process whose environment names the run folder (needs /proc and its rights)."""
+    out = subprocess.run(["ps", "-eo", "pid,pgid,args"], capture_output=True, text=True).stdout
+    left = [ln for ln in out.splitlines()[1:] if ln.split()[1] == str(pgid)]
+    for entry in Path("/proc").glob("[0-9]*") if run else []:
+        try:
+            if str(run).encode() in (entry / "environ").read_bytes() and entry.name != str(os.getpid()):
+                left.append(f"{entry.name} {entry.name} {(entry / 'cmdline').read_bytes()[:80]!r}")
+        except OSError:
+            continue
+    return left
+
+
+def signal_case(sig: int, label: str, expect: int, resume: bool = False) -> Case:
+    def body(work: Path) -> Result:
+        res = Result("signal", f"{label} mid-run" + (" then resume" if resume else ""))
+        out = work / "out"
+        args = [
+            PY,
+            "-m",
+            "cnnbench",
+            "--params",
+            SMOKE,
+            "--set",
+            "notebooks=[00_setup,01_complexity]",
+            "--run-name",
+            f"h21sig{sig}",
+            "--outputs",
+            str(out),
+        ]
+        env = {**os.environ, "PYTHONPATH": str(ROOT / "lib")}
+        proc = subprocess.Popen(
+            args,
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
+        time.sleep(20)
+        os.kill(proc.pid, sig)
+        try:
+            _, err = proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            _, err = proc.communicate()
+            res.hung = True
+        time.sleep(5)
+        run = out / f"h21sig{sig}"
+        left = alive_in_session(proc.pid, run)
+        res.rc = proc.returncode
+        res.one_line = True if sig == signal.SIGKILL else one_line(err)
+        res.message = (err.strip().splitlines() or [""])[-1][:160]
+        problems = []
+        if not (run / "FAILED.txt").is_file():
+            problems.append("no FAILED.txt")
+        if left:
+            problems.append(f"{len(left)} processes left")
+            for ln in left:
+                os.kill(int(ln.split()[0]), signal.SIGKILL)
+        if resume:
+            rc, _, err2, hung, _ = run_cli(args[3:], work, 400)
+            if rc != 0 or hung or (run / "FAILED.txt").exists():
+                problems.append(f"resume rc {rc} hung {hung}: {err2.strip()[-120:]}")
+        res.check = "; ".join(problems) or "ok"
+        res.ok = res.rc == expect and not res.hung and res.one_line and res.check == "ok"
+        return res
+
+    return body
+
+
+def concurrent_case(work: Path) -> Result:
+    res = Result("concurrent", "second run on a run name being written")
+    out = work / "out"
+    args = [
+        "--params",
+        SMOKE,
+        "--set",
+        "notebooks=[00_setup]",
+        "--run-name",
+        "h21conc",
+        "--outputs",
+        str(out),
+    ]
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "lib")}
+    first = subprocess.Popen(
+        [PY, "-m", "cnnbench", *args],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    time.sleep(6)
+    rc, _, err, hung, _ = run_cli(args, work, 30)
+    res.rc, res.hung, res.one_line = rc, hung, one_line(err)
+    res.message = err.strip()[:160]
+    rc1 = first.wait(timeout=300)
+    res.check = "ok" if rc1 == 0 else f"the first run exited {rc1}"
+    res.ok = rc == 2 and res.one_line and not hung and res.check == "ok"
+    return res
+
+
+def pipe_case(work: Path) -> Result:
+    res = Result("console", "`cnnbench ... | head -3` (console closed mid-run)")
+    out = work / "out"
+    shell = (
+        f"{PY} -m cnnbench --params {SMOKE} --set 'notebooks=[00_setup,01_complexity]' --run-name h21pipe "
+        f"--outputs {out} | head -1; exit ${{PIPESTATUS[0]}}"
+    )
+    rc, stdout, err, hung, secs = run_cli([], work, 400, shell)
+    res.rc, res.hung, res.seconds = rc, hung, round(secs, 1)
+    res.one_line = "Traceback" not in err and "Broken pipe" not in err
+    res.message = err.strip()[:160]
+    done = (out / "h21pipe" / "notebooks" / "01_complexity.ipynb").is_file()
+    res.check = "ok" if done and not (out / "h21pipe" / "FAILED.txt").exists() else "run not complete"
+    res.ok = rc == 0 and res.one_line and not hung and res.check == "ok"
+    return res
+
+
+def edit_case(work: Path) -> Result:
+    """The params file edited while the run goes on: every notebook must use the values of the start."""
+    res = Result("mid-run edit", "params file edited during the run")
+    out = work / "out"
+    mine = work / "edit.yaml"
+    mine.write_text(SMOKE_TEXT)
+    args = [
+        "--params",
+        str(mine),
+        "--set",
+        "notebooks=[00_setup,02_scenario_a]",
+        "--set",
+        "models=[mnist_cnn]",
+        "--set",
+        "processes=1",
+        "--set",
+        "max_processes=1",
+        "--run-name",
+        "h21edit",
+        "--outputs",
+        str(out),
+    ]
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "lib")}
+    proc = subprocess.Popen(
+        [PY, "-m", "cnnbench", *args],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    time.sleep(8)
+    mine.write_text(
+        SMOKE_TEXT.replace("mnist_cnn: 16}", "mnist_cnn: 32}").replace("repeats: 2", "repeats: 4")
+    )
+    _, err = proc.communicate(timeout=500)
+    res.rc, res.one_line, res.message = proc.returncode, "Traceback" not in err, err.strip()[:160]
+    rows = read_csv(out / "h21edit" / "scenario_a.csv")
+    sizes = sorted({r.get("batch_size") for r in rows})
+    reps = sorted({r.get("repeats") for r in rows if "repeats" in r})
+    saved = (
+        json.loads((out / "h21edit" / "params.json").read_text())
+        if (out / "h21edit" / "params.json").exists()
+        else {}
+    )
+    pj = saved.get("params", saved)
+    res.check = (
+        "ok"
+        if sizes == ["16"] and reps in ([], ["2"]) and pj.get("repeats") == 2
+        else (f"batch sizes {sizes}, repeats {reps}, params.json repeats {pj.get('repeats')}")
+    )
+    res.ok = res.rc == 0 and res.check == "ok"
+    return res
+
+
+def schema_version() -> int:
+    sys.path.insert(0, str(ROOT / "lib"))
+    import cnnbench
+
+    return cnnbench.SCHEMA_VERSION
+
+
+def read_csv(path: Path) -> list[dict]:
+    import csv
+
+    if not path.is_file():
+        return []
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def rerun_case(work: Path) -> list[Result]:
+    """One run name twice, the second with other models and image size: 04 and 08 must show only the second's rows.
+    The second run also meets broken sibling run folders, a schema-1 table inside a sibling run and links planted
+    in outputs/, and merges with the other runs of the barrage into the combined report."""
+    out = work / "out"
+    for old in [*out.glob("h21rr*"), *out.glob("h21b_*")]:
+        subprocess.run(["rm", "-rf", str(old)])
+    mine = (
+        work / "rr.yaml"
+    )  # smoke's values under another name: a smoke run is left out of the combined report
+    mine.write_text(SMOKE_TEXT)
+    base = [
+        "--params",
+        str(mine),
+        "--set",
+        "notebooks=[00_setup,02_scenario_a,04_roofline,08_analysis]",
+        "--set",
+        "processes=1",
+        "--set",
+        "max_processes=1",
+        "--set",
+        "repeats=2",
+        "--run-name",
+        "h21rr",
+        "--outputs",
+        str(out),
+    ]
+    results = []
+    rc, _, err, hung, secs = run_cli(
+        [*base, "--set", "models=[mnist_cnn]", "--set", "sweep={mnist_cnn: [8]}"], work, 590
+    )
+    r1 = Result(
+        "rerun",
+        "first run (mnist_cnn, 32 px)",
+        rc=rc,
+        hung=hung,
+        one_line="Traceback" not in err,
+        message=err.strip()[-160:],
+        seconds=round(secs, 1),
+    )
+    r1.check, r1.ok = "ok" if rc == 0 else "failed", rc == 0 and not hung
+    results.append(r1)
+    # broken siblings, each a folder that looks like a run
+    victims = {}
+    for name, env in (
+        ("h21b_notjson", "{not json"),
+        ("h21b_list", "[1, 2]"),
+        ("h21b_types", json.dumps({"schema_version": schema_version(), "host_id": [1], "cpu_isa": 5})),
+        ("h21b_nonutf8", None),
+    ):
+        d = out / name
+        d.mkdir(parents=True, exist_ok=True)
+        if env is None:
+            (d / "environment.json").write_bytes(b'{"a": "\xe9"}')
+        else:
+            (d / "environment.json").write_text(env)
+    (out / "h21b_folder" / "environment.json").mkdir(parents=True, exist_ok=True)
+    (out / "h21b_params").mkdir(exist_ok=True)
+    import shutil
+
+    shutil.copy(out / "h21rr" / "environment.json", out / "h21b_params" / "environment.json")
+    (out / "h21b_params" / "params.json").write_text("{nope")
+    shutil.copytree(out / "h21rr", out / "h21b_schema1", ignore=shutil.ignore_patterns(".lock", "notebooks"))
+    sa = out / "h21b_schema1" / "scenario_a.csv"
+    text = sa.read_text().splitlines()
+    head = text[0].split(",")
+    col = head.index("schema_version")
+    rows = [ln.split(",") for ln in text[1:]]
+    for r in rows:
+        r[col] = "1"
+    sa.write_text("\n".join([text[0], *[",".join(r) for r in rows]]) + "\n")
+    for name in ("h21rr.zip", "h21rr/progress.log", "h21rr/kernel.log", "h21rr/report.html", "report.html"):
+        victim = work / f"victim_{name.replace('/', '_')}"
+        victim.write_text("precious")
+        target = out / name
+        if target.exists() or target.is_symlink():
+            target.unlink()
+        os.symlink(victim, target)
+        victims[name] = victim
+    rc, _, err, hung, secs = run_cli(
+        [
+            *base,
+            "--set",
+            "models=[squeezenet1_1]",
+            "--set",
+            "image_size=48",
+            "--set",
+            "sweep={squeezenet1_1: [8]}",
+        ],
+        work,
+        590,
+    )
+    r2 = Result(
+        "rerun",
+        "second run (squeezenet1_1, 48 px): 04 and 08 show only its rows",
+        rc=rc,
+        hung=hung,
+        one_line="Traceback" not in err,
+        message=err.strip()[-160:],
+        seconds=round(secs, 1),
+    )
+    shown = {}
+    for nb in ("04_roofline", "08_analysis"):
+        path = out / "h21rr" / "notebooks" / f"{nb}.ipynb"
+        text = path.read_text() if path.is_file() else ""
+        outputs = [
+            o
+            for c in (json.loads(text)["cells"] if text else [])
+            for o in c.get("outputs", [])
+            if not any(w in "".join(c["source"]) for w in ("published", "beside_00"))
+        ]  # seeds' tables
+        flat = json.dumps(outputs)
+        shown[nb] = ("mnist_cnn" in flat, "squeezenet1_1" in flat, bool(text))
+    current = out / "h21rr" / "current_rows.json"
+    rows = (
+        json.loads(current.read_text())["scenario_a.csv"]["scenario_a"]["values"] if current.is_file() else []
+    )
+    shown["current_rows.json"] = (
+        any(r[0] != "squeezenet1_1" or r[6] != "48" for r in rows),
+        bool(rows),
+        bool(rows),
+    )
+    wrong = [nb for nb, (old, new, there) in shown.items() if old or not new or not there]
+    r2.check = "ok" if not wrong else f"{wrong} show the first run's rows or not the second's: {shown}"
+    r2.ok = rc == 0 and not hung and r2.check == "ok"
+    results.append(r2)
+    combined = (out / "report.html").read_text(errors="replace") if (out / "report.html").is_file() else ""
+    left_out = out / "_combined"
+    for name in (
+        "h21b_notjson",
+        "h21b_list",
+        "h21b_types",
+        "h21b_nonutf8",
+        "h21b_folder",
+        "h21b_params",
+        "h21b_schema1",
+    ):
+        res = Result("broken sibling", name, rc=rc, one_line=r2.one_line)
+        mentioned = name in combined
+        res.check = (
+            "ok" if rc == 0 and mentioned else f"combined report {'mentions' if mentioned else 'omits'} it"
+        )
+        res.ok = res.check == "ok"
+        results.append(res)
+    for name, victim in victims.items():
+        res = Result("planted link", f"outputs/{name} -> a file outside", rc=rc, one_line=r2.one_line)
+        res.check = "ok" if victim.read_text() == "precious" else "the file outside was written"
+        res.ok = res.check == "ok"
+        results.append(res)
+    _ = left_out
+    return results
+
+
+# --- driver -----------------------------------------------------------------------------------------------------
+
+
+def quick_cases() -> list[Case]:
+    return [
+        *params_file_cases(),
+        *nan_cases(),
+        *huge_int_cases(),
+        *set_cases(),
+        *run_name_cases(),
+        *data_cases(),
+        *disk_cases(),
+    ]
+
+
+def bad_notebook_case(work: Path) -> Result:
+    res = Result("workbook", "a notebook file that is not JSON")
+    root = work / "workbook"
+    subprocess.run(["git", "clone", "-q", str(ROOT), str(root)], check=True)
+    (root / "notebooks" / "00_setup.ipynb").write_text('{"cells": [')
+    rc, _, err, hung, secs = run_cli(
+        [
+            "--params",
+            SMOKE,
+            "--set",
+            "notebooks=[00_setup]",
+            "--outputs",
+            str(work / "out"),
+            "--run-name",
+            "h21nb",
+        ],
+        work,
+        120,
+        env_extra={"CNNBENCH_ROOT": str(root)},
+    )
+    res.rc, res.hung, res.one_line, res.message = rc, hung, one_line(err), err.strip()[:160]
+    res.check = "ok" if (work / "out" / "h21nb" / "FAILED.txt").is_file() else "no FAILED.txt"
+    res.ok = rc == 1 and res.one_line and not hung and res.check == "ok"
+    return res
+
+
+def table(results: list[Result]) -> str:
+    def b(v):
+        return "" if v is None else ("yes" if v else "no")
+
+    lines = [
+        "| # | kind | case | exit | one line, no traceback | measured before refusal | hung | own check | "
+        "handled | message (last line of stderr) |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for i, r in enumerate(results, 1):
+        msg = r.message.replace("|", "\\|").replace("\n", " ")[:140]
+        handled = "skipped" if r.check == "skipped" else ("yes" if r.ok else "**NO**")
+        lines.append(
+            f"| {i} | {r.kind} | {r.name.replace('|', '/')[:70]} | {r.rc} | {b(r.one_line)} | "
+            f"{b(r.measured_first)} | {b(r.hung)} | {r.check} | {handled} | `{msg}` |"
+        )
+    kinds: dict[str, list[int]] = {}
+    for r in results:
+        if r.check == "skipped":
+            continue
+        kinds.setdefault(r.kind, [0, 0])[0 if r.ok else 1] += 1
+    lines += ["", "| kind | handled | not handled |", "|---|---|---|"]
+    lines += [f"| {k} | {h} | {n} |" for k, (h, n) in kinds.items()]
+    total_h = sum(h for h, _ in kinds.values())
+    total_n = sum(n for _, n in kinds.values())
+    lines.append(f"| **all** | **{total_h}** | **{total_n}** |")
+    return "\n".join(lines) + "\n"
+
+
+def from_table(path: Path) -> list[Result]:
+    """The rows of a table this script wrote (to merge a partial rerun, ``--only``, into it)."""
+    rows = []
+    for line in path.read_text().splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split(" | ")]
+        if len(cells) != 10 or not cells[0].isdigit():
+            continue
+
+        def b(v):
+            return None if v == "" else v == "yes"
+
+        rc = None if cells[3] == "None" else int(cells[3])
+        rows.append(
+            Result(
+                cells[1],
+                cells[2],
+                rc,
+                b(cells[4]),
+                b(cells[5]),
+                b(cells[6]) or False,
+                cells[7],
+                cells[8] == "yes",
+                cells[9].strip("`"),
+            )
+        )
+    return rows
+
+
+def merged(old: list[Result], new: list[Result], kinds: set[str]) -> list[Result]:
+    """``old`` with the rows of ``kinds`` replaced by ``new``'s, in the place of the first of each kind."""
+    out, placed = [], set()
+    for r in old:
+        if r.kind not in kinds:
+            out.append(r)
+        elif r.kind not in placed:
+            placed.add(r.kind)
+            out += [n for n in new if n.kind == r.kind]
+    return out + [n for n in new if n.kind not in placed]
+
+
+KINDS = ("params file", "NaN/inf float key", "huge int", "--set", "--run-name", "data folder", "disk")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--work", default="/tmp/barrage", help="scratch folder (emptied per case)")
+    ap.add_argument("--quick", action="store_true", help="leave out the cases that run notebooks")
+    ap.add_argument("--only", nargs="*", help="kinds to run")
+    ap.add_argument("--table", default="", help="write the Markdown table here too")
+    ap.add_argument(
+        "--merge", default="", help="a table of an earlier barrage: --only's kinds are replaced in it"
+    )
+    args = ap.parse_args()
+    if (
+        args.only
+    ):  # "set" and "run-name" name the kinds "--set" and "--run-name" (argparse takes "--x" for options)
+        args.only = [k for k in KINDS if k.strip("-") in {o.strip("-") for o in args.only}] + [
+            o for o in args.only if o.strip("-") not in {k.strip("-") for k in KINDS}
+        ]
+    work = Path(args.work)
+    work.mkdir(parents=True, exist_ok=True)
+    results = []
+    for i, case in enumerate(quick_cases()):
+        if args.only and case.kind not in args.only:
+            continue
+        if args.quick and case.real:
+            continue
+        case_dir = work / f"c{i:03d}"
+        subprocess.run(["rm", "-rf", str(case_dir)])
+        case_dir.mkdir()
+        r = execute(case, case_dir)
+        print(
+            f"{'skip' if r.check == 'skipped' else 'ok ' if r.ok else 'BAD'} {r.kind}: {r.name[:60]} rc={r.rc} {r.check} {r.message[:100]}",
+            flush=True,
+        )
+        results.append(r)
+    if not args.quick:
+        shared = work / "runs"  # the runs share one outputs folder, so the combined report merges them
+        shared.mkdir(exist_ok=True)
+        bodies = [
+            ("signal", signal_case(signal.SIGINT, "SIGINT", 130)),
+            ("signal", signal_case(signal.SIGTERM, "SIGTERM", 143)),
+            ("signal", signal_case(signal.SIGHUP, "SIGHUP", 129)),
+            ("signal", signal_case(signal.SIGKILL, "kill -9", -9, resume=True)),
+            ("concurrent", concurrent_case),
+            ("console", pipe_case),
+            ("workbook", bad_notebook_case),
+            ("mid-run edit", edit_case),
+        ]
+        for kind, body in bodies:
+            if args.only and kind not in args.only:
+                continue
+            try:
+                r = body(shared)
+            except Exception as err:  # the driver's own failure is a row too
+                r = Result(kind, getattr(body, "__name__", kind), check=f"driver error: {err!r}"[:200])
+            print(
+                f"{'ok ' if r.ok else 'BAD'} {r.kind}: {r.name} rc={r.rc} {r.check} {r.message[:100]}",
+                flush=True,
+            )
+            results.append(r)
+        if not args.only or "rerun" in args.only:
+            try:
+                rows = rerun_case(shared)
+            except Exception as err:
+                rows = [
+                    Result(
+                        "rerun",
+                        "rerun with other models and image size",
+                        check=f"driver error: {err!r}"[:200],
+                    )
+                ]
+            for r in rows:
+                print(f"{'ok ' if r.ok else 'BAD'} {r.kind}: {r.name} rc={r.rc} {r.check}", flush=True)
+                results.append(r)
+    if args.merge:
+        kinds = set(args.only or []) | (
+            {"broken sibling", "planted link"} if "rerun" in (args.only or []) else set()
+        )
+        results = merged(from_table(Path(args.merge)), results, kinds)
+    text = table(results)
+    (work / "summary.md").write_text(text)
+    if args.table:
+        Path(args.table).write_text(text)
+    print(text)
+    return 0 if all(r.ok or r.check == "skipped" for r in results) else 1
+
+
+if __name__ == "__main__":
+    _ = math
+    sys.exit(main())
