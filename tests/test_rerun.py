@@ -259,3 +259,36 @@ def test_an_identical_rerun_of_04_to_07_measures_nothing_and_a_changed_key_only_
     ) == {
         "fit": 4  # 06's 2 x 2 fine-tuning grid (a changed image count was not part of its key)
     }
+
+
+def test_08_pointed_at_a_finished_run_reads_its_params_and_rewrites_nothing(tmp_path):
+    """The browser walk of issue 20: 08 opened in JupyterLab with only `run_dir` set to a finished smoke run
+    rewrote that run's params.json from params/local.yaml (64 px, 200 classes, six models, none measured), so the
+    run then counted as a user run and the explorer measured at the wrong size. A notebook given only a run
+    folder reads the run's own parameters, and 08 (a reader) never rewrites a run's record."""
+    import shutil
+
+    from cnnbench import params
+
+    run_dir = tmp_path / "outputs" / "walk1"
+    shutil.copytree(ROOT / "examples" / "example-cpu-2core", run_dir,
+                    ignore=shutil.ignore_patterns("notebooks", "figures", "report.html", "trace_*"))
+    p = params.load(SMOKE, {"run_name": "walk1"}, check_device=False)
+    run_mod.write_resolved(run_dir, p, SMOKE, {"run_name": "walk1"})
+    before = (run_dir / "params.json").read_bytes()
+    run = cnnbench.open_run("", {}, run_dir, needs_runs=True)
+    assert (run.params.image_size, run.params.models, run.params.num_classes) == (32, p.models, 10)
+    assert (run_dir / "params.json").read_bytes() == before
+    cnnbench.open_run(SMOKE, {"image_size": 48}, run_dir, needs_runs=True)  # an explicit file: still no rewrite
+    assert (run_dir / "params.json").read_bytes() == before
+
+
+def test_08_with_no_run_of_its_name_names_the_runs_beside_it(tmp_path):
+    """The walk: with smoke runs walk1 and walk2 in outputs/, 08 said only "run the pipeline first" (20 minutes)."""
+    outputs = tmp_path / "outputs"
+    for name in ("walk1", "walk2"):
+        (outputs / name).mkdir(parents=True)
+        (outputs / name / "environment.json").write_text("{}")
+    with pytest.raises(run_mod.NoRuns, match=r"open one of the runs beside it \(walk1, walk2\) by setting run_dir"):
+        cnnbench.open_run(SMOKE, {}, outputs / "cpu-vm", needs_runs=True)
+    assert not (outputs / "cpu-vm").exists()

@@ -91,8 +91,12 @@ def _refuse_without_runs(root: Path, analysis_runs: list[str]) -> None:
 
     if not runs.runs_for(root, analysis_runs):
         where = root if not analysis_runs else root.parent
+        near = sorted(d.name for d in root.parent.glob("*/") if (d / "environment.json").is_file()) \
+            if root.parent.is_dir() else []
+        hint = (f", or open one of the runs beside it ({', '.join(near[:6])}{', ...' if len(near) > 6 else ''}) "
+                "by setting run_dir to its folder" if near else "")
         raise NoRuns(f"no run to analyse in {where}: run the pipeline first (cnnbench --params params/local.yaml), "
-                     "then open this notebook again")
+                     f"then open this notebook again{hint}")
 
 
 def open_run(
@@ -101,14 +105,18 @@ def open_run(
 ) -> Run:
     """Load and validate the parameters, resolve the device, set CPU threads, create the run folder.
 
-    ``params_file`` "" means params/colab_t4.yaml on Colab and params/local.yaml elsewhere; a run's params.json
+    ``params_file`` "" means the run folder's own params.json where ``run_dir`` has one, else
+    params/colab_t4.yaml on Colab and params/local.yaml elsewhere; a run's params.json
     (the set the pipeline resolved when the run started, see :func:`write_resolved`) is read as it is, not from
     the YAML it came from. ``run_dir`` "" means outputs/<run_name>. Raises
     :class:`cnnbench.params.ParamsError` on bad input, before any work, and :class:`cnnbench.paths.RunLocked`
     while another process (a pipeline) writes the same run folder. Warns when the params file is empty
     (defaults) or ``threads`` is above the core count. ``needs_runs`` (08): raises :class:`NoRuns`, writing
-    nothing, when there is no run to analyse yet.
+    nothing, when there is no run to analyse yet, and never rewrites the params.json of a run it reads.
     """
+    given = Path(run_dir) / RESOLVED if run_dir and not params_file else None
+    if given is not None and given.is_file():  # only a run folder: the run's own parameters, not local.yaml's
+        params_file = given
     path = paths.resolve(params_file) if params_file else paths.default_params_file()
     overrides = dict(overrides or {})
     resolved = _resolved(path)
@@ -137,7 +145,8 @@ def open_run(
     threads = devices.set_threads(p.threads)
     torch.manual_seed(p.seed)
     root.mkdir(parents=True, exist_ok=True)
-    write_resolved(root, p, path, overrides)
+    if not (needs_runs and (root / RESOLVED).is_file()):  # an analysis reads a run; it never rewrites its record
+        write_resolved(root, p, path, overrides)
     from cnnbench import tables
 
     tables.readable_display()  # every table a notebook shows is whole: nothing behind "..."
