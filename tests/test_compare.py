@@ -185,3 +185,14 @@ def test_cnnbench_help_names_compare_and_compare_has_its_own_help(capsys):
             pipeline.main(argv)
         assert done.value.code == 0
         assert "cnnbench compare" in capsys.readouterr().out
+
+
+def test_the_changed_knob_reads_as_its_change_in_the_table_and_caption(tmp_path):
+    """The browser walk: a table of threads 1 -> 2 ratios said "threads 1" in its caption, run A's value of the
+    very knob that changed."""
+    m = analysis.load(analysis.discover(_runs(tmp_path)))
+    t = compare.ratios(m)
+    ab = t[(t.run_a == "a") & (t.run_b == "b")]
+    assert set(ab.threads.astype(str)) == {"1 -> 2"}
+    _, same = compare.ratio_table(ab)
+    assert "threads 1 -> 2" in same and "threads 1;" not in same + ";"

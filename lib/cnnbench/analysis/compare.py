@@ -310,7 +310,7 @@ def _row(a: str, b: str, ra: pd.Series, rb: pd.Series, diff: list[str], divide: 
         "rate_a_ci95_img_s": cx,
         "rate_b_img_s": y,
         "rate_b_ci95_img_s": cy,
-        **{k: ra[k] for k in KNOB_KEYS},
+        **{k: f"{_value(ra, k)} -> {_value(rb, k)}" if k in diff else ra[k] for k in KNOB_KEYS},  # the change
     }
     if not divide:
         return {
