@@ -168,7 +168,8 @@ def test_cli_seeds_pseudo_run_is_not_matched_and_has_no_verdict(tmp_path, capsys
     assert not any(r.get("ratio_ci95_low") for r in rows)  # a published number has no interval
     t4 = published.THROUGHPUT_000.set_index(["model", "device_class"]).train_img_s[("resnet18", "t4")]
     line = next(x for x in out.splitlines() if x.startswith("resnet18 train") and "000's t4" in x)
-    assert f"100.0 -> {t4:,.1f} img/s: {t4 / 100:.2f}x; not matched (other machine: 000's t4)" in line
+    assert f"100.0 +- 3.0 img/s -> {t4:,.1f} img/s (published, no interval): {t4 / 100:.2f}x; not matched " \
+           "(other machine: 000's t4)" in line  # our interval kept beside a number that has none
     assert "faster" not in out and "slower" not in out and "significant" not in out
     _refused(*_compare(capsys, "seeds", "a", "--outputs", outputs), "the first run is the reference")
 

@@ -12,6 +12,7 @@ in one line (an unknown or broken run, a bad ``--keys``, runs with nothing compa
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from pathlib import Path
 
@@ -35,6 +36,7 @@ SEED_COLUMNS = [
     "model",
     "phase",
     "rate_a_img_s",
+    "rate_a_ci95_img_s",
     "rate_b_img_s",
     "ratio_b_over_a",
     "verdict",
@@ -70,7 +72,8 @@ def _line(r: dict) -> str:
     what = f"{r['model']} {r['phase']} ({r['table']}, batch {r['batch_size']})"
     if r["comparison"] == "not matched":
         return (
-            f"{what} vs {r['device_b']}: {r['rate_a_img_s']:,.1f} -> {r['rate_b_img_s']:,.1f} img/s: "
+            f"{what} vs {r['device_b']}: {_interval(r['rate_a_img_s'], _num(r.get('rate_a_ci95_img_s')))} -> "
+            f"{r['rate_b_img_s']:,.1f} img/s (published, no interval): "
             f"{r['ratio_b_over_a']:.2f}x; {r['differs_in']}"
         )
     knob = f" [{r['knob']} {r['value_a']} -> {r['value_b']}]" if r["knob"] else ""
@@ -107,8 +110,9 @@ def seeds_beside(m, run: str) -> pd.DataFrame:
             "table": "scenario_a",
             "model": r.model,
             "phase": r.phase,
-            "batch_size": _batch(sa, run, r.model, r.phase),
+            "batch_size": _ours(sa, run, r.model, r.phase, "batch_size"),
             "rate_a_img_s": r.a_img_s,
+            "rate_a_ci95_img_s": _ours(sa, run, r.model, r.phase, "throughput_ci95_img_s"),
             "rate_b_img_s": r.b_img_s,
             "ratio_b_over_a": r.b_img_s / r.a_img_s,
             "verdict": "not matched",
@@ -120,9 +124,17 @@ def seeds_beside(m, run: str) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=[*SEED_COLUMNS, "batch_size"])
 
 
-def _batch(sa: pd.DataFrame, run: str, model: str, phase: str):
-    rows = sa[(sa.run_name == run) & (sa.model == model) & (sa.phase == phase)]
-    return rows.batch_size.iloc[0] if len(rows) else ""
+def _ours(sa: pd.DataFrame, run: str, model: str, phase: str, column: str):
+    """The run's own Scenario A value of ``column`` for this model and phase (its first variant's)."""
+    rows = sa[(sa.run_name == run) & (sa.model == model) & (sa.phase == phase)] if len(sa) else sa
+    return rows[column].iloc[0] if len(rows) and column in rows else ""
+
+
+def _num(value) -> float:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return math.nan
 
 
 def _nothing_comparable(ok: pd.DataFrame, a: str, b: str) -> str:
