@@ -182,3 +182,14 @@ def test_notebooks_show_wide_tables_trimmed():
     finally:
         shell.display_formatter.formatters["text/html"].pop(pd.DataFrame, None)
         InteractiveShell.clear_instance()
+
+
+def test_a_rate_wider_than_its_interval_is_never_rounded_to_zero():
+    """The browser walk: 95 and 15 img/s measured at +-6,400 showed as 0 (rounded to the thousands the interval
+    supports), 553 as 1,000. A value keeps at least two significant digits of its own."""
+    from cnnbench import tables
+
+    df = pd.DataFrame({"throughput_img_s": [95.0, 15.0, 553.0, 1719.53], "throughput_ci95_img_s": [6400.0] * 3 + [12.0],
+                       **{f"c{i}": [i, i + 1, i, i] for i in range(8)}})
+    out, _ = tables.trimmed(df)
+    assert list(out.throughput_img_s) == ["95", "15", "550", "1,720"]

@@ -49,6 +49,8 @@ def _rounded(value, ci) -> str:
     d = interval_decimals(ci)
     if d == 4:
         return _cell(float(value))
+    if value:  # an interval wider than the value never rounds it away: two significant digits of its own at least
+        d = max(d, 1 - math.floor(math.log10(abs(value))))
     return f"{round(value, d):,.{max(d, 0)}f}"
 
 
