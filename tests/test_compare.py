@@ -177,7 +177,7 @@ def test_cli_seeds_pseudo_run_is_not_matched_and_has_no_verdict(tmp_path, capsys
 def test_08_shows_the_one_knob_ratios():
     nb = json.loads((ROOT / "notebooks" / "08_analysis.ipynb").read_text())
     code = "\n".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code")
-    assert "analysis.ratio_table(analysis.ratios(merged))" in code
+    assert "analysis.ratio_table(divided)" in code
 
 
 def test_cnnbench_help_names_compare_and_compare_has_its_own_help(capsys):
@@ -197,3 +197,15 @@ def test_the_changed_knob_reads_as_its_change_in_the_table_and_caption(tmp_path)
     assert set(ab.threads.astype(str)) == {"1 -> 2"}
     _, same = compare.ratio_table(ab)
     assert "threads 1 -> 2" in same and "threads 1;" not in same + ";"
+
+
+def test_pairs_the_ratio_table_divides_are_not_also_listed_as_not_divided(tmp_path):
+    """The browser walk: the combined report listed threads 1 vs 2 under "Not divided" and its findings counted
+    them as not divided, then divided exactly those pairs in the ratio table below."""
+    from cnnbench.analysis.findings import findings_table
+
+    m = analysis.load(analysis.discover(_runs(tmp_path)))
+    left = compare.unmatched(m["scenario_a"], compare.ratios(m))
+    assert set(zip(left.run_a, left.run_b, strict=True)) == {("a", "c")}  # a -> b (threads) and b -> c (batch) are divided
+    unmatched = findings_table(m).query("topic == 'unmatched'")
+    assert list(unmatched.finding.str.extract(r"^(\d+) model/phase pairs")[0]) == [str(len(left))]

@@ -121,9 +121,19 @@ def speedups(scenario_a: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def unmatched(scenario_a: pd.DataFrame) -> pd.DataFrame:
+def unmatched(scenario_a: pd.DataFrame, divided: pd.DataFrame | None = None) -> pd.DataFrame:
     """Same model and phase in two runs but no matching configuration: not divided, the differing keys
-    named."""
+    named; pairs that ``divided`` (:func:`ratios`) divides, one knob changed, are left to that table."""
+    out = _unmatched(scenario_a)
+    if divided is None or divided.empty or out.empty:
+        return out
+    d = divided[divided.verdict.astype(str) != "not divided"]
+    done = set(zip(d.run_a, d.run_b, d.model, d.phase, strict=True))
+    keep = [(r.run_a, r.run_b, r.model, r.phase) not in done for r in out.itertuples()]
+    return out[keep].reset_index(drop=True)
+
+
+def _unmatched(scenario_a: pd.DataFrame) -> pd.DataFrame:
     if scenario_a.empty:
         return pd.DataFrame()
     ok = _configured(scenario_a)
@@ -151,7 +161,8 @@ def speedup_matrix(speedup: pd.DataFrame, phase: str = "train") -> pd.DataFrame:
     """Seed 000's Table 8 shape: one row per model (and configuration, where it varies), one column per pair
     of runs with its kind of comparison; the header names the phase and the unit; empty pairs left out."""
     if speedup.empty:
-        return pd.DataFrame({"note": ["no two runs share a configuration: nothing to divide"]})
+        return pd.DataFrame({"note": ["no two runs share a configuration: nothing to divide here (runs that "
+                                      "differ in one knob are divided in the ratio table)"]})
     s = speedup[speedup.phase == phase]
     if s.empty:
         return pd.DataFrame({"note": [f"no matched {phase} configuration in two runs"]})

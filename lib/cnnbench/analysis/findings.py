@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 
 from cnnbench import results, scenarios
-from cnnbench.analysis.compare import MATCH_KEYS, _configured, machine, repeated, speedups, unmatched
+from cnnbench.analysis.compare import MATCH_KEYS, _configured, machine, ratios, repeated, speedups, unmatched
 from cnnbench.measure import reproducibility
 from cnnbench.results.runs import Merged
 
@@ -173,7 +173,7 @@ def findings_table(m: Merged) -> pd.DataFrame:
                 throughput_b_img_s=top.throughput_b_img_s,
             )
         )
-    um = unmatched(sa) if len(sa) else pd.DataFrame()
+    um = unmatched(sa, ratios(m)) if len(sa) else pd.DataFrame()
     if len(um):
         keys = sorted({d.split(" ")[0] for cell in um.differs_in for d in cell.split("; ") if d})
         out.append(
