@@ -197,3 +197,23 @@ def test_a_fresh_run_repeating_the_committed_example_is_estimated_from_its_recor
         7.0,
         eta.RECORD,
     )
+
+
+def test_a_new_run_name_is_estimated_from_the_latest_run_beside_it_with_the_same_params_file(tmp_path):
+    """The browser walk: a second run name in the same outputs folder printed "no estimate" for 8 of 9 notebooks
+    while its sibling's timings.csv held every one."""
+    import json
+
+    for name, took, params_file in (("walk1", 61.0, "smoke.yaml"), ("other", 999.0, "local.yaml")):
+        d = tmp_path / name
+        d.mkdir()
+        (d / "params.json").write_text(json.dumps({"params_file": f"/x/params/{params_file}", "overrides": {}}))
+        (d / "timings.csv").write_text(f"notebook,duration_s\n00_setup,5.0\n02_scenario_a,{took}\n")
+    (tmp_path / "walk2").mkdir()
+    name, times = eta.sibling_record(tmp_path / "walk2", "smoke.yaml")
+    assert name == "walk1" and times == {"00_setup": 5.0, "02_scenario_a": 61.0}
+    got = eta.expected_times(["00_setup", "02_scenario_a", "07_tuning"], {"00_setup": 4.0}, {"07_tuning": 30.0},
+                             sibling=(name, times))
+    assert got == {"00_setup": (4.0, eta.RECORD), "02_scenario_a": (61.0, "run 'walk1' beside it"),
+                   "07_tuning": (30.0, eta.BUDGET)}
+    assert eta.sibling_record(tmp_path / "walk2", "apple_m.yaml") == ("", {})

@@ -2,7 +2,8 @@
 the whole run.
 
 A notebook's expected time is, first, how long it took in this run folder before (the ``timings`` table the
-pipeline keeps, one row per notebook that finished), else how long it took in the committed example run where
+pipeline keeps, one row per notebook that finished), else in the latest run beside it with the same params file
+(:func:`sibling_record`), else how long it took in the committed example run where
 this run repeats it (:func:`example_record`), else what the protocol's budgets add up to
 (:func:`budget_s`: 02 and 03 from windows x repeats x processes per configuration plus ``adapt_budget_s``, 07
 from ``tune_budget_s`` and its confirmation windows); a notebook with neither has no estimate, and the run's
@@ -97,17 +98,63 @@ def example_record(p, device_kind: str, example_dir) -> dict[str, float]:
     return out
 
 
+def sibling_record(run_dir, params_file_name: str) -> tuple[str, dict[str, float]]:
+    """(name, seconds per notebook) of the run beside ``run_dir`` (same outputs folder, same params file by name)
+    whose ``timings.csv`` changed last: a second run name estimates from the first. ("", {}) when there is none."""
+    import csv
+    import json
+    from pathlib import Path
+
+    run_dir, best = Path(run_dir), None
+    for d in run_dir.parent.glob("*/"):
+        timings = d / "timings.csv"
+        if d.resolve() == run_dir.resolve() or not timings.is_file():
+            continue
+        try:
+            theirs = json.loads((d / "params.json").read_text()).get("params_file", "")
+        except (OSError, ValueError, AttributeError):
+            continue
+        if Path(str(theirs)).name == params_file_name and (best is None or timings.stat().st_mtime >
+                                                            best.stat().st_mtime):
+            best = timings
+    if best is None:
+        return "", {}
+    out = {}
+    try:
+        with best.open(newline="") as f:
+            for row in csv.DictReader(f):  # appended in order: the last row of a notebook is its latest time
+                took = _float(row.get("duration_s"))
+                if row.get("notebook") and took is not None:
+                    out[row["notebook"]] = took
+    except (OSError, UnicodeDecodeError, csv.Error):
+        return "", {}
+    return (best.parent.name, out) if out else ("", {})
+
+
+def _float(text) -> float | None:
+    try:
+        value = float(text)
+    except (TypeError, ValueError):
+        return None
+    return value if math.isfinite(value) and value >= 0 else None
+
+
 def expected_times(
     notebooks,
     record: Mapping[str, float],
     budgets: Mapping[str, float | None],
     example: Mapping[str, float] | None = None,
+    sibling: tuple[str, Mapping[str, float]] | None = None,
 ) -> dict[str, tuple[float | None, str]]:
-    """Per notebook: (expected seconds or None, where the figure comes from: RECORD, EXAMPLE, BUDGET or "")."""
+    """Per notebook: (expected seconds or None, where the figure comes from: RECORD, the sibling run's name,
+    EXAMPLE, BUDGET or "")."""
     out, example = {}, example or {}
+    sibling_name, sibling_times = sibling or ("", {})
     for name in notebooks:
         if record.get(name) is not None and math.isfinite(record[name]):
             out[name] = (float(record[name]), RECORD)
+        elif sibling_times.get(name) is not None:
+            out[name] = (float(sibling_times[name]), f"run '{sibling_name}' beside it")
         elif example.get(name) is not None:
             out[name] = (float(example[name]), EXAMPLE)
         elif budgets.get(name) is not None:

@@ -60,6 +60,7 @@ def execute(
     budgets: dict | None = None,
     planned: dict | None = None,
     example: dict | None = None,
+    sibling: tuple[str, dict] | None = None,
 ) -> list[Path]:
     """Run ``notebooks`` into ``run_dir/notebooks/``. Raises :class:`NotebookFailed` (for any failure of a
     notebook: an error in a cell, a dead kernel, a notebook file that cannot be read, an executed copy that
@@ -87,7 +88,7 @@ def execute(
     done = []
     timings = results.file(run_dir, "timings")
     record = {r["notebook"]: _seconds(r.get("duration_s")) for r in timings.current()}
-    remaining = eta.Remaining(eta.expected_times(notebooks, record, budgets or {}, example), planned=planned)
+    remaining = eta.Remaining(eta.expected_times(notebooks, record, budgets or {}, example, sibling), planned=planned)
     for i, name in enumerate(notebooks, 1):
         source, target = _notebook_path(name), out_dir / f"{name}.ipynb"
         partial = out_dir / f".{name}.partial.ipynb"
@@ -548,7 +549,7 @@ def _execute_run(args, p, params_file: Path, overrides: dict, outputs: Path, run
         kind = devices.resolve(p.device, p.expect_device).type  # as run_name_for resolved it before
         example = eta.example_record(p, kind, paths.repo_root() / eta.EXAMPLE_RUN)
         executed = execute(resolved, {}, run_dir, p.notebooks, p.cell_timeout_s, budgets=budgets, planned=planned,
-                           example=example)
+                           example=example, sibling=eta.sibling_record(run_dir, params_file.name))
         if not args.no_report:
             from cnnbench import report
 
