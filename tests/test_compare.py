@@ -112,7 +112,7 @@ def test_cli_prints_each_configuration_and_writes_compare_csv(tmp_path, capsys):
     ) in out
     assert (
         "resnet18 eval (scenario_a, batch 128) [threads 1 -> 2]: 300.0 +- 15.0 img/s -> 306.0 +- 15.0 img/s: "
-        "1.02x [0.95, 1.09] Not significant" in out
+        "1.02x [0.95, 1.09] not significant" in out
     )
     assert "1.02x faster" not in out
     rows = results.read_rows(outputs / "compare.csv")

@@ -145,6 +145,9 @@ def test_intervals_set_the_decimals_shown():
     assert overview.with_interval(21950.2, 1781.0) == "22,000 ± 1,800"
     assert overview.with_interval(1.2104, 0.0981) == "1.210 ± 0.098"
     assert overview.with_interval(5.0, float("nan")) == "5.0"
+    # an interval wider than the value (the walk: "2,100 ± 6,400", "1.9 ± 1.9x") reads as the console has it
+    assert overview.with_interval(2133.0, 6400.0) == "about 2,100 (not precise: ±300%)"
+    assert overview.with_interval(1.93, 1.93) == "about 1.9 (not precise: ±100%)"
 
 
 def test_a_wide_table_moves_constant_columns_to_its_caption_rounds_to_its_interval_and_puts_verdicts_first():

@@ -84,7 +84,7 @@ def _line(r: dict) -> str:
     if r["verdict"] == "not divided":
         return f"{what}: not divided, differs in {r['differs_in']}"
     ratio = f"{r['ratio_b_over_a']:.2f}x [{r['ratio_ci95_low']:.2f}, {r['ratio_ci95_high']:.2f}]"
-    verdict = r["verdict"] if r["verdict"] in ("faster", "slower") else r["verdict"].capitalize()
+    verdict = r["verdict"]
     return f"{what}{knob}: {rates}: {ratio} {verdict}"
 
 

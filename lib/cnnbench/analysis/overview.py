@@ -20,11 +20,15 @@ def decimals_for(ci: float) -> int:
 
 
 def with_interval(value: float, ci: float) -> str:
-    """``40.6 +- 1.8``, rounded to what the interval supports; a value without interval as it is (1 decimal)."""
+    """``40.6 +- 1.8``, rounded to what the interval supports; a value without interval as it is (1 decimal); one
+    whose interval is as wide as itself, "about 2,100 (not precise: +-300%)", as the console writes it."""
     if not isinstance(value, (int, float)) or not math.isfinite(value):
         return "?"
     d = decimals_for(ci)
     shown = max(d, 0)
+    if isinstance(ci, (int, float)) and math.isfinite(ci) and ci >= abs(value) > 0:  # as the console says it
+        d = 1 - math.floor(math.log10(abs(value)))
+        return f"about {round(value, d):,.{max(d, 0)}f} (not precise: ±{100 * ci / abs(value):.0f}%)"
     if isinstance(ci, (int, float)) and math.isfinite(ci):
         return f"{round(value, d):,.{shown}f} ± {round(ci, d):,.{shown}f}"
     return f"{value:,.1f}"
