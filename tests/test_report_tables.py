@@ -6,6 +6,7 @@ import nbformat
 import pandas as pd
 
 from cnnbench import SCHEMA_VERSION, report, results, tables
+from cnnbench.analysis import overview
 
 
 def test_show_hides_no_row_or_column():
@@ -132,7 +133,7 @@ def test_a_run_report_opens_with_its_summary_read_from_the_runs_csvs(tmp_path):
     fp32 = peaks[(peaks.kind == "measured") & (peaks.precision == "fp32")].iloc[0]
     assert f"{fp32.peak_gflops:,.1f} GFLOP/s" in top and f"{fp32.bandwidth_gbs:,.1f} GB/s" in top
     best = pd.read_csv(run_dir / "tuning.csv").query("row_kind == 'best'").iloc[0]
-    assert best.config in top and f"{best.speedup_x:.2f} ± {best.speedup_ci95_x:.2f}x" in top
+    assert best.config in top and overview.with_interval(best.speedup_x, best.speedup_ci95_x) + "x" in top
     assert "Beside the seeds" in top and "How quiet was the machine?" in top
     env = json.loads((run_dir / "environment.json").read_text())
     assert env["cpu_model"] in top
