@@ -168,3 +168,21 @@ def test_the_batch_sweep_trajectory_names_batch_sizes_without_labels_over_each_o
     points = [xy for c in ax.collections for xy in ax.transData.transform(c.get_offsets())]
     assert points and not any(b.contains(x, y) for b in boxes for x, y in points)
     assert not any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1:])
+
+
+def test_the_tuning_figures_legend_covers_no_bar_or_point():
+    """Issue 20: tuning.png's legend sat over the confirmed bars (the example's nchw bar ran under it)."""
+    import pandas as pd
+
+    from cnnbench.tuning import summary
+    from conftest import ROOT
+
+    df = pd.read_csv(ROOT / "examples" / "example-cpu-2core" / "tuning.csv")
+    fig = summary.plot(df)
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    for ax in fig.axes:
+        legend = ax.get_legend().get_window_extent(renderer)
+        data = [p.get_window_extent(renderer) for p in ax.patches] + [
+            line.get_window_extent(renderer) for line in ax.lines if len(line.get_xdata())]
+        assert not any(legend.overlaps(d) for d in data)
