@@ -135,6 +135,10 @@ def test_a_run_report_opens_with_its_summary_read_from_the_runs_csvs(tmp_path):
     best = pd.read_csv(run_dir / "tuning.csv").query("row_kind == 'best'").iloc[0]
     assert best.config in top and overview.with_interval(best.speedup_x, best.speedup_ci95_x) + "x" in top
     assert "Beside the seeds" in top and "How quiet was the machine?" in top
+    beside = top[top.index("Beside the seeds"):]  # our rate keeps its interval there too (the re-walk)
+    r18 = a[(a.model == "resnet18") & (a.phase == "train") & (a.precision == "fp32") & (a.memory_format == "nchw")
+            & ~a["compile"]].iloc[0]
+    assert overview.with_interval(r18.throughput_img_s, r18.throughput_ci95_img_s) in beside
     env = json.loads((run_dir / "environment.json").read_text())
     assert env["cpu_model"] in top
 

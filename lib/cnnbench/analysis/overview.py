@@ -127,7 +127,9 @@ def seeds(run_dir: Path) -> pd.DataFrame:
             "model": beside.model,
             "published by": beside.source.str.replace("published by ", ""),
             "their train images/s": beside.published_train_img_s,
-            "our train images/s": beside.ours_train_img_s.round(1),
+            "our train images/s (95% interval)": [with_interval(v, c) for v, c in
+                                                   zip(beside.ours_train_img_s, beside.ours_train_ci95_img_s,
+                                                       strict=True)],
             "ours / theirs": (beside.ours_train_img_s / beside.published_train_img_s).round(1).astype(str)
             + "x",
             "differences": beside.differences,

@@ -37,6 +37,8 @@ def published_beside_ours(scenario_a: pd.DataFrame) -> pd.DataFrame:
     ours = ok.pivot_table(
         index=index, columns="phase", values="throughput_img_s", aggfunc="first"
     ).reset_index()
+    cis = ok.pivot_table(index=index, columns="phase", values="throughput_ci95_img_s", aggfunc="first")
+    ours = ours.merge(cis.add_suffix("_ci95").reset_index(), on=index, how="left")
     rows = []
     for r in ours.itertuples():
         for seed, table in (("000", published.THROUGHPUT_000), ("003", published.THROUGHPUT_003)):
@@ -53,6 +55,7 @@ def published_beside_ours(scenario_a: pd.DataFrame) -> pd.DataFrame:
                         "ours_device": r.device_name,
                         "ours_batch_size": r.batch_size,
                         "ours_train_img_s": getattr(r, "train", None),
+                        "ours_train_ci95_img_s": getattr(r, "train_ci95", None),
                         "ours_eval_img_s": getattr(r, "eval", None),
                         "differences": _differences(seed, s, r),
                     }
