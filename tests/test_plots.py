@@ -186,3 +186,52 @@ def test_the_tuning_figures_legend_covers_no_bar_or_point():
         data = [p.get_window_extent(renderer) for p in ax.patches] + [
             line.get_window_extent(renderer) for line in ax.lines if len(line.get_xdata())]
         assert not any(legend.overlaps(d) for d in data)
+
+
+def test_a_models_roofline_tells_its_train_point_from_its_eval_point(tmp_path):
+    """The example's roofline_model_*.png drew train and eval as two identical dots: a reader could not tell
+    which was which. Each phase has its own marker, named in the legend."""
+    import pandas as pd
+
+    from cnnbench import plots
+
+    pts = pd.DataFrame({"run_name": "r", "device_name": "cpu", "model": "m", "phase": ["train", "eval"],
+                        "intensity_flop_per_byte": [10.0, 9.0], "achieved_gflops": [50.0, 40.0]})
+    roofs = pd.DataFrame({"run_name": ["r"], "kind": "measured", "precision": "fp32", "level": "dram",
+                          "peak_gflops": 180.0, "bandwidth_gbs": 40.0})
+    fig = plots.per_model_rooflines(pts, roofs, tmp_path, min_runs=1)["m"]
+    labels = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert any("train" in t for t in labels) and any("eval" in t for t in labels)
+    markers = {c.get_label(): c.get_paths()[0].vertices.round(3).tobytes() for c in fig.axes[0].collections}
+    assert len(set(markers.values())) == 2
+
+
+def test_a_sweep_drawn_without_knees_promises_no_circle():
+    """analysis_sweep.png's title read "circle: smallest batch within 5% of best" and drew no circle (08 passes
+    no knees)."""
+    import pandas as pd
+
+    from cnnbench import plots
+
+    df = pd.DataFrame({"model": "m", "phase": "train", "batch_size": [32, 64], "status": "ok",
+                       "throughput_img_s": [10.0, 12.0], "throughput_ci95_img_s": 0.5, "achieved_gflops": [1.0, 1.2],
+                       "peak_rss_mib": [100.0, 120.0]})
+    assert "circle" not in plots.batch_sweep(df).axes[0].get_title()
+    knees = pd.DataFrame({"model": ["m"], "phase": ["train"], "knee_batch_size": [64]})
+    assert "circle" in plots.batch_sweep(df, knees).axes[0].get_title()
+
+
+def test_the_bandwidth_sweep_names_cache_sizes_in_its_legend_not_over_the_data():
+    """The example's bandwidth_sweep.png wrote "l1: 32 KiB each, 64 KiB in use" (and l2, l3) vertically across
+    the measured lines."""
+    import pandas as pd
+
+    from cnnbench import plots
+    from conftest import ROOT
+
+    ex = ROOT / "examples" / "example-cpu-2core"
+    fig = plots.bandwidth_sweep(pd.read_csv(ex / "bandwidth_sweep.csv"), pd.read_csv(ex / "device_peaks.csv"), "t")
+    ax = fig.axes[0]
+    assert not ax.texts
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert sum("KiB in use" in t for t in legend) == 3

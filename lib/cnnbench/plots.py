@@ -239,7 +239,8 @@ def batch_sweep(df: pd.DataFrame, knees: pd.DataFrame | None = None, path: str |
                 kb = int(k.knee_batch_size.iloc[0])
                 y = ok[ok.batch_size == kb].throughput_img_s
                 axes[0].scatter([kb], y, s=200, facecolors="none", edgecolors=color, linewidths=2)
-    axes[0].set(yscale="log", ylabel="throughput (images/s)", title="throughput (circle: smallest batch within 5% of best)")
+    axes[0].set(yscale="log", ylabel="throughput (images/s)",
+                title="throughput (circle: smallest batch within 5% of best)" if knees is not None else "throughput")
     axes[1].set(yscale="log", ylabel="achieved GFLOP/s")
     axes[2].set(ylabel=axis_label(mem_col))
     sizes = sorted(int(b) for b in df.batch_size.unique())
@@ -281,8 +282,8 @@ def _roofs(ax, peaks: pd.DataFrame, x) -> None:
 
 def bandwidth_sweep(sweep: pd.DataFrame, peaks: pd.DataFrame, title: str, path: str | Path | None = None):
     """Bandwidth against working set (all threads' buffers), per kernel; each level's roof as a horizontal segment
-    over its own size range (its plateau), and the cache capacities read from the system as labelled vertical
-    lines."""
+    over its own size range (its plateau), and the cache capacities read from the system as vertical lines of
+    the level's colour, named in the legend."""
     fig, ax = subplots(figsize=(10, 5))
     for kernel, g in sweep.groupby("kernel"):
         ax.plot(g.working_set_mib, g.bandwidth_gbs, "o-", label=f"{kernel} (best of the calls)", ms=4)
@@ -298,9 +299,8 @@ def bandwidth_sweep(sweep: pd.DataFrame, peaks: pd.DataFrame, title: str, path: 
         if pd.notna(cap):
             size = getattr(r, "cache_size_kib", float("nan"))
             each = f"{size:,.0f} KiB each, " if pd.notna(size) else ""
-            ax.axvline(cap, color="gray", lw=0.8, ls=":")
-            ax.text(cap, 0.98, f" {r.level}: {each}{cap * 1024:,.0f} KiB in use", rotation=90, va="top", ha="right",
-                    fontsize=7, color="dimgray", transform=ax.get_xaxis_transform())
+            ax.axvline(cap, color=f"C{(i + 2) % 10}", lw=0.8, ls=":",  # named in the legend, never over the data
+                       label=f"{r.level} capacity: {each}{cap * 1024:,.0f} KiB in use")
             lower = cap
     ax.set(xscale="log", yscale="log", xlabel="working set (MiB, all threads' buffers)",
            ylabel="bandwidth (GB/s)", title=title)
@@ -370,6 +370,9 @@ def trajectory(peaks: pd.DataFrame, points: pd.DataFrame, title: str, path: str 
     return save(fig, path)
 
 
+PHASE_MARKERS = {"train": "s", "eval": "o"}
+
+
 def per_model_rooflines(points: pd.DataFrame, roofs: pd.DataFrame, folder: str | Path, min_runs: int = 2) -> dict:
     """One roofline per model with every run's points (labelled run and device) and that run's measured fp32
     DRAM roof, grouped by ``run_name`` (tables without it are grouped by device); nothing with fewer than
@@ -393,8 +396,10 @@ def per_model_rooflines(points: pd.DataFrame, roofs: pd.DataFrame, folder: str |
                 r = roof.iloc[0]
                 ax.plot(x, np.minimum(r.peak_gflops, r.bandwidth_gbs * x), "-", color=color, lw=1)
             label = f"{key} ({gd.device_name.iloc[0]})" if by == "run_name" else key
-            ax.scatter(gd.intensity_flop_per_byte, gd.achieved_gflops, color=color, edgecolor="black", s=50,
-                       label=label, zorder=3)
+            phases = gd.groupby("phase", sort=False) if "phase" in gd else [("", gd)]
+            for phase, gp in phases:  # one marker per phase: train and eval told apart
+                ax.scatter(gp.intensity_flop_per_byte, gp.achieved_gflops, color=color, edgecolor="black", s=50,
+                           marker=PHASE_MARKERS.get(str(phase), "o"), label=f"{label} {phase}".strip(), zorder=3)
         ax.set(xscale="log", yscale="log", xlabel="arithmetic intensity (FLOP/byte)", ylabel="performance (GFLOP/s)",
                title=f"{model}{' across runs' if g[by].nunique() > 1 else ''} (measured fp32 DRAM roof)")
         ax.legend(fontsize=8)
