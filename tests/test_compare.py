@@ -209,3 +209,22 @@ def test_pairs_the_ratio_table_divides_are_not_also_listed_as_not_divided(tmp_pa
     assert set(zip(left.run_a, left.run_b, strict=True)) == {("a", "c")}  # a -> b (threads) and b -> c (batch) are divided
     unmatched = findings_table(m).query("topic == 'unmatched'")
     assert list(unmatched.finding.str.extract(r"^(\d+) model/phase pairs")[0]) == [str(len(left))]
+
+
+def test_compare_says_how_far_the_machines_own_speed_moved_between_the_runs(tmp_path, capsys):
+    """Issue 17: two runs of one configuration on one kind of VM, a session apart, differed by 8% and neither
+    report said that the machine itself was faster. Every row measured its CPU's own speed (the probe,
+    telemetry.speed_probe); compare sets the two probes beside each other and says how far the machine moved."""
+    outputs = tmp_path / "outputs"
+    make_run(outputs, "monday", "cpu", "AMD EPYC", {TRAIN: 100.0}, ci={TRAIN: 2.0}, extra={"probe_img_s": 800.0})
+    make_run(outputs, "tuesday", "cpu", "AMD EPYC", {TRAIN: 110.0}, ci={TRAIN: 2.0}, extra={"probe_img_s": 880.0})
+    rc, out, err = _compare(capsys, "monday", "tuesday", "--outputs", outputs)
+    assert rc == 0, err
+    assert "the CPU's own speed (probe) moved +10% from monday to tuesday" in out
+    row = results.read_rows(outputs / "compare.csv")[0]
+    assert float(row["probe_change_pct"]) == pytest.approx(10.0)
+    assert "faster (CPU's own speed +10%)" in out
+    # runs without a probe (a GPU, an old run) say nothing about it
+    make_run(outputs, "old", "cpu", "AMD EPYC", {TRAIN: 100.0}, ci={TRAIN: 2.0})
+    rc, out, _ = _compare(capsys, "old", "tuesday", "--outputs", outputs)
+    assert rc == 0 and "probe" not in out

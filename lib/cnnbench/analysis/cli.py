@@ -25,6 +25,7 @@ from cnnbench.measure import reproducibility
 from cnnbench.results.runs import load
 
 SEEDS = "seeds"  # the pseudo-run: every device the seeds measured
+PROBE_SAYS_PCT = 5.0  # a row names the CPU's own speed change (probe) from this size on
 SEED_COLUMNS = [
     "run_a",
     "run_b",
@@ -84,8 +85,9 @@ def _line(r: dict) -> str:
     if r["verdict"] == "not divided":
         return f"{what}: not divided, differs in {r['differs_in']}"
     ratio = f"{r['ratio_b_over_a']:.2f}x [{r['ratio_ci95_low']:.2f}, {r['ratio_ci95_high']:.2f}]"
-    verdict = r["verdict"]
-    return f"{what}{knob}: {rates}: {ratio} {verdict}"
+    moved = _num(r.get("probe_change_pct"))
+    machine = f" (CPU's own speed {moved:+.0f}%)" if abs(moved) >= PROBE_SAYS_PCT else ""  # NaN: nothing said
+    return f"{what}{knob}: {rates}: {ratio} {r['verdict']}{machine}"
 
 
 def seeds_beside(m, run: str) -> pd.DataFrame:
@@ -189,9 +191,18 @@ def report(df: pd.DataFrame) -> str:
     for (a, b), g in df.groupby(["run_a", "run_b"], sort=False):
         r = g.iloc[0]
         side_b = "the seeds' published devices" if b == SEEDS else f"{r.device_b} on {r.host_b}"
+        moved = compare.probe_change(g)
         lines += [
             f"{a} ({r.device_a} on {r.host_a}) -> {b} ({side_b}); rates in images/s with 95% intervals, "
             "ratio = B / A",
+            *(
+                [
+                    f"the CPU's own speed (probe) moved {moved:+.0f}% from {a} to {b} (median over the rows): "
+                    "a ratio near that is the machine, not the change"
+                ]
+                if math.isfinite(moved)
+                else []
+            ),
             *[_line(row) for row in g.to_dict("records")],
             "",
         ]

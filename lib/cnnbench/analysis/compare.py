@@ -265,6 +265,9 @@ RATIO_COLUMNS = [  # the verdict first, then what was changed, the rates, and wh
     "host_id_b",
     "table",
     *KNOB_KEYS,
+    "probe_img_s_a",
+    "probe_img_s_b",
+    "probe_change_pct",
 ]
 
 
@@ -279,9 +282,10 @@ def rates(m: Merged) -> pd.DataFrame:
         ok = df[df.status.astype(str) == "ok"].copy()
         ok["table"] = name
         ok["torch"] = ok.run_name.map(lambda r: m.environments.get(r, {}).get("torch", ""))
-        for key in (*KNOB_KEYS, "model", "phase", "host_id", "host", "device_name", "throughput_ci95_img_s"):
+        numeric = ("throughput_ci95_img_s", "probe_img_s")
+        for key in (*KNOB_KEYS, "model", "phase", "host_id", "host", "device_name", *numeric):
             if key not in ok:
-                ok[key] = math.nan if key == "throughput_ci95_img_s" else ""
+                ok[key] = math.nan if key in numeric else ""
         ok["compile"] = ok["compile"].astype(str).str.lower().isin(["true", "1", "1.0"])
         frames.append(ok.drop_duplicates(["run_name", "table", "model", "phase", *KNOB_KEYS], keep="last"))
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
@@ -321,6 +325,7 @@ def _row(a: str, b: str, ra: pd.Series, rb: pd.Series, diff: list[str], divide: 
         "rate_a_ci95_img_s": cx,
         "rate_b_img_s": y,
         "rate_b_ci95_img_s": cy,
+        **_probes(ra, rb),
         **{k: f"{_value(ra, k)} -> {_value(rb, k)}" if k in diff else ra[k] for k in KNOB_KEYS},  # the change
     }
     if not divide:
@@ -341,6 +346,24 @@ def _row(a: str, b: str, ra: pd.Series, rb: pd.Series, diff: list[str], divide: 
         "comparison": kind,
         "differs_in": "",
     }
+
+
+def _probes(ra: pd.Series, rb: pd.Series) -> dict:
+    """The CPU's own speed (telemetry.speed_probe, images/s of a fixed small workload) while each row was
+    measured, and how far it moved from a to b in %: a ratio near that change is the machine, not the knob."""
+    pa, pb = _num(ra.get("probe_img_s")), _num(rb.get("probe_img_s"))
+    return {
+        "probe_img_s_a": pa,
+        "probe_img_s_b": pb,
+        "probe_change_pct": 100 * (pb / pa - 1) if pa > 0 else math.nan,
+    }
+
+
+def probe_change(ratio: pd.DataFrame) -> float:
+    """The median over a comparison's rows of how far the CPU's own speed moved from run a to run b (%), NaN
+    where the runs carry no probe (a GPU run, a run from before the probe)."""
+    moved = pd.to_numeric(ratio.get("probe_change_pct", pd.Series(dtype=float)), errors="coerce").dropna()
+    return float(moved.median()) if len(moved) else math.nan
 
 
 def _num(value) -> float:
@@ -391,6 +414,7 @@ def ratio_table(ratio: pd.DataFrame) -> tuple[pd.DataFrame, str]:
     """:func:`ratios` for reading: the verdict columns first, every column constant over the table moved into
     the returned caption text ("same in every row: key value; ...")."""
     keep = {"verdict", "ratio_b_over_a", "ratio_ci95_low", "ratio_ci95_high", "model", "phase", "knob"}
+    ratio = ratio.drop(columns=["probe_img_s_a", "probe_img_s_b"], errors="ignore")  # their change is enough
     same = [c for c in ratio.columns if c not in keep and ratio[c].astype(str).nunique() == 1]
     text = "; ".join(f"{c} {ratio[c].iloc[0]}" for c in same if str(ratio[c].iloc[0]) not in ("", "nan"))
     return ratio.drop(columns=same), (f"same in every row: {text}" if text else "")
