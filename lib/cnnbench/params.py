@@ -224,7 +224,8 @@ class Params:
     scaling_model: str = "resnet18"  # model of the DistributedDataParallel scaling run
     scaling_world_sizes: list[int] = field(default_factory=lambda: [1, 2])  # processes (devices) per run
     scaling_batch_size: int = 32  # per-device batch size of the scaling run (fixed as devices are added)
-    scaling_steps: int = 10  # measured steps per window of the scaling run (repeats windows, warmup_steps first)
+    scaling_steps: int = 10  # measured steps per window of the scaling run (warmup_steps first)
+    scaling_repeats: int = 3  # measured windows per world size (one launch each): its rate's interval
     scaling_backend: str = "auto"  # torch.distributed backend: auto (nccl on CUDA, else gloo) | gloo | nccl
 
     # --- configuration search and energy (07): keys of cnnbench.tuning go here
@@ -743,7 +744,7 @@ def _validate_transfer(src: str, p: Params) -> None:
     _check_models(src, "profile_models", p.profile_models)
     _check_models(src, "scaling_model", [p.scaling_model])
     for key in ("transfer_image_size", "transfer_epochs", "phase_steps", "profile_steps", "profile_top_k",
-                "scaling_batch_size", "scaling_steps"):
+                "scaling_batch_size", "scaling_steps", "scaling_repeats"):
         _positive(src, key, getattr(p, key))
     for key in ("transfer_train_images", "transfer_val_images", "phase_batch_size", "profile_batch_size",
                 "phase_window_s", "phase_max_s"):

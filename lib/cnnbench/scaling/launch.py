@@ -111,7 +111,7 @@ def run_all(run, launcher=launch, log=progress.say) -> list[dict]:
     table = results.table("scaling")
     settings = {"model": p.scaling_model, "backend": backend, "per_device_batch": p.scaling_batch_size,
                 "image_size": size, "threads_per_process": threads, "scaling_steps": p.scaling_steps,
-                "repeats": p.repeats, "warmup_steps": p.warmup_steps, "seed": p.seed}
+                "repeats": p.scaling_repeats, "warmup_steps": p.warmup_steps, "seed": p.seed}
     planned = [{**settings, "world_size": w} for w in worlds]
     final = (*results.DONE_STATUSES, "unavailable")  # a world larger than the GPUs here stays so
     if all(table.file(run.dir).finished(c, table.key, final) for c in planned):  # the same pass measured before: kept
@@ -138,7 +138,7 @@ def run_all(run, launcher=launch, log=progress.say) -> list[dict]:
         try:
             log(f"torchrun --nproc_per_node {world} ({backend}, {threads or 'default'} threads per process)")
             res = launcher(command(world, tmp / f"n{world}", batch=p.scaling_batch_size, steps=p.scaling_steps,
-                                   repeats=p.repeats, reference_batches=refs if world == 1 else (), **args),
+                                   repeats=p.scaling_repeats, reference_batches=refs if world == 1 else (), **args),
                            tmp / f"n{world}")
             if world == 1:
                 reference = res.get("reference_losses", {})
@@ -148,7 +148,7 @@ def run_all(run, launcher=launch, log=progress.say) -> list[dict]:
                                             "throughput_ci95_img_s", "step_time_mean_s", "loss_last")},
                        loss_check_steps=len(res["check_losses"]), loss_first=res["check_losses"][0]
                        if res["check_losses"] else math.nan, loss_vs_one_process_max_abs_diff=diff,
-                       loss_matches_one_process=same, measured_steps=p.scaling_steps, repeats=p.repeats)
+                       loss_matches_one_process=same, measured_steps=p.scaling_steps, repeats=p.scaling_repeats)
             for rank in res["ranks"]:
                 row.update(rank_summary(rank["rank"], rank["summary"]))
                 timelines.record(run.path(timelines.FILE), timelines.tidy(
