@@ -235,3 +235,24 @@ def test_the_bandwidth_sweep_names_cache_sizes_in_its_legend_not_over_the_data()
     assert not ax.texts
     legend = [t.get_text() for t in ax.get_legend().get_texts()]
     assert sum("KiB in use" in t for t in legend) == 3
+
+
+def test_the_scaling_telemetry_tells_its_two_ranks_apart(tmp_path):
+    """The example's scaling_telemetry.png drew world=2's rank 0 and rank 1 in one colour and one line style,
+    and its legend (taken from the per-core panel, which has no ranks) named neither rank."""
+    import pandas as pd
+
+    from cnnbench.measure import timelines
+
+    rows = []
+    for rank in (0, 1):
+        samples = [{"t_s": t, "metric": "util_process_cpu_pct", "value": 90.0 + rank + t} for t in (0.1, 0.2, 0.3)]
+        samples += [{"t_s": t, "metric": "util_cpu_core_pct", "value": 99.0, "device_index": i}
+                    for t in (0.1, 0.2) for i in (0, 1)] if rank == 0 else []
+        rows += timelines.tidy(samples, "scaling", "gloo world=2", "cpu", "cpu", rank)
+    fig = timelines.plot(pd.DataFrame(rows), tmp_path / "t.png")
+    process = next(ax for ax in fig.axes if "process" in ax.get_ylabel())
+    styles = {(line.get_color(), line.get_linestyle(), line.get_linewidth()) for line in process.get_lines()}
+    assert len(styles) == 2
+    labels = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert any("rank 1" in t for t in labels)

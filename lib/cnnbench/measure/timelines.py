@@ -50,6 +50,9 @@ def end_to_end(df: pd.DataFrame, gap_s: float = 0.5) -> pd.DataFrame:
     return df.assign(t_run_s=df.t_s + df.configuration.map(offsets))
 
 
+LINE_STYLES = ("-", "--", ":", "-.")  # rank 0 (index 0, index 1+), a later rank (index 0, index 1+)
+
+
 def _label(conf: str, rank, index) -> str:
     text = f"{conf}" + (f" rank {int(rank)}" if str(rank) not in ("", "0", "nan") else "")
     if str(index) not in ("", "nan", "None"):
@@ -67,17 +70,24 @@ def plot(df: pd.DataFrame, path: str | Path | None = None, title: str = ""):
     metrics = list(dict.fromkeys(df.metric))
     fig, axes = plt.subplots(len(metrics), 1, figsize=(11, 2.2 * len(metrics)), sharex=True, squeeze=False)
     colours = {c: f"C{i % 10}" for i, c in enumerate(dict.fromkeys(df.configuration))}
+    # rank 0 solid, its device index 1+ dashed; a later rank dotted (dash-dot): world=2's two ranks told apart
+    later_rank = pd.to_numeric(df["rank"], errors="coerce").fillna(0) > 0
+    later_index = pd.to_numeric(df.device_index, errors="coerce").fillna(0) > 0
+    df = df.assign(style=[LINE_STYLES[2 * r + i] for r, i in zip(later_rank, later_index, strict=True)])
     for ax, metric in zip(axes[:, 0], metrics, strict=True):
         g = df[df.metric == metric]
         for (conf, rank, idx), line in g.groupby(["configuration", "rank", "device_index"], dropna=False, sort=False):
             ax.plot(line.t_run_s, line.value, lw=1, color=colours[conf], label=_label(conf, rank, idx),
-                    ls="-" if str(idx) in ("", "nan", "None") or float(idx) == 0 else "--")
+                    ls=line["style"].iloc[0])
         ax.set_ylabel(plots.axis_label(metric), fontsize=8)
     axes[-1, 0].set_xlabel("time, configurations end to end (s)")
     fig.suptitle(title)
     fig.tight_layout()
-    busiest = max(axes[:, 0], key=lambda ax: len(ax.get_lines()))  # one legend below the panels, never over data
-    handles, labels = busiest.get_legend_handles_labels()
+    legend = {}  # one legend below the panels, never over data: every line of every panel, once
+    for ax in axes[:, 0]:
+        for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
+            legend.setdefault(label, handle)
+    handles, labels = list(legend.values()), list(legend)
     if len(labels) <= 24:
         fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=4, fontsize=7)
     return save(fig, path, dpi=110)
