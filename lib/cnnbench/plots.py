@@ -373,6 +373,23 @@ def trajectory(peaks: pd.DataFrame, points: pd.DataFrame, title: str, path: str 
 PHASE_MARKERS = {"train": "s", "eval": "o"}
 
 
+def layer_figures(peaks: pd.DataFrame, layer_points: pd.DataFrame, top_k: int, folder: str | Path | None) -> dict:
+    """04's per-layer rooflines: one figure per model with its ``top_k`` layers by time (the rows of
+    ``roofline.layer_points``, which come sorted by time within a model), named by op and marked by the level
+    their working set fits in, saved as ``roofline_layers_<model>.png`` in ``folder``; {model: figure}, {} when
+    no layer was profiled."""
+    if layer_points is None or layer_points.empty:
+        return {}
+    figs = {}
+    if folder is not None:
+        Path(folder).mkdir(parents=True, exist_ok=True)
+    for model, g in layer_points.groupby("model", sort=False):
+        path = Path(folder) / f"roofline_layers_{model}.png" if folder is not None else None
+        figs[model] = roofline(peaks, g.head(top_k), f"{model}: top {top_k} layers by time (marker: level)", path,
+                               label="op", hue="level", annotate=False)
+    return figs
+
+
 def per_model_rooflines(points: pd.DataFrame, roofs: pd.DataFrame, folder: str | Path, min_runs: int = 2) -> dict:
     """One roofline per model with every run's points (labelled run and device) and that run's measured fp32
     DRAM roof, grouped by ``run_name`` (tables without it are grouped by device); nothing with fewer than

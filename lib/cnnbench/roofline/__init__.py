@@ -346,6 +346,7 @@ def across_runs(run_dirs) -> tuple[pd.DataFrame, pd.DataFrame]:
 _PRESENTED = {"plot": ("cnnbench.plots", "roofline"), "trajectory": ("cnnbench.plots", "trajectory"),
               "bandwidth_sweep": ("cnnbench.plots", "bandwidth_sweep"),
               "per_model_rooflines": ("cnnbench.plots", "per_model_rooflines"),
+              "layer_figures": ("cnnbench.plots", "layer_figures"),
               "write_rows": ("cnnbench.results", "write_rows"), "runs_for": ("cnnbench.results.runs", "runs_for")}
 
 
