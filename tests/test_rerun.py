@@ -1,6 +1,8 @@
 """Issue 20: an identical rerun measures nothing, a report is rebuilt from what is on disk (`cnnbench report`),
 and 08 opened before any run says so in one line and writes nothing."""
 
+import re
+
 import papermill
 import pytest
 
@@ -212,7 +214,7 @@ def _producers(run_dir, monkeypatch, overrides=None) -> dict:
 
 
 def test_an_identical_rerun_of_04_to_07_measures_nothing_and_a_changed_key_only_what_it_changes(
-    tmp_path, monkeypatch
+    tmp_path, monkeypatch, capsys
 ):
     """Issue 20: a smoke run took 4m46s and its identical rerun 5m43s: 04, 05 and 06 measured everything
     again and overwrote their CSVs."""
@@ -247,8 +249,17 @@ def test_an_identical_rerun_of_04_to_07_measures_nothing_and_a_changed_key_only_
     rows = measured()
     assert all(rows.values()), [t for t, r in rows.items() if not r]
 
+    capsys.readouterr()
     assert _producers(run_dir, monkeypatch) == {}
     assert measured() == rows
+    # each says in one line what it kept (issue 20: on an identical rerun only 06's scaling did)
+    said = capsys.readouterr().out
+    for source, what in (("device_peaks.csv", "measured roofs"), ("roofline_layers.csv", "layer profiles"),
+                         ("backends.csv", "backend/model pairs"), ("transfer.csv", "grid points"),
+                         ("step_phases.csv", "models' phase breakdowns"), ("profile_ops.csv", "profiled models"),
+                         ("scaling.csv", "world sizes"), ("tuning.csv", r"searches \(model and phase\)")):
+        assert re.search(rf"^kept (\d+) of \1 {what} from {source}; measured 0\b", said, re.M), (source, said)
+    assert "kept 4 of 4 backend/model pairs from backends.csv; measured 0 (6 unavailable here, checked again)" in said
 
     changed = _producers(run_dir, monkeypatch, {"scratch_epochs": 1})  # 05's CNN only
     assert changed == {"train_cnn:numpy": 1, "train_cnn:torch_cpu": 1}
