@@ -303,3 +303,24 @@ def test_08_with_no_run_of_its_name_names_the_runs_beside_it(tmp_path):
     with pytest.raises(run_mod.NoRuns, match=r"open one of the runs beside it \(walk1, walk2\) by setting run_dir"):
         cnnbench.open_run(SMOKE, {}, outputs / "cpu-vm", needs_runs=True)
     assert not (outputs / "cpu-vm").exists()
+
+
+@pytest.mark.slow
+def test_an_identical_rerun_says_in_each_notebook_what_it_kept(tmp_path):
+    """Issue 20: on an identical rerun only 06 said what it kept. Two notebooks run twice through the pipeline:
+    the console of the second run says, per results file, that everything was kept and nothing measured."""
+    import subprocess
+    import sys
+
+    def run():
+        proc = subprocess.run([sys.executable, "-m", "cnnbench.pipeline", "--params", str(SMOKE), "--outputs",
+                               str(tmp_path), "--set", "notebooks=[02_scenario_a, 05_backends]", "--no-report"],
+                              capture_output=True, text=True, cwd=ROOT, timeout=900)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        return proc.stdout
+
+    first, second = run(), run()
+    assert "kept 0 of 4 configurations from scenario_a.csv; measured 4" in first
+    assert "kept 4 of 4 configurations from scenario_a.csv; measured 0" in second
+    assert re.search(r"kept 0 of (\d+) backend/model pairs from backends.csv; measured \1\b", first), first
+    assert re.search(r"kept (\d+) of \1 backend/model pairs from backends.csv; measured 0\b", second), second
