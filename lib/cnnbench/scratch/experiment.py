@@ -492,7 +492,7 @@ def _run_all(run, data: Data | None, progress) -> dict[str, list[dict]]:
                 keep("backend_ops")(row)
             for row in memory_breakdown(backend, model, p, weights, xb, yb, data, threads):
                 keep("backend_memory")(row)
-    absent = {(r["backend"], r["model"]) for rows in out.values() for r in rows if r.get("status") == "unavailable"}
+    absent = {(r.get("backend"), r.get("model")) for rows in out.values() for r in rows if r.get("status") == "unavailable"}
     resumed(kept, len(planned), "backends.csv", "backend/model pairs", unavailable=len(absent))
     return out
 
