@@ -75,7 +75,7 @@ def test_other_failures_are_rows_and_the_run_goes_on(tmp_path, monkeypatch):
     assert len(steps) == 8 and set(steps.batch_size) == {16}  # 2 processes x 2 windows x 2 steps; a failure keeps none
 
 
-def test_interrupted_run_resumes_without_redoing_finished_configs(tmp_path, monkeypatch):
+def test_interrupted_run_resumes_without_redoing_finished_configs(tmp_path, monkeypatch, capsys):
     real = engine.measure
     calls = []
 
@@ -91,10 +91,15 @@ def test_interrupted_run_resumes_without_redoing_finished_configs(tmp_path, monk
         runner.run_configs(configs, CPU, FAST, tmp_path / "r.csv")
     windows = pd.read_csv(tmp_path / "r_windows.csv")  # the finished process of 8 is on disk, window by window
     assert set(windows.batch_size) == {8} and set(windows.process) == {1} and len(windows) == FAST.repeats
+    capsys.readouterr()
     runner.run_configs(configs, CPU, FAST, tmp_path / "r.csv")
     assert calls == [8, 16, 8, 16, 4, 16, 4]  # 8's first process was not measured again: it has two in all
     rows = pd.read_csv(tmp_path / "r.csv")
     assert sorted(rows.batch_size) == [4, 8, 16] and set(rows.processes_measured) == {2}
+    # 02 and 03 say what they kept (issue 20: on an identical rerun only 06 did); a half-done one is measured
+    assert "kept 0 of 3 configurations from r.csv; measured 3" in capsys.readouterr().out
+    runner.run_configs(configs, CPU, FAST, tmp_path / "r.csv")
+    assert len(calls) == 7 and "kept 3 of 3 configurations from r.csv; measured 0" in capsys.readouterr().out
 
 
 def test_compile_time_is_recorded_and_kept_out_of_the_window():

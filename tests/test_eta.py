@@ -79,14 +79,60 @@ def test_budgets_follow_the_protocol():
         ROOT / "params" / "local.yaml", {"models": ["resnet18", "mnist_cnn"], "measured_steps": 0}
     )
     configs = 2 * len(p.variants) * len(p.phases)
-    assert (
-        eta.budget_s(p, "02_scenario_a") == configs * p.processes * p.repeats * p.window_s + p.adapt_budget_s
-    )
-    assert eta.budget_s(p, "04_roofline") is None
-    fixed = params.load(ROOT / "params" / "smoke.yaml")  # windows of a fixed step count have no time budget
-    assert eta.budget_s(fixed, "02_scenario_a") is None
+    assert eta.budget_model(p, "02_scenario_a") == (configs, p.processes * eta._process_s(p, eta.STEP_S["cpu"]),
+                                                    eta.KERNEL_S + p.adapt_budget_s)
+    # time-budgeted windows: each process gives every configuration at least its repeats x window_s
+    assert eta.budget_s(p, "02_scenario_a") >= configs * p.processes * p.repeats * p.window_s + p.adapt_budget_s
+    fixed = params.load(ROOT / "params" / "smoke.yaml")  # windows of a fixed step count: steps x a nominal step
+    assert eta.budget_s(fixed, "02_scenario_a") > 0
+    assert eta.budget_s(fixed, "02_scenario_a", "cuda") < eta.budget_s(fixed, "02_scenario_a", "cpu")
     tuned = eta.budget_s(p, "07_tuning")
     assert tuned >= len(p.tune_models) * len(p.tune_phases) * p.tune_budget_s > 0
+    assert eta.budget_s(p, "99_unknown") is None
+
+
+@pytest.mark.parametrize("params_file", ["local.yaml", "colab_t4.yaml", "smoke.yaml"])
+def test_every_notebook_of_a_first_run_has_an_estimate_that_scales_with_its_configurations(params_file):
+    """The walk: the very first run of a params file printed "no estimate" for 8 of 9 notebooks. Every notebook
+    now has a model of time from the budgets, and it grows with the configurations it measures."""
+    one = params.load(ROOT / "params" / params_file, {"models": ["mnist_cnn"], "sweep": {"mnist_cnn": [8]},
+                                                       "scratch_models": ["mnist_cnn"]}, check_device=False)
+    two = params.load(ROOT / "params" / params_file, {"models": ["mnist_cnn", "resnet18"],
+                                                       "sweep": {"mnist_cnn": [8, 16], "resnet18": [8, 16]},
+                                                       "scratch_models": ["mnist_cnn", "mlp"]}, check_device=False)
+    for name in one.notebooks:
+        assert eta.budget_s(one, name) > 0, name
+    for name in ("01_complexity", "02_scenario_a", "03_batch_sweep", "04_roofline", "05_backends"):
+        n1, each1, fixed1 = eta.budget_model(one, name)
+        n2, each2, fixed2 = eta.budget_model(two, name)
+        assert n2 > n1 > 0 and (each1, fixed1) == pytest.approx((each2, fixed2)), name
+        assert eta.budget_s(two, name) - fixed2 == pytest.approx(n2 / n1 * (eta.budget_s(one, name) - fixed1)), name
+    assert eta.budget_model(two, "03_batch_sweep")[0] == 4 * eta.budget_model(one, "03_batch_sweep")[0]
+
+
+def test_a_first_run_with_no_example_prints_an_expected_time_for_every_notebook(tmp_path, monkeypatch, capsys):
+    """A fresh outputs folder, no committed example (as a clone without examples/, or a --set models=... the
+    example does not cover): each notebook's line still says how long it should take, from the budgets."""
+    from cnnbench import pipeline
+
+    monkeypatch.setattr(eta, "EXAMPLE_RUN", "no/such/example")
+    ran = []
+
+    def fake_notebook(source, target, **kw):  # no kernel: the notebook "runs" at once
+        ran.append(source)
+        import nbformat
+
+        nbformat.write(nbformat.v4.new_notebook(), target)
+
+    monkeypatch.setattr("papermill.execute_notebook", fake_notebook)
+    rc = pipeline.main(["--params", str(ROOT / "params" / "local.yaml"), "--outputs", str(tmp_path),
+                        "--set", "models=[mnist_cnn]", "--set", "device=cpu", "--no-report"])
+    out = capsys.readouterr().out
+    lines = [x for x in out.splitlines() if x.startswith("[") and "] 0" in x and " done in " not in x]
+    assert rc == 0 and len(ran) == 9 and len(lines) == 9, out
+    for line in lines:
+        assert ": expected " in line and f"(from {eta.BUDGET})" in line and "at least" not in line, line
+    assert "no estimate" not in out
 
 
 def test_durations_read_as_a_person_writes_them():
@@ -118,8 +164,9 @@ def test_a_real_run_prints_expected_and_remaining_and_a_rerun_uses_its_record(tm
         return proc.stdout
 
     first = run()
-    assert "[1/2] 00_setup: no estimate" in first and "[2/2] 04_roofline: no estimate" in first
-    assert "[1/2] 00_setup done in" in first and "; run: at least 0s left" in first
+    # a first run: every notebook estimated from the budgets (the walk: "no estimate" for 8 of 9)
+    assert "[1/2] 00_setup: expected " in first and "[2/2] 04_roofline: expected " in first
+    assert f"(from {eta.BUDGET})" in first and "no estimate" not in first and "at least" not in first
     # 04 says what it measures while it runs (it printed nothing for minutes)
     assert "    roofline: memory bandwidth over" in first and "    roofline: fp32 compute roof" in first
     timings = results.read(tmp_path / "smoke", "timings")

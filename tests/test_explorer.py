@@ -312,3 +312,43 @@ def test_explorer_without_ipywidgets_says_how_to_enable_it_and_measures_once(mon
     assert interactive.explorer(SimpleNamespace(params=p, device=SimpleNamespace(type="cpu"), dir=tmp_path)) is None
     assert shown == [[{"model": "mnist_cnn", "batch_size": 8}]]
     assert capsys.readouterr().out.startswith("No ipywidgets here, so one static measurement: pip install ipywidgets")
+
+
+def _clicked(model, bs, rate, gflops):
+    return _rows(model=model, batch_size=bs, image_size=32, num_classes=10, data_mode="device",
+                 throughput_img_s=rate, throughput_ci95_img_s=rate / 20, achieved_gflops=gflops)
+
+
+def test_explorer_plots_name_every_batch_size_and_keep_their_axes_between_clicks(tmp_path, monkeypatch):
+    """The walk (D10): two batch sizes of one model had one legend entry ("mnist_cnn train") on the roofline, and
+    the throughput plot's x labels changed from "mnist_cnn" to "mnist_cnn bs=32" once a second batch size came.
+    Three clicks through the explorer's own drawing: every point is named with its batch size, and the axes'
+    limits and tick labels after the second and third click are the same."""
+    from types import SimpleNamespace
+
+    from matplotlib.figure import Figure
+
+    from cnnbench import interactive, results
+
+    peaks = [{"device_name": "CPU", "kind": "measured", "precision": "fp32", "level": "dram", "peak_gflops": 200.0,
+              "bandwidth_gbs": 20.0, "source": "test"},
+             {"device_name": "CPU", "kind": "spec", "precision": "fp32", "level": "dram", "peak_gflops": 400.0,
+              "bandwidth_gbs": 25.0, "source": "test"}]
+    results.write_rows(tmp_path / "device_peaks.csv", peaks)
+    run = SimpleNamespace(dir=tmp_path)
+    drawn, save = [], Figure.savefig
+    monkeypatch.setattr(Figure, "savefig", lambda fig, *a, **k: drawn.append(fig) or save(fig, *a, **k))
+    history, states = [], []
+    for row in (_clicked("mnist_cnn", 32, 900.0, 2.0), _clicked("mnist_cnn", 64, 1200.0, 3.0),
+                _clicked("squeezenet1_1", 32, 300.0, 20.0)):
+        history.append(row)
+        drawn.clear()
+        interactive._bundles(history, run)
+        assert len(drawn) == 2  # the throughput plot and the roofline
+        states.append([(ax.get_xlim(), ax.get_ylim(), [t.get_text() for t in ax.get_xticklabels()],
+                        [t.get_text() for t in ax.get_yticklabels()]) for fig in drawn for ax in fig.axes[:1]])
+        legends = [[t.get_text() for leg in (*fig.legends, fig.axes[0].get_legend()) if leg for t in leg.get_texts()]
+                   for fig in drawn]
+    for names in legends:  # after the third click, each plot names each configuration with its batch size
+        assert {"mnist_cnn train bs=32", "mnist_cnn train bs=64", "squeezenet1_1 train bs=32"} <= set(names), names
+    assert states[1] == states[2]  # same limits and tick labels after the second and the third click

@@ -51,15 +51,17 @@ def test_explorer_is_static_under_papermill(tmp_path, monkeypatch):
     assert explored.model.tolist() == [run.params.models[0]]
 
 
-def test_epoch_mode_times_train_and_validation_epochs(tmp_path):
+def test_epoch_mode_times_train_and_validation_epochs(tmp_path, capsys):
     run = cnnbench.open_run(SMOKE, {"epoch_mode": True, "max_batches": 2, "models": ["mnist_cnn"]}, tmp_path / "run")
     first = scenarios.epochs(run)
+    assert "kept 0 of 1 models' epochs from epochs.csv; measured 1" in capsys.readouterr().out
     row = first.iloc[0]
     assert row.status == "ok" and row.train_images == 2 * 16 and row.val_images == 2 * 16
     assert row.train_epoch_s > 0 and row.train_throughput_img_s == row.train_images / row.train_epoch_s
     for split in ("train", "val"):  # the start-up costs inside the epoch time, measured apart
         assert 0 < row[f"{split}_loader_start_s"] + row[f"{split}_first_step_s"] <= row[f"{split}_epoch_s"]
     assert scenarios.epochs(run).train_epoch_s.tolist() == first.train_epoch_s.tolist()  # resumed, not redone
+    assert "kept 1 of 1 models' epochs from epochs.csv; measured 0" in capsys.readouterr().out
 
 
 def _rss_mib() -> float:

@@ -1,6 +1,8 @@
 """Issue 20: an identical rerun measures nothing, a report is rebuilt from what is on disk (`cnnbench report`),
 and 08 opened before any run says so in one line and writes nothing."""
 
+import re
+
 import papermill
 import pytest
 
@@ -212,7 +214,7 @@ def _producers(run_dir, monkeypatch, overrides=None) -> dict:
 
 
 def test_an_identical_rerun_of_04_to_07_measures_nothing_and_a_changed_key_only_what_it_changes(
-    tmp_path, monkeypatch
+    tmp_path, monkeypatch, capsys
 ):
     """Issue 20: a smoke run took 4m46s and its identical rerun 5m43s: 04, 05 and 06 measured everything
     again and overwrote their CSVs."""
@@ -247,8 +249,17 @@ def test_an_identical_rerun_of_04_to_07_measures_nothing_and_a_changed_key_only_
     rows = measured()
     assert all(rows.values()), [t for t, r in rows.items() if not r]
 
+    capsys.readouterr()
     assert _producers(run_dir, monkeypatch) == {}
     assert measured() == rows
+    # each says in one line what it kept (issue 20: on an identical rerun only 06's scaling did)
+    said = capsys.readouterr().out
+    for source, what in (("device_peaks.csv", "measured roofs"), ("roofline_layers.csv", "layer profiles"),
+                         ("backends.csv", "backend/model pairs"), ("transfer.csv", "grid points"),
+                         ("step_phases.csv", "models' phase breakdowns"), ("profile_ops.csv", "profiled models"),
+                         ("scaling.csv", "world sizes"), ("tuning.csv", r"searches \(model and phase\)")):
+        assert re.search(rf"^kept (\d+) of \1 {what} from {source}; measured 0\b", said, re.M), (source, said)
+    assert "kept 4 of 4 backend/model pairs from backends.csv; measured 0 (6 unavailable here, checked again)" in said
 
     changed = _producers(run_dir, monkeypatch, {"scratch_epochs": 1})  # 05's CNN only
     assert changed == {"train_cnn:numpy": 1, "train_cnn:torch_cpu": 1}
@@ -292,3 +303,24 @@ def test_08_with_no_run_of_its_name_names_the_runs_beside_it(tmp_path):
     with pytest.raises(run_mod.NoRuns, match=r"open one of the runs beside it \(walk1, walk2\) by setting run_dir"):
         cnnbench.open_run(SMOKE, {}, outputs / "cpu-vm", needs_runs=True)
     assert not (outputs / "cpu-vm").exists()
+
+
+@pytest.mark.slow
+def test_an_identical_rerun_says_in_each_notebook_what_it_kept(tmp_path):
+    """Issue 20: on an identical rerun only 06 said what it kept. Two notebooks run twice through the pipeline:
+    the console of the second run says, per results file, that everything was kept and nothing measured."""
+    import subprocess
+    import sys
+
+    def run():
+        proc = subprocess.run([sys.executable, "-m", "cnnbench.pipeline", "--params", str(SMOKE), "--outputs",
+                               str(tmp_path), "--set", "notebooks=[02_scenario_a, 05_backends]", "--no-report"],
+                              capture_output=True, text=True, cwd=ROOT, timeout=900)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        return proc.stdout
+
+    first, second = run(), run()
+    assert "kept 0 of 4 configurations from scenario_a.csv; measured 4" in first
+    assert "kept 4 of 4 configurations from scenario_a.csv; measured 0" in second
+    assert re.search(r"kept 0 of (\d+) backend/model pairs from backends.csv; measured \1\b", first), first
+    assert re.search(r"kept (\d+) of \1 backend/model pairs from backends.csv; measured 0\b", second), second

@@ -566,3 +566,20 @@ def test_l2_reread_kernel_is_one_long_call_over_an_l2_resident_buffer(monkeypatc
     reread = sweep[sweep.kernel == "l2_reread"]
     assert list(reread.working_set_bytes) == [8 * mib] and "re-read" in reread.method.iloc[0]
     assert set(sweep[sweep.kernel == "copy"].working_set_bytes) == {mib, 8 * mib, 512 * mib}
+
+
+def test_layer_figures_one_per_model_with_its_top_k_layers(tmp_path):
+    """04's per-layer rooflines come from one package call (the notebook cell no longer loops over models)."""
+    layers = pd.DataFrame({"model": ["a"] * 4 + ["b"] * 2, "op": ["conv", "bn", "relu", "fc", "conv", "fc"],
+                           "level": ["L1", "L2", "dram", "L1", "dram", "L2"], "phase": "train", "batch_size": 8,
+                           "intensity_flop_per_byte": [8.0, 0.5, 0.2, 4.0, 6.0, 3.0],
+                           "achieved_gflops": [40.0, 3.0, 1.0, 20.0, 30.0, 9.0]})
+    figs = roofline.layer_figures(level_peaks(), layers, 3, tmp_path / "figures")
+    assert set(figs) == {"a", "b"}
+    for model, top in (("a", 3), ("b", 2)):
+        assert (tmp_path / "figures" / f"roofline_layers_{model}.png").stat().st_size > 5000
+        ax = figs[model].axes[0]
+        drawn = sum(len(c.get_offsets()) for c in ax.collections if len(c.get_offsets()))
+        assert drawn == top  # the top k layers only
+        assert "top 3 layers" in ax.get_title()
+    assert roofline.layer_figures(level_peaks(), pd.DataFrame(), 3, tmp_path) == {}

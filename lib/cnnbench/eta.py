@@ -4,10 +4,10 @@ the whole run.
 A notebook's expected time is, first, how long it took in this run folder before (the ``timings`` table the
 pipeline keeps, one row per notebook that finished), else in the latest run beside it with the same params file
 (:func:`sibling_record`), else how long it took in the committed example run where
-this run repeats it (:func:`example_record`), else what the protocol's budgets add up to
-(:func:`budget_s`: 02 and 03 from windows x repeats x processes per configuration plus ``adapt_budget_s``, 07
-from ``tune_budget_s`` and its confirmation windows); a notebook with neither has no estimate, and the run's
-remaining time then says "at least". While 02 or 03 runs, once processes have finished, its time left is
+this run repeats it (:func:`example_record`), else a model of time from the protocol's budgets
+(:func:`budget_s`: per notebook, the configurations it measures x the seconds its protocol gives each, plus fixed
+costs such as the kernel's start, so that a first run has an estimate for every notebook); a notebook none of these
+knows has no estimate, and the run's remaining time then says "at least". While 02 or 03 runs, once processes have finished, its time left is
 extrapolated from them: elapsed / processes done x processes left of the ``planned`` ones (:func:`planned`,
 the least processes; ``adapt_budget_s`` may add more). :class:`Remaining` is pure: the clock is an argument, so tests drive it
 with a fake one.
@@ -20,7 +20,8 @@ import re
 import time
 from collections.abc import Callable, Mapping
 
-RECORD, BUDGET, EXAMPLE = "earlier run", "budgets", "the committed example on a 2-core CPU"
+RECORD, EXAMPLE = "earlier run", "the committed example on a 2-core CPU"
+BUDGET = "the budgets: configurations x protocol + start-up, a rough estimate"
 EXAMPLE_RUN = "examples/example-cpu-2core"  # under the workbook's root; its executed notebooks hold its times
 # Keys that do not change what a run measures or how long it takes (names, paths, the notebook list).
 _NOT_TIMED = (
@@ -50,25 +51,84 @@ def planned(p, notebook: str) -> int:
     return 0
 
 
-def budget_s(p, notebook: str) -> float | None:
-    """Seconds the protocol's budgets give ``notebook`` (measured windows only, so a lower bound of the real
-    time: start-up, warm-up and compilation come on top), or None where the notebook has no time budget."""
-    if notebook in ("02_scenario_a", "03_batch_sweep"):
-        from cnnbench import scenarios
+# The budget model of a first run (no record, no earlier run, no example): rough figures for a 2-core CPU, each
+# labelled as such in the line it makes. A notebook's time is its fixed cost (kernel start-up and imports) plus,
+# per configuration it measures, what its protocol gives that configuration.
+KERNEL_S = 5.0  # a notebook's kernel start-up, imports and parameter check
+PROCESS_S = 1.5  # a fresh worker process: interpreter, torch import, model built
+STEP_S = {"cpu": 0.5, "mps": 0.2, "cuda": 0.1}  # one step where the protocol fixes steps, not seconds, by device
+COUNT_S = 2.0  # 01: counting one model's FLOPs and bytes
+PEAKS_S = 12.0  # 04: one repetition of the compute and bandwidth peak benchmarks
+LAYERS_S = 3.0  # 04: profiling one model/phase layer by layer
+SCRATCH_S = 2.0  # 05: one backend and model set up (or found unavailable)
+SCRATCH_STEP_S = 0.05  # 05: one from-scratch step (a small CNN or MLP)
+ANALYSIS_S = 20.0  # 08: merging, comparing and drawing the run's tables
 
+
+def _process_s(p, step_s: float, steps_per_window: int = 0) -> float:
+    """One worker process of a configuration: start-up, warm-up and its ``repeats`` measured windows."""
+    steps = steps_per_window or p.measured_steps
+    window = steps * step_s if steps else p.window_s
+    epochs = 2 * (p.max_batches or 10) * step_s if p.epoch_mode else 0.0
+    return PROCESS_S + p.warmup_steps * step_s + p.repeats * window + epochs
+
+
+def _runs_on(name: str, kind: str) -> bool:
+    """Whether a backend or device named ``name`` (numpy, torch_cuda, cupy, mps, ...) runs on a ``kind`` machine
+    (others end in an "unavailable" row at once)."""
+    needs = "cuda" if ("cuda" in name or name == "cupy") else "mps" if "mps" in name else "cpu"
+    return needs in ("cpu", kind)
+
+
+def budget_model(p, notebook: str, kind: str = "cpu") -> tuple[int, float, float] | None:
+    """``notebook``'s model of time from the protocol on a ``kind`` device (cpu, cuda, mps): (configurations it
+    measures, seconds per configuration, fixed seconds), or None for a notebook this model does not know."""
+    from cnnbench import scenarios
+
+    step_s = STEP_S.get(kind, STEP_S["cpu"])
+
+    if notebook == "00_setup":
+        return 0, 0.0, KERNEL_S
+    if notebook == "01_complexity":
+        return len(p.models), COUNT_S, KERNEL_S
+    if notebook in ("02_scenario_a", "03_batch_sweep"):
+        configs = scenarios.scenario_a_configs(p) if notebook == "02_scenario_a" else scenarios.sweep_configs(p)
         if notebook == "03_batch_sweep" and not p.sweep:
-            return 0.0
-        configs = (
-            scenarios.scenario_a_configs(p) if notebook == "02_scenario_a" else scenarios.sweep_configs(p)
-        )
-        if p.measured_steps:
-            return None  # windows of a fixed step count: their length is not a budget
-        return len(configs) * p.processes * p.repeats * p.window_s + p.adapt_budget_s
+            configs = []
+        return len(configs), p.processes * _process_s(p, step_s), KERNEL_S + (p.adapt_budget_s if configs else 0.0)
+    if notebook == "04_roofline":
+        return len(p.models) * len(p.phases), LAYERS_S, KERNEL_S + p.peak_repeats * PEAKS_S
+    if notebook == "05_backends":
+        images = p.scratch_train_images or 60_000
+        steps = p.scratch_epochs * max(images // max(p.scratch_batch_size, 1), 1) + p.scratch_mlp_steps
+        configs = sum(_runs_on(b, kind) for b in p.scratch_backends) * len(p.scratch_models)
+        return configs, SCRATCH_S + steps / 2 * SCRATCH_STEP_S, KERNEL_S  # a model: the CNN's or the MLP's steps
+    if notebook == "06_transfer":
+        grid = len(p.transfer_lrs) * len(p.transfer_batch_sizes) * sum(_runs_on(d, kind) for d in p.transfer_devices)
+        images = (p.transfer_train_images or 512) + (p.transfer_val_images or 128)
+        per_point = PROCESS_S + p.transfer_epochs * images / max(min(p.transfer_batch_sizes), 1) * step_s
+        phases = len(p.models) * (PROCESS_S + 2 * max(p.phase_steps * step_s, p.phase_window_s))
+        profile = len(p.profile_models) * (PROCESS_S + (p.profile_steps + 1) * step_s)
+        scaling = sum(p.scaling_world_sizes) * _process_s(p, step_s, p.scaling_steps)
+        fixed = KERNEL_S + phases + profile + scaling
+        return grid, per_point, fixed
     if notebook == "07_tuning":
         searches = len(p.tune_models) * len(p.tune_phases)
-        confirm = (p.tune_confirm_top + 1) * p.repeats * p.tune_confirm_window_s
-        return searches * (p.tune_budget_s + confirm)
+        confirm = (p.tune_confirm_top + 1) * (PROCESS_S + p.repeats * p.tune_confirm_window_s)
+        return searches, p.tune_budget_s + confirm + p.tune_guard_steps * step_s, KERNEL_S
+    if notebook == "08_analysis":
+        return 0, 0.0, KERNEL_S + ANALYSIS_S
     return None
+
+
+def budget_s(p, notebook: str, kind: str = "cpu") -> float | None:
+    """Seconds ``notebook`` is expected to take by :func:`budget_model` (configurations x seconds each + fixed
+    costs), the estimate of a first run that has nothing measured to go by; None for a notebook it does not know."""
+    model = budget_model(p, notebook, kind)
+    if model is None:
+        return None
+    configs, each, fixed = model
+    return configs * each + fixed
 
 
 def example_record(p, device_kind: str, example_dir) -> dict[str, float]:

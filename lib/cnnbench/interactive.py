@@ -134,13 +134,14 @@ def _bundles(history: list[dict], run) -> list[dict]:
     ok = df[df.status == "ok"]
     if ok.empty:
         return out
-    out.append(figure(plots.throughput, ok, points=len(ok)))
+    configurations = plots.explorer_labels(ok).nunique()  # a configuration clicked twice is one point
+    out.append(figure(plots.explorer_throughput, ok, points=configurations))
     peaks = results.read(run.dir, "device_peaks")
     if len(peaks):
         ints = [roofline.step_intensity(r.model, int(r.batch_size), int(r.image_size), int(r.num_classes), "train",
                                         r.precision)["intensity_flop_per_byte"] for r in ok.itertuples()]
-        out.append(figure(plots.roofline, peaks, ok.assign(intensity_flop_per_byte=ints), "explored configurations",
-                          points=len(ok)))
+        out.append(figure(plots.explorer_roofline, peaks, ok.assign(intensity_flop_per_byte=ints),
+                          "explored configurations", points=configurations))
     else:
         note = "No roofline yet: this run has no device_peaks.csv; run 04_roofline to measure this device's roofs."
         out.append({"output_type": "stream", "name": "stdout", "text": note + "\n"})

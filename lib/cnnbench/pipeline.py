@@ -542,11 +542,11 @@ def _execute_run(args, p, params_file: Path, overrides: dict, outputs: Path, run
     try:
         _mark_started(run_dir, params_file, overrides)
         resolved = run_mod.write_resolved(run_dir, p, params_file, overrides)  # read by every notebook
-        budgets = {name: eta.budget_s(p, name) for name in p.notebooks}
-        planned = {name: eta.planned(p, name) for name in p.notebooks}
         from cnnbench import devices
 
         kind = devices.resolve(p.device, p.expect_device).type  # as run_name_for resolved it before
+        budgets = {name: eta.budget_s(p, name, kind) for name in p.notebooks}
+        planned = {name: eta.planned(p, name) for name in p.notebooks}
         example = eta.example_record(p, kind, paths.repo_root() / eta.EXAMPLE_RUN)
         executed = execute(resolved, {}, run_dir, p.notebooks, p.cell_timeout_s, budgets=budgets, planned=planned,
                            example=example, sibling=eta.sibling_record(run_dir, params_file.name))

@@ -371,6 +371,105 @@ def trajectory(peaks: pd.DataFrame, points: pd.DataFrame, title: str, path: str 
 
 
 PHASE_MARKERS = {"train": "s", "eval": "o"}
+EXPLORER_BATCHES = (8, 16, 32, 64, 128, 256, 512)  # the explorer's batch choices: its fixed x ticks
+
+
+def _decades(lo: float, hi: float) -> tuple[float, float]:
+    """``lo``..``hi`` widened to whole decades, so the limits and ticks of a log axis stay put as points are added
+    inside them."""
+    import math
+
+    lo, hi = max(lo, 1e-12), max(hi, lo * 10)
+    return 10.0 ** math.floor(math.log10(lo)), 10.0 ** math.ceil(math.log10(hi))
+
+
+def explorer_labels(points: pd.DataFrame) -> pd.Series:
+    """One legend label per explored configuration, from the row alone (so an earlier point keeps its label as
+    others are added): model, phase and batch size, then precision and data mode where not the defaults."""
+    def one(r) -> str:
+        extra = "" if r.get("precision", "fp32") == "fp32" else f" {r.get('precision')}"
+        extra += "" if r.get("data_mode", "device") == "device" else f" {r.get('data_mode')} data"
+        return f"{r['model']} {r.get('phase', 'train')} bs={int(r['batch_size'])}{extra}"
+
+    return points.apply(one, axis=1) if len(points) else pd.Series(dtype=str)
+
+
+def _explorer_points(points: pd.DataFrame) -> pd.DataFrame:
+    """Each configuration once (a repeated click shows its latest measurement), in the order first clicked, with
+    its label and colour (fixed by that order: a new click never recolours an earlier point)."""
+    pts = points.assign(explored=explorer_labels(points))
+    order = list(dict.fromkeys(pts.explored))
+    pts = pts.drop_duplicates("explored", keep="last").set_index("explored").loc[order].reset_index()
+    return pts.assign(color=[f"C{i % 10}" for i in range(len(pts))])
+
+
+def explorer_throughput(points: pd.DataFrame):
+    """08's explorer: throughput against batch size (log axes, the batch choices as fixed ticks, decade limits),
+    each configuration a point with its interval and its own legend entry."""
+    from matplotlib.ticker import NullLocator
+
+    pts = _explorer_points(points)
+    fig, ax = subplots(figsize=(9, 4.5))
+    for r in pts.itertuples():
+        ax.errorbar([r.batch_size], [r.throughput_img_s], yerr=[getattr(r, "throughput_ci95_img_s", 0.0)],
+                    fmt=PHASE_MARKERS.get(str(getattr(r, "phase", "train")), "o"), color=r.color, capsize=3,
+                    mec="black", mew=0.5, label=text(r.explored))
+    batches = sorted(set(EXPLORER_BATCHES) | set(int(b) for b in pts.batch_size))
+    ci = pts.get("throughput_ci95_img_s", pd.Series(0.0, index=pts.index)).fillna(0.0)
+    ylo, yhi = _decades(float((pts.throughput_img_s - ci).clip(lower=pts.throughput_img_s / 10).min()),
+                        float((pts.throughput_img_s + ci).max()))
+    ax.set(xscale="log", yscale="log", xlim=(batches[0] / 1.5, batches[-1] * 1.5), ylim=(ylo, yhi),
+           xlabel="batch size (images per step)", ylabel="throughput (images/s)",
+           title="explored configurations: throughput")
+    ax.set_xticks(batches, [str(b) for b in batches])
+    ax.xaxis.set_minor_locator(NullLocator())  # the batch choices only, never 3x10^1-style minor labels
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    fig.tight_layout()
+    return fig
+
+
+def explorer_roofline(peaks: pd.DataFrame, points: pd.DataFrame, title: str = "explored configurations"):
+    """08's explorer on this device's roofs: log axes fixed by the roofs (whole decades around the ridge points
+    and peaks, widened only for a point outside them), each configuration its own legend entry."""
+    import numpy as np
+
+    pts = _explorer_points(points)
+    bw = peaks.bandwidth_gbs.dropna() if "bandwidth_gbs" in peaks else pd.Series(dtype=float)
+    ridge = (peaks.peak_gflops / peaks.bandwidth_gbs).dropna() if len(bw) else pd.Series([1.0])
+    xlo, xhi = _decades(min(0.05, float(ridge.min()) / 10, *(pts.intensity_flop_per_byte / 2)),
+                        max(1e3, float(ridge.max()) * 10, *(pts.intensity_flop_per_byte * 2)))
+    top = float(peaks.peak_gflops.max()) if len(peaks) else float(pts.achieved_gflops.max())
+    low = float(bw.min()) * xlo if len(bw) else top / 1e3
+    ylo, yhi = _decades(min(low, *(pts.achieved_gflops / 2)), max(top * 2, *(pts.achieved_gflops * 2)))
+    fig, ax = subplots(figsize=(9, 6))
+    _roofs(ax, peaks, np.geomspace(xlo, xhi, 256))
+    for r in pts.itertuples():
+        ax.scatter([r.intensity_flop_per_byte], [r.achieved_gflops], color=r.color, s=55, edgecolor="black",
+                   lw=0.5, zorder=3, marker=PHASE_MARKERS.get(str(getattr(r, "phase", "train")), "o"),
+                   label=text(r.explored))
+    ax.set(xscale="log", yscale="log", xlim=(xlo, xhi), ylim=(ylo, yhi), title=title,
+           xlabel="arithmetic intensity (FLOP/byte, compulsory traffic)", ylabel="performance (GFLOP/s)")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    fig.tight_layout()
+    return fig
+
+
+
+def layer_figures(peaks: pd.DataFrame, layer_points: pd.DataFrame, top_k: int, folder: str | Path | None) -> dict:
+    """04's per-layer rooflines: one figure per model with its ``top_k`` layers by time (the rows of
+    ``roofline.layer_points``, which come sorted by time within a model), named by op and marked by the level
+    their working set fits in, saved as ``roofline_layers_<model>.png`` in ``folder``; {model: figure}, {} when
+    no layer was profiled."""
+    if layer_points is None or layer_points.empty:
+        return {}
+    figs = {}
+    if folder is not None:
+        Path(folder).mkdir(parents=True, exist_ok=True)
+    for model, g in layer_points.groupby("model", sort=False):
+        path = Path(folder) / f"roofline_layers_{model}.png" if folder is not None else None
+        figs[model] = roofline(peaks, g.head(top_k), f"{model}: top {top_k} layers by time (marker: level)", path,
+                               label="op", hue="level", annotate=False)
+    return figs
 
 
 def per_model_rooflines(points: pd.DataFrame, roofs: pd.DataFrame, folder: str | Path, min_runs: int = 2) -> dict:

@@ -70,6 +70,24 @@ def say(line: str) -> None:
     note(line)
 
 
+def resumed(kept: int, planned: int, source: str, what: str = "configurations", unavailable: int = 0) -> str:
+    """The one line every notebook that resumes (02-07) says for each results file it fills: how many of its
+    ``planned`` configurations it kept from ``source`` (the file's name) and how many it measured, e.g. "kept 12 of
+    12 configurations from scenario_a.csv; measured 0". ``unavailable``: configurations of ``planned`` that cannot
+    run here (a GPU backend on a CPU machine), only checked again: named apart, neither kept nor measured.
+    Printed and sent to the pipeline's console; returned."""
+    line = kept_line(kept, planned, source, what, unavailable)
+    say(line)
+    return line
+
+
+def kept_line(kept: int, planned: int, source: str, what: str = "configurations", unavailable: int = 0) -> str:
+    """:func:`resumed`'s line, for a caller that logs through its own function."""
+    here = planned - unavailable
+    line = f"kept {kept} of {here} {what} from {source}; measured {here - kept}"
+    return line + (f" ({unavailable} unavailable here, checked again)" if unavailable else "")
+
+
 def row_done(row: dict) -> None:
     """Called once per finished configuration: appends its line to the pipeline's progress file, if any."""
     _append(row_line(row))

@@ -19,7 +19,7 @@ import torch
 from cnnbench import data, devices, models, results
 from cnnbench.measure import engine, runner, telemetry, worker
 from cnnbench.measure.engine import Config, Protocol
-from cnnbench.progress import bar
+from cnnbench.progress import bar, resumed
 
 
 def model_data(p, model: str) -> tuple[str, int, int, int]:
@@ -171,6 +171,7 @@ def epochs(run) -> pd.DataFrame:
                                      "workers": p.workers, "max_batches": p.max_batches,
                                      "epoch_images": p.epoch_images_per_model.get(model, p.epoch_images)}))
     file.plan([row for *_, row in planned], "epochs")
+    kept = sum(file.done(row) for *_, row in planned)
     for model, cfg, row in bar(planned, desc="epochs", unit="model"):
         if file.done(row):
             continue
@@ -184,6 +185,7 @@ def epochs(run) -> pd.DataFrame:
             except Exception as err:  # noqa: BLE001 - a failure is a row
                 row.update(engine.failure(err))
         file.append(row)
+    resumed(kept, len(planned), file.path.name, "models' epochs")
     return results.read(run.dir, "epochs")
 
 

@@ -38,7 +38,7 @@ import torch
 
 from cnnbench.measure import engine, telemetry, timing
 from cnnbench.measure.engine import Config, Protocol
-from cnnbench.progress import bar, process_done, row_done
+from cnnbench.progress import bar, process_done, resumed, row_done
 from cnnbench.results import CONFIG_KEYS, TABLES, WINDOW_KEYS, ResultsFile
 
 # Columns the process rows carry that are merged by their own rule (not the mean): largest or smallest.
@@ -288,4 +288,5 @@ def run_configs(configs: Iterable[Config], device: torch.device, protocol: Proto
         row.pop("process", None)
         results.append(row)
         row_done(row)  # one progress line per configuration for the pipeline's console
+    resumed(len(configs) - len(states), len(configs), Path(path).name)
     return results.current()

@@ -16,7 +16,7 @@ import pandas as pd
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-from cnnbench import devices, published, results, scenarios
+from cnnbench import devices, progress, published, results, scenarios
 from cnnbench.measure import engine, traffic
 from cnnbench.roofline import peaks as peaks_mod
 
@@ -268,7 +268,7 @@ def layers_for_models(run, scenario_a: pd.DataFrame, steps: int = 2) -> pd.DataF
     ok = ok.drop_duplicates("model").sort_index()
     protocol = engine.Protocol.from_params(run.params)
     table = results.table("roofline_layers")
-    cache, frames, planned = table.file(run.dir), [], []
+    cache, frames, planned, profiled = table.file(run.dir), [], [], 0
     for r in ok.itertuples():
         cfg = engine.Config(r.model, "train", int(r.batch_size), int(r.image_size), int(r.num_classes),
                             int(r.in_channels), r.precision, r.memory_format, False, "device")
@@ -278,9 +278,11 @@ def layers_for_models(run, scenario_a: pd.DataFrame, steps: int = 2) -> pd.DataF
                "threads": run.threads, "seed": run.params.seed, "layer_steps": steps}
         planned.append(key)
         if not cache.finished(key, table.plan_columns):  # profiled before with the same key: kept
+            profiled += 1
             layers = profile_layers(cfg, run.device, protocol, steps=steps)
             cache.extend([{**key, **row, "status": "ok"} for row in layers.to_dict("records")], table.plan_columns)
     table.plan(run.dir, planned, "roofline")
+    progress.resumed(len(planned) - profiled, len(planned), cache.path.name, "layer profiles")
     kept = results.read(run.dir, "roofline_layers")
     frames = [g[LAYER_COLUMNS] for _, g in kept.groupby(list(table.plan_columns), sort=False)] if len(kept) else []
     frames = [f for f in frames if len(f)]
@@ -346,6 +348,7 @@ def across_runs(run_dirs) -> tuple[pd.DataFrame, pd.DataFrame]:
 _PRESENTED = {"plot": ("cnnbench.plots", "roofline"), "trajectory": ("cnnbench.plots", "trajectory"),
               "bandwidth_sweep": ("cnnbench.plots", "bandwidth_sweep"),
               "per_model_rooflines": ("cnnbench.plots", "per_model_rooflines"),
+              "layer_figures": ("cnnbench.plots", "layer_figures"),
               "write_rows": ("cnnbench.results", "write_rows"), "runs_for": ("cnnbench.results.runs", "runs_for")}
 
 

@@ -429,10 +429,11 @@ def measured_or_kept(run) -> tuple[pd.DataFrame, pd.DataFrame]:
         return bool((pd.to_numeric(column, errors="coerce") == value).all())
 
     if len(kept) and len(sweep) and all(k in kept and same(kept[k], v) for k, v in settings.items()):
-        print(f"measured peaks kept from an earlier run with the same settings ({len(kept)} roofs)")
+        progress.resumed(len(kept), len(kept), "device_peaks.csv", "measured roofs")
         return kept.reset_index(drop=True), sweep
     measured, sweep = measure(run.device, p.matmul_size, p.stream_mb, p.peak_repeats, with_sweep=True,
                               threads=run.threads)
+    progress.resumed(0, len(measured), "device_peaks.csv", "measured roofs")
     return measured.assign(**settings), sweep
 
 

@@ -115,7 +115,7 @@ def run_all(run, launcher=launch, log=progress.say) -> list[dict]:
     planned = [{**settings, "world_size": w} for w in worlds]
     final = (*results.DONE_STATUSES, "unavailable")  # a world larger than the GPUs here stays so
     if all(table.file(run.dir).finished(c, table.key, final) for c in planned):  # the same pass measured before: kept
-        log(f"scaling: kept from an earlier run with the same parameters ({len(planned)} world sizes)")
+        log(progress.kept_line(len(planned), len(planned), table.file(run.dir).path.name, "world sizes"))
         table.plan(run.dir, planned, "scaling")
         return results.rows(run.dir, "scaling")
     args = dict(model=p.scaling_model, image_size=size, classes=classes, backend=backend, threads=threads,
@@ -163,4 +163,5 @@ def run_all(run, launcher=launch, log=progress.say) -> list[dict]:
         r.setdefault("device_kind", "cuda" if backend == "nccl" else "cpu")
     table.plan(run.dir, rows, "scaling")
     table.file(run.dir).extend(rows)
+    log(progress.kept_line(0, len(planned), table.file(run.dir).path.name, "world sizes"))
     return rows

@@ -20,7 +20,7 @@ import psutil
 import torch
 
 from cnnbench import devices, results
-from cnnbench.progress import note
+from cnnbench.progress import note, resumed
 from cnnbench.results.tables import SCRATCH_KEYS, SCRATCH_PLAN
 from cnnbench.scratch import DEVICE_KIND, BackendUnavailable, make, torch_weights
 from cnnbench.scratch.base import torch_module
@@ -468,6 +468,7 @@ def _run_all(run, data: Data | None, progress) -> dict[str, list[dict]]:
         pair = {"backend": backend, "model": model, **settings_of(p, model, threads)}
         return all(files[name].finished(pair, SCRATCH_PLAN) for name in CSVS)
 
+    kept = sum(measured_before(b, m) for m in p.scratch_models for b in p.scratch_backends)
     cnn_data = data
     for model in p.scratch_models:
         data = cnn_data if model == "mnist_cnn" else unit_scale(cnn_data)
@@ -491,6 +492,8 @@ def _run_all(run, data: Data | None, progress) -> dict[str, list[dict]]:
                 keep("backend_ops")(row)
             for row in memory_breakdown(backend, model, p, weights, xb, yb, data, threads):
                 keep("backend_memory")(row)
+    absent = {(r.get("backend"), r.get("model")) for rows in out.values() for r in rows if r.get("status") == "unavailable"}
+    resumed(kept, len(planned), "backends.csv", "backend/model pairs", unavailable=len(absent))
     return out
 
 

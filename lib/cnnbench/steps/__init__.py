@@ -46,7 +46,7 @@ def profile(run) -> pd.DataFrame:
     protocol = dataclasses.replace(engine.Protocol.from_params(p), lr=p.transfer_lrs[0])
     batch = p.profile_batch_size or p.transfer_batch_sizes[0]
     table = results.table("profile_ops")
-    kept, rows, planned = table.file(run.dir), [], []
+    kept, rows, planned, traced_before = table.file(run.dir), [], [], 0
     for model in p.profile_models:
         cfg = engine.Config(model=model, phase="train", batch_size=batch, image_size=p.transfer_image_size,
                             num_classes=FINE_TUNING_CLASSES, in_channels=models.spec(model).in_channels)
@@ -57,10 +57,12 @@ def profile(run) -> pd.DataFrame:
                  "profile_top_k": p.profile_top_k}
         planned.append(ident)
         if kept.finished(ident, table.plan_columns):  # traced before with the same parameters: kept
+            traced_before += 1
             continue
         progress.note(f"profiler: {model}, {p.profile_steps} steps")
         rows += [{**r, **ident} for r in _profiler.profile_model(cfg, run.device, protocol, run.dir, p.profile_steps,
                                                                  p.profile_top_k, optimizer=p.optimizer)]
     table.plan(run.dir, planned, "profile")
     kept.extend(rows, group=table.plan_columns)
+    progress.resumed(traced_before, len(planned), kept.path.name, "profiled models")
     return results.read(run.dir, "profile_ops")

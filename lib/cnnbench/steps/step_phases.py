@@ -284,7 +284,7 @@ def run_all(run) -> None:
     """The breakdown for every Scenario A model (train, first variant) into step_phases.csv, resuming."""
     from cnnbench import results as results_layer
     from cnnbench import scenarios
-    from cnnbench.progress import bar, note
+    from cnnbench.progress import bar, note, resumed
 
     p = run.params
     table = results_layer.table("step_phases")
@@ -295,6 +295,7 @@ def run_all(run) -> None:
     keys = [{**asdict(cfg), "device_kind": run.device.type, "threads": torch.get_num_threads(), **asdict(protocol),
              **passes, "step_phase": STEP_PHASES[-1]} for cfg in configs(p)]
     table.plan(run.dir, keys, "step_phases")
+    kept = sum(results.done(key) for key in keys)
     for cfg, key in bar(list(zip(configs(p), keys, strict=True)), desc="step phases", unit="model"):
         if results.done(key):
             continue
@@ -302,3 +303,4 @@ def run_all(run) -> None:
         rows = measure(cfg, run.device, protocol, p.phase_steps, dataset_for(cfg), window_s=p.phase_window_s,
                        max_s=p.phase_max_s)
         results.extend({**row, **passes} for row in rows)
+    resumed(kept, len(keys), results.path.name, "models' phase breakdowns")

@@ -352,6 +352,7 @@ def run_grid(run, sampler_cls=None, log=print) -> None:
 
     table.plan(run.dir, [point(d, lr, bs) for d in here for bs in p.transfer_batch_sizes for lr in p.transfer_lrs],
                "transfer")
+    kept = 0
     for device in here:
         memory, too_big = device_memory_bytes(device), {}
         if memory:  # sized per device: a grid point that cannot fit is a row saying so, not an out-of-memory
@@ -362,6 +363,7 @@ def run_grid(run, sampler_cls=None, log=print) -> None:
                 base = {**point(device, lr, bs), "device_name": devices.device_name(device), "classes": sets[2],
                         "target_accuracy": p.transfer_target_accuracy}
                 if results.done({**base, "epoch": p.transfer_epochs}):
+                    kept += 1
                     continue
                 if bs in too_big:
                     results.append({**base, "epoch": 0, "timestamp": now(), "status": "skipped", "error": too_big[bs]})
@@ -380,3 +382,5 @@ def run_grid(run, sampler_cls=None, log=print) -> None:
                                  timelines.tidy(timelines.series(sampler), "transfer", conf, device.type,
                                                 base["device_name"]))
                 devices.empty_cache(device)
+    progress.resumed(kept, len(here) * len(p.transfer_batch_sizes) * len(p.transfer_lrs), results.path.name,
+                     "grid points")

@@ -151,6 +151,7 @@ def tune(run) -> pd.DataFrame:
     searches = [(model, phase, identity_of(run, model, phase, hw)) for model in p.tune_models
                 for phase in p.tune_phases]
     table.plan(run.dir, [identity for *_, identity in searches], "tuning")
+    kept = sum(finished.done({**identity, "row_kind": "best"}) for *_, identity in searches)
     for model, phase, identity in searches:
         if finished.done({**identity, "row_kind": "best"}):
             continue
@@ -162,4 +163,5 @@ def tune(run) -> pd.DataFrame:
 
         _, sp = tune_one(run, model, phase, hw, sink, peaks)
         space_file.extend({"model": model, **r} for r in sp.rows(hw))
+    progress.resumed(kept, len(searches), rows.path.name, "searches (model and phase)")
     return results.read(run.dir, "tuning")
