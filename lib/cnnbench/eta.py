@@ -65,12 +65,13 @@ SCRATCH_STEP_S = 0.05  # 05: one from-scratch step (a small CNN or MLP)
 ANALYSIS_S = 20.0  # 08: merging, comparing and drawing the run's tables
 
 
-def _process_s(p, step_s: float, steps_per_window: int = 0) -> float:
-    """One worker process of a configuration: start-up, warm-up and its ``repeats`` measured windows."""
+def _process_s(p, step_s: float, steps_per_window: int = 0, repeats: int = 0) -> float:
+    """One worker process of a configuration: start-up, warm-up and its ``repeats`` measured windows (the
+    params' own unless given)."""
     steps = steps_per_window or p.measured_steps
     window = steps * step_s if steps else p.window_s
     epochs = 2 * (p.max_batches or 10) * step_s if p.epoch_mode else 0.0
-    return PROCESS_S + p.warmup_steps * step_s + p.repeats * window + epochs
+    return PROCESS_S + p.warmup_steps * step_s + (repeats or p.repeats) * window + epochs
 
 
 def _runs_on(name: str, kind: str) -> bool:
@@ -109,7 +110,7 @@ def budget_model(p, notebook: str, kind: str = "cpu") -> tuple[int, float, float
         per_point = PROCESS_S + p.transfer_epochs * images / max(min(p.transfer_batch_sizes), 1) * step_s
         phases = len(p.models) * (PROCESS_S + 2 * max(p.phase_steps * step_s, p.phase_window_s))
         profile = len(p.profile_models) * (PROCESS_S + (p.profile_steps + 1) * step_s)
-        scaling = sum(p.scaling_world_sizes) * _process_s(p, step_s, p.scaling_steps)
+        scaling = sum(p.scaling_world_sizes) * _process_s(p, step_s, p.scaling_steps, p.scaling_repeats)
         fixed = KERNEL_S + phases + profile + scaling
         return grid, per_point, fixed
     if notebook == "07_tuning":
