@@ -154,6 +154,33 @@ def test_cli_refuses_unknown_broken_and_incompatible_runs_in_one_line(tmp_path, 
     assert not (outputs / "compare.csv").exists()
 
 
+def test_compare_csv_keeps_every_comparison_and_replaces_only_the_same_runs(tmp_path, capsys):
+    """The browser walk: every ``cnnbench compare`` overwrote compare.csv (three compares left the last one)."""
+    outputs = _runs(tmp_path / "outputs")
+    for args in (("a", "b"), ("a", "c", "--keys", "threads,batch_size"), ("a", "seeds")):
+        rc, out, err = _compare(capsys, *args, "--outputs", outputs)
+        assert rc == 0, err
+    rows = results.read_rows(outputs / "compare.csv")
+    sets = [r["compared"] for r in rows]
+    assert list(dict.fromkeys(sets)) == ["a b", "a c", "a seeds"]
+    assert {(r["run_a"], r["run_b"]) for r in rows} == {("a", "b"), ("a", "c"), ("a", "seeds")}
+    before = [r for r in rows if r["compared"] != "a b"]
+    assert out.splitlines()[-1] == (
+        f"cnnbench compare: {sets.count('a seeds')} row(s) of a seeds -> {outputs / 'compare.csv'} (added to the 2 "
+        "other comparison(s) there; a compare of the same runs replaces its rows)"
+    )
+    # the same set of runs again, in the other order: its rows replaced, the other two comparisons untouched
+    rc, _, err = _compare(capsys, "b", "a", "--outputs", outputs)
+    assert rc == 0, err
+    rows = results.read_rows(outputs / "compare.csv")
+    assert [r for r in rows if r["compared"] != "a b"] == before
+    ab = [r for r in rows if r["compared"] == "a b"]
+    assert len(ab) == sets.count("a b") and {(r["run_a"], r["run_b"]) for r in ab} == {("b", "a")}
+    # a refused compare writes nothing
+    _refused(*_compare(capsys, "a", "nosuch", "--outputs", outputs), "unknown run 'nosuch'")
+    assert results.read_rows(outputs / "compare.csv") == rows
+
+
 def test_cli_seeds_pseudo_run_is_not_matched_and_has_no_verdict(tmp_path, capsys):
     from cnnbench import published
 
@@ -209,3 +236,27 @@ def test_pairs_the_ratio_table_divides_are_not_also_listed_as_not_divided(tmp_pa
     assert set(zip(left.run_a, left.run_b, strict=True)) == {("a", "c")}  # a -> b (threads) and b -> c (batch) are divided
     unmatched = findings_table(m).query("topic == 'unmatched'")
     assert list(unmatched.finding.str.extract(r"^(\d+) model/phase pairs")[0]) == [str(len(left))]
+
+
+def test_knob_keys_are_match_keys_less_model_and_phase_plus_the_run_wide_knobs():
+    """A review: KNOB_KEYS spelled MATCH_KEYS out again; a key added to one list must reach the other."""
+    assert compare.KNOB_KEYS == (
+        "batch_size",
+        "image_size",
+        "precision",
+        "memory_format",
+        "compile",
+        "data_mode",
+        "dataset",
+        "num_classes",
+        "threads",
+        "torch",
+        "workers",
+        "pin_memory",
+    )
+    assert compare.KNOB_KEYS == (
+        *(k for k in compare.MATCH_KEYS if k not in ("model", "phase")),
+        *(k for k in compare.KNOB_KEYS if k not in compare.MATCH_KEYS),
+    )
+    assert not set(compare.KNOB_EXTRA) & set(compare.MATCH_KEYS)
+    assert set(compare.MATCH_KEYS) - {"model", "phase"} <= set(compare.KNOB_KEYS)

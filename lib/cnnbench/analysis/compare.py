@@ -224,20 +224,10 @@ def machine(m: Merged) -> pd.DataFrame:
 # --- one-knob ratios (issue 20: "what did my change do?") ------------------------------------------------------
 # The knobs a user turns between two runs of one machine; two rows of the same table, model and phase are
 # divided when they differ in at most one of these (or only in the keys the user names).
-KNOB_KEYS = (
-    "batch_size",
-    "image_size",
-    "precision",
-    "memory_format",
-    "compile",
-    "data_mode",
-    "dataset",
-    "num_classes",
-    "threads",
-    "torch",
-    "workers",
-    "pin_memory",
-)
+# The configuration keys of a measurement (MATCH_KEYS less the model and phase, which are never a knob), then the
+# knobs a configuration does not carry in MATCH_KEYS: the run's threads, torch version, loader workers and pinning.
+KNOB_EXTRA = ("threads", "torch", "workers", "pin_memory")
+KNOB_KEYS = (*(k for k in MATCH_KEYS if k not in ("model", "phase")), *KNOB_EXTRA)
 RATE_TABLES = ("scenario_a", "batch_sweep")  # the tables with a throughput per configuration
 RATIO_COLUMNS = [  # the verdict first, then what was changed, the rates, and whose runs they are
     "verdict",
