@@ -260,3 +260,36 @@ def test_knob_keys_are_match_keys_less_model_and_phase_plus_the_run_wide_knobs()
     )
     assert not set(compare.KNOB_EXTRA) & set(compare.MATCH_KEYS)
     assert set(compare.MATCH_KEYS) - {"model", "phase"} <= set(compare.KNOB_KEYS)
+
+
+def test_the_one_knob_ratios_are_saved_and_every_finding_names_the_file_of_its_numbers(tmp_path):
+    """The browser walk: the combined report's findings said "the speedups are in speedups.csv", but with runs
+    differing in one knob speedups.csv was empty, no file under _combined/ held the ratios and no finding named
+    them."""
+    outputs = _runs(tmp_path / "outputs")
+    m = analysis.load(analysis.discover(outputs))
+    written = analysis.write_tables(m, outputs / "_combined")
+    assert written["ratios"] == outputs / "_combined" / "ratios.csv"
+    ratios = results.read(outputs / "_combined", "ratios")
+    ab = ratios[(ratios.run_a == "a") & (ratios.run_b == "b")].set_index("phase")
+    assert set(ab.knob) == {"threads"} and set(ab.comparison) == {"one knob"}
+    assert ab.loc["train", "ratio_b_over_a"] == pytest.approx(1.8) and ab.loc["train", "verdict"] == "faster"
+    assert ab.loc["train", "rate_a_img_s"] == 100 and ab.loc["train", "rate_b_img_s"] == 180
+    assert {"host_id_a", "host_id_b", "device_a", "device_b", "rate_a_ci95_img_s"} <= set(ratios.columns)
+    # speedups.csv keeps its header when no two runs share a configuration
+    assert "speedup" in (outputs / "_combined" / "speedups.csv").read_text().splitlines()[0]
+    f = results.read(outputs / "_combined", "findings")
+    one = f[f.topic == "one_knob"].set_index("run_name")
+    assert one.loc["a / b", "finding"] == (
+        "threads 1 -> 2 (a -> b), rate of b / rate of a: resnet18 train 1.80x [1.75, 1.85] faster; "
+        "resnet18 eval 1.02x [0.95, 1.09] not significant."
+    )
+    assert one.loc["a / b", "source"] == "ratios.csv" and "faster=1" in one.loc["a / b", "numbers"]
+    assert one.loc["b / c", "finding"].startswith("batch_size 128 -> 64 (b -> c)")
+    # every finding points to files that exist: a run's own as <run>/<table>.csv, this analysis's beside it
+    assert f.source.notna().all()
+    for source in f.source:
+        for name in source.split(", "):
+            assert (outputs / name if "/" in name else outputs / "_combined" / name).is_file(), name
+    md = analysis.findings_markdown(m).data
+    assert "(`ratios.csv`)" in md and "(`a/scenario_a.csv`)" in md

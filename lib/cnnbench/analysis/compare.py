@@ -79,7 +79,7 @@ def speedups(scenario_a: pd.DataFrame) -> pd.DataFrame:
     configuration. The interval propagates each side's 95% half-width in relative terms (independent
     errors)."""
     if scenario_a.empty:
-        return pd.DataFrame()
+        return pd.DataFrame(columns=SPEEDUP_COLUMNS)
     ok = _configured(scenario_a)
     rows = []
     for a, b in combinations(sorted(ok.run_name.unique()), 2):
@@ -118,7 +118,26 @@ def speedups(scenario_a: pd.DataFrame) -> pd.DataFrame:
                     "speedup_high": s * (1 + rel),
                 }
             )
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows, columns=SPEEDUP_COLUMNS)
+
+
+SPEEDUP_COLUMNS = [  # speedups.csv: its header even when no two runs share a configuration
+    "run_a",
+    "run_b",
+    "device_a",
+    "device_b",
+    "host_a",
+    "host_b",
+    "comparison",
+    *MATCH_KEYS,
+    "threads_a",
+    "threads_b",
+    "throughput_a_img_s",
+    "throughput_b_img_s",
+    "speedup",
+    "speedup_low",
+    "speedup_high",
+]
 
 
 def unmatched(scenario_a: pd.DataFrame, divided: pd.DataFrame | None = None) -> pd.DataFrame:
