@@ -39,6 +39,7 @@ from cnnbench import params as params_mod
 from cnnbench.progress import PROGRESS_ENV
 
 FAILED, STALE_REPORT = "FAILED.txt", "report.stale.html"
+ANALYSIS = "08_analysis"  # executed again by `cnnbench report` unless current (cnnbench.freshness)
 
 
 def _notebook_path(name: str) -> Path:
@@ -550,6 +551,8 @@ def _execute_run(args, p, params_file: Path, overrides: dict, outputs: Path, run
         example = eta.example_record(p, kind, paths.repo_root() / eta.EXAMPLE_RUN)
         executed = execute(resolved, {}, run_dir, p.notebooks, p.cell_timeout_s, budgets=budgets, planned=planned,
                            example=example, sibling=eta.sibling_record(run_dir, params_file.name))
+        if ANALYSIS in p.notebooks:
+            _record_analysis(run_dir, [run_dir])
         if not args.no_report:
             from cnnbench import report
 
@@ -589,7 +592,10 @@ def _combined(p, params_file: Path, overrides: dict, outputs: Path) -> int:
             return 0
         every = dataclasses.replace(p, analysis_runs=["*"])
         resolved = run_mod.write_resolved(folder, every, params_file, {**overrides, "analysis_runs": ["*"]})
-        analysed = execute(resolved, {}, folder, ["08_analysis"], p.cell_timeout_s)
+        analysed = _analysis_kept(folder, [*runs, folder], "cnnbench: combined analysis")
+        if not analysed:
+            analysed = execute(resolved, {}, folder, ["08_analysis"], p.cell_timeout_s)
+            _record_analysis(folder, [*runs, folder])
         combined = report.build_combined_report(outputs, analysed[0])
     except BaseException as err:  # an earlier combined report no longer covers every run: never left as current
         why = err if isinstance(err, NotebookFailed) else _describe(err)
@@ -620,8 +626,9 @@ def _combined_stale(outputs: Path, folder: Path, why: str) -> str:
 
 def report_main(argv: list[str]) -> int:
     """``cnnbench report [--run-name NAME | RUN_DIR] [--outputs DIR]``: rebuild a run's report.html (08 executed
-    again over the run's results, the executed 00-07 taken as they are) and the combined report, measuring
-    nothing; with no run named, the combined report only. Exit 2, in one line, for an unknown or broken run."""
+    again over the run's results unless its executed copy is current, the executed 00-07 taken as they are) and
+    the combined report, measuring nothing; with no run named, the combined report only. Exit 2, in one line,
+    for an unknown or broken run."""
     ap = argparse.ArgumentParser(prog="cnnbench report", description=report_main.__doc__.split("\n")[0])
     ap.add_argument("run_dir", nargs="?", help="a run folder (e.g. one copied from another machine)")
     ap.add_argument("--run-name", help="the run <outputs>/<run-name>")
@@ -693,16 +700,39 @@ def _rebuild_run_report(run_dir: Path, p: params_mod.Params) -> Path:
     try:
         with tempfile.TemporaryDirectory(prefix="cnnbench-report-") as tmp:
             resolved = run_mod.write_resolved(Path(tmp), p, run_dir / run_mod.RESOLVED, {})
-            print(f"cnnbench report: {run_dir.name}: 08_analysis over the results on disk (nothing is measured)")
             done = {n.stem: n for n in (run_dir / "notebooks").glob("[0-9][0-9]_*.ipynb")}
-            done.update({n.stem: n for n in execute(resolved, {}, run_dir, ["08_analysis"], p.cell_timeout_s)})
+            kept = _analysis_kept(run_dir, [run_dir], f"cnnbench report: {run_dir.name}")
+            if not kept:
+                print(f"cnnbench report: {run_dir.name}: 08_analysis over the results on disk (nothing is measured)")
+                done.update({n.stem: n for n in execute(resolved, {}, run_dir, ["08_analysis"], p.cell_timeout_s)})
         html = report.build_run_report(run_dir, [done[n] for n in sorted(done)])
     finally:
         results.atomic_write_text(run_dir / run_mod.RESOLVED, saved.decode())
         lock.release()
+    if not kept:
+        _record_analysis(run_dir, [run_dir])
     (run_dir / STALE_REPORT).unlink(missing_ok=True)
     print(f"cnnbench report: {html}")
     return html
+
+
+def _analysis_kept(folder: Path, read: list[Path], who: str) -> list[Path]:
+    """``folder``'s executed 08 when it is current (:mod:`cnnbench.freshness`: the files of ``read`` and the
+    code unchanged since it ran), said in one line; [] when it must be executed again."""
+    from cnnbench import freshness
+
+    executed = folder / "notebooks" / f"{ANALYSIS}.ipynb"
+    if not freshness.current(executed, read, _notebook_path(ANALYSIS)):
+        return []
+    print(f"{who}: {ANALYSIS} kept: its results files and the workbook's code are unchanged since it ran")
+    return [executed]
+
+
+def _record_analysis(folder: Path, read: list[Path]) -> None:
+    """After 08 was executed into ``folder`` over ``read``: its fingerprint, for :func:`_analysis_kept`."""
+    from cnnbench import freshness
+
+    freshness.record(folder / "notebooks" / f"{ANALYSIS}.ipynb", read, _notebook_path(ANALYSIS))
 
 
 def _rebuild_combined(outputs: Path, p: params_mod.Params | None) -> int:

@@ -112,7 +112,7 @@ def reproducibility_statement(run_dir: Path) -> str:
     from cnnbench.measure import reproducibility
 
     try:
-        merged = analysis.load([run_dir])
+        merged = analysis.load([run_dir], tables=reproducibility.TABLES)
     except Exception as err:  # noqa: BLE001 - the report still builds; it says why this part is missing
         return f"Reproducibility not assessed: {type(err).__name__}: {err}\n\n"
     state = analysis.machine(merged)

@@ -150,10 +150,10 @@ def identity(run_dir: Path, env: dict) -> dict:
     return {"run_name": run_dir.name, **fp}
 
 
-def _tables_of(run_dir: Path) -> dict[str, pd.DataFrame]:
-    """The current rows of every merged table of one run (raises CorruptResults for a broken one)."""
+def _tables_of(run_dir: Path, names: tuple[str, ...] = MERGED) -> dict[str, pd.DataFrame]:
+    """The current rows of every merged table (of ``names``) of one run (raises CorruptResults for a broken one)."""
     out = {}
-    for name in MERGED:
+    for name in names:
         df = read(run_dir, name)
         if len(df.columns):
             version = df["schema_version"].dropna().unique() if "schema_version" in df.columns else []
@@ -167,9 +167,10 @@ def _tables_of(run_dir: Path) -> dict[str, pd.DataFrame]:
     return out
 
 
-def load(dirs: list[Path], excluded: dict | None = None) -> Merged:
+def load(dirs: list[Path], excluded: dict | None = None, tables: tuple[str, ...] = MERGED) -> Merged:
     """Merge the current rows of the runs ``dirs``, each row stamped with its run's identity; runs of another
-    schema version and broken runs are left out, with the reason (as are those already in ``excluded``)."""
+    schema version and broken runs are left out, with the reason (as are those already in ``excluded``). Only
+    ``tables`` are read (every merged table by default; the others read as empty)."""
     envs, per_run, excluded = {}, {}, dict(excluded or {})
     for d in dirs:
         try:
@@ -179,14 +180,14 @@ def load(dirs: list[Path], excluded: dict | None = None) -> Merged:
                     f"schema version {env.get('schema_version')!r} (this workbook reads {SCHEMA_VERSION})"
                 )
                 continue
-            tables = _tables_of(d)
+            read_tables = _tables_of(d, tables)
             run_params(d)
             stamp = identity(d, env)
         except CorruptResults as err:
             excluded[d.name] = f"broken run ({err})"
             continue
         envs[d.name] = {**env, **stamp}
-        per_run[d] = tables
+        per_run[d] = read_tables
     merged = Merged([d.name for d in per_run], envs, excluded=excluded)
     for name in MERGED:
         frames = [t[name].copy().assign(**identity(d, envs[d.name])) for d, t in per_run.items() if name in t]
