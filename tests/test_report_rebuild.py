@@ -61,3 +61,22 @@ def test_cnnbench_report_executes_08_again_only_when_its_inputs_changed(tmp_path
     results.write_rows(run / "scenario_a.csv", [{**rows[0], "throughput_img_s": "1.0"}, *rows[1:]])
     assert pipeline.main(["report", str(run)]) == 0  # a result changed: 08 again
     assert calls == [["08_analysis"], ["08_analysis"]]
+
+
+def test_an_analysis_that_fails_is_never_taken_for_current(tmp_path, monkeypatch, capsys):
+    """A failed execution leaves its copy behind: the fingerprint of the earlier, finished one must not vouch
+    for it."""
+    outputs = tmp_path / "outputs"
+    run = outputs / "a"
+    shutil.copytree(EXAMPLE, run, ignore=shutil.ignore_patterns("report.html", "trace_*", "ddp"))
+    executed = run / "notebooks" / "08_analysis.ipynb"
+    freshness.record(executed, [run], NOTEBOOK)  # finished once
+
+    def failing(params_file, overrides, run_dir, notebooks, timeout_s, **kw):
+        raise pipeline.NotebookFailed("08_analysis", 3, "ValueError: boom", executed)
+
+    monkeypatch.setattr(pipeline, "execute", failing)
+    monkeypatch.setattr(pipeline, "_analysis_kept", lambda *a: [])  # as if something had changed
+    assert pipeline.main(["report", str(run)]) != 0
+    monkeypatch.undo()
+    assert not freshness.current(executed, [run], NOTEBOOK)

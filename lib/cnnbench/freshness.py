@@ -48,6 +48,12 @@ def _path(executed: Path) -> Path:
     return Path(executed).with_suffix(SUFFIX)
 
 
+def forget(executed: Path) -> None:
+    """Before ``executed`` is executed again: until it finishes, no fingerprint says it is current (a failed
+    execution leaves its copy behind, for reading)."""
+    _path(executed).unlink(missing_ok=True)
+
+
 def record(executed: Path, run_dirs: list[Path], notebook: Path) -> None:
     """After ``executed`` (the executed copy) was written: what it read and ran."""
     results.write_json(_path(executed), fingerprint(run_dirs, notebook))

@@ -549,6 +549,8 @@ def _execute_run(args, p, params_file: Path, overrides: dict, outputs: Path, run
 
         kind = devices.resolve(p.device, p.expect_device).type  # as run_name_for resolved it before
         example = eta.example_record(p, kind, paths.repo_root() / eta.EXAMPLE_RUN)
+        if ANALYSIS in p.notebooks:
+            _forget_analysis(run_dir)
         executed = execute(resolved, {}, run_dir, p.notebooks, p.cell_timeout_s, budgets=budgets, planned=planned,
                            example=example, sibling=eta.sibling_record(run_dir, params_file.name))
         if ANALYSIS in p.notebooks:
@@ -594,6 +596,7 @@ def _combined(p, params_file: Path, overrides: dict, outputs: Path) -> int:
         resolved = run_mod.write_resolved(folder, every, params_file, {**overrides, "analysis_runs": ["*"]})
         analysed = _analysis_kept(folder, [*runs, folder], "cnnbench: combined analysis")
         if not analysed:
+            _forget_analysis(folder)
             analysed = execute(resolved, {}, folder, ["08_analysis"], p.cell_timeout_s)
             _record_analysis(folder, [*runs, folder])
         combined = report.build_combined_report(outputs, analysed[0])
@@ -703,6 +706,7 @@ def _rebuild_run_report(run_dir: Path, p: params_mod.Params) -> Path:
             done = {n.stem: n for n in (run_dir / "notebooks").glob("[0-9][0-9]_*.ipynb")}
             kept = _analysis_kept(run_dir, [run_dir], f"cnnbench report: {run_dir.name}")
             if not kept:
+                _forget_analysis(run_dir)
                 print(f"cnnbench report: {run_dir.name}: 08_analysis over the results on disk (nothing is measured)")
                 done.update({n.stem: n for n in execute(resolved, {}, run_dir, ["08_analysis"], p.cell_timeout_s)})
         html = report.build_run_report(run_dir, [done[n] for n in sorted(done)])
@@ -726,6 +730,12 @@ def _analysis_kept(folder: Path, read: list[Path], who: str) -> list[Path]:
         return []
     print(f"{who}: {ANALYSIS} kept: its results files and the workbook's code are unchanged since it ran")
     return [executed]
+
+
+def _forget_analysis(folder: Path) -> None:
+    from cnnbench import freshness
+
+    freshness.forget(folder / "notebooks" / f"{ANALYSIS}.ipynb")
 
 
 def _record_analysis(folder: Path, read: list[Path]) -> None:
