@@ -21,7 +21,9 @@ def test_a_fingerprint_covers_the_results_files_and_the_code_and_nothing_else(tm
     assert not freshness.current(executed, [run], NOTEBOOK)  # executed, but nothing recorded what it read
     freshness.record(executed, [run], NOTEBOOK)
     assert freshness.current(executed, [run], NOTEBOOK)
-    results.write_rows(run / "timings.csv", [{"notebook": "08_analysis", "duration_s": 3.0}])  # not read by 08
+    results.write_rows(
+        run / "timings.csv", [{"notebook": "08_analysis", "duration_s": 3.0}]
+    )  # not read by 08
     (run / "kernel.log").write_text("chatter")
     assert freshness.current(executed, [run], NOTEBOOK)
     other = tmp_path / "08_edited.ipynb"
