@@ -179,6 +179,12 @@ def test_compare_csv_keeps_every_comparison_and_replaces_only_the_same_runs(tmp_
     # a refused compare writes nothing
     _refused(*_compare(capsys, "a", "nosuch", "--outputs", outputs), "unknown run 'nosuch'")
     assert results.read_rows(outputs / "compare.csv") == rows
+    # rows an earlier version wrote (no 'compared') count as the comparison of their two runs
+    results.write_rows(outputs / "compare.csv", [{k: v for k, v in r.items() if k != "compared"} for r in rows])
+    rc, out, err = _compare(capsys, "a", "c", "--keys", "threads,batch_size", "--outputs", outputs)
+    assert rc == 0, err
+    assert sorted({r["compared"] for r in results.read_rows(outputs / "compare.csv")}) == ["a b", "a c", "a seeds"]
+    assert "(added to the 2 other comparison(s) there;" in out
 
 
 def test_cli_seeds_pseudo_run_is_not_matched_and_has_no_verdict(tmp_path, capsys):

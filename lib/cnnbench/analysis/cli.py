@@ -195,9 +195,14 @@ def compared(names: list[str]) -> str:
 
 def write(df: pd.DataFrame, out: Path) -> Path:
     """Add this comparison to ``out``/compare.csv, atomically: the rows of the same set of runs replaced, every
-    other comparison kept."""
-    results.file(out, "compare").extend(df.to_dict("records"), group=("compared",))
-    return out / results.table("compare").filename
+    other comparison kept (a row written before rows named their comparison counts as one of its two runs)."""
+    file = results.file(out, "compare")
+    rows = file.rows()
+    if any(not r.get("compared") for r in rows):
+        pairs = [r.get("compared") or compared([r.get("run_a", ""), r.get("run_b", "")]) for r in rows]
+        results.write_rows(file.path, [{**r, "compared": c} for r, c in zip(rows, pairs, strict=True)])
+    file.extend(df.to_dict("records"), group=("compared",))
+    return file.path
 
 
 def report(df: pd.DataFrame) -> str:
