@@ -54,11 +54,18 @@ def test_cnnbench_report_executes_08_again_only_when_its_inputs_changed(tmp_path
     assert pipeline.main(["report", str(run)]) == 0
     assert calls == [["08_analysis"]] and "08_analysis over the results on disk" in capsys.readouterr().out
     (run / "report.html").unlink()
+
+    def validate(*args, **kwargs):  # imports torch (seconds): not needed where 08 is current
+        raise AssertionError("params validated although 08 is kept")
+
+    monkeypatch.setattr(pipeline.params_mod, "validate", validate)
     assert pipeline.main(["report", str(run)]) == 0  # nothing changed: the HTML only
     out = capsys.readouterr().out
     assert calls == [["08_analysis"]], out
     assert "a: 08_analysis kept: its results files and the workbook's code are unchanged since it ran" in out
     assert "cnnbench report: a" in (run / "report.html").read_text()  # rebuilt from the executed copies
+    monkeypatch.undo()
+    monkeypatch.setattr(pipeline, "execute", execute)
     rows = results.read_rows(run / "scenario_a.csv")
     results.write_rows(run / "scenario_a.csv", [{**rows[0], "throughput_img_s": "1.0"}, *rows[1:]])
     assert pipeline.main(["report", str(run)]) == 0  # a result changed: 08 again
@@ -82,3 +89,30 @@ def test_an_analysis_that_fails_is_never_taken_for_current(tmp_path, monkeypatch
     assert pipeline.main(["report", str(run)]) != 0
     monkeypatch.undo()
     assert not freshness.current(executed, [run], NOTEBOOK)
+
+
+def test_the_combined_analysis_is_kept_too_until_a_run_changes(tmp_path, monkeypatch, capsys):
+    outputs = tmp_path / "outputs"
+    for name in ("a", "b"):
+        shutil.copytree(
+            EXAMPLE, outputs / name, ignore=shutil.ignore_patterns("report.html", "trace_*", "ddp")
+        )
+    calls = []
+
+    def execute(params_file, overrides, run_dir, notebooks, timeout_s, **kw):
+        calls.append(run_dir.name)
+        target = run_dir / "notebooks" / "08_analysis.ipynb"
+        if not target.exists():  # the combined analysis: an executed 08 to build its report from
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(EXAMPLE / "notebooks" / "08_analysis.ipynb", target)
+        return [target]
+
+    monkeypatch.setattr(pipeline, "execute", execute)
+    assert pipeline.main(["report", "--outputs", str(outputs)]) == 0
+    assert calls == ["_combined"] and (outputs / "report.html").is_file()
+    assert pipeline.main(["report", "--outputs", str(outputs)]) == 0
+    assert calls == ["_combined"], capsys.readouterr().out
+    assert "cnnbench: combined analysis: 08_analysis kept" in capsys.readouterr().out
+    (outputs / "b" / "explore.csv").write_text("timestamp,model\n1,resnet18\n")  # b changed
+    assert pipeline.main(["report", "--outputs", str(outputs)]) == 0
+    assert calls == ["_combined", "_combined"]

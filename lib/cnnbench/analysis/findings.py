@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from cnnbench import results, scenarios
+from cnnbench import results
 from cnnbench.analysis.compare import MATCH_KEYS, _configured, machine, ratios, repeated, speedups, unmatched
 from cnnbench.measure import reproducibility
 from cnnbench.results.runs import Merged
@@ -305,6 +305,8 @@ def _roofline_findings(rf: pd.DataFrame) -> list[dict]:
 
 
 def _sweep_findings(sw: pd.DataFrame) -> list[dict]:
+    from cnnbench import scenarios  # imports torch: not for a report built from what is on disk
+
     out = []
     for run, g in sw.groupby("run_name") if len(sw) else []:
         for r in scenarios.diminishing_returns(g).itertuples():

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from cnnbench import SCHEMA_VERSION, envinfo
+from cnnbench import SCHEMA_VERSION
 from cnnbench.results.files import CorruptResults, read_json
 from cnnbench.results.tables import MERGED, read
 
@@ -142,7 +142,12 @@ def identity(run_dir: Path, env: dict) -> dict:
     """run_name, host_id and host label of a run (the fingerprint is computed for older environments); raises
     :class:`CorruptResults` (one line) for an environment whose fields are not what this workbook writes."""
     try:
-        fp = {"host_id": env["host_id"], "host": env["host"]} if "host_id" in env else envinfo.host_fingerprint(env)
+        if "host_id" in env:
+            fp = {"host_id": env["host_id"], "host": env["host"]}
+        else:  # envinfo imports torch: only for an environment written before host_id was
+            from cnnbench import envinfo
+
+            fp = envinfo.host_fingerprint(env)
     except Exception as err:  # noqa: BLE001 - any malformed field: the run is broken, the merge goes on
         raise CorruptResults(f"environment.json unreadable as a host ({type(err).__name__})") from None
     if not all(isinstance(v, str) for v in fp.values()):
