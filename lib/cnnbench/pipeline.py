@@ -583,7 +583,6 @@ def _execute_run(args, p, params_file: Path, overrides: dict, outputs: Path, run
 def _combined(p: params_mod.Params | None, params_file: Path, overrides: dict, outputs: Path) -> int:
     """With two or more user runs in ``outputs``: 08 over all of them, and the combined report."""
     from cnnbench import report
-    from cnnbench import run as run_mod
 
     if p is not None and ANALYSIS not in p.notebooks:  # the same 08, over every user run
         return 0
@@ -594,6 +593,8 @@ def _combined(p: params_mod.Params | None, params_file: Path, overrides: dict, o
             return 0
         analysed = _analysis_kept(folder, [*runs, folder], "cnnbench: combined analysis")
         if not analysed:
+            from cnnbench import run as run_mod  # imports torch: only where 08 runs
+
             p = p or _report_params(runs[-1], outputs)  # None only where the analysis was current a moment ago
             every = dataclasses.replace(p, analysis_runs=["*"])
             resolved = run_mod.write_resolved(folder, every, params_file, {**overrides, "analysis_runs": ["*"]})

@@ -182,7 +182,7 @@ def build_combined_report(outputs: Path, analysis_notebook: Path) -> tuple[Path,
     (runs of another schema version, smoke/test and failed runs left out, with the reason)."""
     from cnnbench import analysis
 
-    merged = analysis.load(*combined_runs(outputs))
+    merged = analysis.load(*combined_runs(outputs), tables=())  # the runs and their hosts: no table needed
     rows = {
         name: f"{env.get('device_name', '?')} on {env.get('host', env.get('cpu_model', '?'))}"
         for name, env in merged.environments.items()
