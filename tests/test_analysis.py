@@ -196,7 +196,7 @@ def test_single_run_and_missing_tables_do_not_break_the_analysis(tmp_path):
     assert m["batch_sweep"].empty and analysis.placed_points(m).empty
     empty = analysis.load([])
     assert analysis.findings(empty) == [] and analysis.summary(empty["scenario_a"]).empty
-    assert analysis.findings_table(empty).columns.tolist() == ["topic", "run_name", "finding", "numbers"]
+    assert analysis.findings_table(empty).columns.tolist() == ["topic", "run_name", "finding", "numbers", "source"]
 
 
 def test_smoke_and_internal_runs_stay_out_of_the_combined_analysis(outputs):

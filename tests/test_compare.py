@@ -154,6 +154,39 @@ def test_cli_refuses_unknown_broken_and_incompatible_runs_in_one_line(tmp_path, 
     assert not (outputs / "compare.csv").exists()
 
 
+def test_compare_csv_keeps_every_comparison_and_replaces_only_the_same_runs(tmp_path, capsys):
+    """The browser walk: every ``cnnbench compare`` overwrote compare.csv (three compares left the last one)."""
+    outputs = _runs(tmp_path / "outputs")
+    for args in (("a", "b"), ("a", "c", "--keys", "threads,batch_size"), ("a", "seeds")):
+        rc, out, err = _compare(capsys, *args, "--outputs", outputs)
+        assert rc == 0, err
+    rows = results.read_rows(outputs / "compare.csv")
+    sets = [r["compared"] for r in rows]
+    assert list(dict.fromkeys(sets)) == ["a b", "a c", "a seeds"]
+    assert {(r["run_a"], r["run_b"]) for r in rows} == {("a", "b"), ("a", "c"), ("a", "seeds")}
+    before = [r for r in rows if r["compared"] != "a b"]
+    assert out.splitlines()[-1] == (
+        f"cnnbench compare: {sets.count('a seeds')} row(s) of a seeds -> {outputs / 'compare.csv'} (added to the 2 "
+        "other comparison(s) there; a compare of the same runs replaces its rows)"
+    )
+    # the same set of runs again, in the other order: its rows replaced, the other two comparisons untouched
+    rc, _, err = _compare(capsys, "b", "a", "--outputs", outputs)
+    assert rc == 0, err
+    rows = results.read_rows(outputs / "compare.csv")
+    assert [r for r in rows if r["compared"] != "a b"] == before
+    ab = [r for r in rows if r["compared"] == "a b"]
+    assert len(ab) == sets.count("a b") and {(r["run_a"], r["run_b"]) for r in ab} == {("b", "a")}
+    # a refused compare writes nothing
+    _refused(*_compare(capsys, "a", "nosuch", "--outputs", outputs), "unknown run 'nosuch'")
+    assert results.read_rows(outputs / "compare.csv") == rows
+    # rows an earlier version wrote (no 'compared') count as the comparison of their two runs
+    results.write_rows(outputs / "compare.csv", [{k: v for k, v in r.items() if k != "compared"} for r in rows])
+    rc, out, err = _compare(capsys, "a", "c", "--keys", "threads,batch_size", "--outputs", outputs)
+    assert rc == 0, err
+    assert sorted({r["compared"] for r in results.read_rows(outputs / "compare.csv")}) == ["a b", "a c", "a seeds"]
+    assert "(added to the 2 other comparison(s) there;" in out
+
+
 def test_cli_seeds_pseudo_run_is_not_matched_and_has_no_verdict(tmp_path, capsys):
     from cnnbench import published
 
@@ -228,3 +261,60 @@ def test_compare_says_how_far_the_machines_own_speed_moved_between_the_runs(tmp_
     make_run(outputs, "old", "cpu", "AMD EPYC", {TRAIN: 100.0}, ci={TRAIN: 2.0})
     rc, out, _ = _compare(capsys, "old", "tuesday", "--outputs", outputs)
     assert rc == 0 and "probe" not in out
+
+
+def test_knob_keys_are_match_keys_less_model_and_phase_plus_the_run_wide_knobs():
+    """A review: KNOB_KEYS spelled MATCH_KEYS out again; a key added to one list must reach the other."""
+    assert compare.KNOB_KEYS == (
+        "batch_size",
+        "image_size",
+        "precision",
+        "memory_format",
+        "compile",
+        "data_mode",
+        "dataset",
+        "num_classes",
+        "threads",
+        "torch",
+        "workers",
+        "pin_memory",
+    )
+    assert compare.KNOB_KEYS == (
+        *(k for k in compare.MATCH_KEYS if k not in ("model", "phase")),
+        *(k for k in compare.KNOB_KEYS if k not in compare.MATCH_KEYS),
+    )
+    assert not set(compare.KNOB_EXTRA) & set(compare.MATCH_KEYS)
+    assert set(compare.MATCH_KEYS) - {"model", "phase"} <= set(compare.KNOB_KEYS)
+
+
+def test_the_one_knob_ratios_are_saved_and_every_finding_names_the_file_of_its_numbers(tmp_path):
+    """The browser walk: the combined report's findings said "the speedups are in speedups.csv", but with runs
+    differing in one knob speedups.csv was empty, no file under _combined/ held the ratios and no finding named
+    them."""
+    outputs = _runs(tmp_path / "outputs")
+    m = analysis.load(analysis.discover(outputs))
+    written = analysis.write_tables(m, outputs / "_combined")
+    assert written["ratios"] == outputs / "_combined" / "ratios.csv"
+    ratios = results.read(outputs / "_combined", "ratios")
+    ab = ratios[(ratios.run_a == "a") & (ratios.run_b == "b")].set_index("phase")
+    assert set(ab.knob) == {"threads"} and set(ab.comparison) == {"one knob"}
+    assert ab.loc["train", "ratio_b_over_a"] == pytest.approx(1.8) and ab.loc["train", "verdict"] == "faster"
+    assert ab.loc["train", "rate_a_img_s"] == 100 and ab.loc["train", "rate_b_img_s"] == 180
+    assert {"host_id_a", "host_id_b", "device_a", "device_b", "rate_a_ci95_img_s"} <= set(ratios.columns)
+    # speedups.csv keeps its header when no two runs share a configuration
+    assert "speedup" in (outputs / "_combined" / "speedups.csv").read_text().splitlines()[0]
+    f = results.read(outputs / "_combined", "findings")
+    one = f[f.topic == "one_knob"].set_index("run_name")
+    assert one.loc["a / b", "finding"] == (
+        "threads 1 -> 2 (a -> b), rate of b / rate of a: resnet18 train 1.80x [1.75, 1.85] faster; "
+        "resnet18 eval 1.02x [0.95, 1.09] not significant."
+    )
+    assert one.loc["a / b", "source"] == "ratios.csv" and "faster=1" in one.loc["a / b", "numbers"]
+    assert one.loc["b / c", "finding"].startswith("batch_size 128 -> 64 (b -> c)")
+    # every finding points to files that exist: a run's own as <run>/<table>.csv, this analysis's beside it
+    assert f.source.notna().all()
+    for source in f.source:
+        for name in source.split(", "):
+            assert (outputs / name if "/" in name else outputs / "_combined" / name).is_file(), name
+    md = analysis.findings_markdown(m).data
+    assert "(`ratios.csv`)" in md and "(`a/scenario_a.csv`)" in md

@@ -12,7 +12,7 @@ from cnnbench.analysis import overview
 def test_show_hides_no_row_or_column():
     df = pd.DataFrame({f"col_{i}_s": [float(r * i) for r in range(80)] for i in range(40)})
     page = tables.show(df, "80 rows x 40 columns (s)").data
-    assert "..." not in page and "col_39_s" in page and page.count("<tr") == 81
+    assert "..." not in page and "col_<wbr>39_<wbr>s" in page and page.count("<tr") == 81
     assert "<b>80 rows x 40 columns (s)</b>" in page
     tables.readable_display()
     assert "..." not in df.to_string() and pd.get_option("display.max_colwidth") is None
@@ -201,3 +201,72 @@ def test_a_rate_wider_than_its_interval_is_never_rounded_to_zero():
                        **{f"c{i}": [i, i + 1, i, i] for i in range(8)}})
     out, _ = tables.trimmed(df)
     assert list(out.throughput_img_s) == ["95", "15", "550", "1,720"]
+
+
+def _wide_tables():
+    """The shapes of the walk's 9 tables wider than the page: 30 columns of long names and numbers, and the
+    seeds' tables with a long ``differences`` text beside short columns."""
+    numbers = pd.DataFrame({f"train_throughput_process_{i}_img_s": [1719.5307 * (i + 1), 2726.9382] for i in range(30)})
+    seeds = pd.DataFrame({
+        "model": ["mobilenet_v2", "resnet18"], "source": ["published by 000", "published by 003"],
+        "published_train_img_s": [11.71, 10.0], "ours_train_img_s": [151.3, 112.9],
+        "differences": ["000: Tiny-ImageNet (64x64) from disk, 4 workers, 1 epoch of 6,400 images, images / epoch "
+                        "time, one run; ours: synthetic 64x64, batch 128, device data mode, synchronised windows"] * 2,
+    })
+    return numbers, seeds
+
+
+def test_headers_may_break_after_underscores_and_long_text_columns_get_a_share_of_the_page():
+    numbers, seeds = _wide_tables()
+    page = tables.show(seeds, "seeds beside ours").data
+    assert "<th>published_<wbr>train_<wbr>img_<wbr>s</th>" in page
+    cols = page[page.index("<colgroup>"):page.index("</colgroup>")]
+    assert cols.count("<col>") == 4 and cols.count('<col class="text"') == 1
+    assert cols.index('class="text"') > cols.rindex("<col>")  # the 5th column: differences
+    indexed = tables.show(seeds.set_index("model"), "").data
+    assert indexed[indexed.index("<colgroup>"):indexed.index("</colgroup>")].count("<col>") == 4  # index + 3
+    assert "<colgroup>" not in tables.show(numbers, "").data  # no long text: the CSS alone wraps it
+
+
+def test_the_report_wraps_every_table_inside_the_page(tmp_path):
+    numbers, seeds = _wide_tables()
+    nb = tmp_path / "08.ipynb"
+    cells = [nbformat.v4.new_code_cell("", outputs=[nbformat.v4.new_output(
+        "display_data", data={"text/html": tables.show(df, "wide").data})]) for df in (numbers, seeds)]
+    nbformat.write(nbformat.v4.new_notebook(cells=cells), nb)
+    page = report.build([nb], tmp_path / "report.html", "t", "# head").read_text()
+    css = page[page.index('<style id="cnnbench-tables">'):]
+    css = css[:css.index("</style>")]
+    assert "table { table-layout: auto; max-width: 100%; }" in css
+    assert "th, .jp-RenderedHTMLCommon td { overflow-wrap: anywhere; }" in css
+    assert page.index('<style id="cnnbench-tables">') < page.index("</head>")
+    widths = _table_overflow_in_chromium(tmp_path / "report.html")
+    assert widths["tables"] == 2 and widths["wider"] == [], widths
+
+
+def _table_overflow_in_chromium(path, width=1024):
+    """Every table's right edge against the page's width, in headless chromium (skipped where there is none)."""
+    import shutil
+
+    import pytest
+
+    webdriver = pytest.importorskip("selenium.webdriver")
+    if not shutil.which("chromedriver") or not (shutil.which("chromium") or shutil.which("chromium-browser")):
+        pytest.skip("no chromium/chromedriver")
+    from selenium.webdriver.chrome.options import Options
+    from selenium.webdriver.chrome.service import Service
+
+    options = Options()
+    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", f"--window-size={width},800",
+                f"--user-data-dir={path.parent / 'chromium'}"):
+        options.add_argument(arg)
+    driver = webdriver.Chrome(service=Service(shutil.which("chromedriver")), options=options)
+    try:
+        driver.get(path.resolve().as_uri())
+        return driver.execute_script(
+            "const page = document.documentElement.clientWidth;"
+            "const ts = [...document.querySelectorAll('.jp-OutputArea-output table')];"
+            "return {tables: ts.length, page: page, wider: ts.map(t => t.getBoundingClientRect())"
+            ".filter(r => r.right > page + 1).map(r => r.width)};")
+    finally:
+        driver.quit()

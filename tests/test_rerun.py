@@ -50,7 +50,7 @@ def _measured_files(run_dir):
         p.name: p.read_bytes()
         for p in run_dir.iterdir()
         if p.suffix == ".csv"
-        and p.name not in ("speedups.csv", "findings.csv", "timings.csv")
+        and p.name not in ("speedups.csv", "ratios.csv", "findings.csv", "timings.csv")
         or p.name in keep
     }
 

@@ -39,6 +39,7 @@ from cnnbench import params as params_mod
 from cnnbench.progress import PROGRESS_ENV
 
 FAILED, STALE_REPORT = "FAILED.txt", "report.stale.html"
+ANALYSIS = "08_analysis"  # executed again by `cnnbench report` unless current (cnnbench.freshness)
 
 
 def _notebook_path(name: str) -> Path:
@@ -548,8 +549,12 @@ def _execute_run(args, p, params_file: Path, overrides: dict, outputs: Path, run
         budgets = {name: eta.budget_s(p, name, kind) for name in p.notebooks}
         planned = {name: eta.planned(p, name) for name in p.notebooks}
         example = eta.example_record(p, kind, paths.repo_root() / eta.EXAMPLE_RUN)
+        if ANALYSIS in p.notebooks:
+            _forget_analysis(run_dir)
         executed = execute(resolved, {}, run_dir, p.notebooks, p.cell_timeout_s, budgets=budgets, planned=planned,
                            example=example, sibling=eta.sibling_record(run_dir, params_file.name))
+        if ANALYSIS in p.notebooks:
+            _record_analysis(run_dir, [run_dir])
         if not args.no_report:
             from cnnbench import report
 
@@ -575,21 +580,27 @@ def _execute_run(args, p, params_file: Path, overrides: dict, outputs: Path, run
     return 0
 
 
-def _combined(p, params_file: Path, overrides: dict, outputs: Path) -> int:
+def _combined(p: params_mod.Params | None, params_file: Path, overrides: dict, outputs: Path) -> int:
     """With two or more user runs in ``outputs``: 08 over all of them, and the combined report."""
     from cnnbench import report
-    from cnnbench import run as run_mod
 
-    if "08_analysis" not in p.notebooks:  # the same 08, over every user run
+    if p is not None and ANALYSIS not in p.notebooks:  # the same 08, over every user run
         return 0
     folder = outputs / report.COMBINED
     try:
         runs, _ = report.combined_runs(outputs)
         if len(runs) < 2:
             return 0
-        every = dataclasses.replace(p, analysis_runs=["*"])
-        resolved = run_mod.write_resolved(folder, every, params_file, {**overrides, "analysis_runs": ["*"]})
-        analysed = execute(resolved, {}, folder, ["08_analysis"], p.cell_timeout_s)
+        analysed = _analysis_kept(folder, [*runs, folder], "cnnbench: combined analysis")
+        if not analysed:
+            from cnnbench import run as run_mod  # imports torch: only where 08 runs
+
+            p = p or _report_params(runs[-1], outputs)  # None only where the analysis was current a moment ago
+            every = dataclasses.replace(p, analysis_runs=["*"])
+            resolved = run_mod.write_resolved(folder, every, params_file, {**overrides, "analysis_runs": ["*"]})
+            _forget_analysis(folder)
+            analysed = execute(resolved, {}, folder, ["08_analysis"], p.cell_timeout_s)
+            _record_analysis(folder, [*runs, folder])
         combined = report.build_combined_report(outputs, analysed[0])
     except BaseException as err:  # an earlier combined report no longer covers every run: never left as current
         why = err if isinstance(err, NotebookFailed) else _describe(err)
@@ -620,8 +631,9 @@ def _combined_stale(outputs: Path, folder: Path, why: str) -> str:
 
 def report_main(argv: list[str]) -> int:
     """``cnnbench report [--run-name NAME | RUN_DIR] [--outputs DIR]``: rebuild a run's report.html (08 executed
-    again over the run's results, the executed 00-07 taken as they are) and the combined report, measuring
-    nothing; with no run named, the combined report only. Exit 2, in one line, for an unknown or broken run."""
+    again over the run's results unless its executed copy is current, the executed 00-07 taken as they are) and
+    the combined report, measuring nothing; with no run named, the combined report only. Exit 2, in one line,
+    for an unknown or broken run."""
     ap = argparse.ArgumentParser(prog="cnnbench report", description=report_main.__doc__.split("\n")[0])
     ap.add_argument("run_dir", nargs="?", help="a run folder (e.g. one copied from another machine)")
     ap.add_argument("--run-name", help="the run <outputs>/<run-name>")
@@ -638,10 +650,13 @@ def report_main(argv: list[str]) -> int:
     os.environ["CNNBENCH_NO_MEASURE"] = "1"  # interactive.NO_MEASURE_ENV: 08's static explorer shows, never measures
     try:
         with _signals_stop_the_run():
-            p = _report_params(run_dir, outputs) if run_dir else None
+            p = None
             if run_dir:
+                _report_params(run_dir, outputs, validate=False)  # an unknown or failed run: refused, nothing done
+                if not _analysis_current(run_dir, [run_dir]):  # else its params.json is as when 08 ran on it
+                    p = _report_params(run_dir, outputs)
                 _rebuild_run_report(run_dir, p)
-            return _rebuild_combined(outputs, p)
+            return _rebuild_combined(outputs, p, run_dir)
     except _Refused as err:
         print(f"cnnbench report: {err}", file=sys.stderr)
         return 2
@@ -659,9 +674,10 @@ class _Refused(ValueError):
     """A run ``cnnbench report`` cannot rebuild (exit 2, before any work)."""
 
 
-def _report_params(run_dir: Path, outputs: Path) -> params_mod.Params:
+def _report_params(run_dir: Path, outputs: Path, validate: bool = True) -> params_mod.Params | None:
     """The parameters a run was measured with (its params.json), checked before anything is written; the
-    device is any present here (08 measures nothing, and a run copied from a GPU machine is read on a laptop)."""
+    device is any present here (08 measures nothing, and a run copied from a GPU machine is read on a laptop).
+    ``validate=False``: only whether it is a finished run (validating imports torch, seconds)."""
     from cnnbench.results import runs
 
     if not run_dir.is_dir():
@@ -674,6 +690,8 @@ def _report_params(run_dir: Path, outputs: Path) -> params_mod.Params:
     failed = runs.failed_run_reason(run_dir)
     if failed:
         raise _Refused(f"{run_dir.name} is a {failed}; run the same command again to resume it")
+    if not validate:
+        return None
     try:
         prm = results.read_json(run_dir / "params.json")
         keys = {k: v for k, v in prm.items() if k in params_mod.FIELDS}
@@ -683,38 +701,84 @@ def _report_params(run_dir: Path, outputs: Path) -> params_mod.Params:
     return p
 
 
-def _rebuild_run_report(run_dir: Path, p: params_mod.Params) -> Path:
-    """08 executed again into ``run_dir`` and its report.html built, the run's own params.json kept as measured."""
+def _rebuild_run_report(run_dir: Path, p: params_mod.Params | None) -> Path:
+    """``run_dir``'s report.html built again, over its executed 08 where that is current, else over 08 executed
+    again (:func:`_analyse_again`)."""
     from cnnbench import report
-    from cnnbench import run as run_mod
 
     lock = paths.RunLock(run_dir).acquire()
-    saved = (run_dir / run_mod.RESOLVED).read_bytes()
     try:
-        with tempfile.TemporaryDirectory(prefix="cnnbench-report-") as tmp:
-            resolved = run_mod.write_resolved(Path(tmp), p, run_dir / run_mod.RESOLVED, {})
-            print(f"cnnbench report: {run_dir.name}: 08_analysis over the results on disk (nothing is measured)")
-            done = {n.stem: n for n in (run_dir / "notebooks").glob("[0-9][0-9]_*.ipynb")}
-            done.update({n.stem: n for n in execute(resolved, {}, run_dir, ["08_analysis"], p.cell_timeout_s)})
+        done = {n.stem: n for n in (run_dir / "notebooks").glob("[0-9][0-9]_*.ipynb")}
+        kept = _analysis_kept(run_dir, [run_dir], f"cnnbench report: {run_dir.name}")
+        if not kept:
+            done.update(_analyse_again(run_dir, p))
         html = report.build_run_report(run_dir, [done[n] for n in sorted(done)])
     finally:
-        results.atomic_write_text(run_dir / run_mod.RESOLVED, saved.decode())
         lock.release()
+    if not kept:
+        _record_analysis(run_dir, [run_dir])
     (run_dir / STALE_REPORT).unlink(missing_ok=True)
     print(f"cnnbench report: {html}")
     return html
 
 
-def _rebuild_combined(outputs: Path, p: params_mod.Params | None) -> int:
-    """The combined report of ``outputs`` built again (with two or more user runs there)."""
+def _analyse_again(run_dir: Path, p: params_mod.Params | None) -> dict[str, Path]:
+    """08 executed again into ``run_dir`` over its results, the run's own params.json kept as measured."""
+    from cnnbench import run as run_mod
+
+    p = p or _report_params(run_dir, run_dir.parent)
+    saved = (run_dir / run_mod.RESOLVED).read_bytes()
+    try:
+        with tempfile.TemporaryDirectory(prefix="cnnbench-report-") as tmp:
+            resolved = run_mod.write_resolved(Path(tmp), p, run_dir / run_mod.RESOLVED, {})
+            _forget_analysis(run_dir)
+            print(f"cnnbench report: {run_dir.name}: 08_analysis over the results on disk (nothing is measured)")
+            return {n.stem: n for n in execute(resolved, {}, run_dir, ["08_analysis"], p.cell_timeout_s)}
+    finally:
+        results.atomic_write_text(run_dir / run_mod.RESOLVED, saved.decode())
+
+
+def _analysis_current(folder: Path, read: list[Path]) -> bool:
+    """Whether ``folder``'s executed 08 is current (:mod:`cnnbench.freshness`: the files of ``read`` and the
+    code unchanged since it ran)."""
+    from cnnbench import freshness
+
+    return freshness.current(folder / "notebooks" / f"{ANALYSIS}.ipynb", read, _notebook_path(ANALYSIS))
+
+
+def _analysis_kept(folder: Path, read: list[Path], who: str) -> list[Path]:
+    """``folder``'s executed 08 when it is current, said in one line; [] when it must be executed again."""
+    if not _analysis_current(folder, read):
+        return []
+    print(f"{who}: {ANALYSIS} kept: its results files and the workbook's code are unchanged since it ran")
+    return [folder / "notebooks" / f"{ANALYSIS}.ipynb"]
+
+
+def _forget_analysis(folder: Path) -> None:
+    from cnnbench import freshness
+
+    freshness.forget(folder / "notebooks" / f"{ANALYSIS}.ipynb")
+
+
+def _record_analysis(folder: Path, read: list[Path]) -> None:
+    """After 08 was executed into ``folder`` over ``read``: its fingerprint, for :func:`_analysis_kept`."""
+    from cnnbench import freshness
+
+    freshness.record(folder / "notebooks" / f"{ANALYSIS}.ipynb", read, _notebook_path(ANALYSIS))
+
+
+def _rebuild_combined(outputs: Path, p: params_mod.Params | None, run_dir: Path | None = None) -> int:
+    """The combined report of ``outputs`` built again (with two or more user runs there); the parameters are
+    those of ``run_dir`` (else of the last run), checked only where the combined analysis runs again."""
     from cnnbench import report
 
     runs, _ = report.combined_runs(outputs)
     if len(runs) < 2:
         print(f"cnnbench report: {len(runs)} user run(s) in {outputs}: no combined report")
         return 0
-    if p is None:
-        p = _report_params(runs[-1], outputs)
+    folder = outputs / report.COMBINED
+    if p is None and not _analysis_current(folder, [*runs, folder]):
+        p = _report_params(run_dir or runs[-1], outputs)
     return _combined(p, outputs / runs[-1].name / "params.json", {}, outputs)
 
 

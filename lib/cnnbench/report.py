@@ -15,6 +15,15 @@ from cnnbench import results
 COMBINED = "_combined"  # outputs/_combined/: the combined analysis, executed over every user run
 SETUP = "00_setup"  # shows the environment and parameters: a run's report folds them into its header instead
 
+# No table wider than the page: every cell may wrap, even inside a long name or number (overflow-wrap: anywhere
+# lowers a cell's narrowest width, so the browser can always shrink the table to the page), and a table never
+# takes more than the page's width. cnnbench.tables.fitted breaks headers after underscores first and gives
+# long text columns their share.
+TABLE_CSS = """<style id="cnnbench-tables">
+.jp-RenderedHTMLCommon table { table-layout: auto; max-width: 100%; }
+.jp-RenderedHTMLCommon th, .jp-RenderedHTMLCommon td { overflow-wrap: anywhere; }
+</style>
+"""
 _HEADING = re.compile(r"^(#{1,2})\s+(.+?)\s*#*\s*$")
 
 
@@ -80,7 +89,7 @@ def build(notebooks: list[Path], out: Path, title: str, header_md: str) -> Path:
     exporter.exclude_input_prompt = True
     exporter.exclude_output_prompt = True
     page, _ = exporter.from_notebook_node(merged, resources={"metadata": {"name": title}})
-    results.atomic_write_text(out, page)
+    results.atomic_write_text(out, page.replace("</head>", f"{TABLE_CSS}</head>", 1))
     return out
 
 
@@ -103,7 +112,7 @@ def reproducibility_statement(run_dir: Path) -> str:
     from cnnbench.measure import reproducibility
 
     try:
-        merged = analysis.load([run_dir])
+        merged = analysis.load([run_dir], tables=reproducibility.TABLES)
     except Exception as err:  # noqa: BLE001 - the report still builds; it says why this part is missing
         return f"Reproducibility not assessed: {type(err).__name__}: {err}\n\n"
     state = analysis.machine(merged)
@@ -173,7 +182,7 @@ def build_combined_report(outputs: Path, analysis_notebook: Path) -> tuple[Path,
     (runs of another schema version, smoke/test and failed runs left out, with the reason)."""
     from cnnbench import analysis
 
-    merged = analysis.load(*combined_runs(outputs))
+    merged = analysis.load(*combined_runs(outputs), tables=())  # the runs and their hosts: no table needed
     rows = {
         name: f"{env.get('device_name', '?')} on {env.get('host', env.get('cpu_model', '?'))}"
         for name, env in merged.environments.items()

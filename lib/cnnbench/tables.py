@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import html
 import math
+import re
 
 import pandas as pd
 
@@ -103,10 +104,35 @@ def show(df: pd.DataFrame, caption: str = ""):
     if len(df.columns) > WIDE_COLUMNS and df.columns.is_unique:
         df, same = trimmed(df)
         same = f"<p><i>the same in every row: {html.escape(same)}</i></p>" if same else ""
+    index = not isinstance(df.index, pd.RangeIndex)
     table = df.to_html(max_rows=None, max_cols=None, formatters={c: _cell for c in df.columns}, na_rep="",
-                       index=not isinstance(df.index, pd.RangeIndex), escape=True)
+                       index=index, escape=True)
     head = f"<p><b>{caption}</b></p>" if caption else ""
-    return HTML(head + same + table)
+    return HTML(head + same + fitted(table, df, index))
+
+
+LONG_TEXT = 60  # characters: a column holding longer text gets a share of the page and wraps inside it
+TEXT_SHARE = "35%"  # of the table's width, for each such column (the report's CSS wraps every cell)
+_TH = re.compile(r"(<th[^>]*>)(.*?)(</th>)", re.S)
+
+
+def fitted(table: str, df: pd.DataFrame, index: bool) -> str:
+    """A table's HTML made to fit the page beside the report's CSS (:data:`cnnbench.report.TABLE_CSS`): its
+    headers may break after an underscore (``throughput_<wbr>img_s``), and each column of long text
+    (:data:`LONG_TEXT`, e.g. the seeds' ``differences``) takes :data:`TEXT_SHARE` of the width, so the short
+    columns beside it keep theirs."""
+    table = _TH.sub(lambda m: m.group(1) + m.group(2).replace("_", "_<wbr>") + m.group(3), table)
+    long = [
+        not pd.api.types.is_numeric_dtype(df[c]) and df[c].astype(str).str.len().max() > LONG_TEXT
+        for c in df.columns
+    ] if len(df) and df.columns.is_unique else []
+    if not any(long):
+        return table
+    cols = ["<col>"] * (df.index.nlevels if index else 0) + [
+        f'<col class="text" style="width: {TEXT_SHARE}">' if is_long else "<col>" for is_long in long
+    ]
+    start = table.index(">", table.index("<table")) + 1
+    return f"{table[:start]}\n  <colgroup>{''.join(cols)}</colgroup>{table[start:]}"
 
 
 def complexity_vs_seed(complexity: pd.DataFrame) -> pd.DataFrame:

@@ -5,7 +5,9 @@ its 95% interval and "faster", "slower" or "not significant" (:func:`cnnbench.an
 the same configuration run to run, or one knob changed, labelled with its two values; rows differing in more
 knobs are named, not divided). ``seeds`` as a run sets the first run beside every device seed 000 measured, for
 the same model and phase: "not matched", the differences named, no verdict (a published number has no
-interval). The table goes to ``compare.csv`` in the outputs root (or ``--out``). Exit codes: 0 done, 2 refused
+interval). The table goes to ``compare.csv`` in the outputs root (or ``--out``), added to the comparisons already
+there: each row names the runs compared (``compared``, ``run_a``, ``run_b``) and a new compare of the same set of
+runs replaces only their rows. Exit codes: 0 done, 2 refused
 in one line (an unknown or broken run, a bad ``--keys``, runs with nothing comparable).
 """
 
@@ -182,7 +184,27 @@ def compare_runs(names: list[str], outputs: Path, keys: tuple[str, ...] | None =
         if part.empty or not part.ratio_b_over_a.notna().any():
             raise Refused(why)
         frames.append(part)
-    return pd.concat(frames, ignore_index=True)
+    df = pd.concat(frames, ignore_index=True)
+    df.insert(0, "compared", compared([dirs[n].name if n != SEEDS else SEEDS for n in names]))
+    return df
+
+
+def compared(names: list[str]) -> str:
+    """The set of runs one ``cnnbench compare`` compared, as compare.csv's ``compared`` column spells it (sorted,
+    so the same runs in another order are the same comparison)."""
+    return " ".join(sorted(set(names)))
+
+
+def write(df: pd.DataFrame, out: Path) -> Path:
+    """Add this comparison to ``out``/compare.csv, atomically: the rows of the same set of runs replaced, every
+    other comparison kept (a row written before rows named their comparison counts as one of its two runs)."""
+    file = results.file(out, "compare")
+    rows = file.rows()
+    if any(not r.get("compared") for r in rows):
+        pairs = [r.get("compared") or compared([r.get("run_a", ""), r.get("run_b", "")]) for r in rows]
+        results.write_rows(file.path, [{**r, "compared": c} for r, c in zip(rows, pairs, strict=True)])
+    file.extend(df.to_dict("records"), group=("compared",))
+    return file.path
 
 
 def report(df: pd.DataFrame) -> str:
@@ -240,7 +262,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"cnnbench compare: {err}", file=sys.stderr)
         return 2
     out = Path(args.out).expanduser() if args.out else outputs
-    results.write_rows(out / "compare.csv", df.to_dict("records"))
+    path = write(df, out)
     print(report(df))
-    print(f"cnnbench compare: {len(df)} row(s) -> {out / 'compare.csv'}")
+    kept = len({r.get("compared") for r in results.read_rows(path)} - {df.compared.iloc[0]})
+    print(
+        f"cnnbench compare: {len(df)} row(s) of {df.compared.iloc[0]} -> {path} "
+        f"(added to the {kept} other comparison(s) there; a compare of the same runs replaces its rows)"
+    )
     return 0

@@ -79,7 +79,7 @@ def speedups(scenario_a: pd.DataFrame) -> pd.DataFrame:
     configuration. The interval propagates each side's 95% half-width in relative terms (independent
     errors)."""
     if scenario_a.empty:
-        return pd.DataFrame()
+        return pd.DataFrame(columns=SPEEDUP_COLUMNS)
     ok = _configured(scenario_a)
     rows = []
     for a, b in combinations(sorted(ok.run_name.unique()), 2):
@@ -118,7 +118,26 @@ def speedups(scenario_a: pd.DataFrame) -> pd.DataFrame:
                     "speedup_high": s * (1 + rel),
                 }
             )
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows, columns=SPEEDUP_COLUMNS)
+
+
+SPEEDUP_COLUMNS = [  # speedups.csv: its header even when no two runs share a configuration
+    "run_a",
+    "run_b",
+    "device_a",
+    "device_b",
+    "host_a",
+    "host_b",
+    "comparison",
+    *MATCH_KEYS,
+    "threads_a",
+    "threads_b",
+    "throughput_a_img_s",
+    "throughput_b_img_s",
+    "speedup",
+    "speedup_low",
+    "speedup_high",
+]
 
 
 def unmatched(scenario_a: pd.DataFrame, divided: pd.DataFrame | None = None) -> pd.DataFrame:
@@ -224,20 +243,10 @@ def machine(m: Merged) -> pd.DataFrame:
 # --- one-knob ratios (issue 20: "what did my change do?") ------------------------------------------------------
 # The knobs a user turns between two runs of one machine; two rows of the same table, model and phase are
 # divided when they differ in at most one of these (or only in the keys the user names).
-KNOB_KEYS = (
-    "batch_size",
-    "image_size",
-    "precision",
-    "memory_format",
-    "compile",
-    "data_mode",
-    "dataset",
-    "num_classes",
-    "threads",
-    "torch",
-    "workers",
-    "pin_memory",
-)
+# The configuration keys of a measurement (MATCH_KEYS less the model and phase, which are never a knob), then the
+# knobs a configuration does not carry in MATCH_KEYS: the run's threads, torch version, loader workers and pinning.
+KNOB_EXTRA = ("threads", "torch", "workers", "pin_memory")
+KNOB_KEYS = (*(k for k in MATCH_KEYS if k not in ("model", "phase")), *KNOB_EXTRA)
 RATE_TABLES = ("scenario_a", "batch_sweep")  # the tables with a throughput per configuration
 RATIO_COLUMNS = [  # the verdict first, then what was changed, the rates, and whose runs they are
     "verdict",

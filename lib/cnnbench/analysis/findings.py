@@ -7,15 +7,24 @@ from pathlib import Path
 
 import pandas as pd
 
-from cnnbench import results, scenarios
+from cnnbench import results
 from cnnbench.analysis.compare import MATCH_KEYS, _configured, machine, ratios, repeated, speedups, unmatched
 from cnnbench.measure import reproducibility
 from cnnbench.results.runs import Merged
 
+COLUMNS = ["topic", "run_name", "finding", "numbers", "source"]
+# The file holding a finding's numbers: a run's own results as <run_name>/<table>.csv (relative to the outputs
+# root), this analysis's tables (speedups.csv, ratios.csv) by name alone: they lie beside findings.csv.
+ANALYSIS_TABLES = ("speedups", "ratios", "findings")
 
-def _finding(topic: str, run: str, sentence: str, **numbers) -> dict:
+
+def _source(run: str, *tables: str) -> str:
+    return ", ".join(f"{run}/{t}.csv" for t in tables)
+
+
+def _finding(topic: str, run: str, source: str, sentence: str, **numbers) -> dict:
     basis = "; ".join(f"{k}={v:.6g}" if isinstance(v, float) else f"{k}={v}" for k, v in numbers.items())
-    return {"topic": topic, "run_name": run, "finding": sentence, "numbers": basis}
+    return {"topic": topic, "run_name": run, "finding": sentence, "numbers": basis, "source": source}
 
 
 def _run_findings(run: str, ok: pd.DataFrame) -> list[dict]:
@@ -37,6 +46,7 @@ def _run_findings(run: str, ok: pd.DataFrame) -> list[dict]:
                 _finding(
                     "eval_train_ratio",
                     run,
+                    _source(run, "scenario_a"),
                     f"{run}: eval/train throughput ratio ranges "
                     f"{ratio.min():.1f}-{ratio.max():.1f}x (lowest {lo}, highest {hi}).",
                     ratio_min=ratio.min(),
@@ -58,6 +68,7 @@ def _run_findings(run: str, ok: pd.DataFrame) -> list[dict]:
                 _finding(
                     "highest_rate",
                     run,
+                    _source(run, "scenario_a"),
                     f"{run}: no achieved rate is precise enough to headline (no "
                     f"95% interval within +-{reproducibility.PRECISE_PCT:g}%); measure longer.",
                     measurements=len(ok),
@@ -71,6 +82,7 @@ def _run_findings(run: str, ok: pd.DataFrame) -> list[dict]:
                 _finding(
                     "highest_rate",
                     run,
+                    _source(run, "scenario_a"),
                     f"{run}: highest achieved rate among the {len(sure)} of {len(ok)} measurements precise to "
                     f"+-{reproducibility.PRECISE_PCT:g}%: {best.model} {best.phase} "
                     f"({best.precision}, {best.memory_format}), {gflops:.1f} GFLOP/s at "
@@ -86,6 +98,7 @@ def _run_findings(run: str, ok: pd.DataFrame) -> list[dict]:
             _finding(
                 "noisy",
                 run,
+                _source(run, "scenario_a"),
                 f"{run}: {noisy} of {len(ok)} measurements are flagged noisy (step-time IQR/median > 10%).",
                 noisy=noisy,
                 measurements=len(ok),
@@ -117,6 +130,7 @@ def _run_findings(run: str, ok: pd.DataFrame) -> list[dict]:
                 _finding(
                     "variant_gain",
                     run,
+                    _source(run, "scenario_a"),
                     f"{run}: no variant is distinguishable from fp32 NCHW eager "
                     "(every difference is inside the 95% interval of the difference).",
                 )
@@ -129,6 +143,7 @@ def _run_findings(run: str, ok: pd.DataFrame) -> list[dict]:
             _finding(
                 "variant_gain",
                 run,
+                _source(run, "scenario_a"),
                 f"{run}: largest gain from a variant, {label} makes {g.model} "
                 f"{g.phase} {g.gain:.2f}x as fast as fp32 NCHW eager at batch {g.batch_size}.",
                 gain=g.gain,
@@ -151,6 +166,7 @@ def findings_table(m: Merged) -> pd.DataFrame:
             _finding(
                 "failure",
                 r.run_name,
+                _source(r.run_name, "scenario_a"),
                 f"{r.run_name}: {r.model} {r.phase} at batch {r.batch_size} on "
                 f"{r.device_name}: {r.status} ({getattr(r, 'error', '')}).",
                 status=r.status,
@@ -164,6 +180,7 @@ def findings_table(m: Merged) -> pd.DataFrame:
             _finding(
                 kind,
                 f"{top.run_a} / {top.run_b}",
+                "speedups.csv",
                 f"Largest {what}: {top.model} {top.phase} at "
                 f"batch {top.batch_size} ({top.precision}, {top.memory_format}), {top.run_a} "
                 f"({top.device_a}) vs {top.run_b} ({top.device_b}): {top.speedup:.2f}x "
@@ -173,13 +190,16 @@ def findings_table(m: Merged) -> pd.DataFrame:
                 throughput_b_img_s=top.throughput_b_img_s,
             )
         )
-    um = unmatched(sa, ratios(m)) if len(sa) else pd.DataFrame()
+    divided = ratios(m)
+    out += _one_knob_findings(divided)
+    um = unmatched(sa, divided) if len(sa) else pd.DataFrame()
     if len(um):
         keys = sorted({d.split(" ")[0] for cell in um.differs_in for d in cell.split("; ") if d})
         out.append(
             _finding(
                 "unmatched",
                 "",
+                ", ".join(sorted({_source(r, "scenario_a") for r in {*um.run_a, *um.run_b}})),
                 f"{len(um)} model/phase pairs of runs were not divided because their "
                 f"configurations differ (in {', '.join(keys)}).",
                 pairs=len(um),
@@ -188,7 +208,40 @@ def findings_table(m: Merged) -> pd.DataFrame:
     out += (
         _roofline_findings(m["roofline"]) + _sweep_findings(m["batch_sweep"]) + _reproducibility_findings(m)
     )
-    return pd.DataFrame(out, columns=["topic", "run_name", "finding", "numbers"])
+    return pd.DataFrame(out, columns=COLUMNS)
+
+
+SHOWN = 4  # one-knob ratios named in a finding; the rest are counted, all are in ratios.csv
+
+
+def _one_knob_findings(divided: pd.DataFrame) -> list[dict]:
+    """Per pair of runs and knob changed: the one-knob ratios (ratios.csv), each with its interval and verdict."""
+    out = []
+    one = divided[divided.comparison == "one knob"] if len(divided) else divided
+    groups = one.groupby(["run_a", "run_b", "knob", "value_a", "value_b"], sort=False) if len(one) else []
+    for (a, b, knob, va, vb), g in groups:
+        parts = [
+            f"{r.model} {r.phase}{'' if r.table == 'scenario_a' else f' ({r.table}, batch {r.batch_size})'} "
+            f"{r.ratio_b_over_a:.2f}x [{r.ratio_ci95_low:.2f}, {r.ratio_ci95_high:.2f}] {r.verdict}"
+            for r in g.head(SHOWN).itertuples()
+        ]
+        more = f"; and {len(g) - SHOWN} more" if len(g) > SHOWN else ""
+        verdicts = g.verdict.value_counts()
+        out.append(
+            _finding(
+                "one_knob",
+                f"{a} / {b}",
+                "ratios.csv",
+                f"{knob} {va} -> {vb} ({a} -> {b}), rate of {b} / rate of {a}: {'; '.join(parts)}{more}.",
+                ratios=len(g),
+                **{v.replace(" ", "_"): int(n) for v, n in verdicts.items()},
+            )
+        )
+    return out
+
+
+# the passes reproducibility.repeated names, as the tables that hold them
+_PASS_TABLE = {"tuning (default)": "tuning", "step phases (unsplit step)": "step_phases"}
 
 
 def _reproducibility_findings(m: Merged) -> list[dict]:
@@ -199,6 +252,7 @@ def _reproducibility_findings(m: Merged) -> list[dict]:
             _finding(
                 "repeats",
                 run,
+                _source(run, *sorted({_PASS_TABLE.get(p, p) for p in (*g["first"], *g["second"])})),
                 f"{run}: {reproducibility.agreement_sentence(g)}",
                 pairs=len(g),
                 agree=int(g.agree.sum()),
@@ -209,6 +263,7 @@ def _reproducibility_findings(m: Merged) -> list[dict]:
             _finding(
                 "machine",
                 r.run_name,
+                _source(r.run_name, "scenario_a", "batch_sweep"),
                 f"{r.run_name}: {r.verdict}",
                 busy=r.busy,
                 configurations=r.configurations,
@@ -227,6 +282,7 @@ def _roofline_findings(rf: pd.DataFrame) -> list[dict]:
                 _finding(
                     "roofline",
                     run,
+                    _source(run, "roofline"),
                     f"{run}: {mem:.0%} of the Scenario A points are memory-bound on "
                     f"the measured roofline; median efficiency (achieved / attainable) {eff:.0%}.",
                     memory_bound_fraction=mem,
@@ -239,6 +295,7 @@ def _roofline_findings(rf: pd.DataFrame) -> list[dict]:
                 _finding(
                     "roofline_layers",
                     run,
+                    _source(run, "roofline"),
                     f"{run}: {(layers.bound == 'memory').mean():.0%} of the "
                     "profiled layer-ops are memory-bound.",
                     layers=len(layers),
@@ -248,6 +305,8 @@ def _roofline_findings(rf: pd.DataFrame) -> list[dict]:
 
 
 def _sweep_findings(sw: pd.DataFrame) -> list[dict]:
+    from cnnbench import scenarios  # imports torch: not for a report built from what is on disk
+
     out = []
     for run, g in sw.groupby("run_name") if len(sw) else []:
         for r in scenarios.diminishing_returns(g).itertuples():
@@ -255,6 +314,7 @@ def _sweep_findings(sw: pd.DataFrame) -> list[dict]:
                 _finding(
                     "batch_sweep",
                     run,
+                    _source(run, "batch_sweep"),
                     f"{run}: {r.model} ({r.phase}) is within 5% of its best "
                     f"throughput from batch {r.knee_batch_size} (best {r.best_throughput_img_s:.0f} "
                     f"images/s at batch {r.best_batch_size}).",
@@ -272,10 +332,14 @@ def findings(m: Merged) -> list[str]:
 
 
 def write_tables(m: Merged, run_dir: Path) -> dict[str, Path]:
-    """speedups.csv and findings.csv of this analysis into ``run_dir`` (tidy, one row per pair / finding)."""
+    """speedups.csv (matched configurations, x), ratios.csv (one knob changed or run to run: rate of run_b / rate
+    of run_a, images/s, with the runs' names, hosts and devices) and findings.csv (each finding with the file
+    holding its numbers) of this analysis into ``run_dir``: tidy, one row per pair / ratio / finding, each with
+    its header even when empty."""
     out = {}
-    for name, df in (("speedups", speedups(m["scenario_a"])), ("findings", findings_table(m))):
-        path = run_dir / f"{name}.csv"
+    tables = (("speedups", speedups(m["scenario_a"])), ("ratios", ratios(m)), ("findings", findings_table(m)))
+    for name, df in tables:
+        path = run_dir / results.table(name).filename
         results.atomic_write_text(path, df.to_csv(index=False))  # recomputed whole, never resumed
         out[name] = path
     return out
@@ -290,7 +354,11 @@ def placed_points(m: Merged, source: str = "scenario_a") -> pd.DataFrame:
 def findings_markdown(m: Merged):
     from IPython.display import Markdown
 
-    lines = findings(m)
+    table = findings_table(m)
     return Markdown(
-        "\n".join(f"- {line}" for line in lines) if lines else "_No measurements to summarise yet._"
+        "\n".join(
+            f"- {r.finding} (`{r.source}`)" if r.source else f"- {r.finding}" for r in table.itertuples()
+        )
+        if len(table)
+        else "_No measurements to summarise yet._"
     )

@@ -59,6 +59,9 @@ def _unsplit_step(step_phases: pd.DataFrame | None) -> pd.DataFrame:
     return ok.assign(phase="train", data_mode="loader")
 
 
+TABLES = ("scenario_a", "batch_sweep", "tuning", "step_phases")  # what repeated() and machine_summary() read
+
+
 def repeated(scenario_a: pd.DataFrame, batch_sweep: pd.DataFrame, tuning: pd.DataFrame | None = None,
              step_phases: pd.DataFrame | None = None) -> pd.DataFrame:
     """Every configuration of a run measured by two passes, one row per pair (see the module's docstring)."""

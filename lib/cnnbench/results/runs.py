@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from cnnbench import SCHEMA_VERSION, envinfo
+from cnnbench import SCHEMA_VERSION
 from cnnbench.results.files import CorruptResults, read_json
 from cnnbench.results.tables import MERGED, read
 
@@ -142,7 +142,12 @@ def identity(run_dir: Path, env: dict) -> dict:
     """run_name, host_id and host label of a run (the fingerprint is computed for older environments); raises
     :class:`CorruptResults` (one line) for an environment whose fields are not what this workbook writes."""
     try:
-        fp = {"host_id": env["host_id"], "host": env["host"]} if "host_id" in env else envinfo.host_fingerprint(env)
+        if "host_id" in env:
+            fp = {"host_id": env["host_id"], "host": env["host"]}
+        else:  # envinfo imports torch: only for an environment written before host_id was
+            from cnnbench import envinfo
+
+            fp = envinfo.host_fingerprint(env)
     except Exception as err:  # noqa: BLE001 - any malformed field: the run is broken, the merge goes on
         raise CorruptResults(f"environment.json unreadable as a host ({type(err).__name__})") from None
     if not all(isinstance(v, str) for v in fp.values()):
@@ -150,10 +155,10 @@ def identity(run_dir: Path, env: dict) -> dict:
     return {"run_name": run_dir.name, **fp}
 
 
-def _tables_of(run_dir: Path) -> dict[str, pd.DataFrame]:
-    """The current rows of every merged table of one run (raises CorruptResults for a broken one)."""
+def _tables_of(run_dir: Path, names: tuple[str, ...] = MERGED) -> dict[str, pd.DataFrame]:
+    """The current rows of every merged table (of ``names``) of one run (raises CorruptResults for a broken one)."""
     out = {}
-    for name in MERGED:
+    for name in names:
         df = read(run_dir, name)
         if len(df.columns):
             version = df["schema_version"].dropna().unique() if "schema_version" in df.columns else []
@@ -167,9 +172,10 @@ def _tables_of(run_dir: Path) -> dict[str, pd.DataFrame]:
     return out
 
 
-def load(dirs: list[Path], excluded: dict | None = None) -> Merged:
+def load(dirs: list[Path], excluded: dict | None = None, tables: tuple[str, ...] = MERGED) -> Merged:
     """Merge the current rows of the runs ``dirs``, each row stamped with its run's identity; runs of another
-    schema version and broken runs are left out, with the reason (as are those already in ``excluded``)."""
+    schema version and broken runs are left out, with the reason (as are those already in ``excluded``). Only
+    ``tables`` are read (every merged table by default; the others read as empty)."""
     envs, per_run, excluded = {}, {}, dict(excluded or {})
     for d in dirs:
         try:
@@ -179,14 +185,14 @@ def load(dirs: list[Path], excluded: dict | None = None) -> Merged:
                     f"schema version {env.get('schema_version')!r} (this workbook reads {SCHEMA_VERSION})"
                 )
                 continue
-            tables = _tables_of(d)
+            read_tables = _tables_of(d, tables)
             run_params(d)
             stamp = identity(d, env)
         except CorruptResults as err:
             excluded[d.name] = f"broken run ({err})"
             continue
         envs[d.name] = {**env, **stamp}
-        per_run[d] = tables
+        per_run[d] = read_tables
     merged = Merged([d.name for d in per_run], envs, excluded=excluded)
     for name in MERGED:
         frames = [t[name].copy().assign(**identity(d, envs[d.name])) for d, t in per_run.items() if name in t]

@@ -300,6 +300,14 @@ TABLES: dict[str, Table] = {
         Table("tuning", "07_tuning", (*SEARCH_KEYS, "row_kind", "stage", "rung", "config"), SEARCH_KEYS),
         Table("tuning_space", "07_tuning", ("model", "device_kind", "knob", "value"), merged=False),
         Table("explore", "08_analysis", ("timestamp", "model", "batch_size", "precision"), merged=False),
+        # 08's analysis of the runs it merged, each recomputed whole: matched speedups (x), one-knob ratios (rate of
+        # run_b / rate of run_a, images/s beside), findings (each with the file holding its numbers)
+        Table("speedups", "08_analysis", merged=False),
+        Table("ratios", "08_analysis", merged=False),
+        Table("findings", "08_analysis", merged=False),
+        # cnnbench compare's table, in the outputs root (or --out): one comparison per set of runs (``compared``),
+        # a new compare of the same runs replacing only their rows
+        Table("compare", "cnnbench compare", ("compared",), merged=False),
         # how long each notebook took, written by the pipeline (cnnbench.eta)
         Table("timings", "pipeline", ("notebook",), merged=False),
     ]

@@ -9,7 +9,6 @@ import seaborn as sns
 from matplotlib.ticker import MaxNLocator
 
 from cnnbench import published
-from cnnbench.measure.timing import ci95_half_width
 from cnnbench.plots import save
 
 SPEED_GOALS = [  # (model, backend, reference, ratio of, goal): issue 10's speed goals on a 2-core CPU
@@ -34,6 +33,8 @@ def status(df: pd.DataFrame) -> pd.DataFrame:
 def summarize(df: pd.DataFrame) -> pd.DataFrame:
     """Per backend and network: throughput = images / synced time over every epoch but the first (the first
     carries first-call costs; with one epoch it is used), its 95% interval over epochs, accuracy, JIT time."""
+    from cnnbench.measure.timing import ci95_half_width  # imports torch: not for a report built from disk
+
     rows = []
     ok = df[df.status == "ok"]
     keys = [k for k in ("run_name", "run") if k in ok.columns] + ["backend", "model"]  # merged runs stay apart

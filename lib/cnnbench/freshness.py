@@ -1,0 +1,69 @@
+"""Whether an executed 08_analysis is still current, so that ``cnnbench report`` rebuilds the HTML without executing
+08 again when nothing it reads has changed.
+
+A fingerprint is the SHA-256 of every results file 08 read (each ``*.csv`` and ``*.json`` directly in the run
+folders it merged, less the pipeline's own ``timings.csv``) and of the code that ran (the notebook and every file
+of the ``cnnbench`` package). The pipeline writes it beside the executed copy (``08_analysis.inputs.json``) once
+08 has finished; a copy whose fingerprint is missing, unreadable or different is executed again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import cnnbench
+from cnnbench import results
+
+SUFFIX = ".inputs.json"
+NOT_READ = ("timings.csv",)  # written by the pipeline after each notebook: never an input of the analysis
+
+
+def _sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def code_hash(notebook: Path) -> str:
+    """The notebook and every file of the installed ``cnnbench`` package (sources and data), in one hash."""
+    package = Path(cnnbench.__file__).resolve().parent
+    h = hashlib.sha256(Path(notebook).read_bytes())
+    for path in sorted(package.rglob("*")):
+        if path.is_file() and "__pycache__" not in path.parts:
+            h.update(str(path.relative_to(package)).encode() + b"\0" + path.read_bytes())
+    return h.hexdigest()
+
+
+def fingerprint(run_dirs: list[Path], notebook: Path) -> dict:
+    """What an execution of ``notebook`` over ``run_dirs`` read and ran."""
+    files = {
+        f"{Path(d).name}/{p.name}": _sha(p)
+        for d in run_dirs
+        for p in sorted(Path(d).iterdir())
+        if p.is_file() and p.suffix in (".csv", ".json") and p.name not in NOT_READ
+    }
+    return {"code": code_hash(notebook), "files": files}
+
+
+def _path(executed: Path) -> Path:
+    return Path(executed).with_suffix(SUFFIX)
+
+
+def forget(executed: Path) -> None:
+    """Before ``executed`` is executed again: until it finishes, no fingerprint says it is current (a failed
+    execution leaves its copy behind, for reading)."""
+    _path(executed).unlink(missing_ok=True)
+
+
+def record(executed: Path, run_dirs: list[Path], notebook: Path) -> None:
+    """After ``executed`` (the executed copy) was written: what it read and ran."""
+    results.write_json(_path(executed), fingerprint(run_dirs, notebook))
+
+
+def current(executed: Path, run_dirs: list[Path], notebook: Path) -> bool:
+    """Whether ``executed`` exists and was executed over the very files and code present now."""
+    if not Path(executed).is_file():
+        return False
+    try:
+        return results.read_json(_path(executed)) == fingerprint(run_dirs, notebook)
+    except (OSError, ValueError):
+        return False
