@@ -166,7 +166,7 @@ def test_compare_csv_keeps_every_comparison_and_replaces_only_the_same_runs(tmp_
     assert {(r["run_a"], r["run_b"]) for r in rows} == {("a", "b"), ("a", "c"), ("a", "seeds")}
     before = [r for r in rows if r["compared"] != "a b"]
     assert out.splitlines()[-1] == (
-        f"cnnbench compare: {sets.count('a seeds')} row(s) of a seeds -> {outputs / 'compare.csv'} (added to the 2 "
+        f"cnnbench compare: {sets.count('a seeds')} row(s) comparing a and seeds -> {outputs / 'compare.csv'} (added to the 2 "
         "other comparison(s) there; a compare of the same runs replaces its rows)"
     )
     # the same set of runs again, in the other order: its rows replaced, the other two comparisons untouched
@@ -318,3 +318,15 @@ def test_the_one_knob_ratios_are_saved_and_every_finding_names_the_file_of_its_n
             assert (outputs / name if "/" in name else outputs / "_combined" / name).is_file(), name
     md = analysis.findings_markdown(m).data
     assert "(`ratios.csv`)" in md and "(`a/scenario_a.csv`)" in md
+
+
+def test_a_probe_taken_with_other_threads_or_another_torch_says_nothing_about_the_machine(tmp_path, capsys):
+    """The probe runs in the measuring process, with its threads and torch: threads 1 -> 2 moved it +55% on the
+    README's example, which compare then blamed on the machine."""
+    outputs = tmp_path / "outputs"
+    make_run(outputs, "t1", "cpu", "AMD EPYC", {TRAIN: 63.0}, ci={TRAIN: 0.4}, extra={"threads": 1, "probe_img_s": 500.0})
+    make_run(outputs, "t2", "cpu", "AMD EPYC", {TRAIN: 112.6}, ci={TRAIN: 4.6}, extra={"threads": 2, "probe_img_s": 775.0})
+    rc, out, err = _compare(capsys, "t1", "t2", "--outputs", outputs)
+    assert rc == 0, err
+    assert "[threads 1 -> 2]" in out and "(probe)" not in out and "own speed" not in out
+    assert pd_isna(float(results.read_rows(outputs / "compare.csv")[0]["probe_change_pct"] or "nan"))

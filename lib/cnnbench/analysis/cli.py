@@ -266,7 +266,7 @@ def main(argv: list[str] | None = None) -> int:
     print(report(df))
     kept = len({r.get("compared") for r in results.read_rows(path)} - {df.compared.iloc[0]})
     print(
-        f"cnnbench compare: {len(df)} row(s) of {df.compared.iloc[0]} -> {path} "
+        f"cnnbench compare: {len(df)} row(s) comparing {' and '.join(dict.fromkeys(args.runs))} -> {path} "
         f"(added to the {kept} other comparison(s) there; a compare of the same runs replaces its rows)"
     )
     return 0

@@ -357,10 +357,16 @@ def _row(a: str, b: str, ra: pd.Series, rb: pd.Series, diff: list[str], divide: 
     }
 
 
+PROBE_KNOBS = ("threads", "torch")  # the probe runs in the measuring process: these change it as well
+
+
 def _probes(ra: pd.Series, rb: pd.Series) -> dict:
     """The CPU's own speed (telemetry.speed_probe, images/s of a fixed small workload) while each row was
-    measured, and how far it moved from a to b in %: a ratio near that change is the machine, not the knob."""
+    measured, and how far it moved from a to b in %: a ratio near that change is the machine, not the knob. No
+    change where the two probes ran with other threads or another torch (they measured the knob too)."""
     pa, pb = _num(ra.get("probe_img_s")), _num(rb.get("probe_img_s"))
+    if any(norm(ra.get(k)) != norm(rb.get(k)) for k in PROBE_KNOBS):
+        pa = pb = math.nan
     return {
         "probe_img_s_a": pa,
         "probe_img_s_b": pb,
