@@ -189,8 +189,8 @@ def test_engine_reports_each_finished_configuration(tmp_path, monkeypatch):
     cfgs = [engine.Config("mnist_cnn", phase, 8, 28, 10, 1, "fp32", "nchw", False, "device") for phase in ("train", "eval")]
     runner.run_configs(cfgs, engine.torch.device("cpu"), engine.Protocol(), tmp_path / "r.csv")
     lines = path.read_text().splitlines()
-    assert [line.split(":")[0] for line in lines if not line.startswith("  ")] == ["mnist_cnn train bs=8 fp32",
-                                                                                  "mnist_cnn eval bs=8 fp32"]
+    assert [line.split(":")[0] for line in lines if not line.startswith("  ")] == [
+        "mnist_cnn train bs=8 fp32", "mnist_cnn eval bs=8 fp32", "kept 0 of 2 configurations from r.csv; measured 2"]
     # and one line per process, in interleaved rounds, so the console moves while rounds run
     assert [line.split(":")[0].strip() for line in lines if line.startswith("  ")][:2] == [
         "mnist_cnn train bs=8", "mnist_cnn eval bs=8"]
