@@ -330,3 +330,20 @@ def test_a_probe_taken_with_other_threads_or_another_torch_says_nothing_about_th
     assert rc == 0, err
     assert "[threads 1 -> 2]" in out and "(probe)" not in out and "own speed" not in out
     assert pd_isna(float(results.read_rows(outputs / "compare.csv")[0]["probe_change_pct"] or "nan"))
+
+
+def test_compare_piped_into_head_ends_without_a_traceback(tmp_path):
+    """`cnnbench compare A B | head -3` raised BrokenPipeError with a traceback once head had exited."""
+    import subprocess
+    import sys
+
+    outputs = _runs(tmp_path / "outputs")
+    for i in range(40):  # enough rows that the pipe's buffer is full before compare has printed them all
+        make_run(outputs, f"r{i}", "cpu", "Intel Core", {TRAIN: 100.0 + i, EVAL: 300.0}, ci={TRAIN: 3.0, EVAL: 15.0},
+                 extra={"threads": 1})
+    code = "from cnnbench import pipeline; raise SystemExit(pipeline.main(__import__('sys').argv[1:]))"
+    done = subprocess.run(
+        f"{sys.executable} -c \"{code}\" compare a {' '.join(f'r{i}' for i in range(40))} --outputs {outputs} "
+        "| head -1", shell=True, capture_output=True, text=True, timeout=120)
+    assert done.stdout.count("\n") == 1 and "Traceback" not in done.stderr and "BrokenPipe" not in done.stderr
+    assert (outputs / "compare.csv").is_file()  # written before the console was read

@@ -262,10 +262,17 @@ def _table_overflow_in_chromium(path, width=1024):
         options.add_argument(arg)
     driver = webdriver.Chrome(service=Service(shutil.which("chromedriver")), options=options)
     try:
+        from selenium.webdriver.support.ui import WebDriverWait
+
         driver.get(path.resolve().as_uri())
+        # once in a full suite the query found no table at all: wait for the page, and look at every table
+        WebDriverWait(driver, 30).until(
+            lambda d: d.execute_script("return document.readyState") == "complete"
+            and d.execute_script("return document.querySelectorAll('table').length") > 0
+        )
         return driver.execute_script(
             "const page = document.documentElement.clientWidth;"
-            "const ts = [...document.querySelectorAll('.jp-OutputArea-output table')];"
+            "const ts = [...document.querySelectorAll('table')];"
             "return {tables: ts.length, page: page, wider: ts.map(t => t.getBoundingClientRect())"
             ".filter(r => r.right > page + 1).map(r => r.width)};")
     finally:

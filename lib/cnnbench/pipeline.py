@@ -414,11 +414,13 @@ def missing_front_end() -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["report"]:  # cnnbench report: rebuild the reports from what is on disk
-        return report_main(argv[1:])
+        with _console_may_close():  # `| head` drops the rest of the console, never the report
+            return report_main(argv[1:])
     if argv[:1] == ["compare"]:  # cnnbench compare RUN_A RUN_B ...: no notebook runs
         from cnnbench.analysis import cli
 
-        return cli.main(argv[1:])
+        with _console_may_close():
+            return cli.main(argv[1:])
     ap = _Parser(prog="cnnbench", description=__doc__.split("\n")[0],
                 epilog="cnnbench compare RUN_A RUN_B [...]: what a change did (cnnbench compare -h); "
                        "cnnbench report [RUN_DIR]: rebuild the reports, measuring nothing")
