@@ -517,3 +517,16 @@ def test_a_sibling_whose_environment_has_wrong_field_types_is_left_out(outputs, 
     m = analysis.load(analysis.discover(outputs))
     assert "odd" not in m.runs and m.excluded["odd"].startswith("broken run (environment.json")
     assert sorted(m.runs) == ["colab", "laptop"]
+
+
+def test_the_machine_finding_names_only_files_the_run_has(tmp_path):
+    """The re-walk: a run that skipped 03 had its machine finding cite <run>/batch_sweep.csv, which does not
+    exist."""
+    import importlib
+
+    findings = importlib.import_module("cnnbench.analysis.findings")
+    make_run(tmp_path, "only02", "cpu", "Intel Core", {("resnet18", "train"): 10.0},
+             extra={"machine_state": "quiet", "cpu_steal_mean_pct": 0.0, "util_other_cpu_mean_pct": 1.0})
+    m = analysis.load(analysis.discover(tmp_path))
+    rows = [f for f in findings._reproducibility_findings(m) if f["topic"] == "machine"]
+    assert rows and rows[0]["source"] == "only02/scenario_a.csv"

@@ -22,6 +22,11 @@ def _source(run: str, *tables: str) -> str:
     return ", ".join(f"{run}/{t}.csv" for t in tables)
 
 
+def _tables_with_rows(m: Merged, run: str, tables: tuple[str, ...]) -> list[str]:
+    """Those of ``tables`` in which ``run`` has rows (a run that skipped 03 has no batch_sweep.csv to cite)."""
+    return [t for t in tables if len(m[t]) and "run_name" in m[t] and (m[t].run_name == run).any()]
+
+
 def _finding(topic: str, run: str, source: str, sentence: str, **numbers) -> dict:
     basis = "; ".join(f"{k}={v:.6g}" if isinstance(v, float) else f"{k}={v}" for k, v in numbers.items())
     return {"topic": topic, "run_name": run, "finding": sentence, "numbers": basis, "source": source}
@@ -263,7 +268,7 @@ def _reproducibility_findings(m: Merged) -> list[dict]:
             _finding(
                 "machine",
                 r.run_name,
-                _source(r.run_name, "scenario_a", "batch_sweep"),
+                _source(r.run_name, *_tables_with_rows(m, r.run_name, ("scenario_a", "batch_sweep"))),
                 f"{r.run_name}: {r.verdict}",
                 busy=r.busy,
                 configurations=r.configurations,
