@@ -347,3 +347,20 @@ def test_compare_piped_into_head_ends_without_a_traceback(tmp_path):
         "| head -1", shell=True, capture_output=True, text=True, timeout=120)
     assert done.stdout.count("\n") == 1 and "Traceback" not in done.stderr and "BrokenPipe" not in done.stderr
     assert (outputs / "compare.csv").is_file()  # written before the console was read
+
+
+def test_compare_says_when_a_run_was_measured_on_a_busy_machine(tmp_path, capsys):
+    """The re-walk: threads 1 -> 2 read "0.01x [0.00, 0.19] slower" on every row while the second run's own
+    report said "busy during 4 of 4 measured configurations" (48% load from other processes); compare said
+    nothing of it (the probe is skipped for a threads knob by design)."""
+    outputs = tmp_path / "outputs"
+    quiet = {"machine_state": "quiet", "cpu_steal_mean_pct": 0.0, "util_other_cpu_mean_pct": 1.0}
+    busy = {"machine_state": "busy", "cpu_steal_mean_pct": 0.0, "util_other_cpu_mean_pct": 48.0}
+    make_run(outputs, "u1", "cpu", "AMD EPYC", {TRAIN: 100.0}, ci={TRAIN: 2.0}, extra={"threads": 1, **quiet})
+    make_run(outputs, "u2", "cpu", "AMD EPYC", {TRAIN: 1.0}, ci={TRAIN: 0.5}, extra={"threads": 2, **busy})
+    rc, out, err = _compare(capsys, "u1", "u2", "--outputs", outputs)
+    assert rc == 0, err
+    assert "u2: the machine was busy during 1 of 1 measured configurations" in out
+    assert "u1: the machine was busy" not in out
+    row = results.read_rows(outputs / "compare.csv")[0]
+    assert row["busy_b"] == "1 of 1" and row["busy_a"] == "0 of 1"

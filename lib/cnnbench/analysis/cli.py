@@ -186,6 +186,11 @@ def compare_runs(names: list[str], outputs: Path, keys: tuple[str, ...] | None =
         frames.append(part)
     df = pd.concat(frames, ignore_index=True)
     df.insert(0, "compared", compared([dirs[n].name if n != SEEDS else SEEDS for n in names]))
+    state = compare.machine(m).set_index("run_name")  # how quiet each run's machine was, by its own report
+    for side in ("a", "b"):
+        run = df[f"run_{side}"]
+        df[f"busy_{side}"] = [f"{state.busy[r]} of {state.configurations[r]}" if r in state.index else "" for r in run]
+        df[f"machine_{side}"] = [state.verdict[r] if r in state.index else "" for r in run]
     return df
 
 
@@ -214,6 +219,11 @@ def report(df: pd.DataFrame) -> str:
         r = g.iloc[0]
         side_b = "the seeds' published devices" if b == SEEDS else f"{r.device_b} on {r.host_b}"
         moved = compare.probe_change(g)
+        busy = [
+            f"{run}: {verdict[0].lower()}{verdict[1:]}"
+            for run, verdict in ((a, r.get("machine_a", "")), (b, r.get("machine_b", "")))
+            if str(verdict).startswith("The machine was busy")
+        ]
         lines += [
             f"{a} ({r.device_a} on {r.host_a}) -> {b} ({side_b}); rates in images/s with 95% intervals, "
             "ratio = B / A",
@@ -225,6 +235,7 @@ def report(df: pd.DataFrame) -> str:
                 if math.isfinite(moved)
                 else []
             ),
+            *busy,
             *[_line(row) for row in g.to_dict("records")],
             "",
         ]
