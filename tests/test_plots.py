@@ -256,3 +256,25 @@ def test_the_scaling_telemetry_tells_its_two_ranks_apart(tmp_path):
     assert len(styles) == 2
     labels = [t.get_text() for t in fig.legends[0].get_texts()]
     assert any("rank 1" in t for t in labels)
+
+
+def test_a_memory_level_keeps_its_marker_from_one_layer_roofline_to_the_next():
+    """The example's layer rooflines marked l3 by a square beside DRAM's circles (mobilenet_v2, densenet121) and
+    by a circle where every layer fitted in l3 (resnet18, mnist_cnn): the marker was given by sorted order."""
+    import pandas as pd
+
+    from cnnbench import plots
+
+    def marker_of(fig, label):
+        coll = next(c for c in fig.axes[0].collections if c.get_label() == label)
+        return coll.get_paths()[0].vertices.round(3).tobytes()
+
+    peaks = pd.DataFrame({"kind": ["measured"], "precision": "fp32", "level": "dram", "peak_gflops": 180.0,
+                          "bandwidth_gbs": 40.0})
+    only_l3 = pd.DataFrame({"op": "conv", "level": ["l3"], "intensity_flop_per_byte": [10.0],
+                            "achieved_gflops": [50.0]})
+    both = pd.DataFrame({"op": "conv", "level": ["dram", "l3"], "intensity_flop_per_byte": [10.0, 20.0],
+                         "achieved_gflops": [50.0, 60.0]})
+    a = plots.roofline(peaks, only_l3, "a", label="op", hue="level")
+    b = plots.roofline(peaks, both, "b", label="op", hue="level")
+    assert marker_of(a, "conv l3") == marker_of(b, "conv l3") != marker_of(b, "conv dram")

@@ -309,6 +309,10 @@ def bandwidth_sweep(sweep: pd.DataFrame, peaks: pd.DataFrame, title: str, path: 
     return save(fig, path)
 
 
+# Markers that mean one thing in every roofline: a phase, or the memory level a layer's working set fits in.
+HUE_MARKERS = {"eval": "o", "train": "s", "dram": "o", "hbm": "o", "l3": "s", "l2": "D", "l1": "^"}
+
+
 def roofline(peaks: pd.DataFrame, points: pd.DataFrame, title: str, path: str | Path | None = None,
              label: str = "model", hue: str = "phase", annotate: bool = False, size_by: str | None = None):
     """A log-log roofline with every point of ``points`` (intensity_flop_per_byte, achieved_gflops), each named
@@ -322,7 +326,8 @@ def roofline(peaks: pd.DataFrame, points: pd.DataFrame, title: str, path: str | 
     x = np.geomspace(lo, hi, 256)
     fig, ax = subplots(figsize=(9, 6))
     _roofs(ax, peaks, x)
-    markers = dict(zip(sorted(points[hue].unique()) if len(points) else [], "osD^vP*X", strict=False))
+    values = sorted(points[hue].unique()) if len(points) else []
+    markers = {**dict(zip(values, "osD^vP*X", strict=False)), **HUE_MARKERS}  # a phase or level: the same in every figure
     sizes = _marker_sizes(points[size_by]) if size_by and len(points) else {}
     for i, (key, g) in enumerate(points.groupby(label) if len(points) else []):
         for h, gh in g.groupby(hue):
@@ -370,7 +375,7 @@ def trajectory(peaks: pd.DataFrame, points: pd.DataFrame, title: str, path: str 
     return save(fig, path)
 
 
-PHASE_MARKERS = {"train": "s", "eval": "o"}
+PHASE_MARKERS = {k: HUE_MARKERS[k] for k in ("train", "eval")}
 EXPLORER_BATCHES = (8, 16, 32, 64, 128, 256, 512)  # the explorer's batch choices: its fixed x ticks
 
 
