@@ -274,6 +274,7 @@ def test_knob_keys_are_match_keys_less_model_and_phase_plus_the_run_wide_knobs()
         "data_mode",
         "dataset",
         "num_classes",
+        "host_heap",
         "threads",
         "torch",
         "workers",

@@ -218,7 +218,12 @@ def test_repeats_one_writes_plain_numbers(tmp_path):
 def test_the_telemetry_series_of_every_configuration_is_written(tmp_path):
     from cnnbench.measure import telemetry
 
-    runner.run_configs([cfg(), cfg(phase="eval")], CPU, FAST, tmp_path / "r.csv", telemetry_path=tmp_path / "t.csv",
+    import dataclasses
+
+    # a process's CPU share needs two samples: windows of a few milliseconds (the heap kept, issue 17) are sampled
+    # every 10 ms, not every 100
+    fast = dataclasses.replace(FAST, telemetry_interval_s=0.01, measured_steps=20)
+    runner.run_configs([cfg(), cfg(phase="eval")], CPU, fast, tmp_path / "r.csv", telemetry_path=tmp_path / "t.csv",
                        source="scenario_a")
     df = telemetry.read(tmp_path / "t.csv")
     assert set(df.source) == {"scenario_a"} and set(df.phase) == {"train", "eval"}

@@ -29,6 +29,7 @@ PRECISIONS = ("fp32", "tf32", "bf16", "fp16")
 MEMORY_FORMATS = ("nchw", "channels_last")
 DATASETS = ("synthetic", "tiny_imagenet", "imagenette", "mnist", "cifar10", "imagefolder")
 DATA_MODES = ("device", "loader")
+HEAPS = ("keep", "system")  # cnnbench.heap.HEAPS (params imports no torch-side module)
 PHASES = ("train", "eval")
 OPTIMIZERS = ("sgd", "adam", "adamw")
 DOWNLOADABLE = ("tiny_imagenet", "imagenette", "mnist", "cifar10")  # public datasets that download: true fetches
@@ -164,6 +165,7 @@ class Params:
     max_batches: int = 0  # batches per epoch in epoch mode; 0 = the whole dataset
     synthetic_images: int = 2048  # images in the synthetic dataset (loader mode and epochs)
     telemetry_interval_s: float = 0.1  # sampling period of CPU/GPU utilisation during measured windows
+    host_heap: str = "keep"  # keep: freed host memory stays in the process (glibc; no page faults in steady state) | system: the C library's defaults (see cnnbench.heap)
     isolate: bool = True  # each configuration in a fresh worker process: its own memory peak, a crash is a row
     # --- batch-size sweep (03)
     sweep: dict[str, list[int]] = field(
@@ -690,6 +692,7 @@ def validate(raw: dict[str, Any], src: str = "params", check_device: bool = True
         raise ParamsError(f"{src}: key 'momentum' must be >= 0, got {p.momentum}")
     _one_of(src, "dataset", p.dataset, DATASETS)
     _one_of(src, "data_mode", p.data_mode, DATA_MODES)
+    _one_of(src, "host_heap", p.host_heap, HEAPS)
     for phase in p.phases:
         _one_of(src, "phases", phase, PHASES)
     for nb in p.notebooks:

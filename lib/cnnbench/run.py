@@ -11,7 +11,7 @@ from typing import Any
 
 import torch
 
-from cnnbench import devices, envinfo, params, paths, results
+from cnnbench import devices, envinfo, heap, params, paths, results
 
 
 @dataclass
@@ -143,6 +143,7 @@ def open_run(
     if needs_runs:
         _refuse_without_runs(root, p.analysis_runs)
     threads = devices.set_threads(p.threads)
+    heap.apply(p.host_heap)  # everything this process measures (in-process work of any notebook) keeps its heap alike
     torch.manual_seed(p.seed)
     root.mkdir(parents=True, exist_ok=True)
     if not (needs_runs and (root / RESOLVED).is_file()):  # an analysis reads a run; it never rewrites its record

@@ -24,6 +24,7 @@ MATCH_KEYS = (
     "data_mode",
     "dataset",
     "num_classes",
+    "host_heap",
 )
 
 
@@ -40,6 +41,11 @@ def norm(value) -> str:
         return text
 
 
+def system_heap_before_setting(column: pd.Series) -> pd.Series:
+    """``host_heap`` of rows measured before the setting existed (blank): glibc's defaults, ``system``."""
+    return column.astype(object).where(column.notna() & column.astype(str).ne(""), "system")
+
+
 def _configured(df: pd.DataFrame) -> pd.DataFrame:
     """ok rows with every MATCH_KEYS column (and threads) present and comparable (compile as a bool); one row per
     run and configuration, the newest (the last appended) where a configuration was measured twice."""
@@ -48,6 +54,7 @@ def _configured(df: pd.DataFrame) -> pd.DataFrame:
         if key not in ok.columns:
             ok[key] = ""
     ok["compile"] = ok["compile"].astype(str).str.lower().isin(["true", "1", "1.0"])
+    ok["host_heap"] = system_heap_before_setting(ok["host_heap"])
     ok[[*MATCH_KEYS, "threads"]] = ok[[*MATCH_KEYS, "threads"]].fillna("")
     return ok.drop_duplicates(["run_name", *MATCH_KEYS], keep="last")
 
@@ -296,6 +303,7 @@ def rates(m: Merged) -> pd.DataFrame:
             if key not in ok:
                 ok[key] = math.nan if key in numeric else ""
         ok["compile"] = ok["compile"].astype(str).str.lower().isin(["true", "1", "1.0"])
+        ok["host_heap"] = system_heap_before_setting(ok["host_heap"])
         frames.append(ok.drop_duplicates(["run_name", "table", "model", "phase", *KNOB_KEYS], keep="last"))
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 

@@ -8,7 +8,16 @@ from pathlib import Path
 import pandas as pd
 
 from cnnbench import results
-from cnnbench.analysis.compare import MATCH_KEYS, _configured, machine, ratios, repeated, speedups, unmatched
+from cnnbench.analysis.compare import (
+    MATCH_KEYS,
+    _configured,
+    machine,
+    ratios,
+    repeated,
+    speedups,
+    system_heap_before_setting,
+    unmatched,
+)
 from cnnbench.measure import reproducibility
 from cnnbench.results.runs import Merged
 
@@ -35,6 +44,7 @@ def _finding(topic: str, run: str, source: str, sentence: str, **numbers) -> dic
 def _run_findings(run: str, ok: pd.DataFrame) -> list[dict]:
     out = []
     keys = [k for k in MATCH_KEYS if k != "phase"]
+    ok = ok.assign(host_heap=system_heap_before_setting(ok["host_heap"] if "host_heap" in ok else pd.Series("", ok.index)))
     wide = ok.pivot_table(index=keys, columns="phase", values="throughput_img_s", aggfunc="first")
     if {"train", "eval"} <= set(wide.columns):
         ratio = (wide["eval"] / wide["train"]).dropna()

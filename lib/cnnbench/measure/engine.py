@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass
 import torch
 from torch import nn
 
-from cnnbench import data, devices, models
+from cnnbench import data, devices, heap, models
 from cnnbench.measure import energy, flops, telemetry, timing
 from cnnbench.params import default
 
@@ -77,6 +77,7 @@ class Protocol:
     cudnn_benchmark: bool = default('cudnn_benchmark')  # torch.backends.cudnn.benchmark around the steps (CUDA)
     synthetic_images: int = default('synthetic_images')
     telemetry_interval_s: float = default('telemetry_interval_s')
+    host_heap: str = default('host_heap')  # keep | system: whether freed host memory goes back to the OS (cnnbench.heap)
     seed: int = default('seed')
     data_path: str = default('data_path')
     download: bool = default('download')
@@ -119,6 +120,7 @@ class Workload:
         """``optimizer``: sgd (Scenario A's, every measured configuration), adam or adamw (the fine-tuning step
         the profiler traces, seed 002's); lr and momentum are the protocol's."""
         self.cfg, self.device, self.protocol = cfg, device, protocol
+        heap.apply(protocol.host_heap)  # process-wide, before the first step allocates
         if reason := devices.precision_unavailable(device, cfg.precision):
             raise devices.Unavailable(reason)  # a knob this torch lacks is never an error row
         torch.manual_seed(protocol.seed)
@@ -210,11 +212,20 @@ def steps_for_window(warmup_times: list[float], protocol: Protocol) -> int:
     return int(min(max(math.ceil(protocol.window_s / max(pace, 1e-6)), 5), 10_000))
 
 
+def protocol_values(protocol: Protocol, keys) -> dict:
+    """``protocol``'s values of ``keys`` as a row records them: ``host_heap`` is the setting it gives on this
+    machine (``keep`` asked for where the C library cannot keep is ``system``)."""
+    values = {k: getattr(protocol, k) for k in keys}
+    if "host_heap" in values:
+        values["host_heap"] = heap.effective(values["host_heap"])
+    return values
+
+
 def config_key(cfg: Config, device: torch.device, protocol: Protocol, threads: int | None = None) -> dict:
     """The columns that identify a measurement: the configuration, device kind, threads and protocol."""
     return {**asdict(cfg), "device_kind": device.type,
             "threads": torch.get_num_threads() if threads is None else threads,
-            **{k: getattr(protocol, k) for k in PROTOCOL_KEYS}}
+            **protocol_values(protocol, PROTOCOL_KEYS)}
 
 
 def _base_row(cfg: Config, device: torch.device, protocol: Protocol) -> dict:
@@ -293,6 +304,7 @@ def measure(cfg: Config, device: torch.device, protocol: Protocol, dataset=None,
         row["cpu_fallback_ops"] = ",".join(fallbacks)
         row["loss_after_warmup"] = work.check_loss()
         step_times, window_times, spans = [], [], []
+        faults = heap.minor_faults()
         with telemetry.Sampler(device, protocol.telemetry_interval_s) as sampler, energy.Meter(device) as meter:
             for _ in range(protocol.repeats):
                 begin = sampler.elapsed()
@@ -301,6 +313,7 @@ def measure(cfg: Config, device: torch.device, protocol: Protocol, dataset=None,
                 step_times.extend(times)
                 window_times.append(wall)
                 work.check_loss()
+        row["page_faults_per_step"] = (heap.minor_faults() - faults) / (n * protocol.repeats)
         row["loss_last"] = work.check_loss()
         row.update(timing.summarize(step_times, window_times, [n] * protocol.repeats,
                                     cfg.batch_size, protocol.seed))

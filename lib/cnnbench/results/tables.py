@@ -30,6 +30,7 @@ PROTOCOL_KEYS = (
     "pin_memory",
     "cudnn_benchmark",
     "synthetic_images",
+    "host_heap",
     "seed",
     "data_path",
 )
@@ -86,6 +87,7 @@ PHASE_KEYS = (
     "workers",
     "pin_memory",
     "synthetic_images",
+    "host_heap",
     "seed",
     "data_path",
     *PHASE_PASS_KEYS,
@@ -140,6 +142,7 @@ SCALING_PLAN = (
     "scaling_steps",
     "repeats",
     "warmup_steps",
+    "host_heap",
     "seed",
 )
 # 04's measured peaks (device_peaks.csv's measured rows and bandwidth_sweep.csv are kept when these match) and
@@ -185,6 +188,7 @@ TUNING_PARAM_KEYS = (
     "lr",
     "momentum",
     "synthetic_images",
+    "host_heap",
     "repeats",
     "tune_budget_s",
     "tune_eta",
@@ -278,6 +282,7 @@ TABLES: dict[str, Table] = {
                 "workers",
                 "pin_memory",
                 "synthetic_images",
+                "host_heap",
                 "seed",
                 "data_path",
                 *PHASE_PASS_KEYS,

@@ -26,7 +26,7 @@ import torch.distributed as dist
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
-from cnnbench import devices, models
+from cnnbench import devices, heap, models
 from cnnbench.measure import telemetry, timing
 
 
@@ -45,6 +45,7 @@ def parse(argv=None) -> argparse.Namespace:
     ap.add_argument("--lr", type=float, default=0.01)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--telemetry-interval", type=float, default=0.1)
+    ap.add_argument("--host-heap", default="keep", choices=heap.HEAPS, help="see cnnbench.heap")
     ap.add_argument("--reference-batches", type=int, nargs="*", default=[],
                     help="global batch sizes whose check losses are also recorded (the single-device reference)")
     ap.add_argument("--out", required=True, help="folder for result.json and telemetry_rank<r>.json")
@@ -90,6 +91,7 @@ def main(argv=None) -> int:
         torch.cuda.set_device(device)
     if args.threads:
         torch.set_num_threads(args.threads)
+    heap.apply(args.host_heap)
     os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
     os.environ.setdefault("MASTER_PORT", "29500")
     dist.init_process_group(backend, rank=rank, world_size=world)

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import torch
 
-from cnnbench import devices, progress, results
+from cnnbench import devices, heap, progress, results
 from cnnbench.measure import timelines
 
 LOSS_RTOL = 1e-4
@@ -30,14 +30,14 @@ class LaunchFailed(RuntimeError):
 
 def command(world: int, out: Path, model: str, batch: int, image_size: int, classes: int, backend: str,
             threads: int, steps: int, warmup: int, repeats: int, seed: int, interval: float,
-            reference_batches: tuple[int, ...] = ()) -> list[str]:
+            reference_batches: tuple[int, ...] = (), host_heap: str = "keep") -> list[str]:
     """The torchrun command line of one run (the same script serves several nodes, see cnnbench.scaling.ddp)."""
     return [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(world),
             "-m", "cnnbench.scaling.ddp", "--model", model, "--batch-size", str(batch), "--image-size",
             str(image_size), "--num-classes", str(classes), "--backend", backend, "--threads", str(threads),
             "--steps", str(steps), "--warmup", str(warmup), "--repeats", str(repeats), "--seed", str(seed),
-            "--telemetry-interval", str(interval), "--reference-batches", *map(str, reference_batches),
-            "--out", str(out)]
+            "--telemetry-interval", str(interval), "--host-heap", host_heap,
+            "--reference-batches", *map(str, reference_batches), "--out", str(out)]
 
 
 def launch(cmd: list[str], out: Path, timeout_s: float = 900) -> dict:
@@ -111,7 +111,8 @@ def run_all(run, launcher=launch, log=progress.say) -> list[dict]:
     table = results.table("scaling")
     settings = {"model": p.scaling_model, "backend": backend, "per_device_batch": p.scaling_batch_size,
                 "image_size": size, "threads_per_process": threads, "scaling_steps": p.scaling_steps,
-                "repeats": p.scaling_repeats, "warmup_steps": p.warmup_steps, "seed": p.seed}
+                "repeats": p.scaling_repeats, "warmup_steps": p.warmup_steps,
+                "host_heap": heap.effective(p.host_heap), "seed": p.seed}
     planned = [{**settings, "world_size": w} for w in worlds]
     final = (*results.DONE_STATUSES, "unavailable")  # a world larger than the GPUs here stays so
     if all(table.file(run.dir).finished(c, table.key, final) for c in planned):  # the same pass measured before: kept
@@ -119,7 +120,7 @@ def run_all(run, launcher=launch, log=progress.say) -> list[dict]:
         table.plan(run.dir, planned, "scaling")
         return results.rows(run.dir, "scaling")
     args = dict(model=p.scaling_model, image_size=size, classes=classes, backend=backend, threads=threads,
-                warmup=p.warmup_steps, seed=p.seed, interval=p.telemetry_interval_s)
+                warmup=p.warmup_steps, seed=p.seed, interval=p.telemetry_interval_s, host_heap=p.host_heap)
     # the single-device reference: one process at each global batch N x b, from the same initial weights
     refs = tuple(n * p.scaling_batch_size for n in worlds if n > 1)
     reference: dict = {}

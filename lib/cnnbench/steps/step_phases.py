@@ -36,7 +36,7 @@ PRECISION_PCT = 2.0
 MAX_PAIRS = 2000  # a bound on the pairs one window measures, whatever the clock says
 # A row's key (results.tables.PHASE_KEYS): the configuration and every parameter that changes the measurement;
 # a rerun with another measures new rows, and only those its params plan are current (results.ResultsFile.plan).
-PROTOCOL = ("warmup_steps", "workers", "pin_memory", "synthetic_images", "seed", "data_path")
+PROTOCOL = ("warmup_steps", "workers", "pin_memory", "synthetic_images", "host_heap", "seed", "data_path")
 
 
 class PhaseTimer:
@@ -249,7 +249,7 @@ def measure(cfg: engine.Config, device: torch.device, protocol: engine.Protocol,
     are recorded, and more up to ``max_s`` seconds while the sum check is imprecise (``record``)."""
     base = {**{k: v for k, v in asdict(cfg).items() if k not in ("phase", "data_mode", "compile")},
             "device_kind": device.type, "device_name": devices.device_name(device),
-            "threads": torch.get_num_threads(), **{k: getattr(protocol, k) for k in PROTOCOL}}
+            "threads": torch.get_num_threads(), **engine.protocol_values(protocol, PROTOCOL)}
     work = None
     try:
         work = engine.Workload(engine.Config(**{**asdict(cfg), "phase": "train", "data_mode": "device"}),

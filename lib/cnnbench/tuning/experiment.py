@@ -9,7 +9,7 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 
-from cnnbench import progress, results, roofline, scenarios
+from cnnbench import heap, progress, results, roofline, scenarios
 from cnnbench.measure import engine, telemetry
 from cnnbench.results import ResultsFile
 from cnnbench.results.tables import SEARCH_KEYS, TUNING_PARAM_KEYS
@@ -94,7 +94,8 @@ def identity_of(run, model: str, phase: str, hw: Hardware) -> dict:
             "dataset": base.dataset, "data_mode": p.data_mode, "default_batch_size": default.batch_size,
             "default_threads": default.threads, "default_workers": default.workers,
             "default_pin_memory": default.pin_memory,
-            **{k: ",".join(v) if isinstance(v := getattr(p, k), list) else v for k in PARAM_KEYS}}
+            **{k: ",".join(v) if isinstance(v := getattr(p, k), list) else v for k in PARAM_KEYS},
+            "host_heap": heap.effective(p.host_heap)}
 
 
 def tune_one(run, model: str, phase: str, hw: Hardware, sink, peaks) -> dict:

@@ -1,0 +1,73 @@
+"""The host heap: a training step in steady state faults no page back in (glibc), and the row says so."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from cnnbench import heap, params
+from cnnbench.analysis import compare
+
+# One configuration measured by the engine in a fresh interpreter (the setting is process-wide and one-way).
+MEASURE = """
+import json, sys, torch
+from cnnbench.measure import engine
+torch.set_num_threads(1)
+protocol = engine.Protocol(warmup_steps=2, measured_steps=8, repeats=1, host_heap=sys.argv[1])
+row = engine.measure(engine.Config("squeezenet1_1", "train", 64, 64, 200), torch.device("cpu"), protocol)
+print(json.dumps({k: row.get(k) for k in ("status", "error", "host_heap", "page_faults_per_step")}))
+"""
+
+
+def _measured(policy: str) -> dict:
+    out = subprocess.run([sys.executable, "-c", MEASURE, policy], capture_output=True, text=True, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.skipif(not heap.supported(), reason="only glibc can keep freed memory")
+def test_a_kept_heap_takes_no_page_faults_in_steady_state_where_the_system_heap_takes_thousands():
+    # SqueezeNet train at batch 64: each step frees and re-faults its activations under glibc's defaults (about
+    # 15,000 faults a step here, a third of the step's time); kept, the step reuses the same memory.
+    kept, system = _measured("keep"), _measured("system")
+    assert kept["status"] == system["status"] == "ok", (kept, system)
+    assert (kept["host_heap"], system["host_heap"]) == ("keep", "system")
+    assert system["page_faults_per_step"] > 1000
+    assert kept["page_faults_per_step"] < system["page_faults_per_step"] / 10  # a stray few hundred: telemetry
+
+
+def test_the_setting_in_force_is_system_where_the_c_library_cannot_keep(monkeypatch):
+    monkeypatch.setattr(heap, "supported", lambda: False)
+    assert heap.effective("keep") == "system"
+    assert heap.effective("system") == "system"
+
+
+def test_an_unknown_heap_setting_is_refused_before_any_work(tmp_path):
+    bad = tmp_path / "p.yaml"
+    bad.write_text("host_heap: jemalloc\n")
+    with pytest.raises(params.ParamsError, match="host_heap.*allowed: keep, system"):
+        params.load(bad, {})
+    with pytest.raises(ValueError, match="allowed: keep, system"):
+        heap.apply("jemalloc")
+
+
+def test_rows_measured_before_the_setting_existed_compare_as_the_system_heap():
+    import pandas as pd
+
+    base = {"status": "ok", "model": "resnet18", "phase": "train", "batch_size": 32, "image_size": 64,
+            "precision": "fp32", "memory_format": "nchw", "compile": False, "data_mode": "device",
+            "dataset": "synthetic", "num_classes": 200, "threads": 2}
+    old = {**base, "run_name": "old"}  # no host_heap column: measured with the C library's defaults
+    new = [{**base, "run_name": "new", "host_heap": h} for h in ("system", "keep")]
+    rows = compare._configured(pd.DataFrame([old, *new]))
+    assert "host_heap" in compare.MATCH_KEYS
+    assert rows.set_index(["run_name", "host_heap"]).index.tolist() == [("old", "system"), ("new", "system"),
+                                                                           ("new", "keep")]
+
+
+def test_the_data_parallel_ranks_get_the_runs_heap_setting(tmp_path):
+    from cnnbench.scaling import ddp, launch
+
+    cmd = launch.command(2, tmp_path, "resnet18", 8, 32, 10, "gloo", 1, 2, 1, 1, 0, 0.1, host_heap="system")
+    args = ddp.parse(cmd[cmd.index("cnnbench.scaling.ddp") + 1:])
+    assert args.host_heap == "system"
