@@ -216,9 +216,9 @@ def test_repeats_one_writes_plain_numbers(tmp_path):
 
 
 def test_the_telemetry_series_of_every_configuration_is_written(tmp_path):
-    from cnnbench.measure import telemetry
-
     import dataclasses
+
+    from cnnbench.measure import telemetry
 
     # a process's CPU share needs two samples: windows of a few milliseconds (the heap kept, issue 17) are sampled
     # every 10 ms, not every 100
