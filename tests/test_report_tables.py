@@ -43,6 +43,21 @@ def test_per_run_report_speaks_of_its_run_only(tmp_path):
     assert "speaks of run <strong>laptop</strong> only" in page and "AMD EPYC (6 cores)" in page
 
 
+def test_a_smoke_runs_report_says_it_is_left_out_of_the_combined_report(tmp_path):
+    """The walk: a smoke run's report pointed to outputs/report.html for the other runs, which leaves it out."""
+    page = report.build_run_report(_run(tmp_path, "smoke-laptop"), []).read_text()
+    assert "left out of the combined report" in page and "other runs are compared" not in page
+
+
+def test_a_speedup_whose_interval_is_as_wide_as_itself_is_not_known_and_one_holding_1x_is_no_speedup():
+    """The walk: a smoke run's summary read "speedup about 52 (not precise: +-39795%)x" (07's default measured while
+    the VM was busy); the number means nothing and must not be shown as a speedup."""
+    assert overview.speedup_text(52.0, 20693.0) == "not known (its 95% interval is ±39794%)"
+    assert overview.speedup_text(1.03, 0.05) == "1.030 ± 0.050x: not distinguishable from the default"
+    assert overview.speedup_text(1.24, 0.05) == "1.240 ± 0.050x"
+    assert overview.speedup_text(float("nan"), 0.1) == "?"
+
+
 def test_combined_report_names_runs_hosts_and_what_it_left_out(tmp_path):
     _run(tmp_path, "laptop")
     _run(tmp_path, "workstation")

@@ -145,14 +145,22 @@ def build_run_report(run_dir: Path, notebooks: list[Path]) -> Path:
         f"({env.get('device_kind', '?')}) on host {env.get('host', env.get('cpu_model', '?'))}, "
         f"{env.get('captured_at', '')}, with {Path(str(prm.get('params_file', '?'))).name}, workbook commit "
         f"`{str(env.get('git_commit'))[:12]}`{' (with uncommitted changes)' if env.get('git_dirty') else ''}. "
-        "Every number below was measured or computed by the workbook's code on this machine; other runs are "
-        "compared in outputs/report.html.\n\n"
+        f"Every number below was measured or computed by the workbook's code on this machine; {_others(run_dir)}\n\n"
         f"<details><summary>Parameters (00 · Setup)</summary>\n\n{_table(params_rows)}\n\n</details>\n\n"
         f"<details><summary>Environment (00 · Setup: every item captured)</summary>\n\n"
         f"{_table({k: v for k, v in env.items() if k != 'params'})}\n\n</details>"
     )
     body = [nb for nb in notebooks if Path(nb).stem != SETUP]  # its environment and parameters: folded above
     return build(body, run_dir / "report.html", f"cnnbench {run_dir.name}", header)
+
+
+def _others(run_dir: Path) -> str:
+    """Where this run meets the others: the combined report, which leaves smoke/test runs out."""
+    from cnnbench.results import runs as results_runs
+
+    if (reason := results_runs.test_run_reason(run_dir)) is not None:
+        return f"this {reason.split(' (')[0]} is left out of the combined report (outputs/report.html)."
+    return "other runs are compared in outputs/report.html."
 
 
 def combined_runs(outputs: Path) -> tuple[list[Path], dict[str, str]]:

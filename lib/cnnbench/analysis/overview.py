@@ -34,6 +34,19 @@ def with_interval(value: float, ci: float) -> str:
     return f"{value:,.1f}"
 
 
+def speedup_text(speedup: float, ci: float) -> str:
+    """``1.24 ± 0.05x``; "not known" where the interval is as wide as the speedup (the default or the winner was
+    measured on a busy machine), "not distinguishable from the default" where the interval holds 1x."""
+    if not isinstance(speedup, (int, float)) or not math.isfinite(speedup):
+        return "?"
+    if isinstance(ci, (int, float)) and math.isfinite(ci):
+        if ci >= abs(speedup):
+            return f"not known (its 95% interval is ±{100 * ci / abs(speedup):.0f}%)"
+        if abs(speedup - 1) <= ci:
+            return f"{with_interval(speedup, ci)}x: not distinguishable from the default"
+    return f"{with_interval(speedup, ci)}x"
+
+
 def _default_variant(df: pd.DataFrame) -> pd.DataFrame:
     keep = df
     for col, value in (("precision", "fp32"), ("memory_format", "nchw")):
@@ -103,7 +116,7 @@ def fastest(run_dir: Path) -> pd.DataFrame:
                 "phase": r.phase,
                 "configuration": r.config,
                 "images/s (95% interval)": with_interval(r.throughput_img_s, r.throughput_ci95_img_s),
-                "speedup over default": with_interval(r.speedup_x, r.speedup_ci95_x) + "x",
+                "speedup over default": speedup_text(r.speedup_x, r.speedup_ci95_x),
                 "of compute roof": f"{r.compute_roof_pct:.0f}%" if math.isfinite(r.compute_roof_pct) else "?",
             }
             for r in best.itertuples()
