@@ -438,3 +438,14 @@ def test_reused_graphs_are_real_dynamo_graphs_static_per_batch_size():
             net(torch.randn(bs, 1, 28, 28)).sum().backward()
     assert counters["stats"]["unique_graphs"] == 3  # 4, 8 and 16: a dynamic graph from 8 on would have served 16
     dynamo.reset()
+
+
+def test_a_search_line_says_a_row_kind_once_where_its_stage_has_the_same_name():
+    """The walk: 07's console read "guard guard fp32 ...", "confirm confirm ...", "best best ..."."""
+    from cnnbench.tuning.experiment import search_line
+
+    line = search_line("resnet18", "train", {"row_kind": "guard", "stage": "guard", "config": "fp32 nchw",
+                                             "throughput_img_s": 12.0})
+    assert line == "  tuning resnet18 train: guard fp32 nchw 12.0 img/s"
+    race = search_line("resnet18", "train", {"row_kind": "race", "stage": "numerics", "config": "bf16 nchw"})
+    assert race.startswith("  tuning resnet18 train: race numerics bf16 nchw")

@@ -129,7 +129,8 @@ def search_line(model: str, phase: str, row: dict) -> str:
     """One console line per row of the search (a window of a rung, the guard, a confirmation)."""
     rate = row.get("throughput_img_s")
     told = f"{rate:,.1f} img/s" if isinstance(rate, (int, float)) and math.isfinite(rate) else row.get("status", "")
-    what = " ".join(str(row.get(k, "")) for k in ("row_kind", "stage", "config") if row.get(k, "") != "")
+    words = [str(row.get(k, "")) for k in ("row_kind", "stage", "config") if row.get(k, "") != ""]
+    what = " ".join(w for i, w in enumerate(words) if i == 0 or w != words[i - 1])  # "guard", not "guard guard"
     return f"  tuning {model} {phase}: {what} {told}".rstrip()
 
 
