@@ -27,6 +27,7 @@ import pandas as pd
 import torch
 
 from cnnbench import devices, envinfo, params, paths, plots, results, scenarios
+from cnnbench.analysis import compare
 from cnnbench.measure import reproducibility, runner
 from cnnbench.measure.engine import Protocol
 
@@ -71,6 +72,7 @@ def main() -> None:
                         "ci95_second_pct": 100 * r["ci95_second_img_s"] / r["rate_second_img_s"],
                         "processes_first": a.processes_measured, "processes_second": b.processes_measured,
                         "machine_first": a.machine_state, "machine_second": b.machine_state,
+                        "host_heap": getattr(a, "host_heap", "system"),
                         "run_wall_s": wall})
         print(f"run {run}: {reproducibility.agreement_sentence(pairs)} ({wall:.0f} s)")
     rows = results.frame(out)
@@ -90,7 +92,8 @@ def main() -> None:
 def figure(rows, path: Path) -> Path:
     """Left: every pair's difference (% of the first rate) with the 95% interval of the difference; right: every
     interval's half-width in % of its rate, against the +-10% goal. One colour per session (timestamp)."""
-    rows = rows.assign(config=rows.model + " " + rows.phase, agree=rows.agree.astype(str).str.lower().eq("true"))
+    rows = rows.assign(config=rows.model + " " + rows.phase, agree=rows.agree.astype(str).str.lower().eq("true"),
+                       host_heap=compare.system_heap_before_setting(rows.get("host_heap", pd.Series("", rows.index))))
     configs = list(dict.fromkeys(rows.config))
     sessions = list(dict.fromkeys(rows.timestamp))
     fig, (left, right) = plots.subplots(1, 2, figsize=(11, 0.45 * len(configs) + 2.2), sharey=True)
@@ -99,7 +102,7 @@ def figure(rows, path: Path) -> Path:
         y = [configs.index(c) + (i + 0.5) / n - 0.5 for c in g.config]
         colour = f"C{sessions.index(stamp)}"
         state = "busy" if g.machine_first.astype(str).eq("busy").any() else "quiet"
-        label = f"{stamp[:16]} UTC ({state})" if int(run) == 0 else None
+        label = f"{stamp[:16]} UTC ({state}, heap {g.host_heap.iloc[0]})" if int(run) == 0 else None
         left.errorbar(g.difference_pct.astype(float), y, xerr=g.difference_ci95_pct.astype(float), fmt="o",
                       color=colour, ms=4, capsize=2, label=label)
         right.plot(g.ci95_first_pct.astype(float), y, "o", color=colour, ms=4)
@@ -114,7 +117,7 @@ def figure(rows, path: Path) -> Path:
     widths = pd.concat([rows.ci95_first_pct, rows.ci95_second_pct]).astype(float)
     fig.suptitle(f"Repeat agreement: {agree:.0%} of {len(rows)} pairs agree (goal >= 90%), "
                  f"{(widths <= 10).mean():.0%} of {len(widths)} intervals within +-10% (goal >= 80%)")
-    fig.legend(loc="lower center", ncol=3, bbox_to_anchor=(0.5, -0.16), title="session (machine state)")
+    fig.legend(loc="lower center", ncol=3, bbox_to_anchor=(0.5, -0.16), title="session (machine state, host heap)")
     plots.save(fig, path)
     return path
 

@@ -306,3 +306,32 @@ def test_batch_runner_without_the_notebook_extra_says_how_to_install_it(tmp_path
     assert list(tmp_path.iterdir()) == []
     err = capsys.readouterr().err.strip()
     assert err == "cnnbench: the batch runner needs papermill: pip install 'cnnbench[notebook]' (make report installs it)"
+
+
+def test_a_finished_pipeline_run_zips_again_without_its_lock_or_the_not_finished_marker(tmp_path):
+    """The committed example's zip (made by 08 while the pipeline still ran) held `.lock` and a FAILED.txt saying
+    "This run has not finished", and no report.html: unzipped on a laptop, the combined report left it out as
+    failed."""
+    import zipfile
+
+    from cnnbench import analysis, pipeline
+    from cnnbench.results import runs
+
+    run_dir = tmp_path / "outputs" / "colab"
+    run_dir.mkdir(parents=True)
+    (run_dir / "scenario_a.csv").write_text("a\n1\n")
+    (run_dir / ".lock").write_text("123")
+    (run_dir / pipeline.FAILED).write_text("This run has not finished: it started at ...\n")
+    analysis.zip_run(run_dir)  # 08, inside the pipeline
+    (run_dir / "report.html").write_text("<html></html>")  # the pipeline goes on after 08
+    pipeline.finished(run_dir)
+    assert not (run_dir / pipeline.FAILED).exists()
+    with zipfile.ZipFile(tmp_path / "outputs" / "colab.zip") as zf:
+        assert sorted(zf.namelist()) == ["colab/report.html", "colab/scenario_a.csv"]
+        zf.extractall(tmp_path / "laptop")
+    assert runs.failed_run_reason(tmp_path / "laptop" / "colab") is None
+    # a run that 08 did not zip (the notebooks chosen left it out) gets no zip at the end either
+    other = tmp_path / "outputs" / "no-zip"
+    other.mkdir()
+    pipeline.finished(other)
+    assert not (tmp_path / "outputs" / "no-zip.zip").exists()

@@ -128,3 +128,13 @@ def test_a_rerun_with_other_models_and_size_shows_only_its_own_rows(tmp_path):
     merged = analysis.load([tmp_path / "pc"])
     assert merged["scenario_a"][["model", "image_size"]].values.tolist() == [["squeezenet1_1", 48]]
     assert set(merged["telemetry"].image_size) <= {48}
+
+
+def test_a_cpu_runs_machine_is_named_once_and_a_gpus_with_its_host():
+    """The walk: compare's header read "AMD EPYC on AMD EPYC (2 cores, avx2)"."""
+    from cnnbench.results.runs import machine_label
+
+    assert machine_label("AMD EPYC", "AMD EPYC (2 cores, avx2)") == "AMD EPYC (2 cores, avx2)"
+    assert machine_label("Tesla T4", "Intel Xeon (1 cores) + Tesla T4 15 GiB") == (
+        "Tesla T4 on Intel Xeon (1 cores) + Tesla T4 15 GiB")
+    assert machine_label(None, None) == "?"

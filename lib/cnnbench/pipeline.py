@@ -390,6 +390,16 @@ def _mark_started(run_dir: Path, params_file: Path, overrides: dict) -> None:
         "command to resume.\n"))
 
 
+def finished(run_dir: Path) -> None:
+    """The run is complete: FAILED.txt goes, and the run's zip, where 08 made one while the pipeline still ran
+    (with FAILED.txt's "not finished" and without the report), is made again."""
+    (run_dir / FAILED).unlink(missing_ok=True)
+    if (run_dir.parent / f"{run_dir.name}.zip").is_file():
+        from cnnbench.results.runs import zip_run
+
+        zip_run(run_dir)
+
+
 def _mark_failed(run_dir: Path, why: str, params_file: Path, overrides: dict, detail: str = "") -> str:
     """Write FAILED.txt (whole or not at all); returns "" or, where it cannot be written, why not."""
     stale = f"\nThe previous report was renamed {STALE_REPORT}.\n" if (run_dir / STALE_REPORT).is_file() else ""
@@ -563,7 +573,7 @@ def _execute_run(args, p, params_file: Path, overrides: dict, outputs: Path, run
             html = report.build_run_report(run_dir, executed)
             (run_dir / STALE_REPORT).unlink(missing_ok=True)
             print(f"cnnbench: report {html}")
-        (run_dir / FAILED).unlink(missing_ok=True)  # finished: the run is complete
+        finished(run_dir)
     except NotebookFailed as err:
         unwritten = _mark_failed(run_dir, str(err), params_file, overrides)
         print(f"cnnbench: {err}; kernel output in {run_dir / 'kernel.log'}{unwritten}", file=sys.stderr)

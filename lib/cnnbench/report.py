@@ -11,6 +11,7 @@ from pathlib import Path
 import nbformat
 
 from cnnbench import results
+from cnnbench.results.runs import machine_label
 
 COMBINED = "_combined"  # outputs/_combined/: the combined analysis, executed over every user run
 SETUP = "00_setup"  # shows the environment and parameters: a run's report folds them into its header instead
@@ -136,7 +137,7 @@ def build_run_report(run_dir: Path, notebooks: list[Path]) -> Path:
 
     machine = (f"{env.get('device_name', '?')} ({env.get('device_kind', '?')}), {env.get('cpu_model', '?')}, "
                f"{env.get('cpu_physical_cores', '?')} physical cores, torch using {env.get('torch_threads', '?')} "
-               f"threads, host {env.get('host', '?')}")
+               f"thread{'' if env.get('torch_threads') == 1 else 's'}, host {env.get('host', '?')}")
     header = (
         f"# cnnbench report: {run_dir.name}\n\n"
         f"{complexity_warning(run_dir)}"
@@ -192,7 +193,7 @@ def build_combined_report(outputs: Path, analysis_notebook: Path) -> tuple[Path,
 
     merged = analysis.load(*combined_runs(outputs), tables=())  # the runs and their hosts: no table needed
     rows = {
-        name: f"{env.get('device_name', '?')} on {env.get('host', env.get('cpu_model', '?'))}"
+        name: machine_label(env.get("device_name"), env.get("host", env.get("cpu_model")))
         for name, env in merged.environments.items()
     }
     runs = merged.runs

@@ -24,7 +24,7 @@ from cnnbench import paths, results
 from cnnbench.analysis import compare
 from cnnbench.analysis.beside import speedups_beside_000
 from cnnbench.measure import reproducibility
-from cnnbench.results.runs import load
+from cnnbench.results.runs import load, machine_label
 
 SEEDS = "seeds"  # the pseudo-run: every device the seeds measured
 PROBE_SAYS_PCT = 5.0  # a row names the CPU's own speed change (probe) from this size on
@@ -217,7 +217,7 @@ def report(df: pd.DataFrame) -> str:
     lines = []
     for (a, b), g in df.groupby(["run_a", "run_b"], sort=False):
         r = g.iloc[0]
-        side_b = "the seeds' published devices" if b == SEEDS else f"{r.device_b} on {r.host_b}"
+        side_b = "the seeds' published devices" if b == SEEDS else machine_label(r.device_b, r.host_b)
         moved = compare.probe_change(g)
         busy = [
             f"{run}: {verdict[0].lower()}{verdict[1:]}"
@@ -225,7 +225,7 @@ def report(df: pd.DataFrame) -> str:
             if str(verdict).startswith("The machine was busy")
         ]
         lines += [
-            f"{a} ({r.device_a} on {r.host_a}) -> {b} ({side_b}); rates in images/s with 95% intervals, "
+            f"{a} ({machine_label(r.device_a, r.host_a)}) -> {b} ({side_b}); rates in images/s with 95% intervals, "
             "ratio = B / A",
             *(
                 [

@@ -10,7 +10,7 @@ from itertools import combinations
 import pandas as pd
 
 from cnnbench.measure import reproducibility
-from cnnbench.results.runs import Merged
+from cnnbench.results.runs import Merged, machine_label
 
 # A measurement's configuration: two rows are divided only when all of these are equal.
 MATCH_KEYS = (
@@ -317,7 +317,7 @@ def _differences(ra: pd.Series, rb: pd.Series) -> list[str]:
 
 
 def _value(r: pd.Series, key: str) -> str:
-    return f"{r.device_name} on {r.host}" if key == "machine" else str(r[key])
+    return machine_label(r.device_name, r.host) if key == "machine" else str(r[key])
 
 
 def _row(a: str, b: str, ra: pd.Series, rb: pd.Series, diff: list[str], divide: bool) -> dict:

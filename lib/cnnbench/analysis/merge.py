@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from cnnbench.results.runs import Merged
+from cnnbench.results.runs import Merged, machine_label
 
 
 def runs_table(m: Merged) -> pd.DataFrame:
@@ -36,5 +36,5 @@ def merged_statement(m: Merged) -> str:
     if not m.runs:
         return "This analysis merges no run."
     hosts = {e.get("host_id") for e in m.environments.values()}
-    names = ", ".join(f"{r} ({e.get('device_name')} on {e.get('host')})" for r, e in m.environments.items())
+    names = ", ".join(f"{r} ({machine_label(e.get('device_name'), e.get('host'))})" for r, e in m.environments.items())
     return f"This analysis merges {len(m.runs)} run(s) from {len(hosts)} host(s): {names}."

@@ -68,6 +68,13 @@ def _json_object(path: Path) -> dict:
     return value
 
 
+def machine_label(device_name, host) -> str:
+    """"<device> on <host>"; a CPU run's host label alone, which already starts with its device, the CPU
+    ("AMD EPYC (2 cores, avx2)", not "AMD EPYC on AMD EPYC (2 cores, avx2)")."""
+    device_name, host = str(device_name or "?"), str(host or "?")
+    return host if host.startswith(device_name) else f"{device_name} on {host}"
+
+
 def run_params(run_dir: Path) -> dict:
     """A run's params.json ({} when absent)."""
     path = Path(run_dir) / "params.json"
@@ -215,7 +222,9 @@ def config_differences(dirs: list[Path]) -> pd.DataFrame:
 
 def zip_run(run_dir: Path) -> Path:
     """outputs/<run_name>.zip of a run folder, to carry results from Colab into a local outputs/. Links that
-    lead out of the run folder are left out (never followed); the archive holds only the run's own files."""
+    lead out of the run folder are left out (never followed); the archive holds only the run's own files, less
+    the writer's lock (``.lock``: a process on this machine). The pipeline zips a run it finished again
+    (:func:`cnnbench.pipeline.finished`), so the archive has its report and no "not finished" marker."""
     import os
     import zipfile
 
@@ -229,6 +238,6 @@ def zip_run(run_dir: Path) -> Path:
             for name in sorted(files):
                 path = Path(folder) / name
                 target = path.resolve()
-                if target.is_file() and target.is_relative_to(root):
+                if target.is_file() and target.is_relative_to(root) and path != run_dir / ".lock":
                     zf.write(target, Path(run_dir.name) / path.relative_to(run_dir))
     return archive
