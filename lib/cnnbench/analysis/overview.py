@@ -35,7 +35,7 @@ def with_interval(value: float, ci: float) -> str:
 
 
 def speedup_text(speedup: float, ci: float) -> str:
-    """``1.24 ± 0.05x``; "not known" where the interval is as wide as the speedup (the default or the winner was
+    """``1.31 ± 0.05x``; "not known" where the interval is as wide as the speedup (the default or the winner was
     measured on a busy machine), "not distinguishable from the default" where the interval holds 1x."""
     if not isinstance(speedup, (int, float)) or not math.isfinite(speedup):
         return "?"
