@@ -73,3 +73,16 @@ def test_the_data_parallel_ranks_get_the_runs_heap_setting(tmp_path):
     cmd = launch.command(2, tmp_path, "resnet18", 8, 32, 10, "gloo", 1, 2, 1, 1, 0, 0.1, host_heap="system")
     args = ddp.parse(cmd[cmd.index("cnnbench.scaling.ddp") + 1:])
     assert args.host_heap == "system"
+
+
+def test_a_notebook_kernel_keeps_its_heap_from_the_moment_it_opens_the_run(tmp_path):
+    """Every notebook calls open_run first: in-process work of any notebook (07's confirmation, 06's steps) then
+    measures with the run's heap setting, not glibc's defaults."""
+    code = ("import sys; from cnnbench import heap, run; "
+            "run.open_run('params/smoke.yaml', {'host_heap': sys.argv[1]}, run_dir=sys.argv[2]); "
+            "print(heap.in_force())")
+    from conftest import ROOT
+
+    said = {h: subprocess.run([sys.executable, "-c", code, h, str(tmp_path / h)], capture_output=True, text=True,
+                              check=True, cwd=ROOT).stdout.split()[-1] for h in ("keep", "system")}
+    assert said == {"keep": heap.effective("keep"), "system": "system"}
