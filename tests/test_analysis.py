@@ -355,6 +355,23 @@ def test_seed_000_table_8_in_a_single_run_is_this_machine_beside_each_seed_devic
     assert r18 == published.SPEEDUPS_000.set_index("model").t4_over_cpu["resnet18"]
 
 
+def test_seed_000_table_8_our_ratios_carry_our_interval_and_are_shown_to_its_precision(tmp_path):
+    """The walk: our rows beside seed 000's Table 8 read 7.267 and 27.54, four significant digits and no interval
+    (the seed's rate has none; ours does)."""
+    from cnnbench import published, tables
+
+    _one_run(tmp_path, extra={"throughput_ci95_img_s": 0.5})
+    t = analysis.speedups_beside_000(analysis.load(analysis.discover(tmp_path))["scenario_a"])
+    ours = t[(t.source == "ours: laptop") & (t.model == "resnet50") & (t.phase == "train")].set_index("b")
+    theirs = published.THROUGHPUT_000.set_index(["model", "device_class"]).train_img_s[("resnet50", "t4")]
+    assert ours.loc["000's t4", "a_ci95_img_s"] == 0.5
+    assert ours.loc["000's t4", "speedup_ci95_x"] == pytest.approx(0.5 / theirs)
+    shown, _ = tables.trimmed(t)
+    ratio = 10.0 / theirs
+    row = shown[(t.source == "ours: laptop") & (t.model == "resnet50") & (t.phase == "train") & (t.b == "000's t4")]
+    assert row.speedup_x.iloc[0] == tables.rounded(ratio, 0.5 / theirs)
+
+
 def test_seed_000_table_5_utilisation_beside_ours(tmp_path):
     from cnnbench import published
 

@@ -3,6 +3,7 @@
 
 import json
 
+import pandas as pd
 import pytest
 from test_analysis import make_run
 
@@ -365,3 +366,45 @@ def test_compare_says_when_a_run_was_measured_on_a_busy_machine(tmp_path, capsys
     assert "u1: the machine was busy" not in out
     row = results.read_rows(outputs / "compare.csv")[0]
     assert row["busy_b"] == "1 of 1" and row["busy_a"] == "0 of 1"
+
+
+def test_the_ratio_table_shows_ratios_to_the_precision_their_interval_supports():
+    """The walk: the combined ratio table printed 0.0129, 0.02412 and 0.007811 beside intervals [0.00, 0.19]."""
+    t = pd.DataFrame({"verdict": ["not significant", "faster"], "ratio_b_over_a": [0.02412, 1.81234],
+                      "ratio_ci95_low": [0.0, 1.70311], "ratio_ci95_high": [0.19, 1.92157],
+                      "model": ["resnet18", "resnet50"], "phase": ["train", "eval"], "knob": ["threads", "threads"]})
+    view, _ = compare.ratio_table(t)
+    assert list(view.ratio_b_over_a) == ["0.024", "1.81"]
+    assert list(view.ratio_ci95_low) == ["0.000", "1.70"] and list(view.ratio_ci95_high) == ["0.190", "1.92"]
+    none = compare.ratio_table(t.assign(ratio_b_over_a=[float("nan"), 2.0], ratio_ci95_low=float("nan"),
+                                        ratio_ci95_high=float("nan")))[0]
+    assert list(none.ratio_b_over_a) == ["", "2"]  # not divided: blank; no interval: 4 significant digits
+
+
+def test_the_ratio_table_has_one_caption_of_what_every_row_shares(tmp_path):
+    """The walk: 08's ratio table had two captions, "same in every row: ..." (bold, from ratio_table) and "the same
+    in every row: verdict=slower; knob=threads" (italic, from show's trimming of the columns ratio_table kept)."""
+    from cnnbench import tables
+
+    m = analysis.load(analysis.discover(_runs(tmp_path)))
+    t = compare.ratios(m)
+    view, same = compare.ratio_table(t[(t.run_a == "a") & (t.run_b == "b")])
+    assert "knob threads" in same and "knob" not in view
+    shown = tables.show(view, f"Ratio B / A; {same}").data
+    assert shown.count("same in every row") == 1
+
+
+def test_report_piped_into_a_reader_that_has_gone_ends_without_a_traceback(tmp_path):
+    """`cnnbench report | head` had no test through a real pipe (only compare had). ``head -n 0`` exits before
+    reading anything, so every line report prints meets a closed pipe."""
+    import subprocess
+    import sys
+
+    outputs = tmp_path / "outputs"
+    outputs.mkdir()
+    code = "from cnnbench import pipeline; raise SystemExit(pipeline.main(__import__('sys').argv[1:]))"
+    done = subprocess.run(f"{sys.executable} -c \"{code}\" report --outputs {outputs} | head -n 0; "
+                          "echo \"status ${PIPESTATUS[0]}\" >&2", shell=True, executable="/bin/bash",
+                          capture_output=True, text=True, timeout=120)
+    assert done.stdout == "" and "Traceback" not in done.stderr and "BrokenPipe" not in done.stderr, done.stderr
+    assert "status 0" in done.stderr  # nothing to rebuild, and nothing failed

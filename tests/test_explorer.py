@@ -352,3 +352,20 @@ def test_explorer_plots_name_every_batch_size_and_keep_their_axes_between_clicks
     for names in legends:  # after the third click, each plot names each configuration with its batch size
         assert {"mnist_cnn train bs=32", "mnist_cnn train bs=64", "squeezenet1_1 train bs=32"} <= set(names), names
     assert states[1] == states[2]  # same limits and tick labels after the second and the third click
+
+
+def test_the_explorer_table_reads_one_rate_per_row_on_one_line_without_raw_columns(tmp_path):
+    """The walk (D10): the explorer's table wrapped its rate over 3-4 lines ('5,835.8 / +- / 560.0 / img/s'),
+    needed a horizontal scroll bar and repeated the rate as raw columns (throughput_img_s,
+    throughput_ci95_img_s, throughput_ci95_rel_pct, noisy, repeats: they stay in explore.csv)."""
+    from types import SimpleNamespace
+
+    from cnnbench import interactive
+
+    history = [_clicked("mnist_cnn", 32, 5835.8, 2.0) | {"throughput_ci95_img_s": 560.0, "noisy": False,
+                                                          "repeats": 5, "throughput_ci95_rel_pct": 9.6}]
+    table = interactive._bundles(history, SimpleNamespace(dir=tmp_path))[0]["data"]["text/html"]
+    for raw in ("throughput_img_s", "throughput_ci95_img_s", "throughput_ci95_rel_pct", "noisy", "repeats"):
+        assert f">{raw}<" not in table
+    assert "5,840\u00a0±\u00a0560\u00a0img/s" in table  # to the interval's precision, never broken over lines
+    assert ">rate<" in table and ">mnist_cnn<" in table

@@ -260,6 +260,31 @@ def test_the_report_wraps_every_table_inside_the_page(tmp_path):
     assert widths["tables"] == 2 and widths["wider"] == [], widths
 
 
+def test_a_table_that_fits_with_whole_words_breaks_none(tmp_path):
+    """The walk: seed 000's Table 8 beside ours fitted the page, with headers and cells broken inside words
+    ('phas e', 'speedup _x', 'a_ img_s', 'mobilenet_v 2'). A table whose words fit the page keeps them whole; only
+    one that cannot fit otherwise (30 columns of numbers) may break inside them."""
+    numbers, _ = _wide_tables()
+    table8 = pd.DataFrame({
+        "source": ["published by 000_6d833120f7fd5a11.txt", "ours: u1"], "model": ["mobilenet_v2", "mobilenet_v2"],
+        "phase": ["train", "train"], "a": ["t4", "u1 (AMD EPYC)"], "b": ["cpu", "000's cpu"],
+        "a_img_s": [float("nan"), 151.3], "a_ci95_img_s": [float("nan"), 4.1], "b_img_s": [float("nan"), 20.8],
+        "speedup_x": [21.4, 7.267], "speedup_ci95_x": [float("nan"), 0.197], "comparison": ["published", "not matched"],
+        "differences": ["its devices in its configuration: Tiny-ImageNet (64x64) from disk, 4 workers, one run",
+                        "not matched (other machine: 000's cpu); data: ours synthetic, theirs Tiny-ImageNet"],
+    })
+    shown = tables.show(table8, "Table 8").data
+    assert 'class="dataframe cnnbench-words"' in shown
+    assert "cnnbench-words" not in tables.show(numbers, "").data
+    nb = tmp_path / "08.ipynb"
+    cells = [nbformat.v4.new_code_cell("", outputs=[nbformat.v4.new_output(
+        "display_data", data={"text/html": tables.show(df, "t").data})]) for df in (numbers, table8)]
+    nbformat.write(nbformat.v4.new_notebook(cells=cells), nb)
+    page = report.build([nb], tmp_path / "report.html", "t", "# head")
+    seen = _table_overflow_in_chromium(page)
+    assert seen["wider"] == [] and seen["split"] == [], seen
+
+
 def _table_overflow_in_chromium(path, width=1024):
     """Every table's right edge against the page's width, in headless chromium (skipped where there is none)."""
     import shutil
@@ -290,6 +315,30 @@ def _table_overflow_in_chromium(path, width=1024):
             "const page = document.documentElement.clientWidth;"
             "const ts = [...document.querySelectorAll('table')];"
             "return {tables: ts.length, page: page, wider: ts.map(t => t.getBoundingClientRect())"
-            ".filter(r => r.right > page + 1).map(r => r.width)};")
+            ".filter(r => r.right > page + 1).map(r => r.width), split: " + _SPLIT_WORDS + "};")
     finally:
         driver.quit()
+
+
+# Every word a cell of a table with whole words (class cnnbench-words) had to break: a word wider than the room
+# its cell has (a header may break after an underscore, where it has a <wbr>).
+_SPLIT_WORDS = """(() => {
+  const out = [];
+  for (const c of document.querySelectorAll('table.cnnbench-words th, table.cnnbench-words td')) {
+    const st = getComputedStyle(c);
+    const room = c.clientWidth - parseFloat(st.paddingLeft) - parseFloat(st.paddingRight);
+    let words = c.innerText.split(/\\s+/).filter(Boolean);
+    if (c.tagName === 'TH') words = words.flatMap(w => w.split(/(?<=_)/));
+    for (const w of words) {
+      const s = document.createElement('span');
+      s.style.whiteSpace = 'nowrap';
+      s.textContent = w;
+      c.appendChild(s);
+      const width = s.getBoundingClientRect().width;
+      s.remove();
+      if (width > room + 0.5) out.push(w);
+    }
+  }
+  return out;
+})()"""
+

@@ -20,7 +20,7 @@ from dataclasses import asdict
 import pandas as pd
 import torch
 
-from cnnbench import devices, params, plots, results, scenarios
+from cnnbench import devices, params, plots, results, scenarios, tables
 from cnnbench.measure import engine, timing
 from cnnbench.progress import headless
 
@@ -122,14 +122,20 @@ def _bundles(history: list[dict], run) -> list[dict]:
                                                         "text/plain": f"<figure: {points} configurations>"},
                 "metadata": {"cnnbench": {"points": points}}}
 
+    def rate_cell(rate: float, half: float) -> str:  # "5,840 ± 560 img/s" on one line; "about 5 img/s (...)"
+        if not math.isfinite(half) or half <= 0 or half >= rate:
+            return rate_text(rate, half).replace(" ", "\u00a0")
+        return f"{tables.rounded(rate, half)} ± {tables.rounded(half, half)} img/s".replace(" ", "\u00a0")
+
     df = pd.DataFrame(history)
-    if "throughput_img_s" in df:  # "about 5 img/s (not precise: +-221%)", never "5.36 +- 11.85 img/s"
-        df["rate"] = [rate_text(r, c) if r == r else "" for r, c in
+    if "throughput_img_s" in df:  # the raw figures stay in explore.csv
+        df["rate"] = [rate_cell(r, c) if r == r else "" for r, c in
                       zip(df.throughput_img_s, df.get("throughput_ci95_img_s", float("nan")), strict=True)]
-    cols = ["model", "device_name", "batch_size", "precision", "data_mode", "status", "rate", "throughput_img_s",
-            "throughput_ci95_img_s", "throughput_ci95_rel_pct", "noisy", "repeats", "achieved_tflops", "error"]
+    cols = ["model", "device_name", "batch_size", "precision", "data_mode", "status", "rate", "achieved_tflops",
+            "error"]
     table = df[[c for c in cols if c in df]].round(3)
-    out = [{"output_type": "display_data", "data": {"text/html": table.to_html(), "text/plain": table.to_string()},
+    out = [{"output_type": "display_data", "data": {"text/html": table.to_html(index=False),
+                                                    "text/plain": table.to_string(index=False)},
             "metadata": {"cnnbench": {"rows": len(table)}}}]
     ok = df[df.status == "ok"]
     if ok.empty:

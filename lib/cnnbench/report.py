@@ -23,6 +23,7 @@ SETUP = "00_setup"  # shows the environment and parameters: a run's report folds
 TABLE_CSS = """<style id="cnnbench-tables">
 .jp-RenderedHTMLCommon table { table-layout: auto; max-width: 100%; }
 .jp-RenderedHTMLCommon th, .jp-RenderedHTMLCommon td { overflow-wrap: anywhere; }
+.jp-RenderedHTMLCommon table.cnnbench-words th, .jp-RenderedHTMLCommon table.cnnbench-words td { overflow-wrap: break-word; }
 </style>
 """
 _HEADING = re.compile(r"^(#{1,2})\s+(.+?)\s*#*\s*$")

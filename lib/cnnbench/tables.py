@@ -44,7 +44,9 @@ def interval_decimals(ci: float) -> int:
     return 1 - math.floor(math.log10(ci))
 
 
-def _rounded(value, ci) -> str:
+def rounded(value, ci) -> str:
+    """``value`` as text to the precision its 95% half-width ``ci`` supports (:func:`interval_decimals`), never
+    fewer than two significant digits of its own; 4 significant digits where ``ci`` is missing; "" for NaN."""
     if not isinstance(value, (int, float)) or not math.isfinite(value):
         return "" if value is None or value != value else str(value)
     d = interval_decimals(ci)
@@ -69,8 +71,8 @@ def trimmed(df: pd.DataFrame) -> tuple[pd.DataFrame, str]:
         base = str(ci).replace("_ci95", "", 1)
         if base in out.columns:
             cis = pd.to_numeric(out[ci], errors="coerce")
-            out[base] = [_rounded(v, e) for v, e in zip(out[base], cis, strict=True)]
-            out[ci] = [_rounded(e, e) for e in cis]
+            out[base] = [rounded(v, e) for v, e in zip(out[base], cis, strict=True)]
+            out[ci] = [rounded(e, e) for e in cis]
     first = [c for c in VERDICTS if c in out.columns]
     return out[first + [c for c in out.columns if c not in first]], caption
 
@@ -113,15 +115,39 @@ def show(df: pd.DataFrame, caption: str = ""):
 
 LONG_TEXT = 60  # characters: a column holding longer text gets a share of the page and wraps inside it
 TEXT_SHARE = "35%"  # of the table's width, for each such column (the report's CSS wraps every cell)
+WORDS_FIT_CHARS = 100  # the page's width in characters (the report's tables are about 940 px wide in a 1,024 px window)
 _TH = re.compile(r"(<th[^>]*>)(.*?)(</th>)", re.S)
+
+
+def _words(text, header: bool) -> list[str]:
+    """The pieces a cell's text cannot break inside: words, and in a header the parts after an underscore."""
+    words = str(text).split()
+    return [p for w in words for p in re.split(r"(?<=_)", w) if p] if header else words
+
+
+def whole_words_chars(df: pd.DataFrame, index: bool) -> int:
+    """Characters a table takes across the page when no word breaks: per column its longest word (header or
+    cell, as :func:`show` writes it) and two for the cell's padding."""
+    cols = [(c, df[c]) for c in df.columns] if df.columns.is_unique else []
+    if index:
+        cols += [(name or "", pd.Series(df.index.get_level_values(i))) for i, name in enumerate(df.index.names)]
+    total = 0
+    for name, values in cols:
+        words = [*_words(name, True), *(w for v in values for w in _words(_cell(v), False))]
+        total += max((len(w) for w in words), default=0) + 2
+    return total
 
 
 def fitted(table: str, df: pd.DataFrame, index: bool) -> str:
     """A table's HTML made to fit the page beside the report's CSS (:data:`cnnbench.report.TABLE_CSS`): its
     headers may break after an underscore (``throughput_<wbr>img_s``), and each column of long text
     (:data:`LONG_TEXT`, e.g. the seeds' ``differences``) takes :data:`TEXT_SHARE` of the width, so the short
-    columns beside it keep theirs."""
+    columns beside it keep theirs. A table whose words fit the page side by side (:func:`whole_words_chars`
+    within :data:`WORDS_FIT_CHARS`) is marked ``cnnbench-words``: it wraps between words only ('phase', never
+    'phas e'); a wider one may break inside words, so that it still fits."""
     table = _TH.sub(lambda m: m.group(1) + m.group(2).replace("_", "_<wbr>") + m.group(3), table)
+    if whole_words_chars(df, index) <= WORDS_FIT_CHARS:
+        table = table.replace('class="dataframe"', 'class="dataframe cnnbench-words"', 1)
     long = [
         not pd.api.types.is_numeric_dtype(df[c]) and df[c].astype(str).str.len().max() > LONG_TEXT
         for c in df.columns

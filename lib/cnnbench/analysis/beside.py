@@ -186,12 +186,14 @@ def speedups_beside_000(scenario_a: pd.DataFrame) -> pd.DataFrame:
     seed = published.THROUGHPUT_000
     rows = []
     for r in ok.itertuples():
+        ci = float(getattr(r, "throughput_ci95_img_s", math.nan))
         for s in seed[seed.model == r.model].itertuples():
             theirs = getattr(s, f"{r.phase}_img_s")
             rows.append({
                 "source": _ours_label(r.run_name), "model": r.model, "phase": r.phase,
                 "a": f"{r.run_name} ({r.device_name})", "b": f"000's {s.device_class}",
-                "a_img_s": r.throughput_img_s, "b_img_s": theirs, "speedup_x": r.throughput_img_s / theirs,
+                "a_img_s": r.throughput_img_s, "a_ci95_img_s": ci, "b_img_s": theirs,
+                "speedup_x": r.throughput_img_s / theirs, "speedup_ci95_x": ci / theirs,  # theirs has no interval
                 "comparison": "not matched", "differences": _speedup_differences(r, s.device_class),
             })
     return _stack(pub, pd.DataFrame(rows), ["model", "phase"])

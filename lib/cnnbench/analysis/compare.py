@@ -11,6 +11,7 @@ import pandas as pd
 
 from cnnbench.measure import reproducibility
 from cnnbench.results.runs import Merged, machine_label
+from cnnbench.tables import rounded
 
 # A measurement's configuration: two rows are divided only when all of these are equal.
 MATCH_KEYS = (
@@ -434,10 +435,18 @@ def ratios(m: Merged, keys: tuple[str, ...] | None = None) -> pd.DataFrame:
 
 
 def ratio_table(ratio: pd.DataFrame) -> tuple[pd.DataFrame, str]:
-    """:func:`ratios` for reading: the verdict columns first, every column constant over the table moved into
-    the returned caption text ("same in every row: key value; ...")."""
-    keep = {"verdict", "ratio_b_over_a", "ratio_ci95_low", "ratio_ci95_high", "model", "phase", "knob"}
+    """:func:`ratios` for reading: the verdict columns first, every column constant over the table (the ratio
+    and its interval aside) moved into the returned caption text ("same in every row: key value; ..."), so the
+    table shows one caption, and each ratio and its bounds to the precision its interval supports
+    (:func:`cnnbench.tables.rounded`, as text)."""
+    numbers = ["ratio_b_over_a", "ratio_ci95_low", "ratio_ci95_high"]
     ratio = ratio.drop(columns=["probe_img_s_a", "probe_img_s_b"], errors="ignore")  # their change is enough
-    same = [c for c in ratio.columns if c not in keep and ratio[c].astype(str).nunique() == 1]
+    same = [c for c in ratio.columns if c not in numbers and len(ratio) > 1 and ratio[c].astype(str).nunique() == 1]
     text = "; ".join(f"{c} {ratio[c].iloc[0]}" for c in same if str(ratio[c].iloc[0]) not in ("", "nan"))
-    return ratio.drop(columns=same), (f"same in every row: {text}" if text else "")
+    view = ratio.drop(columns=same)
+    if set(numbers) <= set(view.columns):
+        low, high = (pd.to_numeric(view[c], errors="coerce") for c in numbers[1:])
+        half = (high - low) / 2
+        for c in numbers:
+            view[c] = [rounded(v, h) for v, h in zip(pd.to_numeric(view[c], errors="coerce"), half, strict=True)]
+    return view, (f"same in every row: {text}" if text else "")
