@@ -13,6 +13,9 @@ difference (a pair agrees where its bar crosses zero), and each interval's width
 
     .venv/bin/python benchmarks/repeat_agreement.py --runs 2
     .venv/bin/python benchmarks/repeat_agreement.py --figure-only --out examples/benchmarks/repeat_agreement.csv
+
+It also prints, over every row of the CSV, how many pairs agree where the CPU's own speed (the probe the runner
+takes before each round) moved less than 5% between the two passes, and how many where it moved more.
 """
 
 from __future__ import annotations
@@ -43,7 +46,8 @@ def main() -> None:
     ap.add_argument("--figure-only", action="store_true", help="only redraw the figure of the CSV's rows")
     args = ap.parse_args()
     if args.figure_only:
-        print(f"wrote {figure(results.frame(results.read_rows(args.out)), Path(args.out).with_suffix('.png'))}")
+        every = results.frame(results.read_rows(args.out))
+        print(f"{by_probe(every)}; wrote {figure(every, Path(args.out).with_suffix('.png'))}")
         return
     p = params.load(paths.resolve(args.params), {})
     device = devices.resolve(p.device)
@@ -64,7 +68,7 @@ def main() -> None:
         fa, fb = results.frame(first), results.frame(second)
         fa["run_name"] = fb["run_name"] = f"run{run}"
         fa["status"], fb["status"] = fa.status.astype(str), fb.status.astype(str)
-        pairs = reproducibility.repeated(fa, fb)
+        pairs = reproducibility.repeated(fa, fb).assign(first="first pass", second="second pass")
         for r, a, b in zip(pairs.to_dict("records"), fa.itertuples(), fb.itertuples(), strict=False):
             out.append({"timestamp": stamp, "host": host["host"], "device_name": devices.device_name(device),
                         "threads": threads, "params": args.params, "run": run, **r,
@@ -85,8 +89,23 @@ def main() -> None:
           f"intervals are within +-10% (goal >= 80%)")
     old = results.read_rows(args.out)
     results.write_rows(args.out, [*old, *out])
-    drawn = figure(results.frame([*old, *out]), Path(args.out).with_suffix(".png"))
+    every = results.frame([*old, *out])
+    print(f"all {len(every)} rows of {args.out}: {by_probe(every)}")
+    drawn = figure(every, Path(args.out).with_suffix(".png"))
     print(f"appended {len(out)} rows to {args.out}; figure {drawn}")
+
+
+STILL_PCT = 5.0  # the CPU's own speed (the probe before each round) moved less than this between the two passes
+
+
+def by_probe(rows) -> str:
+    """How many pairs agree where the machine's own speed held still between the two passes, and where it moved:
+    which disagreements the VM's speed explains."""
+    moved = pd.to_numeric(rows.probe_change_pct, errors="coerce").abs()
+    agree = rows.agree.astype(str).str.lower().eq("true")
+    still, gone = moved < STILL_PCT, moved >= STILL_PCT
+    return (f"where the probe moved less than {STILL_PCT:.0f}% between the passes, {int(agree[still].sum())} of "
+            f"{int(still.sum())} pairs agree; where it moved more, {int(agree[gone].sum())} of {int(gone.sum())}")
 
 
 def figure(rows, path: Path) -> Path:
@@ -96,28 +115,47 @@ def figure(rows, path: Path) -> Path:
                        host_heap=compare.system_heap_before_setting(rows.get("host_heap", pd.Series("", rows.index))))
     configs = list(dict.fromkeys(rows.config))
     sessions = list(dict.fromkeys(rows.timestamp))
-    fig, (left, right) = plots.subplots(1, 2, figsize=(11, 0.45 * len(configs) + 2.2), sharey=True)
+    fig, axes = plots.subplots(1, 3, figsize=(16, 0.45 * len(configs) + 2.2), width_ratios=(1, 1, 1.1))
+    left, right, probe = axes
+    right.sharey(left)
     n = len(rows.groupby(["timestamp", "run"]))
     for i, ((stamp, run), g) in enumerate(rows.groupby(["timestamp", "run"], sort=False)):
         y = [configs.index(c) + (i + 0.5) / n - 0.5 for c in g.config]
         colour = f"C{sessions.index(stamp)}"
-        state = "busy" if g.machine_first.astype(str).eq("busy").any() else "quiet"
-        label = f"{stamp[:16]} UTC ({state}, heap {g.host_heap.iloc[0]})" if int(run) == 0 else None
+        session = rows[rows.timestamp == stamp]
+        busy = session.groupby("run")[["machine_first", "machine_second"]].agg(
+            lambda s: s.astype(str).eq("busy").any()).any(axis=1)
+        label = (f"{stamp[:16]} UTC ({int(busy.sum())} of {len(busy)} runs busy, heap {g.host_heap.iloc[0]})"
+                 if int(run) == 0 else None)
         left.errorbar(g.difference_pct.astype(float), y, xerr=g.difference_ci95_pct.astype(float), fmt="o",
                       color=colour, ms=4, capsize=2, label=label)
         right.plot(g.ci95_first_pct.astype(float), y, "o", color=colour, ms=4)
         right.plot(g.ci95_second_pct.astype(float), y, "s", color=colour, ms=4, mfc="none")
+        for agreed, marker in ((True, "o"), (False, "x")):
+            h = g[g.agree == agreed]
+            probe.plot(h.probe_change_pct.astype(float), h.difference_pct.astype(float), marker, color=colour,
+                       ms=5, ls="none")
     left.axvline(0, color="k", lw=0.8)
     right.axvline(10, color="k", lw=0.8, ls="--")
     left.set_yticks(range(len(configs)), configs)
     left.invert_yaxis()
     left.set_xlabel("second - first, % of first\n(bar: 95% interval of the difference)")
     right.set_xlabel("95% interval half-width, % of rate\n(filled: first, open: second; goal <= 10%)")
+    right.tick_params(labelleft=False)
+    for edge in (-STILL_PCT, STILL_PCT):
+        probe.axvline(edge, color="grey", lw=0.8, ls=":")
+    probe.axhline(0, color="k", lw=0.8)
+    probe.set_xlabel(f"CPU's own speed (probe): change between the passes, %\n(dotted: +-{STILL_PCT:.0f}%)")
+    probe.set_ylabel("second - first, % of first (o: agree, x: not)")
+    moved = pd.to_numeric(rows.probe_change_pct, errors="coerce").abs() >= STILL_PCT
+    probe.set_title(f"probe within +-{STILL_PCT:.0f}%: {rows.agree[~moved].sum()} of {(~moved).sum()} agree; "
+                    f"beyond: {rows.agree[moved].sum()} of {moved.sum()}", fontsize=10)
     agree = rows.agree.mean()
     widths = pd.concat([rows.ci95_first_pct, rows.ci95_second_pct]).astype(float)
-    fig.suptitle(f"Repeat agreement: {agree:.0%} of {len(rows)} pairs agree (goal >= 90%), "
+    fig.suptitle(y=1.04, t=f"Repeat agreement: {agree:.0%} of {len(rows)} pairs agree (goal >= 90%), "
                  f"{(widths <= 10).mean():.0%} of {len(widths)} intervals within +-10% (goal >= 80%)")
-    fig.legend(loc="lower center", ncol=3, bbox_to_anchor=(0.5, -0.16), title="session (machine state, host heap)")
+    fig.legend(loc="upper center", ncol=2, bbox_to_anchor=(0.5, -0.12),
+               title="session (runs with a pass judged busy, host heap)")
     plots.save(fig, path)
     return path
 
