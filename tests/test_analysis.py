@@ -369,7 +369,8 @@ def test_seed_000_table_8_our_ratios_carry_our_interval_and_are_shown_to_its_pre
     shown, _ = tables.trimmed(t)
     ratio = 10.0 / theirs
     row = shown[(t.source == "ours: laptop") & (t.model == "resnet50") & (t.phase == "train") & (t.b == "000's t4")]
-    assert row.speedup_x.iloc[0] == tables.rounded(ratio, 0.5 / theirs)
+    ci = 0.5 / theirs
+    assert row.speedup_x.iloc[0] == f"{tables.rounded(ratio, ci)}\u00a0±\u00a0{tables.rounded(ci, ci)}"
 
 
 def test_seed_000_table_5_utilisation_beside_ours(tmp_path):

@@ -23,8 +23,22 @@ SETUP = "00_setup"  # shows the environment and parameters: a run's report folds
 TABLE_CSS = """<style id="cnnbench-tables">
 .jp-RenderedHTMLCommon table { table-layout: auto; max-width: 100%; }
 .jp-RenderedHTMLCommon th, .jp-RenderedHTMLCommon td { overflow-wrap: anywhere; }
-.jp-RenderedHTMLCommon table.cnnbench-words th, .jp-RenderedHTMLCommon table.cnnbench-words td { overflow-wrap: break-word; }
+.jp-RenderedHTMLCommon table.cnnbench-words th, .jp-RenderedHTMLCommon table.cnnbench-words td { overflow-wrap: normal; }
 </style>
+<script id="cnnbench-words">
+/* A table keeps its words whole (class cnnbench-words: 'phase', never 'phas e') wherever it then still fits its
+   box; only a table too wide for that may break inside words. Decided in the page, at its width, again on resize. */
+function cnnbenchWords() {
+  for (const t of document.querySelectorAll(".jp-RenderedHTMLCommon table")) {
+    t.classList.add("cnnbench-words");
+    if (t.getBoundingClientRect().width > t.parentElement.getBoundingClientRect().width + 1) {
+      t.classList.remove("cnnbench-words");
+    }
+  }
+}
+window.addEventListener("load", cnnbenchWords);
+window.addEventListener("resize", cnnbenchWords);
+</script>
 """
 _HEADING = re.compile(r"^(#{1,2})\s+(.+?)\s*#*\s*$")
 

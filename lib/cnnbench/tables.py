@@ -61,7 +61,8 @@ def trimmed(df: pd.DataFrame) -> tuple[pd.DataFrame, str]:
     """A wide table made to fit: the columns constant over all its rows move into the returned caption
     (``name=value``), verdict columns (:data:`VERDICTS`) come first, and every value with a 95% interval column
     beside it (``x`` and ``x`` with ``_ci95`` in its name, e.g. ``throughput_img_s``, ``throughput_ci95_img_s``)
-    is rounded, with its interval, to the precision the interval supports."""
+    is shown in ``x``'s column as "value ± interval" on one line, both rounded to the precision the interval
+    supports (the interval's column goes; ``out.attrs["intervals"]`` says that some did)."""
     if len(df) < 2 or isinstance(df.columns, pd.MultiIndex):
         return df, ""
     constant = [c for c in df.columns if df[c].astype(str).nunique(dropna=False) == 1]
@@ -71,10 +72,22 @@ def trimmed(df: pd.DataFrame) -> tuple[pd.DataFrame, str]:
         base = str(ci).replace("_ci95", "", 1)
         if base in out.columns:
             cis = pd.to_numeric(out[ci], errors="coerce")
-            out[base] = [rounded(v, e) for v, e in zip(out[base], cis, strict=True)]
-            out[ci] = [rounded(e, e) for e in cis]
+            out[base] = [_with_interval(v, e) for v, e in zip(out[base], cis, strict=True)]
+            out = out.drop(columns=ci)
+            out.attrs["intervals"] = True
     first = [c for c in VERDICTS if c in out.columns]
     return out[first + [c for c in out.columns if c not in first]], caption
+
+
+INTERVAL_NOTE = "<p><i>value ± its 95% interval</i></p>"
+
+
+def _with_interval(value, ci) -> str:
+    """'935 ± 65' (no-break spaces: one line), rounded to the interval; the value alone where it has none."""
+    text = rounded(value, ci)
+    if text and isinstance(ci, (int, float)) and math.isfinite(ci) and ci > 0:
+        text = f"{text}\u00a0±\u00a0{rounded(ci, ci)}"
+    return text
 
 
 def trimmed_html(df: pd.DataFrame) -> str:
@@ -87,6 +100,7 @@ def trimmed_html(df: pd.DataFrame) -> str:
     except (TypeError, ValueError):  # a table of unusual cells is shown whole rather than not at all
         return df.to_html(max_rows=None, max_cols=None, na_rep="")
     head = f"<p><i>the same in every row: {html.escape(caption)}</i></p>" if caption else ""
+    head += INTERVAL_NOTE if out.attrs.get("intervals") else ""
     return head + out.to_html(max_rows=None, max_cols=None, na_rep="", index=not isinstance(df.index, pd.RangeIndex))
 
 
@@ -106,6 +120,7 @@ def show(df: pd.DataFrame, caption: str = ""):
     if len(df.columns) > WIDE_COLUMNS and df.columns.is_unique:
         df, same = trimmed(df)
         same = f"<p><i>the same in every row: {html.escape(same)}</i></p>" if same else ""
+        same += INTERVAL_NOTE if df.attrs.get("intervals") else ""
     index = not isinstance(df.index, pd.RangeIndex)
     table = df.to_html(max_rows=None, max_cols=None, formatters={c: _cell for c in df.columns}, na_rep="",
                        index=index, escape=True)
@@ -115,39 +130,15 @@ def show(df: pd.DataFrame, caption: str = ""):
 
 LONG_TEXT = 60  # characters: a column holding longer text gets a share of the page and wraps inside it
 TEXT_SHARE = "35%"  # of the table's width, for each such column (the report's CSS wraps every cell)
-WORDS_FIT_CHARS = 100  # the page's width in characters (the report's tables are about 940 px wide in a 1,024 px window)
 _TH = re.compile(r"(<th[^>]*>)(.*?)(</th>)", re.S)
-
-
-def _words(text, header: bool) -> list[str]:
-    """The pieces a cell's text cannot break inside: words, and in a header the parts after an underscore."""
-    words = str(text).split()
-    return [p for w in words for p in re.split(r"(?<=_)", w) if p] if header else words
-
-
-def whole_words_chars(df: pd.DataFrame, index: bool) -> int:
-    """Characters a table takes across the page when no word breaks: per column its longest word (header or
-    cell, as :func:`show` writes it) and two for the cell's padding."""
-    cols = [(c, df[c]) for c in df.columns] if df.columns.is_unique else []
-    if index:
-        cols += [(name or "", pd.Series(df.index.get_level_values(i))) for i, name in enumerate(df.index.names)]
-    total = 0
-    for name, values in cols:
-        words = [*_words(name, True), *(w for v in values for w in _words(_cell(v), False))]
-        total += max((len(w) for w in words), default=0) + 2
-    return total
 
 
 def fitted(table: str, df: pd.DataFrame, index: bool) -> str:
     """A table's HTML made to fit the page beside the report's CSS (:data:`cnnbench.report.TABLE_CSS`): its
     headers may break after an underscore (``throughput_<wbr>img_s``), and each column of long text
     (:data:`LONG_TEXT`, e.g. the seeds' ``differences``) takes :data:`TEXT_SHARE` of the width, so the short
-    columns beside it keep theirs. A table whose words fit the page side by side (:func:`whole_words_chars`
-    within :data:`WORDS_FIT_CHARS`) is marked ``cnnbench-words``: it wraps between words only ('phase', never
-    'phas e'); a wider one may break inside words, so that it still fits."""
+    columns beside it keep theirs. The report's script keeps a table's words whole where it still fits."""
     table = _TH.sub(lambda m: m.group(1) + m.group(2).replace("_", "_<wbr>") + m.group(3), table)
-    if whole_words_chars(df, index) <= WORDS_FIT_CHARS:
-        table = table.replace('class="dataframe"', 'class="dataframe cnnbench-words"', 1)
     long = [
         not pd.api.types.is_numeric_dtype(df[c]) and df[c].astype(str).str.len().max() > LONG_TEXT
         for c in df.columns
