@@ -341,3 +341,14 @@ _SPLIT_WORDS = """(() => {
   return out;
 })()"""
 
+
+
+def test_a_notebooks_wide_table_shows_numbers_to_four_figures_as_08s_do():
+    """The example's 02 table printed 120.3333, 0.0118 and 1091.4922 in 16 columns: the notebooks' display
+    formatter (trimmed_html) wrote pandas' six decimals where 08's tables (show) write four figures."""
+    wide = pd.DataFrame({"throughput_process_min_img_s": [120.33331, 377.5096], "step_time_std_s": [0.011812, 0.0065],
+                         "peak_rss_mib": [1091.4922, 662.2656], **{f"c{i}": [i, i + 1] for i in range(8)}})
+    page = tables.trimmed_html(wide)
+    for shown in (">120.3<", ">377.5<", ">0.01181<", ">1,091<", ">662.3<"):
+        assert shown in page, shown
+    assert "120.3333" not in page and "1091.4922" not in page

@@ -92,7 +92,7 @@ def _with_interval(value, ci) -> str:
 
 def trimmed_html(df: pd.DataFrame) -> str:
     """A table's HTML in a notebook: whole when it fits the page, else :func:`trimmed` with its constant columns
-    in a caption above it."""
+    in a caption above it and its numbers to four figures, as :func:`show` writes them."""
     if len(df.columns) <= WIDE_COLUMNS or not df.columns.is_unique:
         return df.to_html(max_rows=None, max_cols=None, na_rep="")
     try:
@@ -101,7 +101,8 @@ def trimmed_html(df: pd.DataFrame) -> str:
         return df.to_html(max_rows=None, max_cols=None, na_rep="")
     head = f"<p><i>the same in every row: {html.escape(caption)}</i></p>" if caption else ""
     head += INTERVAL_NOTE if out.attrs.get("intervals") else ""
-    return head + out.to_html(max_rows=None, max_cols=None, na_rep="", index=not isinstance(df.index, pd.RangeIndex))
+    return head + out.to_html(max_rows=None, max_cols=None, na_rep="", index=not isinstance(df.index, pd.RangeIndex),
+                              formatters={c: _cell for c in out.columns})
 
 
 def _cell(value) -> str:
