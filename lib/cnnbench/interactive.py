@@ -125,7 +125,7 @@ def _bundles(history: list[dict], run) -> list[dict]:
     def rate_cell(rate: float, half: float) -> str:  # "5,840 ± 560 img/s" on one line; "about 5 img/s (...)"
         if not math.isfinite(half) or half <= 0 or half >= rate:
             return rate_text(rate, half).replace(" ", "\u00a0")
-        return f"{tables.rounded(rate, half)} ± {tables.rounded(half, half)} img/s".replace(" ", "\u00a0")
+        return f"{tables.with_interval(rate, half)}\u00a0img/s"
 
     df = pd.DataFrame(history)
     if "throughput_img_s" in df:  # the raw figures stay in explore.csv

@@ -72,7 +72,7 @@ def trimmed(df: pd.DataFrame) -> tuple[pd.DataFrame, str]:
         base = str(ci).replace("_ci95", "", 1)
         if base in out.columns:
             cis = pd.to_numeric(out[ci], errors="coerce")
-            out[base] = [_with_interval(v, e) for v, e in zip(out[base], cis, strict=True)]
+            out[base] = [with_interval(v, e) for v, e in zip(out[base], cis, strict=True)]
             out = out.drop(columns=ci)
             out.attrs["intervals"] = True
     first = [c for c in VERDICTS if c in out.columns]
@@ -82,7 +82,7 @@ def trimmed(df: pd.DataFrame) -> tuple[pd.DataFrame, str]:
 INTERVAL_NOTE = "<p><i>value ± its 95% interval</i></p>"
 
 
-def _with_interval(value, ci) -> str:
+def with_interval(value, ci) -> str:
     """'935 ± 65' (no-break spaces: one line), rounded to the interval; the value alone where it has none."""
     text = rounded(value, ci)
     if text and isinstance(ci, (int, float)) and math.isfinite(ci) and ci > 0:
