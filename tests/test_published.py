@@ -71,11 +71,9 @@ def test_seed_000_throughput_rows_carry_the_batch_size_its_section_2_3_states():
 
 
 def test_seed_tables_exist_once_and_05s_names_are_the_same_objects():
-    from cnnbench.scratch import published as scratch_published
+    from cnnbench import scratch
 
-    assert scratch_published.TABLE_I_001 is published.BACKENDS_001
-    assert scratch_published.TABLE_4_004 is published.OPS_004 and scratch_published.TABLE_5_004 is published.MEMORY_004
-    assert scratch_published.SEED_004 == published.SEED_004
+    assert scratch.published is published  # 05's name for the seeds' numbers is the one module, no alias
     assert "gradient" in set(published.OPS_004.operation)  # cnnbench.scratch's op kind, so beside_seed_004 joins
     assert published.TIMES_004.set_index("what").cpu_ms["total_training"] == pytest.approx(42.3e3)
 
@@ -179,20 +177,18 @@ def test_seed_001_is_beside_our_cnn_only_with_a_model_column():
     assert "no run of this analysis wrote backends.csv" in alone.note.iloc[0] and set(alone.model) == {"mnist_cnn"}
 
 
-def test_seed_004_memory_blocks_are_labelled_and_in_one_unit():
+def test_seed_004_memory_blocks_are_labelled_and_the_mlp_only():
     rows = [{"run_name": "laptop", "backend": b, "model": m, "component": c, "computed_mib": 1.0,
              "measured_mib": 2.0, "status": "ok"}
             for m in ("mnist_cnn", "mlp") for b in ("numpy", "torch_cpu") for c in ("parameters", "step_total")]
-    t = analysis.memory_beside_004(pd.DataFrame(rows))
-    assert {"source", "backend", "model", "component"} <= set(t.columns)
-    assert t[["source", "backend", "model"]].notna().all().all()
+    t = analysis.memory_mb_beside_004(pd.DataFrame(rows))
+    assert t[["source", "backend", "model", "component"]].notna().all().all()
     blocks = list(dict.fromkeys(zip(t.source, t.backend, t.model, strict=True)))
-    assert len(blocks) == 2 + 4 and blocks[0][1:] == ("numpy", "mlp") and blocks[1][1:] == ("cupy", "mlp")
-    assert all(b[2] == "mlp" for b in blocks[2:4])  # ours: the MLP (seed 004's network) first
-    assert not [c for c in t.columns if c.endswith("_mb")]  # every value in MiB
-    params_mb = published.MEMORY_004.set_index("component").cpu_mb["parameters"]
+    assert len(blocks) == 2 + 2 and blocks[0][1:] == ("numpy", "mlp") and blocks[1][1:] == ("cupy", "mlp")
+    assert set(t.model) == {"mlp"}  # seed 004's network only
     pub = t[(t.backend == "numpy") & (t.component == "parameters") & t.source.str.startswith("published")]
-    assert pub.published_mib.iloc[0] == pytest.approx(params_mb * 1e6 / 2**20)
+    assert pub.published_mb.iloc[0] == published.MEMORY_004.set_index("component").cpu_mb["parameters"]
+    assert t[t.source == "ours: laptop"].measured_mb.iloc[0] == pytest.approx(2 * 2**20 / 1e6)
 
 
 def test_seeds_full_reproduces_each_seeds_configuration_with_the_real_validation():

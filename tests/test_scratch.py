@@ -292,11 +292,12 @@ def test_speed_goals_are_ratios_recorded_not_asserted():
 
 
 def test_published_numbers_carry_their_source():
-    from cnnbench.scratch import published
+    from cnnbench import scratch
 
-    assert set(published.TABLE_I_001.source) == {published.SEED_001}
-    assert published.TABLE_I_001.set_index("backend").loc["numba_cuda", "throughput_img_s"] == 71758
-    assert set(published.TABLE_4_004.source) == {published.SEED_004}
+    published = scratch.published
+    assert set(published.BACKENDS_001.source) == {published.SEED_001}
+    assert published.BACKENDS_001.set_index("backend").loc["numba_cuda", "throughput_img_s"] == 71758
+    assert set(published.OPS_004.source) == {published.SEED_004}
 
 
 def test_the_op_breakdown_gives_each_op_one_colour_in_every_panel(tmp_path):

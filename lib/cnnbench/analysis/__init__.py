@@ -11,17 +11,6 @@ the seeds' tables (``published``) and the explorer (:func:`cnnbench.interactive.
 imported on first use.
 """
 
-from cnnbench.analysis.beside import (
-    achieved_beside_003,
-    cpu_beside_002,
-    inference_beside_002,
-    memory_mb_beside_004,
-    performance_beside_000,
-    speedups_beside_000,
-    sweep_beside_000,
-    times_beside_004,
-    utilisation_beside_000,
-)
 from cnnbench.analysis.compare import (
     MATCH_KEYS,
     comparison_kind,
@@ -45,15 +34,22 @@ from cnnbench.analysis.findings import (
 from cnnbench.analysis.merge import merged_statement, runs_table
 from cnnbench.analysis.searches import best_configurations, tuning_findings_markdown
 from cnnbench.analysis.seeds import (
+    achieved_beside_003,
     backends_beside_001,
     beside,
-    epoch_times,
+    cpu_beside_002,
     epochs_beside_published,
-    memory_beside_004,
+    inference_beside_002,
+    memory_mb_beside_004,
     ops_beside_published,
+    performance_beside_000,
     published_beside_ours,
+    speedups_beside_000,
+    sweep_beside_000,
     telemetry_beside_published,
     telemetry_summary,
+    times_beside_004,
+    utilisation_beside_000,
 )
 from cnnbench.results.runs import ALL_RUNS, Merged, discover, load, runs_for, zip_run
 
@@ -78,14 +74,12 @@ __all__ = [
     "best_configurations",
     "comparison_kind",
     "discover",
-    "epoch_times",
     "epochs_beside_published",
     "findings",
     "findings_markdown",
     "findings_table",
     "load",
     "machine",
-    "memory_beside_004",
     "merged_statement",
     "ops_beside_published",
     "placed_points",

@@ -22,7 +22,7 @@ import pandas as pd
 
 from cnnbench import paths, results
 from cnnbench.analysis import compare
-from cnnbench.analysis.beside import speedups_beside_000
+from cnnbench.analysis.seeds import speedups_beside_000
 from cnnbench.measure import reproducibility
 from cnnbench.results.runs import load, machine_label
 
@@ -94,7 +94,7 @@ def _line(r: dict) -> str:
 
 def seeds_beside(m, run: str) -> pd.DataFrame:
     """The seeds as a pseudo-run: ``run`` beside every device seed 000 measured, for the same model and phase
-    (:func:`~cnnbench.analysis.beside.speedups_beside_000`), labelled "not matched" with the differences named."""
+    (:func:`~cnnbench.analysis.seeds.speedups_beside_000`), labelled "not matched" with the differences named."""
     sa = m["scenario_a"]
     table = speedups_beside_000(sa[sa.run_name == run] if len(sa) else sa)
     ours = (

@@ -1,15 +1,429 @@
-"""Every seed's published numbers beside ours, with the differences of configuration named."""
+"""Every seed's published numbers beside ours, with the differences of configuration named.
+
+Each table stacks the seed's rows (``source`` "published by <seed file>") and ours (``source`` "ours: <run>"),
+with a ``differences`` column naming what differs between the two configurations; a seed figure whose analogue
+no merged run produced is shown alone, with a ``note`` saying so. Where our run's device is of none of the
+seed's device classes, or its configuration differs, the row says "not matched" rather than dividing silently.
+"""
 
 from __future__ import annotations
+
+import math
 
 import pandas as pd
 
 from cnnbench import published
-from cnnbench.analysis.beside import cnn_extras_001
 from cnnbench.analysis.compare import MATCH_KEYS, _configured
 from cnnbench.scratch import summary as scratch_summary
 
+MIB_TO_MB = 2**20 / 1e6  # our MiB shown in the seeds' MB (read as 10^6 bytes)
 
+
+def _pub(seed_file: str) -> str:
+    return f"published by {seed_file}"
+
+
+def _ours_label(run) -> str:
+    return "ours: " + str(run)
+
+
+def _alone(pub: pd.DataFrame, csv: str) -> pd.DataFrame:
+    return pub.assign(note=f"no run of this analysis wrote {csv}: the published table alone")
+
+
+def _fp32(scenario_a: pd.DataFrame) -> pd.DataFrame:
+    """Our ok Scenario A rows in the seeds' variant (fp32, NCHW, eager), one per run and configuration."""
+    if scenario_a.empty or "status" not in scenario_a:
+        return pd.DataFrame()
+    ok = _configured(scenario_a)
+    ok = ok[(ok.precision == "fp32") & (ok.memory_format == "nchw") & ~ok["compile"]]
+    classes = [published.device_class(k, n) for k, n in zip(ok.device_kind, ok.device_name, strict=True)]
+    return ok.assign(device_class=classes)
+
+
+def _config(r) -> str:
+    """Our configuration in words, from a row of ours."""
+    return (
+        f"ours: {getattr(r, 'dataset', '?')} data ({getattr(r, 'data_mode', '?')} mode), "
+        f"{getattr(r, 'image_size', '?')} px, batch {getattr(r, 'batch_size', '?')}, synchronised measured windows"
+    )
+
+
+def _stack(pub: pd.DataFrame, ours: pd.DataFrame, by: list[str]) -> pd.DataFrame:
+    """The seed's rows and ours in one table, each group of ``by`` with the seed's rows first."""
+    out = pd.concat([pub.assign(_o=0), ours.assign(_o=1)], ignore_index=True)
+    out = out.sort_values([*by, "_o"], kind="stable").drop(columns="_o").reset_index(drop=True)
+    return out[["source", *[c for c in out.columns if c != "source"]]]
+
+
+def _match(device_class: str, seed_classes) -> str:
+    if device_class in set(seed_classes):
+        return f"matched device class: {device_class}"
+    return f"not matched: no seed device of class {device_class}"
+
+
+# --- seed 000 ------------------------------------------------------------------------------------------------
+def _wide(ok: pd.DataFrame, values: list[str]) -> pd.DataFrame:
+    """One row per run and configuration (phase apart), ``<phase>_<value>`` columns."""
+    keys = ["run_name", "device_name", "device_class", "model", "batch_size", "image_size", "dataset",
+            "data_mode"]
+    keys = [k for k in keys if k in ok]
+    vals = [v for v in values if v in ok]
+    wide = ok.pivot_table(index=keys, columns="phase", values=vals, aggfunc="first")
+    wide.columns = [f"{phase}_{value}" for value, phase in wide.columns]
+    return wide.reset_index()
+
+
+def performance_beside_000(scenario_a: pd.DataFrame) -> pd.DataFrame:
+    """Seed 000's Table 3 whole (img/s, TFLOP/s, peak GPU memory in MB) beside ours per run: our throughput,
+    achieved TFLOP/s from counted FLOPs at our resolution, the allocator's peak (MiB) and the worker's peak RSS."""
+    p = published.THROUGHPUT_000
+    pub = pd.DataFrame({
+        "source": _pub(p.source.iloc[0]), "model": p.model, "device": p.device_class, "batch_size": p.batch_size,
+        "train_img_s": p.train_img_s, "eval_img_s": p.eval_img_s, "train_tflops": p.train_tflops,
+        "eval_tflops": p.eval_tflops, "peak_gpu_mem_mb": p.peak_gpu_mem_mb,
+        "differences": p.configuration + "; TFLOP/s = img/s x the 224 px forward count (MACs, no training "
+        "factor); peak GPU memory in MB as printed (N/A on MPS and CPU)",
+    })
+    ok = _fp32(scenario_a)
+    ok = ok[ok.model.isin(p.model)] if len(ok) else ok
+    if ok.empty:
+        return _alone(pub, "scenario_a.csv with the seed's models")
+    w = _wide(ok, ["throughput_img_s", "achieved_tflops", "peak_device_mem_mib", "peak_rss_mib"])
+    ours = pd.DataFrame({
+        "source": w.run_name.map(_ours_label), "model": w.model, "device": w.device_name,
+        "batch_size": w.batch_size, "train_img_s": w.get("train_throughput_img_s"),
+        "eval_img_s": w.get("eval_throughput_img_s"), "train_tflops": w.get("train_achieved_tflops"),
+        "eval_tflops": w.get("eval_achieved_tflops"), "peak_device_mem_mib": w.get("train_peak_device_mem_mib"),
+        "peak_rss_mib": w.get("train_peak_rss_mib"),
+        "differences": [
+            f"{_match(r.device_class, p.device_class)}; {_config(r)}; TFLOP/s = img/s x counted FLOPs of the "
+            f"step at {r.image_size} px (training: forward + backward); memory: the allocator's peak (MiB, "
+            "CUDA/MPS) and the worker's peak RSS (MiB)"
+            for r in w.itertuples()
+        ],
+    })
+    return _stack(pub, ours, ["model"])
+
+
+def utilisation_beside_000(scenario_a: pd.DataFrame) -> pd.DataFrame:
+    """Seed 000's Table 5 (GPU and CPU utilisation, %) beside ours: the mean of the samples taken during the
+    measured windows of each training step, per run and model."""
+    u = published.UTILISATION_000
+    pub = pd.DataFrame({
+        "source": _pub(u.source.iloc[0]), "model": u.model, "device": u.device_class,
+        "gpu_util_pct": u.gpu_util_pct, "cpu_util_pct": u.cpu_util_pct,
+        "differences": "one reading per model and device, outside the measured run (phase not stated); "
+        "GPU N/A on MPS and CPU",
+    })
+    ok = _fp32(scenario_a)
+    ok = ok[(ok.phase == "train") & ok.model.isin(u.model)] if len(ok) else ok
+    if ok.empty:
+        return _alone(pub, "scenario_a.csv with the seed's models")
+    ours = pd.DataFrame({
+        "source": ok.run_name.map(_ours_label), "model": ok.model, "device": ok.device_name,
+        "gpu_util_pct": ok.get("util_device_mean_pct"), "cpu_util_pct": ok.get("util_cpu_mean_pct"),
+        "process_cpu_util_pct": ok.get("util_process_cpu_mean_pct"), "samples": ok.get("telemetry_samples"),
+        "differences": [
+            f"{_match(r.device_class, u.device_class)}; {_config(r)}; mean of the samples taken during the "
+            "training step's measured windows (CPU: every core, 100% = all busy)"
+            for r in ok.itertuples()
+        ],
+    })
+    return _stack(pub, ours, ["model"])
+
+
+def sweep_beside_000(batch_sweep: pd.DataFrame, model: str = "squeezenet1_1") -> pd.DataFrame:
+    """Seed 000's Table 6 (SqueezeNet's batch sweep: img/s, GFLOP/s, the unstable batch) beside every run's
+    training rows of the same model, failed batches (oom, unstable) kept as rows."""
+    s = published.SWEEP_000
+    pub = s.drop(columns=["source", "configuration"]).assign(
+        source=_pub(s.source.iloc[0]), device=s.configuration.str.split(";").str[0],
+        differences=s.configuration,
+    )
+    rows = batch_sweep[(batch_sweep.model == model) & (batch_sweep.phase == "train")] if (
+        len(batch_sweep) and {"model", "phase"} <= set(batch_sweep.columns)) else pd.DataFrame()
+    if rows.empty:
+        return _alone(pub, f"batch_sweep.csv with {model}")
+    ours = pd.DataFrame({
+        "source": rows.run_name.map(_ours_label), "model": rows.model, "batch_size": rows.batch_size,
+        "throughput_img_s": rows.throughput_img_s, "achieved_gflops": rows.get("achieved_gflops"),
+        "status": rows.status, "device": rows.device_name,
+        "differences": [f"{_config(r)}; achieved GFLOP/s from counted training FLOPs" for r in rows.itertuples()],
+    })
+    return _stack(pub, ours, ["model", "batch_size"])
+
+
+def _speedup_differences(r, seed_class: str) -> str:
+    cfg = published.THROUGHPUT_000
+    seed_bs = cfg[(cfg.model == r.model)].batch_size.iloc[0]
+    px = published.setup("000")["image_px"]
+    diffs = [
+        f"data: ours {r.dataset} ({r.data_mode} mode) vs Tiny-ImageNet from disk",
+        f"resolution: ours {r.image_size} px vs {px} px" if r.image_size != px else f"resolution: {px} px both",
+        f"epoch size: ours synchronised windows vs {published.EPOCH_IMAGES_000:,}-image 'epochs' / epoch time",
+    ]
+    if r.batch_size != seed_bs:
+        diffs.append(f"batch: ours {r.batch_size} vs {seed_bs}")
+    return f"not matched (other machine: 000's {seed_class}); " + "; ".join(diffs)
+
+
+def speedups_beside_000(scenario_a: pd.DataFrame) -> pd.DataFrame:
+    """Seed 000's Table 8 (its training speedups between its devices) and, for a run on any device, our
+    throughput over each seed device's for the same model and phase, labelled "not matched" with the
+    configuration differences named (data, resolution, epoch size, batch): a ratio of two machines measured
+    differently, never a speedup of ours."""
+    sp = published.SPEEDUPS_000
+    cols = [c for c in sp.columns if "_over_" in c]
+    pub = sp.melt(id_vars="model", value_vars=cols, var_name="pair", value_name="speedup_x")
+    pub = pub.assign(
+        source=_pub(sp.source.iloc[0]), phase="train", a=pub.pair.str.split("_over_").str[0],
+        b=pub.pair.str.split("_over_").str[1], comparison="published (its Table 8)",
+        differences="its devices in its configuration: " + published.THROUGHPUT_000.configuration.iloc[0],
+    ).drop(columns="pair")
+    ok = _fp32(scenario_a)
+    if ok.empty:
+        return _alone(pub, "scenario_a.csv")
+    seed = published.THROUGHPUT_000
+    rows = []
+    for r in ok.itertuples():
+        ci = float(getattr(r, "throughput_ci95_img_s", math.nan))
+        for s in seed[seed.model == r.model].itertuples():
+            theirs = getattr(s, f"{r.phase}_img_s")
+            rows.append({
+                "source": _ours_label(r.run_name), "model": r.model, "phase": r.phase,
+                "a": f"{r.run_name} ({r.device_name})", "b": f"000's {s.device_class}",
+                "a_img_s": r.throughput_img_s, "a_ci95_img_s": ci, "b_img_s": theirs,
+                "speedup_x": r.throughput_img_s / theirs, "speedup_ci95_x": ci / theirs,  # theirs has no interval
+                "comparison": "not matched", "differences": _speedup_differences(r, s.device_class),
+            })
+    return _stack(pub, pd.DataFrame(rows), ["model", "phase"])
+
+
+# --- seed 001 ------------------------------------------------------------------------------------------------
+def _rss_001(memory: pd.DataFrame | None) -> pd.Series:
+    """Process RSS after one step (baseline + growth, MiB) per run and backend, from backend_memory.csv."""
+    need = {"model", "component", "measured_mib", "backend"}
+    if memory is None or memory.empty or not need <= set(memory.columns):
+        return pd.Series(dtype=float)
+    m = memory[(memory.model == "mnist_cnn") & memory.component.isin(["process_rss_baseline", "process_rss_growth"])]
+    run = m.run_name.astype(str) if "run_name" in m else pd.Series("", index=m.index)
+    return m.assign(run_name=run).groupby(["run_name", "backend"]).measured_mib.sum(min_count=1)
+
+
+def _accuracy_gap_001(epochs: int, images: float) -> str:
+    s = published.setup("001")
+    data = "MNIST's" if images == s["train_images"] else f"{images:,.0f} (not MNIST's {s['train_images']:,})"
+    return (
+        f"ours: {epochs} epoch(s) of {data} training images (synthetic MNIST-shaped patterns unless "
+        f"scratch_dataset is mnist) vs the seed's {s['epochs']} epochs of real MNIST: our accuracy is not the "
+        f"seed's for that reason, not the backend's; total_s sums every epoch, the first included; process "
+        "RSS is one reading after a step (baseline + growth), the seed's an average over training"
+    )
+
+
+def cnn_extras_001(ours: pd.DataFrame, cnn: pd.DataFrame, memory: pd.DataFrame | None) -> pd.DataFrame:
+    """Our CNN rows of :func:`backends_beside_001` with total training time, process RSS and differences."""
+    run = cnn.run_name.astype(str) if "run_name" in cnn else pd.Series("", index=cnn.index)
+    ok = cnn[cnn.status == "ok"].assign(run_name=run)
+    g = ok.groupby(["run_name", "backend"])
+    per = pd.DataFrame({"total_s": g.epoch_s.sum(), "epochs": g.epoch.nunique(), "images": g.images.first()})
+    per["process_rss_mib"] = _rss_001(memory).reindex(per.index)
+    keys = list(zip(ours.source.str.removeprefix("ours: ").str.removeprefix("ours"), ours.backend, strict=True))
+    per = per.reindex(keys)
+    return ours.assign(
+        total_s=per.total_s.to_numpy(), process_rss_mib=per.process_rss_mib.to_numpy(),
+        differences=[_accuracy_gap_001(int(e), i) for e, i in zip(per.epochs, per.images, strict=True)],
+    )
+
+
+# --- seed 002 ------------------------------------------------------------------------------------------------
+def inference_beside_002(scenario_a: pd.DataFrame, model: str = "densenet121") -> pd.DataFrame:
+    """Seed 002's inference "throughput" (seconds per test image: CPU ~5, GPU 2-3) as images/s beside our eval
+    step of the same network (Scenario A) in images/s and seconds per image, per run."""
+    inf = published.table("INFERENCE_002")
+    s_img = inf.s_per_image.fillna((inf.s_per_image_low + inf.s_per_image_high) / 2)
+    pub = pd.DataFrame({
+        "source": _pub(inf.source.iloc[0]), "model": model, "device": inf.device_class,
+        "s_per_image": s_img, "inference_img_s": 1 / s_img, "inference_img_s_low": 1 / inf.s_per_image_high,
+        "inference_img_s_high": 1 / inf.s_per_image_low,
+        "differences": "testing time for one image, as printed (GPU: the midpoint of its 2-3 s), inverted to "
+        "images/s; batch size and resolution not stated for it, training ran at 224 px",
+    })
+    ok = _fp32(scenario_a)
+    ok = ok[(ok.model == model) & (ok.phase == "eval")] if len(ok) else ok
+    if ok.empty:
+        return _alone(pub, f"scenario_a.csv with {model} eval")
+    ours = pd.DataFrame({
+        "source": ok.run_name.map(_ours_label), "model": ok.model, "device": ok.device_name,
+        "s_per_image": 1 / ok.throughput_img_s, "inference_img_s": ok.throughput_img_s,
+        "differences": [f"{_config(r)}, {r.num_classes} classes: an eval step's forward under inference_mode, "
+                        "batched (not one image at a time), untrained weights" for r in ok.itertuples()],
+    })
+    return _stack(pub, ours, ["model"])
+
+
+def cpu_beside_002(transfer: pd.DataFrame, scenario_a: pd.DataFrame, model: str = "densenet121") -> pd.DataFrame:
+    """Seed 002's CPU utilisation (while its GPUs trained, and in its CPU-only run) and its CPU-only run's memory
+    (GB) beside ours: the peak RSS of 06's fine-tuning on the CPU (``transfer.csv``; GB = MiB x 2^20 / 10^9) and
+    the CPU utilisation and peak RSS of the same network's training step in Scenario A (06's own CPU samples are
+    in ``transfer_telemetry.csv``, which the analysis does not merge)."""
+    c = published.CPU_002
+    pub = pd.DataFrame([{
+        "source": _pub(published.SEED_002), "what": "CPU while its GPUs fine-tuned (batch 64)", "device": "cpu",
+        "cpu_util_pct": c["cpu_util_during_gpu_pct"],
+        "differences": "one operating-system monitor reading, whole system",
+    }, {
+        "source": _pub(published.SEED_002), "what": "CPU-only fine-tuning", "device": "cpu",
+        "cpu_util_low_pct": c["cpu_util_low_pct"], "cpu_util_high_pct": c["cpu_util_high_pct"],
+        "cpu_memory_gb": c["cpu_memory_gb"],
+        "differences": f"operating-system monitor snapshots (its Figs. 8-9), whole system of "
+        f"{c['cpu_total_ram_gb']} GB; batch size not stated for the CPU run",
+    }])
+    rows = []
+    t = transfer[(transfer.status == "ok") & (transfer.device_kind == "cpu")] if (
+        len(transfer) and {"status", "device_kind", "rss_mib"} <= set(transfer.columns)) else pd.DataFrame()
+    for run, g in t.groupby("run_name") if len(t) else []:
+        rows.append({"source": _ours_label(run), "what": "06 fine-tuning on the CPU", "device": g.device_name.iloc[0],
+                     "cpu_memory_gb": g.rss_mib.max() * MIB_TO_MB / 1e3,
+                     "differences": f"ours: the fine-tuning process's peak RSS over {len(g)} epoch row(s), "
+                     f"{g.image_size.iloc[0]} px, batch {', '.join(map(str, sorted(g.batch_size.unique())))}; "
+                     "one process, not the whole system"})
+    ok = _fp32(scenario_a)
+    ok = ok[(ok.model == model) & (ok.phase == "train") & (ok.device_kind == "cpu")] if len(ok) else ok
+    for r in ok.itertuples():
+        rows.append({"source": _ours_label(r.run_name), "what": f"02 {model} training step",
+                     "device": r.device_name, "cpu_util_pct": getattr(r, "util_cpu_mean_pct", math.nan),
+                     "cpu_memory_gb": getattr(r, "peak_rss_mib", math.nan) * MIB_TO_MB / 1e3,
+                     "differences": f"{_config(r)}; CPU % over every core, sampled in the measured windows; "
+                     "memory: the worker's peak RSS"})
+    return _alone(pub, "transfer.csv or a CPU scenario_a.csv") if not rows else pd.concat(
+        [pub, pd.DataFrame(rows)], ignore_index=True)
+
+
+# --- seed 003 ------------------------------------------------------------------------------------------------
+_ROOF_KEYS = ["run_name", "source", "model", "phase", "batch_size"]
+
+
+def _intensity(roofline: pd.DataFrame) -> pd.DataFrame:
+    """Our counted intensity and efficiency against the attainable roof, per run, source and configuration."""
+    if roofline.empty or not set(_ROOF_KEYS) <= set(roofline.columns):
+        return pd.DataFrame(columns=[*_ROOF_KEYS, "ai_flop_per_byte", "efficiency_vs_roof_pct"])
+    r = roofline[(roofline.get("precision", "fp32") == "fp32") & (roofline.get("memory_format", "nchw") == "nchw")]
+    r = r.assign(ai_flop_per_byte=r.intensity_flop_per_byte, efficiency_vs_roof_pct=r.get("efficiency") * 100)
+    return r[[*_ROOF_KEYS, "ai_flop_per_byte", "efficiency_vs_roof_pct"]].drop_duplicates(_ROOF_KEYS, keep="last")
+
+
+def _ours_003(batch_sweep: pd.DataFrame, scenario_a: pd.DataFrame, models) -> pd.DataFrame:
+    """Our training rows of ``models`` (batch sweep first; Scenario A for batches the sweep lacks)."""
+    frames = []
+    for source, df in (("batch_sweep", batch_sweep), ("scenario_a", scenario_a)):
+        ok = _fp32(df)
+        if len(ok):
+            frames.append(ok[ok.model.isin(models) & (ok.phase == "train")].assign(source=source))
+    if not frames:
+        return pd.DataFrame()
+    ours = pd.concat(frames, ignore_index=True)
+    return ours.drop_duplicates(["run_name", "model", "batch_size"], keep="first")
+
+
+def achieved_beside_003(batch_sweep: pd.DataFrame, scenario_a: pd.DataFrame, roofline: pd.DataFrame) -> pd.DataFrame:
+    """Seed 003's achieved TFLOP/s beside its intensity by batch (ResNet-50 at 32/64/128, ResNet-18 at 128) and
+    ours per run: achieved TFLOP/s of the training step, our counted intensity and efficiency against the roof at
+    that intensity; a seed batch our run did not sample is a row saying so."""
+    a = published.ACHIEVED_003
+    pub = a.drop(columns="source").rename(columns={"device_class": "device"}).assign(
+        source=_pub(a.source.iloc[0]), measured_in="its section 4",
+        differences=published.THROUGHPUT_003.configuration.iloc[0] + "; intensity by a method not stated; "
+        "efficiency = achieved / its spec peak",
+    )
+    ours = _ours_003(batch_sweep, scenario_a, set(a.model))
+    if ours.empty:
+        return _alone(pub, "batch_sweep.csv or scenario_a.csv with these models")
+    ours = ours.merge(_intensity(roofline), on=_ROOF_KEYS, how="left")
+    mine = pd.DataFrame({
+        "source": ours.run_name.map(_ours_label), "model": ours.model, "batch_size": ours.batch_size,
+        "device": ours.device_name, "ai_flop_per_byte": ours.ai_flop_per_byte,
+        "achieved_tflops": ours.achieved_tflops, "efficiency_vs_roof_pct": ours.efficiency_vs_roof_pct,
+        "measured_in": ours.source,
+        "differences": [f"{_match(r.device_class, a.device_class)}; {_config(r)}; intensity = counted FLOPs / "
+                        "modelled DRAM traffic of the step; efficiency against the measured roof at that intensity"
+                        for r in ours.itertuples()],
+    })
+    return _stack(pub, pd.concat([mine, _unsampled_003(ours, a)], ignore_index=True), ["model", "batch_size"])
+
+
+def _unsampled_003(ours: pd.DataFrame, a: pd.DataFrame) -> pd.DataFrame:
+    """One row per run, model and seed batch that run did not measure, naming the batches it did."""
+    rows = []
+    for (run, model), g in ours.groupby(["run_name", "model"]):
+        have = sorted(int(b) for b in g.batch_size.unique())
+        for bs in sorted(set(a[a.model == model].batch_size) - set(have)):
+            rows.append({"source": _ours_label(run), "model": model, "batch_size": bs, "measured_in": "not sampled",
+                         "differences": f"not sampled: this run measured {model} at batch "
+                         f"{', '.join(map(str, have))} only (its params' sweep lacks batch {bs})"})
+    return pd.DataFrame(rows)
+
+
+# --- seed 004 ------------------------------------------------------------------------------------------------
+_SIDE_004 = {"numpy": ("cpu", "NumPy on its CPU"), "cupy": ("gpu", "CuPy on its GPU")}
+
+
+def times_beside_004(backends: pd.DataFrame) -> pd.DataFrame:
+    """Seed 004's Table 3 (total training time in s, time per iteration in ms, NumPy and CuPy) beside our MLP per
+    run and backend: every measured step summed (total_training_s), per step, and per step x the seed's
+    iteration count (at_its_iterations_s) when our run made fewer or more steps."""
+    t = published.TIMES_004.set_index("what")
+    n = published.setup("004")["iterations"]
+    pub = pd.DataFrame([{
+        "source": _pub(published.SEED_004), "backend": b, "model": "mlp", "iterations": n,
+        "total_training_s": t.loc["total_training", f"{side}_ms"] / 1e3, "iteration_ms": t.loc["iteration", f"{side}_ms"],
+        "differences": f"{label}; " + t.configuration.iloc[0],
+    } for b, (side, label) in _SIDE_004.items()])
+    mlp = backends[(backends.model == "mlp") & (backends.status == "ok")] if (
+        len(backends) and {"model", "status", "steps"} <= set(backends.columns)) else pd.DataFrame()
+    if mlp.empty:
+        return _alone(pub, "backends.csv with the MLP")
+    run = mlp.run_name.astype(str) if "run_name" in mlp else pd.Series("", index=mlp.index)
+    g = mlp.assign(run_name=run).groupby(["run_name", "backend"], sort=False)
+    per = pd.DataFrame({"steps": g.steps.sum(), "total": g.epoch_s.sum(), "images": g.images.first(),
+                        "device": g.device_name.first()}).reset_index()
+    ours = pd.DataFrame({
+        "source": per.run_name.map(_ours_label), "backend": per.backend, "model": "mlp", "iterations": per.steps,
+        "total_training_s": per.total, "iteration_ms": per.total / per.steps * 1e3,
+        "at_its_iterations_s": per.total / per.steps * n, "device": per.device,
+        "differences": [f"ours: {int(s)} full-batch steps over {i:,.0f} images (the seed: {n} over "
+                        f"{published.SHAPE_004['inputs']:,}), the device synchronised at the end of every block of "
+                        "steps; JIT compilation (jit_s) kept out" for s, i in zip(per.steps, per.images, strict=True)],
+    })
+    return pd.concat([pub, ours], ignore_index=True)
+
+
+def memory_mb_beside_004(mem: pd.DataFrame) -> pd.DataFrame:
+    """Seed 004's Table 5 in its own unit, MB as printed (NumPy = its CPU column, CuPy = its GPU column), beside
+    ours converted to MB (MiB x 2^20 / 10^6) with our MiB kept beside, per run, backend and component, the MLP
+    (seed 004's network) only."""
+    m = published.MEMORY_004
+    pub = pd.concat([pd.DataFrame({
+        "source": _pub(published.SEED_004), "backend": b, "model": "mlp", "component": m.component,
+        "published_mb": m[f"{side}_mb"], "differences": f"{label}, MB as printed; " + published.OPS_004.configuration.iloc[0],
+    }) for b, (side, label) in _SIDE_004.items()], ignore_index=True)
+    need = {"model", "component", "status", "computed_mib", "measured_mib"}
+    ok = mem[(mem.model == "mlp") & (mem.status == "ok")] if len(mem) and need <= set(mem.columns) else pd.DataFrame()
+    ok = ok[ok.component.astype(str).str.len() > 0] if len(ok) else ok
+    if ok.empty:
+        return _alone(pub, "backend_memory.csv with the MLP")
+    run = ok.run_name.astype(str) if "run_name" in ok else pd.Series("", index=ok.index)
+    ours = pd.DataFrame({
+        "source": run.map(_ours_label), "backend": ok.backend, "model": ok.model, "component": ok.component,
+        "computed_mb": ok.computed_mib * MIB_TO_MB, "measured_mb": ok.measured_mib * MIB_TO_MB,
+        "computed_mib": ok.computed_mib, "measured_mib": ok.measured_mib,
+        "differences": "ours: MiB x 1.048576 = MB; " + ok.get("method", pd.Series("", index=ok.index)).fillna(""),
+    })
+    return pd.concat([pub, ours], ignore_index=True)
+
+
+# --- the seeds' throughputs and tables stacked beside ours -----------------------------------------------------
 def _differences(seed: str, s, r) -> str:
     ours = (
         f"ours: {r.dataset} {r.image_size}x{r.image_size}, batch {r.batch_size}, {r.data_mode} data mode, "
@@ -22,17 +436,9 @@ def _differences(seed: str, s, r) -> str:
 
 def published_beside_ours(scenario_a: pd.DataFrame) -> pd.DataFrame:
     """The seeds' published throughputs beside ours, every run and configuration (fp32 NCHW eager) shown."""
-    if scenario_a.empty:
-        return pd.DataFrame()
-    ok = _configured(scenario_a)
-    ok = ok[(ok.precision == "fp32") & (ok.memory_format == "nchw") & ~ok["compile"]]
+    ok = _fp32(scenario_a)
     if ok.empty:
         return pd.DataFrame()
-    ok = ok.assign(
-        device_class=[
-            published.device_class(k, n) for k, n in zip(ok.device_kind, ok.device_name, strict=True)
-        ]
-    )
     index = ["run_name", "device_class", "device_name", *[k for k in MATCH_KEYS if k != "phase"]]
     ours = ok.pivot_table(
         index=index, columns="phase", values="throughput_img_s", aggfunc="first"
@@ -61,27 +467,6 @@ def published_beside_ours(scenario_a: pd.DataFrame) -> pd.DataFrame:
                     }
                 )
     return pd.DataFrame(rows)
-
-
-def epoch_times(epochs: pd.DataFrame) -> pd.DataFrame:
-    """Seed 000's Table 2 across runs: train and validation epoch times and throughputs."""
-    cols = [
-        "run_name",
-        "device_name",
-        "host",
-        "model",
-        "batch_size",
-        "dataset",
-        "status",
-        "epoch_images",
-        "train_epoch_s",
-        "train_images",
-        "train_throughput_img_s",
-        "val_epoch_s",
-        "val_images",
-        "val_throughput_img_s",
-    ]
-    return epochs[[c for c in cols if c in epochs.columns]] if len(epochs) else pd.DataFrame()
 
 
 def epochs_beside_published(epochs: pd.DataFrame) -> pd.DataFrame:
@@ -165,52 +550,6 @@ def backends_beside_001(backends: pd.DataFrame, memory: pd.DataFrame | None = No
         *[c for c in pub.columns if c not in ("source", "model", "backend")],
     ]
     return pd.concat([pub[cols], ours], ignore_index=True)
-
-
-MB_TO_MIB = 1e6 / 2**20  # seed 004 prints MB; read as 10^6 bytes (as inconsistencies() does), shown in MiB
-
-
-def memory_beside_004(mem: pd.DataFrame) -> pd.DataFrame:
-    """Seed 004's Table 5 (the MLP's memory, CPU = NumPy and GPU = CuPy, in MB) beside our
-    ``backend_memory.csv``, every value in MiB (the seed's MB read as 10^6 bytes and converted: x 0.9537), each
-    block labelled by source, backend and model: the seed's two blocks first, then ours per run, MLP first."""
-    pub = pd.concat(
-        [
-            pd.DataFrame(
-                {
-                    "source": f"published by {published.SEED_004}",
-                    "backend": backend,
-                    "model": "mlp",
-                    "component": published.MEMORY_004.component,
-                    "published_mib": published.MEMORY_004[col] * MB_TO_MIB,
-                    "note": f"seed 004's {col[:3].upper()} column: MB x 10^6 / 2^20",
-                }
-            )
-            for backend, col in (("numpy", "cpu_mb"), ("cupy", "gpu_mb"))
-        ],
-        ignore_index=True,
-    )
-    if mem.empty or "component" not in mem:
-        return pub.assign(note="no run of this analysis wrote backend_memory.csv: the published table alone")
-    ok = mem[(mem.status == "ok") & (mem.component.astype(str) != "")] if "status" in mem else mem
-    run = ok.run_name.astype(str) if "run_name" in ok else pd.Series("", index=ok.index)
-    ours = ok.assign(source="ours: " + run, order=(ok.model != "mlp").astype(int))
-    ours = ours.sort_values(["source", "order"], kind="stable")
-    cols = [
-        c
-        for c in (
-            "source",
-            "backend",
-            "model",
-            "component",
-            "computed_mib",
-            "measured_mib",
-            "measured_status",
-            "method",
-        )
-        if c in ours.columns
-    ]
-    return pd.concat([pub, ours[cols]], ignore_index=True)
 
 
 def ops_beside_published(ops: pd.DataFrame) -> pd.DataFrame:

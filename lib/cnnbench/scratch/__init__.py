@@ -10,8 +10,8 @@ One interface (:class:`cnnbench.scratch.base.Backend`), one module per backend f
 :func:`make` builds any of them by name, or raises :class:`BackendUnavailable` with the reason.
 
 05's one entry point: the experiment (``load_data``, ``run_all``, ``load_frames`` of :mod:`.experiment`), its
-tables and figures (:mod:`.summary`) and the seeds' numbers (``published``), re-exported here and imported on
-first use (a worker importing one backend does not pay for matplotlib).
+tables and figures (:mod:`.summary`) and the seeds' numbers (:mod:`cnnbench.published`), re-exported here and
+imported on first use (a worker importing one backend does not pay for matplotlib).
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ def __getattr__(name: str):
     if name in _SUMMARY:
         return getattr(importlib.import_module("cnnbench.scratch.summary"), name)
     if name == "published":
-        return importlib.import_module("cnnbench.scratch.published")
+        return importlib.import_module("cnnbench.published")
     raise AttributeError(f"module 'cnnbench.scratch' has no attribute '{name}'")
 
 
