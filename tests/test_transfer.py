@@ -207,7 +207,7 @@ def test_time_to_target_is_training_time_until_accuracy_first_reaches_it():
     assert t.loc[0.1, "throughput_img_s"] == 10.0 and t.loc[0.1, "best_val_accuracy"] == 0.95
     seed = summary.beside_seed(t.reset_index())
     published = [c for c in seed.columns if c.startswith("published by 002_bc90e244f62b95e3.txt")]
-    assert len(published) == 2 and seed.iloc[0]["ours: throughput_img_s (best lr)"] == 10.0
+    assert len(published) == 2 and seed.iloc[0]["ours: throughput_img_s"] == 10.0
     assert seed.set_index("batch_size").loc[64, published[1]] == pytest.approx(8005 * 20 / 7200)
 
 

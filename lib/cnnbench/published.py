@@ -22,6 +22,8 @@ from importlib import resources
 
 import pandas as pd
 
+from cnnbench import models
+
 DATA_FILE = "data/seed_numbers.csv"
 COLUMNS = ["seed", "table", "key", "column", "value", "printed", "origin", "line", "where", "note"]
 
@@ -124,7 +126,8 @@ SEED_004 = SEEDS["004"]
 
 # --- seed 000 ------------------------------------------------------------------------------------------------
 _SETUP_000 = setup("000")
-# Table 1: params (M) and "FLOPs/Image (G)" per 224x224 input (torchvision's MACs).
+# Table 1: params (M) and "FLOPs/Image (G)" per 224x224 input: multiply-accumulates by an unnamed counter (inferred
+# from their scale; inconsistencies() sets them beside torchvision's).
 COMPLEXITY_000 = table("COMPLEXITY_000")
 # Table 2: "AI (FLOPs/Byte)" = FLOPs per image / model size in bytes (its figures are GFLOP/MB).
 AI_TABLE_000 = table("AI_TABLE_000")
@@ -149,18 +152,25 @@ def _epoch_images_000() -> pd.DataFrame:
 # params/seeds_full.yaml caps epochs to match.
 EPOCH_IMAGES_000 = int(pd.concat([_epoch_images_000().train_images, _epoch_images_000().val_images]).median())
 _SQ_T4_000 = _epoch_images_000().set_index(["model", "device_class"]).train_images[("squeezenet1_1", "t4")]
+# SqueezeNet ran at its section 2.3 batch on all three devices, as its text says three times (sections 1.4, 2.3 and
+# 4.3: the smallest stable batch "used consistently", "across all devices"), in epochs capped at "a fixed maximum
+# number of batches" (section 1.4): the cap its T4 SqueezeNet row gives. Its M3 Pro and CPU SqueezeNet rows hold
+# twice those images: the seed's numbers disagree with its text, and inconsistencies() says so.
 THROUGHPUT_000["batch_size"] = [
     _SETUP_000["batch_size_squeezenet1_1"] if m == "squeezenet1_1" else _SETUP_000["batch_size"]
     for m in THROUGHPUT_000.model
 ]
-THROUGHPUT_000["configuration"] = (
+THROUGHPUT_000["configuration"] = [
     f"Tiny-ImageNet ({_SETUP_000['image_px']}x{_SETUP_000['image_px']}) from disk, {_SETUP_000['workers']} "
     f"workers, {_SETUP_000['epochs']} epoch of {EPOCH_IMAGES_000:,} images, images / epoch time, one run"
-)
+    + (f"; batch {b} on every device, as its text says (line {_line('SETUP_000', 'item=batch_size_squeezenet1_1')}"
+       "; its M3 Pro and CPU rows' images disagree)" if m == "squeezenet1_1" else "")
+    for m, b in zip(THROUGHPUT_000.model, THROUGHPUT_000.batch_size, strict=True)
+]
 EPOCHS_000["configuration"] = (
     f"an 'epoch' of {EPOCH_IMAGES_000:,} images ({_SQ_T4_000:,.0f} for SqueezeNet on the T4)"
 )
-# Table 5: utilisation (%), sampled outside the run (GPU N/A on MPS and CPU).
+# Table 5: utilisation (%), one reading per model and device, when and how not stated (GPU N/A on MPS and CPU).
 UTILISATION_000 = table("UTILISATION_000")
 # Table 6: SqueezeNet batch sweep, approximate ("~") values; its largest batch was unstable (NaNs).
 SWEEP_000 = table("SWEEP_000")
@@ -345,6 +355,21 @@ def _inconsistencies_000() -> list[dict]:
             "its figures are GFLOP per MB (x1000 = FLOP/byte), of parameter bytes only, at 224x224",
         )
     )
+    sq = e[e.model == "squeezenet1_1"].set_index("device_class").train_images
+    per = EPOCH_IMAGES_000 // _SETUP_000["batch_size"]
+    rows.append(_row(
+        SEED_000, f"SqueezeNet at batch {_SETUP_000['batch_size_squeezenet1_1']} on every device, epochs of a fixed "
+        "number of batches (sections 1.4, 2.3)", "; ".join(f"{d}: {n:,.0f} images" for d, n in sq.items())
+        + f"; every other model: {EPOCH_IMAGES_000:,} = {per} batches of {_SETUP_000['batch_size']}",
+        f"its T4 row is {per} batches of {_SETUP_000['batch_size_squeezenet1_1']}; its M3 Pro and CPU rows imply "
+        f"{per} batches of {_SETUP_000['batch_size']}, which its text rules out: the workbook follows the text"))
+    pub = {m: models.spec(m).published_gmacs for m in COMPLEXITY_000.model}
+    rows.append(_row(
+        SEED_000, "'FLOPs/Image (G)' " + ", ".join(f"{r.model} {r.flops_g}" for r in COMPLEXITY_000.itertuples()),
+        "beside torchvision's published MACs: " + ", ".join(
+            f"{r.model} {100 * (r.flops_g / pub[r.model] - 1):+.1f}%" for r in COMPLEXITY_000.itertuples()),
+        "multiply-accumulates, not FLOPs, and not torchvision's for every model: a counter it does not name "
+        "(the counter is inferred from the figures, never stated)"))
     c = THROUGHPUT_000.merge(COMPLEXITY_000[["model", "flops_g"]])
     ratio = c.train_tflops / (c.train_img_s * c.flops_g / 1e3)
     plain = ratio[c.device_class != "apple"]
@@ -445,6 +470,11 @@ def _inconsistencies_001_002() -> list[dict]:
             "its average throughput is not samples / average epoch time",
         )
     )
+    low = b.loc[b.final_test_accuracy_pct.idxmin()]
+    rows.append(_row(
+        SEED_001, f"final accuracies 'ranging from {_claims('001')['final_accuracy_low_pct']}%' (Numba CUDA)",
+        f"its Table I's lowest final accuracy: {low.backend} {low.final_test_accuracy_pct}%",
+        "its text's range leaves out its own lowest row"))
     fastest = b.loc[b.epoch_s.idxmin(), "backend"]
     cuda = b.set_index("backend").epoch_s["torch_cuda"]
     rows.append(

@@ -74,6 +74,14 @@ def _wide(ok: pd.DataFrame, values: list[str]) -> pd.DataFrame:
     return wide.reset_index()
 
 
+def _tflops_formula_000(p: pd.DataFrame) -> list[str]:
+    """Per row of seed 000's Table 3: its TFLOP/s as img/s x the 224 px forward count where that is what it is
+    (within 10%), else how many times that product it is (no stated formula gives it)."""
+    r = p.train_tflops / (p.train_img_s * p.model.map(published.COMPLEXITY_000.set_index("model").flops_g) / 1e3)
+    return ["TFLOP/s = img/s x the 224 px forward count (MACs, no training factor)" if abs(x - 1) < 0.1 else
+            f"TFLOP/s (train) = {x:.2f}x img/s x the 224 px forward count: no stated formula gives it" for x in r]
+
+
 def performance_beside_000(scenario_a: pd.DataFrame) -> pd.DataFrame:
     """Seed 000's Table 3 whole (img/s, TFLOP/s, peak GPU memory in MB) beside ours per run: our throughput,
     achieved TFLOP/s from counted FLOPs at our resolution, the allocator's peak (MiB) and the worker's peak RSS."""
@@ -82,8 +90,8 @@ def performance_beside_000(scenario_a: pd.DataFrame) -> pd.DataFrame:
         "source": _pub(p.source.iloc[0]), "model": p.model, "device": p.device_class, "batch_size": p.batch_size,
         "train_img_s": p.train_img_s, "eval_img_s": p.eval_img_s, "train_tflops": p.train_tflops,
         "eval_tflops": p.eval_tflops, "peak_gpu_mem_mb": p.peak_gpu_mem_mb,
-        "differences": p.configuration + "; TFLOP/s = img/s x the 224 px forward count (MACs, no training "
-        "factor); peak GPU memory in MB as printed (N/A on MPS and CPU)",
+        "differences": [f"{c}; {f}; peak GPU memory in MB as printed (N/A on MPS and CPU)"
+                        for c, f in zip(p.configuration, _tflops_formula_000(p), strict=True)],
     })
     ok = _fp32(scenario_a)
     ok = ok[ok.model.isin(p.model)] if len(ok) else ok
@@ -113,8 +121,9 @@ def utilisation_beside_000(scenario_a: pd.DataFrame) -> pd.DataFrame:
     pub = pd.DataFrame({
         "source": _pub(u.source.iloc[0]), "model": u.model, "device": u.device_class,
         "gpu_util_pct": u.gpu_util_pct, "cpu_util_pct": u.cpu_util_pct,
-        "differences": "one reading per model and device, outside the measured run (phase not stated); "
-        "GPU N/A on MPS and CPU",
+        "differences": "one reading per model and device, when and how not stated (phase neither; "
+        f"{u.gpu_util_pct.min():.0f}-{u.gpu_util_pct.max():.0f}% GPU on a training T4 suggests a reading outside "
+        "the run: our inference); GPU N/A on MPS and CPU",
     })
     ok = _fp32(scenario_a)
     ok = ok[(ok.phase == "train") & ok.model.isin(u.model)] if len(ok) else ok
@@ -248,7 +257,7 @@ def inference_beside_002(scenario_a: pd.DataFrame, model: str = "densenet121") -
         "s_per_image": s_img, "inference_img_s": 1 / s_img, "inference_img_s_low": 1 / inf.s_per_image_high,
         "inference_img_s_high": 1 / inf.s_per_image_low,
         "differences": "testing time for one image, as printed (GPU: the midpoint of its 2-3 s), inverted to "
-        "images/s; batch size and resolution not stated for it, training ran at 224 px",
+        "images/s; batch size and resolution not stated (the seed prints no resolution)",
     })
     ok = _fp32(scenario_a)
     ok = ok[(ok.model == model) & (ok.phase == "eval")] if len(ok) else ok
@@ -371,13 +380,15 @@ _SIDE_004 = {"numpy": ("cpu", "NumPy on its CPU"), "cupy": ("gpu", "CuPy on its 
 
 def times_beside_004(backends: pd.DataFrame) -> pd.DataFrame:
     """Seed 004's Table 3 (total training time in s, time per iteration in ms, NumPy and CuPy) beside our MLP per
-    run and backend: every measured step summed (total_training_s), per step, and per step x the seed's
-    iteration count (at_its_iterations_s) when our run made fewer or more steps."""
+    run and backend: every measured step summed (total_training_s), per step, per step x the seed's iteration count
+    (at_its_iterations_s) when our run made fewer or more steps, and per step and image (iteration_us_per_image:
+    full-batch steps over different image counts compare only per image)."""
     t = published.TIMES_004.set_index("what")
-    n = published.setup("004")["iterations"]
+    n, images = published.setup("004")["iterations"], published.SHAPE_004["inputs"]
     pub = pd.DataFrame([{
         "source": _pub(published.SEED_004), "backend": b, "model": "mlp", "iterations": n,
         "total_training_s": t.loc["total_training", f"{side}_ms"] / 1e3, "iteration_ms": t.loc["iteration", f"{side}_ms"],
+        "iteration_us_per_image": t.loc["iteration", f"{side}_ms"] * 1e3 / images,
         "differences": f"{label}; " + t.configuration.iloc[0],
     } for b, (side, label) in _SIDE_004.items()])
     mlp = backends[(backends.model == "mlp") & (backends.status == "ok")] if (
@@ -385,16 +396,17 @@ def times_beside_004(backends: pd.DataFrame) -> pd.DataFrame:
     if mlp.empty:
         return _alone(pub, "backends.csv with the MLP")
     run = mlp.run_name.astype(str) if "run_name" in mlp else pd.Series("", index=mlp.index)
-    g = mlp.assign(run_name=run).groupby(["run_name", "backend"], sort=False)
-    per = pd.DataFrame({"steps": g.steps.sum(), "total": g.epoch_s.sum(), "images": g.images.first(),
+    g = mlp.assign(run_name=run, per_step=mlp.images / mlp.steps).groupby(["run_name", "backend"], sort=False)
+    per = pd.DataFrame({"steps": g.steps.sum(), "total": g.epoch_s.sum(), "images": g.per_step.first(),
                         "device": g.device_name.first()}).reset_index()
     ours = pd.DataFrame({
         "source": per.run_name.map(_ours_label), "backend": per.backend, "model": "mlp", "iterations": per.steps,
         "total_training_s": per.total, "iteration_ms": per.total / per.steps * 1e3,
+        "iteration_us_per_image": per.total / per.steps * 1e6 / per.images,
         "at_its_iterations_s": per.total / per.steps * n, "device": per.device,
-        "differences": [f"ours: {int(s)} full-batch steps over {i:,.0f} images (the seed: {n} over "
-                        f"{published.SHAPE_004['inputs']:,}), the device synchronised at the end of every block of "
-                        "steps; JIT compilation (jit_s) kept out" for s, i in zip(per.steps, per.images, strict=True)],
+        "differences": [f"ours: {int(s)} full-batch steps of {i:,.0f} images each (the seed: {n} of {images:,}), the "
+                        "device synchronised at the end of every block of steps; JIT compilation (jit_s) kept out"
+                        for s, i in zip(per.steps, per.images, strict=True)],
     })
     return pd.concat([pub, ours], ignore_index=True)
 
