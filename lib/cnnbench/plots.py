@@ -477,10 +477,13 @@ def layer_figures(peaks: pd.DataFrame, layer_points: pd.DataFrame, top_k: int, f
     return figs
 
 
-def per_model_rooflines(points: pd.DataFrame, roofs: pd.DataFrame, folder: str | Path, min_runs: int = 2) -> dict:
+def per_model_rooflines(points: pd.DataFrame, roofs: pd.DataFrame, folder: str | Path, min_runs: int = 2,
+                        theirs: pd.DataFrame | None = None) -> dict:
     """One roofline per model with every run's points (labelled run and device) and that run's measured fp32
     DRAM roof, grouped by ``run_name`` (tables without it are grouped by device); nothing with fewer than
-    ``min_runs`` (08 passes 1: a single run's report draws them too)."""
+    ``min_runs`` (08 passes 1: a single run's report draws them too). ``theirs``: the seeds' rows of
+    :func:`cnnbench.published.corrections`, drawn as open markers per seed and device at their corrected
+    placement (their rate from their throughput and our FLOPs, at the intensity of their step)."""
     import numpy as np
 
     figs = {}
@@ -491,8 +494,9 @@ def per_model_rooflines(points: pd.DataFrame, roofs: pd.DataFrame, folder: str |
     fp32 = roofs[(roofs.kind == "measured") & (roofs.precision == "fp32")] if len(roofs) else roofs
     if "level" in fp32:  # the DRAM/HBM roof of each run, not a cache level's
         fp32 = fp32[fp32.level.fillna("dram").isin(["dram", "hbm"])]
+    seeds = theirs[theirs.intensity_flop_per_byte.notna()] if theirs is not None else None
     for model, g in points.groupby("model"):
-        fig, ax = subplots(figsize=(8, 5))
+        fig, ax = subplots(figsize=(10, 5))
         for i, (key, gd) in enumerate(g.groupby(by)):
             color = f"C{i % 10}"
             roof = fp32[fp32[by] == key] if by in fp32 else fp32.iloc[:0]
@@ -504,9 +508,16 @@ def per_model_rooflines(points: pd.DataFrame, roofs: pd.DataFrame, folder: str |
             for phase, gp in phases:  # one marker per phase: train and eval told apart
                 ax.scatter(gp.intensity_flop_per_byte, gp.achieved_gflops, color=color, edgecolor="black", s=50,
                            marker=PHASE_MARKERS.get(str(phase), "o"), label=f"{label} {phase}".strip(), zorder=3)
+        mine = seeds[seeds.model == model] if seeds is not None else pd.DataFrame()
+        for j, ((seed, device, phase), gs) in enumerate(mine.groupby(["seed", "device", "phase"], sort=False)
+                                                          if len(mine) else []):
+            ax.scatter(gs.intensity_flop_per_byte, gs.corrected * 1e3, marker=PHASE_MARKERS.get(phase, "o"), s=60,
+                       facecolors="none", edgecolors=f"C{(j + 3) % 10}", lw=1.6, zorder=4,
+                       label=f"theirs: seed {seed[:3]} {device} {phase} (corrected)")
         ax.set(xscale="log", yscale="log", xlabel="arithmetic intensity (FLOP/byte)", ylabel="performance (GFLOP/s)",
-               title=f"{model}{' across runs' if g[by].nunique() > 1 else ''} (measured fp32 DRAM roof)")
-        ax.legend(fontsize=8)
+               title=f"{model}{' across runs' if g[by].nunique() > 1 else ''} (measured fp32 DRAM roof"
+               f"{'; open markers: the seeds' if len(mine) else ''})")
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))  # beside the plot, never over it
         fig.tight_layout()
         figs[model] = save(fig, Path(folder) / f"roofline_model_{model}.png")
     return figs

@@ -263,11 +263,13 @@ TIMES_002.insert(
         for i, d in zip(TIMES_002.index, TIMES_002.device_class, strict=True)
     ],
 )
-# Sections VIII.A-B: the CPU's utilisation (%) while the GPUs trained and in the CPU-only run, and the CPU-only
-# run's memory (GB) of the machine's RAM (GB), read from its text (operating-system monitor snapshots).
+# Sections VIII.A-C: the CPU's utilisation (%) while the GPUs trained and in the CPU-only run, the CPU-only run's
+# memory (GB) of the machine's RAM (GB), temperature (C), processes, threads and clock (GHz), read from its text
+# (operating-system monitor snapshots).
 CPU_002 = {
     k: _CLAIMS_002[k]
-    for k in ("cpu_util_during_gpu_pct", "cpu_util_low_pct", "cpu_util_high_pct", "cpu_memory_gb", "cpu_total_ram_gb")
+    for k in ("cpu_util_during_gpu_pct", "cpu_util_low_pct", "cpu_util_high_pct", "cpu_memory_gb", "cpu_total_ram_gb",
+              "cpu_temp_low_c", "cpu_temp_high_c", "cpu_processes", "cpu_threads", "cpu_clock_ghz")
 }
 TIMES_002["configuration"] = (
     f"DenseNet-121 transfer, Adam, {_SETUP_002['epochs']} epochs of {_SETUP_002['train_images']:,} images; "
@@ -633,6 +635,167 @@ def inconsistencies() -> pd.DataFrame:
     )
 
 
+# --- what the seeds' numbers should have been -------------------------------------------------------------------
+CORRECTED = "corrected from the seed's own throughput"
+
+
+@functools.cache
+def _gflop(model: str, size: int, classes: int, phase: str) -> float:
+    """GFLOP per image of a training step (forward + backward) or a forward pass, by cnnbench.measure.flops."""
+    import torch
+
+    from cnnbench.measure import flops
+
+    net, x = models.build_meta(model, classes, size), torch.empty(1, *models.input_shape(model, size), device="meta")
+    return (flops.train_flops(net.train(), x, classes) if phase == "train" else flops.forward_flops(net.eval(), x)) / 1e9
+
+
+@functools.cache
+def _intensity(model: str, batch: int, size: int, classes: int, phase: str) -> float:
+    """FLOP per byte moved by one step: its counted FLOPs over the compulsory traffic of its ops (measure.traffic)."""
+    from cnnbench.measure import traffic
+
+    return float(traffic.summary(traffic.count_step(model, batch, size, classes, phase))["intensity_flop_per_byte"])
+
+
+def _placed(seed, r, phase, size, classes, roof, printed, line) -> dict:
+    """A seed's achieved rate recomputed from its throughput and our FLOPs, placed under ``roof`` (peak GFLOP/s,
+    GB/s, what it is) at the intensity of its step."""
+    img_s, g = getattr(r, f"{phase}_img_s"), _gflop(r.model, size, classes, phase)
+    ai, tflops, (peak, bw, what) = _intensity(r.model, r.batch_size, size, classes, phase), img_s * g / 1e3, roof
+    return {"seed": seed, "figure": f"achieved TFLOP/s ({phase})", "model": r.model, "device": r.device_class,
+            "phase": phase, "batch_size": r.batch_size, "printed": printed, "corrected": tflops, "unit": "TFLOP/s",
+            "corrected_pct_of_peak": 100 * tflops * 1e3 / peak, "intensity_flop_per_byte": ai,
+            "bound": "memory" if ai < peak / bw else "compute",
+            "of_attainable_pct": 100 * tflops * 1e3 / min(peak, bw * ai),
+            "formula": f"{img_s:g} img/s x {g:.4g} GFLOP per image ({'training step' if phase == 'train' else 'forward'}"
+            f", {size} px, {classes} classes) = {tflops:.3g} TFLOP/s; against {what}: {peak:,.0f} GFLOP/s, {bw:g} GB/s",
+            "inputs": f"img/s: line {line}; GFLOP: cnnbench.measure.flops; bytes moved: cnnbench.measure.traffic "
+            f"(every op of a {r.batch_size}-image step, read and written once)"}
+
+
+def _corrections_000() -> list[dict]:
+    size, classes, peaks = _SETUP_000["image_px"], _SETUP_000["classes"], PEAKS_000.set_index("device_class")
+    claim = _claims("000")
+    rows = []
+    for r in THROUGHPUT_000.itertuples():
+        roof = (peaks.peak_gflops[r.device_class], peaks.bandwidth_gbs[r.device_class], "its Table 7 roof")
+        for phase in ("train", "eval"):
+            line = _line("THROUGHPUT_000", f"model={r.model};device_class={r.device_class}")
+            row = _placed(SEED_000, r, phase, size, classes, roof, getattr(r, f"{phase}_tflops"), line)
+            said = (r.model, r.device_class, phase) == ("resnet50", "t4", "eval")  # '1.3 TFLOPs, 16% of peak'
+            rows.append({**row, "printed_pct_of_peak": claim["t4_resnet50_pct_of_peak"] if said else math.nan})
+    for r in AI_TABLE_000.itertuples():
+        batch = THROUGHPUT_000.set_index("model").batch_size[r.model].iloc[0]
+        ai = _intensity(r.model, batch, size, classes, "train")
+        rows.append({"seed": SEED_000, "figure": "arithmetic intensity", "model": r.model, "batch_size": batch,
+                     "phase": "train", "printed": r.ai_printed, "corrected": ai, "unit": "FLOP/byte",
+                     "formula": f"counted FLOPs / bytes moved by a {batch}-image training step at {size} px = {ai:.1f} "
+                     f"(printed: {r.flops_g} GFLOP per image at 224 px / {r.model_mb} MB of parameters, in GFLOP/MB)",
+                     "inputs": f"line {_line('AI_TABLE_000', f'model={r.model}')}; cnnbench.measure.traffic"})
+    return rows
+
+
+def _corrections_003() -> list[dict]:
+    size, classes = _SETUP_003["image_px"], _SETUP_003["classes_head"]
+    own = PEAKS_003.set_index("device_class")
+    spec = {"rtx4080": "NVIDIA GeForce RTX 4080 Laptop GPU", "t4": "Tesla T4"}
+    a = ACHIEVED_003.set_index(["model", "batch_size", "device_class"])
+    rows = []
+    for r in THROUGHPUT_003.itertuples():
+        s = _spec_rows(spec.get(r.device_class, ""))
+        roof = (s.peak_gflops.iloc[0], s.bandwidth_gbs.iloc[0], f"our spec table's {s.device.iloc[0]}") if len(s) else (
+            own.peak_tflops[r.device_class] * 1e3, own.bandwidth_gbs[r.device_class], "its own section 1.4 figures")
+        key = (r.model, r.batch_size, r.device_class)
+        printed = a.loc[key] if key in a.index else pd.Series({"achieved_tflops": math.nan, "efficiency_pct": math.nan})
+        line = _line("THROUGHPUT_003", f"model={r.model};batch_size={r.batch_size};device_class={r.device_class}")
+        rows.append({**_placed(SEED_003, r, "train", size, classes, roof, printed.achieved_tflops, line),
+                     "printed_pct_of_peak": printed.efficiency_pct})
+    per = pd.DataFrame(rows)
+    for device in ("rtx4080", "t4"):
+        d = per[(per.device == device) & per.printed.notna()]
+        rows.append({"seed": SEED_003, "figure": "mean efficiency", "device": device, "phase": "train",
+                     "printed": _claims("003")[f"{device}_mean_efficiency_pct"], "corrected": d.corrected_pct_of_peak.mean(),
+                     "unit": "% of peak", "formula": f"mean over its {len(d)} printed rows of corrected TFLOP/s / the "
+                     "peak of the GPU it ran", "inputs": f"line {_line('CLAIMS_003', f'item={device}_mean_efficiency_pct')}"})
+    for r in _AI_003.itertuples():
+        ai = _intensity(r.model, r.batch_size, size, classes, "train")
+        rows.append({"seed": SEED_003, "figure": "arithmetic intensity", "model": r.model, "batch_size": r.batch_size,
+                     "phase": "train", "printed": r.ai_flop_per_byte, "corrected": ai, "unit": "FLOP/byte",
+                     "formula": f"counted FLOPs / bytes moved by a {r.batch_size}-image training step at {size} px, "
+                     f"{classes} classes = {ai:.1f} (printed: method not stated)",
+                     "inputs": f"line {_line('AI_003', f'model={r.model};batch_size={r.batch_size}')}; "
+                     "cnnbench.measure.traffic"})
+    return rows
+
+
+def _corrections_001_004() -> list[dict]:
+    rows = [{"seed": SEED_001, "figure": "throughput", "model": "mnist_cnn", "device": r.backend, "phase": "train",
+             "batch_size": _SETUP_001["batch_size"], "printed": r.throughput_img_s,
+             "corrected": EPOCH_SAMPLES_001 / r.epoch_s, "unit": "samples/s",
+             "formula": f"{EPOCH_SAMPLES_001:,} samples per epoch (padded to whole batches) / {r.epoch_s} s",
+             "inputs": f"line {_line('BACKENDS_001', f'backend={r.backend}')}; its padding, line 64"}
+            for r in BACKENDS_001.itertuples()]
+    s, f64 = SHAPE_004, 8
+    n, f, h, k = s["inputs"], s["features"], s["hidden"], s["classes"]
+    params = f * h + h + h * k + k
+    arrays = {"parameters": (params, "W1, b1, W2, b2"), "inputs": (n * f, f"X: {n:,} x {f}"),
+              "activations": (2 * (h + k) * n, f"Z1, A1, Z2, A2: {2 * (h + k)} x {n:,}"),
+              "gradients": ((h + k) * n + params, f"dZ1, dZ2 ({h + k} x {n:,}) and dW1, db1, dW2, db2")}
+    mem = MEMORY_004.set_index("component")
+    rows += [{"seed": SEED_004, "figure": "memory", "model": "mlp", "device": "numpy and cupy", "printed": mem.cpu_mb[c],
+              "corrected": count * f64 / 1e6, "unit": "MB", "formula": f"{what}: {count:,} float64 x {f64} bytes",
+              "inputs": f"line {_line('MEMORY_004', f'component={c}')}; its Algorithm 1's arrays"}
+             for c, (count, what) in arrays.items()]
+    times = TIMES_004.set_index("what")
+    rows += [{"seed": SEED_004, "figure": f"{what} time per image", "model": "mlp", "device": lib,
+              "phase": "train", "batch_size": n, "printed": times.loc[what, f"{side}_ms"],
+              "corrected": times.loc[what, f"{side}_ms"] * 1e3 / n, "unit": "us per image (printed: ms per iteration)",
+              "formula": f"{times.loc[what, f'{side}_ms']} ms per full-batch iteration / {n:,} images",
+              "inputs": f"line {_line('TIMES_004', f'what={what}')}"}
+             for what in ("iteration", "forward", "backward") for side, lib in (("cpu", "numpy"), ("gpu", "cupy"))]
+    return rows
+
+
+CORRECTION_COLUMNS = ["seed", "figure", "model", "device", "phase", "batch_size", "printed", "corrected", "unit",
+                      "printed_pct_of_peak", "corrected_pct_of_peak", "intensity_flop_per_byte", "bound",
+                      "of_attainable_pct", "formula", "inputs"]
+
+
+@functools.cache
+def _corrections() -> pd.DataFrame:
+    rows = _corrections_000() + _corrections_003() + _corrections_001_004()
+    return pd.DataFrame(rows).reindex(columns=CORRECTION_COLUMNS).assign(label=CORRECTED)
+
+
+def corrections() -> pd.DataFrame:
+    """Every figure of the seeds we can recompute, beside the one printed (``seed_corrections.csv``): seed 000's
+    and 003's achieved TFLOP/s and share of peak from their own throughputs and our FLOPs of their configuration,
+    placed at the intensity of their step (bytes moved, not parameter bytes) under their device's roof (seed 003:
+    the GPU it ran), their intensities, seed 003's mean efficiencies, seed 001's throughput as samples / epoch
+    time, seed 004's memory as its arrays' float64 bytes and its step times per image. Each row carries its formula
+    with the numbers and where its inputs come from."""
+    return _corrections().copy()
+
+
+def memory_bound_verdict() -> str:
+    """Seed 000's claim that its cloud CPU is memory-bound, judged at its corrected placement: which side of its
+    own roof's ridge each model's training step sits, and how near that roof it ran."""
+    c = _corrections()
+    cpu = c[(c.seed == SEED_000) & (c.device == "cpu") & (c.figure == "achieved TFLOP/s (train)")]
+    peak, bw = PEAKS_000.set_index("device_class").loc["cpu", ["peak_gflops", "bandwidth_gbs"]]
+    left, near = cpu[cpu.bound == "memory"], cpu[cpu.of_attainable_pct >= 50]
+    return (f"Seed 000 calls its cloud CPU '{_claims('000')['cloud_cpu_bound']}' for every model (line "
+            f"{_line('CLAIMS_000', 'item=cloud_cpu_bound')}; its roof {peak:,.0f} GFLOP/s and {bw:g} GB/s, ridge "
+            f"{peak / bw:.1f} FLOP/byte). By the bytes its training steps move, {len(left)} of {len(cpu)} models sit "
+            f"left of that ridge ({', '.join(left.model) or 'none'}), the rest right of it (intensities "
+            f"{cpu.intensity_flop_per_byte.min():.1f}-{cpu.intensity_flop_per_byte.max():.1f} FLOP/byte), and each ran "
+            f"at {cpu.of_attainable_pct.min():.1f}-{cpu.of_attainable_pct.max():.1f}% of what the roof allows at its "
+            f"intensity, moving at most {(cpu.corrected * 1e3 / cpu.intensity_flop_per_byte).max():.2f} of {bw:g} GB/s. "
+            + ("Verdict: not memory-bound; its CPU ran far below both roofs, limited by neither." if near.empty else
+               f"Verdict: near its roof only {', '.join(f'{r.model} ({r.bound}-bound)' for r in near.itertuples())}."))
+
+
 # What each view holds (units), shown with the seed's section, table and lines in tables().
 _TABLES = {
     "COMPLEXITY_000": "params (M) and 'FLOPs' per 224x224 image (G, MACs)",
@@ -670,4 +833,9 @@ def tables() -> dict[str, pd.DataFrame]:
         lines = pd.concat([provenance(p).line for p in parts])
         span = f"line {lines.min()}" if lines.min() == lines.max() else f"lines {lines.min()}-{lines.max()}"
         out[f"seed {name[-3:]} {where} ({span}): {what}"] = globals()[name]
+    for s, seed in SEEDS.items():  # the figures its sentences state, each with its line
+        claims = _values()[lambda v, t=f"CLAIMS_{s}": v.table == t]
+        if len(claims):
+            out[f"seed {s}: figures stated in its text"] = claims[["key", "value", "printed", "line", "where", "note"]
+                                                                 ].assign(source=seed)
     return out

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from cnnbench import results
+from cnnbench import published, results
 from cnnbench.analysis.compare import (
     MATCH_KEYS,
     _configured,
@@ -348,11 +348,12 @@ def findings(m: Merged) -> list[str]:
 
 def write_tables(m: Merged, run_dir: Path) -> dict[str, Path]:
     """speedups.csv (matched configurations, x), ratios.csv (one knob changed or run to run: rate of run_b / rate
-    of run_a, images/s, with the runs' names, hosts and devices) and findings.csv (each finding with the file
-    holding its numbers) of this analysis into ``run_dir``: tidy, one row per pair / ratio / finding, each with
-    its header even when empty."""
+    of run_a, images/s, with the runs' names, hosts and devices), findings.csv (each finding with the file
+    holding its numbers) and seed_corrections.csv (:func:`cnnbench.published.corrections`) of this analysis into
+    ``run_dir``: tidy, one row per pair / ratio / finding / figure, each with its header even when empty."""
     out = {}
-    tables = (("speedups", speedups(m["scenario_a"])), ("ratios", ratios(m)), ("findings", findings_table(m)))
+    tables = (("speedups", speedups(m["scenario_a"])), ("ratios", ratios(m)), ("findings", findings_table(m)),
+              ("seed_corrections", published.corrections()))
     for name, df in tables:
         path = run_dir / results.table(name).filename
         results.atomic_write_text(path, df.to_csv(index=False))  # recomputed whole, never resumed

@@ -124,9 +124,20 @@ def fastest(run_dir: Path) -> pd.DataFrame:
     )
 
 
+def _their_tflops(beside: pd.DataFrame) -> list[str]:
+    """Each seed row's training TFLOP/s as printed and as corrected from its own throughput (seed_corrections)."""
+    from cnnbench import published
+
+    c = published.corrections()
+    c = c[c.figure == "achieved TFLOP/s (train)"].assign(seed=lambda d: d.seed.str[:3])
+    c = c.set_index(["seed", "model", "device", "batch_size"])
+    keys = zip(beside.source.str[-3:], beside.model, beside.device_class, beside.published_batch_size, strict=True)
+    return [f"{c.printed[k]:.3g} -> {c.corrected[k]:.3g}" if k in c.index else "" for k in keys]
+
+
 def seeds(run_dir: Path) -> pd.DataFrame:
     """The seeds' published rates for the same model on the same class of device, beside ours (not matched:
-    the differences named)."""
+    the differences named), with their training TFLOP/s corrected from their own throughputs."""
     from cnnbench.analysis.seeds import published_beside_ours
 
     a = results.read(run_dir, "scenario_a")
@@ -139,6 +150,7 @@ def seeds(run_dir: Path) -> pd.DataFrame:
         {
             "model": beside.model,
             "published by": beside.source.str.replace("published by ", ""),
+            "their train TFLOP/s: printed -> corrected": _their_tflops(beside),
             "their train images/s": beside.published_train_img_s,
             "our train images/s (95% interval)": [with_interval(v, c) for v, c in
                                                    zip(beside.ours_train_img_s, beside.ours_train_ci95_img_s,

@@ -284,8 +284,8 @@ def cpu_beside_002(transfer: pd.DataFrame, scenario_a: pd.DataFrame, model: str 
         "differences": "one operating-system monitor reading, whole system",
     }, {
         "source": _pub(published.SEED_002), "what": "CPU-only fine-tuning", "device": "cpu",
-        "cpu_util_low_pct": c["cpu_util_low_pct"], "cpu_util_high_pct": c["cpu_util_high_pct"],
-        "cpu_memory_gb": c["cpu_memory_gb"],
+        **{k: c[k] for k in ("cpu_util_low_pct", "cpu_util_high_pct", "cpu_memory_gb", "cpu_temp_low_c",
+                             "cpu_temp_high_c", "cpu_processes", "cpu_threads", "cpu_clock_ghz")},
         "differences": f"operating-system monitor snapshots (its Figs. 8-9), whole system of "
         f"{c['cpu_total_ram_gb']} GB; batch size not stated for the CPU run",
     }])
