@@ -367,3 +367,17 @@ def test_numba_cuda_without_libnvvm_is_unavailable_with_the_reason(monkeypatch):
     assert row["status"] == "unavailable" and "libNVVM" in row["error"]
     assert experiment.status_of(cuda_error.NvrtcSupportError("NVRTC cannot be found")) == "unavailable"
     assert experiment.status_of(RuntimeError("kernel failed")) == "error"
+
+
+def test_the_default_run_learns_the_synthetic_mnist_as_the_seeds_networks_learnt_mnist():
+    """Issue 29: on the embedded set the default run's CNN went from 19% to 45% over its epochs and the MLP was at
+    100% by step 60 of 200; now the CNN ends above 80% (seed 001's reached about 97% on MNIST) and the MLP still
+    improves after half its steps (seed 004's did over its 500)."""
+    p = params.load(ROOT / "params" / "local.yaml", check_device=False)
+    data = experiment.load_data(p)
+    cnn = experiment.train_cnn("torch_cpu", p, torch_weights("mnist_cnn", seed=p.seed), data, 2)
+    assert len(cnn) == p.scratch_epochs and cnn[-1]["test_accuracy"] > 0.8 and cnn[0]["test_accuracy"] < 0.8
+    mlp = experiment.train_mlp("numpy", p, torch_weights("mlp", seed=p.seed), experiment.unit_scale(data), 2)
+    acc = {r["epoch"]: r["test_accuracy"] for r in mlp}
+    half, end = acc[p.scratch_mlp_steps // 2], acc[p.scratch_mlp_steps]
+    assert half < 0.95 and end - half > 0.03

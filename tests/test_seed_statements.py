@@ -268,3 +268,22 @@ def test_08_shows_the_corrections_the_verdict_and_the_seeds_on_the_rooflines():
     code = "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "code")
     assert "analysis.published.corrections()," in code and "theirs=analysis.published.corrections()" in code
     assert "analysis.published.memory_bound_verdict()" in code
+
+
+def test_docs_seeds_lists_each_default_that_differs_with_the_file_that_restores_it():
+    import yaml
+
+    text = (ROOT / "docs" / "seeds.md").read_text()
+    rows = [[c.strip() for c in ln.strip("|").split("|")] for ln in text.splitlines()
+            if ln.startswith("| 0")]
+    default = params.load(ROOT / "params" / "local.yaml", check_device=False)
+    assert len(rows) >= 20 and {r[0] for r in rows} == {"000", "001", "002", "003", "004"}
+    for _seed, key, ours, theirs, why, restored in rows:
+        key, ours = key.strip("`"), yaml.safe_load(ours.strip("`"))
+        assert getattr(default, key) == ours, (key, getattr(default, key), ours)
+        want = yaml.safe_load(re.match(r"`([^`]*)`", theirs).group(1))
+        assert why and ours != want, key
+        for name, recipe in re.findall(r"`params/(\w+\.yaml)`( \(003 recipe\))?", restored):
+            for overrides in _recipes(name) if recipe else [{}]:
+                p = params.load(ROOT / "params" / name, {**overrides, "download": True}, check_device=False)
+                assert getattr(p, key) == want, (name, key, getattr(p, key), want)

@@ -61,8 +61,8 @@ def dataset_loader(p):
         key = (cfg.dataset, split, cfg.in_channels, cfg.image_size)
         if key not in cache:
             ds = data.open_dataset(cfg.dataset, p.data_path, split, cfg.in_channels, cfg.image_size, p.download)
-            if data.num_classes(ds) > cfg.num_classes:  # a wider head trains as well (seed 003's did)
-                raise data.DataError(f"{cfg.dataset} has {data.num_classes(ds)} classes; set num_classes to at least that")
+            if data.num_classes(ds) != cfg.num_classes != models.spec(cfg.model).reference_classes:  # own head: 003's
+                raise data.DataError(f"{cfg.dataset} has {data.num_classes(ds)} classes; set num_classes to match")
             cache[key] = ds
         return cache[key]
 

@@ -40,17 +40,25 @@ class Data:
 
 
 def synthetic_mnist(n_train: int, n_test: int, seed: int = 0, size: int = 28) -> Data:
-    """Learnable MNIST-shaped data: each class is a fixed blocky pattern, shifted by up to 2 pixels and
-    buried in Gaussian noise, so a network must learn to see it (chance is 10%)."""
+    """Learnable MNIST-shaped data: each class is a glyph of four random strokes about 2 px wide, drawn in six
+    styles (its strokes' ends moved by about 1.5 px), shifted by up to 2 pixels, dimmed by up to 30% and under
+    pixel noise, on a dark background (pixel mean and spread near MNIST's). Chance is 10%; the CNN learns it
+    within a few epochs and the 784-10-10 MLP slowly, as each learns MNIST."""
     rng = np.random.default_rng(seed)
-    protos = (rng.random((10, size // 4, size // 4)) > 0.6).astype(np.float32)
-    protos = protos.repeat(4, axis=1).repeat(4, axis=2)
+    (yy, xx), t = np.mgrid[:size, :size][..., None], np.linspace(0, 1, 40)[:, None, None]
+    ends = rng.uniform(6, size - 6, (10, 4, 2, 2))  # class, stroke, end, (row, column)
+
+    def style(e):
+        e = e + rng.normal(0, 1.5, e.shape)
+        pts = (e[:, 0] + t * (e[:, 1] - e[:, 0])).reshape(-1, 2)
+        return np.exp(-((yy - pts[:, 0]) ** 2 + (xx - pts[:, 1]) ** 2).min(-1) / 5)
+
+    styles = np.stack([[style(ends[c]) for _ in range(6)] for c in range(10)])
+    shifted = np.stack([np.roll(styles, (dy, dx), axis=(2, 3)) for dy in range(-2, 3) for dx in range(-2, 3)], 2)
 
     def draw(n):
-        y = rng.integers(0, 10, n)
-        shifts = rng.integers(-2, 3, (n, 2))
-        x = np.stack([np.roll(protos[c], tuple(s), axis=(0, 1)) for c, s in zip(y, shifts, strict=True)])
-        x = np.clip(x + rng.normal(0, 0.5, x.shape), 0, 1).astype(np.float32)
+        y, s, at = rng.integers(0, 10, n), rng.integers(0, 6, n), rng.integers(0, shifted.shape[2], n)
+        x = np.clip(shifted[y, s, at] * rng.uniform(0.7, 1, (n, 1, 1)) + rng.normal(0, 0.15, (n, size, size)), 0, 1)
         return ((x - MNIST_MEAN) / MNIST_STD)[:, None].astype(np.float32), y.astype(np.int64)
 
     return Data(*draw(n_train), *draw(n_test), source="synthetic")

@@ -53,7 +53,7 @@ def learning_curves(df: pd.DataFrame, path: str | Path | None = None):
     axes[1].set(xlabel="elapsed training time (s)", ylabel="validation accuracy (%)")
     target = ok.target_accuracy.iloc[0]
     axes[1].axhline(100 * target, ls="--", color="grey", lw=1, label=f"target {100 * target:g}%")
-    axes[1].legend(fontsize=7)
+    axes[1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))  # beside the panel, never over a point
     fig.tight_layout()
     return _save(fig, path)
 
