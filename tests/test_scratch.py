@@ -370,9 +370,9 @@ def test_numba_cuda_without_libnvvm_is_unavailable_with_the_reason(monkeypatch):
 
 
 def test_the_default_run_learns_the_synthetic_mnist_as_the_seeds_networks_learnt_mnist():
-    """Issue 29: on the embedded set the default run's CNN went from 19% to 45% over its epochs and the MLP was at
-    100% by step 60 of 200; now the CNN ends above 80% (seed 001's reached about 97% on MNIST) and the MLP still
-    improves after half its steps (seed 004's did over its 500)."""
+    """Issue 29: on the embedded set the default run's CNN went from 19% to 45% over its epochs and the MLP
+    was at 100% by step 60 of 200; now the CNN ends above 80% (seed 001's reached about 97% on MNIST) and the
+    MLP still improves after half its steps (seed 004's did over its 500)."""
     p = params.load(ROOT / "params" / "local.yaml", check_device=False)
     data = experiment.load_data(p)
     cnn = experiment.train_cnn("torch_cpu", p, torch_weights("mnist_cnn", seed=p.seed), data, 2)

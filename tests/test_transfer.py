@@ -708,9 +708,10 @@ def test_the_grid_is_not_sized_on_the_cpu():
 
 
 def test_fine_tuning_from_random_weights_learns_the_synthetic_set(tmp_path):
-    """Issue 29: 06's default run (random weights, a few steps) validated with the batch-norm statistics of its
-    initialisation and read 44-56% (one class) after a training loss of 0.002; its statistics are now recomputed
-    over the training images before each validation, and the synthetic set is learnt over the epochs."""
+    """Issue 29: 06's default run (random weights, a few steps) validated with the batch-norm statistics of
+    its initialisation and read 44-56% (one class) after a training loss of 0.002; its statistics are now
+    recomputed over the training images before each validation, and the synthetic set is learnt over the
+    epochs."""
     p = p_of(pretrained=False, transfer_model="densenet121", transfer_image_size=64, transfer_lrs=[0.003],
              transfer_batch_sizes=[32], transfer_epochs=2, transfer_devices=["cpu"], workers=0,
              transfer_train_images=64, transfer_val_images=32)  # params/local.yaml's, one grid point

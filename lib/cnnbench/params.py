@@ -517,7 +517,7 @@ def _check_data_folder(src: str, p: Params) -> None:
     else:
         classes = data.dataset_classes(p.dataset, root)
     head = [m for m, *_ in users if spec(m).native_data != "mnist"]  # the MNIST CNN keeps its own 10 classes
-    own = all(p.num_classes == spec(m).reference_classes for m in head)  # the models' own head, as seed 003 ran
+    own = all(p.num_classes == spec(m).reference_classes for m in head)  # their own head, as seed 003 ran
     if classes is not None and classes != p.num_classes and head and not (own and classes < p.num_classes):
         raise ParamsError(f"{src}: key 'num_classes' {p.num_classes} does not match the {classes} classes of "
                           f"{p.dataset} at {_show(p.data_path)}")

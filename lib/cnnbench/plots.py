@@ -511,8 +511,8 @@ def per_model_rooflines(points: pd.DataFrame, roofs: pd.DataFrame, folder: str |
         mine = seeds[seeds.model == model] if seeds is not None else pd.DataFrame()
         for j, ((seed, device, phase), gs) in enumerate(mine.groupby(["seed", "device", "phase"], sort=False)
                                                           if len(mine) else []):
-            ax.scatter(gs.intensity_flop_per_byte, gs.corrected * 1e3, marker=PHASE_MARKERS.get(phase, "o"), s=60,
-                       facecolors="none", edgecolors=f"C{(j + 3) % 10}", lw=1.6, zorder=4,
+            ax.scatter(gs.intensity_flop_per_byte, gs.corrected * 1e3, marker=PHASE_MARKERS.get(phase, "o"),
+                       s=60, facecolors="none", edgecolors=f"C{(j + 3) % 10}", lw=1.6, zorder=4,
                        label=f"theirs: seed {seed[:3]} {device} {phase} (corrected)")
         ax.set(xscale="log", yscale="log", xlabel="arithmetic intensity (FLOP/byte)", ylabel="performance (GFLOP/s)",
                title=f"{model}{' across runs' if g[by].nunique() > 1 else ''} (measured fp32 DRAM roof"

@@ -1,17 +1,16 @@
 """Numbers published by the seed reports, kept only to be shown beside our own measurements.
 
 Every number lives once, in the package data file ``data/seed_numbers.csv``, one row per value: its seed file
-(``seed``), the table it belongs to here (``table``), its row (``key``, ``name=value`` pairs joined by ``;``) and
-column, the ``value``, the text as the seed printed it where that differs from the value (``printed``: "around
-2 hours", a thousands separator, "N/A" for a missing value), its ``origin`` (``printed``; ``read``: our reading of
-the seed's words, e.g. "around 1 hour 15 minutes" in hours; ``reference``: a fact the seed does not print, about
-something it names, with its source in ``note``), and where it stands in the seed's text file (``line``: the line
-of ``<seed>`` as the workbook's seed texts number them, ``where``: section and table).
+(``seed``), the table it belongs to here (``table``), its row (``key``, ``name=value`` pairs joined by ``;``)
+and column, the ``value``, the text as the seed printed it where that differs from the value (``printed``:
+"around 2 hours", a thousands separator, "N/A" for a missing value), its ``origin`` (``printed``; ``read``:
+our reading of the seed's words, e.g. "around 1 hour 15 minutes" in hours; ``reference``: a fact the seed does
+not print, about something it names, with its source in ``note``), and where it stands in the seed's text file
+(``line``: the line of ``<seed>`` as the workbook's seed texts number them, ``where``: section and table).
 
-:func:`values` reads that file (the one loader) and :func:`table` turns one of its tables into rows; every table
-and constant below is a view built from them, and ``analysis``, ``scratch`` and ``transfer`` use these views.
-Nothing here feeds a computation of ours except as a labelled comparison.
-"""
+:func:`values` reads that file (the one loader) and :func:`table` turns one of its tables into rows; every
+table and constant below is a view built from them, and ``analysis``, ``scratch`` and ``transfer`` use these
+views. Nothing here feeds a computation of ours except as a labelled comparison."""
 
 from __future__ import annotations
 
@@ -36,8 +35,8 @@ def _values() -> pd.DataFrame:
 
 
 def values() -> pd.DataFrame:
-    """Every stored seed number, one row per value with its seed file, table, row, column, printed text, origin,
-    line and section (see the module docstring)."""
+    """Every stored seed number, one row per value with its seed file, table, row, column, printed text,
+    origin, line and section (see the module docstring)."""
     return _values().copy()
 
 
@@ -126,8 +125,8 @@ SEED_004 = SEEDS["004"]
 
 # --- seed 000 ------------------------------------------------------------------------------------------------
 _SETUP_000 = setup("000")
-# Table 1: params (M) and "FLOPs/Image (G)" per 224x224 input: multiply-accumulates by an unnamed counter (inferred
-# from their scale; inconsistencies() sets them beside torchvision's).
+# Table 1: params (M) and "FLOPs/Image (G)" per 224x224 input: multiply-accumulates by an unnamed counter
+# (inferred from their scale; inconsistencies() sets them beside torchvision's).
 COMPLEXITY_000 = table("COMPLEXITY_000")
 # Table 2: "AI (FLOPs/Byte)" = FLOPs per image / model size in bytes (its figures are GFLOP/MB).
 AI_TABLE_000 = table("AI_TABLE_000")
@@ -147,15 +146,16 @@ def _epoch_images_000() -> pd.DataFrame:
     )
 
 
-# Seed 000's "epoch": every throughput x its Table 4 epoch time gives the same few thousand images (half as many
-# for SqueezeNet on the T4), a subset of Tiny-ImageNet's training set; computed here, and
+# Seed 000's "epoch": every throughput x its Table 4 epoch time gives the same few thousand images (half as
+# many for SqueezeNet on the T4), a subset of Tiny-ImageNet's training set; computed here, and
 # params/seeds_full.yaml caps epochs to match.
 EPOCH_IMAGES_000 = int(pd.concat([_epoch_images_000().train_images, _epoch_images_000().val_images]).median())
 _SQ_T4_000 = _epoch_images_000().set_index(["model", "device_class"]).train_images[("squeezenet1_1", "t4")]
-# SqueezeNet ran at its section 2.3 batch on all three devices, as its text says three times (sections 1.4, 2.3 and
-# 4.3: the smallest stable batch "used consistently", "across all devices"), in epochs capped at "a fixed maximum
-# number of batches" (section 1.4): the cap its T4 SqueezeNet row gives. Its M3 Pro and CPU SqueezeNet rows hold
-# twice those images: the seed's numbers disagree with its text, and inconsistencies() says so.
+# SqueezeNet ran at its section 2.3 batch on all three devices, as its text says three times (sections 1.4,
+# 2.3 and 4.3: the smallest stable batch "used consistently", "across all devices"), in epochs capped at "a
+# fixed maximum number of batches" (section 1.4): the cap its T4 SqueezeNet row gives. Its M3 Pro and CPU
+# SqueezeNet rows hold twice those images: the seed's numbers disagree with its text, and inconsistencies()
+# says so.
 THROUGHPUT_000["batch_size"] = [
     _SETUP_000["batch_size_squeezenet1_1"] if m == "squeezenet1_1" else _SETUP_000["batch_size"]
     for m in THROUGHPUT_000.model
@@ -163,14 +163,16 @@ THROUGHPUT_000["batch_size"] = [
 THROUGHPUT_000["configuration"] = [
     f"Tiny-ImageNet ({_SETUP_000['image_px']}x{_SETUP_000['image_px']}) from disk, {_SETUP_000['workers']} "
     f"workers, {_SETUP_000['epochs']} epoch of {EPOCH_IMAGES_000:,} images, images / epoch time, one run"
-    + (f"; batch {b} on every device, as its text says (line {_line('SETUP_000', 'item=batch_size_squeezenet1_1')}"
-       "; its M3 Pro and CPU rows' images disagree)" if m == "squeezenet1_1" else "")
+    + (f"; batch {b} on every device, as its text says (line "
+       f"{_line('SETUP_000', 'item=batch_size_squeezenet1_1')}; its M3 Pro and CPU rows' images disagree)"
+       if m == "squeezenet1_1" else "")
     for m, b in zip(THROUGHPUT_000.model, THROUGHPUT_000.batch_size, strict=True)
 ]
 EPOCHS_000["configuration"] = (
     f"an 'epoch' of {EPOCH_IMAGES_000:,} images ({_SQ_T4_000:,.0f} for SqueezeNet on the T4)"
 )
-# Table 5: utilisation (%), one reading per model and device, when and how not stated (GPU N/A on MPS and CPU).
+# Table 5: utilisation (%), one reading per model and device, when and how not stated (GPU N/A on MPS and
+# CPU).
 UTILISATION_000 = table("UTILISATION_000")
 # Table 6: SqueezeNet batch sweep, approximate ("~") values; its largest batch was unstable (NaNs).
 SWEEP_000 = table("SWEEP_000")
@@ -218,7 +220,8 @@ SUMMARY_003 = {"rtx4080_over_t4": (_CLAIMS_003["rtx4080_over_t4_low"], _CLAIMS_0
 # --- seed 001 ------------------------------------------------------------------------------------------------
 _SETUP_001 = setup("001")
 MNIST_TRAIN_IMAGES = _SETUP_001["train_images"]
-# Seed 001 padded each epoch to whole batches of its batch size (section III.A.2): more samples than MNIST has.
+# Seed 001 padded each epoch to whole batches of its batch size (section III.A.2): more samples than MNIST
+# has.
 EPOCH_SAMPLES_001 = math.ceil(MNIST_TRAIN_IMAGES / _SETUP_001["batch_size"]) * _SETUP_001["batch_size"]
 # Table I: the MNIST CNN per backend, one run each. Its Numba backends skipped backpropagation through both
 # convolutions (and Numba CUDA did the dense backward on the host): its Numba rows measure less work.
@@ -237,9 +240,9 @@ _CLAIMS_002 = _claims("002")
 TELEMETRY_002 = table("TELEMETRY_002").assign(
     configuration=f"single nvidia-smi snapshots, power cap {_SETUP_002['power_cap_w']} W"
 )
-# Sections VIII.D-F: total training time for its epochs, test accuracy and seconds per test image. The CPU run's
-# batch size is not stated; the accuracy figure covers the CPU and the GPU at batch 64 only; inference is per
-# device (the seed ties it to no batch size) and is shown on the first GPU row.
+# Sections VIII.D-F: total training time for its epochs, test accuracy and seconds per test image. The CPU
+# run's batch size is not stated; the accuracy figure covers the CPU and the GPU at batch 64 only; inference
+# is per device (the seed ties it to no batch size) and is shown on the first GPU row.
 _INFERENCE_002 = table("INFERENCE_002").set_index("device_class")
 _inference_s = {
     "cpu": _INFERENCE_002.s_per_image["cpu"],
@@ -263,13 +266,14 @@ TIMES_002.insert(
         for i, d in zip(TIMES_002.index, TIMES_002.device_class, strict=True)
     ],
 )
-# Sections VIII.A-C: the CPU's utilisation (%) while the GPUs trained and in the CPU-only run, the CPU-only run's
-# memory (GB) of the machine's RAM (GB), temperature (C), processes, threads and clock (GHz), read from its text
-# (operating-system monitor snapshots).
+# Sections VIII.A-C: the CPU's utilisation (%) while the GPUs trained and in the CPU-only run, the CPU-only
+# run's memory (GB) of the machine's RAM (GB), temperature (C), processes, threads and clock (GHz), read from
+# its text (operating-system monitor snapshots).
 CPU_002 = {
     k: _CLAIMS_002[k]
-    for k in ("cpu_util_during_gpu_pct", "cpu_util_low_pct", "cpu_util_high_pct", "cpu_memory_gb", "cpu_total_ram_gb",
-              "cpu_temp_low_c", "cpu_temp_high_c", "cpu_processes", "cpu_threads", "cpu_clock_ghz")
+    for k in ("cpu_util_during_gpu_pct", "cpu_util_low_pct", "cpu_util_high_pct", "cpu_memory_gb",
+              "cpu_total_ram_gb", "cpu_temp_low_c", "cpu_temp_high_c", "cpu_processes", "cpu_threads",
+              "cpu_clock_ghz")
 }
 TIMES_002["configuration"] = (
     f"DenseNet-121 transfer, Adam, {_SETUP_002['epochs']} epochs of {_SETUP_002['train_images']:,} images; "
@@ -359,15 +363,17 @@ def _inconsistencies_000() -> list[dict]:
     )
     sq = e[e.model == "squeezenet1_1"].set_index("device_class").train_images
     per = EPOCH_IMAGES_000 // _SETUP_000["batch_size"]
+    sq_bs, bs = _SETUP_000["batch_size_squeezenet1_1"], _SETUP_000["batch_size"]
     rows.append(_row(
-        SEED_000, f"SqueezeNet at batch {_SETUP_000['batch_size_squeezenet1_1']} on every device, epochs of a fixed "
-        "number of batches (sections 1.4, 2.3)", "; ".join(f"{d}: {n:,.0f} images" for d, n in sq.items())
-        + f"; every other model: {EPOCH_IMAGES_000:,} = {per} batches of {_SETUP_000['batch_size']}",
-        f"its T4 row is {per} batches of {_SETUP_000['batch_size_squeezenet1_1']}; its M3 Pro and CPU rows imply "
-        f"{per} batches of {_SETUP_000['batch_size']}, which its text rules out: the workbook follows the text"))
+        SEED_000, f"SqueezeNet at batch {sq_bs} on every device, epochs of a fixed number of batches "
+        "(sections 1.4, 2.3)", "; ".join(f"{d}: {n:,.0f} images" for d, n in sq.items())
+        + f"; every other model: {EPOCH_IMAGES_000:,} = {per} batches of {bs}",
+        f"its T4 row is {per} batches of {sq_bs}; its M3 Pro and CPU rows imply {per} batches of {bs}, which "
+        "its text rules out: the workbook follows the text"))
     pub = {m: models.spec(m).published_gmacs for m in COMPLEXITY_000.model}
     rows.append(_row(
-        SEED_000, "'FLOPs/Image (G)' " + ", ".join(f"{r.model} {r.flops_g}" for r in COMPLEXITY_000.itertuples()),
+        SEED_000, "'FLOPs/Image (G)' " + ", ".join(f"{r.model} {r.flops_g}"
+                                                    for r in COMPLEXITY_000.itertuples()),
         "beside torchvision's published MACs: " + ", ".join(
             f"{r.model} {100 * (r.flops_g / pub[r.model] - 1):+.1f}%" for r in COMPLEXITY_000.itertuples()),
         "multiply-accumulates, not FLOPs, and not torchvision's for every model: a counter it does not name "
@@ -628,138 +634,144 @@ def _inconsistencies_004() -> list[dict]:
 
 
 def inconsistencies() -> pd.DataFrame:
-    """The seeds' numbers checked against each other: each row computed here from the stored numbers (and, where
-    named, our spec table)."""
+    """The seeds' numbers checked against each other: each row computed here from the stored numbers (and,
+    where named, our spec table)."""
     return pd.DataFrame(
         _inconsistencies_000() + _inconsistencies_001_002() + _inconsistencies_003() + _inconsistencies_004()
     )
 
 
-# --- what the seeds' numbers should have been -------------------------------------------------------------------
+# --- what the seeds' numbers should have been --------------------------------------------------------
 CORRECTED = "corrected from the seed's own throughput"
 
 
 @functools.cache
 def _gflop(model: str, size: int, classes: int, phase: str) -> float:
-    """GFLOP per image of a training step (forward + backward) or a forward pass, by cnnbench.measure.flops."""
+    """GFLOP per image of a training step (forward + backward) or a forward pass (cnnbench.measure.flops)."""
     import torch
 
     from cnnbench.measure import flops
 
-    net, x = models.build_meta(model, classes, size), torch.empty(1, *models.input_shape(model, size), device="meta")
-    return (flops.train_flops(net.train(), x, classes) if phase == "train" else flops.forward_flops(net.eval(), x)) / 1e9
+    net = models.build_meta(model, classes, size)
+    x = torch.empty(1, *models.input_shape(model, size), device="meta")
+    n = flops.train_flops(net.train(), x, classes) if phase == "train" else flops.forward_flops(net.eval(), x)
+    return n / 1e9
 
 
 @functools.cache
 def _intensity(model: str, batch: int, size: int, classes: int, phase: str) -> float:
-    """FLOP per byte moved by one step: its counted FLOPs over the compulsory traffic of its ops (measure.traffic)."""
+    """FLOP per byte moved by one step: counted FLOPs over its ops' compulsory traffic (measure.traffic)."""
     from cnnbench.measure import traffic
 
-    return float(traffic.summary(traffic.count_step(model, batch, size, classes, phase))["intensity_flop_per_byte"])
+    ops = traffic.count_step(model, batch, size, classes, phase)
+    return float(traffic.summary(ops)["intensity_flop_per_byte"])
+
+
+def _fix(seed: str, figure: str, printed, corrected: float, unit: str, formula: str, inputs: str,
+         **row) -> dict:
+    return {"seed": seed, "figure": figure, "printed": printed, "corrected": corrected, "unit": unit,
+            "formula": formula, "inputs": inputs, **row}
 
 
 def _placed(seed, r, phase, size, classes, roof, printed, line) -> dict:
-    """A seed's achieved rate recomputed from its throughput and our FLOPs, placed under ``roof`` (peak GFLOP/s,
-    GB/s, what it is) at the intensity of its step."""
-    img_s, g = getattr(r, f"{phase}_img_s"), _gflop(r.model, size, classes, phase)
-    ai, tflops, (peak, bw, what) = _intensity(r.model, r.batch_size, size, classes, phase), img_s * g / 1e3, roof
-    return {"seed": seed, "figure": f"achieved TFLOP/s ({phase})", "model": r.model, "device": r.device_class,
-            "phase": phase, "batch_size": r.batch_size, "printed": printed, "corrected": tflops, "unit": "TFLOP/s",
-            "corrected_pct_of_peak": 100 * tflops * 1e3 / peak, "intensity_flop_per_byte": ai,
-            "bound": "memory" if ai < peak / bw else "compute",
-            "of_attainable_pct": 100 * tflops * 1e3 / min(peak, bw * ai),
-            "formula": f"{img_s:g} img/s x {g:.4g} GFLOP per image ({'training step' if phase == 'train' else 'forward'}"
-            f", {size} px, {classes} classes) = {tflops:.3g} TFLOP/s; against {what}: {peak:,.0f} GFLOP/s, {bw:g} GB/s",
-            "inputs": f"img/s: line {line}; GFLOP: cnnbench.measure.flops; bytes moved: cnnbench.measure.traffic "
-            f"(every op of a {r.batch_size}-image step, read and written once)"}
+    """A seed's achieved rate from its throughput and our FLOPs, under ``roof`` (peak GFLOP/s, GB/s, whose) at
+    the intensity of its step."""
+    img_s, g, (peak, bw, whose) = getattr(r, f"{phase}_img_s"), _gflop(r.model, size, classes, phase), roof
+    ai, tflops = _intensity(r.model, r.batch_size, size, classes, phase), img_s * g / 1e3
+    step = "training step" if phase == "train" else "forward"
+    return _fix(seed, f"achieved TFLOP/s ({phase})", printed, tflops, "TFLOP/s",
+                f"{img_s:g} img/s x {g:.4g} GFLOP per image ({step}, {size} px, {classes} classes) = "
+                f"{tflops:.3g} TFLOP/s; against {whose}: {peak:,.0f} GFLOP/s, {bw:g} GB/s",
+                f"img/s: line {line}; GFLOP: cnnbench.measure.flops; bytes moved: cnnbench.measure.traffic "
+                f"(every op of a {r.batch_size}-image step, read and written once)",
+                model=r.model, device=r.device_class, phase=phase, batch_size=r.batch_size,
+                corrected_pct_of_peak=100 * tflops * 1e3 / peak, intensity_flop_per_byte=ai,
+                bound="memory" if ai < peak / bw else "compute",
+                of_attainable_pct=100 * tflops * 1e3 / min(peak, bw * ai))
+
+
+def _intensity_row(seed, model, batch, size, classes, printed, what, line) -> dict:
+    ai = _intensity(model, batch, size, classes, "train")
+    return _fix(seed, "arithmetic intensity", printed, ai, "FLOP/byte",
+                f"counted FLOPs / bytes moved by a {batch}-image training step at {size} px, {classes} "
+                f"classes = {ai:.1f} (printed: {what})", f"line {line}; cnnbench.measure.traffic",
+                model=model, batch_size=batch, phase="train")
 
 
 def _corrections_000() -> list[dict]:
     size, classes, peaks = _SETUP_000["image_px"], _SETUP_000["classes"], PEAKS_000.set_index("device_class")
-    claim = _claims("000")
     rows = []
     for r in THROUGHPUT_000.itertuples():
         roof = (peaks.peak_gflops[r.device_class], peaks.bandwidth_gbs[r.device_class], "its Table 7 roof")
+        line = _line("THROUGHPUT_000", f"model={r.model};device_class={r.device_class}")
         for phase in ("train", "eval"):
-            line = _line("THROUGHPUT_000", f"model={r.model};device_class={r.device_class}")
-            row = _placed(SEED_000, r, phase, size, classes, roof, getattr(r, f"{phase}_tflops"), line)
             said = (r.model, r.device_class, phase) == ("resnet50", "t4", "eval")  # '1.3 TFLOPs, 16% of peak'
-            rows.append({**row, "printed_pct_of_peak": claim["t4_resnet50_pct_of_peak"] if said else math.nan})
-    for r in AI_TABLE_000.itertuples():
-        batch = THROUGHPUT_000.set_index("model").batch_size[r.model].iloc[0]
-        ai = _intensity(r.model, batch, size, classes, "train")
-        rows.append({"seed": SEED_000, "figure": "arithmetic intensity", "model": r.model, "batch_size": batch,
-                     "phase": "train", "printed": r.ai_printed, "corrected": ai, "unit": "FLOP/byte",
-                     "formula": f"counted FLOPs / bytes moved by a {batch}-image training step at {size} px = {ai:.1f} "
-                     f"(printed: {r.flops_g} GFLOP per image at 224 px / {r.model_mb} MB of parameters, in GFLOP/MB)",
-                     "inputs": f"line {_line('AI_TABLE_000', f'model={r.model}')}; cnnbench.measure.traffic"})
-    return rows
+            row = _placed(SEED_000, r, phase, size, classes, roof, getattr(r, f"{phase}_tflops"), line)
+            pct = _claims("000")["t4_resnet50_pct_of_peak"] if said else math.nan
+            rows.append({**row, "printed_pct_of_peak": pct})
+    batch = THROUGHPUT_000.groupby("model").batch_size.first()
+    return rows + [_intensity_row(SEED_000, r.model, batch[r.model], size, classes, r.ai_printed,
+                                  f"{r.flops_g} GFLOP per image at 224 px / {r.model_mb} MB of parameters",
+                                  _line("AI_TABLE_000", f"model={r.model}"))
+                   for r in AI_TABLE_000.itertuples()]
 
 
 def _corrections_003() -> list[dict]:
     size, classes = _SETUP_003["image_px"], _SETUP_003["classes_head"]
     own = PEAKS_003.set_index("device_class")
-    spec = {"rtx4080": "NVIDIA GeForce RTX 4080 Laptop GPU", "t4": "Tesla T4"}
     a = ACHIEVED_003.set_index(["model", "batch_size", "device_class"])
+    spec = {"rtx4080": "NVIDIA GeForce RTX 4080 Laptop GPU", "t4": "Tesla T4"}  # the GPUs it ran
     rows = []
     for r in THROUGHPUT_003.itertuples():
-        s = _spec_rows(spec.get(r.device_class, ""))
-        roof = (s.peak_gflops.iloc[0], s.bandwidth_gbs.iloc[0], f"our spec table's {s.device.iloc[0]}") if len(s) else (
-            own.peak_tflops[r.device_class] * 1e3, own.bandwidth_gbs[r.device_class], "its own section 1.4 figures")
-        key = (r.model, r.batch_size, r.device_class)
-        printed = a.loc[key] if key in a.index else pd.Series({"achieved_tflops": math.nan, "efficiency_pct": math.nan})
-        line = _line("THROUGHPUT_003", f"model={r.model};batch_size={r.batch_size};device_class={r.device_class}")
+        s, key = _spec_rows(spec.get(r.device_class, "")), (r.model, r.batch_size, r.device_class)
+        mine = own.loc[r.device_class]
+        roof = (mine.peak_tflops * 1e3, mine.bandwidth_gbs, "its section 1.4 figures") if s.empty else (
+            s.peak_gflops.iloc[0], s.bandwidth_gbs.iloc[0], f"our spec table's {s.device.iloc[0]}")
+        none = pd.Series({"achieved_tflops": math.nan, "efficiency_pct": math.nan})
+        printed = a.loc[key] if key in a.index else none
+        line = _line("THROUGHPUT_003", "model={};batch_size={};device_class={}".format(*key))
         rows.append({**_placed(SEED_003, r, "train", size, classes, roof, printed.achieved_tflops, line),
                      "printed_pct_of_peak": printed.efficiency_pct})
     per = pd.DataFrame(rows)
     for device in ("rtx4080", "t4"):
-        d = per[(per.device == device) & per.printed.notna()]
-        rows.append({"seed": SEED_003, "figure": "mean efficiency", "device": device, "phase": "train",
-                     "printed": _claims("003")[f"{device}_mean_efficiency_pct"], "corrected": d.corrected_pct_of_peak.mean(),
-                     "unit": "% of peak", "formula": f"mean over its {len(d)} printed rows of corrected TFLOP/s / the "
-                     "peak of the GPU it ran", "inputs": f"line {_line('CLAIMS_003', f'item={device}_mean_efficiency_pct')}"})
-    for r in _AI_003.itertuples():
-        ai = _intensity(r.model, r.batch_size, size, classes, "train")
-        rows.append({"seed": SEED_003, "figure": "arithmetic intensity", "model": r.model, "batch_size": r.batch_size,
-                     "phase": "train", "printed": r.ai_flop_per_byte, "corrected": ai, "unit": "FLOP/byte",
-                     "formula": f"counted FLOPs / bytes moved by a {r.batch_size}-image training step at {size} px, "
-                     f"{classes} classes = {ai:.1f} (printed: method not stated)",
-                     "inputs": f"line {_line('AI_003', f'model={r.model};batch_size={r.batch_size}')}; "
-                     "cnnbench.measure.traffic"})
-    return rows
+        d, item = per[(per.device == device) & per.printed.notna()], f"{device}_mean_efficiency_pct"
+        rows.append(_fix(SEED_003, "mean efficiency", _claims("003")[item], d.corrected_pct_of_peak.mean(),
+                         "% of peak", f"mean over its {len(d)} printed rows of the corrected share of the "
+                         "peak of the GPU it ran", f"line {_line('CLAIMS_003', f'item={item}')}",
+                         device=device))
+    return rows + [_intensity_row(SEED_003, r.model, r.batch_size, size, classes, r.ai_flop_per_byte,
+                                  "method not stated",
+                                  _line("AI_003", f"model={r.model};batch_size={r.batch_size}"))
+                   for r in _AI_003.itertuples()]
 
 
 def _corrections_001_004() -> list[dict]:
-    rows = [{"seed": SEED_001, "figure": "throughput", "model": "mnist_cnn", "device": r.backend, "phase": "train",
-             "batch_size": _SETUP_001["batch_size"], "printed": r.throughput_img_s,
-             "corrected": EPOCH_SAMPLES_001 / r.epoch_s, "unit": "samples/s",
-             "formula": f"{EPOCH_SAMPLES_001:,} samples per epoch (padded to whole batches) / {r.epoch_s} s",
-             "inputs": f"line {_line('BACKENDS_001', f'backend={r.backend}')}; its padding, line 64"}
+    bs = _SETUP_001["batch_size"]
+    rows = [_fix(SEED_001, "throughput", r.throughput_img_s, EPOCH_SAMPLES_001 / r.epoch_s, "samples/s",
+                 f"{EPOCH_SAMPLES_001:,} samples per epoch (padded to whole batches) / {r.epoch_s} s",
+                 f"line {_line('BACKENDS_001', f'backend={r.backend}')}; its padding, line 64",
+                 model="mnist_cnn", device=r.backend, phase="train", batch_size=bs)
             for r in BACKENDS_001.itertuples()]
-    s, f64 = SHAPE_004, 8
-    n, f, h, k = s["inputs"], s["features"], s["hidden"], s["classes"]
-    params = f * h + h + h * k + k
+    n, f, h, k = (SHAPE_004[key] for key in ("inputs", "features", "hidden", "classes"))
+    params, mem, times = f * h + h + h * k + k, MEMORY_004.set_index("component"), TIMES_004.set_index("what")
     arrays = {"parameters": (params, "W1, b1, W2, b2"), "inputs": (n * f, f"X: {n:,} x {f}"),
               "activations": (2 * (h + k) * n, f"Z1, A1, Z2, A2: {2 * (h + k)} x {n:,}"),
               "gradients": ((h + k) * n + params, f"dZ1, dZ2 ({h + k} x {n:,}) and dW1, db1, dW2, db2")}
-    mem = MEMORY_004.set_index("component")
-    rows += [{"seed": SEED_004, "figure": "memory", "model": "mlp", "device": "numpy and cupy", "printed": mem.cpu_mb[c],
-              "corrected": count * f64 / 1e6, "unit": "MB", "formula": f"{what}: {count:,} float64 x {f64} bytes",
-              "inputs": f"line {_line('MEMORY_004', f'component={c}')}; its Algorithm 1's arrays"}
-             for c, (count, what) in arrays.items()]
-    times = TIMES_004.set_index("what")
-    rows += [{"seed": SEED_004, "figure": f"{what} time per image", "model": "mlp", "device": lib,
-              "phase": "train", "batch_size": n, "printed": times.loc[what, f"{side}_ms"],
-              "corrected": times.loc[what, f"{side}_ms"] * 1e3 / n, "unit": "us per image (printed: ms per iteration)",
-              "formula": f"{times.loc[what, f'{side}_ms']} ms per full-batch iteration / {n:,} images",
-              "inputs": f"line {_line('TIMES_004', f'what={what}')}"}
-             for what in ("iteration", "forward", "backward") for side, lib in (("cpu", "numpy"), ("gpu", "cupy"))]
-    return rows
+    rows += [_fix(SEED_004, "memory", mem.cpu_mb[c], count * 8 / 1e6, "MB", f"{what}: {count:,} float64 x 8 "
+                  f"bytes", f"line {_line('MEMORY_004', f'component={c}')}; its Algorithm 1's arrays",
+                  model="mlp", device="numpy and cupy") for c, (count, what) in arrays.items()]
+    return rows + [_fix(SEED_004, f"{what} time per image", ms, ms * 1e3 / n, "us per image (printed: ms per "
+                        "iteration)", f"{ms} ms per full-batch iteration / {n:,} images",
+                        f"line {_line('TIMES_004', f'what={what}')}", model="mlp", device=lib, phase="train",
+                        batch_size=n)
+                   for what in ("iteration", "forward", "backward")
+                   for side, lib in (("cpu", "numpy"), ("gpu", "cupy"))
+                   for ms in [times.loc[what, f"{side}_ms"]]]
 
 
-CORRECTION_COLUMNS = ["seed", "figure", "model", "device", "phase", "batch_size", "printed", "corrected", "unit",
-                      "printed_pct_of_peak", "corrected_pct_of_peak", "intensity_flop_per_byte", "bound",
-                      "of_attainable_pct", "formula", "inputs"]
+CORRECTION_COLUMNS = ["seed", "figure", "model", "device", "phase", "batch_size", "printed", "corrected",
+                      "unit", "printed_pct_of_peak", "corrected_pct_of_peak", "intensity_flop_per_byte",
+                      "bound", "of_attainable_pct", "formula", "inputs"]
 
 
 @functools.cache
@@ -769,31 +781,32 @@ def _corrections() -> pd.DataFrame:
 
 
 def corrections() -> pd.DataFrame:
-    """Every figure of the seeds we can recompute, beside the one printed (``seed_corrections.csv``): seed 000's
-    and 003's achieved TFLOP/s and share of peak from their own throughputs and our FLOPs of their configuration,
-    placed at the intensity of their step (bytes moved, not parameter bytes) under their device's roof (seed 003:
-    the GPU it ran), their intensities, seed 003's mean efficiencies, seed 001's throughput as samples / epoch
-    time, seed 004's memory as its arrays' float64 bytes and its step times per image. Each row carries its formula
-    with the numbers and where its inputs come from."""
+    """Every figure of the seeds we can recompute, beside the one printed (``seed_corrections.csv``): seed
+    000's and 003's achieved TFLOP/s and share of peak from their own throughputs and our FLOPs of their
+    configuration, placed at the intensity of their step (bytes moved, not parameter bytes) under their
+    device's roof (seed 003: the GPU it ran), their intensities, seed 003's mean efficiencies, seed 001's
+    throughput as samples / epoch time, seed 004's memory as its arrays' float64 bytes and its step times per
+    image. Each row carries its formula with the numbers and where its inputs come from."""
     return _corrections().copy()
 
 
 def memory_bound_verdict() -> str:
-    """Seed 000's claim that its cloud CPU is memory-bound, judged at its corrected placement: which side of its
-    own roof's ridge each model's training step sits, and how near that roof it ran."""
+    """Seed 000's claim that its cloud CPU is memory-bound, judged at its corrected placement: which side of
+    its own roof's ridge each model's training step sits, and how near that roof it ran."""
     c = _corrections()
     cpu = c[(c.seed == SEED_000) & (c.device == "cpu") & (c.figure == "achieved TFLOP/s (train)")]
     peak, bw = PEAKS_000.set_index("device_class").loc["cpu", ["peak_gflops", "bandwidth_gbs"]]
-    left, near = cpu[cpu.bound == "memory"], cpu[cpu.of_attainable_pct >= 50]
+    left, near, ai = cpu[cpu.bound == "memory"], cpu[cpu.of_attainable_pct >= 50], cpu.intensity_flop_per_byte
     return (f"Seed 000 calls its cloud CPU '{_claims('000')['cloud_cpu_bound']}' for every model (line "
-            f"{_line('CLAIMS_000', 'item=cloud_cpu_bound')}; its roof {peak:,.0f} GFLOP/s and {bw:g} GB/s, ridge "
-            f"{peak / bw:.1f} FLOP/byte). By the bytes its training steps move, {len(left)} of {len(cpu)} models sit "
-            f"left of that ridge ({', '.join(left.model) or 'none'}), the rest right of it (intensities "
-            f"{cpu.intensity_flop_per_byte.min():.1f}-{cpu.intensity_flop_per_byte.max():.1f} FLOP/byte), and each ran "
-            f"at {cpu.of_attainable_pct.min():.1f}-{cpu.of_attainable_pct.max():.1f}% of what the roof allows at its "
-            f"intensity, moving at most {(cpu.corrected * 1e3 / cpu.intensity_flop_per_byte).max():.2f} of {bw:g} GB/s. "
-            + ("Verdict: not memory-bound; its CPU ran far below both roofs, limited by neither." if near.empty else
-               f"Verdict: near its roof only {', '.join(f'{r.model} ({r.bound}-bound)' for r in near.itertuples())}."))
+            f"{_line('CLAIMS_000', 'item=cloud_cpu_bound')}; its roof {peak:,.0f} GFLOP/s and {bw:g} GB/s, "
+            f"ridge {peak / bw:.1f} FLOP/byte). By the bytes its training steps move, {len(left)} of "
+            f"{len(cpu)} models sit left of that ridge ({', '.join(left.model) or 'none'}), the rest right "
+            f"of it (intensities {ai.min():.1f}-{ai.max():.1f} FLOP/byte), and each ran at "
+            f"{cpu.of_attainable_pct.min():.1f}-{cpu.of_attainable_pct.max():.1f}% of what the roof allows "
+            f"at its intensity, moving at most {(cpu.corrected * 1e3 / ai).max():.2f} of {bw:g} GB/s. "
+            "Verdict: "
+            + ("not memory-bound; its CPU ran far below both roofs, limited by neither." if near.empty else
+               "near its roof only " + ", ".join(f"{r.model} ({r.bound}-bound)" for r in near.itertuples())))
 
 
 # What each view holds (units), shown with the seed's section, table and lines in tables().
@@ -836,6 +849,6 @@ def tables() -> dict[str, pd.DataFrame]:
     for s, seed in SEEDS.items():  # the figures its sentences state, each with its line
         claims = _values()[lambda v, t=f"CLAIMS_{s}": v.table == t]
         if len(claims):
-            out[f"seed {s}: figures stated in its text"] = claims[["key", "value", "printed", "line", "where", "note"]
-                                                                 ].assign(source=seed)
+            kept = claims[["key", "value", "printed", "line", "where", "note"]]
+            out[f"seed {s}: figures stated in its text"] = kept.assign(source=seed)
     return out

@@ -61,7 +61,8 @@ def dataset_loader(p):
         key = (cfg.dataset, split, cfg.in_channels, cfg.image_size)
         if key not in cache:
             ds = data.open_dataset(cfg.dataset, p.data_path, split, cfg.in_channels, cfg.image_size, p.download)
-            if data.num_classes(ds) != cfg.num_classes != models.spec(cfg.model).reference_classes:  # own head: 003's
+            own = models.spec(cfg.model).reference_classes  # the model's own head, as seed 003 trained it
+            if data.num_classes(ds) != cfg.num_classes != own:
                 raise data.DataError(f"{cfg.dataset} has {data.num_classes(ds)} classes; set num_classes to match")
             cache[key] = ds
         return cache[key]

@@ -349,8 +349,9 @@ def findings(m: Merged) -> list[str]:
 def write_tables(m: Merged, run_dir: Path) -> dict[str, Path]:
     """speedups.csv (matched configurations, x), ratios.csv (one knob changed or run to run: rate of run_b / rate
     of run_a, images/s, with the runs' names, hosts and devices), findings.csv (each finding with the file
-    holding its numbers) and seed_corrections.csv (:func:`cnnbench.published.corrections`) of this analysis into
-    ``run_dir``: tidy, one row per pair / ratio / finding / figure, each with its header even when empty."""
+    holding its numbers) and seed_corrections.csv (:func:`cnnbench.published.corrections`) of this analysis
+    into ``run_dir``: tidy, one row per pair / ratio / finding / figure, each with its header even when
+    empty."""
     out = {}
     tables = (("speedups", speedups(m["scenario_a"])), ("ratios", ratios(m)), ("findings", findings_table(m)),
               ("seed_corrections", published.corrections()))

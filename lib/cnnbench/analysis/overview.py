@@ -125,13 +125,14 @@ def fastest(run_dir: Path) -> pd.DataFrame:
 
 
 def _their_tflops(beside: pd.DataFrame) -> list[str]:
-    """Each seed row's training TFLOP/s as printed and as corrected from its own throughput (seed_corrections)."""
+    """Each seed row's training TFLOP/s as printed and as corrected from its own throughput."""
     from cnnbench import published
 
     c = published.corrections()
     c = c[c.figure == "achieved TFLOP/s (train)"].assign(seed=lambda d: d.seed.str[:3])
     c = c.set_index(["seed", "model", "device", "batch_size"])
-    keys = zip(beside.source.str[-3:], beside.model, beside.device_class, beside.published_batch_size, strict=True)
+    keys = zip(beside.source.str[-3:], beside.model, beside.device_class, beside.published_batch_size,
+               strict=True)
     return [f"{c.printed[k]:.3g} -> {c.corrected[k]:.3g}" if k in c.index else "" for k in keys]
 
 

@@ -77,14 +77,17 @@ def _wide(ok: pd.DataFrame, values: list[str]) -> pd.DataFrame:
 def _tflops_formula_000(p: pd.DataFrame) -> list[str]:
     """Per row of seed 000's Table 3: its TFLOP/s as img/s x the 224 px forward count where that is what it is
     (within 10%), else how many times that product it is (no stated formula gives it)."""
-    r = p.train_tflops / (p.train_img_s * p.model.map(published.COMPLEXITY_000.set_index("model").flops_g) / 1e3)
+    flops = p.model.map(published.COMPLEXITY_000.set_index("model").flops_g)
+    r = p.train_tflops / (p.train_img_s * flops / 1e3)
     return ["TFLOP/s = img/s x the 224 px forward count (MACs, no training factor)" if abs(x - 1) < 0.1 else
-            f"TFLOP/s (train) = {x:.2f}x img/s x the 224 px forward count: no stated formula gives it" for x in r]
+            f"TFLOP/s (train) = {x:.2f}x img/s x the 224 px forward count: no stated formula gives it"
+            for x in r]
 
 
 def performance_beside_000(scenario_a: pd.DataFrame) -> pd.DataFrame:
     """Seed 000's Table 3 whole (img/s, TFLOP/s, peak GPU memory in MB) beside ours per run: our throughput,
-    achieved TFLOP/s from counted FLOPs at our resolution, the allocator's peak (MiB) and the worker's peak RSS."""
+    achieved TFLOP/s from counted FLOPs at our resolution, the allocator's peak (MiB) and the worker's peak
+    RSS."""
     p = published.THROUGHPUT_000
     pub = pd.DataFrame({
         "source": _pub(p.source.iloc[0]), "model": p.model, "device": p.device_class, "batch_size": p.batch_size,
@@ -122,8 +125,8 @@ def utilisation_beside_000(scenario_a: pd.DataFrame) -> pd.DataFrame:
         "source": _pub(u.source.iloc[0]), "model": u.model, "device": u.device_class,
         "gpu_util_pct": u.gpu_util_pct, "cpu_util_pct": u.cpu_util_pct,
         "differences": "one reading per model and device, when and how not stated (phase neither; "
-        f"{u.gpu_util_pct.min():.0f}-{u.gpu_util_pct.max():.0f}% GPU on a training T4 suggests a reading outside "
-        "the run: our inference); GPU N/A on MPS and CPU",
+        f"{u.gpu_util_pct.min():.0f}-{u.gpu_util_pct.max():.0f}% GPU on a training T4 suggests a reading "
+        "outside the run: our inference); GPU N/A on MPS and CPU",
     })
     ok = _fp32(scenario_a)
     ok = ok[(ok.phase == "train") & ok.model.isin(u.model)] if len(ok) else ok
@@ -273,10 +276,10 @@ def inference_beside_002(scenario_a: pd.DataFrame, model: str = "densenet121") -
 
 
 def cpu_beside_002(transfer: pd.DataFrame, scenario_a: pd.DataFrame, model: str = "densenet121") -> pd.DataFrame:
-    """Seed 002's CPU utilisation (while its GPUs trained, and in its CPU-only run) and its CPU-only run's memory
-    (GB) beside ours: the peak RSS of 06's fine-tuning on the CPU (``transfer.csv``; GB = MiB x 2^20 / 10^9) and
-    the CPU utilisation and peak RSS of the same network's training step in Scenario A (06's own CPU samples are
-    in ``transfer_telemetry.csv``, which the analysis does not merge)."""
+    """Seed 002's CPU utilisation (while its GPUs trained, and in its CPU-only run) and its CPU-only run's
+    memory (GB) beside ours: the peak RSS of 06's fine-tuning on the CPU (``transfer.csv``; GB = MiB x 2^20 /
+    10^9) and the CPU utilisation and peak RSS of the same network's training step in Scenario A (06's own CPU
+    samples are in ``transfer_telemetry.csv``, which the analysis does not merge)."""
     c = published.CPU_002
     pub = pd.DataFrame([{
         "source": _pub(published.SEED_002), "what": "CPU while its GPUs fine-tuned (batch 64)", "device": "cpu",
@@ -337,9 +340,9 @@ def _ours_003(batch_sweep: pd.DataFrame, scenario_a: pd.DataFrame, models) -> pd
 
 
 def achieved_beside_003(batch_sweep: pd.DataFrame, scenario_a: pd.DataFrame, roofline: pd.DataFrame) -> pd.DataFrame:
-    """Seed 003's achieved TFLOP/s beside its intensity by batch (ResNet-50 at 32/64/128, ResNet-18 at 128) and
-    ours per run: achieved TFLOP/s of the training step, our counted intensity and efficiency against the roof at
-    that intensity; a seed batch our run did not sample is a row saying so."""
+    """Seed 003's achieved TFLOP/s beside its intensity by batch (ResNet-50 at 32/64/128, ResNet-18 at 128)
+    and ours per run: achieved TFLOP/s of the training step, our counted intensity and efficiency against the
+    roof at that intensity; a seed batch our run did not sample is a row saying so."""
     a = published.ACHIEVED_003
     pub = a.drop(columns="source").rename(columns={"device_class": "device"}).assign(
         source=_pub(a.source.iloc[0]), measured_in="its section 4",
@@ -379,10 +382,10 @@ _SIDE_004 = {"numpy": ("cpu", "NumPy on its CPU"), "cupy": ("gpu", "CuPy on its 
 
 
 def times_beside_004(backends: pd.DataFrame) -> pd.DataFrame:
-    """Seed 004's Table 3 (total training time in s, time per iteration in ms, NumPy and CuPy) beside our MLP per
-    run and backend: every measured step summed (total_training_s), per step, per step x the seed's iteration count
-    (at_its_iterations_s) when our run made fewer or more steps, and per step and image (iteration_us_per_image:
-    full-batch steps over different image counts compare only per image)."""
+    """Seed 004's Table 3 (total training time in s, time per iteration in ms, NumPy and CuPy) beside our MLP
+    per run and backend: every measured step summed (total_training_s), per step, per step x the seed's
+    iteration count (at_its_iterations_s) when our run made fewer or more steps, and per step and image
+    (iteration_us_per_image: full-batch steps over different image counts compare only per image)."""
     t = published.TIMES_004.set_index("what")
     n, images = published.setup("004")["iterations"], published.SHAPE_004["inputs"]
     pub = pd.DataFrame([{
@@ -404,17 +407,17 @@ def times_beside_004(backends: pd.DataFrame) -> pd.DataFrame:
         "total_training_s": per.total, "iteration_ms": per.total / per.steps * 1e3,
         "iteration_us_per_image": per.total / per.steps * 1e6 / per.images,
         "at_its_iterations_s": per.total / per.steps * n, "device": per.device,
-        "differences": [f"ours: {int(s)} full-batch steps of {i:,.0f} images each (the seed: {n} of {images:,}), the "
-                        "device synchronised at the end of every block of steps; JIT compilation (jit_s) kept out"
-                        for s, i in zip(per.steps, per.images, strict=True)],
+        "differences": [f"ours: {int(s)} full-batch steps of {i:,.0f} images each (the seed: {n} of "
+                        f"{images:,}), the device synchronised at the end of every block of steps; JIT "
+                        "compilation (jit_s) kept out" for s, i in zip(per.steps, per.images, strict=True)],
     })
     return pd.concat([pub, ours], ignore_index=True)
 
 
 def memory_mb_beside_004(mem: pd.DataFrame) -> pd.DataFrame:
-    """Seed 004's Table 5 in its own unit, MB as printed (NumPy = its CPU column, CuPy = its GPU column), beside
-    ours converted to MB (MiB x 2^20 / 10^6) with our MiB kept beside, per run, backend and component, the MLP
-    (seed 004's network) only."""
+    """Seed 004's Table 5 in its own unit, MB as printed (NumPy = its CPU column, CuPy = its GPU column),
+    beside ours converted to MB (MiB x 2^20 / 10^6) with our MiB kept beside, per run, backend and component,
+    the MLP (seed 004's network) only."""
     m = published.MEMORY_004
     pub = pd.concat([pd.DataFrame({
         "source": _pub(published.SEED_004), "backend": b, "model": "mlp", "component": m.component,
@@ -435,12 +438,10 @@ def memory_mb_beside_004(mem: pd.DataFrame) -> pd.DataFrame:
     return pd.concat([pub, ours], ignore_index=True)
 
 
-# --- the seeds' throughputs and tables stacked beside ours -----------------------------------------------------
+# --- the seeds' throughputs and tables stacked beside ours ------------------------------------------------
 def _differences(seed: str, s, r) -> str:
-    ours = (
-        f"ours: {r.dataset} {r.image_size}x{r.image_size}, batch {r.batch_size}, {r.data_mode} data mode, "
-        "synchronised windows"
-    )
+    ours = (f"ours: {r.dataset} {r.image_size}x{r.image_size}, batch {r.batch_size}, {r.data_mode} data "
+            "mode, synchronised windows")
     if seed == "000":
         return f"000: {s.configuration}; {ours}"
     return f"003: {s.configuration}, batch {s.batch_size}; {ours}"
@@ -452,115 +453,77 @@ def published_beside_ours(scenario_a: pd.DataFrame) -> pd.DataFrame:
     if ok.empty:
         return pd.DataFrame()
     index = ["run_name", "device_class", "device_name", *[k for k in MATCH_KEYS if k != "phase"]]
-    ours = ok.pivot_table(
-        index=index, columns="phase", values="throughput_img_s", aggfunc="first"
-    ).reset_index()
+    ours = ok.pivot_table(index=index, columns="phase", values="throughput_img_s", aggfunc="first")
     cis = ok.pivot_table(index=index, columns="phase", values="throughput_ci95_img_s", aggfunc="first")
-    ours = ours.merge(cis.add_suffix("_ci95").reset_index(), on=index, how="left")
-    rows = []
-    for r in ours.itertuples():
-        for seed, table in (("000", published.THROUGHPUT_000), ("003", published.THROUGHPUT_003)):
-            for s in table[(table.model == r.model) & (table.device_class == r.device_class)].itertuples():
-                rows.append(
-                    {
-                        "model": r.model,
-                        "device_class": r.device_class,
-                        "source": f"published by {seed}",
-                        "published_batch_size": s.batch_size,
-                        "published_train_img_s": s.train_img_s,
-                        "published_eval_img_s": getattr(s, "eval_img_s", None),
-                        "ours_run": r.run_name,
-                        "ours_device": r.device_name,
-                        "ours_batch_size": r.batch_size,
-                        "ours_train_img_s": getattr(r, "train", None),
-                        "ours_train_ci95_img_s": getattr(r, "train_ci95", None),
-                        "ours_eval_img_s": getattr(r, "eval", None),
-                        "differences": _differences(seed, s, r),
-                    }
-                )
-    return pd.DataFrame(rows)
+    ours = ours.reset_index().merge(cis.add_suffix("_ci95").reset_index(), on=index, how="left")
+    tables = (("000", published.THROUGHPUT_000), ("003", published.THROUGHPUT_003))
+    return pd.DataFrame([{
+        "model": r.model, "device_class": r.device_class, "source": f"published by {seed}",
+        "published_batch_size": s.batch_size, "published_train_img_s": s.train_img_s,
+        "published_eval_img_s": getattr(s, "eval_img_s", None), "ours_run": r.run_name,
+        "ours_device": r.device_name, "ours_batch_size": r.batch_size,
+        "ours_train_img_s": getattr(r, "train", None),
+        "ours_train_ci95_img_s": getattr(r, "train_ci95", None), "ours_eval_img_s": getattr(r, "eval", None),
+        "differences": _differences(seed, s, r),
+    } for r in ours.itertuples() for seed, table in tables
+        for s in table[(table.model == r.model) & (table.device_class == r.device_class)].itertuples()])
 
 
 def epochs_beside_published(epochs: pd.DataFrame) -> pd.DataFrame:
     """Seed 000's epoch times (6,400-image 'epochs') beside ours, per model, with each epoch's images."""
-    pub = published.EPOCHS_000.assign(
-        source=f"published by {published.SEED_000}", images=published.EPOCH_IMAGES_000
-    )
-    pub.loc[(pub.model == "squeezenet1_1") & (pub.device_class == "t4"), "images"] = (
-        published.EPOCH_IMAGES_000 // 2
-    )
-    pub = pub.rename(columns={"device_class": "device"})[
-        ["source", "model", "device", "images", "train_epoch_s", "val_epoch_s"]
-    ]
+    pub = published.EPOCHS_000.assign(source=_pub(published.SEED_000), images=published.EPOCH_IMAGES_000)
+    sq_t4 = (pub.model == "squeezenet1_1") & (pub.device_class == "t4")
+    pub.loc[sq_t4, "images"] = published.EPOCH_IMAGES_000 // 2
+    cols = ["source", "model", "device", "images", "train_epoch_s", "val_epoch_s"]
+    pub = pub.rename(columns={"device_class": "device"})[cols]
     if epochs.empty or "train_epoch_s" not in epochs:
         return pub
     ok = epochs[epochs.status == "ok"]
-    ours = pd.DataFrame(
-        {
-            "source": "ours: " + ok.run_name,
-            "model": ok.model,
-            "device": ok.device_name,
-            "images": ok.train_images,
-            "train_epoch_s": ok.train_epoch_s,
-            "val_epoch_s": ok.val_epoch_s,
-        }
-    )
+    ours = pd.DataFrame({"source": "ours: " + ok.run_name, "model": ok.model, "device": ok.device_name,
+                         "images": ok.train_images, "train_epoch_s": ok.train_epoch_s,
+                         "val_epoch_s": ok.val_epoch_s})
     return pd.concat([pub, ours], ignore_index=True).sort_values(["model", "source"], kind="stable")
 
 
 def beside(published_table: pd.DataFrame, ours: pd.DataFrame, key: str, label: str) -> pd.DataFrame:
     """A seed's table and ours stacked with a ``source`` column (ours per run); the seed's alone, labelled,
     when no run produced ``label``'s CSV."""
-    pub = published_table.assign(source=f"published by {published_table.source.iloc[0]}")
+    pub = published_table.assign(source=_pub(published_table.source.iloc[0]))
     if ours.empty:
-        return pub.assign(note=f"no run of this analysis wrote {label}.csv: the published table alone")
+        return _alone(pub, f"{label}.csv")
     ok = ours[ours.status == "ok"] if "status" in ours else ours
     mine = ok.assign(source="ours: " + ok.run_name.astype(str))
-    cols = ["source", *[c for c in [key, *pub.columns] if c in mine.columns and c != "source"]]
-    cols = list(dict.fromkeys(cols))
+    shared = [c for c in [key, *pub.columns] if c in mine.columns and c != "source"]
+    cols = list(dict.fromkeys(["source", *shared]))
     extra = [c for c in mine.columns if c not in cols and c.endswith(("_s", "_img_s", "_pct", "_mib", "_mb"))]
     return pd.concat([pub, mine[cols + extra]], ignore_index=True)
 
 
 def backends_beside_001(backends: pd.DataFrame, memory: pd.DataFrame | None = None) -> pd.DataFrame:
     """Seed 001's Table I (the MNIST CNN per backend) beside our CNN, like with like: one row per run and
-    backend from ``backends.csv``'s ``mnist_cnn`` rows only (the MLP's rows are seed 004's experiment), summarised
-    as 05 does (:func:`cnnbench.scratch.summary.summarize`: every epoch but the first), a ``model`` column on both
-    sides; the seed's table alone, labelled, when no run wrote the CNN's rows. Ours also carries its total
-    training time (every epoch, the first included, as the seed's), the process RSS after a step from
-    ``backend_memory.csv`` (``memory``) and the ``differences`` that explain the accuracy gap (our data, our
-    epochs)."""
-
+    backend from ``backends.csv``'s ``mnist_cnn`` rows only (the MLP's rows are seed 004's experiment),
+    summarised as 05 does (:func:`cnnbench.scratch.summary.summarize`: every epoch but the first), a ``model``
+    column on both sides; the seed's table alone, labelled, when no run wrote the CNN's rows. Ours also
+    carries its total training time (every epoch, the first included, as the seed's), the process RSS after a
+    step from ``backend_memory.csv`` (``memory``) and the ``differences`` that explain the accuracy gap (our
+    data, our epochs)."""
     pub = published.BACKENDS_001.assign(model="mnist_cnn")
-    cnn = (
-        backends[backends.model == "mnist_cnn"]
-        if {"model", "status"} <= set(backends.columns)
-        else backends.iloc[:0]
-    )
+    has = {"model", "status"} <= set(backends.columns)
+    cnn = backends[backends.model == "mnist_cnn"] if has else backends.iloc[:0]
     summ = scratch_summary.summarize(cnn) if len(cnn) else pd.DataFrame()
     if summ.empty:
         return beside(pub, pd.DataFrame(), "backend", "backends")
-    ours = pd.DataFrame(
-        {
-            "source": "ours: " + summ.run_name.astype(str) if "run_name" in summ else "ours",
-            "model": summ.model,
-            "backend": summ.backend,
-            "device_name": summ.device_name,
-            "epoch_s": summ.epoch_s_mean,
-            "throughput_img_s": summ.throughput_img_s,
-            "throughput_ci95_img_s": summ.throughput_ci95_img_s,
-            "final_test_accuracy_pct": summ.final_test_accuracy * 100,
-            "max_test_accuracy_pct": summ.max_test_accuracy * 100,
-        }
-    )
+    ours = pd.DataFrame({
+        "source": "ours: " + summ.run_name.astype(str) if "run_name" in summ else "ours", "model": summ.model,
+        "backend": summ.backend, "device_name": summ.device_name, "epoch_s": summ.epoch_s_mean,
+        "throughput_img_s": summ.throughput_img_s, "throughput_ci95_img_s": summ.throughput_ci95_img_s,
+        "final_test_accuracy_pct": summ.final_test_accuracy * 100,
+        "max_test_accuracy_pct": summ.max_test_accuracy * 100,
+    })
     ours = cnn_extras_001(ours, cnn, memory)
-    pub = pub.rename(columns={"configuration": "differences"}).assign(source=f"published by {published.SEED_001}")
-    cols = [
-        "source",
-        "model",
-        "backend",
-        *[c for c in pub.columns if c not in ("source", "model", "backend")],
-    ]
+    pub = pub.rename(columns={"configuration": "differences"}).assign(source=_pub(published.SEED_001))
+    first = ["source", "model", "backend"]
+    cols = [*first, *[c for c in pub.columns if c not in first]]
     return pd.concat([pub[cols], ours], ignore_index=True)
 
 
@@ -568,55 +531,33 @@ def ops_beside_published(ops: pd.DataFrame) -> pd.DataFrame:
     """Seed 004's Table 4 beside ours: the MLP's ms per step by op kind (sums of per-op medians), one column
     per backend, one block of rows per run, the seed's NumPy and CuPy figures beside each; the seed's table
     alone, labelled, when no run wrote backend_ops.csv with the MLP."""
-
-    blocks = {}
-    for run, g in (
-        ops.groupby("run_name") if len(ops) and {"op_kind", "median_ms"} <= set(ops.columns) else []
-    ):
-        block = scratch_summary.beside_seed_004(g)
-        if len(block):
-            blocks[run] = block
+    groups = ops.groupby("run_name") if len(ops) and {"op_kind", "median_ms"} <= set(ops.columns) else []
+    blocks = {run: b for run, g in groups if len(b := scratch_summary.beside_seed_004(g))}
     if not blocks:
         return beside(published.OPS_004, pd.DataFrame(), "operation", "backend_ops")
     return pd.concat(blocks, names=["run_name", "op_kind"]).reset_index()
 
 
-_TELEMETRY_CONFIG = (
-    "source",
-    "model",
-    "phase",
-    "batch_size",
-    "image_size",
-    "precision",
-    "memory_format",
-    "compile",
-    "data_mode",
-)
-
-_GPU_SUMMARY = {
-    ("mean", "util_device_pct"): "gpu_util_mean_pct",
-    ("max", "util_device_pct"): "gpu_util_max_pct",
-    ("mean", "gpu_power_w"): "gpu_power_w_mean",
-    ("max", "gpu_power_w"): "gpu_power_w_max",
-    ("mean", "gpu_temp_c"): "gpu_temp_c_mean",
-    ("max", "gpu_temp_c"): "gpu_temp_c_max",
-    ("max", "gpu_mem_used_mib"): "gpu_mem_used_max_mib",
-}
+_TELEMETRY_CONFIG = ("source", "model", "phase", "batch_size", "image_size", "precision", "memory_format",
+                     "compile", "data_mode")
+_GPU_SUMMARY = {(stat, metric): name for stat, metric, name in (
+    ("mean", "util_device_pct", "gpu_util_mean_pct"), ("max", "util_device_pct", "gpu_util_max_pct"),
+    ("mean", "gpu_power_w", "gpu_power_w_mean"), ("max", "gpu_power_w", "gpu_power_w_max"),
+    ("mean", "gpu_temp_c", "gpu_temp_c_mean"), ("max", "gpu_temp_c", "gpu_temp_c_max"),
+    ("max", "gpu_mem_used_mib", "gpu_mem_used_max_mib"))}
 
 
 def telemetry_summary(tele: pd.DataFrame) -> pd.DataFrame:
     """Our sampled GPU telemetry, one row per run, configuration and GPU (``gpu``: its index): utilisation,
-    power and temperature (mean and max over the measured windows) and memory used (max), with the sample count."""
-    metrics = {m for _, m in _GPU_SUMMARY}
-    g = tele[tele.metric.isin(metrics)] if len(tele) and "metric" in tele else pd.DataFrame()
+    power and temperature (mean and max over the measured windows) and memory used (max), with the sample
+    count."""
+    has = len(tele) and "metric" in tele
+    g = tele[tele.metric.isin({m for _, m in _GPU_SUMMARY})] if has else pd.DataFrame()
     if g.empty:
         return pd.DataFrame()
     keys = ["run_name", "device_name", *[c for c in _TELEMETRY_CONFIG if c in g], "device_index"]
-    wide = (
-        g.groupby([*keys, "metric"], dropna=False, sort=False)
-        .value.agg(["mean", "max", "size"])
-        .unstack("metric")
-    )
+    by = g.groupby([*keys, "metric"], dropna=False, sort=False)
+    wide = by.value.agg(["mean", "max", "size"]).unstack("metric")
     samples = wide["size"].max(axis=1).rename("samples")
     wide = wide[[c for c in _GPU_SUMMARY if c in wide.columns]]
     wide.columns = [_GPU_SUMMARY[c] for c in wide.columns]
@@ -624,13 +565,12 @@ def telemetry_summary(tele: pd.DataFrame) -> pd.DataFrame:
 
 
 def telemetry_beside_published(tele: pd.DataFrame) -> pd.DataFrame:
-    """Seed 002's single nvidia-smi snapshots beside our GPU telemetry summarised per run, configuration and GPU
-    (:func:`telemetry_summary`); the seed's table alone, labelled, when no run sampled a GPU."""
+    """Seed 002's single nvidia-smi snapshots beside our GPU telemetry summarised per run, configuration and
+    GPU (:func:`telemetry_summary`); the seed's table alone, labelled, when no run sampled a GPU."""
     ours = telemetry_summary(tele)
-    pub = published.TELEMETRY_002.assign(source=f"published by {published.SEED_002}")
+    pub = published.TELEMETRY_002.assign(source=_pub(published.SEED_002))
     if ours.empty:
-        return pub.assign(
-            note="no run of this analysis sampled a GPU (telemetry.csv): the published table alone"
-        )
+        return pub.assign(note="no run of this analysis sampled a GPU (telemetry.csv): the published table "
+                          "alone")
     ours = ours.rename(columns={"source": "measured_in"}).assign(source="ours: " + ours.run_name.astype(str))
     return pd.concat([pub, ours], ignore_index=True)

@@ -306,12 +306,12 @@ TABLES: dict[str, Table] = {
         Table("tuning_space", "07_tuning", ("model", "device_kind", "knob", "value"), merged=False),
         Table("explore", "08_analysis", ("timestamp", "model", "batch_size", "precision"), merged=False),
         # 08's analysis of the runs it merged, each recomputed whole: matched speedups (x), one-knob ratios (rate of
-        # run_b / rate of run_a, images/s beside), findings (each with the file holding its numbers), and the seeds'
-        # figures recomputed from their own throughputs
+        # run_b / rate of run_a, images/s beside), findings (each with the file holding its numbers), and the
+        # seeds' figures recomputed from their own throughputs (published.corrections())
         Table("speedups", "08_analysis", merged=False),
         Table("ratios", "08_analysis", merged=False),
         Table("findings", "08_analysis", merged=False),
-        Table("seed_corrections", "08_analysis", merged=False),  # published.corrections(): the seeds' figures recomputed
+        Table("seed_corrections", "08_analysis", merged=False),
         # cnnbench compare's table, in the outputs root (or --out): one comparison per set of runs (``compared``),
         # a new compare of the same runs replacing only their rows
         Table("compare", "cnnbench compare", ("compared",), merged=False),

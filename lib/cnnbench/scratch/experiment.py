@@ -54,11 +54,13 @@ def synthetic_mnist(n_train: int, n_test: int, seed: int = 0, size: int = 28) ->
         return np.exp(-((yy - pts[:, 0]) ** 2 + (xx - pts[:, 1]) ** 2).min(-1) / 5)
 
     styles = np.stack([[style(ends[c]) for _ in range(6)] for c in range(10)])
-    shifted = np.stack([np.roll(styles, (dy, dx), axis=(2, 3)) for dy in range(-2, 3) for dx in range(-2, 3)], 2)
+    moves = [(dy, dx) for dy in range(-2, 3) for dx in range(-2, 3)]
+    shifted = np.stack([np.roll(styles, d, axis=(2, 3)) for d in moves], 2)  # class, style, shift, y, x
 
     def draw(n):
         y, s, at = rng.integers(0, 10, n), rng.integers(0, 6, n), rng.integers(0, shifted.shape[2], n)
-        x = np.clip(shifted[y, s, at] * rng.uniform(0.7, 1, (n, 1, 1)) + rng.normal(0, 0.15, (n, size, size)), 0, 1)
+        x = shifted[y, s, at] * rng.uniform(0.7, 1, (n, 1, 1))
+        x = np.clip(x + rng.normal(0, 0.15, x.shape), 0, 1)
         return ((x - MNIST_MEAN) / MNIST_STD)[:, None].astype(np.float32), y.astype(np.int64)
 
     return Data(*draw(n_train), *draw(n_test), source="synthetic")

@@ -1,4 +1,5 @@
-"""Fine-tuning a torchvision classifier from ImageNet weights with a new head (seed 002), over lr x batch size.
+"""Fine-tuning a torchvision classifier from ImageNet weights with a new head (seed 002), over lr x batch
+size.
 
 Per epoch: mean training loss, validation loss and accuracy, synchronised epoch time, images/s; the elapsed
 training time gives the time to a target validation accuracy. Data: Oxford-IIIT Pet as cats vs dogs
@@ -123,9 +124,9 @@ def make_optimizer(name: str, parameters, lr: float, momentum: float = 0.9) -> t
 # --- data ----------------------------------------------------------------------------------------------------
 
 class TwoClassImages(Dataset):
-    """A learnable offline stand-in for cats vs dogs: class 0 is brighter on the left, class 1 on the right, by
-    a ramp a twelfth of the pixel noise (unit variance, as ImageNet-normalised inputs): no single pixel tells the
-    classes apart, so a network learns them over its epochs. Deterministic from ``seed``."""
+    """A learnable offline stand-in for cats vs dogs: class 0 is brighter on the left, class 1 on the right,
+    by a ramp a twelfth of the pixel noise (unit variance, as ImageNet-normalised inputs): no single pixel
+    tells the classes apart, so a network learns them over its epochs. Deterministic from ``seed``."""
 
     def __init__(self, n: int, size: int, seed: int = 0):
         gen = torch.Generator().manual_seed(seed)
@@ -279,7 +280,7 @@ def fit(p, device, lr: float, bs: int, sets, base: dict, results, sampler) -> No
     for epoch in range(1, p.transfer_epochs + 1):
         seconds, n, train_loss = train_epoch(net, opt, loss_fn, train_dl, device)
         elapsed += seconds
-        if not p.pretrained:  # a few steps leave random weights' batch-norm statistics near their initial values
+        if not p.pretrained:  # a few steps leave random weights' batch-norm statistics near their start:
             torch.optim.swa_utils.update_bn(train_dl, net, device)  # recomputed over the training images
         acc, val_loss, n_val = evaluate(net, loss_fn, val_dl, device)
         mem = peak_memory_mib(device)

@@ -53,17 +53,17 @@ def learning_curves(df: pd.DataFrame, path: str | Path | None = None):
     axes[1].set(xlabel="elapsed training time (s)", ylabel="validation accuracy (%)")
     target = ok.target_accuracy.iloc[0]
     axes[1].axhline(100 * target, ls="--", color="grey", lw=1, label=f"target {100 * target:g}%")
-    axes[1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))  # beside the panel, never over a point
+    axes[1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))  # beside the panel, over no point
     fig.tight_layout()
     return _save(fig, path)
 
 
 def beside_seed(ttt: pd.DataFrame) -> pd.DataFrame:
-    """Seed 002's training times (``published.TIMES_002``; as images/s over its epochs x training images) beside
-    our fine-tuning on the same kind of device and batch size (its CPU run states no batch size: any of ours): the
-    grid point whose validation accuracy went highest, with its lr, that accuracy and its images/s (a rate of a
-    learning rate that never learned would be no answer). Compare like with like only where our model and resolution
-    are the ones the seed trained (it prints no resolution)."""
+    """Seed 002's training times (``published.TIMES_002``; as images/s over its epochs x training images)
+    beside our fine-tuning on the same kind of device and batch size (its CPU run states no batch size: any of
+    ours): the grid point whose validation accuracy went highest, with its lr, that accuracy and its images/s
+    (a rate of a learning rate that never learned would be no answer). Compare like with like only where our
+    model and resolution are the ones the seed trained (it prints no resolution)."""
     seed, epochs = published.SEED_002, published.setup("002")["epochs"]
     images = epochs * published.setup("002")["train_images"]
     rows = []
@@ -74,6 +74,7 @@ def beside_seed(ttt: pd.DataFrame) -> pd.DataFrame:
         rows.append({"device_kind": kind, "batch_size": bs if bs else "not stated",
                      f"published by {seed}: {epochs}-epoch training (h)": seconds / 3600,
                      f"published by {seed}: implied img/s": images / seconds,
-                     **{f"ours: {c}": best.get(c, math.nan) for c in ("lr", "best_val_accuracy", "throughput_img_s")},
+                     **{f"ours: {c}": best.get(c, math.nan)
+                        for c in ("lr", "best_val_accuracy", "throughput_img_s")},
                      **{f"ours: {c}": best.get(c, "") for c in ("device_name", "model", "image_size")}})
     return pd.DataFrame(rows)
