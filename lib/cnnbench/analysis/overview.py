@@ -66,21 +66,14 @@ def headline(run_dir: Path) -> pd.DataFrame:
     a = _default_variant(a[a.status == "ok"])
     roof = results.read(run_dir, "roofline")
     if not roof.empty and "source" in roof:
-        roof = _default_variant(
-            roof[
-                (roof.source == "scenario_a")
-                & roof.get("layer", pd.Series("", roof.index)).fillna("").astype(str).eq("")
-            ]
-        )
+        whole = roof.get("layer", pd.Series("", roof.index)).fillna("").astype(str).eq("")
+        roof = _default_variant(roof[(roof.source == "scenario_a") & whole])
     rows: dict[tuple, dict] = {}
     for r in a.itertuples():
         row = rows.setdefault((r.model, r.batch_size), {"model": r.model, "batch": r.batch_size})
         row[f"{r.phase} images/s"] = with_interval(r.throughput_img_s, r.throughput_ci95_img_s)
-        at = (
-            roof[(roof.model == r.model) & (roof.phase == r.phase) & (roof.batch_size == r.batch_size)]
-            if not roof.empty
-            else roof
-        )
+        at = roof[(roof.model == r.model) & (roof.phase == r.phase) & (roof.batch_size == r.batch_size)] \
+            if not roof.empty else roof
         if len(at):
             row[f"{r.phase} of roof"] = f"{100 * float(at.efficiency.iloc[0]):.0f}% ({at.bound.iloc[0]})"
     return pd.DataFrame(list(rows.values()))
@@ -109,19 +102,12 @@ def fastest(run_dir: Path) -> pd.DataFrame:
     if t.empty or "row_kind" not in t:
         return pd.DataFrame()
     best = t[t.row_kind == "best"]
-    return pd.DataFrame(
-        [
-            {
-                "model": r.model,
-                "phase": r.phase,
-                "configuration": r.config,
-                "images/s (95% interval)": with_interval(r.throughput_img_s, r.throughput_ci95_img_s),
-                "speedup over default": speedup_text(r.speedup_x, r.speedup_ci95_x),
-                "of compute roof": f"{r.compute_roof_pct:.0f}%" if math.isfinite(r.compute_roof_pct) else "?",
-            }
-            for r in best.itertuples()
-        ]
-    )
+    return pd.DataFrame([{
+        "model": r.model, "phase": r.phase, "configuration": r.config,
+        "images/s (95% interval)": with_interval(r.throughput_img_s, r.throughput_ci95_img_s),
+        "speedup over default": speedup_text(r.speedup_x, r.speedup_ci95_x),
+        "of compute roof": f"{r.compute_roof_pct:.0f}%" if math.isfinite(r.compute_roof_pct) else "?",
+    } for r in best.itertuples()])
 
 
 def _their_tflops(beside: pd.DataFrame) -> list[str]:
@@ -147,20 +133,14 @@ def seeds(run_dir: Path) -> pd.DataFrame:
     beside = published_beside_ours(a.assign(run_name=Path(run_dir).name))
     if beside.empty:
         return beside
-    return pd.DataFrame(
-        {
-            "model": beside.model,
-            "published by": beside.source.str.replace("published by ", ""),
-            "their train TFLOP/s: printed -> corrected": _their_tflops(beside),
-            "their train images/s": beside.published_train_img_s,
-            "our train images/s (95% interval)": [with_interval(v, c) for v, c in
-                                                   zip(beside.ours_train_img_s, beside.ours_train_ci95_img_s,
-                                                       strict=True)],
-            "ours / theirs": (beside.ours_train_img_s / beside.published_train_img_s).round(1).astype(str)
-            + "x",
-            "differences": beside.differences,
-        }
-    )
+    ours, theirs = beside.ours_train_img_s, beside.published_train_img_s
+    return pd.DataFrame({
+        "model": beside.model, "published by": beside.source.str.replace("published by ", ""),
+        "their train TFLOP/s: printed -> corrected": _their_tflops(beside), "their train images/s": theirs,
+        "our train images/s (95% interval)": [with_interval(v, c) for v, c in
+                                               zip(ours, beside.ours_train_ci95_img_s, strict=True)],
+        "ours / theirs": (ours / theirs).round(1).astype(str) + "x", "differences": beside.differences,
+    })
 
 
 def _html_table(df: pd.DataFrame) -> str:
@@ -176,11 +156,8 @@ def _part(name: str, make, say) -> str:
 
 
 def _rates(df: pd.DataFrame) -> str:
-    if df.empty:
-        return ""
-    return (
-        f"**Headline rates** (02: fp32, NCHW, eager; interval over fresh processes):\n\n{_html_table(df)}\n\n"
-    )
+    head = "**Headline rates** (02: fp32, NCHW, eager; interval over fresh processes)"
+    return f"{head}:\n\n{_html_table(df)}\n\n" if len(df) else ""
 
 
 def _best(df: pd.DataFrame) -> str:

@@ -43,10 +43,9 @@ def _fp32(scenario_a: pd.DataFrame) -> pd.DataFrame:
 
 def _config(r) -> str:
     """Our configuration in words, from a row of ours."""
-    return (
-        f"ours: {getattr(r, 'dataset', '?')} data ({getattr(r, 'data_mode', '?')} mode), "
-        f"{getattr(r, 'image_size', '?')} px, batch {getattr(r, 'batch_size', '?')}, synchronised measured windows"
-    )
+    return (f"ours: {getattr(r, 'dataset', '?')} data ({getattr(r, 'data_mode', '?')} mode), "
+            f"{getattr(r, 'image_size', '?')} px, batch {getattr(r, 'batch_size', '?')}, synchronised "
+            "measured windows")
 
 
 def _stack(pub: pd.DataFrame, ours: pd.DataFrame, by: list[str]) -> pd.DataFrame:
@@ -57,17 +56,15 @@ def _stack(pub: pd.DataFrame, ours: pd.DataFrame, by: list[str]) -> pd.DataFrame
 
 
 def _match(device_class: str, seed_classes) -> str:
-    if device_class in set(seed_classes):
-        return f"matched device class: {device_class}"
-    return f"not matched: no seed device of class {device_class}"
+    matched = device_class in set(seed_classes)
+    return f"{'matched device class' if matched else 'not matched: no seed device of class'}: {device_class}"
 
 
 # --- seed 000 ------------------------------------------------------------------------------------------------
 def _wide(ok: pd.DataFrame, values: list[str]) -> pd.DataFrame:
     """One row per run and configuration (phase apart), ``<phase>_<value>`` columns."""
-    keys = ["run_name", "device_name", "device_class", "model", "batch_size", "image_size", "dataset",
-            "data_mode"]
-    keys = [k for k in keys if k in ok]
+    keys = [k for k in ("run_name", "device_name", "device_class", "model", "batch_size", "image_size",
+                        "dataset", "data_mode") if k in ok]
     vals = [v for v in values if v in ok]
     wide = ok.pivot_table(index=keys, columns="phase", values=vals, aggfunc="first")
     wide.columns = [f"{phase}_{value}" for value, phase in wide.columns]
@@ -226,12 +223,11 @@ def _rss_001(memory: pd.DataFrame | None) -> pd.Series:
 def _accuracy_gap_001(epochs: int, images: float) -> str:
     s = published.setup("001")
     data = "MNIST's" if images == s["train_images"] else f"{images:,.0f} (not MNIST's {s['train_images']:,})"
-    return (
-        f"ours: {epochs} epoch(s) of {data} training images (synthetic MNIST-shaped patterns unless "
-        f"scratch_dataset is mnist) vs the seed's {s['epochs']} epochs of real MNIST: our accuracy is not the "
-        f"seed's for that reason, not the backend's; total_s sums every epoch, the first included; process "
-        "RSS is one reading after a step (baseline + growth), the seed's an average over training"
-    )
+    return (f"ours: {epochs} epoch(s) of {data} training images (synthetic MNIST-shaped glyphs unless "
+            f"scratch_dataset is mnist) vs the seed's {s['epochs']} epochs of real MNIST: our accuracy is "
+            "not the seed's for that reason, not the backend's; total_s sums every epoch, the first "
+            "included; process RSS is one reading after a step (baseline + growth), the seed's an average "
+            "over training")
 
 
 def cnn_extras_001(ours: pd.DataFrame, cnn: pd.DataFrame, memory: pd.DataFrame | None) -> pd.DataFrame:
