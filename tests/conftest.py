@@ -21,3 +21,14 @@ def write_yaml(tmp_path):
         return path
 
     return write
+
+
+@pytest.fixture
+def fake_gpu():
+    """Every CPU device is a fake GPU inside the test (tests/fakes.py): the code under test asks it everything a
+    device is asked, and it records the questions (``fake_gpu.log``)."""
+    from cnnbench import devices
+    from fakes import FakeGPU
+
+    with devices.using(FakeGPU.fresh()) as gpu:
+        yield gpu

@@ -557,7 +557,7 @@ def _execute_run(args, p, params_file: Path, overrides: dict, outputs: Path, run
         resolved = run_mod.write_resolved(run_dir, p, params_file, overrides)  # read by every notebook
         from cnnbench import devices
 
-        kind = devices.resolve(p.device, p.expect_device).type  # as run_name_for resolved it before
+        kind = devices.backend(devices.resolve(p.device, p.expect_device)).kind  # as run_name_for resolved it
         budgets = {name: eta.budget_s(p, name, kind) for name in p.notebooks}
         planned = {name: eta.planned(p, name) for name in p.notebooks}
         example = eta.example_record(p, kind, paths.repo_root() / eta.EXAMPLE_RUN)

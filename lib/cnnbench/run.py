@@ -76,7 +76,7 @@ def _resolved(path: Path) -> dict[str, Any] | None:
 
 def run_name(p: params.Params, device: torch.device) -> str:
     """``run_name`` from the params, else <device kind>-<host name>."""
-    return p.run_name or paths.default_run_name(device.type)
+    return p.run_name or paths.default_run_name(devices.backend(device).kind)
 
 
 class NoRuns(RuntimeError):

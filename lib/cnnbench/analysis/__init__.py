@@ -23,7 +23,6 @@ from cnnbench.analysis.beside import (
     utilisation_beside_000,
 )
 from cnnbench.analysis.compare import (
-    MATCH_KEYS,
     comparison_kind,
     machine,
     one_knob,
@@ -59,7 +58,6 @@ from cnnbench.results.runs import ALL_RUNS, Merged, discover, load, runs_for, zi
 
 __all__ = [
     "ALL_RUNS",
-    "MATCH_KEYS",
     "Merged",
     "achieved_beside_003",
     "cpu_beside_002",

@@ -12,8 +12,8 @@ import math
 
 import pandas as pd
 
-from cnnbench import published
-from cnnbench.analysis.compare import _configured
+from cnnbench import knobs, published
+from cnnbench.analysis.compare import configured
 
 MIB_TO_MB = 2**20 / 1e6  # our MiB shown in the seeds' MB (read as 10^6 bytes)
 
@@ -34,8 +34,7 @@ def _fp32(scenario_a: pd.DataFrame) -> pd.DataFrame:
     """Our ok Scenario A rows in the seeds' variant (fp32, NCHW, eager), one per run and configuration."""
     if scenario_a.empty or "status" not in scenario_a:
         return pd.DataFrame()
-    ok = _configured(scenario_a)
-    ok = ok[(ok.precision == "fp32") & (ok.memory_format == "nchw") & ~ok["compile"]]
+    ok = knobs.default_variant(configured(scenario_a))
     classes = [published.device_class(k, n) for k, n in zip(ok.device_kind, ok.device_name, strict=True)]
     return ok.assign(device_class=classes)
 
@@ -308,7 +307,7 @@ def _intensity(roofline: pd.DataFrame) -> pd.DataFrame:
     """Our counted intensity and efficiency against the attainable roof, per run, source and configuration."""
     if roofline.empty or not set(_ROOF_KEYS) <= set(roofline.columns):
         return pd.DataFrame(columns=[*_ROOF_KEYS, "ai_flop_per_byte", "efficiency_vs_roof_pct"])
-    r = roofline[(roofline.get("precision", "fp32") == "fp32") & (roofline.get("memory_format", "nchw") == "nchw")]
+    r = knobs.default_variant(roofline)
     r = r.assign(ai_flop_per_byte=r.intensity_flop_per_byte, efficiency_vs_roof_pct=r.get("efficiency") * 100)
     return r[[*_ROOF_KEYS, "ai_flop_per_byte", "efficiency_vs_roof_pct"]].drop_duplicates(_ROOF_KEYS, keep="last")
 

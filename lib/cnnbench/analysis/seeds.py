@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pandas as pd
 
-from cnnbench import published
+from cnnbench import knobs, published
 from cnnbench.analysis.beside import cnn_extras_001
-from cnnbench.analysis.compare import MATCH_KEYS, _configured
+from cnnbench.analysis.compare import configured, match_keys
 from cnnbench.scratch import summary as scratch_summary
 
 
@@ -24,8 +24,7 @@ def published_beside_ours(scenario_a: pd.DataFrame) -> pd.DataFrame:
     """The seeds' published throughputs beside ours, every run and configuration (fp32 NCHW eager) shown."""
     if scenario_a.empty:
         return pd.DataFrame()
-    ok = _configured(scenario_a)
-    ok = ok[(ok.precision == "fp32") & (ok.memory_format == "nchw") & ~ok["compile"]]
+    ok = knobs.default_variant(configured(scenario_a))
     if ok.empty:
         return pd.DataFrame()
     ok = ok.assign(
@@ -33,7 +32,7 @@ def published_beside_ours(scenario_a: pd.DataFrame) -> pd.DataFrame:
             published.device_class(k, n) for k, n in zip(ok.device_kind, ok.device_name, strict=True)
         ]
     )
-    index = ["run_name", "device_class", "device_name", *[k for k in MATCH_KEYS if k != "phase"]]
+    index = ["run_name", "device_class", "device_name", *[k for k in match_keys() if k != "phase"]]
     ours = ok.pivot_table(
         index=index, columns="phase", values="throughput_img_s", aggfunc="first"
     ).reset_index()

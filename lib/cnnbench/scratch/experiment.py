@@ -98,15 +98,10 @@ def load_data(p) -> Data:
 
 def device_name(backend: str) -> str:
     """The name of the device ``backend`` runs on ("" where that device is absent)."""
-    import torch
 
     kind = DEVICE_KIND[backend]
     try:
-        if kind == "cuda":
-            return torch.cuda.get_device_name() if torch.cuda.is_available() else ""
-        if kind == "mps":
-            return devices.device_name(torch.device("mps")) if devices.mps_available() else ""
-        return devices.cpu_model()
+        return devices.device_name(torch.device(kind)) if kind in devices.available() else ""
     except Exception:  # noqa: BLE001 - a name is decoration, never a reason to stop
         return ""
 
@@ -121,14 +116,15 @@ def identity(backend: str, model: str, threads: int) -> dict:
 MISSING_TOOLKIT = ("CudaSupportError", "NvvmSupportError", "NvrtcSupportError")
 
 
-def status_of(err: BaseException) -> str:
+def status_of(err: BaseException, kind: str = "cpu") -> str:
     if isinstance(err, BackendUnavailable) or type(err).__name__ in MISSING_TOOLKIT:
         return "unavailable"
-    return "oom" if devices.is_oom(err) else "error"
+    return "oom" if devices.backend(kind).is_oom(err) else "error"
 
 
 def failure(ident: dict, err: BaseException) -> dict:
-    return {**ident, "status": status_of(err), "error": f"{type(err).__name__}: {err}".splitlines()[0][:300]}
+    return {**ident, "status": status_of(err, ident.get("device_kind", "cpu")),
+            "error": f"{type(err).__name__}: {err}".splitlines()[0][:300]}
 
 
 def hyper(p, model: str) -> tuple[float, float]:
@@ -151,7 +147,6 @@ def set_threads(threads: int) -> int:
 
 def reference_grads(model: str, weights: dict, x: np.ndarray, y: np.ndarray) -> tuple[float, dict]:
     """Loss and gradients from PyTorch autograd in float64 on the CPU: the reference every backend meets."""
-    import torch
     import torch.nn.functional as F
 
     from cnnbench.scratch.base import named_params
@@ -309,7 +304,6 @@ def rss() -> int:
 
 def _measure_hooks(backend: str):
     """(start, read_current, read_peak, reset_peak, stop, what) for the allocator behind ``backend``."""
-    kind = DEVICE_KIND[backend]
     if backend in ("numpy", "numba_cpu"):
         return (tracemalloc.start, lambda: tracemalloc.get_traced_memory()[0],
                 lambda: tracemalloc.get_traced_memory()[1], tracemalloc.reset_peak, tracemalloc.stop,
@@ -324,7 +318,7 @@ def _measure_hooks(backend: str):
 
         return (lambda: None, torch.cuda.memory_allocated, torch.cuda.max_memory_allocated,
                 torch.cuda.reset_peak_memory_stats, lambda: None, "torch.cuda.memory_allocated / max")
-    if kind == "mps":
+    if backend == "torch_mps":
         import torch
 
         return (lambda: None, torch.mps.current_allocated_memory, torch.mps.current_allocated_memory,
@@ -433,7 +427,7 @@ def measure_status(component: str, measured, coarse: bool) -> str:
 def run_all(run, data: Data | None = None, progress=print) -> dict[str, list[dict]]:
     """Everything 05 measures, written to the run folder row by row (four CSVs); fp32 means fp32 for the torch
     backends (TF32 off on CUDA, whose cuDNN default is on, else torch_cuda would fail the 1e-4 gradient check)."""
-    with devices.math_precision(torch.device("cuda"), "fp32"):
+    with devices.backend("cuda").math("fp32"):
         return _run_all(run, data, progress)
 
 
