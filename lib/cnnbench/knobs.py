@@ -37,6 +37,7 @@ class Knob:
     matched: bool = True  # compare divides two runs' rows only where it is equal (threads: not across devices)
     before: Any = None  # what a row written before the knob existed reads as (None: the default)
     label: Callable[[Any], str] = str  # how a table names a value ("" to leave it out)
+    always: bool = False  # named in a setting's label even at its default (else only where it differs)
     apply: Callable[[Any, Any, Any], Any] | None = None  # (value, backend, shape) -> context manager around a
     # measurement; ``shape`` is the configuration (hashable) it is applied for, None when unknown
     lacks: Callable[[Any, Any], str] | None = None  # (value, Hardware) -> why not; None: the backend's answer
@@ -201,10 +202,10 @@ def _batch_search(default, hw, p):
 
 KNOBS: dict[str, Knob] = {k.name: k for k in (
     Knob("precision", str, "fp32", "fp32 (TF32 off) | tf32 | bf16 | fp16 (autocast; fp16 with a loss scaler)",
-         values=("fp32", "tf32", "bf16", "fp16"), run_wide=False, apply=_math, stage="numerics", numerics=True,
-         search_key="tune_precisions"),
+         values=("fp32", "tf32", "bf16", "fp16"), run_wide=False, always=True, apply=_math, stage="numerics",
+         numerics=True, search_key="tune_precisions"),
     Knob("memory_format", str, "nchw", "nchw | channels_last", values=("nchw", "channels_last"), run_wide=False,
-         stage="numerics", numerics=True, search=lambda d, hw, p: ["nchw", "channels_last"]),
+         always=True, stage="numerics", numerics=True, search=lambda d, hw, p: ["nchw", "channels_last"]),
     Knob("compile", str, "off", "torch.compile mode: off | default | max-autotune | reduce-overhead (CUDA graphs); "
          "true/false mean default/off", values=("off", "default", "max-autotune", "reduce-overhead"),
          run_wide=False, parse=_compile_mode, label=lambda v: "" if v == "off" else f"compile={v}", apply=_compile,
@@ -218,16 +219,16 @@ KNOBS: dict[str, Knob] = {k.name: k for k in (
          before="system", label=lambda v: "" if v == "keep" else f"heap={v}", apply=_heap, effective=_heap_in_force),
     Knob("data_mode", str, "device", "device: batches made once on the device | loader: DataLoader + copy per step",
          values=("device", "loader"), label=lambda v: "" if v == "device" else "loader"),
+    Knob("batch_size", int, 128, "images per step", low=1, label=lambda v: f"bs{v}", always=True, stage="batch_size",
+         search=_batch_search),
     Knob("threads", int, 0, "CPU threads torch uses; 0 = the number of physical cores", matched=False,
-         label=lambda v: f"threads{v}", apply=_threads, effective=_threads_in_force, stage="host",
+         label=lambda v: f"threads{v}", always=True, apply=_threads, effective=_threads_in_force, stage="host",
          search=_threads_search, inert=_host_only),
     Knob("workers", int, 2, "DataLoader worker processes (loader mode and epochs)", label=lambda v: f"workers{v}",
          stage="host", search=_workers_search, inert=_no_loader),
     Knob("pin_memory", bool, True, "pin host memory for the host-to-device copy (where the device gains: CUDA)",
-         label=lambda v: "pinned" if v else "", effective=_pinned, stage="host", search=lambda d, hw, p: [d, not d],
+         label=lambda v: "pinned" if v else "unpinned", effective=_pinned, stage="host", search=lambda d, hw, p: [d, not d],
          inert=_no_pinning),
-    Knob("batch_size", int, 128, "images per step", low=1, label=lambda v: f"bs{v}", stage="batch_size",
-         search=_batch_search),
     Knob("replica", int, 0, "a copy of an identical variant, measured as an A/A comparison (0: the first)",
          run_wide=False, label=lambda v: f"copy{v}" if v else ""),
 )}
@@ -314,9 +315,11 @@ class Setting(Mapping):
 
 
 def label(setting: Mapping[str, Any], only: Iterable[str] | None = None) -> str:
-    """A setting in words, each knob's own label, blanks left out: "fp16 channels_last compile=off bs64 threads2"."""
-    names = list(only) if only is not None else list(KNOBS)
-    return " ".join(t for k in names if k in setting and k in KNOBS and (t := KNOBS[k].label(setting[k])))
+    """A setting in words, each knob's own label, blanks left out: the knobs ``only`` names, or those always named
+    and those away from their default ("fp16 channels_last bs64 threads2 compile=default")."""
+    names = [k for k in KNOBS if k in setting and (KNOBS[k].always or KNOBS[k].read(setting[k]) != KNOBS[k].default)]
+    names = [k for k in only if k in KNOBS and k in setting] if only is not None else names
+    return " ".join(t for k in names if (t := KNOBS[k].label(KNOBS[k].read(setting[k]))))
 
 
 def for_params(p, variant: Mapping[str, Any] | None = None, **changes) -> Setting:

@@ -91,10 +91,15 @@ class Search:
         self.exhausted: list[str] = []
 
     # --- rows
+    def label(self, c: Setting) -> str:
+        """The candidate in words: the knobs always named and every knob this search varies."""
+        varied = [k for k in knobs.KNOBS if knobs.KNOBS[k].always or len(self.space.values.get(k, ())) > 1]
+        return knobs.label(c, varied)
+
     def _row(self, kind: str, stage: str, c: Setting | None, **cols) -> dict:
         cand = dict(c) if c else {}
         return {**self.identity, "row_kind": kind, "stage": stage, "rung": cols.pop("rung", ""),
-                "config": c.label if c else cols.pop("config", ""), **cand, **cols}
+                "config": self.label(c) if c else cols.pop("config", ""), **cand, **cols}
 
     def _on_trial(self, stage: str):
         def report(t: racing.Trial) -> None:
