@@ -25,6 +25,7 @@ from cnnbench.analysis.beside import (
 from cnnbench.analysis.compare import (
     comparison_kind,
     machine,
+    match_keys,
     one_knob,
     ratio_table,
     ratios,
@@ -59,6 +60,7 @@ from cnnbench.results.runs import ALL_RUNS, Merged, discover, load, runs_for, zi
 __all__ = [
     "ALL_RUNS",
     "Merged",
+    "match_keys",
     "achieved_beside_003",
     "cpu_beside_002",
     "inference_beside_002",

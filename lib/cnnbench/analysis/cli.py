@@ -256,17 +256,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--keys",
         help="divide rows differing only in these comma-separated keys (of "
-        f"{', '.join(('machine', *compare.KNOB_KEYS))})",
+        f"{', '.join(('machine', *compare.knob_keys()))})",
     )
     args = ap.parse_args(argv)
     outputs = Path(args.outputs).expanduser().resolve() if args.outputs else paths.outputs_root()
     try:
         keys = tuple(k.strip() for k in args.keys.split(",") if k.strip()) if args.keys else None
-        bad = [k for k in keys or () if k not in ("machine", *compare.KNOB_KEYS)]
+        bad = [k for k in keys or () if k not in ("machine", *compare.knob_keys())]
         if bad or keys == ():
             raise Refused(
                 f"--keys {args.keys!r}: not keys of a configuration; known: "
-                f"{', '.join(('machine', *compare.KNOB_KEYS))}"
+                f"{', '.join(('machine', *compare.knob_keys()))}"
             )
         df = compare_runs(args.runs, outputs, keys)
     except Refused as err:

@@ -33,7 +33,7 @@ def _finding(topic: str, run: str, source: str, sentence: str, **numbers) -> dic
 
 
 def _run_findings(run: str, ok: pd.DataFrame) -> list[dict]:
-    out = []
+    out, ok = [], knobs.columns(ok)
     keys = [k for k in match_keys() if k != "phase"]
     wide = ok.pivot_table(index=keys, columns="phase", values="throughput_img_s", aggfunc="first")
     if {"train", "eval"} <= set(wide.columns):

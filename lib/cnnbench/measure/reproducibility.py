@@ -59,7 +59,7 @@ def _unsplit_step(step_phases: pd.DataFrame | None) -> pd.DataFrame:
     step, ci = ok.step_time_s.astype(float), ok.step_time_ci95_s.astype(float)
     ok["throughput_img_s"] = ok.batch_size.astype(float) / step
     ok["throughput_ci95_img_s"] = ok.throughput_img_s * ci / step
-    return ok.assign(phase="train")
+    return ok.assign(phase="train", data_mode="loader")  # 06 draws its steps from a DataLoader
 
 
 TABLES = ("scenario_a", "batch_sweep", "tuning", "step_phases")  # what repeated() and machine_summary() read
