@@ -27,8 +27,9 @@ def write_yaml(tmp_path):
 def fake_gpu():
     """Every CPU device is a fake GPU inside the test (tests/fakes.py): the code under test asks it everything a
     device is asked, and it records the questions (``fake_gpu.log``)."""
-    from cnnbench import devices
     from fakes import FakeGPU
+
+    from cnnbench import devices
 
     with devices.using(FakeGPU.fresh()) as gpu:
         yield gpu
