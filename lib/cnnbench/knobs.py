@@ -174,7 +174,9 @@ def _workers_search(default, hw, p):
 
 
 def _host_only(hw, p) -> str:
-    return "" if hw.kind == "cpu" else f"the step runs on {hw.kind}: host threads stay as set"
+    from cnnbench import devices
+
+    return "" if devices.backend_class(hw.kind).on_host else f"the step runs on {hw.kind}: host threads stay as set"
 
 
 def _no_loader(hw, p) -> str:

@@ -837,6 +837,18 @@ def _validate_tuning(src: str, p: Params) -> None:
     for key in ("tune_budget_s", "tune_confirm_window_s", "tune_guard_tolerance"):
         if getattr(p, key) <= 0:  # NaN and inf are refused for every float key (_out_of_range)
             raise ParamsError(f"{src}: key '{key}' must be positive, got {getattr(p, key)}")
+    if "07_tuning" in p.notebooks and (need := tuning_cell_s(p)) > p.cell_timeout_s:
+        raise ParamsError(f"{src}: key 'cell_timeout_s' {p.cell_timeout_s} is less than 07's cell takes at least: "
+                          f"{len(p.tune_models) * len(p.tune_phases)} searches (tune_models x tune_phases) x "
+                          f"{need / (len(p.tune_models) * len(p.tune_phases)):.0f} s (tune_budget_s, then the "
+                          f"confirmation windows) = {need:.0f} s; raise cell_timeout_s or search less")
+
+
+def tuning_cell_s(p: Params) -> float:
+    """The least time 07's one cell takes: per search (model and phase) its budget (guard and race) and the
+    confirmation's measured windows (``processes`` rounds of the default and ``tune_confirm_top`` candidates)."""
+    confirm = p.processes * (p.tune_confirm_top + 1) * p.repeats * p.tune_confirm_window_s
+    return len(p.tune_models) * len(p.tune_phases) * (p.tune_budget_s + confirm)
 
 
 class _YamlLimit(Exception):

@@ -503,7 +503,8 @@ def _run(args) -> int:
         params_file = _resolved("--params", args.params, paths.resolve)
         p = params_mod.load(params_file, overrides, overrides_src="--set", override_names=names)
         note = "\n".join(filter(None, (params_mod.empty_file_note(params_file),
-                                        params_mod.shadowed_note(params_file, overrides))))
+                                        params_mod.shadowed_note(params_file, overrides),
+                                        *params_mod.variant_notes(p))))
         if params_mod.run_data_problem(p):  # before the notebooks ahead of 05 or 06 measure anything
             raise params_mod.ParamsError(f"{params_file}: {params_mod.run_data_problem(p)}")
     except params_mod.ParamsError as err:

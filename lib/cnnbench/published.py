@@ -244,7 +244,7 @@ TIMES_002.insert(
         for d, b in zip(TIMES_002.device_class, TIMES_002.batch_size, strict=True)
     ],
 )
-_first_gpu = TIMES_002.index[TIMES_002.device_class == "cuda"][0]
+_first_gpu = TIMES_002.index[TIMES_002.device_class == "cuda"][0]  # device kind: seed 002's rows, as published
 TIMES_002.insert(
     4,
     "inference_s_per_image",
@@ -305,7 +305,7 @@ MEMORY_004 = table("MEMORY_004")
 def device_class(device_kind: str, device_name: str) -> str:
     """The seeds' device classes: t4, rtx4080, apple (MPS), cpu; anything else is 'other'."""
     name = device_name.lower()
-    if device_kind == "cuda":
+    if device_kind == "cuda":  # device kind: a row's, matched to the devices the seeds name
         return "t4" if "t4" in name else "rtx4080" if "4080" in name else "other"
     return {"mps": "apple", "cpu": "cpu"}.get(device_kind, "other")
 

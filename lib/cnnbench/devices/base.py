@@ -70,6 +70,7 @@ class Backend:
 
     kind = "cpu"  # the name rows carry as device_kind
     torch_type = "cpu"  # the torch.device type this kind claims
+    on_host = True  # the host CPU is the measured device (its threads and speed are the measurement's)
     queued = False  # work is queued and runs later: synchronise before reading a clock
     pins = False  # pinned host memory speeds copies to this device
     ddp_backend = "gloo"  # torch.distributed backend of its data-parallel runs
@@ -134,6 +135,19 @@ class Backend:
     def total_memory_bytes(self) -> int:
         """The device's own memory (0: it shares the host's)."""
         return 0
+
+    def allocated_bytes(self) -> int | None:
+        """Bytes torch's allocator holds in tensors on this device now (None: the host's, see the process RSS)."""
+        return None
+
+    def reserved_bytes(self) -> int | None:
+        """Bytes the device allocator holds, in use or cached (None where it keeps no pool)."""
+        return None
+
+    @classmethod
+    def count(cls) -> int:
+        """Devices of this kind here."""
+        return 1 if cls.present() else 0
 
     def empty_cache(self) -> None:
         pass

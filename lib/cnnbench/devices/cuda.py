@@ -31,6 +31,7 @@ HBM_CAPABILITIES = ((7, 0), (8, 0), (9, 0), (10, 0))  # V100, A100, H100/H200, B
 
 class CudaBackend(Backend):
     kind = torch_type = "cuda"
+    on_host = False
     queued = pins = autotunes = True
     ddp_backend = "nccl"
     min_call_s = 0.05
@@ -108,6 +109,16 @@ class CudaBackend(Backend):
 
     def total_memory_bytes(self) -> int:
         return int(torch.cuda.get_device_properties(self.device).total_memory)
+
+    def allocated_bytes(self) -> int:
+        return int(torch.cuda.memory_allocated(self.device))
+
+    def reserved_bytes(self) -> int:
+        return int(torch.cuda.memory_reserved(self.device))
+
+    @classmethod
+    def count(cls) -> int:
+        return torch.cuda.device_count() if cls.present() else 0
 
     def empty_cache(self) -> None:
         torch.cuda.empty_cache()

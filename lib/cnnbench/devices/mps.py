@@ -22,6 +22,7 @@ NO_APPLE_SPEC = ("no spec roof: Apple publishes no GPU clock or TFLOPS for the {
 
 class MpsBackend(Backend):
     kind = torch_type = "mps"
+    on_host = False
     queued = True  # timed by windows: MPS events are host-clock callbacks that can arrive out of order, and each
     # record commits the command buffer, changing the work timed
     min_call_s = 0.05
@@ -61,6 +62,9 @@ class MpsBackend(Backend):
 
     def memory_sample_mib(self) -> float | None:
         return torch.mps.current_allocated_memory() / 2**20
+
+    def allocated_bytes(self) -> int:
+        return int(torch.mps.current_allocated_memory())
 
     def total_memory_bytes(self) -> int:
         return int(torch.mps.recommended_max_memory()) if hasattr(torch.mps, "recommended_max_memory") else 0

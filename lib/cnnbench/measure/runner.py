@@ -265,7 +265,7 @@ def run_configs(configs: Iterable[Config], device: torch.device, p, path, steps_
     probed = {"img_s": math.nan}
 
     def probe() -> None:  # the host CPU's own speed before each round (telemetry.speed_probe), where the
-        if devices.backend(device).kind == "cpu" and states:  # host CPU is the measured device
+        if devices.backend(device).on_host and states:  # host CPU is the measured device
             probed["img_s"] = telemetry.speed_probe()
     total = sum(max(p.processes - len(s.processes), 0) for s in states)
     progress = bar(total=total, desc=desc, unit="process")

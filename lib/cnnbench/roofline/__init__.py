@@ -278,7 +278,7 @@ def layers_for_models(run, scenario_a: pd.DataFrame, steps: int = 2) -> pd.DataF
     cache, planned, profiled = table.file(run.dir), [], 0
     for r in ok.to_dict("records"):
         cfg = engine.Config(r["model"], "train", int(r["image_size"]), int(r["num_classes"]), int(r["in_channels"]),
-                            r["dataset"], knobs.Setting({k: r[k] for k in knobs.keyed()}).with_(compile="off",
+                            r.get("dataset", "synthetic"), knobs.Setting({k: r[k] for k in knobs.keyed()}).with_(compile="off",
                                                                                                data_mode="device"))
         key = {**cfg.columns(), "device_kind": devices.backend(run.device).kind, "device_name": devices.device_name(run.device),
                "seed": run.params.seed, "layer_steps": steps}

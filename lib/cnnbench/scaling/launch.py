@@ -16,8 +16,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import torch
-
 from cnnbench import devices, heap, progress, results
 from cnnbench.measure import timelines
 
@@ -133,8 +131,9 @@ def run_all(run, launcher=launch, log=progress.say) -> list[dict]:
     for world in worlds:
         row = {**settings, "world_size": world, "global_batch": world * p.scaling_batch_size, "status": "ok",
                "error": ""}
-        if backend == "nccl" and world > torch.cuda.device_count():
-            rows.append({**row, "status": "unavailable", "error": f"{torch.cuda.device_count()} CUDA device(s) here"})
+        gpus = devices.backend_class("cuda").count()  # NCCL (RCCL) runs one process per GPU
+        if backend == "nccl" and world > gpus:
+            rows.append({**row, "status": "unavailable", "error": f"{gpus} CUDA device(s) here"})
             continue
         try:
             log(f"torchrun --nproc_per_node {world} ({backend}, {threads or 'default'} threads per process)")

@@ -313,16 +313,17 @@ def _measure_hooks(backend: str):
 
         return (lambda: None, lambda: pool_bytes()["used"], lambda: pool_bytes()["used"], lambda: None,
                 lambda: None, "CuPy memory pool used_bytes")
-    if backend == "torch_cuda":
+    if backend in ("torch_cuda", "torch_mps"):
         import torch
 
-        return (lambda: None, torch.cuda.memory_allocated, torch.cuda.max_memory_allocated,
-                torch.cuda.reset_peak_memory_stats, lambda: None, "torch.cuda.memory_allocated / max")
-    if backend == "torch_mps":
-        import torch
+        b = devices.backend(torch.device(DEVICE_KIND[backend]))
 
-        return (lambda: None, torch.mps.current_allocated_memory, torch.mps.current_allocated_memory,
-                lambda: None, lambda: None, "torch.mps.current_allocated_memory (after the step)")
+        def peak() -> float:  # a device without a high-water mark (MPS): what it holds after the step
+            mib = b.peak_memory_mib()["peak_device_mem_mib"]
+            return mib * 2**20 if mib == mib else b.allocated_bytes()
+
+        return (lambda: None, b.allocated_bytes, peak, b.reset_peak_memory, lambda: None,
+                f"torch's {b.kind} allocator: allocated bytes (high-water mark where it has one, else after the step)")
     if backend == "numba_cuda":
         from numba import cuda
 
@@ -340,10 +341,10 @@ def pool_held(backend: str) -> int | None:
         from cnnbench.scratch.cupy_support import pool_bytes
 
         return pool_bytes()["held"]
-    if backend == "torch_cuda":
+    if backend.startswith("torch_"):
         import torch
 
-        return torch.cuda.memory_reserved()
+        return devices.backend(torch.device(DEVICE_KIND[backend])).reserved_bytes()
     return None
 
 
@@ -396,7 +397,7 @@ def memory_breakdown(backend: str, model: str, p, weights: dict, x: np.ndarray, 
         ("backend_overhead", None, None if coarse else step_peak - step_c,
          "measured step peak - computed (temporaries, allocator pool)"),
         ("dataset_inputs", dataset, None, "host arrays of the train and test images"),
-        ("allocator_pool_held", None, held, "CuPy pool total_bytes / torch.cuda.memory_reserved (GPU only)"),
+        ("allocator_pool_held", None, held, "CuPy pool total_bytes / torch's reserved bytes (a GPU allocator's pool)"),
         ("process_rss_growth", None, rss_growth,
          "RSS after a step - before the backend: libraries, CUDA context, allocator caches, buffers"),
         ("process_rss_baseline", None, rss0, "psutil RSS before the backend was made"),

@@ -98,7 +98,7 @@ def tune_one(run, model: str, phase: str, hw: devices.Hardware, sink, peaks) -> 
         confirm=lambda c, steps: confirm(base, c, device, p, steps),
         sink=sink,
         explain=lambda c, row: roof_columns(peaks, base, c, row.get("achieved_gflops", math.nan)),
-        probe=telemetry.speed_probe if hw.kind == "cpu" else None,  # the host CPU's speed, where it is measured
+        probe=telemetry.speed_probe if devices.backend(device).on_host else None,  # the host CPU's own speed
     )
     return s.run(), sp
 

@@ -65,16 +65,22 @@ def judge(loss: float, reference: float, tolerance: float, reference_start: floa
     return Verdict(loss, reference, 100 * rel, True, "")
 
 
-def check(numerics_list, measure_loss, tolerance: float, reference: tuple) -> dict[tuple, Verdict]:
+def check(numerics_list, measure_loss, tolerance: float, reference: tuple,
+          spent=lambda: False) -> dict[tuple, Verdict]:
     """Verdicts for every numerics of ``numerics_list`` against ``reference`` (the default's: fp32 eager NCHW).
 
     ``measure_loss(numerics) -> (first, last)`` runs the steps (tests pass a fake); a failure to run is a
-    rejection.
+    rejection. Once ``spent()`` (the search's budget, which the guard's compiles count in) no further numerics is
+    guarded: rejected with that reason.
     """
     start, ref = measure_loss(reference)
     out = {reference: Verdict(ref, ref, 0.0, True, "")}
     for numerics in numerics_list:
         if numerics in out:
+            continue
+        if spent():
+            out[numerics] = Verdict(math.nan, ref, math.nan, False, "not guarded: tune_budget_s was spent (the "
+                                    "guard's steps and compiles count in it)")
             continue
         try:
             out[numerics] = judge(measure_loss(numerics)[1], ref, tolerance, start)

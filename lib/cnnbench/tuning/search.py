@@ -1,12 +1,13 @@
 """The budgeted search for one model and phase: guard, race in stages, confirm, explain.
 
-1. **Guard**: every precision x memory format x compile mode trains a few steps from the same initialisation;
-   those whose loss leaves fp32 eager's tolerance are out (with the reason).
+1. **Guard**: every combination of the knobs that change the arithmetic (precision, memory format, compile mode)
+   trains a few steps from the same initialisation; those whose loss leaves fp32 eager's tolerance are out (with
+   the reason). Its steps and compiles count in ``tune_budget_s``, as the race does.
 2. **Race** in three stages, each a successive halving on short windows: the numerics (precision, memory
    format, compile mode) at the seeds' batch size; then the batch size for the winner, from the largest down
    (out of memory backs off as timm does, and the limit is recorded); then the host knobs (CPU threads, and
    in loader mode DataLoader workers and pinned memory). A stage's winner carries its measurement into the
-   next stage. The budget is shared by the stages in proportion to their candidates.
+   next stage. What the guard left of the budget is shared by the stages in proportion to their candidates.
 3. **Confirm**: the best few of the race and the seeds' default (fp32, NCHW, eager, their batch size) are
    measured again with the full protocol (``engine.measure``: warm-up, repeated windows, 95% interval), and
    the best confirmed one wins, so the winner is not chosen on the noise of a short window.
@@ -113,12 +114,14 @@ class Search:
         return report
 
     # --- the steps
-    def run_guard(self) -> list[tuple]:
-        """The numerics (the values of every knob that changes the arithmetic) the guard lets race."""
+    def run_guard(self, start: float = 0.0) -> list[tuple]:
+        """The numerics (the values of every knob that changes the arithmetic) the guard lets race, guarded while
+        the budget (counted from ``start``) lasts."""
         names = [k for k in self.space.values if knobs.KNOBS[k].numerics]
         numerics = list(product(*(self.space.values[k] for k in names)))
         reference = self.space.default.with_(**{k: knobs.KNOBS[k].default for k in names}).numerics
-        self.verdicts = guard.check(numerics, self.guard_loss, self.p.tune_guard_tolerance, reference)
+        self.verdicts = guard.check(numerics, self.guard_loss, self.p.tune_guard_tolerance, reference,
+                                    spent=lambda: self.clock() - start >= self.p.tune_budget_s)
         for n, verdict in self.verdicts.items():
             self.sink(self._row("guard", "guard", None, config=" ".join(map(str, n)), **dict(zip(names, n, strict=True)),
                                 status="ok" if verdict.ok else "skipped", error=verdict.reason, **verdict.columns()))
@@ -156,8 +159,8 @@ class Search:
 
     def run(self) -> dict:
         """Guard, race each stage's knobs in turn, confirm; returns the 'best' row (also sent to the sink)."""
-        passing = self.run_guard()
-        start = self.clock()  # the budget is the race's; the guard and the confirmation come on top
+        start = self.clock()  # the budget covers the guard (its compiles too) and the race; confirmation on top
+        passing = self.run_guard(start)
         d, v = self.space.default, self.space.values
 
         def grid(stage: str, base: Setting) -> list[Setting]:
