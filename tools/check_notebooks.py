@@ -20,8 +20,9 @@ ROOT = Path(__file__).resolve().parent.parent
 GITHUB = "https://github.com/"
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]*/[A-Za-z0-9._-]+")
 # a Colab badge's link or a `git clone` of the workbook: the repository they name (group 1)
+END = r"(?=\.git\b|(?![A-Za-z0-9_-]|\.[A-Za-z0-9]))"  # where a repository's name ends in a text
 WORKBOOK_URL = re.compile(r"(?:colab\.research\.google\.com/github/|clone\W+(?:-q\W+)?https://github\.com/)"
-                          r"([A-Za-z0-9-]+/[A-Za-z0-9._-]+?)(?=\.git|[/\"'\\)\]\s]|$)")
+                          r"([A-Za-z0-9-]+/[A-Za-z0-9._-]+?)" + END)
 
 
 DECLARED = re.compile(r'^Repository = "https://github\.com/([^"]+?)/?"', re.M)  # in [project.urls]
@@ -76,7 +77,7 @@ def set_repo(new: str, root: Path = ROOT) -> int:
         print(f"check_notebooks: --set-repo wants OWNER/NAME as on GitHub, got {new!r}", file=sys.stderr)
         return 2
     old = repository(root)
-    at = re.compile(rf"(github\.com/|/github/){re.escape(old)}(?=\.git|[/\"'\\)\]\s]|$)")
+    at = re.compile(rf"(github\.com/|/github/){re.escape(old)}" + END)
     changed = 0
     for path in (root / "pyproject.toml", *_texts(root), *sorted((root / "notebooks").glob("*.ipynb"))):
         if path.is_file():
