@@ -39,14 +39,15 @@ def test_remaining_counts_down_for_the_notebook_and_the_run():
     clock.now += 20
     assert left.notebook_left() == 40.0 and left.run_left() == (280.0, True)
     assert left.line() == "a 20s elapsed, 40s left; run: 4m40s left"
-    clock.now += 70  # a overruns its estimate: it says by how much, and the run's 4 minutes left are a lower bound
+    clock.now += 70  # a overruns its estimate: it says by how much; the run's 4 minutes are a lower bound
     assert left.line() == "a 1m30s elapsed, past its estimate by 30s; run: at least 4m00s left"
     assert left.finish("a") == 90.0
     left.start("b")
     clock.now += 60
     # a took 1.5x its estimate: b's is revised by that pace, and the line says so
-    assert left.run_left() == (300.0, True) and left.line() == (
-        "b 1m00s elapsed, 5m00s left; run: 5m00s left (revised: this run's work so far took 1.50x its estimates)")
+    revised = "(revised: this run's work so far took 1.50x its estimates)"
+    assert left.run_left() == (300.0, True)
+    assert left.line() == f"b 1m00s elapsed, 5m00s left; run: 5m00s left {revised}"
 
 
 def test_a_running_sweep_is_extrapolated_from_its_finished_processes():
@@ -270,8 +271,8 @@ def test_a_new_run_name_is_estimated_from_the_latest_run_beside_it_with_the_same
 
 
 def test_a_sweep_past_its_planned_processes_never_says_0s_left():
-    """Issue 31: under load 03 printed "0s left (64/64 processes)" for more than 15 minutes while its processes
-    kept running: once the planned processes were done, nothing of the notebook was counted as left."""
+    """Issue 31: under load 03 printed "0s left (64/64 processes)" for more than 15 minutes while its
+    processes kept running: once the planned processes were done, nothing of the notebook counted as left."""
     clock = FakeClock()
     left = eta.Remaining({"03": (100.0, eta.RECORD), "08": (20.0, eta.RECORD)}, clock, planned={"03": 4})
     left.start("03")
@@ -293,7 +294,7 @@ def test_a_late_process_makes_the_estimate_past_not_0s():
         left.seen(f"  m train: process {i + 1}/3 5.0 img/s")
     clock.now += 4
     assert left.line() == "02 24s elapsed, 6s left (2/3 processes); run: 6s left"
-    clock.now += 30  # the last process is slower than the pace so far: its time left is not known, nor is it 0
+    clock.now += 30  # the last process is slower than the pace so far: its time left is unknown, and not 0
     assert left.line() == "02 54s elapsed, past its estimate by 24s (2/3 processes); run: ? left"
 
 
@@ -304,7 +305,7 @@ def test_processes_beyond_the_planned_ones_are_counted_within_the_adaptive_budge
     for i in range(2):
         clock.now += 10
         left.seen(f"  m train: process {i + 1}/2 5.0 img/s")
-    assert left.notebook_left() == 70.0  # the budget for more processes, and one process that may start at its end
+    assert left.notebook_left() == 70.0  # the budget for more processes, and one that may start at its end
     clock.now += 15
     left.seen("  m train: process 3/3 5.0 img/s")
     # the pace is now 12.5 s a process: 60 + 12.5 - 15 s left
@@ -339,7 +340,7 @@ def test_a_pace_within_a_tenth_a_faster_one_or_one_of_a_few_seconds_revises_noth
     left.finish("b")
     assert left.pace() == 80 / 65
     left.start("c")
-    clock.now += 1  # resumed: its rows kept in a second, which says nothing of the pace of work still to measure
+    clock.now += 1  # resumed: rows kept in a second say nothing of the pace of work still to measure
     left.finish("c")
     assert left.pace() == 1.0
 

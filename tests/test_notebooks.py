@@ -64,7 +64,8 @@ def _copy_workbook(dest):
         shutil.copy(ROOT / name, dest / name)
     for folder in ("notebooks", "tools", "docs"):
         if (ROOT / folder).is_dir():
-            shutil.copytree(ROOT / folder, dest / folder, ignore=shutil.ignore_patterns("barrage", "__pycache__"))
+            skip = shutil.ignore_patterns("barrage", "__pycache__")
+            shutil.copytree(ROOT / folder, dest / folder, ignore=skip)
 
 
 def _check(root, *args):
@@ -87,7 +88,8 @@ def test_the_badges_and_clone_urls_follow_the_one_declared_repository_and_a_fork
     assert done.returncode == 0, done.stderr
     assert check_notebooks.repository(tmp_path) == "someone/cnnbench-fork"
     texts = [p.read_text() for p in (tmp_path / "pyproject.toml", tmp_path / "README.md",
-                                     *(tmp_path / "docs").glob("*.md"), *(tmp_path / "notebooks").glob("*.ipynb"))]
+                                     *(tmp_path / "docs").glob("*.md"),
+                                     *(tmp_path / "notebooks").glob("*.ipynb"))]
     assert not any(declared in t for t in texts)
     for nb in sorted((tmp_path / "notebooks").glob("*.ipynb")):
         cells = json.loads(nb.read_text())["cells"]
@@ -108,7 +110,8 @@ def test_the_badges_and_clone_urls_follow_the_one_declared_repository_and_a_fork
 
 
 def _markdown(path):
-    return ["".join(c["source"]) for c in json.loads(path.read_text())["cells"] if c["cell_type"] == "markdown"]
+    cells = json.loads(path.read_text())["cells"]
+    return ["".join(c["source"]) for c in cells if c["cell_type"] == "markdown"]
 
 
 def _documents():
@@ -124,7 +127,8 @@ def _clauses(text):
 
 
 def test_the_text_says_how_steps_are_timed_as_the_step_timer_does(monkeypatch):
-    """Issue 31: 02's introduction said MPS steps were timed by device events; the code times MPS by windows."""
+    """Issue 31: 02's introduction said MPS steps were timed by device events; the code times MPS by
+    windows."""
     import re
 
     import torch
@@ -161,7 +165,7 @@ def test_the_text_says_the_interval_is_over_processes_as_the_runner_computes_it(
                      for r, t in enumerate(times)]
     row = runner.merge(state, "processes", None)
     assert row["throughput_ci95_img_s"] == timing.ci95_half_width([100.0, 80.0])  # the processes' rates
-    assert row["throughput_ci95_img_s"] != timing.ci95_half_width([100.0, 100.0, 80.0, 80.0])  # not the windows'
+    assert row["throughput_ci95_img_s"] != timing.ci95_half_width([100.0, 100.0, 80.0, 80.0])  # the windows'
     runner_docs = {"02_scenario_a.ipynb", "03_batch_sweep.ipynb", "README.md", "measurement.md"}
     claims = 0
     for name, text in _documents():
@@ -177,9 +181,10 @@ def test_the_text_says_the_interval_is_over_processes_as_the_runner_computes_it(
 
 
 def test_every_notebook_opens_with_what_it_answers_in_three_lines():
-    """Issue 31: each opening was a page of protocol before the first cell; the protocol is folded away now."""
+    """Issue 31: each opening was a page of protocol before the first cell; the protocol is folded now."""
     for path in NOTEBOOKS:
         lines = _markdown(path)[0].split("<details>")[0].strip().splitlines()
         assert lines[0].startswith("# ") and "colab-badge" in lines[1], path.name
         answer = [x for x in lines[2:] if x.strip()]
-        assert 1 <= len(answer) <= 3 and answer[0].startswith("**") and "?**" in " ".join(answer), (path.name, answer)
+        assert 1 <= len(answer) <= 3 and answer[0].startswith("**"), (path.name, answer)
+        assert "?**" in " ".join(answer), (path.name, answer)  # a question, answered in the lines after it

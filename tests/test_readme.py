@@ -1,5 +1,5 @@
-"""The README and its docs pages: the figures from the committed example run are the example's own numbers, and
-a newcomer reads the README in minutes."""
+"""The README and its docs pages: the figures from the committed example run are the example's own numbers,
+and a newcomer reads the README in minutes."""
 
 import re
 

@@ -508,8 +508,8 @@ def test_absent_oxford_pet_for_06_is_refused_before_the_first_notebook(tmp_path,
 
 
 def test_a_notebook_opened_on_a_run_being_written_says_which_run_and_what_to_do_in_one_line(tmp_path):
-    """Issue 31: 08 opened in JupyterLab while a run was writing showed a RunLocked traceback in red. IPython shows
-    the one line of an error that renders its own traceback, as it does for 08 opened before any run."""
+    """Issue 31: 08 opened in JupyterLab while a run was writing showed a RunLocked traceback in red. IPython
+    shows the one line of an error that renders its own traceback, as it does for 08 opened before any run."""
     import papermill
 
     run_dir = tmp_path / "outputs" / "smoke"

@@ -2,11 +2,11 @@
 """Notebook hygiene, run by `make test`: every notebook has exactly one `parameters` cell, kernelspec python3,
 no stored outputs or execution counts, an Open-in-Colab badge pointing at itself, and the Colab set-up cell.
 
-Where the workbook lives is declared once, as pyproject.toml's `[project.urls] Repository`: every Colab badge and
-clone URL (notebooks, README.md, docs/*.md) must point there. A fork changes all of them with one command:
+Where the workbook lives is declared once, as pyproject.toml's `[project.urls] Repository`: every Colab badge
+and clone URL (notebooks, README.md, docs/*.md) must point there. A fork changes all of them with one command:
 
-    python tools/check_notebooks.py [FOLDER]                  check FOLDER's notebooks (default: notebooks)
-    python tools/check_notebooks.py --set-repo OWNER/NAME     point the declaration, badges and clone URLs there
+    python tools/check_notebooks.py [FOLDER]               check FOLDER's notebooks (default: notebooks)
+    python tools/check_notebooks.py --set-repo OWNER/NAME  point the declaration, badges and clone URLs there
 """
 
 from __future__ import annotations
@@ -86,7 +86,8 @@ def set_repo(new: str, root: Path = ROOT) -> int:
             if new_text != text:
                 path.write_text(new_text)
                 changed += 1
-    print(f"check_notebooks: {old} -> {new} in {changed} files (commit them; the Colab badges open {new}'s main)")
+    print(f"check_notebooks: {old} -> {new} in {changed} files (commit them; the Colab badges open {new}'s "
+          "main branch)")
     return 0
 
 

@@ -1,10 +1,11 @@
 """How long will this take? The expected time of each notebook and, while one runs, the time left for it and for
 the whole run.
 
-A notebook's expected time is how long it took in this run folder before (its ``timings`` table), else in the
-latest run beside it with the same params file (:func:`sibling_record`), else in the committed example where this
-run repeats it (:func:`example_record`), else a model of time from the protocol's budgets (:func:`budget_s`);
-else it has none. :class:`Remaining` revises them by this run's pace; it is pure: the clock is an argument.
+A notebook's expected time is how long it took in this run folder before (its ``timings`` table), else
+in the latest run beside it with the same params file (:func:`sibling_record`), else in the committed example
+where this run repeats it (:func:`example_record`), else a model of time from the protocol's budgets
+(:func:`budget_s`); else it has none. :class:`Remaining` revises them by this run's pace; it is pure: the
+clock is an argument.
 """
 
 from __future__ import annotations
@@ -18,32 +19,27 @@ RECORD, EXAMPLE = "earlier run", "the committed example on a 2-core CPU"
 BUDGET = "the budgets: configurations x protocol + start-up, a rough estimate"
 EXAMPLE_RUN = "examples/example-cpu-2core"  # under the workbook's root; its executed notebooks hold its times
 # Keys that do not change what a run measures or how long it takes (names, paths, the notebook list).
-_NOT_TIMED = (
-    "run_name",
-    "params_file",
-    "overrides",
-    "device",
-    "expect_device",
-    "notebooks",
-    "analysis_runs",
-    "cell_timeout_s",
-    "data_path",
-    "transfer_data_path",
-    "scratch_data_path",
-)
+_NOT_TIMED = ("run_name", "params_file", "overrides", "device", "expect_device", "notebooks", "analysis_runs",
+              "cell_timeout_s", "data_path", "transfer_data_path", "scratch_data_path")
 PACE_MIN_S = 30.0  # expected seconds of finished notebooks before their pace revises the other estimates
 PACE_BAND = 0.10  # a pace less than 10% slower than the estimates leaves them as they are
 PROCESS_LINE = re.compile(r": process \d+/\d+ ")  # cnnbench.progress.process_line
 
 
-def planned(p, notebook: str) -> tuple[int, float]:
-    """Worker processes ``notebook`` runs at least (02, 03: configurations x ``processes``; others 0) and the
-    seconds it may spend on more (``adapt_budget_s``)."""
+def _configs(p, notebook: str) -> list:
+    """The configurations 02 or 03 measures in worker processes ([] for the other notebooks)."""
     from cnnbench import scenarios
 
-    configs = scenarios.scenario_a_configs(p) if notebook == "02_scenario_a" else \
-        scenarios.sweep_configs(p) if notebook == "03_batch_sweep" and p.sweep else []
-    return (len(configs) * p.processes, p.adapt_budget_s) if configs else (0, 0.0)
+    if notebook == "02_scenario_a":
+        return scenarios.scenario_a_configs(p)
+    return scenarios.sweep_configs(p) if notebook == "03_batch_sweep" and p.sweep else []
+
+
+def planned(p, notebook: str) -> tuple[int, float]:
+    """Worker processes ``notebook`` runs at least (configurations x ``processes``) and the seconds it may
+    spend on more (``adapt_budget_s``)."""
+    n = len(_configs(p, notebook))
+    return (n * p.processes, p.adapt_budget_s) if n else (0, 0.0)
 
 
 # The budget model of a first run (no record, no earlier run, no example): rough figures for a 2-core CPU, each
@@ -79,18 +75,13 @@ def _runs_on(name: str, kind: str) -> bool:
 def budget_model(p, notebook: str, kind: str = "cpu") -> tuple[int, float, float] | None:
     """``notebook``'s model of time from the protocol on a ``kind`` device (cpu, cuda, mps): (configurations it
     measures, seconds per configuration, fixed seconds), or None for a notebook this model does not know."""
-    from cnnbench import scenarios
-
     step_s = STEP_S.get(kind, STEP_S["cpu"])
-
     if notebook == "00_setup":
         return 0, 0.0, KERNEL_S
     if notebook == "01_complexity":
         return len(p.models), COUNT_S, KERNEL_S
     if notebook in ("02_scenario_a", "03_batch_sweep"):
-        configs = scenarios.scenario_a_configs(p) if notebook == "02_scenario_a" else scenarios.sweep_configs(p)
-        if notebook == "03_batch_sweep" and not p.sweep:
-            configs = []
+        configs = _configs(p, notebook)
         return len(configs), p.processes * _process_s(p, step_s), KERNEL_S + (p.adapt_budget_s if configs else 0.0)
     if notebook == "04_roofline":
         return len(p.models) * len(p.phases), LAYERS_S, KERNEL_S + p.peak_repeats * PEAKS_S
@@ -121,10 +112,7 @@ def budget_s(p, notebook: str, kind: str = "cpu") -> float | None:
     """Seconds ``notebook`` is expected to take by :func:`budget_model` (configurations x seconds each + fixed
     costs), the estimate of a first run that has nothing measured to go by; None for a notebook it does not know."""
     model = budget_model(p, notebook, kind)
-    if model is None:
-        return None
-    configs, each, fixed = model
-    return configs * each + fixed
+    return None if model is None else model[0] * model[1] + model[2]
 
 
 def example_record(p, device_kind: str, example_dir) -> dict[str, float]:
@@ -179,29 +167,21 @@ def sibling_record(run_dir, params_file_name: str) -> tuple[str, dict[str, float
     try:
         with best.open(newline="") as f:
             for row in csv.DictReader(f):  # appended in order: the last row of a notebook is its latest time
-                took = _float(row.get("duration_s"))
-                if row.get("notebook") and took is not None:
+                try:
+                    took = float(row.get("duration_s"))
+                except (TypeError, ValueError):
+                    continue
+                if row.get("notebook") and math.isfinite(took) and took >= 0:
                     out[row["notebook"]] = took
     except (OSError, UnicodeDecodeError, csv.Error):
         return "", {}
     return (best.parent.name, out) if out else ("", {})
 
 
-def _float(text) -> float | None:
-    try:
-        value = float(text)
-    except (TypeError, ValueError):
-        return None
-    return value if math.isfinite(value) and value >= 0 else None
-
-
-def expected_times(
-    notebooks,
-    record: Mapping[str, float],
-    budgets: Mapping[str, float | None],
-    example: Mapping[str, float] | None = None,
-    sibling: tuple[str, Mapping[str, float]] | None = None,
-) -> dict[str, tuple[float | None, str]]:
+def expected_times(notebooks, record: Mapping[str, float], budgets: Mapping[str, float | None],
+                   example: Mapping[str, float] | None = None,
+                   sibling: tuple[str, Mapping[str, float]] | None = None,
+                   ) -> dict[str, tuple[float | None, str]]:
     """Per notebook: (expected seconds or None, where the figure comes from: RECORD, the sibling run's name,
     EXAMPLE, BUDGET or "")."""
     out, example = {}, example or {}
@@ -234,16 +214,13 @@ class Remaining:
     """The time left of a run of ``expected`` notebooks (name -> (seconds or None, source)), by ``clock``.
 
     ``planned``: name -> its least worker processes, or (processes, seconds it may add after them: its
-    ``adapt_budget_s``). Every figure is revised by the pace of this run: a running notebook's by its own finished
-    processes, the others' by :meth:`pace`. A notebook still running past its estimate says by how much, never
-    "0s left"; the run's figure then is a lower bound."""
+    ``adapt_budget_s``). Every figure is revised by the pace of this run: a running notebook's by its own
+    finished processes, the others' by :meth:`pace`. A notebook still running past its estimate says by how
+    much, never "0s left"; the run's figure then is a lower bound."""
 
-    def __init__(
-        self,
-        expected: Mapping[str, tuple[float | None, str]],
-        clock: Callable[[], float] = time.monotonic,
-        planned: Mapping[str, int | tuple[int, float]] | None = None,
-    ):
+    def __init__(self, expected: Mapping[str, tuple[float | None, str]],
+                 clock: Callable[[], float] = time.monotonic,
+                 planned: Mapping[str, int | tuple[int, float]] | None = None):
         self.expected, self.clock = dict(expected), clock
         self.planned = {k: v if isinstance(v, tuple) else (v, 0.0) for k, v in (planned or {}).items()}
         self.order, self.current, self.started, self.took = list(expected), None, 0.0, {}
@@ -275,19 +252,20 @@ class Remaining:
         return self.clock() - self.started if self.current else 0.0
 
     def pace(self) -> float:
-        """Seconds the finished notebooks took per second of their estimates: the factor on every estimate not
-        yet measured in this run. 1.0 until they were expected to take ``PACE_MIN_S``, and while under
-        1 + ``PACE_BAND`` (a faster pace is not carried over: a resumed notebook keeps its rows in seconds)."""
+        """Seconds the finished notebooks took per second of their estimates: the factor on every estimate
+        not yet measured in this run. 1.0 until they were expected to take ``PACE_MIN_S``, and while under 1 +
+        ``PACE_BAND`` (a faster pace is not carried over: a resumed notebook keeps its rows in seconds)."""
         done = [(took, self.expected[n][0]) for n, took in self.took.items() if self.expected[n][0]]
         expected = sum(e for _, e in done)
         factor = sum(t for t, _ in done) / expected if expected >= PACE_MIN_S else 1.0
         return factor if factor > 1 + PACE_BAND else 1.0
 
     def notebook_left(self) -> float | None:
-        """Seconds left of the running notebook, negative once it is past its estimate; None without one. With
-        planned processes done: from their pace (between the first and the latest once two are done, so the
-        kernel's start-up is not counted again for each), after the last planned one from the seconds it may add
-        (and one process that starts at their end); else its expected time at this run's pace less its elapsed."""
+        """Seconds left of the running notebook, negative once it is past its estimate; None without one.
+        With planned processes done: from their pace (between the first and the latest once two are done, so
+        the kernel's start-up is not counted again for each), after the last planned one from the seconds it
+        may add (and one process that starts at their end); else its expected time at this run's pace less its
+        elapsed."""
         (todo, after), times = self.planned.get(self.current, (0, 0.0)), self.process_times
         if todo and times:
             done, now = len(times), self.clock()
@@ -299,8 +277,8 @@ class Remaining:
         return None if secs is None else secs * self.pace() - self.elapsed()
 
     def run_left(self) -> tuple[float, bool]:
-        """Seconds left of the whole run, and whether that is complete (False: a notebook has no estimate or is
-        past it, so the figure is a lower bound)."""
+        """Seconds left of the whole run, and whether that is complete (False: a notebook has no estimate or
+        is past it, so the figure is a lower bound)."""
         left, complete, pace = 0.0, True, self.pace()
         for name in self.order:
             if name in self.took:
