@@ -19,10 +19,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 GITHUB = "https://github.com/"
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]*/[A-Za-z0-9._-]+")
-# a Colab badge's link or a `git clone` of the workbook: the repository they name (group 1)
+# a Colab badge's link, a `git clone` of the workbook or a link to one of its files: the repository named
 END = r"(?=\.git\b|(?![A-Za-z0-9_-]|\.[A-Za-z0-9]))"  # where a repository's name ends in a text
-WORKBOOK_URL = re.compile(r"(?:colab\.research\.google\.com/github/|clone\W+(?:-q\W+)?https://github\.com/)"
-                          r"([A-Za-z0-9-]+/[A-Za-z0-9._-]+?)" + END)
+WORKBOOK_URL = re.compile(r"(?:colab\.research\.google\.com/github/|clone\W+(?:-q\W+)?https://github\.com/|"
+                          r"github\.com/(?=[\w.-]+/[\w.-]+/(?:blob|tree)/))([A-Za-z0-9-]+/[A-Za-z0-9._-]+?)" + END)
 
 
 DECLARED = re.compile(r'^Repository = "https://github\.com/([^"]+?)/?"', re.M)  # in [project.urls]
