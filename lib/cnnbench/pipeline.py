@@ -132,7 +132,7 @@ def execute(
         took = time.perf_counter() - start
         remaining.finish(name)
         timings.append({"notebook": name, "duration_s": round(took, 1), "finished_at": _now()})
-        log(f"[{i}/{len(notebooks)}] {name} done in {took:.1f} s; run: {remaining.run_text()} left")
+        log(f"[{i}/{len(notebooks)}] {name} done in {took:.1f} s; {remaining.run_part()}")
         done.append(target)
     return done
 

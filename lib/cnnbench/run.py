@@ -138,8 +138,7 @@ def open_run(
     if os.environ.get(paths.LOCK_ENV) != str(root.resolve()):
         holder = paths.RunLock(root).holder()
         if holder is not None:
-            raise paths.RunLocked(f"run '{root.name}' is being written by process {holder}; wait for it or "
-                                  "choose another run_name")
+            raise paths.RunLocked(root, holder)
     if needs_runs:
         _refuse_without_runs(root, p.analysis_runs)
     threads = devices.set_threads(p.threads)
