@@ -23,6 +23,7 @@ from torch import nn
 
 from cnnbench import devices, models, paths, results
 from cnnbench.measure import engine, telemetry, timing, worker
+from cnnbench.params import Params
 
 
 def bare_window(model, opt, x, y, phase: str, steps: int, device) -> float:
@@ -55,10 +56,11 @@ def main() -> None:
 
     device = devices.resolve(args.device)
     threads = devices.set_threads(0)
-    protocol = engine.Protocol(warmup_steps=3, measured_steps=args.steps, repeats=1, workers=0)
+    protocol = Params(warmup_steps=3, measured_steps=args.steps, repeats=1)
     for phase in ("train", "eval"):
-        cfg = engine.Config(args.model, phase, args.batch_size, args.image_size, 200, models.spec(args.model).in_channels)
-        work = engine.Workload(cfg, device, protocol)
+        cfg = engine.Config.of(args.model, phase, args.image_size, 200, models.spec(args.model).in_channels,
+                               batch_size=args.batch_size, threads=threads, workers=0)
+        work = engine.Workload(cfg, device, protocol).__enter__()  # left at the end of this phase's block
         x, y = work.next_batch()
         bare_model = models.build(args.model, num_classes=200).to(device).train(phase == "train")
         bare_opt = torch.optim.SGD(bare_model.parameters(), lr=0.01, momentum=0.9)
@@ -74,8 +76,9 @@ def main() -> None:
             eng.append(args.batch_size * args.steps / wall)
         ratio = statistics.median(e / b for e, b in zip(eng, bare, strict=True))
         t0 = time.perf_counter()
-        iso_protocol = engine.Protocol(warmup_steps=3, measured_steps=args.steps, repeats=args.rounds, workers=0)
-        iso = worker.measure_isolated(cfg, device, iso_protocol, threads=threads)
+        work.__exit__(None, None, None)
+        iso = worker.measure_isolated(cfg, device, Params(warmup_steps=3, measured_steps=args.steps,
+                                                          repeats=args.rounds))
         worker_wall = time.perf_counter() - t0
         iso_ratio = iso.get("throughput_img_s", float("nan")) / statistics.median(bare)
         print(f"{phase:5s} {args.model} bs{args.batch_size} on {devices.device_name(device)}: bare "

@@ -29,10 +29,9 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from cnnbench import devices, envinfo, params, paths, plots, results, scenarios
+from cnnbench import devices, envinfo, params, paths, plots, results
 from cnnbench.analysis import compare
-from cnnbench.measure import reproducibility, runner
-from cnnbench.measure.engine import Protocol
+from cnnbench.measure import engine, reproducibility, runner
 
 CONFIGS = "mnist_cnn:train,mnist_cnn:eval,squeezenet1_1:train,squeezenet1_1:eval,resnet18:train,resnet18:eval"
 
@@ -52,8 +51,8 @@ def main() -> None:
     p = params.load(paths.resolve(args.params), {})
     device = devices.resolve(p.device)
     threads = devices.set_threads(p.threads)
-    protocol = Protocol.from_params(p)
-    configs = [scenarios._config(p, m, ph, p.batch_size_for(m), p.variants[0])
+    protocol = p
+    configs = [engine.config(p, m, ph, p.variants[0], threads=threads)
                for m, ph in (c.split(":") for c in args.configs.split(","))]
     host = envinfo.host_fingerprint(envinfo.capture(device, p.to_dict()))
     stamp = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")

@@ -21,3 +21,15 @@ def write_yaml(tmp_path):
         return path
 
     return write
+
+
+@pytest.fixture
+def fake_gpu():
+    """Every CPU device is a fake GPU inside the test (tests/fakes.py): the code under test asks it everything a
+    device is asked, and it records the questions (``fake_gpu.log``)."""
+    from fakes import FakeGPU
+
+    from cnnbench import devices
+
+    with devices.using(FakeGPU.fresh()) as gpu:
+        yield gpu

@@ -28,16 +28,33 @@ def test_cpu_threads_are_set_and_reported():
 
 
 def test_synchronize_and_memory_on_cpu():
-    cpu = torch.device("cpu")
-    devices.synchronize(cpu)
-    mem = devices.peak_memory_mib(cpu)
-    assert set(mem) == {"peak_device_mem_mib", "peak_device_reserved_mib"}
+    cpu = devices.backend("cpu")
+    cpu.synchronize()
+    assert set(cpu.peak_memory_mib()) == {"peak_device_mem_mib", "peak_device_reserved_mib"}
 
 
 def test_oom_detection():
-    assert devices.is_oom(RuntimeError("CUDA out of memory. Tried to allocate 2 GiB"))
-    assert devices.is_oom(MemoryError())
-    assert not devices.is_oom(RuntimeError("shape mismatch"))
+    for kind in ("cpu", "cuda", "mps"):
+        b = devices.backend(kind)
+        assert b.is_oom(RuntimeError("CUDA out of memory. Tried to allocate 2 GiB")) and b.is_oom(MemoryError())
+        assert not b.is_oom(RuntimeError("shape mismatch"))
+    capture = RuntimeError("operation failed due to a previous error during capture")
+    assert devices.backend("cuda").is_oom(capture) and not devices.backend("cpu").is_oom(capture)
+
+
+def test_each_device_kind_is_one_backend_and_rocm_is_not_run_under_nvidias_rules(monkeypatch):
+    """ROCm's torch calls its GPUs "cuda": recognised by torch.version.hip, it is a kind of its own (no TF32, no
+    NVML telemetry or energy), not NVIDIA's."""
+    from cnnbench.devices.base import Hardware
+
+    assert [type(devices.backend(k)).kind for k in ("cpu", "cuda", "mps")] == ["cpu", "cuda", "mps"]
+    monkeypatch.setattr(torch.version, "hip", "6.2", raising=False)
+    rocm = devices.backend("cuda")
+    assert rocm.kind == "rocm" and rocm.gpus() == (None, [], None)
+    assert "ROCm" in rocm.energy_counter().note
+    hw = Hardware(kind="rocm", name="AMD Instinct MI300X", cores=64, capability=(9, 4), triton=True, sms=304)
+    assert "ROCm has none" in devices.backend_class("rocm").lacks("precision", "tf32", hw)
+    assert devices.backend_class("rocm").lacks("precision", "bf16", hw) == ""
 
 
 def test_environment_capture_has_what_the_report_needs():
@@ -71,114 +88,85 @@ def test_git_dirty_ignores_regenerated_outputs(tmp_path, monkeypatch):
     assert envinfo.git_commit()["git_dirty"] is True
 
 
-# --- one helper for the math of a precision (issue 18's helpers once; issue 19's TF32) ---------------------------
+# --- every setting a knob applies is restored after it (issue 28) --------------------------------------------------
 
 def _tf32():
-    import torch
-
     return torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
 
 
 @pytest.mark.parametrize("precision, inside", [("fp32", (False, False)), ("tf32", (True, True))])
-def test_math_precision_sets_tf32_for_the_block_and_restores_it(precision, inside):
-    import torch
-
-    from cnnbench import devices
-
+def test_cuda_math_sets_tf32_for_the_block_and_restores_it(precision, inside):
     before = _tf32()
     torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True  # cuDNN's default: on
     try:
-        with devices.math_precision(torch.device("cuda"), precision):
+        with devices.backend("cuda").math(precision):
             assert _tf32() == inside
         assert _tf32() == (True, True)
-        with devices.math_precision(torch.device("cpu"), "fp32"):
+        with devices.backend("cpu").math("fp32"):
             assert _tf32() == (True, True)  # other devices untouched
     finally:
         torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = before
 
 
-def test_every_fp32_experiment_runs_its_steps_with_tf32_off(monkeypatch, tmp_path):
-    """scratch (05), fine-tuning and DDP (06) left cuDNN's TF32 at its default (on): on an A100/H100 their "fp32"
-    rows were TF32. Each now enters devices.math_precision(..., "fp32") around its steps."""
-    import types
-
-    import torch
-
-    from cnnbench import devices
-    from cnnbench.scaling import ddp
-    from cnnbench.scratch import experiment
-    from cnnbench.transfer import finetuning
-
-    seen = []
-
-    class Spy(devices.math_precision):
-        def __enter__(self):
-            seen.append((self.device.type, self.precision))
-            return super().__enter__()
-
-    monkeypatch.setattr(devices, "math_precision", Spy)
-    monkeypatch.setattr(experiment, "_run_all", lambda *a: {})
-    experiment.run_all(types.SimpleNamespace(), data=object())
-    monkeypatch.setattr(ddp, "train", lambda *a: seen.append("ddp steps") or {})
-    monkeypatch.setattr(ddp.dist, "init_process_group", lambda *a, **k: None)
-    monkeypatch.setattr(ddp.dist, "destroy_process_group", lambda: None)
-    ddp.main(["--out", str(tmp_path), "--backend", "gloo"])
-    monkeypatch.setattr(finetuning, "datasets", lambda p: (None, None, 10))
-    monkeypatch.setattr(finetuning, "check_weights", lambda *a: "")
-    monkeypatch.setattr(finetuning, "fit", lambda *a, **k: seen.append("fine-tuning steps"))
-    from cnnbench.params import Params
-
-    run = types.SimpleNamespace(params=Params(transfer_devices=["cpu"], transfer_batch_sizes=[8], transfer_lrs=[0.01]),
-                                device=torch.device("cpu"), dir=tmp_path, path=lambda n: tmp_path / n)
-    finetuning.run_grid(run, log=lambda *a: None)
-    assert seen == [("cuda", "fp32"), ("cpu", "fp32"), "ddp steps", ("cpu", "fp32"), "fine-tuning steps"]
-
-
 @pytest.mark.parametrize("setting", [True, False])
-def test_math_precision_sets_cudnn_benchmark_on_cuda_for_the_block_and_restores_it(setting):
-    """cuDNN's autotuner (torch.backends.cudnn.benchmark) is set around a CUDA step and restored after; left
-    alone where no setting is given and on other devices."""
-    import torch
-
-    from cnnbench import devices
-
+def test_cuda_autotune_sets_cudnn_benchmark_for_the_block_and_restores_it(setting):
     before = torch.backends.cudnn.benchmark
     torch.backends.cudnn.benchmark = not setting
     try:
-        with devices.math_precision(torch.device("cuda"), "fp32", cudnn_benchmark=setting):
+        with devices.backend("cuda").autotune(setting):
             assert torch.backends.cudnn.benchmark is setting
         assert torch.backends.cudnn.benchmark is (not setting)
-        with devices.math_precision(torch.device("cpu"), "fp32", cudnn_benchmark=setting):
-            assert torch.backends.cudnn.benchmark is (not setting)
-        with devices.math_precision(torch.device("cuda"), "fp32"):
+        with devices.backend("cpu").autotune(setting):
             assert torch.backends.cudnn.benchmark is (not setting)
     finally:
         torch.backends.cudnn.benchmark = before
 
 
-def test_engine_rows_record_cudnn_benchmark_and_the_step_runs_under_it(monkeypatch):
-    """The measured step runs with cudnn.benchmark as the protocol says (default on, for fixed-shape steps),
-    and the row records the setting."""
-    import torch
+def test_every_fp32_experiment_runs_its_steps_with_tf32_off(monkeypatch, tmp_path):
+    """scratch (05), fine-tuning and DDP (06) left cuDNN's TF32 at its default (on): on an A100/H100 their "fp32"
+    rows were TF32. Each enters its device's fp32 math around its steps."""
+    import types
 
-    from cnnbench import devices
+    from fakes import FakeGPU
+
+    from cnnbench.params import Params
+    from cnnbench.scaling import ddp
+    from cnnbench.scratch import experiment
+    from cnnbench.transfer import finetuning
+
+    every = FakeGPU.fresh(claims=classmethod(lambda cls, device: True))  # cpu and cuda alike
+    with devices.using(every):
+        monkeypatch.setattr(experiment, "_run_all", lambda *a: every.log.append("scratch steps") or {})
+        experiment.run_all(types.SimpleNamespace(), data=object())
+        monkeypatch.setattr(ddp, "train", lambda *a: every.log.append("ddp steps") or {})
+        monkeypatch.setattr(ddp.dist, "init_process_group", lambda *a, **k: None)
+        monkeypatch.setattr(ddp.dist, "destroy_process_group", lambda: None)
+        ddp.main(["--out", str(tmp_path), "--backend", "gloo"])
+        monkeypatch.setattr(finetuning, "datasets", lambda p: (None, None, 10))
+        monkeypatch.setattr(finetuning, "check_weights", lambda *a: "")
+        monkeypatch.setattr(finetuning, "fit", lambda *a, **k: every.log.append("fine-tuning steps"))
+        run = types.SimpleNamespace(params=Params(transfer_devices=["cpu"], transfer_batch_sizes=[8],
+                                                  transfer_lrs=[0.01]),
+                                    device=torch.device("cpu"), dir=tmp_path, path=lambda n: tmp_path / n)
+        finetuning.run_grid(run, log=lambda *a: None)
+    steps = [e for e in every.log if e.startswith(("math", "scratch", "ddp", "fine"))]
+    assert steps == ["math fp32", "scratch steps", "math fp32 restored", "math fp32", "ddp steps",
+                     "math fp32 restored", "math fp32", "fine-tuning steps", "math fp32 restored"]
+
+
+def test_a_measurement_applies_every_knob_around_its_steps_records_it_and_restores_it(fake_gpu):
+    """cudnn_benchmark and the precision's math are applied around the measured steps (as the configuration says)
+    and undone after, so a notebook kernel's later rows never run under settings they do not record."""
     from cnnbench.measure import engine
+    from cnnbench.params import Params
 
-    assert engine.Protocol().cudnn_benchmark is True
-    seen = []
-
-    class Spy(devices.math_precision):
-        def __init__(self, device, precision, cudnn_benchmark=None):
-            seen.append(cudnn_benchmark)
-            super().__init__(device, precision, cudnn_benchmark)
-
-    monkeypatch.setattr(devices, "math_precision", Spy)
-    cfg = engine.Config("mnist_cnn", "train", 4, 28, 10, in_channels=1)
-    proto = engine.Protocol(warmup_steps=1, measured_steps=2, repeats=1, cudnn_benchmark=False,
-                            telemetry_interval_s=0.05)
-    row = engine.measure(cfg, torch.device("cpu"), proto)
+    cfg = engine.Config.of("mnist_cnn", "train", 28, 10, 1, batch_size=4, cudnn_benchmark=False, workers=0)
+    row = engine.measure(cfg, torch.device("cpu"), Params(warmup_steps=1, measured_steps=2, repeats=1,
+                                                          telemetry_interval_s=0.05))
     assert row["status"] == "ok", row["error"]
-    assert row["cudnn_benchmark"] is False and seen and set(seen) == {False}
+    assert row["cudnn_benchmark"] is False and row["device_kind"] == "cuda"
+    applied = [e for e in fake_gpu.log if e.startswith(("math", "autotune"))]
+    assert applied == ["math fp32", "autotune False", "autotune False restored", "math fp32 restored"]
 
 
 class _HostTensor:
@@ -207,24 +195,23 @@ def test_host_batches_copy_non_blocking_only_to_cuda_from_pinned_memory(kind, pi
     import types
     from unittest import mock
 
-    import torch
-
-    from cnnbench import devices
     from cnnbench.measure import engine
     from cnnbench.transfer import finetuning
 
-    device = torch.device(kind)
+    b = devices.backend(kind)
     x, y = _HostTensor(pinned), _HostTensor(pinned)
-    devices.to_device(x, device)
+    b.to_device(x)
     assert x.copies == [(kind, expected)]
     x, y = _HostTensor(pinned), _HostTensor(pinned)
-    engine.Workload.to_device(types.SimpleNamespace(device=device, channels_last=False), x, y)
+    engine.Workload.to_device(types.SimpleNamespace(backend=b, cfg=types.SimpleNamespace(memory_format="nchw")),
+                              x, y)
     assert x.copies == y.copies == [(kind, expected)]
 
     x, y = _HostTensor(pinned), _HostTensor(pinned)
-    with mock.patch.object(devices, "synchronize", lambda d: None), \
+    with mock.patch.object(type(b), "synchronize", lambda self: None), \
             mock.patch.object(torch, "zeros", lambda *a, **k: torch.tensor(0.0)), pytest.raises(_Stop):
-        finetuning.train_epoch(_StopNet(), types.SimpleNamespace(zero_grad=lambda **k: None), None, [(x, y)], device)
+        finetuning.train_epoch(_StopNet(), types.SimpleNamespace(zero_grad=lambda **k: None), None, [(x, y)],
+                               torch.device(kind))
     assert x.copies == y.copies == [(kind, expected)]
 
 
@@ -247,15 +234,13 @@ def test_mps_memory_columns_are_named_for_what_they_hold_and_never_called_a_peak
     import math
     import types
 
-    import torch
-
-    from cnnbench import devices
     from cnnbench.measure import engine
 
     monkeypatch.setattr(torch.mps, "current_allocated_memory", lambda: 30 * 2**20, raising=False)
     monkeypatch.setattr(torch.mps, "driver_allocated_memory", lambda: 90 * 2**20, raising=False)
-    mem = devices.peak_memory_mib(torch.device("mps"))
+    mps = devices.backend("mps")
+    mem = mps.peak_memory_mib()
     assert math.isnan(mem["peak_device_mem_mib"]) and math.isnan(mem["peak_device_reserved_mib"])
     assert mem["mps_allocated_after_window_mib"] == 30 and mem["mps_driver_allocated_mib"] == 90
-    out = engine._memory(torch.device("mps"), types.SimpleNamespace(), {"mps_mem_max_mib": 55.0})
+    out = engine._memory(mps, types.SimpleNamespace(), {"mps_mem_max_mib": 55.0}, {})
     assert math.isnan(out["peak_device_mem_mib"]) and out["mps_allocated_max_sampled_mib"] == 55.0

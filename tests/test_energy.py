@@ -5,6 +5,8 @@ import math
 import pytest
 import torch
 
+from cnnbench import devices
+from cnnbench.devices import energy as counters
 from cnnbench.measure import energy
 
 
@@ -42,14 +44,14 @@ def set_uj(root, i, value):
 
 
 def test_wrap_delta():
-    assert energy.wrap_delta(100, 250, 1000) == 150
-    assert energy.wrap_delta(900, 100, 1000) == 200  # wrapped once: 900 -> 1000 = 0 -> 100
+    assert counters.wrap_delta(100, 250, 1000) == 150
+    assert counters.wrap_delta(900, 100, 1000) == 200  # wrapped once: 900 -> 1000 = 0 -> 100
 
 
 def test_rapl_sums_package_zones_and_ignores_subzones_and_psys(tmp_path):
     root = rapl_tree(tmp_path / "powercap", {"package-0": (1_000_000, 2**32), "package-1": (5_000_000, 2**32)})
-    counter = energy.rapl_counter(root)
-    assert isinstance(counter, energy.RaplCounter) and len(counter.zones) == 2
+    counter = counters.rapl_counter(root)
+    assert isinstance(counter, counters.RaplCounter) and len(counter.zones) == 2
     clock = FakeClock()
     with energy.Meter(counter=counter, poll_s=3600, clock=clock) as meter:
         set_uj(root, 0, 3_000_000)  # +2 J
@@ -66,7 +68,7 @@ def test_rapl_wrap_around_between_polls(tmp_path):
     """The counter wraps twice within the window; polling in between catches both wraps."""
     max_uj = 10_000_000
     root = rapl_tree(tmp_path / "powercap", {"package-0": (8_000_000, max_uj)})
-    meter = energy.Meter(counter=energy.rapl_counter(root), poll_s=3600, clock=FakeClock())
+    meter = energy.Meter(counter=counters.rapl_counter(root), poll_s=3600, clock=FakeClock())
     with meter:
         set_uj(root, 0, 2_000_000)  # wrapped: +4 J
         meter.poll()
@@ -78,7 +80,7 @@ def test_rapl_wrap_around_between_polls(tmp_path):
 
 def test_rapl_background_thread_polls(tmp_path):
     root = rapl_tree(tmp_path / "powercap", {"package-0": (0, 2**32)})
-    meter = energy.Meter(counter=energy.rapl_counter(root), poll_s=0.01)
+    meter = energy.Meter(counter=counters.rapl_counter(root), poll_s=0.01)
     polls = []
     real = meter.poll
     meter.poll = lambda: (polls.append(1), real())
@@ -91,9 +93,9 @@ def test_rapl_background_thread_polls(tmp_path):
 
 def test_rapl_root_only_is_empty_with_the_reason(tmp_path, monkeypatch):
     root = rapl_tree(tmp_path / "powercap", {"package-0": (1, 2**32)})
-    monkeypatch.setattr(energy.os, "access", lambda path, mode: False)
-    counter = energy.rapl_counter(root)
-    assert isinstance(counter, energy.Unavailable) and "root only" in counter.note
+    monkeypatch.setattr(counters.os, "access", lambda path, mode: False)
+    counter = counters.rapl_counter(root)
+    assert isinstance(counter, counters.Unavailable) and "root only" in counter.note
     with energy.Meter(counter=counter) as meter:
         pass
     out = meter.summary(images=5)
@@ -102,9 +104,9 @@ def test_rapl_root_only_is_empty_with_the_reason(tmp_path, monkeypatch):
 
 
 def test_no_powercap_or_no_package_zone(tmp_path):
-    assert "no " in energy.rapl_counter(tmp_path / "absent").note
+    assert "no " in counters.rapl_counter(tmp_path / "absent").note
     (tmp_path / "empty").mkdir()
-    assert "no RAPL package zone" in energy.rapl_counter(tmp_path / "empty").note
+    assert "no RAPL package zone" in counters.rapl_counter(tmp_path / "empty").note
 
 
 class FakeNvml:
@@ -126,7 +128,7 @@ class FakeNvml:
 def test_nvml_counter_difference_in_joules():
     nvml = FakeNvml()
     clock = FakeClock()
-    with energy.Meter(counter=energy.nvml_counter(0, nvml), clock=clock) as meter:
+    with energy.Meter(counter=devices.backend("cuda:0").energy_counter(nvml), clock=clock) as meter:
         nvml.mj += 700_000  # 700 J over 2 s
         clock.t = 2.0
     out = meter.summary(images=1400)
@@ -139,7 +141,7 @@ def test_nvml_counter_difference_in_joules():
 def test_nvml_short_window_is_flagged():
     nvml = FakeNvml()
     clock = FakeClock()
-    with energy.Meter(counter=energy.nvml_counter(0, nvml), clock=clock) as meter:
+    with energy.Meter(counter=devices.backend("cuda:0").energy_counter(nvml), clock=clock) as meter:
         nvml.mj += 30_000
         clock.t = 0.1
     out = meter.summary(images=10)
@@ -150,17 +152,19 @@ def test_nvml_not_supported_is_empty_with_the_reason():
     class NVMLError_NotSupported(Exception):
         pass
 
-    counter = energy.nvml_counter(0, FakeNvml(fail=NVMLError_NotSupported("Not Supported")))
-    assert isinstance(counter, energy.Unavailable) and "Volta" in counter.note
+    counter = devices.backend("cuda:0").energy_counter(FakeNvml(fail=NVMLError_NotSupported("Not Supported")))
+    assert isinstance(counter, counters.Unavailable) and "Volta" in counter.note
     assert "NotSupported" in counter.note
 
 
 def test_apple_and_cpu_device_paths(monkeypatch):
+    import platform
+
     assert "powermetrics" in energy.counter_for(torch.device("mps")).note
-    monkeypatch.setattr(energy, "rapl_counter", lambda root=energy.POWERCAP: energy.Unavailable("fake"))
-    monkeypatch.setattr(energy.platform, "system", lambda: "Linux")
+    monkeypatch.setattr(counters, "rapl_counter", lambda root=counters.POWERCAP: counters.Unavailable("fake"))
+    monkeypatch.setattr(platform, "system", lambda: "Linux")
     assert energy.counter_for(torch.device("cpu")).note == "fake"
-    monkeypatch.setattr(energy.platform, "system", lambda: "Darwin")
+    monkeypatch.setattr(platform, "system", lambda: "Darwin")
     assert "powermetrics" in energy.counter_for(torch.device("cpu")).note
 
 
@@ -183,8 +187,10 @@ def test_every_engine_window_carries_energy(monkeypatch):
             return (after[0] - before[0]) / 1e6
 
     monkeypatch.setattr(energy, "counter_for", lambda device: Ticking())
-    cfg = engine.Config(model="mnist_cnn", phase="train", batch_size=8, image_size=28, num_classes=10, in_channels=1)
-    row = engine.measure(cfg, torch.device("cpu"), engine.Protocol(warmup_steps=1, measured_steps=2, repeats=2))
+    from cnnbench.params import Params
+
+    cfg = engine.Config.of("mnist_cnn", "train", 28, 10, 1, batch_size=8)
+    row = engine.measure(cfg, torch.device("cpu"), Params(warmup_steps=1, measured_steps=2, repeats=2))
     assert row["status"] == "ok" and row["energy_source"] == "rapl"
     assert row["energy_j"] == pytest.approx(1.0)  # two reads, one apart
     assert row["energy_j_per_image"] == pytest.approx(1.0 / 32)
@@ -199,5 +205,5 @@ def test_nvml_counter_reads_the_gpu_cuda_means_under_cuda_visible_devices(monkey
 
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3,1")
     nvml = Recording()
-    energy.nvml_counter(0, nvml)
+    devices.backend("cuda:0").energy_counter(nvml)
     assert nvml.asked == 3  # CUDA device 0 is the machine's GPU 3, as telemetry and envinfo read it

@@ -39,12 +39,15 @@ def test_remaining_counts_down_for_the_notebook_and_the_run():
     clock.now += 20
     assert left.notebook_left() == 40.0 and left.run_left() == (280.0, True)
     assert left.line() == "a 20s elapsed, 40s left; run: 4m40s left"
-    clock.now += 70  # a overruns its estimate: nothing of it is counted as left, b's 4 minutes are
-    assert left.line() == "a 1m30s elapsed, over its estimate; run: 4m00s left"
+    clock.now += 70  # a overruns its estimate: it says by how much; the run's 4 minutes are a lower bound
+    assert left.line() == "a 1m30s elapsed, past its estimate by 30s; run: at least 4m00s left"
     assert left.finish("a") == 90.0
     left.start("b")
     clock.now += 60
-    assert left.run_left() == (180.0, True) and left.line() == "b 1m00s elapsed, 3m00s left; run: 3m00s left"
+    # a took 1.5x its estimate: b's is revised by that pace, and the line says so
+    revised = "(revised: this run's work so far took 1.50x its estimates)"
+    assert left.run_left() == (300.0, True)
+    assert left.line() == f"b 1m00s elapsed, 5m00s left; run: 5m00s left {revised}"
 
 
 def test_a_running_sweep_is_extrapolated_from_its_finished_processes():
@@ -235,7 +238,7 @@ def test_a_fresh_run_repeating_the_committed_example_is_estimated_from_its_recor
     example = ROOT / eta.EXAMPLE_RUN
     local = params.load(ROOT / "params" / "local.yaml", check_device=False)
     took = eta.example_record(local, "cpu", example)
-    assert set(took) == set(local.notebooks) and 900 < sum(took.values()) < 1300  # 17m59s in the README
+    assert set(took) == set(local.notebooks) and 900 < sum(took.values()) < 1300  # 20m18s in the README
     assert eta.example_record(local, "cuda", example) == {}  # another device: the CPU's times say nothing
     other = params.load(ROOT / "params" / "local.yaml", {"batch_size": 64}, check_device=False)
     assert eta.example_record(other, "cpu", example) == {}
@@ -265,3 +268,88 @@ def test_a_new_run_name_is_estimated_from_the_latest_run_beside_it_with_the_same
     assert got == {"00_setup": (4.0, eta.RECORD), "02_scenario_a": (61.0, "run 'walk1' beside it"),
                    "07_tuning": (30.0, eta.BUDGET)}
     assert eta.sibling_record(tmp_path / "walk2", "apple_m.yaml") == ("", {})
+
+
+def test_a_sweep_past_its_planned_processes_never_says_0s_left():
+    """Issue 31: under load 03 printed "0s left (64/64 processes)" for more than 15 minutes while its
+    processes kept running: once the planned processes were done, nothing of the notebook counted as left."""
+    clock = FakeClock()
+    left = eta.Remaining({"03": (100.0, eta.RECORD), "08": (20.0, eta.RECORD)}, clock, planned={"03": 4})
+    left.start("03")
+    for i in range(4):
+        clock.now += 10
+        left.seen(f"  resnet50 train bs=32: process {i + 1}/4 50.0 img/s")
+    clock.now += 900  # its last cells (or more processes for wide intervals) still running, 15 minutes on
+    line = left.line()
+    assert " 0s left" not in line and "past its estimate by 14m50s (4/4 processes)" in line, line
+    assert line.endswith("run: at least 20s left"), line
+
+
+def test_a_late_process_makes_the_estimate_past_not_0s():
+    clock = FakeClock()
+    left = eta.Remaining({"02": (60.0, eta.RECORD)}, clock, planned={"02": 3})
+    left.start("02")
+    for i in range(2):
+        clock.now += 10
+        left.seen(f"  m train: process {i + 1}/3 5.0 img/s")
+    clock.now += 4
+    assert left.line() == "02 24s elapsed, 6s left (2/3 processes); run: 6s left"
+    clock.now += 30  # the last process is slower than the pace so far: its time left is unknown, and not 0
+    assert left.line() == "02 54s elapsed, past its estimate by 24s (2/3 processes); run: ? left"
+
+
+def test_processes_beyond_the_planned_ones_are_counted_within_the_adaptive_budget():
+    clock = FakeClock()
+    left = eta.Remaining({"03": (None, "")}, clock, planned={"03": (2, 60.0)})
+    left.start("03")
+    for i in range(2):
+        clock.now += 10
+        left.seen(f"  m train: process {i + 1}/2 5.0 img/s")
+    assert left.notebook_left() == 70.0  # the budget for more processes, and one that may start at its end
+    clock.now += 15
+    left.seen("  m train: process 3/3 5.0 img/s")
+    # the pace is now 12.5 s a process: 60 + 12.5 - 15 s left
+    assert left.line() == "03 35s elapsed, 58s left (2/2 processes + 1 for wide intervals); run: 58s left"
+    clock.now += 102.5
+    assert "past its estimate by 45s (2/2 processes + 1 for wide intervals); run: ? left" in left.line()
+
+
+def test_the_estimates_are_revised_by_the_pace_of_this_run_and_say_so():
+    clock = FakeClock()
+    left = eta.Remaining({"a": (60.0, eta.RECORD), "b": (240.0, eta.EXAMPLE), "c": (10.0, eta.BUDGET)}, clock)
+    left.start("a")
+    clock.now += 90  # 1.5x its estimate: the run's other estimates are scaled by the same pace
+    left.finish("a")
+    revised = "(revised: this run's work so far took 1.50x its estimates)"
+    assert left.run_text() == "6m15s"
+    assert left.start("b") == (f"b: expected 6m00s (4m00s from {eta.EXAMPLE}, x1.50 at this run's pace); "
+                               f"run: 6m15s left {revised}")
+    clock.now += 60
+    assert left.line() == f"b 1m00s elapsed, 5m00s left; run: 5m15s left {revised}"
+
+
+def test_a_pace_within_a_tenth_a_faster_one_or_one_of_a_few_seconds_revises_nothing():
+    clock = FakeClock()
+    left = eta.Remaining({"a": (5.0, eta.BUDGET), "b": (60.0, eta.RECORD), "c": (100.0, eta.RECORD)}, clock)
+    left.start("a")
+    clock.now += 15  # three times its estimate, but 5 expected seconds say little about the run
+    left.finish("a")
+    assert left.pace() == 1.0
+    left.start("b")
+    clock.now += 65  # 80 s for 65 expected: 1.23x, beyond a tenth
+    left.finish("b")
+    assert left.pace() == 80 / 65
+    left.start("c")
+    clock.now += 1  # resumed: rows kept in a second say nothing of the pace of work still to measure
+    left.finish("c")
+    assert left.pace() == 1.0
+
+
+def test_a_second_left_is_never_printed_as_0s():
+    clock = FakeClock()
+    left = eta.Remaining({"a": (10.0, eta.RECORD)}, clock)
+    left.start("a")
+    clock.now += 9.6
+    assert left.line() == "a 10s elapsed, 1s left; run: 1s left"
+    left.finish("a")
+    assert left.run_text() == "0s"

@@ -14,8 +14,10 @@ MEASURE = """
 import json, sys, torch
 from cnnbench.measure import engine
 torch.set_num_threads(1)
-protocol = engine.Protocol(warmup_steps=2, measured_steps=8, repeats=1, host_heap=sys.argv[1])
-row = engine.measure(engine.Config("squeezenet1_1", "train", 64, 64, 200), torch.device("cpu"), protocol)
+from cnnbench.params import Params
+protocol = Params(warmup_steps=2, measured_steps=8, repeats=1)
+cfg = engine.Config.of("squeezenet1_1", "train", 64, 200, batch_size=64, host_heap=sys.argv[1])
+row = engine.measure(cfg, torch.device("cpu"), protocol)
 print(json.dumps({k: row.get(k) for k in ("status", "error", "host_heap", "page_faults_per_step")}))
 """
 
@@ -61,8 +63,8 @@ def test_rows_measured_before_the_setting_existed_compare_as_the_system_heap():
             "dataset": "synthetic", "num_classes": 200, "threads": 2}
     old = {**base, "run_name": "old"}  # no host_heap column: measured with the C library's defaults
     new = [{**base, "run_name": "new", "host_heap": h} for h in ("system", "keep")]
-    rows = compare._configured(pd.DataFrame([old, *new]))
-    assert "host_heap" in compare.MATCH_KEYS
+    rows = compare.configured(pd.DataFrame([old, *new]))
+    assert "host_heap" in compare.match_keys()
     assert rows.set_index(["run_name", "host_heap"]).index.tolist() == [("old", "system"), ("new", "system"),
                                                                            ("new", "keep")]
 

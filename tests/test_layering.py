@@ -1,6 +1,6 @@
 """The package's layers, read from its imports (module level and inside functions alike): results flow one way.
 
-- foundations (params, paths, devices, data, models, envinfo, the results layer) import no other module;
+- foundations (params, knobs, heap, paths, devices, data, models, envinfo, the results layer) import no other module;
 - the measurement core imports no experiment family and not the analysis;
 - an experiment family (scratch, transfer, tuning) imports no other family and not the analysis;
 - nothing but the report and the pipeline imports the analysis; only the pipeline imports papermill;
@@ -15,8 +15,8 @@ import pytest
 from conftest import ROOT
 
 PKG = ROOT / "lib" / "cnnbench"
-FOUNDATIONS = ("cnnbench.params", "cnnbench.paths", "cnnbench.devices", "cnnbench.data", "cnnbench.models",
-               "cnnbench.envinfo", "cnnbench.results")
+FOUNDATIONS = ("cnnbench.params", "cnnbench.knobs", "cnnbench.heap", "cnnbench.paths", "cnnbench.devices",
+               "cnnbench.data", "cnnbench.models", "cnnbench.envinfo", "cnnbench.results")
 FAMILIES = ("cnnbench.scratch", "cnnbench.transfer", "cnnbench.steps", "cnnbench.scaling", "cnnbench.tuning")
 TOP = ("cnnbench.analysis", "cnnbench.report", "cnnbench.pipeline", "cnnbench.interactive", "cnnbench.__main__",
        "cnnbench.cli")

@@ -4,7 +4,7 @@
 import numpy as np
 import pytest
 
-from cnnbench.roofline import membench
+from cnnbench.devices import membench
 
 
 def test_kernels_compute_what_they_count_on_a_tiny_buffer():

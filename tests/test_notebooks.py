@@ -1,6 +1,7 @@
 """Every notebook is committed clean and thin, with exactly one parameters cell papermill can read."""
 
 import json
+import math
 import subprocess
 import sys
 
@@ -54,3 +55,136 @@ def test_checker_flags_outputs_and_missing_parameters(tmp_path):
     proc = subprocess.run([sys.executable, str(ROOT / "tools" / "check_notebooks.py"), str(tmp_path)],
                           capture_output=True, text=True)
     assert proc.returncode == 1
+
+
+def _copy_workbook(dest):
+    import shutil
+
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, dest / name)
+    for folder in ("notebooks", "tools", "docs"):
+        if (ROOT / folder).is_dir():
+            skip = shutil.ignore_patterns("barrage", "__pycache__")
+            shutil.copytree(ROOT / folder, dest / folder, ignore=skip)
+
+
+def _check(root, *args):
+    return subprocess.run([sys.executable, str(root / "tools" / "check_notebooks.py"), *args], cwd=root,
+                          capture_output=True, text=True)
+
+
+def test_the_badges_and_clone_urls_follow_the_one_declared_repository_and_a_fork_changes_them_in_one_command(
+        tmp_path):
+    """Issue 31: the Colab badges and the clone URL named github.com/cnnbench/cnnbench in nine notebooks, the
+    README and pyproject.toml, with nothing saying where the workbook lives or how a fork changes them."""
+    declared = check_notebooks.repository(ROOT)
+    assert declared.count("/") == 1 and f'Repository = "https://github.com/{declared}"' in (
+        ROOT / "pyproject.toml").read_text()
+    readme = (ROOT / "README.md").read_text()
+    assert f"colab.research.google.com/github/{declared}/blob/main/notebooks/" in readme
+    assert f"git clone https://github.com/{declared}" in readme and "--set-repo" in readme
+    _copy_workbook(tmp_path)
+    done = _check(tmp_path, "--set-repo", "someone/cnnbench-fork")
+    assert done.returncode == 0, done.stderr
+    assert check_notebooks.repository(tmp_path) == "someone/cnnbench-fork"
+    texts = [p.read_text() for p in (tmp_path / "pyproject.toml", tmp_path / "README.md",
+                                     *(tmp_path / "docs").glob("*.md"),
+                                     *(tmp_path / "notebooks").glob("*.ipynb"))]
+    assert not any(declared in t for t in texts)
+    for nb in sorted((tmp_path / "notebooks").glob("*.ipynb")):
+        cells = json.loads(nb.read_text())["cells"]
+        text = "".join("".join(c["source"]) for c in cells)
+        assert f"colab.research.google.com/github/someone/cnnbench-fork/blob/main/notebooks/{nb.name}" in text
+        assert '"https://github.com/someone/cnnbench-fork"' in text
+    assert _check(tmp_path, "notebooks").returncode == 0
+    nb = tmp_path / "notebooks" / "03_batch_sweep.ipynb"  # one notebook left pointing elsewhere is found
+    nb.write_text(nb.read_text().replace("someone/cnnbench-fork", "other/place"))
+    done = _check(tmp_path, "notebooks")
+    assert done.returncode == 1 and "03_batch_sweep.ipynb" in done.stderr and "other/place" in done.stderr
+    readme = tmp_path / "README.md"
+    readme.write_text(readme.read_text().replace("clone https://github.com/someone/cnnbench-fork",
+                                                 "clone https://github.com/other/place"))
+    assert "README.md" in _check(tmp_path, "notebooks").stderr
+    refused = _check(tmp_path, "--set-repo", "not a repository")
+    assert refused.returncode == 2 and refused.stderr.count("\n") == 1 and "OWNER/NAME" in refused.stderr
+
+
+def _markdown(path):
+    cells = json.loads(path.read_text())["cells"]
+    return ["".join(c["source"]) for c in cells if c["cell_type"] == "markdown"]
+
+
+def _documents():
+    """(name, text) of every notebook's markdown, the README and the docs pages: what a reader is told."""
+    docs = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    return [(p.name, "\n".join(_markdown(p))) for p in NOTEBOOKS] + [(p.name, p.read_text()) for p in docs]
+
+
+def _clauses(text):
+    import re
+
+    return re.split(r"[.;]\s|\n\s*\n|\n- ", " ".join(text.split(" ")))
+
+
+def test_the_text_says_how_steps_are_timed_as_the_step_timer_does(monkeypatch):
+    """Issue 31: 02's introduction said MPS steps were timed by device events; the code times MPS by
+    windows."""
+    import re
+
+    import torch
+
+    from cnnbench.measure import timing
+
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: None)  # CUDA events without a GPU
+    source = {kind: timing.StepTimer(torch.device(kind)).source for kind in ("cpu", "cuda", "mps")}
+    assert source == {"cpu": "host_clock", "cuda": "cuda_events", "mps": "window_mean"}
+    said = {"host_clock": "host clock", "cuda_events": "event", "window_mean": "window"}
+    claims = 0
+    for name, text in _documents():
+        for clause in _clauses(text):
+            timed = re.search(r"\btimed by ([^,;()]*)", clause)
+            if not timed:
+                continue
+            for kind in re.findall(r"\b(CPU|CUDA|MPS)\b", clause[: timed.start()]):
+                claims += 1
+                assert said[source[kind.lower()]] in timed.group(1), (name, clause)
+    assert claims >= 3  # 02 says it for each device
+
+
+def test_the_text_says_the_interval_is_over_processes_as_the_runner_computes_it(tmp_path):
+    """Issue 31: 02's introduction said the interval was over windows; the runner's is over processes."""
+    import re
+
+    from cnnbench.measure import engine, runner, timing
+
+    state = runner._Config.__new__(runner._Config)
+    state.cfg = engine.Config(model="m", phase="train", batch_size=10, image_size=8, num_classes=2)
+    state.key, state.rows, state.failure, state.attempts = {"model": "m"}, {}, None, 2
+    state.windows = [{"process": p, "repeat": r, "steps": 10, "images": 100, "window_time_s": t,
+                      "probe_img_s": math.nan} for p, times in ((1, (1.0, 1.0)), (2, (1.25, 1.25)))
+                     for r, t in enumerate(times)]
+    row = runner.merge(state, "processes", None)
+    assert row["throughput_ci95_img_s"] == timing.ci95_half_width([100.0, 80.0])  # the processes' rates
+    assert row["throughput_ci95_img_s"] != timing.ci95_half_width([100.0, 100.0, 80.0, 80.0])  # the windows'
+    runner_docs = {"02_scenario_a.ipynb", "03_batch_sweep.ipynb", "README.md", "measurement.md"}
+    claims = 0
+    for name, text in _documents():
+        if name not in runner_docs:
+            continue
+        for clause in _clauses(text):
+            for over in re.finditer(r"\binterval\b[^;]*?\bover ([^.;,()]*)", clause):
+                if "within" in over.group(0) or "difference" in over.group(0):
+                    continue  # the one-process interval, for contrast; a ratio's interval
+                claims += 1
+                assert "process" in over.group(1), (name, clause)
+    assert claims >= 2
+
+
+def test_every_notebook_opens_with_what_it_answers_in_three_lines():
+    """Issue 31: each opening was a page of protocol before the first cell; the protocol is folded now."""
+    for path in NOTEBOOKS:
+        lines = _markdown(path)[0].split("<details>")[0].strip().splitlines()
+        assert lines[0].startswith("# ") and "colab-badge" in lines[1], path.name
+        answer = [x for x in lines[2:] if x.strip()]
+        assert 1 <= len(answer) <= 3 and answer[0].startswith("**"), (path.name, answer)
+        assert "?**" in " ".join(answer), (path.name, answer)  # a question, answered in the lines after it

@@ -183,7 +183,7 @@ def test_missing_dataset_path(write_yaml, tmp_path):
     ("variants: [{precision: fp8}]", "variants[0].precision"),
     ("variants: [{memory_format: nhwc}]", "variants[0].memory_format"),
     ("variants: [{precison: fp32}]", "unknown key 'precison'"),
-    ("variants: [{precision: tf32}]", "tf32 needs a CUDA device"),
+    ("variants: [{precision: tf32}]", "tf32 is an NVIDIA Ampere+ tensor-core mode"),
     ("dataset: imagenet21k", "'dataset'"),
     ("data_mode: disk", "'data_mode'"),
     ("phases: [train, infer]", "'phases'"),

@@ -117,10 +117,10 @@ def test_a_rerun_with_other_models_and_size_shows_only_its_own_rows(tmp_path):
 
     smoke, fast = ROOT / "params" / "smoke.yaml", {"processes": 1, "max_processes": 1, "repeats": 1, "isolate": False}
     first = cnnbench.open_run(smoke, {**fast, "phases": ["eval"]}, tmp_path / "pc")
-    scenarios.run(first, "scenario_a", scenarios.scenario_a_configs(first.params))
+    scenarios.measure(first, "scenario_a", scenarios.scenario_a_configs(first.params))
     again = cnnbench.open_run(smoke, {**fast, "phases": ["eval"], "image_size": 48, "models": ["squeezenet1_1"]},
                               tmp_path / "pc")
-    scenarios.run(again, "scenario_a", scenarios.scenario_a_configs(again.params))
+    scenarios.measure(again, "scenario_a", scenarios.scenario_a_configs(again.params))
     assert len(results.read_rows(tmp_path / "pc" / "scenario_a.csv")) == 3  # the first invocation's rows stay
     shown = roofline.read_inputs(again)["scenario_a"]
     assert shown[["model", "image_size"]].values.tolist() == [["squeezenet1_1", 48]]

@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch import nn
 
-from cnnbench import plots, roofline
+from cnnbench import devices, plots, roofline
 from cnnbench.measure import traffic
 from cnnbench.roofline import peaks
 
@@ -96,7 +96,7 @@ def test_measured_peaks_are_sane():
         torch.set_num_threads(before)
     assert 0.1 < mm < 1e5 and 0.01 < conv < 1e5
     assert 0.1 < bw["read_gbs"] < 1e4 and 0.1 < bw["triad_gbs"] < 1e4  # CPU: the numba read and triad kernels
-    assert peaks.precisions(cpu)[0] == "fp32"
+    assert devices.backend(cpu).roof_precisions()[0] == "fp32"
 
 
 def test_spec_table_sources_and_exact_rows():
@@ -104,11 +104,11 @@ def test_spec_table_sources_and_exact_rows():
     assert table.source.str.len().gt(10).all() and (table.peak_gflops > 0).all()
     for name in ("Tesla T4", "NVIDIA A100-SXM4-80GB", "NVIDIA H100 80GB HBM3", "NVIDIA H200", "NVIDIA L4",
                  "NVIDIA GeForce RTX 4090", "NVIDIA RTX A6000", "Tesla V100-SXM2-16GB"):
-        assert len(peaks.spec_for(name, "cuda")), name
-    t4 = peaks.spec_for("Tesla T4").set_index("precision")
+        assert len(peaks.spec(name, "cuda")[0]), name
+    t4 = peaks.spec("Tesla T4", "cuda")[0].set_index("precision")
     assert t4.loc["fp32", "peak_gflops"] == 8100 and t4.loc["fp32", "ridge_flop_per_byte"] == pytest.approx(8100 / 320)
-    assert peaks.spec_for("NVIDIA A100-SXM4-80GB").bandwidth_gbs.iloc[0] == 2039  # not the 40GB part
-    assert peaks.spec_for("Some Unknown Device").empty
+    assert peaks.spec("NVIDIA A100-SXM4-80GB", "cuda")[0].bandwidth_gbs.iloc[0] == 2039  # not the 40GB part
+    assert peaks.spec("Some Unknown Device", "cuda")[0].empty
 
 
 @pytest.mark.parametrize("name", ["NVIDIA L40", "NVIDIA L40S", "NVIDIA H200 NVL", "NVIDIA GH200 480GB",
@@ -116,26 +116,25 @@ def test_spec_table_sources_and_exact_rows():
                                   "NVIDIA T4G", "Apple M3 Pro"])
 def test_no_substring_matches(name):
     """Substring matching gave L40/L40S the L4's roofs, H200 NVL/GH200 the H200's, V100S the V100's."""
-    assert peaks.spec_for(name).empty
-    rows, note = peaks.spec_rows(name, "cuda")
+    rows, note = peaks.spec(name, "cuda")
     assert rows.empty and note.startswith("no spec roof") and name in note
 
 
 def test_names_match_up_to_case_spacing_and_prefix_but_variant_counts():
-    assert peaks.spec_for("nvidia  h200", "cuda").peak_gflops.max() == 989400
-    assert peaks.spec_for("H200", "cuda").bandwidth_gbs.iloc[0] == 4800
-    pcie = peaks.spec_for("Tesla V100-PCIE-16GB", "cuda").set_index("precision")
+    assert peaks.spec("nvidia  h200", "cuda")[0].peak_gflops.max() == 989400
+    assert peaks.spec("H200", "cuda")[0].bandwidth_gbs.iloc[0] == 4800
+    pcie = peaks.spec("Tesla V100-PCIE-16GB", "cuda")[0].set_index("precision")
     assert pcie.loc["fp32", "peak_gflops"] == 14000  # the PCIe part, not SXM2's 15700
 
 
 def test_apple_rows_need_the_gpu_core_count():
-    m2pro19 = peaks.spec_for("Apple M2 Pro GPU (MPS)", "mps", gpu_cores=19)
-    m2pro16 = peaks.spec_for("Apple M2 Pro GPU (MPS)", "mps", gpu_cores=16)
+    m2pro19 = peaks.spec("Apple M2 Pro GPU (MPS)", "mps", 19)[0]
+    m2pro16 = peaks.spec("Apple M2 Pro GPU (MPS)", "mps", 16)[0]
     assert m2pro19.peak_gflops.iloc[0] == 6800 and m2pro16.peak_gflops.iloc[0] == 5730
-    rows, note = peaks.spec_rows("Apple M2 Pro GPU (MPS)", "mps", None)
+    rows, note = peaks.spec("Apple M2 Pro GPU (MPS)", "mps", None)
     assert rows.empty and "core count" in note
-    assert peaks.spec_for("Apple M2 Pro GPU (MPS)", "mps", gpu_cores=99).empty
-    assert peaks.spec_for("Apple M2 GPU (MPS)", "mps", gpu_cores=19).empty  # not the M2 Pro's row
+    assert peaks.spec("Apple M2 Pro GPU (MPS)", "mps", 99)[0].empty
+    assert peaks.spec("Apple M2 GPU (MPS)", "mps", 19)[0].empty  # not the M2 Pro's row
 
 
 @pytest.mark.parametrize("chip, cores", [("Apple M3 Pro", 18), ("Apple M3", 10), ("Apple M4 Max", 40),
@@ -143,32 +142,43 @@ def test_apple_rows_need_the_gpu_core_count():
 def test_m3_and_m4_have_no_spec_roof_and_the_note_says_why(chip, cores):
     """Apple publishes no GPU clock or TFLOPS for the M3/M4 families and the published clock estimates range
     1.38-1.6 GHz: a roof resting on one of them would be a guess, so none is drawn and the note says why."""
-    rows, note = peaks.spec_rows(f"{chip} GPU (MPS)", "mps", cores)
+    rows, note = peaks.spec(f"{chip} GPU (MPS)", "mps", cores)
     assert rows.empty and "1.38-1.6 GHz" in note and "publishes no" in note
     assert not peaks.specs().device.str.match(r"Apple M[34]\b").any()
 
 
 def test_a_cpu_run_on_a_mac_never_gets_the_gpu_row(monkeypatch):
-    from cnnbench import devices
 
-    monkeypatch.setattr(devices, "device_name", lambda d: "Apple M3 Pro")
-    monkeypatch.setattr(devices, "cpu_clock_ghz", lambda: (4.05, "fake sysctl", True))
-    monkeypatch.setattr(devices, "cpu_flags", lambda: frozenset())
-    monkeypatch.setattr(peaks.platform, "machine", lambda: "arm64")
-    monkeypatch.setattr(peaks.platform, "system", lambda: "Darwin")
+    import platform
+
+    from cnnbench.devices import cpu, host
+
+    monkeypatch.setattr(host, "cpu_model", lambda: "Apple M3 Pro")
+    monkeypatch.setattr(host, "cpu_clock_ghz", lambda: (4.05, "fake sysctl", True))
+    monkeypatch.setattr(host, "cpu_features", lambda: frozenset())
+    monkeypatch.setattr(platform, "machine", lambda: "arm64")
+    monkeypatch.setattr(platform, "system", lambda: "Darwin")
+    assert cpu.CpuBackend.spec_for_name("Apple M3 Pro")[0] == []  # never a GPU row
     rows, note = peaks.spec_for_device(torch.device("cpu"), threads=6)
     assert len(rows) == 1 and rows.source.iloc[0].startswith("derived:")
     assert rows.peak_gflops.iloc[0] == pytest.approx(6 * 4 * 4 * 2 * 4.05)  # cores x FMA pipes x lanes x 2 x GHz
     assert rows.bandwidth_gbs.isna().all() and rows.device_kind.iloc[0] == "cpu"
 
 
+def cpu_spec(*args, **kw) -> pd.DataFrame:
+    from cnnbench.devices.cpu import cpu_spec as derive
+
+    rows, note = derive(*args, **kw)
+    return pd.DataFrame(rows), note
+
+
 def test_derived_cpu_roof_from_cores_isa_and_clock():
-    rows, _ = peaks.cpu_spec("Xeon", 4, 2.2, "fake", frozenset({"avx2", "fma", "avx"}), "x86_64")
+    rows, _ = cpu_spec("Xeon", 4, 2.2, "fake", frozenset({"avx2", "fma", "avx"}), "x86_64")
     assert rows.peak_gflops.iloc[0] == pytest.approx(4 * 2 * 8 * 2 * 2.2)
     assert "derived" in rows.source.iloc[0] and "AVX2" in rows.source.iloc[0]
-    rows, _ = peaks.cpu_spec("Xeon", 2, 2.0, "fake", frozenset({"avx512f", "avx2", "fma"}), "x86_64")
+    rows, _ = cpu_spec("Xeon", 2, 2.0, "fake", frozenset({"avx512f", "avx2", "fma"}), "x86_64")
     assert rows.peak_gflops.iloc[0] == pytest.approx(2 * 2 * 16 * 2 * 2.0)
-    rows, note = peaks.cpu_spec("Xeon", 2, None, "unreadable", frozenset({"avx2", "fma"}), "x86_64")
+    rows, note = cpu_spec("Xeon", 2, None, "unreadable", frozenset({"avx2", "fma"}), "x86_64")
     assert rows.empty and "clock" in note
 
 
@@ -188,18 +198,19 @@ def test_cpu_clock_is_the_boost_clock_where_the_system_tells_it():
     assert clock == pytest.approx(2.445404) and "base" in source and not is_max
     assert devices.clock_from() == (None, "clock not readable", False)
     flags = frozenset({"avx2", "fma", "avx"})
-    base, _ = peaks.cpu_spec("AMD EPYC", 2, clock, source, flags, "x86_64", clock_is_max=False)
+    base, _ = cpu_spec("AMD EPYC", 2, clock, source, flags, "x86_64", clock_is_max=False)
     assert "base clock, not an upper bound" in base.source.iloc[0] and "exceed" in base.source.iloc[0]
-    boost, _ = peaks.cpu_spec("AMD EPYC", 2, 3.529052, "lscpu", flags, "x86_64")
+    boost, _ = cpu_spec("AMD EPYC", 2, 3.529052, "lscpu", flags, "x86_64")
     assert boost.peak_gflops.iloc[0] == pytest.approx(2 * 2 * 8 * 2 * 3.529052) and "base" not in boost.source.iloc[0]
 
 
 def test_apple_gpu_cores_and_cpu_clock_parsers():
     from cnnbench import devices
+    from cnnbench.devices.mps import parse_gpu_cores
 
-    assert devices.parse_apple_gpu_cores("Chipset Model: Apple M3 Pro\n      Total Number of Cores: 18\n") == 18
-    assert devices.parse_apple_gpu_cores('| |   "gpu-core-count" = 14\n') == 14
-    assert devices.parse_apple_gpu_cores("nothing here") is None
+    assert parse_gpu_cores("Chipset Model: Apple M3 Pro\n      Total Number of Cores: 18\n") == 18
+    assert parse_gpu_cores('| |   "gpu-core-count" = 14\n') == 14
+    assert parse_gpu_cores("nothing here") is None
     assert devices.parse_cpu_mhz("cpu MHz\t\t: 2445.406\ncpu MHz\t\t: 3100.0\n") == 3100.0
     clock, source, _ = devices.cpu_clock_ghz()
     assert clock is None or 0.2 < clock < 10 and source
@@ -217,10 +228,10 @@ def fake_sysfs(root, caches):
 def test_cache_levels_from_sysfs(tmp_path):
     root = fake_sysfs(tmp_path, [(1, "Data", "32K", "0"), (1, "Instruction", "32K", "0"), (2, "Unified", "1024K", "0"),
                                  (3, "Unified", "32768K", "0-7")])
-    levels = peaks.cache_levels(torch.device("cpu"), threads=4, sysfs_root=root)
+    levels = devices.backend("cpu").cache_levels(threads=4, sysfs_root=root)
     assert [lv["level"] for lv in levels] == ["l1", "l2", "l3"]  # the instruction cache is no data level
     assert [lv["capacity_bytes"] for lv in levels] == [4 * 32 * 2**10, 4 * 2**20, 32 * 2**20]  # private x threads
-    assert peaks.cache_levels(torch.device("cpu"), sysfs_root=tmp_path / "none") == []
+    assert devices.backend("cpu").cache_levels(sysfs_root=tmp_path / "none") == []
 
 
 def fake_sweep(points):
@@ -275,15 +286,18 @@ def test_each_level_gets_its_own_plateau_from_its_own_sizes():
 def test_matmul_calls_carry_enough_work(monkeypatch):
     """Today inner is 1 for any n >= 1000: a fast GPU's timed call was one short matmul."""
     clock = {"t": 0.0}
-    monkeypatch.setattr(peaks.time, "perf_counter", lambda: clock["t"])
+    import time
+
+    monkeypatch.setattr(time, "perf_counter", lambda: clock["t"])
 
     def call():
         clock["t"] += 0.004
 
-    assert peaks.inner_calls(call, torch.device("cpu"), min_call_s=0.05) == 13
-    assert peaks.inner_calls(call, torch.device("cpu"), min_call_s=0.001) == 1
-    assert peaks.MIN_CALL_S["cuda"] >= 0.01
-    assert peaks.default_matmul_size(torch.device("cpu")) == 2048
+    cpu = devices.backend("cpu")
+    assert cpu.inner_calls(call, min_call_s=0.05) == 13
+    assert cpu.inner_calls(call, min_call_s=0.001) == 1
+    assert devices.backend_class("cuda").min_call_s >= 0.01
+    assert cpu.default_matmul_size() == 2048
     from cnnbench.params import Params
 
     assert Params().matmul_size == 0  # by device unless the params set one
@@ -489,7 +503,7 @@ def _fake_run(tmp_path, **params):
 
 def _sa_row(**kw):
     row = {"status": "ok", "model": "m", "phase": "train", "batch_size": 8, "image_size": 32, "num_classes": 10,
-           "in_channels": 3, "precision": "fp32", "memory_format": "nchw", "device_name": "dev", "threads": 2,
+           "in_channels": 3, "dataset": "synthetic", "precision": "fp32", "memory_format": "nchw", "device_name": "dev", "threads": 2,
            "measured_steps": 5, "lr": 0.01, "seed": 0, "workers": 2, "repeats": 3, "throughput_img_s": 1.0}
     return {**row, **kw}
 
@@ -527,15 +541,11 @@ def test_torch_without_l2_cache_size_or_device_time_total_is_no_error(monkeypatc
     (the sweep's knees name it) and the CUDA time under its old name, instead of an error or a zero."""
     import types
 
-    import torch
-
-    from cnnbench import roofline
-    from cnnbench.roofline import peaks
-
+    cuda = devices.backend("cuda")
     monkeypatch.setattr(torch.cuda, "get_device_properties", lambda d: types.SimpleNamespace(name="old torch GPU"))
-    assert peaks.cache_levels(torch.device("cuda")) == []
-    assert roofline.device_time_us(types.SimpleNamespace(cuda_time_total=7.0)) == 7.0
-    assert roofline.device_time_us(types.SimpleNamespace(device_time_total=5.0, cuda_time_total=7.0)) == 5.0
+    assert cuda.cache_levels() == []
+    assert cuda.op_time_us(types.SimpleNamespace(cuda_time_total=7.0)) == 7.0
+    assert cuda.op_time_us(types.SimpleNamespace(device_time_total=5.0, cuda_time_total=7.0)) == 5.0
 
 
 def test_l2_reread_kernel_is_one_long_call_over_an_l2_resident_buffer(monkeypatch):
@@ -545,23 +555,26 @@ def test_l2_reread_kernel_is_one_long_call_over_an_l2_resident_buffer(monkeypatc
     L2. Driven on the CPU with a fake L2 and fake timings."""
     import types
 
+    from cnnbench.devices import base, cuda
+
     mib = 2**20
-    assert peaks.reread_repeats(4 * mib, 1024 * mib) == 256
-    assert peaks.reread_repeats(3 * mib, 1024 * mib) == 342  # ceil: never less than the target
-    assert peaks.reread_sizes([64 * 2**10, mib, 4 * mib, 25 * mib, 37 * mib, 512 * mib], 50 * mib) == [
+    assert cuda.reread_repeats(4 * mib, 1024 * mib) == 256
+    assert cuda.reread_repeats(3 * mib, 1024 * mib) == 342  # ceil: never less than the target
+    assert cuda.reread_sizes([64 * 2**10, mib, 4 * mib, 25 * mib, 37 * mib, 512 * mib], 50 * mib) == [
         4 * mib, 25 * mib, 37 * mib]
-    fn, nbytes = peaks.reread_kernel(torch.device("cpu"), 64 * 2**10, target_bytes=2 * mib)
+    fn, nbytes = cuda.reread_kernel(torch.device("cpu"), 64 * 2**10, target_bytes=2 * mib)
     n = 64 * 2**10 // 4
-    assert nbytes == peaks.reread_repeats(64 * 2**10, 2 * mib) * n * 4 and nbytes >= 2 * mib
+    assert nbytes == cuda.reread_repeats(64 * 2**10, 2 * mib) * n * 4 and nbytes >= 2 * mib
     out = fn()
     assert out.numel() == nbytes // (n * 4)  # one sum per re-read of the whole buffer, in one call
 
     calls = []
     monkeypatch.setattr(torch.cuda, "get_device_properties", lambda d: types.SimpleNamespace(L2_cache_size=50 * mib))
-    monkeypatch.setattr(peaks, "_bandwidth_kernels", lambda d, s: {"copy": (lambda: None, s)})
-    monkeypatch.setattr(peaks, "reread_kernel", lambda d, s: (lambda: None, 1000 * s))
-    monkeypatch.setattr(peaks, "_rates", lambda fn, nbytes, d, r, m=None, graph=False: calls.append(nbytes) or [1e12])
-    monkeypatch.setattr(peaks.devices, "empty_cache", lambda d: None)
+    monkeypatch.setattr(base, "stream_kernels", lambda d, s: {"copy": (lambda: None, s)})
+    monkeypatch.setattr(cuda, "reread_kernel", lambda d, s: (lambda: None, 1000 * s))
+    monkeypatch.setattr(base.Backend, "rates", lambda self, fn, nbytes, r, m=None, graph=False: calls.append(nbytes)
+                        or [1e12])
+    monkeypatch.setattr(cuda.CudaBackend, "empty_cache", lambda self: None)
     sweep = peaks.bandwidth_sweep(torch.device("cuda"), [mib, 8 * mib, 512 * mib], repeats=1)
     reread = sweep[sweep.kernel == "l2_reread"]
     assert list(reread.working_set_bytes) == [8 * mib] and "re-read" in reread.method.iloc[0]

@@ -505,3 +505,46 @@ def test_absent_oxford_pet_for_06_is_refused_before_the_first_notebook(tmp_path,
     assert code == 2
     _one_line(capsys.readouterr().err, "transfer_data_path", "does not exist", "download")
     assert not (tmp_path / "smoke").exists()
+
+
+def test_a_notebook_opened_on_a_run_being_written_says_which_run_and_what_to_do_in_one_line(tmp_path):
+    """Issue 31: 08 opened in JupyterLab while a run was writing showed a RunLocked traceback in red. IPython
+    shows the one line of an error that renders its own traceback, as it does for 08 opened before any run."""
+    import papermill
+
+    run_dir = tmp_path / "outputs" / "smoke"
+    run_dir.mkdir(parents=True)
+    (run_dir / ".lock").write_text(f"{os.getpid()}\n")  # this test's process: alive, and not the kernel
+    with pytest.raises(papermill.PapermillExecutionError) as err:
+        papermill.execute_notebook(
+            str(ROOT / "notebooks" / "08_analysis.ipynb"),
+            str(tmp_path / "08.ipynb"),
+            parameters={"params_file": str(SMOKE), "run_dir": str(run_dir)},
+            kernel_name="python3",
+            cwd=str(ROOT),
+            progress_bar=False,
+        )
+    assert err.value.ename == "RunLocked"
+    shown = nbformat.read(tmp_path / "08.ipynb", as_version=4)
+    error = next(o for c in shown.cells if c.cell_type == "code" for o in c.get("outputs", [])
+                 if o.output_type == "error")
+    assert len(error.traceback) == 1 and "\n" not in error.traceback[0], error.traceback
+    _says_who_and_what_to_do(error.traceback[0], os.getpid())
+
+
+def _says_who_and_what_to_do(line: str, pid: int) -> None:
+    assert f"run 'smoke' is being written by process {pid}" in line, line
+    assert "try again when it has finished" in line and "run_dir" in line and "run_name" in line, line
+
+
+def test_every_refusal_of_a_locked_run_names_the_run_the_holder_and_what_to_do(tmp_path):
+    import cnnbench
+
+    (tmp_path / "smoke").mkdir()
+    (tmp_path / "smoke" / ".lock").write_text(f"{os.getppid()}\n")
+    for attempt in (lambda: cnnbench.open_run(SMOKE, {}, tmp_path / "smoke"),
+                    lambda: paths.RunLock(tmp_path / "smoke").acquire()):
+        with pytest.raises(paths.RunLocked) as err:
+            attempt()
+        assert err.value._render_traceback_() == [str(err.value)]
+        _says_who_and_what_to_do(str(err.value), os.getppid())

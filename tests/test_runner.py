@@ -2,6 +2,7 @@
 stopping, and the machine's state judged (issue 17). A fake ``engine.measure`` gives each process a chosen rate."""
 
 import dataclasses
+import json
 import math
 
 import pandas as pd
@@ -9,14 +10,15 @@ import pytest
 import torch
 
 from cnnbench.measure import engine, runner, telemetry
+from cnnbench.params import Params
 
 CPU = torch.device("cpu")
-PROTO = engine.Protocol(warmup_steps=1, measured_steps=4, repeats=3, workers=0, processes=3, max_processes=6,
-                        ci_target_pct=5.0, adapt_budget_s=60.0)
+PROTO = Params(warmup_steps=1, measured_steps=4, repeats=3, processes=3, max_processes=6, ci_target_pct=5.0,
+               adapt_budget_s=60.0)
 
 
 def cfg(bs=8, phase="train"):
-    return engine.Config("mnist_cnn", phase, bs, 28, 10, 1)
+    return engine.Config.of("mnist_cnn", phase, 28, 10, 1, batch_size=bs, workers=0)
 
 
 def fake_measure(rates, calls, busy=False):
@@ -66,7 +68,26 @@ def test_configurations_are_measured_in_interleaved_rounds(tmp_path, monkeypatch
     calls = []
     monkeypatch.setattr(engine, "measure", fake_measure({8: [100.0], 16: [200.0], 32: [300.0]}, calls))
     runner.run_configs([cfg(8), cfg(16), cfg(32)], CPU, PROTO, tmp_path / "r.csv")
-    assert calls == [8, 16, 32] * 3  # A B C, A B C, A B C: drift falls on all alike
+    rounds = [calls[i:i + 3] for i in range(0, 9, 3)]
+    assert all(sorted(r) == [8, 16, 32] for r in rounds)  # every configuration once a round: drift falls on all
+    assert len({tuple(r) for r in rounds}) > 1  # in an order drawn anew each round (seeded): none always first
+    again = []
+    monkeypatch.setattr(engine, "measure", fake_measure({8: [100.0], 16: [200.0], 32: [300.0]}, again))
+    runner.run_configs([cfg(8), cfg(16), cfg(32)], CPU, PROTO, tmp_path / "again.csv")
+    assert again == calls  # the same seed, the same order
+
+
+def test_rows_carry_each_rounds_rate_and_variants_one_knob_apart_are_divided_round_by_round(tmp_path, monkeypatch):
+    from cnnbench.measure import reproducibility
+
+    calls = []
+    monkeypatch.setattr(engine, "measure", fake_measure({8: [100.0, 90.0, 110.0], 16: [200.0, 180.0, 220.0]}, calls))
+    rows = runner.run_configs([cfg(8), cfg(16)], CPU, dataclasses.replace(PROTO, max_processes=3), tmp_path / "r.csv")
+    rates = {int(r["batch_size"]): {int(k): v for k, v in json.loads(r["process_rates_img_s"]).items()} for r in rows}
+    assert rates[8] == pytest.approx({1: 100.0, 2: 90.0, 3: 110.0})
+    ratio, low, high, n = reproducibility.paired_ratio(rates[8], rates[16])
+    # the machine moved 20% between rounds, and both with it: round by round the ratio is exactly 2
+    assert n == 3 and ratio == pytest.approx(2.0) and low == pytest.approx(2.0) and high == pytest.approx(2.0)
 
 
 def test_a_wide_interval_gets_more_processes_until_the_target_or_the_ceiling(tmp_path, monkeypatch):

@@ -6,7 +6,8 @@ import pandas as pd
 import pytest
 import torch
 
-from cnnbench import devices, plots
+from cnnbench import plots
+from cnnbench.devices.cuda import nvml_handle
 from cnnbench.measure import telemetry
 
 
@@ -65,21 +66,19 @@ def props(bus=None):
 def test_nvml_handle_follows_cuda_visible_devices(monkeypatch, visible, expected):
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
     monkeypatch.setattr(torch.cuda, "get_device_properties", lambda i: props())
-    assert devices.nvml_handle(torch.device("cuda:0"), FakeNVML()) == expected
+    assert nvml_handle(torch.device("cuda:0"), FakeNVML()) == expected
 
 
 def test_nvml_handle_prefers_the_pci_bus_id(monkeypatch):
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")  # CUDA's fastest-first order may differ from NVML's
     monkeypatch.setattr(torch.cuda, "get_device_properties", lambda i: props(bus=0xAF if i == 0 else 0x3B))
-    assert devices.nvml_handle(torch.device("cuda:0"), FakeNVML()) == 1
-    assert devices.nvml_handle(torch.device("cuda:1"), FakeNVML()) == 0
+    assert nvml_handle(torch.device("cuda:0"), FakeNVML()) == 1
+    assert nvml_handle(torch.device("cuda:1"), FakeNVML()) == 0
 
 
-def test_every_gpu_is_sampled_and_the_row_describes_the_measured_one(monkeypatch):
-    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
-    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda i: props())
-    monkeypatch.setattr(telemetry, "_load_nvml", FakeNVML)
-    with telemetry.Sampler(torch.device("cuda:0"), 0.01) as s:
+def test_every_gpu_is_sampled_and_the_row_describes_the_measured_one(fake_gpu):
+    fake_gpu.nvml, fake_gpu.nvml_index = FakeNVML, 1
+    with telemetry.Sampler(torch.device("cpu"), 0.01) as s:
         pass
     df = pd.DataFrame(s.series())
     gpu = df[df.metric == "util_device_pct"]
@@ -161,21 +160,17 @@ class UnsupportedFieldNVML(InstantPowerNVML):
     (UnsupportedFieldNVML, 300, "nvml_power_usage_1s_avg"),  # per-field NOT_SUPPORTED: the averaged reading
     (FakeNVML, 300, "nvml_power_usage_1s_avg"),  # a pynvml without nvmlDeviceGetFieldValues
 ])
-def test_gpu_power_is_the_instant_field_where_the_driver_has_it_and_the_row_says_which(monkeypatch, nvml, watts,
+def test_gpu_power_is_the_instant_field_where_the_driver_has_it_and_the_row_says_which(fake_gpu, nvml, watts,
                                                                                        source):
-    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
-    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda i: props())
-    monkeypatch.setattr(telemetry, "_load_nvml", nvml)
-    with telemetry.Sampler(torch.device("cuda:0"), 0.01) as s:
+    fake_gpu.nvml, fake_gpu.nvml_index = nvml, 1
+    with telemetry.Sampler(torch.device("cpu"), 0.01) as s:
         pass
     summary = s.summary()
     assert summary["gpu_power_w_mean"] == watts and summary["gpu_power_source"] == source
 
 
-def test_sync_boost_is_a_decoded_throttle_reason(monkeypatch):
-    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
-    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda i: props())
-    monkeypatch.setattr(telemetry, "_load_nvml", InstantPowerNVML)
-    with telemetry.Sampler(torch.device("cuda:0"), 0.01) as s:
+def test_sync_boost_is_a_decoded_throttle_reason(fake_gpu):
+    fake_gpu.nvml, fake_gpu.nvml_index = InstantPowerNVML, 1
+    with telemetry.Sampler(torch.device("cpu"), 0.01) as s:
         pass
     assert s.summary()["gpu_throttle_reasons"] == "sw_power_cap,sync_boost"

@@ -65,32 +65,12 @@ def test_noisy_flag_and_single_window_bootstrap():
         timing.summarize([], [], [], 8)
 
 
-class FakeEvent:
-    """A device event: remembers the stream it was recorded on and the fake device time at that point."""
-
-    def __init__(self, fake, enable_timing=False):
-        self.fake, self.stream, self.t = fake, None, None
-        assert enable_timing
-
-    def record(self, stream=None):
-        self.stream = stream
-        self.fake.events.append(self)
-        self.t = self.fake.now + self.fake.queued  # the event completes after the work queued before it
-
-    def elapsed_time(self, end):
-        return (end.t - self.t) * 1e3  # milliseconds, as torch's events
-
-
-def test_cuda_events_are_recorded_on_the_measured_devices_current_stream(monkeypatch):
+def test_a_device_with_events_times_each_step_by_its_events_on_the_measured_stream(fake_gpu):
     fake = FakeDevice([0.1, 0.2])
-    fake.events = []
-    streams = {}
-    monkeypatch.setattr(torch.cuda, "Event", lambda enable_timing=False: FakeEvent(fake, enable_timing))
-    monkeypatch.setattr(torch.cuda, "current_stream",
-                        lambda device=None: streams.setdefault(torch.device(device).index, f"stream of {device}"))
-    timer = timing.StepTimer(torch.device("cuda:1"), clock=fake.clock, sync=fake.sync)
+    fake_gpu.clock = lambda: fake.now + fake.queued  # an event completes after the work queued before it
+    timer = timing.StepTimer(torch.device("cpu"), clock=fake.clock, sync=fake.sync)
     times, wall = timer.window(fake.step, 2)
-    assert [e.stream for e in fake.events] == ["stream of cuda:1"] * 3  # not the current device's (GPU 0) stream
+    assert [e.stream for e in fake_gpu.events_recorded] == [fake_gpu.stream] * 3
     assert times == pytest.approx([0.1, 0.2]) and wall == pytest.approx(0.3)
     assert fake.log.count("sync") == 2 and timer.source == "cuda_events"
 
@@ -101,7 +81,8 @@ def test_mps_times_windows_only_even_where_torch_has_mps_events(monkeypatch):
     changing the work timed: on MPS the window is timed, synchronised at its edges, and no event is recorded."""
     fake = FakeDevice([0.1, 0.2, 0.3])
     fake.events = []
-    monkeypatch.setattr(torch.mps, "Event", lambda enable_timing=False: FakeEvent(fake, enable_timing), raising=False)
+    monkeypatch.setattr(torch.mps, "Event", lambda enable_timing=False: pytest.fail("an MPS event was made"),
+                        raising=False)
     timer = timing.StepTimer(torch.device("mps"), clock=fake.clock, sync=fake.sync)
     times, wall = timer.window(fake.step, 3)
     assert fake.log.count("sync") == 2  # per-step synchronisation would remove the CPU/GPU overlap

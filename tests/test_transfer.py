@@ -1,6 +1,5 @@
 """06_transfer: params, fine-tuning, the per-phase step breakdown, the profiler, scaling and telemetry series."""
 
-import dataclasses
 import gzip
 import json
 import math
@@ -13,9 +12,10 @@ import pytest
 import torch
 from PIL import Image
 
-from cnnbench import params, steps
+from cnnbench import devices, params, steps
 from cnnbench import scaling as scaling_pkg
 from cnnbench.measure import engine, timelines
+from cnnbench.params import Params
 from cnnbench.scaling import launch as scaling
 from cnnbench.steps import profiler as profiling
 from cnnbench.steps import step_phases as phases
@@ -162,7 +162,8 @@ def test_finetune_grid_on_an_image_folder_writes_epoch_rows_and_series(tmp_path)
              transfer_data_path=str(root), transfer_image_size=32, transfer_lrs=[0.001, 0.01],
              transfer_batch_sizes=[4], transfer_epochs=2, transfer_devices=["cpu"], workers=0,
              transfer_target_accuracy=0.5)
-    run = types.SimpleNamespace(params=p, device=CPU, dir=tmp_path, path=lambda n: tmp_path / n)
+    run = types.SimpleNamespace(params=p, device=CPU, dir=tmp_path, path=lambda n: tmp_path / n,
+                                threads=torch.get_num_threads())
     lines = []
     finetune.run_grid(run, sampler_cls=FakeSampler, log=lines.append)
     df = pd.read_csv(tmp_path / "transfer.csv")
@@ -267,8 +268,8 @@ def test_a_split_step_has_one_boundary_per_phase_and_lets_its_tensors_go_before_
     # step's output was freed after the last boundary, in the unsplit step's window but outside the split one's.
     import weakref
 
-    cfg = engine.Config("mnist_cnn", "train", 8, 28, 10, 1)
-    work = engine.Workload(cfg, CPU, engine.Protocol(synthetic_images=16))
+    cfg = engine.Config.of("mnist_cnn", "train", 28, 10, 1, batch_size=8, workers=0)
+    work = engine.Workload(cfg, CPU, Params(synthetic_images=16)).__enter__()
     outputs, marks, syncs = [], [], []
     work.model.register_forward_hook(lambda mod, inp, out: outputs.append(weakref.ref(out)))
 
@@ -304,8 +305,8 @@ def test_phase_table_shows_the_step_time_spread_and_the_steps_behind_it():
 
 def test_phase_breakdown_of_a_real_step():
     torch.set_num_threads(1)
-    cfg = engine.Config(model="mnist_cnn", phase="train", batch_size=8, image_size=28, num_classes=10, in_channels=1)
-    rows = phases.measure(cfg, CPU, engine.Protocol(workers=0, synthetic_images=32), steps=3)
+    cfg = engine.Config.of("mnist_cnn", "train", 28, 10, 1, batch_size=8, workers=0)
+    rows = phases.measure(cfg, CPU, Params(workers=0, synthetic_images=32), steps=3)
     assert [r["status"] for r in rows] == ["ok"] * 6
     assert sum(r["time_mean_s"] for r in rows) == pytest.approx(rows[0]["phase_sum_s"])
     assert rows[0]["step_time_s"] > 0 and all(r["time_mean_s"] >= 0 for r in rows)
@@ -320,11 +321,18 @@ class ColdStartWork:
 
     def __init__(self, cfg, device, protocol, cold=2, noise=0.0):
         self.cfg, self.device, self.scaler, self.cold = cfg, device, None, cold
+        self.backend = devices.backend(device)
         self.now, self.steps, self.last_loss = 0.0, 0, torch.tensor(1.0)
         self.noise, self.jitter, self.factor = noise, random.Random(1), 1.0  # per step: cost x U(1 +- noise)
         self.optimizer = types.SimpleNamespace(zero_grad=lambda set_to_none=True: None, step=self._step)
         self.loss_fn = lambda out, y: self._spend("loss") or types.SimpleNamespace(
             backward=lambda: self._spend("backward"), detach=lambda: torch.tensor(1.0))
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
 
     def _spend(self, phase):
         self.now += self.COST[phase] * (3 if self.steps < self.cold else 1) * self.factor
@@ -358,7 +366,7 @@ def test_a_cold_first_step_does_not_skew_the_phase_sum(monkeypatch):
     # the first of them split and still cold. Both kinds are now warmed up before either is recorded.
     made = []
     monkeypatch.setattr(engine, "Workload", lambda *a: made.append(ColdStartWork(*a)) or made[-1])
-    cfg = engine.Config(model="mnist_cnn", phase="train", batch_size=4, image_size=28, num_classes=10, in_channels=1)
+    cfg = engine.Config.of("mnist_cnn", "train", 28, 10, 1, batch_size=4, workers=0)
     data = torch.utils.data.TensorDataset(torch.zeros(8, 1, 28, 28), torch.zeros(8, dtype=torch.long))
     work = ColdStartWork(cfg, CPU, None)
     split, whole = phases.record(work, iter([(torch.zeros(1), torch.zeros(1))] * 40), steps=3, warmup=1,
@@ -368,16 +376,16 @@ def test_a_cold_first_step_does_not_skew_the_phase_sum(monkeypatch):
     assert {r["step_phase"]: r["time_mean_s"] for r in rows}["optimizer"] == pytest.approx(0.3)
     # through measure, with the protocol's warm-up: the same, and a window of fake seconds measures more pairs
     fake = {"clock": lambda: made[-1].now, "sync": lambda d: None}
-    rows = phases.measure(cfg, CPU, engine.Protocol(workers=0, warmup_steps=1), 3, data, **fake)
+    rows = phases.measure(cfg, CPU, Params(workers=0, warmup_steps=1), 3, data, **fake)
     assert rows[0]["status"] == "ok" and rows[0]["sums_within_5pct"] and rows[0]["n_steps"] == 3
-    rows = phases.measure(cfg, CPU, engine.Protocol(workers=0, warmup_steps=1), 3, data, window_s=30.0, **fake)
+    rows = phases.measure(cfg, CPU, Params(workers=0, warmup_steps=1), 3, data, window_s=30.0, **fake)
     assert rows[0]["n_steps"] == 5 and rows[0]["sum_diff_pct"] == pytest.approx(0)  # 5 pairs of 6.8 s fill 30 s
 
 
 def test_an_epoch_start_stall_is_left_out_of_both_kinds_of_step():
     # Every 8th batch (a new epoch's first) waits as long as a whole step. With split-then-unsplit pairs it fell
     # on one kind every time (MNIST CNN: 10% off); drawn at random, a short window still got a few, unevenly.
-    cfg = engine.Config(model="mnist_cnn", phase="train", batch_size=4, image_size=28, num_classes=10, in_channels=1)
+    cfg = engine.Config.of("mnist_cnn", "train", 28, 10, 1, batch_size=4, workers=0)
     work = ColdStartWork(cfg, CPU, None, cold=0)
 
     def epochs():
@@ -401,7 +409,7 @@ def test_noisy_steps_are_measured_until_the_sum_check_is_precise_within_a_budget
     # phase sum a 95% interval of +-10% about the unsplit step, so the 5% check failed by chance (ResNet-50 +6.8%
     # in the example run). Pairs are added until the interval of the difference is within PRECISION_PCT, or
     # max_s has passed.
-    cfg = engine.Config(model="mnist_cnn", phase="train", batch_size=4, image_size=28, num_classes=10, in_channels=1)
+    cfg = engine.Config.of("mnist_cnn", "train", 28, 10, 1, batch_size=4, workers=0)
 
     def run(max_s):
         work = ColdStartWork(cfg, CPU, None, cold=0, noise=0.3)
@@ -454,14 +462,13 @@ def test_held_batches_let_a_batch_go_when_the_next_is_taken():
 def test_phase_rows_of_a_changed_batch_size_are_not_shown(tmp_path, monkeypatch):
 
     def fake(cfg, device, protocol, steps, dataset=None, window_s=0.0, max_s=0.0):
-        return [{**dataclasses.asdict(cfg), "device_kind": "cpu", "threads": torch.get_num_threads(),
-                 **{k: getattr(protocol, k) for k in phases.PROTOCOL}, "step_phase": ph, "status": "ok"}
+        return [{**phases.identity(cfg, devices.backend(device), protocol), "step_phase": ph, "status": "ok"}
                 for ph in phases.STEP_PHASES]
 
     monkeypatch.setattr(phases, "measure", fake)
     for batch in (8, 16):
         run = types.SimpleNamespace(params=p_of(models=["resnet18"], batch_size=batch), device=CPU,
-                                    dir=tmp_path, path=lambda n: tmp_path / n, threads=None)
+                                    dir=tmp_path, path=lambda n: tmp_path / n, threads=torch.get_num_threads())
         shown = steps.phases(run)
     assert len(pd.read_csv(tmp_path / "step_phases.csv")) == 12 and set(shown.batch_size) == {16}
 
@@ -473,7 +480,8 @@ def test_phase_breakdown_runs_for_every_scenario_a_model(tmp_path, monkeypatch):
          "precision": "fp32", "memory_format": "nchw", "step_phase": "optimizer", "status": "ok"}])
     p = p_of(models=["mnist_cnn", "resnet18"], phase_batch_size=4,
              variants=[{"precision": "fp32"}, {"precision": "bf16"}])
-    phases.run_all(types.SimpleNamespace(params=p, device=CPU, dir=tmp_path, path=lambda n: tmp_path / n))
+    phases.run_all(types.SimpleNamespace(params=p, device=CPU, dir=tmp_path, path=lambda n: tmp_path / n,
+                                         threads=torch.get_num_threads()))
     assert seen == [("mnist_cnn", 4), ("resnet18", 4)]
 
 
@@ -483,16 +491,14 @@ def test_a_rerun_with_another_phase_window_measures_anew_and_shows_only_its_rows
 
     def fake(cfg, device, protocol, steps, dataset=None, window_s=0.0, max_s=0.0):
         seen.append(window_s)
-        return [{"model": cfg.model, "device_kind": "cpu", "batch_size": cfg.batch_size, "image_size": cfg.image_size,
-                 "num_classes": cfg.num_classes, "in_channels": cfg.in_channels, "precision": "fp32",
-                 "memory_format": "nchw", "dataset": cfg.dataset, "threads": torch.get_num_threads(),
-                 **{k: getattr(protocol, k) for k in phases.PROTOCOL}, "step_phase": ph, "time_mean_s": window_s,
-                 "status": "ok"} for ph in phases.STEP_PHASES]
+        return [{**phases.identity(cfg, devices.backend(device), protocol), "step_phase": ph,
+                 "time_mean_s": window_s, "status": "ok"} for ph in phases.STEP_PHASES]
 
     monkeypatch.setattr(phases, "measure", fake)
     for window in (0.5, 2.0, 2.0):  # the third run resumes: nothing to measure
         p = p_of(models=["mnist_cnn"], phase_window_s=window)
-        run = types.SimpleNamespace(params=p, device=CPU, dir=tmp_path, path=lambda n: tmp_path / n, threads=None)
+        run = types.SimpleNamespace(params=p, device=CPU, dir=tmp_path, path=lambda n: tmp_path / n,
+                                    threads=torch.get_num_threads())
         shown = steps.phases(run)
     assert seen == [0.5, 2.0]
     assert len(pd.read_csv(tmp_path / "step_phases.csv")) == 12  # the old rows stay in the file
@@ -503,8 +509,8 @@ def test_a_rerun_with_another_phase_window_measures_anew_and_shows_only_its_rows
 
 def test_profiler_trace_and_top_ops_forward_and_backward_apart(tmp_path):
     torch.set_num_threads(1)
-    cfg = engine.Config(model="mnist_cnn", phase="train", batch_size=4, image_size=28, num_classes=10, in_channels=1)
-    rows = profiling.profile_model(cfg, CPU, engine.Protocol(workers=0), tmp_path, steps=2, top_k=4)
+    cfg = engine.Config.of("mnist_cnn", "train", 28, 10, 1, batch_size=4, workers=0)
+    rows = profiling.profile_model(cfg, CPU, Params(workers=0), tmp_path, steps=2, top_k=4)
     df = pd.DataFrame(rows)
     assert set(df.status) == {"ok"} and {"forward", "backward", "optimizer"} <= set(df["pass"])
     assert df.groupby("pass").size().max() <= 4
@@ -520,7 +526,8 @@ def test_the_profiler_traces_seed_002s_fine_tuning_step_adam_at_the_fine_tuning_
     torch.set_num_threads(1)
     p = p_of(profile_models=["mnist_cnn"], optimizer="adam", transfer_image_size=20, transfer_batch_sizes=[3, 6],
              transfer_lrs=[0.003], batch_size=128, image_size=64, profile_steps=1, profile_top_k=50)
-    run = types.SimpleNamespace(params=p, device=CPU, dir=tmp_path, path=lambda n: tmp_path / n)
+    run = types.SimpleNamespace(params=p, device=CPU, dir=tmp_path, path=lambda n: tmp_path / n,
+                                threads=torch.get_num_threads())
     df = steps.profile(run)
     assert set(df.status) == {"ok"}
     assert set(df.optimizer) == {"adam"} and set(df.lr) == {0.003} and set(df.num_classes) == {2}
@@ -534,7 +541,8 @@ def test_seeds_full_profiles_seed_002s_fine_tuning_step(tmp_path, monkeypatch):
     seen = []
     monkeypatch.setattr(profiling, "profile_model", lambda cfg, device, protocol, *a, **kw: seen.append(
         (cfg, protocol.lr, kw.get("optimizer"))) or [])
-    steps.profile(types.SimpleNamespace(params=p, device=CPU, dir=tmp_path, path=lambda n: tmp_path / n))
+    steps.profile(types.SimpleNamespace(params=p, device=CPU, dir=tmp_path, path=lambda n: tmp_path / n,
+                                        threads=torch.get_num_threads()))
     [(cfg, lr, optimizer)] = seen
     # 002:140 DenseNet-121 with a new cats-vs-dogs head, 002:175 Adam, 002:178 lr 0.003, 002:186 batch 64, 224 px
     assert (cfg.model, cfg.num_classes, cfg.batch_size, cfg.image_size, cfg.phase) == ("densenet121", 2, 64, 224, "train")
@@ -626,8 +634,8 @@ def test_oxford_pet_is_read_as_cats_vs_dogs(tmp_path):
 
 
 def test_a_split_step_after_an_unsplit_one_starts_from_cleared_gradients():
-    cfg = engine.Config("mnist_cnn", "train", 8, 28, 10, 1)
-    work = engine.Workload(cfg, torch.device("cpu"), engine.Protocol(synthetic_images=16))
+    cfg = engine.Config.of("mnist_cnn", "train", 28, 10, 1, batch_size=8, workers=0)
+    work = engine.Workload(cfg, torch.device("cpu"), Params(synthetic_images=16)).__enter__()
     batch = work.next_batch()
     batches = iter([batch] * 4)
     phases.whole_step(work, batches)  # train_step leaves its gradients in place
@@ -680,7 +688,8 @@ def test_the_learning_curves_count_whole_epochs(tmp_path):
     assert [t for t in ax.get_xticks() if ax.get_xlim()[0] <= t <= ax.get_xlim()[1]] == [1, 2]
 
 
-def test_grid_is_sized_to_a_16_gib_device_and_the_point_that_cannot_fit_is_a_skipped_row(tmp_path, monkeypatch):
+def test_grid_is_sized_to_a_16_gib_device_and_the_point_that_cannot_fit_is_a_skipped_row(tmp_path, monkeypatch,
+                                                                                         fake_gpu):
     """Issue 19: DenseNet-121 fine-tuning at batch 128 and 224 px saves ~15.6 GiB of activations by the project's
     count, more than a T4 (or this fake 16 GiB device) holds: that grid point is a row with status skipped and
     the reason, before any training; batch 32 runs."""
@@ -688,7 +697,7 @@ def test_grid_is_sized_to_a_16_gib_device_and_the_point_that_cannot_fit_is_a_ski
              transfer_batch_sizes=[32, 128], transfer_epochs=1, transfer_devices=["cpu"], workers=0,
              transfer_train_images=8, transfer_val_images=4)
     fitted = []
-    monkeypatch.setattr(finetune, "device_memory_bytes", lambda device: 16 * 2**30)
+    fake_gpu.memory_bytes = 16 * 2**30
     monkeypatch.setattr(finetune, "fit", lambda p, device, lr, bs, *a: fitted.append(bs))
     lines = []
     finetune.run_grid(types.SimpleNamespace(params=p, device=CPU, dir=tmp_path, path=lambda n: tmp_path / n),
@@ -703,7 +712,7 @@ def test_grid_is_sized_to_a_16_gib_device_and_the_point_that_cannot_fit_is_a_ski
 
 
 def test_the_grid_is_not_sized_on_the_cpu():
-    assert finetune.device_memory_bytes(CPU) == 0
+    assert devices.backend(CPU).total_memory_bytes() == 0
     assert finetune.oversized([128], 2**30, 0, 0) == {}
 
 

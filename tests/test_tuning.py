@@ -8,15 +8,20 @@ import pytest
 import torch
 
 import cnnbench
-from cnnbench import params
+from cnnbench import knobs, params
+from cnnbench.devices import Hardware
+from cnnbench.knobs import Setting
 from cnnbench.measure import engine
-from cnnbench.tuning import experiment, guard, search, space
+from cnnbench.params import Params
+from cnnbench.tuning import experiment, guard, search
 from cnnbench.tuning.racing import Outcome
-from cnnbench.tuning.space import Candidate, Hardware
 from conftest import ROOT
 
 AVX2 = frozenset({"avx", "avx2", "fma"})
-BASE = engine.Config(model="resnet50", phase="train", batch_size=128, image_size=64, num_classes=200)
+BASE = engine.Config.of("resnet50", "train", 64, 200, batch_size=128)
+SEARCH = dict(tune_precisions=["fp32", "bf16"], tune_compile_modes=["off"], tune_min_batch_size=32,
+              tune_max_batch_size=256, tune_budget_s=30, tune_confirm_top=2)
+REFERENCE = ("fp32", "nchw", "off")
 
 
 class FakeClock:
@@ -30,7 +35,7 @@ class FakeClock:
 OOM_ABOVE = {"bs": 150}
 
 
-def speed_of(c: Candidate) -> float:
+def speed_of(c: Setting) -> float:
     """channels_last is 1.4x, threads 2 is 2x threads 1, batches above 150 run out of memory, bigger is faster."""
     if c.batch_size > OOM_ABOVE["bs"]:
         return "oom"
@@ -39,7 +44,8 @@ def speed_of(c: Candidate) -> float:
 
 def make_search(losses=None, hw=None, settings=None, clock=None, probe=None):
     hw = hw or Hardware("cpu", "AMD EPYC", cores=2, isa=AVX2)
-    sp = space.build(hw, Candidate(batch_size=128, threads=2), ["fp32", "bf16"], ["off"], 32, 256)
+    p = Params(**{**SEARCH, **(settings or {})})
+    sp = knobs.space(hw, Setting(batch_size=128, threads=2, pin_memory=False), p)
     clock = clock or FakeClock()
     rows, evaluated, confirmed = [], [], []
     losses = losses or {}
@@ -56,8 +62,8 @@ def make_search(losses=None, hw=None, settings=None, clock=None, probe=None):
         return {"status": "ok", "throughput_img_s": speed_of(c), "throughput_ci95_img_s": 2.0,
                 "achieved_gflops": speed_of(c) * 2, "energy_j_per_image": math.nan}
 
-    s = search.Search(BASE, sp, settings or search.Settings(budget_s=30, confirm_top=2), {"model": "resnet50",
-                      "phase": "train"}, evaluate, lambda n: (5.0, losses.get(n, 4.0)), confirm, rows.append, clock,
+    s = search.Search(BASE, sp, p, {"model": "resnet50", "phase": "train"}, evaluate,
+                      lambda n: (5.0, losses.get(n, 4.0)), confirm, rows.append, clock,
                       explain=lambda c, row: {"compute_roof_pct": 50.0}, probe=probe)
     return s, rows, evaluated, confirmed
 
@@ -65,7 +71,7 @@ def make_search(losses=None, hw=None, settings=None, clock=None, probe=None):
 def test_search_finds_the_best_and_records_every_trial():
     s, rows, evaluated, confirmed = make_search()
     best = s.run()
-    assert best["config"] == "fp32 channels_last compile=off bs128 threads2"
+    assert best["config"] == "fp32 channels_last bs128 threads2"
     df = pd.DataFrame(rows)
     race = df[df.row_kind == "race"]
     assert set(race.stage) == {"numerics", "batch_size", "host"}
@@ -79,7 +85,7 @@ def test_search_finds_the_best_and_records_every_trial():
     assert best["configs_tried"] == len(set(race.config)) and best["evaluations"] == len(evaluated)
     assert "rung 0" in best["pruned_by_rung"] and "numerics" in best["pruned_by_stage"]
     # the default and the best two of the race confirmed with the full protocol, steps from the race's pace
-    assert confirmed[0][0] == s.space.default and len(confirmed) == 3 * s.settings.confirm_rounds
+    assert confirmed[0][0] == s.space.default and len(confirmed) == 3 * s.p.processes
     assert all(n >= 1 for _, n in confirmed)
     assert best["speedup_x"] == pytest.approx(speed_of(s.ranked()[0]) / speed_of(s.space.default))
     assert best["speedup_ci95_x"] >= 0 and best["compute_roof_pct"] == 50.0  # the fake rounds agree exactly
@@ -98,6 +104,12 @@ def test_the_largest_batch_that_fits_is_raced_even_off_the_powers_of_two(monkeyp
 class FakeWork:
     def __init__(self, *args):
         pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
 
     def step(self):
         pass
@@ -142,7 +154,7 @@ def test_race_windows_are_sized_from_a_second_step_and_hold_at_least_three(monke
     monkeypatch.setattr(search.timing, "StepTimer", FakeStepTimer)
     monkeypatch.setattr(search.energy, "Meter", FakeMeter)
     FakeStepTimer.windows = []
-    out = search.window(BASE, Candidate(batch_size=8, threads=1), torch.device("cpu"), engine.Protocol(), window_s)
+    out = search.window(BASE, Setting(batch_size=8, threads=1), torch.device("cpu"), Params(), window_s)
     assert FakeStepTimer.windows == [steps]  # paced by the second step (0.5 s), never fewer than 3 steps
     assert out.status == "ok" and out.extra["measured_steps"] == steps and out.extra["first_step_s"] == 4.0
     assert out.throughput_ci95_img_s > 0  # a window of one step would give a zero bootstrap interval
@@ -168,13 +180,14 @@ def test_guard_judge_and_failures():
     assert guard.judge(0.387, 0.2994, 0.10, reference_start=5.578).ok
     assert not guard.judge(5.5, 0.2994, 0.10, reference_start=5.578).ok
     assert not guard.judge(0.387, 0.2994, 0.10).ok  # a plain relative difference would reject it (29%)
-    verdicts = guard.check([("fp16", "nchw", "off")], lambda n: 1 / 0 if n[0] == "fp16" else (4.0, 3.0), 0.05)
+    verdicts = guard.check([("fp16", "nchw", "off")], lambda n: 1 / 0 if n[0] == "fp16" else (4.0, 3.0), 0.05,
+                           REFERENCE)
     assert not verdicts[("fp16", "nchw", "off")].ok and "ZeroDivisionError" in verdicts[("fp16", "nchw", "off")].reason
 
 
 def test_budget_is_shared_and_exhaustion_is_recorded():
     clock = FakeClock()
-    s, rows, evaluated, _ = make_search(settings=search.Settings(budget_s=1.0, confirm_top=1), clock=clock)
+    s, rows, evaluated, _ = make_search(settings={"tune_budget_s": 1.0, "tune_confirm_top": 1}, clock=clock)
     best = s.run()
     assert best["status"] == "ok" and best["budget_exhausted_in"]
     assert best["search_s"] >= 1.0
@@ -189,8 +202,8 @@ def test_speedup_interval():
 
 
 def test_roof_columns_with_and_without_measured_roofs():
-    c = Candidate(batch_size=8)
-    cfg = engine.Config(model="mnist_cnn", phase="train", batch_size=8, image_size=28, num_classes=10, in_channels=1)
+    c = Setting(batch_size=8)
+    cfg = engine.Config.of("mnist_cnn", "train", 28, 10, 1, batch_size=8)
     none = experiment.roof_columns(None, cfg, c, 10.0)
     assert math.isnan(none["compute_roof_pct"]) and "04_roofline did not run" in none["roof_note"]
     peaks = pd.DataFrame([{"kind": "measured", "precision": "fp32", "peak_gflops": 200.0, "bandwidth_gbs": 40.0,
@@ -245,7 +258,7 @@ class FakeSearch:
 
     searched: list = []
 
-    def __init__(self, base, sp, settings, identity, **injected):
+    def __init__(self, base, sp, p, identity, **injected):
         self.identity, self.sink = identity, injected["sink"]
 
     def run(self):
@@ -283,15 +296,15 @@ def test_a_rerun_with_other_search_params_searches_again(tmp_path, monkeypatch):
 
 def test_guard_loss_is_reproducible_and_channels_last_trains_the_same_network():
     cpu = torch.device("cpu")
-    cfg = engine.Config(model="mnist_cnn", phase="train", batch_size=8, image_size=28, num_classes=10, in_channels=1)
-    proto = engine.Protocol()
-    start, ref = guard.loss_after(cfg, cpu, proto, guard.REFERENCE, 4, 1)
-    assert guard.loss_after(cfg, cpu, proto, guard.REFERENCE, 4, 1)[1] == pytest.approx(ref, rel=1e-6)
-    cl = guard.loss_after(cfg, cpu, proto, ("fp32", "channels_last", "off"), 4, 1)[1]
+    cfg = engine.Config.of("mnist_cnn", "train", 28, 10, 1, batch_size=8, threads=1)
+    p = Params()
+    start, ref = guard.loss_after(cfg, cpu, p, 4)
+    assert guard.loss_after(cfg, cpu, p, 4)[1] == pytest.approx(ref, rel=1e-6)
+    cl = guard.loss_after(cfg.replace(memory_format="channels_last"), cpu, p, 4)[1]
     assert guard.judge(cl, ref, 0.05, start).ok
-    untrained = guard.loss_after(cfg, cpu, proto, guard.REFERENCE, 1, 1)[1]
+    untrained = guard.loss_after(cfg, cpu, p, 1)[1]
     assert untrained == pytest.approx(start) and not guard.judge(untrained, ref, 0.05, start).ok
-    ev = guard.loss_after(engine.Config(**{**cfg.__dict__, "phase": "eval"}), cpu, proto, guard.REFERENCE, 4, 1)
+    ev = guard.loss_after(cfg.replace(phase="eval"), cpu, p, 4)
     assert ev[0] == ev[1] and math.isfinite(ev[0])
 
 
@@ -319,7 +332,7 @@ def test_tuning_goal_compares_only_with_the_exact_published_device(device_name, 
 def test_confirmation_is_interleaved_in_rounds_and_its_interval_spans_them():
     """Issue 17: the default and the top candidates are confirmed in turn, round after round, so drift falls on
     all alike; the interval is over the rounds, not one round's windows."""
-    s, rows, _, confirmed = make_search(settings=search.Settings(budget_s=30, confirm_top=2, confirm_rounds=3))
+    s, rows, _, confirmed = make_search(settings={"tune_confirm_top": 2, "processes": 3})
     s.run()
     order = [c for c, _ in confirmed]
     assert len(order) == 9 and order[:3] == order[3:6] == order[6:]
@@ -332,8 +345,7 @@ def test_the_confirmation_probes_the_cpu_before_each_round_and_the_repeat_check_
     from cnnbench.measure import reproducibility
 
     speeds = iter([300.0, 320.0, 340.0])
-    s, rows, _, _ = make_search(settings=search.Settings(budget_s=30, confirm_top=1, confirm_rounds=3),
-                                probe=lambda: next(speeds))
+    s, rows, _, _ = make_search(settings={"tune_confirm_top": 1, "processes": 3}, probe=lambda: next(speeds))
     s.run()
     confirm = pd.DataFrame([r for r in rows if r["row_kind"] == "confirm"])
     assert set(confirm.probe_img_s) == {320.0}
@@ -374,14 +386,12 @@ def test_windows_of_the_same_shape_reuse_compiled_graphs(monkeypatch):
     SHAPES_PER_RESET reset."""
     import torch._dynamo as dynamo
 
-    from cnnbench.tuning import knobs
-
     resets = []
     monkeypatch.setattr(dynamo, "reset", lambda: resets.append(1))
     monkeypatch.setattr(knobs, "_compiled", {"mode": None, "shapes": set()})
 
     def window(mode, shape):
-        with knobs.applied(1, mode, shape):
+        with knobs.compiling(mode, shape):
             pass
         return len(resets)
 
@@ -395,13 +405,19 @@ def test_windows_of_the_same_shape_reuse_compiled_graphs(monkeypatch):
     assert len(resets) == 4 and window("default", "G") == 5  # a fifth shape past SHAPES_PER_RESET
 
 
-def test_search_windows_of_one_candidate_share_one_shape():
-    base = experiment.base_config(params.load(ROOT / "params" / "smoke.yaml"), "mnist_cnn", "train")
-    c = Candidate(batch_size=8, threads=1, compile_mode="default")
-    from cnnbench.tuning.knobs import shape_of
-
-    assert shape_of(search.config_for(base, c), 1) == shape_of(search.config_for(base, c.with_()), 1)
-    assert shape_of(search.config_for(base, c), 1) != shape_of(search.config_for(base, c.with_(batch_size=16)), 1)
+def test_windows_of_one_candidate_compile_under_one_shape(monkeypatch):
+    """A workload hands its configuration to the compile knob as the shape, so every rung's window of one
+    candidate reuses the graphs compiled for it and a change of batch size is a new shape."""
+    shapes = []
+    monkeypatch.setattr(knobs, "compiling", lambda mode, shape=None: shapes.append(shape) or
+                        __import__("contextlib").nullcontext())
+    c = Setting(batch_size=8, threads=1, compile="default", workers=0)
+    base = engine.Config.of("mnist_cnn", "train", 28, 10, 1)
+    monkeypatch.setattr(torch, "compile", lambda model, **k: model)
+    for setting in (c, c.with_(), c.with_(batch_size=16)):
+        with engine.Workload(base.replace(**setting), torch.device("cpu"), Params()):
+            pass
+    assert shapes[0] == shapes[1] != shapes[2] and shapes[0].batch_size == 8
 
 
 def test_07_opened_alone_searches_and_says_in_one_line_to_run_04_first(tmp_path):
@@ -427,13 +443,12 @@ def test_reused_graphs_are_real_dynamo_graphs_static_per_batch_size():
     from torch._dynamo.utils import counters
 
     from cnnbench import models
-    from cnnbench.tuning import knobs
 
     dynamo.reset()
     counters.clear()
     knobs._compiled.update(mode=None, shapes=set())
     for bs in (4, 4, 8, 4, 16):
-        with knobs.applied(1, "default", ("mnist_cnn", bs)):
+        with knobs.compiling("default", ("mnist_cnn", bs)):
             net = torch.compile(models.build("mnist_cnn", 10), backend="eager")
             net(torch.randn(bs, 1, 28, 28)).sum().backward()
     assert counters["stats"]["unique_graphs"] == 3  # 4, 8 and 16: a dynamic graph from 8 on would have served 16

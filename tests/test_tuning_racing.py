@@ -119,33 +119,42 @@ CAPTURE_OOM = ("CUDA error: operation failed due to a previous error during capt
                "asynchronously reported at some other API call, so the stacktrace below might be incorrect.")
 
 
-def test_out_of_memory_during_cuda_graph_capture_backs_off_like_an_oom(monkeypatch):
+def test_out_of_memory_during_cuda_graph_capture_backs_off_like_an_oom(monkeypatch, fake_gpu):
     """reduce-overhead captures CUDA graphs; an allocation failing inside the capture invalidates it and torch
     raises the capture error (cudaErrorStreamCaptureInvalidated), not OutOfMemoryError. The back-off must take
     it as out of memory and try a smaller batch."""
     import torch
 
+    from cnnbench.knobs import Setting
     from cnnbench.measure import engine
+    from cnnbench.params import Params
     from cnnbench.tuning import search
-    from cnnbench.tuning.space import Candidate
 
-    f = engine.failure(RuntimeError(CAPTURE_OOM))
+    cpu = torch.device("cpu")  # the fake GPU's (its rules are CUDA's)
+    f = engine.failure(RuntimeError(CAPTURE_OOM), cpu)
     assert f["status"] == "oom" and "capture" in f["error"]
-    assert engine.failure(RuntimeError("cudaErrorStreamCaptureInvalidated: operation failed"))["status"] == "oom"
-    assert engine.failure(RuntimeError("shape mismatch"))["status"] == "error"
+    assert engine.failure(RuntimeError("cudaErrorStreamCaptureInvalidated: operation failed"), cpu)["status"] == "oom"
+    assert engine.failure(RuntimeError("shape mismatch"), cpu)["status"] == "error"
 
     class FakeWorkload:
         def __init__(self, cfg, device, protocol, dataset=None):
-            if cfg.batch_size > 64:
-                raise RuntimeError(CAPTURE_OOM)
+            self.cfg = cfg
             self.step = lambda: None
+
+        def __enter__(self):
+            if self.cfg.batch_size > 64:
+                raise RuntimeError(CAPTURE_OOM)
+            return self
+
+        def __exit__(self, *exc):
+            return False
 
         def check_loss(self):
             return 1.0
 
     monkeypatch.setattr(engine, "Workload", FakeWorkload)
-    base = engine.Config("mnist_cnn", "train", 128, 28, 10, in_channels=1)
-    cand = Candidate(compile_mode="off", batch_size=256)
+    base = engine.Config.of("mnist_cnn", "train", 28, 10, 1, batch_size=128)
+    cand = Setting(batch_size=256)
     limit, tried = racing.fit_batch_size(
-        256, lambda bs: search.window(base, cand.with_(batch_size=bs), torch.device("cpu"), engine.Protocol(), 0.01))
+        256, lambda bs: search.window(base, cand.with_(batch_size=bs), cpu, Params(), 0.01))
     assert limit == 64 and [o.status for _, o in tried] == ["oom"] * 4 + ["ok"]  # 256 192 128 96 64

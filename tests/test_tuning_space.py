@@ -1,24 +1,26 @@
-"""Hardware detection and the search space it allows, with every skipped knob carrying its reason."""
+"""Hardware detection and the search space the knob declarations allow on it, with every skipped value carrying
+its reason (the same reason validation gives)."""
 
 import pytest
-import torch
 
-from cnnbench import devices
-from cnnbench.tuning import space
-from cnnbench.tuning.space import Candidate, Hardware
+from cnnbench import devices, knobs
+from cnnbench.devices import Hardware
+from cnnbench.knobs import Setting
+from cnnbench.params import Params
 
 ALL_P = ["fp32", "tf32", "bf16", "fp16"]
-ALL_C = list(space.COMPILE_MODES)
+ALL_C = list(knobs.KNOBS["compile"].values)
 AVX2 = frozenset({"sse4_2", "avx", "avx2", "fma"})
 
 
-def build(hw, data_mode="device", default=None, precisions=ALL_P, modes=ALL_C):
-    return space.build(hw, default or Candidate(batch_size=128, threads=hw.cores), precisions, modes, 32, 512,
-                       data_mode)
+def build(hw, data_mode="device", default=None, precisions=ALL_P, modes=ALL_C, lo=32, hi=512):
+    p = Params(data_mode=data_mode, tune_precisions=precisions, tune_compile_modes=modes, tune_min_batch_size=lo,
+               tune_max_batch_size=hi)
+    return knobs.space(hw, default or Setting(batch_size=128, threads=hw.cores, data_mode=data_mode), p)
 
 
 def reasons(sp):
-    return {(s.knob, s.value): s.reason for s in sp.skipped}
+    return {(k, v): why for k, v, why in sp.skipped}
 
 
 def test_cpu_isa_and_native_bf16_from_flags():
@@ -27,7 +29,7 @@ def test_cpu_isa_and_native_bf16_from_flags():
     assert devices.native_bf16(devices.cpu_isa(flags))
     assert devices.native_bf16({"amx_bf16", "amx_tile"}) and devices.native_bf16({"asimd", "bf16"})
     assert not devices.native_bf16(AVX2) and not devices.native_bf16({"avx512f", "avx512bw"})
-    assert devices.cuda_capability(torch.device("cpu")) is None
+    assert devices.backend("cpu").hardware().capability is None
 
 
 def test_avx2_only_cpu_leaves_bf16_out_with_the_reason():
@@ -37,16 +39,16 @@ def test_avx2_only_cpu_leaves_bf16_out_with_the_reason():
     r = reasons(sp)
     assert "AVX2-only" in r[("precision", "bf16")] and "emulated and slow" in r[("precision", "bf16")]
     assert "Ampere" in r[("precision", "tf32")] and "CUDA and MPS" in r[("precision", "fp16")]
-    assert sp.values["compile_mode"] == ["off", "default"]  # max-autotune: out of a 2-core host's compile budget
-    assert "CUDA graphs" in r[("compile_mode", "reduce-overhead")]
+    assert sp.values["compile"] == ["off", "default"]  # max-autotune: out of a 2-core host's compile budget
+    assert "CUDA graphs" in r[("compile", "reduce-overhead")]
     assert sp.values["threads"] == [1, 2] and sp.values["memory_format"] == ["nchw", "channels_last"]
     assert sp.values["batch_size"] == [32, 64, 128, 256, 512]
-    assert ("workers, pin_memory", "all") in r  # device mode: no loader knobs
+    assert ("workers", "other values") in r and ("pin_memory", "other values") in r  # device mode: no loader
 
 
 def test_native_bf16_cpu_searches_bf16_and_many_cores_get_power_of_two_threads():
     hw = Hardware("cpu", "Xeon", cores=12, isa=frozenset({"avx2", "avx512f", "avx512_bf16", "amx_bf16"}))
-    sp = build(hw, default=Candidate(threads=12))
+    sp = build(hw, default=Setting(threads=12))
     assert sp.values["precision"] == ["fp32", "bf16"]
     assert sp.values["threads"] == [1, 2, 4, 8, 12]
 
@@ -54,55 +56,56 @@ def test_native_bf16_cpu_searches_bf16_and_many_cores_get_power_of_two_threads()
 def test_cuda_capability_decides_tf32_and_bf16():
     ampere = build(Hardware("cuda", "NVIDIA H100", cores=16, capability=(9, 0), triton=True))
     assert ampere.values["precision"] == ALL_P
-    assert ampere.values["compile_mode"] == ALL_C
+    assert ampere.values["compile"] == ALL_C
     assert ampere.values["threads"] == [16]  # not searched on a GPU, with the reason
-    assert "runs on cuda" in reasons(ampere)[("threads", "1..cores")]
+    assert "runs on cuda" in reasons(ampere)[("threads", "other values")]
     turing = build(Hardware("cuda", "Tesla T4", cores=2, capability=(7, 5), triton=True))
     assert turing.values["precision"] == ["fp32", "fp16"]
     assert "(7, 5)" in reasons(turing)[("precision", "tf32")]
     no_triton = build(Hardware("cuda", "T4", cores=2, capability=(7, 5), triton=False))
-    assert no_triton.values["compile_mode"] == ["off"]
+    assert no_triton.values["compile"] == ["off"]
 
 
 def test_mps_and_missing_compiler():
     sp = build(Hardware("mps", "Apple M3 GPU (MPS)", cores=8))
     assert sp.values["precision"] == ["fp32", "bf16", "fp16"]
-    assert sp.values["compile_mode"] == ["off", "default"]
+    assert sp.values["compile"] == ["off", "default"]
     sp = build(Hardware("cpu", "cpu", cores=2, isa=AVX2, cxx=False))
-    assert sp.values["compile_mode"] == ["off"]
-    assert "C++ compiler" in reasons(sp)[("compile_mode", "default")]
+    assert sp.values["compile"] == ["off"]
+    assert "C++ compiler" in reasons(sp)[("compile", "default")]
 
 
 def test_params_restrict_the_space_and_say_so():
     hw = Hardware("cuda", "H100", cores=16, capability=(9, 0), triton=True)
     sp = build(hw, precisions=["fp32", "bf16"], modes=["off"])
-    assert sp.values["precision"] == ["fp32", "bf16"] and sp.values["compile_mode"] == ["off"]
+    assert sp.values["precision"] == ["fp32", "bf16"] and sp.values["compile"] == ["off"]
     r = reasons(sp)
     assert r[("precision", "fp16")] == "not in tune_precisions"
-    assert r[("compile_mode", "max-autotune")] == "not in tune_compile_modes"
+    assert r[("compile", "max-autotune")] == "not in tune_compile_modes"
 
 
 def test_loader_mode_searches_workers_and_pinning_on_cuda():
     sp = build(Hardware("cuda", "H100", cores=4, capability=(9, 0), triton=True), data_mode="loader",
-               default=Candidate(workers=2, pin_memory=True, threads=4))
-    assert sp.values["workers"] == [0, 1, 2, 4] and sp.values["pin_memory"] == [False, True]
-    sp = build(Hardware("cpu", "cpu", cores=2, isa=AVX2), data_mode="loader")
-    assert sp.values["pin_memory"] == [False] and ("pin_memory", "True") in reasons(sp)
+               default=Setting(workers=2, pin_memory=True, threads=4, data_mode="loader"))
+    assert sp.values["workers"] == [0, 1, 2, 4] and sorted(sp.values["pin_memory"]) == [False, True]
+    sp = build(Hardware("cpu", "cpu", cores=2, isa=AVX2), data_mode="loader",
+               default=Setting(pin_memory=False, threads=2, data_mode="loader"))
+    assert sp.values["pin_memory"] == [False] and "CUDA" in reasons(sp)[("pin_memory", "other values")]
 
 
 def test_default_is_always_in_and_rows_are_tidy():
     hw = Hardware("cpu", "AMD EPYC", cores=2, isa=AVX2)
-    sp = space.build(hw, Candidate(batch_size=100, threads=2), ["fp32"], ["off"], 32, 128)
+    sp = build(hw, default=Setting(batch_size=100, threads=2), precisions=["fp32"], modes=["off"], hi=128)
     assert 100 in sp.values["batch_size"]
     rows = sp.rows(hw)
-    assert {r["knob"] for r in rows} >= {"precision", "compile_mode", "batch_size"}
+    assert {r["knob"] for r in rows} >= {"precision", "compile", "batch_size"}
     assert all(r["reason"] for r in rows if not r["searched"])
     assert all(r["device_name"] == "AMD EPYC" for r in rows)
 
 
 @pytest.mark.parametrize("kind", ["cpu"])
 def test_detect_reads_this_machine(kind):
-    hw = Hardware.detect(torch.device(kind))
+    hw = devices.backend(kind).hardware()
     assert hw.kind == "cpu" and hw.cores >= 1 and hw.isa == devices.cpu_isa()
 
 
@@ -110,28 +113,24 @@ def test_max_autotune_is_out_of_the_compile_budget_on_a_small_gpu_or_a_two_core_
     """Issue 19: on Colab's T4 (40 SMs, 2 vCPUs = 1 core) max-autotune compiles for minutes and, below Inductor's
     68 SMs, autotunes no GEMM: skipped with the reason; a big GPU on a big host keeps it."""
     t4 = build(Hardware("cuda", "Tesla T4", cores=1, capability=(7, 5), triton=True, sms=40))
-    assert t4.values["compile_mode"] == ["off", "default", "reduce-overhead"]
-    reason = {s.value: s.reason for s in t4.skipped if s.knob == "compile_mode"}["max-autotune"]
+    assert t4.values["compile"] == ["off", "default", "reduce-overhead"]
+    reason = reasons(t4)[("compile", "max-autotune")]
     assert "68+ SMs" in reason and "40-SM" in reason
     cpu = build(Hardware("cpu", "AMD EPYC", cores=2, isa=AVX2))
-    assert "max-autotune" not in cpu.values["compile_mode"]
-    assert "2 host core(s)" in {s.value: s.reason for s in cpu.skipped if s.knob == "compile_mode"}["max-autotune"]
+    assert "max-autotune" not in cpu.values["compile"]
+    assert "2 host core(s)" in reasons(cpu)[("compile", "max-autotune")]
     h100 = build(Hardware("cuda", "NVIDIA H100", cores=16, capability=(9, 0), triton=True, sms=132))
-    assert "max-autotune" in h100.values["compile_mode"]
+    assert "max-autotune" in h100.values["compile"]
 
 
 def test_cudnn_benchmark_is_searched_on_cuda_only_and_defaults_on():
-    assert Candidate().cudnn_benchmark is True
+    assert Setting().cudnn_benchmark is True
     cuda = build(Hardware("cuda", "NVIDIA H100", cores=8, capability=(9, 0), triton=True))
     assert cuda.values["cudnn_benchmark"] == [True, False]
     cpu = build(Hardware("cpu", "AMD EPYC", cores=2, isa=AVX2))
     assert cpu.values["cudnn_benchmark"] == [True]
-    assert "cuDNN" in reasons(cpu)[("cudnn_benchmark", "False")]
-    assert "cudnn.benchmark=off" in Candidate(cudnn_benchmark=False).label
-    from cnnbench.measure import engine
-    from cnnbench.tuning import search
-
-    assert search.protocol_for(engine.Protocol(), Candidate(cudnn_benchmark=False)).cudnn_benchmark is False
+    assert "cuDNN" in reasons(cpu)[("cudnn_benchmark", "other values")]
+    assert "cudnn.benchmark=off" in Setting(cudnn_benchmark=False).label
 
 
 @pytest.mark.parametrize("torch_v, macos, precision, needle", [
@@ -150,12 +149,11 @@ def test_mps_precisions_the_installed_torch_or_macos_lacks_are_skipped_with_the_
     assert {"fp16", "bf16"} <= set(new.values["precision"])
 
 
-def test_engine_row_of_a_precision_this_torch_lacks_is_unavailable_not_error(monkeypatch):
+def test_engine_row_of_a_precision_this_torch_lacks_is_unavailable_not_error():
     from cnnbench.measure import engine
 
-    monkeypatch.setattr(devices, "TORCH_VERSION", (2, 4))
-    monkeypatch.setattr(devices, "macos_version", lambda: (15, 0))
-    f = engine.failure(devices.Unavailable(devices.precision_unavailable(torch.device("mps"), "fp16")))
+    mps = Hardware("mps", "Apple M3 GPU (MPS)", cores=6, torch_version=(2, 4), macos=(15, 0))
+    f = engine.failure(devices.Unavailable(knobs.lacks("precision", "fp16", mps)))
     assert f["status"] == "unavailable" and "torch 2.5" in f["error"]
-    assert devices.precision_unavailable(torch.device("cuda"), "fp16") == ""
-    assert devices.precision_unavailable(torch.device("cpu"), "fp32") == ""
+    assert knobs.lacks("precision", "fp16", Hardware("cuda", "T4", cores=2, capability=(7, 5))) == ""
+    assert knobs.lacks("precision", "fp32", devices.backend("cpu").hardware()) == ""

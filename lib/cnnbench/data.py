@@ -468,3 +468,24 @@ def cycle(dl: DataLoader) -> Iterator:
             size = len(dl.dataset) if hasattr(dl.dataset, "__len__") else "?"
             raise DataError(f"a pass over the data yielded no batch (dataset of {size} images, batch size "
                             f"{dl.batch_size}, last partial batch dropped)")
+
+
+def for_configs(p):
+    """``Config -> Dataset`` for configurations on real data (None: synthetic, made by the engine)."""
+    cache: dict = {}
+
+    def dataset_for(cfg):
+        if cfg.dataset == "synthetic":
+            return None
+        split = "train" if cfg.phase == "train" else "val"
+        key = (cfg.dataset, split, cfg.in_channels, cfg.image_size)
+        if key not in cache:
+            ds = open_dataset(cfg.dataset, p.data_path, split, cfg.in_channels, cfg.image_size, p.download)
+            from cnnbench.models import spec  # a model's own head is allowed, as seed 003 trained one
+
+            if num_classes(ds) != cfg.num_classes != spec(cfg.model).reference_classes:
+                raise DataError(f"{cfg.dataset} has {num_classes(ds)} classes; set num_classes to match")
+            cache[key] = ds
+        return cache[key]
+
+    return dataset_for

@@ -39,28 +39,6 @@ def git_commit() -> dict[str, str | bool | None]:
         return {"git_commit": None, "git_dirty": None}
 
 
-def nvidia_info(device: torch.device) -> dict:
-    props = torch.cuda.get_device_properties(device)
-    info = {
-        "gpu_name": props.name,
-        "gpu_memory_gb": round(props.total_memory / 2**30, 2),
-        "gpu_compute_capability": f"{props.major}.{props.minor}",
-        "gpu_multiprocessors": props.multi_processor_count,
-        "gpu_driver": None,
-    }
-    try:
-        import pynvml
-
-        pynvml.nvmlInit()
-        info["gpu_driver"] = pynvml.nvmlSystemGetDriverVersion()
-        handle = devices.nvml_handle(device, pynvml)
-        info["gpu_power_limit_w"] = pynvml.nvmlDeviceGetEnforcedPowerLimit(handle) / 1000
-        info["gpu_max_sm_clock_mhz"] = pynvml.nvmlDeviceGetMaxClockInfo(handle, pynvml.NVML_CLOCK_SM)
-    except Exception as err:  # telemetry is optional: record why it is missing
-        info["gpu_driver_error"] = f"{type(err).__name__}: {err}"
-    return info
-
-
 ISA_PREFIXES = ("avx2", "avx512", "amx", "fma", "asimd", "sve")  # the vector/matrix extensions torch kernels use
 HOST_KEYS = ("cpu_model", "cpu_physical_cores", "cpu_logical_cores", "cpu_isa", "ram_gb", "gpu_name",
              "gpu_memory_gb", "gpu_driver", "apple_chip")
@@ -68,7 +46,7 @@ HOST_KEYS = ("cpu_model", "cpu_physical_cores", "cpu_logical_cores", "cpu_isa", 
 
 def cpu_isa(flags: frozenset[str] | None = None) -> str:
     """The CPU's vector and matrix extensions (avx2, avx512*, amx*, ...), sorted, space-separated."""
-    flags = devices.cpu_flags() if flags is None else flags
+    flags = devices.cpu_features() if flags is None else flags
     return " ".join(sorted(f for f in flags if f.startswith(ISA_PREFIXES)))
 
 
@@ -91,7 +69,7 @@ def host_fingerprint(env: dict) -> dict:
 
 def capture(device: torch.device, params: dict | None = None) -> dict:
     """Everything needed to interpret a measurement taken on ``device``."""
-    mem = psutil.virtual_memory()
+    mem, backend = psutil.virtual_memory(), devices.backend(device)
     env = {
         "schema_version": cnnbench.SCHEMA_VERSION,
         "cnnbench": cnnbench.__version__,
@@ -103,23 +81,22 @@ def capture(device: torch.device, params: dict | None = None) -> dict:
         "torchvision": torchvision.__version__,
         "cuda_runtime": torch.version.cuda,
         "cudnn": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None,
-        "device_kind": device.type,
-        "device_name": devices.device_name(device),
+        "device_kind": backend.kind,
+        "device_name": backend.name(),
         "cpu_model": devices.cpu_model(),
         "cpu_arch": platform.machine(),
         "cpu_physical_cores": devices.physical_cores(),
         "cpu_logical_cores": psutil.cpu_count(logical=True),
         "cpu_isa": cpu_isa(),
-        "cpu_bf16_native": devices.cpu_has_bf16(),
+        "cpu_bf16_native": devices.native_bf16(),
         "torch_threads": torch.get_num_threads(),
         "ram_gb": round(mem.total / 2**30, 2),
         "mps_built": bool(getattr(torch.backends, "mps", None)) and torch.backends.mps.is_built(),
-        "mps_available": devices.mps_available(),
+        "mps_available": "mps" in devices.available(),
         **git_commit(),
     }
-    if device.type == "cuda":
-        env.update(nvidia_info(device))
-    if device.type == "mps" or platform.system() == "Darwin":
+    env.update(backend.environment())
+    if platform.system() == "Darwin":
         env["apple_chip"] = devices.cpu_model()
     env.update(host_fingerprint(env))
     if params is not None:

@@ -1,16 +1,11 @@
 """How long will this take? The expected time of each notebook and, while one runs, the time left for it and for
 the whole run.
 
-A notebook's expected time is, first, how long it took in this run folder before (the ``timings`` table the
-pipeline keeps, one row per notebook that finished), else in the latest run beside it with the same params file
-(:func:`sibling_record`), else how long it took in the committed example run where
-this run repeats it (:func:`example_record`), else a model of time from the protocol's budgets
-(:func:`budget_s`: per notebook, the configurations it measures x the seconds its protocol gives each, plus fixed
-costs such as the kernel's start, so that a first run has an estimate for every notebook); a notebook none of these
-knows has no estimate, and the run's remaining time then says "at least". While 02 or 03 runs, once processes have finished, its time left is
-extrapolated from them: elapsed / processes done x processes left of the ``planned`` ones (:func:`planned`,
-the least processes; ``adapt_budget_s`` may add more). :class:`Remaining` is pure: the clock is an argument, so tests drive it
-with a fake one.
+A notebook's expected time is how long it took in this run folder before (its ``timings`` table), else
+in the latest run beside it with the same params file (:func:`sibling_record`), else in the committed example
+where this run repeats it (:func:`example_record`), else a model of time from the protocol's budgets
+(:func:`budget_s`); else it has none. :class:`Remaining` revises them by this run's pace; it is pure: the
+clock is an argument.
 """
 
 from __future__ import annotations
@@ -24,31 +19,27 @@ RECORD, EXAMPLE = "earlier run", "the committed example on a 2-core CPU"
 BUDGET = "the budgets: configurations x protocol + start-up, a rough estimate"
 EXAMPLE_RUN = "examples/example-cpu-2core"  # under the workbook's root; its executed notebooks hold its times
 # Keys that do not change what a run measures or how long it takes (names, paths, the notebook list).
-_NOT_TIMED = (
-    "run_name",
-    "params_file",
-    "overrides",
-    "device",
-    "expect_device",
-    "notebooks",
-    "analysis_runs",
-    "cell_timeout_s",
-    "data_path",
-    "transfer_data_path",
-    "scratch_data_path",
-)
+_NOT_TIMED = ("run_name", "params_file", "overrides", "device", "expect_device", "notebooks", "analysis_runs",
+              "cell_timeout_s", "data_path", "transfer_data_path", "scratch_data_path")
+PACE_MIN_S = 30.0  # expected seconds of finished notebooks before their pace revises the other estimates
+PACE_BAND = 0.10  # a pace less than 10% slower than the estimates leaves them as they are
 PROCESS_LINE = re.compile(r": process \d+/\d+ ")  # cnnbench.progress.process_line
 
 
-def planned(p, notebook: str) -> int:
-    """Worker processes ``notebook`` runs at least (02, 03: configurations x ``processes``; others 0)."""
+def _configs(p, notebook: str) -> list:
+    """The configurations 02 or 03 measures in worker processes ([] for the other notebooks)."""
     from cnnbench import scenarios
 
     if notebook == "02_scenario_a":
-        return len(scenarios.scenario_a_configs(p)) * p.processes
-    if notebook == "03_batch_sweep" and p.sweep:
-        return len(scenarios.sweep_configs(p)) * p.processes
-    return 0
+        return scenarios.scenario_a_configs(p)
+    return scenarios.sweep_configs(p) if notebook == "03_batch_sweep" and p.sweep else []
+
+
+def planned(p, notebook: str) -> tuple[int, float]:
+    """Worker processes ``notebook`` runs at least (configurations x ``processes``) and the seconds it may
+    spend on more (``adapt_budget_s``)."""
+    n = len(_configs(p, notebook))
+    return (n * p.processes, p.adapt_budget_s) if n else (0, 0.0)
 
 
 # The budget model of a first run (no record, no earlier run, no example): rough figures for a 2-core CPU, each
@@ -84,18 +75,13 @@ def _runs_on(name: str, kind: str) -> bool:
 def budget_model(p, notebook: str, kind: str = "cpu") -> tuple[int, float, float] | None:
     """``notebook``'s model of time from the protocol on a ``kind`` device (cpu, cuda, mps): (configurations it
     measures, seconds per configuration, fixed seconds), or None for a notebook this model does not know."""
-    from cnnbench import scenarios
-
     step_s = STEP_S.get(kind, STEP_S["cpu"])
-
     if notebook == "00_setup":
         return 0, 0.0, KERNEL_S
     if notebook == "01_complexity":
         return len(p.models), COUNT_S, KERNEL_S
     if notebook in ("02_scenario_a", "03_batch_sweep"):
-        configs = scenarios.scenario_a_configs(p) if notebook == "02_scenario_a" else scenarios.sweep_configs(p)
-        if notebook == "03_batch_sweep" and not p.sweep:
-            configs = []
+        configs = _configs(p, notebook)
         return len(configs), p.processes * _process_s(p, step_s), KERNEL_S + (p.adapt_budget_s if configs else 0.0)
     if notebook == "04_roofline":
         return len(p.models) * len(p.phases), LAYERS_S, KERNEL_S + p.peak_repeats * PEAKS_S
@@ -126,10 +112,7 @@ def budget_s(p, notebook: str, kind: str = "cpu") -> float | None:
     """Seconds ``notebook`` is expected to take by :func:`budget_model` (configurations x seconds each + fixed
     costs), the estimate of a first run that has nothing measured to go by; None for a notebook it does not know."""
     model = budget_model(p, notebook, kind)
-    if model is None:
-        return None
-    configs, each, fixed = model
-    return configs * each + fixed
+    return None if model is None else model[0] * model[1] + model[2]
 
 
 def example_record(p, device_kind: str, example_dir) -> dict[str, float]:
@@ -184,29 +167,21 @@ def sibling_record(run_dir, params_file_name: str) -> tuple[str, dict[str, float
     try:
         with best.open(newline="") as f:
             for row in csv.DictReader(f):  # appended in order: the last row of a notebook is its latest time
-                took = _float(row.get("duration_s"))
-                if row.get("notebook") and took is not None:
+                try:
+                    took = float(row.get("duration_s"))
+                except (TypeError, ValueError):
+                    continue
+                if row.get("notebook") and math.isfinite(took) and took >= 0:
                     out[row["notebook"]] = took
     except (OSError, UnicodeDecodeError, csv.Error):
         return "", {}
     return (best.parent.name, out) if out else ("", {})
 
 
-def _float(text) -> float | None:
-    try:
-        value = float(text)
-    except (TypeError, ValueError):
-        return None
-    return value if math.isfinite(value) and value >= 0 else None
-
-
-def expected_times(
-    notebooks,
-    record: Mapping[str, float],
-    budgets: Mapping[str, float | None],
-    example: Mapping[str, float] | None = None,
-    sibling: tuple[str, Mapping[str, float]] | None = None,
-) -> dict[str, tuple[float | None, str]]:
+def expected_times(notebooks, record: Mapping[str, float], budgets: Mapping[str, float | None],
+                   example: Mapping[str, float] | None = None,
+                   sibling: tuple[str, Mapping[str, float]] | None = None,
+                   ) -> dict[str, tuple[float | None, str]]:
     """Per notebook: (expected seconds or None, where the figure comes from: RECORD, the sibling run's name,
     EXAMPLE, BUDGET or "")."""
     out, example = {}, example or {}
@@ -236,29 +211,31 @@ def duration(seconds: float | None) -> str:
 
 
 class Remaining:
-    """The time left of a run of ``expected`` notebooks (name -> (seconds or None, source)), by ``clock``."""
+    """The time left of a run of ``expected`` notebooks (name -> (seconds or None, source)), by ``clock``.
 
-    def __init__(
-        self,
-        expected: Mapping[str, tuple[float | None, str]],
-        clock: Callable[[], float] = time.monotonic,
-        planned: Mapping[str, int] | None = None,
-    ):
-        self.expected, self.clock, self.planned = dict(expected), clock, dict(planned or {})
-        self.processes_done, self.process_times = 0, []
-        self.order = list(expected)
-        self.current: str | None = None
-        self.started = 0.0
-        self.took: dict[str, float] = {}
+    ``planned``: name -> its least worker processes, or (processes, seconds it may add after them: its
+    ``adapt_budget_s``). Every figure is revised by the pace of this run: a running notebook's by its own
+    finished processes, the others' by :meth:`pace`. A notebook still running past its estimate says by how
+    much, never "0s left"; the run's figure then is a lower bound."""
+
+    def __init__(self, expected: Mapping[str, tuple[float | None, str]],
+                 clock: Callable[[], float] = time.monotonic,
+                 planned: Mapping[str, int | tuple[int, float]] | None = None):
+        self.expected, self.clock = dict(expected), clock
+        self.planned = {k: v if isinstance(v, tuple) else (v, 0.0) for k, v in (planned or {}).items()}
+        self.order, self.current, self.started, self.took = list(expected), None, 0.0, {}
+        self.process_times: list[float] = []
 
     def start(self, notebook: str) -> str:
         """Mark ``notebook`` started; returns its line: the expected time and where it comes from."""
-        self.current, self.started, self.processes_done = notebook, self.clock(), 0
-        self.process_times: list[float] = []
+        self.current, self.started, self.process_times = notebook, self.clock(), []
         secs, source = self.expected.get(notebook, (None, ""))
         if secs is None:
-            return f"{notebook}: no estimate (no earlier run of it here, no time budget)"
-        return f"{notebook}: expected {duration(secs)} (from {source}); run: {self.run_text()} left"
+            return f"{notebook}: no estimate (no earlier run of it here, no time budget); {self.run_part()}"
+        pace = self.pace()
+        why = f"from {source}" if pace == 1.0 else \
+            f"{duration(secs)} from {source}, x{pace:.2f} at this run's pace"
+        return f"{notebook}: expected {duration(secs * pace)} ({why}); {self.run_part()}"
 
     def finish(self, notebook: str) -> float:
         """Mark ``notebook`` finished; returns how long it took."""
@@ -269,52 +246,69 @@ class Remaining:
     def seen(self, line: str) -> None:
         """A progress line of the running notebook: one more process done if it is a process's line."""
         if PROCESS_LINE.search(line):
-            self.processes_done += 1
             self.process_times.append(self.clock())
 
     def elapsed(self) -> float:
         return self.clock() - self.started if self.current else 0.0
 
+    def pace(self) -> float:
+        """Seconds the finished notebooks took per second of their estimates: the factor on every estimate
+        not yet measured in this run. 1.0 until they were expected to take ``PACE_MIN_S``, and while under 1 +
+        ``PACE_BAND`` (a faster pace is not carried over: a resumed notebook keeps its rows in seconds)."""
+        done = [(took, self.expected[n][0]) for n, took in self.took.items() if self.expected[n][0]]
+        expected = sum(e for _, e in done)
+        factor = sum(t for t, _ in done) / expected if expected >= PACE_MIN_S else 1.0
+        return factor if factor > 1 + PACE_BAND else 1.0
+
     def notebook_left(self) -> float | None:
-        """Seconds left of the running notebook: extrapolated from its finished processes where it has planned
-        ones (from the pace between the first and the latest once two are done, so the kernel's start-up before
-        the first is not counted again for every process), else its expected time less its elapsed time (0 once
-        it overran)."""
-        todo, done, times = self.planned.get(self.current, 0), self.processes_done, self.process_times
-        if todo and done:
+        """Seconds left of the running notebook, negative once it is past its estimate; None without one.
+        With planned processes done: from their pace (between the first and the latest once two are done, so
+        the kernel's start-up is not counted again for each), after the last planned one from the seconds it
+        may add (and one process that starts at their end); else its expected time at this run's pace less its
+        elapsed."""
+        (todo, after), times = self.planned.get(self.current, (0, 0.0)), self.process_times
+        if todo and times:
+            done, now = len(times), self.clock()
             pace = (times[-1] - times[0]) / (done - 1) if done > 1 else times[0] - self.started
-            return max(pace * (todo - done) - (self.clock() - times[-1]), 0.0)
+            if done < todo:
+                return pace * (todo - done) - (now - times[-1])
+            return after + pace - (now - times[todo - 1])
         secs = self.expected.get(self.current, (None, ""))[0] if self.current else None
-        return None if secs is None else max(secs - self.elapsed(), 0.0)
+        return None if secs is None else secs * self.pace() - self.elapsed()
 
     def run_left(self) -> tuple[float, bool]:
-        """Seconds left of the whole run, and whether that is complete (False: some notebook has no estimate, so
-        the figure is a lower bound)."""
-        left, complete = 0.0, True
+        """Seconds left of the whole run, and whether that is complete (False: a notebook has no estimate or
+        is past it, so the figure is a lower bound)."""
+        left, complete, pace = 0.0, True, self.pace()
         for name in self.order:
             if name in self.took:
                 continue
-            if name == self.current:
-                now = self.notebook_left()
-            else:
-                now = self.expected[name][0]
-            if now is None:
+            now = self.notebook_left() if name == self.current else self.expected[name][0]
+            if now is None or now <= 0:
                 complete = False
             else:
-                left += now
+                left += now if name == self.current else now * pace
         return left, complete
 
     def run_text(self) -> str:
         left, complete = self.run_left()
-        return ("" if complete else "at least ") + duration(left)
+        if not complete:
+            return f"at least {duration(left)}" if left >= 1 else "?"
+        return duration(max(left, 1) if left > 0 else 0.0)  # never "0s" while something is left
+
+    def run_part(self) -> str:
+        """``run: <time> left``, and why it differs from the estimates where this run's pace revised them."""
+        pace = self.pace()
+        note = "" if pace == 1.0 else f" (revised: this run's work so far took {pace:.2f}x its estimates)"
+        return f"run: {self.run_text()} left{note}"
 
     def line(self) -> str:
-        """The tqdm-style line while a notebook runs: elapsed<left for the notebook, then the run's time left."""
-        name = self.current or ""
-        secs = self.expected.get(name, (None, ""))[0]
-        todo = self.planned.get(name, 0)
-        over = secs is not None and self.elapsed() > secs and not (todo and self.processes_done)
-        nb = "over its estimate" if over else f"{duration(self.notebook_left())} left"
+        """The tqdm-style line while a notebook runs: elapsed and left for the notebook, then for the run."""
+        name, left = self.current or "", self.notebook_left()
+        todo, done = self.planned.get(name, (0, 0.0))[0], len(self.process_times)
+        nb = "? left" if left is None else f"{duration(max(left, 1))} left" if left > 0 else \
+            f"past its estimate by {duration(-left)}"
         if todo:
-            nb += f" ({min(self.processes_done, todo)}/{todo} processes)"
-        return f"{name} {duration(self.elapsed())} elapsed, {nb}; run: {self.run_text()} left"
+            more = f" + {done - todo} for wide intervals" if done > todo else ""
+            nb += f" ({min(done, todo)}/{todo} processes{more})"
+        return f"{name} {duration(self.elapsed())} elapsed, {nb}; {self.run_part()}"

@@ -23,6 +23,7 @@ steps (``page_faults_per_step``).
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import ctypes.util
 import functools
@@ -45,17 +46,32 @@ def _libc():
         return None
 
 
-def apply(policy: str) -> str:
-    """Put ``policy`` (one of :data:`HEAPS`) in force for this process; returns the setting now in force.
+_DEFAULTS = {_M_MMAP_MAX: 65536, _M_TRIM_THRESHOLD: 128 * 1024}  # glibc's own values (malloc/malloc.c)
 
-    ``keep`` where the C library has no such switch returns ``system``. ``system`` after ``keep`` in the same
-    process cannot undo it (memory already kept stays kept) and returns ``keep``."""
+
+def apply(policy: str) -> str:
+    """Put ``policy`` (one of :data:`HEAPS`) in force for this process; returns the setting now in force
+    (``keep`` where the C library has no such switch is ``system``). ``system`` after ``keep`` sets glibc's
+    default thresholds again (memory already kept stays in the process until freed)."""
     if policy not in HEAPS:
         raise ValueError(f"host heap {policy!r}; allowed: {', '.join(HEAPS)}")
-    if policy == "keep" and _state["applied"] != "keep" and (libc := _libc()) is not None:
-        if libc.mallopt(_M_MMAP_MAX, 0) and libc.mallopt(_M_TRIM_THRESHOLD, -1):
-            _state["applied"] = "keep"
+    libc = _libc()
+    if policy != _state["applied"] and libc is not None:
+        values = {_M_MMAP_MAX: 0, _M_TRIM_THRESHOLD: -1} if policy == "keep" else _DEFAULTS
+        if all(libc.mallopt(option, value) for option, value in values.items()):
+            _state["applied"] = policy
     return _state["applied"]
+
+
+@contextlib.contextmanager
+def applied(policy: str):
+    """``policy`` in force for the block, the setting before it restored after."""
+    before = _state["applied"]
+    apply(policy)
+    try:
+        yield
+    finally:
+        apply(before)
 
 
 def supported() -> bool:

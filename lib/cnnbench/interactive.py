@@ -8,6 +8,7 @@ report needs no widget state.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import io
 import math
 import os
@@ -15,12 +16,10 @@ import threading
 import time
 import traceback
 from collections.abc import Callable
-from dataclasses import asdict
 
 import pandas as pd
-import torch
 
-from cnnbench import devices, params, plots, results, scenarios, tables
+from cnnbench import devices, knobs, plots, results, tables
 from cnnbench.measure import engine, timing
 from cnnbench.progress import headless
 
@@ -60,32 +59,36 @@ def quick_measure(run, model: str, batch_size: int, precision: str, data_mode: s
     ``explore_window_s``, repeated until the 95% interval is within ``explore_ci_pct`` % or ``explore_max_s``
     has passed (then ``noisy`` is true). Appended to ``explore.csv``; ``on_progress(fraction, text)``."""
     p, dev = run.params, devices.resolve(device)
+    b = devices.backend(dev)
     say = on_progress or (lambda fraction, text: None)
-    _, channels, size, classes = scenarios.model_data(p, model)
-    cfg = engine.Config(model, "train", batch_size, size, classes, channels, precision, "nchw", False, data_mode)
-    protocol = engine.Protocol(workers=p.workers, synthetic_images=max(p.synthetic_images, batch_size), seed=p.seed)
-    row = {**asdict(cfg), "device_kind": dev.type, "device_name": devices.device_name(dev),
-           "threads": torch.get_num_threads(), "status": "ok", "error": "",
+    cfg = engine.config(p, model, "train", {"precision": precision}, batch_size=batch_size, data_mode=data_mode,
+                        threads=run.threads)
+    p = dataclasses.replace(p, synthetic_images=max(p.synthetic_images, batch_size))
+    row = {**cfg.replace(**knobs.in_force(cfg.setting, b)).columns(), "device_kind": b.kind,
+           "device_name": b.name(), "status": "ok", "error": "",
            "timestamp": pd.Timestamp.now(tz="UTC").isoformat(timespec="seconds")}
     try:
-        say(0.0, f"building {model} on {dev.type}")
-        work = engine.Workload(cfg, dev, protocol)
-        warm = _warm_up(work.step, dev, p.explore_warmup_s, lambda f: say(0.0, f"warming up {f:.0%}"))
-        row.update(warmup_steps=len(warm), measured_steps=max(2, math.ceil(p.explore_window_s / max(min(warm), 1e-6))))
-        timer = timing.StepTimer(dev)
+        if why := knobs.lacks("precision", precision, b.hardware()):  # the answer validation and 07 give
+            raise devices.Unavailable(why)
+        say(0.0, f"building {model} on {b.kind}")
+        with engine.Workload(cfg, dev, p) as work:
+            warm = _warm_up(work.step, dev, p.explore_warmup_s, lambda f: say(0.0, f"warming up {f:.0%}"))
+            steps = max(2, math.ceil(p.explore_window_s / max(min(warm), 1e-6)))
+            row.update(warmup_steps=len(warm), measured_steps=steps)
+            timer = timing.StepTimer(dev)
 
-        def progress(summary, fraction):
-            say(fraction, f"{summary['repeats']} windows: {summary['throughput_img_s']:,.1f} "
-                          f"+- {summary['throughput_ci95_rel_pct']:.0f}% img/s")
+            def progress(summary, fraction):
+                say(fraction, f"{summary['repeats']} windows: {summary['throughput_img_s']:,.1f} "
+                              f"+- {summary['throughput_ci95_rel_pct']:.0f}% img/s")
 
-        row.update(adaptive_windows(lambda: timer.window(work.step, row["measured_steps"]), row["measured_steps"],
-                                    batch_size, p.explore_ci_pct, p.explore_max_s, on_window=progress))
-        work.check_loss()
-        train_flops, _ = engine.flops_per_image(model, size, classes)
-        row.update(achieved_gflops=row["throughput_img_s"] * train_flops / 1e9)
-        row["achieved_tflops"] = row["achieved_gflops"] / 1e3
+            row.update(adaptive_windows(lambda: timer.window(work.step, steps), steps, batch_size, p.explore_ci_pct,
+                                        p.explore_max_s, on_window=progress))
+            work.check_loss()
+            train_flops, _ = engine.flops_per_image(model, cfg.image_size, cfg.num_classes)
+            row.update(achieved_gflops=row["throughput_img_s"] * train_flops / 1e9)
+            row["achieved_tflops"] = row["achieved_gflops"] / 1e3
     except Exception as err:  # noqa: BLE001 - a failed measurement is a row with its status
-        row.update(engine.failure(err))
+        row.update(engine.failure(err, dev))
     say(1.0, "noisy: the interval stayed wide" if row.get("noisy") else f"done ({row['status']})")
     results.file(run.dir, "explore").append(row)
     return row
@@ -220,16 +223,19 @@ def explorer(run):
             _show(kept, run) if kept else print("no explorer measurement in this run; `cnnbench report` measures "
                                                 "nothing (open 08 in JupyterLab to measure)")
         else:
-            _show([quick_measure(run, model, bs, precision, p.data_mode, run.device.type)], run)
+            _show([quick_measure(run, model, bs, precision, p.data_mode, str(run.device))], run)
         return None
     from IPython.display import display
 
+    hw = devices.backend(run.device).hardware()
     controls = {
         "model": w.Dropdown(options=list(p.models), value=model, description="model"),
         "batch_size": w.Dropdown(options=sorted({8, 16, 32, 64, 128, 256, 512, bs}), value=bs, description="batch"),
-        "precision": w.Dropdown(options=[x for x in params.PRECISIONS if x != "tf32" or torch.cuda.is_available()],
-                                value=precision, description="precision"),
-        "data_mode": w.Dropdown(options=list(params.DATA_MODES), value=p.data_mode, description="data"),
+        "precision": w.Dropdown(options=[x for x in knobs.KNOBS["precision"].values
+                                         if not knobs.lacks("precision", x, hw)], value=precision,
+                                description="precision"),
+        "data_mode": w.Dropdown(options=list(knobs.KNOBS["data_mode"].values), value=p.data_mode,
+                                description="data"),
         "device": w.Dropdown(options=devices.available(), value=run.device.type, description="device"),
     }
     button, out, history = w.Button(description="measure", button_style="primary"), w.Output(), []

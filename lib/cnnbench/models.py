@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from functools import cache, lru_cache
 
 import torch
@@ -38,13 +39,27 @@ class MnistCNN(nn.Module):
 
 @dataclass(frozen=True)
 class ModelSpec:
-    """What a model expects: its reference input (for published counts) and its natural data."""
+    """What a model expects: its reference input (for published counts), its natural data, how it is built."""
 
     name: str
     in_channels: int
     reference_size: int  # the resolution its published figures refer to
     reference_classes: int  # the classes its published figures refer to
-    native_data: str  # "imagenet" models train on the run's dataset; "mnist" on MNIST-shaped data
+    native_data: str  # "imagenet": trains on the run's dataset and resolution; else the dataset it has of its own
+    builder: Callable[..., nn.Module] | None = field(default=None, compare=False)  # None: torchvision's
+
+    @property
+    def own_data(self) -> bool:
+        """The model runs on data of its own (the MNIST CNN on MNIST-shaped data), whatever the run's."""
+        return self.native_data != "imagenet"
+
+    def data_for(self, dataset: str, image_size: int, num_classes: int) -> tuple[str, int, int, int]:
+        """(dataset, channels, image size, classes) the model runs on in a run of ``dataset`` at ``image_size``
+        with ``num_classes``: the run's, or its own data (or synthetic data shaped like it) at its own size."""
+        if not self.own_data:
+            return dataset, self.in_channels, image_size, num_classes
+        own = dataset if dataset == self.native_data else "synthetic"
+        return own, self.in_channels, self.reference_size, self.reference_classes
 
     @property
     def published_gmacs(self) -> float | None:
@@ -58,7 +73,7 @@ class ModelSpec:
         return int(weights.meta["num_params"]) if weights is not None else None
 
 
-LOCAL_MODELS = {"mnist_cnn": ModelSpec("mnist_cnn", 1, 28, 10, "mnist")}
+LOCAL_MODELS = {"mnist_cnn": ModelSpec("mnist_cnn", 1, 28, 10, "mnist", MnistCNN)}
 
 
 @lru_cache(maxsize=1)
@@ -103,10 +118,8 @@ def build(name: str, num_classes: int | None = None, image_size: int | None = No
     """A freshly initialised model (no pretrained weights are downloaded)."""
     s = spec(name)
     num_classes = num_classes or s.reference_classes
-    if name in LOCAL_MODELS:
-        return MnistCNN(
-            num_classes=num_classes, in_channels=s.in_channels, image_size=image_size or s.reference_size
-        )
+    if s.builder is not None:
+        return s.builder(num_classes=num_classes, in_channels=s.in_channels, image_size=image_size or s.reference_size)
     kwargs = dict(_BUILD_KWARGS.get(name, {}))
     if name.startswith("vit_"):
         # ViT's position embedding is sized for one resolution (vit_h_14's published figure is at 518)

@@ -25,17 +25,14 @@ from typing import Any
 
 import yaml
 
-PRECISIONS = ("fp32", "tf32", "bf16", "fp16")
-MEMORY_FORMATS = ("nchw", "channels_last")
+from cnnbench.knobs import KNOBS
+
 DATASETS = ("synthetic", "tiny_imagenet", "imagenette", "mnist", "cifar10", "imagefolder")
-DATA_MODES = ("device", "loader")
-HEAPS = ("keep", "system")  # cnnbench.heap.HEAPS (params imports no torch-side module)
 PHASES = ("train", "eval")
 OPTIMIZERS = ("sgd", "adam", "adamw")
 DOWNLOADABLE = ("tiny_imagenet", "imagenette", "mnist", "cifar10")  # public datasets that download: true fetches
 TRANSFER_DATASETS = ("synthetic", "oxford_pet", "imagefolder")
 SCALING_BACKENDS = ("auto", "gloo", "nccl")
-COMPILE_MODES = ("off", "default", "max-autotune", "reduce-overhead")  # torch.compile modes (07 searches them)
 # The pipeline's notebooks in order; the analysis stays last and merges every experiment family before it.
 NOTEBOOKS = (
     "00_setup",
@@ -58,9 +55,9 @@ NOTEBOOKS = (
 MIN_TELEMETRY_INTERVAL_S = 0.01
 # The from-scratch backends and networks of 05 (cnnbench.scratch implements them; declared here so that
 # validating a params file imports no experiment module).
-SCRATCH_BACKENDS = ("numpy", "numba_cpu", "numba_cuda", "cupy", "torch_cpu", "torch_cuda", "torch_mps")
+SCRATCH_BACKENDS = {"numpy": "cpu", "numba_cpu": "cpu", "numba_cuda": "cuda", "cupy": "cuda", "torch_cpu": "cpu",
+                    "torch_cuda": "cuda", "torch_mps": "mps"}  # backend -> the device type it runs on
 SCRATCH_MODELS = ("mnist_cnn", "mlp")
-VARIANT_KEYS = {"precision": str, "memory_format": str, "compile": bool}
 
 
 # Bounds checked before any work (issue 21): what a params file may be and expand to, and what torch, numpy and
@@ -120,14 +117,13 @@ def _default_models() -> list[str]:
 
 
 @dataclass(frozen=True)
-class Params:
-    """All parameters of a run. Field comments are the documentation shown by ``describe()``."""
+class _Keys:
+    """The keys of a run that are not knobs. Field comments are the documentation shown by ``describe()``."""
 
     # --- identity and device
     run_name: str = ""  # results go to outputs/<run_name>; "" = <device kind>-<host name>
     device: str = "auto"  # auto (cuda, then mps, then cpu) | cpu | cuda | cuda:N | mps
     expect_device: str = ""  # text the device name must contain (e.g. "T4"); "" = any device
-    threads: int = 0  # CPU threads torch uses; 0 = the number of physical cores
     seed: int = 0  # seed for model initialisation and synthetic data
     # --- models and data
     models: list[str] = field(
@@ -138,11 +134,6 @@ class Params:
     dataset: str = "synthetic"  # synthetic | tiny_imagenet | imagenette | mnist | cifar10 | imagefolder
     data_path: str = ""  # root folder of a real dataset (required unless dataset is synthetic)
     download: bool = False  # download the dataset into data_path if it is missing (public datasets only)
-    data_mode: str = "device"  # device: batches made once on the device | loader: DataLoader + copy per step
-    workers: int = 2  # DataLoader worker processes (loader mode and epochs)
-    pin_memory: bool = True  # pin host memory for the host-to-device copy (CUDA only)
-    cudnn_benchmark: bool = True  # cuDNN picks the fastest convolution algorithm per shape (CUDA only; steps are fixed-shape)
-    batch_size: int = 128  # images per step
     batch_size_per_model: dict[str, int] = field(
         default_factory=lambda: {"squeezenet1_1": 64, "mnist_cnn": 512}
     )  # per-model batch size overriding batch_size (seed 000 ran SqueezeNet at 64, seed 001 MNIST at 512)
@@ -158,14 +149,13 @@ class Params:
     adapt_budget_s: float = 120.0  # seconds per pass (notebook) spent on processes beyond `processes`; 0: none
     variants: list[dict] = field(
         default_factory=lambda: [{"precision": "fp32", "memory_format": "nchw", "compile": False}]
-    )  # precision (fp32|tf32|bf16|fp16), memory_format (nchw|channels_last), compile (bool)
+    )  # each a setting of any knobs (cnnbench.knobs: precision, memory_format, compile, threads, ...) over the run's
     lr: float = 0.01  # SGD learning rate
     momentum: float = 0.9  # SGD momentum
     epoch_mode: bool = False  # also time full train and validation epochs over the dataset (seed 000)
     max_batches: int = 0  # batches per epoch in epoch mode; 0 = the whole dataset
     synthetic_images: int = 2048  # images in the synthetic dataset (loader mode and epochs)
     telemetry_interval_s: float = 0.1  # sampling period of CPU/GPU utilisation during measured windows
-    host_heap: str = "keep"  # keep: freed host memory stays in the process (glibc; no page faults in steady state) | system: the C library's defaults (see cnnbench.heap)
     isolate: bool = True  # each configuration in a fresh worker process: its own memory peak, a crash is a row
     # --- batch-size sweep (03)
     sweep: dict[str, list[int]] = field(
@@ -273,6 +263,11 @@ class Params:
         return self.batch_size_per_model.get(model, self.batch_size)
 
 
+# All parameters of a run: the keys above and every run-wide knob (cnnbench.knobs), each a flat key of its own.
+Params = dataclasses.make_dataclass(
+    "Params", [(k.name, k.type, field(default=k.default)) for k in KNOBS.values() if k.run_wide],
+    bases=(_Keys,), frozen=True)
+Params.__module__, Params.__doc__ = __name__, "All parameters of a run: :class:`_Keys` and the run-wide knobs."
 FIELDS = {f.name: f for f in dataclasses.fields(Params)}
 _HINTS = typing.get_type_hints(Params)
 
@@ -285,11 +280,11 @@ def default(key: str) -> Any:
 
 
 def describe() -> dict[str, str]:
-    """Key -> the comment documenting it, read from this file (the schema is the documentation).
+    """Key -> the comment documenting it, read from this file (the schema is the documentation), or the knob's own.
 
     A field's comment ends its definition: on its own line, or on the closing line of a multi-line default.
     """
-    out: dict[str, str] = {}
+    out: dict[str, str] = {k: knob.doc for k, knob in KNOBS.items() if k in FIELDS}
     current = None
     for line in Path(__file__).read_text().splitlines():
         head, _, comment = line.partition("  # ")
@@ -431,8 +426,8 @@ def _check_image_size(src: str, p: Params) -> None:
     from cnnbench.models import spec
 
     for model in p.models:
-        if spec(model).native_data == "mnist":
-            continue  # the MNIST CNN runs at its own 28x28
+        if spec(model).own_data:
+            continue  # it runs at its own resolution (the MNIST CNN at 28x28)
         why = _too_small(model, p.image_size)
         if why:
             what = "does not fit" if "divisible" in why else "is too small for"
@@ -440,13 +435,10 @@ def _check_image_size(src: str, p: Params) -> None:
 
 
 def _model_dataset(p: Params, model: str) -> str:
-    """The dataset ``model`` runs on (as :func:`cnnbench.scenarios.model_data` picks it): the MNIST CNN runs on
-    MNIST when the run's dataset is MNIST, else on MNIST-shaped synthetic images."""
+    """The dataset ``model`` runs on in this run (:meth:`cnnbench.models.ModelSpec.data_for`)."""
     from cnnbench.models import spec
 
-    if spec(model).native_data == "mnist":
-        return "mnist" if p.dataset == "mnist" else "synthetic"
-    return p.dataset
+    return spec(model).data_for(p.dataset, p.image_size, p.num_classes)[0]
 
 
 def _batch_uses(p: Params) -> list[tuple[str, str, int, set[str]]]:
@@ -516,7 +508,7 @@ def _check_data_folder(src: str, p: Params) -> None:
         classes = data.SHAPES[p.dataset].classes if p.dataset in data.SHAPES else None
     else:
         classes = data.dataset_classes(p.dataset, root)
-    head = [m for m, *_ in users if spec(m).native_data != "mnist"]  # the MNIST CNN keeps its own 10 classes
+    head = [m for m, *_ in users if not spec(m).own_data]  # a model with data of its own keeps its classes
     own = all(p.num_classes == spec(m).reference_classes for m in head)  # their own head, as seed 003 ran
     if classes is not None and classes != p.num_classes and head and not (own and classes < p.num_classes):
         raise ParamsError(f"{src}: key 'num_classes' {p.num_classes} does not match the {classes} classes of "
@@ -624,12 +616,15 @@ def validate(raw: dict[str, Any], src: str = "params", check_device: bool = True
             f"{src}: expected a mapping of key: value at the top level, got {type(raw).__name__}"
         )
     for key, value in raw.items():
+        if key in KNOBS and key not in FIELDS:
+            raise ParamsError(f"{src}: key '{key}' is set per variant: put it under 'variants', e.g. "
+                              f"variants: [{{{key}: {_show(value)}}}]")
         if key not in FIELDS:
             raise ParamsError(f"{src}: unknown key {_show(key)}; {_suggest(key, list(FIELDS), 'keys')}")
         tp = _HINTS[key]
         if not _matches(value, tp):
             raise ParamsError(f"{src}: {_mismatch(key, value, tp)}")
-        why = _out_of_range(value, tp)
+        why = _out_of_range(value, tp) or (KNOBS[key].problem(value) if key in KNOBS else "")
         if why:
             raise ParamsError(f"{src}: key '{key}' {why}")
     p = Params(**{k: _as_hinted(v, _HINTS[k]) for k, v in raw.items()})
@@ -652,7 +647,6 @@ def validate(raw: dict[str, Any], src: str = "params", check_device: bool = True
     _check_models(src, "epoch_images_per_model", p.epoch_images_per_model)
     for model, n in p.epoch_images_per_model.items():
         _positive(src, f"epoch_images_per_model.{model}", n)
-    _positive(src, "batch_size", p.batch_size)
     for model, bs in p.batch_size_per_model.items():
         _positive(src, f"batch_size_per_model.{model}", bs)
     for model, sizes in p.sweep.items():
@@ -673,8 +667,7 @@ def validate(raw: dict[str, Any], src: str = "params", check_device: bool = True
         "cell_timeout_s",
     ):
         _positive(src, key, getattr(p, key))
-    for key in ("warmup_steps", "measured_steps", "threads", "workers", "max_batches", "matmul_size",
-                "epoch_images"):
+    for key in ("warmup_steps", "measured_steps", "max_batches", "matmul_size", "epoch_images"):
         if getattr(p, key) < 0:
             raise ParamsError(f"{src}: key '{key}' must be >= 0, got {getattr(p, key)}")
     for key in ("telemetry_interval_s", "lr", "window_s", "explore_warmup_s", "explore_window_s", "explore_ci_pct",
@@ -692,27 +685,12 @@ def validate(raw: dict[str, Any], src: str = "params", check_device: bool = True
     if p.momentum < 0:
         raise ParamsError(f"{src}: key 'momentum' must be >= 0, got {p.momentum}")
     _one_of(src, "dataset", p.dataset, DATASETS)
-    _one_of(src, "data_mode", p.data_mode, DATA_MODES)
-    _one_of(src, "host_heap", p.host_heap, HEAPS)
     for phase in p.phases:
         _one_of(src, "phases", phase, PHASES)
     for nb in p.notebooks:
         _one_of(src, "notebooks", nb, NOTEBOOKS)
     _validate_tuning(src, p)
-    if not p.variants:
-        raise ParamsError(f"{src}: key 'variants' must list at least one variant")
-    for i, variant in enumerate(p.variants):
-        for vkey, vvalue in variant.items():
-            if vkey not in VARIANT_KEYS:
-                raise ParamsError(
-                    f"{src}: key 'variants[{i}]' has unknown key {_show(vkey)}; valid: {', '.join(VARIANT_KEYS)}"
-                )
-            if not _matches(vvalue, VARIANT_KEYS[vkey]):
-                raise ParamsError(
-                    f"{src}: key 'variants[{i}].{vkey}' must be {VARIANT_KEYS[vkey].__name__}, got {_show(vvalue)}"
-                )
-        _one_of(src, f"variants[{i}].precision", variant.get("precision", "fp32"), PRECISIONS)
-        _one_of(src, f"variants[{i}].memory_format", variant.get("memory_format", "nchw"), MEMORY_FORMATS)
+    p = dataclasses.replace(p, variants=_check_variants(src, p.variants))
     _check_scratch(src, p)
     _check_epochs(src, p)
     if p.dataset != "synthetic":
@@ -720,6 +698,7 @@ def validate(raw: dict[str, Any], src: str = "params", check_device: bool = True
     _check_image_size(src, p)
     _validate_transfer(src, p)
     if check_device:
+        from cnnbench import devices
         from cnnbench.devices import DeviceError, resolve
 
         try:
@@ -730,11 +709,56 @@ def validate(raw: dict[str, Any], src: str = "params", check_device: bool = True
             resolve(p.device, expect=p.expect_device)
         except DeviceError as err:
             raise ParamsError(f"{src}: key 'expect_device': {err}") from None
-        if device.type != "cuda" and any(v.get("precision") == "tf32" for v in p.variants):
-            raise ParamsError(
-                f"{src}: key 'variants': precision tf32 needs a CUDA device, found {device.type}"
-            )
+        _check_on_device(src, p, devices.backend(device).hardware())
     return p
+
+
+def _check_variants(src: str, variants: list[dict]) -> list[dict]:
+    """Every variant a mapping of knobs (:data:`cnnbench.knobs.KNOBS`) to values of theirs; a variant that repeats
+    an earlier one is measured again as its copy (``replica``: an A/A comparison, said by :func:`variant_notes`)."""
+    if not variants:
+        raise ParamsError(f"{src}: key 'variants' must list at least one variant")
+    from cnnbench import knobs
+
+    out, seen = [], {}
+    for i, variant in enumerate(variants):
+        if not isinstance(variant, dict):
+            raise ParamsError(f"{src}: key 'variants[{i}]' must be a mapping of knobs to values, got {_show(variant)}")
+        for k, value in variant.items():
+            if k not in KNOBS:
+                raise ParamsError(f"{src}: key 'variants[{i}]' has unknown key {_show(k)}; "
+                                  f"{_suggest(k, list(KNOBS), 'knobs')}")
+            if why := KNOBS[k].problem(value):
+                raise ParamsError(f"{src}: key 'variants[{i}].{k}' {why}")
+        setting = knobs.Setting(variant)
+        if setting in seen and "replica" not in variant:
+            variant = {**variant, "replica": max(seen[setting]) + 1}
+            seen[setting].append(variant["replica"])
+        seen.setdefault(setting, [0])
+        out.append(variant)
+    return out
+
+
+def variant_notes(p: Params) -> list[str]:
+    """One line per variant that repeats an earlier one: it is measured again, as an A/A comparison."""
+    return [f"variants[{i}] repeats an earlier variant: measured again as its copy (replica {v['replica']}), an A/A "
+            "comparison whose ratio should hold 1.0" for i, v in enumerate(p.variants) if v.get("replica")]
+
+
+def _check_on_device(src: str, p: Params, hw) -> None:
+    """Every knob value of the run and of its variants is one this device can run as labelled, with the reason
+    07 and every notebook give; a variant that changes only what changes nothing here is refused too."""
+    from cnnbench import knobs
+
+    for k, knob in KNOBS.items():
+        if knob.run_wide and (why := knobs.lacks(k, getattr(p, k), hw)):
+            raise ParamsError(f"{src}: key '{k}' {getattr(p, k)!r}: {why}")
+    for i, variant in enumerate(p.variants):
+        within = dataclasses.replace(p, **{k: v for k, v in variant.items() if KNOBS[k].run_wide})
+        for k, value in variant.items():
+            why = knobs.lacks(k, value, hw) or (knobs.inert(k, hw, within) if value != getattr(p, k, value) else "")
+            if why:
+                raise ParamsError(f"{src}: key 'variants[{i}].{k}' {value!r}: {why}")
 
 
 def _validate_transfer(src: str, p: Params) -> None:
@@ -798,10 +822,9 @@ def _validate_tuning(src: str, p: Params) -> None:
     _check_models(src, "tune_models", p.tune_models)
     for phase in p.tune_phases:
         _one_of(src, "tune_phases", phase, PHASES)
-    for precision in p.tune_precisions:
-        _one_of(src, "tune_precisions", precision, PRECISIONS)
-    for mode in p.tune_compile_modes:
-        _one_of(src, "tune_compile_modes", mode, COMPILE_MODES)
+    for key, knob in (("tune_precisions", "precision"), ("tune_compile_modes", "compile")):
+        for value in getattr(p, key):
+            _one_of(src, key, value, KNOBS[knob].values)
     for key in ("tune_min_batch_size", "tune_max_batch_size", "tune_confirm_top", "tune_guard_steps",
                 "tune_guard_batch_size"):
         _positive(src, key, getattr(p, key))
@@ -815,6 +838,18 @@ def _validate_tuning(src: str, p: Params) -> None:
     for key in ("tune_budget_s", "tune_confirm_window_s", "tune_guard_tolerance"):
         if getattr(p, key) <= 0:  # NaN and inf are refused for every float key (_out_of_range)
             raise ParamsError(f"{src}: key '{key}' must be positive, got {getattr(p, key)}")
+    if "07_tuning" in p.notebooks and (need := tuning_cell_s(p)) > p.cell_timeout_s:
+        raise ParamsError(f"{src}: key 'cell_timeout_s' {p.cell_timeout_s} is less than 07's cell takes at least: "
+                          f"{len(p.tune_models) * len(p.tune_phases)} searches (tune_models x tune_phases) x "
+                          f"{need / (len(p.tune_models) * len(p.tune_phases)):.0f} s (tune_budget_s, then the "
+                          f"confirmation windows) = {need:.0f} s; raise cell_timeout_s or search less")
+
+
+def tuning_cell_s(p: Params) -> float:
+    """The least time 07's one cell takes: per search (model and phase) its budget (guard and race) and the
+    confirmation's measured windows (``processes`` rounds of the default and ``tune_confirm_top`` candidates)."""
+    confirm = p.processes * (p.tune_confirm_top + 1) * p.repeats * p.tune_confirm_window_s
+    return len(p.tune_models) * len(p.tune_phases) * (p.tune_budget_s + confirm)
 
 
 class _YamlLimit(Exception):

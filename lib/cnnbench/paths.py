@@ -100,7 +100,17 @@ def open_own(path: str | Path, mode: str = "ab"):
 
 
 class RunLocked(RuntimeError):
-    """Another live process is writing the same run folder."""
+    """Another live process (``pid``, None: unknown) is writing the run folder ``folder``: one line, shown by
+    IPython without a traceback."""
+
+    def __init__(self, folder: Path, pid: int | None):
+        who = f"process {pid}" if pid else "another process"
+        super().__init__(f"run '{Path(folder).name}' is being written by {who}: try again when it has "
+                         "finished, or choose another run (run_dir in a notebook, --set run_name=NAME for "
+                         "cnnbench)")
+
+    def _render_traceback_(self) -> list[str]:
+        return [str(self)]
 
 
 def _alive(pid: int) -> bool:
@@ -175,16 +185,13 @@ class RunLock:
                     _link(owner, self.path)
                 except FileExistsError:
                     if not self._stale():
-                        pid = self.holder()
-                        who = f"process {pid}" if pid else "another process"
-                        raise RunLocked(f"run '{folder.name}' is being written by {who}; wait for it or "
-                                        f"choose another run_name ({self.path} is its lock)") from None
+                        raise RunLocked(folder, self.holder()) from None
                     self.path.unlink(missing_ok=True)  # stale: its process is gone
                     continue
                 self.held = True
                 os.environ[LOCK_ENV] = str(folder.resolve())
                 return self
-        raise RunLocked(f"run '{folder.name}': cannot take the lock {self.path}")
+        raise RunLocked(folder, self.holder())
 
     def release(self) -> None:
         """Remove the lock if it is still this process's (best effort: a folder gone read-only keeps it, and the

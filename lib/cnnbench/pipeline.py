@@ -132,7 +132,7 @@ def execute(
         took = time.perf_counter() - start
         remaining.finish(name)
         timings.append({"notebook": name, "duration_s": round(took, 1), "finished_at": _now()})
-        log(f"[{i}/{len(notebooks)}] {name} done in {took:.1f} s; run: {remaining.run_text()} left")
+        log(f"[{i}/{len(notebooks)}] {name} done in {took:.1f} s; {remaining.run_part()}")
         done.append(target)
     return done
 
@@ -503,7 +503,8 @@ def _run(args) -> int:
         params_file = _resolved("--params", args.params, paths.resolve)
         p = params_mod.load(params_file, overrides, overrides_src="--set", override_names=names)
         note = "\n".join(filter(None, (params_mod.empty_file_note(params_file),
-                                        params_mod.shadowed_note(params_file, overrides))))
+                                        params_mod.shadowed_note(params_file, overrides),
+                                        *params_mod.variant_notes(p))))
         if params_mod.run_data_problem(p):  # before the notebooks ahead of 05 or 06 measure anything
             raise params_mod.ParamsError(f"{params_file}: {params_mod.run_data_problem(p)}")
     except params_mod.ParamsError as err:
@@ -557,7 +558,7 @@ def _execute_run(args, p, params_file: Path, overrides: dict, outputs: Path, run
         resolved = run_mod.write_resolved(run_dir, p, params_file, overrides)  # read by every notebook
         from cnnbench import devices
 
-        kind = devices.resolve(p.device, p.expect_device).type  # as run_name_for resolved it before
+        kind = devices.backend(devices.resolve(p.device, p.expect_device)).kind  # as run_name_for resolved it
         budgets = {name: eta.budget_s(p, name, kind) for name in p.notebooks}
         planned = {name: eta.planned(p, name) for name in p.notebooks}
         example = eta.example_record(p, kind, paths.repo_root() / eta.EXAMPLE_RUN)

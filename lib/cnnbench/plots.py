@@ -13,6 +13,7 @@ import pandas as pd
 import seaborn as sns
 from matplotlib.figure import Figure
 
+from cnnbench import knobs
 from cnnbench.tables import variant_label
 
 sns.set_theme(style="whitegrid", context="notebook")
@@ -523,8 +524,6 @@ def per_model_rooflines(points: pd.DataFrame, roofs: pd.DataFrame, folder: str |
     return figs
 
 
-_TELEMETRY_CONTEXT = ("source", "model", "phase", "batch_size", "image_size", "precision", "memory_format", "compile",
-                      "data_mode", "process")
 
 
 def telemetry_timeline(df: pd.DataFrame, path: str | Path | None = None, max_metrics: int = 12):
@@ -535,7 +534,7 @@ def telemetry_timeline(df: pd.DataFrame, path: str | Path | None = None, max_met
     """
     if df.empty:
         return None
-    context = [c for c in _TELEMETRY_CONTEXT if c in df.columns]
+    context = [c for c in ("source", "model", "phase", "image_size", *knobs.keyed(), "process") if c in df.columns]
     df = df.copy()
     groups = df.groupby(context, sort=False, dropna=False).ngroup() if context else pd.Series(0, index=df.index)
     ends = df.groupby(groups, sort=False).t_s.max()

@@ -71,11 +71,9 @@ def say(line: str) -> None:
 
 
 def resumed(kept: int, planned: int, source: str, what: str = "configurations", unavailable: int = 0) -> str:
-    """The one line every notebook that resumes (02-07) says for each results file it fills: how many of its
-    ``planned`` configurations it kept from ``source`` (the file's name) and how many it measured, e.g. "kept 12 of
-    12 configurations from scenario_a.csv; measured 0". ``unavailable``: configurations of ``planned`` that cannot
-    run here (a GPU backend on a CPU machine), only checked again: named apart, neither kept nor measured.
-    Printed and sent to the pipeline's console; returned."""
+    """Prints, sends to the pipeline's console and returns how many of ``planned`` configurations a notebook
+    kept from ``source`` and how many it measured ("kept 12 of 12 configurations from scenario_a.csv; measured
+    0"); ``unavailable`` of them cannot run here (a GPU backend on a CPU), only checked again, named apart."""
     line = kept_line(kept, planned, source, what, unavailable)
     say(line)
     return line

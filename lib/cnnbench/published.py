@@ -246,7 +246,7 @@ TIMES_002 = table("TIMES_002").reindex(columns=["device_class", "batch_size", "t
 TIMES_002.insert(3, "test_accuracy_pct", [
     _CLAIMS_002["test_accuracy_cpu_and_gpu_bs64"] if d == "cpu" or b == 64 else math.nan
     for d, b in zip(TIMES_002.device_class, TIMES_002.batch_size, strict=True)])
-_first_gpu = TIMES_002.index[TIMES_002.device_class == "cuda"][0]
+_first_gpu = TIMES_002.index[TIMES_002.device_class == "cuda"][0]  # device kind: seed 002's rows, as published
 TIMES_002.insert(4, "inference_s_per_image", [
     _inference_s["cpu"] if d == "cpu" else _inference_s["cuda"] if i == _first_gpu else math.nan
     for i, d in zip(TIMES_002.index, TIMES_002.device_class, strict=True)])
@@ -298,7 +298,7 @@ MEMORY_004 = table("MEMORY_004")
 def device_class(device_kind: str, device_name: str) -> str:
     """The seeds' device classes: t4, rtx4080, apple (MPS), cpu; anything else is 'other'."""
     name = device_name.lower()
-    if device_kind == "cuda":
+    if device_kind == "cuda":  # device kind: a row's, matched to the devices the seeds name
         return "t4" if "t4" in name else "rtx4080" if "4080" in name else "other"
     return {"mps": "apple", "cpu": "cpu"}.get(device_kind, "other")
 

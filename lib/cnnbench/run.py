@@ -76,7 +76,7 @@ def _resolved(path: Path) -> dict[str, Any] | None:
 
 def run_name(p: params.Params, device: torch.device) -> str:
     """``run_name`` from the params, else <device kind>-<host name>."""
-    return p.run_name or paths.default_run_name(device.type)
+    return p.run_name or paths.default_run_name(devices.backend(device).kind)
 
 
 class NoRuns(RuntimeError):
@@ -138,8 +138,7 @@ def open_run(
     if os.environ.get(paths.LOCK_ENV) != str(root.resolve()):
         holder = paths.RunLock(root).holder()
         if holder is not None:
-            raise paths.RunLocked(f"run '{root.name}' is being written by process {holder}; wait for it or "
-                                  "choose another run_name")
+            raise paths.RunLocked(root, holder)
     if needs_runs:
         _refuse_without_runs(root, p.analysis_runs)
     threads = devices.set_threads(p.threads)

@@ -8,7 +8,7 @@ import re
 
 import pandas as pd
 
-from cnnbench import published
+from cnnbench import knobs, published
 
 # Memory and rate columns of the shared naming contract (units in every name).
 MEMORY = ("peak_device_mem_mib", "peak_device_reserved_mib", "baseline_rss_mib", "peak_rss_mib")
@@ -201,9 +201,13 @@ def fvcore_difference(complexity: pd.DataFrame) -> pd.DataFrame:
 
 
 def variant_label(df: pd.DataFrame) -> pd.Series:
-    """precision + memory format (+ compiled), e.g. "bf16 channels_last"."""
-    compiled = df["compile"].astype(str).str.lower().isin(["true", "1"])
-    return df.precision + " " + df.memory_format + compiled.map({True: " compiled", False: ""})
+    """Each row's variant in words (:func:`cnnbench.knobs.label`): its precision, memory format and compile mode,
+    and every other knob whose value varies over ``df`` but the batch size (a column of its own), e.g. "bf16
+    channels_last" or "fp32 nchw threads1"."""
+    df = knobs.columns(df)
+    shown = [k for k in knobs.keyed() if k in knobs.variant_only()
+             or (k != "batch_size" and df[k].astype(str).nunique() > 1)]
+    return pd.Series([knobs.label(r, shown) for r in df.to_dict("records")], index=df.index, dtype=str)
 
 
 def measured(df: pd.DataFrame) -> pd.DataFrame:

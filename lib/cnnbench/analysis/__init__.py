@@ -12,9 +12,9 @@ imported on first use.
 """
 
 from cnnbench.analysis.compare import (
-    MATCH_KEYS,
     comparison_kind,
     machine,
+    match_keys,
     one_knob,
     ratio_table,
     ratios,
@@ -55,8 +55,8 @@ from cnnbench.results.runs import ALL_RUNS, Merged, discover, load, runs_for, zi
 
 __all__ = [
     "ALL_RUNS",
-    "MATCH_KEYS",
     "Merged",
+    "match_keys",
     "achieved_beside_003",
     "cpu_beside_002",
     "inference_beside_002",

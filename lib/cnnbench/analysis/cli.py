@@ -1,6 +1,7 @@
-"""``cnnbench compare RUN_A RUN_B [RUN_C ...]``: what did my change do? (as ``pyperf compare_to`` does).
+"""``cnnbench compare RUN_A [RUN_B ...]``: what did my change do? (as ``pyperf compare_to`` does).
 
-Each run after the first is set beside the first: per configuration, ``rate A -> rate B``, the ratio B / A with
+One run alone: each pair of its variants one knob apart (``variants: [{threads: 1}, {threads: 2}]``), the ratio's
+interval over the rounds both were measured in. Each run after the first is set beside the first: per configuration, ``rate A -> rate B``, the ratio B / A with
 its 95% interval and "faster", "slower" or "not significant" (:func:`cnnbench.analysis.compare.one_knob`:
 the same configuration run to run, or one knob changed, labelled with its two values; rows differing in more
 knobs are named, not divided). ``seeds`` as a run sets the first run beside every device seed 000 measured, for
@@ -157,8 +158,8 @@ def _nothing_comparable(ok: pd.DataFrame, a: str, b: str) -> str:
 
 def compare_runs(names: list[str], outputs: Path, keys: tuple[str, ...] | None = None) -> pd.DataFrame:
     """The table ``cnnbench compare`` prints and writes; :class:`Refused` for bad input."""
-    if len(names) < 2:
-        raise Refused("give at least two runs (or a run and 'seeds')")
+    if not names:
+        raise Refused("give a run (its variants one knob apart are divided), two runs, or a run and 'seeds'")
     if names[0] == SEEDS:
         raise Refused("the first run is the reference: give a run of yours first, then 'seeds'")
     dirs = {n: _run_dir(n, outputs) for n in dict.fromkeys(names) if n != SEEDS}
@@ -168,6 +169,12 @@ def compare_runs(names: list[str], outputs: Path, keys: tuple[str, ...] | None =
         raise Refused(f"broken run: {'; '.join(broken)}")
     ok, first = compare.rates(m), dirs[names[0]].name
     frames = []
+    if len(names) == 1:  # one run: its variants, each pair one knob apart, their interval over the rounds
+        part = compare.one_knob(ok, first, first, keys) if len(ok) else pd.DataFrame()
+        if part.empty:
+            raise Refused(f"nothing comparable in '{first}' alone: no two of its variants are one knob apart (give "
+                          "a second run to compare it with)")
+        frames.append(part)
     for name in names[1:]:
         if name == SEEDS:
             part = seeds_beside(m, first)
@@ -256,17 +263,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--keys",
         help="divide rows differing only in these comma-separated keys (of "
-        f"{', '.join(('machine', *compare.KNOB_KEYS))})",
+        f"{', '.join(('machine', *compare.knob_keys()))})",
     )
     args = ap.parse_args(argv)
     outputs = Path(args.outputs).expanduser().resolve() if args.outputs else paths.outputs_root()
     try:
         keys = tuple(k.strip() for k in args.keys.split(",") if k.strip()) if args.keys else None
-        bad = [k for k in keys or () if k not in ("machine", *compare.KNOB_KEYS)]
+        bad = [k for k in keys or () if k not in ("machine", *compare.knob_keys())]
         if bad or keys == ():
             raise Refused(
                 f"--keys {args.keys!r}: not keys of a configuration; known: "
-                f"{', '.join(('machine', *compare.KNOB_KEYS))}"
+                f"{', '.join(('machine', *compare.knob_keys()))}"
             )
         df = compare_runs(args.runs, outputs, keys)
     except Refused as err:

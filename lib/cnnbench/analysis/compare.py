@@ -1,5 +1,5 @@
 """Comparisons across runs: a speedup divides two measurements only when their whole configuration matches
-(``MATCH_KEYS``); two runs on the same hardware and device are a run-to-run comparison, never a cross-device
+(:func:`match_keys`); two runs on the same hardware and device are a run-to-run comparison, never a cross-device
 speedup. Also the configurations a run measured twice, and how quiet its machine was."""
 
 from __future__ import annotations
@@ -9,24 +9,24 @@ from itertools import combinations
 
 import pandas as pd
 
+from cnnbench import knobs
 from cnnbench.measure import reproducibility
 from cnnbench.results.runs import Merged, machine_label
 from cnnbench.tables import rounded
 
-# A measurement's configuration: two rows are divided only when all of these are equal.
-MATCH_KEYS = (
-    "model",
-    "phase",
-    "batch_size",
-    "image_size",
-    "precision",
-    "memory_format",
-    "compile",
-    "data_mode",
-    "dataset",
-    "num_classes",
-    "host_heap",
-)
+WORKLOAD = ("image_size", "dataset", "num_classes")  # besides model and phase, never a knob
+
+
+def match_keys() -> tuple[str, ...]:
+    """A measurement's configuration: two rows are divided only when all of these are equal (the keyed knobs
+    that are matched across machines; threads are matched on one machine only)."""
+    return ("model", "phase", *WORKLOAD, *(k for k in knobs.keyed() if knobs.KNOBS[k].matched))
+
+
+def knob_keys() -> tuple[str, ...]:
+    """What may differ between two rows that compare divides, one at a time: every keyed knob, the workload's
+    resolution, data and classes, and the torch version of the run."""
+    return (*WORKLOAD, *knobs.keyed(), "torch")
 
 
 def norm(value) -> str:
@@ -42,22 +42,17 @@ def norm(value) -> str:
         return text
 
 
-def system_heap_before_setting(column: pd.Series) -> pd.Series:
-    """``host_heap`` of rows measured before the setting existed (blank): glibc's defaults, ``system``."""
-    return column.astype(object).where(column.notna() & column.astype(str).ne(""), "system")
-
-
-def _configured(df: pd.DataFrame) -> pd.DataFrame:
-    """ok rows with every MATCH_KEYS column (and threads) present and comparable (compile as a bool); one row per
-    run and configuration, the newest (the last appended) where a configuration was measured twice."""
-    ok = df[df.status == "ok"].copy() if len(df) else df.copy()
-    for key in (*MATCH_KEYS, "threads"):
+def configured(df: pd.DataFrame) -> pd.DataFrame:
+    """ok rows with every knob as the knob holds it (:func:`cnnbench.knobs.columns`: rows from before a knob read
+    its declared value) and every match key present; one row per run and configuration, the newest (the last
+    appended) where a configuration was measured twice."""
+    ok = knobs.columns(df[df.status == "ok"] if len(df) else df)
+    for key in match_keys():
         if key not in ok.columns:
             ok[key] = ""
-    ok["compile"] = ok["compile"].astype(str).str.lower().isin(["true", "1", "1.0"])
-    ok["host_heap"] = system_heap_before_setting(ok["host_heap"])
-    ok[[*MATCH_KEYS, "threads"]] = ok[[*MATCH_KEYS, "threads"]].fillna("")
-    return ok.drop_duplicates(["run_name", *MATCH_KEYS], keep="last")
+    keys = list(match_keys())
+    ok[keys] = ok[keys].fillna("")
+    return ok.drop_duplicates(["run_name", *keys, "threads"], keep="last")
 
 
 def comparison_kind(a: pd.Series, b: pd.Series) -> str:
@@ -74,7 +69,7 @@ def _same_machine(host_a, host_b, device_a, device_b) -> bool:
 def _pair(ok: pd.DataFrame, a: str, b: str) -> pd.DataFrame:
     """Matched configurations of runs a and b; on the same host and device the threads must match too (else
     a thread count would pass for run-to-run noise), across devices they may differ (shown beside)."""
-    j = ok[ok.run_name == a].merge(ok[ok.run_name == b], on=list(MATCH_KEYS), suffixes=("_a", "_b"))
+    j = ok[ok.run_name == a].merge(ok[ok.run_name == b], on=list(match_keys()), suffixes=("_a", "_b"))
     same = [
         _same_machine(*r)
         for r in zip(j.host_id_a, j.host_id_b, j.device_name_a, j.device_name_b, strict=True)
@@ -87,8 +82,8 @@ def speedups(scenario_a: pd.DataFrame) -> pd.DataFrame:
     configuration. The interval propagates each side's 95% half-width in relative terms (independent
     errors)."""
     if scenario_a.empty:
-        return pd.DataFrame(columns=SPEEDUP_COLUMNS)
-    ok = _configured(scenario_a)
+        return pd.DataFrame(columns=speedup_columns())
+    ok = configured(scenario_a)
     rows = []
     for a, b in combinations(sorted(ok.run_name.unique()), 2):
         j = _pair(ok, a, b)
@@ -116,7 +111,7 @@ def speedups(scenario_a: pd.DataFrame) -> pd.DataFrame:
                     "host_a": r["host_a"],
                     "host_b": r["host_b"],
                     "comparison": kind,
-                    **{k: r[k] for k in MATCH_KEYS},
+                    **{k: r[k] for k in match_keys()},
                     "threads_a": r["threads_a"],
                     "threads_b": r["threads_b"],
                     "throughput_a_img_s": ra,
@@ -126,26 +121,14 @@ def speedups(scenario_a: pd.DataFrame) -> pd.DataFrame:
                     "speedup_high": s * (1 + rel),
                 }
             )
-    return pd.DataFrame(rows, columns=SPEEDUP_COLUMNS)
+    return pd.DataFrame(rows, columns=speedup_columns())
 
 
-SPEEDUP_COLUMNS = [  # speedups.csv: its header even when no two runs share a configuration
-    "run_a",
-    "run_b",
-    "device_a",
-    "device_b",
-    "host_a",
-    "host_b",
-    "comparison",
-    *MATCH_KEYS,
-    "threads_a",
-    "threads_b",
-    "throughput_a_img_s",
-    "throughput_b_img_s",
-    "speedup",
-    "speedup_low",
-    "speedup_high",
-]
+def speedup_columns() -> list[str]:
+    """speedups.csv's header (also when no two runs share a configuration)."""
+    return ["run_a", "run_b", "device_a", "device_b", "host_a", "host_b", "comparison", *match_keys(),
+            "threads_a", "threads_b", "throughput_a_img_s", "throughput_b_img_s", "speedup", "speedup_low",
+            "speedup_high"]
 
 
 def unmatched(scenario_a: pd.DataFrame, divided: pd.DataFrame | None = None) -> pd.DataFrame:
@@ -163,8 +146,8 @@ def unmatched(scenario_a: pd.DataFrame, divided: pd.DataFrame | None = None) -> 
 def _unmatched(scenario_a: pd.DataFrame) -> pd.DataFrame:
     if scenario_a.empty:
         return pd.DataFrame()
-    ok = _configured(scenario_a)
-    keys = [k for k in MATCH_KEYS if k not in ("model", "phase")]
+    ok = configured(scenario_a)
+    keys = [k for k in match_keys() if k not in ("model", "phase")]
     rows = []
     for a, b in combinations(sorted(ok.run_name.unique()), 2):
         ga, gb = ok[ok.run_name == a], ok[ok.run_name == b]
@@ -193,7 +176,7 @@ def speedup_matrix(speedup: pd.DataFrame, phase: str = "train") -> pd.DataFrame:
     s = speedup[speedup.phase == phase]
     if s.empty:
         return pd.DataFrame({"note": [f"no matched {phase} configuration in two runs"]})
-    varying = [k for k in MATCH_KEYS if k not in ("model", "phase") and s[k].astype(str).nunique() > 1]
+    varying = [k for k in match_keys() if k not in ("model", "phase") and s[k].astype(str).nunique() > 1]
     threads = [
         "" if norm(ta) == norm(tb) else f", threads {ta} vs {tb}"
         for ta, tb in zip(s.get("threads_a", [""] * len(s)), s.get("threads_b", [""] * len(s)), strict=True)
@@ -229,8 +212,8 @@ def summary(scenario_a: pd.DataFrame) -> pd.DataFrame:
     row per run and configuration."""
     if scenario_a.empty:
         return pd.DataFrame()
-    ok = _configured(scenario_a).assign(device_name=lambda d: d.device_name.astype(str))
-    index = ["run_name", "device_name", *[k for k in MATCH_KEYS if k != "phase"]]
+    ok = configured(scenario_a).assign(device_name=lambda d: d.device_name.astype(str))
+    index = ["run_name", "device_name", *[k for k in match_keys() if k != "phase"]]
     values = [v for v in VALUES if v in ok.columns]
     wide = ok.pivot_table(index=index, columns="phase", values=values, aggfunc="first")
     wide.columns = [f"{phase}_{v}" for v, phase in wide.columns]
@@ -251,67 +234,40 @@ def machine(m: Merged) -> pd.DataFrame:
 # --- one-knob ratios (issue 20: "what did my change do?") ------------------------------------------------------
 # The knobs a user turns between two runs of one machine; two rows of the same table, model and phase are
 # divided when they differ in at most one of these (or only in the keys the user names).
-# The configuration keys of a measurement (MATCH_KEYS less the model and phase, which are never a knob), then the
-# knobs a configuration does not carry in MATCH_KEYS: the run's threads, torch version, loader workers and pinning.
-KNOB_EXTRA = ("threads", "torch", "workers", "pin_memory")
-KNOB_KEYS = (*(k for k in MATCH_KEYS if k not in ("model", "phase")), *KNOB_EXTRA)
 RATE_TABLES = ("scenario_a", "batch_sweep")  # the tables with a throughput per configuration
-RATIO_COLUMNS = [  # the verdict first, then what was changed, the rates, and whose runs they are
-    "verdict",
-    "ratio_b_over_a",
-    "ratio_ci95_low",
-    "ratio_ci95_high",
-    "model",
-    "phase",
-    "knob",
-    "value_a",
-    "value_b",
-    "rate_a_img_s",
-    "rate_a_ci95_img_s",
-    "rate_b_img_s",
-    "rate_b_ci95_img_s",
-    "comparison",
-    "differs_in",
-    "run_a",
-    "run_b",
-    "device_a",
-    "device_b",
-    "host_a",
-    "host_b",
-    "host_id_a",
-    "host_id_b",
-    "table",
-    *KNOB_KEYS,
-    "probe_img_s_a",
-    "probe_img_s_b",
-    "probe_change_pct",
-]
+
+
+def ratio_columns() -> list[str]:
+    """ratios.csv's columns: the verdict first, then what was changed, the rates, and whose runs they are."""
+    return ["verdict", "ratio_b_over_a", "ratio_ci95_low", "ratio_ci95_high", "interval", "model", "phase", "knob",
+            "value_a", "value_b", "rate_a_img_s", "rate_a_ci95_img_s", "rate_b_img_s", "rate_b_ci95_img_s",
+            "comparison", "differs_in", "run_a", "run_b", "device_a", "device_b", "host_a", "host_b", "host_id_a",
+            "host_id_b", "table", *knob_keys(), "probe_img_s_a", "probe_img_s_b", "probe_change_pct"]
 
 
 def rates(m: Merged) -> pd.DataFrame:
     """The ok rows of every rate table of the merged runs, one per run, table and configuration (the newest),
-    with the run's torch version as a column and every knob present as comparable text."""
+    with the run's torch version as a column and every knob as the knob holds it."""
     frames = []
     for name in RATE_TABLES:
         df = m[name]
         if df.empty or "status" not in df:
             continue
-        ok = df[df.status.astype(str) == "ok"].copy()
+        ok = knobs.columns(df[df.status.astype(str) == "ok"])
         ok["table"] = name
         ok["torch"] = ok.run_name.map(lambda r: m.environments.get(r, {}).get("torch", ""))
         numeric = ("throughput_ci95_img_s", "probe_img_s")
-        for key in (*KNOB_KEYS, "model", "phase", "host_id", "host", "device_name", *numeric):
+        for key in (*knob_keys(), "model", "phase", "host_id", "host", "device_name", "process_rates_img_s",
+                    *numeric):
             if key not in ok:
                 ok[key] = math.nan if key in numeric else ""
-        ok["compile"] = ok["compile"].astype(str).str.lower().isin(["true", "1", "1.0"])
-        ok["host_heap"] = system_heap_before_setting(ok["host_heap"])
-        frames.append(ok.drop_duplicates(["run_name", "table", "model", "phase", *KNOB_KEYS], keep="last"))
+        frames.append(ok.drop_duplicates(["run_name", "table", "model", "phase", *knob_keys()], keep="last"))
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
 def _differences(ra: pd.Series, rb: pd.Series) -> list[str]:
     """The knobs two rows differ in; "machine" where their host or device differs."""
-    keys = [k for k in KNOB_KEYS if norm(ra[k]) != norm(rb[k])]
+    keys = [k for k in knob_keys() if norm(ra[k]) != norm(rb[k])]
     if not _same_machine(ra.host_id, rb.host_id, ra.device_name, rb.device_name):
         keys.insert(0, "machine")
     return keys
@@ -344,7 +300,7 @@ def _row(a: str, b: str, ra: pd.Series, rb: pd.Series, diff: list[str], divide: 
         "rate_b_img_s": y,
         "rate_b_ci95_img_s": cy,
         **_probes(ra, rb),
-        **{k: f"{_value(ra, k)} -> {_value(rb, k)}" if k in diff else ra[k] for k in KNOB_KEYS},  # the change
+        **{k: f"{_value(ra, k)} -> {_value(rb, k)}" if k in diff else ra[k] for k in knob_keys()},  # the change
     }
     if not divide:
         return {
@@ -353,17 +309,26 @@ def _row(a: str, b: str, ra: pd.Series, rb: pd.Series, diff: list[str], divide: 
             "comparison": "more than one key differs",
             "differs_in": "; ".join(f"{k} {_value(ra, k)} vs {_value(rb, k)}" for k in diff),
         }
-    r, low, high = reproducibility.ratio(x, cx, y, cy)
-    kind = "one knob" if diff else "same configuration"
-    return {
-        **row,
-        "ratio_b_over_a": r,
-        "ratio_ci95_low": low,
-        "ratio_ci95_high": high,
-        "verdict": reproducibility.change_verdict(x, cx, y, cy),
-        "comparison": kind,
-        "differs_in": "",
-    }
+    paired = reproducibility.paired_ratio(_rounds(ra), _rounds(rb)) if a == b else None
+    if paired is not None:  # the same run's rounds: each round's ratio, the machine's drift cancelled
+        r, low, high, n = paired
+        verdict, interval = reproducibility.interval_verdict(low, high, x, y), f"paired over {n} rounds"
+    else:
+        r, low, high = reproducibility.ratio(x, cx, y, cy)
+        verdict, interval = reproducibility.change_verdict(x, cx, y, cy), "of the two rates' difference"
+    return {**row, "ratio_b_over_a": r, "ratio_ci95_low": low, "ratio_ci95_high": high, "verdict": verdict,
+            "interval": interval, "comparison": "one knob" if diff else "same configuration", "differs_in": ""}
+
+
+def _rounds(r: pd.Series) -> dict:
+    """A row's rate in each round it was measured in (``process_rates_img_s``: {round: images/s}), {} if none."""
+    import json
+
+    try:
+        value = json.loads(r.get("process_rates_img_s") or "{}")
+    except (TypeError, ValueError):
+        return {}
+    return {int(k): float(v) for k, v in value.items()} if isinstance(value, dict) else {}
 
 
 PROBE_KNOBS = ("threads", "torch")  # the probe runs in the measuring process: these change it as well
@@ -402,13 +367,17 @@ def one_knob(ok: pd.DataFrame, a: str, b: str, keys: tuple[str, ...] | None = No
     differ from it in the fewest knobs, when that is none (the same configuration, run to run) or one (that
     knob, labelled with its two values); with ``keys`` named, by every row of b that differs only in those.
     A row of a whose nearest row of b differs in more knobs stays undivided, the knobs named. Ratio = rate of
-    b / rate of a, with its 95% interval and a verdict (:func:`reproducibility.change_verdict`)."""
+    b / rate of a, with its 95% interval and a verdict. With ``a == b``, the pairs of one run's rows that differ
+    in one knob (its variants), each once, their interval over the rounds both were measured in."""
     out = []
     ga, gb = ok[ok.run_name == a], ok[ok.run_name == b]
     for (table, model, phase), sa in ga.groupby(["table", "model", "phase"], sort=False):
         sb = gb[(gb.table == table) & (gb.model == model) & (gb.phase == phase)]
-        for _, ra in sa.iterrows():
-            cands = [(rb, _differences(ra, rb)) for _, rb in sb.iterrows()]
+        for i, ra in sa.iterrows():
+            cands = [(rb, _differences(ra, rb)) for j, rb in sb.iterrows() if a != b or j > i]
+            if a == b:  # within a run: its variants, one knob apart
+                out += [_row(a, b, ra, rb, d, True) for rb, d in cands if len(d) == 1 if not keys or set(d) <= set(keys)]
+                continue
             if not cands:
                 continue
             if keys is not None:
@@ -421,17 +390,20 @@ def one_knob(ok: pd.DataFrame, a: str, b: str, keys: tuple[str, ...] | None = No
             else:
                 rb, d = min(cands, key=lambda c: len(c[1]))
                 out.append(_row(a, b, ra, rb, d, False))
-    return pd.DataFrame(out, columns=RATIO_COLUMNS)
+    return pd.DataFrame(out, columns=ratio_columns())
 
 
 def ratios(m: Merged, keys: tuple[str, ...] | None = None) -> pd.DataFrame:
-    """08's table of "what did my change do?": :func:`one_knob` for every pair of merged runs (once each, in
-    name order), the ratio labelled by the knob and its two values, with its interval and verdict."""
+    """08's table of "what did my change do?": :func:`one_knob` within every merged run (its variants) and for
+    every pair of merged runs (once each, in name order), the ratio labelled by the knob and its two values, with
+    its interval and verdict."""
     ok = rates(m)
     if ok.empty:
-        return pd.DataFrame(columns=RATIO_COLUMNS)
-    frames = [one_knob(ok, a, b, keys) for a, b in combinations(sorted(ok.run_name.unique()), 2)]
-    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=RATIO_COLUMNS)
+        return pd.DataFrame(columns=ratio_columns())
+    names = sorted(ok.run_name.unique())
+    frames = [one_knob(ok, a, a, keys) for a in names] + [one_knob(ok, a, b, keys) for a, b in combinations(names, 2)]
+    frames = [f for f in frames if len(f)]
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=ratio_columns())
 
 
 def ratio_table(ratio: pd.DataFrame) -> tuple[pd.DataFrame, str]:

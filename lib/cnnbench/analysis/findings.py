@@ -7,17 +7,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from cnnbench import published, results
-from cnnbench.analysis.compare import (
-    MATCH_KEYS,
-    _configured,
-    machine,
-    ratios,
-    repeated,
-    speedups,
-    system_heap_before_setting,
-    unmatched,
-)
+from cnnbench import knobs, published, results
+from cnnbench.analysis.compare import configured, machine, match_keys, ratios, repeated, speedups, unmatched
 from cnnbench.measure import reproducibility
 from cnnbench.results.runs import Merged
 
@@ -42,19 +33,16 @@ def _finding(topic: str, run: str, source: str, sentence: str, **numbers) -> dic
 
 
 def _run_findings(run: str, ok: pd.DataFrame) -> list[dict]:
-    out = []
-    keys = [k for k in MATCH_KEYS if k != "phase"]
-    ok = ok.assign(host_heap=system_heap_before_setting(ok["host_heap"] if "host_heap" in ok else pd.Series("", ok.index)))
+    out, ok = [], knobs.columns(ok)
+    keys = [k for k in match_keys() if k != "phase"]
     wide = ok.pivot_table(index=keys, columns="phase", values="throughput_img_s", aggfunc="first")
     if {"train", "eval"} <= set(wide.columns):
         ratio = (wide["eval"] / wide["train"]).dropna()
         if len(ratio):
-            names = dict(zip(keys, range(len(keys)), strict=True))
 
             def label(k: tuple) -> str:
-                return f"{k[0]} {k[names['precision']]} {k[names['memory_format']]}" + (
-                    " compiled" if k[names["compile"]] else ""
-                )
+                setting = dict(zip(keys, k, strict=True))
+                return f"{setting['model']} {knobs.label(setting, knobs.variant_only()) or 'fp32 nchw eager'}"
 
             lo, hi = label(ratio.idxmin()), label(ratio.idxmax())
             out.append(
@@ -100,7 +88,7 @@ def _run_findings(run: str, ok: pd.DataFrame) -> list[dict]:
                     _source(run, "scenario_a"),
                     f"{run}: highest achieved rate among the {len(sure)} of {len(ok)} measurements precise to "
                     f"+-{reproducibility.PRECISE_PCT:g}%: {best.model} {best.phase} "
-                    f"({best.precision}, {best.memory_format}), {gflops:.1f} GFLOP/s at "
+                    f"({knobs.label(best, ('precision', 'memory_format'))}), {gflops:.1f} GFLOP/s at "
                     f"{best.throughput_img_s:.1f} +- {pct:.1f}% images/s.",
                     achieved_gflops=gflops,
                     throughput_img_s=float(best.throughput_img_s),
@@ -119,9 +107,9 @@ def _run_findings(run: str, ok: pd.DataFrame) -> list[dict]:
                 measurements=len(ok),
             )
         )
-    base = ok[(ok.precision == "fp32") & (ok.memory_format == "nchw") & ~ok["compile"]]
-    variants = ok[(ok.precision != "fp32") | (ok.memory_format != "nchw") | ok["compile"]]
-    same = [k for k in MATCH_KEYS if k not in ("precision", "memory_format", "compile")]
+    base = knobs.default_variant(ok)
+    variants = ok.drop(index=base.index)
+    same = [k for k in match_keys() if k not in knobs.variant_only()]
     j = (
         variants.merge(base, on=same, suffixes=("", "_base"))
         if len(base) and len(variants)
@@ -153,7 +141,7 @@ def _run_findings(run: str, ok: pd.DataFrame) -> list[dict]:
     if len(j):
         j["gain"] = j.throughput_img_s / j.throughput_img_s_base
         g = j.loc[j.gain.idxmax()]
-        label = f"{g.precision} + {g.memory_format}{' + compile' if g['compile'] else ''}"
+        label = " + ".join(knobs.label(g, [k]) for k in knobs.variant_only() if knobs.label(g, [k]))
         out.append(
             _finding(
                 "variant_gain",
@@ -173,7 +161,7 @@ def findings_table(m: Merged) -> pd.DataFrame:
     """Findings, one computed sentence per row, per run, with the numbers each rests on."""
     out = []
     sa = m["scenario_a"]
-    ok = _configured(sa) if len(sa) else sa
+    ok = configured(sa) if len(sa) else sa
     for run, g in ok.groupby("run_name") if len(ok) else []:
         out += _run_findings(run, g)
     for r in (sa[sa.status != "ok"] if len(sa) else sa).itertuples():
@@ -197,7 +185,7 @@ def findings_table(m: Merged) -> pd.DataFrame:
                 f"{top.run_a} / {top.run_b}",
                 "speedups.csv",
                 f"Largest {what}: {top.model} {top.phase} at "
-                f"batch {top.batch_size} ({top.precision}, {top.memory_format}), {top.run_a} "
+                f"batch {top.batch_size} ({knobs.label(top, knobs.variant_only()) or 'fp32 nchw eager'}), {top.run_a} "
                 f"({top.device_a}) vs {top.run_b} ({top.device_b}): {top.speedup:.2f}x "
                 f"[{top.speedup_low:.2f}, {top.speedup_high:.2f}].",
                 speedup=top.speedup,

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from cnnbench import results
+from cnnbench import knobs, results
 from cnnbench.tables import interval_decimals
 
 
@@ -47,27 +47,17 @@ def speedup_text(speedup: float, ci: float) -> str:
     return f"{with_interval(speedup, ci)}x"
 
 
-def _default_variant(df: pd.DataFrame) -> pd.DataFrame:
-    keep = df
-    for col, value in (("precision", "fp32"), ("memory_format", "nchw")):
-        if col in keep:
-            keep = keep[keep[col].astype(str) == value]
-    if "compile" in keep:
-        keep = keep[keep["compile"].astype(str).str.lower().isin(("false", "0", ""))]
-    return keep
-
-
 def headline(run_dir: Path) -> pd.DataFrame:
     """Per model and phase of 02 (fp32, NCHW, eager): rate with its interval, and from 04 its share of the
     attainable roof and what bounds it."""
     a = results.read(run_dir, "scenario_a")
     if a.empty:
         return pd.DataFrame()
-    a = _default_variant(a[a.status == "ok"])
+    a = knobs.default_variant(a[a.status == "ok"])
     roof = results.read(run_dir, "roofline")
     if not roof.empty and "source" in roof:
         whole = roof.get("layer", pd.Series("", roof.index)).fillna("").astype(str).eq("")
-        roof = _default_variant(roof[(roof.source == "scenario_a") & whole])
+        roof = knobs.default_variant(roof[(roof.source == "scenario_a") & whole])
     rows: dict[tuple, dict] = {}
     for r in a.itertuples():
         row = rows.setdefault((r.model, r.batch_size), {"model": r.model, "batch": r.batch_size})

@@ -12,8 +12,8 @@ import math
 
 import pandas as pd
 
-from cnnbench import published
-from cnnbench.analysis.compare import MATCH_KEYS, _configured
+from cnnbench import knobs, published
+from cnnbench.analysis.compare import configured, match_keys
 from cnnbench.scratch import summary as scratch_summary
 
 MIB_TO_MB = 2**20 / 1e6  # our MiB shown in the seeds' MB (read as 10^6 bytes)
@@ -35,8 +35,7 @@ def _fp32(scenario_a: pd.DataFrame) -> pd.DataFrame:
     """Our ok Scenario A rows in the seeds' variant (fp32, NCHW, eager), one per run and configuration."""
     if scenario_a.empty or "status" not in scenario_a:
         return pd.DataFrame()
-    ok = _configured(scenario_a)
-    ok = ok[(ok.precision == "fp32") & (ok.memory_format == "nchw") & ~ok["compile"]]
+    ok = knobs.default_variant(configured(scenario_a))
     classes = [published.device_class(k, n) for k, n in zip(ok.device_kind, ok.device_name, strict=True)]
     return ok.assign(device_class=classes)
 
@@ -317,7 +316,7 @@ def _intensity(roofline: pd.DataFrame) -> pd.DataFrame:
     """Our counted intensity and efficiency against the attainable roof, per run, source and configuration."""
     if roofline.empty or not set(_ROOF_KEYS) <= set(roofline.columns):
         return pd.DataFrame(columns=[*_ROOF_KEYS, "ai_flop_per_byte", "efficiency_vs_roof_pct"])
-    r = roofline[(roofline.get("precision", "fp32") == "fp32") & (roofline.get("memory_format", "nchw") == "nchw")]
+    r = knobs.default_variant(roofline)
     r = r.assign(ai_flop_per_byte=r.intensity_flop_per_byte, efficiency_vs_roof_pct=r.get("efficiency") * 100)
     return r[[*_ROOF_KEYS, "ai_flop_per_byte", "efficiency_vs_roof_pct"]].drop_duplicates(_ROOF_KEYS, keep="last")
 
@@ -448,7 +447,7 @@ def published_beside_ours(scenario_a: pd.DataFrame) -> pd.DataFrame:
     ok = _fp32(scenario_a)
     if ok.empty:
         return pd.DataFrame()
-    index = ["run_name", "device_class", "device_name", *[k for k in MATCH_KEYS if k != "phase"]]
+    index = ["run_name", "device_class", "device_name", *[k for k in match_keys() if k != "phase"]]
     ours = ok.pivot_table(index=index, columns="phase", values="throughput_img_s", aggfunc="first")
     cis = ok.pivot_table(index=index, columns="phase", values="throughput_ci95_img_s", aggfunc="first")
     ours = ours.reset_index().merge(cis.add_suffix("_ci95").reset_index(), on=index, how="left")

@@ -16,135 +16,22 @@ Columns: ``energy_j``, ``energy_j_per_image``, ``avg_power_w``, ``energy_source`
 from __future__ import annotations
 
 import math
-import os
-import platform
-import re
 import threading
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 import torch
 
 from cnnbench import devices
+from cnnbench.devices.energy import Unavailable
 
-POWERCAP = Path("/sys/class/powercap")
 NVML_MIN_WINDOW_S = 1.0  # NVML's energy counter updates every 20-100 ms: shorter windows are too coarse
-APPLE_NOTE = ("Apple silicon has no energy counter an unprivileged process can read; "
-              "'sudo powermetrics --samplers cpu_power,gpu_power -i 1000' reports CPU and GPU power by hand")
 COLUMNS = ("energy_j", "energy_j_per_image", "avg_power_w", "energy_source", "energy_note")
 
 
-class Unavailable:
-    """No readable counter on this device: every reading is empty, ``note`` says why."""
-
-    source = ""
-
-    def __init__(self, note: str):
-        self.note = note
-        self.needs_polling = False
-
-    def read(self):
-        return None
-
-    def delta_j(self, before, after) -> float:
-        return math.nan
-
-
-class NvmlCounter:
-    """NVML's total energy counter of one GPU, in mJ (64-bit: it does not wrap in practice)."""
-
-    source = "nvml"
-    needs_polling = False
-
-    def __init__(self, handle, nvml):
-        self.handle, self.nvml = handle, nvml
-        self.note = ""
-
-    def read(self) -> int:
-        return int(self.nvml.nvmlDeviceGetTotalEnergyConsumption(self.handle))
-
-    def delta_j(self, before: int, after: int) -> float:
-        return (after - before) / 1e3
-
-
-def wrap_delta(before: int, after: int, max_range: int) -> int:
-    """Counter increase from ``before`` to ``after`` for a counter that wraps to 0 after ``max_range``."""
-    return after - before if after >= before else after + max_range - before
-
-
-class RaplCounter:
-    """The RAPL package zones under ``root`` (summed over sockets), in uJ, wrap-around handled."""
-
-    source = "rapl"
-    needs_polling = True  # a wrap every max_range/power seconds (about 4,300 J: a minute at 70 W)
-
-    def __init__(self, zones: list[Path]):
-        self.zones = zones
-        self.max_range = [int((z / "max_energy_range_uj").read_text()) for z in zones]
-        names = ", ".join(_zone_name(z) for z in zones)
-        self.note = f"RAPL {names}: the whole package, every process on it, not only this one"
-
-    def read(self) -> tuple[int, ...]:
-        return tuple(int((z / "energy_uj").read_text()) for z in self.zones)
-
-    def delta_j(self, before: tuple[int, ...], after: tuple[int, ...]) -> float:
-        return sum(wrap_delta(b, a, m) for b, a, m in zip(before, after, self.max_range, strict=True)) / 1e6
-
-
-def _zone_name(zone: Path) -> str:
-    try:
-        return (zone / "name").read_text().strip()
-    except OSError:
-        return zone.name
-
-
-def rapl_counter(root: Path = POWERCAP) -> RaplCounter | Unavailable:
-    """The package zones' counter (``intel-rapl:N``, not their sub-zones nor ``psys``), or why not."""
-    if not root.is_dir():
-        return Unavailable(f"no {root}: this kernel or VM exposes no RAPL energy counter")
-    zones = sorted(z for z in root.iterdir() if re.fullmatch(r"intel-rapl:\d+", z.name)
-                   and (z / "energy_uj").exists() and _zone_name(z) != "psys")
-    if not zones:
-        return Unavailable(f"no RAPL package zone (intel-rapl:N/energy_uj) under {root}")
-    if not all(os.access(z / "energy_uj", os.R_OK) for z in zones):
-        return Unavailable(f"{zones[0] / 'energy_uj'} is readable by root only (Linux >= 5.10 restricts RAPL); "
-                           "run as root or allow reading it to get CPU energy")
-    try:
-        counter = RaplCounter(zones)
-        counter.read()
-    except (OSError, ValueError) as err:
-        return Unavailable(f"RAPL unreadable: {type(err).__name__}: {err}")
-    return counter
-
-
-def nvml_counter(index: int, nvml=None) -> NvmlCounter | Unavailable:
-    """CUDA device ``index``'s NVML energy counter, or why not (no nvidia-ml-py, pre-Volta GPU, driver refusal).
-
-    The handle is the GPU that CUDA device really is (PCI bus id, CUDA_VISIBLE_DEVICES), as for telemetry.
-    """
-    try:
-        if nvml is None:
-            import pynvml as nvml
-        counter = NvmlCounter(devices.nvml_handle(torch.device("cuda", index), nvml), nvml)
-        counter.read()
-    except ImportError:
-        return Unavailable("nvidia-ml-py is not installed: no NVML energy counter")
-    except Exception as err:  # noqa: BLE001 - NVMLError_NotSupported and friends: the reason is the reading
-        return Unavailable(f"NVML total energy counter unavailable ({type(err).__name__}: {err}); "
-                           "it needs a Volta or newer GPU")
-    return counter
-
-
 def counter_for(device: torch.device):
-    """The energy counter that covers ``device``'s work, or :class:`Unavailable` with the reason."""
-    if device.type == "cuda":
-        return nvml_counter(device.index if device.index is not None else torch.cuda.current_device())
-    if device.type == "mps" or platform.system() == "Darwin":
-        return Unavailable(APPLE_NOTE)
-    if platform.system() != "Linux":
-        return Unavailable(f"no energy counter reader for {platform.system()} CPUs")
-    return rapl_counter()
+    """The energy counter that covers ``device``'s work (its backend's), or :class:`Unavailable` with the reason."""
+    return devices.backend(device).energy_counter()
 
 
 class Meter:

@@ -20,18 +20,15 @@ import statistics
 import time
 import warnings
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, field, fields, replace
 
 import torch
 from torch import nn
 
-from cnnbench import data, devices, heap, models
+from cnnbench import data, devices, heap, knobs, models
+from cnnbench.knobs import Setting
 from cnnbench.measure import energy, flops, telemetry, timing
-from cnnbench.params import default
-
-# Everything that changes a measurement (declared with the tables, results.tables): a rerun with other
-# parameters measures new rows instead of reusing old ones.
-from cnnbench.results.tables import PROTOCOL_KEYS  # noqa: E402
+from cnnbench.results.tables import PROTOCOL_KEYS
 
 # Columns every result frame has, so a table of failures only still has them (empty).
 MEASURE_COLUMNS = ("throughput_img_s", "throughput_ci95_img_s", "throughput_window_min_img_s",
@@ -43,48 +40,47 @@ MEASURE_COLUMNS = ("throughput_img_s", "throughput_ci95_img_s", "throughput_wind
 
 @dataclass(frozen=True)
 class Config:
-    """What is measured: every field is a column of the result row."""
+    """What is measured: the workload (model, phase, resolution, classes, data) and a value of every knob
+    (``setting``; ``cfg.precision``, ``cfg.batch_size`` read it). Every field and knob is a column of the row;
+    how it is measured (warm-up, windows, repeats, ...) is the params' (:data:`PROTOCOL_KEYS`)."""
 
     model: str
     phase: str  # train | eval
-    batch_size: int
     image_size: int
     num_classes: int
     in_channels: int = 3
-    precision: str = "fp32"  # fp32 | tf32 | bf16 | fp16
-    memory_format: str = "nchw"  # nchw | channels_last
-    compile: bool = False
-    data_mode: str = "device"  # device | loader
     dataset: str = "synthetic"
+    setting: Setting = field(default_factory=Setting)
 
-
-@dataclass(frozen=True)
-class Protocol:
-    """How it is measured (the defaults are the params' own: :func:`cnnbench.params.default`)."""
-
-    warmup_steps: int = default('warmup_steps')
-    measured_steps: int = default('measured_steps')  # 0 = as many as fill window_s, from the timed warm-up steps
-    window_s: float = default('window_s')
-    repeats: int = default('repeats')  # measured windows per process
-    processes: int = default('processes')  # least fresh processes per configuration; the reported interval spans them
-    max_processes: int = default('max_processes')  # most processes per configuration while its interval is wider than ci_target_pct
-    ci_target_pct: float = default('ci_target_pct')  # stop adding processes once the 95% interval is within +-this % of the rate
-    adapt_budget_s: float = default('adapt_budget_s')  # seconds per pass spent on processes beyond ``processes`` (0: none)
-    lr: float = default('lr')
-    momentum: float = default('momentum')
-    workers: int = default('workers')
-    pin_memory: bool = default('pin_memory')
-    cudnn_benchmark: bool = default('cudnn_benchmark')  # torch.backends.cudnn.benchmark around the steps (CUDA)
-    synthetic_images: int = default('synthetic_images')
-    telemetry_interval_s: float = default('telemetry_interval_s')
-    host_heap: str = default('host_heap')  # keep | system: whether freed host memory goes back to the OS (cnnbench.heap)
-    seed: int = default('seed')
-    data_path: str = default('data_path')
-    download: bool = default('download')
+    def __getattr__(self, name: str):
+        if name.startswith("__") or name == "setting":
+            raise AttributeError(name)
+        try:
+            return self.setting[name]
+        except KeyError:
+            raise AttributeError(f"'Config' has no field or knob '{name}'") from None
 
     @classmethod
-    def from_params(cls, p) -> Protocol:
-        return cls(**{k: getattr(p, k) for k in cls.__dataclass_fields__})
+    def of(cls, model: str, phase: str, image_size: int, num_classes: int, in_channels: int = 3,
+           dataset: str = "synthetic", **knob_values) -> Config:
+        return cls(model, phase, image_size, num_classes, in_channels, dataset, Setting(knob_values))
+
+    def replace(self, **changes) -> Config:
+        """This configuration with fields or knobs changed."""
+        own = {f.name for f in fields(self)}
+        setting = self.setting.with_(**{k: v for k, v in changes.items() if k not in own})
+        return replace(self, setting=setting, **{k: v for k, v in changes.items() if k in own})
+
+    def columns(self) -> dict:
+        return {**{f.name: getattr(self, f.name) for f in fields(self) if f.name != "setting"}, **self.setting}
+
+
+def config(p, model: str, phase: str, variant: dict | None = None, **changes) -> Config:
+    """``model``'s configuration in the run of params ``p``: its data (:meth:`cnnbench.models.ModelSpec.data_for`),
+    the run's knobs at the model's batch size, then ``variant``'s and ``changes``'s."""
+    dataset, channels, size, classes = models.spec(model).data_for(p.dataset, p.image_size, p.num_classes)
+    setting = knobs.for_params(p, variant, batch_size=p.batch_size_for(model)).with_(**changes)
+    return Config(model, phase, size, classes, channels, dataset, setting)
 
 
 class UnstableLoss(RuntimeError):
@@ -104,67 +100,80 @@ def flops_per_image(model: str, image_size: int, num_classes: int) -> tuple[floa
     return _FLOPS[key]
 
 
-def _grad_scaler(device: torch.device, precision: str):
-    if precision != "fp16":
-        return None
-    try:
-        return torch.amp.GradScaler(device.type)
-    except (RuntimeError, ValueError, AttributeError):
-        return None
-
-
 class Workload:
-    """The model, optimizer, loss and data of one configuration on one device, and its step function."""
+    """The model, optimizer, loss and data of one configuration on one device, and its step function.
 
-    def __init__(self, cfg: Config, device: torch.device, protocol: Protocol, dataset=None, optimizer: str = "sgd"):
-        """``optimizer``: sgd (Scenario A's, every measured configuration), adam or adamw (the fine-tuning step
-        the profiler traces, seed 002's); lr and momentum are the protocol's."""
-        self.cfg, self.device, self.protocol = cfg, device, protocol
-        heap.apply(protocol.host_heap)  # process-wide, before the first step allocates
-        if reason := devices.precision_unavailable(device, cfg.precision):
-            raise devices.Unavailable(reason)  # a knob this torch lacks is never an error row
-        torch.manual_seed(protocol.seed)
-        model = models.build(cfg.model, num_classes=cfg.num_classes, image_size=cfg.image_size).to(device)
-        self.channels_last = cfg.memory_format == "channels_last"
-        if self.channels_last:
+    ``with Workload(cfg, device, p) as work:`` applies every knob of ``cfg`` (cnnbench.knobs) and builds the
+    workload inside it; leaving the block frees it and restores every setting the knobs changed. ``optimizer``:
+    sgd (every measured configuration), adam or adamw (the fine-tuning step the profiler traces, seed 002's); lr
+    and momentum are the params'."""
+
+    def __init__(self, cfg: Config, device: torch.device, p, dataset=None, optimizer: str = "sgd"):
+        self.cfg, self.device, self.p, self.dataset, self.optimizer_name = cfg, device, p, dataset, optimizer
+        self.backend = devices.backend(device)
+        self.last_loss: torch.Tensor | None = None
+        self._settings = None
+
+    def __enter__(self) -> Workload:
+        cfg, p, b = self.cfg, self.p, self.backend
+        self._settings = knobs.applied(cfg.setting, b, shape=cfg)
+        self._settings.__enter__()
+        try:
+            self._build(cfg, p, b)
+        except BaseException:
+            self.__exit__(None, None, None)
+            raise
+        return self
+
+    def _build(self, cfg: Config, p, b: devices.Backend) -> None:
+        if reason := knobs.lacks("precision", cfg.precision, b.hardware()):
+            raise devices.Unavailable(reason)  # a knob value this device lacks is never an error row
+        torch.manual_seed(p.seed)
+        model = models.build(cfg.model, num_classes=cfg.num_classes, image_size=cfg.image_size).to(self.device)
+        if cfg.memory_format == "channels_last":
             model = model.to(memory_format=torch.channels_last)
         self.model = model.train(cfg.phase == "train")
-        self.forward = torch.compile(model) if cfg.compile else model
-        self.optimizer = models.make_optimizer(optimizer, model.parameters(), protocol.lr, protocol.momentum)
+        self.forward = torch.compile(model) if cfg.compile != "off" else model
+        self.optimizer = models.make_optimizer(self.optimizer_name, model.parameters(), p.lr, p.momentum)
         self.loss_fn = nn.CrossEntropyLoss()
-        self.scaler = _grad_scaler(device, cfg.precision)
-        self.last_loss: torch.Tensor | None = None
-        devices.math_precision(device, cfg.precision, protocol.cudnn_benchmark).__enter__()  # for the workload's life (measure restores)
+        self.scaler = b.grad_scaler(cfg.precision)
         if cfg.data_mode == "device":
             # one batch made once on the device: real images when a dataset is given, else synthetic
-            x, y = self._synthetic_batch() if dataset is None else self.to_device(
-                *next(iter(data.loader(dataset, cfg.batch_size, 0, False, seed=protocol.seed))))
+            x, y = self._synthetic_batch() if self.dataset is None else self.to_device(
+                *next(iter(data.loader(self.dataset, cfg.batch_size, 0, False, seed=p.seed))))
             self.next_batch = lambda: (x, y)
         else:
-            ds = dataset or data.synthetic_for(cfg.in_channels, cfg.image_size, cfg.num_classes,
-                                               max(protocol.synthetic_images, cfg.batch_size), protocol.seed)
-            pin = protocol.pin_memory and device.type == "cuda"
-            batches = data.cycle(data.loader(ds, cfg.batch_size, protocol.workers, pin, seed=protocol.seed))
+            ds = self.dataset or data.synthetic_for(cfg.in_channels, cfg.image_size, cfg.num_classes,
+                                                    max(p.synthetic_images, cfg.batch_size), p.seed)
+            batches = data.cycle(data.loader(ds, cfg.batch_size, cfg.workers, b.pin(cfg.pin_memory), seed=p.seed))
             self.next_batch = lambda: self.to_device(*next(batches))
 
+    def __exit__(self, *exc) -> None:
+        for name in ("model", "forward", "optimizer", "scaler", "next_batch", "last_loss"):
+            self.__dict__.pop(name, None)
+        self.backend.release()
+        if self._settings is not None:
+            settings, self._settings = self._settings, None
+            settings.__exit__(*exc)
+
     def _synthetic_batch(self):
-        gen = torch.Generator().manual_seed(self.protocol.seed)
+        gen = torch.Generator().manual_seed(self.p.seed)
         shape = (self.cfg.batch_size, self.cfg.in_channels, self.cfg.image_size, self.cfg.image_size)
         return self.to_device(torch.randn(shape, generator=gen),
-                               torch.randint(0, self.cfg.num_classes, (self.cfg.batch_size,), generator=gen))
+                              torch.randint(0, self.cfg.num_classes, (self.cfg.batch_size,), generator=gen))
 
     def to_device(self, x: torch.Tensor, y: torch.Tensor):
         """A host batch on the device (channels-last when asked); the copy is part of the step."""
-        x = devices.to_device(x, self.device)  # non-blocking only from pinned memory to CUDA
-        if self.channels_last:
+        x = self.backend.to_device(x)
+        if self.cfg.memory_format == "channels_last":
             x = x.contiguous(memory_format=torch.channels_last)
-        return x, devices.to_device(y, self.device)
+        return x, self.backend.to_device(y)
 
     def train_step(self, batch=None) -> None:
         """One training step on ``batch`` (x, y on the device), or on the workload's next batch."""
         x, y = batch if batch is not None else self.next_batch()
         self.optimizer.zero_grad(set_to_none=True)
-        with devices.autocast(self.device, self.cfg.precision):
+        with self.backend.autocast(self.cfg.precision):
             loss = self.loss_fn(models.logits(self.forward(x)), y)
         if self.scaler is not None:
             self.scaler.scale(loss).backward()
@@ -177,7 +186,7 @@ class Workload:
 
     def eval_step(self, batch=None) -> None:
         x, _ = batch if batch is not None else self.next_batch()
-        with torch.inference_mode(), devices.autocast(self.device, self.cfg.precision):
+        with torch.inference_mode(), self.backend.autocast(self.cfg.precision):
             self.forward(x)
 
     @property
@@ -194,47 +203,39 @@ class Workload:
         return value
 
 
-def failure(err: BaseException) -> dict:
-    """The status and message of a failed measurement: oom, unstable (non-finite loss) or error."""
+def failure(err: BaseException, device: torch.device | None = None) -> dict:
+    """The status and message of a failed measurement: unavailable, oom, unstable (non-finite loss) or error."""
     if isinstance(err, UnstableLoss):
         return {"status": "unstable", "error": str(err)}
     if isinstance(err, devices.Unavailable):
         return {"status": "unavailable", "error": str(err)}
-    note = "CUDA-graph capture failed, taken as out of memory: " if devices.is_capture_failure(err) else ""
-    return {"status": "oom" if devices.is_oom(err) else "error", "error": f"{note}{type(err).__name__}: {err}"[:500]}
+    b = devices.backend(device or "cpu")
+    return {"status": "oom" if b.is_oom(err) else "error", "error": f"{b.oom_note(err)}{type(err).__name__}: {err}"[:500]}
 
 
-def steps_for_window(warmup_times: list[float], protocol: Protocol) -> int:
+def steps_for_window(warmup_times: list[float], p) -> int:
     """Measured steps per window: as set, or (0) enough to last ``window_s`` at the warm-up's median pace."""
-    if protocol.measured_steps:
-        return protocol.measured_steps
-    pace = statistics.median(warmup_times) if warmup_times else protocol.window_s
-    return int(min(max(math.ceil(protocol.window_s / max(pace, 1e-6)), 5), 10_000))
+    if p.measured_steps:
+        return p.measured_steps
+    pace = statistics.median(warmup_times) if warmup_times else p.window_s
+    return int(min(max(math.ceil(p.window_s / max(pace, 1e-6)), 5), 10_000))
 
 
-def protocol_values(protocol: Protocol, keys) -> dict:
-    """``protocol``'s values of ``keys`` as a row records them: ``host_heap`` is the setting it gives on this
-    machine (``keep`` asked for where the C library cannot keep is ``system``)."""
-    values = {k: getattr(protocol, k) for k in keys}
-    if "host_heap" in values:
-        values["host_heap"] = heap.effective(values["host_heap"])
-    return values
+def config_key(cfg: Config, device: torch.device, p) -> dict:
+    """The columns that identify a measurement: the workload, the device kind, every knob as it is in force there
+    (:func:`cnnbench.knobs.in_force`) and the protocol (:data:`PROTOCOL_KEYS`)."""
+    b = devices.backend(device)
+    return {**cfg.replace(**knobs.in_force(cfg.setting, b)).columns(), "device_kind": b.kind,
+            **{k: getattr(p, k) for k in PROTOCOL_KEYS}}
 
 
-def config_key(cfg: Config, device: torch.device, protocol: Protocol, threads: int | None = None) -> dict:
-    """The columns that identify a measurement: the configuration, device kind, threads and protocol."""
-    return {**asdict(cfg), "device_kind": device.type,
-            "threads": torch.get_num_threads() if threads is None else threads,
-            **protocol_values(protocol, PROTOCOL_KEYS)}
+def _base_row(cfg: Config, device: torch.device, p) -> dict:
+    return {**config_key(cfg, device, p), "device_name": devices.device_name(device)}
 
 
-def _base_row(cfg: Config, device: torch.device, protocol: Protocol) -> dict:
-    return {**config_key(cfg, device, protocol), "device_name": devices.device_name(device)}
-
-
-def crashed(cfg: Config, device: torch.device, protocol: Protocol, exitcode: int | None, threads: int) -> dict:
+def crashed(cfg: Config, device: torch.device, p, exitcode: int | None) -> dict:
     """The row of a configuration whose worker process died (segfault, OOM killer, os._exit)."""
-    return {**config_key(cfg, device, protocol, threads), "device_name": devices.device_name(device),
+    return {**_base_row(cfg, device, p),
             "timestamp": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "isolation": "worker",
             "status": "crashed", "error": death(exitcode), "exitcode": exitcode}
 
@@ -253,19 +254,24 @@ def death(exitcode: int | None) -> str:
     return f"worker process {how}"
 
 
-def _memory(device: torch.device, sampler: telemetry.Sampler, summary: dict) -> dict:
-    """Peak device memory and this configuration's peak RSS (MiB): the high-water marks (CUDA); on MPS, which
-    has none, the columns named for what they hold (devices.peak_memory_mib) and the largest sample."""
-    out = devices.peak_memory_mib(device)
-    if "mps_mem_max_mib" in summary:  # MPS has no peak counter: the largest 0.1 s sample, named as such
+def _memory(b: devices.Backend, sampler: telemetry.Sampler, summary: dict, warmup_peak: dict) -> dict:
+    """Peak device memory over the measured windows (reset after the warm-up, so a one-off workspace such as
+    cuDNN's algorithm search is not in it) and over the whole run (``..._run_mib``, the warm-up included), and
+    this configuration's peak RSS (MiB). A device with no high-water mark has its own columns and samples."""
+    out = b.peak_memory_mib()
+    for k in ("peak_device_mem_mib", "peak_device_reserved_mib"):
+        out[k.replace("_mib", "_run_mib")] = max(out[k], warmup_peak.get(k, math.nan)) if out[k] == out[k] \
+            else out[k]
+    if "mps_mem_max_mib" in summary:  # no peak counter: the largest 0.1 s sample, named as such
         out["mps_allocated_max_sampled_mib"] = summary["mps_mem_max_mib"]
     out["peak_rss_mib"] = max(devices.peak_rss_mib(), summary.get("peak_rss_mib", 0.0))
     return out
 
 
-def measure(cfg: Config, device: torch.device, protocol: Protocol, dataset=None,
-            timer: timing.StepTimer | None = None, isolation: str = "in_process") -> dict:
-    """Measure one configuration in this process; always returns a row (``status`` ok, oom, unstable or error).
+def measure(cfg: Config, device: torch.device, p, dataset=None, timer: timing.StepTimer | None = None,
+            isolation: str = "in_process") -> dict:
+    """Measure one configuration in this process with the params' protocol ``p``; always returns a row
+    (``status`` ok, unavailable, oom, unstable or error).
 
     ``baseline_rss_mib`` is the process before the model is built; ``peak_rss_mib`` its high-water mark, reset
     here where the OS allows (Linux), so it is this configuration's own (``isolation`` records how: "worker",
@@ -273,70 +279,62 @@ def measure(cfg: Config, device: torch.device, protocol: Protocol, dataset=None,
     high-water mark could not be reset and may belong to an earlier configuration). ``telemetry_series`` and
     ``step_times_s`` ride along in the row for :func:`run_configs` to write to their own files.
     """
-    row = _base_row(cfg, device, protocol)
+    b = devices.backend(device)
+    row = _base_row(cfg, device, p)
     row["timestamp"] = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
     row.update(status="ok", error="")
     timer = timer or timing.StepTimer(device)
-    work, math = None, devices.math_precision(device, cfg.precision, protocol.cudnn_benchmark)
     try:
-        math.__enter__()
-        devices.empty_cache(device)
-        devices.reset_peak_memory(device)
+        b.empty_cache()
+        b.reset_peak_memory()
         reset = devices.reset_peak_rss()
         row["isolation"] = isolation if reset or isolation == "worker" else f"{isolation}_unreset"
         row["baseline_rss_mib"] = devices.rss_mib()
-        work = Workload(cfg, device, protocol, dataset)
-        with warnings.catch_warnings(record=True) as caught:
+        with Workload(cfg, device, p, dataset) as work, warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             t0 = time.perf_counter()
             work.step()  # first step: compilation (if on) and lazy initialisation, timed on its own
-            devices.synchronize(device)
+            b.synchronize()
             row["first_step_s"] = time.perf_counter() - t0
             warmup_times = []
-            for _ in range(max(protocol.warmup_steps - 1, 0 if protocol.measured_steps else 2)):
+            for _ in range(max(p.warmup_steps - 1, 0 if p.measured_steps else 2)):
                 t0 = time.perf_counter()
                 work.step()
-                devices.synchronize(device)
+                b.synchronize()
                 warmup_times.append(time.perf_counter() - t0)
-        n = row["steps_per_window"] = steps_for_window(warmup_times, protocol)
-        fallbacks = sorted({str(w.message).split("'")[1] for w in caught if "fall back to run on the CPU" in str(w.message)
-                            and "'" in str(w.message)})
-        row["cpu_fallback_ops"] = ",".join(fallbacks)
-        row["loss_after_warmup"] = work.check_loss()
-        step_times, window_times, spans = [], [], []
-        faults = heap.minor_faults()
-        with telemetry.Sampler(device, protocol.telemetry_interval_s) as sampler, energy.Meter(device) as meter:
-            for _ in range(protocol.repeats):
-                begin = sampler.elapsed()
-                times, wall = timer.window(work.step, n)
-                spans.append((begin, sampler.elapsed()))
-                step_times.extend(times)
-                window_times.append(wall)
-                work.check_loss()
-        row["page_faults_per_step"] = (heap.minor_faults() - faults) / (n * protocol.repeats)
-        row["loss_last"] = work.check_loss()
-        row.update(timing.summarize(step_times, window_times, [n] * protocol.repeats,
-                                    cfg.batch_size, protocol.seed))
+            warmup_peak = b.peak_memory_mib()
+            b.reset_peak_memory()  # the windows' own peak from here
+            n = row["steps_per_window"] = steps_for_window(warmup_times, p)
+            row["cpu_fallback_ops"] = ",".join(sorted({str(w.message).split("'")[1] for w in caught
+                                                      if "fall back to run on the CPU" in str(w.message)
+                                                      and "'" in str(w.message)}))
+            row["loss_after_warmup"] = work.check_loss()
+            step_times, window_times, spans = [], [], []
+            faults = heap.minor_faults()
+            with telemetry.Sampler(device, p.telemetry_interval_s) as sampler, energy.Meter(device) as meter:
+                for _ in range(p.repeats):
+                    begin = sampler.elapsed()
+                    times, wall = timer.window(work.step, n)
+                    spans.append((begin, sampler.elapsed()))
+                    step_times.extend(times)
+                    window_times.append(wall)
+                    work.check_loss()
+            row["page_faults_per_step"] = (heap.minor_faults() - faults) / (n * p.repeats)
+            row["loss_last"] = work.check_loss()
+            row.update(_memory(b, sampler, sampler.summary(), warmup_peak))
+        row.update(timing.summarize(step_times, window_times, [n] * p.repeats, cfg.batch_size, p.seed))
         row["step_time_source"] = timer.source
-        summary = sampler.summary()
-        row.update({k: v for k, v in summary.items() if k != "mps_mem_max_mib"})
-        row.update(meter.summary(n * cfg.batch_size * protocol.repeats))  # energy over the measured windows
-        row.update(_memory(device, sampler, summary))
+        row.update({k: v for k, v in sampler.summary().items() if k != "mps_mem_max_mib"})
+        row.update(meter.summary(n * cfg.batch_size * p.repeats))  # energy over the measured windows
         train_f, fwd_f = flops_per_image(cfg.model, cfg.image_size, cfg.num_classes)
         per_image = train_f if cfg.phase == "train" else fwd_f
         row["gflops_per_image"] = per_image / 1e9
         row["achieved_gflops"] = row["throughput_img_s"] * per_image / 1e9
         row["achieved_tflops"] = row["achieved_gflops"] / 1e3
-        row["step_times_s"] = step_times
-        row["window_times_s"] = window_times
-        row["window_spans_s"] = spans
-        row["telemetry_series"] = sampler.series()
-        if cfg.compile:
+        row.update(step_times_s=step_times, window_times_s=window_times, window_spans_s=spans,
+                   telemetry_series=sampler.series())
+        if cfg.compile != "off":
             row["compile_s"] = max(row["first_step_s"] - row["step_time_median_s"], 0.0)
     except Exception as err:  # noqa: BLE001 - every failure becomes a row, the run goes on
-        row.update(failure(err))
-    finally:
-        del work
-        devices.release(device)
-        math.__exit__(None, None, None)
+        row.update(failure(err, device))
     return row

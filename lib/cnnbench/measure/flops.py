@@ -274,11 +274,8 @@ def table(
     rows = []
     for name in bar(model_names, desc="complexity", unit="model", disable=not progress):
         spec = models.spec(name)
-        configs = [("reference", spec.reference_size, spec.reference_classes)]
-        if spec.native_data == "imagenet":
-            configs.append(("training", image_size, num_classes))
-        else:
-            configs = [("reference+training", spec.reference_size, spec.reference_classes)]
+        configs = [("reference+training", spec.reference_size, spec.reference_classes)] if spec.own_data else \
+            [("reference", spec.reference_size, spec.reference_classes), ("training", image_size, num_classes)]
         for role, size, classes in configs:
             c = complexity(name, size, classes, device=device)
             rows.append({"role": role, **c.as_row()})

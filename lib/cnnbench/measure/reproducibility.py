@@ -15,12 +15,17 @@ unstable"): a run on a busy machine says so at the top of its report, with the f
 from __future__ import annotations
 
 import math
+import statistics
 
 import pandas as pd
 
-# Columns that make two rows of one run the same configuration (the protocol is the run's own).
-SAME = ("model", "phase", "batch_size", "image_size", "num_classes", "precision", "memory_format", "dataset",
-        "data_mode")
+from cnnbench import knobs
+from cnnbench.measure import timing
+
+
+def same_keys() -> tuple[str, ...]:
+    """The columns that make two rows of one run the same configuration (the protocol is the run's own)."""
+    return ("model", "phase", "image_size", "num_classes", "dataset", *knobs.keyed())
 PRECISE_PCT = 10.0  # a rate whose 95% interval is within +-10% supports a headline on its own
 
 COLUMNS = ["run_name", "model", "phase", "batch_size", "first", "rate_first_img_s", "ci95_first_img_s", "second",
@@ -31,10 +36,8 @@ COLUMNS = ["run_name", "model", "phase", "batch_size", "first", "rate_first_img_
 def _ok(df: pd.DataFrame, source: str) -> pd.DataFrame:
     if df is None or df.empty or "status" not in df:
         return pd.DataFrame()
-    ok = df[df.status.astype(str) == "ok"].copy()
+    ok = knobs.columns(df[df.status.astype(str) == "ok"])
     ok["source"] = source
-    if "compile" in ok:
-        ok = ok[~ok["compile"].astype(str).str.lower().eq("true")]
     return ok
 
 
@@ -51,12 +54,12 @@ def _unsplit_step(step_phases: pd.DataFrame | None) -> pd.DataFrame:
     if step_phases is None or step_phases.empty or "step_time_s" not in step_phases:
         return pd.DataFrame()
     ok = _ok(step_phases, "step phases (unsplit step)")
-    keys = [k for k in ("run_name", *SAME) if k in ok and k not in ("phase", "data_mode")]
+    keys = [k for k in ("run_name", *same_keys()) if k in ok and k != "phase"]
     ok = ok.drop_duplicates(keys).copy()
     step, ci = ok.step_time_s.astype(float), ok.step_time_ci95_s.astype(float)
     ok["throughput_img_s"] = ok.batch_size.astype(float) / step
     ok["throughput_ci95_img_s"] = ok.throughput_img_s * ci / step
-    return ok.assign(phase="train", data_mode="loader")
+    return ok.assign(phase="train", data_mode="loader")  # 06 draws its steps from a DataLoader
 
 
 TABLES = ("scenario_a", "batch_sweep", "tuning", "step_phases")  # what repeated() and machine_summary() read
@@ -70,7 +73,7 @@ def repeated(scenario_a: pd.DataFrame, batch_sweep: pd.DataFrame, tuning: pd.Dat
     out = []
     for i, a in enumerate(passes):
         for b in passes[i + 1:]:
-            on = [k for k in ("run_name", *SAME) if k in a and k in b]
+            on = [k for k in ("run_name", *same_keys()) if k in a and k in b]
             j = a.merge(b, on=on, suffixes=("_a", "_b"))
             for r in j.to_dict("records"):
                 out.append(_pair(r))
@@ -189,6 +192,28 @@ def ratio(a: float, ca: float, b: float, cb: float) -> tuple[float, float, float
     half = math.hypot(ca, cb) / a
     r = b / a
     return r, max(r - half, 0.0), r + half
+
+
+def paired_ratio(a: dict, b: dict) -> tuple[float, float, float, int] | None:
+    """``b / a`` from the rounds both were measured in (``{round: rate}``; runs of one notebook measure every
+    configuration once per round, in a shuffled order): the geometric mean of the rounds' ratios with the Student
+    t 95% interval of their logs, and the number of rounds. The machine's drift between rounds falls on both rates
+    of a round alike and cancels in its ratio. None below two common rounds."""
+    common = sorted(set(a) & set(b))
+    if len(common) < 2:
+        return None
+    logs = [math.log(float(b[k]) / float(a[k])) for k in common]
+    mean, half = statistics.fmean(logs), timing.ci95_half_width(logs)
+    return math.exp(mean), math.exp(mean - half), math.exp(mean + half), len(common)
+
+
+def interval_verdict(low: float, high: float, a: float, b: float) -> str:
+    """"faster" or "slower" where the ratio's 95% interval excludes 1, else "not significant"."""
+    if not (math.isfinite(low) and math.isfinite(high)):
+        return "no interval"
+    if low <= 1 <= high:
+        return "not significant"
+    return "faster" if b > a else "slower"
 
 
 def change_verdict(a: float, ca: float, b: float, cb: float) -> str:

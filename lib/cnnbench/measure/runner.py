@@ -29,6 +29,7 @@ rerun goes on from the processes it has.
 from __future__ import annotations
 
 import math
+import random
 import statistics
 import time
 from collections.abc import Callable, Iterable
@@ -36,14 +37,14 @@ from pathlib import Path
 
 import torch
 
+from cnnbench import devices
 from cnnbench.measure import engine, telemetry, timing
-from cnnbench.measure.engine import Config, Protocol
+from cnnbench.measure.engine import Config
 from cnnbench.progress import bar, process_done, resumed, row_done
-from cnnbench.results import CONFIG_KEYS, TABLES, WINDOW_KEYS, ResultsFile
+from cnnbench.results import TABLES, ResultsFile, config_keys, window_keys
 
 # Columns the process rows carry that are merged by their own rule (not the mean): largest or smallest.
 _MAX_PREFIXES = ("peak_", "util_process_cpu_max", "util_cpu_max", "gpu_mem_used_max")
-_NOT_MERGED = {*CONFIG_KEYS, "process", "steps_per_window", "exitcode"}
 
 
 def _files(path, steps_path, telemetry_path):
@@ -51,7 +52,7 @@ def _files(path, steps_path, telemetry_path):
     windows = path.with_name(f"{path.stem}_windows.csv")
     steps = ResultsFile(steps_path, TABLES["scenario_a_steps"].key) if steps_path else None
     tele = ResultsFile(telemetry_path, TABLES["telemetry"].key) if telemetry_path else None
-    return ResultsFile(path, CONFIG_KEYS), ResultsFile(windows, WINDOW_KEYS), steps, tele
+    return ResultsFile(path, config_keys()), ResultsFile(windows, window_keys()), steps, tele
 
 
 class _Config:
@@ -60,7 +61,7 @@ class _Config:
 
     def __init__(self, cfg: Config, key: dict, windows: ResultsFile):
         self.cfg, self.key = cfg, key
-        mine = [w for w in windows.rows() if windows.key_of(w)[: len(CONFIG_KEYS)] == _key(windows, key)]
+        mine = [w for w in windows.rows() if _key(windows, w) == _key(windows, key)]
         self.windows = [_typed_window(w) for w in mine]
         self.rows: dict[int, dict] = {}
         self.failure: dict | None = None
@@ -92,7 +93,7 @@ class _Config:
 
 
 def _key(file: ResultsFile, key: dict) -> tuple[str, ...]:
-    return file.key_of(key)[: len(CONFIG_KEYS)]
+    return file.key_of(key)[: len(config_keys())]
 
 
 def _typed_window(w: dict) -> dict:
@@ -105,12 +106,12 @@ def _typed_window(w: dict) -> dict:
     return out
 
 
-def _measure_once(cfg: Config, device, protocol, dataset, threads: int, isolate: bool) -> dict:
+def _measure_once(cfg: Config, device, p, dataset, isolate: bool) -> dict:
     from cnnbench.measure import worker
 
     if isolate:
-        return worker.measure_isolated(cfg, device, protocol, dataset, threads)
-    return engine.measure(cfg, device, protocol, dataset)
+        return worker.measure_isolated(cfg, device, p, dataset)
+    return engine.measure(cfg, device, p, dataset)
 
 
 def _record(state: _Config, row: dict, process: int, files, source: str, probe_img_s: float = math.nan) -> None:
@@ -137,18 +138,18 @@ def _record(state: _Config, row: dict, process: int, files, source: str, probe_i
     state.windows.extend(_typed_window({k: str(v) for k, v in r.items()}) for r in rows)
     if steps is not None and step_times:
         steps.extend([{**key, "process": process, "repeat": i // n, "step": i % n, "step_time_s": t}
-                      for i, t in enumerate(step_times)], group=(*CONFIG_KEYS, "process"))
+                      for i, t in enumerate(step_times)], group=(*config_keys(), "process"))
     if tele is not None and series:
         context = {**key, "source": source, "process": process, "device_name": row.get("device_name", "")}
-        tele.extend([{**context, **s} for s in series], group=(*CONFIG_KEYS, "source", "process"))
+        tele.extend([{**context, **s} for s in series], group=(*config_keys(), "source", "process"))
 
 
 def _merge_numbers(rows: list[dict]) -> dict:
     """The processes' telemetry, memory and energy columns as one: peaks and maxima the largest, minima the
     smallest, everything else numeric the mean."""
-    out = {}
+    out, not_merged = {}, {*config_keys(), "process", "steps_per_window", "exitcode"}
     for k in rows[0]:
-        if k in _NOT_MERGED:
+        if k in not_merged:
             continue
         vals = [r.get(k) for r in rows if isinstance(r.get(k), (int, float)) and not isinstance(r.get(k), bool)]
         vals = [float(v) for v in vals if math.isfinite(float(v))]
@@ -187,6 +188,7 @@ def merge(state: _Config, stop_reason: str, steps: ResultsFile | None) -> dict:
     mean = sum(rates) / len(rates)
     half = timing.ci95_half_width(rates)
     base.update(processes_measured=len(rates), throughput_ci95_img_s=half, throughput_ci95_within_img_s=within,
+                process_rates_img_s=dict(zip(state.processes, rates, strict=True)),
                 throughput_process_min_img_s=min(rates), throughput_process_max_img_s=max(rates),
                 throughput_process_cv_pct=100 * statistics.stdev(rates) / mean if len(rates) > 1 else math.nan,
                 ci95_pct=100 * half / base["throughput_img_s"] if base["throughput_img_s"] else math.nan,
@@ -206,43 +208,46 @@ def merge(state: _Config, stop_reason: str, steps: ResultsFile | None) -> dict:
     return base
 
 
-def _rounds(states: list[_Config], protocol: Protocol, measure_one: Callable[[_Config, int], None],
+def _rounds(states: list[_Config], p, measure_one: Callable[[_Config, int], None],
             probe: Callable[[], None] = lambda: None) -> dict:
     """Measure in rounds until every configuration has its least processes, then more rounds for the ones whose
-    interval is wider than the target, while the budget lasts. Returns each configuration's stop reason."""
+    interval is wider than the target, while the budget lasts; each round in its own random order (seeded), so
+    no configuration always follows another (Abedi and Brecht's randomized interleaving). Returns each
+    configuration's stop reason."""
     reasons: dict[int, str] = {}
-    least = max(protocol.processes, 1)
+    least = max(p.processes, 1)
+    order = random.Random(f"rounds {p.seed}")
     for _ in range(least):
         probe()
-        for s in states:
+        for s in order.sample(states, len(states)):
             if s.failure is None and s.count < least:
                 measure_one(s, s.count + 1)
     started = time.perf_counter()
     while True:
-        wide = [s for s in states if s.failure is None and s.ci_pct() > protocol.ci_target_pct
-                and s.count < protocol.max_processes]
-        if not wide or time.perf_counter() - started >= protocol.adapt_budget_s:
+        wide = [s for s in states if s.failure is None and s.ci_pct() > p.ci_target_pct
+                and s.count < p.max_processes]
+        if not wide or time.perf_counter() - started >= p.adapt_budget_s:
             break
         probe()
-        for s in wide:
-            if time.perf_counter() - started >= protocol.adapt_budget_s:
+        for s in order.sample(wide, len(wide)):
+            if time.perf_counter() - started >= p.adapt_budget_s:
                 break
             measure_one(s, s.count + 1)
     for i, s in enumerate(states):
-        if s.ci_pct() <= protocol.ci_target_pct:
+        if s.ci_pct() <= p.ci_target_pct:
             reasons[i] = "target" if s.count > least else "processes"
-        elif s.count >= protocol.max_processes:
+        elif s.count >= p.max_processes:
             reasons[i] = "max_processes"
         else:
             reasons[i] = "budget"
     return reasons
 
 
-def run_configs(configs: Iterable[Config], device: torch.device, protocol: Protocol, path, steps_path=None,
+def run_configs(configs: Iterable[Config], device: torch.device, p, path, steps_path=None,
                 dataset_for: Callable[[Config], object] | None = None, desc: str = "measuring",
                 telemetry_path=None, source: str = "", isolate: bool = False) -> list[dict]:
-    """Measure every configuration not already done in ``path`` (see the module's docstring); returns the rows
-    of ``configs``, this run's and resumed ones, in the file's order.
+    """Measure every configuration not already done in ``path`` with the params' protocol ``p`` (see the
+    module's docstring); returns the rows of ``configs``, this run's and resumed ones, in the file's order.
 
     ``isolate``: each process of a configuration is a fresh worker process (the pipeline's default), so its
     memory figures and allocator state are its own and a crash is a ``crashed`` row; else a fresh workload in
@@ -251,36 +256,35 @@ def run_configs(configs: Iterable[Config], device: torch.device, protocol: Proto
     configs = list(configs)
     files = _files(path, steps_path, telemetry_path)
     results, windows, steps, _ = files
-    threads = torch.get_num_threads()
-    keys = [engine.config_key(c, device, protocol, threads) for c in configs]
+    keys = [engine.config_key(c, device, p) for c in configs]
     for f in files:  # these configurations, and only they, are this invocation's rows (results.ResultsFile.plan)
         if f is not None:
-            f.plan(keys, source or desc, CONFIG_KEYS)
+            f.plan(keys, source or desc, config_keys())
     states = [_Config(c, k, windows) for c, k in zip(configs, keys, strict=True) if not results.done(k)]
     datasets: dict[int, object] = {}
     probed = {"img_s": math.nan}
 
-    def probe() -> None:  # the CPU's own speed before each round (telemetry.speed_probe); CPU runs only
-        if device.type == "cpu" and states:
+    def probe() -> None:  # the host CPU's own speed before each round (telemetry.speed_probe), where the
+        if devices.backend(device).on_host and states:  # host CPU is the measured device
             probed["img_s"] = telemetry.speed_probe()
-    total = sum(max(protocol.processes - len(s.processes), 0) for s in states)
+    total = sum(max(p.processes - len(s.processes), 0) for s in states)
     progress = bar(total=total, desc=desc, unit="process")
 
     def measure_one(state: _Config, process: int) -> None:
         i = id(state)
         if i not in datasets:
             datasets[i] = dataset_for(state.cfg) if dataset_for else None
-        row = _measure_once(state.cfg, device, protocol, datasets[i], threads, isolate)
+        row = _measure_once(state.cfg, device, p, datasets[i], isolate)
         state.attempts = process
         row["process"] = process
-        process_done(row, process, max(protocol.processes, process))
+        process_done(row, process, max(p.processes, process))
         _record(state, row, process, files, source or desc, probed["img_s"])
         progress.update(1)
         if state.failure is not None:
             state.failure = {**state.failure, **state.key, "processes_measured": len(state.processes)}
 
     try:
-        reasons = _rounds(states, protocol, measure_one, probe)
+        reasons = _rounds(states, p, measure_one, probe)
     finally:
         progress.close()
     for i, s in enumerate(states):

@@ -73,32 +73,6 @@ _SUMMARY = {
 }
 
 
-def _load_nvml():
-    """pynvml, initialised, or None when there is no NVIDIA driver (tests replace this function)."""
-    try:
-        import pynvml
-
-        pynvml.nvmlInit()
-        return pynvml
-    except Exception:  # noqa: BLE001 - no NVML: no GPU telemetry
-        return None
-
-
-def _gpus(device: torch.device) -> tuple[object, list[tuple[int, object]], int | None]:
-    """(nvml, [(nvml index, handle) of every GPU], nvml index of the measured GPU) for a CUDA device."""
-    if device.type != "cuda":
-        return None, [], None
-    nvml = _load_nvml()
-    if nvml is None:
-        return None, [], None
-    try:
-        handles = [(i, nvml.nvmlDeviceGetHandleByIndex(i)) for i in range(nvml.nvmlDeviceGetCount())]
-        measured = nvml.nvmlDeviceGetIndex(devices.nvml_handle(device, nvml))
-    except Exception:  # noqa: BLE001
-        return None, [], None
-    return nvml, handles, measured
-
-
 class Sampler:
     """``with Sampler(device) as s: ...`` then ``s.series()`` (every sample) and ``s.summary()`` (per row)."""
 
@@ -114,7 +88,8 @@ class Sampler:
         self._cores = psutil.cpu_count() or 1
         self._last_cpu: tuple[float, float] | None = None  # (clock, this process tree's CPU seconds)
         self._t0 = clock()
-        self._nvml, self._handles, self.measured_index = _gpus(device)
+        self._backend = devices.backend(device)
+        self._nvml, self._handles, self.measured_index = self._backend.gpus()
 
     def _add(self, t: float, metric: str, value: float, index: int | None = None) -> None:
         self.samples.append((t, metric, float(value), index))
@@ -132,8 +107,8 @@ class Sampler:
             self._add(t, "util_other_cpu_pct", max(host - process / self._cores, 0.0))
         self._add(t, "rss_mib", self._proc.memory_info().rss / 2**20)
         self._machine(t)
-        if self.device.type == "mps":
-            self._add(t, "mps_mem_mib", torch.mps.current_allocated_memory() / 2**20)
+        if (memory := self._backend.memory_sample_mib()) is not None:  # a device with no high-water mark
+            self._add(t, "mps_mem_mib", memory)
         for index, handle in self._handles:
             self._sample_gpu(t, index, handle)
 

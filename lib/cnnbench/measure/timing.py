@@ -43,39 +43,26 @@ def ci95_half_width(values) -> float:
     return t95(len(values) - 1) * statistics.stdev(values) / math.sqrt(len(values))
 
 
-def _device_events(device: torch.device):
-    """(make an event, record it) timing work queued on ``device``, or None where no events are used.
-
-    CUDA: events recorded on the measured device's CURRENT stream (``cuda:1`` is timed on GPU 1's stream, not on
-    the current device's). MPS: none, even where torch has ``torch.mps.Event``: its times are host-clock readings
-    taken in callbacks that can arrive out of order (sub-millisecond steps raise "End event ... was not recorded
-    after start event"), and each record commits the command buffer, changing the work timed. MPS times windows.
-    """
-    if device.type == "cuda":
-        stream = torch.cuda.current_stream(device)
-        return (lambda: torch.cuda.Event(enable_timing=True)), (lambda event: event.record(stream))
-    return None
-
-
 class StepTimer:
     """Times steps on ``device``: synchronise, read the clock, run, synchronise, read the clock.
 
-    On CUDA and MPS the device is synchronised at the window's edges only (a per-step synchronisation would
-    remove the overlap of host and device work a real training loop has); on CUDA each step's time comes from
-    device events recorded between steps. On the CPU (no queue) every step is timed by the host clock. On MPS,
-    which is timed by windows only, each step is given the window's mean (``source`` says so). The window's wall time always
-    comes from the host clock read after a device synchronisation. ``clock`` and ``sync`` are injectable so
-    tests drive the timer with a fake clock.
+    On a device that queues its work the device is synchronised at the window's edges only (a per-step
+    synchronisation would remove the overlap of host and device work a real training loop has); where the device
+    has timing events (CUDA) each step's time comes from events recorded between steps, elsewhere (MPS) each step
+    is given the window's mean (``source`` says so). On the host CPU every step is timed by the host clock. The
+    window's wall time always comes from the host clock read after a synchronisation. ``clock`` and ``sync`` are
+    injectable so tests drive the timer with a fake clock.
     """
 
     def __init__(self, device: torch.device, clock: Callable[[], float] = time.perf_counter,
                  sync: Callable[[torch.device], None] = devices.synchronize, use_events: bool | None = None):
+        backend = devices.backend(device)
         self.device, self.clock, self.sync = device, clock, sync
-        self.events = _device_events(device) if use_events is not False else None
+        self.events = backend.events() if use_events is not False else None
         if use_events and self.events is None:
-            raise ValueError(f"no timing events on {device.type}")
-        self.per_step_sync = self.events is None and device.type != "mps"
-        self.source = (f"{device.type}_events" if self.events else "host_clock" if self.per_step_sync
+            raise ValueError(f"no timing events on {backend.kind}")
+        self.per_step_sync = self.events is None and not backend.queued
+        self.source = (f"{backend.kind}_events" if self.events else "host_clock" if self.per_step_sync
                        else "window_mean")
 
     def window(self, step: Callable[[], object], n: int) -> tuple[list[float], float]:

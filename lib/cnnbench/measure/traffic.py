@@ -20,7 +20,8 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 from torch.utils.module_tracker import ModuleTracker
 
-from cnnbench import devices, models
+from cnnbench import models
+from cnnbench.devices import DTYPES
 from cnnbench.measure import flops
 
 _NO_TRAFFIC = {"aten::detach", "aten::alias", "aten::lift_fresh", "aten::empty", "aten::empty_strided",
@@ -105,9 +106,9 @@ def count_step(model_name: str, batch_size: int, image_size: int, num_classes: i
     torch.manual_seed(0)
     build = models.build_meta if torch.device(device).type == "meta" else models.build
     model = build(model_name, num_classes=num_classes, image_size=image_size)
-    model = model.to(device=device, dtype=devices.DTYPES[precision]).train(phase == "train")
+    model = model.to(device=device, dtype=DTYPES[precision]).train(phase == "train")
     shape = (batch_size, *models.input_shape(model_name, image_size))
-    x = torch.randn(shape, device=device, dtype=devices.DTYPES[precision])
+    x = torch.randn(shape, device=device, dtype=DTYPES[precision])
     y = torch.randint(0, num_classes, (batch_size,), device=device)
     opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=momentum)
     with flops.attention_fastpath_off(), ModuleTracker() as tracker, TrafficCounter(tracker) as counter:

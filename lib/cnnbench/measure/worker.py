@@ -22,6 +22,7 @@ import sys
 
 import torch
 
+from cnnbench import devices
 from cnnbench.measure import engine
 
 HOOK_ENV = "CNNBENCH_TEST_WORKER_HOOK"
@@ -69,35 +70,32 @@ def _test_hook(model: str, hooks: str) -> None:
         _ballast.append(block)
 
 
-def _job(cfg, device_spec: str, protocol, dataset, threads: int, hooks: str, known_flops, conn) -> None:
-    """The worker's body: set threads and device, measure, send the row back."""
+def _job(cfg, device_spec: str, p, dataset, hooks: str, known_flops, conn) -> None:
+    """The worker's body: take the device, measure, send the row back."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's: it kills the worker, no 2nd traceback
-    torch.set_num_threads(threads)
     if known_flops is not None:
         engine._FLOPS[(cfg.model, cfg.image_size, cfg.num_classes)] = known_flops
     device = torch.device(device_spec)
-    if device.type == "cuda" and device.index is not None:
-        torch.cuda.set_device(device)  # the worker's current device is the measured one
+    devices.backend(device).enter_worker()
     try:
         _test_hook(cfg.model, hooks)
-        row = engine.measure(cfg, device, protocol, dataset, isolation="worker")
+        row = engine.measure(cfg, device, p, dataset, isolation="worker")
     except Exception as err:  # noqa: BLE001 - a failure outside measure is a row too
-        row = {**engine._base_row(cfg, device, protocol), "isolation": "worker", **engine.failure(err)}
+        row = {**engine._base_row(cfg, device, p), "isolation": "worker", **engine.failure(err, device)}
     conn.send(row)
     conn.close()
 
 
-def measure_isolated(cfg: engine.Config, device: torch.device, protocol: engine.Protocol, dataset=None,
-                     threads: int | None = None) -> dict:
+def measure_isolated(cfg: engine.Config, device: torch.device, p, dataset=None) -> dict:
     """:func:`cnnbench.measure.engine.measure` in a fresh worker process; a worker that dies gives a ``crashed`` row."""
-    threads = threads or torch.get_num_threads()
     try:  # counted once here, not again in every worker (it would also add to the worker's memory peak)
         known_flops = engine.flops_per_image(cfg.model, cfg.image_size, cfg.num_classes)
     except Exception:  # noqa: BLE001 - the worker counts (and reports any failure) itself
         known_flops = None
+    cfg = cfg.replace(threads=cfg.threads or torch.get_num_threads())  # the worker's threads are the run's
     row, exitcode = _in_worker(_job, f"cnnbench-worker-{cfg.model}",
-                               (cfg, str(device), protocol, dataset, threads, os.environ.get(HOOK_ENV, ""), known_flops))
-    return row if row is not None else engine.crashed(cfg, device, protocol, exitcode, threads)
+                               (cfg, str(device), p, dataset, os.environ.get(HOOK_ENV, ""), known_flops))
+    return row if row is not None else engine.crashed(cfg, device, p, exitcode)
 
 
 def _in_worker(target, name: str, args: tuple) -> tuple[dict | None, int | None]:
@@ -131,12 +129,11 @@ def _call_job(fn, args: tuple, device_spec: str, threads: int, conn) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's: it kills the worker, no 2nd traceback
     torch.set_num_threads(threads)
     device = torch.device(device_spec)
-    if device.type == "cuda" and device.index is not None:
-        torch.cuda.set_device(device)
+    devices.backend(device).enter_worker()
     try:
         row = {**fn(*args), "isolation": "worker"}
     except Exception as err:  # noqa: BLE001 - a failure is a row
-        row = {"isolation": "worker", **engine.failure(err)}
+        row = {"isolation": "worker", **engine.failure(err, device)}
     conn.send(row)
     conn.close()
 

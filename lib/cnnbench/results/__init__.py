@@ -19,32 +19,29 @@ from cnnbench.results.files import (
     write_rows,
 )
 from cnnbench.results.tables import (
-    CONFIG_KEYS,
-    EPOCH_KEYS,
     MERGED,
     PROTOCOL_KEYS,
     TABLES,
-    WINDOW_KEYS,
     Table,
+    config_keys,
     file,
     read,
     rows,
     table,
+    window_keys,
 )
 
 __all__ = [
-    "CONFIG_KEYS",
     "DONE_STATUSES",
-    "EPOCH_KEYS",
     "MERGED",
     "PLANS",
     "PROTOCOL_KEYS",
     "TABLES",
-    "WINDOW_KEYS",
     "CorruptResults",
     "ResultsFile",
     "Table",
     "atomic_write_text",
+    "config_keys",
     "current_rows",
     "file",
     "frame",
@@ -53,6 +50,7 @@ __all__ = [
     "read_rows",
     "rows",
     "table",
+    "window_keys",
     "write_json",
     "write_rows",
 ]

@@ -9,90 +9,47 @@ through :func:`read`; nothing else spells a table's key.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from cnnbench import knobs
 from cnnbench.results.files import ResultsFile, current_rows, frame, read_rows
 
-# Everything that changes an engine measurement, so a rerun with other parameters measures new rows instead of
-# reusing old ones: the configuration, the device kind, the threads in force and the protocol.
-PROTOCOL_KEYS = (
-    "warmup_steps",
-    "measured_steps",
-    "window_s",
-    "repeats",
-    "processes",
-    "max_processes",
-    "ci_target_pct",
-    "lr",
-    "momentum",
-    "workers",
-    "pin_memory",
-    "cudnn_benchmark",
-    "synthetic_images",
-    "host_heap",
-    "seed",
-    "data_path",
-)
-CONFIG_KEYS = (
-    "model",
-    "device_kind",
-    "phase",
-    "data_mode",
-    "dataset",
-    "batch_size",
-    "image_size",
-    "num_classes",
-    "in_channels",
-    "precision",
-    "memory_format",
-    "compile",
-    "threads",
-    *PROTOCOL_KEYS,
-)
-WINDOW_KEYS = (*CONFIG_KEYS, "process", "repeat")
-EPOCH_KEYS = (
-    "model",
-    "device_kind",
-    "batch_size",
-    "image_size",
-    "num_classes",
-    "in_channels",
-    "precision",
-    "memory_format",
-    "compile",
-    "dataset",
-    "threads",
-    "workers",
-    "max_batches",
-    "epoch_images",
-)
+# What a measurement is of: the workload and the device kind (with every keyed knob, cnnbench.knobs, beside).
+WORKLOAD_KEYS = ("model", "device_kind", "phase", "dataset", "image_size", "num_classes", "in_channels")
+# The params keys that change an engine measurement, so a rerun with other values measures new rows instead of
+# reusing old ones.
+PROTOCOL_KEYS = ("warmup_steps", "measured_steps", "window_s", "repeats", "processes", "max_processes",
+                 "ci_target_pct", "lr", "momentum", "synthetic_images", "seed", "data_path")
+
+
+def config_keys() -> tuple[str, ...]:
+    """A measured configuration's key: the workload, every keyed knob, the protocol."""
+    return (*WORKLOAD_KEYS, *knobs.keyed(), *PROTOCOL_KEYS)
+
+
+def window_keys() -> tuple[str, ...]:
+    return (*config_keys(), "process", "repeat")
+
+
+# What the other experiments measure: the workload and every keyed knob, then their own settings.
+_SHAPE = ("model", "device_kind", "image_size", "num_classes", "in_channels", "dataset")
+
+
+def epoch_keys() -> tuple[str, ...]:
+    return (*_SHAPE, *knobs.keyed(), "max_batches", "epoch_images")
+
+
 # 06's step phases: the configuration, the protocol parts that change a phase time, and the phase settings.
 PHASE_PASS_KEYS = ("phase_steps", "phase_window_s", "phase_max_s", "phase_batch_size")
-PHASE_CONFIG_KEYS = (
-    "model",
-    "device_kind",
-    "batch_size",
-    "image_size",
-    "num_classes",
-    "in_channels",
-    "precision",
-    "memory_format",
-    "dataset",
-    "threads",
-)
-PHASE_KEYS = (
-    *PHASE_CONFIG_KEYS,
-    "warmup_steps",
-    "workers",
-    "pin_memory",
-    "synthetic_images",
-    "host_heap",
-    "seed",
-    "data_path",
-    *PHASE_PASS_KEYS,
-    "step_phase",
-)
+PHASE_PROTOCOL = ("warmup_steps", "synthetic_images", "seed", "data_path")
+
+
+def phase_plan() -> tuple[str, ...]:
+    return (*_SHAPE, *knobs.keyed(), *PHASE_PROTOCOL, *PHASE_PASS_KEYS)
+
+
 # 05's from-scratch backends: every parameter that changes a backend's rows (a rerun with other values trains
 # again; the same values keep what was measured).
 SCRATCH_KEYS = (
@@ -116,22 +73,10 @@ SCRATCH_KEYS = (
 SCRATCH_PLAN = ("backend", "model", *SCRATCH_KEYS)
 # 06's profiler and scaling: what identifies one traced configuration / one scaling pass (a rerun with the same
 # values keeps the rows; scaling is kept or measured again as a whole, its efficiency and loss check span it).
-PROFILE_PLAN = (
-    "model",
-    "device_kind",
-    "batch_size",
-    "image_size",
-    "num_classes",
-    "precision",
-    "memory_format",
-    "threads",
-    "seed",
-    "optimizer",
-    "lr",
-    "warmup_steps",
-    "profiled_steps",
-    "profile_top_k",
-)
+def profile_plan() -> tuple[str, ...]:
+    return (*_SHAPE, *knobs.keyed(), "seed", "optimizer", "lr", "warmup_steps", "profiled_steps", "profile_top_k")
+
+
 SCALING_PLAN = (
     "model",
     "backend",
@@ -148,20 +93,12 @@ SCALING_PLAN = (
 # 04's measured peaks (device_peaks.csv's measured rows and bandwidth_sweep.csv are kept when these match) and
 # profiled layers (a cache of each Scenario A configuration's per-layer profile, kept when its key matches).
 PEAK_SETTINGS = ("device_name", "peak_threads", "peak_matmul_size", "peak_stream_mb", "peak_repeats")
-LAYER_PLAN = (
-    "model",
-    "phase",
-    "batch_size",
-    "image_size",
-    "num_classes",
-    "in_channels",
-    "precision",
-    "memory_format",
-    "device_name",
-    "threads",
-    "seed",
-    "layer_steps",
-)
+
+
+def layer_plan() -> tuple[str, ...]:
+    return (*_SHAPE, "phase", *knobs.keyed(), "device_name", "seed", "layer_steps")
+
+
 # 06's fine-tuning grid: one point (its epochs are rows).
 TRANSFER_GRID_KEYS = (
     "model",
@@ -182,42 +119,17 @@ TRANSFER_GRID_KEYS = (
     "pin_memory",
     "data_path",
 )
-# 07's search: what identifies one search (its configuration and every tune_* parameter, lists comma-joined).
-TUNING_PARAM_KEYS = (
-    "seed",
-    "lr",
-    "momentum",
-    "synthetic_images",
-    "host_heap",
-    "repeats",
-    "tune_budget_s",
-    "tune_eta",
-    "tune_precisions",
-    "tune_compile_modes",
-    "tune_min_batch_size",
-    "tune_max_batch_size",
-    "tune_confirm_top",
-    "tune_confirm_window_s",
-    "tune_confirm_warmup_steps",
-    "tune_guard_steps",
-    "tune_guard_batch_size",
-    "tune_guard_tolerance",
-)
-SEARCH_KEYS = (
-    "model",
-    "device_kind",
-    "phase",
-    "image_size",
-    "num_classes",
-    "in_channels",
-    "dataset",
-    "data_mode",
-    "default_batch_size",
-    "default_threads",
-    "default_workers",
-    "default_pin_memory",
-    *TUNING_PARAM_KEYS,
-)
+# 07's search: what identifies one search (its workload, the default setting it is measured against, the protocol
+# and every tune_* parameter, lists comma-joined).
+TUNING_PARAM_KEYS = ("seed", "lr", "momentum", "synthetic_images", "repeats", "tune_budget_s", "tune_eta",
+                     "tune_precisions", "tune_compile_modes", "tune_min_batch_size", "tune_max_batch_size",
+                     "tune_confirm_top", "tune_confirm_window_s", "tune_confirm_warmup_steps", "tune_guard_steps",
+                     "tune_guard_batch_size", "tune_guard_tolerance")
+
+
+def search_keys() -> tuple[str, ...]:
+    return ("model", "device_kind", "phase", "image_size", "num_classes", "in_channels", "dataset",
+            *(f"default_{k}" for k in knobs.keyed()), *TUNING_PARAM_KEYS)
 
 
 @dataclass(frozen=True)
@@ -226,9 +138,17 @@ class Table:
 
     name: str
     notebook: str
-    key: tuple[str, ...] = ()  # () = written whole by its notebook
-    plan_columns: tuple[str, ...] | None = None  # what a plan selects on (None: the key)
+    keys: tuple[str, ...] | Callable[[], tuple[str, ...]] = ()  # () = written whole by its notebook
+    plans: tuple[str, ...] | Callable[[], tuple[str, ...]] | None = None  # what a plan selects on (None: the key)
     merged: bool = True  # read by the analysis and merged across runs
+
+    @property
+    def key(self) -> tuple[str, ...]:
+        return tuple(self.keys() if callable(self.keys) else self.keys)
+
+    @property
+    def plan_columns(self) -> tuple[str, ...] | None:
+        return tuple(self.plans() if callable(self.plans) else self.plans) if self.plans is not None else None
 
     @property
     def filename(self) -> str:
@@ -244,9 +164,9 @@ class Table:
 
 def _engine(name: str, notebook: str) -> list[Table]:
     return [
-        Table(name, notebook, CONFIG_KEYS),
-        Table(f"{name}_windows", notebook, WINDOW_KEYS, CONFIG_KEYS, merged=False),
-        Table(f"{name}_steps", notebook, (*WINDOW_KEYS, "step"), CONFIG_KEYS, merged=False),
+        Table(name, notebook, config_keys),
+        Table(f"{name}_windows", notebook, window_keys, config_keys, merged=False),
+        Table(f"{name}_steps", notebook, lambda: (*window_keys(), "step"), config_keys, merged=False),
     ]
 
 
@@ -255,46 +175,21 @@ TABLES: dict[str, Table] = {
     for t in [
         Table("complexity", "01_complexity"),
         *_engine("scenario_a", "02_scenario_a"),
-        Table(
-            "telemetry",
-            "02_scenario_a",
-            (*CONFIG_KEYS, "source", "process", "t_s", "metric", "device_index"),
-            CONFIG_KEYS,
-        ),  # 02 and 03 write it, each as its own writer
-        Table("epochs", "02_scenario_a", EPOCH_KEYS),
+        Table("telemetry", "02_scenario_a", lambda: (*config_keys(), "source", "process", "t_s", "metric",
+                                                       "device_index"), config_keys),  # 02 and 03 write it
+        Table("epochs", "02_scenario_a", epoch_keys),
         *_engine("batch_sweep", "03_batch_sweep"),
         Table("roofline", "04_roofline"),
         Table("device_peaks", "04_roofline"),
         Table("bandwidth_sweep", "04_roofline", merged=False),
-        Table("roofline_layers", "04_roofline", (*LAYER_PLAN, "layer", "op"), LAYER_PLAN, merged=False),
+        Table("roofline_layers", "04_roofline", lambda: (*layer_plan(), "layer", "op"), layer_plan, merged=False),
         Table("gradcheck", "05_backends", (*SCRATCH_PLAN, "tensor"), SCRATCH_PLAN),
         Table("backends", "05_backends", (*SCRATCH_PLAN, "epoch"), SCRATCH_PLAN),
         Table("backend_ops", "05_backends", (*SCRATCH_PLAN, "op"), SCRATCH_PLAN),
         Table("backend_memory", "05_backends", (*SCRATCH_PLAN, "component"), SCRATCH_PLAN),
         Table("transfer", "06_transfer", (*TRANSFER_GRID_KEYS, "epoch"), TRANSFER_GRID_KEYS),
-        Table(
-            "step_phases",
-            "06_transfer",
-            PHASE_KEYS,
-            (
-                *PHASE_CONFIG_KEYS,
-                "warmup_steps",
-                "workers",
-                "pin_memory",
-                "synthetic_images",
-                "host_heap",
-                "seed",
-                "data_path",
-                *PHASE_PASS_KEYS,
-            ),
-        ),
-        Table(
-            "profile_ops",
-            "06_transfer",
-            (*PROFILE_PLAN, "pass", "op"),
-            PROFILE_PLAN,
-            merged=False,
-        ),
+        Table("step_phases", "06_transfer", lambda: (*phase_plan(), "step_phase"), phase_plan),
+        Table("profile_ops", "06_transfer", lambda: (*profile_plan(), "pass", "op"), profile_plan, merged=False),
         Table(
             "transfer_telemetry",
             "06_transfer",
@@ -302,7 +197,7 @@ TABLES: dict[str, Table] = {
             merged=False,
         ),
         Table("scaling", "06_transfer", SCALING_PLAN),
-        Table("tuning", "07_tuning", (*SEARCH_KEYS, "row_kind", "stage", "rung", "config"), SEARCH_KEYS),
+        Table("tuning", "07_tuning", lambda: (*search_keys(), "row_kind", "stage", "rung", "config"), search_keys),
         Table("tuning_space", "07_tuning", ("model", "device_kind", "knob", "value"), merged=False),
         Table("explore", "08_analysis", ("timestamp", "model", "batch_size", "precision"), merged=False),
         # 08's analysis of the runs it merged, each recomputed whole: matched speedups (x), one-knob ratios (rate of

@@ -14,20 +14,20 @@ from pathlib import Path
 
 import pandas as pd
 import torch
-from torch.profiler import ProfilerActivity, profile
+from torch.profiler import profile
 
-from cnnbench import devices, progress, published, results, scenarios
+from cnnbench import devices, knobs, progress, published, results
 from cnnbench.measure import engine, traffic
+
+# 04's figures and the results layer's writer and run finder, named here for 04's one entry point
+from cnnbench.plots import bandwidth_sweep as bandwidth_sweep  # noqa: E402, I001
+from cnnbench.plots import layer_figures as layer_figures
+from cnnbench.plots import per_model_rooflines as per_model_rooflines
+from cnnbench.plots import roofline as plot  # noqa: F401
+from cnnbench.plots import trajectory as trajectory
+from cnnbench.results import write_rows as write_rows
+from cnnbench.results.runs import runs_for as runs_for
 from cnnbench.roofline import peaks as peaks_mod
-
-
-def device_time_us(evt) -> float:
-    """A profiler event's CUDA time (us): ``device_time_total`` (torch 2.4+) or its old name ``cuda_time_total``."""
-    for attr in ("device_time_total", "cuda_time_total"):
-        value = getattr(evt, attr, None)
-        if value is not None:
-            return float(value)
-    return 0.0
 
 
 def attainable(intensity: float, peak_gflops: float, bandwidth_gbs: float) -> float:
@@ -157,48 +157,55 @@ LAYER_COLUMNS = ["model", "phase", "batch_size", "op", "layer", "calls_per_step"
                  "flops_counted", "bytes", "intensity_flop_per_byte", "achieved_gflops", "time_share"]
 
 
-def profile_layers(cfg: engine.Config, device: torch.device, protocol: engine.Protocol, steps: int = 3,
-                   warmup: int = 2) -> pd.DataFrame:
+def profile_layers(cfg: engine.Config, device: torch.device, p, steps: int = 3, warmup: int = 2) -> pd.DataFrame:
     """Time every op of ``steps`` real steps with ``torch.profiler`` (shapes recorded) and join each (op, shapes)
-    with its counted FLOPs and bytes: one row per layer-op with its own intensity and achieved rate."""
-    work = engine.Workload(cfg, device, protocol)
-    for _ in range(warmup):
-        work.step()
-    devices.synchronize(device)
-    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
-    with profile(activities=activities, record_shapes=True) as prof:
-        for _ in range(steps):
+    with its counted FLOPs and bytes (:func:`layer_table`). :class:`cnnbench.devices.Unavailable` where the
+    profiler has no device time per op (MPS: it sees the host queueing each op)."""
+    b = devices.backend(device)
+    if b.op_time == "queue":
+        raise devices.Unavailable(f"torch.profiler times {b.kind} ops on the host (the time to queue them), not on "
+                                  "the device: a per-layer roofline needs each op's device time")
+    with engine.Workload(cfg, device, p) as work:
+        for _ in range(warmup):
             work.step()
-        devices.synchronize(device)
+        b.synchronize()
+        with profile(activities=b.profiler_activities(), record_shapes=True) as prof:
+            for _ in range(steps):
+                work.step()
+            b.synchronize()
     counted = traffic.by_op_shape(
         traffic.count_step(cfg.model, cfg.batch_size, cfg.image_size, cfg.num_classes, cfg.phase, cfg.precision))
+    return layer_table(prof.key_averages(group_by_input_shape=True), counted, steps, cfg, b)
+
+
+def layer_table(events, counted: dict, steps: int, cfg: engine.Config, b: devices.Backend) -> pd.DataFrame:
+    """One row per profiled (op, shapes) that has a count: its time per step on the device, FLOPs, bytes,
+    intensity and achieved rate. Ops the device's libraries name otherwise (cuDNN's batch norm) are joined under
+    the counter's name; ``time_share`` is over all the ops' time in the step, matched or not."""
+    aliases = b.op_names()
+    total_us = sum(b.op_time_us(evt, self_only=True) for evt in events)
     rows = []
-    for evt in prof.key_averages(group_by_input_shape=True):
-        c = counted.get((evt.key, str(evt.input_shapes)))
-        if c is None:
-            continue
-        total_us = device_time_us(evt) if device.type == "cuda" else evt.cpu_time_total
-        time_s = total_us / 1e6 / steps
-        if time_s <= 0 or c["bytes"] == 0:
+    for evt in events:
+        c = counted.get((aliases.get(evt.key, evt.key), str(evt.input_shapes)))
+        time_s = b.op_time_us(evt) / 1e6 / steps
+        if c is None or time_s <= 0 or c["bytes"] == 0:
             continue
         # per-call counts times the calls the profiler timed, so FLOPs, bytes and time cover the same calls
         calls = evt.count / steps
         scale = calls / c["calls"]
         work_flops = (c["flops"] or c["flops_elementwise"]) * scale
-        c = {**c, "bytes": c["bytes"] * scale, "calls": calls}
+        nbytes = c["bytes"] * scale
         mods = c["modules"]
         rows.append({
             "model": cfg.model, "phase": cfg.phase, "batch_size": cfg.batch_size, "op": evt.key.replace("aten::", ""),
-            "layer": mods[0] + (f" (+{len(mods) - 1})" if len(mods) > 1 else ""), "calls_per_step": c["calls"],
-            "time_per_step_s": time_s, "flops": work_flops, "flops_counted": "matmul/conv" if c["flops"] else
-            "1 per output element", "bytes": c["bytes"], "intensity_flop_per_byte": work_flops / c["bytes"],
-            "achieved_gflops": work_flops / time_s / 1e9,
+            "layer": mods[0] + (f" (+{len(mods) - 1})" if len(mods) > 1 else ""), "calls_per_step": calls,
+            "time_per_step_s": time_s, "flops": work_flops,
+            "flops_counted": "matmul/conv" if c["flops"] else "1 per output element", "bytes": nbytes,
+            "intensity_flop_per_byte": work_flops / nbytes, "achieved_gflops": work_flops / time_s / 1e9,
+            "time_share": time_s / (total_us / 1e6 / steps) if total_us > 0 else float("nan"),
         })
-    df = pd.DataFrame(rows)
-    if len(df):
-        df["time_share"] = df.time_per_step_s / df.time_per_step_s.sum()
-        df = df.sort_values("time_per_step_s", ascending=False).reset_index(drop=True)
-    return df
+    df = pd.DataFrame(rows, columns=LAYER_COLUMNS)
+    return df.sort_values("time_per_step_s", ascending=False).reset_index(drop=True) if len(df) else df
 
 
 def compare_with_seeds(intensity: pd.DataFrame, complexity: pd.DataFrame) -> pd.DataFrame:
@@ -250,41 +257,44 @@ def intensity_vs_batch(model_names, batch_sizes, p) -> pd.DataFrame:
     """Training-step intensity of each model at each batch size (the run's resolution and classes)."""
     rows = []
     for model in model_names:
-        _, _, size, classes = scenarios.model_data(p, model)
+        cfg = engine.config(p, model, "train")
+        size, classes = cfg.image_size, cfg.num_classes
         rows += [step_intensity(model, bs, size, classes, "train") for bs in batch_sizes]
     return pd.DataFrame(rows)
 
 
 def layers_for_models(run, scenario_a: pd.DataFrame, steps: int = 2) -> pd.DataFrame:
-    """Profiled layers of each model's training step at its Scenario A configuration: fp32 NCHW where measured,
-    else its first variant (the newest row of a configuration measured twice)."""
+    """Profiled layers of each model's training step at its Scenario A configuration: the seeds' variant where
+    measured, else its first variant (the newest row of a configuration measured twice); eager, on its batch."""
     if scenario_a.empty or "status" not in scenario_a:
         return pd.DataFrame(columns=LAYER_COLUMNS)
-    ok = scenario_a[(scenario_a.status == "ok") & (scenario_a.phase == "train")]
+    ok = knobs.columns(scenario_a[(scenario_a.status == "ok") & (scenario_a.phase == "train")])
     if ok.empty:
         return pd.DataFrame(columns=LAYER_COLUMNS)
-    plain = (ok.precision == "fp32") & (ok.memory_format == "nchw")
+    plain = ok.index.isin(knobs.default_variant(ok).index)
     ok = ok.assign(_plain=plain).iloc[::-1].sort_values("_plain", ascending=False, kind="stable")
     ok = ok.drop_duplicates("model").sort_index()
-    protocol = engine.Protocol.from_params(run.params)
     table = results.table("roofline_layers")
-    cache, frames, planned, profiled = table.file(run.dir), [], [], 0
-    for r in ok.itertuples():
-        cfg = engine.Config(r.model, "train", int(r.batch_size), int(r.image_size), int(r.num_classes),
-                            int(r.in_channels), r.precision, r.memory_format, False, "device")
-        key = {"model": r.model, "phase": "train", "batch_size": int(r.batch_size), "image_size": int(r.image_size),
-               "num_classes": int(r.num_classes), "in_channels": int(r.in_channels), "precision": r.precision,
-               "memory_format": r.memory_format, "device_name": devices.device_name(run.device),
-               "threads": run.threads, "seed": run.params.seed, "layer_steps": steps}
+    cache, planned, profiled = table.file(run.dir), [], 0
+    for r in ok.to_dict("records"):
+        cfg = engine.Config(r["model"], "train", int(r["image_size"]), int(r["num_classes"]), int(r["in_channels"]),
+                            r.get("dataset", "synthetic"), knobs.Setting({k: r[k] for k in knobs.keyed()}).with_(compile="off",
+                                                                                               data_mode="device"))
+        key = {**cfg.columns(), "device_kind": devices.backend(run.device).kind, "device_name": devices.device_name(run.device),
+               "seed": run.params.seed, "layer_steps": steps}
         planned.append(key)
         if not cache.finished(key, table.plan_columns):  # profiled before with the same key: kept
             profiled += 1
-            layers = profile_layers(cfg, run.device, protocol, steps=steps)
+            try:
+                layers = profile_layers(cfg, run.device, run.params, steps=steps)
+            except devices.Unavailable as why:
+                progress.note(f"layer roofline of {cfg.model}: {why}")
+                continue
             cache.extend([{**key, **row, "status": "ok"} for row in layers.to_dict("records")], table.plan_columns)
     table.plan(run.dir, planned, "roofline")
     progress.resumed(len(planned) - profiled, len(planned), cache.path.name, "layer profiles")
     kept = results.read(run.dir, "roofline_layers")
-    frames = [g[LAYER_COLUMNS] for _, g in kept.groupby(list(table.plan_columns), sort=False)] if len(kept) else []
+    frames = [g[LAYER_COLUMNS] for _, g in kept.groupby(list(table.plan_columns), sort=False, dropna=False)] if len(kept) else []
     frames = [f for f in frames if len(f)]
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=LAYER_COLUMNS)
 
@@ -343,21 +353,3 @@ def across_runs(run_dirs) -> tuple[pd.DataFrame, pd.DataFrame]:
         if len(peaks.columns):
             roofs.append(peaks.assign(run_name=run_dir.name))
     return tuple(pd.concat(f, ignore_index=True) if f else pd.DataFrame() for f in (points, roofs))
-
-
-_PRESENTED = {"plot": ("cnnbench.plots", "roofline"), "trajectory": ("cnnbench.plots", "trajectory"),
-              "bandwidth_sweep": ("cnnbench.plots", "bandwidth_sweep"),
-              "per_model_rooflines": ("cnnbench.plots", "per_model_rooflines"),
-              "layer_figures": ("cnnbench.plots", "layer_figures"),
-              "write_rows": ("cnnbench.results", "write_rows"), "runs_for": ("cnnbench.results.runs", "runs_for")}
-
-
-def __getattr__(name: str):
-    """04's figures (:mod:`cnnbench.plots`: ``plot`` is its roofline), ``write_rows`` and ``runs_for`` (the
-    results layer), re-exported for 04's one entry point and imported on first use (tuning's workers do not draw)."""
-    import importlib
-
-    if name in _PRESENTED:
-        module, attr = _PRESENTED[name]
-        return getattr(importlib.import_module(module), attr)
-    raise AttributeError(f"module 'cnnbench.roofline' has no attribute '{name}'")

@@ -2,7 +2,7 @@
 memory hierarchy (a working-set sweep through every cache level into DRAM/HBM), and spec-sheet roofs matched by the
 device's exact model and variant.
 
-The CPU sweep is :mod:`cnnbench.roofline.membench`: as the Empirical Roofline Toolkit and likwid-bench do, one compiled call
+The CPU sweep is :mod:`cnnbench.devices.membench`: as the Empirical Roofline Toolkit and likwid-bench do, one compiled call
 (numba, on the run's threads) loops many times over each thread's own buffer, so no per-call cost hides the L1 and
 L2 roofs; kernels ``read`` (bytes read) and ``triad`` (a = b + s*c: 2 reads + 1 write counted, the write-allocate
 read not counted, the STREAM convention). GPUs: torch copy and triad (bytes read + written), CUDA-graph replayed;
@@ -33,92 +33,13 @@ all threads' buffers, ``kernel``, ``bandwidth_gbs`` best and ``bandwidth_median_
 
 from __future__ import annotations
 
-import math
-import platform
-import re
 import statistics
-import time
-from importlib import resources
-from pathlib import Path
 
 import pandas as pd
 import torch
 
 from cnnbench import devices, progress
-
-
-def precisions(device: torch.device) -> list[str]:
-    """Precisions with a meaningful roof on ``device``."""
-    if device.type == "cuda":
-        major = torch.cuda.get_device_capability(device)[0]
-        return ["fp32"] + (["tf32"] if major >= 8 else []) + ["fp16"] + (["bf16"] if major >= 8 else [])
-    if device.type == "mps":
-        return ["fp32", "fp16"]
-    return ["fp32"] + (["bf16"] if devices.cpu_has_bf16() else [])
-
-
-def _times(fn, device: torch.device, repeats: int, warmup: int = 2) -> list[float]:
-    """Synced wall times of ``repeats`` calls of ``fn`` after ``warmup`` calls."""
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(repeats):
-        devices.synchronize(device)
-        t0 = time.perf_counter()
-        fn()
-        devices.synchronize(device)
-        times.append(time.perf_counter() - t0)
-    return times
-
-
-def _best_time(fn, device: torch.device, repeats: int, warmup: int = 2) -> float:
-    return min(_times(fn, device, repeats, warmup))
-
-
-# Each timed call must run at least this long, so launch, synchronisation and clock costs vanish in it.
-MIN_CALL_S = {"cuda": 0.05, "mps": 0.05, "cpu": 0.005}
-
-
-def inner_calls(fn, device: torch.device, min_call_s: float | None = None) -> int:
-    """How many back-to-back calls of ``fn`` one timed call needs to last ``min_call_s`` (calibrated here)."""
-    min_call_s = MIN_CALL_S.get(device.type, 0.01) if min_call_s is None else min_call_s
-    one = _best_time(fn, device, repeats=2, warmup=1)
-    return max(1, math.ceil(min_call_s / max(one, 1e-9)))
-
-
-def _batched(fn, inner: int, device: torch.device, graph: bool = False):
-    """``inner`` calls of ``fn`` as one callable; with ``graph`` on CUDA, replayed from a CUDA graph (no launch gaps
-    between short kernels, as the profiler's kernel times of the layers have none) where capture works."""
-    if graph and device.type == "cuda" and inner > 1:
-        try:
-            side = torch.cuda.Stream(device)
-            side.wait_stream(torch.cuda.current_stream(device))
-            with torch.cuda.stream(side):
-                fn()
-            torch.cuda.current_stream(device).wait_stream(side)
-            cuda_graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(cuda_graph):
-                for _ in range(inner):
-                    fn()
-            return cuda_graph.replay
-        except RuntimeError:  # capture unsupported here: plain back-to-back launches
-            pass
-    return lambda: [fn() for _ in range(inner)]
-
-
-def _rates(fn, work: float, device: torch.device, repeats: int, min_call_s: float | None = None,
-           graph: bool = False) -> list[float]:
-    """``work`` per call of ``fn`` divided by its time, per timed call; each timed call runs ``fn`` enough times."""
-    inner = inner_calls(fn, device, min_call_s)
-    times = _times(_batched(fn, inner, device, graph), device, repeats)
-    return [work * inner / t for t in times]
-
-
-def default_matmul_size(device: torch.device) -> int:
-    """The matmul size for ``matmul_size: 0``: large enough to reach a fast GPU's peak, small enough for a CPU."""
-    if device.type == "cuda":
-        return 8192 if torch.cuda.get_device_properties(device).total_memory >= 8 * 2**30 else 4096
-    return 4096 if device.type == "mps" else 2048
+from cnnbench.devices.base import DTYPES, SPEC_COLUMNS, normalise_name, specs  # noqa: F401 - specs: 04's table
 
 
 def matmul_rates(device: torch.device, precision: str = "fp32", n: int = 4096, repeats: int = 5,
@@ -128,10 +49,10 @@ def matmul_rates(device: torch.device, precision: str = "fp32", n: int = 4096, r
     Each timed call chains as many products as last ``min_call_s`` (calibrated on the device), so a fast GPU's
     timed call carries enough work whatever ``n`` is.
     """
-    a = torch.randn(n, n, device=device, dtype=devices.DTYPES[precision])
-    b = torch.randn(n, n, device=device, dtype=devices.DTYPES[precision])
-    with devices.math_precision(device, precision):
-        return [r / 1e9 for r in _rates(lambda: torch.mm(a, b), 2 * n**3, device, repeats, min_call_s)]
+    b = devices.backend(device)
+    x, y = (torch.randn(n, n, device=device, dtype=DTYPES[precision]) for _ in range(2))
+    with b.math(precision):
+        return [r / 1e9 for r in b.rates(lambda: torch.mm(x, y), 2 * n**3, repeats, min_call_s)]
 
 
 def matmul_gflops(device: torch.device, precision: str = "fp32", n: int = 4096, repeats: int = 5,
@@ -143,12 +64,14 @@ def matmul_gflops(device: torch.device, precision: str = "fp32", n: int = 4096, 
 
 def conv_rates(device: torch.device, precision: str = "fp32", batch: int = 32, channels: int = 128, size: int = 28,
                repeats: int = 5, min_call_s: float | None = None) -> list[float]:
-    """GFLOP/s of each timed call of a representative 3x3 convolution (ResNet stage 2 shape), forward."""
-    conv = torch.nn.Conv2d(channels, channels, 3, padding=1, bias=False).to(device, devices.DTYPES[precision])
-    x = torch.randn(batch, channels, size, size, device=device, dtype=devices.DTYPES[precision])
+    """GFLOP/s of each timed call of a representative 3x3 convolution (ResNet stage 2 shape), forward: calls
+    replayed from a graph where the device has one (no launch gaps), no output kept past the next call."""
+    b = devices.backend(device)
+    conv = torch.nn.Conv2d(channels, channels, 3, padding=1, bias=False).to(device, DTYPES[precision])
+    x = torch.randn(batch, channels, size, size, device=device, dtype=DTYPES[precision])
     flops = 2 * batch * size * size * channels * channels * 9
-    with torch.inference_mode(), devices.math_precision(device, precision):
-        return [r / 1e9 for r in _rates(lambda: conv(x), flops, device, repeats, min_call_s)]
+    with torch.inference_mode(), b.math(precision):
+        return [r / 1e9 for r in b.rates(lambda: conv(x), flops, repeats, min_call_s, graph=True)]
 
 
 def conv_gflops(device: torch.device, precision: str = "fp32", batch: int = 32, channels: int = 128, size: int = 28,
@@ -168,161 +91,12 @@ def rate_summary(rates: list[float]) -> dict:
 MAIN_MEMORY = ("dram", "hbm")  # levels that are the device's main memory (roof_for's DRAM roof)
 
 
-def _size_bytes(text: str) -> int | None:
-    match = re.fullmatch(r"\s*(\d+)\s*([KMG]?)i?B?\s*", text or "", flags=re.IGNORECASE)
-    if not match:
-        return None
-    return int(match.group(1)) * {"": 1, "K": 2**10, "M": 2**20, "G": 2**30}[match.group(2).upper()]
-
-
-def _cpu_count(cpu_list: str) -> int:
-    """Number of CPUs in a sysfs list such as "0-3,8-11"."""
-    count = 0
-    for part in filter(None, (cpu_list or "").split(",")):
-        lo, _, hi = part.partition("-")
-        count += int(hi or lo) - int(lo) + 1
-    return max(count, 1)
-
-
-def parse_sysfs_caches(root: str | Path = "/sys/devices/system/cpu/cpu0/cache") -> list[dict]:
-    """Data/unified caches of one CPU from sysfs: level, size in bytes, and how many CPUs share one."""
-    def read(index: Path, name: str) -> str:
-        return (index / name).read_text().strip() if (index / name).is_file() else ""
-
-    out = []
-    for index in sorted(Path(root).glob("index*")):
-        read_ = lambda name, index=index: read(index, name)  # noqa: E731
-        if read_("type") not in ("Data", "Unified") or not read_("level").isdigit():
-            continue
-        size = _size_bytes(read_("size"))
-        if size:
-            out.append({"level": f"l{read_('level')}", "size_bytes": size,
-                        "shared_by": _cpu_count(read_("shared_cpu_list"))})
-    return sorted(out, key=lambda c: c["level"])
-
-
-def _sysctl_caches() -> list[dict]:
-    """macOS: hw.l1dcachesize, hw.l2cachesize (hw.l3cachesize where present), per performance core."""
-    import subprocess
-
-    out = []
-    for level in (1, 2, 3):
-        key = f"hw.l{level}dcachesize" if level == 1 else f"hw.l{level}cachesize"
-        try:
-            value = subprocess.run(["sysctl", "-n", key], capture_output=True, text=True, timeout=5).stdout.strip()
-        except (OSError, subprocess.SubprocessError):
-            value = ""
-        if value.isdigit() and int(value):
-            out.append({"level": f"l{level}", "size_bytes": int(value), "shared_by": 1 if level == 1 else 0})
-    return out
-
-
-def cache_levels(device: torch.device, threads: int = 1, sysfs_root: str | Path | None = None) -> list[dict]:
-    """The device's cache levels, innermost first: level, size of one cache, capacity (bytes one op's working set
-    can spread over: a private cache times the threads that use one each) and where the size was read.
-
-    CPU: sysfs (Linux), sysctl (macOS); [] when neither answers (the sweep's knees then name the levels).
-    CUDA: the L2 (``L2_cache_size``). MPS: Apple publishes no GPU cache sizes, [].
-    """
-    if device.type == "cuda":
-        l2 = getattr(torch.cuda.get_device_properties(device), "L2_cache_size", None)  # torch 2.5+
-        if not l2:
-            return []
-        return [{"level": "l2", "size_bytes": l2, "capacity_bytes": l2, "size_source": "cuda L2_cache_size"}]
-    if device.type != "cpu":
-        return []
-    caches, source = parse_sysfs_caches(sysfs_root or "/sys/devices/system/cpu/cpu0/cache"), "sysfs"
-    if not caches and sysfs_root is None and platform.system() == "Darwin":
-        caches, source = _sysctl_caches(), "sysctl"
-    out = []
-    for c in caches:
-        shared = c["shared_by"] or max(threads, 1)
-        instances = max(1, math.ceil(max(threads, 1) / shared))
-        out.append({"level": c["level"], "size_bytes": c["size_bytes"], "capacity_bytes": c["size_bytes"] * instances,
-                    "size_source": f"{source}: {c['size_bytes'] // 1024} KiB x {instances} in use"})
-    return out
-
-
-def _bandwidth_kernels(device: torch.device, working_set: int) -> dict:
-    """Streaming kernels whose one call reads + writes ``working_set`` bytes: name -> (fn, bytes per call)."""
-    kernels = {}
-    n_copy, n_add = max(working_set // 8, 1024), max(working_set // 12, 1024)
-    a, b = torch.rand(n_copy, device=device), torch.empty(n_copy, device=device)
-    kernels["copy"] = (lambda: b.copy_(a), 8 * n_copy)  # read a, write b
-    x, y, z = (torch.rand(n_add, device=device) for _ in range(3))
-    kernels["triad"] = (lambda: torch.add(x, y, alpha=3.0, out=z), 12 * n_add)  # read x, y, write z
-    return kernels
-
-
-# The L2 of a GPU: copies of a working set that fits it (<= 25 MiB on an H100) last microseconds, so launch gaps
-# dominate even replayed from a CUDA graph. One long kernel re-reads the L2-resident buffer instead: a sum of the
-# buffer expanded R times (stride 0, nothing copied), one output per re-read, R chosen so a call moves at least
-# REREAD_TARGET_BYTES. Buffers under REREAD_MIN_BYTES are left out: one SM's L1 (256 KiB on Hopper) would serve them.
-REREAD_TARGET_BYTES = 4 * 2**30
-REREAD_MIN_BYTES = 2 * 2**20
-
-
-def reread_repeats(buffer_bytes: int, target_bytes: int = REREAD_TARGET_BYTES) -> int:
-    """Re-reads of a ``buffer_bytes`` buffer in one call so that the call reads at least ``target_bytes``."""
-    return max(1, math.ceil(target_bytes / max(buffer_bytes, 1)))
-
-
-def reread_sizes(sizes: list[int], l2_bytes: int) -> list[int]:
-    """The working sets the re-read kernel measures: from REREAD_MIN_BYTES up to the L2's capacity."""
-    return [s for s in sizes if REREAD_MIN_BYTES <= s <= l2_bytes]
-
-
-def reread_kernel(device: torch.device, working_set: int, target_bytes: int = REREAD_TARGET_BYTES):
-    """(fn, bytes read per call): one reduction kernel reading a ``working_set``-byte float32 buffer R times."""
-    n = max(working_set // 4, 1024)
-    a = torch.rand(n, device=device)
-    repeats = reread_repeats(4 * n, target_bytes)
-    view = a.expand(repeats, n)  # stride 0: every row is the same L2-resident buffer
-    return (lambda: view.sum(dim=1)), 4 * n * repeats
-
-
-def sweep_sizes(levels: list[dict], dram_bytes: int, smallest: int = 16 * 2**10, step: float = 4.0) -> list[int]:
-    """Working sets to measure: a geometric series (ratio ``step``) from ``smallest`` to ``dram_bytes``, plus half
-    and three quarters of each cache level (sizes that surely fit it), so every level holds sizes of its own."""
-    sizes = {int(smallest * step**k) for k in range(200) if smallest * step**k < dram_bytes}
-    sizes |= {int(lv["capacity_bytes"] * f) for lv in levels for f in (0.5, 0.75)
-              if lv["capacity_bytes"] * f >= smallest}
-    return sorted(sizes | {dram_bytes})
-
-
 def bandwidth_sweep(device: torch.device, sizes: list[int], repeats: int = 3,
                     min_call_s: float | None = None, threads: int | None = None) -> pd.DataFrame:
-    """Best and median bandwidth of each kernel at each working set, GB/s, one row each.
-
-    CPU: :mod:`cnnbench.roofline.membench` (numba: one compiled call per timing, each of ``threads`` threads looping over
-    its own buffer; read and triad kernels, write-allocate not counted). GPU: torch copy and triad, ``inner``
-    calls per timing replayed from a CUDA graph where capture works (bytes read + written per call); on CUDA also
-    ``l2_reread`` for the working sets that fit the L2 (:func:`reread_kernel`: one long kernel, bytes read).
-    """
-    if device.type == "cpu":
-        from cnnbench.roofline import membench
-
-        threads = threads or torch.get_num_threads()
-        return membench.sweep(sizes, threads, repeats, max(MIN_CALL_S["cpu"], min_call_s or 0.01))
-    rows = []
-    for size in sizes:
-        for kernel, (fn, nbytes) in _bandwidth_kernels(device, size).items():
-            rates = _rates(fn, nbytes, device, repeats, min_call_s, graph=True)
-            rows.append({"working_set_bytes": nbytes, "working_set_mib": nbytes / 2**20, "kernel": kernel,
-                         "bandwidth_gbs": max(rates) / 1e9, "bandwidth_median_gbs": statistics.median(rates) / 1e9,
-                         "calls": repeats, "method": "torch, bytes read + written"})
-        devices.empty_cache(device)
-    if device.type == "cuda":
-        l2 = max((lv["capacity_bytes"] for lv in cache_levels(device) if lv["level"] == "l2"), default=0)
-        for size in reread_sizes(sizes, l2):
-            fn, nbytes = reread_kernel(device, size)
-            rates = _rates(fn, nbytes, device, repeats, min_call_s, graph=True)
-            rows.append({"working_set_bytes": size, "working_set_mib": size / 2**20, "kernel": "l2_reread",
-                         "bandwidth_gbs": max(rates) / 1e9, "bandwidth_median_gbs": statistics.median(rates) / 1e9,
-                         "calls": repeats, "bytes_per_call": nbytes,
-                         "method": f"torch, one sum kernel re-reading the buffer {nbytes // size}x: bytes read"})
-            devices.empty_cache(device)
-    return pd.DataFrame(rows)
+    """Best and median bandwidth of each kernel at each working set, GB/s, one row each: the device's own kernels
+    (:meth:`cnnbench.devices.Backend.bandwidth_sweep`; the CPU's are :mod:`cnnbench.devices.membench`)."""
+    return pd.DataFrame(devices.backend(device).bandwidth_sweep(sizes, repeats, min_call_s,
+                                                                threads or torch.get_num_threads()))
 
 
 def knees(sweep: pd.DataFrame, drop: float = 0.3) -> list[int]:
@@ -396,17 +170,9 @@ def level_roofs(sweep: pd.DataFrame, levels: list[dict], main: str = "dram") -> 
     return df
 
 
-def main_memory_level(device: torch.device) -> str:
-    """hbm for data-centre NVIDIA GPUs (compute capability x.0: V100, A100, H100/H200, B200), dram otherwise."""
-    if device.type == "cuda":
-        major, minor = torch.cuda.get_device_capability(device)
-        return "hbm" if minor == 0 and major >= 7 else "dram"
-    return "dram"
-
-
 def stream_gbs(device: torch.device, mb: int = 512, repeats: int = 5) -> dict[str, float]:
     """Best rate of each streaming kernel over a ``2 x mb`` MiB working set, GB/s: ``{kernel}_gbs``. CPU: read and
-    triad (:mod:`cnnbench.roofline.membench`); GPU: copy (b = a: 2 x 4 bytes/element) and triad (3 x 4 bytes/element)."""
+    triad (:mod:`cnnbench.devices.membench`); GPU: copy (b = a: 2 x 4 bytes/element) and triad (3 x 4 bytes/element)."""
     sweep = bandwidth_sweep(device, [2 * mb * 2**20], repeats)
     return {f"{k}_gbs": float(g.bandwidth_gbs.max()) for k, g in sweep.groupby("kernel")}
 
@@ -444,7 +210,7 @@ def measure(device: torch.device, matmul_size: int, stream_mb: int, repeats: int
 
     CPU: on ``threads`` threads (0: the physical cores), torch's and numba's alike."""
     before = torch.get_num_threads()
-    threads = devices.set_threads(threads) if device.type == "cpu" else before
+    threads = devices.set_threads(threads)  # the host's threads (numba's too); a GPU's work ignores them
     try:
         peaks, sweep = _measure(device, matmul_size, stream_mb, repeats, threads)
     finally:
@@ -453,25 +219,23 @@ def measure(device: torch.device, matmul_size: int, stream_mb: int, repeats: int
 
 
 def _measure(device: torch.device, matmul_size: int, stream_mb: int, repeats: int, threads: int):
-    n = matmul_size or default_matmul_size(device)
-    levels = cache_levels(device, threads)
+    b = devices.backend(device)
+    n = matmul_size or b.default_matmul_size()
+    levels = b.cache_levels(threads)
     dram_bytes, note = 2 * stream_mb * 2**20, ""
     outermost = max((lv["capacity_bytes"] for lv in levels), default=0)
     if dram_bytes < 4 * outermost:
         dram_bytes, note = 4 * outermost, f" (raised from 2 x {stream_mb} MiB to 4x the last cache)"
-    if device.type == "cpu":  # a few KiB per thread up, two sizes per octave: every level holds several
-        sizes = sweep_sizes(levels, dram_bytes, smallest=4 * 2**10 * threads, step=2**0.5)
-    else:
-        sizes = sweep_sizes(levels, dram_bytes)
+    sizes = b.sweep_sizes(levels, dram_bytes, threads)
     progress.note(f"roofline: memory bandwidth over {len(sizes)} working sets on {threads} threads")
     sweep = bandwidth_sweep(device, sizes, repeats, threads=threads)
-    main = main_memory_level(device)
+    main = b.main_memory
     roofs = level_roofs(sweep, levels, main)
     roofs = pd.concat([roofs[roofs.level == main], roofs[roofs.level != main]])  # main memory first
     dram = sweep.loc[sweep.groupby("kernel").working_set_bytes.idxmax()]  # each kernel's largest working set
     stream = {f"{k}_gbs": float(g.bandwidth_gbs.max()) for k, g in dram.groupby("kernel")}
     rows = []
-    for precision in precisions(device):
+    for precision in b.roof_precisions():
         progress.note(f"roofline: {precision} compute roof (matmul {n}, two convolutions)")
         mm = rate_summary(matmul_rates(device, precision, n, repeats))
         convs = [rate_summary(conv_rates(device, precision, repeats=repeats)),  # ResNet stage 2 and 3 shapes
@@ -481,7 +245,7 @@ def _measure(device: torch.device, matmul_size: int, stream_mb: int, repeats: in
         top, winner = (mm, "matmul") if mm["best"] >= conv["best"] else (conv, "conv")
         for lv in roofs.itertuples():
             rows.append({
-                "device_name": devices.device_name(device), "device_kind": device.type, "kind": "measured",
+                "device_name": b.name(), "device_kind": b.kind, "kind": "measured",
                 "precision": precision, "level": lv.level, "peak_gflops": top["best"],
                 "peak_gflops_median": top["median"], "peak_spread": top["spread"], "peak_calls": top["calls"],
                 "bandwidth_gbs": lv.bandwidth_gbs, "bandwidth_kernel": lv.kernel,
@@ -494,8 +258,8 @@ def _measure(device: torch.device, matmul_size: int, stream_mb: int, repeats: in
                           f"{lv.bandwidth_source}" + (note if lv.level == main else "")
                           + (f"; {lv.bandwidth_note}" if lv.bandwidth_note else ""),
             })
-    sweep.insert(0, "device_name", devices.device_name(device))
-    sweep.insert(1, "device_kind", device.type)
+    sweep.insert(0, "device_name", b.name())
+    sweep.insert(1, "device_kind", b.kind)
     sweep["level"] = [level_of(w, roofs) for w in sweep.working_set_bytes]
     return pd.DataFrame(rows), sweep
 
@@ -517,126 +281,18 @@ def level_of(working_set_bytes: float, levels: pd.DataFrame) -> str:
     return str(main.level.iloc[0] if len(main) else levels.level.iloc[-1])
 
 
-def specs() -> pd.DataFrame:
-    """The spec-sheet table shipped with the package (dense figures only, each with its source)."""
-    with resources.files("cnnbench").joinpath("data/device_specs.csv").open() as f:
-        return pd.read_csv(f)
-
-
-SPEC_COLUMNS = ["device_name", "kind", "precision", "level", "peak_gflops", "bandwidth_gbs", "ridge_flop_per_byte",
-                "source"]
-
-
-def normalise_name(name: str) -> str:
-    """Case, spacing and the "NVIDIA " prefix do not matter; model and variant do."""
-    text = re.sub(r"\s+", " ", str(name)).strip().lower()
-    return text.removeprefix("nvidia ").strip()
-
-
-def apple_chip(device_name: str) -> str:
-    """"Apple M3 Pro GPU (MPS)" -> "Apple M3 Pro"."""
-    return re.sub(r"\s*GPU\s*(\(MPS\))?\s*$", "", device_name.strip(), flags=re.IGNORECASE)
-
-
-# The M3 and M4 families: Apple publishes no GPU clock or TFLOPS, and the clocks published by third parties
-# range 1.38-1.6 GHz, so a derived roof (cores x 128 ALUs x 2 FLOP x clock) would carry a 16% guess.
-NO_APPLE_SPEC = ("no spec roof: Apple publishes no GPU clock or TFLOPS for the {chip}, and published estimates of "
-                 "its GPU clock range 1.38-1.6 GHz (a 16% spread in a derived roof); only the measured roofs are drawn")
-
-
-def spec_rows(device_name: str, device_kind: str, gpu_cores: int | None = None) -> tuple[pd.DataFrame, str]:
-    """The spec-sheet rows of exactly this device, as device_peaks rows, and a note saying how it matched.
-
-    CUDA: the name torch reports must equal a row's name (case, spacing and an "NVIDIA " prefix aside), so "L4"
-    never takes an L40's row. MPS: the chip name and the GPU core count read from the system must both match.
-    A CPU never takes a GPU row: its spec roofs are derived (:func:`cpu_spec`). No exact row: empty, and the note
-    says so.
-    """
-    table = specs()
-    empty = pd.DataFrame(columns=SPEC_COLUMNS)
-    if device_kind == "cuda":
-        hits = table[(table.device_kind == "cuda")
-                     & (table.device.map(normalise_name) == normalise_name(device_name))]
-        how = f"exact name '{device_name}'"
-    elif device_kind == "mps":
-        chip = apple_chip(device_name)
-        if re.match(r"Apple M[34]\b", chip, flags=re.IGNORECASE):
-            return empty, NO_APPLE_SPEC.format(chip=chip)
-        if gpu_cores is None:
-            return empty, f"no spec roof: the GPU core count of '{chip}' could not be read, and it decides the row"
-        hits = table[(table.device_kind == "mps") & (table.device.map(normalise_name) == normalise_name(chip))
-                     & (pd.to_numeric(table.gpu_cores, errors="coerce") == gpu_cores)]
-        how = f"chip '{chip}' with {gpu_cores} GPU cores"
-    else:
-        return empty, "CPU: spec roofs are derived from its cores, ISA and clock, never taken from a GPU row"
-    if hits.empty:
-        return empty, f"no spec roof: no row of device_specs.csv matches {how} exactly"
-    rows = pd.DataFrame({
-        "device_name": device_name, "kind": "spec", "precision": hits.precision, "level": hits.memory_level,
-        "peak_gflops": hits.peak_gflops, "bandwidth_gbs": hits.bandwidth_gbs,
-        "ridge_flop_per_byte": hits.peak_gflops / hits.bandwidth_gbs, "source": hits.device + ": " + hits.source,
-    }).reset_index(drop=True)
-    return rows, f"spec roofs matched by {how}"
-
-
-def spec_for(device_name: str, device_kind: str | None = None, gpu_cores: int | None = None) -> pd.DataFrame:
-    """:func:`spec_rows` without the note; the kind defaults to mps for "(MPS)" names and cuda otherwise."""
-    if device_kind is None:
-        device_kind = "mps" if "(mps)" in device_name.lower() else "cuda"
-    return spec_rows(device_name, device_kind, gpu_cores)[0]
-
-
-# fp32 lanes per vector and FMA units per core by ISA (the widest the CPU's flags show), for derived CPU roofs
-_ISA = (("avx512f", 16, 2, "AVX-512"), ("avx2", 8, 2, "AVX2"), ("avx", 8, 1, "AVX (no FMA)"),
-        ("sse2", 4, 1, "SSE2"))
-
-
-def cpu_isa(flags: frozenset[str], machine: str = "") -> tuple[int, int, str] | None:
-    """(fp32 lanes, FMA units per core, name) of the CPU's widest vector ISA; None when unknown."""
-    if machine.lower() in ("arm64", "aarch64") and not flags & {"avx2", "avx512f"}:
-        return (4, 4, "NEON 128-bit, 4 FMA pipes") if platform.system() == "Darwin" else (4, 2, "NEON 128-bit")
-    for flag, lanes, units, name in _ISA:
-        if flag in flags and (flag != "avx2" or "fma" in flags):
-            return lanes, units, name
-    return None
-
-
-def cpu_spec(device_name: str, cores: int, clock_ghz: float | None, clock_source: str,
-             flags: frozenset[str], machine: str = "", clock_is_max: bool = True) -> tuple[pd.DataFrame, str]:
-    """A derived fp32 compute roof for a CPU: cores x FMA units x fp32 lanes x 2 FLOP x clock, labelled derived.
-
-    The ISA comes from the CPU's flags (:func:`cpu_isa`), never assumed. With the maximum (boost) clock it is an
-    upper bound; with only a base/nominal clock (``clock_is_max`` false) the source says so, and why a measured
-    rate can exceed it. No bandwidth is derived (the memory roofs of a CPU are the measured ones). Empty, with a
-    note, when the ISA or the clock cannot be read.
-    """
-    isa = cpu_isa(flags, machine or platform.machine())
-    if isa is None or not clock_ghz:
-        what = "vector ISA" if isa is None else "clock"
-        return pd.DataFrame(columns=SPEC_COLUMNS), f"no derived CPU roof: its {what} could not be read"
-    lanes, units, name = isa
-    peak = cores * units * lanes * 2 * clock_ghz
-    row = {"device_name": device_name, "kind": "spec", "precision": "fp32", "level": "dram", "peak_gflops": peak,
-           "bandwidth_gbs": float("nan"), "ridge_flop_per_byte": float("nan"),
-           "source": f"derived: {cores} cores x {units} FMA units x {lanes} fp32 lanes ({name}) x 2 FLOP x "
-                     f"{clock_ghz:.2f} GHz ({clock_source})"
-                     + ("" if clock_is_max else "; a base clock, not an upper bound: under load the cores boost above "
-                        "it, so a measured rate can exceed this roof")
-                     + "; bandwidth not derived"}
-    return pd.DataFrame([row]), "CPU spec roof derived from the measured cores, ISA flags and clock"
-
-
 def spec_for_device(device: torch.device, threads: int | None = None) -> tuple[pd.DataFrame, str]:
-    """Spec roofs of the run's device with a note: exact rows for GPUs, a derived roof for CPUs."""
-    name = devices.device_name(device)
-    if device.type == "cpu":
-        clock, source, is_max = devices.cpu_clock_ghz()
-        rows, note = cpu_spec(name, threads or devices.physical_cores(), clock, source, devices.cpu_flags(),
-                              clock_is_max=is_max)
-        return rows.assign(device_kind="cpu"), note
-    cores = devices.apple_gpu_cores() if device.type == "mps" else None
-    rows, note = spec_rows(name, device.type, cores)
-    return rows.assign(device_kind=device.type), note
+    """Spec roofs of the run's device with a note: exact rows for GPUs, a derived roof for CPUs
+    (:meth:`cnnbench.devices.Backend.spec`)."""
+    b = devices.backend(device)
+    rows, note = b.spec(threads or devices.physical_cores())
+    return pd.DataFrame(rows, columns=SPEC_COLUMNS).assign(device_kind=b.kind), note
+
+
+def spec(name: str, kind: str, gpu_cores: int | None = None) -> tuple[pd.DataFrame, str]:
+    """Spec roofs of a device of ``kind`` named ``name`` (one this machine need not have), with how they matched."""
+    rows, note = devices.backend_class(kind).spec_for_name(name, gpu_cores)
+    return pd.DataFrame(rows, columns=SPEC_COLUMNS).assign(device_kind=kind), note
 
 
 def compare(measured: pd.DataFrame, spec: pd.DataFrame) -> pd.DataFrame:

@@ -53,7 +53,8 @@ def parse(argv=None) -> argparse.Namespace:
 
 
 def backend_for(name: str) -> str:
-    return ("nccl" if torch.cuda.is_available() else "gloo") if name == "auto" else name
+    """The torch.distributed backend: ``auto`` is that of the device ``auto`` resolves to (nccl on GPUs)."""
+    return devices.backend(devices.resolve("auto")).ddp_backend if name == "auto" else name
 
 
 def global_batches(model: str, image_size: int, classes: int, global_batch: int, rank: int, world: int,
@@ -86,9 +87,8 @@ def main(argv=None) -> int:
     rank, world = int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
     local = int(os.environ.get("LOCAL_RANK", 0))
     backend = backend_for(args.backend)
-    device = torch.device(f"cuda:{local}") if backend == "nccl" else torch.device("cpu")
-    if device.type == "cuda":
-        torch.cuda.set_device(device)
+    device = torch.device(f"cuda:{local}") if backend == "nccl" else torch.device("cpu")  # NCCL (RCCL) runs on GPUs
+    devices.backend(device).enter_worker()
     if args.threads:
         torch.set_num_threads(args.threads)
     heap.apply(args.host_heap)
@@ -96,7 +96,7 @@ def main(argv=None) -> int:
     os.environ.setdefault("MASTER_PORT", "29500")
     dist.init_process_group(backend, rank=rank, world_size=world)
     try:
-        with devices.math_precision(device, "fp32"):  # fp32 means fp32, as in every other experiment
+        with devices.backend(device).math("fp32"):  # fp32 means fp32, as in every other experiment
             result = train(args, rank, world, device, backend)
     finally:
         dist.destroy_process_group()
@@ -111,7 +111,7 @@ def setup(args, rank: int, world: int, device: torch.device, global_batch: int):
     # the single-device model, BatchNorm as it is (no SyncBatchNorm, on CUDA as on CPU): a SyncBatchNorm would
     # add an all-reduce per BN layer at world size 2 that world size 1 never pays, understating the efficiency
     net = models.build(args.model, num_classes=args.num_classes, image_size=args.image_size).to(device)
-    ddp = DistributedDataParallel(net, device_ids=[device.index] if device.type == "cuda" else None)
+    ddp = DistributedDataParallel(net, device_ids=devices.backend(device).ddp_device_ids())
     opt = torch.optim.SGD(ddp.parameters(), lr=args.lr, momentum=0.9)
     return ddp, opt, global_batches(args.model, args.image_size, args.num_classes, global_batch, rank, world,
                                     args.seed, device)
@@ -166,7 +166,7 @@ def train(args, rank: int, world: int, device: torch.device, backend: str) -> di
     Path(args.out, f"telemetry_rank{rank}.json").write_text(json.dumps(
         {"rank": rank, "device": str(device), "summary": sampler.summary(), "series": list(samples)}))
     result = {"world_size": world, "backend": backend, "model": args.model, "per_device_batch": args.batch_size,
-              "global_batch": args.batch_size * world, "image_size": args.image_size, "device_kind": device.type,
+              "global_batch": args.batch_size * world, "image_size": args.image_size, "device_kind": devices.backend(device).kind,
               "device_name": devices.device_name(device), "threads_per_process": torch.get_num_threads(),
               "check_losses": check, "reference_losses": reference, "loss_last": last,
               "measured_steps": args.steps, "repeats": args.repeats}

@@ -16,8 +16,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import torch
-
 from cnnbench import devices, heap, progress, results
 from cnnbench.measure import timelines
 
@@ -99,12 +97,12 @@ def efficiency(rows: list[dict]) -> None:
 
 def run_all(run, launcher=launch, log=progress.say) -> list[dict]:
     """Every world size of the params, plus for each N > 1 a one-process loss check at batch N x b."""
+    from cnnbench import models
     from cnnbench.measure.engine import failure
-    from cnnbench.scenarios import model_data
 
     p = run.params
-    backend = ("nccl" if torch.cuda.is_available() else "gloo") if p.scaling_backend == "auto" else p.scaling_backend
-    _, _, size, classes = model_data(p, p.scaling_model)
+    backend = devices.backend(run.device).ddp_backend if p.scaling_backend == "auto" else p.scaling_backend
+    _, _, size, classes = models.spec(p.scaling_model).data_for(p.dataset, p.image_size, p.num_classes)
     threads = max(1, run.threads // max(p.scaling_world_sizes)) if backend == "gloo" else 0
     rows, tmp = [], Path(run.path("ddp"))  # each launch's raw result.json and per-rank telemetry stay here
     worlds = sorted(set(p.scaling_world_sizes))
@@ -133,8 +131,9 @@ def run_all(run, launcher=launch, log=progress.say) -> list[dict]:
     for world in worlds:
         row = {**settings, "world_size": world, "global_batch": world * p.scaling_batch_size, "status": "ok",
                "error": ""}
-        if backend == "nccl" and world > torch.cuda.device_count():
-            rows.append({**row, "status": "unavailable", "error": f"{torch.cuda.device_count()} CUDA device(s) here"})
+        gpus = devices.backend_class("cuda").count()  # NCCL (RCCL) runs one process per GPU
+        if backend == "nccl" and world > gpus:
+            rows.append({**row, "status": "unavailable", "error": f"{gpus} CUDA device(s) here"})
             continue
         try:
             log(f"torchrun --nproc_per_node {world} ({backend}, {threads or 'default'} threads per process)")
@@ -156,12 +155,12 @@ def run_all(run, launcher=launch, log=progress.say) -> list[dict]:
                     own_series(rank), "scaling", f"{backend} world={world}", res["device_kind"], res["device_name"],
                     rank["rank"]))
         except Exception as err:  # noqa: BLE001 - a failed launch is a row, the run goes on
-            row.update(failure(err))
+            row.update(failure(err, run.device))
         rows.append(row)
     efficiency(rows)
     for r in rows:
         r.setdefault("device_name", devices.device_name(run.device))
-        r.setdefault("device_kind", "cuda" if backend == "nccl" else "cpu")
+        r.setdefault("device_kind", devices.backend("cuda" if backend == "nccl" else "cpu").kind)
     table.plan(run.dir, rows, "scaling")
     table.file(run.dir).extend(rows)
     log(progress.kept_line(0, len(planned), table.file(run.dir).path.name, "world sizes"))

@@ -19,10 +19,8 @@ from __future__ import annotations
 from cnnbench.params import SCRATCH_BACKENDS
 from cnnbench.scratch.base import MODELS, Backend, BackendUnavailable, OpTimer, torch_weights
 
-BACKENDS = SCRATCH_BACKENDS
-# device_kind of each backend (cpu | cuda | mps), as in every other results file.
-DEVICE_KIND = {"numpy": "cpu", "numba_cpu": "cpu", "numba_cuda": "cuda", "cupy": "cuda",
-               "torch_cpu": "cpu", "torch_cuda": "cuda", "torch_mps": "mps"}
+BACKENDS = tuple(SCRATCH_BACKENDS)
+DEVICE_KIND = SCRATCH_BACKENDS  # the device type each backend runs on (cpu | cuda | mps), as in every results file
 
 _EXPERIMENT = ("load_data", "run_all", "load_frames")
 _SUMMARY = ("status", "summarize", "speed_goals", "gradcheck_table", "beside_seed_001", "op_kinds", "beside_seed_004",

@@ -108,15 +108,10 @@ def load_data(p) -> Data:
 
 def device_name(backend: str) -> str:
     """The name of the device ``backend`` runs on ("" where that device is absent)."""
-    import torch
 
     kind = DEVICE_KIND[backend]
     try:
-        if kind == "cuda":
-            return torch.cuda.get_device_name() if torch.cuda.is_available() else ""
-        if kind == "mps":
-            return devices.device_name(torch.device("mps")) if devices.mps_available() else ""
-        return devices.cpu_model()
+        return devices.device_name(torch.device(kind)) if kind in devices.available() else ""
     except Exception:  # noqa: BLE001 - a name is decoration, never a reason to stop
         return ""
 
@@ -131,14 +126,15 @@ def identity(backend: str, model: str, threads: int) -> dict:
 MISSING_TOOLKIT = ("CudaSupportError", "NvvmSupportError", "NvrtcSupportError")
 
 
-def status_of(err: BaseException) -> str:
+def status_of(err: BaseException, kind: str = "cpu") -> str:
     if isinstance(err, BackendUnavailable) or type(err).__name__ in MISSING_TOOLKIT:
         return "unavailable"
-    return "oom" if devices.is_oom(err) else "error"
+    return "oom" if devices.backend(kind).is_oom(err) else "error"
 
 
 def failure(ident: dict, err: BaseException) -> dict:
-    return {**ident, "status": status_of(err), "error": f"{type(err).__name__}: {err}".splitlines()[0][:300]}
+    return {**ident, "status": status_of(err, ident.get("device_kind", "cpu")),
+            "error": f"{type(err).__name__}: {err}".splitlines()[0][:300]}
 
 
 def hyper(p, model: str) -> tuple[float, float]:
@@ -161,7 +157,6 @@ def set_threads(threads: int) -> int:
 
 def reference_grads(model: str, weights: dict, x: np.ndarray, y: np.ndarray) -> tuple[float, dict]:
     """Loss and gradients from PyTorch autograd in float64 on the CPU: the reference every backend meets."""
-    import torch
     import torch.nn.functional as F
 
     from cnnbench.scratch.base import named_params
@@ -319,7 +314,6 @@ def rss() -> int:
 
 def _measure_hooks(backend: str):
     """(start, read_current, read_peak, reset_peak, stop, what) for the allocator behind ``backend``."""
-    kind = DEVICE_KIND[backend]
     if backend in ("numpy", "numba_cpu"):
         return (tracemalloc.start, lambda: tracemalloc.get_traced_memory()[0],
                 lambda: tracemalloc.get_traced_memory()[1], tracemalloc.reset_peak, tracemalloc.stop,
@@ -329,16 +323,17 @@ def _measure_hooks(backend: str):
 
         return (lambda: None, lambda: pool_bytes()["used"], lambda: pool_bytes()["used"], lambda: None,
                 lambda: None, "CuPy memory pool used_bytes")
-    if backend == "torch_cuda":
+    if backend in ("torch_cuda", "torch_mps"):
         import torch
 
-        return (lambda: None, torch.cuda.memory_allocated, torch.cuda.max_memory_allocated,
-                torch.cuda.reset_peak_memory_stats, lambda: None, "torch.cuda.memory_allocated / max")
-    if kind == "mps":
-        import torch
+        b = devices.backend(torch.device(DEVICE_KIND[backend]))
 
-        return (lambda: None, torch.mps.current_allocated_memory, torch.mps.current_allocated_memory,
-                lambda: None, lambda: None, "torch.mps.current_allocated_memory (after the step)")
+        def peak() -> float:  # a device without a high-water mark (MPS): what it holds after the step
+            mib = b.peak_memory_mib()["peak_device_mem_mib"]
+            return mib * 2**20 if mib == mib else b.allocated_bytes()
+
+        return (lambda: None, b.allocated_bytes, peak, b.reset_peak_memory, lambda: None,
+                f"torch's {b.kind} allocator: allocated bytes (high-water mark where it has one, else after the step)")
     if backend == "numba_cuda":
         from numba import cuda
 
@@ -356,10 +351,10 @@ def pool_held(backend: str) -> int | None:
         from cnnbench.scratch.cupy_support import pool_bytes
 
         return pool_bytes()["held"]
-    if backend == "torch_cuda":
+    if backend.startswith("torch_"):
         import torch
 
-        return torch.cuda.memory_reserved()
+        return devices.backend(torch.device(DEVICE_KIND[backend])).reserved_bytes()
     return None
 
 
@@ -412,7 +407,7 @@ def memory_breakdown(backend: str, model: str, p, weights: dict, x: np.ndarray, 
         ("backend_overhead", None, None if coarse else step_peak - step_c,
          "measured step peak - computed (temporaries, allocator pool)"),
         ("dataset_inputs", dataset, None, "host arrays of the train and test images"),
-        ("allocator_pool_held", None, held, "CuPy pool total_bytes / torch.cuda.memory_reserved (GPU only)"),
+        ("allocator_pool_held", None, held, "CuPy pool total_bytes / torch's reserved bytes (a GPU allocator's pool)"),
         ("process_rss_growth", None, rss_growth,
          "RSS after a step - before the backend: libraries, CUDA context, allocator caches, buffers"),
         ("process_rss_baseline", None, rss0, "psutil RSS before the backend was made"),
@@ -443,7 +438,7 @@ def measure_status(component: str, measured, coarse: bool) -> str:
 def run_all(run, data: Data | None = None, progress=print) -> dict[str, list[dict]]:
     """Everything 05 measures, written to the run folder row by row (four CSVs); fp32 means fp32 for the torch
     backends (TF32 off on CUDA, whose cuDNN default is on, else torch_cuda would fail the 1e-4 gradient check)."""
-    with devices.math_precision(torch.device("cuda"), "fp32"):
+    with devices.backend("cuda").math("fp32"):
         return _run_all(run, data, progress)
 
 

@@ -241,7 +241,7 @@ def _blocks(n: int) -> int:
 
 class NumbaCudaBackend:
     def __init__(self, model: str, lr: float = 0.01, momentum: float = 0.9):
-        self.name, self.model, self.lr, self.momentum = "numba_cuda", model, lr, momentum
+        self.name, self.model, self.lr, self.momentum = "numba_cuda", model, lr, momentum  # float32 in the kernel
         self.cuda = _cuda()
         self.k = KERNELS
         self.timer = OpTimer(sync=self.sync)
@@ -366,7 +366,7 @@ class NumbaCudaBackend:
         with self.timer.op("sgd", "update", "update"):
             for k, p in self.p.items():
                 self._launch("sgd", p.size, p.reshape(p.size), self.g[k].reshape(p.size),
-                             self.v[k].reshape(p.size), self.lr, self.momentum)
+                             self.v[k].reshape(p.size), np.float32(self.lr), np.float32(self.momentum))
         return loss
 
     def evaluate(self, x, y, chunk: int = 2048) -> float:

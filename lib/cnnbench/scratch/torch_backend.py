@@ -12,18 +12,16 @@ import torch
 import torch.nn.functional as F
 
 from cnnbench import devices
+from cnnbench.params import SCRATCH_BACKENDS
 from cnnbench.scratch.base import BackendUnavailable, OpTimer, named_params, torch_module
-
-KINDS = {"torch_cpu": "cpu", "torch_cuda": "cuda", "torch_mps": "mps"}
 
 
 def device_for(name: str) -> torch.device:
     """The torch device of a backend name; :class:`BackendUnavailable` with the reason if it is absent."""
-    kind = KINDS[name]
-    if kind == "cuda" and not torch.cuda.is_available():
-        raise BackendUnavailable("no CUDA device visible to PyTorch (torch.cuda.is_available() is False)")
-    if kind == "mps" and not devices.mps_available():
-        raise BackendUnavailable("no Apple MPS device (torch.backends.mps.is_available() is False)")
+    kind = SCRATCH_BACKENDS[name]
+    if kind not in devices.available():
+        raise BackendUnavailable(f"no {kind} device visible to PyTorch here (available: "
+                                 f"{', '.join(devices.available())})")
     return torch.device(kind)
 
 

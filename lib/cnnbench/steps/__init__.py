@@ -37,30 +37,26 @@ def profile(run) -> pd.DataFrame:
     profile_ops.csv. The step is seed 002's: ``optimizer`` (Adam) at ``transfer_lrs[0]``, ``transfer_image_size``
     px, a new two-class head, batch ``profile_batch_size`` (0: ``transfer_batch_sizes[0]``); the weights are
     random (a step's cost does not depend on their values, and no download is needed)."""
-    import torch
-
-    from cnnbench import models
+    from cnnbench import devices, knobs, models
     from cnnbench.measure import engine
 
-    p = run.params
-    protocol = dataclasses.replace(engine.Protocol.from_params(p), lr=p.transfer_lrs[0])
+    p = dataclasses.replace(run.params, lr=run.params.transfer_lrs[0])
     batch = p.profile_batch_size or p.transfer_batch_sizes[0]
+    b = devices.backend(run.device)
     table = results.table("profile_ops")
     kept, rows, planned, traced_before = table.file(run.dir), [], [], 0
     for model in p.profile_models:
-        cfg = engine.Config(model=model, phase="train", batch_size=batch, image_size=p.transfer_image_size,
-                            num_classes=FINE_TUNING_CLASSES, in_channels=models.spec(model).in_channels)
-        ident = {**{k: getattr(cfg, k) for k in ("model", "batch_size", "image_size", "num_classes", "precision",
-                                                 "memory_format")},
-                 "device_kind": run.device.type, "threads": torch.get_num_threads(), "seed": p.seed, "optimizer": p.optimizer,
-                 "lr": protocol.lr, "warmup_steps": p.warmup_steps, "profiled_steps": p.profile_steps,
-                 "profile_top_k": p.profile_top_k}
+        cfg = engine.Config(model, "train", p.transfer_image_size, FINE_TUNING_CLASSES, models.spec(model).in_channels,
+                            setting=knobs.for_params(p, batch_size=batch, threads=run.threads))
+        ident = {**cfg.replace(**knobs.in_force(cfg.setting, b)).columns(), "device_kind": b.kind, "seed": p.seed,
+                 "optimizer": p.optimizer, "lr": p.lr, "warmup_steps": p.warmup_steps,
+                 "profiled_steps": p.profile_steps, "profile_top_k": p.profile_top_k}
         planned.append(ident)
         if kept.finished(ident, table.plan_columns):  # traced before with the same parameters: kept
             traced_before += 1
             continue
         progress.note(f"profiler: {model}, {p.profile_steps} steps")
-        rows += [{**r, **ident} for r in _profiler.profile_model(cfg, run.device, protocol, run.dir, p.profile_steps,
+        rows += [{**r, **ident} for r in _profiler.profile_model(cfg, run.device, p, run.dir, p.profile_steps,
                                                                  p.profile_top_k, optimizer=p.optimizer)]
     table.plan(run.dir, planned, "profile")
     kept.extend(rows, group=table.plan_columns)

@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import gzip
 import shutil
-from dataclasses import asdict
 from pathlib import Path
 
 import pandas as pd
 import torch
-from torch.profiler import ProfilerActivity, profile, record_function, schedule
+from torch.profiler import profile, record_function, schedule
 
 from cnnbench import devices, models
 from cnnbench.measure import engine
@@ -39,14 +38,6 @@ def labelled_step(work: engine.Workload) -> None:
         work.optimizer.zero_grad(set_to_none=True)
 
 
-def _self_device_us(event) -> float:
-    for attr in ("self_device_time_total", "self_cuda_time_total"):
-        value = getattr(event, attr, None)
-        if value is not None:
-            return float(value)
-    return 0.0
-
-
 def _on_host(event) -> bool:
     """Host-side events only: a kernel's device time is counted in its launching operator's self device time,
     and the device-side copies of the pass labels run on the GPU's timeline."""
@@ -54,9 +45,10 @@ def _on_host(event) -> bool:
     return kind is None or kind == torch.autograd.DeviceType.CPU
 
 
-def op_table(events, device_timed: bool = True) -> pd.DataFrame:
-    """Per pass and operator: calls, self CPU time and self device time (s), from profiler events. Without a
-    traced device (``device_timed`` false: CPU, MPS) the device time is not measured: NaN, not 0."""
+def op_table(events, backend: devices.Backend) -> pd.DataFrame:
+    """Per pass and operator: calls, self CPU time and self device time (s), from profiler events. Where the
+    profiler has no device time per op (``backend.op_time`` is not "device": CPU, MPS) it is NaN, not 0."""
+    device_timed = backend.op_time == "device"
     events = [e for e in events if _on_host(e)]
     labels = [(e.name[len(LABEL):], e.time_range.start, e.time_range.end) for e in events
               if e.name.startswith(LABEL) and e.name[len(LABEL):] in PASSES]
@@ -66,7 +58,7 @@ def op_table(events, device_timed: bool = True) -> pd.DataFrame:
             continue
         start = e.time_range.start
         where = next((name for name, lo, hi in labels if lo <= start <= hi), "other")
-        device_s = _self_device_us(e) / 1e6 if device_timed else float("nan")
+        device_s = backend.op_time_us(e, self_only=True) / 1e6 if device_timed else float("nan")
         rows.append((where, e.name, e.self_cpu_time_total / 1e6, device_s))
     df = pd.DataFrame(rows, columns=["pass", "op", "self_cpu_s", "self_device_s"])
     if df.empty:
@@ -101,26 +93,32 @@ def export(prof, folder: Path, model: str) -> Path:
     return path
 
 
-def profile_model(cfg: engine.Config, device: torch.device, protocol: engine.Protocol, folder: Path,
-                  steps: int, top_k: int, optimizer: str = "sgd") -> list[dict]:
-    """Trace ``steps`` training steps (after one warm-up step) of ``cfg`` with ``optimizer`` (lr: the
-    protocol's); rows of the top operators, each with the step's optimizer, lr, resolution, batch and classes."""
-    keep = ("model", "batch_size", "image_size", "num_classes", "precision")
-    base = {**{k: v for k, v in asdict(cfg).items() if k in keep}, "optimizer": optimizer, "lr": protocol.lr,
-            "device_kind": device.type, "device_name": devices.device_name(device), "profiled_steps": steps}
+RANKED_BY = {"device": "self_device_s", "host": "self_cpu_s", "queue": "self_cpu_s"}
+TIME_NOTE = {"device": "", "host": "",
+             "queue": "times are the host's time to queue each op on the device, not the device's time to run it"}
+
+
+def profile_model(cfg: engine.Config, device: torch.device, p, folder: Path, steps: int, top_k: int,
+                  optimizer: str = "sgd") -> list[dict]:
+    """Trace ``steps`` training steps (after one warm-up step) of ``cfg`` with ``optimizer`` (lr: ``p.lr``);
+    rows of the top operators, ranked by the time the profiler has of them on this device (``ranked_by``, and
+    ``time_note`` where that is not the device's own time)."""
+    b = devices.backend(device)
+    base = {**{k: getattr(cfg, k) for k in ("model", "batch_size", "image_size", "num_classes", "precision")},
+            "optimizer": optimizer, "lr": p.lr, "device_kind": b.kind, "device_name": b.name(),
+            "profiled_steps": steps}
     try:
-        work = engine.Workload(engine.Config(**{**asdict(cfg), "phase": "train", "data_mode": "device"}),
-                               device, protocol, optimizer=optimizer)
-        activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
-        with profile(activities=activities, schedule=schedule(wait=0, warmup=1, active=steps, repeat=1)) as prof:
-            for _ in range(steps + 1):
-                labelled_step(work)
-                devices.synchronize(device)
-                prof.step()
+        with engine.Workload(cfg.replace(phase="train", data_mode="device"), device, p, optimizer=optimizer) as work:
+            with profile(activities=b.profiler_activities(),
+                         schedule=schedule(wait=0, warmup=1, active=steps, repeat=1)) as prof:
+                for _ in range(steps + 1):
+                    labelled_step(work)
+                    b.synchronize()
+                    prof.step()
         trace = export(prof, folder, cfg.model)
-        by = "self_device_s" if device.type == "cuda" else "self_cpu_s"
-        ops = top_ops(op_table(prof.events(), device_timed=device.type == "cuda"), top_k, by)
-        return [{**base, **r, "ranked_by": by, "trace_file": trace.name, "status": "ok", "error": ""}
-                for r in ops.to_dict("records")]
+        by = RANKED_BY[b.op_time]
+        ops = top_ops(op_table(prof.events(), b), top_k, by)
+        return [{**base, **r, "ranked_by": by, "time_note": TIME_NOTE[b.op_time], "trace_file": trace.name,
+                 "status": "ok", "error": ""} for r in ops.to_dict("records")]
     except Exception as err:  # noqa: BLE001 - a failure is a row, the run goes on
-        return [{**base, "pass": "", "op": "", **engine.failure(err)}]
+        return [{**base, "pass": "", "op": "", **engine.failure(err, device)}]

@@ -19,13 +19,12 @@ import random
 import statistics
 import time
 from collections.abc import Callable
-from dataclasses import asdict
 
 import torch
 
-from cnnbench import data, devices, models
+from cnnbench import data, devices, knobs, models
 from cnnbench.measure import engine, timing
-from cnnbench.results.tables import PHASE_PASS_KEYS as PASS_KEYS
+from cnnbench.results.tables import PHASE_PASS_KEYS, PHASE_PROTOCOL
 
 STEP_PHASES = ("data_wait", "h2d_copy", "forward", "loss", "backward", "optimizer")
 TOLERANCE_PCT = 5.0
@@ -34,9 +33,6 @@ TOLERANCE_PCT = 5.0
 # varies by +-15% whichever way it is timed, and 6 pairs left the 5% check to chance.
 PRECISION_PCT = 2.0
 MAX_PAIRS = 2000  # a bound on the pairs one window measures, whatever the clock says
-# A row's key (results.tables.PHASE_KEYS): the configuration and every parameter that changes the measurement;
-# a rerun with another measures new rows, and only those its params plan are current (results.ResultsFile.plan).
-PROTOCOL = ("warmup_steps", "workers", "pin_memory", "synthetic_images", "host_heap", "seed", "data_path")
 
 
 class PhaseTimer:
@@ -50,13 +46,14 @@ class PhaseTimer:
     def __init__(self, device: torch.device, clock: Callable[[], float] = time.perf_counter,
                  sync: Callable[[torch.device], None] = devices.synchronize, use_events: bool | None = None):
         self.device, self.clock, self.sync = device, clock, sync
-        self.use_events = device.type == "cuda" if use_events is None else use_events
+        self.events = devices.backend(device).events() if use_events is not False else None
+        self.use_events = self.events is not None
         self.times: dict[str, float] = {}
 
     def _event(self):
         if not self.use_events:
             return None
-        make, record = timing._device_events(self.device)  # on the measured device's stream (cuda:1 -> GPU 1)
+        make, record = self.events  # on the measured device's stream (cuda:1 -> GPU 1)
         event = make()
         record(event)
         return event
@@ -95,7 +92,7 @@ def split_step(work: engine.Workload, batches, timer: PhaseTimer) -> dict[str, f
     timer.mark("data_wait")
     x, y = work.to_device(x, y)
     timer.mark("h2d_copy")
-    with devices.autocast(work.device, work.cfg.precision):
+    with work.backend.autocast(work.cfg.precision):
         out = models.logits(work.forward(x))
         timer.mark("forward")
         loss = work.loss_fn(out, y)
@@ -241,66 +238,63 @@ def record(work: engine.Workload, batches, steps: int, warmup: int, window_s: fl
     return split, whole
 
 
-def measure(cfg: engine.Config, device: torch.device, protocol: engine.Protocol, steps: int, dataset=None,
-            warmup: int | None = None, window_s: float = 0.0, max_s: float = 0.0, clock: Callable[[], float] = time.perf_counter,
+def measure(cfg: engine.Config, device: torch.device, p, steps: int, dataset=None, warmup: int | None = None,
+            window_s: float = 0.0, max_s: float = 0.0, clock: Callable[[], float] = time.perf_counter,
             sync: Callable[[torch.device], None] = devices.synchronize) -> list[dict]:
     """The phase rows of one configuration (a single ``status`` row when it fails). ``warmup`` pairs of steps
-    (default: the protocol's warm-up steps, at least one) run before ``steps`` pairs and ``window_s`` seconds
+    (default: the params' warm-up steps, at least one) run before ``steps`` pairs and ``window_s`` seconds
     are recorded, and more up to ``max_s`` seconds while the sum check is imprecise (``record``)."""
-    base = {**{k: v for k, v in asdict(cfg).items() if k not in ("phase", "data_mode", "compile")},
-            "device_kind": device.type, "device_name": devices.device_name(device),
-            "threads": torch.get_num_threads(), **engine.protocol_values(protocol, PROTOCOL)}
-    work = None
+    b = devices.backend(device)
+    base = {**identity(cfg, b, p), "device_name": b.name()}
     try:
-        work = engine.Workload(engine.Config(**{**asdict(cfg), "phase": "train", "data_mode": "device"}),
-                               device, protocol)
-        ds = dataset or data.synthetic_for(cfg.in_channels, cfg.image_size, cfg.num_classes,
-                                           max(protocol.synthetic_images, 2 * cfg.batch_size), protocol.seed)
-        dl = data.loader(ds, cfg.batch_size, protocol.workers, protocol.pin_memory and device.type == "cuda",
-                         seed=protocol.seed)
-        warmup = max(1, protocol.warmup_steps) if warmup is None else warmup
-        split, whole = record(work, data.cycle(dl), steps, warmup, window_s, protocol.seed, len(dl), max_s,
-                              clock=clock, sync=sync)
+        with engine.Workload(cfg.replace(phase="train", data_mode="device"), device, p) as work:
+            ds = dataset or data.synthetic_for(cfg.in_channels, cfg.image_size, cfg.num_classes,
+                                               max(p.synthetic_images, 2 * cfg.batch_size), p.seed)
+            dl = data.loader(ds, cfg.batch_size, cfg.workers, b.pin(cfg.pin_memory), seed=p.seed)
+            warmup = max(1, p.warmup_steps) if warmup is None else warmup
+            split, whole = record(work, data.cycle(dl), steps, warmup, window_s, p.seed, len(dl), max_s,
+                                  clock=clock, sync=sync)
         return [{**base, **row, "status": "ok", "error": ""} for row in summarize(split, whole)]
     except Exception as err:  # noqa: BLE001 - a failure is a row, the run goes on
-        return [{**base, "step_phase": "", **engine.failure(err)}]
-    finally:
-        del work
-        devices.empty_cache(device)
+        return [{**base, "step_phase": "", **engine.failure(err, device)}]
 
 
-def configs(p) -> list[engine.Config]:
-    """Per Scenario A model, its first training configuration (first variant), at ``phase_batch_size`` if set."""
+def identity(cfg: engine.Config, b: devices.Backend, p) -> dict:
+    """What identifies a breakdown (``results.tables.phase_plan``): the configuration as in force, the protocol
+    parts that change a phase time and the pass settings."""
+    return {**cfg.replace(**knobs.in_force(cfg.setting, b)).columns(), "device_kind": b.kind,
+            **{k: getattr(p, k) for k in (*PHASE_PROTOCOL, *PHASE_PASS_KEYS)}}
+
+
+def configs(p, threads: int) -> list[engine.Config]:
+    """Per Scenario A model, its first training configuration (first variant) drawing its batches from a
+    DataLoader, at ``phase_batch_size`` if set."""
     from cnnbench import scenarios
 
     first = {}
     for c in scenarios.scenario_a_configs(dataclasses.replace(p, phases=["train"])):
-        first.setdefault(c.model, c)
-    return [dataclasses.replace(c, batch_size=p.phase_batch_size) if p.phase_batch_size else c
-            for c in first.values()]
+        first.setdefault(c.model, c.replace(threads=threads, data_mode="loader"))
+    return [c.replace(batch_size=p.phase_batch_size) if p.phase_batch_size else c for c in first.values()]
 
 
 def run_all(run) -> None:
     """The breakdown for every Scenario A model (train, first variant) into step_phases.csv, resuming."""
+    from cnnbench import data as data_layer
     from cnnbench import results as results_layer
-    from cnnbench import scenarios
     from cnnbench.progress import bar, note, resumed
 
-    p = run.params
+    p, b = run.params, devices.backend(run.device)
     table = results_layer.table("step_phases")
     results = table.file(run.dir)
-    protocol = engine.Protocol.from_params(p)
-    dataset_for = scenarios.dataset_loader(p)
-    passes = {k: getattr(p, k) for k in PASS_KEYS}
-    keys = [{**asdict(cfg), "device_kind": run.device.type, "threads": torch.get_num_threads(), **asdict(protocol),
-             **passes, "step_phase": STEP_PHASES[-1]} for cfg in configs(p)]
+    dataset_for = data_layer.for_configs(p)
+    planned = configs(p, run.threads)
+    keys = [{**identity(cfg, b, p), "step_phase": STEP_PHASES[-1]} for cfg in planned]
     table.plan(run.dir, keys, "step_phases")
     kept = sum(results.done(key) for key in keys)
-    for cfg, key in bar(list(zip(configs(p), keys, strict=True)), desc="step phases", unit="model"):
+    for cfg, key in bar(list(zip(planned, keys, strict=True)), desc="step phases", unit="model"):
         if results.done(key):
             continue
         note(f"step phases: {cfg.model} bs={cfg.batch_size}")
-        rows = measure(cfg, run.device, protocol, p.phase_steps, dataset_for(cfg), window_s=p.phase_window_s,
-                       max_s=p.phase_max_s)
-        results.extend({**row, **passes} for row in rows)
+        results.extend(measure(cfg, run.device, p, p.phase_steps, dataset_for(cfg), window_s=p.phase_window_s,
+                               max_s=p.phase_max_s))
     resumed(kept, len(keys), results.path.name, "models' phase breakdowns")

@@ -204,18 +204,19 @@ def train_epoch(net, opt, loss_fn, loader, device) -> tuple[float, int, float]:
     from cnnbench.measure.engine import UnstableLoss
 
     net.train()
+    b = devices.backend(device)
     total, n, steps = torch.zeros((), device=device), 0, 0
-    devices.synchronize(device)
+    b.synchronize()
     start = time.perf_counter()
     for x, y in loader:
-        x, y = devices.to_device(x, device), devices.to_device(y, device)
+        x, y = b.to_device(x), b.to_device(y)
         opt.zero_grad(set_to_none=True)
         loss = loss_fn(models.logits(net(x)), y)
         loss.backward()
         opt.step()
         total += loss.detach()
         n, steps = n + x.shape[0], steps + 1
-    devices.synchronize(device)
+    b.synchronize()
     seconds = time.perf_counter() - start
     mean = float(total) / max(steps, 1)
     if not math.isfinite(mean):
@@ -262,7 +263,7 @@ def _loader(ds, bs: int, p, device, train: bool):
     from torch.utils.data import DataLoader
 
     return DataLoader(ds, batch_size=bs, shuffle=train, num_workers=p.workers, persistent_workers=p.workers > 0,
-                      pin_memory=p.pin_memory and device.type == "cuda",
+                      pin_memory=devices.backend(device).pin(p.pin_memory),
                       generator=torch.Generator().manual_seed(p.seed))
 
 
@@ -283,32 +284,14 @@ def fit(p, device, lr: float, bs: int, sets, base: dict, results, sampler) -> No
         if not p.pretrained:  # a few steps leave random weights' batch-norm statistics near their start:
             torch.optim.swa_utils.update_bn(train_dl, net, device)  # recomputed over the training images
         acc, val_loss, n_val = evaluate(net, loss_fn, val_dl, device)
-        mem = peak_memory_mib(device)
+        mem = devices.backend(device).peak_memory_mib()
         results.append({**base, "epoch": epoch, "timestamp": now(), "status": "ok", "error": "",
                         "train_loss": train_loss, "val_loss": val_loss, "val_accuracy": acc, "epoch_time_s": seconds,
                         "train_images": n, "val_images": n_val, "throughput_img_s": n / seconds,
                         "elapsed_train_s": elapsed, "rss_mib": psutil.Process().memory_info().rss / 2**20, **mem})
 
 
-def peak_memory_mib(device: torch.device) -> dict[str, float]:
-    """Peak device memory in MiB (``peak_device_mem_mib``, ``peak_device_reserved_mib``; NaN on CPU)."""
-    fn = getattr(devices, "peak_memory_mib", None)
-    if fn is not None:
-        return fn(device)
-    return {k.replace("_mb", "_mib"): v for k, v in devices.peak_memory_mb(device).items()}
-
-
 MEMORY_HEADROOM = 0.9  # share of the device's memory a grid point may plan to use (the allocator, cuDNN workspaces)
-
-
-def device_memory_bytes(device: torch.device) -> int:
-    """The accelerator's memory in bytes (CUDA: the card's total; MPS: the recommended working set); 0 on CPU
-    or where torch cannot say (the grid is then not sized)."""
-    if device.type == "cuda":
-        return int(torch.cuda.get_device_properties(device).total_memory)
-    if device.type == "mps" and hasattr(torch.mps, "recommended_max_memory"):
-        return int(torch.mps.recommended_max_memory())
-    return 0
 
 
 def training_bytes_per_image(model: str, classes: int, image_size: int) -> tuple[int, int]:
@@ -347,44 +330,45 @@ def run_grid(run, sampler_cls=None, log=print) -> None:
     here = present_devices(p.transfer_devices, run.device)
 
     def point(device, lr, bs) -> dict:  # a grid point's key (results.tables.TRANSFER_GRID_KEYS) and settings
-        return {"model": p.transfer_model, "device_kind": device.type, "dataset": p.transfer_dataset,
+        return {"model": p.transfer_model, "device_kind": devices.backend(device).kind, "dataset": p.transfer_dataset,
                 "optimizer": p.optimizer, "pretrained": p.pretrained, "lr": lr, "batch_size": bs,
                 "image_size": p.transfer_image_size, "threads": torch.get_num_threads(),
                 "freeze_backbone": p.transfer_freeze_backbone, "momentum": p.momentum, "train_images": p.transfer_train_images,
                 "val_images": p.transfer_val_images, "seed": p.seed, "workers": p.workers,
-                "pin_memory": p.pin_memory, "data_path": p.transfer_data_path}
+                "pin_memory": devices.backend(device).pin(p.pin_memory), "data_path": p.transfer_data_path}
 
     table.plan(run.dir, [point(d, lr, bs) for d in here for bs in p.transfer_batch_sizes for lr in p.transfer_lrs],
                "transfer")
     kept = 0
     for device in here:
-        memory, too_big = device_memory_bytes(device), {}
+        b = devices.backend(device)
+        memory, too_big = b.total_memory_bytes(), {}
         if memory:  # sized per device: a grid point that cannot fit is a row saying so, not an out-of-memory
             too_big = oversized(p.transfer_batch_sizes, *training_bytes_per_image(
                 p.transfer_model, sets[2], p.transfer_image_size), memory)
         for bs in p.transfer_batch_sizes:
             for lr in p.transfer_lrs:
-                base = {**point(device, lr, bs), "device_name": devices.device_name(device), "classes": sets[2],
+                base = {**point(device, lr, bs), "device_name": b.name(), "classes": sets[2],
                         "target_accuracy": p.transfer_target_accuracy}
                 if results.done({**base, "epoch": p.transfer_epochs}):
                     kept += 1
                     continue
                 if bs in too_big:
                     results.append({**base, "epoch": 0, "timestamp": now(), "status": "skipped", "error": too_big[bs]})
-                    log(f"transfer {device.type} lr={lr:g} bs={bs}: {too_big[bs]}")
+                    log(f"transfer {b.kind} lr={lr:g} bs={bs}: {too_big[bs]}")
                     continue
-                progress.note(f"transfer: {p.transfer_model} on {device.type}, batch {bs}, lr {lr:g}, "
+                progress.note(f"transfer: {p.transfer_model} on {b.kind}, batch {bs}, lr {lr:g}, "
                               f"{p.transfer_epochs} epochs")
-                devices.reset_peak_memory(device)
-                with sampler_cls(device, p.telemetry_interval_s) as sampler, devices.math_precision(device, "fp32"):
+                b.reset_peak_memory()
+                with sampler_cls(device, p.telemetry_interval_s) as sampler, b.math("fp32"):
                     try:
                         fit(p, device, lr, bs, sets, base, results, sampler)
                     except Exception as err:  # noqa: BLE001 - a failed grid point is a row, the grid goes on
-                        results.append({**base, "epoch": 0, "timestamp": now(), **failure(err)})
-                conf = f"{device.type} lr={lr:g} bs={bs}"
+                        results.append({**base, "epoch": 0, "timestamp": now(), **failure(err, device)})
+                conf = f"{b.kind} lr={lr:g} bs={bs}"
                 timelines.record(run.path(timelines.FILE),
-                                 timelines.tidy(timelines.series(sampler), "transfer", conf, device.type,
+                                 timelines.tidy(timelines.series(sampler), "transfer", conf, b.kind,
                                                 base["device_name"]))
-                devices.empty_cache(device)
+                b.release()
     progress.resumed(kept, len(here) * len(p.transfer_batch_sizes) * len(p.transfer_lrs), results.path.name,
                      "grid points")

@@ -9,31 +9,20 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 
-from cnnbench import heap, progress, results, roofline, scenarios
+from cnnbench import devices, knobs, progress, results, roofline
+from cnnbench.knobs import Setting
 from cnnbench.measure import engine, telemetry
 from cnnbench.results import ResultsFile
-from cnnbench.results.tables import SEARCH_KEYS, TUNING_PARAM_KEYS
-from cnnbench.tuning import guard, search, space
-from cnnbench.tuning.knobs import applied, shape_of
-from cnnbench.tuning.space import Candidate, Hardware
-
-# What decides a search's outcome (its data, the default configuration it is compared with, the protocol and
-# every tune_* key) is declared with the table: results.tables.SEARCH_KEYS. A rerun whose params change any of
-# them searches again, into new rows.
-PARAM_KEYS = TUNING_PARAM_KEYS
+from cnnbench.results.tables import TUNING_PARAM_KEYS, search_keys
+from cnnbench.tuning import guard, search
 
 
-def base_config(p, model: str, phase: str) -> engine.Config:
-    dataset, channels, size, classes = scenarios.model_data(p, model)
-    return engine.Config(model=model, phase=phase, batch_size=p.batch_size_for(model), image_size=size,
-                         num_classes=classes, in_channels=channels, data_mode=p.data_mode, dataset=dataset)
-
-
-def default_candidate(p, model: str, threads: int, device_kind: str) -> Candidate:
-    """The seeds' configuration: fp32, NCHW, eager, their batch size, the run's threads and loader settings."""
-    return Candidate(batch_size=p.batch_size_for(model), threads=threads, workers=p.workers,
-                     pin_memory=p.pin_memory and device_kind == "cuda" and p.data_mode == "loader",
-                     cudnn_benchmark=p.cudnn_benchmark)
+def default_setting(run, model: str) -> Setting:
+    """The seeds' configuration: fp32, NCHW, eager, their batch size, the run's threads and loader settings as
+    they are in force on this device."""
+    p = run.params
+    return knobs.in_force(knobs.for_params(p, batch_size=p.batch_size_for(model), threads=run.threads),
+                          devices.backend(run.device))
 
 
 NO_PEAKS = ("No device_peaks.csv in this run: the search runs, but its roofline columns stay empty; run "
@@ -45,7 +34,7 @@ def read_peaks(run) -> pd.DataFrame | None:
     return peaks if len(peaks.columns) else None
 
 
-def roof_columns(peaks: pd.DataFrame | None, cfg: engine.Config, c: Candidate, achieved_gflops: float) -> dict:
+def roof_columns(peaks: pd.DataFrame | None, cfg: engine.Config, c: Setting, achieved_gflops: float) -> dict:
     """Where a measurement sits on the roofline: counted intensity, the measured roof of its precision,
     attainable GFLOP/s, the bound, and the efficiency against the compute roof and against the attainable."""
     try:
@@ -73,49 +62,43 @@ def roof_columns(peaks: pd.DataFrame | None, cfg: engine.Config, c: Candidate, a
             "roof_note": "; ".join(x for x in (note, fallback) if x)}
 
 
-def confirm(base: engine.Config, c: Candidate, device, protocol: engine.Protocol, settings: search.Settings,
-            steps: int) -> dict:
-    """The full protocol (``engine.measure``) on candidate ``c``: warm-up, repeated windows, 95% interval."""
-    proto = replace(search.protocol_for(protocol, c), warmup_steps=settings.confirm_warmup_steps,
-                    measured_steps=steps, window_s=settings.confirm_window_s, repeats=settings.confirm_repeats)
-    with applied(c.threads, c.compile_mode, shape_of(search.config_for(base, c), c.threads)):
-        row = engine.measure(search.config_for(base, c), device, proto)
+def confirm(base: engine.Config, c: Setting, device, p, steps: int) -> dict:
+    """The full protocol (``engine.measure``) on setting ``c``: warm-up, repeated windows, 95% interval."""
+    protocol = replace(p, warmup_steps=p.tune_confirm_warmup_steps, measured_steps=steps,
+                       window_s=p.tune_confirm_window_s)
+    row = engine.measure(base.replace(**c), device, protocol)
     row.pop("step_times_s", None)
     return row
 
 
-def identity_of(run, model: str, phase: str, hw: Hardware) -> dict:
-    """The columns every row of one search carries: ``SEARCH_KEY`` (and the device's name)."""
+def identity_of(run, model: str, phase: str, hw: devices.Hardware) -> dict:
+    """The columns every row of one search carries (``search_keys``) and the device's name."""
     p = run.params
-    base = base_config(p, model, phase)
-    default = default_candidate(p, model, run.threads, run.device.type)
-    return {"model": model, "phase": phase, "device_kind": run.device.type, "device_name": hw.name,
+    base = engine.config(p, model, phase)
+    default = default_setting(run, model)
+    return {"model": model, "phase": phase, "device_kind": hw.kind, "device_name": hw.name,
             "image_size": base.image_size, "num_classes": base.num_classes, "in_channels": base.in_channels,
-            "dataset": base.dataset, "data_mode": p.data_mode, "default_batch_size": default.batch_size,
-            "default_threads": default.threads, "default_workers": default.workers,
-            "default_pin_memory": default.pin_memory,
-            **{k: ",".join(v) if isinstance(v := getattr(p, k), list) else v for k in PARAM_KEYS},
-            "host_heap": heap.effective(p.host_heap)}
+            "dataset": base.dataset, **{f"default_{k}": default[k] for k in knobs.keyed()},
+            **{k: ",".join(v) if isinstance(v := getattr(p, k), list) else v for k in TUNING_PARAM_KEYS}}
 
 
-def tune_one(run, model: str, phase: str, hw: Hardware, sink, peaks) -> dict:
+def tune_one(run, model: str, phase: str, hw: devices.Hardware, sink, peaks) -> tuple[dict, knobs.Space]:
     p, device = run.params, run.device
-    base = replace(base_config(p, model, phase), phase=phase)
-    default = default_candidate(p, model, run.threads, device.type)
-    sp = space.build(hw, default, p.tune_precisions, p.tune_compile_modes, p.tune_min_batch_size,
-                     p.tune_max_batch_size, p.data_mode)
-    settings = search.Settings.from_params(p)
-    protocol = engine.Protocol.from_params(p)
-    guard_cfg = replace(base, batch_size=settings.guard_batch_size)
-    identity = identity_of(run, model, phase, hw)
+    base = engine.config(p, model, phase)
+    default = default_setting(run, model)
+    sp = knobs.space(hw, default, p)
+    guard_cfg = base
+    names = [k for k in sp.values if knobs.KNOBS[k].numerics]
     s = search.Search(
-        base, sp, settings, identity,
-        evaluate=lambda c, w: search.window(base, c, device, protocol, w),
-        guard_loss=lambda n: guard.loss_after(guard_cfg, device, protocol, n, settings.guard_steps, default.threads),
-        confirm=lambda c, steps: confirm(base, c, device, protocol, settings, steps),
+        base, sp, p, identity_of(run, model, phase, hw),
+        evaluate=lambda c, w: search.window(base, c, device, p, w),
+        guard_loss=lambda n: guard.loss_after(guard_cfg.replace(**{**default, **dict(zip(names, n, strict=True)),
+                                                                   "batch_size": p.tune_guard_batch_size}),
+                                              device, p, p.tune_guard_steps),
+        confirm=lambda c, steps: confirm(base, c, device, p, steps),
         sink=sink,
         explain=lambda c, row: roof_columns(peaks, base, c, row.get("achieved_gflops", math.nan)),
-        probe=telemetry.speed_probe if device.type == "cpu" else None,
+        probe=telemetry.speed_probe if devices.backend(device).on_host else None,  # the host CPU's own speed
     )
     return s.run(), sp
 
@@ -138,14 +121,15 @@ def tune(run) -> pd.DataFrame:
     """Search every model of ``tune_models`` in every phase of ``tune_phases``; returns this run's searches'
     rows of tuning.csv.
 
-    A rerun with the same run name skips the searches that already have their 'best' row with the same
-    ``SEARCH_KEY`` (same data, default configuration, protocol and tune_* params); changed params search again.
+    A rerun with the same run name skips the searches that already have their 'best' row with the same search key
+    (same data, default setting, protocol and tune_* params: ``results.tables.search_keys``); changed params
+    search again.
     """
-    p, device = run.params, run.device
-    hw = Hardware.detect(device)
+    p = run.params
+    hw = devices.backend(run.device).hardware()
     table = results.table("tuning")
     rows = table.file(run.dir)
-    finished = ResultsFile(rows.path, (*SEARCH_KEYS, "row_kind"))
+    finished = ResultsFile(rows.path, (*search_keys(), "row_kind"))
     space_file = results.file(run.dir, "tuning_space")
     peaks = read_peaks(run)
     if peaks is None:  # 07 opened alone (a fresh Colab VM): the search stands, its roofline columns stay empty

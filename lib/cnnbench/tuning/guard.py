@@ -13,15 +13,12 @@ compare the loss of one forward pass, relative to the loss itself.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import torch
 
-from cnnbench import devices, models
+from cnnbench import models
 from cnnbench.measure import engine
-from cnnbench.tuning.knobs import applied, autocast, shape_of
-
-REFERENCE = ("fp32", "nchw", "off")
 
 
 @dataclass(frozen=True)
@@ -37,28 +34,20 @@ class Verdict:
                 "guard_diff_pct": self.diff_pct, "guard_ok": self.ok, "guard_reason": self.reason}
 
 
-def loss_after(cfg: engine.Config, device: torch.device, protocol: engine.Protocol, numerics: tuple[str, str, str],
-               steps: int, threads: int) -> tuple[float, float]:
-    """(first, last) loss of ``steps`` training steps of ``cfg`` in ``numerics``; eval: one forward's, twice."""
-    precision, memory_format, mode = numerics
-    cfg = replace(cfg, precision=precision, memory_format=memory_format, compile=mode != "off", data_mode="device")
-    work = None
-    try:
-        with applied(threads, mode, shape_of(cfg, threads)):
-            work = engine.Workload(cfg, device, protocol)
-            if cfg.phase == "train":
-                losses = []
-                for _ in range(steps):
-                    work.train_step()
-                    losses.append(work.check_loss())
-                return losses[0], losses[-1]
-            x, y = work.next_batch()
-            with torch.inference_mode(), autocast(device, precision):
-                loss = float(work.loss_fn(models.logits(work.forward(x)).float(), y))
-                return loss, loss
-    finally:
-        del work
-        devices.release(device)
+def loss_after(cfg: engine.Config, device: torch.device, p, steps: int) -> tuple[float, float]:
+    """(first, last) loss of ``steps`` training steps of ``cfg`` on one batch made on the device; eval: one
+    forward's, twice."""
+    with engine.Workload(cfg.replace(data_mode="device"), device, p) as work:
+        if cfg.phase == "train":
+            losses = []
+            for _ in range(steps):
+                work.train_step()
+                losses.append(work.check_loss())
+            return losses[0], losses[-1]
+        x, y = work.next_batch()
+        with torch.inference_mode(), work.backend.autocast(cfg.precision):
+            loss = float(work.loss_fn(models.logits(work.forward(x)).float(), y))
+            return loss, loss
 
 
 def judge(loss: float, reference: float, tolerance: float, reference_start: float | None = None) -> Verdict:
@@ -76,16 +65,22 @@ def judge(loss: float, reference: float, tolerance: float, reference_start: floa
     return Verdict(loss, reference, 100 * rel, True, "")
 
 
-def check(numerics_list, measure_loss, tolerance: float) -> dict[tuple, Verdict]:
-    """Verdicts for every numerics of ``numerics_list`` against :data:`REFERENCE`.
+def check(numerics_list, measure_loss, tolerance: float, reference: tuple,
+          spent=lambda: False) -> dict[tuple, Verdict]:
+    """Verdicts for every numerics of ``numerics_list`` against ``reference`` (the default's: fp32 eager NCHW).
 
     ``measure_loss(numerics) -> (first, last)`` runs the steps (tests pass a fake); a failure to run is a
-    rejection.
+    rejection. Once ``spent()`` (the search's budget, which the guard's compiles count in) no further numerics is
+    guarded: rejected with that reason.
     """
-    start, ref = measure_loss(REFERENCE)
-    out = {REFERENCE: Verdict(ref, ref, 0.0, True, "")}
+    start, ref = measure_loss(reference)
+    out = {reference: Verdict(ref, ref, 0.0, True, "")}
     for numerics in numerics_list:
         if numerics in out:
+            continue
+        if spent():
+            out[numerics] = Verdict(math.nan, ref, math.nan, False, "not guarded: tune_budget_s was spent (the "
+                                    "guard's steps and compiles count in it)")
             continue
         try:
             out[numerics] = judge(measure_loss(numerics)[1], ref, tolerance, start)

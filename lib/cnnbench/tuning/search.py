@@ -1,12 +1,13 @@
 """The budgeted search for one model and phase: guard, race in stages, confirm, explain.
 
-1. **Guard**: every precision x memory format x compile mode trains a few steps from the same initialisation;
-   those whose loss leaves fp32 eager's tolerance are out (with the reason).
+1. **Guard**: every combination of the knobs that change the arithmetic (precision, memory format, compile mode)
+   trains a few steps from the same initialisation; those whose loss leaves fp32 eager's tolerance are out (with
+   the reason). Its steps and compiles count in ``tune_budget_s``, as the race does.
 2. **Race** in three stages, each a successive halving on short windows: the numerics (precision, memory
    format, compile mode) at the seeds' batch size; then the batch size for the winner, from the largest down
    (out of memory backs off as timm does, and the limit is recorded); then the host knobs (CPU threads, and
    in loader mode DataLoader workers and pinned memory). A stage's winner carries its measurement into the
-   next stage. The budget is shared by the stages in proportion to their candidates.
+   next stage. What the guard left of the budget is shared by the stages in proportion to their candidates.
 3. **Confirm**: the best few of the race and the seeds' default (fp32, NCHW, eager, their batch size) are
    measured again with the full protocol (``engine.measure``: warm-up, repeated windows, 95% interval), and
    the best confirmed one wins, so the winner is not chosen on the noise of a short window.
@@ -19,86 +20,38 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
 from itertools import product
 
 import torch
 
-from cnnbench import devices
+from cnnbench import devices, knobs
+from cnnbench.knobs import Setting, Space
 from cnnbench.measure import energy, engine, timing
-from cnnbench.params import COMPILE_MODES, default
 from cnnbench.tuning import guard, racing
-from cnnbench.tuning.knobs import applied, shape_of
 from cnnbench.tuning.racing import Outcome
-from cnnbench.tuning.space import Candidate, Space
 
-STAGES = ("numerics", "batch_size", "host")
 MIN_WINDOW_STEPS = 3  # a race window never has fewer steps (one step: no spread, a zero bootstrap interval)
 
 
-# The params key each setting is read from.
-PARAM_OF = {"budget_s": "tune_budget_s", "eta": "tune_eta", "confirm_top": "tune_confirm_top",
-            "confirm_window_s": "tune_confirm_window_s", "confirm_warmup_steps": "tune_confirm_warmup_steps",
-            "confirm_repeats": "repeats", "confirm_rounds": "processes", "guard_steps": "tune_guard_steps",
-            "guard_batch_size": "tune_guard_batch_size", "guard_tolerance": "tune_guard_tolerance"}
-
-
-@dataclass(frozen=True)
-class Settings:
-    """The search's parameters: the tune_* keys of the params (``PARAM_OF``), with the params' defaults."""
-
-    budget_s: float = default("tune_budget_s")
-    eta: int = default("tune_eta")
-    confirm_top: int = default("tune_confirm_top")
-    confirm_window_s: float = default("tune_confirm_window_s")
-    confirm_warmup_steps: int = default("tune_confirm_warmup_steps")
-    confirm_repeats: int = default("repeats")
-    confirm_rounds: int = default("processes")  # interleaved rounds of the confirmation (default and top candidates, in turn)
-    guard_steps: int = default("tune_guard_steps")
-    guard_batch_size: int = default("tune_guard_batch_size")
-    guard_tolerance: float = default("tune_guard_tolerance")
-
-    @classmethod
-    def from_params(cls, p) -> Settings:
-        return cls(**{name: getattr(p, key) for name, key in PARAM_OF.items()})
-
-
-def config_for(base: engine.Config, c: Candidate) -> engine.Config:
-    """The engine's configuration of candidate ``c`` (threads, workers and compile mode are applied around it)."""
-    return replace(base, precision=c.precision, memory_format=c.memory_format, compile=c.compile_mode != "off",
-                   batch_size=c.batch_size)
-
-
-def protocol_for(protocol: engine.Protocol, c: Candidate) -> engine.Protocol:
-    return replace(protocol, workers=c.workers, pin_memory=c.pin_memory, cudnn_benchmark=c.cudnn_benchmark)
-
-
-def window(base: engine.Config, c: Candidate, device: torch.device, protocol: engine.Protocol,
-           window_s: float) -> Outcome:
-    """One short race window: build, two warm-up steps, then steps filling ``window_s`` (at least
-    ``MIN_WINDOW_STEPS``). The window is sized from the second step: the first carries allocation, kernel
-    selection and (compiling) the compile, and would make a fast GPU's window a single step."""
-    work = None
+def window(base: engine.Config, c: Setting, device: torch.device, p, window_s: float) -> Outcome:
+    """One short race window of ``base`` in setting ``c``: build, two warm-up steps, then steps filling
+    ``window_s`` (at least ``MIN_WINDOW_STEPS``). The window is sized from the second step: the first carries
+    allocation, kernel selection and (compiling) the compile, and would make a fast GPU's window a single step."""
     try:
-        with applied(c.threads, c.compile_mode, shape_of(config_for(base, c), c.threads)), \
-                devices.math_precision(device, c.precision, c.cudnn_benchmark):
-            work = engine.Workload(config_for(base, c), device, protocol_for(protocol, c))
+        with engine.Workload(base.replace(**c), device, p) as work:
             first = _timed(work, device)
             pace = _timed(work, device)
             n = int(min(max(round(window_s / max(pace, 1e-6)), MIN_WINDOW_STEPS), 10_000))
             with energy.Meter(device) as meter:
                 times, wall = timing.StepTimer(device).window(work.step, n)
             work.check_loss()
-        s = timing.summarize(times, [wall], [n], c.batch_size, protocol.seed)
+        s = timing.summarize(times, [wall], [n], c.batch_size, p.seed)
         return Outcome("ok", float(s["throughput_img_s"]), float(s["throughput_ci95_img_s"]), extra={
             "first_step_s": first, "measured_steps": n, "window_time_s": float(wall),
             "step_time_median_s": float(s["step_time_median_s"]), **meter.summary(n * c.batch_size)})
     except Exception as err:  # noqa: BLE001 - a failure is a row and the race goes on
-        f = engine.failure(err)
+        f = engine.failure(err, device)
         return Outcome(f["status"], error=f["error"])
-    finally:
-        del work
-        devices.release(device)
 
 
 def _timed(work: engine.Workload, device: torch.device) -> float:
@@ -117,18 +70,18 @@ class Search:
     injectable, so tests run the whole logic without a model.
     """
 
-    def __init__(self, base: engine.Config, space: Space, settings: Settings, identity: dict,
-                 evaluate: Callable[[Candidate, float], Outcome], guard_loss: Callable[[tuple], tuple[float, float]],
-                 confirm: Callable[[Candidate, int], dict], sink: Callable[[dict], None],
-                 clock: Callable[[], float] = time.monotonic, explain: Callable[[Candidate, dict], dict] | None = None,
+    def __init__(self, base: engine.Config, space: Space, p, identity: dict,
+                 evaluate: Callable[[Setting, float], Outcome], guard_loss: Callable[[tuple], tuple[float, float]],
+                 confirm: Callable[[Setting, int], dict], sink: Callable[[dict], None],
+                 clock: Callable[[], float] = time.monotonic, explain: Callable[[Setting, dict], dict] | None = None,
                  probe: Callable[[], float] | None = None):
-        self.base, self.space, self.settings, self.identity = base, space, settings, identity
+        self.base, self.space, self.p, self.identity = base, space, p, identity
         self.probe = probe  # the CPU's own speed (telemetry.speed_probe), taken before each confirmation round
         self.guard_loss, self.confirm, self.sink, self.clock = guard_loss, confirm, sink, clock
         self.explain = explain or (lambda c, row: {})
         self.evaluations = 0
 
-        def counted(c: Candidate, window_s: float) -> Outcome:
+        def counted(c: Setting, window_s: float) -> Outcome:
             self.evaluations += 1
             return evaluate(c, window_s)
 
@@ -139,10 +92,15 @@ class Search:
         self.exhausted: list[str] = []
 
     # --- rows
-    def _row(self, kind: str, stage: str, c: Candidate | None, **cols) -> dict:
-        cand = c.columns() if c else {}
+    def label(self, c: Setting) -> str:
+        """The candidate in words: the knobs always named and every knob this search varies."""
+        varied = [k for k in knobs.KNOBS if knobs.KNOBS[k].always or len(self.space.values.get(k, ())) > 1]
+        return knobs.label(c, varied)
+
+    def _row(self, kind: str, stage: str, c: Setting | None, **cols) -> dict:
+        cand = dict(c) if c else {}
         return {**self.identity, "row_kind": kind, "stage": stage, "rung": cols.pop("rung", ""),
-                "config": c.label if c else cols.pop("config", ""), **cand, **cols}
+                "config": self.label(c) if c else cols.pop("config", ""), **cand, **cols}
 
     def _on_trial(self, stage: str):
         def report(t: racing.Trial) -> None:
@@ -156,27 +114,30 @@ class Search:
         return report
 
     # --- the steps
-    def run_guard(self) -> list[tuple]:
-        v = self.space.values
-        numerics = list(product(v["precision"], v["memory_format"], v["compile_mode"]))
-        self.verdicts = guard.check(numerics, self.guard_loss, self.settings.guard_tolerance)
+    def run_guard(self, start: float = 0.0) -> list[tuple]:
+        """The numerics (the values of every knob that changes the arithmetic) the guard lets race, guarded while
+        the budget (counted from ``start``) lasts."""
+        names = [k for k in self.space.values if knobs.KNOBS[k].numerics]
+        numerics = list(product(*(self.space.values[k] for k in names)))
+        reference = self.space.default.with_(**{k: knobs.KNOBS[k].default for k in names}).numerics
+        self.verdicts = guard.check(numerics, self.guard_loss, self.p.tune_guard_tolerance, reference,
+                                    spent=lambda: self.clock() - start >= self.p.tune_budget_s)
         for n, verdict in self.verdicts.items():
-            self.sink(self._row("guard", "guard", None, config=" ".join(n), precision=n[0], memory_format=n[1],
-                                compile_mode=n[2], status="ok" if verdict.ok else "skipped",
-                                error=verdict.reason, **verdict.columns()))
-        return [n for n in numerics if self.verdicts[n].ok]
+            self.sink(self._row("guard", "guard", None, config=" ".join(map(str, n)), **dict(zip(names, n, strict=True)),
+                                status="ok" if verdict.ok else "skipped", error=verdict.reason, **verdict.columns()))
+        return [dict(zip(names, n, strict=True)) for n in numerics if self.verdicts[n].ok]
 
-    def _race(self, stage: str, candidates: list[Candidate], budget_s: float, known: dict) -> racing.Race:
+    def _race(self, stage: str, candidates: list[Setting], budget_s: float, known: dict) -> racing.Race:
         race = racing.successive_halving(candidates, lambda c, w, r: self.evaluate(c, w), budget_s,
-                                         self.settings.eta, known, self.clock, self._on_trial(stage))
+                                         self.p.tune_eta, known, self.clock, self._on_trial(stage))
         if race.budget_exhausted:
             self.exhausted.append(stage)
         return race
 
-    def _batch_sizes(self, winner: Candidate, budget_s: float, known: dict) -> tuple[list[Candidate], dict]:
+    def _batch_sizes(self, winner: Setting, budget_s: float, known: dict) -> tuple[list[Setting], dict]:
         """The batch sizes to race: the largest that fits (backing off from the top on oom) and those below."""
         sizes = sorted(self.space.values["batch_size"], reverse=True)
-        per = budget_s / max(racing.planned_rungs(len(sizes), self.settings.eta), 1) / len(sizes)
+        per = budget_s / max(racing.planned_rungs(len(sizes), self.p.tune_eta), 1) / len(sizes)
 
         def attempt(bs: int) -> Outcome:
             c = winner.with_(batch_size=bs)
@@ -197,27 +158,31 @@ class Search:
         return [winner.with_(batch_size=bs) for bs in fits], known
 
     def run(self) -> dict:
-        """Guard, race, confirm; returns the 'best' row (also sent to the sink)."""
-        passing = self.run_guard()
-        start = self.clock()  # the budget is the race's; the guard and the confirmation come on top
-        d = self.space.default
-        v = self.space.values
-        stage1 = [d.with_(precision=p, memory_format=m, compile_mode=c, cudnn_benchmark=b) for p, m, c in passing
-                  for b in v.get("cudnn_benchmark", [d.cudnn_benchmark])]
-        stage1.sort(key=lambda c: COMPILE_MODES.index(c.compile_mode))  # one mode after another: each switch resets
-        host = [(t, w, pin) for t in v["threads"] for w in v["workers"] for pin in v["pin_memory"]]
-        sizes = {"numerics": len(stage1), "batch_size": len(v["batch_size"]), "host": len(host)}
+        """Guard, race each stage's knobs in turn, confirm; returns the 'best' row (also sent to the sink)."""
+        start = self.clock()  # the budget covers the guard (its compiles too) and the race; confirmation on top
+        passing = self.run_guard(start)
+        d, v = self.space.default, self.space.values
+
+        def grid(stage: str, base: Setting) -> list[Setting]:
+            names = [k for k in self.space.stage(stage) if not knobs.KNOBS[k].numerics]
+            return [base.with_(**dict(zip(names, vs, strict=True))) for vs in product(*(v[k] for k in names))]
+
+        stage1 = [c for n in passing for c in grid("numerics", d.with_(**n))]
+        stage1.sort(key=lambda c: knobs.KNOBS["compile"].values.index(c.compile))  # one mode after another
+        sizes = {"numerics": len(stage1), "batch_size": len(v.get("batch_size", [d.batch_size])),
+                 "host": len(grid("host", d))}
         known: dict = {}
         winner = d
-        for stage in STAGES:
-            remaining = self.settings.budget_s - (self.clock() - start)
-            share = max(remaining, 0.0) * sizes[stage] / sum(sizes[s] for s in STAGES[STAGES.index(stage):])
+        for stage in knobs.STAGES:
+            remaining = self.p.tune_budget_s - (self.clock() - start)
+            later = knobs.STAGES[knobs.STAGES.index(stage):]
+            share = max(remaining, 0.0) * sizes[stage] / sum(sizes[s] for s in later)
             if stage == "numerics":
                 candidates = stage1
             elif stage == "batch_size":
                 candidates, known = self._batch_sizes(winner, share, known)
             else:
-                candidates = [winner.with_(threads=t, workers=w, pin_memory=p) for t, w, p in host]
+                candidates = grid("host", winner)
             race = self._race(stage, candidates, share, known)
             known = {c: race.best_outcome(c) for c in candidates if race.best_outcome(c) is not None}
             if race.winner is None:
@@ -226,24 +191,24 @@ class Search:
         search_s = self.clock() - start
         return self._confirm_and_explain(search_s)
 
-    def ranked(self) -> list[Candidate]:
+    def ranked(self) -> list[Setting]:
         """Distinct raced candidates, best first, each by its outcome at the highest rung it reached."""
-        last: dict[Candidate, Outcome] = {}
+        last: dict[Setting, Outcome] = {}
         for _, t in self.trials:
             last[t.candidate] = t.outcome
         ok = [(c, o) for c, o in last.items() if o.ok]
         return [c for c, _ in sorted(ok, key=lambda co: -co[1].throughput_img_s)]
 
-    def _steps_for(self, c: Candidate) -> int:
+    def _steps_for(self, c: Setting) -> int:
         pace = [t.outcome.extra.get("step_time_median_s") for _, t in self.trials if t.candidate == c and t.outcome.ok]
         pace = [p for p in pace if p]
-        return max(1, round(self.settings.confirm_window_s / pace[-1])) if pace else 0
+        return max(1, round(self.p.tune_confirm_window_s / pace[-1])) if pace else 0
 
     def _confirm_and_explain(self, search_s: float) -> dict:
         d = self.space.default
-        top = [c for c in self.ranked() if c != d][: self.settings.confirm_top]
+        top = [c for c in self.ranked() if c != d][: self.p.tune_confirm_top]
         rows, rounds, probes = {}, {c: [] for c in [d, *top]}, []
-        for _ in range(max(self.settings.confirm_rounds, 1)):  # interleaved: d, top..., d, top..., so drift
+        for _ in range(max(self.p.processes, 1)):  # interleaved rounds: d, top..., d, top..., so drift
             if self.probe is not None:  # the CPU's own speed before each round, as 02 and 03 probe theirs
                 probes.append(self.probe())
             for c in rounds:                                     # falls on every candidate alike
@@ -252,24 +217,24 @@ class Search:
         for c, measured in rounds.items():
             row = {**combine_rounds(measured), "probe_img_s": sum(probes) / len(probes) if probes else math.nan}
             row = self._row("confirm", "confirm", c, role="default" if c == d else "candidate",
-                            **{k: v for k, v in row.items() if k not in self.identity and k not in c.columns()})
+                            **{k: v for k, v in row.items() if k not in self.identity and k not in c})
             self.sink(row)
             rows[c] = row
         ok = {c: r for c, r in rows.items() if r.get("status") == "ok"}
         best = max(ok, key=lambda c: ok[c]["throughput_img_s"]) if ok else None
         tried = {t.candidate for _, t in self.trials}
         fates = [t.fate for _, t in self.trials]
-        rejected = [f"{' '.join(n)}: {v.reason}" for n, v in self.verdicts.items() if not v.ok]
-        pruned = {s: sum(1 for st, t in self.trials if st == s and t.fate == "pruned") for s in STAGES}
+        rejected = [f"{' '.join(map(str, n))}: {v.reason}" for n, v in self.verdicts.items() if not v.ok]
+        pruned = {s: sum(1 for st, t in self.trials if st == s and t.fate == "pruned") for s in knobs.STAGES}
         summary = {
             "configs_in_space": self.space.size(), "configs_tried": len(tried), "evaluations": self.evaluations,
             "pruned": sum(pruned.values()), "failed": fates.count("failed"),
             "pruned_by_stage": ", ".join(f"{s} {n}" for s, n in pruned.items()),
             "pruned_by_rung": ", ".join(f"rung {r} {n}" for r, n in sorted(_count_rungs(self.trials).items())),
-            "guard_rejected": "; ".join(rejected), "budget_s": self.settings.budget_s, "search_s": search_s,
+            "guard_rejected": "; ".join(rejected), "budget_s": self.p.tune_budget_s, "search_s": search_s,
             "budget_exhausted_in": ",".join(self.exhausted), "batch_size_limit": self.batch_limit,
             "batch_size_limit_note": self.batch_note,
-            "skipped_knobs": "; ".join(f"{s.knob}={s.value}: {s.reason}" for s in self.space.skipped),
+            "skipped_knobs": "; ".join(f"{k}={v}: {why}" for k, v, why in self.space.skipped),
         }
         if best is None:
             row = self._row("best", "best", None, status="error", error="no configuration confirmed", **summary)
@@ -278,7 +243,7 @@ class Search:
             dflt = rows[d] if rows[d].get("status") == "ok" else {}
             row = self._row("best", "best", best, **{k: v for k, v in base.items() if k not in self.identity
                                                      and k not in ("row_kind", "stage", "rung", "config", "role")
-                                                     and k not in best.columns()},
+                                                     and k not in best},
                             **speedup(base, dflt), **self.explain(best, base), **{f"default_{k}": dflt.get(k, math.nan) for k in
                                                        ("throughput_img_s", "throughput_ci95_img_s", "achieved_gflops",
                                                         "energy_j_per_image")}, **summary)

@@ -1,0 +1,364 @@
+"""What a device kind must answer, and the answers of a device with no queue of its own (the host CPU).
+
+A :class:`Backend` is bound to one ``torch.device``. Each kind's module (cpu, cuda, mps, rocm) subclasses it and
+overrides what differs; nothing outside :mod:`cnnbench.devices` tests a device's kind. Tests put a fake backend in
+front with :func:`cnnbench.devices.using`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import math
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+from cnnbench.devices import host
+
+# Tensor dtype of each precision (tf32 is fp32 storage with TF32 math; bf16/fp16 are autocast dtypes).
+DTYPES = {"fp32": torch.float32, "tf32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+class DeviceError(ValueError):
+    """A device that is unknown or not present on this machine."""
+
+
+class Unavailable(RuntimeError):
+    """A feature this machine's torch, OS or device lacks: a row with ``status=unavailable`` and the reason."""
+
+
+@dataclass(frozen=True)
+class Hardware:
+    """The facts that decide which knob values a device can run: :meth:`Backend.hardware` reads them, tests write
+    them by hand."""
+
+    kind: str  # the backend's kind: cpu | cuda | mps | rocm
+    name: str
+    cores: int  # physical host cores
+    isa: frozenset[str] = frozenset()  # host CPU instruction sets (host.cpu_isa)
+    capability: tuple[int, int] | None = None  # CUDA compute capability
+    cxx: bool = True  # a C++ compiler for Inductor's CPU code
+    triton: bool = False  # Triton for Inductor's GPU code
+    sms: int = 0  # streaming multiprocessors (0: not a GPU that has them)
+    torch_version: tuple[int, int] = host.TORCH_VERSION
+    macos: tuple[int, int] | None = None
+
+    def cpu_description(self) -> str:
+        if "avx512f" in self.isa:
+            return "AVX-512 CPU without AVX512-BF16 or AMX"
+        if "avx2" in self.isa:
+            return "AVX2-only CPU"
+        if "asimd" in self.isa:
+            return "Arm CPU without FEAT_BF16"
+        return "CPU without native bf16"
+
+
+def _compiler() -> bool:
+    import os
+    import shutil
+
+    return any(shutil.which(c) for c in (os.environ.get("CXX", ""), "g++", "c++", "clang++") if c)
+
+
+class Backend:
+    """One device kind's answers for a device of that kind. These defaults are a device whose work runs as it is
+    called (no queue): the host CPU."""
+
+    kind = "cpu"  # the name rows carry as device_kind
+    torch_type = "cpu"  # the torch.device type this kind claims
+    on_host = True  # the host CPU is the measured device (its threads and speed are the measurement's)
+    queued = False  # work is queued and runs later: synchronise before reading a clock
+    pins = False  # pinned host memory speeds copies to this device
+    ddp_backend = "gloo"  # torch.distributed backend of its data-parallel runs
+    min_call_s = 0.005  # the shortest timed call of a roofline kernel (launch and clock costs vanish in it)
+    main_memory = "dram"
+
+    def __init__(self, device: torch.device):
+        self.device = device
+
+    @classmethod
+    def present(cls) -> bool:
+        return True
+
+    @classmethod
+    def claims(cls, device: torch.device) -> bool:
+        return device.type == cls.torch_type
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.device})"
+
+    # --- identity and facts
+    def name(self) -> str:
+        return host.cpu_model()
+
+    def hardware(self) -> Hardware:
+        return Hardware(kind=self.kind, name=self.name(), cores=host.physical_cores(), isa=host.cpu_isa(),
+                        cxx=_compiler(), macos=host.macos_version())
+
+    @classmethod
+    def lacks(cls, knob: str, value, hw: Hardware) -> str:
+        """Why ``hw`` cannot run ``knob`` at ``value`` as labelled ("" when it can): the one answer validation,
+        every notebook, 07's search and compare give."""
+        return ""
+
+    def environment(self) -> dict:
+        """What envinfo records of this device beyond the host."""
+        return {}
+
+    # --- clocks
+    def synchronize(self) -> None:
+        """Wait for all queued work; call before every clock read."""
+
+    def events(self):
+        """(make an event, record it) timing queued work on this device, or None where steps are timed by clocks."""
+        return None
+
+    def enter_worker(self) -> None:
+        """Make this device the worker process's current one."""
+
+    # --- memory
+    def reset_peak_memory(self) -> None:
+        pass
+
+    def peak_memory_mib(self) -> dict[str, float]:
+        """Peak device memory since the last reset (MiB); a host device has none (see the process RSS)."""
+        return {"peak_device_mem_mib": math.nan, "peak_device_reserved_mib": math.nan}
+
+    def memory_sample_mib(self) -> float | None:
+        """Device memory now, for telemetry where no high-water mark exists (None: not sampled)."""
+        return None
+
+    def total_memory_bytes(self) -> int:
+        """The device's own memory (0: it shares the host's)."""
+        return 0
+
+    def allocated_bytes(self) -> int | None:
+        """Bytes torch's allocator holds in tensors on this device now (None: the host's, see the process RSS)."""
+        return None
+
+    def reserved_bytes(self) -> int | None:
+        """Bytes the device allocator holds, in use or cached (None where it keeps no pool)."""
+        return None
+
+    @classmethod
+    def count(cls) -> int:
+        """Devices of this kind here."""
+        return 1 if cls.present() else 0
+
+    def empty_cache(self) -> None:
+        pass
+
+    def release(self) -> None:
+        """Free what a finished measurement left: Python garbage first, then the allocator's cache."""
+        gc.collect()
+        self.empty_cache()
+
+    def is_oom(self, err: BaseException) -> bool:
+        """True for an out-of-memory error (the host allocator's here)."""
+        text = str(err).lower()
+        return isinstance(err, MemoryError) or (isinstance(err, RuntimeError) and (
+            "out of memory" in text or "can't allocate memory" in text))
+
+    def oom_note(self, err: BaseException) -> str:
+        """A prefix that says why ``err`` counts as out of memory when its text does not."""
+        return ""
+
+    # --- data
+    def to_device(self, t: torch.Tensor) -> torch.Tensor:
+        """``t`` on this device; the copy waits unless this kind overlaps it safely."""
+        return t.to(self.device)
+
+    def pin(self, wanted: bool) -> bool:
+        """Whether a DataLoader for this device pins its batches."""
+        return bool(wanted) and self.pins
+
+    # --- arithmetic
+    autotunes = False  # its convolution library can time algorithms per shape (cudnn_benchmark)
+
+    def math(self, precision: str):
+        """The matmul and convolution math of ``precision`` for a block, restored after it."""
+        return contextlib.nullcontext()
+
+    def autotune(self, on: bool):
+        """Convolution algorithms timed per shape (``on``) or chosen by heuristics, for a block."""
+        return contextlib.nullcontext()
+
+    def autocast(self, precision: str):
+        """Autocast to bf16/fp16 for those precisions, nothing for fp32/tf32."""
+        if precision in ("bf16", "fp16"):
+            return torch.autocast(device_type=self.device.type, dtype=DTYPES[precision])
+        return contextlib.nullcontext()
+
+    def grad_scaler(self, precision: str):
+        """The loss scaler fp16 training needs, None for other precisions; :class:`Unavailable` where this torch
+        has none (an fp16 row never trains unscaled in silence)."""
+        if precision != "fp16":
+            return None
+        scaler = getattr(getattr(torch, "amp", None), "GradScaler", None)
+        if scaler is None:
+            raise Unavailable(f"fp16 training needs torch.amp.GradScaler (torch 2.3+); this is torch {torch.__version__}")
+        return scaler(self.device.type)
+
+    # --- telemetry and energy
+    def gpus(self):
+        """(NVML module, [(NVML index, handle) of every GPU], NVML index of this device), or (None, [], None)."""
+        return None, [], None
+
+    def energy_counter(self):
+        """The energy counter that covers this device's work (cnnbench.devices.energy) or its Unavailable: the
+        host CPU's package (RAPL on Linux; none readable on macOS)."""
+        import platform
+
+        from cnnbench.devices import energy
+
+        if platform.system() == "Linux":
+            return energy.rapl_counter()
+        return energy.Unavailable(energy.APPLE if platform.system() == "Darwin" else
+                                  f"no energy counter reader for {platform.system()} CPUs")
+
+    # --- profiler
+    def profiler_activities(self) -> list:
+        from torch.profiler import ProfilerActivity
+
+        return [ProfilerActivity.CPU]
+
+    op_time = "host"  # what the profiler's per-op time is here: "device" (kernel time), "host" (the op's own
+    # run time) or "queue" (the host's time to enqueue it: no device time per op)
+
+    def op_time_us(self, evt, self_only: bool = False) -> float:
+        """A profiler event's time on this device (us): the host's time, which is the op's own on a CPU."""
+        return float(evt.self_cpu_time_total if self_only else evt.cpu_time_total)
+
+    def op_names(self) -> dict[str, str]:
+        """Profiled op names this kind's libraries use -> the name the FLOP counter gives the same op."""
+        return {}
+
+    # --- distributed
+    def ddp_device_ids(self) -> list[int] | None:
+        return None
+
+    # --- roofline
+    def roof_precisions(self) -> list[str]:
+        """Precisions with a meaningful compute roof here."""
+        return ["fp32"]
+
+    def default_matmul_size(self) -> int:
+        return 2048
+
+    def times(self, fn: Callable, repeats: int, warmup: int = 2) -> list[float]:
+        """Synced wall times of ``repeats`` calls of ``fn`` after ``warmup`` calls."""
+        for _ in range(warmup):
+            fn()
+        out = []
+        for _ in range(repeats):
+            self.synchronize()
+            t0 = time.perf_counter()
+            fn()
+            self.synchronize()
+            out.append(time.perf_counter() - t0)
+        return out
+
+    def inner_calls(self, fn: Callable, min_call_s: float | None = None) -> int:
+        """How many back-to-back calls of ``fn`` one timed call needs to last ``min_call_s`` (calibrated here)."""
+        one = min(self.times(fn, repeats=2, warmup=1))
+        return max(1, math.ceil((self.min_call_s if min_call_s is None else min_call_s) / max(one, 1e-9)))
+
+    def batched(self, fn: Callable, inner: int, graph: bool = False) -> Callable:
+        """``inner`` calls of ``fn`` as one callable; no call's output is kept past the next call."""
+        def calls() -> None:
+            for _ in range(inner):
+                fn()
+        return calls
+
+    def rates(self, fn: Callable, work: float, repeats: int, min_call_s: float | None = None,
+              graph: bool = False) -> list[float]:
+        """``work`` per call of ``fn`` over its time, per timed call; each timed call runs ``fn`` enough times."""
+        inner = self.inner_calls(fn, min_call_s)
+        return [work * inner / t for t in self.times(self.batched(fn, inner, graph), repeats)]
+
+    def cache_levels(self, threads: int = 1, sysfs_root=None) -> list[dict]:
+        """The device's cache levels, innermost first (level, size_bytes, capacity_bytes, size_source)."""
+        return []
+
+    def sweep_sizes(self, levels: list[dict], dram_bytes: int, threads: int) -> list[int]:
+        """Working sets of the bandwidth sweep: a geometric series (ratio 4) to ``dram_bytes``, plus half and
+        three quarters of each cache level, so every level holds sizes of its own."""
+        return sweep_sizes(levels, dram_bytes)
+
+    def bandwidth_sweep(self, sizes: list[int], repeats: int, min_call_s: float | None, threads: int) -> list[dict]:
+        """Best and median bandwidth of each kernel at each working set (rows of bandwidth_sweep.csv): torch copy
+        and triad, bytes read + written, replayed from a graph where this kind has one."""
+        rows = []
+        for size in sizes:
+            for kernel, (fn, nbytes) in stream_kernels(self.device, size).items():
+                rows.append(sweep_row(self.rates(fn, nbytes, repeats, min_call_s, graph=True), nbytes, kernel,
+                                      repeats, "torch, bytes read + written"))
+            self.empty_cache()
+        return rows
+
+    def spec(self, threads: int) -> tuple[list[dict], str]:
+        """Spec-sheet roofs of exactly this device (rows of device_peaks.csv) and how they matched."""
+        return self.spec_for_name(self.name())
+
+    @classmethod
+    def spec_for_name(cls, name: str, gpu_cores: int | None = None) -> tuple[list[dict], str]:
+        """The spec-sheet rows (device_specs.csv) of a device of this kind named ``name``: only an exact match
+        counts; none, with a note saying why, otherwise."""
+        return [], f"no spec roofs for {cls.kind} devices"
+
+
+def sweep_sizes(levels: list[dict], dram_bytes: int, smallest: int = 16 * 2**10, step: float = 4.0) -> list[int]:
+    """A geometric series (ratio ``step``) from ``smallest`` to ``dram_bytes``, plus half and three quarters of
+    each cache level."""
+    sizes = {int(smallest * step**k) for k in range(200) if smallest * step**k < dram_bytes}
+    sizes |= {int(lv["capacity_bytes"] * f) for lv in levels for f in (0.5, 0.75)
+              if lv["capacity_bytes"] * f >= smallest}
+    return sorted(sizes | {dram_bytes})
+
+
+def stream_kernels(device: torch.device, working_set: int) -> dict:
+    """Streaming kernels whose one call reads + writes ``working_set`` bytes: name -> (fn, bytes per call)."""
+    n_copy, n_add = max(working_set // 8, 1024), max(working_set // 12, 1024)
+    a, b = torch.rand(n_copy, device=device), torch.empty(n_copy, device=device)
+    x, y, z = (torch.rand(n_add, device=device) for _ in range(3))
+    return {"copy": (lambda: b.copy_(a), 8 * n_copy), "triad": (lambda: torch.add(x, y, alpha=3.0, out=z), 12 * n_add)}
+
+
+def sweep_row(rates: list[float], nbytes: int, kernel: str, calls: int, method: str, **extra) -> dict:
+    """One row of bandwidth_sweep.csv from a kernel's per-call rates (bytes/s)."""
+    return {"working_set_bytes": nbytes, "working_set_mib": nbytes / 2**20, "kernel": kernel,
+            "bandwidth_gbs": max(rates) / 1e9, "bandwidth_median_gbs": statistics.median(rates) / 1e9,
+            "calls": calls, "method": method, **extra}
+
+
+def specs():
+    """The spec-sheet table shipped with the package (dense figures only, each with its source)."""
+    from importlib import resources
+
+    import pandas as pd
+
+    with resources.files("cnnbench").joinpath("data/device_specs.csv").open() as f:
+        return pd.read_csv(f)
+
+
+SPEC_COLUMNS = ["device_name", "kind", "precision", "level", "peak_gflops", "bandwidth_gbs", "ridge_flop_per_byte",
+                "source"]
+
+
+def normalise_name(name: str) -> str:
+    """Case, spacing and the "NVIDIA " prefix do not matter; model and variant do."""
+    import re
+
+    return re.sub(r"\s+", " ", str(name)).strip().lower().removeprefix("nvidia ").strip()
+
+
+def spec_rows(table, device_name: str) -> list[dict]:
+    """``table``'s rows (of device_specs.csv) as device_peaks rows of ``device_name``."""
+    return [{"device_name": device_name, "kind": "spec", "precision": r.precision, "level": r.memory_level,
+             "peak_gflops": r.peak_gflops, "bandwidth_gbs": r.bandwidth_gbs,
+             "ridge_flop_per_byte": r.peak_gflops / r.bandwidth_gbs, "source": f"{r.device}: {r.source}"}
+            for r in table.itertuples()]

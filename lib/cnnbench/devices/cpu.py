@@ -1,0 +1,149 @@
+"""The host CPU as the measured device: no queue, host clocks, RAPL energy, sysfs caches, numba bandwidth
+kernels (:mod:`cnnbench.devices.membench`) and a compute roof derived from cores, ISA and clock."""
+
+from __future__ import annotations
+
+import math
+import platform
+import re
+from pathlib import Path
+
+from cnnbench.devices import host
+from cnnbench.devices.base import SPEC_COLUMNS, Backend, Hardware
+
+SYSFS_CACHES = "/sys/devices/system/cpu/cpu0/cache"
+# fp32 lanes per vector and FMA units per core by ISA (the widest the CPU's flags show), for derived CPU roofs
+_ISA = (("avx512f", 16, 2, "AVX-512"), ("avx2", 8, 2, "AVX2"), ("avx", 8, 1, "AVX (no FMA)"), ("sse2", 4, 1, "SSE2"))
+
+
+class CpuBackend(Backend):
+    kind = torch_type = "cpu"
+
+    @classmethod
+    def lacks(cls, knob: str, value, hw: Hardware) -> str:
+        if knob == "precision":
+            if value == "tf32":
+                return f"tf32 is an NVIDIA Ampere+ tensor-core mode; not available on {hw.kind}"
+            if value == "bf16" and not host.native_bf16(hw.isa):
+                return f"bf16: {hw.cpu_description()}: bf16 is emulated and slow here (needs avx512_bf16 or amx_bf16)"
+            if value == "fp16":
+                return "fp16 autocast + grad scaler runs on CUDA and MPS; CPUs have no fast fp16 training kernels"
+        if knob == "compile" and value not in ("off", False):
+            if value == "reduce-overhead":
+                return "reduce-overhead uses CUDA graphs: CUDA only"
+            if not hw.cxx:
+                return "no C++ compiler (g++/clang++) for Inductor's CPU code"
+            if value == "max-autotune" and hw.cores <= 2:
+                return f"max-autotune: its benchmarked compile takes minutes per shape on {hw.cores} host core(s)"
+        return ""
+
+    def roof_precisions(self) -> list[str]:
+        return ["fp32"] + (["bf16"] if host.native_bf16() else [])
+
+    def cache_levels(self, threads: int = 1, sysfs_root=None) -> list[dict]:
+        """sysfs (Linux) or sysctl (macOS); a private cache counts once per thread using one."""
+        caches, source = parse_sysfs_caches(sysfs_root or SYSFS_CACHES), "sysfs"
+        if not caches and sysfs_root is None and platform.system() == "Darwin":
+            caches, source = _sysctl_caches(), "sysctl"
+        out = []
+        for c in caches:
+            shared = c["shared_by"] or max(threads, 1)
+            instances = max(1, math.ceil(max(threads, 1) / shared))
+            out.append({"level": c["level"], "size_bytes": c["size_bytes"],
+                        "capacity_bytes": c["size_bytes"] * instances,
+                        "size_source": f"{source}: {c['size_bytes'] // 1024} KiB x {instances} in use"})
+        return out
+
+    def sweep_sizes(self, levels, dram_bytes, threads):
+        from cnnbench.devices.base import sweep_sizes
+
+        # a few KiB per thread up, two sizes per octave: every level holds several
+        return sweep_sizes(levels, dram_bytes, smallest=4 * 2**10 * threads, step=2**0.5)
+
+    def bandwidth_sweep(self, sizes, repeats, min_call_s, threads):
+        from cnnbench.devices import membench
+
+        return membench.sweep(sizes, threads, repeats, max(self.min_call_s, min_call_s or 0.01)).to_dict("records")
+
+    @classmethod
+    def spec_for_name(cls, name: str, gpu_cores: int | None = None) -> tuple[list[dict], str]:
+        return [], "CPU: spec roofs are derived from its cores, ISA and clock, never taken from a GPU row"
+
+    def spec(self, threads: int) -> tuple[list[dict], str]:
+        """A roof derived from this CPU's cores, ISA flags and clock (:func:`cpu_spec`)."""
+        clock, source, is_max = host.cpu_clock_ghz()
+        return cpu_spec(self.name(), threads or host.physical_cores(), clock, source, host.cpu_features(),
+                        clock_is_max=is_max)
+
+
+def _size_bytes(text: str) -> int | None:
+    match = re.fullmatch(r"\s*(\d+)\s*([KMG]?)i?B?\s*", text or "", flags=re.IGNORECASE)
+    if not match:
+        return None
+    return int(match.group(1)) * {"": 1, "K": 2**10, "M": 2**20, "G": 2**30}[match.group(2).upper()]
+
+
+def _cpu_count(cpu_list: str) -> int:
+    """Number of CPUs in a sysfs list such as "0-3,8-11"."""
+    count = 0
+    for part in filter(None, (cpu_list or "").split(",")):
+        lo, _, hi = part.partition("-")
+        count += int(hi or lo) - int(lo) + 1
+    return max(count, 1)
+
+
+def parse_sysfs_caches(root: str | Path = SYSFS_CACHES) -> list[dict]:
+    """Data/unified caches of one CPU from sysfs: level, size in bytes, and how many CPUs share one."""
+    out = []
+    for index in sorted(Path(root).glob("index*")):
+        def read(name: str, index=index) -> str:
+            return (index / name).read_text().strip() if (index / name).is_file() else ""
+
+        if read("type") not in ("Data", "Unified") or not read("level").isdigit():
+            continue
+        if size := _size_bytes(read("size")):
+            out.append({"level": f"l{read('level')}", "size_bytes": size,
+                        "shared_by": _cpu_count(read("shared_cpu_list"))})
+    return sorted(out, key=lambda c: c["level"])
+
+
+def _sysctl_caches() -> list[dict]:
+    """macOS: hw.l1dcachesize, hw.l2cachesize (hw.l3cachesize where present), per performance core."""
+    out = []
+    for level in (1, 2, 3):
+        value = host.run(["sysctl", "-n", f"hw.l{level}dcachesize" if level == 1 else f"hw.l{level}cachesize"])
+        if value.strip().isdigit() and int(value):
+            out.append({"level": f"l{level}", "size_bytes": int(value), "shared_by": 1 if level == 1 else 0})
+    return out
+
+
+def vector_isa(flags: frozenset[str], machine: str = "") -> tuple[int, int, str] | None:
+    """(fp32 lanes, FMA units per core, name) of the CPU's widest vector ISA; None when unknown."""
+    if machine.lower() in ("arm64", "aarch64") and not flags & {"avx2", "avx512f"}:
+        return (4, 4, "NEON 128-bit, 4 FMA pipes") if platform.system() == "Darwin" else (4, 2, "NEON 128-bit")
+    for flag, lanes, units, name in _ISA:
+        if flag in flags and (flag != "avx2" or "fma" in flags):
+            return lanes, units, name
+    return None
+
+
+def cpu_spec(device_name: str, cores: int, clock_ghz: float | None, clock_source: str,
+             flags: frozenset[str], machine: str = "", clock_is_max: bool = True) -> tuple[list[dict], str]:
+    """A derived fp32 compute roof for a CPU: cores x FMA units x fp32 lanes x 2 FLOP x clock, labelled derived.
+
+    The ISA comes from the CPU's flags (:func:`vector_isa`), never assumed. With the maximum (boost) clock it is an
+    upper bound; with only a base/nominal clock (``clock_is_max`` false) the source says so, and why a measured
+    rate can exceed it. No bandwidth is derived (a CPU's memory roofs are the measured ones). None, with a note,
+    when the ISA or the clock cannot be read."""
+    isa = vector_isa(flags, machine or platform.machine())
+    if isa is None or not clock_ghz:
+        return [], f"no derived CPU roof: its {'vector ISA' if isa is None else 'clock'} could not be read"
+    lanes, units, name = isa
+    row = dict.fromkeys(SPEC_COLUMNS, math.nan) | {
+        "device_name": device_name, "kind": "spec", "precision": "fp32", "level": "dram",
+        "peak_gflops": cores * units * lanes * 2 * clock_ghz,
+        "source": f"derived: {cores} cores x {units} FMA units x {lanes} fp32 lanes ({name}) x 2 FLOP x "
+                  f"{clock_ghz:.2f} GHz ({clock_source})"
+                  + ("" if clock_is_max else "; a base clock, not an upper bound: under load the cores boost above "
+                     "it, so a measured rate can exceed this roof") + "; bandwidth not derived"}
+    return [row], "CPU spec roof derived from the measured cores, ISA flags and clock"

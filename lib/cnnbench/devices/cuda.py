@@ -1,0 +1,328 @@
+"""NVIDIA GPUs through CUDA: events on the measured device's stream, the caching allocator's high-water marks, TF32
+and cuDNN switches, NVML telemetry and energy (handles matched by PCI bus id), CUDA graphs and the L2 re-read
+kernel for the roofline, spec roofs by exact device name."""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import math
+import os
+
+import torch
+
+from cnnbench.devices import host
+from cnnbench.devices.base import Backend, Hardware, normalise_name, spec_rows, specs, sweep_row
+
+# What torch raises when an allocation fails inside a CUDA-graph capture (torch.compile's reduce-overhead): the
+# failed cudaMalloc invalidates the capture, and the error that surfaces is the capture's
+# (cudaErrorStreamCaptureInvalidated), not OutOfMemoryError (pytorch/pytorch#159594, #187795).
+CAPTURE_FAILURE = ("operation failed due to a previous error during capture", "cudaerrorstreamcaptureinvalidated",
+                   "capture invalidated")
+MAX_AUTOTUNE_MIN_SMS = 68  # torch._inductor.utils.is_big_gpu: fewer SMs and max-autotune's GEMM templates are off
+# The L2 of a GPU: copies of a working set that fits it (<= 25 MiB on an H100) last microseconds, so launch gaps
+# dominate even replayed from a CUDA graph. One long kernel re-reads the L2-resident buffer instead: a sum of the
+# buffer expanded R times (stride 0, nothing copied), one output per re-read, R chosen so a call moves at least
+# REREAD_TARGET_BYTES. Buffers under REREAD_MIN_BYTES are left out: one SM's L1 (256 KiB on Hopper) would serve them.
+REREAD_TARGET_BYTES = 4 * 2**30
+REREAD_MIN_BYTES = 2 * 2**20
+HBM_CAPABILITIES = ((7, 0), (8, 0), (9, 0), (10, 0))  # V100, A100, H100/H200, B100/B200: data-centre parts, HBM
+
+
+class CudaBackend(Backend):
+    kind = torch_type = "cuda"
+    on_host = False
+    queued = pins = autotunes = True
+    ddp_backend = "nccl"
+    min_call_s = 0.05
+    op_time = "device"
+
+    @classmethod
+    def present(cls) -> bool:
+        return torch.cuda.is_available()
+
+    def index(self) -> int:
+        return self.device.index if self.device.index is not None else torch.cuda.current_device()
+
+    def name(self) -> str:
+        return torch.cuda.get_device_name(self.device)
+
+    def capability(self) -> tuple[int, int]:
+        return tuple(torch.cuda.get_device_capability(self.device))
+
+    def hardware(self) -> Hardware:
+        return Hardware(kind=self.kind, name=self.name(), cores=host.physical_cores(), isa=host.cpu_isa(),
+                        capability=self.capability(), triton=importlib.util.find_spec("triton") is not None,
+                        sms=torch.cuda.get_device_properties(self.device).multi_processor_count)
+
+    @classmethod
+    def lacks(cls, knob: str, value, hw: Hardware) -> str:
+        cap = hw.capability
+        if knob == "precision" and value in ("tf32", "bf16") and not (cap and cap[0] >= 8):
+            return f"{value} needs compute capability 8.0+ (Ampere), this GPU is {cap}"
+        if knob == "compile" and value not in ("off", False):
+            if not hw.triton:
+                return "Triton is not installed: Inductor cannot generate GPU kernels"
+            if value == "max-autotune" and 0 < hw.sms < MAX_AUTOTUNE_MIN_SMS:
+                return (f"max-autotune: Inductor autotunes GEMMs only on {MAX_AUTOTUNE_MIN_SMS}+ SMs; on this "
+                        f"{hw.sms}-SM GPU it compiles far longer for the default kernels (compile budget)")
+            if value == "max-autotune" and hw.cores <= 2:
+                return f"max-autotune: its benchmarked compile takes minutes per shape on {hw.cores} host core(s)"
+        return ""
+
+    def environment(self) -> dict:
+        props = torch.cuda.get_device_properties(self.device)
+        info = {"gpu_name": props.name, "gpu_memory_gb": round(props.total_memory / 2**30, 2),
+                "gpu_compute_capability": f"{props.major}.{props.minor}",
+                "gpu_multiprocessors": props.multi_processor_count, "gpu_driver": None}
+        try:
+            import pynvml
+
+            pynvml.nvmlInit()
+            info["gpu_driver"] = pynvml.nvmlSystemGetDriverVersion()
+            handle = nvml_handle(self.device, pynvml)
+            info["gpu_power_limit_w"] = pynvml.nvmlDeviceGetEnforcedPowerLimit(handle) / 1000
+            info["gpu_max_sm_clock_mhz"] = pynvml.nvmlDeviceGetMaxClockInfo(handle, pynvml.NVML_CLOCK_SM)
+        except Exception as err:  # noqa: BLE001 - telemetry is optional: record why it is missing
+            info["gpu_driver_error"] = f"{type(err).__name__}: {err}"
+        return info
+
+    def synchronize(self) -> None:
+        torch.cuda.synchronize(self.device)
+
+    def events(self):
+        """Events recorded on the measured device's CURRENT stream (``cuda:1`` is timed on GPU 1's stream)."""
+        stream = torch.cuda.current_stream(self.device)
+        return (lambda: torch.cuda.Event(enable_timing=True)), (lambda event: event.record(stream))
+
+    def enter_worker(self) -> None:
+        if self.device.index is not None:
+            torch.cuda.set_device(self.device)
+
+    def reset_peak_memory(self) -> None:
+        torch.cuda.reset_peak_memory_stats(self.device)
+
+    def peak_memory_mib(self) -> dict[str, float]:
+        """``max_memory_allocated`` (tensors) and ``max_memory_reserved`` (the caching allocator's pool)."""
+        return {"peak_device_mem_mib": torch.cuda.max_memory_allocated(self.device) / 2**20,
+                "peak_device_reserved_mib": torch.cuda.max_memory_reserved(self.device) / 2**20}
+
+    def total_memory_bytes(self) -> int:
+        return int(torch.cuda.get_device_properties(self.device).total_memory)
+
+    def allocated_bytes(self) -> int:
+        return int(torch.cuda.memory_allocated(self.device))
+
+    def reserved_bytes(self) -> int:
+        return int(torch.cuda.memory_reserved(self.device))
+
+    @classmethod
+    def count(cls) -> int:
+        return torch.cuda.device_count() if cls.present() else 0
+
+    def empty_cache(self) -> None:
+        torch.cuda.empty_cache()
+
+    def is_oom(self, err: BaseException) -> bool:
+        return isinstance(err, torch.cuda.OutOfMemoryError) or super().is_oom(err) or capture_failure(err)
+
+    def oom_note(self, err: BaseException) -> str:
+        return "CUDA-graph capture failed, taken as out of memory: " if capture_failure(err) else ""
+
+    def to_device(self, t: torch.Tensor) -> torch.Tensor:
+        """Non-blocking only from pinned host memory (the copy then overlaps safely)."""
+        return t.to(self.device, non_blocking=t.is_pinned())
+
+    @contextlib.contextmanager
+    def math(self, precision: str):
+        """fp32 means fp32 (TF32 off, where cuDNN's default is on), tf32 turns TF32 on; restored after the block."""
+        cudnn = torch.backends.cudnn
+        saved = (torch.backends.cuda.matmul.allow_tf32, cudnn.allow_tf32)
+        torch.backends.cuda.matmul.allow_tf32 = cudnn.allow_tf32 = precision == "tf32"
+        try:
+            yield
+        finally:
+            torch.backends.cuda.matmul.allow_tf32, cudnn.allow_tf32 = saved
+
+    @contextlib.contextmanager
+    def autotune(self, on: bool):
+        """``torch.backends.cudnn.benchmark`` for the block: cuDNN times its convolution algorithms on the first
+        call of each shape and keeps the fastest (timm and TorchBench set it for fixed-shape steps)."""
+        saved, torch.backends.cudnn.benchmark = torch.backends.cudnn.benchmark, bool(on)
+        try:
+            yield
+        finally:
+            torch.backends.cudnn.benchmark = saved
+
+    def gpus(self):
+        """Every GPU of the machine through NVML, and which one this device is (matched by PCI bus id)."""
+        try:
+            import pynvml as nvml
+
+            nvml.nvmlInit()
+            handles = [(i, nvml.nvmlDeviceGetHandleByIndex(i)) for i in range(nvml.nvmlDeviceGetCount())]
+            return nvml, handles, nvml.nvmlDeviceGetIndex(nvml_handle(self.device, nvml))
+        except Exception:  # noqa: BLE001 - no NVIDIA driver or NVML: no GPU telemetry
+            return None, [], None
+
+    def energy_counter(self, nvml=None):
+        """NVML's total energy counter of this GPU (the GPU this device really is, as for telemetry), or why not
+        (no nvidia-ml-py, a pre-Volta GPU, a driver's refusal)."""
+        from cnnbench.devices import energy
+
+        try:
+            if nvml is None:
+                import pynvml as nvml
+            counter = energy.NvmlCounter(nvml_handle(self.device, nvml), nvml)
+            counter.read()
+        except ImportError:
+            return energy.Unavailable("nvidia-ml-py is not installed: no NVML energy counter")
+        except Exception as err:  # noqa: BLE001 - NVMLError_NotSupported and friends: the reason is the reading
+            return energy.Unavailable(f"NVML total energy counter unavailable ({type(err).__name__}: {err}); "
+                                      "it needs a Volta or newer GPU")
+        return counter
+
+    def profiler_activities(self) -> list:
+        from torch.profiler import ProfilerActivity
+
+        return [ProfilerActivity.CPU, ProfilerActivity.CUDA]
+
+    def op_time_us(self, evt, self_only: bool = False) -> float:
+        """The event's kernel time: ``device_time_total`` (torch 2.4+) or its old name ``cuda_time_total``."""
+        names = ("self_device_time_total", "self_cuda_time_total") if self_only else \
+            ("device_time_total", "cuda_time_total")
+        return float(next((v for a in names if (v := getattr(evt, a, None)) is not None), 0.0))
+
+    def op_names(self) -> dict[str, str]:
+        """cuDNN's batch norm runs as its own aten ops; the FLOP counter (on the meta device) names them native."""
+        return {"aten::cudnn_batch_norm": "aten::native_batch_norm",
+                "aten::cudnn_batch_norm_backward": "aten::native_batch_norm_backward"}
+
+    def ddp_device_ids(self) -> list[int] | None:
+        return [self.index()]
+
+    def roof_precisions(self) -> list[str]:
+        major = self.capability()[0]
+        return ["fp32"] + (["tf32"] if major >= 8 else []) + ["fp16"] + (["bf16"] if major >= 8 else [])
+
+    def default_matmul_size(self) -> int:
+        return 8192 if self.total_memory_bytes() >= 8 * 2**30 else 4096
+
+    def batched(self, fn, inner: int, graph: bool = False):
+        """With ``graph``, ``inner`` calls replayed from a CUDA graph (no launch gaps between short kernels, as the
+        profiler's kernel times have none) where capture works; else back-to-back launches."""
+        if graph and inner > 1:
+            try:
+                side = torch.cuda.Stream(self.device)
+                side.wait_stream(torch.cuda.current_stream(self.device))
+                with torch.cuda.stream(side):
+                    fn()
+                torch.cuda.current_stream(self.device).wait_stream(side)
+                cuda_graph = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(cuda_graph):
+                    for _ in range(inner):
+                        fn()
+                return cuda_graph.replay
+            except RuntimeError:  # capture unsupported here: plain back-to-back launches
+                pass
+        return super().batched(fn, inner)
+
+    def cache_levels(self, threads: int = 1, sysfs_root=None) -> list[dict]:
+        l2 = getattr(torch.cuda.get_device_properties(self.device), "L2_cache_size", None)  # torch 2.5+
+        return [{"level": "l2", "size_bytes": l2, "capacity_bytes": l2, "size_source": "cuda L2_cache_size"}] \
+            if l2 else []
+
+    @property
+    def main_memory(self) -> str:
+        return main_memory(self.name(), self.capability())
+
+    def bandwidth_sweep(self, sizes, repeats, min_call_s, threads):
+        """torch copy and triad (bytes read + written) and, for the working sets that fit the L2, one long
+        kernel re-reading the L2-resident buffer (bytes read)."""
+        rows = super().bandwidth_sweep(sizes, repeats, min_call_s, threads)
+        l2 = max((lv["capacity_bytes"] for lv in self.cache_levels()), default=0)
+        for size in reread_sizes(sizes, l2):
+            fn, nbytes = reread_kernel(self.device, size)
+            rows.append({**sweep_row(self.rates(fn, nbytes, repeats, min_call_s, graph=True), size, "l2_reread",
+                                     repeats, f"torch, one sum kernel re-reading the buffer {nbytes // size}x: "
+                                     "bytes read"), "bytes_per_call": nbytes})
+            del fn
+            self.empty_cache()
+        return rows
+
+    @classmethod
+    def spec_for_name(cls, name: str, gpu_cores: int | None = None) -> tuple[list[dict], str]:
+        """The rows whose name equals ``name`` (as torch reports it; case, spacing and an "NVIDIA " prefix aside),
+        so "L4" never takes an L40's row."""
+        table = specs()
+        hits = table[(table.device_kind == cls.kind) & (table.device.map(normalise_name) == normalise_name(name))]
+        how = f"exact name '{name}'"
+        if hits.empty:
+            return [], f"no spec roof: no row of device_specs.csv matches {how} exactly"
+        return spec_rows(hits, name), f"spec roofs matched by {how}"
+
+
+def reread_repeats(buffer_bytes: int, target_bytes: int = REREAD_TARGET_BYTES) -> int:
+    """Re-reads of a ``buffer_bytes`` buffer in one call so that the call reads at least ``target_bytes``."""
+    return max(1, math.ceil(target_bytes / max(buffer_bytes, 1)))
+
+
+def reread_sizes(sizes: list[int], l2_bytes: int) -> list[int]:
+    """The working sets the re-read kernel measures: from REREAD_MIN_BYTES up to the L2's capacity."""
+    return [s for s in sizes if REREAD_MIN_BYTES <= s <= l2_bytes]
+
+
+def reread_kernel(device: torch.device, working_set: int, target_bytes: int = REREAD_TARGET_BYTES):
+    """(fn, bytes read per call): one reduction kernel reading a ``working_set``-byte float32 buffer R times (a
+    stride-0 view: nothing copied)."""
+    n = max(working_set // 4, 1024)
+    repeats = reread_repeats(4 * n, target_bytes)
+    view = torch.rand(n, device=device).expand(repeats, n)
+    return (lambda: view.sum(dim=1)), 4 * n * repeats
+
+
+def main_memory(name: str, capability: tuple[int, int]) -> str:
+    """The main memory's level name: the spec table's for this exact device, else hbm for the data-centre
+    capabilities (V100, A100, H100/H200, B200) and dram for the rest (consumer parts, GDDR: cc 12.x too)."""
+    table = specs()
+    row = table[table.device.map(normalise_name) == normalise_name(name)]
+    if len(row):
+        return str(row.memory_level.iloc[0])
+    return "hbm" if tuple(capability) in HBM_CAPABILITIES else "dram"
+
+
+def capture_failure(err: BaseException) -> bool:
+    """True for a CUDA-graph capture invalidated by an earlier failure: taken as out of memory (its usual cause in
+    a training step), so the batch-size back-off tries a smaller batch."""
+    return isinstance(err, RuntimeError) and any(m in str(err).lower() for m in CAPTURE_FAILURE)
+
+
+def nvml_bus_id(index: int) -> str | None:
+    """The PCI bus id of CUDA device ``index`` as NVML writes it ("00000000:3B:00.0"), None if torch hides it."""
+    try:
+        props = torch.cuda.get_device_properties(index)
+    except (AssertionError, RuntimeError):  # no CUDA here (a test's fake NVML, a CPU-only build)
+        return None
+    if not hasattr(props, "pci_bus_id"):
+        return None
+    return f"{getattr(props, 'pci_domain_id', 0):08X}:{props.pci_bus_id:02X}:{props.pci_device_id:02X}.0"
+
+
+def nvml_handle(device: torch.device, nvml=None):
+    """The NVML handle of the GPU a CUDA ``device`` really is, whatever CUDA_VISIBLE_DEVICES or CUDA's device
+    order says: matched by PCI bus id, else mapped through CUDA_VISIBLE_DEVICES (indices or UUIDs). NVML numbers
+    all GPUs of the machine, CUDA the visible ones. Raises when NVML cannot be used."""
+    if nvml is None:
+        import pynvml as nvml
+    nvml.nvmlInit()
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    bus = nvml_bus_id(index)
+    if bus is not None:
+        with contextlib.suppress(Exception):  # fall back to the visible-devices mapping
+            return nvml.nvmlDeviceGetHandleByPciBusId(bus)
+    visible = [v.strip() for v in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if v.strip()]
+    if index < len(visible):
+        entry = visible[index]
+        return nvml.nvmlDeviceGetHandleByIndex(int(entry)) if entry.isdigit() else \
+            nvml.nvmlDeviceGetHandleByUUID(entry)
+    return nvml.nvmlDeviceGetHandleByIndex(index)

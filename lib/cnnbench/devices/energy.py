@@ -1,0 +1,97 @@
+"""Energy counters, one per source a device backend names (:meth:`cnnbench.devices.Backend.energy_counter`): NVML's
+on NVIDIA, RAPL's on Linux CPUs, or :class:`Unavailable` with the reason. :mod:`cnnbench.measure.energy` reads them
+around a measured window."""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from pathlib import Path
+
+POWERCAP = Path("/sys/class/powercap")
+APPLE = ("Apple silicon has no energy counter an unprivileged process can read; "
+         "'sudo powermetrics --samplers cpu_power,gpu_power -i 1000' reports CPU and GPU power by hand")
+
+
+class Unavailable:
+    """No readable counter on this device: every reading is empty, ``note`` says why."""
+
+    source = ""
+
+    def __init__(self, note: str):
+        self.note = note
+        self.needs_polling = False
+
+    def read(self):
+        return None
+
+    def delta_j(self, before, after) -> float:
+        return math.nan
+
+
+class NvmlCounter:
+    """NVML's total energy counter of one GPU, in mJ (64-bit: it does not wrap in practice)."""
+
+    source = "nvml"
+    needs_polling = False
+
+    def __init__(self, handle, nvml):
+        self.handle, self.nvml = handle, nvml
+        self.note = ""
+
+    def read(self) -> int:
+        return int(self.nvml.nvmlDeviceGetTotalEnergyConsumption(self.handle))
+
+    def delta_j(self, before: int, after: int) -> float:
+        return (after - before) / 1e3
+
+
+def wrap_delta(before: int, after: int, max_range: int) -> int:
+    """Counter increase from ``before`` to ``after`` for a counter that wraps to 0 after ``max_range``."""
+    return after - before if after >= before else after + max_range - before
+
+
+class RaplCounter:
+    """The RAPL package zones under ``root`` (summed over sockets), in uJ, wrap-around handled."""
+
+    source = "rapl"
+    needs_polling = True  # a wrap every max_range/power seconds (about 4,300 J: a minute at 70 W)
+
+    def __init__(self, zones: list[Path]):
+        self.zones = zones
+        self.max_range = [int((z / "max_energy_range_uj").read_text()) for z in zones]
+        names = ", ".join(_zone_name(z) for z in zones)
+        self.note = f"RAPL {names}: the whole package, every process on it, not only this one"
+
+    def read(self) -> tuple[int, ...]:
+        return tuple(int((z / "energy_uj").read_text()) for z in self.zones)
+
+    def delta_j(self, before: tuple[int, ...], after: tuple[int, ...]) -> float:
+        return sum(wrap_delta(b, a, m) for b, a, m in zip(before, after, self.max_range, strict=True)) / 1e6
+
+
+def _zone_name(zone: Path) -> str:
+    try:
+        return (zone / "name").read_text().strip()
+    except OSError:
+        return zone.name
+
+
+def rapl_counter(root: Path = POWERCAP) -> RaplCounter | Unavailable:
+    """The package zones' counter (``intel-rapl:N``, not their sub-zones nor ``psys``), or why not."""
+    if not root.is_dir():
+        return Unavailable(f"no {root}: this kernel or VM exposes no RAPL energy counter")
+    zones = sorted(z for z in root.iterdir() if re.fullmatch(r"intel-rapl:\d+", z.name)
+                   and (z / "energy_uj").exists() and _zone_name(z) != "psys")
+    if not zones:
+        return Unavailable(f"no RAPL package zone (intel-rapl:N/energy_uj) under {root}")
+    if not all(os.access(z / "energy_uj", os.R_OK) for z in zones):
+        return Unavailable(f"{zones[0] / 'energy_uj'} is readable by root only (Linux >= 5.10 restricts RAPL); "
+                           "run as root or allow reading it to get CPU energy")
+    try:
+        counter = RaplCounter(zones)
+        counter.read()
+    except (OSError, ValueError) as err:
+        return Unavailable(f"RAPL unreadable: {type(err).__name__}: {err}")
+    return counter

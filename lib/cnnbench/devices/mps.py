@@ -1,0 +1,142 @@
+"""Apple GPUs through Metal (MPS): windows synchronised at their edges (no per-step device time), synchronous
+copies, no memory high-water mark (samples instead), version floors for half precisions, spec roofs matched by
+chip and GPU core count."""
+
+from __future__ import annotations
+
+import math
+import platform
+import re
+from functools import lru_cache
+
+import torch
+
+from cnnbench.devices import host
+from cnnbench.devices.base import Backend, Hardware, normalise_name, spec_rows, specs
+
+# The M3 and M4 families: Apple publishes no GPU clock or TFLOPS, and the clocks published by third parties
+# range 1.38-1.6 GHz, so a derived roof (cores x 128 ALUs x 2 FLOP x clock) would carry a 16% guess.
+NO_APPLE_SPEC = ("no spec roof: Apple publishes no GPU clock or TFLOPS for the {chip}, and published estimates of "
+                 "its GPU clock range 1.38-1.6 GHz (a 16% spread in a derived roof); only the measured roofs are drawn")
+
+
+class MpsBackend(Backend):
+    kind = torch_type = "mps"
+    on_host = False
+    queued = True  # timed by windows: MPS events are host-clock callbacks that can arrive out of order, and each
+    # record commits the command buffer, changing the work timed
+    min_call_s = 0.05
+    op_time = "queue"  # torch.profiler sees the host enqueueing each op, not the GPU running it
+
+    @classmethod
+    def present(cls) -> bool:
+        return bool(getattr(torch.backends, "mps", None)) and torch.backends.mps.is_available()
+
+    def name(self) -> str:
+        return f"Apple {host.cpu_model().replace('Apple ', '')} GPU (MPS)"
+
+    def hardware(self) -> Hardware:
+        return Hardware(kind=self.kind, name=self.name(), cores=host.physical_cores(), isa=host.cpu_isa(),
+                        macos=host.macos_version())
+
+    @classmethod
+    def lacks(cls, knob: str, value, hw: Hardware) -> str:
+        if knob == "precision":
+            return precision_floor(value, hw.torch_version, hw.macos)
+        if knob == "compile" and value not in ("off", False, "default"):
+            return f"{value}: Inductor's MPS backend has no autotuning or CUDA graphs"
+        return ""
+
+    def environment(self) -> dict:
+        return {"apple_chip": host.cpu_model()}
+
+    def synchronize(self) -> None:
+        torch.mps.synchronize()
+
+    def peak_memory_mib(self) -> dict[str, float]:
+        """No peak counter: the peak columns stay NaN (08 compares them as true peaks) and what MPS has goes to
+        columns named for it: the allocation right after the window, and Metal's for the process."""
+        return {"peak_device_mem_mib": math.nan, "peak_device_reserved_mib": math.nan,
+                "mps_allocated_after_window_mib": torch.mps.current_allocated_memory() / 2**20,
+                "mps_driver_allocated_mib": torch.mps.driver_allocated_memory() / 2**20}
+
+    def memory_sample_mib(self) -> float | None:
+        return torch.mps.current_allocated_memory() / 2**20
+
+    def allocated_bytes(self) -> int:
+        return int(torch.mps.current_allocated_memory())
+
+    def total_memory_bytes(self) -> int:
+        return int(torch.mps.recommended_max_memory()) if hasattr(torch.mps, "recommended_max_memory") else 0
+
+    def empty_cache(self) -> None:
+        torch.mps.empty_cache()
+
+    def energy_counter(self):
+        from cnnbench.devices import energy
+
+        return energy.Unavailable(energy.APPLE)
+
+    def op_time_us(self, evt, self_only: bool = False) -> float:
+        """The host's time to enqueue the op: not the GPU's (an MPS op's GPU time is not in the profiler)."""
+        return super().op_time_us(evt, self_only)
+
+    def roof_precisions(self) -> list[str]:
+        return ["fp32", "fp16"]
+
+    def default_matmul_size(self) -> int:
+        return 4096
+
+    def spec(self, threads: int) -> tuple[list[dict], str]:
+        return self.spec_for_name(self.name(), gpu_cores())
+
+    @classmethod
+    def spec_for_name(cls, name: str, gpu_cores: int | None = None) -> tuple[list[dict], str]:
+        """The rows of this chip with ``gpu_cores`` (as read from the system): both decide the row."""
+        import pandas as pd
+
+        chip = re.sub(r"\s*GPU\s*(\(MPS\))?\s*$", "", name.strip(), flags=re.IGNORECASE)
+        if re.match(r"Apple M[34]\b", chip, flags=re.IGNORECASE):
+            return [], NO_APPLE_SPEC.format(chip=chip)
+        if gpu_cores is None:
+            return [], f"no spec roof: the GPU core count of '{chip}' could not be read, and it decides the row"
+        table = specs()
+        hits = table[(table.device_kind == "mps") & (table.device.map(normalise_name) == normalise_name(chip))
+                     & (pd.to_numeric(table.gpu_cores, errors="coerce") == gpu_cores)]
+        how = f"chip '{chip}' with {gpu_cores} GPU cores"
+        if hits.empty:
+            return [], f"no spec roof: no row of device_specs.csv matches {how} exactly"
+        return spec_rows(hits, name), f"spec roofs matched by {how}"
+
+
+def precision_floor(precision: str, torch_version: tuple[int, int], macos: tuple[int, int] | None) -> str:
+    """"" when ``precision`` trains on MPS with this torch and macOS, else why not: fp16 autocast needs torch 2.5
+    and its grad scaler (``GradScaler("mps")``) 2.8; bf16 autocast needs torch 2.6 and macOS 14."""
+    have = f"this is torch {torch_version[0]}.{torch_version[1]}"
+    if precision == "tf32":
+        return "tf32 is an NVIDIA Ampere+ tensor-core mode; not available on mps"
+    if precision == "fp16" and torch_version < (2, 5):
+        return f"fp16 autocast on MPS needs torch 2.5+ ({have})"
+    if precision == "fp16" and torch_version < (2, 8):
+        return f'fp16 training on MPS needs GradScaler("mps"), torch 2.8+ ({have})'
+    if precision == "bf16" and torch_version < (2, 6):
+        return f"bf16 autocast on MPS needs torch 2.6+ ({have})"
+    if precision == "bf16" and macos is not None and macos < (14, 0):
+        return f"bf16 on MPS needs macOS 14+ (this is macOS {macos[0]}.{macos[1]})"
+    return ""
+
+
+def parse_gpu_cores(text: str) -> int | None:
+    """GPU core count from ``system_profiler SPDisplaysDataType`` ("Total Number of Cores: 18") or ``ioreg``
+    ("gpu-core-count" = 18) output."""
+    match = re.search(r"Total Number of Cores:\s*(\d+)", text) or re.search(r'"gpu-core-count"\s*=\s*(\d+)', text)
+    return int(match.group(1)) if match else None
+
+
+@lru_cache(maxsize=1)
+def gpu_cores() -> int | None:
+    """The Apple GPU's core count read from the system (macOS only); None where it cannot be read."""
+    if platform.system() != "Darwin":
+        return None
+    return parse_gpu_cores(host.run(["system_profiler", "SPDisplaysDataType"])) or parse_gpu_cores(
+        host.run(["ioreg", "-rd1", "-c", "IOAccelerator"]))

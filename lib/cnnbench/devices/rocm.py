@@ -1,0 +1,55 @@
+"""AMD GPUs through ROCm. PyTorch's ROCm build calls them ``cuda`` devices, so without this module they would run
+under NVIDIA's rules. Recognised by ``torch.version.hip``; it keeps CUDA's timing, memory and graph code (HIP
+provides the same calls) and answers for itself where AMD differs: no TF32 mode, no NVML (telemetry and
+energy are not read: AMD SMI is not used by this workbook), RCCL through the "nccl" name, spec roofs and the main
+memory's name only from the spec table. Nothing here has run on AMD hardware."""
+
+from __future__ import annotations
+
+import torch
+
+from cnnbench.devices.base import Hardware, normalise_name, specs
+from cnnbench.devices.cuda import CudaBackend
+
+NO_SMI = "ROCm: GPU telemetry and energy need AMD SMI, which this workbook does not read"
+
+
+class RocmBackend(CudaBackend):
+    kind = "rocm"
+
+    @classmethod
+    def present(cls) -> bool:
+        return bool(getattr(torch.version, "hip", None)) and torch.cuda.is_available()
+
+    @classmethod
+    def claims(cls, device: torch.device) -> bool:
+        return device.type == "cuda" and bool(getattr(torch.version, "hip", None))
+
+    @classmethod
+    def lacks(cls, knob: str, value, hw: Hardware) -> str:
+        if knob == "precision" and value == "tf32":
+            return "tf32 is an NVIDIA tensor-core mode; ROCm has none"
+        if knob == "compile" and value == "max-autotune":
+            return "max-autotune: not tried on ROCm by this workbook"
+        return super().lacks(knob, value, hw) if knob != "precision" else ""
+
+    def gpus(self):
+        return None, [], None
+
+    def energy_counter(self):
+        from cnnbench.devices import energy
+
+        return energy.Unavailable(NO_SMI)
+
+    def op_names(self) -> dict[str, str]:
+        return {"aten::miopen_batch_norm": "aten::native_batch_norm",
+                "aten::miopen_batch_norm_backward": "aten::native_batch_norm_backward"}
+
+    def roof_precisions(self) -> list[str]:
+        return ["fp32", "fp16", "bf16"]
+
+    @property
+    def main_memory(self) -> str:
+        table = specs()
+        row = table[table.device.map(normalise_name) == normalise_name(self.name())]
+        return str(row.memory_level.iloc[0]) if len(row) else "dram"

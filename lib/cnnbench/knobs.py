@@ -1,0 +1,438 @@
+"""The knobs of a measurement, each declared once: every setting a user may turn between two measurements of the
+same model. A declaration says the knob's type, allowed values and default; whether it is a params key of its own
+or set only inside ``variants``; whether it belongs to a result's key and what rows written before it existed
+read as; its label in tables; how it is applied around a step and restored after; why a device cannot run a
+value (by default the device backend's answer, :meth:`cnnbench.devices.Backend.lacks`); and how 07 searches it.
+
+Everything else is derived from :data:`KNOBS`: params validation of the keys and of ``variants`` (any knob may
+vary), the engine's settings (:class:`Setting`, entered with :func:`applied`), results keys, ``compare``'s match
+and knob keys, 07's search space and skip reasons, labels, and the seeds' default variant (:func:`default_variant`).
+
+This module imports no torch at import time: params validates with it before any work.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from cnnbench import heap
+
+STAGES = ("numerics", "batch_size", "host")  # 07's race stages, in order
+
+
+@dataclass(frozen=True)
+class Knob:
+    name: str  # the params key, the variant key and the results column
+    type: type  # bool | int | str
+    default: Any
+    doc: str  # one line, shown by params.describe() and 00's table
+    values: tuple = ()  # the allowed values; () = any of ``type`` (int: at least ``low``)
+    low: int = 0
+    run_wide: bool = True  # a params key of its own; False: set only inside ``variants``
+    keyed: bool = True  # part of a configuration's key: two values are two measurements
+    matched: bool = True  # compare divides two runs' rows only where it is equal (threads: not across devices)
+    before: Any = None  # what a row written before the knob existed reads as (None: the default)
+    label: Callable[[Any], str] = str  # how a table names a value ("" to leave it out)
+    always: bool = False  # named in a setting's label even at its default (else only where it differs)
+    apply: Callable[[Any, Any, Any], Any] | None = None  # (value, backend, shape) -> context manager around a
+    # measurement; ``shape`` is the configuration (hashable) it is applied for, None when unknown
+    lacks: Callable[[Any, Any], str] | None = None  # (value, Hardware) -> why not; None: the backend's answer
+    effective: Callable[[Any, Any, Mapping], Any] | None = None  # (value, backend class, setting) -> in force
+    stage: str = ""  # 07's stage that races it (STAGES), "" = not searched
+    numerics: bool = False  # changes the arithmetic: 07's correctness guard checks it
+    search: Callable[[Any, Any, Any], Iterable] | None = None  # (default, Hardware, params) -> 07's values
+    search_key: str = ""  # the params key listing the values 07 searches (the others: "not in <key>")
+    inert: Callable[[Any, Any], str] | None = None  # (Hardware, params) -> why no other value changes anything
+    parse: Callable[[Any], Any] | None = None  # a given or written value (old spellings too) -> this knob's value
+
+    def read(self, value: Any) -> Any:
+        """``value`` as this knob holds it: blank (a row from before the knob) is :attr:`before`, text from a
+        CSV is converted, old spellings are parsed."""
+        if value is None or (isinstance(value, float) and math.isnan(value)) or value == "":
+            return self.default if self.before is None else self.before
+        if self.parse is not None:
+            value = self.parse(value)
+        if self.type is bool and isinstance(value, str):
+            return value.strip().lower() in ("true", "1", "1.0")
+        if self.type is int and not isinstance(value, bool):
+            with contextlib.suppress(TypeError, ValueError):
+                return int(float(value))
+        return value
+
+    def problem(self, value: Any) -> str:
+        """Why ``value`` (as given in a params file) is not a value of this knob, or ""."""
+        if self.parse is not None:
+            value = self.parse(value)
+        ok_type = isinstance(value, self.type) and (self.type is bool or not isinstance(value, bool))
+        if not ok_type:
+            return f"must be {self.type.__name__}, got {value!r}"
+        if self.values and value not in self.values:
+            return f"is {value!r}; allowed: {', '.join(map(str, self.values))}"
+        if self.type is int and value < self.low:
+            return f"must be >= {self.low}, got {value}"
+        return ""
+
+
+# --- how each knob is applied (lazy imports: validation runs without torch)
+def _math(value, backend, shape):
+    return backend.math(value)
+
+
+def _autotune(value, backend, shape):
+    return backend.autotune(value)
+
+
+def _heap(value, backend, shape):
+    return heap.applied(value)
+
+
+@contextlib.contextmanager
+def _threads(value, backend, shape):
+    import torch
+
+    before = torch.get_num_threads()
+    if value:
+        torch.set_num_threads(value)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+# What dynamo's cache holds since the last reset: the compile mode it was compiled in and the shapes (one
+# configuration each) compiled under it. Inductor's options are patched around the plain torch.compile, and
+# dynamo's cache does not key on them, so a change of mode must reset; a shape seen before reuses its graphs.
+_compiled: dict = {"mode": None, "shapes": set()}
+SHAPES_PER_RESET = 4  # distinct shapes compiled between resets; past dynamo's recompile limit (8) it falls back
+# to eager silently
+
+
+@contextlib.contextmanager
+def compiling(mode: str, shape=None):
+    """Within the block, ``torch.compile`` compiles in ``mode`` (Inductor's options patched as
+    ``torch.compile(mode=...)`` does). ``shape`` (hashable: the configuration) lets measurements of the same shape
+    reuse dynamo's graphs: it is reset when the mode changes, when ``shape`` is None, or when a new shape would
+    pass ``SHAPES_PER_RESET`` since the last reset (each compile costs seconds to minutes on a 2-core host)."""
+    if mode == "off":
+        yield
+        return
+    import torch._dynamo as dynamo
+    import torch._inductor as inductor
+    import torch._inductor.config as inductor_config
+
+    if shape is None or _compiled["mode"] != mode or (
+            shape not in _compiled["shapes"] and len(_compiled["shapes"]) >= SHAPES_PER_RESET):
+        dynamo.reset()
+        _compiled["mode"], _compiled["shapes"] = mode, set()
+    if shape is not None:
+        _compiled["shapes"].add(shape)
+    with inductor_config.patch(inductor.list_mode_options(mode)):
+        yield
+
+
+def _compile(value, backend, shape):
+    return compiling(value, shape)
+
+
+def _compile_mode(value) -> Any:
+    """``compile: true/false`` (02's variants, and rows written before modes) as a mode."""
+    if isinstance(value, bool):
+        return "default" if value else "off"
+    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+        return "default" if value.strip().lower() == "true" else "off"
+    return value
+
+
+def _powers_of_two(lo: int, hi: int) -> list[int]:
+    return [2**k for k in range(64) if lo <= 2**k <= hi]
+
+
+def _pinned(value, backend, setting) -> bool:
+    return bool(value) and backend.pins and setting.get("data_mode") == "loader"
+
+
+def _threads_in_force(value, backend, setting) -> int:
+    import torch
+
+    return value or torch.get_num_threads()
+
+
+def _heap_in_force(value, backend, setting) -> str:
+    return heap.effective(value)
+
+
+def _threads_search(default, hw, p):
+    return sorted({*_powers_of_two(1, hw.cores), hw.cores, default})
+
+
+def _workers_search(default, hw, p):
+    return sorted({0, *_powers_of_two(1, hw.cores), hw.cores, default})
+
+
+def _host_only(hw, p) -> str:
+    from cnnbench import devices
+
+    return "" if devices.backend_class(hw.kind).on_host else f"the step runs on {hw.kind}: host threads stay as set"
+
+
+def _no_loader(hw, p) -> str:
+    return "" if p.data_mode == "loader" else "data_mode is device: no DataLoader in the step"
+
+
+def _no_pinning(hw, p) -> str:
+    from cnnbench import devices
+
+    if not devices.backend_class(hw.kind).pins:
+        return f"pinned memory speeds host-to-CUDA copies; {hw.kind} has none"
+    return _no_loader(hw, p)
+
+
+def _no_autotuning(hw, p) -> str:
+    from cnnbench import devices
+
+    return "" if devices.backend_class(hw.kind).autotunes else \
+        f"cudnn.benchmark picks cuDNN's convolution algorithms: NVIDIA only, not {hw.kind}"
+
+
+def _batch_search(default, hw, p):
+    return sorted({*_powers_of_two(p.tune_min_batch_size, p.tune_max_batch_size), default})
+
+
+KNOBS: dict[str, Knob] = {k.name: k for k in (
+    Knob("precision", str, "fp32", "fp32 (TF32 off) | tf32 | bf16 | fp16 (autocast; fp16 with a loss scaler)",
+         values=("fp32", "tf32", "bf16", "fp16"), run_wide=False, always=True, apply=_math, stage="numerics",
+         numerics=True, search_key="tune_precisions"),
+    Knob("memory_format", str, "nchw", "nchw | channels_last", values=("nchw", "channels_last"), run_wide=False,
+         always=True, stage="numerics", numerics=True, search=lambda d, hw, p: ["nchw", "channels_last"]),
+    Knob("compile", str, "off", "torch.compile mode: off | default | max-autotune | reduce-overhead (CUDA graphs); "
+         "true/false mean default/off", values=("off", "default", "max-autotune", "reduce-overhead"),
+         run_wide=False, parse=_compile_mode, label=lambda v: "" if v == "off" else f"compile={v}", apply=_compile,
+         stage="numerics",
+         numerics=True, search_key="tune_compile_modes"),
+    Knob("cudnn_benchmark", bool, True, "cuDNN times its convolution algorithms per shape (CUDA; steps are fixed-shape)",
+         label=lambda v: "" if v else "cudnn.benchmark=off", apply=_autotune, stage="numerics",
+         search=lambda d, hw, p: [d, not d], inert=_no_autotuning),
+    Knob("host_heap", str, "keep", "keep: freed host memory stays in the process (glibc; no page faults in steady "
+         "state) | system: the C library's defaults (see cnnbench.heap)", values=heap.HEAPS,
+         before="system", label=lambda v: "" if v == "keep" else f"heap={v}", apply=_heap, effective=_heap_in_force),
+    Knob("data_mode", str, "device", "device: batches made once on the device | loader: DataLoader + copy per step",
+         values=("device", "loader"), label=lambda v: "" if v == "device" else "loader"),
+    Knob("batch_size", int, 128, "images per step", low=1, label=lambda v: f"bs{v}", always=True, stage="batch_size",
+         search=_batch_search),
+    Knob("threads", int, 0, "CPU threads torch uses; 0 = the number of physical cores", matched=False,
+         label=lambda v: f"threads{v}", always=True, apply=_threads, effective=_threads_in_force, stage="host",
+         search=_threads_search, inert=_host_only),
+    Knob("workers", int, 2, "DataLoader worker processes (loader mode and epochs)", label=lambda v: f"workers{v}",
+         stage="host", search=_workers_search, inert=_no_loader),
+    Knob("pin_memory", bool, True, "pin host memory for the host-to-device copy (where the device gains: CUDA)",
+         label=lambda v: "pinned" if v else "unpinned", effective=_pinned, stage="host", search=lambda d, hw, p: [d, not d],
+         inert=_no_pinning),
+    Knob("replica", int, 0, "a copy of an identical variant, measured as an A/A comparison (0: the first)",
+         run_wide=False, label=lambda v: f"copy{v}" if v else ""),
+)}
+
+
+@contextlib.contextmanager
+def registered(knob: Knob):
+    """Tests: ``knob`` is a knob inside the block (one declaration, nothing else changed)."""
+    KNOBS[knob.name] = knob
+    try:
+        yield knob
+    finally:
+        KNOBS.pop(knob.name, None)
+
+
+def keyed() -> tuple[str, ...]:
+    """The knobs that are part of a configuration's key."""
+    return tuple(k for k, knob in KNOBS.items() if knob.keyed)
+
+
+def variant_only() -> tuple[str, ...]:
+    return tuple(k for k, knob in KNOBS.items() if not knob.run_wide)
+
+
+def defaults() -> dict[str, Any]:
+    return {k: knob.default for k, knob in KNOBS.items()}
+
+
+class Setting(Mapping):
+    """A value for every knob, immutable and hashable (a configuration's knobs, a candidate of 07's search).
+    ``setting.precision`` reads a knob; ``setting.with_(batch_size=64)`` is another setting."""
+
+    __slots__ = ("_values",)
+
+    def __init__(self, values: Mapping[str, Any] | None = None, **more):
+        given = {**(values or {}), **more}
+        unknown = [k for k in given if k not in KNOBS]
+        if unknown:
+            raise KeyError(f"unknown knob {unknown[0]!r}; knobs: {', '.join(KNOBS)}")
+        object.__setattr__(self, "_values", tuple(
+            (k, KNOBS[k].read(given[k]) if k in given else knob.default) for k, knob in KNOBS.items()))
+
+    def __getitem__(self, name: str) -> Any:
+        for k, v in self._values:
+            if k == name:
+                return v
+        raise KeyError(name)
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+    def __iter__(self):
+        return (k for k, _ in self._values)
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def __hash__(self) -> int:
+        return hash(self._values)
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Setting) and self._values == other._values
+
+    def __repr__(self) -> str:
+        return f"Setting({', '.join(f'{k}={v!r}' for k, v in self._values)})"
+
+    def __reduce__(self):
+        return (Setting, (dict(self._values),))
+
+    def with_(self, **changes) -> Setting:
+        return Setting({**dict(self._values), **changes})
+
+    @property
+    def label(self) -> str:
+        return label(self)
+
+    @property
+    def numerics(self) -> tuple:
+        """The values of the knobs that change the arithmetic (the correctness guard's key)."""
+        return tuple(v for k, v in self._values if KNOBS[k].numerics)
+
+
+def label(setting: Mapping[str, Any], only: Iterable[str] | None = None) -> str:
+    """A setting in words, each knob's own label, blanks left out: the knobs ``only`` names, or those always named
+    and those away from their default ("fp16 channels_last bs64 threads2 compile=default")."""
+    names = [k for k in KNOBS if k in setting and (KNOBS[k].always or KNOBS[k].read(setting[k]) != KNOBS[k].default)]
+    names = [k for k in only if k in KNOBS and k in setting] if only is not None else names
+    return " ".join(t for k in names if (t := KNOBS[k].label(KNOBS[k].read(setting[k]))))
+
+
+def for_params(p, variant: Mapping[str, Any] | None = None, **changes) -> Setting:
+    """The setting a params set gives (its run-wide knobs, the other knobs' defaults) in ``variant``."""
+    base = {k: getattr(p, k) for k, knob in KNOBS.items() if knob.run_wide and hasattr(p, k)}
+    return Setting({**base, **(variant or {}), **changes})
+
+
+def lacks(name: str, value: Any, hw) -> str:
+    """Why the device ``hw`` describes cannot run knob ``name`` at ``value`` as labelled ("" when it can; the
+    default always can)."""
+    knob = KNOBS[name]
+    value = knob.read(value)
+    if value == knob.default:
+        return ""
+    if knob.lacks is not None:
+        return knob.lacks(value, hw)
+    if name == "compile" and _windows():
+        return "torch.compile (Inductor) is not supported on Windows here"
+    from cnnbench import devices
+
+    return devices.backend_class(hw.kind).lacks(name, value, hw)
+
+
+def inert(name: str, hw, p) -> str:
+    """Why no value of knob ``name`` other than the run's changes anything on ``hw`` with params ``p``, or ""."""
+    knob = KNOBS[name]
+    return knob.inert(hw, p) if knob.inert is not None else ""
+
+
+def _windows() -> bool:
+    import sys
+
+    return sys.platform == "win32"
+
+
+def in_force(setting: Setting, backend) -> Setting:
+    """What ``setting`` puts in force on ``backend``'s device (pinning only where the device gains, the host heap
+    only where the C library can keep): what a row records."""
+    return setting.with_(**{k: knob.effective(setting[k], backend, setting) for k, knob in KNOBS.items()
+                            if knob.effective is not None})
+
+
+@contextlib.contextmanager
+def applied(setting: Mapping[str, Any], backend, shape=None):
+    """Every knob of ``setting`` applied on ``backend``'s device for the block, each restored after it; ``shape``
+    (hashable) names the configuration, so compiled graphs of the same one are reused."""
+    with contextlib.ExitStack() as stack:
+        for k, knob in KNOBS.items():
+            if knob.apply is not None and k in setting:
+                stack.enter_context(knob.apply(setting[k], backend, shape))
+        yield
+
+
+def columns(df, kinds=None):
+    """``df`` (a results frame) with every keyed knob's column as the knob holds it: rows from before a knob
+    read its :attr:`Knob.before`, old spellings are parsed (compile true/false). Returns a copy."""
+    df = df.copy()
+    for k in keyed():
+        col = df[k] if k in df else [None] * len(df)
+        df[k] = [KNOBS[k].read(v) for v in col]
+    return df
+
+
+def default_variant(df):
+    """The rows of ``df`` in the seeds' variant: every knob set only in ``variants`` at its default (fp32, NCHW,
+    eager, the first copy)."""
+    df = columns(df)
+    mask = [True] * len(df)
+    for k in variant_only():
+        mask = [m and v == KNOBS[k].default for m, v in zip(mask, df[k], strict=True)]
+    return df[mask]
+
+
+@dataclass
+class Space:
+    """07's search space: the values of each searched knob, the default setting, and every value left out with
+    its reason."""
+
+    values: dict[str, list]
+    default: Setting
+    skipped: list[tuple[str, str, str]] = field(default_factory=list)  # (knob, value, reason)
+
+    def size(self) -> int:
+        return math.prod(len(v) for v in self.values.values())
+
+    def stage(self, name: str) -> list[str]:
+        return [k for k in self.values if KNOBS[k].stage == name]
+
+    def rows(self, hw) -> list[dict]:
+        """tuning_space.csv rows: one per knob value, searched or skipped with the reason."""
+        base = {"device_kind": hw.kind, "device_name": hw.name}
+        return ([{**base, "knob": k, "value": str(v), "searched": True, "reason": ""}
+                 for k, vs in self.values.items() for v in vs]
+                + [{**base, "knob": k, "value": v, "searched": False, "reason": r} for k, v, r in self.skipped])
+
+
+def space(hw, default: Setting, p) -> Space:
+    """07's space on ``hw``: each searched knob's values that the device can run and that change something, the
+    rest skipped with the reason; the default setting is always in."""
+    values, skipped = {}, []
+    for k, knob in KNOBS.items():
+        if not knob.stage:
+            continue
+        if why := inert(k, hw, p):
+            values[k] = [default[k]]
+            skipped.append((k, "other values", why))
+            continue
+        asked = [default[k], *getattr(p, knob.search_key)] if knob.search_key else knob.search(default[k], hw, p)
+        asked = list(dict.fromkeys(knob.read(v) for v in asked))
+        values[k] = [v for v in asked if not lacks(k, v, hw)]
+        skipped += [(k, str(v), lacks(k, v, hw)) for v in asked if v not in values[k]]
+        skipped += [(k, str(v), f"not in {knob.search_key}") for v in knob.values if knob.search_key and v not in asked]
+    return Space(values, default, skipped)

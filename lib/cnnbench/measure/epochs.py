@@ -1,0 +1,107 @@
+"""Seed 000's epoch times: one train and one validation epoch per model through a real DataLoader, timed as seed
+000 timed them (loader start-up and the first step inside the clock), each pair in a fresh worker process."""
+
+from __future__ import annotations
+
+import time
+
+import pandas as pd
+import torch
+
+from cnnbench import data, devices, knobs, results
+from cnnbench.measure import engine, telemetry, worker
+from cnnbench.measure.engine import Config
+from cnnbench.progress import bar, resumed
+
+
+def _epoch(work: engine.Workload, loader, phase: str, max_batches: int, max_images: int = 0,
+           clock=time.perf_counter, sync=devices.synchronize) -> dict:
+    """One epoch over ``loader``: stops after ``max_batches`` batches or ``max_images`` images (0 = no cap).
+
+    ``epoch_s`` is everything, as seed 000 timed its epochs: the loader's start-up (``iter(loader)``, worker
+    start, the first batch) and the first step (allocation, kernel selection) are inside the clock, no warm-up.
+    They are also measured apart: ``loader_start_s`` (``iter(loader)`` until the first batch is in hand) and
+    ``first_step_s`` (the first step, synchronised; this one synchronisation is the only one inside the epoch).
+    """
+    step = work.train_step if phase == "train" else work.eval_step
+    n = batches = 0
+    first_step = 0.0
+    sync(work.device)
+    start = clock()
+    it = iter(loader)
+    batch = next(it, None)
+    loader_start = clock() - start
+    while batch is not None:
+        x, y = batch
+        if batches == 0:
+            t0 = clock()
+            step(work.to_device(x, y))
+            sync(work.device)
+            first_step = clock() - t0
+        else:
+            step(work.to_device(x, y))
+        n, batches = n + x.shape[0], batches + 1
+        if (max_batches and batches >= max_batches) or (max_images and n >= max_images):
+            break
+        batch = next(it, None)
+    sync(work.device)
+    return {"epoch_s": clock() - start, "images": n, "loader_start_s": loader_start, "first_step_s": first_step}
+
+
+def epoch_pair(p, cfg: Config, device_spec: str, cap: int) -> dict:
+    """One train and one validation epoch of ``cfg`` (module level: :func:`cnnbench.measure.worker.call_isolated` runs
+    it in a fresh worker process), with the telemetry summary of both: the fields of an ``epochs.csv`` row."""
+    device = torch.device(device_spec)
+    dataset_for, splits, row = data.for_configs(p), {}, {}
+    pin = devices.backend(device).pin(cfg.pin_memory)
+    for phase in ("train", "eval"):
+        c = cfg.replace(phase=phase, data_mode="loader")
+        ds = dataset_for(c) or data.synthetic_for(c.in_channels, c.image_size, c.num_classes, p.synthetic_images,
+                                                  p.seed + (phase == "eval"))
+        splits[phase] = data.loader(ds, c.batch_size, cfg.workers, pin, shuffle=phase == "train", seed=p.seed)
+    with engine.Workload(cfg, device, p) as work, telemetry.Sampler(device, p.telemetry_interval_s) as sampler:
+        train = _epoch(work, splits["train"], "train", p.max_batches, cap)
+        work.check_loss()
+        work.model.eval()
+        val = _epoch(work, splits["eval"], "eval", p.max_batches, cap)
+    for split, e in (("train", train), ("val", val)):
+        row.update({f"{split}_epoch_s": e["epoch_s"], f"{split}_images": e["images"],
+                    f"{split}_throughput_img_s": e["images"] / e["epoch_s"],
+                    f"{split}_loader_start_s": e["loader_start_s"], f"{split}_first_step_s": e["first_step_s"]})
+    return {**row, **sampler.summary()}
+
+
+def epochs(run) -> pd.DataFrame:
+    """Seed 000's epoch times: one train and one validation epoch per model, capped by ``max_batches`` and by
+    ``epoch_images`` (per model: ``epoch_images_per_model``), as seed 000's 6,400-image "epochs" were. Each
+    model's pair of epochs runs in a fresh worker process unless the params say ``isolate: false`` (column
+    ``isolation``: "worker" or "in_process"), so its ``peak_rss_mib`` is its own, not the largest model's before it."""
+    p, device = run.params, run.device
+    b = devices.backend(device)
+    file = results.file(run.dir, "epochs")
+    planned = []
+    for model in p.models:
+        cfg = engine.config(p, model, "train", p.variants[0], threads=run.threads)
+        columns = {k: v for k, v in cfg.replace(**knobs.in_force(cfg.setting, b)).columns().items() if k != "phase"}
+        planned.append((model, cfg, {**columns, "device_kind": b.kind, "device_name": b.name(), "status": "ok",
+                                     "error": "", "max_batches": p.max_batches,
+                                     "epoch_images": p.epoch_images_per_model.get(model, p.epoch_images)}))
+    file.plan([row for *_, row in planned], "epochs")
+    kept = sum(file.done(row) for *_, row in planned)
+    for model, cfg, row in bar(planned, desc="epochs", unit="model"):
+        if file.done(row):
+            continue
+        if p.isolate:  # its own process: its peak RSS is not that of the models measured before it
+            row.update(worker.call_isolated(epoch_pair, p, cfg, str(device), row["epoch_images"], device=device,
+                                            name=f"cnnbench-epochs-{model}"))
+        else:
+            row["isolation"] = "in_process"
+            try:
+                row.update(epoch_pair(p, cfg, str(device), row["epoch_images"]))
+            except Exception as err:  # noqa: BLE001 - a failure is a row
+                row.update(engine.failure(err, device))
+        file.append(row)
+    resumed(kept, len(planned), file.path.name, "models' epochs")
+    return results.read(run.dir, "epochs")
+
+
