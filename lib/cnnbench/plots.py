@@ -478,6 +478,9 @@ def layer_figures(peaks: pd.DataFrame, layer_points: pd.DataFrame, top_k: int, f
     return figs
 
 
+THEIRS = plt.get_cmap("Dark2").colors + plt.get_cmap("Set1").colors  # the seeds' points: none of ours
+
+
 def per_model_rooflines(points: pd.DataFrame, roofs: pd.DataFrame, folder: str | Path, min_runs: int = 2,
                         theirs: pd.DataFrame | None = None) -> dict:
     """One roofline per model with every run's points (labelled run and device) and that run's measured fp32
@@ -513,7 +516,7 @@ def per_model_rooflines(points: pd.DataFrame, roofs: pd.DataFrame, folder: str |
         for j, ((seed, device, phase), gs) in enumerate(mine.groupby(["seed", "device", "phase"], sort=False)
                                                           if len(mine) else []):
             ax.scatter(gs.intensity_flop_per_byte, gs.corrected * 1e3, marker=PHASE_MARKERS.get(phase, "o"),
-                       s=60, facecolors="none", edgecolors=f"C{(j + 3) % 10}", lw=1.6, zorder=4,
+                       s=60, facecolors="none", edgecolors=THEIRS[j % len(THEIRS)], lw=1.6, zorder=4,
                        label=f"theirs: seed {seed[:3]} {device} {phase} (corrected)")
         ax.set(xscale="log", yscale="log", xlabel="arithmetic intensity (FLOP/byte)", ylabel="performance (GFLOP/s)",
                title=f"{model}{' across runs' if g[by].nunique() > 1 else ''} (measured fp32 DRAM roof"
