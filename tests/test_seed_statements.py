@@ -379,3 +379,14 @@ def test_docs_seeds_lists_each_default_that_differs_with_the_file_that_restores_
             for overrides in _recipes(name) if recipe else [{}]:
                 p = params.load(ROOT / "params" / name, {**overrides, "download": True}, check_device=False)
                 assert getattr(p, key) == want, (name, key, getattr(p, key), want)
+
+
+def test_the_report_summary_sets_the_seeds_corrected_rates_beside_theirs(tmp_path):
+    from test_analysis import make_run
+
+    from cnnbench.analysis import overview
+
+    d = make_run(tmp_path, "laptop", "cuda", "Tesla T4", {("resnet50", "train"): 10.0, ("resnet18", "train"): 9.0})
+    s = overview.seeds(d).set_index(["model", "published by"])
+    assert s.loc[("resnet50", "000"), "their train TFLOP/s: printed -> corrected"] == "0.407 -> 0.195"
+    assert s.loc[("resnet18", "003"), "their train TFLOP/s: printed -> corrected"].startswith("2.9 -> 6.9")

@@ -109,7 +109,8 @@ def _their_tflops(beside: pd.DataFrame) -> list[str]:
     c = c.set_index(["seed", "model", "device", "batch_size"])
     keys = zip(beside.source.str[-3:], beside.model, beside.device_class, beside.published_batch_size,
                strict=True)
-    return [f"{c.printed[k]:.3g} -> {c.corrected[k]:.3g}" if k in c.index else "" for k in keys]
+    shown = c.printed.map(lambda v: "not printed" if pd.isna(v) else f"{v:.3g}")
+    return [f"{shown[k]} -> {c.corrected[k]:.3g}" if k in c.index else "" for k in keys]
 
 
 def seeds(run_dir: Path) -> pd.DataFrame:
