@@ -307,7 +307,7 @@ def test_rows_of_another_schema_inside_a_run_leave_the_run_out_with_the_reason(o
                                     f"(this workbook reads {SCHEMA_VERSION}))")
 
 
-# --- issue 18: every seed item beside ours (analysis.beside) ---------------------------------------------------
+# --- issue 18: every seed item beside ours (analysis.seeds) ----------------------------------------------------
 def _one_run(tmp_path, device_kind="cpu", device_name="Intel Core", extra=None, models=("resnet18", "resnet50")):
     tput = {(m, ph): t for m in models for ph, t in (("train", 10.0), ("eval", 40.0))}
     return make_run(tmp_path, "laptop", device_kind, device_name, tput, extra=extra)

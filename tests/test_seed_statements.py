@@ -386,7 +386,8 @@ def test_the_report_summary_sets_the_seeds_corrected_rates_beside_theirs(tmp_pat
 
     from cnnbench.analysis import overview
 
-    d = make_run(tmp_path, "laptop", "cuda", "Tesla T4", {("resnet50", "train"): 10.0, ("resnet18", "train"): 9.0})
+    rates = {("resnet50", "train"): 10.0, ("resnet18", "train"): 9.0}
+    d = make_run(tmp_path, "laptop", "cuda", "Tesla T4", rates)
     s = overview.seeds(d).set_index(["model", "published by"])
     assert s.loc[("resnet50", "000"), "their train TFLOP/s: printed -> corrected"] == "0.407 -> 0.195"
     assert s.loc[("resnet18", "003"), "their train TFLOP/s: printed -> corrected"].startswith("2.9 -> 6.9")
