@@ -115,8 +115,7 @@ class Sampler:
     def _process_cpu_seconds(self) -> float:
         """CPU seconds of this process and its children (DataLoader workers are part of the measured work): the
         live children's own, and those of children that ended and were waited for (``children_user/system``),
-        so a worker that exits between two samples does not take its CPU time with it (06's timelines read 0%
-        for the process and 100% for 'other processes' at each configuration's end)."""
+        so a worker that exits between two samples does not take its CPU time with it."""
         total = 0.0
         for proc in [self._proc, *self._children()]:
             try:
@@ -136,10 +135,10 @@ class Sampler:
 
     def _process_cpu_pct(self) -> float | None:
         """This process tree's CPU % since the last sample (100 = one core), bounded by the cores: the OS counts
-        CPU time in ticks (10 ms), so over a 0.1 s sample an unbounded reading overshoots (218% on 2 cores)."""
+        CPU time in ticks (10 ms), so over a short sample an unbounded reading overshoots."""
         now, cpu = self.clock(), self._process_cpu_seconds()
         if self._last_cpu is not None and now - self._last_cpu[0] < MIN_CPU_SPAN_S:
-            return None  # too short for 10 ms ticks: the final sample at a window's end read 0% (other: 100%)
+            return None  # too short for 10 ms ticks
         last, self._last_cpu = self._last_cpu, (now, cpu)
         if last is None or now <= last[0]:
             return None
@@ -320,9 +319,8 @@ _PROBE: dict = {}
 def speed_probe(seconds: float = 0.3, clock: Callable[[], float] = time.perf_counter) -> float:
     """The CPU's speed now: images/s of a fixed small workload (SqueezeNet 1.1 inference, batch 8, 64 px) run in
     this process for ``seconds``. Steal time and other processes' load do not see everything that slows a shared
-    VM (a neighbour on the same physical cores or memory): on this project's 2-core VM SqueezeNet ran 30% slower
-    ten minutes later with 0% steal and 1% other load. The runner takes the probe before every round, so a report
-    can say how far the machine's own speed moved while it measured."""
+    VM (a neighbour on the same physical cores or memory). The runner takes the probe before every round, so a
+    report can say how far the machine's own speed moved while it measured."""
     from torchvision.models import squeezenet1_1
 
     if "model" not in _PROBE:

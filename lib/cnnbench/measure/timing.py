@@ -24,8 +24,8 @@ _T95 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2
 
 def t95(dof: int) -> float:
     """The two-sided 95% Student t quantile: the table up to 30 degrees of freedom, then the Cornish-Fisher
-    expansion about the normal quantile (within 1e-4 of the exact value from 30 on; 1.96 alone made intervals
-    of 31-100 samples 1-3% too narrow). Below 1 degree of freedom: 1.96, as before."""
+    expansion about the normal quantile (within 1e-4 of the exact value from 30 on). Below 1 degree of freedom:
+    1.96."""
     if dof < 1:
         return 1.96
     if dof <= len(_T95):
