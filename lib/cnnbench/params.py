@@ -607,6 +607,78 @@ def _check_numbers(src: str, p: Params, check_device: bool) -> None:
         raise ParamsError(f"{src}: key 'seed' must be 0 .. 2**32-1 (what torch and numpy accept), got {_show(p.seed)}")
 
 
+def _unknown_key(key: str) -> str:
+    if key in VARIANT_KEYS:
+        return f"unknown key {key!r}: it is set per variant; put it under variants, e.g. variants: [{{{key}: ...}}]"
+    return f"unknown key {_show(key)}; {_suggest(key, list(FIELDS), 'keys')}"
+
+
+# Upper bounds of every key that sizes time, memory or processes, checked before any work (issue 30): a documented
+# ceiling here; where the device is checked, also a share of this machine (:func:`_machine_bounds`).
+HOUR, DAY = 3600, 86400
+MEMORY_SHARE = 0.5  # what one buffer a key sizes may take of the machine's memory (the rest: the OS, torch, the run)
+CEILINGS = {
+    **dict.fromkeys(("window_s", "phase_window_s", "phase_max_s", "tune_confirm_window_s", "explore_warmup_s",
+                     "explore_window_s", "explore_max_s"), (HOUR, "an hour")),
+    **dict.fromkeys(("adapt_budget_s", "tune_budget_s", "cell_timeout_s"), (DAY, "a day")),
+    "telemetry_interval_s": (10, "a window of seconds gets its samples"),
+    **dict.fromkeys(("repeats", "processes", "max_processes", "peak_repeats", "scaling_repeats", "tune_confirm_top"),
+                    (1000, "a thousand")),
+    **dict.fromkeys(("warmup_steps", "measured_steps", "phase_steps", "profile_steps", "scaling_steps", "max_batches",
+                     "tune_guard_steps", "tune_confirm_warmup_steps", "scratch_mlp_steps", "scratch_op_steps"),
+                    (10**6, "a million steps")),
+    **dict.fromkeys(("scratch_epochs", "transfer_epochs"), (10**4, "ten thousand epochs")),
+    **dict.fromkeys(("workers", "scaling_world_sizes"), (MAX_THREADS, "no machine has more CPUs")),
+}
+
+
+def _machine_bounds(p: Params) -> list[tuple[str, Any, int, str]]:
+    """(key, value, bound, why) of each value sized by this machine: a buffer it sizes (input images of one batch,
+    fp32 at the run's resolution; three square matrices; the bandwidth sweep's working set) within
+    :data:`MEMORY_SHARE` of the memory (psutil), processes it starts within THREADS_PER_CPU x the logical CPUs."""
+    import psutil
+
+    total, cpus = psutil.virtual_memory().total, os.cpu_count() or 1
+    room, share = MEMORY_SHARE * total, f"{MEMORY_SHARE:.0%} of this machine's {total / 2**30:.1f} GiB"
+    images = {"": p.image_size, "transfer": max(p.image_size, p.transfer_image_size), "scratch": 28}
+    batches = [("batch_size", p.batch_size, ""), ("tune_max_batch_size", p.tune_max_batch_size, ""),
+               ("tune_guard_batch_size", p.tune_guard_batch_size, ""), ("scaling_batch_size", p.scaling_batch_size, ""),
+               *((f"batch_size_per_model.{m}", bs, "") for m, bs in p.batch_size_per_model.items()),
+               *((f"sweep.{m}", bs, "") for m, sizes in p.sweep.items() for bs in sizes),
+               *(("transfer_batch_sizes", bs, "transfer") for bs in p.transfer_batch_sizes),
+               ("phase_batch_size", p.phase_batch_size, "transfer"), ("profile_batch_size", p.profile_batch_size,
+                                                                      "transfer"),
+               ("scratch_batch_size", p.scratch_batch_size, "scratch")]
+    cores = f"{THREADS_PER_CPU} x the {cpus} logical CPUs here"
+    return [("matmul_size", p.matmul_size, int((room / 12) ** 0.5), f"three fp32 matrices of that side take {share}"),
+            ("stream_mb", p.stream_mb, int(room / 2**21), f"the sweep's working set of twice that takes {share}"),
+            ("synthetic_images", p.synthetic_images, int(room / (3 * p.image_size**2)), f"their pixels take {share}"),
+            *((key, bs, int(room / (12 * images[kind] ** 2)), f"one batch of {images[kind]} px fp32 images takes "
+               f"{share}") for key, bs, kind in batches),
+            *((key, n, THREADS_PER_CPU * cpus, cores) for key, n in [("workers", p.workers),
+                                                                       *(("scaling_world_sizes", n)
+                                                                         for n in p.scaling_world_sizes)])]
+
+
+def _bounds(src: str, p: Params, check_device: bool) -> None:
+    """Issue 30, before any work: each key within its bound (:data:`CEILINGS`, and this machine's where the device is
+    checked), no list naming an entry twice (it would be measured twice), no device index on the CPU or MPS."""
+    entries = [(k, v, bound, why) for k, (bound, why) in CEILINGS.items()
+               for v in (getattr(p, k) if isinstance(getattr(p, k), list) else [getattr(p, k)])]
+    for key, value, bound, why in entries + (_machine_bounds(p) if check_device else []):
+        if value > bound:
+            raise ParamsError(f"{src}: key '{key}' must be at most {bound:,} ({why}), got {_show(value)}")
+    lists = [(k, getattr(p, k)) for k, tp in _HINTS.items() if typing.get_origin(tp) is list and k != "variants"]
+    for key, values in lists + [(f"sweep.{m}", sizes) for m, sizes in p.sweep.items()]:
+        twice = next((v for i, v in enumerate(values) if v in values[:i]), None)
+        if twice is not None:
+            raise ParamsError(f"{src}: key '{key}' names {_show(twice)} twice: each is measured once, list it once")
+    for key, spec in [("device", p.device), *(("transfer_devices", d) for d in p.transfer_devices)]:
+        if re.fullmatch(r"(cpu|mps):\d+", spec.strip().lower()):
+            raise ParamsError(f"{src}: key '{key}' is {_show(spec)}: the {spec[:3].upper()} has no index; use "
+                              f"{spec.split(':')[0]}")
+
+
 def _as_hinted(value: Any, tp: Any) -> Any:
     """Integers given for float keys (or float lists) become floats."""
     if tp is float:
@@ -624,7 +696,7 @@ def validate(raw: dict[str, Any], src: str = "params", check_device: bool = True
         )
     for key, value in raw.items():
         if key not in FIELDS:
-            raise ParamsError(f"{src}: unknown key {_show(key)}; {_suggest(key, list(FIELDS), 'keys')}")
+            raise ParamsError(f"{src}: {_unknown_key(key)}")
         tp = _HINTS[key]
         if not _matches(value, tp):
             raise ParamsError(f"{src}: {_mismatch(key, value, tp)}")
@@ -636,6 +708,7 @@ def validate(raw: dict[str, Any], src: str = "params", check_device: bool = True
     if p.run_name and safe_name_error(p.run_name):
         raise ParamsError(f"{src}: key 'run_name': {safe_name_error(p.run_name)}")
     _check_numbers(src, p, check_device)
+    _bounds(src, p, check_device)
     if not p.models:
         raise ParamsError(f"{src}: key 'models' must name at least one model")
     if not p.notebooks:
@@ -865,17 +938,18 @@ class _ParamsLoader(yaml.SafeLoader):
     def _no_duplicates(self, node) -> None:
         seen: dict[Any, int] = {}
         for key_node, _ in node.value:
-            if key_node.tag == "tag:yaml.org,2002:merge" or not isinstance(key_node, yaml.ScalarNode):
-                continue  # '<<' merges keys that explicit ones may override; a non-scalar key is refused later
+            if not isinstance(key_node, yaml.ScalarNode):
+                continue  # a non-scalar key is refused later; '<<' merges keys that explicit ones may override
+            merge = key_node.tag == "tag:yaml.org,2002:merge"
             try:
-                key = self.construct_object(key_node)
+                key = "<<" if merge else self.construct_object(key_node)
                 hash(key)
             except Exception:  # noqa: BLE001 - construction reports it with its position afterwards
                 key = (key_node.tag, key_node.value)
             line = key_node.start_mark.line + 1
             if key in seen:
-                raise _YamlLimit(f"duplicate key {_show(key)} at lines {seen[key]} and {line} (the last would "
-                                 "silently win)")
+                raise _YamlLimit(f"duplicate key {_show(key)} at lines {seen[key]} and {line} (" + (
+                    "merge several with one '<<: [*a, *b]'" if merge else "the last would silently win") + ")")
             seen[key] = line
 
 
@@ -899,6 +973,8 @@ def parse_overrides(pairs: typing.Iterable[str], src: str = "--set") -> dict[str
         key, sep, value = pair.partition("=")
         if not sep or not key.strip():
             raise ParamsError(f"{src} {_show(pair)}: expected key=value")
+        if key.strip() in out:
+            raise ParamsError(f"{src} {_show(pair)}: key {key.strip()!r} is given twice (the last would silently win)")
         try:
             out[key.strip()] = _load_yaml(value)
         except yaml.YAMLError as err:
@@ -972,17 +1048,22 @@ def load(path: str | Path, overrides: dict[str, Any] | None = None, check_device
     about a key set by ``overrides`` names ``overrides_src`` (``--set`` on the command line), not the file, or the
     option the user typed for that key when ``override_names`` has one (``{"run_name": "--run-name"}``)."""
     overrides = overrides or {}
+    unknown = next((k for k in overrides if k not in FIELDS), None)
+    if unknown is not None:
+        raise ParamsError(f"{overrides_src} {_unknown_key(unknown)}")
     try:
         p = validate({**read_yaml(path), **overrides}, src=str(path), check_device=check_device)
     except ParamsError as err:
-        found = _KEY_IN_ERROR.search(str(err))
-        if found and found.group(1) in overrides:
-            rest = str(err).removeprefix(f"{path}: ")
-            key = found.group(1)
+        rest = str(err).removeprefix(f"{path}: ")
+        found = _KEY_IN_ERROR.search(rest)
+        key = found.group(1) if found else ""
+        if key in overrides:
             label = (override_names or {}).get(key)
             if label and rest.startswith(f"key '{key}'"):
                 raise ParamsError(f"{label}{rest.removeprefix(f'key {key!r}')}") from None
             raise ParamsError(f"{label or overrides_src} {rest}") from None
+        if any(re.search(rf"(?<!\w){re.escape(k)}(?!\w)", rest) for k in overrides):  # a key the message names
+            raise ParamsError(f"{overrides_src} {rest}") from None
         raise
     if "batch_size" in overrides:
         _refuse_shadowed_batch_size(p, overrides_src)
