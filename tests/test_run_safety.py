@@ -90,6 +90,26 @@ def test_every_notebook_gets_the_parameters_resolved_when_the_run_started(tmp_pa
     assert recorded["params_file"] == str(yaml) and recorded["batch_size"] == 16 and recorded["seed"] == 3
 
 
+def test_a_runs_params_json_edited_between_notebooks_stops_the_run_in_one_line(tmp_path, monkeypatch, capsys):
+    """Issue 30: params.json edited by hand between notebooks of one run: 02 measured the edited models with no
+    word, while environment.json said otherwise. The next notebook is refused instead."""
+    edit = ("import pathlib\np = pathlib.Path(run_dir, 'params.json')\n"
+            "p.write_text(p.read_text().replace('\"batch_size\": 16', '\"batch_size\": 32'))")
+    root = _workbook(tmp_path, {"00_setup": [SEEN.format(nb="00"), edit], "01_complexity": [SEEN.format(nb="01")]})
+    yaml = tmp_path / "mine.yaml"
+    yaml.write_text("device: cpu\nrun_name: r\nthreads: 1\nmodels: [mnist_cnn]\nbatch_size: 16\n")
+    monkeypatch.setenv("CNNBENCH_ROOT", str(root))
+    monkeypatch.setenv("PYTHONPATH", str(ROOT / "lib"))
+    outputs = tmp_path / "out"
+    code = pipeline.main(["--params", str(yaml), "--outputs", str(outputs), "--set",
+                          "notebooks=[00_setup, 01_complexity]", "--no-report"])
+    err = capsys.readouterr().err
+    assert code == 1 and '"batch_size": 32' in (outputs / "r" / "params.json").read_text()
+    _one_line(err, "01_complexity", "params.json changed since the run started")
+    assert not (outputs / "r" / "seen_01.json").exists()
+    assert "params.json changed" in (outputs / "r" / "FAILED.txt").read_text()
+
+
 def test_open_run_of_a_resolved_set_reads_it_and_a_params_file_still_works(tmp_path):
     import cnnbench
     from cnnbench import params, run

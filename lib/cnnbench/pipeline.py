@@ -62,6 +62,7 @@ def execute(
     planned: dict | None = None,
     example: dict | None = None,
     sibling: tuple[str, dict] | None = None,
+    progress: Path | None = None,
 ) -> list[Path]:
     """Run ``notebooks`` into ``run_dir/notebooks/``. Raises :class:`NotebookFailed` (for any failure of a
     notebook: an error in a cell, a dead kernel, a notebook file that cannot be read, an executed copy that
@@ -72,7 +73,8 @@ def execute(
     the run (:mod:`cnnbench.eta`: from this run folder's ``timings`` record, else ``budgets``, notebook name ->
     seconds from the protocol's budgets, or ``example``, the committed example's times where this run repeats it,
     and from the processes done of those ``planned``); each notebook that finishes is recorded in
-    ``timings.csv``."""
+    ``timings.csv``. ``progress``: the console record (``run_dir/progress.log``), emptied first. The resolved
+    ``params_file`` must stay as it was: a notebook is refused when it changed since the run started."""
     import papermill
     from nbclient.exceptions import DeadKernelError
     from papermill.exceptions import PapermillExecutionError
@@ -83,8 +85,9 @@ def execute(
     out_dir.mkdir(parents=True, exist_ok=True)
     for left in out_dir.glob(".*.partial.ipynb"):  # of a run killed outright
         left.unlink(missing_ok=True)
-    progress_file = run_dir / "progress.log"
+    progress_file = progress or run_dir / "progress.log"
     paths.open_own(progress_file, "wb").close()  # emptied; a link planted there is replaced, never followed
+    resolved = _content(params_file)
     os.environ[PROGRESS_ENV] = str(progress_file)
     done = []
     timings = results.file(run_dir, "timings")
@@ -94,6 +97,9 @@ def execute(
         source, target = _notebook_path(name), out_dir / f"{name}.ipynb"
         partial = out_dir / f".{name}.partial.ipynb"
         log(f"[{i}/{len(notebooks)}] {remaining.start(name)}", flush=True)
+        if _content(params_file) != resolved:  # edited by hand: it would measure what no record says
+            raise NotebookFailed(name, None, f"{params_file} changed since the run started; restore it or start "
+                                 "the run again (the notebooks before this one measured what it said then)", None)
         start = time.perf_counter()
         try:
             tail = _Tail(progress_file, log, status=remaining.line, seen=remaining.seen)
@@ -135,6 +141,10 @@ def execute(
         log(f"[{i}/{len(notebooks)}] {name} done in {took:.1f} s; run: {remaining.run_text()} left")
         done.append(target)
     return done
+
+
+def _content(path) -> bytes:
+    return Path(path).read_bytes() if Path(path).is_file() else b""
 
 
 def _seconds(text) -> float | None:
@@ -319,16 +329,16 @@ def _signals_stop_the_run():
             signal.signal(sig, handler)
 
 
-def _outputs_problem(outputs: Path) -> str:
-    """Why ``--outputs`` cannot hold runs (a file, not creatable, not writable), or ""."""
+def _outputs_problem(outputs: Path, option: str = "--outputs") -> str:
+    """Why the folder ``option`` names cannot be written (a file, not creatable, not writable), or ""."""
     if outputs.exists() and not outputs.is_dir():
-        return f"--outputs {outputs} is a file, not a folder"
+        return f"{option} {outputs} is a file, not a folder"
     try:
         outputs.mkdir(parents=True, exist_ok=True)
     except OSError as err:
-        return f"--outputs {outputs} cannot be created ({err.strerror or err})"
+        return f"{option} {outputs} cannot be created ({err.strerror or err})"
     if not os.access(outputs, os.W_OK | os.X_OK):
-        return f"--outputs {outputs} is not writable"
+        return f"{option} {outputs} is not writable"
     return ""
 
 
@@ -654,14 +664,10 @@ def report_main(argv: list[str]) -> int:
     args = ap.parse_args(argv)
     if args.run_dir and args.run_name:
         ap.error("give a run folder or --run-name, not both")
-    outputs = Path(args.outputs).expanduser().resolve() if args.outputs else paths.outputs_root()
-    run_dir = Path(args.run_dir).expanduser().resolve() if args.run_dir else (
-        outputs / args.run_name if args.run_name else None)
-    if args.run_dir and not args.outputs:
-        outputs = run_dir.parent
     os.environ["CNNBENCH_NO_MEASURE"] = "1"  # interactive.NO_MEASURE_ENV: 08's static explorer shows, never measures
     try:
         with _signals_stop_the_run():
+            outputs, run_dir = _report_folders(args)
             p = None
             if run_dir:
                 _report_params(run_dir, outputs, validate=False)  # an unknown or failed run: refused, nothing done
@@ -669,7 +675,7 @@ def report_main(argv: list[str]) -> int:
                     p = _report_params(run_dir, outputs)
                 _rebuild_run_report(run_dir, p)
             return _rebuild_combined(outputs, p, run_dir)
-    except _Refused as err:
+    except (_Refused, params_mod.ParamsError) as err:
         print(f"cnnbench report: {err}", file=sys.stderr)
         return 2
     except KeyboardInterrupt as err:
@@ -686,23 +692,36 @@ class _Refused(ValueError):
     """A run ``cnnbench report`` cannot rebuild (exit 2, before any work)."""
 
 
+def _report_folders(args) -> tuple[Path, Path | None]:
+    """(outputs, the run folder) of ``cnnbench report``: a run by a plain name under ``--outputs``, as the pipeline
+    names runs, or by the path of its folder; refused in one line otherwise."""
+    if args.run_name is not None and params_mod.safe_name_error(args.run_name):
+        raise _Refused(f"--run-name: {params_mod.safe_name_error(args.run_name)}")
+    run_dir = _resolved("run folder", args.run_dir, lambda d: Path(d).expanduser().resolve()) if args.run_dir \
+        else None
+    outputs = _resolved("--outputs", args.outputs, lambda o: Path(o).expanduser().resolve()) if args.outputs \
+        else run_dir.parent if run_dir else paths.outputs_root()
+    if args.outputs and not outputs.is_dir():
+        raise _Refused(f"--outputs {outputs} is not a folder of runs")
+    return outputs, run_dir or (outputs / args.run_name if args.run_name else None)
+
+
 def _report_params(run_dir: Path, outputs: Path, validate: bool = True) -> params_mod.Params | None:
     """The parameters a run was measured with (its params.json), checked before anything is written; the
     device is any present here (08 measures nothing, and a run copied from a GPU machine is read on a laptop).
-    ``validate=False``: only whether it is a finished run (validating imports torch, seconds)."""
+    ``validate=False``: only whether the run can be read, as ``cnnbench compare`` judges it (results.runs.verdict;
+    validating imports torch, seconds)."""
     from cnnbench.results import runs
 
     if not run_dir.is_dir():
         known = sorted(d.name for d in outputs.iterdir() if runs._is_run(d)) if outputs.is_dir() else []
         raise _Refused(f"no run '{run_dir.name}' in {run_dir.parent}" + (f"; runs there: {', '.join(known)}"
                                                                           if known else ""))
-    for needed in ("environment.json", "params.json"):
-        if not (run_dir / needed).is_file():
-            raise _Refused(f"{run_dir} is not a run (no {needed}); run the pipeline into it first")
-    failed = runs.failed_run_reason(run_dir)
-    if failed:
-        raise _Refused(f"{run_dir.name} is a {failed}; run the same command again to resume it")
     if not validate:
+        why = runs.verdict(run_dir)
+        resume = "; run the same command again to resume it" if str(why).startswith("failed") else ""
+        if why:
+            raise _Refused(f"{run_dir.name}: {why}{resume}")
         return None
     try:
         prm = results.read_json(run_dir / "params.json")
@@ -745,7 +764,8 @@ def _analyse_again(run_dir: Path, p: params_mod.Params | None) -> dict[str, Path
             resolved = run_mod.write_resolved(Path(tmp), p, run_dir / run_mod.RESOLVED, {})
             _forget_analysis(run_dir)
             print(f"cnnbench report: {run_dir.name}: 08_analysis over the results on disk (nothing is measured)")
-            return {n.stem: n for n in execute(resolved, {}, run_dir, ["08_analysis"], p.cell_timeout_s)}
+            return {n.stem: n for n in execute(resolved, {}, run_dir, ["08_analysis"], p.cell_timeout_s,
+                                               progress=Path(tmp) / "progress.log")}  # the run's own stays
     finally:
         results.atomic_write_text(run_dir / run_mod.RESOLVED, saved.decode())
 

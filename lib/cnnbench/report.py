@@ -64,22 +64,51 @@ def _anchor_headings(cell, prefix: str, contents: list[tuple[int, str, str]]) ->
     cell.source = "\n".join(lines)
 
 
+# What a report shows of an executed notebook (a run folder copied from anywhere may hold any of it): these
+# output types, and in HTML and markdown these tags and attributes; any other tag is shown as text, any other
+# attribute (onerror=...) or link scheme (javascript:) dropped, so no script of a run folder runs in the report.
+SHOWN_OUTPUTS = ("text/plain", "text/html", "text/markdown", "text/latex", "image/png", "image/jpeg")
+SAFE_TAGS = {"a", "abbr", "b", "blockquote", "br", "caption", "code", "col", "colgroup", "dd", "details", "div", "dl",
+             "dt", "em", "h1", "h2", "h3", "h4", "h5", "h6", "hr", "i", "li", "ol", "p", "pre", "small", "span",
+             "strong", "sub", "summary", "sup", "table", "tbody", "td", "tfoot", "th", "thead", "tr", "ul", "wbr"}
+SAFE_ATTRIBUTES = {"*": ["class", "id", "title", "style", "align", "valign", "halign", "colspan", "rowspan",
+                         "border"], "a": ["href", "name", "id"]}
+_CODE = re.compile(r"(```.*?```|`[^`\n]*`)", re.S)  # markdown code: shown as text by markdown itself
+
+
+def safe(text: str, markdown: bool = False) -> str:
+    """``text`` (HTML, or ``markdown`` outside its code spans) with only :data:`SAFE_TAGS` and their
+    :data:`SAFE_ATTRIBUTES` live (bleach, as nbconvert's own sanitizer uses)."""
+    import bleach
+    from bleach.css_sanitizer import CSSSanitizer
+
+    def clean(part: str) -> str:
+        out = bleach.clean(part, tags=SAFE_TAGS, attributes=SAFE_ATTRIBUTES, protocols={"http", "https", "mailto"},
+                           css_sanitizer=CSSSanitizer(), strip_comments=True)
+        return out.replace("&gt;", ">").replace("&amp;", "&") if markdown else out  # '>' and '&' open no tag
+
+    parts = _CODE.split(text) if markdown else [text]
+    return "".join(p if i % 2 else clean(p) for i, p in enumerate(parts))
+
+
 def _report_cells(nb, prefix: str, contents: list) -> list:
     cells = []
     for cell in nb.cells:
         tags = set(cell.get("metadata", {}).get("tags", []))
-        if tags & {"parameters", "injected-parameters", "colab-setup", "remove-cell"}:
+        if tags & {"parameters", "injected-parameters", "colab-setup", "remove-cell"} or cell.cell_type == "raw":
             continue
         if cell.cell_type == "markdown":
             # the Colab badge is for the notebook, not the report (an external image, broken offline)
-            cell.source = "\n".join(line for line in cell.source.splitlines() if "colab-badge" not in line)
+            cell.source = safe("\n".join(ln for ln in cell.source.splitlines() if "colab-badge" not in ln), True)
             _anchor_headings(cell, prefix, contents)
         elif cell.cell_type == "code":
-            cell.outputs = [
-                o
-                for o in cell.get("outputs", [])
-                if not (o.get("output_type") == "stream" and o.get("name") == "stderr")
-            ]
+            cell.outputs = [o for o in cell.get("outputs", []) if o.get("name") != "stderr"]
+            for data in (o["data"] for o in cell.outputs if "data" in o):
+                for mime in [m for m in data if m not in SHOWN_OUTPUTS]:
+                    del data[mime]
+                for mime in ("text/html", "text/markdown"):
+                    if mime in data:
+                        data[mime] = safe("".join(data[mime]), markdown=mime == "text/markdown")
             if not cell.outputs:
                 continue
         cells.append(cell)
@@ -130,14 +159,14 @@ def reproducibility_statement(run_dir: Path) -> str:
     try:
         merged = analysis.load([run_dir], tables=reproducibility.TABLES)
     except Exception as err:  # noqa: BLE001 - the report still builds; it says why this part is missing
-        return f"Reproducibility not assessed: {type(err).__name__}: {err}\n\n"
+        return f"Reproducibility not assessed: {type(err).__name__}: {html.escape(str(err))}\n\n"
     state = analysis.machine(merged)
     pairs = analysis.repeated(merged)
     if state.empty and pairs.empty:
         return ""
     verdict = state.verdict.iloc[0] if len(state) else "No measurement recorded the machine's state."
-    text = f"**How quiet was the machine?** {verdict}\n\n**Do the numbers reproduce?** " \
-           f"{reproducibility.agreement_sentence(pairs)} Every interval spans several fresh processes.\n\n"
+    text = f"**How quiet was the machine?** {html.escape(verdict)}\n\n**Do the numbers reproduce?** " \
+           f"{html.escape(reproducibility.agreement_sentence(pairs))} Every interval spans several fresh processes.\n\n"
     busy = len(state) and (state.busy.iloc[0] > 0 or not pairs.empty and not pairs.agree.all())
     if busy:
         return f"<div style='border:3px solid #c60;background:#fff4e5;padding:8px 12px'>\n\n{text}</div>\n\n"
@@ -153,13 +182,15 @@ def build_run_report(run_dir: Path, notebooks: list[Path]) -> Path:
     machine = (f"{env.get('device_name', '?')} ({env.get('device_kind', '?')}), {env.get('cpu_model', '?')}, "
                f"{env.get('cpu_physical_cores', '?')} physical cores, torch using {env.get('torch_threads', '?')} "
                f"thread{'' if env.get('torch_threads') == 1 else 's'}, host {env.get('host', '?')}")
+    e = {k: html.escape(str(v)) for k, v in {**env, "name": run_dir.name, "params": Path(str(
+        prm.get("params_file", "?"))).name}.items()}  # a run folder's text, shown as text
     header = (
-        f"# cnnbench report: {run_dir.name}\n\n"
+        f"# cnnbench report: {e['name']}\n\n"
         f"{complexity_warning(run_dir)}"
         f"{overview.summary_html(run_dir, machine, reproducibility_statement(run_dir))}"
-        f"This report speaks of run **{run_dir.name}** only, measured on **{env.get('device_name', '?')}** "
-        f"({env.get('device_kind', '?')}) on host {env.get('host', env.get('cpu_model', '?'))}, "
-        f"{env.get('captured_at', '')}, with {Path(str(prm.get('params_file', '?'))).name}, workbook commit "
+        f"This report speaks of run **{e['name']}** only, measured on **{e.get('device_name', '?')}** "
+        f"({e.get('device_kind', '?')}) on host {e.get('host', e.get('cpu_model', '?'))}, "
+        f"{e.get('captured_at', '')}, with {e['params']}, workbook commit "
         f"`{str(env.get('git_commit'))[:12]}`{' (with uncommitted changes)' if env.get('git_dirty') else ''}. "
         f"Every number below was measured or computed by the workbook's code on this machine; {_others(run_dir)}\n\n"
         f"<details><summary>Parameters (00 · Setup)</summary>\n\n{_table(params_rows)}\n\n</details>\n\n"

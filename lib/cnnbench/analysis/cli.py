@@ -20,11 +20,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from cnnbench import paths, results
+from cnnbench import params, paths, results
 from cnnbench.analysis import compare
 from cnnbench.analysis.beside import speedups_beside_000
 from cnnbench.measure import reproducibility
-from cnnbench.results.runs import load, machine_label
+from cnnbench.results.runs import load, machine_label, verdict
 
 SEEDS = "seeds"  # the pseudo-run: every device the seeds measured
 PROBE_SAYS_PCT = 5.0  # a row names the CPU's own speed change (probe) from this size on
@@ -53,16 +53,33 @@ class Refused(Exception):
 
 
 def _run_dir(name: str, outputs: Path) -> Path:
-    """A run given by name (under ``outputs``) or by path, or :class:`Refused` saying why it is not one."""
+    """A run given by a plain name (under ``outputs``, as the pipeline names runs) or by the path of its folder, and
+    readable (:func:`cnnbench.results.runs.verdict`, as ``cnnbench report`` judges it); else :class:`Refused`."""
     path = Path(name).expanduser()
     if path.suffix == ".zip":
         raise Refused(f"run '{name}' is a zip: unzip it into {outputs} first (zips are not read in place)")
-    for d in ([path] if path.is_absolute() or path.exists() else []) + [outputs / name]:
+    unsafe = params.safe_name_error(name)
+    for d in ([path] if path.is_absolute() or path.exists() else []) + ([] if unsafe else [outputs / name]):
         if (d / "environment.json").is_file():
+            why = verdict(d)
+            if why:
+                raise Refused(f"{d.name}: {why}")
             return d.resolve()
-    raise Refused(
-        f"unknown run '{name}': no run folder (with environment.json) at {outputs / name} or {path}"
-    )
+    raise Refused(f"unknown run {name!r}: " + (f"{unsafe}, and no run folder at that path" if unsafe else
+                                              f"no run folder (with environment.json) at {outputs / name} or {path}"))
+
+
+def _folder(option: str, given: str, create: bool) -> Path:
+    """The folder a path option names, or :class:`Refused` in one line: a link loop, a file, a folder that cannot be
+    read, or (``create``) made and written."""
+    from cnnbench.pipeline import _outputs_problem, _resolved
+
+    folder = _resolved(option, given, lambda o: Path(o).expanduser().resolve())
+    problem = _outputs_problem(folder, option) if create else "" if folder.is_dir() else (
+        f"{option} {folder} is not a folder of runs")
+    if problem:
+        raise Refused(problem)
+    return folder
 
 
 def _interval(rate: float, half: float) -> str:
@@ -163,9 +180,6 @@ def compare_runs(names: list[str], outputs: Path, keys: tuple[str, ...] | None =
         raise Refused("the first run is the reference: give a run of yours first, then 'seeds'")
     dirs = {n: _run_dir(n, outputs) for n in dict.fromkeys(names) if n != SEEDS}
     m = load(list(dirs.values()))
-    broken = [f"{d.name} ({m.excluded[d.name]})" for d in dirs.values() if d.name in m.excluded]
-    if broken:
-        raise Refused(f"broken run: {'; '.join(broken)}")
     ok, first = compare.rates(m), dirs[names[0]].name
     frames = []
     for name in names[1:]:
@@ -259,8 +273,9 @@ def main(argv: list[str] | None = None) -> int:
         f"{', '.join(('machine', *compare.KNOB_KEYS))})",
     )
     args = ap.parse_args(argv)
-    outputs = Path(args.outputs).expanduser().resolve() if args.outputs else paths.outputs_root()
     try:
+        outputs = _folder("--outputs", args.outputs, create=False) if args.outputs else paths.outputs_root()
+        out = _folder("--out", args.out, create=True) if args.out else outputs
         keys = tuple(k.strip() for k in args.keys.split(",") if k.strip()) if args.keys else None
         bad = [k for k in keys or () if k not in ("machine", *compare.KNOB_KEYS)]
         if bad or keys == ():
@@ -269,11 +284,14 @@ def main(argv: list[str] | None = None) -> int:
                 f"{', '.join(('machine', *compare.KNOB_KEYS))}"
             )
         df = compare_runs(args.runs, outputs, keys)
-    except Refused as err:
+    except (Refused, params.ParamsError) as err:
         print(f"cnnbench compare: {err}", file=sys.stderr)
         return 2
-    out = Path(args.out).expanduser() if args.out else outputs
-    path = write(df, out)
+    try:
+        path = write(df, out)
+    except OSError as err:
+        print(f"cnnbench compare: {out / 'compare.csv'} cannot be written ({err.strerror or err})", file=sys.stderr)
+        return 1
     print(report(df))
     kept = len({r.get("compared") for r in results.read_rows(path)} - {df.compared.iloc[0]})
     print(

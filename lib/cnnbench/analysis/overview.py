@@ -98,7 +98,7 @@ def roof_sentence(run_dir: Path) -> str:
     spread = f" (spread {100 * spread:.1f}% over its calls)" if pd.notna(spread) else ""
     return (
         f"**The roof** (measured, fp32): {top.peak_gflops:,.1f} GFLOP/s compute{spread}, "
-        f"{top.bandwidth_gbs:,.1f} GB/s from {top.get('level', 'main memory')}, ridge at "
+        f"{top.bandwidth_gbs:,.1f} GB/s from {html.escape(str(top.get('level', 'main memory')))}, ridge at "
         f"{top.peak_gflops / top.bandwidth_gbs:.1f} FLOP/byte."
     )
 
