@@ -525,3 +525,52 @@ def test_absent_oxford_pet_for_06_is_refused_before_the_first_notebook(tmp_path,
     assert code == 2
     _one_line(capsys.readouterr().err, "transfer_data_path", "does not exist", "download")
     assert not (tmp_path / "smoke").exists()
+
+
+# --- issue 30: processes die with their run, however it dies, and a new run names those of an earlier one ------
+
+def test_a_new_run_names_the_leftover_processes_of_an_earlier_run(tmp_path, monkeypatch, capsys):
+    """Issue 30: a worker left under PID 1 by a killed run burned a core for minutes, and every later run measured
+    under that load without a word."""
+    left = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"],
+                            env={**os.environ, paths.LOCK_ENV: str(tmp_path / "earlier")})
+    monkeypatch.setattr(pipeline, "execute", _fake_execute(None))
+    try:
+        code = pipeline.main(["--params", str(SMOKE), "--outputs", str(tmp_path), "--no-report"])
+    finally:
+        left.kill()
+    out = capsys.readouterr().out
+    line = next((ln for ln in out.splitlines() if str(left.pid) in ln), "")
+    assert code == 0 and "earlier" in line and "still run" in line and f"kill {left.pid}" in line, out
+
+
+def _processes_of(run_dir) -> list:
+    return [p for p in paths.run_processes() if p[1] == str(run_dir)]
+
+
+@pytest.mark.slow
+def test_a_run_killed_with_sigkill_to_its_group_leaves_no_process_behind(tmp_path):
+    """Issue 30: `timeout -s KILL` (a CI cancel, a scheduler) to the pipeline's process group left the kernel's
+    forkserver and a measuring worker under PID 1, the worker burning a core for 6+ minutes: the kernel runs in a
+    session of its own, out of the group's reach. Every process of the run is gone 10 s after the kill."""
+    run_dir = tmp_path / "out" / "killed"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "cnnbench", "--params", str(SMOKE), "--outputs", str(tmp_path / "out"),
+         "--run-name", "killed", "--set", "notebooks=[00_setup, 02_scenario_a]", "--set", "measured_steps=0",
+         "--set", "window_s=60", "--set", "repeats=1", "--set", "models=[mnist_cnn]"],
+        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline and len([p for p in _processes_of(run_dir) if "forkserver" in p[2]]) < 2:
+            assert proc.poll() is None, "the pipeline ended before a worker measured"
+            time.sleep(1)
+        measuring = _processes_of(run_dir)
+        assert len([p for p in measuring if "forkserver" in p[2]]) >= 2, measuring  # the forkserver and a worker
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    time.sleep(10)
+    left = _processes_of(run_dir)
+    for pid, *_ in left:  # not to burn the machine's cores for the tests after this one
+        os.kill(pid, signal.SIGKILL)
+    assert not left, f"alive 10 s after the kill: {left} (were: {measuring})"

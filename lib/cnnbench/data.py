@@ -23,6 +23,8 @@ from torchvision import transforms as T
 from torchvision.datasets.folder import default_loader
 from torchvision.datasets.utils import download_url
 
+from cnnbench import paths
+
 MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 
 
@@ -453,6 +455,7 @@ def loader(ds: Dataset, batch_size: int, workers: int, pin_memory: bool, shuffle
         drop_last=True,
         persistent_workers=workers > 0,
         generator=torch.Generator().manual_seed(seed),
+        worker_init_fn=paths.die_with_parent,  # a loader worker dies with the process it loads for
     )
 
 

@@ -1039,6 +1039,17 @@ def read_yaml(path: str | Path) -> dict[str, Any]:
     return data
 
 
+def resolved_path(option: str, given: str, resolve=lambda p: Path(p).expanduser().resolve()) -> Path:
+    """``resolve(given)``, or a one-line ParamsError: a link to itself (Python raises RuntimeError before 3.13, OSError
+    ELOOP after), a name too long."""
+    try:
+        return resolve(given)
+    except (OSError, RuntimeError) as err:
+        why = "a link that points back to itself" if "loop" in str(err).lower() else (
+            getattr(err, "strerror", None) or str(err))
+        raise ParamsError(f"{option} {_show(given)}: cannot be followed ({why})") from None
+
+
 _KEY_IN_ERROR = re.compile(r"key '([A-Za-z_0-9]+)")
 
 

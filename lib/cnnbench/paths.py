@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import errno
 import os
 import re
@@ -57,8 +58,47 @@ def outputs_root() -> Path:
     return repo_root() / "outputs"
 
 
+def folder_problem(outputs: Path, option: str = "--outputs") -> str:
+    """Why the folder ``option`` names cannot be written (a file, not creatable, not writable), or ""."""
+    if outputs.exists() and not outputs.is_dir():
+        return f"{option} {outputs} is a file, not a folder"
+    try:
+        outputs.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        return f"{option} {outputs} cannot be created ({err.strerror or err})"
+    if not os.access(outputs, os.W_OK | os.X_OK):
+        return f"{option} {outputs} is not writable"
+    return ""
+
+
 LOCK_ENV = "CNNBENCH_RUN_LOCK"  # set by the process holding a run's lock, so its own kernels pass through
 LOCK_UNREADABLE_STALE_S = 10.0  # a lock without a readable PID counts as held until it is this old (seconds)
+
+
+try:  # resolved here, so that a child calls it between fork and exec without taking any lock
+    _PRCTL = ctypes.CDLL(None).prctl if sys.platform.startswith("linux") else None
+except (OSError, AttributeError):
+    _PRCTL = None
+
+
+def die_with_parent(*_) -> None:
+    """Linux: this process gets SIGKILL when the process that started it dies, however it dies (the kernel runs in
+    a session of its own: a kill of the pipeline's process group reaches none of its workers); elsewhere nothing.
+    Ignores its arguments, so it serves as a DataLoader's worker_init_fn and a subprocess's preexec_fn."""
+    if _PRCTL is not None:
+        _PRCTL(1, 9)  # PR_SET_PDEATHSIG, SIGKILL
+
+
+def run_processes() -> list[tuple[int, str, str]]:
+    """(pid, run folder, command line) of every process of a pipeline run that this user may read: its environment
+    holds :data:`LOCK_ENV` (kernels, their forkservers and workers); this process and its ancestors left out."""
+    import psutil
+
+    me = psutil.Process()
+    skip = {me.pid, *(p.pid for p in me.parents())}
+    return [(p.pid, p.info["environ"][LOCK_ENV], " ".join(p.info["cmdline"] or [])[:100])
+            for p in psutil.process_iter(["environ", "cmdline"])
+            if p.pid not in skip and LOCK_ENV in (p.info["environ"] or {})]
 
 
 def _umask() -> int:

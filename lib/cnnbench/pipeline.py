@@ -329,19 +329,6 @@ def _signals_stop_the_run():
             signal.signal(sig, handler)
 
 
-def _outputs_problem(outputs: Path, option: str = "--outputs") -> str:
-    """Why the folder ``option`` names cannot be written (a file, not creatable, not writable), or ""."""
-    if outputs.exists() and not outputs.is_dir():
-        return f"{option} {outputs} is a file, not a folder"
-    try:
-        outputs.mkdir(parents=True, exist_ok=True)
-    except OSError as err:
-        return f"{option} {outputs} cannot be created ({err.strerror or err})"
-    if not os.access(outputs, os.W_OK | os.X_OK):
-        return f"{option} {outputs} is not writable"
-    return ""
-
-
 class _Console:
     """The console as the pipeline writes to it: once its reader has gone (``cnnbench ... | head -3``) every later
     line is dropped instead of raising BrokenPipeError, and the run goes on (its progress is in progress.log)."""
@@ -398,6 +385,24 @@ def _mark_started(run_dir: Path, params_file: Path, overrides: dict) -> None:
         f"stopped without a chance to say why (killed, out of memory, power lost)\nparams file: {params_file}\n"
         f"overrides: {json.dumps(overrides, default=str)}\nResults written so far are kept; rerun the same "
         "command to resume.\n"))
+
+
+def _other_runs() -> list[str]:
+    """A line naming the processes of runs whose pipeline has gone (this run's own folder included: nothing of it
+    runs yet), and one naming the runs measuring now: both take CPU from what this run measures."""
+    left, busy = [], set()
+    for pid, folder, cmd in paths.run_processes():
+        holder = paths.RunLock(Path(folder)).holder()
+        what = next((w for k, w in (("forkserver", "worker"), ("ipykernel", "kernel"), ("resource_tracker",
+                     "resource tracker"), ("torch.distributed", "DDP")) if k in cmd), cmd[:40])
+        if holder is None:
+            left.append((pid, f"{pid} ({what} of {Path(folder).name})"))
+        else:
+            busy.add(f"'{Path(folder).name}' (pipeline {holder})")
+    return ([f"{len(left)} process(es) of an earlier run whose pipeline has gone still run, taking CPU from what "
+             f"this run measures: {', '.join(w for _, w in left)}; end them: kill {' '.join(str(p) for p, _ in left)}"]
+            if left else []) + ([f"another run is measuring on this machine too: {', '.join(sorted(busy))}; its "
+                                 "rows and this run's are judged busy"] if busy else [])
 
 
 def finished(run_dir: Path) -> None:
@@ -483,17 +488,6 @@ def _absolute_data_paths(p: params_mod.Params) -> params_mod.Params:
     return dataclasses.replace(p, **absolute)
 
 
-def _resolved(option: str, given: str, resolve) -> Path:
-    """``resolve(given)``, or a one-line ParamsError: a link to itself (Python raises RuntimeError before 3.13, OSError
-    ELOOP after), a name too long."""
-    try:
-        return resolve(given)
-    except (OSError, RuntimeError) as err:
-        why = "a link that points back to itself" if "loop" in str(err).lower() else (
-            getattr(err, "strerror", None) or str(err))
-        raise params_mod.ParamsError(f"{option} {params_mod._show(given)}: cannot be followed ({why})") from None
-
-
 class _Parser(argparse.ArgumentParser):
     """argparse, with a usage error in one line instead of the whole usage block."""
 
@@ -510,7 +504,7 @@ def _run(args) -> int:
                 raise params_mod.ParamsError("--run-name is empty: give a name, or leave the option out to use "
                                              "the params file's run_name")
             overrides["run_name"], names["run_name"] = args.run_name, "--run-name"
-        params_file = _resolved("--params", args.params, paths.resolve)
+        params_file = params_mod.resolved_path("--params", args.params, paths.resolve)
         p = params_mod.load(params_file, overrides, overrides_src="--set", override_names=names)
         note = "\n".join(filter(None, (params_mod.empty_file_note(params_file),
                                         params_mod.shadowed_note(params_file, overrides))))
@@ -525,12 +519,11 @@ def _run(args) -> int:
         print(f"cnnbench: notebooks missing from {paths.repo_root() / 'notebooks'}: {', '.join(missing)}", file=sys.stderr)
         return 2
     try:
-        outputs = _resolved("--outputs", args.outputs, lambda o: Path(o).expanduser().resolve()) if args.outputs \
-            else paths.outputs_root()
+        outputs = params_mod.resolved_path("--outputs", args.outputs) if args.outputs else paths.outputs_root()
     except params_mod.ParamsError as err:
         print(f"cnnbench: {err}", file=sys.stderr)
         return 2
-    problem = _outputs_problem(outputs)
+    problem = paths.folder_problem(outputs)
     if problem:
         print(f"cnnbench: {problem}", file=sys.stderr)
         return 2
@@ -562,6 +555,8 @@ def _execute_run(args, p, params_file: Path, overrides: dict, outputs: Path, run
     cores = os.cpu_count() or 1
     if p.threads > cores:
         print(f"cnnbench: warning: threads {p.threads} is above the {cores} CPU cores here (oversubscribed)")
+    for line in _other_runs():
+        print(f"cnnbench: warning: {line}")
     try:
         _mark_started(run_dir, params_file, overrides)
         resolved = run_mod.write_resolved(run_dir, p, params_file, overrides)  # read by every notebook
@@ -697,9 +692,8 @@ def _report_folders(args) -> tuple[Path, Path | None]:
     names runs, or by the path of its folder; refused in one line otherwise."""
     if args.run_name is not None and params_mod.safe_name_error(args.run_name):
         raise _Refused(f"--run-name: {params_mod.safe_name_error(args.run_name)}")
-    run_dir = _resolved("run folder", args.run_dir, lambda d: Path(d).expanduser().resolve()) if args.run_dir \
-        else None
-    outputs = _resolved("--outputs", args.outputs, lambda o: Path(o).expanduser().resolve()) if args.outputs \
+    run_dir = params_mod.resolved_path("run folder", args.run_dir) if args.run_dir else None
+    outputs = params_mod.resolved_path("--outputs", args.outputs) if args.outputs \
         else run_dir.parent if run_dir else paths.outputs_root()
     if args.outputs and not outputs.is_dir():
         raise _Refused(f"--outputs {outputs} is not a folder of runs")

@@ -72,10 +72,8 @@ def _run_dir(name: str, outputs: Path) -> Path:
 def _folder(option: str, given: str, create: bool) -> Path:
     """The folder a path option names, or :class:`Refused` in one line: a link loop, a file, a folder that cannot be
     read, or (``create``) made and written."""
-    from cnnbench.pipeline import _outputs_problem, _resolved
-
-    folder = _resolved(option, given, lambda o: Path(o).expanduser().resolve())
-    problem = _outputs_problem(folder, option) if create else "" if folder.is_dir() else (
+    folder = params.resolved_path(option, given)
+    problem = paths.folder_problem(folder, option) if create else "" if folder.is_dir() else (
         f"{option} {folder} is not a folder of runs")
     if problem:
         raise Refused(problem)
