@@ -130,6 +130,8 @@ def layout_problem(name: str, root: str | Path) -> str:
     root = Path(root).expanduser()
     if not root.is_dir():
         return f"'{root}' is not a folder"
+    if _unwalkable(root):
+        return _unwalkable(root)
     if not any(root.iterdir()):
         if name == "imagefolder":  # nothing to download it from
             return f"folder '{root}' is empty (point data_path at a folder of class folders of images)"
@@ -137,6 +139,43 @@ def layout_problem(name: str, root: str | Path) -> str:
     check = {"tiny_imagenet": _tiny_problem, "imagenette": _imagenette_problem, "mnist": _mnist_problem,
              "cifar10": _cifar_problem, "imagefolder": _image_folder_problem}.get(name)
     return check(root) if check else ""
+
+
+def _unwalkable(root: Path) -> str:
+    """What in the folder ``root`` a directory walk or a read cannot finish, or "": a link back to a folder above it
+    (a loop: ImageFolder's walk never ends), a file that is a FIFO, socket or device (a read blocks or never ends)."""
+    stack = [(root, frozenset())]
+    while stack:
+        folder, above = stack.pop()
+        here = (folder.stat().st_dev, folder.stat().st_ino)
+        if here in above:
+            return f"'{folder}' links back to a folder above it: a loop that a directory walk never leaves"
+        with os.scandir(folder) as entries:
+            for e in entries:
+                if e.is_dir():
+                    stack.append((Path(e.path), above | {here}))
+                elif not e.is_file() and os.path.lexists(e.path) and os.path.exists(e.path):
+                    return f"'{e.path}' is not a regular file (a FIFO, socket or device): reading it would block"
+    return ""
+
+
+def download_problem(name: str, folder) -> str:
+    """Why ``download: true`` cannot fetch dataset ``name`` from here (its host does not answer within 10 s), naming
+    the folder to put its files in by hand; "" when it answers."""
+    import socket
+    from urllib.parse import urlsplit
+
+    url = {"tiny_imagenet": TINY_IMAGENET_URL[0], "imagenette": tvd.Imagenette._ARCHIVES["160px"][0],
+           "mnist": tvd.MNIST.mirrors[0], "cifar10": tvd.CIFAR10.url,
+           "oxford_pet": tvd.OxfordIIITPet._RESOURCES[0][0]}[name]
+    where = urlsplit(url)
+    host = (where.hostname or "", where.port or (443 if where.scheme == "https" else 80))
+    try:
+        socket.create_connection(host, timeout=10).close()
+    except OSError as err:
+        return (f"download: true cannot reach {host[0]}:{host[1]} ({err.strerror or err}) to fetch {name}; put its "
+                f"files in '{folder}' by hand (from {url}), or run where that host answers")
+    return ""
 
 
 def _wrong(name: str, root: Path, expected: str) -> str:

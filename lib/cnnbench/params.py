@@ -575,6 +575,17 @@ def run_data_problem(p: Params) -> str:
             and not Path(p.transfer_data_path).expanduser().exists()):
         return (f"key 'transfer_data_path': folder {_show(p.transfer_data_path)} does not exist (set download: true "
                 "to fetch oxford_pet)")
+    from cnnbench import data  # a download whose host does not answer: before, not inside, a notebook
+
+    fetched = [("data_path", p.dataset, p.data_path, p.dataset in DOWNLOADABLE),
+               ("scratch_data_path", "mnist", p.scratch_data_path, "05_backends" in p.notebooks
+                and p.scratch_dataset == "mnist"),
+               ("transfer_data_path", "oxford_pet", p.transfer_data_path, "06_transfer" in p.notebooks
+                and p.transfer_dataset == "oxford_pet" and not Path(p.transfer_data_path, "oxford-iiit-pet").is_dir())]
+    for key, name, folder, used in fetched if p.download else []:
+        why = used and (name == "oxford_pet" or data.layout_problem(name, folder)) and data.download_problem(name, folder)
+        if why:
+            return f"key '{key}': {why}"
     return ""
 
 

@@ -508,8 +508,10 @@ def _run(args) -> int:
         p = params_mod.load(params_file, overrides, overrides_src="--set", override_names=names)
         note = "\n".join(filter(None, (params_mod.empty_file_note(params_file),
                                         params_mod.shadowed_note(params_file, overrides))))
-        if params_mod.run_data_problem(p):  # before the notebooks ahead of 05 or 06 measure anything
-            raise params_mod.ParamsError(f"{params_file}: {params_mod.run_data_problem(p)}")
+        problem = params_mod.run_data_problem(p)  # before the notebooks ahead of 05 or 06 measure anything
+        if problem:
+            raise params_mod.ParamsError(f"--set {problem}" if problem.split("'")[1] in overrides else
+                                         f"{params_file}: {problem}")
     except params_mod.ParamsError as err:
         print(f"cnnbench: {err}", file=sys.stderr)
         return 2

@@ -15,6 +15,7 @@ from cnnbench.results import ResultsFile
 from cnnbench.results.tables import SEARCH_KEYS, TUNING_PARAM_KEYS
 from cnnbench.tuning import guard, search, space
 from cnnbench.tuning.knobs import applied, shape_of
+from cnnbench.tuning.racing import Outcome
 from cnnbench.tuning.space import Candidate, Hardware
 
 # What decides a search's outcome (its data, the default configuration it is compared with, the protocol and
@@ -98,6 +99,27 @@ def identity_of(run, model: str, phase: str, hw: Hardware) -> dict:
             "host_heap": heap.effective(p.host_heap)}
 
 
+def beyond_memory(base: engine.Config, c: Candidate, device, _counts: dict = {}) -> Outcome | None:  # noqa: B006
+    """An out-of-memory outcome, not tried, for a batch whose footprint exceeds the memory available now on a device
+    that shares the host's (CPU, MPS), where an allocation may succeed and the step then overcommit until the OOM
+    killer takes the kernel; None where it fits (or the device has memory of its own). The footprint is the
+    workbook's own count (cnnbench.measure.flops, once per model: the activations a training step saves per image,
+    an upper bound for eval) times the batch, plus four copies of the weights (weights, gradients, optimizer)."""
+    if device.type == "cuda":
+        return None
+    import psutil
+
+    from cnnbench.measure import flops
+
+    key = (base.model, base.image_size, base.num_classes)
+    if key not in _counts:
+        cx = flops.complexity(*key, with_fvcore=False)
+        _counts[key] = (cx.activation_mib * 2**20, cx.param_mib * 2**20)
+    need, free = c.batch_size * _counts[key][0] + 4 * _counts[key][1], psutil.virtual_memory().available
+    return None if need <= free else Outcome("oom", error=f"not tried: batch {c.batch_size} needs an estimated "
+                                             f"{need / 2**30:.1f} GiB, {free / 2**30:.1f} GiB available")
+
+
 def tune_one(run, model: str, phase: str, hw: Hardware, sink, peaks) -> dict:
     p, device = run.params, run.device
     base = replace(base_config(p, model, phase), phase=phase)
@@ -110,7 +132,7 @@ def tune_one(run, model: str, phase: str, hw: Hardware, sink, peaks) -> dict:
     identity = identity_of(run, model, phase, hw)
     s = search.Search(
         base, sp, settings, identity,
-        evaluate=lambda c, w: search.window(base, c, device, protocol, w),
+        evaluate=lambda c, w: beyond_memory(base, c, device) or search.window(base, c, device, protocol, w),
         guard_loss=lambda n: guard.loss_after(guard_cfg, device, protocol, n, settings.guard_steps, default.threads),
         confirm=lambda c, steps: confirm(base, c, device, protocol, settings, steps),
         sink=sink,
