@@ -72,6 +72,15 @@ def folder_problem(outputs: Path, option: str = "--outputs") -> str:
 
 
 LOCK_ENV = "CNNBENCH_RUN_LOCK"  # set by the process holding a run's lock, so its own kernels pass through
+RESOLVED_ENV = "CNNBENCH_RESOLVED"  # fingerprint(params.json) when a pipeline run started: no notebook reads another
+
+
+def fingerprint(path: str | Path) -> str:
+    """``path`` (resolved) with the SHA-256 of its content: what :data:`RESOLVED_ENV` holds."""
+    import hashlib
+
+    path = Path(path).resolve()
+    return f"{path} {hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else ''}"
 LOCK_UNREADABLE_STALE_S = 10.0  # a lock without a readable PID counts as held until it is this old (seconds)
 
 

@@ -73,8 +73,8 @@ def execute(
     the run (:mod:`cnnbench.eta`: from this run folder's ``timings`` record, else ``budgets``, notebook name ->
     seconds from the protocol's budgets, or ``example``, the committed example's times where this run repeats it,
     and from the processes done of those ``planned``); each notebook that finishes is recorded in
-    ``timings.csv``. ``progress``: the console record (``run_dir/progress.log``), emptied first. The resolved
-    ``params_file`` must stay as it was: a notebook is refused when it changed since the run started."""
+    ``timings.csv``. ``progress``: the console record (``run_dir/progress.log``), emptied first. A notebook
+    refuses to start when the resolved ``params_file`` changed since the run started (:data:`paths.RESOLVED_ENV`)."""
     import papermill
     from nbclient.exceptions import DeadKernelError
     from papermill.exceptions import PapermillExecutionError
@@ -87,8 +87,8 @@ def execute(
         left.unlink(missing_ok=True)
     progress_file = progress or run_dir / "progress.log"
     paths.open_own(progress_file, "wb").close()  # emptied; a link planted there is replaced, never followed
-    resolved = _content(params_file)
     os.environ[PROGRESS_ENV] = str(progress_file)
+    os.environ[paths.RESOLVED_ENV] = paths.fingerprint(params_file)  # each notebook checks it (run.open_run)
     done = []
     timings = results.file(run_dir, "timings")
     record = {r["notebook"]: _seconds(r.get("duration_s")) for r in timings.current()}
@@ -97,9 +97,6 @@ def execute(
         source, target = _notebook_path(name), out_dir / f"{name}.ipynb"
         partial = out_dir / f".{name}.partial.ipynb"
         log(f"[{i}/{len(notebooks)}] {remaining.start(name)}", flush=True)
-        if _content(params_file) != resolved:  # edited by hand: it would measure what no record says
-            raise NotebookFailed(name, None, f"{params_file} changed since the run started; restore it or start "
-                                 "the run again (the notebooks before this one measured what it said then)", None)
         start = time.perf_counter()
         try:
             tail = _Tail(progress_file, log, status=remaining.line, seen=remaining.seen)
@@ -141,10 +138,6 @@ def execute(
         log(f"[{i}/{len(notebooks)}] {name} done in {took:.1f} s; run: {remaining.run_text()} left")
         done.append(target)
     return done
-
-
-def _content(path) -> bytes:
-    return Path(path).read_bytes() if Path(path).is_file() else b""
 
 
 def _seconds(text) -> float | None:
