@@ -142,8 +142,8 @@ def layout_problem(name: str, root: str | Path) -> str:
 
 
 def _unwalkable(root: Path) -> str:
-    """What in the folder ``root`` a directory walk or a read cannot finish, or "": a link back to a folder above it
-    (a loop: ImageFolder's walk never ends), a file that is a FIFO, socket or device (a read blocks or never ends)."""
+    """What in the folder ``root`` a directory walk or a read cannot finish, or "": a link back to a folder
+    above it (a loop: ImageFolder's walk never ends), a FIFO, socket or device (a read blocks, never ends)."""
     stack = [(root, frozenset())]
     while stack:
         folder, above = stack.pop()
@@ -155,13 +155,13 @@ def _unwalkable(root: Path) -> str:
                 if e.is_dir():
                     stack.append((Path(e.path), above | {here}))
                 elif not e.is_file() and os.path.lexists(e.path) and os.path.exists(e.path):
-                    return f"'{e.path}' is not a regular file (a FIFO, socket or device): reading it would block"
+                    return f"'{e.path}' is not a regular file (a FIFO, socket or device): a read would block"
     return ""
 
 
 def download_problem(name: str, folder) -> str:
-    """Why ``download: true`` cannot fetch dataset ``name`` from here (its host does not answer within 10 s), naming
-    the folder to put its files in by hand; "" when it answers."""
+    """Why ``download: true`` cannot fetch dataset ``name`` from here (its host does not answer within 10 s),
+    naming the folder to put its files in by hand; "" when it answers."""
     import socket
     from urllib.parse import urlsplit
 
@@ -173,8 +173,8 @@ def download_problem(name: str, folder) -> str:
     try:
         socket.create_connection(host, timeout=10).close()
     except OSError as err:
-        return (f"download: true cannot reach {host[0]}:{host[1]} ({err.strerror or err}) to fetch {name}; put its "
-                f"files in '{folder}' by hand (from {url}), or run where that host answers")
+        return (f"download: true cannot reach {host[0]}:{host[1]} ({err.strerror or err}) to fetch {name}; "
+                f"put its files in '{folder}' by hand (from {url}), or run where that host answers")
     return ""
 
 

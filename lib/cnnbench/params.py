@@ -37,22 +37,10 @@ TRANSFER_DATASETS = ("synthetic", "oxford_pet", "imagefolder")
 SCALING_BACKENDS = ("auto", "gloo", "nccl")
 COMPILE_MODES = ("off", "default", "max-autotune", "reduce-overhead")  # torch.compile modes (07 searches them)
 # The pipeline's notebooks in order; the analysis stays last and merges every experiment family before it.
-NOTEBOOKS = (
-    "00_setup",
-    "01_complexity",
-    "02_scenario_a",
-    "03_batch_sweep",
-    "04_roofline",
-    # 05: from-scratch backends (cnnbench.scratch)
-    "05_backends",
-    # 06: transfer learning and scaling (cnnbench.transfer)
-    "06_transfer",
-
-    # 07: configuration search (cnnbench.tuning)
-    "07_tuning",
-
-    "08_analysis",
-)
+# 05: from-scratch backends (cnnbench.scratch); 06: transfer learning and scaling (cnnbench.transfer); 07:
+# configuration search (cnnbench.tuning)
+NOTEBOOKS = ("00_setup", "01_complexity", "02_scenario_a", "03_batch_sweep", "04_roofline", "05_backends",
+             "06_transfer", "07_tuning", "08_analysis")
 # The shortest telemetry sampling period: psutil's CPU counters tick every 10 ms, and a faster sampler loops
 # on the measured cores (1e-12 s halved mnist_cnn's rate in the issue 21 barrage).
 MIN_TELEMETRY_INTERVAL_S = 0.01
@@ -577,13 +565,15 @@ def run_data_problem(p: Params) -> str:
                 "to fetch oxford_pet)")
     from cnnbench import data  # a download whose host does not answer: before, not inside, a notebook
 
+    pets = "06_transfer" in p.notebooks and p.transfer_dataset == "oxford_pet"
     fetched = [("data_path", p.dataset, p.data_path, p.dataset in DOWNLOADABLE),
-               ("scratch_data_path", "mnist", p.scratch_data_path, "05_backends" in p.notebooks
-                and p.scratch_dataset == "mnist"),
-               ("transfer_data_path", "oxford_pet", p.transfer_data_path, "06_transfer" in p.notebooks
-                and p.transfer_dataset == "oxford_pet" and not Path(p.transfer_data_path, "oxford-iiit-pet").is_dir())]
+               ("scratch_data_path", "mnist", p.scratch_data_path,
+                "05_backends" in p.notebooks and p.scratch_dataset == "mnist"),
+               ("transfer_data_path", "oxford_pet", p.transfer_data_path,
+                pets and not Path(p.transfer_data_path, "oxford-iiit-pet").is_dir())]
     for key, name, folder, used in fetched if p.download else []:
-        why = used and (name == "oxford_pet" or data.layout_problem(name, folder)) and data.download_problem(name, folder)
+        absent = used and (name == "oxford_pet" or data.layout_problem(name, folder))
+        why = absent and data.download_problem(name, folder)
         if why:
             return f"key '{key}': {why}"
     return ""
@@ -620,74 +610,73 @@ def _check_numbers(src: str, p: Params, check_device: bool) -> None:
 
 def _unknown_key(key: str) -> str:
     if key in VARIANT_KEYS:
-        return f"unknown key {key!r}: it is set per variant; put it under variants, e.g. variants: [{{{key}: ...}}]"
+        return f"unknown key {key!r}: it is set per variant; put it under variants: [{{{key}: ...}}]"
     return f"unknown key {_show(key)}; {_suggest(key, list(FIELDS), 'keys')}"
 
 
-# Upper bounds of every key that sizes time, memory or processes, checked before any work (issue 30): a documented
-# ceiling here; where the device is checked, also a share of this machine (:func:`_machine_bounds`).
-HOUR, DAY = 3600, 86400
-MEMORY_SHARE = 0.5  # what one buffer a key sizes may take of the machine's memory (the rest: the OS, torch, the run)
+# Upper bounds of every key that sizes time, memory or processes, checked before any work (issue 30): a
+# documented ceiling here; where the device is checked, also a share of this machine (_machine_bounds).
+MEMORY_SHARE = 0.5  # of the machine's memory, what one buffer a key sizes may take (the rest: OS, torch, run)
 CEILINGS = {
     **dict.fromkeys(("window_s", "phase_window_s", "phase_max_s", "tune_confirm_window_s", "explore_warmup_s",
-                     "explore_window_s", "explore_max_s"), (HOUR, "an hour")),
-    **dict.fromkeys(("adapt_budget_s", "tune_budget_s", "cell_timeout_s"), (DAY, "a day")),
+                     "explore_window_s", "explore_max_s"), (3600, "an hour")),
+    **dict.fromkeys(("adapt_budget_s", "tune_budget_s", "cell_timeout_s"), (86400, "a day")),
     "telemetry_interval_s": (10, "a window of seconds gets its samples"),
-    **dict.fromkeys(("repeats", "processes", "max_processes", "peak_repeats", "scaling_repeats", "tune_confirm_top"),
-                    (1000, "a thousand")),
-    **dict.fromkeys(("warmup_steps", "measured_steps", "phase_steps", "profile_steps", "scaling_steps", "max_batches",
-                     "tune_guard_steps", "tune_confirm_warmup_steps", "scratch_mlp_steps", "scratch_op_steps"),
-                    (10**6, "a million steps")),
+    **dict.fromkeys(("repeats", "processes", "max_processes", "peak_repeats", "scaling_repeats",
+                     "tune_confirm_top"), (1000, "a thousand")),
+    **dict.fromkeys(("warmup_steps", "measured_steps", "phase_steps", "profile_steps", "scaling_steps",
+                     "max_batches", "tune_guard_steps", "tune_confirm_warmup_steps", "scratch_mlp_steps",
+                     "scratch_op_steps"), (10**6, "a million steps")),
     **dict.fromkeys(("scratch_epochs", "transfer_epochs"), (10**4, "ten thousand epochs")),
     **dict.fromkeys(("workers", "scaling_world_sizes"), (MAX_THREADS, "no machine has more CPUs")),
 }
 
 
 def _machine_bounds(p: Params) -> list[tuple[str, Any, int, str]]:
-    """(key, value, bound, why) of each value sized by this machine: a buffer it sizes (input images of one batch,
-    fp32 at the run's resolution; three square matrices; the bandwidth sweep's working set) within
-    :data:`MEMORY_SHARE` of the memory (psutil), processes it starts within THREADS_PER_CPU x the logical CPUs."""
+    """(key, value, bound, why) of each value sized by this machine: a buffer (one batch of fp32 input images,
+    three square fp32 matrices, the bandwidth sweep's working set, the synthetic images) within MEMORY_SHARE
+    of its memory (psutil), the processes it starts within THREADS_PER_CPU x its logical CPUs."""
     import psutil
 
     total, cpus = psutil.virtual_memory().total, os.cpu_count() or 1
     room, share = MEMORY_SHARE * total, f"{MEMORY_SHARE:.0%} of this machine's {total / 2**30:.1f} GiB"
-    images = {"": p.image_size, "transfer": max(p.image_size, p.transfer_image_size), "scratch": 28}
+    side = {"": p.image_size, "transfer": max(p.image_size, p.transfer_image_size), "scratch": 28}
     batches = [("batch_size", p.batch_size, ""), ("tune_max_batch_size", p.tune_max_batch_size, ""),
-               ("tune_guard_batch_size", p.tune_guard_batch_size, ""), ("scaling_batch_size", p.scaling_batch_size, ""),
+               ("tune_guard_batch_size", p.tune_guard_batch_size, ""),
+               ("scaling_batch_size", p.scaling_batch_size, ""),
                *((f"batch_size_per_model.{m}", bs, "") for m, bs in p.batch_size_per_model.items()),
                *((f"sweep.{m}", bs, "") for m, sizes in p.sweep.items() for bs in sizes),
                *(("transfer_batch_sizes", bs, "transfer") for bs in p.transfer_batch_sizes),
-               ("phase_batch_size", p.phase_batch_size, "transfer"), ("profile_batch_size", p.profile_batch_size,
-                                                                      "transfer"),
+               ("phase_batch_size", p.phase_batch_size, "transfer"),
+               ("profile_batch_size", p.profile_batch_size, "transfer"),
                ("scratch_batch_size", p.scratch_batch_size, "scratch")]
-    cores = f"{THREADS_PER_CPU} x the {cpus} logical CPUs here"
-    return [("matmul_size", p.matmul_size, int((room / 12) ** 0.5), f"three fp32 matrices of that side take {share}"),
-            ("stream_mb", p.stream_mb, int(room / 2**21), f"the sweep's working set of twice that takes {share}"),
-            ("synthetic_images", p.synthetic_images, int(room / (3 * p.image_size**2)), f"their pixels take {share}"),
-            *((key, bs, int(room / (12 * images[kind] ** 2)), f"one batch of {images[kind]} px fp32 images takes "
-               f"{share}") for key, bs, kind in batches),
-            *((key, n, THREADS_PER_CPU * cpus, cores) for key, n in [("workers", p.workers),
-                                                                       *(("scaling_world_sizes", n)
-                                                                         for n in p.scaling_world_sizes)])]
+    cores = (THREADS_PER_CPU * cpus, f"{THREADS_PER_CPU} x the {cpus} logical CPUs here")
+    return [("matmul_size", p.matmul_size, int((room / 12) ** 0.5), f"three such fp32 matrices take {share}"),
+            ("stream_mb", p.stream_mb, int(room / 2**21), f"twice that, the sweep's buffer, takes {share}"),
+            ("synthetic_images", p.synthetic_images, int(room / 3 / p.image_size**2), f"they take {share}"),
+            *((key, bs, int(room / 12 / side[k] ** 2), f"a batch of {side[k]} px fp32 images takes {share}")
+              for key, bs, k in batches),
+            ("workers", p.workers, *cores), *(("scaling_world_sizes", w, *cores)
+                                               for w in p.scaling_world_sizes)]
 
 
 def _bounds(src: str, p: Params, check_device: bool) -> None:
-    """Issue 30, before any work: each key within its bound (:data:`CEILINGS`, and this machine's where the device is
-    checked), no list naming an entry twice (it would be measured twice), no device index on the CPU or MPS."""
+    """Issue 30, before any work: each key within its bound (CEILINGS, and this machine's where the device is
+    checked), no list naming an entry twice (measured twice), no device index on the CPU or MPS."""
     entries = [(k, v, bound, why) for k, (bound, why) in CEILINGS.items()
                for v in (getattr(p, k) if isinstance(getattr(p, k), list) else [getattr(p, k)])]
     for key, value, bound, why in entries + (_machine_bounds(p) if check_device else []):
         if value > bound:
             raise ParamsError(f"{src}: key '{key}' must be at most {bound:,} ({why}), got {_show(value)}")
-    lists = [(k, getattr(p, k)) for k, tp in _HINTS.items() if typing.get_origin(tp) is list and k != "variants"]
-    for key, values in lists + [(f"sweep.{m}", sizes) for m, sizes in p.sweep.items()]:
+    lists = [(k, getattr(p, k)) for k, tp in _HINTS.items() if typing.get_origin(tp) is list]
+    for key, values in [*lists, *((f"sweep.{m}", v) for m, v in p.sweep.items())]:
         twice = next((v for i, v in enumerate(values) if v in values[:i]), None)
-        if twice is not None:
-            raise ParamsError(f"{src}: key '{key}' names {_show(twice)} twice: each is measured once, list it once")
+        if twice is not None and key != "variants":  # two identical variants: an A/A measurement
+            raise ParamsError(f"{src}: key '{key}' names {_show(twice)} twice: measured once, list it once")
     for key, spec in [("device", p.device), *(("transfer_devices", d) for d in p.transfer_devices)]:
         if re.fullmatch(r"(cpu|mps):\d+", spec.strip().lower()):
-            raise ParamsError(f"{src}: key '{key}' is {_show(spec)}: the {spec[:3].upper()} has no index; use "
-                              f"{spec.split(':')[0]}")
+            raise ParamsError(f"{src}: key '{key}' is {_show(spec)}: the {spec[:3].upper()} has no index; "
+                              f"use {spec.split(':')[0]}")
 
 
 def _as_hinted(value: Any, tp: Any) -> Any:
@@ -950,7 +939,7 @@ class _ParamsLoader(yaml.SafeLoader):
         seen: dict[Any, int] = {}
         for key_node, _ in node.value:
             if not isinstance(key_node, yaml.ScalarNode):
-                continue  # a non-scalar key is refused later; '<<' merges keys that explicit ones may override
+                continue  # refused later; '<<' (below) merges keys that explicit ones may override
             merge = key_node.tag == "tag:yaml.org,2002:merge"
             try:
                 key = "<<" if merge else self.construct_object(key_node)
@@ -960,7 +949,7 @@ class _ParamsLoader(yaml.SafeLoader):
             line = key_node.start_mark.line + 1
             if key in seen:
                 raise _YamlLimit(f"duplicate key {_show(key)} at lines {seen[key]} and {line} (" + (
-                    "merge several with one '<<: [*a, *b]'" if merge else "the last would silently win") + ")")
+                    "merge several with '<<: [*a, *b]'" if merge else "the last would silently win") + ")")
             seen[key] = line
 
 
@@ -985,7 +974,7 @@ def parse_overrides(pairs: typing.Iterable[str], src: str = "--set") -> dict[str
         if not sep or not key.strip():
             raise ParamsError(f"{src} {_show(pair)}: expected key=value")
         if key.strip() in out:
-            raise ParamsError(f"{src} {_show(pair)}: key {key.strip()!r} is given twice (the last would silently win)")
+            raise ParamsError(f"{src} {_show(pair)}: key {key.strip()!r} is given twice (the last would win)")
         try:
             out[key.strip()] = _load_yaml(value)
         except yaml.YAMLError as err:
@@ -1051,8 +1040,8 @@ def read_yaml(path: str | Path) -> dict[str, Any]:
 
 
 def resolved_path(option: str, given: str, resolve=lambda p: Path(p).expanduser().resolve()) -> Path:
-    """``resolve(given)``, or a one-line ParamsError: a link to itself (Python raises RuntimeError before 3.13, OSError
-    ELOOP after), a name too long."""
+    """``resolve(given)`` (the path option ``option`` names), or a one-line ParamsError: a link to itself (a
+    RuntimeError before Python 3.13, OSError ELOOP after), a name too long."""
     try:
         return resolve(given)
     except (OSError, RuntimeError) as err:
@@ -1084,7 +1073,7 @@ def load(path: str | Path, overrides: dict[str, Any] | None = None, check_device
             if label and rest.startswith(f"key '{key}'"):
                 raise ParamsError(f"{label}{rest.removeprefix(f'key {key!r}')}") from None
             raise ParamsError(f"{label or overrides_src} {rest}") from None
-        if any(re.search(rf"(?<!\w){re.escape(k)}(?!\w)", rest) for k in overrides):  # a key the message names
+        if any(re.search(rf"(?<!\w){re.escape(k)}(?!\w)", rest) for k in overrides):  # another key it names
             raise ParamsError(f"{overrides_src} {rest}") from None
         raise
     if "batch_size" in overrides:

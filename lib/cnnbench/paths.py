@@ -72,7 +72,7 @@ def folder_problem(outputs: Path, option: str = "--outputs") -> str:
 
 
 LOCK_ENV = "CNNBENCH_RUN_LOCK"  # set by the process holding a run's lock, so its own kernels pass through
-RESOLVED_ENV = "CNNBENCH_RESOLVED"  # fingerprint(params.json) when a pipeline run started: no notebook reads another
+RESOLVED_ENV = "CNNBENCH_RESOLVED"  # fingerprint of params.json when a pipeline run started (run.open_run)
 
 
 def fingerprint(path: str | Path) -> str:
@@ -91,16 +91,17 @@ except (OSError, AttributeError):
 
 
 def die_with_parent(*_) -> None:
-    """Linux: this process gets SIGKILL when the process that started it dies, however it dies (the kernel runs in
-    a session of its own: a kill of the pipeline's process group reaches none of its workers); elsewhere nothing.
+    """Linux: this process gets SIGKILL when the process that started it dies, however it dies (the kernel
+    runs in a session of its own: a kill of the pipeline's process group reaches none of its workers).
     Ignores its arguments, so it serves as a DataLoader's worker_init_fn and a subprocess's preexec_fn."""
     if _PRCTL is not None:
         _PRCTL(1, 9)  # PR_SET_PDEATHSIG, SIGKILL
 
 
 def run_processes() -> list[tuple[int, str, str]]:
-    """(pid, run folder, command line) of every process of a pipeline run that this user may read: its environment
-    holds :data:`LOCK_ENV` (kernels, their forkservers and workers); this process and its ancestors left out."""
+    """(pid, run folder, command line) of each process of a pipeline run that this user may read: its
+    environment holds :data:`LOCK_ENV` (kernels, their forkservers and workers); this one and its ancestors
+    left out."""
     import psutil
 
     me = psutil.Process()

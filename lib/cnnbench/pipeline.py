@@ -74,7 +74,7 @@ def execute(
     seconds from the protocol's budgets, or ``example``, the committed example's times where this run repeats it,
     and from the processes done of those ``planned``); each notebook that finishes is recorded in
     ``timings.csv``. ``progress``: the console record (``run_dir/progress.log``), emptied first. A notebook
-    refuses to start when the resolved ``params_file`` changed since the run started (:data:`paths.RESOLVED_ENV`)."""
+    refuses to start when the resolved ``params_file`` changed since the run started (paths.RESOLVED_ENV)."""
     import papermill
     from nbclient.exceptions import DeadKernelError
     from papermill.exceptions import PapermillExecutionError
@@ -381,8 +381,8 @@ def _mark_started(run_dir: Path, params_file: Path, overrides: dict) -> None:
 
 
 def _other_runs() -> list[str]:
-    """A line naming the processes of runs whose pipeline has gone (this run's own folder included: nothing of it
-    runs yet), and one naming the runs measuring now: both take CPU from what this run measures."""
+    """A line naming the processes of runs whose pipeline has gone (this run's folder included: nothing of
+    it runs yet), and one naming the runs measuring now: both take CPU from what this run measures."""
     left, busy = [], set()
     for pid, folder, cmd in paths.run_processes():
         holder = paths.RunLock(Path(folder)).holder()
@@ -392,10 +392,11 @@ def _other_runs() -> list[str]:
             left.append((pid, f"{pid} ({what} of {Path(folder).name})"))
         else:
             busy.add(f"'{Path(folder).name}' (pipeline {holder})")
-    return ([f"{len(left)} process(es) of an earlier run whose pipeline has gone still run, taking CPU from what "
-             f"this run measures: {', '.join(w for _, w in left)}; end them: kill {' '.join(str(p) for p, _ in left)}"]
-            if left else []) + ([f"another run is measuring on this machine too: {', '.join(sorted(busy))}; its "
-                                 "rows and this run's are judged busy"] if busy else [])
+    pids, names = " ".join(str(pid) for pid, _ in left), ", ".join(w for _, w in left)
+    return ([f"{len(left)} process(es) of an earlier run whose pipeline has gone still run, taking CPU from "
+             f"what this run measures: {names}; end them: kill {pids}"] if left else []) + (
+        [f"another run is measuring on this machine too: {', '.join(sorted(busy))}; its rows and this run's "
+         "are judged busy"] if busy else [])
 
 
 def finished(run_dir: Path) -> None:
@@ -514,7 +515,8 @@ def _run(args) -> int:
         print(f"cnnbench: notebooks missing from {paths.repo_root() / 'notebooks'}: {', '.join(missing)}", file=sys.stderr)
         return 2
     try:
-        outputs = params_mod.resolved_path("--outputs", args.outputs) if args.outputs else paths.outputs_root()
+        outputs = params_mod.resolved_path("--outputs", args.outputs) if args.outputs else \
+            paths.outputs_root()
     except params_mod.ParamsError as err:
         print(f"cnnbench: {err}", file=sys.stderr)
         return 2
@@ -683,8 +685,8 @@ class _Refused(ValueError):
 
 
 def _report_folders(args) -> tuple[Path, Path | None]:
-    """(outputs, the run folder) of ``cnnbench report``: a run by a plain name under ``--outputs``, as the pipeline
-    names runs, or by the path of its folder; refused in one line otherwise."""
+    """(outputs, the run folder) of ``cnnbench report``: a run by a plain name under ``--outputs``, as the
+    pipeline names runs, or by the path of its folder; refused in one line otherwise."""
     if args.run_name is not None and params_mod.safe_name_error(args.run_name):
         raise _Refused(f"--run-name: {params_mod.safe_name_error(args.run_name)}")
     run_dir = params_mod.resolved_path("run folder", args.run_dir) if args.run_dir else None
@@ -698,8 +700,8 @@ def _report_folders(args) -> tuple[Path, Path | None]:
 def _report_params(run_dir: Path, outputs: Path, validate: bool = True) -> params_mod.Params | None:
     """The parameters a run was measured with (its params.json), checked before anything is written; the
     device is any present here (08 measures nothing, and a run copied from a GPU machine is read on a laptop).
-    ``validate=False``: only whether the run can be read, as ``cnnbench compare`` judges it (results.runs.verdict;
-    validating imports torch, seconds)."""
+    ``validate=False``: only whether the run can be read, as ``cnnbench compare`` judges it
+    (results.runs.verdict; validating imports torch, seconds)."""
     from cnnbench.results import runs
 
     if not run_dir.is_dir():

@@ -66,11 +66,11 @@ def _anchor_headings(cell, prefix: str, contents: list[tuple[int, str, str]]) ->
 
 # What a report shows of an executed notebook (a run folder copied from anywhere may hold any of it): these
 # output types, and in HTML and markdown these tags and attributes; any other tag is shown as text, any other
-# attribute (onerror=...) or link scheme (javascript:) dropped, so no script of a run folder runs in the report.
+# attribute (onerror=...) or link scheme (javascript:) dropped: no script of a run folder runs in the report.
 SHOWN_OUTPUTS = ("text/plain", "text/html", "text/markdown", "text/latex", "image/png", "image/jpeg")
-SAFE_TAGS = {"a", "abbr", "b", "blockquote", "br", "caption", "code", "col", "colgroup", "dd", "details", "div", "dl",
-             "dt", "em", "h1", "h2", "h3", "h4", "h5", "h6", "hr", "i", "li", "ol", "p", "pre", "small", "span",
-             "strong", "sub", "summary", "sup", "table", "tbody", "td", "tfoot", "th", "thead", "tr", "ul", "wbr"}
+SAFE_TAGS = {*"a b i p br dd dl dt em h1 h2 h3 h4 h5 h6 hr li ol ul tr td th pre sub sup col div wbr".split(),
+             *"abbr blockquote caption code colgroup details small span strong summary table".split(),
+             "tbody", "tfoot", "thead"}
 SAFE_ATTRIBUTES = {"*": ["class", "id", "title", "style", "align", "valign", "halign", "colspan", "rowspan",
                          "border"], "a": ["href", "name", "id"]}
 _CODE = re.compile(r"(```.*?```|`[^`\n]*`)", re.S)  # markdown code: shown as text by markdown itself
@@ -83,8 +83,8 @@ def safe(text: str, markdown: bool = False) -> str:
     from bleach.css_sanitizer import CSSSanitizer
 
     def clean(part: str) -> str:
-        out = bleach.clean(part, tags=SAFE_TAGS, attributes=SAFE_ATTRIBUTES, protocols={"http", "https", "mailto"},
-                           css_sanitizer=CSSSanitizer(), strip_comments=True)
+        out = bleach.clean(part, tags=SAFE_TAGS, attributes=SAFE_ATTRIBUTES, css_sanitizer=CSSSanitizer(),
+                           protocols={"http", "https", "mailto"}, strip_comments=True)
         return out.replace("&gt;", ">").replace("&amp;", "&") if markdown else out  # '>' and '&' open no tag
 
     parts = _CODE.split(text) if markdown else [text]
@@ -95,11 +95,13 @@ def _report_cells(nb, prefix: str, contents: list) -> list:
     cells = []
     for cell in nb.cells:
         tags = set(cell.get("metadata", {}).get("tags", []))
-        if tags & {"parameters", "injected-parameters", "colab-setup", "remove-cell"} or cell.cell_type == "raw":
+        if cell.cell_type == "raw" or tags & {"parameters", "injected-parameters", "colab-setup",
+                                              "remove-cell"}:
             continue
         if cell.cell_type == "markdown":
             # the Colab badge is for the notebook, not the report (an external image, broken offline)
-            cell.source = safe("\n".join(ln for ln in cell.source.splitlines() if "colab-badge" not in ln), True)
+            badge = [ln for ln in cell.source.splitlines() if "colab-badge" in ln]
+            cell.source = safe("\n".join(ln for ln in cell.source.splitlines() if ln not in badge), True)
             _anchor_headings(cell, prefix, contents)
         elif cell.cell_type == "code":
             cell.outputs = [o for o in cell.get("outputs", []) if o.get("name") != "stderr"]
@@ -165,8 +167,9 @@ def reproducibility_statement(run_dir: Path) -> str:
     if state.empty and pairs.empty:
         return ""
     verdict = state.verdict.iloc[0] if len(state) else "No measurement recorded the machine's state."
+    agree = html.escape(reproducibility.agreement_sentence(pairs))
     text = f"**How quiet was the machine?** {html.escape(verdict)}\n\n**Do the numbers reproduce?** " \
-           f"{html.escape(reproducibility.agreement_sentence(pairs))} Every interval spans several fresh processes.\n\n"
+           f"{agree} Every interval spans several fresh processes.\n\n"
     busy = len(state) and (state.busy.iloc[0] > 0 or not pairs.empty and not pairs.agree.all())
     if busy:
         return f"<div style='border:3px solid #c60;background:#fff4e5;padding:8px 12px'>\n\n{text}</div>\n\n"

@@ -123,8 +123,8 @@ def open_run(
     if resolved is not None:
         started = os.environ.get(paths.RESOLVED_ENV, "")
         if started.rsplit(" ", 1)[0] == str(path.resolve()) and started != paths.fingerprint(path):
-            raise params.ParamsError(f"{path} changed since the run started (edited by hand?): the notebooks before "
-                                     "this one measured what it said then; restore it or start the run again")
+            raise params.ParamsError(f"{path} changed since the run started (edited by hand?): the notebooks "
+                                     "before this one measured what it said then; restore it or start again")
         keys = {k: v for k, v in resolved.items() if k in params.FIELDS}
         p = params.validate({**keys, **overrides}, src=str(path))
         path, overrides = Path(resolved["params_file"]), {**resolved["overrides"], **overrides}

@@ -1065,7 +1065,7 @@ def run_procs(run: Path) -> list[str]:
     sys.path.insert(0, str(ROOT / "lib"))
     from cnnbench import paths
 
-    return [f"{pid} {cmd[:60]}" for pid, folder, cmd in paths.run_processes() if folder == str(run)]
+    return [f"{pid} {cmd}" for pid, folder, cmd in paths.run_processes() if folder == str(run)]
 
 
 MEASURING = ["--set", "notebooks=[00_setup,02_scenario_a]", "--set", "models=[mnist_cnn]", "--set",

@@ -28,24 +28,9 @@ from cnnbench.results.runs import load, machine_label, verdict
 
 SEEDS = "seeds"  # the pseudo-run: every device the seeds measured
 PROBE_SAYS_PCT = 5.0  # a row names the CPU's own speed change (probe) from this size on
-SEED_COLUMNS = [
-    "run_a",
-    "run_b",
-    "host_id_a",
-    "host_a",
-    "device_a",
-    "device_b",
-    "table",
-    "model",
-    "phase",
-    "rate_a_img_s",
-    "rate_a_ci95_img_s",
-    "rate_b_img_s",
-    "ratio_b_over_a",
-    "verdict",
-    "comparison",
-    "differs_in",
-]
+SEED_COLUMNS = ["run_a", "run_b", "host_id_a", "host_a", "device_a", "device_b", "table", "model", "phase",
+                "rate_a_img_s", "rate_a_ci95_img_s", "rate_b_img_s", "ratio_b_over_a", "verdict",
+                "comparison", "differs_in"]
 
 
 class Refused(Exception):
@@ -53,8 +38,8 @@ class Refused(Exception):
 
 
 def _run_dir(name: str, outputs: Path) -> Path:
-    """A run given by a plain name (under ``outputs``, as the pipeline names runs) or by the path of its folder, and
-    readable (:func:`cnnbench.results.runs.verdict`, as ``cnnbench report`` judges it); else :class:`Refused`."""
+    """A run given by a plain name (under ``outputs``, as the pipeline names runs) or by its folder's path,
+    and readable (results.runs.verdict, as ``cnnbench report`` judges it); else :class:`Refused`."""
     path = Path(name).expanduser()
     if path.suffix == ".zip":
         raise Refused(f"run '{name}' is a zip: unzip it into {outputs} first (zips are not read in place)")
@@ -66,12 +51,13 @@ def _run_dir(name: str, outputs: Path) -> Path:
                 raise Refused(f"{d.name}: {why}")
             return d.resolve()
     raise Refused(f"unknown run {name!r}: " + (f"{unsafe}, and no run folder at that path" if unsafe else
-                                              f"no run folder (with environment.json) at {outputs / name} or {path}"))
+                                              f"no run folder (with environment.json) at {outputs / name} or "
+                                              f"{path}"))
 
 
 def _folder(option: str, given: str, create: bool) -> Path:
-    """The folder a path option names, or :class:`Refused` in one line: a link loop, a file, a folder that cannot be
-    read, or (``create``) made and written."""
+    """The folder a path option names, or :class:`Refused` in one line: a link loop, a file, a folder that
+    cannot be read, or (``create``) made and written."""
     folder = params.resolved_path(option, given)
     problem = paths.folder_problem(folder, option) if create else "" if folder.is_dir() else (
         f"{option} {folder} is not a folder of runs")
@@ -118,28 +104,13 @@ def seeds_beside(m, run: str) -> pd.DataFrame:
         else pd.DataFrame()
     )
     env = m.environments.get(run, {})
-    rows = [
-        {
-            "run_a": run,
-            "run_b": SEEDS,
-            "host_id_a": env.get("host_id"),
-            "host_a": env.get("host"),
-            "device_a": env.get("device_name"),
-            "device_b": r.b,
-            "table": "scenario_a",
-            "model": r.model,
-            "phase": r.phase,
-            "batch_size": _ours(sa, run, r.model, r.phase, "batch_size"),
-            "rate_a_img_s": r.a_img_s,
-            "rate_a_ci95_img_s": _ours(sa, run, r.model, r.phase, "throughput_ci95_img_s"),
-            "rate_b_img_s": r.b_img_s,
-            "ratio_b_over_a": r.b_img_s / r.a_img_s,
-            "verdict": "not matched",
-            "comparison": "not matched",
-            "differs_in": r.differences,
-        }
-        for r in ours.itertuples()
-    ]
+    rows = [{"run_a": run, "run_b": SEEDS, "host_id_a": env.get("host_id"), "host_a": env.get("host"),
+             "device_a": env.get("device_name"), "device_b": r.b, "table": "scenario_a", "model": r.model,
+             "phase": r.phase, "batch_size": _ours(sa, run, r.model, r.phase, "batch_size"),
+             "rate_a_img_s": r.a_img_s, "rate_a_ci95_img_s": _ours(sa, run, r.model, r.phase,
+                                                                  "throughput_ci95_img_s"),
+             "rate_b_img_s": r.b_img_s, "ratio_b_over_a": r.b_img_s / r.a_img_s, "verdict": "not matched",
+             "comparison": "not matched", "differs_in": r.differences} for r in ours.itertuples()]
     return pd.DataFrame(rows, columns=[*SEED_COLUMNS, "batch_size"])
 
 
@@ -231,45 +202,24 @@ def report(df: pd.DataFrame) -> str:
         r = g.iloc[0]
         side_b = "the seeds' published devices" if b == SEEDS else machine_label(r.device_b, r.host_b)
         moved = compare.probe_change(g)
-        busy = [
-            f"{run}: {verdict[0].lower()}{verdict[1:]}"
-            for run, verdict in ((a, r.get("machine_a", "")), (b, r.get("machine_b", "")))
-            if str(verdict).startswith("The machine was busy")
-        ]
-        lines += [
-            f"{a} ({machine_label(r.device_a, r.host_a)}) -> {b} ({side_b}); rates in images/s with 95% intervals, "
-            "ratio = B / A",
-            *(
-                [
-                    f"the CPU's own speed (probe) moved {moved:+.0f}% from {a} to {b} (median over the rows): "
-                    "a ratio near that is the machine, not the change"
-                ]
-                if math.isfinite(moved)
-                else []
-            ),
-            *busy,
-            *[_line(row) for row in g.to_dict("records")],
-            "",
-        ]
+        busy = [f"{run}: {verdict[0].lower()}{verdict[1:]}" for run, verdict in
+                ((a, r.get("machine_a", "")), (b, r.get("machine_b", "")))
+                if str(verdict).startswith("The machine was busy")]
+        probe = [f"the CPU's own speed (probe) moved {moved:+.0f}% from {a} to {b} (median over the rows): a "
+                 "ratio near that is the machine, not the change"] if math.isfinite(moved) else []
+        head = f"{a} ({machine_label(r.device_a, r.host_a)}) -> {b} ({side_b}); rates in images/s with 95% "
+        lines += [f"{head}intervals, ratio = B / A", *probe, *busy, *map(_line, g.to_dict("records")), ""]
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="cnnbench compare", description=__doc__.split("\n")[0])
-    ap.add_argument(
-        "runs",
-        nargs="+",
-        metavar="RUN",
-        help="run names under the outputs root, run folders, or "
-        "'seeds' (every device seed 000 measured); the first is the reference",
-    )
+    known = ", ".join(("machine", *compare.KNOB_KEYS))
+    ap.add_argument("runs", nargs="+", metavar="RUN", help="run names under the outputs root, run folders, "
+                    "or 'seeds' (every device seed 000 measured); the first is the reference")
     ap.add_argument("--outputs", help="folder holding the runs (default: outputs/ of the workbook)")
     ap.add_argument("--out", help="folder for compare.csv (default: the outputs root)")
-    ap.add_argument(
-        "--keys",
-        help="divide rows differing only in these comma-separated keys (of "
-        f"{', '.join(('machine', *compare.KNOB_KEYS))})",
-    )
+    ap.add_argument("--keys", help=f"divide rows differing only in these comma-separated keys (of {known})")
     args = ap.parse_args(argv)
     try:
         outputs = _folder("--outputs", args.outputs, create=False) if args.outputs else paths.outputs_root()
@@ -277,10 +227,7 @@ def main(argv: list[str] | None = None) -> int:
         keys = tuple(k.strip() for k in args.keys.split(",") if k.strip()) if args.keys else None
         bad = [k for k in keys or () if k not in ("machine", *compare.KNOB_KEYS)]
         if bad or keys == ():
-            raise Refused(
-                f"--keys {args.keys!r}: not keys of a configuration; known: "
-                f"{', '.join(('machine', *compare.KNOB_KEYS))}"
-            )
+            raise Refused(f"--keys {args.keys!r}: not keys of a configuration; known: {known}")
         df = compare_runs(args.runs, outputs, keys)
     except (Refused, params.ParamsError) as err:
         print(f"cnnbench compare: {err}", file=sys.stderr)
@@ -288,12 +235,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         path = write(df, out)
     except OSError as err:
-        print(f"cnnbench compare: {out / 'compare.csv'} cannot be written ({err.strerror or err})", file=sys.stderr)
+        print(f"cnnbench compare: {out / 'compare.csv'} cannot be written ({err.strerror})", file=sys.stderr)
         return 1
     print(report(df))
     kept = len({r.get("compared") for r in results.read_rows(path)} - {df.compared.iloc[0]})
-    print(
-        f"cnnbench compare: {len(df)} row(s) comparing {' and '.join(dict.fromkeys(args.runs))} -> {path} "
-        f"(added to the {kept} other comparison(s) there; a compare of the same runs replaces its rows)"
-    )
+    print(f"cnnbench compare: {len(df)} row(s) comparing {' and '.join(dict.fromkeys(args.runs))} -> {path} "
+          f"(added to the {kept} other comparison(s) there; a compare of the same runs replaces its rows)")
     return 0

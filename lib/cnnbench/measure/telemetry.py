@@ -228,7 +228,7 @@ class Sampler:
         if self._thread is not None:
             self._thread.join()
         self.sample()  # at least one sample per window, however short
-        mine = os.environ.get(paths.LOCK_ENV)  # other runs of this workbook on this machine, once, off the clock
+        mine = os.environ.get(paths.LOCK_ENV)  # other runs of this workbook here: once, off the clock
         self.other_runs = len({folder for _, folder, _ in paths.run_processes() if folder != mine})
 
     def _whole_process_cpu_pct(self) -> float | None:
@@ -337,10 +337,10 @@ def judge(row) -> tuple[str, str]:
     if probe > BUSY_PROBE_SPREAD_PCT:
         reasons.append(f"the CPU's own speed (probe) moved {probe:.0f}% between rounds")
     if _num(row, "stalled_windows") > 0:
-        reasons.append(f"{_num(row, 'stalled_windows'):.0f} window(s) took over {STALL_FACTOR:g}x their steps' "
-                       "median time (the process was stopped or starved)")
+        reasons.append(f"{_num(row, 'stalled_windows'):.0f} window(s) took over {STALL_FACTOR:g}x their "
+                       "steps' median time (the process was stopped or starved)")
     if _num(row, "other_runs_max") > 0:
-        reasons.append(f"another run of this workbook measured on this machine ({_num(row, 'other_runs_max'):.0f})")
+        reasons.append(f"another run of this workbook measured here ({_num(row, 'other_runs_max'):.0f})")
     if reasons:
         return "busy", "; ".join(reasons)
     if all(math.isnan(v) for v in (steal, other)):

@@ -28,7 +28,7 @@ from cnnbench.measure import engine
 
 forkserver = sys.modules.get("multiprocessing.forkserver")
 if forkserver and any(f.f_code is forkserver.main.__code__ for f, _ in traceback.walk_stack(None)):
-    paths.die_with_parent()  # imported by the forkserver (preload): it dies with its kernel, however that dies
+    paths.die_with_parent()  # imported by the forkserver (preload): it dies with its kernel, however it dies
 HOOK_ENV = "CNNBENCH_TEST_WORKER_HOOK"
 _ballast: list[bytearray] = []
 

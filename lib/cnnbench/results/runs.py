@@ -22,26 +22,10 @@ IDENTITY = ("run_name", "host_id", "host")  # added to every merged row
 ALL_RUNS = "*"  # analysis_runs: ["*"] merges every user run of outputs/
 # The parameters that make two runs' configurations differ (shown beside a merge; the rows themselves are
 # matched on their own columns).
-RUN_CONFIG_KEYS = (
-    "models",
-    "image_size",
-    "num_classes",
-    "dataset",
-    "data_mode",
-    "batch_size",
-    "batch_size_per_model",
-    "warmup_steps",
-    "measured_steps",
-    "repeats",
-    "processes",
-    "variants",
-    "lr",
-    "momentum",
-    "phases",
-    "threads",
-    "epoch_images",
-    "epoch_images_per_model",
-)
+RUN_CONFIG_KEYS = ("models", "image_size", "num_classes", "dataset", "data_mode", "batch_size",
+                   "batch_size_per_model", "warmup_steps", "measured_steps", "repeats", "processes",
+                   "variants", "lr", "momentum", "phases", "threads", "epoch_images",
+                   "epoch_images_per_model")
 _SMOKE = re.compile(r"^smoke", re.IGNORECASE)
 
 
@@ -83,8 +67,8 @@ def run_params(run_dir: Path) -> dict:
 
 # The fields of environment.json a report or a comparison reads, with their types (None: not captured)
 ENV_TYPES = {"schema_version": int, "device_name": str, "device_kind": str, "cpu_model": str, "host": str,
-             "host_id": str, "captured_at": str, "git_commit": str, "cpu_physical_cores": int, "torch_threads": int,
-             "git_dirty": bool}
+             "host_id": str, "captured_at": str, "git_commit": str, "cpu_physical_cores": int,
+             "torch_threads": int, "git_dirty": bool}
 
 
 def environment(run_dir: Path) -> dict:
@@ -98,8 +82,8 @@ def environment(run_dir: Path) -> dict:
 
 
 def verdict(run_dir: Path) -> str | None:
-    """Why ``cnnbench report`` and ``cnnbench compare`` refuse a run folder (one reader, one verdict), or None: not
-    a run, a failed run, another results schema, or a file unreadable as this workbook writes it."""
+    """Why ``cnnbench report`` and ``cnnbench compare`` refuse a run folder (one reader, one verdict), or
+    None: not a run, a failed run, another results schema, a file unreadable as this workbook writes it."""
     run_dir = Path(run_dir)
     if not _is_run(run_dir) or not (run_dir / "params.json").is_file():
         return "not a run (no environment.json or params.json); run the pipeline into it first"

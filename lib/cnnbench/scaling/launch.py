@@ -47,7 +47,7 @@ def launch(cmd: list[str], out: Path, timeout_s: float = 900) -> dict:
         stale.unlink(missing_ok=True)
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, env=env,
-                          preexec_fn=paths.die_with_parent if os.name == "posix" else None)  # dies with the kernel
+                          preexec_fn=paths.die_with_parent if os.name == "posix" else None)  # dies with us
     result_file = out / "result.json"
     if proc.returncode != 0 or not result_file.is_file():
         lines = [re.sub(r"^\[rank\d+\]:\s*", "", ln).strip() for ln in (proc.stderr + proc.stdout).splitlines()

@@ -99,12 +99,13 @@ def identity_of(run, model: str, phase: str, hw: Hardware) -> dict:
             "host_heap": heap.effective(p.host_heap)}
 
 
-def beyond_memory(base: engine.Config, c: Candidate, device, _counts: dict = {}) -> Outcome | None:  # noqa: B006
-    """An out-of-memory outcome, not tried, for a batch whose footprint exceeds the memory available now on a device
-    that shares the host's (CPU, MPS), where an allocation may succeed and the step then overcommit until the OOM
-    killer takes the kernel; None where it fits (or the device has memory of its own). The footprint is the
-    workbook's own count (cnnbench.measure.flops, once per model: the activations a training step saves per image,
-    an upper bound for eval) times the batch, plus four copies of the weights (weights, gradients, optimizer)."""
+def beyond_memory(base: engine.Config, c: Candidate, device,
+                  _counts: dict = {}) -> Outcome | None:  # noqa: B006 - the counts of each model, once
+    """An out-of-memory outcome, not tried, for a batch whose footprint exceeds the memory available now on
+    a device sharing the host's (CPU, MPS), where an allocation may succeed and the step then overcommit
+    until the OOM killer takes the kernel; None where it fits (or the device has memory of its own). The
+    footprint is the workbook's own count (cnnbench.measure.flops: the activations a training step saves per
+    image, an upper bound for eval) times the batch, plus 4 x the weights (gradients, optimizer state)."""
     if device.type == "cuda":
         return None
     import psutil
@@ -116,8 +117,8 @@ def beyond_memory(base: engine.Config, c: Candidate, device, _counts: dict = {})
         cx = flops.complexity(*key, with_fvcore=False)
         _counts[key] = (cx.activation_mib * 2**20, cx.param_mib * 2**20)
     need, free = c.batch_size * _counts[key][0] + 4 * _counts[key][1], psutil.virtual_memory().available
-    return None if need <= free else Outcome("oom", error=f"not tried: batch {c.batch_size} needs an estimated "
-                                             f"{need / 2**30:.1f} GiB, {free / 2**30:.1f} GiB available")
+    gib = f"{need / 2**30:.1f} GiB, {free / 2**30:.1f} GiB free"
+    return None if need <= free else Outcome("oom", error=f"not tried: batch {c.batch_size} needs {gib}")
 
 
 def tune_one(run, model: str, phase: str, hw: Hardware, sink, peaks) -> dict:
