@@ -467,9 +467,7 @@ def _has_imagenette(root: Path) -> bool:
 
 
 def num_classes(ds: Dataset) -> int:
-    if isinstance(ds, TinyImageNet):
-        return len(ds.wnids)
-    if isinstance(ds, tvd.Imagenette):
+    if isinstance(ds, (TinyImageNet, tvd.Imagenette)):
         return len(ds.wnids)
     return len(getattr(ds, "classes", [])) or int(max(int(y) for _, y in ds)) + 1
 
@@ -485,17 +483,9 @@ def loader(ds: Dataset, batch_size: int, workers: int, pin_memory: bool, shuffle
     if n is not None and n < batch_size:
         raise DataError(f"the dataset has {n} images, fewer than one batch of {batch_size}: no batch to measure "
                         "(lower the batch size or use more images)")
-    return DataLoader(
-        ds,
-        batch_size=batch_size,
-        shuffle=shuffle,
-        num_workers=workers,
-        pin_memory=pin_memory,
-        drop_last=True,
-        persistent_workers=workers > 0,
-        generator=torch.Generator().manual_seed(seed),
-        worker_init_fn=paths.die_with_parent,  # a loader worker dies with the process it loads for
-    )
+    return DataLoader(ds, batch_size=batch_size, shuffle=shuffle, num_workers=workers, pin_memory=pin_memory,
+                      drop_last=True, persistent_workers=workers > 0, worker_init_fn=paths.die_with_parent,
+                      generator=torch.Generator().manual_seed(seed))  # a worker dies with what it loads for
 
 
 def cycle(dl: DataLoader) -> Iterator:

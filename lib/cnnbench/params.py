@@ -597,13 +597,7 @@ def scratch_data_problem(p: Params, absent_ok: bool = False) -> str:
 
 
 def _check_numbers(src: str, p: Params, check_device: bool) -> None:
-    """Integers that overflow or oversubscribe past reason once a notebook started: threads and seed."""
-    if not 0 <= p.threads <= MAX_THREADS:
-        raise ParamsError(f"{src}: key 'threads' must be 0 (the physical cores) .. {MAX_THREADS}, got {_show(p.threads)}")
-    cpus = os.cpu_count() or 1
-    if check_device and p.threads > THREADS_PER_CPU * cpus:
-        raise ParamsError(f"{src}: key 'threads' {p.threads} is more than {THREADS_PER_CPU} x the {cpus} logical CPUs "
-                          f"here ({THREADS_PER_CPU * cpus})")
+    """Integers that overflow past what torch and numpy take (threads: :func:`_bounds`)."""
     if not 0 <= p.seed <= MAX_SEED:
         raise ParamsError(f"{src}: key 'seed' must be 0 .. 2**32-1 (what torch and numpy accept), got {_show(p.seed)}")
 
@@ -628,7 +622,7 @@ CEILINGS = {
                      "max_batches", "tune_guard_steps", "tune_confirm_warmup_steps", "scratch_mlp_steps",
                      "scratch_op_steps"), (10**6, "a million steps")),
     **dict.fromkeys(("scratch_epochs", "transfer_epochs"), (10**4, "ten thousand epochs")),
-    **dict.fromkeys(("workers", "scaling_world_sizes"), (MAX_THREADS, "no machine has more CPUs")),
+    **dict.fromkeys(("threads", "workers", "scaling_world_sizes"), (MAX_THREADS, "no machine has more CPUs")),
 }
 
 
@@ -656,8 +650,8 @@ def _machine_bounds(p: Params) -> list[tuple[str, Any, int, str]]:
             ("synthetic_images", p.synthetic_images, int(room / 3 / p.image_size**2), f"they take {share}"),
             *((key, bs, int(room / 12 / side[k] ** 2), f"a batch of {side[k]} px fp32 images takes {share}")
               for key, bs, k in batches),
-            ("workers", p.workers, *cores), *(("scaling_world_sizes", w, *cores)
-                                               for w in p.scaling_world_sizes)]
+            ("threads", p.threads, *cores), ("workers", p.workers, *cores),
+            *(("scaling_world_sizes", w, *cores) for w in p.scaling_world_sizes)]
 
 
 def _bounds(src: str, p: Params, check_device: bool) -> None:
@@ -811,8 +805,6 @@ def validate(raw: dict[str, Any], src: str = "params", check_device: bool = True
 
 def _validate_transfer(src: str, p: Params) -> None:
     """The keys of 06 (transfer learning, step phases, profiler, scaling)."""
-    import re
-
     _one_of(src, "optimizer", p.optimizer, OPTIMIZERS)
     _one_of(src, "transfer_dataset", p.transfer_dataset, TRANSFER_DATASETS)
     _one_of(src, "scaling_backend", p.scaling_backend, SCALING_BACKENDS)

@@ -56,14 +56,9 @@ def run_name_for(p: params_mod.Params) -> str:
     return run_name(p, devices.resolve(p.device, p.expect_device))
 
 
-def execute(
-    params_file: Path, overrides: dict, run_dir: Path, notebooks: list[str], timeout_s: int, log=print,
-    budgets: dict | None = None,
-    planned: dict | None = None,
-    example: dict | None = None,
-    sibling: tuple[str, dict] | None = None,
-    progress: Path | None = None,
-) -> list[Path]:
+def execute(params_file: Path, overrides: dict, run_dir: Path, notebooks: list[str], timeout_s: int,
+            log=print, budgets: dict | None = None, planned: dict | None = None, example: dict | None = None,
+            sibling: tuple[str, dict] | None = None, progress: Path | None = None) -> list[Path]:
     """Run ``notebooks`` into ``run_dir/notebooks/``. Raises :class:`NotebookFailed` (for any failure of a
     notebook: an error in a cell, a dead kernel, a notebook file that cannot be read, an executed copy that
     cannot be written). Each executed copy is written whole or not at all: papermill writes a hidden partial
@@ -506,28 +501,17 @@ def _run(args) -> int:
         if problem:
             raise params_mod.ParamsError(f"--set {problem}" if problem.split("'")[1] in overrides else
                                          f"{params_file}: {problem}")
-    except params_mod.ParamsError as err:
-        print(f"cnnbench: {err}", file=sys.stderr)
-        return 2
-    p = _absolute_data_paths(p)
-    missing = [n for n in p.notebooks if not (paths.repo_root() / "notebooks" / f"{n}.ipynb").is_file()]
-    if missing:
-        print(f"cnnbench: notebooks missing from {paths.repo_root() / 'notebooks'}: {', '.join(missing)}", file=sys.stderr)
-        return 2
-    try:
-        outputs = params_mod.resolved_path("--outputs", args.outputs) if args.outputs else \
-            paths.outputs_root()
-    except params_mod.ParamsError as err:
-        print(f"cnnbench: {err}", file=sys.stderr)
-        return 2
-    problem = paths.folder_problem(outputs)
-    if problem:
-        print(f"cnnbench: {problem}", file=sys.stderr)
-        return 2
-    run_dir = outputs / run_name_for(p)
-    try:
+        p, notebooks = _absolute_data_paths(p), paths.repo_root() / "notebooks"
+        missing = [n for n in p.notebooks if not (notebooks / f"{n}.ipynb").is_file()]
+        if missing:
+            raise params_mod.ParamsError(f"notebooks missing from {notebooks}: {', '.join(missing)}")
+        outputs = paths.outputs_root() if not args.outputs else params_mod.resolved_path("--outputs",
+                                                                                         args.outputs)
+        if paths.folder_problem(outputs):
+            raise params_mod.ParamsError(paths.folder_problem(outputs))
+        run_dir = outputs / run_name_for(p)
         lock = paths.RunLock(run_dir).acquire()
-    except paths.RunLocked as err:
+    except (params_mod.ParamsError, paths.RunLocked) as err:
         print(f"cnnbench: {err}", file=sys.stderr)
         return 2
     except OSError as err:

@@ -44,10 +44,9 @@ _HEADING = re.compile(r"^(#{1,2})\s+(.+?)\s*#*\s*$")
 
 
 def _table(rows: dict) -> str:
-    body = "".join(
-        f"<tr><th style='text-align:left'>{html.escape(str(k))}</th><td style='text-align:left'>{html.escape(str(v))}</td></tr>"
-        for k, v in rows.items()
-    )
+    left = "style='text-align:left'"
+    body = "".join(f"<tr><th {left}>{html.escape(str(k))}</th><td {left}>{html.escape(str(v))}</td></tr>"
+                   for k, v in rows.items())
     return f"<table>{body}</table>"
 
 
