@@ -41,12 +41,8 @@ class Shape:
     classes: int
 
 
-SHAPES = {
-    "tiny_imagenet": Shape(3, 64, 200),
-    "imagenette": Shape(3, 160, 10),
-    "mnist": Shape(1, 28, 10),
-    "cifar10": Shape(3, 32, 10),
-}
+SHAPES = {"tiny_imagenet": Shape(3, 64, 200), "imagenette": Shape(3, 160, 10), "mnist": Shape(1, 28, 10),
+          "cifar10": Shape(3, 32, 10)}
 
 # Public archives: url, md5. Tests point these at a loopback server.
 TINY_IMAGENET_URL = ("https://cs231n.stanford.edu/tiny-imagenet-200.zip", "90528d7ca1a48142e341f4ef8d21d0de")
@@ -83,11 +79,8 @@ class TinyImageNet(Dataset):
         self.class_to_idx = {w: i for i, w in enumerate(self.wnids)}
         self.transform = transform
         if split == "train":
-            self.samples = [
-                (p, self.class_to_idx[wnid])
-                for wnid in self.wnids
-                for p in sorted((root / "train" / wnid / "images").glob("*.JPEG"))
-            ]
+            self.samples = [(p, self.class_to_idx[wnid]) for wnid in self.wnids
+                            for p in sorted((root / "train" / wnid / "images").glob("*.JPEG"))]
         elif split == "val":
             annotations = root / "val" / "val_annotations.txt"
             if not annotations.is_file():
@@ -154,7 +147,7 @@ def _unwalkable(root: Path) -> str:
             for e in entries:
                 if e.is_dir():
                     stack.append((Path(e.path), above | {here}))
-                elif not e.is_file() and os.path.lexists(e.path) and os.path.exists(e.path):
+                elif not e.is_file() and os.path.exists(e.path):  # not a dangling link
                     return f"'{e.path}' is not a regular file (a FIFO, socket or device): a read would block"
     return ""
 
@@ -451,7 +444,8 @@ def _open(name: str, root: Path, split: str, tf, download: bool) -> Dataset:
             download_tiny_imagenet(root)
         return TinyImageNet(root, split, tf)
     if name == "imagenette":
-        return tvd.Imagenette(str(root), split=split, size="160px", download=download and not _has_imagenette(root), transform=tf)
+        return tvd.Imagenette(str(root), split=split, size="160px", transform=tf,
+                              download=download and not (root / "imagenette2-160").is_dir())
     if name == "mnist":
         return tvd.MNIST(str(root), train=train, download=download, transform=tf)
     if name == "cifar10":
@@ -460,10 +454,6 @@ def _open(name: str, root: Path, split: str, tf, download: bool) -> Dataset:
         folder = root / split if (root / split).is_dir() else root
         return tvd.ImageFolder(str(folder), transform=tf)
     raise DataError(f"unknown dataset '{name}'")
-
-
-def _has_imagenette(root: Path) -> bool:
-    return (root / "imagenette2-160").is_dir()
 
 
 def num_classes(ds: Dataset) -> int:

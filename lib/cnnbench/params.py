@@ -310,9 +310,8 @@ def _matches(value: Any, tp: Any) -> bool:
         return isinstance(value, list) and all(item is Any or _matches(v, item) for v in value)
     if origin is dict:
         key_t, val_t = typing.get_args(tp)
-        return isinstance(value, dict) and all(
-            _matches(k, key_t) and _matches(v, val_t) for k, v in value.items()
-        )
+        return isinstance(value, dict) and all(_matches(k, key_t) and _matches(v, val_t)
+                                               for k, v in value.items())
     return True
 
 
@@ -487,9 +486,8 @@ def _check_data_folder(src: str, p: Params) -> None:
         raise ParamsError(f"{src}: key 'data_path' is required for dataset '{p.dataset}'")
     root = Path(p.data_path).expanduser()
     if not root.exists() and not p.download:
-        raise ParamsError(
-            f"{src}: key 'data_path': folder {_show(p.data_path)} does not exist (set download: true to fetch it)"
-        )
+        raise ParamsError(f"{src}: key 'data_path': folder {_show(p.data_path)} does not exist (set "
+                          "download: true to fetch it)")
     problem = data.layout_problem(p.dataset, root) if root.exists() else "absent"
     if problem and p.download and p.dataset not in DOWNLOADABLE:
         raise ParamsError(f"{src}: key 'download': {p.dataset} cannot be downloaded (only {', '.join(DOWNLOADABLE)} "
@@ -543,10 +541,8 @@ def _check_scratch(src: str, p: Params) -> None:
         if getattr(p, key) < 0:
             raise ParamsError(f"{src}: key '{key}' must be >= 0, got {getattr(p, key)}")
     if 0 < p.scratch_train_images < p.scratch_batch_size and "mnist_cnn" in p.scratch_models:
-        raise ParamsError(
-            f"{src}: key 'scratch_train_images' ({p.scratch_train_images}) is below scratch_batch_size "
-            f"({p.scratch_batch_size}): no full CNN batch"
-        )
+        raise ParamsError(f"{src}: key 'scratch_train_images' ({p.scratch_train_images}) is below "
+                          f"scratch_batch_size ({p.scratch_batch_size}): no full CNN batch")
     # An absent scratch_data_path is refused by the pipeline before its first notebook and by 05 before any work
     # (scratch_data_problem), so a params file naming real MNIST stays valid on a machine that has not fetched it
     # yet; a folder that is there but holds no MNIST is refused here.
@@ -1025,9 +1021,8 @@ def read_yaml(path: str | Path) -> dict[str, Any]:
     if data is None:
         return {}
     if not isinstance(data, dict):
-        raise ParamsError(
-            f"{path}: expected a mapping of key: value at the top level, got {type(data).__name__}"
-        )
+        raise ParamsError(f"{path}: expected a mapping of key: value at the top level, got "
+                          f"{type(data).__name__}")
     return data
 
 
@@ -1123,14 +1118,6 @@ def table(p: Params):
     import pandas as pd
 
     docs, defaults = describe(), Params()
-    rows = [
-        (
-            key,
-            getattr(p, key),
-            getattr(defaults, key),
-            getattr(p, key) != getattr(defaults, key),
-            docs.get(key, ""),
-        )
-        for key in FIELDS
-    ]
+    rows = [(key, getattr(p, key), getattr(defaults, key), getattr(p, key) != getattr(defaults, key),
+             docs.get(key, "")) for key in FIELDS]
     return pd.DataFrame(rows, columns=["key", "value", "default", "changed", "meaning"]).set_index("key")

@@ -154,13 +154,9 @@ class RunLocked(RuntimeError):
 
 
 def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+    import psutil
+
+    return psutil.pid_exists(pid)
 
 
 @contextlib.contextmanager

@@ -34,7 +34,7 @@ import threading
 import time
 from pathlib import Path
 
-from cnnbench import eta, paths, results
+from cnnbench import eta, freshness, paths, results
 from cnnbench import params as params_mod
 from cnnbench.progress import PROGRESS_ENV
 
@@ -748,8 +748,6 @@ def _analyse_again(run_dir: Path, p: params_mod.Params | None) -> dict[str, Path
 def _analysis_current(folder: Path, read: list[Path]) -> bool:
     """Whether ``folder``'s executed 08 is current (:mod:`cnnbench.freshness`: the files of ``read`` and the
     code unchanged since it ran)."""
-    from cnnbench import freshness
-
     return freshness.current(folder / "notebooks" / f"{ANALYSIS}.ipynb", read, _notebook_path(ANALYSIS))
 
 
@@ -762,15 +760,11 @@ def _analysis_kept(folder: Path, read: list[Path], who: str) -> list[Path]:
 
 
 def _forget_analysis(folder: Path) -> None:
-    from cnnbench import freshness
-
     freshness.forget(folder / "notebooks" / f"{ANALYSIS}.ipynb")
 
 
 def _record_analysis(folder: Path, read: list[Path]) -> None:
     """After 08 was executed into ``folder`` over ``read``: its fingerprint, for :func:`_analysis_kept`."""
-    from cnnbench import freshness
-
     freshness.record(folder / "notebooks" / f"{ANALYSIS}.ipynb", read, _notebook_path(ANALYSIS))
 
 

@@ -130,10 +130,8 @@ def build(notebooks: list[Path], out: Path, title: str, header_md: str) -> Path:
     head = nbformat.v4.new_markdown_cell(f"{header_md}\n\n## Contents\n\n{toc}\n")
     merged = nbformat.v4.new_notebook(cells=[head, *body], metadata={"title": title})
     merged.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    exporter = HTMLExporter(template_name="lab")
-    exporter.exclude_input = True
-    exporter.exclude_input_prompt = True
-    exporter.exclude_output_prompt = True
+    exporter = HTMLExporter(template_name="lab", exclude_input=True, exclude_input_prompt=True,
+                            exclude_output_prompt=True)
     page, _ = exporter.from_notebook_node(merged, resources={"metadata": {"name": title}})
     results.atomic_write_text(out, page.replace("</head>", f"{TABLE_CSS}</head>", 1))
     return out
@@ -215,22 +213,12 @@ def _others(run_dir: Path) -> str:
 def combined_runs(outputs: Path) -> tuple[list[Path], dict[str, str]]:
     """The user runs a combined report merges, and the folders it leaves out with the reason (smoke/test,
     failed and broken runs, the combined analysis itself, runs of another results schema)."""
-    from cnnbench import SCHEMA_VERSION
     from cnnbench.results import runs as results_runs
 
     excluded: dict[str, str] = {}
-    keep = []
-    for d in results_runs.discover(outputs, [results_runs.ALL_RUNS], excluded):
-        try:
-            version = results_runs.environment(d).get("schema_version")
-        except results.CorruptResults as err:
-            excluded[d.name] = f"broken run ({err})"
-            continue
-        if version == SCHEMA_VERSION:
-            keep.append(d)
-        else:
-            excluded[d.name] = f"schema version {version!r} (this workbook reads {SCHEMA_VERSION})"
-    return keep, excluded
+    dirs = results_runs.discover(outputs, [results_runs.ALL_RUNS], excluded)
+    merged = results_runs.load(dirs, excluded, tables=())  # another schema, a broken environment: left out
+    return [d for d in dirs if d.name in merged.runs], merged.excluded
 
 
 def build_combined_report(outputs: Path, analysis_notebook: Path) -> tuple[Path, int]:
@@ -240,10 +228,8 @@ def build_combined_report(outputs: Path, analysis_notebook: Path) -> tuple[Path,
     from cnnbench import analysis
 
     merged = analysis.load(*combined_runs(outputs), tables=())  # the runs and their hosts: no table needed
-    rows = {
-        name: machine_label(env.get("device_name"), env.get("host", env.get("cpu_model")))
-        for name, env in merged.environments.items()
-    }
+    rows = {name: machine_label(env.get("device_name"), env.get("host", env.get("cpu_model")))
+            for name, env in merged.environments.items()}
     runs = merged.runs
     left_out = {name: why for name, why in merged.excluded.items() if name != COMBINED}
     header = (

@@ -81,10 +81,8 @@ def _line(r: dict) -> str:
             f"{r['ratio_b_over_a']:.2f}x; {r['differs_in']}"
         )
     knob = f" [{r['knob']} {r['value_a']} -> {r['value_b']}]" if r["knob"] else ""
-    rates = (
-        f"{_interval(r['rate_a_img_s'], r['rate_a_ci95_img_s'])} -> "
-        f"{_interval(r['rate_b_img_s'], r['rate_b_ci95_img_s'])}"
-    )
+    rates = f"{_interval(r['rate_a_img_s'], r['rate_a_ci95_img_s'])} -> " \
+            f"{_interval(r['rate_b_img_s'], r['rate_b_ci95_img_s'])}"
     if r["verdict"] == "not divided":
         return f"{what}: not divided, differs in {r['differs_in']}"
     ratio = f"{r['ratio_b_over_a']:.2f}x [{r['ratio_ci95_low']:.2f}, {r['ratio_ci95_high']:.2f}]"
@@ -135,10 +133,8 @@ def _nothing_comparable(ok: pd.DataFrame, a: str, b: str) -> str:
     if not have(a) or not have(b):
         empty = a if not have(a) else b
         return f"nothing comparable: run '{empty}' has no ok row in {' or '.join(compare.RATE_TABLES)}"
-    return (
-        f"nothing comparable: '{a}' measured {', '.join(have(a))}; '{b}' measured {', '.join(have(b))} "
-        "(no model and phase in common)"
-    )
+    return (f"nothing comparable: '{a}' measured {', '.join(have(a))}; '{b}' measured {', '.join(have(b))} "
+            "(no model and phase in common)")
 
 
 def compare_runs(names: list[str], outputs: Path, keys: tuple[str, ...] | None = None) -> pd.DataFrame:

@@ -18,7 +18,6 @@ from cnnbench import SCHEMA_VERSION
 from cnnbench.results.files import CorruptResults, read_json
 from cnnbench.results.tables import MERGED, TABLES, read
 
-IDENTITY = ("run_name", "host_id", "host")  # added to every merged row
 ALL_RUNS = "*"  # analysis_runs: ["*"] merges every user run of outputs/
 # The parameters that make two runs' configurations differ (shown beside a merge; the rows themselves are
 # matched on their own columns).
@@ -196,9 +195,8 @@ def load(dirs: list[Path], excluded: dict | None = None, tables: tuple[str, ...]
         try:
             env = environment(d)
             if env.get("schema_version") != SCHEMA_VERSION:
-                excluded[d.name] = (
-                    f"schema version {env.get('schema_version')!r} (this workbook reads {SCHEMA_VERSION})"
-                )
+                excluded[d.name] = f"schema version {env.get('schema_version')!r} (this workbook reads " \
+                                   f"{SCHEMA_VERSION})"
                 continue
             read_tables = _tables_of(d, tables)
             run_params(d)
