@@ -55,7 +55,8 @@ def _hostile(target):
             results.write_rows(csv, [{**r, **{c: SCRIPT if i % 2 else IMG for i, c in enumerate(hit)}} for r in rows])
     nb = run / "notebooks" / "02_scenario_a.ipynb"
     text = json.loads(nb.read_text())
-    text["cells"].append({"cell_type": "markdown", "metadata": {}, "source": f"planted {SCRIPT} {IMG}"})
+    text["cells"].append({"cell_type": "markdown", "metadata": {},
+                          "source": f"planted {SCRIPT} {IMG} [click](javascript:alert(4))"})
     text["cells"][-2].setdefault("outputs", []).append(
         {"output_type": "display_data", "metadata": {}, "data": {"text/html": f"<p>{SCRIPT}{IMG}</p>",
                                                                  "application/javascript": "alert(3)"}})
@@ -74,6 +75,7 @@ def test_a_report_runs_no_script_from_any_run_folder_it_merged(tmp_path, capsys)
     for page in (hostile / "report.html", outputs / "report.html"):
         html = page.read_text()
         assert "<script>alert" not in html and "<img src=x" not in html and "alert(3)" not in html, page
+        assert 'href="javascript:' not in html, page
         assert "&lt;script&gt;alert" in html, page  # shown, as text
 
 

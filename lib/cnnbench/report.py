@@ -73,18 +73,26 @@ SAFE_TAGS = {*"a b i p br dd dl dt em h1 h2 h3 h4 h5 h6 hr li ol ul tr td th pre
 SAFE_ATTRIBUTES = {"*": ["class", "id", "title", "style", "align", "valign", "halign", "colspan", "rowspan",
                          "border"], "a": ["href", "name", "id"]}
 _CODE = re.compile(r"(```.*?```|`[^`\n]*`)", re.S)  # markdown code: shown as text by markdown itself
+_LINK = re.compile(r"(\]\(\s*<?|^\s*\[[^\]\n]+\]:\s*<?)([^\s)>]*)", re.M)  # a markdown link's target
+
+
+def _link(match: re.Match) -> str:
+    """A markdown link kept where its target is relative or http(s)/mailto, else made '#' (javascript:)."""
+    target = re.sub(r"[\s\x00-\x1f]", "", html.unescape(match.group(2))).lower()
+    scheme = target.split(":", 1)[0] if ":" in target.split("/", 1)[0] else ""
+    return match.group(1) + (match.group(2) if scheme in ("", "http", "https", "mailto") else "#")
 
 
 def safe(text: str, markdown: bool = False) -> str:
     """``text`` (HTML, or ``markdown`` outside its code spans) with only :data:`SAFE_TAGS` and their
-    :data:`SAFE_ATTRIBUTES` live (bleach, as nbconvert's own sanitizer uses)."""
+    :data:`SAFE_ATTRIBUTES` live (bleach, as nbconvert's sanitizer uses) and no link that runs a script."""
     import bleach
     from bleach.css_sanitizer import CSSSanitizer
 
     def clean(part: str) -> str:
         out = bleach.clean(part, tags=SAFE_TAGS, attributes=SAFE_ATTRIBUTES, css_sanitizer=CSSSanitizer(),
                            protocols={"http", "https", "mailto"}, strip_comments=True)
-        return out.replace("&gt;", ">").replace("&amp;", "&") if markdown else out  # '>' and '&' open no tag
+        return _LINK.sub(_link, out.replace("&gt;", ">").replace("&amp;", "&")) if markdown else out
 
     parts = _CODE.split(text) if markdown else [text]
     return "".join(p if i % 2 else clean(p) for i, p in enumerate(parts))
