@@ -99,10 +99,8 @@ def _refuse_without_runs(root: Path, analysis_runs: list[str]) -> None:
                      f"then open this notebook again{hint}")
 
 
-def open_run(
-    params_file: str | Path = "", overrides: dict[str, Any] | None = None, run_dir: str | Path = "",
-    needs_runs: bool = False,
-) -> Run:
+def open_run(params_file: str | Path = "", overrides: dict[str, Any] | None = None, run_dir: str | Path = "",
+             needs_runs: bool = False) -> Run:
     """Load and validate the parameters, resolve the device, set CPU threads, create the run folder.
 
     ``params_file`` "" means the run folder's own params.json where ``run_dir`` has one, else
