@@ -168,7 +168,7 @@ def params_file_cases() -> list[Case]:
         Case(k, "a folder", ["--params", "params"]),
         Case(k, "missing file", ["--params", "params/nope.yaml"]),
         Case(k, "binary garbage", setup=write("garbage.yaml", bytes(range(1, 256)) * 4)),
-        Case(k, "duplicate top-level key", setup=write("dup.yaml", SMOKE_TEXT + "batch_size: 99\n")),
+        Case(k, "duplicate top-level key", setup=write("dup.yaml", SMOKE_TEXT + "repeats: 9\n")),
         Case(
             k,
             "duplicate nested key",
