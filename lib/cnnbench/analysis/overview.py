@@ -56,21 +56,14 @@ def headline(run_dir: Path) -> pd.DataFrame:
     a = knobs.default_variant(a[a.status == "ok"])
     roof = results.read(run_dir, "roofline")
     if not roof.empty and "source" in roof:
-        roof = knobs.default_variant(
-            roof[
-                (roof.source == "scenario_a")
-                & roof.get("layer", pd.Series("", roof.index)).fillna("").astype(str).eq("")
-            ]
-        )
+        layer = roof.get("layer", pd.Series("", roof.index)).fillna("").astype(str)
+        roof = knobs.default_variant(roof[(roof.source == "scenario_a") & layer.eq("")])
     rows: dict[tuple, dict] = {}
     for r in a.itertuples():
         row = rows.setdefault((r.model, r.batch_size), {"model": r.model, "batch": r.batch_size})
         row[f"{r.phase} images/s"] = with_interval(r.throughput_img_s, r.throughput_ci95_img_s)
-        at = (
-            roof[(roof.model == r.model) & (roof.phase == r.phase) & (roof.batch_size == r.batch_size)]
-            if not roof.empty
-            else roof
-        )
+        at = roof[(roof.model == r.model) & (roof.phase == r.phase) & (roof.batch_size == r.batch_size)] \
+            if not roof.empty else roof
         if len(at):
             row[f"{r.phase} of roof"] = f"{100 * float(at.efficiency.iloc[0]):.0f}% ({at.bound.iloc[0]})"
     return pd.DataFrame(list(rows.values()))
@@ -88,7 +81,7 @@ def roof_sentence(run_dir: Path) -> str:
     spread = f" (spread {100 * spread:.1f}% over its calls)" if pd.notna(spread) else ""
     return (
         f"**The roof** (measured, fp32): {top.peak_gflops:,.1f} GFLOP/s compute{spread}, "
-        f"{top.bandwidth_gbs:,.1f} GB/s from {top.get('level', 'main memory')}, ridge at "
+        f"{top.bandwidth_gbs:,.1f} GB/s from {html.escape(str(top.get('level', 'main memory')))}, ridge at "
         f"{top.peak_gflops / top.bandwidth_gbs:.1f} FLOP/byte."
     )
 
@@ -99,19 +92,12 @@ def fastest(run_dir: Path) -> pd.DataFrame:
     if t.empty or "row_kind" not in t:
         return pd.DataFrame()
     best = t[t.row_kind == "best"]
-    return pd.DataFrame(
-        [
-            {
-                "model": r.model,
-                "phase": r.phase,
-                "configuration": r.config,
-                "images/s (95% interval)": with_interval(r.throughput_img_s, r.throughput_ci95_img_s),
-                "speedup over default": speedup_text(r.speedup_x, r.speedup_ci95_x),
-                "of compute roof": f"{r.compute_roof_pct:.0f}%" if math.isfinite(r.compute_roof_pct) else "?",
-            }
-            for r in best.itertuples()
-        ]
-    )
+    return pd.DataFrame([{"model": r.model, "phase": r.phase, "configuration": r.config,
+                          "images/s (95% interval)": with_interval(r.throughput_img_s,
+                                                                   r.throughput_ci95_img_s),
+                          "speedup over default": speedup_text(r.speedup_x, r.speedup_ci95_x),
+                          "of compute roof": f"{r.compute_roof_pct:.0f}%" if math.isfinite(r.compute_roof_pct)
+                          else "?"} for r in best.itertuples()])
 
 
 def seeds(run_dir: Path) -> pd.DataFrame:
@@ -125,19 +111,14 @@ def seeds(run_dir: Path) -> pd.DataFrame:
     beside = published_beside_ours(a.assign(run_name=Path(run_dir).name))
     if beside.empty:
         return beside
-    return pd.DataFrame(
-        {
-            "model": beside.model,
-            "published by": beside.source.str.replace("published by ", ""),
-            "their train images/s": beside.published_train_img_s,
-            "our train images/s (95% interval)": [with_interval(v, c) for v, c in
-                                                   zip(beside.ours_train_img_s, beside.ours_train_ci95_img_s,
-                                                       strict=True)],
-            "ours / theirs": (beside.ours_train_img_s / beside.published_train_img_s).round(1).astype(str)
-            + "x",
-            "differences": beside.differences,
-        }
-    )
+    ours = [with_interval(v, c) for v, c in zip(beside.ours_train_img_s, beside.ours_train_ci95_img_s,
+                                                  strict=True)]
+    source = beside.source.str.replace("published by ", "")
+    return pd.DataFrame({"model": beside.model, "published by": source,
+                         "their train images/s": beside.published_train_img_s,
+                         "our train images/s (95% interval)": ours,
+                         "ours / theirs": (beside.ours_train_img_s / beside.published_train_img_s).round(1)
+                         .astype(str) + "x", "differences": beside.differences})
 
 
 def _html_table(df: pd.DataFrame) -> str:
@@ -155,9 +136,8 @@ def _part(name: str, make, say) -> str:
 def _rates(df: pd.DataFrame) -> str:
     if df.empty:
         return ""
-    return (
-        f"**Headline rates** (02: fp32, NCHW, eager; interval over fresh processes):\n\n{_html_table(df)}\n\n"
-    )
+    what = "(02: fp32, NCHW, eager; interval over fresh processes)"
+    return f"**Headline rates** {what}:\n\n{_html_table(df)}\n\n"
 
 
 def _best(df: pd.DataFrame) -> str:
@@ -168,20 +148,15 @@ def _seeds(df: pd.DataFrame) -> str:
     if df.empty:
         return ""
     differ = "".join(f"<li>{html.escape(d)}</li>" for d in df.differences.unique())
-    return (
-        "**Beside the seeds** (published on the same class of device; not matched: what differs is listed below "
-        f"the table):\n\n{_html_table(df.drop(columns='differences'))}\n\n<ul>{differ}</ul>\n\n"
-    )
+    table = _html_table(df.drop(columns="differences"))
+    return ("**Beside the seeds** (published on the same class of device; not matched: what differs is "
+            f"listed below the table):\n\n{table}\n\n<ul>{differ}</ul>\n\n")
 
 
 def summary_html(run_dir: Path, machine: str, quiet: str) -> str:
     """The summary section (markdown with HTML tables), headed "Summary"."""
-    return "".join(
-        [
-            f"## Summary\n\n**The machine:** {html.escape(machine)}\n\n{quiet}",
-            _part("headline rates", lambda: headline(run_dir), _rates),
-            _part("roof", lambda: roof_sentence(run_dir), lambda text: text + "\n\n"),
-            _part("fastest configuration", lambda: fastest(run_dir), _best),
-            _part("seeds", lambda: seeds(run_dir), _seeds),
-        ]
-    )
+    return "".join([f"## Summary\n\n**The machine:** {html.escape(machine)}\n\n{quiet}",
+                    _part("headline rates", lambda: headline(run_dir), _rates),
+                    _part("roof", lambda: roof_sentence(run_dir), lambda text: text + "\n\n"),
+                    _part("fastest configuration", lambda: fastest(run_dir), _best),
+                    _part("seeds", lambda: seeds(run_dir), _seeds)])

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -33,7 +34,8 @@ import pandas as pd
 import psutil
 import torch
 
-from cnnbench import devices
+from cnnbench import devices, paths
+from cnnbench.measure.timing import STALL_FACTOR
 
 _NVML_THROTTLE = {
     0x1: "gpu_idle", 0x2: "app_clocks", 0x4: "sw_power_cap", 0x8: "hw_slowdown", 0x10: "sync_boost",
@@ -200,6 +202,8 @@ class Sampler:
         if self._thread is not None:
             self._thread.join()
         self.sample()  # at least one sample per window, however short
+        mine = os.environ.get(paths.LOCK_ENV)  # other runs of this workbook here: once, off the clock
+        self.other_runs = len({folder for _, folder, _ in paths.run_processes() if folder != mine})
 
     def _whole_process_cpu_pct(self) -> float | None:
         start, end = getattr(self, "_enter_cpu", None), self._last_cpu
@@ -237,6 +241,7 @@ class Sampler:
             out["util_process_cpu_mean_pct"] = whole
         out.setdefault("util_device_mean_pct", float("nan"))
         out["telemetry_samples"] = len(self.values("util_cpu_pct"))
+        out["other_runs_max"] = getattr(self, "other_runs", 0)
         out["gpu_throttle_reasons"] = ",".join(sorted(self.throttle))
         if self.power_source:
             out["gpu_power_source"] = self.power_source
@@ -305,12 +310,17 @@ def judge(row) -> tuple[str, str]:
     probe = _num(row, "probe_spread_pct")
     if probe > BUSY_PROBE_SPREAD_PCT:
         reasons.append(f"the CPU's own speed (probe) moved {probe:.0f}% between rounds")
+    if _num(row, "stalled_windows") > 0:
+        reasons.append(f"{_num(row, 'stalled_windows'):.0f} window(s) took over {STALL_FACTOR:g}x their "
+                       "steps' median time (the process was stopped or starved)")
+    if _num(row, "other_runs_max") > 0:
+        reasons.append(f"another run of this workbook measured here ({_num(row, 'other_runs_max'):.0f})")
     if reasons:
         return "busy", "; ".join(reasons)
     if all(math.isnan(v) for v in (steal, other)):
         return "unknown", "no host telemetry"
-    return "quiet", f"steal {0.0 if math.isnan(steal) else steal:.1f}%, other processes " \
-                    f"{0.0 if math.isnan(other) else other:.0f}%"
+    return "quiet", (f"steal {'not measured' if math.isnan(steal) else f'{steal:.1f}%'}, other processes "
+                     f"{'not measured' if math.isnan(other) else f'{other:.0f}%'}")
 
 
 _PROBE: dict = {}
