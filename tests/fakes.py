@@ -44,6 +44,7 @@ class FakeGPU(CudaBackend):
     gpu_name = "Fake GPU"
     nvml = None  # a fake pynvml module for telemetry and energy, or None: no NVML
     nvml_index = 0  # which of NVML's GPUs this device is
+    gpus_here = 1  # devices of its kind on this machine
     clock = None  # the events' time source (a fake clock), or None: every event at 0
     peaks: list = []  # peak_device_mem_mib values the allocator reports, one per read (the last one repeats)
     log: list = []
@@ -58,6 +59,10 @@ class FakeGPU(CudaBackend):
     @classmethod
     def present(cls) -> bool:
         return True
+
+    @classmethod
+    def count(cls) -> int:
+        return cls.gpus_here
 
     def name(self) -> str:
         return self.gpu_name

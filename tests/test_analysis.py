@@ -143,7 +143,7 @@ def test_findings_are_computed_per_run_from_the_data(outputs):
     assert "colab: eval/train throughput ratio ranges 2.0-3.0x" in text
     assert "Largest cross-device speedup: resnet18 train at batch 128 (fp32 nchw), colab (Tesla T4) vs laptop " \
            "(Intel Core): 30.00x" in text
-    assert "colab: highest achieved rate among the 4 of 4 measurements precise to +-10%: resnet18 eval (fp32, " \
+    assert "colab: highest achieved rate among the 4 of 4 measurements precise to +-10%: resnet18 eval (fp32 " \
            "nchw), 600.0 GFLOP/s" in text
 
 

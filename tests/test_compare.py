@@ -150,7 +150,7 @@ def test_cli_refuses_unknown_broken_and_incompatible_runs_in_one_line(tmp_path, 
     make_run(outputs, "other", "cpu", "Intel Core", {("resnet50", "train"): 5.0}, extra={"threads": 1})
     _refused(*_compare(capsys, "a", "other", "--outputs", outputs), "no model and phase in common")
     (outputs / "b" / "environment.json").write_text("[1, 2]")
-    _refused(*_compare(capsys, "a", "b", "--outputs", outputs), "broken run: b (")
+    _refused(*_compare(capsys, "a", "b", "--outputs", outputs), "b: broken run (")
     _refused(*_compare(capsys, "a", "a", "--outputs", outputs, "--keys", "colour"), "--keys 'colour'")
     assert not (outputs / "compare.csv").exists()
 

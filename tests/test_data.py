@@ -461,3 +461,63 @@ def test_an_empty_image_folder_does_not_suggest_a_download(tmp_path):
     (tmp_path / "empty").mkdir()
     assert "download" not in data.layout_problem("imagefolder", tmp_path / "empty")
     assert "download: true" in data.layout_problem("cifar10", tmp_path / "empty")
+
+
+# --- issue 30: a folder a walk or read cannot finish, and a download with no network, refused before any work ---
+
+def _folder_of_images(root, classes=2, images=3):
+    for c in range(classes):
+        for i in range(images):
+            jpeg(root / f"c{c}" / f"{i}.png", seed=c * 10 + i)
+    return root
+
+
+def test_a_fifo_in_a_class_folder_is_refused_at_validation(tmp_path):
+    """Issue 30: a FIFO named x.png passed validation and blocked a loader worker until cell_timeout_s (an hour)."""
+    import os
+    import time
+
+    from cnnbench.params import ParamsError
+
+    root = _folder_of_images(tmp_path / "imgs")
+    os.mkfifo(root / "c1" / "x.png")
+    start = time.monotonic()
+    with pytest.raises(ParamsError) as err:
+        _load(tmp_path, f"dataset: imagefolder\nnum_classes: 2\nbatch_size: 2\ndata_path: {root}\n")
+    assert "x.png" in str(err.value) and "not a regular file" in str(err.value) and time.monotonic() - start < 30
+
+
+def test_symlink_loops_in_a_class_folder_are_refused_at_validation(tmp_path):
+    """Issue 30: two `-> .` links in a class folder made ImageFolder walk without end."""
+    import os
+
+    from cnnbench.params import ParamsError
+
+    root = _folder_of_images(tmp_path / "imgs")
+    os.symlink(".", root / "c0" / "loop1")
+    os.symlink(".", root / "c0" / "loop2")
+    with pytest.raises(ParamsError) as err:
+        _load(tmp_path, f"dataset: imagefolder\nnum_classes: 2\nbatch_size: 2\ndata_path: {root}\n")
+    assert "loop" in str(err.value) and "c0" in str(err.value)
+
+
+def test_a_download_whose_host_does_not_answer_fails_before_the_first_notebook(tmp_path, monkeypatch, capsys):
+    """Issue 30: download: true with no network failed after 25 s from inside a notebook; it fails in one line before
+    any, naming the host and the folder to put the files in by hand (a loopback port that refuses)."""
+    import socket
+
+    from cnnbench import pipeline
+    from conftest import ROOT
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed when the block ends: connecting is refused
+    monkeypatch.setattr(data, "TINY_IMAGENET_URL", (f"http://127.0.0.1:{port}/tiny-imagenet-200.zip", "0" * 32))
+    monkeypatch.setattr(pipeline, "execute", lambda *a, **k: pytest.fail("a notebook ran"))
+    folder = tmp_path / "tiny"
+    code = pipeline.main(["--params", str(ROOT / "params" / "smoke.yaml"), "--outputs", str(tmp_path / "out"),
+                          "--set", "dataset=tiny_imagenet", "--set", f"data_path={folder}", "--set", "download=true",
+                          "--set", "num_classes=200", "--set", "notebooks=[00_setup, 02_scenario_a]"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1, err
+    assert f"127.0.0.1:{port}" in err and str(folder) in err and "by hand" in err, err

@@ -158,7 +158,7 @@ def test_the_text_says_the_interval_is_over_processes_as_the_runner_computes_it(
     from cnnbench.measure import engine, runner, timing
 
     state = runner._Config.__new__(runner._Config)
-    state.cfg = engine.Config(model="m", phase="train", batch_size=10, image_size=8, num_classes=2)
+    state.cfg = engine.Config.of("m", "train", 8, 2, batch_size=10)
     state.key, state.rows, state.failure, state.attempts = {"model": "m"}, {}, None, 2
     state.windows = [{"process": p, "repeat": r, "steps": 10, "images": 100, "window_time_s": t,
                       "probe_img_s": math.nan} for p, times in ((1, (1.0, 1.0)), (2, (1.25, 1.25)))

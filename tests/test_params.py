@@ -1,3 +1,4 @@
+import os
 import re
 
 import pytest
@@ -547,3 +548,86 @@ def test_a_params_file_that_cannot_be_read_is_refused_in_one_line(tmp_path):
     with pytest.raises(ParamsError) as err:
         params.load("/proc/self/mem", check_device=False)
     assert one_line(err).startswith("/proc/self/mem: params file cannot be read (Input/output error)")
+
+
+# --- issue 30: every value that sizes time, memory or processes is bounded before any work ---------------------
+
+SMOKE = ROOT / "params" / "smoke.yaml"
+
+
+def _set_refused(*pairs: str) -> str:
+    with pytest.raises(ParamsError) as err:
+        params.load(SMOKE, params.parse_overrides(pairs), overrides_src="--set")
+    return one_line(err)
+
+
+@pytest.mark.parametrize("pair, key", [
+    ("window_s=1.0e+9", "window_s"), ("repeats=1000000000", "repeats"), ("telemetry_interval_s=1.0e+15",
+                                                                       "telemetry_interval_s"),
+    ("measured_steps=1000000000", "measured_steps"), ("matmul_size=1000000", "matmul_size"),
+    ("stream_mb=100000000", "stream_mb"), ("tune_max_batch_size=1073741824", "tune_max_batch_size"),
+    ("workers=1000000000000000", "workers"), ("processes=1000000000", "processes"),
+    ("max_processes=1000000000", "max_processes"), ("cell_timeout_s=100000000", "cell_timeout_s"),
+    ("batch_size_per_model={mnist_cnn: 1000000000, squeezenet1_1: 8}", "batch_size_per_model.mnist_cnn"),
+    ("synthetic_images=1000000000000", "synthetic_images"), ("scaling_world_sizes=[1, 100000]",
+                                                             "scaling_world_sizes"),
+    ("tune_budget_s=1.0e+12", "tune_budget_s"), ("phase_max_s=1.0e+12", "phase_max_s"),
+])
+def test_a_value_that_sizes_time_memory_or_processes_has_an_upper_bound(pair, key):
+    """Issue 30: each of these was accepted and failed, hung or crashed later inside a notebook (a 31-year
+    window, a 4 TB matrix, 48 loader workers on 2 cores, a batch of 2**30 that the OOM killer ended)."""
+    msg = _set_refused(pair)
+    assert msg.startswith(f"--set key '{key}'") and "at most" in msg, msg
+
+
+def test_memory_bounds_come_from_this_machine():
+    import psutil
+
+    total = psutil.virtual_memory().total
+    n = int((total / 12) ** 0.5)  # three n x n fp32 matrices fill the machine: refused; a tenth of it fits
+    assert "of this machine's" in _set_refused(f"matmul_size={n}")
+    params.load(SMOKE, {"matmul_size": n // 4})
+    assert f"{os.cpu_count()} logical CPUs" in _set_refused(f"workers={4 * os.cpu_count() + 1}")
+    params.load(SMOKE, {"workers": os.cpu_count()})
+
+
+def test_set_errors_name_set_whichever_key_the_message_starts_with():
+    """Issue 30: the message named the params file, not --set, when another key led it."""
+    assert _set_refused("scratch_batch_size=1000000").startswith("--set ")
+    assert _set_refused("max_processes=1").startswith("--set ")  # below the file's processes: 2
+    key = "k" * 10_000
+    msg = _set_refused(f"{key}=1")
+    assert msg.startswith("--set unknown key 'kkkk") and len(msg) < 400
+
+
+def test_a_variant_key_at_the_top_level_is_told_to_go_under_variants(write_yaml):
+    with pytest.raises(ParamsError) as err:
+        params.load(write_yaml("precision: fp16\n"))
+    assert "variants" in one_line(err) and "precision" in one_line(err)
+
+
+@pytest.mark.parametrize("key, value", [("models", "[mnist_cnn, mnist_cnn]"), ("phases", "[train, train]"),
+                                        ("tune_models", "[mnist_cnn, mnist_cnn]"),
+                                        ("sweep", "{mnist_cnn: [8, 8]}")])
+def test_a_list_naming_the_same_entry_twice_is_refused(key, value):
+    """Issue 30: measured twice, or silently folded; refused, before any work."""
+    msg = _set_refused(f"{key}={value}")
+    assert msg.startswith(f"--set key '{key}") and "twice" in msg
+
+
+def test_a_device_index_on_the_cpu_is_refused():
+    assert "cpu:3" in _set_refused("device=cpu:3")
+    assert "cpu:1" in _set_refused("transfer_devices=[cpu:1]")
+
+
+def test_a_key_set_twice_on_the_command_line_is_refused():
+    with pytest.raises(ParamsError) as err:
+        params.parse_overrides(["seed=1", "seed=2"])
+    assert one_line(err).startswith("--set") and "'seed'" in one_line(err) and "twice" in one_line(err)
+
+
+def test_a_merge_key_given_twice_is_refused(write_yaml):
+    text = "a: &a {resnet18: 8}\nb: &b {resnet18: 16}\nbatch_size_per_model:\n  <<: *a\n  <<: *b\n"
+    with pytest.raises(ParamsError) as err:
+        params.read_yaml(write_yaml(text))
+    assert "'<<'" in one_line(err) and "lines 4 and 5" in one_line(err)

@@ -14,7 +14,7 @@ import time
 import nbformat
 import pytest
 
-from cnnbench import paths, pipeline
+from cnnbench import data, paths, pipeline
 from conftest import ROOT
 
 SMOKE = ROOT / "params" / "smoke.yaml"
@@ -76,6 +76,7 @@ def test_every_notebook_gets_the_parameters_resolved_when_the_run_started(tmp_pa
     monkeypatch.setenv("CNNBENCH_ROOT", str(root))
     monkeypatch.setenv("PYTHONPATH", str(ROOT / "lib"))
     monkeypatch.chdir(caller)  # data_path is relative: to the caller's folder, where it was validated
+    monkeypatch.setattr(data, "download_problem", lambda name, folder: "")  # as if MNIST's host answered
     outputs = tmp_path / "out"
     code = pipeline.main(["--params", str(yaml), "--outputs", str(outputs), "--set", "seed=3",
                           "--set", "notebooks=[00_setup, 01_complexity]", "--no-report"])
@@ -88,6 +89,26 @@ def test_every_notebook_gets_the_parameters_resolved_when_the_run_started(tmp_pa
     assert seen[1]["params_file"] == str(yaml) and seen[1]["overrides"]["seed"] == 3  # provenance kept
     recorded = json.loads((outputs / "r" / "params.json").read_text())
     assert recorded["params_file"] == str(yaml) and recorded["batch_size"] == 16 and recorded["seed"] == 3
+
+
+def test_a_runs_params_json_edited_between_notebooks_stops_the_run_in_one_line(tmp_path, monkeypatch, capsys):
+    """Issue 30: params.json edited by hand between notebooks of one run: 02 measured the edited models with no
+    word, while environment.json said otherwise. The next notebook is refused instead."""
+    edit = ("import pathlib\np = pathlib.Path(run_dir, 'params.json')\n"
+            "p.write_text(p.read_text().replace('\"batch_size\": 16', '\"batch_size\": 32'))")
+    root = _workbook(tmp_path, {"00_setup": [SEEN.format(nb="00"), edit], "01_complexity": [SEEN.format(nb="01")]})
+    yaml = tmp_path / "mine.yaml"
+    yaml.write_text("device: cpu\nrun_name: r\nthreads: 1\nmodels: [mnist_cnn]\nbatch_size: 16\n")
+    monkeypatch.setenv("CNNBENCH_ROOT", str(root))
+    monkeypatch.setenv("PYTHONPATH", str(ROOT / "lib"))
+    outputs = tmp_path / "out"
+    code = pipeline.main(["--params", str(yaml), "--outputs", str(outputs), "--set",
+                          "notebooks=[00_setup, 01_complexity]", "--no-report"])
+    err = capsys.readouterr().err
+    assert code == 1 and '"batch_size": 32' in (outputs / "r" / "params.json").read_text()
+    _one_line(err, "01_complexity", "params.json changed since the run started")
+    assert not (outputs / "r" / "seen_01.json").exists()
+    assert "params.json changed" in (outputs / "r" / "FAILED.txt").read_text()
 
 
 def test_open_run_of_a_resolved_set_reads_it_and_a_params_file_still_works(tmp_path):
@@ -548,3 +569,52 @@ def test_every_refusal_of_a_locked_run_names_the_run_the_holder_and_what_to_do(t
             attempt()
         assert err.value._render_traceback_() == [str(err.value)]
         _says_who_and_what_to_do(str(err.value), os.getppid())
+
+
+# --- issue 30: processes die with their run, however it dies, and a new run names those of an earlier one ------
+
+def test_a_new_run_names_the_leftover_processes_of_an_earlier_run(tmp_path, monkeypatch, capsys):
+    """Issue 30: a worker left under PID 1 by a killed run burned a core for minutes, and every later run measured
+    under that load without a word."""
+    left = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"],
+                            env={**os.environ, paths.LOCK_ENV: str(tmp_path / "earlier")})
+    monkeypatch.setattr(pipeline, "execute", _fake_execute(None))
+    try:
+        code = pipeline.main(["--params", str(SMOKE), "--outputs", str(tmp_path), "--no-report"])
+    finally:
+        left.kill()
+    out = capsys.readouterr().out
+    line = next((ln for ln in out.splitlines() if str(left.pid) in ln), "")
+    assert code == 0 and "earlier" in line and "still run" in line and f"kill {left.pid}" in line, out
+
+
+def _processes_of(run_dir) -> list:
+    return [p for p in paths.run_processes() if p[1] == str(run_dir)]
+
+
+@pytest.mark.slow
+def test_a_run_killed_with_sigkill_to_its_group_leaves_no_process_behind(tmp_path):
+    """Issue 30: `timeout -s KILL` (a CI cancel, a scheduler) to the pipeline's process group left the kernel's
+    forkserver and a measuring worker under PID 1, the worker burning a core for 6+ minutes: the kernel runs in a
+    session of its own, out of the group's reach. Every process of the run is gone 10 s after the kill."""
+    run_dir = tmp_path / "out" / "killed"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "cnnbench", "--params", str(SMOKE), "--outputs", str(tmp_path / "out"),
+         "--run-name", "killed", "--set", "notebooks=[00_setup, 02_scenario_a]", "--set", "measured_steps=0",
+         "--set", "window_s=60", "--set", "repeats=1", "--set", "models=[mnist_cnn]"],
+        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline and len([p for p in _processes_of(run_dir) if "forkserver" in p[2]]) < 2:
+            assert proc.poll() is None, "the pipeline ended before a worker measured"
+            time.sleep(1)
+        measuring = _processes_of(run_dir)
+        assert len([p for p in measuring if "forkserver" in p[2]]) >= 2, measuring  # the forkserver and a worker
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    time.sleep(10)
+    left = _processes_of(run_dir)
+    for pid, *_ in left:  # not to burn the machine's cores for the tests after this one
+        os.kill(pid, signal.SIGKILL)
+    assert not left, f"alive 10 s after the kill: {left} (were: {measuring})"

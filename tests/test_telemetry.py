@@ -174,3 +174,68 @@ def test_sync_boost_is_a_decoded_throttle_reason(fake_gpu):
     with telemetry.Sampler(torch.device("cpu"), 0.01) as s:
         pass
     assert s.summary()["gpu_throttle_reasons"] == "sw_power_cap,sync_boost"
+
+
+# --- issue 30: a stopped window, an empty reading and a concurrent run are seen by the verdict -------------------
+
+def test_an_empty_reading_is_not_measured_never_zero():
+    """Issue 30: eval windows shorter than the telemetry period read nothing, and the verdict said 'steal 0.0%,
+    other processes 0%'."""
+    state, note = telemetry.judge({"cpu_steal_mean_pct": 0.5, "util_other_cpu_mean_pct": float("nan")})
+    assert state == "quiet" and "other processes not measured" in note and "0%" not in note.split("steal")[1]
+    assert telemetry.judge({})[0] == "unknown"
+
+
+def test_a_window_stopped_inside_is_flagged_and_the_machine_called_busy():
+    """Issue 30: a process stopped (SIGSTOP) for 60 s inside a measured window kept its 92 s window in the rate and
+    the verdict named nothing. Here a real SIGSTOP of this process for 1.5 s inside a window of 10 steps."""
+    import os
+    import signal
+    import subprocess
+    import time
+
+    from cnnbench.measure import timing
+
+    def busy(seconds=0.03):
+        end = time.perf_counter() + seconds
+        while time.perf_counter() < end:
+            pass
+
+    def step(state={"n": 0}):  # noqa: B006 - a counter across calls
+        state["n"] += 1
+        if state["n"] == 13:  # in the second window
+            subprocess.Popen(["sh", "-c", f"sleep 1.5; kill -CONT {os.getpid()}"])
+            os.kill(os.getpid(), signal.SIGSTOP)
+        busy()
+
+    timer = timing.StepTimer(torch.device("cpu"))
+    times, walls = [], []
+    for _ in range(3):
+        t, wall = timer.window(step, 10)
+        times += t
+        walls.append(wall)
+    row = timing.summarize(times, walls, [10, 10, 10], 8)
+    assert row["stalled_windows"] == 1 and walls[1] > 1.5, walls
+    state, note = telemetry.judge({**row, "cpu_steal_mean_pct": 0.0, "util_other_cpu_mean_pct": 1.0})
+    assert state == "busy" and "stopped or starved" in note, note
+
+
+def test_the_verdict_sees_another_run_of_this_workbook_measuring_at_the_same_time(tmp_path, monkeypatch):
+    """Issue 30: two pipelines started together judged each other's rows 'quiet'."""
+    import subprocess
+    import sys
+
+    from cnnbench import paths
+
+    monkeypatch.setenv(paths.LOCK_ENV, str(tmp_path / "mine"))
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"],
+                             env={**__import__("os").environ, paths.LOCK_ENV: str(tmp_path / "other")})
+    try:
+        with telemetry.Sampler(torch.device("cpu"), 0.05) as s:
+            __import__("time").sleep(0.2)
+        row = s.summary()
+    finally:
+        other.kill()
+    assert row["other_runs_max"] == 1
+    state, note = telemetry.judge({**row, "cpu_steal_mean_pct": 0.0, "util_other_cpu_mean_pct": 0.0})
+    assert state == "busy" and "another run of this workbook" in note, note

@@ -585,13 +585,12 @@ def test_scaling_rows_efficiency_and_loss_check_with_a_fake_launcher(tmp_path):
     assert len(pd.read_csv(tmp_path / timelines.FILE)) == 2 * 3 + 4  # machine-wide metrics once per run
 
 
-def test_a_failed_launch_is_a_row_and_nccl_beyond_the_gpus_is_unavailable(tmp_path, monkeypatch):
+def test_a_failed_launch_is_a_row_and_nccl_beyond_the_gpus_is_unavailable(tmp_path, fake_gpu):
     def launcher(cmd, out):
         raise scaling.LaunchFailed("RuntimeError: worker died")
 
     p = p_of(scaling_world_sizes=[1, 64], scaling_backend="nccl")
     run = types.SimpleNamespace(params=p, device=CPU, threads=2, dir=tmp_path, path=lambda n: tmp_path / n)
-    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
     rows = scaling.run_all(run, launcher=launcher, log=lambda *_: None)
     assert [r["status"] for r in rows] == ["error", "unavailable"] and "worker died" in rows[0]["error"]
 

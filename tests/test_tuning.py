@@ -464,3 +464,39 @@ def test_a_search_line_says_a_row_kind_once_where_its_stage_has_the_same_name():
     assert line == "  tuning resnet18 train: guard fp32 nchw 12.0 img/s"
     race = search_line("resnet18", "train", {"row_kind": "race", "stage": "numerics", "config": "bf16 nchw"})
     assert race.startswith("  tuning resnet18 train: race numerics bf16 nchw")
+
+
+def test_the_out_of_memory_back_off_stays_inside_the_memory_this_machine_has(tmp_path, monkeypatch):
+    """Issue 30: tune_max_batch_size 2**30 on a CPU: the back-off reached a batch whose allocation succeeded and
+    whose step then overcommitted; the OOM killer took the kernel at 21.5 GB. A batch whose footprint, estimated
+    from the workbook's own counts (cnnbench.measure.flops: activations saved per image), exceeds the memory
+    available is never tried."""
+    import types
+
+    import psutil
+
+    from cnnbench.measure import flops
+
+    cpu = torch.device("cpu")
+    base = engine.config(params.load(ROOT / "params" / "smoke.yaml"), "mnist_cnn", "train")
+    cx = flops.complexity("mnist_cnn", base.image_size, base.num_classes, with_fvcore=False)
+    room = (64.5 * cx.activation_mib + 4 * cx.param_mib) * 2**20  # a machine with room for a batch of 64
+    real = psutil.virtual_memory()
+    monkeypatch.setattr(psutil, "virtual_memory", lambda: types.SimpleNamespace(available=room, total=real.total))
+    out = experiment.beyond_memory(base, Setting(batch_size=1024), cpu)
+    assert out.status == "oom" and "not tried" in out.error and "GiB" in out.error
+    assert experiment.beyond_memory(base, Setting(batch_size=16), cpu) is None
+    tried = []
+
+    def window(base, c, device, protocol, window_s):
+        tried.append(c.batch_size)
+        return Outcome("ok", 1000.0 * c.batch_size, 1.0, extra={"measured_steps": 3})
+
+    monkeypatch.setattr(search, "window", window)
+    over = {"tune_models": ["mnist_cnn"], "tune_budget_s": 1.0, "tune_min_batch_size": 8, "tune_max_batch_size": 1024,
+            "tune_compile_modes": ["off"], "tune_confirm_window_s": 0.05, "tune_confirm_top": 1,
+            "tune_guard_steps": 2, "repeats": 1}
+    run = cnnbench.open_run(ROOT / "params" / "smoke.yaml", over, tmp_path / "run")
+    best = cnnbench.tuning.tune(run).query("row_kind == 'best'").iloc[0]
+    assert tried and max(tried) <= 64 and best.batch_size_limit <= 64, (tried, best.batch_size_limit_note)
+    assert "out of memory at 1024" in best.batch_size_limit_note

@@ -23,6 +23,8 @@ from torchvision import transforms as T
 from torchvision.datasets.folder import default_loader
 from torchvision.datasets.utils import download_url
 
+from cnnbench import paths
+
 MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 
 
@@ -39,12 +41,8 @@ class Shape:
     classes: int
 
 
-SHAPES = {
-    "tiny_imagenet": Shape(3, 64, 200),
-    "imagenette": Shape(3, 160, 10),
-    "mnist": Shape(1, 28, 10),
-    "cifar10": Shape(3, 32, 10),
-}
+SHAPES = {"tiny_imagenet": Shape(3, 64, 200), "imagenette": Shape(3, 160, 10), "mnist": Shape(1, 28, 10),
+          "cifar10": Shape(3, 32, 10)}
 
 # Public archives: url, md5. Tests point these at a loopback server.
 TINY_IMAGENET_URL = ("https://cs231n.stanford.edu/tiny-imagenet-200.zip", "90528d7ca1a48142e341f4ef8d21d0de")
@@ -81,11 +79,8 @@ class TinyImageNet(Dataset):
         self.class_to_idx = {w: i for i, w in enumerate(self.wnids)}
         self.transform = transform
         if split == "train":
-            self.samples = [
-                (p, self.class_to_idx[wnid])
-                for wnid in self.wnids
-                for p in sorted((root / "train" / wnid / "images").glob("*.JPEG"))
-            ]
+            self.samples = [(p, self.class_to_idx[wnid]) for wnid in self.wnids
+                            for p in sorted((root / "train" / wnid / "images").glob("*.JPEG"))]
         elif split == "val":
             annotations = root / "val" / "val_annotations.txt"
             if not annotations.is_file():
@@ -128,6 +123,8 @@ def layout_problem(name: str, root: str | Path) -> str:
     root = Path(root).expanduser()
     if not root.is_dir():
         return f"'{root}' is not a folder"
+    if _unwalkable(root):
+        return _unwalkable(root)
     if not any(root.iterdir()):
         if name == "imagefolder":  # nothing to download it from
             return f"folder '{root}' is empty (point data_path at a folder of class folders of images)"
@@ -135,6 +132,43 @@ def layout_problem(name: str, root: str | Path) -> str:
     check = {"tiny_imagenet": _tiny_problem, "imagenette": _imagenette_problem, "mnist": _mnist_problem,
              "cifar10": _cifar_problem, "imagefolder": _image_folder_problem}.get(name)
     return check(root) if check else ""
+
+
+def _unwalkable(root: Path) -> str:
+    """What in the folder ``root`` a directory walk or a read cannot finish, or "": a link back to a folder
+    above it (a loop: ImageFolder's walk never ends), a FIFO, socket or device (a read blocks, never ends)."""
+    stack = [(root, frozenset())]
+    while stack:
+        folder, above = stack.pop()
+        here = (folder.stat().st_dev, folder.stat().st_ino)
+        if here in above:
+            return f"'{folder}' links back to a folder above it: a loop that a directory walk never leaves"
+        with os.scandir(folder) as entries:
+            for e in entries:
+                if e.is_dir():
+                    stack.append((Path(e.path), above | {here}))
+                elif not e.is_file() and os.path.exists(e.path):  # not a dangling link
+                    return f"'{e.path}' is not a regular file (a FIFO, socket or device): a read would block"
+    return ""
+
+
+def download_problem(name: str, folder) -> str:
+    """Why ``download: true`` cannot fetch dataset ``name`` from here (its host does not answer within 10 s),
+    naming the folder to put its files in by hand; "" when it answers."""
+    import socket
+    from urllib.parse import urlsplit
+
+    url = {"tiny_imagenet": TINY_IMAGENET_URL[0], "imagenette": tvd.Imagenette._ARCHIVES["160px"][0],
+           "mnist": tvd.MNIST.mirrors[0], "cifar10": tvd.CIFAR10.url,
+           "oxford_pet": tvd.OxfordIIITPet._RESOURCES[0][0]}[name]
+    where = urlsplit(url)
+    host = (where.hostname or "", where.port or (443 if where.scheme == "https" else 80))
+    try:
+        socket.create_connection(host, timeout=10).close()
+    except OSError as err:
+        return (f"download: true cannot reach {host[0]}:{host[1]} ({err.strerror or err}) to fetch {name}; "
+                f"put its files in '{folder}' by hand (from {url}), or run where that host answers")
+    return ""
 
 
 def _wrong(name: str, root: Path, expected: str) -> str:
@@ -410,7 +444,8 @@ def _open(name: str, root: Path, split: str, tf, download: bool) -> Dataset:
             download_tiny_imagenet(root)
         return TinyImageNet(root, split, tf)
     if name == "imagenette":
-        return tvd.Imagenette(str(root), split=split, size="160px", download=download and not _has_imagenette(root), transform=tf)
+        return tvd.Imagenette(str(root), split=split, size="160px", transform=tf,
+                              download=download and not (root / "imagenette2-160").is_dir())
     if name == "mnist":
         return tvd.MNIST(str(root), train=train, download=download, transform=tf)
     if name == "cifar10":
@@ -421,14 +456,8 @@ def _open(name: str, root: Path, split: str, tf, download: bool) -> Dataset:
     raise DataError(f"unknown dataset '{name}'")
 
 
-def _has_imagenette(root: Path) -> bool:
-    return (root / "imagenette2-160").is_dir()
-
-
 def num_classes(ds: Dataset) -> int:
-    if isinstance(ds, TinyImageNet):
-        return len(ds.wnids)
-    if isinstance(ds, tvd.Imagenette):
+    if isinstance(ds, (TinyImageNet, tvd.Imagenette)):
         return len(ds.wnids)
     return len(getattr(ds, "classes", [])) or int(max(int(y) for _, y in ds)) + 1
 
@@ -444,16 +473,9 @@ def loader(ds: Dataset, batch_size: int, workers: int, pin_memory: bool, shuffle
     if n is not None and n < batch_size:
         raise DataError(f"the dataset has {n} images, fewer than one batch of {batch_size}: no batch to measure "
                         "(lower the batch size or use more images)")
-    return DataLoader(
-        ds,
-        batch_size=batch_size,
-        shuffle=shuffle,
-        num_workers=workers,
-        pin_memory=pin_memory,
-        drop_last=True,
-        persistent_workers=workers > 0,
-        generator=torch.Generator().manual_seed(seed),
-    )
+    return DataLoader(ds, batch_size=batch_size, shuffle=shuffle, num_workers=workers, pin_memory=pin_memory,
+                      drop_last=True, persistent_workers=workers > 0, worker_init_fn=paths.die_with_parent,
+                      generator=torch.Generator().manual_seed(seed))  # a worker dies with what it loads for
 
 
 def cycle(dl: DataLoader) -> Iterator:

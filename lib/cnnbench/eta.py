@@ -66,10 +66,13 @@ def _process_s(p, step_s: float, steps_per_window: int = 0, repeats: int = 0) ->
 
 
 def _runs_on(name: str, kind: str) -> bool:
-    """Whether a backend or device named ``name`` (numpy, torch_cuda, cupy, mps, ...) runs on a ``kind`` machine
-    (others end in an "unavailable" row at once)."""
-    needs = "cuda" if ("cuda" in name or name == "cupy") else "mps" if "mps" in name else "cpu"
-    return needs in ("cpu", kind)
+    """Whether a from-scratch backend (numpy, torch_cuda, cupy, ...) or a device (cpu, cuda:1, mps) runs on a
+    ``kind`` machine: the host's always (others end in an "unavailable" row at once)."""
+    from cnnbench import devices
+    from cnnbench.params import SCRATCH_BACKENDS
+
+    needs = SCRATCH_BACKENDS.get(name, name.split(":")[0])
+    return needs == kind or devices.backend_class(devices.backend(needs).kind).on_host
 
 
 def budget_model(p, notebook: str, kind: str = "cpu") -> tuple[int, float, float] | None:
@@ -129,7 +132,11 @@ def example_record(p, device_kind: str, example_dir) -> dict[str, float]:
         return {}
     ours = json.loads(json.dumps(dataclasses.asdict(p), default=str))
     same = all(ours.get(k) == v for k, v in theirs.items() if k not in _NOT_TIMED and k in ours)
-    if device_kind != "cpu" or not same:
+    try:
+        theirs_kind = json.loads((example_dir / "environment.json").read_text()).get("device_kind")
+    except (OSError, ValueError):
+        theirs_kind = None
+    if device_kind != theirs_kind or not same:  # the example's times hold for its own kind of device only
         return {}
     out = {}
     for nb in sorted((example_dir / "notebooks").glob("*.ipynb")):

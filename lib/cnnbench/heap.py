@@ -3,17 +3,14 @@
 glibc's malloc serves every block above its mmap threshold (at most 32 MiB) with a fresh ``mmap`` and unmaps it
 when it is freed, and it returns the top of its heap to the OS once more than the trim threshold is free. A
 training step allocates and frees the same activations every step, so with these defaults every step faults its
-memory back in, page by page. On this project's 2-core VM, ResNet-50 training at batch 128 and 64 px took about
-300,000 minor page faults a step (1.2 GB), 18% of the step, and how much they cost moved with the state of the host
-and of the process: a long-lived process that had run other models before faulted less and ran 7-13% faster than a
-fresh one, which is why 07's in-process confirmation of the default disagreed with 02 and 03.
+memory back in, page by page, and how much that costs depends on the host and on the process's history (a
+long-lived process that ran other models faults less than a fresh one).
 
 - ``keep`` (the default): ``mallopt(M_MMAP_MAX, 0)`` and ``mallopt(M_TRIM_THRESHOLD, max)``. Freed memory stays in
   the process and is reused; a step in steady state faults (almost) no page, in a fresh worker and in a long-lived
   process alike. This is what a long-running trainer gets from jemalloc or tcmalloc, the allocators PyTorch's
   CPU launcher (``python -m torch.backends.xeon.run_cpu``) preloads. The process's memory no longer shrinks
-  after a large configuration, and its resident peak rose by 1-6% in 02's
-  workers on the 2-core VM (heap fragmentation).
+  after a large configuration, and its resident peak can rise a little (heap fragmentation).
 - ``system``: the C library's own behaviour, as a plain training script has it.
 
 Only glibc (Linux) has these switches; elsewhere (macOS, musl, Windows) the setting in force is ``system``, and

@@ -34,22 +34,10 @@ DOWNLOADABLE = ("tiny_imagenet", "imagenette", "mnist", "cifar10")  # public dat
 TRANSFER_DATASETS = ("synthetic", "oxford_pet", "imagefolder")
 SCALING_BACKENDS = ("auto", "gloo", "nccl")
 # The pipeline's notebooks in order; the analysis stays last and merges every experiment family before it.
-NOTEBOOKS = (
-    "00_setup",
-    "01_complexity",
-    "02_scenario_a",
-    "03_batch_sweep",
-    "04_roofline",
-    # 05: from-scratch backends (cnnbench.scratch)
-    "05_backends",
-    # 06: transfer learning and scaling (cnnbench.transfer)
-    "06_transfer",
-
-    # 07: configuration search (cnnbench.tuning)
-    "07_tuning",
-
-    "08_analysis",
-)
+# 05: from-scratch backends (cnnbench.scratch); 06: transfer learning and scaling (cnnbench.transfer); 07:
+# configuration search (cnnbench.tuning)
+NOTEBOOKS = ("00_setup", "01_complexity", "02_scenario_a", "03_batch_sweep", "04_roofline", "05_backends",
+             "06_transfer", "07_tuning", "08_analysis")
 # The shortest telemetry sampling period: psutil's CPU counters tick every 10 ms, and a faster sampler loops
 # on the measured cores (1e-12 s halved mnist_cnn's rate in the issue 21 barrage).
 MIN_TELEMETRY_INTERVAL_S = 0.01
@@ -272,13 +260,6 @@ FIELDS = {f.name: f for f in dataclasses.fields(Params)}
 _HINTS = typing.get_type_hints(Params)
 
 
-def default(key: str) -> Any:
-    """The default value of params key ``key``: what every other place that needs it (engine.Protocol,
-    tuning.search.Settings) takes, instead of declaring it again."""
-    f = FIELDS[key]
-    return f.default if f.default is not dataclasses.MISSING else f.default_factory()
-
-
 def describe() -> dict[str, str]:
     """Key -> the comment documenting it, read from this file (the schema is the documentation), or the knob's own.
 
@@ -317,9 +298,8 @@ def _matches(value: Any, tp: Any) -> bool:
         return isinstance(value, list) and all(item is Any or _matches(v, item) for v in value)
     if origin is dict:
         key_t, val_t = typing.get_args(tp)
-        return isinstance(value, dict) and all(
-            _matches(k, key_t) and _matches(v, val_t) for k, v in value.items()
-        )
+        return isinstance(value, dict) and all(_matches(k, key_t) and _matches(v, val_t)
+                                               for k, v in value.items())
     return True
 
 
@@ -491,9 +471,8 @@ def _check_data_folder(src: str, p: Params) -> None:
         raise ParamsError(f"{src}: key 'data_path' is required for dataset '{p.dataset}'")
     root = Path(p.data_path).expanduser()
     if not root.exists() and not p.download:
-        raise ParamsError(
-            f"{src}: key 'data_path': folder {_show(p.data_path)} does not exist (set download: true to fetch it)"
-        )
+        raise ParamsError(f"{src}: key 'data_path': folder {_show(p.data_path)} does not exist (set "
+                          "download: true to fetch it)")
     problem = data.layout_problem(p.dataset, root) if root.exists() else "absent"
     if problem and p.download and p.dataset not in DOWNLOADABLE:
         raise ParamsError(f"{src}: key 'download': {p.dataset} cannot be downloaded (only {', '.join(DOWNLOADABLE)} "
@@ -548,10 +527,8 @@ def _check_scratch(src: str, p: Params) -> None:
         if getattr(p, key) < 0:
             raise ParamsError(f"{src}: key '{key}' must be >= 0, got {getattr(p, key)}")
     if 0 < p.scratch_train_images < p.scratch_batch_size and "mnist_cnn" in p.scratch_models:
-        raise ParamsError(
-            f"{src}: key 'scratch_train_images' ({p.scratch_train_images}) is below scratch_batch_size "
-            f"({p.scratch_batch_size}): no full CNN batch"
-        )
+        raise ParamsError(f"{src}: key 'scratch_train_images' ({p.scratch_train_images}) is below "
+                          f"scratch_batch_size ({p.scratch_batch_size}): no full CNN batch")
     # An absent scratch_data_path is refused by the pipeline before its first notebook and by 05 before any work
     # (scratch_data_problem), so a params file naming real MNIST stays valid on a machine that has not fetched it
     # yet; a folder that is there but holds no MNIST is refused here.
@@ -568,6 +545,19 @@ def run_data_problem(p: Params) -> str:
             and not Path(p.transfer_data_path).expanduser().exists()):
         return (f"key 'transfer_data_path': folder {_show(p.transfer_data_path)} does not exist (set download: true "
                 "to fetch oxford_pet)")
+    from cnnbench import data  # a download whose host does not answer: before, not inside, a notebook
+
+    pets = "06_transfer" in p.notebooks and p.transfer_dataset == "oxford_pet"
+    fetched = [("data_path", p.dataset, p.data_path, p.dataset in DOWNLOADABLE),
+               ("scratch_data_path", "mnist", p.scratch_data_path,
+                "05_backends" in p.notebooks and p.scratch_dataset == "mnist"),
+               ("transfer_data_path", "oxford_pet", p.transfer_data_path,
+                pets and not Path(p.transfer_data_path, "oxford-iiit-pet").is_dir())]
+    for key, name, folder, used in fetched if p.download else []:
+        absent = used and (name == "oxford_pet" or data.layout_problem(name, folder))
+        why = absent and data.download_problem(name, folder)
+        if why:
+            return f"key '{key}': {why}"
     return ""
 
 
@@ -589,15 +579,80 @@ def scratch_data_problem(p: Params, absent_ok: bool = False) -> str:
 
 
 def _check_numbers(src: str, p: Params, check_device: bool) -> None:
-    """Integers that overflow or oversubscribe past reason once a notebook started: threads and seed."""
-    if not 0 <= p.threads <= MAX_THREADS:
-        raise ParamsError(f"{src}: key 'threads' must be 0 (the physical cores) .. {MAX_THREADS}, got {_show(p.threads)}")
-    cpus = os.cpu_count() or 1
-    if check_device and p.threads > THREADS_PER_CPU * cpus:
-        raise ParamsError(f"{src}: key 'threads' {p.threads} is more than {THREADS_PER_CPU} x the {cpus} logical CPUs "
-                          f"here ({THREADS_PER_CPU * cpus})")
+    """Integers that overflow past what torch and numpy take (threads: :func:`_bounds`)."""
     if not 0 <= p.seed <= MAX_SEED:
         raise ParamsError(f"{src}: key 'seed' must be 0 .. 2**32-1 (what torch and numpy accept), got {_show(p.seed)}")
+
+
+def _unknown_key(key: str) -> str:
+    if key in KNOBS:
+        return f"unknown key {key!r}: it is set per variant; put it under variants: [{{{key}: ...}}]"
+    return f"unknown key {_show(key)}; {_suggest(key, list(FIELDS), 'keys')}"
+
+
+# Upper bounds of every key that sizes time, memory or processes, checked before any work (issue 30): a
+# documented ceiling here; where the device is checked, also a share of this machine (_machine_bounds).
+MEMORY_SHARE = 0.5  # of the machine's memory, what one buffer a key sizes may take (the rest: OS, torch, run)
+CEILINGS = {
+    **dict.fromkeys(("window_s", "phase_window_s", "phase_max_s", "tune_confirm_window_s", "explore_warmup_s",
+                     "explore_window_s", "explore_max_s"), (3600, "an hour")),
+    **dict.fromkeys(("adapt_budget_s", "tune_budget_s", "cell_timeout_s"), (86400, "a day")),
+    "telemetry_interval_s": (10, "a window of seconds gets its samples"),
+    **dict.fromkeys(("repeats", "processes", "max_processes", "peak_repeats", "scaling_repeats",
+                     "tune_confirm_top"), (1000, "a thousand")),
+    **dict.fromkeys(("warmup_steps", "measured_steps", "phase_steps", "profile_steps", "scaling_steps",
+                     "max_batches", "tune_guard_steps", "tune_confirm_warmup_steps", "scratch_mlp_steps",
+                     "scratch_op_steps"), (10**6, "a million steps")),
+    **dict.fromkeys(("scratch_epochs", "transfer_epochs"), (10**4, "ten thousand epochs")),
+    **dict.fromkeys(("threads", "workers", "scaling_world_sizes"), (MAX_THREADS, "no machine has more CPUs")),
+}
+
+
+def _machine_bounds(p: Params) -> list[tuple[str, Any, int, str]]:
+    """(key, value, bound, why) of each value sized by this machine: a buffer (one batch of fp32 input images,
+    three square fp32 matrices, the bandwidth sweep's working set, the synthetic images) within MEMORY_SHARE
+    of its memory (psutil), the processes it starts within THREADS_PER_CPU x its logical CPUs."""
+    import psutil
+
+    total, cpus = psutil.virtual_memory().total, os.cpu_count() or 1
+    room, share = MEMORY_SHARE * total, f"{MEMORY_SHARE:.0%} of this machine's {total / 2**30:.1f} GiB"
+    side = {"": p.image_size, "transfer": max(p.image_size, p.transfer_image_size), "scratch": 28}
+    batches = [("batch_size", p.batch_size, ""), ("tune_max_batch_size", p.tune_max_batch_size, ""),
+               ("tune_guard_batch_size", p.tune_guard_batch_size, ""),
+               ("scaling_batch_size", p.scaling_batch_size, ""),
+               *((f"batch_size_per_model.{m}", bs, "") for m, bs in p.batch_size_per_model.items()),
+               *((f"sweep.{m}", bs, "") for m, sizes in p.sweep.items() for bs in sizes),
+               *(("transfer_batch_sizes", bs, "transfer") for bs in p.transfer_batch_sizes),
+               ("phase_batch_size", p.phase_batch_size, "transfer"),
+               ("profile_batch_size", p.profile_batch_size, "transfer"),
+               ("scratch_batch_size", p.scratch_batch_size, "scratch")]
+    cores = (THREADS_PER_CPU * cpus, f"{THREADS_PER_CPU} x the {cpus} logical CPUs here")
+    return [("matmul_size", p.matmul_size, int((room / 12) ** 0.5), f"three such fp32 matrices take {share}"),
+            ("stream_mb", p.stream_mb, int(room / 2**21), f"twice that, the sweep's buffer, takes {share}"),
+            ("synthetic_images", p.synthetic_images, int(room / 3 / p.image_size**2), f"they take {share}"),
+            *((key, bs, int(room / 12 / side[k] ** 2), f"a batch of {side[k]} px fp32 images takes {share}")
+              for key, bs, k in batches),
+            ("threads", p.threads, *cores), ("workers", p.workers, *cores),
+            *(("scaling_world_sizes", w, *cores) for w in p.scaling_world_sizes)]
+
+
+def _bounds(src: str, p: Params, check_device: bool) -> None:
+    """Issue 30, before any work: each key within its bound (CEILINGS, and this machine's where the device is
+    checked), no list naming an entry twice (measured twice), no device index on the CPU or MPS."""
+    entries = [(k, v, bound, why) for k, (bound, why) in CEILINGS.items()
+               for v in (getattr(p, k) if isinstance(getattr(p, k), list) else [getattr(p, k)])]
+    for key, value, bound, why in entries + (_machine_bounds(p) if check_device else []):
+        if value > bound:
+            raise ParamsError(f"{src}: key '{key}' must be at most {bound:,} ({why}), got {_show(value)}")
+    lists = [(k, getattr(p, k)) for k, tp in _HINTS.items() if typing.get_origin(tp) is list]
+    for key, values in [*lists, *((f"sweep.{m}", v) for m, v in p.sweep.items())]:
+        twice = next((v for i, v in enumerate(values) if v in values[:i]), None)
+        if twice is not None and key != "variants":  # two identical variants: an A/A measurement
+            raise ParamsError(f"{src}: key '{key}' names {_show(twice)} twice: measured once, list it once")
+    for key, spec in [("device", p.device), *(("transfer_devices", d) for d in p.transfer_devices)]:
+        if re.fullmatch(r"(cpu|mps):\d+", spec.strip().lower()):
+            raise ParamsError(f"{src}: key '{key}' is {_show(spec)}: the {spec[:3].upper()} has no index; "
+                              f"use {spec.split(':')[0]}")
 
 
 def _as_hinted(value: Any, tp: Any) -> Any:
@@ -616,11 +671,8 @@ def validate(raw: dict[str, Any], src: str = "params", check_device: bool = True
             f"{src}: expected a mapping of key: value at the top level, got {type(raw).__name__}"
         )
     for key, value in raw.items():
-        if key in KNOBS and key not in FIELDS:
-            raise ParamsError(f"{src}: key '{key}' is set per variant: put it under 'variants', e.g. "
-                              f"variants: [{{{key}: {_show(value)}}}]")
         if key not in FIELDS:
-            raise ParamsError(f"{src}: unknown key {_show(key)}; {_suggest(key, list(FIELDS), 'keys')}")
+            raise ParamsError(f"{src}: {_unknown_key(key)}")
         tp = _HINTS[key]
         if not _matches(value, tp):
             raise ParamsError(f"{src}: {_mismatch(key, value, tp)}")
@@ -632,6 +684,7 @@ def validate(raw: dict[str, Any], src: str = "params", check_device: bool = True
     if p.run_name and safe_name_error(p.run_name):
         raise ParamsError(f"{src}: key 'run_name': {safe_name_error(p.run_name)}")
     _check_numbers(src, p, check_device)
+    _bounds(src, p, check_device)
     if not p.models:
         raise ParamsError(f"{src}: key 'models' must name at least one model")
     if not p.notebooks:
@@ -763,8 +816,6 @@ def _check_on_device(src: str, p: Params, hw) -> None:
 
 def _validate_transfer(src: str, p: Params) -> None:
     """The keys of 06 (transfer learning, step phases, profiler, scaling)."""
-    import re
-
     _one_of(src, "optimizer", p.optimizer, OPTIMIZERS)
     _one_of(src, "transfer_dataset", p.transfer_dataset, TRANSFER_DATASETS)
     _one_of(src, "scaling_backend", p.scaling_backend, SCALING_BACKENDS)
@@ -901,17 +952,18 @@ class _ParamsLoader(yaml.SafeLoader):
     def _no_duplicates(self, node) -> None:
         seen: dict[Any, int] = {}
         for key_node, _ in node.value:
-            if key_node.tag == "tag:yaml.org,2002:merge" or not isinstance(key_node, yaml.ScalarNode):
-                continue  # '<<' merges keys that explicit ones may override; a non-scalar key is refused later
+            if not isinstance(key_node, yaml.ScalarNode):
+                continue  # refused later; '<<' (below) merges keys that explicit ones may override
+            merge = key_node.tag == "tag:yaml.org,2002:merge"
             try:
-                key = self.construct_object(key_node)
+                key = "<<" if merge else self.construct_object(key_node)
                 hash(key)
             except Exception:  # noqa: BLE001 - construction reports it with its position afterwards
                 key = (key_node.tag, key_node.value)
             line = key_node.start_mark.line + 1
             if key in seen:
-                raise _YamlLimit(f"duplicate key {_show(key)} at lines {seen[key]} and {line} (the last would "
-                                 "silently win)")
+                raise _YamlLimit(f"duplicate key {_show(key)} at lines {seen[key]} and {line} (" + (
+                    "merge several with '<<: [*a, *b]'" if merge else "the last would silently win") + ")")
             seen[key] = line
 
 
@@ -935,6 +987,8 @@ def parse_overrides(pairs: typing.Iterable[str], src: str = "--set") -> dict[str
         key, sep, value = pair.partition("=")
         if not sep or not key.strip():
             raise ParamsError(f"{src} {_show(pair)}: expected key=value")
+        if key.strip() in out:
+            raise ParamsError(f"{src} {_show(pair)}: key {key.strip()!r} is given twice (the last would win)")
         try:
             out[key.strip()] = _load_yaml(value)
         except yaml.YAMLError as err:
@@ -993,10 +1047,20 @@ def read_yaml(path: str | Path) -> dict[str, Any]:
     if data is None:
         return {}
     if not isinstance(data, dict):
-        raise ParamsError(
-            f"{path}: expected a mapping of key: value at the top level, got {type(data).__name__}"
-        )
+        raise ParamsError(f"{path}: expected a mapping of key: value at the top level, got "
+                          f"{type(data).__name__}")
     return data
+
+
+def resolved_path(option: str, given: str, resolve=lambda p: Path(p).expanduser().resolve()) -> Path:
+    """``resolve(given)`` (the path option ``option`` names), or a one-line ParamsError: a link to itself (a
+    RuntimeError before Python 3.13, OSError ELOOP after), a name too long."""
+    try:
+        return resolve(given)
+    except (OSError, RuntimeError) as err:
+        why = "a link that points back to itself" if "loop" in str(err).lower() else (
+            getattr(err, "strerror", None) or str(err))
+        raise ParamsError(f"{option} {_show(given)}: cannot be followed ({why})") from None
 
 
 _KEY_IN_ERROR = re.compile(r"key '([A-Za-z_0-9]+)")
@@ -1008,17 +1072,22 @@ def load(path: str | Path, overrides: dict[str, Any] | None = None, check_device
     about a key set by ``overrides`` names ``overrides_src`` (``--set`` on the command line), not the file, or the
     option the user typed for that key when ``override_names`` has one (``{"run_name": "--run-name"}``)."""
     overrides = overrides or {}
+    unknown = next((k for k in overrides if k not in FIELDS), None)
+    if unknown is not None:
+        raise ParamsError(f"{overrides_src} {_unknown_key(unknown)}")
     try:
         p = validate({**read_yaml(path), **overrides}, src=str(path), check_device=check_device)
     except ParamsError as err:
-        found = _KEY_IN_ERROR.search(str(err))
-        if found and found.group(1) in overrides:
-            rest = str(err).removeprefix(f"{path}: ")
-            key = found.group(1)
+        rest = str(err).removeprefix(f"{path}: ")
+        found = _KEY_IN_ERROR.search(rest)
+        key = found.group(1) if found else ""
+        if key in overrides:
             label = (override_names or {}).get(key)
             if label and rest.startswith(f"key '{key}'"):
                 raise ParamsError(f"{label}{rest.removeprefix(f'key {key!r}')}") from None
             raise ParamsError(f"{label or overrides_src} {rest}") from None
+        if any(re.search(rf"(?<!\w){re.escape(k)}(?!\w)", rest) for k in overrides):  # another key it names
+            raise ParamsError(f"{overrides_src} {rest}") from None
         raise
     if "batch_size" in overrides:
         _refuse_shadowed_batch_size(p, overrides_src)
@@ -1075,14 +1144,6 @@ def table(p: Params):
     import pandas as pd
 
     docs, defaults = describe(), Params()
-    rows = [
-        (
-            key,
-            getattr(p, key),
-            getattr(defaults, key),
-            getattr(p, key) != getattr(defaults, key),
-            docs.get(key, ""),
-        )
-        for key in FIELDS
-    ]
+    rows = [(key, getattr(p, key), getattr(defaults, key), getattr(p, key) != getattr(defaults, key),
+             docs.get(key, "")) for key in FIELDS]
     return pd.DataFrame(rows, columns=["key", "value", "default", "changed", "meaning"]).set_index("key")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import errno
 import os
 import re
@@ -57,8 +58,57 @@ def outputs_root() -> Path:
     return repo_root() / "outputs"
 
 
+def folder_problem(outputs: Path, option: str = "--outputs") -> str:
+    """Why the folder ``option`` names cannot be written (a file, not creatable, not writable), or ""."""
+    if outputs.exists() and not outputs.is_dir():
+        return f"{option} {outputs} is a file, not a folder"
+    try:
+        outputs.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        return f"{option} {outputs} cannot be created ({err.strerror or err})"
+    if not os.access(outputs, os.W_OK | os.X_OK):
+        return f"{option} {outputs} is not writable"
+    return ""
+
+
 LOCK_ENV = "CNNBENCH_RUN_LOCK"  # set by the process holding a run's lock, so its own kernels pass through
+RESOLVED_ENV = "CNNBENCH_RESOLVED"  # fingerprint of params.json when a pipeline run started (run.open_run)
+
+
+def fingerprint(path: str | Path) -> str:
+    """``path`` (resolved) with the SHA-256 of its content: what :data:`RESOLVED_ENV` holds."""
+    import hashlib
+
+    path = Path(path).resolve()
+    return f"{path} {hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else ''}"
 LOCK_UNREADABLE_STALE_S = 10.0  # a lock without a readable PID counts as held until it is this old (seconds)
+
+
+try:  # resolved here, so that a child calls it between fork and exec without taking any lock
+    _PRCTL = ctypes.CDLL(None).prctl if sys.platform.startswith("linux") else None
+except (OSError, AttributeError):
+    _PRCTL = None
+
+
+def die_with_parent(*_) -> None:
+    """Linux: this process gets SIGKILL when the process that started it dies, however it dies (the kernel
+    runs in a session of its own: a kill of the pipeline's process group reaches none of its workers).
+    Ignores its arguments, so it serves as a DataLoader's worker_init_fn and a subprocess's preexec_fn."""
+    if _PRCTL is not None:
+        _PRCTL(1, 9)  # PR_SET_PDEATHSIG, SIGKILL
+
+
+def run_processes() -> list[tuple[int, str, str]]:
+    """(pid, run folder, command line) of each process of a pipeline run that this user may read: its
+    environment holds :data:`LOCK_ENV` (kernels, their forkservers and workers); this one and its ancestors
+    left out."""
+    import psutil
+
+    me = psutil.Process()
+    skip = {me.pid, *(p.pid for p in me.parents())}
+    return [(p.pid, p.info["environ"][LOCK_ENV], " ".join(p.info["cmdline"] or [])[:100])
+            for p in psutil.process_iter(["environ", "cmdline"])
+            if p.pid not in skip and LOCK_ENV in (p.info["environ"] or {})]
 
 
 def _umask() -> int:
@@ -114,13 +164,9 @@ class RunLocked(RuntimeError):
 
 
 def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+    import psutil
+
+    return psutil.pid_exists(pid)
 
 
 @contextlib.contextmanager

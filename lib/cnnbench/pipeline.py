@@ -34,7 +34,7 @@ import threading
 import time
 from pathlib import Path
 
-from cnnbench import eta, paths, results
+from cnnbench import eta, freshness, paths, results
 from cnnbench import params as params_mod
 from cnnbench.progress import PROGRESS_ENV
 
@@ -56,13 +56,9 @@ def run_name_for(p: params_mod.Params) -> str:
     return run_name(p, devices.resolve(p.device, p.expect_device))
 
 
-def execute(
-    params_file: Path, overrides: dict, run_dir: Path, notebooks: list[str], timeout_s: int, log=print,
-    budgets: dict | None = None,
-    planned: dict | None = None,
-    example: dict | None = None,
-    sibling: tuple[str, dict] | None = None,
-) -> list[Path]:
+def execute(params_file: Path, overrides: dict, run_dir: Path, notebooks: list[str], timeout_s: int,
+            log=print, budgets: dict | None = None, planned: dict | None = None, example: dict | None = None,
+            sibling: tuple[str, dict] | None = None, progress: Path | None = None) -> list[Path]:
     """Run ``notebooks`` into ``run_dir/notebooks/``. Raises :class:`NotebookFailed` (for any failure of a
     notebook: an error in a cell, a dead kernel, a notebook file that cannot be read, an executed copy that
     cannot be written). Each executed copy is written whole or not at all: papermill writes a hidden partial
@@ -72,7 +68,8 @@ def execute(
     the run (:mod:`cnnbench.eta`: from this run folder's ``timings`` record, else ``budgets``, notebook name ->
     seconds from the protocol's budgets, or ``example``, the committed example's times where this run repeats it,
     and from the processes done of those ``planned``); each notebook that finishes is recorded in
-    ``timings.csv``."""
+    ``timings.csv``. ``progress``: the console record (``run_dir/progress.log``), emptied first. A notebook
+    refuses to start when the resolved ``params_file`` changed since the run started (paths.RESOLVED_ENV)."""
     import papermill
     from nbclient.exceptions import DeadKernelError
     from papermill.exceptions import PapermillExecutionError
@@ -83,9 +80,10 @@ def execute(
     out_dir.mkdir(parents=True, exist_ok=True)
     for left in out_dir.glob(".*.partial.ipynb"):  # of a run killed outright
         left.unlink(missing_ok=True)
-    progress_file = run_dir / "progress.log"
+    progress_file = progress or run_dir / "progress.log"
     paths.open_own(progress_file, "wb").close()  # emptied; a link planted there is replaced, never followed
     os.environ[PROGRESS_ENV] = str(progress_file)
+    os.environ[paths.RESOLVED_ENV] = paths.fingerprint(params_file)  # each notebook checks it (run.open_run)
     done = []
     timings = results.file(run_dir, "timings")
     record = {r["notebook"]: _seconds(r.get("duration_s")) for r in timings.current()}
@@ -319,19 +317,6 @@ def _signals_stop_the_run():
             signal.signal(sig, handler)
 
 
-def _outputs_problem(outputs: Path) -> str:
-    """Why ``--outputs`` cannot hold runs (a file, not creatable, not writable), or ""."""
-    if outputs.exists() and not outputs.is_dir():
-        return f"--outputs {outputs} is a file, not a folder"
-    try:
-        outputs.mkdir(parents=True, exist_ok=True)
-    except OSError as err:
-        return f"--outputs {outputs} cannot be created ({err.strerror or err})"
-    if not os.access(outputs, os.W_OK | os.X_OK):
-        return f"--outputs {outputs} is not writable"
-    return ""
-
-
 class _Console:
     """The console as the pipeline writes to it: once its reader has gone (``cnnbench ... | head -3``) every later
     line is dropped instead of raising BrokenPipeError, and the run goes on (its progress is in progress.log)."""
@@ -388,6 +373,25 @@ def _mark_started(run_dir: Path, params_file: Path, overrides: dict) -> None:
         f"stopped without a chance to say why (killed, out of memory, power lost)\nparams file: {params_file}\n"
         f"overrides: {json.dumps(overrides, default=str)}\nResults written so far are kept; rerun the same "
         "command to resume.\n"))
+
+
+def _other_runs() -> list[str]:
+    """A line naming the processes of runs whose pipeline has gone (this run's folder included: nothing of
+    it runs yet), and one naming the runs measuring now: both take CPU from what this run measures."""
+    left, busy = [], set()
+    for pid, folder, cmd in paths.run_processes():
+        holder = paths.RunLock(Path(folder)).holder()
+        what = next((w for k, w in (("forkserver", "worker"), ("ipykernel", "kernel"), ("resource_tracker",
+                     "resource tracker"), ("torch.distributed", "DDP")) if k in cmd), cmd[:40])
+        if holder is None:
+            left.append((pid, f"{pid} ({what} of {Path(folder).name})"))
+        else:
+            busy.add(f"'{Path(folder).name}' (pipeline {holder})")
+    pids, names = " ".join(str(pid) for pid, _ in left), ", ".join(w for _, w in left)
+    return ([f"{len(left)} process(es) of an earlier run whose pipeline has gone still run, taking CPU from "
+             f"what this run measures: {names}; end them: kill {pids}"] if left else []) + (
+        [f"another run is measuring on this machine too: {', '.join(sorted(busy))}; its rows and this run's "
+         "are judged busy"] if busy else [])
 
 
 def finished(run_dir: Path) -> None:
@@ -473,17 +477,6 @@ def _absolute_data_paths(p: params_mod.Params) -> params_mod.Params:
     return dataclasses.replace(p, **absolute)
 
 
-def _resolved(option: str, given: str, resolve) -> Path:
-    """``resolve(given)``, or a one-line ParamsError: a link to itself (Python raises RuntimeError before 3.13, OSError
-    ELOOP after), a name too long."""
-    try:
-        return resolve(given)
-    except (OSError, RuntimeError) as err:
-        why = "a link that points back to itself" if "loop" in str(err).lower() else (
-            getattr(err, "strerror", None) or str(err))
-        raise params_mod.ParamsError(f"{option} {params_mod._show(given)}: cannot be followed ({why})") from None
-
-
 class _Parser(argparse.ArgumentParser):
     """argparse, with a usage error in one line instead of the whole usage block."""
 
@@ -500,35 +493,26 @@ def _run(args) -> int:
                 raise params_mod.ParamsError("--run-name is empty: give a name, or leave the option out to use "
                                              "the params file's run_name")
             overrides["run_name"], names["run_name"] = args.run_name, "--run-name"
-        params_file = _resolved("--params", args.params, paths.resolve)
+        params_file = params_mod.resolved_path("--params", args.params, paths.resolve)
         p = params_mod.load(params_file, overrides, overrides_src="--set", override_names=names)
         note = "\n".join(filter(None, (params_mod.empty_file_note(params_file),
                                         params_mod.shadowed_note(params_file, overrides),
                                         *params_mod.variant_notes(p))))
-        if params_mod.run_data_problem(p):  # before the notebooks ahead of 05 or 06 measure anything
-            raise params_mod.ParamsError(f"{params_file}: {params_mod.run_data_problem(p)}")
-    except params_mod.ParamsError as err:
-        print(f"cnnbench: {err}", file=sys.stderr)
-        return 2
-    p = _absolute_data_paths(p)
-    missing = [n for n in p.notebooks if not (paths.repo_root() / "notebooks" / f"{n}.ipynb").is_file()]
-    if missing:
-        print(f"cnnbench: notebooks missing from {paths.repo_root() / 'notebooks'}: {', '.join(missing)}", file=sys.stderr)
-        return 2
-    try:
-        outputs = _resolved("--outputs", args.outputs, lambda o: Path(o).expanduser().resolve()) if args.outputs \
-            else paths.outputs_root()
-    except params_mod.ParamsError as err:
-        print(f"cnnbench: {err}", file=sys.stderr)
-        return 2
-    problem = _outputs_problem(outputs)
-    if problem:
-        print(f"cnnbench: {problem}", file=sys.stderr)
-        return 2
-    run_dir = outputs / run_name_for(p)
-    try:
+        problem = params_mod.run_data_problem(p)  # before the notebooks ahead of 05 or 06 measure anything
+        if problem:
+            raise params_mod.ParamsError(f"--set {problem}" if problem.split("'")[1] in overrides else
+                                         f"{params_file}: {problem}")
+        p, notebooks = _absolute_data_paths(p), paths.repo_root() / "notebooks"
+        missing = [n for n in p.notebooks if not (notebooks / f"{n}.ipynb").is_file()]
+        if missing:
+            raise params_mod.ParamsError(f"notebooks missing from {notebooks}: {', '.join(missing)}")
+        outputs = paths.outputs_root() if not args.outputs else params_mod.resolved_path("--outputs",
+                                                                                         args.outputs)
+        if paths.folder_problem(outputs):
+            raise params_mod.ParamsError(paths.folder_problem(outputs))
+        run_dir = outputs / run_name_for(p)
         lock = paths.RunLock(run_dir).acquire()
-    except paths.RunLocked as err:
+    except (params_mod.ParamsError, paths.RunLocked) as err:
         print(f"cnnbench: {err}", file=sys.stderr)
         return 2
     except OSError as err:
@@ -553,6 +537,8 @@ def _execute_run(args, p, params_file: Path, overrides: dict, outputs: Path, run
     cores = os.cpu_count() or 1
     if p.threads > cores:
         print(f"cnnbench: warning: threads {p.threads} is above the {cores} CPU cores here (oversubscribed)")
+    for line in _other_runs():
+        print(f"cnnbench: warning: {line}")
     try:
         _mark_started(run_dir, params_file, overrides)
         resolved = run_mod.write_resolved(run_dir, p, params_file, overrides)  # read by every notebook
@@ -655,14 +641,10 @@ def report_main(argv: list[str]) -> int:
     args = ap.parse_args(argv)
     if args.run_dir and args.run_name:
         ap.error("give a run folder or --run-name, not both")
-    outputs = Path(args.outputs).expanduser().resolve() if args.outputs else paths.outputs_root()
-    run_dir = Path(args.run_dir).expanduser().resolve() if args.run_dir else (
-        outputs / args.run_name if args.run_name else None)
-    if args.run_dir and not args.outputs:
-        outputs = run_dir.parent
     os.environ["CNNBENCH_NO_MEASURE"] = "1"  # interactive.NO_MEASURE_ENV: 08's static explorer shows, never measures
     try:
         with _signals_stop_the_run():
+            outputs, run_dir = _report_folders(args)
             p = None
             if run_dir:
                 _report_params(run_dir, outputs, validate=False)  # an unknown or failed run: refused, nothing done
@@ -670,7 +652,7 @@ def report_main(argv: list[str]) -> int:
                     p = _report_params(run_dir, outputs)
                 _rebuild_run_report(run_dir, p)
             return _rebuild_combined(outputs, p, run_dir)
-    except _Refused as err:
+    except (_Refused, params_mod.ParamsError) as err:
         print(f"cnnbench report: {err}", file=sys.stderr)
         return 2
     except KeyboardInterrupt as err:
@@ -687,23 +669,35 @@ class _Refused(ValueError):
     """A run ``cnnbench report`` cannot rebuild (exit 2, before any work)."""
 
 
+def _report_folders(args) -> tuple[Path, Path | None]:
+    """(outputs, the run folder) of ``cnnbench report``: a run by a plain name under ``--outputs``, as the
+    pipeline names runs, or by the path of its folder; refused in one line otherwise."""
+    if args.run_name is not None and params_mod.safe_name_error(args.run_name):
+        raise _Refused(f"--run-name: {params_mod.safe_name_error(args.run_name)}")
+    run_dir = params_mod.resolved_path("run folder", args.run_dir) if args.run_dir else None
+    outputs = params_mod.resolved_path("--outputs", args.outputs) if args.outputs \
+        else run_dir.parent if run_dir else paths.outputs_root()
+    if args.outputs and not outputs.is_dir():
+        raise _Refused(f"--outputs {outputs} is not a folder of runs")
+    return outputs, run_dir or (outputs / args.run_name if args.run_name else None)
+
+
 def _report_params(run_dir: Path, outputs: Path, validate: bool = True) -> params_mod.Params | None:
     """The parameters a run was measured with (its params.json), checked before anything is written; the
     device is any present here (08 measures nothing, and a run copied from a GPU machine is read on a laptop).
-    ``validate=False``: only whether it is a finished run (validating imports torch, seconds)."""
+    ``validate=False``: only whether the run can be read, as ``cnnbench compare`` judges it
+    (results.runs.verdict; validating imports torch, seconds)."""
     from cnnbench.results import runs
 
     if not run_dir.is_dir():
         known = sorted(d.name for d in outputs.iterdir() if runs._is_run(d)) if outputs.is_dir() else []
         raise _Refused(f"no run '{run_dir.name}' in {run_dir.parent}" + (f"; runs there: {', '.join(known)}"
                                                                           if known else ""))
-    for needed in ("environment.json", "params.json"):
-        if not (run_dir / needed).is_file():
-            raise _Refused(f"{run_dir} is not a run (no {needed}); run the pipeline into it first")
-    failed = runs.failed_run_reason(run_dir)
-    if failed:
-        raise _Refused(f"{run_dir.name} is a {failed}; run the same command again to resume it")
     if not validate:
+        why = runs.verdict(run_dir)
+        resume = "; run the same command again to resume it" if str(why).startswith("failed") else ""
+        if why:
+            raise _Refused(f"{run_dir.name}: {why}{resume}")
         return None
     try:
         prm = results.read_json(run_dir / "params.json")
@@ -746,7 +740,8 @@ def _analyse_again(run_dir: Path, p: params_mod.Params | None) -> dict[str, Path
             resolved = run_mod.write_resolved(Path(tmp), p, run_dir / run_mod.RESOLVED, {})
             _forget_analysis(run_dir)
             print(f"cnnbench report: {run_dir.name}: 08_analysis over the results on disk (nothing is measured)")
-            return {n.stem: n for n in execute(resolved, {}, run_dir, ["08_analysis"], p.cell_timeout_s)}
+            return {n.stem: n for n in execute(resolved, {}, run_dir, ["08_analysis"], p.cell_timeout_s,
+                                               progress=Path(tmp) / "progress.log")}  # the run's own stays
     finally:
         results.atomic_write_text(run_dir / run_mod.RESOLVED, saved.decode())
 
@@ -754,8 +749,6 @@ def _analyse_again(run_dir: Path, p: params_mod.Params | None) -> dict[str, Path
 def _analysis_current(folder: Path, read: list[Path]) -> bool:
     """Whether ``folder``'s executed 08 is current (:mod:`cnnbench.freshness`: the files of ``read`` and the
     code unchanged since it ran)."""
-    from cnnbench import freshness
-
     return freshness.current(folder / "notebooks" / f"{ANALYSIS}.ipynb", read, _notebook_path(ANALYSIS))
 
 
@@ -768,15 +761,11 @@ def _analysis_kept(folder: Path, read: list[Path], who: str) -> list[Path]:
 
 
 def _forget_analysis(folder: Path) -> None:
-    from cnnbench import freshness
-
     freshness.forget(folder / "notebooks" / f"{ANALYSIS}.ipynb")
 
 
 def _record_analysis(folder: Path, read: list[Path]) -> None:
     """After 08 was executed into ``folder`` over ``read``: its fingerprint, for :func:`_analysis_kept`."""
-    from cnnbench import freshness
-
     freshness.record(folder / "notebooks" / f"{ANALYSIS}.ipynb", read, _notebook_path(ANALYSIS))
 
 

@@ -44,10 +44,9 @@ _HEADING = re.compile(r"^(#{1,2})\s+(.+?)\s*#*\s*$")
 
 
 def _table(rows: dict) -> str:
-    body = "".join(
-        f"<tr><th style='text-align:left'>{html.escape(str(k))}</th><td style='text-align:left'>{html.escape(str(v))}</td></tr>"
-        for k, v in rows.items()
-    )
+    left = "style='text-align:left'"
+    body = "".join(f"<tr><th {left}>{html.escape(str(k))}</th><td {left}>{html.escape(str(v))}</td></tr>"
+                   for k, v in rows.items())
     return f"<table>{body}</table>"
 
 
@@ -64,22 +63,61 @@ def _anchor_headings(cell, prefix: str, contents: list[tuple[int, str, str]]) ->
     cell.source = "\n".join(lines)
 
 
+# What a report shows of an executed notebook (a run folder copied from anywhere may hold any of it): these
+# output types, and in HTML and markdown these tags and attributes; any other tag is shown as text, any other
+# attribute (onerror=...) or link scheme (javascript:) dropped: no script of a run folder runs in the report.
+SHOWN_OUTPUTS = ("text/plain", "text/html", "text/markdown", "text/latex", "image/png", "image/jpeg")
+SAFE_TAGS = {*"a b i p br dd dl dt em h1 h2 h3 h4 h5 h6 hr li ol ul tr td th pre sub sup col div wbr".split(),
+             *"abbr blockquote caption code colgroup details small span strong summary table".split(),
+             "tbody", "tfoot", "thead"}
+SAFE_ATTRIBUTES = {"*": ["class", "id", "title", "style", "align", "valign", "halign", "colspan", "rowspan",
+                         "border"], "a": ["href", "name", "id"]}
+_CODE = re.compile(r"(```.*?```|`[^`\n]*`)", re.S)  # markdown code: shown as text by markdown itself
+_LINK = re.compile(r"(\]\(\s*<?|^\s*\[[^\]\n]+\]:\s*<?)([^\s)>]*)", re.M)  # a markdown link's target
+
+
+def _link(match: re.Match) -> str:
+    """A markdown link kept where its target is relative or http(s)/mailto, else made '#' (javascript:)."""
+    target = re.sub(r"[\s\x00-\x1f]", "", html.unescape(match.group(2))).lower()
+    scheme = target.split(":", 1)[0] if ":" in target.split("/", 1)[0] else ""
+    return match.group(1) + (match.group(2) if scheme in ("", "http", "https", "mailto") else "#")
+
+
+def safe(text: str, markdown: bool = False) -> str:
+    """``text`` (HTML, or ``markdown`` outside its code spans) with only :data:`SAFE_TAGS` and their
+    :data:`SAFE_ATTRIBUTES` live (bleach, as nbconvert's sanitizer uses) and no link that runs a script."""
+    import bleach
+    from bleach.css_sanitizer import CSSSanitizer
+
+    def clean(part: str) -> str:
+        out = bleach.clean(part, tags=SAFE_TAGS, attributes=SAFE_ATTRIBUTES, css_sanitizer=CSSSanitizer(),
+                           protocols={"http", "https", "mailto"}, strip_comments=True)
+        return _LINK.sub(_link, out.replace("&gt;", ">").replace("&amp;", "&")) if markdown else out
+
+    parts = _CODE.split(text) if markdown else [text]
+    return "".join(p if i % 2 else clean(p) for i, p in enumerate(parts))
+
+
 def _report_cells(nb, prefix: str, contents: list) -> list:
     cells = []
     for cell in nb.cells:
         tags = set(cell.get("metadata", {}).get("tags", []))
-        if tags & {"parameters", "injected-parameters", "colab-setup", "remove-cell"}:
+        if cell.cell_type == "raw" or tags & {"parameters", "injected-parameters", "colab-setup",
+                                              "remove-cell"}:
             continue
         if cell.cell_type == "markdown":
             # the Colab badge is for the notebook, not the report (an external image, broken offline)
-            cell.source = "\n".join(line for line in cell.source.splitlines() if "colab-badge" not in line)
+            badge = [ln for ln in cell.source.splitlines() if "colab-badge" in ln]
+            cell.source = safe("\n".join(ln for ln in cell.source.splitlines() if ln not in badge), True)
             _anchor_headings(cell, prefix, contents)
         elif cell.cell_type == "code":
-            cell.outputs = [
-                o
-                for o in cell.get("outputs", [])
-                if not (o.get("output_type") == "stream" and o.get("name") == "stderr")
-            ]
+            cell.outputs = [o for o in cell.get("outputs", []) if o.get("name") != "stderr"]
+            for data in (o["data"] for o in cell.outputs if "data" in o):
+                for mime in [m for m in data if m not in SHOWN_OUTPUTS]:
+                    del data[mime]
+                for mime in ("text/html", "text/markdown"):
+                    if mime in data:
+                        data[mime] = safe("".join(data[mime]), markdown=mime == "text/markdown")
             if not cell.outputs:
                 continue
         cells.append(cell)
@@ -100,10 +138,8 @@ def build(notebooks: list[Path], out: Path, title: str, header_md: str) -> Path:
     head = nbformat.v4.new_markdown_cell(f"{header_md}\n\n## Contents\n\n{toc}\n")
     merged = nbformat.v4.new_notebook(cells=[head, *body], metadata={"title": title})
     merged.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    exporter = HTMLExporter(template_name="lab")
-    exporter.exclude_input = True
-    exporter.exclude_input_prompt = True
-    exporter.exclude_output_prompt = True
+    exporter = HTMLExporter(template_name="lab", exclude_input=True, exclude_input_prompt=True,
+                            exclude_output_prompt=True)
     page, _ = exporter.from_notebook_node(merged, resources={"metadata": {"name": title}})
     results.atomic_write_text(out, page.replace("</head>", f"{TABLE_CSS}</head>", 1))
     return out
@@ -130,14 +166,15 @@ def reproducibility_statement(run_dir: Path) -> str:
     try:
         merged = analysis.load([run_dir], tables=reproducibility.TABLES)
     except Exception as err:  # noqa: BLE001 - the report still builds; it says why this part is missing
-        return f"Reproducibility not assessed: {type(err).__name__}: {err}\n\n"
+        return f"Reproducibility not assessed: {type(err).__name__}: {html.escape(str(err))}\n\n"
     state = analysis.machine(merged)
     pairs = analysis.repeated(merged)
     if state.empty and pairs.empty:
         return ""
     verdict = state.verdict.iloc[0] if len(state) else "No measurement recorded the machine's state."
-    text = f"**How quiet was the machine?** {verdict}\n\n**Do the numbers reproduce?** " \
-           f"{reproducibility.agreement_sentence(pairs)} Every interval spans several fresh processes.\n\n"
+    agree = html.escape(reproducibility.agreement_sentence(pairs))
+    text = f"**How quiet was the machine?** {html.escape(verdict)}\n\n**Do the numbers reproduce?** " \
+           f"{agree} Every interval spans several fresh processes.\n\n"
     busy = len(state) and (state.busy.iloc[0] > 0 or not pairs.empty and not pairs.agree.all())
     if busy:
         return f"<div style='border:3px solid #c60;background:#fff4e5;padding:8px 12px'>\n\n{text}</div>\n\n"
@@ -153,13 +190,15 @@ def build_run_report(run_dir: Path, notebooks: list[Path]) -> Path:
     machine = (f"{env.get('device_name', '?')} ({env.get('device_kind', '?')}), {env.get('cpu_model', '?')}, "
                f"{env.get('cpu_physical_cores', '?')} physical cores, torch using {env.get('torch_threads', '?')} "
                f"thread{'' if env.get('torch_threads') == 1 else 's'}, host {env.get('host', '?')}")
+    e = {k: html.escape(str(v)) for k, v in {**env, "name": run_dir.name, "params": Path(str(
+        prm.get("params_file", "?"))).name}.items()}  # a run folder's text, shown as text
     header = (
-        f"# cnnbench report: {run_dir.name}\n\n"
+        f"# cnnbench report: {e['name']}\n\n"
         f"{complexity_warning(run_dir)}"
         f"{overview.summary_html(run_dir, machine, reproducibility_statement(run_dir))}"
-        f"This report speaks of run **{run_dir.name}** only, measured on **{env.get('device_name', '?')}** "
-        f"({env.get('device_kind', '?')}) on host {env.get('host', env.get('cpu_model', '?'))}, "
-        f"{env.get('captured_at', '')}, with {Path(str(prm.get('params_file', '?'))).name}, workbook commit "
+        f"This report speaks of run **{e['name']}** only, measured on **{e.get('device_name', '?')}** "
+        f"({e.get('device_kind', '?')}) on host {e.get('host', e.get('cpu_model', '?'))}, "
+        f"{e.get('captured_at', '')}, with {e['params']}, workbook commit "
         f"`{str(env.get('git_commit'))[:12]}`{' (with uncommitted changes)' if env.get('git_dirty') else ''}. "
         f"Every number below was measured or computed by the workbook's code on this machine; {_others(run_dir)}\n\n"
         f"<details><summary>Parameters (00 · Setup)</summary>\n\n{_table(params_rows)}\n\n</details>\n\n"
@@ -182,22 +221,12 @@ def _others(run_dir: Path) -> str:
 def combined_runs(outputs: Path) -> tuple[list[Path], dict[str, str]]:
     """The user runs a combined report merges, and the folders it leaves out with the reason (smoke/test,
     failed and broken runs, the combined analysis itself, runs of another results schema)."""
-    from cnnbench import SCHEMA_VERSION
     from cnnbench.results import runs as results_runs
 
     excluded: dict[str, str] = {}
-    keep = []
-    for d in results_runs.discover(outputs, [results_runs.ALL_RUNS], excluded):
-        try:
-            version = results_runs.environment(d).get("schema_version")
-        except results.CorruptResults as err:
-            excluded[d.name] = f"broken run ({err})"
-            continue
-        if version == SCHEMA_VERSION:
-            keep.append(d)
-        else:
-            excluded[d.name] = f"schema version {version!r} (this workbook reads {SCHEMA_VERSION})"
-    return keep, excluded
+    dirs = results_runs.discover(outputs, [results_runs.ALL_RUNS], excluded)
+    merged = results_runs.load(dirs, excluded, tables=())  # another schema, a broken environment: left out
+    return [d for d in dirs if d.name in merged.runs], merged.excluded
 
 
 def build_combined_report(outputs: Path, analysis_notebook: Path) -> tuple[Path, int]:
@@ -207,10 +236,8 @@ def build_combined_report(outputs: Path, analysis_notebook: Path) -> tuple[Path,
     from cnnbench import analysis
 
     merged = analysis.load(*combined_runs(outputs), tables=())  # the runs and their hosts: no table needed
-    rows = {
-        name: machine_label(env.get("device_name"), env.get("host", env.get("cpu_model")))
-        for name, env in merged.environments.items()
-    }
+    rows = {name: machine_label(env.get("device_name"), env.get("host", env.get("cpu_model")))
+            for name, env in merged.environments.items()}
     runs = merged.runs
     left_out = {name: why for name, why in merged.excluded.items() if name != COMBINED}
     header = (

@@ -99,10 +99,8 @@ def _refuse_without_runs(root: Path, analysis_runs: list[str]) -> None:
                      f"then open this notebook again{hint}")
 
 
-def open_run(
-    params_file: str | Path = "", overrides: dict[str, Any] | None = None, run_dir: str | Path = "",
-    needs_runs: bool = False,
-) -> Run:
+def open_run(params_file: str | Path = "", overrides: dict[str, Any] | None = None, run_dir: str | Path = "",
+             needs_runs: bool = False) -> Run:
     """Load and validate the parameters, resolve the device, set CPU threads, create the run folder.
 
     ``params_file`` "" means the run folder's own params.json where ``run_dir`` has one, else
@@ -121,6 +119,10 @@ def open_run(
     overrides = dict(overrides or {})
     resolved = _resolved(path)
     if resolved is not None:
+        started = os.environ.get(paths.RESOLVED_ENV, "")
+        if started.rsplit(" ", 1)[0] == str(path.resolve()) and started != paths.fingerprint(path):
+            raise params.ParamsError(f"{path} changed since the run started (edited by hand?): the notebooks "
+                                     "before this one measured what it said then; restore it or start again")
         keys = {k: v for k, v in resolved.items() if k in params.FIELDS}
         p = params.validate({**keys, **overrides}, src=str(path))
         path, overrides = Path(resolved["params_file"]), {**resolved["overrides"], **overrides}

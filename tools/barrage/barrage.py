@@ -18,6 +18,7 @@ import argparse
 import json
 import math
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -113,7 +114,7 @@ def execute(case: Case, work: Path) -> Result:
     res.rc, res.hung, res.seconds = rc, hung, round(secs, 1)
     res.one_line = one_line(stderr) if rc != 0 else "Traceback" not in stderr
     res.message = (stderr.strip().splitlines() or [""])[-1][:160]
-    if rc == 2:  # refused at validation: nothing may have been measured
+    if rc == 2 and args[:1] not in (["report"], ["compare"]):  # refused at validation: nothing measured
         res.measured_first = bool(csvs(out))
     if case.check:
         res.check = case.check(work, rc, stdout, stderr) or "ok"
@@ -167,7 +168,7 @@ def params_file_cases() -> list[Case]:
         Case(k, "a folder", ["--params", "params"]),
         Case(k, "missing file", ["--params", "params/nope.yaml"]),
         Case(k, "binary garbage", setup=write("garbage.yaml", bytes(range(1, 256)) * 4)),
-        Case(k, "duplicate top-level key", setup=write("dup.yaml", SMOKE_TEXT + "batch_size: 99\n")),
+        Case(k, "duplicate top-level key", setup=write("dup.yaml", SMOKE_TEXT + "repeats: 9\n")),
         Case(
             k,
             "duplicate nested key",
@@ -897,6 +898,279 @@ def rerun_case(work: Path) -> list[Result]:
     return results
 
 
+# --- issue 30: the second barrage ---------------------------------------------------------------------------------
+
+EXAMPLE = ROOT / "examples" / "example-cpu-2core"
+SCRIPT = "<script>alert('x')</script>"
+
+
+def said(*texts: str) -> Callable:
+    """A check: stderr holds every one of ``texts``."""
+    return lambda work, rc, out, err: next((f"message lacks {t!r}" for t in texts if t not in err), "ok")
+
+
+def bound_cases() -> list[Case]:
+    """Every value that sizes time, memory or processes bounded before any work, the message naming --set."""
+    k = "bound"
+    sets = ["window_s=1.0e+9", "repeats=1000000000", "telemetry_interval_s=1.0e+15", "matmul_size=1000000",
+            "stream_mb=100000000", "tune_max_batch_size=1073741824", "workers=1000000000000000",
+            "processes=1000000000", "scratch_batch_size=1000000", "device=cpu:3", "models=[mnist_cnn, mnist_cnn]",
+            "phases=[train, train]", "k" * 10_000 + "=1"]
+    cases = [Case(k, f"--set {s[:40]}", ["--params", SMOKE, "--set", s], check=said("--set")) for s in sets]
+    merge = ("device: cpu\nepoch_images_per_model: &a {mnist_cnn: 16}\nbatch_size_per_model: &b {mnist_cnn: 8}\n"
+             "sweep:\n  <<: *a\n  <<: *b\n")
+    return cases + [
+        Case(k, "--set seed=1 --set seed=2", ["--params", SMOKE, "--set", "seed=1", "--set", "seed=2"],
+             check=said("--set", "twice")),
+        Case(k, "a merge key '<<' twice", setup=write("merge.yaml", merge), check=said("'<<'")),
+        Case(k, "a variant key at the top level (precision: fp16)",
+             setup=write("prec.yaml", SMOKE_TEXT + "precision: fp16\n"), check=said("variants")),
+    ]
+
+
+def special_files(root: Path):
+    image_folder(root, 2, 4)
+    os.mkfifo(root / "c1" / "x.png")
+
+
+def link_loops(root: Path):
+    image_folder(root, 2, 4)
+    os.symlink(".", root / "c0" / "loop1")
+    os.symlink(".", root / "c0" / "loop2")
+
+
+def data30_cases() -> list[Case]:
+    k = "data folder"
+    offline = "unshare -n " if os.geteuid() == 0 else ""  # no network, whatever this machine has
+    return [
+        Case(k, "a FIFO named x.png in a class folder", setup=data_setup("imagefolder", special_files, "--set",
+                                                                         "num_classes=2"),
+             check=said("x.png", "not a regular file"), timeout=60),
+        Case(k, "two '-> .' link loops in a class folder", setup=data_setup("imagefolder", link_loops, "--set",
+                                                                            "num_classes=2"),
+             check=said("loop"), timeout=60),
+        Case(k, "download: true with no network", check=said("cannot reach", "by hand"), timeout=90,
+             shell=offline + "{py} -m cnnbench --params " + SMOKE + " --set dataset=tiny_imagenet --set "
+             "num_classes=200 --set data_path={work}/tiny --set download=true --outputs {work}/out"),
+    ]
+
+
+def copy_run(target: Path) -> Path:
+    shutil.copytree(EXAMPLE, target, ignore=shutil.ignore_patterns("report.html", "trace_*", "ddp", "*.inputs.json"))
+    return target
+
+
+def broken(how: str) -> Callable:
+    def setup(work: Path):
+        out = work / "out"
+        copy_run(out / "good")
+        bad = copy_run(out / "bad")
+        env = json.loads((bad / "environment.json").read_text())
+        if how == "half-written row":
+            text = (bad / "scenario_a.csv").read_text()
+            (bad / "scenario_a.csv").write_text(text[: len(text) - 40])
+        elif how == "FAILED.txt":
+            (bad / "FAILED.txt").write_text("This run did not finish: killed\n")
+        else:
+            env.update({"device_name": ["x"]} if how == "environment of wrong types" else {"schema_version": 99})
+            (bad / "environment.json").write_text(json.dumps(env))
+        return ["report", str(bad)]
+
+    return setup
+
+
+def same_verdict(work, rc, out, err) -> str:
+    """compare judges the broken run as report did: exit 2, the same reason."""
+    rc2, _, err2, _, _ = run_cli(["compare", "good", "bad", "--outputs", str(work / "out")], work, 120)
+    reason = err.split("bad", 1)[-1].strip(" :(")[:30]
+    return "ok" if rc2 == 2 and one_line(err2) and reason in err2 else f"compare exit {rc2}: {err2.strip()[:100]}"
+
+
+def report_cases() -> list[Case]:
+    k = "report and compare"
+    victim = lambda w: (copy_run(w / "elsewhere" / "victim"), (w / "out").mkdir())  # noqa: E731
+
+    def untouched(work, rc, out, err):
+        written = [p.name for p in (work / "elsewhere" / "victim").glob("report*.html")]
+        return "ok" if not written else f"written outside --outputs: {written}"
+
+    return [
+        Case(k, "report --run-name '../elsewhere/victim'",
+             setup=lambda w: (victim(w), ["report", "--run-name", "../elsewhere/victim", "--outputs",
+                                          str(w / "out")])[1],
+             check=untouched, timeout=120),
+        Case(k, "compare ../elsewhere/victim seeds", setup=lambda w: (victim(w), [
+            "compare", "../elsewhere/victim", "seeds", "--outputs", str(w / "out")])[1], timeout=120),
+        Case(k, "compare --out inside /proc", setup=lambda w: (copy_run(w / "out" / "a"), [
+            "compare", "a", "seeds", "--outputs", str(w / "out"), "--out", "/proc/cnnbench/x"])[1],
+             check=said("/proc/cnnbench/x"), timeout=120),
+        Case(k, "report --outputs inside /proc", ["report", "--outputs", "/proc/cnnbench/x"], timeout=60),
+        *(Case(k, f"report and compare of a run with {how}", setup=broken(how), check=same_verdict, timeout=240)
+          for how in ("half-written row", "environment of wrong types", "FAILED.txt", "future schema")),
+    ]
+
+
+def hostile_report_case(work: Path) -> Result:
+    """A run folder copied in whose every text field holds a script: report.html and the combined report run none."""
+    res = Result("report and compare", "report of a hostile run folder (and the combined report)")
+    out = work / "hostile"
+    subprocess.run(["rm", "-rf", str(out)])
+    copy_run(out / "mine")
+    run = copy_run(out / "h<script>x")
+    env = json.loads((run / "environment.json").read_text())
+    (run / "environment.json").write_text(json.dumps({k: SCRIPT if isinstance(v, str) and k != "host_id" else v
+                                                      for k, v in env.items()}))
+    prm = json.loads((run / "params.json").read_text())
+    prm.update(params_file=SCRIPT, data_path=SCRIPT, overrides={"x": SCRIPT})
+    (run / "params.json").write_text(json.dumps(prm))
+    rows = read_csv(run / "scenario_a.csv")
+    import csv
+
+    with open(run / "scenario_a.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows({**r, "device_name": SCRIPT, "machine_note": SCRIPT} for r in rows)
+    rc, _, err, hung, secs = run_cli(["report", str(run)], work, 400)
+    res.rc, res.hung, res.one_line, res.seconds = rc, hung, "Traceback" not in err, round(secs, 1)
+    res.message = err.strip()[-160:]
+    pages = [p for p in (run / "report.html", out / "report.html") if p.is_file()]
+    raw = [p.name for p in pages if "<script>alert" in p.read_text()]
+    res.check = "ok" if len(pages) == 2 and not raw else f"pages {[p.name for p in pages]}, raw script in {raw}"
+    res.ok = rc == 0 and not hung and res.check == "ok"
+    return res
+
+
+def progress_log_case(work: Path) -> Result:
+    res = Result("report and compare", "cnnbench report keeps the run's progress.log")
+    run = work / "plog" / "a"
+    subprocess.run(["rm", "-rf", str(run.parent)])
+    copy_run(run)
+    (run / "notebooks" / "08_analysis.ipynb").unlink()  # 08 is executed again
+    before = (run / "progress.log").read_bytes()
+    rc, _, err, hung, secs = run_cli(["report", str(run)], work, 400)
+    res.rc, res.hung, res.one_line, res.seconds = rc, hung, "Traceback" not in err, round(secs, 1)
+    res.check = "ok" if (run / "progress.log").read_bytes() == before else "progress.log changed"
+    res.ok = rc == 0 and not hung and res.check == "ok"
+    return res
+
+
+def pipeline(args: list[str], **kw) -> subprocess.Popen:
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "lib")}
+    return subprocess.Popen([PY, "-m", "cnnbench", *args], cwd=ROOT, env=env, text=True, start_new_session=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, **kw)
+
+
+def run_procs(run: Path) -> list[str]:
+    """Processes whose environment names the run folder (the kernel, its forkserver and workers)."""
+    sys.path.insert(0, str(ROOT / "lib"))
+    from cnnbench import paths
+
+    return [f"{pid} {cmd}" for pid, folder, cmd in paths.run_processes() if folder == str(run)]
+
+
+MEASURING = ["--set", "notebooks=[00_setup,02_scenario_a]", "--set", "models=[mnist_cnn]", "--set",
+             "phases=[train]", "--set", "measured_steps=0", "--set", "processes=1", "--set", "max_processes=1"]
+
+
+def kill_group_case(work: Path) -> Result:
+    """SIGKILL to the pipeline's process group mid-window: no process of the run is left 10 s later."""
+    res = Result("processes", "kill -9 of the pipeline's process group mid-window: nothing left after 10 s")
+    out, run = work / "out", work / "out" / "h30kill"
+    proc = pipeline(["--params", SMOKE, *MEASURING, "--set", "window_s=60", "--set", "repeats=1", "--run-name",
+                     "h30kill", "--outputs", str(out)])
+    deadline, seen = time.monotonic() + 300, []
+    while time.monotonic() < deadline and proc.poll() is None and len(seen) < 4:
+        seen = run_procs(run)  # kernel, resource tracker, forkserver, worker
+        time.sleep(1)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.communicate()
+    time.sleep(10)
+    left = run_procs(run)
+    for ln in left:
+        os.kill(int(ln.split()[0]), signal.SIGKILL)
+    res.rc, res.one_line = proc.returncode, True
+    res.check = "ok" if len(seen) >= 4 and not left else f"seen {len(seen)}; left: {left}"
+    res.ok = res.check == "ok"
+    return res
+
+
+def leftover_case(work: Path) -> Result:
+    """A process of an earlier run whose pipeline has gone: a new run names it in one line."""
+    res = Result("processes", "a new run names the leftover process of an earlier run")
+    env = {**os.environ, "CNNBENCH_RUN_LOCK": str(work / "out" / "h30gone")}
+    left = subprocess.Popen([PY, "-c", "import time; time.sleep(300)"], env=env)
+    rc, out, err, hung, secs = run_cli(["--params", SMOKE, "--set", "notebooks=[00_setup]", "--run-name",
+                                        "h30left", "--outputs", str(work / "out")], work, 300)
+    left.kill()
+    line = next((ln for ln in out.splitlines() if str(left.pid) in ln), "")
+    res.rc, res.hung, res.one_line, res.seconds, res.message = rc, hung, "Traceback" not in err, round(secs, 1), line
+    res.check = "ok" if "h30gone" in line and f"kill {left.pid}" in line else "not named"
+    res.ok = rc == 0 and not hung and res.check == "ok"
+    return res
+
+
+def sigstop_case(work: Path) -> Result:
+    """The measuring worker stopped (SIGSTOP) 8 s inside a window: the row counts a stalled window, judged busy."""
+    res = Result("processes", "SIGSTOP of the measuring worker for 8 s inside a window")
+    out, run = work / "out", work / "out" / "h30stop"
+    subprocess.run(["rm", "-rf", str(run)])
+    proc = pipeline(["--params", SMOKE, *MEASURING, "--set", "window_s=6", "--set", "repeats=2", "--run-name",
+                     "h30stop", "--outputs", str(out)])
+    worker, deadline = None, time.monotonic() + 300
+    while worker is None and time.monotonic() < deadline and proc.poll() is None:
+        forks = [ln for ln in run_procs(run) if "forkserver" in ln]
+        worker = max((int(ln.split()[0]) for ln in forks), default=None) if len(forks) >= 2 else None
+        time.sleep(0.5)
+    if worker is not None:
+        time.sleep(4)  # past its warm-up, inside its first window
+        os.kill(worker, signal.SIGSTOP)
+        time.sleep(8)
+        os.kill(worker, signal.SIGCONT)
+    _, err = proc.communicate(timeout=400)
+    rows = read_csv(run / "scenario_a.csv")
+    res.rc, res.one_line, res.message = proc.returncode, "Traceback" not in err, err.strip()[-160:]
+    flagged = [r for r in rows if r.get("stalled_windows") not in ("", "0", None) and r.get("machine_state") == "busy"]
+    res.check = "ok" if worker and flagged else f"worker {worker}; rows {[r.get('machine_note') for r in rows]}"
+    res.ok = proc.returncode == 0 and res.check == "ok"
+    return res
+
+
+def two_runs_case(work: Path) -> Result:
+    """Two pipelines measuring at the same time: each one's rows are judged busy, naming the other run."""
+    res = Result("processes", "two pipelines measuring at the same time")
+    out = work / "out"
+    procs = [pipeline(["--params", SMOKE, *MEASURING, "--set", "window_s=2", "--set", "repeats=2", "--run-name",
+                       name, "--outputs", str(out)]) for name in ("h30twoa", "h30twob")]
+    errs = [p.communicate(timeout=600)[1] for p in procs]
+    notes = {name: [r.get("machine_note", "") for r in read_csv(out / name / "scenario_a.csv")]
+             for name in ("h30twoa", "h30twob")}
+    res.rc = max(p.returncode for p in procs)
+    res.one_line = all("Traceback" not in e for e in errs)
+    seen = [n for n, rows in notes.items() if rows and all("another run of this workbook" in r for r in rows)]
+    res.check = "ok" if len(seen) == 2 else f"notes: {notes}"
+    res.ok = res.rc == 0 and res.check == "ok"
+    return res
+
+
+def params_json_edit_case(work: Path) -> Result:
+    """params.json edited by hand between notebooks: the next notebook is refused in one line."""
+    res = Result("mid-run edit", "the run's params.json edited between notebooks")
+    out, run = work / "out", work / "out" / "h30pj"
+    subprocess.run(["rm", "-rf", str(run)])
+    proc = pipeline(["--params", SMOKE, "--set", "notebooks=[00_setup,01_complexity]", "--run-name", "h30pj",
+                     "--outputs", str(out)])
+    deadline = time.monotonic() + 300
+    while not (run / "notebooks" / "00_setup.ipynb").is_file() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    pj = run / "params.json"
+    pj.write_text(pj.read_text().replace('"repeats": 2', '"repeats": 5'))
+    _, err = proc.communicate(timeout=400)
+    res.rc, res.one_line, res.message = proc.returncode, one_line(err), err.strip()[-160:]
+    res.check = "ok" if "params.json changed" in err else "not refused"
+    res.ok = proc.returncode == 1 and res.one_line and res.check == "ok"
+    return res
+
+
 # --- driver -----------------------------------------------------------------------------------------------------
 
 
@@ -909,6 +1183,9 @@ def quick_cases() -> list[Case]:
         *run_name_cases(),
         *data_cases(),
         *disk_cases(),
+        *bound_cases(),
+        *data30_cases(),
+        *report_cases(),
     ]
 
 
@@ -1007,7 +1284,8 @@ def merged(old: list[Result], new: list[Result], kinds: set[str]) -> list[Result
     return out + [n for n in new if n.kind not in placed]
 
 
-KINDS = ("params file", "NaN/inf float key", "huge int", "--set", "--run-name", "data folder", "disk")
+KINDS = ("params file", "NaN/inf float key", "huge int", "--set", "--run-name", "data folder", "disk", "bound",
+         "report and compare", "processes")
 
 
 def main() -> int:
@@ -1055,6 +1333,13 @@ def main() -> int:
             ("console", pipe_case),
             ("workbook", bad_notebook_case),
             ("mid-run edit", edit_case),
+            ("mid-run edit", params_json_edit_case),
+            ("report and compare", hostile_report_case),
+            ("report and compare", progress_log_case),
+            ("processes", kill_group_case),
+            ("processes", leftover_case),
+            ("processes", sigstop_case),
+            ("processes", two_runs_case),
         ]
         for kind, body in bodies:
             if args.only and kind not in args.only:

@@ -21,32 +21,17 @@ from pathlib import Path
 
 import pandas as pd
 
-from cnnbench import paths, results
+from cnnbench import params, paths, results
 from cnnbench.analysis import compare
 from cnnbench.analysis.seeds import speedups_beside_000
 from cnnbench.measure import reproducibility
-from cnnbench.results.runs import load, machine_label
+from cnnbench.results.runs import load, machine_label, verdict
 
 SEEDS = "seeds"  # the pseudo-run: every device the seeds measured
 PROBE_SAYS_PCT = 5.0  # a row names the CPU's own speed change (probe) from this size on
-SEED_COLUMNS = [
-    "run_a",
-    "run_b",
-    "host_id_a",
-    "host_a",
-    "device_a",
-    "device_b",
-    "table",
-    "model",
-    "phase",
-    "rate_a_img_s",
-    "rate_a_ci95_img_s",
-    "rate_b_img_s",
-    "ratio_b_over_a",
-    "verdict",
-    "comparison",
-    "differs_in",
-]
+SEED_COLUMNS = ["run_a", "run_b", "host_id_a", "host_a", "device_a", "device_b", "table", "model", "phase",
+                "rate_a_img_s", "rate_a_ci95_img_s", "rate_b_img_s", "ratio_b_over_a", "verdict",
+                "comparison", "differs_in"]
 
 
 class Refused(Exception):
@@ -54,16 +39,32 @@ class Refused(Exception):
 
 
 def _run_dir(name: str, outputs: Path) -> Path:
-    """A run given by name (under ``outputs``) or by path, or :class:`Refused` saying why it is not one."""
+    """A run given by a plain name (under ``outputs``, as the pipeline names runs) or by its folder's path,
+    and readable (results.runs.verdict, as ``cnnbench report`` judges it); else :class:`Refused`."""
     path = Path(name).expanduser()
     if path.suffix == ".zip":
         raise Refused(f"run '{name}' is a zip: unzip it into {outputs} first (zips are not read in place)")
-    for d in ([path] if path.is_absolute() or path.exists() else []) + [outputs / name]:
+    unsafe = params.safe_name_error(name)
+    for d in ([path] if path.is_absolute() or path.exists() else []) + ([] if unsafe else [outputs / name]):
         if (d / "environment.json").is_file():
+            why = verdict(d)
+            if why:
+                raise Refused(f"{d.name}: {why}")
             return d.resolve()
-    raise Refused(
-        f"unknown run '{name}': no run folder (with environment.json) at {outputs / name} or {path}"
-    )
+    raise Refused(f"unknown run {name!r}: " + (f"{unsafe}, and no run folder at that path" if unsafe else
+                                              f"no run folder (with environment.json) at {outputs / name} or "
+                                              f"{path}"))
+
+
+def _folder(option: str, given: str, create: bool) -> Path:
+    """The folder a path option names, or :class:`Refused` in one line: a link loop, a file, a folder that
+    cannot be read, or (``create``) made and written."""
+    folder = params.resolved_path(option, given)
+    problem = paths.folder_problem(folder, option) if create else "" if folder.is_dir() else (
+        f"{option} {folder} is not a folder of runs")
+    if problem:
+        raise Refused(problem)
+    return folder
 
 
 def _interval(rate: float, half: float) -> str:
@@ -81,10 +82,8 @@ def _line(r: dict) -> str:
             f"{r['ratio_b_over_a']:.2f}x; {r['differs_in']}"
         )
     knob = f" [{r['knob']} {r['value_a']} -> {r['value_b']}]" if r["knob"] else ""
-    rates = (
-        f"{_interval(r['rate_a_img_s'], r['rate_a_ci95_img_s'])} -> "
-        f"{_interval(r['rate_b_img_s'], r['rate_b_ci95_img_s'])}"
-    )
+    rates = f"{_interval(r['rate_a_img_s'], r['rate_a_ci95_img_s'])} -> " \
+            f"{_interval(r['rate_b_img_s'], r['rate_b_ci95_img_s'])}"
     if r["verdict"] == "not divided":
         return f"{what}: not divided, differs in {r['differs_in']}"
     ratio = f"{r['ratio_b_over_a']:.2f}x [{r['ratio_ci95_low']:.2f}, {r['ratio_ci95_high']:.2f}]"
@@ -104,28 +103,13 @@ def seeds_beside(m, run: str) -> pd.DataFrame:
         else pd.DataFrame()
     )
     env = m.environments.get(run, {})
-    rows = [
-        {
-            "run_a": run,
-            "run_b": SEEDS,
-            "host_id_a": env.get("host_id"),
-            "host_a": env.get("host"),
-            "device_a": env.get("device_name"),
-            "device_b": r.b,
-            "table": "scenario_a",
-            "model": r.model,
-            "phase": r.phase,
-            "batch_size": _ours(sa, run, r.model, r.phase, "batch_size"),
-            "rate_a_img_s": r.a_img_s,
-            "rate_a_ci95_img_s": _ours(sa, run, r.model, r.phase, "throughput_ci95_img_s"),
-            "rate_b_img_s": r.b_img_s,
-            "ratio_b_over_a": r.b_img_s / r.a_img_s,
-            "verdict": "not matched",
-            "comparison": "not matched",
-            "differs_in": r.differences,
-        }
-        for r in ours.itertuples()
-    ]
+    rows = [{"run_a": run, "run_b": SEEDS, "host_id_a": env.get("host_id"), "host_a": env.get("host"),
+             "device_a": env.get("device_name"), "device_b": r.b, "table": "scenario_a", "model": r.model,
+             "phase": r.phase, "batch_size": _ours(sa, run, r.model, r.phase, "batch_size"),
+             "rate_a_img_s": r.a_img_s, "rate_a_ci95_img_s": _ours(sa, run, r.model, r.phase,
+                                                                  "throughput_ci95_img_s"),
+             "rate_b_img_s": r.b_img_s, "ratio_b_over_a": r.b_img_s / r.a_img_s, "verdict": "not matched",
+             "comparison": "not matched", "differs_in": r.differences} for r in ours.itertuples()]
     return pd.DataFrame(rows, columns=[*SEED_COLUMNS, "batch_size"])
 
 
@@ -150,10 +134,8 @@ def _nothing_comparable(ok: pd.DataFrame, a: str, b: str) -> str:
     if not have(a) or not have(b):
         empty = a if not have(a) else b
         return f"nothing comparable: run '{empty}' has no ok row in {' or '.join(compare.RATE_TABLES)}"
-    return (
-        f"nothing comparable: '{a}' measured {', '.join(have(a))}; '{b}' measured {', '.join(have(b))} "
-        "(no model and phase in common)"
-    )
+    return (f"nothing comparable: '{a}' measured {', '.join(have(a))}; '{b}' measured {', '.join(have(b))} "
+            "(no model and phase in common)")
 
 
 def compare_runs(names: list[str], outputs: Path, keys: tuple[str, ...] | None = None) -> pd.DataFrame:
@@ -164,9 +146,6 @@ def compare_runs(names: list[str], outputs: Path, keys: tuple[str, ...] | None =
         raise Refused("the first run is the reference: give a run of yours first, then 'seeds'")
     dirs = {n: _run_dir(n, outputs) for n in dict.fromkeys(names) if n != SEEDS}
     m = load(list(dirs.values()))
-    broken = [f"{d.name} ({m.excluded[d.name]})" for d in dirs.values() if d.name in m.excluded]
-    if broken:
-        raise Refused(f"broken run: {'; '.join(broken)}")
     ok, first = compare.rates(m), dirs[names[0]].name
     frames = []
     if len(names) == 1:  # one run: its variants, each pair one knob apart, their interval over the rounds
@@ -226,65 +205,43 @@ def report(df: pd.DataFrame) -> str:
         r = g.iloc[0]
         side_b = "the seeds' published devices" if b == SEEDS else machine_label(r.device_b, r.host_b)
         moved = compare.probe_change(g)
-        busy = [
-            f"{run}: {verdict[0].lower()}{verdict[1:]}"
-            for run, verdict in ((a, r.get("machine_a", "")), (b, r.get("machine_b", "")))
-            if str(verdict).startswith("The machine was busy")
-        ]
-        lines += [
-            f"{a} ({machine_label(r.device_a, r.host_a)}) -> {b} ({side_b}); rates in images/s with 95% intervals, "
-            "ratio = B / A",
-            *(
-                [
-                    f"the CPU's own speed (probe) moved {moved:+.0f}% from {a} to {b} (median over the rows): "
-                    "a ratio near that is the machine, not the change"
-                ]
-                if math.isfinite(moved)
-                else []
-            ),
-            *busy,
-            *[_line(row) for row in g.to_dict("records")],
-            "",
-        ]
+        busy = [f"{run}: {verdict[0].lower()}{verdict[1:]}" for run, verdict in
+                ((a, r.get("machine_a", "")), (b, r.get("machine_b", "")))
+                if str(verdict).startswith("The machine was busy")]
+        probe = [f"the CPU's own speed (probe) moved {moved:+.0f}% from {a} to {b} (median over the rows): a "
+                 "ratio near that is the machine, not the change"] if math.isfinite(moved) else []
+        head = f"{a} ({machine_label(r.device_a, r.host_a)}) -> {b} ({side_b}); rates in images/s with 95% "
+        lines += [f"{head}intervals, ratio = B / A", *probe, *busy, *map(_line, g.to_dict("records")), ""]
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="cnnbench compare", description=__doc__.split("\n")[0])
-    ap.add_argument(
-        "runs",
-        nargs="+",
-        metavar="RUN",
-        help="run names under the outputs root, run folders, or "
-        "'seeds' (every device seed 000 measured); the first is the reference",
-    )
+    known = ", ".join(("machine", *compare.knob_keys()))
+    ap.add_argument("runs", nargs="+", metavar="RUN", help="run names under the outputs root, run folders, "
+                    "or 'seeds' (every device seed 000 measured); the first is the reference")
     ap.add_argument("--outputs", help="folder holding the runs (default: outputs/ of the workbook)")
     ap.add_argument("--out", help="folder for compare.csv (default: the outputs root)")
-    ap.add_argument(
-        "--keys",
-        help="divide rows differing only in these comma-separated keys (of "
-        f"{', '.join(('machine', *compare.knob_keys()))})",
-    )
+    ap.add_argument("--keys", help=f"divide rows differing only in these comma-separated keys (of {known})")
     args = ap.parse_args(argv)
-    outputs = Path(args.outputs).expanduser().resolve() if args.outputs else paths.outputs_root()
     try:
+        outputs = _folder("--outputs", args.outputs, create=False) if args.outputs else paths.outputs_root()
+        out = _folder("--out", args.out, create=True) if args.out else outputs
         keys = tuple(k.strip() for k in args.keys.split(",") if k.strip()) if args.keys else None
         bad = [k for k in keys or () if k not in ("machine", *compare.knob_keys())]
         if bad or keys == ():
-            raise Refused(
-                f"--keys {args.keys!r}: not keys of a configuration; known: "
-                f"{', '.join(('machine', *compare.knob_keys()))}"
-            )
+            raise Refused(f"--keys {args.keys!r}: not keys of a configuration; known: {known}")
         df = compare_runs(args.runs, outputs, keys)
-    except Refused as err:
+    except (Refused, params.ParamsError) as err:
         print(f"cnnbench compare: {err}", file=sys.stderr)
         return 2
-    out = Path(args.out).expanduser() if args.out else outputs
-    path = write(df, out)
+    try:
+        path = write(df, out)
+    except OSError as err:
+        print(f"cnnbench compare: {out / 'compare.csv'} cannot be written ({err.strerror})", file=sys.stderr)
+        return 1
     print(report(df))
     kept = len({r.get("compared") for r in results.read_rows(path)} - {df.compared.iloc[0]})
-    print(
-        f"cnnbench compare: {len(df)} row(s) comparing {' and '.join(dict.fromkeys(args.runs))} -> {path} "
-        f"(added to the {kept} other comparison(s) there; a compare of the same runs replaces its rows)"
-    )
+    print(f"cnnbench compare: {len(df)} row(s) comparing {' and '.join(dict.fromkeys(args.runs))} -> {path} "
+          f"(added to the {kept} other comparison(s) there; a compare of the same runs replaces its rows)")
     return 0

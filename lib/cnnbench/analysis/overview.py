@@ -56,8 +56,8 @@ def headline(run_dir: Path) -> pd.DataFrame:
     a = knobs.default_variant(a[a.status == "ok"])
     roof = results.read(run_dir, "roofline")
     if not roof.empty and "source" in roof:
-        whole = roof.get("layer", pd.Series("", roof.index)).fillna("").astype(str).eq("")
-        roof = knobs.default_variant(roof[(roof.source == "scenario_a") & whole])
+        layer = roof.get("layer", pd.Series("", roof.index)).fillna("").astype(str)
+        roof = knobs.default_variant(roof[(roof.source == "scenario_a") & layer.eq("")])
     rows: dict[tuple, dict] = {}
     for r in a.itertuples():
         row = rows.setdefault((r.model, r.batch_size), {"model": r.model, "batch": r.batch_size})
@@ -81,7 +81,7 @@ def roof_sentence(run_dir: Path) -> str:
     spread = f" (spread {100 * spread:.1f}% over its calls)" if pd.notna(spread) else ""
     return (
         f"**The roof** (measured, fp32): {top.peak_gflops:,.1f} GFLOP/s compute{spread}, "
-        f"{top.bandwidth_gbs:,.1f} GB/s from {top.get('level', 'main memory')}, ridge at "
+        f"{top.bandwidth_gbs:,.1f} GB/s from {html.escape(str(top.get('level', 'main memory')))}, ridge at "
         f"{top.peak_gflops / top.bandwidth_gbs:.1f} FLOP/byte."
     )
 
@@ -92,12 +92,12 @@ def fastest(run_dir: Path) -> pd.DataFrame:
     if t.empty or "row_kind" not in t:
         return pd.DataFrame()
     best = t[t.row_kind == "best"]
-    return pd.DataFrame([{
-        "model": r.model, "phase": r.phase, "configuration": r.config,
-        "images/s (95% interval)": with_interval(r.throughput_img_s, r.throughput_ci95_img_s),
-        "speedup over default": speedup_text(r.speedup_x, r.speedup_ci95_x),
-        "of compute roof": f"{r.compute_roof_pct:.0f}%" if math.isfinite(r.compute_roof_pct) else "?",
-    } for r in best.itertuples()])
+    return pd.DataFrame([{"model": r.model, "phase": r.phase, "configuration": r.config,
+                          "images/s (95% interval)": with_interval(r.throughput_img_s,
+                                                                   r.throughput_ci95_img_s),
+                          "speedup over default": speedup_text(r.speedup_x, r.speedup_ci95_x),
+                          "of compute roof": f"{r.compute_roof_pct:.0f}%" if math.isfinite(r.compute_roof_pct)
+                          else "?"} for r in best.itertuples()])
 
 
 def _their_tflops(beside: pd.DataFrame) -> list[str]:
@@ -147,8 +147,10 @@ def _part(name: str, make, say) -> str:
 
 
 def _rates(df: pd.DataFrame) -> str:
-    head = "**Headline rates** (02: fp32, NCHW, eager; interval over fresh processes)"
-    return f"{head}:\n\n{_html_table(df)}\n\n" if len(df) else ""
+    if df.empty:
+        return ""
+    what = "(02: fp32, NCHW, eager; interval over fresh processes)"
+    return f"**Headline rates** {what}:\n\n{_html_table(df)}\n\n"
 
 
 def _best(df: pd.DataFrame) -> str:
@@ -159,20 +161,15 @@ def _seeds(df: pd.DataFrame) -> str:
     if df.empty:
         return ""
     differ = "".join(f"<li>{html.escape(d)}</li>" for d in df.differences.unique())
-    return (
-        "**Beside the seeds** (published on the same class of device; not matched: what differs is listed below "
-        f"the table):\n\n{_html_table(df.drop(columns='differences'))}\n\n<ul>{differ}</ul>\n\n"
-    )
+    table = _html_table(df.drop(columns="differences"))
+    return ("**Beside the seeds** (published on the same class of device; not matched: what differs is "
+            f"listed below the table):\n\n{table}\n\n<ul>{differ}</ul>\n\n")
 
 
 def summary_html(run_dir: Path, machine: str, quiet: str) -> str:
     """The summary section (markdown with HTML tables), headed "Summary"."""
-    return "".join(
-        [
-            f"## Summary\n\n**The machine:** {html.escape(machine)}\n\n{quiet}",
-            _part("headline rates", lambda: headline(run_dir), _rates),
-            _part("roof", lambda: roof_sentence(run_dir), lambda text: text + "\n\n"),
-            _part("fastest configuration", lambda: fastest(run_dir), _best),
-            _part("seeds", lambda: seeds(run_dir), _seeds),
-        ]
-    )
+    return "".join([f"## Summary\n\n**The machine:** {html.escape(machine)}\n\n{quiet}",
+                    _part("headline rates", lambda: headline(run_dir), _rates),
+                    _part("roof", lambda: roof_sentence(run_dir), lambda text: text + "\n\n"),
+                    _part("fastest configuration", lambda: fastest(run_dir), _best),
+                    _part("seeds", lambda: seeds(run_dir), _seeds)])

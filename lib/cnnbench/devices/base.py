@@ -71,6 +71,7 @@ class Backend:
     kind = "cpu"  # the name rows carry as device_kind
     torch_type = "cpu"  # the torch.device type this kind claims
     on_host = True  # the host CPU is the measured device (its threads and speed are the measurement's)
+    own_memory = False  # it has memory of its own (else it shares the host's: the host's limits are its own)
     queued = False  # work is queued and runs later: synchronise before reading a clock
     pins = False  # pinned host memory speeds copies to this device
     ddp_backend = "gloo"  # torch.distributed backend of its data-parallel runs

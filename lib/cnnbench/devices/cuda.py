@@ -32,7 +32,7 @@ HBM_CAPABILITIES = ((7, 0), (8, 0), (9, 0), (10, 0))  # V100, A100, H100/H200, B
 class CudaBackend(Backend):
     kind = torch_type = "cuda"
     on_host = False
-    queued = pins = autotunes = True
+    queued = pins = autotunes = own_memory = True
     ddp_backend = "nccl"
     min_call_s = 0.05
     op_time = "device"

@@ -1,12 +1,13 @@
 """Many configurations, each measured in several fresh processes, in interleaved rounds, until its interval is
 as tight as asked or the budget is spent (pyperf's model: processes x windows, the spread over processes).
 
-A single process measures a configuration precisely but not reproducibly: on a shared 2-core VM the same
-SqueezeNet step measured 325 img/s in one process and 467 img/s in another two minutes later, each with a 95%
-interval 20-100 times narrower than the gap. So every configuration is measured in ``processes`` fresh worker
-processes (:mod:`cnnbench.measure.worker`), one round at a time over all configurations (A B C, A B C, ...), so drift of
-the machine falls on all of them alike and is inside every interval; configurations whose interval is still
-wider than ``ci_target_pct`` get more rounds, up to ``max_processes``, while ``adapt_budget_s`` lasts.
+A single process measures a configuration precisely but not reproducibly: two processes of the same step can
+differ by far more than either one's interval. So every configuration is measured in ``processes`` fresh worker
+processes (:mod:`cnnbench.measure.worker`), one round at a time over all configurations, each round in an order
+drawn anew (C A B, B C A, ...), so drift of the machine falls on all of them alike and is inside every interval;
+configurations whose interval is still wider than ``ci_target_pct`` get more rounds, up to ``max_processes``,
+while ``adapt_budget_s`` lasts. Each row keeps each round's rate (``process_rates_img_s``), so two variants of one
+run are divided round by round (:func:`cnnbench.measure.reproducibility.paired_ratio`).
 
 Files (``name`` = the results file's stem):
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -33,7 +34,8 @@ import pandas as pd
 import psutil
 import torch
 
-from cnnbench import devices
+from cnnbench import devices, paths
+from cnnbench.measure.timing import STALL_FACTOR
 
 _NVML_THROTTLE = {
     0x1: "gpu_idle", 0x2: "app_clocks", 0x4: "sw_power_cap", 0x8: "hw_slowdown", 0x10: "sync_boost",
@@ -115,8 +117,7 @@ class Sampler:
     def _process_cpu_seconds(self) -> float:
         """CPU seconds of this process and its children (DataLoader workers are part of the measured work): the
         live children's own, and those of children that ended and were waited for (``children_user/system``),
-        so a worker that exits between two samples does not take its CPU time with it (06's timelines read 0%
-        for the process and 100% for 'other processes' at each configuration's end)."""
+        so a worker that exits between two samples does not take its CPU time with it."""
         total = 0.0
         for proc in [self._proc, *self._children()]:
             try:
@@ -136,10 +137,10 @@ class Sampler:
 
     def _process_cpu_pct(self) -> float | None:
         """This process tree's CPU % since the last sample (100 = one core), bounded by the cores: the OS counts
-        CPU time in ticks (10 ms), so over a 0.1 s sample an unbounded reading overshoots (218% on 2 cores)."""
+        CPU time in ticks (10 ms), so over a short sample an unbounded reading overshoots."""
         now, cpu = self.clock(), self._process_cpu_seconds()
         if self._last_cpu is not None and now - self._last_cpu[0] < MIN_CPU_SPAN_S:
-            return None  # too short for 10 ms ticks: the final sample at a window's end read 0% (other: 100%)
+            return None  # too short for 10 ms ticks
         last, self._last_cpu = self._last_cpu, (now, cpu)
         if last is None or now <= last[0]:
             return None
@@ -201,6 +202,8 @@ class Sampler:
         if self._thread is not None:
             self._thread.join()
         self.sample()  # at least one sample per window, however short
+        mine = os.environ.get(paths.LOCK_ENV)  # other runs of this workbook here: once, off the clock
+        self.other_runs = len({folder for _, folder, _ in paths.run_processes() if folder != mine})
 
     def _whole_process_cpu_pct(self) -> float | None:
         start, end = getattr(self, "_enter_cpu", None), self._last_cpu
@@ -238,6 +241,7 @@ class Sampler:
             out["util_process_cpu_mean_pct"] = whole
         out.setdefault("util_device_mean_pct", float("nan"))
         out["telemetry_samples"] = len(self.values("util_cpu_pct"))
+        out["other_runs_max"] = getattr(self, "other_runs", 0)
         out["gpu_throttle_reasons"] = ",".join(sorted(self.throttle))
         if self.power_source:
             out["gpu_power_source"] = self.power_source
@@ -306,12 +310,17 @@ def judge(row) -> tuple[str, str]:
     probe = _num(row, "probe_spread_pct")
     if probe > BUSY_PROBE_SPREAD_PCT:
         reasons.append(f"the CPU's own speed (probe) moved {probe:.0f}% between rounds")
+    if _num(row, "stalled_windows") > 0:
+        reasons.append(f"{_num(row, 'stalled_windows'):.0f} window(s) took over {STALL_FACTOR:g}x their "
+                       "steps' median time (the process was stopped or starved)")
+    if _num(row, "other_runs_max") > 0:
+        reasons.append(f"another run of this workbook measured here ({_num(row, 'other_runs_max'):.0f})")
     if reasons:
         return "busy", "; ".join(reasons)
     if all(math.isnan(v) for v in (steal, other)):
         return "unknown", "no host telemetry"
-    return "quiet", f"steal {0.0 if math.isnan(steal) else steal:.1f}%, other processes " \
-                    f"{0.0 if math.isnan(other) else other:.0f}%"
+    return "quiet", (f"steal {'not measured' if math.isnan(steal) else f'{steal:.1f}%'}, other processes "
+                     f"{'not measured' if math.isnan(other) else f'{other:.0f}%'}")
 
 
 _PROBE: dict = {}
@@ -320,9 +329,8 @@ _PROBE: dict = {}
 def speed_probe(seconds: float = 0.3, clock: Callable[[], float] = time.perf_counter) -> float:
     """The CPU's speed now: images/s of a fixed small workload (SqueezeNet 1.1 inference, batch 8, 64 px) run in
     this process for ``seconds``. Steal time and other processes' load do not see everything that slows a shared
-    VM (a neighbour on the same physical cores or memory): on this project's 2-core VM SqueezeNet ran 30% slower
-    ten minutes later with 0% steal and 1% other load. The runner takes the probe before every round, so a report
-    can say how far the machine's own speed moved while it measured."""
+    VM (a neighbour on the same physical cores or memory). The runner takes the probe before every round, so a
+    report can say how far the machine's own speed moved while it measured."""
     from torchvision.models import squeezenet1_1
 
     if "model" not in _PROBE:

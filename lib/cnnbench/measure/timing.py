@@ -16,6 +16,7 @@ import torch
 from cnnbench import devices
 
 NOISY_IQR_OVER_MEDIAN = 0.10
+STALL_FACTOR = 2.0  # a window over this many times its steps at their median stalled (stopped, starved)
 
 # Two-sided 95% Student t quantiles for 1..30 degrees of freedom (beyond: t95's expansion).
 _T95 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
@@ -24,8 +25,8 @@ _T95 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2
 
 def t95(dof: int) -> float:
     """The two-sided 95% Student t quantile: the table up to 30 degrees of freedom, then the Cornish-Fisher
-    expansion about the normal quantile (within 1e-4 of the exact value from 30 on; 1.96 alone made intervals
-    of 31-100 samples 1-3% too narrow). Below 1 degree of freedom: 1.96, as before."""
+    expansion about the normal quantile (within 1e-4 of the exact value from 30 on). Below 1 degree of freedom:
+    1.96."""
     if dof < 1:
         return 1.96
     if dof <= len(_T95):
@@ -105,7 +106,8 @@ def summarize(step_times: list[float], window_times: list[float], window_steps: 
 
     ``throughput_img_s`` is all images of all windows over their summed synced wall time. With two or more
     windows its 95% interval is the Student t interval of the per-window throughputs; with one window, a
-    bootstrap over the step times (2000 resamples). ``noisy`` is IQR / median step time > 10%.
+    bootstrap over the step times (2000 resamples). ``noisy`` is IQR / median step time > 10%;
+    ``stalled_windows`` counts the windows longer than :data:`STALL_FACTOR` x their steps at the median.
     """
     steps = np.asarray(step_times, dtype=float)
     if steps.size == 0 or not window_times:
@@ -139,4 +141,6 @@ def summarize(step_times: list[float], window_times: list[float], window_steps: 
         "step_time_iqr_s": float(iqr),
         "window_time_s": float(sum(window_times)),
         "noisy": bool(iqr / median > NOISY_IQR_OVER_MEDIAN) if median > 0 else True,
+        "stalled_windows": sum(t > STALL_FACTOR * n * median for n, t in zip(window_steps, window_times,
+                                                                             strict=True)),
     }

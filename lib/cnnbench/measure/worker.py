@@ -19,12 +19,16 @@ import os
 import platform
 import signal
 import sys
+import traceback
 
 import torch
 
-from cnnbench import devices
+from cnnbench import devices, paths
 from cnnbench.measure import engine
 
+forkserver = sys.modules.get("multiprocessing.forkserver")
+if forkserver and any(f.f_code is forkserver.main.__code__ for f, _ in traceback.walk_stack(None)):
+    paths.die_with_parent()  # imported by the forkserver (preload): it dies with its kernel, however it dies
 HOOK_ENV = "CNNBENCH_TEST_WORKER_HOOK"
 _ballast: list[bytearray] = []
 
@@ -72,6 +76,7 @@ def _test_hook(model: str, hooks: str) -> None:
 
 def _job(cfg, device_spec: str, p, dataset, hooks: str, known_flops, conn) -> None:
     """The worker's body: take the device, measure, send the row back."""
+    paths.die_with_parent()  # a worker never outlives its forkserver (and so its kernel and its run)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's: it kills the worker, no 2nd traceback
     if known_flops is not None:
         engine._FLOPS[(cfg.model, cfg.image_size, cfg.num_classes)] = known_flops
@@ -126,6 +131,7 @@ def _in_worker(target, name: str, args: tuple) -> tuple[dict | None, int | None]
 
 def _call_job(fn, args: tuple, device_spec: str, threads: int, conn) -> None:
     """The body of a :func:`call_isolated` worker: set threads and device, call, send the row back."""
+    paths.die_with_parent()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's: it kills the worker, no 2nd traceback
     torch.set_num_threads(threads)
     device = torch.device(device_spec)

@@ -123,17 +123,20 @@ def frame(rows: Iterable[Mapping[str, Any]], columns: Iterable[str] = ()):
 
 def read_rows(path: str | Path) -> list[dict[str, str]]:
     """The rows of a results CSV ([] when absent). Raises :class:`CorruptResults` (one line) for a file that is
-    not a tidy CSV: unreadable, ragged rows, or a cell written as a Python object (``np.float64(...)``)."""
+    not a tidy CSV: unreadable, ragged rows, a last line cut short, a cell written as a Python object."""
     path = Path(path)
     if not path.is_file():
         return []
     try:
         with path.open(newline="") as f:
-            reader = csv.DictReader(f)
-            rows = list(reader)
-            columns = reader.fieldnames or []
+            text = f.read()
+        reader = csv.DictReader(io.StringIO(text, newline=""))
+        rows = list(reader)
+        columns = reader.fieldnames or []
     except (UnicodeDecodeError, csv.Error) as err:
         raise CorruptResults(f"{path}: not a readable CSV ({type(err).__name__}: {err}); move it away") from None
+    if text and not text.endswith("\n"):  # every row this workbook writes ends its line
+        raise CorruptResults(f"{path}: its last line is cut short (written only in part); move it away")
     if rows and not columns:
         raise CorruptResults(f"{path}: no header line; move it away")
     for i, row in enumerate(rows, start=2):

@@ -16,32 +16,15 @@ import pandas as pd
 
 from cnnbench import SCHEMA_VERSION
 from cnnbench.results.files import CorruptResults, read_json
-from cnnbench.results.tables import MERGED, read
+from cnnbench.results.tables import MERGED, TABLES, read
 
-IDENTITY = ("run_name", "host_id", "host")  # added to every merged row
 ALL_RUNS = "*"  # analysis_runs: ["*"] merges every user run of outputs/
 # The parameters that make two runs' configurations differ (shown beside a merge; the rows themselves are
 # matched on their own columns).
-RUN_CONFIG_KEYS = (
-    "models",
-    "image_size",
-    "num_classes",
-    "dataset",
-    "data_mode",
-    "batch_size",
-    "batch_size_per_model",
-    "warmup_steps",
-    "measured_steps",
-    "repeats",
-    "processes",
-    "variants",
-    "lr",
-    "momentum",
-    "phases",
-    "threads",
-    "epoch_images",
-    "epoch_images_per_model",
-)
+RUN_CONFIG_KEYS = ("models", "image_size", "num_classes", "dataset", "data_mode", "batch_size",
+                   "batch_size_per_model", "warmup_steps", "measured_steps", "repeats", "processes",
+                   "variants", "lr", "momentum", "phases", "threads", "epoch_images",
+                   "epoch_images_per_model")
 _SMOKE = re.compile(r"^smoke", re.IGNORECASE)
 
 
@@ -81,8 +64,32 @@ def run_params(run_dir: Path) -> dict:
     return _json_object(path) if path.exists() else {}
 
 
+# The fields of environment.json a report or a comparison reads, with their types (None: not captured)
+ENV_TYPES = {"schema_version": int, "device_name": str, "device_kind": str, "cpu_model": str, "host": str,
+             "host_id": str, "captured_at": str, "git_commit": str, "cpu_physical_cores": int,
+             "torch_threads": int, "git_dirty": bool}
+
+
 def environment(run_dir: Path) -> dict:
-    return _json_object(Path(run_dir) / "environment.json")
+    """A run's environment.json; :class:`CorruptResults` for one of :data:`ENV_TYPES` of another type."""
+    env = _json_object(Path(run_dir) / "environment.json")
+    for key, tp in ENV_TYPES.items():
+        value = env.get(key)
+        if value is not None and (not isinstance(value, tp) or isinstance(value, bool) and tp is not bool):
+            raise CorruptResults(f"environment.json's {key!r} is {type(value).__name__}, not {tp.__name__}")
+    return env
+
+
+def verdict(run_dir: Path) -> str | None:
+    """Why ``cnnbench report`` and ``cnnbench compare`` refuse a run folder (one reader, one verdict), or
+    None: not a run, a failed run, another results schema, a file unreadable as this workbook writes it."""
+    run_dir = Path(run_dir)
+    if not _is_run(run_dir) or not (run_dir / "params.json").is_file():
+        return "not a run (no environment.json or params.json); run the pipeline into it first"
+    try:
+        return failed_run_reason(run_dir) or load([run_dir], tables=tuple(TABLES)).excluded.get(run_dir.name)
+    except (OSError, CorruptResults) as err:
+        return f"broken run ({err})"
 
 
 def test_run_reason(run_dir: Path) -> str | None:
@@ -188,9 +195,8 @@ def load(dirs: list[Path], excluded: dict | None = None, tables: tuple[str, ...]
         try:
             env = environment(d)
             if env.get("schema_version") != SCHEMA_VERSION:
-                excluded[d.name] = (
-                    f"schema version {env.get('schema_version')!r} (this workbook reads {SCHEMA_VERSION})"
-                )
+                excluded[d.name] = f"schema version {env.get('schema_version')!r} (this workbook reads " \
+                                   f"{SCHEMA_VERSION})"
                 continue
             read_tables = _tables_of(d, tables)
             run_params(d)

@@ -148,8 +148,7 @@ def level_roofs(sweep: pd.DataFrame, levels: list[dict], main: str = "dram") -> 
             rows.append(_level_row(inside, lv))
         lower = lv["capacity_bytes"]
     # Main memory from working sets of at least MAIN_MEMORY_FACTOR x the last cache only: just past it, part of
-    # the set is still cache-resident (the example's first point past a 32 MiB L3 read 50.8 GB/s, the sets at
-    # 128 MiB and beyond 20-30 GB/s), as ERT and STREAM size their arrays.
+    # the set is still cache-resident, as ERT and STREAM size their arrays.
     outer = sweep[ws >= MAIN_MEMORY_FACTOR * lower] if lower else sweep[ws == ws.max()]
     if outer.empty:  # no working set far enough beyond the caches: the largest one stands in, said so
         outer = sweep[ws == ws.max()]

@@ -26,7 +26,7 @@ import torch.distributed as dist
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
-from cnnbench import devices, heap, models
+from cnnbench import devices, heap, models, paths
 from cnnbench.measure import telemetry, timing
 
 
@@ -83,6 +83,7 @@ def _slowest(seconds: float, device: torch.device) -> float:
 
 
 def main(argv=None) -> int:
+    paths.die_with_parent()  # a rank never outlives torchrun's agent
     args = parse(argv)
     rank, world = int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
     local = int(os.environ.get("LOCAL_RANK", 0))

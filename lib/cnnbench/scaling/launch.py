@@ -16,7 +16,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from cnnbench import devices, heap, progress, results
+from cnnbench import devices, heap, paths, progress, results
 from cnnbench.measure import timelines
 
 LOSS_RTOL = 1e-4
@@ -44,7 +44,8 @@ def launch(cmd: list[str], out: Path, timeout_s: float = 900) -> dict:
     for stale in (out / "result.json", *out.glob("telemetry_rank*.json")):  # a rerun must not read old files
         stale.unlink(missing_ok=True)
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, env=env)
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, env=env,
+                          preexec_fn=paths.die_with_parent if os.name == "posix" else None)  # dies with us
     result_file = out / "result.json"
     if proc.returncode != 0 or not result_file.is_file():
         lines = [re.sub(r"^\[rank\d+\]:\s*", "", ln).strip() for ln in (proc.stderr + proc.stdout).splitlines()

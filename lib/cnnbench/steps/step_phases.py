@@ -29,8 +29,8 @@ from cnnbench.results.tables import PHASE_PASS_KEYS, PHASE_PROTOCOL
 STEP_PHASES = ("data_wait", "h2d_copy", "forward", "loss", "backward", "optimizer")
 TOLERANCE_PCT = 5.0
 # Past its least pairs and window, a model is measured until the 95% interval of the phase sum's difference from
-# the unsplit step is this narrow (or its time budget, phase_max_s, is spent): on the 2-core VM a ResNet-18 step
-# varies by +-15% whichever way it is timed, and 6 pairs left the 5% check to chance.
+# the unsplit step is this narrow (or its time budget, phase_max_s, is spent): a step on a busy machine varies by
+# more than the 5% the check allows, and a handful of pairs would leave it to chance.
 PRECISION_PCT = 2.0
 MAX_PAIRS = 2000  # a bound on the pairs one window measures, whatever the clock says
 

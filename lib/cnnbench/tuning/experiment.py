@@ -15,6 +15,7 @@ from cnnbench.measure import engine, telemetry
 from cnnbench.results import ResultsFile
 from cnnbench.results.tables import TUNING_PARAM_KEYS, search_keys
 from cnnbench.tuning import guard, search
+from cnnbench.tuning.racing import Outcome
 
 
 def default_setting(run, model: str) -> Setting:
@@ -82,6 +83,28 @@ def identity_of(run, model: str, phase: str, hw: devices.Hardware) -> dict:
             **{k: ",".join(v) if isinstance(v := getattr(p, k), list) else v for k in TUNING_PARAM_KEYS}}
 
 
+def beyond_memory(base: engine.Config, c: Setting, device,
+                  _counts: dict = {}) -> Outcome | None:  # noqa: B006 - the counts of each model, once
+    """An out-of-memory outcome, not tried, for a batch whose footprint exceeds the memory available now on
+    a device sharing the host's (CPU, MPS), where an allocation may succeed and the step then overcommit
+    until the OOM killer takes the kernel; None where it fits (or the device has memory of its own). The
+    footprint is the workbook's own count (cnnbench.measure.flops: the activations a training step saves per
+    image, an upper bound for eval) times the batch, plus 4 x the weights (gradients, optimizer state)."""
+    if devices.backend(device).own_memory:
+        return None
+    import psutil
+
+    from cnnbench.measure import flops
+
+    key = (base.model, base.image_size, base.num_classes)
+    if key not in _counts:
+        cx = flops.complexity(*key, with_fvcore=False)
+        _counts[key] = (cx.activation_mib * 2**20, cx.param_mib * 2**20)
+    need, free = c.batch_size * _counts[key][0] + 4 * _counts[key][1], psutil.virtual_memory().available
+    gib = f"{need / 2**30:.1f} GiB, {free / 2**30:.1f} GiB free"
+    return None if need <= free else Outcome("oom", error=f"not tried: batch {c.batch_size} needs {gib}")
+
+
 def tune_one(run, model: str, phase: str, hw: devices.Hardware, sink, peaks) -> tuple[dict, knobs.Space]:
     p, device = run.params, run.device
     base = engine.config(p, model, phase)
@@ -91,7 +114,7 @@ def tune_one(run, model: str, phase: str, hw: devices.Hardware, sink, peaks) -> 
     names = [k for k in sp.values if knobs.KNOBS[k].numerics]
     s = search.Search(
         base, sp, p, identity_of(run, model, phase, hw),
-        evaluate=lambda c, w: search.window(base, c, device, p, w),
+        evaluate=lambda c, w: beyond_memory(base, c, device) or search.window(base, c, device, p, w),
         guard_loss=lambda n: guard.loss_after(guard_cfg.replace(**{**default, **dict(zip(names, n, strict=True)),
                                                                    "batch_size": p.tune_guard_batch_size}),
                                               device, p, p.tune_guard_steps),
