@@ -319,8 +319,7 @@ def _inconsistencies_000() -> list[dict]:
     e = _epoch_images_000()
     imgs = pd.concat([e.train_images, e.val_images])
     sq_t4 = e[(e.model == "squeezenet1_1") & (e.device_class == "t4")].iloc[0]
-    rows.append(_row(
-        SEED_000,
+    rows.append(_row(SEED_000,
         f"1 epoch of Tiny-ImageNet ({_SETUP_000['dataset_train_images']:,} training images)",
         f"throughput x epoch time = {int(imgs.median()):,} images in "
         f"{int((imgs == imgs.median()).sum())} of {len(imgs)} cases; SqueezeNet on T4: "
@@ -328,8 +327,7 @@ def _inconsistencies_000() -> list[dict]:
         f"its 'epoch' was a {EPOCH_IMAGES_000:,}-image subset ({sq_t4.train_images:,.0f} for SqueezeNet on "
         "the T4)"))
     a = AI_TABLE_000.assign(flop_per_byte=AI_TABLE_000.flops_g * 1e9 / (AI_TABLE_000.model_mb * 1e6))
-    rows.append(_row(
-        SEED_000,
+    rows.append(_row(SEED_000,
         "AI " + ", ".join(f"{r.model} {r.ai_printed}" for r in a.itertuples()) + " FLOP/byte",
         ", ".join(f"{r.model} {r.flop_per_byte:.1f}" for r in a.itertuples()) + " FLOP/byte",
         "its figures are GFLOP per MB (x1000 = FLOP/byte), of parameter bytes only, at 224x224"))
@@ -354,9 +352,7 @@ def _inconsistencies_000() -> list[dict]:
     ratio = c.train_tflops / (c.train_img_s * c.flops_g / 1e3)
     plain = ratio[c.device_class != "apple"]
     mps = ratio[c.device_class == "apple"]
-    rows.append(_row(
-        SEED_000,
-        "TFLOP/s (train) per device",
+    rows.append(_row(SEED_000, "TFLOP/s (train) per device",
         "TFLOP/s / (img/s x 224-pixel forward count) = "
         f"{plain.min():.2f}-{plain.max():.2f} on CPU and T4, "
         f"{mps.min():.1f}-{mps.max():.1f} on MPS",
@@ -374,8 +370,7 @@ def _inconsistencies_000() -> list[dict]:
         if abs(printed.loc[m, col] - recomputed.loc[m, col]) > (0.006 if col == "t4_over_apple" else 0.06)
     ]
     # Table 8 prints GPU/M3 with two decimals, the other columns with one
-    rows.append(_row(
-        SEED_000,
+    rows.append(_row(SEED_000,
         f"Table 8 speedups; '~{_claims('000')['gpu_over_cpu_max']}x' on compute-heavy models",
         "; ".join(f"{m} {col}: printed {p:.2f}, Table 3 gives {r:.2f}" for m, col, p, r in off)
         + f"; largest GPU/CPU speedup in its table: {recomputed.t4_over_cpu.max():.1f}x",
@@ -384,23 +379,18 @@ def _inconsistencies_000() -> list[dict]:
     spec = _spec_rows("Apple M3 Pro")
     if not len(spec):  # no spec row (Apple publishes no M3 GPU clock): the range the published clocks give
         lo, hi = (cores * 128 * 2 * ghz for cores, ghz in ((14, 1.38), (18, 1.6)))
-        rows.append(_row(
-            SEED_000,
-            f"M3 Pro peak {apple:,} GFLOP/s",
+        rows.append(_row(SEED_000, f"M3 Pro peak {apple:,} GFLOP/s",
             "Apple publishes no M3 Pro GPU clock or TFLOPS; 14-18 cores x 128 ALUs x 2 FLOP at the 1.38-1.6 "
             f"GHz published estimates give {lo:,.0f}-{hi:,.0f} GFLOP/s",
             "an estimate, never measured: our spec table has no M3/M4 row"))
     else:
         near = spec.loc[(spec.peak_gflops - apple).abs().idxmin()]
-        rows.append(_row(
-            SEED_000,
-            f"M3 Pro peak {apple:,} GFLOP/s",
+        rows.append(_row(SEED_000, f"M3 Pro peak {apple:,} GFLOP/s",
             f"nearest row of our spec table: Apple M3 Pro with {near.gpu_cores:g} GPU cores, "
             f"{near.peak_gflops:,.0f} GFLOP/s ({near.source})",
             "a spec-sheet product, never measured"))
     sweep_line = _line("SETUP_000", "item=sweep_text_batch_sizes")
-    rows.append(_row(
-        SEED_000,
+    rows.append(_row(SEED_000,
         f"Scenario B: 'three CSVs (batch sizes {_SETUP_000['sweep_text_batch_sizes']})' on the M3 Pro "
         f"(line {sweep_line})",
         f"its Table 6 ({_lines('SWEEP_000')}) has batch sizes {', '.join(map(str, SWEEP_000.batch_size))}, "
@@ -426,18 +416,14 @@ def _inconsistencies_001_002() -> list[dict]:
         "its text's range leaves out its own lowest row"))
     fastest = b.loc[b.epoch_s.idxmin(), "backend"]
     cuda = b.set_index("backend").epoch_s["torch_cuda"]
-    rows.append(_row(
-        SEED_001,
-        "conclusion: PyTorch CUDA and MPS significantly outperform",
+    rows.append(_row(SEED_001, "conclusion: PyTorch CUDA and MPS significantly outperform",
         f"fastest epoch in its Table I: {fastest} ({b.epoch_s.min()} s); torch_cuda {cuda} s",
         "the text contradicts its table on which backend is faster"))
     t = TELEMETRY_002[
         (TELEMETRY_002.batch_size == TELEMETRY_002.batch_size.max()) & (TELEMETRY_002.gpu == 0)
     ].iloc[0]
     idle = TELEMETRY_002[TELEMETRY_002.gpu == 1]
-    rows.append(_row(
-        SEED_002,
-        f"GPU:0 takes {t.gpu_util_pct}% of its total memory (batch {t.batch_size})",
+    rows.append(_row(SEED_002, f"GPU:0 takes {t.gpu_util_pct}% of its total memory (batch {t.batch_size})",
         f"{t.mem_used_mib} / {t.mem_total_mib} MiB = {t.mem_used_mib / t.mem_total_mib:.1%} of memory; "
         f"{t.gpu_util_pct}% is the GPU-Util column",
         f"GPU 1 sits in {idle.pstate.iloc[0]} at {idle.power_w.max()} W in every snapshot: "
@@ -449,9 +435,7 @@ def _inconsistencies_003() -> list[dict]:
     rows = []
     c = COMPLEXITY_003.set_index("model")
     thr = THROUGHPUT_003.set_index(["model", "batch_size", "device_class"]).train_img_s
-    rows.append(_row(
-        SEED_003,
-        "achieved TFLOP/s = throughput x training FLOPs",
+    rows.append(_row(SEED_003, "achieved TFLOP/s = throughput x training FLOPs",
         "; ".join(
             f"{r.model} bs{r.batch_size} {r.device_class}: printed {r.achieved_tflops}, "
             f"{thr[(r.model, r.batch_size, r.device_class)]:.0f} img/s x {c.train_flops_g[r.model]} G "
@@ -464,15 +448,11 @@ def _inconsistencies_003() -> list[dict]:
     ratio = (pairs.rtx4080 / pairs.t4).dropna()
     normal = ratio[ratio > 1]
     lo, hi = SUMMARY_003["rtx4080_over_t4"]
-    rows.append(_row(
-        SEED_003,
-        f"RTX 4080 is {lo}-{hi}x faster than T4",
+    rows.append(_row(SEED_003, f"RTX 4080 is {lo}-{hi}x faster than T4",
         f"its table gives {normal.min():.1f}-{normal.max():.1f}x "
         f"(and {ratio.min():.2f}x at ResNet-50 bs128)",
         "its summary does not match its table"))
-    rows.append(_row(
-        SEED_003,
-        "ResNet-50 AI in its per-model table",
+    rows.append(_row(SEED_003, "ResNet-50 AI in its per-model table",
         f"{AI_BY_BATCH_003[128]:.0f} at batch 128 ({AI_BY_BATCH_003[64]:.0f} is batch 64)",
         f"AI_003 uses {AI_003['resnet50']:.0f}"))
     peak = PEAKS_003.set_index("device_class").loc["rtx4080"]
@@ -481,8 +461,7 @@ def _inconsistencies_003() -> list[dict]:
         lap = laptop.iloc[0]
         lap_tflops = lap.peak_gflops / 1e3
         a = ACHIEVED_003[ACHIEVED_003.device_class == "rtx4080"]
-        rows.append(_row(
-            SEED_003,
+        rows.append(_row(SEED_003,
             f"'{peak.device}' peak {peak.peak_tflops} TFLOP/s; efficiency = achieved / peak",
             "; ".join(f"{r.model} bs{r.batch_size}: {r.achieved_tflops} / {lap_tflops:g} = "
                       f"{100 * r.achieved_tflops / lap_tflops:.1f}% (printed {r.efficiency_pct}%)"
@@ -499,22 +478,17 @@ def _inconsistencies_004() -> list[dict]:
     s = SHAPE_004
     n_params = s["features"] * s["hidden"] + s["hidden"] + s["hidden"] * s["classes"] + s["classes"]
     mem = MEMORY_004.set_index("component").cpu_mb
-    rows.append(_row(
-        SEED_004,
-        f"parameters take {mem['parameters']} MB",
+    rows.append(_row(SEED_004, f"parameters take {mem['parameters']} MB",
         f"{n_params:,} parameters x 8 bytes (float64) = {n_params * 8 / 1e6:.3f} MB",
         "off by about 100x"))
     mnist = _SETUP_004["mnist_train_images"]
-    rows.append(_row(
-        SEED_004,
-        f"{s['inputs']:,} x {s['features']} inputs take {mem['inputs']} MB",
+    rows.append(_row(SEED_004, f"{s['inputs']:,} x {s['features']} inputs take {mem['inputs']} MB",
         f"as float64: {s['inputs'] * s['features'] * 8 / 1e6:.0f} MB; "
         f"{mnist * s['features'] / 1e6:.1f} MB is {mnist:,} x {s['features']} bytes (uint8)",
         "its input memory is the raw 8-bit file, not the float64 arrays it trained on"))
     step = TIMES_004.set_index("what")
     sums = {side: OPS_004[f"{side}_ms"].sum() for side in ("cpu", "gpu")}
-    rows.append(_row(
-        SEED_004,
+    rows.append(_row(SEED_004,
         "Table 4: time per operation (matmul, ReLU, softmax, gradients) of an iteration",
         "; ".join(f"{side.upper()}: operations sum to {sums[side]:.1f} ms, Table 3's iteration "
                   f"{step.loc['iteration', f'{side}_ms']} ms" for side in sums),
@@ -523,9 +497,7 @@ def _inconsistencies_004() -> list[dict]:
         + ": nothing is left for the bias additions, the one-hot encoding and the parameter update its "
         "Algorithm 1 runs every iteration"))
     labelled = s["inputs"] + _SETUP_004["validation_images"]
-    rows.append(_row(
-        SEED_004,
-        f"Kaggle's digit-recognizer split into {s['inputs']:,} training and "
+    rows.append(_row(SEED_004, f"Kaggle's digit-recognizer split into {s['inputs']:,} training and "
         f"{_SETUP_004['validation_images']:,} validation images",
         f"{s['inputs']:,} + {_SETUP_004['validation_images']:,} = {labelled:,} labelled images; the Kaggle "
         f"file's train.csv has {_SETUP_004['kaggle_train_rows']:,} labelled rows",
