@@ -7,10 +7,10 @@ nothing below imports the analysis.
 
 08's one entry point: besides the jobs above, its display helpers (:mod:`cnnbench.tables`: show,
 readable_display, utilisation), figures (:mod:`cnnbench.plots`: throughput, batch_sweep, per_model_rooflines),
-the seeds' tables (``published``) and the explorer (:func:`cnnbench.interactive.explorer`) are re-exported here,
-imported on first use.
+the seeds' tables (``published``) and the explorer (:func:`cnnbench.interactive.explorer`) are named here.
 """
 
+from cnnbench import published
 from cnnbench.analysis.compare import (
     comparison_kind,
     machine,
@@ -51,9 +51,20 @@ from cnnbench.analysis.seeds import (
     times_beside_004,
     utilisation_beside_000,
 )
+from cnnbench.interactive import explorer
+from cnnbench.plots import batch_sweep, per_model_rooflines, throughput
 from cnnbench.results.runs import ALL_RUNS, Merged, discover, load, runs_for, zip_run
+from cnnbench.tables import readable_display, show, utilisation
 
 __all__ = [
+    "batch_sweep",
+    "explorer",
+    "per_model_rooflines",
+    "published",
+    "readable_display",
+    "show",
+    "throughput",
+    "utilisation",
     "ALL_RUNS",
     "Merged",
     "match_keys",
@@ -97,19 +108,3 @@ __all__ = [
     "write_tables",
     "zip_run",
 ]
-
-
-_PRESENTED = {"show": "cnnbench.tables", "readable_display": "cnnbench.tables", "utilisation": "cnnbench.tables",
-              "throughput": "cnnbench.plots", "batch_sweep": "cnnbench.plots", "per_model_rooflines": "cnnbench.plots",
-              "explorer": "cnnbench.interactive"}
-
-
-def __getattr__(name: str):
-    """08's display helpers, figures, the seeds' tables and the explorer, imported on first use."""
-    import importlib
-
-    if name in _PRESENTED:
-        return getattr(importlib.import_module(_PRESENTED[name]), name)
-    if name == "published":
-        return importlib.import_module("cnnbench.published")
-    raise AttributeError(f"module 'cnnbench.analysis' has no attribute '{name}'")

@@ -160,3 +160,4 @@ def named_params(model: str, net) -> dict:
 
 def nbytes(arrays) -> int:
     return int(sum(a.nbytes for a in arrays))
+

@@ -20,10 +20,11 @@ import psutil
 import torch
 
 from cnnbench import devices, results
+from cnnbench.params import SCRATCH_BACKENDS as DEVICE_KIND
 from cnnbench.progress import note, resumed
 from cnnbench.results.tables import SCRATCH_KEYS, SCRATCH_PLAN
-from cnnbench.scratch import DEVICE_KIND, BackendUnavailable, make, torch_weights
-from cnnbench.scratch.base import torch_module
+from cnnbench.scratch.base import BackendUnavailable, torch_module, torch_weights
+from cnnbench.scratch.registry import make
 
 MIB = 2**20
 TOLERANCE = 1e-4  # gradient check: max |ours - reference| / max |reference|, per tensor
