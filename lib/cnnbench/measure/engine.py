@@ -28,7 +28,7 @@ from torch import nn
 from cnnbench import data, devices, heap, knobs, models
 from cnnbench.knobs import Setting
 from cnnbench.measure import energy, flops, telemetry, timing
-from cnnbench.results.tables import PROTOCOL_KEYS
+from cnnbench.results.schema import PROTOCOL_KEYS
 
 # Columns every result frame has, so a table of failures only still has them (empty).
 MEASURE_COLUMNS = ("throughput_img_s", "throughput_ci95_img_s", "throughput_window_min_img_s",

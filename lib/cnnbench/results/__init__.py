@@ -1,4 +1,4 @@
-"""The results layer: every table a run writes, declared once (:mod:`.tables`); tidy CSVs written atomically row
+"""The results layer: every table a run writes, declared once (:mod:`.schema`); tidy CSVs written atomically row
 by row with the rule for a run's current rows (:mod:`.files`); and runs discovered and merged (:mod:`.runs`).
 
 Producers write through it, notebooks and the analysis read through it (:func:`read`). It imports no
@@ -18,7 +18,7 @@ from cnnbench.results.files import (
     write_json,
     write_rows,
 )
-from cnnbench.results.tables import (
+from cnnbench.results.schema import (
     MERGED,
     PROTOCOL_KEYS,
     TABLES,

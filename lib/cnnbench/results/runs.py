@@ -16,7 +16,7 @@ import pandas as pd
 
 from cnnbench import SCHEMA_VERSION
 from cnnbench.results.files import CorruptResults, read_json
-from cnnbench.results.tables import MERGED, TABLES, read
+from cnnbench.results.schema import MERGED, TABLES, read
 
 ALL_RUNS = "*"  # analysis_runs: ["*"] merges every user run of outputs/
 # The parameters that make two runs' configurations differ (shown beside a merge; the rows themselves are

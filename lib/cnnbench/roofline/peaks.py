@@ -181,7 +181,7 @@ def measured_or_kept(run) -> tuple[pd.DataFrame, pd.DataFrame]:
     were measured on this device with the same threads, matmul_size, stream_mb and peak_repeats (a rerun measures
     nothing again), else measured now with those settings as columns."""
     from cnnbench import results
-    from cnnbench.results.tables import PEAK_SETTINGS
+    from cnnbench.results.schema import PEAK_SETTINGS
 
     p = run.params
     settings = dict(zip(PEAK_SETTINGS, (devices.device_name(run.device), run.threads, p.matmul_size, p.stream_mb,

@@ -22,7 +22,7 @@ import torch
 from cnnbench import devices, results
 from cnnbench.params import SCRATCH_BACKENDS as DEVICE_KIND
 from cnnbench.progress import note, resumed
-from cnnbench.results.tables import SCRATCH_KEYS, SCRATCH_PLAN
+from cnnbench.results.schema import SCRATCH_KEYS, SCRATCH_PLAN
 from cnnbench.scratch.base import BackendUnavailable, torch_module, torch_weights
 from cnnbench.scratch.registry import make
 

@@ -24,7 +24,7 @@ import torch
 
 from cnnbench import data, devices, knobs, models
 from cnnbench.measure import engine, timing
-from cnnbench.results.tables import PHASE_PASS_KEYS, PHASE_PROTOCOL
+from cnnbench.results.schema import PHASE_PASS_KEYS, PHASE_PROTOCOL
 
 STEP_PHASES = ("data_wait", "h2d_copy", "forward", "loss", "backward", "optimizer")
 TOLERANCE_PCT = 5.0
@@ -260,7 +260,7 @@ def measure(cfg: engine.Config, device: torch.device, p, steps: int, dataset=Non
 
 
 def identity(cfg: engine.Config, b: devices.Backend, p) -> dict:
-    """What identifies a breakdown (``results.tables.phase_plan``): the configuration as in force, the protocol
+    """What identifies a breakdown (``results.schema.phase_plan``): the configuration as in force, the protocol
     parts that change a phase time and the pass settings."""
     return {**cfg.replace(**knobs.in_force(cfg.setting, b)).columns(), "device_kind": b.kind,
             **{k: getattr(p, k) for k in (*PHASE_PROTOCOL, *PHASE_PASS_KEYS)}}

@@ -329,7 +329,7 @@ def run_grid(run, sampler_cls=None, log=print) -> None:
     results = table.file(run.dir)
     here = present_devices(p.transfer_devices, run.device)
 
-    def point(device, lr, bs) -> dict:  # a grid point's key (results.tables.TRANSFER_GRID_KEYS) and settings
+    def point(device, lr, bs) -> dict:  # a grid point's key (results.schema.TRANSFER_GRID_KEYS) and settings
         return {"model": p.transfer_model, "device_kind": devices.backend(device).kind, "dataset": p.transfer_dataset,
                 "optimizer": p.optimizer, "pretrained": p.pretrained, "lr": lr, "batch_size": bs,
                 "image_size": p.transfer_image_size, "threads": torch.get_num_threads(),

@@ -13,7 +13,7 @@ from cnnbench import devices, knobs, progress, results, roofline
 from cnnbench.knobs import Setting
 from cnnbench.measure import engine, telemetry
 from cnnbench.results import ResultsFile
-from cnnbench.results.tables import TUNING_PARAM_KEYS, search_keys
+from cnnbench.results.schema import TUNING_PARAM_KEYS, search_keys
 from cnnbench.tuning import guard, search
 from cnnbench.tuning.racing import Outcome
 
@@ -145,7 +145,7 @@ def tune(run) -> pd.DataFrame:
     rows of tuning.csv.
 
     A rerun with the same run name skips the searches that already have their 'best' row with the same search key
-    (same data, default setting, protocol and tune_* params: ``results.tables.search_keys``); changed params
+    (same data, default setting, protocol and tune_* params: ``results.schema.search_keys``); changed params
     search again.
     """
     p = run.params
