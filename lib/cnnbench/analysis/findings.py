@@ -13,11 +13,6 @@ from cnnbench.measure import reproducibility
 from cnnbench.results.runs import Merged
 
 COLUMNS = ["topic", "run_name", "finding", "numbers", "source"]
-# The file holding a finding's numbers: a run's own results as <run_name>/<table>.csv (relative to the outputs
-# root), this analysis's tables (speedups.csv, ratios.csv) by name alone: they lie beside findings.csv.
-ANALYSIS_TABLES = ("speedups", "ratios", "findings")
-
-
 def _source(run: str, *tables: str) -> str:
     return ", ".join(f"{run}/{t}.csv" for t in tables)
 

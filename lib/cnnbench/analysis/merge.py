@@ -28,9 +28,6 @@ def runs_table(m: Merged) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-device_table = runs_table  # the name 08 used before runs carried their host
-
-
 def merged_statement(m: Merged) -> str:
     """One sentence: how many runs, which, from how many hosts."""
     if not m.runs:

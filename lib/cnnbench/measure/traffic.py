@@ -140,14 +140,6 @@ def summary(ops: pd.DataFrame) -> dict[str, float]:
     return out
 
 
-def by_layer(ops: pd.DataFrame) -> pd.DataFrame:
-    """FLOPs, bytes and intensity per module (layer), forward and backward together."""
-    g = ops.groupby("module").agg(flops=("flops", "sum"), bytes=("bytes", "sum"), ops=("op", "count"),
-                                  kinds=("op", lambda s: ",".join(sorted({o.replace("aten::", "") for o in s}))))
-    g["intensity_flop_per_byte"] = g.flops / g.bytes
-    return g.sort_values("bytes", ascending=False).reset_index()
-
-
 def by_op_shape(ops: pd.DataFrame) -> dict[tuple[str, str], dict]:
     """(op, shapes) -> FLOPs and bytes per call and the modules it ran in, for joining with the profiler."""
     table: dict[tuple[str, str], dict] = defaultdict(

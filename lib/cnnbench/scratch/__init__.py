@@ -18,8 +18,8 @@ from __future__ import annotations
 from cnnbench import published
 from cnnbench.params import SCRATCH_BACKENDS
 from cnnbench.scratch.base import MODELS, Backend, BackendUnavailable, OpTimer, torch_weights
-from cnnbench.scratch.registry import make
 from cnnbench.scratch.experiment import load_data, load_frames, run_all
+from cnnbench.scratch.registry import make
 from cnnbench.scratch.summary import (
     beside_seed_001,
     beside_seed_004,
