@@ -29,8 +29,7 @@ install-dev: $(VENV)/.installed-dev
 report: $(VENV)/.installed
 	$(BIN)/cnnbench --params $(PARAMS) $(ARGS)
 
-test: $(VENV)/.installed-dev
-	$(BIN)/ruff check lib tests tools benchmarks notebooks
+test: lint
 	$(PY) tools/check_notebooks.py notebooks
 	$(BIN)/pytest
 

@@ -58,8 +58,16 @@ def main() -> None:
     threads = devices.set_threads(0)
     protocol = Params(warmup_steps=3, measured_steps=args.steps, repeats=1)
     for phase in ("train", "eval"):
-        cfg = engine.Config.of(args.model, phase, args.image_size, 200, models.spec(args.model).in_channels,
-                               batch_size=args.batch_size, threads=threads, workers=0)
+        cfg = engine.Config.of(
+            args.model,
+            phase,
+            args.image_size,
+            200,
+            models.spec(args.model).in_channels,
+            batch_size=args.batch_size,
+            threads=threads,
+            workers=0,
+        )
         work = engine.Workload(cfg, device, protocol).__enter__()  # left at the end of this phase's block
         x, y = work.next_batch()
         bare_model = models.build(args.model, num_classes=200).to(device).train(phase == "train")
@@ -70,28 +78,46 @@ def main() -> None:
         timer = timing.StepTimer(device)
         bare, eng = [], []
         for _ in range(args.rounds):
-            bare.append(args.batch_size * args.steps / bare_window(bare_model, bare_opt, x, y, phase, args.steps, device))
+            bare.append(
+                args.batch_size
+                * args.steps
+                / bare_window(bare_model, bare_opt, x, y, phase, args.steps, device)
+            )
             with telemetry.Sampler(device, 0.1):
                 _, wall = timer.window(work.step, args.steps)
             eng.append(args.batch_size * args.steps / wall)
         ratio = statistics.median(e / b for e, b in zip(eng, bare, strict=True))
         t0 = time.perf_counter()
         work.__exit__(None, None, None)
-        iso = worker.measure_isolated(cfg, device, Params(warmup_steps=3, measured_steps=args.steps,
-                                                          repeats=args.rounds))
+        iso = worker.measure_isolated(
+            cfg, device, Params(warmup_steps=3, measured_steps=args.steps, repeats=args.rounds)
+        )
         worker_wall = time.perf_counter() - t0
         iso_ratio = iso.get("throughput_img_s", float("nan")) / statistics.median(bare)
-        print(f"{phase:5s} {args.model} bs{args.batch_size} on {devices.device_name(device)}: bare "
-              f"{statistics.median(bare):.1f} img/s, engine {statistics.median(eng):.1f} img/s, "
-              f"engine/bare {ratio:.3f} (overhead {100 * (1 - ratio):+.1f}%), isolated worker/bare {iso_ratio:.3f} "
-              f"({worker_wall:.1f} s wall, status {iso['status']})")
-        results.ResultsFile(args.out, ("timestamp", "phase")).append({
-            "timestamp": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "phase": phase,
-            "model": args.model, "batch_size": args.batch_size, "device_name": devices.device_name(device),
-            "threads": threads, "rounds": args.rounds, "steps": args.steps,
-            "bare_img_s_median": statistics.median(bare), "engine_img_s_median": statistics.median(eng),
-            "engine_over_bare": ratio, "isolated_img_s": iso.get("throughput_img_s", float("nan")),
-            "isolated_over_bare": iso_ratio, "worker_wall_s": worker_wall})
+        print(
+            f"{phase:5s} {args.model} bs{args.batch_size} on {devices.device_name(device)}: bare "
+            f"{statistics.median(bare):.1f} img/s, engine {statistics.median(eng):.1f} img/s, "
+            f"engine/bare {ratio:.3f} (overhead {100 * (1 - ratio):+.1f}%), isolated worker/bare {iso_ratio:.3f} "
+            f"({worker_wall:.1f} s wall, status {iso['status']})"
+        )
+        results.ResultsFile(args.out, ("timestamp", "phase")).append(
+            {
+                "timestamp": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+                "phase": phase,
+                "model": args.model,
+                "batch_size": args.batch_size,
+                "device_name": devices.device_name(device),
+                "threads": threads,
+                "rounds": args.rounds,
+                "steps": args.steps,
+                "bare_img_s_median": statistics.median(bare),
+                "engine_img_s_median": statistics.median(eng),
+                "engine_over_bare": ratio,
+                "isolated_img_s": iso.get("throughput_img_s", float("nan")),
+                "isolated_over_bare": iso_ratio,
+                "worker_wall_s": worker_wall,
+            }
+        )
 
 
 if __name__ == "__main__":

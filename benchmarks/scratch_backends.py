@@ -46,7 +46,10 @@ def main() -> None:
     experiment.set_threads(threads)
     stamp = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
     out = results.ResultsFile(args.out, ("timestamp", "model", "backend"))
-    for model, n, steps in [("mnist_cnn", args.batch_size, args.steps), ("mlp", args.mlp_images, max(1, args.steps // 2))]:
+    for model, n, steps in [
+        ("mnist_cnn", args.batch_size, args.steps),
+        ("mlp", args.mlp_images, max(1, args.steps // 2)),
+    ]:
         data = experiment.synthetic_mnist(n, 1, seed=0)
         if model == "mlp":
             data = experiment.unit_scale(data)
@@ -54,8 +57,13 @@ def main() -> None:
         lr, momentum = (0.01, 0.9) if model == "mnist_cnn" else (0.1, 0.0)
         live, rows = {}, {}
         for name in args.backends.split(","):
-            ident = {"timestamp": stamp, **experiment.identity(name, model, threads), "batch_size": n,
-                     "steps_per_window": steps, "rounds": args.rounds}
+            ident = {
+                "timestamp": stamp,
+                **experiment.identity(name, model, threads),
+                "batch_size": n,
+                "steps_per_window": steps,
+                "rounds": args.rounds,
+            }
             try:
                 b = make(name, model, lr, momentum)
                 b.init(weights)
@@ -71,20 +79,38 @@ def main() -> None:
                 times.append(window(b, data.x_train, data.y_train, steps))
         for name, (_, times) in live.items():
             per = [n * steps / t for t in times]
-            half = t95(len(per) - 1) * statistics.stdev(per) / math.sqrt(len(per)) if len(per) > 1 else float("nan")
-            rows[name].update(throughput_img_s=n * steps * len(times) / sum(times), throughput_ci95_img_s=half,
-                              step_s=sum(times) / (steps * len(times)))
+            half = (
+                t95(len(per) - 1) * statistics.stdev(per) / math.sqrt(len(per))
+                if len(per) > 1
+                else float("nan")
+            )
+            rows[name].update(
+                throughput_img_s=n * steps * len(times) / sum(times),
+                throughput_ci95_img_s=half,
+                step_s=sum(times) / (steps * len(times)),
+            )
         ref = rows.get("torch_cpu", {})
         for name, row in rows.items():
             for g_model, g_backend, g_ref, col, goal in SPEED_GOALS:
                 if (g_model, g_backend, g_ref) == (model, name, "torch_cpu") and col in ref and col in row:
                     ratio = row[col] / ref[col]
-                    row.update(versus="torch_cpu", goal_measure=col, goal=goal, ratio=ratio,
-                               goal_met=ratio >= goal if col == "throughput_img_s" else ratio <= goal)
+                    row.update(
+                        versus="torch_cpu",
+                        goal_measure=col,
+                        goal=goal,
+                        ratio=ratio,
+                        goal_met=ratio >= goal if col == "throughput_img_s" else ratio <= goal,
+                    )
             out.append(row)
             if row["status"] == "ok":
-                extra = f", {row['goal_measure']} ratio {row['ratio']:.2f} (goal {row['goal']})" if "ratio" in row else ""
-                print(f"{model} {name}: {row['throughput_img_s']:.0f} img/s, step {row['step_s'] * 1e3:.1f} ms{extra}")
+                extra = (
+                    f", {row['goal_measure']} ratio {row['ratio']:.2f} (goal {row['goal']})"
+                    if "ratio" in row
+                    else ""
+                )
+                print(
+                    f"{model} {name}: {row['throughput_img_s']:.0f} img/s, step {row['step_s'] * 1e3:.1f} ms{extra}"
+                )
 
 
 if __name__ == "__main__":

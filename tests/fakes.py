@@ -68,7 +68,9 @@ class FakeGPU(CudaBackend):
         return self.gpu_name
 
     def hardware(self) -> Hardware:
-        return Hardware(kind=self.kind, name=self.name(), cores=2, capability=self.cc, triton=True, sms=self.sms)
+        return Hardware(
+            kind=self.kind, name=self.name(), cores=2, capability=self.cc, triton=True, sms=self.sms
+        )
 
     def capability(self) -> tuple[int, int]:
         return self.cc
@@ -115,8 +117,11 @@ class FakeGPU(CudaBackend):
         if self.nvml is None:
             return None, [], None
         nvml = self.nvml()
-        return nvml, [(i, nvml.nvmlDeviceGetHandleByIndex(i)) for i in range(nvml.nvmlDeviceGetCount())], \
-            self.nvml_index
+        return (
+            nvml,
+            [(i, nvml.nvmlDeviceGetHandleByIndex(i)) for i in range(nvml.nvmlDeviceGetCount())],
+            self.nvml_index,
+        )
 
     def energy_counter(self, nvml=None):
         from cnnbench.devices import energy
@@ -133,7 +138,9 @@ class FakeGPU(CudaBackend):
         return super(CudaBackend, self).batched(fn, inner)
 
     def cache_levels(self, threads: int = 1, sysfs_root=None) -> list[dict]:
-        return [{"level": "l2", "size_bytes": 40 * 2**20, "capacity_bytes": 40 * 2**20, "size_source": "fake"}]
+        return [
+            {"level": "l2", "size_bytes": 40 * 2**20, "capacity_bytes": 40 * 2**20, "size_source": "fake"}
+        ]
 
     def bandwidth_sweep(self, sizes, repeats, min_call_s, threads):
         return super(CudaBackend, self).bandwidth_sweep(sizes, repeats, min_call_s, threads)

@@ -9,23 +9,64 @@ import pytest
 from cnnbench import SCHEMA_VERSION, analysis, envinfo, results
 
 
-def make_run(outputs, name, device_kind, device_name, throughputs, ci=None, schema=SCHEMA_VERSION, batch_size=128,
-             cpu_model="Intel Core", cores=8, compile_=False, params_file="params/local.yaml", extra=None):
+def make_run(
+    outputs,
+    name,
+    device_kind,
+    device_name,
+    throughputs,
+    ci=None,
+    schema=SCHEMA_VERSION,
+    batch_size=128,
+    cpu_model="Intel Core",
+    cores=8,
+    compile_=False,
+    params_file="params/local.yaml",
+    extra=None,
+):
     d = outputs / name
-    results.write_json(d / "environment.json", {"schema_version": schema, "device_kind": device_kind,
-                                                "device_name": device_name, "torch_threads": 2,
-                                                "cpu_model": cpu_model, "cpu_physical_cores": cores,
-                                                "gpu_name": device_name if device_kind == "cuda" else None})
-    results.write_json(d / "params.json", {"models": ["resnet18", "resnet50"], "batch_size": batch_size,
-                                           "params_file": params_file})
+    results.write_json(
+        d / "environment.json",
+        {
+            "schema_version": schema,
+            "device_kind": device_kind,
+            "device_name": device_name,
+            "torch_threads": 2,
+            "cpu_model": cpu_model,
+            "cpu_physical_cores": cores,
+            "gpu_name": device_name if device_kind == "cuda" else None,
+        },
+    )
+    results.write_json(
+        d / "params.json",
+        {"models": ["resnet18", "resnet50"], "batch_size": batch_size, "params_file": params_file},
+    )
     rows = []
     for (model, phase), t in throughputs.items():
-        rows.append({"schema_version": schema, "model": model, "phase": phase, "device_kind": device_kind,
-                     "device_name": device_name, "precision": "fp32", "memory_format": "nchw", "status": "ok",
-                     "compile": compile_, "batch_size": batch_size, "image_size": 64, "num_classes": 200,
-                     "dataset": "synthetic", "data_mode": "device", "throughput_img_s": t,
-                     "throughput_ci95_img_s": (ci or {}).get((model, phase), 0.0), "achieved_gflops": t,
-                     "noisy": False, "error": "", **(extra or {})})
+        rows.append(
+            {
+                "schema_version": schema,
+                "model": model,
+                "phase": phase,
+                "device_kind": device_kind,
+                "device_name": device_name,
+                "precision": "fp32",
+                "memory_format": "nchw",
+                "status": "ok",
+                "compile": compile_,
+                "batch_size": batch_size,
+                "image_size": 64,
+                "num_classes": 200,
+                "dataset": "synthetic",
+                "data_mode": "device",
+                "throughput_img_s": t,
+                "throughput_ci95_img_s": (ci or {}).get((model, phase), 0.0),
+                "achieved_gflops": t,
+                "noisy": False,
+                "error": "",
+                **(extra or {}),
+            }
+        )
     results.write_rows(d / "scenario_a.csv", rows)
     return d
 
@@ -37,12 +78,32 @@ def add_rows(run_dir, rows):
 
 @pytest.fixture
 def outputs(tmp_path):
-    make_run(tmp_path, "laptop", "cpu", "Intel Core", {("resnet18", "train"): 10.0, ("resnet18", "eval"): 30.0,
-                                                        ("resnet50", "train"): 4.0, ("resnet50", "eval"): 10.0},
-             ci={("resnet18", "train"): 1.0})
-    make_run(tmp_path, "colab", "cuda", "Tesla T4", {("resnet18", "train"): 300.0, ("resnet18", "eval"): 600.0,
-                                                     ("resnet50", "train"): 100.0, ("resnet50", "eval"): 300.0},
-             ci={("resnet18", "train"): 30.0})
+    make_run(
+        tmp_path,
+        "laptop",
+        "cpu",
+        "Intel Core",
+        {
+            ("resnet18", "train"): 10.0,
+            ("resnet18", "eval"): 30.0,
+            ("resnet50", "train"): 4.0,
+            ("resnet50", "eval"): 10.0,
+        },
+        ci={("resnet18", "train"): 1.0},
+    )
+    make_run(
+        tmp_path,
+        "colab",
+        "cuda",
+        "Tesla T4",
+        {
+            ("resnet18", "train"): 300.0,
+            ("resnet18", "eval"): 600.0,
+            ("resnet50", "train"): 100.0,
+            ("resnet50", "eval"): 300.0,
+        },
+        ci={("resnet18", "train"): 30.0},
+    )
     make_run(tmp_path, "old", "cpu", "Old CPU", {("resnet18", "train"): 1.0}, schema=0)
     (tmp_path / "not-a-run").mkdir()
     return tmp_path
@@ -72,8 +133,14 @@ def test_every_merged_row_carries_run_name_and_host_fingerprint(tmp_path):
 def test_fingerprint_names_the_isa_and_the_gpu(monkeypatch):
     flags = frozenset({"sse4_2", "avx2", "avx512f", "avx512_bf16", "amx_tile", "fma"})
     assert envinfo.cpu_isa(flags) == "amx_tile avx2 avx512_bf16 avx512f fma"
-    env = {"cpu_model": "Xeon", "cpu_physical_cores": 4, "cpu_isa": envinfo.cpu_isa(flags), "gpu_name": "NVIDIA H100",
-           "gpu_memory_gb": 79.1, "gpu_driver": "550.54"}
+    env = {
+        "cpu_model": "Xeon",
+        "cpu_physical_cores": 4,
+        "cpu_isa": envinfo.cpu_isa(flags),
+        "gpu_name": "NVIDIA H100",
+        "gpu_memory_gb": 79.1,
+        "gpu_driver": "550.54",
+    }
     fp = envinfo.host_fingerprint(env)
     assert "avx512f" in fp["host"] and "NVIDIA H100 79.1 GiB, driver 550.54" in fp["host"]
     assert envinfo.host_fingerprint({**env, "gpu_driver": "555.1"})["host_id"] != fp["host_id"]
@@ -111,10 +178,19 @@ def test_different_batch_sizes_are_not_divided_and_the_difference_is_named(tmp_p
 
 
 def test_compile_on_and_off_does_not_break_findings_and_matches_only_like_with_like(tmp_path):
-    a = make_run(tmp_path, "eager", "cpu", "Intel Core", {("resnet18", "train"): 10.0, ("resnet18", "eval"): 20.0})
-    add_rows(a, [{"compile": True, "throughput_img_s": 15.0, "phase": "train"},
-                 {"compile": True, "throughput_img_s": 25.0, "phase": "eval"}])
-    b = make_run(tmp_path, "gpu", "cuda", "Tesla T4", {("resnet18", "train"): 100.0, ("resnet18", "eval"): 400.0})
+    a = make_run(
+        tmp_path, "eager", "cpu", "Intel Core", {("resnet18", "train"): 10.0, ("resnet18", "eval"): 20.0}
+    )
+    add_rows(
+        a,
+        [
+            {"compile": True, "throughput_img_s": 15.0, "phase": "train"},
+            {"compile": True, "throughput_img_s": 25.0, "phase": "eval"},
+        ],
+    )
+    b = make_run(
+        tmp_path, "gpu", "cuda", "Tesla T4", {("resnet18", "train"): 100.0, ("resnet18", "eval"): 400.0}
+    )
     add_rows(b, [{"compile": True, "throughput_img_s": 300.0, "phase": "train"}])
     m = analysis.load(analysis.discover(tmp_path))
     text = analysis.findings(m)  # raised TypeError: must be real number, not Series
@@ -131,7 +207,10 @@ def test_same_host_is_run_to_run_never_a_cross_device_speedup(tmp_path):
     make_run(tmp_path, "second", "cpu", "Intel Core", {("resnet18", "train"): 11.0})
     m = analysis.load(analysis.discover(tmp_path))
     sp = analysis.speedups(m["scenario_a"])
-    assert sp.comparison.tolist() == ["run-to-run"] and (sp.run_a.iloc[0], sp.run_b.iloc[0]) == ("second", "first")
+    assert sp.comparison.tolist() == ["run-to-run"] and (sp.run_a.iloc[0], sp.run_b.iloc[0]) == (
+        "second",
+        "first",
+    )
     text = " ".join(analysis.findings(m))
     assert "run-to-run difference" in text and "cross-device" not in text
 
@@ -141,31 +220,63 @@ def test_findings_are_computed_per_run_from_the_data(outputs):
     text = "\n".join(analysis.findings(m))
     assert "laptop: eval/train throughput ratio ranges 2.5-3.0x" in text
     assert "colab: eval/train throughput ratio ranges 2.0-3.0x" in text
-    assert "Largest cross-device speedup: resnet18 train at batch 128 (fp32 nchw), colab (Tesla T4) vs laptop " \
-           "(Intel Core): 30.00x" in text
-    assert "colab: highest achieved rate among the 4 of 4 measurements precise to +-10%: resnet18 eval (fp32 " \
-           "nchw), 600.0 GFLOP/s" in text
+    assert (
+        "Largest cross-device speedup: resnet18 train at batch 128 (fp32 nchw), colab (Tesla T4) vs laptop "
+        "(Intel Core): 30.00x" in text
+    )
+    assert (
+        "colab: highest achieved rate among the 4 of 4 measurements precise to +-10%: resnet18 eval (fp32 "
+        "nchw), 600.0 GFLOP/s" in text
+    )
 
 
 def test_batch_sweep_knees_are_per_run(tmp_path):
     for name, tput in (("fast", [100, 200, 205]), ("slow", [10, 11, 30])):
-        make_run(tmp_path, name, "cpu", "AMD EPYC", {("resnet18", "train"): 1.0}, cores=2 if name == "slow" else 64)
-        results.write_rows(tmp_path / name / "batch_sweep.csv", [
-            {"model": "squeezenet1_1", "phase": "train", "batch_size": bs, "status": "ok", "throughput_img_s": t,
-             "device_name": "AMD EPYC"} for bs, t in zip((32, 64, 128), tput, strict=True)])
+        make_run(
+            tmp_path, name, "cpu", "AMD EPYC", {("resnet18", "train"): 1.0}, cores=2 if name == "slow" else 64
+        )
+        results.write_rows(
+            tmp_path / name / "batch_sweep.csv",
+            [
+                {
+                    "model": "squeezenet1_1",
+                    "phase": "train",
+                    "batch_size": bs,
+                    "status": "ok",
+                    "throughput_img_s": t,
+                    "device_name": "AMD EPYC",
+                }
+                for bs, t in zip((32, 64, 128), tput, strict=True)
+            ],
+        )
     text = analysis.findings(analysis.load(analysis.discover(tmp_path)))
-    assert any(t.startswith("fast: squeezenet1_1 (train) is within 5% of its best throughput from batch 64 "
-                            "(best 205") for t in text)
-    assert any(t.startswith("slow: squeezenet1_1 (train) is within 5% of its best throughput from batch 128 "
-                            "(best 30") for t in text)
+    assert any(
+        t.startswith(
+            "fast: squeezenet1_1 (train) is within 5% of its best throughput from batch 64 (best 205"
+        )
+        for t in text
+    )
+    assert any(
+        t.startswith(
+            "slow: squeezenet1_1 (train) is within 5% of its best throughput from batch 128 (best 30"
+        )
+        for t in text
+    )
 
 
 def test_speedups_and_findings_are_written_as_tidy_csvs(outputs, tmp_path):
     m = analysis.load(analysis.discover(outputs, ["laptop", "colab"]))
     paths = analysis.write_tables(m, tmp_path)
     sp = pd.read_csv(paths["speedups"])
-    assert {"run_a", "run_b", "comparison", *analysis.match_keys(), "speedup", "speedup_low", "speedup_high"} <= set(
-        sp.columns)
+    assert {
+        "run_a",
+        "run_b",
+        "comparison",
+        *analysis.match_keys(),
+        "speedup",
+        "speedup_low",
+        "speedup_high",
+    } <= set(sp.columns)
     f = pd.read_csv(paths["findings"])
     row = f[f.topic == "cross-device"].iloc[0]
     assert "30.00x" in row.finding and "throughput_a_img_s=300" in row.numbers
@@ -180,7 +291,9 @@ def test_published_numbers_appear_beside_every_run(outputs):
     row = t4[t4.source == "published by 000"].iloc[0]
     assert row.published_train_img_s == 315.74 and row.ours_train_img_s == 300.0
     assert "6,400 images" in row.differences
-    cpu = table[(table.device_class == "cpu") & (table.model == "resnet18") & (table.source == "published by 000")]
+    cpu = table[
+        (table.device_class == "cpu") & (table.model == "resnet18") & (table.source == "published by 000")
+    ]
     assert sorted(cpu.ours_run) == ["laptop", "laptop2"]  # aggfunc="first" kept only one run
 
 
@@ -196,12 +309,25 @@ def test_single_run_and_missing_tables_do_not_break_the_analysis(tmp_path):
     assert m["batch_sweep"].empty and analysis.placed_points(m).empty
     empty = analysis.load([])
     assert analysis.findings(empty) == [] and analysis.summary(empty["scenario_a"]).empty
-    assert analysis.findings_table(empty).columns.tolist() == ["topic", "run_name", "finding", "numbers", "source"]
+    assert analysis.findings_table(empty).columns.tolist() == [
+        "topic",
+        "run_name",
+        "finding",
+        "numbers",
+        "source",
+    ]
 
 
 def test_smoke_and_internal_runs_stay_out_of_the_combined_analysis(outputs):
     make_run(outputs, "smoke", "cpu", "Intel Core", {("mnist_cnn", "train"): 100.0})
-    make_run(outputs, "quick", "cpu", "Intel Core", {("mnist_cnn", "train"): 100.0}, params_file="/x/params/smoke.yaml")
+    make_run(
+        outputs,
+        "quick",
+        "cpu",
+        "Intel Core",
+        {("mnist_cnn", "train"): 100.0},
+        params_file="/x/params/smoke.yaml",
+    )
     make_run(outputs, "_combined", "cpu", "Intel Core", {("mnist_cnn", "train"): 100.0})
     excluded = {}
     names = [d.name for d in analysis.discover(outputs, ["*"], excluded)]
@@ -217,18 +343,41 @@ def test_smoke_and_internal_runs_stay_out_of_the_combined_analysis(outputs):
 
 
 def test_new_experiment_tables_merge_when_present(outputs):
-    results.write_rows(outputs / "laptop" / "backends.csv", [
-        {"backend": "torch_cpu", "model": "mnist_cnn", "epoch": 1, "epoch_s": 3.0, "images": 60000,
-         "throughput_img_s": 20000.0, "train_loss": 0.3, "test_accuracy": 0.97, "status": "ok"}])
+    results.write_rows(
+        outputs / "laptop" / "backends.csv",
+        [
+            {
+                "backend": "torch_cpu",
+                "model": "mnist_cnn",
+                "epoch": 1,
+                "epoch_s": 3.0,
+                "images": 60000,
+                "throughput_img_s": 20000.0,
+                "train_loss": 0.3,
+                "test_accuracy": 0.97,
+                "status": "ok",
+            }
+        ],
+    )
     m = analysis.load(analysis.discover(outputs, ["laptop", "colab"]))
     assert "backends" in results.MERGED and m["backends"].run_name.tolist() == ["laptop"]
 
 
 def test_best_configurations_of_07_per_run():
     def rows(run, speedup):
-        return [{"run_name": run, "row_kind": "best", "model": "resnet50", "phase": "train", "status": "ok",
-                 "config": "fp32 channels_last bs128", "throughput_img_s": 70.0, "speedup_x": speedup},
-                {"run_name": run, "row_kind": "race", "model": "resnet50", "phase": "train", "status": "ok"}]
+        return [
+            {
+                "run_name": run,
+                "row_kind": "best",
+                "model": "resnet50",
+                "phase": "train",
+                "status": "ok",
+                "config": "fp32 channels_last bs128",
+                "throughput_img_s": 70.0,
+                "speedup_x": speedup,
+            },
+            {"run_name": run, "row_kind": "race", "model": "resnet50", "phase": "train", "status": "ok"},
+        ]
 
     tuned = pd.DataFrame(rows("a", 1.4) + rows("b", 2.0))
     best = analysis.best_configurations(tuned)
@@ -251,8 +400,14 @@ def test_same_host_runs_with_other_threads_are_not_divided_but_named(tmp_path):
 
 
 def test_a_rerun_with_changed_protocol_reads_only_its_current_rows(tmp_path):
-    d = make_run(tmp_path, "laptop", "cpu", "Intel Core", {("resnet18", "train"): 10.0},
-                 extra={"measured_steps": 5, "lr": 0.01, "threads": 2})
+    d = make_run(
+        tmp_path,
+        "laptop",
+        "cpu",
+        "Intel Core",
+        {("resnet18", "train"): 10.0},
+        extra={"measured_steps": 5, "lr": 0.01, "threads": 2},
+    )
     add_rows(d, [{"throughput_img_s": 20.0, "measured_steps": 9, "lr": 0.01, "threads": 2}])  # the rerun
     add_rows(d, [{"throughput_img_s": 30.0, "measured_steps": 9, "lr": 0.01, "threads": 4}])  # other threads
     rerun = results.read_rows(d / "scenario_a.csv")[1]
@@ -268,10 +423,16 @@ def test_configured_keeps_the_newest_row_of_a_configuration(tmp_path):
     assert analysis.summary(analysis.load([d])["scenario_a"]).train_throughput_img_s.tolist() == [20.0]
 
 
-@pytest.mark.parametrize("env, prm", [
-    (b"{not json", None), (b"[1, 2]", None), ("\u00e9t\u00e9".encode("latin-1"), None), ("folder", None),
-    (None, b"{not json"),
-])
+@pytest.mark.parametrize(
+    "env, prm",
+    [
+        (b"{not json", None),
+        (b"[1, 2]", None),
+        ("\u00e9t\u00e9".encode("latin-1"), None),
+        ("folder", None),
+        (None, b"{not json"),
+    ],
+)
 def test_a_broken_sibling_run_is_left_out_with_its_reason(outputs, env, prm):
     """Issue 21: one broken run folder made every later combined report fail with a JSONDecodeError traceback."""
     d = make_run(outputs, "broken", "cpu", "Intel Core", {("resnet18", "train"): 5.0})
@@ -300,38 +461,67 @@ def test_seed_003_beside_ours_states_its_resolution_not_that_it_is_unstated(tmp_
 def test_rows_of_another_schema_inside_a_run_leave_the_run_out_with_the_reason(outputs):
     """Issue 21: schema-1 rows inside a schema-2 run merged silently."""
     d = outputs / "laptop"
-    add_rows(d, [{"schema_version": SCHEMA_VERSION - 1, "model": "resnet50", "phase": "train", "batch_size": 64}])
+    add_rows(
+        d, [{"schema_version": SCHEMA_VERSION - 1, "model": "resnet50", "phase": "train", "batch_size": 64}]
+    )
     m = analysis.load(analysis.discover(outputs))
     assert "laptop" not in m.runs
-    assert m.excluded["laptop"] == (f"broken run (scenario_a.csv holds rows of schema version {SCHEMA_VERSION - 1} "
-                                    f"(this workbook reads {SCHEMA_VERSION}))")
+    assert m.excluded["laptop"] == (
+        f"broken run (scenario_a.csv holds rows of schema version {SCHEMA_VERSION - 1} "
+        f"(this workbook reads {SCHEMA_VERSION}))"
+    )
 
 
 # --- issue 18: every seed item beside ours (analysis.seeds) ----------------------------------------------------
-def _one_run(tmp_path, device_kind="cpu", device_name="Intel Core", extra=None, models=("resnet18", "resnet50")):
+def _one_run(
+    tmp_path, device_kind="cpu", device_name="Intel Core", extra=None, models=("resnet18", "resnet50")
+):
     tput = {(m, ph): t for m in models for ph, t in (("train", 10.0), ("eval", 40.0))}
     return make_run(tmp_path, "laptop", device_kind, device_name, tput, extra=extra)
 
 
 def _sweep_rows(run_dir, model, batches):
     base = results.read_rows(run_dir / "scenario_a.csv")[0]
-    results.write_rows(run_dir / "batch_sweep.csv", [
-        {**base, "model": model, "phase": "train", "batch_size": bs, "throughput_img_s": 5.0 * bs ** 0.5,
-         "achieved_gflops": 50.0, "achieved_tflops": 0.05} for bs in batches])
+    results.write_rows(
+        run_dir / "batch_sweep.csv",
+        [
+            {
+                **base,
+                "model": model,
+                "phase": "train",
+                "batch_size": bs,
+                "throughput_img_s": 5.0 * bs**0.5,
+                "achieved_gflops": 50.0,
+                "achieved_tflops": 0.05,
+            }
+            for bs in batches
+        ],
+    )
 
 
 def test_seed_000_table_3_tflops_and_memory_beside_ours(tmp_path):
     from cnnbench import published
 
-    _one_run(tmp_path, "cuda", "Tesla T4", extra={"achieved_tflops": 0.5, "peak_device_mem_mib": 900.0,
-                                                  "peak_rss_mib": 2000.0})
+    _one_run(
+        tmp_path,
+        "cuda",
+        "Tesla T4",
+        extra={"achieved_tflops": 0.5, "peak_device_mem_mib": 900.0, "peak_rss_mib": 2000.0},
+    )
     t = analysis.performance_beside_000(analysis.load(analysis.discover(tmp_path))["scenario_a"])
     seed = published.THROUGHPUT_000.set_index(["model", "device_class"]).loc[("resnet18", "t4")]
     pub = t[(t.source == f"published by {published.SEED_000}") & (t.model == "resnet18") & (t.device == "t4")]
-    assert pub.train_tflops.iloc[0] == seed.train_tflops and pub.peak_gpu_mem_mb.iloc[0] == seed.peak_gpu_mem_mb
+    assert (
+        pub.train_tflops.iloc[0] == seed.train_tflops and pub.peak_gpu_mem_mb.iloc[0] == seed.peak_gpu_mem_mb
+    )
     assert "224 px forward count" in pub.differences.iloc[0]
     ours = t[(t.source == "ours: laptop") & (t.model == "resnet18")].iloc[0]
-    assert (ours.train_img_s, ours.eval_img_s, ours.train_tflops, ours.peak_device_mem_mib) == (10.0, 40.0, 0.5, 900.0)
+    assert (ours.train_img_s, ours.eval_img_s, ours.train_tflops, ours.peak_device_mem_mib) == (
+        10.0,
+        40.0,
+        0.5,
+        900.0,
+    )
     assert ours.differences.startswith("matched device class: t4") and "MiB" in ours.differences
     assert t.source.iloc[0].startswith("published by")  # the seed's rows first in every model's block
 
@@ -368,7 +558,9 @@ def test_seed_000_table_8_our_ratios_carry_our_interval_and_are_shown_to_its_pre
     assert ours.loc["000's t4", "speedup_ci95_x"] == pytest.approx(0.5 / theirs)
     shown, _ = tables.trimmed(t)
     ratio = 10.0 / theirs
-    row = shown[(t.source == "ours: laptop") & (t.model == "resnet50") & (t.phase == "train") & (t.b == "000's t4")]
+    row = shown[
+        (t.source == "ours: laptop") & (t.model == "resnet50") & (t.phase == "train") & (t.b == "000's t4")
+    ]
     ci = 0.5 / theirs
     assert row.speedup_x.iloc[0] == f"{tables.rounded(ratio, ci)}\u00a0±\u00a0{tables.rounded(ci, ci)}"
 
@@ -380,7 +572,10 @@ def test_seed_000_table_5_utilisation_beside_ours(tmp_path):
     t = analysis.utilisation_beside_000(analysis.load(analysis.discover(tmp_path))["scenario_a"])
     ours = t[t.source == "ours: laptop"]
     assert len(ours) == 2 and set(ours.cpu_util_pct) == {80.0}  # the training step of each model
-    assert "measured windows" in ours.differences.iloc[0] and "matched device class: cpu" in ours.differences.iloc[0]
+    assert (
+        "measured windows" in ours.differences.iloc[0]
+        and "matched device class: cpu" in ours.differences.iloc[0]
+    )
     pub = t[t.source.str.startswith("published") & (t.model == "resnet18")].set_index("device")
     u = published.UTILISATION_000.set_index(["model", "device_class"])
     assert pub.loc["cpu", "cpu_util_pct"] == u.cpu_util_pct[("resnet18", "cpu")]
@@ -394,7 +589,9 @@ def test_seed_000_table_6_sweep_beside_ours(tmp_path):
     _sweep_rows(d, "squeezenet1_1", [32, 64, 128, 256])
     t = analysis.sweep_beside_000(analysis.load(analysis.discover(tmp_path))["batch_sweep"])
     pub = t[t.source.str.startswith("published")]
-    assert pub.batch_size.tolist() == published.SWEEP_000.batch_size.tolist() and "unstable" in set(pub.status)
+    assert pub.batch_size.tolist() == published.SWEEP_000.batch_size.tolist() and "unstable" in set(
+        pub.status
+    )
     ours = t[t.source == "ours: laptop"]
     assert ours.batch_size.tolist() == [32, 64, 128, 256] and set(ours.achieved_gflops) == {50.0}
     assert "synthetic data" in ours.differences.iloc[0]
@@ -405,20 +602,49 @@ def test_per_model_rooflines_draw_for_a_single_run(tmp_path):
     from cnnbench import plots
 
     d = _one_run(tmp_path)
-    results.write_rows(d / "roofline.csv", [{"source": "scenario_a", "device_name": "Intel Core", "model": "resnet18",
-                                             "phase": "train", "batch_size": 128, "intensity_flop_per_byte": 20.0,
-                                             "achieved_gflops": 50.0}])
+    results.write_rows(
+        d / "roofline.csv",
+        [
+            {
+                "source": "scenario_a",
+                "device_name": "Intel Core",
+                "model": "resnet18",
+                "phase": "train",
+                "batch_size": 128,
+                "intensity_flop_per_byte": 20.0,
+                "achieved_gflops": 50.0,
+            }
+        ],
+    )
     m = analysis.load(analysis.discover(tmp_path))
     figs = plots.per_model_rooflines(analysis.placed_points(m), m["device_peaks"], tmp_path, min_runs=1)
     assert set(figs) == {"resnet18"} and (tmp_path / "roofline_model_resnet18.png").is_file()
 
 
 def _backends(run_dir, model, epochs=3, images=4096):
-    results.write_rows(run_dir / "backends.csv", [
-        {"backend": "torch_cpu", "model": model, "device_name": "Intel Core", "device_kind": "cpu", "threads": 2,
-         "epoch": e + 1, "steps": 8, "batch_size": 512, "epoch_s": 2.0 if e == 0 else 1.0, "images": images,
-         "throughput_img_s": images / (2.0 if e == 0 else 1.0), "train_loss": 0.5, "test_accuracy": 0.4,
-         "jit_s": None, "status": "ok"} for e in range(epochs)])
+    results.write_rows(
+        run_dir / "backends.csv",
+        [
+            {
+                "backend": "torch_cpu",
+                "model": model,
+                "device_name": "Intel Core",
+                "device_kind": "cpu",
+                "threads": 2,
+                "epoch": e + 1,
+                "steps": 8,
+                "batch_size": 512,
+                "epoch_s": 2.0 if e == 0 else 1.0,
+                "images": images,
+                "throughput_img_s": images / (2.0 if e == 0 else 1.0),
+                "train_loss": 0.5,
+                "test_accuracy": 0.4,
+                "jit_s": None,
+                "status": "ok",
+            }
+            for e in range(epochs)
+        ],
+    )
 
 
 def test_seed_001_total_time_process_ram_and_the_accuracy_gap_beside_ours(tmp_path):
@@ -426,9 +652,20 @@ def test_seed_001_total_time_process_ram_and_the_accuracy_gap_beside_ours(tmp_pa
 
     d = _one_run(tmp_path)
     _backends(d, "mnist_cnn")
-    results.write_rows(d / "backend_memory.csv", [
-        {"backend": "torch_cpu", "model": "mnist_cnn", "component": c, "computed_mib": None, "measured_mib": v,
-         "status": "ok"} for c, v in (("process_rss_baseline", 900.0), ("process_rss_growth", 50.0))])
+    results.write_rows(
+        d / "backend_memory.csv",
+        [
+            {
+                "backend": "torch_cpu",
+                "model": "mnist_cnn",
+                "component": c,
+                "computed_mib": None,
+                "measured_mib": v,
+                "status": "ok",
+            }
+            for c, v in (("process_rss_baseline", 900.0), ("process_rss_growth", 50.0))
+        ],
+    )
     m = analysis.load(analysis.discover(tmp_path))
     t = analysis.backends_beside_001(m["backends"], m["backend_memory"])
     ours = t[t.source == "ours: laptop"].iloc[0]
@@ -436,21 +673,40 @@ def test_seed_001_total_time_process_ram_and_the_accuracy_gap_beside_ours(tmp_pa
     assert "3 epoch(s) of 4,096" in ours.differences and "not the seed's for that reason" in ours.differences
     pub = t[t.source.str.startswith("published")].set_index("backend")
     assert pub.total_s["torch_cpu"] == published.BACKENDS_001.set_index("backend").total_s["torch_cpu"]
-    assert pub.process_ram_mb["torch_cpu"] == published.BACKENDS_001.set_index("backend").process_ram_mb["torch_cpu"]
+    assert (
+        pub.process_ram_mb["torch_cpu"]
+        == published.BACKENDS_001.set_index("backend").process_ram_mb["torch_cpu"]
+    )
 
 
 def test_seed_002_inference_in_images_per_second_and_cpu_beside_ours(tmp_path):
     from cnnbench import published
 
     d = _one_run(tmp_path, models=("densenet121",), extra={"util_cpu_mean_pct": 90.0, "peak_rss_mib": 2000.0})
-    results.write_rows(d / "transfer.csv", [
-        {"model": "densenet121", "device_kind": "cpu", "device_name": "Intel Core", "lr": 0.003, "batch_size": 16,
-         "image_size": 64, "epoch": 1, "status": "ok", "rss_mib": 1000.0}])
+    results.write_rows(
+        d / "transfer.csv",
+        [
+            {
+                "model": "densenet121",
+                "device_kind": "cpu",
+                "device_name": "Intel Core",
+                "lr": 0.003,
+                "batch_size": 16,
+                "image_size": 64,
+                "epoch": 1,
+                "status": "ok",
+                "rss_mib": 1000.0,
+            }
+        ],
+    )
     m = analysis.load(analysis.discover(tmp_path))
     inf = analysis.inference_beside_002(m["scenario_a"])
     pub = inf[inf.source.str.startswith("published")].set_index("device")
     s_cpu = published.table("INFERENCE_002").set_index("device_class").s_per_image["cpu"]
-    assert pub.loc["cpu", "inference_img_s"] == pytest.approx(1 / s_cpu) and pub.loc["cpu", "s_per_image"] == s_cpu
+    assert (
+        pub.loc["cpu", "inference_img_s"] == pytest.approx(1 / s_cpu)
+        and pub.loc["cpu", "s_per_image"] == s_cpu
+    )
     ours = inf[inf.source == "ours: laptop"].iloc[0]
     assert ours.inference_img_s == 40.0 and ours.s_per_image == pytest.approx(0.025)
     assert "batched (not one image at a time)" in ours.differences
@@ -468,18 +724,37 @@ def test_seed_003_achieved_rate_by_batch_names_the_batch_we_did_not_sample(tmp_p
 
     d = _one_run(tmp_path, "cuda", "Tesla T4")
     _sweep_rows(d, "resnet50", [32, 128])  # no batch 64
-    results.write_rows(d / "roofline.csv", [{"source": "batch_sweep", "device_name": "Tesla T4", "model": "resnet50",
-                                             "phase": "train", "batch_size": 32, "precision": "fp32",
-                                             "memory_format": "nchw", "intensity_flop_per_byte": 21.0,
-                                             "achieved_gflops": 50.0, "efficiency": 0.4}])
+    results.write_rows(
+        d / "roofline.csv",
+        [
+            {
+                "source": "batch_sweep",
+                "device_name": "Tesla T4",
+                "model": "resnet50",
+                "phase": "train",
+                "batch_size": 32,
+                "precision": "fp32",
+                "memory_format": "nchw",
+                "intensity_flop_per_byte": 21.0,
+                "achieved_gflops": 50.0,
+                "efficiency": 0.4,
+            }
+        ],
+    )
     m = analysis.load(analysis.discover(tmp_path))
     t = analysis.achieved_beside_003(m["batch_sweep"], m["scenario_a"], m["roofline"])
     pub = t[t.source.str.startswith("published") & (t.model == "resnet50") & (t.device == "t4")]
     assert pub.ai_flop_per_byte.tolist() == [published.AI_BY_BATCH_003[b] for b in (32, 64, 128)]
     ours = t[(t.source == "ours: laptop") & (t.model == "resnet50")].set_index("batch_size")
-    assert ours.loc[32, "ai_flop_per_byte"] == 21.0 and ours.loc[32, "efficiency_vs_roof_pct"] == pytest.approx(40.0)
-    assert ours.loc[32, "achieved_tflops"] == 0.05 and ours.loc[32, "differences"].startswith("matched device class: t4")
-    assert ours.loc[64, "measured_in"] == "not sampled" and "batch 32, 128 only" in ours.loc[64, "differences"]
+    assert ours.loc[32, "ai_flop_per_byte"] == 21.0 and ours.loc[
+        32, "efficiency_vs_roof_pct"
+    ] == pytest.approx(40.0)
+    assert ours.loc[32, "achieved_tflops"] == 0.05 and ours.loc[32, "differences"].startswith(
+        "matched device class: t4"
+    )
+    assert (
+        ours.loc[64, "measured_in"] == "not sampled" and "batch 32, 128 only" in ours.loc[64, "differences"]
+    )
     assert "lacks batch 64" in ours.loc[64, "differences"]
 
 
@@ -488,9 +763,20 @@ def test_seed_004_total_training_time_and_memory_in_its_mb_beside_ours(tmp_path)
 
     d = _one_run(tmp_path)
     _backends(d, "mlp", epochs=4)
-    results.write_rows(d / "backend_memory.csv", [
-        {"backend": "torch_cpu", "model": "mlp", "component": "parameters", "computed_mib": 1.0,
-         "measured_mib": 2.0, "status": "ok", "method": "array sizes"}])
+    results.write_rows(
+        d / "backend_memory.csv",
+        [
+            {
+                "backend": "torch_cpu",
+                "model": "mlp",
+                "component": "parameters",
+                "computed_mib": 1.0,
+                "measured_mib": 2.0,
+                "status": "ok",
+                "method": "array sizes",
+            }
+        ],
+    )
     m = analysis.load(analysis.discover(tmp_path))
     t = analysis.times_beside_004(m["backends"])
     pub = t[t.source.str.startswith("published")].set_index("backend")
@@ -498,7 +784,11 @@ def test_seed_004_total_training_time_and_memory_in_its_mb_beside_ours(tmp_path)
     assert pub.loc["numpy", "total_training_s"] == pytest.approx(seed.cpu_ms["total_training"] / 1e3)
     assert pub.loc["cupy", "iteration_ms"] == seed.gpu_ms["iteration"]
     ours = t[t.source == "ours: laptop"].iloc[0]
-    assert ours.total_training_s == 5.0 and ours.iterations == 32 and ours.iteration_ms == pytest.approx(5000 / 32)
+    assert (
+        ours.total_training_s == 5.0
+        and ours.iterations == 32
+        and ours.iteration_ms == pytest.approx(5000 / 32)
+    )
     assert ours.at_its_iterations_s == pytest.approx(5.0 / 32 * published.setup("004")["iterations"])
     mem = analysis.memory_mb_beside_004(m["backend_memory"])
     p = mem[mem.source.str.startswith("published") & (mem.component == "parameters")].set_index("backend")
@@ -514,10 +804,19 @@ def test_08_shows_every_beside_table():
 
     nb = json.loads((Path(__file__).resolve().parents[1] / "notebooks" / "08_analysis.ipynb").read_text())
     code = "\n".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code")
-    for name in ("performance_beside_000", "speedups_beside_000", "utilisation_beside_000", "sweep_beside_000",
-                 "backends_beside_001(merged[\"backends\"], merged[\"backend_memory\"])", "inference_beside_002",
-                 "cpu_beside_002", "achieved_beside_003", "times_beside_004", "memory_mb_beside_004",
-                 "min_runs=1"):
+    for name in (
+        "performance_beside_000",
+        "speedups_beside_000",
+        "utilisation_beside_000",
+        "sweep_beside_000",
+        'backends_beside_001(merged["backends"], merged["backend_memory"])',
+        "inference_beside_002",
+        "cpu_beside_002",
+        "achieved_beside_003",
+        "times_beside_004",
+        "memory_mb_beside_004",
+        "min_runs=1",
+    ):
         assert f"analysis.{name}" in code or name in code, name
 
 
@@ -543,8 +842,14 @@ def test_the_machine_finding_names_only_files_the_run_has(tmp_path):
     import importlib
 
     findings = importlib.import_module("cnnbench.analysis.findings")
-    make_run(tmp_path, "only02", "cpu", "Intel Core", {("resnet18", "train"): 10.0},
-             extra={"machine_state": "quiet", "cpu_steal_mean_pct": 0.0, "util_other_cpu_mean_pct": 1.0})
+    make_run(
+        tmp_path,
+        "only02",
+        "cpu",
+        "Intel Core",
+        {("resnet18", "train"): 10.0},
+        extra={"machine_state": "quiet", "cpu_steal_mean_pct": 0.0, "util_other_cpu_mean_pct": 1.0},
+    )
     m = analysis.load(analysis.discover(tmp_path))
     rows = [f for f in findings._reproducibility_findings(m) if f["topic"] == "machine"]
     assert rows and rows[0]["source"] == "only02/scenario_a.csv"

@@ -26,18 +26,27 @@ def _machinery_loggers_restored(monkeypatch):
 
 
 def cli(*args):
-    return subprocess.run([sys.executable, "-m", "cnnbench.pipeline", *args], capture_output=True, text=True,
-                          cwd=ROOT, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "cnnbench.pipeline", *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
+    )
 
 
 def refused(proc, text):
     assert proc.returncode == 2, proc.stdout + proc.stderr
-    assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr and text in proc.stderr, proc.stderr
+    assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr and text in proc.stderr, (
+        proc.stderr
+    )
 
 
 def test_cli_help_and_package_import_do_not_import_torch():
-    code = ("import sys, cnnbench, cnnbench.pipeline; assert 'torch' not in sys.modules, 'torch imported'; "
-            "cnnbench.open_run, cnnbench.Run; assert 'torch' in sys.modules")
+    code = (
+        "import sys, cnnbench, cnnbench.pipeline; assert 'torch' not in sys.modules, 'torch imported'; "
+        "cnnbench.open_run, cnnbench.Run; assert 'torch' in sys.modules"
+    )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=300)
     assert callable(cnnbench.open_run) and cnnbench.Run.__name__ == "Run"
 
@@ -50,12 +59,18 @@ def test_outputs_at_a_file_is_refused_in_one_line(tmp_path):
 
 @pytest.mark.parametrize("name", ["../../x", "/tmp/abs", "a/b"])
 def test_unsafe_run_name_is_refused_in_one_line(tmp_path, name):
-    refused(cli("--params", str(SMOKE), "--outputs", str(tmp_path / "out"), "--run-name", name), "not a safe run name")
+    refused(
+        cli("--params", str(SMOKE), "--outputs", str(tmp_path / "out"), "--run-name", name),
+        "not a safe run name",
+    )
     assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
 
 
 def test_set_errors_name_set_and_a_folder_is_not_a_params_file(tmp_path):
-    refused(cli("--params", str(SMOKE), "--set", "batch_size=0", "--outputs", str(tmp_path)), "cnnbench: --set key 'batch_size'")
+    refused(
+        cli("--params", str(SMOKE), "--set", "batch_size=0", "--outputs", str(tmp_path)),
+        "cnnbench: --set key 'batch_size'",
+    )
     refused(cli("--params", str(tmp_path), "--outputs", str(tmp_path)), "is a folder, not a params file")
 
 
@@ -110,9 +125,16 @@ def test_failed_rerun_leaves_a_marker_and_no_current_looking_report(tmp_path, mo
     (run_dir / "report.html").write_text("old report")
     failure = pipeline.NotebookFailed("02_scenario_a", 3, "ValueError: boom", run_dir / "x.ipynb")
     assert _main(monkeypatch, tmp_path, failure) == 1
-    assert not (run_dir / "report.html").exists() and (run_dir / "report.stale.html").read_text() == "old report"
+    assert (
+        not (run_dir / "report.html").exists() and (run_dir / "report.stale.html").read_text() == "old report"
+    )
     marker = (run_dir / "FAILED.txt").read_text()
-    assert "ValueError: boom" in marker and str(SMOKE) in marker and '"repeats": 2' in marker and "when:" in marker
+    assert (
+        "ValueError: boom" in marker
+        and str(SMOKE) in marker
+        and '"repeats": 2' in marker
+        and "when:" in marker
+    )
     assert not (run_dir / ".lock").exists()
     assert _main(monkeypatch, tmp_path, None) == 0  # the successful rerun: a current report, no marker
     assert (run_dir / "report.html").read_text() == "new report"
@@ -139,7 +161,9 @@ def _kernel_dies(outcome):
     return execute_notebook
 
 
-def test_a_kernel_that_dies_fails_the_notebook_in_one_line_and_logs_to_kernel_log(tmp_path, monkeypatch, capfd):
+def test_a_kernel_that_dies_fails_the_notebook_in_one_line_and_logs_to_kernel_log(
+    tmp_path, monkeypatch, capfd
+):
     from nbclient.exceptions import DeadKernelError
 
     monkeypatch.setattr("papermill.execute_notebook", _kernel_dies(DeadKernelError("Kernel died")))
@@ -155,7 +179,9 @@ def test_ctrl_c_as_the_kernel_dies_still_prints_one_line(tmp_path, monkeypatch, 
     import logging
 
     monkeypatch.setattr("papermill.execute_notebook", _kernel_dies(KeyboardInterrupt()))
-    code = pipeline.main(["--params", str(SMOKE), "--outputs", str(tmp_path), "--set", "notebooks=[00_setup]"])
+    code = pipeline.main(
+        ["--params", str(SMOKE), "--outputs", str(tmp_path), "--set", "notebooks=[00_setup]"]
+    )
     logging.getLogger("asyncio").error("Task exception was never retrieved")  # what interpreter exit logs
     err = capfd.readouterr().err
     assert code == 130 and err.count("\n") == 1 and "interrupted" in err, err
@@ -167,15 +193,35 @@ def test_progress_lines_reach_the_console_while_a_notebook_runs(tmp_path, monkey
     monkeypatch.setenv(progress.PROGRESS_ENV, str(path))
     printed = []
     with pipeline._Tail(path, lambda line, **kw: printed.append(line), interval_s=0.01):
-        progress.row_done({"model": "resnet18", "phase": "train", "batch_size": 32, "precision": "fp32",
-                           "status": "ok", "throughput_img_s": 123.45, "throughput_ci95_img_s": 1.5, "noisy": False})
-        progress.row_done({"model": "mnist_cnn", "phase": "eval", "status": "ok", "throughput_img_s": 9.0,
-                           "noisy": True})
-        progress.row_done({"model": "resnet50", "phase": "eval", "batch_size": 512, "status": "oom",
-                           "error": "OutOfMemoryError: CUDA out of memory"})
-    assert printed == ["    resnet18 train bs=32 fp32: 123.5 +- 1.5 img/s",
-                       "    mnist_cnn eval: 9.0 img/s (one process: no interval) (noisy)",
-                       "    resnet50 eval bs=512: oom OutOfMemoryError: CUDA out of memory"]
+        progress.row_done(
+            {
+                "model": "resnet18",
+                "phase": "train",
+                "batch_size": 32,
+                "precision": "fp32",
+                "status": "ok",
+                "throughput_img_s": 123.45,
+                "throughput_ci95_img_s": 1.5,
+                "noisy": False,
+            }
+        )
+        progress.row_done(
+            {"model": "mnist_cnn", "phase": "eval", "status": "ok", "throughput_img_s": 9.0, "noisy": True}
+        )
+        progress.row_done(
+            {
+                "model": "resnet50",
+                "phase": "eval",
+                "batch_size": 512,
+                "status": "oom",
+                "error": "OutOfMemoryError: CUDA out of memory",
+            }
+        )
+    assert printed == [
+        "    resnet18 train bs=32 fp32: 123.5 +- 1.5 img/s",
+        "    mnist_cnn eval: 9.0 img/s (one process: no interval) (noisy)",
+        "    resnet50 eval bs=512: oom OutOfMemoryError: CUDA out of memory",
+    ]
 
 
 def test_engine_reports_each_finished_configuration(tmp_path, monkeypatch):
@@ -185,13 +231,23 @@ def test_engine_reports_each_finished_configuration(tmp_path, monkeypatch):
     monkeypatch.setenv(progress.PROGRESS_ENV, str(path))
     from cnnbench.params import Params
 
-    monkeypatch.setattr(engine, "measure", lambda cfg, device, protocol, dataset=None: {
-        **engine.config_key(cfg, device, protocol), "status": "ok", "throughput_img_s": 10.0})
+    monkeypatch.setattr(
+        engine,
+        "measure",
+        lambda cfg, device, protocol, dataset=None: {
+            **engine.config_key(cfg, device, protocol),
+            "status": "ok",
+            "throughput_img_s": 10.0,
+        },
+    )
     cfgs = [engine.Config.of("mnist_cnn", phase, 28, 10, 1, batch_size=8) for phase in ("train", "eval")]
     runner.run_configs(cfgs, engine.torch.device("cpu"), Params(), tmp_path / "r.csv")
     lines = path.read_text().splitlines()
     assert [line.split(":")[0] for line in lines if not line.startswith("  ")] == [
-        "mnist_cnn train bs=8 fp32", "mnist_cnn eval bs=8 fp32", "kept 0 of 2 configurations from r.csv; measured 2"]
+        "mnist_cnn train bs=8 fp32",
+        "mnist_cnn eval bs=8 fp32",
+        "kept 0 of 2 configurations from r.csv; measured 2",
+    ]
     # and one line per process, in interleaved rounds, so the console moves while rounds run
     procs = [line.split(":")[0].strip() for line in lines if line.startswith("  ")]
     assert sorted(procs[:2]) == ["mnist_cnn eval bs=8", "mnist_cnn train bs=8"]  # the first round has both
@@ -203,8 +259,10 @@ def test_kernel_chatter_goes_to_kernel_log_not_the_console(tmp_path, monkeypatch
     (root / "params").mkdir()
     params = nbformat.v4.new_code_cell('params_file = ""\noverrides = {}\nrun_dir = ""')
     params.metadata["tags"] = ["parameters"]
-    cell = nbformat.v4.new_code_cell("import os\nos.write(2, b'USDT: fake profiler_start\\n')\n"
-                                     "from cnnbench import progress\nprogress.row_done({'model': 'm', 'phase': 'train'})")
+    cell = nbformat.v4.new_code_cell(
+        "import os\nos.write(2, b'USDT: fake profiler_start\\n')\n"
+        "from cnnbench import progress\nprogress.row_done({'model': 'm', 'phase': 'train'})"
+    )
     nb = nbformat.v4.new_notebook(cells=[params, cell])
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     nbformat.write(nb, root / "notebooks" / "00_setup.ipynb")
@@ -249,10 +307,25 @@ def test_ctrl_c_on_the_real_pipeline_prints_one_line(tmp_path):
     import signal
     import time
 
-    proc = subprocess.Popen([sys.executable, "-m", "cnnbench.pipeline", "--params", str(SMOKE), "--outputs",
-                             str(tmp_path), "--set", "notebooks=[00_setup, 01_complexity]"], cwd=ROOT, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "cnnbench.pipeline",
+            "--params",
+            str(SMOKE),
+            "--outputs",
+            str(tmp_path),
+            "--set",
+            "notebooks=[00_setup, 01_complexity]",
+        ],
+        cwd=ROOT,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     deadline = time.time() + 120
     while not (tmp_path / "smoke" / "progress.log").exists() and time.time() < deadline:
         time.sleep(0.2)
@@ -266,15 +339,19 @@ def test_ctrl_c_on_the_real_pipeline_prints_one_line(tmp_path):
 
 # --- issue 21: argument validation (--run-name, --set, the params file) ----------------------------------------
 
-@pytest.mark.parametrize("args, text", [
-    (["--run-name", ""], "--run-name is empty"),
-    (["--run-name", "a/b"], "cnnbench: --run-name: 'a/b' is not a safe run name"),
-    (["--run-name", "a\nb"], "cnnbench: --run-name: 'a\\nb' is not a safe run name"),
-    (["--set", "expect_device=T4"], "cnnbench: --set key 'expect_device'"),
-    (["--set", "notebooks=[]"], "cnnbench: --set key 'notebooks'"),
-    (["--set", "window_s=.nan"], "cnnbench: --set key 'window_s' must be a finite number"),
-    (["--set", "models={a: 1, a: 2}"], "duplicate key 'a'"),
-])
+
+@pytest.mark.parametrize(
+    "args, text",
+    [
+        (["--run-name", ""], "--run-name is empty"),
+        (["--run-name", "a/b"], "cnnbench: --run-name: 'a/b' is not a safe run name"),
+        (["--run-name", "a\nb"], "cnnbench: --run-name: 'a\\nb' is not a safe run name"),
+        (["--set", "expect_device=T4"], "cnnbench: --set key 'expect_device'"),
+        (["--set", "notebooks=[]"], "cnnbench: --set key 'notebooks'"),
+        (["--set", "window_s=.nan"], "cnnbench: --set key 'window_s' must be a finite number"),
+        (["--set", "models={a: 1, a: 2}"], "duplicate key 'a'"),
+    ],
+)
 def test_bad_arguments_are_refused_in_one_line_naming_what_the_user_typed(tmp_path, args, text):
     refused(cli("--params", str(SMOKE), "--outputs", str(tmp_path / "out"), *args), text)
     assert "--set key 'run_name'" not in text
@@ -293,7 +370,9 @@ def test_python_dash_m_cnnbench_is_the_cnnbench_command():
     import subprocess
     import sys
 
-    done = subprocess.run([sys.executable, "-m", "cnnbench", "--help"], capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "cnnbench", "--help"], capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 0 and "--params" in done.stdout
 
 
@@ -302,11 +381,16 @@ def test_batch_runner_without_the_notebook_extra_says_how_to_install_it(tmp_path
     import importlib.util
 
     real = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "papermill" else real(name, *a))
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "papermill" else real(name, *a)
+    )
     assert pipeline.main(["--params", "params/smoke.yaml", "--outputs", str(tmp_path), "--no-report"]) == 2
     assert list(tmp_path.iterdir()) == []
     err = capsys.readouterr().err.strip()
-    assert err == "cnnbench: the batch runner needs papermill: pip install 'cnnbench[notebook]' (make report installs it)"
+    assert (
+        err
+        == "cnnbench: the batch runner needs papermill: pip install 'cnnbench[notebook]' (make report installs it)"
+    )
 
 
 def test_a_finished_pipeline_run_zips_again_without_its_lock_or_the_not_finished_marker(tmp_path):

@@ -181,10 +181,16 @@ def test_compare_csv_keeps_every_comparison_and_replaces_only_the_same_runs(tmp_
     _refused(*_compare(capsys, "a", "nosuch", "--outputs", outputs), "unknown run 'nosuch'")
     assert results.read_rows(outputs / "compare.csv") == rows
     # rows an earlier version wrote (no 'compared') count as the comparison of their two runs
-    results.write_rows(outputs / "compare.csv", [{k: v for k, v in r.items() if k != "compared"} for r in rows])
+    results.write_rows(
+        outputs / "compare.csv", [{k: v for k, v in r.items() if k != "compared"} for r in rows]
+    )
     rc, out, err = _compare(capsys, "a", "c", "--keys", "threads,batch_size", "--outputs", outputs)
     assert rc == 0, err
-    assert sorted({r["compared"] for r in results.read_rows(outputs / "compare.csv")}) == ["a b", "a c", "a seeds"]
+    assert sorted({r["compared"] for r in results.read_rows(outputs / "compare.csv")}) == [
+        "a b",
+        "a c",
+        "a seeds",
+    ]
     assert "(added to the 2 other comparison(s) there;" in out
 
 
@@ -202,8 +208,10 @@ def test_cli_seeds_pseudo_run_is_not_matched_and_has_no_verdict(tmp_path, capsys
     assert not any(r.get("ratio_ci95_low") for r in rows)  # a published number has no interval
     t4 = published.THROUGHPUT_000.set_index(["model", "device_class"]).train_img_s[("resnet18", "t4")]
     line = next(x for x in out.splitlines() if x.startswith("resnet18 train") and "000's t4" in x)
-    assert f"100.0 +- 3.0 img/s -> {t4:,.1f} img/s (published, no interval): {t4 / 100:.2f}x; not matched " \
-           "(other machine: 000's t4)" in line  # our interval kept beside a number that has none
+    assert (
+        f"100.0 +- 3.0 img/s -> {t4:,.1f} img/s (published, no interval): {t4 / 100:.2f}x; not matched "
+        "(other machine: 000's t4)" in line
+    )  # our interval kept beside a number that has none
     assert "faster" not in out and "slower" not in out and "significant" not in out
     _refused(*_compare(capsys, "seeds", "a", "--outputs", outputs), "the first run is the reference")
 
@@ -240,7 +248,9 @@ def test_pairs_the_ratio_table_divides_are_not_also_listed_as_not_divided(tmp_pa
 
     m = analysis.load(analysis.discover(_runs(tmp_path)))
     left = compare.unmatched(m["scenario_a"], compare.ratios(m))
-    assert set(zip(left.run_a, left.run_b, strict=True)) == {("a", "c")}  # a -> b (threads) and b -> c (batch) are divided
+    assert set(zip(left.run_a, left.run_b, strict=True)) == {
+        ("a", "c")
+    }  # a -> b (threads) and b -> c (batch) are divided
     unmatched = findings_table(m).query("topic == 'unmatched'")
     assert list(unmatched.finding.str.extract(r"^(\d+) model/phase pairs")[0]) == [str(len(left))]
 
@@ -250,8 +260,12 @@ def test_compare_says_how_far_the_machines_own_speed_moved_between_the_runs(tmp_
     report said that the machine itself was faster. Every row measured its CPU's own speed (the probe,
     telemetry.speed_probe); compare sets the two probes beside each other and says how far the machine moved."""
     outputs = tmp_path / "outputs"
-    make_run(outputs, "monday", "cpu", "AMD EPYC", {TRAIN: 100.0}, ci={TRAIN: 2.0}, extra={"probe_img_s": 800.0})
-    make_run(outputs, "tuesday", "cpu", "AMD EPYC", {TRAIN: 110.0}, ci={TRAIN: 2.0}, extra={"probe_img_s": 880.0})
+    make_run(
+        outputs, "monday", "cpu", "AMD EPYC", {TRAIN: 100.0}, ci={TRAIN: 2.0}, extra={"probe_img_s": 800.0}
+    )
+    make_run(
+        outputs, "tuesday", "cpu", "AMD EPYC", {TRAIN: 110.0}, ci={TRAIN: 2.0}, extra={"probe_img_s": 880.0}
+    )
     rc, out, err = _compare(capsys, "monday", "tuesday", "--outputs", outputs)
     assert rc == 0, err
     assert "the CPU's own speed (probe) moved +10% from monday to tuesday" in out
@@ -272,7 +286,9 @@ def test_knob_and_match_keys_are_derived_from_the_knob_declarations():
     assert "cudnn_benchmark" in compare.match_keys() and "cudnn_benchmark" in compare.knob_keys()
     assert set(knobs.keyed()) <= set(compare.knob_keys())
     assert set(compare.match_keys()) - {"model", "phase"} <= set(compare.knob_keys())
-    assert "threads" in compare.knob_keys() and "threads" not in compare.match_keys()  # matched on one machine
+    assert (
+        "threads" in compare.knob_keys() and "threads" not in compare.match_keys()
+    )  # matched on one machine
 
 
 def test_the_one_knob_ratios_are_saved_and_every_finding_names_the_file_of_its_numbers(tmp_path):
@@ -312,8 +328,24 @@ def test_a_probe_taken_with_other_threads_or_another_torch_says_nothing_about_th
     """The probe runs in the measuring process, with its threads and torch: threads 1 -> 2 moved it +55% on the
     README's example, which compare then blamed on the machine."""
     outputs = tmp_path / "outputs"
-    make_run(outputs, "t1", "cpu", "AMD EPYC", {TRAIN: 63.0}, ci={TRAIN: 0.4}, extra={"threads": 1, "probe_img_s": 500.0})
-    make_run(outputs, "t2", "cpu", "AMD EPYC", {TRAIN: 112.6}, ci={TRAIN: 4.6}, extra={"threads": 2, "probe_img_s": 775.0})
+    make_run(
+        outputs,
+        "t1",
+        "cpu",
+        "AMD EPYC",
+        {TRAIN: 63.0},
+        ci={TRAIN: 0.4},
+        extra={"threads": 1, "probe_img_s": 500.0},
+    )
+    make_run(
+        outputs,
+        "t2",
+        "cpu",
+        "AMD EPYC",
+        {TRAIN: 112.6},
+        ci={TRAIN: 4.6},
+        extra={"threads": 2, "probe_img_s": 775.0},
+    )
     rc, out, err = _compare(capsys, "t1", "t2", "--outputs", outputs)
     assert rc == 0, err
     assert "[threads 1 -> 2]" in out and "(probe)" not in out and "own speed" not in out
@@ -327,12 +359,24 @@ def test_compare_piped_into_head_ends_without_a_traceback(tmp_path):
 
     outputs = _runs(tmp_path / "outputs")
     for i in range(40):  # enough rows that the pipe's buffer is full before compare has printed them all
-        make_run(outputs, f"r{i}", "cpu", "Intel Core", {TRAIN: 100.0 + i, EVAL: 300.0}, ci={TRAIN: 3.0, EVAL: 15.0},
-                 extra={"threads": 1})
+        make_run(
+            outputs,
+            f"r{i}",
+            "cpu",
+            "Intel Core",
+            {TRAIN: 100.0 + i, EVAL: 300.0},
+            ci={TRAIN: 3.0, EVAL: 15.0},
+            extra={"threads": 1},
+        )
     code = "from cnnbench import pipeline; raise SystemExit(pipeline.main(__import__('sys').argv[1:]))"
     done = subprocess.run(
-        f"{sys.executable} -c \"{code}\" compare a {' '.join(f'r{i}' for i in range(40))} --outputs {outputs} "
-        "| head -1", shell=True, capture_output=True, text=True, timeout=120)
+        f'{sys.executable} -c "{code}" compare a {" ".join(f"r{i}" for i in range(40))} --outputs {outputs} '
+        "| head -1",
+        shell=True,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.stdout.count("\n") == 1 and "Traceback" not in done.stderr and "BrokenPipe" not in done.stderr
     assert (outputs / "compare.csv").is_file()  # written before the console was read
 
@@ -356,14 +400,25 @@ def test_compare_says_when_a_run_was_measured_on_a_busy_machine(tmp_path, capsys
 
 def test_the_ratio_table_shows_ratios_to_the_precision_their_interval_supports():
     """The walk: the combined ratio table printed 0.0129, 0.02412 and 0.007811 beside intervals [0.00, 0.19]."""
-    t = pd.DataFrame({"verdict": ["not significant", "faster"], "ratio_b_over_a": [0.02412, 1.81234],
-                      "ratio_ci95_low": [0.0, 1.70311], "ratio_ci95_high": [0.19, 1.92157],
-                      "model": ["resnet18", "resnet50"], "phase": ["train", "eval"], "knob": ["threads", "threads"]})
+    t = pd.DataFrame(
+        {
+            "verdict": ["not significant", "faster"],
+            "ratio_b_over_a": [0.02412, 1.81234],
+            "ratio_ci95_low": [0.0, 1.70311],
+            "ratio_ci95_high": [0.19, 1.92157],
+            "model": ["resnet18", "resnet50"],
+            "phase": ["train", "eval"],
+            "knob": ["threads", "threads"],
+        }
+    )
     view, _ = compare.ratio_table(t)
     assert list(view.ratio_b_over_a) == ["0.024", "1.81"]
     assert list(view.ratio_ci95_low) == ["0.000", "1.70"] and list(view.ratio_ci95_high) == ["0.190", "1.92"]
-    none = compare.ratio_table(t.assign(ratio_b_over_a=[float("nan"), 2.0], ratio_ci95_low=float("nan"),
-                                        ratio_ci95_high=float("nan")))[0]
+    none = compare.ratio_table(
+        t.assign(
+            ratio_b_over_a=[float("nan"), 2.0], ratio_ci95_low=float("nan"), ratio_ci95_high=float("nan")
+        )
+    )[0]
     assert list(none.ratio_b_over_a) == ["", "2"]  # not divided: blank; no interval: 4 significant digits
 
 
@@ -389,8 +444,16 @@ def test_report_piped_into_a_reader_that_has_gone_ends_without_a_traceback(tmp_p
     outputs = tmp_path / "outputs"
     outputs.mkdir()
     code = "from cnnbench import pipeline; raise SystemExit(pipeline.main(__import__('sys').argv[1:]))"
-    done = subprocess.run(f"{sys.executable} -c \"{code}\" report --outputs {outputs} | head -n 0; "
-                          "echo \"status ${PIPESTATUS[0]}\" >&2", shell=True, executable="/bin/bash",
-                          capture_output=True, text=True, timeout=120)
-    assert done.stdout == "" and "Traceback" not in done.stderr and "BrokenPipe" not in done.stderr, done.stderr
+    done = subprocess.run(
+        f'{sys.executable} -c "{code}" report --outputs {outputs} | head -n 0; '
+        'echo "status ${PIPESTATUS[0]}" >&2',
+        shell=True,
+        executable="/bin/bash",
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.stdout == "" and "Traceback" not in done.stderr and "BrokenPipe" not in done.stderr, (
+        done.stderr
+    )
     assert "status 0" in done.stderr  # nothing to rebuild, and nothing failed

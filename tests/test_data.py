@@ -120,13 +120,17 @@ def test_mnist_layout_and_model_shapes(tmp_path):
     make_mnist_raw(tmp_path / "MNIST" / "raw")
     ds = data.open_dataset("mnist", tmp_path, "train", 1, 28)
     assert len(ds) == 12 and ds[0][0].shape == (1, 28, 28) and data.num_classes(ds) == 10
-    rgb = data.open_dataset("mnist", tmp_path, "val", 3, 32)  # an ImageNet model on MNIST: 3 channels, resized
+    rgb = data.open_dataset(
+        "mnist", tmp_path, "val", 3, 32
+    )  # an ImageNet model on MNIST: 3 channels, resized
     assert len(rgb) == 6 and rgb[0][0].shape == (3, 32, 32)
 
 
 def test_cifar10_layout(tmp_path, monkeypatch):
     folder = make_cifar(tmp_path)
-    monkeypatch.setattr(tvd.CIFAR10, "train_list", [[f"data_batch_{i}", md5(folder / f"data_batch_{i}")] for i in range(1, 6)])
+    monkeypatch.setattr(
+        tvd.CIFAR10, "train_list", [[f"data_batch_{i}", md5(folder / f"data_batch_{i}")] for i in range(1, 6)]
+    )
     monkeypatch.setattr(tvd.CIFAR10, "test_list", [["test_batch", md5(folder / "test_batch")]])
     monkeypatch.setattr(tvd.CIFAR10, "meta", {**tvd.CIFAR10.meta, "md5": md5(folder / "batches.meta")})
     ds = data.open_dataset("cifar10", tmp_path, "train", 3, 32)
@@ -166,7 +170,12 @@ def test_mnist_and_cifar_downloads(tmp_path, serve, monkeypatch):
     www = tmp_path / "www"
     make_mnist_raw(tmp_path / "raw")
     resources = []
-    for name in ("train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"):
+    for name in (
+        "train-images-idx3-ubyte",
+        "train-labels-idx1-ubyte",
+        "t10k-images-idx3-ubyte",
+        "t10k-labels-idx1-ubyte",
+    ):
         www.mkdir(exist_ok=True)
         with open(tmp_path / "raw" / name, "rb") as f, gzip.open(www / f"{name}.gz", "wb") as g:
             g.write(f.read())
@@ -182,7 +191,9 @@ def test_mnist_and_cifar_downloads(tmp_path, serve, monkeypatch):
         tar.add(folder, arcname="cifar-10-batches-py")
     monkeypatch.setattr(tvd.CIFAR10, "url", base + "/cifar-10-python.tar.gz")
     monkeypatch.setattr(tvd.CIFAR10, "tgz_md5", md5(www / "cifar-10-python.tar.gz"))
-    monkeypatch.setattr(tvd.CIFAR10, "train_list", [[f"data_batch_{i}", md5(folder / f"data_batch_{i}")] for i in range(1, 6)])
+    monkeypatch.setattr(
+        tvd.CIFAR10, "train_list", [[f"data_batch_{i}", md5(folder / f"data_batch_{i}")] for i in range(1, 6)]
+    )
     monkeypatch.setattr(tvd.CIFAR10, "test_list", [["test_batch", md5(folder / "test_batch")]])
     monkeypatch.setattr(tvd.CIFAR10, "meta", {**tvd.CIFAR10.meta, "md5": md5(folder / "batches.meta")})
     ds = data.open_dataset("cifar10", tmp_path / "cifar", "val", 3, 32, download=True)
@@ -208,12 +219,17 @@ def _zip_with_symlink(path):
         zf.writestr(info, "/etc/passwd")
 
 
-@pytest.mark.parametrize("make", [
-    lambda p: _zip_with(p, [("tiny-imagenet-200/wnids.txt", "n0\n"), ("../../escaped.txt", "x")]),
-    lambda p: _zip_with(p, [("tiny-imagenet-200/wnids.txt", "n0\n"), ("/tmp/absolute-escaped.txt", "x")]),
-    _zip_with_symlink,
-])
-def test_download_refuses_archive_members_outside_the_target_whatever_the_checksum(tmp_path, serve, monkeypatch, make):
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda p: _zip_with(p, [("tiny-imagenet-200/wnids.txt", "n0\n"), ("../../escaped.txt", "x")]),
+        lambda p: _zip_with(p, [("tiny-imagenet-200/wnids.txt", "n0\n"), ("/tmp/absolute-escaped.txt", "x")]),
+        _zip_with_symlink,
+    ],
+)
+def test_download_refuses_archive_members_outside_the_target_whatever_the_checksum(
+    tmp_path, serve, monkeypatch, make
+):
     (tmp_path / "www").mkdir()
     make(tmp_path / "www" / "tiny-imagenet-200.zip")
     url = serve(tmp_path / "www") + "/tiny-imagenet-200.zip"
@@ -250,6 +266,7 @@ def test_tiny_imagenet_is_fetched_over_https():
 
 
 # --- issue 21: datasets that fail only after a notebook started, and data that hangs ----------------------------
+
 
 def _run_with_deadline(fn, seconds=10):
     """Run ``fn`` in a daemon thread; (finished, result or exception)."""
@@ -292,12 +309,18 @@ def _image_folder(root, classes=("cat", "dog"), per_class=2):
     return root
 
 
-@pytest.mark.parametrize("make, expected", [
-    (lambda r: _image_folder(r, classes=("cat",)), "one class"),
-    (lambda r: (_image_folder(r), (r / "empty").mkdir()), "no image"),
-    (lambda r: (_image_folder(r / "train"), _image_folder(r / "val", classes=("cat", "dog", "eel"))), "3 classes"),
-    (lambda r: _image_folder(r / "train"), "val"),
-])
+@pytest.mark.parametrize(
+    "make, expected",
+    [
+        (lambda r: _image_folder(r, classes=("cat",)), "one class"),
+        (lambda r: (_image_folder(r), (r / "empty").mkdir()), "no image"),
+        (
+            lambda r: (_image_folder(r / "train"), _image_folder(r / "val", classes=("cat", "dog", "eel"))),
+            "3 classes",
+        ),
+        (lambda r: _image_folder(r / "train"), "val"),
+    ],
+)
 def test_image_folder_problems_are_seen_up_front(tmp_path, make, expected):
     root = tmp_path / "pets"
     root.mkdir()
@@ -317,7 +340,10 @@ def test_good_layouts_have_no_problem(tmp_path):
     assert data.dataset_classes("mnist", tmp_path / "m") == 10
     assert data.dataset_classes("tiny_imagenet", tmp_path / "t") == 2
     assert data.dataset_classes("imagefolder", tmp_path / "b") == 2
-    assert data.split_size("mnist", tmp_path / "m", "train") == 12 and data.split_size("mnist", tmp_path / "m", "val") == 6
+    assert (
+        data.split_size("mnist", tmp_path / "m", "train") == 12
+        and data.split_size("mnist", tmp_path / "m", "val") == 6
+    )
     assert data.split_size("tiny_imagenet", tmp_path / "t", "train") == 6
     assert data.split_size("tiny_imagenet", tmp_path / "t", "val") == 4
     assert data.split_size("imagefolder", tmp_path / "b", "val") == 4
@@ -339,13 +365,19 @@ def _tiny_in_a_renamed_folder(root):
     make_tiny_imagenet(root / "tiny-imagenet")  # TinyImageNet looks in root and root/tiny-imagenet-200 only
 
 
-@pytest.mark.parametrize("make, expected", [
-    (_tiny_without_train_images, "train/n01629819/images"),
-    (_tiny_with_unknown_val_class, "n09999999"),
-    (lambda r: (make_tiny_imagenet(r), (r / "val" / "val_annotations.txt").unlink()), "val_annotations.txt"),
-    (lambda r: (r.mkdir(parents=True), (r / "wnids.txt").write_text("")), "wnids.txt"),
-    (_tiny_in_a_renamed_folder, "tiny-imagenet/"),
-])
+@pytest.mark.parametrize(
+    "make, expected",
+    [
+        (_tiny_without_train_images, "train/n01629819/images"),
+        (_tiny_with_unknown_val_class, "n09999999"),
+        (
+            lambda r: (make_tiny_imagenet(r), (r / "val" / "val_annotations.txt").unlink()),
+            "val_annotations.txt",
+        ),
+        (lambda r: (r.mkdir(parents=True), (r / "wnids.txt").write_text("")), "wnids.txt"),
+        (_tiny_in_a_renamed_folder, "tiny-imagenet/"),
+    ],
+)
 def test_wrong_tiny_imagenet_layouts_are_seen_up_front(tmp_path, make, expected):
     root = tmp_path / "tiny"
     make(root)
@@ -359,12 +391,15 @@ def _fake_idx(raw, name, content):
     (raw / name).write_bytes(content)
 
 
-@pytest.mark.parametrize("name, content, expected", [
-    ("train-images-idx3-ubyte", bytes(range(256)) * 4, "not an MNIST idx file"),
-    ("t10k-labels-idx1-ubyte", b"\x00\x00\x08\x01" + (7).to_bytes(4, "big") + bytes(7), "t10k"),
-    ("train-images-idx3-ubyte", struct.pack(">IIII", 2051, 12, 28, 28) + bytes(100), "truncated"),
-    ("t10k-images-idx3-ubyte", struct.pack(">IIII", 2051, 6, 32, 32) + bytes(6 * 32 * 32), "28x28"),
-])
+@pytest.mark.parametrize(
+    "name, content, expected",
+    [
+        ("train-images-idx3-ubyte", bytes(range(256)) * 4, "not an MNIST idx file"),
+        ("t10k-labels-idx1-ubyte", b"\x00\x00\x08\x01" + (7).to_bytes(4, "big") + bytes(7), "t10k"),
+        ("train-images-idx3-ubyte", struct.pack(">IIII", 2051, 12, 28, 28) + bytes(100), "truncated"),
+        ("t10k-images-idx3-ubyte", struct.pack(">IIII", 2051, 6, 32, 32) + bytes(6 * 32 * 32), "28x28"),
+    ],
+)
 def test_a_fake_or_broken_mnist_file_is_seen_up_front(tmp_path, name, content, expected):
     _fake_idx(tmp_path / "MNIST" / "raw", name, content)
     problem = data.layout_problem("mnist", tmp_path)
@@ -413,8 +448,11 @@ def test_params_refuse_num_classes_that_do_not_match_the_data(tmp_path):
     with pytest.raises(ParamsError, match="key 'num_classes'"):
         _load(tmp_path, f"dataset: mnist\ndata_path: {tmp_path / 'm'}\n")
     # the MNIST CNN alone runs MNIST at its own 10 classes: num_classes does not apply
-    _load(tmp_path, f"dataset: mnist\ndata_path: {tmp_path / 'm'}\nmodels: [mnist_cnn]\n"
-                    "batch_size_per_model: {mnist_cnn: 4}\n")
+    _load(
+        tmp_path,
+        f"dataset: mnist\ndata_path: {tmp_path / 'm'}\nmodels: [mnist_cnn]\n"
+        "batch_size_per_model: {mnist_cnn: 4}\n",
+    )
 
 
 @pytest.mark.parametrize("mode", ["loader", "device"])
@@ -425,7 +463,9 @@ def test_params_refuse_a_dataset_smaller_than_one_batch(tmp_path, mode):
     base = f"dataset: imagefolder\nnum_classes: 2\ndata_path: {tmp_path / 'pets'}\ndata_mode: {mode}\n"
     with pytest.raises(ParamsError) as err:
         _load(tmp_path, base + "batch_size: 8\n")
-    assert "key 'batch_size'" in str(err.value) and "4 images" in str(err.value) and "\n" not in str(err.value)
+    assert (
+        "key 'batch_size'" in str(err.value) and "4 images" in str(err.value) and "\n" not in str(err.value)
+    )
     assert _load(tmp_path, base + "batch_size: 4\n").batch_size == 4
     with pytest.raises(ParamsError, match="key 'sweep"):
         _load(tmp_path, base + "batch_size: 4\nsweep: {resnet18: [2, 8]}\nnotebooks: [03_batch_sweep]\n")
@@ -441,8 +481,13 @@ def test_a_fake_mnist_for_the_scratch_backends_is_refused_before_any_work(tmp_pa
 
     _fake_idx(tmp_path / "mn" / "MNIST" / "raw", "train-images-idx3-ubyte", bytes(range(256)) * 4)
     with pytest.raises(ParamsError, match="key 'scratch_data_path'.*not an MNIST idx file"):
-        _load(tmp_path, f"scratch_dataset: mnist\nscratch_data_path: {tmp_path / 'mn'}\nnotebooks: [05_backends]\n")
-    p = _load(tmp_path, f"scratch_dataset: mnist\nscratch_data_path: {tmp_path / 'mn'}\nnotebooks: [00_setup]\n")
+        _load(
+            tmp_path,
+            f"scratch_dataset: mnist\nscratch_data_path: {tmp_path / 'mn'}\nnotebooks: [05_backends]\n",
+        )
+    p = _load(
+        tmp_path, f"scratch_dataset: mnist\nscratch_data_path: {tmp_path / 'mn'}\nnotebooks: [00_setup]\n"
+    )
     assert p.scratch_dataset == "mnist"  # 05 does not run: nothing reads it
 
 
@@ -452,7 +497,10 @@ def test_download_of_an_image_folder_is_refused_at_validation(tmp_path):
     from cnnbench.params import ParamsError
 
     with pytest.raises(ParamsError, match="key 'download'.*imagefolder.*cannot be downloaded"):
-        _load(tmp_path, f"dataset: imagefolder\nnum_classes: 2\ndownload: true\ndata_path: {tmp_path / 'none'}\n")
+        _load(
+            tmp_path,
+            f"dataset: imagefolder\nnum_classes: 2\ndownload: true\ndata_path: {tmp_path / 'none'}\n",
+        )
 
 
 def test_an_empty_image_folder_does_not_suggest_a_download(tmp_path):
@@ -464,6 +512,7 @@ def test_an_empty_image_folder_does_not_suggest_a_download(tmp_path):
 
 
 # --- issue 30: a folder a walk or read cannot finish, and a download with no network, refused before any work ---
+
 
 def _folder_of_images(root, classes=2, images=3):
     for c in range(classes):
@@ -484,7 +533,9 @@ def test_a_fifo_in_a_class_folder_is_refused_at_validation(tmp_path):
     start = time.monotonic()
     with pytest.raises(ParamsError) as err:
         _load(tmp_path, f"dataset: imagefolder\nnum_classes: 2\nbatch_size: 2\ndata_path: {root}\n")
-    assert "x.png" in str(err.value) and "not a regular file" in str(err.value) and time.monotonic() - start < 30
+    assert (
+        "x.png" in str(err.value) and "not a regular file" in str(err.value) and time.monotonic() - start < 30
+    )
 
 
 def test_symlink_loops_in_a_class_folder_are_refused_at_validation(tmp_path):
@@ -512,12 +563,29 @@ def test_a_download_whose_host_does_not_answer_fails_before_the_first_notebook(t
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]  # closed when the block ends: connecting is refused
-    monkeypatch.setattr(data, "TINY_IMAGENET_URL", (f"http://127.0.0.1:{port}/tiny-imagenet-200.zip", "0" * 32))
+    monkeypatch.setattr(
+        data, "TINY_IMAGENET_URL", (f"http://127.0.0.1:{port}/tiny-imagenet-200.zip", "0" * 32)
+    )
     monkeypatch.setattr(pipeline, "execute", lambda *a, **k: pytest.fail("a notebook ran"))
     folder = tmp_path / "tiny"
-    code = pipeline.main(["--params", str(ROOT / "params" / "smoke.yaml"), "--outputs", str(tmp_path / "out"),
-                          "--set", "dataset=tiny_imagenet", "--set", f"data_path={folder}", "--set", "download=true",
-                          "--set", "num_classes=200", "--set", "notebooks=[00_setup, 02_scenario_a]"])
+    code = pipeline.main(
+        [
+            "--params",
+            str(ROOT / "params" / "smoke.yaml"),
+            "--outputs",
+            str(tmp_path / "out"),
+            "--set",
+            "dataset=tiny_imagenet",
+            "--set",
+            f"data_path={folder}",
+            "--set",
+            "download=true",
+            "--set",
+            "num_classes=200",
+            "--set",
+            "notebooks=[00_setup, 02_scenario_a]",
+        ]
+    )
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1, err
     assert f"127.0.0.1:{port}" in err and str(folder) in err and "by hand" in err, err

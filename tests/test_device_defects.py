@@ -47,29 +47,72 @@ def test_cudnn_batch_norm_joins_its_counted_op_and_time_shares_are_over_the_whol
     from cnnbench import roofline
 
     shapes = [[4, 8, 14, 14]]
-    counted = {("aten::native_batch_norm", str(shapes)): {"flops": 0, "flops_elementwise": 6272, "bytes": 25088,
-                                                          "calls": 1, "modules": ["bn1"]},
-               ("aten::convolution", str(shapes)): {"flops": 1e6, "flops_elementwise": 0, "bytes": 50000,
-                                                    "calls": 1, "modules": ["conv1"]}}
-    events = [Event(key="aten::cudnn_batch_norm", input_shapes=shapes, count=2, device_time_total=200.0,
-                    self_device_time_total=200.0, cpu_time_total=5.0, self_cpu_time_total=5.0),
-              Event(key="aten::convolution", input_shapes=shapes, count=2, device_time_total=600.0,
-                    self_device_time_total=600.0, cpu_time_total=5.0, self_cpu_time_total=5.0),
-              Event(key="aten::relu", input_shapes=shapes, count=2, device_time_total=200.0,
-                    self_device_time_total=200.0, cpu_time_total=5.0, self_cpu_time_total=5.0)]
+    counted = {
+        ("aten::native_batch_norm", str(shapes)): {
+            "flops": 0,
+            "flops_elementwise": 6272,
+            "bytes": 25088,
+            "calls": 1,
+            "modules": ["bn1"],
+        },
+        ("aten::convolution", str(shapes)): {
+            "flops": 1e6,
+            "flops_elementwise": 0,
+            "bytes": 50000,
+            "calls": 1,
+            "modules": ["conv1"],
+        },
+    }
+    events = [
+        Event(
+            key="aten::cudnn_batch_norm",
+            input_shapes=shapes,
+            count=2,
+            device_time_total=200.0,
+            self_device_time_total=200.0,
+            cpu_time_total=5.0,
+            self_cpu_time_total=5.0,
+        ),
+        Event(
+            key="aten::convolution",
+            input_shapes=shapes,
+            count=2,
+            device_time_total=600.0,
+            self_device_time_total=600.0,
+            cpu_time_total=5.0,
+            self_cpu_time_total=5.0,
+        ),
+        Event(
+            key="aten::relu",
+            input_shapes=shapes,
+            count=2,
+            device_time_total=200.0,
+            self_device_time_total=200.0,
+            cpu_time_total=5.0,
+            self_cpu_time_total=5.0,
+        ),
+    ]
     table = roofline.layer_table(events, counted, 2, MNIST, devices.backend("cuda")).set_index("op")
     assert set(table.index) == {"cudnn_batch_norm", "convolution"}
-    assert table.time_share.to_dict() == pytest.approx({"convolution": 0.6, "cudnn_batch_norm": 0.2})  # of 1000 us
+    assert table.time_share.to_dict() == pytest.approx(
+        {"convolution": 0.6, "cudnn_batch_norm": 0.2}
+    )  # of 1000 us
 
 
 def test_07_that_cannot_finish_in_its_cell_is_refused_before_any_work_and_seeds_full_fits():
     """seeds_full.yaml's 07 had ten searches of 600 s each (and the guard's compiles outside the budget) in one
     cell against a 3,600 s timeout: it could not get through."""
-    with pytest.raises(params.ParamsError, match="cell_timeout_s' 3600 is less than 07's cell takes at least"):
-        params.validate({"tune_models": ["resnet18", "resnet50"], "tune_phases": ["train", "eval"],
-                         "tune_budget_s": 900}, check_device=False)
+    with pytest.raises(
+        params.ParamsError, match="cell_timeout_s' 3600 is less than 07's cell takes at least"
+    ):
+        params.validate(
+            {"tune_models": ["resnet18", "resnet50"], "tune_phases": ["train", "eval"], "tune_budget_s": 900},
+            check_device=False,
+        )
     raw = params.read_yaml(ROOT / "params" / "seeds_full.yaml")
-    full = params.validate({k: v for k, v in raw.items() if "data" not in k and k != "dataset"}, check_device=False)
+    full = params.validate(
+        {k: v for k, v in raw.items() if "data" not in k and k != "dataset"}, check_device=False
+    )
     assert params.tuning_cell_s(full) <= full.cell_timeout_s
 
 
@@ -88,11 +131,25 @@ def test_the_guards_compiles_count_in_the_search_budget():
         return 5.0, 4.0
 
     hw = devices.Hardware("cuda", "NVIDIA H100", cores=16, capability=(9, 0), triton=True, sms=132)
-    p = Params(**{**SEARCH, "tune_compile_modes": ["default", "max-autotune", "reduce-overhead"],
-                  "tune_budget_s": 100.0})
+    p = Params(
+        **{
+            **SEARCH,
+            "tune_compile_modes": ["default", "max-autotune", "reduce-overhead"],
+            "tune_budget_s": 100.0,
+        }
+    )
     sp = knobs.space(hw, Setting(batch_size=128, threads=16), p)
-    s = search.Search(engine.Config.of("resnet50", "train", 64, 200), sp, p, {}, lambda c, w: None, guard_loss,
-                      lambda c, n: {}, lambda row: None, clock)
+    s = search.Search(
+        engine.Config.of("resnet50", "train", 64, 200),
+        sp,
+        p,
+        {},
+        lambda c, w: None,
+        guard_loss,
+        lambda c, n: {},
+        lambda row: None,
+        clock,
+    )
     s.run_guard(clock())
     assert len(guarded) == 3  # the reference, then two more before the 100 s were spent
     out = [v for v in s.verdicts.values() if not v.ok]
@@ -113,7 +170,9 @@ def test_fp16_never_trains_unscaled_where_torch_has_no_grad_scaler(fake_gpu, mon
     """On torch 2.2 (below the floor the code needs) torch.amp.GradScaler is missing and fp16 rows trained
     without loss scaling, in silence."""
     monkeypatch.delattr(torch.amp, "GradScaler")
-    row = engine.measure(MNIST.replace(precision="fp16"), CPU, Params(warmup_steps=1, measured_steps=2, repeats=1))
+    row = engine.measure(
+        MNIST.replace(precision="fp16"), CPU, Params(warmup_steps=1, measured_steps=2, repeats=1)
+    )
     assert row["status"] == "unavailable" and "GradScaler" in row["error"]
     pyproject = (ROOT / "pyproject.toml").read_text()
     assert '"torch>=2.3' in pyproject  # torch.amp.GradScaler's release
@@ -157,7 +216,8 @@ def test_the_numba_cuda_sgd_kernel_gets_float32_scalars():
         "b._launch = lambda name, n, *args, **k: seen.append((name, args)) or launch(name, n, *args, **k)\n"
         "x = np.random.default_rng(0).random((8, 784), dtype=np.float32)\n"
         "b.train_step(x, np.arange(8) % 10)\n"
-        "print(sorted({type(a).__name__ for name, args in seen if name == 'sgd' for a in args[-2:]}))\n")
+        "print(sorted({type(a).__name__ for name, args in seen if name == 'sgd' for a in args[-2:]}))\n"
+    )
     env = {**os.environ, "NUMBA_ENABLE_CUDASIM": "1", "PYTHONPATH": str(ROOT / "lib")}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]

@@ -36,7 +36,9 @@ def test_synchronize_and_memory_on_cpu():
 def test_oom_detection():
     for kind in ("cpu", "cuda", "mps"):
         b = devices.backend(kind)
-        assert b.is_oom(RuntimeError("CUDA out of memory. Tried to allocate 2 GiB")) and b.is_oom(MemoryError())
+        assert b.is_oom(RuntimeError("CUDA out of memory. Tried to allocate 2 GiB")) and b.is_oom(
+            MemoryError()
+        )
         assert not b.is_oom(RuntimeError("shape mismatch"))
     capture = RuntimeError("operation failed due to a previous error during capture")
     assert devices.backend("cuda").is_oom(capture) and not devices.backend("cpu").is_oom(capture)
@@ -59,11 +61,30 @@ def test_each_device_kind_is_one_backend_and_rocm_is_not_run_under_nvidias_rules
 
 def test_environment_capture_has_what_the_report_needs():
     env = envinfo.capture(torch.device("cpu"), {"batch_size": 8})
-    for key in ("os", "python", "torch", "torchvision", "cuda_runtime", "cudnn", "device_kind", "device_name",
-                "cpu_model", "cpu_physical_cores", "cpu_logical_cores", "torch_threads", "ram_gb", "mps_available",
-                "git_commit", "schema_version"):
+    for key in (
+        "os",
+        "python",
+        "torch",
+        "torchvision",
+        "cuda_runtime",
+        "cudnn",
+        "device_kind",
+        "device_name",
+        "cpu_model",
+        "cpu_physical_cores",
+        "cpu_logical_cores",
+        "torch_threads",
+        "ram_gb",
+        "mps_available",
+        "git_commit",
+        "schema_version",
+    ):
         assert key in env, key
-    assert env["device_kind"] == "cpu" and env["ram_gb"] > 0 and env["cpu_logical_cores"] >= env["cpu_physical_cores"]
+    assert (
+        env["device_kind"] == "cpu"
+        and env["ram_gb"] > 0
+        and env["cpu_logical_cores"] >= env["cpu_physical_cores"]
+    )
     assert env["params"] == {"batch_size": 8}
     json.dumps(env)  # serialisable as environment.json
     assert "params" not in envinfo.table(env).index
@@ -89,6 +110,7 @@ def test_git_dirty_ignores_regenerated_outputs(tmp_path, monkeypatch):
 
 
 # --- every setting a knob applies is restored after it (issue 28) --------------------------------------------------
+
 
 def _tf32():
     return torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
@@ -145,13 +167,25 @@ def test_every_fp32_experiment_runs_its_steps_with_tf32_off(monkeypatch, tmp_pat
         monkeypatch.setattr(finetuning, "datasets", lambda p: (None, None, 10))
         monkeypatch.setattr(finetuning, "check_weights", lambda *a: "")
         monkeypatch.setattr(finetuning, "fit", lambda *a, **k: every.log.append("fine-tuning steps"))
-        run = types.SimpleNamespace(params=Params(transfer_devices=["cpu"], transfer_batch_sizes=[8],
-                                                  transfer_lrs=[0.01]),
-                                    device=torch.device("cpu"), dir=tmp_path, path=lambda n: tmp_path / n)
+        run = types.SimpleNamespace(
+            params=Params(transfer_devices=["cpu"], transfer_batch_sizes=[8], transfer_lrs=[0.01]),
+            device=torch.device("cpu"),
+            dir=tmp_path,
+            path=lambda n: tmp_path / n,
+        )
         finetuning.run_grid(run, log=lambda *a: None)
     steps = [e for e in every.log if e.startswith(("math", "scratch", "ddp", "fine"))]
-    assert steps == ["math fp32", "scratch steps", "math fp32 restored", "math fp32", "ddp steps",
-                     "math fp32 restored", "math fp32", "fine-tuning steps", "math fp32 restored"]
+    assert steps == [
+        "math fp32",
+        "scratch steps",
+        "math fp32 restored",
+        "math fp32",
+        "ddp steps",
+        "math fp32 restored",
+        "math fp32",
+        "fine-tuning steps",
+        "math fp32 restored",
+    ]
 
 
 def test_a_measurement_applies_every_knob_around_its_steps_records_it_and_restores_it(fake_gpu):
@@ -161,8 +195,11 @@ def test_a_measurement_applies_every_knob_around_its_steps_records_it_and_restor
     from cnnbench.params import Params
 
     cfg = engine.Config.of("mnist_cnn", "train", 28, 10, 1, batch_size=4, cudnn_benchmark=False, workers=0)
-    row = engine.measure(cfg, torch.device("cpu"), Params(warmup_steps=1, measured_steps=2, repeats=1,
-                                                          telemetry_interval_s=0.05))
+    row = engine.measure(
+        cfg,
+        torch.device("cpu"),
+        Params(warmup_steps=1, measured_steps=2, repeats=1, telemetry_interval_s=0.05),
+    )
     assert row["status"] == "ok", row["error"]
     assert row["cudnn_benchmark"] is False and row["device_kind"] == "cuda"
     applied = [e for e in fake_gpu.log if e.startswith(("math", "autotune"))]
@@ -186,9 +223,16 @@ class _HostTensor:
         return self
 
 
-@pytest.mark.parametrize("kind, pinned, expected", [("cuda", True, True), ("cuda", False, False),
-                                                    ("mps", True, False), ("mps", False, False),
-                                                    ("cpu", False, False)])
+@pytest.mark.parametrize(
+    "kind, pinned, expected",
+    [
+        ("cuda", True, True),
+        ("cuda", False, False),
+        ("mps", True, False),
+        ("mps", False, False),
+        ("cpu", False, False),
+    ],
+)
 def test_host_batches_copy_non_blocking_only_to_cuda_from_pinned_memory(kind, pinned, expected):
     """An asynchronous copy from unpinned memory freed at once can let MPS read released memory; only a
     pinned host tensor going to CUDA is copied non-blocking, in the engine and in the fine-tuning loop."""
@@ -203,15 +247,20 @@ def test_host_batches_copy_non_blocking_only_to_cuda_from_pinned_memory(kind, pi
     b.to_device(x)
     assert x.copies == [(kind, expected)]
     x, y = _HostTensor(pinned), _HostTensor(pinned)
-    engine.Workload.to_device(types.SimpleNamespace(backend=b, cfg=types.SimpleNamespace(memory_format="nchw")),
-                              x, y)
+    engine.Workload.to_device(
+        types.SimpleNamespace(backend=b, cfg=types.SimpleNamespace(memory_format="nchw")), x, y
+    )
     assert x.copies == y.copies == [(kind, expected)]
 
     x, y = _HostTensor(pinned), _HostTensor(pinned)
-    with mock.patch.object(type(b), "synchronize", lambda self: None), \
-            mock.patch.object(torch, "zeros", lambda *a, **k: torch.tensor(0.0)), pytest.raises(_Stop):
-        finetuning.train_epoch(_StopNet(), types.SimpleNamespace(zero_grad=lambda **k: None), None, [(x, y)],
-                               torch.device(kind))
+    with (
+        mock.patch.object(type(b), "synchronize", lambda self: None),
+        mock.patch.object(torch, "zeros", lambda *a, **k: torch.tensor(0.0)),
+        pytest.raises(_Stop),
+    ):
+        finetuning.train_epoch(
+            _StopNet(), types.SimpleNamespace(zero_grad=lambda **k: None), None, [(x, y)], torch.device(kind)
+        )
     assert x.copies == y.copies == [(kind, expected)]
 
 

@@ -49,7 +49,9 @@ def test_wrap_delta():
 
 
 def test_rapl_sums_package_zones_and_ignores_subzones_and_psys(tmp_path):
-    root = rapl_tree(tmp_path / "powercap", {"package-0": (1_000_000, 2**32), "package-1": (5_000_000, 2**32)})
+    root = rapl_tree(
+        tmp_path / "powercap", {"package-0": (1_000_000, 2**32), "package-1": (5_000_000, 2**32)}
+    )
     counter = counters.rapl_counter(root)
     assert isinstance(counter, counters.RaplCounter) and len(counter.zones) == 2
     clock = FakeClock()
@@ -99,7 +101,11 @@ def test_rapl_root_only_is_empty_with_the_reason(tmp_path, monkeypatch):
     with energy.Meter(counter=counter) as meter:
         pass
     out = meter.summary(images=5)
-    assert math.isnan(out["energy_j"]) and math.isnan(out["energy_j_per_image"]) and math.isnan(out["avg_power_w"])
+    assert (
+        math.isnan(out["energy_j"])
+        and math.isnan(out["energy_j_per_image"])
+        and math.isnan(out["avg_power_w"])
+    )
     assert out["energy_source"] == "" and "root only" in out["energy_note"]
 
 

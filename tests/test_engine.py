@@ -7,13 +7,27 @@ from cnnbench.measure import engine, runner
 from cnnbench.params import Params
 
 CPU = torch.device("cpu")
-FAST = Params(warmup_steps=1, measured_steps=2, repeats=2, synthetic_images=32, processes=2, max_processes=2,
-              adapt_budget_s=0)
+FAST = Params(
+    warmup_steps=1,
+    measured_steps=2,
+    repeats=2,
+    synthetic_images=32,
+    processes=2,
+    max_processes=2,
+    adapt_budget_s=0,
+)
 
 
 def cfg(**kw):
-    base = dict(model="mnist_cnn", phase="train", batch_size=8, image_size=28, num_classes=10, in_channels=1,
-                workers=0)
+    base = dict(
+        model="mnist_cnn",
+        phase="train",
+        batch_size=8,
+        image_size=28,
+        num_classes=10,
+        in_channels=1,
+        workers=0,
+    )
     return engine.Config.of(**{**base, **kw})
 
 
@@ -21,11 +35,37 @@ def test_train_and_eval_rows_carry_every_column():
     for phase in ("train", "eval"):
         row = engine.measure(cfg(phase=phase), CPU, FAST)
         assert row["status"] == "ok", row["error"]
-        for col in ("model", "device_kind", "device_name", "phase", "data_mode", "batch_size", "image_size",
-                    "precision", "memory_format", "compile", "threads", "status", "n_steps", "throughput_img_s",
-                    "throughput_ci95_img_s", "step_time_median_s", "step_time_std_s", "achieved_tflops",
-                    "peak_device_mem_mib", "peak_rss_mib", "baseline_rss_mib", "util_cpu_mean_pct",
-                    "util_device_mean_pct", "noisy", "warmup_steps", "lr", "seed", "repeats", "isolation"):
+        for col in (
+            "model",
+            "device_kind",
+            "device_name",
+            "phase",
+            "data_mode",
+            "batch_size",
+            "image_size",
+            "precision",
+            "memory_format",
+            "compile",
+            "threads",
+            "status",
+            "n_steps",
+            "throughput_img_s",
+            "throughput_ci95_img_s",
+            "step_time_median_s",
+            "step_time_std_s",
+            "achieved_tflops",
+            "peak_device_mem_mib",
+            "peak_rss_mib",
+            "baseline_rss_mib",
+            "util_cpu_mean_pct",
+            "util_device_mean_pct",
+            "noisy",
+            "warmup_steps",
+            "lr",
+            "seed",
+            "repeats",
+            "isolation",
+        ):
             assert col in row, col
         assert row["n_steps"] == 4 and len(row["step_times_s"]) == 4
         flops = row["gflops_per_image"] * 1e9
@@ -71,10 +111,14 @@ def test_other_failures_are_rows_and_the_run_goes_on(tmp_path, monkeypatch):
         return real(c, *a, **k)
 
     monkeypatch.setattr(engine, "measure", flaky)
-    rows = runner.run_configs([cfg(batch_size=8), cfg(batch_size=16)], CPU, FAST, tmp_path / "r.csv", tmp_path / "s.csv")
+    rows = runner.run_configs(
+        [cfg(batch_size=8), cfg(batch_size=16)], CPU, FAST, tmp_path / "r.csv", tmp_path / "s.csv"
+    )
     assert [r["status"] for r in rows] == ["error", "ok"]
     steps = pd.read_csv(tmp_path / "s.csv")
-    assert len(steps) == 8 and set(steps.batch_size) == {16}  # 2 processes x 2 windows x 2 steps; a failure keeps none
+    assert len(steps) == 8 and set(steps.batch_size) == {
+        16
+    }  # 2 processes x 2 windows x 2 steps; a failure keeps none
 
 
 def test_interrupted_run_resumes_without_redoing_finished_configs(tmp_path, monkeypatch, capsys):
@@ -119,7 +163,11 @@ def test_window_length_chooses_the_step_count():
     assert engine.steps_for_window([10.0], auto) == 5  # never fewer than 5
     assert engine.steps_for_window([0.1], Params(measured_steps=7)) == 7
     row = engine.measure(cfg(), CPU, Params(warmup_steps=3, measured_steps=0, window_s=0.05, repeats=2))
-    assert row["status"] == "ok" and row["steps_per_window"] >= 5 and row["n_steps"] == 2 * row["steps_per_window"]
+    assert (
+        row["status"] == "ok"
+        and row["steps_per_window"] >= 5
+        and row["n_steps"] == 2 * row["steps_per_window"]
+    )
     assert row["measured_steps"] == 0  # the protocol's value (part of the key), not the steps it chose
 
 
@@ -144,7 +192,10 @@ def test_each_configuration_in_a_fresh_worker_has_its_own_memory(tmp_path, monke
     by_model = {r["model"]: r for r in rows}
     assert [r["status"] for r in rows] == ["ok", "ok"], [r["error"] for r in rows]
     assert {r["isolation"] for r in rows} == {"worker"}
-    big_peak, small_peak = float(by_model["squeezenet1_1"]["peak_rss_mib"]), float(by_model["mnist_cnn"]["peak_rss_mib"])
+    big_peak, small_peak = (
+        float(by_model["squeezenet1_1"]["peak_rss_mib"]),
+        float(by_model["mnist_cnn"]["peak_rss_mib"]),
+    )
     assert big_peak > 600 and small_peak < big_peak - 400
     small_base = float(by_model["mnist_cnn"]["baseline_rss_mib"])
     assert 0 < small_base <= small_peak
@@ -176,8 +227,10 @@ def test_a_worker_that_dies_is_a_crashed_row_and_the_run_goes_on(tmp_path, monke
 # --- the configuration key covers every parameter that changes a measurement (issue 9) ---------------------------
 
 
-@pytest.mark.parametrize("change", [{"seed": 1}, {"repeats": 3}, {"lr": 0.1}, {"warmup_steps": 2},
-                                    {"momentum": 0.5}, {"window_s": 1.0}])
+@pytest.mark.parametrize(
+    "change",
+    [{"seed": 1}, {"repeats": 3}, {"lr": 0.1}, {"warmup_steps": 2}, {"momentum": 0.5}, {"window_s": 1.0}],
+)
 def test_a_rerun_with_other_protocol_parameters_measures_new_rows(tmp_path, change):
     import dataclasses
 
@@ -188,7 +241,9 @@ def test_a_rerun_with_other_protocol_parameters_measures_new_rows(tmp_path, chan
     assert len(pd.read_csv(tmp_path / "r.csv")) == 2  # the old row is kept, the new one measured
 
 
-@pytest.mark.parametrize("change", [{"num_classes": 5}, {"dataset": "mnist"}, {"image_size": 32}, {"workers": 1}])
+@pytest.mark.parametrize(
+    "change", [{"num_classes": 5}, {"dataset": "mnist"}, {"image_size": 32}, {"workers": 1}]
+)
 def test_a_rerun_with_another_configuration_returns_only_its_own_rows(tmp_path, change):
     runner.run_configs([cfg(), cfg(phase="eval")], CPU, FAST, tmp_path / "r.csv")
     rows = runner.run_configs([cfg(**change), cfg(phase="eval", **change)], CPU, FAST, tmp_path / "r.csv")
@@ -227,8 +282,14 @@ def test_the_telemetry_series_of_every_configuration_is_written(tmp_path):
     # a process's CPU share needs two samples: windows of a few milliseconds (the heap kept, issue 17) are sampled
     # every 10 ms, not every 100
     fast = dataclasses.replace(FAST, telemetry_interval_s=0.01, measured_steps=20)
-    runner.run_configs([cfg(), cfg(phase="eval")], CPU, fast, tmp_path / "r.csv", telemetry_path=tmp_path / "t.csv",
-                       source="scenario_a")
+    runner.run_configs(
+        [cfg(), cfg(phase="eval")],
+        CPU,
+        fast,
+        tmp_path / "r.csv",
+        telemetry_path=tmp_path / "t.csv",
+        source="scenario_a",
+    )
     df = telemetry.read(tmp_path / "t.csv")
     assert set(df.source) == {"scenario_a"} and set(df.phase) == {"train", "eval"}
     assert {"util_cpu_pct", "util_cpu_core_pct", "util_process_cpu_pct", "rss_mib"} <= set(df.metric)
@@ -249,9 +310,17 @@ def test_a_notebook_whose_every_configuration_fails_completes_and_shows_them(tmp
 
     monkeypatch.setenv("CNNBENCH_TEST_WORKER_HOOK", '{"mnist_cnn": "raise", "squeezenet1_1": "raise"}')
     out = tmp_path / "out.ipynb"
-    papermill.execute_notebook(str(ROOT / "notebooks" / f"{notebook}.ipynb"), str(out), kernel_name="python3",
-                               parameters={"params_file": str(ROOT / "params" / "smoke.yaml"), "overrides": {},
-                                           "run_dir": str(tmp_path / "run")}, progress_bar=False)
+    papermill.execute_notebook(
+        str(ROOT / "notebooks" / f"{notebook}.ipynb"),
+        str(out),
+        kernel_name="python3",
+        parameters={
+            "params_file": str(ROOT / "params" / "smoke.yaml"),
+            "overrides": {},
+            "run_dir": str(tmp_path / "run"),
+        },
+        progress_bar=False,
+    )
     name = "scenario_a" if notebook.startswith("02") else "batch_sweep"
     df = pd.read_csv(tmp_path / "run" / f"{name}.csv")
     assert len(df) and set(df.status) == {"error"} and df.error.str.contains("test hook").all()
@@ -283,7 +352,9 @@ def test_a_rerun_with_another_image_size_shows_only_its_own_rows(tmp_path):
 
     fast = {"isolate": False, "models": ["squeezenet1_1"], "phases": ["eval"], "measured_steps": 2}
     for size in (32, 48):
-        run = cnnbench.open_run(ROOT / "params" / "smoke.yaml", {**fast, "image_size": size}, tmp_path / "run")
+        run = cnnbench.open_run(
+            ROOT / "params" / "smoke.yaml", {**fast, "image_size": size}, tmp_path / "run"
+        )
         df = scenarios.measure(run, "scenario_a", scenarios.scenario_a_configs(run.params))
         assert df.image_size.tolist() == [size]
         plots.throughput(df)  # no "duplicate labels"

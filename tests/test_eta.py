@@ -82,11 +82,18 @@ def test_budgets_follow_the_protocol():
         ROOT / "params" / "local.yaml", {"models": ["resnet18", "mnist_cnn"], "measured_steps": 0}
     )
     configs = 2 * len(p.variants) * len(p.phases)
-    assert eta.budget_model(p, "02_scenario_a") == (configs, p.processes * eta._process_s(p, eta.STEP_S["cpu"]),
-                                                    eta.KERNEL_S + p.adapt_budget_s)
+    assert eta.budget_model(p, "02_scenario_a") == (
+        configs,
+        p.processes * eta._process_s(p, eta.STEP_S["cpu"]),
+        eta.KERNEL_S + p.adapt_budget_s,
+    )
     # time-budgeted windows: each process gives every configuration at least its repeats x window_s
-    assert eta.budget_s(p, "02_scenario_a") >= configs * p.processes * p.repeats * p.window_s + p.adapt_budget_s
-    fixed = params.load(ROOT / "params" / "smoke.yaml")  # windows of a fixed step count: steps x a nominal step
+    assert (
+        eta.budget_s(p, "02_scenario_a") >= configs * p.processes * p.repeats * p.window_s + p.adapt_budget_s
+    )
+    fixed = params.load(
+        ROOT / "params" / "smoke.yaml"
+    )  # windows of a fixed step count: steps x a nominal step
     assert eta.budget_s(fixed, "02_scenario_a") > 0
     assert eta.budget_s(fixed, "02_scenario_a", "cuda") < eta.budget_s(fixed, "02_scenario_a", "cpu")
     tuned = eta.budget_s(p, "07_tuning")
@@ -98,22 +105,35 @@ def test_budgets_follow_the_protocol():
 def test_every_notebook_of_a_first_run_has_an_estimate_that_scales_with_its_configurations(params_file):
     """The walk: the very first run of a params file printed "no estimate" for 8 of 9 notebooks. Every notebook
     now has a model of time from the budgets, and it grows with the configurations it measures."""
-    one = params.load(ROOT / "params" / params_file, {"models": ["mnist_cnn"], "sweep": {"mnist_cnn": [8]},
-                                                       "scratch_models": ["mnist_cnn"]}, check_device=False)
-    two = params.load(ROOT / "params" / params_file, {"models": ["mnist_cnn", "resnet18"],
-                                                       "sweep": {"mnist_cnn": [8, 16], "resnet18": [8, 16]},
-                                                       "scratch_models": ["mnist_cnn", "mlp"]}, check_device=False)
+    one = params.load(
+        ROOT / "params" / params_file,
+        {"models": ["mnist_cnn"], "sweep": {"mnist_cnn": [8]}, "scratch_models": ["mnist_cnn"]},
+        check_device=False,
+    )
+    two = params.load(
+        ROOT / "params" / params_file,
+        {
+            "models": ["mnist_cnn", "resnet18"],
+            "sweep": {"mnist_cnn": [8, 16], "resnet18": [8, 16]},
+            "scratch_models": ["mnist_cnn", "mlp"],
+        },
+        check_device=False,
+    )
     for name in one.notebooks:
         assert eta.budget_s(one, name) > 0, name
     for name in ("01_complexity", "02_scenario_a", "03_batch_sweep", "04_roofline", "05_backends"):
         n1, each1, fixed1 = eta.budget_model(one, name)
         n2, each2, fixed2 = eta.budget_model(two, name)
         assert n2 > n1 > 0 and (each1, fixed1) == pytest.approx((each2, fixed2)), name
-        assert eta.budget_s(two, name) - fixed2 == pytest.approx(n2 / n1 * (eta.budget_s(one, name) - fixed1)), name
+        assert eta.budget_s(two, name) - fixed2 == pytest.approx(
+            n2 / n1 * (eta.budget_s(one, name) - fixed1)
+        ), name
     assert eta.budget_model(two, "03_batch_sweep")[0] == 4 * eta.budget_model(one, "03_batch_sweep")[0]
 
 
-def test_a_first_run_with_no_example_prints_an_expected_time_for_every_notebook(tmp_path, monkeypatch, capsys):
+def test_a_first_run_with_no_example_prints_an_expected_time_for_every_notebook(
+    tmp_path, monkeypatch, capsys
+):
     """A fresh outputs folder, no committed example (as a clone without examples/, or a --set models=... the
     example does not cover): each notebook's line still says how long it should take, from the budgets."""
     from cnnbench import pipeline
@@ -128,8 +148,19 @@ def test_a_first_run_with_no_example_prints_an_expected_time_for_every_notebook(
         nbformat.write(nbformat.v4.new_notebook(), target)
 
     monkeypatch.setattr("papermill.execute_notebook", fake_notebook)
-    rc = pipeline.main(["--params", str(ROOT / "params" / "local.yaml"), "--outputs", str(tmp_path),
-                        "--set", "models=[mnist_cnn]", "--set", "device=cpu", "--no-report"])
+    rc = pipeline.main(
+        [
+            "--params",
+            str(ROOT / "params" / "local.yaml"),
+            "--outputs",
+            str(tmp_path),
+            "--set",
+            "models=[mnist_cnn]",
+            "--set",
+            "device=cpu",
+            "--no-report",
+        ]
+    )
     out = capsys.readouterr().out
     lines = [x for x in out.splitlines() if x.startswith("[") and "] 0" in x and " done in " not in x]
     assert rc == 0 and len(ran) == 9 and len(lines) == 9, out
@@ -180,7 +211,9 @@ def test_a_real_run_prints_expected_and_remaining_and_a_rerun_uses_its_record(tm
     # the run's time left is the record's total less the fraction of a second already spent: 24s or 23s
     allowed = {f"run: {eta.duration(total - d)} left" for d in (0.0, 1.0)}
     line = next(x for x in second.splitlines() if x.startswith("[1/2] 00_setup: expected"))
-    assert line.startswith(f"[1/2] 00_setup: expected {eta.duration(took['00_setup'])} (from earlier run); "), line
+    assert line.startswith(
+        f"[1/2] 00_setup: expected {eta.duration(took['00_setup'])} (from earlier run); "
+    ), line
     assert any(line.endswith(a) for a in allowed), (line, allowed)
     assert f"[2/2] 04_roofline: expected {eta.duration(took['04_roofline'])} (from earlier run)" in second
 
@@ -258,15 +291,24 @@ def test_a_new_run_name_is_estimated_from_the_latest_run_beside_it_with_the_same
     for name, took, params_file in (("walk1", 61.0, "smoke.yaml"), ("other", 999.0, "local.yaml")):
         d = tmp_path / name
         d.mkdir()
-        (d / "params.json").write_text(json.dumps({"params_file": f"/x/params/{params_file}", "overrides": {}}))
+        (d / "params.json").write_text(
+            json.dumps({"params_file": f"/x/params/{params_file}", "overrides": {}})
+        )
         (d / "timings.csv").write_text(f"notebook,duration_s\n00_setup,5.0\n02_scenario_a,{took}\n")
     (tmp_path / "walk2").mkdir()
     name, times = eta.sibling_record(tmp_path / "walk2", "smoke.yaml")
     assert name == "walk1" and times == {"00_setup": 5.0, "02_scenario_a": 61.0}
-    got = eta.expected_times(["00_setup", "02_scenario_a", "07_tuning"], {"00_setup": 4.0}, {"07_tuning": 30.0},
-                             sibling=(name, times))
-    assert got == {"00_setup": (4.0, eta.RECORD), "02_scenario_a": (61.0, "run 'walk1' beside it"),
-                   "07_tuning": (30.0, eta.BUDGET)}
+    got = eta.expected_times(
+        ["00_setup", "02_scenario_a", "07_tuning"],
+        {"00_setup": 4.0},
+        {"07_tuning": 30.0},
+        sibling=(name, times),
+    )
+    assert got == {
+        "00_setup": (4.0, eta.RECORD),
+        "02_scenario_a": (61.0, "run 'walk1' beside it"),
+        "07_tuning": (30.0, eta.BUDGET),
+    }
     assert eta.sibling_record(tmp_path / "walk2", "apple_m.yaml") == ("", {})
 
 
@@ -322,8 +364,9 @@ def test_the_estimates_are_revised_by_the_pace_of_this_run_and_say_so():
     left.finish("a")
     revised = "(revised: this run's work so far took 1.50x its estimates)"
     assert left.run_text() == "6m15s"
-    assert left.start("b") == (f"b: expected 6m00s (4m00s from {eta.EXAMPLE}, x1.50 at this run's pace); "
-                               f"run: 6m15s left {revised}")
+    assert left.start("b") == (
+        f"b: expected 6m00s (4m00s from {eta.EXAMPLE}, x1.50 at this run's pace); run: 6m15s left {revised}"
+    )
     clock.now += 60
     assert left.line() == f"b 1m00s elapsed, 5m00s left; run: 5m15s left {revised}"
 

@@ -12,9 +12,18 @@ from cnnbench import plots  # noqa: E402
 
 
 def _rows(**over):
-    base = {"model": "mnist_cnn", "phase": "train", "device_name": "CPU", "precision": "fp32",
-            "memory_format": "nchw", "compile": False, "status": "ok", "batch_size": 128,
-            "throughput_img_s": 100.0, "throughput_ci95_img_s": 5.0}
+    base = {
+        "model": "mnist_cnn",
+        "phase": "train",
+        "device_name": "CPU",
+        "precision": "fp32",
+        "memory_format": "nchw",
+        "compile": False,
+        "status": "ok",
+        "batch_size": 128,
+        "throughput_img_s": 100.0,
+        "throughput_ci95_img_s": 5.0,
+    }
     return {**base, **over}
 
 
@@ -26,8 +35,13 @@ def test_throughput_plot_shows_dollar_signs_literally():
 
 
 def test_throughput_plot_same_model_at_two_batch_sizes_and_twice_the_same():
-    df = pd.DataFrame([_rows(batch_size=128), _rows(batch_size=256, throughput_img_s=150.0),
-                       _rows(batch_size=256, throughput_img_s=160.0)])
+    df = pd.DataFrame(
+        [
+            _rows(batch_size=128),
+            _rows(batch_size=256, throughput_img_s=150.0),
+            _rows(batch_size=256, throughput_img_s=160.0),
+        ]
+    )
     fig = plots.throughput(df)
     labels = [t.get_text() for t in fig.axes[0].get_xticklabels()]
     assert labels == ["mnist_cnn bs=128", "mnist_cnn bs=256"]
@@ -60,8 +74,15 @@ def test_quick_measurement_stops_once_the_interval_is_tight():
     from cnnbench.interactive import adaptive_windows
 
     clock, seen = FakeClock(), []
-    out = adaptive_windows(_windows([1.0, 1.01, 0.99, 1.0, 1.0], clock), 2, 10, target_pct=10, max_s=60,
-                           clock=clock, on_window=lambda s, f: seen.append((s["repeats"], f)))
+    out = adaptive_windows(
+        _windows([1.0, 1.01, 0.99, 1.0, 1.0], clock),
+        2,
+        10,
+        target_pct=10,
+        max_s=60,
+        clock=clock,
+        on_window=lambda s, f: seen.append((s["repeats"], f)),
+    )
     assert out["repeats"] == 3 and not out["noisy"] and out["throughput_ci95_rel_pct"] < 10
     assert [r for r, _ in seen] == [2, 3] and all(0 < f <= 1 for _, f in seen)
 
@@ -70,9 +91,12 @@ def test_quick_measurement_says_noisy_when_the_time_cap_is_reached():
     from cnnbench.interactive import adaptive_windows
 
     clock = FakeClock()
-    out = adaptive_windows(_windows([1.0, 4.0, 0.5, 3.0, 1.0, 5.0, 1.0], clock), 2, 10, target_pct=10, max_s=8,
-                           clock=clock)
-    assert out["noisy"] and out["repeats"] == 4 and out["throughput_ci95_rel_pct"] > 10  # 8.5 s >= 8 s after 4 windows
+    out = adaptive_windows(
+        _windows([1.0, 4.0, 0.5, 3.0, 1.0, 5.0, 1.0], clock), 2, 10, target_pct=10, max_s=8, clock=clock
+    )
+    assert (
+        out["noisy"] and out["repeats"] == 4 and out["throughput_ci95_rel_pct"] > 10
+    )  # 8.5 s >= 8 s after 4 windows
 
 
 def test_quick_measure_row_is_written_with_its_interval(tmp_path):
@@ -82,8 +106,9 @@ def test_quick_measure_row_is_written_with_its_interval(tmp_path):
 
     run = cnnbench.open_run(ROOT / "params" / "smoke.yaml", {}, tmp_path / "run")
     steps = []
-    row = interactive.quick_measure(run, "mnist_cnn", 8, "fp32", "device", "cpu",
-                                    on_progress=lambda f, t: steps.append((f, t)))
+    row = interactive.quick_measure(
+        run, "mnist_cnn", 8, "fp32", "device", "cpu", on_progress=lambda f, t: steps.append((f, t))
+    )
     assert row["status"] == "ok" and row["repeats"] >= 2 and "throughput_ci95_rel_pct" in row
     assert steps[0][0] == 0.0 and steps[-1][0] == 1.0 and len(steps) >= 4
     assert pd.read_csv(tmp_path / "run" / "explore.csv").batch_size.tolist() == [8]
@@ -102,9 +127,14 @@ def _collect(kc, msg_id, timeout=120):
 
 
 def _figures_and_errors(msgs):
-    figures = sum("image/png" in m["content"].get("data", {}) for m in msgs if m["msg_type"] == "display_data")
-    errors = [m["content"] for m in msgs if m["msg_type"] == "error"
-              or (m["msg_type"] == "stream" and "Traceback" in m["content"]["text"])]
+    figures = sum(
+        "image/png" in m["content"].get("data", {}) for m in msgs if m["msg_type"] == "display_data"
+    )
+    errors = [
+        m["content"]
+        for m in msgs
+        if m["msg_type"] == "error" or (m["msg_type"] == "stream" and "Traceback" in m["content"]["text"])
+    ]
     return figures, errors
 
 
@@ -123,30 +153,48 @@ def test_explorer_button_in_a_real_kernel_shows_every_click_beside_the_earlier_o
     env.update(CNNBENCH_ROOT=str(ROOT), PYTHONPATH=str(ROOT / "lib"))
     km, kc = start_new_kernel(kernel_name="python3", env=env, cwd=str(tmp_path))
     try:
-        setup = (f"%matplotlib inline\nimport cnnbench\nfrom cnnbench import interactive\n"
-                 f"run = cnnbench.open_run({str(ROOT / 'params' / 'smoke.yaml')!r}, {{}}, {str(tmp_path / 'run')!r})\n"
-                 "c = interactive.explorer(run)\nc['model'].value = 'mnist_cnn'\nc['batch_size'].value = 8\n"
-                 "print('IDS', c['measure'].model_id, c['output'].model_id)")
+        setup = (
+            f"%matplotlib inline\nimport cnnbench\nfrom cnnbench import interactive\n"
+            f"run = cnnbench.open_run({str(ROOT / 'params' / 'smoke.yaml')!r}, {{}}, {str(tmp_path / 'run')!r})\n"
+            "c = interactive.explorer(run)\nc['model'].value = 'mnist_cnn'\nc['batch_size'].value = 8\n"
+            "print('IDS', c['measure'].model_id, c['output'].model_id)"
+        )
         msgs = _collect(kc, kc.execute(setup))
         assert _figures_and_errors(msgs)[1] == []
-        button_id, output_id = next(m["content"]["text"] for m in msgs if m["msg_type"] == "stream").split()[1:3]
-        click = kc.session.msg("comm_msg", {"comm_id": button_id,
-                                            "data": {"method": "custom", "content": {"event": "click"}}})
+        button_id, output_id = next(m["content"]["text"] for m in msgs if m["msg_type"] == "stream").split()[
+            1:3
+        ]
+        click = kc.session.msg(
+            "comm_msg", {"comm_id": button_id, "data": {"method": "custom", "content": {"event": "click"}}}
+        )
         kc.shell_channel.send(click)
         clicks = [_collect(kc, click["header"]["msg_id"])]
         for model, bs in (("mnist_cnn", 16), ("squeezenet1_1", 8)):
-            clicks.append(_collect(kc, kc.execute(f"c['model'].value = {model!r}\nc['batch_size'].value = {bs}\n"
-                                                  "c['measure'].click()")))
+            clicks.append(
+                _collect(
+                    kc,
+                    kc.execute(
+                        f"c['model'].value = {model!r}\nc['batch_size'].value = {bs}\nc['measure'].click()"
+                    ),
+                )
+            )
         shown = []  # what the page was sent for the output area, click after click
         for msgs in clicks:
             assert _figures_and_errors(msgs)[1] == []
-            shown += [m["content"]["data"]["state"]["outputs"] for m in msgs if m["msg_type"] == "comm_msg"
-                      and m["content"]["comm_id"] == output_id and "outputs" in m["content"]["data"].get("state", {})]
+            shown += [
+                m["content"]["data"]["state"]["outputs"]
+                for m in msgs
+                if m["msg_type"] == "comm_msg"
+                and m["content"]["comm_id"] == output_id
+                and "outputs" in m["content"]["data"].get("state", {})
+            ]
         last = shown[-1]
         meta = [o.get("metadata", {}).get("cnnbench", {}) for o in last]
         assert [m["rows"] for m in meta if "rows" in m] == [3]
         assert [o["metadata"]["cnnbench"]["points"] for o in last if "image/png" in o.get("data", {})][0] == 3
-        assert "run 04_roofline" in "".join(o.get("text", "") for o in last)  # no roofs yet: which notebook to run
+        assert "run 04_roofline" in "".join(
+            o.get("text", "") for o in last
+        )  # no roofs yet: which notebook to run
     finally:
         kc.stop_channels()
         km.shutdown_kernel(now=True)
@@ -167,15 +215,19 @@ def test_a_click_sent_over_a_kernel_subshell_measures_between_cells_on_the_main_
     env.update(CNNBENCH_ROOT=str(ROOT), PYTHONPATH=str(ROOT / "lib"))
     km, kc = start_new_kernel(kernel_name="python3", env=env, cwd=str(tmp_path))
     try:
-        setup = ("%matplotlib inline\nimport threading, time\nimport cnnbench\nfrom cnnbench import interactive\n"
-                 f"run = cnnbench.open_run({str(ROOT / 'params' / 'smoke.yaml')!r}, {{}}, {str(tmp_path / 'run')!r})\n"
-                 "c = interactive.explorer(run)\nc['model'].value = 'mnist_cnn'\nc['batch_size'].value = 8\n"
-                 "seen, measure = [], interactive.quick_measure\n"
-                 "def probe(*a, **k):\n    seen.append((threading.current_thread().name, time.time()))\n"
-                 "    return measure(*a, **k)\n"
-                 "interactive.quick_measure = probe\nprint('BUTTON', c['measure'].model_id)")
+        setup = (
+            "%matplotlib inline\nimport threading, time\nimport cnnbench\nfrom cnnbench import interactive\n"
+            f"run = cnnbench.open_run({str(ROOT / 'params' / 'smoke.yaml')!r}, {{}}, {str(tmp_path / 'run')!r})\n"
+            "c = interactive.explorer(run)\nc['model'].value = 'mnist_cnn'\nc['batch_size'].value = 8\n"
+            "seen, measure = [], interactive.quick_measure\n"
+            "def probe(*a, **k):\n    seen.append((threading.current_thread().name, time.time()))\n"
+            "    return measure(*a, **k)\n"
+            "interactive.quick_measure = probe\nprint('BUTTON', c['measure'].model_id)"
+        )
         if "kernel subshells" not in kc.kernel_info(reply=True)["content"].get("supported_features", []):
-            pytest.skip("this ipykernel has no subshells (ipykernel < 7): every click runs on the main thread")
+            pytest.skip(
+                "this ipykernel has no subshells (ipykernel < 7): every click runs on the main thread"
+            )
         msgs = _collect(kc, kc.execute(setup))
         button_id = next(m["content"]["text"] for m in msgs if m["msg_type"] == "stream").split()[-1]
         kc.control_channel.send(kc.session.msg("create_subshell_request", {}))
@@ -190,16 +242,22 @@ def test_a_click_sent_over_a_kernel_subshell_measures_between_cells_on_the_main_
         _collect(kc, over_subshell({"method": "request_state"}))  # as the page does on drawing the button
         busy = kc.execute("print('started', flush=True)\ntime.sleep(3)\nbusy_end = time.time()")
         started = []
-        while not any(m["msg_type"] == "stream" for m in started):  # click only once the cell runs (CI: a click
-            msg = kc.get_iopub_msg(timeout=60)                        # queued first was measured before it)
+        while not any(
+            m["msg_type"] == "stream" for m in started
+        ):  # click only once the cell runs (CI: a click
+            msg = kc.get_iopub_msg(timeout=60)  # queued first was measured before it)
             if msg["parent_header"].get("msg_id") == busy:
                 started.append(msg)
         over_subshell({"method": "custom", "content": {"event": "click"}})
-        done = ("import asyncio\nwhile len(c['history']) < 1 or c['measure'].disabled:\n    await asyncio.sleep(0.2)\n"
-                "print(seen[0][0], seen[0][1] >= busy_end, c['history'][0]['status'])")
+        done = (
+            "import asyncio\nwhile len(c['history']) < 1 or c['measure'].disabled:\n    await asyncio.sleep(0.2)\n"
+            "print(seen[0][0], seen[0][1] >= busy_end, c['history'][0]['status'])"
+        )
         after = _collect(kc, busy) + _collect(kc, kc.execute(done))
         errors = _figures_and_errors(after)[1]
-        text = [m["content"]["text"] for m in after if m["msg_type"] == "stream" and m["content"]["text"] != "\n"]
+        text = [
+            m["content"]["text"] for m in after if m["msg_type"] == "stream" and m["content"]["text"] != "\n"
+        ]
         assert errors == [] and text == ["MainThread True ok\n"]
     finally:
         kc.stop_channels()
@@ -223,19 +281,21 @@ def test_explorer_figures_are_not_drawn_by_a_comm_message_on_another_thread(tmp_
     env.update(CNNBENCH_ROOT=str(ROOT), PYTHONPATH=str(ROOT / "lib"))
     km, kc = start_new_kernel(kernel_name="python3", env=env, cwd=str(tmp_path))
     try:
-        code = ("import threading\nimport cnnbench\nfrom cnnbench import interactive, plots\n"  # no pyplot yet
-                f"run = cnnbench.open_run({str(ROOT / 'params' / 'smoke.yaml')!r}, {{}}, {str(tmp_path / 'run')!r})\n"
-                "drawn, throughput = [], plots.throughput\n"
-                "def comm_message_meanwhile(*a, **k):  # a comm message handled on a subshell's thread\n"
-                "    fig = throughput(*a, **k)\n"
-                "    fig.canvas.draw = lambda *a, f=fig.canvas.draw: drawn.append(threading.current_thread().name) or f()\n"
-                "    t = threading.Thread(target=get_ipython().events.trigger, args=('post_execute',), name='subshell')\n"
-                "    t.start(); t.join()\n"
-                "    return fig\n"
-                "plots.throughput = comm_message_meanwhile\n"
-                "row = dict(model='mnist_cnn', phase='train', device_name='CPU', precision='fp32', memory_format='nchw',\n"
-                "           compile=False, status='ok', batch_size=8, throughput_img_s=106.0, throughput_ci95_img_s=3.0)\n"
-                "interactive._show([row], run)\nprint('DRAWN', drawn)")
+        code = (
+            "import threading\nimport cnnbench\nfrom cnnbench import interactive, plots\n"  # no pyplot yet
+            f"run = cnnbench.open_run({str(ROOT / 'params' / 'smoke.yaml')!r}, {{}}, {str(tmp_path / 'run')!r})\n"
+            "drawn, throughput = [], plots.throughput\n"
+            "def comm_message_meanwhile(*a, **k):  # a comm message handled on a subshell's thread\n"
+            "    fig = throughput(*a, **k)\n"
+            "    fig.canvas.draw = lambda *a, f=fig.canvas.draw: drawn.append(threading.current_thread().name) or f()\n"
+            "    t = threading.Thread(target=get_ipython().events.trigger, args=('post_execute',), name='subshell')\n"
+            "    t.start(); t.join()\n"
+            "    return fig\n"
+            "plots.throughput = comm_message_meanwhile\n"
+            "row = dict(model='mnist_cnn', phase='train', device_name='CPU', precision='fp32', memory_format='nchw',\n"
+            "           compile=False, status='ok', batch_size=8, throughput_img_s=106.0, throughput_ci95_img_s=3.0)\n"
+            "interactive._show([row], run)\nprint('DRAWN', drawn)"
+        )
         msgs = _collect(kc, kc.execute(code))
         figures, errors = _figures_and_errors(msgs)
         text = "".join(m["content"]["text"] for m in msgs if m["msg_type"] == "stream")
@@ -307,16 +367,30 @@ def test_explorer_without_ipywidgets_says_how_to_enable_it_and_measures_once(mon
     shown = []
     monkeypatch.setattr(interactive, "quick_measure", lambda *a, **k: {"model": a[1], "batch_size": a[2]})
     monkeypatch.setattr(interactive, "_show", lambda history, run: shown.append(history))
-    p = SimpleNamespace(models=["mnist_cnn"], batch_size_for=lambda m: 8, variants=[{}], interactive=True,
-                        data_mode="device")
-    assert interactive.explorer(SimpleNamespace(params=p, device=SimpleNamespace(type="cpu"), dir=tmp_path)) is None
+    p = SimpleNamespace(
+        models=["mnist_cnn"], batch_size_for=lambda m: 8, variants=[{}], interactive=True, data_mode="device"
+    )
+    assert (
+        interactive.explorer(SimpleNamespace(params=p, device=SimpleNamespace(type="cpu"), dir=tmp_path))
+        is None
+    )
     assert shown == [[{"model": "mnist_cnn", "batch_size": 8}]]
-    assert capsys.readouterr().out.startswith("No ipywidgets here, so one static measurement: pip install ipywidgets")
+    assert capsys.readouterr().out.startswith(
+        "No ipywidgets here, so one static measurement: pip install ipywidgets"
+    )
 
 
 def _clicked(model, bs, rate, gflops):
-    return _rows(model=model, batch_size=bs, image_size=32, num_classes=10, data_mode="device",
-                 throughput_img_s=rate, throughput_ci95_img_s=rate / 20, achieved_gflops=gflops)
+    return _rows(
+        model=model,
+        batch_size=bs,
+        image_size=32,
+        num_classes=10,
+        data_mode="device",
+        throughput_img_s=rate,
+        throughput_ci95_img_s=rate / 20,
+        achieved_gflops=gflops,
+    )
 
 
 def test_explorer_plots_name_every_batch_size_and_keep_their_axes_between_clicks(tmp_path, monkeypatch):
@@ -330,27 +404,60 @@ def test_explorer_plots_name_every_batch_size_and_keep_their_axes_between_clicks
 
     from cnnbench import interactive, results
 
-    peaks = [{"device_name": "CPU", "kind": "measured", "precision": "fp32", "level": "dram", "peak_gflops": 200.0,
-              "bandwidth_gbs": 20.0, "source": "test"},
-             {"device_name": "CPU", "kind": "spec", "precision": "fp32", "level": "dram", "peak_gflops": 400.0,
-              "bandwidth_gbs": 25.0, "source": "test"}]
+    peaks = [
+        {
+            "device_name": "CPU",
+            "kind": "measured",
+            "precision": "fp32",
+            "level": "dram",
+            "peak_gflops": 200.0,
+            "bandwidth_gbs": 20.0,
+            "source": "test",
+        },
+        {
+            "device_name": "CPU",
+            "kind": "spec",
+            "precision": "fp32",
+            "level": "dram",
+            "peak_gflops": 400.0,
+            "bandwidth_gbs": 25.0,
+            "source": "test",
+        },
+    ]
     results.write_rows(tmp_path / "device_peaks.csv", peaks)
     run = SimpleNamespace(dir=tmp_path)
     drawn, save = [], Figure.savefig
     monkeypatch.setattr(Figure, "savefig", lambda fig, *a, **k: drawn.append(fig) or save(fig, *a, **k))
     history, states = [], []
-    for row in (_clicked("mnist_cnn", 32, 900.0, 2.0), _clicked("mnist_cnn", 64, 1200.0, 3.0),
-                _clicked("squeezenet1_1", 32, 300.0, 20.0)):
+    for row in (
+        _clicked("mnist_cnn", 32, 900.0, 2.0),
+        _clicked("mnist_cnn", 64, 1200.0, 3.0),
+        _clicked("squeezenet1_1", 32, 300.0, 20.0),
+    ):
         history.append(row)
         drawn.clear()
         interactive._bundles(history, run)
         assert len(drawn) == 2  # the throughput plot and the roofline
-        states.append([(ax.get_xlim(), ax.get_ylim(), [t.get_text() for t in ax.get_xticklabels()],
-                        [t.get_text() for t in ax.get_yticklabels()]) for fig in drawn for ax in fig.axes[:1]])
-        legends = [[t.get_text() for leg in (*fig.legends, fig.axes[0].get_legend()) if leg for t in leg.get_texts()]
-                   for fig in drawn]
+        states.append(
+            [
+                (
+                    ax.get_xlim(),
+                    ax.get_ylim(),
+                    [t.get_text() for t in ax.get_xticklabels()],
+                    [t.get_text() for t in ax.get_yticklabels()],
+                )
+                for fig in drawn
+                for ax in fig.axes[:1]
+            ]
+        )
+        legends = [
+            [t.get_text() for leg in (*fig.legends, fig.axes[0].get_legend()) if leg for t in leg.get_texts()]
+            for fig in drawn
+        ]
     for names in legends:  # after the third click, each plot names each configuration with its batch size
-        assert {"mnist_cnn train bs=32", "mnist_cnn train bs=64", "squeezenet1_1 train bs=32"} <= set(names), names
+        assert {"mnist_cnn train bs=32", "mnist_cnn train bs=64", "squeezenet1_1 train bs=32"} <= set(
+            names
+        ), names
     assert states[1] == states[2]  # same limits and tick labels after the second and the third click
 
 
@@ -362,8 +469,10 @@ def test_the_explorer_table_reads_one_rate_per_row_on_one_line_without_raw_colum
 
     from cnnbench import interactive
 
-    history = [_clicked("mnist_cnn", 32, 5835.8, 2.0) | {"throughput_ci95_img_s": 560.0, "noisy": False,
-                                                          "repeats": 5, "throughput_ci95_rel_pct": 9.6}]
+    history = [
+        _clicked("mnist_cnn", 32, 5835.8, 2.0)
+        | {"throughput_ci95_img_s": 560.0, "noisy": False, "repeats": 5, "throughput_ci95_rel_pct": 9.6}
+    ]
     table = interactive._bundles(history, SimpleNamespace(dir=tmp_path))[0]["data"]["text/html"]
     for raw in ("throughput_img_s", "throughput_ci95_img_s", "throughput_ci95_rel_pct", "noisy", "repeats"):
         assert f">{raw}<" not in table

@@ -22,7 +22,9 @@ def test_forward_macs_and_params_match_torchvision(name):
 
 
 def test_every_torchvision_classifier_is_swept():
-    assert len(TORCHVISION) >= 80 and {"vit_h_14", "swin_v2_b", "maxvit_t", "regnet_y_128gf"} <= set(TORCHVISION)
+    assert len(TORCHVISION) >= 80 and {"vit_h_14", "swin_v2_b", "maxvit_t", "regnet_y_128gf"} <= set(
+        TORCHVISION
+    )
 
 
 def test_published_tolerance_is_one_percent_or_the_published_rounding():
@@ -119,10 +121,28 @@ def test_activation_bytes_of_a_known_stack():
 def _complexity_rows(gmacs_vit: float) -> list[dict]:
     rows = []
     for model, gmacs, pub in (("resnet18", 1.814, 1.814), ("vit_b_32", gmacs_vit, 4.409)):
-        rows.append({"model": model, "role": "reference", "params": 10, "published_params": 10, "gmacs_fwd": gmacs,
-                     "published_gmacs": pub, "matches_published": flops.matches_published(gmacs, pub)})
-    rows.append({"model": "resnet18", "role": "training", "params": 9, "published_params": None, "gmacs_fwd": 0.15,
-                 "published_gmacs": None, "matches_published": True})
+        rows.append(
+            {
+                "model": model,
+                "role": "reference",
+                "params": 10,
+                "published_params": 10,
+                "gmacs_fwd": gmacs,
+                "published_gmacs": pub,
+                "matches_published": flops.matches_published(gmacs, pub),
+            }
+        )
+    rows.append(
+        {
+            "model": "resnet18",
+            "role": "training",
+            "params": 9,
+            "published_params": None,
+            "gmacs_fwd": 0.15,
+            "published_gmacs": None,
+            "matches_published": True,
+        }
+    )
     return rows
 
 
@@ -140,7 +160,9 @@ def test_report_opens_with_the_warning(tmp_path):
     from cnnbench import report, results
 
     results.write_rows(tmp_path / "complexity.csv", _complexity_rows(2.95))
-    assert "vit_b_32" in report.complexity_warning(tmp_path) and "WARNING" in report.complexity_warning(tmp_path)
+    assert "vit_b_32" in report.complexity_warning(tmp_path) and "WARNING" in report.complexity_warning(
+        tmp_path
+    )
     results.write_rows(tmp_path / "complexity.csv", _complexity_rows(4.409))
     assert report.complexity_warning(tmp_path) == ""
     assert report.complexity_warning(tmp_path / "missing") == ""

@@ -58,33 +58,57 @@ def test_an_unknown_heap_setting_is_refused_before_any_work(tmp_path):
 def test_rows_measured_before_the_setting_existed_compare_as_the_system_heap():
     import pandas as pd
 
-    base = {"status": "ok", "model": "resnet18", "phase": "train", "batch_size": 32, "image_size": 64,
-            "precision": "fp32", "memory_format": "nchw", "compile": False, "data_mode": "device",
-            "dataset": "synthetic", "num_classes": 200, "threads": 2}
+    base = {
+        "status": "ok",
+        "model": "resnet18",
+        "phase": "train",
+        "batch_size": 32,
+        "image_size": 64,
+        "precision": "fp32",
+        "memory_format": "nchw",
+        "compile": False,
+        "data_mode": "device",
+        "dataset": "synthetic",
+        "num_classes": 200,
+        "threads": 2,
+    }
     old = {**base, "run_name": "old"}  # no host_heap column: measured with the C library's defaults
     new = [{**base, "run_name": "new", "host_heap": h} for h in ("system", "keep")]
     rows = compare.configured(pd.DataFrame([old, *new]))
     assert "host_heap" in compare.match_keys()
-    assert rows.set_index(["run_name", "host_heap"]).index.tolist() == [("old", "system"), ("new", "system"),
-                                                                           ("new", "keep")]
+    assert rows.set_index(["run_name", "host_heap"]).index.tolist() == [
+        ("old", "system"),
+        ("new", "system"),
+        ("new", "keep"),
+    ]
 
 
 def test_the_data_parallel_ranks_get_the_runs_heap_setting(tmp_path):
     from cnnbench.scaling import ddp, launch
 
     cmd = launch.command(2, tmp_path, "resnet18", 8, 32, 10, "gloo", 1, 2, 1, 1, 0, 0.1, host_heap="system")
-    args = ddp.parse(cmd[cmd.index("cnnbench.scaling.ddp") + 1:])
+    args = ddp.parse(cmd[cmd.index("cnnbench.scaling.ddp") + 1 :])
     assert args.host_heap == "system"
 
 
 def test_a_notebook_kernel_keeps_its_heap_from_the_moment_it_opens_the_run(tmp_path):
     """Every notebook calls open_run first: in-process work of any notebook (07's confirmation, 06's steps) then
     measures with the run's heap setting, not glibc's defaults."""
-    code = ("import sys; from cnnbench import heap, run; "
-            "run.open_run('params/smoke.yaml', {'host_heap': sys.argv[1]}, run_dir=sys.argv[2]); "
-            "print(heap.in_force())")
+    code = (
+        "import sys; from cnnbench import heap, run; "
+        "run.open_run('params/smoke.yaml', {'host_heap': sys.argv[1]}, run_dir=sys.argv[2]); "
+        "print(heap.in_force())"
+    )
     from conftest import ROOT
 
-    said = {h: subprocess.run([sys.executable, "-c", code, h, str(tmp_path / h)], capture_output=True, text=True,
-                              check=True, cwd=ROOT).stdout.split()[-1] for h in ("keep", "system")}
+    said = {
+        h: subprocess.run(
+            [sys.executable, "-c", code, h, str(tmp_path / h)],
+            capture_output=True,
+            text=True,
+            check=True,
+            cwd=ROOT,
+        ).stdout.split()[-1]
+        for h in ("keep", "system")
+    }
     assert said == {"keep": heap.effective("keep"), "system": "system"}

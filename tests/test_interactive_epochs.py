@@ -53,7 +53,9 @@ def test_explorer_is_static_under_papermill(tmp_path, monkeypatch):
 
 
 def test_epoch_mode_times_train_and_validation_epochs(tmp_path, capsys):
-    run = cnnbench.open_run(SMOKE, {"epoch_mode": True, "max_batches": 2, "models": ["mnist_cnn"]}, tmp_path / "run")
+    run = cnnbench.open_run(
+        SMOKE, {"epoch_mode": True, "max_batches": 2, "models": ["mnist_cnn"]}, tmp_path / "run"
+    )
     first = scenarios.epochs(run)
     assert "kept 0 of 1 models' epochs from epochs.csv; measured 1" in capsys.readouterr().out
     row = first.iloc[0]
@@ -77,15 +79,20 @@ def test_epochs_run_in_a_fresh_worker_with_their_own_memory_peak(tmp_path):
     ballast = bytearray(512 * 2**20)
     ballast[::4096] = b"\1" * len(ballast[::4096])
     here = _rss_mib()
-    run = cnnbench.open_run(SMOKE, {"epoch_mode": True, "max_batches": 2, "models": ["mnist_cnn"]}, tmp_path / "run")
+    run = cnnbench.open_run(
+        SMOKE, {"epoch_mode": True, "max_batches": 2, "models": ["mnist_cnn"]}, tmp_path / "run"
+    )
     assert run.params.isolate
     row = scenarios.epochs(run).iloc[0]
     assert row.status == "ok" and row.train_images == 32
     assert 0 < row.peak_rss_mib < here - 256, (row.peak_rss_mib, here)
     assert row.isolation == "worker"
     del ballast
-    inline = cnnbench.open_run(SMOKE, {"epoch_mode": True, "max_batches": 2, "models": ["mnist_cnn"],
-                                       "isolate": False}, tmp_path / "inline")
+    inline = cnnbench.open_run(
+        SMOKE,
+        {"epoch_mode": True, "max_batches": 2, "models": ["mnist_cnn"], "isolate": False},
+        tmp_path / "inline",
+    )
     assert scenarios.epochs(inline).iloc[0].isolation == "in_process"
 
 
@@ -93,8 +100,11 @@ def test_a_worker_that_dies_or_raises_is_a_row():
     from cnnbench.measure import worker
 
     crashed = worker.call_isolated(os._exit, 3, device=torch.device("cpu"))
-    assert crashed == {"isolation": "worker", "status": "crashed",
-                       "error": "worker process exited with code 3 before returning a result"}
+    assert crashed == {
+        "isolation": "worker",
+        "status": "crashed",
+        "error": "worker process exited with code 3 before returning a result",
+    }
     failed = worker.call_isolated(int, "x", device=torch.device("cpu"))
     assert failed["status"] == "error" and "ValueError" in failed["error"]
     assert worker.call_isolated(dict, {"a": 1}, device=torch.device("cpu")) == {"a": 1, "isolation": "worker"}
@@ -125,8 +135,11 @@ class FakeLoader:
 def test_epoch_time_keeps_the_start_up_inside_and_measures_it_apart():
     now, synced = [0.0], []
     steps = iter([1.0, 0.1, 0.1])  # the first step is slow (allocation, kernel selection), the rest fast
-    work = types.SimpleNamespace(device=torch.device("cpu"), to_device=lambda x, y: (x, y),
-                                 train_step=lambda batch: now.__setitem__(0, now[0] + next(steps)))
+    work = types.SimpleNamespace(
+        device=torch.device("cpu"),
+        to_device=lambda x, y: (x, y),
+        train_step=lambda batch: now.__setitem__(0, now[0] + next(steps)),
+    )
     out = epochs._epoch(work, FakeLoader(now, 3), "train", 0, clock=lambda: now[0], sync=synced.append)
     assert out["images"] == 12
     assert out["loader_start_s"] == pytest.approx(2.5)  # iter(loader) and the first batch

@@ -18,11 +18,23 @@ from cnnbench.results.runs import Merged
 from conftest import ROOT
 
 CPU = torch.device("cpu")
-FAST = dict(warmup_steps=1, measured_steps=2, repeats=1, processes=2, max_processes=2, adapt_budget_s=0,
-            workers=0, models=["mnist_cnn"], phases=["train"], notebooks=["00_setup", "02_scenario_a"])
+FAST = dict(
+    warmup_steps=1,
+    measured_steps=2,
+    repeats=1,
+    processes=2,
+    max_processes=2,
+    adapt_budget_s=0,
+    workers=0,
+    models=["mnist_cnn"],
+    phases=["train"],
+    notebooks=["00_setup", "02_scenario_a"],
+)
 
 
-def test_a_toy_knob_is_one_declaration_validated_applied_undone_keyed_compared_searched_and_labelled(tmp_path):
+def test_a_toy_knob_is_one_declaration_validated_applied_undone_keyed_compared_searched_and_labelled(
+    tmp_path,
+):
     applied = []
 
     @contextlib.contextmanager
@@ -31,9 +43,19 @@ def test_a_toy_knob_is_one_declaration_validated_applied_undone_keyed_compared_s
         yield
         applied.append(f"toy {value} undone")
 
-    toy = Knob("toy", int, 1, "a toy knob", values=(1, 2, 3), run_wide=False, label=lambda v: f"toy{v}",
-               apply=apply, stage="host", search=lambda default, hw, p: [1, 2, 3],
-               lacks=lambda value, hw: "toy 3 needs a toy device" if value == 3 else "")
+    toy = Knob(
+        "toy",
+        int,
+        1,
+        "a toy knob",
+        values=(1, 2, 3),
+        run_wide=False,
+        label=lambda v: f"toy{v}",
+        apply=apply,
+        stage="host",
+        search=lambda default, hw, p: [1, 2, 3],
+        lacks=lambda value, hw: "toy 3 needs a toy device" if value == 3 else "",
+    )
     with knobs.registered(toy):
         with pytest.raises(ParamsError, match=r"variants\[0\]\.toy' is 9; allowed: 1, 2, 3"):
             params.validate({"variants": [{"toy": 9}]})
@@ -43,15 +65,28 @@ def test_a_toy_knob_is_one_declaration_validated_applied_undone_keyed_compared_s
         configs = [engine.config(p, "mnist_cnn", "train", v) for v in p.variants]
         rows = runner.run_configs(configs, CPU, p, tmp_path / "r.csv")
         assert sorted(r["toy"] for r in rows) == ["1", "2"] and "toy" in results.config_keys()  # keyed
-        assert sorted(applied) == sorted(["toy 1", "toy 1 undone", "toy 2", "toy 2 undone"] * 2)  # 2 rounds each
+        assert sorted(applied) == sorted(
+            ["toy 1", "toy 1 undone", "toy 2", "toy 2 undone"] * 2
+        )  # 2 rounds each
         assert all(applied[i + 1] == f"{applied[i]} undone" for i in range(0, len(applied), 2))
         df = results.frame(rows).assign(run_name="r", host_id="h", host="h", device_name="cpu")
-        ratio = pd.DataFrame(__import__("cnnbench.analysis.compare", fromlist=["x"]).ratios(
-            Merged(["r"], {"r": {"torch": "x"}}, {"scenario_a": df})))
-        assert ratio.knob.tolist() == ["toy"] and ratio.value_a.tolist() == ["1"] and ratio.value_b.tolist() == ["2"]
+        ratio = pd.DataFrame(
+            __import__("cnnbench.analysis.compare", fromlist=["x"]).ratios(
+                Merged(["r"], {"r": {"torch": "x"}}, {"scenario_a": df})
+            )
+        )
+        assert (
+            ratio.knob.tolist() == ["toy"]
+            and ratio.value_a.tolist() == ["1"]
+            and ratio.value_b.tolist() == ["2"]
+        )
         sp = knobs.space(devices.backend("cpu").hardware(), knobs.for_params(p), p)
-        assert sp.values["toy"] == [1, 2] and ("toy", "3", "toy 3 needs a toy device") in sp.skipped  # searched
-        assert knobs.label(Setting(toy=2)).endswith("toy2") and "toy1" not in knobs.label(Setting())  # labelled
+        assert (
+            sp.values["toy"] == [1, 2] and ("toy", "3", "toy 3 needs a toy device") in sp.skipped
+        )  # searched
+        assert knobs.label(Setting(toy=2)).endswith("toy2") and "toy1" not in knobs.label(
+            Setting()
+        )  # labelled
     assert "toy" not in knobs.KNOBS and "toy" not in results.config_keys()
 
 
@@ -71,21 +106,33 @@ class ToyDevice(Backend):
 
 def test_a_toy_device_backend_is_one_module_and_every_question_goes_to_it(tmp_path):
     with devices.using(ToyDevice):
-        p = params.validate({**FAST, "device": "cpu", "variants": [{"precision": "fp16"}]})  # the toy runs fp16
+        p = params.validate(
+            {**FAST, "device": "cpu", "variants": [{"precision": "fp16"}]}
+        )  # the toy runs fp16
         with pytest.raises(ParamsError, match="the toy device compiles nothing"):
             params.validate({**FAST, "device": "cpu", "variants": [{"compile": "default"}]})
-        (row,) = runner.run_configs([engine.config(p, "mnist_cnn", "train", p.variants[0])], CPU, p,
-                                    tmp_path / "r.csv")
-        assert row["device_kind"] == "toy" and row["device_name"] == "Toy Accelerator" and row["status"] == "ok"
+        (row,) = runner.run_configs(
+            [engine.config(p, "mnist_cnn", "train", p.variants[0])], CPU, p, tmp_path / "r.csv"
+        )
+        assert (
+            row["device_kind"] == "toy" and row["device_name"] == "Toy Accelerator" and row["status"] == "ok"
+        )
         assert row.get("probe_img_s", "") == ""  # the host's speed is not this device's: no probe
         sp = knobs.space(devices.backend("cpu").hardware(), Setting(threads=2), Params())
         assert ("threads", "other values", "the step runs on toy: host threads stay as set") in sp.skipped
     with pytest.raises(ParamsError, match="fp16 autocast \\+ grad scaler runs on CUDA and MPS"):
-        params.validate({**FAST, "device": "cpu", "variants": [{"precision": "fp16"}]})  # the real CPU does not
+        params.validate(
+            {**FAST, "device": "cpu", "variants": [{"precision": "fp16"}]}
+        )  # the real CPU does not
 
 
-@pytest.mark.parametrize("variant, why", [({"precision": "tf32"}, "tf32 is an NVIDIA Ampere+ tensor-core mode"),
-                                          ({"precision": "fp16"}, "CPUs have no fast fp16 training kernels")])
+@pytest.mark.parametrize(
+    "variant, why",
+    [
+        ({"precision": "tf32"}, "tf32 is an NVIDIA Ampere+ tensor-core mode"),
+        ({"precision": "fp16"}, "CPUs have no fast fp16 training kernels"),
+    ],
+)
 def test_a_precision_gets_the_same_answer_in_validation_07_and_the_explorer(tmp_path, variant, why):
     """02 accepted tf32 on a CPU or T4 (computing fp32 and labelling it tf32) and attempted fp16 on a CPU while 07
     skipped both with a reason; the explorer offered both. One answer now, from the knob's declaration."""
@@ -95,8 +142,10 @@ def test_a_precision_gets_the_same_answer_in_validation_07_and_the_explorer(tmp_
         params.validate({"device": "cpu", "variants": [variant]})
     hw = devices.backend("cpu").hardware()
     sp = knobs.space(hw, Setting(threads=2), Params(tune_precisions=[variant["precision"]]))
-    assert (variant["precision"] not in sp.values["precision"]
-            and why in dict(((k, v), r) for k, v, r in sp.skipped)[("precision", variant["precision"])])
+    assert (
+        variant["precision"] not in sp.values["precision"]
+        and why in dict(((k, v), r) for k, v, r in sp.skipped)[("precision", variant["precision"])]
+    )
     run = cnnbench_run(tmp_path)
     row = interactive.quick_measure(run, "mnist_cnn", 8, variant["precision"], "device", "cpu")
     assert row["status"] == "unavailable" and why in row["error"]
@@ -119,14 +168,29 @@ def test_identical_variants_are_measured_as_an_a_a_comparison_said_once_before_w
 def test_two_runs_differing_only_in_cudnn_benchmark_are_a_one_knob_ratio():
     from cnnbench.analysis import compare
 
-    base = {"status": "ok", "model": "resnet18", "phase": "train", "batch_size": 32, "image_size": 64,
-            "num_classes": 200, "dataset": "synthetic", "device_name": "NVIDIA H100", "device_kind": "cuda",
-            "host_id": "h", "host": "h", "throughput_img_s": 100.0, "throughput_ci95_img_s": 1.0, "threads": 8}
+    base = {
+        "status": "ok",
+        "model": "resnet18",
+        "phase": "train",
+        "batch_size": 32,
+        "image_size": 64,
+        "num_classes": 200,
+        "dataset": "synthetic",
+        "device_name": "NVIDIA H100",
+        "device_kind": "cuda",
+        "host_id": "h",
+        "host": "h",
+        "throughput_img_s": 100.0,
+        "throughput_ci95_img_s": 1.0,
+        "threads": 8,
+    }
     a = pd.DataFrame([{**base, "run_name": "a", "cudnn_benchmark": True}])
     b = pd.DataFrame([{**base, "run_name": "b", "cudnn_benchmark": False, "throughput_img_s": 90.0}])
     m = Merged(["a", "b"], {"a": {"torch": "2.9"}, "b": {"torch": "2.9"}}, {"scenario_a": pd.concat([a, b])})
     r = compare.ratios(m).iloc[0]
-    assert r.comparison == "one knob" and r.knob == "cudnn_benchmark" and r.ratio_b_over_a == pytest.approx(0.9)
+    assert (
+        r.comparison == "one knob" and r.knob == "cudnn_benchmark" and r.ratio_b_over_a == pytest.approx(0.9)
+    )
     assert compare.speedups(m["scenario_a"]).empty  # not called the same configuration
 
 
@@ -135,9 +199,12 @@ def test_variants_of_any_knob_are_measured_interleaved_and_their_ratio_is_paired
     rounds both were measured in (the machine's drift cancels in each round's ratio)."""
     from cnnbench.analysis import compare
 
-    p = params.validate({**FAST, "processes": 3, "max_processes": 3, "variants": [{"threads": 1}, {"threads": 2}]})
-    rows = runner.run_configs([engine.config(p, "mnist_cnn", "train", v) for v in p.variants], CPU, p,
-                              tmp_path / "r.csv")
+    p = params.validate(
+        {**FAST, "processes": 3, "max_processes": 3, "variants": [{"threads": 1}, {"threads": 2}]}
+    )
+    rows = runner.run_configs(
+        [engine.config(p, "mnist_cnn", "train", v) for v in p.variants], CPU, p, tmp_path / "r.csv"
+    )
     assert sorted(r["threads"] for r in rows) == ["1", "2"]
     assert all(len(json.loads(r["process_rates_img_s"])) == 3 for r in rows)
     df = results.frame(rows).assign(run_name="r", host_id="h", host="h")
@@ -154,8 +221,10 @@ def test_a_threads_variant_from_the_command_line_reaches_the_report_as_a_ratio(t
 
 
 def test_no_line_outside_the_device_package_tests_a_device_kind_without_saying_why():
-    pattern = re.compile(r"""\.type\s*(==|!=|in\b)|\bkind\s*(==|!=)\s*["'](cpu|cuda|mps|rocm)|"""
-                         r"""==\s*["'](cuda|mps|rocm)["']|torch\.(cuda|mps)\.""")
+    pattern = re.compile(
+        r"""\.type\s*(==|!=|in\b)|\bkind\s*(==|!=)\s*["'](cpu|cuda|mps|rocm)|"""
+        r"""==\s*["'](cuda|mps|rocm)["']|torch\.(cuda|mps)\."""
+    )
     found = []
     for path in (ROOT / "lib" / "cnnbench").rglob("*.py"):
         if "devices" in path.relative_to(ROOT / "lib" / "cnnbench").parts:
@@ -170,7 +239,9 @@ def test_no_line_outside_the_device_package_tests_a_device_kind_without_saying_w
 def test_settings_a_workload_applies_are_restored_after_it_so_a_kernel_records_what_ran(fake_gpu):
     """Workload entered its math (TF32, cuDNN) and never left it: a notebook kernel's later rows ran under
     settings they did not record. Every knob is now applied around the workload and restored when it ends."""
-    cfg = engine.Config.of("mnist_cnn", "train", 28, 10, 1, batch_size=4, precision="tf32", cudnn_benchmark=False)
+    cfg = engine.Config.of(
+        "mnist_cnn", "train", 28, 10, 1, batch_size=4, precision="tf32", cudnn_benchmark=False
+    )
     with engine.Workload(cfg, CPU, Params()):
         inside = list(fake_gpu.log)
     assert "math tf32" in inside and "math tf32 restored" not in inside

@@ -15,11 +15,26 @@ import pytest
 from conftest import ROOT
 
 PKG = ROOT / "lib" / "cnnbench"
-FOUNDATIONS = ("cnnbench.params", "cnnbench.knobs", "cnnbench.heap", "cnnbench.paths", "cnnbench.devices",
-               "cnnbench.data", "cnnbench.models", "cnnbench.envinfo", "cnnbench.results")
+FOUNDATIONS = (
+    "cnnbench.params",
+    "cnnbench.knobs",
+    "cnnbench.heap",
+    "cnnbench.paths",
+    "cnnbench.devices",
+    "cnnbench.data",
+    "cnnbench.models",
+    "cnnbench.envinfo",
+    "cnnbench.results",
+)
 FAMILIES = ("cnnbench.scratch", "cnnbench.transfer", "cnnbench.steps", "cnnbench.scaling", "cnnbench.tuning")
-TOP = ("cnnbench.analysis", "cnnbench.report", "cnnbench.pipeline", "cnnbench.interactive", "cnnbench.__main__",
-       "cnnbench.cli")
+TOP = (
+    "cnnbench.analysis",
+    "cnnbench.report",
+    "cnnbench.pipeline",
+    "cnnbench.interactive",
+    "cnnbench.__main__",
+    "cnnbench.cli",
+)
 
 
 def _module(path: Path) -> str:
@@ -41,7 +56,9 @@ def _imports(name: str, path: Path, known: set[str]) -> set[str]:
         elif isinstance(node, ast.ImportFrom):
             base = node.module or ""
             if node.level:
-                base = ".".join(package.split(".")[: len(package.split(".")) - node.level + 1] + ([base] if base else []))
+                base = ".".join(
+                    package.split(".")[: len(package.split(".")) - node.level + 1] + ([base] if base else [])
+                )
             for a in node.names:
                 sub = f"{base}.{a.name}"
                 out.add(sub if sub in known else base)
@@ -63,8 +80,13 @@ def _family(module: str) -> str | None:
 
 
 def test_foundations_import_only_foundations():
-    bad = [f"{m} -> {i}" for m, deps in _graph().items() if _in(m, FOUNDATIONS)
-           for i in deps if i != "cnnbench" and not _in(i, FOUNDATIONS)]
+    bad = [
+        f"{m} -> {i}"
+        for m, deps in _graph().items()
+        if _in(m, FOUNDATIONS)
+        for i in deps
+        if i != "cnnbench" and not _in(i, FOUNDATIONS)
+    ]
     assert bad == []
 
 
@@ -81,13 +103,16 @@ def test_experiment_families_and_the_core_import_no_other_family_and_not_the_ana
 
 def test_only_the_pipeline_imports_papermill():
     known = set(_modules())
-    users = sorted(m for m, p in _modules().items() if any(i.split(".")[0] == "papermill"
-                                                         for i in _imports(m, p, known)))
+    users = sorted(
+        m for m, p in _modules().items() if any(i.split(".")[0] == "papermill" for i in _imports(m, p, known))
+    )
     assert users == ["cnnbench.pipeline"]
 
 
 def test_no_import_cycle():
-    graph = {m: deps for m, deps in _graph().items() if m != "cnnbench"}  # the root's lazy facade is not a layer
+    graph = {
+        m: deps for m, deps in _graph().items() if m != "cnnbench"
+    }  # the root's lazy facade is not a layer
     graph = {m: {d for d in deps if d != "cnnbench"} for m, deps in graph.items()}
     index, low, stack, on, cycles, counter = {}, {}, [], set(), [], [0]
 
@@ -122,7 +147,8 @@ def test_no_import_cycle():
 @pytest.mark.parametrize("cycle", [("a", "b")])
 def test_the_cycle_check_finds_a_cycle(tmp_path, monkeypatch, cycle):
     """The checks above would pass on a graph they cannot read: they must see a planted cycle."""
-    monkeypatch.setattr(__import__(__name__), "_graph", lambda: {"cnnbench.a": {"cnnbench.b"},
-                                                                  "cnnbench.b": {"cnnbench.a"}})
+    monkeypatch.setattr(
+        __import__(__name__), "_graph", lambda: {"cnnbench.a": {"cnnbench.b"}, "cnnbench.b": {"cnnbench.a"}}
+    )
     with pytest.raises(AssertionError):
         test_no_import_cycle()

@@ -20,7 +20,9 @@ def test_kernels_compute_what_they_count_on_a_tiny_buffer():
     assert a2[:, :n] == pytest.approx(2.0 + (1.0 + 2e-12) * 3.0)  # the last trial's s
     assert (a2[:, n:] == 1.0).all()  # the padding is never touched
     assert membench.bytes_per_trial("read", n, threads) == 8 * n * threads  # bytes read
-    assert membench.bytes_per_trial("triad", n, threads) == 24 * n * threads  # 2 reads + 1 write, no write-allocate
+    assert (
+        membench.bytes_per_trial("triad", n, threads) == 24 * n * threads
+    )  # 2 reads + 1 write, no write-allocate
     assert "write-allocate not counted" in membench.CONVENTION["triad"]
 
 

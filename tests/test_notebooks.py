@@ -52,8 +52,11 @@ def test_checker_flags_outputs_and_missing_parameters(tmp_path):
     bad.write_text(json.dumps(nb))
     found = " ".join(check_notebooks.problems(bad))
     assert "stores outputs" in found and "0 cells tagged 'parameters'" in found and "colab-setup" in found
-    proc = subprocess.run([sys.executable, str(ROOT / "tools" / "check_notebooks.py"), str(tmp_path)],
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "tools" / "check_notebooks.py"), str(tmp_path)],
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == 1
 
 
@@ -69,17 +72,24 @@ def _copy_workbook(dest):
 
 
 def _check(root, *args):
-    return subprocess.run([sys.executable, str(root / "tools" / "check_notebooks.py"), *args], cwd=root,
-                          capture_output=True, text=True)
+    return subprocess.run(
+        [sys.executable, str(root / "tools" / "check_notebooks.py"), *args],
+        cwd=root,
+        capture_output=True,
+        text=True,
+    )
 
 
 def test_the_badges_and_clone_urls_follow_the_one_declared_repository_and_a_fork_changes_them_in_one_command(
-        tmp_path):
+    tmp_path,
+):
     """Issue 31: the Colab badges and the clone URL named github.com/cnnbench/cnnbench in nine notebooks, the
     README and pyproject.toml, with nothing saying where the workbook lives or how a fork changes them."""
     declared = check_notebooks.repository(ROOT)
-    assert declared.count("/") == 1 and f'Repository = "https://github.com/{declared}"' in (
-        ROOT / "pyproject.toml").read_text()
+    assert (
+        declared.count("/") == 1
+        and f'Repository = "https://github.com/{declared}"' in (ROOT / "pyproject.toml").read_text()
+    )
     readme = (ROOT / "README.md").read_text()
     assert f"colab.research.google.com/github/{declared}/blob/main/notebooks/" in readme
     assert f"git clone https://github.com/{declared}" in readme and "--set-repo" in readme
@@ -87,9 +97,15 @@ def test_the_badges_and_clone_urls_follow_the_one_declared_repository_and_a_fork
     done = _check(tmp_path, "--set-repo", "someone/cnnbench-fork")
     assert done.returncode == 0, done.stderr
     assert check_notebooks.repository(tmp_path) == "someone/cnnbench-fork"
-    texts = [p.read_text() for p in (tmp_path / "pyproject.toml", tmp_path / "README.md",
-                                     *(tmp_path / "docs").glob("*.md"),
-                                     *(tmp_path / "notebooks").glob("*.ipynb"))]
+    texts = [
+        p.read_text()
+        for p in (
+            tmp_path / "pyproject.toml",
+            tmp_path / "README.md",
+            *(tmp_path / "docs").glob("*.md"),
+            *(tmp_path / "notebooks").glob("*.ipynb"),
+        )
+    ]
     assert not any(declared in t for t in texts)
     for nb in sorted((tmp_path / "notebooks").glob("*.ipynb")):
         cells = json.loads(nb.read_text())["cells"]
@@ -102,8 +118,11 @@ def test_the_badges_and_clone_urls_follow_the_one_declared_repository_and_a_fork
     done = _check(tmp_path, "notebooks")
     assert done.returncode == 1 and "03_batch_sweep.ipynb" in done.stderr and "other/place" in done.stderr
     readme = tmp_path / "README.md"
-    readme.write_text(readme.read_text().replace("clone https://github.com/someone/cnnbench-fork",
-                                                 "clone https://github.com/other/place"))
+    readme.write_text(
+        readme.read_text().replace(
+            "clone https://github.com/someone/cnnbench-fork", "clone https://github.com/other/place"
+        )
+    )
     assert "README.md" in _check(tmp_path, "notebooks").stderr
     refused = _check(tmp_path, "--set-repo", "not a repository")
     assert refused.returncode == 2 and refused.stderr.count("\n") == 1 and "OWNER/NAME" in refused.stderr
@@ -160,9 +179,11 @@ def test_the_text_says_the_interval_is_over_processes_as_the_runner_computes_it(
     state = runner._Config.__new__(runner._Config)
     state.cfg = engine.Config.of("m", "train", 8, 2, batch_size=10)
     state.key, state.rows, state.failure, state.attempts = {"model": "m"}, {}, None, 2
-    state.windows = [{"process": p, "repeat": r, "steps": 10, "images": 100, "window_time_s": t,
-                      "probe_img_s": math.nan} for p, times in ((1, (1.0, 1.0)), (2, (1.25, 1.25)))
-                     for r, t in enumerate(times)]
+    state.windows = [
+        {"process": p, "repeat": r, "steps": 10, "images": 100, "window_time_s": t, "probe_img_s": math.nan}
+        for p, times in ((1, (1.0, 1.0)), (2, (1.25, 1.25)))
+        for r, t in enumerate(times)
+    ]
     row = runner.merge(state, "processes", None)
     assert row["throughput_ci95_img_s"] == timing.ci95_half_width([100.0, 80.0])  # the processes' rates
     assert row["throughput_ci95_img_s"] != timing.ci95_half_width([100.0, 100.0, 80.0, 80.0])  # the windows'

@@ -14,7 +14,9 @@ def one_line(err) -> str:
     return text
 
 
-@pytest.mark.parametrize("name", ["local.yaml", "smoke.yaml", "colab_t4.yaml", "apple_m.yaml", "seeds_full.yaml"])
+@pytest.mark.parametrize(
+    "name", ["local.yaml", "smoke.yaml", "colab_t4.yaml", "apple_m.yaml", "seeds_full.yaml"]
+)
 def test_shipped_params_files_are_valid(name):
     path = ROOT / "params" / name
     if not path.exists():
@@ -41,8 +43,15 @@ def test_unknown_key_is_an_error(write_yaml):
 
 @pytest.mark.parametrize(
     "text, key",
-    [("batch_size: '32'", "batch_size"), ("batch_size: true", "batch_size"), ("models: resnet18", "models"),
-     ("lr: fast", "lr"), ("compile: 1", "compile"), ("sweep: {resnet18: 32}", "sweep.resnet18"), ("epoch_mode: 1", "epoch_mode")],
+    [
+        ("batch_size: '32'", "batch_size"),
+        ("batch_size: true", "batch_size"),
+        ("models: resnet18", "models"),
+        ("lr: fast", "lr"),
+        ("compile: 1", "compile"),
+        ("sweep: {resnet18: 32}", "sweep.resnet18"),
+        ("epoch_mode: 1", "epoch_mode"),
+    ],
 )
 def test_wrong_type_names_the_key(write_yaml, text, key):
     with pytest.raises(ParamsError) as err:
@@ -112,12 +121,19 @@ def test_empty_params_file_says_it_runs_the_defaults(write_yaml):
     assert params.empty_file_note(write_yaml("batch_size: 8\n")) == ""
 
 
-@pytest.mark.parametrize("dataset, make, expected", [
-    ("imagefolder", lambda root: None, "is empty"),
-    ("tiny_imagenet", lambda root: (root / "readme.txt").write_text("x"), "does not look like tiny_imagenet"),
-    ("cifar10", lambda root: (root / "train").mkdir(), "does not look like cifar10"),
-    ("imagefolder", lambda root: (root / "notes.txt").write_text("x"), "does not look like imagefolder"),
-])
+@pytest.mark.parametrize(
+    "dataset, make, expected",
+    [
+        ("imagefolder", lambda root: None, "is empty"),
+        (
+            "tiny_imagenet",
+            lambda root: (root / "readme.txt").write_text("x"),
+            "does not look like tiny_imagenet",
+        ),
+        ("cifar10", lambda root: (root / "train").mkdir(), "does not look like cifar10"),
+        ("imagefolder", lambda root: (root / "notes.txt").write_text("x"), "does not look like imagefolder"),
+    ],
+)
 def test_empty_or_wrong_dataset_folder_is_caught_at_validation(write_yaml, tmp_path, dataset, make, expected):
     root = tmp_path / "data"
     root.mkdir()
@@ -127,9 +143,15 @@ def test_empty_or_wrong_dataset_folder_is_caught_at_validation(write_yaml, tmp_p
     assert "key 'data_path'" in one_line(err) and expected in one_line(err)
 
 
-@pytest.mark.parametrize("text, key", [("batch_size: 0", "batch_size"), ("batch_size: -8", "batch_size"),
-                                       ("batch_size_per_model: {resnet18: 0}", "batch_size_per_model.resnet18"),
-                                       ("sweep: {resnet50: [32, -1]}", "sweep.resnet50")])
+@pytest.mark.parametrize(
+    "text, key",
+    [
+        ("batch_size: 0", "batch_size"),
+        ("batch_size: -8", "batch_size"),
+        ("batch_size_per_model: {resnet18: 0}", "batch_size_per_model.resnet18"),
+        ("sweep: {resnet50: [32, -1]}", "sweep.resnet50"),
+    ],
+)
 def test_non_positive_batch_size(write_yaml, text, key):
     with pytest.raises(ParamsError) as err:
         params.load(write_yaml(text + "\n"))
@@ -180,19 +202,22 @@ def test_missing_dataset_path(write_yaml, tmp_path):
         params.load(write_yaml("dataset: mnist\n"))
 
 
-@pytest.mark.parametrize("text, fragment", [
-    ("variants: [{precision: fp8}]", "variants[0].precision"),
-    ("variants: [{memory_format: nhwc}]", "variants[0].memory_format"),
-    ("variants: [{precison: fp32}]", "unknown key 'precison'"),
-    ("variants: [{precision: tf32}]", "tf32 is an NVIDIA Ampere+ tensor-core mode"),
-    ("dataset: imagenet21k", "'dataset'"),
-    ("data_mode: disk", "'data_mode'"),
-    ("phases: [train, infer]", "'phases'"),
-    ("notebooks: [07_magic]", "'notebooks'"),
-    ("measured_steps: -1", "'measured_steps'"),
-    ("window_s: 0", "'window_s'"),
-    ("momentum: -0.5", "'momentum'"),
-])
+@pytest.mark.parametrize(
+    "text, fragment",
+    [
+        ("variants: [{precision: fp8}]", "variants[0].precision"),
+        ("variants: [{memory_format: nhwc}]", "variants[0].memory_format"),
+        ("variants: [{precison: fp32}]", "unknown key 'precison'"),
+        ("variants: [{precision: tf32}]", "tf32 is an NVIDIA Ampere+ tensor-core mode"),
+        ("dataset: imagenet21k", "'dataset'"),
+        ("data_mode: disk", "'data_mode'"),
+        ("phases: [train, infer]", "'phases'"),
+        ("notebooks: [07_magic]", "'notebooks'"),
+        ("measured_steps: -1", "'measured_steps'"),
+        ("window_s: 0", "'window_s'"),
+        ("momentum: -0.5", "'momentum'"),
+    ],
+)
 def test_enumerated_values(write_yaml, text, fragment):
     if "tf32" in text and "cuda" in devices.available():
         pytest.skip("tf32 is valid where CUDA is present")
@@ -203,7 +228,10 @@ def test_enumerated_values(write_yaml, text, fragment):
 
 def test_overrides_parse_as_yaml():
     assert params.parse_overrides(["batch_size=64", "models=[resnet18, mnist_cnn]", "lr=0.1"]) == {
-        "batch_size": 64, "models": ["resnet18", "mnist_cnn"], "lr": 0.1}
+        "batch_size": 64,
+        "models": ["resnet18", "mnist_cnn"],
+        "lr": 0.1,
+    }
     with pytest.raises(ParamsError, match="expected key=value"):
         params.parse_overrides(["batch_size"])
 
@@ -221,13 +249,25 @@ FLOAT_KEYS = [k for k, tp in params._HINTS.items() if tp in (float, list[float])
 
 
 def test_every_float_key_is_covered():
-    assert {"window_s", "lr", "momentum", "tune_budget_s", "tune_guard_tolerance", "phase_max_s", "phase_window_s",
-            "explore_max_s", "transfer_lrs", "scratch_lr", "telemetry_interval_s"} <= set(FLOAT_KEYS)
+    assert {
+        "window_s",
+        "lr",
+        "momentum",
+        "tune_budget_s",
+        "tune_guard_tolerance",
+        "phase_max_s",
+        "phase_window_s",
+        "explore_max_s",
+        "transfer_lrs",
+        "scratch_lr",
+        "telemetry_interval_s",
+    } <= set(FLOAT_KEYS)
 
 
 @pytest.mark.parametrize("key", FLOAT_KEYS)
-@pytest.mark.parametrize("bad", [float("nan"), float("inf"), float("-inf"), 10**400],
-                         ids=["nan", "inf", "-inf", "10**400"])
+@pytest.mark.parametrize(
+    "bad", [float("nan"), float("inf"), float("-inf"), 10**400], ids=["nan", "inf", "-inf", "10**400"]
+)
 def test_non_finite_values_are_refused_for_every_float_key(key, bad):
     value = [bad] if params._HINTS[key] == list[float] else bad
     with pytest.raises(ParamsError) as err:
@@ -241,11 +281,18 @@ def test_yaml_nan_is_refused_before_any_work(write_yaml):
             params.load(write_yaml(f"device: cpu\n{text}\n"))
 
 
-@pytest.mark.parametrize("text, key", [
-    ("threads: 1000000000000", "threads"), ("threads: 4097", "threads"), ("seed: 1180591620717411303424", "seed"),
-    ("seed: 4294967296", "seed"), ("seed: -1", "seed"), ("batch_size: 1180591620717411303424", "batch_size"),
-    ("sweep: {resnet50: [1180591620717411303424]}", "sweep"),
-])
+@pytest.mark.parametrize(
+    "text, key",
+    [
+        ("threads: 1000000000000", "threads"),
+        ("threads: 4097", "threads"),
+        ("seed: 1180591620717411303424", "seed"),
+        ("seed: 4294967296", "seed"),
+        ("seed: -1", "seed"),
+        ("batch_size: 1180591620717411303424", "batch_size"),
+        ("sweep: {resnet50: [1180591620717411303424]}", "sweep"),
+    ],
+)
 def test_threads_seed_and_huge_integers_are_bounded_at_validation(write_yaml, text, key):
     with pytest.raises(ParamsError) as err:
         params.validate(params.read_yaml(write_yaml(text + "\n")), check_device=False)
@@ -275,7 +322,9 @@ def test_epoch_images_below_one_batch_are_refused(write_yaml):
         params.load(write_yaml(base + "synthetic_images: 16\n"))
     assert "key 'synthetic_images'" in one_line(err)
     assert params.load(write_yaml(base + "epoch_images: 32\n")).epoch_images == 32
-    assert params.load(write_yaml("device: cpu\nmodels: [resnet18]\nbatch_size: 32\nepoch_images: 16\n"))  # no epochs
+    assert params.load(
+        write_yaml("device: cpu\nmodels: [resnet18]\nbatch_size: 32\nepoch_images: 16\n")
+    )  # no epochs
 
 
 def test_no_notebooks_is_refused(write_yaml):
@@ -322,11 +371,16 @@ def test_self_referencing_and_deeply_nested_yaml_are_refused(write_yaml):
     assert "nested" in one_line(err)
 
 
-@pytest.mark.parametrize("text, key", [
-    ("run_name: " + "x" * 100_000, "run_name"), ("batch_size: '" + "x" * 100_000 + "'", "batch_size"),
-    ("? " + "x" * 100_000 + "\n: 1", "x"), ("models: [" + "y" * 100_000 + "]", "models"),
-    ("dataset: " + "z" * 100_000, "dataset"),
-])
+@pytest.mark.parametrize(
+    "text, key",
+    [
+        ("run_name: " + "x" * 100_000, "run_name"),
+        ("batch_size: '" + "x" * 100_000 + "'", "batch_size"),
+        ("? " + "x" * 100_000 + "\n: 1", "x"),
+        ("models: [" + "y" * 100_000 + "]", "models"),
+        ("dataset: " + "z" * 100_000, "dataset"),
+    ],
+)
 def test_a_huge_value_is_quoted_short(write_yaml, text, key):
     with pytest.raises(ParamsError) as err:
         params.load(write_yaml(f"device: cpu\n{text}\n"))
@@ -340,11 +394,14 @@ def test_a_run_name_with_a_newline_gives_one_line(write_yaml, name):
     assert "not a safe run name" in one_line(err) and "\r" not in str(err.value) and len(str(err.value)) < 500
 
 
-@pytest.mark.parametrize("content, fragment", [
-    (b"device: cpu\n# caf\xe9 in Latin-1\n", "not UTF-8"),
-    ("device: cpu\n".encode("utf-16"), "UTF-16"),
-    ("device: cpu\n".encode("utf-16-le"), "UTF-16"),
-])
+@pytest.mark.parametrize(
+    "content, fragment",
+    [
+        (b"device: cpu\n# caf\xe9 in Latin-1\n", "not UTF-8"),
+        ("device: cpu\n".encode("utf-16"), "UTF-16"),
+        ("device: cpu\n".encode("utf-16-le"), "UTF-16"),
+    ],
+)
 def test_a_params_file_not_in_utf8_is_one_line(tmp_path, content, fragment):
     path = tmp_path / "p.yaml"
     path.write_bytes(content)
@@ -397,10 +454,13 @@ def test_a_huge_params_file_is_refused(tmp_path):
     assert "too large" in one_line(err)
 
 
-@pytest.mark.parametrize("text, key, lines", [
-    ("device: cpu\nbatch_size: 8\nmodels: [resnet18]\nbatch_size: 16\n", "batch_size", (2, 4)),
-    ("device: cpu\nsweep:\n  resnet50: [32]\n  resnet50: [64]\n", "resnet50", (3, 4)),
-])
+@pytest.mark.parametrize(
+    "text, key, lines",
+    [
+        ("device: cpu\nbatch_size: 8\nmodels: [resnet18]\nbatch_size: 16\n", "batch_size", (2, 4)),
+        ("device: cpu\nsweep:\n  resnet50: [32]\n  resnet50: [64]\n", "resnet50", (3, 4)),
+    ],
+)
 def test_duplicate_keys_are_refused_naming_key_and_lines(write_yaml, text, key, lines):
     with pytest.raises(ParamsError) as err:
         params.read_yaml(write_yaml(text))
@@ -408,12 +468,18 @@ def test_duplicate_keys_are_refused_naming_key_and_lines(write_yaml, text, key, 
     assert f"duplicate key '{key}'" in msg and f"lines {lines[0]} and {lines[1]}" in msg
     with pytest.raises(ParamsError) as err:
         params.parse_overrides(["batch_size_per_model={resnet18: 1, resnet18: 2}"])
-    assert "duplicate key 'resnet18'" in one_line(err) and one_line(err).startswith("--set 'batch_size_per_model=")
+    assert "duplicate key 'resnet18'" in one_line(err) and one_line(err).startswith(
+        "--set 'batch_size_per_model="
+    )
 
 
 def test_merge_keys_are_not_duplicates(write_yaml):
-    raw = params.read_yaml(write_yaml("epoch_images_per_model: &b {resnet18: 32, resnet50: 8}\n"
-                                      "batch_size_per_model: {<<: *b, resnet18: 16}\n"))
+    raw = params.read_yaml(
+        write_yaml(
+            "epoch_images_per_model: &b {resnet18: 32, resnet50: 8}\n"
+            "batch_size_per_model: {<<: *b, resnet18: 16}\n"
+        )
+    )
     assert raw["batch_size_per_model"] == {"resnet18": 16, "resnet50": 8}
 
 
@@ -430,7 +496,9 @@ def test_expect_device_errors_blame_expect_device(write_yaml):
 def test_override_errors_name_the_option_the_user_typed(write_yaml):
     path = write_yaml("device: cpu\n")
     with pytest.raises(ParamsError) as err:
-        params.load(path, {"run_name": "a/b"}, overrides_src="--set", override_names={"run_name": "--run-name"})
+        params.load(
+            path, {"run_name": "a/b"}, overrides_src="--set", override_names={"run_name": "--run-name"}
+        )
     msg = one_line(err)
     assert msg.startswith("--run-name") and "--set" not in msg and "key 'run_name'" not in msg
 
@@ -441,8 +509,12 @@ def test_every_torchvision_classifier_passes_validation_at_its_reference_size():
     from cnnbench import models
     from cnnbench.params import _too_small
 
-    refused = {m: why for m in models.model_names() if m not in models.LOCAL_MODELS
-               if (why := _too_small(m, models.spec(m).reference_size))}
+    refused = {
+        m: why
+        for m in models.model_names()
+        if m not in models.LOCAL_MODELS
+        if (why := _too_small(m, models.spec(m).reference_size))
+    }
     assert refused == {}
 
 
@@ -460,13 +532,25 @@ def test_a_batch_size_override_that_no_model_uses_is_refused(write_yaml):
     params.json and the report claimed batch_size: 32."""
     from cnnbench import params
 
-    path = write_yaml("models: [resnet18, mnist_cnn]\ntune_models: [resnet18]\nprofile_models: [resnet18]\n"
-                      "batch_size_per_model: {resnet18: 64, mnist_cnn: 512}\n")
-    with pytest.raises(params.ParamsError, match="--set key 'batch_size' 32 changes nothing: batch_size_per_model "
-                                                 "sets every model this run measures"):
+    path = write_yaml(
+        "models: [resnet18, mnist_cnn]\ntune_models: [resnet18]\nprofile_models: [resnet18]\n"
+        "batch_size_per_model: {resnet18: 64, mnist_cnn: 512}\n"
+    )
+    with pytest.raises(
+        params.ParamsError,
+        match="--set key 'batch_size' 32 changes nothing: batch_size_per_model "
+        "sets every model this run measures",
+    ):
         params.load(path, {"batch_size": 32}, check_device=False, overrides_src="--set")
-    assert params.load(path, {"batch_size": 32, "models": ["resnet18", "resnet50"]}, check_device=False,
-                       overrides_src="--set").batch_size == 32  # resnet50 runs at it
+    assert (
+        params.load(
+            path,
+            {"batch_size": 32, "models": ["resnet18", "resnet50"]},
+            check_device=False,
+            overrides_src="--set",
+        ).batch_size
+        == 32
+    )  # resnet50 runs at it
 
 
 def test_a_telemetry_interval_too_short_to_sample_is_refused(write_yaml):
@@ -488,8 +572,10 @@ def test_a_batch_size_in_the_params_file_that_no_model_uses_warns_and_is_not_rec
 
     from cnnbench import params, run
 
-    path = write_yaml("models: [mnist_cnn]\ntune_models: [mnist_cnn]\nprofile_models: [mnist_cnn]\nbatch_size: 32\n"
-                      "batch_size_per_model: {mnist_cnn: 16}\n")
+    path = write_yaml(
+        "models: [mnist_cnn]\ntune_models: [mnist_cnn]\nprofile_models: [mnist_cnn]\nbatch_size: 32\n"
+        "batch_size_per_model: {mnist_cnn: 16}\n"
+    )
     note = params.shadowed_note(path, {})
     assert "'batch_size' 32" in note and "mnist_cnn: 16" in note and "\n" not in note
     p = params.load(path, {}, check_device=False)
@@ -498,9 +584,12 @@ def test_a_batch_size_in_the_params_file_that_no_model_uses_warns_and_is_not_rec
     assert written["batch_size"] != 32
     assert not params.table(p).loc["batch_size", "changed"]
     # used by a model measured: kept, no note
-    other = write_yaml("models: [mnist_cnn, resnet18]\nbatch_size: 32\nbatch_size_per_model: {mnist_cnn: 16}\n",
-                       "other.yaml")
-    assert params.shadowed_note(other, {}) == "" and params.load(other, {}, check_device=False).batch_size == 32
+    other = write_yaml(
+        "models: [mnist_cnn, resnet18]\nbatch_size: 32\nbatch_size_per_model: {mnist_cnn: 16}\n", "other.yaml"
+    )
+    assert (
+        params.shadowed_note(other, {}) == "" and params.load(other, {}, check_device=False).batch_size == 32
+    )
 
 
 def test_colab_t4_states_its_expected_time_per_notebook_as_an_estimate():
@@ -513,13 +602,16 @@ def test_colab_t4_states_its_expected_time_per_notebook_as_an_estimate():
     assert all(" min " in line for line in lines) and "NOT measured on a" in text
 
 
-@pytest.mark.parametrize("text, where, got", [
-    ("batch_size_per_model: {mnist_cnn: [.nan]}", "batch_size_per_model.mnist_cnn", "[nan]"),
-    ("batch_size_per_model: {mnist_cnn: .nan}", "batch_size_per_model.mnist_cnn", "nan"),
-    ("sweep: {mnist_cnn: [8, .nan]}", "sweep.mnist_cnn[1]", "nan"),
-    ("models: [mnist_cnn, .inf]", "models[1]", "inf"),
-    ("batch_size_per_model: {.nan: 8}", "batch_size_per_model", "nan"),
-])
+@pytest.mark.parametrize(
+    "text, where, got",
+    [
+        ("batch_size_per_model: {mnist_cnn: [.nan]}", "batch_size_per_model.mnist_cnn", "[nan]"),
+        ("batch_size_per_model: {mnist_cnn: .nan}", "batch_size_per_model.mnist_cnn", "nan"),
+        ("sweep: {mnist_cnn: [8, .nan]}", "sweep.mnist_cnn[1]", "nan"),
+        ("models: [mnist_cnn, .inf]", "models[1]", "inf"),
+        ("batch_size_per_model: {.nan: 8}", "batch_size_per_model", "nan"),
+    ],
+)
 def test_a_non_finite_value_inside_a_container_is_named_with_its_key(write_yaml, text, where, got):
     """Issue 21 barrage: a NaN inside a dict's list value said "must be dict, got {...} (dict)": a dict called not
     a dict. The message names the entry that is wrong, what it must be, and that the value is not finite."""
@@ -532,8 +624,12 @@ def test_a_non_finite_value_inside_a_container_is_named_with_its_key(write_yaml,
 
 def test_a_nan_inside_a_set_override_names_the_override_and_the_entry(write_yaml):
     with pytest.raises(ParamsError) as err:
-        params.load(write_yaml("device: cpu\n"), {"batch_size_per_model": {"mnist_cnn": [float("nan")]}},
-                    check_device=False, overrides_src="--set")
+        params.load(
+            write_yaml("device: cpu\n"),
+            {"batch_size_per_model": {"mnist_cnn": [float("nan")]}},
+            check_device=False,
+            overrides_src="--set",
+        )
     message = one_line(err)
     assert message.startswith("--set key 'batch_size_per_model.mnist_cnn' must be int, got [nan]"), message
 
@@ -561,18 +657,27 @@ def _set_refused(*pairs: str) -> str:
     return one_line(err)
 
 
-@pytest.mark.parametrize("pair, key", [
-    ("window_s=1.0e+9", "window_s"), ("repeats=1000000000", "repeats"), ("telemetry_interval_s=1.0e+15",
-                                                                       "telemetry_interval_s"),
-    ("measured_steps=1000000000", "measured_steps"), ("matmul_size=1000000", "matmul_size"),
-    ("stream_mb=100000000", "stream_mb"), ("tune_max_batch_size=1073741824", "tune_max_batch_size"),
-    ("workers=1000000000000000", "workers"), ("processes=1000000000", "processes"),
-    ("max_processes=1000000000", "max_processes"), ("cell_timeout_s=100000000", "cell_timeout_s"),
-    ("batch_size_per_model={mnist_cnn: 1000000000, squeezenet1_1: 8}", "batch_size_per_model.mnist_cnn"),
-    ("synthetic_images=1000000000000", "synthetic_images"), ("scaling_world_sizes=[1, 100000]",
-                                                             "scaling_world_sizes"),
-    ("tune_budget_s=1.0e+12", "tune_budget_s"), ("phase_max_s=1.0e+12", "phase_max_s"),
-])
+@pytest.mark.parametrize(
+    "pair, key",
+    [
+        ("window_s=1.0e+9", "window_s"),
+        ("repeats=1000000000", "repeats"),
+        ("telemetry_interval_s=1.0e+15", "telemetry_interval_s"),
+        ("measured_steps=1000000000", "measured_steps"),
+        ("matmul_size=1000000", "matmul_size"),
+        ("stream_mb=100000000", "stream_mb"),
+        ("tune_max_batch_size=1073741824", "tune_max_batch_size"),
+        ("workers=1000000000000000", "workers"),
+        ("processes=1000000000", "processes"),
+        ("max_processes=1000000000", "max_processes"),
+        ("cell_timeout_s=100000000", "cell_timeout_s"),
+        ("batch_size_per_model={mnist_cnn: 1000000000, squeezenet1_1: 8}", "batch_size_per_model.mnist_cnn"),
+        ("synthetic_images=1000000000000", "synthetic_images"),
+        ("scaling_world_sizes=[1, 100000]", "scaling_world_sizes"),
+        ("tune_budget_s=1.0e+12", "tune_budget_s"),
+        ("phase_max_s=1.0e+12", "phase_max_s"),
+    ],
+)
 def test_a_value_that_sizes_time_memory_or_processes_has_an_upper_bound(pair, key):
     """Issue 30: each of these was accepted and failed, hung or crashed later inside a notebook (a 31-year
     window, a 4 TB matrix, 48 loader workers on 2 cores, a batch of 2**30 that the OOM killer ended)."""
@@ -606,9 +711,15 @@ def test_a_variant_key_at_the_top_level_is_told_to_go_under_variants(write_yaml)
     assert "variants" in one_line(err) and "precision" in one_line(err)
 
 
-@pytest.mark.parametrize("key, value", [("models", "[mnist_cnn, mnist_cnn]"), ("phases", "[train, train]"),
-                                        ("tune_models", "[mnist_cnn, mnist_cnn]"),
-                                        ("sweep", "{mnist_cnn: [8, 8]}")])
+@pytest.mark.parametrize(
+    "key, value",
+    [
+        ("models", "[mnist_cnn, mnist_cnn]"),
+        ("phases", "[train, train]"),
+        ("tune_models", "[mnist_cnn, mnist_cnn]"),
+        ("sweep", "{mnist_cnn: [8, 8]}"),
+    ],
+)
 def test_a_list_naming_the_same_entry_twice_is_refused(key, value):
     """Issue 30: measured twice, or silently folded; refused, before any work."""
     msg = _set_refused(f"{key}={value}")

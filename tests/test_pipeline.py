@@ -15,8 +15,14 @@ from conftest import ROOT
 
 
 def run_cli(*args, env=None, cwd=ROOT):
-    return subprocess.run([sys.executable, "-m", "cnnbench.pipeline", *args], capture_output=True, text=True,
-                          cwd=cwd, env={**os.environ, **(env or {})}, timeout=1800)
+    return subprocess.run(
+        [sys.executable, "-m", "cnnbench.pipeline", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env={**os.environ, **(env or {})},
+        timeout=1800,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -39,8 +45,18 @@ def test_pipeline_writes_every_notebook_csv_and_the_report(smoke_run):
     env = json.loads((run_dir / "environment.json").read_text())
     assert env["device_kind"] == "cpu" and env["params"]["run_name"] == "smoke"
     complexity = pd.read_csv(run_dir / "complexity.csv")
-    for col in ("model", "image_size", "params", "param_mib", "gmacs_fwd", "gflops_fwd", "gflops_train",
-                "train_fwd_ratio", "fvcore_gmacs", "activation_mib"):
+    for col in (
+        "model",
+        "image_size",
+        "params",
+        "param_mib",
+        "gmacs_fwd",
+        "gflops_fwd",
+        "gflops_train",
+        "train_fwd_ratio",
+        "fvcore_gmacs",
+        "activation_mib",
+    ):
         assert col in complexity.columns, col
     assert set(complexity.model) == {"mnist_cnn", "squeezenet1_1"}
     assert set(complexity[complexity.model == "squeezenet1_1"].image_size) == {224, 32}
@@ -48,29 +64,76 @@ def test_pipeline_writes_every_notebook_csv_and_the_report(smoke_run):
     assert (run_dir / "figures" / "complexity.png").stat().st_size > 1000
 
     scenario_a = pd.read_csv(run_dir / "scenario_a.csv")
-    for col in ("model", "device_kind", "device_name", "phase", "data_mode", "batch_size", "image_size", "precision",
-                "memory_format", "compile", "threads", "status", "n_steps", "throughput_img_s", "throughput_ci95_img_s",
-                "step_time_median_s", "step_time_std_s", "achieved_tflops", "peak_device_mem_mib", "peak_rss_mib",
-                "util_device_mean_pct", "util_cpu_mean_pct", "noisy"):
+    for col in (
+        "model",
+        "device_kind",
+        "device_name",
+        "phase",
+        "data_mode",
+        "batch_size",
+        "image_size",
+        "precision",
+        "memory_format",
+        "compile",
+        "threads",
+        "status",
+        "n_steps",
+        "throughput_img_s",
+        "throughput_ci95_img_s",
+        "step_time_median_s",
+        "step_time_std_s",
+        "achieved_tflops",
+        "peak_device_mem_mib",
+        "peak_rss_mib",
+        "util_device_mean_pct",
+        "util_cpu_mean_pct",
+        "noisy",
+    ):
         assert col in scenario_a.columns, col
     assert (scenario_a.status == "ok").all() and len(scenario_a) == 4  # 2 models x train/eval
     assert (scenario_a.n_steps == 3 * 2 * 2).all()  # measured_steps x repeats x processes (smoke.yaml)
     assert (scenario_a.processes_measured == 2).all() and scenario_a.throughput_ci95_img_s.notna().all()
     windows = pd.read_csv(run_dir / "scenario_a_windows.csv")
-    assert len(windows) == 4 * 2 * 2 and {"cpu_steal_mean_pct", "util_other_cpu_mean_pct"} <= set(windows.columns)
+    assert len(windows) == 4 * 2 * 2 and {"cpu_steal_mean_pct", "util_other_cpu_mean_pct"} <= set(
+        windows.columns
+    )
     assert set(pd.read_csv(run_dir / "batch_sweep.csv").batch_size) == {8, 16}
     assert len(pd.read_csv(run_dir / "scenario_a_steps.csv")) == 4 * 6 * 2  # 2 processes each
     peaks = pd.read_csv(run_dir / "device_peaks.csv")
-    for col in ("device_name", "kind", "precision", "level", "capacity_mib", "peak_gflops", "bandwidth_gbs",
-                "ridge_flop_per_byte", "source"):
+    for col in (
+        "device_name",
+        "kind",
+        "precision",
+        "level",
+        "capacity_mib",
+        "peak_gflops",
+        "bandwidth_gbs",
+        "ridge_flop_per_byte",
+        "source",
+    ):
         assert col in peaks.columns, col
     assert "dram" in set(peaks.level) and (run_dir / "bandwidth_sweep.csv").is_file()
     roof = pd.read_csv(run_dir / "roofline.csv")
-    for col in ("model", "phase", "batch_size", "intensity_flop_per_byte", "achieved_gflops", "attainable_gflops",
-                "efficiency", "bound", "level", "working_set_mib", "attainable_dram_gflops", "above_roof",
-                "above_roof_reason"):
+    for col in (
+        "model",
+        "phase",
+        "batch_size",
+        "intensity_flop_per_byte",
+        "achieved_gflops",
+        "attainable_gflops",
+        "efficiency",
+        "bound",
+        "level",
+        "working_set_mib",
+        "attainable_dram_gflops",
+        "above_roof",
+        "above_roof_reason",
+    ):
         assert col in roof.columns, col
-    assert set(roof.source) == {"scenario_a", "batch_sweep", "layer"} and set(roof.bound) <= {"memory", "compute"}
+    assert set(roof.source) == {"scenario_a", "batch_sweep", "layer"} and set(roof.bound) <= {
+        "memory",
+        "compute",
+    }
     assert (run_dir / "figures" / "roofline_device.png").is_file()
     assert (run_dir.parent / "smoke.zip").is_file()
 
@@ -89,8 +152,20 @@ def test_no_figure_of_the_smoke_run_has_an_empty_panel(smoke_run):
 def test_report_hides_code_and_leads_with_parameters_and_environment(smoke_run):
     run_dir, _ = smoke_run
     page = (run_dir / "report.html").read_text()
-    assert "cnnbench report: smoke" in page and "Contents" in page and "Environment" in page and "Parameters" in page
-    for title in ("00 · Setup", "01 · Complexity", "02 · Scenario A", "03 · Scenario B", "04 · Roofline", "08 · Analysis"):
+    assert (
+        "cnnbench report: smoke" in page
+        and "Contents" in page
+        and "Environment" in page
+        and "Parameters" in page
+    )
+    for title in (
+        "00 · Setup",
+        "01 · Complexity",
+        "02 · Scenario A",
+        "03 · Scenario B",
+        "04 · Roofline",
+        "08 · Analysis",
+    ):
         assert title in page, title
     assert 'href="#s1-' in page and "Traceback" not in page
     assert "open_run(" not in page  # code hidden
@@ -102,12 +177,27 @@ def test_rerun_resumes_and_a_second_run_gives_a_combined_report(smoke_run, tmp_p
     run_dir, _ = smoke_run
     outputs = run_dir.parent
     before = pd.read_csv(run_dir / "scenario_a.csv").timestamp.tolist()
-    proc = run_cli("--params", "params/smoke.yaml", "--outputs", str(outputs),
-                   "--set", "notebooks=[00_setup, 02_scenario_a]", "--no-report")
+    proc = run_cli(
+        "--params",
+        "params/smoke.yaml",
+        "--outputs",
+        str(outputs),
+        "--set",
+        "notebooks=[00_setup, 02_scenario_a]",
+        "--no-report",
+    )
     assert proc.returncode == 0, proc.stderr
     assert pd.read_csv(run_dir / "scenario_a.csv").timestamp.tolist() == before  # nothing measured again
-    proc = run_cli("--params", "params/smoke.yaml", "--outputs", str(outputs), "--run-name", "smoke-b",
-                   "--set", "notebooks=[00_setup, 02_scenario_a, 08_analysis]")
+    proc = run_cli(
+        "--params",
+        "params/smoke.yaml",
+        "--outputs",
+        str(outputs),
+        "--run-name",
+        "smoke-b",
+        "--set",
+        "notebooks=[00_setup, 02_scenario_a, 08_analysis]",
+    )
     assert proc.returncode == 0, proc.stderr
     assert not (outputs / "report.html").exists()  # smoke runs never make a combined report
     own = (outputs / "smoke-b" / "report.html").read_text()
@@ -118,8 +208,16 @@ def test_rerun_resumes_and_a_second_run_gives_a_combined_report(smoke_run, tmp_p
     (outputs / "user-a" / "params.json").write_text(json.dumps({**prm, "params_file": "params/mine.yaml"}))
     mine = tmp_path / "mine.yaml"
     shutil.copy(ROOT / "params" / "smoke.yaml", mine)
-    proc = run_cli("--params", str(mine), "--outputs", str(outputs), "--run-name", "user-b",
-                   "--set", "notebooks=[00_setup, 02_scenario_a, 08_analysis]")
+    proc = run_cli(
+        "--params",
+        str(mine),
+        "--outputs",
+        str(outputs),
+        "--run-name",
+        "user-b",
+        "--set",
+        "notebooks=[00_setup, 02_scenario_a, 08_analysis]",
+    )
     assert proc.returncode == 0, proc.stderr
     combined = (outputs / "report.html").read_text()
     assert "2 runs compared" in combined and "user-a" in combined and "user-b" in combined
@@ -164,8 +262,12 @@ def test_failing_notebook_is_named_with_its_cell_and_earlier_work_is_kept(tmp_pa
     monkeypatch.setenv("CNNBENCH_ROOT", str(root))
     run_dir = tmp_path / "out" / "r"
     with pytest.raises(pipeline.NotebookFailed) as err:
-        pipeline.execute(root / "params" / "p.yaml", {}, run_dir, list(FAILING), timeout_s=120, log=lambda *a, **k: None)
-    assert err.value.notebook == "01_complexity" and err.value.cell == 4  # execution count in the executed copy (papermill injects a cell)
+        pipeline.execute(
+            root / "params" / "p.yaml", {}, run_dir, list(FAILING), timeout_s=120, log=lambda *a, **k: None
+        )
+    assert (
+        err.value.notebook == "01_complexity" and err.value.cell == 4
+    )  # execution count in the executed copy (papermill injects a cell)
     assert "ValueError: boom" in str(err.value) and "`raise ValueError('boom')`" in str(err.value)
     assert (run_dir / "notebooks" / "00_setup.ipynb").is_file()
     assert (run_dir / "notebooks" / "01_complexity.ipynb").is_file()  # the failed copy, for reading

@@ -31,9 +31,13 @@ def _telemetry(tmp_path):
     """telemetry.csv as the sampler writes it: per-core rows carry a device index, host-wide rows a blank one."""
     rows = []
     for t in np.arange(0.0, 2.0, 0.5):
-        rows += [{"t_s": t, "metric": "util_cpu_core_pct", "value": 50.0 + i, "device_index": i} for i in (0, 1)]
-        rows += [{"t_s": t, "metric": m, "value": v, "device_index": None}
-                 for m, v in (("util_cpu_pct", 60.0), ("util_process_cpu_pct", 90.0), ("rss_mib", 500.0 + t))]
+        rows += [
+            {"t_s": t, "metric": "util_cpu_core_pct", "value": 50.0 + i, "device_index": i} for i in (0, 1)
+        ]
+        rows += [
+            {"t_s": t, "metric": m, "value": v, "device_index": None}
+            for m, v in (("util_cpu_pct", 60.0), ("util_process_cpu_pct", 90.0), ("rss_mib", 500.0 + t))
+        ]
     df = pd.DataFrame(rows).assign(source="scenario_a", model="m", phase="train")
     df.to_csv(tmp_path / "telemetry.csv", index=False)
     return telemetry.read(tmp_path / "telemetry.csv", source="scenario_a")
@@ -43,8 +47,9 @@ def test_telemetry_timeline_draws_the_host_wide_metrics(tmp_path):
     df = _telemetry(tmp_path)
     assert df.device_index.isna().sum() == 12
     fig = plots.telemetry_timeline(df, tmp_path / "t.png")
-    assert [ax.get_ylabel() for ax in fig.axes] == [plots.axis_label(m) for m in ("util_cpu_core_pct", "util_cpu_pct",
-                                                                                  "util_process_cpu_pct", "rss_mib")]
+    assert [ax.get_ylabel() for ax in fig.axes] == [
+        plots.axis_label(m) for m in ("util_cpu_core_pct", "util_cpu_pct", "util_process_cpu_pct", "rss_mib")
+    ]
     assert plots.empty_axes(fig) == []
     assert not (tmp_path / plots.EMPTY_PANELS).exists()
 
@@ -75,8 +80,11 @@ def test_a_log_axis_spanning_less_than_a_decade_still_shows_tick_labels(tmp_path
     ax.minorticks_off()  # as the sweep's panels do, for their batch-size axis
     plots.save(fig, tmp_path / "f.png")
     fig.canvas.draw()
-    labels = [t.get_text() for t in ax.yaxis.get_majorticklabels() + ax.yaxis.get_minorticklabels()
-              if t.get_visible() and t.get_text() and ax.get_ylim()[0] <= t.get_position()[1] <= ax.get_ylim()[1]]
+    labels = [
+        t.get_text()
+        for t in ax.yaxis.get_majorticklabels() + ax.yaxis.get_minorticklabels()
+        if t.get_visible() and t.get_text() and ax.get_ylim()[0] <= t.get_position()[1] <= ax.get_ylim()[1]
+    ]
     plt.close(fig)
     assert len(labels) >= 2, labels
 
@@ -97,7 +105,9 @@ def test_the_sweep_legend_covers_no_data(tmp_path):
     """Issue 17/20: analysis_sweep.png's legends sat over the eval lines of two panels."""
     from conftest import ROOT
 
-    sweep = pd.read_csv(ROOT / "examples" / "example-cpu-2core" / "batch_sweep.csv")  # the figure as committed
+    sweep = pd.read_csv(
+        ROOT / "examples" / "example-cpu-2core" / "batch_sweep.csv"
+    )  # the figure as committed
     sweep = sweep.assign(model=sweep.model + " @ example-cpu-2core")  # as 08 labels each run's lines
     fig = plots.batch_sweep(sweep, None, tmp_path / "sweep.png")
     assert _points_under_legends(fig) == 0
@@ -109,7 +119,9 @@ def test_the_complexity_figure_draws_points_not_bars_on_its_log_axes_and_no_lege
 
     from conftest import ROOT
 
-    fig = plots.complexity(pd.read_csv(ROOT / "examples" / "example-cpu-2core" / "complexity.csv"), tmp_path / "c.png")
+    fig = plots.complexity(
+        pd.read_csv(ROOT / "examples" / "example-cpu-2core" / "complexity.csv"), tmp_path / "c.png"
+    )
     fig.canvas.draw()
     bars = [p for ax in fig.axes for p in ax.patches if isinstance(p, Rectangle) and p.get_height() > 0]
     assert bars == []
@@ -124,10 +136,13 @@ def test_axis_labels_are_words_with_units_not_column_names(tmp_path):
     from conftest import ROOT
 
     example = ROOT / "examples" / "example-cpu-2core"
-    figures = [plots.telemetry_timeline(telemetry.read(example / "telemetry.csv", source="scenario_a"),
-                                        tmp_path / "t.png"),
-               plots.batch_sweep(pd.read_csv(example / "batch_sweep.csv"), None, tmp_path / "s.png"),
-               timelines.plot(pd.read_csv(example / "transfer_telemetry.csv"), tmp_path / "x.png")]
+    figures = [
+        plots.telemetry_timeline(
+            telemetry.read(example / "telemetry.csv", source="scenario_a"), tmp_path / "t.png"
+        ),
+        plots.batch_sweep(pd.read_csv(example / "batch_sweep.csv"), None, tmp_path / "s.png"),
+        timelines.plot(pd.read_csv(example / "transfer_telemetry.csv"), tmp_path / "x.png"),
+    ]
     raw = [ax.get_ylabel() for fig in figures for ax in fig.axes if "_" in ax.get_ylabel()]
     assert raw == []
 
@@ -142,7 +157,7 @@ def test_the_device_roofline_names_its_points_without_labels_over_each_other_or_
     fig = plots.roofline(pd.read_csv(example / "device_peaks.csv"), placed, "Scenario A", tmp_path / "r.png")
     fig.canvas.draw()
     texts = [t.get_window_extent() for ax in fig.axes for t in ax.texts]
-    assert not any(a.overlaps(b) for i, a in enumerate(texts) for b in texts[i + 1:])
+    assert not any(a.overlaps(b) for i, a in enumerate(texts) for b in texts[i + 1 :])
     legend = fig.axes[0].get_legend().get_window_extent()
     points = [xy for c in fig.axes[0].collections for xy in fig.axes[0].transData.transform(c.get_offsets())]
     assert points and not any(legend.contains(x, y) for x, y in points)
@@ -156,18 +171,20 @@ def test_the_batch_sweep_trajectory_names_batch_sizes_without_labels_over_each_o
     example = ROOT / "examples" / "example-cpu-2core"
     placed = pd.read_csv(example / "roofline.csv")
     placed = placed[placed.source == "batch_sweep"]
-    fig = plots.trajectory(pd.read_csv(example / "device_peaks.csv"), placed, "Batch sweep", tmp_path / "s.png")
+    fig = plots.trajectory(
+        pd.read_csv(example / "device_peaks.csv"), placed, "Batch sweep", tmp_path / "s.png"
+    )
     fig.canvas.draw()
     ax = fig.axes[0]
     texts = [t.get_window_extent() for a in fig.axes for t in a.texts if t.get_text()]
-    assert not any(a.overlaps(b) for i, a in enumerate(texts) for b in texts[i + 1:])
+    assert not any(a.overlaps(b) for i, a in enumerate(texts) for b in texts[i + 1 :])
     legends = [lg for lg in (*ax.artists, ax.get_legend(), *fig.legends) if isinstance(lg, Legend)]
     shown = " ".join(t.get_text() for lg in legends for t in lg.get_texts())
     assert all(str(b) in shown.split() for b in placed.batch_size.unique())  # every batch size is named
     boxes = [lg.get_window_extent() for lg in legends]
     points = [xy for c in ax.collections for xy in ax.transData.transform(c.get_offsets())]
     assert points and not any(b.contains(x, y) for b in boxes for x, y in points)
-    assert not any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1:])
+    assert not any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1 :])
 
 
 def test_the_tuning_figures_legend_covers_no_bar_or_point():
@@ -184,7 +201,8 @@ def test_the_tuning_figures_legend_covers_no_bar_or_point():
     for ax in fig.axes:
         legend = ax.get_legend().get_window_extent(renderer)
         data = [p.get_window_extent(renderer) for p in ax.patches] + [
-            line.get_window_extent(renderer) for line in ax.lines if len(line.get_xdata())]
+            line.get_window_extent(renderer) for line in ax.lines if len(line.get_xdata())
+        ]
         assert not any(legend.overlaps(d) for d in data)
 
 
@@ -195,10 +213,26 @@ def test_a_models_roofline_tells_its_train_point_from_its_eval_point(tmp_path):
 
     from cnnbench import plots
 
-    pts = pd.DataFrame({"run_name": "r", "device_name": "cpu", "model": "m", "phase": ["train", "eval"],
-                        "intensity_flop_per_byte": [10.0, 9.0], "achieved_gflops": [50.0, 40.0]})
-    roofs = pd.DataFrame({"run_name": ["r"], "kind": "measured", "precision": "fp32", "level": "dram",
-                          "peak_gflops": 180.0, "bandwidth_gbs": 40.0})
+    pts = pd.DataFrame(
+        {
+            "run_name": "r",
+            "device_name": "cpu",
+            "model": "m",
+            "phase": ["train", "eval"],
+            "intensity_flop_per_byte": [10.0, 9.0],
+            "achieved_gflops": [50.0, 40.0],
+        }
+    )
+    roofs = pd.DataFrame(
+        {
+            "run_name": ["r"],
+            "kind": "measured",
+            "precision": "fp32",
+            "level": "dram",
+            "peak_gflops": 180.0,
+            "bandwidth_gbs": 40.0,
+        }
+    )
     fig = plots.per_model_rooflines(pts, roofs, tmp_path, min_runs=1)["m"]
     labels = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
     assert any("train" in t for t in labels) and any("eval" in t for t in labels)
@@ -213,9 +247,18 @@ def test_a_sweep_drawn_without_knees_promises_no_circle():
 
     from cnnbench import plots
 
-    df = pd.DataFrame({"model": "m", "phase": "train", "batch_size": [32, 64], "status": "ok",
-                       "throughput_img_s": [10.0, 12.0], "throughput_ci95_img_s": 0.5, "achieved_gflops": [1.0, 1.2],
-                       "peak_rss_mib": [100.0, 120.0]})
+    df = pd.DataFrame(
+        {
+            "model": "m",
+            "phase": "train",
+            "batch_size": [32, 64],
+            "status": "ok",
+            "throughput_img_s": [10.0, 12.0],
+            "throughput_ci95_img_s": 0.5,
+            "achieved_gflops": [1.0, 1.2],
+            "peak_rss_mib": [100.0, 120.0],
+        }
+    )
     assert "circle" not in plots.batch_sweep(df).axes[0].get_title()
     knees = pd.DataFrame({"model": ["m"], "phase": ["train"], "knee_batch_size": [64]})
     assert "circle" in plots.batch_sweep(df, knees).axes[0].get_title()
@@ -230,7 +273,9 @@ def test_the_bandwidth_sweep_names_cache_sizes_in_its_legend_not_over_the_data()
     from conftest import ROOT
 
     ex = ROOT / "examples" / "example-cpu-2core"
-    fig = plots.bandwidth_sweep(pd.read_csv(ex / "bandwidth_sweep.csv"), pd.read_csv(ex / "device_peaks.csv"), "t")
+    fig = plots.bandwidth_sweep(
+        pd.read_csv(ex / "bandwidth_sweep.csv"), pd.read_csv(ex / "device_peaks.csv"), "t"
+    )
     ax = fig.axes[0]
     assert not ax.texts
     legend = [t.get_text() for t in ax.get_legend().get_texts()]
@@ -246,9 +291,18 @@ def test_the_scaling_telemetry_tells_its_two_ranks_apart(tmp_path):
 
     rows = []
     for rank in (0, 1):
-        samples = [{"t_s": t, "metric": "util_process_cpu_pct", "value": 90.0 + rank + t} for t in (0.1, 0.2, 0.3)]
-        samples += [{"t_s": t, "metric": "util_cpu_core_pct", "value": 99.0, "device_index": i}
-                    for t in (0.1, 0.2) for i in (0, 1)] if rank == 0 else []
+        samples = [
+            {"t_s": t, "metric": "util_process_cpu_pct", "value": 90.0 + rank + t} for t in (0.1, 0.2, 0.3)
+        ]
+        samples += (
+            [
+                {"t_s": t, "metric": "util_cpu_core_pct", "value": 99.0, "device_index": i}
+                for t in (0.1, 0.2)
+                for i in (0, 1)
+            ]
+            if rank == 0
+            else []
+        )
         rows += timelines.tidy(samples, "scaling", "gloo world=2", "cpu", "cpu", rank)
     fig = timelines.plot(pd.DataFrame(rows), tmp_path / "t.png")
     process = next(ax for ax in fig.axes if "process" in ax.get_ylabel())
@@ -269,12 +323,26 @@ def test_a_memory_level_keeps_its_marker_from_one_layer_roofline_to_the_next():
         coll = next(c for c in fig.axes[0].collections if c.get_label() == label)
         return coll.get_paths()[0].vertices.round(3).tobytes()
 
-    peaks = pd.DataFrame({"kind": ["measured"], "precision": "fp32", "level": "dram", "peak_gflops": 180.0,
-                          "bandwidth_gbs": 40.0})
-    only_l3 = pd.DataFrame({"op": "conv", "level": ["l3"], "intensity_flop_per_byte": [10.0],
-                            "achieved_gflops": [50.0]})
-    both = pd.DataFrame({"op": "conv", "level": ["dram", "l3"], "intensity_flop_per_byte": [10.0, 20.0],
-                         "achieved_gflops": [50.0, 60.0]})
+    peaks = pd.DataFrame(
+        {
+            "kind": ["measured"],
+            "precision": "fp32",
+            "level": "dram",
+            "peak_gflops": 180.0,
+            "bandwidth_gbs": 40.0,
+        }
+    )
+    only_l3 = pd.DataFrame(
+        {"op": "conv", "level": ["l3"], "intensity_flop_per_byte": [10.0], "achieved_gflops": [50.0]}
+    )
+    both = pd.DataFrame(
+        {
+            "op": "conv",
+            "level": ["dram", "l3"],
+            "intensity_flop_per_byte": [10.0, 20.0],
+            "achieved_gflops": [50.0, 60.0],
+        }
+    )
     a = plots.roofline(peaks, only_l3, "a", label="op", hue="level")
     b = plots.roofline(peaks, both, "b", label="op", hue="level")
     assert marker_of(a, "conv l3") == marker_of(b, "conv l3") != marker_of(b, "conv dram")

@@ -17,8 +17,15 @@ def test_seed_003_resnet50_intensity_is_its_batch_128_value():
 def test_every_seed_has_its_tables_transcribed():
     assert set(published.EPOCHS_000.model) == set(published.COMPLEXITY_000.model)
     assert len(published.EPOCHS_000) == len(published.UTILISATION_000) == 12
-    assert published.THROUGHPUT_000.set_index(["model", "device_class"]).peak_gpu_mem_mb[("resnet50", "t4")] == 11345
-    assert len(published.ACHIEVED_003) == 8 and set(published.PEAKS_003.device_class) == {"rtx4080", "cpu", "t4"}
+    assert (
+        published.THROUGHPUT_000.set_index(["model", "device_class"]).peak_gpu_mem_mb[("resnet50", "t4")]
+        == 11345
+    )
+    assert len(published.ACHIEVED_003) == 8 and set(published.PEAKS_003.device_class) == {
+        "rtx4080",
+        "cpu",
+        "t4",
+    }
     assert published.BACKENDS_001.set_index("backend").throughput_img_s["numba_cuda"] == 71758
     assert published.TELEMETRY_002.gpu_util_pct.max() == 69
     assert published.MEMORY_004.set_index("component").gpu_mb["total"] == 274.1
@@ -76,7 +83,9 @@ def test_seed_tables_exist_once_and_05s_names_are_the_same_objects():
     from cnnbench import scratch
 
     assert scratch.published is published  # 05's name for the seeds' numbers is the one module, no alias
-    assert "gradient" in set(published.OPS_004.operation)  # cnnbench.scratch's op kind, so beside_seed_004 joins
+    assert "gradient" in set(
+        published.OPS_004.operation
+    )  # cnnbench.scratch's op kind, so beside_seed_004 joins
     assert published.TIMES_004.set_index("what").cpu_ms["total_training"] == pytest.approx(42.3e3)
 
 
@@ -100,8 +109,17 @@ def test_published_tables_shown_alone_and_labelled_without_our_csv():
     alone = analysis.beside(published.BACKENDS_001, pd.DataFrame(), "backend", "backends")
     assert alone.source.unique().tolist() == [f"published by {published.SEED_001}"]
     assert "no run of this analysis wrote backends.csv" in alone.note.iloc[0]
-    ours = pd.DataFrame([{"run_name": "laptop", "backend": "torch_cpu", "epoch_s": 3.0, "throughput_img_s": 2e4,
-                          "status": "ok"}])
+    ours = pd.DataFrame(
+        [
+            {
+                "run_name": "laptop",
+                "backend": "torch_cpu",
+                "epoch_s": 3.0,
+                "throughput_img_s": 2e4,
+                "status": "ok",
+            }
+        ]
+    )
     both = analysis.beside(published.BACKENDS_001, ours, "backend", "backends")
     assert both.source.tolist()[-1] == "ours: laptop" and both.epoch_s.tolist()[-1] == 3.0
 
@@ -113,16 +131,29 @@ def test_epochs_beside_published_label_the_6400_image_epoch():
 
 
 def test_epoch_images_caps_every_epoch(tmp_path):
-    run = cnnbench.open_run(SMOKE, {"epoch_mode": True, "epoch_images": 24, "models": ["mnist_cnn"]}, tmp_path / "r")
+    run = cnnbench.open_run(
+        SMOKE, {"epoch_mode": True, "epoch_images": 24, "models": ["mnist_cnn"]}, tmp_path / "r"
+    )
     row = scenarios.epochs(run).iloc[0]  # batch 16: the epoch stops at the batch that reaches 24 images
     assert row.status == "ok" and row.train_images == 32 and row.val_images == 32 and row.epoch_images == 24
-    run = cnnbench.open_run(SMOKE, {"epoch_mode": True, "epoch_images": 24, "epoch_images_per_model": {"mnist_cnn": 16},
-                                    "models": ["mnist_cnn"]}, tmp_path / "s")
+    run = cnnbench.open_run(
+        SMOKE,
+        {
+            "epoch_mode": True,
+            "epoch_images": 24,
+            "epoch_images_per_model": {"mnist_cnn": 16},
+            "models": ["mnist_cnn"],
+        },
+        tmp_path / "s",
+    )
     assert scenarios.epochs(run).iloc[0].train_images == 16
 
 
 def test_seeds_full_reproduces_seed_000s_epoch_and_keys_are_validated():
-    assert params.load(ROOT / "params" / "seeds_full.yaml", {"download": True}, check_device=False).epoch_images == 6400
+    assert (
+        params.load(ROOT / "params" / "seeds_full.yaml", {"download": True}, check_device=False).epoch_images
+        == 6400
+    )
     with pytest.raises(params.ParamsError, match="epoch_images"):
         params.load(SMOKE, {"epoch_images": -1}, check_device=False)
     with pytest.raises(params.ParamsError, match="epoch_images_per_model"):
@@ -130,45 +161,105 @@ def test_seeds_full_reproduces_seed_000s_epoch_and_keys_are_validated():
 
 
 def test_seed_004_ops_beside_our_ms_per_op_kind_per_run():
-    ops = pd.DataFrame([{"run_name": run, "model": "mlp", "op_kind": kind, "op": f"{kind}_{i}", "backend": backend,
-                         "median_ms": ms * (2 if run == "b" else 1), "mean_ms": ms, "status": "ok", "phase": "forward"}
-                        for run in ("a", "b") for kind, ms in (("matmul", 1.0), ("relu", 0.25))
-                        for backend in ("numpy", "torch_cpu") for i in range(2)])
+    ops = pd.DataFrame(
+        [
+            {
+                "run_name": run,
+                "model": "mlp",
+                "op_kind": kind,
+                "op": f"{kind}_{i}",
+                "backend": backend,
+                "median_ms": ms * (2 if run == "b" else 1),
+                "mean_ms": ms,
+                "status": "ok",
+                "phase": "forward",
+            }
+            for run in ("a", "b")
+            for kind, ms in (("matmul", 1.0), ("relu", 0.25))
+            for backend in ("numpy", "torch_cpu")
+            for i in range(2)
+        ]
+    )
     t = analysis.ops_beside_published(ops).set_index(["run_name", "op_kind"])
-    assert t.loc[("a", "matmul"), "ours_ms: numpy"] == 2.0 and t.loc[("b", "relu"), "ours_ms: torch_cpu"] == 1.0
+    assert (
+        t.loc[("a", "matmul"), "ours_ms: numpy"] == 2.0 and t.loc[("b", "relu"), "ours_ms: torch_cpu"] == 1.0
+    )
     assert t.loc[("b", "matmul"), f"published by {published.SEED_004}: numpy_ms"] == 42.3
     alone = analysis.ops_beside_published(pd.DataFrame())
     assert "no run of this analysis wrote backend_ops.csv" in alone.note.iloc[0]
 
 
 def test_seed_002_snapshots_beside_our_telemetry_summarised_per_run_configuration_and_gpu():
-    rows = [{"run_name": "gpu", "device_name": "T4", "source": "scenario_a", "model": model, "phase": "train",
-             "batch_size": 64, "t_s": t / 10, "metric": metric, "value": value + gpu * 100 + t % 2,
-             "device_index": gpu if metric != "util_cpu_pct" else pd.NA}
-            for model in ("resnet18", "resnet50") for t in range(500) for gpu in (0, 1)
-            for metric, value in (("util_device_pct", 50.0), ("gpu_power_w", 70.0), ("gpu_temp_c", 60.0),
-                                  ("gpu_mem_used_mib", 3000.0), ("util_cpu_pct", 20.0))]
+    rows = [
+        {
+            "run_name": "gpu",
+            "device_name": "T4",
+            "source": "scenario_a",
+            "model": model,
+            "phase": "train",
+            "batch_size": 64,
+            "t_s": t / 10,
+            "metric": metric,
+            "value": value + gpu * 100 + t % 2,
+            "device_index": gpu if metric != "util_cpu_pct" else pd.NA,
+        }
+        for model in ("resnet18", "resnet50")
+        for t in range(500)
+        for gpu in (0, 1)
+        for metric, value in (
+            ("util_device_pct", 50.0),
+            ("gpu_power_w", 70.0),
+            ("gpu_temp_c", 60.0),
+            ("gpu_mem_used_mib", 3000.0),
+            ("util_cpu_pct", 20.0),
+        )
+    ]
     t = analysis.telemetry_beside_published(pd.DataFrame(rows))
     assert len(t) == len(published.TELEMETRY_002) + 4  # 2 configurations x 2 GPUs, not one row per sample
     ours = t[t.source == "ours: gpu"].set_index(["model", "gpu"])
-    assert ours.loc[("resnet18", 1), "gpu_util_mean_pct"] == 150.5 and ours.loc[("resnet18", 1), "gpu_util_max_pct"] == 151
-    assert ours.loc[("resnet50", 0), "gpu_power_w_mean"] == 70.5 and ours.loc[("resnet50", 0), "gpu_temp_c_max"] == 61
+    assert (
+        ours.loc[("resnet18", 1), "gpu_util_mean_pct"] == 150.5
+        and ours.loc[("resnet18", 1), "gpu_util_max_pct"] == 151
+    )
+    assert (
+        ours.loc[("resnet50", 0), "gpu_power_w_mean"] == 70.5
+        and ours.loc[("resnet50", 0), "gpu_temp_c_max"] == 61
+    )
     assert ours.loc[("resnet50", 0), "gpu_mem_used_max_mib"] == 3001 and (ours.samples == 500).all()
     assert "metric" not in t and "value" not in t
     cpu_only = pd.DataFrame(rows)[lambda d: d.metric == "util_cpu_pct"]
-    assert "no run of this analysis sampled a GPU" in analysis.telemetry_beside_published(cpu_only).note.iloc[0]
+    assert (
+        "no run of this analysis sampled a GPU" in analysis.telemetry_beside_published(cpu_only).note.iloc[0]
+    )
 
 
 def _backend_rows(model, backend, rates, run="laptop"):
-    return [{"run_name": run, "backend": backend, "model": model, "device_name": "cpu", "threads": 2, "epoch": i + 1,
-             "steps": 10, "images": 1000, "epoch_s": 1000 / r, "train_loss": 0.5, "test_accuracy": 0.9, "jit_s": None,
-             "status": "ok"} for i, r in enumerate(rates)]
+    return [
+        {
+            "run_name": run,
+            "backend": backend,
+            "model": model,
+            "device_name": "cpu",
+            "threads": 2,
+            "epoch": i + 1,
+            "steps": 10,
+            "images": 1000,
+            "epoch_s": 1000 / r,
+            "train_loss": 0.5,
+            "test_accuracy": 0.9,
+            "jit_s": None,
+            "status": "ok",
+        }
+        for i, r in enumerate(rates)
+    ]
 
 
 def test_seed_001_is_beside_our_cnn_only_with_a_model_column():
     # issue 17: 08's table stacked the MLP's rows (numpy 1,404,098 img/s) with seed 001's CNN, no model column
-    ours = pd.DataFrame(_backend_rows("mnist_cnn", "numpy", [4000, 5000, 6000])
-                        + _backend_rows("mlp", "numpy", [1.4e6, 1.4e6]))
+    ours = pd.DataFrame(
+        _backend_rows("mnist_cnn", "numpy", [4000, 5000, 6000])
+        + _backend_rows("mlp", "numpy", [1.4e6, 1.4e6])
+    )
     t = analysis.backends_beside_001(ours)
     assert "model" in t.columns and set(t.model) == {"mnist_cnn"}
     mine = t[t.source == "ours: laptop"]
@@ -176,13 +267,26 @@ def test_seed_001_is_beside_our_cnn_only_with_a_model_column():
     assert mine.throughput_img_s.iloc[0] == pytest.approx(2000 / (1000 / 5000 + 1000 / 6000))  # epochs 2-3
     assert t.throughput_img_s.max() < 1e6
     alone = analysis.backends_beside_001(pd.DataFrame(_backend_rows("mlp", "numpy", [1.4e6])))
-    assert "no run of this analysis wrote backends.csv" in alone.note.iloc[0] and set(alone.model) == {"mnist_cnn"}
+    assert "no run of this analysis wrote backends.csv" in alone.note.iloc[0] and set(alone.model) == {
+        "mnist_cnn"
+    }
 
 
 def test_seed_004_memory_blocks_are_labelled_and_the_mlp_only():
-    rows = [{"run_name": "laptop", "backend": b, "model": m, "component": c, "computed_mib": 1.0,
-             "measured_mib": 2.0, "status": "ok"}
-            for m in ("mnist_cnn", "mlp") for b in ("numpy", "torch_cpu") for c in ("parameters", "step_total")]
+    rows = [
+        {
+            "run_name": "laptop",
+            "backend": b,
+            "model": m,
+            "component": c,
+            "computed_mib": 1.0,
+            "measured_mib": 2.0,
+            "status": "ok",
+        }
+        for m in ("mnist_cnn", "mlp")
+        for b in ("numpy", "torch_cpu")
+        for c in ("parameters", "step_total")
+    ]
     t = analysis.memory_mb_beside_004(pd.DataFrame(rows))
     assert t[["source", "backend", "model", "component"]].notna().all().all()
     blocks = list(dict.fromkeys(zip(t.source, t.backend, t.model, strict=True)))
@@ -197,15 +301,31 @@ def test_seeds_full_reproduces_each_seeds_configuration_with_the_real_validation
     """Issue 18: params/seeds_full.yaml, loaded by cnnbench.params.load, holds each seed's keys where one file can."""
     p = params.load(ROOT / "params" / "seeds_full.yaml", {"download": True}, check_device=False)
     s000, s001, s003, s004 = (published.setup(s) for s in ("000", "001", "003", "004"))
-    assert p.max_batches * p.batch_size == published.EPOCH_IMAGES_000 == p.epoch_images  # 000's 6,400-image epoch
-    assert (p.dataset, p.image_size, p.num_classes, p.workers) == ("tiny_imagenet", s000["image_px"],
-                                                                   s000["classes"], s000["workers"])
+    assert (
+        p.max_batches * p.batch_size == published.EPOCH_IMAGES_000 == p.epoch_images
+    )  # 000's 6,400-image epoch
+    assert (p.dataset, p.image_size, p.num_classes, p.workers) == (
+        "tiny_imagenet",
+        s000["image_px"],
+        s000["classes"],
+        s000["workers"],
+    )
     assert p.batch_size_for("squeezenet1_1") == s000["batch_size_squeezenet1_1"]
     assert (p.warmup_steps, p.measured_steps) == (s003["warmup_iterations"], s003["measured_iterations"])
     assert p.sweep["resnet50"] == sorted(published.AI_BY_BATCH_003)  # 003's batches, 64 included
-    assert (p.scratch_epochs, p.scratch_batch_size, p.scratch_lr) == (s001["epochs"], s001["batch_size"], s001["lr"])
-    assert (p.scratch_mlp_steps, p.scratch_mlp_lr, p.scratch_dataset) == (s004["iterations"], s004["lr"], "mnist")
-    assert p.profile_models == ["densenet121"] and p.profile_batch_size in set(published.TELEMETRY_002.batch_size)
+    assert (p.scratch_epochs, p.scratch_batch_size, p.scratch_lr) == (
+        s001["epochs"],
+        s001["batch_size"],
+        s001["lr"],
+    )
+    assert (p.scratch_mlp_steps, p.scratch_mlp_lr, p.scratch_dataset) == (
+        s004["iterations"],
+        s004["lr"],
+        "mnist",
+    )
+    assert p.profile_models == ["densenet121"] and p.profile_batch_size in set(
+        published.TELEMETRY_002.batch_size
+    )
     assert sorted(p.transfer_batch_sizes) == sorted(published.TELEMETRY_002.batch_size.unique())
     assert p.transfer_epochs == published.setup("002")["epochs"] and p.optimizer == "adam"
     text = (ROOT / "params" / "seeds_full.yaml").read_text()

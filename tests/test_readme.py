@@ -19,11 +19,19 @@ def test_readme_cnn_backend_rates_are_the_medians_of_the_example_epochs():
     # issue 17: the README called epoch 3's rates (14,889 / 16,034 / 5,668 img/s) the "median epoch"; the
     # sentence lives in docs/example.md since issue 31
     text = _words(DOCS / "example.md")
-    found = re.search(r"the MNIST CNN trains at ([\d,]+) img/s on numba_cpu, ([\d,]+) on torch_cpu and ([\d,]+) on "
-                      r"numpy \(([^)]*)\)", text)
+    found = re.search(
+        r"the MNIST CNN trains at ([\d,]+) img/s on numba_cpu, ([\d,]+) on torch_cpu and ([\d,]+) on "
+        r"numpy \(([^)]*)\)",
+        text,
+    )
     assert found, "docs/example.md's sentence on the from-scratch backends is gone or reworded"
-    quoted = dict(zip(("numba_cpu", "torch_cpu", "numpy"), (int(g.replace(",", "")) for g in found.groups()[:3]),
-                      strict=True))
+    quoted = dict(
+        zip(
+            ("numba_cpu", "torch_cpu", "numpy"),
+            (int(g.replace(",", "")) for g in found.groups()[:3]),
+            strict=True,
+        )
+    )
     b = pd.read_csv(EXAMPLE / "backends.csv")
     cnn = b[(b.model == "mnist_cnn") & (b.status == "ok")]
     assert cnn.groupby("backend").epoch.count().loc[list(quoted)].eq(3).all()
@@ -43,8 +51,12 @@ def test_click_explorer_never_deletes_a_clones_runs_unasked(tmp_path):
     (tmp_path / "notebooks" / "08_analysis.ipynb").write_text("{}")
     (tmp_path / "outputs" / "my-run").mkdir(parents=True)
     (tmp_path / "outputs" / "my-run" / "scenario_a.csv").write_text("model\\nresnet18\\n")
-    done = subprocess.run([sys.executable, str(ROOT / "tools" / "click_explorer.py"), "--clone", str(tmp_path)],
-                          capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "tools" / "click_explorer.py"), "--clone", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode != 0 and "--clear-outputs" in done.stderr and "my-run" in done.stderr
     assert (tmp_path / "outputs" / "my-run" / "scenario_a.csv").is_file()
 
@@ -55,8 +67,10 @@ def test_readme_times_are_the_examples_record_and_it_names_no_path_outside_the_c
 
     from cnnbench import eta
 
-    took = sum(json.loads(nb.read_text())["metadata"]["papermill"]["duration"]
-               for nb in (EXAMPLE / "notebooks").glob("*.ipynb"))
+    took = sum(
+        json.loads(nb.read_text())["metadata"]["papermill"]["duration"]
+        for nb in (EXAMPLE / "notebooks").glob("*.ipynb")
+    )
     text, example = _words(ROOT / "README.md"), _words(DOCS / "example.md")
     # "Two commands" in the README, "What the example shows" in docs/example.md (the README's before issue 31)
     assert text.count(f"took {eta.duration(took)}") == 1 and example.count(f"took {eta.duration(took)}") == 1
@@ -73,8 +87,15 @@ def test_a_newcomer_reads_the_readme_in_minutes_and_finds_every_page_it_moved_to
     assert len(text.split()) < 2000
     assert "make report" in text and "make test" in text and "docs/seeds.md" in text
     linked = set(re.findall(r"\]\(docs/([a-z_]+\.md)", text))
-    written_here = {"measurement.md", "outputs.md", "running.md", "devices.md", "compare.md", "example.md",
-                    "development.md"}  # seeds.md comes from its own branch
+    written_here = {
+        "measurement.md",
+        "outputs.md",
+        "running.md",
+        "devices.md",
+        "compare.md",
+        "example.md",
+        "development.md",
+    }  # seeds.md comes from its own branch
     assert written_here | {"seeds.md"} <= linked and all((DOCS / page).is_file() for page in written_here)
     for page in (ROOT / "README.md", *DOCS.glob("*.md")):  # no machine's path, no session's story
         words = _words(page)

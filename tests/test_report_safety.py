@@ -17,8 +17,22 @@ EXAMPLE = ROOT / "examples" / "example-cpu-2core"
 SCRIPT = "<script>alert('x')</script>"
 IMG = "<img src=x onerror=alert(2)>"
 # free-text columns a hostile run folder fills; the rest keep what the analysis needs to run at all
-TEXT_COLUMNS = ("device_name", "host", "host_id", "machine_note", "error", "bandwidth_note", "roof_note", "level",
-                "cpu_fallback_ops", "gpu_throttle_reasons", "isolation", "step_time_source", "config", "note")
+TEXT_COLUMNS = (
+    "device_name",
+    "host",
+    "host_id",
+    "machine_note",
+    "error",
+    "bandwidth_note",
+    "roof_note",
+    "level",
+    "cpu_fallback_ops",
+    "gpu_throttle_reasons",
+    "isolation",
+    "step_time_source",
+    "config",
+    "note",
+)
 
 
 @pytest.fixture(autouse=True)
@@ -33,7 +47,9 @@ def _pipeline_state_restored(monkeypatch):
 
 
 def _copy(target):
-    shutil.copytree(EXAMPLE, target, ignore=shutil.ignore_patterns("report.html", "trace_*", "ddp", "*.inputs.json"))
+    shutil.copytree(
+        EXAMPLE, target, ignore=shutil.ignore_patterns("report.html", "trace_*", "ddp", "*.inputs.json")
+    )
     return target
 
 
@@ -42,24 +58,42 @@ def _hostile(target):
     executed notebooks' markdown, and the folder's own name."""
     run = _copy(target)
     env = results.read_json(run / "environment.json")
-    results.write_json(run / "environment.json", {k: (SCRIPT if isinstance(v, str) and k != "host_id" else v)
-                                                  for k, v in env.items()})
+    results.write_json(
+        run / "environment.json",
+        {k: (SCRIPT if isinstance(v, str) and k != "host_id" else v) for k, v in env.items()},
+    )
     prm = results.read_json(run / "params.json")
-    prm.update(params_file=SCRIPT, data_path=IMG, transfer_data_path=SCRIPT, scratch_data_path=SCRIPT,
-               overrides={"x": SCRIPT})
+    prm.update(
+        params_file=SCRIPT,
+        data_path=IMG,
+        transfer_data_path=SCRIPT,
+        scratch_data_path=SCRIPT,
+        overrides={"x": SCRIPT},
+    )
     results.write_json(run / "params.json", prm)
     for csv in run.glob("*.csv"):
         rows = results.read_rows(csv)
         hit = [c for c in TEXT_COLUMNS if rows and c in rows[0]]
         if hit:
-            results.write_rows(csv, [{**r, **{c: SCRIPT if i % 2 else IMG for i, c in enumerate(hit)}} for r in rows])
+            results.write_rows(
+                csv, [{**r, **{c: SCRIPT if i % 2 else IMG for i, c in enumerate(hit)}} for r in rows]
+            )
     nb = run / "notebooks" / "02_scenario_a.ipynb"
     text = json.loads(nb.read_text())
-    text["cells"].append({"cell_type": "markdown", "metadata": {},
-                          "source": f"planted {SCRIPT} {IMG} [click](javascript:alert(4))"})
+    text["cells"].append(
+        {
+            "cell_type": "markdown",
+            "metadata": {},
+            "source": f"planted {SCRIPT} {IMG} [click](javascript:alert(4))",
+        }
+    )
     text["cells"][-2].setdefault("outputs", []).append(
-        {"output_type": "display_data", "metadata": {}, "data": {"text/html": f"<p>{SCRIPT}{IMG}</p>",
-                                                                 "application/javascript": "alert(3)"}})
+        {
+            "output_type": "display_data",
+            "metadata": {},
+            "data": {"text/html": f"<p>{SCRIPT}{IMG}</p>", "application/javascript": "alert(3)"},
+        }
+    )
     nb.write_text(json.dumps(text))
     return run
 
@@ -100,7 +134,9 @@ def test_every_path_given_to_compare_fails_in_one_line(tmp_path, capsys, option)
     """Issue 30: `cnnbench compare --out` inside /proc ended in pathlib's traceback."""
     outputs = tmp_path / "outputs"
     _copy(outputs / "a")
-    args = ["a", "seeds", "--outputs", str(outputs)] + ([option, "/proc/cnnbench/x"] if option == "--out" else [])
+    args = ["a", "seeds", "--outputs", str(outputs)] + (
+        [option, "/proc/cnnbench/x"] if option == "--out" else []
+    )
     if option == "--outputs":
         args = ["a", "seeds", "--outputs", "/proc/cnnbench/x"]
     rc = pipeline.main(["compare", *args])
@@ -120,7 +156,9 @@ def _break(run, how):
         (run / "scenario_a.csv").write_text(text[: len(text) - len(text.splitlines()[-1]) // 2 - 1])
     elif how == "environment of wrong types":
         env = results.read_json(run / "environment.json")
-        results.write_json(run / "environment.json", {**env, "device_name": ["x"], "cpu_physical_cores": "two"})
+        results.write_json(
+            run / "environment.json", {**env, "device_name": ["x"], "cpu_physical_cores": "two"}
+        )
     elif how == "FAILED.txt":
         (run / "FAILED.txt").write_text("This run did not finish: killed\n")
     elif how == "future schema":
@@ -128,7 +166,9 @@ def _break(run, how):
         results.write_json(run / "environment.json", {**env, "schema_version": 99})
 
 
-@pytest.mark.parametrize("how", ["half-written row", "environment of wrong types", "FAILED.txt", "future schema"])
+@pytest.mark.parametrize(
+    "how", ["half-written row", "environment of wrong types", "FAILED.txt", "future schema"]
+)
 def test_report_and_compare_give_one_verdict_on_a_broken_run(tmp_path, capsys, monkeypatch, how):
     """Issue 30: a scenario_a.csv cut in half was refused by compare while report exited 0 and showed the half
     row's rate; compare compared a run with FAILED.txt as complete; a future schema made report exit 1, not 2."""
@@ -157,7 +197,9 @@ def test_cnnbench_report_never_truncates_the_runs_progress_log(tmp_path, monkeyp
     executed = run / "notebooks" / "08_analysis.ipynb"
     kept = executed.read_bytes()
     assert before
-    monkeypatch.setattr(papermill, "execute_notebook", lambda source, output, **kw: Path(output).write_bytes(kept))
+    monkeypatch.setattr(
+        papermill, "execute_notebook", lambda source, output, **kw: Path(output).write_bytes(kept)
+    )
     monkeypatch.setattr(pipeline, "_analysis_kept", lambda *a: [])
     assert pipeline.main(["report", str(run)]) == 0, capsys.readouterr().err
     assert "08_analysis over the results on disk" in capsys.readouterr().out

@@ -19,10 +19,23 @@ def test_show_hides_no_row_or_column():
 
 
 def test_utilisation_and_memory_columns_carry_their_units():
-    row = {"run_name": "r", "device_name": "cpu", "model": "m", "phase": "train", "precision": "fp32",
-           "memory_format": "nchw", "compile": False, "batch_size": 8, "status": "ok", "util_cpu_mean_pct": 50.0,
-           "util_device_mean_pct": 90.0, "peak_rss_mib": 100.0, "peak_device_mem_mib": 10.0,
-           "throughput_img_s": 5.0, "throughput_ci95_img_s": 0.1}
+    row = {
+        "run_name": "r",
+        "device_name": "cpu",
+        "model": "m",
+        "phase": "train",
+        "precision": "fp32",
+        "memory_format": "nchw",
+        "compile": False,
+        "batch_size": 8,
+        "status": "ok",
+        "util_cpu_mean_pct": 50.0,
+        "util_device_mean_pct": 90.0,
+        "peak_rss_mib": 100.0,
+        "peak_device_mem_mib": 10.0,
+        "throughput_img_s": 5.0,
+        "throughput_ci95_img_s": 0.1,
+    }
     util = tables.utilisation(pd.DataFrame([row]))
     assert {"util_cpu_mean_pct", "util_device_mean_pct"} <= set(util.columns)
     assert {"peak_rss_mib", "peak_device_mem_mib"} <= set(tables.measured(pd.DataFrame([row])).columns)
@@ -31,8 +44,16 @@ def test_utilisation_and_memory_columns_carry_their_units():
 
 def _run(outputs, name, params_file="params/local.yaml", schema=SCHEMA_VERSION):
     d = outputs / name
-    results.write_json(d / "environment.json", {"schema_version": schema, "device_kind": "cpu", "device_name": "AMD EPYC",
-                                                "host": f"AMD EPYC ({len(name)} cores)", "host_id": name})
+    results.write_json(
+        d / "environment.json",
+        {
+            "schema_version": schema,
+            "device_kind": "cpu",
+            "device_name": "AMD EPYC",
+            "host": f"AMD EPYC ({len(name)} cores)",
+            "host_id": name,
+        },
+    )
     results.write_json(d / "params.json", {"params_file": params_file, "run_name": name})
     return d
 
@@ -78,11 +99,18 @@ def test_combined_report_names_runs_hosts_and_what_it_left_out(tmp_path):
 def test_combined_report_leaves_out_failed_and_other_schema_runs_and_counts_what_it_merges(tmp_path):
     _run(tmp_path, "laptop")
     _run(tmp_path, "workstation")
-    (_run(tmp_path, "broken") / "FAILED.txt").write_text("This run did not finish: 02_scenario_a failed\nwhen: x\n")
+    (_run(tmp_path, "broken") / "FAILED.txt").write_text(
+        "This run did not finish: 02_scenario_a failed\nwhen: x\n"
+    )
     _run(tmp_path, "ancient", schema=SCHEMA_VERSION - 1)
     runs, excluded = report.combined_runs(tmp_path)
-    assert [d.name for d in runs] == ["laptop", "workstation"]  # the pipeline starts a combined report on these
-    assert excluded["ancient"] == f"schema version {SCHEMA_VERSION - 1} (this workbook reads {SCHEMA_VERSION})"
+    assert [d.name for d in runs] == [
+        "laptop",
+        "workstation",
+    ]  # the pipeline starts a combined report on these
+    assert (
+        excluded["ancient"] == f"schema version {SCHEMA_VERSION - 1} (this workbook reads {SCHEMA_VERSION})"
+    )
     assert excluded["broken"] == "failed run (FAILED.txt: This run did not finish: 02_scenario_a failed)"
     nb = tmp_path / "08.ipynb"
     nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# 08 analysis")]), nb)
@@ -113,7 +141,10 @@ def test_combined_report_leaves_out_a_broken_run_folder_with_its_reason(tmp_path
     (_run(tmp_path, "garbled2") / "params.json").write_text("[1, 2")
     runs, excluded = report.combined_runs(tmp_path)
     assert [d.name for d in runs] == ["laptop", "workstation"]
-    assert excluded["garbled"].startswith("broken run (environment.json") and "broken run (params.json" in excluded["garbled2"]
+    assert (
+        excluded["garbled"].startswith("broken run (environment.json")
+        and "broken run (params.json" in excluded["garbled2"]
+    )
     nb = tmp_path / "08.ipynb"
     nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# 08 analysis")]), nb)
     path, n = report.build_combined_report(tmp_path, nb)
@@ -130,19 +161,27 @@ def test_a_run_report_opens_with_its_summary_read_from_the_runs_csvs(tmp_path):
     from conftest import ROOT
 
     run_dir = tmp_path / "example-cpu-2core"
-    shutil.copytree(ROOT / "examples" / "example-cpu-2core", run_dir,
-                    ignore=shutil.ignore_patterns("notebooks", "figures", "report.html", "trace_*"))
+    shutil.copytree(
+        ROOT / "examples" / "example-cpu-2core",
+        run_dir,
+        ignore=shutil.ignore_patterns("notebooks", "figures", "report.html", "trace_*"),
+    )
     page = report.build_run_report(run_dir, []).read_text()
     headings = re.findall(r"<h2[^>]*>(.*?)<", page)
     assert headings[0].startswith("Summary") and page.index('id="Summary"') < page.index('id="Contents"')
     assert "<details><summary>Parameters" in page and "<details><summary>Environment" in page
     assert "<details open>" not in page
-    env = page[page.index("<details><summary>Environment"):]
+    env = page[page.index("<details><summary>Environment") :]
     assert "cpu_isa" in env and "cpu_bf16_native" in env  # 00 is left out of the body: nothing of it is lost
-    top = page[page.index('id="Summary"'):page.index('id="Contents"')]
+    top = page[page.index('id="Summary"') : page.index('id="Contents"')]
     a = pd.read_csv(run_dir / "scenario_a.csv")
-    r50 = a[(a.model == "resnet50") & (a.phase == "train") & (a.precision == "fp32") & (a.memory_format == "nchw")
-            & ~a["compile"]].iloc[0]
+    r50 = a[
+        (a.model == "resnet50")
+        & (a.phase == "train")
+        & (a.precision == "fp32")
+        & (a.memory_format == "nchw")
+        & ~a["compile"]
+    ].iloc[0]
     # the interval is rounded to two significant digits, the rate to the same decimal
     assert f"{r50.throughput_img_s:.1f} ± {r50.throughput_ci95_img_s:.1f}" in top
     peaks = pd.read_csv(run_dir / "device_peaks.csv")
@@ -151,9 +190,14 @@ def test_a_run_report_opens_with_its_summary_read_from_the_runs_csvs(tmp_path):
     best = pd.read_csv(run_dir / "tuning.csv").query("row_kind == 'best'").iloc[0]
     assert best.config in top and overview.with_interval(best.speedup_x, best.speedup_ci95_x) + "x" in top
     assert "Beside the seeds" in top and "How quiet was the machine?" in top
-    beside = top[top.index("Beside the seeds"):]  # our rate keeps its interval there too (the re-walk)
-    r18 = a[(a.model == "resnet18") & (a.phase == "train") & (a.precision == "fp32") & (a.memory_format == "nchw")
-            & ~a["compile"]].iloc[0]
+    beside = top[top.index("Beside the seeds") :]  # our rate keeps its interval there too (the re-walk)
+    r18 = a[
+        (a.model == "resnet18")
+        & (a.phase == "train")
+        & (a.precision == "fp32")
+        & (a.memory_format == "nchw")
+        & ~a["compile"]
+    ].iloc[0]
     assert overview.with_interval(r18.throughput_img_s, r18.throughput_ci95_img_s) in beside
     env = json.loads((run_dir / "environment.json").read_text())
     assert env["cpu_model"] in top
@@ -173,12 +217,21 @@ def test_intervals_set_the_decimals_shown():
 
 def test_a_wide_table_moves_constant_columns_to_its_caption_rounds_to_its_interval_and_puts_verdicts_first():
     """Issue 20: 21 of 76 report tables were wider than the page."""
-    df = pd.DataFrame({
-        "model": ["resnet50", "resnet18"], "device_name": ["AMD EPYC"] * 2, "precision": ["fp32"] * 2,
-        "memory_format": ["nchw"] * 2, "image_size": [64, 64], "batch_size": [128, 64],
-        "throughput_img_s": [40.60034, 21950.2], "throughput_ci95_img_s": [1.8042, 1781.0],
-        "speedup_x": [1.2104, 0.99], "speedup_ci95_x": [0.0981, float("nan")], "status": ["ok", "oom"],
-    })
+    df = pd.DataFrame(
+        {
+            "model": ["resnet50", "resnet18"],
+            "device_name": ["AMD EPYC"] * 2,
+            "precision": ["fp32"] * 2,
+            "memory_format": ["nchw"] * 2,
+            "image_size": [64, 64],
+            "batch_size": [128, 64],
+            "throughput_img_s": [40.60034, 21950.2],
+            "throughput_ci95_img_s": [1.8042, 1781.0],
+            "speedup_x": [1.2104, 0.99],
+            "speedup_ci95_x": [0.0981, float("nan")],
+            "status": ["ok", "oom"],
+        }
+    )
     out, caption = tables.trimmed(df)
     assert caption == "device_name=AMD EPYC; precision=fp32; memory_format=nchw; image_size=64"
     assert list(out.columns) == ["status", "model", "batch_size", "throughput_img_s", "speedup_x"]
@@ -186,7 +239,9 @@ def test_a_wide_table_moves_constant_columns_to_its_caption_rounds_to_its_interv
     assert list(out.throughput_img_s) == ["40.6\u00a0±\u00a01.8", "22,000\u00a0±\u00a01,800"]
     assert list(out.speedup_x) == ["1.210\u00a0±\u00a00.098", "0.99"]
     page = tables.trimmed_html(df)
-    assert "the same in every row: device_name=AMD EPYC" in page and page.index(">status<") < page.index(">model<")
+    assert "the same in every row: device_name=AMD EPYC" in page and page.index(">status<") < page.index(
+        ">model<"
+    )
     shown = tables.show(df, "rates (images/s)").data  # 08's tables too
     assert "<b>rates (images/s)</b>" in shown and "the same in every row: device_name=AMD EPYC" in shown
     assert ">22,000\u00a0±\u00a01,800<" in shown and ">precision<" not in shown
@@ -214,8 +269,13 @@ def test_a_rate_wider_than_its_interval_is_never_rounded_to_zero():
     supports), 553 as 1,000. A value keeps at least two significant digits of its own."""
     from cnnbench import tables
 
-    df = pd.DataFrame({"throughput_img_s": [95.0, 15.0, 553.0, 1719.53], "throughput_ci95_img_s": [6400.0] * 3 + [12.0],
-                       **{f"c{i}": [i, i + 1, i, i] for i in range(8)}})
+    df = pd.DataFrame(
+        {
+            "throughput_img_s": [95.0, 15.0, 553.0, 1719.53],
+            "throughput_ci95_img_s": [6400.0] * 3 + [12.0],
+            **{f"c{i}": [i, i + 1, i, i] for i in range(8)},
+        }
+    )
     out, _ = tables.trimmed(df)
     assert [v.split("\u00a0")[0] for v in out.throughput_img_s] == ["95", "15", "550", "1,720"]
 
@@ -223,13 +283,22 @@ def test_a_rate_wider_than_its_interval_is_never_rounded_to_zero():
 def _wide_tables():
     """The shapes of the walk's 9 tables wider than the page: 30 columns of long names and numbers, and the
     seeds' tables with a long ``differences`` text beside short columns."""
-    numbers = pd.DataFrame({f"train_throughput_process_{i}_img_s": [1719.5307 * (i + 1), 2726.9382] for i in range(30)})
-    seeds = pd.DataFrame({
-        "model": ["mobilenet_v2", "resnet18"], "source": ["published by 000", "published by 003"],
-        "published_train_img_s": [11.71, 10.0], "ours_train_img_s": [151.3, 112.9],
-        "differences": ["000: Tiny-ImageNet (64x64) from disk, 4 workers, 1 epoch of 6,400 images, images / epoch "
-                        "time, one run; ours: synthetic 64x64, batch 128, device data mode, synchronised windows"] * 2,
-    })
+    numbers = pd.DataFrame(
+        {f"train_throughput_process_{i}_img_s": [1719.5307 * (i + 1), 2726.9382] for i in range(30)}
+    )
+    seeds = pd.DataFrame(
+        {
+            "model": ["mobilenet_v2", "resnet18"],
+            "source": ["published by 000", "published by 003"],
+            "published_train_img_s": [11.71, 10.0],
+            "ours_train_img_s": [151.3, 112.9],
+            "differences": [
+                "000: Tiny-ImageNet (64x64) from disk, 4 workers, 1 epoch of 6,400 images, images / epoch "
+                "time, one run; ours: synthetic 64x64, batch 128, device data mode, synchronised windows"
+            ]
+            * 2,
+        }
+    )
     return numbers, seeds
 
 
@@ -237,23 +306,32 @@ def test_headers_may_break_after_underscores_and_long_text_columns_get_a_share_o
     numbers, seeds = _wide_tables()
     page = tables.show(seeds, "seeds beside ours").data
     assert "<th>published_<wbr>train_<wbr>img_<wbr>s</th>" in page
-    cols = page[page.index("<colgroup>"):page.index("</colgroup>")]
+    cols = page[page.index("<colgroup>") : page.index("</colgroup>")]
     assert cols.count("<col>") == 4 and cols.count('<col class="text"') == 1
     assert cols.index('class="text"') > cols.rindex("<col>")  # the 5th column: differences
     indexed = tables.show(seeds.set_index("model"), "").data
-    assert indexed[indexed.index("<colgroup>"):indexed.index("</colgroup>")].count("<col>") == 4  # index + 3
+    assert (
+        indexed[indexed.index("<colgroup>") : indexed.index("</colgroup>")].count("<col>") == 4
+    )  # index + 3
     assert "<colgroup>" not in tables.show(numbers, "").data  # no long text: the CSS alone wraps it
 
 
 def test_the_report_wraps_every_table_inside_the_page(tmp_path):
     numbers, seeds = _wide_tables()
     nb = tmp_path / "08.ipynb"
-    cells = [nbformat.v4.new_code_cell("", outputs=[nbformat.v4.new_output(
-        "display_data", data={"text/html": tables.show(df, "wide").data})]) for df in (numbers, seeds)]
+    cells = [
+        nbformat.v4.new_code_cell(
+            "",
+            outputs=[
+                nbformat.v4.new_output("display_data", data={"text/html": tables.show(df, "wide").data})
+            ],
+        )
+        for df in (numbers, seeds)
+    ]
     nbformat.write(nbformat.v4.new_notebook(cells=cells), nb)
     page = report.build([nb], tmp_path / "report.html", "t", "# head").read_text()
-    css = page[page.index('<style id="cnnbench-tables">'):]
-    css = css[:css.index("</style>")]
+    css = page[page.index('<style id="cnnbench-tables">') :]
+    css = css[: css.index("</style>")]
     assert "table { table-layout: auto; max-width: 100%; }" in css
     assert "th, .jp-RenderedHTMLCommon td { overflow-wrap: anywhere; }" in css
     assert page.index('<style id="cnnbench-tables">') < page.index("</head>")
@@ -266,17 +344,33 @@ def test_a_table_that_fits_with_whole_words_breaks_none(tmp_path):
     ('phas e', 'speedup _x', 'a_ img_s', 'mobilenet_v 2'). A table whose words fit the page keeps them whole; only
     one that cannot fit otherwise (30 columns of numbers) may break inside them."""
     numbers, _ = _wide_tables()
-    table8 = pd.DataFrame({
-        "source": ["published by 000_6d833120f7fd5a11.txt", "ours: u1"], "model": ["mobilenet_v2", "mobilenet_v2"],
-        "phase": ["train", "train"], "a": ["t4", "u1 (AMD EPYC)"], "b": ["cpu", "000's cpu"],
-        "a_img_s": [float("nan"), 151.3], "a_ci95_img_s": [float("nan"), 4.1], "b_img_s": [float("nan"), 20.8],
-        "speedup_x": [21.4, 7.267], "speedup_ci95_x": [float("nan"), 0.197], "comparison": ["published", "not matched"],
-        "differences": ["its devices in its configuration: Tiny-ImageNet (64x64) from disk, 4 workers, one run",
-                        "not matched (other machine: 000's cpu); data: ours synthetic, theirs Tiny-ImageNet"],
-    })
+    table8 = pd.DataFrame(
+        {
+            "source": ["published by 000_6d833120f7fd5a11.txt", "ours: u1"],
+            "model": ["mobilenet_v2", "mobilenet_v2"],
+            "phase": ["train", "train"],
+            "a": ["t4", "u1 (AMD EPYC)"],
+            "b": ["cpu", "000's cpu"],
+            "a_img_s": [float("nan"), 151.3],
+            "a_ci95_img_s": [float("nan"), 4.1],
+            "b_img_s": [float("nan"), 20.8],
+            "speedup_x": [21.4, 7.267],
+            "speedup_ci95_x": [float("nan"), 0.197],
+            "comparison": ["published", "not matched"],
+            "differences": [
+                "its devices in its configuration: Tiny-ImageNet (64x64) from disk, 4 workers, one run",
+                "not matched (other machine: 000's cpu); data: ours synthetic, theirs Tiny-ImageNet",
+            ],
+        }
+    )
     nb = tmp_path / "08.ipynb"
-    cells = [nbformat.v4.new_code_cell("", outputs=[nbformat.v4.new_output(
-        "display_data", data={"text/html": tables.show(df, "t").data})]) for df in (numbers, table8)]
+    cells = [
+        nbformat.v4.new_code_cell(
+            "",
+            outputs=[nbformat.v4.new_output("display_data", data={"text/html": tables.show(df, "t").data})],
+        )
+        for df in (numbers, table8)
+    ]
     nbformat.write(nbformat.v4.new_notebook(cells=cells), nb)
     page = report.build([nb], tmp_path / "report.html", "t", "# head")
     seen = _table_overflow_in_chromium(page)
@@ -296,8 +390,13 @@ def _table_overflow_in_chromium(path, width=1024):
     from selenium.webdriver.chrome.service import Service
 
     options = Options()
-    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", f"--window-size={width},800",
-                f"--user-data-dir={path.parent / 'chromium'}"):
+    for arg in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        f"--window-size={width},800",
+        f"--user-data-dir={path.parent / 'chromium'}",
+    ):
         options.add_argument(arg)
     driver = webdriver.Chrome(service=Service(shutil.which("chromedriver")), options=options)
     try:
@@ -306,15 +405,18 @@ def _table_overflow_in_chromium(path, width=1024):
         driver.get(path.resolve().as_uri())
         # once in a full suite the query found no table at all: wait for the page, and look at every table
         WebDriverWait(driver, 30).until(
-            lambda d: d.execute_script("return document.readyState") == "complete"
-            and d.execute_script("return document.querySelectorAll('table').length") > 0
+            lambda d: (
+                d.execute_script("return document.readyState") == "complete"
+                and d.execute_script("return document.querySelectorAll('table').length") > 0
+            )
         )
         return driver.execute_script(
             "const page = document.documentElement.clientWidth;"
             "const ts = [...document.querySelectorAll('table')];"
             "return {tables: ts.length, page: page, wider: ts.map(t => t.getBoundingClientRect())"
             ".filter(r => r.right > page + 1).map(r => r.width), split: " + _SPLIT_WORDS + ", "
-            "words: ts.map(t => t.classList.contains('cnnbench-words'))};")
+            "words: ts.map(t => t.classList.contains('cnnbench-words'))};"
+        )
     finally:
         driver.quit()
 
@@ -342,12 +444,17 @@ _SPLIT_WORDS = """(() => {
 })()"""
 
 
-
 def test_a_notebooks_wide_table_shows_numbers_to_four_figures_as_08s_do():
     """The example's 02 table printed 120.3333, 0.0118 and 1091.4922 in 16 columns: the notebooks' display
     formatter (trimmed_html) wrote pandas' six decimals where 08's tables (show) write four figures."""
-    wide = pd.DataFrame({"throughput_process_min_img_s": [120.33331, 377.5096], "step_time_std_s": [0.011812, 0.0065],
-                         "peak_rss_mib": [1091.4922, 662.2656], **{f"c{i}": [i, i + 1] for i in range(8)}})
+    wide = pd.DataFrame(
+        {
+            "throughput_process_min_img_s": [120.33331, 377.5096],
+            "step_time_std_s": [0.011812, 0.0065],
+            "peak_rss_mib": [1091.4922, 662.2656],
+            **{f"c{i}": [i, i + 1] for i in range(8)},
+        }
+    )
     page = tables.trimmed_html(wide)
     for shown in (">120.3<", ">377.5<", ">0.01181<", ">1,091<", ">662.3<"):
         assert shown in page, shown

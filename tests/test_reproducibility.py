@@ -9,16 +9,36 @@ from cnnbench.measure import reproducibility
 
 
 def rows(source_rates, **extra):
-    return pd.DataFrame([{"run_name": "r", "model": m, "phase": "train", "batch_size": bs, "image_size": 64,
-                          "num_classes": 200, "precision": "fp32", "memory_format": "nchw", "dataset": "synthetic",
-                          "data_mode": "device", "compile": False, "status": "ok", "throughput_img_s": rate,
-                          "throughput_ci95_img_s": ci, **extra} for m, bs, rate, ci in source_rates])
+    return pd.DataFrame(
+        [
+            {
+                "run_name": "r",
+                "model": m,
+                "phase": "train",
+                "batch_size": bs,
+                "image_size": 64,
+                "num_classes": 200,
+                "precision": "fp32",
+                "memory_format": "nchw",
+                "dataset": "synthetic",
+                "data_mode": "device",
+                "compile": False,
+                "status": "ok",
+                "throughput_img_s": rate,
+                "throughput_ci95_img_s": ci,
+                **extra,
+            }
+            for m, bs, rate, ci in source_rates
+        ]
+    )
 
 
 def test_the_committed_examples_gap_is_flagged_as_a_disagreement():
     """squeezenet1_1 train at batch 64: 325.5 +- 0.8 in 02 and 466.7 +- 15.0 in 03 (examples/, before)."""
     a = rows([("squeezenet1_1", 64, 325.5, 0.8), ("resnet50", 128, 41.2, 8.0)])
-    b = rows([("squeezenet1_1", 64, 466.7, 15.0), ("squeezenet1_1", 32, 419.4, 52.3), ("resnet50", 128, 43.4, 2.8)])
+    b = rows(
+        [("squeezenet1_1", 64, 466.7, 15.0), ("squeezenet1_1", 32, 419.4, 52.3), ("resnet50", 128, 43.4, 2.8)]
+    )
     pairs = reproducibility.repeated(a, b)
     assert len(pairs) == 2  # batch 32 was measured once
     sq = pairs[pairs.model == "squeezenet1_1"].iloc[0]
@@ -26,7 +46,10 @@ def test_the_committed_examples_gap_is_flagged_as_a_disagreement():
     rn = pairs[pairs.model == "resnet50"].iloc[0]
     assert rn.agree and rn.second_inside_first
     text = reproducibility.agreement_sentence(pairs)
-    assert text.startswith("1 of 2 configurations measured twice agree") and "squeezenet1_1 train at batch 64" in text
+    assert (
+        text.startswith("1 of 2 configurations measured twice agree")
+        and "squeezenet1_1 train at batch 64" in text
+    )
 
 
 def test_tuning_default_confirmation_is_compared_with_scenario_a():
@@ -54,8 +77,16 @@ def test_machine_summary_says_busy_with_figures():
 def test_a_rate_wider_than_itself_is_not_printed_as_a_figure():
     assert reproducibility.rate_text(1852.1, 8490.5).startswith("about 1,852 img/s (not precise")
     assert reproducibility.rate_text(100.0, 3.0) == "100.0 +- 3.0 img/s"
-    line = progress.row_line({"model": "m", "phase": "train", "batch_size": 8, "status": "ok",
-                              "throughput_img_s": 1852.1, "throughput_ci95_img_s": 8490.5})
+    line = progress.row_line(
+        {
+            "model": "m",
+            "phase": "train",
+            "batch_size": 8,
+            "status": "ok",
+            "throughput_img_s": 1852.1,
+            "throughput_ci95_img_s": 8490.5,
+        }
+    )
     assert "+- 8,490.5" not in line and "not precise" in line
 
 
@@ -87,12 +118,23 @@ def test_a_disagreement_names_how_far_the_cpus_own_speed_moved():
 def test_06s_unsplit_step_is_compared_with_the_same_configuration_measured_elsewhere():
     """06's step phases time the unsplit training step too (from a DataLoader): where 02 or 03 measured the same
     configuration with data_mode loader, the two are set side by side; a device-mode row is another pipeline."""
-    base = {"run_name": "r", "model": "resnet18", "batch_size": 16, "image_size": 64, "num_classes": 200,
-            "precision": "fp32", "memory_format": "nchw", "dataset": "synthetic", "status": "ok",
-            "step_time_s": 0.16, "step_time_ci95_s": 0.004}
+    base = {
+        "run_name": "r",
+        "model": "resnet18",
+        "batch_size": 16,
+        "image_size": 64,
+        "num_classes": 200,
+        "precision": "fp32",
+        "memory_format": "nchw",
+        "dataset": "synthetic",
+        "status": "ok",
+        "step_time_s": 0.16,
+        "step_time_ci95_s": 0.004,
+    }
     phases = pd.DataFrame([{**base, "step_phase": ph} for ph in ("data", "forward", "backward", "optimizer")])
-    sweep = pd.concat([rows([("resnet18", 16, 98.0, 3.0)], data_mode="loader"),
-                       rows([("resnet18", 16, 130.0, 3.0)])])  # device mode: not the same pipeline
+    sweep = pd.concat(
+        [rows([("resnet18", 16, 98.0, 3.0)], data_mode="loader"), rows([("resnet18", 16, 130.0, 3.0)])]
+    )  # device mode: not the same pipeline
     pairs = reproducibility.repeated(pd.DataFrame(), sweep, None, phases)
     assert len(pairs) == 1
     p = pairs.iloc[0]

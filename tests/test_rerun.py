@@ -254,12 +254,21 @@ def test_an_identical_rerun_of_04_to_07_measures_nothing_and_a_changed_key_only_
     assert measured() == rows
     # each says in one line what it kept (issue 20: on an identical rerun only 06's scaling did)
     said = capsys.readouterr().out
-    for source, what in (("device_peaks.csv", "measured roofs"), ("roofline_layers.csv", "layer profiles"),
-                         ("backends.csv", "backend/model pairs"), ("transfer.csv", "grid points"),
-                         ("step_phases.csv", "models' phase breakdowns"), ("profile_ops.csv", "profiled models"),
-                         ("scaling.csv", "world sizes"), ("tuning.csv", r"searches \(model and phase\)")):
+    for source, what in (
+        ("device_peaks.csv", "measured roofs"),
+        ("roofline_layers.csv", "layer profiles"),
+        ("backends.csv", "backend/model pairs"),
+        ("transfer.csv", "grid points"),
+        ("step_phases.csv", "models' phase breakdowns"),
+        ("profile_ops.csv", "profiled models"),
+        ("scaling.csv", "world sizes"),
+        ("tuning.csv", r"searches \(model and phase\)"),
+    ):
         assert re.search(rf"^kept (\d+) of \1 {what} from {source}; measured 0\b", said, re.M), (source, said)
-    assert "kept 4 of 4 backend/model pairs from backends.csv; measured 0 (6 unavailable here, checked again)" in said
+    assert (
+        "kept 4 of 4 backend/model pairs from backends.csv; measured 0 (6 unavailable here, checked again)"
+        in said
+    )
 
     changed = _producers(run_dir, monkeypatch, {"scratch_epochs": 1})  # 05's CNN only
     assert changed == {"train_cnn:numpy": 1, "train_cnn:torch_cpu": 1}
@@ -282,15 +291,20 @@ def test_08_pointed_at_a_finished_run_reads_its_params_and_rewrites_nothing(tmp_
     from cnnbench import params
 
     run_dir = tmp_path / "outputs" / "walk1"
-    shutil.copytree(ROOT / "examples" / "example-cpu-2core", run_dir,
-                    ignore=shutil.ignore_patterns("notebooks", "figures", "report.html", "trace_*"))
+    shutil.copytree(
+        ROOT / "examples" / "example-cpu-2core",
+        run_dir,
+        ignore=shutil.ignore_patterns("notebooks", "figures", "report.html", "trace_*"),
+    )
     p = params.load(SMOKE, {"run_name": "walk1"}, check_device=False)
     run_mod.write_resolved(run_dir, p, SMOKE, {"run_name": "walk1"})
     before = (run_dir / "params.json").read_bytes()
     run = cnnbench.open_run("", {}, run_dir, needs_runs=True)
     assert (run.params.image_size, run.params.models, run.params.num_classes) == (32, p.models, 10)
     assert (run_dir / "params.json").read_bytes() == before
-    cnnbench.open_run(SMOKE, {"image_size": 48}, run_dir, needs_runs=True)  # an explicit file: still no rewrite
+    cnnbench.open_run(
+        SMOKE, {"image_size": 48}, run_dir, needs_runs=True
+    )  # an explicit file: still no rewrite
     assert (run_dir / "params.json").read_bytes() == before
 
 
@@ -300,7 +314,9 @@ def test_08_with_no_run_of_its_name_names_the_runs_beside_it(tmp_path):
     for name in ("walk1", "walk2"):
         (outputs / name).mkdir(parents=True)
         (outputs / name / "environment.json").write_text("{}")
-    with pytest.raises(run_mod.NoRuns, match=r"open one of the runs beside it \(walk1, walk2\) by setting run_dir"):
+    with pytest.raises(
+        run_mod.NoRuns, match=r"open one of the runs beside it \(walk1, walk2\) by setting run_dir"
+    ):
         cnnbench.open_run(SMOKE, {}, outputs / "cpu-vm", needs_runs=True)
     assert not (outputs / "cpu-vm").exists()
 
@@ -313,9 +329,24 @@ def test_an_identical_rerun_says_in_each_notebook_what_it_kept(tmp_path):
     import sys
 
     def run():
-        proc = subprocess.run([sys.executable, "-m", "cnnbench.pipeline", "--params", str(SMOKE), "--outputs",
-                               str(tmp_path), "--set", "notebooks=[02_scenario_a, 05_backends]", "--no-report"],
-                              capture_output=True, text=True, cwd=ROOT, timeout=900)
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "cnnbench.pipeline",
+                "--params",
+                str(SMOKE),
+                "--outputs",
+                str(tmp_path),
+                "--set",
+                "notebooks=[02_scenario_a, 05_backends]",
+                "--no-report",
+            ],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            timeout=900,
+        )
         assert proc.returncode == 0, proc.stdout + proc.stderr
         return proc.stdout
 

@@ -39,8 +39,16 @@ def test_numpy_scalars_are_written_as_plain_numbers(tmp_path):
     import numpy as np
 
     f = results.ResultsFile(tmp_path / "r.csv", key=["model"])
-    f.append({"model": "m", "status": "ok", "throughput_img_s": np.float64(394.125), "n": np.int64(3),
-              "noisy": np.bool_(False), "ci": np.float64("nan")})
+    f.append(
+        {
+            "model": "m",
+            "status": "ok",
+            "throughput_img_s": np.float64(394.125),
+            "n": np.int64(3),
+            "noisy": np.bool_(False),
+            "ci": np.float64("nan"),
+        }
+    )
     text = (tmp_path / "r.csv").read_text()
     assert "np." not in text and "numpy" not in text
     (row,) = f.rows()
@@ -88,6 +96,7 @@ def test_extend_replaces_a_whole_group(tmp_path):
 
 # --- which rows are this run's: one rule, the results layer's (issue 21) ------------------------------------------
 
+
 def test_only_the_latest_plan_of_each_writer_is_current(tmp_path):
     f = results.ResultsFile(tmp_path / "t.csv", ("model", "bs"))
     for row in ({"model": "a", "bs": 8}, {"model": "b", "bs": 8}, {"model": "a", "bs": 16}):
@@ -115,11 +124,15 @@ def test_a_rerun_with_other_models_and_size_shows_only_its_own_rows(tmp_path):
     from cnnbench import analysis, roofline, scenarios
     from conftest import ROOT
 
-    smoke, fast = ROOT / "params" / "smoke.yaml", {"processes": 1, "max_processes": 1, "repeats": 1, "isolate": False}
+    smoke, fast = (
+        ROOT / "params" / "smoke.yaml",
+        {"processes": 1, "max_processes": 1, "repeats": 1, "isolate": False},
+    )
     first = cnnbench.open_run(smoke, {**fast, "phases": ["eval"]}, tmp_path / "pc")
     scenarios.measure(first, "scenario_a", scenarios.scenario_a_configs(first.params))
-    again = cnnbench.open_run(smoke, {**fast, "phases": ["eval"], "image_size": 48, "models": ["squeezenet1_1"]},
-                              tmp_path / "pc")
+    again = cnnbench.open_run(
+        smoke, {**fast, "phases": ["eval"], "image_size": 48, "models": ["squeezenet1_1"]}, tmp_path / "pc"
+    )
     scenarios.measure(again, "scenario_a", scenarios.scenario_a_configs(again.params))
     assert len(results.read_rows(tmp_path / "pc" / "scenario_a.csv")) == 3  # the first invocation's rows stay
     shown = roofline.read_inputs(again)["scenario_a"]
@@ -136,5 +149,6 @@ def test_a_cpu_runs_machine_is_named_once_and_a_gpus_with_its_host():
 
     assert machine_label("AMD EPYC", "AMD EPYC (2 cores, avx2)") == "AMD EPYC (2 cores, avx2)"
     assert machine_label("Tesla T4", "Intel Xeon (1 cores) + Tesla T4 15 GiB") == (
-        "Tesla T4 on Intel Xeon (1 cores) + Tesla T4 15 GiB")
+        "Tesla T4 on Intel Xeon (1 cores) + Tesla T4 15 GiB"
+    )
     assert machine_label(None, None) == "?"

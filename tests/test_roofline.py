@@ -71,7 +71,9 @@ def test_training_step_intensity_grows_with_batch():
     small = traffic.summary(traffic.count_step("resnet18", 1, 64, 200))
     large = traffic.summary(traffic.count_step("resnet18", 64, 64, 200))
     assert large["intensity_flop_per_byte"] > 5 * small["intensity_flop_per_byte"]
-    assert small["optimizer_gbytes"] == pytest.approx(large["optimizer_gbytes"])  # weights: per step, not per image
+    assert small["optimizer_gbytes"] == pytest.approx(
+        large["optimizer_gbytes"]
+    )  # weights: per step, not per image
     # training FLOPs of the step agree with 01's per-image count
     from cnnbench.measure import flops
 
@@ -87,7 +89,9 @@ def test_eval_step_is_forward_only():
 def test_measured_peaks_are_sane():
     cpu = torch.device("cpu")
     before = torch.get_num_threads()
-    torch.set_num_threads(1)  # tiny kernels on threads shared with other work measure the scheduler, not the code
+    torch.set_num_threads(
+        1
+    )  # tiny kernels on threads shared with other work measure the scheduler, not the code
     try:
         mm = peaks.matmul_gflops(cpu, "fp32", n=256, repeats=2)
         conv = peaks.conv_gflops(cpu, "fp32", batch=2, channels=16, size=8, repeats=2)
@@ -102,18 +106,39 @@ def test_measured_peaks_are_sane():
 def test_spec_table_sources_and_exact_rows():
     table = peaks.specs()
     assert table.source.str.len().gt(10).all() and (table.peak_gflops > 0).all()
-    for name in ("Tesla T4", "NVIDIA A100-SXM4-80GB", "NVIDIA H100 80GB HBM3", "NVIDIA H200", "NVIDIA L4",
-                 "NVIDIA GeForce RTX 4090", "NVIDIA RTX A6000", "Tesla V100-SXM2-16GB"):
+    for name in (
+        "Tesla T4",
+        "NVIDIA A100-SXM4-80GB",
+        "NVIDIA H100 80GB HBM3",
+        "NVIDIA H200",
+        "NVIDIA L4",
+        "NVIDIA GeForce RTX 4090",
+        "NVIDIA RTX A6000",
+        "Tesla V100-SXM2-16GB",
+    ):
         assert len(peaks.spec(name, "cuda")[0]), name
     t4 = peaks.spec("Tesla T4", "cuda")[0].set_index("precision")
-    assert t4.loc["fp32", "peak_gflops"] == 8100 and t4.loc["fp32", "ridge_flop_per_byte"] == pytest.approx(8100 / 320)
+    assert t4.loc["fp32", "peak_gflops"] == 8100 and t4.loc["fp32", "ridge_flop_per_byte"] == pytest.approx(
+        8100 / 320
+    )
     assert peaks.spec("NVIDIA A100-SXM4-80GB", "cuda")[0].bandwidth_gbs.iloc[0] == 2039  # not the 40GB part
     assert peaks.spec("Some Unknown Device", "cuda")[0].empty
 
 
-@pytest.mark.parametrize("name", ["NVIDIA L40", "NVIDIA L40S", "NVIDIA H200 NVL", "NVIDIA GH200 480GB",
-                                  "Tesla V100S-PCIE-32GB", "NVIDIA H100 NVL", "NVIDIA A100-SXM4-40GB MIG 1g.5gb",
-                                  "NVIDIA T4G", "Apple M3 Pro"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "NVIDIA L40",
+        "NVIDIA L40S",
+        "NVIDIA H200 NVL",
+        "NVIDIA GH200 480GB",
+        "Tesla V100S-PCIE-32GB",
+        "NVIDIA H100 NVL",
+        "NVIDIA A100-SXM4-40GB MIG 1g.5gb",
+        "NVIDIA T4G",
+        "Apple M3 Pro",
+    ],
+)
 def test_no_substring_matches(name):
     """Substring matching gave L40/L40S the L4's roofs, H200 NVL/GH200 the H200's, V100S the V100's."""
     rows, note = peaks.spec(name, "cuda")
@@ -137,8 +162,9 @@ def test_apple_rows_need_the_gpu_core_count():
     assert peaks.spec("Apple M2 GPU (MPS)", "mps", 19)[0].empty  # not the M2 Pro's row
 
 
-@pytest.mark.parametrize("chip, cores", [("Apple M3 Pro", 18), ("Apple M3", 10), ("Apple M4 Max", 40),
-                                         ("Apple M4 Pro", 20)])
+@pytest.mark.parametrize(
+    "chip, cores", [("Apple M3 Pro", 18), ("Apple M3", 10), ("Apple M4 Max", 40), ("Apple M4 Pro", 20)]
+)
 def test_m3_and_m4_have_no_spec_roof_and_the_note_says_why(chip, cores):
     """Apple publishes no GPU clock or TFLOPS for the M3/M4 families and the published clock estimates range
     1.38-1.6 GHz: a roof resting on one of them would be a guess, so none is drawn and the note says why."""
@@ -161,7 +187,9 @@ def test_a_cpu_run_on_a_mac_never_gets_the_gpu_row(monkeypatch):
     assert cpu.CpuBackend.spec_for_name("Apple M3 Pro")[0] == []  # never a GPU row
     rows, note = peaks.spec_for_device(torch.device("cpu"), threads=6)
     assert len(rows) == 1 and rows.source.iloc[0].startswith("derived:")
-    assert rows.peak_gflops.iloc[0] == pytest.approx(6 * 4 * 4 * 2 * 4.05)  # cores x FMA pipes x lanes x 2 x GHz
+    assert rows.peak_gflops.iloc[0] == pytest.approx(
+        6 * 4 * 4 * 2 * 4.05
+    )  # cores x FMA pipes x lanes x 2 x GHz
     assert rows.bandwidth_gbs.isna().all() and rows.device_kind.iloc[0] == "cpu"
 
 
@@ -188,11 +216,18 @@ def test_cpu_clock_is_the_boost_clock_where_the_system_tells_it():
     from cnnbench import devices
 
     cpuinfo = "cpu MHz\t\t: 2445.404\n"
-    lscpu = "Model name:  AMD EPYC 7763\nCPU max MHz:                         3529.0520\nCPU min MHz: 1500.0\n"
-    assert devices.clock_from("3500000", None, lscpu, None, cpuinfo) == (3.5, "maximum clock, sysfs cpuinfo_max_freq",
-                                                                      True)
+    lscpu = (
+        "Model name:  AMD EPYC 7763\nCPU max MHz:                         3529.0520\nCPU min MHz: 1500.0\n"
+    )
+    assert devices.clock_from("3500000", None, lscpu, None, cpuinfo) == (
+        3.5,
+        "maximum clock, sysfs cpuinfo_max_freq",
+        True,
+    )
     assert devices.clock_from(None, 3400.0, lscpu, None, cpuinfo)[0] == pytest.approx(3.4)
-    clock, source, is_max = devices.clock_from(None, 0.0, lscpu, None, cpuinfo)  # psutil's max is 0 in many VMs
+    clock, source, is_max = devices.clock_from(
+        None, 0.0, lscpu, None, cpuinfo
+    )  # psutil's max is 0 in many VMs
     assert clock == pytest.approx(3.529052) and "lscpu" in source and is_max
     clock, source, is_max = devices.clock_from(None, None, "Model name: AMD EPYC\n", None, cpuinfo)
     assert clock == pytest.approx(2.445404) and "base" in source and not is_max
@@ -201,7 +236,10 @@ def test_cpu_clock_is_the_boost_clock_where_the_system_tells_it():
     base, _ = cpu_spec("AMD EPYC", 2, clock, source, flags, "x86_64", clock_is_max=False)
     assert "base clock, not an upper bound" in base.source.iloc[0] and "exceed" in base.source.iloc[0]
     boost, _ = cpu_spec("AMD EPYC", 2, 3.529052, "lscpu", flags, "x86_64")
-    assert boost.peak_gflops.iloc[0] == pytest.approx(2 * 2 * 8 * 2 * 3.529052) and "base" not in boost.source.iloc[0]
+    assert (
+        boost.peak_gflops.iloc[0] == pytest.approx(2 * 2 * 8 * 2 * 3.529052)
+        and "base" not in boost.source.iloc[0]
+    )
 
 
 def test_apple_gpu_cores_and_cpu_clock_parsers():
@@ -226,11 +264,22 @@ def fake_sysfs(root, caches):
 
 
 def test_cache_levels_from_sysfs(tmp_path):
-    root = fake_sysfs(tmp_path, [(1, "Data", "32K", "0"), (1, "Instruction", "32K", "0"), (2, "Unified", "1024K", "0"),
-                                 (3, "Unified", "32768K", "0-7")])
+    root = fake_sysfs(
+        tmp_path,
+        [
+            (1, "Data", "32K", "0"),
+            (1, "Instruction", "32K", "0"),
+            (2, "Unified", "1024K", "0"),
+            (3, "Unified", "32768K", "0-7"),
+        ],
+    )
     levels = devices.backend("cpu").cache_levels(threads=4, sysfs_root=root)
     assert [lv["level"] for lv in levels] == ["l1", "l2", "l3"]  # the instruction cache is no data level
-    assert [lv["capacity_bytes"] for lv in levels] == [4 * 32 * 2**10, 4 * 2**20, 32 * 2**20]  # private x threads
+    assert [lv["capacity_bytes"] for lv in levels] == [
+        4 * 32 * 2**10,
+        4 * 2**20,
+        32 * 2**20,
+    ]  # private x threads
     assert devices.backend("cpu").cache_levels(sysfs_root=tmp_path / "none") == []
 
 
@@ -240,19 +289,25 @@ def fake_sweep(points):
 
 def test_level_roofs_from_sizes_and_from_knees():
     sweep = fake_sweep([(16e3, 40), (48e3, 90), (256e3, 70), (4e6, 30), (256e6, 10), (512e6, 9)])
-    levels = [{"level": "l1", "size_bytes": 64e3, "capacity_bytes": 64e3, "size_source": "fake"},
-              {"level": "l2", "size_bytes": 1e6, "capacity_bytes": 1e6, "size_source": "fake"},
-              {"level": "l3", "size_bytes": 32e6, "capacity_bytes": 32e6, "size_source": "fake"}]
+    levels = [
+        {"level": "l1", "size_bytes": 64e3, "capacity_bytes": 64e3, "size_source": "fake"},
+        {"level": "l2", "size_bytes": 1e6, "capacity_bytes": 1e6, "size_source": "fake"},
+        {"level": "l3", "size_bytes": 32e6, "capacity_bytes": 32e6, "size_source": "fake"},
+    ]
     roofs = peaks.level_roofs(sweep, levels).set_index("level")
     assert roofs.bandwidth_gbs.to_dict() == {"l1": 90, "l2": 70, "l3": 30, "dram": 10}
-    knees = peaks.level_roofs(sweep, []).set_index("level")  # no cache sizes readable: the knees bound the levels
+    knees = peaks.level_roofs(sweep, []).set_index(
+        "level"
+    )  # no cache sizes readable: the knees bound the levels
     assert list(knees.index) == ["l1", "l2", "dram"] and knees.loc["dram", "bandwidth_gbs"] == 10
 
 
 def test_level_roofs_never_copy_an_outer_level_inwards():
     """The committed example's sweep rose with size (per-call overhead), and a running maximum gave l1 and l2 the
     l3 figure (133.1 GB/s on every cache level). Each level keeps its own measurement, flagged when slower."""
-    rising = fake_sweep([(16e3, 14), (48e3, 24), (256e3, 60), (768e3, 90), (4e6, 133), (64e6, 50), (128e6, 36)])
+    rising = fake_sweep(
+        [(16e3, 14), (48e3, 24), (256e3, 60), (768e3, 90), (4e6, 133), (64e6, 50), (128e6, 36)]
+    )
     roofs = peaks.level_roofs(rising, LEVELS).set_index("level")
     assert roofs.bandwidth_gbs.to_dict() == {"l1": 24, "l2": 90, "l3": 133, "dram": 36}
     assert "slower than the outer l2" in roofs.loc["l1", "bandwidth_note"]
@@ -260,22 +315,47 @@ def test_level_roofs_never_copy_an_outer_level_inwards():
     assert roofs.loc["l3", "bandwidth_note"] == "" and roofs.loc["dram", "bandwidth_note"] == ""
 
 
-LEVELS = [{"level": "l1", "size_bytes": 64e3, "capacity_bytes": 64e3, "size_source": "fake"},
-          {"level": "l2", "size_bytes": 1e6, "capacity_bytes": 1e6, "size_source": "fake"},
-          {"level": "l3", "size_bytes": 32e6, "capacity_bytes": 32e6, "size_source": "fake"}]
+LEVELS = [
+    {"level": "l1", "size_bytes": 64e3, "capacity_bytes": 64e3, "size_source": "fake"},
+    {"level": "l2", "size_bytes": 1e6, "capacity_bytes": 1e6, "size_source": "fake"},
+    {"level": "l3", "size_bytes": 32e6, "capacity_bytes": 32e6, "size_source": "fake"},
+]
 
 
 def test_each_level_gets_its_own_plateau_from_its_own_sizes():
     """Plateaus at 300 / 180 / 130 / 25 GB/s, two kernels; a level with no size of its own gets no roof (it used to
     take the largest size below it, another level's)."""
-    points = [(w, k, bw) for k, scale in (("read", 0.7), ("triad", 1.0))
-              for w, bw in ((8e3, 250), (16e3, 300), (32e3, 290), (128e3, 180), (512e3, 170), (2e6, 130),
-                            (16e6, 120), (100e6, 60), (128e6, 25), (256e6, 24)) for bw in [bw * scale]]
-    sweep = pd.DataFrame([{"working_set_bytes": w, "kernel": k, "bandwidth_gbs": bw, "threads": 2, "calls": 5}
-                          for w, k, bw in points])
+    points = [
+        (w, k, bw)
+        for k, scale in (("read", 0.7), ("triad", 1.0))
+        for w, bw in (
+            (8e3, 250),
+            (16e3, 300),
+            (32e3, 290),
+            (128e3, 180),
+            (512e3, 170),
+            (2e6, 130),
+            (16e6, 120),
+            (100e6, 60),
+            (128e6, 25),
+            (256e6, 24),
+        )
+        for bw in [bw * scale]
+    ]
+    sweep = pd.DataFrame(
+        [
+            {"working_set_bytes": w, "kernel": k, "bandwidth_gbs": bw, "threads": 2, "calls": 5}
+            for w, k, bw in points
+        ]
+    )
     roofs = peaks.level_roofs(sweep, LEVELS).set_index("level")
     assert roofs.bandwidth_gbs.to_dict() == {"l1": 300, "l2": 180, "l3": 130, "dram": 25}
-    assert (roofs.kernel == "triad").all() and roofs.sweep_points.to_dict() == {"l1": 3, "l2": 2, "l3": 2, "dram": 2}
+    assert (roofs.kernel == "triad").all() and roofs.sweep_points.to_dict() == {
+        "l1": 3,
+        "l2": 2,
+        "l3": 2,
+        "dram": 2,
+    }
     src = roofs.loc["l1", "bandwidth_source"]
     assert "best triad of 3 working set(s)" in src and "2 thread(s)" in src and "best of 5 calls" in src
     assert (roofs.bandwidth_note == "").all()
@@ -304,20 +384,57 @@ def test_matmul_calls_carry_enough_work(monkeypatch):
 
 
 def fake_peaks():
-    return pd.DataFrame([
-        {"device_name": "dev", "kind": "measured", "precision": "fp32", "peak_gflops": 100.0, "bandwidth_gbs": 10.0,
-         "ridge_flop_per_byte": 10.0},
-        {"device_name": "dev", "kind": "spec", "precision": "fp32", "peak_gflops": 150.0, "bandwidth_gbs": 20.0,
-         "ridge_flop_per_byte": 7.5},
-    ])
+    return pd.DataFrame(
+        [
+            {
+                "device_name": "dev",
+                "kind": "measured",
+                "precision": "fp32",
+                "peak_gflops": 100.0,
+                "bandwidth_gbs": 10.0,
+                "ridge_flop_per_byte": 10.0,
+            },
+            {
+                "device_name": "dev",
+                "kind": "spec",
+                "precision": "fp32",
+                "peak_gflops": 150.0,
+                "bandwidth_gbs": 20.0,
+                "ridge_flop_per_byte": 7.5,
+            },
+        ]
+    )
 
 
 def test_attainable_and_placement():
     assert roofline.attainable(1.0, 100, 10) == 10 and roofline.attainable(50, 100, 10) == 100
-    results = pd.DataFrame([{"status": "ok", "device_name": "dev", "model": "m", "phase": "train", "batch_size": 8,
-                             "image_size": 32, "precision": "bf16", "memory_format": "nchw", "achieved_gflops": 5.0}])
-    intens = pd.DataFrame([{"model": "m", "phase": "train", "batch_size": 8, "image_size": 32, "precision": "bf16",
-                            "intensity_flop_per_byte": 2.0}])
+    results = pd.DataFrame(
+        [
+            {
+                "status": "ok",
+                "device_name": "dev",
+                "model": "m",
+                "phase": "train",
+                "batch_size": 8,
+                "image_size": 32,
+                "precision": "bf16",
+                "memory_format": "nchw",
+                "achieved_gflops": 5.0,
+            }
+        ]
+    )
+    intens = pd.DataFrame(
+        [
+            {
+                "model": "m",
+                "phase": "train",
+                "batch_size": 8,
+                "image_size": 32,
+                "precision": "bf16",
+                "intensity_flop_per_byte": 2.0,
+            }
+        ]
+    )
     placed = roofline.place(results, intens, fake_peaks(), "scenario_a")
     r = placed.iloc[0]
     assert (r.attainable_gflops, r.efficiency, r.bound) == (20.0, 0.25, "memory")
@@ -328,9 +445,22 @@ def level_peaks():
     """A device with l1 (64 KiB in use, 100 GB/s), l2 (1 MiB, 50 GB/s) and DRAM (10 GB/s), compute 100 GFLOP/s;
     the DRAM row deliberately not first."""
     rows = [("l1", 0.0625, 100.0), ("l2", 1.0, 50.0), ("dram", float("nan"), 10.0)]
-    return pd.DataFrame([{"device_name": "dev", "device_kind": "cpu", "kind": "measured", "precision": "fp32",
-                          "level": lv, "capacity_mib": cap, "peak_gflops": 100.0, "bandwidth_gbs": bw,
-                          "ridge_flop_per_byte": 100.0 / bw} for lv, cap, bw in rows])
+    return pd.DataFrame(
+        [
+            {
+                "device_name": "dev",
+                "device_kind": "cpu",
+                "kind": "measured",
+                "precision": "fp32",
+                "level": lv,
+                "capacity_mib": cap,
+                "peak_gflops": 100.0,
+                "bandwidth_gbs": bw,
+                "ridge_flop_per_byte": 100.0 / bw,
+            }
+            for lv, cap, bw in rows
+        ]
+    )
 
 
 def test_roof_for_is_the_dram_roof():
@@ -339,17 +469,29 @@ def test_roof_for_is_the_dram_roof():
 
 
 def layer(working_set_mib, intensity, achieved):
-    return {"model": "m", "phase": "train", "batch_size": 8, "layer": "features.0", "op": "relu",
-            "calls_per_step": 2.0, "bytes": 2 * working_set_mib * 2**20, "intensity_flop_per_byte": intensity,
-            "achieved_gflops": achieved}
+    return {
+        "model": "m",
+        "phase": "train",
+        "batch_size": 8,
+        "layer": "features.0",
+        "op": "relu",
+        "calls_per_step": 2.0,
+        "bytes": 2 * working_set_mib * 2**20,
+        "intensity_flop_per_byte": intensity,
+        "achieved_gflops": achieved,
+    }
 
 
 def test_layer_points_against_their_levels_roof():
     """An elementwise op served from L2 sat above the DRAM roof (129 of 962 layer points in a default run)."""
-    layers = pd.DataFrame([layer(0.5, 0.25, 11.0),  # in l2: roof 12.5 GFLOP/s; 4.4x the DRAM roof
-                           layer(0.01, 0.25, 20.0),  # in l1: roof 25
-                           layer(64, 0.25, 2.0),  # in DRAM: roof 2.5
-                           layer(64, 0.25, 3.0)])  # in DRAM, 20% above its roof: flagged
+    layers = pd.DataFrame(
+        [
+            layer(0.5, 0.25, 11.0),  # in l2: roof 12.5 GFLOP/s; 4.4x the DRAM roof
+            layer(0.01, 0.25, 20.0),  # in l1: roof 25
+            layer(64, 0.25, 2.0),  # in DRAM: roof 2.5
+            layer(64, 0.25, 3.0),
+        ]
+    )  # in DRAM, 20% above its roof: flagged
     pts = roofline.layer_points(layers, level_peaks())
     assert pts.level.tolist() == ["l2", "l1", "dram", "dram"]
     assert pts.attainable_gflops.tolist() == [12.5, 25.0, 2.5, 2.5]
@@ -369,12 +511,41 @@ def test_points_carry_what_every_level_would_allow():
     assert pts.attainable_l2_gflops.tolist() == [12.5, 100.0]
     assert pts.attainable_dram_gflops.tolist() == [2.5, 20.0]
     assert pts.above_roof.tolist() == [False, True] and "dram roof" in pts.above_roof_reason.iloc[1]
-    results = pd.DataFrame([{"status": "ok", "device_name": "dev", "model": "m", "phase": "train", "batch_size": 8,
-                             "image_size": 32, "precision": "fp32", "memory_format": "nchw", "achieved_gflops": 5.0}])
-    intens = pd.DataFrame([{"model": "m", "phase": "train", "batch_size": 8, "image_size": 32, "precision": "fp32",
-                            "intensity_flop_per_byte": 0.5, "gbytes": 1.0}])
+    results = pd.DataFrame(
+        [
+            {
+                "status": "ok",
+                "device_name": "dev",
+                "model": "m",
+                "phase": "train",
+                "batch_size": 8,
+                "image_size": 32,
+                "precision": "fp32",
+                "memory_format": "nchw",
+                "achieved_gflops": 5.0,
+            }
+        ]
+    )
+    intens = pd.DataFrame(
+        [
+            {
+                "model": "m",
+                "phase": "train",
+                "batch_size": 8,
+                "image_size": 32,
+                "precision": "fp32",
+                "intensity_flop_per_byte": 0.5,
+                "gbytes": 1.0,
+            }
+        ]
+    )
     r = roofline.place(results, intens, level_peaks(), "scenario_a").iloc[0]
-    assert (r.level, r.attainable_l1_gflops, r.attainable_l2_gflops, r.attainable_gflops) == ("dram", 50, 25, 5)
+    assert (r.level, r.attainable_l1_gflops, r.attainable_l2_gflops, r.attainable_gflops) == (
+        "dram",
+        50,
+        25,
+        5,
+    )
 
 
 def test_point_above_the_compute_peak_is_flagged_with_its_reason():
@@ -383,37 +554,95 @@ def test_point_above_the_compute_peak_is_flagged_with_its_reason():
 
 
 def test_step_points_use_the_step_bytes_as_working_set():
-    results = pd.DataFrame([{"status": "ok", "device_name": "dev", "model": "m", "phase": "train", "batch_size": 8,
-                             "image_size": 32, "precision": "fp32", "memory_format": "nchw", "achieved_gflops": 5.0}])
-    intens = pd.DataFrame([{"model": "m", "phase": "train", "batch_size": 8, "image_size": 32, "precision": "fp32",
-                            "intensity_flop_per_byte": 0.5, "gbytes": 0.0005}])  # 0.48 MiB: in l2
+    results = pd.DataFrame(
+        [
+            {
+                "status": "ok",
+                "device_name": "dev",
+                "model": "m",
+                "phase": "train",
+                "batch_size": 8,
+                "image_size": 32,
+                "precision": "fp32",
+                "memory_format": "nchw",
+                "achieved_gflops": 5.0,
+            }
+        ]
+    )
+    intens = pd.DataFrame(
+        [
+            {
+                "model": "m",
+                "phase": "train",
+                "batch_size": 8,
+                "image_size": 32,
+                "precision": "fp32",
+                "intensity_flop_per_byte": 0.5,
+                "gbytes": 0.0005,
+            }
+        ]
+    )  # 0.48 MiB: in l2
     r = roofline.place(results, intens, level_peaks(), "scenario_a").iloc[0]
     assert (r.level, r.attainable_gflops, r.attainable_dram_gflops, r.above_roof) == ("l2", 25.0, 5.0, False)
 
 
 def test_roofline_04_without_inputs_or_with_every_row_failed():
-    failed = pd.DataFrame([{"status": "oom", "model": "m", "phase": "train", "batch_size": 8, "image_size": 32,
-                            "num_classes": 10, "precision": "fp32", "device_name": "dev"},
-                           {"status": "error", "model": "m", "phase": "eval", "batch_size": 8, "image_size": 32,
-                            "num_classes": 10, "precision": "fp32", "device_name": "dev"}])
-    note = roofline.inputs_note({"complexity": pd.DataFrame(), "scenario_a": failed, "batch_sweep": pd.DataFrame()})
+    failed = pd.DataFrame(
+        [
+            {
+                "status": "oom",
+                "model": "m",
+                "phase": "train",
+                "batch_size": 8,
+                "image_size": 32,
+                "num_classes": 10,
+                "precision": "fp32",
+                "device_name": "dev",
+            },
+            {
+                "status": "error",
+                "model": "m",
+                "phase": "eval",
+                "batch_size": 8,
+                "image_size": 32,
+                "num_classes": 10,
+                "precision": "fp32",
+                "device_name": "dev",
+            },
+        ]
+    )
+    note = roofline.inputs_note(
+        {"complexity": pd.DataFrame(), "scenario_a": failed, "batch_sweep": pd.DataFrame()}
+    )
     assert "\n" not in note and "complexity.csv missing (run 01_complexity first)" in note
     assert "every scenario_a row failed (oom 1, error 1)" in note
     intens = roofline.intensities_for(failed)
     assert intens.empty and roofline.place(failed, intens, level_peaks(), "scenario_a").empty
-    assert roofline.layers_for_models(None, failed).empty and roofline.layer_points(pd.DataFrame(), level_peaks()).empty
+    assert (
+        roofline.layers_for_models(None, failed).empty
+        and roofline.layer_points(pd.DataFrame(), level_peaks()).empty
+    )
     assert roofline.flagged(pd.DataFrame()).empty and roofline.above_roof_summary(pd.DataFrame()).empty
     seeds = roofline.compare_with_seeds(intens, pd.DataFrame()).set_index("model")
     assert seeds.loc["resnet18", "published_by_000_as_flop_per_byte"] == pytest.approx(40.8)
 
 
 def test_plots_write_files(tmp_path):
-    points = pd.DataFrame({"model": ["a", "a", "b"], "phase": ["train", "eval", "train"], "batch_size": [8, 8, 8],
-                           "intensity_flop_per_byte": [2.0, 20.0, 0.5], "achieved_gflops": [5.0, 60.0, 1.0]})
+    points = pd.DataFrame(
+        {
+            "model": ["a", "a", "b"],
+            "phase": ["train", "eval", "train"],
+            "batch_size": [8, 8, 8],
+            "intensity_flop_per_byte": [2.0, 20.0, 0.5],
+            "achieved_gflops": [5.0, 60.0, 1.0],
+        }
+    )
     plots.roofline(fake_peaks(), points, "t", tmp_path / "r.png")
     plots.roofline(level_peaks(), points, "t", tmp_path / "levels.png")
     plots.trajectory(level_peaks(), points.iloc[0:0], "empty", None)
-    sweep = fake_sweep([(16e3, 40), (4e6, 30), (64e6, 10)]).assign(working_set_mib=lambda d: d.working_set_bytes / 2**20)
+    sweep = fake_sweep([(16e3, 40), (4e6, 30), (64e6, 10)]).assign(
+        working_set_mib=lambda d: d.working_set_bytes / 2**20
+    )
     plots.bandwidth_sweep(sweep, level_peaks(), "t", tmp_path / "bw.png")
     plots.trajectory(fake_peaks(), points, "t", tmp_path / "t.png")
     two = pd.concat([points.assign(device_name="dev"), points.assign(device_name="other")])
@@ -453,15 +682,36 @@ def test_notebook_04_completes_when_every_scenario_a_row_failed(tmp_path):
 
     root = __import__("pathlib").Path(__file__).resolve().parents[1]
     run_dir = tmp_path / "run"
-    row = {"status": "oom", "model": "squeezenet1_1", "phase": "train", "batch_size": 8, "image_size": 32,
-           "num_classes": 10, "in_channels": 3, "precision": "fp32", "memory_format": "nchw", "compile": False,
-           "device_name": "cpu", "device_kind": "cpu", "achieved_gflops": ""}
+    row = {
+        "status": "oom",
+        "model": "squeezenet1_1",
+        "phase": "train",
+        "batch_size": 8,
+        "image_size": 32,
+        "num_classes": 10,
+        "in_channels": 3,
+        "precision": "fp32",
+        "memory_format": "nchw",
+        "compile": False,
+        "device_name": "cpu",
+        "device_kind": "cpu",
+        "achieved_gflops": "",
+    }
     results.write_rows(run_dir / "scenario_a.csv", [row, {**row, "phase": "eval", "status": "error"}])
     out = tmp_path / "04.ipynb"
-    pm.execute_notebook(str(root / "notebooks" / "04_roofline.ipynb"), str(out), cwd=str(root), progress_bar=False,
-                        parameters={"params_file": str(root / "params" / "smoke.yaml"), "run_dir": str(run_dir)})
-    text = "".join(o.get("text", "") for c in nbformat.read(out, as_version=4).cells if c.cell_type == "code"
-                   for o in c.get("outputs", []))
+    pm.execute_notebook(
+        str(root / "notebooks" / "04_roofline.ipynb"),
+        str(out),
+        cwd=str(root),
+        progress_bar=False,
+        parameters={"params_file": str(root / "params" / "smoke.yaml"), "run_dir": str(run_dir)},
+    )
+    text = "".join(
+        o.get("text", "")
+        for c in nbformat.read(out, as_version=4).cells
+        if c.cell_type == "code"
+        for o in c.get("outputs", [])
+    )
     assert "complexity.csv missing (run 01_complexity first)" in text
     assert "every scenario_a row failed (oom 1, error 1)" in text and "no Scenario A point to place" in text
     assert (run_dir / "device_peaks.csv").is_file() and (run_dir / "bandwidth_sweep.csv").is_file()
@@ -471,20 +721,34 @@ def _roofline_run(outputs, name, device="dev"):
     from cnnbench import results
 
     d = outputs / name
-    pts = [{"source": "scenario_a", "device_name": device, "model": "a", "phase": "train", "batch_size": 8,
-            "intensity_flop_per_byte": 2.0, "achieved_gflops": 5.0}]
+    pts = [
+        {
+            "source": "scenario_a",
+            "device_name": device,
+            "model": "a",
+            "phase": "train",
+            "batch_size": 8,
+            "intensity_flop_per_byte": 2.0,
+            "achieved_gflops": 5.0,
+        }
+    ]
     results.write_rows(d / "roofline.csv", pts)
     results.write_rows(d / "device_peaks.csv", level_peaks().assign(device_name=device).to_dict("records"))
     return d
 
 
 def test_per_model_rooflines_across_the_named_runs_grouped_by_run(tmp_path, monkeypatch):
-    first, second = _roofline_run(tmp_path, "first"), _roofline_run(tmp_path, "second")  # one device, two runs
+    first, second = (
+        _roofline_run(tmp_path, "first"),
+        _roofline_run(tmp_path, "second"),
+    )  # one device, two runs
     _roofline_run(tmp_path, "smoke", device="elsewhere")  # not named: never read
     points, roofs = roofline.across_runs([first, second])
     assert set(points.run_name) == set(roofs.run_name) == {"first", "second"}
     drawn = []
-    monkeypatch.setattr(plots.plt.Axes, "plot", lambda ax, x, y, *a, **k: drawn.append(float(np.asarray(y)[0])))
+    monkeypatch.setattr(
+        plots.plt.Axes, "plot", lambda ax, x, y, *a, **k: drawn.append(float(np.asarray(y)[0]))
+    )
     assert set(plots.per_model_rooflines(points, roofs, tmp_path)) == {"a"}  # same device, two runs: a plot
     assert drawn == [pytest.approx(0.5)] * 2  # at 0.05 FLOP/byte: the DRAM roof (10 GB/s), not l1's 100 GB/s
     alone, alone_roofs = roofline.across_runs([first])
@@ -497,29 +761,57 @@ def _fake_run(tmp_path, **params):
     from cnnbench.params import Params
 
     prm = Params(**params)
-    return SimpleNamespace(params=prm, threads=prm.threads, device=torch.device("cpu"), dir=tmp_path,
-                           path=lambda n: tmp_path / n)
+    return SimpleNamespace(
+        params=prm, threads=prm.threads, device=torch.device("cpu"), dir=tmp_path, path=lambda n: tmp_path / n
+    )
 
 
 def _sa_row(**kw):
-    row = {"status": "ok", "model": "m", "phase": "train", "batch_size": 8, "image_size": 32, "num_classes": 10,
-           "in_channels": 3, "dataset": "synthetic", "precision": "fp32", "memory_format": "nchw", "device_name": "dev", "threads": 2,
-           "measured_steps": 5, "lr": 0.01, "seed": 0, "workers": 2, "repeats": 3, "throughput_img_s": 1.0}
+    row = {
+        "status": "ok",
+        "model": "m",
+        "phase": "train",
+        "batch_size": 8,
+        "image_size": 32,
+        "num_classes": 10,
+        "in_channels": 3,
+        "dataset": "synthetic",
+        "precision": "fp32",
+        "memory_format": "nchw",
+        "device_name": "dev",
+        "threads": 2,
+        "measured_steps": 5,
+        "lr": 0.01,
+        "seed": 0,
+        "workers": 2,
+        "repeats": 3,
+        "throughput_img_s": 1.0,
+    }
     return {**row, **kw}
 
 
 def test_04_reads_only_the_rows_of_the_current_params_and_profiles_fp32_nchw(tmp_path, monkeypatch):
     from cnnbench import results
 
-    rows = [_sa_row(), _sa_row(measured_steps=9, throughput_img_s=2.0, memory_format="channels_last"),
-            _sa_row(measured_steps=9, throughput_img_s=3.0), _sa_row(measured_steps=9, threads=4, batch_size=16)]
+    rows = [
+        _sa_row(),
+        _sa_row(measured_steps=9, throughput_img_s=2.0, memory_format="channels_last"),
+        _sa_row(measured_steps=9, throughput_img_s=3.0),
+        _sa_row(measured_steps=9, threads=4, batch_size=16),
+    ]
     results.write_rows(tmp_path / "scenario_a.csv", rows)
-    results.table("scenario_a").plan(tmp_path, rows[1:3], "scenario_a")  # what 02's latest invocation measured
+    results.table("scenario_a").plan(
+        tmp_path, rows[1:3], "scenario_a"
+    )  # what 02's latest invocation measured
     run = _fake_run(tmp_path, measured_steps=9, threads=2)
     sa = roofline.read_inputs(run)["scenario_a"]
-    assert sorted(sa.throughput_img_s) == [2.0, 3.0] and set(sa.batch_size) == {8}  # stale protocol, threads out
+    assert sorted(sa.throughput_img_s) == [2.0, 3.0] and set(sa.batch_size) == {
+        8
+    }  # stale protocol, threads out
     profiled = []
-    monkeypatch.setattr(roofline, "profile_layers", lambda cfg, *a, **k: profiled.append(cfg) or pd.DataFrame())
+    monkeypatch.setattr(
+        roofline, "profile_layers", lambda cfg, *a, **k: profiled.append(cfg) or pd.DataFrame()
+    )
     roofline.layers_for_models(run, sa)
     assert [(c.model, c.memory_format) for c in profiled] == [("m", "nchw")]
 
@@ -528,9 +820,28 @@ def test_the_main_memory_roof_comes_from_sets_far_beyond_the_last_cache():
     """The example's first point past a 32 MiB L3 (45 MiB, still partly cache-resident) read 50.8 GB/s, twice
     what sets of 128 MiB and more gave: it must not be the DRAM roof."""
     mib = 2**20
-    rates = {8 * mib: 140.0, 45 * mib: 50.8, 64 * mib: 43.0, 128 * mib: 30.0, 512 * mib: 25.0, 1024 * mib: 24.0}
-    sweep = pd.DataFrame([{"working_set_bytes": ws, "kernel": "triad", "bandwidth_gbs": r, "bandwidth_median_gbs": r,
-                           "threads": 2, "calls": 3, "method": "m"} for ws, r in rates.items()])
+    rates = {
+        8 * mib: 140.0,
+        45 * mib: 50.8,
+        64 * mib: 43.0,
+        128 * mib: 30.0,
+        512 * mib: 25.0,
+        1024 * mib: 24.0,
+    }
+    sweep = pd.DataFrame(
+        [
+            {
+                "working_set_bytes": ws,
+                "kernel": "triad",
+                "bandwidth_gbs": r,
+                "bandwidth_median_gbs": r,
+                "threads": 2,
+                "calls": 3,
+                "method": "m",
+            }
+            for ws, r in rates.items()
+        ]
+    )
     levels = [{"level": "l3", "size_bytes": 32 * mib, "capacity_bytes": 32 * mib, "size_source": "sysfs"}]
     roofs = peaks.level_roofs(sweep, levels).set_index("level")
     assert roofs.loc["dram", "bandwidth_gbs"] == 30.0 and roofs.loc["l3", "bandwidth_gbs"] == 140.0
@@ -542,7 +853,9 @@ def test_torch_without_l2_cache_size_or_device_time_total_is_no_error(monkeypatc
     import types
 
     cuda = devices.backend("cuda")
-    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda d: types.SimpleNamespace(name="old torch GPU"))
+    monkeypatch.setattr(
+        torch.cuda, "get_device_properties", lambda d: types.SimpleNamespace(name="old torch GPU")
+    )
     assert cuda.cache_levels() == []
     assert cuda.op_time_us(types.SimpleNamespace(cuda_time_total=7.0)) == 7.0
     assert cuda.op_time_us(types.SimpleNamespace(device_time_total=5.0, cuda_time_total=7.0)) == 5.0
@@ -561,7 +874,10 @@ def test_l2_reread_kernel_is_one_long_call_over_an_l2_resident_buffer(monkeypatc
     assert cuda.reread_repeats(4 * mib, 1024 * mib) == 256
     assert cuda.reread_repeats(3 * mib, 1024 * mib) == 342  # ceil: never less than the target
     assert cuda.reread_sizes([64 * 2**10, mib, 4 * mib, 25 * mib, 37 * mib, 512 * mib], 50 * mib) == [
-        4 * mib, 25 * mib, 37 * mib]
+        4 * mib,
+        25 * mib,
+        37 * mib,
+    ]
     fn, nbytes = cuda.reread_kernel(torch.device("cpu"), 64 * 2**10, target_bytes=2 * mib)
     n = 64 * 2**10 // 4
     assert nbytes == cuda.reread_repeats(64 * 2**10, 2 * mib) * n * 4 and nbytes >= 2 * mib
@@ -569,11 +885,14 @@ def test_l2_reread_kernel_is_one_long_call_over_an_l2_resident_buffer(monkeypatc
     assert out.numel() == nbytes // (n * 4)  # one sum per re-read of the whole buffer, in one call
 
     calls = []
-    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda d: types.SimpleNamespace(L2_cache_size=50 * mib))
+    monkeypatch.setattr(
+        torch.cuda, "get_device_properties", lambda d: types.SimpleNamespace(L2_cache_size=50 * mib)
+    )
     monkeypatch.setattr(base, "stream_kernels", lambda d, s: {"copy": (lambda: None, s)})
     monkeypatch.setattr(cuda, "reread_kernel", lambda d, s: (lambda: None, 1000 * s))
-    monkeypatch.setattr(base.Backend, "rates", lambda self, fn, nbytes, r, m=None, graph=False: calls.append(nbytes)
-                        or [1e12])
+    monkeypatch.setattr(
+        base.Backend, "rates", lambda self, fn, nbytes, r, m=None, graph=False: calls.append(nbytes) or [1e12]
+    )
     monkeypatch.setattr(cuda.CudaBackend, "empty_cache", lambda self: None)
     sweep = peaks.bandwidth_sweep(torch.device("cuda"), [mib, 8 * mib, 512 * mib], repeats=1)
     reread = sweep[sweep.kernel == "l2_reread"]
@@ -583,10 +902,17 @@ def test_l2_reread_kernel_is_one_long_call_over_an_l2_resident_buffer(monkeypatc
 
 def test_layer_figures_one_per_model_with_its_top_k_layers(tmp_path):
     """04's per-layer rooflines come from one package call (the notebook cell no longer loops over models)."""
-    layers = pd.DataFrame({"model": ["a"] * 4 + ["b"] * 2, "op": ["conv", "bn", "relu", "fc", "conv", "fc"],
-                           "level": ["L1", "L2", "dram", "L1", "dram", "L2"], "phase": "train", "batch_size": 8,
-                           "intensity_flop_per_byte": [8.0, 0.5, 0.2, 4.0, 6.0, 3.0],
-                           "achieved_gflops": [40.0, 3.0, 1.0, 20.0, 30.0, 9.0]})
+    layers = pd.DataFrame(
+        {
+            "model": ["a"] * 4 + ["b"] * 2,
+            "op": ["conv", "bn", "relu", "fc", "conv", "fc"],
+            "level": ["L1", "L2", "dram", "L1", "dram", "L2"],
+            "phase": "train",
+            "batch_size": 8,
+            "intensity_flop_per_byte": [8.0, 0.5, 0.2, 4.0, 6.0, 3.0],
+            "achieved_gflops": [40.0, 3.0, 1.0, 20.0, 30.0, 9.0],
+        }
+    )
     figs = roofline.layer_figures(level_peaks(), layers, 3, tmp_path / "figures")
     assert set(figs) == {"a", "b"}
     for model, top in (("a", 3), ("b", 2)):

@@ -69,17 +69,35 @@ def test_every_notebook_gets_the_parameters_resolved_when_the_run_started(tmp_pa
     caller = tmp_path / "caller"
     caller.mkdir()
     yaml = tmp_path / "mine.yaml"
-    yaml.write_text("device: cpu\nrun_name: r\nthreads: 1\nmodels: [mnist_cnn]\nbatch_size: 16\nrepeats: 2\n"
-                    "dataset: mnist\ndata_path: mnist_here\ndownload: true\n")
-    root = _workbook(tmp_path, {"00_setup": [SEEN.format(nb="00"), EDIT.format(yaml=str(yaml))],
-                                "01_complexity": [SEEN.format(nb="01")]})
+    yaml.write_text(
+        "device: cpu\nrun_name: r\nthreads: 1\nmodels: [mnist_cnn]\nbatch_size: 16\nrepeats: 2\n"
+        "dataset: mnist\ndata_path: mnist_here\ndownload: true\n"
+    )
+    root = _workbook(
+        tmp_path,
+        {
+            "00_setup": [SEEN.format(nb="00"), EDIT.format(yaml=str(yaml))],
+            "01_complexity": [SEEN.format(nb="01")],
+        },
+    )
     monkeypatch.setenv("CNNBENCH_ROOT", str(root))
     monkeypatch.setenv("PYTHONPATH", str(ROOT / "lib"))
     monkeypatch.chdir(caller)  # data_path is relative: to the caller's folder, where it was validated
     monkeypatch.setattr(data, "download_problem", lambda name, folder: "")  # as if MNIST's host answered
     outputs = tmp_path / "out"
-    code = pipeline.main(["--params", str(yaml), "--outputs", str(outputs), "--set", "seed=3",
-                          "--set", "notebooks=[00_setup, 01_complexity]", "--no-report"])
+    code = pipeline.main(
+        [
+            "--params",
+            str(yaml),
+            "--outputs",
+            str(outputs),
+            "--set",
+            "seed=3",
+            "--set",
+            "notebooks=[00_setup, 01_complexity]",
+            "--no-report",
+        ]
+    )
     assert code == 0, capsys.readouterr()
     assert "batch_size: 32" in yaml.read_text()  # the edit happened between the two notebooks
     seen = [json.loads((outputs / "r" / f"seen_{nb}.json").read_text()) for nb in ("00", "01")]
@@ -94,16 +112,29 @@ def test_every_notebook_gets_the_parameters_resolved_when_the_run_started(tmp_pa
 def test_a_runs_params_json_edited_between_notebooks_stops_the_run_in_one_line(tmp_path, monkeypatch, capsys):
     """Issue 30: params.json edited by hand between notebooks of one run: 02 measured the edited models with no
     word, while environment.json said otherwise. The next notebook is refused instead."""
-    edit = ("import pathlib\np = pathlib.Path(run_dir, 'params.json')\n"
-            "p.write_text(p.read_text().replace('\"batch_size\": 16', '\"batch_size\": 32'))")
-    root = _workbook(tmp_path, {"00_setup": [SEEN.format(nb="00"), edit], "01_complexity": [SEEN.format(nb="01")]})
+    edit = (
+        "import pathlib\np = pathlib.Path(run_dir, 'params.json')\n"
+        "p.write_text(p.read_text().replace('\"batch_size\": 16', '\"batch_size\": 32'))"
+    )
+    root = _workbook(
+        tmp_path, {"00_setup": [SEEN.format(nb="00"), edit], "01_complexity": [SEEN.format(nb="01")]}
+    )
     yaml = tmp_path / "mine.yaml"
     yaml.write_text("device: cpu\nrun_name: r\nthreads: 1\nmodels: [mnist_cnn]\nbatch_size: 16\n")
     monkeypatch.setenv("CNNBENCH_ROOT", str(root))
     monkeypatch.setenv("PYTHONPATH", str(ROOT / "lib"))
     outputs = tmp_path / "out"
-    code = pipeline.main(["--params", str(yaml), "--outputs", str(outputs), "--set",
-                          "notebooks=[00_setup, 01_complexity]", "--no-report"])
+    code = pipeline.main(
+        [
+            "--params",
+            str(yaml),
+            "--outputs",
+            str(outputs),
+            "--set",
+            "notebooks=[00_setup, 01_complexity]",
+            "--no-report",
+        ]
+    )
     err = capsys.readouterr().err
     assert code == 1 and '"batch_size": 32' in (outputs / "r" / "params.json").read_text()
     _one_line(err, "01_complexity", "params.json changed since the run started")
@@ -125,6 +156,7 @@ def test_open_run_of_a_resolved_set_reads_it_and_a_params_file_still_works(tmp_p
 
 
 # --- 2. SIGTERM is handled as Ctrl-C is ---------------------------------------------------------------------------
+
 
 def _fake_execute(outcome):
     def execute(*args, **kwargs):
@@ -163,14 +195,31 @@ def test_sigterm_to_the_real_pipeline_shuts_its_kernel_down(tmp_path):
     """SIGTERM to the pipeline alone (docker stop, a scheduler): the kernel must not outlive it."""
     import psutil
 
-    proc = subprocess.Popen([sys.executable, "-m", "cnnbench.pipeline", "--params", str(SMOKE), "--outputs",
-                             str(tmp_path), "--set", "notebooks=[00_setup, 01_complexity]"], cwd=ROOT, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "cnnbench.pipeline",
+            "--params",
+            str(SMOKE),
+            "--outputs",
+            str(tmp_path),
+            "--set",
+            "notebooks=[00_setup, 01_complexity]",
+        ],
+        cwd=ROOT,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
     deadline = time.time() + 120
     while not (tmp_path / "smoke" / "progress.log").exists() and time.time() < deadline:
         time.sleep(0.2)
     time.sleep(3)
-    kernels = [c for c in psutil.Process(proc.pid).children(recursive=True) if "ipykernel" in " ".join(c.cmdline())]
+    kernels = [
+        c for c in psutil.Process(proc.pid).children(recursive=True) if "ipykernel" in " ".join(c.cmdline())
+    ]
     assert kernels
     os.kill(proc.pid, signal.SIGTERM)
     _, err = proc.communicate(timeout=120)
@@ -185,15 +234,19 @@ def test_sigterm_to_the_real_pipeline_shuts_its_kernel_down(tmp_path):
 
 # --- 3. every failure in one line, FAILED.txt, no half-written file ---------------------------------------------
 
+
 def test_full_disk_while_a_notebook_is_written_fails_in_one_line_and_leaves_no_truncated_copy(
-        tmp_path, monkeypatch, capsys):
+    tmp_path, monkeypatch, capsys
+):
     def execute_notebook(source, target, **kwargs):
         with open(target, "w") as f:
             f.write('{"cells": [{"cell_type": "code", "sou')  # as far as the disk had room
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), target)
 
     monkeypatch.setattr("papermill.execute_notebook", execute_notebook)
-    code = pipeline.main(["--params", str(SMOKE), "--outputs", str(tmp_path), "--set", "notebooks=[00_setup]"])
+    code = pipeline.main(
+        ["--params", str(SMOKE), "--outputs", str(tmp_path), "--set", "notebooks=[00_setup]"]
+    )
     assert code == 1
     _one_line(capsys.readouterr().err, "00_setup", "No space left on device")
     run_dir = tmp_path / "smoke"
@@ -206,7 +259,9 @@ def test_a_notebook_that_is_not_json_fails_in_one_line(tmp_path, monkeypatch, ca
     root = _workbook(tmp_path, {})
     (root / "notebooks" / "00_setup.ipynb").write_text('{"cells": [')
     monkeypatch.setenv("CNNBENCH_ROOT", str(root))
-    code = pipeline.main(["--params", str(SMOKE), "--outputs", str(tmp_path / "out"), "--set", "notebooks=[00_setup]"])
+    code = pipeline.main(
+        ["--params", str(SMOKE), "--outputs", str(tmp_path / "out"), "--set", "notebooks=[00_setup]"]
+    )
     assert code == 1
     _one_line(capsys.readouterr().err, "00_setup")
     assert "00_setup" in (tmp_path / "out" / "smoke" / "FAILED.txt").read_text()
@@ -271,6 +326,7 @@ def test_a_failed_notebook_keeps_its_executed_copy_written_whole(tmp_path, monke
 
 # --- 4. the run lock: one holder at a time ---------------------------------------------------------------------
 
+
 def _contend(run_dir, start, done, holders):
     start.wait()
     try:
@@ -331,6 +387,7 @@ def test_an_empty_lock_is_held_until_it_is_old(tmp_path):
 
 # --- 5. the archive replaces a planted link instead of writing through it ---------------------------------------
 
+
 def test_zip_run_replaces_a_link_planted_at_the_archive(tmp_path):
     import zipfile
 
@@ -365,7 +422,9 @@ def test_logs_in_a_run_folder_never_write_through_a_planted_link(tmp_path, monke
     was truncated (its content lost), the second appended to."""
     from cnnbench import progress
 
-    outside = {name: tmp_path / f"precious_{name}" for name in ("progress.log", "kernel.log", "machinery.log")}
+    outside = {
+        name: tmp_path / f"precious_{name}" for name in ("progress.log", "kernel.log", "machinery.log")
+    }
     run_dir = tmp_path / "run"
     run_dir.mkdir()
     for name, target in outside.items():
@@ -386,7 +445,9 @@ def test_logs_in_a_run_folder_never_write_through_a_planted_link(tmp_path, monke
 
 
 @pytest.mark.parametrize("failure", [RuntimeError("08 broke"), KeyboardInterrupt()])
-def test_a_failed_combined_analysis_never_leaves_the_old_combined_report_as_current(tmp_path, monkeypatch, failure):
+def test_a_failed_combined_analysis_never_leaves_the_old_combined_report_as_current(
+    tmp_path, monkeypatch, failure
+):
     """Issue 21 barrage: when the combined step failed (or was stopped by SIGTERM), outputs/report.html kept the
     previous runs only and nothing said it was stale."""
     from cnnbench import params, report
@@ -407,21 +468,29 @@ def test_a_failed_combined_analysis_never_leaves_the_old_combined_report_as_curr
         with pytest.raises(KeyboardInterrupt):
             pipeline._combined(p, tmp_path / "p.yaml", {}, tmp_path)
     assert not (tmp_path / "report.html").exists() and (tmp_path / pipeline.STALE_REPORT).is_file()
-    assert (tmp_path / report.COMBINED / pipeline.FAILED).read_text().startswith("The combined analysis did not finish")
+    assert (
+        (tmp_path / report.COMBINED / pipeline.FAILED)
+        .read_text()
+        .startswith("The combined analysis did not finish")
+    )
 
 
 # --- issue 21, second barrage ----------------------------------------------------------------------------------
 
+
 def test_a_full_disk_names_the_notebook_being_written(tmp_path, monkeypatch, capsys):
     """A real write() on a full disk raises ENOSPC with no file name: the line said only "No space left on
     device"; it names the executed copy being written, and no half-written copy is left."""
+
     def execute_notebook(source, target, **kwargs):
         with open(target, "w") as f:
             f.write('{"cells": [{"cell_type": "code", "sou')
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))  # as write() raises it: no filename
 
     monkeypatch.setattr("papermill.execute_notebook", execute_notebook)
-    code = pipeline.main(["--params", str(SMOKE), "--outputs", str(tmp_path), "--set", "notebooks=[00_setup]"])
+    code = pipeline.main(
+        ["--params", str(SMOKE), "--outputs", str(tmp_path), "--set", "notebooks=[00_setup]"]
+    )
     assert code == 1
     run_dir = tmp_path / "smoke"
     target = run_dir / "notebooks" / "00_setup.ipynb"
@@ -478,7 +547,9 @@ def test_a_closed_console_pipe_does_not_stop_the_run(tmp_path, monkeypatch, caps
     monkeypatch.setattr(pipeline, "execute", fake_execute)
     monkeypatch.setattr("cnnbench.report.build_run_report", lambda run_dir, executed: run_dir / "report.html")
     try:
-        code = pipeline.main(["--params", str(SMOKE), "--outputs", str(tmp_path), "--set", "notebooks=[00_setup]"])
+        code = pipeline.main(
+            ["--params", str(SMOKE), "--outputs", str(tmp_path), "--set", "notebooks=[00_setup]"]
+        )
     finally:
         os.close(write_end)
     assert code == 0, capsys.readouterr().err
@@ -510,8 +581,18 @@ def test_a_usage_error_is_one_line(capsys):
 def test_absent_mnist_for_05_is_refused_before_the_first_notebook(tmp_path, monkeypatch, capsys):
     """scratch_dataset mnist with no folder and no download: 05 said so only after 00-04 had measured."""
     monkeypatch.setattr(pipeline, "execute", lambda *a, **k: pytest.fail("a notebook ran"))
-    code = pipeline.main(["--params", str(SMOKE), "--outputs", str(tmp_path), "--set", "scratch_dataset=mnist",
-                          "--set", f"scratch_data_path={tmp_path / 'none'}"])
+    code = pipeline.main(
+        [
+            "--params",
+            str(SMOKE),
+            "--outputs",
+            str(tmp_path),
+            "--set",
+            "scratch_dataset=mnist",
+            "--set",
+            f"scratch_data_path={tmp_path / 'none'}",
+        ]
+    )
     assert code == 2
     _one_line(capsys.readouterr().err, "scratch_data_path", "does not exist")
     assert not (tmp_path / "smoke").exists()
@@ -521,8 +602,18 @@ def test_absent_oxford_pet_for_06_is_refused_before_the_first_notebook(tmp_path,
     """Issue 21 barrage rerun: transfer_dataset oxford_pet, no folder, no download: 06 said so only after 00-05 had
     measured (the run was stopped at 8 s in 00_setup)."""
     monkeypatch.setattr(pipeline, "execute", lambda *a, **k: pytest.fail("a notebook ran"))
-    code = pipeline.main(["--params", str(SMOKE), "--outputs", str(tmp_path), "--set", "transfer_dataset=oxford_pet",
-                          "--set", f"transfer_data_path={tmp_path / 'none'}"])
+    code = pipeline.main(
+        [
+            "--params",
+            str(SMOKE),
+            "--outputs",
+            str(tmp_path),
+            "--set",
+            "transfer_dataset=oxford_pet",
+            "--set",
+            f"transfer_data_path={tmp_path / 'none'}",
+        ]
+    )
     assert code == 2
     _one_line(capsys.readouterr().err, "transfer_data_path", "does not exist", "download")
     assert not (tmp_path / "smoke").exists()
@@ -547,8 +638,13 @@ def test_a_notebook_opened_on_a_run_being_written_says_which_run_and_what_to_do_
         )
     assert err.value.ename == "RunLocked"
     shown = nbformat.read(tmp_path / "08.ipynb", as_version=4)
-    error = next(o for c in shown.cells if c.cell_type == "code" for o in c.get("outputs", [])
-                 if o.output_type == "error")
+    error = next(
+        o
+        for c in shown.cells
+        if c.cell_type == "code"
+        for o in c.get("outputs", [])
+        if o.output_type == "error"
+    )
     assert len(error.traceback) == 1 and "\n" not in error.traceback[0], error.traceback
     _says_who_and_what_to_do(error.traceback[0], os.getpid())
 
@@ -563,8 +659,10 @@ def test_every_refusal_of_a_locked_run_names_the_run_the_holder_and_what_to_do(t
 
     (tmp_path / "smoke").mkdir()
     (tmp_path / "smoke" / ".lock").write_text(f"{os.getppid()}\n")
-    for attempt in (lambda: cnnbench.open_run(SMOKE, {}, tmp_path / "smoke"),
-                    lambda: paths.RunLock(tmp_path / "smoke").acquire()):
+    for attempt in (
+        lambda: cnnbench.open_run(SMOKE, {}, tmp_path / "smoke"),
+        lambda: paths.RunLock(tmp_path / "smoke").acquire(),
+    ):
         with pytest.raises(paths.RunLocked) as err:
             attempt()
         assert err.value._render_traceback_() == [str(err.value)]
@@ -573,11 +671,14 @@ def test_every_refusal_of_a_locked_run_names_the_run_the_holder_and_what_to_do(t
 
 # --- issue 30: processes die with their run, however it dies, and a new run names those of an earlier one ------
 
+
 def test_a_new_run_names_the_leftover_processes_of_an_earlier_run(tmp_path, monkeypatch, capsys):
     """Issue 30: a worker left under PID 1 by a killed run burned a core for minutes, and every later run measured
     under that load without a word."""
-    left = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"],
-                            env={**os.environ, paths.LOCK_ENV: str(tmp_path / "earlier")})
+    left = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(60)"],
+        env={**os.environ, paths.LOCK_ENV: str(tmp_path / "earlier")},
+    )
     monkeypatch.setattr(pipeline, "execute", _fake_execute(None))
     try:
         code = pipeline.main(["--params", str(SMOKE), "--outputs", str(tmp_path), "--no-report"])
@@ -599,17 +700,44 @@ def test_a_run_killed_with_sigkill_to_its_group_leaves_no_process_behind(tmp_pat
     session of its own, out of the group's reach. Every process of the run is gone 10 s after the kill."""
     run_dir = tmp_path / "out" / "killed"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "cnnbench", "--params", str(SMOKE), "--outputs", str(tmp_path / "out"),
-         "--run-name", "killed", "--set", "notebooks=[00_setup, 02_scenario_a]", "--set", "measured_steps=0",
-         "--set", "window_s=60", "--set", "repeats=1", "--set", "models=[mnist_cnn]"],
-        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        [
+            sys.executable,
+            "-m",
+            "cnnbench",
+            "--params",
+            str(SMOKE),
+            "--outputs",
+            str(tmp_path / "out"),
+            "--run-name",
+            "killed",
+            "--set",
+            "notebooks=[00_setup, 02_scenario_a]",
+            "--set",
+            "measured_steps=0",
+            "--set",
+            "window_s=60",
+            "--set",
+            "repeats=1",
+            "--set",
+            "models=[mnist_cnn]",
+        ],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     try:
         deadline = time.monotonic() + 240
-        while time.monotonic() < deadline and len([p for p in _processes_of(run_dir) if "forkserver" in p[2]]) < 2:
+        while (
+            time.monotonic() < deadline
+            and len([p for p in _processes_of(run_dir) if "forkserver" in p[2]]) < 2
+        ):
             assert proc.poll() is None, "the pipeline ended before a worker measured"
             time.sleep(1)
         measuring = _processes_of(run_dir)
-        assert len([p for p in measuring if "forkserver" in p[2]]) >= 2, measuring  # the forkserver and a worker
+        assert len([p for p in measuring if "forkserver" in p[2]]) >= 2, (
+            measuring
+        )  # the forkserver and a worker
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()

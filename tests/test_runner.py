@@ -13,8 +13,15 @@ from cnnbench.measure import engine, runner, telemetry
 from cnnbench.params import Params
 
 CPU = torch.device("cpu")
-PROTO = Params(warmup_steps=1, measured_steps=4, repeats=3, processes=3, max_processes=6, ci_target_pct=5.0,
-               adapt_budget_s=60.0)
+PROTO = Params(
+    warmup_steps=1,
+    measured_steps=4,
+    repeats=3,
+    processes=3,
+    max_processes=6,
+    ci_target_pct=5.0,
+    adapt_budget_s=60.0,
+)
 
 
 def cfg(bs=8, phase="train"):
@@ -32,15 +39,29 @@ def fake_measure(rates, calls, busy=False):
         step = c.batch_size / rate
         walls = [n * step * f for f in (0.999, 1.0, 1.001)][: protocol.repeats]
         spans = [(i * 1.0, i * 1.0 + 0.5) for i in range(protocol.repeats)]
-        series = [{"t_s": i + 0.25, "metric": m, "value": v, "device_index": None}
-                  for i in range(protocol.repeats)
-                  for m, v in (("cpu_steal_pct", 20.0 if busy else 0.0), ("util_other_cpu_pct", 1.0))]
-        summary = engine.timing.summarize([w / n for w in walls for _ in range(n)], walls, [n] * len(walls),
-                                          c.batch_size)
-        return {**engine.config_key(c, device, protocol), "status": "ok", "error": "", "steps_per_window": n,
-                "peak_rss_mib": 100.0 + k, "baseline_rss_mib": 50.0 + k, "cpu_steal_mean_pct": 20.0 if busy else 0.0,
-                "util_other_cpu_mean_pct": 1.0, **summary, "step_times_s": [w / n for w in walls for _ in range(n)],
-                "window_times_s": walls, "window_spans_s": spans, "telemetry_series": series}
+        series = [
+            {"t_s": i + 0.25, "metric": m, "value": v, "device_index": None}
+            for i in range(protocol.repeats)
+            for m, v in (("cpu_steal_pct", 20.0 if busy else 0.0), ("util_other_cpu_pct", 1.0))
+        ]
+        summary = engine.timing.summarize(
+            [w / n for w in walls for _ in range(n)], walls, [n] * len(walls), c.batch_size
+        )
+        return {
+            **engine.config_key(c, device, protocol),
+            "status": "ok",
+            "error": "",
+            "steps_per_window": n,
+            "peak_rss_mib": 100.0 + k,
+            "baseline_rss_mib": 50.0 + k,
+            "cpu_steal_mean_pct": 20.0 if busy else 0.0,
+            "util_other_cpu_mean_pct": 1.0,
+            **summary,
+            "step_times_s": [w / n for w in walls for _ in range(n)],
+            "window_times_s": walls,
+            "window_spans_s": spans,
+            "telemetry_series": series,
+        }
 
     return measure
 
@@ -68,22 +89,35 @@ def test_configurations_are_measured_in_interleaved_rounds(tmp_path, monkeypatch
     calls = []
     monkeypatch.setattr(engine, "measure", fake_measure({8: [100.0], 16: [200.0], 32: [300.0]}, calls))
     runner.run_configs([cfg(8), cfg(16), cfg(32)], CPU, PROTO, tmp_path / "r.csv")
-    rounds = [calls[i:i + 3] for i in range(0, 9, 3)]
-    assert all(sorted(r) == [8, 16, 32] for r in rounds)  # every configuration once a round: drift falls on all
-    assert len({tuple(r) for r in rounds}) > 1  # in an order drawn anew each round (seeded): none always first
+    rounds = [calls[i : i + 3] for i in range(0, 9, 3)]
+    assert all(
+        sorted(r) == [8, 16, 32] for r in rounds
+    )  # every configuration once a round: drift falls on all
+    assert (
+        len({tuple(r) for r in rounds}) > 1
+    )  # in an order drawn anew each round (seeded): none always first
     again = []
     monkeypatch.setattr(engine, "measure", fake_measure({8: [100.0], 16: [200.0], 32: [300.0]}, again))
     runner.run_configs([cfg(8), cfg(16), cfg(32)], CPU, PROTO, tmp_path / "again.csv")
     assert again == calls  # the same seed, the same order
 
 
-def test_rows_carry_each_rounds_rate_and_variants_one_knob_apart_are_divided_round_by_round(tmp_path, monkeypatch):
+def test_rows_carry_each_rounds_rate_and_variants_one_knob_apart_are_divided_round_by_round(
+    tmp_path, monkeypatch
+):
     from cnnbench.measure import reproducibility
 
     calls = []
-    monkeypatch.setattr(engine, "measure", fake_measure({8: [100.0, 90.0, 110.0], 16: [200.0, 180.0, 220.0]}, calls))
-    rows = runner.run_configs([cfg(8), cfg(16)], CPU, dataclasses.replace(PROTO, max_processes=3), tmp_path / "r.csv")
-    rates = {int(r["batch_size"]): {int(k): v for k, v in json.loads(r["process_rates_img_s"]).items()} for r in rows}
+    monkeypatch.setattr(
+        engine, "measure", fake_measure({8: [100.0, 90.0, 110.0], 16: [200.0, 180.0, 220.0]}, calls)
+    )
+    rows = runner.run_configs(
+        [cfg(8), cfg(16)], CPU, dataclasses.replace(PROTO, max_processes=3), tmp_path / "r.csv"
+    )
+    rates = {
+        int(r["batch_size"]): {int(k): v for k, v in json.loads(r["process_rates_img_s"]).items()}
+        for r in rows
+    }
     assert rates[8] == pytest.approx({1: 100.0, 2: 90.0, 3: 110.0})
     ratio, low, high, n = reproducibility.paired_ratio(rates[8], rates[16])
     # the machine moved 20% between rounds, and both with it: round by round the ratio is exactly 2
@@ -104,7 +138,9 @@ def test_a_wide_interval_gets_more_processes_until_the_target_or_the_ceiling(tmp
 def test_no_budget_no_extra_processes_and_the_row_says_so(tmp_path, monkeypatch):
     calls = []
     monkeypatch.setattr(engine, "measure", fake_measure({8: [100.0, 150.0, 80.0]}, calls))
-    (row,) = runner.run_configs([cfg()], CPU, dataclasses.replace(PROTO, adapt_budget_s=0), tmp_path / "r.csv")
+    (row,) = runner.run_configs(
+        [cfg()], CPU, dataclasses.replace(PROTO, adapt_budget_s=0), tmp_path / "r.csv"
+    )
     assert row["stop_reason"] == "budget" and len(calls) == 3
 
 
@@ -164,7 +200,9 @@ def test_the_cpus_own_speed_is_probed_before_every_round_and_judged(tmp_path, mo
     speeds = iter([100.0, 100.0, 70.0, 70.0, 70.0, 70.0])
     monkeypatch.setattr(telemetry, "speed_probe", lambda: next(speeds))
     monkeypatch.setattr(engine, "measure", fake_measure({8: [100.0, 101.0, 70.0]}, []))
-    (row,) = runner.run_configs([cfg()], CPU, dataclasses.replace(PROTO, adapt_budget_s=0), tmp_path / "r.csv")
+    (row,) = runner.run_configs(
+        [cfg()], CPU, dataclasses.replace(PROTO, adapt_budget_s=0), tmp_path / "r.csv"
+    )
     windows = pd.read_csv(tmp_path / "r_windows.csv")
     assert list(windows.groupby("process").probe_img_s.first()) == [100.0, 100.0, 70.0]
     assert float(row["probe_spread_pct"]) == pytest.approx(100 * 30 / 90)

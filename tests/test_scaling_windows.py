@@ -17,8 +17,15 @@ def test_every_world_size_is_measured_over_several_windows_whatever_repeats_says
     def fake(cmd, out, **_):
         windows.append(int(cmd[cmd.index("--repeats") + 1]))
         world = int(cmd[cmd.index("--nproc_per_node") + 1]) if "--nproc_per_node" in cmd else 1
-        return {"device_kind": "cpu", "device_name": "cpu", **ddp.throughput([0.30, 0.31, 0.29], 16 * world, 4),
-                "loss_last": 1.0, "check_losses": [2.0, 1.0], "reference_losses": {"32": [2.0, 1.0]}, "ranks": []}
+        return {
+            "device_kind": "cpu",
+            "device_name": "cpu",
+            **ddp.throughput([0.30, 0.31, 0.29], 16 * world, 4),
+            "loss_last": 1.0,
+            "check_losses": [2.0, 1.0],
+            "reference_losses": {"32": [2.0, 1.0]},
+            "ranks": [],
+        }
 
     rows = launch.run_all(run, launcher=fake, log=lambda *_: None)
     assert [w for w in windows if w] == [run.params.scaling_repeats] * 2

@@ -29,8 +29,9 @@ def data():
 @pytest.mark.parametrize("backend", CPU_BACKENDS)
 @pytest.mark.parametrize("model", ["mnist_cnn", "mlp"])
 def test_loss_and_every_gradient_match_autograd(backend, model, data):
-    rows = experiment.gradcheck(backend, model, torch_weights(model, seed=3), data.x_train[:16],
-                                data.y_train[:16], threads=2)
+    rows = experiment.gradcheck(
+        backend, model, torch_weights(model, seed=3), data.x_train[:16], data.y_train[:16], threads=2
+    )
     assert [r["tensor"] for r in rows][0] == "loss" and len(rows) == (9 if model == "mnist_cnn" else 5)
     for r in rows:
         assert r["status"] == "ok" and r["passed"] and r["rel_err"] <= 1e-4, r
@@ -79,7 +80,9 @@ def test_same_weights_same_order_same_trajectory_and_it_learns(data):
         np.testing.assert_allclose(losses[b], losses["torch_cpu"], rtol=1e-3)
         assert runs[b][-1]["test_accuracy"] > 0.3, (b, runs[b][-1])  # chance is 0.1
         row = runs[b][0]
-        assert row["images"] == 16 * 64 and row["throughput_img_s"] == pytest.approx(row["images"] / row["epoch_s"])
+        assert row["images"] == 16 * 64 and row["throughput_img_s"] == pytest.approx(
+            row["images"] / row["epoch_s"]
+        )
         assert {"device_name", "device_kind", "threads", "epoch_s"} <= set(row)
 
 
@@ -149,8 +152,9 @@ def test_op_timer_syncs_around_each_op_and_keeps_the_first_call_apart():
 @pytest.mark.parametrize("backend", CPU_BACKENDS)
 def test_op_breakdown_names_every_op_with_its_kind(backend, data):
     p = params.Params(scratch_op_steps=2)
-    rows = experiment.op_breakdown(backend, "mnist_cnn", p, torch_weights("mnist_cnn"), data.x_train[:32],
-                                   data.y_train[:32], threads=2)
+    rows = experiment.op_breakdown(
+        backend, "mnist_cnn", p, torch_weights("mnist_cnn"), data.x_train[:32], data.y_train[:32], threads=2
+    )
     assert all(r["status"] == "ok" and r["op_kind"] in OP_KINDS and r["calls"] == 2 for r in rows)
     kinds = {r["op_kind"] for r in rows}
     assert {"conv", "pool", "gradient", "update"} <= kinds
@@ -159,8 +163,16 @@ def test_op_breakdown_names_every_op_with_its_kind(backend, data):
 
 def test_memory_is_computed_from_arrays_and_checked_against_tracemalloc(data):
     p = params.Params()
-    rows = experiment.memory_breakdown("numpy", "mnist_cnn", p, torch_weights("mnist_cnn"), data.x_train[:128],
-                                       data.y_train[:128], data, threads=2)
+    rows = experiment.memory_breakdown(
+        "numpy",
+        "mnist_cnn",
+        p,
+        torch_weights("mnist_cnn"),
+        data.x_train[:128],
+        data.y_train[:128],
+        data,
+        threads=2,
+    )
     by = {r["component"]: r for r in rows}
     params_mib = 215464 / 2**20  # 53,866 float32 parameters of MnistCNN
     assert by["parameters"]["computed_mib"] == pytest.approx(params_mib)
@@ -174,8 +186,16 @@ def test_memory_is_computed_from_arrays_and_checked_against_tracemalloc(data):
 def test_torch_cpu_memory_that_cannot_be_measured_is_nan_and_says_so(data):
     # issue 17: torch_cpu's step_total read "measured" 0.0 MiB beside 25.08 computed, status ok (an RSS delta
     # after a step that reused resident pages), and model_state_total 0.0117 beside 0.616
-    rows = experiment.memory_breakdown("torch_cpu", "mnist_cnn", params.Params(), torch_weights("mnist_cnn"),
-                                       data.x_train[:128], data.y_train[:128], data, threads=2)
+    rows = experiment.memory_breakdown(
+        "torch_cpu",
+        "mnist_cnn",
+        params.Params(),
+        torch_weights("mnist_cnn"),
+        data.x_train[:128],
+        data.y_train[:128],
+        data,
+        threads=2,
+    )
     by = {r["component"]: r for r in rows}
     for component in ("model_state_total", "step_total", "backend_overhead"):
         assert math.isnan(by[component]["measured_mib"]), component
@@ -190,32 +210,47 @@ def test_momentum_buffers_are_counted_only_with_momentum(backend, data):
     # issue 17: seed 004's MLP (momentum 0) was charged 0.030 MiB of momentum buffers
     p = params.Params()
     assert p.scratch_mlp_momentum == 0
-    rows = experiment.memory_breakdown(backend, "mlp", p, torch_weights("mlp"), data.x_train[:128],
-                                       data.y_train[:128], data, threads=2)
+    rows = experiment.memory_breakdown(
+        backend, "mlp", p, torch_weights("mlp"), data.x_train[:128], data.y_train[:128], data, threads=2
+    )
     by = {r["component"]: r for r in rows}
     assert by["optimizer_state"]["computed_mib"] == 0
     two = by["parameters"]["computed_mib"] + by["gradients"]["computed_mib"]
     assert by["model_state_total"]["computed_mib"] == pytest.approx(two)
-    if backend == "numpy":  # none allocated either (numba_cpu's count holds what Numba keeps of a first compile)
+    if (
+        backend == "numpy"
+    ):  # none allocated either (numba_cpu's count holds what Numba keeps of a first compile)
         assert by["model_state_total"]["measured_mib"] == pytest.approx(two, rel=0.1)
-    cnn = experiment.memory_breakdown(backend, "mnist_cnn", p, torch_weights("mnist_cnn"), data.x_train[:32],
-                                      data.y_train[:32], data, threads=2)
+    cnn = experiment.memory_breakdown(
+        backend,
+        "mnist_cnn",
+        p,
+        torch_weights("mnist_cnn"),
+        data.x_train[:32],
+        data.y_train[:32],
+        data,
+        threads=2,
+    )
     cnn = {r["component"]: r for r in cnn}
     assert cnn["optimizer_state"]["computed_mib"] == pytest.approx(cnn["parameters"]["computed_mib"])
 
 
 def test_params_keys_are_validated_with_one_line_errors(tmp_path):
-    bad = [({"scratch_backends": ["numpy", "jax"]}, "scratch_backends"),
-           ({"scratch_models": ["resnet"]}, "scratch_models"),
-           ({"scratch_epochs": 0}, "scratch_epochs"),
-           ({"scratch_train_images": 100}, "scratch_train_images"),
-           ({"scratch_dataset": "cifar"}, "scratch_dataset"),
-           ({"scratch_momentum": -1.0}, "scratch_momentum")]
+    bad = [
+        ({"scratch_backends": ["numpy", "jax"]}, "scratch_backends"),
+        ({"scratch_models": ["resnet"]}, "scratch_models"),
+        ({"scratch_epochs": 0}, "scratch_epochs"),
+        ({"scratch_train_images": 100}, "scratch_train_images"),
+        ({"scratch_dataset": "cifar"}, "scratch_dataset"),
+        ({"scratch_momentum": -1.0}, "scratch_momentum"),
+    ]
     for raw, key in bad:
         with pytest.raises(params.ParamsError) as err:
             params.validate(raw, check_device=False)
         assert f"'{key}'" in str(err.value) and "\n" not in str(err.value)
-    p = params.validate({"scratch_dataset": "mnist", "scratch_data_path": str(tmp_path / "none")}, check_device=False)
+    p = params.validate(
+        {"scratch_dataset": "mnist", "scratch_data_path": str(tmp_path / "none")}, check_device=False
+    )
     with pytest.raises(params.ParamsError, match="scratch_data_path"):
         experiment.load_data(p)
     assert "05_backends" in params.NOTEBOOKS
@@ -244,15 +279,35 @@ def test_run_all_writes_the_four_tidy_csvs(tmp_path, monkeypatch, data):
     import cnnbench
 
     monkeypatch.setitem(sys.modules, "cupy", None)
-    overrides = {"scratch_backends": ["numpy", "cupy"], "scratch_models": ["mnist_cnn", "mlp"],
-                 "scratch_epochs": 1, "scratch_batch_size": 128, "scratch_mlp_steps": 4, "scratch_mlp_eval_every": 2,
-                 "scratch_op_steps": 1, "scratch_gradcheck_batch": 4, "threads": 1}
+    overrides = {
+        "scratch_backends": ["numpy", "cupy"],
+        "scratch_models": ["mnist_cnn", "mlp"],
+        "scratch_epochs": 1,
+        "scratch_batch_size": 128,
+        "scratch_mlp_steps": 4,
+        "scratch_mlp_eval_every": 2,
+        "scratch_op_steps": 1,
+        "scratch_gradcheck_batch": 4,
+        "threads": 1,
+    }
     run = cnnbench.open_run(ROOT / "params" / "smoke.yaml", overrides, tmp_path / "run")
     experiment.run_all(run, experiment.synthetic_mnist(256, 64), progress=lambda *_: None)
     frames = experiment.load_frames(run.dir)
     b = frames["backends"]
-    for col in ("backend", "model", "epoch", "epoch_s", "images", "throughput_img_s", "train_loss", "test_accuracy",
-                "status", "device_name", "device_kind", "threads"):
+    for col in (
+        "backend",
+        "model",
+        "epoch",
+        "epoch_s",
+        "images",
+        "throughput_img_s",
+        "train_loss",
+        "test_accuracy",
+        "status",
+        "device_name",
+        "device_kind",
+        "threads",
+    ):
         assert col in b.columns, col
     assert set(b[b.backend == "cupy"].status) == {"unavailable"}
     assert set(b[b.backend == "numpy"].status) == {"ok"} and set(b.model) == {"mnist_cnn", "mlp"}
@@ -261,8 +316,11 @@ def test_run_all_writes_the_four_tidy_csvs(tmp_path, monkeypatch, data):
     assert {"component", "computed_mib", "measured_mib", "method"} <= set(frames["backend_memory"].columns)
     summ = summary.summarize(b)
     assert set(summ.backend) == {"numpy"} and (summ.throughput_img_s > 0).all()
-    figures = [summary.figure_1(b, tmp_path / "f1.png"), summary.convergence(b, tmp_path / "c.png"),
-               summary.op_breakdown(frames["backend_ops"], tmp_path / "o.png")]
+    figures = [
+        summary.figure_1(b, tmp_path / "f1.png"),
+        summary.convergence(b, tmp_path / "c.png"),
+        summary.op_breakdown(frames["backend_ops"], tmp_path / "o.png"),
+    ]
     assert (tmp_path / "f1.png").is_file() and all(f is not None for f in figures)
     assert [plots.empty_axes(f) for f in figures] == [[], [], []]  # every panel draws data
     assert not summary.gradcheck_table(frames["gradcheck"]).empty
@@ -272,19 +330,22 @@ def test_run_all_writes_the_four_tidy_csvs(tmp_path, monkeypatch, data):
     assert beside.loc["numpy", "ours_throughput_img_s"] > 0 and set(beside.model) == {"mnist_cnn"}
     fb = summary.forward_backward(frames["backend_ops"], "mlp")
     assert fb.loc["step_ms", "ours: numpy"] == pytest.approx(
-        fb.loc[["forward_ms", "backward_ms", "update_ms"], "ours: numpy"].sum())
+        fb.loc[["forward_ms", "backward_ms", "update_ms"], "ours: numpy"].sum()
+    )
     merged = summary.summarize(pd.concat([b.assign(run="a"), b.assign(run="b")]))
     assert len(merged) == 2 * len(summ)  # runs merged by concatenation stay apart
 
 
 def test_speed_goals_are_ratios_recorded_not_asserted():
-    summ = pd.DataFrame([
-        {"backend": "torch_cpu", "model": "mnist_cnn", "throughput_img_s": 1000.0, "step_s": 0.5},
-        {"backend": "numba_cpu", "model": "mnist_cnn", "throughput_img_s": 400.0, "step_s": 1.2},
-        {"backend": "numpy", "model": "mnist_cnn", "throughput_img_s": 250.0, "step_s": 2.0},
-        {"backend": "torch_cpu", "model": "mlp", "throughput_img_s": 1.0, "step_s": 0.1},
-        {"backend": "numpy", "model": "mlp", "throughput_img_s": 1.0, "step_s": 0.12},
-    ])
+    summ = pd.DataFrame(
+        [
+            {"backend": "torch_cpu", "model": "mnist_cnn", "throughput_img_s": 1000.0, "step_s": 0.5},
+            {"backend": "numba_cpu", "model": "mnist_cnn", "throughput_img_s": 400.0, "step_s": 1.2},
+            {"backend": "numpy", "model": "mnist_cnn", "throughput_img_s": 250.0, "step_s": 2.0},
+            {"backend": "torch_cpu", "model": "mlp", "throughput_img_s": 1.0, "step_s": 0.1},
+            {"backend": "numpy", "model": "mlp", "throughput_img_s": 1.0, "step_s": 0.12},
+        ]
+    )
     goals = summary.speed_goals(summ).set_index(["model", "backend"])
     assert goals.loc[("mnist_cnn", "numba_cpu"), "ratio"] == pytest.approx(0.4)
     assert not goals.loc[("mnist_cnn", "numba_cpu"), "met"] and goals.loc[("mnist_cnn", "numpy"), "met"]
@@ -306,13 +367,28 @@ def test_the_op_breakdown_gives_each_op_one_colour_in_every_panel(tmp_path):
 
     from cnnbench.scratch import summary
 
-    rows = [{"backend": b, "model": m, "op": op, "op_kind": kind, "pass": "forward", "median_ms": 1.0,
-             "status": "ok"}
-            for b in ("numpy", "torch_cpu") for m, ops in (("mlp", ("fc1", "grad")), ("mnist_cnn", ("conv1", "grad")))
-            for op, kind in zip(ops, ("matmul" if m == "mlp" else "conv", "gradient"), strict=True)]
+    rows = [
+        {
+            "backend": b,
+            "model": m,
+            "op": op,
+            "op_kind": kind,
+            "pass": "forward",
+            "median_ms": 1.0,
+            "status": "ok",
+        }
+        for b in ("numpy", "torch_cpu")
+        for m, ops in (("mlp", ("fc1", "grad")), ("mnist_cnn", ("conv1", "grad")))
+        for op, kind in zip(ops, ("matmul" if m == "mlp" else "conv", "gradient"), strict=True)
+    ]
     fig = summary.op_breakdown(pd.DataFrame(rows), tmp_path / "ops.png")
-    colours = [{t.get_text(): h.get_facecolor() for h, t in zip(ax.get_legend().legend_handles, ax.get_legend().texts,
-                                                              strict=True)} for ax in fig.axes]
+    colours = [
+        {
+            t.get_text(): h.get_facecolor()
+            for h, t in zip(ax.get_legend().legend_handles, ax.get_legend().texts, strict=True)
+        }
+        for ax in fig.axes
+    ]
     assert colours[0]["gradient"] == colours[1]["gradient"]
 
 
@@ -326,11 +402,18 @@ def test_numba_cuda_kernels_accumulate_in_float32():
     from cnnbench.scratch import numba_cuda
 
     tree = ast.parse(inspect.getsource(numba_cuda))
-    kernels = [f for f in tree.body if isinstance(f, ast.FunctionDef)
-               and any("jit" in ast.unparse(d) for d in f.decorator_list)]
+    kernels = [
+        f
+        for f in tree.body
+        if isinstance(f, ast.FunctionDef) and any("jit" in ast.unparse(d) for d in f.decorator_list)
+    ]
     assert len(kernels) >= 8
-    floats = [f"{k.name}: {ast.unparse(n)}" for k in kernels for n in ast.walk(k)
-              if isinstance(n, ast.Constant) and isinstance(n.value, float)]
+    floats = [
+        f"{k.name}: {ast.unparse(n)}"
+        for k in kernels
+        for n in ast.walk(k)
+        if isinstance(n, ast.Constant) and isinstance(n.value, float)
+    ]
     assert floats == []
 
 
@@ -341,7 +424,9 @@ def test_the_backends_figure_draws_its_bars_on_a_linear_axis_from_zero(tmp_path)
     from cnnbench.scratch import summary
     from conftest import ROOT
 
-    fig = summary.figure_1(pd.read_csv(ROOT / "examples" / "example-cpu-2core" / "backends.csv"), tmp_path / "b.png")
+    fig = summary.figure_1(
+        pd.read_csv(ROOT / "examples" / "example-cpu-2core" / "backends.csv"), tmp_path / "b.png"
+    )
     bar_axes = [ax for ax in fig.axes if any(p.get_height() > 0 for p in ax.patches)]
     assert bar_axes and all(ax.get_yscale() == "linear" and ax.get_ylim()[0] == 0 for ax in bar_axes)
 

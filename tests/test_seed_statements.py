@@ -43,8 +43,12 @@ def test_the_numbers_found_missing_are_transcribed_with_their_lines():
 
 
 def test_nothing_claims_that_every_published_number_is_transcribed():  # README.md: DOCS
-    files = [ROOT / "README.md", *(ROOT / "docs").glob("*.md"), *(ROOT / "params").glob("*.yaml"),
-             *(ROOT / "lib").rglob("*.py")]
+    files = [
+        ROOT / "README.md",
+        *(ROOT / "docs").glob("*.md"),
+        *(ROOT / "params").glob("*.yaml"),
+        *(ROOT / "lib").rglob("*.py"),
+    ]
     claim = re.compile(
         r"every (seed )?numbers? (they|the seeds?|it) published|every seed number[^.]{0,30} is in", re.I
     )

@@ -84,8 +84,16 @@ def test_every_gpu_is_sampled_and_the_row_describes_the_measured_one(fake_gpu):
     gpu = df[df.metric == "util_device_pct"]
     assert set(gpu.device_index) == {0, 1}  # the idle GPU shows, as idle
     assert set(gpu[gpu.device_index == 0].value) == {0.0}
-    assert {"gpu_power_w", "gpu_temp_c", "gpu_sm_clock_mhz", "gpu_mem_used_mib", "gpu_throttle_reasons",
-            "util_device_mem_pct", "util_cpu_core_pct", "rss_mib"} <= set(df.metric)
+    assert {
+        "gpu_power_w",
+        "gpu_temp_c",
+        "gpu_sm_clock_mhz",
+        "gpu_mem_used_mib",
+        "gpu_throttle_reasons",
+        "util_device_mem_pct",
+        "util_cpu_core_pct",
+        "rss_mib",
+    } <= set(df.metric)
     summary = s.summary()
     assert summary["util_device_mean_pct"] == 90 and summary["util_device_max_pct"] == 90
     assert summary["gpu_power_w_mean"] == 300 and summary["gpu_temp_c_max"] == 70
@@ -122,8 +130,12 @@ def test_a_child_that_ends_between_samples_keeps_its_cpu_time():
     s = telemetry.Sampler(torch.device("cpu"), 1.0, clock=lambda: next(clock))
     t = types.SimpleNamespace
     child = t(cpu_times=lambda: t(user=1.5, system=0.5))
-    states = iter([(t(user=1.0, system=0.0, children_user=0.0, children_system=0.0), [child]),      # worker alive
-                   (t(user=1.2, system=0.0, children_user=2.6, children_system=0.0), [])])         # worker reaped
+    states = iter(
+        [
+            (t(user=1.0, system=0.0, children_user=0.0, children_system=0.0), [child]),  # worker alive
+            (t(user=1.2, system=0.0, children_user=2.6, children_system=0.0), []),
+        ]
+    )  # worker reaped
     s._proc, s._children = t(cpu_times=None), None
 
     def step():
@@ -155,13 +167,21 @@ class UnsupportedFieldNVML(InstantPowerNVML):
         return [types.SimpleNamespace(fieldId=ids[0], nvmlReturn=3, value=types.SimpleNamespace(uiVal=0))]
 
 
-@pytest.mark.parametrize("nvml, watts, source", [
-    (InstantPowerNVML, 320, "nvml_instant"),  # the instantaneous field, where the driver has it
-    (UnsupportedFieldNVML, 300, "nvml_power_usage_1s_avg"),  # per-field NOT_SUPPORTED: the averaged reading
-    (FakeNVML, 300, "nvml_power_usage_1s_avg"),  # a pynvml without nvmlDeviceGetFieldValues
-])
-def test_gpu_power_is_the_instant_field_where_the_driver_has_it_and_the_row_says_which(fake_gpu, nvml, watts,
-                                                                                       source):
+@pytest.mark.parametrize(
+    "nvml, watts, source",
+    [
+        (InstantPowerNVML, 320, "nvml_instant"),  # the instantaneous field, where the driver has it
+        (
+            UnsupportedFieldNVML,
+            300,
+            "nvml_power_usage_1s_avg",
+        ),  # per-field NOT_SUPPORTED: the averaged reading
+        (FakeNVML, 300, "nvml_power_usage_1s_avg"),  # a pynvml without nvmlDeviceGetFieldValues
+    ],
+)
+def test_gpu_power_is_the_instant_field_where_the_driver_has_it_and_the_row_says_which(
+    fake_gpu, nvml, watts, source
+):
     fake_gpu.nvml, fake_gpu.nvml_index = nvml, 1
     with telemetry.Sampler(torch.device("cpu"), 0.01) as s:
         pass
@@ -177,6 +197,7 @@ def test_sync_boost_is_a_decoded_throttle_reason(fake_gpu):
 
 
 # --- issue 30: a stopped window, an empty reading and a concurrent run are seen by the verdict -------------------
+
 
 def test_an_empty_reading_is_not_measured_never_zero():
     """Issue 30: eval windows shorter than the telemetry period read nothing, and the verdict said 'steal 0.0%,
@@ -228,8 +249,10 @@ def test_the_verdict_sees_another_run_of_this_workbook_measuring_at_the_same_tim
     from cnnbench import paths
 
     monkeypatch.setenv(paths.LOCK_ENV, str(tmp_path / "mine"))
-    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"],
-                             env={**__import__("os").environ, paths.LOCK_ENV: str(tmp_path / "other")})
+    other = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(60)"],
+        env={**__import__("os").environ, paths.LOCK_ENV: str(tmp_path / "other")},
+    )
     try:
         with telemetry.Sampler(torch.device("cpu"), 0.05) as s:
             __import__("time").sleep(0.2)

@@ -81,8 +81,9 @@ def test_mps_times_windows_only_even_where_torch_has_mps_events(monkeypatch):
     changing the work timed: on MPS the window is timed, synchronised at its edges, and no event is recorded."""
     fake = FakeDevice([0.1, 0.2, 0.3])
     fake.events = []
-    monkeypatch.setattr(torch.mps, "Event", lambda enable_timing=False: pytest.fail("an MPS event was made"),
-                        raising=False)
+    monkeypatch.setattr(
+        torch.mps, "Event", lambda enable_timing=False: pytest.fail("an MPS event was made"), raising=False
+    )
     timer = timing.StepTimer(torch.device("mps"), clock=fake.clock, sync=fake.sync)
     times, wall = timer.window(fake.step, 3)
     assert fake.log.count("sync") == 2  # per-step synchronisation would remove the CPU/GPU overlap

@@ -31,22 +31,26 @@ def p_of(**kw):
 
 # --- params --------------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("key, value, words", [
-    ("optimizer", "rmsprop", "'optimizer' is 'rmsprop'; allowed: sgd, adam, adamw"),
-    ("pretrained", "yes", "'pretrained' must be bool"),
-    ("transfer_target_accuracy", 1.5, "'transfer_target_accuracy' must be in (0, 1]"),
-    ("transfer_lrs", [0.01, 0], "'transfer_lrs' must hold positive"),
-    ("transfer_batch_sizes", [], "'transfer_batch_sizes' must list"),
-    ("scaling_world_sizes", [0], "'scaling_world_sizes' must be a positive"),
-    ("transfer_devices", ["tpu"], "'transfer_devices' has unknown device 'tpu'"),
-    ("profile_models", ["nonet"], "'profile_models' names unknown model 'nonet'"),
-    ("transfer_model", "nonet", "'transfer_model' names unknown model"),
-    ("transfer_dataset", "imagefolder", "'transfer_data_path' is required"),
-    ("scaling_backend", "mpi", "'scaling_backend' is 'mpi'"),
-    ("phase_steps", 0, "'phase_steps' must be a positive"),
-    ("phase_window_s", -1.0, "'phase_window_s' must be >= 0"),
-    ("phase_max_s", -1.0, "'phase_max_s' must be >= 0"),
-])
+
+@pytest.mark.parametrize(
+    "key, value, words",
+    [
+        ("optimizer", "rmsprop", "'optimizer' is 'rmsprop'; allowed: sgd, adam, adamw"),
+        ("pretrained", "yes", "'pretrained' must be bool"),
+        ("transfer_target_accuracy", 1.5, "'transfer_target_accuracy' must be in (0, 1]"),
+        ("transfer_lrs", [0.01, 0], "'transfer_lrs' must hold positive"),
+        ("transfer_batch_sizes", [], "'transfer_batch_sizes' must list"),
+        ("scaling_world_sizes", [0], "'scaling_world_sizes' must be a positive"),
+        ("transfer_devices", ["tpu"], "'transfer_devices' has unknown device 'tpu'"),
+        ("profile_models", ["nonet"], "'profile_models' names unknown model 'nonet'"),
+        ("transfer_model", "nonet", "'transfer_model' names unknown model"),
+        ("transfer_dataset", "imagefolder", "'transfer_data_path' is required"),
+        ("scaling_backend", "mpi", "'scaling_backend' is 'mpi'"),
+        ("phase_steps", 0, "'phase_steps' must be a positive"),
+        ("phase_window_s", -1.0, "'phase_window_s' must be >= 0"),
+        ("phase_max_s", -1.0, "'phase_max_s' must be >= 0"),
+    ],
+)
 def test_transfer_keys_are_validated_with_one_line(key, value, words):
     with pytest.raises(params.ParamsError) as err:
         p_of(**{key: value})
@@ -56,7 +60,9 @@ def test_transfer_keys_are_validated_with_one_line(key, value, words):
 def test_a_missing_transfer_dataset_folder_is_named(tmp_path):
     with pytest.raises(params.ParamsError, match="'transfer_data_path': folder .* does not exist"):
         p_of(transfer_dataset="imagefolder", transfer_data_path=str(tmp_path / "none"))
-    p = p_of(transfer_dataset="oxford_pet", transfer_data_path=str(tmp_path / "none"))  # may be downloaded later
+    p = p_of(
+        transfer_dataset="oxford_pet", transfer_data_path=str(tmp_path / "none")
+    )  # may be downloaded later
     with pytest.raises(finetune.TransferError) as err:  # ... and if it is not, one line before any training
         finetune.datasets(p)
     assert "oxford_pet" in str(err.value) and "download" in str(err.value) and "\n" not in str(err.value)
@@ -66,15 +72,24 @@ def test_defaults_are_seed_002_and_06_is_a_notebook():
     p = params.Params()
     assert (p.optimizer, p.pretrained, p.transfer_model) == ("adam", True, "densenet121")
     assert (p.transfer_lrs, p.transfer_batch_sizes, p.transfer_epochs, p.transfer_image_size) == (
-        [0.003, 0.03], [64, 128], 20, 224)
-    assert params.NOTEBOOKS.index("05_backends") < params.NOTEBOOKS.index("06_transfer") < params.NOTEBOOKS.index("08_analysis")
+        [0.003, 0.03],
+        [64, 128],
+        20,
+        224,
+    )
+    assert (
+        params.NOTEBOOKS.index("05_backends")
+        < params.NOTEBOOKS.index("06_transfer")
+        < params.NOTEBOOKS.index("08_analysis")
+    )
     assert params.NOTEBOOKS[-1] == "08_analysis"
     assert p_of(transfer_lrs=[1, 0.5]).transfer_lrs == [1.0, 0.5]
     assert all(params.describe()[k] for k in ("optimizer", "pretrained", "scaling_world_sizes"))
 
 
-@pytest.mark.parametrize("name, cls", [("sgd", torch.optim.SGD), ("adam", torch.optim.Adam),
-                                       ("adamw", torch.optim.AdamW)])
+@pytest.mark.parametrize(
+    "name, cls", [("sgd", torch.optim.SGD), ("adam", torch.optim.Adam), ("adamw", torch.optim.AdamW)]
+)
 def test_optimizer_param_picks_the_optimizer(name, cls):
     net = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Linear(4, 2))
     net[0].weight.requires_grad_(False)
@@ -86,6 +101,7 @@ def test_optimizer_param_picks_the_optimizer(name, cls):
 
 
 # --- pretrained weights and the model ------------------------------------------------------------------------
+
 
 def test_pretrained_false_says_so_in_one_line():
     line = finetune.check_weights("densenet121", False)
@@ -110,7 +126,9 @@ def test_pretrained_error_comes_before_any_work(tmp_path, monkeypatch):
 
     monkeypatch.setattr(finetune, "datasets", no_work)
     monkeypatch.setattr(finetune, "fit", no_work)
-    run = types.SimpleNamespace(params=p_of(pretrained=True), device=CPU, dir=tmp_path, path=lambda n: tmp_path / n)
+    run = types.SimpleNamespace(
+        params=p_of(pretrained=True), device=CPU, dir=tmp_path, path=lambda n: tmp_path / n
+    )
     with pytest.raises(finetune.TransferError):
         finetune.run_grid(run, log=lambda *_: None)
     assert not (tmp_path / "transfer.csv").exists()
@@ -125,6 +143,7 @@ def test_new_head_has_the_dataset_classes(model):
 
 
 # --- fine-tuning on an image folder --------------------------------------------------------------------------
+
 
 def _image_folder(root, per_class=6, size=24):
     for split in ("train", "val"):
@@ -152,24 +171,44 @@ class FakeSampler:
         return {"util_cpu_mean": 50.0}
 
     def series(self):
-        return [{"t_s": 0.0, "metric": "util_cpu_pct", "value": 40.0, "device_index": 0},
-                {"t_s": 0.1, "metric": "util_cpu_pct", "value": 60.0, "device_index": 1}]
+        return [
+            {"t_s": 0.0, "metric": "util_cpu_pct", "value": 40.0, "device_index": 0},
+            {"t_s": 0.1, "metric": "util_cpu_pct", "value": 60.0, "device_index": 1},
+        ]
 
 
 def test_finetune_grid_on_an_image_folder_writes_epoch_rows_and_series(tmp_path):
     root = _image_folder(tmp_path / "pets")
-    p = p_of(pretrained=False, transfer_model="resnet18", transfer_dataset="imagefolder",
-             transfer_data_path=str(root), transfer_image_size=32, transfer_lrs=[0.001, 0.01],
-             transfer_batch_sizes=[4], transfer_epochs=2, transfer_devices=["cpu"], workers=0,
-             transfer_target_accuracy=0.5)
-    run = types.SimpleNamespace(params=p, device=CPU, dir=tmp_path, path=lambda n: tmp_path / n,
-                                threads=torch.get_num_threads())
+    p = p_of(
+        pretrained=False,
+        transfer_model="resnet18",
+        transfer_dataset="imagefolder",
+        transfer_data_path=str(root),
+        transfer_image_size=32,
+        transfer_lrs=[0.001, 0.01],
+        transfer_batch_sizes=[4],
+        transfer_epochs=2,
+        transfer_devices=["cpu"],
+        workers=0,
+        transfer_target_accuracy=0.5,
+    )
+    run = types.SimpleNamespace(
+        params=p, device=CPU, dir=tmp_path, path=lambda n: tmp_path / n, threads=torch.get_num_threads()
+    )
     lines = []
     finetune.run_grid(run, sampler_cls=FakeSampler, log=lines.append)
     df = pd.read_csv(tmp_path / "transfer.csv")
     assert len(df) == 4 and set(df.status) == {"ok"} and set(df.epoch) == {1, 2}
-    assert {"train_loss", "val_accuracy", "epoch_time_s", "throughput_img_s", "elapsed_train_s", "device_name",
-            "optimizer", "pretrained"} <= set(df.columns)
+    assert {
+        "train_loss",
+        "val_accuracy",
+        "epoch_time_s",
+        "throughput_img_s",
+        "elapsed_train_s",
+        "device_name",
+        "optimizer",
+        "pretrained",
+    } <= set(df.columns)
     assert (df.train_images == 12).all() and (df.val_images == 12).all() and (df.classes == 2).all()
     assert df.throughput_img_s.round(6).equals((df.train_images / df.epoch_time_s).round(6))
     assert "random initialisation" in lines[0]
@@ -180,9 +219,18 @@ def test_finetune_grid_on_an_image_folder_writes_epoch_rows_and_series(tmp_path)
 
 
 def test_a_failing_grid_point_is_a_row_and_the_grid_goes_on(tmp_path, monkeypatch):
-    p = p_of(pretrained=False, transfer_model="resnet18", transfer_image_size=16, transfer_lrs=[0.01],
-             transfer_batch_sizes=[4, 8], transfer_epochs=1, transfer_devices=["cpu"], workers=0,
-             transfer_train_images=8, transfer_val_images=4)
+    p = p_of(
+        pretrained=False,
+        transfer_model="resnet18",
+        transfer_image_size=16,
+        transfer_lrs=[0.01],
+        transfer_batch_sizes=[4, 8],
+        transfer_epochs=1,
+        transfer_devices=["cpu"],
+        workers=0,
+        transfer_train_images=8,
+        transfer_val_images=4,
+    )
     real_fit = finetune.fit
 
     def fit(p, device, lr, bs, *a):
@@ -191,16 +239,36 @@ def test_a_failing_grid_point_is_a_row_and_the_grid_goes_on(tmp_path, monkeypatc
         return real_fit(p, device, lr, bs, *a)
 
     monkeypatch.setattr(finetune, "fit", fit)
-    finetune.run_grid(types.SimpleNamespace(params=p, device=CPU, dir=tmp_path, path=lambda n: tmp_path / n),
-                      sampler_cls=FakeSampler, log=lambda *_: None)
+    finetune.run_grid(
+        types.SimpleNamespace(params=p, device=CPU, dir=tmp_path, path=lambda n: tmp_path / n),
+        sampler_cls=FakeSampler,
+        log=lambda *_: None,
+    )
     df = pd.read_csv(tmp_path / "transfer.csv")
     assert df.set_index("batch_size").status.to_dict() == {4: "oom", 8: "ok"}
 
 
 def test_time_to_target_is_training_time_until_accuracy_first_reaches_it():
-    rows = [dict(device_kind="cpu", device_name="c", model="densenet121", image_size=224, optimizer="adam", pretrained=True, lr=0.1, batch_size=2,
-                 status="ok", epoch=e, val_accuracy=a, elapsed_train_s=10.0 * e, epoch_time_s=10.0,
-                 train_images=100, target_accuracy=0.9) for e, a in ((1, 0.5), (2, 0.92), (3, 0.95))]
+    rows = [
+        dict(
+            device_kind="cpu",
+            device_name="c",
+            model="densenet121",
+            image_size=224,
+            optimizer="adam",
+            pretrained=True,
+            lr=0.1,
+            batch_size=2,
+            status="ok",
+            epoch=e,
+            val_accuracy=a,
+            elapsed_train_s=10.0 * e,
+            epoch_time_s=10.0,
+            train_images=100,
+            target_accuracy=0.9,
+        )
+        for e, a in ((1, 0.5), (2, 0.92), (3, 0.95))
+    ]
     rows += [{**r, "lr": 0.2, "val_accuracy": 0.4} for r in rows]
     t = summary.time_to_target(pd.DataFrame(rows)).set_index("lr")
     assert t.loc[0.1, "time_to_target_s"] == 20.0 and t.loc[0.1, "epoch_reached"] == 2
@@ -220,6 +288,7 @@ def test_synthetic_two_class_set_is_learnable_and_deterministic():
 
 
 # --- the per-phase breakdown ---------------------------------------------------------------------------------
+
 
 def test_phase_timer_syncs_at_every_boundary_and_times_each_phase():
     ticks = iter([0.0, 1.0, 1.5, 4.0])
@@ -250,7 +319,9 @@ class FakeCudaEvent:
 
 def test_phase_events_are_recorded_on_the_measured_devices_stream(monkeypatch):
     recorded, now = [], [0.0]
-    monkeypatch.setattr(torch.cuda, "Event", lambda enable_timing=False: FakeCudaEvent(recorded, now, enable_timing))
+    monkeypatch.setattr(
+        torch.cuda, "Event", lambda enable_timing=False: FakeCudaEvent(recorded, now, enable_timing)
+    )
     monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: f"stream of {torch.device(device)}")
     ticks = iter([0.0, 1.0, 9.0])
     timer = phases.PhaseTimer(torch.device("cuda:1"), clock=lambda: next(ticks), sync=lambda d: None)
@@ -300,7 +371,9 @@ def test_phase_table_shows_the_step_time_spread_and_the_steps_behind_it():
     # the verdict first: in the report the wide table scrolled it out of sight
     assert list(table.columns[:4]) == ["sums_within_5pct", "sum_diff_pct", "sum_diff_ci95_pct", "n_steps"]
     assert table.loc["m", "step_time_ci95_ms"] == pytest.approx(4.303 * 200 / math.sqrt(3), rel=1e-3)
-    assert table.loc["m", "sum_diff_ci95_pct"] == pytest.approx(100 * 4.303 * 0.2 / math.sqrt(3) / 10.2, rel=1e-3)
+    assert table.loc["m", "sum_diff_ci95_pct"] == pytest.approx(
+        100 * 4.303 * 0.2 / math.sqrt(3) / 10.2, rel=1e-3
+    )
 
 
 def test_phase_breakdown_of_a_real_step():
@@ -325,8 +398,12 @@ class ColdStartWork:
         self.now, self.steps, self.last_loss = 0.0, 0, torch.tensor(1.0)
         self.noise, self.jitter, self.factor = noise, random.Random(1), 1.0  # per step: cost x U(1 +- noise)
         self.optimizer = types.SimpleNamespace(zero_grad=lambda set_to_none=True: None, step=self._step)
-        self.loss_fn = lambda out, y: self._spend("loss") or types.SimpleNamespace(
-            backward=lambda: self._spend("backward"), detach=lambda: torch.tensor(1.0))
+        self.loss_fn = lambda out, y: (
+            self._spend("loss")
+            or types.SimpleNamespace(
+                backward=lambda: self._spend("backward"), detach=lambda: torch.tensor(1.0)
+            )
+        )
 
     def __enter__(self):
         return self
@@ -369,8 +446,15 @@ def test_a_cold_first_step_does_not_skew_the_phase_sum(monkeypatch):
     cfg = engine.Config.of("mnist_cnn", "train", 28, 10, 1, batch_size=4, workers=0)
     data = torch.utils.data.TensorDataset(torch.zeros(8, 1, 28, 28), torch.zeros(8, dtype=torch.long))
     work = ColdStartWork(cfg, CPU, None)
-    split, whole = phases.record(work, iter([(torch.zeros(1), torch.zeros(1))] * 40), steps=3, warmup=1,
-                                 window_s=0.0, clock=work.clock, sync=lambda d: None)
+    split, whole = phases.record(
+        work,
+        iter([(torch.zeros(1), torch.zeros(1))] * 40),
+        steps=3,
+        warmup=1,
+        window_s=0.0,
+        clock=work.clock,
+        sync=lambda d: None,
+    )
     rows = phases.summarize(split, whole)
     assert rows[0]["sum_diff_pct"] == pytest.approx(0) and rows[0]["step_time_s"] == pytest.approx(3.4)
     assert {r["step_phase"]: r["time_mean_s"] for r in rows}["optimizer"] == pytest.approx(0.3)
@@ -379,7 +463,9 @@ def test_a_cold_first_step_does_not_skew_the_phase_sum(monkeypatch):
     rows = phases.measure(cfg, CPU, Params(workers=0, warmup_steps=1), 3, data, **fake)
     assert rows[0]["status"] == "ok" and rows[0]["sums_within_5pct"] and rows[0]["n_steps"] == 3
     rows = phases.measure(cfg, CPU, Params(workers=0, warmup_steps=1), 3, data, window_s=30.0, **fake)
-    assert rows[0]["n_steps"] == 5 and rows[0]["sum_diff_pct"] == pytest.approx(0)  # 5 pairs of 6.8 s fill 30 s
+    assert rows[0]["n_steps"] == 5 and rows[0]["sum_diff_pct"] == pytest.approx(
+        0
+    )  # 5 pairs of 6.8 s fill 30 s
 
 
 def test_an_epoch_start_stall_is_left_out_of_both_kinds_of_step():
@@ -393,8 +479,9 @@ def test_an_epoch_start_stall_is_left_out_of_both_kinds_of_step():
             work.now += 3.4 if i % 8 == 0 else 0.0
             yield torch.zeros(1), torch.zeros(1)
 
-    split, whole = phases.record(work, epochs(), steps=10, warmup=2, epoch_batches=8, clock=work.clock,
-                                 sync=lambda d: None)
+    split, whole = phases.record(
+        work, epochs(), steps=10, warmup=2, epoch_batches=8, clock=work.clock, sync=lambda d: None
+    )
     row = phases.summarize(split, whole)[0]
     assert row["n_steps"] == 10 and row["sum_diff_pct"] == pytest.approx(0)
     assert row["step_time_s"] == pytest.approx(3.4) and row["phase_sum_s"] == pytest.approx(3.4)
@@ -413,8 +500,15 @@ def test_noisy_steps_are_measured_until_the_sum_check_is_precise_within_a_budget
 
     def run(max_s):
         work = ColdStartWork(cfg, CPU, None, cold=0, noise=0.3)
-        split, whole = phases.record(work, iter([(torch.zeros(1), torch.zeros(1))] * 10**5), steps=6, warmup=1,
-                                     max_s=max_s, clock=work.clock, sync=lambda d: None)
+        split, whole = phases.record(
+            work,
+            iter([(torch.zeros(1), torch.zeros(1))] * 10**5),
+            steps=6,
+            warmup=1,
+            max_s=max_s,
+            clock=work.clock,
+            sync=lambda d: None,
+        )
         return phases.summarize(split, whole)[0], work.now
 
     few, _ = run(max_s=0.0)  # no budget: the least pairs, and the interval says how little they tell
@@ -429,11 +523,14 @@ def test_noisy_steps_are_measured_until_the_sum_check_is_precise_within_a_budget
 
 def test_the_sum_check_interval_is_over_paired_differences():
     split = [dict(zip(phases.STEP_PHASES, (0, 0, v, 0, 0, 0), strict=True)) for v in (10.0, 11.0, 12.0)]
-    row = phases.summarize(split, [10.0, 11.0, 12.0])[0]  # steps vary, each pair agrees: the difference is exact
+    row = phases.summarize(split, [10.0, 11.0, 12.0])[
+        0
+    ]  # steps vary, each pair agrees: the difference is exact
     assert row["sum_diff_pct"] == 0 and row["sum_diff_ci95_pct"] == 0
     row = phases.summarize(split, [9.0, 11.0, 11.0])[0]  # differences 1, 0, 1 on a mean step of 31/3
-    assert row["sum_diff_ci95_pct"] == pytest.approx(100 * 4.303 * math.sqrt(1 / 3) / math.sqrt(3) / (31 / 3),
-                                                     rel=1e-3)
+    assert row["sum_diff_ci95_pct"] == pytest.approx(
+        100 * 4.303 * math.sqrt(1 / 3) / math.sqrt(3) / (31 / 3), rel=1e-3
+    )
 
 
 def test_held_batches_let_a_batch_go_when_the_next_is_taken():
@@ -456,32 +553,63 @@ def test_held_batches_let_a_batch_go_when_the_next_is_taken():
     del first
     assert refs[0]() is not None  # held, as `for x, y in loader` holds it, until ...
     next(held)
-    assert refs[0]() is None and held.taken == 2  # ... the next batch is taken: its release is in that data wait
+    assert (
+        refs[0]() is None and held.taken == 2
+    )  # ... the next batch is taken: its release is in that data wait
 
 
 def test_phase_rows_of_a_changed_batch_size_are_not_shown(tmp_path, monkeypatch):
 
     def fake(cfg, device, protocol, steps, dataset=None, window_s=0.0, max_s=0.0):
-        return [{**phases.identity(cfg, devices.backend(device), protocol), "step_phase": ph, "status": "ok"}
-                for ph in phases.STEP_PHASES]
+        return [
+            {**phases.identity(cfg, devices.backend(device), protocol), "step_phase": ph, "status": "ok"}
+            for ph in phases.STEP_PHASES
+        ]
 
     monkeypatch.setattr(phases, "measure", fake)
     for batch in (8, 16):
-        run = types.SimpleNamespace(params=p_of(models=["resnet18"], batch_size=batch), device=CPU,
-                                    dir=tmp_path, path=lambda n: tmp_path / n, threads=torch.get_num_threads())
+        run = types.SimpleNamespace(
+            params=p_of(models=["resnet18"], batch_size=batch),
+            device=CPU,
+            dir=tmp_path,
+            path=lambda n: tmp_path / n,
+            threads=torch.get_num_threads(),
+        )
         shown = steps.phases(run)
     assert len(pd.read_csv(tmp_path / "step_phases.csv")) == 12 and set(shown.batch_size) == {16}
 
 
 def test_phase_breakdown_runs_for_every_scenario_a_model(tmp_path, monkeypatch):
     seen = []
-    monkeypatch.setattr(phases, "measure", lambda cfg, *a, **k: seen.append((cfg.model, cfg.batch_size)) or [
-        {"model": cfg.model, "device_kind": "cpu", "batch_size": cfg.batch_size, "image_size": cfg.image_size,
-         "precision": "fp32", "memory_format": "nchw", "step_phase": "optimizer", "status": "ok"}])
-    p = p_of(models=["mnist_cnn", "resnet18"], phase_batch_size=4,
-             variants=[{"precision": "fp32"}, {"precision": "bf16"}])
-    phases.run_all(types.SimpleNamespace(params=p, device=CPU, dir=tmp_path, path=lambda n: tmp_path / n,
-                                         threads=torch.get_num_threads()))
+    monkeypatch.setattr(
+        phases,
+        "measure",
+        lambda cfg, *a, **k: (
+            seen.append((cfg.model, cfg.batch_size))
+            or [
+                {
+                    "model": cfg.model,
+                    "device_kind": "cpu",
+                    "batch_size": cfg.batch_size,
+                    "image_size": cfg.image_size,
+                    "precision": "fp32",
+                    "memory_format": "nchw",
+                    "step_phase": "optimizer",
+                    "status": "ok",
+                }
+            ]
+        ),
+    )
+    p = p_of(
+        models=["mnist_cnn", "resnet18"],
+        phase_batch_size=4,
+        variants=[{"precision": "fp32"}, {"precision": "bf16"}],
+    )
+    phases.run_all(
+        types.SimpleNamespace(
+            params=p, device=CPU, dir=tmp_path, path=lambda n: tmp_path / n, threads=torch.get_num_threads()
+        )
+    )
     assert seen == [("mnist_cnn", 4), ("resnet18", 4)]
 
 
@@ -491,14 +619,22 @@ def test_a_rerun_with_another_phase_window_measures_anew_and_shows_only_its_rows
 
     def fake(cfg, device, protocol, steps, dataset=None, window_s=0.0, max_s=0.0):
         seen.append(window_s)
-        return [{**phases.identity(cfg, devices.backend(device), protocol), "step_phase": ph,
-                 "time_mean_s": window_s, "status": "ok"} for ph in phases.STEP_PHASES]
+        return [
+            {
+                **phases.identity(cfg, devices.backend(device), protocol),
+                "step_phase": ph,
+                "time_mean_s": window_s,
+                "status": "ok",
+            }
+            for ph in phases.STEP_PHASES
+        ]
 
     monkeypatch.setattr(phases, "measure", fake)
     for window in (0.5, 2.0, 2.0):  # the third run resumes: nothing to measure
         p = p_of(models=["mnist_cnn"], phase_window_s=window)
-        run = types.SimpleNamespace(params=p, device=CPU, dir=tmp_path, path=lambda n: tmp_path / n,
-                                    threads=torch.get_num_threads())
+        run = types.SimpleNamespace(
+            params=p, device=CPU, dir=tmp_path, path=lambda n: tmp_path / n, threads=torch.get_num_threads()
+        )
         shown = steps.phases(run)
     assert seen == [0.5, 2.0]
     assert len(pd.read_csv(tmp_path / "step_phases.csv")) == 12  # the old rows stay in the file
@@ -506,6 +642,7 @@ def test_a_rerun_with_another_phase_window_measures_anew_and_shows_only_its_rows
 
 
 # --- the profiler --------------------------------------------------------------------------------------------
+
 
 def test_profiler_trace_and_top_ops_forward_and_backward_apart(tmp_path):
     torch.set_num_threads(1)
@@ -524,10 +661,20 @@ def test_profiler_trace_and_top_ops_forward_and_backward_apart(tmp_path):
 
 def test_the_profiler_traces_seed_002s_fine_tuning_step_adam_at_the_fine_tuning_resolution(tmp_path):
     torch.set_num_threads(1)
-    p = p_of(profile_models=["mnist_cnn"], optimizer="adam", transfer_image_size=20, transfer_batch_sizes=[3, 6],
-             transfer_lrs=[0.003], batch_size=128, image_size=64, profile_steps=1, profile_top_k=50)
-    run = types.SimpleNamespace(params=p, device=CPU, dir=tmp_path, path=lambda n: tmp_path / n,
-                                threads=torch.get_num_threads())
+    p = p_of(
+        profile_models=["mnist_cnn"],
+        optimizer="adam",
+        transfer_image_size=20,
+        transfer_batch_sizes=[3, 6],
+        transfer_lrs=[0.003],
+        batch_size=128,
+        image_size=64,
+        profile_steps=1,
+        profile_top_k=50,
+    )
+    run = types.SimpleNamespace(
+        params=p, device=CPU, dir=tmp_path, path=lambda n: tmp_path / n, threads=torch.get_num_threads()
+    )
     df = steps.profile(run)
     assert set(df.status) == {"ok"}
     assert set(df.optimizer) == {"adam"} and set(df.lr) == {0.003} and set(df.num_classes) == {2}
@@ -537,40 +684,75 @@ def test_the_profiler_traces_seed_002s_fine_tuning_step_adam_at_the_fine_tuning_
 
 
 def test_seeds_full_profiles_seed_002s_fine_tuning_step(tmp_path, monkeypatch):
-    p = params.load(Path(__file__).resolve().parents[1] / "params" / "seeds_full.yaml", {"download": True}, check_device=False)
+    p = params.load(
+        Path(__file__).resolve().parents[1] / "params" / "seeds_full.yaml",
+        {"download": True},
+        check_device=False,
+    )
     seen = []
-    monkeypatch.setattr(profiling, "profile_model", lambda cfg, device, protocol, *a, **kw: seen.append(
-        (cfg, protocol.lr, kw.get("optimizer"))) or [])
-    steps.profile(types.SimpleNamespace(params=p, device=CPU, dir=tmp_path, path=lambda n: tmp_path / n,
-                                        threads=torch.get_num_threads()))
+    monkeypatch.setattr(
+        profiling,
+        "profile_model",
+        lambda cfg, device, protocol, *a, **kw: seen.append((cfg, protocol.lr, kw.get("optimizer"))) or [],
+    )
+    steps.profile(
+        types.SimpleNamespace(
+            params=p, device=CPU, dir=tmp_path, path=lambda n: tmp_path / n, threads=torch.get_num_threads()
+        )
+    )
     [(cfg, lr, optimizer)] = seen
     # 002:140 DenseNet-121 with a new cats-vs-dogs head, 002:175 Adam, 002:178 lr 0.003, 002:186 batch 64, 224 px
-    assert (cfg.model, cfg.num_classes, cfg.batch_size, cfg.image_size, cfg.phase) == ("densenet121", 2, 64, 224, "train")
+    assert (cfg.model, cfg.num_classes, cfg.batch_size, cfg.image_size, cfg.phase) == (
+        "densenet121",
+        2,
+        64,
+        224,
+        "train",
+    )
     assert (optimizer, lr) == ("adam", 0.003) and p.transfer_model == cfg.model
 
 
 def test_large_traces_are_gzipped(tmp_path, monkeypatch):
     monkeypatch.setattr(profiling, "GZIP_ABOVE_MIB", 0)
-    prof = types.SimpleNamespace(export_chrome_trace=lambda path: open(path, "w").write('{"traceEvents": []}'))
+    prof = types.SimpleNamespace(
+        export_chrome_trace=lambda path: open(path, "w").write('{"traceEvents": []}')
+    )
     path = profiling.export(prof, tmp_path, "m")
     assert path.name == "trace_m.json.gz" and json.loads(gzip.open(path).read())["traceEvents"] == []
 
 
 # --- scaling (launcher faked; the real torchrun run is in test_transfer_ddp.py) -----------------------------
 
+
 def test_scaling_rows_efficiency_and_loss_check_with_a_fake_launcher(tmp_path):
     calls = []
 
     def launcher(cmd, out):
         world = int(cmd[cmd.index("--nproc_per_node") + 1])
-        refs = cmd[cmd.index("--reference-batches") + 1:cmd.index("--out")]
+        refs = cmd[cmd.index("--reference-batches") + 1 : cmd.index("--out")]
         calls.append((world, refs))
-        return {"world_size": world, "device_kind": "cpu", "device_name": "cpu", "throughput_img_s": 100.0 * world * 0.9
-                if world > 1 else 100.0, "throughput_ci95_img_s": 1.0, "step_time_mean_s": 0.1, "loss_last": 2.0,
-                "check_losses": [2.3, 2.2], "reference_losses": {"16": [2.3, 2.2], "32": [2.3, 2.5]},
-                "ranks": [{"rank": r, "summary": {"util_cpu_mean": 50.0 + r}, "series": [
-                    {"t_s": 0.0, "metric": "rss_mib", "value": 10.0, "device_index": None},
-                    {"t_s": 0.0, "metric": "util_cpu_pct", "value": 9.0, "device_index": None}]} for r in range(world)]}
+        return {
+            "world_size": world,
+            "device_kind": "cpu",
+            "device_name": "cpu",
+            "throughput_img_s": 100.0 * world * 0.9 if world > 1 else 100.0,
+            "throughput_ci95_img_s": 1.0,
+            "step_time_mean_s": 0.1,
+            "loss_last": 2.0,
+            "check_losses": [2.3, 2.2],
+            "reference_losses": {"16": [2.3, 2.2], "32": [2.3, 2.5]},
+            "ranks": [
+                {
+                    "rank": r,
+                    "summary": {"util_cpu_mean": 50.0 + r},
+                    "series": [
+                        {"t_s": 0.0, "metric": "rss_mib", "value": 10.0, "device_index": None},
+                        {"t_s": 0.0, "metric": "util_cpu_pct", "value": 9.0, "device_index": None},
+                    ],
+                }
+                for r in range(world)
+            ],
+        }
 
     p = p_of(scaling_world_sizes=[1, 2, 4], scaling_batch_size=8, scaling_backend="gloo")
     run = types.SimpleNamespace(params=p, device=CPU, threads=4, dir=tmp_path, path=lambda n: tmp_path / n)
@@ -580,8 +762,15 @@ def test_scaling_rows_efficiency_and_loss_check_with_a_fake_launcher(tmp_path):
     assert rows[2]["loss_matches_one_process"] and not rows[4]["loss_matches_one_process"]
     assert rows[4]["rank3_util_cpu_mean_pct"] == 53 and rows[1]["threads_per_process"] == 1
     df = pd.read_csv(tmp_path / "scaling.csv")
-    assert {"world_size", "backend", "per_device_batch", "throughput_img_s", "scaling_efficiency_pct",
-            "throughput_ci95_img_s", "loss_last"} <= set(df.columns)
+    assert {
+        "world_size",
+        "backend",
+        "per_device_batch",
+        "throughput_img_s",
+        "scaling_efficiency_pct",
+        "throughput_ci95_img_s",
+        "loss_last",
+    } <= set(df.columns)
     assert len(pd.read_csv(tmp_path / timelines.FILE)) == 2 * 3 + 4  # machine-wide metrics once per run
 
 
@@ -602,10 +791,20 @@ def test_loss_check_tolerance():
 
 # --- telemetry series ----------------------------------------------------------------------------------------
 
+
 def test_telemetry_series_are_kept_tidy_and_plotted(tmp_path):
     rows = timelines.tidy(FakeSampler(CPU).series(), "transfer", "cpu lr=0.1 bs=4", "cpu", "EPYC")
-    assert rows[1] == {"experiment": "transfer", "configuration": "cpu lr=0.1 bs=4", "rank": 0,
-                       "device_kind": "cpu", "device_name": "EPYC", "t_s": 0.1, "metric": "util_cpu_pct", "value": 60.0, "device_index": 1}
+    assert rows[1] == {
+        "experiment": "transfer",
+        "configuration": "cpu lr=0.1 bs=4",
+        "rank": 0,
+        "device_kind": "cpu",
+        "device_name": "EPYC",
+        "t_s": 0.1,
+        "metric": "util_cpu_pct",
+        "value": 60.0,
+        "device_index": 1,
+    }
     timelines.record(tmp_path / "t.csv", rows)
     df = pd.read_csv(tmp_path / "t.csv")
     assert timelines.plot(df, tmp_path / "t.png") is not None and (tmp_path / "t.png").is_file()
@@ -621,7 +820,10 @@ def test_oxford_pet_is_read_as_cats_vs_dogs(tmp_path):
     base = tmp_path / "oxford-iiit-pet"
     (base / "images").mkdir(parents=True)
     (base / "annotations" / "trimaps").mkdir(parents=True)
-    lines = {"trainval": ["Abyssinian_1 1 1 1", "beagle_1 2 2 1", "Abyssinian_2 1 1 1"], "test": ["beagle_2 2 2 1"]}
+    lines = {
+        "trainval": ["Abyssinian_1 1 1 1", "beagle_1 2 2 1", "Abyssinian_2 1 1 1"],
+        "test": ["beagle_2 2 2 1"],
+    }
     for split, rows in lines.items():
         (base / "annotations" / f"{split}.txt").write_text("\n".join(rows) + "\n")
         for row in rows:
@@ -647,60 +849,118 @@ def test_a_split_step_after_an_unsplit_one_starts_from_cleared_gradients():
             super().mark(phase)
 
     phases.split_step(work, batches, Timer(torch.device("cpu")))
-    assert seen["grads_cleared"]  # else backward adds into the previous step's gradients: more work, wrong update
+    assert seen[
+        "grads_cleared"
+    ]  # else backward adds into the previous step's gradients: more work, wrong update
 
 
 def test_the_scaling_plot_counts_whole_devices(tmp_path):
     """Issue 17/20: scaling.png's device axis read 1.0, 1.2, ... 2.0 devices."""
-    df = pd.DataFrame({"status": "ok", "world_size": [1, 2], "throughput_img_s": [47.8, 61.3],
-                       "throughput_ci95_img_s": [1.0, 2.0], "scaling_efficiency_pct": [100.0, 64.1]})
+    df = pd.DataFrame(
+        {
+            "status": "ok",
+            "world_size": [1, 2],
+            "throughput_img_s": [47.8, 61.3],
+            "throughput_ci95_img_s": [1.0, 2.0],
+            "scaling_efficiency_pct": [100.0, 64.1],
+        }
+    )
     fig = scaling_pkg.plot(df, tmp_path / "scaling.png")
     fig.canvas.draw()
-    ticks = [t for t in fig.axes[0].get_xticks() if fig.axes[0].get_xlim()[0] <= t <= fig.axes[0].get_xlim()[1]]
+    ticks = [
+        t for t in fig.axes[0].get_xticks() if fig.axes[0].get_xlim()[0] <= t <= fig.axes[0].get_xlim()[1]
+    ]
     assert ticks == [1, 2]
 
 
 def test_the_timeline_legend_covers_no_data(tmp_path):
     """Issue 20: transfer_telemetry.png's legends sat over the lines (the rss panel's upper lines were hidden)."""
-    rows = [{"experiment": "transfer", "configuration": f"cpu lr={lr} bs={bs}", "rank": 0, "device_kind": "cpu",
-             "device_name": "EPYC", "t_s": t / 10, "metric": m, "value": v + t, "device_index": ""}
-            for lr in (0.003, 0.03) for bs in (16, 32) for t in range(40)
-            for m, v in (("util_cpu_pct", 60.0), ("rss_mib", 1000.0 + bs * 8))]
+    rows = [
+        {
+            "experiment": "transfer",
+            "configuration": f"cpu lr={lr} bs={bs}",
+            "rank": 0,
+            "device_kind": "cpu",
+            "device_name": "EPYC",
+            "t_s": t / 10,
+            "metric": m,
+            "value": v + t,
+            "device_index": "",
+        }
+        for lr in (0.003, 0.03)
+        for bs in (16, 32)
+        for t in range(40)
+        for m, v in (("util_cpu_pct", 60.0), ("rss_mib", 1000.0 + bs * 8))
+    ]
     fig = timelines.plot(pd.DataFrame(rows), tmp_path / "t.png")
     fig.canvas.draw()
     boxes = [lg.get_window_extent() for lg in [*fig.legends, *(ax.get_legend() for ax in fig.axes)] if lg]
-    hidden = sum(b.contains(x, y) for ax in fig.axes for line in ax.get_lines()
-                 for x, y in ax.transData.transform(line.get_xydata()) for b in boxes)
+    hidden = sum(
+        b.contains(x, y)
+        for ax in fig.axes
+        for line in ax.get_lines()
+        for x, y in ax.transData.transform(line.get_xydata())
+        for b in boxes
+    )
     assert boxes and hidden == 0
 
 
 def test_the_learning_curves_count_whole_epochs(tmp_path):
     """transfer_curves.png's epoch axis read 1.0, 1.2, ... 2.0 epochs."""
-    df = pd.DataFrame([{"device_kind": "cpu", "device_name": "EPYC", "model": "densenet121", "image_size": 64,
-                        "optimizer": "adam", "pretrained": False, "lr": 0.003, "batch_size": 16, "epoch": e,
-                        "train_loss": 1.0 / e, "val_accuracy": 0.5, "elapsed_train_s": 1.5 * e, "target_accuracy": 0.9,
-                        "status": "ok"}
-                       for e in (1, 2)])
+    df = pd.DataFrame(
+        [
+            {
+                "device_kind": "cpu",
+                "device_name": "EPYC",
+                "model": "densenet121",
+                "image_size": 64,
+                "optimizer": "adam",
+                "pretrained": False,
+                "lr": 0.003,
+                "batch_size": 16,
+                "epoch": e,
+                "train_loss": 1.0 / e,
+                "val_accuracy": 0.5,
+                "elapsed_train_s": 1.5 * e,
+                "target_accuracy": 0.9,
+                "status": "ok",
+            }
+            for e in (1, 2)
+        ]
+    )
     fig = summary.learning_curves(df, tmp_path / "curves.png")
     fig.canvas.draw()
     ax = fig.axes[0]
     assert [t for t in ax.get_xticks() if ax.get_xlim()[0] <= t <= ax.get_xlim()[1]] == [1, 2]
 
 
-def test_grid_is_sized_to_a_16_gib_device_and_the_point_that_cannot_fit_is_a_skipped_row(tmp_path, monkeypatch,
-                                                                                         fake_gpu):
+def test_grid_is_sized_to_a_16_gib_device_and_the_point_that_cannot_fit_is_a_skipped_row(
+    tmp_path, monkeypatch, fake_gpu
+):
     """Issue 19: DenseNet-121 fine-tuning at batch 128 and 224 px saves ~15.6 GiB of activations by the project's
     count, more than a T4 (or this fake 16 GiB device) holds: that grid point is a row with status skipped and
     the reason, before any training; batch 32 runs."""
-    p = p_of(pretrained=False, transfer_model="densenet121", transfer_image_size=224, transfer_lrs=[0.001],
-             transfer_batch_sizes=[32, 128], transfer_epochs=1, transfer_devices=["cpu"], workers=0,
-             transfer_train_images=8, transfer_val_images=4)
+    p = p_of(
+        pretrained=False,
+        transfer_model="densenet121",
+        transfer_image_size=224,
+        transfer_lrs=[0.001],
+        transfer_batch_sizes=[32, 128],
+        transfer_epochs=1,
+        transfer_devices=["cpu"],
+        workers=0,
+        transfer_train_images=8,
+        transfer_val_images=4,
+    )
     fitted = []
     fake_gpu.memory_bytes = 16 * 2**30
     monkeypatch.setattr(finetune, "fit", lambda p, device, lr, bs, *a: fitted.append(bs))
     lines = []
-    finetune.run_grid(types.SimpleNamespace(params=p, device=CPU, dir=tmp_path, path=lambda n: tmp_path / n),
-                      sampler_cls=FakeSampler, log=lines.append)
+    finetune.run_grid(
+        types.SimpleNamespace(params=p, device=CPU, dir=tmp_path, path=lambda n: tmp_path / n),
+        sampler_cls=FakeSampler,
+        log=lines.append,
+    )
     assert fitted == [32]
     df = pd.read_csv(tmp_path / "transfer.csv")
     row = df.set_index("batch_size").loc[128]
@@ -720,10 +980,22 @@ def test_fine_tuning_from_random_weights_learns_the_synthetic_set(tmp_path):
     its initialisation and read 44-56% (one class) after a training loss of 0.002; its statistics are now
     recomputed over the training images before each validation, and the synthetic set is learnt over the
     epochs."""
-    p = p_of(pretrained=False, transfer_model="densenet121", transfer_image_size=64, transfer_lrs=[0.003],
-             transfer_batch_sizes=[32], transfer_epochs=2, transfer_devices=["cpu"], workers=0,
-             transfer_train_images=64, transfer_val_images=32)  # params/local.yaml's, one grid point
-    finetune.run_grid(types.SimpleNamespace(params=p, device=CPU, dir=tmp_path, path=lambda n: tmp_path / n),
-                      sampler_cls=FakeSampler, log=lambda *_: None)
+    p = p_of(
+        pretrained=False,
+        transfer_model="densenet121",
+        transfer_image_size=64,
+        transfer_lrs=[0.003],
+        transfer_batch_sizes=[32],
+        transfer_epochs=2,
+        transfer_devices=["cpu"],
+        workers=0,
+        transfer_train_images=64,
+        transfer_val_images=32,
+    )  # params/local.yaml's, one grid point
+    finetune.run_grid(
+        types.SimpleNamespace(params=p, device=CPU, dir=tmp_path, path=lambda n: tmp_path / n),
+        sampler_cls=FakeSampler,
+        log=lambda *_: None,
+    )
     df = pd.read_csv(tmp_path / "transfer.csv").sort_values("epoch")
     assert df.train_loss.iloc[-1] < df.train_loss.iloc[0] and df.val_accuracy.iloc[-1] >= 0.75

@@ -9,12 +9,23 @@ from cnnbench.scaling import launch as distributed
 
 
 def test_two_gloo_processes_give_the_single_process_loss_at_the_same_global_batch(tmp_path):
-    args = dict(model="mnist_cnn", image_size=28, classes=10, backend="gloo", threads=1, warmup=1, seed=0,
-                interval=0.05)
-    one = distributed.launch(distributed.command(1, tmp_path / "one", batch=4, steps=2, repeats=1,
-                                                 reference_batches=(8,), **args), tmp_path / "one")
-    two = distributed.launch(distributed.command(2, tmp_path / "two", batch=4, steps=2, repeats=2, **args),
-                             tmp_path / "two")
+    args = dict(
+        model="mnist_cnn",
+        image_size=28,
+        classes=10,
+        backend="gloo",
+        threads=1,
+        warmup=1,
+        seed=0,
+        interval=0.05,
+    )
+    one = distributed.launch(
+        distributed.command(1, tmp_path / "one", batch=4, steps=2, repeats=1, reference_batches=(8,), **args),
+        tmp_path / "one",
+    )
+    two = distributed.launch(
+        distributed.command(2, tmp_path / "two", batch=4, steps=2, repeats=2, **args), tmp_path / "two"
+    )
     assert two["world_size"] == 2 and two["backend"] == "gloo" and two["global_batch"] == 8
     assert len(two["ranks"]) == 2 and {r["rank"] for r in two["ranks"]} == {0, 1}
     assert two["throughput_img_s"] > 0 and len(two["window_times_s"]) == 2
@@ -24,13 +35,31 @@ def test_two_gloo_processes_give_the_single_process_loss_at_the_same_global_batc
 
 
 def test_a_failing_launch_says_why_in_one_line(tmp_path, monkeypatch):
-    stderr = ("[rank0]: Traceback (most recent call last):\n[rank0]:   File x\n"
-              "[rank0]: ValueError: unknown model 'nonet'; valid models: a, b\n"
-              "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: \n")
-    monkeypatch.setattr(distributed.subprocess, "run", lambda *a, **k: types.SimpleNamespace(
-        returncode=1, stdout="", stderr=stderr))
-    cmd = distributed.command(1, tmp_path, model="nonet", batch=4, image_size=28, classes=10, backend="gloo",
-                              threads=1, steps=1, warmup=0, repeats=0, seed=0, interval=0.1)
+    stderr = (
+        "[rank0]: Traceback (most recent call last):\n[rank0]:   File x\n"
+        "[rank0]: ValueError: unknown model 'nonet'; valid models: a, b\n"
+        "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: \n"
+    )
+    monkeypatch.setattr(
+        distributed.subprocess,
+        "run",
+        lambda *a, **k: types.SimpleNamespace(returncode=1, stdout="", stderr=stderr),
+    )
+    cmd = distributed.command(
+        1,
+        tmp_path,
+        model="nonet",
+        batch=4,
+        image_size=28,
+        classes=10,
+        backend="gloo",
+        threads=1,
+        steps=1,
+        warmup=0,
+        repeats=0,
+        seed=0,
+        interval=0.1,
+    )
     with pytest.raises(distributed.LaunchFailed) as err:
         distributed.launch(cmd, tmp_path)
     assert str(err.value) == "ValueError: unknown model 'nonet'; valid models: a, b"
@@ -47,7 +76,9 @@ def test_ddp_on_cuda_trains_the_single_device_model_without_syncbatchnorm(monkey
     from cnnbench.scaling import ddp
 
     converted, wrapped = [], []
-    monkeypatch.setattr(nn.SyncBatchNorm, "convert_sync_batchnorm", lambda net, *a: converted.append(net) or net)
+    monkeypatch.setattr(
+        nn.SyncBatchNorm, "convert_sync_batchnorm", lambda net, *a: converted.append(net) or net
+    )
     monkeypatch.setattr(nn.Module, "to", lambda self, *a, **k: self)
     monkeypatch.setattr(ddp, "DistributedDataParallel", lambda net, **k: wrapped.append(net) or net)
     monkeypatch.setattr(ddp, "global_batches", lambda *a: [])

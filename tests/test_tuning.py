@@ -19,8 +19,14 @@ from conftest import ROOT
 
 AVX2 = frozenset({"avx", "avx2", "fma"})
 BASE = engine.Config.of("resnet50", "train", 64, 200, batch_size=128)
-SEARCH = dict(tune_precisions=["fp32", "bf16"], tune_compile_modes=["off"], tune_min_batch_size=32,
-              tune_max_batch_size=256, tune_budget_s=30, tune_confirm_top=2)
+SEARCH = dict(
+    tune_precisions=["fp32", "bf16"],
+    tune_compile_modes=["off"],
+    tune_min_batch_size=32,
+    tune_max_batch_size=256,
+    tune_budget_s=30,
+    tune_confirm_top=2,
+)
 REFERENCE = ("fp32", "nchw", "off")
 
 
@@ -39,7 +45,12 @@ def speed_of(c: Setting) -> float:
     """channels_last is 1.4x, threads 2 is 2x threads 1, batches above 150 run out of memory, bigger is faster."""
     if c.batch_size > OOM_ABOVE["bs"]:
         return "oom"
-    return 50.0 * (1.4 if c.memory_format == "channels_last" else 1) * (c.threads / 2) * (1 + c.batch_size / 1000)
+    return (
+        50.0
+        * (1.4 if c.memory_format == "channels_last" else 1)
+        * (c.threads / 2)
+        * (1 + c.batch_size / 1000)
+    )
 
 
 def make_search(losses=None, hw=None, settings=None, clock=None, probe=None):
@@ -54,17 +65,35 @@ def make_search(losses=None, hw=None, settings=None, clock=None, probe=None):
         evaluated.append(c)
         clock.t += max(window_s, 0.5)
         s = speed_of(c)
-        return Outcome("oom", error="out of memory") if s == "oom" else Outcome("ok", s, 1.0, extra={
-            "step_time_median_s": c.batch_size / s})
+        return (
+            Outcome("oom", error="out of memory")
+            if s == "oom"
+            else Outcome("ok", s, 1.0, extra={"step_time_median_s": c.batch_size / s})
+        )
 
     def confirm(c, steps):
         confirmed.append((c, steps))
-        return {"status": "ok", "throughput_img_s": speed_of(c), "throughput_ci95_img_s": 2.0,
-                "achieved_gflops": speed_of(c) * 2, "energy_j_per_image": math.nan}
+        return {
+            "status": "ok",
+            "throughput_img_s": speed_of(c),
+            "throughput_ci95_img_s": 2.0,
+            "achieved_gflops": speed_of(c) * 2,
+            "energy_j_per_image": math.nan,
+        }
 
-    s = search.Search(BASE, sp, p, {"model": "resnet50", "phase": "train"}, evaluate,
-                      lambda n: (5.0, losses.get(n, 4.0)), confirm, rows.append, clock,
-                      explain=lambda c, row: {"compute_roof_pct": 50.0}, probe=probe)
+    s = search.Search(
+        BASE,
+        sp,
+        p,
+        {"model": "resnet50", "phase": "train"},
+        evaluate,
+        lambda n: (5.0, losses.get(n, 4.0)),
+        confirm,
+        rows.append,
+        clock,
+        explain=lambda c, row: {"compute_roof_pct": 50.0},
+        probe=probe,
+    )
     return s, rows, evaluated, confirmed
 
 
@@ -168,7 +197,10 @@ def test_guard_rejects_a_configuration_whose_loss_departs():
     assert all(c.precision != "bf16" or c.memory_format != "nchw" for c in evaluated)
     assert any(c.precision == "bf16" and c.memory_format == "channels_last" for c in evaluated)
     g = pd.DataFrame(rows).query("row_kind == 'guard'").set_index("config")
-    assert not g.loc["bf16 nchw off", "guard_ok"] and "20.0% of fp32 eager's progress apart" in g.loc["bf16 nchw off", "guard_reason"]
+    assert (
+        not g.loc["bf16 nchw off", "guard_ok"]
+        and "20.0% of fp32 eager's progress apart" in g.loc["bf16 nchw off", "guard_reason"]
+    )
     assert g.loc["bf16 nchw off", "status"] == "skipped" and g.loc["fp32 nchw off", "guard_ok"]
     assert "bf16 nchw off" in best["guard_rejected"]
 
@@ -180,9 +212,13 @@ def test_guard_judge_and_failures():
     assert guard.judge(0.387, 0.2994, 0.10, reference_start=5.578).ok
     assert not guard.judge(5.5, 0.2994, 0.10, reference_start=5.578).ok
     assert not guard.judge(0.387, 0.2994, 0.10).ok  # a plain relative difference would reject it (29%)
-    verdicts = guard.check([("fp16", "nchw", "off")], lambda n: 1 / 0 if n[0] == "fp16" else (4.0, 3.0), 0.05,
-                           REFERENCE)
-    assert not verdicts[("fp16", "nchw", "off")].ok and "ZeroDivisionError" in verdicts[("fp16", "nchw", "off")].reason
+    verdicts = guard.check(
+        [("fp16", "nchw", "off")], lambda n: 1 / 0 if n[0] == "fp16" else (4.0, 3.0), 0.05, REFERENCE
+    )
+    assert (
+        not verdicts[("fp16", "nchw", "off")].ok
+        and "ZeroDivisionError" in verdicts[("fp16", "nchw", "off")].reason
+    )
 
 
 def test_budget_is_shared_and_exhaustion_is_recorded():
@@ -194,8 +230,10 @@ def test_budget_is_shared_and_exhaustion_is_recorded():
 
 
 def test_speedup_interval():
-    out = search.speedup({"throughput_img_s": 150, "throughput_ci95_img_s": 3},
-                         {"throughput_img_s": 100, "throughput_ci95_img_s": 4})
+    out = search.speedup(
+        {"throughput_img_s": 150, "throughput_ci95_img_s": 3},
+        {"throughput_img_s": 100, "throughput_ci95_img_s": 4},
+    )
     assert out["speedup_x"] == pytest.approx(1.5)
     assert out["speedup_ci95_x"] == pytest.approx(1.5 * math.hypot(0.02, 0.04))
     assert math.isnan(search.speedup({"throughput_img_s": 1.0}, {})["speedup_x"])
@@ -206,8 +244,17 @@ def test_roof_columns_with_and_without_measured_roofs():
     cfg = engine.Config.of("mnist_cnn", "train", 28, 10, 1, batch_size=8)
     none = experiment.roof_columns(None, cfg, c, 10.0)
     assert math.isnan(none["compute_roof_pct"]) and "04_roofline did not run" in none["roof_note"]
-    peaks = pd.DataFrame([{"kind": "measured", "precision": "fp32", "peak_gflops": 200.0, "bandwidth_gbs": 40.0,
-                           "ridge_flop_per_byte": 5.0}])
+    peaks = pd.DataFrame(
+        [
+            {
+                "kind": "measured",
+                "precision": "fp32",
+                "peak_gflops": 200.0,
+                "bandwidth_gbs": 40.0,
+                "ridge_flop_per_byte": 5.0,
+            }
+        ]
+    )
     out = experiment.roof_columns(peaks, cfg, c, 10.0)
     assert out["compute_roof_pct"] == pytest.approx(5.0) and out["roof_precision"] == "fp32"
     assert out["bound"] in ("memory", "compute") and out["attainable_gflops"] <= 200.0
@@ -215,15 +262,18 @@ def test_roof_columns_with_and_without_measured_roofs():
     assert "no measured bf16 roof" in bf["roof_note"]
 
 
-@pytest.mark.parametrize("key, value, says", [
-    ("tune_models", ["nope"], "unknown model 'nope'"),
-    ("tune_precisions", ["fp8"], "tune_precisions"),
-    ("tune_compile_modes", ["fast"], "tune_compile_modes"),
-    ("tune_eta", 1, "tune_eta"),
-    ("tune_min_batch_size", 1024, "exceeds tune_max_batch_size"),
-    ("tune_budget_s", 0, "tune_budget_s"),
-    ("tune_phases", ["backward"], "tune_phases"),
-])
+@pytest.mark.parametrize(
+    "key, value, says",
+    [
+        ("tune_models", ["nope"], "unknown model 'nope'"),
+        ("tune_precisions", ["fp8"], "tune_precisions"),
+        ("tune_compile_modes", ["fast"], "tune_compile_modes"),
+        ("tune_eta", 1, "tune_eta"),
+        ("tune_min_batch_size", 1024, "exceeds tune_max_batch_size"),
+        ("tune_budget_s", 0, "tune_budget_s"),
+        ("tune_phases", ["backward"], "tune_phases"),
+    ],
+)
 def test_bad_tuning_params_stop_with_one_line(key, value, says):
     with pytest.raises(params.ParamsError) as err:
         params.validate({key: value}, check_device=False)
@@ -231,12 +281,30 @@ def test_bad_tuning_params_stop_with_one_line(key, value, says):
 
 
 def test_tiny_real_search_writes_tuning_csv(tmp_path):
-    over = {"tune_models": ["mnist_cnn"], "tune_budget_s": 2.0, "tune_min_batch_size": 8, "tune_max_batch_size": 16,
-            "tune_compile_modes": ["off"], "tune_confirm_window_s": 0.1, "tune_confirm_top": 1,
-            "tune_guard_steps": 2, "repeats": 2}
+    over = {
+        "tune_models": ["mnist_cnn"],
+        "tune_budget_s": 2.0,
+        "tune_min_batch_size": 8,
+        "tune_max_batch_size": 16,
+        "tune_compile_modes": ["off"],
+        "tune_confirm_window_s": 0.1,
+        "tune_confirm_top": 1,
+        "tune_guard_steps": 2,
+        "repeats": 2,
+    }
     run = cnnbench.open_run(ROOT / "params" / "smoke.yaml", over, tmp_path / "run")
-    pd.DataFrame([{"device_name": run.device_name, "kind": "measured", "precision": "fp32", "peak_gflops": 100.0,
-                   "bandwidth_gbs": 20.0, "ridge_flop_per_byte": 5.0}]).to_csv(run.path("device_peaks.csv"), index=False)
+    pd.DataFrame(
+        [
+            {
+                "device_name": run.device_name,
+                "kind": "measured",
+                "precision": "fp32",
+                "peak_gflops": 100.0,
+                "bandwidth_gbs": 20.0,
+                "ridge_flop_per_byte": 5.0,
+            }
+        ]
+    ).to_csv(run.path("device_peaks.csv"), index=False)
     df = cnnbench.tuning.tune(run)
     best = df[df.row_kind == "best"].iloc[0]
     assert best.status == "ok" and best.speedup_x > 0 and best.configs_tried >= 2
@@ -263,8 +331,15 @@ class FakeSearch:
 
     def run(self):
         FakeSearch.searched.append(dict(self.identity))
-        row = {**self.identity, "row_kind": "best", "stage": "best", "rung": "", "config": "fp32 nchw",
-               "status": "ok", "throughput_img_s": 100.0 + len(FakeSearch.searched)}
+        row = {
+            **self.identity,
+            "row_kind": "best",
+            "stage": "best",
+            "rung": "",
+            "config": "fp32 nchw",
+            "status": "ok",
+            "throughput_img_s": 100.0 + len(FakeSearch.searched),
+        }
         self.sink(row)
         return row
 
@@ -276,20 +351,29 @@ def test_a_rerun_with_other_search_params_searches_again(tmp_path, monkeypatch):
     before = torch.get_num_threads()
 
     def tune(**over):
-        return cnnbench.tuning.tune(cnnbench.open_run(ROOT / "params" / "smoke.yaml", {**base, **over},
-                                                      tmp_path / "run"))
+        return cnnbench.tuning.tune(
+            cnnbench.open_run(ROOT / "params" / "smoke.yaml", {**base, **over}, tmp_path / "run")
+        )
 
     try:
         tune()
         tune()
         assert len(FakeSearch.searched) == 1  # the same search resumes
-        for over in ({"tune_budget_s": 3.0}, {"image_size": 48}, {"num_classes": 5},
-                     {"tune_precisions": ["fp32"]}, {"tune_max_batch_size": 64}, {"threads": 2}):
+        for over in (
+            {"tune_budget_s": 3.0},
+            {"image_size": 48},
+            {"num_classes": 5},
+            {"tune_precisions": ["fp32"]},
+            {"tune_max_batch_size": 64},
+            {"threads": 2},
+        ):
             n = len(FakeSearch.searched)
             df = tune(**over)
             assert len(FakeSearch.searched) == n + 1, f"{over}: the old search was reused"
             best = df[df.row_kind == "best"]
-            assert len(best) == 1 and best.throughput_img_s.iloc[0] == 100.0 + n + 1  # this search's rows only
+            assert (
+                len(best) == 1 and best.throughput_img_s.iloc[0] == 100.0 + n + 1
+            )  # this search's rows only
     finally:
         torch.set_num_threads(before)
 
@@ -315,15 +399,18 @@ def load_tuning_goal():
     return module
 
 
-@pytest.mark.parametrize("device_name, figure", [
-    ("NVIDIA H100 80GB HBM3", 2790.0),  # the H100 SXM the published figure was measured on
-    ("nvidia  h100 80gb hbm3", 2790.0),  # case, spacing and the NVIDIA prefix do not matter
-    ("NVIDIA H200", 3080.0),
-    ("NVIDIA GH200 480GB", None),  # contains "H200" but is another device
-    ("NVIDIA H100 PCIe", None),  # another variant than the published SXM
-    ("NVIDIA H200 NVL", None),
-    ("NVIDIA L40", None),
-])
+@pytest.mark.parametrize(
+    "device_name, figure",
+    [
+        ("NVIDIA H100 80GB HBM3", 2790.0),  # the H100 SXM the published figure was measured on
+        ("nvidia  h100 80gb hbm3", 2790.0),  # case, spacing and the NVIDIA prefix do not matter
+        ("NVIDIA H200", 3080.0),
+        ("NVIDIA GH200 480GB", None),  # contains "H200" but is another device
+        ("NVIDIA H100 PCIe", None),  # another variant than the published SXM
+        ("NVIDIA H200 NVL", None),
+        ("NVIDIA L40", None),
+    ],
+)
 def test_tuning_goal_compares_only_with_the_exact_published_device(device_name, figure):
     published = load_tuning_goal().published_for(device_name)
     assert (published[0] if published else None) == figure
@@ -349,16 +436,19 @@ def test_the_confirmation_probes_the_cpu_before_each_round_and_the_repeat_check_
     s.run()
     confirm = pd.DataFrame([r for r in rows if r["row_kind"] == "confirm"])
     assert set(confirm.probe_img_s) == {320.0}
-    default = confirm[confirm.role == "default"].assign(stage="confirm", status="ok", model="resnet50",
-                                                         run_name="r", batch_size=128, phase="train")
+    default = confirm[confirm.role == "default"].assign(
+        stage="confirm", status="ok", model="resnet50", run_name="r", batch_size=128, phase="train"
+    )
     sa = default.assign(probe_img_s=256.0, throughput_img_s=100.0)
     pairs = reproducibility.repeated(sa, pd.DataFrame(), default)
     assert pairs.probe_change_pct.round(1).tolist() == [25.0]
 
 
 def test_combine_rounds_interval_spans_the_rounds():
-    rounds = [{"status": "ok", "throughput_img_s": r, "throughput_ci95_img_s": 0.5, "window_time_s": 2.0}
-              for r in (100.0, 120.0, 110.0)]
+    rounds = [
+        {"status": "ok", "throughput_img_s": r, "throughput_ci95_img_s": 0.5, "window_time_s": 2.0}
+        for r in (100.0, 120.0, 110.0)
+    ]
     row = search.combine_rounds(rounds)
     assert row["throughput_img_s"] == pytest.approx(110.0) and row["confirm_rounds"] == 3
     assert row["throughput_ci95_img_s"] > 20 * row["throughput_ci95_within_img_s"]
@@ -367,13 +457,29 @@ def test_combine_rounds_interval_spans_the_rounds():
 
 def test_a_winner_inside_the_defaults_interval_is_not_called_faster():
     """The committed example: winner 36.3 and default 32.8 with overlapping intervals."""
-    out = search.speedup({"throughput_img_s": 36.3, "throughput_ci95_img_s": 3.0},
-                         {"throughput_img_s": 32.8, "throughput_ci95_img_s": 2.5})
+    out = search.speedup(
+        {"throughput_img_s": 36.3, "throughput_ci95_img_s": 3.0},
+        {"throughput_img_s": 32.8, "throughput_ci95_img_s": 2.5},
+    )
     assert out["distinguishable_from_default"] is False
-    row = {"row_kind": "best", "status": "ok", "model": "resnet50", "phase": "train", "config": "c",
-           "throughput_img_s": 36.3, "throughput_ci95_img_s": 3.0, "default_throughput_img_s": 32.8,
-           "default_throughput_ci95_img_s": 2.5, "configs_tried": 5, "pruned": 1, "compute_roof_pct": float("nan"),
-           "roof_note": "n", "energy_j_per_image": float("nan"), "energy_note": "e", **out}
+    row = {
+        "row_kind": "best",
+        "status": "ok",
+        "model": "resnet50",
+        "phase": "train",
+        "config": "c",
+        "throughput_img_s": 36.3,
+        "throughput_ci95_img_s": 3.0,
+        "default_throughput_img_s": 32.8,
+        "default_throughput_ci95_img_s": 2.5,
+        "configs_tried": 5,
+        "pruned": 1,
+        "compute_roof_pct": float("nan"),
+        "roof_note": "n",
+        "energy_j_per_image": float("nan"),
+        "energy_note": "e",
+        **out,
+    }
     from cnnbench import tuning
 
     (text,) = tuning.findings(pd.DataFrame([row]))
@@ -398,7 +504,9 @@ def test_windows_of_the_same_shape_reuse_compiled_graphs(monkeypatch):
     assert window("default", "A") == 1  # the first compile starts clean
     assert [window("default", s) for s in ("A", "B", "A", "B")] == [1, 1, 1, 1]  # rungs again: reused
     assert window("off", "A") == 1  # eager touches nothing
-    assert window("reduce-overhead", "A") == 2  # another mode: dynamo's cache does not key on Inductor's options
+    assert (
+        window("reduce-overhead", "A") == 2
+    )  # another mode: dynamo's cache does not key on Inductor's options
     assert window("reduce-overhead", None) == 3  # unknown shape: reset as before
     for s in "CDEF":
         window("default", s)
@@ -409,8 +517,11 @@ def test_windows_of_one_candidate_compile_under_one_shape(monkeypatch):
     """A workload hands its configuration to the compile knob as the shape, so every rung's window of one
     candidate reuses the graphs compiled for it and a change of batch size is a new shape."""
     shapes = []
-    monkeypatch.setattr(knobs, "compiling", lambda mode, shape=None: shapes.append(shape) or
-                        __import__("contextlib").nullcontext())
+    monkeypatch.setattr(
+        knobs,
+        "compiling",
+        lambda mode, shape=None: shapes.append(shape) or __import__("contextlib").nullcontext(),
+    )
     c = Setting(batch_size=8, threads=1, compile="default", workers=0)
     base = engine.Config.of("mnist_cnn", "train", 28, 10, 1)
     monkeypatch.setattr(torch, "compile", lambda model, **k: model)
@@ -426,9 +537,17 @@ def test_07_opened_alone_searches_and_says_in_one_line_to_run_04_first(tmp_path)
     import papermill
 
     out = tmp_path / "07.ipynb"
-    papermill.execute_notebook(str(ROOT / "notebooks" / "07_tuning.ipynb"), str(out), kernel_name="python3",
-                               parameters={"params_file": str(ROOT / "params" / "smoke.yaml"), "overrides": {},
-                                           "run_dir": str(tmp_path / "run")}, progress_bar=False)
+    papermill.execute_notebook(
+        str(ROOT / "notebooks" / "07_tuning.ipynb"),
+        str(out),
+        kernel_name="python3",
+        parameters={
+            "params_file": str(ROOT / "params" / "smoke.yaml"),
+            "overrides": {},
+            "run_dir": str(tmp_path / "run"),
+        },
+        progress_bar=False,
+    )
     df = pd.read_csv(tmp_path / "run" / "tuning.csv")
     assert (df.row_kind == "best").any() and "04_roofline did not run" in df.roof_note.iloc[-1]
     assert "No device_peaks.csv in this run" in out.read_text() and "run 04_roofline first" in out.read_text()
@@ -451,7 +570,9 @@ def test_reused_graphs_are_real_dynamo_graphs_static_per_batch_size():
         with knobs.compiling("default", ("mnist_cnn", bs)):
             net = torch.compile(models.build("mnist_cnn", 10), backend="eager")
             net(torch.randn(bs, 1, 28, 28)).sum().backward()
-    assert counters["stats"]["unique_graphs"] == 3  # 4, 8 and 16: a dynamic graph from 8 on would have served 16
+    assert (
+        counters["stats"]["unique_graphs"] == 3
+    )  # 4, 8 and 16: a dynamic graph from 8 on would have served 16
     dynamo.reset()
 
 
@@ -459,8 +580,11 @@ def test_a_search_line_says_a_row_kind_once_where_its_stage_has_the_same_name():
     """The walk: 07's console read "guard guard fp32 ...", "confirm confirm ...", "best best ..."."""
     from cnnbench.tuning.experiment import search_line
 
-    line = search_line("resnet18", "train", {"row_kind": "guard", "stage": "guard", "config": "fp32 nchw",
-                                             "throughput_img_s": 12.0})
+    line = search_line(
+        "resnet18",
+        "train",
+        {"row_kind": "guard", "stage": "guard", "config": "fp32 nchw", "throughput_img_s": 12.0},
+    )
     assert line == "  tuning resnet18 train: guard fp32 nchw 12.0 img/s"
     race = search_line("resnet18", "train", {"row_kind": "race", "stage": "numerics", "config": "bf16 nchw"})
     assert race.startswith("  tuning resnet18 train: race numerics bf16 nchw")
@@ -482,7 +606,9 @@ def test_the_out_of_memory_back_off_stays_inside_the_memory_this_machine_has(tmp
     cx = flops.complexity("mnist_cnn", base.image_size, base.num_classes, with_fvcore=False)
     room = (64.5 * cx.activation_mib + 4 * cx.param_mib) * 2**20  # a machine with room for a batch of 64
     real = psutil.virtual_memory()
-    monkeypatch.setattr(psutil, "virtual_memory", lambda: types.SimpleNamespace(available=room, total=real.total))
+    monkeypatch.setattr(
+        psutil, "virtual_memory", lambda: types.SimpleNamespace(available=room, total=real.total)
+    )
     out = experiment.beyond_memory(base, Setting(batch_size=1024), cpu)
     assert out.status == "oom" and "not tried" in out.error and "GiB" in out.error
     assert experiment.beyond_memory(base, Setting(batch_size=16), cpu) is None
@@ -493,9 +619,17 @@ def test_the_out_of_memory_back_off_stays_inside_the_memory_this_machine_has(tmp
         return Outcome("ok", 1000.0 * c.batch_size, 1.0, extra={"measured_steps": 3})
 
     monkeypatch.setattr(search, "window", window)
-    over = {"tune_models": ["mnist_cnn"], "tune_budget_s": 1.0, "tune_min_batch_size": 8, "tune_max_batch_size": 1024,
-            "tune_compile_modes": ["off"], "tune_confirm_window_s": 0.05, "tune_confirm_top": 1,
-            "tune_guard_steps": 2, "repeats": 1}
+    over = {
+        "tune_models": ["mnist_cnn"],
+        "tune_budget_s": 1.0,
+        "tune_min_batch_size": 8,
+        "tune_max_batch_size": 1024,
+        "tune_compile_modes": ["off"],
+        "tune_confirm_window_s": 0.05,
+        "tune_confirm_top": 1,
+        "tune_guard_steps": 2,
+        "repeats": 1,
+    }
     run = cnnbench.open_run(ROOT / "params" / "smoke.yaml", over, tmp_path / "run")
     best = cnnbench.tuning.tune(run).query("row_kind == 'best'").iloc[0]
     assert tried and max(tried) <= 64 and best.batch_size_limit <= 64, (tried, best.batch_size_limit_note)

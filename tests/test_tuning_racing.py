@@ -34,13 +34,18 @@ def test_planned_rungs():
 def test_halving_keeps_the_best_half_each_rung_and_windows_grow():
     speeds = {c: v for c, v in zip("abcdefgh", [10, 80, 30, 70, 20, 60, 50, 40], strict=True)}
     clock, log, seen = FakeClock(), [], []
-    race = racing.successive_halving(speeds, fake_evaluate(speeds, clock, log), budget_s=24, eta=2, clock=clock,
-                                     on_trial=seen.append)
+    race = racing.successive_halving(
+        speeds, fake_evaluate(speeds, clock, log), budget_s=24, eta=2, clock=clock, on_trial=seen.append
+    )
     assert race.rungs == 3 and race.winner == "b" and not race.budget_exhausted
     by_rung = {r: sorted(c for c, rr, _ in log if rr == r) for r in range(3)}
     assert by_rung == {0: list("abcdefgh"), 1: list("bdfg"), 2: ["b", "d"]}
     windows = {r: w for _, r, w in log}
-    assert windows[0] == pytest.approx(1.0) and windows[1] == pytest.approx(2.0) and windows[2] == pytest.approx(4.0)
+    assert (
+        windows[0] == pytest.approx(1.0)
+        and windows[1] == pytest.approx(2.0)
+        and windows[2] == pytest.approx(4.0)
+    )
     fates = {(t.candidate, t.rung): t.fate for t in race.trials}
     assert fates[("a", 0)] == "pruned" and fates[("b", 0)] == "kept" and fates[("d", 2)] == "pruned"
     assert fates[("b", 2)] == "winner"
@@ -62,8 +67,13 @@ def test_failures_are_out_at_once_and_do_not_win():
 def test_known_outcomes_are_reused_at_rung_zero():
     speeds = {"a": 50, "b": 60}
     clock, log = FakeClock(), []
-    race = racing.successive_halving(speeds, fake_evaluate(speeds, clock, log), budget_s=4, clock=clock,
-                                     known={"a": Outcome("ok", 55, 1.0)})
+    race = racing.successive_halving(
+        speeds,
+        fake_evaluate(speeds, clock, log),
+        budget_s=4,
+        clock=clock,
+        known={"a": Outcome("ok", 55, 1.0)},
+    )
     assert [c for c, _, _ in log] == ["b"]
     assert race.winner == "b" and [t.reused for t in race.trials] == [True, False]
 
@@ -71,7 +81,9 @@ def test_known_outcomes_are_reused_at_rung_zero():
 def test_budget_exhausted_stops_and_the_best_of_the_last_rung_wins():
     speeds = {c: v for c, v in zip("abcd", [10, 40, 30, 20], strict=True)}
     clock, log = FakeClock(), []
-    race = racing.successive_halving(speeds, fake_evaluate(speeds, clock, log, cost=5.0), budget_s=8, clock=clock)
+    race = racing.successive_halving(
+        speeds, fake_evaluate(speeds, clock, log, cost=5.0), budget_s=8, clock=clock
+    )
     assert race.budget_exhausted and race.winner == "b"
     assert {c for c, r, _ in log} == set("abcd") and all(r == 0 for _, r, _ in log)
     fates = {(t.candidate, t.rung): t.fate for t in race.trials}
@@ -82,8 +94,9 @@ def test_single_candidate_is_measured_once_or_reused():
     clock, log = FakeClock(), []
     race = racing.successive_halving(["a"], fake_evaluate({"a": 5}, clock, log), budget_s=3, clock=clock)
     assert race.winner == "a" and len(log) == 1 and race.trials[0].fate == "winner"
-    race = racing.successive_halving(["a"], fake_evaluate({"a": 5}, clock, log), budget_s=3, clock=clock,
-                                     known={"a": Outcome("ok", 7)})
+    race = racing.successive_halving(
+        ["a"], fake_evaluate({"a": 5}, clock, log), budget_s=3, clock=clock, known={"a": Outcome("ok", 7)}
+    )
     assert len(log) == 1 and race.trials[0].reused
 
 
@@ -115,8 +128,10 @@ def test_fit_batch_size_stops_on_other_errors_and_at_the_minimum():
     assert limit == 0 and [bs for bs, _ in log] == [64, 48, 32, 24, 16]
 
 
-CAPTURE_OOM = ("CUDA error: operation failed due to a previous error during capture\nCUDA kernel errors might be "
-               "asynchronously reported at some other API call, so the stacktrace below might be incorrect.")
+CAPTURE_OOM = (
+    "CUDA error: operation failed due to a previous error during capture\nCUDA kernel errors might be "
+    "asynchronously reported at some other API call, so the stacktrace below might be incorrect."
+)
 
 
 def test_out_of_memory_during_cuda_graph_capture_backs_off_like_an_oom(monkeypatch, fake_gpu):
@@ -133,7 +148,10 @@ def test_out_of_memory_during_cuda_graph_capture_backs_off_like_an_oom(monkeypat
     cpu = torch.device("cpu")  # the fake GPU's (its rules are CUDA's)
     f = engine.failure(RuntimeError(CAPTURE_OOM), cpu)
     assert f["status"] == "oom" and "capture" in f["error"]
-    assert engine.failure(RuntimeError("cudaErrorStreamCaptureInvalidated: operation failed"), cpu)["status"] == "oom"
+    assert (
+        engine.failure(RuntimeError("cudaErrorStreamCaptureInvalidated: operation failed"), cpu)["status"]
+        == "oom"
+    )
     assert engine.failure(RuntimeError("shape mismatch"), cpu)["status"] == "error"
 
     class FakeWorkload:
@@ -156,5 +174,6 @@ def test_out_of_memory_during_cuda_graph_capture_backs_off_like_an_oom(monkeypat
     base = engine.Config.of("mnist_cnn", "train", 28, 10, 1, batch_size=128)
     cand = Setting(batch_size=256)
     limit, tried = racing.fit_batch_size(
-        256, lambda bs: search.window(base, cand.with_(batch_size=bs), cpu, Params(), 0.01))
+        256, lambda bs: search.window(base, cand.with_(batch_size=bs), cpu, Params(), 0.01)
+    )
     assert limit == 64 and [o.status for _, o in tried] == ["oom"] * 4 + ["ok"]  # 256 192 128 96 64

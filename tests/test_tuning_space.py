@@ -14,8 +14,13 @@ AVX2 = frozenset({"sse4_2", "avx", "avx2", "fma"})
 
 
 def build(hw, data_mode="device", default=None, precisions=ALL_P, modes=ALL_C, lo=32, hi=512):
-    p = Params(data_mode=data_mode, tune_precisions=precisions, tune_compile_modes=modes, tune_min_batch_size=lo,
-               tune_max_batch_size=hi)
+    p = Params(
+        data_mode=data_mode,
+        tune_precisions=precisions,
+        tune_compile_modes=modes,
+        tune_min_batch_size=lo,
+        tune_max_batch_size=hi,
+    )
     return knobs.space(hw, default or Setting(batch_size=128, threads=hw.cores, data_mode=data_mode), p)
 
 
@@ -85,11 +90,17 @@ def test_params_restrict_the_space_and_say_so():
 
 
 def test_loader_mode_searches_workers_and_pinning_on_cuda():
-    sp = build(Hardware("cuda", "H100", cores=4, capability=(9, 0), triton=True), data_mode="loader",
-               default=Setting(workers=2, pin_memory=True, threads=4, data_mode="loader"))
+    sp = build(
+        Hardware("cuda", "H100", cores=4, capability=(9, 0), triton=True),
+        data_mode="loader",
+        default=Setting(workers=2, pin_memory=True, threads=4, data_mode="loader"),
+    )
     assert sp.values["workers"] == [0, 1, 2, 4] and sorted(sp.values["pin_memory"]) == [False, True]
-    sp = build(Hardware("cpu", "cpu", cores=2, isa=AVX2), data_mode="loader",
-               default=Setting(pin_memory=False, threads=2, data_mode="loader"))
+    sp = build(
+        Hardware("cpu", "cpu", cores=2, isa=AVX2),
+        data_mode="loader",
+        default=Setting(pin_memory=False, threads=2, data_mode="loader"),
+    )
     assert sp.values["pin_memory"] == [False] and "CUDA" in reasons(sp)[("pin_memory", "other values")]
 
 
@@ -133,14 +144,18 @@ def test_cudnn_benchmark_is_searched_on_cuda_only_and_defaults_on():
     assert "cudnn.benchmark=off" in Setting(cudnn_benchmark=False).label
 
 
-@pytest.mark.parametrize("torch_v, macos, precision, needle", [
-    ((2, 4), (15, 0), "fp16", "torch 2.5"),  # MPS fp16 autocast
-    ((2, 7), (15, 0), "fp16", "torch 2.8"),  # GradScaler("mps")
-    ((2, 5), (15, 0), "bf16", "torch 2.6"),
-    ((2, 8), (13, 6), "bf16", "macOS 14"),
-])
-def test_mps_precisions_the_installed_torch_or_macos_lacks_are_skipped_with_the_reason(torch_v, macos, precision,
-                                                                                      needle):
+@pytest.mark.parametrize(
+    "torch_v, macos, precision, needle",
+    [
+        ((2, 4), (15, 0), "fp16", "torch 2.5"),  # MPS fp16 autocast
+        ((2, 7), (15, 0), "fp16", "torch 2.8"),  # GradScaler("mps")
+        ((2, 5), (15, 0), "bf16", "torch 2.6"),
+        ((2, 8), (13, 6), "bf16", "macOS 14"),
+    ],
+)
+def test_mps_precisions_the_installed_torch_or_macos_lacks_are_skipped_with_the_reason(
+    torch_v, macos, precision, needle
+):
     hw = Hardware("mps", "Apple M3 Pro GPU (MPS)", cores=6, torch_version=torch_v, macos=macos)
     sp = build(hw)
     assert precision not in sp.values["precision"]

@@ -21,8 +21,10 @@ GITHUB = "https://github.com/"
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]*/[A-Za-z0-9._-]+")
 # a Colab badge's link, a `git clone` of the workbook or a link to one of its files: the repository named
 END = r"(?=\.git\b|(?![A-Za-z0-9_-]|\.[A-Za-z0-9]))"  # where a repository's name ends in a text
-WORKBOOK_URL = re.compile(r"(?:colab\.research\.google\.com/github/|clone\W+(?:-q\W+)?https://github\.com/|"
-                          r"github\.com/(?=[\w.-]+/[\w.-]+/(?:blob|tree)/))([A-Za-z0-9-]+/[A-Za-z0-9._-]+?)" + END)
+WORKBOOK_URL = re.compile(
+    r"(?:colab\.research\.google\.com/github/|clone\W+(?:-q\W+)?https://github\.com/|"
+    r"github\.com/(?=[\w.-]+/[\w.-]+/(?:blob|tree)/))([A-Za-z0-9-]+/[A-Za-z0-9._-]+?)" + END
+)
 
 
 DECLARED = re.compile(r'^Repository = "https://github\.com/([^"]+?)/?"', re.M)  # in [project.urls]
@@ -86,8 +88,10 @@ def set_repo(new: str, root: Path = ROOT) -> int:
             if new_text != text:
                 path.write_text(new_text)
                 changed += 1
-    print(f"check_notebooks: {old} -> {new} in {changed} files (commit them; the Colab badges open {new}'s "
-          "main branch)")
+    print(
+        f"check_notebooks: {old} -> {new} in {changed} files (commit them; the Colab badges open {new}'s "
+        "main branch)"
+    )
     return 0
 
 
@@ -105,8 +109,11 @@ def main(argv: list[str]) -> int:
             bad += 1
     for path in _texts(ROOT):
         if path.is_file() and elsewhere(path.read_text(), repo):
-            print(f"{path}: points at {', '.join(elsewhere(path.read_text(), repo))}, not {repo} "
-                  "(pyproject.toml's Repository; a fork: --set-repo OWNER/NAME)", file=sys.stderr)
+            print(
+                f"{path}: points at {', '.join(elsewhere(path.read_text(), repo))}, not {repo} "
+                "(pyproject.toml's Repository; a fork: --set-repo OWNER/NAME)",
+                file=sys.stderr,
+            )
             bad += 1
     print(f"check_notebooks: {len(paths)} notebooks, {bad} problems")
     return 1 if bad else 0

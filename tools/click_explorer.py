@@ -50,7 +50,9 @@ def click_once(shots: Path) -> bool:
     page = webdriver.Chrome(options=opts, service=Service(driver) if driver else None)
 
     def click_text(css: str, text: str) -> bool:
-        return any(e.click() or True for e in page.find_elements(By.CSS_SELECTOR, css) if e.text.strip() == text)
+        return any(
+            e.click() or True for e in page.find_elements(By.CSS_SELECTOR, css) if e.text.strip() == text
+        )
 
     try:
         page.get(f"http://localhost:{PORT}/lab/tree/notebooks/08_analysis.ipynb?token={TOKEN}")
@@ -58,8 +60,11 @@ def click_once(shots: Path) -> bool:
         wait(lambda: "Idle" in page.find_element(By.TAG_NAME, "body").text, 120, "an idle kernel")
         wait(lambda: click_text(".lm-MenuBar-itemLabel", "Run"), 30, "the Run menu")
         wait(lambda: click_text(".lm-Menu-itemLabel", "Run All Cells"), 30, "Run All Cells")
-        button = wait(lambda: [b for b in page.find_elements(By.TAG_NAME, "button") if b.text.strip() == "measure"],
-                      900, "the explorer's button")[0]
+        button = wait(
+            lambda: [b for b in page.find_elements(By.TAG_NAME, "button") if b.text.strip() == "measure"],
+            900,
+            "the explorer's button",
+        )[0]
         page.execute_script("arguments[0].scrollIntoView({block: 'center'});", button)
         start, seen = time.time(), []
         button.click()
@@ -88,9 +93,14 @@ def click_once(shots: Path) -> bool:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--clone", type=Path, required=True, help="a scratch clone of the workbook to run in")
-    ap.add_argument("--repeat", type=int, default=1, help="fresh JupyterLab and kernel each time (races are rare)")
-    ap.add_argument("--clear-outputs", action="store_true",
-                    help="delete what the clone's outputs/ holds before each click (its runs included)")
+    ap.add_argument(
+        "--repeat", type=int, default=1, help="fresh JupyterLab and kernel each time (races are rare)"
+    )
+    ap.add_argument(
+        "--clear-outputs",
+        action="store_true",
+        help="delete what the clone's outputs/ holds before each click (its runs included)",
+    )
     args = ap.parse_args()
     root = args.clone.resolve()
     if not (root / "notebooks" / "08_analysis.ipynb").is_file():
@@ -98,8 +108,10 @@ def main() -> int:
     shots = root / "outputs" / "click_explorer"
     held = sorted(p.name for p in (root / "outputs").glob("*") if p != shots)
     if held and not args.clear_outputs:
-        sys.exit(f"{root / 'outputs'} holds {', '.join(held[:5])}{' ...' if len(held) > 5 else ''}: each click starts "
-                 f"from an empty outputs/, so pass --clear-outputs to delete them, or use a scratch clone")
+        sys.exit(
+            f"{root / 'outputs'} holds {', '.join(held[:5])}{' ...' if len(held) > 5 else ''}: each click starts "
+            f"from an empty outputs/, so pass --clear-outputs to delete them, or use a scratch clone"
+        )
     shots.mkdir(parents=True, exist_ok=True)
     failed = 0
     for i in range(args.repeat):
@@ -107,12 +119,37 @@ def main() -> int:
             if old != shots:
                 shutil.rmtree(old) if old.is_dir() else old.unlink()
         # 08 refuses to open without a run (run.NoRuns): 00_setup makes the run local.yaml names, measuring nothing
-        subprocess.run([sys.executable, "-m", "cnnbench", "--params", "params/local.yaml", "--set",
-                        "notebooks=[00_setup]", "--no-report"], cwd=root, check=True, stdout=subprocess.DEVNULL)
-        lab = subprocess.Popen([sys.executable, "-m", "jupyter", "lab", "--allow-root", "--no-browser",
-                                f"--port={PORT}", f"--IdentityProvider.token={TOKEN}",
-                                f"--ServerApp.root_dir={root}"], cwd=root, stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL)
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "cnnbench",
+                "--params",
+                "params/local.yaml",
+                "--set",
+                "notebooks=[00_setup]",
+                "--no-report",
+            ],
+            cwd=root,
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
+        lab = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "jupyter",
+                "lab",
+                "--allow-root",
+                "--no-browser",
+                f"--port={PORT}",
+                f"--IdentityProvider.token={TOKEN}",
+                f"--ServerApp.root_dir={root}",
+            ],
+            cwd=root,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         try:
             time.sleep(8)
             print(f"click {i + 1} of {args.repeat}", flush=True)
@@ -120,7 +157,9 @@ def main() -> int:
         finally:
             lab.terminate()
             lab.wait(timeout=30)
-    print(f"{args.repeat - failed} of {args.repeat} clicks ended with a table and a figure; screenshots in {shots}")
+    print(
+        f"{args.repeat - failed} of {args.repeat} clicks ended with a table and a figure; screenshots in {shots}"
+    )
     return 1 if failed else 0
 
 

@@ -41,8 +41,12 @@ class Shape:
     classes: int
 
 
-SHAPES = {"tiny_imagenet": Shape(3, 64, 200), "imagenette": Shape(3, 160, 10), "mnist": Shape(1, 28, 10),
-          "cifar10": Shape(3, 32, 10)}
+SHAPES = {
+    "tiny_imagenet": Shape(3, 64, 200),
+    "imagenette": Shape(3, 160, 10),
+    "mnist": Shape(1, 28, 10),
+    "cifar10": Shape(3, 32, 10),
+}
 
 # Public archives: url, md5. Tests point these at a loopback server.
 TINY_IMAGENET_URL = ("https://cs231n.stanford.edu/tiny-imagenet-200.zip", "90528d7ca1a48142e341f4ef8d21d0de")
@@ -79,8 +83,11 @@ class TinyImageNet(Dataset):
         self.class_to_idx = {w: i for i, w in enumerate(self.wnids)}
         self.transform = transform
         if split == "train":
-            self.samples = [(p, self.class_to_idx[wnid]) for wnid in self.wnids
-                            for p in sorted((root / "train" / wnid / "images").glob("*.JPEG"))]
+            self.samples = [
+                (p, self.class_to_idx[wnid])
+                for wnid in self.wnids
+                for p in sorted((root / "train" / wnid / "images").glob("*.JPEG"))
+            ]
         elif split == "val":
             annotations = root / "val" / "val_annotations.txt"
             if not annotations.is_file():
@@ -104,13 +111,30 @@ class TinyImageNet(Dataset):
         return (self.transform(image) if self.transform else image), label
 
 
-IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp")  # ImageFolder's
+IMAGE_EXTENSIONS = (
+    ".jpg",
+    ".jpeg",
+    ".png",
+    ".ppm",
+    ".bmp",
+    ".pgm",
+    ".tif",
+    ".tiff",
+    ".webp",
+)  # ImageFolder's
 MNIST_FILES = {  # split -> (images file, labels file) in MNIST/raw/, as torchvision reads them
     "train": ("train-images-idx3-ubyte", "train-labels-idx1-ubyte"),
     "val": ("t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"),
 }
-CIFAR10_FILES = ("data_batch_1", "data_batch_2", "data_batch_3", "data_batch_4", "data_batch_5", "test_batch",
-                 "batches.meta")
+CIFAR10_FILES = (
+    "data_batch_1",
+    "data_batch_2",
+    "data_batch_3",
+    "data_batch_4",
+    "data_batch_5",
+    "test_batch",
+    "batches.meta",
+)
 TINY_FOLDER = "tiny-imagenet-200"
 
 
@@ -128,9 +152,16 @@ def layout_problem(name: str, root: str | Path) -> str:
     if not any(root.iterdir()):
         if name == "imagefolder":  # nothing to download it from
             return f"folder '{root}' is empty (point data_path at a folder of class folders of images)"
-        return f"folder '{root}' is empty (set download: true to fetch {name}, or point data_path at the data)"
-    check = {"tiny_imagenet": _tiny_problem, "imagenette": _imagenette_problem, "mnist": _mnist_problem,
-             "cifar10": _cifar_problem, "imagefolder": _image_folder_problem}.get(name)
+        return (
+            f"folder '{root}' is empty (set download: true to fetch {name}, or point data_path at the data)"
+        )
+    check = {
+        "tiny_imagenet": _tiny_problem,
+        "imagenette": _imagenette_problem,
+        "mnist": _mnist_problem,
+        "cifar10": _cifar_problem,
+        "imagefolder": _image_folder_problem,
+    }.get(name)
     return check(root) if check else ""
 
 
@@ -158,16 +189,22 @@ def download_problem(name: str, folder) -> str:
     import socket
     from urllib.parse import urlsplit
 
-    url = {"tiny_imagenet": TINY_IMAGENET_URL[0], "imagenette": tvd.Imagenette._ARCHIVES["160px"][0],
-           "mnist": tvd.MNIST.mirrors[0], "cifar10": tvd.CIFAR10.url,
-           "oxford_pet": tvd.OxfordIIITPet._RESOURCES[0][0]}[name]
+    url = {
+        "tiny_imagenet": TINY_IMAGENET_URL[0],
+        "imagenette": tvd.Imagenette._ARCHIVES["160px"][0],
+        "mnist": tvd.MNIST.mirrors[0],
+        "cifar10": tvd.CIFAR10.url,
+        "oxford_pet": tvd.OxfordIIITPet._RESOURCES[0][0],
+    }[name]
     where = urlsplit(url)
     host = (where.hostname or "", where.port or (443 if where.scheme == "https" else 80))
     try:
         socket.create_connection(host, timeout=10).close()
     except OSError as err:
-        return (f"download: true cannot reach {host[0]}:{host[1]} ({err.strerror or err}) to fetch {name}; "
-                f"put its files in '{folder}' by hand (from {url}), or run where that host answers")
+        return (
+            f"download: true cannot reach {host[0]}:{host[1]} ({err.strerror or err}) to fetch {name}; "
+            f"put its files in '{folder}' by hand (from {url}), or run where that host answers"
+        )
     return ""
 
 
@@ -209,15 +246,21 @@ def _image_folder_problem(root: Path) -> str:
             return _wrong("imagefolder", root, "<class>/<image> or train/<class>/<image>")
         empty = [d.name for d in classes if not _images_under(d, 1)]
         if empty:
-            return (f"class folder '{folder / empty[0]}' holds no image ({', '.join(IMAGE_EXTENSIONS)}); "
-                    f"{len(empty)} of {len(classes)} classes are empty")
+            return (
+                f"class folder '{folder / empty[0]}' holds no image ({', '.join(IMAGE_EXTENSIONS)}); "
+                f"{len(empty)} of {len(classes)} classes are empty"
+            )
         if len(classes) < 2:
-            return (f"folder '{folder}' holds one class ('{classes[0].name}'): a classifier needs at least two "
-                    "class folders")
+            return (
+                f"folder '{folder}' holds one class ('{classes[0].name}'): a classifier needs at least two "
+                "class folders"
+            )
         counts.append((folder, len(classes)))
     if len(counts) == 2 and counts[0][1] != counts[1][1]:
-        return (f"'{counts[0][0]}' has {counts[0][1]} classes but '{counts[1][0]}' has {counts[1][1]} classes: "
-                "train and val must hold the same classes")
+        return (
+            f"'{counts[0][0]}' has {counts[0][1]} classes but '{counts[1][0]}' has {counts[1][1]} classes: "
+            "train and val must hold the same classes"
+        )
     return ""
 
 
@@ -234,16 +277,20 @@ def _tiny_problem(root: Path) -> str:
     if not (base / "wnids.txt").is_file():
         elsewhere = sorted(p.parent for p in root.glob("*/wnids.txt"))
         if elsewhere:
-            return (f"wnids.txt is in '{elsewhere[0].name}/', not in '{root}' or {TINY_FOLDER}/: point data_path "
-                    f"at '{elsewhere[0]}'")
+            return (
+                f"wnids.txt is in '{elsewhere[0].name}/', not in '{root}' or {TINY_FOLDER}/: point data_path "
+                f"at '{elsewhere[0]}'"
+            )
         return _wrong("tiny_imagenet", root, "wnids.txt, train/<wnid>/images/")
     wnids = _tiny_wnids(base)
     if not wnids:
         return f"'{base / 'wnids.txt'}' lists no class"
     missing = [w for w in wnids if not _images_under(base / "train" / w / "images", 1, tiny=True)]
     if missing:
-        return (f"train/{missing[0]}/images/ in '{base}' is missing or holds no .JPEG ({len(missing)} of "
-                f"{len(wnids)} classes of wnids.txt)")
+        return (
+            f"train/{missing[0]}/images/ in '{base}' is missing or holds no .JPEG ({len(missing)} of "
+            f"{len(wnids)} classes of wnids.txt)"
+        )
     annotations = base / "val" / "val_annotations.txt"
     if not annotations.is_file():
         return f"'{base}' has no val/val_annotations.txt (the labels of val/images/)"
@@ -282,16 +329,20 @@ def _idx(path: Path, images: bool) -> tuple[int, str]:
     with open(path, "rb") as f:
         head = f.read(header)
         if len(head) < header or int.from_bytes(head[:4], "big") != magic:
-            return 0, (f"'{path}' is not an MNIST idx file (expected magic number {magic} in its first 4 bytes; "
-                       "a compressed .gz must be unpacked)")
+            return 0, (
+                f"'{path}' is not an MNIST idx file (expected magic number {magic} in its first 4 bytes; "
+                "a compressed .gz must be unpacked)"
+            )
         n = int.from_bytes(head[4:8], "big")
         shape = (int.from_bytes(head[8:12], "big"), int.from_bytes(head[12:16], "big")) if images else ()
         if images and shape != (28, 28):
             return 0, f"'{path}' holds {shape[0]}x{shape[1]} images, not MNIST's 28x28"
         expected = header + n * (28 * 28 if images else 1)
         if size != expected:
-            return 0, (f"'{path}' is truncated or padded: its header announces {n} items ({expected} bytes), "
-                       f"the file has {size} bytes")
+            return 0, (
+                f"'{path}' is truncated or padded: its header announces {n} items ({expected} bytes), "
+                f"the file has {size} bytes"
+            )
         if not images and n and max(f.read(n)) > 9:
             return 0, f"'{path}' holds labels above 9 (MNIST has 10 classes)"
     return n, ""
@@ -306,7 +357,9 @@ def _mnist_problem(root: Path) -> str:
         if problem or other:
             return problem or other
         if n_images != n_labels:
-            return f"'{raw / images_file}' holds {n_images} images but '{raw / labels_file}' {n_labels} labels"
+            return (
+                f"'{raw / images_file}' holds {n_images} images but '{raw / labels_file}' {n_labels} labels"
+            )
     return ""
 
 
@@ -334,7 +387,9 @@ def split_size(name: str, root: str | Path, split: str, at_most: int = 1 << 62) 
     if name == "imagenette":
         return _images_under(root / "imagenette2-160" / split, at_most)
     if name == "mnist":
-        n, problem = _idx(root / "MNIST" / "raw" / MNIST_FILES["train" if split == "train" else "val"][0], True)
+        n, problem = _idx(
+            root / "MNIST" / "raw" / MNIST_FILES["train" if split == "train" else "val"][0], True
+        )
         return None if problem else min(n, at_most)
     if name == "tiny_imagenet":
         base = _tiny_base(root)
@@ -350,8 +405,10 @@ def split_size(name: str, root: str | Path, split: str, at_most: int = 1 << 62) 
         annotations = base / "val" / "val_annotations.txt"
         if not annotations.is_file():
             return None
-        return min(at_most, sum(len(line.split("\t")) >= 2 for line in annotations.read_text(errors="replace")
-                                .splitlines()))
+        return min(
+            at_most,
+            sum(len(line.split("\t")) >= 2 for line in annotations.read_text(errors="replace").splitlines()),
+        )
     return None
 
 
@@ -366,13 +423,19 @@ def check_archive(archive: str | Path) -> None:
     archive = Path(archive)
     if zipfile.is_zipfile(archive):
         with zipfile.ZipFile(archive) as zf:
-            bad = [i.filename for i in zf.infolist() if _unsafe(i.filename) or (i.external_attr >> 16) & 0o170000 == 0o120000]
+            bad = [
+                i.filename
+                for i in zf.infolist()
+                if _unsafe(i.filename) or (i.external_attr >> 16) & 0o170000 == 0o120000
+            ]
     else:
         with tarfile.open(archive) as tf:
             bad = [m.name for m in tf.getmembers() if _unsafe(m.name) or not (m.isfile() or m.isdir())]
     if bad:
-        raise DataError(f"{archive.name}: refused, member '{bad[0]}' would land outside the target folder or is a "
-                        f"link ({len(bad)} such members)")
+        raise DataError(
+            f"{archive.name}: refused, member '{bad[0]}' would land outside the target folder or is a "
+            f"link ({len(bad)} such members)"
+        )
 
 
 def safe_extract(archive: str | Path, target: str | Path) -> Path:
@@ -390,7 +453,9 @@ def safe_extract(archive: str | Path, target: str | Path) -> Path:
 
 def _files_and_folders_only(member: tarfile.TarInfo, dest: str) -> tarfile.TarInfo:
     if not (member.isfile() or member.isdir()) or _unsafe(member.name):
-        raise tarfile.FilterError(f"refused archive member '{member.name}' (outside the target folder or a link)")
+        raise tarfile.FilterError(
+            f"refused archive member '{member.name}' (outside the target folder or a link)"
+        )
     return tarfile.data_filter(member, dest)
 
 
@@ -423,7 +488,9 @@ def transforms_for(channels: int, size: int, train: bool):
     return T.Compose([*head, *crop, T.ToTensor(), T.Normalize(mean, std)])
 
 
-def open_dataset(name: str, root: str | Path, split: str, channels: int, size: int, download: bool = False) -> Dataset:
+def open_dataset(
+    name: str, root: str | Path, split: str, channels: int, size: int, download: bool = False
+) -> Dataset:
     """A real dataset split with the model's channels and resolution. Raises :class:`DataError`."""
     root = Path(root).expanduser()
     train = split == "train"
@@ -444,8 +511,13 @@ def _open(name: str, root: Path, split: str, tf, download: bool) -> Dataset:
             download_tiny_imagenet(root)
         return TinyImageNet(root, split, tf)
     if name == "imagenette":
-        return tvd.Imagenette(str(root), split=split, size="160px", transform=tf,
-                              download=download and not (root / "imagenette2-160").is_dir())
+        return tvd.Imagenette(
+            str(root),
+            split=split,
+            size="160px",
+            transform=tf,
+            download=download and not (root / "imagenette2-160").is_dir(),
+        )
     if name == "mnist":
         return tvd.MNIST(str(root), train=train, download=download, transform=tf)
     if name == "cifar10":
@@ -466,16 +538,28 @@ def synthetic_for(model_channels: int, size: int, classes: int, n: int, seed: in
     return SyntheticImages(n, model_channels, size, classes, seed)
 
 
-def loader(ds: Dataset, batch_size: int, workers: int, pin_memory: bool, shuffle: bool = True, seed: int = 0) -> DataLoader:
+def loader(
+    ds: Dataset, batch_size: int, workers: int, pin_memory: bool, shuffle: bool = True, seed: int = 0
+) -> DataLoader:
     """A DataLoader as the seeds ran it: shuffled, ``workers`` processes, pinned memory when asked, the last partial
     batch dropped. Raises :class:`DataError` when ``ds`` holds fewer images than one batch (it would yield none)."""
     n = len(ds) if hasattr(ds, "__len__") else None
     if n is not None and n < batch_size:
-        raise DataError(f"the dataset has {n} images, fewer than one batch of {batch_size}: no batch to measure "
-                        "(lower the batch size or use more images)")
-    return DataLoader(ds, batch_size=batch_size, shuffle=shuffle, num_workers=workers, pin_memory=pin_memory,
-                      drop_last=True, persistent_workers=workers > 0, worker_init_fn=paths.die_with_parent,
-                      generator=torch.Generator().manual_seed(seed))  # a worker dies with what it loads for
+        raise DataError(
+            f"the dataset has {n} images, fewer than one batch of {batch_size}: no batch to measure "
+            "(lower the batch size or use more images)"
+        )
+    return DataLoader(
+        ds,
+        batch_size=batch_size,
+        shuffle=shuffle,
+        num_workers=workers,
+        pin_memory=pin_memory,
+        drop_last=True,
+        persistent_workers=workers > 0,
+        worker_init_fn=paths.die_with_parent,
+        generator=torch.Generator().manual_seed(seed),
+    )  # a worker dies with what it loads for
 
 
 def cycle(dl: DataLoader) -> Iterator:
@@ -488,8 +572,10 @@ def cycle(dl: DataLoader) -> Iterator:
             yield batch
         if empty:
             size = len(dl.dataset) if hasattr(dl.dataset, "__len__") else "?"
-            raise DataError(f"a pass over the data yielded no batch (dataset of {size} images, batch size "
-                            f"{dl.batch_size}, last partial batch dropped)")
+            raise DataError(
+                f"a pass over the data yielded no batch (dataset of {size} images, batch size "
+                f"{dl.batch_size}, last partial batch dropped)"
+            )
 
 
 def for_configs(p):

@@ -27,9 +27,15 @@ MIN_WINDOWS = 3  # windows before the interval is trusted
 MAX_WINDOWS = 30
 
 
-def adaptive_windows(window: Callable[[], tuple[list[float], float]], steps: int, batch_size: int,
-                     target_pct: float, max_s: float, clock: Callable[[], float] = time.perf_counter,
-                     on_window: Callable[[dict, float], None] | None = None) -> dict:
+def adaptive_windows(
+    window: Callable[[], tuple[list[float], float]],
+    steps: int,
+    batch_size: int,
+    target_pct: float,
+    max_s: float,
+    clock: Callable[[], float] = time.perf_counter,
+    on_window: Callable[[dict, float], None] | None = None,
+) -> dict:
     """Measured windows until the 95% interval is within ``target_pct`` of the throughput (after at least
     3 windows) or ``max_s`` has passed (at least 2 windows); ``noisy`` says the target was not reached.
 
@@ -45,28 +51,53 @@ def adaptive_windows(window: Callable[[], tuple[list[float], float]], steps: int
             continue
         summary = timing.summarize(step_times, walls, [steps] * len(walls), batch_size)
         rel_pct = 100 * summary["throughput_ci95_img_s"] / max(summary["throughput_img_s"], 1e-12)
-        summary.update(throughput_ci95_rel_pct=rel_pct, target_ci95_rel_pct=target_pct, noisy=rel_pct > target_pct)
+        summary.update(
+            throughput_ci95_rel_pct=rel_pct, target_ci95_rel_pct=target_pct, noisy=rel_pct > target_pct
+        )
         elapsed = clock() - start
         if on_window:
             on_window(summary, min(elapsed / max_s, 1.0))
-        if (len(walls) >= MIN_WINDOWS and not summary["noisy"]) or elapsed >= max_s or len(walls) >= MAX_WINDOWS:
+        if (
+            (len(walls) >= MIN_WINDOWS and not summary["noisy"])
+            or elapsed >= max_s
+            or len(walls) >= MAX_WINDOWS
+        ):
             return summary
 
 
-def quick_measure(run, model: str, batch_size: int, precision: str, data_mode: str, device: str,
-                  on_progress: Callable[[float, str], None] | None = None) -> dict:
+def quick_measure(
+    run,
+    model: str,
+    batch_size: int,
+    precision: str,
+    data_mode: str,
+    device: str,
+    on_progress: Callable[[float, str], None] | None = None,
+) -> dict:
     """One measurement sized to be meaningful: warm-up of at least ``explore_warmup_s``, windows of about
     ``explore_window_s``, repeated until the 95% interval is within ``explore_ci_pct`` % or ``explore_max_s``
     has passed (then ``noisy`` is true). Appended to ``explore.csv``; ``on_progress(fraction, text)``."""
     p, dev = run.params, devices.resolve(device)
     b = devices.backend(dev)
     say = on_progress or (lambda fraction, text: None)
-    cfg = engine.config(p, model, "train", {"precision": precision}, batch_size=batch_size, data_mode=data_mode,
-                        threads=run.threads)
+    cfg = engine.config(
+        p,
+        model,
+        "train",
+        {"precision": precision},
+        batch_size=batch_size,
+        data_mode=data_mode,
+        threads=run.threads,
+    )
     p = dataclasses.replace(p, synthetic_images=max(p.synthetic_images, batch_size))
-    row = {**cfg.replace(**knobs.in_force(cfg.setting, b)).columns(), "device_kind": b.kind,
-           "device_name": b.name(), "status": "ok", "error": "",
-           "timestamp": pd.Timestamp.now(tz="UTC").isoformat(timespec="seconds")}
+    row = {
+        **cfg.replace(**knobs.in_force(cfg.setting, b)).columns(),
+        "device_kind": b.kind,
+        "device_name": b.name(),
+        "status": "ok",
+        "error": "",
+        "timestamp": pd.Timestamp.now(tz="UTC").isoformat(timespec="seconds"),
+    }
     try:
         if why := knobs.lacks("precision", precision, b.hardware()):  # the answer validation and 07 give
             raise devices.Unavailable(why)
@@ -78,11 +109,22 @@ def quick_measure(run, model: str, batch_size: int, precision: str, data_mode: s
             timer = timing.StepTimer(dev)
 
             def progress(summary, fraction):
-                say(fraction, f"{summary['repeats']} windows: {summary['throughput_img_s']:,.1f} "
-                              f"+- {summary['throughput_ci95_rel_pct']:.0f}% img/s")
+                say(
+                    fraction,
+                    f"{summary['repeats']} windows: {summary['throughput_img_s']:,.1f} "
+                    f"+- {summary['throughput_ci95_rel_pct']:.0f}% img/s",
+                )
 
-            row.update(adaptive_windows(lambda: timer.window(work.step, steps), steps, batch_size, p.explore_ci_pct,
-                                        p.explore_max_s, on_window=progress))
+            row.update(
+                adaptive_windows(
+                    lambda: timer.window(work.step, steps),
+                    steps,
+                    batch_size,
+                    p.explore_ci_pct,
+                    p.explore_max_s,
+                    on_window=progress,
+                )
+            )
             work.check_loss()
             train_flops, _ = engine.flops_per_image(model, cfg.image_size, cfg.num_classes)
             row.update(achieved_gflops=row["throughput_img_s"] * train_flops / 1e9)
@@ -121,9 +163,14 @@ def _bundles(history: list[dict], run) -> list[dict]:
             fig = draw(*args)
         png = io.BytesIO()
         fig.savefig(png, format="png", dpi=100, bbox_inches="tight")
-        return {"output_type": "display_data", "data": {"image/png": base64.b64encode(png.getvalue()).decode(),
-                                                        "text/plain": f"<figure: {points} configurations>"},
-                "metadata": {"cnnbench": {"points": points}}}
+        return {
+            "output_type": "display_data",
+            "data": {
+                "image/png": base64.b64encode(png.getvalue()).decode(),
+                "text/plain": f"<figure: {points} configurations>",
+            },
+            "metadata": {"cnnbench": {"points": points}},
+        }
 
     def rate_cell(rate: float, half: float) -> str:  # "5,840 ± 560 img/s" on one line; "about 5 img/s (...)"
         if not math.isfinite(half) or half <= 0 or half >= rate:
@@ -132,14 +179,29 @@ def _bundles(history: list[dict], run) -> list[dict]:
 
     df = pd.DataFrame(history)
     if "throughput_img_s" in df:  # the raw figures stay in explore.csv
-        df["rate"] = [rate_cell(r, c) if r == r else "" for r, c in
-                      zip(df.throughput_img_s, df.get("throughput_ci95_img_s", float("nan")), strict=True)]
-    cols = ["model", "device_name", "batch_size", "precision", "data_mode", "status", "rate", "achieved_tflops",
-            "error"]
+        df["rate"] = [
+            rate_cell(r, c) if r == r else ""
+            for r, c in zip(df.throughput_img_s, df.get("throughput_ci95_img_s", float("nan")), strict=True)
+        ]
+    cols = [
+        "model",
+        "device_name",
+        "batch_size",
+        "precision",
+        "data_mode",
+        "status",
+        "rate",
+        "achieved_tflops",
+        "error",
+    ]
     table = df[[c for c in cols if c in df]].round(3)
-    out = [{"output_type": "display_data", "data": {"text/html": table.to_html(index=False),
-                                                    "text/plain": table.to_string(index=False)},
-            "metadata": {"cnnbench": {"rows": len(table)}}}]
+    out = [
+        {
+            "output_type": "display_data",
+            "data": {"text/html": table.to_html(index=False), "text/plain": table.to_string(index=False)},
+            "metadata": {"cnnbench": {"rows": len(table)}},
+        }
+    ]
     ok = df[df.status == "ok"]
     if ok.empty:
         return out
@@ -147,10 +209,21 @@ def _bundles(history: list[dict], run) -> list[dict]:
     out.append(figure(plots.explorer_throughput, ok, points=configurations))
     peaks = results.read(run.dir, "device_peaks")
     if len(peaks):
-        ints = [roofline.step_intensity(r.model, int(r.batch_size), int(r.image_size), int(r.num_classes), "train",
-                                        r.precision)["intensity_flop_per_byte"] for r in ok.itertuples()]
-        out.append(figure(plots.explorer_roofline, peaks, ok.assign(intensity_flop_per_byte=ints),
-                          "explored configurations", points=configurations))
+        ints = [
+            roofline.step_intensity(
+                r.model, int(r.batch_size), int(r.image_size), int(r.num_classes), "train", r.precision
+            )["intensity_flop_per_byte"]
+            for r in ok.itertuples()
+        ]
+        out.append(
+            figure(
+                plots.explorer_roofline,
+                peaks,
+                ok.assign(intensity_flop_per_byte=ints),
+                "explored configurations",
+                points=configurations,
+            )
+        )
     else:
         note = "No roofline yet: this run has no device_peaks.csv; run 04_roofline to measure this device's roofs."
         out.append({"output_type": "stream", "name": "stdout", "text": note + "\n"})
@@ -200,8 +273,13 @@ def measured_before(run, model: str, batch_size: int, precision: str, data_mode:
     """The finished rows of explore.csv for this configuration (the static explorer of a rerun shows them
     instead of measuring again), the latest last; [] when none."""
     df = results.read(run.dir, "explore", ("model", "batch_size", "precision", "data_mode", "status"))
-    same = df[(df.model == model) & (df.batch_size == batch_size) & (df.precision == precision)
-              & (df.data_mode == data_mode) & df.status.isin(results.DONE_STATUSES)]
+    same = df[
+        (df.model == model)
+        & (df.batch_size == batch_size)
+        & (df.precision == precision)
+        & (df.data_mode == data_mode)
+        & df.status.isin(results.DONE_STATUSES)
+    ]
     return same.tail(1).to_dict("records")
 
 
@@ -215,13 +293,17 @@ def explorer(run):
     except ImportError:
         w = None
         if not headless() and p.interactive:
-            print("No ipywidgets here, so one static measurement: pip install ipywidgets (7.x or 8.x) and rerun "
-                  "this cell for the controls.")
+            print(
+                "No ipywidgets here, so one static measurement: pip install ipywidgets (7.x or 8.x) and rerun "
+                "this cell for the controls."
+            )
     if w is None or headless() or not p.interactive:
         kept = measured_before(run, model, bs, precision, p.data_mode)
         if kept or os.environ.get(NO_MEASURE_ENV):
-            _show(kept, run) if kept else print("no explorer measurement in this run; `cnnbench report` measures "
-                                                "nothing (open 08 in JupyterLab to measure)")
+            _show(kept, run) if kept else print(
+                "no explorer measurement in this run; `cnnbench report` measures "
+                "nothing (open 08 in JupyterLab to measure)"
+            )
         else:
             _show([quick_measure(run, model, bs, precision, p.data_mode, str(run.device))], run)
         return None
@@ -230,12 +312,17 @@ def explorer(run):
     hw = devices.backend(run.device).hardware()
     controls = {
         "model": w.Dropdown(options=list(p.models), value=model, description="model"),
-        "batch_size": w.Dropdown(options=sorted({8, 16, 32, 64, 128, 256, 512, bs}), value=bs, description="batch"),
-        "precision": w.Dropdown(options=[x for x in knobs.KNOBS["precision"].values
-                                         if not knobs.lacks("precision", x, hw)], value=precision,
-                                description="precision"),
-        "data_mode": w.Dropdown(options=list(knobs.KNOBS["data_mode"].values), value=p.data_mode,
-                                description="data"),
+        "batch_size": w.Dropdown(
+            options=sorted({8, 16, 32, 64, 128, 256, 512, bs}), value=bs, description="batch"
+        ),
+        "precision": w.Dropdown(
+            options=[x for x in knobs.KNOBS["precision"].values if not knobs.lacks("precision", x, hw)],
+            value=precision,
+            description="precision",
+        ),
+        "data_mode": w.Dropdown(
+            options=list(knobs.KNOBS["data_mode"].values), value=p.data_mode, description="data"
+        ),
         "device": w.Dropdown(options=devices.available(), value=run.device.type, description="device"),
     }
     button, out, history = w.Button(description="measure", button_style="primary"), w.Output(), []
@@ -246,7 +333,9 @@ def explorer(run):
 
     def measure():
         try:
-            history.append(quick_measure(run, **{k: c.value for k, c in controls.items()}, on_progress=on_progress))
+            history.append(
+                quick_measure(run, **{k: c.value for k, c in controls.items()}, on_progress=on_progress)
+            )
             out.outputs = tuple(_bundles(history, run))  # every click's result beside the earlier ones
         except Exception as err:  # noqa: BLE001 - run from the event loop, a raised error reaches only its log
             label.value = f"failed: {type(err).__name__}: {err}"
@@ -262,7 +351,21 @@ def explorer(run):
         measure_between_cells()
 
     button.on_click(on_click)
-    display(w.VBox([w.HBox(list(controls.values())[:3]), w.HBox([*list(controls.values())[3:], button]),
-                    w.HBox([bar, label]), out]))
-    return {**controls, "measure": button, "history": history, "progress": bar, "status": label, "output": out}
-
+    display(
+        w.VBox(
+            [
+                w.HBox(list(controls.values())[:3]),
+                w.HBox([*list(controls.values())[3:], button]),
+                w.HBox([bar, label]),
+                out,
+            ]
+        )
+    )
+    return {
+        **controls,
+        "measure": button,
+        "history": history,
+        "progress": bar,
+        "status": label,
+        "output": out,
+    }

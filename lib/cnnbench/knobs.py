@@ -34,7 +34,9 @@ class Knob:
     low: int = 0
     run_wide: bool = True  # a params key of its own; False: set only inside ``variants``
     keyed: bool = True  # part of a configuration's key: two values are two measurements
-    matched: bool = True  # compare divides two runs' rows only where it is equal (threads: not across devices)
+    matched: bool = (
+        True  # compare divides two runs' rows only where it is equal (threads: not across devices)
+    )
     before: Any = None  # what a row written before the knob existed reads as (None: the default)
     label: Callable[[Any], str] = str  # how a table names a value ("" to leave it out)
     always: bool = False  # named in a setting's label even at its default (else only where it differs)
@@ -46,8 +48,12 @@ class Knob:
     numerics: bool = False  # changes the arithmetic: 07's correctness guard checks it
     search: Callable[[Any, Any, Any], Iterable] | None = None  # (default, Hardware, params) -> 07's values
     search_key: str = ""  # the params key listing the values 07 searches (the others: "not in <key>")
-    inert: Callable[[Any, Any], str] | None = None  # (Hardware, params) -> why no other value changes anything
-    parse: Callable[[Any], Any] | None = None  # a given or written value (old spellings too) -> this knob's value
+    inert: Callable[[Any, Any], str] | None = (
+        None  # (Hardware, params) -> why no other value changes anything
+    )
+    parse: Callable[[Any], Any] | None = (
+        None  # a given or written value (old spellings too) -> this knob's value
+    )
 
     def read(self, value: Any) -> Any:
         """``value`` as this knob holds it: blank (a row from before the knob) is :attr:`before`, text from a
@@ -107,7 +113,9 @@ def _threads(value, backend, shape):
 # configuration each) compiled under it. Inductor's options are patched around the plain torch.compile, and
 # dynamo's cache does not key on them, so a change of mode must reset; a shape seen before reuses its graphs.
 _compiled: dict = {"mode": None, "shapes": set()}
-SHAPES_PER_RESET = 4  # distinct shapes compiled between resets; past dynamo's recompile limit (8) it falls back
+SHAPES_PER_RESET = (
+    4  # distinct shapes compiled between resets; past dynamo's recompile limit (8) it falls back
+)
 # to eager silently
 
 
@@ -124,8 +132,11 @@ def compiling(mode: str, shape=None):
     import torch._inductor as inductor
     import torch._inductor.config as inductor_config
 
-    if shape is None or _compiled["mode"] != mode or (
-            shape not in _compiled["shapes"] and len(_compiled["shapes"]) >= SHAPES_PER_RESET):
+    if (
+        shape is None
+        or _compiled["mode"] != mode
+        or (shape not in _compiled["shapes"] and len(_compiled["shapes"]) >= SHAPES_PER_RESET)
+    ):
         dynamo.reset()
         _compiled["mode"], _compiled["shapes"] = mode, set()
     if shape is not None:
@@ -176,7 +187,11 @@ def _workers_search(default, hw, p):
 def _host_only(hw, p) -> str:
     from cnnbench import devices
 
-    return "" if devices.backend_class(hw.kind).on_host else f"the step runs on {hw.kind}: host threads stay as set"
+    return (
+        ""
+        if devices.backend_class(hw.kind).on_host
+        else f"the step runs on {hw.kind}: host threads stay as set"
+    )
 
 
 def _no_loader(hw, p) -> str:
@@ -194,46 +209,147 @@ def _no_pinning(hw, p) -> str:
 def _no_autotuning(hw, p) -> str:
     from cnnbench import devices
 
-    return "" if devices.backend_class(hw.kind).autotunes else \
-        f"cudnn.benchmark picks cuDNN's convolution algorithms: NVIDIA only, not {hw.kind}"
+    return (
+        ""
+        if devices.backend_class(hw.kind).autotunes
+        else f"cudnn.benchmark picks cuDNN's convolution algorithms: NVIDIA only, not {hw.kind}"
+    )
 
 
 def _batch_search(default, hw, p):
     return sorted({*_powers_of_two(p.tune_min_batch_size, p.tune_max_batch_size), default})
 
 
-KNOBS: dict[str, Knob] = {k.name: k for k in (
-    Knob("precision", str, "fp32", "fp32 (TF32 off) | tf32 | bf16 | fp16 (autocast; fp16 with a loss scaler)",
-         values=("fp32", "tf32", "bf16", "fp16"), run_wide=False, always=True, apply=_math, stage="numerics",
-         numerics=True, search_key="tune_precisions"),
-    Knob("memory_format", str, "nchw", "nchw | channels_last", values=("nchw", "channels_last"), run_wide=False,
-         always=True, stage="numerics", numerics=True, search=lambda d, hw, p: ["nchw", "channels_last"]),
-    Knob("compile", str, "off", "torch.compile mode: off | default | max-autotune | reduce-overhead (CUDA graphs); "
-         "true/false mean default/off", values=("off", "default", "max-autotune", "reduce-overhead"),
-         run_wide=False, parse=_compile_mode, label=lambda v: "" if v == "off" else f"compile={v}", apply=_compile,
-         stage="numerics",
-         numerics=True, search_key="tune_compile_modes"),
-    Knob("cudnn_benchmark", bool, True, "cuDNN times its convolution algorithms per shape (CUDA; steps are fixed-shape)",
-         label=lambda v: "" if v else "cudnn.benchmark=off", apply=_autotune, stage="numerics",
-         search=lambda d, hw, p: [d, not d], inert=_no_autotuning),
-    Knob("host_heap", str, "keep", "keep: freed host memory stays in the process (glibc; no page faults in steady "
-         "state) | system: the C library's defaults (see cnnbench.heap)", values=heap.HEAPS,
-         before="system", label=lambda v: "" if v == "keep" else f"heap={v}", apply=_heap, effective=_heap_in_force),
-    Knob("data_mode", str, "device", "device: batches made once on the device | loader: DataLoader + copy per step",
-         values=("device", "loader"), label=lambda v: "" if v == "device" else "loader"),
-    Knob("batch_size", int, 128, "images per step", low=1, label=lambda v: f"bs{v}", always=True, stage="batch_size",
-         search=_batch_search),
-    Knob("threads", int, 0, "CPU threads torch uses; 0 = the number of physical cores", matched=False,
-         label=lambda v: f"threads{v}", always=True, apply=_threads, effective=_threads_in_force, stage="host",
-         search=_threads_search, inert=_host_only),
-    Knob("workers", int, 2, "DataLoader worker processes (loader mode and epochs)", label=lambda v: f"workers{v}",
-         stage="host", search=_workers_search, inert=_no_loader),
-    Knob("pin_memory", bool, True, "pin host memory for the host-to-device copy (where the device gains: CUDA)",
-         label=lambda v: "pinned" if v else "unpinned", effective=_pinned, stage="host", search=lambda d, hw, p: [d, not d],
-         inert=_no_pinning),
-    Knob("replica", int, 0, "a copy of an identical variant, measured as an A/A comparison (0: the first)",
-         run_wide=False, label=lambda v: f"copy{v}" if v else ""),
-)}
+KNOBS: dict[str, Knob] = {
+    k.name: k
+    for k in (
+        Knob(
+            "precision",
+            str,
+            "fp32",
+            "fp32 (TF32 off) | tf32 | bf16 | fp16 (autocast; fp16 with a loss scaler)",
+            values=("fp32", "tf32", "bf16", "fp16"),
+            run_wide=False,
+            always=True,
+            apply=_math,
+            stage="numerics",
+            numerics=True,
+            search_key="tune_precisions",
+        ),
+        Knob(
+            "memory_format",
+            str,
+            "nchw",
+            "nchw | channels_last",
+            values=("nchw", "channels_last"),
+            run_wide=False,
+            always=True,
+            stage="numerics",
+            numerics=True,
+            search=lambda d, hw, p: ["nchw", "channels_last"],
+        ),
+        Knob(
+            "compile",
+            str,
+            "off",
+            "torch.compile mode: off | default | max-autotune | reduce-overhead (CUDA graphs); "
+            "true/false mean default/off",
+            values=("off", "default", "max-autotune", "reduce-overhead"),
+            run_wide=False,
+            parse=_compile_mode,
+            label=lambda v: "" if v == "off" else f"compile={v}",
+            apply=_compile,
+            stage="numerics",
+            numerics=True,
+            search_key="tune_compile_modes",
+        ),
+        Knob(
+            "cudnn_benchmark",
+            bool,
+            True,
+            "cuDNN times its convolution algorithms per shape (CUDA; steps are fixed-shape)",
+            label=lambda v: "" if v else "cudnn.benchmark=off",
+            apply=_autotune,
+            stage="numerics",
+            search=lambda d, hw, p: [d, not d],
+            inert=_no_autotuning,
+        ),
+        Knob(
+            "host_heap",
+            str,
+            "keep",
+            "keep: freed host memory stays in the process (glibc; no page faults in steady "
+            "state) | system: the C library's defaults (see cnnbench.heap)",
+            values=heap.HEAPS,
+            before="system",
+            label=lambda v: "" if v == "keep" else f"heap={v}",
+            apply=_heap,
+            effective=_heap_in_force,
+        ),
+        Knob(
+            "data_mode",
+            str,
+            "device",
+            "device: batches made once on the device | loader: DataLoader + copy per step",
+            values=("device", "loader"),
+            label=lambda v: "" if v == "device" else "loader",
+        ),
+        Knob(
+            "batch_size",
+            int,
+            128,
+            "images per step",
+            low=1,
+            label=lambda v: f"bs{v}",
+            always=True,
+            stage="batch_size",
+            search=_batch_search,
+        ),
+        Knob(
+            "threads",
+            int,
+            0,
+            "CPU threads torch uses; 0 = the number of physical cores",
+            matched=False,
+            label=lambda v: f"threads{v}",
+            always=True,
+            apply=_threads,
+            effective=_threads_in_force,
+            stage="host",
+            search=_threads_search,
+            inert=_host_only,
+        ),
+        Knob(
+            "workers",
+            int,
+            2,
+            "DataLoader worker processes (loader mode and epochs)",
+            label=lambda v: f"workers{v}",
+            stage="host",
+            search=_workers_search,
+            inert=_no_loader,
+        ),
+        Knob(
+            "pin_memory",
+            bool,
+            True,
+            "pin host memory for the host-to-device copy (where the device gains: CUDA)",
+            label=lambda v: "pinned" if v else "unpinned",
+            effective=_pinned,
+            stage="host",
+            search=lambda d, hw, p: [d, not d],
+            inert=_no_pinning,
+        ),
+        Knob(
+            "replica",
+            int,
+            0,
+            "a copy of an identical variant, measured as an A/A comparison (0: the first)",
+            run_wide=False,
+            label=lambda v: f"copy{v}" if v else "",
+        ),
+    )
+}
 
 
 @contextlib.contextmanager
@@ -270,8 +386,11 @@ class Setting(Mapping):
         unknown = [k for k in given if k not in KNOBS]
         if unknown:
             raise KeyError(f"unknown knob {unknown[0]!r}; knobs: {', '.join(KNOBS)}")
-        object.__setattr__(self, "_values", tuple(
-            (k, KNOBS[k].read(given[k]) if k in given else knob.default) for k, knob in KNOBS.items()))
+        object.__setattr__(
+            self,
+            "_values",
+            tuple((k, KNOBS[k].read(given[k]) if k in given else knob.default) for k, knob in KNOBS.items()),
+        )
 
     def __getitem__(self, name: str) -> Any:
         for k, v in self._values:
@@ -319,7 +438,11 @@ class Setting(Mapping):
 def label(setting: Mapping[str, Any], only: Iterable[str] | None = None) -> str:
     """A setting in words, each knob's own label, blanks left out: the knobs ``only`` names, or those always named
     and those away from their default ("fp16 channels_last bs64 threads2 compile=default")."""
-    names = [k for k in KNOBS if k in setting and (KNOBS[k].always or KNOBS[k].read(setting[k]) != KNOBS[k].default)]
+    names = [
+        k
+        for k in KNOBS
+        if k in setting and (KNOBS[k].always or KNOBS[k].read(setting[k]) != KNOBS[k].default)
+    ]
     names = [k for k in only if k in KNOBS and k in setting] if only is not None else names
     return " ".join(t for k in names if (t := KNOBS[k].label(KNOBS[k].read(setting[k]))))
 
@@ -361,8 +484,13 @@ def _windows() -> bool:
 def in_force(setting: Setting, backend) -> Setting:
     """What ``setting`` puts in force on ``backend``'s device (pinning only where the device gains, the host heap
     only where the C library can keep): what a row records."""
-    return setting.with_(**{k: knob.effective(setting[k], backend, setting) for k, knob in KNOBS.items()
-                            if knob.effective is not None})
+    return setting.with_(
+        **{
+            k: knob.effective(setting[k], backend, setting)
+            for k, knob in KNOBS.items()
+            if knob.effective is not None
+        }
+    )
 
 
 @contextlib.contextmanager
@@ -414,9 +542,11 @@ class Space:
     def rows(self, hw) -> list[dict]:
         """tuning_space.csv rows: one per knob value, searched or skipped with the reason."""
         base = {"device_kind": hw.kind, "device_name": hw.name}
-        return ([{**base, "knob": k, "value": str(v), "searched": True, "reason": ""}
-                 for k, vs in self.values.items() for v in vs]
-                + [{**base, "knob": k, "value": v, "searched": False, "reason": r} for k, v, r in self.skipped])
+        return [
+            {**base, "knob": k, "value": str(v), "searched": True, "reason": ""}
+            for k, vs in self.values.items()
+            for v in vs
+        ] + [{**base, "knob": k, "value": v, "searched": False, "reason": r} for k, v, r in self.skipped]
 
 
 def space(hw, default: Setting, p) -> Space:
@@ -430,9 +560,15 @@ def space(hw, default: Setting, p) -> Space:
             values[k] = [default[k]]
             skipped.append((k, "other values", why))
             continue
-        asked = [default[k], *getattr(p, knob.search_key)] if knob.search_key else knob.search(default[k], hw, p)
+        asked = (
+            [default[k], *getattr(p, knob.search_key)] if knob.search_key else knob.search(default[k], hw, p)
+        )
         asked = list(dict.fromkeys(knob.read(v) for v in asked))
         values[k] = [v for v in asked if not lacks(k, v, hw)]
         skipped += [(k, str(v), lacks(k, v, hw)) for v in asked if v not in values[k]]
-        skipped += [(k, str(v), f"not in {knob.search_key}") for v in knob.values if knob.search_key and v not in asked]
+        skipped += [
+            (k, str(v), f"not in {knob.search_key}")
+            for v in knob.values
+            if knob.search_key and v not in asked
+        ]
     return Space(values, default, skipped)

@@ -45,7 +45,9 @@ class ModelSpec:
     in_channels: int
     reference_size: int  # the resolution its published figures refer to
     reference_classes: int  # the classes its published figures refer to
-    native_data: str  # "imagenet": trains on the run's dataset and resolution; else the dataset it has of its own
+    native_data: (
+        str  # "imagenet": trains on the run's dataset and resolution; else the dataset it has of its own
+    )
     builder: Callable[..., nn.Module] | None = field(default=None, compare=False)  # None: torchvision's
 
     @property
@@ -119,7 +121,9 @@ def build(name: str, num_classes: int | None = None, image_size: int | None = No
     s = spec(name)
     num_classes = num_classes or s.reference_classes
     if s.builder is not None:
-        return s.builder(num_classes=num_classes, in_channels=s.in_channels, image_size=image_size or s.reference_size)
+        return s.builder(
+            num_classes=num_classes, in_channels=s.in_channels, image_size=image_size or s.reference_size
+        )
     kwargs = dict(_BUILD_KWARGS.get(name, {}))
     if name.startswith("vit_"):
         # ViT's position embedding is sized for one resolution (vit_h_14's published figure is at 518)

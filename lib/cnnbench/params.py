@@ -30,21 +30,42 @@ from cnnbench.knobs import KNOBS
 DATASETS = ("synthetic", "tiny_imagenet", "imagenette", "mnist", "cifar10", "imagefolder")
 PHASES = ("train", "eval")
 OPTIMIZERS = ("sgd", "adam", "adamw")
-DOWNLOADABLE = ("tiny_imagenet", "imagenette", "mnist", "cifar10")  # public datasets that download: true fetches
+DOWNLOADABLE = (
+    "tiny_imagenet",
+    "imagenette",
+    "mnist",
+    "cifar10",
+)  # public datasets that download: true fetches
 TRANSFER_DATASETS = ("synthetic", "oxford_pet", "imagefolder")
 SCALING_BACKENDS = ("auto", "gloo", "nccl")
 # The pipeline's notebooks in order; the analysis stays last and merges every experiment family before it.
 # 05: from-scratch backends (cnnbench.scratch); 06: transfer learning and scaling (cnnbench.transfer); 07:
 # configuration search (cnnbench.tuning)
-NOTEBOOKS = ("00_setup", "01_complexity", "02_scenario_a", "03_batch_sweep", "04_roofline", "05_backends",
-             "06_transfer", "07_tuning", "08_analysis")
+NOTEBOOKS = (
+    "00_setup",
+    "01_complexity",
+    "02_scenario_a",
+    "03_batch_sweep",
+    "04_roofline",
+    "05_backends",
+    "06_transfer",
+    "07_tuning",
+    "08_analysis",
+)
 # The shortest telemetry sampling period: psutil's CPU counters tick every 10 ms, and a faster sampler loops
 # on the measured cores (1e-12 s halved mnist_cnn's rate in the issue 21 barrage).
 MIN_TELEMETRY_INTERVAL_S = 0.01
 # The from-scratch backends and networks of 05 (cnnbench.scratch implements them; declared here so that
 # validating a params file imports no experiment module).
-SCRATCH_BACKENDS = {"numpy": "cpu", "numba_cpu": "cpu", "numba_cuda": "cuda", "cupy": "cuda", "torch_cpu": "cpu",
-                    "torch_cuda": "cuda", "torch_mps": "mps"}  # backend -> the device type it runs on
+SCRATCH_BACKENDS = {
+    "numpy": "cpu",
+    "numba_cpu": "cpu",
+    "numba_cuda": "cuda",
+    "cupy": "cuda",
+    "torch_cpu": "cpu",
+    "torch_cuda": "cuda",
+    "torch_mps": "mps",
+}  # backend -> the device type it runs on
 SCRATCH_MODELS = ("mnist_cnn", "mlp")
 
 
@@ -54,9 +75,13 @@ MAX_PARAMS_BYTES = 1 << 20  # a params file is a few KiB; past 1 MiB it is not o
 MAX_YAML_NODES = 10_000  # values a params document may expand to, an alias counted every time it is used
 MAX_YAML_DEPTH = 50  # nesting of a params document (the schema nests three levels)
 MAX_INT = 2**63 - 1  # every integer key fits a C int64 (torch's sizes and counts)
-MAX_SEED = 2**32 - 1  # numpy's legacy seeds and torch.manual_seed take 0 .. 2**32-1; seed + offsets stay in range
+MAX_SEED = (
+    2**32 - 1
+)  # numpy's legacy seeds and torch.manual_seed take 0 .. 2**32-1; seed + offsets stay in range
 MAX_THREADS = 4096  # no machine torch runs on has more logical CPUs; torch itself stops at 2**31-1
-THREADS_PER_CPU = 4  # on this machine: at most 4 threads per logical CPU (above one is oversubscribed: a warning)
+THREADS_PER_CPU = (
+    4  # on this machine: at most 4 threads per logical CPU (above one is oversubscribed: a warning)
+)
 MAX_QUOTED = 80  # characters of a value quoted in a message
 
 
@@ -87,12 +112,14 @@ def safe_name_error(name: str) -> str | None:
     """Why ``name`` cannot be a run folder's name (a path, '..', odd characters), or None when it can."""
     if SAFE_NAME.fullmatch(name) and ".." not in name:
         return None
-    return (f"{_show(name)} is not a safe run name: use letters, digits, '-', '_' and '.' only (no '/', no '..', "
-            "at most 100 characters, starting with a letter or digit)")
+    return (
+        f"{_show(name)} is not a safe run name: use letters, digits, '-', '_' and '.' only (no '/', no '..', "
+        "at most 100 characters, starting with a letter or digit)"
+    )
 
 
 def _suggest(name: str, valid: typing.Sequence[str], what: str) -> str:
-    """"did you mean x, y?" and, for a long list, a count instead of every name."""
+    """ "did you mean x, y?" and, for a long list, a count instead of every name."""
     close = difflib.get_close_matches(str(name)[:200], valid, n=3, cutoff=0.6)
     hint = f"did you mean {', '.join(close)}? " if close else ""
     if len(valid) <= 12:
@@ -131,10 +158,16 @@ class _Keys:
     measured_steps: int = 0  # steps in one measured window; 0 = as many as fill window_s
     window_s: float = 3.0  # target length of a measured window when measured_steps is 0 (seconds)
     repeats: int = 3  # measured windows per process of a configuration
-    processes: int = 3  # least fresh worker processes per configuration, in interleaved rounds; the interval spans them
+    processes: int = (
+        3  # least fresh worker processes per configuration, in interleaved rounds; the interval spans them
+    )
     max_processes: int = 6  # most processes per configuration while its interval is wider than ci_target_pct
-    ci_target_pct: float = 5.0  # a configuration gets more processes until its 95% interval is within +-this %
-    adapt_budget_s: float = 120.0  # seconds per pass (notebook) spent on processes beyond `processes`; 0: none
+    ci_target_pct: float = (
+        5.0  # a configuration gets more processes until its 95% interval is within +-this %
+    )
+    adapt_budget_s: float = (
+        120.0  # seconds per pass (notebook) spent on processes beyond `processes`; 0: none
+    )
     variants: list[dict] = field(
         default_factory=lambda: [{"precision": "fp32", "memory_format": "nchw", "compile": False}]
     )  # each a setting of any knobs (cnnbench.knobs: precision, memory_format, compile, threads, ...) over the run's
@@ -144,25 +177,43 @@ class _Keys:
     max_batches: int = 0  # batches per epoch in epoch mode; 0 = the whole dataset
     synthetic_images: int = 2048  # images in the synthetic dataset (loader mode and epochs)
     telemetry_interval_s: float = 0.1  # sampling period of CPU/GPU utilisation during measured windows
-    isolate: bool = True  # each configuration in a fresh worker process: its own memory peak, a crash is a row
+    isolate: bool = (
+        True  # each configuration in a fresh worker process: its own memory peak, a crash is a row
+    )
     # --- batch-size sweep (03)
     sweep: dict[str, list[int]] = field(
         default_factory=lambda: {"squeezenet1_1": [32, 64, 128, 256, 512], "resnet50": [32, 64, 128]}
     )  # model -> batch sizes
     # --- roofline (04)
     peak_repeats: int = 5  # repetitions of each peak micro-benchmark (the best one is kept)
-    matmul_size: int = 0  # square matmul size for the compute roof; 0 = by device (CUDA 8192, MPS 4096, CPU 2048)
-    stream_mb: int = 512  # DRAM working set of the bandwidth sweep is 2 x this (MiB), at least 4x the last cache
+    matmul_size: int = (
+        0  # square matmul size for the compute roof; 0 = by device (CUDA 8192, MPS 4096, CPU 2048)
+    )
+    stream_mb: int = (
+        512  # DRAM working set of the bandwidth sweep is 2 x this (MiB), at least 4x the last cache
+    )
     layer_top_k: int = 10  # layers shown on the per-layer roofline, by time
     # --- from-scratch backends (05, seeds 001 and 004): keys of cnnbench.scratch go here
     scratch_backends: list[str] = field(
-        default_factory=lambda: ["numpy", "numba_cpu", "numba_cuda", "cupy", "torch_cpu", "torch_cuda", "torch_mps"]
+        default_factory=lambda: [
+            "numpy",
+            "numba_cpu",
+            "numba_cuda",
+            "cupy",
+            "torch_cpu",
+            "torch_cuda",
+            "torch_mps",
+        ]
     )  # backends 05 runs: numpy numba_cpu numba_cuda cupy torch_cpu torch_cuda torch_mps (absent -> unavailable)
     scratch_models: list[str] = field(
         default_factory=lambda: ["mnist_cnn", "mlp"]
     )  # networks 05 trains: mnist_cnn (seed 001's CNN) | mlp (seed 004's 784-10-10)
-    scratch_dataset: str = "synthetic"  # synthetic (learnable MNIST-shaped patterns + noise) | mnist (real MNIST)
-    scratch_data_path: str = "data/mnist"  # MNIST folder for scratch_dataset mnist (download: true fetches it)
+    scratch_dataset: str = (
+        "synthetic"  # synthetic (learnable MNIST-shaped patterns + noise) | mnist (real MNIST)
+    )
+    scratch_data_path: str = (
+        "data/mnist"  # MNIST folder for scratch_dataset mnist (download: true fetches it)
+    )
     scratch_train_images: int = 0  # training images used by 05; 0 = all (60,000, as MNIST)
     scratch_test_images: int = 0  # test images used by 05; 0 = all (10,000, as MNIST)
     scratch_epochs: int = 10  # CNN training epochs per backend (seed 001: 10)
@@ -174,14 +225,22 @@ class _Keys:
     scratch_mlp_momentum: float = 0.0  # MLP momentum (seed 004: 0, plain gradient descent)
     scratch_mlp_eval_every: int = 10  # MLP steps per convergence point (one backends.csv row each)
     scratch_op_steps: int = 5  # steps timed op by op (device synced per op) after one first call kept apart
-    scratch_gradcheck_batch: int = 64  # images of the gradient check against PyTorch autograd (fp64 reference)
+    scratch_gradcheck_batch: int = (
+        64  # images of the gradient check against PyTorch autograd (fp64 reference)
+    )
 
     # --- transfer learning, step phases, telemetry, scaling (06, seed 002): keys of cnnbench.transfer go here
     optimizer: str = "adam"  # optimizer of the fine-tuning runs (06): sgd (with momentum) | adam | adamw
-    pretrained: bool = True  # start fine-tuning from torchvision's ImageNet weights (downloaded); false = random init
+    pretrained: bool = (
+        True  # start fine-tuning from torchvision's ImageNet weights (downloaded); false = random init
+    )
     transfer_model: str = "densenet121"  # torchvision classifier fine-tuned in 06 (seed 002: DenseNet-121)
-    transfer_dataset: str = "synthetic"  # synthetic (two learnable classes, offline) | oxford_pet | imagefolder
-    transfer_data_path: str = ""  # root of oxford_pet (downloaded there with download: true) or of an ImageFolder
+    transfer_dataset: str = (
+        "synthetic"  # synthetic (two learnable classes, offline) | oxford_pet | imagefolder
+    )
+    transfer_data_path: str = (
+        ""  # root of oxford_pet (downloaded there with download: true) or of an ImageFolder
+    )
     transfer_image_size: int = 224  # fine-tuning resolution in pixels (seed 002: 224)
     transfer_lrs: list[float] = field(default_factory=lambda: [0.003, 0.03])  # learning rates of the grid
     transfer_batch_sizes: list[int] = field(default_factory=lambda: [64, 128])  # batch sizes of the grid
@@ -193,12 +252,20 @@ class _Keys:
     transfer_devices: list[str] = field(
         default_factory=lambda: ["cuda", "mps", "cpu"]
     )  # devices fine-tuned on, side by side: those of the list present here (cpu | cuda | cuda:N | mps)
-    phase_steps: int = 5  # least steps per model in the per-phase breakdown pass (as many again unsplit, to check the sum)
-    phase_window_s: float = 3.0  # least seconds of measured steps per model in that pass (small models run many steps)
+    phase_steps: int = (
+        5  # least steps per model in the per-phase breakdown pass (as many again unsplit, to check the sum)
+    )
+    phase_window_s: float = (
+        3.0  # least seconds of measured steps per model in that pass (small models run many steps)
+    )
     phase_max_s: float = 30.0  # seconds per model in that pass (warm-up apart) up to which, past the least steps and window, steps are added while the sum check's 95% interval is wider than +-2%; at or below phase_window_s: none
     phase_batch_size: int = 0  # batch size of the phase breakdown; 0 = the model's batch size in Scenario A
-    profile_models: list[str] = field(default_factory=lambda: ["densenet121"])  # models traced by torch.profiler in seed 002's fine-tuning step (optimizer, first of transfer_lrs, transfer_image_size, 2-class head)
-    profile_batch_size: int = 0  # batch size of the profiled fine-tuning steps; 0 = the first of transfer_batch_sizes
+    profile_models: list[str] = field(
+        default_factory=lambda: ["densenet121"]
+    )  # models traced by torch.profiler in seed 002's fine-tuning step (optimizer, first of transfer_lrs, transfer_image_size, 2-class head)
+    profile_batch_size: int = (
+        0  # batch size of the profiled fine-tuning steps; 0 = the first of transfer_batch_sizes
+    )
     profile_steps: int = 3  # training steps recorded in each profiler trace (after 1 warm-up step)
     profile_top_k: int = 15  # operators listed per pass (forward, backward, optimizer) by self time
     scaling_model: str = "resnet18"  # model of the DistributedDataParallel scaling run
@@ -209,9 +276,13 @@ class _Keys:
     scaling_backend: str = "auto"  # torch.distributed backend: auto (nccl on CUDA, else gloo) | gloo | nccl
 
     # --- configuration search and energy (07): keys of cnnbench.tuning go here
-    tune_models: list[str] = field(default_factory=lambda: ["resnet50"])  # models whose fastest configuration is searched
+    tune_models: list[str] = field(
+        default_factory=lambda: ["resnet50"]
+    )  # models whose fastest configuration is searched
     tune_phases: list[str] = field(default_factory=lambda: ["train"])  # steps searched: train | eval
-    tune_budget_s: float = 60.0  # racing time per model and phase, seconds (guard and confirmation come on top)
+    tune_budget_s: float = (
+        60.0  # racing time per model and phase, seconds (guard and confirmation come on top)
+    )
     tune_eta: int = 2  # successive halving keeps the best 1/tune_eta of the configurations at each rung
     tune_precisions: list[str] = field(
         default_factory=lambda: ["fp32", "tf32", "bf16", "fp16"]
@@ -221,15 +292,25 @@ class _Keys:
     )  # torch.compile modes searched where supported (reduce-overhead = CUDA graphs, CUDA only)
     tune_min_batch_size: int = 32  # smallest batch size searched (powers of two up to tune_max_batch_size)
     tune_max_batch_size: int = 512  # largest batch size tried; out of memory backs off from it as timm does
-    tune_confirm_top: int = 2  # best configurations of the race re-measured with the full protocol, beside the default
+    tune_confirm_top: int = (
+        2  # best configurations of the race re-measured with the full protocol, beside the default
+    )
     tune_confirm_window_s: float = 3.0  # length of each confirmation window (repeats windows), seconds
-    tune_confirm_warmup_steps: int = 2  # warm-up steps before the confirmation windows (the first one compiles)
-    tune_guard_steps: int = 8  # training steps from the same initialisation whose loss the correctness guard compares
+    tune_confirm_warmup_steps: int = (
+        2  # warm-up steps before the confirmation windows (the first one compiles)
+    )
+    tune_guard_steps: int = (
+        8  # training steps from the same initialisation whose loss the correctness guard compares
+    )
     tune_guard_batch_size: int = 8  # batch size of the correctness guard's steps
-    tune_guard_tolerance: float = 0.10  # largest gap of the guard's last loss from fp32 eager's, as a share of its loss decrease
+    tune_guard_tolerance: float = (
+        0.10  # largest gap of the guard's last loss from fp32 eager's, as a share of its loss decrease
+    )
 
     # --- analysis (08)
-    analysis_runs: list[str] = field(default_factory=list)  # runs 08 merges: [] = this run; ["*"] = every user run
+    analysis_runs: list[str] = field(
+        default_factory=list
+    )  # runs 08 merges: [] = this run; ["*"] = every user run
     interactive: bool = True  # show ipywidgets controls in JupyterLab (papermill always renders statically)
     epoch_images: int = 0  # images per train/val epoch in epoch mode (seed 000's "epoch": 6,400); 0 = all
     epoch_images_per_model: dict[str, int] = field(
@@ -253,9 +334,15 @@ class _Keys:
 
 # All parameters of a run: the keys above and every run-wide knob (cnnbench.knobs), each a flat key of its own.
 Params = dataclasses.make_dataclass(
-    "Params", [(k.name, k.type, field(default=k.default)) for k in KNOBS.values() if k.run_wide],
-    bases=(_Keys,), frozen=True)
-Params.__module__, Params.__doc__ = __name__, "All parameters of a run: :class:`_Keys` and the run-wide knobs."
+    "Params",
+    [(k.name, k.type, field(default=k.default)) for k in KNOBS.values() if k.run_wide],
+    bases=(_Keys,),
+    frozen=True,
+)
+Params.__module__, Params.__doc__ = (
+    __name__,
+    "All parameters of a run: :class:`_Keys` and the run-wide knobs.",
+)
 FIELDS = {f.name: f for f in dataclasses.fields(Params)}
 _HINTS = typing.get_type_hints(Params)
 
@@ -298,8 +385,9 @@ def _matches(value: Any, tp: Any) -> bool:
         return isinstance(value, list) and all(item is Any or _matches(v, item) for v in value)
     if origin is dict:
         key_t, val_t = typing.get_args(tp)
-        return isinstance(value, dict) and all(_matches(k, key_t) and _matches(v, val_t)
-                                               for k, v in value.items())
+        return isinstance(value, dict) and all(
+            _matches(k, key_t) and _matches(v, val_t) for k, v in value.items()
+        )
     return True
 
 
@@ -374,9 +462,14 @@ def _check_models(src: str, key: str, names: typing.Iterable[str]) -> None:
     common = [m for m in _default_models() if m in valid]
     for name in names:
         if name not in valid:
-            valid = [*common, *(m for m in valid if m not in common)]  # the usual ones first in the short list
-            raise ParamsError(f"{src}: key '{key}' names unknown model {_show(name)}; "
-                              f"{_suggest(name, valid, 'models (cnnbench.models.model_names())')}")
+            valid = [
+                *common,
+                *(m for m in valid if m not in common),
+            ]  # the usual ones first in the short list
+            raise ParamsError(
+                f"{src}: key '{key}' names unknown model {_show(name)}; "
+                f"{_suggest(name, valid, 'models (cnnbench.models.model_names())')}"
+            )
 
 
 @functools.lru_cache(maxsize=256)
@@ -392,8 +485,10 @@ def _too_small(model: str, image_size: int) -> str:
     except (AssertionError, ValueError) as err:  # a constructor that checks the size itself (ViT's patches)
         return (str(err).strip().splitlines() or [type(err).__name__])[0][:120]
     except Exception as err:  # noqa: BLE001 - a model that cannot even be built says so, not "too small"
-        raise ParamsError(f"model '{model}' could not be built to check its image size ({type(err).__name__}: "
-                          f"{str(err).strip().splitlines()[0][:120] if str(err).strip() else ''})") from None
+        raise ParamsError(
+            f"model '{model}' could not be built to check its image size ({type(err).__name__}: "
+            f"{str(err).strip().splitlines()[0][:120] if str(err).strip() else ''})"
+        ) from None
     try:
         with torch.no_grad():
             net(torch.empty(1, models.spec(model).in_channels, image_size, image_size, device="meta"))
@@ -424,18 +519,23 @@ def _model_dataset(p: Params, model: str) -> str:
 def _batch_uses(p: Params) -> list[tuple[str, str, int, set[str]]]:
     """(model, key, batch size, splits) of every measurement that draws whole batches from the run's dataset:
     Scenario A and epochs (``batch_size`` or ``batch_size_per_model``), the sweep, the configuration search."""
+
     def splits(phases) -> set[str]:
         return {"train" if phase == "train" else "val" for phase in phases}
 
     def key(model: str) -> str:
         return f"batch_size_per_model.{model}" if model in p.batch_size_per_model else "batch_size"
 
-    uses = [(m, key(m), p.batch_size_for(m), splits(p.phases) | ({"train", "val"} if p.epoch_mode else set()))
-            for m in p.models]
+    uses = [
+        (m, key(m), p.batch_size_for(m), splits(p.phases) | ({"train", "val"} if p.epoch_mode else set()))
+        for m in p.models
+    ]
     if "03_batch_sweep" in p.notebooks:
         uses += [(m, f"sweep.{m}", bs, splits(p.phases)) for m, sizes in p.sweep.items() for bs in sizes]
     if "07_tuning" in p.notebooks:
-        uses += [(m, "tune_max_batch_size", p.tune_max_batch_size, splits(p.tune_phases)) for m in p.tune_models]
+        uses += [
+            (m, "tune_max_batch_size", p.tune_max_batch_size, splits(p.tune_phases)) for m in p.tune_models
+        ]
     return uses
 
 
@@ -448,11 +548,15 @@ def _check_epochs(src: str, p: Params) -> None:
         key = f"epoch_images_per_model.{model}" if model in p.epoch_images_per_model else "epoch_images"
         cap = p.epoch_images_per_model.get(model, p.epoch_images)
         if 0 < cap < bs:
-            raise ParamsError(f"{src}: key '{key}' ({cap}) is below one batch of model '{model}' ({bs} images): "
-                              "its epochs would hold no batch")
+            raise ParamsError(
+                f"{src}: key '{key}' ({cap}) is below one batch of model '{model}' ({bs} images): "
+                "its epochs would hold no batch"
+            )
         if _model_dataset(p, model) == "synthetic" and p.synthetic_images < bs:
-            raise ParamsError(f"{src}: key 'synthetic_images' ({p.synthetic_images}) is below one batch of model "
-                              f"'{model}' ({bs} images): its synthetic epochs would hold no batch")
+            raise ParamsError(
+                f"{src}: key 'synthetic_images' ({p.synthetic_images}) is below one batch of model "
+                f"'{model}' ({bs} images): its synthetic epochs would hold no batch"
+            )
 
 
 def _check_data(src: str, p: Params) -> None:
@@ -460,8 +564,10 @@ def _check_data(src: str, p: Params) -> None:
     try:
         _check_data_folder(src, p)
     except OSError as err:  # a name too long, a folder that cannot be listed
-        raise ParamsError(f"{src}: key 'data_path': {_show(p.data_path)} cannot be read "
-                          f"({err.strerror or type(err).__name__})") from None
+        raise ParamsError(
+            f"{src}: key 'data_path': {_show(p.data_path)} cannot be read "
+            f"({err.strerror or type(err).__name__})"
+        ) from None
 
 
 def _check_data_folder(src: str, p: Params) -> None:
@@ -471,13 +577,17 @@ def _check_data_folder(src: str, p: Params) -> None:
         raise ParamsError(f"{src}: key 'data_path' is required for dataset '{p.dataset}'")
     root = Path(p.data_path).expanduser()
     if not root.exists() and not p.download:
-        raise ParamsError(f"{src}: key 'data_path': folder {_show(p.data_path)} does not exist (set "
-                          "download: true to fetch it)")
+        raise ParamsError(
+            f"{src}: key 'data_path': folder {_show(p.data_path)} does not exist (set "
+            "download: true to fetch it)"
+        )
     problem = data.layout_problem(p.dataset, root) if root.exists() else "absent"
     if problem and p.download and p.dataset not in DOWNLOADABLE:
-        raise ParamsError(f"{src}: key 'download': {p.dataset} cannot be downloaded (only {', '.join(DOWNLOADABLE)} "
-                          f"can), and key 'data_path' {_show(p.data_path)}: " + (
-                              "does not exist" if problem == "absent" else problem))
+        raise ParamsError(
+            f"{src}: key 'download': {p.dataset} cannot be downloaded (only {', '.join(DOWNLOADABLE)} "
+            f"can), and key 'data_path' {_show(p.data_path)}: "
+            + ("does not exist" if problem == "absent" else problem)
+        )
     if problem and not p.download:
         raise ParamsError(f"{src}: key 'data_path': {problem}")
     from cnnbench.models import spec
@@ -490,8 +600,10 @@ def _check_data_folder(src: str, p: Params) -> None:
     head = [m for m, *_ in users if not spec(m).own_data]  # a model with data of its own keeps its classes
     own = all(p.num_classes == spec(m).reference_classes for m in head)  # their own head, as seed 003 ran
     if classes is not None and classes != p.num_classes and head and not (own and classes < p.num_classes):
-        raise ParamsError(f"{src}: key 'num_classes' {p.num_classes} does not match the {classes} classes of "
-                          f"{p.dataset} at {_show(p.data_path)}")
+        raise ParamsError(
+            f"{src}: key 'num_classes' {p.num_classes} does not match the {classes} classes of "
+            f"{p.dataset} at {_show(p.data_path)}"
+        )
     if problem:  # to be downloaded: its sizes are not known yet
         return
     most = max((bs for _, _, bs, _ in users), default=0)
@@ -502,9 +614,11 @@ def _check_data_folder(src: str, p: Params) -> None:
                 sizes[split] = data.split_size(p.dataset, root, split, at_most=most)
             n = sizes[split]
             if n is not None and n < bs:
-                raise ParamsError(f"{src}: key '{key}' {bs} is more than the {n} images of the {split} split of "
-                                  f"{p.dataset} at {_show(p.data_path)}: model '{model}' would get no batch (lower "
-                                  "the batch size or add images)")
+                raise ParamsError(
+                    f"{src}: key '{key}' {bs} is more than the {n} images of the {split} split of "
+                    f"{p.dataset} at {_show(p.data_path)}: model '{model}' would get no batch (lower "
+                    "the batch size or add images)"
+                )
 
 
 def _check_scratch(src: str, p: Params) -> None:
@@ -514,8 +628,14 @@ def _check_scratch(src: str, p: Params) -> None:
     for name in p.scratch_models:
         _one_of(src, "scratch_models", name, SCRATCH_MODELS)
     _one_of(src, "scratch_dataset", p.scratch_dataset, ("synthetic", "mnist"))
-    for key in ("scratch_epochs", "scratch_batch_size", "scratch_mlp_steps", "scratch_mlp_eval_every",
-                "scratch_op_steps", "scratch_gradcheck_batch"):
+    for key in (
+        "scratch_epochs",
+        "scratch_batch_size",
+        "scratch_mlp_steps",
+        "scratch_mlp_eval_every",
+        "scratch_op_steps",
+        "scratch_gradcheck_batch",
+    ):
         _positive(src, key, getattr(p, key))
     for key in ("scratch_train_images", "scratch_test_images"):
         if getattr(p, key) < 0:
@@ -527,8 +647,10 @@ def _check_scratch(src: str, p: Params) -> None:
         if getattr(p, key) < 0:
             raise ParamsError(f"{src}: key '{key}' must be >= 0, got {getattr(p, key)}")
     if 0 < p.scratch_train_images < p.scratch_batch_size and "mnist_cnn" in p.scratch_models:
-        raise ParamsError(f"{src}: key 'scratch_train_images' ({p.scratch_train_images}) is below "
-                          f"scratch_batch_size ({p.scratch_batch_size}): no full CNN batch")
+        raise ParamsError(
+            f"{src}: key 'scratch_train_images' ({p.scratch_train_images}) is below "
+            f"scratch_batch_size ({p.scratch_batch_size}): no full CNN batch"
+        )
     # An absent scratch_data_path is refused by the pipeline before its first notebook and by 05 before any work
     # (scratch_data_problem), so a params file naming real MNIST stays valid on a machine that has not fetched it
     # yet; a folder that is there but holds no MNIST is refused here.
@@ -541,18 +663,34 @@ def run_data_problem(p: Params) -> str:
     measured): real MNIST for 05, Oxford-IIIT Pet for 06, absent and not to be downloaded; or ""."""
     if "05_backends" in p.notebooks and scratch_data_problem(p):
         return scratch_data_problem(p)
-    if ("06_transfer" in p.notebooks and p.transfer_dataset == "oxford_pet" and not p.download
-            and not Path(p.transfer_data_path).expanduser().exists()):
-        return (f"key 'transfer_data_path': folder {_show(p.transfer_data_path)} does not exist (set download: true "
-                "to fetch oxford_pet)")
+    if (
+        "06_transfer" in p.notebooks
+        and p.transfer_dataset == "oxford_pet"
+        and not p.download
+        and not Path(p.transfer_data_path).expanduser().exists()
+    ):
+        return (
+            f"key 'transfer_data_path': folder {_show(p.transfer_data_path)} does not exist (set download: true "
+            "to fetch oxford_pet)"
+        )
     from cnnbench import data  # a download whose host does not answer: before, not inside, a notebook
 
     pets = "06_transfer" in p.notebooks and p.transfer_dataset == "oxford_pet"
-    fetched = [("data_path", p.dataset, p.data_path, p.dataset in DOWNLOADABLE),
-               ("scratch_data_path", "mnist", p.scratch_data_path,
-                "05_backends" in p.notebooks and p.scratch_dataset == "mnist"),
-               ("transfer_data_path", "oxford_pet", p.transfer_data_path,
-                pets and not Path(p.transfer_data_path, "oxford-iiit-pet").is_dir())]
+    fetched = [
+        ("data_path", p.dataset, p.data_path, p.dataset in DOWNLOADABLE),
+        (
+            "scratch_data_path",
+            "mnist",
+            p.scratch_data_path,
+            "05_backends" in p.notebooks and p.scratch_dataset == "mnist",
+        ),
+        (
+            "transfer_data_path",
+            "oxford_pet",
+            p.transfer_data_path,
+            pets and not Path(p.transfer_data_path, "oxford-iiit-pet").is_dir(),
+        ),
+    ]
     for key, name, folder, used in fetched if p.download else []:
         absent = used and (name == "oxford_pet" or data.layout_problem(name, folder))
         why = absent and data.download_problem(name, folder)
@@ -570,8 +708,14 @@ def scratch_data_problem(p: Params, absent_ok: bool = False) -> str:
     try:
         root = paths.resolve(p.scratch_data_path)
         if not root.exists():
-            return "" if absent_ok else (f"key 'scratch_data_path': folder {_show(p.scratch_data_path)} does not "
-                                         "exist (set download: true to fetch MNIST)")
+            return (
+                ""
+                if absent_ok
+                else (
+                    f"key 'scratch_data_path': folder {_show(p.scratch_data_path)} does not "
+                    "exist (set download: true to fetch MNIST)"
+                )
+            )
         problem = data.layout_problem("mnist", root)
     except (OSError, RuntimeError) as err:  # a name too long, a link loop, a folder that cannot be listed
         return f"key 'scratch_data_path': {_show(p.scratch_data_path)} cannot be read ({err})"
@@ -581,7 +725,9 @@ def scratch_data_problem(p: Params, absent_ok: bool = False) -> str:
 def _check_numbers(src: str, p: Params, check_device: bool) -> None:
     """Integers that overflow past what torch and numpy take (threads: :func:`_bounds`)."""
     if not 0 <= p.seed <= MAX_SEED:
-        raise ParamsError(f"{src}: key 'seed' must be 0 .. 2**32-1 (what torch and numpy accept), got {_show(p.seed)}")
+        raise ParamsError(
+            f"{src}: key 'seed' must be 0 .. 2**32-1 (what torch and numpy accept), got {_show(p.seed)}"
+        )
 
 
 def _unknown_key(key: str) -> str:
@@ -594,15 +740,39 @@ def _unknown_key(key: str) -> str:
 # documented ceiling here; where the device is checked, also a share of this machine (_machine_bounds).
 MEMORY_SHARE = 0.5  # of the machine's memory, what one buffer a key sizes may take (the rest: OS, torch, run)
 CEILINGS = {
-    **dict.fromkeys(("window_s", "phase_window_s", "phase_max_s", "tune_confirm_window_s", "explore_warmup_s",
-                     "explore_window_s", "explore_max_s"), (3600, "an hour")),
+    **dict.fromkeys(
+        (
+            "window_s",
+            "phase_window_s",
+            "phase_max_s",
+            "tune_confirm_window_s",
+            "explore_warmup_s",
+            "explore_window_s",
+            "explore_max_s",
+        ),
+        (3600, "an hour"),
+    ),
     **dict.fromkeys(("adapt_budget_s", "tune_budget_s", "cell_timeout_s"), (86400, "a day")),
     "telemetry_interval_s": (10, "a window of seconds gets its samples"),
-    **dict.fromkeys(("repeats", "processes", "max_processes", "peak_repeats", "scaling_repeats",
-                     "tune_confirm_top"), (1000, "a thousand")),
-    **dict.fromkeys(("warmup_steps", "measured_steps", "phase_steps", "profile_steps", "scaling_steps",
-                     "max_batches", "tune_guard_steps", "tune_confirm_warmup_steps", "scratch_mlp_steps",
-                     "scratch_op_steps"), (10**6, "a million steps")),
+    **dict.fromkeys(
+        ("repeats", "processes", "max_processes", "peak_repeats", "scaling_repeats", "tune_confirm_top"),
+        (1000, "a thousand"),
+    ),
+    **dict.fromkeys(
+        (
+            "warmup_steps",
+            "measured_steps",
+            "phase_steps",
+            "profile_steps",
+            "scaling_steps",
+            "max_batches",
+            "tune_guard_steps",
+            "tune_confirm_warmup_steps",
+            "scratch_mlp_steps",
+            "scratch_op_steps",
+        ),
+        (10**6, "a million steps"),
+    ),
     **dict.fromkeys(("scratch_epochs", "transfer_epochs"), (10**4, "ten thousand epochs")),
     **dict.fromkeys(("threads", "workers", "scaling_world_sizes"), (MAX_THREADS, "no machine has more CPUs")),
 }
@@ -617,30 +787,41 @@ def _machine_bounds(p: Params) -> list[tuple[str, Any, int, str]]:
     total, cpus = psutil.virtual_memory().total, os.cpu_count() or 1
     room, share = MEMORY_SHARE * total, f"{MEMORY_SHARE:.0%} of this machine's {total / 2**30:.1f} GiB"
     side = {"": p.image_size, "transfer": max(p.image_size, p.transfer_image_size), "scratch": 28}
-    batches = [("batch_size", p.batch_size, ""), ("tune_max_batch_size", p.tune_max_batch_size, ""),
-               ("tune_guard_batch_size", p.tune_guard_batch_size, ""),
-               ("scaling_batch_size", p.scaling_batch_size, ""),
-               *((f"batch_size_per_model.{m}", bs, "") for m, bs in p.batch_size_per_model.items()),
-               *((f"sweep.{m}", bs, "") for m, sizes in p.sweep.items() for bs in sizes),
-               *(("transfer_batch_sizes", bs, "transfer") for bs in p.transfer_batch_sizes),
-               ("phase_batch_size", p.phase_batch_size, "transfer"),
-               ("profile_batch_size", p.profile_batch_size, "transfer"),
-               ("scratch_batch_size", p.scratch_batch_size, "scratch")]
+    batches = [
+        ("batch_size", p.batch_size, ""),
+        ("tune_max_batch_size", p.tune_max_batch_size, ""),
+        ("tune_guard_batch_size", p.tune_guard_batch_size, ""),
+        ("scaling_batch_size", p.scaling_batch_size, ""),
+        *((f"batch_size_per_model.{m}", bs, "") for m, bs in p.batch_size_per_model.items()),
+        *((f"sweep.{m}", bs, "") for m, sizes in p.sweep.items() for bs in sizes),
+        *(("transfer_batch_sizes", bs, "transfer") for bs in p.transfer_batch_sizes),
+        ("phase_batch_size", p.phase_batch_size, "transfer"),
+        ("profile_batch_size", p.profile_batch_size, "transfer"),
+        ("scratch_batch_size", p.scratch_batch_size, "scratch"),
+    ]
     cores = (THREADS_PER_CPU * cpus, f"{THREADS_PER_CPU} x the {cpus} logical CPUs here")
-    return [("matmul_size", p.matmul_size, int((room / 12) ** 0.5), f"three such fp32 matrices take {share}"),
-            ("stream_mb", p.stream_mb, int(room / 2**21), f"twice that, the sweep's buffer, takes {share}"),
-            ("synthetic_images", p.synthetic_images, int(room / 3 / p.image_size**2), f"they take {share}"),
-            *((key, bs, int(room / 12 / side[k] ** 2), f"a batch of {side[k]} px fp32 images takes {share}")
-              for key, bs, k in batches),
-            ("threads", p.threads, *cores), ("workers", p.workers, *cores),
-            *(("scaling_world_sizes", w, *cores) for w in p.scaling_world_sizes)]
+    return [
+        ("matmul_size", p.matmul_size, int((room / 12) ** 0.5), f"three such fp32 matrices take {share}"),
+        ("stream_mb", p.stream_mb, int(room / 2**21), f"twice that, the sweep's buffer, takes {share}"),
+        ("synthetic_images", p.synthetic_images, int(room / 3 / p.image_size**2), f"they take {share}"),
+        *(
+            (key, bs, int(room / 12 / side[k] ** 2), f"a batch of {side[k]} px fp32 images takes {share}")
+            for key, bs, k in batches
+        ),
+        ("threads", p.threads, *cores),
+        ("workers", p.workers, *cores),
+        *(("scaling_world_sizes", w, *cores) for w in p.scaling_world_sizes),
+    ]
 
 
 def _bounds(src: str, p: Params, check_device: bool) -> None:
     """Issue 30, before any work: each key within its bound (CEILINGS, and this machine's where the device is
     checked), no list naming an entry twice (measured twice), no device index on the CPU or MPS."""
-    entries = [(k, v, bound, why) for k, (bound, why) in CEILINGS.items()
-               for v in (getattr(p, k) if isinstance(getattr(p, k), list) else [getattr(p, k)])]
+    entries = [
+        (k, v, bound, why)
+        for k, (bound, why) in CEILINGS.items()
+        for v in (getattr(p, k) if isinstance(getattr(p, k), list) else [getattr(p, k)])
+    ]
     for key, value, bound, why in entries + (_machine_bounds(p) if check_device else []):
         if value > bound:
             raise ParamsError(f"{src}: key '{key}' must be at most {bound:,} ({why}), got {_show(value)}")
@@ -651,8 +832,10 @@ def _bounds(src: str, p: Params, check_device: bool) -> None:
             raise ParamsError(f"{src}: key '{key}' names {_show(twice)} twice: measured once, list it once")
     for key, spec in [("device", p.device), *(("transfer_devices", d) for d in p.transfer_devices)]:
         if re.fullmatch(r"(cpu|mps):\d+", spec.strip().lower()):
-            raise ParamsError(f"{src}: key '{key}' is {_show(spec)}: the {spec[:3].upper()} has no index; "
-                              f"use {spec.split(':')[0]}")
+            raise ParamsError(
+                f"{src}: key '{key}' is {_show(spec)}: the {spec[:3].upper()} has no index; "
+                f"use {spec.split(':')[0]}"
+            )
 
 
 def _as_hinted(value: Any, tp: Any) -> Any:
@@ -692,8 +875,10 @@ def validate(raw: dict[str, Any], src: str = "params", check_device: bool = True
     if not p.phases:
         raise ParamsError(f"{src}: key 'phases' must list at least one of {', '.join(PHASES)}")
     if not p.sweep and "03_batch_sweep" in p.notebooks:
-        raise ParamsError(f"{src}: key 'sweep' must map at least one model to batch sizes "
-                          "(or leave 03_batch_sweep out of 'notebooks')")
+        raise ParamsError(
+            f"{src}: key 'sweep' must map at least one model to batch sizes "
+            "(or leave 03_batch_sweep out of 'notebooks')"
+        )
     _check_models(src, "models", p.models)
     _check_models(src, "batch_size_per_model", p.batch_size_per_model)
     _check_models(src, "sweep", p.sweep)
@@ -723,18 +908,31 @@ def validate(raw: dict[str, Any], src: str = "params", check_device: bool = True
     for key in ("warmup_steps", "measured_steps", "max_batches", "matmul_size", "epoch_images"):
         if getattr(p, key) < 0:
             raise ParamsError(f"{src}: key '{key}' must be >= 0, got {getattr(p, key)}")
-    for key in ("telemetry_interval_s", "lr", "window_s", "explore_warmup_s", "explore_window_s", "explore_ci_pct",
-                "explore_max_s", "ci_target_pct"):
+    for key in (
+        "telemetry_interval_s",
+        "lr",
+        "window_s",
+        "explore_warmup_s",
+        "explore_window_s",
+        "explore_ci_pct",
+        "explore_max_s",
+        "ci_target_pct",
+    ):
         if getattr(p, key) <= 0:  # NaN and inf never get here: every float key must be finite (_out_of_range)
             raise ParamsError(f"{src}: key '{key}' must be positive, got {getattr(p, key)}")
-    if p.telemetry_interval_s < MIN_TELEMETRY_INTERVAL_S:  # a sampler looping faster disturbs what it measures
-        raise ParamsError(f"{src}: key 'telemetry_interval_s' must be at least {MIN_TELEMETRY_INTERVAL_S} s (the "
-                          f"sampler would compete with the measured work), got {p.telemetry_interval_s}")
+    if (
+        p.telemetry_interval_s < MIN_TELEMETRY_INTERVAL_S
+    ):  # a sampler looping faster disturbs what it measures
+        raise ParamsError(
+            f"{src}: key 'telemetry_interval_s' must be at least {MIN_TELEMETRY_INTERVAL_S} s (the "
+            f"sampler would compete with the measured work), got {p.telemetry_interval_s}"
+        )
     if p.adapt_budget_s < 0:
         raise ParamsError(f"{src}: key 'adapt_budget_s' must be >= 0, got {p.adapt_budget_s}")
     if p.max_processes < p.processes:
-        raise ParamsError(f"{src}: key 'max_processes' ({p.max_processes}) must be at least 'processes' "
-                          f"({p.processes})")
+        raise ParamsError(
+            f"{src}: key 'max_processes' ({p.max_processes}) must be at least 'processes' ({p.processes})"
+        )
     if p.momentum < 0:
         raise ParamsError(f"{src}: key 'momentum' must be >= 0, got {p.momentum}")
     _one_of(src, "dataset", p.dataset, DATASETS)
@@ -776,11 +974,15 @@ def _check_variants(src: str, variants: list[dict]) -> list[dict]:
     out, seen = [], {}
     for i, variant in enumerate(variants):
         if not isinstance(variant, dict):
-            raise ParamsError(f"{src}: key 'variants[{i}]' must be a mapping of knobs to values, got {_show(variant)}")
+            raise ParamsError(
+                f"{src}: key 'variants[{i}]' must be a mapping of knobs to values, got {_show(variant)}"
+            )
         for k, value in variant.items():
             if k not in KNOBS:
-                raise ParamsError(f"{src}: key 'variants[{i}]' has unknown key {_show(k)}; "
-                                  f"{_suggest(k, list(KNOBS), 'knobs')}")
+                raise ParamsError(
+                    f"{src}: key 'variants[{i}]' has unknown key {_show(k)}; "
+                    f"{_suggest(k, list(KNOBS), 'knobs')}"
+                )
             if why := KNOBS[k].problem(value):
                 raise ParamsError(f"{src}: key 'variants[{i}].{k}' {why}")
         setting = knobs.Setting(variant)
@@ -794,8 +996,12 @@ def _check_variants(src: str, variants: list[dict]) -> list[dict]:
 
 def variant_notes(p: Params) -> list[str]:
     """One line per variant that repeats an earlier one: it is measured again, as an A/A comparison."""
-    return [f"variants[{i}] repeats an earlier variant: measured again as its copy (replica {v['replica']}), an A/A "
-            "comparison whose ratio should hold 1.0" for i, v in enumerate(p.variants) if v.get("replica")]
+    return [
+        f"variants[{i}] repeats an earlier variant: measured again as its copy (replica {v['replica']}), an A/A "
+        "comparison whose ratio should hold 1.0"
+        for i, v in enumerate(p.variants)
+        if v.get("replica")
+    ]
 
 
 def _check_on_device(src: str, p: Params, hw) -> None:
@@ -809,7 +1015,9 @@ def _check_on_device(src: str, p: Params, hw) -> None:
     for i, variant in enumerate(p.variants):
         within = dataclasses.replace(p, **{k: v for k, v in variant.items() if KNOBS[k].run_wide})
         for k, value in variant.items():
-            why = knobs.lacks(k, value, hw) or (knobs.inert(k, hw, within) if value != getattr(p, k, value) else "")
+            why = knobs.lacks(k, value, hw) or (
+                knobs.inert(k, hw, within) if value != getattr(p, k, value) else ""
+            )
             if why:
                 raise ParamsError(f"{src}: key 'variants[{i}].{k}' {value!r}: {why}")
 
@@ -822,11 +1030,25 @@ def _validate_transfer(src: str, p: Params) -> None:
     _check_models(src, "transfer_model", [p.transfer_model])
     _check_models(src, "profile_models", p.profile_models)
     _check_models(src, "scaling_model", [p.scaling_model])
-    for key in ("transfer_image_size", "transfer_epochs", "phase_steps", "profile_steps", "profile_top_k",
-                "scaling_batch_size", "scaling_steps", "scaling_repeats"):
+    for key in (
+        "transfer_image_size",
+        "transfer_epochs",
+        "phase_steps",
+        "profile_steps",
+        "profile_top_k",
+        "scaling_batch_size",
+        "scaling_steps",
+        "scaling_repeats",
+    ):
         _positive(src, key, getattr(p, key))
-    for key in ("transfer_train_images", "transfer_val_images", "phase_batch_size", "profile_batch_size",
-                "phase_window_s", "phase_max_s"):
+    for key in (
+        "transfer_train_images",
+        "transfer_val_images",
+        "phase_batch_size",
+        "profile_batch_size",
+        "phase_window_s",
+        "phase_max_s",
+    ):
         if getattr(p, key) < 0:
             raise ParamsError(f"{src}: key '{key}' must be >= 0, got {getattr(p, key)}")
     for key in ("transfer_lrs", "transfer_batch_sizes", "scaling_world_sizes"):
@@ -840,12 +1062,18 @@ def _validate_transfer(src: str, p: Params) -> None:
     for n in p.scaling_world_sizes:
         _positive(src, "scaling_world_sizes", n)
     if not 0 < p.transfer_target_accuracy <= 1:
-        raise ParamsError(f"{src}: key 'transfer_target_accuracy' must be in (0, 1], got {p.transfer_target_accuracy}")
+        raise ParamsError(
+            f"{src}: key 'transfer_target_accuracy' must be in (0, 1], got {p.transfer_target_accuracy}"
+        )
     for spec in p.transfer_devices:
         if not re.fullmatch(r"(cpu|mps|cuda)(:\d+)?", spec):
-            raise ParamsError(f"{src}: key 'transfer_devices' has unknown device {_show(spec)}; use cpu, cuda, cuda:N or mps")
+            raise ParamsError(
+                f"{src}: key 'transfer_devices' has unknown device {_show(spec)}; use cpu, cuda, cuda:N or mps"
+            )
     if p.transfer_dataset != "synthetic" and not p.transfer_data_path:
-        raise ParamsError(f"{src}: key 'transfer_data_path' is required for transfer_dataset '{p.transfer_dataset}'")
+        raise ParamsError(
+            f"{src}: key 'transfer_data_path' is required for transfer_dataset '{p.transfer_dataset}'"
+        )
     # oxford_pet may be downloaded into transfer_data_path when the run starts; an ImageFolder must exist
     if p.transfer_dataset == "imagefolder":
         try:
@@ -853,7 +1081,9 @@ def _validate_transfer(src: str, p: Params) -> None:
         except OSError as err:
             problem = f"cannot be read ({err.strerror or type(err).__name__})"
         if problem:
-            raise ParamsError(f"{src}: key 'transfer_data_path': folder {_show(p.transfer_data_path)} {problem}")
+            raise ParamsError(
+                f"{src}: key 'transfer_data_path': folder {_show(p.transfer_data_path)} {problem}"
+            )
 
 
 def _transfer_folder_problem(root: Path) -> str:
@@ -865,7 +1095,9 @@ def _transfer_folder_problem(root: Path) -> str:
         return "does not exist"
     splits = [root / s for s in ("train", "val", "test") if (root / s).is_dir()]
     classes = _class_dirs(splits[0] if len(splits) >= 2 else root)
-    return "" if len(classes) >= 2 else f"holds {len(classes)} class folder(s): fine-tuning needs at least two"
+    return (
+        "" if len(classes) >= 2 else f"holds {len(classes)} class folder(s): fine-tuning needs at least two"
+    )
 
 
 def _validate_tuning(src: str, p: Params) -> None:
@@ -876,24 +1108,35 @@ def _validate_tuning(src: str, p: Params) -> None:
     for key, knob in (("tune_precisions", "precision"), ("tune_compile_modes", "compile")):
         for value in getattr(p, key):
             _one_of(src, key, value, KNOBS[knob].values)
-    for key in ("tune_min_batch_size", "tune_max_batch_size", "tune_confirm_top", "tune_guard_steps",
-                "tune_guard_batch_size"):
+    for key in (
+        "tune_min_batch_size",
+        "tune_max_batch_size",
+        "tune_confirm_top",
+        "tune_guard_steps",
+        "tune_guard_batch_size",
+    ):
         _positive(src, key, getattr(p, key))
     if p.tune_min_batch_size > p.tune_max_batch_size:
-        raise ParamsError(f"{src}: key 'tune_min_batch_size' ({p.tune_min_batch_size}) exceeds tune_max_batch_size "
-                          f"({p.tune_max_batch_size})")
+        raise ParamsError(
+            f"{src}: key 'tune_min_batch_size' ({p.tune_min_batch_size}) exceeds tune_max_batch_size "
+            f"({p.tune_max_batch_size})"
+        )
     if p.tune_eta < 2:
         raise ParamsError(f"{src}: key 'tune_eta' must be at least 2, got {p.tune_eta}")
     if p.tune_confirm_warmup_steps < 1:
-        raise ParamsError(f"{src}: key 'tune_confirm_warmup_steps' must be at least 1, got {p.tune_confirm_warmup_steps}")
+        raise ParamsError(
+            f"{src}: key 'tune_confirm_warmup_steps' must be at least 1, got {p.tune_confirm_warmup_steps}"
+        )
     for key in ("tune_budget_s", "tune_confirm_window_s", "tune_guard_tolerance"):
         if getattr(p, key) <= 0:  # NaN and inf are refused for every float key (_out_of_range)
             raise ParamsError(f"{src}: key '{key}' must be positive, got {getattr(p, key)}")
     if "07_tuning" in p.notebooks and (need := tuning_cell_s(p)) > p.cell_timeout_s:
-        raise ParamsError(f"{src}: key 'cell_timeout_s' {p.cell_timeout_s} is less than 07's cell takes at least: "
-                          f"{len(p.tune_models) * len(p.tune_phases)} searches (tune_models x tune_phases) x "
-                          f"{need / (len(p.tune_models) * len(p.tune_phases)):.0f} s (tune_budget_s, then the "
-                          f"confirmation windows) = {need:.0f} s; raise cell_timeout_s or search less")
+        raise ParamsError(
+            f"{src}: key 'cell_timeout_s' {p.cell_timeout_s} is less than 07's cell takes at least: "
+            f"{len(p.tune_models) * len(p.tune_phases)} searches (tune_models x tune_phases) x "
+            f"{need / (len(p.tune_models) * len(p.tune_phases)):.0f} s (tune_budget_s, then the "
+            f"confirmation windows) = {need:.0f} s; raise cell_timeout_s or search less"
+        )
 
 
 def tuning_cell_s(p: Params) -> float:
@@ -937,7 +1180,9 @@ class _ParamsLoader(yaml.SafeLoader):
         elif isinstance(node, yaml.MappingNode):
             self._no_duplicates(node)
             for k, v in node.value:
-                size += self._expanded(k, sizes, open_, depth + 1) + self._expanded(v, sizes, open_, depth + 1)
+                size += self._expanded(k, sizes, open_, depth + 1) + self._expanded(
+                    v, sizes, open_, depth + 1
+                )
                 self._bound(size, where)
         open_.discard(key)
         sizes[key] = size
@@ -946,8 +1191,10 @@ class _ParamsLoader(yaml.SafeLoader):
     @staticmethod
     def _bound(size: int, where: str) -> None:
         if size > MAX_YAML_NODES:
-            raise _YamlLimit(f"the value at {where} expands to more than {MAX_YAML_NODES} values (aliases counted "
-                             "each time they are used)")
+            raise _YamlLimit(
+                f"the value at {where} expands to more than {MAX_YAML_NODES} values (aliases counted "
+                "each time they are used)"
+            )
 
     def _no_duplicates(self, node) -> None:
         seen: dict[Any, int] = {}
@@ -962,8 +1209,11 @@ class _ParamsLoader(yaml.SafeLoader):
                 key = (key_node.tag, key_node.value)
             line = key_node.start_mark.line + 1
             if key in seen:
-                raise _YamlLimit(f"duplicate key {_show(key)} at lines {seen[key]} and {line} (" + (
-                    "merge several with '<<: [*a, *b]'" if merge else "the last would silently win") + ")")
+                raise _YamlLimit(
+                    f"duplicate key {_show(key)} at lines {seen[key]} and {line} ("
+                    + ("merge several with '<<: [*a, *b]'" if merge else "the last would silently win")
+                    + ")"
+                )
             seen[key] = line
 
 
@@ -972,7 +1222,9 @@ def _load_yaml(text: str) -> Any:
     loader = _ParamsLoader(text)
     try:
         return loader.get_single_data()
-    except RecursionError:  # the composer itself recurses per level: thousands of '[' nest past Python's stack
+    except (
+        RecursionError
+    ):  # the composer itself recurses per level: thousands of '[' nest past Python's stack
         raise _YamlLimit(f"the document is nested deeper than {MAX_YAML_DEPTH} levels") from None
     except ValueError as err:  # PyYAML's int() past Python's 4300 digits, a timestamp such as 2024-13-45
         raise _YamlLimit(f"a value cannot be read: {_show(str(err).splitlines()[0])}") from None
@@ -992,7 +1244,9 @@ def parse_overrides(pairs: typing.Iterable[str], src: str = "--set") -> dict[str
         try:
             out[key.strip()] = _load_yaml(value)
         except yaml.YAMLError as err:
-            raise ParamsError(f"{src} {_show(pair)}: value is not valid YAML ({err.__class__.__name__})") from None
+            raise ParamsError(
+                f"{src} {_show(pair)}: value is not valid YAML ({err.__class__.__name__})"
+            ) from None
         except _YamlLimit as err:
             raise ParamsError(f"{src} {_show(pair)}: {err}") from None
     return out
@@ -1002,7 +1256,9 @@ def _read_text(path: Path) -> str:
     """The params file's text: a regular file (never a device or FIFO, which is not even opened for blocking
     reads), at most :data:`MAX_PARAMS_BYTES`, in UTF-8 (a byte-order mark is allowed)."""
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))  # opening a FIFO does not wait for a writer
+        fd = os.open(
+            path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0)
+        )  # opening a FIFO does not wait for a writer
     except FileNotFoundError:
         raise ParamsError(f"{path}: params file not found") from None
     except OSError as err:
@@ -1010,10 +1266,14 @@ def _read_text(path: Path) -> str:
     with os.fdopen(fd, "rb") as f:
         st = os.fstat(f.fileno())
         if not stat.S_ISREG(st.st_mode):
-            raise ParamsError(f"{path}: is not a regular file (a device, FIFO or socket): give a .yaml file, "
-                              "e.g. params/local.yaml")
+            raise ParamsError(
+                f"{path}: is not a regular file (a device, FIFO or socket): give a .yaml file, "
+                "e.g. params/local.yaml"
+            )
         if st.st_size > MAX_PARAMS_BYTES:
-            raise ParamsError(f"{path}: params file too large ({st.st_size} bytes; at most {MAX_PARAMS_BYTES})")
+            raise ParamsError(
+                f"{path}: params file too large ({st.st_size} bytes; at most {MAX_PARAMS_BYTES})"
+            )
         try:
             raw = f.read(MAX_PARAMS_BYTES + 1)
         except OSError as err:  # /proc/self/mem: a regular file whose read fails
@@ -1026,14 +1286,17 @@ def _read_text(path: Path) -> str:
         return raw.decode("utf-8-sig")
     except UnicodeDecodeError as err:
         line = raw[: err.start].count(b"\n") + 1
-        raise ParamsError(f"{path}: is not UTF-8 text (byte 0x{raw[err.start]:02x} on line {line}): save it as "
-                          "UTF-8") from None
+        raise ParamsError(
+            f"{path}: is not UTF-8 text (byte 0x{raw[err.start]:02x} on line {line}): save it as UTF-8"
+        ) from None
 
 
 def read_yaml(path: str | Path) -> dict[str, Any]:
     path = Path(path)
     if path.is_dir():
-        raise ParamsError(f"{path}: is a folder, not a params file (give a .yaml file, e.g. params/local.yaml)")
+        raise ParamsError(
+            f"{path}: is a folder, not a params file (give a .yaml file, e.g. params/local.yaml)"
+        )
     text = _read_text(path)
     try:
         data = _load_yaml(text)
@@ -1047,8 +1310,9 @@ def read_yaml(path: str | Path) -> dict[str, Any]:
     if data is None:
         return {}
     if not isinstance(data, dict):
-        raise ParamsError(f"{path}: expected a mapping of key: value at the top level, got "
-                          f"{type(data).__name__}")
+        raise ParamsError(
+            f"{path}: expected a mapping of key: value at the top level, got {type(data).__name__}"
+        )
     return data
 
 
@@ -1058,16 +1322,24 @@ def resolved_path(option: str, given: str, resolve=lambda p: Path(p).expanduser(
     try:
         return resolve(given)
     except (OSError, RuntimeError) as err:
-        why = "a link that points back to itself" if "loop" in str(err).lower() else (
-            getattr(err, "strerror", None) or str(err))
+        why = (
+            "a link that points back to itself"
+            if "loop" in str(err).lower()
+            else (getattr(err, "strerror", None) or str(err))
+        )
         raise ParamsError(f"{option} {_show(given)}: cannot be followed ({why})") from None
 
 
 _KEY_IN_ERROR = re.compile(r"key '([A-Za-z_0-9]+)")
 
 
-def load(path: str | Path, overrides: dict[str, Any] | None = None, check_device: bool = True,
-         overrides_src: str = "overrides", override_names: dict[str, str] | None = None) -> Params:
+def load(
+    path: str | Path,
+    overrides: dict[str, Any] | None = None,
+    check_device: bool = True,
+    overrides_src: str = "overrides",
+    override_names: dict[str, str] | None = None,
+) -> Params:
     """Defaults, overridden by the YAML file at ``path``, overridden by ``overrides``; validated once. An error
     about a key set by ``overrides`` names ``overrides_src`` (``--set`` on the command line), not the file, or the
     option the user typed for that key when ``override_names`` has one (``{"run_name": "--run-name"}``)."""
@@ -1092,12 +1364,14 @@ def load(path: str | Path, overrides: dict[str, Any] | None = None, check_device
     if "batch_size" in overrides:
         _refuse_shadowed_batch_size(p, overrides_src)
     elif _shadowing(p) and "batch_size" in read_yaml(path) and p.batch_size != Params().batch_size:
-        p = dataclasses.replace(p, batch_size=Params().batch_size)  # recorded as the default: nothing ran at it
+        p = dataclasses.replace(
+            p, batch_size=Params().batch_size
+        )  # recorded as the default: nothing ran at it
     return p
 
 
 def _shadowing(p: Params) -> str:
-    """"" or, when batch_size_per_model sets every model this run measures (so batch_size is used by none),
+    """ "" or, when batch_size_per_model sets every model this run measures (so batch_size is used by none),
     those models with their batch sizes."""
     used = {*p.models, *p.tune_models, *p.profile_models}
     if not used or not used <= set(p.batch_size_per_model):
@@ -1110,8 +1384,10 @@ def _refuse_shadowed_batch_size(p: Params, src: str) -> None:
     every model this run measures) is refused: params.json and the report would claim it while nothing ran at it."""
     per = _shadowing(p)
     if per:
-        raise ParamsError(f"{src} key 'batch_size' {p.batch_size} changes nothing: batch_size_per_model sets every "
-                          f"model this run measures ({per}); set batch_size_per_model instead")
+        raise ParamsError(
+            f"{src} key 'batch_size' {p.batch_size} changes nothing: batch_size_per_model sets every "
+            f"model this run measures ({per}); set batch_size_per_model instead"
+        )
 
 
 def shadowed_note(path: str | Path, overrides: dict[str, Any] | None = None) -> str:
@@ -1130,8 +1406,10 @@ def shadowed_note(path: str | Path, overrides: dict[str, Any] | None = None) -> 
     per = _shadowing(p)
     if not per or p.batch_size == Params().batch_size:
         return ""
-    return (f"warning: {Path(path).name} key 'batch_size' {p.batch_size} is used by no model this run measures "
-            f"(batch_size_per_model sets every one: {per}); it is not recorded as this run's")
+    return (
+        f"warning: {Path(path).name} key 'batch_size' {p.batch_size} is used by no model this run measures "
+        f"(batch_size_per_model sets every one: {per}); it is not recorded as this run's"
+    )
 
 
 def empty_file_note(path: str | Path) -> str:
@@ -1144,6 +1422,14 @@ def table(p: Params):
     import pandas as pd
 
     docs, defaults = describe(), Params()
-    rows = [(key, getattr(p, key), getattr(defaults, key), getattr(p, key) != getattr(defaults, key),
-             docs.get(key, "")) for key in FIELDS]
+    rows = [
+        (
+            key,
+            getattr(p, key),
+            getattr(defaults, key),
+            getattr(p, key) != getattr(defaults, key),
+            docs.get(key, ""),
+        )
+        for key in FIELDS
+    ]
     return pd.DataFrame(rows, columns=["key", "value", "default", "changed", "meaning"]).set_index("key")

@@ -81,6 +81,8 @@ def fingerprint(path: str | Path) -> str:
 
     path = Path(path).resolve()
     return f"{path} {hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else ''}"
+
+
 LOCK_UNREADABLE_STALE_S = 10.0  # a lock without a readable PID counts as held until it is this old (seconds)
 
 
@@ -106,9 +108,11 @@ def run_processes() -> list[tuple[int, str, str]]:
 
     me = psutil.Process()
     skip = {me.pid, *(p.pid for p in me.parents())}
-    return [(p.pid, p.info["environ"][LOCK_ENV], " ".join(p.info["cmdline"] or [])[:100])
-            for p in psutil.process_iter(["environ", "cmdline"])
-            if p.pid not in skip and LOCK_ENV in (p.info["environ"] or {})]
+    return [
+        (p.pid, p.info["environ"][LOCK_ENV], " ".join(p.info["cmdline"] or [])[:100])
+        for p in psutil.process_iter(["environ", "cmdline"])
+        if p.pid not in skip and LOCK_ENV in (p.info["environ"] or {})
+    ]
 
 
 def _umask() -> int:
@@ -133,7 +137,9 @@ def replacing(path: str | Path, mode: str = "wb", **open_kw):
         os.replace(tmp, path)
     except BaseException as err:
         Path(tmp).unlink(missing_ok=True)
-        if isinstance(err, OSError) and err.filename is None and err.errno:  # write() and fsync() name no file
+        if (
+            isinstance(err, OSError) and err.filename is None and err.errno
+        ):  # write() and fsync() name no file
             raise OSError(err.errno, err.strerror or os.strerror(err.errno), str(path)) from None
         raise
 
@@ -155,9 +161,11 @@ class RunLocked(RuntimeError):
 
     def __init__(self, folder: Path, pid: int | None):
         who = f"process {pid}" if pid else "another process"
-        super().__init__(f"run '{Path(folder).name}' is being written by {who}: try again when it has "
-                         "finished, or choose another run (run_dir in a notebook, --set run_name=NAME for "
-                         "cnnbench)")
+        super().__init__(
+            f"run '{Path(folder).name}' is being written by {who}: try again when it has "
+            "finished, or choose another run (run_dir in a notebook, --set run_name=NAME for "
+            "cnnbench)"
+        )
 
     def _render_traceback_(self) -> list[str]:
         return [str(self)]

@@ -56,9 +56,19 @@ def run_name_for(p: params_mod.Params) -> str:
     return run_name(p, devices.resolve(p.device, p.expect_device))
 
 
-def execute(params_file: Path, overrides: dict, run_dir: Path, notebooks: list[str], timeout_s: int,
-            log=print, budgets: dict | None = None, planned: dict | None = None, example: dict | None = None,
-            sibling: tuple[str, dict] | None = None, progress: Path | None = None) -> list[Path]:
+def execute(
+    params_file: Path,
+    overrides: dict,
+    run_dir: Path,
+    notebooks: list[str],
+    timeout_s: int,
+    log=print,
+    budgets: dict | None = None,
+    planned: dict | None = None,
+    example: dict | None = None,
+    sibling: tuple[str, dict] | None = None,
+    progress: Path | None = None,
+) -> list[Path]:
     """Run ``notebooks`` into ``run_dir/notebooks/``. Raises :class:`NotebookFailed` (for any failure of a
     notebook: an error in a cell, a dead kernel, a notebook file that cannot be read, an executed copy that
     cannot be written). Each executed copy is written whole or not at all: papermill writes a hidden partial
@@ -87,7 +97,9 @@ def execute(params_file: Path, overrides: dict, run_dir: Path, notebooks: list[s
     done = []
     timings = results.file(run_dir, "timings")
     record = {r["notebook"]: _seconds(r.get("duration_s")) for r in timings.current()}
-    remaining = eta.Remaining(eta.expected_times(notebooks, record, budgets or {}, example, sibling), planned=planned)
+    remaining = eta.Remaining(
+        eta.expected_times(notebooks, record, budgets or {}, example, sibling), planned=planned
+    )
     for i, name in enumerate(notebooks, 1):
         source, target = _notebook_path(name), out_dir / f"{name}.ipynb"
         partial = out_dir / f".{name}.partial.ipynb"
@@ -99,7 +111,11 @@ def execute(params_file: Path, overrides: dict, run_dir: Path, notebooks: list[s
                 papermill.execute_notebook(
                     str(source),
                     str(partial),
-                    parameters={"params_file": str(params_file), "overrides": overrides, "run_dir": str(run_dir)},
+                    parameters={
+                        "params_file": str(params_file),
+                        "overrides": overrides,
+                        "run_dir": str(run_dir),
+                    },
                     kernel_name="python3",
                     cwd=str(paths.repo_root()),
                     execution_timeout=timeout_s,
@@ -219,8 +235,16 @@ class _Tail(threading.Thread):
     them (at most every ``status_min_s`` seconds) or every ``status_every_s`` seconds without any, the line
     ``status()`` gives (the time left); ``seen`` gets every line first."""
 
-    def __init__(self, path: Path, log, interval_s: float = 0.5, status=None, status_every_s: float = 60.0,
-                 seen=None, status_min_s: float = 10.0):
+    def __init__(
+        self,
+        path: Path,
+        log,
+        interval_s: float = 0.5,
+        status=None,
+        status_every_s: float = 60.0,
+        seen=None,
+        status_min_s: float = 10.0,
+    ):
         super().__init__(daemon=True)
         self.path, self.log, self.interval_s, self.stop = path, log, interval_s, threading.Event()
         self.offset = path.stat().st_size if path.is_file() else 0
@@ -298,6 +322,7 @@ def _signals_stop_the_run():
     """SIGTERM (timeout, a batch scheduler, docker stop) and SIGHUP (the terminal closed) raise :class:`Stopped`
     while the pipeline runs, once: a second one ends the process at once. SIGHUP left ignored (nohup) stays so.
     Outside the main thread nothing is installed."""
+
     def stop(signum, frame):
         signal.signal(signum, signal.SIG_DFL)
         raise Stopped(signum)
@@ -331,7 +356,9 @@ class _Console:
             return call(*args)
         except BrokenPipeError:
             self.gone = True
-            with contextlib.suppress(Exception):  # no "Exception ignored" when the interpreter flushes at exit
+            with contextlib.suppress(
+                Exception
+            ):  # no "Exception ignored" when the interpreter flushes at exit
                 devnull = os.open(os.devnull, os.O_WRONLY)
                 os.dup2(devnull, self.stream.fileno())
                 os.close(devnull)
@@ -368,11 +395,15 @@ def _mark_started(run_dir: Path, params_file: Path, overrides: dict) -> None:
     run_dir.mkdir(parents=True, exist_ok=True)
     if (run_dir / "report.html").is_file():
         (run_dir / "report.html").replace(run_dir / STALE_REPORT)
-    results.atomic_write_text(run_dir / FAILED, (
-        f"This run has not finished: it started at {_now()} (process {os.getpid()}) and is running, or was "
-        f"stopped without a chance to say why (killed, out of memory, power lost)\nparams file: {params_file}\n"
-        f"overrides: {json.dumps(overrides, default=str)}\nResults written so far are kept; rerun the same "
-        "command to resume.\n"))
+    results.atomic_write_text(
+        run_dir / FAILED,
+        (
+            f"This run has not finished: it started at {_now()} (process {os.getpid()}) and is running, or was "
+            f"stopped without a chance to say why (killed, out of memory, power lost)\nparams file: {params_file}\n"
+            f"overrides: {json.dumps(overrides, default=str)}\nResults written so far are kept; rerun the same "
+            "command to resume.\n"
+        ),
+    )
 
 
 def _other_runs() -> list[str]:
@@ -381,17 +412,39 @@ def _other_runs() -> list[str]:
     left, busy = [], set()
     for pid, folder, cmd in paths.run_processes():
         holder = paths.RunLock(Path(folder)).holder()
-        what = next((w for k, w in (("forkserver", "worker"), ("ipykernel", "kernel"), ("resource_tracker",
-                     "resource tracker"), ("torch.distributed", "DDP")) if k in cmd), cmd[:40])
+        what = next(
+            (
+                w
+                for k, w in (
+                    ("forkserver", "worker"),
+                    ("ipykernel", "kernel"),
+                    ("resource_tracker", "resource tracker"),
+                    ("torch.distributed", "DDP"),
+                )
+                if k in cmd
+            ),
+            cmd[:40],
+        )
         if holder is None:
             left.append((pid, f"{pid} ({what} of {Path(folder).name})"))
         else:
             busy.add(f"'{Path(folder).name}' (pipeline {holder})")
     pids, names = " ".join(str(pid) for pid, _ in left), ", ".join(w for _, w in left)
-    return ([f"{len(left)} process(es) of an earlier run whose pipeline has gone still run, taking CPU from "
-             f"what this run measures: {names}; end them: kill {pids}"] if left else []) + (
-        [f"another run is measuring on this machine too: {', '.join(sorted(busy))}; its rows and this run's "
-         "are judged busy"] if busy else [])
+    return (
+        [
+            f"{len(left)} process(es) of an earlier run whose pipeline has gone still run, taking CPU from "
+            f"what this run measures: {names}; end them: kill {pids}"
+        ]
+        if left
+        else []
+    ) + (
+        [
+            f"another run is measuring on this machine too: {', '.join(sorted(busy))}; its rows and this run's "
+            "are judged busy"
+        ]
+        if busy
+        else []
+    )
 
 
 def finished(run_dir: Path) -> None:
@@ -406,12 +459,18 @@ def finished(run_dir: Path) -> None:
 
 def _mark_failed(run_dir: Path, why: str, params_file: Path, overrides: dict, detail: str = "") -> str:
     """Write FAILED.txt (whole or not at all); returns "" or, where it cannot be written, why not."""
-    stale = f"\nThe previous report was renamed {STALE_REPORT}.\n" if (run_dir / STALE_REPORT).is_file() else ""
+    stale = (
+        f"\nThe previous report was renamed {STALE_REPORT}.\n" if (run_dir / STALE_REPORT).is_file() else ""
+    )
     try:
-        results.atomic_write_text(run_dir / FAILED, (
-            f"This run did not finish: {why}\nwhen: {_now()}\nparams file: {params_file}\n"
-            f"overrides: {json.dumps(overrides, default=str)}\nResults written before the failure are kept; "
-            f"rerun the same command to resume.{stale}\n" + (f"\n{detail}" if detail else "")))
+        results.atomic_write_text(
+            run_dir / FAILED,
+            (
+                f"This run did not finish: {why}\nwhen: {_now()}\nparams file: {params_file}\n"
+                f"overrides: {json.dumps(overrides, default=str)}\nResults written before the failure are kept; "
+                f"rerun the same command to resume.{stale}\n" + (f"\n{detail}" if detail else "")
+            ),
+        )
     except OSError as err:
         return f" ({FAILED} not written: {err.strerror or err})"
     return ""
@@ -435,20 +494,31 @@ def main(argv: list[str] | None = None) -> int:
 
         with _console_may_close():
             return cli.main(argv[1:])
-    ap = _Parser(prog="cnnbench", description=__doc__.split("\n")[0],
-                epilog="cnnbench compare RUN_A RUN_B [...]: what a change did (cnnbench compare -h); "
-                       "cnnbench report [RUN_DIR]: rebuild the reports, measuring nothing")
+    ap = _Parser(
+        prog="cnnbench",
+        description=__doc__.split("\n")[0],
+        epilog="cnnbench compare RUN_A RUN_B [...]: what a change did (cnnbench compare -h); "
+        "cnnbench report [RUN_DIR]: rebuild the reports, measuring nothing",
+    )
     ap.add_argument("--params", default="params/local.yaml", help="params YAML (default: params/local.yaml)")
-    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                    help="override one parameter (value read as YAML); repeatable")
+    ap.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override one parameter (value read as YAML); repeatable",
+    )
     ap.add_argument("--run-name", help="override run_name: results go to <outputs>/<run-name>")
     ap.add_argument("--outputs", help="folder holding the runs (default: outputs/ of the workbook)")
     ap.add_argument("--no-report", action="store_true", help="execute the notebooks only")
     args = ap.parse_args(argv)
     missing = missing_front_end()
     if missing:
-        print(f"cnnbench: the batch runner needs {', '.join(missing)}: pip install 'cnnbench[notebook]' "
-              "(make report installs it)", file=sys.stderr)
+        print(
+            f"cnnbench: the batch runner needs {', '.join(missing)}: pip install 'cnnbench[notebook]' "
+            "(make report installs it)",
+            file=sys.stderr,
+        )
         return 2
     with _console_may_close():
         return _main(args)
@@ -472,8 +542,11 @@ def _absolute_data_paths(p: params_mod.Params) -> params_mod.Params:
     """The parameters a run hands to every notebook: dataset folders given relative are made absolute against
     the folder the pipeline was started from, where they were validated (the kernels run from the workbook's
     root)."""
-    absolute = {key: os.path.abspath(os.path.expanduser(getattr(p, key)))
-                for key in ("data_path", "transfer_data_path") if getattr(p, key)}
+    absolute = {
+        key: os.path.abspath(os.path.expanduser(getattr(p, key)))
+        for key in ("data_path", "transfer_data_path")
+        if getattr(p, key)
+    }
     return dataclasses.replace(p, **absolute)
 
 
@@ -490,24 +563,35 @@ def _run(args) -> int:
         names = {}
         if args.run_name is not None:  # '' is not "the file's name": it is refused, not silently ignored
             if not args.run_name.strip():
-                raise params_mod.ParamsError("--run-name is empty: give a name, or leave the option out to use "
-                                             "the params file's run_name")
+                raise params_mod.ParamsError(
+                    "--run-name is empty: give a name, or leave the option out to use "
+                    "the params file's run_name"
+                )
             overrides["run_name"], names["run_name"] = args.run_name, "--run-name"
         params_file = params_mod.resolved_path("--params", args.params, paths.resolve)
         p = params_mod.load(params_file, overrides, overrides_src="--set", override_names=names)
-        note = "\n".join(filter(None, (params_mod.empty_file_note(params_file),
-                                        params_mod.shadowed_note(params_file, overrides),
-                                        *params_mod.variant_notes(p))))
+        note = "\n".join(
+            filter(
+                None,
+                (
+                    params_mod.empty_file_note(params_file),
+                    params_mod.shadowed_note(params_file, overrides),
+                    *params_mod.variant_notes(p),
+                ),
+            )
+        )
         problem = params_mod.run_data_problem(p)  # before the notebooks ahead of 05 or 06 measure anything
         if problem:
-            raise params_mod.ParamsError(f"--set {problem}" if problem.split("'")[1] in overrides else
-                                         f"{params_file}: {problem}")
+            raise params_mod.ParamsError(
+                f"--set {problem}" if problem.split("'")[1] in overrides else f"{params_file}: {problem}"
+            )
         p, notebooks = _absolute_data_paths(p), paths.repo_root() / "notebooks"
         missing = [n for n in p.notebooks if not (notebooks / f"{n}.ipynb").is_file()]
         if missing:
             raise params_mod.ParamsError(f"notebooks missing from {notebooks}: {', '.join(missing)}")
-        outputs = paths.outputs_root() if not args.outputs else params_mod.resolved_path("--outputs",
-                                                                                         args.outputs)
+        outputs = (
+            paths.outputs_root() if not args.outputs else params_mod.resolved_path("--outputs", args.outputs)
+        )
         if paths.folder_problem(outputs):
             raise params_mod.ParamsError(paths.folder_problem(outputs))
         run_dir = outputs / run_name_for(p)
@@ -516,8 +600,10 @@ def _run(args) -> int:
         print(f"cnnbench: {err}", file=sys.stderr)
         return 2
     except OSError as err:
-        print(f"cnnbench: run folder {run_dir} cannot be written (taking its lock: {err.strerror or err})",
-              file=sys.stderr)
+        print(
+            f"cnnbench: run folder {run_dir} cannot be written (taking its lock: {err.strerror or err})",
+            file=sys.stderr,
+        )
         return 2
     try:
         return _execute_run(args, p, params_file, overrides, outputs, run_dir, note)
@@ -550,8 +636,17 @@ def _execute_run(args, p, params_file: Path, overrides: dict, outputs: Path, run
         example = eta.example_record(p, kind, paths.repo_root() / eta.EXAMPLE_RUN)
         if ANALYSIS in p.notebooks:
             _forget_analysis(run_dir)
-        executed = execute(resolved, {}, run_dir, p.notebooks, p.cell_timeout_s, budgets=budgets, planned=planned,
-                           example=example, sibling=eta.sibling_record(run_dir, params_file.name))
+        executed = execute(
+            resolved,
+            {},
+            run_dir,
+            p.notebooks,
+            p.cell_timeout_s,
+            budgets=budgets,
+            planned=planned,
+            example=example,
+            sibling=eta.sibling_record(run_dir, params_file.name),
+        )
         if ANALYSIS in p.notebooks:
             _record_analysis(run_dir, [run_dir])
         if not args.no_report:
@@ -594,14 +689,20 @@ def _combined(p: params_mod.Params | None, params_file: Path, overrides: dict, o
         if not analysed:
             from cnnbench import run as run_mod  # imports torch: only where 08 runs
 
-            p = p or _report_params(runs[-1], outputs)  # None only where the analysis was current a moment ago
+            p = p or _report_params(
+                runs[-1], outputs
+            )  # None only where the analysis was current a moment ago
             every = dataclasses.replace(p, analysis_runs=["*"])
-            resolved = run_mod.write_resolved(folder, every, params_file, {**overrides, "analysis_runs": ["*"]})
+            resolved = run_mod.write_resolved(
+                folder, every, params_file, {**overrides, "analysis_runs": ["*"]}
+            )
             _forget_analysis(folder)
             analysed = execute(resolved, {}, folder, ["08_analysis"], p.cell_timeout_s)
             _record_analysis(folder, [*runs, folder])
         combined = report.build_combined_report(outputs, analysed[0])
-    except BaseException as err:  # an earlier combined report no longer covers every run: never left as current
+    except (
+        BaseException
+    ) as err:  # an earlier combined report no longer covers every run: never left as current
         why = err if isinstance(err, NotebookFailed) else _describe(err)
         stale = _combined_stale(outputs, folder, str(why))
         if not isinstance(err, Exception):
@@ -636,18 +737,24 @@ def report_main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(prog="cnnbench report", description=report_main.__doc__.split("\n")[0])
     ap.add_argument("run_dir", nargs="?", help="a run folder (e.g. one copied from another machine)")
     ap.add_argument("--run-name", help="the run <outputs>/<run-name>")
-    ap.add_argument("--outputs", help="folder holding the runs (default: outputs/ of the workbook, or the run "
-                                      "folder's parent)")
+    ap.add_argument(
+        "--outputs",
+        help="folder holding the runs (default: outputs/ of the workbook, or the run folder's parent)",
+    )
     args = ap.parse_args(argv)
     if args.run_dir and args.run_name:
         ap.error("give a run folder or --run-name, not both")
-    os.environ["CNNBENCH_NO_MEASURE"] = "1"  # interactive.NO_MEASURE_ENV: 08's static explorer shows, never measures
+    os.environ["CNNBENCH_NO_MEASURE"] = (
+        "1"  # interactive.NO_MEASURE_ENV: 08's static explorer shows, never measures
+    )
     try:
         with _signals_stop_the_run():
             outputs, run_dir = _report_folders(args)
             p = None
             if run_dir:
-                _report_params(run_dir, outputs, validate=False)  # an unknown or failed run: refused, nothing done
+                _report_params(
+                    run_dir, outputs, validate=False
+                )  # an unknown or failed run: refused, nothing done
                 if not _analysis_current(run_dir, [run_dir]):  # else its params.json is as when 08 ran on it
                     p = _report_params(run_dir, outputs)
                 _rebuild_run_report(run_dir, p)
@@ -675,8 +782,13 @@ def _report_folders(args) -> tuple[Path, Path | None]:
     if args.run_name is not None and params_mod.safe_name_error(args.run_name):
         raise _Refused(f"--run-name: {params_mod.safe_name_error(args.run_name)}")
     run_dir = params_mod.resolved_path("run folder", args.run_dir) if args.run_dir else None
-    outputs = params_mod.resolved_path("--outputs", args.outputs) if args.outputs \
-        else run_dir.parent if run_dir else paths.outputs_root()
+    outputs = (
+        params_mod.resolved_path("--outputs", args.outputs)
+        if args.outputs
+        else run_dir.parent
+        if run_dir
+        else paths.outputs_root()
+    )
     if args.outputs and not outputs.is_dir():
         raise _Refused(f"--outputs {outputs} is not a folder of runs")
     return outputs, run_dir or (outputs / args.run_name if args.run_name else None)
@@ -691,8 +803,10 @@ def _report_params(run_dir: Path, outputs: Path, validate: bool = True) -> param
 
     if not run_dir.is_dir():
         known = sorted(d.name for d in outputs.iterdir() if runs._is_run(d)) if outputs.is_dir() else []
-        raise _Refused(f"no run '{run_dir.name}' in {run_dir.parent}" + (f"; runs there: {', '.join(known)}"
-                                                                          if known else ""))
+        raise _Refused(
+            f"no run '{run_dir.name}' in {run_dir.parent}"
+            + (f"; runs there: {', '.join(known)}" if known else "")
+        )
     if not validate:
         why = runs.verdict(run_dir)
         resume = "; run the same command again to resume it" if str(why).startswith("failed") else ""
@@ -702,7 +816,9 @@ def _report_params(run_dir: Path, outputs: Path, validate: bool = True) -> param
     try:
         prm = results.read_json(run_dir / "params.json")
         keys = {k: v for k, v in prm.items() if k in params_mod.FIELDS}
-        p = params_mod.validate({**keys, "device": "auto", "expect_device": ""}, src=str(run_dir / "params.json"))
+        p = params_mod.validate(
+            {**keys, "device": "auto", "expect_device": ""}, src=str(run_dir / "params.json")
+        )
     except (ValueError, params_mod.ParamsError, AttributeError) as err:
         raise _Refused(f"{run_dir / 'params.json'} is broken ({_describe(err)})") from None
     return p
@@ -739,9 +855,20 @@ def _analyse_again(run_dir: Path, p: params_mod.Params | None) -> dict[str, Path
         with tempfile.TemporaryDirectory(prefix="cnnbench-report-") as tmp:
             resolved = run_mod.write_resolved(Path(tmp), p, run_dir / run_mod.RESOLVED, {})
             _forget_analysis(run_dir)
-            print(f"cnnbench report: {run_dir.name}: 08_analysis over the results on disk (nothing is measured)")
-            return {n.stem: n for n in execute(resolved, {}, run_dir, ["08_analysis"], p.cell_timeout_s,
-                                               progress=Path(tmp) / "progress.log")}  # the run's own stays
+            print(
+                f"cnnbench report: {run_dir.name}: 08_analysis over the results on disk (nothing is measured)"
+            )
+            return {
+                n.stem: n
+                for n in execute(
+                    resolved,
+                    {},
+                    run_dir,
+                    ["08_analysis"],
+                    p.cell_timeout_s,
+                    progress=Path(tmp) / "progress.log",
+                )
+            }  # the run's own stays
     finally:
         results.atomic_write_text(run_dir / run_mod.RESOLVED, saved.decode())
 

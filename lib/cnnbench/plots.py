@@ -68,7 +68,8 @@ def has_data(ax) -> bool:
         return True
     for patch in ax.patches:
         if _in_data(patch.get_transform(), ax) and _finite_rows(
-                patch.get_patch_transform().transform(patch.get_path().vertices)):
+            patch.get_patch_transform().transform(patch.get_path().vertices)
+        ):
             return True
     for coll in ax.collections:
         offsets = coll.get_offsets()
@@ -120,7 +121,9 @@ def save(fig, path: str | Path | None, dpi: int = 120):
             warnings.warn(f"{path.name}: no data drawn in panel(s) {empty}", stacklevel=2)
         if empty or log.is_file():
             old = pd.read_csv(log) if log.is_file() else pd.DataFrame(columns=["figure", "panel"])
-            rows = pd.concat([old[old.figure != path.name], pd.DataFrame({"figure": path.name, "panel": empty})])
+            rows = pd.concat(
+                [old[old.figure != path.name], pd.DataFrame({"figure": path.name, "panel": empty})]
+            )
             if len(rows):
                 rows.to_csv(log, index=False)
             else:
@@ -133,31 +136,53 @@ def complexity(df: pd.DataFrame, path: str | Path | None = None):
     data = df.assign(resolution=df.image_size.astype(str) + "x" + df.image_size.astype(str))
     fig, axes = subplots(1, 2, figsize=(12, 4))
     # points, not bars: the values span four decades, and a bar on a log axis has no length to read
-    for ax, col, label in ((axes[0], "gflops_train", "training GFLOP per image (fwd+bwd)"),
-                           (axes[1], "activation_mib", "saved activations per image (MiB)")):
-        sns.stripplot(data=data, x="model", y=col, hue="resolution", dodge=True, jitter=False, size=8, ax=ax,
-                      legend=ax is axes[0])
+    for ax, col, label in (
+        (axes[0], "gflops_train", "training GFLOP per image (fwd+bwd)"),
+        (axes[1], "activation_mib", "saved activations per image (MiB)"),
+    ):
+        sns.stripplot(
+            data=data,
+            x="model",
+            y=col,
+            hue="resolution",
+            dodge=True,
+            jitter=False,
+            size=8,
+            ax=ax,
+            legend=ax is axes[0],
+        )
         ax.set(yscale="log", ylabel=label, xlabel="")
         plt.setp(ax.get_xticklabels(), rotation=30, ha="right", rotation_mode="anchor")
     handles, labels = axes[0].get_legend_handles_labels()
     axes[0].get_legend().remove()
     fig.tight_layout()
-    fig.legend(handles, labels, title="resolution", loc="upper center", bbox_to_anchor=(0.5, 0.0),
-               ncol=len(labels))
+    fig.legend(
+        handles, labels, title="resolution", loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=len(labels)
+    )
     return save(fig, path)
 
 
 # Axis labels in words with units for the columns and telemetry metrics a figure plots (never the raw name).
 LABELS = {
-    "util_cpu_core_pct": "CPU per core (%)", "util_cpu_pct": "CPU, all cores (%)",
+    "util_cpu_core_pct": "CPU per core (%)",
+    "util_cpu_pct": "CPU, all cores (%)",
     "util_process_cpu_pct": "this process's CPU (%, 100 = a core)",
-    "util_other_cpu_pct": "other processes' CPU (% of all cores)", "rss_mib": "resident memory (MiB)",
-    "cpu_steal_pct": "CPU steal (%)", "cpu_freq_mhz": "CPU clock (MHz)", "mps_mem_mib": "MPS memory (MiB)",
-    "util_device_pct": "GPU busy (%)", "util_device_mem_pct": "GPU memory busy (%)",
-    "gpu_mem_used_mib": "GPU memory used (MiB)", "gpu_power_w": "GPU power (W)", "gpu_sm_clock_mhz": "GPU clock (MHz)",
-    "gpu_temp_c": "GPU temperature (C)", "gpu_throttle_reasons": "GPU throttle reasons (bits)",
-    "peak_rss_mib": "peak resident memory (MiB)", "peak_device_mem_mib": "peak device memory (MiB)",
-    "peak_rss_mb": "peak resident memory (MB)", "peak_device_mem_mb": "peak device memory (MB)",
+    "util_other_cpu_pct": "other processes' CPU (% of all cores)",
+    "rss_mib": "resident memory (MiB)",
+    "cpu_steal_pct": "CPU steal (%)",
+    "cpu_freq_mhz": "CPU clock (MHz)",
+    "mps_mem_mib": "MPS memory (MiB)",
+    "util_device_pct": "GPU busy (%)",
+    "util_device_mem_pct": "GPU memory busy (%)",
+    "gpu_mem_used_mib": "GPU memory used (MiB)",
+    "gpu_power_w": "GPU power (W)",
+    "gpu_sm_clock_mhz": "GPU clock (MHz)",
+    "gpu_temp_c": "GPU temperature (C)",
+    "gpu_throttle_reasons": "GPU throttle reasons (bits)",
+    "peak_rss_mib": "peak resident memory (MiB)",
+    "peak_device_mem_mib": "peak device memory (MiB)",
+    "peak_rss_mb": "peak resident memory (MB)",
+    "peak_device_mem_mb": "peak device memory (MB)",
 }
 
 
@@ -197,18 +222,35 @@ def throughput(df: pd.DataFrame, path: str | Path | None = None, hue: str | None
         width = 0.8 / len(variants)
         bars = list(dict.fromkeys(g.bar))
         for i, v in enumerate(variants):  # points with their interval: the rates span decades, and a bar on a
-            gv = g[g.variant == v].drop_duplicates("bar", keep="last").set_index("bar").reindex(bars)  # log axis
+            gv = (
+                g[g.variant == v].drop_duplicates("bar", keep="last").set_index("bar").reindex(bars)
+            )  # log axis
             xs = [j + i * width for j in range(len(bars))]  # has no length to read
-            ax.errorbar(xs, gv.throughput_img_s, yerr=gv.throughput_ci95_img_s, fmt="o", capsize=3, label=text(v))
-        ax.set_xticks([j + width * (len(variants) - 1) / 2 for j in range(len(bars))], [text(b) for b in bars],
-                      rotation=30, ha="right", rotation_mode="anchor")
-        where = g.device_name.iloc[0] if g.device_name.nunique() == 1 else f"{g.device_name.nunique()} devices"
+            ax.errorbar(
+                xs, gv.throughput_img_s, yerr=gv.throughput_ci95_img_s, fmt="o", capsize=3, label=text(v)
+            )
+        ax.set_xticks(
+            [j + width * (len(variants) - 1) / 2 for j in range(len(bars))],
+            [text(b) for b in bars],
+            rotation=30,
+            ha="right",
+            rotation_mode="anchor",
+        )
+        where = (
+            g.device_name.iloc[0] if g.device_name.nunique() == 1 else f"{g.device_name.nunique()} devices"
+        )
         ax.set(yscale="log", ylabel="throughput (images/s)", title=text(f"{phase} ({where})"))
     fig.tight_layout()
     handles, labels = axes[0][0].get_legend_handles_labels()
     if labels:
-        fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=min(len(labels), 4),
-                   fontsize=8)
+        fig.legend(
+            handles,
+            labels,
+            loc="upper center",
+            bbox_to_anchor=(0.5, 0.0),
+            ncol=min(len(labels), 4),
+            fontsize=8,
+        )
     return save(fig, path)
 
 
@@ -217,14 +259,26 @@ def batch_sweep(df: pd.DataFrame, knees: pd.DataFrame | None = None, path: str |
     if df.empty:
         return None
     fig, axes = subplots(1, 3, figsize=(16, 4))
-    mem_col = next((c for c in ("peak_device_mem_mib", "peak_rss_mib", "peak_device_mem_mb", "peak_rss_mb")
-                    if df.get(c, pd.Series(dtype=float)).notna().any()), "peak_rss_mib")
+    mem_col = next(
+        (
+            c
+            for c in ("peak_device_mem_mib", "peak_rss_mib", "peak_device_mem_mb", "peak_rss_mb")
+            if df.get(c, pd.Series(dtype=float)).notna().any()
+        ),
+        "peak_rss_mib",
+    )
     for (model, phase), g in df.groupby(["model", "phase"]):
         g = g.sort_values("batch_size")
         ok = g[g.status == "ok"]
         label = f"{model} {phase}"
-        line = axes[0].errorbar(ok.batch_size, ok.throughput_img_s, yerr=ok.throughput_ci95_img_s, marker="o",
-                                capsize=3, label=label)
+        line = axes[0].errorbar(
+            ok.batch_size,
+            ok.throughput_img_s,
+            yerr=ok.throughput_ci95_img_s,
+            marker="o",
+            capsize=3,
+            label=label,
+        )
         color = line[0].get_color()
         axes[1].plot(ok.batch_size, ok.achieved_gflops, marker="o", color=color, label=label)
         if mem_col in ok:
@@ -232,16 +286,25 @@ def batch_sweep(df: pd.DataFrame, knees: pd.DataFrame | None = None, path: str |
         for status, marker in (("oom", "x"), ("unstable", "^"), ("error", "s")):
             bad = g[g.status == status]
             if len(bad):
-                axes[0].scatter(bad.batch_size, [ok.throughput_img_s.min() if len(ok) else 1] * len(bad), marker=marker,
-                                s=80, color=color, label=f"{label}: {status}")
+                axes[0].scatter(
+                    bad.batch_size,
+                    [ok.throughput_img_s.min() if len(ok) else 1] * len(bad),
+                    marker=marker,
+                    s=80,
+                    color=color,
+                    label=f"{label}: {status}",
+                )
         if knees is not None:
             k = knees[(knees.model == model) & (knees.phase == phase)]
             if len(k) and len(ok):
                 kb = int(k.knee_batch_size.iloc[0])
                 y = ok[ok.batch_size == kb].throughput_img_s
                 axes[0].scatter([kb], y, s=200, facecolors="none", edgecolors=color, linewidths=2)
-    axes[0].set(yscale="log", ylabel="throughput (images/s)",
-                title="throughput (circle: smallest batch within 5% of best)" if knees is not None else "throughput")
+    axes[0].set(
+        yscale="log",
+        ylabel="throughput (images/s)",
+        title="throughput (circle: smallest batch within 5% of best)" if knees is not None else "throughput",
+    )
     axes[1].set(yscale="log", ylabel="achieved GFLOP/s")
     axes[2].set(ylabel=axis_label(mem_col))
     sizes = sorted(int(b) for b in df.batch_size.unique())
@@ -252,7 +315,9 @@ def batch_sweep(df: pd.DataFrame, knees: pd.DataFrame | None = None, path: str |
         ax.set_xlabel("batch size (images per step)")
     handles, labels = axes[0].get_legend_handles_labels()  # one legend, below the panels: never over the data
     fig.tight_layout()
-    fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=min(len(labels), 4), fontsize=8)
+    fig.legend(
+        handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=min(len(labels), 4), fontsize=8
+    )
     return save(fig, path)
 
 
@@ -272,11 +337,16 @@ def _roofs(ax, peaks: pd.DataFrame, x) -> None:
         cache = level not in ("dram", "hbm")
         style = ":" if cache else ("-" if r.kind == "measured" else "--")
         bw = r.bandwidth_gbs if pd.notna(r.bandwidth_gbs) else float("inf")
-        ax.plot(x, np.minimum(r.peak_gflops, bw * x), style, color=color,
-                lw=1.0 if cache else (1.8 if r.kind == "measured" else 1.2),
-                label=f"{r.kind} {r.precision} {level}: " + (f"{r.bandwidth_gbs:,.0f} GB/s" if pd.notna(r.bandwidth_gbs)
-                                                           else "bandwidth n/a")
-                + ("" if cache else f", {r.peak_gflops:,.0f} GFLOP/s"))
+        ax.plot(
+            x,
+            np.minimum(r.peak_gflops, bw * x),
+            style,
+            color=color,
+            lw=1.0 if cache else (1.8 if r.kind == "measured" else 1.2),
+            label=f"{r.kind} {r.precision} {level}: "
+            + (f"{r.bandwidth_gbs:,.0f} GB/s" if pd.notna(r.bandwidth_gbs) else "bandwidth n/a")
+            + ("" if cache else f", {r.peak_gflops:,.0f} GFLOP/s"),
+        )
         if pd.notna(r.bandwidth_gbs) and not cache:
             ax.plot([r.peak_gflops / r.bandwidth_gbs], [r.peak_gflops], "o", color=color, ms=6, mfc="white")
 
@@ -288,23 +358,44 @@ def bandwidth_sweep(sweep: pd.DataFrame, peaks: pd.DataFrame, title: str, path: 
     fig, ax = subplots(figsize=(10, 5))
     for kernel, g in sweep.groupby("kernel"):
         ax.plot(g.working_set_mib, g.bandwidth_gbs, "o-", label=f"{kernel} (best of the calls)", ms=4)
-    levels = peaks[(peaks.kind == "measured") & (peaks.precision == peaks.precision.iloc[0])] if len(peaks) else peaks
+    levels = (
+        peaks[(peaks.kind == "measured") & (peaks.precision == peaks.precision.iloc[0])]
+        if len(peaks)
+        else peaks
+    )
     if "capacity_mib" in levels:
         levels = levels.sort_values("capacity_mib", na_position="last")
     lower = sweep.working_set_mib.min() if len(sweep) else 0.01
     for i, r in enumerate(levels.itertuples()):
         cap = getattr(r, "capacity_mib", float("nan"))
         upper = cap if pd.notna(cap) else (sweep.working_set_mib.max() if len(sweep) else lower * 10)
-        ax.hlines(r.bandwidth_gbs, lower, upper, colors=f"C{(i + 2) % 10}", linestyles="--", lw=2,
-                  label=f"{r.level} roof {r.bandwidth_gbs:,.1f} GB/s")
+        ax.hlines(
+            r.bandwidth_gbs,
+            lower,
+            upper,
+            colors=f"C{(i + 2) % 10}",
+            linestyles="--",
+            lw=2,
+            label=f"{r.level} roof {r.bandwidth_gbs:,.1f} GB/s",
+        )
         if pd.notna(cap):
             size = getattr(r, "cache_size_kib", float("nan"))
             each = f"{size:,.0f} KiB each, " if pd.notna(size) else ""
-            ax.axvline(cap, color=f"C{(i + 2) % 10}", lw=0.8, ls=":",  # named in the legend, never over the data
-                       label=f"{r.level} capacity: {each}{cap * 1024:,.0f} KiB in use")
+            ax.axvline(
+                cap,
+                color=f"C{(i + 2) % 10}",
+                lw=0.8,
+                ls=":",  # named in the legend, never over the data
+                label=f"{r.level} capacity: {each}{cap * 1024:,.0f} KiB in use",
+            )
             lower = cap
-    ax.set(xscale="log", yscale="log", xlabel="working set (MiB, all threads' buffers)",
-           ylabel="bandwidth (GB/s)", title=title)
+    ax.set(
+        xscale="log",
+        yscale="log",
+        xlabel="working set (MiB, all threads' buffers)",
+        ylabel="bandwidth (GB/s)",
+        title=title,
+    )
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1))
     fig.tight_layout()
     return save(fig, path)
@@ -314,8 +405,16 @@ def bandwidth_sweep(sweep: pd.DataFrame, peaks: pd.DataFrame, title: str, path: 
 HUE_MARKERS = {"eval": "o", "train": "s", "dram": "o", "hbm": "o", "l3": "s", "l2": "D", "l1": "^"}
 
 
-def roofline(peaks: pd.DataFrame, points: pd.DataFrame, title: str, path: str | Path | None = None,
-             label: str = "model", hue: str = "phase", annotate: bool = False, size_by: str | None = None):
+def roofline(
+    peaks: pd.DataFrame,
+    points: pd.DataFrame,
+    title: str,
+    path: str | Path | None = None,
+    label: str = "model",
+    hue: str = "phase",
+    annotate: bool = False,
+    size_by: str | None = None,
+):
     """A log-log roofline with every point of ``points`` (intensity_flop_per_byte, achieved_gflops), each named
     by the legend beside the plot (``annotate``: also by a label at the point, which overlap when points do).
     ``size_by``: a column whose values set the marker size (smallest value smallest), named in a second legend
@@ -328,21 +427,43 @@ def roofline(peaks: pd.DataFrame, points: pd.DataFrame, title: str, path: str | 
     fig, ax = subplots(figsize=(9, 6))
     _roofs(ax, peaks, x)
     values = sorted(points[hue].unique()) if len(points) else []
-    markers = {**dict(zip(values, "osD^vP*X", strict=False)), **HUE_MARKERS}  # a phase or level: the same in every figure
+    markers = {
+        **dict(zip(values, "osD^vP*X", strict=False)),
+        **HUE_MARKERS,
+    }  # a phase or level: the same in every figure
     sizes = _marker_sizes(points[size_by]) if size_by and len(points) else {}
     for i, (key, g) in enumerate(points.groupby(label) if len(points) else []):
         for h, gh in g.groupby(hue):
             if sizes:  # largest first, so a smaller marker at the same place is drawn on top, not hidden
                 gh = gh.sort_values(size_by, ascending=False)
             s = gh[size_by].map(sizes) if sizes else 55
-            ax.scatter(gh.intensity_flop_per_byte, gh.achieved_gflops, marker=markers.get(h, "o"), s=s,
-                       color=f"C{(i + 3) % 10}", edgecolor="black", lw=0.5, zorder=3, label=f"{key} {h}")
+            ax.scatter(
+                gh.intensity_flop_per_byte,
+                gh.achieved_gflops,
+                marker=markers.get(h, "o"),
+                s=s,
+                color=f"C{(i + 3) % 10}",
+                edgecolor="black",
+                lw=0.5,
+                zorder=3,
+                label=f"{key} {h}",
+            )
             if annotate:
                 for r in gh.itertuples():
-                    ax.annotate(f"{key}", (r.intensity_flop_per_byte, r.achieved_gflops), fontsize=7,
-                                xytext=(3, 3), textcoords="offset points")
-    ax.set(xscale="log", yscale="log", xlabel="arithmetic intensity (FLOP/byte, compulsory traffic)",
-           ylabel="performance (GFLOP/s)", title=title)
+                    ax.annotate(
+                        f"{key}",
+                        (r.intensity_flop_per_byte, r.achieved_gflops),
+                        fontsize=7,
+                        xytext=(3, 3),
+                        textcoords="offset points",
+                    )
+    ax.set(
+        xscale="log",
+        yscale="log",
+        xlabel="arithmetic intensity (FLOP/byte, compulsory traffic)",
+        ylabel="performance (GFLOP/s)",
+        title=title,
+    )
     first = ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), ncol=1)  # beside the plot
     fig.tight_layout()  # room for the first legend; the size legend below it is narrower
     if sizes:
@@ -350,10 +471,21 @@ def roofline(peaks: pd.DataFrame, points: pd.DataFrame, title: str, path: str | 
             if hasattr(handle, "set_sizes"):
                 handle.set_sizes([55])  # the series legend names colour and marker, not size
         ax.add_artist(first).set_clip_on(False)  # add_artist clips to the axes: the legend is outside them
-        handles = [ax.scatter([], [], s=v, marker="o", color="lightgray", edgecolor="black", lw=0.5)
-                   for v in sizes.values()]
-        ax.legend(handles, [str(k) for k in sizes], title=size_by.replace("_", " "), fontsize=7, title_fontsize=7,
-                  loc="lower left", bbox_to_anchor=(1.01, 0.0), labelspacing=1.2, borderpad=0.8)
+        handles = [
+            ax.scatter([], [], s=v, marker="o", color="lightgray", edgecolor="black", lw=0.5)
+            for v in sizes.values()
+        ]
+        ax.legend(
+            handles,
+            [str(k) for k in sizes],
+            title=size_by.replace("_", " "),
+            fontsize=7,
+            title_fontsize=7,
+            loc="lower left",
+            bbox_to_anchor=(1.01, 0.0),
+            labelspacing=1.2,
+            borderpad=0.8,
+        )
     return save(fig, path)
 
 
@@ -392,6 +524,7 @@ def _decades(lo: float, hi: float) -> tuple[float, float]:
 def explorer_labels(points: pd.DataFrame) -> pd.Series:
     """One legend label per explored configuration, from the row alone (so an earlier point keeps its label as
     others are added): model, phase and batch size, then precision and data mode where not the defaults."""
+
     def one(r) -> str:
         extra = "" if r.get("precision", "fp32") == "fp32" else f" {r.get('precision')}"
         extra += "" if r.get("data_mode", "device") == "device" else f" {r.get('data_mode')} data"
@@ -417,16 +550,32 @@ def explorer_throughput(points: pd.DataFrame):
     pts = _explorer_points(points)
     fig, ax = subplots(figsize=(9, 4.5))
     for r in pts.itertuples():
-        ax.errorbar([r.batch_size], [r.throughput_img_s], yerr=[getattr(r, "throughput_ci95_img_s", 0.0)],
-                    fmt=PHASE_MARKERS.get(str(getattr(r, "phase", "train")), "o"), color=r.color, capsize=3,
-                    mec="black", mew=0.5, label=text(r.explored))
+        ax.errorbar(
+            [r.batch_size],
+            [r.throughput_img_s],
+            yerr=[getattr(r, "throughput_ci95_img_s", 0.0)],
+            fmt=PHASE_MARKERS.get(str(getattr(r, "phase", "train")), "o"),
+            color=r.color,
+            capsize=3,
+            mec="black",
+            mew=0.5,
+            label=text(r.explored),
+        )
     batches = sorted(set(EXPLORER_BATCHES) | set(int(b) for b in pts.batch_size))
     ci = pts.get("throughput_ci95_img_s", pd.Series(0.0, index=pts.index)).fillna(0.0)
-    ylo, yhi = _decades(float((pts.throughput_img_s - ci).clip(lower=pts.throughput_img_s / 10).min()),
-                        float((pts.throughput_img_s + ci).max()))
-    ax.set(xscale="log", yscale="log", xlim=(batches[0] / 1.5, batches[-1] * 1.5), ylim=(ylo, yhi),
-           xlabel="batch size (images per step)", ylabel="throughput (images/s)",
-           title="explored configurations: throughput")
+    ylo, yhi = _decades(
+        float((pts.throughput_img_s - ci).clip(lower=pts.throughput_img_s / 10).min()),
+        float((pts.throughput_img_s + ci).max()),
+    )
+    ax.set(
+        xscale="log",
+        yscale="log",
+        xlim=(batches[0] / 1.5, batches[-1] * 1.5),
+        ylim=(ylo, yhi),
+        xlabel="batch size (images per step)",
+        ylabel="throughput (images/s)",
+        title="explored configurations: throughput",
+    )
     ax.set_xticks(batches, [str(b) for b in batches])
     ax.xaxis.set_minor_locator(NullLocator())  # the batch choices only, never 3x10^1-style minor labels
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
@@ -442,26 +591,44 @@ def explorer_roofline(peaks: pd.DataFrame, points: pd.DataFrame, title: str = "e
     pts = _explorer_points(points)
     bw = peaks.bandwidth_gbs.dropna() if "bandwidth_gbs" in peaks else pd.Series(dtype=float)
     ridge = (peaks.peak_gflops / peaks.bandwidth_gbs).dropna() if len(bw) else pd.Series([1.0])
-    xlo, xhi = _decades(min(0.05, float(ridge.min()) / 10, *(pts.intensity_flop_per_byte / 2)),
-                        max(1e3, float(ridge.max()) * 10, *(pts.intensity_flop_per_byte * 2)))
+    xlo, xhi = _decades(
+        min(0.05, float(ridge.min()) / 10, *(pts.intensity_flop_per_byte / 2)),
+        max(1e3, float(ridge.max()) * 10, *(pts.intensity_flop_per_byte * 2)),
+    )
     top = float(peaks.peak_gflops.max()) if len(peaks) else float(pts.achieved_gflops.max())
     low = float(bw.min()) * xlo if len(bw) else top / 1e3
     ylo, yhi = _decades(min(low, *(pts.achieved_gflops / 2)), max(top * 2, *(pts.achieved_gflops * 2)))
     fig, ax = subplots(figsize=(9, 6))
     _roofs(ax, peaks, np.geomspace(xlo, xhi, 256))
     for r in pts.itertuples():
-        ax.scatter([r.intensity_flop_per_byte], [r.achieved_gflops], color=r.color, s=55, edgecolor="black",
-                   lw=0.5, zorder=3, marker=PHASE_MARKERS.get(str(getattr(r, "phase", "train")), "o"),
-                   label=text(r.explored))
-    ax.set(xscale="log", yscale="log", xlim=(xlo, xhi), ylim=(ylo, yhi), title=title,
-           xlabel="arithmetic intensity (FLOP/byte, compulsory traffic)", ylabel="performance (GFLOP/s)")
+        ax.scatter(
+            [r.intensity_flop_per_byte],
+            [r.achieved_gflops],
+            color=r.color,
+            s=55,
+            edgecolor="black",
+            lw=0.5,
+            zorder=3,
+            marker=PHASE_MARKERS.get(str(getattr(r, "phase", "train")), "o"),
+            label=text(r.explored),
+        )
+    ax.set(
+        xscale="log",
+        yscale="log",
+        xlim=(xlo, xhi),
+        ylim=(ylo, yhi),
+        title=title,
+        xlabel="arithmetic intensity (FLOP/byte, compulsory traffic)",
+        ylabel="performance (GFLOP/s)",
+    )
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
     return fig
 
 
-
-def layer_figures(peaks: pd.DataFrame, layer_points: pd.DataFrame, top_k: int, folder: str | Path | None) -> dict:
+def layer_figures(
+    peaks: pd.DataFrame, layer_points: pd.DataFrame, top_k: int, folder: str | Path | None
+) -> dict:
     """04's per-layer rooflines: one figure per model with its ``top_k`` layers by time (the rows of
     ``roofline.layer_points``, which come sorted by time within a model), named by op and marked by the level
     their working set fits in, saved as ``roofline_layers_<model>.png`` in ``folder``; {model: figure}, {} when
@@ -473,16 +640,28 @@ def layer_figures(peaks: pd.DataFrame, layer_points: pd.DataFrame, top_k: int, f
         Path(folder).mkdir(parents=True, exist_ok=True)
     for model, g in layer_points.groupby("model", sort=False):
         path = Path(folder) / f"roofline_layers_{model}.png" if folder is not None else None
-        figs[model] = roofline(peaks, g.head(top_k), f"{model}: top {top_k} layers by time (marker: level)", path,
-                               label="op", hue="level", annotate=False)
+        figs[model] = roofline(
+            peaks,
+            g.head(top_k),
+            f"{model}: top {top_k} layers by time (marker: level)",
+            path,
+            label="op",
+            hue="level",
+            annotate=False,
+        )
     return figs
 
 
 THEIRS = plt.get_cmap("Dark2").colors + plt.get_cmap("Set1").colors  # the seeds' points: none of ours
 
 
-def per_model_rooflines(points: pd.DataFrame, roofs: pd.DataFrame, folder: str | Path, min_runs: int = 2,
-                        theirs: pd.DataFrame | None = None) -> dict:
+def per_model_rooflines(
+    points: pd.DataFrame,
+    roofs: pd.DataFrame,
+    folder: str | Path,
+    min_runs: int = 2,
+    theirs: pd.DataFrame | None = None,
+) -> dict:
     """One roofline per model with every run's points (labelled run and device) and that run's measured fp32
     DRAM roof, grouped by ``run_name`` (tables without it are grouped by device); nothing with fewer than
     ``min_runs`` (08 passes 1: a single run's report draws them too). ``theirs``: the seeds' rows of
@@ -510,23 +689,43 @@ def per_model_rooflines(points: pd.DataFrame, roofs: pd.DataFrame, folder: str |
             label = f"{key} ({gd.device_name.iloc[0]})" if by == "run_name" else key
             phases = gd.groupby("phase", sort=False) if "phase" in gd else [("", gd)]
             for phase, gp in phases:  # one marker per phase: train and eval told apart
-                ax.scatter(gp.intensity_flop_per_byte, gp.achieved_gflops, color=color, edgecolor="black", s=50,
-                           marker=PHASE_MARKERS.get(str(phase), "o"), label=f"{label} {phase}".strip(), zorder=3)
+                ax.scatter(
+                    gp.intensity_flop_per_byte,
+                    gp.achieved_gflops,
+                    color=color,
+                    edgecolor="black",
+                    s=50,
+                    marker=PHASE_MARKERS.get(str(phase), "o"),
+                    label=f"{label} {phase}".strip(),
+                    zorder=3,
+                )
         mine = seeds[seeds.model == model] if seeds is not None else pd.DataFrame()
-        for j, ((seed, device, phase), gs) in enumerate(mine.groupby(["seed", "device", "phase"], sort=False)
-                                                          if len(mine) else []):
-            ax.scatter(gs.intensity_flop_per_byte, gs.corrected * 1e3, marker=PHASE_MARKERS.get(phase, "o"),
-                       s=60, facecolors="none", edgecolors=THEIRS[j % len(THEIRS)], lw=1.6, zorder=4,
-                       label=f"theirs: seed {seed[:3]} {device} {phase} (corrected)")
-        ax.set(xscale="log", yscale="log", xlabel="arithmetic intensity (FLOP/byte)", ylabel="performance (GFLOP/s)",
-               title=f"{model}{' across runs' if g[by].nunique() > 1 else ''} (measured fp32 DRAM roof"
-               f"{'; open markers: the seeds' if len(mine) else ''})")
+        for j, ((seed, device, phase), gs) in enumerate(
+            mine.groupby(["seed", "device", "phase"], sort=False) if len(mine) else []
+        ):
+            ax.scatter(
+                gs.intensity_flop_per_byte,
+                gs.corrected * 1e3,
+                marker=PHASE_MARKERS.get(phase, "o"),
+                s=60,
+                facecolors="none",
+                edgecolors=THEIRS[j % len(THEIRS)],
+                lw=1.6,
+                zorder=4,
+                label=f"theirs: seed {seed[:3]} {device} {phase} (corrected)",
+            )
+        ax.set(
+            xscale="log",
+            yscale="log",
+            xlabel="arithmetic intensity (FLOP/byte)",
+            ylabel="performance (GFLOP/s)",
+            title=f"{model}{' across runs' if g[by].nunique() > 1 else ''} (measured fp32 DRAM roof"
+            f"{'; open markers: the seeds' if len(mine) else ''})",
+        )
         ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))  # beside the plot, never over it
         fig.tight_layout()
         figs[model] = save(fig, Path(folder) / f"roofline_model_{model}.png")
     return figs
-
-
 
 
 def telemetry_timeline(df: pd.DataFrame, path: str | Path | None = None, max_metrics: int = 12):
@@ -537,11 +736,17 @@ def telemetry_timeline(df: pd.DataFrame, path: str | Path | None = None, max_met
     """
     if df.empty:
         return None
-    context = [c for c in ("source", "model", "phase", "image_size", *knobs.keyed(), "process") if c in df.columns]
+    context = [
+        c for c in ("source", "model", "phase", "image_size", *knobs.keyed(), "process") if c in df.columns
+    ]
     df = df.copy()
-    groups = df.groupby(context, sort=False, dropna=False).ngroup() if context else pd.Series(0, index=df.index)
+    groups = (
+        df.groupby(context, sort=False, dropna=False).ngroup() if context else pd.Series(0, index=df.index)
+    )
     ends = df.groupby(groups, sort=False).t_s.max()
-    offsets = ends.cumsum().shift(fill_value=0).to_dict()  # each configuration starts where the last one ended
+    offsets = (
+        ends.cumsum().shift(fill_value=0).to_dict()
+    )  # each configuration starts where the last one ended
     df["run_t_s"] = df.t_s + groups.map(offsets)
     metrics = list(dict.fromkeys(df.metric))[:max_metrics]
     fig, axes = subplots(len(metrics), 1, figsize=(11, 2.1 * len(metrics)), sharex=True, squeeze=False)

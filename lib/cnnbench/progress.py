@@ -79,7 +79,9 @@ def resumed(kept: int, planned: int, source: str, what: str = "configurations", 
     return line
 
 
-def kept_line(kept: int, planned: int, source: str, what: str = "configurations", unavailable: int = 0) -> str:
+def kept_line(
+    kept: int, planned: int, source: str, what: str = "configurations", unavailable: int = 0
+) -> str:
     """:func:`resumed`'s line, for a caller that logs through its own function."""
     here = planned - unavailable
     line = f"kept {kept} of {here} {what} from {source}; measured {here - kept}"

@@ -140,8 +140,10 @@ EPOCHS_000 = table("EPOCHS_000")
 def _epoch_images_000() -> pd.DataFrame:
     """Images per 'epoch' = throughput x epoch time, to the nearest 100, per model, device and phase."""
     t = THROUGHPUT_000.merge(EPOCHS_000[["model", "device_class", "train_epoch_s", "val_epoch_s"]])
-    return t.assign(train_images=(t.train_img_s * t.train_epoch_s).round(-2),
-                    val_images=(t.eval_img_s * t.val_epoch_s).round(-2))
+    return t.assign(
+        train_images=(t.train_img_s * t.train_epoch_s).round(-2),
+        val_images=(t.eval_img_s * t.val_epoch_s).round(-2),
+    )
 
 
 # Seed 000's "epoch": every throughput x its Table 4 epoch time gives the same few thousand images (half as
@@ -161,13 +163,17 @@ THROUGHPUT_000["batch_size"] = [
 THROUGHPUT_000["configuration"] = [
     f"Tiny-ImageNet ({_SETUP_000['image_px']}x{_SETUP_000['image_px']}) from disk, {_SETUP_000['workers']} "
     f"workers, {_SETUP_000['epochs']} epoch of {EPOCH_IMAGES_000:,} images, images / epoch time, one run"
-    + (f"; batch {b} on every device, as its text says (line "
-       f"{_line('SETUP_000', 'item=batch_size_squeezenet1_1')}; its M3 Pro and CPU rows' images disagree)"
-       if m == "squeezenet1_1" else "")
+    + (
+        f"; batch {b} on every device, as its text says (line "
+        f"{_line('SETUP_000', 'item=batch_size_squeezenet1_1')}; its M3 Pro and CPU rows' images disagree)"
+        if m == "squeezenet1_1"
+        else ""
+    )
     for m, b in zip(THROUGHPUT_000.model, THROUGHPUT_000.batch_size, strict=True)
 ]
-EPOCHS_000["configuration"] = (f"an 'epoch' of {EPOCH_IMAGES_000:,} images ({_SQ_T4_000:,.0f} for "
-                               "SqueezeNet on the T4)")
+EPOCHS_000["configuration"] = (
+    f"an 'epoch' of {EPOCH_IMAGES_000:,} images ({_SQ_T4_000:,.0f} for SqueezeNet on the T4)"
+)
 # Table 5: utilisation (%), one reading per model and device, when and how not stated (GPU N/A on MPS and
 # CPU).
 UTILISATION_000 = table("UTILISATION_000")
@@ -235,27 +241,53 @@ _CLAIMS_002 = _claims("002")
 # DenseNet-121 transfer learning on cats vs dogs, 2x RTX A6000: nvidia-smi snapshots (Figs. 4 and 7), one row
 # per GPU and batch size.
 TELEMETRY_002 = table("TELEMETRY_002").assign(
-    configuration=f"single nvidia-smi snapshots, power cap {_SETUP_002['power_cap_w']} W")
+    configuration=f"single nvidia-smi snapshots, power cap {_SETUP_002['power_cap_w']} W"
+)
 # Sections VIII.D-F: total training time for its epochs, test accuracy and seconds per test image. The CPU
 # run's batch size is not stated; the accuracy figure covers the CPU and the GPU at batch 64 only; inference
 # is per device (the seed ties it to no batch size) and is shown on the first GPU row.
 _INFERENCE_002 = table("INFERENCE_002").set_index("device_class")
-_inference_s = {"cpu": _INFERENCE_002.s_per_image["cpu"], "cuda": (_INFERENCE_002.s_per_image_low["cuda"]
-                                                              + _INFERENCE_002.s_per_image_high["cuda"]) / 2}
+_inference_s = {
+    "cpu": _INFERENCE_002.s_per_image["cpu"],
+    "cuda": (_INFERENCE_002.s_per_image_low["cuda"] + _INFERENCE_002.s_per_image_high["cuda"]) / 2,
+}
 TIMES_002 = table("TIMES_002").reindex(columns=["device_class", "batch_size", "train_20_epochs_h", "source"])
-TIMES_002.insert(3, "test_accuracy_pct", [
-    _CLAIMS_002["test_accuracy_cpu_and_gpu_bs64"] if d == "cpu" or b == 64 else math.nan
-    for d, b in zip(TIMES_002.device_class, TIMES_002.batch_size, strict=True)])
-_first_gpu = TIMES_002.index[TIMES_002.device_class == "cuda"][0]  # device kind: seed 002's rows, as published
-TIMES_002.insert(4, "inference_s_per_image", [
-    _inference_s["cpu"] if d == "cpu" else _inference_s["cuda"] if i == _first_gpu else math.nan
-    for i, d in zip(TIMES_002.index, TIMES_002.device_class, strict=True)])
+TIMES_002.insert(
+    3,
+    "test_accuracy_pct",
+    [
+        _CLAIMS_002["test_accuracy_cpu_and_gpu_bs64"] if d == "cpu" or b == 64 else math.nan
+        for d, b in zip(TIMES_002.device_class, TIMES_002.batch_size, strict=True)
+    ],
+)
+_gpu_rows = TIMES_002.device_class == "cuda"  # device kind: seed 002's rows, as published
+_first_gpu = TIMES_002.index[_gpu_rows][0]
+TIMES_002.insert(
+    4,
+    "inference_s_per_image",
+    [
+        _inference_s["cpu"] if d == "cpu" else _inference_s["cuda"] if i == _first_gpu else math.nan
+        for i, d in zip(TIMES_002.index, TIMES_002.device_class, strict=True)
+    ],
+)
 # Sections VIII.A-C: the CPU's utilisation (%) while the GPUs trained and in the CPU-only run, the CPU-only
 # run's memory (GB) of the machine's RAM (GB), temperature (C), processes, threads and clock (GHz), read from
 # its text (operating-system monitor snapshots).
-CPU_002 = {k: _CLAIMS_002[k] for k in (
-    "cpu_util_during_gpu_pct", "cpu_util_low_pct", "cpu_util_high_pct", "cpu_memory_gb", "cpu_total_ram_gb",
-    "cpu_temp_low_c", "cpu_temp_high_c", "cpu_processes", "cpu_threads", "cpu_clock_ghz")}
+CPU_002 = {
+    k: _CLAIMS_002[k]
+    for k in (
+        "cpu_util_during_gpu_pct",
+        "cpu_util_low_pct",
+        "cpu_util_high_pct",
+        "cpu_memory_gb",
+        "cpu_total_ram_gb",
+        "cpu_temp_low_c",
+        "cpu_temp_high_c",
+        "cpu_processes",
+        "cpu_threads",
+        "cpu_clock_ghz",
+    )
+}
 TIMES_002["configuration"] = (
     f"DenseNet-121 transfer, Adam, {_SETUP_002['epochs']} epochs of {_SETUP_002['train_images']:,} images; "
     f"CPU batch size not stated; accuracy: '{_CLAIMS_002['test_accuracy_cpu_and_gpu_bs64']}% in both cases' "
@@ -269,8 +301,10 @@ TIMES_002["configuration"] = (
 _SETUP_004 = setup("004")
 # the network's shapes (inputs: its training images); the seed prints no parameter count (inconsistencies()
 # computes it from these)
-SHAPE_004 = {"inputs": _SETUP_004["train_images"],
-             **{k: _SETUP_004[k] for k in ("features", "hidden", "classes")}}
+SHAPE_004 = {
+    "inputs": _SETUP_004["train_images"],
+    **{k: _SETUP_004[k] for k in ("features", "hidden", "classes")},
+}
 _CONFIGURATION_004 = (
     f"{SHAPE_004['features']}-{SHAPE_004['hidden']}-{SHAPE_004['classes']} network, NumPy (CPU) vs CuPy (GPU), "
     f"{_SETUP_004['iterations']} full-batch iterations on {SHAPE_004['inputs']:,} images, lr {_SETUP_004['lr']}, "
@@ -319,49 +353,77 @@ def _inconsistencies_000() -> list[dict]:
     e = _epoch_images_000()
     imgs = pd.concat([e.train_images, e.val_images])
     sq_t4 = e[(e.model == "squeezenet1_1") & (e.device_class == "t4")].iloc[0]
-    rows.append(_row(SEED_000,
-        f"1 epoch of Tiny-ImageNet ({_SETUP_000['dataset_train_images']:,} training images)",
-        f"throughput x epoch time = {int(imgs.median()):,} images in "
-        f"{int((imgs == imgs.median()).sum())} of {len(imgs)} cases; SqueezeNet on T4: "
-        f"{sq_t4.train_img_s * sq_t4.train_epoch_s:,.0f}",
-        f"its 'epoch' was a {EPOCH_IMAGES_000:,}-image subset ({sq_t4.train_images:,.0f} for SqueezeNet on "
-        "the T4)"))
+    rows.append(
+        _row(
+            SEED_000,
+            f"1 epoch of Tiny-ImageNet ({_SETUP_000['dataset_train_images']:,} training images)",
+            f"throughput x epoch time = {int(imgs.median()):,} images in "
+            f"{int((imgs == imgs.median()).sum())} of {len(imgs)} cases; SqueezeNet on T4: "
+            f"{sq_t4.train_img_s * sq_t4.train_epoch_s:,.0f}",
+            f"its 'epoch' was a {EPOCH_IMAGES_000:,}-image subset ({sq_t4.train_images:,.0f} for SqueezeNet on "
+            "the T4)",
+        )
+    )
     a = AI_TABLE_000.assign(flop_per_byte=AI_TABLE_000.flops_g * 1e9 / (AI_TABLE_000.model_mb * 1e6))
-    rows.append(_row(SEED_000,
-        "AI " + ", ".join(f"{r.model} {r.ai_printed}" for r in a.itertuples()) + " FLOP/byte",
-        ", ".join(f"{r.model} {r.flop_per_byte:.1f}" for r in a.itertuples()) + " FLOP/byte",
-        "its figures are GFLOP per MB (x1000 = FLOP/byte), of parameter bytes only, at 224x224"))
+    rows.append(
+        _row(
+            SEED_000,
+            "AI " + ", ".join(f"{r.model} {r.ai_printed}" for r in a.itertuples()) + " FLOP/byte",
+            ", ".join(f"{r.model} {r.flop_per_byte:.1f}" for r in a.itertuples()) + " FLOP/byte",
+            "its figures are GFLOP per MB (x1000 = FLOP/byte), of parameter bytes only, at 224x224",
+        )
+    )
     sq = e[e.model == "squeezenet1_1"].set_index("device_class").train_images
     per = EPOCH_IMAGES_000 // _SETUP_000["batch_size"]
     sq_bs, bs = _SETUP_000["batch_size_squeezenet1_1"], _SETUP_000["batch_size"]
-    rows.append(_row(
-        SEED_000, f"SqueezeNet at batch {sq_bs} on every device, epochs of a fixed number of batches "
-        "(sections 1.4, 2.3)", "; ".join(f"{d}: {n:,.0f} images" for d, n in sq.items())
-        + f"; every other model: {EPOCH_IMAGES_000:,} = {per} batches of {bs}",
-        f"its T4 row is {per} batches of {sq_bs}; its M3 Pro and CPU rows imply {per} batches of {bs}, which "
-        "its text rules out: the workbook follows the text"))
+    rows.append(
+        _row(
+            SEED_000,
+            f"SqueezeNet at batch {sq_bs} on every device, epochs of a fixed number of batches "
+            "(sections 1.4, 2.3)",
+            "; ".join(f"{d}: {n:,.0f} images" for d, n in sq.items())
+            + f"; every other model: {EPOCH_IMAGES_000:,} = {per} batches of {bs}",
+            f"its T4 row is {per} batches of {sq_bs}; its M3 Pro and CPU rows imply {per} batches of {bs}, which "
+            "its text rules out: the workbook follows the text",
+        )
+    )
     pub = {m: models.spec(m).published_gmacs for m in COMPLEXITY_000.model}
-    rows.append(_row(
-        SEED_000, "'FLOPs/Image (G)' " + ", ".join(f"{r.model} {r.flops_g}"
-                                                    for r in COMPLEXITY_000.itertuples()),
-        "beside torchvision's published MACs: " + ", ".join(
-            f"{r.model} {100 * (r.flops_g / pub[r.model] - 1):+.1f}%" for r in COMPLEXITY_000.itertuples()),
-        "multiply-accumulates, not FLOPs, and not torchvision's for every model: a counter it does not name "
-        "(the counter is inferred from the figures, never stated)"))
+    rows.append(
+        _row(
+            SEED_000,
+            "'FLOPs/Image (G)' " + ", ".join(f"{r.model} {r.flops_g}" for r in COMPLEXITY_000.itertuples()),
+            "beside torchvision's published MACs: "
+            + ", ".join(
+                f"{r.model} {100 * (r.flops_g / pub[r.model] - 1):+.1f}%" for r in COMPLEXITY_000.itertuples()
+            ),
+            "multiply-accumulates, not FLOPs, and not torchvision's for every model: a counter it does not name "
+            "(the counter is inferred from the figures, never stated)",
+        )
+    )
     c = THROUGHPUT_000.merge(COMPLEXITY_000[["model", "flops_g"]])
     ratio = c.train_tflops / (c.train_img_s * c.flops_g / 1e3)
     plain = ratio[c.device_class != "apple"]
     mps = ratio[c.device_class == "apple"]
-    rows.append(_row(SEED_000, "TFLOP/s (train) per device",
-        "TFLOP/s / (img/s x 224-pixel forward count) = "
-        f"{plain.min():.2f}-{plain.max():.2f} on CPU and T4, "
-        f"{mps.min():.1f}-{mps.max():.1f} on MPS",
-        "CPU and T4 columns are img/s x the 224x224 forward 'FLOPs' (MACs): wrong resolution, "
-        "no training "
-        "factor; the MPS rows follow no stated formula"))
+    rows.append(
+        _row(
+            SEED_000,
+            "TFLOP/s (train) per device",
+            "TFLOP/s / (img/s x 224-pixel forward count) = "
+            f"{plain.min():.2f}-{plain.max():.2f} on CPU and T4, "
+            f"{mps.min():.1f}-{mps.max():.1f} on MPS",
+            "CPU and T4 columns are img/s x the 224x224 forward 'FLOPs' (MACs): wrong resolution, "
+            "no training "
+            "factor; the MPS rows follow no stated formula",
+        )
+    )
     thr = THROUGHPUT_000.pivot_table(index="model", columns="device_class", values="train_img_s")
-    recomputed = pd.DataFrame({"t4_over_apple": thr.t4 / thr.apple, "t4_over_cpu": thr.t4 / thr.cpu,
-                               "apple_over_cpu": thr.apple / thr.cpu})
+    recomputed = pd.DataFrame(
+        {
+            "t4_over_apple": thr.t4 / thr.apple,
+            "t4_over_cpu": thr.t4 / thr.cpu,
+            "apple_over_cpu": thr.apple / thr.cpu,
+        }
+    )
     printed = SPEEDUPS_000.set_index("model")
     off = [
         (m, col, printed.loc[m, col], recomputed.loc[m, col])
@@ -370,64 +432,102 @@ def _inconsistencies_000() -> list[dict]:
         if abs(printed.loc[m, col] - recomputed.loc[m, col]) > (0.006 if col == "t4_over_apple" else 0.06)
     ]
     # Table 8 prints GPU/M3 with two decimals, the other columns with one
-    rows.append(_row(SEED_000,
-        f"Table 8 speedups; '~{_claims('000')['gpu_over_cpu_max']}x' on compute-heavy models",
-        "; ".join(f"{m} {col}: printed {p:.2f}, Table 3 gives {r:.2f}" for m, col, p, r in off)
-        + f"; largest GPU/CPU speedup in its table: {recomputed.t4_over_cpu.max():.1f}x",
-        "speedups recomputed from its own Table 3 throughputs"))
+    rows.append(
+        _row(
+            SEED_000,
+            f"Table 8 speedups; '~{_claims('000')['gpu_over_cpu_max']}x' on compute-heavy models",
+            "; ".join(f"{m} {col}: printed {p:.2f}, Table 3 gives {r:.2f}" for m, col, p, r in off)
+            + f"; largest GPU/CPU speedup in its table: {recomputed.t4_over_cpu.max():.1f}x",
+            "speedups recomputed from its own Table 3 throughputs",
+        )
+    )
     apple = PEAKS_000.set_index("device_class").peak_gflops["apple"]
     spec = _spec_rows("Apple M3 Pro")
     if not len(spec):  # no spec row (Apple publishes no M3 GPU clock): the range the published clocks give
         lo, hi = (cores * 128 * 2 * ghz for cores, ghz in ((14, 1.38), (18, 1.6)))
-        rows.append(_row(SEED_000, f"M3 Pro peak {apple:,} GFLOP/s",
-            "Apple publishes no M3 Pro GPU clock or TFLOPS; 14-18 cores x 128 ALUs x 2 FLOP at the 1.38-1.6 "
-            f"GHz published estimates give {lo:,.0f}-{hi:,.0f} GFLOP/s",
-            "an estimate, never measured: our spec table has no M3/M4 row"))
+        rows.append(
+            _row(
+                SEED_000,
+                f"M3 Pro peak {apple:,} GFLOP/s",
+                "Apple publishes no M3 Pro GPU clock or TFLOPS; 14-18 cores x 128 ALUs x 2 FLOP at the 1.38-1.6 "
+                f"GHz published estimates give {lo:,.0f}-{hi:,.0f} GFLOP/s",
+                "an estimate, never measured: our spec table has no M3/M4 row",
+            )
+        )
     else:
         near = spec.loc[(spec.peak_gflops - apple).abs().idxmin()]
-        rows.append(_row(SEED_000, f"M3 Pro peak {apple:,} GFLOP/s",
-            f"nearest row of our spec table: Apple M3 Pro with {near.gpu_cores:g} GPU cores, "
-            f"{near.peak_gflops:,.0f} GFLOP/s ({near.source})",
-            "a spec-sheet product, never measured"))
+        rows.append(
+            _row(
+                SEED_000,
+                f"M3 Pro peak {apple:,} GFLOP/s",
+                f"nearest row of our spec table: Apple M3 Pro with {near.gpu_cores:g} GPU cores, "
+                f"{near.peak_gflops:,.0f} GFLOP/s ({near.source})",
+                "a spec-sheet product, never measured",
+            )
+        )
     sweep_line = _line("SETUP_000", "item=sweep_text_batch_sizes")
-    rows.append(_row(SEED_000,
-        f"Scenario B: 'three CSVs (batch sizes {_SETUP_000['sweep_text_batch_sizes']})' on the M3 Pro "
-        f"(line {sweep_line})",
-        f"its Table 6 ({_lines('SWEEP_000')}) has batch sizes {', '.join(map(str, SWEEP_000.batch_size))}, "
-        "and its caption says T4",
-        "its text and its table disagree on the batches swept and on the device"))
+    rows.append(
+        _row(
+            SEED_000,
+            f"Scenario B: 'three CSVs (batch sizes {_SETUP_000['sweep_text_batch_sizes']})' on the M3 Pro "
+            f"(line {sweep_line})",
+            f"its Table 6 ({_lines('SWEEP_000')}) has batch sizes {', '.join(map(str, SWEEP_000.batch_size))}, "
+            "and its caption says T4",
+            "its text and its table disagree on the batches swept and on the device",
+        )
+    )
     return rows
 
 
 def _inconsistencies_001_002() -> list[dict]:
     rows = []
     b = BACKENDS_001.assign(images=BACKENDS_001.throughput_img_s * BACKENDS_001.epoch_s)
-    rows.append(_row(
-        SEED_001, "average throughput (samples/s) = samples / epoch time", ", ".join(
-            f"{r.backend}: {r.throughput_img_s:,} x {r.epoch_s} s = {r.images:,.0f} images"
-            for r in b.itertuples())
-        + f"; its epochs had {EPOCH_SAMPLES_001:,} = {EPOCH_SAMPLES_001 // _SETUP_001['batch_size']} x "
-        f"{_SETUP_001['batch_size']} samples", "its average throughput is not samples / average epoch time "
-        "(corrections() divides them)"))
+    rows.append(
+        _row(
+            SEED_001,
+            "average throughput (samples/s) = samples / epoch time",
+            ", ".join(
+                f"{r.backend}: {r.throughput_img_s:,} x {r.epoch_s} s = {r.images:,.0f} images"
+                for r in b.itertuples()
+            )
+            + f"; its epochs had {EPOCH_SAMPLES_001:,} = {EPOCH_SAMPLES_001 // _SETUP_001['batch_size']} x "
+            f"{_SETUP_001['batch_size']} samples",
+            "its average throughput is not samples / average epoch time (corrections() divides them)",
+        )
+    )
     low = b.loc[b.final_test_accuracy_pct.idxmin()]
-    rows.append(_row(
-        SEED_001, f"final accuracies 'ranging from {_claims('001')['final_accuracy_low_pct']}%' (Numba CUDA)",
-        f"its Table I's lowest final accuracy: {low.backend} {low.final_test_accuracy_pct}%",
-        "its text's range leaves out its own lowest row"))
+    rows.append(
+        _row(
+            SEED_001,
+            f"final accuracies 'ranging from {_claims('001')['final_accuracy_low_pct']}%' (Numba CUDA)",
+            f"its Table I's lowest final accuracy: {low.backend} {low.final_test_accuracy_pct}%",
+            "its text's range leaves out its own lowest row",
+        )
+    )
     fastest = b.loc[b.epoch_s.idxmin(), "backend"]
     cuda = b.set_index("backend").epoch_s["torch_cuda"]
-    rows.append(_row(SEED_001, "conclusion: PyTorch CUDA and MPS significantly outperform",
-        f"fastest epoch in its Table I: {fastest} ({b.epoch_s.min()} s); torch_cuda {cuda} s",
-        "the text contradicts its table on which backend is faster"))
+    rows.append(
+        _row(
+            SEED_001,
+            "conclusion: PyTorch CUDA and MPS significantly outperform",
+            f"fastest epoch in its Table I: {fastest} ({b.epoch_s.min()} s); torch_cuda {cuda} s",
+            "the text contradicts its table on which backend is faster",
+        )
+    )
     t = TELEMETRY_002[
         (TELEMETRY_002.batch_size == TELEMETRY_002.batch_size.max()) & (TELEMETRY_002.gpu == 0)
     ].iloc[0]
     idle = TELEMETRY_002[TELEMETRY_002.gpu == 1]
-    rows.append(_row(SEED_002, f"GPU:0 takes {t.gpu_util_pct}% of its total memory (batch {t.batch_size})",
-        f"{t.mem_used_mib} / {t.mem_total_mib} MiB = {t.mem_used_mib / t.mem_total_mib:.1%} of memory; "
-        f"{t.gpu_util_pct}% is the GPU-Util column",
-        f"GPU 1 sits in {idle.pstate.iloc[0]} at {idle.power_w.max()} W in every snapshot: "
-        "the idle display GPU"))
+    rows.append(
+        _row(
+            SEED_002,
+            f"GPU:0 takes {t.gpu_util_pct}% of its total memory (batch {t.batch_size})",
+            f"{t.mem_used_mib} / {t.mem_total_mib} MiB = {t.mem_used_mib / t.mem_total_mib:.1%} of memory; "
+            f"{t.gpu_util_pct}% is the GPU-Util column",
+            f"GPU 1 sits in {idle.pstate.iloc[0]} at {idle.power_w.max()} W in every snapshot: "
+            "the idle display GPU",
+        )
+    )
     return rows
 
 
@@ -435,41 +535,63 @@ def _inconsistencies_003() -> list[dict]:
     rows = []
     c = COMPLEXITY_003.set_index("model")
     thr = THROUGHPUT_003.set_index(["model", "batch_size", "device_class"]).train_img_s
-    rows.append(_row(SEED_003, "achieved TFLOP/s = throughput x training FLOPs",
-        "; ".join(
-            f"{r.model} bs{r.batch_size} {r.device_class}: printed {r.achieved_tflops}, "
-            f"{thr[(r.model, r.batch_size, r.device_class)]:.0f} img/s x {c.train_flops_g[r.model]} G "
-            f"= {thr[(r.model, r.batch_size, r.device_class)] * c.train_flops_g[r.model] / 1e3:.2f}"
-            for r in ACHIEVED_003.itertuples()
-        ),
-        "its achieved rates do not follow from its own throughputs"))
-    pairs = THROUGHPUT_003.pivot_table(index=["model", "batch_size"], columns="device_class",
-                                       values="train_img_s")
+    rows.append(
+        _row(
+            SEED_003,
+            "achieved TFLOP/s = throughput x training FLOPs",
+            "; ".join(
+                f"{r.model} bs{r.batch_size} {r.device_class}: printed {r.achieved_tflops}, "
+                f"{thr[(r.model, r.batch_size, r.device_class)]:.0f} img/s x {c.train_flops_g[r.model]} G "
+                f"= {thr[(r.model, r.batch_size, r.device_class)] * c.train_flops_g[r.model] / 1e3:.2f}"
+                for r in ACHIEVED_003.itertuples()
+            ),
+            "its achieved rates do not follow from its own throughputs",
+        )
+    )
+    pairs = THROUGHPUT_003.pivot_table(
+        index=["model", "batch_size"], columns="device_class", values="train_img_s"
+    )
     ratio = (pairs.rtx4080 / pairs.t4).dropna()
     normal = ratio[ratio > 1]
     lo, hi = SUMMARY_003["rtx4080_over_t4"]
-    rows.append(_row(SEED_003, f"RTX 4080 is {lo}-{hi}x faster than T4",
-        f"its table gives {normal.min():.1f}-{normal.max():.1f}x "
-        f"(and {ratio.min():.2f}x at ResNet-50 bs128)",
-        "its summary does not match its table"))
-    rows.append(_row(SEED_003, "ResNet-50 AI in its per-model table",
-        f"{AI_BY_BATCH_003[128]:.0f} at batch 128 ({AI_BY_BATCH_003[64]:.0f} is batch 64)",
-        f"AI_003 uses {AI_003['resnet50']:.0f}"))
+    rows.append(
+        _row(
+            SEED_003,
+            f"RTX 4080 is {lo}-{hi}x faster than T4",
+            f"its table gives {normal.min():.1f}-{normal.max():.1f}x "
+            f"(and {ratio.min():.2f}x at ResNet-50 bs128)",
+            "its summary does not match its table",
+        )
+    )
+    rows.append(
+        _row(
+            SEED_003,
+            "ResNet-50 AI in its per-model table",
+            f"{AI_BY_BATCH_003[128]:.0f} at batch 128 ({AI_BY_BATCH_003[64]:.0f} is batch 64)",
+            f"AI_003 uses {AI_003['resnet50']:.0f}",
+        )
+    )
     peak = PEAKS_003.set_index("device_class").loc["rtx4080"]
     laptop = _spec_rows("NVIDIA GeForce RTX 4080 Laptop GPU")
     if len(laptop):
         lap = laptop.iloc[0]
         lap_tflops = lap.peak_gflops / 1e3
         a = ACHIEVED_003[ACHIEVED_003.device_class == "rtx4080"]
-        rows.append(_row(SEED_003,
-            f"'{peak.device}' peak {peak.peak_tflops} TFLOP/s; efficiency = achieved / peak",
-            "; ".join(f"{r.model} bs{r.batch_size}: {r.achieved_tflops} / {lap_tflops:g} = "
-                      f"{100 * r.achieved_tflops / lap_tflops:.1f}% (printed {r.efficiency_pct}%)"
-                      for r in a.itertuples())
-            + f"; ridge point {lap.peak_gflops / peak.bandwidth_gbs:.0f} FLOP/byte at its "
-            f"{peak.bandwidth_gbs:g} GB/s, not {peak.peak_tflops * 1e3 / peak.bandwidth_gbs:.0f}",
-            f"its peak is the desktop RTX 4080's fp32 figure; its laptop GPU ({lap.device} in our spec "
-            f"table: {lap.source}) has {lap_tflops:g} TFLOP/s"))
+        rows.append(
+            _row(
+                SEED_003,
+                f"'{peak.device}' peak {peak.peak_tflops} TFLOP/s; efficiency = achieved / peak",
+                "; ".join(
+                    f"{r.model} bs{r.batch_size}: {r.achieved_tflops} / {lap_tflops:g} = "
+                    f"{100 * r.achieved_tflops / lap_tflops:.1f}% (printed {r.efficiency_pct}%)"
+                    for r in a.itertuples()
+                )
+                + f"; ridge point {lap.peak_gflops / peak.bandwidth_gbs:.0f} FLOP/byte at its "
+                f"{peak.bandwidth_gbs:g} GB/s, not {peak.peak_tflops * 1e3 / peak.bandwidth_gbs:.0f}",
+                f"its peak is the desktop RTX 4080's fp32 figure; its laptop GPU ({lap.device} in our spec "
+                f"table: {lap.source}) has {lap_tflops:g} TFLOP/s",
+            )
+        )
     return rows
 
 
@@ -478,39 +600,66 @@ def _inconsistencies_004() -> list[dict]:
     s = SHAPE_004
     n_params = s["features"] * s["hidden"] + s["hidden"] + s["hidden"] * s["classes"] + s["classes"]
     mem = MEMORY_004.set_index("component").cpu_mb
-    rows.append(_row(SEED_004, f"parameters take {mem['parameters']} MB",
-        f"{n_params:,} parameters x 8 bytes (float64) = {n_params * 8 / 1e6:.3f} MB",
-        "off by about 100x"))
+    rows.append(
+        _row(
+            SEED_004,
+            f"parameters take {mem['parameters']} MB",
+            f"{n_params:,} parameters x 8 bytes (float64) = {n_params * 8 / 1e6:.3f} MB",
+            "off by about 100x",
+        )
+    )
     mnist = _SETUP_004["mnist_train_images"]
-    rows.append(_row(SEED_004, f"{s['inputs']:,} x {s['features']} inputs take {mem['inputs']} MB",
-        f"as float64: {s['inputs'] * s['features'] * 8 / 1e6:.0f} MB; "
-        f"{mnist * s['features'] / 1e6:.1f} MB is {mnist:,} x {s['features']} bytes (uint8)",
-        "its input memory is the raw 8-bit file, not the float64 arrays it trained on"))
+    rows.append(
+        _row(
+            SEED_004,
+            f"{s['inputs']:,} x {s['features']} inputs take {mem['inputs']} MB",
+            f"as float64: {s['inputs'] * s['features'] * 8 / 1e6:.0f} MB; "
+            f"{mnist * s['features'] / 1e6:.1f} MB is {mnist:,} x {s['features']} bytes (uint8)",
+            "its input memory is the raw 8-bit file, not the float64 arrays it trained on",
+        )
+    )
     step = TIMES_004.set_index("what")
     sums = {side: OPS_004[f"{side}_ms"].sum() for side in ("cpu", "gpu")}
-    rows.append(_row(SEED_004,
-        "Table 4: time per operation (matmul, ReLU, softmax, gradients) of an iteration",
-        "; ".join(f"{side.upper()}: operations sum to {sums[side]:.1f} ms, Table 3's iteration "
-                  f"{step.loc['iteration', f'{side}_ms']} ms" for side in sums),
-        "its operations add up to the whole iteration"
-        + (" exactly" if all(abs(sums[k] - step.loc["iteration", f"{k}_ms"]) < 0.05 for k in sums) else "")
-        + ": nothing is left for the bias additions, the one-hot encoding and the parameter update its "
-        "Algorithm 1 runs every iteration"))
+    rows.append(
+        _row(
+            SEED_004,
+            "Table 4: time per operation (matmul, ReLU, softmax, gradients) of an iteration",
+            "; ".join(
+                f"{side.upper()}: operations sum to {sums[side]:.1f} ms, Table 3's iteration "
+                f"{step.loc['iteration', f'{side}_ms']} ms"
+                for side in sums
+            ),
+            "its operations add up to the whole iteration"
+            + (
+                " exactly"
+                if all(abs(sums[k] - step.loc["iteration", f"{k}_ms"]) < 0.05 for k in sums)
+                else ""
+            )
+            + ": nothing is left for the bias additions, the one-hot encoding and the parameter update its "
+            "Algorithm 1 runs every iteration",
+        )
+    )
     labelled = s["inputs"] + _SETUP_004["validation_images"]
-    rows.append(_row(SEED_004, f"Kaggle's digit-recognizer split into {s['inputs']:,} training and "
-        f"{_SETUP_004['validation_images']:,} validation images",
-        f"{s['inputs']:,} + {_SETUP_004['validation_images']:,} = {labelled:,} labelled images; the Kaggle "
-        f"file's train.csv has {_SETUP_004['kaggle_train_rows']:,} labelled rows",
-        "its split cannot come from the file it names"
-        + (f"; {labelled:,} is MNIST's own training set (its Table 2)" if labelled == mnist else "")))
+    rows.append(
+        _row(
+            SEED_004,
+            f"Kaggle's digit-recognizer split into {s['inputs']:,} training and "
+            f"{_SETUP_004['validation_images']:,} validation images",
+            f"{s['inputs']:,} + {_SETUP_004['validation_images']:,} = {labelled:,} labelled images; the Kaggle "
+            f"file's train.csv has {_SETUP_004['kaggle_train_rows']:,} labelled rows",
+            "its split cannot come from the file it names"
+            + (f"; {labelled:,} is MNIST's own training set (its Table 2)" if labelled == mnist else ""),
+        )
+    )
     return rows
 
 
 def inconsistencies() -> pd.DataFrame:
     """The seeds' numbers checked against each other: each row computed here from the stored numbers (and,
     where named, our spec table)."""
-    return pd.DataFrame(_inconsistencies_000() + _inconsistencies_001_002() + _inconsistencies_003()
-                        + _inconsistencies_004())
+    return pd.DataFrame(
+        _inconsistencies_000() + _inconsistencies_001_002() + _inconsistencies_003() + _inconsistencies_004()
+    )
 
 
 # --- what the seeds' numbers should have been --------------------------------------------------------
@@ -539,10 +688,19 @@ def _intensity(model: str, batch: int, size: int, classes: int, phase: str) -> f
     return float(traffic.summary(ops)["intensity_flop_per_byte"])
 
 
-def _fix(seed: str, figure: str, printed, corrected: float, unit: str, formula: str, inputs: str,
-         **row) -> dict:
-    return {"seed": seed, "figure": figure, "printed": printed, "corrected": corrected, "unit": unit,
-            "formula": formula, "inputs": inputs, **row}
+def _fix(
+    seed: str, figure: str, printed, corrected: float, unit: str, formula: str, inputs: str, **row
+) -> dict:
+    return {
+        "seed": seed,
+        "figure": figure,
+        "printed": printed,
+        "corrected": corrected,
+        "unit": unit,
+        "formula": formula,
+        "inputs": inputs,
+        **row,
+    }
 
 
 def _placed(seed, r, phase, size, classes, roof, printed, line) -> dict:
@@ -551,23 +709,42 @@ def _placed(seed, r, phase, size, classes, roof, printed, line) -> dict:
     img_s, g, (peak, bw, whose) = getattr(r, f"{phase}_img_s"), _gflop(r.model, size, classes, phase), roof
     ai, tflops = _intensity(r.model, r.batch_size, size, classes, phase), img_s * g / 1e3
     step = "training step" if phase == "train" else "forward"
-    return _fix(seed, f"achieved TFLOP/s ({phase})", printed, tflops, "TFLOP/s",
-                f"{img_s:g} img/s x {g:.4g} GFLOP per image ({step}, {size} px, {classes} classes) = "
-                f"{tflops:.3g} TFLOP/s; against {whose}: {peak:,.0f} GFLOP/s, {bw:g} GB/s",
-                f"img/s: line {line}; GFLOP: cnnbench.measure.flops; bytes moved: cnnbench.measure.traffic "
-                f"(every op of a {r.batch_size}-image step, read and written once)",
-                model=r.model, device=r.device_class, phase=phase, batch_size=r.batch_size,
-                corrected_pct_of_peak=100 * tflops * 1e3 / peak, intensity_flop_per_byte=ai,
-                bound="memory" if ai < peak / bw else "compute",
-                of_attainable_pct=100 * tflops * 1e3 / min(peak, bw * ai))
+    return _fix(
+        seed,
+        f"achieved TFLOP/s ({phase})",
+        printed,
+        tflops,
+        "TFLOP/s",
+        f"{img_s:g} img/s x {g:.4g} GFLOP per image ({step}, {size} px, {classes} classes) = "
+        f"{tflops:.3g} TFLOP/s; against {whose}: {peak:,.0f} GFLOP/s, {bw:g} GB/s",
+        f"img/s: line {line}; GFLOP: cnnbench.measure.flops; bytes moved: cnnbench.measure.traffic "
+        f"(every op of a {r.batch_size}-image step, read and written once)",
+        model=r.model,
+        device=r.device_class,
+        phase=phase,
+        batch_size=r.batch_size,
+        corrected_pct_of_peak=100 * tflops * 1e3 / peak,
+        intensity_flop_per_byte=ai,
+        bound="memory" if ai < peak / bw else "compute",
+        of_attainable_pct=100 * tflops * 1e3 / min(peak, bw * ai),
+    )
 
 
 def _intensity_row(seed, model, batch, size, classes, printed, what, line) -> dict:
     ai = _intensity(model, batch, size, classes, "train")
-    return _fix(seed, "arithmetic intensity", printed, ai, "FLOP/byte",
-                f"counted FLOPs / bytes moved by a {batch}-image training step at {size} px, {classes} "
-                f"classes = {ai:.1f} (printed: {what})", f"line {line}; cnnbench.measure.traffic",
-                model=model, batch_size=batch, phase="train")
+    return _fix(
+        seed,
+        "arithmetic intensity",
+        printed,
+        ai,
+        "FLOP/byte",
+        f"counted FLOPs / bytes moved by a {batch}-image training step at {size} px, {classes} "
+        f"classes = {ai:.1f} (printed: {what})",
+        f"line {line}; cnnbench.measure.traffic",
+        model=model,
+        batch_size=batch,
+        phase="train",
+    )
 
 
 def _corrections_000() -> list[dict]:
@@ -582,10 +759,19 @@ def _corrections_000() -> list[dict]:
             pct = _claims("000")["t4_resnet50_pct_of_peak"] if said else math.nan
             rows.append({**row, "printed_pct_of_peak": pct})
     batch = THROUGHPUT_000.groupby("model").batch_size.first()
-    return rows + [_intensity_row(SEED_000, r.model, batch[r.model], size, classes, r.ai_printed,
-                                  f"{r.flops_g} GFLOP per image at 224 px / {r.model_mb} MB of parameters",
-                                  _line("AI_TABLE_000", f"model={r.model}"))
-                   for r in AI_TABLE_000.itertuples()]
+    return rows + [
+        _intensity_row(
+            SEED_000,
+            r.model,
+            batch[r.model],
+            size,
+            classes,
+            r.ai_printed,
+            f"{r.flops_g} GFLOP per image at 224 px / {r.model_mb} MB of parameters",
+            _line("AI_TABLE_000", f"model={r.model}"),
+        )
+        for r in AI_TABLE_000.itertuples()
+    ]
 
 
 def _corrections_003() -> list[dict]:
@@ -597,53 +783,128 @@ def _corrections_003() -> list[dict]:
     for r in THROUGHPUT_003.itertuples():
         s, key = _spec_rows(spec.get(r.device_class, "")), (r.model, r.batch_size, r.device_class)
         mine = own.loc[r.device_class]
-        roof = (mine.peak_tflops * 1e3, mine.bandwidth_gbs, "its section 1.4 figures") if s.empty else (
-            s.peak_gflops.iloc[0], s.bandwidth_gbs.iloc[0], f"our spec table's {s.device.iloc[0]}")
+        roof = (
+            (mine.peak_tflops * 1e3, mine.bandwidth_gbs, "its section 1.4 figures")
+            if s.empty
+            else (s.peak_gflops.iloc[0], s.bandwidth_gbs.iloc[0], f"our spec table's {s.device.iloc[0]}")
+        )
         none = pd.Series({"achieved_tflops": math.nan, "efficiency_pct": math.nan})
         printed = a.loc[key] if key in a.index else none
         line = _line("THROUGHPUT_003", "model={};batch_size={};device_class={}".format(*key))
-        rows.append({**_placed(SEED_003, r, "train", size, classes, roof, printed.achieved_tflops, line),
-                     "printed_pct_of_peak": printed.efficiency_pct})
+        rows.append(
+            {
+                **_placed(SEED_003, r, "train", size, classes, roof, printed.achieved_tflops, line),
+                "printed_pct_of_peak": printed.efficiency_pct,
+            }
+        )
     per = pd.DataFrame(rows)
     for device in ("rtx4080", "t4"):
         d, item = per[(per.device == device) & per.printed.notna()], f"{device}_mean_efficiency_pct"
-        rows.append(_fix(SEED_003, "mean efficiency", _claims("003")[item], d.corrected_pct_of_peak.mean(),
-                         "% of peak", f"mean over its {len(d)} printed rows of the corrected share of the "
-                         "peak of the GPU it ran", f"line {_line('CLAIMS_003', f'item={item}')}",
-                         device=device))
-    return rows + [_intensity_row(SEED_003, r.model, r.batch_size, size, classes, r.ai_flop_per_byte,
-                                  "method not stated",
-                                  _line("AI_003", f"model={r.model};batch_size={r.batch_size}"))
-                   for r in _AI_003.itertuples()]
+        rows.append(
+            _fix(
+                SEED_003,
+                "mean efficiency",
+                _claims("003")[item],
+                d.corrected_pct_of_peak.mean(),
+                "% of peak",
+                f"mean over its {len(d)} printed rows of the corrected share of the peak of the GPU it ran",
+                f"line {_line('CLAIMS_003', f'item={item}')}",
+                device=device,
+            )
+        )
+    return rows + [
+        _intensity_row(
+            SEED_003,
+            r.model,
+            r.batch_size,
+            size,
+            classes,
+            r.ai_flop_per_byte,
+            "method not stated",
+            _line("AI_003", f"model={r.model};batch_size={r.batch_size}"),
+        )
+        for r in _AI_003.itertuples()
+    ]
 
 
 def _corrections_001_004() -> list[dict]:
     bs = _SETUP_001["batch_size"]
-    rows = [_fix(SEED_001, "throughput", r.throughput_img_s, EPOCH_SAMPLES_001 / r.epoch_s, "samples/s",
-                 f"{EPOCH_SAMPLES_001:,} samples per epoch (padded to whole batches) / {r.epoch_s} s",
-                 f"line {_line('BACKENDS_001', f'backend={r.backend}')}; its padding, line 64",
-                 model="mnist_cnn", device=r.backend, phase="train", batch_size=bs)
-            for r in BACKENDS_001.itertuples()]
+    rows = [
+        _fix(
+            SEED_001,
+            "throughput",
+            r.throughput_img_s,
+            EPOCH_SAMPLES_001 / r.epoch_s,
+            "samples/s",
+            f"{EPOCH_SAMPLES_001:,} samples per epoch (padded to whole batches) / {r.epoch_s} s",
+            f"line {_line('BACKENDS_001', f'backend={r.backend}')}; its padding, line 64",
+            model="mnist_cnn",
+            device=r.backend,
+            phase="train",
+            batch_size=bs,
+        )
+        for r in BACKENDS_001.itertuples()
+    ]
     n, f, h, k = (SHAPE_004[key] for key in ("inputs", "features", "hidden", "classes"))
     params, mem, times = f * h + h + h * k + k, MEMORY_004.set_index("component"), TIMES_004.set_index("what")
-    arrays = {"parameters": (params, "W1, b1, W2, b2"), "inputs": (n * f, f"X: {n:,} x {f}"),
-              "activations": (2 * (h + k) * n, f"Z1, A1, Z2, A2: {2 * (h + k)} x {n:,}"),
-              "gradients": ((h + k) * n + params, f"dZ1, dZ2 ({h + k} x {n:,}) and dW1, db1, dW2, db2")}
-    rows += [_fix(SEED_004, "memory", mem.cpu_mb[c], count * 8 / 1e6, "MB", f"{what}: {count:,} float64 x 8 "
-                  f"bytes", f"line {_line('MEMORY_004', f'component={c}')}; its Algorithm 1's arrays",
-                  model="mlp", device="numpy and cupy") for c, (count, what) in arrays.items()]
-    return rows + [_fix(SEED_004, f"{what} time per image", ms, ms * 1e3 / n, "us per image (printed: ms per "
-                        "iteration)", f"{ms} ms per full-batch iteration / {n:,} images",
-                        f"line {_line('TIMES_004', f'what={what}')}", model="mlp", device=lib, phase="train",
-                        batch_size=n)
-                   for what in ("iteration", "forward", "backward")
-                   for side, lib in (("cpu", "numpy"), ("gpu", "cupy"))
-                   for ms in [times.loc[what, f"{side}_ms"]]]
+    arrays = {
+        "parameters": (params, "W1, b1, W2, b2"),
+        "inputs": (n * f, f"X: {n:,} x {f}"),
+        "activations": (2 * (h + k) * n, f"Z1, A1, Z2, A2: {2 * (h + k)} x {n:,}"),
+        "gradients": ((h + k) * n + params, f"dZ1, dZ2 ({h + k} x {n:,}) and dW1, db1, dW2, db2"),
+    }
+    rows += [
+        _fix(
+            SEED_004,
+            "memory",
+            mem.cpu_mb[c],
+            count * 8 / 1e6,
+            "MB",
+            f"{what}: {count:,} float64 x 8 bytes",
+            f"line {_line('MEMORY_004', f'component={c}')}; its Algorithm 1's arrays",
+            model="mlp",
+            device="numpy and cupy",
+        )
+        for c, (count, what) in arrays.items()
+    ]
+    return rows + [
+        _fix(
+            SEED_004,
+            f"{what} time per image",
+            ms,
+            ms * 1e3 / n,
+            "us per image (printed: ms per iteration)",
+            f"{ms} ms per full-batch iteration / {n:,} images",
+            f"line {_line('TIMES_004', f'what={what}')}",
+            model="mlp",
+            device=lib,
+            phase="train",
+            batch_size=n,
+        )
+        for what in ("iteration", "forward", "backward")
+        for side, lib in (("cpu", "numpy"), ("gpu", "cupy"))
+        for ms in [times.loc[what, f"{side}_ms"]]
+    ]
 
 
-CORRECTION_COLUMNS = ["seed", "figure", "model", "device", "phase", "batch_size", "printed", "corrected",
-                      "unit", "printed_pct_of_peak", "corrected_pct_of_peak", "intensity_flop_per_byte",
-                      "bound", "of_attainable_pct", "formula", "inputs"]
+CORRECTION_COLUMNS = [
+    "seed",
+    "figure",
+    "model",
+    "device",
+    "phase",
+    "batch_size",
+    "printed",
+    "corrected",
+    "unit",
+    "printed_pct_of_peak",
+    "corrected_pct_of_peak",
+    "intensity_flop_per_byte",
+    "bound",
+    "of_attainable_pct",
+    "formula",
+    "inputs",
+]
 
 
 @functools.cache
@@ -669,16 +930,21 @@ def memory_bound_verdict() -> str:
     cpu = c[(c.seed == SEED_000) & (c.device == "cpu") & (c.figure == "achieved TFLOP/s (train)")]
     peak, bw = PEAKS_000.set_index("device_class").loc["cpu", ["peak_gflops", "bandwidth_gbs"]]
     left, near, ai = cpu[cpu.bound == "memory"], cpu[cpu.of_attainable_pct >= 50], cpu.intensity_flop_per_byte
-    return (f"Seed 000 calls its cloud CPU '{_claims('000')['cloud_cpu_bound']}' for every model (line "
-            f"{_line('CLAIMS_000', 'item=cloud_cpu_bound')}; its roof {peak:,.0f} GFLOP/s and {bw:g} GB/s, "
-            f"ridge {peak / bw:.1f} FLOP/byte). By the bytes its training steps move, {len(left)} of "
-            f"{len(cpu)} models sit left of that ridge ({', '.join(left.model) or 'none'}), the rest right "
-            f"of it (intensities {ai.min():.1f}-{ai.max():.1f} FLOP/byte), and each ran at "
-            f"{cpu.of_attainable_pct.min():.1f}-{cpu.of_attainable_pct.max():.1f}% of what the roof allows "
-            f"at its intensity, moving at most {(cpu.corrected * 1e3 / ai).max():.2f} of {bw:g} GB/s. "
-            "Verdict: "
-            + ("not memory-bound; its CPU ran far below both roofs, limited by neither." if near.empty else
-               "near its roof only " + ", ".join(f"{r.model} ({r.bound}-bound)" for r in near.itertuples())))
+    return (
+        f"Seed 000 calls its cloud CPU '{_claims('000')['cloud_cpu_bound']}' for every model (line "
+        f"{_line('CLAIMS_000', 'item=cloud_cpu_bound')}; its roof {peak:,.0f} GFLOP/s and {bw:g} GB/s, "
+        f"ridge {peak / bw:.1f} FLOP/byte). By the bytes its training steps move, {len(left)} of "
+        f"{len(cpu)} models sit left of that ridge ({', '.join(left.model) or 'none'}), the rest right "
+        f"of it (intensities {ai.min():.1f}-{ai.max():.1f} FLOP/byte), and each ran at "
+        f"{cpu.of_attainable_pct.min():.1f}-{cpu.of_attainable_pct.max():.1f}% of what the roof allows "
+        f"at its intensity, moving at most {(cpu.corrected * 1e3 / ai).max():.2f} of {bw:g} GB/s. "
+        "Verdict: "
+        + (
+            "not memory-bound; its CPU ran far below both roofs, limited by neither."
+            if near.empty
+            else "near its roof only " + ", ".join(f"{r.model} ({r.bound}-bound)" for r in near.itertuples())
+        )
+    )
 
 
 # What each view holds (units), shown with the seed's section, table and lines in tables().

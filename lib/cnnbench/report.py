@@ -45,8 +45,10 @@ _HEADING = re.compile(r"^(#{1,2})\s+(.+?)\s*#*\s*$")
 
 def _table(rows: dict) -> str:
     left = "style='text-align:left'"
-    body = "".join(f"<tr><th {left}>{html.escape(str(k))}</th><td {left}>{html.escape(str(v))}</td></tr>"
-                   for k, v in rows.items())
+    body = "".join(
+        f"<tr><th {left}>{html.escape(str(k))}</th><td {left}>{html.escape(str(v))}</td></tr>"
+        for k, v in rows.items()
+    )
     return f"<table>{body}</table>"
 
 
@@ -67,11 +69,17 @@ def _anchor_headings(cell, prefix: str, contents: list[tuple[int, str, str]]) ->
 # output types, and in HTML and markdown these tags and attributes; any other tag is shown as text, any other
 # attribute (onerror=...) or link scheme (javascript:) dropped: no script of a run folder runs in the report.
 SHOWN_OUTPUTS = ("text/plain", "text/html", "text/markdown", "text/latex", "image/png", "image/jpeg")
-SAFE_TAGS = {*"a b i p br dd dl dt em h1 h2 h3 h4 h5 h6 hr li ol ul tr td th pre sub sup col div wbr".split(),
-             *"abbr blockquote caption code colgroup details small span strong summary table".split(),
-             "tbody", "tfoot", "thead"}
-SAFE_ATTRIBUTES = {"*": ["class", "id", "title", "style", "align", "valign", "halign", "colspan", "rowspan",
-                         "border"], "a": ["href", "name", "id"]}
+SAFE_TAGS = {
+    *"a b i p br dd dl dt em h1 h2 h3 h4 h5 h6 hr li ol ul tr td th pre sub sup col div wbr".split(),
+    *"abbr blockquote caption code colgroup details small span strong summary table".split(),
+    "tbody",
+    "tfoot",
+    "thead",
+}
+SAFE_ATTRIBUTES = {
+    "*": ["class", "id", "title", "style", "align", "valign", "halign", "colspan", "rowspan", "border"],
+    "a": ["href", "name", "id"],
+}
 _CODE = re.compile(r"(```.*?```|`[^`\n]*`)", re.S)  # markdown code: shown as text by markdown itself
 _LINK = re.compile(r"(\]\(\s*<?|^\s*\[[^\]\n]+\]:\s*<?)([^\s)>]*)", re.M)  # a markdown link's target
 
@@ -90,8 +98,14 @@ def safe(text: str, markdown: bool = False) -> str:
     from bleach.css_sanitizer import CSSSanitizer
 
     def clean(part: str) -> str:
-        out = bleach.clean(part, tags=SAFE_TAGS, attributes=SAFE_ATTRIBUTES, css_sanitizer=CSSSanitizer(),
-                           protocols={"http", "https", "mailto"}, strip_comments=True)
+        out = bleach.clean(
+            part,
+            tags=SAFE_TAGS,
+            attributes=SAFE_ATTRIBUTES,
+            css_sanitizer=CSSSanitizer(),
+            protocols={"http", "https", "mailto"},
+            strip_comments=True,
+        )
         return _LINK.sub(_link, out.replace("&gt;", ">").replace("&amp;", "&")) if markdown else out
 
     parts = _CODE.split(text) if markdown else [text]
@@ -102,8 +116,12 @@ def _report_cells(nb, prefix: str, contents: list) -> list:
     cells = []
     for cell in nb.cells:
         tags = set(cell.get("metadata", {}).get("tags", []))
-        if cell.cell_type == "raw" or tags & {"parameters", "injected-parameters", "colab-setup",
-                                              "remove-cell"}:
+        if cell.cell_type == "raw" or tags & {
+            "parameters",
+            "injected-parameters",
+            "colab-setup",
+            "remove-cell",
+        }:
             continue
         if cell.cell_type == "markdown":
             # the Colab badge is for the notebook, not the report (an external image, broken offline)
@@ -138,8 +156,9 @@ def build(notebooks: list[Path], out: Path, title: str, header_md: str) -> Path:
     head = nbformat.v4.new_markdown_cell(f"{header_md}\n\n## Contents\n\n{toc}\n")
     merged = nbformat.v4.new_notebook(cells=[head, *body], metadata={"title": title})
     merged.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    exporter = HTMLExporter(template_name="lab", exclude_input=True, exclude_input_prompt=True,
-                            exclude_output_prompt=True)
+    exporter = HTMLExporter(
+        template_name="lab", exclude_input=True, exclude_input_prompt=True, exclude_output_prompt=True
+    )
     page, _ = exporter.from_notebook_node(merged, resources={"metadata": {"name": title}})
     results.atomic_write_text(out, page.replace("</head>", f"{TABLE_CSS}</head>", 1))
     return out
@@ -152,9 +171,11 @@ def complexity_warning(run_dir: Path) -> str:
     bad = sorted({r["model"] for r in rows if r.get("matches_published", "True").strip().lower() == "false"})
     if not bad:
         return ""
-    return ("<div style='border:3px solid #c00;background:#fee;padding:8px 12px'><b>WARNING: the FLOP counts of "
-            f"{html.escape(', '.join(bad))} disagree with torchvision's published figures by more than 1%</b> "
-            "(see 01 · Complexity); every FLOP-based figure of these models is suspect.</div>\n\n")
+    return (
+        "<div style='border:3px solid #c00;background:#fee;padding:8px 12px'><b>WARNING: the FLOP counts of "
+        f"{html.escape(', '.join(bad))} disagree with torchvision's published figures by more than 1%</b> "
+        "(see 01 · Complexity); every FLOP-based figure of these models is suspect.</div>\n\n"
+    )
 
 
 def reproducibility_statement(run_dir: Path) -> str:
@@ -173,8 +194,10 @@ def reproducibility_statement(run_dir: Path) -> str:
         return ""
     verdict = state.verdict.iloc[0] if len(state) else "No measurement recorded the machine's state."
     agree = html.escape(reproducibility.agreement_sentence(pairs))
-    text = f"**How quiet was the machine?** {html.escape(verdict)}\n\n**Do the numbers reproduce?** " \
-           f"{agree} Every interval spans several fresh processes.\n\n"
+    text = (
+        f"**How quiet was the machine?** {html.escape(verdict)}\n\n**Do the numbers reproduce?** "
+        f"{agree} Every interval spans several fresh processes.\n\n"
+    )
     busy = len(state) and (state.busy.iloc[0] > 0 or not pairs.empty and not pairs.agree.all())
     if busy:
         return f"<div style='border:3px solid #c60;background:#fff4e5;padding:8px 12px'>\n\n{text}</div>\n\n"
@@ -187,11 +210,19 @@ def build_run_report(run_dir: Path, notebooks: list[Path]) -> Path:
     params_rows = {k: v for k, v in prm.items() if k not in ("overrides",)}
     from cnnbench.analysis import overview
 
-    machine = (f"{env.get('device_name', '?')} ({env.get('device_kind', '?')}), {env.get('cpu_model', '?')}, "
-               f"{env.get('cpu_physical_cores', '?')} physical cores, torch using {env.get('torch_threads', '?')} "
-               f"thread{'' if env.get('torch_threads') == 1 else 's'}, host {env.get('host', '?')}")
-    e = {k: html.escape(str(v)) for k, v in {**env, "name": run_dir.name, "params": Path(str(
-        prm.get("params_file", "?"))).name}.items()}  # a run folder's text, shown as text
+    machine = (
+        f"{env.get('device_name', '?')} ({env.get('device_kind', '?')}), {env.get('cpu_model', '?')}, "
+        f"{env.get('cpu_physical_cores', '?')} physical cores, torch using {env.get('torch_threads', '?')} "
+        f"thread{'' if env.get('torch_threads') == 1 else 's'}, host {env.get('host', '?')}"
+    )
+    e = {
+        k: html.escape(str(v))
+        for k, v in {
+            **env,
+            "name": run_dir.name,
+            "params": Path(str(prm.get("params_file", "?"))).name,
+        }.items()
+    }  # a run folder's text, shown as text
     header = (
         f"# cnnbench report: {e['name']}\n\n"
         f"{complexity_warning(run_dir)}"
@@ -236,14 +267,15 @@ def build_combined_report(outputs: Path, analysis_notebook: Path) -> tuple[Path,
     from cnnbench import analysis
 
     merged = analysis.load(*combined_runs(outputs), tables=())  # the runs and their hosts: no table needed
-    rows = {name: machine_label(env.get("device_name"), env.get("host", env.get("cpu_model")))
-            for name, env in merged.environments.items()}
+    rows = {
+        name: machine_label(env.get("device_name"), env.get("host", env.get("cpu_model")))
+        for name, env in merged.environments.items()
+    }
     runs = merged.runs
     left_out = {name: why for name, why in merged.excluded.items() if name != COMBINED}
     header = (
         f"# cnnbench: {len(runs)} runs compared\n\nThis report merges the {len(runs)} user runs below, each "
         "measured on the device and host named beside it; every run keeps its own report in its folder.\n\n"
-        f"{_table(rows)}\n\n"
-        + (f"Left out:\n\n{_table(left_out)}" if left_out else "No run was left out.")
+        f"{_table(rows)}\n\n" + (f"Left out:\n\n{_table(left_out)}" if left_out else "No run was left out.")
     )
     return build([analysis_notebook], outputs / "report.html", "cnnbench: runs compared", header), len(runs)

@@ -51,8 +51,9 @@ class Run:
 RESOLVED = "params.json"  # the parameters in force, with the params file and overrides they came from
 
 
-def write_resolved(run_dir: str | Path, p: params.Params, params_file: str | Path,
-                   overrides: dict[str, Any]) -> Path:
+def write_resolved(
+    run_dir: str | Path, p: params.Params, params_file: str | Path, overrides: dict[str, Any]
+) -> Path:
     """``<run_dir>/params.json``: the resolved parameters and where they came from. The pipeline writes it once,
     before the first notebook, and hands it to every notebook as ``params_file``: an edit of the params file
     during the run changes nothing the run measures (:func:`open_run` reads this set, not the YAML)."""
@@ -91,16 +92,29 @@ def _refuse_without_runs(root: Path, analysis_runs: list[str]) -> None:
 
     if not runs.runs_for(root, analysis_runs):
         where = root if not analysis_runs else root.parent
-        near = sorted(d.name for d in root.parent.glob("*/") if (d / "environment.json").is_file()) \
-            if root.parent.is_dir() else []
-        hint = (f", or open one of the runs beside it ({', '.join(near[:6])}{', ...' if len(near) > 6 else ''}) "
-                "by setting run_dir to its folder" if near else "")
-        raise NoRuns(f"no run to analyse in {where}: run the pipeline first (cnnbench --params params/local.yaml), "
-                     f"then open this notebook again{hint}")
+        near = (
+            sorted(d.name for d in root.parent.glob("*/") if (d / "environment.json").is_file())
+            if root.parent.is_dir()
+            else []
+        )
+        hint = (
+            f", or open one of the runs beside it ({', '.join(near[:6])}{', ...' if len(near) > 6 else ''}) "
+            "by setting run_dir to its folder"
+            if near
+            else ""
+        )
+        raise NoRuns(
+            f"no run to analyse in {where}: run the pipeline first (cnnbench --params params/local.yaml), "
+            f"then open this notebook again{hint}"
+        )
 
 
-def open_run(params_file: str | Path = "", overrides: dict[str, Any] | None = None, run_dir: str | Path = "",
-             needs_runs: bool = False) -> Run:
+def open_run(
+    params_file: str | Path = "",
+    overrides: dict[str, Any] | None = None,
+    run_dir: str | Path = "",
+    needs_runs: bool = False,
+) -> Run:
     """Load and validate the parameters, resolve the device, set CPU threads, create the run folder.
 
     ``params_file`` "" means the run folder's own params.json where ``run_dir`` has one, else
@@ -121,8 +135,10 @@ def open_run(params_file: str | Path = "", overrides: dict[str, Any] | None = No
     if resolved is not None:
         started = os.environ.get(paths.RESOLVED_ENV, "")
         if started.rsplit(" ", 1)[0] == str(path.resolve()) and started != paths.fingerprint(path):
-            raise params.ParamsError(f"{path} changed since the run started (edited by hand?): the notebooks "
-                                     "before this one measured what it said then; restore it or start again")
+            raise params.ParamsError(
+                f"{path} changed since the run started (edited by hand?): the notebooks "
+                "before this one measured what it said then; restore it or start again"
+            )
         keys = {k: v for k, v in resolved.items() if k in params.FIELDS}
         p = params.validate({**keys, **overrides}, src=str(path))
         path, overrides = Path(resolved["params_file"]), {**resolved["overrides"], **overrides}
@@ -133,8 +149,10 @@ def open_run(params_file: str | Path = "", overrides: dict[str, Any] | None = No
                 warnings.warn(note, stacklevel=2)
     cores = os.cpu_count() or 1
     if p.threads > cores:
-        warnings.warn(f"threads {p.threads} is above the {cores} CPU cores here: the run is oversubscribed",
-                      stacklevel=2)
+        warnings.warn(
+            f"threads {p.threads} is above the {cores} CPU cores here: the run is oversubscribed",
+            stacklevel=2,
+        )
     device = devices.resolve(p.device, expect=p.expect_device)
     root = Path(run_dir) if run_dir else paths.outputs_root() / run_name(p, device)
     if os.environ.get(paths.LOCK_ENV) != str(root.resolve()):
@@ -144,10 +162,14 @@ def open_run(params_file: str | Path = "", overrides: dict[str, Any] | None = No
     if needs_runs:
         _refuse_without_runs(root, p.analysis_runs)
     threads = devices.set_threads(p.threads)
-    heap.apply(p.host_heap)  # everything this process measures (in-process work of any notebook) keeps its heap alike
+    heap.apply(
+        p.host_heap
+    )  # everything this process measures (in-process work of any notebook) keeps its heap alike
     torch.manual_seed(p.seed)
     root.mkdir(parents=True, exist_ok=True)
-    if not (needs_runs and (root / RESOLVED).is_file()):  # an analysis reads a run; it never rewrites its record
+    if not (
+        needs_runs and (root / RESOLVED).is_file()
+    ):  # an analysis reads a run; it never rewrites its record
         write_resolved(root, p, path, overrides)
     from cnnbench import tables
 

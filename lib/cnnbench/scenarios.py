@@ -33,8 +33,12 @@ def scenario_a_configs(p) -> list[Config]:
 
 
 def sweep_configs(p) -> list[Config]:
-    return [engine.config(p, m, phase, p.variants[0], batch_size=bs) for m, sizes in p.sweep.items() for bs in sizes
-            for phase in p.phases]
+    return [
+        engine.config(p, m, phase, p.variants[0], batch_size=bs)
+        for m, sizes in p.sweep.items()
+        for bs in sizes
+        for phase in p.phases
+    ]
 
 
 def measure(run, name: str, configs: list[Config]) -> pd.DataFrame:
@@ -44,9 +48,18 @@ def measure(run, name: str, configs: list[Config]) -> pd.DataFrame:
     column present (empty where every configuration failed). Each configuration runs in a fresh worker process
     unless the params say ``isolate: false``."""
     p = run.params
-    rows = runner.run_configs(configs, run.device, p, run.path(f"{name}.csv"),
-                              run.path(f"{name}_steps.csv"), dataset_for=data.for_configs(p), desc=name,
-                              telemetry_path=run.path("telemetry.csv"), source=name, isolate=p.isolate)
+    rows = runner.run_configs(
+        configs,
+        run.device,
+        p,
+        run.path(f"{name}.csv"),
+        run.path(f"{name}_steps.csv"),
+        dataset_for=data.for_configs(p),
+        desc=name,
+        telemetry_path=run.path("telemetry.csv"),
+        source=name,
+        isolate=p.isolate,
+    )
     return results.frame(rows, ("model", "phase", "batch_size", "status", *engine.MEASURE_COLUMNS))
 
 
@@ -57,7 +70,15 @@ def diminishing_returns(df: pd.DataFrame, within: float = 0.05) -> pd.DataFrame:
     for (model, phase), g in ok.groupby(["model", "phase"]):
         best = g.throughput_img_s.max()
         knee = g[g.throughput_img_s >= (1 - within) * best].batch_size.min()
-        rows.append({"model": model, "phase": phase, "best_throughput_img_s": best,
-                     "best_batch_size": int(g.loc[g.throughput_img_s.idxmax(), "batch_size"]),
-                     "knee_batch_size": int(knee)})
-    return pd.DataFrame(rows, columns=["model", "phase", "best_throughput_img_s", "best_batch_size", "knee_batch_size"])
+        rows.append(
+            {
+                "model": model,
+                "phase": phase,
+                "best_throughput_img_s": best,
+                "best_batch_size": int(g.loc[g.throughput_img_s.idxmax(), "batch_size"]),
+                "knee_batch_size": int(knee),
+            }
+        )
+    return pd.DataFrame(
+        rows, columns=["model", "phase", "best_throughput_img_s", "best_batch_size", "knee_batch_size"]
+    )

@@ -18,8 +18,12 @@ RATES = ("achieved_gflops", "achieved_tflops")
 def readable_display() -> None:
     """pandas shows every row and column of a table in full (nothing behind "..."), e.g. in report.html; in a
     notebook, a table wider than the page is shown trimmed (:func:`trimmed_html`)."""
-    for option, value in (("display.max_rows", None), ("display.max_columns", None),
-                          ("display.max_colwidth", None), ("display.width", None)):
+    for option, value in (
+        ("display.max_rows", None),
+        ("display.max_columns", None),
+        ("display.max_colwidth", None),
+        ("display.width", None),
+    ):
         pd.set_option(option, value)
     try:
         from IPython import get_ipython
@@ -31,8 +35,23 @@ def readable_display() -> None:
 
 
 # Columns that give a row's verdict: shown first in a trimmed table.
-VERDICTS = ("status", "verdict", "agree", "significant", "distinguishable_from_default", "bound", "bound_dram",
-            "above_roof", "noisy", "machine_state", "stop_reason", "fate", "matches_published", "passed", "ok")
+VERDICTS = (
+    "status",
+    "verdict",
+    "agree",
+    "significant",
+    "distinguishable_from_default",
+    "bound",
+    "bound_dram",
+    "above_roof",
+    "noisy",
+    "machine_state",
+    "stop_reason",
+    "fate",
+    "matches_published",
+    "passed",
+    "ok",
+)
 WIDE_COLUMNS = 8  # more columns than this do not fit the page
 
 
@@ -52,7 +71,9 @@ def rounded(value, ci) -> str:
     d = interval_decimals(ci)
     if d == 4:
         return _cell(float(value))
-    if value:  # an interval wider than the value never rounds it away: two significant digits of its own at least
+    if (
+        value
+    ):  # an interval wider than the value never rounds it away: two significant digits of its own at least
         d = max(d, 1 - math.floor(math.log10(abs(value))))
     return f"{round(value, d):,.{max(d, 0)}f}"
 
@@ -66,7 +87,9 @@ def trimmed(df: pd.DataFrame) -> tuple[pd.DataFrame, str]:
     if len(df) < 2 or isinstance(df.columns, pd.MultiIndex):
         return df, ""
     constant = [c for c in df.columns if df[c].astype(str).nunique(dropna=False) == 1]
-    caption = "; ".join(f"{c}={_cell(df[c].iloc[0])}" for c in constant if str(df[c].iloc[0]) not in ("", "nan"))
+    caption = "; ".join(
+        f"{c}={_cell(df[c].iloc[0])}" for c in constant if str(df[c].iloc[0]) not in ("", "nan")
+    )
     out = df.drop(columns=constant)
     for ci in [c for c in out.columns if "_ci95" in str(c)]:
         base = str(ci).replace("_ci95", "", 1)
@@ -101,8 +124,13 @@ def trimmed_html(df: pd.DataFrame) -> str:
         return df.to_html(max_rows=None, max_cols=None, na_rep="")
     head = f"<p><i>the same in every row: {html.escape(caption)}</i></p>" if caption else ""
     head += INTERVAL_NOTE if out.attrs.get("intervals") else ""
-    return head + out.to_html(max_rows=None, max_cols=None, na_rep="", index=not isinstance(df.index, pd.RangeIndex),
-                              formatters={c: _cell for c in out.columns})
+    return head + out.to_html(
+        max_rows=None,
+        max_cols=None,
+        na_rep="",
+        index=not isinstance(df.index, pd.RangeIndex),
+        formatters={c: _cell for c in out.columns},
+    )
 
 
 def _cell(value) -> str:
@@ -123,8 +151,14 @@ def show(df: pd.DataFrame, caption: str = ""):
         same = f"<p><i>the same in every row: {html.escape(same)}</i></p>" if same else ""
         same += INTERVAL_NOTE if df.attrs.get("intervals") else ""
     index = not isinstance(df.index, pd.RangeIndex)
-    table = df.to_html(max_rows=None, max_cols=None, formatters={c: _cell for c in df.columns}, na_rep="",
-                       index=index, escape=True)
+    table = df.to_html(
+        max_rows=None,
+        max_cols=None,
+        formatters={c: _cell for c in df.columns},
+        na_rep="",
+        index=index,
+        escape=True,
+    )
     head = f"<p><b>{caption}</b></p>" if caption else ""
     return HTML(head + same + fitted(table, df, index))
 
@@ -140,10 +174,14 @@ def fitted(table: str, df: pd.DataFrame, index: bool) -> str:
     (:data:`LONG_TEXT`, e.g. the seeds' ``differences``) takes :data:`TEXT_SHARE` of the width, so the short
     columns beside it keep theirs. The report's script keeps a table's words whole where it still fits."""
     table = _TH.sub(lambda m: m.group(1) + m.group(2).replace("_", "_<wbr>") + m.group(3), table)
-    long = [
-        not pd.api.types.is_numeric_dtype(df[c]) and df[c].astype(str).str.len().max() > LONG_TEXT
-        for c in df.columns
-    ] if len(df) and df.columns.is_unique else []
+    long = (
+        [
+            not pd.api.types.is_numeric_dtype(df[c]) and df[c].astype(str).str.len().max() > LONG_TEXT
+            for c in df.columns
+        ]
+        if len(df) and df.columns.is_unique
+        else []
+    )
     if not any(long):
         return table
     cols = ["<col>"] * (df.index.nlevels if index else 0) + [
@@ -205,18 +243,40 @@ def variant_label(df: pd.DataFrame) -> pd.Series:
     and every other knob whose value varies over ``df`` but the batch size (a column of its own), e.g. "bf16
     channels_last" or "fp32 nchw threads1"."""
     df = knobs.columns(df)
-    shown = [k for k in knobs.keyed() if k in knobs.variant_only()
-             or (k != "batch_size" and df[k].astype(str).nunique() > 1)]
+    shown = [
+        k
+        for k in knobs.keyed()
+        if k in knobs.variant_only() or (k != "batch_size" and df[k].astype(str).nunique() > 1)
+    ]
     return pd.Series([knobs.label(r, shown) for r in df.to_dict("records")], index=df.index, dtype=str)
 
 
 def measured(df: pd.DataFrame) -> pd.DataFrame:
     """The main columns of a scenario table, one row per configuration, failures included with their status."""
-    cols = ["model", "phase", "variant", "batch_size", "image_size", "data_mode", "status", "steps_per_window",
-            "throughput_img_s", "throughput_ci95_img_s", "processes_measured", "stop_reason",
-            "throughput_process_min_img_s", "throughput_process_max_img_s", "machine_state", "step_time_median_s",
-            "step_time_std_s", "noisy",
-            *RATES, *MEMORY, "cpu_fallback_ops", "error"]
+    cols = [
+        "model",
+        "phase",
+        "variant",
+        "batch_size",
+        "image_size",
+        "data_mode",
+        "status",
+        "steps_per_window",
+        "throughput_img_s",
+        "throughput_ci95_img_s",
+        "processes_measured",
+        "stop_reason",
+        "throughput_process_min_img_s",
+        "throughput_process_max_img_s",
+        "machine_state",
+        "step_time_median_s",
+        "step_time_std_s",
+        "noisy",
+        *RATES,
+        *MEMORY,
+        "cpu_fallback_ops",
+        "error",
+    ]
     out = df.assign(variant=variant_label(df))
     return out[[c for c in cols if c in out.columns and (c != "cpu_fallback_ops" or out[c].notna().any())]]
 
@@ -225,12 +285,25 @@ def performance_summary(df: pd.DataFrame) -> pd.DataFrame:
     """Seed 000's Table 3 for this device: train and eval throughput, TFLOP/s and peak memory per model."""
     ok = df[df.status == "ok"].assign(variant=variant_label(df))
     values = [c for c in ("throughput_img_s", "throughput_ci95_img_s", *RATES, *MEMORY) if c in ok.columns]
-    wide = ok.pivot_table(index=["model", "device_name", "variant", "batch_size"], columns="phase", values=values,
-                          aggfunc="first")
+    wide = ok.pivot_table(
+        index=["model", "device_name", "variant", "batch_size"],
+        columns="phase",
+        values=values,
+        aggfunc="first",
+    )
     wide.columns = [f"{phase}_{value}" for value, phase in wide.columns]
-    order = [c for c in ("train_throughput_img_s", "train_throughput_ci95_img_s", "eval_throughput_img_s",
-                         "eval_throughput_ci95_img_s", *(f"{p}_{r}" for r in RATES for p in ("train", "eval")),
-                         *(f"train_{m}" for m in MEMORY)) if c in wide.columns]
+    order = [
+        c
+        for c in (
+            "train_throughput_img_s",
+            "train_throughput_ci95_img_s",
+            "eval_throughput_img_s",
+            "eval_throughput_ci95_img_s",
+            *(f"{p}_{r}" for r in RATES for p in ("train", "eval")),
+            *(f"train_{m}" for m in MEMORY),
+        )
+        if c in wide.columns
+    ]
     out = wide[order].reset_index()
     if {"train_throughput_img_s", "eval_throughput_img_s"} <= set(out.columns):
         out["eval_train_ratio"] = out.eval_throughput_img_s / out.train_throughput_img_s
@@ -239,11 +312,32 @@ def performance_summary(df: pd.DataFrame) -> pd.DataFrame:
 
 def utilisation(df: pd.DataFrame) -> pd.DataFrame:
     """Seed 000's Table 5, sampled during the measured windows only (mean and max, in %), per run."""
-    cols = ["run_name", "device_name", "model", "phase", "variant", "batch_size", "util_cpu_mean_pct",
-            "util_cpu_max_pct", "util_process_cpu_mean_pct", "util_device_mean_pct", "util_device_max_pct",
-            "util_device_mem_mean_pct", "gpu_power_w_mean", "gpu_temp_c_max", "gpu_sm_clock_mhz_mean",
-            "gpu_throttle_reasons", "cpu_steal_mean_pct", "cpu_steal_max_pct", "util_other_cpu_mean_pct",
-            "util_other_cpu_max_pct", "cpu_freq_mhz_mean", "machine_state", "machine_note", "telemetry_samples"]
+    cols = [
+        "run_name",
+        "device_name",
+        "model",
+        "phase",
+        "variant",
+        "batch_size",
+        "util_cpu_mean_pct",
+        "util_cpu_max_pct",
+        "util_process_cpu_mean_pct",
+        "util_device_mean_pct",
+        "util_device_max_pct",
+        "util_device_mem_mean_pct",
+        "gpu_power_w_mean",
+        "gpu_temp_c_max",
+        "gpu_sm_clock_mhz_mean",
+        "gpu_throttle_reasons",
+        "cpu_steal_mean_pct",
+        "cpu_steal_max_pct",
+        "util_other_cpu_mean_pct",
+        "util_other_cpu_max_pct",
+        "cpu_freq_mhz_mean",
+        "machine_state",
+        "machine_note",
+        "telemetry_samples",
+    ]
     out = df[df.status == "ok"].assign(variant=variant_label(df))
     return out[[c for c in cols if c in out.columns]]
 
@@ -251,7 +345,9 @@ def utilisation(df: pd.DataFrame) -> pd.DataFrame:
 def variants_side_by_side(df: pd.DataFrame) -> pd.DataFrame:
     """Throughput of each variant per model and phase, and its speedup over the first variant measured."""
     ok = df[df.status == "ok"].assign(variant=variant_label(df))
-    wide = ok.pivot_table(index=["model", "phase"], columns="variant", values="throughput_img_s", aggfunc="first")
+    wide = ok.pivot_table(
+        index=["model", "phase"], columns="variant", values="throughput_img_s", aggfunc="first"
+    )
     first = variant_label(df).iloc[0]
     for col in list(wide.columns):
         if col != first and first in wide.columns:

@@ -912,19 +912,40 @@ def said(*texts: str) -> Callable:
 def bound_cases() -> list[Case]:
     """Every value that sizes time, memory or processes bounded before any work, the message naming --set."""
     k = "bound"
-    sets = ["window_s=1.0e+9", "repeats=1000000000", "telemetry_interval_s=1.0e+15", "matmul_size=1000000",
-            "stream_mb=100000000", "tune_max_batch_size=1073741824", "workers=1000000000000000",
-            "processes=1000000000", "scratch_batch_size=1000000", "device=cpu:3", "models=[mnist_cnn, mnist_cnn]",
-            "phases=[train, train]", "k" * 10_000 + "=1"]
+    sets = [
+        "window_s=1.0e+9",
+        "repeats=1000000000",
+        "telemetry_interval_s=1.0e+15",
+        "matmul_size=1000000",
+        "stream_mb=100000000",
+        "tune_max_batch_size=1073741824",
+        "workers=1000000000000000",
+        "processes=1000000000",
+        "scratch_batch_size=1000000",
+        "device=cpu:3",
+        "models=[mnist_cnn, mnist_cnn]",
+        "phases=[train, train]",
+        "k" * 10_000 + "=1",
+    ]
     cases = [Case(k, f"--set {s[:40]}", ["--params", SMOKE, "--set", s], check=said("--set")) for s in sets]
-    merge = ("device: cpu\nepoch_images_per_model: &a {mnist_cnn: 16}\nbatch_size_per_model: &b {mnist_cnn: 8}\n"
-             "sweep:\n  <<: *a\n  <<: *b\n")
+    merge = (
+        "device: cpu\nepoch_images_per_model: &a {mnist_cnn: 16}\nbatch_size_per_model: &b {mnist_cnn: 8}\n"
+        "sweep:\n  <<: *a\n  <<: *b\n"
+    )
     return cases + [
-        Case(k, "--set seed=1 --set seed=2", ["--params", SMOKE, "--set", "seed=1", "--set", "seed=2"],
-             check=said("--set", "twice")),
+        Case(
+            k,
+            "--set seed=1 --set seed=2",
+            ["--params", SMOKE, "--set", "seed=1", "--set", "seed=2"],
+            check=said("--set", "twice"),
+        ),
         Case(k, "a merge key '<<' twice", setup=write("merge.yaml", merge), check=said("'<<'")),
-        Case(k, "a variant key at the top level (precision: fp16)",
-             setup=write("prec.yaml", SMOKE_TEXT + "precision: fp16\n"), check=said("variants")),
+        Case(
+            k,
+            "a variant key at the top level (precision: fp16)",
+            setup=write("prec.yaml", SMOKE_TEXT + "precision: fp16\n"),
+            check=said("variants"),
+        ),
     ]
 
 
@@ -943,20 +964,35 @@ def data30_cases() -> list[Case]:
     k = "data folder"
     offline = "unshare -n " if os.geteuid() == 0 else ""  # no network, whatever this machine has
     return [
-        Case(k, "a FIFO named x.png in a class folder", setup=data_setup("imagefolder", special_files, "--set",
-                                                                         "num_classes=2"),
-             check=said("x.png", "not a regular file"), timeout=60),
-        Case(k, "two '-> .' link loops in a class folder", setup=data_setup("imagefolder", link_loops, "--set",
-                                                                            "num_classes=2"),
-             check=said("loop"), timeout=60),
-        Case(k, "download: true with no network", check=said("cannot reach", "by hand"), timeout=90,
-             shell=offline + "{py} -m cnnbench --params " + SMOKE + " --set dataset=tiny_imagenet --set "
-             "num_classes=200 --set data_path={work}/tiny --set download=true --outputs {work}/out"),
+        Case(
+            k,
+            "a FIFO named x.png in a class folder",
+            setup=data_setup("imagefolder", special_files, "--set", "num_classes=2"),
+            check=said("x.png", "not a regular file"),
+            timeout=60,
+        ),
+        Case(
+            k,
+            "two '-> .' link loops in a class folder",
+            setup=data_setup("imagefolder", link_loops, "--set", "num_classes=2"),
+            check=said("loop"),
+            timeout=60,
+        ),
+        Case(
+            k,
+            "download: true with no network",
+            check=said("cannot reach", "by hand"),
+            timeout=90,
+            shell=offline + "{py} -m cnnbench --params " + SMOKE + " --set dataset=tiny_imagenet --set "
+            "num_classes=200 --set data_path={work}/tiny --set download=true --outputs {work}/out",
+        ),
     ]
 
 
 def copy_run(target: Path) -> Path:
-    shutil.copytree(EXAMPLE, target, ignore=shutil.ignore_patterns("report.html", "trace_*", "ddp", "*.inputs.json"))
+    shutil.copytree(
+        EXAMPLE, target, ignore=shutil.ignore_patterns("report.html", "trace_*", "ddp", "*.inputs.json")
+    )
     return target
 
 
@@ -972,7 +1008,9 @@ def broken(how: str) -> Callable:
         elif how == "FAILED.txt":
             (bad / "FAILED.txt").write_text("This run did not finish: killed\n")
         else:
-            env.update({"device_name": ["x"]} if how == "environment of wrong types" else {"schema_version": 99})
+            env.update(
+                {"device_name": ["x"]} if how == "environment of wrong types" else {"schema_version": 99}
+            )
             (bad / "environment.json").write_text(json.dumps(env))
         return ["report", str(bad)]
 
@@ -983,7 +1021,11 @@ def same_verdict(work, rc, out, err) -> str:
     """compare judges the broken run as report did: exit 2, the same reason."""
     rc2, _, err2, _, _ = run_cli(["compare", "good", "bad", "--outputs", str(work / "out")], work, 120)
     reason = err.split("bad", 1)[-1].strip(" :(")[:30]
-    return "ok" if rc2 == 2 and one_line(err2) and reason in err2 else f"compare exit {rc2}: {err2.strip()[:100]}"
+    return (
+        "ok"
+        if rc2 == 2 and one_line(err2) and reason in err2
+        else f"compare exit {rc2}: {err2.strip()[:100]}"
+    )
 
 
 def report_cases() -> list[Case]:
@@ -995,18 +1037,46 @@ def report_cases() -> list[Case]:
         return "ok" if not written else f"written outside --outputs: {written}"
 
     return [
-        Case(k, "report --run-name '../elsewhere/victim'",
-             setup=lambda w: (victim(w), ["report", "--run-name", "../elsewhere/victim", "--outputs",
-                                          str(w / "out")])[1],
-             check=untouched, timeout=120),
-        Case(k, "compare ../elsewhere/victim seeds", setup=lambda w: (victim(w), [
-            "compare", "../elsewhere/victim", "seeds", "--outputs", str(w / "out")])[1], timeout=120),
-        Case(k, "compare --out inside /proc", setup=lambda w: (copy_run(w / "out" / "a"), [
-            "compare", "a", "seeds", "--outputs", str(w / "out"), "--out", "/proc/cnnbench/x"])[1],
-             check=said("/proc/cnnbench/x"), timeout=120),
+        Case(
+            k,
+            "report --run-name '../elsewhere/victim'",
+            setup=lambda w: (
+                victim(w),
+                ["report", "--run-name", "../elsewhere/victim", "--outputs", str(w / "out")],
+            )[1],
+            check=untouched,
+            timeout=120,
+        ),
+        Case(
+            k,
+            "compare ../elsewhere/victim seeds",
+            setup=lambda w: (
+                victim(w),
+                ["compare", "../elsewhere/victim", "seeds", "--outputs", str(w / "out")],
+            )[1],
+            timeout=120,
+        ),
+        Case(
+            k,
+            "compare --out inside /proc",
+            setup=lambda w: (
+                copy_run(w / "out" / "a"),
+                ["compare", "a", "seeds", "--outputs", str(w / "out"), "--out", "/proc/cnnbench/x"],
+            )[1],
+            check=said("/proc/cnnbench/x"),
+            timeout=120,
+        ),
         Case(k, "report --outputs inside /proc", ["report", "--outputs", "/proc/cnnbench/x"], timeout=60),
-        *(Case(k, f"report and compare of a run with {how}", setup=broken(how), check=same_verdict, timeout=240)
-          for how in ("half-written row", "environment of wrong types", "FAILED.txt", "future schema")),
+        *(
+            Case(
+                k,
+                f"report and compare of a run with {how}",
+                setup=broken(how),
+                check=same_verdict,
+                timeout=240,
+            )
+            for how in ("half-written row", "environment of wrong types", "FAILED.txt", "future schema")
+        ),
     ]
 
 
@@ -1018,8 +1088,9 @@ def hostile_report_case(work: Path) -> Result:
     copy_run(out / "mine")
     run = copy_run(out / "h<script>x")
     env = json.loads((run / "environment.json").read_text())
-    (run / "environment.json").write_text(json.dumps({k: SCRIPT if isinstance(v, str) and k != "host_id" else v
-                                                      for k, v in env.items()}))
+    (run / "environment.json").write_text(
+        json.dumps({k: SCRIPT if isinstance(v, str) and k != "host_id" else v for k, v in env.items()})
+    )
     prm = json.loads((run / "params.json").read_text())
     prm.update(params_file=SCRIPT, data_path=SCRIPT, overrides={"x": SCRIPT})
     (run / "params.json").write_text(json.dumps(prm))
@@ -1035,7 +1106,9 @@ def hostile_report_case(work: Path) -> Result:
     res.message = err.strip()[-160:]
     pages = [p for p in (run / "report.html", out / "report.html") if p.is_file()]
     raw = [p.name for p in pages if "<script>alert" in p.read_text()]
-    res.check = "ok" if len(pages) == 2 and not raw else f"pages {[p.name for p in pages]}, raw script in {raw}"
+    res.check = (
+        "ok" if len(pages) == 2 and not raw else f"pages {[p.name for p in pages]}, raw script in {raw}"
+    )
     res.ok = rc == 0 and not hung and res.check == "ok"
     return res
 
@@ -1056,8 +1129,16 @@ def progress_log_case(work: Path) -> Result:
 
 def pipeline(args: list[str], **kw) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": str(ROOT / "lib")}
-    return subprocess.Popen([PY, "-m", "cnnbench", *args], cwd=ROOT, env=env, text=True, start_new_session=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, **kw)
+    return subprocess.Popen(
+        [PY, "-m", "cnnbench", *args],
+        cwd=ROOT,
+        env=env,
+        text=True,
+        start_new_session=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        **kw,
+    )
 
 
 def run_procs(run: Path) -> list[str]:
@@ -1068,16 +1149,41 @@ def run_procs(run: Path) -> list[str]:
     return [f"{pid} {cmd}" for pid, folder, cmd in paths.run_processes() if folder == str(run)]
 
 
-MEASURING = ["--set", "notebooks=[00_setup,02_scenario_a]", "--set", "models=[mnist_cnn]", "--set",
-             "phases=[train]", "--set", "measured_steps=0", "--set", "processes=1", "--set", "max_processes=1"]
+MEASURING = [
+    "--set",
+    "notebooks=[00_setup,02_scenario_a]",
+    "--set",
+    "models=[mnist_cnn]",
+    "--set",
+    "phases=[train]",
+    "--set",
+    "measured_steps=0",
+    "--set",
+    "processes=1",
+    "--set",
+    "max_processes=1",
+]
 
 
 def kill_group_case(work: Path) -> Result:
     """SIGKILL to the pipeline's process group mid-window: no process of the run is left 10 s later."""
     res = Result("processes", "kill -9 of the pipeline's process group mid-window: nothing left after 10 s")
     out, run = work / "out", work / "out" / "h30kill"
-    proc = pipeline(["--params", SMOKE, *MEASURING, "--set", "window_s=60", "--set", "repeats=1", "--run-name",
-                     "h30kill", "--outputs", str(out)])
+    proc = pipeline(
+        [
+            "--params",
+            SMOKE,
+            *MEASURING,
+            "--set",
+            "window_s=60",
+            "--set",
+            "repeats=1",
+            "--run-name",
+            "h30kill",
+            "--outputs",
+            str(out),
+        ]
+    )
     deadline, seen = time.monotonic() + 300, []
     while time.monotonic() < deadline and proc.poll() is None and len(seen) < 4:
         seen = run_procs(run)  # kernel, resource tracker, forkserver, worker
@@ -1099,11 +1205,29 @@ def leftover_case(work: Path) -> Result:
     res = Result("processes", "a new run names the leftover process of an earlier run")
     env = {**os.environ, "CNNBENCH_RUN_LOCK": str(work / "out" / "h30gone")}
     left = subprocess.Popen([PY, "-c", "import time; time.sleep(300)"], env=env)
-    rc, out, err, hung, secs = run_cli(["--params", SMOKE, "--set", "notebooks=[00_setup]", "--run-name",
-                                        "h30left", "--outputs", str(work / "out")], work, 300)
+    rc, out, err, hung, secs = run_cli(
+        [
+            "--params",
+            SMOKE,
+            "--set",
+            "notebooks=[00_setup]",
+            "--run-name",
+            "h30left",
+            "--outputs",
+            str(work / "out"),
+        ],
+        work,
+        300,
+    )
     left.kill()
     line = next((ln for ln in out.splitlines() if str(left.pid) in ln), "")
-    res.rc, res.hung, res.one_line, res.seconds, res.message = rc, hung, "Traceback" not in err, round(secs, 1), line
+    res.rc, res.hung, res.one_line, res.seconds, res.message = (
+        rc,
+        hung,
+        "Traceback" not in err,
+        round(secs, 1),
+        line,
+    )
     res.check = "ok" if "h30gone" in line and f"kill {left.pid}" in line else "not named"
     res.ok = rc == 0 and not hung and res.check == "ok"
     return res
@@ -1114,8 +1238,21 @@ def sigstop_case(work: Path) -> Result:
     res = Result("processes", "SIGSTOP of the measuring worker for 8 s inside a window")
     out, run = work / "out", work / "out" / "h30stop"
     subprocess.run(["rm", "-rf", str(run)])
-    proc = pipeline(["--params", SMOKE, *MEASURING, "--set", "window_s=6", "--set", "repeats=2", "--run-name",
-                     "h30stop", "--outputs", str(out)])
+    proc = pipeline(
+        [
+            "--params",
+            SMOKE,
+            *MEASURING,
+            "--set",
+            "window_s=6",
+            "--set",
+            "repeats=2",
+            "--run-name",
+            "h30stop",
+            "--outputs",
+            str(out),
+        ]
+    )
     worker, deadline = None, time.monotonic() + 300
     while worker is None and time.monotonic() < deadline and proc.poll() is None:
         forks = [ln for ln in run_procs(run) if "forkserver" in ln]
@@ -1129,8 +1266,14 @@ def sigstop_case(work: Path) -> Result:
     _, err = proc.communicate(timeout=400)
     rows = read_csv(run / "scenario_a.csv")
     res.rc, res.one_line, res.message = proc.returncode, "Traceback" not in err, err.strip()[-160:]
-    flagged = [r for r in rows if r.get("stalled_windows") not in ("", "0", None) and r.get("machine_state") == "busy"]
-    res.check = "ok" if worker and flagged else f"worker {worker}; rows {[r.get('machine_note') for r in rows]}"
+    flagged = [
+        r
+        for r in rows
+        if r.get("stalled_windows") not in ("", "0", None) and r.get("machine_state") == "busy"
+    ]
+    res.check = (
+        "ok" if worker and flagged else f"worker {worker}; rows {[r.get('machine_note') for r in rows]}"
+    )
     res.ok = proc.returncode == 0 and res.check == "ok"
     return res
 
@@ -1139,11 +1282,29 @@ def two_runs_case(work: Path) -> Result:
     """Two pipelines measuring at the same time: each one's rows are judged busy, naming the other run."""
     res = Result("processes", "two pipelines measuring at the same time")
     out = work / "out"
-    procs = [pipeline(["--params", SMOKE, *MEASURING, "--set", "window_s=2", "--set", "repeats=2", "--run-name",
-                       name, "--outputs", str(out)]) for name in ("h30twoa", "h30twob")]
+    procs = [
+        pipeline(
+            [
+                "--params",
+                SMOKE,
+                *MEASURING,
+                "--set",
+                "window_s=2",
+                "--set",
+                "repeats=2",
+                "--run-name",
+                name,
+                "--outputs",
+                str(out),
+            ]
+        )
+        for name in ("h30twoa", "h30twob")
+    ]
     errs = [p.communicate(timeout=600)[1] for p in procs]
-    notes = {name: [r.get("machine_note", "") for r in read_csv(out / name / "scenario_a.csv")]
-             for name in ("h30twoa", "h30twob")}
+    notes = {
+        name: [r.get("machine_note", "") for r in read_csv(out / name / "scenario_a.csv")]
+        for name in ("h30twoa", "h30twob")
+    }
     res.rc = max(p.returncode for p in procs)
     res.one_line = all("Traceback" not in e for e in errs)
     seen = [n for n, rows in notes.items() if rows and all("another run of this workbook" in r for r in rows)]
@@ -1157,8 +1318,18 @@ def params_json_edit_case(work: Path) -> Result:
     res = Result("mid-run edit", "the run's params.json edited between notebooks")
     out, run = work / "out", work / "out" / "h30pj"
     subprocess.run(["rm", "-rf", str(run)])
-    proc = pipeline(["--params", SMOKE, "--set", "notebooks=[00_setup,01_complexity]", "--run-name", "h30pj",
-                     "--outputs", str(out)])
+    proc = pipeline(
+        [
+            "--params",
+            SMOKE,
+            "--set",
+            "notebooks=[00_setup,01_complexity]",
+            "--run-name",
+            "h30pj",
+            "--outputs",
+            str(out),
+        ]
+    )
     deadline = time.monotonic() + 300
     while not (run / "notebooks" / "00_setup.ipynb").is_file() and time.monotonic() < deadline:
         time.sleep(0.2)
@@ -1284,8 +1455,18 @@ def merged(old: list[Result], new: list[Result], kinds: set[str]) -> list[Result
     return out + [n for n in new if n.kind not in placed]
 
 
-KINDS = ("params file", "NaN/inf float key", "huge int", "--set", "--run-name", "data folder", "disk", "bound",
-         "report and compare", "processes")
+KINDS = (
+    "params file",
+    "NaN/inf float key",
+    "huge int",
+    "--set",
+    "--run-name",
+    "data folder",
+    "disk",
+    "bound",
+    "report and compare",
+    "processes",
+)
 
 
 def main() -> int:

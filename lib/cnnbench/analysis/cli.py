@@ -29,9 +29,24 @@ from cnnbench.results.runs import load, machine_label, verdict
 
 SEEDS = "seeds"  # the pseudo-run: every device the seeds measured
 PROBE_SAYS_PCT = 5.0  # a row names the CPU's own speed change (probe) from this size on
-SEED_COLUMNS = ["run_a", "run_b", "host_id_a", "host_a", "device_a", "device_b", "table", "model", "phase",
-                "rate_a_img_s", "rate_a_ci95_img_s", "rate_b_img_s", "ratio_b_over_a", "verdict",
-                "comparison", "differs_in"]
+SEED_COLUMNS = [
+    "run_a",
+    "run_b",
+    "host_id_a",
+    "host_a",
+    "device_a",
+    "device_b",
+    "table",
+    "model",
+    "phase",
+    "rate_a_img_s",
+    "rate_a_ci95_img_s",
+    "rate_b_img_s",
+    "ratio_b_over_a",
+    "verdict",
+    "comparison",
+    "differs_in",
+]
 
 
 class Refused(Exception):
@@ -51,17 +66,27 @@ def _run_dir(name: str, outputs: Path) -> Path:
             if why:
                 raise Refused(f"{d.name}: {why}")
             return d.resolve()
-    raise Refused(f"unknown run {name!r}: " + (f"{unsafe}, and no run folder at that path" if unsafe else
-                                              f"no run folder (with environment.json) at {outputs / name} or "
-                                              f"{path}"))
+    raise Refused(
+        f"unknown run {name!r}: "
+        + (
+            f"{unsafe}, and no run folder at that path"
+            if unsafe
+            else f"no run folder (with environment.json) at {outputs / name} or {path}"
+        )
+    )
 
 
 def _folder(option: str, given: str, create: bool) -> Path:
     """The folder a path option names, or :class:`Refused` in one line: a link loop, a file, a folder that
     cannot be read, or (``create``) made and written."""
     folder = params.resolved_path(option, given)
-    problem = paths.folder_problem(folder, option) if create else "" if folder.is_dir() else (
-        f"{option} {folder} is not a folder of runs")
+    problem = (
+        paths.folder_problem(folder, option)
+        if create
+        else ""
+        if folder.is_dir()
+        else (f"{option} {folder} is not a folder of runs")
+    )
     if problem:
         raise Refused(problem)
     return folder
@@ -82,8 +107,10 @@ def _line(r: dict) -> str:
             f"{r['ratio_b_over_a']:.2f}x; {r['differs_in']}"
         )
     knob = f" [{r['knob']} {r['value_a']} -> {r['value_b']}]" if r["knob"] else ""
-    rates = f"{_interval(r['rate_a_img_s'], r['rate_a_ci95_img_s'])} -> " \
-            f"{_interval(r['rate_b_img_s'], r['rate_b_ci95_img_s'])}"
+    rates = (
+        f"{_interval(r['rate_a_img_s'], r['rate_a_ci95_img_s'])} -> "
+        f"{_interval(r['rate_b_img_s'], r['rate_b_ci95_img_s'])}"
+    )
     if r["verdict"] == "not divided":
         return f"{what}: not divided, differs in {r['differs_in']}"
     ratio = f"{r['ratio_b_over_a']:.2f}x [{r['ratio_ci95_low']:.2f}, {r['ratio_ci95_high']:.2f}]"
@@ -103,13 +130,28 @@ def seeds_beside(m, run: str) -> pd.DataFrame:
         else pd.DataFrame()
     )
     env = m.environments.get(run, {})
-    rows = [{"run_a": run, "run_b": SEEDS, "host_id_a": env.get("host_id"), "host_a": env.get("host"),
-             "device_a": env.get("device_name"), "device_b": r.b, "table": "scenario_a", "model": r.model,
-             "phase": r.phase, "batch_size": _ours(sa, run, r.model, r.phase, "batch_size"),
-             "rate_a_img_s": r.a_img_s, "rate_a_ci95_img_s": _ours(sa, run, r.model, r.phase,
-                                                                  "throughput_ci95_img_s"),
-             "rate_b_img_s": r.b_img_s, "ratio_b_over_a": r.b_img_s / r.a_img_s, "verdict": "not matched",
-             "comparison": "not matched", "differs_in": r.differences} for r in ours.itertuples()]
+    rows = [
+        {
+            "run_a": run,
+            "run_b": SEEDS,
+            "host_id_a": env.get("host_id"),
+            "host_a": env.get("host"),
+            "device_a": env.get("device_name"),
+            "device_b": r.b,
+            "table": "scenario_a",
+            "model": r.model,
+            "phase": r.phase,
+            "batch_size": _ours(sa, run, r.model, r.phase, "batch_size"),
+            "rate_a_img_s": r.a_img_s,
+            "rate_a_ci95_img_s": _ours(sa, run, r.model, r.phase, "throughput_ci95_img_s"),
+            "rate_b_img_s": r.b_img_s,
+            "ratio_b_over_a": r.b_img_s / r.a_img_s,
+            "verdict": "not matched",
+            "comparison": "not matched",
+            "differs_in": r.differences,
+        }
+        for r in ours.itertuples()
+    ]
     return pd.DataFrame(rows, columns=[*SEED_COLUMNS, "batch_size"])
 
 
@@ -134,8 +176,10 @@ def _nothing_comparable(ok: pd.DataFrame, a: str, b: str) -> str:
     if not have(a) or not have(b):
         empty = a if not have(a) else b
         return f"nothing comparable: run '{empty}' has no ok row in {' or '.join(compare.RATE_TABLES)}"
-    return (f"nothing comparable: '{a}' measured {', '.join(have(a))}; '{b}' measured {', '.join(have(b))} "
-            "(no model and phase in common)")
+    return (
+        f"nothing comparable: '{a}' measured {', '.join(have(a))}; '{b}' measured {', '.join(have(b))} "
+        "(no model and phase in common)"
+    )
 
 
 def compare_runs(names: list[str], outputs: Path, keys: tuple[str, ...] | None = None) -> pd.DataFrame:
@@ -151,8 +195,10 @@ def compare_runs(names: list[str], outputs: Path, keys: tuple[str, ...] | None =
     if len(names) == 1:  # one run: its variants, each pair one knob apart, their interval over the rounds
         part = compare.one_knob(ok, first, first, keys) if len(ok) else pd.DataFrame()
         if part.empty:
-            raise Refused(f"nothing comparable in '{first}' alone: no two of its variants are one knob apart (give "
-                          "a second run to compare it with)")
+            raise Refused(
+                f"nothing comparable in '{first}' alone: no two of its variants are one knob apart (give "
+                "a second run to compare it with)"
+            )
         frames.append(part)
     for name in names[1:]:
         if name == SEEDS:
@@ -175,7 +221,9 @@ def compare_runs(names: list[str], outputs: Path, keys: tuple[str, ...] | None =
     state = compare.machine(m).set_index("run_name")  # how quiet each run's machine was, by its own report
     for side in ("a", "b"):
         run = df[f"run_{side}"]
-        df[f"busy_{side}"] = [f"{state.busy[r]} of {state.configurations[r]}" if r in state.index else "" for r in run]
+        df[f"busy_{side}"] = [
+            f"{state.busy[r]} of {state.configurations[r]}" if r in state.index else "" for r in run
+        ]
         df[f"machine_{side}"] = [state.verdict[r] if r in state.index else "" for r in run]
     return df
 
@@ -205,11 +253,19 @@ def report(df: pd.DataFrame) -> str:
         r = g.iloc[0]
         side_b = "the seeds' published devices" if b == SEEDS else machine_label(r.device_b, r.host_b)
         moved = compare.probe_change(g)
-        busy = [f"{run}: {verdict[0].lower()}{verdict[1:]}" for run, verdict in
-                ((a, r.get("machine_a", "")), (b, r.get("machine_b", "")))
-                if str(verdict).startswith("The machine was busy")]
-        probe = [f"the CPU's own speed (probe) moved {moved:+.0f}% from {a} to {b} (median over the rows): a "
-                 "ratio near that is the machine, not the change"] if math.isfinite(moved) else []
+        busy = [
+            f"{run}: {verdict[0].lower()}{verdict[1:]}"
+            for run, verdict in ((a, r.get("machine_a", "")), (b, r.get("machine_b", "")))
+            if str(verdict).startswith("The machine was busy")
+        ]
+        probe = (
+            [
+                f"the CPU's own speed (probe) moved {moved:+.0f}% from {a} to {b} (median over the rows): a "
+                "ratio near that is the machine, not the change"
+            ]
+            if math.isfinite(moved)
+            else []
+        )
         head = f"{a} ({machine_label(r.device_a, r.host_a)}) -> {b} ({side_b}); rates in images/s with 95% "
         lines += [f"{head}intervals, ratio = B / A", *probe, *busy, *map(_line, g.to_dict("records")), ""]
     return "\n".join(lines)
@@ -218,8 +274,13 @@ def report(df: pd.DataFrame) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="cnnbench compare", description=__doc__.split("\n")[0])
     known = ", ".join(("machine", *compare.knob_keys()))
-    ap.add_argument("runs", nargs="+", metavar="RUN", help="run names under the outputs root, run folders, "
-                    "or 'seeds' (every device seed 000 measured); the first is the reference")
+    ap.add_argument(
+        "runs",
+        nargs="+",
+        metavar="RUN",
+        help="run names under the outputs root, run folders, "
+        "or 'seeds' (every device seed 000 measured); the first is the reference",
+    )
     ap.add_argument("--outputs", help="folder holding the runs (default: outputs/ of the workbook)")
     ap.add_argument("--out", help="folder for compare.csv (default: the outputs root)")
     ap.add_argument("--keys", help=f"divide rows differing only in these comma-separated keys (of {known})")
@@ -242,6 +303,8 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     print(report(df))
     kept = len({r.get("compared") for r in results.read_rows(path)} - {df.compared.iloc[0]})
-    print(f"cnnbench compare: {len(df)} row(s) comparing {' and '.join(dict.fromkeys(args.runs))} -> {path} "
-          f"(added to the {kept} other comparison(s) there; a compare of the same runs replaces its rows)")
+    print(
+        f"cnnbench compare: {len(df)} row(s) comparing {' and '.join(dict.fromkeys(args.runs))} -> {path} "
+        f"(added to the {kept} other comparison(s) there; a compare of the same runs replaces its rows)"
+    )
     return 0

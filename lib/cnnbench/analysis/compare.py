@@ -126,9 +126,23 @@ def speedups(scenario_a: pd.DataFrame) -> pd.DataFrame:
 
 def speedup_columns() -> list[str]:
     """speedups.csv's header (also when no two runs share a configuration)."""
-    return ["run_a", "run_b", "device_a", "device_b", "host_a", "host_b", "comparison", *match_keys(),
-            "threads_a", "threads_b", "throughput_a_img_s", "throughput_b_img_s", "speedup", "speedup_low",
-            "speedup_high"]
+    return [
+        "run_a",
+        "run_b",
+        "device_a",
+        "device_b",
+        "host_a",
+        "host_b",
+        "comparison",
+        *match_keys(),
+        "threads_a",
+        "threads_b",
+        "throughput_a_img_s",
+        "throughput_b_img_s",
+        "speedup",
+        "speedup_low",
+        "speedup_high",
+    ]
 
 
 def unmatched(scenario_a: pd.DataFrame, divided: pd.DataFrame | None = None) -> pd.DataFrame:
@@ -171,8 +185,14 @@ def speedup_matrix(speedup: pd.DataFrame, phase: str = "train") -> pd.DataFrame:
     """Seed 000's Table 8 shape: one row per model (and configuration, where it varies), one column per pair
     of runs with its kind of comparison; the header names the phase and the unit; empty pairs left out."""
     if speedup.empty:
-        return pd.DataFrame({"note": ["no two runs share a configuration: nothing to divide here (runs that "
-                                      "differ in one knob are divided in the ratio table)"]})
+        return pd.DataFrame(
+            {
+                "note": [
+                    "no two runs share a configuration: nothing to divide here (runs that "
+                    "differ in one knob are divided in the ratio table)"
+                ]
+            }
+        )
     s = speedup[speedup.phase == phase]
     if s.empty:
         return pd.DataFrame({"note": [f"no matched {phase} configuration in two runs"]})
@@ -239,10 +259,37 @@ RATE_TABLES = ("scenario_a", "batch_sweep")  # the tables with a throughput per 
 
 def ratio_columns() -> list[str]:
     """ratios.csv's columns: the verdict first, then what was changed, the rates, and whose runs they are."""
-    return ["verdict", "ratio_b_over_a", "ratio_ci95_low", "ratio_ci95_high", "interval", "model", "phase", "knob",
-            "value_a", "value_b", "rate_a_img_s", "rate_a_ci95_img_s", "rate_b_img_s", "rate_b_ci95_img_s",
-            "comparison", "differs_in", "run_a", "run_b", "device_a", "device_b", "host_a", "host_b", "host_id_a",
-            "host_id_b", "table", *knob_keys(), "probe_img_s_a", "probe_img_s_b", "probe_change_pct"]
+    return [
+        "verdict",
+        "ratio_b_over_a",
+        "ratio_ci95_low",
+        "ratio_ci95_high",
+        "interval",
+        "model",
+        "phase",
+        "knob",
+        "value_a",
+        "value_b",
+        "rate_a_img_s",
+        "rate_a_ci95_img_s",
+        "rate_b_img_s",
+        "rate_b_ci95_img_s",
+        "comparison",
+        "differs_in",
+        "run_a",
+        "run_b",
+        "device_a",
+        "device_b",
+        "host_a",
+        "host_b",
+        "host_id_a",
+        "host_id_b",
+        "table",
+        *knob_keys(),
+        "probe_img_s_a",
+        "probe_img_s_b",
+        "probe_change_pct",
+    ]
 
 
 def rates(m: Merged) -> pd.DataFrame:
@@ -257,8 +304,16 @@ def rates(m: Merged) -> pd.DataFrame:
         ok["table"] = name
         ok["torch"] = ok.run_name.map(lambda r: m.environments.get(r, {}).get("torch", ""))
         numeric = ("throughput_ci95_img_s", "probe_img_s")
-        for key in (*knob_keys(), "model", "phase", "host_id", "host", "device_name", "process_rates_img_s",
-                    *numeric):
+        for key in (
+            *knob_keys(),
+            "model",
+            "phase",
+            "host_id",
+            "host",
+            "device_name",
+            "process_rates_img_s",
+            *numeric,
+        ):
             if key not in ok:
                 ok[key] = math.nan if key in numeric else ""
         frames.append(ok.drop_duplicates(["run_name", "table", "model", "phase", *knob_keys()], keep="last"))
@@ -300,7 +355,9 @@ def _row(a: str, b: str, ra: pd.Series, rb: pd.Series, diff: list[str], divide: 
         "rate_b_img_s": y,
         "rate_b_ci95_img_s": cy,
         **_probes(ra, rb),
-        **{k: f"{_value(ra, k)} -> {_value(rb, k)}" if k in diff else ra[k] for k in knob_keys()},  # the change
+        **{
+            k: f"{_value(ra, k)} -> {_value(rb, k)}" if k in diff else ra[k] for k in knob_keys()
+        },  # the change
     }
     if not divide:
         return {
@@ -316,8 +373,16 @@ def _row(a: str, b: str, ra: pd.Series, rb: pd.Series, diff: list[str], divide: 
     else:
         r, low, high = reproducibility.ratio(x, cx, y, cy)
         verdict, interval = reproducibility.change_verdict(x, cx, y, cy), "of the two rates' difference"
-    return {**row, "ratio_b_over_a": r, "ratio_ci95_low": low, "ratio_ci95_high": high, "verdict": verdict,
-            "interval": interval, "comparison": "one knob" if diff else "same configuration", "differs_in": ""}
+    return {
+        **row,
+        "ratio_b_over_a": r,
+        "ratio_ci95_low": low,
+        "ratio_ci95_high": high,
+        "verdict": verdict,
+        "interval": interval,
+        "comparison": "one knob" if diff else "same configuration",
+        "differs_in": "",
+    }
 
 
 def _rounds(r: pd.Series) -> dict:
@@ -376,7 +441,12 @@ def one_knob(ok: pd.DataFrame, a: str, b: str, keys: tuple[str, ...] | None = No
         for i, ra in sa.iterrows():
             cands = [(rb, _differences(ra, rb)) for j, rb in sb.iterrows() if a != b or j > i]
             if a == b:  # within a run: its variants, one knob apart
-                out += [_row(a, b, ra, rb, d, True) for rb, d in cands if len(d) == 1 if not keys or set(d) <= set(keys)]
+                out += [
+                    _row(a, b, ra, rb, d, True)
+                    for rb, d in cands
+                    if len(d) == 1
+                    if not keys or set(d) <= set(keys)
+                ]
                 continue
             if not cands:
                 continue
@@ -401,7 +471,9 @@ def ratios(m: Merged, keys: tuple[str, ...] | None = None) -> pd.DataFrame:
     if ok.empty:
         return pd.DataFrame(columns=ratio_columns())
     names = sorted(ok.run_name.unique())
-    frames = [one_knob(ok, a, a, keys) for a in names] + [one_knob(ok, a, b, keys) for a, b in combinations(names, 2)]
+    frames = [one_knob(ok, a, a, keys) for a in names] + [
+        one_knob(ok, a, b, keys) for a, b in combinations(names, 2)
+    ]
     frames = [f for f in frames if len(f)]
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=ratio_columns())
 
@@ -413,12 +485,18 @@ def ratio_table(ratio: pd.DataFrame) -> tuple[pd.DataFrame, str]:
     (:func:`cnnbench.tables.rounded`, as text)."""
     numbers = ["ratio_b_over_a", "ratio_ci95_low", "ratio_ci95_high"]
     ratio = ratio.drop(columns=["probe_img_s_a", "probe_img_s_b"], errors="ignore")  # their change is enough
-    same = [c for c in ratio.columns if c not in numbers and len(ratio) > 1 and ratio[c].astype(str).nunique() == 1]
+    same = [
+        c
+        for c in ratio.columns
+        if c not in numbers and len(ratio) > 1 and ratio[c].astype(str).nunique() == 1
+    ]
     text = "; ".join(f"{c} {ratio[c].iloc[0]}" for c in same if str(ratio[c].iloc[0]) not in ("", "nan"))
     view = ratio.drop(columns=same)
     if set(numbers) <= set(view.columns):
         low, high = (pd.to_numeric(view[c], errors="coerce") for c in numbers[1:])
         half = (high - low) / 2
         for c in numbers:
-            view[c] = [rounded(v, h) for v, h in zip(pd.to_numeric(view[c], errors="coerce"), half, strict=True)]
+            view[c] = [
+                rounded(v, h) for v, h in zip(pd.to_numeric(view[c], errors="coerce"), half, strict=True)
+            ]
     return view, (f"same in every row: {text}" if text else "")

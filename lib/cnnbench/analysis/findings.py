@@ -13,6 +13,8 @@ from cnnbench.measure import reproducibility
 from cnnbench.results.runs import Merged
 
 COLUMNS = ["topic", "run_name", "finding", "numbers", "source"]
+
+
 def _source(run: str, *tables: str) -> str:
     return ", ".join(f"{run}/{t}.csv" for t in tables)
 
@@ -336,8 +338,12 @@ def write_tables(m: Merged, run_dir: Path) -> dict[str, Path]:
     into ``run_dir``: tidy, one row per pair / ratio / finding / figure, each with its header even when
     empty."""
     out = {}
-    tables = (("speedups", speedups(m["scenario_a"])), ("ratios", ratios(m)), ("findings", findings_table(m)),
-              ("seed_corrections", published.corrections()))
+    tables = (
+        ("speedups", speedups(m["scenario_a"])),
+        ("ratios", ratios(m)),
+        ("findings", findings_table(m)),
+        ("seed_corrections", published.corrections()),
+    )
     for name, df in tables:
         path = run_dir / results.table(name).filename
         results.atomic_write_text(path, df.to_csv(index=False))  # recomputed whole, never resumed

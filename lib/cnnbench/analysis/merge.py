@@ -33,5 +33,7 @@ def merged_statement(m: Merged) -> str:
     if not m.runs:
         return "This analysis merges no run."
     hosts = {e.get("host_id") for e in m.environments.values()}
-    names = ", ".join(f"{r} ({machine_label(e.get('device_name'), e.get('host'))})" for r, e in m.environments.items())
+    names = ", ".join(
+        f"{r} ({machine_label(e.get('device_name'), e.get('host'))})" for r, e in m.environments.items()
+    )
     return f"This analysis merges {len(m.runs)} run(s) from {len(hosts)} host(s): {names}."

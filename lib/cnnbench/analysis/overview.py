@@ -62,8 +62,11 @@ def headline(run_dir: Path) -> pd.DataFrame:
     for r in a.itertuples():
         row = rows.setdefault((r.model, r.batch_size), {"model": r.model, "batch": r.batch_size})
         row[f"{r.phase} images/s"] = with_interval(r.throughput_img_s, r.throughput_ci95_img_s)
-        at = roof[(roof.model == r.model) & (roof.phase == r.phase) & (roof.batch_size == r.batch_size)] \
-            if not roof.empty else roof
+        at = (
+            roof[(roof.model == r.model) & (roof.phase == r.phase) & (roof.batch_size == r.batch_size)]
+            if not roof.empty
+            else roof
+        )
         if len(at):
             row[f"{r.phase} of roof"] = f"{100 * float(at.efficiency.iloc[0]):.0f}% ({at.bound.iloc[0]})"
     return pd.DataFrame(list(rows.values()))
@@ -92,12 +95,19 @@ def fastest(run_dir: Path) -> pd.DataFrame:
     if t.empty or "row_kind" not in t:
         return pd.DataFrame()
     best = t[t.row_kind == "best"]
-    return pd.DataFrame([{"model": r.model, "phase": r.phase, "configuration": r.config,
-                          "images/s (95% interval)": with_interval(r.throughput_img_s,
-                                                                   r.throughput_ci95_img_s),
-                          "speedup over default": speedup_text(r.speedup_x, r.speedup_ci95_x),
-                          "of compute roof": f"{r.compute_roof_pct:.0f}%" if math.isfinite(r.compute_roof_pct)
-                          else "?"} for r in best.itertuples()])
+    return pd.DataFrame(
+        [
+            {
+                "model": r.model,
+                "phase": r.phase,
+                "configuration": r.config,
+                "images/s (95% interval)": with_interval(r.throughput_img_s, r.throughput_ci95_img_s),
+                "speedup over default": speedup_text(r.speedup_x, r.speedup_ci95_x),
+                "of compute roof": f"{r.compute_roof_pct:.0f}%" if math.isfinite(r.compute_roof_pct) else "?",
+            }
+            for r in best.itertuples()
+        ]
+    )
 
 
 def _their_tflops(beside: pd.DataFrame) -> list[str]:
@@ -107,8 +117,9 @@ def _their_tflops(beside: pd.DataFrame) -> list[str]:
     c = published.corrections()
     c = c[c.figure == "achieved TFLOP/s (train)"].assign(seed=lambda d: d.seed.str[:3])
     c = c.set_index(["seed", "model", "device", "batch_size"])
-    keys = zip(beside.source.str[-3:], beside.model, beside.device_class, beside.published_batch_size,
-               strict=True)
+    keys = zip(
+        beside.source.str[-3:], beside.model, beside.device_class, beside.published_batch_size, strict=True
+    )
     shown = c.printed.map(lambda v: "not printed" if pd.isna(v) else f"{v:.3g}")
     return [f"{shown[k]} -> {c.corrected[k]:.3g}" if k in c.index else "" for k in keys]
 
@@ -125,13 +136,19 @@ def seeds(run_dir: Path) -> pd.DataFrame:
     if beside.empty:
         return beside
     ours, theirs = beside.ours_train_img_s, beside.published_train_img_s
-    return pd.DataFrame({
-        "model": beside.model, "published by": beside.source.str.replace("published by ", ""),
-        "their train TFLOP/s: printed -> corrected": _their_tflops(beside), "their train images/s": theirs,
-        "our train images/s (95% interval)": [with_interval(v, c) for v, c in
-                                               zip(ours, beside.ours_train_ci95_img_s, strict=True)],
-        "ours / theirs": (ours / theirs).round(1).astype(str) + "x", "differences": beside.differences,
-    })
+    return pd.DataFrame(
+        {
+            "model": beside.model,
+            "published by": beside.source.str.replace("published by ", ""),
+            "their train TFLOP/s: printed -> corrected": _their_tflops(beside),
+            "their train images/s": theirs,
+            "our train images/s (95% interval)": [
+                with_interval(v, c) for v, c in zip(ours, beside.ours_train_ci95_img_s, strict=True)
+            ],
+            "ours / theirs": (ours / theirs).round(1).astype(str) + "x",
+            "differences": beside.differences,
+        }
+    )
 
 
 def _html_table(df: pd.DataFrame) -> str:
@@ -162,14 +179,20 @@ def _seeds(df: pd.DataFrame) -> str:
         return ""
     differ = "".join(f"<li>{html.escape(d)}</li>" for d in df.differences.unique())
     table = _html_table(df.drop(columns="differences"))
-    return ("**Beside the seeds** (published on the same class of device; not matched: what differs is "
-            f"listed below the table):\n\n{table}\n\n<ul>{differ}</ul>\n\n")
+    return (
+        "**Beside the seeds** (published on the same class of device; not matched: what differs is "
+        f"listed below the table):\n\n{table}\n\n<ul>{differ}</ul>\n\n"
+    )
 
 
 def summary_html(run_dir: Path, machine: str, quiet: str) -> str:
     """The summary section (markdown with HTML tables), headed "Summary"."""
-    return "".join([f"## Summary\n\n**The machine:** {html.escape(machine)}\n\n{quiet}",
-                    _part("headline rates", lambda: headline(run_dir), _rates),
-                    _part("roof", lambda: roof_sentence(run_dir), lambda text: text + "\n\n"),
-                    _part("fastest configuration", lambda: fastest(run_dir), _best),
-                    _part("seeds", lambda: seeds(run_dir), _seeds)])
+    return "".join(
+        [
+            f"## Summary\n\n**The machine:** {html.escape(machine)}\n\n{quiet}",
+            _part("headline rates", lambda: headline(run_dir), _rates),
+            _part("roof", lambda: roof_sentence(run_dir), lambda text: text + "\n\n"),
+            _part("fastest configuration", lambda: fastest(run_dir), _best),
+            _part("seeds", lambda: seeds(run_dir), _seeds),
+        ]
+    )

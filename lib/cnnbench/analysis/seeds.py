@@ -42,9 +42,11 @@ def _fp32(scenario_a: pd.DataFrame) -> pd.DataFrame:
 
 def _config(r) -> str:
     """Our configuration in words, from a row of ours."""
-    return (f"ours: {getattr(r, 'dataset', '?')} data ({getattr(r, 'data_mode', '?')} mode), "
-            f"{getattr(r, 'image_size', '?')} px, batch {getattr(r, 'batch_size', '?')}, synchronised "
-            "measured windows")
+    return (
+        f"ours: {getattr(r, 'dataset', '?')} data ({getattr(r, 'data_mode', '?')} mode), "
+        f"{getattr(r, 'image_size', '?')} px, batch {getattr(r, 'batch_size', '?')}, synchronised "
+        "measured windows"
+    )
 
 
 def _stack(pub: pd.DataFrame, ours: pd.DataFrame, by: list[str]) -> pd.DataFrame:
@@ -62,8 +64,20 @@ def _match(device_class: str, seed_classes) -> str:
 # --- seed 000 ------------------------------------------------------------------------------------------------
 def _wide(ok: pd.DataFrame, values: list[str]) -> pd.DataFrame:
     """One row per run and configuration (phase apart), ``<phase>_<value>`` columns."""
-    keys = [k for k in ("run_name", "device_name", "device_class", "model", "batch_size", "image_size",
-                        "dataset", "data_mode") if k in ok]
+    keys = [
+        k
+        for k in (
+            "run_name",
+            "device_name",
+            "device_class",
+            "model",
+            "batch_size",
+            "image_size",
+            "dataset",
+            "data_mode",
+        )
+        if k in ok
+    ]
     vals = [v for v in values if v in ok]
     wide = ok.pivot_table(index=keys, columns="phase", values=vals, aggfunc="first")
     wide.columns = [f"{phase}_{value}" for value, phase in wide.columns]
@@ -75,9 +89,12 @@ def _tflops_formula_000(p: pd.DataFrame) -> list[str]:
     (within 10%), else how many times that product it is (no stated formula gives it)."""
     flops = p.model.map(published.COMPLEXITY_000.set_index("model").flops_g)
     r = p.train_tflops / (p.train_img_s * flops / 1e3)
-    return ["TFLOP/s = img/s x the 224 px forward count (MACs, no training factor)" if abs(x - 1) < 0.1 else
-            f"TFLOP/s (train) = {x:.2f}x img/s x the 224 px forward count: no stated formula gives it"
-            for x in r]
+    return [
+        "TFLOP/s = img/s x the 224 px forward count (MACs, no training factor)"
+        if abs(x - 1) < 0.1
+        else f"TFLOP/s (train) = {x:.2f}x img/s x the 224 px forward count: no stated formula gives it"
+        for x in r
+    ]
 
 
 def performance_beside_000(scenario_a: pd.DataFrame) -> pd.DataFrame:
@@ -85,31 +102,48 @@ def performance_beside_000(scenario_a: pd.DataFrame) -> pd.DataFrame:
     achieved TFLOP/s from counted FLOPs at our resolution, the allocator's peak (MiB) and the worker's peak
     RSS."""
     p = published.THROUGHPUT_000
-    pub = pd.DataFrame({
-        "source": _pub(p.source.iloc[0]), "model": p.model, "device": p.device_class, "batch_size": p.batch_size,
-        "train_img_s": p.train_img_s, "eval_img_s": p.eval_img_s, "train_tflops": p.train_tflops,
-        "eval_tflops": p.eval_tflops, "peak_gpu_mem_mb": p.peak_gpu_mem_mb,
-        "differences": [f"{c}; {f}; peak GPU memory in MB as printed (N/A on MPS and CPU)"
-                        for c, f in zip(p.configuration, _tflops_formula_000(p), strict=True)],
-    })
+    pub = pd.DataFrame(
+        {
+            "source": _pub(p.source.iloc[0]),
+            "model": p.model,
+            "device": p.device_class,
+            "batch_size": p.batch_size,
+            "train_img_s": p.train_img_s,
+            "eval_img_s": p.eval_img_s,
+            "train_tflops": p.train_tflops,
+            "eval_tflops": p.eval_tflops,
+            "peak_gpu_mem_mb": p.peak_gpu_mem_mb,
+            "differences": [
+                f"{c}; {f}; peak GPU memory in MB as printed (N/A on MPS and CPU)"
+                for c, f in zip(p.configuration, _tflops_formula_000(p), strict=True)
+            ],
+        }
+    )
     ok = _fp32(scenario_a)
     ok = ok[ok.model.isin(p.model)] if len(ok) else ok
     if ok.empty:
         return _alone(pub, "scenario_a.csv with the seed's models")
     w = _wide(ok, ["throughput_img_s", "achieved_tflops", "peak_device_mem_mib", "peak_rss_mib"])
-    ours = pd.DataFrame({
-        "source": w.run_name.map(_ours_label), "model": w.model, "device": w.device_name,
-        "batch_size": w.batch_size, "train_img_s": w.get("train_throughput_img_s"),
-        "eval_img_s": w.get("eval_throughput_img_s"), "train_tflops": w.get("train_achieved_tflops"),
-        "eval_tflops": w.get("eval_achieved_tflops"), "peak_device_mem_mib": w.get("train_peak_device_mem_mib"),
-        "peak_rss_mib": w.get("train_peak_rss_mib"),
-        "differences": [
-            f"{_match(r.device_class, p.device_class)}; {_config(r)}; TFLOP/s = img/s x counted FLOPs of the "
-            f"step at {r.image_size} px (training: forward + backward); memory: the allocator's peak (MiB, "
-            "CUDA/MPS) and the worker's peak RSS (MiB)"
-            for r in w.itertuples()
-        ],
-    })
+    ours = pd.DataFrame(
+        {
+            "source": w.run_name.map(_ours_label),
+            "model": w.model,
+            "device": w.device_name,
+            "batch_size": w.batch_size,
+            "train_img_s": w.get("train_throughput_img_s"),
+            "eval_img_s": w.get("eval_throughput_img_s"),
+            "train_tflops": w.get("train_achieved_tflops"),
+            "eval_tflops": w.get("eval_achieved_tflops"),
+            "peak_device_mem_mib": w.get("train_peak_device_mem_mib"),
+            "peak_rss_mib": w.get("train_peak_rss_mib"),
+            "differences": [
+                f"{_match(r.device_class, p.device_class)}; {_config(r)}; TFLOP/s = img/s x counted FLOPs of the "
+                f"step at {r.image_size} px (training: forward + backward); memory: the allocator's peak (MiB, "
+                "CUDA/MPS) and the worker's peak RSS (MiB)"
+                for r in w.itertuples()
+            ],
+        }
+    )
     return _stack(pub, ours, ["model"])
 
 
@@ -117,27 +151,38 @@ def utilisation_beside_000(scenario_a: pd.DataFrame) -> pd.DataFrame:
     """Seed 000's Table 5 (GPU and CPU utilisation, %) beside ours: the mean of the samples taken during the
     measured windows of each training step, per run and model."""
     u = published.UTILISATION_000
-    pub = pd.DataFrame({
-        "source": _pub(u.source.iloc[0]), "model": u.model, "device": u.device_class,
-        "gpu_util_pct": u.gpu_util_pct, "cpu_util_pct": u.cpu_util_pct,
-        "differences": "one reading per model and device, when and how not stated (phase neither; "
-        f"{u.gpu_util_pct.min():.0f}-{u.gpu_util_pct.max():.0f}% GPU on a training T4 suggests a reading "
-        "outside the run: our inference); GPU N/A on MPS and CPU",
-    })
+    pub = pd.DataFrame(
+        {
+            "source": _pub(u.source.iloc[0]),
+            "model": u.model,
+            "device": u.device_class,
+            "gpu_util_pct": u.gpu_util_pct,
+            "cpu_util_pct": u.cpu_util_pct,
+            "differences": "one reading per model and device, when and how not stated (phase neither; "
+            f"{u.gpu_util_pct.min():.0f}-{u.gpu_util_pct.max():.0f}% GPU on a training T4 suggests a reading "
+            "outside the run: our inference); GPU N/A on MPS and CPU",
+        }
+    )
     ok = _fp32(scenario_a)
     ok = ok[(ok.phase == "train") & ok.model.isin(u.model)] if len(ok) else ok
     if ok.empty:
         return _alone(pub, "scenario_a.csv with the seed's models")
-    ours = pd.DataFrame({
-        "source": ok.run_name.map(_ours_label), "model": ok.model, "device": ok.device_name,
-        "gpu_util_pct": ok.get("util_device_mean_pct"), "cpu_util_pct": ok.get("util_cpu_mean_pct"),
-        "process_cpu_util_pct": ok.get("util_process_cpu_mean_pct"), "samples": ok.get("telemetry_samples"),
-        "differences": [
-            f"{_match(r.device_class, u.device_class)}; {_config(r)}; mean of the samples taken during the "
-            "training step's measured windows (CPU: every core, 100% = all busy)"
-            for r in ok.itertuples()
-        ],
-    })
+    ours = pd.DataFrame(
+        {
+            "source": ok.run_name.map(_ours_label),
+            "model": ok.model,
+            "device": ok.device_name,
+            "gpu_util_pct": ok.get("util_device_mean_pct"),
+            "cpu_util_pct": ok.get("util_cpu_mean_pct"),
+            "process_cpu_util_pct": ok.get("util_process_cpu_mean_pct"),
+            "samples": ok.get("telemetry_samples"),
+            "differences": [
+                f"{_match(r.device_class, u.device_class)}; {_config(r)}; mean of the samples taken during the "
+                "training step's measured windows (CPU: every core, 100% = all busy)"
+                for r in ok.itertuples()
+            ],
+        }
+    )
     return _stack(pub, ours, ["model"])
 
 
@@ -146,19 +191,31 @@ def sweep_beside_000(batch_sweep: pd.DataFrame, model: str = "squeezenet1_1") ->
     training rows of the same model, failed batches (oom, unstable) kept as rows."""
     s = published.SWEEP_000
     pub = s.drop(columns=["source", "configuration"]).assign(
-        source=_pub(s.source.iloc[0]), device=s.configuration.str.split(";").str[0],
+        source=_pub(s.source.iloc[0]),
+        device=s.configuration.str.split(";").str[0],
         differences=s.configuration,
     )
-    rows = batch_sweep[(batch_sweep.model == model) & (batch_sweep.phase == "train")] if (
-        len(batch_sweep) and {"model", "phase"} <= set(batch_sweep.columns)) else pd.DataFrame()
+    rows = (
+        batch_sweep[(batch_sweep.model == model) & (batch_sweep.phase == "train")]
+        if (len(batch_sweep) and {"model", "phase"} <= set(batch_sweep.columns))
+        else pd.DataFrame()
+    )
     if rows.empty:
         return _alone(pub, f"batch_sweep.csv with {model}")
-    ours = pd.DataFrame({
-        "source": rows.run_name.map(_ours_label), "model": rows.model, "batch_size": rows.batch_size,
-        "throughput_img_s": rows.throughput_img_s, "achieved_gflops": rows.get("achieved_gflops"),
-        "status": rows.status, "device": rows.device_name,
-        "differences": [f"{_config(r)}; achieved GFLOP/s from counted training FLOPs" for r in rows.itertuples()],
-    })
+    ours = pd.DataFrame(
+        {
+            "source": rows.run_name.map(_ours_label),
+            "model": rows.model,
+            "batch_size": rows.batch_size,
+            "throughput_img_s": rows.throughput_img_s,
+            "achieved_gflops": rows.get("achieved_gflops"),
+            "status": rows.status,
+            "device": rows.device_name,
+            "differences": [
+                f"{_config(r)}; achieved GFLOP/s from counted training FLOPs" for r in rows.itertuples()
+            ],
+        }
+    )
     return _stack(pub, ours, ["model", "batch_size"])
 
 
@@ -168,7 +225,9 @@ def _speedup_differences(r, seed_class: str) -> str:
     px = published.setup("000")["image_px"]
     diffs = [
         f"data: ours {r.dataset} ({r.data_mode} mode) vs Tiny-ImageNet from disk",
-        f"resolution: ours {r.image_size} px vs {px} px" if r.image_size != px else f"resolution: {px} px both",
+        f"resolution: ours {r.image_size} px vs {px} px"
+        if r.image_size != px
+        else f"resolution: {px} px both",
         f"epoch size: ours synchronised windows vs {published.EPOCH_IMAGES_000:,}-image 'epochs' / epoch time",
     ]
     if r.batch_size != seed_bs:
@@ -185,8 +244,11 @@ def speedups_beside_000(scenario_a: pd.DataFrame) -> pd.DataFrame:
     cols = [c for c in sp.columns if "_over_" in c]
     pub = sp.melt(id_vars="model", value_vars=cols, var_name="pair", value_name="speedup_x")
     pub = pub.assign(
-        source=_pub(sp.source.iloc[0]), phase="train", a=pub.pair.str.split("_over_").str[0],
-        b=pub.pair.str.split("_over_").str[1], comparison="published (its Table 8)",
+        source=_pub(sp.source.iloc[0]),
+        phase="train",
+        a=pub.pair.str.split("_over_").str[0],
+        b=pub.pair.str.split("_over_").str[1],
+        comparison="published (its Table 8)",
         differences="its devices in its configuration: " + published.THROUGHPUT_000.configuration.iloc[0],
     ).drop(columns="pair")
     ok = _fp32(scenario_a)
@@ -198,13 +260,22 @@ def speedups_beside_000(scenario_a: pd.DataFrame) -> pd.DataFrame:
         ci = float(getattr(r, "throughput_ci95_img_s", math.nan))
         for s in seed[seed.model == r.model].itertuples():
             theirs = getattr(s, f"{r.phase}_img_s")
-            rows.append({
-                "source": _ours_label(r.run_name), "model": r.model, "phase": r.phase,
-                "a": f"{r.run_name} ({r.device_name})", "b": f"000's {s.device_class}",
-                "a_img_s": r.throughput_img_s, "a_ci95_img_s": ci, "b_img_s": theirs,
-                "speedup_x": r.throughput_img_s / theirs, "speedup_ci95_x": ci / theirs,  # theirs has no interval
-                "comparison": "not matched", "differences": _speedup_differences(r, s.device_class),
-            })
+            rows.append(
+                {
+                    "source": _ours_label(r.run_name),
+                    "model": r.model,
+                    "phase": r.phase,
+                    "a": f"{r.run_name} ({r.device_name})",
+                    "b": f"000's {s.device_class}",
+                    "a_img_s": r.throughput_img_s,
+                    "a_ci95_img_s": ci,
+                    "b_img_s": theirs,
+                    "speedup_x": r.throughput_img_s / theirs,
+                    "speedup_ci95_x": ci / theirs,  # theirs has no interval
+                    "comparison": "not matched",
+                    "differences": _speedup_differences(r, s.device_class),
+                }
+            )
     return _stack(pub, pd.DataFrame(rows), ["model", "phase"])
 
 
@@ -214,7 +285,9 @@ def _rss_001(memory: pd.DataFrame | None) -> pd.Series:
     need = {"model", "component", "measured_mib", "backend"}
     if memory is None or memory.empty or not need <= set(memory.columns):
         return pd.Series(dtype=float)
-    m = memory[(memory.model == "mnist_cnn") & memory.component.isin(["process_rss_baseline", "process_rss_growth"])]
+    m = memory[
+        (memory.model == "mnist_cnn") & memory.component.isin(["process_rss_baseline", "process_rss_growth"])
+    ]
     run = m.run_name.astype(str) if "run_name" in m else pd.Series("", index=m.index)
     return m.assign(run_name=run).groupby(["run_name", "backend"]).measured_mib.sum(min_count=1)
 
@@ -222,11 +295,13 @@ def _rss_001(memory: pd.DataFrame | None) -> pd.Series:
 def _accuracy_gap_001(epochs: int, images: float) -> str:
     s = published.setup("001")
     data = "MNIST's" if images == s["train_images"] else f"{images:,.0f} (not MNIST's {s['train_images']:,})"
-    return (f"ours: {epochs} epoch(s) of {data} training images (synthetic MNIST-shaped glyphs unless "
-            f"scratch_dataset is mnist) vs the seed's {s['epochs']} epochs of real MNIST: our accuracy is "
-            "not the seed's for that reason, not the backend's; total_s sums every epoch, the first "
-            "included; process RSS is one reading after a step (baseline + growth), the seed's an average "
-            "over training")
+    return (
+        f"ours: {epochs} epoch(s) of {data} training images (synthetic MNIST-shaped glyphs unless "
+        f"scratch_dataset is mnist) vs the seed's {s['epochs']} epochs of real MNIST: our accuracy is "
+        "not the seed's for that reason, not the backend's; total_s sums every epoch, the first "
+        "included; process RSS is one reading after a step (baseline + growth), the seed's an average "
+        "over training"
+    )
 
 
 def cnn_extras_001(ours: pd.DataFrame, cnn: pd.DataFrame, memory: pd.DataFrame | None) -> pd.DataFrame:
@@ -236,10 +311,13 @@ def cnn_extras_001(ours: pd.DataFrame, cnn: pd.DataFrame, memory: pd.DataFrame |
     g = ok.groupby(["run_name", "backend"])
     per = pd.DataFrame({"total_s": g.epoch_s.sum(), "epochs": g.epoch.nunique(), "images": g.images.first()})
     per["process_rss_mib"] = _rss_001(memory).reindex(per.index)
-    keys = list(zip(ours.source.str.removeprefix("ours: ").str.removeprefix("ours"), ours.backend, strict=True))
+    keys = list(
+        zip(ours.source.str.removeprefix("ours: ").str.removeprefix("ours"), ours.backend, strict=True)
+    )
     per = per.reindex(keys)
     return ours.assign(
-        total_s=per.total_s.to_numpy(), process_rss_mib=per.process_rss_mib.to_numpy(),
+        total_s=per.total_s.to_numpy(),
+        process_rss_mib=per.process_rss_mib.to_numpy(),
         differences=[_accuracy_gap_001(int(e), i) for e, i in zip(per.epochs, per.images, strict=True)],
     )
 
@@ -250,62 +328,116 @@ def inference_beside_002(scenario_a: pd.DataFrame, model: str = "densenet121") -
     step of the same network (Scenario A) in images/s and seconds per image, per run."""
     inf = published.table("INFERENCE_002")
     s_img = inf.s_per_image.fillna((inf.s_per_image_low + inf.s_per_image_high) / 2)
-    pub = pd.DataFrame({
-        "source": _pub(inf.source.iloc[0]), "model": model, "device": inf.device_class,
-        "s_per_image": s_img, "inference_img_s": 1 / s_img, "inference_img_s_low": 1 / inf.s_per_image_high,
-        "inference_img_s_high": 1 / inf.s_per_image_low,
-        "differences": "testing time for one image, as printed (GPU: the midpoint of its 2-3 s), inverted to "
-        "images/s; batch size and resolution not stated (the seed prints no resolution)",
-    })
+    pub = pd.DataFrame(
+        {
+            "source": _pub(inf.source.iloc[0]),
+            "model": model,
+            "device": inf.device_class,
+            "s_per_image": s_img,
+            "inference_img_s": 1 / s_img,
+            "inference_img_s_low": 1 / inf.s_per_image_high,
+            "inference_img_s_high": 1 / inf.s_per_image_low,
+            "differences": "testing time for one image, as printed (GPU: the midpoint of its 2-3 s), inverted to "
+            "images/s; batch size and resolution not stated (the seed prints no resolution)",
+        }
+    )
     ok = _fp32(scenario_a)
     ok = ok[(ok.model == model) & (ok.phase == "eval")] if len(ok) else ok
     if ok.empty:
         return _alone(pub, f"scenario_a.csv with {model} eval")
-    ours = pd.DataFrame({
-        "source": ok.run_name.map(_ours_label), "model": ok.model, "device": ok.device_name,
-        "s_per_image": 1 / ok.throughput_img_s, "inference_img_s": ok.throughput_img_s,
-        "differences": [f"{_config(r)}, {r.num_classes} classes: an eval step's forward under inference_mode, "
-                        "batched (not one image at a time), untrained weights" for r in ok.itertuples()],
-    })
+    ours = pd.DataFrame(
+        {
+            "source": ok.run_name.map(_ours_label),
+            "model": ok.model,
+            "device": ok.device_name,
+            "s_per_image": 1 / ok.throughput_img_s,
+            "inference_img_s": ok.throughput_img_s,
+            "differences": [
+                f"{_config(r)}, {r.num_classes} classes: an eval step's forward under inference_mode, "
+                "batched (not one image at a time), untrained weights"
+                for r in ok.itertuples()
+            ],
+        }
+    )
     return _stack(pub, ours, ["model"])
 
 
-def cpu_beside_002(transfer: pd.DataFrame, scenario_a: pd.DataFrame, model: str = "densenet121") -> pd.DataFrame:
+def cpu_beside_002(
+    transfer: pd.DataFrame, scenario_a: pd.DataFrame, model: str = "densenet121"
+) -> pd.DataFrame:
     """Seed 002's CPU utilisation (while its GPUs trained, and in its CPU-only run) and its CPU-only run's
     memory (GB) beside ours: the peak RSS of 06's fine-tuning on the CPU (``transfer.csv``; GB = MiB x 2^20 /
     10^9) and the CPU utilisation and peak RSS of the same network's training step in Scenario A (06's own CPU
     samples are in ``transfer_telemetry.csv``, which the analysis does not merge)."""
     c = published.CPU_002
-    pub = pd.DataFrame([{
-        "source": _pub(published.SEED_002), "what": "CPU while its GPUs fine-tuned (batch 64)", "device": "cpu",
-        "cpu_util_pct": c["cpu_util_during_gpu_pct"],
-        "differences": "one operating-system monitor reading, whole system",
-    }, {
-        "source": _pub(published.SEED_002), "what": "CPU-only fine-tuning", "device": "cpu",
-        **{k: c[k] for k in ("cpu_util_low_pct", "cpu_util_high_pct", "cpu_memory_gb", "cpu_temp_low_c",
-                             "cpu_temp_high_c", "cpu_processes", "cpu_threads", "cpu_clock_ghz")},
-        "differences": f"operating-system monitor snapshots (its Figs. 8-9), whole system of "
-        f"{c['cpu_total_ram_gb']} GB; batch size not stated for the CPU run",
-    }])
+    pub = pd.DataFrame(
+        [
+            {
+                "source": _pub(published.SEED_002),
+                "what": "CPU while its GPUs fine-tuned (batch 64)",
+                "device": "cpu",
+                "cpu_util_pct": c["cpu_util_during_gpu_pct"],
+                "differences": "one operating-system monitor reading, whole system",
+            },
+            {
+                "source": _pub(published.SEED_002),
+                "what": "CPU-only fine-tuning",
+                "device": "cpu",
+                **{
+                    k: c[k]
+                    for k in (
+                        "cpu_util_low_pct",
+                        "cpu_util_high_pct",
+                        "cpu_memory_gb",
+                        "cpu_temp_low_c",
+                        "cpu_temp_high_c",
+                        "cpu_processes",
+                        "cpu_threads",
+                        "cpu_clock_ghz",
+                    )
+                },
+                "differences": f"operating-system monitor snapshots (its Figs. 8-9), whole system of "
+                f"{c['cpu_total_ram_gb']} GB; batch size not stated for the CPU run",
+            },
+        ]
+    )
     rows = []
-    t = transfer[(transfer.status == "ok") & (transfer.device_kind == "cpu")] if (
-        len(transfer) and {"status", "device_kind", "rss_mib"} <= set(transfer.columns)) else pd.DataFrame()
+    t = (
+        transfer[(transfer.status == "ok") & (transfer.device_kind == "cpu")]
+        if (len(transfer) and {"status", "device_kind", "rss_mib"} <= set(transfer.columns))
+        else pd.DataFrame()
+    )
     for run, g in t.groupby("run_name") if len(t) else []:
-        rows.append({"source": _ours_label(run), "what": "06 fine-tuning on the CPU", "device": g.device_name.iloc[0],
-                     "cpu_memory_gb": g.rss_mib.max() * MIB_TO_MB / 1e3,
-                     "differences": f"ours: the fine-tuning process's peak RSS over {len(g)} epoch row(s), "
-                     f"{g.image_size.iloc[0]} px, batch {', '.join(map(str, sorted(g.batch_size.unique())))}; "
-                     "one process, not the whole system"})
+        rows.append(
+            {
+                "source": _ours_label(run),
+                "what": "06 fine-tuning on the CPU",
+                "device": g.device_name.iloc[0],
+                "cpu_memory_gb": g.rss_mib.max() * MIB_TO_MB / 1e3,
+                "differences": f"ours: the fine-tuning process's peak RSS over {len(g)} epoch row(s), "
+                f"{g.image_size.iloc[0]} px, batch {', '.join(map(str, sorted(g.batch_size.unique())))}; "
+                "one process, not the whole system",
+            }
+        )
     ok = _fp32(scenario_a)
     ok = ok[(ok.model == model) & (ok.phase == "train") & (ok.device_kind == "cpu")] if len(ok) else ok
     for r in ok.itertuples():
-        rows.append({"source": _ours_label(r.run_name), "what": f"02 {model} training step",
-                     "device": r.device_name, "cpu_util_pct": getattr(r, "util_cpu_mean_pct", math.nan),
-                     "cpu_memory_gb": getattr(r, "peak_rss_mib", math.nan) * MIB_TO_MB / 1e3,
-                     "differences": f"{_config(r)}; CPU % over every core, sampled in the measured windows; "
-                     "memory: the worker's peak RSS"})
-    return _alone(pub, "transfer.csv or a CPU scenario_a.csv") if not rows else pd.concat(
-        [pub, pd.DataFrame(rows)], ignore_index=True)
+        rows.append(
+            {
+                "source": _ours_label(r.run_name),
+                "what": f"02 {model} training step",
+                "device": r.device_name,
+                "cpu_util_pct": getattr(r, "util_cpu_mean_pct", math.nan),
+                "cpu_memory_gb": getattr(r, "peak_rss_mib", math.nan) * MIB_TO_MB / 1e3,
+                "differences": f"{_config(r)}; CPU % over every core, sampled in the measured windows; "
+                "memory: the worker's peak RSS",
+            }
+        )
+    return (
+        _alone(pub, "transfer.csv or a CPU scenario_a.csv")
+        if not rows
+        else pd.concat([pub, pd.DataFrame(rows)], ignore_index=True)
+    )
 
 
 # --- seed 003 ------------------------------------------------------------------------------------------------
@@ -318,7 +450,9 @@ def _intensity(roofline: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame(columns=[*_ROOF_KEYS, "ai_flop_per_byte", "efficiency_vs_roof_pct"])
     r = knobs.default_variant(roofline)
     r = r.assign(ai_flop_per_byte=r.intensity_flop_per_byte, efficiency_vs_roof_pct=r.get("efficiency") * 100)
-    return r[[*_ROOF_KEYS, "ai_flop_per_byte", "efficiency_vs_roof_pct"]].drop_duplicates(_ROOF_KEYS, keep="last")
+    return r[[*_ROOF_KEYS, "ai_flop_per_byte", "efficiency_vs_roof_pct"]].drop_duplicates(
+        _ROOF_KEYS, keep="last"
+    )
 
 
 def _ours_003(batch_sweep: pd.DataFrame, scenario_a: pd.DataFrame, models) -> pd.DataFrame:
@@ -334,29 +468,45 @@ def _ours_003(batch_sweep: pd.DataFrame, scenario_a: pd.DataFrame, models) -> pd
     return ours.drop_duplicates(["run_name", "model", "batch_size"], keep="first")
 
 
-def achieved_beside_003(batch_sweep: pd.DataFrame, scenario_a: pd.DataFrame, roofline: pd.DataFrame) -> pd.DataFrame:
+def achieved_beside_003(
+    batch_sweep: pd.DataFrame, scenario_a: pd.DataFrame, roofline: pd.DataFrame
+) -> pd.DataFrame:
     """Seed 003's achieved TFLOP/s beside its intensity by batch (ResNet-50 at 32/64/128, ResNet-18 at 128)
     and ours per run: achieved TFLOP/s of the training step, our counted intensity and efficiency against the
     roof at that intensity; a seed batch our run did not sample is a row saying so."""
     a = published.ACHIEVED_003
-    pub = a.drop(columns="source").rename(columns={"device_class": "device"}).assign(
-        source=_pub(a.source.iloc[0]), measured_in="its section 4",
-        differences=published.THROUGHPUT_003.configuration.iloc[0] + "; intensity by a method not stated; "
-        "efficiency = achieved / its spec peak",
+    pub = (
+        a.drop(columns="source")
+        .rename(columns={"device_class": "device"})
+        .assign(
+            source=_pub(a.source.iloc[0]),
+            measured_in="its section 4",
+            differences=published.THROUGHPUT_003.configuration.iloc[0]
+            + "; intensity by a method not stated; "
+            "efficiency = achieved / its spec peak",
+        )
     )
     ours = _ours_003(batch_sweep, scenario_a, set(a.model))
     if ours.empty:
         return _alone(pub, "batch_sweep.csv or scenario_a.csv with these models")
     ours = ours.merge(_intensity(roofline), on=_ROOF_KEYS, how="left")
-    mine = pd.DataFrame({
-        "source": ours.run_name.map(_ours_label), "model": ours.model, "batch_size": ours.batch_size,
-        "device": ours.device_name, "ai_flop_per_byte": ours.ai_flop_per_byte,
-        "achieved_tflops": ours.achieved_tflops, "efficiency_vs_roof_pct": ours.efficiency_vs_roof_pct,
-        "measured_in": ours.source,
-        "differences": [f"{_match(r.device_class, a.device_class)}; {_config(r)}; intensity = counted FLOPs / "
-                        "modelled DRAM traffic of the step; efficiency against the measured roof at that intensity"
-                        for r in ours.itertuples()],
-    })
+    mine = pd.DataFrame(
+        {
+            "source": ours.run_name.map(_ours_label),
+            "model": ours.model,
+            "batch_size": ours.batch_size,
+            "device": ours.device_name,
+            "ai_flop_per_byte": ours.ai_flop_per_byte,
+            "achieved_tflops": ours.achieved_tflops,
+            "efficiency_vs_roof_pct": ours.efficiency_vs_roof_pct,
+            "measured_in": ours.source,
+            "differences": [
+                f"{_match(r.device_class, a.device_class)}; {_config(r)}; intensity = counted FLOPs / "
+                "modelled DRAM traffic of the step; efficiency against the measured roof at that intensity"
+                for r in ours.itertuples()
+            ],
+        }
+    )
     return _stack(pub, pd.concat([mine, _unsampled_003(ours, a)], ignore_index=True), ["model", "batch_size"])
 
 
@@ -366,9 +516,16 @@ def _unsampled_003(ours: pd.DataFrame, a: pd.DataFrame) -> pd.DataFrame:
     for (run, model), g in ours.groupby(["run_name", "model"]):
         have = sorted(int(b) for b in g.batch_size.unique())
         for bs in sorted(set(a[a.model == model].batch_size) - set(have)):
-            rows.append({"source": _ours_label(run), "model": model, "batch_size": bs, "measured_in": "not sampled",
-                         "differences": f"not sampled: this run measured {model} at batch "
-                         f"{', '.join(map(str, have))} only (its params' sweep lacks batch {bs})"})
+            rows.append(
+                {
+                    "source": _ours_label(run),
+                    "model": model,
+                    "batch_size": bs,
+                    "measured_in": "not sampled",
+                    "differences": f"not sampled: this run measured {model} at batch "
+                    f"{', '.join(map(str, have))} only (its params' sweep lacks batch {bs})",
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -383,29 +540,57 @@ def times_beside_004(backends: pd.DataFrame) -> pd.DataFrame:
     (iteration_us_per_image: full-batch steps over different image counts compare only per image)."""
     t = published.TIMES_004.set_index("what")
     n, images = published.setup("004")["iterations"], published.SHAPE_004["inputs"]
-    pub = pd.DataFrame([{
-        "source": _pub(published.SEED_004), "backend": b, "model": "mlp", "iterations": n,
-        "total_training_s": t.loc["total_training", f"{side}_ms"] / 1e3, "iteration_ms": t.loc["iteration", f"{side}_ms"],
-        "iteration_us_per_image": t.loc["iteration", f"{side}_ms"] * 1e3 / images,
-        "differences": f"{label}; " + t.configuration.iloc[0],
-    } for b, (side, label) in _SIDE_004.items()])
-    mlp = backends[(backends.model == "mlp") & (backends.status == "ok")] if (
-        len(backends) and {"model", "status", "steps"} <= set(backends.columns)) else pd.DataFrame()
+    pub = pd.DataFrame(
+        [
+            {
+                "source": _pub(published.SEED_004),
+                "backend": b,
+                "model": "mlp",
+                "iterations": n,
+                "total_training_s": t.loc["total_training", f"{side}_ms"] / 1e3,
+                "iteration_ms": t.loc["iteration", f"{side}_ms"],
+                "iteration_us_per_image": t.loc["iteration", f"{side}_ms"] * 1e3 / images,
+                "differences": f"{label}; " + t.configuration.iloc[0],
+            }
+            for b, (side, label) in _SIDE_004.items()
+        ]
+    )
+    mlp = (
+        backends[(backends.model == "mlp") & (backends.status == "ok")]
+        if (len(backends) and {"model", "status", "steps"} <= set(backends.columns))
+        else pd.DataFrame()
+    )
     if mlp.empty:
         return _alone(pub, "backends.csv with the MLP")
     run = mlp.run_name.astype(str) if "run_name" in mlp else pd.Series("", index=mlp.index)
     g = mlp.assign(run_name=run, per_step=mlp.images / mlp.steps).groupby(["run_name", "backend"], sort=False)
-    per = pd.DataFrame({"steps": g.steps.sum(), "total": g.epoch_s.sum(), "images": g.per_step.first(),
-                        "device": g.device_name.first()}).reset_index()
-    ours = pd.DataFrame({
-        "source": per.run_name.map(_ours_label), "backend": per.backend, "model": "mlp", "iterations": per.steps,
-        "total_training_s": per.total, "iteration_ms": per.total / per.steps * 1e3,
-        "iteration_us_per_image": per.total / per.steps * 1e6 / per.images,
-        "at_its_iterations_s": per.total / per.steps * n, "device": per.device,
-        "differences": [f"ours: {int(s)} full-batch steps of {i:,.0f} images each (the seed: {n} of "
-                        f"{images:,}), the device synchronised at the end of every block of steps; JIT "
-                        "compilation (jit_s) kept out" for s, i in zip(per.steps, per.images, strict=True)],
-    })
+    per = pd.DataFrame(
+        {
+            "steps": g.steps.sum(),
+            "total": g.epoch_s.sum(),
+            "images": g.per_step.first(),
+            "device": g.device_name.first(),
+        }
+    ).reset_index()
+    ours = pd.DataFrame(
+        {
+            "source": per.run_name.map(_ours_label),
+            "backend": per.backend,
+            "model": "mlp",
+            "iterations": per.steps,
+            "total_training_s": per.total,
+            "iteration_ms": per.total / per.steps * 1e3,
+            "iteration_us_per_image": per.total / per.steps * 1e6 / per.images,
+            "at_its_iterations_s": per.total / per.steps * n,
+            "device": per.device,
+            "differences": [
+                f"ours: {int(s)} full-batch steps of {i:,.0f} images each (the seed: {n} of "
+                f"{images:,}), the device synchronised at the end of every block of steps; JIT "
+                "compilation (jit_s) kept out"
+                for s, i in zip(per.steps, per.images, strict=True)
+            ],
+        }
+    )
     return pd.concat([pub, ours], ignore_index=True)
 
 
@@ -414,29 +599,55 @@ def memory_mb_beside_004(mem: pd.DataFrame) -> pd.DataFrame:
     beside ours converted to MB (MiB x 2^20 / 10^6) with our MiB kept beside, per run, backend and component,
     the MLP (seed 004's network) only."""
     m = published.MEMORY_004
-    pub = pd.concat([pd.DataFrame({
-        "source": _pub(published.SEED_004), "backend": b, "model": "mlp", "component": m.component,
-        "published_mb": m[f"{side}_mb"], "differences": f"{label}, MB as printed; " + published.OPS_004.configuration.iloc[0],
-    }) for b, (side, label) in _SIDE_004.items()], ignore_index=True)
+    pub = pd.concat(
+        [
+            pd.DataFrame(
+                {
+                    "source": _pub(published.SEED_004),
+                    "backend": b,
+                    "model": "mlp",
+                    "component": m.component,
+                    "published_mb": m[f"{side}_mb"],
+                    "differences": f"{label}, MB as printed; " + published.OPS_004.configuration.iloc[0],
+                }
+            )
+            for b, (side, label) in _SIDE_004.items()
+        ],
+        ignore_index=True,
+    )
     need = {"model", "component", "status", "computed_mib", "measured_mib"}
-    ok = mem[(mem.model == "mlp") & (mem.status == "ok")] if len(mem) and need <= set(mem.columns) else pd.DataFrame()
+    ok = (
+        mem[(mem.model == "mlp") & (mem.status == "ok")]
+        if len(mem) and need <= set(mem.columns)
+        else pd.DataFrame()
+    )
     ok = ok[ok.component.astype(str).str.len() > 0] if len(ok) else ok
     if ok.empty:
         return _alone(pub, "backend_memory.csv with the MLP")
     run = ok.run_name.astype(str) if "run_name" in ok else pd.Series("", index=ok.index)
-    ours = pd.DataFrame({
-        "source": run.map(_ours_label), "backend": ok.backend, "model": ok.model, "component": ok.component,
-        "computed_mb": ok.computed_mib * MIB_TO_MB, "measured_mb": ok.measured_mib * MIB_TO_MB,
-        "computed_mib": ok.computed_mib, "measured_mib": ok.measured_mib,
-        "differences": "ours: MiB x 1.048576 = MB; " + ok.get("method", pd.Series("", index=ok.index)).fillna(""),
-    })
+    ours = pd.DataFrame(
+        {
+            "source": run.map(_ours_label),
+            "backend": ok.backend,
+            "model": ok.model,
+            "component": ok.component,
+            "computed_mb": ok.computed_mib * MIB_TO_MB,
+            "measured_mb": ok.measured_mib * MIB_TO_MB,
+            "computed_mib": ok.computed_mib,
+            "measured_mib": ok.measured_mib,
+            "differences": "ours: MiB x 1.048576 = MB; "
+            + ok.get("method", pd.Series("", index=ok.index)).fillna(""),
+        }
+    )
     return pd.concat([pub, ours], ignore_index=True)
 
 
 # --- the seeds' throughputs and tables stacked beside ours ------------------------------------------------
 def _differences(seed: str, s, r) -> str:
-    ours = (f"ours: {r.dataset} {r.image_size}x{r.image_size}, batch {r.batch_size}, {r.data_mode} data "
-            "mode, synchronised windows")
+    ours = (
+        f"ours: {r.dataset} {r.image_size}x{r.image_size}, batch {r.batch_size}, {r.data_mode} data "
+        "mode, synchronised windows"
+    )
     if seed == "000":
         return f"000: {s.configuration}; {ours}"
     return f"003: {s.configuration}, batch {s.batch_size}; {ours}"
@@ -452,16 +663,28 @@ def published_beside_ours(scenario_a: pd.DataFrame) -> pd.DataFrame:
     cis = ok.pivot_table(index=index, columns="phase", values="throughput_ci95_img_s", aggfunc="first")
     ours = ours.reset_index().merge(cis.add_suffix("_ci95").reset_index(), on=index, how="left")
     tables = (("000", published.THROUGHPUT_000), ("003", published.THROUGHPUT_003))
-    return pd.DataFrame([{
-        "model": r.model, "device_class": r.device_class, "source": f"published by {seed}",
-        "published_batch_size": s.batch_size, "published_train_img_s": s.train_img_s,
-        "published_eval_img_s": getattr(s, "eval_img_s", None), "ours_run": r.run_name,
-        "ours_device": r.device_name, "ours_batch_size": r.batch_size,
-        "ours_train_img_s": getattr(r, "train", None),
-        "ours_train_ci95_img_s": getattr(r, "train_ci95", None), "ours_eval_img_s": getattr(r, "eval", None),
-        "differences": _differences(seed, s, r),
-    } for r in ours.itertuples() for seed, table in tables
-        for s in table[(table.model == r.model) & (table.device_class == r.device_class)].itertuples()])
+    return pd.DataFrame(
+        [
+            {
+                "model": r.model,
+                "device_class": r.device_class,
+                "source": f"published by {seed}",
+                "published_batch_size": s.batch_size,
+                "published_train_img_s": s.train_img_s,
+                "published_eval_img_s": getattr(s, "eval_img_s", None),
+                "ours_run": r.run_name,
+                "ours_device": r.device_name,
+                "ours_batch_size": r.batch_size,
+                "ours_train_img_s": getattr(r, "train", None),
+                "ours_train_ci95_img_s": getattr(r, "train_ci95", None),
+                "ours_eval_img_s": getattr(r, "eval", None),
+                "differences": _differences(seed, s, r),
+            }
+            for r in ours.itertuples()
+            for seed, table in tables
+            for s in table[(table.model == r.model) & (table.device_class == r.device_class)].itertuples()
+        ]
+    )
 
 
 def epochs_beside_published(epochs: pd.DataFrame) -> pd.DataFrame:
@@ -474,9 +697,16 @@ def epochs_beside_published(epochs: pd.DataFrame) -> pd.DataFrame:
     if epochs.empty or "train_epoch_s" not in epochs:
         return pub
     ok = epochs[epochs.status == "ok"]
-    ours = pd.DataFrame({"source": "ours: " + ok.run_name, "model": ok.model, "device": ok.device_name,
-                         "images": ok.train_images, "train_epoch_s": ok.train_epoch_s,
-                         "val_epoch_s": ok.val_epoch_s})
+    ours = pd.DataFrame(
+        {
+            "source": "ours: " + ok.run_name,
+            "model": ok.model,
+            "device": ok.device_name,
+            "images": ok.train_images,
+            "train_epoch_s": ok.train_epoch_s,
+            "val_epoch_s": ok.val_epoch_s,
+        }
+    )
     return pd.concat([pub, ours], ignore_index=True).sort_values(["model", "source"], kind="stable")
 
 
@@ -508,13 +738,19 @@ def backends_beside_001(backends: pd.DataFrame, memory: pd.DataFrame | None = No
     summ = scratch_summary.summarize(cnn) if len(cnn) else pd.DataFrame()
     if summ.empty:
         return beside(pub, pd.DataFrame(), "backend", "backends")
-    ours = pd.DataFrame({
-        "source": "ours: " + summ.run_name.astype(str) if "run_name" in summ else "ours", "model": summ.model,
-        "backend": summ.backend, "device_name": summ.device_name, "epoch_s": summ.epoch_s_mean,
-        "throughput_img_s": summ.throughput_img_s, "throughput_ci95_img_s": summ.throughput_ci95_img_s,
-        "final_test_accuracy_pct": summ.final_test_accuracy * 100,
-        "max_test_accuracy_pct": summ.max_test_accuracy * 100,
-    })
+    ours = pd.DataFrame(
+        {
+            "source": "ours: " + summ.run_name.astype(str) if "run_name" in summ else "ours",
+            "model": summ.model,
+            "backend": summ.backend,
+            "device_name": summ.device_name,
+            "epoch_s": summ.epoch_s_mean,
+            "throughput_img_s": summ.throughput_img_s,
+            "throughput_ci95_img_s": summ.throughput_ci95_img_s,
+            "final_test_accuracy_pct": summ.final_test_accuracy * 100,
+            "max_test_accuracy_pct": summ.max_test_accuracy * 100,
+        }
+    )
     ours = cnn_extras_001(ours, cnn, memory)
     pub = pub.rename(columns={"configuration": "differences"}).assign(source=_pub(published.SEED_001))
     first = ["source", "model", "backend"]
@@ -533,13 +769,29 @@ def ops_beside_published(ops: pd.DataFrame) -> pd.DataFrame:
     return pd.concat(blocks, names=["run_name", "op_kind"]).reset_index()
 
 
-_TELEMETRY_CONFIG = ("source", "model", "phase", "batch_size", "image_size", "precision", "memory_format",
-                     "compile", "data_mode")
-_GPU_SUMMARY = {(stat, metric): name for stat, metric, name in (
-    ("mean", "util_device_pct", "gpu_util_mean_pct"), ("max", "util_device_pct", "gpu_util_max_pct"),
-    ("mean", "gpu_power_w", "gpu_power_w_mean"), ("max", "gpu_power_w", "gpu_power_w_max"),
-    ("mean", "gpu_temp_c", "gpu_temp_c_mean"), ("max", "gpu_temp_c", "gpu_temp_c_max"),
-    ("max", "gpu_mem_used_mib", "gpu_mem_used_max_mib"))}
+_TELEMETRY_CONFIG = (
+    "source",
+    "model",
+    "phase",
+    "batch_size",
+    "image_size",
+    "precision",
+    "memory_format",
+    "compile",
+    "data_mode",
+)
+_GPU_SUMMARY = {
+    (stat, metric): name
+    for stat, metric, name in (
+        ("mean", "util_device_pct", "gpu_util_mean_pct"),
+        ("max", "util_device_pct", "gpu_util_max_pct"),
+        ("mean", "gpu_power_w", "gpu_power_w_mean"),
+        ("max", "gpu_power_w", "gpu_power_w_max"),
+        ("mean", "gpu_temp_c", "gpu_temp_c_mean"),
+        ("max", "gpu_temp_c", "gpu_temp_c_max"),
+        ("max", "gpu_mem_used_mib", "gpu_mem_used_max_mib"),
+    )
+}
 
 
 def telemetry_summary(tele: pd.DataFrame) -> pd.DataFrame:
@@ -565,7 +817,8 @@ def telemetry_beside_published(tele: pd.DataFrame) -> pd.DataFrame:
     ours = telemetry_summary(tele)
     pub = published.TELEMETRY_002.assign(source=_pub(published.SEED_002))
     if ours.empty:
-        return pub.assign(note="no run of this analysis sampled a GPU (telemetry.csv): the published table "
-                          "alone")
+        return pub.assign(
+            note="no run of this analysis sampled a GPU (telemetry.csv): the published table alone"
+        )
     ours = ours.rename(columns={"source": "measured_in"}).assign(source="ours: " + ours.run_name.astype(str))
     return pd.concat([pub, ours], ignore_index=True)

@@ -39,13 +39,43 @@ from cnnbench.devices.mps import MpsBackend
 from cnnbench.devices.rocm import RocmBackend
 
 BACKENDS: list[type[Backend]] = [RocmBackend, CudaBackend, MpsBackend, CpuBackend]  # in the order they claim
-KINDS = ("cuda", "mps", "cpu")  # the torch device types a params file names, in the order ``auto`` prefers them
+KINDS = (
+    "cuda",
+    "mps",
+    "cpu",
+)  # the torch device types a params file names, in the order ``auto`` prefers them
 
-__all__ = ["BACKENDS", "DTYPES", "KINDS", "TORCH_VERSION", "Backend", "DeviceError", "Hardware", "Unavailable",
-           "available", "backend", "backend_class", "clock_from", "cpu_clock_ghz", "cpu_features", "cpu_isa",
-           "cpu_model", "device_name", "macos_version", "native_bf16", "parse_cpu_mhz", "parse_version",
-           "peak_rss_mib", "physical_cores", "reset_peak_rss", "resolve", "rss_mib", "set_threads", "synchronize",
-           "using"]
+__all__ = [
+    "BACKENDS",
+    "DTYPES",
+    "KINDS",
+    "TORCH_VERSION",
+    "Backend",
+    "DeviceError",
+    "Hardware",
+    "Unavailable",
+    "available",
+    "backend",
+    "backend_class",
+    "clock_from",
+    "cpu_clock_ghz",
+    "cpu_features",
+    "cpu_isa",
+    "cpu_model",
+    "device_name",
+    "macos_version",
+    "native_bf16",
+    "parse_cpu_mhz",
+    "parse_version",
+    "peak_rss_mib",
+    "physical_cores",
+    "reset_peak_rss",
+    "resolve",
+    "rss_mib",
+    "set_threads",
+    "synchronize",
+    "using",
+]
 
 
 def backend(device: torch.device | str) -> Backend:
@@ -59,7 +89,9 @@ def backend_class(kind: str) -> type[Backend]:
     try:
         return next(cls for cls in BACKENDS if cls.kind == kind)
     except StopIteration:
-        raise DeviceError(f"unknown device kind {kind!r}; known: {', '.join(c.kind for c in BACKENDS)}") from None
+        raise DeviceError(
+            f"unknown device kind {kind!r}; known: {', '.join(c.kind for c in BACKENDS)}"
+        ) from None
 
 
 @contextlib.contextmanager
@@ -89,14 +121,19 @@ def resolve(spec: str = "auto", expect: str = "") -> torch.device:
         kind, index = match.group(1), match.group(2)
         if kind not in available():
             raise DeviceError(f"device '{spec}' is not present here; available: {', '.join(available())}")
-        if kind == "cpu" and index is not None:  # torch has one CPU device: cpu:3 would be recorded as a device
+        if (
+            kind == "cpu" and index is not None
+        ):  # torch has one CPU device: cpu:3 would be recorded as a device
             raise DeviceError(f"device '{spec}': the CPU is one device, name it 'cpu'")
         if kind == "cuda" and index is not None and int(index) >= torch.cuda.device_count():
             raise DeviceError(
-                f"device '{spec}' is not present; this machine has {torch.cuda.device_count()} CUDA device(s)")
+                f"device '{spec}' is not present; this machine has {torch.cuda.device_count()} CUDA device(s)"
+            )
         device = torch.device(spec)
     if expect and expect.lower() not in device_name(device).lower():
-        raise DeviceError(f"expected a device named like '{expect}', found '{device_name(device)}' ({device.type})")
+        raise DeviceError(
+            f"expected a device named like '{expect}', found '{device_name(device)}' ({device.type})"
+        )
     return device
 
 

@@ -97,8 +97,14 @@ class Backend:
         return host.cpu_model()
 
     def hardware(self) -> Hardware:
-        return Hardware(kind=self.kind, name=self.name(), cores=host.physical_cores(), isa=host.cpu_isa(),
-                        cxx=_compiler(), macos=host.macos_version())
+        return Hardware(
+            kind=self.kind,
+            name=self.name(),
+            cores=host.physical_cores(),
+            isa=host.cpu_isa(),
+            cxx=_compiler(),
+            macos=host.macos_version(),
+        )
 
     @classmethod
     def lacks(cls, knob: str, value, hw: Hardware) -> str:
@@ -161,8 +167,9 @@ class Backend:
     def is_oom(self, err: BaseException) -> bool:
         """True for an out-of-memory error (the host allocator's here)."""
         text = str(err).lower()
-        return isinstance(err, MemoryError) or (isinstance(err, RuntimeError) and (
-            "out of memory" in text or "can't allocate memory" in text))
+        return isinstance(err, MemoryError) or (
+            isinstance(err, RuntimeError) and ("out of memory" in text or "can't allocate memory" in text)
+        )
 
     def oom_note(self, err: BaseException) -> str:
         """A prefix that says why ``err`` counts as out of memory when its text does not."""
@@ -201,7 +208,9 @@ class Backend:
             return None
         scaler = getattr(getattr(torch, "amp", None), "GradScaler", None)
         if scaler is None:
-            raise Unavailable(f"fp16 training needs torch.amp.GradScaler (torch 2.3+); this is torch {torch.__version__}")
+            raise Unavailable(
+                f"fp16 training needs torch.amp.GradScaler (torch 2.3+); this is torch {torch.__version__}"
+            )
         return scaler(self.device.type)
 
     # --- telemetry and energy
@@ -218,8 +227,11 @@ class Backend:
 
         if platform.system() == "Linux":
             return energy.rapl_counter()
-        return energy.Unavailable(energy.APPLE if platform.system() == "Darwin" else
-                                  f"no energy counter reader for {platform.system()} CPUs")
+        return energy.Unavailable(
+            energy.APPLE
+            if platform.system() == "Darwin"
+            else f"no energy counter reader for {platform.system()} CPUs"
+        )
 
     # --- profiler
     def profiler_activities(self) -> list:
@@ -270,13 +282,16 @@ class Backend:
 
     def batched(self, fn: Callable, inner: int, graph: bool = False) -> Callable:
         """``inner`` calls of ``fn`` as one callable; no call's output is kept past the next call."""
+
         def calls() -> None:
             for _ in range(inner):
                 fn()
+
         return calls
 
-    def rates(self, fn: Callable, work: float, repeats: int, min_call_s: float | None = None,
-              graph: bool = False) -> list[float]:
+    def rates(
+        self, fn: Callable, work: float, repeats: int, min_call_s: float | None = None, graph: bool = False
+    ) -> list[float]:
         """``work`` per call of ``fn`` over its time, per timed call; each timed call runs ``fn`` enough times."""
         inner = self.inner_calls(fn, min_call_s)
         return [work * inner / t for t in self.times(self.batched(fn, inner, graph), repeats)]
@@ -290,14 +305,23 @@ class Backend:
         three quarters of each cache level, so every level holds sizes of its own."""
         return sweep_sizes(levels, dram_bytes)
 
-    def bandwidth_sweep(self, sizes: list[int], repeats: int, min_call_s: float | None, threads: int) -> list[dict]:
+    def bandwidth_sweep(
+        self, sizes: list[int], repeats: int, min_call_s: float | None, threads: int
+    ) -> list[dict]:
         """Best and median bandwidth of each kernel at each working set (rows of bandwidth_sweep.csv): torch copy
         and triad, bytes read + written, replayed from a graph where this kind has one."""
         rows = []
         for size in sizes:
             for kernel, (fn, nbytes) in stream_kernels(self.device, size).items():
-                rows.append(sweep_row(self.rates(fn, nbytes, repeats, min_call_s, graph=True), nbytes, kernel,
-                                      repeats, "torch, bytes read + written"))
+                rows.append(
+                    sweep_row(
+                        self.rates(fn, nbytes, repeats, min_call_s, graph=True),
+                        nbytes,
+                        kernel,
+                        repeats,
+                        "torch, bytes read + written",
+                    )
+                )
             self.empty_cache()
         return rows
 
@@ -312,12 +336,18 @@ class Backend:
         return [], f"no spec roofs for {cls.kind} devices"
 
 
-def sweep_sizes(levels: list[dict], dram_bytes: int, smallest: int = 16 * 2**10, step: float = 4.0) -> list[int]:
+def sweep_sizes(
+    levels: list[dict], dram_bytes: int, smallest: int = 16 * 2**10, step: float = 4.0
+) -> list[int]:
     """A geometric series (ratio ``step``) from ``smallest`` to ``dram_bytes``, plus half and three quarters of
     each cache level."""
     sizes = {int(smallest * step**k) for k in range(200) if smallest * step**k < dram_bytes}
-    sizes |= {int(lv["capacity_bytes"] * f) for lv in levels for f in (0.5, 0.75)
-              if lv["capacity_bytes"] * f >= smallest}
+    sizes |= {
+        int(lv["capacity_bytes"] * f)
+        for lv in levels
+        for f in (0.5, 0.75)
+        if lv["capacity_bytes"] * f >= smallest
+    }
     return sorted(sizes | {dram_bytes})
 
 
@@ -326,14 +356,24 @@ def stream_kernels(device: torch.device, working_set: int) -> dict:
     n_copy, n_add = max(working_set // 8, 1024), max(working_set // 12, 1024)
     a, b = torch.rand(n_copy, device=device), torch.empty(n_copy, device=device)
     x, y, z = (torch.rand(n_add, device=device) for _ in range(3))
-    return {"copy": (lambda: b.copy_(a), 8 * n_copy), "triad": (lambda: torch.add(x, y, alpha=3.0, out=z), 12 * n_add)}
+    return {
+        "copy": (lambda: b.copy_(a), 8 * n_copy),
+        "triad": (lambda: torch.add(x, y, alpha=3.0, out=z), 12 * n_add),
+    }
 
 
 def sweep_row(rates: list[float], nbytes: int, kernel: str, calls: int, method: str, **extra) -> dict:
     """One row of bandwidth_sweep.csv from a kernel's per-call rates (bytes/s)."""
-    return {"working_set_bytes": nbytes, "working_set_mib": nbytes / 2**20, "kernel": kernel,
-            "bandwidth_gbs": max(rates) / 1e9, "bandwidth_median_gbs": statistics.median(rates) / 1e9,
-            "calls": calls, "method": method, **extra}
+    return {
+        "working_set_bytes": nbytes,
+        "working_set_mib": nbytes / 2**20,
+        "kernel": kernel,
+        "bandwidth_gbs": max(rates) / 1e9,
+        "bandwidth_median_gbs": statistics.median(rates) / 1e9,
+        "calls": calls,
+        "method": method,
+        **extra,
+    }
 
 
 def specs():
@@ -346,8 +386,16 @@ def specs():
         return pd.read_csv(f)
 
 
-SPEC_COLUMNS = ["device_name", "kind", "precision", "level", "peak_gflops", "bandwidth_gbs", "ridge_flop_per_byte",
-                "source"]
+SPEC_COLUMNS = [
+    "device_name",
+    "kind",
+    "precision",
+    "level",
+    "peak_gflops",
+    "bandwidth_gbs",
+    "ridge_flop_per_byte",
+    "source",
+]
 
 
 def normalise_name(name: str) -> str:
@@ -359,7 +407,16 @@ def normalise_name(name: str) -> str:
 
 def spec_rows(table, device_name: str) -> list[dict]:
     """``table``'s rows (of device_specs.csv) as device_peaks rows of ``device_name``."""
-    return [{"device_name": device_name, "kind": "spec", "precision": r.precision, "level": r.memory_level,
-             "peak_gflops": r.peak_gflops, "bandwidth_gbs": r.bandwidth_gbs,
-             "ridge_flop_per_byte": r.peak_gflops / r.bandwidth_gbs, "source": f"{r.device}: {r.source}"}
-            for r in table.itertuples()]
+    return [
+        {
+            "device_name": device_name,
+            "kind": "spec",
+            "precision": r.precision,
+            "level": r.memory_level,
+            "peak_gflops": r.peak_gflops,
+            "bandwidth_gbs": r.bandwidth_gbs,
+            "ridge_flop_per_byte": r.peak_gflops / r.bandwidth_gbs,
+            "source": f"{r.device}: {r.source}",
+        }
+        for r in table.itertuples()
+    ]

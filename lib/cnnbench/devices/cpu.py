@@ -13,7 +13,12 @@ from cnnbench.devices.base import SPEC_COLUMNS, Backend, Hardware
 
 SYSFS_CACHES = "/sys/devices/system/cpu/cpu0/cache"
 # fp32 lanes per vector and FMA units per core by ISA (the widest the CPU's flags show), for derived CPU roofs
-_ISA = (("avx512f", 16, 2, "AVX-512"), ("avx2", 8, 2, "AVX2"), ("avx", 8, 1, "AVX (no FMA)"), ("sse2", 4, 1, "SSE2"))
+_ISA = (
+    ("avx512f", 16, 2, "AVX-512"),
+    ("avx2", 8, 2, "AVX2"),
+    ("avx", 8, 1, "AVX (no FMA)"),
+    ("sse2", 4, 1, "SSE2"),
+)
 
 
 class CpuBackend(Backend):
@@ -49,9 +54,14 @@ class CpuBackend(Backend):
         for c in caches:
             shared = c["shared_by"] or max(threads, 1)
             instances = max(1, math.ceil(max(threads, 1) / shared))
-            out.append({"level": c["level"], "size_bytes": c["size_bytes"],
-                        "capacity_bytes": c["size_bytes"] * instances,
-                        "size_source": f"{source}: {c['size_bytes'] // 1024} KiB x {instances} in use"})
+            out.append(
+                {
+                    "level": c["level"],
+                    "size_bytes": c["size_bytes"],
+                    "capacity_bytes": c["size_bytes"] * instances,
+                    "size_source": f"{source}: {c['size_bytes'] // 1024} KiB x {instances} in use",
+                }
+            )
         return out
 
     def sweep_sizes(self, levels, dram_bytes, threads):
@@ -63,7 +73,9 @@ class CpuBackend(Backend):
     def bandwidth_sweep(self, sizes, repeats, min_call_s, threads):
         from cnnbench.devices import membench
 
-        return membench.sweep(sizes, threads, repeats, max(self.min_call_s, min_call_s or 0.01)).to_dict("records")
+        return membench.sweep(sizes, threads, repeats, max(self.min_call_s, min_call_s or 0.01)).to_dict(
+            "records"
+        )
 
     @classmethod
     def spec_for_name(cls, name: str, gpu_cores: int | None = None) -> tuple[list[dict], str]:
@@ -72,8 +84,14 @@ class CpuBackend(Backend):
     def spec(self, threads: int) -> tuple[list[dict], str]:
         """A roof derived from this CPU's cores, ISA flags and clock (:func:`cpu_spec`)."""
         clock, source, is_max = host.cpu_clock_ghz()
-        return cpu_spec(self.name(), threads or host.physical_cores(), clock, source, host.cpu_features(),
-                        clock_is_max=is_max)
+        return cpu_spec(
+            self.name(),
+            threads or host.physical_cores(),
+            clock,
+            source,
+            host.cpu_features(),
+            clock_is_max=is_max,
+        )
 
 
 def _size_bytes(text: str) -> int | None:
@@ -96,14 +114,20 @@ def parse_sysfs_caches(root: str | Path = SYSFS_CACHES) -> list[dict]:
     """Data/unified caches of one CPU from sysfs: level, size in bytes, and how many CPUs share one."""
     out = []
     for index in sorted(Path(root).glob("index*")):
+
         def read(name: str, index=index) -> str:
             return (index / name).read_text().strip() if (index / name).is_file() else ""
 
         if read("type") not in ("Data", "Unified") or not read("level").isdigit():
             continue
         if size := _size_bytes(read("size")):
-            out.append({"level": f"l{read('level')}", "size_bytes": size,
-                        "shared_by": _cpu_count(read("shared_cpu_list"))})
+            out.append(
+                {
+                    "level": f"l{read('level')}",
+                    "size_bytes": size,
+                    "shared_by": _cpu_count(read("shared_cpu_list")),
+                }
+            )
     return sorted(out, key=lambda c: c["level"])
 
 
@@ -111,7 +135,9 @@ def _sysctl_caches() -> list[dict]:
     """macOS: hw.l1dcachesize, hw.l2cachesize (hw.l3cachesize where present), per performance core."""
     out = []
     for level in (1, 2, 3):
-        value = host.run(["sysctl", "-n", f"hw.l{level}dcachesize" if level == 1 else f"hw.l{level}cachesize"])
+        value = host.run(
+            ["sysctl", "-n", f"hw.l{level}dcachesize" if level == 1 else f"hw.l{level}cachesize"]
+        )
         if value.strip().isdigit() and int(value):
             out.append({"level": f"l{level}", "size_bytes": int(value), "shared_by": 1 if level == 1 else 0})
     return out
@@ -120,15 +146,24 @@ def _sysctl_caches() -> list[dict]:
 def vector_isa(flags: frozenset[str], machine: str = "") -> tuple[int, int, str] | None:
     """(fp32 lanes, FMA units per core, name) of the CPU's widest vector ISA; None when unknown."""
     if machine.lower() in ("arm64", "aarch64") and not flags & {"avx2", "avx512f"}:
-        return (4, 4, "NEON 128-bit, 4 FMA pipes") if platform.system() == "Darwin" else (4, 2, "NEON 128-bit")
+        return (
+            (4, 4, "NEON 128-bit, 4 FMA pipes") if platform.system() == "Darwin" else (4, 2, "NEON 128-bit")
+        )
     for flag, lanes, units, name in _ISA:
         if flag in flags and (flag != "avx2" or "fma" in flags):
             return lanes, units, name
     return None
 
 
-def cpu_spec(device_name: str, cores: int, clock_ghz: float | None, clock_source: str,
-             flags: frozenset[str], machine: str = "", clock_is_max: bool = True) -> tuple[list[dict], str]:
+def cpu_spec(
+    device_name: str,
+    cores: int,
+    clock_ghz: float | None,
+    clock_source: str,
+    flags: frozenset[str],
+    machine: str = "",
+    clock_is_max: bool = True,
+) -> tuple[list[dict], str]:
     """A derived fp32 compute roof for a CPU: cores x FMA units x fp32 lanes x 2 FLOP x clock, labelled derived.
 
     The ISA comes from the CPU's flags (:func:`vector_isa`), never assumed. With the maximum (boost) clock it is an
@@ -140,10 +175,19 @@ def cpu_spec(device_name: str, cores: int, clock_ghz: float | None, clock_source
         return [], f"no derived CPU roof: its {'vector ISA' if isa is None else 'clock'} could not be read"
     lanes, units, name = isa
     row = dict.fromkeys(SPEC_COLUMNS, math.nan) | {
-        "device_name": device_name, "kind": "spec", "precision": "fp32", "level": "dram",
+        "device_name": device_name,
+        "kind": "spec",
+        "precision": "fp32",
+        "level": "dram",
         "peak_gflops": cores * units * lanes * 2 * clock_ghz,
         "source": f"derived: {cores} cores x {units} FMA units x {lanes} fp32 lanes ({name}) x 2 FLOP x "
-                  f"{clock_ghz:.2f} GHz ({clock_source})"
-                  + ("" if clock_is_max else "; a base clock, not an upper bound: under load the cores boost above "
-                     "it, so a measured rate can exceed this roof") + "; bandwidth not derived"}
+        f"{clock_ghz:.2f} GHz ({clock_source})"
+        + (
+            ""
+            if clock_is_max
+            else "; a base clock, not an upper bound: under load the cores boost above "
+            "it, so a measured rate can exceed this roof"
+        )
+        + "; bandwidth not derived",
+    }
     return [row], "CPU spec roof derived from the measured cores, ISA flags and clock"

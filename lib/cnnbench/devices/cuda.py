@@ -17,16 +17,26 @@ from cnnbench.devices.base import Backend, Hardware, normalise_name, spec_rows, 
 # What torch raises when an allocation fails inside a CUDA-graph capture (torch.compile's reduce-overhead): the
 # failed cudaMalloc invalidates the capture, and the error that surfaces is the capture's
 # (cudaErrorStreamCaptureInvalidated), not OutOfMemoryError (pytorch/pytorch#159594, #187795).
-CAPTURE_FAILURE = ("operation failed due to a previous error during capture", "cudaerrorstreamcaptureinvalidated",
-                   "capture invalidated")
-MAX_AUTOTUNE_MIN_SMS = 68  # torch._inductor.utils.is_big_gpu: fewer SMs and max-autotune's GEMM templates are off
+CAPTURE_FAILURE = (
+    "operation failed due to a previous error during capture",
+    "cudaerrorstreamcaptureinvalidated",
+    "capture invalidated",
+)
+MAX_AUTOTUNE_MIN_SMS = (
+    68  # torch._inductor.utils.is_big_gpu: fewer SMs and max-autotune's GEMM templates are off
+)
 # The L2 of a GPU: copies of a working set that fits it (<= 25 MiB on an H100) last microseconds, so launch gaps
 # dominate even replayed from a CUDA graph. One long kernel re-reads the L2-resident buffer instead: a sum of the
 # buffer expanded R times (stride 0, nothing copied), one output per re-read, R chosen so a call moves at least
 # REREAD_TARGET_BYTES. Buffers under REREAD_MIN_BYTES are left out: one SM's L1 (256 KiB on Hopper) would serve them.
 REREAD_TARGET_BYTES = 4 * 2**30
 REREAD_MIN_BYTES = 2 * 2**20
-HBM_CAPABILITIES = ((7, 0), (8, 0), (9, 0), (10, 0))  # V100, A100, H100/H200, B100/B200: data-centre parts, HBM
+HBM_CAPABILITIES = (
+    (7, 0),
+    (8, 0),
+    (9, 0),
+    (10, 0),
+)  # V100, A100, H100/H200, B100/B200: data-centre parts, HBM
 
 
 class CudaBackend(Backend):
@@ -51,9 +61,15 @@ class CudaBackend(Backend):
         return tuple(torch.cuda.get_device_capability(self.device))
 
     def hardware(self) -> Hardware:
-        return Hardware(kind=self.kind, name=self.name(), cores=host.physical_cores(), isa=host.cpu_isa(),
-                        capability=self.capability(), triton=importlib.util.find_spec("triton") is not None,
-                        sms=torch.cuda.get_device_properties(self.device).multi_processor_count)
+        return Hardware(
+            kind=self.kind,
+            name=self.name(),
+            cores=host.physical_cores(),
+            isa=host.cpu_isa(),
+            capability=self.capability(),
+            triton=importlib.util.find_spec("triton") is not None,
+            sms=torch.cuda.get_device_properties(self.device).multi_processor_count,
+        )
 
     @classmethod
     def lacks(cls, knob: str, value, hw: Hardware) -> str:
@@ -64,17 +80,23 @@ class CudaBackend(Backend):
             if not hw.triton:
                 return "Triton is not installed: Inductor cannot generate GPU kernels"
             if value == "max-autotune" and 0 < hw.sms < MAX_AUTOTUNE_MIN_SMS:
-                return (f"max-autotune: Inductor autotunes GEMMs only on {MAX_AUTOTUNE_MIN_SMS}+ SMs; on this "
-                        f"{hw.sms}-SM GPU it compiles far longer for the default kernels (compile budget)")
+                return (
+                    f"max-autotune: Inductor autotunes GEMMs only on {MAX_AUTOTUNE_MIN_SMS}+ SMs; on this "
+                    f"{hw.sms}-SM GPU it compiles far longer for the default kernels (compile budget)"
+                )
             if value == "max-autotune" and hw.cores <= 2:
                 return f"max-autotune: its benchmarked compile takes minutes per shape on {hw.cores} host core(s)"
         return ""
 
     def environment(self) -> dict:
         props = torch.cuda.get_device_properties(self.device)
-        info = {"gpu_name": props.name, "gpu_memory_gb": round(props.total_memory / 2**30, 2),
-                "gpu_compute_capability": f"{props.major}.{props.minor}",
-                "gpu_multiprocessors": props.multi_processor_count, "gpu_driver": None}
+        info = {
+            "gpu_name": props.name,
+            "gpu_memory_gb": round(props.total_memory / 2**30, 2),
+            "gpu_compute_capability": f"{props.major}.{props.minor}",
+            "gpu_multiprocessors": props.multi_processor_count,
+            "gpu_driver": None,
+        }
         try:
             import pynvml
 
@@ -104,8 +126,10 @@ class CudaBackend(Backend):
 
     def peak_memory_mib(self) -> dict[str, float]:
         """``max_memory_allocated`` (tensors) and ``max_memory_reserved`` (the caching allocator's pool)."""
-        return {"peak_device_mem_mib": torch.cuda.max_memory_allocated(self.device) / 2**20,
-                "peak_device_reserved_mib": torch.cuda.max_memory_reserved(self.device) / 2**20}
+        return {
+            "peak_device_mem_mib": torch.cuda.max_memory_allocated(self.device) / 2**20,
+            "peak_device_reserved_mib": torch.cuda.max_memory_reserved(self.device) / 2**20,
+        }
 
     def total_memory_bytes(self) -> int:
         return int(torch.cuda.get_device_properties(self.device).total_memory)
@@ -178,8 +202,10 @@ class CudaBackend(Backend):
         except ImportError:
             return energy.Unavailable("nvidia-ml-py is not installed: no NVML energy counter")
         except Exception as err:  # noqa: BLE001 - NVMLError_NotSupported and friends: the reason is the reading
-            return energy.Unavailable(f"NVML total energy counter unavailable ({type(err).__name__}: {err}); "
-                                      "it needs a Volta or newer GPU")
+            return energy.Unavailable(
+                f"NVML total energy counter unavailable ({type(err).__name__}: {err}); "
+                "it needs a Volta or newer GPU"
+            )
         return counter
 
     def profiler_activities(self) -> list:
@@ -189,14 +215,19 @@ class CudaBackend(Backend):
 
     def op_time_us(self, evt, self_only: bool = False) -> float:
         """The event's kernel time: ``device_time_total`` (torch 2.4+) or its old name ``cuda_time_total``."""
-        names = ("self_device_time_total", "self_cuda_time_total") if self_only else \
-            ("device_time_total", "cuda_time_total")
+        names = (
+            ("self_device_time_total", "self_cuda_time_total")
+            if self_only
+            else ("device_time_total", "cuda_time_total")
+        )
         return float(next((v for a in names if (v := getattr(evt, a, None)) is not None), 0.0))
 
     def op_names(self) -> dict[str, str]:
         """cuDNN's batch norm runs as its own aten ops; the FLOP counter (on the meta device) names them native."""
-        return {"aten::cudnn_batch_norm": "aten::native_batch_norm",
-                "aten::cudnn_batch_norm_backward": "aten::native_batch_norm_backward"}
+        return {
+            "aten::cudnn_batch_norm": "aten::native_batch_norm",
+            "aten::cudnn_batch_norm_backward": "aten::native_batch_norm_backward",
+        }
 
     def ddp_device_ids(self) -> list[int] | None:
         return [self.index()]
@@ -229,8 +260,11 @@ class CudaBackend(Backend):
 
     def cache_levels(self, threads: int = 1, sysfs_root=None) -> list[dict]:
         l2 = getattr(torch.cuda.get_device_properties(self.device), "L2_cache_size", None)  # torch 2.5+
-        return [{"level": "l2", "size_bytes": l2, "capacity_bytes": l2, "size_source": "cuda L2_cache_size"}] \
-            if l2 else []
+        return (
+            [{"level": "l2", "size_bytes": l2, "capacity_bytes": l2, "size_source": "cuda L2_cache_size"}]
+            if l2
+            else []
+        )
 
     @property
     def main_memory(self) -> str:
@@ -243,9 +277,18 @@ class CudaBackend(Backend):
         l2 = max((lv["capacity_bytes"] for lv in self.cache_levels()), default=0)
         for size in reread_sizes(sizes, l2):
             fn, nbytes = reread_kernel(self.device, size)
-            rows.append({**sweep_row(self.rates(fn, nbytes, repeats, min_call_s, graph=True), size, "l2_reread",
-                                     repeats, f"torch, one sum kernel re-reading the buffer {nbytes // size}x: "
-                                     "bytes read"), "bytes_per_call": nbytes})
+            rows.append(
+                {
+                    **sweep_row(
+                        self.rates(fn, nbytes, repeats, min_call_s, graph=True),
+                        size,
+                        "l2_reread",
+                        repeats,
+                        f"torch, one sum kernel re-reading the buffer {nbytes // size}x: bytes read",
+                    ),
+                    "bytes_per_call": nbytes,
+                }
+            )
             del fn
             self.empty_cache()
         return rows
@@ -255,7 +298,9 @@ class CudaBackend(Backend):
         """The rows whose name equals ``name`` (as torch reports it; case, spacing and an "NVIDIA " prefix aside),
         so "L4" never takes an L40's row."""
         table = specs()
-        hits = table[(table.device_kind == cls.kind) & (table.device.map(normalise_name) == normalise_name(name))]
+        hits = table[
+            (table.device_kind == cls.kind) & (table.device.map(normalise_name) == normalise_name(name))
+        ]
         how = f"exact name '{name}'"
         if hits.empty:
             return [], f"no spec roof: no row of device_specs.csv matches {how} exactly"
@@ -323,6 +368,9 @@ def nvml_handle(device: torch.device, nvml=None):
     visible = [v.strip() for v in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if v.strip()]
     if index < len(visible):
         entry = visible[index]
-        return nvml.nvmlDeviceGetHandleByIndex(int(entry)) if entry.isdigit() else \
-            nvml.nvmlDeviceGetHandleByUUID(entry)
+        return (
+            nvml.nvmlDeviceGetHandleByIndex(int(entry))
+            if entry.isdigit()
+            else nvml.nvmlDeviceGetHandleByUUID(entry)
+        )
     return nvml.nvmlDeviceGetHandleByIndex(index)

@@ -10,8 +10,10 @@ import re
 from pathlib import Path
 
 POWERCAP = Path("/sys/class/powercap")
-APPLE = ("Apple silicon has no energy counter an unprivileged process can read; "
-         "'sudo powermetrics --samplers cpu_power,gpu_power -i 1000' reports CPU and GPU power by hand")
+APPLE = (
+    "Apple silicon has no energy counter an unprivileged process can read; "
+    "'sudo powermetrics --samplers cpu_power,gpu_power -i 1000' reports CPU and GPU power by hand"
+)
 
 
 class Unavailable:
@@ -82,13 +84,18 @@ def rapl_counter(root: Path = POWERCAP) -> RaplCounter | Unavailable:
     """The package zones' counter (``intel-rapl:N``, not their sub-zones nor ``psys``), or why not."""
     if not root.is_dir():
         return Unavailable(f"no {root}: this kernel or VM exposes no RAPL energy counter")
-    zones = sorted(z for z in root.iterdir() if re.fullmatch(r"intel-rapl:\d+", z.name)
-                   and (z / "energy_uj").exists() and _zone_name(z) != "psys")
+    zones = sorted(
+        z
+        for z in root.iterdir()
+        if re.fullmatch(r"intel-rapl:\d+", z.name) and (z / "energy_uj").exists() and _zone_name(z) != "psys"
+    )
     if not zones:
         return Unavailable(f"no RAPL package zone (intel-rapl:N/energy_uj) under {root}")
     if not all(os.access(z / "energy_uj", os.R_OK) for z in zones):
-        return Unavailable(f"{zones[0] / 'energy_uj'} is readable by root only (Linux >= 5.10 restricts RAPL); "
-                           "run as root or allow reading it to get CPU energy")
+        return Unavailable(
+            f"{zones[0] / 'energy_uj'} is readable by root only (Linux >= 5.10 restricts RAPL); "
+            "run as root or allow reading it to get CPU energy"
+        )
     try:
         counter = RaplCounter(zones)
         counter.read()

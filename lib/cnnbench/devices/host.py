@@ -57,8 +57,24 @@ def cpu_model() -> str:
 
 
 # Vector and matrix instruction sets that decide what a CPU computes natively (x86 flags, Arm features).
-ISA_FLAGS = ("sse4_2", "avx", "avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512_vnni", "avx512_bf16",
-             "avx512_fp16", "amx_tile", "amx_bf16", "amx_int8", "asimd", "bf16", "sve")
+ISA_FLAGS = (
+    "sse4_2",
+    "avx",
+    "avx2",
+    "fma",
+    "f16c",
+    "avx512f",
+    "avx512bw",
+    "avx512_vnni",
+    "avx512_bf16",
+    "avx512_fp16",
+    "amx_tile",
+    "amx_bf16",
+    "amx_int8",
+    "asimd",
+    "bf16",
+    "sve",
+)
 NATIVE_BF16 = ("avx512_bf16", "amx_bf16", "bf16")  # x86 AVX-512-BF16, Intel AMX, Arm FEAT_BF16
 
 
@@ -130,13 +146,18 @@ def parse_cpu_mhz(cpuinfo: str) -> float | None:
 
 
 def parse_lscpu_max_mhz(text: str) -> float | None:
-    """"CPU max MHz" of ``lscpu`` output (absent in many VMs)."""
+    """ "CPU max MHz" of ``lscpu`` output (absent in many VMs)."""
     match = re.search(r"^CPU max MHz:\s*([\d.]+)", text or "", flags=re.MULTILINE)
     return float(match.group(1)) if match and float(match.group(1)) > 0 else None
 
 
-def clock_from(sysfs_max_khz: str | None = None, psutil_max_mhz: float | None = None, lscpu: str | None = None,
-               sysctl_max_hz: str | None = None, cpuinfo: str | None = None) -> tuple[float | None, str, bool]:
+def clock_from(
+    sysfs_max_khz: str | None = None,
+    psutil_max_mhz: float | None = None,
+    lscpu: str | None = None,
+    sysctl_max_hz: str | None = None,
+    cpuinfo: str | None = None,
+) -> tuple[float | None, str, bool]:
     """The CPU's clock in GHz, where it was read, and whether it is the maximum (boost) clock: sysfs
     cpuinfo_max_freq, psutil's maximum, lscpu "CPU max MHz", macOS hw.cpufrequency_max (maxima, in that order),
     else /proc/cpuinfo "cpu MHz" (the base/nominal clock in a VM, the current one elsewhere: not a maximum)."""
@@ -161,6 +182,10 @@ def cpu_clock_ghz() -> tuple[float | None, str, bool]:
     except (AttributeError, NotImplementedError, OSError):
         freq = None
     darwin = platform.system() == "Darwin"
-    return clock_from(read("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq"), freq.max if freq else None,
-                      "" if darwin else run(["lscpu"]), run(["sysctl", "-n", "hw.cpufrequency_max"]) if darwin else "",
-                      read("/proc/cpuinfo"))
+    return clock_from(
+        read("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq"),
+        freq.max if freq else None,
+        "" if darwin else run(["lscpu"]),
+        run(["sysctl", "-n", "hw.cpufrequency_max"]) if darwin else "",
+        read("/proc/cpuinfo"),
+    )

@@ -27,7 +27,10 @@ from numba import prange
 # bytes counted per element and trial: read 1 x 8; triad 2 reads + 1 write (write-allocate not counted)
 BYTES_PER_ELEMENT = {"read": 8, "triad": 24}
 ARRAYS = {"read": 1, "triad": 3}  # float64 arrays per thread: the footprint is ARRAYS x 8 bytes per element
-CONVENTION = {"read": "read: bytes read", "triad": "triad a = b + s*c: 2 reads + 1 write, write-allocate not counted"}
+CONVENTION = {
+    "read": "read: bytes read",
+    "triad": "triad a = b + s*c: 2 reads + 1 write, write-allocate not counted",
+}
 _ALIGN = 4096 // 8  # row length rounded up to whole 4 KiB pages: no two threads share a cache line
 
 
@@ -45,7 +48,9 @@ def _read(a, n, trials):
             for i in range(n):
                 s += row[i]
             acc += s
-            row[0] = acc * 1e-300  # one store per trial: the next trial's sum depends on this one, never hoisted
+            row[0] = (
+                acc * 1e-300
+            )  # one store per trial: the next trial's sum depends on this one, never hoisted
         out[t] = acc
     return out
 
@@ -93,7 +98,9 @@ def _timed(kernel: str, arrays: tuple[np.ndarray, ...], n: int, trials: int, clo
     return clock() - t0
 
 
-def calibrate(kernel: str, arrays: tuple[np.ndarray, ...], n: int, min_call_s: float, clock=time.perf_counter) -> int:
+def calibrate(
+    kernel: str, arrays: tuple[np.ndarray, ...], n: int, min_call_s: float, clock=time.perf_counter
+) -> int:
     """Trials per call, doubled until a call lasts at least ``min_call_s`` *and* the last two doublings each took
     at least 1.6x longer: the traffic, not the fixed cost of a call (a parallel region waking its threads,
     milliseconds on a busy machine), then fills the call; two in a row, so one preempted call does not end it."""
@@ -108,8 +115,14 @@ def calibrate(kernel: str, arrays: tuple[np.ndarray, ...], n: int, min_call_s: f
     return trials
 
 
-def run(kernel: str, working_set_bytes: int, threads: int, calls: int = 5, min_call_s: float = 0.01,
-        clock=time.perf_counter) -> dict:
+def run(
+    kernel: str,
+    working_set_bytes: int,
+    threads: int,
+    calls: int = 5,
+    min_call_s: float = 0.01,
+    clock=time.perf_counter,
+) -> dict:
     """Best and median bandwidth of ``calls`` timed calls of ``kernel`` over ``working_set_bytes`` (all threads'
     buffers), each call with enough trials (:func:`calibrate`) to last ``min_call_s``; numba on ``threads``
     threads."""
@@ -121,14 +134,26 @@ def run(kernel: str, working_set_bytes: int, threads: int, calls: int = 5, min_c
     times = [_timed(kernel, arrays, n, trials, clock) for _ in range(calls)]
     moved = bytes_per_trial(kernel, n, threads) * trials
     rates = [moved / t / 1e9 for t in times]
-    return {"working_set_bytes": 8 * ARRAYS[kernel] * n * threads, "kernel": kernel,
-            "bandwidth_gbs": max(rates), "bandwidth_median_gbs": statistics.median(rates),
-            "bytes_per_call": moved, "trials": trials, "threads": threads, "calls": calls,
-            "method": f"numba, {CONVENTION[kernel]}"}
+    return {
+        "working_set_bytes": 8 * ARRAYS[kernel] * n * threads,
+        "kernel": kernel,
+        "bandwidth_gbs": max(rates),
+        "bandwidth_median_gbs": statistics.median(rates),
+        "bytes_per_call": moved,
+        "trials": trials,
+        "threads": threads,
+        "calls": calls,
+        "method": f"numba, {CONVENTION[kernel]}",
+    }
 
 
-def sweep(sizes: list[int], threads: int, calls: int = 5, min_call_s: float = 0.01,
-          kernels: tuple[str, ...] = ("read", "triad")) -> pd.DataFrame:
+def sweep(
+    sizes: list[int],
+    threads: int,
+    calls: int = 5,
+    min_call_s: float = 0.01,
+    kernels: tuple[str, ...] = ("read", "triad"),
+) -> pd.DataFrame:
     """:func:`run` for every working set in ``sizes`` and every kernel: one row each."""
     before = numba.get_num_threads()
     threads = max(1, min(threads, numba.config.NUMBA_NUM_THREADS))

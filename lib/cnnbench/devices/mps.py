@@ -16,14 +16,18 @@ from cnnbench.devices.base import Backend, Hardware, normalise_name, spec_rows, 
 
 # The M3 and M4 families: Apple publishes no GPU clock or TFLOPS, and the clocks published by third parties
 # range 1.38-1.6 GHz, so a derived roof (cores x 128 ALUs x 2 FLOP x clock) would carry a 16% guess.
-NO_APPLE_SPEC = ("no spec roof: Apple publishes no GPU clock or TFLOPS for the {chip}, and published estimates of "
-                 "its GPU clock range 1.38-1.6 GHz (a 16% spread in a derived roof); only the measured roofs are drawn")
+NO_APPLE_SPEC = (
+    "no spec roof: Apple publishes no GPU clock or TFLOPS for the {chip}, and published estimates of "
+    "its GPU clock range 1.38-1.6 GHz (a 16% spread in a derived roof); only the measured roofs are drawn"
+)
 
 
 class MpsBackend(Backend):
     kind = torch_type = "mps"
     on_host = False
-    queued = True  # timed by windows: MPS events are host-clock callbacks that can arrive out of order, and each
+    queued = (
+        True  # timed by windows: MPS events are host-clock callbacks that can arrive out of order, and each
+    )
     # record commits the command buffer, changing the work timed
     min_call_s = 0.05
     op_time = "queue"  # torch.profiler sees the host enqueueing each op, not the GPU running it
@@ -36,8 +40,13 @@ class MpsBackend(Backend):
         return f"Apple {host.cpu_model().replace('Apple ', '')} GPU (MPS)"
 
     def hardware(self) -> Hardware:
-        return Hardware(kind=self.kind, name=self.name(), cores=host.physical_cores(), isa=host.cpu_isa(),
-                        macos=host.macos_version())
+        return Hardware(
+            kind=self.kind,
+            name=self.name(),
+            cores=host.physical_cores(),
+            isa=host.cpu_isa(),
+            macos=host.macos_version(),
+        )
 
     @classmethod
     def lacks(cls, knob: str, value, hw: Hardware) -> str:
@@ -56,9 +65,12 @@ class MpsBackend(Backend):
     def peak_memory_mib(self) -> dict[str, float]:
         """No peak counter: the peak columns stay NaN (08 compares them as true peaks) and what MPS has goes to
         columns named for it: the allocation right after the window, and Metal's for the process."""
-        return {"peak_device_mem_mib": math.nan, "peak_device_reserved_mib": math.nan,
-                "mps_allocated_after_window_mib": torch.mps.current_allocated_memory() / 2**20,
-                "mps_driver_allocated_mib": torch.mps.driver_allocated_memory() / 2**20}
+        return {
+            "peak_device_mem_mib": math.nan,
+            "peak_device_reserved_mib": math.nan,
+            "mps_allocated_after_window_mib": torch.mps.current_allocated_memory() / 2**20,
+            "mps_driver_allocated_mib": torch.mps.driver_allocated_memory() / 2**20,
+        }
 
     def memory_sample_mib(self) -> float | None:
         return torch.mps.current_allocated_memory() / 2**20
@@ -99,10 +111,16 @@ class MpsBackend(Backend):
         if re.match(r"Apple M[34]\b", chip, flags=re.IGNORECASE):
             return [], NO_APPLE_SPEC.format(chip=chip)
         if gpu_cores is None:
-            return [], f"no spec roof: the GPU core count of '{chip}' could not be read, and it decides the row"
+            return (
+                [],
+                f"no spec roof: the GPU core count of '{chip}' could not be read, and it decides the row",
+            )
         table = specs()
-        hits = table[(table.device_kind == "mps") & (table.device.map(normalise_name) == normalise_name(chip))
-                     & (pd.to_numeric(table.gpu_cores, errors="coerce") == gpu_cores)]
+        hits = table[
+            (table.device_kind == "mps")
+            & (table.device.map(normalise_name) == normalise_name(chip))
+            & (pd.to_numeric(table.gpu_cores, errors="coerce") == gpu_cores)
+        ]
         how = f"chip '{chip}' with {gpu_cores} GPU cores"
         if hits.empty:
             return [], f"no spec roof: no row of device_specs.csv matches {how} exactly"
@@ -110,7 +128,7 @@ class MpsBackend(Backend):
 
 
 def precision_floor(precision: str, torch_version: tuple[int, int], macos: tuple[int, int] | None) -> str:
-    """"" when ``precision`` trains on MPS with this torch and macOS, else why not: fp16 autocast needs torch 2.5
+    """ "" when ``precision`` trains on MPS with this torch and macOS, else why not: fp16 autocast needs torch 2.5
     and its grad scaler (``GradScaler("mps")``) 2.8; bf16 autocast needs torch 2.6 and macOS 14."""
     have = f"this is torch {torch_version[0]}.{torch_version[1]}"
     if precision == "tf32":
@@ -129,7 +147,9 @@ def precision_floor(precision: str, torch_version: tuple[int, int], macos: tuple
 def parse_gpu_cores(text: str) -> int | None:
     """GPU core count from ``system_profiler SPDisplaysDataType`` ("Total Number of Cores: 18") or ``ioreg``
     ("gpu-core-count" = 18) output."""
-    match = re.search(r"Total Number of Cores:\s*(\d+)", text) or re.search(r'"gpu-core-count"\s*=\s*(\d+)', text)
+    match = re.search(r"Total Number of Cores:\s*(\d+)", text) or re.search(
+        r'"gpu-core-count"\s*=\s*(\d+)', text
+    )
     return int(match.group(1)) if match else None
 
 
@@ -139,4 +159,5 @@ def gpu_cores() -> int | None:
     if platform.system() != "Darwin":
         return None
     return parse_gpu_cores(host.run(["system_profiler", "SPDisplaysDataType"])) or parse_gpu_cores(
-        host.run(["ioreg", "-rd1", "-c", "IOAccelerator"]))
+        host.run(["ioreg", "-rd1", "-c", "IOAccelerator"])
+    )

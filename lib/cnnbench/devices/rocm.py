@@ -42,8 +42,10 @@ class RocmBackend(CudaBackend):
         return energy.Unavailable(NO_SMI)
 
     def op_names(self) -> dict[str, str]:
-        return {"aten::miopen_batch_norm": "aten::native_batch_norm",
-                "aten::miopen_batch_norm_backward": "aten::native_batch_norm_backward"}
+        return {
+            "aten::miopen_batch_norm": "aten::native_batch_norm",
+            "aten::miopen_batch_norm_backward": "aten::native_batch_norm_backward",
+        }
 
     def roof_precisions(self) -> list[str]:
         return ["fp32", "fp16", "bf16"]

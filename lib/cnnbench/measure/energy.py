@@ -41,8 +41,13 @@ class Meter:
     Counters that wrap (RAPL) are also read every ``poll_s`` seconds in a background thread.
     """
 
-    def __init__(self, device: torch.device | None = None, counter=None, poll_s: float = 1.0,
-                 clock: Callable[[], float] = time.perf_counter):
+    def __init__(
+        self,
+        device: torch.device | None = None,
+        counter=None,
+        poll_s: float = 1.0,
+        clock: Callable[[], float] = time.perf_counter,
+    ):
         self.counter = counter if counter is not None else counter_for(device or torch.device("cpu"))
         self.poll_s, self.clock = poll_s, clock
         self.joules, self.seconds = 0.0, 0.0
@@ -87,12 +92,19 @@ class Meter:
     def summary(self, images: int) -> dict[str, float | str]:
         """The columns of :data:`COLUMNS` for a window that processed ``images`` images."""
         if isinstance(self.counter, Unavailable):
-            return {"energy_j": math.nan, "energy_j_per_image": math.nan, "avg_power_w": math.nan,
-                    "energy_source": "", "energy_note": self.counter.note}
+            return {
+                "energy_j": math.nan,
+                "energy_j_per_image": math.nan,
+                "avg_power_w": math.nan,
+                "energy_source": "",
+                "energy_note": self.counter.note,
+            }
         note = self.counter.note
         if self.counter.source == "nvml" and self.seconds < NVML_MIN_WINDOW_S:
-            note = (f"window {self.seconds:.2f} s is shorter than {NVML_MIN_WINDOW_S:g} s: NVML's counter "
-                    "updates every 20-100 ms, so this reading is coarse")
+            note = (
+                f"window {self.seconds:.2f} s is shorter than {NVML_MIN_WINDOW_S:g} s: NVML's counter "
+                "updates every 20-100 ms, so this reading is coarse"
+            )
         return {
             "energy_j": self.joules,
             "energy_j_per_image": self.joules / images if images else math.nan,

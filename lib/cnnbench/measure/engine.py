@@ -31,11 +31,28 @@ from cnnbench.measure import energy, flops, telemetry, timing
 from cnnbench.results.schema import PROTOCOL_KEYS
 
 # Columns every result frame has, so a table of failures only still has them (empty).
-MEASURE_COLUMNS = ("throughput_img_s", "throughput_ci95_img_s", "throughput_window_min_img_s",
-                   "throughput_window_max_img_s", "step_time_median_s", "step_time_mean_s", "step_time_std_s",
-                   "n_steps", "steps_per_window", "noisy", "gflops_per_image", "achieved_gflops", "achieved_tflops",
-                   "baseline_rss_mib", "peak_rss_mib", "peak_device_mem_mib", "peak_device_reserved_mib",
-                   "util_cpu_mean_pct", "util_device_mean_pct", "error")
+MEASURE_COLUMNS = (
+    "throughput_img_s",
+    "throughput_ci95_img_s",
+    "throughput_window_min_img_s",
+    "throughput_window_max_img_s",
+    "step_time_median_s",
+    "step_time_mean_s",
+    "step_time_std_s",
+    "n_steps",
+    "steps_per_window",
+    "noisy",
+    "gflops_per_image",
+    "achieved_gflops",
+    "achieved_tflops",
+    "baseline_rss_mib",
+    "peak_rss_mib",
+    "peak_device_mem_mib",
+    "peak_device_reserved_mib",
+    "util_cpu_mean_pct",
+    "util_device_mean_pct",
+    "error",
+)
 
 
 @dataclass(frozen=True)
@@ -61,8 +78,16 @@ class Config:
             raise AttributeError(f"'Config' has no field or knob '{name}'") from None
 
     @classmethod
-    def of(cls, model: str, phase: str, image_size: int, num_classes: int, in_channels: int = 3,
-           dataset: str = "synthetic", **knob_values) -> Config:
+    def of(
+        cls,
+        model: str,
+        phase: str,
+        image_size: int,
+        num_classes: int,
+        in_channels: int = 3,
+        dataset: str = "synthetic",
+        **knob_values,
+    ) -> Config:
         return cls(model, phase, image_size, num_classes, in_channels, dataset, Setting(knob_values))
 
     def replace(self, **changes) -> Config:
@@ -72,7 +97,10 @@ class Config:
         return replace(self, setting=setting, **{k: v for k, v in changes.items() if k in own})
 
     def columns(self) -> dict:
-        return {**{f.name: getattr(self, f.name) for f in fields(self) if f.name != "setting"}, **self.setting}
+        return {
+            **{f.name: getattr(self, f.name) for f in fields(self) if f.name != "setting"},
+            **self.setting,
+        }
 
 
 def config(p, model: str, phase: str, variant: dict | None = None, **changes) -> Config:
@@ -129,7 +157,9 @@ class Workload:
         if reason := knobs.lacks("precision", cfg.precision, b.hardware()):
             raise devices.Unavailable(reason)  # a knob value this device lacks is never an error row
         torch.manual_seed(p.seed)
-        model = models.build(cfg.model, num_classes=cfg.num_classes, image_size=cfg.image_size).to(self.device)
+        model = models.build(cfg.model, num_classes=cfg.num_classes, image_size=cfg.image_size).to(
+            self.device
+        )
         if cfg.memory_format == "channels_last":
             model = model.to(memory_format=torch.channels_last)
         self.model = model.train(cfg.phase == "train")
@@ -139,13 +169,25 @@ class Workload:
         self.scaler = b.grad_scaler(cfg.precision)
         if cfg.data_mode == "device":
             # one batch made once on the device: real images when a dataset is given, else synthetic
-            x, y = self._synthetic_batch() if self.dataset is None else self.to_device(
-                *next(iter(data.loader(self.dataset, cfg.batch_size, 0, False, seed=p.seed))))
+            x, y = (
+                self._synthetic_batch()
+                if self.dataset is None
+                else self.to_device(
+                    *next(iter(data.loader(self.dataset, cfg.batch_size, 0, False, seed=p.seed)))
+                )
+            )
             self.next_batch = lambda: (x, y)
         else:
-            ds = self.dataset or data.synthetic_for(cfg.in_channels, cfg.image_size, cfg.num_classes,
-                                                    max(p.synthetic_images, cfg.batch_size), p.seed)
-            batches = data.cycle(data.loader(ds, cfg.batch_size, cfg.workers, b.pin(cfg.pin_memory), seed=p.seed))
+            ds = self.dataset or data.synthetic_for(
+                cfg.in_channels,
+                cfg.image_size,
+                cfg.num_classes,
+                max(p.synthetic_images, cfg.batch_size),
+                p.seed,
+            )
+            batches = data.cycle(
+                data.loader(ds, cfg.batch_size, cfg.workers, b.pin(cfg.pin_memory), seed=p.seed)
+            )
             self.next_batch = lambda: self.to_device(*next(batches))
 
     def __exit__(self, *exc) -> None:
@@ -159,8 +201,10 @@ class Workload:
     def _synthetic_batch(self):
         gen = torch.Generator().manual_seed(self.p.seed)
         shape = (self.cfg.batch_size, self.cfg.in_channels, self.cfg.image_size, self.cfg.image_size)
-        return self.to_device(torch.randn(shape, generator=gen),
-                              torch.randint(0, self.cfg.num_classes, (self.cfg.batch_size,), generator=gen))
+        return self.to_device(
+            torch.randn(shape, generator=gen),
+            torch.randint(0, self.cfg.num_classes, (self.cfg.batch_size,), generator=gen),
+        )
 
     def to_device(self, x: torch.Tensor, y: torch.Tensor):
         """A host batch on the device (channels-last when asked); the copy is part of the step."""
@@ -210,7 +254,10 @@ def failure(err: BaseException, device: torch.device | None = None) -> dict:
     if isinstance(err, devices.Unavailable):
         return {"status": "unavailable", "error": str(err)}
     b = devices.backend(device or "cpu")
-    return {"status": "oom" if b.is_oom(err) else "error", "error": f"{b.oom_note(err)}{type(err).__name__}: {err}"[:500]}
+    return {
+        "status": "oom" if b.is_oom(err) else "error",
+        "error": f"{b.oom_note(err)}{type(err).__name__}: {err}"[:500],
+    }
 
 
 def steps_for_window(warmup_times: list[float], p) -> int:
@@ -225,8 +272,11 @@ def config_key(cfg: Config, device: torch.device, p) -> dict:
     """The columns that identify a measurement: the workload, the device kind, every knob as it is in force there
     (:func:`cnnbench.knobs.in_force`) and the protocol (:data:`PROTOCOL_KEYS`)."""
     b = devices.backend(device)
-    return {**cfg.replace(**knobs.in_force(cfg.setting, b)).columns(), "device_kind": b.kind,
-            **{k: getattr(p, k) for k in PROTOCOL_KEYS}}
+    return {
+        **cfg.replace(**knobs.in_force(cfg.setting, b)).columns(),
+        "device_kind": b.kind,
+        **{k: getattr(p, k) for k in PROTOCOL_KEYS},
+    }
 
 
 def _base_row(cfg: Config, device: torch.device, p) -> dict:
@@ -235,9 +285,14 @@ def _base_row(cfg: Config, device: torch.device, p) -> dict:
 
 def crashed(cfg: Config, device: torch.device, p, exitcode: int | None) -> dict:
     """The row of a configuration whose worker process died (segfault, OOM killer, os._exit)."""
-    return {**_base_row(cfg, device, p),
-            "timestamp": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "isolation": "worker",
-            "status": "crashed", "error": death(exitcode), "exitcode": exitcode}
+    return {
+        **_base_row(cfg, device, p),
+        "timestamp": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "isolation": "worker",
+        "status": "crashed",
+        "error": death(exitcode),
+        "exitcode": exitcode,
+    }
 
 
 def death(exitcode: int | None) -> str:
@@ -260,16 +315,23 @@ def _memory(b: devices.Backend, sampler: telemetry.Sampler, summary: dict, warmu
     this configuration's peak RSS (MiB). A device with no high-water mark has its own columns and samples."""
     out = b.peak_memory_mib()
     for k in ("peak_device_mem_mib", "peak_device_reserved_mib"):
-        out[k.replace("_mib", "_run_mib")] = max(out[k], warmup_peak.get(k, math.nan)) if out[k] == out[k] \
-            else out[k]
+        out[k.replace("_mib", "_run_mib")] = (
+            max(out[k], warmup_peak.get(k, math.nan)) if out[k] == out[k] else out[k]
+        )
     if "mps_mem_max_mib" in summary:  # no peak counter: the largest 0.1 s sample, named as such
         out["mps_allocated_max_sampled_mib"] = summary["mps_mem_max_mib"]
     out["peak_rss_mib"] = max(devices.peak_rss_mib(), summary.get("peak_rss_mib", 0.0))
     return out
 
 
-def measure(cfg: Config, device: torch.device, p, dataset=None, timer: timing.StepTimer | None = None,
-            isolation: str = "in_process") -> dict:
+def measure(
+    cfg: Config,
+    device: torch.device,
+    p,
+    dataset=None,
+    timer: timing.StepTimer | None = None,
+    isolation: str = "in_process",
+) -> dict:
     """Measure one configuration in this process with the params' protocol ``p``; always returns a row
     (``status`` ok, unavailable, oom, unstable or error).
 
@@ -305,9 +367,15 @@ def measure(cfg: Config, device: torch.device, p, dataset=None, timer: timing.St
             warmup_peak = b.peak_memory_mib()
             b.reset_peak_memory()  # the windows' own peak from here
             n = row["steps_per_window"] = steps_for_window(warmup_times, p)
-            row["cpu_fallback_ops"] = ",".join(sorted({str(w.message).split("'")[1] for w in caught
-                                                      if "fall back to run on the CPU" in str(w.message)
-                                                      and "'" in str(w.message)}))
+            row["cpu_fallback_ops"] = ",".join(
+                sorted(
+                    {
+                        str(w.message).split("'")[1]
+                        for w in caught
+                        if "fall back to run on the CPU" in str(w.message) and "'" in str(w.message)
+                    }
+                )
+            )
             row["loss_after_warmup"] = work.check_loss()
             step_times, window_times, spans = [], [], []
             faults = heap.minor_faults()
@@ -331,8 +399,12 @@ def measure(cfg: Config, device: torch.device, p, dataset=None, timer: timing.St
         row["gflops_per_image"] = per_image / 1e9
         row["achieved_gflops"] = row["throughput_img_s"] * per_image / 1e9
         row["achieved_tflops"] = row["achieved_gflops"] / 1e3
-        row.update(step_times_s=step_times, window_times_s=window_times, window_spans_s=spans,
-                   telemetry_series=sampler.series())
+        row.update(
+            step_times_s=step_times,
+            window_times_s=window_times,
+            window_spans_s=spans,
+            telemetry_series=sampler.series(),
+        )
         if cfg.compile != "off":
             row["compile_s"] = max(row["first_step_s"] - row["step_time_median_s"], 0.0)
     except Exception as err:  # noqa: BLE001 - every failure becomes a row, the run goes on

@@ -14,8 +14,15 @@ from cnnbench.measure.engine import Config
 from cnnbench.progress import bar, resumed
 
 
-def _epoch(work: engine.Workload, loader, phase: str, max_batches: int, max_images: int = 0,
-           clock=time.perf_counter, sync=devices.synchronize) -> dict:
+def _epoch(
+    work: engine.Workload,
+    loader,
+    phase: str,
+    max_batches: int,
+    max_images: int = 0,
+    clock=time.perf_counter,
+    sync=devices.synchronize,
+) -> dict:
     """One epoch over ``loader``: stops after ``max_batches`` batches or ``max_images`` images (0 = no cap).
 
     ``epoch_s`` is everything, as seed 000 timed its epochs: the loader's start-up (``iter(loader)``, worker
@@ -45,7 +52,12 @@ def _epoch(work: engine.Workload, loader, phase: str, max_batches: int, max_imag
             break
         batch = next(it, None)
     sync(work.device)
-    return {"epoch_s": clock() - start, "images": n, "loader_start_s": loader_start, "first_step_s": first_step}
+    return {
+        "epoch_s": clock() - start,
+        "images": n,
+        "loader_start_s": loader_start,
+        "first_step_s": first_step,
+    }
 
 
 def epoch_pair(p, cfg: Config, device_spec: str, cap: int) -> dict:
@@ -56,18 +68,28 @@ def epoch_pair(p, cfg: Config, device_spec: str, cap: int) -> dict:
     pin = devices.backend(device).pin(cfg.pin_memory)
     for phase in ("train", "eval"):
         c = cfg.replace(phase=phase, data_mode="loader")
-        ds = dataset_for(c) or data.synthetic_for(c.in_channels, c.image_size, c.num_classes, p.synthetic_images,
-                                                  p.seed + (phase == "eval"))
+        ds = dataset_for(c) or data.synthetic_for(
+            c.in_channels, c.image_size, c.num_classes, p.synthetic_images, p.seed + (phase == "eval")
+        )
         splits[phase] = data.loader(ds, c.batch_size, cfg.workers, pin, shuffle=phase == "train", seed=p.seed)
-    with engine.Workload(cfg, device, p) as work, telemetry.Sampler(device, p.telemetry_interval_s) as sampler:
+    with (
+        engine.Workload(cfg, device, p) as work,
+        telemetry.Sampler(device, p.telemetry_interval_s) as sampler,
+    ):
         train = _epoch(work, splits["train"], "train", p.max_batches, cap)
         work.check_loss()
         work.model.eval()
         val = _epoch(work, splits["eval"], "eval", p.max_batches, cap)
     for split, e in (("train", train), ("val", val)):
-        row.update({f"{split}_epoch_s": e["epoch_s"], f"{split}_images": e["images"],
-                    f"{split}_throughput_img_s": e["images"] / e["epoch_s"],
-                    f"{split}_loader_start_s": e["loader_start_s"], f"{split}_first_step_s": e["first_step_s"]})
+        row.update(
+            {
+                f"{split}_epoch_s": e["epoch_s"],
+                f"{split}_images": e["images"],
+                f"{split}_throughput_img_s": e["images"] / e["epoch_s"],
+                f"{split}_loader_start_s": e["loader_start_s"],
+                f"{split}_first_step_s": e["first_step_s"],
+            }
+        )
     return {**row, **sampler.summary()}
 
 
@@ -82,18 +104,41 @@ def epochs(run) -> pd.DataFrame:
     planned = []
     for model in p.models:
         cfg = engine.config(p, model, "train", p.variants[0], threads=run.threads)
-        columns = {k: v for k, v in cfg.replace(**knobs.in_force(cfg.setting, b)).columns().items() if k != "phase"}
-        planned.append((model, cfg, {**columns, "device_kind": b.kind, "device_name": b.name(), "status": "ok",
-                                     "error": "", "max_batches": p.max_batches,
-                                     "epoch_images": p.epoch_images_per_model.get(model, p.epoch_images)}))
+        columns = {
+            k: v for k, v in cfg.replace(**knobs.in_force(cfg.setting, b)).columns().items() if k != "phase"
+        }
+        planned.append(
+            (
+                model,
+                cfg,
+                {
+                    **columns,
+                    "device_kind": b.kind,
+                    "device_name": b.name(),
+                    "status": "ok",
+                    "error": "",
+                    "max_batches": p.max_batches,
+                    "epoch_images": p.epoch_images_per_model.get(model, p.epoch_images),
+                },
+            )
+        )
     file.plan([row for *_, row in planned], "epochs")
     kept = sum(file.done(row) for *_, row in planned)
     for model, cfg, row in bar(planned, desc="epochs", unit="model"):
         if file.done(row):
             continue
         if p.isolate:  # its own process: its peak RSS is not that of the models measured before it
-            row.update(worker.call_isolated(epoch_pair, p, cfg, str(device), row["epoch_images"], device=device,
-                                            name=f"cnnbench-epochs-{model}"))
+            row.update(
+                worker.call_isolated(
+                    epoch_pair,
+                    p,
+                    cfg,
+                    str(device),
+                    row["epoch_images"],
+                    device=device,
+                    name=f"cnnbench-epochs-{model}",
+                )
+            )
         else:
             row["isolation"] = "in_process"
             try:
@@ -103,5 +148,3 @@ def epochs(run) -> pd.DataFrame:
         file.append(row)
     resumed(kept, len(planned), file.path.name, "models' epochs")
     return results.read(run.dir, "epochs")
-
-

@@ -72,16 +72,19 @@ def _sdpa_cpu_flop(query_shape, key_shape, value_shape, *args, out_shape=None, *
     return sdpa_flop_count(query_shape, key_shape, value_shape)
 
 
-def _sdpa_cpu_backward_flop(grad_out_shape, query_shape, key_shape, value_shape, *args, out_shape=None,
-                            **kwargs) -> int:
+def _sdpa_cpu_backward_flop(
+    grad_out_shape, query_shape, key_shape, value_shape, *args, out_shape=None, **kwargs
+) -> int:
     """CPU flash attention backward (torch's SDPA backward formula)."""
     return sdpa_backward_flop_count(grad_out_shape, query_shape, key_shape, value_shape)
 
 
 FLOP_FORMULAS = {aten.convolution_backward: _conv_backward_flop}
 # scaled_dot_product_attention's CPU kernels: Q K^T and softmax(Q K^T) V, by torch's own SDPA formulas
-for _op, _formula in (("_scaled_dot_product_flash_attention_for_cpu", _sdpa_cpu_flop),
-                      ("_scaled_dot_product_flash_attention_for_cpu_backward", _sdpa_cpu_backward_flop)):
+for _op, _formula in (
+    ("_scaled_dot_product_flash_attention_for_cpu", _sdpa_cpu_flop),
+    ("_scaled_dot_product_flash_attention_for_cpu_backward", _sdpa_cpu_backward_flop),
+):
     if hasattr(aten, _op):
         FLOP_FORMULAS[getattr(aten, _op)] = _formula
 
@@ -138,7 +141,9 @@ class Complexity:
     published_gmacs: float | None
     published_params: int | None
     macs_vs_published_pct: float | None  # 100 x (ours / published - 1); None where no figure applies
-    matches_published: bool  # within 1% of torchvision's figure (or its 3-decimal rounding); True where none applies
+    matches_published: (
+        bool  # within 1% of torchvision's figure (or its 3-decimal rounding); True where none applies
+    )
 
     def as_row(self) -> dict:
         return asdict(self)
@@ -274,8 +279,14 @@ def table(
     rows = []
     for name in bar(model_names, desc="complexity", unit="model", disable=not progress):
         spec = models.spec(name)
-        configs = [("reference+training", spec.reference_size, spec.reference_classes)] if spec.own_data else \
-            [("reference", spec.reference_size, spec.reference_classes), ("training", image_size, num_classes)]
+        configs = (
+            [("reference+training", spec.reference_size, spec.reference_classes)]
+            if spec.own_data
+            else [
+                ("reference", spec.reference_size, spec.reference_classes),
+                ("training", image_size, num_classes),
+            ]
+        )
         for role, size, classes in configs:
             c = complexity(name, size, classes, device=device)
             rows.append({"role": role, **c.as_row()})
@@ -291,11 +302,25 @@ def published_mismatches(complexity) -> list[dict]:
     for r in complexity.itertuples():
         pub, pub_params = getattr(r, "published_gmacs", None), getattr(r, "published_params", None)
         if pd.notna(pub) and not matches_published(float(r.gmacs_fwd), float(pub)):
-            out.append({"model": r.model, "what": "forward GMACs", "ours": float(r.gmacs_fwd), "published": float(pub),
-                        "difference_pct": 100 * (float(r.gmacs_fwd) / float(pub) - 1)})
+            out.append(
+                {
+                    "model": r.model,
+                    "what": "forward GMACs",
+                    "ours": float(r.gmacs_fwd),
+                    "published": float(pub),
+                    "difference_pct": 100 * (float(r.gmacs_fwd) / float(pub) - 1),
+                }
+            )
         if pd.notna(pub_params) and int(r.params) != int(pub_params):
-            out.append({"model": r.model, "what": "parameters", "ours": int(r.params), "published": int(pub_params),
-                        "difference_pct": 100 * (int(r.params) / int(pub_params) - 1)})
+            out.append(
+                {
+                    "model": r.model,
+                    "what": "parameters",
+                    "ours": int(r.params),
+                    "published": int(pub_params),
+                    "difference_pct": 100 * (int(r.params) / int(pub_params) - 1),
+                }
+            )
     return out
 
 
@@ -309,10 +334,17 @@ def published_check(complexity):
     bad = published_mismatches(complexity)
     checked = int(complexity.published_gmacs.notna().sum()) if "published_gmacs" in complexity else 0
     if not bad:
-        return HTML(f"<p><b>Counts checked:</b> all {checked} row(s) with a published torchvision figure agree "
-                    "within 1% (MACs) and exactly (parameters).</p>")
-    items = "".join(f"<li><b>{html.escape(b['model'])}</b>: {b['what']} ours {b['ours']:,.4g}, published "
-                    f"{b['published']:,.4g} ({b['difference_pct']:+.1f}%)</li>" for b in bad)
-    return HTML("<div style='border:3px solid #c00;background:#fee;padding:8px 12px'><b>WARNING: "
-                f"{len(bad)} count(s) disagree with torchvision's published figures by more than 1%.</b> Every FLOP "
-                f"figure of these models below and in later notebooks is suspect.<ul>{items}</ul></div>")
+        return HTML(
+            f"<p><b>Counts checked:</b> all {checked} row(s) with a published torchvision figure agree "
+            "within 1% (MACs) and exactly (parameters).</p>"
+        )
+    items = "".join(
+        f"<li><b>{html.escape(b['model'])}</b>: {b['what']} ours {b['ours']:,.4g}, published "
+        f"{b['published']:,.4g} ({b['difference_pct']:+.1f}%)</li>"
+        for b in bad
+    )
+    return HTML(
+        "<div style='border:3px solid #c00;background:#fee;padding:8px 12px'><b>WARNING: "
+        f"{len(bad)} count(s) disagree with torchvision's published figures by more than 1%.</b> Every FLOP "
+        f"figure of these models below and in later notebooks is suspect.<ul>{items}</ul></div>"
+    )

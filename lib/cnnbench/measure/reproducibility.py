@@ -26,11 +26,27 @@ from cnnbench.measure import timing
 def same_keys() -> tuple[str, ...]:
     """The columns that make two rows of one run the same configuration (the protocol is the run's own)."""
     return ("model", "phase", "image_size", "num_classes", "dataset", *knobs.keyed())
+
+
 PRECISE_PCT = 10.0  # a rate whose 95% interval is within +-10% supports a headline on its own
 
-COLUMNS = ["run_name", "model", "phase", "batch_size", "first", "rate_first_img_s", "ci95_first_img_s", "second",
-           "rate_second_img_s", "ci95_second_img_s", "difference_pct", "difference_ci95_pct", "agree",
-           "second_inside_first", "probe_change_pct"]
+COLUMNS = [
+    "run_name",
+    "model",
+    "phase",
+    "batch_size",
+    "first",
+    "rate_first_img_s",
+    "ci95_first_img_s",
+    "second",
+    "rate_second_img_s",
+    "ci95_second_img_s",
+    "difference_pct",
+    "difference_ci95_pct",
+    "agree",
+    "second_inside_first",
+    "probe_change_pct",
+]
 
 
 def _ok(df: pd.DataFrame, source: str) -> pd.DataFrame:
@@ -65,14 +81,26 @@ def _unsplit_step(step_phases: pd.DataFrame | None) -> pd.DataFrame:
 TABLES = ("scenario_a", "batch_sweep", "tuning", "step_phases")  # what repeated() and machine_summary() read
 
 
-def repeated(scenario_a: pd.DataFrame, batch_sweep: pd.DataFrame, tuning: pd.DataFrame | None = None,
-             step_phases: pd.DataFrame | None = None) -> pd.DataFrame:
+def repeated(
+    scenario_a: pd.DataFrame,
+    batch_sweep: pd.DataFrame,
+    tuning: pd.DataFrame | None = None,
+    step_phases: pd.DataFrame | None = None,
+) -> pd.DataFrame:
     """Every configuration of a run measured by two passes, one row per pair (see the module's docstring)."""
-    passes = [p for p in (_ok(scenario_a, "scenario_a"), _ok(batch_sweep, "batch_sweep"), _tuning_default(tuning),
-                          _unsplit_step(step_phases)) if len(p)]
+    passes = [
+        p
+        for p in (
+            _ok(scenario_a, "scenario_a"),
+            _ok(batch_sweep, "batch_sweep"),
+            _tuning_default(tuning),
+            _unsplit_step(step_phases),
+        )
+        if len(p)
+    ]
     out = []
     for i, a in enumerate(passes):
-        for b in passes[i + 1:]:
+        for b in passes[i + 1 :]:
             on = [k for k in ("run_name", *same_keys()) if k in a and k in b]
             j = a.merge(b, on=on, suffixes=("_a", "_b"))
             for r in j.to_dict("records"):
@@ -85,12 +113,23 @@ def _pair(r: dict) -> dict:
     ca, cb = float(r["throughput_ci95_img_s_a"]), float(r["throughput_ci95_img_s_b"])
     diff = rb - ra
     combined = math.hypot(ca, cb) if math.isfinite(ca) and math.isfinite(cb) else math.nan
-    return {"run_name": r.get("run_name", ""), "model": r["model"], "phase": r["phase"],
-            "batch_size": int(r["batch_size"]), "first": r["source_a"], "rate_first_img_s": ra,
-            "ci95_first_img_s": ca, "second": r["source_b"], "rate_second_img_s": rb, "ci95_second_img_s": cb,
-            "difference_pct": 100 * diff / ra, "difference_ci95_pct": 100 * combined / ra,
-            "agree": bool(abs(diff) <= combined), "second_inside_first": bool(abs(diff) <= ca),
-            "probe_change_pct": 100 * (_f(r.get("probe_img_s_b")) / _f(r.get("probe_img_s_a")) - 1)}
+    return {
+        "run_name": r.get("run_name", ""),
+        "model": r["model"],
+        "phase": r["phase"],
+        "batch_size": int(r["batch_size"]),
+        "first": r["source_a"],
+        "rate_first_img_s": ra,
+        "ci95_first_img_s": ca,
+        "second": r["source_b"],
+        "rate_second_img_s": rb,
+        "ci95_second_img_s": cb,
+        "difference_pct": 100 * diff / ra,
+        "difference_ci95_pct": 100 * combined / ra,
+        "agree": bool(abs(diff) <= combined),
+        "second_inside_first": bool(abs(diff) <= ca),
+        "probe_change_pct": 100 * (_f(r.get("probe_img_s_b")) / _f(r.get("probe_img_s_a")) - 1),
+    }
 
 
 def _f(value) -> float:
@@ -106,26 +145,45 @@ def agreement_sentence(pairs: pd.DataFrame) -> str:
         return "No configuration was measured twice in this run."
     agree = int(pairs.agree.sum())
     worst = pairs.loc[(pairs.difference_pct.abs() - pairs.difference_ci95_pct).idxmax()]
-    text = (f"{agree} of {len(pairs)} configurations measured twice agree within the 95% interval of their "
-            f"difference; {int(pairs.second_inside_first.sum())} of {len(pairs)} fall inside the first "
-            f"measurement's own interval.")
+    text = (
+        f"{agree} of {len(pairs)} configurations measured twice agree within the 95% interval of their "
+        f"difference; {int(pairs.second_inside_first.sum())} of {len(pairs)} fall inside the first "
+        f"measurement's own interval."
+    )
     if agree < len(pairs):
-        text += (f" The largest disagreement: {worst.model} {worst.phase} at batch {worst.batch_size}, "
-                 f"{worst.first} {worst.rate_first_img_s:,.1f} vs {worst.second} {worst.rate_second_img_s:,.1f} "
-                 f"img/s ({worst.difference_pct:+.1f}% against +-{worst.difference_ci95_pct:.1f}%)")
+        text += (
+            f" The largest disagreement: {worst.model} {worst.phase} at batch {worst.batch_size}, "
+            f"{worst.first} {worst.rate_first_img_s:,.1f} vs {worst.second} {worst.rate_second_img_s:,.1f} "
+            f"img/s ({worst.difference_pct:+.1f}% against +-{worst.difference_ci95_pct:.1f}%)"
+        )
         probe = _f(worst.get("probe_change_pct"))
-        text += (f"; the CPU's own speed (probe) moved {probe:+.1f}% between the two." if math.isfinite(probe)
-                 else ".")
+        text += (
+            f"; the CPU's own speed (probe) moved {probe:+.1f}% between the two."
+            if math.isfinite(probe)
+            else "."
+        )
     return text
 
 
 def machine_summary(*tables: pd.DataFrame) -> pd.DataFrame:
     """Per run: how many measured configurations found the machine busy, and the worst figures seen."""
-    rows = pd.concat([t for t in tables if t is not None and len(t) and "machine_state" in t], ignore_index=True) \
-        if any(t is not None and len(t) and "machine_state" in t for t in tables) else pd.DataFrame()
+    rows = (
+        pd.concat([t for t in tables if t is not None and len(t) and "machine_state" in t], ignore_index=True)
+        if any(t is not None and len(t) and "machine_state" in t for t in tables)
+        else pd.DataFrame()
+    )
     if rows.empty:
-        return pd.DataFrame(columns=["run_name", "configurations", "busy", "steal_max_pct", "other_cpu_max_pct",
-                                     "process_cv_median_pct", "verdict"])
+        return pd.DataFrame(
+            columns=[
+                "run_name",
+                "configurations",
+                "busy",
+                "steal_max_pct",
+                "other_cpu_max_pct",
+                "process_cv_median_pct",
+                "verdict",
+            ]
+        )
     if "run_name" not in rows:
         rows["run_name"] = ""
     out = []
@@ -137,9 +195,18 @@ def machine_summary(*tables: pd.DataFrame) -> pd.DataFrame:
         probe = _col(g, "probe_img_s").dropna()
         across = 100 * (probe.max() - probe.min()) / probe.median() if len(probe) else math.nan
         moved = max(across, _col(g, "probe_spread_pct").max()) if len(probe) else math.nan
-        out.append({"run_name": run, "configurations": len(g), "busy": busy, "steal_max_pct": steal,
-                    "other_cpu_max_pct": other, "process_cv_median_pct": cv, "probe_moved_pct": moved,
-                    "verdict": verdict(len(g), busy, steal, other, cv, moved)})
+        out.append(
+            {
+                "run_name": run,
+                "configurations": len(g),
+                "busy": busy,
+                "steal_max_pct": steal,
+                "other_cpu_max_pct": other,
+                "process_cv_median_pct": cv,
+                "probe_moved_pct": moved,
+                "verdict": verdict(len(g), busy, steal, other, cv, moved),
+            }
+        )
     return pd.DataFrame(out)
 
 
@@ -150,16 +217,22 @@ def _col(df: pd.DataFrame, name: str) -> pd.Series:
 
 def verdict(n: int, busy: int, steal: float, other: float, cv: float, moved: float = math.nan) -> str:
     """The sentence at the top of a report."""
-    figures = (f"mean CPU steal up to {0 if pd.isna(steal) else steal:.1f}%, other processes' mean load up to "
-               f"{0 if pd.isna(other) else other:.0f}% of the CPUs, process-to-process spread (median CV) "
-               f"{'n/a' if pd.isna(cv) else f'{cv:.1f}%'}"
-               + ("" if pd.isna(moved) else f", the CPU's own speed (probe) moved up to {moved:.0f}%"))
+    figures = (
+        f"mean CPU steal up to {0 if pd.isna(steal) else steal:.1f}%, other processes' mean load up to "
+        f"{0 if pd.isna(other) else other:.0f}% of the CPUs, process-to-process spread (median CV) "
+        f"{'n/a' if pd.isna(cv) else f'{cv:.1f}%'}"
+        + ("" if pd.isna(moved) else f", the CPU's own speed (probe) moved up to {moved:.0f}%")
+    )
     if busy:
-        return (f"The machine was busy during {busy} of {n} measured configurations ({figures}): their rates "
-                "carry that load, and a repeat on a quieter (or busier) machine can fall outside their intervals.")
+        return (
+            f"The machine was busy during {busy} of {n} measured configurations ({figures}): their rates "
+            "carry that load, and a repeat on a quieter (or busier) machine can fall outside their intervals."
+        )
     if (not pd.isna(cv) and cv > 10) or (not pd.isna(moved) and moved > 15):
-        return (f"The benchmark seems unstable: the machine was not busy by its own counters, yet its speed moved "
-                f"({figures}); intervals span processes, and a repeat minutes later can still fall outside them.")
+        return (
+            f"The benchmark seems unstable: the machine was not busy by its own counters, yet its speed moved "
+            f"({figures}); intervals span processes, and a repeat minutes later can still fall outside them."
+        )
     return f"The machine was quiet during all {n} measured configurations ({figures})."
 
 
@@ -208,7 +281,7 @@ def paired_ratio(a: dict, b: dict) -> tuple[float, float, float, int] | None:
 
 
 def interval_verdict(low: float, high: float, a: float, b: float) -> str:
-    """"faster" or "slower" where the ratio's 95% interval excludes 1, else "not significant"."""
+    """ "faster" or "slower" where the ratio's 95% interval excludes 1, else "not significant"."""
     if not (math.isfinite(low) and math.isfinite(high)):
         return "no interval"
     if low <= 1 <= high:

@@ -115,7 +115,9 @@ def _measure_once(cfg: Config, device, p, dataset, isolate: bool) -> dict:
     return engine.measure(cfg, device, p, dataset)
 
 
-def _record(state: _Config, row: dict, process: int, files, source: str, probe_img_s: float = math.nan) -> None:
+def _record(
+    state: _Config, row: dict, process: int, files, source: str, probe_img_s: float = math.nan
+) -> None:
     """One process's windows, steps and telemetry into their files; its row kept for the merge."""
     _, windows, steps, tele = files
     step_times = row.pop("step_times_s", [])
@@ -132,14 +134,30 @@ def _record(state: _Config, row: dict, process: int, files, source: str, probe_i
     rows = []
     for i, wall in enumerate(walls):
         machine = telemetry.span_summary(series, *spans[i]) if i < len(spans) else {}
-        rows.append({**key, "process": process, "repeat": i, "steps": n, "images": n * bs, "window_time_s": wall,
-                     "throughput_img_s": n * bs / wall, **machine, "probe_img_s": probe_img_s,
-                     "timestamp": row.get("timestamp", "")})
+        rows.append(
+            {
+                **key,
+                "process": process,
+                "repeat": i,
+                "steps": n,
+                "images": n * bs,
+                "window_time_s": wall,
+                "throughput_img_s": n * bs / wall,
+                **machine,
+                "probe_img_s": probe_img_s,
+                "timestamp": row.get("timestamp", ""),
+            }
+        )
     windows.extend(rows)
     state.windows.extend(_typed_window({k: str(v) for k, v in r.items()}) for r in rows)
     if steps is not None and step_times:
-        steps.extend([{**key, "process": process, "repeat": i // n, "step": i % n, "step_time_s": t}
-                      for i, t in enumerate(step_times)], group=(*config_keys(), "process"))
+        steps.extend(
+            [
+                {**key, "process": process, "repeat": i // n, "step": i % n, "step_time_s": t}
+                for i, t in enumerate(step_times)
+            ],
+            group=(*config_keys(), "process"),
+        )
     if tele is not None and series:
         context = {**key, "source": source, "process": process, "device_name": row.get("device_name", "")}
         tele.extend([{**context, **s} for s in series], group=(*config_keys(), "source", "process"))
@@ -152,7 +170,9 @@ def _merge_numbers(rows: list[dict]) -> dict:
     for k in rows[0]:
         if k in not_merged:
             continue
-        vals = [r.get(k) for r in rows if isinstance(r.get(k), (int, float)) and not isinstance(r.get(k), bool)]
+        vals = [
+            r.get(k) for r in rows if isinstance(r.get(k), (int, float)) and not isinstance(r.get(k), bool)
+        ]
         vals = [float(v) for v in vals if math.isfinite(float(v))]
         if not vals:
             continue
@@ -188,12 +208,17 @@ def merge(state: _Config, stop_reason: str, steps: ResultsFile | None) -> dict:
     rates = state.rates()
     mean = sum(rates) / len(rates)
     half = timing.ci95_half_width(rates)
-    base.update(processes_measured=len(rates), throughput_ci95_img_s=half, throughput_ci95_within_img_s=within,
-                process_rates_img_s=dict(zip(state.processes, rates, strict=True)),
-                throughput_process_min_img_s=min(rates), throughput_process_max_img_s=max(rates),
-                throughput_process_cv_pct=100 * statistics.stdev(rates) / mean if len(rates) > 1 else math.nan,
-                ci95_pct=100 * half / base["throughput_img_s"] if base["throughput_img_s"] else math.nan,
-                stop_reason=stop_reason)
+    base.update(
+        processes_measured=len(rates),
+        throughput_ci95_img_s=half,
+        throughput_ci95_within_img_s=within,
+        process_rates_img_s=dict(zip(state.processes, rates, strict=True)),
+        throughput_process_min_img_s=min(rates),
+        throughput_process_max_img_s=max(rates),
+        throughput_process_cv_pct=100 * statistics.stdev(rates) / mean if len(rates) > 1 else math.nan,
+        ci95_pct=100 * half / base["throughput_img_s"] if base["throughput_img_s"] else math.nan,
+        stop_reason=stop_reason,
+    )
     if "gflops_per_image" in base and base.get("gflops_per_image") == base.get("gflops_per_image"):
         base["achieved_gflops"] = base["throughput_img_s"] * float(base["gflops_per_image"])
         base["achieved_tflops"] = base["achieved_gflops"] / 1e3
@@ -209,8 +234,12 @@ def merge(state: _Config, stop_reason: str, steps: ResultsFile | None) -> dict:
     return base
 
 
-def _rounds(states: list[_Config], p, measure_one: Callable[[_Config, int], None],
-            probe: Callable[[], None] = lambda: None) -> dict:
+def _rounds(
+    states: list[_Config],
+    p,
+    measure_one: Callable[[_Config, int], None],
+    probe: Callable[[], None] = lambda: None,
+) -> dict:
     """Measure in rounds until every configuration has its least processes, then more rounds for the ones whose
     interval is wider than the target, while the budget lasts; each round in its own random order (seeded), so
     no configuration always follows another (Abedi and Brecht's randomized interleaving). Returns each
@@ -225,8 +254,11 @@ def _rounds(states: list[_Config], p, measure_one: Callable[[_Config, int], None
                 measure_one(s, s.count + 1)
     started = time.perf_counter()
     while True:
-        wide = [s for s in states if s.failure is None and s.ci_pct() > p.ci_target_pct
-                and s.count < p.max_processes]
+        wide = [
+            s
+            for s in states
+            if s.failure is None and s.ci_pct() > p.ci_target_pct and s.count < p.max_processes
+        ]
         if not wide or time.perf_counter() - started >= p.adapt_budget_s:
             break
         probe()
@@ -244,9 +276,18 @@ def _rounds(states: list[_Config], p, measure_one: Callable[[_Config, int], None
     return reasons
 
 
-def run_configs(configs: Iterable[Config], device: torch.device, p, path, steps_path=None,
-                dataset_for: Callable[[Config], object] | None = None, desc: str = "measuring",
-                telemetry_path=None, source: str = "", isolate: bool = False) -> list[dict]:
+def run_configs(
+    configs: Iterable[Config],
+    device: torch.device,
+    p,
+    path,
+    steps_path=None,
+    dataset_for: Callable[[Config], object] | None = None,
+    desc: str = "measuring",
+    telemetry_path=None,
+    source: str = "",
+    isolate: bool = False,
+) -> list[dict]:
     """Measure every configuration not already done in ``path`` with the params' protocol ``p`` (see the
     module's docstring); returns the rows of ``configs``, this run's and resumed ones, in the file's order.
 
@@ -258,7 +299,9 @@ def run_configs(configs: Iterable[Config], device: torch.device, p, path, steps_
     files = _files(path, steps_path, telemetry_path)
     results, windows, steps, _ = files
     keys = [engine.config_key(c, device, p) for c in configs]
-    for f in files:  # these configurations, and only they, are this invocation's rows (results.ResultsFile.plan)
+    for (
+        f
+    ) in files:  # these configurations, and only they, are this invocation's rows (results.ResultsFile.plan)
         if f is not None:
             f.plan(keys, source or desc, config_keys())
     states = [_Config(c, k, windows) for c, k in zip(configs, keys, strict=True) if not results.done(k)]
@@ -268,6 +311,7 @@ def run_configs(configs: Iterable[Config], device: torch.device, p, path, steps_
     def probe() -> None:  # the host CPU's own speed before each round (telemetry.speed_probe), where the
         if devices.backend(device).on_host and states:  # host CPU is the measured device
             probed["img_s"] = telemetry.speed_probe()
+
     total = sum(max(p.processes - len(s.processes), 0) for s in states)
     progress = bar(total=total, desc=desc, unit="process")
 

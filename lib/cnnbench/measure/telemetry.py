@@ -38,8 +38,15 @@ from cnnbench import devices, paths
 from cnnbench.measure.timing import STALL_FACTOR
 
 _NVML_THROTTLE = {
-    0x1: "gpu_idle", 0x2: "app_clocks", 0x4: "sw_power_cap", 0x8: "hw_slowdown", 0x10: "sync_boost",
-    0x20: "sw_thermal", 0x40: "hw_thermal", 0x80: "hw_power_brake", 0x100: "display_clocks",
+    0x1: "gpu_idle",
+    0x2: "app_clocks",
+    0x4: "sw_power_cap",
+    0x8: "hw_slowdown",
+    0x10: "sync_boost",
+    0x20: "sw_thermal",
+    0x40: "hw_thermal",
+    0x80: "hw_power_brake",
+    0x100: "display_clocks",
 }
 # Which reading gpu_power_w holds (the row's ``gpu_power_source``): NVML_FI_DEV_POWER_INSTANT where the driver
 # has it, else nvmlDeviceGetPowerUsage, a one-second average on Ampere/Hopper (except A100) that lags 0.1 s samples.
@@ -58,6 +65,8 @@ def gpu_power_w(nvml, handle) -> tuple[float, str]:
         except Exception:  # noqa: BLE001 - an old driver: the averaged reading below
             pass
     return nvml.nvmlDeviceGetPowerUsage(handle) / 1000, POWER_AVERAGE
+
+
 # metric of the series -> (summary name, statistics kept in the row); util_* summaries end in _pct
 _SUMMARY = {
     "util_cpu_pct": ("util_cpu", ("mean", "max")),
@@ -78,8 +87,9 @@ _SUMMARY = {
 class Sampler:
     """``with Sampler(device) as s: ...`` then ``s.series()`` (every sample) and ``s.summary()`` (per row)."""
 
-    def __init__(self, device: torch.device, interval_s: float = 0.1,
-                 clock: Callable[[], float] = time.perf_counter):
+    def __init__(
+        self, device: torch.device, interval_s: float = 0.1, clock: Callable[[], float] = time.perf_counter
+    ):
         self.device, self.interval_s, self.clock = device, interval_s, clock
         self.samples: list[tuple[float, str, float, int | None]] = []
         self.throttle: set[str] = set()
@@ -168,7 +178,9 @@ class Sampler:
             self._add(t, "util_device_pct", util.gpu, index)
             self._add(t, "util_device_mem_pct", util.memory, index)
             self._add(t, "gpu_mem_used_mib", nvml.nvmlDeviceGetMemoryInfo(handle).used / 2**20, index)
-            self._add(t, "gpu_temp_c", nvml.nvmlDeviceGetTemperature(handle, nvml.NVML_TEMPERATURE_GPU), index)
+            self._add(
+                t, "gpu_temp_c", nvml.nvmlDeviceGetTemperature(handle, nvml.NVML_TEMPERATURE_GPU), index
+            )
             watts, source = gpu_power_w(nvml, handle)
             self._add(t, "gpu_power_w", watts, index)
             if index == self.measured_index:
@@ -177,7 +189,9 @@ class Sampler:
             reasons = nvml.nvmlDeviceGetCurrentClocksThrottleReasons(handle)
             self._add(t, "gpu_throttle_reasons", reasons, index)
             if index == self.measured_index:
-                self.throttle |= {name for bit, name in _NVML_THROTTLE.items() if reasons & bit and bit != 0x1}
+                self.throttle |= {
+                    name for bit, name in _NVML_THROTTLE.items() if reasons & bit and bit != 0x1
+                }
         except Exception:  # noqa: BLE001 - a GPU that does not answer one query is skipped, not fatal
             pass
 
@@ -237,7 +251,9 @@ class Sampler:
         if rss:
             out["peak_rss_mib"] = max(rss)
         whole = self._whole_process_cpu_pct()
-        if whole is not None:  # the mean over the whole span, exact (no tick rounding); the samples give the max
+        if (
+            whole is not None
+        ):  # the mean over the whole span, exact (no tick rounding); the samples give the max
             out["util_process_cpu_mean_pct"] = whole
         out.setdefault("util_device_mean_pct", float("nan"))
         out["telemetry_samples"] = len(self.values("util_cpu_pct"))
@@ -252,12 +268,19 @@ def span_summary(series: list[dict], begin: float, end: float) -> dict[str, floa
     """Mean of each host quantity over the samples taken in ``[begin, end]`` (seconds of the sampler), for the
     state of the machine in one measured window: ``cpu_steal_mean_pct``, ``util_other_cpu_mean_pct``,
     ``cpu_freq_mhz_mean``, ``util_cpu_mean_pct`` (NaN where no sample fell in the window)."""
-    names = {"cpu_steal_pct": "cpu_steal_mean_pct", "util_other_cpu_pct": "util_other_cpu_mean_pct",
-             "cpu_freq_mhz": "cpu_freq_mhz_mean", "util_cpu_pct": "util_cpu_mean_pct"}
+    names = {
+        "cpu_steal_pct": "cpu_steal_mean_pct",
+        "util_other_cpu_pct": "util_other_cpu_mean_pct",
+        "cpu_freq_mhz": "cpu_freq_mhz_mean",
+        "util_cpu_pct": "util_cpu_mean_pct",
+    }
     out = {}
     for metric, name in names.items():
-        vals = [s["value"] for s in series if s["metric"] == metric and s.get("device_index") is None
-                and begin <= s["t_s"] <= end + 1e-9]
+        vals = [
+            s["value"]
+            for s in series
+            if s["metric"] == metric and s.get("device_index") is None and begin <= s["t_s"] <= end + 1e-9
+        ]
         out[name] = float(np.mean(vals)) if vals else float("nan")
     return out
 
@@ -268,8 +291,10 @@ def read(path: str | Path, source: str | None = None) -> pd.DataFrame:
     from cnnbench import results
 
     path = Path(path)
-    df = results.frame(results.current_rows(path, results.read_rows(path)),
-                       ("source", "t_s", "metric", "value", "device_index"))
+    df = results.frame(
+        results.current_rows(path, results.read_rows(path)),
+        ("source", "t_s", "metric", "value", "device_index"),
+    )
     df["device_index"] = pd.to_numeric(df["device_index"], errors="coerce").astype("Int64")
     return df if source is None else df[df.source == source].reset_index(drop=True)
 
@@ -297,7 +322,9 @@ def judge(row) -> tuple[str, str]:
     """(``quiet`` | ``busy`` | ``unknown``, the figures behind it) for one measurement's telemetry summary."""
     steal, other = _num(row, "cpu_steal_mean_pct"), _num(row, "util_other_cpu_mean_pct")
     fmin, fmax = _num(row, "cpu_freq_mhz_min"), _num(row, "cpu_freq_mhz_max")
-    throttle = [r for r in str(row.get("gpu_throttle_reasons", "") or "").split(",") if r in _THROTTLE_THAT_COUNTS]
+    throttle = [
+        r for r in str(row.get("gpu_throttle_reasons", "") or "").split(",") if r in _THROTTLE_THAT_COUNTS
+    ]
     reasons = []
     if steal > BUSY_STEAL_PCT:
         reasons.append(f"CPU steal {steal:.1f}%")
@@ -311,16 +338,20 @@ def judge(row) -> tuple[str, str]:
     if probe > BUSY_PROBE_SPREAD_PCT:
         reasons.append(f"the CPU's own speed (probe) moved {probe:.0f}% between rounds")
     if _num(row, "stalled_windows") > 0:
-        reasons.append(f"{_num(row, 'stalled_windows'):.0f} window(s) took over {STALL_FACTOR:g}x their "
-                       "steps' median time (the process was stopped or starved)")
+        reasons.append(
+            f"{_num(row, 'stalled_windows'):.0f} window(s) took over {STALL_FACTOR:g}x their "
+            "steps' median time (the process was stopped or starved)"
+        )
     if _num(row, "other_runs_max") > 0:
         reasons.append(f"another run of this workbook measured here ({_num(row, 'other_runs_max'):.0f})")
     if reasons:
         return "busy", "; ".join(reasons)
     if all(math.isnan(v) for v in (steal, other)):
         return "unknown", "no host telemetry"
-    return "quiet", (f"steal {'not measured' if math.isnan(steal) else f'{steal:.1f}%'}, other processes "
-                     f"{'not measured' if math.isnan(other) else f'{other:.0f}%'}")
+    return "quiet", (
+        f"steal {'not measured' if math.isnan(steal) else f'{steal:.1f}%'}, other processes "
+        f"{'not measured' if math.isnan(other) else f'{other:.0f}%'}"
+    )
 
 
 _PROBE: dict = {}

@@ -25,13 +25,29 @@ def series(sampler) -> list[dict]:
     return [dict(s) for s in get()] if callable(get) else []
 
 
-def tidy(samples: list[dict], experiment: str, configuration: str, device_kind: str, device_name: str = "",
-         rank: int = 0) -> list[dict]:
+def tidy(
+    samples: list[dict],
+    experiment: str,
+    configuration: str,
+    device_kind: str,
+    device_name: str = "",
+    rank: int = 0,
+) -> list[dict]:
     """One row per sample, with what was running (experiment, configuration, rank) and on which device."""
-    return [{"experiment": experiment, "configuration": configuration, "rank": rank, "device_kind": device_kind,
-             "device_name": device_name,
-             "t_s": float(s["t_s"]), "metric": s["metric"], "value": float(s["value"]),
-             "device_index": "" if s.get("device_index") is None else s["device_index"]} for s in samples]
+    return [
+        {
+            "experiment": experiment,
+            "configuration": configuration,
+            "rank": rank,
+            "device_kind": device_kind,
+            "device_name": device_name,
+            "t_s": float(s["t_s"]),
+            "metric": s["metric"],
+            "value": float(s["value"]),
+            "device_index": "" if s.get("device_index") is None else s["device_index"],
+        }
+        for s in samples
+    ]
 
 
 def record(path: str | Path, rows: list[dict]) -> None:
@@ -76,9 +92,17 @@ def plot(df: pd.DataFrame, path: str | Path | None = None, title: str = ""):
     df = df.assign(style=[LINE_STYLES[2 * r + i] for r, i in zip(later_rank, later_index, strict=True)])
     for ax, metric in zip(axes[:, 0], metrics, strict=True):
         g = df[df.metric == metric]
-        for (conf, rank, idx), line in g.groupby(["configuration", "rank", "device_index"], dropna=False, sort=False):
-            ax.plot(line.t_run_s, line.value, lw=1, color=colours[conf], label=_label(conf, rank, idx),
-                    ls=line["style"].iloc[0])
+        for (conf, rank, idx), line in g.groupby(
+            ["configuration", "rank", "device_index"], dropna=False, sort=False
+        ):
+            ax.plot(
+                line.t_run_s,
+                line.value,
+                lw=1,
+                color=colours[conf],
+                label=_label(conf, rank, idx),
+                ls=line["style"].iloc[0],
+            )
         ax.set_ylabel(plots.axis_label(metric), fontsize=8)
     axes[-1, 0].set_xlabel("time, configurations end to end (s)")
     fig.suptitle(title)

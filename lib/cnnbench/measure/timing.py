@@ -19,8 +19,38 @@ NOISY_IQR_OVER_MEDIAN = 0.10
 STALL_FACTOR = 2.0  # a window over this many times its steps at their median stalled (stopped, starved)
 
 # Two-sided 95% Student t quantiles for 1..30 degrees of freedom (beyond: t95's expansion).
-_T95 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
-        2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042]
+_T95 = [
+    12.706,
+    4.303,
+    3.182,
+    2.776,
+    2.571,
+    2.447,
+    2.365,
+    2.306,
+    2.262,
+    2.228,
+    2.201,
+    2.179,
+    2.160,
+    2.145,
+    2.131,
+    2.120,
+    2.110,
+    2.101,
+    2.093,
+    2.086,
+    2.080,
+    2.074,
+    2.069,
+    2.064,
+    2.060,
+    2.056,
+    2.052,
+    2.048,
+    2.045,
+    2.042,
+]
 
 
 def t95(dof: int) -> float:
@@ -32,8 +62,12 @@ def t95(dof: int) -> float:
     if dof <= len(_T95):
         return _T95[dof - 1]
     z, v = 1.959964, float(dof)
-    return (z + (z**3 + z) / (4 * v) + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * v**2)
-            + (3 * z**7 + 19 * z**5 + 17 * z**3 - 15 * z) / (384 * v**3))
+    return (
+        z
+        + (z**3 + z) / (4 * v)
+        + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * v**2)
+        + (3 * z**7 + 19 * z**5 + 17 * z**3 - 15 * z) / (384 * v**3)
+    )
 
 
 def ci95_half_width(values) -> float:
@@ -55,16 +89,22 @@ class StepTimer:
     injectable so tests drive the timer with a fake clock.
     """
 
-    def __init__(self, device: torch.device, clock: Callable[[], float] = time.perf_counter,
-                 sync: Callable[[torch.device], None] = devices.synchronize, use_events: bool | None = None):
+    def __init__(
+        self,
+        device: torch.device,
+        clock: Callable[[], float] = time.perf_counter,
+        sync: Callable[[torch.device], None] = devices.synchronize,
+        use_events: bool | None = None,
+    ):
         backend = devices.backend(device)
         self.device, self.clock, self.sync = device, clock, sync
         self.events = backend.events() if use_events is not False else None
         if use_events and self.events is None:
             raise ValueError(f"no timing events on {backend.kind}")
         self.per_step_sync = self.events is None and not backend.queued
-        self.source = (f"{backend.kind}_events" if self.events else "host_clock" if self.per_step_sync
-                       else "window_mean")
+        self.source = (
+            f"{backend.kind}_events" if self.events else "host_clock" if self.per_step_sync else "window_mean"
+        )
 
     def window(self, step: Callable[[], object], n: int) -> tuple[list[float], float]:
         """Run ``step`` ``n`` times; return the per-step times and the window's synced wall time (seconds)."""
@@ -100,8 +140,13 @@ class StepTimer:
         return [events[i].elapsed_time(events[i + 1]) / 1e3 for i in range(n)], wall
 
 
-def summarize(step_times: list[float], window_times: list[float], window_steps: list[int], batch_size: int,
-              seed: int = 0) -> dict[str, float]:
+def summarize(
+    step_times: list[float],
+    window_times: list[float],
+    window_steps: list[int],
+    batch_size: int,
+    seed: int = 0,
+) -> dict[str, float]:
     """Per-step median/mean/std/min/max/p95/IQR, throughput over the windows, its 95% interval, noise flag.
 
     ``throughput_img_s`` is all images of all windows over their summed synced wall time. With two or more
@@ -141,6 +186,7 @@ def summarize(step_times: list[float], window_times: list[float], window_steps: 
         "step_time_iqr_s": float(iqr),
         "window_time_s": float(sum(window_times)),
         "noisy": bool(iqr / median > NOISY_IQR_OVER_MEDIAN) if median > 0 else True,
-        "stalled_windows": sum(t > STALL_FACTOR * n * median for n, t in zip(window_steps, window_times,
-                                                                             strict=True)),
+        "stalled_windows": sum(
+            t > STALL_FACTOR * n * median for n, t in zip(window_steps, window_times, strict=True)
+        ),
     }

@@ -24,8 +24,15 @@ from cnnbench import models
 from cnnbench.devices import DTYPES
 from cnnbench.measure import flops
 
-_NO_TRAFFIC = {"aten::detach", "aten::alias", "aten::lift_fresh", "aten::empty", "aten::empty_strided",
-               "aten::empty_like", "aten::_to_copy_meta"}
+_NO_TRAFFIC = {
+    "aten::detach",
+    "aten::alias",
+    "aten::lift_fresh",
+    "aten::empty",
+    "aten::empty_strided",
+    "aten::empty_like",
+    "aten::_to_copy_meta",
+}
 
 
 def tensor_bytes(t: torch.Tensor) -> int:
@@ -49,7 +56,9 @@ class OpRecord:
     op: str
     shapes: str
     flops: int
-    flops_elementwise: int  # ops without a FLOP formula: 1 per output element (placement on layer rooflines only)
+    flops_elementwise: (
+        int  # ops without a FLOP formula: 1 per output element (placement on layer rooflines only)
+    )
     bytes_read: int
     bytes_written: int
 
@@ -92,9 +101,17 @@ class TrafficCounter(TorchDispatchMode):
         return df
 
 
-def count_step(model_name: str, batch_size: int, image_size: int, num_classes: int, phase: str = "train",
-               precision: str = "fp32", device: str | torch.device = "meta", lr: float = 0.01,
-               momentum: float = 0.9) -> pd.DataFrame:
+def count_step(
+    model_name: str,
+    batch_size: int,
+    image_size: int,
+    num_classes: int,
+    phase: str = "train",
+    precision: str = "fp32",
+    device: str | torch.device = "meta",
+    lr: float = 0.01,
+    momentum: float = 0.9,
+) -> pd.DataFrame:
     """Per-op FLOPs and bytes of one training step (forward, loss, backward, SGD step) or eval step.
 
     Backward ops are attributed to modules by ``ModuleTracker``'s backward hooks, which fire at module

@@ -49,7 +49,9 @@ def _main_not_rerun():
     objects defined there; the worker needs only cnnbench, and a script without a ``__name__ == "__main__"``
     guard would measure everything again inside every worker)."""
     main = sys.modules.get("__main__")
-    saved = {k: main.__dict__.pop(k) for k in ("__file__", "__spec__") if main is not None and k in main.__dict__}
+    saved = {
+        k: main.__dict__.pop(k) for k in ("__file__", "__spec__") if main is not None and k in main.__dict__
+    }
     if main is not None:
         main.__spec__ = None
     try:
@@ -70,14 +72,16 @@ def _test_hook(model: str, hooks: str) -> None:
         raise RuntimeError(f"test hook: {model} fails")
     elif action.startswith("ballast:"):
         block = bytearray(int(action.split(":")[1]) * 2**20)
-        block[:: 4096] = b"\1" * len(block[:: 4096])  # touch every page so it is resident
+        block[::4096] = b"\1" * len(block[::4096])  # touch every page so it is resident
         _ballast.append(block)
 
 
 def _job(cfg, device_spec: str, p, dataset, hooks: str, known_flops, conn) -> None:
     """The worker's body: take the device, measure, send the row back."""
     paths.die_with_parent()  # a worker never outlives its forkserver (and so its kernel and its run)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's: it kills the worker, no 2nd traceback
+    signal.signal(
+        signal.SIGINT, signal.SIG_IGN
+    )  # Ctrl-C is the parent's: it kills the worker, no 2nd traceback
     if known_flops is not None:
         engine._FLOPS[(cfg.model, cfg.image_size, cfg.num_classes)] = known_flops
     device = torch.device(device_spec)
@@ -98,8 +102,11 @@ def measure_isolated(cfg: engine.Config, device: torch.device, p, dataset=None) 
     except Exception:  # noqa: BLE001 - the worker counts (and reports any failure) itself
         known_flops = None
     cfg = cfg.replace(threads=cfg.threads or torch.get_num_threads())  # the worker's threads are the run's
-    row, exitcode = _in_worker(_job, f"cnnbench-worker-{cfg.model}",
-                               (cfg, str(device), p, dataset, os.environ.get(HOOK_ENV, ""), known_flops))
+    row, exitcode = _in_worker(
+        _job,
+        f"cnnbench-worker-{cfg.model}",
+        (cfg, str(device), p, dataset, os.environ.get(HOOK_ENV, ""), known_flops),
+    )
     return row if row is not None else engine.crashed(cfg, device, p, exitcode)
 
 
@@ -132,7 +139,9 @@ def _in_worker(target, name: str, args: tuple) -> tuple[dict | None, int | None]
 def _call_job(fn, args: tuple, device_spec: str, threads: int, conn) -> None:
     """The body of a :func:`call_isolated` worker: set threads and device, call, send the row back."""
     paths.die_with_parent()
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's: it kills the worker, no 2nd traceback
+    signal.signal(
+        signal.SIGINT, signal.SIG_IGN
+    )  # Ctrl-C is the parent's: it kills the worker, no 2nd traceback
     torch.set_num_threads(threads)
     device = torch.device(device_spec)
     devices.backend(device).enter_worker()
@@ -149,7 +158,9 @@ def died(exitcode: int | None) -> dict:
     return {"isolation": "worker", "status": "crashed", "error": engine.death(exitcode)}
 
 
-def call_isolated(fn, *args, device: torch.device, threads: int | None = None, name: str = "cnnbench-worker") -> dict:
+def call_isolated(
+    fn, *args, device: torch.device, threads: int | None = None, name: str = "cnnbench-worker"
+) -> dict:
     """``fn(*args)`` in a fresh worker process, as :func:`measure_isolated` runs ``engine.measure``: its peak
     memory is its own. ``fn`` is a module-level function (picklable, as are ``args``) returning a row (a dict);
     the result is that row with ``isolation="worker"``; an exception in ``fn`` gives a row of

@@ -134,19 +134,25 @@ def read_rows(path: str | Path) -> list[dict[str, str]]:
         rows = list(reader)
         columns = reader.fieldnames or []
     except (UnicodeDecodeError, csv.Error) as err:
-        raise CorruptResults(f"{path}: not a readable CSV ({type(err).__name__}: {err}); move it away") from None
+        raise CorruptResults(
+            f"{path}: not a readable CSV ({type(err).__name__}: {err}); move it away"
+        ) from None
     if text and not text.endswith("\n"):  # every row this workbook writes ends its line
         raise CorruptResults(f"{path}: its last line is cut short (written only in part); move it away")
     if rows and not columns:
         raise CorruptResults(f"{path}: no header line; move it away")
     for i, row in enumerate(rows, start=2):
         if None in row or any(v is None for v in row.values()):
-            raise CorruptResults(f"{path}: line {i} has {'more' if None in row else 'fewer'} cells than the "
-                                 f"header; the file is corrupt, move it away")
+            raise CorruptResults(
+                f"{path}: line {i} has {'more' if None in row else 'fewer'} cells than the "
+                f"header; the file is corrupt, move it away"
+            )
         bad = next((k for k, v in row.items() if _NUMPY_REPR.match(v)), None)
         if bad is not None:
-            raise CorruptResults(f"{path}: line {i}, column '{bad}' holds '{row[bad][:40]}', not a number; "
-                                 f"the file was written by a buggy version, move it away and measure again")
+            raise CorruptResults(
+                f"{path}: line {i}, column '{bad}' holds '{row[bad][:40]}', not a number; "
+                f"the file was written by a buggy version, move it away and measure again"
+            )
     return rows
 
 
@@ -169,14 +175,18 @@ class ResultsFile:
     def plans_path(self) -> Path:
         return self.path.with_name(PLANS)
 
-    def plan(self, configs: Iterable[Mapping[str, Any]], writer: str = "", columns: Iterable[str] | None = None
-             ) -> None:
+    def plan(
+        self, configs: Iterable[Mapping[str, Any]], writer: str = "", columns: Iterable[str] | None = None
+    ) -> None:
         """Declare the configurations this invocation of ``writer`` measures: from now on they, and only they,
         are the file's current rows for that writer (selected on ``columns``, by default the key)."""
         columns = tuple(columns) if columns is not None else self.key
         values = sorted({tuple(str(_cell(c.get(k, ""))) for k in columns) for c in configs})
         plans = _read_plans(self.plans_path)
-        plans.setdefault(self.path.name, {})[writer] = {"columns": list(columns), "values": [list(v) for v in values]}
+        plans.setdefault(self.path.name, {})[writer] = {
+            "columns": list(columns),
+            "values": [list(v) for v in values],
+        }
         write_json(self.plans_path, plans)
 
     def current(self) -> list[dict[str, str]]:
@@ -187,19 +197,28 @@ class ResultsFile:
     def rows(self) -> list[dict[str, str]]:
         """The file's rows; refuses (one line) a corrupt file or rows of another results schema version."""
         rows = read_rows(self.path)
-        version = next((r.get("schema_version", "") for r in rows if r.get("schema_version", "") not in
-                        ("", str(SCHEMA_VERSION))), None)
+        version = next(
+            (
+                r.get("schema_version", "")
+                for r in rows
+                if r.get("schema_version", "") not in ("", str(SCHEMA_VERSION))
+            ),
+            None,
+        )
         if version is not None:
-            raise CorruptResults(f"{self.path}: results schema {version}, this version writes {SCHEMA_VERSION}; "
-                                 f"use a new run_name or move the old run away")
+            raise CorruptResults(
+                f"{self.path}: results schema {version}, this version writes {SCHEMA_VERSION}; "
+                f"use a new run_name or move the old run away"
+            )
         return rows
 
     def done(self, config: Mapping[str, Any]) -> bool:
         key = self.key_of(config)
         return any(self.key_of(r) == key and r.get("status") in DONE_STATUSES for r in self.rows())
 
-    def finished(self, config: Mapping[str, Any], columns: Iterable[str], final: Iterable[str] = DONE_STATUSES
-                 ) -> bool:
+    def finished(
+        self, config: Mapping[str, Any], columns: Iterable[str], final: Iterable[str] = DONE_STATUSES
+    ) -> bool:
         """Whether the file has rows of ``config`` (matched on ``columns``) and every one of them has a final
         status (``final``: ok, oom, unstable): what a rerun keeps instead of measuring again."""
         final = tuple(final)

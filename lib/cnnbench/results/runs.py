@@ -21,10 +21,26 @@ from cnnbench.results.schema import MERGED, TABLES, read
 ALL_RUNS = "*"  # analysis_runs: ["*"] merges every user run of outputs/
 # The parameters that make two runs' configurations differ (shown beside a merge; the rows themselves are
 # matched on their own columns).
-RUN_CONFIG_KEYS = ("models", "image_size", "num_classes", "dataset", "data_mode", "batch_size",
-                   "batch_size_per_model", "warmup_steps", "measured_steps", "repeats", "processes",
-                   "variants", "lr", "momentum", "phases", "threads", "epoch_images",
-                   "epoch_images_per_model")
+RUN_CONFIG_KEYS = (
+    "models",
+    "image_size",
+    "num_classes",
+    "dataset",
+    "data_mode",
+    "batch_size",
+    "batch_size_per_model",
+    "warmup_steps",
+    "measured_steps",
+    "repeats",
+    "processes",
+    "variants",
+    "lr",
+    "momentum",
+    "phases",
+    "threads",
+    "epoch_images",
+    "epoch_images_per_model",
+)
 _SMOKE = re.compile(r"^smoke", re.IGNORECASE)
 
 
@@ -52,7 +68,7 @@ def _json_object(path: Path) -> dict:
 
 
 def machine_label(device_name, host) -> str:
-    """"<device> on <host>"; a CPU run's host label alone, which already starts with its device, the CPU
+    """ "<device> on <host>"; a CPU run's host label alone, which already starts with its device, the CPU
     ("AMD EPYC (2 cores, avx2)", not "AMD EPYC on AMD EPYC (2 cores, avx2)")."""
     device_name, host = str(device_name or "?"), str(host or "?")
     return host if host.startswith(device_name) else f"{device_name} on {host}"
@@ -65,9 +81,19 @@ def run_params(run_dir: Path) -> dict:
 
 
 # The fields of environment.json a report or a comparison reads, with their types (None: not captured)
-ENV_TYPES = {"schema_version": int, "device_name": str, "device_kind": str, "cpu_model": str, "host": str,
-             "host_id": str, "captured_at": str, "git_commit": str, "cpu_physical_cores": int,
-             "torch_threads": int, "git_dirty": bool}
+ENV_TYPES = {
+    "schema_version": int,
+    "device_name": str,
+    "device_kind": str,
+    "cpu_model": str,
+    "host": str,
+    "host_id": str,
+    "captured_at": str,
+    "git_commit": str,
+    "cpu_physical_cores": int,
+    "torch_threads": int,
+    "git_dirty": bool,
+}
 
 
 def environment(run_dir: Path) -> dict:
@@ -195,8 +221,9 @@ def load(dirs: list[Path], excluded: dict | None = None, tables: tuple[str, ...]
         try:
             env = environment(d)
             if env.get("schema_version") != SCHEMA_VERSION:
-                excluded[d.name] = f"schema version {env.get('schema_version')!r} (this workbook reads " \
-                                   f"{SCHEMA_VERSION})"
+                excluded[d.name] = (
+                    f"schema version {env.get('schema_version')!r} (this workbook reads {SCHEMA_VERSION})"
+                )
                 continue
             read_tables = _tables_of(d, tables)
             run_params(d)

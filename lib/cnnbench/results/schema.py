@@ -20,8 +20,20 @@ from cnnbench.results.files import ResultsFile, current_rows, frame, read_rows
 WORKLOAD_KEYS = ("model", "device_kind", "phase", "dataset", "image_size", "num_classes", "in_channels")
 # The params keys that change an engine measurement, so a rerun with other values measures new rows instead of
 # reusing old ones.
-PROTOCOL_KEYS = ("warmup_steps", "measured_steps", "window_s", "repeats", "processes", "max_processes",
-                 "ci_target_pct", "lr", "momentum", "synthetic_images", "seed", "data_path")
+PROTOCOL_KEYS = (
+    "warmup_steps",
+    "measured_steps",
+    "window_s",
+    "repeats",
+    "processes",
+    "max_processes",
+    "ci_target_pct",
+    "lr",
+    "momentum",
+    "synthetic_images",
+    "seed",
+    "data_path",
+)
 
 
 def config_keys() -> tuple[str, ...]:
@@ -71,10 +83,21 @@ SCRATCH_KEYS = (
     "scratch_gradcheck_batch",
 )
 SCRATCH_PLAN = ("backend", "model", *SCRATCH_KEYS)
+
+
 # 06's profiler and scaling: what identifies one traced configuration / one scaling pass (a rerun with the same
 # values keeps the rows; scaling is kept or measured again as a whole, its efficiency and loss check span it).
 def profile_plan() -> tuple[str, ...]:
-    return (*_SHAPE, *knobs.keyed(), "seed", "optimizer", "lr", "warmup_steps", "profiled_steps", "profile_top_k")
+    return (
+        *_SHAPE,
+        *knobs.keyed(),
+        "seed",
+        "optimizer",
+        "lr",
+        "warmup_steps",
+        "profiled_steps",
+        "profile_top_k",
+    )
 
 
 SCALING_PLAN = (
@@ -121,15 +144,39 @@ TRANSFER_GRID_KEYS = (
 )
 # 07's search: what identifies one search (its workload, the default setting it is measured against, the protocol
 # and every tune_* parameter, lists comma-joined).
-TUNING_PARAM_KEYS = ("seed", "lr", "momentum", "synthetic_images", "repeats", "tune_budget_s", "tune_eta",
-                     "tune_precisions", "tune_compile_modes", "tune_min_batch_size", "tune_max_batch_size",
-                     "tune_confirm_top", "tune_confirm_window_s", "tune_confirm_warmup_steps", "tune_guard_steps",
-                     "tune_guard_batch_size", "tune_guard_tolerance")
+TUNING_PARAM_KEYS = (
+    "seed",
+    "lr",
+    "momentum",
+    "synthetic_images",
+    "repeats",
+    "tune_budget_s",
+    "tune_eta",
+    "tune_precisions",
+    "tune_compile_modes",
+    "tune_min_batch_size",
+    "tune_max_batch_size",
+    "tune_confirm_top",
+    "tune_confirm_window_s",
+    "tune_confirm_warmup_steps",
+    "tune_guard_steps",
+    "tune_guard_batch_size",
+    "tune_guard_tolerance",
+)
 
 
 def search_keys() -> tuple[str, ...]:
-    return ("model", "device_kind", "phase", "image_size", "num_classes", "in_channels", "dataset",
-            *(f"default_{k}" for k in knobs.keyed()), *TUNING_PARAM_KEYS)
+    return (
+        "model",
+        "device_kind",
+        "phase",
+        "image_size",
+        "num_classes",
+        "in_channels",
+        "dataset",
+        *(f"default_{k}" for k in knobs.keyed()),
+        *TUNING_PARAM_KEYS,
+    )
 
 
 @dataclass(frozen=True)
@@ -139,7 +186,9 @@ class Table:
     name: str
     notebook: str
     keys: tuple[str, ...] | Callable[[], tuple[str, ...]] = ()  # () = written whole by its notebook
-    plans: tuple[str, ...] | Callable[[], tuple[str, ...]] | None = None  # what a plan selects on (None: the key)
+    plans: tuple[str, ...] | Callable[[], tuple[str, ...]] | None = (
+        None  # what a plan selects on (None: the key)
+    )
     merged: bool = True  # read by the analysis and merged across runs
 
     @property
@@ -175,21 +224,29 @@ TABLES: dict[str, Table] = {
     for t in [
         Table("complexity", "01_complexity"),
         *_engine("scenario_a", "02_scenario_a"),
-        Table("telemetry", "02_scenario_a", lambda: (*config_keys(), "source", "process", "t_s", "metric",
-                                                       "device_index"), config_keys),  # 02 and 03 write it
+        Table(
+            "telemetry",
+            "02_scenario_a",
+            lambda: (*config_keys(), "source", "process", "t_s", "metric", "device_index"),
+            config_keys,
+        ),  # 02 and 03 write it
         Table("epochs", "02_scenario_a", epoch_keys),
         *_engine("batch_sweep", "03_batch_sweep"),
         Table("roofline", "04_roofline"),
         Table("device_peaks", "04_roofline"),
         Table("bandwidth_sweep", "04_roofline", merged=False),
-        Table("roofline_layers", "04_roofline", lambda: (*layer_plan(), "layer", "op"), layer_plan, merged=False),
+        Table(
+            "roofline_layers", "04_roofline", lambda: (*layer_plan(), "layer", "op"), layer_plan, merged=False
+        ),
         Table("gradcheck", "05_backends", (*SCRATCH_PLAN, "tensor"), SCRATCH_PLAN),
         Table("backends", "05_backends", (*SCRATCH_PLAN, "epoch"), SCRATCH_PLAN),
         Table("backend_ops", "05_backends", (*SCRATCH_PLAN, "op"), SCRATCH_PLAN),
         Table("backend_memory", "05_backends", (*SCRATCH_PLAN, "component"), SCRATCH_PLAN),
         Table("transfer", "06_transfer", (*TRANSFER_GRID_KEYS, "epoch"), TRANSFER_GRID_KEYS),
         Table("step_phases", "06_transfer", lambda: (*phase_plan(), "step_phase"), phase_plan),
-        Table("profile_ops", "06_transfer", lambda: (*profile_plan(), "pass", "op"), profile_plan, merged=False),
+        Table(
+            "profile_ops", "06_transfer", lambda: (*profile_plan(), "pass", "op"), profile_plan, merged=False
+        ),
         Table(
             "transfer_telemetry",
             "06_transfer",
@@ -197,7 +254,12 @@ TABLES: dict[str, Table] = {
             merged=False,
         ),
         Table("scaling", "06_transfer", SCALING_PLAN),
-        Table("tuning", "07_tuning", lambda: (*search_keys(), "row_kind", "stage", "rung", "config"), search_keys),
+        Table(
+            "tuning",
+            "07_tuning",
+            lambda: (*search_keys(), "row_kind", "stage", "rung", "config"),
+            search_keys,
+        ),
         Table("tuning_space", "07_tuning", ("model", "device_kind", "knob", "value"), merged=False),
         Table("explore", "08_analysis", ("timestamp", "model", "batch_size", "precision"), merged=False),
         # 08's analysis of the runs it merged, each recomputed whole: matched speedups (x), one-knob ratios (rate of

@@ -75,8 +75,10 @@ def attainable_by_level(peaks: pd.DataFrame, precision: str, intensity: float) -
     rows, _ = _measured(peaks, precision)
     if "level" not in rows:
         return {}
-    return {f"attainable_{r.level}_gflops": attainable(intensity, r.peak_gflops, r.bandwidth_gbs)
-            for r in rows.drop_duplicates("level").itertuples()}
+    return {
+        f"attainable_{r.level}_gflops": attainable(intensity, r.peak_gflops, r.bandwidth_gbs)
+        for r in rows.drop_duplicates("level").itertuples()
+    }
 
 
 def judge(intensity: float, achieved: float, roof: pd.Series, dram: pd.Series) -> dict:
@@ -87,26 +89,43 @@ def judge(intensity: float, achieved: float, roof: pd.Series, dram: pd.Series) -
     above = bool(achieved > (1 + ABOVE_ROOF_TOLERANCE) * att)
     reason = ""
     if above and achieved > roof.peak_gflops:
-        reason = (f"{achieved:.4g} GFLOP/s beats the measured compute peak {roof.peak_gflops:.4g}: the micro-benchmarks' "
-                  "best is a lower bound on the hardware, this kernel ran faster")
+        reason = (
+            f"{achieved:.4g} GFLOP/s beats the measured compute peak {roof.peak_gflops:.4g}: the micro-benchmarks' "
+            "best is a lower bound on the hardware, this kernel ran faster"
+        )
     elif above:
-        reason = (f"moves {achieved / intensity:.4g} GB/s of counted bytes, above the {roof.level} roof "
-                  f"{roof.bandwidth_gbs:.4g} GB/s: its data is reused inside the op or came from a faster level "
-                  "than its working set suggests, so the compulsory byte count overstates its traffic")
-    return {"level": roof.get("level", "dram"), "level_bandwidth_gbs": roof.bandwidth_gbs, "attainable_gflops": att,
-            "efficiency": achieved / att if att else float("nan"),
-            "bound": "memory" if intensity < roof.peak_gflops / roof.bandwidth_gbs else "compute",
-            "attainable_dram_gflops": att_dram, "efficiency_dram": achieved / att_dram if att_dram else float("nan"),
-            "bound_dram": "memory" if intensity < dram.peak_gflops / dram.bandwidth_gbs else "compute",
-            "above_roof": above, "above_roof_reason": reason}
+        reason = (
+            f"moves {achieved / intensity:.4g} GB/s of counted bytes, above the {roof.level} roof "
+            f"{roof.bandwidth_gbs:.4g} GB/s: its data is reused inside the op or came from a faster level "
+            "than its working set suggests, so the compulsory byte count overstates its traffic"
+        )
+    return {
+        "level": roof.get("level", "dram"),
+        "level_bandwidth_gbs": roof.bandwidth_gbs,
+        "attainable_gflops": att,
+        "efficiency": achieved / att if att else float("nan"),
+        "bound": "memory" if intensity < roof.peak_gflops / roof.bandwidth_gbs else "compute",
+        "attainable_dram_gflops": att_dram,
+        "efficiency_dram": achieved / att_dram if att_dram else float("nan"),
+        "bound_dram": "memory" if intensity < dram.peak_gflops / dram.bandwidth_gbs else "compute",
+        "above_roof": above,
+        "above_roof_reason": reason,
+    }
 
 
-def step_intensity(model: str, batch_size: int, image_size: int, num_classes: int, phase: str,
-                   precision: str = "fp32") -> dict:
+def step_intensity(
+    model: str, batch_size: int, image_size: int, num_classes: int, phase: str, precision: str = "fp32"
+) -> dict:
     """Whole-step FLOPs, bytes and intensity of one configuration (see :mod:`cnnbench.measure.traffic`)."""
     ops = traffic.count_step(model, batch_size, image_size, num_classes, phase, precision)
-    return {"model": model, "phase": phase, "batch_size": batch_size, "image_size": image_size,
-            "precision": precision, **traffic.summary(ops)}
+    return {
+        "model": model,
+        "phase": phase,
+        "batch_size": batch_size,
+        "image_size": image_size,
+        "precision": precision,
+        **traffic.summary(ops),
+    }
 
 
 _KEYS = ["model", "phase", "batch_size", "image_size", "precision"]
@@ -116,9 +135,15 @@ def intensities_for(results: pd.DataFrame) -> pd.DataFrame:
     """Intensity of every distinct configuration of a results table (Scenario A or the sweep) that ran (status ok)."""
     ok = results[results.status == "ok"] if "status" in results else results.iloc[0:0]
     keys = ok[[*_KEYS, "num_classes"]].drop_duplicates() if len(ok) else ok
-    rows = [step_intensity(r.model, int(r.batch_size), int(r.image_size), int(r.num_classes), r.phase, r.precision)
-            for r in keys.itertuples()]
-    return pd.DataFrame(rows, columns=None if rows else [*_KEYS, "gflops", "gbytes", "intensity_flop_per_byte"])
+    rows = [
+        step_intensity(
+            r.model, int(r.batch_size), int(r.image_size), int(r.num_classes), r.phase, r.precision
+        )
+        for r in keys.itertuples()
+    ]
+    return pd.DataFrame(
+        rows, columns=None if rows else [*_KEYS, "gflops", "gbytes", "intensity_flop_per_byte"]
+    )
 
 
 def place(results: pd.DataFrame, intensities: pd.DataFrame, peaks: pd.DataFrame, source: str) -> pd.DataFrame:
@@ -134,37 +159,67 @@ def place(results: pd.DataFrame, intensities: pd.DataFrame, peaks: pd.DataFrame,
     for r in merged.itertuples():
         working_set = r.gbytes * 1e9
         roof = level_roof(peaks, r.precision, working_set)
-        rows.append({
-            "source": source, "device_name": r.device_name, "device_kind": getattr(r, "device_kind", None),
-            "model": r.model, "phase": r.phase, "batch_size": r.batch_size, "precision": r.precision,
-            "memory_format": r.memory_format, "intensity_flop_per_byte": r.intensity_flop_per_byte,
-            "achieved_gflops": r.achieved_gflops, "working_set_mib": working_set / 2**20,
-            **judge(r.intensity_flop_per_byte, r.achieved_gflops, roof, roof_for(peaks, r.precision)),
-            "roof": f"measured {roof.name} {roof.get('level', 'dram')}",
-            **attainable_by_level(peaks, r.precision, r.intensity_flop_per_byte),
-        })
+        rows.append(
+            {
+                "source": source,
+                "device_name": r.device_name,
+                "device_kind": getattr(r, "device_kind", None),
+                "model": r.model,
+                "phase": r.phase,
+                "batch_size": r.batch_size,
+                "precision": r.precision,
+                "memory_format": r.memory_format,
+                "intensity_flop_per_byte": r.intensity_flop_per_byte,
+                "achieved_gflops": r.achieved_gflops,
+                "working_set_mib": working_set / 2**20,
+                **judge(r.intensity_flop_per_byte, r.achieved_gflops, roof, roof_for(peaks, r.precision)),
+                "roof": f"measured {roof.name} {roof.get('level', 'dram')}",
+                **attainable_by_level(peaks, r.precision, r.intensity_flop_per_byte),
+            }
+        )
     return pd.DataFrame(rows)
 
 
 def parameter_proxy(complexity: pd.DataFrame) -> pd.DataFrame:
     """Seed 000's proxy, FLOPs per image / parameter bytes, recomputed from our counts (seed 000 used MACs at 224)."""
     ref = complexity[complexity.role.str.startswith("reference")]
-    return pd.DataFrame({"model": ref.model,
-                         "proxy_ai_macs224_over_param_bytes": ref.gmacs_fwd * 1e9 / (ref.param_mib * 2**20)})
+    return pd.DataFrame(
+        {
+            "model": ref.model,
+            "proxy_ai_macs224_over_param_bytes": ref.gmacs_fwd * 1e9 / (ref.param_mib * 2**20),
+        }
+    )
 
 
-LAYER_COLUMNS = ["model", "phase", "batch_size", "op", "layer", "calls_per_step", "time_per_step_s", "flops",
-                 "flops_counted", "bytes", "intensity_flop_per_byte", "achieved_gflops", "time_share"]
+LAYER_COLUMNS = [
+    "model",
+    "phase",
+    "batch_size",
+    "op",
+    "layer",
+    "calls_per_step",
+    "time_per_step_s",
+    "flops",
+    "flops_counted",
+    "bytes",
+    "intensity_flop_per_byte",
+    "achieved_gflops",
+    "time_share",
+]
 
 
-def profile_layers(cfg: engine.Config, device: torch.device, p, steps: int = 3, warmup: int = 2) -> pd.DataFrame:
+def profile_layers(
+    cfg: engine.Config, device: torch.device, p, steps: int = 3, warmup: int = 2
+) -> pd.DataFrame:
     """Time every op of ``steps`` real steps with ``torch.profiler`` (shapes recorded) and join each (op, shapes)
     with its counted FLOPs and bytes (:func:`layer_table`). :class:`cnnbench.devices.Unavailable` where the
     profiler has no device time per op (MPS: it sees the host queueing each op)."""
     b = devices.backend(device)
     if b.op_time == "queue":
-        raise devices.Unavailable(f"torch.profiler times {b.kind} ops on the host (the time to queue them), not on "
-                                  "the device: a per-layer roofline needs each op's device time")
+        raise devices.Unavailable(
+            f"torch.profiler times {b.kind} ops on the host (the time to queue them), not on "
+            "the device: a per-layer roofline needs each op's device time"
+        )
     with engine.Workload(cfg, device, p) as work:
         for _ in range(warmup):
             work.step()
@@ -174,7 +229,10 @@ def profile_layers(cfg: engine.Config, device: torch.device, p, steps: int = 3, 
                 work.step()
             b.synchronize()
     counted = traffic.by_op_shape(
-        traffic.count_step(cfg.model, cfg.batch_size, cfg.image_size, cfg.num_classes, cfg.phase, cfg.precision))
+        traffic.count_step(
+            cfg.model, cfg.batch_size, cfg.image_size, cfg.num_classes, cfg.phase, cfg.precision
+        )
+    )
     return layer_table(prof.key_averages(group_by_input_shape=True), counted, steps, cfg, b)
 
 
@@ -196,14 +254,23 @@ def layer_table(events, counted: dict, steps: int, cfg: engine.Config, b: device
         work_flops = (c["flops"] or c["flops_elementwise"]) * scale
         nbytes = c["bytes"] * scale
         mods = c["modules"]
-        rows.append({
-            "model": cfg.model, "phase": cfg.phase, "batch_size": cfg.batch_size, "op": evt.key.replace("aten::", ""),
-            "layer": mods[0] + (f" (+{len(mods) - 1})" if len(mods) > 1 else ""), "calls_per_step": calls,
-            "time_per_step_s": time_s, "flops": work_flops,
-            "flops_counted": "matmul/conv" if c["flops"] else "1 per output element", "bytes": nbytes,
-            "intensity_flop_per_byte": work_flops / nbytes, "achieved_gflops": work_flops / time_s / 1e9,
-            "time_share": time_s / (total_us / 1e6 / steps) if total_us > 0 else float("nan"),
-        })
+        rows.append(
+            {
+                "model": cfg.model,
+                "phase": cfg.phase,
+                "batch_size": cfg.batch_size,
+                "op": evt.key.replace("aten::", ""),
+                "layer": mods[0] + (f" (+{len(mods) - 1})" if len(mods) > 1 else ""),
+                "calls_per_step": calls,
+                "time_per_step_s": time_s,
+                "flops": work_flops,
+                "flops_counted": "matmul/conv" if c["flops"] else "1 per output element",
+                "bytes": nbytes,
+                "intensity_flop_per_byte": work_flops / nbytes,
+                "achieved_gflops": work_flops / time_s / 1e9,
+                "time_share": time_s / (total_us / 1e6 / steps) if total_us > 0 else float("nan"),
+            }
+        )
     df = pd.DataFrame(rows, columns=LAYER_COLUMNS)
     return df.sort_values("time_per_step_s", ascending=False).reset_index(drop=True) if len(df) else df
 
@@ -218,7 +285,9 @@ def compare_with_seeds(intensity: pd.DataFrame, complexity: pd.DataFrame) -> pd.
     if intensity.empty:
         out = pd.DataFrame({"model": sorted(set(published.PARAM_PROXY_AI_000) | set(published.AI_003))})
     else:
-        ours = intensity.pivot_table(index="model", columns="phase", values="intensity_flop_per_byte", aggfunc="first")
+        ours = intensity.pivot_table(
+            index="model", columns="phase", values="intensity_flop_per_byte", aggfunc="first"
+        )
         ours.columns = [f"ours_{c}_step_flop_per_byte" for c in ours.columns]
         out = ours.reset_index()
     if not complexity.empty:
@@ -277,11 +346,22 @@ def layers_for_models(run, scenario_a: pd.DataFrame, steps: int = 2) -> pd.DataF
     table = results.table("roofline_layers")
     cache, planned, profiled = table.file(run.dir), [], 0
     for r in ok.to_dict("records"):
-        cfg = engine.Config(r["model"], "train", int(r["image_size"]), int(r["num_classes"]), int(r["in_channels"]),
-                            r.get("dataset", "synthetic"), knobs.Setting({k: r[k] for k in knobs.keyed()}).with_(compile="off",
-                                                                                               data_mode="device"))
-        key = {**cfg.columns(), "device_kind": devices.backend(run.device).kind, "device_name": devices.device_name(run.device),
-               "seed": run.params.seed, "layer_steps": steps}
+        cfg = engine.Config(
+            r["model"],
+            "train",
+            int(r["image_size"]),
+            int(r["num_classes"]),
+            int(r["in_channels"]),
+            r.get("dataset", "synthetic"),
+            knobs.Setting({k: r[k] for k in knobs.keyed()}).with_(compile="off", data_mode="device"),
+        )
+        key = {
+            **cfg.columns(),
+            "device_kind": devices.backend(run.device).kind,
+            "device_name": devices.device_name(run.device),
+            "seed": run.params.seed,
+            "layer_steps": steps,
+        }
         planned.append(key)
         if not cache.finished(key, table.plan_columns):  # profiled before with the same key: kept
             profiled += 1
@@ -290,11 +370,17 @@ def layers_for_models(run, scenario_a: pd.DataFrame, steps: int = 2) -> pd.DataF
             except devices.Unavailable as why:
                 progress.note(f"layer roofline of {cfg.model}: {why}")
                 continue
-            cache.extend([{**key, **row, "status": "ok"} for row in layers.to_dict("records")], table.plan_columns)
+            cache.extend(
+                [{**key, **row, "status": "ok"} for row in layers.to_dict("records")], table.plan_columns
+            )
     table.plan(run.dir, planned, "roofline")
     progress.resumed(len(planned) - profiled, len(planned), cache.path.name, "layer profiles")
     kept = results.read(run.dir, "roofline_layers")
-    frames = [g[LAYER_COLUMNS] for _, g in kept.groupby(list(table.plan_columns), sort=False, dropna=False)] if len(kept) else []
+    frames = (
+        [g[LAYER_COLUMNS] for _, g in kept.groupby(list(table.plan_columns), sort=False, dropna=False)]
+        if len(kept)
+        else []
+    )
     frames = [f for f in frames if len(f)]
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=LAYER_COLUMNS)
 
@@ -309,25 +395,59 @@ def layer_points(layers: pd.DataFrame, peaks: pd.DataFrame) -> pd.DataFrame:
     for r in layers.itertuples():
         working_set = r.bytes / max(r.calls_per_step, 1e-9)  # one call's bytes: what must fit in the level
         roof = level_roof(peaks, "fp32", working_set)
-        rows.append({
-            "source": "layer", "device_name": dram.device_name, "device_kind": dram.get("device_kind"), "model": r.model, "phase": r.phase,
-            "batch_size": r.batch_size, "precision": "fp32", "layer": r.layer, "op": r.op,
-            "intensity_flop_per_byte": r.intensity_flop_per_byte, "achieved_gflops": r.achieved_gflops,
-            "working_set_mib": working_set / 2**20, **judge(r.intensity_flop_per_byte, r.achieved_gflops, roof, dram),
-            "roof": f"measured fp32 {roof.get('level', 'dram')}",
-            **attainable_by_level(peaks, "fp32", r.intensity_flop_per_byte),
-        })
+        rows.append(
+            {
+                "source": "layer",
+                "device_name": dram.device_name,
+                "device_kind": dram.get("device_kind"),
+                "model": r.model,
+                "phase": r.phase,
+                "batch_size": r.batch_size,
+                "precision": "fp32",
+                "layer": r.layer,
+                "op": r.op,
+                "intensity_flop_per_byte": r.intensity_flop_per_byte,
+                "achieved_gflops": r.achieved_gflops,
+                "working_set_mib": working_set / 2**20,
+                **judge(r.intensity_flop_per_byte, r.achieved_gflops, roof, dram),
+                "roof": f"measured fp32 {roof.get('level', 'dram')}",
+                **attainable_by_level(peaks, "fp32", r.intensity_flop_per_byte),
+            }
+        )
     return pd.DataFrame(rows)
 
 
 def flagged(points: pd.DataFrame) -> pd.DataFrame:
     """The points more than 5% above their own roof, with the reason (empty when none)."""
     if points.empty or "above_roof" not in points:
-        return pd.DataFrame(columns=["source", "model", "op", "level", "achieved_gflops", "attainable_gflops",
-                                     "above_roof_reason"])
-    cols = [c for c in ("source", "model", "phase", "op", "layer", "level", "working_set_mib",
-                        "intensity_flop_per_byte", "achieved_gflops", "attainable_gflops", "above_roof_reason")
-            if c in points]
+        return pd.DataFrame(
+            columns=[
+                "source",
+                "model",
+                "op",
+                "level",
+                "achieved_gflops",
+                "attainable_gflops",
+                "above_roof_reason",
+            ]
+        )
+    cols = [
+        c
+        for c in (
+            "source",
+            "model",
+            "phase",
+            "op",
+            "layer",
+            "level",
+            "working_set_mib",
+            "intensity_flop_per_byte",
+            "achieved_gflops",
+            "attainable_gflops",
+            "above_roof_reason",
+        )
+        if c in points
+    ]
     return points.loc[points.above_roof.astype(bool), cols]
 
 
@@ -335,9 +455,15 @@ def above_roof_summary(points: pd.DataFrame) -> pd.DataFrame:
     """Points per source and level, how many sit more than 5% above their own roof, and above the DRAM roof."""
     if points.empty:
         return pd.DataFrame(columns=["source", "level", "points", "above_own_roof", "above_dram_roof"])
-    return points.groupby(["source", "level"]).agg(
-        points=("achieved_gflops", "size"), above_own_roof=("above_roof", "sum"),
-        above_dram_roof=("efficiency_dram", lambda e: int((e > 1 + ABOVE_ROOF_TOLERANCE).sum()))).reset_index()
+    return (
+        points.groupby(["source", "level"])
+        .agg(
+            points=("achieved_gflops", "size"),
+            above_own_roof=("above_roof", "sum"),
+            above_dram_roof=("efficiency_dram", lambda e: int((e > 1 + ABOVE_ROOF_TOLERANCE).sum())),
+        )
+        .reset_index()
+    )
 
 
 def across_runs(run_dirs) -> tuple[pd.DataFrame, pd.DataFrame]:

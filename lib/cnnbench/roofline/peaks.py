@@ -42,8 +42,13 @@ from cnnbench import devices, progress
 from cnnbench.devices.base import DTYPES, SPEC_COLUMNS, normalise_name, specs  # noqa: F401 - specs: 04's table
 
 
-def matmul_rates(device: torch.device, precision: str = "fp32", n: int = 4096, repeats: int = 5,
-                 min_call_s: float | None = None) -> list[float]:
+def matmul_rates(
+    device: torch.device,
+    precision: str = "fp32",
+    n: int = 4096,
+    repeats: int = 5,
+    min_call_s: float | None = None,
+) -> list[float]:
     """GFLOP/s of each of ``repeats`` timed calls of a dense n x n matmul (2 n^3 FLOPs per product: FMA-bound).
 
     Each timed call chains as many products as last ``min_call_s`` (calibrated on the device), so a fast GPU's
@@ -55,15 +60,28 @@ def matmul_rates(device: torch.device, precision: str = "fp32", n: int = 4096, r
         return [r / 1e9 for r in b.rates(lambda: torch.mm(x, y), 2 * n**3, repeats, min_call_s)]
 
 
-def matmul_gflops(device: torch.device, precision: str = "fp32", n: int = 4096, repeats: int = 5,
-                  spread: bool = False, min_call_s: float | None = None):
+def matmul_gflops(
+    device: torch.device,
+    precision: str = "fp32",
+    n: int = 4096,
+    repeats: int = 5,
+    spread: bool = False,
+    min_call_s: float | None = None,
+):
     """Best dense n x n matmul rate, GFLOP/s (:func:`matmul_rates`); with ``spread``, also the median."""
     rates = matmul_rates(device, precision, n, repeats, min_call_s)
     return (max(rates), statistics.median(rates)) if spread else max(rates)
 
 
-def conv_rates(device: torch.device, precision: str = "fp32", batch: int = 32, channels: int = 128, size: int = 28,
-               repeats: int = 5, min_call_s: float | None = None) -> list[float]:
+def conv_rates(
+    device: torch.device,
+    precision: str = "fp32",
+    batch: int = 32,
+    channels: int = 128,
+    size: int = 28,
+    repeats: int = 5,
+    min_call_s: float | None = None,
+) -> list[float]:
     """GFLOP/s of each timed call of a representative 3x3 convolution (ResNet stage 2 shape), forward: calls
     replayed from a graph where the device has one (no launch gaps), no output kept past the next call."""
     b = devices.backend(device)
@@ -74,8 +92,15 @@ def conv_rates(device: torch.device, precision: str = "fp32", batch: int = 32, c
         return [r / 1e9 for r in b.rates(lambda: conv(x), flops, repeats, min_call_s, graph=True)]
 
 
-def conv_gflops(device: torch.device, precision: str = "fp32", batch: int = 32, channels: int = 128, size: int = 28,
-                repeats: int = 5, min_call_s: float | None = None) -> float:
+def conv_gflops(
+    device: torch.device,
+    precision: str = "fp32",
+    batch: int = 32,
+    channels: int = 128,
+    size: int = 28,
+    repeats: int = 5,
+    min_call_s: float | None = None,
+) -> float:
     """Best rate of a representative 3x3 convolution (:func:`conv_rates`), GFLOP/s."""
     return max(conv_rates(device, precision, batch, channels, size, repeats, min_call_s))
 
@@ -83,27 +108,44 @@ def conv_gflops(device: torch.device, precision: str = "fp32", batch: int = 32, 
 def rate_summary(rates: list[float]) -> dict:
     """Best, median and spread ((best - worst) / median) of repeated calls' rates, and how many calls."""
     median = statistics.median(rates)
-    return {"best": max(rates), "median": median, "spread": (max(rates) - min(rates)) / median if median else 0.0,
-            "calls": len(rates)}
+    return {
+        "best": max(rates),
+        "median": median,
+        "spread": (max(rates) - min(rates)) / median if median else 0.0,
+        "calls": len(rates),
+    }
 
 
 # ---------------------------------------------------------------- memory hierarchy
 MAIN_MEMORY = ("dram", "hbm")  # levels that are the device's main memory (roof_for's DRAM roof)
 
 
-def bandwidth_sweep(device: torch.device, sizes: list[int], repeats: int = 3,
-                    min_call_s: float | None = None, threads: int | None = None) -> pd.DataFrame:
+def bandwidth_sweep(
+    device: torch.device,
+    sizes: list[int],
+    repeats: int = 3,
+    min_call_s: float | None = None,
+    threads: int | None = None,
+) -> pd.DataFrame:
     """Best and median bandwidth of each kernel at each working set, GB/s, one row each: the device's own kernels
     (:meth:`cnnbench.devices.Backend.bandwidth_sweep`; the CPU's are :mod:`cnnbench.devices.membench`)."""
-    return pd.DataFrame(devices.backend(device).bandwidth_sweep(sizes, repeats, min_call_s,
-                                                                threads or torch.get_num_threads()))
+    return pd.DataFrame(
+        devices.backend(device).bandwidth_sweep(
+            sizes, repeats, min_call_s, threads or torch.get_num_threads()
+        )
+    )
 
 
 def knees(sweep: pd.DataFrame, drop: float = 0.3) -> list[int]:
     """Working sets after which the best bandwidth falls by more than ``drop``: where a cache level ends."""
     best = sweep.groupby("working_set_bytes").bandwidth_gbs.max().sort_index()
-    return [int(s) for s, nxt, b, bn in zip(best.index[:-1], best.index[1:], best.values[:-1], best.values[1:],
-                                           strict=True) if bn < (1 - drop) * b and nxt > s]
+    return [
+        int(s)
+        for s, nxt, b, bn in zip(
+            best.index[:-1], best.index[1:], best.values[:-1], best.values[1:], strict=True
+        )
+        if bn < (1 - drop) * b and nxt > s
+    ]
 
 
 def _level_row(inside: pd.DataFrame, lv: dict) -> dict:
@@ -118,15 +160,23 @@ def _level_row(inside: pd.DataFrame, lv: dict) -> dict:
         how.append(f"best of {int(top.calls)} calls")
     if isinstance(top.get("method"), str):
         how.append(top.method)
-    return {**lv, "bandwidth_gbs": float(top.bandwidth_gbs), "kernel": top.kernel, "sweep_points": sizes,
-            "bandwidth_source": ", ".join(how) + f" ({lv['size_source']})", "bandwidth_note": ""}
+    return {
+        **lv,
+        "bandwidth_gbs": float(top.bandwidth_gbs),
+        "kernel": top.kernel,
+        "sweep_points": sizes,
+        "bandwidth_source": ", ".join(how) + f" ({lv['size_source']})",
+        "bandwidth_note": "",
+    }
 
 
 def _fmt_bytes(n: float) -> str:
     return f"{n / 2**20:.3g} MiB" if n >= 2**20 else f"{n / 2**10:.3g} KiB"
 
 
-MAIN_MEMORY_FACTOR = 4  # the main-memory roof comes from working sets of at least this many times the last cache
+MAIN_MEMORY_FACTOR = (
+    4  # the main-memory roof comes from working sets of at least this many times the last cache
+)
 
 
 def level_roofs(sweep: pd.DataFrame, levels: list[dict], main: str = "dram") -> pd.DataFrame:
@@ -138,8 +188,10 @@ def level_roofs(sweep: pd.DataFrame, levels: list[dict], main: str = "dram") -> 
     given; otherwise the sweep's knees bound them (named l1, l2, ... in order).
     """
     if not levels:
-        levels = [{"level": f"l{i + 1}", "size_bytes": k, "capacity_bytes": k, "size_source": "knee of the sweep"}
-                  for i, k in enumerate(knees(sweep))]
+        levels = [
+            {"level": f"l{i + 1}", "size_bytes": k, "capacity_bytes": k, "size_source": "knee of the sweep"}
+            for i, k in enumerate(knees(sweep))
+        ]
     ws = sweep.working_set_bytes
     rows, lower = [], 0
     for lv in levels:
@@ -152,20 +204,25 @@ def level_roofs(sweep: pd.DataFrame, levels: list[dict], main: str = "dram") -> 
     outer = sweep[ws >= MAIN_MEMORY_FACTOR * lower] if lower else sweep[ws == ws.max()]
     if outer.empty:  # no working set far enough beyond the caches: the largest one stands in, said so
         outer = sweep[ws == ws.max()]
-        note = (f"no working set of at least {MAIN_MEMORY_FACTOR}x the last cache was measured: the largest one "
-                "stands in")
+        note = (
+            f"no working set of at least {MAIN_MEMORY_FACTOR}x the last cache was measured: the largest one "
+            "stands in"
+        )
     else:
         note = ""
-    dram = _level_row(outer, {"level": main, "size_bytes": None, "capacity_bytes": None, "size_source": "main memory"})
+    dram = _level_row(
+        outer, {"level": main, "size_bytes": None, "capacity_bytes": None, "size_source": "main memory"}
+    )
     rows.append({**dram, "bandwidth_note": note})
     df = pd.DataFrame(rows)
     for i in range(len(df) - 1):  # flag, never overwrite, an inner level slower than an outer one
-        faster = df.iloc[i + 1:][df.bandwidth_gbs.iloc[i + 1:] > df.bandwidth_gbs.iloc[i]]
+        faster = df.iloc[i + 1 :][df.bandwidth_gbs.iloc[i + 1 :] > df.bandwidth_gbs.iloc[i]]
         if len(faster):
             r = faster.iloc[0]
             df.loc[df.index[i], "bandwidth_note"] = (
                 f"slower than the outer {r.level} ({r.bandwidth_gbs:.4g} GB/s): kept as measured (call overhead, "
-                "too few sizes in the level, or a noisy machine)")
+                "too few sizes in the level, or a noisy machine)"
+            )
     return df
 
 
@@ -184,10 +241,16 @@ def measured_or_kept(run) -> tuple[pd.DataFrame, pd.DataFrame]:
     from cnnbench.results.schema import PEAK_SETTINGS
 
     p = run.params
-    settings = dict(zip(PEAK_SETTINGS, (devices.device_name(run.device), run.threads, p.matmul_size, p.stream_mb,
-                                        p.peak_repeats), strict=True))
+    settings = dict(
+        zip(
+            PEAK_SETTINGS,
+            (devices.device_name(run.device), run.threads, p.matmul_size, p.stream_mb, p.peak_repeats),
+            strict=True,
+        )
+    )
     old, sweep = results.read(run.dir, "device_peaks"), results.read(run.dir, "bandwidth_sweep")
     kept = old[old.kind == "measured"] if len(old) and "kind" in old else old
+
     def same(column, value) -> bool:  # as read back: numbers of a column with empty (spec) cells are floats
         if isinstance(value, str):
             return bool((column.astype(str) == value).all())
@@ -196,14 +259,21 @@ def measured_or_kept(run) -> tuple[pd.DataFrame, pd.DataFrame]:
     if len(kept) and len(sweep) and all(k in kept and same(kept[k], v) for k, v in settings.items()):
         progress.resumed(len(kept), len(kept), "device_peaks.csv", "measured roofs")
         return kept.reset_index(drop=True), sweep
-    measured, sweep = measure(run.device, p.matmul_size, p.stream_mb, p.peak_repeats, with_sweep=True,
-                              threads=run.threads)
+    measured, sweep = measure(
+        run.device, p.matmul_size, p.stream_mb, p.peak_repeats, with_sweep=True, threads=run.threads
+    )
     progress.resumed(0, len(measured), "device_peaks.csv", "measured roofs")
     return measured.assign(**settings), sweep
 
 
-def measure(device: torch.device, matmul_size: int, stream_mb: int, repeats: int,
-            with_sweep: bool = False, threads: int = 0):
+def measure(
+    device: torch.device,
+    matmul_size: int,
+    stream_mb: int,
+    repeats: int,
+    with_sweep: bool = False,
+    threads: int = 0,
+):
     """Measured roofs for every precision of ``device``: rows of device_peaks.csv (one per precision and memory
     level, the main-memory row of each precision first); with ``with_sweep``, also the bandwidth sweep.
 
@@ -237,26 +307,43 @@ def _measure(device: torch.device, matmul_size: int, stream_mb: int, repeats: in
     for precision in b.roof_precisions():
         progress.note(f"roofline: {precision} compute roof (matmul {n}, two convolutions)")
         mm = rate_summary(matmul_rates(device, precision, n, repeats))
-        convs = [rate_summary(conv_rates(device, precision, repeats=repeats)),  # ResNet stage 2 and 3 shapes
-                 rate_summary(conv_rates(device, precision, batch=64, channels=256, size=14, repeats=repeats))]
+        convs = [
+            rate_summary(conv_rates(device, precision, repeats=repeats)),  # ResNet stage 2 and 3 shapes
+            rate_summary(conv_rates(device, precision, batch=64, channels=256, size=14, repeats=repeats)),
+        ]
         conv = max(convs, key=lambda c: c["best"])
         # the roof is the best dense rate observed (a roof below a kernel is no roof), with its calls' spread
         top, winner = (mm, "matmul") if mm["best"] >= conv["best"] else (conv, "conv")
         for lv in roofs.itertuples():
-            rows.append({
-                "device_name": b.name(), "device_kind": b.kind, "kind": "measured",
-                "precision": precision, "level": lv.level, "peak_gflops": top["best"],
-                "peak_gflops_median": top["median"], "peak_spread": top["spread"], "peak_calls": top["calls"],
-                "bandwidth_gbs": lv.bandwidth_gbs, "bandwidth_kernel": lv.kernel,
-                "ridge_flop_per_byte": top["best"] / lv.bandwidth_gbs, "capacity_mib": _mib(lv.capacity_bytes),
-                "cache_size_kib": lv.size_bytes / 1024 if pd.notna(lv.size_bytes) else float("nan"),
-                "matmul_gflops": mm["best"], "matmul_gflops_median": mm["median"], "conv3x3_gflops": conv["best"],
-                **stream, "threads": threads, "bandwidth_note": lv.bandwidth_note,
-                "source": f"measured: best of a {n}x{n} matmul and two 3x3 convs ({winner} won), best of "
-                          f"{top['calls']} calls, spread {top['spread']:.1%}; {lv.level} bandwidth: "
-                          f"{lv.bandwidth_source}" + (note if lv.level == main else "")
-                          + (f"; {lv.bandwidth_note}" if lv.bandwidth_note else ""),
-            })
+            rows.append(
+                {
+                    "device_name": b.name(),
+                    "device_kind": b.kind,
+                    "kind": "measured",
+                    "precision": precision,
+                    "level": lv.level,
+                    "peak_gflops": top["best"],
+                    "peak_gflops_median": top["median"],
+                    "peak_spread": top["spread"],
+                    "peak_calls": top["calls"],
+                    "bandwidth_gbs": lv.bandwidth_gbs,
+                    "bandwidth_kernel": lv.kernel,
+                    "ridge_flop_per_byte": top["best"] / lv.bandwidth_gbs,
+                    "capacity_mib": _mib(lv.capacity_bytes),
+                    "cache_size_kib": lv.size_bytes / 1024 if pd.notna(lv.size_bytes) else float("nan"),
+                    "matmul_gflops": mm["best"],
+                    "matmul_gflops_median": mm["median"],
+                    "conv3x3_gflops": conv["best"],
+                    **stream,
+                    "threads": threads,
+                    "bandwidth_note": lv.bandwidth_note,
+                    "source": f"measured: best of a {n}x{n} matmul and two 3x3 convs ({winner} won), best of "
+                    f"{top['calls']} calls, spread {top['spread']:.1%}; {lv.level} bandwidth: "
+                    f"{lv.bandwidth_source}"
+                    + (note if lv.level == main else "")
+                    + (f"; {lv.bandwidth_note}" if lv.bandwidth_note else ""),
+                }
+            )
     sweep.insert(0, "device_name", b.name())
     sweep.insert(1, "device_kind", b.kind)
     sweep["level"] = [level_of(w, roofs) for w in sweep.working_set_bytes]

@@ -46,8 +46,13 @@ def parse(argv=None) -> argparse.Namespace:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--telemetry-interval", type=float, default=0.1)
     ap.add_argument("--host-heap", default="keep", choices=heap.HEAPS, help="see cnnbench.heap")
-    ap.add_argument("--reference-batches", type=int, nargs="*", default=[],
-                    help="global batch sizes whose check losses are also recorded (the single-device reference)")
+    ap.add_argument(
+        "--reference-batches",
+        type=int,
+        nargs="*",
+        default=[],
+        help="global batch sizes whose check losses are also recorded (the single-device reference)",
+    )
     ap.add_argument("--out", required=True, help="folder for result.json and telemetry_rank<r>.json")
     return ap.parse_args(argv)
 
@@ -57,8 +62,17 @@ def backend_for(name: str) -> str:
     return devices.backend(devices.resolve("auto")).ddp_backend if name == "auto" else name
 
 
-def global_batches(model: str, image_size: int, classes: int, global_batch: int, rank: int, world: int,
-                   seed: int, device: torch.device, n: int = 4) -> list[tuple[torch.Tensor, torch.Tensor]]:
+def global_batches(
+    model: str,
+    image_size: int,
+    classes: int,
+    global_batch: int,
+    rank: int,
+    world: int,
+    seed: int,
+    device: torch.device,
+    n: int = 4,
+) -> list[tuple[torch.Tensor, torch.Tensor]]:
     """``n`` deterministic global batches; this rank keeps its contiguous slice of each, on its device."""
     per = global_batch // world
     out = []
@@ -66,7 +80,7 @@ def global_batches(model: str, image_size: int, classes: int, global_batch: int,
         gen = torch.Generator().manual_seed(seed + 1000 + i)
         x = torch.randn((global_batch, *models.input_shape(model, image_size)), generator=gen)
         y = torch.randint(0, classes, (global_batch,), generator=gen)
-        out.append((x[rank * per:(rank + 1) * per].to(device), y[rank * per:(rank + 1) * per].to(device)))
+        out.append((x[rank * per : (rank + 1) * per].to(device), y[rank * per : (rank + 1) * per].to(device)))
     return out
 
 
@@ -88,7 +102,9 @@ def main(argv=None) -> int:
     rank, world = int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
     local = int(os.environ.get("LOCAL_RANK", 0))
     backend = backend_for(args.backend)
-    device = torch.device(f"cuda:{local}") if backend == "nccl" else torch.device("cpu")  # NCCL (RCCL) runs on GPUs
+    device = (
+        torch.device(f"cuda:{local}") if backend == "nccl" else torch.device("cpu")
+    )  # NCCL (RCCL) runs on GPUs
     devices.backend(device).enter_worker()
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -114,8 +130,13 @@ def setup(args, rank: int, world: int, device: torch.device, global_batch: int):
     net = models.build(args.model, num_classes=args.num_classes, image_size=args.image_size).to(device)
     ddp = DistributedDataParallel(net, device_ids=devices.backend(device).ddp_device_ids())
     opt = torch.optim.SGD(ddp.parameters(), lr=args.lr, momentum=0.9)
-    return ddp, opt, global_batches(args.model, args.image_size, args.num_classes, global_batch, rank, world,
-                                    args.seed, device)
+    return (
+        ddp,
+        opt,
+        global_batches(
+            args.model, args.image_size, args.num_classes, global_batch, rank, world, args.seed, device
+        ),
+    )
 
 
 def stepper(ddp, opt, batches):
@@ -142,7 +163,9 @@ def check_losses(ddp, step, n: int, world: int) -> list[float]:
 
 def train(args, rank: int, world: int, device: torch.device, backend: str) -> dict:
     reference = {}
-    for global_batch in args.reference_batches:  # the same check at other global batches, from the same weights
+    for (
+        global_batch
+    ) in args.reference_batches:  # the same check at other global batches, from the same weights
         ddp, opt, batches = setup(args, rank, world, device, global_batch)
         reference[str(global_batch)] = check_losses(ddp, stepper(ddp, opt, batches), args.check_steps, world)
     ddp, opt, batches = setup(args, rank, world, device, args.batch_size * world)
@@ -164,13 +187,27 @@ def train(args, rank: int, world: int, device: torch.device, backend: str) -> di
         last = _mean_over_ranks(loss, world)
     samples = getattr(sampler, "series", lambda: [])()
     Path(args.out).mkdir(parents=True, exist_ok=True)
-    Path(args.out, f"telemetry_rank{rank}.json").write_text(json.dumps(
-        {"rank": rank, "device": str(device), "summary": sampler.summary(), "series": list(samples)}))
-    result = {"world_size": world, "backend": backend, "model": args.model, "per_device_batch": args.batch_size,
-              "global_batch": args.batch_size * world, "image_size": args.image_size, "device_kind": devices.backend(device).kind,
-              "device_name": devices.device_name(device), "threads_per_process": torch.get_num_threads(),
-              "check_losses": check, "reference_losses": reference, "loss_last": last,
-              "measured_steps": args.steps, "repeats": args.repeats}
+    Path(args.out, f"telemetry_rank{rank}.json").write_text(
+        json.dumps(
+            {"rank": rank, "device": str(device), "summary": sampler.summary(), "series": list(samples)}
+        )
+    )
+    result = {
+        "world_size": world,
+        "backend": backend,
+        "model": args.model,
+        "per_device_batch": args.batch_size,
+        "global_batch": args.batch_size * world,
+        "image_size": args.image_size,
+        "device_kind": devices.backend(device).kind,
+        "device_name": devices.device_name(device),
+        "threads_per_process": torch.get_num_threads(),
+        "check_losses": check,
+        "reference_losses": reference,
+        "loss_last": last,
+        "measured_steps": args.steps,
+        "repeats": args.repeats,
+    }
     if windows:
         result.update(throughput(windows, args.batch_size * world, args.steps))
     return result
@@ -180,9 +217,12 @@ def throughput(windows: list[float], global_batch: int, steps: int) -> dict:
     """All images over the summed (slowest-rank) window times, and the 95% interval over windows."""
     images_per_window = global_batch * steps
     rates = [images_per_window / w for w in windows]
-    return {"throughput_img_s": images_per_window * len(windows) / sum(windows),
-            "throughput_ci95_img_s": timing.ci95_half_width(rates),
-            "window_times_s": windows, "step_time_mean_s": sum(windows) / (len(windows) * steps)}
+    return {
+        "throughput_img_s": images_per_window * len(windows) / sum(windows),
+        "throughput_ci95_img_s": timing.ci95_half_width(rates),
+        "window_times_s": windows,
+        "step_time_mean_s": sum(windows) / (len(windows) * steps),
+    }
 
 
 if __name__ == "__main__":

@@ -26,16 +26,62 @@ class LaunchFailed(RuntimeError):
     """torchrun exited with an error: the message is the last line the processes wrote."""
 
 
-def command(world: int, out: Path, model: str, batch: int, image_size: int, classes: int, backend: str,
-            threads: int, steps: int, warmup: int, repeats: int, seed: int, interval: float,
-            reference_batches: tuple[int, ...] = (), host_heap: str = "keep") -> list[str]:
+def command(
+    world: int,
+    out: Path,
+    model: str,
+    batch: int,
+    image_size: int,
+    classes: int,
+    backend: str,
+    threads: int,
+    steps: int,
+    warmup: int,
+    repeats: int,
+    seed: int,
+    interval: float,
+    reference_batches: tuple[int, ...] = (),
+    host_heap: str = "keep",
+) -> list[str]:
     """The torchrun command line of one run (the same script serves several nodes, see cnnbench.scaling.ddp)."""
-    return [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(world),
-            "-m", "cnnbench.scaling.ddp", "--model", model, "--batch-size", str(batch), "--image-size",
-            str(image_size), "--num-classes", str(classes), "--backend", backend, "--threads", str(threads),
-            "--steps", str(steps), "--warmup", str(warmup), "--repeats", str(repeats), "--seed", str(seed),
-            "--telemetry-interval", str(interval), "--host-heap", host_heap,
-            "--reference-batches", *map(str, reference_batches), "--out", str(out)]
+    return [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc_per_node",
+        str(world),
+        "-m",
+        "cnnbench.scaling.ddp",
+        "--model",
+        model,
+        "--batch-size",
+        str(batch),
+        "--image-size",
+        str(image_size),
+        "--num-classes",
+        str(classes),
+        "--backend",
+        backend,
+        "--threads",
+        str(threads),
+        "--steps",
+        str(steps),
+        "--warmup",
+        str(warmup),
+        "--repeats",
+        str(repeats),
+        "--seed",
+        str(seed),
+        "--telemetry-interval",
+        str(interval),
+        "--host-heap",
+        host_heap,
+        "--reference-batches",
+        *map(str, reference_batches),
+        "--out",
+        str(out),
+    ]
 
 
 def launch(cmd: list[str], out: Path, timeout_s: float = 900) -> dict:
@@ -44,13 +90,24 @@ def launch(cmd: list[str], out: Path, timeout_s: float = 900) -> dict:
     for stale in (out / "result.json", *out.glob("telemetry_rank*.json")):  # a rerun must not read old files
         stale.unlink(missing_ok=True)
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, env=env,
-                          preexec_fn=paths.die_with_parent if os.name == "posix" else None)  # dies with us
+    proc = subprocess.run(
+        cmd,
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+        env=env,
+        preexec_fn=paths.die_with_parent if os.name == "posix" else None,
+    )  # dies with us
     result_file = out / "result.json"
     if proc.returncode != 0 or not result_file.is_file():
-        lines = [re.sub(r"^\[rank\d+\]:\s*", "", ln).strip() for ln in (proc.stderr + proc.stdout).splitlines()
-                 if ln.strip() and "USDT" not in ln]
-        errors = [ln for ln in lines if re.match(r"^[\w.]+(Error|Exception): ", ln) and "ChildFailedError" not in ln]
+        lines = [
+            re.sub(r"^\[rank\d+\]:\s*", "", ln).strip()
+            for ln in (proc.stderr + proc.stdout).splitlines()
+            if ln.strip() and "USDT" not in ln
+        ]
+        errors = [
+            ln for ln in lines if re.match(r"^[\w.]+(Error|Exception): ", ln) and "ChildFailedError" not in ln
+        ]
         raise LaunchFailed((errors or lines or [f"exit status {proc.returncode}"])[0][:300])
     result = json.loads(result_file.read_text())
     result["ranks"] = [json.loads(p.read_text()) for p in sorted(out.glob("telemetry_rank*.json"))]
@@ -62,7 +119,9 @@ def loss_check(losses: list[float], reference: list[float]) -> tuple[float, bool
     if not losses or len(losses) != len(reference):
         return math.nan, False
     diff = max(abs(a - b) for a, b in zip(losses, reference, strict=True))
-    return diff, all(math.isclose(a, b, rel_tol=LOSS_RTOL, abs_tol=1e-6) for a, b in zip(losses, reference, strict=True))
+    return diff, all(
+        math.isclose(a, b, rel_tol=LOSS_RTOL, abs_tol=1e-6) for a, b in zip(losses, reference, strict=True)
+    )
 
 
 PER_PROCESS = ("util_process_cpu_pct", "rss_mib")
@@ -108,53 +167,118 @@ def run_all(run, launcher=launch, log=progress.say) -> list[dict]:
     rows, tmp = [], Path(run.path("ddp"))  # each launch's raw result.json and per-rank telemetry stay here
     worlds = sorted(set(p.scaling_world_sizes))
     table = results.table("scaling")
-    settings = {"model": p.scaling_model, "backend": backend, "per_device_batch": p.scaling_batch_size,
-                "image_size": size, "threads_per_process": threads, "scaling_steps": p.scaling_steps,
-                "repeats": p.scaling_repeats, "warmup_steps": p.warmup_steps,
-                "host_heap": heap.effective(p.host_heap), "seed": p.seed}
+    settings = {
+        "model": p.scaling_model,
+        "backend": backend,
+        "per_device_batch": p.scaling_batch_size,
+        "image_size": size,
+        "threads_per_process": threads,
+        "scaling_steps": p.scaling_steps,
+        "repeats": p.scaling_repeats,
+        "warmup_steps": p.warmup_steps,
+        "host_heap": heap.effective(p.host_heap),
+        "seed": p.seed,
+    }
     planned = [{**settings, "world_size": w} for w in worlds]
     final = (*results.DONE_STATUSES, "unavailable")  # a world larger than the GPUs here stays so
-    if all(table.file(run.dir).finished(c, table.key, final) for c in planned):  # the same pass measured before: kept
+    if all(
+        table.file(run.dir).finished(c, table.key, final) for c in planned
+    ):  # the same pass measured before: kept
         log(progress.kept_line(len(planned), len(planned), table.file(run.dir).path.name, "world sizes"))
         table.plan(run.dir, planned, "scaling")
         return results.rows(run.dir, "scaling")
-    args = dict(model=p.scaling_model, image_size=size, classes=classes, backend=backend, threads=threads,
-                warmup=p.warmup_steps, seed=p.seed, interval=p.telemetry_interval_s, host_heap=p.host_heap)
+    args = dict(
+        model=p.scaling_model,
+        image_size=size,
+        classes=classes,
+        backend=backend,
+        threads=threads,
+        warmup=p.warmup_steps,
+        seed=p.seed,
+        interval=p.telemetry_interval_s,
+        host_heap=p.host_heap,
+    )
     # the single-device reference: one process at each global batch N x b, from the same initial weights
     refs = tuple(n * p.scaling_batch_size for n in worlds if n > 1)
     reference: dict = {}
     if 1 not in worlds and refs:
         try:
-            reference = launcher(command(1, tmp / "ref", batch=p.scaling_batch_size, steps=1, repeats=0,
-                                         reference_batches=refs, **args), tmp / "ref")["reference_losses"]
+            reference = launcher(
+                command(
+                    1,
+                    tmp / "ref",
+                    batch=p.scaling_batch_size,
+                    steps=1,
+                    repeats=0,
+                    reference_batches=refs,
+                    **args,
+                ),
+                tmp / "ref",
+            )["reference_losses"]
         except Exception as err:  # noqa: BLE001 - without a reference the loss check is NaN, the run goes on
             log(f"single-process reference failed: {err}")
     for world in worlds:
-        row = {**settings, "world_size": world, "global_batch": world * p.scaling_batch_size, "status": "ok",
-               "error": ""}
+        row = {
+            **settings,
+            "world_size": world,
+            "global_batch": world * p.scaling_batch_size,
+            "status": "ok",
+            "error": "",
+        }
         gpus = devices.backend_class("cuda").count()  # NCCL (RCCL) runs one process per GPU
         if backend == "nccl" and world > gpus:
             rows.append({**row, "status": "unavailable", "error": f"{gpus} CUDA device(s) here"})
             continue
         try:
             log(f"torchrun --nproc_per_node {world} ({backend}, {threads or 'default'} threads per process)")
-            res = launcher(command(world, tmp / f"n{world}", batch=p.scaling_batch_size, steps=p.scaling_steps,
-                                   repeats=p.scaling_repeats, reference_batches=refs if world == 1 else (), **args),
-                           tmp / f"n{world}")
+            res = launcher(
+                command(
+                    world,
+                    tmp / f"n{world}",
+                    batch=p.scaling_batch_size,
+                    steps=p.scaling_steps,
+                    repeats=p.scaling_repeats,
+                    reference_batches=refs if world == 1 else (),
+                    **args,
+                ),
+                tmp / f"n{world}",
+            )
             if world == 1:
                 reference = res.get("reference_losses", {})
             ref = res["check_losses"] if world == 1 else reference.get(str(row["global_batch"]), [])
             diff, same = loss_check(res["check_losses"], ref)
-            row.update({k: res[k] for k in ("device_kind", "device_name", "throughput_img_s",
-                                            "throughput_ci95_img_s", "step_time_mean_s", "loss_last")},
-                       loss_check_steps=len(res["check_losses"]), loss_first=res["check_losses"][0]
-                       if res["check_losses"] else math.nan, loss_vs_one_process_max_abs_diff=diff,
-                       loss_matches_one_process=same, measured_steps=p.scaling_steps, repeats=p.scaling_repeats)
+            row.update(
+                {
+                    k: res[k]
+                    for k in (
+                        "device_kind",
+                        "device_name",
+                        "throughput_img_s",
+                        "throughput_ci95_img_s",
+                        "step_time_mean_s",
+                        "loss_last",
+                    )
+                },
+                loss_check_steps=len(res["check_losses"]),
+                loss_first=res["check_losses"][0] if res["check_losses"] else math.nan,
+                loss_vs_one_process_max_abs_diff=diff,
+                loss_matches_one_process=same,
+                measured_steps=p.scaling_steps,
+                repeats=p.scaling_repeats,
+            )
             for rank in res["ranks"]:
                 row.update(rank_summary(rank["rank"], rank["summary"]))
-                timelines.record(run.path(timelines.FILE), timelines.tidy(
-                    own_series(rank), "scaling", f"{backend} world={world}", res["device_kind"], res["device_name"],
-                    rank["rank"]))
+                timelines.record(
+                    run.path(timelines.FILE),
+                    timelines.tidy(
+                        own_series(rank),
+                        "scaling",
+                        f"{backend} world={world}",
+                        res["device_kind"],
+                        res["device_name"],
+                        rank["rank"],
+                    ),
+                )
         except Exception as err:  # noqa: BLE001 - a failed launch is a row, the run goes on
             row.update(failure(err, run.device))
         rows.append(row)

@@ -36,9 +36,33 @@ from cnnbench.scratch.summary import (
 )
 
 BACKENDS = tuple(SCRATCH_BACKENDS)
-DEVICE_KIND = SCRATCH_BACKENDS  # the device type each backend runs on (cpu | cuda | mps), as in every results file
+DEVICE_KIND = (
+    SCRATCH_BACKENDS  # the device type each backend runs on (cpu | cuda | mps), as in every results file
+)
 
-__all__ = ["BACKENDS", "DEVICE_KIND", "MODELS", "Backend", "BackendUnavailable", "OpTimer", "beside_seed_001",
-           "beside_seed_004", "convergence", "figure_1", "forward_backward", "gradcheck_table", "load_data",
-           "load_frames", "make", "memory_table", "op_breakdown", "op_kinds", "published", "run_all", "speed_goals",
-           "status", "summarize", "torch_weights"]
+__all__ = [
+    "BACKENDS",
+    "DEVICE_KIND",
+    "MODELS",
+    "Backend",
+    "BackendUnavailable",
+    "OpTimer",
+    "beside_seed_001",
+    "beside_seed_004",
+    "convergence",
+    "figure_1",
+    "forward_backward",
+    "gradcheck_table",
+    "load_data",
+    "load_frames",
+    "make",
+    "memory_table",
+    "op_breakdown",
+    "op_kinds",
+    "published",
+    "run_all",
+    "speed_goals",
+    "status",
+    "summarize",
+    "torch_weights",
+]

@@ -21,8 +21,16 @@ from cnnbench.params import SCRATCH_MODELS
 MODELS = SCRATCH_MODELS
 # Names of the parameters of each network, in PyTorch's layout (shapes follow from the input size).
 PARAM_NAMES = {
-    "mnist_cnn": ("conv1.weight", "conv1.bias", "conv2.weight", "conv2.bias",
-                  "fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias"),
+    "mnist_cnn": (
+        "conv1.weight",
+        "conv1.bias",
+        "conv2.weight",
+        "conv2.bias",
+        "fc1.weight",
+        "fc1.bias",
+        "fc2.weight",
+        "fc2.bias",
+    ),
     "mlp": ("fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias"),
 }
 # Seed 004's Table 4 groups operations into these kinds; every op a backend times carries one.
@@ -80,12 +88,18 @@ class OpTimer:
             n = len(later)
             mean = statistics.fmean(later) if later else float("nan")
             half = t95(n - 1) * statistics.stdev(later) / n**0.5 if n >= 2 else float("nan")
-            out.append({
-                "op": name, "op_kind": self.kinds[name], "phase": self.phases[name], "calls": n,
-                "first_call_ms": first * 1e3,
-                "median_ms": statistics.median(later) * 1e3 if later else float("nan"),
-                "mean_ms": mean * 1e3, "ci95_ms": half * 1e3,
-            })
+            out.append(
+                {
+                    "op": name,
+                    "op_kind": self.kinds[name],
+                    "phase": self.phases[name],
+                    "calls": n,
+                    "first_call_ms": first * 1e3,
+                    "median_ms": statistics.median(later) * 1e3 if later else float("nan"),
+                    "mean_ms": mean * 1e3,
+                    "ci95_ms": half * 1e3,
+                }
+            )
         return out
 
 
@@ -128,7 +142,9 @@ def torch_weights(model: str, seed: int = 0, image_size: int = 28, hidden: int =
 
     torch.manual_seed(seed)
     net = torch_module(model, image_size, hidden)
-    return {k: v.detach().cpu().numpy().astype(np.float32).copy() for k, v in named_params(model, net).items()}
+    return {
+        k: v.detach().cpu().numpy().astype(np.float32).copy() for k, v in named_params(model, net).items()
+    }
 
 
 def torch_module(model: str, image_size: int = 28, hidden: int = 10):
@@ -140,8 +156,9 @@ def torch_module(model: str, image_size: int = 28, hidden: int = 10):
     if model == "mnist_cnn":
         return MnistCNN(num_classes=10, in_channels=1, image_size=image_size)
     if model == "mlp":
-        return nn.Sequential(nn.Flatten(), nn.Linear(image_size * image_size, hidden), nn.ReLU(),
-                             nn.Linear(hidden, 10))
+        return nn.Sequential(
+            nn.Flatten(), nn.Linear(image_size * image_size, hidden), nn.ReLU(), nn.Linear(hidden, 10)
+        )
     raise ValueError(f"unknown scratch model '{model}'; valid: {', '.join(MODELS)}")
 
 
@@ -160,4 +177,3 @@ def named_params(model: str, net) -> dict:
 
 def nbytes(arrays) -> int:
     return int(sum(a.nbytes for a in arrays))
-

@@ -75,7 +75,9 @@ def mnist(root, n_train: int, n_test: int, download: bool) -> Data:
     def split(name, n):
         ds = data.open_dataset("mnist", root, name, 1, 28, download)
         x = ds.data.numpy()[: n or None].astype(np.float32) / 255
-        return ((x - MNIST_MEAN) / MNIST_STD)[:, None].astype(np.float32), ds.targets.numpy()[: n or None].astype(np.int64)
+        return ((x - MNIST_MEAN) / MNIST_STD)[:, None].astype(np.float32), ds.targets.numpy()[
+            : n or None
+        ].astype(np.int64)
 
     return Data(*split("train", n_train), *split("test", n_test), source="mnist")
 
@@ -83,6 +85,7 @@ def mnist(root, n_train: int, n_test: int, download: bool) -> Data:
 def unit_scale(data: Data) -> Data:
     """Pixels back in [0, 1], as seed 004 fed its MLP (lr 0.1 is tuned for that scale, not for standardised
     inputs); the CNN keeps seed 001's standardisation."""
+
     def f(x):
         return (x * MNIST_STD + MNIST_MEAN).astype(np.float32)
 
@@ -103,7 +106,9 @@ def load_data(p) -> Data:
 
     check_data(p)
     if p.scratch_dataset == "mnist":
-        return mnist(paths.resolve(p.scratch_data_path), p.scratch_train_images, p.scratch_test_images, p.download)
+        return mnist(
+            paths.resolve(p.scratch_data_path), p.scratch_train_images, p.scratch_test_images, p.download
+        )
     return synthetic_mnist(p.scratch_train_images or 60000, p.scratch_test_images or 10000, p.seed)
 
 
@@ -118,8 +123,13 @@ def device_name(backend: str) -> str:
 
 
 def identity(backend: str, model: str, threads: int) -> dict:
-    return {"backend": backend, "model": model, "device_name": device_name(backend),
-            "device_kind": DEVICE_KIND[backend], "threads": threads}
+    return {
+        "backend": backend,
+        "model": model,
+        "device_name": device_name(backend),
+        "device_kind": DEVICE_KIND[backend],
+        "threads": threads,
+    }
 
 
 # Numba's errors for a missing CUDA driver, libNVVM or NVRTC (numba.cuda.cudadrv.error): the toolkit is absent,
@@ -134,12 +144,19 @@ def status_of(err: BaseException, kind: str = "cpu") -> str:
 
 
 def failure(ident: dict, err: BaseException) -> dict:
-    return {**ident, "status": status_of(err, ident.get("device_kind", "cpu")),
-            "error": f"{type(err).__name__}: {err}".splitlines()[0][:300]}
+    return {
+        **ident,
+        "status": status_of(err, ident.get("device_kind", "cpu")),
+        "error": f"{type(err).__name__}: {err}".splitlines()[0][:300],
+    }
 
 
 def hyper(p, model: str) -> tuple[float, float]:
-    return (p.scratch_lr, p.scratch_momentum) if model == "mnist_cnn" else (p.scratch_mlp_lr, p.scratch_mlp_momentum)
+    return (
+        (p.scratch_lr, p.scratch_momentum)
+        if model == "mnist_cnn"
+        else (p.scratch_mlp_lr, p.scratch_mlp_momentum)
+    )
 
 
 def set_threads(threads: int) -> int:
@@ -155,6 +172,7 @@ def set_threads(threads: int) -> int:
 
 
 # --- gradient check ------------------------------------------------------------------------------------------
+
 
 def reference_grads(model: str, weights: dict, x: np.ndarray, y: np.ndarray) -> tuple[float, dict]:
     """Loss and gradients from PyTorch autograd in float64 on the CPU: the reference every backend meets."""
@@ -172,7 +190,9 @@ def reference_grads(model: str, weights: dict, x: np.ndarray, y: np.ndarray) -> 
     return loss.item(), {k: prm.grad.numpy() for k, prm in named.items()}
 
 
-def gradcheck(backend: str, model: str, weights: dict, x: np.ndarray, y: np.ndarray, threads: int) -> list[dict]:
+def gradcheck(
+    backend: str, model: str, weights: dict, x: np.ndarray, y: np.ndarray, threads: int
+) -> list[dict]:
     """One row per tensor (``loss`` first): max abs error and error relative to the reference's largest value."""
     ident = identity(backend, model, threads)
     try:
@@ -184,17 +204,30 @@ def gradcheck(backend: str, model: str, weights: dict, x: np.ndarray, y: np.ndar
         return [{**failure(ident, err), "tensor": "loss"}]
     ref_loss, ref = reference_grads(model, weights, x, y)
     rows = []
-    for name, ours, theirs in [("loss", np.float64(loss), np.float64(ref_loss)),
-                               *((k, grads[k], ref[k]) for k in ref)]:
+    for name, ours, theirs in [
+        ("loss", np.float64(loss), np.float64(ref_loss)),
+        *((k, grads[k], ref[k]) for k in ref),
+    ]:
         err = float(np.max(np.abs(np.asarray(ours, np.float64) - theirs)))
         rel = err / max(float(np.max(np.abs(theirs))), 1e-30)
-        rows.append({**ident, "tensor": name, "shape": "x".join(map(str, np.shape(theirs))) or "scalar",
-                     "batch": len(x), "max_abs_err": err, "rel_err": rel, "tolerance": TOLERANCE,
-                     "passed": bool(rel <= TOLERANCE), "status": "ok"})
+        rows.append(
+            {
+                **ident,
+                "tensor": name,
+                "shape": "x".join(map(str, np.shape(theirs))) or "scalar",
+                "batch": len(x),
+                "max_abs_err": err,
+                "rel_err": rel,
+                "tolerance": TOLERANCE,
+                "passed": bool(rel <= TOLERANCE),
+                "status": "ok",
+            }
+        )
     return rows
 
 
 # --- training ------------------------------------------------------------------------------------------------
+
 
 def timed(b, fn):
     """Run ``fn`` between two device synchronisations; return (result, seconds)."""
@@ -243,10 +276,24 @@ def train_cnn(backend: str, p, weights: dict, data: Data, threads: int, on_row=N
             rows += _emit([{**failure(ident, err), "epoch": epoch}], on_row)
             break
         loss = float(np.mean(losses))
-        rows += _emit([{**ident, "epoch": epoch, "steps": steps, "batch_size": bs, "epoch_s": seconds,
-                        "images": steps * bs, "throughput_img_s": steps * bs / seconds, "train_loss": loss,
-                        "test_accuracy": acc, "jit_s": getattr(b, "jit_s", float("nan")),
-                        "status": "ok" if math.isfinite(loss) else "unstable"}], on_row)
+        rows += _emit(
+            [
+                {
+                    **ident,
+                    "epoch": epoch,
+                    "steps": steps,
+                    "batch_size": bs,
+                    "epoch_s": seconds,
+                    "images": steps * bs,
+                    "throughput_img_s": steps * bs / seconds,
+                    "train_loss": loss,
+                    "test_accuracy": acc,
+                    "jit_s": getattr(b, "jit_s", float("nan")),
+                    "status": "ok" if math.isfinite(loss) else "unstable",
+                }
+            ],
+            on_row,
+        )
         if not math.isfinite(loss):
             break
     return rows
@@ -264,18 +311,35 @@ def train_mlp(backend: str, p, weights: dict, data: Data, threads: int, on_row=N
     while done < p.scratch_mlp_steps:
         block = min(p.scratch_mlp_eval_every, p.scratch_mlp_steps - done)
         try:
-            losses, seconds = timed(b, lambda k=block: [b.train_step(data.x_train, data.y_train) for _ in range(k)])
+            losses, seconds = timed(
+                b, lambda k=block: [b.train_step(data.x_train, data.y_train) for _ in range(k)]
+            )
             train_acc, test_acc = b.evaluate(data.x_train, data.y_train), b.evaluate(data.x_test, data.y_test)
         except Exception as err:  # noqa: BLE001
             rows += _emit([{**failure(ident, err), "epoch": done}], on_row)
             break
         done += block
         loss = float(losses[-1])
-        rows += _emit([{**ident, "epoch": done, "steps": block, "batch_size": n, "epoch_s": seconds,
-                        "step_s": seconds / block, "images": block * n, "throughput_img_s": block * n / seconds,
-                        "train_loss": loss, "train_accuracy": train_acc, "test_accuracy": test_acc,
-                        "jit_s": getattr(b, "jit_s", float("nan")),
-                        "status": "ok" if math.isfinite(loss) else "unstable"}], on_row)
+        rows += _emit(
+            [
+                {
+                    **ident,
+                    "epoch": done,
+                    "steps": block,
+                    "batch_size": n,
+                    "epoch_s": seconds,
+                    "step_s": seconds / block,
+                    "images": block * n,
+                    "throughput_img_s": block * n / seconds,
+                    "train_loss": loss,
+                    "train_accuracy": train_acc,
+                    "test_accuracy": test_acc,
+                    "jit_s": getattr(b, "jit_s", float("nan")),
+                    "status": "ok" if math.isfinite(loss) else "unstable",
+                }
+            ],
+            on_row,
+        )
         if not math.isfinite(loss):
             break
     return rows
@@ -289,6 +353,7 @@ def _emit(rows: list[dict], on_row) -> list[dict]:
 
 
 # --- per-operation time --------------------------------------------------------------------------------------
+
 
 def op_breakdown(backend: str, model: str, p, weights: dict, x: np.ndarray, y: np.ndarray, threads: int):
     """Every op of one training step timed with the device synchronised around it: the first call (compile,
@@ -309,6 +374,7 @@ def op_breakdown(backend: str, model: str, p, weights: dict, x: np.ndarray, y: n
 
 # --- memory --------------------------------------------------------------------------------------------------
 
+
 def rss() -> int:
     return psutil.Process(os.getpid()).memory_info().rss
 
@@ -316,14 +382,25 @@ def rss() -> int:
 def _measure_hooks(backend: str):
     """(start, read_current, read_peak, reset_peak, stop, what) for the allocator behind ``backend``."""
     if backend in ("numpy", "numba_cpu"):
-        return (tracemalloc.start, lambda: tracemalloc.get_traced_memory()[0],
-                lambda: tracemalloc.get_traced_memory()[1], tracemalloc.reset_peak, tracemalloc.stop,
-                "tracemalloc (NumPy reports its allocations)")
+        return (
+            tracemalloc.start,
+            lambda: tracemalloc.get_traced_memory()[0],
+            lambda: tracemalloc.get_traced_memory()[1],
+            tracemalloc.reset_peak,
+            tracemalloc.stop,
+            "tracemalloc (NumPy reports its allocations)",
+        )
     if backend == "cupy":
         from cnnbench.scratch.cupy_support import pool_bytes
 
-        return (lambda: None, lambda: pool_bytes()["used"], lambda: pool_bytes()["used"], lambda: None,
-                lambda: None, "CuPy memory pool used_bytes")
+        return (
+            lambda: None,
+            lambda: pool_bytes()["used"],
+            lambda: pool_bytes()["used"],
+            lambda: None,
+            lambda: None,
+            "CuPy memory pool used_bytes",
+        )
     if backend in ("torch_cuda", "torch_mps"):
         import torch
 
@@ -333,8 +410,14 @@ def _measure_hooks(backend: str):
             mib = b.peak_memory_mib()["peak_device_mem_mib"]
             return mib * 2**20 if mib == mib else b.allocated_bytes()
 
-        return (lambda: None, b.allocated_bytes, peak, b.reset_peak_memory, lambda: None,
-                f"torch's {b.kind} allocator: allocated bytes (high-water mark where it has one, else after the step)")
+        return (
+            lambda: None,
+            b.allocated_bytes,
+            peak,
+            b.reset_peak_memory,
+            lambda: None,
+            f"torch's {b.kind} allocator: allocated bytes (high-water mark where it has one, else after the step)",
+        )
     if backend == "numba_cuda":
         from numba import cuda
 
@@ -342,7 +425,14 @@ def _measure_hooks(backend: str):
             free, total = cuda.current_context().get_memory_info()
             return total - free
 
-        return (lambda: None, used, used, lambda: None, lambda: None, "CUDA free memory delta (after the step)")
+        return (
+            lambda: None,
+            used,
+            used,
+            lambda: None,
+            lambda: None,
+            "CUDA free memory delta (after the step)",
+        )
     return (lambda: None, rss, rss, lambda: None, lambda: None, "process RSS delta (after the step)")
 
 
@@ -359,8 +449,9 @@ def pool_held(backend: str) -> int | None:
     return None
 
 
-def memory_breakdown(backend: str, model: str, p, weights: dict, x: np.ndarray, y: np.ndarray, data: Data,
-                     threads: int) -> list[dict]:
+def memory_breakdown(
+    backend: str, model: str, p, weights: dict, x: np.ndarray, y: np.ndarray, data: Data, threads: int
+) -> list[dict]:
     """Seed 004's Table 5 done right: each component computed from array sizes, beside what the allocator
     reports for the same thing (state after init; the peak of one training step over that), the process RSS
     baseline, and the backend's own overhead (measured minus computed)."""
@@ -392,34 +483,66 @@ def memory_breakdown(backend: str, model: str, p, weights: dict, x: np.ndarray, 
     # No allocator counters (torch on the CPU): an RSS difference is no measure of the state or of the step's
     # peak (a step reuses pages the process already holds: torch_cpu's step read 0.0 MiB beside 25 computed).
     coarse = how.startswith("process RSS")
-    unmeasured = ("not measured: no allocator counters for this backend, and the process RSS delta "
-                  "({rss:.3f} MiB) misses memory reused from pages already resident")
+    unmeasured = (
+        "not measured: no allocator counters for this backend, and the process RSS delta "
+        "({rss:.3f} MiB) misses memory reused from pages already resident"
+    )
     dataset = data.x_train.nbytes + data.y_train.nbytes + data.x_test.nbytes + data.y_test.nbytes
     rows = [
         ("parameters", comp["parameters"], None, "array sizes"),
         ("gradients", comp["gradients"], None, "array sizes"),
         ("optimizer_state", comp["optimizer_state"], None, "array sizes (momentum buffers)"),
-        ("model_state_total", state_c, None if coarse else state, unmeasured.format(rss=state / MIB) if coarse else how),
+        (
+            "model_state_total",
+            state_c,
+            None if coarse else state,
+            unmeasured.format(rss=state / MIB) if coarse else how,
+        ),
         ("activations", comp.get("activations", float("nan")), None, "arrays kept for the backward"),
         ("workspace", comp.get("workspace", float("nan")), None, "im2col columns / gradient buffers"),
         ("batch_inputs", comp.get("batch", 0), None, "array sizes"),
-        ("step_total", step_c, None if coarse else step_peak,
-         (unmeasured.format(rss=step_peak / MIB) if coarse else how) + " (activations + workspace; batch listed apart)"),
-        ("backend_overhead", None, None if coarse else step_peak - step_c,
-         "measured step peak - computed (temporaries, allocator pool)"),
+        (
+            "step_total",
+            step_c,
+            None if coarse else step_peak,
+            (unmeasured.format(rss=step_peak / MIB) if coarse else how)
+            + " (activations + workspace; batch listed apart)",
+        ),
+        (
+            "backend_overhead",
+            None,
+            None if coarse else step_peak - step_c,
+            "measured step peak - computed (temporaries, allocator pool)",
+        ),
         ("dataset_inputs", dataset, None, "host arrays of the train and test images"),
-        ("allocator_pool_held", None, held, "CuPy pool total_bytes / torch's reserved bytes (a GPU allocator's pool)"),
-        ("process_rss_growth", None, rss_growth,
-         "RSS after a step - before the backend: libraries, CUDA context, allocator caches, buffers"),
+        (
+            "allocator_pool_held",
+            None,
+            held,
+            "CuPy pool total_bytes / torch's reserved bytes (a GPU allocator's pool)",
+        ),
+        (
+            "process_rss_growth",
+            None,
+            rss_growth,
+            "RSS after a step - before the backend: libraries, CUDA context, allocator caches, buffers",
+        ),
         ("process_rss_baseline", None, rss0, "psutil RSS before the backend was made"),
     ]
     out = []
     for component, computed, measured, method in rows:
-        out.append({**ident, "component": component, "batch_size": len(x),
-                    "computed_mib": computed / MIB if computed is not None else float("nan"),
-                    "measured_mib": measured / MIB if measured is not None else float("nan"),
-                    "method": method, "status": "ok",
-                    "measured_status": measure_status(component, measured, coarse)})
+        out.append(
+            {
+                **ident,
+                "component": component,
+                "batch_size": len(x),
+                "computed_mib": computed / MIB if computed is not None else float("nan"),
+                "measured_mib": measured / MIB if measured is not None else float("nan"),
+                "method": method,
+                "status": "ok",
+                "measured_status": measure_status(component, measured, coarse),
+            }
+        )
     return out
 
 
@@ -436,6 +559,7 @@ def measure_status(component: str, measured, coarse: bool) -> str:
 
 # --- the whole experiment ------------------------------------------------------------------------------------
 
+
 def run_all(run, data: Data | None = None, progress=print) -> dict[str, list[dict]]:
     """Everything 05 measures, written to the run folder row by row (four CSVs); fp32 means fp32 for the torch
     backends (TF32 off on CUDA, whose cuDNN default is on, else torch_cuda would fail the 1e-4 gradient check)."""
@@ -447,9 +571,14 @@ def settings_of(p, model: str, threads: int) -> dict:
     """The parameters that change ``model``'s rows (part of every row's key): the CNN's epochs, batch and SGD
     settings are empty for the MLP, the MLP's steps and rates empty for the CNN, so a change to one model's
     settings measures that model again, and only it."""
-    other = "scratch_mlp_" if model == "mnist_cnn" else ("scratch_epochs", "scratch_batch_size", "scratch_lr",
-                                                          "scratch_momentum")
-    return {k: threads if k == "threads" else "" if k.startswith(other) else getattr(p, k) for k in SCRATCH_KEYS}
+    other = (
+        "scratch_mlp_"
+        if model == "mnist_cnn"
+        else ("scratch_epochs", "scratch_batch_size", "scratch_lr", "scratch_momentum")
+    )
+    return {
+        k: threads if k == "threads" else "" if k.startswith(other) else getattr(p, k) for k in SCRATCH_KEYS
+    }
 
 
 def _run_all(run, data: Data | None, progress) -> dict[str, list[dict]]:
@@ -457,8 +586,11 @@ def _run_all(run, data: Data | None, progress) -> dict[str, list[dict]]:
     set_threads(threads)
     data = data or load_data(p)
     files = {name: results.file(run.dir, name) for name in CSVS}
-    planned = [{"backend": b, "model": m, **settings_of(p, m, threads)} for m in p.scratch_models
-               for b in p.scratch_backends]
+    planned = [
+        {"backend": b, "model": m, **settings_of(p, m, threads)}
+        for m in p.scratch_models
+        for b in p.scratch_backends
+    ]
     for name in CSVS:
         results.table(name).plan(run.dir, planned, "backends")
     out: dict[str, list[dict]] = {k: [] for k in files}
@@ -468,6 +600,7 @@ def _run_all(run, data: Data | None, progress) -> dict[str, list[dict]]:
             row = {**row, **settings_of(p, row["model"], threads)}
             files[name].append(row)
             out[name].append(row)
+
         return add
 
     def measured_before(backend: str, model: str) -> bool:  # a rerun keeps a pair whose four tables are final
@@ -498,7 +631,12 @@ def _run_all(run, data: Data | None, progress) -> dict[str, list[dict]]:
                 keep("backend_ops")(row)
             for row in memory_breakdown(backend, model, p, weights, xb, yb, data, threads):
                 keep("backend_memory")(row)
-    absent = {(r.get("backend"), r.get("model")) for rows in out.values() for r in rows if r.get("status") == "unavailable"}
+    absent = {
+        (r.get("backend"), r.get("model"))
+        for rows in out.values()
+        for r in rows
+        if r.get("status") == "unavailable"
+    }
     resumed(kept, len(planned), "backends.csv", "backend/model pairs", unavailable=len(absent))
     return out
 

@@ -104,7 +104,9 @@ def conv_bwd_weight(x, da, dw_part, db_part):
                         for kh in range(k_):
                             for kw in range(k_):
                                 for ow in range(wo):
-                                    dw_part[t, f, c, kh, kw, ow] += da[n, f, oh, ow] * x[n, c, oh + kh, ow + kw]
+                                    dw_part[t, f, c, kh, kw, ow] += (
+                                        da[n, f, oh, ow] * x[n, c, oh + kh, ow + kw]
+                                    )
 
 
 @njit(**JIT)
@@ -228,7 +230,9 @@ class NumbaCpuBackend:
         pass
 
     def init(self, weights: dict[str, np.ndarray]) -> None:
-        self.p = {k: np.ascontiguousarray(weights[k], dtype=np.float32).copy() for k in PARAM_NAMES[self.model]}
+        self.p = {
+            k: np.ascontiguousarray(weights[k], dtype=np.float32).copy() for k in PARAM_NAMES[self.model]
+        }
         self.g = {k: np.zeros_like(v) for k, v in self.p.items()}
         # momentum buffers only with momentum, as torch.optim.SGD keeps none without (seed 004's MLP: momentum 0)
         self.v = {k: np.zeros_like(v) for k, v in self.p.items()} if self.momentum else {}
@@ -260,10 +264,18 @@ class NumbaCpuBackend:
             s, f1, f2 = self.image, self.p["conv1.weight"].shape[0], self.p["conv2.weight"].shape[0]
             s1, s2 = s - 2, (s - 2) // 2
             s3, s4 = s2 - 2, (s2 - 2) // 2
-            b.update(a1=e((n, f1, s1, s1), f32), p1=e((n, f1, s2, s2), f32), i1=e((n, f1, s2, s2), np.int32),
-                     a2=e((n, f2, s3, s3), f32), p2=e((n, f2, s4, s4), f32), i2=e((n, f2, s4, s4), np.int32),
-                     da2=e((n, f2, s3, s3), f32), dp1=e((n, f1, s2, s2), f32), da1=e((n, f1, s1, s1), f32),
-                     dflat=e((n, f2 * s4 * s4), f32))
+            b.update(
+                a1=e((n, f1, s1, s1), f32),
+                p1=e((n, f1, s2, s2), f32),
+                i1=e((n, f1, s2, s2), np.int32),
+                a2=e((n, f2, s3, s3), f32),
+                p2=e((n, f2, s4, s4), f32),
+                i2=e((n, f2, s4, s4), np.int32),
+                da2=e((n, f2, s3, s3), f32),
+                dp1=e((n, f1, s2, s2), f32),
+                da1=e((n, f1, s1, s1), f32),
+                dflat=e((n, f2 * s4 * s4), f32),
+            )
         b.update(h=e((n, hid), f32), logits=e((n, out), f32), d=e((n, out), f32), dh=e((n, hid), f32))
         self.buffers = {n: b, **{k: v for k, v in self.buffers.items() if k != n}}
         return b

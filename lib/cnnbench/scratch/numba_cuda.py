@@ -27,8 +27,10 @@ THREADS = 128  # threads per block
 BATCH_CHUNK = 16  # images summed by one thread of a weight-gradient kernel
 
 
-NO_NVVM = ("Numba finds a CUDA GPU but no libNVVM to compile its kernels (torch wheels do not ship it): "
-           "pip install 'numba-cuda[cu12]' (the GPU extra) or a CUDA toolkit")
+NO_NVVM = (
+    "Numba finds a CUDA GPU but no libNVVM to compile its kernels (torch wheels do not ship it): "
+    "pip install 'numba-cuda[cu12]' (the GPU extra) or a CUDA toolkit"
+)
 
 
 def nvvm_available() -> bool:
@@ -67,6 +69,7 @@ def conv_relu_fwd(x, w, b, out):
                 acc += w[f, c, kh, kw] * x[n, c, oh + kh, ow + kw]
     out[n, f, oh, ow] = acc if acc > 0 else ZERO
 
+
 @cuda.jit
 def maxpool_fwd(a, out, idx):
     i = cuda.grid(1)
@@ -89,6 +92,7 @@ def maxpool_fwd(a, out, idx):
     out[n, c, r, j] = best
     idx[n, c, r, j] = pos
 
+
 @cuda.jit
 def maxpool_relu_bwd(dout, out, idx, da):
     i = cuda.grid(1)
@@ -105,6 +109,7 @@ def maxpool_relu_bwd(dout, out, idx, da):
         if idx[n, c, r, j] == h * w_ + w and out[n, c, r, j] > 0:
             v = dout[n, c, r, j]
     da[n, c, h, w] = v
+
 
 @cuda.jit
 def conv_bwd_weight(x, da, dw, db):
@@ -130,6 +135,7 @@ def conv_bwd_weight(x, da, dw, db):
     if c == 0 and kh == 0 and kw == 0:
         cuda.atomic.add(db, f, bias)
 
+
 @cuda.jit
 def conv_bwd_input(da, w, dx):
     i = cuda.grid(1)
@@ -151,6 +157,7 @@ def conv_bwd_input(da, w, dx):
                         acc += w[f, c, kh, kw] * da[n, f, oh, ow]
     dx[n, c, xh, xw] = acc
 
+
 @cuda.jit
 def dense_fwd(x, w, b, out, relu):
     i = cuda.grid(1)
@@ -162,6 +169,7 @@ def dense_fwd(x, w, b, out, relu):
     for k in range(x.shape[1]):
         acc += x[n, k] * w[j, k]
     out[n, j] = acc if (acc > 0 or not relu) else ZERO
+
 
 @cuda.jit
 def dense_bwd_weight(d, x, dw, db):
@@ -181,6 +189,7 @@ def dense_bwd_weight(d, x, dw, db):
     if k == 0:
         cuda.atomic.add(db, j, bias)
 
+
 @cuda.jit
 def dense_bwd_input(d, w, relu_out, dx, masked):
     i = cuda.grid(1)
@@ -193,6 +202,7 @@ def dense_bwd_input(d, w, relu_out, dx, masked):
         for j in range(d.shape[1]):
             acc += d[n, j] * w[j, k]
     dx[n, k] = acc
+
 
 @cuda.jit
 def softmax_ce(logits, y, d, losses):
@@ -214,12 +224,14 @@ def softmax_ce(logits, y, d, losses):
         d[n, j] = d[n, j] * scale
     d[n, y[n]] -= ONE / np.float32(n_)
 
+
 @cuda.jit
 def sgd(p, g, v, lr, momentum):
     i = cuda.grid(1)
     if i < p.size:
         v[i] = momentum * v[i] + g[i]
         p[i] -= lr * v[i]
+
 
 @cuda.jit
 def zero(a):
@@ -229,10 +241,18 @@ def zero(a):
 
 
 KERNELS = {
-    "conv_relu_fwd": conv_relu_fwd, "maxpool_fwd": maxpool_fwd, "maxpool_relu_bwd": maxpool_relu_bwd,
-    "conv_bwd_weight": conv_bwd_weight, "conv_bwd_input": conv_bwd_input, "dense_fwd": dense_fwd,
-    "dense_bwd_weight": dense_bwd_weight, "dense_bwd_input": dense_bwd_input, "softmax_ce": softmax_ce,
-    "sgd": sgd, "zero": zero}
+    "conv_relu_fwd": conv_relu_fwd,
+    "maxpool_fwd": maxpool_fwd,
+    "maxpool_relu_bwd": maxpool_relu_bwd,
+    "conv_bwd_weight": conv_bwd_weight,
+    "conv_bwd_input": conv_bwd_input,
+    "dense_fwd": dense_fwd,
+    "dense_bwd_weight": dense_bwd_weight,
+    "dense_bwd_input": dense_bwd_input,
+    "softmax_ce": softmax_ce,
+    "sgd": sgd,
+    "zero": zero,
+}
 
 
 def _blocks(n: int) -> int:
@@ -241,7 +261,12 @@ def _blocks(n: int) -> int:
 
 class NumbaCudaBackend:
     def __init__(self, model: str, lr: float = 0.01, momentum: float = 0.9):
-        self.name, self.model, self.lr, self.momentum = "numba_cuda", model, lr, momentum  # float32 in the kernel
+        self.name, self.model, self.lr, self.momentum = (
+            "numba_cuda",
+            model,
+            lr,
+            momentum,
+        )  # float32 in the kernel
         self.cuda = _cuda()
         self.k = KERNELS
         self.timer = OpTimer(sync=self.sync)
@@ -289,12 +314,25 @@ class NumbaCudaBackend:
             s, f1, f2 = self.image, self.p["conv1.weight"].shape[0], self.p["conv2.weight"].shape[0]
             s1, s2 = s - 2, (s - 2) // 2
             s3, s4 = s2 - 2, (s2 - 2) // 2
-            b.update(a1=e((n, f1, s1, s1), f32), p1=e((n, f1, s2, s2), f32), i1=e((n, f1, s2, s2), np.int32),
-                     a2=e((n, f2, s3, s3), f32), p2=e((n, f2, s4, s4), f32), i2=e((n, f2, s4, s4), np.int32),
-                     da2=e((n, f2, s3, s3), f32), dp1=e((n, f1, s2, s2), f32), da1=e((n, f1, s1, s1), f32),
-                     dflat=e((n, f2 * s4 * s4), f32))
-        b.update(h=e((n, hid), f32), logits=e((n, out), f32), d=e((n, out), f32), dh=e((n, hid), f32),
-                 losses=e(n, f32))
+            b.update(
+                a1=e((n, f1, s1, s1), f32),
+                p1=e((n, f1, s2, s2), f32),
+                i1=e((n, f1, s2, s2), np.int32),
+                a2=e((n, f2, s3, s3), f32),
+                p2=e((n, f2, s4, s4), f32),
+                i2=e((n, f2, s4, s4), np.int32),
+                da2=e((n, f2, s3, s3), f32),
+                dp1=e((n, f1, s2, s2), f32),
+                da1=e((n, f1, s1, s1), f32),
+                dflat=e((n, f2 * s4 * s4), f32),
+            )
+        b.update(
+            h=e((n, hid), f32),
+            logits=e((n, out), f32),
+            d=e((n, out), f32),
+            dh=e((n, hid), f32),
+            losses=e(n, f32),
+        )
         self.buffers = {n: b}
         return b
 
@@ -317,14 +355,18 @@ class NumbaCudaBackend:
             with op("pool1", "pool", "forward"):
                 self._launch("maxpool_fwd", b["p1"].size, b["a1"], b["p1"], b["i1"])
             with op("conv2+relu2", "conv", "forward"):
-                self._launch("conv_relu_fwd", b["a2"].size, b["p1"], p["conv2.weight"], p["conv2.bias"], b["a2"])
+                self._launch(
+                    "conv_relu_fwd", b["a2"].size, b["p1"], p["conv2.weight"], p["conv2.bias"], b["a2"]
+                )
             with op("pool2", "pool", "forward"):
                 self._launch("maxpool_fwd", b["p2"].size, b["a2"], b["p2"], b["i2"])
             x = b["p2"].reshape(n, b["p2"].size // n)
         with op("fc1+relu", "matmul", "forward"):
             self._launch("dense_fwd", b["h"].size, x, p["fc1.weight"], p["fc1.bias"], b["h"], True)
         with op("fc2", "matmul", "forward"):
-            self._launch("dense_fwd", b["logits"].size, b["h"], p["fc2.weight"], p["fc2.bias"], b["logits"], False)
+            self._launch(
+                "dense_fwd", b["logits"].size, b["h"], p["fc2.weight"], p["fc2.bias"], b["logits"], False
+            )
         return x
 
     def loss_and_grads(self, x, y) -> float:
@@ -337,36 +379,72 @@ class NumbaCudaBackend:
         for k in g:
             self._zero(g[k])
         with op("fc2_bwd", "gradient", "backward"):
-            self._launch("dense_bwd_weight", g["fc2.weight"].size, b["d"], b["h"], g["fc2.weight"], g["fc2.bias"],
-                         chunks=n)
+            self._launch(
+                "dense_bwd_weight",
+                g["fc2.weight"].size,
+                b["d"],
+                b["h"],
+                g["fc2.weight"],
+                g["fc2.bias"],
+                chunks=n,
+            )
             self._launch("dense_bwd_input", b["dh"].size, b["d"], p["fc2.weight"], b["h"], b["dh"], True)
         with op("fc1_bwd", "gradient", "backward"):
-            self._launch("dense_bwd_weight", g["fc1.weight"].size, b["dh"], flat, g["fc1.weight"], g["fc1.bias"],
-                         chunks=n)
+            self._launch(
+                "dense_bwd_weight",
+                g["fc1.weight"].size,
+                b["dh"],
+                flat,
+                g["fc1.weight"],
+                g["fc1.bias"],
+                chunks=n,
+            )
             if self.model == "mnist_cnn":
-                self._launch("dense_bwd_input", b["dflat"].size, b["dh"], p["fc1.weight"], b["dh"], b["dflat"],
-                             False)
+                self._launch(
+                    "dense_bwd_input", b["dflat"].size, b["dh"], p["fc1.weight"], b["dh"], b["dflat"], False
+                )
         if self.model == "mnist_cnn":
             with op("pool2+relu2_bwd", "gradient", "backward"):
                 dp2 = b["dflat"].reshape(*b["p2"].shape)
                 self._launch("maxpool_relu_bwd", b["da2"].size, dp2, b["p2"], b["i2"], b["da2"])
             with op("conv2_bwd", "gradient", "backward"):
-                self._launch("conv_bwd_weight", g["conv2.weight"].size, b["p1"], b["da2"], g["conv2.weight"],
-                             g["conv2.bias"], chunks=n)
+                self._launch(
+                    "conv_bwd_weight",
+                    g["conv2.weight"].size,
+                    b["p1"],
+                    b["da2"],
+                    g["conv2.weight"],
+                    g["conv2.bias"],
+                    chunks=n,
+                )
                 self._launch("conv_bwd_input", b["dp1"].size, b["da2"], p["conv2.weight"], b["dp1"])
             with op("pool1+relu1_bwd", "gradient", "backward"):
                 self._launch("maxpool_relu_bwd", b["da1"].size, b["dp1"], b["p1"], b["i1"], b["da1"])
             with op("conv1_bwd", "gradient", "backward"):
-                self._launch("conv_bwd_weight", g["conv1.weight"].size, xd, b["da1"], g["conv1.weight"],
-                             g["conv1.bias"], chunks=n)
+                self._launch(
+                    "conv_bwd_weight",
+                    g["conv1.weight"].size,
+                    xd,
+                    b["da1"],
+                    g["conv1.weight"],
+                    g["conv1.bias"],
+                    chunks=n,
+                )
         return float(b["losses"].copy_to_host().astype(np.float64).mean())
 
     def train_step(self, x, y) -> float:
         loss = self.loss_and_grads(x, y)
         with self.timer.op("sgd", "update", "update"):
             for k, p in self.p.items():
-                self._launch("sgd", p.size, p.reshape(p.size), self.g[k].reshape(p.size),
-                             self.v[k].reshape(p.size), np.float32(self.lr), np.float32(self.momentum))
+                self._launch(
+                    "sgd",
+                    p.size,
+                    p.reshape(p.size),
+                    self.g[k].reshape(p.size),
+                    self.v[k].reshape(p.size),
+                    np.float32(self.lr),
+                    np.float32(self.momentum),
+                )
         return loss
 
     def evaluate(self, x, y, chunk: int = 2048) -> float:

@@ -37,7 +37,10 @@ def summarize(df: pd.DataFrame) -> pd.DataFrame:
 
     rows = []
     ok = df[df.status == "ok"]
-    keys = [k for k in ("run_name", "run") if k in ok.columns] + ["backend", "model"]  # merged runs stay apart
+    keys = [k for k in ("run_name", "run") if k in ok.columns] + [
+        "backend",
+        "model",
+    ]  # merged runs stay apart
     for key, g in ok.groupby(keys, sort=False):
         backend, model = key[-2:]
         g = g.sort_values("epoch")
@@ -45,13 +48,25 @@ def summarize(df: pd.DataFrame) -> pd.DataFrame:
         per = list(m.images / m.epoch_s)
         half = ci95_half_width(per)
         steps = m.steps.sum()
-        rows.append({
-            **{k: g[k].iloc[0] for k in keys[:-2]}, "backend": backend, "model": model, "device_name": g.device_name.iloc[0], "threads": g.threads.iloc[0],
-            "epochs_or_blocks": len(g), "epoch_s_mean": m.epoch_s.mean(), "step_s": m.epoch_s.sum() / steps,
-            "throughput_img_s": m.images.sum() / m.epoch_s.sum(), "throughput_ci95_img_s": half,
-            "first_epoch_s": g.epoch_s.iloc[0], "jit_s": g.jit_s.iloc[0], "final_train_loss": g.train_loss.iloc[-1],
-            "final_test_accuracy": g.test_accuracy.iloc[-1], "max_test_accuracy": g.test_accuracy.max(),
-        })
+        rows.append(
+            {
+                **{k: g[k].iloc[0] for k in keys[:-2]},
+                "backend": backend,
+                "model": model,
+                "device_name": g.device_name.iloc[0],
+                "threads": g.threads.iloc[0],
+                "epochs_or_blocks": len(g),
+                "epoch_s_mean": m.epoch_s.mean(),
+                "step_s": m.epoch_s.sum() / steps,
+                "throughput_img_s": m.images.sum() / m.epoch_s.sum(),
+                "throughput_ci95_img_s": half,
+                "first_epoch_s": g.epoch_s.iloc[0],
+                "jit_s": g.jit_s.iloc[0],
+                "final_train_loss": g.train_loss.iloc[-1],
+                "final_test_accuracy": g.test_accuracy.iloc[-1],
+                "max_test_accuracy": g.test_accuracy.max(),
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -65,8 +80,17 @@ def speed_goals(summ: pd.DataFrame) -> pd.DataFrame:
             continue
         ratio = float(a[col].iloc[0] / b[col].iloc[0])
         met = ratio >= goal if col == "throughput_img_s" else ratio <= goal
-        rows.append({"model": model, "backend": backend, "versus": ref, "measure": col, "ratio": ratio,
-                     "goal": (">= " if col == "throughput_img_s" else "<= ") + str(goal), "met": met})
+        rows.append(
+            {
+                "model": model,
+                "backend": backend,
+                "versus": ref,
+                "measure": col,
+                "ratio": ratio,
+                "goal": (">= " if col == "throughput_img_s" else "<= ") + str(goal),
+                "met": met,
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -77,7 +101,9 @@ def gradcheck_table(gc: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame()
     table = ok.pivot_table(index=["model", "tensor"], columns="backend", values="rel_err", sort=False)
     passed = ok.groupby(["model", "backend"]).passed.all().unstack("backend")
-    passed.index = pd.MultiIndex.from_tuples([(m, "ALL PASSED") for m in passed.index], names=table.index.names)
+    passed.index = pd.MultiIndex.from_tuples(
+        [(m, "ALL PASSED") for m in passed.index], names=table.index.names
+    )
     return pd.concat([table.map(lambda v: f"{v:.1e}" if pd.notna(v) else ""), passed.astype(object)])
 
 
@@ -85,14 +111,17 @@ def beside_seed_001(summ: pd.DataFrame) -> pd.DataFrame:
     """Our CNN throughput and accuracy beside seed 001's Table I (published by its file, other hardware)."""
     ours = summ[summ.model == "mnist_cnn"].set_index("backend")
     pub = published.BACKENDS_001.set_index("backend")
-    out = pd.DataFrame({
-        "model": "mnist_cnn",  # seed 001's Table I is the CNN: the MLP's rows (seed 004's) are not beside it
-        "ours_throughput_img_s": ours.throughput_img_s, "ours_epoch_s": ours.epoch_s_mean,
-        "ours_final_test_accuracy_pct": ours.final_test_accuracy * 100,
-        f"published by {published.SEED_001}: throughput_img_s": pub.throughput_img_s,
-        f"published by {published.SEED_001}: epoch_s": pub.epoch_s,
-        f"published by {published.SEED_001}: final_test_accuracy_pct": pub.final_test_accuracy_pct,
-    })
+    out = pd.DataFrame(
+        {
+            "model": "mnist_cnn",  # seed 001's Table I is the CNN: the MLP's rows (seed 004's) are not beside it
+            "ours_throughput_img_s": ours.throughput_img_s,
+            "ours_epoch_s": ours.epoch_s_mean,
+            "ours_final_test_accuracy_pct": ours.final_test_accuracy * 100,
+            f"published by {published.SEED_001}: throughput_img_s": pub.throughput_img_s,
+            f"published by {published.SEED_001}: epoch_s": pub.epoch_s,
+            f"published by {published.SEED_001}: final_test_accuracy_pct": pub.final_test_accuracy_pct,
+        }
+    )
     return out.reindex([b for b in pub.index.union(ours.index, sort=False)])
 
 
@@ -121,8 +150,9 @@ def forward_backward(ops: pd.DataFrame, model: str = "mlp") -> pd.DataFrame:
         return pd.DataFrame()
     ours = ok.pivot_table(index="phase", columns="backend", values="median_ms", aggfunc="sum")
     ours.loc["step"] = ours.sum()
-    ours = ours.rename(index={"forward": "forward_ms", "backward": "backward_ms", "update": "update_ms",
-                              "step": "step_ms"}).add_prefix("ours: ")
+    ours = ours.rename(
+        index={"forward": "forward_ms", "backward": "backward_ms", "update": "update_ms", "step": "step_ms"}
+    ).add_prefix("ours: ")
     if model != "mlp":
         return ours
     rows = {"iteration": "step_ms", "forward": "forward_ms", "backward": "backward_ms"}  # total: TIMES_004
@@ -134,11 +164,13 @@ def forward_backward(ops: pd.DataFrame, model: str = "mlp") -> pd.DataFrame:
 def memory_table(mem: pd.DataFrame) -> pd.DataFrame:
     """Computed and measured MiB per component, per backend and network."""
     ok = mem[mem.status == "ok"]
-    return ok.pivot_table(index=["model", "component"], columns="backend", values=["computed_mib", "measured_mib"],
-                          sort=False).round(3)
+    return ok.pivot_table(
+        index=["model", "component"], columns="backend", values=["computed_mib", "measured_mib"], sort=False
+    ).round(3)
 
 
 # --- figures -------------------------------------------------------------------------------------------------
+
 
 def figure_1(df: pd.DataFrame, path=None):
     """Seed 001's Figure 1 for the CNN: (a) time per epoch, (b) throughput per epoch, (c) test accuracy per
@@ -147,9 +179,11 @@ def figure_1(df: pd.DataFrame, path=None):
     if cnn.empty:
         return None
     fig, axes = plt.subplots(2, 2, figsize=(12, 8))
-    for ax, col, label in [(axes[0, 0], "epoch_s", "time per epoch (s)"),
-                           (axes[0, 1], "throughput_img_s", "throughput (images/s)"),
-                           (axes[1, 0], "test_accuracy", "test accuracy (fraction)")]:
+    for ax, col, label in [
+        (axes[0, 0], "epoch_s", "time per epoch (s)"),
+        (axes[0, 1], "throughput_img_s", "throughput (images/s)"),
+        (axes[1, 0], "test_accuracy", "test accuracy (fraction)"),
+    ]:
         sns.lineplot(data=cnn, x="epoch", y=col, hue="backend", style="backend", markers=True, ax=ax)
         ax.set(ylabel=label, xlabel="epoch")
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
@@ -157,8 +191,11 @@ def figure_1(df: pd.DataFrame, path=None):
     axes[0, 1].set_yscale("log")
     s = summarize(cnn)
     axes[1, 1].bar(s.backend, s.throughput_img_s, yerr=s.throughput_ci95_img_s.fillna(0), capsize=3)
-    axes[1, 1].set(ylabel="throughput (images/s)", ylim=(0, None),  # bars on a linear axis from zero
-                   title="images / synced time, epochs 2.. (95% interval)" if cnn.epoch.max() > 1 else "epoch 1")
+    axes[1, 1].set(
+        ylabel="throughput (images/s)",
+        ylim=(0, None),  # bars on a linear axis from zero
+        title="images / synced time, epochs 2.. (95% interval)" if cnn.epoch.max() > 1 else "epoch 1",
+    )
     axes[1, 1].tick_params(axis="x", rotation=30)
     fig.suptitle(f"MNIST CNN, batch {int(cnn.batch_size.iloc[0])}, full backprop on every backend")
     fig.tight_layout()

@@ -20,8 +20,9 @@ def device_for(name: str) -> torch.device:
     """The torch device of a backend name; :class:`BackendUnavailable` with the reason if it is absent."""
     kind = SCRATCH_BACKENDS[name]
     if kind not in devices.available():
-        raise BackendUnavailable(f"no {kind} device visible to PyTorch here (available: "
-                                 f"{', '.join(devices.available())})")
+        raise BackendUnavailable(
+            f"no {kind} device visible to PyTorch here (available: {', '.join(devices.available())})"
+        )
     return torch.device(kind)
 
 
@@ -58,15 +59,22 @@ class TorchBackend:
         p = self.named
         if self.model == "mlp":
             a = self._op("fc1", "matmul", F.linear, x.flatten(1), p["fc1.weight"], p["fc1.bias"])
-            return self._op("fc2", "matmul", F.linear, self._op("relu1", "relu", F.relu, a),
-                            p["fc2.weight"], p["fc2.bias"])
+            return self._op(
+                "fc2",
+                "matmul",
+                F.linear,
+                self._op("relu1", "relu", F.relu, a),
+                p["fc2.weight"],
+                p["fc2.bias"],
+            )
         a = self._op("conv1", "conv", F.conv2d, x, p["conv1.weight"], p["conv1.bias"])
         a = self._op("pool1", "pool", F.max_pool2d, self._op("relu1", "relu", F.relu, a), 2)
         a = self._op("conv2", "conv", F.conv2d, a, p["conv2.weight"], p["conv2.bias"])
         a = self._op("pool2", "pool", F.max_pool2d, self._op("relu2", "relu", F.relu, a), 2)
         a = self._op("fc1", "matmul", F.linear, a.flatten(1), p["fc1.weight"], p["fc1.bias"])
-        return self._op("fc2", "matmul", F.linear, self._op("relu3", "relu", F.relu, a),
-                        p["fc2.weight"], p["fc2.bias"])
+        return self._op(
+            "fc2", "matmul", F.linear, self._op("relu3", "relu", F.relu, a), p["fc2.weight"], p["fc2.bias"]
+        )
 
     def _pack(self, t):
         """Count what autograd saves for the backward (activations), once per storage, parameters excluded."""

@@ -52,6 +52,7 @@ def pool_windows(x):
 
 def unique(arrays, exclude=()):
     """Arrays counted once: views (a reshape of a pooled output, a cached input) fold into their base."""
+
     def root(a):
         while getattr(a, "base", None) is not None:
             a = a.base
@@ -192,7 +193,9 @@ class XpBackend:
         with self.timer.op(name, "pool", "forward"):
             v = pool_windows(x)  # three elementwise maxima: ~4x faster than a reduction over two strided axes
             xp = self.xp
-            out = xp.maximum(xp.maximum(v[:, :, 0, :, 0], v[:, :, 0, :, 1]), xp.maximum(v[:, :, 1, :, 0], v[:, :, 1, :, 1]))
+            out = xp.maximum(
+                xp.maximum(v[:, :, 0, :, 0], v[:, :, 0, :, 1]), xp.maximum(v[:, :, 1, :, 0], v[:, :, 1, :, 1])
+            )
         if train:
             self.cache[name] = (x, out)
         return out
@@ -224,7 +227,9 @@ class XpBackend:
     def _dense_bwd(self, name, d, need_input_grad=True):
         with self.timer.op(f"{name}_bwd", "gradient", "backward"):
             x = self.cache[name]
-            self.g[f"{name}.weight"][...] = (x.T @ d).T  # OpenBLAS is >10x slower on d.T @ x (small M, huge K)
+            self.g[f"{name}.weight"][...] = (
+                x.T @ d
+            ).T  # OpenBLAS is >10x slower on d.T @ x (small M, huge K)
             self.g[f"{name}.bias"][...] = d.sum(axis=0)
             return d @ self.p[f"{name}.weight"] if need_input_grad else None
 

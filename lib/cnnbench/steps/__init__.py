@@ -46,18 +46,35 @@ def profile(run) -> pd.DataFrame:
     table = results.table("profile_ops")
     kept, rows, planned, traced_before = table.file(run.dir), [], [], 0
     for model in p.profile_models:
-        cfg = engine.Config(model, "train", p.transfer_image_size, FINE_TUNING_CLASSES, models.spec(model).in_channels,
-                            setting=knobs.for_params(p, batch_size=batch, threads=run.threads))
-        ident = {**cfg.replace(**knobs.in_force(cfg.setting, b)).columns(), "device_kind": b.kind, "seed": p.seed,
-                 "optimizer": p.optimizer, "lr": p.lr, "warmup_steps": p.warmup_steps,
-                 "profiled_steps": p.profile_steps, "profile_top_k": p.profile_top_k}
+        cfg = engine.Config(
+            model,
+            "train",
+            p.transfer_image_size,
+            FINE_TUNING_CLASSES,
+            models.spec(model).in_channels,
+            setting=knobs.for_params(p, batch_size=batch, threads=run.threads),
+        )
+        ident = {
+            **cfg.replace(**knobs.in_force(cfg.setting, b)).columns(),
+            "device_kind": b.kind,
+            "seed": p.seed,
+            "optimizer": p.optimizer,
+            "lr": p.lr,
+            "warmup_steps": p.warmup_steps,
+            "profiled_steps": p.profile_steps,
+            "profile_top_k": p.profile_top_k,
+        }
         planned.append(ident)
         if kept.finished(ident, table.plan_columns):  # traced before with the same parameters: kept
             traced_before += 1
             continue
         progress.note(f"profiler: {model}, {p.profile_steps} steps")
-        rows += [{**r, **ident} for r in _profiler.profile_model(cfg, run.device, p, run.dir, p.profile_steps,
-                                                                 p.profile_top_k, optimizer=p.optimizer)]
+        rows += [
+            {**r, **ident}
+            for r in _profiler.profile_model(
+                cfg, run.device, p, run.dir, p.profile_steps, p.profile_top_k, optimizer=p.optimizer
+            )
+        ]
     table.plan(run.dir, planned, "profile")
     kept.extend(rows, group=table.plan_columns)
     progress.resumed(traced_before, len(planned), kept.path.name, "profiled models")

@@ -50,8 +50,11 @@ def op_table(events, backend: devices.Backend) -> pd.DataFrame:
     profiler has no device time per op (``backend.op_time`` is not "device": CPU, MPS) it is NaN, not 0."""
     device_timed = backend.op_time == "device"
     events = [e for e in events if _on_host(e)]
-    labels = [(e.name[len(LABEL):], e.time_range.start, e.time_range.end) for e in events
-              if e.name.startswith(LABEL) and e.name[len(LABEL):] in PASSES]
+    labels = [
+        (e.name[len(LABEL) :], e.time_range.start, e.time_range.end)
+        for e in events
+        if e.name.startswith(LABEL) and e.name[len(LABEL) :] in PASSES
+    ]
     rows = []
     for e in events:
         if e.name.startswith(LABEL) or e.name.startswith("ProfilerStep"):
@@ -63,9 +66,11 @@ def op_table(events, backend: devices.Backend) -> pd.DataFrame:
     df = pd.DataFrame(rows, columns=["pass", "op", "self_cpu_s", "self_device_s"])
     if df.empty:
         return df.assign(calls=[])
-    return (df.groupby(["pass", "op"], as_index=False)
-            .agg(calls=("op", "size"), self_cpu_s=("self_cpu_s", "sum"),
-                 self_device_s=("self_device_s", lambda s: s.sum(min_count=1))))
+    return df.groupby(["pass", "op"], as_index=False).agg(
+        calls=("op", "size"),
+        self_cpu_s=("self_cpu_s", "sum"),
+        self_device_s=("self_device_s", lambda s: s.sum(min_count=1)),
+    )
 
 
 def top_ops(table: pd.DataFrame, k: int, by: str = "self_cpu_s") -> pd.DataFrame:
@@ -94,23 +99,36 @@ def export(prof, folder: Path, model: str) -> Path:
 
 
 RANKED_BY = {"device": "self_device_s", "host": "self_cpu_s", "queue": "self_cpu_s"}
-TIME_NOTE = {"device": "", "host": "",
-             "queue": "times are the host's time to queue each op on the device, not the device's time to run it"}
+TIME_NOTE = {
+    "device": "",
+    "host": "",
+    "queue": "times are the host's time to queue each op on the device, not the device's time to run it",
+}
 
 
-def profile_model(cfg: engine.Config, device: torch.device, p, folder: Path, steps: int, top_k: int,
-                  optimizer: str = "sgd") -> list[dict]:
+def profile_model(
+    cfg: engine.Config, device: torch.device, p, folder: Path, steps: int, top_k: int, optimizer: str = "sgd"
+) -> list[dict]:
     """Trace ``steps`` training steps (after one warm-up step) of ``cfg`` with ``optimizer`` (lr: ``p.lr``);
     rows of the top operators, ranked by the time the profiler has of them on this device (``ranked_by``, and
     ``time_note`` where that is not the device's own time)."""
     b = devices.backend(device)
-    base = {**{k: getattr(cfg, k) for k in ("model", "batch_size", "image_size", "num_classes", "precision")},
-            "optimizer": optimizer, "lr": p.lr, "device_kind": b.kind, "device_name": b.name(),
-            "profiled_steps": steps}
+    base = {
+        **{k: getattr(cfg, k) for k in ("model", "batch_size", "image_size", "num_classes", "precision")},
+        "optimizer": optimizer,
+        "lr": p.lr,
+        "device_kind": b.kind,
+        "device_name": b.name(),
+        "profiled_steps": steps,
+    }
     try:
-        with engine.Workload(cfg.replace(phase="train", data_mode="device"), device, p, optimizer=optimizer) as work:
-            with profile(activities=b.profiler_activities(),
-                         schedule=schedule(wait=0, warmup=1, active=steps, repeat=1)) as prof:
+        with engine.Workload(
+            cfg.replace(phase="train", data_mode="device"), device, p, optimizer=optimizer
+        ) as work:
+            with profile(
+                activities=b.profiler_activities(),
+                schedule=schedule(wait=0, warmup=1, active=steps, repeat=1),
+            ) as prof:
                 for _ in range(steps + 1):
                     labelled_step(work)
                     b.synchronize()
@@ -118,7 +136,17 @@ def profile_model(cfg: engine.Config, device: torch.device, p, folder: Path, ste
         trace = export(prof, folder, cfg.model)
         by = RANKED_BY[b.op_time]
         ops = top_ops(op_table(prof.events(), b), top_k, by)
-        return [{**base, **r, "ranked_by": by, "time_note": TIME_NOTE[b.op_time], "trace_file": trace.name,
-                 "status": "ok", "error": ""} for r in ops.to_dict("records")]
+        return [
+            {
+                **base,
+                **r,
+                "ranked_by": by,
+                "time_note": TIME_NOTE[b.op_time],
+                "trace_file": trace.name,
+                "status": "ok",
+                "error": "",
+            }
+            for r in ops.to_dict("records")
+        ]
     except Exception as err:  # noqa: BLE001 - a failure is a row, the run goes on
         return [{**base, "pass": "", "op": "", **engine.failure(err, device)}]

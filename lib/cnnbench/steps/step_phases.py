@@ -43,8 +43,13 @@ class PhaseTimer:
     are injectable so tests drive the timer with a fake clock.
     """
 
-    def __init__(self, device: torch.device, clock: Callable[[], float] = time.perf_counter,
-                 sync: Callable[[torch.device], None] = devices.synchronize, use_events: bool | None = None):
+    def __init__(
+        self,
+        device: torch.device,
+        clock: Callable[[], float] = time.perf_counter,
+        sync: Callable[[torch.device], None] = devices.synchronize,
+        use_events: bool | None = None,
+    ):
         self.device, self.clock, self.sync = device, clock, sync
         self.events = devices.backend(device).events() if use_events is not False else None
         self.use_events = self.events is not None
@@ -141,7 +146,9 @@ class PairedDiff:
         so that what varies from pair to pair (the machine, the data) cancels."""
         if self.n < 2:
             return float("nan")
-        return 100 * timing.t95(self.n - 1) * math.sqrt(self.m2 / (self.n - 1) / self.n) / (self.steps / self.n)
+        return (
+            100 * timing.t95(self.n - 1) * math.sqrt(self.m2 / (self.n - 1) / self.n) / (self.steps / self.n)
+        )
 
 
 def diff_ci95_pct(split: list[dict[str, float]], whole: list[float]) -> float:
@@ -159,14 +166,26 @@ def summarize(split: list[dict[str, float]], whole: list[float]) -> list[dict]:
     means = {ph: statistics.fmean(s[ph] for s in split) for ph in STEP_PHASES}
     phase_sum, step = sum(means.values()), statistics.fmean(whole)
     diff = 100 * (phase_sum - step) / step
-    common = {"phase_sum_s": phase_sum, "step_time_s": step, "step_time_ci95_s": timing.ci95_half_width(whole),
-              "sum_diff_pct": diff, "sum_diff_ci95_pct": diff_ci95_pct(split, whole),
-              "sums_within_5pct": abs(diff) <= TOLERANCE_PCT, "n_steps": len(split)}
-    return [{"step_phase": ph, "time_mean_s": means[ph],
-             "time_median_s": statistics.median(s[ph] for s in split),
-             "time_ci95_s": timing.ci95_half_width([s[ph] for s in split]),
-             "share_pct": 100 * means[ph] / phase_sum if phase_sum > 0 else float("nan"), **common}
-            for ph in STEP_PHASES]
+    common = {
+        "phase_sum_s": phase_sum,
+        "step_time_s": step,
+        "step_time_ci95_s": timing.ci95_half_width(whole),
+        "sum_diff_pct": diff,
+        "sum_diff_ci95_pct": diff_ci95_pct(split, whole),
+        "sums_within_5pct": abs(diff) <= TOLERANCE_PCT,
+        "n_steps": len(split),
+    }
+    return [
+        {
+            "step_phase": ph,
+            "time_mean_s": means[ph],
+            "time_median_s": statistics.median(s[ph] for s in split),
+            "time_ci95_s": timing.ci95_half_width([s[ph] for s in split]),
+            "share_pct": 100 * means[ph] / phase_sum if phase_sum > 0 else float("nan"),
+            **common,
+        }
+        for ph in STEP_PHASES
+    ]
 
 
 class HeldBatches:
@@ -187,9 +206,18 @@ class HeldBatches:
         return self.held
 
 
-def record(work: engine.Workload, batches, steps: int, warmup: int, window_s: float = 0.0, seed: int = 0,
-           epoch_batches: int = 0, max_s: float = 0.0, clock: Callable[[], float] = time.perf_counter,
-           sync: Callable[[torch.device], None] = devices.synchronize) -> tuple[list[dict[str, float]], list[float]]:
+def record(
+    work: engine.Workload,
+    batches,
+    steps: int,
+    warmup: int,
+    window_s: float = 0.0,
+    seed: int = 0,
+    epoch_batches: int = 0,
+    max_s: float = 0.0,
+    clock: Callable[[], float] = time.perf_counter,
+    sync: Callable[[torch.device], None] = devices.synchronize,
+) -> tuple[list[dict[str, float]], list[float]]:
     """Split and unsplit steps of ``work``, interleaved: ``warmup`` pairs unrecorded, then at least ``steps``
     pairs and until ``window_s`` seconds have passed; then on until the sum check's interval is within
     ``PRECISION_PCT`` (``diff_ci95_pct``) or ``max_s`` seconds have passed.
@@ -238,9 +266,18 @@ def record(work: engine.Workload, batches, steps: int, warmup: int, window_s: fl
     return split, whole
 
 
-def measure(cfg: engine.Config, device: torch.device, p, steps: int, dataset=None, warmup: int | None = None,
-            window_s: float = 0.0, max_s: float = 0.0, clock: Callable[[], float] = time.perf_counter,
-            sync: Callable[[torch.device], None] = devices.synchronize) -> list[dict]:
+def measure(
+    cfg: engine.Config,
+    device: torch.device,
+    p,
+    steps: int,
+    dataset=None,
+    warmup: int | None = None,
+    window_s: float = 0.0,
+    max_s: float = 0.0,
+    clock: Callable[[], float] = time.perf_counter,
+    sync: Callable[[torch.device], None] = devices.synchronize,
+) -> list[dict]:
     """The phase rows of one configuration (a single ``status`` row when it fails). ``warmup`` pairs of steps
     (default: the params' warm-up steps, at least one) run before ``steps`` pairs and ``window_s`` seconds
     are recorded, and more up to ``max_s`` seconds while the sum check is imprecise (``record``)."""
@@ -248,12 +285,18 @@ def measure(cfg: engine.Config, device: torch.device, p, steps: int, dataset=Non
     base = {**identity(cfg, b, p), "device_name": b.name()}
     try:
         with engine.Workload(cfg.replace(phase="train", data_mode="device"), device, p) as work:
-            ds = dataset or data.synthetic_for(cfg.in_channels, cfg.image_size, cfg.num_classes,
-                                               max(p.synthetic_images, 2 * cfg.batch_size), p.seed)
+            ds = dataset or data.synthetic_for(
+                cfg.in_channels,
+                cfg.image_size,
+                cfg.num_classes,
+                max(p.synthetic_images, 2 * cfg.batch_size),
+                p.seed,
+            )
             dl = data.loader(ds, cfg.batch_size, cfg.workers, b.pin(cfg.pin_memory), seed=p.seed)
             warmup = max(1, p.warmup_steps) if warmup is None else warmup
-            split, whole = record(work, data.cycle(dl), steps, warmup, window_s, p.seed, len(dl), max_s,
-                                  clock=clock, sync=sync)
+            split, whole = record(
+                work, data.cycle(dl), steps, warmup, window_s, p.seed, len(dl), max_s, clock=clock, sync=sync
+            )
         return [{**base, **row, "status": "ok", "error": ""} for row in summarize(split, whole)]
     except Exception as err:  # noqa: BLE001 - a failure is a row, the run goes on
         return [{**base, "step_phase": "", **engine.failure(err, device)}]
@@ -262,8 +305,11 @@ def measure(cfg: engine.Config, device: torch.device, p, steps: int, dataset=Non
 def identity(cfg: engine.Config, b: devices.Backend, p) -> dict:
     """What identifies a breakdown (``results.schema.phase_plan``): the configuration as in force, the protocol
     parts that change a phase time and the pass settings."""
-    return {**cfg.replace(**knobs.in_force(cfg.setting, b)).columns(), "device_kind": b.kind,
-            **{k: getattr(p, k) for k in (*PHASE_PROTOCOL, *PHASE_PASS_KEYS)}}
+    return {
+        **cfg.replace(**knobs.in_force(cfg.setting, b)).columns(),
+        "device_kind": b.kind,
+        **{k: getattr(p, k) for k in (*PHASE_PROTOCOL, *PHASE_PASS_KEYS)},
+    }
 
 
 def configs(p, threads: int) -> list[engine.Config]:
@@ -295,6 +341,15 @@ def run_all(run) -> None:
         if results.done(key):
             continue
         note(f"step phases: {cfg.model} bs={cfg.batch_size}")
-        results.extend(measure(cfg, run.device, p, p.phase_steps, dataset_for(cfg), window_s=p.phase_window_s,
-                               max_s=p.phase_max_s))
+        results.extend(
+            measure(
+                cfg,
+                run.device,
+                p,
+                p.phase_steps,
+                dataset_for(cfg),
+                window_s=p.phase_window_s,
+                max_s=p.phase_max_s,
+            )
+        )
     resumed(kept, len(keys), results.path.name, "models' phase breakdowns")

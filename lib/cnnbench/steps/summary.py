@@ -24,10 +24,20 @@ def phase_table(df: pd.DataFrame) -> pd.DataFrame:
     wide = ok.pivot_table(index="model", columns="step_phase", values="time_mean_s", sort=False) * 1e3
     wide.columns = [f"{c}_ms" for c in wide.columns]
     per = ok.groupby("model", sort=False).first()
-    check = pd.DataFrame({"sums_within_5pct": per.sums_within_5pct, "sum_diff_pct": per.sum_diff_pct,
-                          **_optional(per, "sum_diff_ci95_pct"), "n_steps": per.n_steps}, index=per.index)
-    return check.join(wide).assign(phase_sum_ms=per.phase_sum_s * 1e3, step_time_ms=per.step_time_s * 1e3,
-                                   step_time_ci95_ms=per.step_time_ci95_s * 1e3)
+    check = pd.DataFrame(
+        {
+            "sums_within_5pct": per.sums_within_5pct,
+            "sum_diff_pct": per.sum_diff_pct,
+            **_optional(per, "sum_diff_ci95_pct"),
+            "n_steps": per.n_steps,
+        },
+        index=per.index,
+    )
+    return check.join(wide).assign(
+        phase_sum_ms=per.phase_sum_s * 1e3,
+        step_time_ms=per.step_time_s * 1e3,
+        step_time_ci95_ms=per.step_time_ci95_s * 1e3,
+    )
 
 
 def _optional(per: pd.DataFrame, column: str) -> dict:
@@ -43,8 +53,11 @@ def phase_plot(df: pd.DataFrame, path: str | Path | None = None):
     wide = ok.pivot_table(index="model", columns="step_phase", values="share_pct", sort=False)
     fig, ax = plt.subplots(figsize=(9, 4))
     wide.plot.barh(stacked=True, ax=ax)
-    ax.set(xlabel="share of the training step (%)", ylabel="",
-           title=f"where a training step's time goes ({ok.device_name.iloc[0]})")
+    ax.set(
+        xlabel="share of the training step (%)",
+        ylabel="",
+        title=f"where a training step's time goes ({ok.device_name.iloc[0]})",
+    )
     ax.legend(fontsize=8, bbox_to_anchor=(1, 1))
     return _save(fig, path)
 
@@ -57,4 +70,5 @@ def top_ops_table(df: pd.DataFrame, model: str | None = None) -> pd.DataFrame:
     if ok.empty:
         return ok
     return ok.assign(self_cpu_ms=ok.self_cpu_s * 1e3, self_device_ms=ok.self_device_s * 1e3)[
-        ["model", "pass", "rank", "op", "calls", "self_cpu_ms", "self_device_ms", "share_of_pass_pct"]]
+        ["model", "pass", "rank", "op", "calls", "self_cpu_ms", "self_device_ms", "share_of_pass_pct"]
+    ]

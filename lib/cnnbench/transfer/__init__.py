@@ -18,7 +18,15 @@ from cnnbench.transfer import finetuning as _finetune
 from cnnbench.transfer.finetuning import TransferError, check_weights
 from cnnbench.transfer.summary import beside_seed, learning_curves, time_to_target
 
-__all__ = ["TransferError", "check", "finetune", "time_to_target", "learning_curves", "beside_seed", "telemetry"]
+__all__ = [
+    "TransferError",
+    "check",
+    "finetune",
+    "time_to_target",
+    "learning_curves",
+    "beside_seed",
+    "telemetry",
+]
 
 
 def check(run) -> str:
@@ -27,8 +35,10 @@ def check(run) -> str:
     devices_here = [d.type for d in _finetune.present_devices(p.transfer_devices, run.device)]
     line = check_weights(p.transfer_model, p.pretrained)
     print(line)
-    print(f"fine-tuning {p.transfer_model} ({p.optimizer}) on {p.transfer_dataset} at {p.transfer_image_size} px, "
-          f"lr {p.transfer_lrs} x batch {p.transfer_batch_sizes}, {p.transfer_epochs} epochs on {', '.join(devices_here)}")
+    print(
+        f"fine-tuning {p.transfer_model} ({p.optimizer}) on {p.transfer_dataset} at {p.transfer_image_size} px, "
+        f"lr {p.transfer_lrs} x batch {p.transfer_batch_sizes}, {p.transfer_epochs} epochs on {', '.join(devices_here)}"
+    )
     return line
 
 

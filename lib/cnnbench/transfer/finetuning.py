@@ -32,6 +32,7 @@ class TransferError(ValueError):
 
 # --- model ---------------------------------------------------------------------------------------------------
 
+
 def weights_for(model: str):
     """torchvision's default ImageNet weights enum of ``model`` (None when it has none)."""
     try:
@@ -64,12 +65,16 @@ def check_weights(model: str, pretrained: bool, reachable=weights_reachable) -> 
         return f"pretrained: false -> {model} fine-tuned from random initialisation (no ImageNet weights)"
     w, path = weights_for(model), weights_file(model)
     if w is None:
-        raise TransferError(f"key 'pretrained': torchvision has no ImageNet weights for '{model}'; set pretrained: false")
+        raise TransferError(
+            f"key 'pretrained': torchvision has no ImageNet weights for '{model}'; set pretrained: false"
+        )
     if path.is_file():
         return f"pretrained: ImageNet weights of {model} from {path}"
     if not reachable(w.url):
-        raise TransferError(f"key 'pretrained': ImageNet weights of {model} are not in {CHECKPOINT_DIR} and "
-                            f"{w.url} cannot be reached (offline?); set pretrained: false to start from random weights")
+        raise TransferError(
+            f"key 'pretrained': ImageNet weights of {model} are not in {CHECKPOINT_DIR} and "
+            f"{w.url} cannot be reached (offline?); set pretrained: false to start from random weights"
+        )
     return f"pretrained: ImageNet weights of {model} downloaded from {w.url}"
 
 
@@ -123,6 +128,7 @@ def make_optimizer(name: str, parameters, lr: float, momentum: float = 0.9) -> t
 
 # --- data ----------------------------------------------------------------------------------------------------
 
+
 class TwoClassImages(Dataset):
     """A learnable offline stand-in for cats vs dogs: class 0 is brighter on the left, class 1 on the right,
     by a ramp a twelfth of the pixel noise (unit variance, as ImageNet-normalised inputs): no single pixel
@@ -145,8 +151,11 @@ class TwoClassImages(Dataset):
 
 def transforms(size: int, train: bool):
     """ImageNet-style preprocessing at ``size``: random resized crop + flip for training, resize + centre crop."""
-    crop = ([T.RandomResizedCrop(size, antialias=True), T.RandomHorizontalFlip()] if train
-            else [T.Resize(int(round(size * 256 / 224)), antialias=True), T.CenterCrop(size)])
+    crop = (
+        [T.RandomResizedCrop(size, antialias=True), T.RandomHorizontalFlip()]
+        if train
+        else [T.Resize(int(round(size * 256 / 224)), antialias=True), T.CenterCrop(size)]
+    )
     return T.Compose([T.Lambda(_rgb), *crop, T.ToTensor(), T.Normalize(data.MEAN, data.STD)])
 
 
@@ -165,8 +174,10 @@ def _imagefolder(root: Path, size: int, seed: int) -> tuple[Dataset, Dataset]:
     """root/train + root/val (or root/test); a single folder of class folders is split 80/20."""
     splits = [root / s for s in ("train", "val", "test") if (root / s).is_dir()]
     if len(splits) >= 2:
-        return (tvd.ImageFolder(str(splits[0]), transform=transforms(size, True)),
-                tvd.ImageFolder(str(splits[1]), transform=transforms(size, False)))
+        return (
+            tvd.ImageFolder(str(splits[0]), transform=transforms(size, True)),
+            tvd.ImageFolder(str(splits[1]), transform=transforms(size, False)),
+        )
     train_all = tvd.ImageFolder(str(root), transform=transforms(size, True))
     val_all = tvd.ImageFolder(str(root), transform=transforms(size, False))
     order = torch.randperm(len(train_all), generator=torch.Generator().manual_seed(seed)).tolist()
@@ -188,9 +199,15 @@ def datasets(p) -> tuple[Dataset, Dataset, int]:
         else:
             train, val = _imagefolder(root, size, p.seed)
     except (RuntimeError, FileNotFoundError, OSError) as err:
-        raise TransferError(f"transfer_dataset {p.transfer_dataset} at '{root}': {err}".splitlines()[0]) from None
+        raise TransferError(
+            f"transfer_dataset {p.transfer_dataset} at '{root}': {err}".splitlines()[0]
+        ) from None
     classes = 2 if p.transfer_dataset != "imagefolder" else len(_classes(train))
-    return _subset(train, p.transfer_train_images, p.seed), _subset(val, p.transfer_val_images, p.seed + 1), classes
+    return (
+        _subset(train, p.transfer_train_images, p.seed),
+        _subset(val, p.transfer_val_images, p.seed + 1),
+        classes,
+    )
 
 
 def _classes(ds: Dataset) -> list:
@@ -198,6 +215,7 @@ def _classes(ds: Dataset) -> list:
 
 
 # --- training ------------------------------------------------------------------------------------------------
+
 
 def train_epoch(net, opt, loss_fn, loader, device) -> tuple[float, int, float]:
     """(synced seconds, images, mean loss) of one training epoch; raises on a non-finite loss."""
@@ -245,7 +263,6 @@ def now() -> str:
 # --- the grid ------------------------------------------------------------------------------------------------
 
 
-
 def present_devices(specs: list[str], fallback: torch.device) -> list[torch.device]:
     """The devices of ``specs`` present on this machine, in order (``fallback`` when none is)."""
     found: list[torch.device] = []
@@ -262,9 +279,15 @@ def present_devices(specs: list[str], fallback: torch.device) -> list[torch.devi
 def _loader(ds, bs: int, p, device, train: bool):
     from torch.utils.data import DataLoader
 
-    return DataLoader(ds, batch_size=bs, shuffle=train, num_workers=p.workers, persistent_workers=p.workers > 0,
-                      pin_memory=devices.backend(device).pin(p.pin_memory),
-                      generator=torch.Generator().manual_seed(p.seed))
+    return DataLoader(
+        ds,
+        batch_size=bs,
+        shuffle=train,
+        num_workers=p.workers,
+        persistent_workers=p.workers > 0,
+        pin_memory=devices.backend(device).pin(p.pin_memory),
+        generator=torch.Generator().manual_seed(p.seed),
+    )
 
 
 def fit(p, device, lr: float, bs: int, sets, base: dict, results, sampler) -> None:
@@ -285,13 +308,30 @@ def fit(p, device, lr: float, bs: int, sets, base: dict, results, sampler) -> No
             torch.optim.swa_utils.update_bn(train_dl, net, device)  # recomputed over the training images
         acc, val_loss, n_val = evaluate(net, loss_fn, val_dl, device)
         mem = devices.backend(device).peak_memory_mib()
-        results.append({**base, "epoch": epoch, "timestamp": now(), "status": "ok", "error": "",
-                        "train_loss": train_loss, "val_loss": val_loss, "val_accuracy": acc, "epoch_time_s": seconds,
-                        "train_images": n, "val_images": n_val, "throughput_img_s": n / seconds,
-                        "elapsed_train_s": elapsed, "rss_mib": psutil.Process().memory_info().rss / 2**20, **mem})
+        results.append(
+            {
+                **base,
+                "epoch": epoch,
+                "timestamp": now(),
+                "status": "ok",
+                "error": "",
+                "train_loss": train_loss,
+                "val_loss": val_loss,
+                "val_accuracy": acc,
+                "epoch_time_s": seconds,
+                "train_images": n,
+                "val_images": n_val,
+                "throughput_img_s": n / seconds,
+                "elapsed_train_s": elapsed,
+                "rss_mib": psutil.Process().memory_info().rss / 2**20,
+                **mem,
+            }
+        )
 
 
-MEMORY_HEADROOM = 0.9  # share of the device's memory a grid point may plan to use (the allocator, cuDNN workspaces)
+MEMORY_HEADROOM = (
+    0.9  # share of the device's memory a grid point may plan to use (the allocator, cuDNN workspaces)
+)
 
 
 def training_bytes_per_image(model: str, classes: int, image_size: int) -> tuple[int, int]:
@@ -310,9 +350,11 @@ def oversized(batch_sizes: list[int], per_image: int, fixed: int, memory: int) -
     for bs in batch_sizes:
         need = bs * per_image + fixed
         if memory and need > MEMORY_HEADROOM * memory:
-            out[bs] = (f"needs ~{need / gib:.1f} GiB ({bs} x {per_image / 2**20:.0f} MiB of saved activations + "
-                       f"{fixed / gib:.2f} GiB of weights, gradients and Adam state), more than "
-                       f"{MEMORY_HEADROOM:.0%} of this device's {memory / gib:.1f} GiB: skipped")
+            out[bs] = (
+                f"needs ~{need / gib:.1f} GiB ({bs} x {per_image / 2**20:.0f} MiB of saved activations + "
+                f"{fixed / gib:.2f} GiB of weights, gradients and Adam state), more than "
+                f"{MEMORY_HEADROOM:.0%} of this device's {memory / gib:.1f} GiB: skipped"
+            )
     return out
 
 
@@ -330,35 +372,62 @@ def run_grid(run, sampler_cls=None, log=print) -> None:
     here = present_devices(p.transfer_devices, run.device)
 
     def point(device, lr, bs) -> dict:  # a grid point's key (results.schema.TRANSFER_GRID_KEYS) and settings
-        return {"model": p.transfer_model, "device_kind": devices.backend(device).kind, "dataset": p.transfer_dataset,
-                "optimizer": p.optimizer, "pretrained": p.pretrained, "lr": lr, "batch_size": bs,
-                "image_size": p.transfer_image_size, "threads": torch.get_num_threads(),
-                "freeze_backbone": p.transfer_freeze_backbone, "momentum": p.momentum, "train_images": p.transfer_train_images,
-                "val_images": p.transfer_val_images, "seed": p.seed, "workers": p.workers,
-                "pin_memory": devices.backend(device).pin(p.pin_memory), "data_path": p.transfer_data_path}
+        return {
+            "model": p.transfer_model,
+            "device_kind": devices.backend(device).kind,
+            "dataset": p.transfer_dataset,
+            "optimizer": p.optimizer,
+            "pretrained": p.pretrained,
+            "lr": lr,
+            "batch_size": bs,
+            "image_size": p.transfer_image_size,
+            "threads": torch.get_num_threads(),
+            "freeze_backbone": p.transfer_freeze_backbone,
+            "momentum": p.momentum,
+            "train_images": p.transfer_train_images,
+            "val_images": p.transfer_val_images,
+            "seed": p.seed,
+            "workers": p.workers,
+            "pin_memory": devices.backend(device).pin(p.pin_memory),
+            "data_path": p.transfer_data_path,
+        }
 
-    table.plan(run.dir, [point(d, lr, bs) for d in here for bs in p.transfer_batch_sizes for lr in p.transfer_lrs],
-               "transfer")
+    table.plan(
+        run.dir,
+        [point(d, lr, bs) for d in here for bs in p.transfer_batch_sizes for lr in p.transfer_lrs],
+        "transfer",
+    )
     kept = 0
     for device in here:
         b = devices.backend(device)
         memory, too_big = b.total_memory_bytes(), {}
         if memory:  # sized per device: a grid point that cannot fit is a row saying so, not an out-of-memory
-            too_big = oversized(p.transfer_batch_sizes, *training_bytes_per_image(
-                p.transfer_model, sets[2], p.transfer_image_size), memory)
+            too_big = oversized(
+                p.transfer_batch_sizes,
+                *training_bytes_per_image(p.transfer_model, sets[2], p.transfer_image_size),
+                memory,
+            )
         for bs in p.transfer_batch_sizes:
             for lr in p.transfer_lrs:
-                base = {**point(device, lr, bs), "device_name": b.name(), "classes": sets[2],
-                        "target_accuracy": p.transfer_target_accuracy}
+                base = {
+                    **point(device, lr, bs),
+                    "device_name": b.name(),
+                    "classes": sets[2],
+                    "target_accuracy": p.transfer_target_accuracy,
+                }
                 if results.done({**base, "epoch": p.transfer_epochs}):
                     kept += 1
                     continue
                 if bs in too_big:
-                    results.append({**base, "epoch": 0, "timestamp": now(), "status": "skipped", "error": too_big[bs]})
+                    results.append(
+                        {**base, "epoch": 0, "timestamp": now(), "status": "skipped", "error": too_big[bs]}
+                    )
                     log(f"transfer {b.kind} lr={lr:g} bs={bs}: {too_big[bs]}")
                     continue
-                progress.note(f"transfer: {p.transfer_model} on {b.kind}, batch {bs}, lr {lr:g}, "
-                              f"{p.transfer_epochs} epochs")
+                progress.note(
+                    f"transfer: {p.transfer_model} on {b.kind}, batch {bs}, lr {lr:g}, "
+                    f"{p.transfer_epochs} epochs"
+                )
                 b.reset_peak_memory()
                 with sampler_cls(device, p.telemetry_interval_s) as sampler, b.math("fp32"):
                     try:
@@ -366,9 +435,11 @@ def run_grid(run, sampler_cls=None, log=print) -> None:
                     except Exception as err:  # noqa: BLE001 - a failed grid point is a row, the grid goes on
                         results.append({**base, "epoch": 0, "timestamp": now(), **failure(err, device)})
                 conf = f"{b.kind} lr={lr:g} bs={bs}"
-                timelines.record(run.path(timelines.FILE),
-                                 timelines.tidy(timelines.series(sampler), "transfer", conf, b.kind,
-                                                base["device_name"]))
+                timelines.record(
+                    run.path(timelines.FILE),
+                    timelines.tidy(timelines.series(sampler), "transfer", conf, b.kind, base["device_name"]),
+                )
                 b.release()
-    progress.resumed(kept, len(here) * len(p.transfer_batch_sizes) * len(p.transfer_lrs), results.path.name,
-                     "grid points")
+    progress.resumed(
+        kept, len(here) * len(p.transfer_batch_sizes) * len(p.transfer_lrs), results.path.name, "grid points"
+    )

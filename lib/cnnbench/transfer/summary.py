@@ -29,12 +29,19 @@ def time_to_target(df: pd.DataFrame, target: float | None = None) -> pd.DataFram
         g = g.sort_values("epoch")
         t = target if target is not None else float(g.target_accuracy.iloc[0])
         hit = g[g.val_accuracy >= t]
-        rows.append({**dict(zip(GRID, key, strict=True)), "epochs": int(g.epoch.max()),
-                     "final_val_accuracy": g.val_accuracy.iloc[-1], "best_val_accuracy": g.val_accuracy.max(),
-                     "throughput_img_s": g.train_images.sum() / g.epoch_time_s.sum(),
-                     "epoch_time_mean_s": g.epoch_time_s.mean(), "target_accuracy": t,
-                     "epoch_reached": int(hit.epoch.iloc[0]) if len(hit) else math.nan,
-                     "time_to_target_s": hit.elapsed_train_s.iloc[0] if len(hit) else math.nan})
+        rows.append(
+            {
+                **dict(zip(GRID, key, strict=True)),
+                "epochs": int(g.epoch.max()),
+                "final_val_accuracy": g.val_accuracy.iloc[-1],
+                "best_val_accuracy": g.val_accuracy.max(),
+                "throughput_img_s": g.train_images.sum() / g.epoch_time_s.sum(),
+                "epoch_time_mean_s": g.epoch_time_s.mean(),
+                "target_accuracy": t,
+                "epoch_reached": int(hit.epoch.iloc[0]) if len(hit) else math.nan,
+                "time_to_target_s": hit.elapsed_train_s.iloc[0] if len(hit) else math.nan,
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -68,13 +75,24 @@ def beside_seed(ttt: pd.DataFrame) -> pd.DataFrame:
     images = epochs * published.setup("002")["train_images"]
     rows = []
     for r in published.TIMES_002.itertuples():
-        kind, bs, seconds = r.device_class, None if pd.isna(r.batch_size) else int(r.batch_size), r.train_20_epochs_h * 3600
+        kind, bs, seconds = (
+            r.device_class,
+            None if pd.isna(r.batch_size) else int(r.batch_size),
+            r.train_20_epochs_h * 3600,
+        )
         ours = ttt[(ttt.device_kind == kind) & ((ttt.batch_size == bs) if bs else True)] if len(ttt) else ttt
         best = ours.loc[ours.best_val_accuracy.idxmax()] if len(ours) else pd.Series(dtype=object)
-        rows.append({"device_kind": kind, "batch_size": bs if bs else "not stated",
-                     f"published by {seed}: {epochs}-epoch training (h)": seconds / 3600,
-                     f"published by {seed}: implied img/s": images / seconds,
-                     **{f"ours: {c}": best.get(c, math.nan)
-                        for c in ("lr", "best_val_accuracy", "throughput_img_s")},
-                     **{f"ours: {c}": best.get(c, "") for c in ("device_name", "model", "image_size")}})
+        rows.append(
+            {
+                "device_kind": kind,
+                "batch_size": bs if bs else "not stated",
+                f"published by {seed}: {epochs}-epoch training (h)": seconds / 3600,
+                f"published by {seed}: implied img/s": images / seconds,
+                **{
+                    f"ours: {c}": best.get(c, math.nan)
+                    for c in ("lr", "best_val_accuracy", "throughput_img_s")
+                },
+                **{f"ours: {c}": best.get(c, "") for c in ("device_name", "model", "image_size")},
+            }
+        )
     return pd.DataFrame(rows)

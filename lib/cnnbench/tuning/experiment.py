@@ -22,12 +22,16 @@ def default_setting(run, model: str) -> Setting:
     """The seeds' configuration: fp32, NCHW, eager, their batch size, the run's threads and loader settings as
     they are in force on this device."""
     p = run.params
-    return knobs.in_force(knobs.for_params(p, batch_size=p.batch_size_for(model), threads=run.threads),
-                          devices.backend(run.device))
+    return knobs.in_force(
+        knobs.for_params(p, batch_size=p.batch_size_for(model), threads=run.threads),
+        devices.backend(run.device),
+    )
 
 
-NO_PEAKS = ("No device_peaks.csv in this run: the search runs, but its roofline columns stay empty; run "
-            "04_roofline first (same run) to place each best configuration on the roofline.")
+NO_PEAKS = (
+    "No device_peaks.csv in this run: the search runs, but its roofline columns stay empty; run "
+    "04_roofline first (same run) to place each best configuration on the roofline."
+)
 
 
 def read_peaks(run) -> pd.DataFrame | None:
@@ -39,8 +43,9 @@ def roof_columns(peaks: pd.DataFrame | None, cfg: engine.Config, c: Setting, ach
     """Where a measurement sits on the roofline: counted intensity, the measured roof of its precision,
     attainable GFLOP/s, the bound, and the efficiency against the compute roof and against the attainable."""
     try:
-        intensity = roofline.step_intensity(cfg.model, c.batch_size, cfg.image_size, cfg.num_classes, cfg.phase,
-                                            c.precision)["intensity_flop_per_byte"]
+        intensity = roofline.step_intensity(
+            cfg.model, c.batch_size, cfg.image_size, cfg.num_classes, cfg.phase, c.precision
+        )["intensity_flop_per_byte"]
     except Exception as err:  # noqa: BLE001 - the search's result stands without its placement
         intensity, note = math.nan, f"intensity not counted: {type(err).__name__}: {err}"[:200]
     else:
@@ -48,25 +53,47 @@ def roof_columns(peaks: pd.DataFrame | None, cfg: engine.Config, c: Setting, ach
     out = {"intensity_flop_per_byte": intensity}
     measured = None if peaks is None else peaks[peaks.kind == "measured"]
     if measured is None or measured.empty:
-        return {**out, "roof_precision": "", "roof_peak_gflops": math.nan, "roof_bandwidth_gbs": math.nan,
-                "attainable_gflops": math.nan, "bound": "", "compute_roof_pct": math.nan, "attainable_pct": math.nan,
-                "roof_note": note or "no measured roofs in this run (04_roofline did not run): efficiency not computed"}
+        return {
+            **out,
+            "roof_precision": "",
+            "roof_peak_gflops": math.nan,
+            "roof_bandwidth_gbs": math.nan,
+            "attainable_gflops": math.nan,
+            "bound": "",
+            "compute_roof_pct": math.nan,
+            "attainable_pct": math.nan,
+            "roof_note": note
+            or "no measured roofs in this run (04_roofline did not run): efficiency not computed",
+        }
     roof = roofline.roof_for(measured, c.precision)
-    att = roofline.attainable(intensity, roof.peak_gflops, roof.bandwidth_gbs) if math.isfinite(intensity) else math.nan
-    fallback = "" if roof.name == c.precision else f"no measured {c.precision} roof: the {roof.name} roof is used"
-    return {**out, "roof_precision": roof.name, "roof_peak_gflops": roof.peak_gflops,
-            "roof_bandwidth_gbs": roof.bandwidth_gbs, "attainable_gflops": att,
-            "bound": "" if not math.isfinite(intensity) else
-            ("memory" if intensity < roof.ridge_flop_per_byte else "compute"),
-            "compute_roof_pct": 100 * achieved_gflops / roof.peak_gflops,
-            "attainable_pct": 100 * achieved_gflops / att if att == att and att else math.nan,
-            "roof_note": "; ".join(x for x in (note, fallback) if x)}
+    att = (
+        roofline.attainable(intensity, roof.peak_gflops, roof.bandwidth_gbs)
+        if math.isfinite(intensity)
+        else math.nan
+    )
+    fallback = (
+        "" if roof.name == c.precision else f"no measured {c.precision} roof: the {roof.name} roof is used"
+    )
+    return {
+        **out,
+        "roof_precision": roof.name,
+        "roof_peak_gflops": roof.peak_gflops,
+        "roof_bandwidth_gbs": roof.bandwidth_gbs,
+        "attainable_gflops": att,
+        "bound": ""
+        if not math.isfinite(intensity)
+        else ("memory" if intensity < roof.ridge_flop_per_byte else "compute"),
+        "compute_roof_pct": 100 * achieved_gflops / roof.peak_gflops,
+        "attainable_pct": 100 * achieved_gflops / att if att == att and att else math.nan,
+        "roof_note": "; ".join(x for x in (note, fallback) if x),
+    }
 
 
 def confirm(base: engine.Config, c: Setting, device, p, steps: int) -> dict:
     """The full protocol (``engine.measure``) on setting ``c``: warm-up, repeated windows, 95% interval."""
-    protocol = replace(p, warmup_steps=p.tune_confirm_warmup_steps, measured_steps=steps,
-                       window_s=p.tune_confirm_window_s)
+    protocol = replace(
+        p, warmup_steps=p.tune_confirm_warmup_steps, measured_steps=steps, window_s=p.tune_confirm_window_s
+    )
     row = engine.measure(base.replace(**c), device, protocol)
     row.pop("step_times_s", None)
     return row
@@ -77,14 +104,21 @@ def identity_of(run, model: str, phase: str, hw: devices.Hardware) -> dict:
     p = run.params
     base = engine.config(p, model, phase)
     default = default_setting(run, model)
-    return {"model": model, "phase": phase, "device_kind": hw.kind, "device_name": hw.name,
-            "image_size": base.image_size, "num_classes": base.num_classes, "in_channels": base.in_channels,
-            "dataset": base.dataset, **{f"default_{k}": default[k] for k in knobs.keyed()},
-            **{k: ",".join(v) if isinstance(v := getattr(p, k), list) else v for k in TUNING_PARAM_KEYS}}
+    return {
+        "model": model,
+        "phase": phase,
+        "device_kind": hw.kind,
+        "device_name": hw.name,
+        "image_size": base.image_size,
+        "num_classes": base.num_classes,
+        "in_channels": base.in_channels,
+        "dataset": base.dataset,
+        **{f"default_{k}": default[k] for k in knobs.keyed()},
+        **{k: ",".join(v) if isinstance(v := getattr(p, k), list) else v for k in TUNING_PARAM_KEYS},
+    }
 
 
-def beyond_memory(base: engine.Config, c: Setting, device,
-                  _counts: dict = {}) -> Outcome | None:  # noqa: B006 - the counts of each model, once
+def beyond_memory(base: engine.Config, c: Setting, device, _counts: dict = {}) -> Outcome | None:  # noqa: B006 - the counts of each model, once
     """An out-of-memory outcome, not tried, for a batch whose footprint exceeds the memory available now on
     a device sharing the host's (CPU, MPS), where an allocation may succeed and the step then overcommit
     until the OOM killer takes the kernel; None where it fits (or the device has memory of its own). The
@@ -113,11 +147,19 @@ def tune_one(run, model: str, phase: str, hw: devices.Hardware, sink, peaks) -> 
     guard_cfg = base
     names = [k for k in sp.values if knobs.KNOBS[k].numerics]
     s = search.Search(
-        base, sp, p, identity_of(run, model, phase, hw),
+        base,
+        sp,
+        p,
+        identity_of(run, model, phase, hw),
         evaluate=lambda c, w: beyond_memory(base, c, device) or search.window(base, c, device, p, w),
-        guard_loss=lambda n: guard.loss_after(guard_cfg.replace(**{**default, **dict(zip(names, n, strict=True)),
-                                                                   "batch_size": p.tune_guard_batch_size}),
-                                              device, p, p.tune_guard_steps),
+        guard_loss=lambda n: guard.loss_after(
+            guard_cfg.replace(
+                **{**default, **dict(zip(names, n, strict=True)), "batch_size": p.tune_guard_batch_size}
+            ),
+            device,
+            p,
+            p.tune_guard_steps,
+        ),
         confirm=lambda c, steps: confirm(base, c, device, p, steps),
         sink=sink,
         explain=lambda c, row: roof_columns(peaks, base, c, row.get("achieved_gflops", math.nan)),
@@ -134,9 +176,15 @@ def plain(row: dict) -> dict:
 def search_line(model: str, phase: str, row: dict) -> str:
     """One console line per row of the search (a window of a rung, the guard, a confirmation)."""
     rate = row.get("throughput_img_s")
-    told = f"{rate:,.1f} img/s" if isinstance(rate, (int, float)) and math.isfinite(rate) else row.get("status", "")
+    told = (
+        f"{rate:,.1f} img/s"
+        if isinstance(rate, (int, float)) and math.isfinite(rate)
+        else row.get("status", "")
+    )
     words = [str(row.get(k, "")) for k in ("row_kind", "stage", "config") if row.get(k, "") != ""]
-    what = " ".join(w for i, w in enumerate(words) if i == 0 or w != words[i - 1])  # "guard", not "guard guard"
+    what = " ".join(
+        w for i, w in enumerate(words) if i == 0 or w != words[i - 1]
+    )  # "guard", not "guard guard"
     return f"  tuning {model} {phase}: {what} {told}".rstrip()
 
 
@@ -155,16 +203,23 @@ def tune(run) -> pd.DataFrame:
     finished = ResultsFile(rows.path, (*search_keys(), "row_kind"))
     space_file = results.file(run.dir, "tuning_space")
     peaks = read_peaks(run)
-    if peaks is None:  # 07 opened alone (a fresh Colab VM): the search stands, its roofline columns stay empty
+    if (
+        peaks is None
+    ):  # 07 opened alone (a fresh Colab VM): the search stands, its roofline columns stay empty
         print(NO_PEAKS)
-    searches = [(model, phase, identity_of(run, model, phase, hw)) for model in p.tune_models
-                for phase in p.tune_phases]
+    searches = [
+        (model, phase, identity_of(run, model, phase, hw))
+        for model in p.tune_models
+        for phase in p.tune_phases
+    ]
     table.plan(run.dir, [identity for *_, identity in searches], "tuning")
     kept = sum(finished.done({**identity, "row_kind": "best"}) for *_, identity in searches)
     for model, phase, identity in searches:
         if finished.done({**identity, "row_kind": "best"}):
             continue
-        progress.note(f"tuning: {model} {phase}, {p.tune_budget_s:g} s of racing, then guard and confirmation")
+        progress.note(
+            f"tuning: {model} {phase}, {p.tune_budget_s:g} s of racing, then guard and confirmation"
+        )
 
         def sink(row, model=model, phase=phase):
             rows.append(plain(row))

@@ -30,8 +30,13 @@ class Verdict:
     reason: str  # why it was rejected ('' when ok)
 
     def columns(self) -> dict:
-        return {"guard_loss": self.loss, "guard_reference_loss": self.reference_loss,
-                "guard_diff_pct": self.diff_pct, "guard_ok": self.ok, "guard_reason": self.reason}
+        return {
+            "guard_loss": self.loss,
+            "guard_reference_loss": self.reference_loss,
+            "guard_diff_pct": self.diff_pct,
+            "guard_ok": self.ok,
+            "guard_reason": self.reason,
+        }
 
 
 def loss_after(cfg: engine.Config, device: torch.device, p, steps: int) -> tuple[float, float]:
@@ -60,13 +65,20 @@ def judge(loss: float, reference: float, tolerance: float, reference_start: floa
     rel = abs(loss - reference) / max(scale, 1e-12)
     what = "of fp32 eager's progress" if scale == progress else "of fp32 eager's loss"
     if rel > tolerance:
-        return Verdict(loss, reference, 100 * rel, False, f"loss {loss:.4f} vs fp32 eager {reference:.4f}: "
-                       f"{rel:.1%} {what} apart > tolerance {tolerance:.0%}")
+        return Verdict(
+            loss,
+            reference,
+            100 * rel,
+            False,
+            f"loss {loss:.4f} vs fp32 eager {reference:.4f}: "
+            f"{rel:.1%} {what} apart > tolerance {tolerance:.0%}",
+        )
     return Verdict(loss, reference, 100 * rel, True, "")
 
 
-def check(numerics_list, measure_loss, tolerance: float, reference: tuple,
-          spent=lambda: False) -> dict[tuple, Verdict]:
+def check(
+    numerics_list, measure_loss, tolerance: float, reference: tuple, spent=lambda: False
+) -> dict[tuple, Verdict]:
     """Verdicts for every numerics of ``numerics_list`` against ``reference`` (the default's: fp32 eager NCHW).
 
     ``measure_loss(numerics) -> (first, last)`` runs the steps (tests pass a fake); a failure to run is a
@@ -79,8 +91,13 @@ def check(numerics_list, measure_loss, tolerance: float, reference: tuple,
         if numerics in out:
             continue
         if spent():
-            out[numerics] = Verdict(math.nan, ref, math.nan, False, "not guarded: tune_budget_s was spent (the "
-                                    "guard's steps and compiles count in it)")
+            out[numerics] = Verdict(
+                math.nan,
+                ref,
+                math.nan,
+                False,
+                "not guarded: tune_budget_s was spent (the guard's steps and compiles count in it)",
+            )
             continue
         try:
             out[numerics] = judge(measure_loss(numerics)[1], ref, tolerance, start)

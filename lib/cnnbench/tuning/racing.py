@@ -63,9 +63,15 @@ def planned_rungs(n: int, eta: int) -> int:
     return rungs
 
 
-def successive_halving(candidates: Iterable, evaluate: Callable[[object, float, int], Outcome], budget_s: float,
-                       eta: int = 2, known: dict | None = None, clock: Callable[[], float] = time.monotonic,
-                       on_trial: Callable[[Trial], None] | None = None) -> Race:
+def successive_halving(
+    candidates: Iterable,
+    evaluate: Callable[[object, float, int], Outcome],
+    budget_s: float,
+    eta: int = 2,
+    known: dict | None = None,
+    clock: Callable[[], float] = time.monotonic,
+    on_trial: Callable[[Trial], None] | None = None,
+) -> Race:
     """Race ``candidates`` within ``budget_s`` seconds.
 
     ``evaluate(candidate, window_s, rung)`` measures one short window of about ``window_s`` seconds. At each
@@ -110,7 +116,9 @@ def successive_halving(candidates: Iterable, evaluate: Callable[[object, float, 
         keep = max(1, math.ceil(len(alive) / eta))
         last = rung == rungs - 1 or len(ranked) <= 1
         for i, t in enumerate(ranked):
-            finish(t, ("winner" if last and i == 0 else "pruned" if last else "kept") if i < keep else "pruned")
+            finish(
+                t, ("winner" if last and i == 0 else "pruned" if last else "kept") if i < keep else "pruned"
+            )
         for t in results:
             if not t.outcome.ok:
                 finish(t, "failed")
@@ -136,7 +144,9 @@ def decay_batch_step(batch_size: int, num_intra_steps: int = 2) -> int:
     return base + ((batch_size - base - 1) // step) * step
 
 
-def fit_batch_size(start: int, attempt: Callable[[int], Outcome], minimum: int = 1) -> tuple[int, list[tuple[int, Outcome]]]:
+def fit_batch_size(
+    start: int, attempt: Callable[[int], Outcome], minimum: int = 1
+) -> tuple[int, list[tuple[int, Outcome]]]:
     """The largest batch size from ``start`` down that does not run out of memory, backing off with
     :func:`decay_batch_step`. Returns (limit, every (batch size, outcome) tried); limit 0 when even
     ``minimum`` runs out of memory. Failures other than oom stop the back-off (they are not about size)."""

@@ -46,9 +46,18 @@ def window(base: engine.Config, c: Setting, device: torch.device, p, window_s: f
                 times, wall = timing.StepTimer(device).window(work.step, n)
             work.check_loss()
         s = timing.summarize(times, [wall], [n], c.batch_size, p.seed)
-        return Outcome("ok", float(s["throughput_img_s"]), float(s["throughput_ci95_img_s"]), extra={
-            "first_step_s": first, "measured_steps": n, "window_time_s": float(wall),
-            "step_time_median_s": float(s["step_time_median_s"]), **meter.summary(n * c.batch_size)})
+        return Outcome(
+            "ok",
+            float(s["throughput_img_s"]),
+            float(s["throughput_ci95_img_s"]),
+            extra={
+                "first_step_s": first,
+                "measured_steps": n,
+                "window_time_s": float(wall),
+                "step_time_median_s": float(s["step_time_median_s"]),
+                **meter.summary(n * c.batch_size),
+            },
+        )
     except Exception as err:  # noqa: BLE001 - a failure is a row and the race goes on
         f = engine.failure(err, device)
         return Outcome(f["status"], error=f["error"])
@@ -70,13 +79,24 @@ class Search:
     injectable, so tests run the whole logic without a model.
     """
 
-    def __init__(self, base: engine.Config, space: Space, p, identity: dict,
-                 evaluate: Callable[[Setting, float], Outcome], guard_loss: Callable[[tuple], tuple[float, float]],
-                 confirm: Callable[[Setting, int], dict], sink: Callable[[dict], None],
-                 clock: Callable[[], float] = time.monotonic, explain: Callable[[Setting, dict], dict] | None = None,
-                 probe: Callable[[], float] | None = None):
+    def __init__(
+        self,
+        base: engine.Config,
+        space: Space,
+        p,
+        identity: dict,
+        evaluate: Callable[[Setting, float], Outcome],
+        guard_loss: Callable[[tuple], tuple[float, float]],
+        confirm: Callable[[Setting, int], dict],
+        sink: Callable[[dict], None],
+        clock: Callable[[], float] = time.monotonic,
+        explain: Callable[[Setting, dict], dict] | None = None,
+        probe: Callable[[], float] | None = None,
+    ):
         self.base, self.space, self.p, self.identity = base, space, p, identity
-        self.probe = probe  # the CPU's own speed (telemetry.speed_probe), taken before each confirmation round
+        self.probe = (
+            probe  # the CPU's own speed (telemetry.speed_probe), taken before each confirmation round
+        )
         self.guard_loss, self.confirm, self.sink, self.clock = guard_loss, confirm, sink, clock
         self.explain = explain or (lambda c, row: {})
         self.evaluations = 0
@@ -99,18 +119,38 @@ class Search:
 
     def _row(self, kind: str, stage: str, c: Setting | None, **cols) -> dict:
         cand = dict(c) if c else {}
-        return {**self.identity, "row_kind": kind, "stage": stage, "rung": cols.pop("rung", ""),
-                "config": self.label(c) if c else cols.pop("config", ""), **cand, **cols}
+        return {
+            **self.identity,
+            "row_kind": kind,
+            "stage": stage,
+            "rung": cols.pop("rung", ""),
+            "config": self.label(c) if c else cols.pop("config", ""),
+            **cand,
+            **cols,
+        }
 
     def _on_trial(self, stage: str):
         def report(t: racing.Trial) -> None:
             c, out = t.candidate, t.outcome
-            self.sink(self._row("race", stage, c, rung=t.rung, status=out.status, error=out.error,
-                                throughput_img_s=out.throughput_img_s,
-                                throughput_ci95_img_s=out.throughput_ci95_img_s, window_target_s=t.window_target_s,
-                                fate=t.fate, reused=t.reused, **out.extra,
-                                **self.verdicts.get(c.numerics, guard.Verdict(*[math.nan] * 3, True, "")).columns()))
+            self.sink(
+                self._row(
+                    "race",
+                    stage,
+                    c,
+                    rung=t.rung,
+                    status=out.status,
+                    error=out.error,
+                    throughput_img_s=out.throughput_img_s,
+                    throughput_ci95_img_s=out.throughput_ci95_img_s,
+                    window_target_s=t.window_target_s,
+                    fate=t.fate,
+                    reused=t.reused,
+                    **out.extra,
+                    **self.verdicts.get(c.numerics, guard.Verdict(*[math.nan] * 3, True, "")).columns(),
+                )
+            )
             self.trials.append((stage, t))
+
         return report
 
     # --- the steps
@@ -120,16 +160,38 @@ class Search:
         names = [k for k in self.space.values if knobs.KNOBS[k].numerics]
         numerics = list(product(*(self.space.values[k] for k in names)))
         reference = self.space.default.with_(**{k: knobs.KNOBS[k].default for k in names}).numerics
-        self.verdicts = guard.check(numerics, self.guard_loss, self.p.tune_guard_tolerance, reference,
-                                    spent=lambda: self.clock() - start >= self.p.tune_budget_s)
+        self.verdicts = guard.check(
+            numerics,
+            self.guard_loss,
+            self.p.tune_guard_tolerance,
+            reference,
+            spent=lambda: self.clock() - start >= self.p.tune_budget_s,
+        )
         for n, verdict in self.verdicts.items():
-            self.sink(self._row("guard", "guard", None, config=" ".join(map(str, n)), **dict(zip(names, n, strict=True)),
-                                status="ok" if verdict.ok else "skipped", error=verdict.reason, **verdict.columns()))
+            self.sink(
+                self._row(
+                    "guard",
+                    "guard",
+                    None,
+                    config=" ".join(map(str, n)),
+                    **dict(zip(names, n, strict=True)),
+                    status="ok" if verdict.ok else "skipped",
+                    error=verdict.reason,
+                    **verdict.columns(),
+                )
+            )
         return [dict(zip(names, n, strict=True)) for n in numerics if self.verdicts[n].ok]
 
     def _race(self, stage: str, candidates: list[Setting], budget_s: float, known: dict) -> racing.Race:
-        race = racing.successive_halving(candidates, lambda c, w, r: self.evaluate(c, w), budget_s,
-                                         self.p.tune_eta, known, self.clock, self._on_trial(stage))
+        race = racing.successive_halving(
+            candidates,
+            lambda c, w, r: self.evaluate(c, w),
+            budget_s,
+            self.p.tune_eta,
+            known,
+            self.clock,
+            self._on_trial(stage),
+        )
         if race.budget_exhausted:
             self.exhausted.append(stage)
         return race
@@ -151,15 +213,20 @@ class Search:
 
         self.batch_limit, tried = racing.fit_batch_size(sizes[0], attempt, minimum=min(sizes))
         ooms = [bs for bs, o in tried if o.status == "oom"]
-        self.batch_note = (f"out of memory at {', '.join(map(str, ooms))}; largest that fits {self.batch_limit}"
-                           if ooms else f"{self.batch_limit} (the largest tried) fits")
+        self.batch_note = (
+            f"out of memory at {', '.join(map(str, ooms))}; largest that fits {self.batch_limit}"
+            if ooms
+            else f"{self.batch_limit} (the largest tried) fits"
+        )
         known = {**known, **{winner.with_(batch_size=bs): o for bs, o in tried if o.status != "oom"}}
         fits = [self.batch_limit] + [bs for bs in sizes if bs < self.batch_limit] if self.batch_limit else []
         return [winner.with_(batch_size=bs) for bs in fits], known
 
     def run(self) -> dict:
         """Guard, race each stage's knobs in turn, confirm; returns the 'best' row (also sent to the sink)."""
-        start = self.clock()  # the budget covers the guard (its compiles too) and the race; confirmation on top
+        start = (
+            self.clock()
+        )  # the budget covers the guard (its compiles too) and the race; confirmation on top
         passing = self.run_guard(start)
         d, v = self.space.default, self.space.values
 
@@ -169,13 +236,16 @@ class Search:
 
         stage1 = [c for n in passing for c in grid("numerics", d.with_(**n))]
         stage1.sort(key=lambda c: knobs.KNOBS["compile"].values.index(c.compile))  # one mode after another
-        sizes = {"numerics": len(stage1), "batch_size": len(v.get("batch_size", [d.batch_size])),
-                 "host": len(grid("host", d))}
+        sizes = {
+            "numerics": len(stage1),
+            "batch_size": len(v.get("batch_size", [d.batch_size])),
+            "host": len(grid("host", d)),
+        }
         known: dict = {}
         winner = d
         for stage in knobs.STAGES:
             remaining = self.p.tune_budget_s - (self.clock() - start)
-            later = knobs.STAGES[knobs.STAGES.index(stage):]
+            later = knobs.STAGES[knobs.STAGES.index(stage) :]
             share = max(remaining, 0.0) * sizes[stage] / sum(sizes[s] for s in later)
             if stage == "numerics":
                 candidates = stage1
@@ -200,7 +270,11 @@ class Search:
         return [c for c, _ in sorted(ok, key=lambda co: -co[1].throughput_img_s)]
 
     def _steps_for(self, c: Setting) -> int:
-        pace = [t.outcome.extra.get("step_time_median_s") for _, t in self.trials if t.candidate == c and t.outcome.ok]
+        pace = [
+            t.outcome.extra.get("step_time_median_s")
+            for _, t in self.trials
+            if t.candidate == c and t.outcome.ok
+        ]
         pace = [p for p in pace if p]
         return max(1, round(self.p.tune_confirm_window_s / pace[-1])) if pace else 0
 
@@ -211,13 +285,21 @@ class Search:
         for _ in range(max(self.p.processes, 1)):  # interleaved rounds: d, top..., d, top..., so drift
             if self.probe is not None:  # the CPU's own speed before each round, as 02 and 03 probe theirs
                 probes.append(self.probe())
-            for c in rounds:                                     # falls on every candidate alike
+            for c in rounds:  # falls on every candidate alike
                 if not rounds[c] or rounds[c][-1].get("status") == "ok":
                     rounds[c].append(self.confirm(c, self._steps_for(c)))
         for c, measured in rounds.items():
-            row = {**combine_rounds(measured), "probe_img_s": sum(probes) / len(probes) if probes else math.nan}
-            row = self._row("confirm", "confirm", c, role="default" if c == d else "candidate",
-                            **{k: v for k, v in row.items() if k not in self.identity and k not in c})
+            row = {
+                **combine_rounds(measured),
+                "probe_img_s": sum(probes) / len(probes) if probes else math.nan,
+            }
+            row = self._row(
+                "confirm",
+                "confirm",
+                c,
+                role="default" if c == d else "candidate",
+                **{k: v for k, v in row.items() if k not in self.identity and k not in c},
+            )
             self.sink(row)
             rows[c] = row
         ok = {c: r for c, r in rows.items() if r.get("status") == "ok"}
@@ -227,26 +309,54 @@ class Search:
         rejected = [f"{' '.join(map(str, n))}: {v.reason}" for n, v in self.verdicts.items() if not v.ok]
         pruned = {s: sum(1 for st, t in self.trials if st == s and t.fate == "pruned") for s in knobs.STAGES}
         summary = {
-            "configs_in_space": self.space.size(), "configs_tried": len(tried), "evaluations": self.evaluations,
-            "pruned": sum(pruned.values()), "failed": fates.count("failed"),
+            "configs_in_space": self.space.size(),
+            "configs_tried": len(tried),
+            "evaluations": self.evaluations,
+            "pruned": sum(pruned.values()),
+            "failed": fates.count("failed"),
             "pruned_by_stage": ", ".join(f"{s} {n}" for s, n in pruned.items()),
-            "pruned_by_rung": ", ".join(f"rung {r} {n}" for r, n in sorted(_count_rungs(self.trials).items())),
-            "guard_rejected": "; ".join(rejected), "budget_s": self.p.tune_budget_s, "search_s": search_s,
-            "budget_exhausted_in": ",".join(self.exhausted), "batch_size_limit": self.batch_limit,
+            "pruned_by_rung": ", ".join(
+                f"rung {r} {n}" for r, n in sorted(_count_rungs(self.trials).items())
+            ),
+            "guard_rejected": "; ".join(rejected),
+            "budget_s": self.p.tune_budget_s,
+            "search_s": search_s,
+            "budget_exhausted_in": ",".join(self.exhausted),
+            "batch_size_limit": self.batch_limit,
             "batch_size_limit_note": self.batch_note,
             "skipped_knobs": "; ".join(f"{k}={v}: {why}" for k, v, why in self.space.skipped),
         }
         if best is None:
-            row = self._row("best", "best", None, status="error", error="no configuration confirmed", **summary)
+            row = self._row(
+                "best", "best", None, status="error", error="no configuration confirmed", **summary
+            )
         else:
             base = rows[best]
             dflt = rows[d] if rows[d].get("status") == "ok" else {}
-            row = self._row("best", "best", best, **{k: v for k, v in base.items() if k not in self.identity
-                                                     and k not in ("row_kind", "stage", "rung", "config", "role")
-                                                     and k not in best},
-                            **speedup(base, dflt), **self.explain(best, base), **{f"default_{k}": dflt.get(k, math.nan) for k in
-                                                       ("throughput_img_s", "throughput_ci95_img_s", "achieved_gflops",
-                                                        "energy_j_per_image")}, **summary)
+            row = self._row(
+                "best",
+                "best",
+                best,
+                **{
+                    k: v
+                    for k, v in base.items()
+                    if k not in self.identity
+                    and k not in ("row_kind", "stage", "rung", "config", "role")
+                    and k not in best
+                },
+                **speedup(base, dflt),
+                **self.explain(best, base),
+                **{
+                    f"default_{k}": dflt.get(k, math.nan)
+                    for k in (
+                        "throughput_img_s",
+                        "throughput_ci95_img_s",
+                        "achieved_gflops",
+                        "energy_j_per_image",
+                    )
+                },
+                **summary,
+            )
         self.sink(row)
         return row
 
@@ -287,5 +397,8 @@ def speedup(best: dict, default: dict) -> dict:
     s = b / d
     cb, cd = best.get("throughput_ci95_img_s", 0.0), default.get("throughput_ci95_img_s", 0.0)
     rel = math.hypot(cb / b, cd / d)
-    return {"speedup_x": s, "speedup_ci95_x": s * rel,
-            "distinguishable_from_default": bool(abs(b - d) > math.hypot(cb, cd))}
+    return {
+        "speedup_x": s,
+        "speedup_ci95_x": s * rel,
+        "distinguishable_from_default": bool(abs(b - d) > math.hypot(cb, cd)),
+    }

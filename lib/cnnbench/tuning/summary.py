@@ -8,26 +8,55 @@ import pandas as pd
 from cnnbench.plots import save
 
 BEST_COLUMNS = {
-    "model": "model", "phase": "phase", "config": "best configuration", "throughput_img_s": "best img/s",
-    "throughput_ci95_img_s": "± 95%", "default_throughput_img_s": "default img/s",
-    "default_throughput_ci95_img_s": "default ± 95%", "speedup_x": "speedup (x)", "speedup_ci95_x": "speedup ± 95%",
-    "achieved_gflops": "achieved GFLOP/s", "roof_precision": "roof", "compute_roof_pct": "% of compute roof",
-    "bound": "bound", "attainable_pct": "% of attainable", "energy_j_per_image": "J/image",
-    "default_energy_j_per_image": "default J/image", "configs_tried": "tried", "pruned": "pruned",
-    "failed": "failed", "batch_size_limit": "batch limit",
+    "model": "model",
+    "phase": "phase",
+    "config": "best configuration",
+    "throughput_img_s": "best img/s",
+    "throughput_ci95_img_s": "± 95%",
+    "default_throughput_img_s": "default img/s",
+    "default_throughput_ci95_img_s": "default ± 95%",
+    "speedup_x": "speedup (x)",
+    "speedup_ci95_x": "speedup ± 95%",
+    "achieved_gflops": "achieved GFLOP/s",
+    "roof_precision": "roof",
+    "compute_roof_pct": "% of compute roof",
+    "bound": "bound",
+    "attainable_pct": "% of attainable",
+    "energy_j_per_image": "J/image",
+    "default_energy_j_per_image": "default J/image",
+    "configs_tried": "tried",
+    "pruned": "pruned",
+    "failed": "failed",
+    "batch_size_limit": "batch limit",
 }
 
 
 def best(df: pd.DataFrame) -> pd.DataFrame:
     """Per model and phase: the best confirmed configuration against the seeds' default, on the roofline."""
     rows = df[df.row_kind == "best"]
-    return rows[[c for c in BEST_COLUMNS if c in rows]].rename(columns=BEST_COLUMNS).set_index(["model", "phase"])
+    return (
+        rows[[c for c in BEST_COLUMNS if c in rows]]
+        .rename(columns=BEST_COLUMNS)
+        .set_index(["model", "phase"])
+    )
 
 
 def race(df: pd.DataFrame) -> pd.DataFrame:
     """Every race window: stage, rung, configuration, throughput and what became of it."""
-    cols = ["model", "phase", "stage", "rung", "config", "status", "throughput_img_s", "throughput_ci95_img_s",
-            "window_time_s", "measured_steps", "fate", "reused"]
+    cols = [
+        "model",
+        "phase",
+        "stage",
+        "rung",
+        "config",
+        "status",
+        "throughput_img_s",
+        "throughput_ci95_img_s",
+        "window_time_s",
+        "measured_steps",
+        "fate",
+        "reused",
+    ]
     rows = df[df.row_kind.isin(["race", "confirm"])].copy()
     rows.loc[rows.row_kind == "confirm", "fate"] = rows.get("role")
     rows["rung"] = pd.to_numeric(rows.rung, errors="coerce").astype("Int64")
@@ -49,13 +78,21 @@ def plot(df: pd.DataFrame, path=None):
     for ax, ((model, phase), _) in zip(axes[:, 0], groups, strict=True):
         g = df[(df.model == model) & (df.phase == phase)]
         conf = g[(g.row_kind == "confirm") & (g.status == "ok")]
-        ax.barh(conf.config, conf.throughput_img_s, xerr=conf.throughput_ci95_img_s, color="tab:blue", alpha=0.4,
-                label="confirmed (full protocol, 95% interval)")
+        ax.barh(
+            conf.config,
+            conf.throughput_img_s,
+            xerr=conf.throughput_ci95_img_s,
+            color="tab:blue",
+            alpha=0.4,
+            label="confirmed (full protocol, 95% interval)",
+        )
         raced = g[(g.row_kind == "race") & (g.status == "ok")]
         for rung, r in raced.groupby("rung"):
             ax.plot(r.throughput_img_s, r.config, "o", ms=4, label=f"race window, rung {int(rung)}")
         ax.set(xlabel="throughput (images/s)", title=f"{model} {phase}: race and confirmation")
-        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1), borderaxespad=0)  # beside: over no bar
+        ax.legend(
+            fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1), borderaxespad=0
+        )  # beside: over no bar
     fig.tight_layout()
     return save(fig, path)
 
@@ -63,9 +100,16 @@ def plot(df: pd.DataFrame, path=None):
 def notes(df: pd.DataFrame) -> pd.DataFrame:
     """Per model and phase, what qualifies the result: the roof used, energy source or why none, the guard's
     rejections, the batch-size limit and whether the budget ran out."""
-    cols = {"roof_precision": "roof", "bound": "bound", "roof_note": "roof note", "energy_source": "energy source",
-            "energy_note": "energy note", "guard_rejected": "rejected by the guard",
-            "batch_size_limit_note": "batch-size limit", "budget_exhausted_in": "budget ran out in"}
+    cols = {
+        "roof_precision": "roof",
+        "bound": "bound",
+        "roof_note": "roof note",
+        "energy_source": "energy source",
+        "energy_note": "energy note",
+        "guard_rejected": "rejected by the guard",
+        "batch_size_limit_note": "batch-size limit",
+        "budget_exhausted_in": "budget ran out in",
+    }
     rows = df[df.row_kind == "best"].set_index(["model", "phase"])
     return rows[[c for c in cols if c in rows]].rename(columns=cols).fillna("")
 
@@ -83,19 +127,29 @@ def findings(df: pd.DataFrame) -> list[str]:
             continue
         apart = str(getattr(r, "distinguishable_from_default", "True")).lower() != "false"
         default = _pm(r.default_throughput_img_s, r.default_throughput_ci95_img_s, ".1f")
-        verdict = (f"{_pm(r.speedup_x, r.speedup_ci95_x, '.2f')}x the seeds' default" if apart else
-                   f"not distinguishable from the seeds' default ({default} img/s: the difference is inside its "
-                   "95% interval)")
-        text = (f"{r.model} {r.phase}: best {r.config} at {_pm(r.throughput_img_s, r.throughput_ci95_img_s, '.1f')} "
-                f"img/s, {verdict} ({r.configs_tried:.0f} configurations tried, {r.pruned:.0f} pruned)")
+        verdict = (
+            f"{_pm(r.speedup_x, r.speedup_ci95_x, '.2f')}x the seeds' default"
+            if apart
+            else f"not distinguishable from the seeds' default ({default} img/s: the difference is inside its "
+            "95% interval)"
+        )
+        text = (
+            f"{r.model} {r.phase}: best {r.config} at {_pm(r.throughput_img_s, r.throughput_ci95_img_s, '.1f')} "
+            f"img/s, {verdict} ({r.configs_tried:.0f} configurations tried, {r.pruned:.0f} pruned)"
+        )
         roof = getattr(r, "compute_roof_pct", float("nan"))
         if pd.notna(roof):
-            text += (f"; {r.achieved_gflops:.1f} GFLOP/s = {roof:.0f}% of the measured {r.roof_precision} compute roof, "
-                     f"{r.bound}-bound, {r.attainable_pct:.0f}% of the attainable")
+            text += (
+                f"; {r.achieved_gflops:.1f} GFLOP/s = {roof:.0f}% of the measured {r.roof_precision} compute roof, "
+                f"{r.bound}-bound, {r.attainable_pct:.0f}% of the attainable"
+            )
         else:
             text += f"; not placed on the roofline ({r.roof_note})"
         energy = getattr(r, "energy_j_per_image", float("nan"))
-        text += (f"; {energy:.3f} J/image ({r.energy_source})" if pd.notna(energy)
-                 else f"; energy not readable here ({r.energy_note})")
+        text += (
+            f"; {energy:.3f} J/image ({r.energy_source})"
+            if pd.notna(energy)
+            else f"; energy not readable here ({r.energy_note})"
+        )
         out.append(text)
     return out
