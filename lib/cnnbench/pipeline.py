@@ -28,6 +28,7 @@ import json
 import logging
 import os
 import signal
+import subprocess
 import sys
 import tempfile
 import threading
@@ -68,6 +69,7 @@ def execute(
     example: dict | None = None,
     sibling: tuple[str, dict] | None = None,
     progress: Path | None = None,
+    partial=None,
 ) -> list[Path]:
     """Run ``notebooks`` into ``run_dir/notebooks/``. Raises :class:`NotebookFailed` (for any failure of a
     notebook: an error in a cell, a dead kernel, a notebook file that cannot be read, an executed copy that
@@ -79,7 +81,8 @@ def execute(
     seconds from the protocol's budgets, or ``example``, the committed example's times where this run repeats it,
     and from the processes done of those ``planned``); each notebook that finishes is recorded in
     ``timings.csv``. ``progress``: the console record (``run_dir/progress.log``), emptied first. A notebook
-    refuses to start when the resolved ``params_file`` changed since the run started (paths.RESOLVED_ENV)."""
+    refuses to start when the resolved ``params_file`` changed since the run started (paths.RESOLVED_ENV).
+    ``partial``: called with the notebooks done after each one (the partial report)."""
     import papermill
     from nbclient.exceptions import DeadKernelError
     from papermill.exceptions import PapermillExecutionError
@@ -148,7 +151,41 @@ def execute(
         timings.append({"notebook": name, "duration_s": round(took, 1), "finished_at": _now()})
         log(f"[{i}/{len(notebooks)}] {name} done in {took:.1f} s; {remaining.run_part()}")
         done.append(target)
+        if partial is not None and len(done) < len(notebooks):
+            partial(done)
     return done
+
+
+class _PartialReports:
+    """report.partial.html over the notebooks done so far, built in a process of the lowest CPU priority (nice
+    19), so a measurement running meanwhile keeps the CPU; a build still going when the next is asked for is
+    replaced. ``close`` stops a build in flight and, when the run's report.html is written, removes the page."""
+
+    def __init__(self, run_dir: Path, total: int, nice: int = 19):
+        self.run_dir, self.total, self.nice, self.proc = run_dir, total, nice, None
+
+    def __call__(self, done: list[Path]) -> None:
+        self.stop()
+        cmd = [sys.executable, "-m", "cnnbench.report", str(self.run_dir), str(self.total), *map(str, done)]
+        self.proc = subprocess.Popen(
+            cmd,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            preexec_fn=lambda: (os.nice(self.nice), paths.die_with_parent()),
+            env={**os.environ, "CNNBENCH_HEADLESS": "1"},
+        )
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+    def close(self) -> None:
+        """The run's report.html is written: the partial page goes."""
+        from cnnbench import report
+
+        self.stop()
+        (self.run_dir / report.PARTIAL).unlink(missing_ok=True)
 
 
 def _seconds(text) -> float | None:
@@ -625,6 +662,7 @@ def _execute_run(args, p, params_file: Path, overrides: dict, outputs: Path, run
         print(f"cnnbench: warning: threads {p.threads} is above the {cores} CPU cores here (oversubscribed)")
     for line in _other_runs():
         print(f"cnnbench: warning: {line}")
+    partial = None
     try:
         _mark_started(run_dir, params_file, overrides)
         resolved = run_mod.write_resolved(run_dir, p, params_file, overrides)  # read by every notebook
@@ -636,6 +674,7 @@ def _execute_run(args, p, params_file: Path, overrides: dict, outputs: Path, run
         example = eta.example_record(p, kind, paths.repo_root() / eta.EXAMPLE_RUN)
         if ANALYSIS in p.notebooks:
             _forget_analysis(run_dir)
+        partial = None if args.no_report else _PartialReports(run_dir, len(p.notebooks))
         executed = execute(
             resolved,
             {},
@@ -646,13 +685,16 @@ def _execute_run(args, p, params_file: Path, overrides: dict, outputs: Path, run
             planned=planned,
             example=example,
             sibling=eta.sibling_record(run_dir, params_file.name),
+            partial=partial,
         )
         if ANALYSIS in p.notebooks:
             _record_analysis(run_dir, [run_dir])
-        if not args.no_report:
+        if partial is not None:
             from cnnbench import report
 
+            partial.stop()
             html = report.build_run_report(run_dir, executed)
+            partial.close()
             (run_dir / STALE_REPORT).unlink(missing_ok=True)
             print(f"cnnbench: report {html}")
         finished(run_dir)
@@ -669,6 +711,9 @@ def _execute_run(args, p, params_file: Path, overrides: dict, outputs: Path, run
         unwritten = _mark_failed(run_dir, why, params_file, overrides, traceback.format_exc())
         print(f"cnnbench: run '{run_dir.name}' failed: {why}{unwritten}", file=sys.stderr)
         return 1
+    finally:
+        if partial is not None:
+            partial.stop()  # a failed run keeps the last partial report it finished
     if not args.no_report:
         return _combined(p, params_file, overrides, outputs)
     return 0

@@ -204,7 +204,12 @@ def reproducibility_statement(run_dir: Path) -> str:
     return text
 
 
-def build_run_report(run_dir: Path, notebooks: list[Path]) -> Path:
+PARTIAL = "report.partial.html"
+
+
+def build_run_report(run_dir: Path, notebooks: list[Path], of: int | None = None) -> Path:
+    """``run_dir/report.html`` over the executed ``notebooks``; with ``of`` (the run's number of notebooks), the
+    partial report of a run still going (:data:`PARTIAL`), saying how far it is."""
     env = results.read_json(run_dir / "environment.json") if (run_dir / "environment.json").is_file() else {}
     prm = results.read_json(run_dir / "params.json") if (run_dir / "params.json").is_file() else {}
     params_rows = {k: v for k, v in prm.items() if k not in ("overrides",)}
@@ -223,8 +228,14 @@ def build_run_report(run_dir: Path, notebooks: list[Path]) -> Path:
             "params": Path(str(prm.get("params_file", "?"))).name,
         }.items()
     }  # a run folder's text, shown as text
+    going = (
+        f"**Partial report: {len(notebooks)} of {of} notebooks done; the run goes on**, and its report.html "
+        "replaces this page when it ends.\n\n"
+        if of is not None
+        else ""
+    )
     header = (
-        f"# cnnbench report: {e['name']}\n\n"
+        f"# cnnbench report: {e['name']}\n\n{going}"
         f"{complexity_warning(run_dir)}"
         f"{overview.summary_html(run_dir, machine, reproducibility_statement(run_dir))}"
         f"This report speaks of run **{e['name']}** only, measured on **{e.get('device_name', '?')}** "
@@ -237,7 +248,8 @@ def build_run_report(run_dir: Path, notebooks: list[Path]) -> Path:
         f"{_table({k: v for k, v in env.items() if k != 'params'})}\n\n</details>"
     )
     body = [nb for nb in notebooks if Path(nb).stem != SETUP]  # its environment and parameters: folded above
-    return build(body, run_dir / "report.html", f"cnnbench {run_dir.name}", header)
+    out = run_dir / ("report.html" if of is None else PARTIAL)
+    return build(body, out, f"cnnbench {run_dir.name}", header)
 
 
 def _others(run_dir: Path) -> str:
@@ -279,3 +291,9 @@ def build_combined_report(outputs: Path, analysis_notebook: Path) -> tuple[Path,
         f"{_table(rows)}\n\n" + (f"Left out:\n\n{_table(left_out)}" if left_out else "No run was left out.")
     )
     return build([analysis_notebook], outputs / "report.html", "cnnbench: runs compared", header), len(runs)
+
+
+if __name__ == "__main__":  # the pipeline's partial report, built aside: RUN_DIR OF NOTEBOOK...
+    import sys
+
+    build_run_report(Path(sys.argv[1]), [Path(a) for a in sys.argv[3:]], of=int(sys.argv[2]))

@@ -13,7 +13,7 @@ from __future__ import annotations
 import pandas as pd
 
 from cnnbench import data, results
-from cnnbench.measure import engine, runner
+from cnnbench.measure import engine, reproducibility, runner
 from cnnbench.measure.engine import Config
 
 # 02's and 03's epochs, telemetry reader, tables and figures, named here for their one entry point
@@ -22,6 +22,7 @@ from cnnbench.measure.telemetry import read as read_telemetry  # noqa: F401
 from cnnbench.plots import batch_sweep as batch_sweep
 from cnnbench.plots import telemetry_timeline as telemetry_timeline
 from cnnbench.plots import throughput as throughput
+from cnnbench.progress import say
 from cnnbench.tables import measured as measured
 from cnnbench.tables import performance_summary as performance_summary
 from cnnbench.tables import utilisation as utilisation
@@ -41,12 +42,37 @@ def sweep_configs(p) -> list[Config]:
     ]
 
 
-def measure(run, name: str, configs: list[Config]) -> pd.DataFrame:
+def headline(configs: list[Config]) -> list[Config]:
+    """The configurations measured first (a first trusted number within minutes): the first model's training
+    step, in every variant."""
+    first = next((c.model for c in configs if c.phase == "train"), None)
+    return [c for c in configs if c.model == first and c.phase == "train"]
+
+
+def first_number(rows: pd.DataFrame) -> str:
+    """Prints, sends to the pipeline's console and returns the headline rows' rates: "first trusted number" where
+    an interval is within reproducibility.PRECISE_PCT, else "not yet precise"."""
+    lines = []
+    for r in rows[rows.status == "ok"].itertuples():
+        pct = 100 * r.throughput_ci95_img_s / r.throughput_img_s
+        verdict = "first trusted number" if pct <= reproducibility.PRECISE_PCT else "not yet precise"
+        rate = reproducibility.rate_text(r.throughput_img_s, r.throughput_ci95_img_s)
+        lines.append(f"{verdict}: {r.model} {r.phase} bs={r.batch_size}: {rate} (95% interval)")
+    text = "\n".join(lines) or "no headline configuration measured"
+    say(text)
+    return text
+
+
+def measure(
+    run, name: str, configs: list[Config], only: list[Config] | None = None, reuse: str | None = None
+) -> pd.DataFrame:
     """Measure ``configs`` into ``<run>/<name>.csv`` (resuming), ``<name>_windows.csv``, ``<name>_steps.csv``
     and ``telemetry.csv`` (source ``name``), each configuration in several processes in interleaved rounds
     (:mod:`cnnbench.measure.runner`); return the rows of exactly these configurations, failures included, every measurement
     column present (empty where every configuration failed). Each configuration runs in a fresh worker process
-    unless the params say ``isolate: false``."""
+    unless the params say ``isolate: false``. ``only``: measure these of ``configs`` now, the rest at a later call
+    (:func:`headline`); ``reuse``: the name of a table of the run whose rows of the same configurations are
+    taken instead of measured again (03 takes 02's batch sizes)."""
     p = run.params
     rows = runner.run_configs(
         configs,
@@ -59,6 +85,8 @@ def measure(run, name: str, configs: list[Config]) -> pd.DataFrame:
         telemetry_path=run.path("telemetry.csv"),
         source=name,
         isolate=p.isolate,
+        only=only,
+        reuse=run.path(f"{reuse}.csv") if reuse else None,
     )
     return results.frame(rows, ("model", "phase", "batch_size", "status", *engine.MEASURE_COLUMNS))
 

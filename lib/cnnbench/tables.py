@@ -266,6 +266,7 @@ def measured(df: pd.DataFrame) -> pd.DataFrame:
         "throughput_ci95_img_s",
         "processes_measured",
         "stop_reason",
+        "measured_in",
         "throughput_process_min_img_s",
         "throughput_process_max_img_s",
         "machine_state",
@@ -278,7 +279,8 @@ def measured(df: pd.DataFrame) -> pd.DataFrame:
         "error",
     ]
     out = df.assign(variant=variant_label(df))
-    return out[[c for c in cols if c in out.columns and (c != "cpu_fallback_ops" or out[c].notna().any())]]
+    sparse = ("cpu_fallback_ops", "measured_in")  # shown where any row has one
+    return out[[c for c in cols if c in out.columns and (c not in sparse or out[c].notna().any())]]
 
 
 def performance_summary(df: pd.DataFrame) -> pd.DataFrame:

@@ -242,7 +242,8 @@ def summary(scenario_a: pd.DataFrame) -> pd.DataFrame:
 
 
 def repeated(m: Merged) -> pd.DataFrame:
-    """Every configuration a run measured twice (02 and 03, 02 and 07's default, 06's unsplit step), side by side."""
+    """Every configuration a run measured twice (02 and 07's default, 06's unsplit step; a row 03 copied from 02 is
+    not a second measurement), side by side."""
     return reproducibility.repeated(m["scenario_a"], m["batch_sweep"], m["tuning"], m["step_phases"])
 
 
@@ -300,6 +301,7 @@ def rates(m: Merged) -> pd.DataFrame:
         df = m[name]
         if df.empty or "status" not in df:
             continue
+        df = reproducibility.measured_here(df)
         ok = knobs.columns(df[df.status.astype(str) == "ok"])
         ok["table"] = name
         ok["torch"] = ok.run_name.map(lambda r: m.environments.get(r, {}).get("torch", ""))

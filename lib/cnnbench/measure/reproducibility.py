@@ -1,8 +1,8 @@
 """Does a number reproduce? Every configuration a run measured twice, side by side, and the machine's state.
 
 A 95% interval is true only if a second measurement falls inside it. A run measures some configurations twice
-on purpose: 03's sweep repeats 02's batch sizes (seed 000's 64 for SqueezeNet, 128 for ResNet-50), 07 confirms
-its default configuration, which 02 also measured, and 06's step phases time the unsplit training step, drawn
+on purpose: 07 confirms its default configuration, which 02 also measured (03's rows of 02's batch sizes are
+02's, copied with ``measured_in``: not a second measurement), and 06's step phases time the unsplit training step, drawn
 from a DataLoader, which matches 02's or 03's row only where that row also trained from a loader (``data_mode:
 loader``) at 06's batch size. :func:`repeated` sets each pair side by side: the
 difference, the interval of the difference (the two half-widths combined in quadrature) and whether the
@@ -49,9 +49,15 @@ COLUMNS = [
 ]
 
 
+def measured_here(df: pd.DataFrame) -> pd.DataFrame:
+    """The rows a table measured itself: not those copied from another table of the run (``measured_in``)."""
+    return df[df.measured_in.fillna("").astype(str) == ""] if "measured_in" in df else df
+
+
 def _ok(df: pd.DataFrame, source: str) -> pd.DataFrame:
     if df is None or df.empty or "status" not in df:
         return pd.DataFrame()
+    df = measured_here(df)
     ok = knobs.columns(df[df.status.astype(str) == "ok"])
     ok["source"] = source
     return ok
@@ -167,6 +173,7 @@ def agreement_sentence(pairs: pd.DataFrame) -> str:
 
 def machine_summary(*tables: pd.DataFrame) -> pd.DataFrame:
     """Per run: how many measured configurations found the machine busy, and the worst figures seen."""
+    tables = tuple(measured_here(t) for t in tables if t is not None)
     rows = (
         pd.concat([t for t in tables if t is not None and len(t) and "machine_state" in t], ignore_index=True)
         if any(t is not None and len(t) and "machine_state" in t for t in tables)

@@ -287,23 +287,31 @@ def run_configs(
     telemetry_path=None,
     source: str = "",
     isolate: bool = False,
+    only: Iterable[Config] | None = None,
+    reuse: Path | None = None,
 ) -> list[dict]:
     """Measure every configuration not already done in ``path`` with the params' protocol ``p`` (see the
     module's docstring); returns the rows of ``configs``, this run's and resumed ones, in the file's order.
 
     ``isolate``: each process of a configuration is a fresh worker process (the pipeline's default), so its
     memory figures and allocator state are its own and a crash is a ``crashed`` row; else a fresh workload in
-    this process.
+    this process. ``only``: measure these of ``configs`` now (all of ``configs`` stay this invocation's rows, a
+    later call measures the rest) and return their rows. ``reuse``: another results file of the run whose finished
+    current rows of the same configurations are copied, with ``measured_in`` naming it, instead of measured again.
     """
     configs = list(configs)
     files = _files(path, steps_path, telemetry_path)
     results, windows, steps, _ = files
     keys = [engine.config_key(c, device, p) for c in configs]
-    for (
-        f
-    ) in files:  # these configurations, and only they, are this invocation's rows (results.ResultsFile.plan)
+    for f in files:  # these configurations, and only they, are this invocation's rows (ResultsFile.plan)
         if f is not None:
             f.plan(keys, source or desc, config_keys())
+    if reuse is not None:
+        _copy_measured(ResultsFile(reuse, config_keys()), results, keys)
+    if only is not None:
+        now = list(only)
+        keys = [k for c, k in zip(configs, keys, strict=True) if c in now]
+        configs = [c for c in configs if c in now]
     states = [_Config(c, k, windows) for c, k in zip(configs, keys, strict=True) if not results.done(k)]
     datasets: dict[int, object] = {}
     probed = {"img_s": math.nan}
@@ -338,4 +346,18 @@ def run_configs(
         results.append(row)
         row_done(row)  # one progress line per configuration for the pipeline's console
     resumed(len(configs) - len(states), len(configs), Path(path).name)
-    return results.current()
+    mine = {results.key_of(k) for k in keys}
+    return [r for r in results.current() if results.key_of(r) in mine]
+
+
+def _copy_measured(source: ResultsFile, target: ResultsFile, keys: list[dict]) -> None:
+    """The finished current rows of ``source`` for ``keys`` that ``target`` lacks, copied into it with
+    ``measured_in`` naming ``source`` (a configuration measured once, shown by both tables)."""
+    wanted = {target.key_of(k) for k in keys if not target.done(k)}
+    found = [
+        {**r, "measured_in": source.path.stem}
+        for r in source.current()
+        if source.key_of(r) in wanted and source.done(r)
+    ]
+    if found:
+        target.extend(found)

@@ -1,0 +1,83 @@
+"""Issue 31: a first trusted number early, and no configuration measured twice for nothing. 03 takes the batch sizes
+02 measured from 02's rows (marked ``measured_in``) instead of measuring them again; 02 measures its headline
+configurations (the first model's training step) to the end before the others."""
+
+import dataclasses
+
+import pandas as pd
+from test_runner import CPU, PROTO, cfg, fake_measure
+
+from cnnbench import results
+from cnnbench.measure import engine, reproducibility, runner
+
+FIXED = dataclasses.replace(PROTO, max_processes=3)
+
+
+def test_a_sweep_takes_the_batch_sizes_02_measured_from_02s_rows(tmp_path, monkeypatch):
+    calls = []
+    monkeypatch.setattr(engine, "measure", fake_measure({8: [100.0] * 9, 16: [150.0] * 9}, calls))
+    (a,) = runner.run_configs([cfg(8)], CPU, FIXED, tmp_path / "scenario_a.csv")
+    calls.clear()
+    rows = runner.run_configs(
+        [cfg(8), cfg(16)], CPU, FIXED, tmp_path / "batch_sweep.csv", reuse=tmp_path / "scenario_a.csv"
+    )
+    assert calls == [16, 16, 16]  # batch 8 was not measured again
+    by_bs = {r["batch_size"]: r for r in rows}
+    assert by_bs["8"]["measured_in"] == "scenario_a" and by_bs["16"]["measured_in"] == ""
+    assert by_bs["8"]["throughput_img_s"] == a["throughput_img_s"]
+    pairs = reproducibility.repeated(results.frame([a]), results.frame(rows))
+    assert pairs.empty  # a copy is not a second measurement
+
+
+def test_a_sweep_measures_a_batch_size_02_has_no_finished_row_for(tmp_path, monkeypatch):
+    calls = []
+    monkeypatch.setattr(engine, "measure", fake_measure({8: [100.0] * 9}, calls))
+    runner.run_configs([cfg(8)], CPU, FIXED, tmp_path / "batch_sweep.csv", reuse=tmp_path / "absent.csv")
+    assert calls == [8, 8, 8]
+
+
+def test_the_headline_is_measured_to_the_end_before_the_others_and_kept(tmp_path, monkeypatch):
+    calls = []
+    rates = {8: [100.0] * 9, 16: [150.0] * 9}
+    monkeypatch.setattr(engine, "measure", fake_measure(rates, calls))
+    configs, path = [cfg(8), cfg(16)], tmp_path / "scenario_a.csv"
+    first = runner.run_configs(configs, CPU, FIXED, path, only=configs[:1])
+    assert calls == [8, 8, 8] and [r["batch_size"] for r in first] == ["8"]
+    rows = runner.run_configs(configs, CPU, FIXED, path)
+    assert calls == [8, 8, 8, 16, 16, 16]
+    assert sorted(r["batch_size"] for r in rows) == ["16", "8"]
+    assert len(results.frame(results.ResultsFile(path, results.config_keys()).current())) == 2
+
+
+def test_the_headline_is_the_first_models_training_step_in_every_variant():
+    from cnnbench import params, scenarios
+
+    p = params.validate(
+        {"models": ["resnet18", "resnet50"], "variants": [{}, {"memory_format": "channels_last"}]}
+    )
+    heads = scenarios.headline(scenarios.scenario_a_configs(p))
+    assert {(c.model, c.phase) for c in heads} == {("resnet18", "train")} and len(heads) == 2
+
+
+def test_a_first_number_line_says_whether_it_is_precise():
+    from cnnbench import scenarios
+
+    row = {"model": "resnet18", "phase": "train", "batch_size": 128, "status": "ok"}
+    tight = pd.DataFrame([{**row, "throughput_img_s": 100.0, "throughput_ci95_img_s": 2.0}])
+    wide = pd.DataFrame([{**row, "throughput_img_s": 100.0, "throughput_ci95_img_s": 30.0}])
+    assert "first trusted number" in scenarios.first_number(tight)
+    assert "not yet precise" in scenarios.first_number(wide)
+
+
+def test_a_partial_report_is_built_aside_and_goes_when_the_report_is_written(tmp_path):
+    from cnnbench import pipeline, report
+
+    (tmp_path / "environment.json").write_text('{"device_name": "cpu", "device_kind": "cpu"}')
+    builds = pipeline._PartialReports(tmp_path, total=9, nice=0)  # the run builds at nice 19
+    builds([])
+    assert builds.proc.wait(timeout=120) == 0
+    page = (tmp_path / report.PARTIAL).read_text()
+    assert "Partial report: 0 of 9 notebooks done; the run goes on" in page
+    assert not (tmp_path / "report.html").exists()
+    builds.close()
+    assert not (tmp_path / report.PARTIAL).exists()
