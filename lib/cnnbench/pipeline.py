@@ -69,7 +69,7 @@ def execute(
     example: dict | None = None,
     sibling: tuple[str, dict] | None = None,
     progress: Path | None = None,
-    partial=None,
+    on_done=None,
 ) -> list[Path]:
     """Run ``notebooks`` into ``run_dir/notebooks/``. Raises :class:`NotebookFailed` (for any failure of a
     notebook: an error in a cell, a dead kernel, a notebook file that cannot be read, an executed copy that
@@ -82,7 +82,7 @@ def execute(
     and from the processes done of those ``planned``); each notebook that finishes is recorded in
     ``timings.csv``. ``progress``: the console record (``run_dir/progress.log``), emptied first. A notebook
     refuses to start when the resolved ``params_file`` changed since the run started (paths.RESOLVED_ENV).
-    ``partial``: called with the notebooks done after each one (the partial report)."""
+    ``on_done``: called with the notebooks done after each one but the last (the partial report)."""
     import papermill
     from nbclient.exceptions import DeadKernelError
     from papermill.exceptions import PapermillExecutionError
@@ -151,8 +151,8 @@ def execute(
         timings.append({"notebook": name, "duration_s": round(took, 1), "finished_at": _now()})
         log(f"[{i}/{len(notebooks)}] {name} done in {took:.1f} s; {remaining.run_part()}")
         done.append(target)
-        if partial is not None and len(done) < len(notebooks):
-            partial(done)
+        if on_done is not None and len(done) < len(notebooks):
+            on_done(done)
     return done
 
 
@@ -685,7 +685,7 @@ def _execute_run(args, p, params_file: Path, overrides: dict, outputs: Path, run
             planned=planned,
             example=example,
             sibling=eta.sibling_record(run_dir, params_file.name),
-            partial=partial,
+            on_done=partial,
         )
         if ANALYSIS in p.notebooks:
             _record_analysis(run_dir, [run_dir])

@@ -41,7 +41,7 @@ import torch
 from cnnbench import devices
 from cnnbench.measure import engine, telemetry, timing
 from cnnbench.measure.engine import Config
-from cnnbench.progress import bar, process_done, resumed, row_done
+from cnnbench.progress import bar, process_done, resumed, row_done, say
 from cnnbench.results import TABLES, ResultsFile, config_keys, window_keys
 
 # Columns the process rows carry that are merged by their own rule (not the mean): largest or smallest.
@@ -306,8 +306,9 @@ def run_configs(
     for f in files:  # these configurations, and only they, are this invocation's rows (ResultsFile.plan)
         if f is not None:
             f.plan(keys, source or desc, config_keys())
-    if reuse is not None:
-        _copy_measured(ResultsFile(reuse, config_keys()), results, keys)
+    copied = _copy_measured(ResultsFile(reuse, config_keys()), results, keys) if reuse is not None else 0
+    if copied:
+        say(f"took {copied} of {len(configs)} configurations from {Path(reuse).name}, measured there")
     if only is not None:
         now = list(only)
         keys = [k for c, k in zip(configs, keys, strict=True) if c in now]
@@ -345,12 +346,12 @@ def run_configs(
         row.pop("process", None)
         results.append(row)
         row_done(row)  # one progress line per configuration for the pipeline's console
-    resumed(len(configs) - len(states), len(configs), Path(path).name)
+    resumed(len(configs) - len(states) - copied, len(configs) - copied, Path(path).name)
     mine = {results.key_of(k) for k in keys}
     return [r for r in results.current() if results.key_of(r) in mine]
 
 
-def _copy_measured(source: ResultsFile, target: ResultsFile, keys: list[dict]) -> None:
+def _copy_measured(source: ResultsFile, target: ResultsFile, keys: list[dict]) -> int:
     """The finished current rows of ``source`` for ``keys`` that ``target`` lacks, copied into it with
     ``measured_in`` naming ``source`` (a configuration measured once, shown by both tables)."""
     wanted = {target.key_of(k) for k in keys if not target.done(k)}
@@ -361,3 +362,4 @@ def _copy_measured(source: ResultsFile, target: ResultsFile, keys: list[dict]) -
     ]
     if found:
         target.extend(found)
+    return len(found)
