@@ -34,9 +34,8 @@ class Knob:
     low: int = 0
     run_wide: bool = True  # a params key of its own; False: set only inside ``variants``
     keyed: bool = True  # part of a configuration's key: two values are two measurements
-    matched: bool = (
-        True  # compare divides two runs' rows only where it is equal (threads: not across devices)
-    )
+    # compare divides two runs' rows only where it is equal (threads: not across devices)
+    matched: bool = True
     before: Any = None  # what a row written before the knob existed reads as (None: the default)
     label: Callable[[Any], str] = str  # how a table names a value ("" to leave it out)
     always: bool = False  # named in a setting's label even at its default (else only where it differs)
@@ -48,12 +47,10 @@ class Knob:
     numerics: bool = False  # changes the arithmetic: 07's correctness guard checks it
     search: Callable[[Any, Any, Any], Iterable] | None = None  # (default, Hardware, params) -> 07's values
     search_key: str = ""  # the params key listing the values 07 searches (the others: "not in <key>")
-    inert: Callable[[Any, Any], str] | None = (
-        None  # (Hardware, params) -> why no other value changes anything
-    )
-    parse: Callable[[Any], Any] | None = (
-        None  # a given or written value (old spellings too) -> this knob's value
-    )
+    # (Hardware, params) -> why no other value changes anything
+    inert: Callable[[Any, Any], str] | None = None
+    # a given or written value (old spellings too) -> this knob's value
+    parse: Callable[[Any], Any] | None = None
 
     def read(self, value: Any) -> Any:
         """``value`` as this knob holds it: blank (a row from before the knob) is :attr:`before`, text from a
@@ -113,10 +110,8 @@ def _threads(value, backend, shape):
 # configuration each) compiled under it. Inductor's options are patched around the plain torch.compile, and
 # dynamo's cache does not key on them, so a change of mode must reset; a shape seen before reuses its graphs.
 _compiled: dict = {"mode": None, "shapes": set()}
-SHAPES_PER_RESET = (
-    4  # distinct shapes compiled between resets; past dynamo's recompile limit (8) it falls back
-)
-# to eager silently
+# distinct shapes compiled between resets; past dynamo's recompile limit (8) it falls back to eager silently
+SHAPES_PER_RESET = 4
 
 
 @contextlib.contextmanager

@@ -71,9 +71,8 @@ def rounded(value, ci) -> str:
     d = interval_decimals(ci)
     if d == 4:
         return _cell(float(value))
-    if (
-        value
-    ):  # an interval wider than the value never rounds it away: two significant digits of its own at least
+    # an interval wider than the value never rounds it away: two significant digits of its own at least
+    if value:
         d = max(d, 1 - math.floor(math.log10(abs(value))))
     return f"{round(value, d):,.{max(d, 0)}f}"
 

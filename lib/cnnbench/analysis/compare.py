@@ -355,9 +355,8 @@ def _row(a: str, b: str, ra: pd.Series, rb: pd.Series, diff: list[str], divide: 
         "rate_b_img_s": y,
         "rate_b_ci95_img_s": cy,
         **_probes(ra, rb),
-        **{
-            k: f"{_value(ra, k)} -> {_value(rb, k)}" if k in diff else ra[k] for k in knob_keys()
-        },  # the change
+        # the change
+        **{k: f"{_value(ra, k)} -> {_value(rb, k)}" if k in diff else ra[k] for k in knob_keys()},
     }
     if not divide:
         return {

@@ -121,9 +121,8 @@ def resolve(spec: str = "auto", expect: str = "") -> torch.device:
         kind, index = match.group(1), match.group(2)
         if kind not in available():
             raise DeviceError(f"device '{spec}' is not present here; available: {', '.join(available())}")
-        if (
-            kind == "cpu" and index is not None
-        ):  # torch has one CPU device: cpu:3 would be recorded as a device
+        # torch has one CPU device: cpu:3 would be recorded as a device
+        if kind == "cpu" and index is not None:
             raise DeviceError(f"device '{spec}': the CPU is one device, name it 'cpu'")
         if kind == "cuda" and index is not None and int(index) >= torch.cuda.device_count():
             raise DeviceError(

@@ -186,9 +186,8 @@ class Table:
     name: str
     notebook: str
     keys: tuple[str, ...] | Callable[[], tuple[str, ...]] = ()  # () = written whole by its notebook
-    plans: tuple[str, ...] | Callable[[], tuple[str, ...]] | None = (
-        None  # what a plan selects on (None: the key)
-    )
+    # what a plan selects on (None: the key)
+    plans: tuple[str, ...] | Callable[[], tuple[str, ...]] | None = None
     merged: bool = True  # read by the analysis and merged across runs
 
     @property

@@ -36,9 +36,8 @@ from cnnbench.scratch.summary import (
 )
 
 BACKENDS = tuple(SCRATCH_BACKENDS)
-DEVICE_KIND = (
-    SCRATCH_BACKENDS  # the device type each backend runs on (cpu | cuda | mps), as in every results file
-)
+# the device type each backend runs on (cpu | cuda | mps), as in every results file
+DEVICE_KIND = SCRATCH_BACKENDS
 
 __all__ = [
     "BACKENDS",

@@ -227,9 +227,8 @@ class XpBackend:
     def _dense_bwd(self, name, d, need_input_grad=True):
         with self.timer.op(f"{name}_bwd", "gradient", "backward"):
             x = self.cache[name]
-            self.g[f"{name}.weight"][...] = (
-                x.T @ d
-            ).T  # OpenBLAS is >10x slower on d.T @ x (small M, huge K)
+            # OpenBLAS is >10x slower on d.T @ x (small M, huge K)
+            self.g[f"{name}.weight"][...] = (x.T @ d).T
             self.g[f"{name}.bias"][...] = d.sum(axis=0)
             return d @ self.p[f"{name}.weight"] if need_input_grad else None
 
