@@ -221,10 +221,10 @@ def throughput(df: pd.DataFrame, path: str | Path | None = None, hue: str | None
         variants = list(dict.fromkeys(g.variant))
         width = 0.8 / len(variants)
         bars = list(dict.fromkeys(g.bar))
-        for i, v in enumerate(variants):  # points with their interval: the rates span decades, and a bar on a
-            # log axis
+        # points with their interval: the rates span decades, and a bar on a log axis has no length to read
+        for i, v in enumerate(variants):
             gv = g[g.variant == v].drop_duplicates("bar", keep="last").set_index("bar").reindex(bars)
-            xs = [j + i * width for j in range(len(bars))]  # has no length to read
+            xs = [j + i * width for j in range(len(bars))]
             ax.errorbar(
                 xs, gv.throughput_img_s, yerr=gv.throughput_ci95_img_s, fmt="o", capsize=3, label=text(v)
             )
