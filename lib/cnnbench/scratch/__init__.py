@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from cnnbench import published
 from cnnbench.params import SCRATCH_BACKENDS
-from cnnbench.scratch.base import MODELS, Backend, BackendUnavailable, OpTimer, torch_weights
+from cnnbench.scratch.base import BackendUnavailable, OpTimer, torch_weights
 from cnnbench.scratch.experiment import load_data, load_frames, run_all
 from cnnbench.scratch.registry import make
 from cnnbench.scratch.summary import (
@@ -42,8 +42,6 @@ DEVICE_KIND = SCRATCH_BACKENDS
 __all__ = [
     "BACKENDS",
     "DEVICE_KIND",
-    "MODELS",
-    "Backend",
     "BackendUnavailable",
     "OpTimer",
     "beside_seed_001",
