@@ -34,9 +34,8 @@ class Knob:
     low: int = 0
     run_wide: bool = True  # a params key of its own; False: set only inside ``variants``
     keyed: bool = True  # part of a configuration's key: two values are two measurements
-    matched: bool = (
-        True  # compare divides two runs' rows only where it is equal (threads: not across devices)
-    )
+    # compare divides two runs' rows only where it is equal (threads: not across devices)
+    matched: bool = True
     before: Any = None  # what a row written before the knob existed reads as (None: the default)
     label: Callable[[Any], str] = str  # how a table names a value ("" to leave it out)
     always: bool = False  # named in a setting's label even at its default (else only where it differs)
@@ -48,12 +47,10 @@ class Knob:
     numerics: bool = False  # changes the arithmetic: 07's correctness guard checks it
     search: Callable[[Any, Any, Any], Iterable] | None = None  # (default, Hardware, params) -> 07's values
     search_key: str = ""  # the params key listing the values 07 searches (the others: "not in <key>")
-    inert: Callable[[Any, Any], str] | None = (
-        None  # (Hardware, params) -> why no other value changes anything
-    )
-    parse: Callable[[Any], Any] | None = (
-        None  # a given or written value (old spellings too) -> this knob's value
-    )
+    # (Hardware, params) -> why no other value changes anything
+    inert: Callable[[Any, Any], str] | None = None
+    # a given or written value (old spellings too) -> this knob's value
+    parse: Callable[[Any], Any] | None = None
 
     def read(self, value: Any) -> Any:
         """``value`` as this knob holds it: blank (a row from before the knob) is :attr:`before`, text from a
@@ -84,18 +81,6 @@ class Knob:
 
 
 # --- how each knob is applied (lazy imports: validation runs without torch)
-def _math(value, backend, shape):
-    return backend.math(value)
-
-
-def _autotune(value, backend, shape):
-    return backend.autotune(value)
-
-
-def _heap(value, backend, shape):
-    return heap.applied(value)
-
-
 @contextlib.contextmanager
 def _threads(value, backend, shape):
     import torch
@@ -113,10 +98,8 @@ def _threads(value, backend, shape):
 # configuration each) compiled under it. Inductor's options are patched around the plain torch.compile, and
 # dynamo's cache does not key on them, so a change of mode must reset; a shape seen before reuses its graphs.
 _compiled: dict = {"mode": None, "shapes": set()}
-SHAPES_PER_RESET = (
-    4  # distinct shapes compiled between resets; past dynamo's recompile limit (8) it falls back
-)
-# to eager silently
+# distinct shapes compiled between resets; past dynamo's recompile limit (8) it falls back to eager silently
+SHAPES_PER_RESET = 4
 
 
 @contextlib.contextmanager
@@ -145,10 +128,6 @@ def compiling(mode: str, shape=None):
         yield
 
 
-def _compile(value, backend, shape):
-    return compiling(value, shape)
-
-
 def _compile_mode(value) -> Any:
     """``compile: true/false`` (02's variants, and rows written before modes) as a mode."""
     if isinstance(value, bool):
@@ -172,52 +151,26 @@ def _threads_in_force(value, backend, setting) -> int:
     return value or torch.get_num_threads()
 
 
-def _heap_in_force(value, backend, setting) -> str:
-    return heap.effective(value)
+def _unless(flag: str, why: str) -> Callable[[Any, Any], str]:
+    """An ``inert`` check: "" where the device's backend has ``flag``, else ``why`` (``{kind}``: the device kind)."""
 
+    def check(hw, p) -> str:
+        from cnnbench import devices
 
-def _threads_search(default, hw, p):
-    return sorted({*_powers_of_two(1, hw.cores), hw.cores, default})
+        return "" if getattr(devices.backend_class(hw.kind), flag) else why.format(kind=hw.kind)
 
-
-def _workers_search(default, hw, p):
-    return sorted({0, *_powers_of_two(1, hw.cores), hw.cores, default})
-
-
-def _host_only(hw, p) -> str:
-    from cnnbench import devices
-
-    return (
-        ""
-        if devices.backend_class(hw.kind).on_host
-        else f"the step runs on {hw.kind}: host threads stay as set"
-    )
+    return check
 
 
 def _no_loader(hw, p) -> str:
     return "" if p.data_mode == "loader" else "data_mode is device: no DataLoader in the step"
 
 
+_no_pins = _unless("pins", "pinned memory speeds host-to-CUDA copies; {kind} has none")
+
+
 def _no_pinning(hw, p) -> str:
-    from cnnbench import devices
-
-    if not devices.backend_class(hw.kind).pins:
-        return f"pinned memory speeds host-to-CUDA copies; {hw.kind} has none"
-    return _no_loader(hw, p)
-
-
-def _no_autotuning(hw, p) -> str:
-    from cnnbench import devices
-
-    return (
-        ""
-        if devices.backend_class(hw.kind).autotunes
-        else f"cudnn.benchmark picks cuDNN's convolution algorithms: NVIDIA only, not {hw.kind}"
-    )
-
-
-def _batch_search(default, hw, p):
-    return sorted({*_powers_of_two(p.tune_min_batch_size, p.tune_max_batch_size), default})
+    return _no_pins(hw, p) or _no_loader(hw, p)
 
 
 KNOBS: dict[str, Knob] = {
@@ -231,7 +184,7 @@ KNOBS: dict[str, Knob] = {
             values=("fp32", "tf32", "bf16", "fp16"),
             run_wide=False,
             always=True,
-            apply=_math,
+            apply=lambda value, backend, shape: backend.math(value),
             stage="numerics",
             numerics=True,
             search_key="tune_precisions",
@@ -258,7 +211,7 @@ KNOBS: dict[str, Knob] = {
             run_wide=False,
             parse=_compile_mode,
             label=lambda v: "" if v == "off" else f"compile={v}",
-            apply=_compile,
+            apply=lambda value, backend, shape: compiling(value, shape),
             stage="numerics",
             numerics=True,
             search_key="tune_compile_modes",
@@ -269,10 +222,12 @@ KNOBS: dict[str, Knob] = {
             True,
             "cuDNN times its convolution algorithms per shape (CUDA; steps are fixed-shape)",
             label=lambda v: "" if v else "cudnn.benchmark=off",
-            apply=_autotune,
+            apply=lambda value, backend, shape: backend.autotune(value),
             stage="numerics",
             search=lambda d, hw, p: [d, not d],
-            inert=_no_autotuning,
+            inert=_unless(
+                "autotunes", "cudnn.benchmark picks cuDNN's convolution algorithms: NVIDIA only, not {kind}"
+            ),
         ),
         Knob(
             "host_heap",
@@ -283,8 +238,8 @@ KNOBS: dict[str, Knob] = {
             values=heap.HEAPS,
             before="system",
             label=lambda v: "" if v == "keep" else f"heap={v}",
-            apply=_heap,
-            effective=_heap_in_force,
+            apply=lambda value, backend, shape: heap.applied(value),
+            effective=lambda value, backend, setting: heap.effective(value),
         ),
         Knob(
             "data_mode",
@@ -303,7 +258,9 @@ KNOBS: dict[str, Knob] = {
             label=lambda v: f"bs{v}",
             always=True,
             stage="batch_size",
-            search=_batch_search,
+            search=lambda d, hw, p: sorted(
+                {*_powers_of_two(p.tune_min_batch_size, p.tune_max_batch_size), d}
+            ),
         ),
         Knob(
             "threads",
@@ -316,8 +273,8 @@ KNOBS: dict[str, Knob] = {
             apply=_threads,
             effective=_threads_in_force,
             stage="host",
-            search=_threads_search,
-            inert=_host_only,
+            search=lambda d, hw, p: sorted({*_powers_of_two(1, hw.cores), hw.cores, d}),
+            inert=_unless("on_host", "the step runs on {kind}: host threads stay as set"),
         ),
         Knob(
             "workers",
@@ -326,7 +283,7 @@ KNOBS: dict[str, Knob] = {
             "DataLoader worker processes (loader mode and epochs)",
             label=lambda v: f"workers{v}",
             stage="host",
-            search=_workers_search,
+            search=lambda d, hw, p: sorted({0, *_powers_of_two(1, hw.cores), hw.cores, d}),
             inert=_no_loader,
         ),
         Knob(
@@ -504,7 +461,7 @@ def applied(setting: Mapping[str, Any], backend, shape=None):
         yield
 
 
-def columns(df, kinds=None):
+def columns(df):
     """``df`` (a results frame) with every keyed knob's column as the knob holds it: rows from before a knob
     read its :attr:`Knob.before`, old spellings are parsed (compile true/false). Returns a copy."""
     df = df.copy()

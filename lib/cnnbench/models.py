@@ -45,9 +45,8 @@ class ModelSpec:
     in_channels: int
     reference_size: int  # the resolution its published figures refer to
     reference_classes: int  # the classes its published figures refer to
-    native_data: (
-        str  # "imagenet": trains on the run's dataset and resolution; else the dataset it has of its own
-    )
+    # "imagenet": trains on the run's dataset and resolution; else the dataset it has of its own
+    native_data: str
     builder: Callable[..., nn.Module] | None = field(default=None, compare=False)  # None: torchvision's
 
     @property

@@ -21,7 +21,7 @@ import stat
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import yaml
 
@@ -53,7 +53,7 @@ NOTEBOOKS = (
     "08_analysis",
 )
 # The shortest telemetry sampling period: psutil's CPU counters tick every 10 ms, and a faster sampler loops
-# on the measured cores (1e-12 s halved mnist_cnn's rate in the issue 21 barrage).
+# on the measured cores.
 MIN_TELEMETRY_INTERVAL_S = 0.01
 # The from-scratch backends and networks of 05 (cnnbench.scratch implements them; declared here so that
 # validating a params file imports no experiment module).
@@ -67,21 +67,22 @@ SCRATCH_BACKENDS = {
     "torch_mps": "mps",
 }  # backend -> the device type it runs on
 SCRATCH_MODELS = ("mnist_cnn", "mlp")
+# A key's lower bound, declared by its type in the schema (a list's or mapping's: each value's)
+PositiveInt, NonNegativeInt = Annotated[int, "> 0"], Annotated[int, ">= 0"]
+PositiveFloat, NonNegativeFloat = Annotated[float, "> 0"], Annotated[float, ">= 0"]
 
 
-# Bounds checked before any work (issue 21): what a params file may be and expand to, and what torch, numpy and
+# Bounds checked before any work: what a params file may be and expand to, and what torch, numpy and
 # the machine accept, so that nothing overflows, hangs or fills memory once a notebook has started.
 MAX_PARAMS_BYTES = 1 << 20  # a params file is a few KiB; past 1 MiB it is not one
 MAX_YAML_NODES = 10_000  # values a params document may expand to, an alias counted every time it is used
 MAX_YAML_DEPTH = 50  # nesting of a params document (the schema nests three levels)
 MAX_INT = 2**63 - 1  # every integer key fits a C int64 (torch's sizes and counts)
-MAX_SEED = (
-    2**32 - 1
-)  # numpy's legacy seeds and torch.manual_seed take 0 .. 2**32-1; seed + offsets stay in range
+# numpy's legacy seeds and torch.manual_seed take 0 .. 2**32-1; seed + offsets stay in range
+MAX_SEED = 2**32 - 1
 MAX_THREADS = 4096  # no machine torch runs on has more logical CPUs; torch itself stops at 2**31-1
-THREADS_PER_CPU = (
-    4  # on this machine: at most 4 threads per logical CPU (above one is oversubscribed: a warning)
-)
+# on this machine: at most 4 threads per logical CPU (above one is oversubscribed: a warning)
+THREADS_PER_CPU = 4
 MAX_QUOTED = 80  # characters of a value quoted in a message
 
 
@@ -133,197 +134,179 @@ def _default_models() -> list[str]:
 
 @dataclass(frozen=True)
 class _Keys:
-    """The keys of a run that are not knobs. Field comments are the documentation shown by ``describe()``."""
+    """The keys of a run that are not knobs. Field comments are the documentation shown by ``describe()``: the
+    comment ending a field's line, else the comment line just above it. A ``Positive``/``NonNegative`` type is the
+    key's lower bound (a list's or mapping's: each value's)."""
 
     # --- identity and device
     run_name: str = ""  # results go to outputs/<run_name>; "" = <device kind>-<host name>
     device: str = "auto"  # auto (cuda, then mps, then cpu) | cpu | cuda | cuda:N | mps
     expect_device: str = ""  # text the device name must contain (e.g. "T4"); "" = any device
-    seed: int = 0  # seed for model initialisation and synthetic data
+    seed: NonNegativeInt = 0  # seed for model initialisation and synthetic data
     # --- models and data
-    models: list[str] = field(
-        default_factory=_default_models
-    )  # models of the run (torchvision names or mnist_cnn)
-    image_size: int = 64  # training resolution in pixels (square); Tiny-ImageNet is 64
-    num_classes: int = 200  # classes of the classifier head; Tiny-ImageNet has 200
+    # models of the run (torchvision names or mnist_cnn)
+    models: list[str] = field(default_factory=_default_models)
+    image_size: PositiveInt = 64  # training resolution in pixels (square); Tiny-ImageNet is 64
+    num_classes: PositiveInt = 200  # classes of the classifier head; Tiny-ImageNet has 200
     dataset: str = "synthetic"  # synthetic | tiny_imagenet | imagenette | mnist | cifar10 | imagefolder
     data_path: str = ""  # root folder of a real dataset (required unless dataset is synthetic)
     download: bool = False  # download the dataset into data_path if it is missing (public datasets only)
-    batch_size_per_model: dict[str, int] = field(
+    # per-model batch size overriding batch_size (seed 000 ran SqueezeNet at 64, seed 001 MNIST at 512)
+    batch_size_per_model: dict[str, PositiveInt] = field(
         default_factory=lambda: {"squeezenet1_1": 64, "mnist_cnn": 512}
-    )  # per-model batch size overriding batch_size (seed 000 ran SqueezeNet at 64, seed 001 MNIST at 512)
+    )
     # --- measurement protocol
     phases: list[str] = field(default_factory=lambda: ["train", "eval"])  # which steps to time
-    warmup_steps: int = 10  # steps run before the clock starts (seed 003 used 10)
-    measured_steps: int = 0  # steps in one measured window; 0 = as many as fill window_s
-    window_s: float = 3.0  # target length of a measured window when measured_steps is 0 (seconds)
-    repeats: int = 3  # measured windows per process of a configuration
-    processes: int = (
-        3  # least fresh worker processes per configuration, in interleaved rounds; the interval spans them
-    )
-    max_processes: int = 6  # most processes per configuration while its interval is wider than ci_target_pct
-    ci_target_pct: float = (
-        5.0  # a configuration gets more processes until its 95% interval is within +-this %
-    )
-    adapt_budget_s: float = (
-        120.0  # seconds per pass (notebook) spent on processes beyond `processes`; 0: none
-    )
+    warmup_steps: NonNegativeInt = 10  # steps run before the clock starts (seed 003 used 10)
+    measured_steps: NonNegativeInt = 0  # steps in one measured window; 0 = as many as fill window_s
+    window_s: PositiveFloat = 3.0  # target length of a measured window when measured_steps is 0 (seconds)
+    repeats: PositiveInt = 3  # measured windows per process of a configuration
+    # least fresh worker processes per configuration, in interleaved rounds; the interval spans them
+    processes: PositiveInt = 3
+    # most processes per configuration while its interval is wider than ci_target_pct
+    max_processes: PositiveInt = 6
+    # a configuration gets more processes until its 95% interval is within +-this %
+    ci_target_pct: PositiveFloat = 5.0
+    # seconds per pass (notebook) spent on processes beyond `processes`; 0: none
+    adapt_budget_s: NonNegativeFloat = 120.0
+    # each a setting of any knobs (cnnbench.knobs: precision, memory_format, compile, threads, ...) over the run's
     variants: list[dict] = field(
         default_factory=lambda: [{"precision": "fp32", "memory_format": "nchw", "compile": False}]
-    )  # each a setting of any knobs (cnnbench.knobs: precision, memory_format, compile, threads, ...) over the run's
-    lr: float = 0.01  # SGD learning rate
-    momentum: float = 0.9  # SGD momentum
+    )
+    lr: PositiveFloat = 0.01  # SGD learning rate
+    momentum: NonNegativeFloat = 0.9  # SGD momentum
     epoch_mode: bool = False  # also time full train and validation epochs over the dataset (seed 000)
-    max_batches: int = 0  # batches per epoch in epoch mode; 0 = the whole dataset
-    synthetic_images: int = 2048  # images in the synthetic dataset (loader mode and epochs)
-    telemetry_interval_s: float = 0.1  # sampling period of CPU/GPU utilisation during measured windows
-    isolate: bool = (
-        True  # each configuration in a fresh worker process: its own memory peak, a crash is a row
-    )
+    max_batches: NonNegativeInt = 0  # batches per epoch in epoch mode; 0 = the whole dataset
+    synthetic_images: PositiveInt = 2048  # images in the synthetic dataset (loader mode and epochs)
+    # sampling period of CPU/GPU utilisation during measured windows
+    telemetry_interval_s: PositiveFloat = 0.1
+    # each configuration in a fresh worker process: its own memory peak, a crash is a row
+    isolate: bool = True
     # --- batch-size sweep (03)
-    sweep: dict[str, list[int]] = field(
+    # model -> batch sizes
+    sweep: dict[str, list[PositiveInt]] = field(
         default_factory=lambda: {"squeezenet1_1": [32, 64, 128, 256, 512], "resnet50": [32, 64, 128]}
-    )  # model -> batch sizes
+    )
     # --- roofline (04)
-    peak_repeats: int = 5  # repetitions of each peak micro-benchmark (the best one is kept)
-    matmul_size: int = (
-        0  # square matmul size for the compute roof; 0 = by device (CUDA 8192, MPS 4096, CPU 2048)
-    )
-    stream_mb: int = (
-        512  # DRAM working set of the bandwidth sweep is 2 x this (MiB), at least 4x the last cache
-    )
-    layer_top_k: int = 10  # layers shown on the per-layer roofline, by time
+    peak_repeats: PositiveInt = 5  # repetitions of each peak micro-benchmark (the best one is kept)
+    # square matmul size for the compute roof; 0 = by device (CUDA 8192, MPS 4096, CPU 2048)
+    matmul_size: NonNegativeInt = 0
+    # DRAM working set of the bandwidth sweep is 2 x this (MiB), at least 4x the last cache
+    stream_mb: PositiveInt = 512
+    layer_top_k: PositiveInt = 10  # layers shown on the per-layer roofline, by time
     # --- from-scratch backends (05, seeds 001 and 004): keys of cnnbench.scratch go here
-    scratch_backends: list[str] = field(
-        default_factory=lambda: [
-            "numpy",
-            "numba_cpu",
-            "numba_cuda",
-            "cupy",
-            "torch_cpu",
-            "torch_cuda",
-            "torch_mps",
-        ]
-    )  # backends 05 runs: numpy numba_cpu numba_cuda cupy torch_cpu torch_cuda torch_mps (absent -> unavailable)
-    scratch_models: list[str] = field(
-        default_factory=lambda: ["mnist_cnn", "mlp"]
-    )  # networks 05 trains: mnist_cnn (seed 001's CNN) | mlp (seed 004's 784-10-10)
-    scratch_dataset: str = (
-        "synthetic"  # synthetic (learnable MNIST-shaped patterns + noise) | mnist (real MNIST)
-    )
-    scratch_data_path: str = (
-        "data/mnist"  # MNIST folder for scratch_dataset mnist (download: true fetches it)
-    )
-    scratch_train_images: int = 0  # training images used by 05; 0 = all (60,000, as MNIST)
-    scratch_test_images: int = 0  # test images used by 05; 0 = all (10,000, as MNIST)
-    scratch_epochs: int = 10  # CNN training epochs per backend (seed 001: 10)
-    scratch_batch_size: int = 512  # CNN batch size (seed 001: 512); the last partial batch is dropped
-    scratch_lr: float = 0.01  # CNN SGD learning rate (seed 001: 0.01)
-    scratch_momentum: float = 0.9  # CNN SGD momentum (seed 001: 0.9)
-    scratch_mlp_steps: int = 500  # MLP full-batch gradient steps over the training images (seed 004: 500)
-    scratch_mlp_lr: float = 0.1  # MLP learning rate (seed 004: 0.1)
-    scratch_mlp_momentum: float = 0.0  # MLP momentum (seed 004: 0, plain gradient descent)
-    scratch_mlp_eval_every: int = 10  # MLP steps per convergence point (one backends.csv row each)
-    scratch_op_steps: int = 5  # steps timed op by op (device synced per op) after one first call kept apart
-    scratch_gradcheck_batch: int = (
-        64  # images of the gradient check against PyTorch autograd (fp64 reference)
-    )
+    # backends 05 runs: numpy numba_cpu numba_cuda cupy torch_cpu torch_cuda torch_mps (absent -> unavailable)
+    scratch_backends: list[str] = field(default_factory=lambda: list(SCRATCH_BACKENDS))
+    # networks 05 trains: mnist_cnn (seed 001's CNN) | mlp (seed 004's 784-10-10)
+    scratch_models: list[str] = field(default_factory=lambda: list(SCRATCH_MODELS))
+    # synthetic (learnable MNIST-shaped patterns + noise) | mnist (real MNIST)
+    scratch_dataset: str = "synthetic"
+    # MNIST folder for scratch_dataset mnist (download: true fetches it)
+    scratch_data_path: str = "data/mnist"
+    scratch_train_images: NonNegativeInt = 0  # training images used by 05; 0 = all (60,000, as MNIST)
+    scratch_test_images: NonNegativeInt = 0  # test images used by 05; 0 = all (10,000, as MNIST)
+    scratch_epochs: PositiveInt = 10  # CNN training epochs per backend (seed 001: 10)
+    scratch_batch_size: PositiveInt = 512  # CNN batch size (seed 001: 512); the last partial batch is dropped
+    scratch_lr: PositiveFloat = 0.01  # CNN SGD learning rate (seed 001: 0.01)
+    scratch_momentum: NonNegativeFloat = 0.9  # CNN SGD momentum (seed 001: 0.9)
+    # MLP full-batch gradient steps over the training images (seed 004: 500)
+    scratch_mlp_steps: PositiveInt = 500
+    scratch_mlp_lr: PositiveFloat = 0.1  # MLP learning rate (seed 004: 0.1)
+    scratch_mlp_momentum: NonNegativeFloat = 0.0  # MLP momentum (seed 004: 0, plain gradient descent)
+    scratch_mlp_eval_every: PositiveInt = 10  # MLP steps per convergence point (one backends.csv row each)
+    # steps timed op by op (device synced per op) after one first call kept apart
+    scratch_op_steps: PositiveInt = 5
+    # images of the gradient check against PyTorch autograd (fp64 reference)
+    scratch_gradcheck_batch: PositiveInt = 64
 
     # --- transfer learning, step phases, telemetry, scaling (06, seed 002): keys of cnnbench.transfer go here
     optimizer: str = "adam"  # optimizer of the fine-tuning runs (06): sgd (with momentum) | adam | adamw
-    pretrained: bool = (
-        True  # start fine-tuning from torchvision's ImageNet weights (downloaded); false = random init
-    )
+    # start fine-tuning from torchvision's ImageNet weights (downloaded); false = random init
+    pretrained: bool = True
     transfer_model: str = "densenet121"  # torchvision classifier fine-tuned in 06 (seed 002: DenseNet-121)
-    transfer_dataset: str = (
-        "synthetic"  # synthetic (two learnable classes, offline) | oxford_pet | imagefolder
-    )
-    transfer_data_path: str = (
-        ""  # root of oxford_pet (downloaded there with download: true) or of an ImageFolder
-    )
-    transfer_image_size: int = 224  # fine-tuning resolution in pixels (seed 002: 224)
+    # synthetic (two learnable classes, offline) | oxford_pet | imagefolder
+    transfer_dataset: str = "synthetic"
+    # root of oxford_pet (downloaded there with download: true) or of an ImageFolder
+    transfer_data_path: str = ""
+    transfer_image_size: PositiveInt = 224  # fine-tuning resolution in pixels (seed 002: 224)
     transfer_lrs: list[float] = field(default_factory=lambda: [0.003, 0.03])  # learning rates of the grid
-    transfer_batch_sizes: list[int] = field(default_factory=lambda: [64, 128])  # batch sizes of the grid
-    transfer_epochs: int = 20  # epochs per grid point (seed 002: 20)
+    # batch sizes of the grid
+    transfer_batch_sizes: list[PositiveInt] = field(default_factory=lambda: [64, 128])
+    transfer_epochs: PositiveInt = 20  # epochs per grid point (seed 002: 20)
     transfer_target_accuracy: float = 0.9  # validation accuracy whose time to reach is reported (0..1)
-    transfer_train_images: int = 0  # training images used; 0 = all (synthetic: 512)
-    transfer_val_images: int = 0  # validation images used; 0 = all (synthetic: 128)
+    transfer_train_images: NonNegativeInt = 0  # training images used; 0 = all (synthetic: 512)
+    transfer_val_images: NonNegativeInt = 0  # validation images used; 0 = all (synthetic: 128)
     transfer_freeze_backbone: bool = False  # train only the new head (false: fine-tune every layer)
-    transfer_devices: list[str] = field(
-        default_factory=lambda: ["cuda", "mps", "cpu"]
-    )  # devices fine-tuned on, side by side: those of the list present here (cpu | cuda | cuda:N | mps)
-    phase_steps: int = (
-        5  # least steps per model in the per-phase breakdown pass (as many again unsplit, to check the sum)
-    )
-    phase_window_s: float = (
-        3.0  # least seconds of measured steps per model in that pass (small models run many steps)
-    )
-    phase_max_s: float = 30.0  # seconds per model in that pass (warm-up apart) up to which, past the least steps and window, steps are added while the sum check's 95% interval is wider than +-2%; at or below phase_window_s: none
-    phase_batch_size: int = 0  # batch size of the phase breakdown; 0 = the model's batch size in Scenario A
-    profile_models: list[str] = field(
-        default_factory=lambda: ["densenet121"]
-    )  # models traced by torch.profiler in seed 002's fine-tuning step (optimizer, first of transfer_lrs, transfer_image_size, 2-class head)
-    profile_batch_size: int = (
-        0  # batch size of the profiled fine-tuning steps; 0 = the first of transfer_batch_sizes
-    )
-    profile_steps: int = 3  # training steps recorded in each profiler trace (after 1 warm-up step)
-    profile_top_k: int = 15  # operators listed per pass (forward, backward, optimizer) by self time
+    # devices fine-tuned on, side by side: those of the list present here (cpu | cuda | cuda:N | mps)
+    transfer_devices: list[str] = field(default_factory=lambda: ["cuda", "mps", "cpu"])
+    # least steps per model in the per-phase breakdown pass (as many again unsplit, to check the sum)
+    phase_steps: PositiveInt = 5
+    # least seconds of measured steps per model in that pass (small models run many steps)
+    phase_window_s: NonNegativeFloat = 3.0
+    phase_max_s: NonNegativeFloat = 30.0  # seconds per model in that pass (warm-up apart) up to which, past the least steps and window, steps are added while the sum check's 95% interval is wider than +-2%; at or below phase_window_s: none
+    # batch size of the phase breakdown; 0 = the model's batch size in Scenario A
+    phase_batch_size: NonNegativeInt = 0
+    # models traced by torch.profiler in seed 002's fine-tuning step (optimizer, first of transfer_lrs, transfer_image_size, 2-class head)
+    profile_models: list[str] = field(default_factory=lambda: ["densenet121"])
+    # batch size of the profiled fine-tuning steps; 0 = the first of transfer_batch_sizes
+    profile_batch_size: NonNegativeInt = 0
+    profile_steps: PositiveInt = 3  # training steps recorded in each profiler trace (after 1 warm-up step)
+    profile_top_k: PositiveInt = 15  # operators listed per pass (forward, backward, optimizer) by self time
     scaling_model: str = "resnet18"  # model of the DistributedDataParallel scaling run
-    scaling_world_sizes: list[int] = field(default_factory=lambda: [1, 2])  # processes (devices) per run
-    scaling_batch_size: int = 32  # per-device batch size of the scaling run (fixed as devices are added)
-    scaling_steps: int = 10  # measured steps per window of the scaling run (warmup_steps first)
-    scaling_repeats: int = 3  # measured windows per world size (one launch each): its rate's interval
+    # processes (devices) per run
+    scaling_world_sizes: list[PositiveInt] = field(default_factory=lambda: [1, 2])
+    # per-device batch size of the scaling run (fixed as devices are added)
+    scaling_batch_size: PositiveInt = 32
+    scaling_steps: PositiveInt = 10  # measured steps per window of the scaling run (warmup_steps first)
+    scaling_repeats: PositiveInt = 3  # measured windows per world size (one launch each): its rate's interval
     scaling_backend: str = "auto"  # torch.distributed backend: auto (nccl on CUDA, else gloo) | gloo | nccl
 
     # --- configuration search and energy (07): keys of cnnbench.tuning go here
-    tune_models: list[str] = field(
-        default_factory=lambda: ["resnet50"]
-    )  # models whose fastest configuration is searched
+    # models whose fastest configuration is searched
+    tune_models: list[str] = field(default_factory=lambda: ["resnet50"])
     tune_phases: list[str] = field(default_factory=lambda: ["train"])  # steps searched: train | eval
-    tune_budget_s: float = (
-        60.0  # racing time per model and phase, seconds (guard and confirmation come on top)
-    )
+    # racing time per model and phase, seconds (guard and confirmation come on top)
+    tune_budget_s: PositiveFloat = 60.0
     tune_eta: int = 2  # successive halving keeps the best 1/tune_eta of the configurations at each rung
-    tune_precisions: list[str] = field(
-        default_factory=lambda: ["fp32", "tf32", "bf16", "fp16"]
-    )  # precisions searched where the device supports them natively (the rest are skipped with the reason)
+    # precisions searched where the device supports them natively (the rest are skipped with the reason)
+    tune_precisions: list[str] = field(default_factory=lambda: ["fp32", "tf32", "bf16", "fp16"])
+    # torch.compile modes searched where supported (reduce-overhead = CUDA graphs, CUDA only)
     tune_compile_modes: list[str] = field(
         default_factory=lambda: ["off", "default", "max-autotune", "reduce-overhead"]
-    )  # torch.compile modes searched where supported (reduce-overhead = CUDA graphs, CUDA only)
-    tune_min_batch_size: int = 32  # smallest batch size searched (powers of two up to tune_max_batch_size)
-    tune_max_batch_size: int = 512  # largest batch size tried; out of memory backs off from it as timm does
-    tune_confirm_top: int = (
-        2  # best configurations of the race re-measured with the full protocol, beside the default
     )
-    tune_confirm_window_s: float = 3.0  # length of each confirmation window (repeats windows), seconds
-    tune_confirm_warmup_steps: int = (
-        2  # warm-up steps before the confirmation windows (the first one compiles)
-    )
-    tune_guard_steps: int = (
-        8  # training steps from the same initialisation whose loss the correctness guard compares
-    )
-    tune_guard_batch_size: int = 8  # batch size of the correctness guard's steps
-    tune_guard_tolerance: float = (
-        0.10  # largest gap of the guard's last loss from fp32 eager's, as a share of its loss decrease
-    )
+    # smallest batch size searched (powers of two up to tune_max_batch_size)
+    tune_min_batch_size: PositiveInt = 32
+    # largest batch size tried; out of memory backs off from it as timm does
+    tune_max_batch_size: PositiveInt = 512
+    # best configurations of the race re-measured with the full protocol, beside the default
+    tune_confirm_top: PositiveInt = 2
+    # length of each confirmation window (repeats windows), seconds
+    tune_confirm_window_s: PositiveFloat = 3.0
+    # warm-up steps before the confirmation windows (the first one compiles)
+    tune_confirm_warmup_steps: int = 2
+    # training steps from the same initialisation whose loss the correctness guard compares
+    tune_guard_steps: PositiveInt = 8
+    tune_guard_batch_size: PositiveInt = 8  # batch size of the correctness guard's steps
+    # largest gap of the guard's last loss from fp32 eager's, as a share of its loss decrease
+    tune_guard_tolerance: PositiveFloat = 0.10
 
     # --- analysis (08)
-    analysis_runs: list[str] = field(
-        default_factory=list
-    )  # runs 08 merges: [] = this run; ["*"] = every user run
+    # runs 08 merges: [] = this run; ["*"] = every user run
+    analysis_runs: list[str] = field(default_factory=list)
     interactive: bool = True  # show ipywidgets controls in JupyterLab (papermill always renders statically)
-    epoch_images: int = 0  # images per train/val epoch in epoch mode (seed 000's "epoch": 6,400); 0 = all
-    epoch_images_per_model: dict[str, int] = field(
-        default_factory=dict
-    )  # per-model epoch_images overriding it (seed 000 ran 3,200 for SqueezeNet on its T4)
+    # images per train/val epoch in epoch mode (seed 000's "epoch": 6,400); 0 = all
+    epoch_images: NonNegativeInt = 0
+    # per-model epoch_images overriding it (seed 000 ran 3,200 for SqueezeNet on its T4)
+    epoch_images_per_model: dict[str, PositiveInt] = field(default_factory=dict)
     # --- pipeline
     notebooks: list[str] = field(default_factory=lambda: list(NOTEBOOKS))  # which notebooks the pipeline runs
-    cell_timeout_s: int = 3600  # papermill's per-cell execution timeout
+    cell_timeout_s: PositiveInt = 3600  # papermill's per-cell execution timeout
     # --- explorer (the "measure" button of 08's interactive controls)
-    explore_warmup_s: float = 1.0  # warm-up of a quick measurement (seconds, at least two steps)
-    explore_window_s: float = 0.5  # length of one measured window of a quick measurement (seconds)
-    explore_ci_pct: float = 10.0  # windows are added until the 95% interval is within this % of the rate
-    explore_max_s: float = 20.0  # time cap of a quick measurement; past it the result is marked noisy
+    explore_warmup_s: PositiveFloat = 1.0  # warm-up of a quick measurement (seconds, at least two steps)
+    explore_window_s: PositiveFloat = 0.5  # length of one measured window of a quick measurement (seconds)
+    # windows are added until the 95% interval is within this % of the rate
+    explore_ci_pct: PositiveFloat = 10.0
+    explore_max_s: PositiveFloat = 20.0  # time cap of a quick measurement; past it the result is marked noisy
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -339,28 +322,23 @@ Params = dataclasses.make_dataclass(
     bases=(_Keys,),
     frozen=True,
 )
-Params.__module__, Params.__doc__ = (
-    __name__,
-    "All parameters of a run: :class:`_Keys` and the run-wide knobs.",
-)
+Params.__module__ = __name__
+Params.__doc__ = "All parameters of a run: :class:`_Keys` and the run-wide knobs."
 FIELDS = {f.name: f for f in dataclasses.fields(Params)}
 _HINTS = typing.get_type_hints(Params)
+_BOUNDED = typing.get_type_hints(Params, include_extras=True)
 
 
 def describe() -> dict[str, str]:
-    """Key -> the comment documenting it, read from this file (the schema is the documentation), or the knob's own.
-
-    A field's comment ends its definition: on its own line, or on the closing line of a multi-line default.
-    """
+    """Key -> the comment documenting it, read from this file (the schema is the documentation), or the knob's own."""
     out: dict[str, str] = {k: knob.doc for k, knob in KNOBS.items() if k in FIELDS}
-    current = None
+    above = ""
     for line in Path(__file__).read_text().splitlines():
         head, _, comment = line.partition("  # ")
         name = head.strip().split(":")[0]
-        if line.startswith("    ") and not line.startswith("     ") and name in FIELDS:
-            current = name
-        if current and comment and current not in out:
-            out[current] = comment.strip()
+        if line.startswith("    ") and not line.startswith("     ") and name in FIELDS and name not in out:
+            out[name] = comment.strip() or above
+        above = line.strip()[2:] if line.strip().startswith("# ") and "---" not in line else ""
     return out
 
 
@@ -445,9 +423,20 @@ def _out_of_range(value: Any, tp: Any) -> str:
     return ""
 
 
-def _positive(src: str, key: str, value: int) -> None:
-    if value <= 0:
-        raise ParamsError(f"{src}: key '{key}' must be a positive integer, got {value}")
+def _below(key: str, value: Any, tp: Any) -> str:
+    """The first number in ``value`` below the bound its type ``tp`` declares (a mapping's entry named by its
+    path, ``sweep.resnet50``) as "key 'k' must be ..., got v", or ""."""
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin is list and args:
+        return next((why for v in value if (why := _below(key, v, args[0]))), "")
+    if origin is dict and args:
+        return next((why for k, v in value.items() if (why := _below(f"{key}.{k}", v, args[1]))), "")
+    bound = getattr(tp, "__metadata__", ("",))[0]
+    if bound == "> 0" and value <= 0:
+        return (
+            f"key '{key}' must be {'a positive integer' if tp.__origin__ is int else 'positive'}, got {value}"
+        )
+    return f"key '{key}' must be >= 0, got {value}" if bound == ">= 0" and value < 0 else ""
 
 
 def _one_of(src: str, key: str, value: str, allowed: typing.Iterable[str]) -> None:
@@ -628,24 +617,6 @@ def _check_scratch(src: str, p: Params) -> None:
     for name in p.scratch_models:
         _one_of(src, "scratch_models", name, SCRATCH_MODELS)
     _one_of(src, "scratch_dataset", p.scratch_dataset, ("synthetic", "mnist"))
-    for key in (
-        "scratch_epochs",
-        "scratch_batch_size",
-        "scratch_mlp_steps",
-        "scratch_mlp_eval_every",
-        "scratch_op_steps",
-        "scratch_gradcheck_batch",
-    ):
-        _positive(src, key, getattr(p, key))
-    for key in ("scratch_train_images", "scratch_test_images"):
-        if getattr(p, key) < 0:
-            raise ParamsError(f"{src}: key '{key}' must be >= 0 (0 = all), got {getattr(p, key)}")
-    for key in ("scratch_lr", "scratch_mlp_lr"):
-        if getattr(p, key) <= 0:
-            raise ParamsError(f"{src}: key '{key}' must be positive, got {getattr(p, key)}")
-    for key in ("scratch_momentum", "scratch_mlp_momentum"):
-        if getattr(p, key) < 0:
-            raise ParamsError(f"{src}: key '{key}' must be >= 0, got {getattr(p, key)}")
     if 0 < p.scratch_train_images < p.scratch_batch_size and "mnist_cnn" in p.scratch_models:
         raise ParamsError(
             f"{src}: key 'scratch_train_images' ({p.scratch_train_images}) is below "
@@ -722,21 +693,13 @@ def scratch_data_problem(p: Params, absent_ok: bool = False) -> str:
     return f"key 'scratch_data_path': {problem}" if problem else ""
 
 
-def _check_numbers(src: str, p: Params, check_device: bool) -> None:
-    """Integers that overflow past what torch and numpy take (threads: :func:`_bounds`)."""
-    if not 0 <= p.seed <= MAX_SEED:
-        raise ParamsError(
-            f"{src}: key 'seed' must be 0 .. 2**32-1 (what torch and numpy accept), got {_show(p.seed)}"
-        )
-
-
 def _unknown_key(key: str) -> str:
     if key in KNOBS:
         return f"unknown key {key!r}: it is set per variant; put it under variants: [{{{key}: ...}}]"
     return f"unknown key {_show(key)}; {_suggest(key, list(FIELDS), 'keys')}"
 
 
-# Upper bounds of every key that sizes time, memory or processes, checked before any work (issue 30): a
+# Upper bounds of every key that sizes time, memory or processes, checked before any work: a
 # documented ceiling here; where the device is checked, also a share of this machine (_machine_bounds).
 MEMORY_SHARE = 0.5  # of the machine's memory, what one buffer a key sizes may take (the rest: OS, torch, run)
 CEILINGS = {
@@ -775,6 +738,7 @@ CEILINGS = {
     ),
     **dict.fromkeys(("scratch_epochs", "transfer_epochs"), (10**4, "ten thousand epochs")),
     **dict.fromkeys(("threads", "workers", "scaling_world_sizes"), (MAX_THREADS, "no machine has more CPUs")),
+    "seed": (MAX_SEED, "what torch and numpy accept"),
 }
 
 
@@ -815,7 +779,7 @@ def _machine_bounds(p: Params) -> list[tuple[str, Any, int, str]]:
 
 
 def _bounds(src: str, p: Params, check_device: bool) -> None:
-    """Issue 30, before any work: each key within its bound (CEILINGS, and this machine's where the device is
+    """Before any work: each key within its bound (CEILINGS, and this machine's where the device is
     checked), no list naming an entry twice (measured twice), no device index on the CPU or MPS."""
     entries = [
         (k, v, bound, why)
@@ -862,11 +826,12 @@ def validate(raw: dict[str, Any], src: str = "params", check_device: bool = True
         why = _out_of_range(value, tp) or (KNOBS[key].problem(value) if key in KNOBS else "")
         if why:
             raise ParamsError(f"{src}: key '{key}' {why}")
+        if below := _below(key, value, _BOUNDED[key]):
+            raise ParamsError(f"{src}: {below}")
     p = Params(**{k: _as_hinted(v, _HINTS[k]) for k, v in raw.items()})
 
     if p.run_name and safe_name_error(p.run_name):
         raise ParamsError(f"{src}: key 'run_name': {safe_name_error(p.run_name)}")
-    _check_numbers(src, p, check_device)
     _bounds(src, p, check_device)
     if not p.models:
         raise ParamsError(f"{src}: key 'models' must name at least one model")
@@ -883,58 +848,19 @@ def validate(raw: dict[str, Any], src: str = "params", check_device: bool = True
     _check_models(src, "batch_size_per_model", p.batch_size_per_model)
     _check_models(src, "sweep", p.sweep)
     _check_models(src, "epoch_images_per_model", p.epoch_images_per_model)
-    for model, n in p.epoch_images_per_model.items():
-        _positive(src, f"epoch_images_per_model.{model}", n)
-    for model, bs in p.batch_size_per_model.items():
-        _positive(src, f"batch_size_per_model.{model}", bs)
     for model, sizes in p.sweep.items():
         if not sizes:
             raise ParamsError(f"{src}: key 'sweep.{model}' must list at least one batch size")
-        for bs in sizes:
-            _positive(src, f"sweep.{model}", bs)
-    for key in (
-        "image_size",
-        "num_classes",
-        "repeats",
-        "processes",
-        "max_processes",
-        "synthetic_images",
-        "peak_repeats",
-        "stream_mb",
-        "layer_top_k",
-        "cell_timeout_s",
-    ):
-        _positive(src, key, getattr(p, key))
-    for key in ("warmup_steps", "measured_steps", "max_batches", "matmul_size", "epoch_images"):
-        if getattr(p, key) < 0:
-            raise ParamsError(f"{src}: key '{key}' must be >= 0, got {getattr(p, key)}")
-    for key in (
-        "telemetry_interval_s",
-        "lr",
-        "window_s",
-        "explore_warmup_s",
-        "explore_window_s",
-        "explore_ci_pct",
-        "explore_max_s",
-        "ci_target_pct",
-    ):
-        if getattr(p, key) <= 0:  # NaN and inf never get here: every float key must be finite (_out_of_range)
-            raise ParamsError(f"{src}: key '{key}' must be positive, got {getattr(p, key)}")
-    if (
-        p.telemetry_interval_s < MIN_TELEMETRY_INTERVAL_S
-    ):  # a sampler looping faster disturbs what it measures
+    # a sampler looping faster disturbs what it measures
+    if p.telemetry_interval_s < MIN_TELEMETRY_INTERVAL_S:
         raise ParamsError(
             f"{src}: key 'telemetry_interval_s' must be at least {MIN_TELEMETRY_INTERVAL_S} s (the "
             f"sampler would compete with the measured work), got {p.telemetry_interval_s}"
         )
-    if p.adapt_budget_s < 0:
-        raise ParamsError(f"{src}: key 'adapt_budget_s' must be >= 0, got {p.adapt_budget_s}")
     if p.max_processes < p.processes:
         raise ParamsError(
             f"{src}: key 'max_processes' ({p.max_processes}) must be at least 'processes' ({p.processes})"
         )
-    if p.momentum < 0:
-        raise ParamsError(f"{src}: key 'momentum' must be >= 0, got {p.momentum}")
     _one_of(src, "dataset", p.dataset, DATASETS)
     for phase in p.phases:
         _one_of(src, "phases", phase, PHASES)
@@ -1030,37 +956,12 @@ def _validate_transfer(src: str, p: Params) -> None:
     _check_models(src, "transfer_model", [p.transfer_model])
     _check_models(src, "profile_models", p.profile_models)
     _check_models(src, "scaling_model", [p.scaling_model])
-    for key in (
-        "transfer_image_size",
-        "transfer_epochs",
-        "phase_steps",
-        "profile_steps",
-        "profile_top_k",
-        "scaling_batch_size",
-        "scaling_steps",
-        "scaling_repeats",
-    ):
-        _positive(src, key, getattr(p, key))
-    for key in (
-        "transfer_train_images",
-        "transfer_val_images",
-        "phase_batch_size",
-        "profile_batch_size",
-        "phase_window_s",
-        "phase_max_s",
-    ):
-        if getattr(p, key) < 0:
-            raise ParamsError(f"{src}: key '{key}' must be >= 0, got {getattr(p, key)}")
     for key in ("transfer_lrs", "transfer_batch_sizes", "scaling_world_sizes"):
         if not getattr(p, key):
             raise ParamsError(f"{src}: key '{key}' must list at least one value")
     for lr in p.transfer_lrs:
         if lr <= 0:
             raise ParamsError(f"{src}: key 'transfer_lrs' must hold positive learning rates, got {lr}")
-    for bs in p.transfer_batch_sizes:
-        _positive(src, "transfer_batch_sizes", bs)
-    for n in p.scaling_world_sizes:
-        _positive(src, "scaling_world_sizes", n)
     if not 0 < p.transfer_target_accuracy <= 1:
         raise ParamsError(
             f"{src}: key 'transfer_target_accuracy' must be in (0, 1], got {p.transfer_target_accuracy}"
@@ -1108,14 +1009,6 @@ def _validate_tuning(src: str, p: Params) -> None:
     for key, knob in (("tune_precisions", "precision"), ("tune_compile_modes", "compile")):
         for value in getattr(p, key):
             _one_of(src, key, value, KNOBS[knob].values)
-    for key in (
-        "tune_min_batch_size",
-        "tune_max_batch_size",
-        "tune_confirm_top",
-        "tune_guard_steps",
-        "tune_guard_batch_size",
-    ):
-        _positive(src, key, getattr(p, key))
     if p.tune_min_batch_size > p.tune_max_batch_size:
         raise ParamsError(
             f"{src}: key 'tune_min_batch_size' ({p.tune_min_batch_size}) exceeds tune_max_batch_size "
@@ -1127,9 +1020,6 @@ def _validate_tuning(src: str, p: Params) -> None:
         raise ParamsError(
             f"{src}: key 'tune_confirm_warmup_steps' must be at least 1, got {p.tune_confirm_warmup_steps}"
         )
-    for key in ("tune_budget_s", "tune_confirm_window_s", "tune_guard_tolerance"):
-        if getattr(p, key) <= 0:  # NaN and inf are refused for every float key (_out_of_range)
-            raise ParamsError(f"{src}: key '{key}' must be positive, got {getattr(p, key)}")
     if "07_tuning" in p.notebooks and (need := tuning_cell_s(p)) > p.cell_timeout_s:
         raise ParamsError(
             f"{src}: key 'cell_timeout_s' {p.cell_timeout_s} is less than 07's cell takes at least: "
@@ -1222,9 +1112,8 @@ def _load_yaml(text: str) -> Any:
     loader = _ParamsLoader(text)
     try:
         return loader.get_single_data()
-    except (
-        RecursionError
-    ):  # the composer itself recurses per level: thousands of '[' nest past Python's stack
+    # the composer itself recurses per level: thousands of '[' nest past Python's stack
+    except RecursionError:
         raise _YamlLimit(f"the document is nested deeper than {MAX_YAML_DEPTH} levels") from None
     except ValueError as err:  # PyYAML's int() past Python's 4300 digits, a timestamp such as 2024-13-45
         raise _YamlLimit(f"a value cannot be read: {_show(str(err).splitlines()[0])}") from None
@@ -1256,9 +1145,8 @@ def _read_text(path: Path) -> str:
     """The params file's text: a regular file (never a device or FIFO, which is not even opened for blocking
     reads), at most :data:`MAX_PARAMS_BYTES`, in UTF-8 (a byte-order mark is allowed)."""
     try:
-        fd = os.open(
-            path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0)
-        )  # opening a FIFO does not wait for a writer
+        # opening a FIFO does not wait for a writer
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     except FileNotFoundError:
         raise ParamsError(f"{path}: params file not found") from None
     except OSError as err:
@@ -1364,9 +1252,8 @@ def load(
     if "batch_size" in overrides:
         _refuse_shadowed_batch_size(p, overrides_src)
     elif _shadowing(p) and "batch_size" in read_yaml(path) and p.batch_size != Params().batch_size:
-        p = dataclasses.replace(
-            p, batch_size=Params().batch_size
-        )  # recorded as the default: nothing ran at it
+        # recorded as the default: nothing ran at it
+        p = dataclasses.replace(p, batch_size=Params().batch_size)
     return p
 
 

@@ -137,9 +137,8 @@ def replacing(path: str | Path, mode: str = "wb", **open_kw):
         os.replace(tmp, path)
     except BaseException as err:
         Path(tmp).unlink(missing_ok=True)
-        if (
-            isinstance(err, OSError) and err.filename is None and err.errno
-        ):  # write() and fsync() name no file
+        # write() and fsync() name no file
+        if isinstance(err, OSError) and err.filename is None and err.errno:
             raise OSError(err.errno, err.strerror or os.strerror(err.errno), str(path)) from None
         raise
 

@@ -393,9 +393,8 @@ class _Console:
             return call(*args)
         except BrokenPipeError:
             self.gone = True
-            with contextlib.suppress(
-                Exception
-            ):  # no "Exception ignored" when the interpreter flushes at exit
+            # no "Exception ignored" when the interpreter flushes at exit
+            with contextlib.suppress(Exception):
                 devnull = os.open(os.devnull, os.O_WRONLY)
                 os.dup2(devnull, self.stream.fileno())
                 os.close(devnull)
@@ -734,9 +733,8 @@ def _combined(p: params_mod.Params | None, params_file: Path, overrides: dict, o
         if not analysed:
             from cnnbench import run as run_mod  # imports torch: only where 08 runs
 
-            p = p or _report_params(
-                runs[-1], outputs
-            )  # None only where the analysis was current a moment ago
+            # None only where the analysis was current a moment ago
+            p = p or _report_params(runs[-1], outputs)
             every = dataclasses.replace(p, analysis_runs=["*"])
             resolved = run_mod.write_resolved(
                 folder, every, params_file, {**overrides, "analysis_runs": ["*"]}
@@ -745,9 +743,8 @@ def _combined(p: params_mod.Params | None, params_file: Path, overrides: dict, o
             analysed = execute(resolved, {}, folder, ["08_analysis"], p.cell_timeout_s)
             _record_analysis(folder, [*runs, folder])
         combined = report.build_combined_report(outputs, analysed[0])
-    except (
-        BaseException
-    ) as err:  # an earlier combined report no longer covers every run: never left as current
+    # an earlier combined report no longer covers every run: never left as current
+    except BaseException as err:
         why = err if isinstance(err, NotebookFailed) else _describe(err)
         stale = _combined_stale(outputs, folder, str(why))
         if not isinstance(err, Exception):
@@ -789,17 +786,15 @@ def report_main(argv: list[str]) -> int:
     args = ap.parse_args(argv)
     if args.run_dir and args.run_name:
         ap.error("give a run folder or --run-name, not both")
-    os.environ["CNNBENCH_NO_MEASURE"] = (
-        "1"  # interactive.NO_MEASURE_ENV: 08's static explorer shows, never measures
-    )
+    # interactive.NO_MEASURE_ENV: 08's static explorer shows, never measures
+    os.environ["CNNBENCH_NO_MEASURE"] = "1"
     try:
         with _signals_stop_the_run():
             outputs, run_dir = _report_folders(args)
             p = None
             if run_dir:
-                _report_params(
-                    run_dir, outputs, validate=False
-                )  # an unknown or failed run: refused, nothing done
+                # an unknown or failed run: refused, nothing done
+                _report_params(run_dir, outputs, validate=False)
                 if not _analysis_current(run_dir, [run_dir]):  # else its params.json is as when 08 ran on it
                     p = _report_params(run_dir, outputs)
                 _rebuild_run_report(run_dir, p)

@@ -221,11 +221,10 @@ def throughput(df: pd.DataFrame, path: str | Path | None = None, hue: str | None
         variants = list(dict.fromkeys(g.variant))
         width = 0.8 / len(variants)
         bars = list(dict.fromkeys(g.bar))
-        for i, v in enumerate(variants):  # points with their interval: the rates span decades, and a bar on a
-            gv = (
-                g[g.variant == v].drop_duplicates("bar", keep="last").set_index("bar").reindex(bars)
-            )  # log axis
-            xs = [j + i * width for j in range(len(bars))]  # has no length to read
+        # points with their interval: the rates span decades, and a bar on a log axis has no length to read
+        for i, v in enumerate(variants):
+            gv = g[g.variant == v].drop_duplicates("bar", keep="last").set_index("bar").reindex(bars)
+            xs = [j + i * width for j in range(len(bars))]
             ax.errorbar(
                 xs, gv.throughput_img_s, yerr=gv.throughput_ci95_img_s, fmt="o", capsize=3, label=text(v)
             )
@@ -744,9 +743,8 @@ def telemetry_timeline(df: pd.DataFrame, path: str | Path | None = None, max_met
         df.groupby(context, sort=False, dropna=False).ngroup() if context else pd.Series(0, index=df.index)
     )
     ends = df.groupby(groups, sort=False).t_s.max()
-    offsets = (
-        ends.cumsum().shift(fill_value=0).to_dict()
-    )  # each configuration starts where the last one ended
+    # each configuration starts where the last one ended
+    offsets = ends.cumsum().shift(fill_value=0).to_dict()
     df["run_t_s"] = df.t_s + groups.map(offsets)
     metrics = list(dict.fromkeys(df.metric))[:max_metrics]
     fig, axes = subplots(len(metrics), 1, figsize=(11, 2.1 * len(metrics)), sharex=True, squeeze=False)

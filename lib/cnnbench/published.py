@@ -111,8 +111,8 @@ def _line(name: str, key: str, column: str | None = None) -> int:
     return int(p.line.iloc[0])
 
 
-def _lines(name: str) -> str:
-    lines = provenance(name).line
+def _lines(*names: str) -> str:
+    lines = pd.concat([provenance(name).line for name in names])
     return f"line {lines.min()}" if lines.min() == lines.max() else f"lines {lines.min()}-{lines.max()}"
 
 
@@ -273,21 +273,7 @@ TIMES_002.insert(
 # Sections VIII.A-C: the CPU's utilisation (%) while the GPUs trained and in the CPU-only run, the CPU-only
 # run's memory (GB) of the machine's RAM (GB), temperature (C), processes, threads and clock (GHz), read from
 # its text (operating-system monitor snapshots).
-CPU_002 = {
-    k: _CLAIMS_002[k]
-    for k in (
-        "cpu_util_during_gpu_pct",
-        "cpu_util_low_pct",
-        "cpu_util_high_pct",
-        "cpu_memory_gb",
-        "cpu_total_ram_gb",
-        "cpu_temp_low_c",
-        "cpu_temp_high_c",
-        "cpu_processes",
-        "cpu_threads",
-        "cpu_clock_ghz",
-    )
-}
+CPU_002 = {k: v for k, v in _CLAIMS_002.items() if k.startswith("cpu_")}
 TIMES_002["configuration"] = (
     f"DenseNet-121 transfer, Adam, {_SETUP_002['epochs']} epochs of {_SETUP_002['train_images']:,} images; "
     f"CPU batch size not stated; accuracy: '{_CLAIMS_002['test_accuracy_cpu_and_gpu_bs64']}% in both cases' "
@@ -981,9 +967,7 @@ def tables() -> dict[str, pd.DataFrame]:
     for name, what in _TABLES.items():
         parts = _STORED.get(name, [name])
         where = "; ".join(dict.fromkeys(w for p in parts for w in provenance(p)["where"]))
-        lines = pd.concat([provenance(p).line for p in parts])
-        span = f"line {lines.min()}" if lines.min() == lines.max() else f"lines {lines.min()}-{lines.max()}"
-        out[f"seed {name[-3:]} {where} ({span}): {what}"] = globals()[name]
+        out[f"seed {name[-3:]} {where} ({_lines(*parts)}): {what}"] = globals()[name]
     for s, seed in SEEDS.items():  # the figures its sentences state, each with its line
         claims = _values()[lambda v, t=f"CLAIMS_{s}": v.table == t]
         if len(claims):

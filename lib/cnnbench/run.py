@@ -162,14 +162,12 @@ def open_run(
     if needs_runs:
         _refuse_without_runs(root, p.analysis_runs)
     threads = devices.set_threads(p.threads)
-    heap.apply(
-        p.host_heap
-    )  # everything this process measures (in-process work of any notebook) keeps its heap alike
+    # everything this process measures (in-process work of any notebook) keeps its heap alike
+    heap.apply(p.host_heap)
     torch.manual_seed(p.seed)
     root.mkdir(parents=True, exist_ok=True)
-    if not (
-        needs_runs and (root / RESOLVED).is_file()
-    ):  # an analysis reads a run; it never rewrites its record
+    # an analysis reads a run; it never rewrites its record
+    if not (needs_runs and (root / RESOLVED).is_file()):
         write_resolved(root, p, path, overrides)
     from cnnbench import tables
 

@@ -18,13 +18,8 @@ RATES = ("achieved_gflops", "achieved_tflops")
 def readable_display() -> None:
     """pandas shows every row and column of a table in full (nothing behind "..."), e.g. in report.html; in a
     notebook, a table wider than the page is shown trimmed (:func:`trimmed_html`)."""
-    for option, value in (
-        ("display.max_rows", None),
-        ("display.max_columns", None),
-        ("display.max_colwidth", None),
-        ("display.width", None),
-    ):
-        pd.set_option(option, value)
+    for option in ("display.max_rows", "display.max_columns", "display.max_colwidth", "display.width"):
+        pd.set_option(option, None)
     try:
         from IPython import get_ipython
     except ImportError:
@@ -71,9 +66,8 @@ def rounded(value, ci) -> str:
     d = interval_decimals(ci)
     if d == 4:
         return _cell(float(value))
-    if (
-        value
-    ):  # an interval wider than the value never rounds it away: two significant digits of its own at least
+    # an interval wider than the value never rounds it away: two significant digits of its own at least
+    if value:
         d = max(d, 1 - math.floor(math.log10(abs(value))))
     return f"{round(value, d):,.{max(d, 0)}f}"
 
@@ -119,11 +113,9 @@ def trimmed_html(df: pd.DataFrame) -> str:
     if len(df.columns) <= WIDE_COLUMNS or not df.columns.is_unique:
         return df.to_html(max_rows=None, max_cols=None, na_rep="")
     try:
-        out, caption = trimmed(df)
+        out, head = _trimmed_with_head(df)
     except (TypeError, ValueError):  # a table of unusual cells is shown whole rather than not at all
         return df.to_html(max_rows=None, max_cols=None, na_rep="")
-    head = f"<p><i>the same in every row: {html.escape(caption)}</i></p>" if caption else ""
-    head += INTERVAL_NOTE if out.attrs.get("intervals") else ""
     return head + out.to_html(
         max_rows=None,
         max_cols=None,
@@ -131,6 +123,13 @@ def trimmed_html(df: pd.DataFrame) -> str:
         index=not isinstance(df.index, pd.RangeIndex),
         formatters={c: _cell for c in out.columns},
     )
+
+
+def _trimmed_with_head(df: pd.DataFrame) -> tuple[pd.DataFrame, str]:
+    """:func:`trimmed`, and the HTML above it naming the constant columns and saying values carry intervals."""
+    out, caption = trimmed(df)
+    head = f"<p><i>the same in every row: {html.escape(caption)}</i></p>" if caption else ""
+    return out, head + (INTERVAL_NOTE if out.attrs.get("intervals") else "")
 
 
 def _cell(value) -> str:
@@ -147,9 +146,7 @@ def show(df: pd.DataFrame, caption: str = ""):
 
     same = ""
     if len(df.columns) > WIDE_COLUMNS and df.columns.is_unique:
-        df, same = trimmed(df)
-        same = f"<p><i>the same in every row: {html.escape(same)}</i></p>" if same else ""
-        same += INTERVAL_NOTE if df.attrs.get("intervals") else ""
+        df, same = _trimmed_with_head(df)
     index = not isinstance(df.index, pd.RangeIndex)
     table = df.to_html(
         max_rows=None,

@@ -12,10 +12,8 @@ the seeds' tables (``published``) and the explorer (:func:`cnnbench.interactive.
 
 from cnnbench import published
 from cnnbench.analysis.compare import (
-    comparison_kind,
     machine,
     match_keys,
-    one_knob,
     ratio_table,
     ratios,
     repeated,
@@ -47,7 +45,6 @@ from cnnbench.analysis.seeds import (
     speedups_beside_000,
     sweep_beside_000,
     telemetry_beside_published,
-    telemetry_summary,
     times_beside_004,
     utilisation_beside_000,
 )
@@ -72,7 +69,6 @@ __all__ = [
     "cpu_beside_002",
     "inference_beside_002",
     "memory_mb_beside_004",
-    "one_knob",
     "ratio_table",
     "ratios",
     "performance_beside_000",
@@ -83,7 +79,6 @@ __all__ = [
     "backends_beside_001",
     "beside",
     "best_configurations",
-    "comparison_kind",
     "discover",
     "epochs_beside_published",
     "findings",
@@ -102,7 +97,6 @@ __all__ = [
     "speedups",
     "summary",
     "telemetry_beside_published",
-    "telemetry_summary",
     "tuning_findings_markdown",
     "unmatched",
     "write_tables",

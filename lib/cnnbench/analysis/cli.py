@@ -80,21 +80,13 @@ def _folder(option: str, given: str, create: bool) -> Path:
     """The folder a path option names, or :class:`Refused` in one line: a link loop, a file, a folder that
     cannot be read, or (``create``) made and written."""
     folder = params.resolved_path(option, given)
-    problem = (
-        paths.folder_problem(folder, option)
-        if create
-        else ""
-        if folder.is_dir()
-        else (f"{option} {folder} is not a folder of runs")
-    )
+    if create:
+        problem = paths.folder_problem(folder, option)
+    else:
+        problem = "" if folder.is_dir() else f"{option} {folder} is not a folder of runs"
     if problem:
         raise Refused(problem)
     return folder
-
-
-def _interval(rate: float, half: float) -> str:
-    """A rate as the run's console shows it (:func:`reproducibility.rate_text`): never '1.6 +- 4.4'."""
-    return reproducibility.rate_text(rate, half)
 
 
 def _line(r: dict) -> str:
@@ -102,19 +94,19 @@ def _line(r: dict) -> str:
     what = f"{r['model']} {r['phase']} ({r['table']}, batch {r['batch_size']})"
     if r["comparison"] == "not matched":
         return (
-            f"{what} vs {r['device_b']}: {_interval(r['rate_a_img_s'], _num(r.get('rate_a_ci95_img_s')))} -> "
+            f"{what} vs {r['device_b']}: {reproducibility.rate_text(r['rate_a_img_s'], reproducibility.number(r.get('rate_a_ci95_img_s')))} -> "
             f"{r['rate_b_img_s']:,.1f} img/s (published, no interval): "
             f"{r['ratio_b_over_a']:.2f}x; {r['differs_in']}"
         )
     knob = f" [{r['knob']} {r['value_a']} -> {r['value_b']}]" if r["knob"] else ""
     rates = (
-        f"{_interval(r['rate_a_img_s'], r['rate_a_ci95_img_s'])} -> "
-        f"{_interval(r['rate_b_img_s'], r['rate_b_ci95_img_s'])}"
+        f"{reproducibility.rate_text(r['rate_a_img_s'], r['rate_a_ci95_img_s'])} -> "
+        f"{reproducibility.rate_text(r['rate_b_img_s'], r['rate_b_ci95_img_s'])}"
     )
     if r["verdict"] == "not divided":
         return f"{what}: not divided, differs in {r['differs_in']}"
     ratio = f"{r['ratio_b_over_a']:.2f}x [{r['ratio_ci95_low']:.2f}, {r['ratio_ci95_high']:.2f}]"
-    moved = _num(r.get("probe_change_pct"))
+    moved = reproducibility.number(r.get("probe_change_pct"))
     machine = f" (CPU's own speed {moved:+.0f}%)" if abs(moved) >= PROBE_SAYS_PCT else ""  # NaN: nothing said
     return f"{what}{knob}: {rates}: {ratio} {r['verdict']}{machine}"
 
@@ -159,13 +151,6 @@ def _ours(sa: pd.DataFrame, run: str, model: str, phase: str, column: str):
     """The run's own Scenario A value of ``column`` for this model and phase (its first variant's)."""
     rows = sa[(sa.run_name == run) & (sa.model == model) & (sa.phase == phase)] if len(sa) else sa
     return rows[column].iloc[0] if len(rows) and column in rows else ""
-
-
-def _num(value) -> float:
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        return math.nan
 
 
 def _nothing_comparable(ok: pd.DataFrame, a: str, b: str) -> str:
@@ -258,14 +243,8 @@ def report(df: pd.DataFrame) -> str:
             for run, verdict in ((a, r.get("machine_a", "")), (b, r.get("machine_b", "")))
             if str(verdict).startswith("The machine was busy")
         ]
-        probe = (
-            [
-                f"the CPU's own speed (probe) moved {moved:+.0f}% from {a} to {b} (median over the rows): a "
-                "ratio near that is the machine, not the change"
-            ]
-            if math.isfinite(moved)
-            else []
-        )
+        said = f"the CPU's own speed (probe) moved {moved:+.0f}% from {a} to {b} (median over the rows): a ratio "
+        probe = [said + "near that is the machine, not the change"] if math.isfinite(moved) else []
         head = f"{a} ({machine_label(r.device_a, r.host_a)}) -> {b} ({side_b}); rates in images/s with 95% "
         lines += [f"{head}intervals, ratio = B / A", *probe, *busy, *map(_line, g.to_dict("records")), ""]
     return "\n".join(lines)

@@ -335,8 +335,8 @@ def _value(r: pd.Series, key: str) -> str:
 
 
 def _row(a: str, b: str, ra: pd.Series, rb: pd.Series, diff: list[str], divide: bool) -> dict:
-    x, cx = float(ra.throughput_img_s), _num(ra.throughput_ci95_img_s)
-    y, cy = float(rb.throughput_img_s), _num(rb.throughput_ci95_img_s)
+    x, cx = float(ra.throughput_img_s), reproducibility.number(ra.throughput_ci95_img_s)
+    y, cy = float(rb.throughput_img_s), reproducibility.number(rb.throughput_ci95_img_s)
     row = {
         "run_a": a,
         "run_b": b,
@@ -357,9 +357,8 @@ def _row(a: str, b: str, ra: pd.Series, rb: pd.Series, diff: list[str], divide: 
         "rate_b_img_s": y,
         "rate_b_ci95_img_s": cy,
         **_probes(ra, rb),
-        **{
-            k: f"{_value(ra, k)} -> {_value(rb, k)}" if k in diff else ra[k] for k in knob_keys()
-        },  # the change
+        # the change
+        **{k: f"{_value(ra, k)} -> {_value(rb, k)}" if k in diff else ra[k] for k in knob_keys()},
     }
     if not divide:
         return {
@@ -405,7 +404,7 @@ def _probes(ra: pd.Series, rb: pd.Series) -> dict:
     """The CPU's own speed (telemetry.speed_probe, images/s of a fixed small workload) while each row was
     measured, and how far it moved from a to b in %: a ratio near that change is the machine, not the knob. No
     change where the two probes ran with other threads or another torch (they measured the knob too)."""
-    pa, pb = _num(ra.get("probe_img_s")), _num(rb.get("probe_img_s"))
+    pa, pb = reproducibility.number(ra.get("probe_img_s")), reproducibility.number(rb.get("probe_img_s"))
     if any(norm(ra.get(k)) != norm(rb.get(k)) for k in PROBE_KNOBS):
         pa = pb = math.nan
     return {
@@ -420,13 +419,6 @@ def probe_change(ratio: pd.DataFrame) -> float:
     where the runs carry no probe (a GPU run, a run from before the probe)."""
     moved = pd.to_numeric(ratio.get("probe_change_pct", pd.Series(dtype=float)), errors="coerce").dropna()
     return float(moved.median()) if len(moved) else math.nan
-
-
-def _num(value) -> float:
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        return math.nan
 
 
 def one_knob(ok: pd.DataFrame, a: str, b: str, keys: tuple[str, ...] | None = None) -> pd.DataFrame:

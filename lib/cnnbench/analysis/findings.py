@@ -31,6 +31,10 @@ def _finding(topic: str, run: str, source: str, sentence: str, **numbers) -> dic
 
 def _run_findings(run: str, ok: pd.DataFrame) -> list[dict]:
     out, ok = [], knobs.columns(ok)
+
+    def add(topic: str, sentence: str, **numbers) -> None:
+        out.append(_finding(topic, run, _source(run, "scenario_a"), f"{run}: {sentence}", **numbers))
+
     keys = [k for k in match_keys() if k != "phase"]
     wide = ok.pivot_table(index=keys, columns="phase", values="throughput_img_s", aggfunc="first")
     if {"train", "eval"} <= set(wide.columns):
@@ -42,67 +46,44 @@ def _run_findings(run: str, ok: pd.DataFrame) -> list[dict]:
                 return f"{setting['model']} {knobs.label(setting, knobs.variant_only()) or 'fp32 nchw eager'}"
 
             lo, hi = label(ratio.idxmin()), label(ratio.idxmax())
-            out.append(
-                _finding(
-                    "eval_train_ratio",
-                    run,
-                    _source(run, "scenario_a"),
-                    f"{run}: eval/train throughput ratio ranges "
-                    f"{ratio.min():.1f}-{ratio.max():.1f}x (lowest {lo}, highest {hi}).",
-                    ratio_min=ratio.min(),
-                    ratio_max=ratio.max(),
-                )
+            add(
+                "eval_train_ratio",
+                f"eval/train throughput ratio ranges {ratio.min():.1f}-{ratio.max():.1f}x (lowest {lo}, highest {hi}).",
+                ratio_min=ratio.min(),
+                ratio_max=ratio.max(),
             )
-    rate = (
-        "achieved_gflops"
-        if "achieved_gflops" in ok
-        else "achieved_tflops"
-        if "achieved_tflops" in ok
-        else None
-    )
+    rate = next((c for c in ("achieved_gflops", "achieved_tflops") if c in ok), None)
     if rate and ok[rate].notna().any():
         half = ok.get("throughput_ci95_img_s", pd.Series(float("nan"), index=ok.index)).astype(float)
         sure = ok[[reproducibility.precise(r, h) for r, h in zip(ok.throughput_img_s, half, strict=True)]]
         if sure.empty or sure[rate].isna().all():
-            out.append(
-                _finding(
-                    "highest_rate",
-                    run,
-                    _source(run, "scenario_a"),
-                    f"{run}: no achieved rate is precise enough to headline (no "
-                    f"95% interval within +-{reproducibility.PRECISE_PCT:g}%); measure longer.",
-                    measurements=len(ok),
-                )
+            add(
+                "highest_rate",
+                "no achieved rate is precise enough to headline (no 95% interval within "
+                f"+-{reproducibility.PRECISE_PCT:g}%); measure longer.",
+                measurements=len(ok),
             )
         else:
             best = sure.loc[sure[rate].idxmax()]
             gflops = best[rate] * (1e3 if rate == "achieved_tflops" else 1)
             pct = 100 * float(best.throughput_ci95_img_s) / float(best.throughput_img_s)
-            out.append(
-                _finding(
-                    "highest_rate",
-                    run,
-                    _source(run, "scenario_a"),
-                    f"{run}: highest achieved rate among the {len(sure)} of {len(ok)} measurements precise to "
-                    f"+-{reproducibility.PRECISE_PCT:g}%: {best.model} {best.phase} "
-                    f"({knobs.label(best, ('precision', 'memory_format'))}), {gflops:.1f} GFLOP/s at "
-                    f"{best.throughput_img_s:.1f} +- {pct:.1f}% images/s.",
-                    achieved_gflops=gflops,
-                    throughput_img_s=float(best.throughput_img_s),
-                    ci95_pct=pct,
-                )
+            add(
+                "highest_rate",
+                f"highest achieved rate among the {len(sure)} of {len(ok)} measurements precise to "
+                f"+-{reproducibility.PRECISE_PCT:g}%: {best.model} {best.phase} "
+                f"({knobs.label(best, ('precision', 'memory_format'))}), {gflops:.1f} GFLOP/s at "
+                f"{best.throughput_img_s:.1f} +- {pct:.1f}% images/s.",
+                achieved_gflops=gflops,
+                throughput_img_s=float(best.throughput_img_s),
+                ci95_pct=pct,
             )
     if "noisy" in ok:
         noisy = int(ok.noisy.astype(str).str.lower().eq("true").sum())
-        out.append(
-            _finding(
-                "noisy",
-                run,
-                _source(run, "scenario_a"),
-                f"{run}: {noisy} of {len(ok)} measurements are flagged noisy (step-time IQR/median > 10%).",
-                noisy=noisy,
-                measurements=len(ok),
-            )
+        add(
+            "noisy",
+            f"{noisy} of {len(ok)} measurements are flagged noisy (step-time IQR/median > 10%).",
+            noisy=noisy,
+            measurements=len(ok),
         )
     base = knobs.default_variant(ok)
     variants = ok.drop(index=base.index)
@@ -113,43 +94,30 @@ def _run_findings(run: str, ok: pd.DataFrame) -> list[dict]:
         else pd.DataFrame()
     )
     if len(j) and "throughput_ci95_img_s" in j:
-        j = j[
-            [
-                reproducibility.distinguishable(a, ca, b, cb)
-                for a, ca, b, cb in zip(
-                    j.throughput_img_s,
-                    j.throughput_ci95_img_s,
-                    j.throughput_img_s_base,
-                    j.throughput_ci95_img_s_base,
-                    strict=True,
-                )
-            ]
+        cols = [
+            "throughput_img_s",
+            "throughput_ci95_img_s",
+            "throughput_img_s_base",
+            "throughput_ci95_img_s_base",
         ]
+        j = j[[reproducibility.distinguishable(*r) for r in j[cols].itertuples(index=False)]]
         if j.empty:
-            out.append(
-                _finding(
-                    "variant_gain",
-                    run,
-                    _source(run, "scenario_a"),
-                    f"{run}: no variant is distinguishable from fp32 NCHW eager "
-                    "(every difference is inside the 95% interval of the difference).",
-                )
+            add(
+                "variant_gain",
+                "no variant is distinguishable from fp32 NCHW eager (every difference is inside the 95% "
+                "interval of the difference).",
             )
     if len(j):
         j["gain"] = j.throughput_img_s / j.throughput_img_s_base
         g = j.loc[j.gain.idxmax()]
         label = " + ".join(knobs.label(g, [k]) for k in knobs.variant_only() if knobs.label(g, [k]))
-        out.append(
-            _finding(
-                "variant_gain",
-                run,
-                _source(run, "scenario_a"),
-                f"{run}: largest gain from a variant, {label} makes {g.model} "
-                f"{g.phase} {g.gain:.2f}x as fast as fp32 NCHW eager at batch {g.batch_size}.",
-                gain=g.gain,
-                throughput_img_s=g.throughput_img_s,
-                baseline_img_s=g.throughput_img_s_base,
-            )
+        add(
+            "variant_gain",
+            f"largest gain from a variant, {label} makes {g.model} {g.phase} {g.gain:.2f}x as fast as fp32 NCHW "
+            f"eager at batch {g.batch_size}.",
+            gain=g.gain,
+            throughput_img_s=g.throughput_img_s,
+            baseline_img_s=g.throughput_img_s_base,
         )
     return out
 
@@ -275,55 +243,41 @@ def _reproducibility_findings(m: Merged) -> list[dict]:
 def _roofline_findings(rf: pd.DataFrame) -> list[dict]:
     out = []
     for run, g in rf.groupby("run_name") if len(rf) else []:
-        placed = g[g.source == "scenario_a"]
+        placed, layers, source = g[g.source == "scenario_a"], g[g.source == "layer"], _source(run, "roofline")
         if len(placed):
             mem, eff = (placed.bound == "memory").mean(), placed.efficiency.median()
-            out.append(
-                _finding(
-                    "roofline",
-                    run,
-                    _source(run, "roofline"),
-                    f"{run}: {mem:.0%} of the Scenario A points are memory-bound on "
-                    f"the measured roofline; median efficiency (achieved / attainable) {eff:.0%}.",
-                    memory_bound_fraction=mem,
-                    median_efficiency=eff,
-                )
+            sentence = (
+                f"{run}: {mem:.0%} of the Scenario A points are memory-bound on the measured roofline; median "
+                f"efficiency (achieved / attainable) {eff:.0%}."
             )
-        layers = g[g.source == "layer"]
+            out.append(
+                _finding("roofline", run, source, sentence, memory_bound_fraction=mem, median_efficiency=eff)
+            )
         if len(layers):
-            out.append(
-                _finding(
-                    "roofline_layers",
-                    run,
-                    _source(run, "roofline"),
-                    f"{run}: {(layers.bound == 'memory').mean():.0%} of the "
-                    "profiled layer-ops are memory-bound.",
-                    layers=len(layers),
-                )
+            sentence = (
+                f"{run}: {(layers.bound == 'memory').mean():.0%} of the profiled layer-ops are memory-bound."
             )
+            out.append(_finding("roofline_layers", run, source, sentence, layers=len(layers)))
     return out
 
 
 def _sweep_findings(sw: pd.DataFrame) -> list[dict]:
     from cnnbench import scenarios  # imports torch: not for a report built from what is on disk
 
-    out = []
-    for run, g in sw.groupby("run_name") if len(sw) else []:
-        for r in scenarios.diminishing_returns(g).itertuples():
-            out.append(
-                _finding(
-                    "batch_sweep",
-                    run,
-                    _source(run, "batch_sweep"),
-                    f"{run}: {r.model} ({r.phase}) is within 5% of its best "
-                    f"throughput from batch {r.knee_batch_size} (best {r.best_throughput_img_s:.0f} "
-                    f"images/s at batch {r.best_batch_size}).",
-                    knee_batch_size=r.knee_batch_size,
-                    best_batch_size=r.best_batch_size,
-                    best_img_s=r.best_throughput_img_s,
-                )
-            )
-    return out
+    return [
+        _finding(
+            "batch_sweep",
+            run,
+            _source(run, "batch_sweep"),
+            f"{run}: {r.model} ({r.phase}) is within 5% of its best throughput from batch {r.knee_batch_size} "
+            f"(best {r.best_throughput_img_s:.0f} images/s at batch {r.best_batch_size}).",
+            knee_batch_size=r.knee_batch_size,
+            best_batch_size=r.best_batch_size,
+            best_img_s=r.best_throughput_img_s,
+        )
+        for run, g in (sw.groupby("run_name") if len(sw) else [])
+        for r in scenarios.diminishing_returns(g).itertuples()
+    ]
 
 
 def findings(m: Merged) -> list[str]:

@@ -19,16 +19,13 @@ from cnnbench.devices.base import DTYPES, Backend, DeviceError, Hardware, Unavai
 from cnnbench.devices.cpu import CpuBackend
 from cnnbench.devices.cuda import CudaBackend
 from cnnbench.devices.host import (
-    TORCH_VERSION,
     clock_from,
     cpu_clock_ghz,
     cpu_features,
     cpu_isa,
     cpu_model,
-    macos_version,
     native_bf16,
     parse_cpu_mhz,
-    parse_version,
     peak_rss_mib,
     physical_cores,
     reset_peak_rss,
@@ -49,7 +46,6 @@ __all__ = [
     "BACKENDS",
     "DTYPES",
     "KINDS",
-    "TORCH_VERSION",
     "Backend",
     "DeviceError",
     "Hardware",
@@ -63,10 +59,8 @@ __all__ = [
     "cpu_isa",
     "cpu_model",
     "device_name",
-    "macos_version",
     "native_bf16",
     "parse_cpu_mhz",
-    "parse_version",
     "peak_rss_mib",
     "physical_cores",
     "reset_peak_rss",
@@ -121,9 +115,8 @@ def resolve(spec: str = "auto", expect: str = "") -> torch.device:
         kind, index = match.group(1), match.group(2)
         if kind not in available():
             raise DeviceError(f"device '{spec}' is not present here; available: {', '.join(available())}")
-        if (
-            kind == "cpu" and index is not None
-        ):  # torch has one CPU device: cpu:3 would be recorded as a device
+        # torch has one CPU device: cpu:3 would be recorded as a device
+        if kind == "cpu" and index is not None:
             raise DeviceError(f"device '{spec}': the CPU is one device, name it 'cpu'")
         if kind == "cuda" and index is not None and int(index) >= torch.cuda.device_count():
             raise DeviceError(

@@ -22,9 +22,8 @@ CAPTURE_FAILURE = (
     "cudaerrorstreamcaptureinvalidated",
     "capture invalidated",
 )
-MAX_AUTOTUNE_MIN_SMS = (
-    68  # torch._inductor.utils.is_big_gpu: fewer SMs and max-autotune's GEMM templates are off
-)
+# torch._inductor.utils.is_big_gpu: fewer SMs and max-autotune's GEMM templates are off
+MAX_AUTOTUNE_MIN_SMS = 68
 # The L2 of a GPU: copies of a working set that fits it (<= 25 MiB on an H100) last microseconds, so launch gaps
 # dominate even replayed from a CUDA graph. One long kernel re-reads the L2-resident buffer instead: a sum of the
 # buffer expanded R times (stride 0, nothing copied), one output per re-read, R chosen so a call moves at least

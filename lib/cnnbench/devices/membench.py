@@ -48,9 +48,8 @@ def _read(a, n, trials):
             for i in range(n):
                 s += row[i]
             acc += s
-            row[0] = (
-                acc * 1e-300
-            )  # one store per trial: the next trial's sum depends on this one, never hoisted
+            # one store per trial: the next trial's sum depends on this one, never hoisted
+            row[0] = acc * 1e-300
         out[t] = acc
     return out
 

@@ -25,10 +25,9 @@ NO_APPLE_SPEC = (
 class MpsBackend(Backend):
     kind = torch_type = "mps"
     on_host = False
-    queued = (
-        True  # timed by windows: MPS events are host-clock callbacks that can arrive out of order, and each
-    )
+    # timed by windows: MPS events are host-clock callbacks that can arrive out of order, and each
     # record commits the command buffer, changing the work timed
+    queued = True
     min_call_s = 0.05
     op_time = "queue"  # torch.profiler sees the host enqueueing each op, not the GPU running it
 

@@ -141,9 +141,8 @@ class Complexity:
     published_gmacs: float | None
     published_params: int | None
     macs_vs_published_pct: float | None  # 100 x (ours / published - 1); None where no figure applies
-    matches_published: (
-        bool  # within 1% of torchvision's figure (or its 3-decimal rounding); True where none applies
-    )
+    # within 1% of torchvision's figure (or its 3-decimal rounding); True where none applies
+    matches_published: bool
 
     def as_row(self) -> dict:
         return asdict(self)

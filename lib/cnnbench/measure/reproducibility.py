@@ -134,11 +134,12 @@ def _pair(r: dict) -> dict:
         "difference_ci95_pct": 100 * combined / ra,
         "agree": bool(abs(diff) <= combined),
         "second_inside_first": bool(abs(diff) <= ca),
-        "probe_change_pct": 100 * (_f(r.get("probe_img_s_b")) / _f(r.get("probe_img_s_a")) - 1),
+        "probe_change_pct": 100 * (number(r.get("probe_img_s_b")) / number(r.get("probe_img_s_a")) - 1),
     }
 
 
-def _f(value) -> float:
+def number(value) -> float:
+    """``value`` as a float; NaN where it is none (a blank cell, None, text)."""
     try:
         return float(value)
     except (TypeError, ValueError):
@@ -162,7 +163,7 @@ def agreement_sentence(pairs: pd.DataFrame) -> str:
             f"{worst.first} {worst.rate_first_img_s:,.1f} vs {worst.second} {worst.rate_second_img_s:,.1f} "
             f"img/s ({worst.difference_pct:+.1f}% against +-{worst.difference_ci95_pct:.1f}%)"
         )
-        probe = _f(worst.get("probe_change_pct"))
+        probe = number(worst.get("probe_change_pct"))
         text += (
             f"; the CPU's own speed (probe) moved {probe:+.1f}% between the two."
             if math.isfinite(probe)
@@ -173,12 +174,8 @@ def agreement_sentence(pairs: pd.DataFrame) -> str:
 
 def machine_summary(*tables: pd.DataFrame) -> pd.DataFrame:
     """Per run: how many measured configurations found the machine busy, and the worst figures seen."""
-    tables = tuple(measured_here(t) for t in tables if t is not None)
-    rows = (
-        pd.concat([t for t in tables if t is not None and len(t) and "machine_state" in t], ignore_index=True)
-        if any(t is not None and len(t) and "machine_state" in t for t in tables)
-        else pd.DataFrame()
-    )
+    read = [measured_here(t) for t in tables if t is not None and len(t) and "machine_state" in t]
+    rows = pd.concat(read, ignore_index=True) if read else pd.DataFrame()
     if rows.empty:
         return pd.DataFrame(
             columns=[

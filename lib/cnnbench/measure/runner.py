@@ -303,7 +303,8 @@ def run_configs(
     files = _files(path, steps_path, telemetry_path)
     results, windows, steps, _ = files
     keys = [engine.config_key(c, device, p) for c in configs]
-    for f in files:  # these configurations, and only they, are this invocation's rows (ResultsFile.plan)
+    # these configurations, and only they, are this invocation's rows (results.ResultsFile.plan)
+    for f in files:
         if f is not None:
             f.plan(keys, source or desc, config_keys())
     copied = _copy_measured(ResultsFile(reuse, config_keys()), results, keys) if reuse is not None else 0

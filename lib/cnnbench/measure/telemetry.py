@@ -251,9 +251,8 @@ class Sampler:
         if rss:
             out["peak_rss_mib"] = max(rss)
         whole = self._whole_process_cpu_pct()
-        if (
-            whole is not None
-        ):  # the mean over the whole span, exact (no tick rounding); the samples give the max
+        # the mean over the whole span, exact (no tick rounding); the samples give the max
+        if whole is not None:
             out["util_process_cpu_mean_pct"] = whole
         out.setdefault("util_device_mean_pct", float("nan"))
         out["telemetry_samples"] = len(self.values("util_cpu_pct"))

@@ -56,9 +56,8 @@ class OpRecord:
     op: str
     shapes: str
     flops: int
-    flops_elementwise: (
-        int  # ops without a FLOP formula: 1 per output element (placement on layer rooflines only)
-    )
+    # ops without a FLOP formula: 1 per output element (placement on layer rooflines only)
+    flops_elementwise: int
     bytes_read: int
     bytes_written: int
 

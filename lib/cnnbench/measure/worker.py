@@ -79,9 +79,8 @@ def _test_hook(model: str, hooks: str) -> None:
 def _job(cfg, device_spec: str, p, dataset, hooks: str, known_flops, conn) -> None:
     """The worker's body: take the device, measure, send the row back."""
     paths.die_with_parent()  # a worker never outlives its forkserver (and so its kernel and its run)
-    signal.signal(
-        signal.SIGINT, signal.SIG_IGN
-    )  # Ctrl-C is the parent's: it kills the worker, no 2nd traceback
+    # Ctrl-C is the parent's: it kills the worker, no 2nd traceback
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     if known_flops is not None:
         engine._FLOPS[(cfg.model, cfg.image_size, cfg.num_classes)] = known_flops
     device = torch.device(device_spec)
@@ -139,9 +138,8 @@ def _in_worker(target, name: str, args: tuple) -> tuple[dict | None, int | None]
 def _call_job(fn, args: tuple, device_spec: str, threads: int, conn) -> None:
     """The body of a :func:`call_isolated` worker: set threads and device, call, send the row back."""
     paths.die_with_parent()
-    signal.signal(
-        signal.SIGINT, signal.SIG_IGN
-    )  # Ctrl-C is the parent's: it kills the worker, no 2nd traceback
+    # Ctrl-C is the parent's: it kills the worker, no 2nd traceback
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     torch.set_num_threads(threads)
     device = torch.device(device_spec)
     devices.backend(device).enter_worker()

@@ -7,7 +7,6 @@ experiment module.
 
 from cnnbench.results.files import (
     DONE_STATUSES,
-    PLANS,
     CorruptResults,
     ResultsFile,
     atomic_write_text,
@@ -20,9 +19,7 @@ from cnnbench.results.files import (
 )
 from cnnbench.results.schema import (
     MERGED,
-    PROTOCOL_KEYS,
     TABLES,
-    Table,
     config_keys,
     file,
     read,
@@ -34,12 +31,9 @@ from cnnbench.results.schema import (
 __all__ = [
     "DONE_STATUSES",
     "MERGED",
-    "PLANS",
-    "PROTOCOL_KEYS",
     "TABLES",
     "CorruptResults",
     "ResultsFile",
-    "Table",
     "atomic_write_text",
     "config_keys",
     "current_rows",

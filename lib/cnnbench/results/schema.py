@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cnnbench import knobs
+from cnnbench.params import FIELDS
 from cnnbench.results.files import ResultsFile, current_rows, frame, read_rows
 
 # What a measurement is of: the workload and the device kind (with every keyed knob, cnnbench.knobs, beside).
@@ -63,25 +64,9 @@ def phase_plan() -> tuple[str, ...]:
 
 
 # 05's from-scratch backends: every parameter that changes a backend's rows (a rerun with other values trains
-# again; the same values keep what was measured).
-SCRATCH_KEYS = (
-    "threads",
-    "seed",
-    "scratch_dataset",
-    "scratch_data_path",
-    "scratch_train_images",
-    "scratch_test_images",
-    "scratch_epochs",
-    "scratch_batch_size",
-    "scratch_lr",
-    "scratch_momentum",
-    "scratch_mlp_steps",
-    "scratch_mlp_lr",
-    "scratch_mlp_momentum",
-    "scratch_mlp_eval_every",
-    "scratch_op_steps",
-    "scratch_gradcheck_batch",
-)
+# again; the same values keep what was measured): every scratch_* key but the lists of what 05 runs.
+_SCRATCH = (k for k in FIELDS if k.startswith("scratch_") and k not in ("scratch_backends", "scratch_models"))
+SCRATCH_KEYS = ("threads", "seed", *_SCRATCH)
 SCRATCH_PLAN = ("backend", "model", *SCRATCH_KEYS)
 
 
@@ -143,26 +128,9 @@ TRANSFER_GRID_KEYS = (
     "data_path",
 )
 # 07's search: what identifies one search (its workload, the default setting it is measured against, the protocol
-# and every tune_* parameter, lists comma-joined).
-TUNING_PARAM_KEYS = (
-    "seed",
-    "lr",
-    "momentum",
-    "synthetic_images",
-    "repeats",
-    "tune_budget_s",
-    "tune_eta",
-    "tune_precisions",
-    "tune_compile_modes",
-    "tune_min_batch_size",
-    "tune_max_batch_size",
-    "tune_confirm_top",
-    "tune_confirm_window_s",
-    "tune_confirm_warmup_steps",
-    "tune_guard_steps",
-    "tune_guard_batch_size",
-    "tune_guard_tolerance",
-)
+# and every tune_* parameter but the lists of what is searched, lists comma-joined).
+_TUNE = (k for k in FIELDS if k.startswith("tune_") and k not in ("tune_models", "tune_phases"))
+TUNING_PARAM_KEYS = ("seed", "lr", "momentum", "synthetic_images", "repeats", *_TUNE)
 
 
 def search_keys() -> tuple[str, ...]:
@@ -186,9 +154,8 @@ class Table:
     name: str
     notebook: str
     keys: tuple[str, ...] | Callable[[], tuple[str, ...]] = ()  # () = written whole by its notebook
-    plans: tuple[str, ...] | Callable[[], tuple[str, ...]] | None = (
-        None  # what a plan selects on (None: the key)
-    )
+    # what a plan selects on (None: the key)
+    plans: tuple[str, ...] | Callable[[], tuple[str, ...]] | None = None
     merged: bool = True  # read by the analysis and merged across runs
 
     @property

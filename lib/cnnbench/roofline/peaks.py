@@ -174,9 +174,8 @@ def _fmt_bytes(n: float) -> str:
     return f"{n / 2**20:.3g} MiB" if n >= 2**20 else f"{n / 2**10:.3g} KiB"
 
 
-MAIN_MEMORY_FACTOR = (
-    4  # the main-memory roof comes from working sets of at least this many times the last cache
-)
+# the main-memory roof comes from working sets of at least this many times the last cache
+MAIN_MEMORY_FACTOR = 4
 
 
 def level_roofs(sweep: pd.DataFrame, levels: list[dict], main: str = "dram") -> pd.DataFrame:

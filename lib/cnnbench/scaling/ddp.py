@@ -102,9 +102,8 @@ def main(argv=None) -> int:
     rank, world = int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
     local = int(os.environ.get("LOCAL_RANK", 0))
     backend = backend_for(args.backend)
-    device = (
-        torch.device(f"cuda:{local}") if backend == "nccl" else torch.device("cpu")
-    )  # NCCL (RCCL) runs on GPUs
+    # NCCL (RCCL) runs on GPUs
+    device = torch.device(f"cuda:{local}") if backend == "nccl" else torch.device("cpu")
     devices.backend(device).enter_worker()
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -163,9 +162,8 @@ def check_losses(ddp, step, n: int, world: int) -> list[float]:
 
 def train(args, rank: int, world: int, device: torch.device, backend: str) -> dict:
     reference = {}
-    for (
-        global_batch
-    ) in args.reference_batches:  # the same check at other global batches, from the same weights
+    # the same check at other global batches, from the same weights
+    for global_batch in args.reference_batches:
         ddp, opt, batches = setup(args, rank, world, device, global_batch)
         reference[str(global_batch)] = check_losses(ddp, stepper(ddp, opt, batches), args.check_steps, world)
     ddp, opt, batches = setup(args, rank, world, device, args.batch_size * world)

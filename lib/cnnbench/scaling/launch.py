@@ -181,9 +181,8 @@ def run_all(run, launcher=launch, log=progress.say) -> list[dict]:
     }
     planned = [{**settings, "world_size": w} for w in worlds]
     final = (*results.DONE_STATUSES, "unavailable")  # a world larger than the GPUs here stays so
-    if all(
-        table.file(run.dir).finished(c, table.key, final) for c in planned
-    ):  # the same pass measured before: kept
+    # the same pass measured before: kept
+    if all(table.file(run.dir).finished(c, table.key, final) for c in planned):
         log(progress.kept_line(len(planned), len(planned), table.file(run.dir).path.name, "world sizes"))
         table.plan(run.dir, planned, "scaling")
         return results.rows(run.dir, "scaling")

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from cnnbench import published
 from cnnbench.params import SCRATCH_BACKENDS
-from cnnbench.scratch.base import MODELS, Backend, BackendUnavailable, OpTimer, torch_weights
+from cnnbench.scratch.base import BackendUnavailable, OpTimer, torch_weights
 from cnnbench.scratch.experiment import load_data, load_frames, run_all
 from cnnbench.scratch.registry import make
 from cnnbench.scratch.summary import (
@@ -36,15 +36,12 @@ from cnnbench.scratch.summary import (
 )
 
 BACKENDS = tuple(SCRATCH_BACKENDS)
-DEVICE_KIND = (
-    SCRATCH_BACKENDS  # the device type each backend runs on (cpu | cuda | mps), as in every results file
-)
+# the device type each backend runs on (cpu | cuda | mps), as in every results file
+DEVICE_KIND = SCRATCH_BACKENDS
 
 __all__ = [
     "BACKENDS",
     "DEVICE_KIND",
-    "MODELS",
-    "Backend",
     "BackendUnavailable",
     "OpTimer",
     "beside_seed_001",

@@ -18,21 +18,13 @@ import numpy as np
 
 from cnnbench.params import SCRATCH_MODELS
 
-MODELS = SCRATCH_MODELS
-# Names of the parameters of each network, in PyTorch's layout (shapes follow from the input size).
+# The layers of each network with parameters, and their parameters' names in PyTorch's layout (shapes follow from
+# the input size).
+LAYERS = {"mnist_cnn": ("conv1", "conv2", "fc1", "fc2"), "mlp": ("fc1", "fc2")}
 PARAM_NAMES = {
-    "mnist_cnn": (
-        "conv1.weight",
-        "conv1.bias",
-        "conv2.weight",
-        "conv2.bias",
-        "fc1.weight",
-        "fc1.bias",
-        "fc2.weight",
-        "fc2.bias",
-    ),
-    "mlp": ("fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias"),
+    m: tuple(f"{layer}.{w}" for layer in layers for w in ("weight", "bias")) for m, layers in LAYERS.items()
 }
+ACTIVATIONS = ("a1", "p1", "i1", "a2", "p2", "i2", "h", "logits")  # a step's arrays its backward reads
 # Seed 004's Table 4 groups operations into these kinds; every op a backend times carries one.
 OP_KINDS = ("matmul", "conv", "relu", "pool", "softmax", "gradient", "update", "transfer")
 
@@ -159,7 +151,7 @@ def torch_module(model: str, image_size: int = 28, hidden: int = 10):
         return nn.Sequential(
             nn.Flatten(), nn.Linear(image_size * image_size, hidden), nn.ReLU(), nn.Linear(hidden, 10)
         )
-    raise ValueError(f"unknown scratch model '{model}'; valid: {', '.join(MODELS)}")
+    raise ValueError(f"unknown scratch model '{model}'; valid: {', '.join(SCRATCH_MODELS)}")
 
 
 def named_params(model: str, net) -> dict:
@@ -169,11 +161,49 @@ def named_params(model: str, net) -> dict:
     else:
         mods = [net[1], net[3]]
     out = {}
-    for name, mod in zip(PARAM_NAMES[model][::2], mods, strict=True):
-        prefix = name.split(".")[0]
-        out[f"{prefix}.weight"], out[f"{prefix}.bias"] = mod.weight, mod.bias
+    for layer, mod in zip(LAYERS[model], mods, strict=True):
+        out[f"{layer}.weight"], out[f"{layer}.bias"] = mod.weight, mod.bias
     return out
 
 
 def nbytes(arrays) -> int:
     return int(sum(a.nbytes for a in arrays))
+
+
+def component_bytes(backend, acts, work) -> dict[str, int]:
+    """:meth:`Backend.memory` of a backend holding ``p``, ``g``, ``v`` (and ``batch``), activations ``acts`` and
+    workspace ``work``."""
+    batch = getattr(backend, "batch", None)
+    return {
+        "batch": nbytes([batch]) if batch is not None else 0,
+        "parameters": nbytes(backend.p.values()),
+        "gradients": nbytes(backend.g.values()),
+        "optimizer_state": nbytes(backend.v.values()),
+        "activations": nbytes(acts),
+        "workspace": nbytes(work),
+    }
+
+
+def image_side(model: str, p: dict) -> int:
+    """The side of the square images parameters ``p`` (PyTorch layout) were made for."""
+    if model == "mlp":
+        return int(round(p["fc1.weight"].shape[1] ** 0.5))
+    pooled = int(round((p["fc1.weight"].shape[1] / p["conv2.weight"].shape[0]) ** 0.5))
+    return next(s for s in range(8, 512) if ((s - 2) // 2 - 2) // 2 == pooled)
+
+
+def step_buffers(model: str, p: dict, image: int, n: int, empty) -> dict:
+    """The arrays a step of ``n`` images works in (:data:`ACTIVATIONS`, the pools' argmaxes as int32, and the
+    backward's workspace), each made by ``empty(shape, dtype)``."""
+    hid, out = p["fc1.weight"].shape[0], p["fc2.weight"].shape[0]
+    shapes = {"h": (n, hid), "logits": (n, out), "d": (n, out), "dh": (n, hid)}
+    if model == "mnist_cnn":
+        f1, f2 = p["conv1.weight"].shape[0], p["conv2.weight"].shape[0]
+        s1, s2 = image - 2, (image - 2) // 2
+        s3, s4 = s2 - 2, (s2 - 2) // 2
+        conv1, pool1, conv2, pool2 = (n, f1, s1, s1), (n, f1, s2, s2), (n, f2, s3, s3), (n, f2, s4, s4)
+        shapes.update(
+            a1=conv1, p1=pool1, i1=pool1, a2=conv2, p2=pool2, i2=pool2, da2=conv2, dp1=pool1, da1=conv1
+        )
+        shapes["dflat"] = (n, f2 * s4 * s4)
+    return {k: empty(s, np.int32 if k in ("i1", "i2") else np.float32) for k, s in shapes.items()}

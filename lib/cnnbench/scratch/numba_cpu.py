@@ -17,7 +17,7 @@ import time
 import numpy as np
 from numba import njit, prange
 
-from cnnbench.scratch.base import PARAM_NAMES, OpTimer, nbytes
+from cnnbench.scratch.base import ACTIVATIONS, PARAM_NAMES, OpTimer, component_bytes, image_side, step_buffers
 
 JIT = {"parallel": True, "fastmath": False, "cache": True}
 
@@ -236,8 +236,7 @@ class NumbaCpuBackend:
         self.g = {k: np.zeros_like(v) for k, v in self.p.items()}
         # momentum buffers only with momentum, as torch.optim.SGD keeps none without (seed 004's MLP: momentum 0)
         self.v = {k: np.zeros_like(v) for k, v in self.p.items()} if self.momentum else {}
-        side = int(round(self.p["fc1.weight"].shape[1] ** 0.5)) if self.model == "mlp" else None
-        self.image = side or next(s for s in range(8, 512) if ((s - 2) // 2 - 2) // 2 == self._pooled_side())
+        self.image = image_side(self.model, self.p)
         start = time.perf_counter()  # compile (or load from Numba's cache) every kernel on a one-image batch
         saved = {k: v.copy() for k, v in self.p.items()}
         x1 = np.zeros((1, 1, self.image, self.image), np.float32)
@@ -251,34 +250,10 @@ class NumbaCpuBackend:
                 self.v[k][...] = 0
         self.buffers.pop(1, None)
 
-    def _pooled_side(self) -> int:
-        return int(round((self.p["fc1.weight"].shape[1] / self.p["conv2.weight"].shape[0]) ** 0.5))
-
     def _buf(self, n: int) -> dict[str, np.ndarray]:
-        if n in self.buffers:
-            return self.buffers[n]
-        e, f32 = np.empty, np.float32
-        b: dict[str, np.ndarray] = {}
-        hid, out = self.p["fc1.weight"].shape[0], self.p["fc2.weight"].shape[0]
-        if self.model == "mnist_cnn":
-            s, f1, f2 = self.image, self.p["conv1.weight"].shape[0], self.p["conv2.weight"].shape[0]
-            s1, s2 = s - 2, (s - 2) // 2
-            s3, s4 = s2 - 2, (s2 - 2) // 2
-            b.update(
-                a1=e((n, f1, s1, s1), f32),
-                p1=e((n, f1, s2, s2), f32),
-                i1=e((n, f1, s2, s2), np.int32),
-                a2=e((n, f2, s3, s3), f32),
-                p2=e((n, f2, s4, s4), f32),
-                i2=e((n, f2, s4, s4), np.int32),
-                da2=e((n, f2, s3, s3), f32),
-                dp1=e((n, f1, s2, s2), f32),
-                da1=e((n, f1, s1, s1), f32),
-                dflat=e((n, f2 * s4 * s4), f32),
-            )
-        b.update(h=e((n, hid), f32), logits=e((n, out), f32), d=e((n, out), f32), dh=e((n, hid), f32))
-        self.buffers = {n: b, **{k: v for k, v in self.buffers.items() if k != n}}
-        return b
+        if n not in self.buffers:
+            self.buffers[n] = step_buffers(self.model, self.p, self.image, n, np.empty)
+        return self.buffers[n]
 
     def _chunks(self, n: int) -> int:
         import numba
@@ -370,13 +345,5 @@ class NumbaCpuBackend:
 
     def memory(self) -> dict[str, int]:
         b = self.buffers.get(len(getattr(self, "batch", ())), {})
-        acts = [b[k] for k in ("a1", "p1", "i1", "a2", "p2", "i2", "h", "logits") if k in b]
-        work = [b[k] for k in ("da2", "dp1", "da1", "dflat", "d", "dh") if k in b]
-        return {
-            "batch": nbytes([self.batch]) if hasattr(self, "batch") else 0,
-            "parameters": nbytes(self.p.values()),
-            "gradients": nbytes(self.g.values()),
-            "optimizer_state": nbytes(self.v.values()),
-            "activations": nbytes(acts),
-            "workspace": nbytes(work),
-        }
+        acts = [v for k, v in b.items() if k in ACTIVATIONS]
+        return component_bytes(self, acts, [v for k, v in b.items() if k not in ACTIVATIONS])

@@ -16,7 +16,15 @@ import numba
 import numpy as np
 from numba import cuda
 
-from cnnbench.scratch.base import PARAM_NAMES, BackendUnavailable, OpTimer, nbytes
+from cnnbench.scratch.base import (
+    ACTIVATIONS,
+    PARAM_NAMES,
+    BackendUnavailable,
+    OpTimer,
+    component_bytes,
+    image_side,
+    step_buffers,
+)
 
 # Every accumulator and constant of the kernels is float32: a Python float (0.0) types as float64, and FP64 runs
 # at 1/32 of FP32 on T4, L4 and consumer cards (issue 19).
@@ -282,11 +290,7 @@ class NumbaCudaBackend:
         self.p = {k: cuda.to_device(v) for k, v in host.items()}
         self.g = {k: cuda.to_device(np.zeros_like(v)) for k, v in host.items()}
         self.v = {k: cuda.to_device(np.zeros_like(v)) for k, v in host.items()}
-        if self.model == "mlp":
-            self.image = int(round(host["fc1.weight"].shape[1] ** 0.5))
-        else:
-            side = int(round((host["fc1.weight"].shape[1] / host["conv2.weight"].shape[0]) ** 0.5))
-            self.image = next(s for s in range(8, 512) if ((s - 2) // 2 - 2) // 2 == side)
+        self.image = image_side(self.model, host)
         if not SIMULATED:  # compile every kernel on a one-image batch, then restore the weights
             start = time.perf_counter()
             x1 = np.zeros((1, 1, self.image, self.image), np.float32)
@@ -305,36 +309,10 @@ class NumbaCudaBackend:
         self.k["zero"][_blocks(a.size), THREADS](flat)
 
     def _buf(self, n: int) -> dict:
-        if n in self.buffers:
-            return self.buffers[n]
-        e, f32 = self.cuda.device_array, np.float32
-        b: dict = {}
-        hid, out = self.p["fc1.weight"].shape[0], self.p["fc2.weight"].shape[0]
-        if self.model == "mnist_cnn":
-            s, f1, f2 = self.image, self.p["conv1.weight"].shape[0], self.p["conv2.weight"].shape[0]
-            s1, s2 = s - 2, (s - 2) // 2
-            s3, s4 = s2 - 2, (s2 - 2) // 2
-            b.update(
-                a1=e((n, f1, s1, s1), f32),
-                p1=e((n, f1, s2, s2), f32),
-                i1=e((n, f1, s2, s2), np.int32),
-                a2=e((n, f2, s3, s3), f32),
-                p2=e((n, f2, s4, s4), f32),
-                i2=e((n, f2, s4, s4), np.int32),
-                da2=e((n, f2, s3, s3), f32),
-                dp1=e((n, f1, s2, s2), f32),
-                da1=e((n, f1, s1, s1), f32),
-                dflat=e((n, f2 * s4 * s4), f32),
-            )
-        b.update(
-            h=e((n, hid), f32),
-            logits=e((n, out), f32),
-            d=e((n, out), f32),
-            dh=e((n, hid), f32),
-            losses=e(n, f32),
-        )
-        self.buffers = {n: b}
-        return b
+        if n not in self.buffers:
+            b = step_buffers(self.model, self.p, self.image, n, self.cuda.device_array)
+            self.buffers = {n: {**b, "losses": self.cuda.device_array(n, np.float32)}}
+        return self.buffers[n]
 
     def put(self, x, y):
         with self.timer.op("input", "transfer", "forward"):
@@ -464,13 +442,5 @@ class NumbaCudaBackend:
 
     def memory(self) -> dict[str, int]:
         b = self.buffers.get(self.batch.shape[0], {}) if hasattr(self, "batch") else {}
-        acts = [b[k] for k in ("a1", "p1", "i1", "a2", "p2", "i2", "h", "logits") if k in b]
-        work = [b[k] for k in ("da2", "dp1", "da1", "dflat", "d", "dh", "losses") if k in b]
-        return {
-            "batch": nbytes([self.batch]) if hasattr(self, "batch") else 0,
-            "parameters": nbytes(self.p.values()),
-            "gradients": nbytes(self.g.values()),
-            "optimizer_state": nbytes(self.v.values()),
-            "activations": nbytes(acts),
-            "workspace": nbytes(work),
-        }
+        acts = [v for k, v in b.items() if k in ACTIVATIONS]
+        return component_bytes(self, acts, [v for k, v in b.items() if k not in ACTIVATIONS])

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from cnnbench.scratch.base import PARAM_NAMES, OpTimer, nbytes
+from cnnbench.scratch.base import PARAM_NAMES, OpTimer, component_bytes
 
 K = 3  # convolution kernel size of seed 001's CNN
 
@@ -227,9 +227,8 @@ class XpBackend:
     def _dense_bwd(self, name, d, need_input_grad=True):
         with self.timer.op(f"{name}_bwd", "gradient", "backward"):
             x = self.cache[name]
-            self.g[f"{name}.weight"][...] = (
-                x.T @ d
-            ).T  # OpenBLAS is >10x slower on d.T @ x (small M, huge K)
+            # OpenBLAS is >10x slower on d.T @ x (small M, huge K)
+            self.g[f"{name}.weight"][...] = (x.T @ d).T
             self.g[f"{name}.bias"][...] = d.sum(axis=0)
             return d @ self.p[f"{name}.weight"] if need_input_grad else None
 
@@ -284,11 +283,4 @@ class XpBackend:
             else:
                 acts.append(value)
         acts = unique(acts, exclude=[getattr(self, "batch", None)])
-        return {
-            "batch": nbytes([self.batch]) if getattr(self, "batch", None) is not None else 0,
-            "parameters": nbytes(self.p.values()),
-            "gradients": nbytes(self.g.values()),
-            "optimizer_state": nbytes(self.v.values()),
-            "activations": nbytes(acts),
-            "workspace": nbytes(work),
-        }
+        return component_bytes(self, acts, work)

@@ -329,9 +329,8 @@ def fit(p, device, lr: float, bs: int, sets, base: dict, results, sampler) -> No
         )
 
 
-MEMORY_HEADROOM = (
-    0.9  # share of the device's memory a grid point may plan to use (the allocator, cuDNN workspaces)
-)
+# share of the device's memory a grid point may plan to use (the allocator, cuDNN workspaces)
+MEMORY_HEADROOM = 0.9
 
 
 def training_bytes_per_image(model: str, classes: int, image_size: int) -> tuple[int, int]:

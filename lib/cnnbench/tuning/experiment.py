@@ -182,9 +182,8 @@ def search_line(model: str, phase: str, row: dict) -> str:
         else row.get("status", "")
     )
     words = [str(row.get(k, "")) for k in ("row_kind", "stage", "config") if row.get(k, "") != ""]
-    what = " ".join(
-        w for i, w in enumerate(words) if i == 0 or w != words[i - 1]
-    )  # "guard", not "guard guard"
+    # "guard", not "guard guard"
+    what = " ".join(w for i, w in enumerate(words) if i == 0 or w != words[i - 1])
     return f"  tuning {model} {phase}: {what} {told}".rstrip()
 
 
@@ -203,9 +202,8 @@ def tune(run) -> pd.DataFrame:
     finished = ResultsFile(rows.path, (*search_keys(), "row_kind"))
     space_file = results.file(run.dir, "tuning_space")
     peaks = read_peaks(run)
-    if (
-        peaks is None
-    ):  # 07 opened alone (a fresh Colab VM): the search stands, its roofline columns stay empty
+    # 07 opened alone (a fresh Colab VM): the search stands, its roofline columns stay empty
+    if peaks is None:
         print(NO_PEAKS)
     searches = [
         (model, phase, identity_of(run, model, phase, hw))

@@ -94,9 +94,8 @@ class Search:
         probe: Callable[[], float] | None = None,
     ):
         self.base, self.space, self.p, self.identity = base, space, p, identity
-        self.probe = (
-            probe  # the CPU's own speed (telemetry.speed_probe), taken before each confirmation round
-        )
+        # the CPU's own speed (telemetry.speed_probe), taken before each confirmation round
+        self.probe = probe
         self.guard_loss, self.confirm, self.sink, self.clock = guard_loss, confirm, sink, clock
         self.explain = explain or (lambda c, row: {})
         self.evaluations = 0
@@ -224,9 +223,8 @@ class Search:
 
     def run(self) -> dict:
         """Guard, race each stage's knobs in turn, confirm; returns the 'best' row (also sent to the sink)."""
-        start = (
-            self.clock()
-        )  # the budget covers the guard (its compiles too) and the race; confirmation on top
+        # the budget covers the guard (its compiles too) and the race; confirmation on top
+        start = self.clock()
         passing = self.run_guard(start)
         d, v = self.space.default, self.space.values
 

@@ -90,9 +90,8 @@ def plot(df: pd.DataFrame, path=None):
         for rung, r in raced.groupby("rung"):
             ax.plot(r.throughput_img_s, r.config, "o", ms=4, label=f"race window, rung {int(rung)}")
         ax.set(xlabel="throughput (images/s)", title=f"{model} {phase}: race and confirmation")
-        ax.legend(
-            fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1), borderaxespad=0
-        )  # beside: over no bar
+        # beside: over no bar
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1), borderaxespad=0)
     fig.tight_layout()
     return save(fig, path)
 
