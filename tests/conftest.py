@@ -1,7 +1,16 @@
+import contextlib
+import fcntl
+import json
 import os
+import shutil
+import signal
+import subprocess
 import sys
+import tempfile
+import time
 from pathlib import Path
 
+import psutil
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -9,6 +18,98 @@ ROOT = Path(__file__).resolve().parents[1]
 # subprocesses and notebook kernels inherit the same path.
 sys.path.insert(0, str(ROOT / "lib"))
 os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT / "lib"), os.environ.get("PYTHONPATH")) if p)
+
+
+def run_pipeline(*args, env=None, cwd=ROOT, timeout=1800) -> subprocess.CompletedProcess:
+    """``python -m cnnbench.pipeline *args`` in a subprocess, its console captured."""
+    return subprocess.run(
+        [sys.executable, "-m", "cnnbench.pipeline", *map(str, args)],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env={**os.environ, **(env or {})},
+        timeout=timeout,
+    )
+
+
+# The folder the processes of one test session share (pytest-xdist's workers and their controller): the smoke run.
+SHARED_ENV = "CNNBENCH_TEST_SESSION_DIR"
+SMOKE_RECORD = "smoke_run.json"  # [args, returncode, stdout, stderr] of the shared smoke run, once it ended
+
+
+def pytest_configure(config):
+    if not os.environ.get("PYTEST_XDIST_WORKER"):  # the session's first process: its workers inherit it
+        os.environ[SHARED_ENV] = tempfile.mkdtemp(prefix="cnnbench-tests-")
+
+
+def pytest_collection_modifyitems(config, items):
+    """The slow tests first and the readers of the shared smoke run last (it runs meanwhile), so that the
+    workers (`-n`, one test at a time each: `--maxschedchunk 1`) finish together."""
+    items.sort(key=lambda item: ("smoke_run" in item.fixturenames, not item.get_closest_marker("slow")))
+
+
+def pytest_collection_finish(session):
+    if not session.config.option.collectonly and any("smoke_run" in i.fixturenames for i in session.items):
+        _start_smoke_run()
+
+
+def pytest_unconfigure(config):
+    if not os.environ.get("PYTEST_XDIST_WORKER"):  # the session's first process, ending last
+        shared = Path(os.environ.pop(SHARED_ENV))
+        pid = shared / "smoke_run.pid"
+        if pid.exists() and not (shared / SMOKE_RECORD).exists():  # the session ended before the smoke run
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(int(pid.read_text()), signal.SIGTERM)
+        shutil.rmtree(shared, ignore_errors=True)
+
+
+# the pipeline run by a process of its own, which writes its record when it ends
+_SMOKE_RUNNER = """import json, os, subprocess, sys
+proc = subprocess.run(sys.argv[2:], capture_output=True, text=True)
+with open(sys.argv[1] + ".tmp", "w") as f:
+    json.dump([proc.args, proc.returncode, proc.stdout, proc.stderr], f)
+os.rename(sys.argv[1] + ".tmp", sys.argv[1])"""
+
+
+def _start_smoke_run() -> Path:
+    """Start the shared smoke run unless a process of this session has; returns the session's folder."""
+    shared = Path(os.environ[SHARED_ENV])
+    with open(shared / "smoke_run.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (shared / "smoke_run.pid").exists():
+            pipeline = [
+                "-m",
+                "cnnbench.pipeline",
+                "--params",
+                "params/smoke.yaml",
+                "--outputs",
+                shared / "smoke_run",
+            ]
+            runner = subprocess.Popen(
+                [sys.executable, "-c", _SMOKE_RUNNER, shared / SMOKE_RECORD, sys.executable, *pipeline],
+                cwd=ROOT,
+                start_new_session=True,  # its process group: what pytest_unconfigure ends
+            )
+            (shared / "smoke_run.pid").write_text(str(runner.pid))
+    return shared
+
+
+@pytest.fixture(scope="session")
+def smoke_run():
+    """The real pipeline run once per session with params/smoke.yaml (every notebook and the report), for the
+    tests that only read it: (the run's folder, the pipeline's completed process). A test that writes into a run
+    works on a copy (``shutil.copytree``). It starts once the tests are collected and runs beside the others."""
+    shared = _start_smoke_run()
+    record, runner = shared / SMOKE_RECORD, int((shared / "smoke_run.pid").read_text())
+    while not record.is_file():
+        with contextlib.suppress(psutil.NoSuchProcess):
+            if psutil.Process(runner).status() != psutil.STATUS_ZOMBIE:
+                time.sleep(1)
+                continue
+        assert record.is_file(), "the shared smoke run ended without a record"
+    proc = subprocess.CompletedProcess(*json.loads(record.read_text()))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return shared / "smoke_run" / "smoke", proc
 
 
 @pytest.fixture

@@ -1,36 +1,15 @@
-"""The real pipeline, end to end through papermill, with params/smoke.yaml, into a temporary folder."""
+"""The real pipeline, end to end through papermill, with params/smoke.yaml, into a temporary folder (the run
+shared by the suite: conftest's ``smoke_run``)."""
 
 import json
-import os
 import shutil
-import subprocess
-import sys
 
 import nbformat
 import pandas as pd
 import pytest
 
 from cnnbench import pipeline, plots
-from conftest import ROOT
-
-
-def run_cli(*args, env=None, cwd=ROOT):
-    return subprocess.run(
-        [sys.executable, "-m", "cnnbench.pipeline", *args],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        env={**os.environ, **(env or {})},
-        timeout=1800,
-    )
-
-
-@pytest.fixture(scope="module")
-def smoke_run(tmp_path_factory):
-    outputs = tmp_path_factory.mktemp("outputs")
-    proc = run_cli("--params", "params/smoke.yaml", "--outputs", str(outputs))
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    return outputs / "smoke", proc
+from conftest import ROOT, run_pipeline
 
 
 @pytest.mark.slow
@@ -174,10 +153,11 @@ def test_report_hides_code_and_leads_with_parameters_and_environment(smoke_run):
 
 @pytest.mark.slow
 def test_rerun_resumes_and_a_second_run_gives_a_combined_report(smoke_run, tmp_path):
-    run_dir, _ = smoke_run
-    outputs = run_dir.parent
+    outputs = tmp_path / "outputs"
+    run_dir = outputs / "smoke"
+    shutil.copytree(smoke_run[0], run_dir)
     before = pd.read_csv(run_dir / "scenario_a.csv").timestamp.tolist()
-    proc = run_cli(
+    proc = run_pipeline(
         "--params",
         "params/smoke.yaml",
         "--outputs",
@@ -188,7 +168,7 @@ def test_rerun_resumes_and_a_second_run_gives_a_combined_report(smoke_run, tmp_p
     )
     assert proc.returncode == 0, proc.stderr
     assert pd.read_csv(run_dir / "scenario_a.csv").timestamp.tolist() == before  # nothing measured again
-    proc = run_cli(
+    proc = run_pipeline(
         "--params",
         "params/smoke.yaml",
         "--outputs",
@@ -208,7 +188,7 @@ def test_rerun_resumes_and_a_second_run_gives_a_combined_report(smoke_run, tmp_p
     (outputs / "user-a" / "params.json").write_text(json.dumps({**prm, "params_file": "params/mine.yaml"}))
     mine = tmp_path / "mine.yaml"
     shutil.copy(ROOT / "params" / "smoke.yaml", mine)
-    proc = run_cli(
+    proc = run_pipeline(
         "--params",
         str(mine),
         "--outputs",
@@ -232,7 +212,7 @@ def test_rerun_resumes_and_a_second_run_gives_a_combined_report(smoke_run, tmp_p
 def test_bad_params_stop_before_any_work(tmp_path):
     bad = tmp_path / "bad.yaml"
     bad.write_text("models: [resnet9000]\n")
-    proc = run_cli("--params", str(bad), "--outputs", str(tmp_path / "out"))
+    proc = run_pipeline("--params", str(bad), "--outputs", str(tmp_path / "out"))
     assert proc.returncode == 2
     assert proc.stderr.count("\n") == 1 and "unknown model 'resnet9000'" in proc.stderr
     assert not (tmp_path / "out").exists()

@@ -8,7 +8,7 @@ import pytest
 
 import cnnbench
 from cnnbench import run as run_mod
-from conftest import ROOT
+from conftest import ROOT, run_pipeline
 
 SMOKE = ROOT / "params" / "smoke.yaml"
 
@@ -173,9 +173,9 @@ def _producers(run_dir, monkeypatch, overrides=None) -> dict:
     _counting(monkeypatch, calls, finetuning, "fit")
     _counting(monkeypatch, calls, tuning_experiment, "tune_one")
     launched = []
-    run = cnnbench.open_run(
-        SMOKE, {"scratch_train_images": 256, "scratch_test_images": 128, **(overrides or {})}, run_dir
-    )
+    # smaller than smoke.yaml (fewer images, the roofs measured once): what is kept or measured again is the same
+    small = {"scratch_train_images": 256, "scratch_test_images": 128, "peak_repeats": 1}
+    run = cnnbench.open_run(SMOKE, {**small, **(overrides or {})}, run_dir)
     roofline.layers_for_models(
         run,
         pd.DataFrame(
@@ -322,35 +322,25 @@ def test_08_with_no_run_of_its_name_names_the_runs_beside_it(tmp_path):
 
 
 @pytest.mark.slow
-def test_an_identical_rerun_says_in_each_notebook_what_it_kept(tmp_path):
-    """Issue 20: on an identical rerun only 06 said what it kept. Two notebooks run twice through the pipeline:
-    the console of the second run says, per results file, that everything was kept and nothing measured."""
-    import subprocess
-    import sys
+def test_an_identical_rerun_says_in_each_notebook_what_it_kept(smoke_run, tmp_path):
+    """Issue 20: on an identical rerun only 06 said what it kept. The shared smoke run is the first run; two of its
+    notebooks run again through the pipeline, in a copy of it: the console of that second run says, per results
+    file, that everything was kept and nothing measured."""
+    import shutil
 
-    def run():
-        proc = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "cnnbench.pipeline",
-                "--params",
-                str(SMOKE),
-                "--outputs",
-                str(tmp_path),
-                "--set",
-                "notebooks=[02_scenario_a, 05_backends]",
-                "--no-report",
-            ],
-            capture_output=True,
-            text=True,
-            cwd=ROOT,
-            timeout=900,
-        )
-        assert proc.returncode == 0, proc.stdout + proc.stderr
-        return proc.stdout
-
-    first, second = run(), run()
+    shutil.copytree(smoke_run[0], tmp_path / "smoke")
+    proc = run_pipeline(
+        "--params",
+        SMOKE,
+        "--outputs",
+        tmp_path,
+        "--set",
+        "notebooks=[02_scenario_a, 05_backends]",
+        "--no-report",
+        timeout=900,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    first, second = smoke_run[1].stdout, proc.stdout
     assert "kept 0 of 4 configurations from scenario_a.csv; measured 4" in first
     assert "kept 4 of 4 configurations from scenario_a.csv; measured 0" in second
     assert re.search(r"kept 0 of (\d+) backend/model pairs from backends.csv; measured \1\b", first), first

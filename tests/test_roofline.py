@@ -704,7 +704,11 @@ def test_notebook_04_completes_when_every_scenario_a_row_failed(tmp_path):
         str(out),
         cwd=str(root),
         progress_bar=False,
-        parameters={"params_file": str(root / "params" / "smoke.yaml"), "run_dir": str(run_dir)},
+        parameters={
+            "params_file": str(root / "params" / "smoke.yaml"),
+            "overrides": {"peak_repeats": 1},  # the roofs measured once: what is asserted holds at any count
+            "run_dir": str(run_dir),
+        },
     )
     text = "".join(
         o.get("text", "")
