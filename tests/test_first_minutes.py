@@ -49,6 +49,20 @@ def test_the_headline_is_measured_to_the_end_before_the_others_and_kept(tmp_path
     assert len(results.frame(results.ResultsFile(path, results.config_keys()).current())) == 2
 
 
+def test_a_fresh_run_that_measured_its_headline_first_says_it_kept_nothing(tmp_path, monkeypatch, capsys):
+    """The CI failure of b6dacf7: after the headline pass, 02 said "kept 1 of 2 configurations" on a fresh run;
+    what this process measured itself is not kept from an earlier run, and the headline pass says no total."""
+    monkeypatch.setattr(engine, "measure", fake_measure({8: [100.0] * 9, 16: [150.0] * 9}, []))
+    configs, path = [cfg(8), cfg(16)], tmp_path / "scenario_a.csv"
+    runner.run_configs(configs, CPU, FIXED, path, only=configs[:1])
+    runner.run_configs(configs, CPU, FIXED, path)
+    said = capsys.readouterr().out
+    assert said.count("kept ") == 1 and "kept 0 of 2 configurations from scenario_a.csv; measured 2" in said
+    runner.run_configs(configs, CPU, FIXED, path, only=configs[:1])
+    runner.run_configs(configs, CPU, FIXED, path)  # a rerun in another kernel would keep both, as this one does
+    assert "kept 2 of 2 configurations from scenario_a.csv; measured 0" in capsys.readouterr().out
+
+
 def test_the_headline_is_the_first_models_training_step_in_every_variant():
     from cnnbench import params, scenarios
 

@@ -45,6 +45,9 @@ from cnnbench.progress import bar, process_done, resumed, row_done, say
 from cnnbench.results import TABLES, ResultsFile, config_keys, window_keys
 
 # Columns the process rows carry that are merged by their own rule (not the mean): largest or smallest.
+# per results file: how many configurations a headline pass (``only``) measured, which the file's next full
+# call counts as measured by it rather than kept from an earlier run
+_HEADLINE_MEASURED: dict[str, int] = {}
 _MAX_PREFIXES = ("peak_", "util_process_cpu_max", "util_cpu_max", "gpu_mem_used_max")
 
 
@@ -347,7 +350,11 @@ def run_configs(
         row.pop("process", None)
         results.append(row)
         row_done(row)  # one progress line per configuration for the pipeline's console
-    resumed(len(configs) - len(states) - copied, len(configs) - copied, Path(path).name)
+    if only is not None:
+        _HEADLINE_MEASURED[str(path)] = len(states)
+    else:
+        before = _HEADLINE_MEASURED.pop(str(path), 0)
+        resumed(len(configs) - len(states) - copied - before, len(configs) - copied, Path(path).name)
     mine = {results.key_of(k) for k in keys}
     return [r for r in results.current() if results.key_of(r) in mine]
 
