@@ -59,7 +59,8 @@ def test_a_fresh_run_that_measured_its_headline_first_says_it_kept_nothing(tmp_p
     said = capsys.readouterr().out
     assert said.count("kept ") == 1 and "kept 0 of 2 configurations from scenario_a.csv; measured 2" in said
     runner.run_configs(configs, CPU, FIXED, path, only=configs[:1])
-    runner.run_configs(configs, CPU, FIXED, path)  # a rerun in another kernel would keep both, as this one does
+    # a rerun in another kernel would keep both, as this one does
+    runner.run_configs(configs, CPU, FIXED, path)
     assert "kept 2 of 2 configurations from scenario_a.csv; measured 0" in capsys.readouterr().out
 
 
