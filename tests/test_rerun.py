@@ -45,13 +45,15 @@ def test_08_executed_before_any_run_says_so_in_one_line_and_writes_nothing(tmp_p
 
 
 def _measured_files(run_dir):
-    keep = ("params.json", "environment.json", "current_rows.json")  # timings.csv: 08's row is its new time
+    """Every results file but those 08 computes whole from the others (and timings.csv: 08's row is its new time)."""
+    from cnnbench.results.schema import TABLES
+
+    computed = {f"{t.name}.csv" for t in TABLES.values() if t.notebook == "08_analysis" and not t.key}
+    keep = ("params.json", "environment.json", "current_rows.json")
     return {
         p.name: p.read_bytes()
         for p in run_dir.iterdir()
-        if p.suffix == ".csv"
-        and p.name not in ("speedups.csv", "ratios.csv", "findings.csv", "timings.csv")
-        or p.name in keep
+        if p.suffix == ".csv" and p.name not in {*computed, "timings.csv"} or p.name in keep
     }
 
 
