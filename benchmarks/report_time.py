@@ -22,6 +22,7 @@ import argparse
 import datetime as dt
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -99,6 +100,7 @@ def main() -> None:
     ap.add_argument("--set", action="append", default=[], help="an override, as cnnbench --set takes it")
     ap.add_argument("--fresh-clone", action="store_true", help="clone HEAD and time `make report` there")
     ap.add_argument("--label", default="", help="what this run is (new, old, fresh, ...)")
+    ap.add_argument("--keep", help="copy the run folder here (replacing it): a new committed example")
     ap.add_argument("--out", default=str(paths.outputs_root() / "benchmarks" / "report_time.csv"))
     args = ap.parse_args()
     repo = Path(args.repo).resolve()
@@ -144,6 +146,9 @@ def main() -> None:
             **{f"{r.notebook}_s": float(r.duration_s) for r in timings.itertuples()},
             **intervals(run_dir),
         }
+        if args.keep:
+            shutil.rmtree(args.keep, ignore_errors=True)
+            shutil.copytree(run_dir, args.keep)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     old = results.frame(results.read_rows(out)) if out.is_file() else pd.DataFrame()
