@@ -4,6 +4,7 @@
     cnnbench compare RUN_A RUN_B [RUN_C ... | seeds] [--outputs DIR] [--out DIR] (cnnbench.analysis.cli)
     python -m cnnbench.pipeline --params params/smoke.yaml
     cnnbench report [--run-name NAME | RUN_DIR] [--outputs DIR]   (rebuild the reports, measuring nothing)
+    cnnbench predict MODEL --device NAME [--phase --batch-size --image-size --precision --json] (cnnbench.predict)
 
 Parameters are validated and resolved once, before anything runs, into ``<run>/params.json``: every notebook
 reads that set, so an edit of the params file during the run changes nothing it measures. A failing notebook
@@ -530,6 +531,10 @@ def main(argv: list[str] | None = None) -> int:
 
         with _console_may_close():
             return cli.main(argv[1:])
+    if argv[:1] == ["predict"]:  # cnnbench predict MODEL --device NAME: measures nothing
+        from cnnbench.predict import score
+
+        return score.main(argv[1:])
     ap = _Parser(
         prog="cnnbench",
         description=__doc__.split("\n")[0],

@@ -315,6 +315,23 @@ OPS_004 = table("OPS_004").assign(configuration=_CONFIGURATION_004)
 MEMORY_004 = table("MEMORY_004")
 
 
+# The device each seed's rows ran on (seed, its device class or backend) -> (name, kind): our spec table's name
+# where it has the device, else the seed's own words.
+DEVICES = {
+    ("000", "t4"): ("Tesla T4", "cuda"),
+    ("000", "apple"): ("Apple M3 Pro", "mps"),
+    ("000", "cpu"): ("e2-standard-4 (cloud CPU)", "cpu"),
+    ("003", "t4"): ("Tesla T4", "cuda"),
+    ("003", "rtx4080"): ("NVIDIA GeForce RTX 4080 Laptop GPU", "cuda"),
+    ("003", "cpu"): ("Intel i9-14900HX", "cpu"),
+    ("001", "torch_cuda"): ("NVIDIA GTX 4060 (as seed 001 names it)", "cuda"),
+    ("001", "torch_mps"): ("Apple M4 Pro (16-core GPU)", "mps"),
+    ("001", "torch_cpu"): ("the CPU of seed 001 (not named)", "cpu"),
+    ("002", "cuda"): ("NVIDIA RTX A6000", "cuda"),
+    ("002", "cpu"): ("the CPU of seed 002 (not named)", "cpu"),
+}
+
+
 def device_class(device_kind: str, device_name: str) -> str:
     """The seeds' device classes: t4, rtx4080, apple (MPS), cpu; anything else is 'other'."""
     name = device_name.lower()
@@ -331,7 +348,7 @@ def _spec_rows(device: str) -> pd.DataFrame:
     from cnnbench.roofline import peaks
 
     spec = peaks.specs()
-    return spec[(spec.device == device) & (spec.precision == "fp32")]
+    return spec[(spec.device == device) & (spec.precision == "fp32") & spec.peak_gflops.notna()]
 
 
 def _inconsistencies_000() -> list[dict]:
@@ -764,10 +781,9 @@ def _corrections_003() -> list[dict]:
     size, classes = _SETUP_003["image_px"], _SETUP_003["classes_head"]
     own = PEAKS_003.set_index("device_class")
     a = ACHIEVED_003.set_index(["model", "batch_size", "device_class"])
-    spec = {"rtx4080": "NVIDIA GeForce RTX 4080 Laptop GPU", "t4": "Tesla T4"}  # the GPUs it ran
     rows = []
     for r in THROUGHPUT_003.itertuples():
-        s, key = _spec_rows(spec.get(r.device_class, "")), (r.model, r.batch_size, r.device_class)
+        s, key = _spec_rows(DEVICES["003", r.device_class][0]), (r.model, r.batch_size, r.device_class)
         mine = own.loc[r.device_class]
         roof = (
             (mine.peak_tflops * 1e3, mine.bandwidth_gbs, "its section 1.4 figures")

@@ -1,0 +1,61 @@
+"""cnnbench predict (issue 32): one-line refusals before any work, a prediction scored out of sample (the held-out
+model's rows never enter its own fit) that recovers a planted time model."""
+
+import json
+
+import pandas as pd
+import pytest
+from test_cli import cli, refused
+
+from cnnbench.predict import model, score
+
+
+@pytest.mark.parametrize(
+    "device, precision, text",
+    [
+        ("Tesla T5", "fp32", "device 'Tesla T5' is not in device_specs.csv; closest: Tesla T4"),
+        ("Apple M3 Pro", "fp32", "Apple M3 Pro (18-core GPU) has no fp32 peak in device_specs.csv"),
+        ("Tesla T4", "bf16", "Tesla T4 has no bf16 peak in device_specs.csv (its peaks: fp32, fp16)"),
+    ],
+)
+def test_bad_devices_and_precisions_get_one_line(device, precision, text):
+    refused(cli("predict", "resnet50", "--device", device, "--precision", precision), text)
+
+
+def test_unknown_model_gets_one_line():
+    refused(cli("predict", "resnet5", "--device", "Tesla T4"), "unknown model 'resnet5'")
+
+
+def _planted(models=("mnist_cnn", "squeezenet1_1", "mobilenet_v2")) -> pd.DataFrame:
+    """Rows of a device whose every op runs at the efficiencies and overhead of a known fit."""
+    rows = pd.DataFrame(
+        [dict(source="planted", device="d", device_kind="cuda", model=m, phase=ph, batch_size=b, image_size=32,
+              num_classes=10, precision="fp32", peak_gflops=8000.0, bandwidth_gbs=300.0, level="dram",
+              verdict="device") for m in models for ph in ("train", "eval") for b in (16, 64)]
+    )  # fmt: skip
+    truth = model.Fit("cuda", (0.6, 0.6, 0.5, 0.5, 0.5), 5e-6, 0, ())
+    return rows.assign(rate_img_s=model.predict(rows, truth).predicted_img_s)
+
+
+def test_leave_one_model_out_never_fits_on_the_held_out_model(monkeypatch):
+    seen = []
+    real = score.fit
+    monkeypatch.setattr(score, "fit", lambda rows, kind: seen.append(set(rows.model)) or real(rows, kind))
+    out = score.scored(_planted())
+    assert seen and all(len(s) == 2 for s in seen)
+    for m, g in out.groupby("model"):
+        assert g.fit.str.contains(m).sum() == 0, g.fit.iloc[0]  # the fit names the models it saw
+    assert out.error_pct.abs().median() < 10, out[["model", "phase", "batch_size", "error_pct"]]
+    assert (out.low_img_s <= out.predicted_img_s).all() and (out.predicted_img_s <= out.high_img_s).all()
+
+
+def test_predict_json_answers_with_range_and_bound():
+    proc = cli(
+        "predict", "resnet18", "--device", "Tesla T4", "--image-size", "224", "--batch-size", "64", "--json"
+    )
+    assert proc.returncode == 0, proc.stderr
+    r = json.loads(proc.stdout)
+    assert (
+        r["device"] == "Tesla T4" and r["precision"] == "fp32" and r["bound"] in ("compute", "memory (dram)")
+    )
+    assert 0 < r["low"] <= r["img_s"] <= r["high"]
