@@ -40,6 +40,7 @@ SMOKE_RECORD = "smoke_run.json"  # [args, returncode, stdout, stderr] of the sha
 def pytest_configure(config):
     if not os.environ.get("PYTEST_XDIST_WORKER"):  # the session's first process: its workers inherit it
         os.environ[SHARED_ENV] = tempfile.mkdtemp(prefix="cnnbench-tests-")
+        os.environ["CNNBENCH_CACHE"] = os.path.join(os.environ[SHARED_ENV], "cache")  # op counts (predict)
 
 
 def pytest_collection_modifyitems(config, items):

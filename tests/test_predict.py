@@ -59,3 +59,35 @@ def test_predict_json_answers_with_range_and_bound():
         r["device"] == "Tesla T4" and r["precision"] == "fp32" and r["bound"] in ("compute", "memory (dram)")
     )
     assert 0 < r["low"] <= r["img_s"] <= r["high"]
+
+
+def test_08_writes_predictions_csv_with_every_row_the_seeds_verdicts_and_the_figure(tmp_path):
+    import shutil
+
+    from cnnbench import analysis, results
+    from conftest import ROOT
+
+    run = shutil.copytree(ROOT / "examples" / "example-cpu-2core", tmp_path / "run")
+    m = analysis.load([run])
+    written = analysis.write_tables(m, run)
+    t = results.read(run, "predictions")
+    assert written["predictions"] == run / "predictions.csv"
+    assert len(t) == len(score.published_rows()) + len(m["scenario_a"]) + len(
+        m["batch_sweep"]
+    )  # none dropped
+    t4 = t[(t.source == "published by seed 000") & (t.device == "Tesla T4")]
+    assert (t4.verdict == "bound by something else").all() and t4.reason.str.contains("4 workers").all()
+    above = t[(t.source == "published by seed 003") & (t.device == "Tesla T4") & (t.model == "resnet18")]
+    assert above.verdict.tolist() == ["above the ceiling"] and "650 img/s is" in above.reason.iloc[0]
+    goals = analysis.predict.goals(t).set_index("rows")
+    assert goals.loc["measured by 02, out of sample", ["count", "predicted"]].tolist() == [12, 12]
+    assert goals.loc["published, device-bound", "count"] >= 5
+    fig = analysis.predict.figure(t, tmp_path / "p.png")
+    drawn = sum(len(c.get_offsets()) for c in fig.axes[0].collections)
+    assert drawn == t.predicted_img_s.notna().sum() and "y = x" in fig.axes[0].get_legend_handles_labels()[1]
+    w = analysis.predict.what_if(t)
+    assert (
+        len(w) == 3 * 12
+        and (w.low_img_s <= w.predicted_img_s).all()
+        and (w.predicted_img_s <= w.high_img_s).all()
+    )

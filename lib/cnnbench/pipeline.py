@@ -532,9 +532,9 @@ def main(argv: list[str] | None = None) -> int:
         with _console_may_close():
             return cli.main(argv[1:])
     if argv[:1] == ["predict"]:  # cnnbench predict MODEL --device NAME: measures nothing
-        from cnnbench.predict import score
+        from cnnbench import predict
 
-        return score.main(argv[1:])
+        return predict.main(argv[1:])
     ap = _Parser(
         prog="cnnbench",
         description=__doc__.split("\n")[0],

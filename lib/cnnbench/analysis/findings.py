@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from cnnbench import knobs, published, results
+from cnnbench import knobs, predict, published, results
 from cnnbench.analysis.compare import configured, machine, match_keys, ratios, repeated, speedups, unmatched
 from cnnbench.measure import reproducibility
 from cnnbench.results.runs import Merged
@@ -288,7 +288,8 @@ def findings(m: Merged) -> list[str]:
 def write_tables(m: Merged, run_dir: Path) -> dict[str, Path]:
     """speedups.csv (matched configurations, x), ratios.csv (one knob changed or run to run: rate of run_b / rate
     of run_a, images/s, with the runs' names, hosts and devices), findings.csv (each finding with the file
-    holding its numbers) and seed_corrections.csv (:func:`cnnbench.published.corrections`) of this analysis
+    holding its numbers), seed_corrections.csv (:func:`cnnbench.published.corrections`) and predictions.csv
+    (:func:`cnnbench.predict.table`) of this analysis
     into ``run_dir``: tidy, one row per pair / ratio / finding / figure, each with its header even when
     empty."""
     out = {}
@@ -297,6 +298,7 @@ def write_tables(m: Merged, run_dir: Path) -> dict[str, Path]:
         ("ratios", ratios(m)),
         ("findings", findings_table(m)),
         ("seed_corrections", published.corrections()),
+        ("predictions", predict.table(m)),
     )
     for name, df in tables:
         path = run_dir / results.table(name).filename

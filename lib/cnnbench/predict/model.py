@@ -7,8 +7,11 @@ rows cannot tell apart stay together instead of absorbing each other's error."""
 from __future__ import annotations
 
 import functools
+import hashlib
 import math
+import os
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -20,24 +23,36 @@ SHRINK = 0.05
 STEPS, LEARNING_RATE, START = 600, 0.05, (0.3, 2e-5)  # Adam; every fit starts at 30% and 20 us per op
 
 
+def cache_dir() -> Path:
+    """Where op counts are kept between processes: $CNNBENCH_CACHE, else the user's cache folder."""
+    return Path(
+        os.environ.get("CNNBENCH_CACHE") or Path(os.environ.get("XDG_CACHE_HOME", "~/.cache")) / "cnnbench"
+    )
+
+
 @functools.cache
 def ops(model: str, batch_size: int, image_size: int, num_classes: int, phase: str, precision: str):
-    """FLOPs, bytes and class (index into CLASSES) of every op of one step, counted on the meta device."""
-    from cnnbench.measure import traffic
+    """FLOPs, bytes and class (index into CLASSES) of every op of one step, counted on the meta device (kept on
+    disk under :func:`cache_dir`, keyed by the arguments, torch's version and the counters' source)."""
+    import torch
 
+    from cnnbench.measure import flops, traffic
+
+    key = [model, batch_size, image_size, num_classes, phase, precision, torch.__version__]
+    key += [Path(m.__file__).read_text() for m in (flops, traffic)]
+    path = cache_dir().expanduser() / f"ops-{hashlib.sha256(repr(key).encode()).hexdigest()[:20]}.npy"
+    if path.exists():
+        f, b, c = np.load(path)
+        return f, b, c.astype(int)
     o = traffic.count_step(model, batch_size, image_size, num_classes, phase, precision)
     name = o.op.str
-    cls = np.select(
-        [
-            name.contains("conv"),
-            o.flops > 0,
-            name.contains("batch_norm") & (phase == "train"),
-            name.contains("pool"),
-        ],
-        [0, 1, 3, 4],
-        2,
-    )
-    return o.flops.to_numpy(float), o.bytes.to_numpy(float), cls
+    train_bn = name.contains("batch_norm") & (phase == "train")
+    cls = np.select([name.contains("conv"), o.flops > 0, train_bn, name.contains("pool")], [0, 1, 3, 4], 2)
+    out = np.stack([o.flops.to_numpy(float), o.bytes.to_numpy(float), cls])
+    path.parent.mkdir(parents=True, exist_ok=True)
+    np.save(path.with_suffix(f".{os.getpid()}.npy"), out)
+    os.replace(path.with_suffix(f".{os.getpid()}.npy"), path)
+    return ops(model, batch_size, image_size, num_classes, phase, precision)
 
 
 def _stack(rows: pd.DataFrame):
@@ -45,22 +60,18 @@ def _stack(rows: pd.DataFrame):
     as tensors: FLOPs, bytes, class, row, the row's peak and bandwidth; and each row's number of ops."""
     import torch
 
+    counted = [ops(r.model, int(r.batch_size), int(r.image_size), int(r.num_classes), r.phase, r.precision)
+               for r in rows.itertuples()]  # fmt: skip
     parts = []
-    for r in rows.itertuples():
-        flops, nbytes, cls = ops(
-            r.model, int(r.batch_size), int(r.image_size), int(r.num_classes), r.phase, r.precision
-        )
+    for flops, nbytes, cls in counted:
         mem = cls >= 2
         summed = np.bincount(cls[mem] - 2, weights=nbytes[mem], minlength=len(CLASSES) - 2)
-        parts.append(
-            (np.r_[flops[~mem], 0 * summed], np.r_[nbytes[~mem], summed], np.r_[cls[~mem], 2 : len(CLASSES)])
-        )
+        parts.append((np.r_[flops[~mem], 0 * summed], np.r_[nbytes[~mem], summed], np.r_[cls[~mem], 2:5]))
     row = np.repeat(np.arange(len(parts)), [len(p[0]) for p in parts])
     flops, nbytes, cls = (np.concatenate([p[i] for p in parts]) for i in range(3))
     peak, bandwidth = (rows[c].to_numpy(float)[row] * 1e9 for c in ("peak_gflops", "bandwidth_gbs"))
-    counts = [len(ops(r.model, int(r.batch_size), int(r.image_size), int(r.num_classes), r.phase, r.precision)[0])
-              for r in rows.itertuples()]  # fmt: skip
-    return [torch.as_tensor(a) for a in (flops, nbytes, cls, row, peak, bandwidth, np.asarray(counts, float))]
+    counts = np.array([len(c[0]) for c in counted], float)
+    return [torch.as_tensor(a) for a in (flops, nbytes, cls, row, peak, bandwidth, counts)]
 
 
 def _parts(log_params, stacked, n: int):

@@ -28,9 +28,9 @@ WHAT_IF = {
     "NVIDIA H100 80GB HBM3": "a current datacenter GPU",
 }
 COLUMNS = [
-    "source", "device", "device_kind", "model", "phase", "batch_size", "image_size", "precision", "rate_img_s",
-    "predicted_img_s", "low_img_s", "high_img_s", "error_pct", "bound", "verdict", "reason", "ceiling_img_s",
-    "time_shares", "roof", "fit",
+    "source", "device", "device_kind", "model", "phase", "batch_size", "image_size", "num_classes", "precision",
+    "rate_img_s", "predicted_img_s", "low_img_s", "high_img_s", "error_pct", "bound", "verdict", "reason",
+    "ceiling_img_s", "time_shares", "peak_gflops", "bandwidth_gbs", "level", "roof", "fit",
 ]  # fmt: skip
 
 
@@ -261,11 +261,15 @@ def scored(rows: pd.DataFrame) -> pd.DataFrame:
     return rows
 
 
-def what_if(rows: pd.DataFrame, targets: pd.DataFrame, on=WHAT_IF, precision: str = "fp32") -> pd.DataFrame:
-    """``targets`` (model, phase, batch_size, image_size, num_classes) predicted on each device of ``on`` (name ->
-    why), from a fit on all ``scored`` device-bound rows of its kind, its range from their out-of-sample ratios."""
-    out = []
-    for device, why in on.items():
+def what_if(rows: pd.DataFrame, targets=None, on=WHAT_IF, precision: str = "fp32") -> pd.DataFrame:
+    """``targets`` (model, phase, batch_size, image_size, num_classes; None: the merged runs' 02 rows, their rate
+    beside as ``measured_img_s``) predicted on each device of ``on`` (name -> why), from a fit on all ``scored``
+    device-bound rows of its kind, the range from their out-of-sample ratios."""
+    if targets is None:
+        mine = rows[rows.source.str.endswith("(02)")].rename(columns={"rate_img_s": "measured_img_s"})
+        targets = mine[["model", "phase", "batch_size", "image_size", "num_classes", "measured_img_s"]]
+    out = [targets.assign(source=None, device=None)] if targets.empty else []
+    for device, why in on.items() if len(targets) else ():
         roof = spec_roof(device, precision)
         base, fitted_on = _fit_rows(rows, roof["device_kind"])
         ratio = (base.rate_img_s / base.predicted_img_s).dropna()
@@ -276,7 +280,46 @@ def what_if(rows: pd.DataFrame, targets: pd.DataFrame, on=WHAT_IF, precision: st
                 low_img_s=p.predicted_img_s * ratio.min(), high_img_s=p.predicted_img_s * ratio.max()
             )
         )
-    return pd.concat(out, ignore_index=True) if out else pd.DataFrame()
+    return pd.concat(out, ignore_index=True)
+
+
+def table(merged) -> pd.DataFrame:
+    """predictions.csv: every seed's rate and every merged run's 02 and 03 rate, predicted out of sample."""
+    return scored(judged(pd.concat([published_rows(), measured_rows(merged)], ignore_index=True)))[COLUMNS]
+
+
+def goals(t: pd.DataFrame) -> pd.DataFrame:
+    """Issue 32's goal figures from a predictions table: median absolute error (%) of the merged runs' 02 rows and
+    of the published device-bound rows, with the rows each covers (none dropped: a row not predicted is counted)."""
+    groups = {
+        "measured by 02, out of sample": t.source.str.endswith("(02)"),
+        "published, device-bound": t.source.str.startswith("published") & (t.verdict == "device"),
+    }
+    return pd.DataFrame(
+        [{"rows": k, "count": m.sum(), "predicted": t.predicted_img_s[m].notna().sum(),
+          "median_abs_error_pct": t.error_pct[m].abs().median()} for k, m in groups.items()]
+    )  # fmt: skip
+
+
+def figure(t: pd.DataFrame, path=None):
+    """Predicted against published or measured images/s, log-log, with y = x; one marker per source, hollow where
+    the verdict is not "device"."""
+    from cnnbench import plots
+
+    p = t[t.predicted_img_s.notna()]
+    fig, ax = plots.subplots(figsize=(7, 6))
+    for i, (source, g) in enumerate(p.groupby("source")):
+        for device, h in g.groupby(g.verdict == "device"):
+            tag = "" if device else f" ({', '.join(sorted(set(h.verdict)))})"
+            ax.scatter(h.rate_img_s, h.predicted_img_s, marker="osD^vP*Xhp<>"[i % 12], edgecolors=f"C{i}",
+                       facecolors=f"C{i}" if device else "none", label=source + tag)  # fmt: skip
+    both = p[["rate_img_s", "predicted_img_s"]].stack()
+    lo, hi = both.min() / 2, both.max() * 2
+    ax.plot([lo, hi], [lo, hi], "k--", lw=1, label="y = x")
+    ax.set(xscale="log", yscale="log", xlabel="published or measured (img/s)", ylabel="predicted (img/s)",
+           title=f"{len(p)} of {len(t)} rows predicted (the rest: no peak or batch size, in predictions.csv)")  # fmt: skip
+    ax.legend(fontsize=7)
+    return plots.save(fig, path)
 
 
 def one(model: str, device: str, phase="train", batch_size=None, image_size=None, precision="fp32") -> dict:

@@ -236,6 +236,9 @@ TABLES: dict[str, Table] = {
         Table("ratios", "08_analysis", merged=False),
         Table("findings", "08_analysis", merged=False),
         Table("seed_corrections", "08_analysis", merged=False),
+        Table(
+            "predictions", "08_analysis", merged=False
+        ),  # every seed's and run's rate predicted (cnnbench.predict)
         # cnnbench compare's table, in the outputs root (or --out): one comparison per set of runs (``compared``),
         # a new compare of the same runs replacing only their rows
         Table("compare", "cnnbench compare", ("compared",), merged=False),
