@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 from test_cli import cli, refused
 
-from cnnbench.predict import model, score
+from cnnbench import predict
 
 
 @pytest.mark.parametrize(
@@ -33,15 +33,15 @@ def _planted(models=("mnist_cnn", "squeezenet1_1", "mobilenet_v2")) -> pd.DataFr
               num_classes=10, precision="fp32", peak_gflops=8000.0, bandwidth_gbs=300.0, level="dram",
               verdict="device") for m in models for ph in ("train", "eval") for b in (16, 64)]
     )  # fmt: skip
-    truth = model.Fit("cuda", (0.6, 0.6, 0.5, 0.5, 0.5), 5e-6, 0, ())
-    return rows.assign(rate_img_s=model.predict(rows, truth).predicted_img_s)
+    truth = predict.Fit("cuda", (0.6, 0.6, 0.5, 0.5, 0.5), 5e-6, 0, ())
+    return rows.assign(rate_img_s=predict.predict(rows, truth).predicted_img_s)
 
 
 def test_leave_one_model_out_never_fits_on_the_held_out_model(monkeypatch):
     seen = []
-    real = score.fit
-    monkeypatch.setattr(score, "fit", lambda rows, kind: seen.append(set(rows.model)) or real(rows, kind))
-    out = score.scored(_planted())
+    real = predict.fit
+    monkeypatch.setattr(predict, "fit", lambda rows, kind: seen.append(set(rows.model)) or real(rows, kind))
+    out = predict.scored(_planted())
     assert seen and all(len(s) == 2 for s in seen)
     for m, g in out.groupby("model"):
         assert g.fit.str.contains(m).sum() == 0, g.fit.iloc[0]  # the fit names the models it saw
@@ -72,7 +72,7 @@ def test_08_writes_predictions_csv_with_every_row_the_seeds_verdicts_and_the_fig
     written = analysis.write_tables(m, run)
     t = results.read(run, "predictions")
     assert written["predictions"] == run / "predictions.csv"
-    assert len(t) == len(score.published_rows()) + len(m["scenario_a"]) + len(
+    assert len(t) == len(predict.published_rows()) + len(m["scenario_a"]) + len(
         m["batch_sweep"]
     )  # none dropped
     t4 = t[(t.source == "published by seed 000") & (t.device == "Tesla T4")]
