@@ -248,7 +248,7 @@ def judged(rows: pd.DataFrame) -> pd.DataFrame:
         except Refused as why:
             extra.append({"reason": f"no prediction: {why}"})
     extra = pd.DataFrame(extra, index=rows.index, columns=[*ROOF, "reason"])
-    rows = rows.assign(**{c: rows[c].fillna(extra[c]) if c in rows else extra[c] for c in extra})
+    rows = rows.assign(**{c: rows[c].combine_first(extra[c]) if c in rows else extra[c] for c in extra})
     ok = rows.reason.isna()
     rows.loc[ok, "ceiling_img_s"] = predict(rows[ok], None).ceiling_img_s
     share = rows.rate_img_s / rows.ceiling_img_s

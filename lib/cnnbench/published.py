@@ -691,19 +691,10 @@ def _intensity(model: str, batch: int, size: int, classes: int, phase: str) -> f
     return float(traffic.summary(ops)["intensity_flop_per_byte"])
 
 
-def _fix(
-    seed: str, figure: str, printed, corrected: float, unit: str, formula: str, inputs: str, **row
-) -> dict:
-    return {
-        "seed": seed,
-        "figure": figure,
-        "printed": printed,
-        "corrected": corrected,
-        "unit": unit,
-        "formula": formula,
-        "inputs": inputs,
-        **row,
-    }
+def _fix(seed: str, figure: str, printed, corrected: float, unit: str, formula: str, inputs: str, **row):
+    """One row of CORRECTION_COLUMNS."""
+    row.update(seed=seed, figure=figure, printed=printed, corrected=corrected, unit=unit, formula=formula)
+    return {**row, "inputs": inputs}
 
 
 def _placed(seed, r, phase, size, classes, roof, printed, line) -> dict:
@@ -889,24 +880,10 @@ def _corrections_001_004() -> list[dict]:
     ]
 
 
-CORRECTION_COLUMNS = [
-    "seed",
-    "figure",
-    "model",
-    "device",
-    "phase",
-    "batch_size",
-    "printed",
-    "corrected",
-    "unit",
-    "printed_pct_of_peak",
-    "corrected_pct_of_peak",
-    "intensity_flop_per_byte",
-    "bound",
-    "of_attainable_pct",
-    "formula",
-    "inputs",
-]
+CORRECTION_COLUMNS = (
+    "seed figure model device phase batch_size printed corrected unit printed_pct_of_peak corrected_pct_of_peak "
+    "intensity_flop_per_byte bound of_attainable_pct formula inputs"
+).split()
 
 
 @functools.cache
