@@ -91,3 +91,24 @@ def test_08_writes_predictions_csv_with_every_row_the_seeds_verdicts_and_the_fig
         and (w.low_img_s <= w.predicted_img_s).all()
         and (w.predicted_img_s <= w.high_img_s).all()
     )
+
+
+def test_the_findings_say_which_published_rates_were_bound_by_something_else_and_which_exceed_the_peak(
+    tmp_path,
+):
+    """Issue 32 item 4: the verdicts were in predictions.csv and an 08 cell only; findings.csv names them too, with
+    the evidence, one finding per source, device and verdict."""
+    import shutil
+
+    from cnnbench import analysis
+    from conftest import ROOT
+
+    run = shutil.copytree(ROOT / "examples" / "example-cpu-2core", tmp_path / "run")
+    f = analysis.findings_table(analysis.load([run]))
+    said = f[f.topic == "prediction"]
+    t4 = said[said.finding.str.contains("seed 000") & said.finding.str.contains("Tesla T4")]
+    assert (
+        len(t4) == 1 and "bound by something else" in t4.finding.iloc[0] and "4 workers" in t4.finding.iloc[0]
+    )
+    above = said[said.finding.str.contains("above the ceiling")]
+    assert above.finding.str.contains("seed 003").any() and (above.source == "predictions.csv").all()

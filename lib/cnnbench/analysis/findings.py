@@ -176,7 +176,25 @@ def findings_table(m: Merged) -> pd.DataFrame:
     out += (
         _roofline_findings(m["roofline"]) + _sweep_findings(m["batch_sweep"]) + _reproducibility_findings(m)
     )
-    return pd.DataFrame(out, columns=COLUMNS)
+    return pd.DataFrame(out + _prediction_findings(predict.table(m)), columns=COLUMNS)
+
+
+def _prediction_findings(t: pd.DataFrame) -> list[dict]:
+    """Per source, device and verdict: the rates the device's roofs cannot explain (far below what they allow, or
+    above it), with the first row's evidence."""
+    odd = t[t.verdict.isin(("bound by something else", "above the ceiling"))]
+    return [
+        _finding(
+            "prediction",
+            "",
+            "predictions.csv",
+            f"{source} on {device}: {len(g)} rate(s) {verdict}, at {share.min():.1%} to {share.max():.1%} of "
+            f"what the device's roofs allow; e.g. {g.model.iloc[0]} {g.phase.iloc[0]}: {g.reason.iloc[0]}.",
+            rows=len(g),
+        )
+        for (source, device, verdict), g in odd.groupby(["source", "device", "verdict"])
+        for share in [g.rate_img_s / g.ceiling_img_s]
+    ]
 
 
 SHOWN = 4  # one-knob ratios named in a finding; the rest are counted, all are in ratios.csv
