@@ -83,7 +83,8 @@ def execute(
     and from the processes done of those ``planned``); each notebook that finishes is recorded in
     ``timings.csv``. ``progress``: the console record (``run_dir/progress.log``), emptied first. A notebook
     refuses to start when the resolved ``params_file`` changed since the run started (paths.RESOLVED_ENV).
-    ``on_done``: called with the notebooks done after each one but the last (the partial report)."""
+    ``on_done``: called with the notebooks done and the seconds the last took, after each one but the last (the
+    partial report)."""
     import papermill
     from nbclient.exceptions import DeadKernelError
     from papermill.exceptions import PapermillExecutionError
@@ -153,39 +154,36 @@ def execute(
         log(f"[{i}/{len(notebooks)}] {name} done in {took:.1f} s; {remaining.run_part()}")
         done.append(target)
         if on_done is not None and len(done) < len(notebooks):
-            on_done(done)
+            on_done(done, took)
     return done
 
 
 class _PartialReports:
-    """report.partial.html over the notebooks done so far, built in a process of the lowest CPU priority (nice
-    19), so a measurement running meanwhile keeps the CPU; a build still going when the next is asked for is
-    replaced. ``close`` stops a build in flight and, when the run's report.html is written, removes the page."""
+    """report.partial.html over the notebooks done so far, built between notebooks (nothing measures meanwhile)
+    after each that took ``AFTER_S`` or more; ``close`` removes it once the run's report.html is written."""
 
-    def __init__(self, run_dir: Path, total: int, nice: int = 19):
-        self.run_dir, self.total, self.nice, self.proc = run_dir, total, nice, None
+    AFTER_S = 60.0
 
-    def __call__(self, done: list[Path]) -> None:
-        self.stop()
-        cmd = [sys.executable, "-m", "cnnbench.report", str(self.run_dir), str(self.total), *map(str, done)]
-        self.proc = subprocess.Popen(
-            cmd,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            preexec_fn=lambda: (os.nice(self.nice), paths.die_with_parent()),
-            env={**os.environ, "CNNBENCH_HEADLESS": "1"},
-        )
+    def __init__(self, run_dir: Path, total: int):
+        self.run_dir, self.total = run_dir, total
 
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
+    def __call__(self, done: list[Path], took_s: float) -> None:
+        if took_s >= self.AFTER_S:
+            cmd = [
+                sys.executable,
+                "-m",
+                "cnnbench.report",
+                str(self.run_dir),
+                str(self.total),
+                *map(str, done),
+            ]
+            env = {**os.environ, "CNNBENCH_HEADLESS": "1"}
+            subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, check=False)
 
     def close(self) -> None:
         """The run's report.html is written: the partial page goes."""
         from cnnbench import report
 
-        self.stop()
         (self.run_dir / report.PARTIAL).unlink(missing_ok=True)
 
 
@@ -666,7 +664,6 @@ def _execute_run(args, p, params_file: Path, overrides: dict, outputs: Path, run
         print(f"cnnbench: warning: threads {p.threads} is above the {cores} CPU cores here (oversubscribed)")
     for line in _other_runs():
         print(f"cnnbench: warning: {line}")
-    partial = None
     try:
         _mark_started(run_dir, params_file, overrides)
         resolved = run_mod.write_resolved(run_dir, p, params_file, overrides)  # read by every notebook
@@ -696,7 +693,6 @@ def _execute_run(args, p, params_file: Path, overrides: dict, outputs: Path, run
         if partial is not None:
             from cnnbench import report
 
-            partial.stop()
             html = report.build_run_report(run_dir, executed)
             partial.close()
             (run_dir / STALE_REPORT).unlink(missing_ok=True)
@@ -715,9 +711,6 @@ def _execute_run(args, p, params_file: Path, overrides: dict, outputs: Path, run
         unwritten = _mark_failed(run_dir, why, params_file, overrides, traceback.format_exc())
         print(f"cnnbench: run '{run_dir.name}' failed: {why}{unwritten}", file=sys.stderr)
         return 1
-    finally:
-        if partial is not None:
-            partial.stop()  # a failed run keeps the last partial report it finished
     if not args.no_report:
         return _combined(p, params_file, overrides, outputs)
     return 0
