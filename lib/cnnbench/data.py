@@ -3,8 +3,7 @@
 Real datasets load from a folder given in the params: Tiny-ImageNet (including its validation annotations),
 ImageNette, MNIST, CIFAR-10 and any ImageFolder. The public ones download over https with checksums when asked
 (``download: true``). Extraction refuses, before writing anything, an archive with a member that would land
-outside the target folder (absolute paths, ``..``) or that is a link or device, whatever its checksum.
-"""
+outside the target folder (absolute paths, ``..``) or that is a link or device, whatever its checksum."""
 
 from __future__ import annotations
 

@@ -5,8 +5,7 @@ A notebook's expected time is how long it took in this run folder before (its ``
 in the latest run beside it with the same params file (:func:`sibling_record`), else in the committed example
 where this run repeats it (:func:`example_record`), else a model of time from the protocol's budgets
 (:func:`budget_s`); else it has none. :class:`Remaining` revises them by this run's pace; it is pure: the
-clock is an argument.
-"""
+clock is an argument."""
 
 from __future__ import annotations
 

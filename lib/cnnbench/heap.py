@@ -15,8 +15,7 @@ long-lived process that ran other models faults less than a fresh one).
 
 Only glibc (Linux) has these switches; elsewhere (macOS, musl, Windows) the setting in force is ``system``, and
 :func:`apply` says so. Every measured row records the setting in force (``host_heap``) and the page faults of its
-steps (``page_faults_per_step``).
-"""
+steps (``page_faults_per_step``)."""
 
 from __future__ import annotations
 

@@ -2,8 +2,7 @@
 
 In JupyterLab the controls measure live; under papermill (``CNNBENCH_HEADLESS=1``) or with
 ``interactive: false`` the same call measures once with the run's parameters and shows static output, so a
-report needs no widget state.
-"""
+report needs no widget state."""
 
 from __future__ import annotations
 
@@ -40,8 +39,7 @@ def adaptive_windows(
     3 windows) or ``max_s`` has passed (at least 2 windows); ``noisy`` says the target was not reached.
 
     ``window()`` runs one window of ``steps`` steps and returns (step times, synced wall time);
-    ``on_window(summary, fraction of the time cap used)`` is called after each window (progress).
-    """
+    ``on_window(summary, fraction of the time cap used)`` is called after each window (progress)."""
     start, step_times, walls = clock(), [], []
     while True:
         times, wall = window()

@@ -8,8 +8,7 @@ Everything else is derived from :data:`KNOBS`: params validation of the keys and
 vary), the engine's settings (:class:`Setting`, entered with :func:`applied`), results keys, ``compare``'s match
 and knob keys, 07's search space and skip reasons, labels, and the seeds' default variant (:func:`default_variant`).
 
-This module imports no torch at import time: params validates with it before any work.
-"""
+This module imports no torch at import time: params validates with it before any work."""
 
 from __future__ import annotations
 

@@ -6,8 +6,7 @@ types, unknown model names (with the valid ones listed), non-positive batch size
 inf for any float key, integers past int64 (threads and seed past what torch and numpy take), a real dataset whose
 layout, classes or sizes do not fit the run (see :func:`cnnbench.data.layout_problem`). A params file is a
 regular UTF-8 file of at most 1 MiB whose YAML repeats no key and expands (aliases included) to at most
-:data:`MAX_YAML_NODES` values; a value quoted in a message is cut to :data:`MAX_QUOTED` characters.
-"""
+:data:`MAX_YAML_NODES` values; a value quoted in a message is cut to :data:`MAX_QUOTED` characters."""
 
 from __future__ import annotations
 

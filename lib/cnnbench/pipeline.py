@@ -14,8 +14,7 @@ until it succeeds, so a run killed outright is never taken for a complete one; a
 disk, Ctrl-C, SIGTERM, SIGHUP) ends in one line, its reason in ``FAILED.txt``, and a previous report renamed
 ``report.stale.html``. Exit codes: 0 done, 1 failed, 2 refused before any work, 130 Ctrl-C, 143 SIGTERM,
 129 SIGHUP. Only a successful run writes report.html. The kernels' own console chatter goes to
-``<run>/kernel.log``.
-"""
+``<run>/kernel.log``."""
 
 from __future__ import annotations
 

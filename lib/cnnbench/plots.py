@@ -731,8 +731,7 @@ def telemetry_timeline(df: pd.DataFrame, path: str | Path | None = None, max_met
     """Telemetry over time (telemetry.csv): one panel per metric, one line per device index (CPU core, GPU).
 
     Configurations are laid end to end in the order they ran (each one's ``t_s`` starts at 0), thin grey lines
-    marking where one ends, so a whole run reads as one timeline. An idle second GPU is a flat line at 0.
-    """
+    marking where one ends, so a whole run reads as one timeline. An idle second GPU is a flat line at 0."""
     if df.empty:
         return None
     context = [

@@ -124,8 +124,7 @@ def open_run(
     :class:`cnnbench.params.ParamsError` on bad input, before any work, and :class:`cnnbench.paths.RunLocked`
     while another process (a pipeline) writes the same run folder. Warns when the params file is empty
     (defaults) or ``threads`` is above the core count. ``needs_runs`` (08): raises :class:`NoRuns`, writing
-    nothing, when there is no run to analyse yet, and never rewrites the params.json of a run it reads.
-    """
+    nothing, when there is no run to analyse yet, and never rewrites the params.json of a run it reads."""
     given = Path(run_dir) / RESOLVED if run_dir and not params_file else None
     if given is not None and given.is_file():  # only a run folder: the run's own parameters, not local.yaml's
         params_file = given

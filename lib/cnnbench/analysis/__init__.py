@@ -7,8 +7,7 @@ nothing below imports the analysis.
 
 08's one entry point: besides the jobs above, its display helpers (:mod:`cnnbench.tables`: show,
 readable_display, utilisation), figures (:mod:`cnnbench.plots`: throughput, batch_sweep, per_model_rooflines),
-the seeds' tables (``published``) and the explorer (:func:`cnnbench.interactive.explorer`) are named here.
-"""
+the seeds' tables (``published``) and the explorer (:func:`cnnbench.interactive.explorer`) are named here."""
 
 from cnnbench import published
 from cnnbench.analysis.compare import (

@@ -9,8 +9,7 @@ the same model and phase: "not matched", the differences named, no verdict (a pu
 interval). The table goes to ``compare.csv`` in the outputs root (or ``--out``), added to the comparisons already
 there: each row names the runs compared (``compared``, ``run_a``, ``run_b``) and a new compare of the same set of
 runs replaces only their rows. Exit codes: 0 done, 2 refused
-in one line (an unknown or broken run, a bad ``--keys``, runs with nothing comparable).
-"""
+in one line (an unknown or broken run, a bad ``--keys``, runs with nothing comparable)."""
 
 from __future__ import annotations
 

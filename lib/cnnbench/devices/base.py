@@ -2,8 +2,7 @@
 
 A :class:`Backend` is bound to one ``torch.device``. Each kind's module (cpu, cuda, mps, rocm) subclasses it and
 overrides what differs; nothing outside :mod:`cnnbench.devices` tests a device's kind. Tests put a fake backend in
-front with :func:`cnnbench.devices.using`.
-"""
+front with :func:`cnnbench.devices.using`."""
 
 from __future__ import annotations
 

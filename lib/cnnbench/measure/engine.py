@@ -9,8 +9,7 @@ Failures are rows: out of memory -> ``status=oom``, a non-finite loss -> ``statu
 ``status=error`` with the message; a worker process that dies -> ``status=crashed`` with its exit code or signal.
 
 :func:`measure` measures one configuration once, in this process; :func:`cnnbench.measure.runner.run_configs` measures
-many, each in several fresh worker processes in interleaved rounds (see :mod:`cnnbench.measure.runner`).
-"""
+many, each in several fresh worker processes in interleaved rounds (see :mod:`cnnbench.measure.runner`)."""
 
 from __future__ import annotations
 
@@ -339,8 +338,7 @@ def measure(
     here where the OS allows (Linux), so it is this configuration's own (``isolation`` records how: "worker",
     a fresh process per configuration, see :mod:`cnnbench.measure.worker`; "in_process"; "in_process_unreset" when the
     high-water mark could not be reset and may belong to an earlier configuration). ``telemetry_series`` and
-    ``step_times_s`` ride along in the row for :func:`run_configs` to write to their own files.
-    """
+    ``step_times_s`` ride along in the row for :func:`run_configs` to write to their own files."""
     b = devices.backend(device)
     row = _base_row(cfg, device, p)
     row["timestamp"] = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")

@@ -9,8 +9,7 @@ difference, the interval of the difference (the two half-widths combined in quad
 difference is inside it (``agree``), and, stricter, whether the second rate is inside the first's own interval.
 
 :func:`machine_summary` says how quiet the machine was over a run's measurements (pyperf's "the benchmark seems
-unstable"): a run on a busy machine says so at the top of its report, with the figures.
-"""
+unstable"): a run on a busy machine says so at the top of its report, with the figures."""
 
 from __future__ import annotations
 

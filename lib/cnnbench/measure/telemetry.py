@@ -16,8 +16,7 @@ inference); here sampling starts and stops with the window.
     s.summary()   # mean/max per quantity of the measured device: util_cpu_mean_pct, gpu_power_w_mean, ...
 
 ``device_index`` is the CPU core for ``util_cpu_core_pct``, the NVML index of the GPU for GPU metrics, and
-empty (None) for host-wide ones. The engine writes the series of every configuration to ``telemetry.csv``.
-"""
+empty (None) for host-wide ones. The engine writes the series of every configuration to ``telemetry.csv``."""
 
 from __future__ import annotations
 

@@ -7,8 +7,7 @@ run goes on. The worker's start-up (a fork of a server process that has imported
 interpreter elsewhere) happens before the configuration is built, outside every timed window.
 
 ``CNNBENCH_TEST_WORKER_HOOK`` (tests only): JSON ``{model: action}`` run in the worker before measuring that
-model; actions ``segfault``, ``exit:N``, ``raise`` and ``ballast:MIB`` (hold MIB MiB of touched memory).
-"""
+model; actions ``segfault``, ``exit:N``, ``raise`` and ``ballast:MIB`` (hold MIB MiB of touched memory)."""
 
 from __future__ import annotations
 

@@ -3,8 +3,7 @@
 Which rows are a run's current answer is recorded here too: before measuring, a producer declares the
 configurations its invocation measures (:meth:`ResultsFile.plan`); :meth:`ResultsFile.current` returns only
 the rows of the latest plan of every writer. Rows an earlier invocation measured with other parameters stay in
-the file (a rerun with the old parameters resumes from them) but are never presented as this run's.
-"""
+the file (a rerun with the old parameters resumes from them) but are never presented as this run's."""
 
 from __future__ import annotations
 

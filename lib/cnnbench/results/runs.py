@@ -3,8 +3,7 @@ and merge their current rows, every row stamped with its run's identity (run nam
 
 A run folder is left out of a merge, with its reason, when it is a smoke/test run, a failed or interrupted run
 (``FAILED.txt``), a run of another results schema, or broken (an ``environment.json`` or ``params.json`` that
-cannot be read as a JSON object, or a results table that cannot be read).
-"""
+cannot be read as a JSON object, or a results table that cannot be read)."""
 
 from __future__ import annotations
 

@@ -4,8 +4,7 @@ a run's current rows are chosen.
 A table is either *keyed* (rows appended one configuration at a time, replaced by key; a producer declares the
 configurations of its invocation with :meth:`ResultsFile.plan`, and only those are current) or *whole* (written
 in one piece by its notebook: every row is current). Producers write through :func:`file`, readers read
-through :func:`read`; nothing else spells a table's key.
-"""
+through :func:`read`; nothing else spells a table's key."""
 
 from __future__ import annotations
 

@@ -5,8 +5,7 @@ Placement is hierarchical, as Nsight Compute draws it: each point is held agains
 level its working set fits in (a layer: the op's counted bytes per call; a whole step: its counted bytes), and the
 DRAM-only view (``attainable_dram_gflops``, ``efficiency_dram``, ``bound_dram``) stays beside it, and what every
 measured level would allow at the point's intensity (``attainable_<level>_gflops``: l1, l2, l3, dram/hbm). A point
-more than 5% above its own roof has ``above_roof`` true and ``above_roof_reason`` saying why.
-"""
+more than 5% above its own roof has ``above_roof`` true and ``above_roof_reason`` saying why."""
 
 from __future__ import annotations
 
@@ -280,8 +279,7 @@ def compare_with_seeds(intensity: pd.DataFrame, complexity: pd.DataFrame) -> pd.
 
     Seed 000's "AI (FLOPs/Byte)" column is in GFLOP/MB (its FLOPs per image over its model size in MB, both in
     ``published.AI_TABLE_000``): x 10^9 / 10^6 gives FLOP/byte, x 10^9 / 2^20 the same with its MB read as MiB
-    (which its model sizes, fp32 parameters x 4 bytes, are).
-    """
+    (which its model sizes, fp32 parameters x 4 bytes, are)."""
     if intensity.empty:
         out = pd.DataFrame({"model": sorted(set(published.PARAM_PROXY_AI_000) | set(published.AI_003))})
     else:

@@ -52,8 +52,7 @@ def matmul_rates(
     """GFLOP/s of each of ``repeats`` timed calls of a dense n x n matmul (2 n^3 FLOPs per product: FMA-bound).
 
     Each timed call chains as many products as last ``min_call_s`` (calibrated on the device), so a fast GPU's
-    timed call carries enough work whatever ``n`` is.
-    """
+    timed call carries enough work whatever ``n`` is."""
     b = devices.backend(device)
     x, y = (torch.randn(n, n, device=device, dtype=DTYPES[precision]) for _ in range(2))
     with b.math(precision):
@@ -184,8 +183,7 @@ def level_roofs(sweep: pd.DataFrame, levels: list[dict], main: str = "dram") -> 
 
     An inner level measured slower than an outer one keeps its measured value; ``bandwidth_note`` says so. A
     level with no working set of its own gets no row (no other level's value stands in). Levels from sysfs when
-    given; otherwise the sweep's knees bound them (named l1, l2, ... in order).
-    """
+    given; otherwise the sweep's knees bound them (named l1, l2, ... in order)."""
     if not levels:
         levels = [
             {"level": f"l{i + 1}", "size_bytes": k, "capacity_bytes": k, "size_source": "knee of the sweep"}
@@ -356,8 +354,7 @@ def _mib(nbytes) -> float:
 def level_of(working_set_bytes: float, levels: pd.DataFrame) -> str:
     """The innermost level whose capacity holds ``working_set_bytes`` (main memory when none does).
 
-    ``levels`` has a level and a capacity (``capacity_bytes`` or ``capacity_mib``; NaN for main memory).
-    """
+    ``levels`` has a level and a capacity (``capacity_bytes`` or ``capacity_mib``; NaN for main memory)."""
     cap = levels.capacity_bytes if "capacity_bytes" in levels else levels.capacity_mib * 2**20
     fits = levels[pd.to_numeric(cap, errors="coerce") >= working_set_bytes]
     if len(fits):

@@ -3,8 +3,7 @@ read back into scaling.csv (throughput, efficiency against one device, the loss 
 
 No home-made process handling: each run is ``python -m torch.distributed.run --standalone --nproc_per_node N
 -m cnnbench.scaling.ddp ...`` in a subprocess. CPU: gloo, one "device" = one process with an equal share of the
-cores. NVIDIA: NCCL, one process per GPU (world sizes above the GPU count are ``unavailable`` rows).
-"""
+cores. NVIDIA: NCCL, one process per GPU (world sizes above the GPU count are ``unavailable`` rows)."""
 
 from __future__ import annotations
 

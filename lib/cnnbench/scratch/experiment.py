@@ -4,8 +4,7 @@ gradient against PyTorch autograd, and break each step down by operation and by 
 Writes four tidy CSVs, each row carrying backend, model, device_name, device_kind, threads and a status:
 ``backends.csv`` (per CNN epoch, per MLP block of steps), ``gradcheck.csv``, ``backend_ops.csv`` and
 ``backend_memory.csv``. A backend that cannot run here is one row with ``status=unavailable`` and the reason;
-a failure during a run is a row with ``status=error`` (or ``oom``/``unstable``), and the run goes on.
-"""
+a failure during a run is a row with ``status=error`` (or ``oom``/``unstable``), and the run goes on."""
 
 from __future__ import annotations
 

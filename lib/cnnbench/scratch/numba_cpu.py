@@ -7,8 +7,7 @@ Convolution is fused with its bias and ReLU, pooling keeps the argmax index of e
 maximum, as PyTorch), and its backward applies the ReLU mask at the same time. All buffers are allocated
 from Python once per batch size (so tracemalloc sees them). The first call of each kernel compiles it (or
 loads it from Numba's cache); :meth:`NumbaCpuBackend.init` does that on a one-image batch and reports it
-as ``jit_s``, apart from every timed step.
-"""
+as ``jit_s``, apart from every timed step."""
 
 from __future__ import annotations
 

@@ -8,8 +8,7 @@ whether they do.
 Both kinds of step are warmed up before either is recorded (a cold first step is slower, and with a handful of
 samples one cold step moved a mean by 10-30%), and small models are measured for a time window, not a fixed
 handful of steps: a 5 ms step varies by tens of percent from one step to the next. Past that window, pairs are
-added until the check is precise (its 95% interval within PRECISION_PCT) or a time budget is spent.
-"""
+added until the check is precise (its 95% interval within PRECISION_PCT) or a time budget is spent."""
 
 from __future__ import annotations
 
@@ -40,8 +39,7 @@ class PhaseTimer:
 
     On CUDA (``use_events``) a CUDA event is also recorded at each boundary, on the measured device's current
     stream, and the device phases take their time from the events; the data wait (host only) always comes from the host clock. ``clock`` and ``sync``
-    are injectable so tests drive the timer with a fake clock.
-    """
+    are injectable so tests drive the timer with a fake clock."""
 
     def __init__(
         self,

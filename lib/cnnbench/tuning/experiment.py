@@ -193,8 +193,7 @@ def tune(run) -> pd.DataFrame:
 
     A rerun with the same run name skips the searches that already have their 'best' row with the same search key
     (same data, default setting, protocol and tune_* params: ``results.schema.search_keys``); changed params
-    search again.
-    """
+    search again."""
     p = run.params
     hw = devices.backend(run.device).hardware()
     table = results.table("tuning")

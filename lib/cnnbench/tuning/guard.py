@@ -7,8 +7,7 @@ steps (first loss - last loss). Training on one small batch is chaotic: a summat
 channels-last moves ResNet-50's loss by 5-30% after a few steps while the loss falls from 5.6 to 0.3, so a
 plain relative difference of the loss would reject configurations that train the same network; a
 configuration that does not train (or trains a different network) is 100% of the progress away. Eval steps
-compare the loss of one forward pass, relative to the loss itself.
-"""
+compare the loss of one forward pass, relative to the loss itself."""
 
 from __future__ import annotations
 
@@ -83,8 +82,7 @@ def check(
 
     ``measure_loss(numerics) -> (first, last)`` runs the steps (tests pass a fake); a failure to run is a
     rejection. Once ``spent()`` (the search's budget, which the guard's compiles count in) no further numerics is
-    guarded: rejected with that reason.
-    """
+    guarded: rejected with that reason."""
     start, ref = measure_loss(reference)
     out = {reference: Verdict(ref, ref, 0.0, True, "")}
     for numerics in numerics_list:

@@ -12,8 +12,7 @@
    measured again with the full protocol (``engine.measure``: warm-up, repeated windows, 95% interval), and
    the best confirmed one wins, so the winner is not chosen on the noise of a short window.
 4. **Explain**: speedup over the default with its interval, achieved GFLOP/s against the measured roof of the
-   precision used (from the run's ``device_peaks.csv``), energy per image where a counter is readable.
-"""
+   precision used (from the run's ``device_peaks.csv``), energy per image where a counter is readable."""
 
 from __future__ import annotations
 
@@ -76,8 +75,7 @@ class Search:
 
     ``evaluate(candidate, window_s) -> Outcome``, ``guard_loss(numerics) -> (first, last) loss``,
     ``confirm(candidate, steps) -> row`` and ``explain(candidate, row) -> columns`` (the roofline) are
-    injectable, so tests run the whole logic without a model.
-    """
+    injectable, so tests run the whole logic without a model."""
 
     def __init__(
         self,
