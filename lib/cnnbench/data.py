@@ -110,29 +110,13 @@ class TinyImageNet(Dataset):
         return (self.transform(image) if self.transform else image), label
 
 
-IMAGE_EXTENSIONS = (
-    ".jpg",
-    ".jpeg",
-    ".png",
-    ".ppm",
-    ".bmp",
-    ".pgm",
-    ".tif",
-    ".tiff",
-    ".webp",
-)  # ImageFolder's
+IMAGE_EXTENSIONS = tuple(".jpg .jpeg .png .ppm .bmp .pgm .tif .tiff .webp".split())  # ImageFolder's
 MNIST_FILES = {  # split -> (images file, labels file) in MNIST/raw/, as torchvision reads them
     "train": ("train-images-idx3-ubyte", "train-labels-idx1-ubyte"),
     "val": ("t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"),
 }
-CIFAR10_FILES = (
-    "data_batch_1",
-    "data_batch_2",
-    "data_batch_3",
-    "data_batch_4",
-    "data_batch_5",
-    "test_batch",
-    "batches.meta",
+CIFAR10_FILES = tuple(
+    ("data_batch_1 data_batch_2 data_batch_3 data_batch_4 data_batch_5 test_batch batches.meta").split()
 )
 TINY_FOLDER = "tiny-imagenet-200"
 

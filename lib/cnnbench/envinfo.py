@@ -38,24 +38,14 @@ def git_commit() -> dict[str, str | bool | None]:
         return {"git_commit": None, "git_dirty": None}
 
 
-ISA_PREFIXES = (
-    "avx2",
-    "avx512",
-    "amx",
-    "fma",
-    "asimd",
-    "sve",
+ISA_PREFIXES = tuple(
+    ("avx2 avx512 amx fma asimd sve").split()
 )  # the vector/matrix extensions torch kernels use
-HOST_KEYS = (
-    "cpu_model",
-    "cpu_physical_cores",
-    "cpu_logical_cores",
-    "cpu_isa",
-    "ram_gb",
-    "gpu_name",
-    "gpu_memory_gb",
-    "gpu_driver",
-    "apple_chip",
+HOST_KEYS = tuple(
+    (
+        "cpu_model cpu_physical_cores cpu_logical_cores cpu_isa ram_gb gpu_name gpu_memory_gb gpu_driver "
+        "apple_chip"
+    ).split()
 )
 
 

@@ -18,18 +18,11 @@ RECORD, EXAMPLE = "earlier run", "the committed example on a 2-core CPU"
 BUDGET = "the budgets: configurations x protocol + start-up, a rough estimate"
 EXAMPLE_RUN = "examples/example-cpu-2core"  # under the workbook's root; its executed notebooks hold its times
 # Keys that do not change what a run measures or how long it takes (names, paths, the notebook list).
-_NOT_TIMED = (
-    "run_name",
-    "params_file",
-    "overrides",
-    "device",
-    "expect_device",
-    "notebooks",
-    "analysis_runs",
-    "cell_timeout_s",
-    "data_path",
-    "transfer_data_path",
-    "scratch_data_path",
+_NOT_TIMED = tuple(
+    (
+        "run_name params_file overrides device expect_device notebooks analysis_runs cell_timeout_s "
+        "data_path transfer_data_path scratch_data_path"
+    ).split()
 )
 PACE_MIN_S = 30.0  # expected seconds of finished notebooks before their pace revises the other estimates
 PACE_BAND = 0.10  # a pace less than 10% slower than the estimates leaves them as they are

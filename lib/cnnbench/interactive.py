@@ -181,17 +181,7 @@ def _bundles(history: list[dict], run) -> list[dict]:
             rate_cell(r, c) if r == r else ""
             for r, c in zip(df.throughput_img_s, df.get("throughput_ci95_img_s", float("nan")), strict=True)
         ]
-    cols = [
-        "model",
-        "device_name",
-        "batch_size",
-        "precision",
-        "data_mode",
-        "status",
-        "rate",
-        "achieved_tflops",
-        "error",
-    ]
+    cols = "model device_name batch_size precision data_mode status rate achieved_tflops error".split()
     table = df[[c for c in cols if c in df]].round(3)
     out = [
         {

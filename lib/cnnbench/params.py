@@ -40,16 +40,11 @@ SCALING_BACKENDS = ("auto", "gloo", "nccl")
 # The pipeline's notebooks in order; the analysis stays last and merges every experiment family before it.
 # 05: from-scratch backends (cnnbench.scratch); 06: transfer learning and scaling (cnnbench.transfer); 07:
 # configuration search (cnnbench.tuning)
-NOTEBOOKS = (
-    "00_setup",
-    "01_complexity",
-    "02_scenario_a",
-    "03_batch_sweep",
-    "04_roofline",
-    "05_backends",
-    "06_transfer",
-    "07_tuning",
-    "08_analysis",
+NOTEBOOKS = tuple(
+    (
+        "00_setup 01_complexity 02_scenario_a 03_batch_sweep 04_roofline 05_backends 06_transfer 07_tuning "
+        "08_analysis"
+    ).split()
 )
 # The shortest telemetry sampling period: psutil's CPU counters tick every 10 ms, and a faster sampler loops
 # on the measured cores.

@@ -28,24 +28,10 @@ from cnnbench.results.runs import load, machine_label, verdict
 
 SEEDS = "seeds"  # the pseudo-run: every device the seeds measured
 PROBE_SAYS_PCT = 5.0  # a row names the CPU's own speed change (probe) from this size on
-SEED_COLUMNS = [
-    "run_a",
-    "run_b",
-    "host_id_a",
-    "host_a",
-    "device_a",
-    "device_b",
-    "table",
-    "model",
-    "phase",
-    "rate_a_img_s",
-    "rate_a_ci95_img_s",
-    "rate_b_img_s",
-    "ratio_b_over_a",
-    "verdict",
-    "comparison",
-    "differs_in",
-]
+SEED_COLUMNS = (
+    "run_a run_b host_id_a host_a device_a device_b table model phase rate_a_img_s rate_a_ci95_img_s "
+    "rate_b_img_s ratio_b_over_a verdict comparison differs_in"
+).split()
 
 
 class Refused(Exception):

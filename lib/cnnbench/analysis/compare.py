@@ -258,12 +258,7 @@ def rates(m: Merged) -> pd.DataFrame:
         numeric = ("throughput_ci95_img_s", "probe_img_s")
         for key in (
             *knob_keys(),
-            "model",
-            "phase",
-            "host_id",
-            "host",
-            "device_name",
-            "process_rates_img_s",
+            *"model phase host_id host device_name process_rates_img_s".split(),
             *numeric,
         ):
             if key not in ok:

@@ -70,16 +70,7 @@ def _match(device_class: str, seed_classes) -> str:
 # --- seed 000 ------------------------------------------------------------------------------------------------
 def _wide(ok: pd.DataFrame, values: list[str]) -> pd.DataFrame:
     """One row per run and configuration (phase apart), ``<phase>_<value>`` columns."""
-    keys = [
-        "run_name",
-        "device_name",
-        "device_class",
-        "model",
-        "batch_size",
-        "image_size",
-        "dataset",
-        "data_mode",
-    ]
+    keys = "run_name device_name device_class model batch_size image_size dataset data_mode".split()
     keys = [k for k in keys if k in ok]
     vals = [v for v in values if v in ok]
     wide = ok.pivot_table(index=keys, columns="phase", values=vals, aggfunc="first")

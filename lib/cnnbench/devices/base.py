@@ -385,16 +385,7 @@ def specs():
         return pd.read_csv(f)
 
 
-SPEC_COLUMNS = [
-    "device_name",
-    "kind",
-    "precision",
-    "level",
-    "peak_gflops",
-    "bandwidth_gbs",
-    "ridge_flop_per_byte",
-    "source",
-]
+SPEC_COLUMNS = "device_name kind precision level peak_gflops bandwidth_gbs ridge_flop_per_byte source".split()
 
 
 def normalise_name(name: str) -> str:

@@ -30,27 +30,13 @@ from cnnbench.measure import energy, flops, telemetry, timing
 from cnnbench.results.schema import PROTOCOL_KEYS
 
 # Columns every result frame has, so a table of failures only still has them (empty).
-MEASURE_COLUMNS = (
-    "throughput_img_s",
-    "throughput_ci95_img_s",
-    "throughput_window_min_img_s",
-    "throughput_window_max_img_s",
-    "step_time_median_s",
-    "step_time_mean_s",
-    "step_time_std_s",
-    "n_steps",
-    "steps_per_window",
-    "noisy",
-    "gflops_per_image",
-    "achieved_gflops",
-    "achieved_tflops",
-    "baseline_rss_mib",
-    "peak_rss_mib",
-    "peak_device_mem_mib",
-    "peak_device_reserved_mib",
-    "util_cpu_mean_pct",
-    "util_device_mean_pct",
-    "error",
+MEASURE_COLUMNS = tuple(
+    (
+        "throughput_img_s throughput_ci95_img_s throughput_window_min_img_s throughput_window_max_img_s "
+        "step_time_median_s step_time_mean_s step_time_std_s n_steps steps_per_window noisy gflops_per_image "
+        "achieved_gflops achieved_tflops baseline_rss_mib peak_rss_mib peak_device_mem_mib "
+        "peak_device_reserved_mib util_cpu_mean_pct util_device_mean_pct error"
+    ).split()
 )
 
 

@@ -29,23 +29,10 @@ def same_keys() -> tuple[str, ...]:
 
 PRECISE_PCT = 10.0  # a rate whose 95% interval is within +-10% supports a headline on its own
 
-COLUMNS = [
-    "run_name",
-    "model",
-    "phase",
-    "batch_size",
-    "first",
-    "rate_first_img_s",
-    "ci95_first_img_s",
-    "second",
-    "rate_second_img_s",
-    "ci95_second_img_s",
-    "difference_pct",
-    "difference_ci95_pct",
-    "agree",
-    "second_inside_first",
-    "probe_change_pct",
-]
+COLUMNS = (
+    "run_name model phase batch_size first rate_first_img_s ci95_first_img_s second rate_second_img_s "
+    "ci95_second_img_s difference_pct difference_ci95_pct agree second_inside_first probe_change_pct"
+).split()
 
 
 def measured_here(df: pd.DataFrame) -> pd.DataFrame:
@@ -177,15 +164,9 @@ def machine_summary(*tables: pd.DataFrame) -> pd.DataFrame:
     rows = pd.concat(read, ignore_index=True) if read else pd.DataFrame()
     if rows.empty:
         return pd.DataFrame(
-            columns=[
-                "run_name",
-                "configurations",
-                "busy",
-                "steal_max_pct",
-                "other_cpu_max_pct",
-                "process_cv_median_pct",
-                "verdict",
-            ]
+            columns=(
+                "run_name configurations busy steal_max_pct other_cpu_max_pct process_cv_median_pct verdict"
+            ).split()
         )
     if "run_name" not in rows:
         rows["run_name"] = ""

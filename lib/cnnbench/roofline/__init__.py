@@ -382,14 +382,7 @@ def flagged(points: pd.DataFrame) -> pd.DataFrame:
     if points.empty or "above_roof" not in points:
         return pd.DataFrame(columns=["source", "model", "op", "level", *rates])
     cols = [
-        "source",
-        "model",
-        "phase",
-        "op",
-        "layer",
-        "level",
-        "working_set_mib",
-        "intensity_flop_per_byte",
+        *"source model phase op layer level working_set_mib intensity_flop_per_byte".split(),
         *rates,
     ]
     return points.loc[points.above_roof.astype(bool), [c for c in cols if c in points]]

@@ -249,13 +249,9 @@ def run_all(run, launcher=launch, log=progress.say) -> list[dict]:
                 {
                     k: res[k]
                     for k in (
-                        "device_kind",
-                        "device_name",
-                        "throughput_img_s",
-                        "throughput_ci95_img_s",
-                        "step_time_mean_s",
-                        "loss_last",
-                    )
+                        "device_kind device_name throughput_img_s throughput_ci95_img_s step_time_mean_s "
+                        "loss_last"
+                    ).split()
                 },
                 loss_check_steps=len(res["check_losses"]),
                 loss_first=res["check_losses"][0] if res["check_losses"] else math.nan,
