@@ -29,12 +29,8 @@ from cnnbench.knobs import KNOBS
 DATASETS = ("synthetic", "tiny_imagenet", "imagenette", "mnist", "cifar10", "imagefolder")
 PHASES = ("train", "eval")
 OPTIMIZERS = ("sgd", "adam", "adamw")
-DOWNLOADABLE = (
-    "tiny_imagenet",
-    "imagenette",
-    "mnist",
-    "cifar10",
-)  # public datasets that download: true fetches
+# public datasets that download: true fetches
+DOWNLOADABLE = ("tiny_imagenet", "imagenette", "mnist", "cifar10")
 TRANSFER_DATASETS = ("synthetic", "oxford_pet", "imagefolder")
 SCALING_BACKENDS = ("auto", "gloo", "nccl")
 # The pipeline's notebooks in order; the analysis stays last and merges every experiment family before it.

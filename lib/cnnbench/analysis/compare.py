@@ -191,14 +191,8 @@ def speedup_matrix(speedup: pd.DataFrame, phase: str = "train") -> pd.DataFrame:
     return matrix
 
 
-VALUES = (
-    "throughput_img_s",
-    "throughput_ci95_img_s",
-    "achieved_gflops",
-    "achieved_tflops",
-    "peak_device_mem_mib",
-)
-VALUES += ("peak_rss_mib", "baseline_rss_mib")
+VALUES = ("throughput_img_s", "throughput_ci95_img_s", "achieved_gflops", "achieved_tflops")
+VALUES += ("peak_device_mem_mib", "peak_rss_mib", "baseline_rss_mib")
 
 
 def summary(scenario_a: pd.DataFrame) -> pd.DataFrame:

@@ -349,14 +349,8 @@ def inference_beside_002(scenario_a: pd.DataFrame, model: str = "densenet121") -
     return _stack(pub, ours, ["model"])
 
 
-_CPU_002_KEYS = (
-    "cpu_util_low_pct",
-    "cpu_util_high_pct",
-    "cpu_memory_gb",
-    "cpu_temp_low_c",
-    "cpu_temp_high_c",
-)
-_CPU_002_KEYS += ("cpu_processes", "cpu_threads", "cpu_clock_ghz")
+_CPU_002_KEYS = ("cpu_util_low_pct", "cpu_util_high_pct", "cpu_memory_gb", "cpu_temp_low_c")
+_CPU_002_KEYS += ("cpu_temp_high_c", "cpu_processes", "cpu_threads", "cpu_clock_ghz")
 
 
 def cpu_beside_002(
