@@ -96,13 +96,12 @@ class Backend:
         return host.cpu_model()
 
     def hardware(self) -> Hardware:
+        return self._hardware(cxx=_compiler(), macos=host.macos_version())
+
+    def _hardware(self, **facts) -> Hardware:
+        """This device's :class:`Hardware`: its kind and name, the host's cores and ISA, and ``facts``."""
         return Hardware(
-            kind=self.kind,
-            name=self.name(),
-            cores=host.physical_cores(),
-            isa=host.cpu_isa(),
-            cxx=_compiler(),
-            macos=host.macos_version(),
+            kind=self.kind, name=self.name(), cores=host.physical_cores(), isa=host.cpu_isa(), **facts
         )
 
     @classmethod

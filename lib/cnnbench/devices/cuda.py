@@ -11,7 +11,6 @@ import os
 
 import torch
 
-from cnnbench.devices import host
 from cnnbench.devices.base import Backend, Hardware, normalise_name, spec_rows, specs, sweep_row
 
 # What torch raises when an allocation fails inside a CUDA-graph capture (torch.compile's reduce-overhead): the
@@ -60,11 +59,7 @@ class CudaBackend(Backend):
         return tuple(torch.cuda.get_device_capability(self.device))
 
     def hardware(self) -> Hardware:
-        return Hardware(
-            kind=self.kind,
-            name=self.name(),
-            cores=host.physical_cores(),
-            isa=host.cpu_isa(),
+        return self._hardware(
             capability=self.capability(),
             triton=importlib.util.find_spec("triton") is not None,
             sms=torch.cuda.get_device_properties(self.device).multi_processor_count,
