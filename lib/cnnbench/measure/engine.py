@@ -154,21 +154,17 @@ class Workload:
         self.scaler = b.grad_scaler(cfg.precision)
         if cfg.data_mode == "device":
             # one batch made once on the device: real images when a dataset is given, else synthetic
-            x, y = (
-                self._synthetic_batch()
-                if self.dataset is None
-                else self.to_device(
+            if self.dataset is None:
+                x, y = self._synthetic_batch()
+            else:
+                x, y = self.to_device(
                     *next(iter(data.loader(self.dataset, cfg.batch_size, 0, False, seed=p.seed)))
                 )
-            )
             self.next_batch = lambda: (x, y)
         else:
+            images = max(p.synthetic_images, cfg.batch_size)
             ds = self.dataset or data.synthetic_for(
-                cfg.in_channels,
-                cfg.image_size,
-                cfg.num_classes,
-                max(p.synthetic_images, cfg.batch_size),
-                p.seed,
+                cfg.in_channels, cfg.image_size, cfg.num_classes, images, p.seed
             )
             batches = data.cycle(
                 data.loader(ds, cfg.batch_size, cfg.workers, b.pin(cfg.pin_memory), seed=p.seed)
@@ -186,9 +182,9 @@ class Workload:
     def _synthetic_batch(self):
         gen = torch.Generator().manual_seed(self.p.seed)
         shape = (self.cfg.batch_size, self.cfg.in_channels, self.cfg.image_size, self.cfg.image_size)
+        x = torch.randn(shape, generator=gen)
         return self.to_device(
-            torch.randn(shape, generator=gen),
-            torch.randint(0, self.cfg.num_classes, (self.cfg.batch_size,), generator=gen),
+            x, torch.randint(0, self.cfg.num_classes, (self.cfg.batch_size,), generator=gen)
         )
 
     def to_device(self, x: torch.Tensor, y: torch.Tensor):
@@ -257,11 +253,8 @@ def config_key(cfg: Config, device: torch.device, p) -> dict:
     """The columns that identify a measurement: the workload, the device kind, every knob as it is in force there
     (:func:`cnnbench.knobs.in_force`) and the protocol (:data:`PROTOCOL_KEYS`)."""
     b = devices.backend(device)
-    return {
-        **cfg.replace(**knobs.in_force(cfg.setting, b)).columns(),
-        "device_kind": b.kind,
-        **{k: getattr(p, k) for k in PROTOCOL_KEYS},
-    }
+    in_force = cfg.replace(**knobs.in_force(cfg.setting, b)).columns()
+    return {**in_force, "device_kind": b.kind, **{k: getattr(p, k) for k in PROTOCOL_KEYS}}
 
 
 def _base_row(cfg: Config, device: torch.device, p) -> dict:
@@ -351,15 +344,8 @@ def measure(
             warmup_peak = b.peak_memory_mib()
             b.reset_peak_memory()  # the windows' own peak from here
             n = row["steps_per_window"] = steps_for_window(warmup_times, p)
-            row["cpu_fallback_ops"] = ",".join(
-                sorted(
-                    {
-                        str(w.message).split("'")[1]
-                        for w in caught
-                        if "fall back to run on the CPU" in str(w.message) and "'" in str(w.message)
-                    }
-                )
-            )
+            fallbacks = [str(w.message) for w in caught if "fall back to run on the CPU" in str(w.message)]
+            row["cpu_fallback_ops"] = ",".join(sorted({m.split("'")[1] for m in fallbacks if "'" in m}))
             row["loss_after_warmup"] = work.check_loss()
             step_times, window_times, spans = [], [], []
             faults = heap.minor_faults()
@@ -383,12 +369,8 @@ def measure(
         row["gflops_per_image"] = per_image / 1e9
         row["achieved_gflops"] = row["throughput_img_s"] * per_image / 1e9
         row["achieved_tflops"] = row["achieved_gflops"] / 1e3
-        row.update(
-            step_times_s=step_times,
-            window_times_s=window_times,
-            window_spans_s=spans,
-            telemetry_series=sampler.series(),
-        )
+        row.update(step_times_s=step_times, window_times_s=window_times, window_spans_s=spans)
+        row["telemetry_series"] = sampler.series()
         if cfg.compile != "off":
             row["compile_s"] = max(row["first_step_s"] - row["step_time_median_s"], 0.0)
     except Exception as err:  # noqa: BLE001 - every failure becomes a row, the run goes on
