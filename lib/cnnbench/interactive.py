@@ -217,9 +217,9 @@ def _show(history: list[dict], run) -> None:
 
 
 def on_main_thread(fn: Callable[[], None]) -> Callable[[], None]:
-    """``fn`` made to run on the kernel's main thread, between cells, when called from another thread (a widget
-    callback served on a kernel subshell's thread), so it never measures or draws beside a running cell. Call
-    this on the main thread; outside a running event loop ``fn`` runs where it is called."""
+    """``fn`` made to run on the kernel's main thread, between cells, when called from another thread (a
+    widget callback served on a kernel subshell's thread), so it never measures or draws beside a running
+    cell. Call this on the main thread; outside a running event loop ``fn`` runs where it is called."""
     try:
         loop, owner = asyncio.get_running_loop(), threading.get_ident()  # the kernel's, while a cell runs
     except RuntimeError:

@@ -701,8 +701,8 @@ def per_model_rooflines(
 
 
 def telemetry_timeline(df: pd.DataFrame, path: str | Path | None = None, max_metrics: int = 12):
-    """Telemetry over time (telemetry.csv): one panel per metric, one line per device index (CPU core, GPU), the
-    configurations laid end to end in the order they ran, thin grey lines marking where one ends."""
+    """Telemetry over time (telemetry.csv): one panel per metric, one line per device index (CPU core, GPU),
+    the configurations laid end to end in the order they ran, thin grey lines marking where one ends."""
     if df.empty:
         return None
     context = [

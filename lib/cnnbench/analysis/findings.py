@@ -279,9 +279,9 @@ def findings(m: Merged) -> list[str]:
 
 
 def write_tables(m: Merged, run_dir: Path) -> dict[str, Path]:
-    """speedups.csv (matched configurations), ratios.csv (rate of run_b / rate of run_a, one knob changed or run
-    to run), findings.csv and seed_corrections.csv (:func:`cnnbench.published.corrections`) of this analysis into
-    ``run_dir``, each with its header even when empty."""
+    """speedups.csv (matched configurations), ratios.csv (rate of run_b / rate of run_a, one knob changed or
+    run to run), findings.csv and seed_corrections.csv (:func:`cnnbench.published.corrections`) of this
+    analysis into ``run_dir``, each with its header even when empty."""
     out = {}
     tables = (
         ("speedups", speedups(m["scenario_a"])),

@@ -1,6 +1,7 @@
 """Every seed's published numbers beside ours: each table stacks the seed's rows (``source`` "published by
-<seed file>") and ours ("ours: <run>"), a ``differences`` column naming what differs; a seed figure no merged run
-matches is shown alone with a ``note``, and a row of another device class or configuration says "not matched"."""
+<seed file>") and ours ("ours: <run>"), a ``differences`` column naming what differs; a seed figure no merged
+run matches is shown alone with a ``note``, and a row of another device class or configuration says "not
+matched"."""
 
 from __future__ import annotations
 

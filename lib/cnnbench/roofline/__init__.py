@@ -164,7 +164,8 @@ def place(results: pd.DataFrame, intensities: pd.DataFrame, peaks: pd.DataFrame,
 
 
 def _point(ident: dict, r, working_set: float, roof: pd.Series, dram: pd.Series, peaks: pd.DataFrame) -> dict:
-    """A roofline.csv row: ``ident``, then point ``r``'s intensity and rate judged against ``roof`` and ``dram``."""
+    """A roofline.csv row: ``ident``, then point ``r``'s intensity and rate judged against ``roof`` and
+    ``dram``."""
     return {
         **ident,
         "intensity_flop_per_byte": r.intensity_flop_per_byte,

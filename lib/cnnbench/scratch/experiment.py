@@ -397,7 +397,8 @@ def _measure_hooks(backend: str):
             mib = b.peak_memory_mib()["peak_device_mem_mib"]
             return mib * 2**20 if mib == mib else b.allocated_bytes()
 
-        what = f"torch's {b.kind} allocator: allocated bytes (high-water mark where it has one, else after the step)"
+        what = f"torch's {b.kind} allocator: allocated bytes"
+        what += " (high-water mark where it has one, else after the step)"
         return (_nothing, b.allocated_bytes, peak, b.reset_peak_memory, _nothing, what)
     if backend == "numba_cuda":
         from numba import cuda
@@ -458,7 +459,7 @@ def memory_breakdown(
         return [{**failure(ident, err), "component": ""}]
     state_c = comp["parameters"] + comp["gradients"] + comp["optimizer_state"]
     step_c = comp.get("activations", 0) + comp.get("workspace", 0)
-    # no allocator counters (torch on the CPU): an RSS difference measures neither the state nor the step's peak
+    # no allocator counters (torch on the CPU): an RSS difference measures neither state nor the step's peak
     coarse = how.startswith("process RSS")
     unmeasured = (
         "not measured: no allocator counters for this backend, and the process RSS delta "

@@ -3,8 +3,9 @@
 A dedicated pass, apart from the throughput windows of 02: each split step synchronises the device and reads
 the clock at every phase boundary (CUDA events per phase on CUDA). Unsplit steps, interleaved with the split
 ones on the same data pipeline, give the step time the phases must add up to; ``sums_within_5pct`` says
-whether they do. Both kinds are warmed up before either is recorded, measured for a time window, and past it
-pairs are added until the check is precise (its 95% interval within PRECISION_PCT) or a time budget is spent."""
+whether they do. Both kinds are warmed up before either is recorded, measured for a time window, and past
+it pairs are added until the check is precise (its 95% interval within PRECISION_PCT) or a time budget is
+spent."""
 
 from __future__ import annotations
 
@@ -29,8 +30,8 @@ MAX_PAIRS = 2000  # a bound on the pairs one window measures, whatever the clock
 
 class PhaseTimer:
     """Times the phases of one step: at each boundary synchronise ``device``, then read ``clock``; with timing
-    events (CUDA) the device phases take their time from events recorded at the boundaries, the data wait from the
-    host clock. ``clock`` and ``sync`` are injectable (tests drive the timer with a fake clock)."""
+    events (CUDA) the device phases take their time from events recorded at the boundaries, the data wait from
+    the host clock. ``clock`` and ``sync`` are injectable (tests drive the timer with a fake clock)."""
 
     def __init__(
         self,
@@ -70,8 +71,8 @@ class PhaseTimer:
 
 def split_step(work: engine.Workload, batches, timer: PhaseTimer) -> dict[str, float]:
     """One training step of ``work`` with a boundary after each phase; returns the phase times. Gradients are
-    cleared first, as ``train_step`` does, their clearing counted in the optimizer phase; the step's tensors and
-    graph are let go before the last boundary, as inside an unsplit step."""
+    cleared first, as ``train_step`` does, their clearing counted in the optimizer phase; the step's tensors
+    and graph are let go before the last boundary, as inside an unsplit step."""
     before = timer.clock()
     work.optimizer.zero_grad(set_to_none=True)
     cleared = timer.clock() - before
@@ -202,9 +203,9 @@ def record(
 ) -> tuple[list[dict[str, float]], list[float]]:
     """Split and unsplit steps of ``work``, interleaved: ``warmup`` pairs unrecorded, then at least ``steps``
     pairs and until ``window_s`` seconds have passed; then on until the sum check's interval is within
-    ``PRECISION_PCT`` (``diff_ci95_pct``) or ``max_s`` seconds have passed. A pair that takes the first batch of
-    an epoch (every ``epoch_batches`` batches; 0: no epochs) is not recorded: the loader's restart is a cost of
-    the epoch, not of a step. The order inside each pair is drawn at random (seeded)."""
+    ``PRECISION_PCT`` (``diff_ci95_pct``) or ``max_s`` seconds have passed. A pair that takes the first batch
+    of an epoch (every ``epoch_batches`` batches; 0: no epochs) is not recorded: the loader's restart is a
+    cost of the epoch, not of a step. The order inside each pair is drawn at random (seeded)."""
     timer = PhaseTimer(work.device, clock, sync)
     batches = HeldBatches(batches)
     order = random.Random(seed)

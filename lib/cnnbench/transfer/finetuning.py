@@ -415,7 +415,8 @@ def run_grid(run, sampler_cls=None, log=print) -> None:
                     log(f"transfer {b.kind} lr={lr:g} bs={bs}: {too_big[bs]}")
                     continue
                 progress.note(
-                    f"transfer: {p.transfer_model} on {b.kind}, batch {bs}, lr {lr:g}, {p.transfer_epochs} epochs"
+                    f"transfer: {p.transfer_model} on {b.kind}, batch {bs}, lr {lr:g}, "
+                    f"{p.transfer_epochs} epochs"
                 )
                 b.reset_peak_memory()
                 with sampler_cls(device, p.telemetry_interval_s) as sampler, b.math("fp32"):
