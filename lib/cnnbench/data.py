@@ -234,10 +234,8 @@ def _image_folder_problem(root: Path) -> str:
                 f"{len(empty)} of {len(classes)} classes are empty"
             )
         if len(classes) < 2:
-            return (
-                f"folder '{folder}' holds one class ('{classes[0].name}'): a classifier needs at least two "
-                "class folders"
-            )
+            one = f"folder '{folder}' holds one class ('{classes[0].name}')"
+            return f"{one}: a classifier needs at least two class folders"
         counts.append((folder, len(classes)))
     if len(counts) == 2 and counts[0][1] != counts[1][1]:
         return (
@@ -388,10 +386,8 @@ def split_size(name: str, root: str | Path, split: str, at_most: int = 1 << 62) 
         annotations = base / "val" / "val_annotations.txt"
         if not annotations.is_file():
             return None
-        return min(
-            at_most,
-            sum(len(line.split("\t")) >= 2 for line in annotations.read_text(errors="replace").splitlines()),
-        )
+        lines = annotations.read_text(errors="replace").splitlines()
+        return min(at_most, sum(len(line.split("\t")) >= 2 for line in lines))
     return None
 
 
@@ -494,13 +490,8 @@ def _open(name: str, root: Path, split: str, tf, download: bool) -> Dataset:
             download_tiny_imagenet(root)
         return TinyImageNet(root, split, tf)
     if name == "imagenette":
-        return tvd.Imagenette(
-            str(root),
-            split=split,
-            size="160px",
-            transform=tf,
-            download=download and not (root / "imagenette2-160").is_dir(),
-        )
+        fetch = download and not (root / "imagenette2-160").is_dir()
+        return tvd.Imagenette(str(root), split=split, size="160px", transform=tf, download=fetch)
     if name == "mnist":
         return tvd.MNIST(str(root), train=train, download=download, transform=tf)
     if name == "cifar10":
@@ -532,17 +523,15 @@ def loader(
             f"the dataset has {n} images, fewer than one batch of {batch_size}: no batch to measure "
             "(lower the batch size or use more images)"
         )
-    return DataLoader(
-        ds,
-        batch_size=batch_size,
-        shuffle=shuffle,
-        num_workers=workers,
-        pin_memory=pin_memory,
-        drop_last=True,
-        persistent_workers=workers > 0,
-        worker_init_fn=paths.die_with_parent,
-        generator=torch.Generator().manual_seed(seed),
-    )  # a worker dies with what it loads for
+    seeded = torch.Generator().manual_seed(seed)
+    kw = {
+        "num_workers": workers,
+        "pin_memory": pin_memory,
+        "persistent_workers": workers > 0,
+        "generator": seeded,
+    }
+    # a worker dies with what it loads for
+    return DataLoader(ds, batch_size, shuffle, drop_last=True, worker_init_fn=paths.die_with_parent, **kw)
 
 
 def cycle(dl: DataLoader) -> Iterator:

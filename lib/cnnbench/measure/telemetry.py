@@ -36,17 +36,9 @@ import torch
 from cnnbench import devices, paths
 from cnnbench.measure.timing import STALL_FACTOR
 
-_NVML_THROTTLE = {
-    0x1: "gpu_idle",
-    0x2: "app_clocks",
-    0x4: "sw_power_cap",
-    0x8: "hw_slowdown",
-    0x10: "sync_boost",
-    0x20: "sw_thermal",
-    0x40: "hw_thermal",
-    0x80: "hw_power_brake",
-    0x100: "display_clocks",
-}
+# NVML's clock throttle reasons, bit 0x1 upwards
+_THROTTLES = "gpu_idle app_clocks sw_power_cap hw_slowdown sync_boost sw_thermal hw_thermal hw_power_brake"
+_NVML_THROTTLE = {1 << i: name for i, name in enumerate([*_THROTTLES.split(), "display_clocks"])}
 # Which reading gpu_power_w holds (the row's ``gpu_power_source``): NVML_FI_DEV_POWER_INSTANT where the driver
 # has it, else nvmlDeviceGetPowerUsage, a one-second average on Ampere/Hopper (except A100) that lags 0.1 s samples.
 POWER_INSTANT, POWER_AVERAGE = "nvml_instant", "nvml_power_usage_1s_avg"
@@ -177,9 +169,8 @@ class Sampler:
             self._add(t, "util_device_pct", util.gpu, index)
             self._add(t, "util_device_mem_pct", util.memory, index)
             self._add(t, "gpu_mem_used_mib", nvml.nvmlDeviceGetMemoryInfo(handle).used / 2**20, index)
-            self._add(
-                t, "gpu_temp_c", nvml.nvmlDeviceGetTemperature(handle, nvml.NVML_TEMPERATURE_GPU), index
-            )
+            temperature = nvml.nvmlDeviceGetTemperature(handle, nvml.NVML_TEMPERATURE_GPU)
+            self._add(t, "gpu_temp_c", temperature, index)
             watts, source = gpu_power_w(nvml, handle)
             self._add(t, "gpu_power_w", watts, index)
             if index == self.measured_index:
