@@ -440,13 +440,8 @@ def _windows() -> bool:
 def in_force(setting: Setting, backend) -> Setting:
     """What ``setting`` puts in force on ``backend``'s device (pinning only where the device gains, the host heap
     only where the C library can keep): what a row records."""
-    return setting.with_(
-        **{
-            k: knob.effective(setting[k], backend, setting)
-            for k, knob in KNOBS.items()
-            if knob.effective is not None
-        }
-    )
+    rules = {k: knob.effective for k, knob in KNOBS.items() if knob.effective is not None}
+    return setting.with_(**{k: rule(setting[k], backend, setting) for k, rule in rules.items()})
 
 
 @contextlib.contextmanager

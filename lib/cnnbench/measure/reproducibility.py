@@ -80,23 +80,13 @@ def repeated(
     step_phases: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
     """Every configuration of a run measured by two passes, one row per pair (see the module's docstring)."""
-    passes = [
-        p
-        for p in (
-            _ok(scenario_a, "scenario_a"),
-            _ok(batch_sweep, "batch_sweep"),
-            _tuning_default(tuning),
-            _unsplit_step(step_phases),
-        )
-        if len(p)
-    ]
+    passes = (_ok(scenario_a, "scenario_a"), _ok(batch_sweep, "batch_sweep"), _tuning_default(tuning))
+    passes = [p for p in (*passes, _unsplit_step(step_phases)) if len(p)]
     out = []
     for i, a in enumerate(passes):
         for b in passes[i + 1 :]:
             on = [k for k in ("run_name", *same_keys()) if k in a and k in b]
-            j = a.merge(b, on=on, suffixes=("_a", "_b"))
-            for r in j.to_dict("records"):
-                out.append(_pair(r))
+            out += [_pair(r) for r in a.merge(b, on=on, suffixes=("_a", "_b")).to_dict("records")]
     return pd.DataFrame(out, columns=COLUMNS)
 
 
@@ -163,11 +153,8 @@ def machine_summary(*tables: pd.DataFrame) -> pd.DataFrame:
     read = [measured_here(t) for t in tables if t is not None and len(t) and "machine_state" in t]
     rows = pd.concat(read, ignore_index=True) if read else pd.DataFrame()
     if rows.empty:
-        return pd.DataFrame(
-            columns=(
-                "run_name configurations busy steal_max_pct other_cpu_max_pct process_cv_median_pct verdict"
-            ).split()
-        )
+        columns = "run_name configurations busy steal_max_pct other_cpu_max_pct process_cv_median_pct verdict"
+        return pd.DataFrame(columns=columns.split())
     if "run_name" not in rows:
         rows["run_name"] = ""
     out = []
@@ -179,18 +166,9 @@ def machine_summary(*tables: pd.DataFrame) -> pd.DataFrame:
         probe = _col(g, "probe_img_s").dropna()
         across = 100 * (probe.max() - probe.min()) / probe.median() if len(probe) else math.nan
         moved = max(across, _col(g, "probe_spread_pct").max()) if len(probe) else math.nan
-        out.append(
-            {
-                "run_name": run,
-                "configurations": len(g),
-                "busy": busy,
-                "steal_max_pct": steal,
-                "other_cpu_max_pct": other,
-                "process_cv_median_pct": cv,
-                "probe_moved_pct": moved,
-                "verdict": verdict(len(g), busy, steal, other, cv, moved),
-            }
-        )
+        figures = {"steal_max_pct": steal, "other_cpu_max_pct": other, "process_cv_median_pct": cv}
+        figures |= {"probe_moved_pct": moved, "verdict": verdict(len(g), busy, steal, other, cv, moved)}
+        out.append({"run_name": run, "configurations": len(g), "busy": busy, **figures})
     return pd.DataFrame(out)
 
 
