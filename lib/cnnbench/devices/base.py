@@ -311,15 +311,8 @@ class Backend:
         rows = []
         for size in sizes:
             for kernel, (fn, nbytes) in stream_kernels(self.device, size).items():
-                rows.append(
-                    sweep_row(
-                        self.rates(fn, nbytes, repeats, min_call_s, graph=True),
-                        nbytes,
-                        kernel,
-                        repeats,
-                        "torch, bytes read + written",
-                    )
-                )
+                rates = self.rates(fn, nbytes, repeats, min_call_s, graph=True)
+                rows.append(sweep_row(rates, nbytes, kernel, repeats, "torch, bytes read + written"))
             self.empty_cache()
         return rows
 

@@ -196,14 +196,8 @@ class ResultsFile:
     def rows(self) -> list[dict[str, str]]:
         """The file's rows; refuses (one line) a corrupt file or rows of another results schema version."""
         rows = read_rows(self.path)
-        version = next(
-            (
-                r.get("schema_version", "")
-                for r in rows
-                if r.get("schema_version", "") not in ("", str(SCHEMA_VERSION))
-            ),
-            None,
-        )
+        versions = (r.get("schema_version", "") for r in rows)
+        version = next((v for v in versions if v not in ("", str(SCHEMA_VERSION))), None)
         if version is not None:
             raise CorruptResults(
                 f"{self.path}: results schema {version}, this version writes {SCHEMA_VERSION}; "
