@@ -97,7 +97,8 @@ def _refuse_without_runs(root: Path, analysis_runs: list[str]) -> None:
         hint = ""
         if near:
             more = ", ..." if len(near) > 6 else ""
-            hint = f", or open one of the runs beside it ({', '.join(near[:6])}{more}) by setting run_dir to its folder"
+            hint = f", or open one of the runs beside it ({', '.join(near[:6])}{more}) by setting run_dir to "
+            hint += "its folder"
         raise NoRuns(
             f"no run to analyse in {where}: run the pipeline first (cnnbench --params params/local.yaml), "
             f"then open this notebook again{hint}"
