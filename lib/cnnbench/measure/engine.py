@@ -1,10 +1,9 @@
-"""The measurement engine: one training or evaluation configuration, measured the way a performance engineer
-would accept.
+"""The measurement engine: one training or evaluation configuration.
 
 One training step = zero_grad, forward, loss, backward, optimizer step. One eval step = forward under
-``torch.inference_mode()``. Same model, optimizer (SGD; the profiler's
-fine-tuning step: its own, see :class:`Workload`) and loss on every device. Warm-up steps run first;
-then ``repeats`` windows of ``measured_steps`` steps each, the device synchronised before every clock read.
+``torch.inference_mode()``. Same model, optimizer (SGD; the profiler's fine-tuning step: its own, see
+:class:`Workload`) and loss on every device. Warm-up steps run first; then ``repeats`` windows of
+``measured_steps`` steps each, the device synchronised before every clock read.
 Failures are rows: out of memory -> ``status=oom``, a non-finite loss -> ``status=unstable``, anything else ->
 ``status=error`` with the message; a worker process that dies -> ``status=crashed`` with its exit code or signal.
 

@@ -1,12 +1,9 @@
 """Does a number reproduce? Every configuration a run measured twice, side by side, and the machine's state.
 
-A 95% interval is true only if a second measurement falls inside it. A run measures some configurations twice
-on purpose: 07 confirms its default configuration, which 02 also measured (03's rows of 02's batch sizes are
-02's, copied with ``measured_in``: not a second measurement), and 06's step phases time the unsplit training step, drawn
-from a DataLoader, which matches 02's or 03's row only where that row also trained from a loader (``data_mode:
-loader``) at 06's batch size. :func:`repeated` sets each pair side by side: the
-difference, the interval of the difference (the two half-widths combined in quadrature) and whether the
-difference is inside it (``agree``), and, stricter, whether the second rate is inside the first's own interval.
+The passes that measure a configuration twice: 07's confirmation of its default (also 02's), and 06's unsplit
+step (02's or 03's loader row at its batch size); rows copied with ``measured_in`` are not a second measurement.
+:func:`repeated` sets each pair side by side: the difference, the interval of the difference (the half-widths in
+quadrature), whether the difference is inside it (``agree``) and whether the second rate is inside the first's.
 
 :func:`machine_summary` says how quiet the machine was over a run's measurements (pyperf's "the benchmark seems
 unstable"): a run on a busy machine says so at the top of its report, with the figures."""

@@ -7,8 +7,7 @@ busy share less this process tree's), and the CPU clock where readable (psutil).
 verdict per measurement (quiet | busy) with the figures.
 NVIDIA, for EVERY GPU of the machine (an idle second GPU shows as idle): utilisation, memory-controller
 utilisation, memory used, power, temperature, SM clock and throttle reasons (nvidia-ml-py). MPS: allocated
-memory. Seed 000 does not say when it read its 0-3% GPU utilisation (a reading outside the run is our
-inference); here sampling starts and stops with the window.
+memory. Sampling starts and stops with the window.
 
     with telemetry.Sampler(device, 0.1) as s:
         ...                                   # the work

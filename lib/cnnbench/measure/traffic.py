@@ -1,9 +1,7 @@
 """Arithmetic intensity without hardware counters: FLOPs and bytes of every aten op of a real step.
 
-Model: **compulsory traffic with no reuse between ops**. Each op reads all its tensor inputs (activations,
-weights, gradients, optimizer state) once and writes its outputs once. This is an upper bound on DRAM traffic
-when caches keep data between ops (small layers, small batches) and a lower bound when a kernel makes several
-passes over its data. Views move nothing. FLOPs are counted by the same formulas as ``cnnbench.measure.flops``
+Model: **compulsory traffic with no reuse between ops**: each op reads its tensor inputs once and writes its
+outputs once (views move nothing). FLOPs are counted by the same formulas as ``cnnbench.measure.flops``
 (matmul/convolution/attention, 2 per multiply-add); elementwise and normalisation ops have FLOPs 0 here and are
 counted as pure traffic, which is what makes them memory-bound on the roofline."""
 
