@@ -1,8 +1,7 @@
 """cnnbench: measure CNN training speed across CPUs and accelerators, and explain it.
 
 Imports are lazy: ``import cnnbench`` (and ``cnnbench --help``) does not import torch; ``cnnbench.open_run``
-and ``cnnbench.Run`` load :mod:`cnnbench.run` on first use.
-"""
+and ``cnnbench.Run`` load :mod:`cnnbench.run` on first use."""
 
 import os
 

@@ -5,8 +5,7 @@ activation memory), checked against torchvision's published counts, and shown be
     write_rows(path, rows)                  complexity.csv, atomically (:mod:`cnnbench.results`)
     published_check(complexity)             a red warning naming any model off its published count by > 1%
     fvcore_difference, complexity_vs_seed   the tables beside fvcore and seed 000's Table 1 (:mod:`cnnbench.tables`)
-    plot(complexity, path)                  complexity.png (:func:`cnnbench.plots.complexity`)
-"""
+    plot(complexity, path)                  complexity.png (:func:`cnnbench.plots.complexity`)"""
 
 from __future__ import annotations
 

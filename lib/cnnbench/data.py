@@ -3,8 +3,7 @@
 Real datasets load from a folder given in the params: Tiny-ImageNet (including its validation annotations),
 ImageNette, MNIST, CIFAR-10 and any ImageFolder. The public ones download over https with checksums when asked
 (``download: true``). Extraction refuses, before writing anything, an archive with a member that would land
-outside the target folder (absolute paths, ``..``) or that is a link or device, whatever its checksum.
-"""
+outside the target folder (absolute paths, ``..``) or that is a link or device, whatever its checksum."""
 
 from __future__ import annotations
 
@@ -111,29 +110,13 @@ class TinyImageNet(Dataset):
         return (self.transform(image) if self.transform else image), label
 
 
-IMAGE_EXTENSIONS = (
-    ".jpg",
-    ".jpeg",
-    ".png",
-    ".ppm",
-    ".bmp",
-    ".pgm",
-    ".tif",
-    ".tiff",
-    ".webp",
-)  # ImageFolder's
+IMAGE_EXTENSIONS = tuple(".jpg .jpeg .png .ppm .bmp .pgm .tif .tiff .webp".split())  # ImageFolder's
 MNIST_FILES = {  # split -> (images file, labels file) in MNIST/raw/, as torchvision reads them
     "train": ("train-images-idx3-ubyte", "train-labels-idx1-ubyte"),
     "val": ("t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"),
 }
-CIFAR10_FILES = (
-    "data_batch_1",
-    "data_batch_2",
-    "data_batch_3",
-    "data_batch_4",
-    "data_batch_5",
-    "test_batch",
-    "batches.meta",
+CIFAR10_FILES = tuple(
+    ("data_batch_1 data_batch_2 data_batch_3 data_batch_4 data_batch_5 test_batch batches.meta").split()
 )
 TINY_FOLDER = "tiny-imagenet-200"
 
@@ -251,10 +234,8 @@ def _image_folder_problem(root: Path) -> str:
                 f"{len(empty)} of {len(classes)} classes are empty"
             )
         if len(classes) < 2:
-            return (
-                f"folder '{folder}' holds one class ('{classes[0].name}'): a classifier needs at least two "
-                "class folders"
-            )
+            one = f"folder '{folder}' holds one class ('{classes[0].name}')"
+            return f"{one}: a classifier needs at least two class folders"
         counts.append((folder, len(classes)))
     if len(counts) == 2 and counts[0][1] != counts[1][1]:
         return (
@@ -405,10 +386,8 @@ def split_size(name: str, root: str | Path, split: str, at_most: int = 1 << 62) 
         annotations = base / "val" / "val_annotations.txt"
         if not annotations.is_file():
             return None
-        return min(
-            at_most,
-            sum(len(line.split("\t")) >= 2 for line in annotations.read_text(errors="replace").splitlines()),
-        )
+        lines = annotations.read_text(errors="replace").splitlines()
+        return min(at_most, sum(len(line.split("\t")) >= 2 for line in lines))
     return None
 
 
@@ -511,13 +490,8 @@ def _open(name: str, root: Path, split: str, tf, download: bool) -> Dataset:
             download_tiny_imagenet(root)
         return TinyImageNet(root, split, tf)
     if name == "imagenette":
-        return tvd.Imagenette(
-            str(root),
-            split=split,
-            size="160px",
-            transform=tf,
-            download=download and not (root / "imagenette2-160").is_dir(),
-        )
+        fetch = download and not (root / "imagenette2-160").is_dir()
+        return tvd.Imagenette(str(root), split=split, size="160px", transform=tf, download=fetch)
     if name == "mnist":
         return tvd.MNIST(str(root), train=train, download=download, transform=tf)
     if name == "cifar10":
@@ -549,17 +523,15 @@ def loader(
             f"the dataset has {n} images, fewer than one batch of {batch_size}: no batch to measure "
             "(lower the batch size or use more images)"
         )
-    return DataLoader(
-        ds,
-        batch_size=batch_size,
-        shuffle=shuffle,
-        num_workers=workers,
-        pin_memory=pin_memory,
-        drop_last=True,
-        persistent_workers=workers > 0,
-        worker_init_fn=paths.die_with_parent,
-        generator=torch.Generator().manual_seed(seed),
-    )  # a worker dies with what it loads for
+    seeded = torch.Generator().manual_seed(seed)
+    kw = {
+        "num_workers": workers,
+        "pin_memory": pin_memory,
+        "persistent_workers": workers > 0,
+        "generator": seeded,
+    }
+    # a worker dies with what it loads for
+    return DataLoader(ds, batch_size, shuffle, drop_last=True, worker_init_fn=paths.die_with_parent, **kw)
 
 
 def cycle(dl: DataLoader) -> Iterator:

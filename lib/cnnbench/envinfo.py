@@ -20,8 +20,7 @@ from cnnbench import devices, paths
 def git_commit() -> dict[str, str | bool | None]:
     """The workbook's commit and whether its code has uncommitted changes (None outside git).
 
-    outputs/ and examples/ are left out: regenerating an example run changes results, not the workbook.
-    """
+    outputs/ and examples/ are left out: regenerating an example run changes results, not the workbook."""
     try:
         root = paths.repo_root()
         commit = subprocess.run(
@@ -39,24 +38,14 @@ def git_commit() -> dict[str, str | bool | None]:
         return {"git_commit": None, "git_dirty": None}
 
 
-ISA_PREFIXES = (
-    "avx2",
-    "avx512",
-    "amx",
-    "fma",
-    "asimd",
-    "sve",
+ISA_PREFIXES = tuple(
+    ("avx2 avx512 amx fma asimd sve").split()
 )  # the vector/matrix extensions torch kernels use
-HOST_KEYS = (
-    "cpu_model",
-    "cpu_physical_cores",
-    "cpu_logical_cores",
-    "cpu_isa",
-    "ram_gb",
-    "gpu_name",
-    "gpu_memory_gb",
-    "gpu_driver",
-    "apple_chip",
+HOST_KEYS = tuple(
+    (
+        "cpu_model cpu_physical_cores cpu_logical_cores cpu_isa ram_gb gpu_name gpu_memory_gb gpu_driver "
+        "apple_chip"
+    ).split()
 )
 
 
@@ -70,8 +59,7 @@ def host_fingerprint(env: dict) -> dict:
     """The hardware a run measured on: CPU model, cores, ISA, memory, GPU name, memory and driver.
 
     ``host_id`` hashes those fields (never the host name, which cloud machines change per session): two runs
-    with the same ``host_id`` ran on the same hardware, so comparing them is run-to-run, not cross-device.
-    """
+    with the same ``host_id`` ran on the same hardware, so comparing them is run-to-run, not cross-device."""
     fields = {k: env.get(k) for k in HOST_KEYS}
     digest = hashlib.sha1(repr(sorted(fields.items())).encode()).hexdigest()[:10]
     isa = fields["cpu_isa"] or ""

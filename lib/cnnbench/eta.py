@@ -5,8 +5,7 @@ A notebook's expected time is how long it took in this run folder before (its ``
 in the latest run beside it with the same params file (:func:`sibling_record`), else in the committed example
 where this run repeats it (:func:`example_record`), else a model of time from the protocol's budgets
 (:func:`budget_s`); else it has none. :class:`Remaining` revises them by this run's pace; it is pure: the
-clock is an argument.
-"""
+clock is an argument."""
 
 from __future__ import annotations
 
@@ -19,18 +18,11 @@ RECORD, EXAMPLE = "earlier run", "the committed example on a 2-core CPU"
 BUDGET = "the budgets: configurations x protocol + start-up, a rough estimate"
 EXAMPLE_RUN = "examples/example-cpu-2core"  # under the workbook's root; its executed notebooks hold its times
 # Keys that do not change what a run measures or how long it takes (names, paths, the notebook list).
-_NOT_TIMED = (
-    "run_name",
-    "params_file",
-    "overrides",
-    "device",
-    "expect_device",
-    "notebooks",
-    "analysis_runs",
-    "cell_timeout_s",
-    "data_path",
-    "transfer_data_path",
-    "scratch_data_path",
+_NOT_TIMED = tuple(
+    (
+        "run_name params_file overrides device expect_device notebooks analysis_runs cell_timeout_s "
+        "data_path transfer_data_path scratch_data_path"
+    ).split()
 )
 PACE_MIN_S = 30.0  # expected seconds of finished notebooks before their pace revises the other estimates
 PACE_BAND = 0.10  # a pace less than 10% slower than the estimates leaves them as they are
@@ -58,11 +50,7 @@ def planned(p, notebook: str) -> tuple[int, float]:
 # per configuration it measures, what its protocol gives that configuration.
 KERNEL_S = 5.0  # a notebook's kernel start-up, imports and parameter check
 PROCESS_S = 1.5  # a fresh worker process: interpreter, torch import, model built
-STEP_S = {
-    "cpu": 0.5,
-    "mps": 0.2,
-    "cuda": 0.1,
-}  # one step where the protocol fixes steps, not seconds, by device
+STEP_S = {"cpu": 0.5, "mps": 0.2, "cuda": 0.1}  # a step where the protocol fixes steps, by device
 COUNT_S = 2.0  # 01: counting one model's FLOPs and bytes
 PEAKS_S = 12.0  # 04: one repetition of the compute and bandwidth peak benchmarks
 LAYERS_S = 3.0  # 04: profiling one model/phase layer by layer
@@ -100,28 +88,18 @@ def budget_model(p, notebook: str, kind: str = "cpu") -> tuple[int, float, float
         return len(p.models), COUNT_S, KERNEL_S
     if notebook in ("02_scenario_a", "03_batch_sweep"):
         configs = _configs(p, notebook)
-        return (
-            len(configs),
-            p.processes * _process_s(p, step_s),
-            KERNEL_S + (p.adapt_budget_s if configs else 0.0),
-        )
+        fixed = KERNEL_S + (p.adapt_budget_s if configs else 0.0)
+        return len(configs), p.processes * _process_s(p, step_s), fixed
     if notebook == "04_roofline":
         return len(p.models) * len(p.phases), LAYERS_S, KERNEL_S + p.peak_repeats * PEAKS_S
     if notebook == "05_backends":
         images = p.scratch_train_images or 60_000
         steps = p.scratch_epochs * max(images // max(p.scratch_batch_size, 1), 1) + p.scratch_mlp_steps
         configs = sum(_runs_on(b, kind) for b in p.scratch_backends) * len(p.scratch_models)
-        return (
-            configs,
-            SCRATCH_S + steps / 2 * SCRATCH_STEP_S,
-            KERNEL_S,
-        )  # a model: the CNN's or the MLP's steps
+        return configs, SCRATCH_S + steps / 2 * SCRATCH_STEP_S, KERNEL_S  # a model: the CNN's or MLP's steps
     if notebook == "06_transfer":
-        grid = (
-            len(p.transfer_lrs)
-            * len(p.transfer_batch_sizes)
-            * sum(_runs_on(d, kind) for d in p.transfer_devices)
-        )
+        devices_here = sum(_runs_on(d, kind) for d in p.transfer_devices)
+        grid = len(p.transfer_lrs) * len(p.transfer_batch_sizes) * devices_here
         images = (p.transfer_train_images or 512) + (p.transfer_val_images or 128)
         per_point = PROCESS_S + p.transfer_epochs * images / max(min(p.transfer_batch_sizes), 1) * step_s
         phases = len(p.models) * (PROCESS_S + 2 * max(p.phase_steps * step_s, p.phase_window_s))
@@ -192,9 +170,8 @@ def sibling_record(run_dir, params_file_name: str) -> tuple[str, dict[str, float
             theirs = json.loads((d / "params.json").read_text()).get("params_file", "")
         except (OSError, ValueError, AttributeError):
             continue
-        if Path(str(theirs)).name == params_file_name and (
-            best is None or timings.stat().st_mtime > best.stat().st_mtime
-        ):
+        newer = best is None or timings.stat().st_mtime > best.stat().st_mtime
+        if Path(str(theirs)).name == params_file_name and newer:
             best = timings
     if best is None:
         return "", {}
@@ -350,13 +327,8 @@ class Remaining:
         """The tqdm-style line while a notebook runs: elapsed and left for the notebook, then for the run."""
         name, left = self.current or "", self.notebook_left()
         todo, done = self.planned.get(name, (0, 0.0))[0], len(self.process_times)
-        nb = (
-            "? left"
-            if left is None
-            else f"{duration(max(left, 1))} left"
-            if left > 0
-            else f"past its estimate by {duration(-left)}"
-        )
+        nb = "? left" if left is None else f"{duration(max(left, 1))} left"
+        nb = f"past its estimate by {duration(-left)}" if left is not None and left <= 0 else nb
         if todo:
             more = f" + {done - todo} for wide intervals" if done > todo else ""
             nb += f" ({min(done, todo)}/{todo} processes{more})"

@@ -4,8 +4,7 @@
 A fingerprint is the SHA-256 of every results file 08 read (each ``*.csv`` and ``*.json`` directly in the run
 folders it merged, less the pipeline's own ``timings.csv``) and of the code that ran (the notebook and every file
 of the ``cnnbench`` package). The pipeline writes it beside the executed copy (``08_analysis.inputs.json``) once
-08 has finished; a copy whose fingerprint is missing, unreadable or different is executed again.
-"""
+08 has finished; a copy whose fingerprint is missing, unreadable or different is executed again."""
 
 from __future__ import annotations
 

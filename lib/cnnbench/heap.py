@@ -1,22 +1,16 @@
 """Whether freed host memory goes back to the OS between training steps: one process-wide setting.
 
-glibc's malloc serves every block above its mmap threshold (at most 32 MiB) with a fresh ``mmap`` and unmaps it
-when it is freed, and it returns the top of its heap to the OS once more than the trim threshold is free. A
-training step allocates and frees the same activations every step, so with these defaults every step faults its
-memory back in, page by page, and how much that costs depends on the host and on the process's history (a
-long-lived process that ran other models faults less than a fresh one).
+With glibc's defaults (large blocks mmapped and unmapped, the heap's top trimmed) every training step faults its
+activations back in, page by page, at a cost that depends on the host and the process's history.
 
-- ``keep`` (the default): ``mallopt(M_MMAP_MAX, 0)`` and ``mallopt(M_TRIM_THRESHOLD, max)``. Freed memory stays in
-  the process and is reused; a step in steady state faults (almost) no page, in a fresh worker and in a long-lived
-  process alike. This is what a long-running trainer gets from jemalloc or tcmalloc, the allocators PyTorch's
-  CPU launcher (``python -m torch.backends.xeon.run_cpu``) preloads. The process's memory no longer shrinks
-  after a large configuration, and its resident peak can rise a little (heap fragmentation).
+- ``keep`` (the default): ``mallopt(M_MMAP_MAX, 0)`` and ``mallopt(M_TRIM_THRESHOLD, max)``: freed memory stays in
+  the process and is reused, as with jemalloc or tcmalloc (what PyTorch's CPU launcher preloads); a steady-state
+  step faults (almost) no page. The process's memory no longer shrinks after a large configuration.
 - ``system``: the C library's own behaviour, as a plain training script has it.
 
 Only glibc (Linux) has these switches; elsewhere (macOS, musl, Windows) the setting in force is ``system``, and
 :func:`apply` says so. Every measured row records the setting in force (``host_heap``) and the page faults of its
-steps (``page_faults_per_step``).
-"""
+steps (``page_faults_per_step``)."""
 
 from __future__ import annotations
 

@@ -2,8 +2,7 @@
 
 In JupyterLab the controls measure live; under papermill (``CNNBENCH_HEADLESS=1``) or with
 ``interactive: false`` the same call measures once with the run's parameters and shows static output, so a
-report needs no widget state.
-"""
+report needs no widget state."""
 
 from __future__ import annotations
 
@@ -40,8 +39,7 @@ def adaptive_windows(
     3 windows) or ``max_s`` has passed (at least 2 windows); ``noisy`` says the target was not reached.
 
     ``window()`` runs one window of ``steps`` steps and returns (step times, synced wall time);
-    ``on_window(summary, fraction of the time cap used)`` is called after each window (progress).
-    """
+    ``on_window(summary, fraction of the time cap used)`` is called after each window (progress)."""
     start, step_times, walls = clock(), [], []
     while True:
         times, wall = window()
@@ -57,11 +55,8 @@ def adaptive_windows(
         elapsed = clock() - start
         if on_window:
             on_window(summary, min(elapsed / max_s, 1.0))
-        if (
-            (len(walls) >= MIN_WINDOWS and not summary["noisy"])
-            or elapsed >= max_s
-            or len(walls) >= MAX_WINDOWS
-        ):
+        precise = len(walls) >= MIN_WINDOWS and not summary["noisy"]
+        if precise or elapsed >= max_s or len(walls) >= MAX_WINDOWS:
             return summary
 
 
@@ -80,15 +75,8 @@ def quick_measure(
     p, dev = run.params, devices.resolve(device)
     b = devices.backend(dev)
     say = on_progress or (lambda fraction, text: None)
-    cfg = engine.config(
-        p,
-        model,
-        "train",
-        {"precision": precision},
-        batch_size=batch_size,
-        data_mode=data_mode,
-        threads=run.threads,
-    )
+    knobs_set = {"batch_size": batch_size, "data_mode": data_mode, "threads": run.threads}
+    cfg = engine.config(p, model, "train", {"precision": precision}, **knobs_set)
     p = dataclasses.replace(p, synthetic_images=max(p.synthetic_images, batch_size))
     row = {
         **cfg.replace(**knobs.in_force(cfg.setting, b)).columns(),
@@ -109,11 +97,8 @@ def quick_measure(
             timer = timing.StepTimer(dev)
 
             def progress(summary, fraction):
-                say(
-                    fraction,
-                    f"{summary['repeats']} windows: {summary['throughput_img_s']:,.1f} "
-                    f"+- {summary['throughput_ci95_rel_pct']:.0f}% img/s",
-                )
+                rate, pct = summary["throughput_img_s"], summary["throughput_ci95_rel_pct"]
+                say(fraction, f"{summary['repeats']} windows: {rate:,.1f} +- {pct:.0f}% img/s")
 
             row.update(
                 adaptive_windows(
@@ -183,17 +168,7 @@ def _bundles(history: list[dict], run) -> list[dict]:
             rate_cell(r, c) if r == r else ""
             for r, c in zip(df.throughput_img_s, df.get("throughput_ci95_img_s", float("nan")), strict=True)
         ]
-    cols = [
-        "model",
-        "device_name",
-        "batch_size",
-        "precision",
-        "data_mode",
-        "status",
-        "rate",
-        "achieved_tflops",
-        "error",
-    ]
+    cols = "model device_name batch_size precision data_mode status rate achieved_tflops error".split()
     table = df[[c for c in cols if c in df]].round(3)
     out = [
         {
@@ -242,13 +217,9 @@ def _show(history: list[dict], run) -> None:
 
 
 def on_main_thread(fn: Callable[[], None]) -> Callable[[], None]:
-    """``fn`` made to run on the kernel's main thread, between cells, when called from another thread.
-
-    JupyterLab >= 4.4 sends widget messages over a kernel subshell, which ipykernel >= 7 serves on a thread of
-    its own: a click's callback ran beside the cells still executing (08 under Run All), two jobs measured on
-    the same cores, and matplotlib, which is not thread-safe, failed drawing. Call this on the main thread (in
-    a cell); ``fn`` then waits for the running cell, as every callback did before subshells. Called outside a
-    running event loop (plain Python), ``fn`` runs where it is called."""
+    """``fn`` made to run on the kernel's main thread, between cells, when called from another thread (a
+    widget callback served on a kernel subshell's thread), so it never measures or draws beside a running
+    cell. Call this on the main thread; outside a running event loop ``fn`` runs where it is called."""
     try:
         loop, owner = asyncio.get_running_loop(), threading.get_ident()  # the kernel's, while a cell runs
     except RuntimeError:
@@ -273,13 +244,8 @@ def measured_before(run, model: str, batch_size: int, precision: str, data_mode:
     """The finished rows of explore.csv for this configuration (the static explorer of a rerun shows them
     instead of measuring again), the latest last; [] when none."""
     df = results.read(run.dir, "explore", ("model", "batch_size", "precision", "data_mode", "status"))
-    same = df[
-        (df.model == model)
-        & (df.batch_size == batch_size)
-        & (df.precision == precision)
-        & (df.data_mode == data_mode)
-        & df.status.isin(results.DONE_STATUSES)
-    ]
+    config = (df.model == model) & (df.batch_size == batch_size) & (df.precision == precision)
+    same = df[config & (df.data_mode == data_mode) & df.status.isin(results.DONE_STATUSES)]
     return same.tail(1).to_dict("records")
 
 
@@ -293,17 +259,13 @@ def explorer(run):
     except ImportError:
         w = None
         if not headless() and p.interactive:
-            print(
-                "No ipywidgets here, so one static measurement: pip install ipywidgets (7.x or 8.x) and rerun "
-                "this cell for the controls."
-            )
+            fix = "pip install ipywidgets (7.x or 8.x) and rerun this cell for the controls."
+            print(f"No ipywidgets here, so one static measurement: {fix}")
     if w is None or headless() or not p.interactive:
         kept = measured_before(run, model, bs, precision, p.data_mode)
         if kept or os.environ.get(NO_MEASURE_ENV):
-            _show(kept, run) if kept else print(
-                "no explorer measurement in this run; `cnnbench report` measures "
-                "nothing (open 08 in JupyterLab to measure)"
-            )
+            why = "`cnnbench report` measures nothing (open 08 in JupyterLab to measure)"
+            _show(kept, run) if kept else print(f"no explorer measurement in this run; {why}")
         else:
             _show([quick_measure(run, model, bs, precision, p.data_mode, str(run.device))], run)
         return None
@@ -333,9 +295,8 @@ def explorer(run):
 
     def measure():
         try:
-            history.append(
-                quick_measure(run, **{k: c.value for k, c in controls.items()}, on_progress=on_progress)
-            )
+            chosen = {k: c.value for k, c in controls.items()}
+            history.append(quick_measure(run, **chosen, on_progress=on_progress))
             out.outputs = tuple(_bundles(history, run))  # every click's result beside the earlier ones
         except Exception as err:  # noqa: BLE001 - run from the event loop, a raised error reaches only its log
             label.value = f"failed: {type(err).__name__}: {err}"
@@ -351,16 +312,12 @@ def explorer(run):
         measure_between_cells()
 
     button.on_click(on_click)
-    display(
-        w.VBox(
-            [
-                w.HBox(list(controls.values())[:3]),
-                w.HBox([*list(controls.values())[3:], button]),
-                w.HBox([bar, label]),
-                out,
-            ]
-        )
-    )
+    rows = [
+        w.HBox(list(controls.values())[:3]),
+        w.HBox([*list(controls.values())[3:], button]),
+        w.HBox([bar, label]),
+    ]
+    display(w.VBox([*rows, out]))
     return {
         **controls,
         "measure": button,

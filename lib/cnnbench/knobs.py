@@ -8,8 +8,7 @@ Everything else is derived from :data:`KNOBS`: params validation of the keys and
 vary), the engine's settings (:class:`Setting`, entered with :func:`applied`), results keys, ``compare``'s match
 and knob keys, 07's search space and skip reasons, labels, and the seeds' default variant (:func:`default_variant`).
 
-This module imports no torch at import time: params validates with it before any work.
-"""
+This module imports no torch at import time: params validates with it before any work."""
 
 from __future__ import annotations
 
@@ -441,13 +440,8 @@ def _windows() -> bool:
 def in_force(setting: Setting, backend) -> Setting:
     """What ``setting`` puts in force on ``backend``'s device (pinning only where the device gains, the host heap
     only where the C library can keep): what a row records."""
-    return setting.with_(
-        **{
-            k: knob.effective(setting[k], backend, setting)
-            for k, knob in KNOBS.items()
-            if knob.effective is not None
-        }
-    )
+    rules = {k: knob.effective for k, knob in KNOBS.items() if knob.effective is not None}
+    return setting.with_(**{k: rule(setting[k], backend, setting) for k, rule in rules.items()})
 
 
 @contextlib.contextmanager

@@ -2,8 +2,7 @@
 
 readable_display()   pandas display options the notebooks' tables read well with (:mod:`cnnbench.tables`)
 environment(env)     the machine, software and device of ``run.environment()`` (:func:`cnnbench.envinfo.table`)
-parameters(params)   every key of the resolved parameters with its value (:func:`cnnbench.params.table`)
-"""
+parameters(params)   every key of the resolved parameters with its value (:func:`cnnbench.params.table`)"""
 
 from __future__ import annotations
 

@@ -6,8 +6,7 @@ types, unknown model names (with the valid ones listed), non-positive batch size
 inf for any float key, integers past int64 (threads and seed past what torch and numpy take), a real dataset whose
 layout, classes or sizes do not fit the run (see :func:`cnnbench.data.layout_problem`). A params file is a
 regular UTF-8 file of at most 1 MiB whose YAML repeats no key and expands (aliases included) to at most
-:data:`MAX_YAML_NODES` values; a value quoted in a message is cut to :data:`MAX_QUOTED` characters.
-"""
+:data:`MAX_YAML_NODES` values; a value quoted in a message is cut to :data:`MAX_QUOTED` characters."""
 
 from __future__ import annotations
 
@@ -30,27 +29,18 @@ from cnnbench.knobs import KNOBS
 DATASETS = ("synthetic", "tiny_imagenet", "imagenette", "mnist", "cifar10", "imagefolder")
 PHASES = ("train", "eval")
 OPTIMIZERS = ("sgd", "adam", "adamw")
-DOWNLOADABLE = (
-    "tiny_imagenet",
-    "imagenette",
-    "mnist",
-    "cifar10",
-)  # public datasets that download: true fetches
+# public datasets that download: true fetches
+DOWNLOADABLE = ("tiny_imagenet", "imagenette", "mnist", "cifar10")
 TRANSFER_DATASETS = ("synthetic", "oxford_pet", "imagefolder")
 SCALING_BACKENDS = ("auto", "gloo", "nccl")
 # The pipeline's notebooks in order; the analysis stays last and merges every experiment family before it.
 # 05: from-scratch backends (cnnbench.scratch); 06: transfer learning and scaling (cnnbench.transfer); 07:
 # configuration search (cnnbench.tuning)
-NOTEBOOKS = (
-    "00_setup",
-    "01_complexity",
-    "02_scenario_a",
-    "03_batch_sweep",
-    "04_roofline",
-    "05_backends",
-    "06_transfer",
-    "07_tuning",
-    "08_analysis",
+NOTEBOOKS = tuple(
+    (
+        "00_setup 01_complexity 02_scenario_a 03_batch_sweep 04_roofline 05_backends 06_transfer 07_tuning "
+        "08_analysis"
+    ).split()
 )
 # The shortest telemetry sampling period: psutil's CPU counters tick every 10 ms, and a faster sampler loops
 # on the measured cores.
@@ -553,10 +543,8 @@ def _check_data(src: str, p: Params) -> None:
     try:
         _check_data_folder(src, p)
     except OSError as err:  # a name too long, a folder that cannot be listed
-        raise ParamsError(
-            f"{src}: key 'data_path': {_show(p.data_path)} cannot be read "
-            f"({err.strerror or type(err).__name__})"
-        ) from None
+        why = err.strerror or type(err).__name__
+        raise ParamsError(f"{src}: key 'data_path': {_show(p.data_path)} cannot be read ({why})") from None
 
 
 def _check_data_folder(src: str, p: Params) -> None:
@@ -622,9 +610,7 @@ def _check_scratch(src: str, p: Params) -> None:
             f"{src}: key 'scratch_train_images' ({p.scratch_train_images}) is below "
             f"scratch_batch_size ({p.scratch_batch_size}): no full CNN batch"
         )
-    # An absent scratch_data_path is refused by the pipeline before its first notebook and by 05 before any work
-    # (scratch_data_problem), so a params file naming real MNIST stays valid on a machine that has not fetched it
-    # yet; a folder that is there but holds no MNIST is refused here.
+    # an absent scratch_data_path is refused by the pipeline and 05 (scratch_data_problem), not here
     if "05_backends" in p.notebooks and scratch_data_problem(p, absent_ok=True):
         raise ParamsError(f"{src}: {scratch_data_problem(p, absent_ok=True)}")
 
@@ -647,20 +633,12 @@ def run_data_problem(p: Params) -> str:
     from cnnbench import data  # a download whose host does not answer: before, not inside, a notebook
 
     pets = "06_transfer" in p.notebooks and p.transfer_dataset == "oxford_pet"
+    mnist = "05_backends" in p.notebooks and p.scratch_dataset == "mnist"
+    pets = pets and not Path(p.transfer_data_path, "oxford-iiit-pet").is_dir()
     fetched = [
         ("data_path", p.dataset, p.data_path, p.dataset in DOWNLOADABLE),
-        (
-            "scratch_data_path",
-            "mnist",
-            p.scratch_data_path,
-            "05_backends" in p.notebooks and p.scratch_dataset == "mnist",
-        ),
-        (
-            "transfer_data_path",
-            "oxford_pet",
-            p.transfer_data_path,
-            pets and not Path(p.transfer_data_path, "oxford-iiit-pet").is_dir(),
-        ),
+        ("scratch_data_path", "mnist", p.scratch_data_path, mnist),
+        ("transfer_data_path", "oxford_pet", p.transfer_data_path, pets),
     ]
     for key, name, folder, used in fetched if p.download else []:
         absent = used and (name == "oxford_pet" or data.layout_problem(name, folder))
@@ -679,14 +657,8 @@ def scratch_data_problem(p: Params, absent_ok: bool = False) -> str:
     try:
         root = paths.resolve(p.scratch_data_path)
         if not root.exists():
-            return (
-                ""
-                if absent_ok
-                else (
-                    f"key 'scratch_data_path': folder {_show(p.scratch_data_path)} does not "
-                    "exist (set download: true to fetch MNIST)"
-                )
-            )
+            where = f"key 'scratch_data_path': folder {_show(p.scratch_data_path)}"
+            return "" if absent_ok else f"{where} does not exist (set download: true to fetch MNIST)"
         problem = data.layout_problem("mnist", root)
     except (OSError, RuntimeError) as err:  # a name too long, a link loop, a folder that cannot be listed
         return f"key 'scratch_data_path': {_show(p.scratch_data_path)} cannot be read ({err})"
@@ -702,19 +674,10 @@ def _unknown_key(key: str) -> str:
 # Upper bounds of every key that sizes time, memory or processes, checked before any work: a
 # documented ceiling here; where the device is checked, also a share of this machine (_machine_bounds).
 MEMORY_SHARE = 0.5  # of the machine's memory, what one buffer a key sizes may take (the rest: OS, torch, run)
+_WINDOWS = ("window_s", "phase_window_s", "phase_max_s", "tune_confirm_window_s", "explore_warmup_s")
+_STEPS = ("warmup_steps", "measured_steps", "phase_steps", "profile_steps", "scaling_steps", "max_batches")
 CEILINGS = {
-    **dict.fromkeys(
-        (
-            "window_s",
-            "phase_window_s",
-            "phase_max_s",
-            "tune_confirm_window_s",
-            "explore_warmup_s",
-            "explore_window_s",
-            "explore_max_s",
-        ),
-        (3600, "an hour"),
-    ),
+    **dict.fromkeys((*_WINDOWS, "explore_window_s", "explore_max_s"), (3600, "an hour")),
     **dict.fromkeys(("adapt_budget_s", "tune_budget_s", "cell_timeout_s"), (86400, "a day")),
     "telemetry_interval_s": (10, "a window of seconds gets its samples"),
     **dict.fromkeys(
@@ -722,18 +685,7 @@ CEILINGS = {
         (1000, "a thousand"),
     ),
     **dict.fromkeys(
-        (
-            "warmup_steps",
-            "measured_steps",
-            "phase_steps",
-            "profile_steps",
-            "scaling_steps",
-            "max_batches",
-            "tune_guard_steps",
-            "tune_confirm_warmup_steps",
-            "scratch_mlp_steps",
-            "scratch_op_steps",
-        ),
+        (*_STEPS, "tune_guard_steps", "tune_confirm_warmup_steps", "scratch_mlp_steps", "scratch_op_steps"),
         (10**6, "a million steps"),
     ),
     **dict.fromkeys(("scratch_epochs", "transfer_epochs"), (10**4, "ten thousand epochs")),
@@ -941,10 +893,9 @@ def _check_on_device(src: str, p: Params, hw) -> None:
     for i, variant in enumerate(p.variants):
         within = dataclasses.replace(p, **{k: v for k, v in variant.items() if KNOBS[k].run_wide})
         for k, value in variant.items():
-            why = knobs.lacks(k, value, hw) or (
-                knobs.inert(k, hw, within) if value != getattr(p, k, value) else ""
-            )
-            if why:
+            if why := knobs.lacks(k, value, hw) or (
+                value != getattr(p, k, value) and knobs.inert(k, hw, within)
+            ):
                 raise ParamsError(f"{src}: key 'variants[{i}].{k}' {value!r}: {why}")
 
 
@@ -1069,10 +1020,8 @@ class _ParamsLoader(yaml.SafeLoader):
                 self._bound(size, where)
         elif isinstance(node, yaml.MappingNode):
             self._no_duplicates(node)
-            for k, v in node.value:
-                size += self._expanded(k, sizes, open_, depth + 1) + self._expanded(
-                    v, sizes, open_, depth + 1
-                )
+            for child in (c for pair in node.value for c in pair):
+                size += self._expanded(child, sizes, open_, depth + 1)
                 self._bound(size, where)
         open_.discard(key)
         sizes[key] = size
@@ -1145,8 +1094,7 @@ def _read_text(path: Path) -> str:
     """The params file's text: a regular file (never a device or FIFO, which is not even opened for blocking
     reads), at most :data:`MAX_PARAMS_BYTES`, in UTF-8 (a byte-order mark is allowed)."""
     try:
-        # opening a FIFO does not wait for a writer
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))  # a FIFO: no wait for a writer
     except FileNotFoundError:
         raise ParamsError(f"{path}: params file not found") from None
     except OSError as err:
@@ -1210,11 +1158,8 @@ def resolved_path(option: str, given: str, resolve=lambda p: Path(p).expanduser(
     try:
         return resolve(given)
     except (OSError, RuntimeError) as err:
-        why = (
-            "a link that points back to itself"
-            if "loop" in str(err).lower()
-            else (getattr(err, "strerror", None) or str(err))
-        )
+        why = getattr(err, "strerror", None) or str(err)
+        why = "a link that points back to itself" if "loop" in str(err).lower() else why
         raise ParamsError(f"{option} {_show(given)}: cannot be followed ({why})") from None
 
 
@@ -1279,9 +1224,8 @@ def _refuse_shadowed_batch_size(p: Params, src: str) -> None:
 
 def shadowed_note(path: str | Path, overrides: dict[str, Any] | None = None) -> str:
     """One line when the params file's own batch_size is used by no model measured (batch_size_per_model sets
-    every one), else "". Such a file is warned about, not refused as ``--set batch_size`` is: one device file
-    serves several model selections, and its batch_size is the fallback of the others. :func:`load` records the
-    default in its place, so params.json and the report never claim a value nothing ran at."""
+    every one), else "": warned about, not refused as ``--set batch_size`` is (one file serves several model
+    selections); :func:`load` records the default in its place."""
     overrides = overrides or {}
     raw = read_yaml(path)
     if "batch_size" not in raw or "batch_size" in overrides:
@@ -1309,14 +1253,5 @@ def table(p: Params):
     import pandas as pd
 
     docs, defaults = describe(), Params()
-    rows = [
-        (
-            key,
-            getattr(p, key),
-            getattr(defaults, key),
-            getattr(p, key) != getattr(defaults, key),
-            docs.get(key, ""),
-        )
-        for key in FIELDS
-    ]
+    rows = [(k, v := getattr(p, k), d := getattr(defaults, k), v != d, docs.get(k, "")) for k in FIELDS]
     return pd.DataFrame(rows, columns=["key", "value", "default", "changed", "meaning"]).set_index("key")

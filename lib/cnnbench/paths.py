@@ -201,8 +201,7 @@ class RunLock:
     The lock file appears whole: the PID is written to a temporary file first, then hard-linked to ``.lock``,
     which fails if the lock exists. A lock whose PID cannot be read (an older writer between creating and
     writing it) counts as held until it is ``LOCK_UNREADABLE_STALE_S`` old. Contenders judge and replace a stale
-    lock one at a time. Raises :class:`RunLocked`, or OSError where the folder cannot be written.
-    """
+    lock one at a time. Raises :class:`RunLocked`, or OSError where the folder cannot be written."""
 
     def __init__(self, run_dir: Path):
         self.path = Path(run_dir) / ".lock"

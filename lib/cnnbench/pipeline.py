@@ -15,8 +15,7 @@ until it succeeds, so a run killed outright is never taken for a complete one; a
 disk, Ctrl-C, SIGTERM, SIGHUP) ends in one line, its reason in ``FAILED.txt``, and a previous report renamed
 ``report.stale.html``. Exit codes: 0 done, 1 failed, 2 refused before any work, 130 Ctrl-C, 143 SIGTERM,
 129 SIGHUP. Only a successful run writes report.html. The kernels' own console chatter goes to
-``<run>/kernel.log``.
-"""
+``<run>/kernel.log``."""
 
 from __future__ import annotations
 
@@ -72,19 +71,11 @@ def execute(
     progress: Path | None = None,
     on_done=None,
 ) -> list[Path]:
-    """Run ``notebooks`` into ``run_dir/notebooks/``. Raises :class:`NotebookFailed` (for any failure of a
-    notebook: an error in a cell, a dead kernel, a notebook file that cannot be read, an executed copy that
-    cannot be written). Each executed copy is written whole or not at all: papermill writes a hidden partial
-    copy, renamed over ``<name>.ipynb`` once complete (a failed notebook's copy too, for reading).
-
-    Before each notebook the console shows its expected time and, while it runs, the time left for it and for
-    the run (:mod:`cnnbench.eta`: from this run folder's ``timings`` record, else ``budgets``, notebook name ->
-    seconds from the protocol's budgets, or ``example``, the committed example's times where this run repeats it,
-    and from the processes done of those ``planned``); each notebook that finishes is recorded in
-    ``timings.csv``. ``progress``: the console record (``run_dir/progress.log``), emptied first. A notebook
-    refuses to start when the resolved ``params_file`` changed since the run started (paths.RESOLVED_ENV).
-    ``on_done``: called with the notebooks done and the seconds the last took, after each one but the last (the
-    partial report)."""
+    """Run ``notebooks`` into ``run_dir/notebooks/``, each executed copy written whole or not at all (a failed
+    one's too); any failure of a notebook raises :class:`NotebookFailed`. The console shows each notebook's
+    expected time and the time left (:mod:`cnnbench.eta` from ``timings.csv``, ``budgets``, ``example`` and
+    ``planned``); ``progress``: the console record, emptied first. ``on_done``: called with the notebooks done
+    and the seconds the last took, after each one but the last (the partial report)."""
     import papermill
     from nbclient.exceptions import DeadKernelError
     from papermill.exceptions import PapermillExecutionError
@@ -447,39 +438,20 @@ def _other_runs() -> list[str]:
     left, busy = [], set()
     for pid, folder, cmd in paths.run_processes():
         holder = paths.RunLock(Path(folder)).holder()
-        what = next(
-            (
-                w
-                for k, w in (
-                    ("forkserver", "worker"),
-                    ("ipykernel", "kernel"),
-                    ("resource_tracker", "resource tracker"),
-                    ("torch.distributed", "DDP"),
-                )
-                if k in cmd
-            ),
-            cmd[:40],
-        )
+        kinds = {"forkserver": "worker", "ipykernel": "kernel", "resource_tracker": "resource tracker"}
+        what = next((w for k, w in {**kinds, "torch.distributed": "DDP"}.items() if k in cmd), cmd[:40])
         if holder is None:
             left.append((pid, f"{pid} ({what} of {Path(folder).name})"))
         else:
             busy.add(f"'{Path(folder).name}' (pipeline {holder})")
     pids, names = " ".join(str(pid) for pid, _ in left), ", ".join(w for _, w in left)
-    return (
-        [
-            f"{len(left)} process(es) of an earlier run whose pipeline has gone still run, taking CPU from "
-            f"what this run measures: {names}; end them: kill {pids}"
-        ]
-        if left
-        else []
-    ) + (
-        [
-            f"another run is measuring on this machine too: {', '.join(sorted(busy))}; its rows and this run's "
-            "are judged busy"
-        ]
-        if busy
-        else []
-    )
+    lines = [
+        f"{len(left)} process(es) of an earlier run whose pipeline has gone still run, taking CPU from "
+        f"what this run measures: {names}; end them: kill {pids}",
+        f"another run is measuring on this machine too: {', '.join(sorted(busy))}; its rows and this run's "
+        "are judged busy",
+    ]
+    return [line for line, on in zip(lines, (left, busy), strict=True) if on]
 
 
 def finished(run_dir: Path) -> None:
@@ -540,13 +512,8 @@ def main(argv: list[str] | None = None) -> int:
         "cnnbench report [RUN_DIR]: rebuild the reports, measuring nothing",
     )
     ap.add_argument("--params", default="params/local.yaml", help="params YAML (default: params/local.yaml)")
-    ap.add_argument(
-        "--set",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override one parameter (value read as YAML); repeatable",
-    )
+    set_help = "override one parameter (value read as YAML); repeatable"
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help=set_help)
     ap.add_argument("--run-name", help="override run_name: results go to <outputs>/<run-name>")
     ap.add_argument("--outputs", help="folder holding the runs (default: outputs/ of the workbook)")
     ap.add_argument("--no-report", action="store_true", help="execute the notebooks only")
@@ -578,15 +545,12 @@ def _main(args) -> int:
 
 
 def _absolute_data_paths(p: params_mod.Params) -> params_mod.Params:
-    """The parameters a run hands to every notebook: dataset folders given relative are made absolute against
-    the folder the pipeline was started from, where they were validated (the kernels run from the workbook's
-    root)."""
-    absolute = {
-        key: os.path.abspath(os.path.expanduser(getattr(p, key)))
-        for key in ("data_path", "transfer_data_path")
-        if getattr(p, key)
-    }
-    return dataclasses.replace(p, **absolute)
+    """``p`` with relative dataset folders made absolute against the folder they were validated from (the
+    kernels run from the workbook's root)."""
+    keys = [key for key in ("data_path", "transfer_data_path") if getattr(p, key)]
+    return dataclasses.replace(
+        p, **{key: os.path.abspath(os.path.expanduser(getattr(p, key))) for key in keys}
+    )
 
 
 class _Parser(argparse.ArgumentParser):
@@ -602,23 +566,13 @@ def _run(args) -> int:
         names = {}
         if args.run_name is not None:  # '' is not "the file's name": it is refused, not silently ignored
             if not args.run_name.strip():
-                raise params_mod.ParamsError(
-                    "--run-name is empty: give a name, or leave the option out to use "
-                    "the params file's run_name"
-                )
+                why = "give a name, or leave the option out to use the params file's run_name"
+                raise params_mod.ParamsError(f"--run-name is empty: {why}")
             overrides["run_name"], names["run_name"] = args.run_name, "--run-name"
         params_file = params_mod.resolved_path("--params", args.params, paths.resolve)
         p = params_mod.load(params_file, overrides, overrides_src="--set", override_names=names)
-        note = "\n".join(
-            filter(
-                None,
-                (
-                    params_mod.empty_file_note(params_file),
-                    params_mod.shadowed_note(params_file, overrides),
-                    *params_mod.variant_notes(p),
-                ),
-            )
-        )
+        notes = (params_mod.empty_file_note(params_file), params_mod.shadowed_note(params_file, overrides))
+        note = "\n".join(filter(None, (*notes, *params_mod.variant_notes(p))))
         problem = params_mod.run_data_problem(p)  # before the notebooks ahead of 05 or 06 measure anything
         if problem:
             raise params_mod.ParamsError(
@@ -629,7 +583,7 @@ def _run(args) -> int:
         if missing:
             raise params_mod.ParamsError(f"notebooks missing from {notebooks}: {', '.join(missing)}")
         outputs = (
-            paths.outputs_root() if not args.outputs else params_mod.resolved_path("--outputs", args.outputs)
+            params_mod.resolved_path("--outputs", args.outputs) if args.outputs else paths.outputs_root()
         )
         if paths.folder_problem(outputs):
             raise params_mod.ParamsError(paths.folder_problem(outputs))
@@ -731,14 +685,13 @@ def _combined(p: params_mod.Params | None, params_file: Path, overrides: dict, o
         if not analysed:
             from cnnbench import run as run_mod  # imports torch: only where 08 runs
 
-            # None only where the analysis was current a moment ago
-            p = p or _report_params(runs[-1], outputs)
-            every = dataclasses.replace(p, analysis_runs=["*"])
-            resolved = run_mod.write_resolved(
-                folder, every, params_file, {**overrides, "analysis_runs": ["*"]}
-            )
+            p = p or _report_params(
+                runs[-1], outputs
+            )  # None only where the analysis was current a moment ago
+            every, over = dataclasses.replace(p, analysis_runs=["*"]), {**overrides, "analysis_runs": ["*"]}
+            resolved = run_mod.write_resolved(folder, every, params_file, over)
             _forget_analysis(folder)
-            analysed = execute(resolved, {}, folder, ["08_analysis"], p.cell_timeout_s)
+            analysed = execute(resolved, {}, folder, [ANALYSIS], p.cell_timeout_s)
             _record_analysis(folder, [*runs, folder])
         combined = report.build_combined_report(outputs, analysed[0])
     # an earlier combined report no longer covers every run: never left as current
@@ -777,10 +730,8 @@ def report_main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(prog="cnnbench report", description=report_main.__doc__.split("\n")[0])
     ap.add_argument("run_dir", nargs="?", help="a run folder (e.g. one copied from another machine)")
     ap.add_argument("--run-name", help="the run <outputs>/<run-name>")
-    ap.add_argument(
-        "--outputs",
-        help="folder holding the runs (default: outputs/ of the workbook, or the run folder's parent)",
-    )
+    outputs_help = "folder holding the runs (default: outputs/ of the workbook, or the run folder's parent)"
+    ap.add_argument("--outputs", help=outputs_help)
     args = ap.parse_args(argv)
     if args.run_dir and args.run_name:
         ap.error("give a run folder or --run-name, not both")
@@ -820,13 +771,8 @@ def _report_folders(args) -> tuple[Path, Path | None]:
     if args.run_name is not None and params_mod.safe_name_error(args.run_name):
         raise _Refused(f"--run-name: {params_mod.safe_name_error(args.run_name)}")
     run_dir = params_mod.resolved_path("run folder", args.run_dir) if args.run_dir else None
-    outputs = (
-        params_mod.resolved_path("--outputs", args.outputs)
-        if args.outputs
-        else run_dir.parent
-        if run_dir
-        else paths.outputs_root()
-    )
+    outputs = params_mod.resolved_path("--outputs", args.outputs) if args.outputs else None
+    outputs = outputs or (run_dir.parent if run_dir else paths.outputs_root())
     if args.outputs and not outputs.is_dir():
         raise _Refused(f"--outputs {outputs} is not a folder of runs")
     return outputs, run_dir or (outputs / args.run_name if args.run_name else None)
@@ -841,10 +787,8 @@ def _report_params(run_dir: Path, outputs: Path, validate: bool = True) -> param
 
     if not run_dir.is_dir():
         known = sorted(d.name for d in outputs.iterdir() if runs._is_run(d)) if outputs.is_dir() else []
-        raise _Refused(
-            f"no run '{run_dir.name}' in {run_dir.parent}"
-            + (f"; runs there: {', '.join(known)}" if known else "")
-        )
+        there = f"; runs there: {', '.join(known)}" if known else ""
+        raise _Refused(f"no run '{run_dir.name}' in {run_dir.parent}{there}")
     if not validate:
         why = runs.verdict(run_dir)
         resume = "; run the same command again to resume it" if str(why).startswith("failed") else ""
@@ -854,12 +798,11 @@ def _report_params(run_dir: Path, outputs: Path, validate: bool = True) -> param
     try:
         prm = results.read_json(run_dir / "params.json")
         keys = {k: v for k, v in prm.items() if k in params_mod.FIELDS}
-        p = params_mod.validate(
+        return params_mod.validate(
             {**keys, "device": "auto", "expect_device": ""}, src=str(run_dir / "params.json")
         )
     except (ValueError, params_mod.ParamsError, AttributeError) as err:
         raise _Refused(f"{run_dir / 'params.json'} is broken ({_describe(err)})") from None
-    return p
 
 
 def _rebuild_run_report(run_dir: Path, p: params_mod.Params | None) -> Path:
@@ -896,17 +839,10 @@ def _analyse_again(run_dir: Path, p: params_mod.Params | None) -> dict[str, Path
             print(
                 f"cnnbench report: {run_dir.name}: 08_analysis over the results on disk (nothing is measured)"
             )
-            return {
-                n.stem: n
-                for n in execute(
-                    resolved,
-                    {},
-                    run_dir,
-                    ["08_analysis"],
-                    p.cell_timeout_s,
-                    progress=Path(tmp) / "progress.log",
-                )
-            }  # the run's own stays
+            done = execute(
+                resolved, {}, run_dir, [ANALYSIS], p.cell_timeout_s, progress=Path(tmp) / "progress.log"
+            )
+            return {n.stem: n for n in done}  # the run's own progress.log stays
     finally:
         results.atomic_write_text(run_dir / run_mod.RESOLVED, saved.decode())
 
@@ -918,7 +854,7 @@ def _analysis_current(folder: Path, read: list[Path]) -> bool:
 
 
 def _analysis_kept(folder: Path, read: list[Path], who: str) -> list[Path]:
-    """``folder``'s executed 08 when it is current, said in one line; [] when it must be executed again."""
+    """``folder``'s executed 08 when it is current (said in one line), else []."""
     if not _analysis_current(folder, read):
         return []
     print(f"{who}: {ANALYSIS} kept: its results files and the workbook's code are unchanged since it ran")

@@ -45,6 +45,7 @@ def subplots(*args, figsize=None, **kwargs):
 
 
 EMPTY_PANELS = "empty_panels.csv"
+LOG_LOG = {"xscale": "log", "yscale": "log"}
 
 
 def _finite_rows(values) -> bool:
@@ -258,25 +259,14 @@ def batch_sweep(df: pd.DataFrame, knees: pd.DataFrame | None = None, path: str |
     if df.empty:
         return None
     fig, axes = subplots(1, 3, figsize=(16, 4))
-    mem_col = next(
-        (
-            c
-            for c in ("peak_device_mem_mib", "peak_rss_mib", "peak_device_mem_mb", "peak_rss_mb")
-            if df.get(c, pd.Series(dtype=float)).notna().any()
-        ),
-        "peak_rss_mib",
-    )
+    mems = ("peak_device_mem_mib", "peak_rss_mib", "peak_device_mem_mb", "peak_rss_mb")
+    mem_col = next((c for c in mems if df.get(c, pd.Series(dtype=float)).notna().any()), "peak_rss_mib")
     for (model, phase), g in df.groupby(["model", "phase"]):
         g = g.sort_values("batch_size")
         ok = g[g.status == "ok"]
         label = f"{model} {phase}"
         line = axes[0].errorbar(
-            ok.batch_size,
-            ok.throughput_img_s,
-            yerr=ok.throughput_ci95_img_s,
-            marker="o",
-            capsize=3,
-            label=label,
+            ok.batch_size, ok.throughput_img_s, ok.throughput_ci95_img_s, marker="o", capsize=3, label=label
         )
         color = line[0].get_color()
         axes[1].plot(ok.batch_size, ok.achieved_gflops, marker="o", color=color, label=label)
@@ -299,11 +289,8 @@ def batch_sweep(df: pd.DataFrame, knees: pd.DataFrame | None = None, path: str |
                 kb = int(k.knee_batch_size.iloc[0])
                 y = ok[ok.batch_size == kb].throughput_img_s
                 axes[0].scatter([kb], y, s=200, facecolors="none", edgecolors=color, linewidths=2)
-    axes[0].set(
-        yscale="log",
-        ylabel="throughput (images/s)",
-        title="throughput (circle: smallest batch within 5% of best)" if knees is not None else "throughput",
-    )
+    title = "throughput (circle: smallest batch within 5% of best)" if knees is not None else "throughput"
+    axes[0].set(yscale="log", ylabel="throughput (images/s)", title=title)
     axes[1].set(yscale="log", ylabel="achieved GFLOP/s")
     axes[2].set(ylabel=axis_label(mem_col))
     sizes = sorted(int(b) for b in df.batch_size.unique())
@@ -389,8 +376,7 @@ def bandwidth_sweep(sweep: pd.DataFrame, peaks: pd.DataFrame, title: str, path: 
             )
             lower = cap
     ax.set(
-        xscale="log",
-        yscale="log",
+        **LOG_LOG,
         xlabel="working set (MiB, all threads' buffers)",
         ylabel="bandwidth (GB/s)",
         title=title,
@@ -429,7 +415,7 @@ def roofline(
     markers = {
         **dict(zip(values, "osD^vP*X", strict=False)),
         **HUE_MARKERS,
-    }  # a phase or level: the same in every figure
+    }  # a phase or level: the same in all
     sizes = _marker_sizes(points[size_by]) if size_by and len(points) else {}
     for i, (key, g) in enumerate(points.groupby(label) if len(points) else []):
         for h, gh in g.groupby(hue):
@@ -457,8 +443,7 @@ def roofline(
                         textcoords="offset points",
                     )
     ax.set(
-        xscale="log",
-        yscale="log",
+        **LOG_LOG,
         xlabel="arithmetic intensity (FLOP/byte, compulsory traffic)",
         ylabel="performance (GFLOP/s)",
         title=title,
@@ -562,13 +547,10 @@ def explorer_throughput(points: pd.DataFrame):
         )
     batches = sorted(set(EXPLORER_BATCHES) | set(int(b) for b in pts.batch_size))
     ci = pts.get("throughput_ci95_img_s", pd.Series(0.0, index=pts.index)).fillna(0.0)
-    ylo, yhi = _decades(
-        float((pts.throughput_img_s - ci).clip(lower=pts.throughput_img_s / 10).min()),
-        float((pts.throughput_img_s + ci).max()),
-    )
+    rate = pts.throughput_img_s
+    ylo, yhi = _decades(float((rate - ci).clip(lower=rate / 10).min()), float((rate + ci).max()))
     ax.set(
-        xscale="log",
-        yscale="log",
+        **LOG_LOG,
         xlim=(batches[0] / 1.5, batches[-1] * 1.5),
         ylim=(ylo, yhi),
         xlabel="batch size (images per step)",
@@ -612,8 +594,7 @@ def explorer_roofline(peaks: pd.DataFrame, points: pd.DataFrame, title: str = "e
             label=text(r.explored),
         )
     ax.set(
-        xscale="log",
-        yscale="log",
+        **LOG_LOG,
         xlim=(xlo, xhi),
         ylim=(ylo, yhi),
         title=title,
@@ -639,15 +620,8 @@ def layer_figures(
         Path(folder).mkdir(parents=True, exist_ok=True)
     for model, g in layer_points.groupby("model", sort=False):
         path = Path(folder) / f"roofline_layers_{model}.png" if folder is not None else None
-        figs[model] = roofline(
-            peaks,
-            g.head(top_k),
-            f"{model}: top {top_k} layers by time (marker: level)",
-            path,
-            label="op",
-            hue="level",
-            annotate=False,
-        )
+        title = f"{model}: top {top_k} layers by time (marker: level)"
+        figs[model] = roofline(peaks, g.head(top_k), title, path, label="op", hue="level", annotate=False)
     return figs
 
 
@@ -714,8 +688,7 @@ def per_model_rooflines(
                 label=f"theirs: seed {seed[:3]} {device} {phase} (corrected)",
             )
         ax.set(
-            xscale="log",
-            yscale="log",
+            **LOG_LOG,
             xlabel="arithmetic intensity (FLOP/byte)",
             ylabel="performance (GFLOP/s)",
             title=f"{model}{' across runs' if g[by].nunique() > 1 else ''} (measured fp32 DRAM roof"
@@ -728,11 +701,8 @@ def per_model_rooflines(
 
 
 def telemetry_timeline(df: pd.DataFrame, path: str | Path | None = None, max_metrics: int = 12):
-    """Telemetry over time (telemetry.csv): one panel per metric, one line per device index (CPU core, GPU).
-
-    Configurations are laid end to end in the order they ran (each one's ``t_s`` starts at 0), thin grey lines
-    marking where one ends, so a whole run reads as one timeline. An idle second GPU is a flat line at 0.
-    """
+    """Telemetry over time (telemetry.csv): one panel per metric, one line per device index (CPU core, GPU),
+    the configurations laid end to end in the order they ran, thin grey lines marking where one ends."""
     if df.empty:
         return None
     context = [

@@ -220,20 +220,12 @@ def build_run_report(run_dir: Path, notebooks: list[Path], of: int | None = None
         f"{env.get('cpu_physical_cores', '?')} physical cores, torch using {env.get('torch_threads', '?')} "
         f"thread{'' if env.get('torch_threads') == 1 else 's'}, host {env.get('host', '?')}"
     )
-    e = {
-        k: html.escape(str(v))
-        for k, v in {
-            **env,
-            "name": run_dir.name,
-            "params": Path(str(prm.get("params_file", "?"))).name,
-        }.items()
-    }  # a run folder's text, shown as text
-    going = (
-        f"**Partial report: {len(notebooks)} of {of} notebooks done; the run goes on**, and its report.html "
-        "replaces this page when it ends.\n\n"
-        if of is not None
-        else ""
-    )
+    named = {**env, "name": run_dir.name, "params": Path(str(prm.get("params_file", "?"))).name}
+    e = {k: html.escape(str(v)) for k, v in named.items()}  # a run folder's text, shown as text
+    going = ""
+    if of is not None:
+        going = f"**Partial report: {len(notebooks)} of {of} notebooks done; the run goes on**, and its "
+        going += "report.html replaces this page when it ends.\n\n"
     header = (
         f"# cnnbench report: {e['name']}\n\n{going}"
         f"{complexity_warning(run_dir)}"

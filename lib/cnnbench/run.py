@@ -92,17 +92,13 @@ def _refuse_without_runs(root: Path, analysis_runs: list[str]) -> None:
 
     if not runs.runs_for(root, analysis_runs):
         where = root if not analysis_runs else root.parent
-        near = (
-            sorted(d.name for d in root.parent.glob("*/") if (d / "environment.json").is_file())
-            if root.parent.is_dir()
-            else []
-        )
-        hint = (
-            f", or open one of the runs beside it ({', '.join(near[:6])}{', ...' if len(near) > 6 else ''}) "
-            "by setting run_dir to its folder"
-            if near
-            else ""
-        )
+        near = [d.name for d in root.parent.glob("*/") if (d / "environment.json").is_file()]
+        near = sorted(near) if root.parent.is_dir() else []
+        hint = ""
+        if near:
+            more = ", ..." if len(near) > 6 else ""
+            hint = f", or open one of the runs beside it ({', '.join(near[:6])}{more}) by setting run_dir to "
+            hint += "its folder"
         raise NoRuns(
             f"no run to analyse in {where}: run the pipeline first (cnnbench --params params/local.yaml), "
             f"then open this notebook again{hint}"
@@ -124,8 +120,7 @@ def open_run(
     :class:`cnnbench.params.ParamsError` on bad input, before any work, and :class:`cnnbench.paths.RunLocked`
     while another process (a pipeline) writes the same run folder. Warns when the params file is empty
     (defaults) or ``threads`` is above the core count. ``needs_runs`` (08): raises :class:`NoRuns`, writing
-    nothing, when there is no run to analyse yet, and never rewrites the params.json of a run it reads.
-    """
+    nothing, when there is no run to analyse yet, and never rewrites the params.json of a run it reads."""
     given = Path(run_dir) / RESOLVED if run_dir and not params_file else None
     if given is not None and given.is_file():  # only a run folder: the run's own parameters, not local.yaml's
         params_file = given

@@ -30,22 +30,11 @@ def readable_display() -> None:
 
 
 # Columns that give a row's verdict: shown first in a trimmed table.
-VERDICTS = (
-    "status",
-    "verdict",
-    "agree",
-    "significant",
-    "distinguishable_from_default",
-    "bound",
-    "bound_dram",
-    "above_roof",
-    "noisy",
-    "machine_state",
-    "stop_reason",
-    "fate",
-    "matches_published",
-    "passed",
-    "ok",
+VERDICTS = tuple(
+    (
+        "status verdict agree significant distinguishable_from_default bound bound_dram above_roof noisy "
+        "machine_state stop_reason fate matches_published passed ok"
+    ).split()
 )
 WIDE_COLUMNS = 8  # more columns than this do not fit the page
 
@@ -251,25 +240,11 @@ def variant_label(df: pd.DataFrame) -> pd.Series:
 def measured(df: pd.DataFrame) -> pd.DataFrame:
     """The main columns of a scenario table, one row per configuration, failures included with their status."""
     cols = [
-        "model",
-        "phase",
-        "variant",
-        "batch_size",
-        "image_size",
-        "data_mode",
-        "status",
-        "steps_per_window",
-        "throughput_img_s",
-        "throughput_ci95_img_s",
-        "processes_measured",
-        "stop_reason",
-        "measured_in",
-        "throughput_process_min_img_s",
-        "throughput_process_max_img_s",
-        "machine_state",
-        "step_time_median_s",
-        "step_time_std_s",
-        "noisy",
+        *(
+            "model phase variant batch_size image_size data_mode status steps_per_window throughput_img_s "
+            "throughput_ci95_img_s processes_measured stop_reason measured_in throughput_process_min_img_s "
+            "throughput_process_max_img_s machine_state step_time_median_s step_time_std_s noisy"
+        ).split(),
         *RATES,
         *MEMORY,
         "cpu_fallback_ops",
@@ -311,32 +286,13 @@ def performance_summary(df: pd.DataFrame) -> pd.DataFrame:
 
 def utilisation(df: pd.DataFrame) -> pd.DataFrame:
     """Seed 000's Table 5, sampled during the measured windows only (mean and max, in %), per run."""
-    cols = [
-        "run_name",
-        "device_name",
-        "model",
-        "phase",
-        "variant",
-        "batch_size",
-        "util_cpu_mean_pct",
-        "util_cpu_max_pct",
-        "util_process_cpu_mean_pct",
-        "util_device_mean_pct",
-        "util_device_max_pct",
-        "util_device_mem_mean_pct",
-        "gpu_power_w_mean",
-        "gpu_temp_c_max",
-        "gpu_sm_clock_mhz_mean",
-        "gpu_throttle_reasons",
-        "cpu_steal_mean_pct",
-        "cpu_steal_max_pct",
-        "util_other_cpu_mean_pct",
-        "util_other_cpu_max_pct",
-        "cpu_freq_mhz_mean",
-        "machine_state",
-        "machine_note",
-        "telemetry_samples",
-    ]
+    cols = (
+        "run_name device_name model phase variant batch_size util_cpu_mean_pct util_cpu_max_pct "
+        "util_process_cpu_mean_pct util_device_mean_pct util_device_max_pct util_device_mem_mean_pct "
+        "gpu_power_w_mean gpu_temp_c_max gpu_sm_clock_mhz_mean gpu_throttle_reasons cpu_steal_mean_pct "
+        "cpu_steal_max_pct util_other_cpu_mean_pct util_other_cpu_max_pct cpu_freq_mhz_mean machine_state "
+        "machine_note telemetry_samples"
+    ).split()
     out = df[df.status == "ok"].assign(variant=variant_label(df))
     return out[[c for c in cols if c in out.columns]]
 

@@ -7,8 +7,8 @@ nothing below imports the analysis.
 
 08's one entry point: besides the jobs above, its display helpers (:mod:`cnnbench.tables`: show,
 readable_display, utilisation), figures (:mod:`cnnbench.plots`: throughput, batch_sweep, per_model_rooflines),
-the seeds' tables (``published``), the predictions (:mod:`cnnbench.predict`) and the explorer (:func:`cnnbench.interactive.explorer`) are named here.
-"""
+the seeds' tables (``published``), the predictions (:mod:`cnnbench.predict`) and the explorer
+(:func:`cnnbench.interactive.explorer`) are named here."""
 
 from cnnbench import predict, published
 from cnnbench.analysis.compare import (

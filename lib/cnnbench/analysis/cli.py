@@ -9,8 +9,7 @@ the same model and phase: "not matched", the differences named, no verdict (a pu
 interval). The table goes to ``compare.csv`` in the outputs root (or ``--out``), added to the comparisons already
 there: each row names the runs compared (``compared``, ``run_a``, ``run_b``) and a new compare of the same set of
 runs replaces only their rows. Exit codes: 0 done, 2 refused
-in one line (an unknown or broken run, a bad ``--keys``, runs with nothing comparable).
-"""
+in one line (an unknown or broken run, a bad ``--keys``, runs with nothing comparable)."""
 
 from __future__ import annotations
 
@@ -29,24 +28,10 @@ from cnnbench.results.runs import load, machine_label, verdict
 
 SEEDS = "seeds"  # the pseudo-run: every device the seeds measured
 PROBE_SAYS_PCT = 5.0  # a row names the CPU's own speed change (probe) from this size on
-SEED_COLUMNS = [
-    "run_a",
-    "run_b",
-    "host_id_a",
-    "host_a",
-    "device_a",
-    "device_b",
-    "table",
-    "model",
-    "phase",
-    "rate_a_img_s",
-    "rate_a_ci95_img_s",
-    "rate_b_img_s",
-    "ratio_b_over_a",
-    "verdict",
-    "comparison",
-    "differs_in",
-]
+SEED_COLUMNS = (
+    "run_a run_b host_id_a host_a device_a device_b table model phase rate_a_img_s rate_a_ci95_img_s "
+    "rate_b_img_s ratio_b_over_a verdict comparison differs_in"
+).split()
 
 
 class Refused(Exception):
@@ -66,13 +51,9 @@ def _run_dir(name: str, outputs: Path) -> Path:
             if why:
                 raise Refused(f"{d.name}: {why}")
             return d.resolve()
+    where = f"no run folder (with environment.json) at {outputs / name} or {path}"
     raise Refused(
-        f"unknown run {name!r}: "
-        + (
-            f"{unsafe}, and no run folder at that path"
-            if unsafe
-            else f"no run folder (with environment.json) at {outputs / name} or {path}"
-        )
+        f"unknown run {name!r}: " + (f"{unsafe}, and no run folder at that path" if unsafe else where)
     )
 
 
@@ -93,11 +74,11 @@ def _line(r: dict) -> str:
     """One configuration as a console line."""
     what = f"{r['model']} {r['phase']} ({r['table']}, batch {r['batch_size']})"
     if r["comparison"] == "not matched":
-        return (
-            f"{what} vs {r['device_b']}: {reproducibility.rate_text(r['rate_a_img_s'], reproducibility.number(r.get('rate_a_ci95_img_s')))} -> "
-            f"{r['rate_b_img_s']:,.1f} img/s (published, no interval): "
-            f"{r['ratio_b_over_a']:.2f}x; {r['differs_in']}"
+        ours = reproducibility.rate_text(
+            r["rate_a_img_s"], reproducibility.number(r.get("rate_a_ci95_img_s"))
         )
+        theirs = f"{r['rate_b_img_s']:,.1f} img/s (published, no interval)"
+        return f"{what} vs {r['device_b']}: {ours} -> {theirs}: {r['ratio_b_over_a']:.2f}x; {r['differs_in']}"
     knob = f" [{r['knob']} {r['value_a']} -> {r['value_b']}]" if r["knob"] else ""
     rates = (
         f"{reproducibility.rate_text(r['rate_a_img_s'], r['rate_a_ci95_img_s'])} -> "
@@ -116,11 +97,11 @@ def seeds_beside(m, run: str) -> pd.DataFrame:
     (:func:`~cnnbench.analysis.seeds.speedups_beside_000`), labelled "not matched" with the differences named."""
     sa = m["scenario_a"]
     table = speedups_beside_000(sa[sa.run_name == run] if len(sa) else sa)
-    ours = (
-        table[table.source.astype(str).str.startswith("ours") & table.get("a_img_s", pd.Series()).notna()]
-        if "a_img_s" in table
-        else pd.DataFrame()
-    )
+    ours = pd.DataFrame()
+    if "a_img_s" in table:
+        ours = table[
+            table.source.astype(str).str.startswith("ours") & table.get("a_img_s", pd.Series()).notna()
+        ]
     env = m.environments.get(run, {})
     rows = [
         {

@@ -98,19 +98,16 @@ def speedups(scenario_a: pd.DataFrame) -> pd.DataFrame:
                 float(r.get("throughput_ci95_img_s_b") or 0) / rb,
             )
             s = ra / rb
-            kind = comparison_kind(
-                pd.Series({"device_name": r["device_name_a"], "host_id": r["host_id_a"]}),
-                pd.Series({"device_name": r["device_name_b"], "host_id": r["host_id_b"]}),
-            )
+            side = {
+                x: pd.Series({"device_name": r[f"device_name_{x}"], "host_id": r[f"host_id_{x}"]})
+                for x in "ab"
+            }
             rows.append(
                 {
-                    "run_a": r["run_name_a"],
-                    "run_b": r["run_name_b"],
-                    "device_a": r["device_name_a"],
-                    "device_b": r["device_name_b"],
+                    **{f"{k}_{x}": r[f"{k}_name_{x}"] for k in ("run", "device") for x in "ab"},
                     "host_a": r["host_a"],
                     "host_b": r["host_b"],
-                    "comparison": kind,
+                    "comparison": comparison_kind(side["a"], side["b"]),
                     **{k: r[k] for k in match_keys()},
                     "threads_a": r["threads_a"],
                     "threads_b": r["threads_b"],
@@ -126,23 +123,11 @@ def speedups(scenario_a: pd.DataFrame) -> pd.DataFrame:
 
 def speedup_columns() -> list[str]:
     """speedups.csv's header (also when no two runs share a configuration)."""
-    return [
-        "run_a",
-        "run_b",
-        "device_a",
-        "device_b",
-        "host_a",
-        "host_b",
-        "comparison",
-        *match_keys(),
-        "threads_a",
-        "threads_b",
-        "throughput_a_img_s",
-        "throughput_b_img_s",
-        "speedup",
-        "speedup_low",
-        "speedup_high",
-    ]
+    pair = "run_a run_b device_a device_b host_a host_b comparison".split()
+    rates = (
+        "threads_a threads_b throughput_a_img_s throughput_b_img_s speedup speedup_low speedup_high".split()
+    )
+    return [*pair, *match_keys(), *rates]
 
 
 def unmatched(scenario_a: pd.DataFrame, divided: pd.DataFrame | None = None) -> pd.DataFrame:
@@ -171,9 +156,8 @@ def _unmatched(scenario_a: pd.DataFrame) -> pd.DataFrame:
                 continue
             ra, rb = sa.iloc[0], sb.iloc[0]
             diff = [f"{k} {ra[k]} vs {rb[k]}" for k in keys if ra[k] != rb[k]]
-            if _same_machine(ra.host_id, rb.host_id, ra.device_name, rb.device_name) and norm(
-                ra.threads
-            ) != norm(rb.threads):
+            same = _same_machine(ra.host_id, rb.host_id, ra.device_name, rb.device_name)
+            if same and norm(ra.threads) != norm(rb.threads):
                 diff.append(f"threads {ra.threads} vs {rb.threads}")
             rows.append(
                 {"run_a": a, "run_b": b, "model": model, "phase": phase, "differs_in": "; ".join(diff)}
@@ -185,14 +169,8 @@ def speedup_matrix(speedup: pd.DataFrame, phase: str = "train") -> pd.DataFrame:
     """Seed 000's Table 8 shape: one row per model (and configuration, where it varies), one column per pair
     of runs with its kind of comparison; the header names the phase and the unit; empty pairs left out."""
     if speedup.empty:
-        return pd.DataFrame(
-            {
-                "note": [
-                    "no two runs share a configuration: nothing to divide here (runs that "
-                    "differ in one knob are divided in the ratio table)"
-                ]
-            }
-        )
+        why = "nothing to divide here (runs that differ in one knob are divided in the ratio table)"
+        return pd.DataFrame({"note": [f"no two runs share a configuration: {why}"]})
     s = speedup[speedup.phase == phase]
     if s.empty:
         return pd.DataFrame({"note": [f"no matched {phase} configuration in two runs"]})
@@ -201,30 +179,20 @@ def speedup_matrix(speedup: pd.DataFrame, phase: str = "train") -> pd.DataFrame:
         "" if norm(ta) == norm(tb) else f", threads {ta} vs {tb}"
         for ta, tb in zip(s.get("threads_a", [""] * len(s)), s.get("threads_b", [""] * len(s)), strict=True)
     ]
-    s = s.assign(
-        pair=s.run_a + " / " + s.run_b + " (" + s.comparison + pd.Series(threads, index=s.index) + ")",
-        value=s.speedup.map("{:.2f}x".format)
-        + " ["
-        + s.speedup_low.map("{:.2f}".format)
-        + ", "
-        + s.speedup_high.map("{:.2f}".format)
-        + "]",
-    )
+    interval = [
+        f"{v:.2f}x [{lo:.2f}, {hi:.2f}]"
+        for v, lo, hi in zip(s.speedup, s.speedup_low, s.speedup_high, strict=True)
+    ]
+    pair = s.run_a + " / " + s.run_b + " (" + s.comparison + pd.Series(threads, index=s.index) + ")"
+    s = s.assign(pair=pair, value=pd.Series(interval, index=s.index, dtype=object))
     matrix = s.pivot_table(index=["model", *varying], columns="pair", values="value", aggfunc="first")
     matrix = matrix.dropna(axis=1, how="all").dropna(axis=0, how="all")
     matrix.columns.name = f"{phase} speedup, x = (images/s of A) / (images/s of B) [95% interval]"
     return matrix
 
 
-VALUES = (
-    "throughput_img_s",
-    "throughput_ci95_img_s",
-    "achieved_gflops",
-    "achieved_tflops",
-    "peak_device_mem_mib",
-    "peak_rss_mib",
-    "baseline_rss_mib",
-)
+VALUES = ("throughput_img_s", "throughput_ci95_img_s", "achieved_gflops", "achieved_tflops")
+VALUES += ("peak_device_mem_mib", "peak_rss_mib", "baseline_rss_mib")
 
 
 def summary(scenario_a: pd.DataFrame) -> pd.DataFrame:
@@ -260,37 +228,13 @@ RATE_TABLES = ("scenario_a", "batch_sweep")  # the tables with a throughput per 
 
 def ratio_columns() -> list[str]:
     """ratios.csv's columns: the verdict first, then what was changed, the rates, and whose runs they are."""
-    return [
-        "verdict",
-        "ratio_b_over_a",
-        "ratio_ci95_low",
-        "ratio_ci95_high",
-        "interval",
-        "model",
-        "phase",
-        "knob",
-        "value_a",
-        "value_b",
-        "rate_a_img_s",
-        "rate_a_ci95_img_s",
-        "rate_b_img_s",
-        "rate_b_ci95_img_s",
-        "comparison",
-        "differs_in",
-        "run_a",
-        "run_b",
-        "device_a",
-        "device_b",
-        "host_a",
-        "host_b",
-        "host_id_a",
-        "host_id_b",
-        "table",
-        *knob_keys(),
-        "probe_img_s_a",
-        "probe_img_s_b",
-        "probe_change_pct",
-    ]
+    verdict = (
+        "verdict ratio_b_over_a ratio_ci95_low ratio_ci95_high interval model phase knob value_a value_b"
+    )
+    rates = "rate_a_img_s rate_a_ci95_img_s rate_b_img_s rate_b_ci95_img_s comparison differs_in"
+    runs = "run_a run_b device_a device_b host_a host_b host_id_a host_id_b table"
+    probes = "probe_img_s_a probe_img_s_b probe_change_pct"
+    return [*verdict.split(), *rates.split(), *runs.split(), *knob_keys(), *probes.split()]
 
 
 def rates(m: Merged) -> pd.DataFrame:
@@ -308,12 +252,7 @@ def rates(m: Merged) -> pd.DataFrame:
         numeric = ("throughput_ci95_img_s", "probe_img_s")
         for key in (
             *knob_keys(),
-            "model",
-            "phase",
-            "host_id",
-            "host",
-            "device_name",
-            "process_rates_img_s",
+            *"model phase host_id host device_name process_rates_img_s".split(),
             *numeric,
         ):
             if key not in ok:
@@ -436,10 +375,7 @@ def one_knob(ok: pd.DataFrame, a: str, b: str, keys: tuple[str, ...] | None = No
             cands = [(rb, _differences(ra, rb)) for j, rb in sb.iterrows() if a != b or j > i]
             if a == b:  # within a run: its variants, one knob apart
                 out += [
-                    _row(a, b, ra, rb, d, True)
-                    for rb, d in cands
-                    if len(d) == 1
-                    if not keys or set(d) <= set(keys)
+                    _row(a, b, ra, rb, d, True) for rb, d in cands if len(d) == 1 and set(d) <= set(keys or d)
                 ]
                 continue
             if not cands:
@@ -465,10 +401,8 @@ def ratios(m: Merged, keys: tuple[str, ...] | None = None) -> pd.DataFrame:
     if ok.empty:
         return pd.DataFrame(columns=ratio_columns())
     names = sorted(ok.run_name.unique())
-    frames = [one_knob(ok, a, a, keys) for a in names] + [
-        one_knob(ok, a, b, keys) for a, b in combinations(names, 2)
-    ]
-    frames = [f for f in frames if len(f)]
+    pairs = [(a, a) for a in names] + list(combinations(names, 2))
+    frames = [f for a, b in pairs if len(f := one_knob(ok, a, b, keys))]
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=ratio_columns())
 
 

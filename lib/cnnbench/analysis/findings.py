@@ -130,15 +130,10 @@ def findings_table(m: Merged) -> pd.DataFrame:
     for run, g in ok.groupby("run_name") if len(ok) else []:
         out += _run_findings(run, g)
     for r in (sa[sa.status != "ok"] if len(sa) else sa).itertuples():
+        what = f"{r.model} {r.phase} at batch {r.batch_size} on {r.device_name}"
+        sentence = f"{r.run_name}: {what}: {r.status} ({getattr(r, 'error', '')})."
         out.append(
-            _finding(
-                "failure",
-                r.run_name,
-                _source(r.run_name, "scenario_a"),
-                f"{r.run_name}: {r.model} {r.phase} at batch {r.batch_size} on "
-                f"{r.device_name}: {r.status} ({getattr(r, 'error', '')}).",
-                status=r.status,
-            )
+            _finding("failure", r.run_name, _source(r.run_name, "scenario_a"), sentence, status=r.status)
         )
     sp = speedups(sa) if len(sa) else pd.DataFrame()
     for kind, g in sp.groupby("comparison") if len(sp) else []:
@@ -173,9 +168,8 @@ def findings_table(m: Merged) -> pd.DataFrame:
                 pairs=len(um),
             )
         )
-    out += (
-        _roofline_findings(m["roofline"]) + _sweep_findings(m["batch_sweep"]) + _reproducibility_findings(m)
-    )
+    out += _roofline_findings(m["roofline"]) + _sweep_findings(m["batch_sweep"])
+    out += _reproducibility_findings(m)
     return pd.DataFrame(out + _prediction_findings(predict.table(m)), columns=COLUMNS)
 
 
@@ -268,9 +262,8 @@ def _roofline_findings(rf: pd.DataFrame) -> list[dict]:
                 f"{run}: {mem:.0%} of the Scenario A points are memory-bound on the measured roofline; median "
                 f"efficiency (achieved / attainable) {eff:.0%}."
             )
-            out.append(
-                _finding("roofline", run, source, sentence, memory_bound_fraction=mem, median_efficiency=eff)
-            )
+            numbers = {"memory_bound_fraction": mem, "median_efficiency": eff}
+            out.append(_finding("roofline", run, source, sentence, **numbers))
         if len(layers):
             sentence = (
                 f"{run}: {(layers.bound == 'memory').mean():.0%} of the profiled layer-ops are memory-bound."
@@ -304,12 +297,9 @@ def findings(m: Merged) -> list[str]:
 
 
 def write_tables(m: Merged, run_dir: Path) -> dict[str, Path]:
-    """speedups.csv (matched configurations, x), ratios.csv (one knob changed or run to run: rate of run_b / rate
-    of run_a, images/s, with the runs' names, hosts and devices), findings.csv (each finding with the file
-    holding its numbers), seed_corrections.csv (:func:`cnnbench.published.corrections`) and predictions.csv
-    (:func:`cnnbench.predict.table`) of this analysis
-    into ``run_dir``: tidy, one row per pair / ratio / finding / figure, each with its header even when
-    empty."""
+    """speedups.csv (matched configurations), ratios.csv (rate of run_b / rate of run_a, one knob changed or
+    run to run), findings.csv, seed_corrections.csv (:func:`cnnbench.published.corrections`) and predictions.csv
+    (:func:`cnnbench.predict.table`) of this analysis into ``run_dir``, each with its header even when empty."""
     out = {}
     tables = (
         ("speedups", speedups(m["scenario_a"])),
@@ -334,11 +324,8 @@ def placed_points(m: Merged, source: str = "scenario_a") -> pd.DataFrame:
 def findings_markdown(m: Merged):
     from IPython.display import Markdown
 
-    table = findings_table(m)
-    return Markdown(
-        "\n".join(
-            f"- {r.finding} (`{r.source}`)" if r.source else f"- {r.finding}" for r in table.itertuples()
-        )
-        if len(table)
-        else "_No measurements to summarise yet._"
-    )
+    lines = [
+        f"- {r.finding} (`{r.source}`)" if r.source else f"- {r.finding}"
+        for r in findings_table(m).itertuples()
+    ]
+    return Markdown("\n".join(lines) if lines else "_No measurements to summarise yet._")

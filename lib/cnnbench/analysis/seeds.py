@@ -1,10 +1,7 @@
-"""Every seed's published numbers beside ours, with the differences of configuration named.
-
-Each table stacks the seed's rows (``source`` "published by <seed file>") and ours (``source`` "ours: <run>"),
-with a ``differences`` column naming what differs between the two configurations; a seed figure whose analogue
-no merged run produced is shown alone, with a ``note`` saying so. Where our run's device is of none of the
-seed's device classes, or its configuration differs, the row says "not matched" rather than dividing silently.
-"""
+"""Every seed's published numbers beside ours: each table stacks the seed's rows (``source`` "published by
+<seed file>") and ours ("ours: <run>"), a ``differences`` column naming what differs; a seed figure no merged
+run matches is shown alone with a ``note``, and a row of another device class or configuration says "not
+matched"."""
 
 from __future__ import annotations
 
@@ -25,6 +22,16 @@ def _pub(seed_file: str) -> str:
 
 def _ours_label(run) -> str:
     return "ours: " + str(run)
+
+
+def _where(df: pd.DataFrame, need: set[str], pick) -> pd.DataFrame:
+    """``df``'s rows where ``pick(df)`` holds; empty when ``df`` is, or lacks a column of ``need``."""
+    return df[pick(df)] if len(df) and need <= set(df.columns) else pd.DataFrame()
+
+
+def _runs(df: pd.DataFrame) -> pd.Series:
+    """``df``'s run names as text ("" where it has none)."""
+    return df.run_name.astype(str) if "run_name" in df else pd.Series("", index=df.index)
 
 
 def _alone(pub: pd.DataFrame, csv: str) -> pd.DataFrame:
@@ -64,20 +71,8 @@ def _match(device_class: str, seed_classes) -> str:
 # --- seed 000 ------------------------------------------------------------------------------------------------
 def _wide(ok: pd.DataFrame, values: list[str]) -> pd.DataFrame:
     """One row per run and configuration (phase apart), ``<phase>_<value>`` columns."""
-    keys = [
-        k
-        for k in (
-            "run_name",
-            "device_name",
-            "device_class",
-            "model",
-            "batch_size",
-            "image_size",
-            "dataset",
-            "data_mode",
-        )
-        if k in ok
-    ]
+    keys = "run_name device_name device_class model batch_size image_size dataset data_mode".split()
+    keys = [k for k in keys if k in ok]
     vals = [v for v in values if v in ok]
     wide = ok.pivot_table(index=keys, columns="phase", values=vals, aggfunc="first")
     wide.columns = [f"{phase}_{value}" for value, phase in wide.columns]
@@ -195,11 +190,7 @@ def sweep_beside_000(batch_sweep: pd.DataFrame, model: str = "squeezenet1_1") ->
         device=s.configuration.str.split(";").str[0],
         differences=s.configuration,
     )
-    rows = (
-        batch_sweep[(batch_sweep.model == model) & (batch_sweep.phase == "train")]
-        if (len(batch_sweep) and {"model", "phase"} <= set(batch_sweep.columns))
-        else pd.DataFrame()
-    )
+    rows = _where(batch_sweep, {"model", "phase"}, lambda d: (d.model == model) & (d.phase == "train"))
     if rows.empty:
         return _alone(pub, f"batch_sweep.csv with {model}")
     ours = pd.DataFrame(
@@ -286,10 +277,9 @@ def _rss_001(memory: pd.DataFrame | None) -> pd.Series:
     if memory is None or memory.empty or not need <= set(memory.columns):
         return pd.Series(dtype=float)
     m = memory[
-        (memory.model == "mnist_cnn") & memory.component.isin(["process_rss_baseline", "process_rss_growth"])
+        memory.model.eq("mnist_cnn") & memory.component.isin(["process_rss_baseline", "process_rss_growth"])
     ]
-    run = m.run_name.astype(str) if "run_name" in m else pd.Series("", index=m.index)
-    return m.assign(run_name=run).groupby(["run_name", "backend"]).measured_mib.sum(min_count=1)
+    return m.assign(run_name=_runs(m)).groupby(["run_name", "backend"]).measured_mib.sum(min_count=1)
 
 
 def _accuracy_gap_001(epochs: int, images: float) -> str:
@@ -306,15 +296,13 @@ def _accuracy_gap_001(epochs: int, images: float) -> str:
 
 def cnn_extras_001(ours: pd.DataFrame, cnn: pd.DataFrame, memory: pd.DataFrame | None) -> pd.DataFrame:
     """Our CNN rows of :func:`backends_beside_001` with total training time, process RSS and differences."""
-    run = cnn.run_name.astype(str) if "run_name" in cnn else pd.Series("", index=cnn.index)
-    ok = cnn[cnn.status == "ok"].assign(run_name=run)
+    ok = cnn[cnn.status == "ok"].assign(run_name=_runs(cnn))
     g = ok.groupby(["run_name", "backend"])
     per = pd.DataFrame({"total_s": g.epoch_s.sum(), "epochs": g.epoch.nunique(), "images": g.images.first()})
     per["process_rss_mib"] = _rss_001(memory).reindex(per.index)
-    keys = list(
+    per = per.reindex(
         zip(ours.source.str.removeprefix("ours: ").str.removeprefix("ours"), ours.backend, strict=True)
     )
-    per = per.reindex(keys)
     return ours.assign(
         total_s=per.total_s.to_numpy(),
         process_rss_mib=per.process_rss_mib.to_numpy(),
@@ -362,6 +350,10 @@ def inference_beside_002(scenario_a: pd.DataFrame, model: str = "densenet121") -
     return _stack(pub, ours, ["model"])
 
 
+_CPU_002_KEYS = ("cpu_util_low_pct", "cpu_util_high_pct", "cpu_memory_gb", "cpu_temp_low_c")
+_CPU_002_KEYS += ("cpu_temp_high_c", "cpu_processes", "cpu_threads", "cpu_clock_ghz")
+
+
 def cpu_beside_002(
     transfer: pd.DataFrame, scenario_a: pd.DataFrame, model: str = "densenet121"
 ) -> pd.DataFrame:
@@ -383,29 +375,15 @@ def cpu_beside_002(
                 "source": _pub(published.SEED_002),
                 "what": "CPU-only fine-tuning",
                 "device": "cpu",
-                **{
-                    k: c[k]
-                    for k in (
-                        "cpu_util_low_pct",
-                        "cpu_util_high_pct",
-                        "cpu_memory_gb",
-                        "cpu_temp_low_c",
-                        "cpu_temp_high_c",
-                        "cpu_processes",
-                        "cpu_threads",
-                        "cpu_clock_ghz",
-                    )
-                },
+                **{k: c[k] for k in _CPU_002_KEYS},
                 "differences": f"operating-system monitor snapshots (its Figs. 8-9), whole system of "
                 f"{c['cpu_total_ram_gb']} GB; batch size not stated for the CPU run",
             },
         ]
     )
     rows = []
-    t = (
-        transfer[(transfer.status == "ok") & (transfer.device_kind == "cpu")]
-        if (len(transfer) and {"status", "device_kind", "rss_mib"} <= set(transfer.columns))
-        else pd.DataFrame()
+    t = _where(
+        transfer, {"status", "device_kind", "rss_mib"}, lambda d: d.status.eq("ok") & d.device_kind.eq("cpu")
     )
     for run, g in t.groupby("run_name") if len(t) else []:
         rows.append(
@@ -433,11 +411,9 @@ def cpu_beside_002(
                 "memory: the worker's peak RSS",
             }
         )
-    return (
-        _alone(pub, "transfer.csv or a CPU scenario_a.csv")
-        if not rows
-        else pd.concat([pub, pd.DataFrame(rows)], ignore_index=True)
-    )
+    if not rows:
+        return _alone(pub, "transfer.csv or a CPU scenario_a.csv")
+    return pd.concat([pub, pd.DataFrame(rows)], ignore_index=True)
 
 
 # --- seed 003 ------------------------------------------------------------------------------------------------
@@ -555,15 +531,12 @@ def times_beside_004(backends: pd.DataFrame) -> pd.DataFrame:
             for b, (side, label) in _SIDE_004.items()
         ]
     )
-    mlp = (
-        backends[(backends.model == "mlp") & (backends.status == "ok")]
-        if (len(backends) and {"model", "status", "steps"} <= set(backends.columns))
-        else pd.DataFrame()
-    )
+    mlp = _where(backends, {"model", "status", "steps"}, lambda d: (d.model == "mlp") & (d.status == "ok"))
     if mlp.empty:
         return _alone(pub, "backends.csv with the MLP")
-    run = mlp.run_name.astype(str) if "run_name" in mlp else pd.Series("", index=mlp.index)
-    g = mlp.assign(run_name=run, per_step=mlp.images / mlp.steps).groupby(["run_name", "backend"], sort=False)
+    g = mlp.assign(run_name=_runs(mlp), per_step=mlp.images / mlp.steps).groupby(
+        ["run_name", "backend"], sort=False
+    )
     per = pd.DataFrame(
         {
             "steps": g.steps.sum(),
@@ -616,18 +589,13 @@ def memory_mb_beside_004(mem: pd.DataFrame) -> pd.DataFrame:
         ignore_index=True,
     )
     need = {"model", "component", "status", "computed_mib", "measured_mib"}
-    ok = (
-        mem[(mem.model == "mlp") & (mem.status == "ok")]
-        if len(mem) and need <= set(mem.columns)
-        else pd.DataFrame()
-    )
+    ok = _where(mem, need, lambda d: (d.model == "mlp") & (d.status == "ok"))
     ok = ok[ok.component.astype(str).str.len() > 0] if len(ok) else ok
     if ok.empty:
         return _alone(pub, "backend_memory.csv with the MLP")
-    run = ok.run_name.astype(str) if "run_name" in ok else pd.Series("", index=ok.index)
     ours = pd.DataFrame(
         {
-            "source": run.map(_ours_label),
+            "source": _runs(ok).map(_ours_label),
             "backend": ok.backend,
             "model": ok.model,
             "component": ok.component,
@@ -769,28 +737,16 @@ def ops_beside_published(ops: pd.DataFrame) -> pd.DataFrame:
     return pd.concat(blocks, names=["run_name", "op_kind"]).reset_index()
 
 
-_TELEMETRY_CONFIG = (
-    "source",
-    "model",
-    "phase",
-    "batch_size",
-    "image_size",
-    "precision",
-    "memory_format",
-    "compile",
-    "data_mode",
-)
+_TELEMETRY_CONFIG = ("source", "model", "phase", "batch_size", "image_size", "precision", "memory_format")
+_TELEMETRY_CONFIG += ("compile", "data_mode")
 _GPU_SUMMARY = {
-    (stat, metric): name
-    for stat, metric, name in (
-        ("mean", "util_device_pct", "gpu_util_mean_pct"),
-        ("max", "util_device_pct", "gpu_util_max_pct"),
-        ("mean", "gpu_power_w", "gpu_power_w_mean"),
-        ("max", "gpu_power_w", "gpu_power_w_max"),
-        ("mean", "gpu_temp_c", "gpu_temp_c_mean"),
-        ("max", "gpu_temp_c", "gpu_temp_c_max"),
-        ("max", "gpu_mem_used_mib", "gpu_mem_used_max_mib"),
-    )
+    ("mean", "util_device_pct"): "gpu_util_mean_pct",
+    ("max", "util_device_pct"): "gpu_util_max_pct",
+    ("mean", "gpu_power_w"): "gpu_power_w_mean",
+    ("max", "gpu_power_w"): "gpu_power_w_max",
+    ("mean", "gpu_temp_c"): "gpu_temp_c_mean",
+    ("max", "gpu_temp_c"): "gpu_temp_c_max",
+    ("max", "gpu_mem_used_mib"): "gpu_mem_used_max_mib",
 }
 
 

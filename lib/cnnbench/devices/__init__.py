@@ -5,8 +5,7 @@ run); the workbook asks ``backend(device)`` and never tests a device's kind itse
 shares: the host CPU, threads and this process's memory.
 
     b = devices.backend(device)       # the first kind that claims it: rocm before cuda (ROCm's torch says "cuda")
-    b.synchronize(); b.peak_memory_mib(); b.lacks("precision", "tf32", b.hardware())
-"""
+    b.synchronize(); b.peak_memory_mib(); b.lacks("precision", "tf32", b.hardware())"""
 
 from __future__ import annotations
 

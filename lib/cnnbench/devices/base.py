@@ -2,8 +2,7 @@
 
 A :class:`Backend` is bound to one ``torch.device``. Each kind's module (cpu, cuda, mps, rocm) subclasses it and
 overrides what differs; nothing outside :mod:`cnnbench.devices` tests a device's kind. Tests put a fake backend in
-front with :func:`cnnbench.devices.using`.
-"""
+front with :func:`cnnbench.devices.using`."""
 
 from __future__ import annotations
 
@@ -97,13 +96,12 @@ class Backend:
         return host.cpu_model()
 
     def hardware(self) -> Hardware:
+        return self._hardware(cxx=_compiler(), macos=host.macos_version())
+
+    def _hardware(self, **facts) -> Hardware:
+        """This device's :class:`Hardware`: its kind and name, the host's cores and ISA, and ``facts``."""
         return Hardware(
-            kind=self.kind,
-            name=self.name(),
-            cores=host.physical_cores(),
-            isa=host.cpu_isa(),
-            cxx=_compiler(),
-            macos=host.macos_version(),
+            kind=self.kind, name=self.name(), cores=host.physical_cores(), isa=host.cpu_isa(), **facts
         )
 
     @classmethod
@@ -313,15 +311,8 @@ class Backend:
         rows = []
         for size in sizes:
             for kernel, (fn, nbytes) in stream_kernels(self.device, size).items():
-                rows.append(
-                    sweep_row(
-                        self.rates(fn, nbytes, repeats, min_call_s, graph=True),
-                        nbytes,
-                        kernel,
-                        repeats,
-                        "torch, bytes read + written",
-                    )
-                )
+                rates = self.rates(fn, nbytes, repeats, min_call_s, graph=True)
+                rows.append(sweep_row(rates, nbytes, kernel, repeats, "torch, bytes read + written"))
             self.empty_cache()
         return rows
 
@@ -386,16 +377,7 @@ def specs():
         return pd.read_csv(f)
 
 
-SPEC_COLUMNS = [
-    "device_name",
-    "kind",
-    "precision",
-    "level",
-    "peak_gflops",
-    "bandwidth_gbs",
-    "ridge_flop_per_byte",
-    "source",
-]
+SPEC_COLUMNS = "device_name kind precision level peak_gflops bandwidth_gbs ridge_flop_per_byte source".split()
 
 
 def normalise_name(name: str) -> str:

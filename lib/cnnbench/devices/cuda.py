@@ -11,7 +11,6 @@ import os
 
 import torch
 
-from cnnbench.devices import host
 from cnnbench.devices.base import Backend, Hardware, normalise_name, spec_rows, specs, sweep_row
 
 # What torch raises when an allocation fails inside a CUDA-graph capture (torch.compile's reduce-overhead): the
@@ -30,12 +29,7 @@ MAX_AUTOTUNE_MIN_SMS = 68
 # REREAD_TARGET_BYTES. Buffers under REREAD_MIN_BYTES are left out: one SM's L1 (256 KiB on Hopper) would serve them.
 REREAD_TARGET_BYTES = 4 * 2**30
 REREAD_MIN_BYTES = 2 * 2**20
-HBM_CAPABILITIES = (
-    (7, 0),
-    (8, 0),
-    (9, 0),
-    (10, 0),
-)  # V100, A100, H100/H200, B100/B200: data-centre parts, HBM
+HBM_CAPABILITIES = ((7, 0), (8, 0), (9, 0), (10, 0))  # V100, A100, H100/H200, B100/B200: data-centre, HBM
 
 
 class CudaBackend(Backend):
@@ -60,11 +54,7 @@ class CudaBackend(Backend):
         return tuple(torch.cuda.get_device_capability(self.device))
 
     def hardware(self) -> Hardware:
-        return Hardware(
-            kind=self.kind,
-            name=self.name(),
-            cores=host.physical_cores(),
-            isa=host.cpu_isa(),
+        return self._hardware(
             capability=self.capability(),
             triton=importlib.util.find_spec("triton") is not None,
             sms=torch.cuda.get_device_properties(self.device).multi_processor_count,
@@ -201,10 +191,8 @@ class CudaBackend(Backend):
         except ImportError:
             return energy.Unavailable("nvidia-ml-py is not installed: no NVML energy counter")
         except Exception as err:  # noqa: BLE001 - NVMLError_NotSupported and friends: the reason is the reading
-            return energy.Unavailable(
-                f"NVML total energy counter unavailable ({type(err).__name__}: {err}); "
-                "it needs a Volta or newer GPU"
-            )
+            why = f"NVML total energy counter unavailable ({type(err).__name__}: {err})"
+            return energy.Unavailable(f"{why}; it needs a Volta or newer GPU")
         return counter
 
     def profiler_activities(self) -> list:
@@ -214,11 +202,8 @@ class CudaBackend(Backend):
 
     def op_time_us(self, evt, self_only: bool = False) -> float:
         """The event's kernel time: ``device_time_total`` (torch 2.4+) or its old name ``cuda_time_total``."""
-        names = (
-            ("self_device_time_total", "self_cuda_time_total")
-            if self_only
-            else ("device_time_total", "cuda_time_total")
-        )
+        names = ("device_time_total", "cuda_time_total")
+        names = tuple(f"self_{n}" for n in names) if self_only else names
         return float(next((v for a in names if (v := getattr(evt, a, None)) is not None), 0.0))
 
     def op_names(self) -> dict[str, str]:
@@ -259,11 +244,9 @@ class CudaBackend(Backend):
 
     def cache_levels(self, threads: int = 1, sysfs_root=None) -> list[dict]:
         l2 = getattr(torch.cuda.get_device_properties(self.device), "L2_cache_size", None)  # torch 2.5+
-        return (
-            [{"level": "l2", "size_bytes": l2, "capacity_bytes": l2, "size_source": "cuda L2_cache_size"}]
-            if l2
-            else []
-        )
+        if not l2:
+            return []
+        return [{"level": "l2", "size_bytes": l2, "capacity_bytes": l2, "size_source": "cuda L2_cache_size"}]
 
     @property
     def main_memory(self) -> str:
@@ -276,18 +259,9 @@ class CudaBackend(Backend):
         l2 = max((lv["capacity_bytes"] for lv in self.cache_levels()), default=0)
         for size in reread_sizes(sizes, l2):
             fn, nbytes = reread_kernel(self.device, size)
-            rows.append(
-                {
-                    **sweep_row(
-                        self.rates(fn, nbytes, repeats, min_call_s, graph=True),
-                        size,
-                        "l2_reread",
-                        repeats,
-                        f"torch, one sum kernel re-reading the buffer {nbytes // size}x: bytes read",
-                    ),
-                    "bytes_per_call": nbytes,
-                }
-            )
+            rates = self.rates(fn, nbytes, repeats, min_call_s, graph=True)
+            method = f"torch, one sum kernel re-reading the buffer {nbytes // size}x: bytes read"
+            rows.append({**sweep_row(rates, size, "l2_reread", repeats, method), "bytes_per_call": nbytes})
             del fn
             self.empty_cache()
         return rows

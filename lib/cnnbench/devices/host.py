@@ -57,23 +57,11 @@ def cpu_model() -> str:
 
 
 # Vector and matrix instruction sets that decide what a CPU computes natively (x86 flags, Arm features).
-ISA_FLAGS = (
-    "sse4_2",
-    "avx",
-    "avx2",
-    "fma",
-    "f16c",
-    "avx512f",
-    "avx512bw",
-    "avx512_vnni",
-    "avx512_bf16",
-    "avx512_fp16",
-    "amx_tile",
-    "amx_bf16",
-    "amx_int8",
-    "asimd",
-    "bf16",
-    "sve",
+ISA_FLAGS = tuple(
+    (
+        "sse4_2 avx avx2 fma f16c avx512f avx512bw avx512_vnni avx512_bf16 avx512_fp16 amx_tile amx_bf16 "
+        "amx_int8 asimd bf16 sve"
+    ).split()
 )
 NATIVE_BF16 = ("avx512_bf16", "amx_bf16", "bf16")  # x86 AVX-512-BF16, Intel AMX, Arm FEAT_BF16
 

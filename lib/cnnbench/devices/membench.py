@@ -10,8 +10,7 @@ Kernels (float64, in place, each thread on its own row of a ``threads x n`` arra
   counted, so outside the cache that holds ``a`` the hardware moves up to 32 bytes per element.
 
 ``working_set_bytes`` of a call is its footprint, every thread's buffers together (read: 8 n, triad: 24 n bytes per
-thread); ``bytes_per_call`` is what the call moves by the convention above (footprint x trials).
-"""
+thread); ``bytes_per_call`` is what the call moves by the convention above (footprint x trials)."""
 
 from __future__ import annotations
 

@@ -39,13 +39,7 @@ class MpsBackend(Backend):
         return f"Apple {host.cpu_model().replace('Apple ', '')} GPU (MPS)"
 
     def hardware(self) -> Hardware:
-        return Hardware(
-            kind=self.kind,
-            name=self.name(),
-            cores=host.physical_cores(),
-            isa=host.cpu_isa(),
-            macos=host.macos_version(),
-        )
+        return self._hardware(macos=host.macos_version())
 
     @classmethod
     def lacks(cls, knob: str, value, hw: Hardware) -> str:

@@ -10,8 +10,7 @@
   documented way to read it by hand.
 
 Never a guess: when no counter is readable, ``energy_j`` is NaN and ``energy_note`` says why.
-Columns: ``energy_j``, ``energy_j_per_image``, ``avg_power_w``, ``energy_source``, ``energy_note``.
-"""
+Columns: ``energy_j``, ``energy_j_per_image``, ``avg_power_w``, ``energy_source``, ``energy_note``."""
 
 from __future__ import annotations
 
@@ -38,8 +37,7 @@ class Meter:
     """``with Meter(device) as m: <window>`` then ``m.summary(images)``: energy over the window.
 
     ``counter`` and ``clock`` are injectable so tests drive the meter with fake counters and a fake clock.
-    Counters that wrap (RAPL) are also read every ``poll_s`` seconds in a background thread.
-    """
+    Counters that wrap (RAPL) are also read every ``poll_s`` seconds in a background thread."""
 
     def __init__(
         self,

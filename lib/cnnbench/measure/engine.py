@@ -1,16 +1,14 @@
-"""The measurement engine: one training or evaluation configuration, measured the way a performance engineer
-would accept.
+"""The measurement engine: one training or evaluation configuration.
 
 One training step = zero_grad, forward, loss, backward, optimizer step. One eval step = forward under
-``torch.inference_mode()``. Same model, optimizer (SGD; the profiler's
-fine-tuning step: its own, see :class:`Workload`) and loss on every device. Warm-up steps run first;
-then ``repeats`` windows of ``measured_steps`` steps each, the device synchronised before every clock read.
+``torch.inference_mode()``. Same model, optimizer (SGD; the profiler's fine-tuning step: its own, see
+:class:`Workload`) and loss on every device. Warm-up steps run first; then ``repeats`` windows of
+``measured_steps`` steps each, the device synchronised before every clock read.
 Failures are rows: out of memory -> ``status=oom``, a non-finite loss -> ``status=unstable``, anything else ->
 ``status=error`` with the message; a worker process that dies -> ``status=crashed`` with its exit code or signal.
 
 :func:`measure` measures one configuration once, in this process; :func:`cnnbench.measure.runner.run_configs` measures
-many, each in several fresh worker processes in interleaved rounds (see :mod:`cnnbench.measure.runner`).
-"""
+many, each in several fresh worker processes in interleaved rounds (see :mod:`cnnbench.measure.runner`)."""
 
 from __future__ import annotations
 
@@ -31,27 +29,13 @@ from cnnbench.measure import energy, flops, telemetry, timing
 from cnnbench.results.schema import PROTOCOL_KEYS
 
 # Columns every result frame has, so a table of failures only still has them (empty).
-MEASURE_COLUMNS = (
-    "throughput_img_s",
-    "throughput_ci95_img_s",
-    "throughput_window_min_img_s",
-    "throughput_window_max_img_s",
-    "step_time_median_s",
-    "step_time_mean_s",
-    "step_time_std_s",
-    "n_steps",
-    "steps_per_window",
-    "noisy",
-    "gflops_per_image",
-    "achieved_gflops",
-    "achieved_tflops",
-    "baseline_rss_mib",
-    "peak_rss_mib",
-    "peak_device_mem_mib",
-    "peak_device_reserved_mib",
-    "util_cpu_mean_pct",
-    "util_device_mean_pct",
-    "error",
+MEASURE_COLUMNS = tuple(
+    (
+        "throughput_img_s throughput_ci95_img_s throughput_window_min_img_s throughput_window_max_img_s "
+        "step_time_median_s step_time_mean_s step_time_std_s n_steps steps_per_window noisy gflops_per_image "
+        "achieved_gflops achieved_tflops baseline_rss_mib peak_rss_mib peak_device_mem_mib "
+        "peak_device_reserved_mib util_cpu_mean_pct util_device_mean_pct error"
+    ).split()
 )
 
 
@@ -169,21 +153,17 @@ class Workload:
         self.scaler = b.grad_scaler(cfg.precision)
         if cfg.data_mode == "device":
             # one batch made once on the device: real images when a dataset is given, else synthetic
-            x, y = (
-                self._synthetic_batch()
-                if self.dataset is None
-                else self.to_device(
+            if self.dataset is None:
+                x, y = self._synthetic_batch()
+            else:
+                x, y = self.to_device(
                     *next(iter(data.loader(self.dataset, cfg.batch_size, 0, False, seed=p.seed)))
                 )
-            )
             self.next_batch = lambda: (x, y)
         else:
+            images = max(p.synthetic_images, cfg.batch_size)
             ds = self.dataset or data.synthetic_for(
-                cfg.in_channels,
-                cfg.image_size,
-                cfg.num_classes,
-                max(p.synthetic_images, cfg.batch_size),
-                p.seed,
+                cfg.in_channels, cfg.image_size, cfg.num_classes, images, p.seed
             )
             batches = data.cycle(
                 data.loader(ds, cfg.batch_size, cfg.workers, b.pin(cfg.pin_memory), seed=p.seed)
@@ -201,9 +181,9 @@ class Workload:
     def _synthetic_batch(self):
         gen = torch.Generator().manual_seed(self.p.seed)
         shape = (self.cfg.batch_size, self.cfg.in_channels, self.cfg.image_size, self.cfg.image_size)
+        x = torch.randn(shape, generator=gen)
         return self.to_device(
-            torch.randn(shape, generator=gen),
-            torch.randint(0, self.cfg.num_classes, (self.cfg.batch_size,), generator=gen),
+            x, torch.randint(0, self.cfg.num_classes, (self.cfg.batch_size,), generator=gen)
         )
 
     def to_device(self, x: torch.Tensor, y: torch.Tensor):
@@ -272,11 +252,8 @@ def config_key(cfg: Config, device: torch.device, p) -> dict:
     """The columns that identify a measurement: the workload, the device kind, every knob as it is in force there
     (:func:`cnnbench.knobs.in_force`) and the protocol (:data:`PROTOCOL_KEYS`)."""
     b = devices.backend(device)
-    return {
-        **cfg.replace(**knobs.in_force(cfg.setting, b)).columns(),
-        "device_kind": b.kind,
-        **{k: getattr(p, k) for k in PROTOCOL_KEYS},
-    }
+    in_force = cfg.replace(**knobs.in_force(cfg.setting, b)).columns()
+    return {**in_force, "device_kind": b.kind, **{k: getattr(p, k) for k in PROTOCOL_KEYS}}
 
 
 def _base_row(cfg: Config, device: torch.device, p) -> dict:
@@ -339,8 +316,7 @@ def measure(
     here where the OS allows (Linux), so it is this configuration's own (``isolation`` records how: "worker",
     a fresh process per configuration, see :mod:`cnnbench.measure.worker`; "in_process"; "in_process_unreset" when the
     high-water mark could not be reset and may belong to an earlier configuration). ``telemetry_series`` and
-    ``step_times_s`` ride along in the row for :func:`run_configs` to write to their own files.
-    """
+    ``step_times_s`` ride along in the row for :func:`run_configs` to write to their own files."""
     b = devices.backend(device)
     row = _base_row(cfg, device, p)
     row["timestamp"] = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
@@ -367,15 +343,8 @@ def measure(
             warmup_peak = b.peak_memory_mib()
             b.reset_peak_memory()  # the windows' own peak from here
             n = row["steps_per_window"] = steps_for_window(warmup_times, p)
-            row["cpu_fallback_ops"] = ",".join(
-                sorted(
-                    {
-                        str(w.message).split("'")[1]
-                        for w in caught
-                        if "fall back to run on the CPU" in str(w.message) and "'" in str(w.message)
-                    }
-                )
-            )
+            fallbacks = [str(w.message) for w in caught if "fall back to run on the CPU" in str(w.message)]
+            row["cpu_fallback_ops"] = ",".join(sorted({m.split("'")[1] for m in fallbacks if "'" in m}))
             row["loss_after_warmup"] = work.check_loss()
             step_times, window_times, spans = [], [], []
             faults = heap.minor_faults()
@@ -399,12 +368,8 @@ def measure(
         row["gflops_per_image"] = per_image / 1e9
         row["achieved_gflops"] = row["throughput_img_s"] * per_image / 1e9
         row["achieved_tflops"] = row["achieved_gflops"] / 1e3
-        row.update(
-            step_times_s=step_times,
-            window_times_s=window_times,
-            window_spans_s=spans,
-            telemetry_series=sampler.series(),
-        )
+        row.update(step_times_s=step_times, window_times_s=window_times, window_spans_s=spans)
+        row["telemetry_series"] = sampler.series()
         if cfg.compile != "off":
             row["compile_s"] = max(row["first_step_s"] - row["step_time_median_s"], 0.0)
     except Exception as err:  # noqa: BLE001 - every failure becomes a row, the run goes on

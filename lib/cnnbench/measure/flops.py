@@ -11,8 +11,7 @@ paths would hide it from ``FlopCounterMode``: ``nn.MultiheadAttention``'s infere
 ``no_grad``/eval it runs one fused ``_native_multi_head_attention`` op that has no formula, so a whole ViT block's
 attention and projections went uncounted) and the CPU flash-attention kernel behind
 ``scaled_dot_product_attention`` (no formula in torch either). Counting therefore runs with the fast path off
-(:func:`attention_fastpath_off`) and registers the CPU kernel with torch's own SDPA formulas.
-"""
+(:func:`attention_fastpath_off`) and registers the CPU kernel with torch's own SDPA formulas."""
 
 from __future__ import annotations
 
@@ -57,8 +56,7 @@ def _conv_backward_flop(
     torch's own formula (``torch.utils.flop_counter.conv_backward_flop``, torch <= 2.15) ignores ``groups`` in
     the weight-gradient branch and overcounts a depthwise conv's backward by its channel count (MobileNetV2's
     training FLOPs come out ~20x its forward). Each forward multiply-add has exactly one counterpart in the
-    weight gradient, so that branch costs the forward FLOPs; the input-gradient branch is torch's formula.
-    """
+    weight gradient, so that branch costs the forward FLOPs; the input-gradient branch is torch's formula."""
     flops = 0
     if output_mask[0]:
         flops += conv_flop_count(grad_out_shape, w_shape, get_shape(out_shape[0]), not transposed)
@@ -102,8 +100,7 @@ def flop_counter() -> FlopCounterMode:
 def attention_fastpath_off():
     """``nn.MultiheadAttention`` / ``TransformerEncoderLayer`` take their unfused path (restored afterwards).
 
-    The fused inference fast path computes the same products in one op no FLOP or byte formula knows.
-    """
+    The fused inference fast path computes the same products in one op no FLOP or byte formula knows."""
     mha = getattr(torch.backends, "mha", None)
     if mha is None or not hasattr(mha, "set_fastpath_enabled"):
         yield
@@ -174,8 +171,7 @@ def train_flops(model: nn.Module, x: torch.Tensor, num_classes: int) -> int:
 def activation_bytes(model: nn.Module, x: torch.Tensor, num_classes: int) -> int:
     """Bytes of the tensors autograd saves for backward in one training forward (parameters excluded).
 
-    Measured with ``saved_tensors_hooks`` on a real forward; storages saved by several ops count once.
-    """
+    Measured with ``saved_tensors_hooks`` on a real forward; storages saved by several ops count once."""
     param_ptrs = {p.untyped_storage().data_ptr() for p in model.parameters()}
     storages: dict[int, int] = {}
 
@@ -220,8 +216,7 @@ def complexity(
     """All complexity figures of ``name`` per image at ``image_size`` (default: its reference resolution).
 
     Counts run on a real batch of ``batch`` images and are divided by it. The model is in train mode for the
-    training count (batch norm uses batch statistics, as in training) and eval mode for the forward count.
-    """
+    training count (batch norm uses batch statistics, as in training) and eval mode for the forward count."""
     spec = models.spec(name)
     image_size = image_size or spec.reference_size
     num_classes = num_classes or spec.reference_classes
@@ -271,8 +266,7 @@ def table(
 
     ImageNet models are counted at their reference resolution with 1000 classes (where torchvision's figures
     apply) and at ``image_size`` with ``num_classes`` (what the run trains); the MNIST CNN trains at its
-    reference input, so it gets one row.
-    """
+    reference input, so it gets one row."""
     from cnnbench.progress import bar
 
     rows = []

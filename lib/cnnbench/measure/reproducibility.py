@@ -1,16 +1,12 @@
 """Does a number reproduce? Every configuration a run measured twice, side by side, and the machine's state.
 
-A 95% interval is true only if a second measurement falls inside it. A run measures some configurations twice
-on purpose: 07 confirms its default configuration, which 02 also measured (03's rows of 02's batch sizes are
-02's, copied with ``measured_in``: not a second measurement), and 06's step phases time the unsplit training step, drawn
-from a DataLoader, which matches 02's or 03's row only where that row also trained from a loader (``data_mode:
-loader``) at 06's batch size. :func:`repeated` sets each pair side by side: the
-difference, the interval of the difference (the two half-widths combined in quadrature) and whether the
-difference is inside it (``agree``), and, stricter, whether the second rate is inside the first's own interval.
+The passes that measure a configuration twice: 07's confirmation of its default (also 02's), and 06's unsplit
+step (02's or 03's loader row at its batch size); rows copied with ``measured_in`` are not a second measurement.
+:func:`repeated` sets each pair side by side: the difference, the interval of the difference (the half-widths in
+quadrature), whether the difference is inside it (``agree``) and whether the second rate is inside the first's.
 
 :func:`machine_summary` says how quiet the machine was over a run's measurements (pyperf's "the benchmark seems
-unstable"): a run on a busy machine says so at the top of its report, with the figures.
-"""
+unstable"): a run on a busy machine says so at the top of its report, with the figures."""
 
 from __future__ import annotations
 
@@ -30,23 +26,10 @@ def same_keys() -> tuple[str, ...]:
 
 PRECISE_PCT = 10.0  # a rate whose 95% interval is within +-10% supports a headline on its own
 
-COLUMNS = [
-    "run_name",
-    "model",
-    "phase",
-    "batch_size",
-    "first",
-    "rate_first_img_s",
-    "ci95_first_img_s",
-    "second",
-    "rate_second_img_s",
-    "ci95_second_img_s",
-    "difference_pct",
-    "difference_ci95_pct",
-    "agree",
-    "second_inside_first",
-    "probe_change_pct",
-]
+COLUMNS = (
+    "run_name model phase batch_size first rate_first_img_s ci95_first_img_s second rate_second_img_s "
+    "ci95_second_img_s difference_pct difference_ci95_pct agree second_inside_first probe_change_pct"
+).split()
 
 
 def measured_here(df: pd.DataFrame) -> pd.DataFrame:
@@ -94,23 +77,13 @@ def repeated(
     step_phases: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
     """Every configuration of a run measured by two passes, one row per pair (see the module's docstring)."""
-    passes = [
-        p
-        for p in (
-            _ok(scenario_a, "scenario_a"),
-            _ok(batch_sweep, "batch_sweep"),
-            _tuning_default(tuning),
-            _unsplit_step(step_phases),
-        )
-        if len(p)
-    ]
+    passes = (_ok(scenario_a, "scenario_a"), _ok(batch_sweep, "batch_sweep"), _tuning_default(tuning))
+    passes = [p for p in (*passes, _unsplit_step(step_phases)) if len(p)]
     out = []
     for i, a in enumerate(passes):
         for b in passes[i + 1 :]:
             on = [k for k in ("run_name", *same_keys()) if k in a and k in b]
-            j = a.merge(b, on=on, suffixes=("_a", "_b"))
-            for r in j.to_dict("records"):
-                out.append(_pair(r))
+            out += [_pair(r) for r in a.merge(b, on=on, suffixes=("_a", "_b")).to_dict("records")]
     return pd.DataFrame(out, columns=COLUMNS)
 
 
@@ -177,17 +150,8 @@ def machine_summary(*tables: pd.DataFrame) -> pd.DataFrame:
     read = [measured_here(t) for t in tables if t is not None and len(t) and "machine_state" in t]
     rows = pd.concat(read, ignore_index=True) if read else pd.DataFrame()
     if rows.empty:
-        return pd.DataFrame(
-            columns=[
-                "run_name",
-                "configurations",
-                "busy",
-                "steal_max_pct",
-                "other_cpu_max_pct",
-                "process_cv_median_pct",
-                "verdict",
-            ]
-        )
+        columns = "run_name configurations busy steal_max_pct other_cpu_max_pct process_cv_median_pct verdict"
+        return pd.DataFrame(columns=columns.split())
     if "run_name" not in rows:
         rows["run_name"] = ""
     out = []
@@ -199,18 +163,9 @@ def machine_summary(*tables: pd.DataFrame) -> pd.DataFrame:
         probe = _col(g, "probe_img_s").dropna()
         across = 100 * (probe.max() - probe.min()) / probe.median() if len(probe) else math.nan
         moved = max(across, _col(g, "probe_spread_pct").max()) if len(probe) else math.nan
-        out.append(
-            {
-                "run_name": run,
-                "configurations": len(g),
-                "busy": busy,
-                "steal_max_pct": steal,
-                "other_cpu_max_pct": other,
-                "process_cv_median_pct": cv,
-                "probe_moved_pct": moved,
-                "verdict": verdict(len(g), busy, steal, other, cv, moved),
-            }
-        )
+        figures = {"steal_max_pct": steal, "other_cpu_max_pct": other, "process_cv_median_pct": cv}
+        figures |= {"probe_moved_pct": moved, "verdict": verdict(len(g), busy, steal, other, cv, moved)}
+        out.append({"run_name": run, "configurations": len(g), "busy": busy, **figures})
     return pd.DataFrame(out)
 
 

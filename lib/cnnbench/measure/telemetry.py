@@ -7,8 +7,7 @@ busy share less this process tree's), and the CPU clock where readable (psutil).
 verdict per measurement (quiet | busy) with the figures.
 NVIDIA, for EVERY GPU of the machine (an idle second GPU shows as idle): utilisation, memory-controller
 utilisation, memory used, power, temperature, SM clock and throttle reasons (nvidia-ml-py). MPS: allocated
-memory. Seed 000 does not say when it read its 0-3% GPU utilisation (a reading outside the run is our
-inference); here sampling starts and stops with the window.
+memory. Sampling starts and stops with the window.
 
     with telemetry.Sampler(device, 0.1) as s:
         ...                                   # the work
@@ -16,8 +15,7 @@ inference); here sampling starts and stops with the window.
     s.summary()   # mean/max per quantity of the measured device: util_cpu_mean_pct, gpu_power_w_mean, ...
 
 ``device_index`` is the CPU core for ``util_cpu_core_pct``, the NVML index of the GPU for GPU metrics, and
-empty (None) for host-wide ones. The engine writes the series of every configuration to ``telemetry.csv``.
-"""
+empty (None) for host-wide ones. The engine writes the series of every configuration to ``telemetry.csv``."""
 
 from __future__ import annotations
 
@@ -37,17 +35,9 @@ import torch
 from cnnbench import devices, paths
 from cnnbench.measure.timing import STALL_FACTOR
 
-_NVML_THROTTLE = {
-    0x1: "gpu_idle",
-    0x2: "app_clocks",
-    0x4: "sw_power_cap",
-    0x8: "hw_slowdown",
-    0x10: "sync_boost",
-    0x20: "sw_thermal",
-    0x40: "hw_thermal",
-    0x80: "hw_power_brake",
-    0x100: "display_clocks",
-}
+# NVML's clock throttle reasons, bit 0x1 upwards
+_THROTTLES = "gpu_idle app_clocks sw_power_cap hw_slowdown sync_boost sw_thermal hw_thermal hw_power_brake"
+_NVML_THROTTLE = {1 << i: name for i, name in enumerate([*_THROTTLES.split(), "display_clocks"])}
 # Which reading gpu_power_w holds (the row's ``gpu_power_source``): NVML_FI_DEV_POWER_INSTANT where the driver
 # has it, else nvmlDeviceGetPowerUsage, a one-second average on Ampere/Hopper (except A100) that lags 0.1 s samples.
 POWER_INSTANT, POWER_AVERAGE = "nvml_instant", "nvml_power_usage_1s_avg"
@@ -178,9 +168,8 @@ class Sampler:
             self._add(t, "util_device_pct", util.gpu, index)
             self._add(t, "util_device_mem_pct", util.memory, index)
             self._add(t, "gpu_mem_used_mib", nvml.nvmlDeviceGetMemoryInfo(handle).used / 2**20, index)
-            self._add(
-                t, "gpu_temp_c", nvml.nvmlDeviceGetTemperature(handle, nvml.NVML_TEMPERATURE_GPU), index
-            )
+            temperature = nvml.nvmlDeviceGetTemperature(handle, nvml.NVML_TEMPERATURE_GPU)
+            self._add(t, "gpu_temp_c", temperature, index)
             watts, source = gpu_power_w(nvml, handle)
             self._add(t, "gpu_power_w", watts, index)
             if index == self.measured_index:

@@ -2,8 +2,7 @@
 
 Relies on one API of :class:`cnnbench.measure.telemetry.Sampler`: ``with Sampler(device, interval_s) as s: ...`` then
 ``s.series()`` -> a list of dicts with ``t_s``, ``metric``, ``value``, ``device_index``. A sampler without
-``series()`` yields no rows (the plot says so) rather than failing the run.
-"""
+``series()`` yields no rows (the plot says so) rather than failing the run."""
 
 from __future__ import annotations
 

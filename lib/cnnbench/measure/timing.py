@@ -1,7 +1,6 @@
 """Timing: synchronised clocks, per-step times, and the statistics reported for every measured window.
 
-Throughput is images / synchronised wall time of the whole measured window, never a mean of per-step rates.
-"""
+Throughput is images / synchronised wall time of the whole measured window, never a mean of per-step rates."""
 
 from __future__ import annotations
 
@@ -86,8 +85,7 @@ class StepTimer:
     has timing events (CUDA) each step's time comes from events recorded between steps, elsewhere (MPS) each step
     is given the window's mean (``source`` says so). On the host CPU every step is timed by the host clock. The
     window's wall time always comes from the host clock read after a synchronisation. ``clock`` and ``sync`` are
-    injectable so tests drive the timer with a fake clock.
-    """
+    injectable so tests drive the timer with a fake clock."""
 
     def __init__(
         self,
@@ -152,8 +150,7 @@ def summarize(
     ``throughput_img_s`` is all images of all windows over their summed synced wall time. With two or more
     windows its 95% interval is the Student t interval of the per-window throughputs; with one window, a
     bootstrap over the step times (2000 resamples). ``noisy`` is IQR / median step time > 10%;
-    ``stalled_windows`` counts the windows longer than :data:`STALL_FACTOR` x their steps at the median.
-    """
+    ``stalled_windows`` counts the windows longer than :data:`STALL_FACTOR` x their steps at the median."""
     steps = np.asarray(step_times, dtype=float)
     if steps.size == 0 or not window_times:
         raise ValueError("no measured steps")

@@ -1,12 +1,9 @@
 """Arithmetic intensity without hardware counters: FLOPs and bytes of every aten op of a real step.
 
-Model: **compulsory traffic with no reuse between ops**. Each op reads all its tensor inputs (activations,
-weights, gradients, optimizer state) once and writes its outputs once. This is an upper bound on DRAM traffic
-when caches keep data between ops (small layers, small batches) and a lower bound when a kernel makes several
-passes over its data. Views move nothing. FLOPs are counted by the same formulas as ``cnnbench.measure.flops``
+Model: **compulsory traffic with no reuse between ops**: each op reads its tensor inputs once and writes its
+outputs once (views move nothing). FLOPs are counted by the same formulas as ``cnnbench.measure.flops``
 (matmul/convolution/attention, 2 per multiply-add); elementwise and normalisation ops have FLOPs 0 here and are
-counted as pure traffic, which is what makes them memory-bound on the roofline.
-"""
+counted as pure traffic, which is what makes them memory-bound on the roofline."""
 
 from __future__ import annotations
 
@@ -117,8 +114,7 @@ def count_step(
     boundaries: an activation's backward (threshold_backward) can land on the neighbouring module.
     Runs on the meta device by default: shapes are all a count needs, so batch 128 of ResNet-50 costs nothing.
     bf16/fp16 are modelled by running the whole model in that dtype (autocast keeps some ops in fp32, so the
-    real traffic of a mixed-precision step is a little higher).
-    """
+    real traffic of a mixed-precision step is a little higher)."""
     torch.manual_seed(0)
     build = models.build_meta if torch.device(device).type == "meta" else models.build
     model = build(model_name, num_classes=num_classes, image_size=image_size)

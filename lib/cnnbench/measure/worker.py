@@ -1,14 +1,11 @@
 """One configuration measured in a fresh worker process, as TorchBench does.
 
-A fresh process per configuration makes its peak host memory (RSS), device memory and allocator state its own:
-``mnist_cnn`` measured after DenseNet-121 no longer reports DenseNet's high-water mark. A worker that dies
-(segfault, the OOM killer, ``os._exit``) becomes a row with ``status=crashed`` and its exit code or signal; the
-run goes on. The worker's start-up (a fork of a server process that has imported torch, on Linux; a spawned
-interpreter elsewhere) happens before the configuration is built, outside every timed window.
+A fresh process per configuration makes its peak host memory (RSS), device memory and allocator state its own.
+A worker that dies (segfault, the OOM killer, ``os._exit``) becomes a row with ``status=crashed`` and its exit
+code or signal; the run goes on. The worker's start-up happens outside every timed window.
 
 ``CNNBENCH_TEST_WORKER_HOOK`` (tests only): JSON ``{model: action}`` run in the worker before measuring that
-model; actions ``segfault``, ``exit:N``, ``raise`` and ``ballast:MIB`` (hold MIB MiB of touched memory).
-"""
+model; actions ``segfault``, ``exit:N``, ``raise`` and ``ballast:MIB`` (hold MIB MiB of touched memory)."""
 
 from __future__ import annotations
 

@@ -2,8 +2,7 @@
 by row with the rule for a run's current rows (:mod:`.files`); and runs discovered and merged (:mod:`.runs`).
 
 Producers write through it, notebooks and the analysis read through it (:func:`read`). It imports no
-experiment module.
-"""
+experiment module."""
 
 from cnnbench.results.files import (
     DONE_STATUSES,

@@ -3,8 +3,7 @@
 Which rows are a run's current answer is recorded here too: before measuring, a producer declares the
 configurations its invocation measures (:meth:`ResultsFile.plan`); :meth:`ResultsFile.current` returns only
 the rows of the latest plan of every writer. Rows an earlier invocation measured with other parameters stay in
-the file (a rerun with the old parameters resumes from them) but are never presented as this run's.
-"""
+the file (a rerun with the old parameters resumes from them) but are never presented as this run's."""
 
 from __future__ import annotations
 
@@ -197,14 +196,8 @@ class ResultsFile:
     def rows(self) -> list[dict[str, str]]:
         """The file's rows; refuses (one line) a corrupt file or rows of another results schema version."""
         rows = read_rows(self.path)
-        version = next(
-            (
-                r.get("schema_version", "")
-                for r in rows
-                if r.get("schema_version", "") not in ("", str(SCHEMA_VERSION))
-            ),
-            None,
-        )
+        versions = (r.get("schema_version", "") for r in rows)
+        version = next((v for v in versions if v not in ("", str(SCHEMA_VERSION))), None)
         if version is not None:
             raise CorruptResults(
                 f"{self.path}: results schema {version}, this version writes {SCHEMA_VERSION}; "

@@ -3,8 +3,7 @@ and merge their current rows, every row stamped with its run's identity (run nam
 
 A run folder is left out of a merge, with its reason, when it is a smoke/test run, a failed or interrupted run
 (``FAILED.txt``), a run of another results schema, or broken (an ``environment.json`` or ``params.json`` that
-cannot be read as a JSON object, or a results table that cannot be read).
-"""
+cannot be read as a JSON object, or a results table that cannot be read)."""
 
 from __future__ import annotations
 
@@ -21,25 +20,12 @@ from cnnbench.results.schema import MERGED, TABLES, read
 ALL_RUNS = "*"  # analysis_runs: ["*"] merges every user run of outputs/
 # The parameters that make two runs' configurations differ (shown beside a merge; the rows themselves are
 # matched on their own columns).
-RUN_CONFIG_KEYS = (
-    "models",
-    "image_size",
-    "num_classes",
-    "dataset",
-    "data_mode",
-    "batch_size",
-    "batch_size_per_model",
-    "warmup_steps",
-    "measured_steps",
-    "repeats",
-    "processes",
-    "variants",
-    "lr",
-    "momentum",
-    "phases",
-    "threads",
-    "epoch_images",
-    "epoch_images_per_model",
+RUN_CONFIG_KEYS = tuple(
+    (
+        "models image_size num_classes dataset data_mode batch_size batch_size_per_model warmup_steps "
+        "measured_steps repeats processes variants lr momentum phases threads epoch_images "
+        "epoch_images_per_model"
+    ).split()
 )
 _SMOKE = re.compile(r"^smoke", re.IGNORECASE)
 

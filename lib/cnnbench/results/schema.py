@@ -4,8 +4,7 @@ a run's current rows are chosen.
 A table is either *keyed* (rows appended one configuration at a time, replaced by key; a producer declares the
 configurations of its invocation with :meth:`ResultsFile.plan`, and only those are current) or *whole* (written
 in one piece by its notebook: every row is current). Producers write through :func:`file`, readers read
-through :func:`read`; nothing else spells a table's key.
-"""
+through :func:`read`; nothing else spells a table's key."""
 
 from __future__ import annotations
 
@@ -21,19 +20,11 @@ from cnnbench.results.files import ResultsFile, current_rows, frame, read_rows
 WORKLOAD_KEYS = ("model", "device_kind", "phase", "dataset", "image_size", "num_classes", "in_channels")
 # The params keys that change an engine measurement, so a rerun with other values measures new rows instead of
 # reusing old ones.
-PROTOCOL_KEYS = (
-    "warmup_steps",
-    "measured_steps",
-    "window_s",
-    "repeats",
-    "processes",
-    "max_processes",
-    "ci_target_pct",
-    "lr",
-    "momentum",
-    "synthetic_images",
-    "seed",
-    "data_path",
+PROTOCOL_KEYS = tuple(
+    (
+        "warmup_steps measured_steps window_s repeats processes max_processes ci_target_pct lr momentum "
+        "synthetic_images seed data_path"
+    ).split()
 )
 
 
@@ -76,27 +67,15 @@ def profile_plan() -> tuple[str, ...]:
     return (
         *_SHAPE,
         *knobs.keyed(),
-        "seed",
-        "optimizer",
-        "lr",
-        "warmup_steps",
-        "profiled_steps",
-        "profile_top_k",
+        *"seed optimizer lr warmup_steps profiled_steps profile_top_k".split(),
     )
 
 
-SCALING_PLAN = (
-    "model",
-    "backend",
-    "world_size",
-    "per_device_batch",
-    "image_size",
-    "threads_per_process",
-    "scaling_steps",
-    "repeats",
-    "warmup_steps",
-    "host_heap",
-    "seed",
+SCALING_PLAN = tuple(
+    (
+        "model backend world_size per_device_batch image_size threads_per_process scaling_steps repeats "
+        "warmup_steps host_heap seed"
+    ).split()
 )
 # 04's measured peaks (device_peaks.csv's measured rows and bandwidth_sweep.csv are kept when these match) and
 # profiled layers (a cache of each Scenario A configuration's per-layer profile, kept when its key matches).
@@ -108,24 +87,11 @@ def layer_plan() -> tuple[str, ...]:
 
 
 # 06's fine-tuning grid: one point (its epochs are rows).
-TRANSFER_GRID_KEYS = (
-    "model",
-    "device_kind",
-    "dataset",
-    "optimizer",
-    "pretrained",
-    "lr",
-    "batch_size",
-    "image_size",
-    "threads",
-    "freeze_backbone",
-    "momentum",
-    "train_images",
-    "val_images",
-    "seed",
-    "workers",
-    "pin_memory",
-    "data_path",
+TRANSFER_GRID_KEYS = tuple(
+    (
+        "model device_kind dataset optimizer pretrained lr batch_size image_size threads freeze_backbone "
+        "momentum train_images val_images seed workers pin_memory data_path"
+    ).split()
 )
 # 07's search: what identifies one search (its workload, the default setting it is measured against, the protocol
 # and every tune_* parameter but the lists of what is searched, lists comma-joined).
@@ -135,13 +101,7 @@ TUNING_PARAM_KEYS = ("seed", "lr", "momentum", "synthetic_images", "repeats", *_
 
 def search_keys() -> tuple[str, ...]:
     return (
-        "model",
-        "device_kind",
-        "phase",
-        "image_size",
-        "num_classes",
-        "in_channels",
-        "dataset",
+        *"model device_kind phase image_size num_classes in_channels dataset".split(),
         *(f"default_{k}" for k in knobs.keyed()),
         *TUNING_PARAM_KEYS,
     )

@@ -5,8 +5,7 @@ Placement is hierarchical, as Nsight Compute draws it: each point is held agains
 level its working set fits in (a layer: the op's counted bytes per call; a whole step: its counted bytes), and the
 DRAM-only view (``attainable_dram_gflops``, ``efficiency_dram``, ``bound_dram``) stays beside it, and what every
 measured level would allow at the point's intensity (``attainable_<level>_gflops``: l1, l2, l3, dram/hbm). A point
-more than 5% above its own roof has ``above_roof`` true and ``above_roof_reason`` saying why.
-"""
+more than 5% above its own roof has ``above_roof`` true and ``above_roof_reason`` saying why."""
 
 from __future__ import annotations
 
@@ -118,14 +117,8 @@ def step_intensity(
 ) -> dict:
     """Whole-step FLOPs, bytes and intensity of one configuration (see :mod:`cnnbench.measure.traffic`)."""
     ops = traffic.count_step(model, batch_size, image_size, num_classes, phase, precision)
-    return {
-        "model": model,
-        "phase": phase,
-        "batch_size": batch_size,
-        "image_size": image_size,
-        "precision": precision,
-        **traffic.summary(ops),
-    }
+    config = {"model": model, "phase": phase, "batch_size": batch_size, "image_size": image_size}
+    return {**config, "precision": precision, **traffic.summary(ops)}
 
 
 _KEYS = ["model", "phase", "batch_size", "image_size", "precision"]
@@ -159,53 +152,42 @@ def place(results: pd.DataFrame, intensities: pd.DataFrame, peaks: pd.DataFrame,
     for r in merged.itertuples():
         working_set = r.gbytes * 1e9
         roof = level_roof(peaks, r.precision, working_set)
-        rows.append(
-            {
-                "source": source,
-                "device_name": r.device_name,
-                "device_kind": getattr(r, "device_kind", None),
-                "model": r.model,
-                "phase": r.phase,
-                "batch_size": r.batch_size,
-                "precision": r.precision,
-                "memory_format": r.memory_format,
-                "intensity_flop_per_byte": r.intensity_flop_per_byte,
-                "achieved_gflops": r.achieved_gflops,
-                "working_set_mib": working_set / 2**20,
-                **judge(r.intensity_flop_per_byte, r.achieved_gflops, roof, roof_for(peaks, r.precision)),
-                "roof": f"measured {roof.name} {roof.get('level', 'dram')}",
-                **attainable_by_level(peaks, r.precision, r.intensity_flop_per_byte),
-            }
-        )
+        ident = {
+            "source": source,
+            "device_name": r.device_name,
+            "device_kind": getattr(r, "device_kind", None),
+        }
+        ident |= {"model": r.model, "phase": r.phase, "batch_size": r.batch_size, "precision": r.precision}
+        ident |= {"memory_format": r.memory_format}
+        rows.append(_point(ident, r, working_set, roof, roof_for(peaks, r.precision), peaks))
     return pd.DataFrame(rows)
+
+
+def _point(ident: dict, r, working_set: float, roof: pd.Series, dram: pd.Series, peaks: pd.DataFrame) -> dict:
+    """A roofline.csv row: ``ident``, then point ``r``'s intensity and rate judged against ``roof`` and
+    ``dram``."""
+    return {
+        **ident,
+        "intensity_flop_per_byte": r.intensity_flop_per_byte,
+        "achieved_gflops": r.achieved_gflops,
+        "working_set_mib": working_set / 2**20,
+        **judge(r.intensity_flop_per_byte, r.achieved_gflops, roof, dram),
+        "roof": f"measured {roof.name} {roof.get('level', 'dram')}",
+        **attainable_by_level(peaks, roof.name, r.intensity_flop_per_byte),
+    }
 
 
 def parameter_proxy(complexity: pd.DataFrame) -> pd.DataFrame:
     """Seed 000's proxy, FLOPs per image / parameter bytes, recomputed from our counts (seed 000 used MACs at 224)."""
     ref = complexity[complexity.role.str.startswith("reference")]
-    return pd.DataFrame(
-        {
-            "model": ref.model,
-            "proxy_ai_macs224_over_param_bytes": ref.gmacs_fwd * 1e9 / (ref.param_mib * 2**20),
-        }
-    )
+    proxy = ref.gmacs_fwd * 1e9 / (ref.param_mib * 2**20)
+    return pd.DataFrame({"model": ref.model, "proxy_ai_macs224_over_param_bytes": proxy})
 
 
-LAYER_COLUMNS = [
-    "model",
-    "phase",
-    "batch_size",
-    "op",
-    "layer",
-    "calls_per_step",
-    "time_per_step_s",
-    "flops",
-    "flops_counted",
-    "bytes",
-    "intensity_flop_per_byte",
-    "achieved_gflops",
-    "time_share",
-]
+LAYER_COLUMNS = (
+    "model phase batch_size op layer calls_per_step time_per_step_s flops flops_counted bytes".split()
+)
+LAYER_COLUMNS += ["intensity_flop_per_byte", "achieved_gflops", "time_share"]
 
 
 def profile_layers(
@@ -228,11 +210,10 @@ def profile_layers(
             for _ in range(steps):
                 work.step()
             b.synchronize()
-    counted = traffic.by_op_shape(
-        traffic.count_step(
-            cfg.model, cfg.batch_size, cfg.image_size, cfg.num_classes, cfg.phase, cfg.precision
-        )
+    ops = traffic.count_step(
+        cfg.model, cfg.batch_size, cfg.image_size, cfg.num_classes, cfg.phase, cfg.precision
     )
+    counted = traffic.by_op_shape(ops)
     return layer_table(prof.key_averages(group_by_input_shape=True), counted, steps, cfg, b)
 
 
@@ -280,8 +261,7 @@ def compare_with_seeds(intensity: pd.DataFrame, complexity: pd.DataFrame) -> pd.
 
     Seed 000's "AI (FLOPs/Byte)" column is in GFLOP/MB (its FLOPs per image over its model size in MB, both in
     ``published.AI_TABLE_000``): x 10^9 / 10^6 gives FLOP/byte, x 10^9 / 2^20 the same with its MB read as MiB
-    (which its model sizes, fp32 parameters x 4 bytes, are).
-    """
+    (which its model sizes, fp32 parameters x 4 bytes, are)."""
     if intensity.empty:
         out = pd.DataFrame({"model": sorted(set(published.PARAM_PROXY_AI_000) | set(published.AI_003))})
     else:
@@ -376,12 +356,8 @@ def layers_for_models(run, scenario_a: pd.DataFrame, steps: int = 2) -> pd.DataF
     table.plan(run.dir, planned, "roofline")
     progress.resumed(len(planned) - profiled, len(planned), cache.path.name, "layer profiles")
     kept = results.read(run.dir, "roofline_layers")
-    frames = (
-        [g[LAYER_COLUMNS] for _, g in kept.groupby(list(table.plan_columns), sort=False, dropna=False)]
-        if len(kept)
-        else []
-    )
-    frames = [f for f in frames if len(f)]
+    groups = kept.groupby(list(table.plan_columns), sort=False, dropna=False) if len(kept) else []
+    frames = [g[LAYER_COLUMNS] for _, g in groups if len(g)]
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=LAYER_COLUMNS)
 
 
@@ -395,60 +371,22 @@ def layer_points(layers: pd.DataFrame, peaks: pd.DataFrame) -> pd.DataFrame:
     for r in layers.itertuples():
         working_set = r.bytes / max(r.calls_per_step, 1e-9)  # one call's bytes: what must fit in the level
         roof = level_roof(peaks, "fp32", working_set)
-        rows.append(
-            {
-                "source": "layer",
-                "device_name": dram.device_name,
-                "device_kind": dram.get("device_kind"),
-                "model": r.model,
-                "phase": r.phase,
-                "batch_size": r.batch_size,
-                "precision": "fp32",
-                "layer": r.layer,
-                "op": r.op,
-                "intensity_flop_per_byte": r.intensity_flop_per_byte,
-                "achieved_gflops": r.achieved_gflops,
-                "working_set_mib": working_set / 2**20,
-                **judge(r.intensity_flop_per_byte, r.achieved_gflops, roof, dram),
-                "roof": f"measured fp32 {roof.get('level', 'dram')}",
-                **attainable_by_level(peaks, "fp32", r.intensity_flop_per_byte),
-            }
-        )
+        ident = {"source": "layer", "device_name": dram.device_name, "device_kind": dram.get("device_kind")}
+        ident |= {"model": r.model, "phase": r.phase, "batch_size": r.batch_size, "precision": "fp32"}
+        rows.append(_point({**ident, "layer": r.layer, "op": r.op}, r, working_set, roof, dram, peaks))
     return pd.DataFrame(rows)
 
 
 def flagged(points: pd.DataFrame) -> pd.DataFrame:
     """The points more than 5% above their own roof, with the reason (empty when none)."""
+    rates = ["achieved_gflops", "attainable_gflops", "above_roof_reason"]
     if points.empty or "above_roof" not in points:
-        return pd.DataFrame(
-            columns=[
-                "source",
-                "model",
-                "op",
-                "level",
-                "achieved_gflops",
-                "attainable_gflops",
-                "above_roof_reason",
-            ]
-        )
+        return pd.DataFrame(columns=["source", "model", "op", "level", *rates])
     cols = [
-        c
-        for c in (
-            "source",
-            "model",
-            "phase",
-            "op",
-            "layer",
-            "level",
-            "working_set_mib",
-            "intensity_flop_per_byte",
-            "achieved_gflops",
-            "attainable_gflops",
-            "above_roof_reason",
-        )
-        if c in points
+        *"source model phase op layer level working_set_mib intensity_flop_per_byte".split(),
+        *rates,
     ]
-    return points.loc[points.above_roof.astype(bool), cols]
+    return points.loc[points.above_roof.astype(bool), [c for c in cols if c in points]]
 
 
 def above_roof_summary(points: pd.DataFrame) -> pd.DataFrame:

@@ -52,8 +52,7 @@ def matmul_rates(
     """GFLOP/s of each of ``repeats`` timed calls of a dense n x n matmul (2 n^3 FLOPs per product: FMA-bound).
 
     Each timed call chains as many products as last ``min_call_s`` (calibrated on the device), so a fast GPU's
-    timed call carries enough work whatever ``n`` is.
-    """
+    timed call carries enough work whatever ``n`` is."""
     b = devices.backend(device)
     x, y = (torch.randn(n, n, device=device, dtype=DTYPES[precision]) for _ in range(2))
     with b.math(precision):
@@ -108,12 +107,8 @@ def conv_gflops(
 def rate_summary(rates: list[float]) -> dict:
     """Best, median and spread ((best - worst) / median) of repeated calls' rates, and how many calls."""
     median = statistics.median(rates)
-    return {
-        "best": max(rates),
-        "median": median,
-        "spread": (max(rates) - min(rates)) / median if median else 0.0,
-        "calls": len(rates),
-    }
+    spread = (max(rates) - min(rates)) / median if median else 0.0
+    return {"best": max(rates), "median": median, "spread": spread, "calls": len(rates)}
 
 
 # ---------------------------------------------------------------- memory hierarchy
@@ -129,23 +124,17 @@ def bandwidth_sweep(
 ) -> pd.DataFrame:
     """Best and median bandwidth of each kernel at each working set, GB/s, one row each: the device's own kernels
     (:meth:`cnnbench.devices.Backend.bandwidth_sweep`; the CPU's are :mod:`cnnbench.devices.membench`)."""
-    return pd.DataFrame(
-        devices.backend(device).bandwidth_sweep(
-            sizes, repeats, min_call_s, threads or torch.get_num_threads()
-        )
+    rows = devices.backend(device).bandwidth_sweep(
+        sizes, repeats, min_call_s, threads or torch.get_num_threads()
     )
+    return pd.DataFrame(rows)
 
 
 def knees(sweep: pd.DataFrame, drop: float = 0.3) -> list[int]:
     """Working sets after which the best bandwidth falls by more than ``drop``: where a cache level ends."""
     best = sweep.groupby("working_set_bytes").bandwidth_gbs.max().sort_index()
-    return [
-        int(s)
-        for s, nxt, b, bn in zip(
-            best.index[:-1], best.index[1:], best.values[:-1], best.values[1:], strict=True
-        )
-        if bn < (1 - drop) * b and nxt > s
-    ]
+    pairs = zip(best.index[:-1], best.index[1:], best.values[:-1], best.values[1:], strict=True)
+    return [int(s) for s, nxt, b, bn in pairs if bn < (1 - drop) * b and nxt > s]
 
 
 def _level_row(inside: pd.DataFrame, lv: dict) -> dict:
@@ -184,8 +173,7 @@ def level_roofs(sweep: pd.DataFrame, levels: list[dict], main: str = "dram") -> 
 
     An inner level measured slower than an outer one keeps its measured value; ``bandwidth_note`` says so. A
     level with no working set of its own gets no row (no other level's value stands in). Levels from sysfs when
-    given; otherwise the sweep's knees bound them (named l1, l2, ... in order).
-    """
+    given; otherwise the sweep's knees bound them (named l1, l2, ... in order)."""
     if not levels:
         levels = [
             {"level": f"l{i + 1}", "size_bytes": k, "capacity_bytes": k, "size_source": "knee of the sweep"}
@@ -201,17 +189,15 @@ def level_roofs(sweep: pd.DataFrame, levels: list[dict], main: str = "dram") -> 
     # Main memory from working sets of at least MAIN_MEMORY_FACTOR x the last cache only: just past it, part of
     # the set is still cache-resident, as ERT and STREAM size their arrays.
     outer = sweep[ws >= MAIN_MEMORY_FACTOR * lower] if lower else sweep[ws == ws.max()]
+    note = ""
     if outer.empty:  # no working set far enough beyond the caches: the largest one stands in, said so
         outer = sweep[ws == ws.max()]
         note = (
-            f"no working set of at least {MAIN_MEMORY_FACTOR}x the last cache was measured: the largest one "
-            "stands in"
+            f"no working set of at least {MAIN_MEMORY_FACTOR}x the last cache was measured: the largest one"
         )
-    else:
-        note = ""
-    dram = _level_row(
-        outer, {"level": main, "size_bytes": None, "capacity_bytes": None, "size_source": "main memory"}
-    )
+        note += " stands in"
+    level = {"level": main, "size_bytes": None, "capacity_bytes": None, "size_source": "main memory"}
+    dram = _level_row(outer, level)
     rows.append({**dram, "bandwidth_note": note})
     df = pd.DataFrame(rows)
     for i in range(len(df) - 1):  # flag, never overwrite, an inner level slower than an outer one
@@ -240,13 +226,8 @@ def measured_or_kept(run) -> tuple[pd.DataFrame, pd.DataFrame]:
     from cnnbench.results.schema import PEAK_SETTINGS
 
     p = run.params
-    settings = dict(
-        zip(
-            PEAK_SETTINGS,
-            (devices.device_name(run.device), run.threads, p.matmul_size, p.stream_mb, p.peak_repeats),
-            strict=True,
-        )
-    )
+    values = (devices.device_name(run.device), run.threads, p.matmul_size, p.stream_mb, p.peak_repeats)
+    settings = dict(zip(PEAK_SETTINGS, values, strict=True))
     old, sweep = results.read(run.dir, "device_peaks"), results.read(run.dir, "bandwidth_sweep")
     kept = old[old.kind == "measured"] if len(old) and "kind" in old else old
 
@@ -258,9 +239,7 @@ def measured_or_kept(run) -> tuple[pd.DataFrame, pd.DataFrame]:
     if len(kept) and len(sweep) and all(k in kept and same(kept[k], v) for k, v in settings.items()):
         progress.resumed(len(kept), len(kept), "device_peaks.csv", "measured roofs")
         return kept.reset_index(drop=True), sweep
-    measured, sweep = measure(
-        run.device, p.matmul_size, p.stream_mb, p.peak_repeats, with_sweep=True, threads=run.threads
-    )
+    measured, sweep = measure(run.device, p.matmul_size, p.stream_mb, p.peak_repeats, True, run.threads)
     progress.resumed(0, len(measured), "device_peaks.csv", "measured roofs")
     return measured.assign(**settings), sweep
 
@@ -356,8 +335,7 @@ def _mib(nbytes) -> float:
 def level_of(working_set_bytes: float, levels: pd.DataFrame) -> str:
     """The innermost level whose capacity holds ``working_set_bytes`` (main memory when none does).
 
-    ``levels`` has a level and a capacity (``capacity_bytes`` or ``capacity_mib``; NaN for main memory).
-    """
+    ``levels`` has a level and a capacity (``capacity_bytes`` or ``capacity_mib``; NaN for main memory)."""
     cap = levels.capacity_bytes if "capacity_bytes" in levels else levels.capacity_mib * 2**20
     fits = levels[pd.to_numeric(cap, errors="coerce") >= working_set_bytes]
     if len(fits):

@@ -4,8 +4,7 @@ that the losses match one process:
 
     run(run) -> scaling.csv   (+ the sampled series of every rank in transfer_telemetry.csv)
 
-and its table and plot (:mod:`.summary`).
-"""
+and its table and plot (:mod:`.summary`)."""
 
 from __future__ import annotations
 

@@ -10,8 +10,7 @@ see what one process sees at batch N x b. First ``--check-steps`` steps run with
 running statistics (per-device batch statistics differ by design without SyncBatchNorm) and record the loss
 averaged over ranks: it must equal the single-process loss at the same global batch. Then warm-up steps and
 ``--repeats`` windows of ``--steps`` steps in train mode; each window's time is the slowest rank's, measured
-after a barrier with the device synchronised. Rank 0 writes ``result.json``; every rank its telemetry.
-"""
+after a barrier with the device synchronised. Rank 0 writes ``result.json``; every rank its telemetry."""
 
 from __future__ import annotations
 

@@ -3,8 +3,7 @@ read back into scaling.csv (throughput, efficiency against one device, the loss 
 
 No home-made process handling: each run is ``python -m torch.distributed.run --standalone --nproc_per_node N
 -m cnnbench.scaling.ddp ...`` in a subprocess. CPU: gloo, one "device" = one process with an equal share of the
-cores. NVIDIA: NCCL, one process per GPU (world sizes above the GPU count are ``unavailable`` rows).
-"""
+cores. NVIDIA: NCCL, one process per GPU (world sizes above the GPU count are ``unavailable`` rows)."""
 
 from __future__ import annotations
 
@@ -44,44 +43,18 @@ def command(
     host_heap: str = "keep",
 ) -> list[str]:
     """The torchrun command line of one run (the same script serves several nodes, see cnnbench.scaling.ddp)."""
-    return [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--standalone",
-        "--nproc_per_node",
-        str(world),
-        "-m",
-        "cnnbench.scaling.ddp",
-        "--model",
-        model,
-        "--batch-size",
-        str(batch),
-        "--image-size",
-        str(image_size),
-        "--num-classes",
-        str(classes),
-        "--backend",
-        backend,
-        "--threads",
-        str(threads),
-        "--steps",
-        str(steps),
-        "--warmup",
-        str(warmup),
-        "--repeats",
-        str(repeats),
-        "--seed",
-        str(seed),
-        "--telemetry-interval",
-        str(interval),
-        "--host-heap",
-        host_heap,
-        "--reference-batches",
-        *map(str, reference_batches),
-        "--out",
-        str(out),
-    ]
+    options = {"--model": model, "--batch-size": batch, "--image-size": image_size, "--num-classes": classes}
+    options |= {"--backend": backend, "--threads": threads, "--steps": steps, "--warmup": warmup}
+    options |= {
+        "--repeats": repeats,
+        "--seed": seed,
+        "--telemetry-interval": interval,
+        "--host-heap": host_heap,
+    }
+    torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(world)]
+    flags = [x for k, v in options.items() for x in (k, str(v))]
+    references = ["--reference-batches", *map(str, reference_batches)]
+    return [*torchrun, "-m", "cnnbench.scaling.ddp", *flags, *references, "--out", str(out)]
 
 
 def launch(cmd: list[str], out: Path, timeout_s: float = 900) -> dict:
@@ -90,14 +63,10 @@ def launch(cmd: list[str], out: Path, timeout_s: float = 900) -> dict:
     for stale in (out / "result.json", *out.glob("telemetry_rank*.json")):  # a rerun must not read old files
         stale.unlink(missing_ok=True)
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    dies_with_us = paths.die_with_parent if os.name == "posix" else None
     proc = subprocess.run(
-        cmd,
-        capture_output=True,
-        text=True,
-        timeout=timeout_s,
-        env=env,
-        preexec_fn=paths.die_with_parent if os.name == "posix" else None,
-    )  # dies with us
+        cmd, capture_output=True, text=True, timeout=timeout_s, env=env, preexec_fn=dies_with_us
+    )
     result_file = out / "result.json"
     if proc.returncode != 0 or not result_file.is_file():
         lines = [
@@ -250,13 +219,9 @@ def run_all(run, launcher=launch, log=progress.say) -> list[dict]:
                 {
                     k: res[k]
                     for k in (
-                        "device_kind",
-                        "device_name",
-                        "throughput_img_s",
-                        "throughput_ci95_img_s",
-                        "step_time_mean_s",
-                        "loss_last",
-                    )
+                        "device_kind device_name throughput_img_s throughput_ci95_img_s step_time_mean_s "
+                        "loss_last"
+                    ).split()
                 },
                 loss_check_steps=len(res["check_losses"]),
                 loss_first=res["check_losses"][0] if res["check_losses"] else math.nan,

@@ -15,21 +15,11 @@ def _save(fig, path):
 
 
 def scaling_table(df: pd.DataFrame) -> pd.DataFrame:
-    cols = [
-        "world_size",
-        "backend",
-        "per_device_batch",
-        "global_batch",
-        "throughput_img_s",
-        "throughput_ci95_img_s",
-        "speedup",
-        "scaling_efficiency_pct",
-        "loss_first",
-        "loss_vs_one_process_max_abs_diff",
-        "loss_matches_one_process",
-        "status",
-        "error",
-    ]
+    cols = (
+        "world_size backend per_device_batch global_batch throughput_img_s throughput_ci95_img_s speedup "
+        "scaling_efficiency_pct loss_first loss_vs_one_process_max_abs_diff loss_matches_one_process status "
+        "error"
+    ).split()
     return df[[c for c in cols if c in df]] if len(df) else df
 
 

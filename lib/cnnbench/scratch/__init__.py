@@ -10,8 +10,7 @@ One interface (:class:`cnnbench.scratch.base.Backend`), one module per backend f
 :func:`make` builds any of them by name, or raises :class:`BackendUnavailable` with the reason.
 
 05's one entry point: the experiment (``load_data``, ``run_all``, ``load_frames`` of :mod:`.experiment`), its
-tables and figures (:mod:`.summary`) and the seeds' numbers (:mod:`cnnbench.published`), named here.
-"""
+tables and figures (:mod:`.summary`) and the seeds' numbers (:mod:`cnnbench.published`), named here."""
 
 from __future__ import annotations
 

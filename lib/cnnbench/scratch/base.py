@@ -2,8 +2,7 @@
 
 Parameters travel between backends as a dict of NumPy float32 arrays in **PyTorch's layout and names**
 (``conv1.weight`` is (8, 1, 3, 3), ``fc1.weight`` is (out, in)), so every backend starts from identical weights
-and its gradients compare one to one with PyTorch autograd's.
-"""
+and its gradients compare one to one with PyTorch autograd's."""
 
 from __future__ import annotations
 
@@ -39,8 +38,7 @@ class OpTimer:
 
     Disabled (the default during epochs) it costs one attribute check per op and adds no synchronisation. The
     first call of each op (kernel compilation, JIT, allocator warm-up) is kept apart from the later calls.
-    ``clock`` and ``sync`` are injectable, so tests drive it with a fake clock.
-    """
+    ``clock`` and ``sync`` are injectable, so tests drive it with a fake clock."""
 
     sync: Callable[[], None] = lambda: None
     clock: Callable[[], float] = time.perf_counter

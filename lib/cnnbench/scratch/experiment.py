@@ -4,8 +4,7 @@ gradient against PyTorch autograd, and break each step down by operation and by 
 Writes four tidy CSVs, each row carrying backend, model, device_name, device_kind, threads and a status:
 ``backends.csv`` (per CNN epoch, per MLP block of steps), ``gradcheck.csv``, ``backend_ops.csv`` and
 ``backend_memory.csv``. A backend that cannot run here is one row with ``status=unavailable`` and the reason;
-a failure during a run is a row with ``status=error`` (or ``oom``/``unstable``), and the run goes on.
-"""
+a failure during a run is a row with ``status=error`` (or ``oom``/``unstable``), and the run goes on."""
 
 from __future__ import annotations
 
@@ -75,9 +74,8 @@ def mnist(root, n_train: int, n_test: int, download: bool) -> Data:
     def split(name, n):
         ds = data.open_dataset("mnist", root, name, 1, 28, download)
         x = ds.data.numpy()[: n or None].astype(np.float32) / 255
-        return ((x - MNIST_MEAN) / MNIST_STD)[:, None].astype(np.float32), ds.targets.numpy()[
-            : n or None
-        ].astype(np.int64)
+        y = ds.targets.numpy()[: n or None].astype(np.int64)
+        return ((x - MNIST_MEAN) / MNIST_STD)[:, None].astype(np.float32), y
 
     return Data(*split("train", n_train), *split("test", n_test), source="mnist")
 
@@ -114,7 +112,6 @@ def load_data(p) -> Data:
 
 def device_name(backend: str) -> str:
     """The name of the device ``backend`` runs on ("" where that device is absent)."""
-
     kind = DEVICE_KIND[backend]
     try:
         return devices.device_name(torch.device(kind)) if kind in devices.available() else ""
@@ -123,13 +120,10 @@ def device_name(backend: str) -> str:
 
 
 def identity(backend: str, model: str, threads: int) -> dict:
-    return {
-        "backend": backend,
-        "model": model,
-        "device_name": device_name(backend),
-        "device_kind": DEVICE_KIND[backend],
-        "threads": threads,
-    }
+    kind = DEVICE_KIND[backend]
+    return dict(
+        backend=backend, model=model, device_name=device_name(backend), device_kind=kind, threads=threads
+    )
 
 
 # Numba's errors for a missing CUDA driver, libNVVM or NVRTC (numba.cuda.cudadrv.error): the toolkit is absent,
@@ -144,11 +138,8 @@ def status_of(err: BaseException, kind: str = "cpu") -> str:
 
 
 def failure(ident: dict, err: BaseException) -> dict:
-    return {
-        **ident,
-        "status": status_of(err, ident.get("device_kind", "cpu")),
-        "error": f"{type(err).__name__}: {err}".splitlines()[0][:300],
-    }
+    error = f"{type(err).__name__}: {err}".splitlines()[0][:300]
+    return {**ident, "status": status_of(err, ident.get("device_kind", "cpu")), "error": error}
 
 
 def hyper(p, model: str) -> tuple[float, float]:
@@ -393,14 +384,10 @@ def _measure_hooks(backend: str):
     if backend == "cupy":
         from cnnbench.scratch.cupy_support import pool_bytes
 
-        return (
-            lambda: None,
-            lambda: pool_bytes()["used"],
-            lambda: pool_bytes()["used"],
-            lambda: None,
-            lambda: None,
-            "CuPy memory pool used_bytes",
-        )
+        def pool_used() -> int:
+            return pool_bytes()["used"]
+
+        return (_nothing, pool_used, pool_used, _nothing, _nothing, "CuPy memory pool used_bytes")
     if backend in ("torch_cuda", "torch_mps"):
         import torch
 
@@ -410,14 +397,9 @@ def _measure_hooks(backend: str):
             mib = b.peak_memory_mib()["peak_device_mem_mib"]
             return mib * 2**20 if mib == mib else b.allocated_bytes()
 
-        return (
-            lambda: None,
-            b.allocated_bytes,
-            peak,
-            b.reset_peak_memory,
-            lambda: None,
-            f"torch's {b.kind} allocator: allocated bytes (high-water mark where it has one, else after the step)",
-        )
+        what = f"torch's {b.kind} allocator: allocated bytes"
+        what += " (high-water mark where it has one, else after the step)"
+        return (_nothing, b.allocated_bytes, peak, b.reset_peak_memory, _nothing, what)
     if backend == "numba_cuda":
         from numba import cuda
 
@@ -425,15 +407,12 @@ def _measure_hooks(backend: str):
             free, total = cuda.current_context().get_memory_info()
             return total - free
 
-        return (
-            lambda: None,
-            used,
-            used,
-            lambda: None,
-            lambda: None,
-            "CUDA free memory delta (after the step)",
-        )
-    return (lambda: None, rss, rss, lambda: None, lambda: None, "process RSS delta (after the step)")
+        return (_nothing, used, used, _nothing, _nothing, "CUDA free memory delta (after the step)")
+    return (_nothing, rss, rss, _nothing, _nothing, "process RSS delta (after the step)")
+
+
+def _nothing() -> None:
+    pass
 
 
 def pool_held(backend: str) -> int | None:
@@ -480,8 +459,7 @@ def memory_breakdown(
         return [{**failure(ident, err), "component": ""}]
     state_c = comp["parameters"] + comp["gradients"] + comp["optimizer_state"]
     step_c = comp.get("activations", 0) + comp.get("workspace", 0)
-    # No allocator counters (torch on the CPU): an RSS difference is no measure of the state or of the step's
-    # peak (a step reuses pages the process already holds: torch_cpu's step read 0.0 MiB beside 25 computed).
+    # no allocator counters (torch on the CPU): an RSS difference measures neither state nor the step's peak
     coarse = how.startswith("process RSS")
     unmeasured = (
         "not measured: no allocator counters for this backend, and the process RSS delta "
@@ -529,21 +507,19 @@ def memory_breakdown(
         ),
         ("process_rss_baseline", None, rss0, "psutil RSS before the backend was made"),
     ]
-    out = []
-    for component, computed, measured, method in rows:
-        out.append(
-            {
-                **ident,
-                "component": component,
-                "batch_size": len(x),
-                "computed_mib": computed / MIB if computed is not None else float("nan"),
-                "measured_mib": measured / MIB if measured is not None else float("nan"),
-                "method": method,
-                "status": "ok",
-                "measured_status": measure_status(component, measured, coarse),
-            }
-        )
-    return out
+    return [
+        {
+            **ident,
+            "component": component,
+            "batch_size": len(x),
+            "computed_mib": computed / MIB if computed is not None else float("nan"),
+            "measured_mib": measured / MIB if measured is not None else float("nan"),
+            "method": method,
+            "status": "ok",
+            "measured_status": measure_status(component, measured, coarse),
+        }
+        for component, computed, measured, method in rows
+    ]
 
 
 def measure_status(component: str, measured, coarse: bool) -> str:
@@ -571,11 +547,8 @@ def settings_of(p, model: str, threads: int) -> dict:
     """The parameters that change ``model``'s rows (part of every row's key): the CNN's epochs, batch and SGD
     settings are empty for the MLP, the MLP's steps and rates empty for the CNN, so a change to one model's
     settings measures that model again, and only it."""
-    other = (
-        "scratch_mlp_"
-        if model == "mnist_cnn"
-        else ("scratch_epochs", "scratch_batch_size", "scratch_lr", "scratch_momentum")
-    )
+    cnn = ("scratch_epochs", "scratch_batch_size", "scratch_lr", "scratch_momentum")
+    other = "scratch_mlp_" if model == "mnist_cnn" else cnn
     return {
         k: threads if k == "threads" else "" if k.startswith(other) else getattr(p, k) for k in SCRATCH_KEYS
     }
@@ -621,16 +594,11 @@ def _run_all(run, data: Data | None, progress) -> dict[str, list[dict]]:
                 continue
             progress(f"{model} on {backend}")
             note(f"backends: {model} on {backend}")
-            for row in gradcheck(backend, model, weights, xg, yg, threads):
-                keep("gradcheck")(row)
-            if model == "mnist_cnn":
-                train_cnn(backend, p, weights, data, threads, keep("backends"))
-            else:
-                train_mlp(backend, p, weights, data, threads, keep("backends"))
-            for row in op_breakdown(backend, model, p, weights, xb, yb, threads):
-                keep("backend_ops")(row)
-            for row in memory_breakdown(backend, model, p, weights, xb, yb, data, threads):
-                keep("backend_memory")(row)
+            _emit(gradcheck(backend, model, weights, xg, yg, threads), keep("gradcheck"))
+            train = train_cnn if model == "mnist_cnn" else train_mlp
+            train(backend, p, weights, data, threads, keep("backends"))
+            _emit(op_breakdown(backend, model, p, weights, xb, yb, threads), keep("backend_ops"))
+            _emit(memory_breakdown(backend, model, p, weights, xb, yb, data, threads), keep("backend_memory"))
     absent = {
         (r.get("backend"), r.get("model"))
         for rows in out.values()

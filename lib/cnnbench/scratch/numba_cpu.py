@@ -1,14 +1,9 @@
 """Numba on the CPU: fused ``@njit(parallel=True, fastmath=False, cache=True)`` loops, NCHW, full backprop.
 
-Each kernel runs over the batch in parallel (``prange``) and keeps its innermost loop over a contiguous row
-with no reduction in it (``out[ow] += w * x[ow + kw]``), so LLVM vectorises it without fast-math. Weight
-gradients, which sum over the batch, are accumulated per batch chunk and reduced afterwards (no races).
-Convolution is fused with its bias and ReLU, pooling keeps the argmax index of each window (the first
-maximum, as PyTorch), and its backward applies the ReLU mask at the same time. All buffers are allocated
-from Python once per batch size (so tracemalloc sees them). The first call of each kernel compiles it (or
-loads it from Numba's cache); :meth:`NumbaCpuBackend.init` does that on a one-image batch and reports it
-as ``jit_s``, apart from every timed step.
-"""
+Kernels run over the batch in parallel (``prange``), innermost loops over contiguous rows (vectorised without
+fast-math); weight gradients are accumulated per batch chunk and reduced afterwards (no races). Buffers are
+allocated from Python once per batch size (tracemalloc sees them). :meth:`NumbaCpuBackend.init` compiles every
+kernel on a one-image batch and reports it as ``jit_s``, apart from every timed step."""
 
 from __future__ import annotations
 

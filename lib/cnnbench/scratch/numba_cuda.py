@@ -4,8 +4,7 @@ its dense backward on the host), SGD with momentum on the GPU; only the batch go
 Kernels use one thread per output element; the weight gradients sum over the batch in chunks of
 ``BATCH_CHUNK`` images per thread with ``cuda.atomic.add``. The device is synchronised around every timed op
 (kernels are asynchronous). With ``NUMBA_ENABLE_CUDASIM=1`` the same kernels run on Numba's CUDA simulator,
-which is how the tests check them on a machine without a GPU (tiny shapes only: the simulator is slow).
-"""
+which is how the tests check them on a machine without a GPU (tiny shapes only: the simulator is slow)."""
 
 from __future__ import annotations
 

@@ -2,8 +2,7 @@
 
 The forward is written op by op with ``torch.nn.functional`` on the network's own parameters, so each op can
 be timed; the backward is one ``loss.backward()`` (autograd does not expose its per-op split without a
-profiler) and the update is ``torch.optim.SGD`` with momentum, as seed 001's PyTorch versions ran.
-"""
+profiler) and the update is ``torch.optim.SGD`` with momentum, as seed 001's PyTorch versions ran."""
 
 from __future__ import annotations
 

@@ -4,8 +4,7 @@ Everything is vectorised: convolution is im2col (a strided window view copied in
 matmul per layer, its input gradient is col2im as nine shifted adds (one per kernel tap, never a loop over
 pixels), max-pooling reshapes each 2x2 window onto its own axes and routes gradients with the argmax mask.
 Activations are kept channels-last (NHWC) so every im2col row and every pooled window is contiguous; the
-parameters are stored in PyTorch's layout and ``fc1.weight``'s columns are permuted once at load time.
-"""
+parameters are stored in PyTorch's layout and ``fc1.weight``'s columns are permuted once at load time."""
 
 from __future__ import annotations
 

@@ -7,8 +7,7 @@
                                         seed 002's fine-tuning step: the transfer keys' optimizer, first lr,
                                         resolution and a two-class head, at profile_batch_size)
 
-and their tables and plots (:mod:`.summary`).
-"""
+and their tables and plots (:mod:`.summary`)."""
 
 from __future__ import annotations
 

@@ -3,13 +3,9 @@
 A dedicated pass, apart from the throughput windows of 02: each split step synchronises the device and reads
 the clock at every phase boundary (CUDA events per phase on CUDA). Unsplit steps, interleaved with the split
 ones on the same data pipeline, give the step time the phases must add up to; ``sums_within_5pct`` says
-whether they do.
-
-Both kinds of step are warmed up before either is recorded (a cold first step is slower, and with a handful of
-samples one cold step moved a mean by 10-30%), and small models are measured for a time window, not a fixed
-handful of steps: a 5 ms step varies by tens of percent from one step to the next. Past that window, pairs are
-added until the check is precise (its 95% interval within PRECISION_PCT) or a time budget is spent.
-"""
+whether they do. Both kinds are warmed up before either is recorded, measured for a time window, and past
+it pairs are added until the check is precise (its 95% interval within PRECISION_PCT) or a time budget is
+spent."""
 
 from __future__ import annotations
 
@@ -28,20 +24,14 @@ from cnnbench.results.schema import PHASE_PASS_KEYS, PHASE_PROTOCOL
 
 STEP_PHASES = ("data_wait", "h2d_copy", "forward", "loss", "backward", "optimizer")
 TOLERANCE_PCT = 5.0
-# Past its least pairs and window, a model is measured until the 95% interval of the phase sum's difference from
-# the unsplit step is this narrow (or its time budget, phase_max_s, is spent): a step on a busy machine varies by
-# more than the 5% the check allows, and a handful of pairs would leave it to chance.
-PRECISION_PCT = 2.0
+PRECISION_PCT = 2.0  # the 95% interval of the phase sum's difference from the unsplit step that ends a model
 MAX_PAIRS = 2000  # a bound on the pairs one window measures, whatever the clock says
 
 
 class PhaseTimer:
-    """Times the phases of one step: at each boundary synchronise ``device``, then read ``clock``.
-
-    On CUDA (``use_events``) a CUDA event is also recorded at each boundary, on the measured device's current
-    stream, and the device phases take their time from the events; the data wait (host only) always comes from the host clock. ``clock`` and ``sync``
-    are injectable so tests drive the timer with a fake clock.
-    """
+    """Times the phases of one step: at each boundary synchronise ``device``, then read ``clock``; with timing
+    events (CUDA) the device phases take their time from events recorded at the boundaries, the data wait from
+    the host clock. ``clock`` and ``sync`` are injectable (tests drive the timer with a fake clock)."""
 
     def __init__(
         self,
@@ -74,21 +64,15 @@ class PhaseTimer:
         event = self._event()
         self.sync(self.device)
         now = self.clock()
-        host = now - self._last
-        if event is not None and phase != "data_wait":
-            self.times[phase] = self._last_event.elapsed_time(event) / 1e3
-        else:
-            self.times[phase] = host
+        on_device = event is not None and phase != "data_wait"
+        self.times[phase] = self._last_event.elapsed_time(event) / 1e3 if on_device else now - self._last
         self._last, self._last_event = now, event
 
 
 def split_step(work: engine.Workload, batches, timer: PhaseTimer) -> dict[str, float]:
-    """One training step of ``work`` with a boundary after each phase; returns the phase times.
-
-    Gradients are cleared first, as ``train_step`` does: a step after an unsplit one must not accumulate into
-    that step's gradients (extra work, and the wrong update). Their clearing (host work only, no boundary of its
-    own, which on CUDA would add a synchronisation) counts in the optimizer phase. The step's tensors and graph
-    are let go before the last boundary, as they are inside an unsplit step."""
+    """One training step of ``work`` with a boundary after each phase; returns the phase times. Gradients are
+    cleared first, as ``train_step`` does, their clearing counted in the optimizer phase; the step's tensors
+    and graph are let go before the last boundary, as inside an unsplit step."""
     before = timer.clock()
     work.optimizer.zero_grad(set_to_none=True)
     cleared = timer.clock() - before
@@ -146,9 +130,8 @@ class PairedDiff:
         so that what varies from pair to pair (the machine, the data) cancels."""
         if self.n < 2:
             return float("nan")
-        return (
-            100 * timing.t95(self.n - 1) * math.sqrt(self.m2 / (self.n - 1) / self.n) / (self.steps / self.n)
-        )
+        half = timing.t95(self.n - 1) * math.sqrt(self.m2 / (self.n - 1) / self.n)
+        return 100 * half / (self.steps / self.n)
 
 
 def diff_ci95_pct(split: list[dict[str, float]], whole: list[float]) -> float:
@@ -220,15 +203,9 @@ def record(
 ) -> tuple[list[dict[str, float]], list[float]]:
     """Split and unsplit steps of ``work``, interleaved: ``warmup`` pairs unrecorded, then at least ``steps``
     pairs and until ``window_s`` seconds have passed; then on until the sum check's interval is within
-    ``PRECISION_PCT`` (``diff_ci95_pct``) or ``max_s`` seconds have passed.
-
-    A new epoch's first batch waits for the loader to start again (7.8 ms against 2 ms for the MNIST CNN's
-    batches with 2 workers here): a cost of the epoch, which 02's epoch table measures, not of a step. With a
-    fixed order inside the pairs it fell on the same kind of step every time (an epoch of 128 batches starts
-    every 128 steps, a multiple of the pattern) and the MNIST CNN's phases summed to 10% off the unsplit step
-    when both were the same code; with a random order a short window still gets a few, unevenly. So a pair that
-    takes the first batch of an epoch (every ``epoch_batches`` batches; 0: no epochs) is not recorded. The order
-    inside the pairs is still drawn at random (seeded), against any other period of the pipeline."""
+    ``PRECISION_PCT`` (``diff_ci95_pct``) or ``max_s`` seconds have passed. A pair that takes the first batch
+    of an epoch (every ``epoch_batches`` batches; 0: no epochs) is not recorded: the loader's restart is a
+    cost of the epoch, not of a step. The order inside each pair is drawn at random (seeded)."""
     timer = PhaseTimer(work.device, clock, sync)
     batches = HeldBatches(batches)
     order = random.Random(seed)
@@ -285,12 +262,9 @@ def measure(
     base = {**identity(cfg, b, p), "device_name": b.name()}
     try:
         with engine.Workload(cfg.replace(phase="train", data_mode="device"), device, p) as work:
+            images = max(p.synthetic_images, 2 * cfg.batch_size)
             ds = dataset or data.synthetic_for(
-                cfg.in_channels,
-                cfg.image_size,
-                cfg.num_classes,
-                max(p.synthetic_images, 2 * cfg.batch_size),
-                p.seed,
+                cfg.in_channels, cfg.image_size, cfg.num_classes, images, p.seed
             )
             dl = data.loader(ds, cfg.batch_size, cfg.workers, b.pin(cfg.pin_memory), seed=p.seed)
             warmup = max(1, p.warmup_steps) if warmup is None else warmup
@@ -341,15 +315,6 @@ def run_all(run) -> None:
         if results.done(key):
             continue
         note(f"step phases: {cfg.model} bs={cfg.batch_size}")
-        results.extend(
-            measure(
-                cfg,
-                run.device,
-                p,
-                p.phase_steps,
-                dataset_for(cfg),
-                window_s=p.phase_window_s,
-                max_s=p.phase_max_s,
-            )
-        )
+        window = {"window_s": p.phase_window_s, "max_s": p.phase_max_s}
+        results.extend(measure(cfg, run.device, p, p.phase_steps, dataset_for(cfg), **window))
     resumed(kept, len(keys), results.path.name, "models' phase breakdowns")

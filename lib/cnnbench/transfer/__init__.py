@@ -6,8 +6,7 @@ device, as one small interface measuring into a tidy CSV of the run and returnin
 
 with its tables and plots (:mod:`.summary`). Where a step's time goes is :mod:`cnnbench.steps`, scaling over
 devices :mod:`cnnbench.scaling`; the series sampled during each are drawn by its ``telemetry(run, path)`` (from
-:mod:`cnnbench.measure.timelines`).
-"""
+:mod:`cnnbench.measure.timelines`)."""
 
 from __future__ import annotations
 

@@ -151,11 +151,8 @@ class TwoClassImages(Dataset):
 
 def transforms(size: int, train: bool):
     """ImageNet-style preprocessing at ``size``: random resized crop + flip for training, resize + centre crop."""
-    crop = (
-        [T.RandomResizedCrop(size, antialias=True), T.RandomHorizontalFlip()]
-        if train
-        else [T.Resize(int(round(size * 256 / 224)), antialias=True), T.CenterCrop(size)]
-    )
+    crop = [T.Resize(int(round(size * 256 / 224)), antialias=True), T.CenterCrop(size)]
+    crop = [T.RandomResizedCrop(size, antialias=True), T.RandomHorizontalFlip()] if train else crop
     return T.Compose([T.Lambda(_rgb), *crop, T.ToTensor(), T.Normalize(data.MEAN, data.STD)])
 
 
@@ -174,10 +171,8 @@ def _imagefolder(root: Path, size: int, seed: int) -> tuple[Dataset, Dataset]:
     """root/train + root/val (or root/test); a single folder of class folders is split 80/20."""
     splits = [root / s for s in ("train", "val", "test") if (root / s).is_dir()]
     if len(splits) >= 2:
-        return (
-            tvd.ImageFolder(str(splits[0]), transform=transforms(size, True)),
-            tvd.ImageFolder(str(splits[1]), transform=transforms(size, False)),
-        )
+        train, val = (tvd.ImageFolder(str(s), transform=transforms(size, s == splits[0])) for s in splits[:2])
+        return train, val
     train_all = tvd.ImageFolder(str(root), transform=transforms(size, True))
     val_all = tvd.ImageFolder(str(root), transform=transforms(size, False))
     order = torch.randperm(len(train_all), generator=torch.Generator().manual_seed(seed)).tolist()
@@ -279,15 +274,14 @@ def present_devices(specs: list[str], fallback: torch.device) -> list[torch.devi
 def _loader(ds, bs: int, p, device, train: bool):
     from torch.utils.data import DataLoader
 
-    return DataLoader(
-        ds,
-        batch_size=bs,
-        shuffle=train,
-        num_workers=p.workers,
-        persistent_workers=p.workers > 0,
-        pin_memory=devices.backend(device).pin(p.pin_memory),
-        generator=torch.Generator().manual_seed(p.seed),
-    )
+    pin, seeded = devices.backend(device).pin(p.pin_memory), torch.Generator().manual_seed(p.seed)
+    kw = {
+        "num_workers": p.workers,
+        "persistent_workers": p.workers > 0,
+        "pin_memory": pin,
+        "generator": seeded,
+    }
+    return DataLoader(ds, batch_size=bs, shuffle=train, **kw)
 
 
 def fit(p, device, lr: float, bs: int, sets, base: dict, results, sampler) -> None:
@@ -401,19 +395,16 @@ def run_grid(run, sampler_cls=None, log=print) -> None:
         b = devices.backend(device)
         memory, too_big = b.total_memory_bytes(), {}
         if memory:  # sized per device: a grid point that cannot fit is a row saying so, not an out-of-memory
-            too_big = oversized(
-                p.transfer_batch_sizes,
-                *training_bytes_per_image(p.transfer_model, sets[2], p.transfer_image_size),
-                memory,
-            )
+            per_image = training_bytes_per_image(p.transfer_model, sets[2], p.transfer_image_size)
+            too_big = oversized(p.transfer_batch_sizes, *per_image, memory)
         for bs in p.transfer_batch_sizes:
             for lr in p.transfer_lrs:
-                base = {
-                    **point(device, lr, bs),
+                about = {
                     "device_name": b.name(),
                     "classes": sets[2],
                     "target_accuracy": p.transfer_target_accuracy,
                 }
+                base = {**point(device, lr, bs), **about}
                 if results.done({**base, "epoch": p.transfer_epochs}):
                     kept += 1
                     continue
@@ -439,6 +430,5 @@ def run_grid(run, sampler_cls=None, log=print) -> None:
                     timelines.tidy(timelines.series(sampler), "transfer", conf, b.kind, base["device_name"]),
                 )
                 b.release()
-    progress.resumed(
-        kept, len(here) * len(p.transfer_batch_sizes) * len(p.transfer_lrs), results.path.name, "grid points"
-    )
+    points = len(here) * len(p.transfer_batch_sizes) * len(p.transfer_lrs)
+    progress.resumed(kept, points, results.path.name, "grid points")

@@ -4,8 +4,7 @@ successive halving on short windows, guarded for correctness, confirmed with the
 on the roofline with energy per image.
 
 One interface: ``tune(run)`` writes ``tuning.csv`` and ``tuning_space.csv``; ``best``, ``race``, ``skipped``,
-``notes``, ``findings`` and ``plot`` present them.
-"""
+``notes``, ``findings`` and ``plot`` present them."""
 
 from cnnbench.tuning.experiment import tune
 from cnnbench.tuning.summary import best, findings, notes, plot, race, skipped

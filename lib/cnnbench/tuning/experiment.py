@@ -22,10 +22,8 @@ def default_setting(run, model: str) -> Setting:
     """The seeds' configuration: fp32, NCHW, eager, their batch size, the run's threads and loader settings as
     they are in force on this device."""
     p = run.params
-    return knobs.in_force(
-        knobs.for_params(p, batch_size=p.batch_size_for(model), threads=run.threads),
-        devices.backend(run.device),
-    )
+    setting = knobs.for_params(p, batch_size=p.batch_size_for(model), threads=run.threads)
+    return knobs.in_force(setting, devices.backend(run.device))
 
 
 NO_PEAKS = (
@@ -43,9 +41,10 @@ def roof_columns(peaks: pd.DataFrame | None, cfg: engine.Config, c: Setting, ach
     """Where a measurement sits on the roofline: counted intensity, the measured roof of its precision,
     attainable GFLOP/s, the bound, and the efficiency against the compute roof and against the attainable."""
     try:
-        intensity = roofline.step_intensity(
+        step = roofline.step_intensity(
             cfg.model, c.batch_size, cfg.image_size, cfg.num_classes, cfg.phase, c.precision
-        )["intensity_flop_per_byte"]
+        )
+        intensity = step["intensity_flop_per_byte"]
     except Exception as err:  # noqa: BLE001 - the search's result stands without its placement
         intensity, note = math.nan, f"intensity not counted: {type(err).__name__}: {err}"[:200]
     else:
@@ -53,24 +52,13 @@ def roof_columns(peaks: pd.DataFrame | None, cfg: engine.Config, c: Setting, ach
     out = {"intensity_flop_per_byte": intensity}
     measured = None if peaks is None else peaks[peaks.kind == "measured"]
     if measured is None or measured.empty:
-        return {
-            **out,
-            "roof_precision": "",
-            "roof_peak_gflops": math.nan,
-            "roof_bandwidth_gbs": math.nan,
-            "attainable_gflops": math.nan,
-            "bound": "",
-            "compute_roof_pct": math.nan,
-            "attainable_pct": math.nan,
-            "roof_note": note
-            or "no measured roofs in this run (04_roofline did not run): efficiency not computed",
-        }
+        numbers = dict.fromkeys(("roof_peak_gflops", "roof_bandwidth_gbs", "attainable_gflops"), math.nan)
+        why = note or "no measured roofs in this run (04_roofline did not run): efficiency not computed"
+        unknown = {"compute_roof_pct": math.nan, "attainable_pct": math.nan, "roof_note": why}
+        return {**out, "roof_precision": "", **numbers, "bound": "", **unknown}
     roof = roofline.roof_for(measured, c.precision)
-    att = (
-        roofline.attainable(intensity, roof.peak_gflops, roof.bandwidth_gbs)
-        if math.isfinite(intensity)
-        else math.nan
-    )
+    finite = math.isfinite(intensity)
+    att = roofline.attainable(intensity, roof.peak_gflops, roof.bandwidth_gbs) if finite else math.nan
     fallback = (
         "" if roof.name == c.precision else f"no measured {c.precision} roof: the {roof.name} roof is used"
     )
@@ -80,9 +68,7 @@ def roof_columns(peaks: pd.DataFrame | None, cfg: engine.Config, c: Setting, ach
         "roof_peak_gflops": roof.peak_gflops,
         "roof_bandwidth_gbs": roof.bandwidth_gbs,
         "attainable_gflops": att,
-        "bound": ""
-        if not math.isfinite(intensity)
-        else ("memory" if intensity < roof.ridge_flop_per_byte else "compute"),
+        "bound": ("memory" if intensity < roof.ridge_flop_per_byte else "compute") if finite else "",
         "compute_roof_pct": 100 * achieved_gflops / roof.peak_gflops,
         "attainable_pct": 100 * achieved_gflops / att if att == att and att else math.nan,
         "roof_note": "; ".join(x for x in (note, fallback) if x),
@@ -144,22 +130,23 @@ def tune_one(run, model: str, phase: str, hw: devices.Hardware, sink, peaks) -> 
     base = engine.config(p, model, phase)
     default = default_setting(run, model)
     sp = knobs.space(hw, default, p)
-    guard_cfg = base
     names = [k for k in sp.values if knobs.KNOBS[k].numerics]
+
+    def guard_loss(numerics):
+        numerics = {
+            **default,
+            **dict(zip(names, numerics, strict=True)),
+            "batch_size": p.tune_guard_batch_size,
+        }
+        return guard.loss_after(base.replace(**numerics), device, p, p.tune_guard_steps)
+
     s = search.Search(
         base,
         sp,
         p,
         identity_of(run, model, phase, hw),
         evaluate=lambda c, w: beyond_memory(base, c, device) or search.window(base, c, device, p, w),
-        guard_loss=lambda n: guard.loss_after(
-            guard_cfg.replace(
-                **{**default, **dict(zip(names, n, strict=True)), "batch_size": p.tune_guard_batch_size}
-            ),
-            device,
-            p,
-            p.tune_guard_steps,
-        ),
+        guard_loss=guard_loss,
         confirm=lambda c, steps: confirm(base, c, device, p, steps),
         sink=sink,
         explain=lambda c, row: roof_columns(peaks, base, c, row.get("achieved_gflops", math.nan)),
@@ -193,8 +180,7 @@ def tune(run) -> pd.DataFrame:
 
     A rerun with the same run name skips the searches that already have their 'best' row with the same search key
     (same data, default setting, protocol and tune_* params: ``results.schema.search_keys``); changed params
-    search again.
-    """
+    search again."""
     p = run.params
     hw = devices.backend(run.device).hardware()
     table = results.table("tuning")

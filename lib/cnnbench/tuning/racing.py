@@ -3,8 +3,7 @@ of the batch size. Pure logic: the evaluation and the clock are arguments, so te
 
 Successive halving (Jamieson & Talwalkar 2016; Li et al.'s Hyperband): every candidate gets a short window;
 the best 1/eta go on to the next rung, whose windows are eta times longer (the rung's share of the budget is
-split among fewer candidates), until one is left or the budget is spent.
-"""
+split among fewer candidates), until one is left or the budget is spent."""
 
 from __future__ import annotations
 
@@ -79,8 +78,7 @@ def successive_halving(
     candidates. The best ceil(n/eta) by throughput go on; failures (oom, error, ...) are out at once. When the
     budget is spent before the last rung, the best of the last rung wins. ``known`` maps candidates to
     outcomes measured earlier (reused at rung 0 instead of measuring again). Every evaluation is a
-    :class:`Trial`, handed to ``on_trial`` as soon as its fate is known.
-    """
+    :class:`Trial`, handed to ``on_trial`` as soon as its fate is known."""
     alive = list(dict.fromkeys(candidates))
     known = dict(known or {})
     start = clock()

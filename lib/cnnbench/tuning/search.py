@@ -4,16 +4,13 @@
    trains a few steps from the same initialisation; those whose loss leaves fp32 eager's tolerance are out (with
    the reason). Its steps and compiles count in ``tune_budget_s``, as the race does.
 2. **Race** in three stages, each a successive halving on short windows: the numerics (precision, memory
-   format, compile mode) at the seeds' batch size; then the batch size for the winner, from the largest down
-   (out of memory backs off as timm does, and the limit is recorded); then the host knobs (CPU threads, and
-   in loader mode DataLoader workers and pinned memory). A stage's winner carries its measurement into the
-   next stage. What the guard left of the budget is shared by the stages in proportion to their candidates.
-3. **Confirm**: the best few of the race and the seeds' default (fp32, NCHW, eager, their batch size) are
-   measured again with the full protocol (``engine.measure``: warm-up, repeated windows, 95% interval), and
-   the best confirmed one wins, so the winner is not chosen on the noise of a short window.
+   format, compile mode) at the seeds' batch size; then the batch size, from the largest down (out of memory
+   backs off); then the host knobs (threads, and in loader mode workers and pinning). What the guard left of
+   the budget is shared by the stages in proportion to their candidates.
+3. **Confirm**: the best few of the race and the seeds' default are measured again with the full protocol
+   (``engine.measure``), and the best confirmed one wins.
 4. **Explain**: speedup over the default with its interval, achieved GFLOP/s against the measured roof of the
-   precision used (from the run's ``device_peaks.csv``), energy per image where a counter is readable.
-"""
+   precision used (from the run's ``device_peaks.csv``), energy per image where a counter is readable."""
 
 from __future__ import annotations
 
@@ -76,8 +73,7 @@ class Search:
 
     ``evaluate(candidate, window_s) -> Outcome``, ``guard_loss(numerics) -> (first, last) loss``,
     ``confirm(candidate, steps) -> row`` and ``explain(candidate, row) -> columns`` (the roofline) are
-    injectable, so tests run the whole logic without a model.
-    """
+    injectable, so tests run the whole logic without a model."""
 
     def __init__(
         self,

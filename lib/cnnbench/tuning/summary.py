@@ -43,20 +43,10 @@ def best(df: pd.DataFrame) -> pd.DataFrame:
 
 def race(df: pd.DataFrame) -> pd.DataFrame:
     """Every race window: stage, rung, configuration, throughput and what became of it."""
-    cols = [
-        "model",
-        "phase",
-        "stage",
-        "rung",
-        "config",
-        "status",
-        "throughput_img_s",
-        "throughput_ci95_img_s",
-        "window_time_s",
-        "measured_steps",
-        "fate",
-        "reused",
-    ]
+    cols = (
+        "model phase stage rung config status throughput_img_s throughput_ci95_img_s window_time_s "
+        "measured_steps fate reused"
+    ).split()
     rows = df[df.row_kind.isin(["race", "confirm"])].copy()
     rows.loc[rows.row_kind == "confirm", "fate"] = rows.get("role")
     rows["rung"] = pd.to_numeric(rows.rung, errors="coerce").astype("Int64")
