@@ -271,7 +271,8 @@ def _fit_rows(rows: pd.DataFrame, kind: str) -> tuple[pd.DataFrame, str]:
     host CPU (named in the second item)."""
     if ((rows.verdict == "device") & (rows.device_kind == kind)).any():
         return rows[(rows.verdict == "device") & (rows.device_kind == kind)], kind
-    off = sorted(k for k in set(rows.device_kind) if k != kind and not devices.backend_class(k).on_host)
+    kinds = set(rows.device_kind.dropna())  # a row of no known kind (a run without it) is predicted by none
+    off = sorted(k for k in kinds if k != kind and not devices.backend_class(k).on_host)
     return rows[(rows.verdict == "device") & rows.device_kind.isin(off)], "+".join(off)
 
 

@@ -170,7 +170,8 @@ def findings_table(m: Merged) -> pd.DataFrame:
         )
     out += _roofline_findings(m["roofline"]) + _sweep_findings(m["batch_sweep"])
     out += _reproducibility_findings(m)
-    return pd.DataFrame(out + _prediction_findings(predict.table(m)), columns=COLUMNS)
+    out += _prediction_findings(predict.table(m)) if m.runs else []  # the seeds' verdicts beside a run's own
+    return pd.DataFrame(out, columns=COLUMNS)
 
 
 def _prediction_findings(t: pd.DataFrame) -> list[dict]:
