@@ -198,10 +198,9 @@ class RunLock:
     """``<run_dir>/.lock`` holding the writer's PID: a second writer refuses with one line; a lock left by a dead
     process is taken over; released on exit (``with RunLock(run_dir):``).
 
-    The lock file appears whole: the PID is written to a temporary file first, then hard-linked to ``.lock``,
-    which fails if the lock exists. A lock whose PID cannot be read (an older writer between creating and
-    writing it) counts as held until it is ``LOCK_UNREADABLE_STALE_S`` old. Contenders judge and replace a stale
-    lock one at a time. Raises :class:`RunLocked`, or OSError where the folder cannot be written."""
+    The lock file appears whole (a temporary file hard-linked to ``.lock``); one whose PID cannot be read counts as
+    held until it is ``LOCK_UNREADABLE_STALE_S`` old. Raises :class:`RunLocked`, or OSError where the folder
+    cannot be written."""
 
     def __init__(self, run_dir: Path):
         self.path = Path(run_dir) / ".lock"

@@ -113,10 +113,9 @@ def open_run(
 ) -> Run:
     """Load and validate the parameters, resolve the device, set CPU threads, create the run folder.
 
-    ``params_file`` "" means the run folder's own params.json where ``run_dir`` has one, else
-    params/colab_t4.yaml on Colab and params/local.yaml elsewhere; a run's params.json
-    (the set the pipeline resolved when the run started, see :func:`write_resolved`) is read as it is, not from
-    the YAML it came from. ``run_dir`` "" means outputs/<run_name>. Raises
+    ``params_file`` "" means the run folder's own params.json (read as it is, :func:`write_resolved`) where
+    ``run_dir`` has one, else params/colab_t4.yaml on Colab and params/local.yaml elsewhere. ``run_dir`` ""
+    means outputs/<run_name>. Raises
     :class:`cnnbench.params.ParamsError` on bad input, before any work, and :class:`cnnbench.paths.RunLocked`
     while another process (a pipeline) writes the same run folder. Warns when the params file is empty
     (defaults) or ``threads`` is above the core count. ``needs_runs`` (08): raises :class:`NoRuns`, writing

@@ -6,12 +6,9 @@ which counts 2 FLOPs per multiply-add of every matmul, convolution and attention
 published per-model figures are made; fvcore counts one multiply-add as one "flop" and adds normalisation and
 pooling, so its number sits slightly above our MACs.
 
-Attention is counted like any matmul: Q K^T and softmax(Q K^T) V are 2 FLOPs per multiply-add each. Two torch
-paths would hide it from ``FlopCounterMode``: ``nn.MultiheadAttention``'s inference fast path (under
-``no_grad``/eval it runs one fused ``_native_multi_head_attention`` op that has no formula, so a whole ViT block's
-attention and projections went uncounted) and the CPU flash-attention kernel behind
-``scaled_dot_product_attention`` (no formula in torch either). Counting therefore runs with the fast path off
-(:func:`attention_fastpath_off`) and registers the CPU kernel with torch's own SDPA formulas."""
+Attention is counted like any matmul (2 FLOPs per multiply-add), with ``nn.MultiheadAttention``'s fused inference
+fast path off (:func:`attention_fastpath_off`) and the CPU flash-attention kernel registered with torch's own SDPA
+formulas: neither has a formula of its own."""
 
 from __future__ import annotations
 
@@ -53,10 +50,8 @@ def _conv_backward_flop(
 ) -> int:
     """Convolution backward, correct for grouped and depthwise convolutions.
 
-    torch's own formula (``torch.utils.flop_counter.conv_backward_flop``, torch <= 2.15) ignores ``groups`` in
-    the weight-gradient branch and overcounts a depthwise conv's backward by its channel count (MobileNetV2's
-    training FLOPs come out ~20x its forward). Each forward multiply-add has exactly one counterpart in the
-    weight gradient, so that branch costs the forward FLOPs; the input-gradient branch is torch's formula."""
+    torch's own formula ignores ``groups`` in the weight-gradient branch; each forward multiply-add has exactly one
+    counterpart in the weight gradient, so that branch costs the forward FLOPs. The input gradient: torch's."""
     flops = 0
     if output_mask[0]:
         flops += conv_flop_count(grad_out_shape, w_shape, get_shape(out_shape[0]), not transposed)

@@ -80,12 +80,10 @@ def ci95_half_width(values) -> float:
 class StepTimer:
     """Times steps on ``device``: synchronise, read the clock, run, synchronise, read the clock.
 
-    On a device that queues its work the device is synchronised at the window's edges only (a per-step
-    synchronisation would remove the overlap of host and device work a real training loop has); where the device
-    has timing events (CUDA) each step's time comes from events recorded between steps, elsewhere (MPS) each step
-    is given the window's mean (``source`` says so). On the host CPU every step is timed by the host clock. The
-    window's wall time always comes from the host clock read after a synchronisation. ``clock`` and ``sync`` are
-    injectable so tests drive the timer with a fake clock."""
+    A device that queues its work is synchronised at the window's edges only; its steps are timed by events
+    (CUDA) or given the window's mean (MPS; ``source`` says so). On the host CPU every step is timed by the host
+    clock. The window's wall time comes from the host clock after a synchronisation. ``clock`` and ``sync`` are
+    injectable (tests drive the timer with a fake clock)."""
 
     def __init__(
         self,

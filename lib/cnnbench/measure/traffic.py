@@ -110,11 +110,9 @@ def count_step(
 ) -> pd.DataFrame:
     """Per-op FLOPs and bytes of one training step (forward, loss, backward, SGD step) or eval step.
 
-    Backward ops are attributed to modules by ``ModuleTracker``'s backward hooks, which fire at module
-    boundaries: an activation's backward (threshold_backward) can land on the neighbouring module.
-    Runs on the meta device by default: shapes are all a count needs, so batch 128 of ResNet-50 costs nothing.
-    bf16/fp16 are modelled by running the whole model in that dtype (autocast keeps some ops in fp32, so the
-    real traffic of a mixed-precision step is a little higher)."""
+    Backward ops are attributed to modules by ``ModuleTracker``'s backward hooks (an activation's backward can land
+    on the neighbouring module). Runs on the meta device by default. bf16/fp16 are modelled by running the whole
+    model in that dtype."""
     torch.manual_seed(0)
     build = models.build_meta if torch.device(device).type == "meta" else models.build
     model = build(model_name, num_classes=num_classes, image_size=image_size)
