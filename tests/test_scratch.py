@@ -466,3 +466,18 @@ def test_the_default_run_learns_the_synthetic_mnist_as_the_seeds_networks_learnt
     acc = {r["epoch"]: r["test_accuracy"] for r in mlp}
     half, end = acc[p.scratch_mlp_steps // 2], acc[p.scratch_mlp_steps]
     assert half < 0.95 and end - half > 0.03
+
+
+def test_the_backends_figure_has_one_legend_below_its_panels_over_no_line(tmp_path):
+    """The example's backends_cnn.png: each line panel's legend sat on the numpy or torch_cpu line."""
+    import pandas as pd
+
+    from cnnbench.scratch import summary
+    from conftest import ROOT
+
+    fig = summary.figure_1(
+        pd.read_csv(ROOT / "examples" / "example-cpu-2core" / "backends.csv"), tmp_path / "b.png"
+    )
+    assert all(ax.get_legend() is None for ax in fig.axes) and len(fig.legends) == 1
+    box = fig.legends[0].get_window_extent(fig.canvas.get_renderer())
+    assert all(box.y1 <= ax.get_window_extent().y0 for ax in fig.axes)  # below every panel

@@ -197,8 +197,12 @@ def figure_1(df: pd.DataFrame, path=None):
         title="images / synced time, epochs 2.. (95% interval)" if cnn.epoch.max() > 1 else "epoch 1",
     )
     axes[1, 1].tick_params(axis="x", rotation=30)
+    handles, labels = axes[0, 0].get_legend_handles_labels()
+    for ax in axes.flat[:3]:  # one legend for the three line panels, below them, over no line
+        ax.get_legend().remove()
+    fig.legend(handles, labels, loc="lower center", ncol=len(labels), title="backend")
     fig.suptitle(f"MNIST CNN, batch {int(cnn.batch_size.iloc[0])}, full backprop on every backend")
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0.07, 1, 1))
     return _save(fig, path)
 
 
