@@ -395,3 +395,57 @@ def test_a_second_left_is_never_printed_as_0s():
     assert left.line() == "a 10s elapsed, 1s left; run: 1s left"
     left.finish("a")
     assert left.run_text() == "0s"
+
+
+def test_a_gpu_or_mac_params_file_estimates_02_and_03_from_the_rates_predicted_for_its_device():
+    """Issue 32: colab_t4.yaml and apple_m.yaml have no record on this machine; their budgets take each
+    configuration's step time from cnnbench.predict for the params file's device (a faster device: a shorter
+    estimate), and the source says which device it was predicted for."""
+    from cnnbench import predict
+
+    colab = params.load(ROOT / "params" / "colab_t4.yaml", check_device=False)
+    assert eta.params_device(colab, "cuda", "", "colab_t4.yaml") == "Tesla T4"
+    assert (
+        eta.params_device(colab, "cuda", "NVIDIA H100 80GB HBM3", "colab_t4.yaml") == "NVIDIA H100 80GB HBM3"
+    )
+    assert eta.params_device(
+        params.load(ROOT / "params" / "apple_m.yaml", check_device=False), "mps", "", "apple_m.yaml"
+    )
+    assert eta.params_device(colab, "cpu", "", "local.yaml") == ""  # the host CPU: the budgets' own step
+
+    t4, h100 = eta.Budgets(colab, "cuda", "Tesla T4"), eta.Budgets(colab, "cuda", "NVIDIA H100 80GB HBM3")
+    assert h100["02_scenario_a"] < t4["02_scenario_a"]
+    configs = eta._configs(colab, "02_scenario_a")
+    steps = predict.step_times(configs, "Tesla T4")
+    assert len(steps) == len(configs) and all(0 < s < 1 for s in steps)
+    n, each, fixed = eta.budget_model(colab, "02_scenario_a", "cuda", steps)
+    assert t4["02_scenario_a"] == pytest.approx(n * each + fixed)
+    assert n * each == pytest.approx(sum(colab.processes * eta._process_s(colab, s) for s in steps))
+    assert t4["02_scenario_a"] != pytest.approx(eta.budget_s(colab, "02_scenario_a", "cuda"))
+    assert "Tesla T4" in t4.source("02_scenario_a") and t4.source("04_roofline") == eta.BUDGET
+    got = eta.expected_times(["02_scenario_a", "99_unknown"], {}, t4)
+    assert got["02_scenario_a"] == (t4["02_scenario_a"], t4.source("02_scenario_a")) and got[
+        "99_unknown"
+    ] == (None, "")
+
+
+def test_estimate_prints_every_notebooks_expected_time_and_measures_nothing(tmp_path, capsys):
+    """``cnnbench --params params/colab_t4.yaml --estimate``: one line per notebook and a total, from the rates
+    predicted for a T4, on a machine without one; no run folder is made."""
+    from cnnbench import pipeline
+
+    rc = pipeline.main(
+        ["--params", str(ROOT / "params" / "colab_t4.yaml"), "--outputs", str(tmp_path), "--estimate"]
+    )
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    p = params.load(ROOT / "params" / "colab_t4.yaml", check_device=False)
+    for name in p.notebooks:
+        assert re.search(rf"^{name}\s+\d+(h\d\dm|m\d\ds|s)\s", out, re.M), out
+    assert "Tesla T4" in out and re.search(r"^total\s+\d", out, re.M) and not any(tmp_path.iterdir())
+    for name in (
+        "colab_t4.yaml",
+        "apple_m.yaml",
+    ):  # their headers point at the command, no figures of their own
+        header = (ROOT / "params" / name).read_text().split("\ndevice:")[0]
+        assert f"--params params/{name} --estimate" in header and not re.search(r"\d+-\d+ min", header), name

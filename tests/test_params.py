@@ -592,16 +592,6 @@ def test_a_batch_size_in_the_params_file_that_no_model_uses_warns_and_is_not_rec
     )
 
 
-def test_colab_t4_states_its_expected_time_per_notebook_as_an_estimate():
-    """Issue 19: params/colab_t4.yaml says how long each notebook should take on a T4, and that it is an estimate."""
-    from conftest import ROOT
-
-    text = (ROOT / "params" / "colab_t4.yaml").read_text()
-    lines = [line for line in text.splitlines() if line.startswith("#   0")]
-    assert [line.split()[1] for line in lines] == sorted(p.stem for p in (ROOT / "notebooks").glob("*.ipynb"))
-    assert all(" min " in line for line in lines) and "NOT measured on a" in text
-
-
 @pytest.mark.parametrize(
     "text, where, got",
     [

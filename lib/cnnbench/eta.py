@@ -78,9 +78,10 @@ def _runs_on(name: str, kind: str) -> bool:
     return needs == kind or devices.backend_class(devices.backend(needs).kind).on_host
 
 
-def budget_model(p, notebook: str, kind: str = "cpu") -> tuple[int, float, float] | None:
+def budget_model(p, notebook: str, kind: str = "cpu", steps: list[float] | None = None):
     """``notebook``'s model of time from the protocol on a ``kind`` device (cpu, cuda, mps): (configurations it
-    measures, seconds per configuration, fixed seconds), or None for a notebook this model does not know."""
+    measures, mean seconds per configuration, fixed seconds), or None for a notebook this model does not know.
+    ``steps``: the seconds of a step of each of 02's or 03's configurations (else STEP_S of ``kind``)."""
     step_s = STEP_S.get(kind, STEP_S["cpu"])
     if notebook == "00_setup":
         return 0, 0.0, KERNEL_S
@@ -89,7 +90,8 @@ def budget_model(p, notebook: str, kind: str = "cpu") -> tuple[int, float, float
     if notebook in ("02_scenario_a", "03_batch_sweep"):
         configs = _configs(p, notebook)
         fixed = KERNEL_S + (p.adapt_budget_s if configs else 0.0)
-        return len(configs), p.processes * _process_s(p, step_s), fixed
+        each = [p.processes * _process_s(p, s) for s in steps or [step_s] * len(configs)]
+        return len(configs), sum(each) / max(len(each), 1), fixed
     if notebook == "04_roofline":
         return len(p.models) * len(p.phases), LAYERS_S, KERNEL_S + p.peak_repeats * PEAKS_S
     if notebook == "05_backends":
@@ -121,6 +123,62 @@ def budget_s(p, notebook: str, kind: str = "cpu") -> float | None:
     costs), the estimate of a first run that has nothing measured to go by; None for a notebook it does not know."""
     model = budget_model(p, notebook, kind)
     return None if model is None else model[0] * model[1] + model[2]
+
+
+def params_device(p, kind: str, device_name: str, params_file_name: str) -> str:
+    """The device of device_specs.csv whose predicted rates estimate a ``kind`` run's steps: the one running it
+    where the specs give it an fp32 peak, else the one ``params_file_name`` is written for; "" for the host CPU or
+    neither."""
+    from cnnbench import devices, predict
+
+    if devices.backend_class(kind).on_host:
+        return ""
+    try:
+        if device_name:
+            return predict.spec_roof(device_name)["device"]
+    except predict.Refused:
+        pass
+    return predict.PARAMS_DEVICES.get(params_file_name, "")
+
+
+class Budgets(Mapping):
+    """Notebook -> :func:`budget_s`, computed when first asked for (a run with a record of its own never predicts):
+    02's and 03's steps at the rates :func:`cnnbench.predict.step_times` predicts for ``device`` (where named and
+    predictable), else the budgets' nominal step of ``kind``; :meth:`source` says which."""
+
+    def __init__(self, p, kind: str = "cpu", device: str = ""):
+        self.p, self.kind, self.device, self._got = p, kind, device, {}
+
+    def _steps(self, notebook: str) -> tuple[list[float] | None, str]:
+        configs = _configs(self.p, notebook)
+        if not (self.device and configs):
+            return None, BUDGET
+        from cnnbench import predict
+
+        try:
+            return predict.step_times(configs, self.device), f"the budgets, steps predicted for {self.device}"
+        except Exception as err:  # noqa: BLE001 - an estimate must never stop a run
+            return None, f"{BUDGET} (no prediction for {self.device}: {str(err).splitlines()[0][:80]})"
+
+    def _get(self, notebook: str) -> tuple[float | None, str]:
+        if notebook not in self._got:
+            steps, source = self._steps(notebook)
+            model = budget_model(self.p, notebook, self.kind, steps)
+            self._got[notebook] = (None if model is None else model[0] * model[1] + model[2], source)
+        return self._got[notebook]
+
+    def __getitem__(self, notebook: str) -> float | None:
+        return self._get(notebook)[0]
+
+    def source(self, notebook: str) -> str:
+        """Where ``notebook``'s figure comes from: BUDGET, or the budgets with steps predicted for the device."""
+        return self._get(notebook)[1]
+
+    def __iter__(self):
+        return iter(self.p.notebooks)
+
+    def __len__(self) -> int:
+        return len(self.p.notebooks)
 
 
 def example_record(p, device_kind: str, example_dir) -> dict[str, float]:
@@ -209,7 +267,10 @@ def expected_times(
         elif example.get(name) is not None:
             out[name] = (float(example[name]), EXAMPLE)
         elif budgets.get(name) is not None:
-            out[name] = (float(budgets[name]), BUDGET)
+            out[name] = (
+                float(budgets[name]),
+                budgets.source(name) if isinstance(budgets, Budgets) else BUDGET,
+            )
         else:
             out[name] = (None, "")
     return out

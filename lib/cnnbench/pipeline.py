@@ -517,6 +517,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--run-name", help="override run_name: results go to <outputs>/<run-name>")
     ap.add_argument("--outputs", help="folder holding the runs (default: outputs/ of the workbook)")
     ap.add_argument("--no-report", action="store_true", help="execute the notebooks only")
+    ap.add_argument(
+        "--estimate", action="store_true", help="print each notebook's expected time; run nothing"
+    )
     args = ap.parse_args(argv)
     missing = missing_front_end()
     if missing:
@@ -570,7 +573,9 @@ def _run(args) -> int:
                 raise params_mod.ParamsError(f"--run-name is empty: {why}")
             overrides["run_name"], names["run_name"] = args.run_name, "--run-name"
         params_file = params_mod.resolved_path("--params", args.params, paths.resolve)
-        p = params_mod.load(params_file, overrides, overrides_src="--set", override_names=names)
+        p = params_mod.load(
+            params_file, overrides, not args.estimate, overrides_src="--set", override_names=names
+        )
         notes = (params_mod.empty_file_note(params_file), params_mod.shadowed_note(params_file, overrides))
         note = "\n".join(filter(None, (*notes, *params_mod.variant_notes(p))))
         problem = params_mod.run_data_problem(p)  # before the notebooks ahead of 05 or 06 measure anything
@@ -587,6 +592,8 @@ def _run(args) -> int:
         )
         if paths.folder_problem(outputs):
             raise params_mod.ParamsError(paths.folder_problem(outputs))
+        if args.estimate:
+            return _estimate(p, params_file, outputs)
         run_dir = outputs / run_name_for(p)
         lock = paths.RunLock(run_dir).acquire()
     except (params_mod.ParamsError, paths.RunLocked) as err:
@@ -602,6 +609,34 @@ def _run(args) -> int:
         return _execute_run(args, p, params_file, overrides, outputs, run_dir, note)
     finally:
         lock.release()
+
+
+def _estimate(p: params_mod.Params, params_file: Path, outputs: Path) -> int:
+    """``--estimate``: each notebook's expected time and its source as a run of ``p`` here would print them, on the
+    params' device where this machine lacks it; measures nothing, writes nothing."""
+    from cnnbench import devices
+
+    here = p.device.split(":")[0] in ("auto", *devices.available())
+    device = devices.resolve(p.device) if here else p.device
+    kind, name = devices.backend(device).kind, devices.device_name(device) if here else ""
+    run_dir = outputs / (p.run_name or paths.default_run_name(kind))
+    record = {
+        r["notebook"]: _seconds(r.get("duration_s")) for r in results.file(run_dir, "timings").current()
+    }
+    expected = eta.expected_times(
+        p.notebooks,
+        record,
+        eta.Budgets(p, kind, eta.params_device(p, kind, name, params_file.name)),
+        eta.example_record(p, kind, paths.repo_root() / eta.EXAMPLE_RUN),
+        eta.sibling_record(run_dir, params_file.name),
+    )
+    print(f"cnnbench: expected times of {params_file.name} on {name or kind} (measures nothing)")
+    for notebook, (seconds, source) in expected.items():
+        print(f"{notebook:<16}{eta.duration(seconds):>8}  {source or 'no estimate'}")
+    known = [s for s, _ in expected.values() if s is not None]
+    least = "at least " if len(known) < len(expected) else ""
+    print(f"{'total':<16}{eta.duration(sum(known)):>8}  {least}")
+    return 0
 
 
 def _execute_run(args, p, params_file: Path, overrides: dict, outputs: Path, run_dir: Path, note: str) -> int:
@@ -623,8 +658,11 @@ def _execute_run(args, p, params_file: Path, overrides: dict, outputs: Path, run
         resolved = run_mod.write_resolved(run_dir, p, params_file, overrides)  # read by every notebook
         from cnnbench import devices
 
-        kind = devices.backend(devices.resolve(p.device, p.expect_device)).kind  # as run_name_for resolved it
-        budgets = {name: eta.budget_s(p, name, kind) for name in p.notebooks}
+        device = devices.resolve(p.device, p.expect_device)  # as run_name_for resolved it
+        kind = devices.backend(device).kind
+        budgets = eta.Budgets(
+            p, kind, eta.params_device(p, kind, devices.device_name(device), params_file.name)
+        )
         planned = {name: eta.planned(p, name) for name in p.notebooks}
         example = eta.example_record(p, kind, paths.repo_root() / eta.EXAMPLE_RUN)
         if ANALYSIS in p.notebooks:

@@ -29,10 +29,11 @@ SHRINK, STEPS, LEARNING_RATE, START = 0.05, 600, 0.05, (0.3, 2e-5)  # Adam from 
 # seeds that timed steps; the others timed epochs with their loader: predicted, never fitted
 STEP_TIMED = ("003",)
 FAR_BELOW = 0.10  # a rate under this share of its roofline ceiling is bound by something else than the device
-# 08's what-if devices: the params files' and a datacenter GPU (the M2 Pro: the newest Mac GPU with a published peak)
+# the device each params file's time estimates are predicted for (the M2 Pro: the newest Mac GPU with a published
+# peak); 08's what-if devices: these and a datacenter GPU
+PARAMS_DEVICES = {"colab_t4.yaml": "Tesla T4", "apple_m.yaml": "Apple M2 Pro (19-core GPU)"}
 WHAT_IF = {
-    "Tesla T4": "params/colab_t4.yaml",
-    "Apple M2 Pro (19-core GPU)": "params/apple_m.yaml (an M-series Mac)",
+    **{d: f"params/{f}" for f, d in PARAMS_DEVICES.items()},
     "NVIDIA H100 80GB HBM3": "a current datacenter GPU",
 }
 ROOF = ["peak_gflops", "bandwidth_gbs", "level", "roof"]
@@ -324,6 +325,24 @@ def what_if(rows: pd.DataFrame, targets=None, on=WHAT_IF, precision: str = "fp32
         lo, hi = _ratios(rows, roof["device_kind"])
         out.append(t.join(p).assign(low_img_s=p.predicted_img_s * lo, high_img_s=p.predicted_img_s * hi))
     return pd.concat(out[1:] or out, ignore_index=True)
+
+
+def step_times(configs, device: str) -> list[float]:
+    """Predicted seconds of one step of each configuration (model, phase, batch_size, image_size, num_classes,
+    precision) on ``device`` of device_specs.csv, fitted on the seeds' device-bound rows of its kind; at the fp32
+    roofs where the device has no peak at a configuration's precision. :class:`Refused` for a device with no fp32
+    peak."""
+    fp32 = spec_roof(device)
+    roofs = {}
+    for c in configs:
+        try:
+            roofs[c.precision] = roofs.get(c.precision) or spec_roof(device, c.precision)
+        except Refused:
+            roofs[c.precision] = fp32
+    keys = ["model", "phase", "batch_size", "image_size", "num_classes", "precision"]
+    t = pd.DataFrame([{**roofs[c.precision], **{k: getattr(c, k) for k in keys}} for c in configs])
+    p = predict(t, _fitted(*_fit_rows(judged(published_rows()), fp32["device_kind"])))
+    return list(t.batch_size / p.predicted_img_s)
 
 
 def table(merged) -> pd.DataFrame:
