@@ -33,8 +33,25 @@ def _planted(models=("mnist_cnn", "squeezenet1_1", "mobilenet_v2")) -> pd.DataFr
               num_classes=10, precision="fp32", peak_gflops=8000.0, bandwidth_gbs=300.0, level="dram",
               verdict="device") for m in models for ph in ("train", "eval") for b in (16, 64)]
     )  # fmt: skip
-    truth = predict.Fit("cuda", (0.6, 0.6, 0.5, 0.5, 0.5), 5e-6, 0, ())
+    truth = predict.Fit("cuda", (0.6, 0.4, 0.6, 0.5, 0.5, 0.5), 5e-6, 0, ())
     return rows.assign(rate_img_s=predict.predict(rows, truth).predicted_img_s)
+
+
+def test_backward_convolutions_are_a_class_of_their_own():
+    """A training step's weight and input gradients of a convolution run at an efficiency fitted apart from the
+    forward convolution's (they are different kernels); an eval step has none."""
+    from cnnbench.measure import traffic
+
+    counted = traffic.count_step("resnet18", 8, 32, 10, "train", "fp32")
+    flops, _, cls = predict.ops("resnet18", 8, 32, 10, "train", "fp32")
+    backward = predict.CLASSES.index("convolution backward")
+    conv_backward = counted.op.str.contains("convolution_backward")
+    assert flops[cls == backward].sum() == counted.flops[conv_backward].sum() > 0
+    assert (
+        flops[cls == predict.CLASSES.index("convolution")].sum()
+        == counted.flops[counted.op.str.contains("conv") & ~conv_backward].sum()
+    )
+    assert (predict.ops("resnet18", 8, 32, 10, "eval", "fp32")[2] != backward).all()
 
 
 def test_leave_one_model_out_never_fits_on_the_held_out_model(monkeypatch):

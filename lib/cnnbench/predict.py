@@ -24,7 +24,10 @@ from cnnbench.devices.base import normalise_name
 
 # conv and matmul are compute classes (their bytes at the elementwise efficiency); batch norm is normalisation in
 # training (several passes), elementwise in eval
-CLASSES = ("convolution", "matmul", "elementwise", "normalisation", "pooling")
+CLASSES = ("convolution", "convolution backward", "matmul", "elementwise", "normalisation", "pooling")
+COMPUTE = (
+    3  # CLASSES[:COMPUTE] are compute classes, their bytes at CLASSES[COMPUTE]'s (elementwise) efficiency
+)
 SHRINK, STEPS, LEARNING_RATE, START = 0.05, 600, 0.05, (0.3, 2e-5)  # Adam from 30% and 20 us per op
 # seeds that timed steps; the others timed epochs with their loader: predicted, never fitted
 STEP_TIMED = ("003",)
@@ -54,7 +57,7 @@ def ops(model: str, batch_size: int, image_size: int, num_classes: int, phase: s
 
     from cnnbench.measure import flops, traffic
 
-    key = [model, batch_size, image_size, num_classes, phase, precision, torch.__version__]
+    key = [model, batch_size, image_size, num_classes, phase, precision, torch.__version__, CLASSES]
     key += [Path(m.__file__).read_text() for m in (flops, traffic)]
     env = os.environ.get
     folder = Path(env("CNNBENCH_CACHE") or Path(env("XDG_CACHE_HOME", "~/.cache")) / "cnnbench").expanduser()
@@ -62,10 +65,10 @@ def ops(model: str, batch_size: int, image_size: int, num_classes: int, phase: s
     if not path.exists():
         o = traffic.count_step(model, batch_size, image_size, num_classes, phase, precision)
         op, train = o.op.str.contains, phase == "train"
-        conds = [op("conv"), o.flops > 0, op("batch_norm") & train, op("pool")]
+        conds = [op("conv") & ~op("backward"), op("conv"), o.flops > 0, op("batch_norm") & train, op("pool")]
         path.parent.mkdir(parents=True, exist_ok=True)
         part = path.with_suffix(f".{os.getpid()}.npy")
-        np.save(part, np.stack([o.flops, o.bytes, np.select(conds, [0, 1, 3, 4], 2)]).astype(float))
+        np.save(part, np.stack([o.flops, o.bytes, np.select(conds, [0, 1, 2, 4, 5], COMPUTE)]).astype(float))
         os.replace(part, path)
     f, b, c = np.load(path)
     return f, b, c.astype(int)
@@ -80,9 +83,15 @@ def _stack(rows: pd.DataFrame) -> list:
     counted = [ops(*k) for k in keyed]
     parts = []
     for flops, nbytes, cls in counted:
-        mem = cls >= 2
-        summed = np.bincount(cls[mem] - 2, weights=nbytes[mem], minlength=3)
-        parts.append((np.r_[flops[~mem], 0 * summed], np.r_[nbytes[~mem], summed], np.r_[cls[~mem], 2:5]))
+        mem = cls >= COMPUTE
+        summed = np.bincount(cls[mem] - COMPUTE, weights=nbytes[mem], minlength=len(CLASSES) - COMPUTE)
+        parts.append(
+            (
+                np.r_[flops[~mem], 0 * summed],
+                np.r_[nbytes[~mem], summed],
+                np.r_[cls[~mem], COMPUTE : len(CLASSES)],
+            )
+        )
     row = np.repeat(np.arange(len(parts)), [len(p[0]) for p in parts])
     flops, nbytes, cls = (np.concatenate([p[i] for p in parts]) for i in range(3))
     roofs = [rows[c].to_numpy(float)[row] * 1e9 for c in ("peak_gflops", "bandwidth_gbs")]
@@ -95,12 +104,15 @@ def _parts(log_params, stacked, n: int) -> tuple:
     import torch
 
     flops, nbytes, cls, row, peak, bandwidth, count = stacked
-    e = torch.exp(log_params[:5])
-    compute, memory = flops / (e[cls] * peak), nbytes / (torch.where(cls <= 1, e[2], e[cls]) * bandwidth)
+    e = torch.exp(log_params[:-1])
+    compute, memory = (
+        flops / (e[cls] * peak),
+        nbytes / (torch.where(cls < COMPUTE, e[COMPUTE], e[cls]) * bandwidth),
+    )
     slower = torch.maximum(compute, memory)
     on = compute >= memory
     sums = [torch.zeros(n, dtype=slower.dtype).index_add_(0, row, slower * w) for w in (on, ~on)]
-    return (*sums, count * torch.exp(log_params[5]))
+    return (*sums, count * torch.exp(log_params[-1]))
 
 
 @dataclass(frozen=True)
@@ -127,15 +139,17 @@ def fit(rows: pd.DataFrame, kind: str) -> Fit:
 
     stacked, n = _stack(rows), len(rows)
     target = torch.log(torch.tensor((rows.batch_size / rows.rate_img_s).to_numpy(float)))
-    theta = torch.log(torch.tensor([START[0]] * 5 + [START[1]], dtype=torch.float64)).requires_grad_()
+    theta = torch.log(
+        torch.tensor([START[0]] * len(CLASSES) + [START[1]], dtype=torch.float64)
+    ).requires_grad_()
     opt = torch.optim.Adam([theta], lr=LEARNING_RATE)
     for _ in range(STEPS):
         opt.zero_grad()
         error = torch.log(sum(_parts(theta, stacked, n))) - target
-        ((error**2).mean() + SHRINK * ((theta[:5] - theta[:5].mean()) ** 2).mean()).backward()
+        ((error**2).mean() + SHRINK * ((theta[:-1] - theta[:-1].mean()) ** 2).mean()).backward()
         opt.step()
     v = theta.detach().exp().tolist()
-    return Fit(kind, tuple(v[:5]), v[5], n, tuple(sorted(set(rows.model))))
+    return Fit(kind, tuple(v[:-1]), v[-1], n, tuple(sorted(set(rows.model))))
 
 
 def predict(rows: pd.DataFrame, f: Fit | None) -> pd.DataFrame:
@@ -146,7 +160,7 @@ def predict(rows: pd.DataFrame, f: Fit | None) -> pd.DataFrame:
 
     rows = rows.astype({"batch_size": int})
     stacked, n, batch = _stack(rows), len(rows), rows.batch_size.to_numpy(float)
-    roofline = torch.tensor([0.0] * 5 + [-math.inf], dtype=torch.float64)
+    roofline = torch.tensor([0.0] * len(CLASSES) + [-math.inf], dtype=torch.float64)
     out = pd.DataFrame({"ceiling_img_s": batch / sum(_parts(roofline, stacked, n)).numpy()}, index=rows.index)
     if f is None:
         return out
