@@ -259,6 +259,6 @@ def test_the_verdict_sees_another_run_of_this_workbook_measuring_at_the_same_tim
         row = s.summary()
     finally:
         other.kill()
-    assert row["other_runs_max"] == 1
+    assert row["other_runs_max"] >= 1  # ours; another test of the suite may be running a pipeline beside it
     state, note = telemetry.judge({**row, "cpu_steal_mean_pct": 0.0, "util_other_cpu_mean_pct": 0.0})
     assert state == "busy" and "another run of this workbook" in note, note
