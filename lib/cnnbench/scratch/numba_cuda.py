@@ -268,12 +268,7 @@ def _blocks(n: int) -> int:
 
 class NumbaCudaBackend:
     def __init__(self, model: str, lr: float = 0.01, momentum: float = 0.9):
-        self.name, self.model, self.lr, self.momentum = (
-            "numba_cuda",
-            model,
-            lr,
-            momentum,
-        )  # float32 in the kernel
+        self.name, self.model, self.lr, self.momentum = "numba_cuda", model, lr, momentum
         self.cuda = _cuda()
         self.k = KERNELS
         self.timer = OpTimer(sync=self.sync)
@@ -323,6 +318,10 @@ class NumbaCudaBackend:
         grid = (_blocks(size), max(1, math.ceil(chunks / BATCH_CHUNK))) if chunks else _blocks(size)
         self.k[name][grid, THREADS](*args)
 
+    def _weight_grad(self, kernel, layer, a, b, n):
+        w, bias = self.g[f"{layer}.weight"], self.g[f"{layer}.bias"]
+        self._launch(kernel, w.size, a, b, w, bias, chunks=n)
+
     def _forward(self, x, b):
         p, op = self.p, self.timer.op
         n = x.shape[0]
@@ -356,26 +355,10 @@ class NumbaCudaBackend:
         for k in g:
             self._zero(g[k])
         with op("fc2_bwd", "gradient", "backward"):
-            self._launch(
-                "dense_bwd_weight",
-                g["fc2.weight"].size,
-                b["d"],
-                b["h"],
-                g["fc2.weight"],
-                g["fc2.bias"],
-                chunks=n,
-            )
+            self._weight_grad("dense_bwd_weight", "fc2", b["d"], b["h"], n)
             self._launch("dense_bwd_input", b["dh"].size, b["d"], p["fc2.weight"], b["h"], b["dh"], True)
         with op("fc1_bwd", "gradient", "backward"):
-            self._launch(
-                "dense_bwd_weight",
-                g["fc1.weight"].size,
-                b["dh"],
-                flat,
-                g["fc1.weight"],
-                g["fc1.bias"],
-                chunks=n,
-            )
+            self._weight_grad("dense_bwd_weight", "fc1", b["dh"], flat, n)
             if self.model == "mnist_cnn":
                 self._launch(
                     "dense_bwd_input", b["dflat"].size, b["dh"], p["fc1.weight"], b["dh"], b["dflat"], False
@@ -385,43 +368,20 @@ class NumbaCudaBackend:
                 dp2 = b["dflat"].reshape(*b["p2"].shape)
                 self._launch("maxpool_relu_bwd", b["da2"].size, dp2, b["p2"], b["i2"], b["da2"])
             with op("conv2_bwd", "gradient", "backward"):
-                self._launch(
-                    "conv_bwd_weight",
-                    g["conv2.weight"].size,
-                    b["p1"],
-                    b["da2"],
-                    g["conv2.weight"],
-                    g["conv2.bias"],
-                    chunks=n,
-                )
+                self._weight_grad("conv_bwd_weight", "conv2", b["p1"], b["da2"], n)
                 self._launch("conv_bwd_input", b["dp1"].size, b["da2"], p["conv2.weight"], b["dp1"])
             with op("pool1+relu1_bwd", "gradient", "backward"):
                 self._launch("maxpool_relu_bwd", b["da1"].size, b["dp1"], b["p1"], b["i1"], b["da1"])
             with op("conv1_bwd", "gradient", "backward"):
-                self._launch(
-                    "conv_bwd_weight",
-                    g["conv1.weight"].size,
-                    xd,
-                    b["da1"],
-                    g["conv1.weight"],
-                    g["conv1.bias"],
-                    chunks=n,
-                )
+                self._weight_grad("conv_bwd_weight", "conv1", xd, b["da1"], n)
         return float(b["losses"].copy_to_host().astype(np.float64).mean())
 
     def train_step(self, x, y) -> float:
         loss = self.loss_and_grads(x, y)
         with self.timer.op("sgd", "update", "update"):
             for k, p in self.p.items():
-                self._launch(
-                    "sgd",
-                    p.size,
-                    p.reshape(p.size),
-                    self.g[k].reshape(p.size),
-                    self.v[k].reshape(p.size),
-                    np.float32(self.lr),
-                    np.float32(self.momentum),
-                )
+                flat = (a.reshape(p.size) for a in (p, self.g[k], self.v[k]))
+                self._launch("sgd", p.size, *flat, np.float32(self.lr), np.float32(self.momentum))
         return loss
 
     def evaluate(self, x, y, chunk: int = 2048) -> float:
