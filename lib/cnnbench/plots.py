@@ -132,6 +132,23 @@ def save(fig, path: str | Path | None, dpi: int = 120):
     return fig
 
 
+def legend_below(fig, ax, title=None, ncol: int | None = 4, fontsize: int | None = 8) -> None:
+    """One legend of ``ax``'s labelled artists below the figure's panels, never over the data (none without
+    labels); ``ncol`` caps its columns (None: one per label)."""
+    handles, labels = ax.get_legend_handles_labels()
+    if labels:
+        ncol = min(len(labels), ncol or len(labels))
+        fig.legend(
+            handles,
+            labels,
+            title=title,
+            loc="upper center",
+            bbox_to_anchor=(0.5, 0.0),
+            ncol=ncol,
+            fontsize=fontsize,
+        )
+
+
 def complexity(df: pd.DataFrame, path: str | Path | None = None):
     """Training GFLOPs per image and activation memory per image, per model, at each counted resolution."""
     data = df.assign(resolution=df.image_size.astype(str) + "x" + df.image_size.astype(str))
@@ -154,12 +171,9 @@ def complexity(df: pd.DataFrame, path: str | Path | None = None):
         )
         ax.set(yscale="log", ylabel=label, xlabel="")
         plt.setp(ax.get_xticklabels(), rotation=30, ha="right", rotation_mode="anchor")
-    handles, labels = axes[0].get_legend_handles_labels()
     axes[0].get_legend().remove()
     fig.tight_layout()
-    fig.legend(
-        handles, labels, title="resolution", loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=len(labels)
-    )
+    legend_below(fig, axes[0], title="resolution", ncol=None, fontsize=None)
     return save(fig, path)
 
 
@@ -241,16 +255,7 @@ def throughput(df: pd.DataFrame, path: str | Path | None = None, hue: str | None
         )
         ax.set(yscale="log", ylabel="throughput (images/s)", title=text(f"{phase} ({where})"))
     fig.tight_layout()
-    handles, labels = axes[0][0].get_legend_handles_labels()
-    if labels:
-        fig.legend(
-            handles,
-            labels,
-            loc="upper center",
-            bbox_to_anchor=(0.5, 0.0),
-            ncol=min(len(labels), 4),
-            fontsize=8,
-        )
+    legend_below(fig, axes[0][0])
     return save(fig, path)
 
 
@@ -299,19 +304,14 @@ def batch_sweep(df: pd.DataFrame, knees: pd.DataFrame | None = None, path: str |
         ax.set_xticks(sizes, [str(b) for b in sizes])
         ax.minorticks_off()
         ax.set_xlabel("batch size (images per step)")
-    handles, labels = axes[0].get_legend_handles_labels()  # one legend, below the panels: never over the data
     fig.tight_layout()
-    fig.legend(
-        handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=min(len(labels), 4), fontsize=8
-    )
+    legend_below(fig, axes[0])
     return save(fig, path)
 
 
 def _roofs(ax, peaks: pd.DataFrame, x) -> None:
     """Measured roofs solid (DRAM/HBM) and dotted (each cache level: the hierarchical roofline), spec-sheet roofs
     dashed, ridge points marked."""
-    import numpy as np
-
     levels = peaks.level if "level" in peaks else pd.Series("dram", index=peaks.index)
     main = levels.fillna("dram").isin(["dram", "hbm"])
     order = list(peaks.index[main]) + list(peaks.index[~main])  # colours follow the precision's DRAM roof
@@ -404,18 +404,13 @@ def roofline(
     by the legend beside the plot (``annotate``: also by a label at the point, which overlap when points do).
     ``size_by``: a column whose values set the marker size (smallest value smallest), named in a second legend
     below the first, so crowded points need no labels."""
-    import numpy as np
-
     lo = min(0.05, points.intensity_flop_per_byte.min() / 2) if len(points) else 0.05
     hi = max(1e3, points.intensity_flop_per_byte.max() * 2) if len(points) else 1e3
     x = np.geomspace(lo, hi, 256)
     fig, ax = subplots(figsize=(9, 6))
     _roofs(ax, peaks, x)
     values = sorted(points[hue].unique()) if len(points) else []
-    markers = {
-        **dict(zip(values, "osD^vP*X", strict=False)),
-        **HUE_MARKERS,
-    }  # a phase or level: the same in all
+    markers = {**dict(zip(values, "osD^vP*X", strict=False)), **HUE_MARKERS}  # a phase or level: fixed
     sizes = _marker_sizes(points[size_by]) if size_by and len(points) else {}
     for i, (key, g) in enumerate(points.groupby(label) if len(points) else []):
         for h, gh in g.groupby(hue):
@@ -475,8 +470,6 @@ def roofline(
 
 def _marker_sizes(values: pd.Series) -> dict:
     """Marker area per distinct value, ascending from 18 to 170 points^2 (evenly over the sorted values)."""
-    import numpy as np
-
     keys = sorted(values.dropna().unique())
     return dict(zip(keys, np.linspace(18, 170, len(keys)) if len(keys) > 1 else [55], strict=True))
 
@@ -499,8 +492,6 @@ EXPLORER_BATCHES = (8, 16, 32, 64, 128, 256, 512)  # the explorer's batch choice
 def _decades(lo: float, hi: float) -> tuple[float, float]:
     """``lo``..``hi`` widened to whole decades, so the limits and ticks of a log axis stay put as points are added
     inside them."""
-    import math
-
     lo, hi = max(lo, 1e-12), max(hi, lo * 10)
     return 10.0 ** math.floor(math.log10(lo)), 10.0 ** math.ceil(math.log10(hi))
 
@@ -567,8 +558,6 @@ def explorer_throughput(points: pd.DataFrame):
 def explorer_roofline(peaks: pd.DataFrame, points: pd.DataFrame, title: str = "explored configurations"):
     """08's explorer on this device's roofs: log axes fixed by the roofs (whole decades around the ridge points
     and peaks, widened only for a point outside them), each configuration its own legend entry."""
-    import numpy as np
-
     pts = _explorer_points(points)
     bw = peaks.bandwidth_gbs.dropna() if "bandwidth_gbs" in peaks else pd.Series(dtype=float)
     ridge = (peaks.peak_gflops / peaks.bandwidth_gbs).dropna() if len(bw) else pd.Series([1.0])
@@ -640,8 +629,6 @@ def per_model_rooflines(
     ``min_runs`` (08 passes 1: a single run's report draws them too). ``theirs``: the seeds' rows of
     :func:`cnnbench.published.corrections`, drawn as open markers per seed and device at their corrected
     placement (their rate from their throughput and our FLOPs, at the intensity of their step)."""
-    import numpy as np
-
     figs = {}
     by = "run_name" if "run_name" in points else "device_name"
     if points.empty or points[by].nunique() < min_runs:
