@@ -393,11 +393,9 @@ def _inconsistencies_000() -> Iterator[tuple[str, str, str]]:
     mps = ratio[c.device_class == "apple"]
     yield (
         "TFLOP/s (train) per device",
-        "TFLOP/s / (img/s x 224-pixel forward count) = "
-        f"{plain.min():.2f}-{plain.max():.2f} on CPU and T4, "
+        f"TFLOP/s / (img/s x 224-pixel forward count) = {plain.min():.2f}-{plain.max():.2f} on CPU and T4, "
         f"{mps.min():.1f}-{mps.max():.1f} on MPS",
-        "CPU and T4 columns are img/s x the 224x224 forward 'FLOPs' (MACs): wrong resolution, "
-        "no training "
+        "CPU and T4 columns are img/s x the 224x224 forward 'FLOPs' (MACs): wrong resolution, no training "
         "factor; the MPS rows follow no stated formula",
     )
     thr = THROUGHPUT_000.pivot_table(index="model", columns="device_class", values="train_img_s")
@@ -851,8 +849,7 @@ def memory_bound_verdict() -> str:
         f"{len(cpu)} models sit left of that ridge ({', '.join(left.model) or 'none'}), the rest right "
         f"of it (intensities {ai.min():.1f}-{ai.max():.1f} FLOP/byte), and each ran at "
         f"{cpu.of_attainable_pct.min():.1f}-{cpu.of_attainable_pct.max():.1f}% of what the roof allows "
-        f"at its intensity, moving at most {(cpu.corrected * 1e3 / ai).max():.2f} of {bw:g} GB/s. "
-        "Verdict: "
+        f"at its intensity, moving at most {(cpu.corrected * 1e3 / ai).max():.2f} of {bw:g} GB/s. Verdict: "
         + (
             "not memory-bound; its CPU ran far below both roofs, limited by neither."
             if near.empty

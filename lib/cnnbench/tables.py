@@ -100,18 +100,13 @@ def trimmed_html(df: pd.DataFrame) -> str:
     """A table's HTML in a notebook: whole when it fits the page, else :func:`trimmed` with its constant columns
     in a caption above it and its numbers to four figures, as :func:`show` writes them."""
     if len(df.columns) <= WIDE_COLUMNS or not df.columns.is_unique:
-        return df.to_html(max_rows=None, max_cols=None, na_rep="")
+        return df.to_html(na_rep="")
     try:
         out, head = _trimmed_with_head(df)
     except (TypeError, ValueError):  # a table of unusual cells is shown whole rather than not at all
-        return df.to_html(max_rows=None, max_cols=None, na_rep="")
-    return head + out.to_html(
-        max_rows=None,
-        max_cols=None,
-        na_rep="",
-        index=not isinstance(df.index, pd.RangeIndex),
-        formatters={c: _cell for c in out.columns},
-    )
+        return df.to_html(na_rep="")
+    index = not isinstance(df.index, pd.RangeIndex)
+    return head + out.to_html(na_rep="", index=index, formatters={c: _cell for c in out.columns})
 
 
 def _trimmed_with_head(df: pd.DataFrame) -> tuple[pd.DataFrame, str]:
@@ -137,14 +132,7 @@ def show(df: pd.DataFrame, caption: str = ""):
     if len(df.columns) > WIDE_COLUMNS and df.columns.is_unique:
         df, same = _trimmed_with_head(df)
     index = not isinstance(df.index, pd.RangeIndex)
-    table = df.to_html(
-        max_rows=None,
-        max_cols=None,
-        formatters={c: _cell for c in df.columns},
-        na_rep="",
-        index=index,
-        escape=True,
-    )
+    table = df.to_html(formatters={c: _cell for c in df.columns}, na_rep="", index=index)
     head = f"<p><b>{caption}</b></p>" if caption else ""
     return HTML(head + same + fitted(table, df, index))
 
