@@ -24,11 +24,9 @@ _DETACHED = contextvars.ContextVar("detached", default=False)
 
 @contextlib.contextmanager
 def detached():
-    """Figures this module makes inside are not pyplot's: no hook of a pyplot backend draws or shows them, so
-    show them yourself (render them: ``fig.savefig``). In a kernel, every comm message fires IPython's post_execute on the thread that
-    handles it (a subshell's under JupyterLab >= 4.4), and the inline backend's hook there draws and shows every
-    open pyplot figure: the explorer's too, while its callback was laying it out (matplotlib is not
-    thread-safe)."""
+    """Figures this module makes inside are not pyplot's, so no pyplot backend hook draws or shows them: render
+    them yourself (``fig.savefig``). The explorer's callbacks need this: the inline backend's hook, fired on the
+    thread of each comm message, would draw every open pyplot figure while a callback lays one out."""
     token = _DETACHED.set(True)
     try:
         yield

@@ -247,26 +247,12 @@ def performance_summary(df: pd.DataFrame) -> pd.DataFrame:
     """Seed 000's Table 3 for this device: train and eval throughput, TFLOP/s and peak memory per model."""
     ok = df[df.status == "ok"].assign(variant=variant_label(df))
     values = [c for c in ("throughput_img_s", "throughput_ci95_img_s", *RATES, *MEMORY) if c in ok.columns]
-    wide = ok.pivot_table(
-        index=["model", "device_name", "variant", "batch_size"],
-        columns="phase",
-        values=values,
-        aggfunc="first",
-    )
+    index = ["model", "device_name", "variant", "batch_size"]
+    wide = ok.pivot_table(index=index, columns="phase", values=values, aggfunc="first")
     wide.columns = [f"{phase}_{value}" for value, phase in wide.columns]
-    order = [
-        c
-        for c in (
-            "train_throughput_img_s",
-            "train_throughput_ci95_img_s",
-            "eval_throughput_img_s",
-            "eval_throughput_ci95_img_s",
-            *(f"{p}_{r}" for r in RATES for p in ("train", "eval")),
-            *(f"train_{m}" for m in MEMORY),
-        )
-        if c in wide.columns
-    ]
-    out = wide[order].reset_index()
+    order = [f"{p}_{v}" for p in ("train", "eval") for v in ("throughput_img_s", "throughput_ci95_img_s")]
+    order += [f"{p}_{r}" for r in RATES for p in ("train", "eval")] + [f"train_{m}" for m in MEMORY]
+    out = wide[[c for c in order if c in wide.columns]].reset_index()
     if {"train_throughput_img_s", "eval_throughput_img_s"} <= set(out.columns):
         out["eval_train_ratio"] = out.eval_throughput_img_s / out.train_throughput_img_s
     return out

@@ -456,26 +456,17 @@ def memory_breakdown(
         "({rss:.3f} MiB) misses memory reused from pages already resident"
     )
     dataset = data.x_train.nbytes + data.y_train.nbytes + data.x_test.nbytes + data.y_test.nbytes
+    state_how, step_how = [unmeasured.format(rss=v / MIB) if coarse else how for v in (state, step_peak)]
+    step_how += " (activations + workspace; batch listed apart)"
     rows = [
         ("parameters", comp["parameters"], None, "array sizes"),
         ("gradients", comp["gradients"], None, "array sizes"),
         ("optimizer_state", comp["optimizer_state"], None, "array sizes (momentum buffers)"),
-        (
-            "model_state_total",
-            state_c,
-            None if coarse else state,
-            unmeasured.format(rss=state / MIB) if coarse else how,
-        ),
+        ("model_state_total", state_c, None if coarse else state, state_how),
         ("activations", comp.get("activations", float("nan")), None, "arrays kept for the backward"),
         ("workspace", comp.get("workspace", float("nan")), None, "im2col columns / gradient buffers"),
         ("batch_inputs", comp.get("batch", 0), None, "array sizes"),
-        (
-            "step_total",
-            step_c,
-            None if coarse else step_peak,
-            (unmeasured.format(rss=step_peak / MIB) if coarse else how)
-            + " (activations + workspace; batch listed apart)",
-        ),
+        ("step_total", step_c, None if coarse else step_peak, step_how),
         (
             "backend_overhead",
             None,

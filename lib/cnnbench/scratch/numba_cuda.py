@@ -1,10 +1,9 @@
-"""Numba CUDA: one ``@cuda.jit`` kernel per operation, forward and full backward on the GPU (seed 001 did
-its dense backward on the host), SGD with momentum on the GPU; only the batch goes in and the loss comes out.
+"""Numba CUDA: one ``@cuda.jit`` kernel per operation, forward, full backward and SGD with momentum on the
+GPU; only the batch goes in and the loss comes out.
 
 Kernels use one thread per output element; the weight gradients sum over the batch in chunks of
 ``BATCH_CHUNK`` images per thread with ``cuda.atomic.add``. The device is synchronised around every timed op
-(kernels are asynchronous). With ``NUMBA_ENABLE_CUDASIM=1`` the same kernels run on Numba's CUDA simulator,
-which is how the tests check them on a machine without a GPU (tiny shapes only: the simulator is slow)."""
+(kernels are asynchronous). With ``NUMBA_ENABLE_CUDASIM=1`` the same kernels run on Numba's CUDA simulator."""
 
 from __future__ import annotations
 
@@ -25,8 +24,7 @@ from cnnbench.scratch.base import (
     step_buffers,
 )
 
-# Every accumulator and constant of the kernels is float32: a Python float (0.0) types as float64, and FP64 runs
-# at 1/32 of FP32 on T4, L4 and consumer cards (issue 19).
+# Every accumulator and constant of the kernels is float32: a Python float (0.0) types as float64, slow on GPUs.
 ZERO, ONE = np.float32(0.0), np.float32(1.0)
 
 SIMULATED = bool(numba.config.ENABLE_CUDASIM)  # Numba's CUDA simulator: correct results, no speed
