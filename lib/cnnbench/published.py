@@ -118,11 +118,7 @@ def _lines(*names: str) -> str:
 
 
 SEEDS = {s[:3]: s for s in sorted(_values().seed.unique())}
-SEED_000 = SEEDS["000"]
-SEED_001 = SEEDS["001"]
-SEED_002 = SEEDS["002"]
-SEED_003 = SEEDS["003"]
-SEED_004 = SEEDS["004"]
+SEED_000, SEED_001, SEED_002, SEED_003, SEED_004 = (SEEDS[s] for s in ("000", "001", "002", "003", "004"))
 
 # --- seed 000 ------------------------------------------------------------------------------------------------
 _SETUP_000 = setup("000")
@@ -253,24 +249,18 @@ _inference_s = {
     "cuda": (_INFERENCE_002.s_per_image_low["cuda"] + _INFERENCE_002.s_per_image_high["cuda"]) / 2,
 }
 TIMES_002 = table("TIMES_002").reindex(columns=["device_class", "batch_size", "train_20_epochs_h", "source"])
-TIMES_002.insert(
-    3,
-    "test_accuracy_pct",
-    [
-        _CLAIMS_002["test_accuracy_cpu_and_gpu_bs64"] if d == "cpu" or b == 64 else math.nan
-        for d, b in zip(TIMES_002.device_class, TIMES_002.batch_size, strict=True)
-    ],
-)
+_accuracy = [
+    _CLAIMS_002["test_accuracy_cpu_and_gpu_bs64"] if d == "cpu" or b == 64 else math.nan
+    for d, b in zip(TIMES_002.device_class, TIMES_002.batch_size, strict=True)
+]
+TIMES_002.insert(3, "test_accuracy_pct", _accuracy)
 _gpu_rows = TIMES_002.device_class == "cuda"  # device kind: seed 002's rows, as published
 _first_gpu = TIMES_002.index[_gpu_rows][0]
-TIMES_002.insert(
-    4,
-    "inference_s_per_image",
-    [
-        _inference_s["cpu"] if d == "cpu" else _inference_s["cuda"] if i == _first_gpu else math.nan
-        for i, d in zip(TIMES_002.index, TIMES_002.device_class, strict=True)
-    ],
-)
+_inference = [
+    _inference_s["cpu"] if d == "cpu" else _inference_s["cuda"] if i == _first_gpu else math.nan
+    for i, d in zip(TIMES_002.index, TIMES_002.device_class, strict=True)
+]
+TIMES_002.insert(4, "inference_s_per_image", _inference)
 # Sections VIII.A-C: the CPU's utilisation (%) while the GPUs trained and in the CPU-only run, the CPU-only
 # run's memory (GB) of the machine's RAM (GB), temperature (C), processes, threads and clock (GHz), read from
 # its text (operating-system monitor snapshots).
@@ -399,13 +389,8 @@ def _inconsistencies_000() -> Iterator[tuple[str, str, str]]:
         "factor; the MPS rows follow no stated formula",
     )
     thr = THROUGHPUT_000.pivot_table(index="model", columns="device_class", values="train_img_s")
-    recomputed = pd.DataFrame(
-        {
-            "t4_over_apple": thr.t4 / thr.apple,
-            "t4_over_cpu": thr.t4 / thr.cpu,
-            "apple_over_cpu": thr.apple / thr.cpu,
-        }
-    )
+    pairs = (("t4", "apple"), ("t4", "cpu"), ("apple", "cpu"))
+    recomputed = pd.DataFrame({f"{a}_over_{b}": thr[a] / thr[b] for a, b in pairs})
     printed = SPEEDUPS_000.set_index("model")
     off = [
         (m, col, printed.loc[m, col], recomputed.loc[m, col])

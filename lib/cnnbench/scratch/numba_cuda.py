@@ -57,16 +57,19 @@ def _cuda():
     return cuda
 
 
+@cuda.jit(device=True)
+def index4(i, d1, d2, d3):
+    """The 4-d index of flat element ``i`` of a C-ordered array of shape (., d1, d2, d3)."""
+    return i // (d3 * d2 * d1), (i // (d3 * d2)) % d1, (i // d3) % d2, i % d3
+
+
 @cuda.jit
 def conv_relu_fwd(x, w, b, out):
     i = cuda.grid(1)
     n_, f_, ho, wo = out.shape
     if i >= n_ * f_ * ho * wo:
         return
-    ow = i % wo
-    oh = (i // wo) % ho
-    f = (i // (wo * ho)) % f_
-    n = i // (wo * ho * f_)
+    n, f, oh, ow = index4(i, f_, ho, wo)
     acc = b[f]
     for c in range(x.shape[1]):
         for kh in range(w.shape[2]):
@@ -81,10 +84,7 @@ def maxpool_fwd(a, out, idx):
     n_, c_, ho, wo = out.shape
     if i >= n_ * c_ * ho * wo:
         return
-    j = i % wo
-    r = (i // wo) % ho
-    c = (i // (wo * ho)) % c_
-    n = i // (wo * ho * c_)
+    n, c, r, j = index4(i, c_, ho, wo)
     width = a.shape[3]
     best = a[n, c, 2 * r, 2 * j]
     pos = 2 * r * width + 2 * j
@@ -104,10 +104,7 @@ def maxpool_relu_bwd(dout, out, idx, da):
     n_, c_, h_, w_ = da.shape
     if i >= n_ * c_ * h_ * w_:
         return
-    w = i % w_
-    h = (i // w_) % h_
-    c = (i // (w_ * h_)) % c_
-    n = i // (w_ * h_ * c_)
+    n, c, h, w = index4(i, c_, h_, w_)
     r, j = h // 2, w // 2
     v = ZERO
     if r < out.shape[2] and j < out.shape[3]:
@@ -122,10 +119,7 @@ def conv_bwd_weight(x, da, dw, db):
     f_, c_, k_, _ = dw.shape
     if i >= f_ * c_ * k_ * k_:
         return
-    kw = i % k_
-    kh = (i // k_) % k_
-    c = (i // (k_ * k_)) % c_
-    f = i // (k_ * k_ * c_)
+    f, c, kh, kw = index4(i, c_, k_, k_)
     n0 = cuda.blockIdx.y * BATCH_CHUNK
     n1 = min(n0 + BATCH_CHUNK, x.shape[0])
     acc = ZERO
@@ -147,10 +141,7 @@ def conv_bwd_input(da, w, dx):
     n_, c_, h_, w_ = dx.shape
     if i >= n_ * c_ * h_ * w_:
         return
-    xw = i % w_
-    xh = (i // w_) % h_
-    c = (i // (w_ * h_)) % c_
-    n = i // (w_ * h_ * c_)
+    n, c, xh, xw = index4(i, c_, h_, w_)
     acc = ZERO
     for f in range(da.shape[1]):
         for kh in range(w.shape[2]):
