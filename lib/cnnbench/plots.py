@@ -241,13 +241,8 @@ def throughput(df: pd.DataFrame, path: str | Path | None = None, hue: str | None
             ax.errorbar(
                 xs, gv.throughput_img_s, yerr=gv.throughput_ci95_img_s, fmt="o", capsize=3, label=text(v)
             )
-        ax.set_xticks(
-            [j + width * (len(variants) - 1) / 2 for j in range(len(bars))],
-            [text(b) for b in bars],
-            rotation=30,
-            ha="right",
-            rotation_mode="anchor",
-        )
+        ticks = [j + width * (len(variants) - 1) / 2 for j in range(len(bars))]
+        ax.set_xticks(ticks, [text(b) for b in bars], rotation=30, ha="right", rotation_mode="anchor")
         where = (
             g.device_name.iloc[0] if g.device_name.nunique() == 1 else f"{g.device_name.nunique()} devices"
         )
@@ -278,13 +273,9 @@ def batch_sweep(df: pd.DataFrame, knees: pd.DataFrame | None = None, path: str |
         for status, marker in (("oom", "x"), ("unstable", "^"), ("error", "s")):
             bad = g[g.status == status]
             if len(bad):
+                floor = [ok.throughput_img_s.min() if len(ok) else 1] * len(bad)
                 axes[0].scatter(
-                    bad.batch_size,
-                    [ok.throughput_img_s.min() if len(ok) else 1] * len(bad),
-                    marker=marker,
-                    s=80,
-                    color=color,
-                    label=f"{label}: {status}",
+                    bad.batch_size, floor, marker=marker, s=80, color=color, label=f"{label}: {status}"
                 )
         if knees is not None:
             k = knees[(knees.model == model) & (knees.phase == phase)]

@@ -702,12 +702,8 @@ def _corrections_003() -> list[dict]:
         none = pd.Series({"achieved_tflops": math.nan, "efficiency_pct": math.nan})
         printed = a.loc[key] if key in a.index else none
         line = _line("THROUGHPUT_003", "model={};batch_size={};device_class={}".format(*key))
-        rows.append(
-            {
-                **_placed(SEED_003, r, "train", size, classes, roof, printed.achieved_tflops, line),
-                "printed_pct_of_peak": printed.efficiency_pct,
-            }
-        )
+        row = _placed(SEED_003, r, "train", size, classes, roof, printed.achieved_tflops, line)
+        rows.append({**row, "printed_pct_of_peak": printed.efficiency_pct})
     per = pd.DataFrame(rows)
     for device in ("rtx4080", "t4"):
         d, item = per[(per.device == device) & per.printed.notna()], f"{device}_mean_efficiency_pct"
