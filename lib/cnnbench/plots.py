@@ -24,9 +24,9 @@ _DETACHED = contextvars.ContextVar("detached", default=False)
 
 @contextlib.contextmanager
 def detached():
-    """Figures this module makes inside are not pyplot's, so no pyplot backend hook draws or shows them: render
-    them yourself (``fig.savefig``). The explorer's callbacks need this: the inline backend's hook, fired on the
-    thread of each comm message, would draw every open pyplot figure while a callback lays one out."""
+    """Figures this module makes inside are not pyplot's, so no pyplot backend hook draws or shows them:
+    render them yourself (``fig.savefig``). The explorer's callbacks need this: the inline backend's hook,
+    fired on the thread of each comm message, would draw every open pyplot figure while one is laid out."""
     token = _DETACHED.set(True)
     try:
         yield

@@ -71,8 +71,8 @@ def _anchor_headings(cell, prefix: str, contents: list[tuple[int, str, str]]) ->
 HIDDEN_TAGS = {"parameters", "injected-parameters", "colab-setup", "remove-cell"}  # cells left out whole
 SHOWN_OUTPUTS = ("text/plain", "text/html", "text/markdown", "text/latex", "image/png", "image/jpeg")
 SAFE_TAGS = {
-    *"a b i p br dd dl dt em h1 h2 h3 h4 h5 h6 hr li ol ul tr td th pre sub sup col div wbr".split(),
-    *"abbr blockquote caption code colgroup details small span strong summary table tbody tfoot thead".split(),
+    *"a b i p br dd dl dt em h1 h2 h3 h4 h5 h6 hr li ol ul tr td th pre sub sup col div wbr tbody".split(),
+    *"abbr blockquote caption code colgroup details small span strong summary table tfoot thead".split(),
 }
 SAFE_ATTRIBUTES = {
     "*": ["class", "id", "title", "style", "align", "valign", "halign", "colspan", "rowspan", "border"],

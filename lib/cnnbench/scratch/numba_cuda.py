@@ -24,7 +24,7 @@ from cnnbench.scratch.base import (
     step_buffers,
 )
 
-# Every accumulator and constant of the kernels is float32: a Python float (0.0) types as float64, slow on GPUs.
+# Every accumulator and constant of the kernels is float32: a Python float (0.0) types as slow float64
 ZERO, ONE = np.float32(0.0), np.float32(1.0)
 
 SIMULATED = bool(numba.config.ENABLE_CUDASIM)  # Numba's CUDA simulator: correct results, no speed
