@@ -93,13 +93,14 @@ def test_measured_peaks_are_sane():
         1
     )  # tiny kernels on threads shared with other work measure the scheduler, not the code
     try:
-        mm = peaks.matmul_gflops(cpu, "fp32", n=256, repeats=2)
-        conv = peaks.conv_gflops(cpu, "fp32", batch=2, channels=16, size=8, repeats=2)
-        bw = peaks.stream_gbs(cpu, mb=16, repeats=2)
+        mm = max(peaks.matmul_rates(cpu, "fp32", n=256, repeats=2))
+        conv = max(peaks.conv_rates(cpu, "fp32", batch=2, channels=16, size=8, repeats=2))
+        sweep = peaks.bandwidth_sweep(cpu, [32 * 2**20], repeats=2)
     finally:
         torch.set_num_threads(before)
+    bw = sweep.groupby("kernel").bandwidth_gbs.max()
     assert 0.1 < mm < 1e5 and 0.01 < conv < 1e5
-    assert 0.1 < bw["read_gbs"] < 1e4 and 0.1 < bw["triad_gbs"] < 1e4  # CPU: the numba read and triad kernels
+    assert 0.1 < bw["read"] < 1e4 and 0.1 < bw["triad"] < 1e4  # CPU: the numba read and triad kernels
     assert devices.backend(cpu).roof_precisions()[0] == "fp32"
 
 

@@ -24,11 +24,9 @@ _DETACHED = contextvars.ContextVar("detached", default=False)
 
 @contextlib.contextmanager
 def detached():
-    """Figures this module makes inside are not pyplot's: no hook of a pyplot backend draws or shows them, so
-    show them yourself (render them: ``fig.savefig``). In a kernel, every comm message fires IPython's post_execute on the thread that
-    handles it (a subshell's under JupyterLab >= 4.4), and the inline backend's hook there draws and shows every
-    open pyplot figure: the explorer's too, while its callback was laying it out (matplotlib is not
-    thread-safe)."""
+    """Figures this module makes inside are not pyplot's, so no pyplot backend hook draws or shows them:
+    render them yourself (``fig.savefig``). The explorer's callbacks need this: the inline backend's hook,
+    fired on the thread of each comm message, would draw every open pyplot figure while one is laid out."""
     token = _DETACHED.set(True)
     try:
         yield
@@ -132,6 +130,23 @@ def save(fig, path: str | Path | None, dpi: int = 120):
     return fig
 
 
+def legend_below(fig, ax, title=None, ncol: int | None = 4, fontsize: int | None = 8) -> None:
+    """One legend of ``ax``'s labelled artists below the figure's panels, never over the data (none without
+    labels); ``ncol`` caps its columns (None: one per label)."""
+    handles, labels = ax.get_legend_handles_labels()
+    if labels:
+        ncol = min(len(labels), ncol or len(labels))
+        fig.legend(
+            handles,
+            labels,
+            title=title,
+            loc="upper center",
+            bbox_to_anchor=(0.5, 0.0),
+            ncol=ncol,
+            fontsize=fontsize,
+        )
+
+
 def complexity(df: pd.DataFrame, path: str | Path | None = None):
     """Training GFLOPs per image and activation memory per image, per model, at each counted resolution."""
     data = df.assign(resolution=df.image_size.astype(str) + "x" + df.image_size.astype(str))
@@ -154,12 +169,9 @@ def complexity(df: pd.DataFrame, path: str | Path | None = None):
         )
         ax.set(yscale="log", ylabel=label, xlabel="")
         plt.setp(ax.get_xticklabels(), rotation=30, ha="right", rotation_mode="anchor")
-    handles, labels = axes[0].get_legend_handles_labels()
     axes[0].get_legend().remove()
     fig.tight_layout()
-    fig.legend(
-        handles, labels, title="resolution", loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=len(labels)
-    )
+    legend_below(fig, axes[0], title="resolution", ncol=None, fontsize=None)
     return save(fig, path)
 
 
@@ -229,28 +241,14 @@ def throughput(df: pd.DataFrame, path: str | Path | None = None, hue: str | None
             ax.errorbar(
                 xs, gv.throughput_img_s, yerr=gv.throughput_ci95_img_s, fmt="o", capsize=3, label=text(v)
             )
-        ax.set_xticks(
-            [j + width * (len(variants) - 1) / 2 for j in range(len(bars))],
-            [text(b) for b in bars],
-            rotation=30,
-            ha="right",
-            rotation_mode="anchor",
-        )
+        ticks = [j + width * (len(variants) - 1) / 2 for j in range(len(bars))]
+        ax.set_xticks(ticks, [text(b) for b in bars], rotation=30, ha="right", rotation_mode="anchor")
         where = (
             g.device_name.iloc[0] if g.device_name.nunique() == 1 else f"{g.device_name.nunique()} devices"
         )
         ax.set(yscale="log", ylabel="throughput (images/s)", title=text(f"{phase} ({where})"))
     fig.tight_layout()
-    handles, labels = axes[0][0].get_legend_handles_labels()
-    if labels:
-        fig.legend(
-            handles,
-            labels,
-            loc="upper center",
-            bbox_to_anchor=(0.5, 0.0),
-            ncol=min(len(labels), 4),
-            fontsize=8,
-        )
+    legend_below(fig, axes[0][0])
     return save(fig, path)
 
 
@@ -275,13 +273,9 @@ def batch_sweep(df: pd.DataFrame, knees: pd.DataFrame | None = None, path: str |
         for status, marker in (("oom", "x"), ("unstable", "^"), ("error", "s")):
             bad = g[g.status == status]
             if len(bad):
+                floor = [ok.throughput_img_s.min() if len(ok) else 1] * len(bad)
                 axes[0].scatter(
-                    bad.batch_size,
-                    [ok.throughput_img_s.min() if len(ok) else 1] * len(bad),
-                    marker=marker,
-                    s=80,
-                    color=color,
-                    label=f"{label}: {status}",
+                    bad.batch_size, floor, marker=marker, s=80, color=color, label=f"{label}: {status}"
                 )
         if knees is not None:
             k = knees[(knees.model == model) & (knees.phase == phase)]
@@ -299,19 +293,14 @@ def batch_sweep(df: pd.DataFrame, knees: pd.DataFrame | None = None, path: str |
         ax.set_xticks(sizes, [str(b) for b in sizes])
         ax.minorticks_off()
         ax.set_xlabel("batch size (images per step)")
-    handles, labels = axes[0].get_legend_handles_labels()  # one legend, below the panels: never over the data
     fig.tight_layout()
-    fig.legend(
-        handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=min(len(labels), 4), fontsize=8
-    )
+    legend_below(fig, axes[0])
     return save(fig, path)
 
 
 def _roofs(ax, peaks: pd.DataFrame, x) -> None:
     """Measured roofs solid (DRAM/HBM) and dotted (each cache level: the hierarchical roofline), spec-sheet roofs
     dashed, ridge points marked."""
-    import numpy as np
-
     levels = peaks.level if "level" in peaks else pd.Series("dram", index=peaks.index)
     main = levels.fillna("dram").isin(["dram", "hbm"])
     order = list(peaks.index[main]) + list(peaks.index[~main])  # colours follow the precision's DRAM roof
@@ -404,18 +393,13 @@ def roofline(
     by the legend beside the plot (``annotate``: also by a label at the point, which overlap when points do).
     ``size_by``: a column whose values set the marker size (smallest value smallest), named in a second legend
     below the first, so crowded points need no labels."""
-    import numpy as np
-
     lo = min(0.05, points.intensity_flop_per_byte.min() / 2) if len(points) else 0.05
     hi = max(1e3, points.intensity_flop_per_byte.max() * 2) if len(points) else 1e3
     x = np.geomspace(lo, hi, 256)
     fig, ax = subplots(figsize=(9, 6))
     _roofs(ax, peaks, x)
     values = sorted(points[hue].unique()) if len(points) else []
-    markers = {
-        **dict(zip(values, "osD^vP*X", strict=False)),
-        **HUE_MARKERS,
-    }  # a phase or level: the same in all
+    markers = {**dict(zip(values, "osD^vP*X", strict=False)), **HUE_MARKERS}  # a phase or level: fixed
     sizes = _marker_sizes(points[size_by]) if size_by and len(points) else {}
     for i, (key, g) in enumerate(points.groupby(label) if len(points) else []):
         for h, gh in g.groupby(hue):
@@ -475,8 +459,6 @@ def roofline(
 
 def _marker_sizes(values: pd.Series) -> dict:
     """Marker area per distinct value, ascending from 18 to 170 points^2 (evenly over the sorted values)."""
-    import numpy as np
-
     keys = sorted(values.dropna().unique())
     return dict(zip(keys, np.linspace(18, 170, len(keys)) if len(keys) > 1 else [55], strict=True))
 
@@ -499,8 +481,6 @@ EXPLORER_BATCHES = (8, 16, 32, 64, 128, 256, 512)  # the explorer's batch choice
 def _decades(lo: float, hi: float) -> tuple[float, float]:
     """``lo``..``hi`` widened to whole decades, so the limits and ticks of a log axis stay put as points are added
     inside them."""
-    import math
-
     lo, hi = max(lo, 1e-12), max(hi, lo * 10)
     return 10.0 ** math.floor(math.log10(lo)), 10.0 ** math.ceil(math.log10(hi))
 
@@ -567,8 +547,6 @@ def explorer_throughput(points: pd.DataFrame):
 def explorer_roofline(peaks: pd.DataFrame, points: pd.DataFrame, title: str = "explored configurations"):
     """08's explorer on this device's roofs: log axes fixed by the roofs (whole decades around the ridge points
     and peaks, widened only for a point outside them), each configuration its own legend entry."""
-    import numpy as np
-
     pts = _explorer_points(points)
     bw = peaks.bandwidth_gbs.dropna() if "bandwidth_gbs" in peaks else pd.Series(dtype=float)
     ridge = (peaks.peak_gflops / peaks.bandwidth_gbs).dropna() if len(bw) else pd.Series([1.0])
@@ -640,8 +618,6 @@ def per_model_rooflines(
     ``min_runs`` (08 passes 1: a single run's report draws them too). ``theirs``: the seeds' rows of
     :func:`cnnbench.published.corrections`, drawn as open markers per seed and device at their corrected
     placement (their rate from their throughput and our FLOPs, at the intensity of their step)."""
-    import numpy as np
-
     figs = {}
     by = "run_name" if "run_name" in points else "device_name"
     if points.empty or points[by].nunique() < min_runs:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import functools
 import math
 import re
+from collections.abc import Iterator
 from importlib import resources
 
 import pandas as pd
@@ -117,11 +118,7 @@ def _lines(*names: str) -> str:
 
 
 SEEDS = {s[:3]: s for s in sorted(_values().seed.unique())}
-SEED_000 = SEEDS["000"]
-SEED_001 = SEEDS["001"]
-SEED_002 = SEEDS["002"]
-SEED_003 = SEEDS["003"]
-SEED_004 = SEEDS["004"]
+SEED_000, SEED_001, SEED_002, SEED_003, SEED_004 = (SEEDS[s] for s in ("000", "001", "002", "003", "004"))
 
 # --- seed 000 ------------------------------------------------------------------------------------------------
 _SETUP_000 = setup("000")
@@ -252,24 +249,18 @@ _inference_s = {
     "cuda": (_INFERENCE_002.s_per_image_low["cuda"] + _INFERENCE_002.s_per_image_high["cuda"]) / 2,
 }
 TIMES_002 = table("TIMES_002").reindex(columns=["device_class", "batch_size", "train_20_epochs_h", "source"])
-TIMES_002.insert(
-    3,
-    "test_accuracy_pct",
-    [
-        _CLAIMS_002["test_accuracy_cpu_and_gpu_bs64"] if d == "cpu" or b == 64 else math.nan
-        for d, b in zip(TIMES_002.device_class, TIMES_002.batch_size, strict=True)
-    ],
-)
+_accuracy = [
+    _CLAIMS_002["test_accuracy_cpu_and_gpu_bs64"] if d == "cpu" or b == 64 else math.nan
+    for d, b in zip(TIMES_002.device_class, TIMES_002.batch_size, strict=True)
+]
+TIMES_002.insert(3, "test_accuracy_pct", _accuracy)
 _gpu_rows = TIMES_002.device_class == "cuda"  # device kind: seed 002's rows, as published
 _first_gpu = TIMES_002.index[_gpu_rows][0]
-TIMES_002.insert(
-    4,
-    "inference_s_per_image",
-    [
-        _inference_s["cpu"] if d == "cpu" else _inference_s["cuda"] if i == _first_gpu else math.nan
-        for i, d in zip(TIMES_002.index, TIMES_002.device_class, strict=True)
-    ],
-)
+_inference = [
+    _inference_s["cpu"] if d == "cpu" else _inference_s["cuda"] if i == _first_gpu else math.nan
+    for i, d in zip(TIMES_002.index, TIMES_002.device_class, strict=True)
+]
+TIMES_002.insert(4, "inference_s_per_image", _inference)
 # Sections VIII.A-C: the CPU's utilisation (%) while the GPUs trained and in the CPU-only run, the CPU-only
 # run's memory (GB) of the machine's RAM (GB), temperature (C), processes, threads and clock (GHz), read from
 # its text (operating-system monitor snapshots).
@@ -340,10 +331,6 @@ def device_class(device_kind: str, device_name: str) -> str:
     return {"mps": "apple", "cpu": "cpu"}.get(device_kind, "other")
 
 
-def _row(seed: str, claim: str, computed: str, note: str) -> dict:
-    return {"seed": seed, "published": claim, "computed_from_its_own_numbers": computed, "note": note}
-
-
 def _spec_rows(device: str) -> pd.DataFrame:
     from cnnbench.roofline import peaks
 
@@ -351,82 +338,59 @@ def _spec_rows(device: str) -> pd.DataFrame:
     return spec[(spec.device == device) & (spec.precision == "fp32") & spec.peak_gflops.notna()]
 
 
-def _inconsistencies_000() -> list[dict]:
-    rows = []
+def _inconsistencies_000() -> Iterator[tuple[str, str, str]]:
     e = _epoch_images_000()
     imgs = pd.concat([e.train_images, e.val_images])
     sq_t4 = e[(e.model == "squeezenet1_1") & (e.device_class == "t4")].iloc[0]
-    rows.append(
-        _row(
-            SEED_000,
-            f"1 epoch of Tiny-ImageNet ({_SETUP_000['dataset_train_images']:,} training images)",
-            f"throughput x epoch time = {int(imgs.median()):,} images in "
-            f"{int((imgs == imgs.median()).sum())} of {len(imgs)} cases; SqueezeNet on T4: "
-            f"{sq_t4.train_img_s * sq_t4.train_epoch_s:,.0f}",
-            f"its 'epoch' was a {EPOCH_IMAGES_000:,}-image subset ({sq_t4.train_images:,.0f} for SqueezeNet on "
-            "the T4)",
-        )
+    yield (
+        f"1 epoch of Tiny-ImageNet ({_SETUP_000['dataset_train_images']:,} training images)",
+        f"throughput x epoch time = {int(imgs.median()):,} images in "
+        f"{int((imgs == imgs.median()).sum())} of {len(imgs)} cases; SqueezeNet on T4: "
+        f"{sq_t4.train_img_s * sq_t4.train_epoch_s:,.0f}",
+        f"its 'epoch' was a {EPOCH_IMAGES_000:,}-image subset ({sq_t4.train_images:,.0f} for SqueezeNet on "
+        "the T4)",
     )
     a = AI_TABLE_000.assign(flop_per_byte=AI_TABLE_000.flops_g * 1e9 / (AI_TABLE_000.model_mb * 1e6))
-    rows.append(
-        _row(
-            SEED_000,
-            "AI " + ", ".join(f"{r.model} {r.ai_printed}" for r in a.itertuples()) + " FLOP/byte",
-            ", ".join(f"{r.model} {r.flop_per_byte:.1f}" for r in a.itertuples()) + " FLOP/byte",
-            "its figures are GFLOP per MB (x1000 = FLOP/byte), of parameter bytes only, at 224x224",
-        )
+    yield (
+        "AI " + ", ".join(f"{r.model} {r.ai_printed}" for r in a.itertuples()) + " FLOP/byte",
+        ", ".join(f"{r.model} {r.flop_per_byte:.1f}" for r in a.itertuples()) + " FLOP/byte",
+        "its figures are GFLOP per MB (x1000 = FLOP/byte), of parameter bytes only, at 224x224",
     )
     sq = e[e.model == "squeezenet1_1"].set_index("device_class").train_images
     per = EPOCH_IMAGES_000 // _SETUP_000["batch_size"]
     sq_bs, bs = _SETUP_000["batch_size_squeezenet1_1"], _SETUP_000["batch_size"]
-    rows.append(
-        _row(
-            SEED_000,
-            f"SqueezeNet at batch {sq_bs} on every device, epochs of a fixed number of batches "
-            "(sections 1.4, 2.3)",
-            "; ".join(f"{d}: {n:,.0f} images" for d, n in sq.items())
-            + f"; every other model: {EPOCH_IMAGES_000:,} = {per} batches of {bs}",
-            f"its T4 row is {per} batches of {sq_bs}; its M3 Pro and CPU rows imply {per} batches of {bs}, which "
-            "its text rules out: the workbook follows the text",
-        )
+    yield (
+        f"SqueezeNet at batch {sq_bs} on every device, epochs of a fixed number of batches "
+        "(sections 1.4, 2.3)",
+        "; ".join(f"{d}: {n:,.0f} images" for d, n in sq.items())
+        + f"; every other model: {EPOCH_IMAGES_000:,} = {per} batches of {bs}",
+        f"its T4 row is {per} batches of {sq_bs}; its M3 Pro and CPU rows imply {per} batches of {bs}, which "
+        "its text rules out: the workbook follows the text",
     )
     pub = {m: models.spec(m).published_gmacs for m in COMPLEXITY_000.model}
-    rows.append(
-        _row(
-            SEED_000,
-            "'FLOPs/Image (G)' " + ", ".join(f"{r.model} {r.flops_g}" for r in COMPLEXITY_000.itertuples()),
-            "beside torchvision's published MACs: "
-            + ", ".join(
-                f"{r.model} {100 * (r.flops_g / pub[r.model] - 1):+.1f}%" for r in COMPLEXITY_000.itertuples()
-            ),
-            "multiply-accumulates, not FLOPs, and not torchvision's for every model: a counter it does not name "
-            "(the counter is inferred from the figures, never stated)",
-        )
+    yield (
+        "'FLOPs/Image (G)' " + ", ".join(f"{r.model} {r.flops_g}" for r in COMPLEXITY_000.itertuples()),
+        "beside torchvision's published MACs: "
+        + ", ".join(
+            f"{r.model} {100 * (r.flops_g / pub[r.model] - 1):+.1f}%" for r in COMPLEXITY_000.itertuples()
+        ),
+        "multiply-accumulates, not FLOPs, and not torchvision's for every model: a counter it does not name "
+        "(the counter is inferred from the figures, never stated)",
     )
     c = THROUGHPUT_000.merge(COMPLEXITY_000[["model", "flops_g"]])
     ratio = c.train_tflops / (c.train_img_s * c.flops_g / 1e3)
     plain = ratio[c.device_class != "apple"]
     mps = ratio[c.device_class == "apple"]
-    rows.append(
-        _row(
-            SEED_000,
-            "TFLOP/s (train) per device",
-            "TFLOP/s / (img/s x 224-pixel forward count) = "
-            f"{plain.min():.2f}-{plain.max():.2f} on CPU and T4, "
-            f"{mps.min():.1f}-{mps.max():.1f} on MPS",
-            "CPU and T4 columns are img/s x the 224x224 forward 'FLOPs' (MACs): wrong resolution, "
-            "no training "
-            "factor; the MPS rows follow no stated formula",
-        )
+    yield (
+        "TFLOP/s (train) per device",
+        f"TFLOP/s / (img/s x 224-pixel forward count) = {plain.min():.2f}-{plain.max():.2f} on CPU and T4, "
+        f"{mps.min():.1f}-{mps.max():.1f} on MPS",
+        "CPU and T4 columns are img/s x the 224x224 forward 'FLOPs' (MACs): wrong resolution, no training "
+        "factor; the MPS rows follow no stated formula",
     )
     thr = THROUGHPUT_000.pivot_table(index="model", columns="device_class", values="train_img_s")
-    recomputed = pd.DataFrame(
-        {
-            "t4_over_apple": thr.t4 / thr.apple,
-            "t4_over_cpu": thr.t4 / thr.cpu,
-            "apple_over_cpu": thr.apple / thr.cpu,
-        }
-    )
+    pairs = (("t4", "apple"), ("t4", "cpu"), ("apple", "cpu"))
+    recomputed = pd.DataFrame({f"{a}_over_{b}": thr[a] / thr[b] for a, b in pairs})
     printed = SPEEDUPS_000.set_index("model")
     off = [
         (m, col, printed.loc[m, col], recomputed.loc[m, col])
@@ -435,121 +399,93 @@ def _inconsistencies_000() -> list[dict]:
         if abs(printed.loc[m, col] - recomputed.loc[m, col]) > (0.006 if col == "t4_over_apple" else 0.06)
     ]
     # Table 8 prints GPU/M3 with two decimals, the other columns with one
-    rows.append(
-        _row(
-            SEED_000,
-            f"Table 8 speedups; '~{_claims('000')['gpu_over_cpu_max']}x' on compute-heavy models",
-            "; ".join(f"{m} {col}: printed {p:.2f}, Table 3 gives {r:.2f}" for m, col, p, r in off)
-            + f"; largest GPU/CPU speedup in its table: {recomputed.t4_over_cpu.max():.1f}x",
-            "speedups recomputed from its own Table 3 throughputs",
-        )
+    yield (
+        f"Table 8 speedups; '~{_claims('000')['gpu_over_cpu_max']}x' on compute-heavy models",
+        "; ".join(f"{m} {col}: printed {p:.2f}, Table 3 gives {r:.2f}" for m, col, p, r in off)
+        + f"; largest GPU/CPU speedup in its table: {recomputed.t4_over_cpu.max():.1f}x",
+        "speedups recomputed from its own Table 3 throughputs",
     )
     apple = PEAKS_000.set_index("device_class").peak_gflops["apple"]
     spec = _spec_rows("Apple M3 Pro")
     if not len(spec):  # no spec row (Apple publishes no M3 GPU clock): the range the published clocks give
         lo, hi = (cores * 128 * 2 * ghz for cores, ghz in ((14, 1.38), (18, 1.6)))
-        rows.append(
-            _row(
-                SEED_000,
-                f"M3 Pro peak {apple:,} GFLOP/s",
-                "Apple publishes no M3 Pro GPU clock or TFLOPS; 14-18 cores x 128 ALUs x 2 FLOP at the 1.38-1.6 "
-                f"GHz published estimates give {lo:,.0f}-{hi:,.0f} GFLOP/s",
-                "an estimate, never measured: our spec table has no M3/M4 row",
-            )
+        yield (
+            f"M3 Pro peak {apple:,} GFLOP/s",
+            "Apple publishes no M3 Pro GPU clock or TFLOPS; 14-18 cores x 128 ALUs x 2 FLOP at the 1.38-1.6 "
+            f"GHz published estimates give {lo:,.0f}-{hi:,.0f} GFLOP/s",
+            "an estimate, never measured: our spec table has no M3/M4 row",
         )
     else:
         near = spec.loc[(spec.peak_gflops - apple).abs().idxmin()]
-        rows.append(
-            _row(
-                SEED_000,
-                f"M3 Pro peak {apple:,} GFLOP/s",
-                f"nearest row of our spec table: Apple M3 Pro with {near.gpu_cores:g} GPU cores, "
-                f"{near.peak_gflops:,.0f} GFLOP/s ({near.source})",
-                "a spec-sheet product, never measured",
-            )
+        yield (
+            f"M3 Pro peak {apple:,} GFLOP/s",
+            f"nearest row of our spec table: Apple M3 Pro with {near.gpu_cores:g} GPU cores, "
+            f"{near.peak_gflops:,.0f} GFLOP/s ({near.source})",
+            "a spec-sheet product, never measured",
         )
     sweep_line = _line("SETUP_000", "item=sweep_text_batch_sizes")
-    rows.append(
-        _row(
-            SEED_000,
-            f"Scenario B: 'three CSVs (batch sizes {_SETUP_000['sweep_text_batch_sizes']})' on the M3 Pro "
-            f"(line {sweep_line})",
-            f"its Table 6 ({_lines('SWEEP_000')}) has batch sizes {', '.join(map(str, SWEEP_000.batch_size))}, "
-            "and its caption says T4",
-            "its text and its table disagree on the batches swept and on the device",
-        )
+    yield (
+        f"Scenario B: 'three CSVs (batch sizes {_SETUP_000['sweep_text_batch_sizes']})' on the M3 Pro "
+        f"(line {sweep_line})",
+        f"its Table 6 ({_lines('SWEEP_000')}) has batch sizes {', '.join(map(str, SWEEP_000.batch_size))}, "
+        "and its caption says T4",
+        "its text and its table disagree on the batches swept and on the device",
     )
-    return rows
 
 
-def _inconsistencies_001_002() -> list[dict]:
-    rows = []
+def _inconsistencies_001() -> Iterator[tuple[str, str, str]]:
     b = BACKENDS_001.assign(images=BACKENDS_001.throughput_img_s * BACKENDS_001.epoch_s)
-    rows.append(
-        _row(
-            SEED_001,
-            "average throughput (samples/s) = samples / epoch time",
-            ", ".join(
-                f"{r.backend}: {r.throughput_img_s:,} x {r.epoch_s} s = {r.images:,.0f} images"
-                for r in b.itertuples()
-            )
-            + f"; its epochs had {EPOCH_SAMPLES_001:,} = {EPOCH_SAMPLES_001 // _SETUP_001['batch_size']} x "
-            f"{_SETUP_001['batch_size']} samples",
-            "its average throughput is not samples / average epoch time (corrections() divides them)",
+    yield (
+        "average throughput (samples/s) = samples / epoch time",
+        ", ".join(
+            f"{r.backend}: {r.throughput_img_s:,} x {r.epoch_s} s = {r.images:,.0f} images"
+            for r in b.itertuples()
         )
+        + f"; its epochs had {EPOCH_SAMPLES_001:,} = {EPOCH_SAMPLES_001 // _SETUP_001['batch_size']} x "
+        f"{_SETUP_001['batch_size']} samples",
+        "its average throughput is not samples / average epoch time (corrections() divides them)",
     )
     low = b.loc[b.final_test_accuracy_pct.idxmin()]
-    rows.append(
-        _row(
-            SEED_001,
-            f"final accuracies 'ranging from {_claims('001')['final_accuracy_low_pct']}%' (Numba CUDA)",
-            f"its Table I's lowest final accuracy: {low.backend} {low.final_test_accuracy_pct}%",
-            "its text's range leaves out its own lowest row",
-        )
+    yield (
+        f"final accuracies 'ranging from {_claims('001')['final_accuracy_low_pct']}%' (Numba CUDA)",
+        f"its Table I's lowest final accuracy: {low.backend} {low.final_test_accuracy_pct}%",
+        "its text's range leaves out its own lowest row",
     )
     fastest = b.loc[b.epoch_s.idxmin(), "backend"]
     cuda = b.set_index("backend").epoch_s["torch_cuda"]
-    rows.append(
-        _row(
-            SEED_001,
-            "conclusion: PyTorch CUDA and MPS significantly outperform",
-            f"fastest epoch in its Table I: {fastest} ({b.epoch_s.min()} s); torch_cuda {cuda} s",
-            "the text contradicts its table on which backend is faster",
-        )
+    yield (
+        "conclusion: PyTorch CUDA and MPS significantly outperform",
+        f"fastest epoch in its Table I: {fastest} ({b.epoch_s.min()} s); torch_cuda {cuda} s",
+        "the text contradicts its table on which backend is faster",
     )
+
+
+def _inconsistencies_002() -> Iterator[tuple[str, str, str]]:
     t = TELEMETRY_002[
         (TELEMETRY_002.batch_size == TELEMETRY_002.batch_size.max()) & (TELEMETRY_002.gpu == 0)
     ].iloc[0]
     idle = TELEMETRY_002[TELEMETRY_002.gpu == 1]
-    rows.append(
-        _row(
-            SEED_002,
-            f"GPU:0 takes {t.gpu_util_pct}% of its total memory (batch {t.batch_size})",
-            f"{t.mem_used_mib} / {t.mem_total_mib} MiB = {t.mem_used_mib / t.mem_total_mib:.1%} of memory; "
-            f"{t.gpu_util_pct}% is the GPU-Util column",
-            f"GPU 1 sits in {idle.pstate.iloc[0]} at {idle.power_w.max()} W in every snapshot: "
-            "the idle display GPU",
-        )
+    yield (
+        f"GPU:0 takes {t.gpu_util_pct}% of its total memory (batch {t.batch_size})",
+        f"{t.mem_used_mib} / {t.mem_total_mib} MiB = {t.mem_used_mib / t.mem_total_mib:.1%} of memory; "
+        f"{t.gpu_util_pct}% is the GPU-Util column",
+        f"GPU 1 sits in {idle.pstate.iloc[0]} at {idle.power_w.max()} W in every snapshot: "
+        "the idle display GPU",
     )
-    return rows
 
 
-def _inconsistencies_003() -> list[dict]:
-    rows = []
+def _inconsistencies_003() -> Iterator[tuple[str, str, str]]:
     c = COMPLEXITY_003.set_index("model")
     thr = THROUGHPUT_003.set_index(["model", "batch_size", "device_class"]).train_img_s
-    rows.append(
-        _row(
-            SEED_003,
-            "achieved TFLOP/s = throughput x training FLOPs",
-            "; ".join(
-                f"{r.model} bs{r.batch_size} {r.device_class}: printed {r.achieved_tflops}, "
-                f"{thr[(r.model, r.batch_size, r.device_class)]:.0f} img/s x {c.train_flops_g[r.model]} G "
-                f"= {thr[(r.model, r.batch_size, r.device_class)] * c.train_flops_g[r.model] / 1e3:.2f}"
-                for r in ACHIEVED_003.itertuples()
-            ),
-            "its achieved rates do not follow from its own throughputs",
-        )
+    yield (
+        "achieved TFLOP/s = throughput x training FLOPs",
+        "; ".join(
+            f"{r.model} bs{r.batch_size} {r.device_class}: printed {r.achieved_tflops}, "
+            f"{thr[(r.model, r.batch_size, r.device_class)]:.0f} img/s x {c.train_flops_g[r.model]} G "
+            f"= {thr[(r.model, r.batch_size, r.device_class)] * c.train_flops_g[r.model] / 1e3:.2f}"
+            for r in ACHIEVED_003.itertuples()
+        ),
+        "its achieved rates do not follow from its own throughputs",
     )
     pairs = THROUGHPUT_003.pivot_table(
         index=["model", "batch_size"], columns="device_class", values="train_img_s"
@@ -557,22 +493,15 @@ def _inconsistencies_003() -> list[dict]:
     ratio = (pairs.rtx4080 / pairs.t4).dropna()
     normal = ratio[ratio > 1]
     lo, hi = SUMMARY_003["rtx4080_over_t4"]
-    rows.append(
-        _row(
-            SEED_003,
-            f"RTX 4080 is {lo}-{hi}x faster than T4",
-            f"its table gives {normal.min():.1f}-{normal.max():.1f}x "
-            f"(and {ratio.min():.2f}x at ResNet-50 bs128)",
-            "its summary does not match its table",
-        )
+    yield (
+        f"RTX 4080 is {lo}-{hi}x faster than T4",
+        f"its table gives {normal.min():.1f}-{normal.max():.1f}x (and {ratio.min():.2f}x at ResNet-50 bs128)",
+        "its summary does not match its table",
     )
-    rows.append(
-        _row(
-            SEED_003,
-            "ResNet-50 AI in its per-model table",
-            f"{AI_BY_BATCH_003[128]:.0f} at batch 128 ({AI_BY_BATCH_003[64]:.0f} is batch 64)",
-            f"AI_003 uses {AI_003['resnet50']:.0f}",
-        )
+    yield (
+        "ResNet-50 AI in its per-model table",
+        f"{AI_BY_BATCH_003[128]:.0f} at batch 128 ({AI_BY_BATCH_003[64]:.0f} is batch 64)",
+        f"AI_003 uses {AI_003['resnet50']:.0f}",
     )
     peak = PEAKS_003.set_index("device_class").loc["rtx4080"]
     laptop = _spec_rows("NVIDIA GeForce RTX 4080 Laptop GPU")
@@ -580,89 +509,78 @@ def _inconsistencies_003() -> list[dict]:
         lap = laptop.iloc[0]
         lap_tflops = lap.peak_gflops / 1e3
         a = ACHIEVED_003[ACHIEVED_003.device_class == "rtx4080"]
-        rows.append(
-            _row(
-                SEED_003,
-                f"'{peak.device}' peak {peak.peak_tflops} TFLOP/s; efficiency = achieved / peak",
-                "; ".join(
-                    f"{r.model} bs{r.batch_size}: {r.achieved_tflops} / {lap_tflops:g} = "
-                    f"{100 * r.achieved_tflops / lap_tflops:.1f}% (printed {r.efficiency_pct}%)"
-                    for r in a.itertuples()
-                )
-                + f"; ridge point {lap.peak_gflops / peak.bandwidth_gbs:.0f} FLOP/byte at its "
-                f"{peak.bandwidth_gbs:g} GB/s, not {peak.peak_tflops * 1e3 / peak.bandwidth_gbs:.0f}",
-                f"its peak is the desktop RTX 4080's fp32 figure; its laptop GPU ({lap.device} in our spec "
-                f"table: {lap.source}) has {lap_tflops:g} TFLOP/s",
+        yield (
+            f"'{peak.device}' peak {peak.peak_tflops} TFLOP/s; efficiency = achieved / peak",
+            "; ".join(
+                f"{r.model} bs{r.batch_size}: {r.achieved_tflops} / {lap_tflops:g} = "
+                f"{100 * r.achieved_tflops / lap_tflops:.1f}% (printed {r.efficiency_pct}%)"
+                for r in a.itertuples()
             )
+            + f"; ridge point {lap.peak_gflops / peak.bandwidth_gbs:.0f} FLOP/byte at its "
+            f"{peak.bandwidth_gbs:g} GB/s, not {peak.peak_tflops * 1e3 / peak.bandwidth_gbs:.0f}",
+            f"its peak is the desktop RTX 4080's fp32 figure; its laptop GPU ({lap.device} in our spec "
+            f"table: {lap.source}) has {lap_tflops:g} TFLOP/s",
         )
-    return rows
 
 
-def _inconsistencies_004() -> list[dict]:
-    rows = []
+def _inconsistencies_004() -> Iterator[tuple[str, str, str]]:
     s = SHAPE_004
     n_params = s["features"] * s["hidden"] + s["hidden"] + s["hidden"] * s["classes"] + s["classes"]
     mem = MEMORY_004.set_index("component").cpu_mb
-    rows.append(
-        _row(
-            SEED_004,
-            f"parameters take {mem['parameters']} MB",
-            f"{n_params:,} parameters x 8 bytes (float64) = {n_params * 8 / 1e6:.3f} MB",
-            "off by about 100x",
-        )
+    yield (
+        f"parameters take {mem['parameters']} MB",
+        f"{n_params:,} parameters x 8 bytes (float64) = {n_params * 8 / 1e6:.3f} MB",
+        "off by about 100x",
     )
     mnist = _SETUP_004["mnist_train_images"]
-    rows.append(
-        _row(
-            SEED_004,
-            f"{s['inputs']:,} x {s['features']} inputs take {mem['inputs']} MB",
-            f"as float64: {s['inputs'] * s['features'] * 8 / 1e6:.0f} MB; "
-            f"{mnist * s['features'] / 1e6:.1f} MB is {mnist:,} x {s['features']} bytes (uint8)",
-            "its input memory is the raw 8-bit file, not the float64 arrays it trained on",
-        )
+    yield (
+        f"{s['inputs']:,} x {s['features']} inputs take {mem['inputs']} MB",
+        f"as float64: {s['inputs'] * s['features'] * 8 / 1e6:.0f} MB; "
+        f"{mnist * s['features'] / 1e6:.1f} MB is {mnist:,} x {s['features']} bytes (uint8)",
+        "its input memory is the raw 8-bit file, not the float64 arrays it trained on",
     )
     step = TIMES_004.set_index("what")
     sums = {side: OPS_004[f"{side}_ms"].sum() for side in ("cpu", "gpu")}
-    rows.append(
-        _row(
-            SEED_004,
-            "Table 4: time per operation (matmul, ReLU, softmax, gradients) of an iteration",
-            "; ".join(
-                f"{side.upper()}: operations sum to {sums[side]:.1f} ms, Table 3's iteration "
-                f"{step.loc['iteration', f'{side}_ms']} ms"
-                for side in sums
-            ),
-            "its operations add up to the whole iteration"
-            + (
-                " exactly"
-                if all(abs(sums[k] - step.loc["iteration", f"{k}_ms"]) < 0.05 for k in sums)
-                else ""
-            )
-            + ": nothing is left for the bias additions, the one-hot encoding and the parameter update its "
-            "Algorithm 1 runs every iteration",
-        )
+    yield (
+        "Table 4: time per operation (matmul, ReLU, softmax, gradients) of an iteration",
+        "; ".join(
+            f"{side.upper()}: operations sum to {sums[side]:.1f} ms, Table 3's iteration "
+            f"{step.loc['iteration', f'{side}_ms']} ms"
+            for side in sums
+        ),
+        "its operations add up to the whole iteration"
+        + (" exactly" if all(abs(sums[k] - step.loc["iteration", f"{k}_ms"]) < 0.05 for k in sums) else "")
+        + ": nothing is left for the bias additions, the one-hot encoding and the parameter update its "
+        "Algorithm 1 runs every iteration",
     )
     labelled = s["inputs"] + _SETUP_004["validation_images"]
-    rows.append(
-        _row(
-            SEED_004,
-            f"Kaggle's digit-recognizer split into {s['inputs']:,} training and "
-            f"{_SETUP_004['validation_images']:,} validation images",
-            f"{s['inputs']:,} + {_SETUP_004['validation_images']:,} = {labelled:,} labelled images; the Kaggle "
-            f"file's train.csv has {_SETUP_004['kaggle_train_rows']:,} labelled rows",
-            "its split cannot come from the file it names"
-            + (f"; {labelled:,} is MNIST's own training set (its Table 2)" if labelled == mnist else ""),
-        )
+    yield (
+        f"Kaggle's digit-recognizer split into {s['inputs']:,} training and "
+        f"{_SETUP_004['validation_images']:,} validation images",
+        f"{s['inputs']:,} + {_SETUP_004['validation_images']:,} = {labelled:,} labelled images; the Kaggle "
+        f"file's train.csv has {_SETUP_004['kaggle_train_rows']:,} labelled rows",
+        "its split cannot come from the file it names"
+        + (f"; {labelled:,} is MNIST's own training set (its Table 2)" if labelled == mnist else ""),
     )
-    return rows
 
 
 def inconsistencies() -> pd.DataFrame:
     """The seeds' numbers checked against each other: each row computed here from the stored numbers (and,
     where named, our spec table)."""
-    return pd.DataFrame(
-        _inconsistencies_000() + _inconsistencies_001_002() + _inconsistencies_003() + _inconsistencies_004()
-    )
+    checks = {
+        SEED_000: _inconsistencies_000,
+        SEED_001: _inconsistencies_001,
+        SEED_002: _inconsistencies_002,
+        SEED_003: _inconsistencies_003,
+        SEED_004: _inconsistencies_004,
+    }
+    columns = ("published", "computed_from_its_own_numbers", "note")  # each check's (claim, computed, note)
+    rows = [
+        {"seed": seed, **dict(zip(columns, r, strict=True))}
+        for seed, check in checks.items()
+        for r in check()
+    ]
+    return pd.DataFrame(rows)
 
 
 # --- what the seeds' numbers should have been --------------------------------------------------------
@@ -784,12 +702,8 @@ def _corrections_003() -> list[dict]:
         none = pd.Series({"achieved_tflops": math.nan, "efficiency_pct": math.nan})
         printed = a.loc[key] if key in a.index else none
         line = _line("THROUGHPUT_003", "model={};batch_size={};device_class={}".format(*key))
-        rows.append(
-            {
-                **_placed(SEED_003, r, "train", size, classes, roof, printed.achieved_tflops, line),
-                "printed_pct_of_peak": printed.efficiency_pct,
-            }
-        )
+        row = _placed(SEED_003, r, "train", size, classes, roof, printed.achieved_tflops, line)
+        rows.append({**row, "printed_pct_of_peak": printed.efficiency_pct})
     per = pd.DataFrame(rows)
     for device in ("rtx4080", "t4"):
         d, item = per[(per.device == device) & per.printed.notna()], f"{device}_mean_efficiency_pct"
@@ -916,8 +830,7 @@ def memory_bound_verdict() -> str:
         f"{len(cpu)} models sit left of that ridge ({', '.join(left.model) or 'none'}), the rest right "
         f"of it (intensities {ai.min():.1f}-{ai.max():.1f} FLOP/byte), and each ran at "
         f"{cpu.of_attainable_pct.min():.1f}-{cpu.of_attainable_pct.max():.1f}% of what the roof allows "
-        f"at its intensity, moving at most {(cpu.corrected * 1e3 / ai).max():.2f} of {bw:g} GB/s. "
-        "Verdict: "
+        f"at its intensity, moving at most {(cpu.corrected * 1e3 / ai).max():.2f} of {bw:g} GB/s. Verdict: "
         + (
             "not memory-bound; its CPU ran far below both roofs, limited by neither."
             if near.empty

@@ -68,13 +68,11 @@ def _anchor_headings(cell, prefix: str, contents: list[tuple[int, str, str]]) ->
 # What a report shows of an executed notebook (a run folder copied from anywhere may hold any of it): these
 # output types, and in HTML and markdown these tags and attributes; any other tag is shown as text, any other
 # attribute (onerror=...) or link scheme (javascript:) dropped: no script of a run folder runs in the report.
+HIDDEN_TAGS = {"parameters", "injected-parameters", "colab-setup", "remove-cell"}  # cells left out whole
 SHOWN_OUTPUTS = ("text/plain", "text/html", "text/markdown", "text/latex", "image/png", "image/jpeg")
 SAFE_TAGS = {
-    *"a b i p br dd dl dt em h1 h2 h3 h4 h5 h6 hr li ol ul tr td th pre sub sup col div wbr".split(),
-    *"abbr blockquote caption code colgroup details small span strong summary table".split(),
-    "tbody",
-    "tfoot",
-    "thead",
+    *"a b i p br dd dl dt em h1 h2 h3 h4 h5 h6 hr li ol ul tr td th pre sub sup col div wbr tbody".split(),
+    *"abbr blockquote caption code colgroup details small span strong summary table tfoot thead".split(),
 }
 SAFE_ATTRIBUTES = {
     "*": ["class", "id", "title", "style", "align", "valign", "halign", "colspan", "rowspan", "border"],
@@ -116,12 +114,7 @@ def _report_cells(nb, prefix: str, contents: list) -> list:
     cells = []
     for cell in nb.cells:
         tags = set(cell.get("metadata", {}).get("tags", []))
-        if cell.cell_type == "raw" or tags & {
-            "parameters",
-            "injected-parameters",
-            "colab-setup",
-            "remove-cell",
-        }:
+        if cell.cell_type == "raw" or tags & HIDDEN_TAGS:
             continue
         if cell.cell_type == "markdown":
             # the Colab badge is for the notebook, not the report (an external image, broken offline)
@@ -227,8 +220,7 @@ def build_run_report(run_dir: Path, notebooks: list[Path], of: int | None = None
         going = f"**Partial report: {len(notebooks)} of {of} notebooks done; the run goes on**, and its "
         going += "report.html replaces this page when it ends.\n\n"
     header = (
-        f"# cnnbench report: {e['name']}\n\n{going}"
-        f"{complexity_warning(run_dir)}"
+        f"# cnnbench report: {e['name']}\n\n{going}{complexity_warning(run_dir)}"
         f"{overview.summary_html(run_dir, machine, reproducibility_statement(run_dir))}"
         f"This report speaks of run **{e['name']}** only, measured on **{e.get('device_name', '?')}** "
         f"({e.get('device_kind', '?')}) on host {e.get('host', e.get('cpu_model', '?'))}, "

@@ -100,18 +100,13 @@ def trimmed_html(df: pd.DataFrame) -> str:
     """A table's HTML in a notebook: whole when it fits the page, else :func:`trimmed` with its constant columns
     in a caption above it and its numbers to four figures, as :func:`show` writes them."""
     if len(df.columns) <= WIDE_COLUMNS or not df.columns.is_unique:
-        return df.to_html(max_rows=None, max_cols=None, na_rep="")
+        return df.to_html(na_rep="")
     try:
         out, head = _trimmed_with_head(df)
     except (TypeError, ValueError):  # a table of unusual cells is shown whole rather than not at all
-        return df.to_html(max_rows=None, max_cols=None, na_rep="")
-    return head + out.to_html(
-        max_rows=None,
-        max_cols=None,
-        na_rep="",
-        index=not isinstance(df.index, pd.RangeIndex),
-        formatters={c: _cell for c in out.columns},
-    )
+        return df.to_html(na_rep="")
+    index = not isinstance(df.index, pd.RangeIndex)
+    return head + out.to_html(na_rep="", index=index, formatters={c: _cell for c in out.columns})
 
 
 def _trimmed_with_head(df: pd.DataFrame) -> tuple[pd.DataFrame, str]:
@@ -137,14 +132,7 @@ def show(df: pd.DataFrame, caption: str = ""):
     if len(df.columns) > WIDE_COLUMNS and df.columns.is_unique:
         df, same = _trimmed_with_head(df)
     index = not isinstance(df.index, pd.RangeIndex)
-    table = df.to_html(
-        max_rows=None,
-        max_cols=None,
-        formatters={c: _cell for c in df.columns},
-        na_rep="",
-        index=index,
-        escape=True,
-    )
+    table = df.to_html(formatters={c: _cell for c in df.columns}, na_rep="", index=index)
     head = f"<p><b>{caption}</b></p>" if caption else ""
     return HTML(head + same + fitted(table, df, index))
 
@@ -259,26 +247,12 @@ def performance_summary(df: pd.DataFrame) -> pd.DataFrame:
     """Seed 000's Table 3 for this device: train and eval throughput, TFLOP/s and peak memory per model."""
     ok = df[df.status == "ok"].assign(variant=variant_label(df))
     values = [c for c in ("throughput_img_s", "throughput_ci95_img_s", *RATES, *MEMORY) if c in ok.columns]
-    wide = ok.pivot_table(
-        index=["model", "device_name", "variant", "batch_size"],
-        columns="phase",
-        values=values,
-        aggfunc="first",
-    )
+    index = ["model", "device_name", "variant", "batch_size"]
+    wide = ok.pivot_table(index=index, columns="phase", values=values, aggfunc="first")
     wide.columns = [f"{phase}_{value}" for value, phase in wide.columns]
-    order = [
-        c
-        for c in (
-            "train_throughput_img_s",
-            "train_throughput_ci95_img_s",
-            "eval_throughput_img_s",
-            "eval_throughput_ci95_img_s",
-            *(f"{p}_{r}" for r in RATES for p in ("train", "eval")),
-            *(f"train_{m}" for m in MEMORY),
-        )
-        if c in wide.columns
-    ]
-    out = wide[order].reset_index()
+    order = [f"{p}_{v}" for p in ("train", "eval") for v in ("throughput_img_s", "throughput_ci95_img_s")]
+    order += [f"{p}_{r}" for r in RATES for p in ("train", "eval")] + [f"train_{m}" for m in MEMORY]
+    out = wide[[c for c in order if c in wide.columns]].reset_index()
     if {"train_throughput_img_s", "eval_throughput_img_s"} <= set(out.columns):
         out["eval_train_ratio"] = out.eval_throughput_img_s / out.train_throughput_img_s
     return out

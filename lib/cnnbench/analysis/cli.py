@@ -99,9 +99,7 @@ def seeds_beside(m, run: str) -> pd.DataFrame:
     table = speedups_beside_000(sa[sa.run_name == run] if len(sa) else sa)
     ours = pd.DataFrame()
     if "a_img_s" in table:
-        ours = table[
-            table.source.astype(str).str.startswith("ours") & table.get("a_img_s", pd.Series()).notna()
-        ]
+        ours = table[table.source.astype(str).str.startswith("ours") & table.a_img_s.notna()]
     env = m.environments.get(run, {})
     rows = [
         {

@@ -55,10 +55,10 @@ def configured(df: pd.DataFrame) -> pd.DataFrame:
     return ok.drop_duplicates(["run_name", *keys, "threads"], keep="last")
 
 
-def comparison_kind(a: pd.Series, b: pd.Series) -> str:
+def comparison_kind(device_a, device_b, host_a, host_b) -> str:
     """run-to-run (same host, same device), cross-host (same device model elsewhere) or cross-device."""
-    if a.device_name == b.device_name:
-        return "run-to-run" if a.host_id == b.host_id else "cross-host"
+    if device_a == device_b:
+        return "run-to-run" if host_a == host_b else "cross-host"
     return "cross-device"
 
 
@@ -93,21 +93,15 @@ def speedups(scenario_a: pd.DataFrame) -> pd.DataFrame:
             j = _pair(ok, b, a)
         for r in j.to_dict("records"):
             ra, rb = r["throughput_img_s_a"], r["throughput_img_s_b"]
-            rel = math.hypot(
-                float(r.get("throughput_ci95_img_s_a") or 0) / ra,
-                float(r.get("throughput_ci95_img_s_b") or 0) / rb,
-            )
-            s = ra / rb
-            side = {
-                x: pd.Series({"device_name": r[f"device_name_{x}"], "host_id": r[f"host_id_{x}"]})
-                for x in "ab"
-            }
+            ca, cb = (float(r.get(f"throughput_ci95_img_s_{x}") or 0) for x in "ab")
+            rel, s = math.hypot(ca / ra, cb / rb), ra / rb
+            kind = comparison_kind(r["device_name_a"], r["device_name_b"], r["host_id_a"], r["host_id_b"])
             rows.append(
                 {
                     **{f"{k}_{x}": r[f"{k}_name_{x}"] for k in ("run", "device") for x in "ab"},
                     "host_a": r["host_a"],
                     "host_b": r["host_b"],
-                    "comparison": comparison_kind(side["a"], side["b"]),
+                    "comparison": kind,
                     **{k: r[k] for k in match_keys()},
                     "threads_a": r["threads_a"],
                     "threads_b": r["threads_b"],

@@ -3,6 +3,7 @@ variants distinguishable from their baseline are headlined."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pandas as pd
@@ -94,12 +95,8 @@ def _run_findings(run: str, ok: pd.DataFrame) -> list[dict]:
         else pd.DataFrame()
     )
     if len(j) and "throughput_ci95_img_s" in j:
-        cols = [
-            "throughput_img_s",
-            "throughput_ci95_img_s",
-            "throughput_img_s_base",
-            "throughput_ci95_img_s_base",
-        ]
+        cols = ["throughput_img_s", "throughput_ci95_img_s"]
+        cols += [f"{c}_base" for c in cols]
         j = j[[reproducibility.distinguishable(*r) for r in j[cols].itertuples(index=False)]]
         if j.empty:
             add(
@@ -195,9 +192,8 @@ def _prediction_findings(t: pd.DataFrame) -> list[dict]:
 SHOWN = 4  # one-knob ratios named in a finding; the rest are counted, all are in ratios.csv
 
 
-def _one_knob_findings(divided: pd.DataFrame) -> list[dict]:
+def _one_knob_findings(divided: pd.DataFrame) -> Iterator[dict]:
     """Per pair of runs and knob changed: the one-knob ratios (ratios.csv), each with its interval and verdict."""
-    out = []
     one = divided[divided.comparison == "one knob"] if len(divided) else divided
     groups = one.groupby(["run_a", "run_b", "knob", "value_a", "value_b"], sort=False) if len(one) else []
     for (a, b, knob, va, vb), g in groups:
@@ -208,49 +204,40 @@ def _one_knob_findings(divided: pd.DataFrame) -> list[dict]:
         ]
         more = f"; and {len(g) - SHOWN} more" if len(g) > SHOWN else ""
         verdicts = g.verdict.value_counts()
-        out.append(
-            _finding(
-                "one_knob",
-                f"{a} / {b}",
-                "ratios.csv",
-                f"{knob} {va} -> {vb} ({a} -> {b}), rate of {b} / rate of {a}: {'; '.join(parts)}{more}.",
-                ratios=len(g),
-                **{v.replace(" ", "_"): int(n) for v, n in verdicts.items()},
-            )
+        yield _finding(
+            "one_knob",
+            f"{a} / {b}",
+            "ratios.csv",
+            f"{knob} {va} -> {vb} ({a} -> {b}), rate of {b} / rate of {a}: {'; '.join(parts)}{more}.",
+            ratios=len(g),
+            **{v.replace(" ", "_"): int(n) for v, n in verdicts.items()},
         )
-    return out
 
 
 # the passes reproducibility.repeated names, as the tables that hold them
 _PASS_TABLE = {"tuning (default)": "tuning", "step phases (unsplit step)": "step_phases"}
 
 
-def _reproducibility_findings(m: Merged) -> list[dict]:
-    out = []
+def _reproducibility_findings(m: Merged) -> Iterator[dict]:
     pairs = repeated(m)
     for run, g in pairs.groupby("run_name") if len(pairs) else []:
-        out.append(
-            _finding(
-                "repeats",
-                run,
-                _source(run, *sorted({_PASS_TABLE.get(p, p) for p in (*g["first"], *g["second"])})),
-                f"{run}: {reproducibility.agreement_sentence(g)}",
-                pairs=len(g),
-                agree=int(g.agree.sum()),
-            )
+        yield _finding(
+            "repeats",
+            run,
+            _source(run, *sorted({_PASS_TABLE.get(p, p) for p in (*g["first"], *g["second"])})),
+            f"{run}: {reproducibility.agreement_sentence(g)}",
+            pairs=len(g),
+            agree=int(g.agree.sum()),
         )
     for r in machine(m).itertuples():
-        out.append(
-            _finding(
-                "machine",
-                r.run_name,
-                _source(r.run_name, *_tables_with_rows(m, r.run_name, ("scenario_a", "batch_sweep"))),
-                f"{r.run_name}: {r.verdict}",
-                busy=r.busy,
-                configurations=r.configurations,
-            )
+        yield _finding(
+            "machine",
+            r.run_name,
+            _source(r.run_name, *_tables_with_rows(m, r.run_name, ("scenario_a", "batch_sweep"))),
+            f"{r.run_name}: {r.verdict}",
+            busy=r.busy,
+            configurations=r.configurations,
         )
-    return out
 
 
 def _roofline_findings(rf: pd.DataFrame) -> list[dict]:

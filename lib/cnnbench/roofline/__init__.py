@@ -152,11 +152,7 @@ def place(results: pd.DataFrame, intensities: pd.DataFrame, peaks: pd.DataFrame,
     for r in merged.itertuples():
         working_set = r.gbytes * 1e9
         roof = level_roof(peaks, r.precision, working_set)
-        ident = {
-            "source": source,
-            "device_name": r.device_name,
-            "device_kind": getattr(r, "device_kind", None),
-        }
+        ident = dict(source=source, device_name=r.device_name, device_kind=getattr(r, "device_kind", None))
         ident |= {"model": r.model, "phase": r.phase, "batch_size": r.batch_size, "precision": r.precision}
         ident |= {"memory_format": r.memory_format}
         rows.append(_point(ident, r, working_set, roof, roof_for(peaks, r.precision), peaks))
@@ -382,10 +378,7 @@ def flagged(points: pd.DataFrame) -> pd.DataFrame:
     rates = ["achieved_gflops", "attainable_gflops", "above_roof_reason"]
     if points.empty or "above_roof" not in points:
         return pd.DataFrame(columns=["source", "model", "op", "level", *rates])
-    cols = [
-        *"source model phase op layer level working_set_mib intensity_flop_per_byte".split(),
-        *rates,
-    ]
+    cols = [*"source model phase op layer level working_set_mib intensity_flop_per_byte".split(), *rates]
     return points.loc[points.above_roof.astype(bool), [c for c in cols if c in points]]
 
 

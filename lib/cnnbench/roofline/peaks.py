@@ -59,19 +59,6 @@ def matmul_rates(
         return [r / 1e9 for r in b.rates(lambda: torch.mm(x, y), 2 * n**3, repeats, min_call_s)]
 
 
-def matmul_gflops(
-    device: torch.device,
-    precision: str = "fp32",
-    n: int = 4096,
-    repeats: int = 5,
-    spread: bool = False,
-    min_call_s: float | None = None,
-):
-    """Best dense n x n matmul rate, GFLOP/s (:func:`matmul_rates`); with ``spread``, also the median."""
-    rates = matmul_rates(device, precision, n, repeats, min_call_s)
-    return (max(rates), statistics.median(rates)) if spread else max(rates)
-
-
 def conv_rates(
     device: torch.device,
     precision: str = "fp32",
@@ -89,19 +76,6 @@ def conv_rates(
     flops = 2 * batch * size * size * channels * channels * 9
     with torch.inference_mode(), b.math(precision):
         return [r / 1e9 for r in b.rates(lambda: conv(x), flops, repeats, min_call_s, graph=True)]
-
-
-def conv_gflops(
-    device: torch.device,
-    precision: str = "fp32",
-    batch: int = 32,
-    channels: int = 128,
-    size: int = 28,
-    repeats: int = 5,
-    min_call_s: float | None = None,
-) -> float:
-    """Best rate of a representative 3x3 convolution (:func:`conv_rates`), GFLOP/s."""
-    return max(conv_rates(device, precision, batch, channels, size, repeats, min_call_s))
 
 
 def rate_summary(rates: list[float]) -> dict:
@@ -209,13 +183,6 @@ def level_roofs(sweep: pd.DataFrame, levels: list[dict], main: str = "dram") -> 
                 "too few sizes in the level, or a noisy machine)"
             )
     return df
-
-
-def stream_gbs(device: torch.device, mb: int = 512, repeats: int = 5) -> dict[str, float]:
-    """Best rate of each streaming kernel over a ``2 x mb`` MiB working set, GB/s: ``{kernel}_gbs``. CPU: read and
-    triad (:mod:`cnnbench.devices.membench`); GPU: copy (b = a: 2 x 4 bytes/element) and triad (3 x 4 bytes/element)."""
-    sweep = bandwidth_sweep(device, [2 * mb * 2**20], repeats)
-    return {f"{k}_gbs": float(g.bandwidth_gbs.max()) for k, g in sweep.groupby("kernel")}
 
 
 def measured_or_kept(run) -> tuple[pd.DataFrame, pd.DataFrame]:

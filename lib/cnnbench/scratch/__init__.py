@@ -14,51 +14,28 @@ tables and figures (:mod:`.summary`) and the seeds' numbers (:mod:`cnnbench.publ
 
 from __future__ import annotations
 
-from cnnbench import published
+from cnnbench import published as published
 from cnnbench.params import SCRATCH_BACKENDS
-from cnnbench.scratch.base import BackendUnavailable, OpTimer, torch_weights
-from cnnbench.scratch.experiment import load_data, load_frames, run_all
-from cnnbench.scratch.registry import make
-from cnnbench.scratch.summary import (
-    beside_seed_001,
-    beside_seed_004,
-    convergence,
-    figure_1,
-    forward_backward,
-    gradcheck_table,
-    memory_table,
-    op_breakdown,
-    op_kinds,
-    speed_goals,
-    status,
-    summarize,
-)
+from cnnbench.scratch.base import BackendUnavailable as BackendUnavailable
+from cnnbench.scratch.base import OpTimer as OpTimer
+from cnnbench.scratch.base import torch_weights as torch_weights
+from cnnbench.scratch.experiment import load_data as load_data
+from cnnbench.scratch.experiment import load_frames as load_frames
+from cnnbench.scratch.experiment import run_all as run_all
+from cnnbench.scratch.registry import make as make
+from cnnbench.scratch.summary import beside_seed_001 as beside_seed_001
+from cnnbench.scratch.summary import beside_seed_004 as beside_seed_004
+from cnnbench.scratch.summary import convergence as convergence
+from cnnbench.scratch.summary import figure_1 as figure_1
+from cnnbench.scratch.summary import forward_backward as forward_backward
+from cnnbench.scratch.summary import gradcheck_table as gradcheck_table
+from cnnbench.scratch.summary import memory_table as memory_table
+from cnnbench.scratch.summary import op_breakdown as op_breakdown
+from cnnbench.scratch.summary import op_kinds as op_kinds
+from cnnbench.scratch.summary import speed_goals as speed_goals
+from cnnbench.scratch.summary import status as status
+from cnnbench.scratch.summary import summarize as summarize
 
 BACKENDS = tuple(SCRATCH_BACKENDS)
 # the device type each backend runs on (cpu | cuda | mps), as in every results file
 DEVICE_KIND = SCRATCH_BACKENDS
-
-__all__ = [
-    "BACKENDS",
-    "DEVICE_KIND",
-    "BackendUnavailable",
-    "OpTimer",
-    "beside_seed_001",
-    "beside_seed_004",
-    "convergence",
-    "figure_1",
-    "forward_backward",
-    "gradcheck_table",
-    "load_data",
-    "load_frames",
-    "make",
-    "memory_table",
-    "op_breakdown",
-    "op_kinds",
-    "published",
-    "run_all",
-    "speed_goals",
-    "status",
-    "summarize",
-    "torch_weights",
-]

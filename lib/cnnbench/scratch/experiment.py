@@ -143,11 +143,9 @@ def failure(ident: dict, err: BaseException) -> dict:
 
 
 def hyper(p, model: str) -> tuple[float, float]:
-    return (
-        (p.scratch_lr, p.scratch_momentum)
-        if model == "mnist_cnn"
-        else (p.scratch_mlp_lr, p.scratch_mlp_momentum)
-    )
+    if model == "mnist_cnn":
+        return p.scratch_lr, p.scratch_momentum
+    return p.scratch_mlp_lr, p.scratch_mlp_momentum
 
 
 def set_threads(threads: int) -> int:
@@ -267,24 +265,20 @@ def train_cnn(backend: str, p, weights: dict, data: Data, threads: int, on_row=N
             rows += _emit([{**failure(ident, err), "epoch": epoch}], on_row)
             break
         loss = float(np.mean(losses))
-        rows += _emit(
-            [
-                {
-                    **ident,
-                    "epoch": epoch,
-                    "steps": steps,
-                    "batch_size": bs,
-                    "epoch_s": seconds,
-                    "images": steps * bs,
-                    "throughput_img_s": steps * bs / seconds,
-                    "train_loss": loss,
-                    "test_accuracy": acc,
-                    "jit_s": getattr(b, "jit_s", float("nan")),
-                    "status": "ok" if math.isfinite(loss) else "unstable",
-                }
-            ],
-            on_row,
-        )
+        row = {
+            **ident,
+            "epoch": epoch,
+            "steps": steps,
+            "batch_size": bs,
+            "epoch_s": seconds,
+            "images": steps * bs,
+            "throughput_img_s": steps * bs / seconds,
+            "train_loss": loss,
+            "test_accuracy": acc,
+            "jit_s": getattr(b, "jit_s", float("nan")),
+            "status": "ok" if math.isfinite(loss) else "unstable",
+        }
+        rows += _emit([row], on_row)
         if not math.isfinite(loss):
             break
     return rows
@@ -311,26 +305,22 @@ def train_mlp(backend: str, p, weights: dict, data: Data, threads: int, on_row=N
             break
         done += block
         loss = float(losses[-1])
-        rows += _emit(
-            [
-                {
-                    **ident,
-                    "epoch": done,
-                    "steps": block,
-                    "batch_size": n,
-                    "epoch_s": seconds,
-                    "step_s": seconds / block,
-                    "images": block * n,
-                    "throughput_img_s": block * n / seconds,
-                    "train_loss": loss,
-                    "train_accuracy": train_acc,
-                    "test_accuracy": test_acc,
-                    "jit_s": getattr(b, "jit_s", float("nan")),
-                    "status": "ok" if math.isfinite(loss) else "unstable",
-                }
-            ],
-            on_row,
-        )
+        row = {
+            **ident,
+            "epoch": done,
+            "steps": block,
+            "batch_size": n,
+            "epoch_s": seconds,
+            "step_s": seconds / block,
+            "images": block * n,
+            "throughput_img_s": block * n / seconds,
+            "train_loss": loss,
+            "train_accuracy": train_acc,
+            "test_accuracy": test_acc,
+            "jit_s": getattr(b, "jit_s", float("nan")),
+            "status": "ok" if math.isfinite(loss) else "unstable",
+        }
+        rows += _emit([row], on_row)
         if not math.isfinite(loss):
             break
     return rows
@@ -466,26 +456,17 @@ def memory_breakdown(
         "({rss:.3f} MiB) misses memory reused from pages already resident"
     )
     dataset = data.x_train.nbytes + data.y_train.nbytes + data.x_test.nbytes + data.y_test.nbytes
+    state_how, step_how = [unmeasured.format(rss=v / MIB) if coarse else how for v in (state, step_peak)]
+    step_how += " (activations + workspace; batch listed apart)"
     rows = [
         ("parameters", comp["parameters"], None, "array sizes"),
         ("gradients", comp["gradients"], None, "array sizes"),
         ("optimizer_state", comp["optimizer_state"], None, "array sizes (momentum buffers)"),
-        (
-            "model_state_total",
-            state_c,
-            None if coarse else state,
-            unmeasured.format(rss=state / MIB) if coarse else how,
-        ),
+        ("model_state_total", state_c, None if coarse else state, state_how),
         ("activations", comp.get("activations", float("nan")), None, "arrays kept for the backward"),
         ("workspace", comp.get("workspace", float("nan")), None, "im2col columns / gradient buffers"),
         ("batch_inputs", comp.get("batch", 0), None, "array sizes"),
-        (
-            "step_total",
-            step_c,
-            None if coarse else step_peak,
-            (unmeasured.format(rss=step_peak / MIB) if coarse else how)
-            + " (activations + workspace; batch listed apart)",
-        ),
+        ("step_total", step_c, None if coarse else step_peak, step_how),
         (
             "backend_overhead",
             None,

@@ -1,10 +1,9 @@
-"""Numba CUDA: one ``@cuda.jit`` kernel per operation, forward and full backward on the GPU (seed 001 did
-its dense backward on the host), SGD with momentum on the GPU; only the batch goes in and the loss comes out.
+"""Numba CUDA: one ``@cuda.jit`` kernel per operation, forward, full backward and SGD with momentum on the
+GPU; only the batch goes in and the loss comes out.
 
 Kernels use one thread per output element; the weight gradients sum over the batch in chunks of
 ``BATCH_CHUNK`` images per thread with ``cuda.atomic.add``. The device is synchronised around every timed op
-(kernels are asynchronous). With ``NUMBA_ENABLE_CUDASIM=1`` the same kernels run on Numba's CUDA simulator,
-which is how the tests check them on a machine without a GPU (tiny shapes only: the simulator is slow)."""
+(kernels are asynchronous). With ``NUMBA_ENABLE_CUDASIM=1`` the same kernels run on Numba's CUDA simulator."""
 
 from __future__ import annotations
 
@@ -25,8 +24,7 @@ from cnnbench.scratch.base import (
     step_buffers,
 )
 
-# Every accumulator and constant of the kernels is float32: a Python float (0.0) types as float64, and FP64 runs
-# at 1/32 of FP32 on T4, L4 and consumer cards (issue 19).
+# Every accumulator and constant of the kernels is float32: a Python float (0.0) types as slow float64
 ZERO, ONE = np.float32(0.0), np.float32(1.0)
 
 SIMULATED = bool(numba.config.ENABLE_CUDASIM)  # Numba's CUDA simulator: correct results, no speed
@@ -59,16 +57,19 @@ def _cuda():
     return cuda
 
 
+@cuda.jit(device=True)
+def index4(i, d1, d2, d3):
+    """The 4-d index of flat element ``i`` of a C-ordered array of shape (., d1, d2, d3)."""
+    return i // (d3 * d2 * d1), (i // (d3 * d2)) % d1, (i // d3) % d2, i % d3
+
+
 @cuda.jit
 def conv_relu_fwd(x, w, b, out):
     i = cuda.grid(1)
     n_, f_, ho, wo = out.shape
     if i >= n_ * f_ * ho * wo:
         return
-    ow = i % wo
-    oh = (i // wo) % ho
-    f = (i // (wo * ho)) % f_
-    n = i // (wo * ho * f_)
+    n, f, oh, ow = index4(i, f_, ho, wo)
     acc = b[f]
     for c in range(x.shape[1]):
         for kh in range(w.shape[2]):
@@ -83,10 +84,7 @@ def maxpool_fwd(a, out, idx):
     n_, c_, ho, wo = out.shape
     if i >= n_ * c_ * ho * wo:
         return
-    j = i % wo
-    r = (i // wo) % ho
-    c = (i // (wo * ho)) % c_
-    n = i // (wo * ho * c_)
+    n, c, r, j = index4(i, c_, ho, wo)
     width = a.shape[3]
     best = a[n, c, 2 * r, 2 * j]
     pos = 2 * r * width + 2 * j
@@ -106,10 +104,7 @@ def maxpool_relu_bwd(dout, out, idx, da):
     n_, c_, h_, w_ = da.shape
     if i >= n_ * c_ * h_ * w_:
         return
-    w = i % w_
-    h = (i // w_) % h_
-    c = (i // (w_ * h_)) % c_
-    n = i // (w_ * h_ * c_)
+    n, c, h, w = index4(i, c_, h_, w_)
     r, j = h // 2, w // 2
     v = ZERO
     if r < out.shape[2] and j < out.shape[3]:
@@ -124,10 +119,7 @@ def conv_bwd_weight(x, da, dw, db):
     f_, c_, k_, _ = dw.shape
     if i >= f_ * c_ * k_ * k_:
         return
-    kw = i % k_
-    kh = (i // k_) % k_
-    c = (i // (k_ * k_)) % c_
-    f = i // (k_ * k_ * c_)
+    f, c, kh, kw = index4(i, c_, k_, k_)
     n0 = cuda.blockIdx.y * BATCH_CHUNK
     n1 = min(n0 + BATCH_CHUNK, x.shape[0])
     acc = ZERO
@@ -149,10 +141,7 @@ def conv_bwd_input(da, w, dx):
     n_, c_, h_, w_ = dx.shape
     if i >= n_ * c_ * h_ * w_:
         return
-    xw = i % w_
-    xh = (i // w_) % h_
-    c = (i // (w_ * h_)) % c_
-    n = i // (w_ * h_ * c_)
+    n, c, xh, xw = index4(i, c_, h_, w_)
     acc = ZERO
     for f in range(da.shape[1]):
         for kh in range(w.shape[2]):
@@ -268,12 +257,7 @@ def _blocks(n: int) -> int:
 
 class NumbaCudaBackend:
     def __init__(self, model: str, lr: float = 0.01, momentum: float = 0.9):
-        self.name, self.model, self.lr, self.momentum = (
-            "numba_cuda",
-            model,
-            lr,
-            momentum,
-        )  # float32 in the kernel
+        self.name, self.model, self.lr, self.momentum = "numba_cuda", model, lr, momentum
         self.cuda = _cuda()
         self.k = KERNELS
         self.timer = OpTimer(sync=self.sync)
@@ -323,6 +307,10 @@ class NumbaCudaBackend:
         grid = (_blocks(size), max(1, math.ceil(chunks / BATCH_CHUNK))) if chunks else _blocks(size)
         self.k[name][grid, THREADS](*args)
 
+    def _weight_grad(self, kernel, layer, a, b, n):
+        w, bias = self.g[f"{layer}.weight"], self.g[f"{layer}.bias"]
+        self._launch(kernel, w.size, a, b, w, bias, chunks=n)
+
     def _forward(self, x, b):
         p, op = self.p, self.timer.op
         n = x.shape[0]
@@ -356,26 +344,10 @@ class NumbaCudaBackend:
         for k in g:
             self._zero(g[k])
         with op("fc2_bwd", "gradient", "backward"):
-            self._launch(
-                "dense_bwd_weight",
-                g["fc2.weight"].size,
-                b["d"],
-                b["h"],
-                g["fc2.weight"],
-                g["fc2.bias"],
-                chunks=n,
-            )
+            self._weight_grad("dense_bwd_weight", "fc2", b["d"], b["h"], n)
             self._launch("dense_bwd_input", b["dh"].size, b["d"], p["fc2.weight"], b["h"], b["dh"], True)
         with op("fc1_bwd", "gradient", "backward"):
-            self._launch(
-                "dense_bwd_weight",
-                g["fc1.weight"].size,
-                b["dh"],
-                flat,
-                g["fc1.weight"],
-                g["fc1.bias"],
-                chunks=n,
-            )
+            self._weight_grad("dense_bwd_weight", "fc1", b["dh"], flat, n)
             if self.model == "mnist_cnn":
                 self._launch(
                     "dense_bwd_input", b["dflat"].size, b["dh"], p["fc1.weight"], b["dh"], b["dflat"], False
@@ -385,43 +357,20 @@ class NumbaCudaBackend:
                 dp2 = b["dflat"].reshape(*b["p2"].shape)
                 self._launch("maxpool_relu_bwd", b["da2"].size, dp2, b["p2"], b["i2"], b["da2"])
             with op("conv2_bwd", "gradient", "backward"):
-                self._launch(
-                    "conv_bwd_weight",
-                    g["conv2.weight"].size,
-                    b["p1"],
-                    b["da2"],
-                    g["conv2.weight"],
-                    g["conv2.bias"],
-                    chunks=n,
-                )
+                self._weight_grad("conv_bwd_weight", "conv2", b["p1"], b["da2"], n)
                 self._launch("conv_bwd_input", b["dp1"].size, b["da2"], p["conv2.weight"], b["dp1"])
             with op("pool1+relu1_bwd", "gradient", "backward"):
                 self._launch("maxpool_relu_bwd", b["da1"].size, b["dp1"], b["p1"], b["i1"], b["da1"])
             with op("conv1_bwd", "gradient", "backward"):
-                self._launch(
-                    "conv_bwd_weight",
-                    g["conv1.weight"].size,
-                    xd,
-                    b["da1"],
-                    g["conv1.weight"],
-                    g["conv1.bias"],
-                    chunks=n,
-                )
+                self._weight_grad("conv_bwd_weight", "conv1", xd, b["da1"], n)
         return float(b["losses"].copy_to_host().astype(np.float64).mean())
 
     def train_step(self, x, y) -> float:
         loss = self.loss_and_grads(x, y)
         with self.timer.op("sgd", "update", "update"):
             for k, p in self.p.items():
-                self._launch(
-                    "sgd",
-                    p.size,
-                    p.reshape(p.size),
-                    self.g[k].reshape(p.size),
-                    self.v[k].reshape(p.size),
-                    np.float32(self.lr),
-                    np.float32(self.momentum),
-                )
+                flat = (a.reshape(p.size) for a in (p, self.g[k], self.v[k]))
+                self._launch("sgd", p.size, *flat, np.float32(self.lr), np.float32(self.momentum))
         return loss
 
     def evaluate(self, x, y, chunk: int = 2048) -> float:

@@ -18,10 +18,6 @@ SPEED_GOALS = [  # (model, backend, reference, ratio of, goal): issue 10's speed
 ]
 
 
-def _save(fig, path):
-    return save(fig, path)
-
-
 def status(df: pd.DataFrame) -> pd.DataFrame:
     """Backends that did not run, with the reason (status unavailable, error, oom, unstable)."""
     if "error" not in df:
@@ -37,10 +33,7 @@ def summarize(df: pd.DataFrame) -> pd.DataFrame:
 
     rows = []
     ok = df[df.status == "ok"]
-    keys = [k for k in ("run_name", "run") if k in ok.columns] + [
-        "backend",
-        "model",
-    ]  # merged runs stay apart
+    keys = [k for k in ("run_name", "run") if k in ok.columns] + ["backend", "model"]  # runs stay apart
     for key, g in ok.groupby(keys, sort=False):
         backend, model = key[-2:]
         g = g.sort_values("epoch")
@@ -203,7 +196,7 @@ def figure_1(df: pd.DataFrame, path=None):
     fig.legend(handles, labels, loc="lower center", ncol=len(labels), title="backend")
     fig.suptitle(f"MNIST CNN, batch {int(cnn.batch_size.iloc[0])}, full backprop on every backend")
     fig.tight_layout(rect=(0, 0.07, 1, 1))
-    return _save(fig, path)
+    return save(fig, path)
 
 
 def convergence(df: pd.DataFrame, path=None):
@@ -217,7 +210,7 @@ def convergence(df: pd.DataFrame, path=None):
     sns.lineplot(data=mlp, x="epoch", y="train_loss", hue="backend", style="backend", ax=axes[1])
     axes[1].set(xlabel="full-batch steps", ylabel="training loss (cross-entropy)", yscale="log")
     fig.tight_layout()
-    return _save(fig, path)
+    return save(fig, path)
 
 
 def op_breakdown(ops: pd.DataFrame, path=None):
@@ -240,4 +233,4 @@ def op_breakdown(ops: pd.DataFrame, path=None):
         ax.tick_params(axis="x", rotation=30)
         ax.legend(fontsize=8)
     fig.tight_layout()
-    return _save(fig, path)
+    return save(fig, path)

@@ -12,7 +12,7 @@ import torch.nn.functional as F
 
 from cnnbench import devices
 from cnnbench.params import SCRATCH_BACKENDS
-from cnnbench.scratch.base import BackendUnavailable, OpTimer, named_params, torch_module
+from cnnbench.scratch.base import BackendUnavailable, OpTimer, image_side, named_params, torch_module
 
 
 def device_for(name: str) -> torch.device:
@@ -35,14 +35,8 @@ class TorchBackend:
         devices.synchronize(self.device)
 
     def init(self, weights: dict[str, np.ndarray]) -> None:
-        image = 28
-        if self.model == "mlp":
-            image = int(round(weights["fc1.weight"].shape[1] ** 0.5))
-        else:
-            side = int(round((weights["fc1.weight"].shape[1] / weights["conv2.weight"].shape[0]) ** 0.5))
-            image = next(s for s in range(8, 512) if ((s - 2) // 2 - 2) // 2 == side)
-        hidden = weights["fc1.weight"].shape[0]
-        self.net = torch_module(self.model, image, hidden).to(self.device)
+        image = image_side(self.model, weights)
+        self.net = torch_module(self.model, image, weights["fc1.weight"].shape[0]).to(self.device)
         self.named = named_params(self.model, self.net)
         with torch.no_grad():
             for k, p in self.named.items():
@@ -58,22 +52,15 @@ class TorchBackend:
         p = self.named
         if self.model == "mlp":
             a = self._op("fc1", "matmul", F.linear, x.flatten(1), p["fc1.weight"], p["fc1.bias"])
-            return self._op(
-                "fc2",
-                "matmul",
-                F.linear,
-                self._op("relu1", "relu", F.relu, a),
-                p["fc2.weight"],
-                p["fc2.bias"],
-            )
+            a = self._op("relu1", "relu", F.relu, a)
+            return self._op("fc2", "matmul", F.linear, a, p["fc2.weight"], p["fc2.bias"])
         a = self._op("conv1", "conv", F.conv2d, x, p["conv1.weight"], p["conv1.bias"])
         a = self._op("pool1", "pool", F.max_pool2d, self._op("relu1", "relu", F.relu, a), 2)
         a = self._op("conv2", "conv", F.conv2d, a, p["conv2.weight"], p["conv2.bias"])
         a = self._op("pool2", "pool", F.max_pool2d, self._op("relu2", "relu", F.relu, a), 2)
         a = self._op("fc1", "matmul", F.linear, a.flatten(1), p["fc1.weight"], p["fc1.bias"])
-        return self._op(
-            "fc2", "matmul", F.linear, self._op("relu3", "relu", F.relu, a), p["fc2.weight"], p["fc2.bias"]
-        )
+        a = self._op("relu3", "relu", F.relu, a)
+        return self._op("fc2", "matmul", F.linear, a, p["fc2.weight"], p["fc2.bias"])
 
     def _pack(self, t):
         """Count what autograd saves for the backward (activations), once per storage, parameters excluded."""

@@ -397,13 +397,9 @@ def run_grid(run, sampler_cls=None, log=print) -> None:
         if memory:  # sized per device: a grid point that cannot fit is a row saying so, not an out-of-memory
             per_image = training_bytes_per_image(p.transfer_model, sets[2], p.transfer_image_size)
             too_big = oversized(p.transfer_batch_sizes, *per_image, memory)
+        about = {"device_name": b.name(), "classes": sets[2], "target_accuracy": p.transfer_target_accuracy}
         for bs in p.transfer_batch_sizes:
             for lr in p.transfer_lrs:
-                about = {
-                    "device_name": b.name(),
-                    "classes": sets[2],
-                    "target_accuracy": p.transfer_target_accuracy,
-                }
                 base = {**point(device, lr, bs), **about}
                 if results.done({**base, "epoch": p.transfer_epochs}):
                     kept += 1

@@ -75,11 +75,8 @@ def beside_seed(ttt: pd.DataFrame) -> pd.DataFrame:
     images = epochs * published.setup("002")["train_images"]
     rows = []
     for r in published.TIMES_002.itertuples():
-        kind, bs, seconds = (
-            r.device_class,
-            None if pd.isna(r.batch_size) else int(r.batch_size),
-            r.train_20_epochs_h * 3600,
-        )
+        kind, seconds = r.device_class, r.train_20_epochs_h * 3600
+        bs = None if pd.isna(r.batch_size) else int(r.batch_size)
         ours = ttt[(ttt.device_kind == kind) & ((ttt.batch_size == bs) if bs else True)] if len(ttt) else ttt
         best = ours.loc[ours.best_val_accuracy.idxmax()] if len(ours) else pd.Series(dtype=object)
         rows.append(
