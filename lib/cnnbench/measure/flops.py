@@ -1,14 +1,9 @@
 """Model complexity: parameters, MACs, FLOPs (= 2 x MACs), training FLOPs and activation memory.
 
-Forward and training FLOPs are counted by running the model under ``torch.utils.flop_counter.FlopCounterMode``,
-which counts 2 FLOPs per multiply-add of every matmul, convolution and attention op (forward, and backward when
-``backward()`` runs). Elementwise ops, normalisation and pooling are not counted, which is also how torchvision's
-published per-model figures are made; fvcore counts one multiply-add as one "flop" and adds normalisation and
-pooling, so its number sits slightly above our MACs.
-
-Attention is counted like any matmul (2 FLOPs per multiply-add), with ``nn.MultiheadAttention``'s fused inference
-fast path off (:func:`attention_fastpath_off`) and the CPU flash-attention kernel registered with torch's own SDPA
-formulas: neither has a formula of its own."""
+FLOPs are counted by ``torch.utils.flop_counter.FlopCounterMode``: 2 per multiply-add of every matmul,
+convolution and attention op (backward too when ``backward()`` runs); elementwise ops, normalisation and pooling
+are not counted, as in torchvision's published figures. Attention runs with ``nn.MultiheadAttention``'s fast
+path off (:func:`attention_fastpath_off`) and the CPU flash-attention kernel registered with SDPA's formulas."""
 
 from __future__ import annotations
 

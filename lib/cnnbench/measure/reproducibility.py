@@ -1,12 +1,8 @@
 """Does a number reproduce? Every configuration a run measured twice, side by side, and the machine's state.
 
-The passes that measure a configuration twice: 07's confirmation of its default (also 02's), and 06's unsplit
-step (02's or 03's loader row at its batch size); rows copied with ``measured_in`` are not a second measurement.
-:func:`repeated` sets each pair side by side: the difference, the interval of the difference (the half-widths in
-quadrature), whether the difference is inside it (``agree``) and whether the second rate is inside the first's.
-
-:func:`machine_summary` says how quiet the machine was over a run's measurements (pyperf's "the benchmark seems
-unstable"): a run on a busy machine says so at the top of its report, with the figures."""
+:func:`repeated` sets each pair (07's confirmed default, 06's unsplit step; not rows copied with
+``measured_in``) side by side: the difference, its interval (the half-widths in quadrature), whether it is
+inside it (``agree``). :func:`machine_summary` says how quiet the machine was over a run's measurements."""
 
 from __future__ import annotations
 

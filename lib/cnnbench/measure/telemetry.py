@@ -1,21 +1,16 @@
 """Telemetry sampled in a background thread only while a measured window runs, kept as time series.
 
-Host: CPU % per core and over all cores, this process's CPU % (100 = one core, from its CPU-time deltas over the
-sampler's own clock, so never above 100 x the cores), resident memory, and the state of the machine around the
-measurement: CPU steal (time the hypervisor gave to other guests), the CPU load of every other process (the host's
-busy share less this process tree's), and the CPU clock where readable (psutil). :func:`judge` turns those into a
-verdict per measurement (quiet | busy) with the figures.
-NVIDIA, for EVERY GPU of the machine (an idle second GPU shows as idle): utilisation, memory-controller
-utilisation, memory used, power, temperature, SM clock and throttle reasons (nvidia-ml-py). MPS: allocated
-memory. Sampling starts and stops with the window.
+Host (psutil): CPU % per core and overall, this process's CPU % (100 = one core), resident memory, CPU steal,
+the CPU load of every other process and the CPU clock; :func:`judge` turns them into a verdict per measurement
+(quiet | busy) with the figures. NVIDIA, for every GPU (nvidia-ml-py): utilisation, memory-controller
+utilisation, memory used, power, temperature, SM clock and throttle reasons. MPS: allocated memory.
 
     with telemetry.Sampler(device, 0.1) as s:
         ...                                   # the work
     s.series()    # [{"t_s", "metric", "value", "device_index"}, ...]: one dict per sample and quantity
     s.summary()   # mean/max per quantity of the measured device: util_cpu_mean_pct, gpu_power_w_mean, ...
 
-``device_index`` is the CPU core for ``util_cpu_core_pct``, the NVML index of the GPU for GPU metrics, and
-empty (None) for host-wide ones. The engine writes the series of every configuration to ``telemetry.csv``."""
+``device_index``: the CPU core for ``util_cpu_core_pct``, the GPU's NVML index for GPU metrics, else None."""
 
 from __future__ import annotations
 

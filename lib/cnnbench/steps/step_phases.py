@@ -1,11 +1,8 @@
 """Where a training step's time goes: data wait, host-to-device copy, forward, loss, backward, optimizer.
 
-A dedicated pass, apart from the throughput windows of 02: each split step synchronises the device and reads
-the clock at every phase boundary (CUDA events per phase on CUDA). Unsplit steps, interleaved with the split
-ones on the same data pipeline, give the step time the phases must add up to; ``sums_within_5pct`` says
-whether they do. Both kinds are warmed up before either is recorded, measured for a time window, and past
-it pairs are added until the check is precise (its 95% interval within PRECISION_PCT) or a time budget is
-spent."""
+Each split step synchronises the device and reads the clock (or records CUDA events) at every phase boundary;
+unsplit steps interleaved with them give the time the phases must add up to (``sums_within_5pct``). Pairs are
+added until the check's 95% interval is within PRECISION_PCT or the time budget is spent."""
 
 from __future__ import annotations
 

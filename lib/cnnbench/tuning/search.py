@@ -1,16 +1,12 @@
 """The budgeted search for one model and phase: guard, race in stages, confirm, explain.
 
-1. **Guard**: every combination of the knobs that change the arithmetic (precision, memory format, compile mode)
-   trains a few steps from the same initialisation; those whose loss leaves fp32 eager's tolerance are out (with
-   the reason). Its steps and compiles count in ``tune_budget_s``, as the race does.
-2. **Race** in three stages, each a successive halving on short windows: the numerics (precision, memory
-   format, compile mode) at the seeds' batch size; then the batch size, from the largest down (out of memory
-   backs off); then the host knobs (threads, and in loader mode workers and pinning). What the guard left of
-   the budget is shared by the stages in proportion to their candidates.
-3. **Confirm**: the best few of the race and the seeds' default are measured again with the full protocol
-   (``engine.measure``), and the best confirmed one wins.
+1. **Guard**: every combination of the knobs that change the arithmetic trains a few steps from the same
+   initialisation; those whose loss leaves fp32 eager's tolerance are out, with the reason.
+2. **Race**, within what the guard left of ``tune_budget_s``: successive halving on short windows, in stages:
+   the numerics, then the batch size (from the largest down; out of memory backs off), then the host knobs.
+3. **Confirm**: the race's best few and the default measured again with the full protocol; the best wins.
 4. **Explain**: speedup over the default with its interval, achieved GFLOP/s against the measured roof of the
-   precision used (from the run's ``device_peaks.csv``), energy per image where a counter is readable."""
+   precision used, energy per image where a counter is readable."""
 
 from __future__ import annotations
 
