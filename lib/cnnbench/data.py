@@ -121,8 +121,8 @@ TINY_FOLDER = "tiny-imagenet-200"
 
 def layout_problem(name: str, root: str | Path) -> str:
     """Why the folder ``root`` does not hold dataset ``name`` as :func:`open_dataset` reads it (empty, another
-    layout, too few classes, a class of no image, disagreeing annotations, a bad idx file), or "". Reads names,
-    headers and Tiny-ImageNet's two text files, no image."""
+    layout, too few classes, a class of no image, disagreeing annotations, a bad idx file), or "". Reads
+    names, headers and Tiny-ImageNet's two text files, no image."""
     root = Path(root).expanduser()
     if not root.is_dir():
         return f"'{root}' is not a folder"

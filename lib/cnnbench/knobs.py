@@ -45,7 +45,7 @@ class Knob:
     parse: Callable[[Any], Any] | None = None
 
     def read(self, value: Any) -> Any:
-        """``value`` as this knob holds it: blank is :attr:`before`, CSV text converted, old spellings parsed."""
+        """``value`` as this knob holds it: blank is :attr:`before`; CSV text and old spellings converted."""
         if value is None or (isinstance(value, float) and math.isnan(value)) or value == "":
             return self.default if self.before is None else self.before
         if self.parse is not None:
@@ -381,8 +381,8 @@ class Setting(Mapping):
 
 
 def label(setting: Mapping[str, Any], only: Iterable[str] | None = None) -> str:
-    """A setting in words, blanks left out: the knobs ``only`` names, or those always named and those away from
-    their default ("fp16 channels_last bs64 threads2 compile=default")."""
+    """A setting in words, blanks left out: the knobs ``only`` names, or those always named and those away
+    from their default ("fp16 channels_last bs64 threads2 compile=default")."""
     names = [
         k
         for k in KNOBS
@@ -399,7 +399,7 @@ def for_params(p, variant: Mapping[str, Any] | None = None, **changes) -> Settin
 
 
 def lacks(name: str, value: Any, hw) -> str:
-    """Why ``hw`` cannot run knob ``name`` at ``value`` as labelled ("" when it can; the default always can)."""
+    """Why ``hw`` cannot run knob ``name`` at ``value`` as labelled ("" when it can, as the default can)."""
     knob = KNOBS[name]
     value = knob.read(value)
     if value == knob.default:
@@ -465,7 +465,7 @@ def default_variant(df):
 
 @dataclass
 class Space:
-    """07's search space: each searched knob's values, the default setting, every value left out with its reason."""
+    """07's search space: each searched knob's values, the default setting, each value left out and why."""
 
     values: dict[str, list]
     default: Setting

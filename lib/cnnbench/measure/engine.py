@@ -1,8 +1,8 @@
 """The measurement engine: one training or evaluation configuration.
 
 One training step = zero_grad, forward, loss, backward, optimizer step; one eval step = forward under
-``torch.inference_mode()``. Warm-up steps run first; then ``repeats`` windows of ``measured_steps`` steps each,
-the device synchronised before every clock read. Failures are rows: out of memory -> ``status=oom``, a
+``torch.inference_mode()``. Warm-up steps run first; then ``repeats`` windows of ``measured_steps`` steps
+each, the device synchronised before every clock read. Failures are rows: out of memory -> ``status=oom``, a
 non-finite loss -> ``status=unstable``, anything else -> ``status=error`` with the message; a worker process
 that dies -> ``status=crashed`` with its exit code or signal."""
 
@@ -109,9 +109,10 @@ def flops_per_image(model: str, image_size: int, num_classes: int) -> tuple[floa
 
 
 class Workload:
-    """The model, optimizer (sgd, adam or adamw; lr and momentum the params'), loss and data of one configuration
-    on one device, and its step function. ``with Workload(cfg, device, p) as work:`` applies every knob of ``cfg``
-    and builds the workload inside it; leaving the block frees it and restores every setting the knobs changed."""
+    """The model, optimizer (sgd, adam or adamw; lr and momentum the params'), loss and data of one
+    configuration on one device, and its step function. ``with Workload(cfg, device, p) as work:`` applies
+    every knob of ``cfg`` and builds the workload inside it; leaving the block frees it and restores every
+    setting the knobs changed."""
 
     def __init__(self, cfg: Config, device: torch.device, p, dataset=None, optimizer: str = "sgd"):
         self.cfg, self.device, self.p, self.dataset, self.optimizer_name = cfg, device, p, dataset, optimizer
@@ -304,8 +305,8 @@ def measure(
 ) -> dict:
     """Measure one configuration in this process with the protocol ``p``; always returns a row (``status`` ok,
     unavailable, oom, unstable or error). ``peak_rss_mib`` is reset here where the OS allows, so it is this
-    configuration's own; ``isolation`` says "worker", "in_process" or "in_process_unreset" (the high-water mark
-    may be an earlier configuration's). ``telemetry_series`` and ``step_times_s`` ride along for the runner."""
+    configuration's own; ``isolation`` says "worker", "in_process" or "in_process_unreset" (the high-water
+    mark may be an earlier configuration's). ``telemetry_series`` and ``step_times_s`` ride along."""
     b = devices.backend(device)
     row = _base_row(cfg, device, p)
     row["timestamp"] = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")

@@ -1,7 +1,8 @@
 """Many configurations, each measured in several fresh worker processes (:mod:`cnnbench.measure.worker`) in
 interleaved rounds, each round in an order drawn anew, until its interval is within ``ci_target_pct`` or
-``max_processes`` or ``adapt_budget_s`` is reached. Each row keeps each round's rate (``process_rates_img_s``), so
-two variants of one run are divided round by round (:func:`cnnbench.measure.reproducibility.paired_ratio`).
+``max_processes`` or ``adapt_budget_s`` is reached. Each row keeps each round's rate
+(``process_rates_img_s``), so two variants of one run are divided round by round
+(:func:`cnnbench.measure.reproducibility.paired_ratio`).
 
 Files (``name`` = the results file's stem):
 
@@ -234,7 +235,7 @@ def _rounds(
     measure_one: Callable[[_Config, int], None],
     probe: Callable[[], None] = lambda: None,
 ) -> dict:
-    """Measure in rounds, each in its own seeded random order, until every configuration has its least processes,
+    """Measure in rounds, each in a seeded random order, until every configuration has its least processes,
     then more for those wider than the target while the budget lasts; returns each one's stop reason."""
     reasons: dict[int, str] = {}
     least = max(p.processes, 1)
@@ -285,8 +286,8 @@ def run_configs(
     """Measure every configuration not already done in ``path`` with the protocol ``p``; returns the rows of
     ``configs``, this run's and resumed ones, in the file's order. ``isolate``: each process a fresh worker (a
     crash is a ``crashed`` row), else a fresh workload in this process. ``only``: measure these now (all of
-    ``configs`` stay this invocation's rows) and return their rows. ``reuse``: a results file whose finished rows
-    of the same configurations are copied, with ``measured_in`` naming it, instead of measured again."""
+    ``configs`` stay this invocation's rows) and return their rows. ``reuse``: a results file whose finished
+    rows of the same configurations are copied, with ``measured_in`` naming it, instead of measured again."""
     configs = list(configs)
     files = _files(path, steps_path, telemetry_path)
     results, windows, steps, _ = files

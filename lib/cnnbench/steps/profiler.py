@@ -1,6 +1,6 @@
-"""A torch.profiler trace of a few steps of seed 002's fine-tuning step (Chrome/Perfetto JSON in the run folder)
-and the top operators by self time per pass (forward, backward, optimizer): each operator belongs to the pass
-(labelled with ``record_function``) whose interval contains its start."""
+"""A torch.profiler trace of a few steps of seed 002's fine-tuning step (Chrome/Perfetto JSON in the run
+folder) and the top operators by self time per pass (forward, backward, optimizer): each operator belongs to
+the pass (labelled with ``record_function``) whose interval contains its start."""
 
 from __future__ import annotations
 
