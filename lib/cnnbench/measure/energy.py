@@ -28,10 +28,8 @@ def counter_for(device: torch.device):
 
 
 class Meter:
-    """``with Meter(device) as m: <window>`` then ``m.summary(images)``: energy over the window.
-
-    ``counter`` and ``clock`` are injectable so tests drive the meter with fake counters and a fake clock.
-    Counters that wrap (RAPL) are also read every ``poll_s`` seconds in a background thread."""
+    """``with Meter(device) as m: <window>`` then ``m.summary(images)``: energy over the window. ``counter``
+    and ``clock`` are injectable; counters that wrap are also read every ``poll_s`` seconds in a thread."""
 
     def __init__(
         self,

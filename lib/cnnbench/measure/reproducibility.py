@@ -223,10 +223,8 @@ def ratio(a: float, ca: float, b: float, cb: float) -> tuple[float, float, float
 
 
 def paired_ratio(a: dict, b: dict) -> tuple[float, float, float, int] | None:
-    """``b / a`` from the rounds both were measured in (``{round: rate}``; runs of one notebook measure every
-    configuration once per round, in a shuffled order): the geometric mean of the rounds' ratios with the Student
-    t 95% interval of their logs, and the number of rounds. The machine's drift between rounds falls on both rates
-    of a round alike and cancels in its ratio. None below two common rounds."""
+    """``b / a`` from the rounds both were measured in (``{round: rate}``): the geometric mean of the rounds'
+    ratios with the Student t 95% interval of their logs, and the number of rounds; None below two rounds."""
     common = sorted(set(a) & set(b))
     if len(common) < 2:
         return None

@@ -110,9 +110,7 @@ class Sampler:
             self._sample_gpu(t, index, handle)
 
     def _process_cpu_seconds(self) -> float:
-        """CPU seconds of this process and its children (DataLoader workers are part of the measured work): the
-        live children's own, and those of children that ended and were waited for (``children_user/system``),
-        so a worker that exits between two samples does not take its CPU time with it."""
+        """CPU seconds of this process and its children, live or ended and waited for."""
         total = 0.0
         for proc in [self._proc, *self._children()]:
             try:
@@ -342,9 +340,7 @@ _PROBE: dict = {}
 
 def speed_probe(seconds: float = 0.3, clock: Callable[[], float] = time.perf_counter) -> float:
     """The CPU's speed now: images/s of a fixed small workload (SqueezeNet 1.1 inference, batch 8, 64 px) run in
-    this process for ``seconds``. Steal time and other processes' load do not see everything that slows a shared
-    VM (a neighbour on the same physical cores or memory). The runner takes the probe before every round, so a
-    report can say how far the machine's own speed moved while it measured."""
+    this process for ``seconds``."""
     from torchvision.models import squeezenet1_1
 
     if "model" not in _PROBE:

@@ -26,9 +26,8 @@ MAX_PAIRS = 2000  # a bound on the pairs one window measures, whatever the clock
 
 
 class PhaseTimer:
-    """Times the phases of one step: at each boundary synchronise ``device``, then read ``clock``; with timing
-    events (CUDA) the device phases take their time from events recorded at the boundaries, the data wait from
-    the host clock. ``clock`` and ``sync`` are injectable (tests drive the timer with a fake clock)."""
+    """Times the phases of one step: at each boundary synchronise ``device``, then read ``clock`` (with timing
+    events, the device phases from events). ``clock`` and ``sync`` are injectable."""
 
     def __init__(
         self,
@@ -170,8 +169,7 @@ def summarize(split: list[dict[str, float]], whole: list[float]) -> list[dict]:
 
 class HeldBatches:
     """Hands out the batches of ``batches``, holding each until the next is taken, as ``for x, y in loader``
-    does: the release of a batch (a DataLoader worker's shared memory: unmapped, its file closed) then counts
-    in the next step's data wait, for split and unsplit steps alike, rather than wherever a step's locals die."""
+    does: a batch's release counts in the next step's data wait, for split and unsplit steps alike."""
 
     def __init__(self, batches):
         self.batches, self.held, self.taken = iter(batches), None, 0
@@ -198,11 +196,10 @@ def record(
     clock: Callable[[], float] = time.perf_counter,
     sync: Callable[[torch.device], None] = devices.synchronize,
 ) -> tuple[list[dict[str, float]], list[float]]:
-    """Split and unsplit steps of ``work``, interleaved: ``warmup`` pairs unrecorded, then at least ``steps``
-    pairs and until ``window_s`` seconds have passed; then on until the sum check's interval is within
-    ``PRECISION_PCT`` (``diff_ci95_pct``) or ``max_s`` seconds have passed. A pair that takes the first batch
-    of an epoch (every ``epoch_batches`` batches; 0: no epochs) is not recorded: the loader's restart is a
-    cost of the epoch, not of a step. The order inside each pair is drawn at random (seeded)."""
+    """Split and unsplit steps of ``work``, interleaved in a seeded random order: ``warmup`` pairs unrecorded,
+    then at least ``steps`` pairs and ``window_s`` seconds, then on until the sum check's interval is within
+    ``PRECISION_PCT`` or ``max_s`` seconds have passed. A pair taking an epoch's first batch (every
+    ``epoch_batches``; 0: none) is not recorded."""
     timer = PhaseTimer(work.device, clock, sync)
     batches = HeldBatches(batches)
     order = random.Random(seed)
@@ -252,9 +249,8 @@ def measure(
     clock: Callable[[], float] = time.perf_counter,
     sync: Callable[[torch.device], None] = devices.synchronize,
 ) -> list[dict]:
-    """The phase rows of one configuration (a single ``status`` row when it fails). ``warmup`` pairs of steps
-    (default: the params' warm-up steps, at least one) run before ``steps`` pairs and ``window_s`` seconds
-    are recorded, and more up to ``max_s`` seconds while the sum check is imprecise (``record``)."""
+    """The phase rows of one configuration (a single ``status`` row when it fails), recorded by :func:`record`
+    after ``warmup`` pairs (default: the params' warm-up steps, at least one)."""
     b = devices.backend(device)
     base = {**identity(cfg, b, p), "device_name": b.name()}
     try:

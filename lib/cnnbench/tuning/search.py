@@ -27,9 +27,8 @@ MIN_WINDOW_STEPS = 3  # a race window never has fewer steps (one step: no spread
 
 
 def window(base: engine.Config, c: Setting, device: torch.device, p, window_s: float) -> Outcome:
-    """One short race window of ``base`` in setting ``c``: build, two warm-up steps, then steps filling
-    ``window_s`` (at least ``MIN_WINDOW_STEPS``). The window is sized from the second step: the first carries
-    allocation, kernel selection and (compiling) the compile, and would make a fast GPU's window a single step."""
+    """One short race window of ``base`` in setting ``c``: build, two warm-up steps (the second sizes the
+    window), then steps filling ``window_s`` (at least ``MIN_WINDOW_STEPS``)."""
     try:
         with engine.Workload(base.replace(**c), device, p) as work:
             first = _timed(work, device)
@@ -66,10 +65,8 @@ def _timed(work: engine.Workload, device: torch.device) -> float:
 
 class Search:
     """The search of one model and phase; every row goes to ``sink`` (tuning.csv) as soon as it is known.
-
     ``evaluate(candidate, window_s) -> Outcome``, ``guard_loss(numerics) -> (first, last) loss``,
-    ``confirm(candidate, steps) -> row`` and ``explain(candidate, row) -> columns`` (the roofline) are
-    injectable, so tests run the whole logic without a model."""
+    ``confirm(candidate, steps) -> row`` and ``explain(candidate, row) -> columns`` are injectable."""
 
     def __init__(
         self,
