@@ -213,10 +213,8 @@ def rate_text(rate: float, half: float, unit: str = "img/s") -> str:
 
 
 def ratio(a: float, ca: float, b: float, cb: float) -> tuple[float, float, float]:
-    """``b / a`` with its 95% interval (low, high): the interval of the difference ``b - a`` (the two half-widths
-    combined in quadrature, as :func:`repeated` and :func:`distinguishable` combine them) relative to ``a``, so
-    the interval excludes 1 exactly when :func:`change_verdict` calls the change significant (the low end is
-    clipped at 0 where the noise is larger than the rate)."""
+    """``b / a`` with its 95% interval (low, high): the difference's interval (half-widths in quadrature)
+    relative to ``a``, so it excludes 1 exactly when :func:`change_verdict` calls the change significant."""
     half = math.hypot(ca, cb) / a
     r = b / a
     return r, max(r - half, 0.0), r + half
@@ -243,9 +241,8 @@ def interval_verdict(low: float, high: float, a: float, b: float) -> str:
 
 
 def change_verdict(a: float, ca: float, b: float, cb: float) -> str:
-    """What going from rate ``a`` to rate ``b`` did: "faster" or "slower" only where the difference is larger
-    than the 95% interval of the difference (:func:`distinguishable`), else "not significant"; "no interval"
-    where either side has none (a rate measured once)."""
+    """What going from rate ``a`` to rate ``b`` did: "faster" or "slower" where :func:`distinguishable`, else
+    "not significant"; "no interval" where either side has none."""
     if not (math.isfinite(ca) and math.isfinite(cb)):
         return "no interval"
     if not distinguishable(a, ca, b, cb):

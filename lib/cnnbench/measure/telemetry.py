@@ -246,9 +246,8 @@ class Sampler:
 
 
 def span_summary(series: list[dict], begin: float, end: float) -> dict[str, float]:
-    """Mean of each host quantity over the samples taken in ``[begin, end]`` (seconds of the sampler), for the
-    state of the machine in one measured window: ``cpu_steal_mean_pct``, ``util_other_cpu_mean_pct``,
-    ``cpu_freq_mhz_mean``, ``util_cpu_mean_pct`` (NaN where no sample fell in the window)."""
+    """Mean over the samples in ``[begin, end]`` (seconds of the sampler; NaN where none) of
+    ``cpu_steal_mean_pct``, ``util_other_cpu_mean_pct``, ``cpu_freq_mhz_mean`` and ``util_cpu_mean_pct``."""
     names = {
         "cpu_steal_pct": "cpu_steal_mean_pct",
         "util_other_cpu_pct": "util_other_cpu_mean_pct",

@@ -66,9 +66,8 @@ class PhaseTimer:
 
 
 def split_step(work: engine.Workload, batches, timer: PhaseTimer) -> dict[str, float]:
-    """One training step of ``work`` with a boundary after each phase; returns the phase times. Gradients are
-    cleared first, as ``train_step`` does, their clearing counted in the optimizer phase; the step's tensors
-    and graph are let go before the last boundary, as inside an unsplit step."""
+    """One training step of ``work`` with a boundary after each phase; returns the phase times (clearing the
+    gradients counted in the optimizer phase)."""
     before = timer.clock()
     work.optimizer.zero_grad(set_to_none=True)
     cleared = timer.clock() - before
@@ -139,9 +138,8 @@ def diff_ci95_pct(split: list[dict[str, float]], whole: list[float]) -> float:
 
 
 def summarize(split: list[dict[str, float]], whole: list[float]) -> list[dict]:
-    """One row per phase: mean, median, 95% interval, share of the phase sum, and the check of the sum
-    against the mean unsplit step time (``sum_diff_pct`` with its 95% interval ``sum_diff_ci95_pct``,
-    ``sums_within_5pct``)."""
+    """One row per phase: mean, median, 95% interval, share of the phase sum, and the check of the sum against
+    the mean unsplit step (``sum_diff_pct``, ``sum_diff_ci95_pct``, ``sums_within_5pct``)."""
     means = {ph: statistics.fmean(s[ph] for s in split) for ph in STEP_PHASES}
     phase_sum, step = sum(means.values()), statistics.fmean(whole)
     diff = 100 * (phase_sum - step) / step

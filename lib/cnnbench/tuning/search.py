@@ -357,9 +357,8 @@ def _count_rungs(trials) -> dict[int, int]:
 
 
 def combine_rounds(measured: list[dict]) -> dict:
-    """One confirmation row from its interleaved rounds (each a fresh workload): all images over all measured
-    time, the 95% interval over the rounds' rates (the one-round interval kept as ``..._within_img_s``); the
-    first failure, if a round failed."""
+    """One confirmation row from its interleaved rounds: all images over all measured time, the 95% interval
+    over the rounds' rates (one round's: ``..._within_img_s``); the first failure, if a round failed."""
     failed = [r for r in measured if r.get("status") != "ok"]
     if failed:
         return failed[0]
