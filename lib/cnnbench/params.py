@@ -583,10 +583,9 @@ def _check_data_folder(src: str, p: Params) -> None:
 
 def _check_scratch(src: str, p: Params) -> None:
     """Keys of the from-scratch backends (05)."""
-    for name in p.scratch_backends:
-        _one_of(src, "scratch_backends", name, SCRATCH_BACKENDS)
-    for name in p.scratch_models:
-        _one_of(src, "scratch_models", name, SCRATCH_MODELS)
+    for key, allowed in (("scratch_backends", SCRATCH_BACKENDS), ("scratch_models", SCRATCH_MODELS)):
+        for name in getattr(p, key):
+            _one_of(src, key, name, allowed)
     _one_of(src, "scratch_dataset", p.scratch_dataset, ("synthetic", "mnist"))
     if 0 < p.scratch_train_images < p.scratch_batch_size and "mnist_cnn" in p.scratch_models:
         raise ParamsError(
@@ -791,10 +790,9 @@ def validate(raw: dict[str, Any], src: str = "params", check_device: bool = True
             f"{src}: key 'max_processes' ({p.max_processes}) must be at least 'processes' ({p.processes})"
         )
     _one_of(src, "dataset", p.dataset, DATASETS)
-    for phase in p.phases:
-        _one_of(src, "phases", phase, PHASES)
-    for nb in p.notebooks:
-        _one_of(src, "notebooks", nb, NOTEBOOKS)
+    for key, allowed in (("phases", PHASES), ("notebooks", NOTEBOOKS)):
+        for value in getattr(p, key):
+            _one_of(src, key, value, allowed)
     _validate_tuning(src, p)
     p = dataclasses.replace(p, variants=_check_variants(src, p.variants))
     _check_scratch(src, p)
