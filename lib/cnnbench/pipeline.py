@@ -118,9 +118,8 @@ def execute(
             log(f"[{i}/{len(notebooks)}] {name} failed")
             first_line = (err.source or "").strip().splitlines()[0][:80] if (err.source or "").strip() else ""
             kept = _keep_whole(partial, target)
-            raise NotebookFailed(
-                name, err.exec_count, f"{err.ename}: {err.evalue}", kept, first_line
-            ) from None
+            error = f"{err.ename}: {err.evalue}"
+            raise NotebookFailed(name, err.exec_count, error, kept, first_line) from None
         except DeadKernelError:
             log(f"[{i}/{len(notebooks)}] {name} failed")
             kept = _keep_whole(partial, target)
