@@ -502,10 +502,6 @@ def num_classes(ds: Dataset) -> int:
     return len(getattr(ds, "classes", [])) or int(max(int(y) for _, y in ds)) + 1
 
 
-def synthetic_for(model_channels: int, size: int, classes: int, n: int, seed: int = 0) -> SyntheticImages:
-    return SyntheticImages(n, model_channels, size, classes, seed)
-
-
 def loader(
     ds: Dataset, batch_size: int, workers: int, pin_memory: bool, shuffle: bool = True, seed: int = 0
 ) -> DataLoader:

@@ -156,8 +156,8 @@ class Workload:
             self.next_batch = lambda: (x, y)
         else:
             images = max(p.synthetic_images, cfg.batch_size)
-            ds = self.dataset or data.synthetic_for(
-                cfg.in_channels, cfg.image_size, cfg.num_classes, images, p.seed
+            ds = self.dataset or data.SyntheticImages(
+                images, cfg.in_channels, cfg.image_size, cfg.num_classes, p.seed
             )
             batches = data.cycle(
                 data.loader(ds, cfg.batch_size, cfg.workers, b.pin(cfg.pin_memory), seed=p.seed)

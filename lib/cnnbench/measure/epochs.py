@@ -64,8 +64,8 @@ def epoch_pair(p, cfg: Config, device_spec: str, cap: int) -> dict:
     pin = devices.backend(device).pin(cfg.pin_memory)
     for phase in ("train", "eval"):
         c = cfg.replace(phase=phase, data_mode="loader")
-        ds = dataset_for(c) or data.synthetic_for(
-            c.in_channels, c.image_size, c.num_classes, p.synthetic_images, p.seed + (phase == "eval")
+        ds = dataset_for(c) or data.SyntheticImages(
+            p.synthetic_images, c.in_channels, c.image_size, c.num_classes, p.seed + (phase == "eval")
         )
         splits[phase] = data.loader(ds, c.batch_size, cfg.workers, pin, shuffle=phase == "train", seed=p.seed)
     with (

@@ -254,8 +254,8 @@ def measure(
     try:
         with engine.Workload(cfg.replace(phase="train", data_mode="device"), device, p) as work:
             images = max(p.synthetic_images, 2 * cfg.batch_size)
-            ds = dataset or data.synthetic_for(
-                cfg.in_channels, cfg.image_size, cfg.num_classes, images, p.seed
+            ds = dataset or data.SyntheticImages(
+                images, cfg.in_channels, cfg.image_size, cfg.num_classes, p.seed
             )
             dl = data.loader(ds, cfg.batch_size, cfg.workers, b.pin(cfg.pin_memory), seed=p.seed)
             warmup = max(1, p.warmup_steps) if warmup is None else warmup
