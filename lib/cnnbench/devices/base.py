@@ -230,9 +230,8 @@ class Backend:
 
         return [ProfilerActivity.CPU]
 
-    op_time = (
-        "host"  # the profiler's per-op time here: "device" (kernel), "host" (run time) or "queue" (enqueue)
-    )
+    # the profiler's per-op time here: "device" (kernel), "host" (the op's run time) or "queue" (enqueue)
+    op_time = "host"
 
     def op_time_us(self, evt, self_only: bool = False) -> float:
         """A profiler event's time on this device (us): the host's time, which is the op's own on a CPU."""
