@@ -72,9 +72,7 @@ class TinyImageNet(Dataset):
     """Tiny-ImageNet-200: ``train/<wnid>/images/*.JPEG``; ``val/images`` labelled by ``val/val_annotations.txt``."""
 
     def __init__(self, root: str | Path, split: str = "train", transform=None):
-        root = Path(root)
-        if (root / "tiny-imagenet-200").is_dir():
-            root = root / "tiny-imagenet-200"
+        root = _tiny_base(Path(root))
         wnids_file = root / "wnids.txt"
         if not wnids_file.is_file():
             raise DataError(f"{root}: not a Tiny-ImageNet folder (wnids.txt missing)")
@@ -122,11 +120,9 @@ TINY_FOLDER = "tiny-imagenet-200"
 
 
 def layout_problem(name: str, root: str | Path) -> str:
-    """Why the folder ``root`` does not hold dataset ``name`` as :func:`open_dataset` reads it, or "" if it looks
-    right: empty, another layout, an image folder of fewer than two classes or with a class of no image, a
-    Tiny-ImageNet whose classes, images or validation annotations do not agree, an MNIST file that is not an idx
-    file of 28x28 images and labels 0-9. Cheap: reads file headers, names and Tiny-ImageNet's two text files,
-    no image."""
+    """Why the folder ``root`` does not hold dataset ``name`` as :func:`open_dataset` reads it (empty, another
+    layout, too few classes, a class of no image, disagreeing annotations, a bad idx file), or "". Reads
+    names, headers and Tiny-ImageNet's two text files, no image."""
     root = Path(root).expanduser()
     if not root.is_dir():
         return f"'{root}' is not a folder"
@@ -472,8 +468,7 @@ def open_dataset(
 ) -> Dataset:
     """A real dataset split with the model's channels and resolution. Raises :class:`DataError`."""
     root = Path(root).expanduser()
-    train = split == "train"
-    tf = transforms_for(channels, size, train)
+    tf = transforms_for(channels, size, split == "train")
     if not root.exists() and not download:
         raise DataError(f"dataset folder '{root}' does not exist (set download: true to fetch {name})")
     try:
@@ -497,8 +492,7 @@ def _open(name: str, root: Path, split: str, tf, download: bool) -> Dataset:
     if name == "cifar10":
         return tvd.CIFAR10(str(root), train=train, download=download, transform=tf)
     if name == "imagefolder":
-        folder = root / split if (root / split).is_dir() else root
-        return tvd.ImageFolder(str(folder), transform=tf)
+        return tvd.ImageFolder(str(_split_folder(root, split)), transform=tf)
     raise DataError(f"unknown dataset '{name}'")
 
 
@@ -506,10 +500,6 @@ def num_classes(ds: Dataset) -> int:
     if isinstance(ds, (TinyImageNet, tvd.Imagenette)):
         return len(ds.wnids)
     return len(getattr(ds, "classes", [])) or int(max(int(y) for _, y in ds)) + 1
-
-
-def synthetic_for(model_channels: int, size: int, classes: int, n: int, seed: int = 0) -> SyntheticImages:
-    return SyntheticImages(n, model_channels, size, classes, seed)
 
 
 def loader(

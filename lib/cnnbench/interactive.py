@@ -1,8 +1,6 @@
-"""Interactive exploration: ipywidgets controls that run a quick measurement and redraw the plots.
-
-In JupyterLab the controls measure live; under papermill (``CNNBENCH_HEADLESS=1``) or with
-``interactive: false`` the same call measures once with the run's parameters and shows static output, so a
-report needs no widget state."""
+"""Interactive exploration: ipywidgets controls that run a quick measurement and redraw the plots. Under
+papermill (``CNNBENCH_HEADLESS=1``) or with ``interactive: false`` the same call measures once with the run's
+parameters and shows static output."""
 
 from __future__ import annotations
 
@@ -35,11 +33,9 @@ def adaptive_windows(
     clock: Callable[[], float] = time.perf_counter,
     on_window: Callable[[dict, float], None] | None = None,
 ) -> dict:
-    """Measured windows until the 95% interval is within ``target_pct`` of the throughput (after at least
-    3 windows) or ``max_s`` has passed (at least 2 windows); ``noisy`` says the target was not reached.
-
-    ``window()`` runs one window of ``steps`` steps and returns (step times, synced wall time);
-    ``on_window(summary, fraction of the time cap used)`` is called after each window (progress)."""
+    """Measured windows (``window()`` -> (step times, synced wall time)) until the 95% interval is within
+    ``target_pct`` (at least 3 windows) or ``max_s`` has passed (at least 2; ``noisy`` then);
+    ``on_window(summary, fraction of the time cap used)`` after each."""
     start, step_times, walls = clock(), [], []
     while True:
         times, wall = window()
@@ -134,10 +130,8 @@ def _warm_up(step, dev, warmup_s: float, say, clock=time.perf_counter) -> list[f
 
 
 def _bundles(history: list[dict], run) -> list[dict]:
-    """Every measurement so far as display outputs (Jupyter mime bundles): the table, the throughput plot and,
-    when 04 measured this device's roofs, the roofline, each figure drawn to PNG here (out of reach of pyplot's
-    hooks, which a comm message fires on its own thread). Handed to the Output widget whole (``outputs``), not
-    captured with ``with out:``, whose capture does not follow a callback onto another thread or message."""
+    """Every measurement so far as Jupyter mime bundles: the table, the throughput plot and, when 04 measured
+    this device's roofs, the roofline, each figure drawn to PNG here (out of reach of pyplot's hooks)."""
     import base64
 
     from cnnbench import roofline
@@ -217,9 +211,8 @@ def _show(history: list[dict], run) -> None:
 
 
 def on_main_thread(fn: Callable[[], None]) -> Callable[[], None]:
-    """``fn`` made to run on the kernel's main thread, between cells, when called from another thread (a
-    widget callback served on a kernel subshell's thread), so it never measures or draws beside a running
-    cell. Call this on the main thread; outside a running event loop ``fn`` runs where it is called."""
+    """``fn`` made to run on the kernel's main thread, between cells, when called from another thread; call
+    this on the main thread (outside a running event loop ``fn`` runs where it is called)."""
     try:
         loop, owner = asyncio.get_running_loop(), threading.get_ident()  # the kernel's, while a cell runs
     except RuntimeError:
@@ -241,8 +234,7 @@ NO_MEASURE_ENV = "CNNBENCH_NO_MEASURE"  # set by `cnnbench report`: the static e
 
 
 def measured_before(run, model: str, batch_size: int, precision: str, data_mode: str) -> list[dict]:
-    """The finished rows of explore.csv for this configuration (the static explorer of a rerun shows them
-    instead of measuring again), the latest last; [] when none."""
+    """The finished rows of explore.csv for this configuration, the latest last; [] when none."""
     df = results.read(run.dir, "explore", ("model", "batch_size", "precision", "data_mode", "status"))
     config = (df.model == model) & (df.batch_size == batch_size) & (df.precision == precision)
     same = df[config & (df.data_mode == data_mode) & df.status.isin(results.DONE_STATUSES)]

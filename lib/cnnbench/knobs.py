@@ -1,14 +1,7 @@
-"""The knobs of a measurement, each declared once: every setting a user may turn between two measurements of the
-same model. A declaration says the knob's type, allowed values and default; whether it is a params key of its own
-or set only inside ``variants``; whether it belongs to a result's key and what rows written before it existed
-read as; its label in tables; how it is applied around a step and restored after; why a device cannot run a
-value (by default the device backend's answer, :meth:`cnnbench.devices.Backend.lacks`); and how 07 searches it.
-
-Everything else is derived from :data:`KNOBS`: params validation of the keys and of ``variants`` (any knob may
-vary), the engine's settings (:class:`Setting`, entered with :func:`applied`), results keys, ``compare``'s match
-and knob keys, 07's search space and skip reasons, labels, and the seeds' default variant (:func:`default_variant`).
-
-This module imports no torch at import time: params validates with it before any work."""
+"""The knobs of a measurement, each declared once in :data:`KNOBS` (a :class:`Knob`): every setting a user may
+turn between two measurements of the same model. Params validation, the engine's settings (:func:`applied`),
+results keys, ``compare``'s match, 07's search space and skip reasons and labels are derived from it. No torch
+is imported at import time: params validates with it before any work."""
 
 from __future__ import annotations
 
@@ -52,8 +45,7 @@ class Knob:
     parse: Callable[[Any], Any] | None = None
 
     def read(self, value: Any) -> Any:
-        """``value`` as this knob holds it: blank (a row from before the knob) is :attr:`before`, text from a
-        CSV is converted, old spellings are parsed."""
+        """``value`` as this knob holds it: blank is :attr:`before`; CSV text and old spellings converted."""
         if value is None or (isinstance(value, float) and math.isnan(value)) or value == "":
             return self.default if self.before is None else self.before
         if self.parse is not None:
@@ -93,9 +85,7 @@ def _threads(value, backend, shape):
         torch.set_num_threads(before)
 
 
-# What dynamo's cache holds since the last reset: the compile mode it was compiled in and the shapes (one
-# configuration each) compiled under it. Inductor's options are patched around the plain torch.compile, and
-# dynamo's cache does not key on them, so a change of mode must reset; a shape seen before reuses its graphs.
+# dynamo's cache since the last reset: its compile mode (not in dynamo's key, so a new mode resets) and shapes
 _compiled: dict = {"mode": None, "shapes": set()}
 # distinct shapes compiled between resets; past dynamo's recompile limit (8) it falls back to eager silently
 SHAPES_PER_RESET = 4
@@ -103,10 +93,9 @@ SHAPES_PER_RESET = 4
 
 @contextlib.contextmanager
 def compiling(mode: str, shape=None):
-    """Within the block, ``torch.compile`` compiles in ``mode`` (Inductor's options patched as
-    ``torch.compile(mode=...)`` does). ``shape`` (hashable: the configuration) lets measurements of the same shape
-    reuse dynamo's graphs: it is reset when the mode changes, when ``shape`` is None, or when a new shape would
-    pass ``SHAPES_PER_RESET`` since the last reset (each compile costs seconds to minutes on a 2-core host)."""
+    """Within the block, ``torch.compile`` compiles in ``mode``. Measurements of the same ``shape`` (hashable)
+    reuse dynamo's graphs; it is reset when the mode changes, ``shape`` is None, or a new shape would pass
+    ``SHAPES_PER_RESET`` since the last reset."""
     if mode == "off":
         yield
         return
@@ -392,8 +381,8 @@ class Setting(Mapping):
 
 
 def label(setting: Mapping[str, Any], only: Iterable[str] | None = None) -> str:
-    """A setting in words, each knob's own label, blanks left out: the knobs ``only`` names, or those always named
-    and those away from their default ("fp16 channels_last bs64 threads2 compile=default")."""
+    """A setting in words, blanks left out: the knobs ``only`` names, or those always named and those away
+    from their default ("fp16 channels_last bs64 threads2 compile=default")."""
     names = [
         k
         for k in KNOBS
@@ -410,8 +399,7 @@ def for_params(p, variant: Mapping[str, Any] | None = None, **changes) -> Settin
 
 
 def lacks(name: str, value: Any, hw) -> str:
-    """Why the device ``hw`` describes cannot run knob ``name`` at ``value`` as labelled ("" when it can; the
-    default always can)."""
+    """Why ``hw`` cannot run knob ``name`` at ``value`` as labelled ("" when it can, as the default can)."""
     knob = KNOBS[name]
     value = knob.read(value)
     if value == knob.default:
@@ -477,8 +465,7 @@ def default_variant(df):
 
 @dataclass
 class Space:
-    """07's search space: the values of each searched knob, the default setting, and every value left out with
-    its reason."""
+    """07's search space: each searched knob's values, the default setting, each value left out and why."""
 
     values: dict[str, list]
     default: Setting

@@ -173,8 +173,7 @@ def logits(output) -> torch.Tensor:
 
 
 def make_optimizer(name: str, parameters, lr: float, momentum: float = 0.9) -> torch.optim.Optimizer:
-    """sgd (with ``momentum``), adam or adamw (the names of ``params.OPTIMIZERS``) over the trainable
-    ``parameters`` (Scenario A's step uses SGD, seed 002's fine-tuning step Adam)."""
+    """sgd (with ``momentum``), adam or adamw (``params.OPTIMIZERS``) over the trainable ``parameters``."""
     params = [p for p in parameters if p.requires_grad]
     if name == "sgd":
         return torch.optim.SGD(params, lr=lr, momentum=momentum)

@@ -1,12 +1,9 @@
 """Run parameters: one schema with documented defaults, overridden by a YAML file, then by overrides.
 
-Every key a params file may hold is a field of :class:`Params`. Loading validates everything once, before
-any work starts, and stops with a one-line :class:`ParamsError` naming the bad key: unknown keys, wrong
-types, unknown model names (with the valid ones listed), non-positive batch sizes and unavailable devices, NaN or
-inf for any float key, integers past int64 (threads and seed past what torch and numpy take), a real dataset whose
-layout, classes or sizes do not fit the run (see :func:`cnnbench.data.layout_problem`). A params file is a
-regular UTF-8 file of at most 1 MiB whose YAML repeats no key and expands (aliases included) to at most
-:data:`MAX_YAML_NODES` values; a value quoted in a message is cut to :data:`MAX_QUOTED` characters."""
+Every key a params file may hold is a field of :class:`Params`. Loading validates everything once, before any
+work starts, and stops with a one-line :class:`ParamsError` naming the bad key (types, bounds, names, devices,
+datasets). A params file is a regular UTF-8 file of at most 1 MiB whose YAML repeats no key and expands to at
+most :data:`MAX_YAML_NODES` values; a value quoted in a message is cut to :data:`MAX_QUOTED` characters."""
 
 from __future__ import annotations
 
@@ -34,19 +31,14 @@ DOWNLOADABLE = ("tiny_imagenet", "imagenette", "mnist", "cifar10")
 TRANSFER_DATASETS = ("synthetic", "oxford_pet", "imagefolder")
 SCALING_BACKENDS = ("auto", "gloo", "nccl")
 # The pipeline's notebooks in order; the analysis stays last and merges every experiment family before it.
-# 05: from-scratch backends (cnnbench.scratch); 06: transfer learning and scaling (cnnbench.transfer); 07:
-# configuration search (cnnbench.tuning)
 NOTEBOOKS = tuple(
     (
         "00_setup 01_complexity 02_scenario_a 03_batch_sweep 04_roofline 05_backends 06_transfer 07_tuning "
         "08_analysis"
     ).split()
 )
-# The shortest telemetry sampling period: psutil's CPU counters tick every 10 ms, and a faster sampler loops
-# on the measured cores.
-MIN_TELEMETRY_INTERVAL_S = 0.01
-# The from-scratch backends and networks of 05 (cnnbench.scratch implements them; declared here so that
-# validating a params file imports no experiment module).
+MIN_TELEMETRY_INTERVAL_S = 0.01  # psutil's CPU counters tick every 10 ms
+# 05's from-scratch backends -> the device type each runs on (declared here: validation imports no experiment)
 SCRATCH_BACKENDS = {
     "numpy": "cpu",
     "numba_cpu": "cpu",
@@ -55,24 +47,21 @@ SCRATCH_BACKENDS = {
     "torch_cpu": "cpu",
     "torch_cuda": "cuda",
     "torch_mps": "mps",
-}  # backend -> the device type it runs on
+}
 SCRATCH_MODELS = ("mnist_cnn", "mlp")
 # A key's lower bound, declared by its type in the schema (a list's or mapping's: each value's)
 PositiveInt, NonNegativeInt = Annotated[int, "> 0"], Annotated[int, ">= 0"]
 PositiveFloat, NonNegativeFloat = Annotated[float, "> 0"], Annotated[float, ">= 0"]
 
 
-# Bounds checked before any work: what a params file may be and expand to, and what torch, numpy and
-# the machine accept, so that nothing overflows, hangs or fills memory once a notebook has started.
+# Bounds checked before any work, so that nothing overflows, hangs or fills memory once a notebook has started
 MAX_PARAMS_BYTES = 1 << 20  # a params file is a few KiB; past 1 MiB it is not one
 MAX_YAML_NODES = 10_000  # values a params document may expand to, an alias counted every time it is used
 MAX_YAML_DEPTH = 50  # nesting of a params document (the schema nests three levels)
 MAX_INT = 2**63 - 1  # every integer key fits a C int64 (torch's sizes and counts)
-# numpy's legacy seeds and torch.manual_seed take 0 .. 2**32-1; seed + offsets stay in range
-MAX_SEED = 2**32 - 1
+MAX_SEED = 2**32 - 1  # numpy's legacy seeds and torch.manual_seed take 0 .. 2**32-1
 MAX_THREADS = 4096  # no machine torch runs on has more logical CPUs; torch itself stops at 2**31-1
-# on this machine: at most 4 threads per logical CPU (above one is oversubscribed: a warning)
-THREADS_PER_CPU = 4
+THREADS_PER_CPU = 4  # at most 4 threads per logical CPU here (above one is oversubscribed: a warning)
 MAX_QUOTED = 80  # characters of a value quoted in a message
 
 
@@ -85,8 +74,7 @@ class ParamsError(ValueError):
 
 
 def _show(value: Any, limit: int = MAX_QUOTED) -> str:
-    """``value`` as a message quotes it: its repr (so on one line, control characters escaped), cut to ``limit``
-    characters with the full length said."""
+    """``value`` as a message quotes it: its repr cut to ``limit`` characters with the full length said."""
     if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 64:
         return f"an integer of {value.bit_length()} bits"
     try:
@@ -441,10 +429,7 @@ def _check_models(src: str, key: str, names: typing.Iterable[str]) -> None:
     common = [m for m in _default_models() if m in valid]
     for name in names:
         if name not in valid:
-            valid = [
-                *common,
-                *(m for m in valid if m not in common),
-            ]  # the usual ones first in the short list
+            valid = [*common, *(m for m in valid if m not in common)]  # the usual ones first
             raise ParamsError(
                 f"{src}: key '{key}' names unknown model {_show(name)}; "
                 f"{_suggest(name, valid, 'models (cnnbench.models.model_names())')}"
@@ -453,8 +438,7 @@ def _check_models(src: str, key: str, names: typing.Iterable[str]) -> None:
 
 @functools.lru_cache(maxsize=256)
 def _too_small(model: str, image_size: int) -> str:
-    """Why ``model`` cannot run at ``image_size`` ("" if it can): a forward pass of a model whose parameters are on
-    the meta device (no memory, no compute; its constructor's own arithmetic, as RegNet's widths, runs for real)."""
+    """Why ``model`` cannot run at ``image_size`` ("" if it can), from a forward pass on the meta device."""
     import torch
 
     from cnnbench import models
@@ -496,8 +480,7 @@ def _model_dataset(p: Params, model: str) -> str:
 
 
 def _batch_uses(p: Params) -> list[tuple[str, str, int, set[str]]]:
-    """(model, key, batch size, splits) of every measurement that draws whole batches from the run's dataset:
-    Scenario A and epochs (``batch_size`` or ``batch_size_per_model``), the sweep, the configuration search."""
+    """(model, key, batch size, splits) of every measurement drawing whole batches from the run's dataset."""
 
     def splits(phases) -> set[str]:
         return {"train" if phase == "train" else "val" for phase in phases}
@@ -600,10 +583,9 @@ def _check_data_folder(src: str, p: Params) -> None:
 
 def _check_scratch(src: str, p: Params) -> None:
     """Keys of the from-scratch backends (05)."""
-    for name in p.scratch_backends:
-        _one_of(src, "scratch_backends", name, SCRATCH_BACKENDS)
-    for name in p.scratch_models:
-        _one_of(src, "scratch_models", name, SCRATCH_MODELS)
+    for key, allowed in (("scratch_backends", SCRATCH_BACKENDS), ("scratch_models", SCRATCH_MODELS)):
+        for name in getattr(p, key):
+            _one_of(src, key, name, allowed)
     _one_of(src, "scratch_dataset", p.scratch_dataset, ("synthetic", "mnist"))
     if 0 < p.scratch_train_images < p.scratch_batch_size and "mnist_cnn" in p.scratch_models:
         raise ParamsError(
@@ -616,8 +598,7 @@ def _check_scratch(src: str, p: Params) -> None:
 
 
 def run_data_problem(p: Params) -> str:
-    """Data that a notebook of this run would find missing only once it starts (after the notebooks before it have
-    measured): real MNIST for 05, Oxford-IIIT Pet for 06, absent and not to be downloaded; or ""."""
+    """Data a notebook of this run would find missing only once it starts (05's MNIST, 06's pets), or ""."""
     if "05_backends" in p.notebooks and scratch_data_problem(p):
         return scratch_data_problem(p)
     if (
@@ -671,8 +652,7 @@ def _unknown_key(key: str) -> str:
     return f"unknown key {_show(key)}; {_suggest(key, list(FIELDS), 'keys')}"
 
 
-# Upper bounds of every key that sizes time, memory or processes, checked before any work: a
-# documented ceiling here; where the device is checked, also a share of this machine (_machine_bounds).
+# Upper bounds of the keys sizing time, memory or processes (where the device is checked, _machine_bounds too)
 MEMORY_SHARE = 0.5  # of the machine's memory, what one buffer a key sizes may take (the rest: OS, torch, run)
 _WINDOWS = ("window_s", "phase_window_s", "phase_max_s", "tune_confirm_window_s", "explore_warmup_s")
 _STEPS = ("warmup_steps", "measured_steps", "phase_steps", "profile_steps", "scaling_steps", "max_batches")
@@ -695,9 +675,8 @@ CEILINGS = {
 
 
 def _machine_bounds(p: Params) -> list[tuple[str, Any, int, str]]:
-    """(key, value, bound, why) of each value sized by this machine: a buffer (one batch of fp32 input images,
-    three square fp32 matrices, the bandwidth sweep's working set, the synthetic images) within MEMORY_SHARE
-    of its memory (psutil), the processes it starts within THREADS_PER_CPU x its logical CPUs."""
+    """(key, value, bound, why) of each value sized by this machine: a buffer within MEMORY_SHARE of its
+    memory, the processes it starts within THREADS_PER_CPU x its logical CPUs."""
     import psutil
 
     total, cpus = psutil.virtual_memory().total, os.cpu_count() or 1
@@ -731,8 +710,7 @@ def _machine_bounds(p: Params) -> list[tuple[str, Any, int, str]]:
 
 
 def _bounds(src: str, p: Params, check_device: bool) -> None:
-    """Before any work: each key within its bound (CEILINGS, and this machine's where the device is
-    checked), no list naming an entry twice (measured twice), no device index on the CPU or MPS."""
+    """Each key within its bound, no list naming an entry twice, no device index on the CPU or MPS."""
     entries = [
         (k, v, bound, why)
         for k, (bound, why) in CEILINGS.items()
@@ -796,10 +774,8 @@ def validate(raw: dict[str, Any], src: str = "params", check_device: bool = True
             f"{src}: key 'sweep' must map at least one model to batch sizes "
             "(or leave 03_batch_sweep out of 'notebooks')"
         )
-    _check_models(src, "models", p.models)
-    _check_models(src, "batch_size_per_model", p.batch_size_per_model)
-    _check_models(src, "sweep", p.sweep)
-    _check_models(src, "epoch_images_per_model", p.epoch_images_per_model)
+    for key in ("models", "batch_size_per_model", "sweep", "epoch_images_per_model"):
+        _check_models(src, key, getattr(p, key))
     for model, sizes in p.sweep.items():
         if not sizes:
             raise ParamsError(f"{src}: key 'sweep.{model}' must list at least one batch size")
@@ -814,10 +790,9 @@ def validate(raw: dict[str, Any], src: str = "params", check_device: bool = True
             f"{src}: key 'max_processes' ({p.max_processes}) must be at least 'processes' ({p.processes})"
         )
     _one_of(src, "dataset", p.dataset, DATASETS)
-    for phase in p.phases:
-        _one_of(src, "phases", phase, PHASES)
-    for nb in p.notebooks:
-        _one_of(src, "notebooks", nb, NOTEBOOKS)
+    for key, allowed in (("phases", PHASES), ("notebooks", NOTEBOOKS)):
+        for value in getattr(p, key):
+            _one_of(src, key, value, allowed)
     _validate_tuning(src, p)
     p = dataclasses.replace(p, variants=_check_variants(src, p.variants))
     _check_scratch(src, p)
@@ -843,8 +818,7 @@ def validate(raw: dict[str, Any], src: str = "params", check_device: bool = True
 
 
 def _check_variants(src: str, variants: list[dict]) -> list[dict]:
-    """Every variant a mapping of knobs (:data:`cnnbench.knobs.KNOBS`) to values of theirs; a variant that repeats
-    an earlier one is measured again as its copy (``replica``: an A/A comparison, said by :func:`variant_notes`)."""
+    """Every variant a mapping of knobs to values; one repeating an earlier one gets a ``replica`` number."""
     if not variants:
         raise ParamsError(f"{src}: key 'variants' must list at least one variant")
     from cnnbench import knobs
@@ -883,8 +857,7 @@ def variant_notes(p: Params) -> list[str]:
 
 
 def _check_on_device(src: str, p: Params, hw) -> None:
-    """Every knob value of the run and of its variants is one this device can run as labelled, with the reason
-    07 and every notebook give; a variant that changes only what changes nothing here is refused too."""
+    """Every knob value of the run and its variants runs on this device as labelled and changes something."""
     from cnnbench import knobs
 
     for k, knob in KNOBS.items():
@@ -939,8 +912,7 @@ def _validate_transfer(src: str, p: Params) -> None:
 
 
 def _transfer_folder_problem(root: Path) -> str:
-    """Why 06 cannot fine-tune on the image folder ``root`` (train/ + val/ or test/, else one folder of classes
-    split 80/20), or ""."""
+    """Why 06 cannot fine-tune on the image folder ``root``, or ""."""
     from cnnbench.data import _class_dirs
 
     if not root.is_dir():
@@ -981,8 +953,7 @@ def _validate_tuning(src: str, p: Params) -> None:
 
 
 def tuning_cell_s(p: Params) -> float:
-    """The least time 07's one cell takes: per search (model and phase) its budget (guard and race) and the
-    confirmation's measured windows (``processes`` rounds of the default and ``tune_confirm_top`` candidates)."""
+    """The least time 07's one cell takes: per search, its budget and the confirmation's measured windows."""
     confirm = p.processes * (p.tune_confirm_top + 1) * p.repeats * p.tune_confirm_window_s
     return len(p.tune_models) * len(p.tune_phases) * (p.tune_budget_s + confirm)
 
@@ -992,11 +963,9 @@ class _YamlLimit(Exception):
 
 
 class _ParamsLoader(yaml.SafeLoader):
-    """PyYAML's safe loader that, before building anything, walks the composed document once: it refuses a
-    mapping that repeats a key (the last one would silently win), a document that refers to itself, one nested
-    deeper than :data:`MAX_YAML_DEPTH`, and one that expands to more than :data:`MAX_YAML_NODES` values, an alias
-    counted every time it is used (a few hundred bytes of nested anchors, the "billion laughs", would otherwise
-    expand to billions once validated or printed)."""
+    """PyYAML's safe loader that first walks the composed document and refuses a repeated key, a recursive
+    alias, nesting past :data:`MAX_YAML_DEPTH` and more than :data:`MAX_YAML_NODES` values, each alias counted
+    every time it is used."""
 
     def construct_document(self, node):
         sizes: dict[int, int] = {}
@@ -1091,8 +1060,7 @@ def parse_overrides(pairs: typing.Iterable[str], src: str = "--set") -> dict[str
 
 
 def _read_text(path: Path) -> str:
-    """The params file's text: a regular file (never a device or FIFO, which is not even opened for blocking
-    reads), at most :data:`MAX_PARAMS_BYTES`, in UTF-8 (a byte-order mark is allowed)."""
+    """The params file's text: a regular file of at most :data:`MAX_PARAMS_BYTES` in UTF-8 (a BOM allowed)."""
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))  # a FIFO: no wait for a writer
     except FileNotFoundError:
@@ -1153,8 +1121,7 @@ def read_yaml(path: str | Path) -> dict[str, Any]:
 
 
 def resolved_path(option: str, given: str, resolve=lambda p: Path(p).expanduser().resolve()) -> Path:
-    """``resolve(given)`` (the path option ``option`` names), or a one-line ParamsError: a link to itself (a
-    RuntimeError before Python 3.13, OSError ELOOP after), a name too long."""
+    """``resolve(given)`` (the path option ``option`` names), or a one-line ParamsError."""
     try:
         return resolve(given)
     except (OSError, RuntimeError) as err:
@@ -1203,8 +1170,7 @@ def load(
 
 
 def _shadowing(p: Params) -> str:
-    """ "" or, when batch_size_per_model sets every model this run measures (so batch_size is used by none),
-    those models with their batch sizes."""
+    """The models with their batch sizes when batch_size_per_model sets every model measured, else ""."""
     used = {*p.models, *p.tune_models, *p.profile_models}
     if not used or not used <= set(p.batch_size_per_model):
         return ""
@@ -1212,8 +1178,7 @@ def _shadowing(p: Params) -> str:
 
 
 def _refuse_shadowed_batch_size(p: Params, src: str) -> None:
-    """A batch_size set on purpose on the command line that no measurement would use (batch_size_per_model sets
-    every model this run measures) is refused: params.json and the report would claim it while nothing ran at it."""
+    """A ``--set batch_size`` that no measurement would use (see :func:`_shadowing`) is refused."""
     per = _shadowing(p)
     if per:
         raise ParamsError(
@@ -1223,9 +1188,7 @@ def _refuse_shadowed_batch_size(p: Params, src: str) -> None:
 
 
 def shadowed_note(path: str | Path, overrides: dict[str, Any] | None = None) -> str:
-    """One line when the params file's own batch_size is used by no model measured (batch_size_per_model sets
-    every one), else "": warned about, not refused as ``--set batch_size`` is (one file serves several model
-    selections); :func:`load` records the default in its place."""
+    """A one-line warning when the params file's own batch_size is used by no model measured, else ""."""
     overrides = overrides or {}
     raw = read_yaml(path)
     if "batch_size" not in raw or "batch_size" in overrides:

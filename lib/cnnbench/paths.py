@@ -93,17 +93,15 @@ except (OSError, AttributeError):
 
 
 def die_with_parent(*_) -> None:
-    """Linux: this process gets SIGKILL when the process that started it dies, however it dies (the kernel
-    runs in a session of its own: a kill of the pipeline's process group reaches none of its workers).
-    Ignores its arguments, so it serves as a DataLoader's worker_init_fn and a subprocess's preexec_fn."""
+    """Linux: this process gets SIGKILL when the process that started it dies. Ignores its arguments, so it
+    serves as a DataLoader's worker_init_fn and a subprocess's preexec_fn."""
     if _PRCTL is not None:
         _PRCTL(1, 9)  # PR_SET_PDEATHSIG, SIGKILL
 
 
 def run_processes() -> list[tuple[int, str, str]]:
-    """(pid, run folder, command line) of each process of a pipeline run that this user may read: its
-    environment holds :data:`LOCK_ENV` (kernels, their forkservers and workers); this one and its ancestors
-    left out."""
+    """(pid, run folder, command line) of each readable process whose environment holds :data:`LOCK_ENV`, this
+    one and its ancestors left out."""
     import psutil
 
     me = psutil.Process()
@@ -123,9 +121,8 @@ def _umask() -> int:
 
 @contextlib.contextmanager
 def replacing(path: str | Path, mode: str = "wb", **open_kw):
-    """Write ``path`` whole or not at all: yields a temporary file beside it, renamed over ``path`` once written
-    (readers see the old file or the new one; a link planted at ``path`` is replaced, never written through) and
-    removed if writing fails. The file gets the permissions of any new file (0666 less the umask)."""
+    """Write ``path`` whole or not at all: yields a temporary file beside it, renamed over ``path`` (a link
+    there replaced, never written through) once written, else removed; permissions 0666 less the umask."""
     path = Path(path)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
@@ -155,8 +152,7 @@ def open_own(path: str | Path, mode: str = "ab"):
 
 
 class RunLocked(RuntimeError):
-    """Another live process (``pid``, None: unknown) is writing the run folder ``folder``: one line, shown by
-    IPython without a traceback."""
+    """Another live process (``pid``, None: unknown) is writing the run folder ``folder``."""
 
     def __init__(self, folder: Path, pid: int | None):
         who = f"process {pid}" if pid else "another process"
@@ -178,8 +174,7 @@ def _alive(pid: int) -> bool:
 
 @contextlib.contextmanager
 def _serialized(folder: Path):
-    """Contenders for a lock in ``folder`` one at a time (flock on the folder, released if the process dies), so
-    a stale lock is judged and replaced by one of them only. Where flock is missing, nothing is serialized."""
+    """Contenders for a lock in ``folder`` one at a time (flock on the folder, where there is one)."""
     try:
         import fcntl
     except ImportError:  # Windows
@@ -196,11 +191,8 @@ def _serialized(folder: Path):
 
 class RunLock:
     """``<run_dir>/.lock`` holding the writer's PID: a second writer refuses with one line; a lock left by a dead
-    process is taken over; released on exit (``with RunLock(run_dir):``).
-
-    The lock file appears whole (a temporary file hard-linked to ``.lock``); one whose PID cannot be read counts as
-    held until it is ``LOCK_UNREADABLE_STALE_S`` old. Raises :class:`RunLocked`, or OSError where the folder
-    cannot be written."""
+    process is taken over, an unreadable one once ``LOCK_UNREADABLE_STALE_S`` old; released on exit. Raises
+    :class:`RunLocked`, or OSError where the folder cannot be written."""
 
     def __init__(self, run_dir: Path):
         self.path = Path(run_dir) / ".lock"
@@ -245,8 +237,7 @@ class RunLock:
         raise RunLocked(folder, self.holder())
 
     def release(self) -> None:
-        """Remove the lock if it is still this process's (best effort: a folder gone read-only keeps it, and the
-        next run takes it over as stale)."""
+        """Remove the lock if it is still this process's (best effort)."""
         if self.held:
             self.held = False
             os.environ.pop(LOCK_ENV, None)
@@ -275,8 +266,7 @@ def _owner_file(folder: Path):
 
 
 def _link(owner: str, lock: Path) -> None:
-    """Hard-link ``owner`` to ``lock``: FileExistsError if the lock exists. Where the filesystem has no hard
-    links (FAT, some FUSE mounts), the lock is created exclusively and the PID written into it."""
+    """Hard-link ``owner`` to ``lock`` (else create it exclusively): FileExistsError if it exists."""
     try:
         os.link(owner, lock)
     except FileExistsError:

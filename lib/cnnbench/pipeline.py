@@ -6,15 +6,11 @@
     cnnbench report [--run-name NAME | RUN_DIR] [--outputs DIR]   (rebuild the reports, measuring nothing)
     cnnbench predict MODEL --device NAME [--phase --batch-size --image-size --precision --json] (cnnbench.predict)
 
-Parameters are validated and resolved once, before anything runs, into ``<run>/params.json``: every notebook
-reads that set, so an edit of the params file during the run changes nothing it measures. A failing notebook
-stops the pipeline with the notebook and cell named; everything written before it stays, and each executed
-notebook is written whole or not at all. While it runs, ``<run>/.lock`` keeps a second writer of the same run
-out and the console shows one line per measured configuration. ``FAILED.txt`` marks the run from its start
-until it succeeds, so a run killed outright is never taken for a complete one; any failure (a notebook, a full
-disk, Ctrl-C, SIGTERM, SIGHUP) ends in one line, its reason in ``FAILED.txt``, and a previous report renamed
-``report.stale.html``. Exit codes: 0 done, 1 failed, 2 refused before any work, 130 Ctrl-C, 143 SIGTERM,
-129 SIGHUP. Only a successful run writes report.html. The kernels' own console chatter goes to
+Parameters are validated once, before anything runs, into ``<run>/params.json``, which every notebook reads.
+``<run>/.lock`` keeps a second writer of the run out. ``FAILED.txt`` marks the run from its start until it
+succeeds; any failure ends in one line, its reason in ``FAILED.txt``, and a previous report renamed
+``report.stale.html``; only a successful run writes report.html. Exit codes: 0 done, 1 failed, 2 refused
+before any work, 130 Ctrl-C, 143 SIGTERM, 129 SIGHUP. The kernels' console output goes to
 ``<run>/kernel.log``."""
 
 from __future__ import annotations
@@ -71,11 +67,10 @@ def execute(
     progress: Path | None = None,
     on_done=None,
 ) -> list[Path]:
-    """Run ``notebooks`` into ``run_dir/notebooks/``, each executed copy written whole or not at all (a failed
-    one's too); any failure of a notebook raises :class:`NotebookFailed`. The console shows each notebook's
-    expected time and the time left (:mod:`cnnbench.eta` from ``timings.csv``, ``budgets``, ``example`` and
-    ``planned``); ``progress``: the console record, emptied first. ``on_done``: called with the notebooks done
-    and the seconds the last took, after each one but the last (the partial report)."""
+    """Run ``notebooks`` into ``run_dir/notebooks/``, each executed copy written whole or not at all; failure
+    raises :class:`NotebookFailed`. ``budgets``, ``planned``, ``example``, ``sibling``: the time estimates
+    (:mod:`cnnbench.eta`); ``progress``: the console record, emptied first; ``on_done(done, took_s)``: called
+    after each notebook but the last."""
     import papermill
     from nbclient.exceptions import DeadKernelError
     from papermill.exceptions import PapermillExecutionError
@@ -150,8 +145,7 @@ def execute(
 
 
 class _PartialReports:
-    """report.partial.html over the notebooks done so far, built between notebooks (nothing measures meanwhile)
-    after each that took ``AFTER_S`` or more; ``close`` removes it once the run's report.html is written."""
+    """report.partial.html over the notebooks done so far, built after each that took ``AFTER_S`` or more."""
 
     AFTER_S = 60.0
 
@@ -186,9 +180,8 @@ def _seconds(text) -> float | None:
 
 
 def _keep_whole(partial: Path, target: Path, check: bool = True) -> Path | None:
-    """Rename the executed copy ``partial`` over ``target`` if it is a whole notebook (and return ``target``);
-    remove it if its writing was cut short (a full disk, a signal during the write). ``check`` False: papermill
-    finished writing it."""
+    """Rename ``partial`` over ``target`` and return ``target`` if it is a whole notebook (``check`` False:
+    known to be), else remove it."""
     if not partial.is_file():
         return None
     if check and not _readable(partial):
@@ -258,9 +251,8 @@ def _silence_machinery() -> None:
 
 
 class _Tail(threading.Thread):
-    """Prints the lines appended to ``path`` (one per measured configuration) while a notebook runs and, after
-    them (at most every ``status_min_s`` seconds) or every ``status_every_s`` seconds without any, the line
-    ``status()`` gives (the time left); ``seen`` gets every line first."""
+    """Prints the lines appended to ``path`` while a notebook runs and ``status()`` after them (at most every
+    ``status_min_s``) or every ``status_every_s`` seconds without any; ``seen`` gets every line."""
 
     def __init__(
         self,
@@ -311,8 +303,7 @@ class _Tail(threading.Thread):
 
 
 def _quiet_kernel_manager(log_path: Path):
-    """A kernel manager whose kernels write their console output (ipykernel's TCP warning, torch's USDT and
-    profiler lines) to ``log_path`` instead of the pipeline's console; errors still reach the notebook."""
+    """A kernel manager whose kernels write their console output to ``log_path``, not the console."""
     from jupyter_client.manager import AsyncKernelManager
 
     class QuietKernelManager(AsyncKernelManager):
@@ -336,8 +327,7 @@ class NotebookFailed(RuntimeError):
 
 
 class Stopped(KeyboardInterrupt):
-    """SIGTERM or SIGHUP, raised where the process is (as Ctrl-C raises KeyboardInterrupt), so the run stops the
-    same way: its kernel shut down, FAILED.txt, one line; ``exit_code`` is 128 + the signal's number."""
+    """SIGTERM or SIGHUP, raised as Ctrl-C raises KeyboardInterrupt; ``exit_code`` is 128 + the signal."""
 
     def __init__(self, signum: int):
         self.signum, self.exit_code = signum, 128 + signum
@@ -346,9 +336,8 @@ class Stopped(KeyboardInterrupt):
 
 @contextlib.contextmanager
 def _signals_stop_the_run():
-    """SIGTERM (timeout, a batch scheduler, docker stop) and SIGHUP (the terminal closed) raise :class:`Stopped`
-    while the pipeline runs, once: a second one ends the process at once. SIGHUP left ignored (nohup) stays so.
-    Outside the main thread nothing is installed."""
+    """SIGTERM and SIGHUP (unless ignored) raise :class:`Stopped` once in the block; a second one ends the
+    process. Outside the main thread nothing is installed."""
 
     def stop(signum, frame):
         signal.signal(signum, signal.SIG_DFL)
@@ -370,8 +359,7 @@ def _signals_stop_the_run():
 
 
 class _Console:
-    """The console as the pipeline writes to it: once its reader has gone (``cnnbench ... | head -3``) every later
-    line is dropped instead of raising BrokenPipeError, and the run goes on (its progress is in progress.log)."""
+    """A console stream whose later lines are dropped once its reader has gone (BrokenPipeError)."""
 
     def __init__(self, stream):
         self.stream, self.gone = stream, False
@@ -416,8 +404,7 @@ def _now() -> str:
 
 
 def _mark_started(run_dir: Path, params_file: Path, overrides: dict) -> None:
-    """A run starts: FAILED.txt says so until it succeeds (a run killed outright, which can write nothing, is
-    then never taken for a complete one), and the previous report no longer describes the folder."""
+    """A run starts: FAILED.txt says so until it succeeds, and the previous report is renamed stale."""
     run_dir.mkdir(parents=True, exist_ok=True)
     if (run_dir / "report.html").is_file():
         (run_dir / "report.html").replace(run_dir / STALE_REPORT)
@@ -433,8 +420,7 @@ def _mark_started(run_dir: Path, params_file: Path, overrides: dict) -> None:
 
 
 def _other_runs() -> list[str]:
-    """A line naming the processes of runs whose pipeline has gone (this run's folder included: nothing of
-    it runs yet), and one naming the runs measuring now: both take CPU from what this run measures."""
+    """Warnings: the left-over processes of runs whose pipeline has gone; the runs measuring now."""
     left, busy = [], set()
     for pid, folder, cmd in paths.run_processes():
         holder = paths.RunLock(Path(folder)).holder()
@@ -455,8 +441,7 @@ def _other_runs() -> list[str]:
 
 
 def finished(run_dir: Path) -> None:
-    """The run is complete: FAILED.txt goes, and the run's zip, where 08 made one while the pipeline still ran
-    (with FAILED.txt's "not finished" and without the report), is made again."""
+    """The run is complete: FAILED.txt goes, and the run's zip, where 08 made one, is made again."""
     (run_dir / FAILED).unlink(missing_ok=True)
     if (run_dir.parent / f"{run_dir.name}.zip").is_file():
         from cnnbench.results.runs import zip_run
@@ -484,8 +469,7 @@ def _mark_failed(run_dir: Path, why: str, params_file: Path, overrides: dict, de
 
 
 def missing_front_end() -> list[str]:
-    """The packages of the ``[notebook]`` extra the batch runner needs and this interpreter lacks (a Colab
-    kernel, where tools/colab_install.py leaves them out)."""
+    """The packages of the ``[notebook]`` extra the batch runner needs and this interpreter lacks."""
     import importlib.util
 
     return [m for m in ("papermill", "nbconvert", "ipykernel") if importlib.util.find_spec(m) is None]
@@ -548,8 +532,7 @@ def _main(args) -> int:
 
 
 def _absolute_data_paths(p: params_mod.Params) -> params_mod.Params:
-    """``p`` with relative dataset folders made absolute against the folder they were validated from (the
-    kernels run from the workbook's root)."""
+    """``p`` with relative dataset folders made absolute against the folder they were validated from."""
     keys = [key for key in ("data_path", "transfer_data_path") if getattr(p, key)]
     return dataclasses.replace(
         p, **{key: os.path.abspath(os.path.expanduser(getattr(p, key))) for key in keys}
@@ -640,7 +623,7 @@ def _estimate(p: params_mod.Params, params_file: Path, outputs: Path) -> int:
 
 
 def _execute_run(args, p, params_file: Path, overrides: dict, outputs: Path, run_dir: Path, note: str) -> int:
-    """The run itself: every way it can fail ends in one line and FAILED.txt (where the folder can be written)."""
+    """The run itself: every way it can fail ends in one line and FAILED.txt (where it can be written)."""
     import traceback
 
     from cnnbench import run as run_mod
@@ -723,9 +706,7 @@ def _combined(p: params_mod.Params | None, params_file: Path, overrides: dict, o
         if not analysed:
             from cnnbench import run as run_mod  # imports torch: only where 08 runs
 
-            p = p or _report_params(
-                runs[-1], outputs
-            )  # None only where the analysis was current a moment ago
+            p = p or _report_params(runs[-1], outputs)  # None only where 08 was current a moment ago
             every, over = dataclasses.replace(p, analysis_runs=["*"]), {**overrides, "analysis_runs": ["*"]}
             resolved = run_mod.write_resolved(folder, every, params_file, over)
             _forget_analysis(folder)
@@ -747,8 +728,7 @@ def _combined(p: params_mod.Params | None, params_file: Path, overrides: dict, o
 
 
 def _combined_stale(outputs: Path, folder: Path, why: str) -> str:
-    """Mark the combined report of ``outputs`` as not current: the previous report.html renamed
-    report.stale.html, the reason in ``_combined/FAILED.txt``; returns the note for the console line."""
+    """Mark the combined report of ``outputs`` stale, with the reason; returns the console's note."""
     note = ""
     try:
         if (outputs / "report.html").is_file():
@@ -762,9 +742,8 @@ def _combined_stale(outputs: Path, folder: Path, why: str) -> str:
 
 def report_main(argv: list[str]) -> int:
     """``cnnbench report [--run-name NAME | RUN_DIR] [--outputs DIR]``: rebuild a run's report.html (08 executed
-    again over the run's results unless its executed copy is current, the executed 00-07 taken as they are) and
-    the combined report, measuring nothing; with no run named, the combined report only. Exit 2, in one line,
-    for an unknown or broken run."""
+    again unless its executed copy is current) and the combined report, measuring nothing; with no run named,
+    the combined report only. Exit 2, in one line, for an unknown or broken run."""
     ap = argparse.ArgumentParser(prog="cnnbench report", description=report_main.__doc__.split("\n")[0])
     ap.add_argument("run_dir", nargs="?", help="a run folder (e.g. one copied from another machine)")
     ap.add_argument("--run-name", help="the run <outputs>/<run-name>")
@@ -804,8 +783,7 @@ class _Refused(ValueError):
 
 
 def _report_folders(args) -> tuple[Path, Path | None]:
-    """(outputs, the run folder) of ``cnnbench report``: a run by a plain name under ``--outputs``, as the
-    pipeline names runs, or by the path of its folder; refused in one line otherwise."""
+    """(outputs, the run folder) of ``cnnbench report``, from a run name or a folder; refused in one line."""
     if args.run_name is not None and params_mod.safe_name_error(args.run_name):
         raise _Refused(f"--run-name: {params_mod.safe_name_error(args.run_name)}")
     run_dir = params_mod.resolved_path("run folder", args.run_dir) if args.run_dir else None
@@ -817,10 +795,8 @@ def _report_folders(args) -> tuple[Path, Path | None]:
 
 
 def _report_params(run_dir: Path, outputs: Path, validate: bool = True) -> params_mod.Params | None:
-    """The parameters a run was measured with (its params.json), checked before anything is written; the
-    device is any present here (08 measures nothing, and a run copied from a GPU machine is read on a laptop).
-    ``validate=False``: only whether the run can be read, as ``cnnbench compare`` judges it
-    (results.runs.verdict; validating imports torch, seconds)."""
+    """The run's params.json validated for any device present here (08 measures nothing); ``validate=False``:
+    only whether the run can be read (:func:`cnnbench.results.runs.verdict`), returning None."""
     from cnnbench.results import runs
 
     if not run_dir.is_dir():
@@ -844,8 +820,7 @@ def _report_params(run_dir: Path, outputs: Path, validate: bool = True) -> param
 
 
 def _rebuild_run_report(run_dir: Path, p: params_mod.Params | None) -> Path:
-    """``run_dir``'s report.html built again, over its executed 08 where that is current, else over 08 executed
-    again (:func:`_analyse_again`)."""
+    """``run_dir``'s report.html built again, over its executed 08 where current, else over a new one."""
     from cnnbench import report
 
     lock = paths.RunLock(run_dir).acquire()
@@ -886,8 +861,7 @@ def _analyse_again(run_dir: Path, p: params_mod.Params | None) -> dict[str, Path
 
 
 def _analysis_current(folder: Path, read: list[Path]) -> bool:
-    """Whether ``folder``'s executed 08 is current (:mod:`cnnbench.freshness`: the files of ``read`` and the
-    code unchanged since it ran)."""
+    """Whether ``folder``'s executed 08 is current: ``read`` and the code unchanged since it ran."""
     return freshness.current(folder / "notebooks" / f"{ANALYSIS}.ipynb", read, _notebook_path(ANALYSIS))
 
 
@@ -909,8 +883,7 @@ def _record_analysis(folder: Path, read: list[Path]) -> None:
 
 
 def _rebuild_combined(outputs: Path, p: params_mod.Params | None, run_dir: Path | None = None) -> int:
-    """The combined report of ``outputs`` built again (with two or more user runs there); the parameters are
-    those of ``run_dir`` (else of the last run), checked only where the combined analysis runs again."""
+    """The combined report of ``outputs`` built again, with ``run_dir``'s parameters (else the last run's)."""
     from cnnbench import report
 
     runs, _ = report.combined_runs(outputs)

@@ -54,9 +54,8 @@ RESOLVED = "params.json"  # the parameters in force, with the params file and ov
 def write_resolved(
     run_dir: str | Path, p: params.Params, params_file: str | Path, overrides: dict[str, Any]
 ) -> Path:
-    """``<run_dir>/params.json``: the resolved parameters and where they came from. The pipeline writes it once,
-    before the first notebook, and hands it to every notebook as ``params_file``: an edit of the params file
-    during the run changes nothing the run measures (:func:`open_run` reads this set, not the YAML)."""
+    """``<run_dir>/params.json``: the resolved parameters and where they came from, which every notebook of a
+    pipeline run reads as its ``params_file``."""
     path = Path(run_dir) / RESOLVED
     content = {"params_file": str(params_file), "overrides": overrides, **p.to_dict()}
     # as it is, .inf and .nan too (JSON's Infinity, NaN), so every notebook gets the very same set
@@ -113,13 +112,11 @@ def open_run(
 ) -> Run:
     """Load and validate the parameters, resolve the device, set CPU threads, create the run folder.
 
-    ``params_file`` "" means the run folder's own params.json (read as it is, :func:`write_resolved`) where
-    ``run_dir`` has one, else params/colab_t4.yaml on Colab and params/local.yaml elsewhere. ``run_dir`` ""
-    means outputs/<run_name>. Raises
-    :class:`cnnbench.params.ParamsError` on bad input, before any work, and :class:`cnnbench.paths.RunLocked`
-    while another process (a pipeline) writes the same run folder. Warns when the params file is empty
-    (defaults) or ``threads`` is above the core count. ``needs_runs`` (08): raises :class:`NoRuns`, writing
-    nothing, when there is no run to analyse yet, and never rewrites the params.json of a run it reads."""
+    ``params_file`` "" means the run folder's own params.json where ``run_dir`` has one, else
+    params/colab_t4.yaml on Colab and params/local.yaml elsewhere; ``run_dir`` "" means outputs/<run_name>.
+    Raises :class:`cnnbench.params.ParamsError` before any work and :class:`cnnbench.paths.RunLocked` while
+    another process writes the run folder. ``needs_runs`` (08): :class:`NoRuns`, writing nothing, when there
+    is no run to analyse yet; the params.json of a run it reads is never rewritten."""
     given = Path(run_dir) / RESOLVED if run_dir and not params_file else None
     if given is not None and given.is_file():  # only a run folder: the run's own parameters, not local.yaml's
         params_file = given

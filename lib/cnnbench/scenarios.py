@@ -2,11 +2,7 @@
 
 Scenario A (02): every model, train and eval, at the seeds' configuration, in every variant of the params.
 Scenario B (03): throughput against batch size. Epochs: full train and validation epochs (seed 000's Table 2).
-
-02's and 03's one entry point: their tables (:mod:`cnnbench.tables`: measured, performance_summary,
-variants_side_by_side, utilisation), figures (:mod:`cnnbench.plots`: throughput, batch_sweep,
-telemetry_timeline) and the telemetry reader (``read_telemetry``) are named here.
-"""
+02's and 03's tables, figures and telemetry reader are named here."""
 
 from __future__ import annotations
 

@@ -1,8 +1,6 @@
-"""Devices: one backend module per device kind (:mod:`.cpu`, :mod:`.cuda`, :mod:`.mps`, :mod:`.rocm`) owns all that
-differs between kinds (clocks and events, memory, copies, out of memory, telemetry and energy sources, profiler
-times, the data-parallel backend, roofline kernels, memory levels and spec roofs, and which knob values it can
-run); the workbook asks ``backend(device)`` and never tests a device's kind itself. :mod:`.host` has what every kind
-shares: the host CPU, threads and this process's memory.
+"""Devices: one backend module per device kind (:mod:`.cpu`, :mod:`.cuda`, :mod:`.mps`, :mod:`.rocm`) owns all
+that differs between kinds; the workbook asks ``backend(device)`` and never tests a device's kind itself.
+:mod:`.host` has what every kind shares: the host CPU, threads and this process's memory.
 
     b = devices.backend(device)       # the first kind that claims it: rocm before cuda (ROCm's torch says "cuda")
     b.synchronize(); b.peak_memory_mib(); b.lacks("precision", "tf32", b.hardware())"""
@@ -35,11 +33,8 @@ from cnnbench.devices.mps import MpsBackend
 from cnnbench.devices.rocm import RocmBackend
 
 BACKENDS: list[type[Backend]] = [RocmBackend, CudaBackend, MpsBackend, CpuBackend]  # in the order they claim
-KINDS = (
-    "cuda",
-    "mps",
-    "cpu",
-)  # the torch device types a params file names, in the order ``auto`` prefers them
+# the torch device types a params file names, in the order ``auto`` prefers them
+KINDS = ("cuda", "mps", "cpu")
 
 __all__ = [
     "BACKENDS",

@@ -1,8 +1,5 @@
-"""What a device kind must answer, and the answers of a device with no queue of its own (the host CPU).
-
-A :class:`Backend` is bound to one ``torch.device``. Each kind's module (cpu, cuda, mps, rocm) subclasses it and
-overrides what differs; nothing outside :mod:`cnnbench.devices` tests a device's kind. Tests put a fake backend in
-front with :func:`cnnbench.devices.using`."""
+"""What a device kind must answer (:class:`Backend`, bound to one ``torch.device``), and the answers of a
+device with no queue of its own (the host CPU). Each kind's module subclasses it, overriding what differs."""
 
 from __future__ import annotations
 
@@ -32,8 +29,7 @@ class Unavailable(RuntimeError):
 
 @dataclass(frozen=True)
 class Hardware:
-    """The facts that decide which knob values a device can run: :meth:`Backend.hardware` reads them, tests write
-    them by hand."""
+    """The facts that decide which knob values a device can run (:meth:`Backend.hardware`)."""
 
     kind: str  # the backend's kind: cpu | cuda | mps | rocm
     name: str
@@ -64,8 +60,7 @@ def _compiler() -> bool:
 
 
 class Backend:
-    """One device kind's answers for a device of that kind. These defaults are a device whose work runs as it is
-    called (no queue): the host CPU."""
+    """One device kind's answers for a device of that kind; the defaults are the host CPU's (no queue)."""
 
     kind = "cpu"  # the name rows carry as device_kind
     torch_type = "cpu"  # the torch.device type this kind claims
@@ -106,8 +101,7 @@ class Backend:
 
     @classmethod
     def lacks(cls, knob: str, value, hw: Hardware) -> str:
-        """Why ``hw`` cannot run ``knob`` at ``value`` as labelled ("" when it can): the one answer validation,
-        every notebook, 07's search and compare give."""
+        """Why ``hw`` cannot run ``knob`` at ``value`` as labelled ("" when it can)."""
         return ""
 
     def environment(self) -> dict:
@@ -217,8 +211,7 @@ class Backend:
         return None, [], None
 
     def energy_counter(self):
-        """The energy counter that covers this device's work (cnnbench.devices.energy) or its Unavailable: the
-        host CPU's package (RAPL on Linux; none readable on macOS)."""
+        """The energy counter that covers this device's work (cnnbench.devices.energy) or its Unavailable."""
         import platform
 
         from cnnbench.devices import energy
@@ -237,8 +230,8 @@ class Backend:
 
         return [ProfilerActivity.CPU]
 
-    op_time = "host"  # what the profiler's per-op time is here: "device" (kernel time), "host" (the op's own
-    # run time) or "queue" (the host's time to enqueue it: no device time per op)
+    # the profiler's per-op time here: "device" (kernel), "host" (the op's run time) or "queue" (enqueue)
+    op_time = "host"
 
     def op_time_us(self, evt, self_only: bool = False) -> float:
         """A profiler event's time on this device (us): the host's time, which is the op's own on a CPU."""
@@ -299,15 +292,13 @@ class Backend:
         return []
 
     def sweep_sizes(self, levels: list[dict], dram_bytes: int, threads: int) -> list[int]:
-        """Working sets of the bandwidth sweep: a geometric series (ratio 4) to ``dram_bytes``, plus half and
-        three quarters of each cache level, so every level holds sizes of its own."""
+        """Working sets of the bandwidth sweep (:func:`sweep_sizes`)."""
         return sweep_sizes(levels, dram_bytes)
 
     def bandwidth_sweep(
         self, sizes: list[int], repeats: int, min_call_s: float | None, threads: int
     ) -> list[dict]:
-        """Best and median bandwidth of each kernel at each working set (rows of bandwidth_sweep.csv): torch copy
-        and triad, bytes read + written, replayed from a graph where this kind has one."""
+        """Best and median bandwidth of each kernel at each working set (rows of bandwidth_sweep.csv)."""
         rows = []
         for size in sizes:
             for kernel, (fn, nbytes) in stream_kernels(self.device, size).items():
@@ -322,16 +313,14 @@ class Backend:
 
     @classmethod
     def spec_for_name(cls, name: str, gpu_cores: int | None = None) -> tuple[list[dict], str]:
-        """The spec-sheet rows (device_specs.csv) of a device of this kind named ``name``: only an exact match
-        counts; none, with a note saying why, otherwise."""
+        """The spec-sheet rows of a device of this kind named exactly ``name``, and a note on the match."""
         return [], f"no spec roofs for {cls.kind} devices"
 
 
 def sweep_sizes(
     levels: list[dict], dram_bytes: int, smallest: int = 16 * 2**10, step: float = 4.0
 ) -> list[int]:
-    """A geometric series (ratio ``step``) from ``smallest`` to ``dram_bytes``, plus half and three quarters of
-    each cache level."""
+    """A geometric series (ratio ``step``) to ``dram_bytes``, plus 1/2 and 3/4 of each cache level."""
     sizes = {int(smallest * step**k) for k in range(200) if smallest * step**k < dram_bytes}
     sizes |= {
         int(lv["capacity_bytes"] * f)

@@ -164,12 +164,9 @@ def cpu_spec(
     machine: str = "",
     clock_is_max: bool = True,
 ) -> tuple[list[dict], str]:
-    """A derived fp32 compute roof for a CPU: cores x FMA units x fp32 lanes x 2 FLOP x clock, labelled derived.
-
-    The ISA comes from the CPU's flags (:func:`vector_isa`), never assumed. With the maximum (boost) clock it is an
-    upper bound; with only a base/nominal clock (``clock_is_max`` false) the source says so, and why a measured
-    rate can exceed it. No bandwidth is derived (a CPU's memory roofs are the measured ones). None, with a note,
-    when the ISA or the clock cannot be read."""
+    """A derived fp32 compute roof for a CPU: cores x FMA units x fp32 lanes x 2 FLOP x clock (ISA from its
+    flags); with only a base clock (``clock_is_max`` false) the source says so. None, with a note, when the
+    ISA or the clock cannot be read."""
     isa = vector_isa(flags, machine or platform.machine())
     if isa is None or not clock_ghz:
         return [], f"no derived CPU roof: its {'vector ISA' if isa is None else 'clock'} could not be read"

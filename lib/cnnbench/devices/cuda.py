@@ -159,8 +159,7 @@ class CudaBackend(Backend):
 
     @contextlib.contextmanager
     def autotune(self, on: bool):
-        """``torch.backends.cudnn.benchmark`` for the block: cuDNN times its convolution algorithms on the first
-        call of each shape and keeps the fastest (timm and TorchBench set it for fixed-shape steps)."""
+        """``torch.backends.cudnn.benchmark`` set to ``on`` for the block."""
         saved, torch.backends.cudnn.benchmark = torch.backends.cudnn.benchmark, bool(on)
         try:
             yield
@@ -179,8 +178,7 @@ class CudaBackend(Backend):
             return None, [], None
 
     def energy_counter(self, nvml=None):
-        """NVML's total energy counter of this GPU (the GPU this device really is, as for telemetry), or why not
-        (no nvidia-ml-py, a pre-Volta GPU, a driver's refusal)."""
+        """NVML's total energy counter of the GPU this device really is, or why not."""
         from cnnbench.devices import energy
 
         try:
@@ -224,8 +222,7 @@ class CudaBackend(Backend):
         return 8192 if self.total_memory_bytes() >= 8 * 2**30 else 4096
 
     def batched(self, fn, inner: int, graph: bool = False):
-        """With ``graph``, ``inner`` calls replayed from a CUDA graph (no launch gaps between short kernels, as the
-        profiler's kernel times have none) where capture works; else back-to-back launches."""
+        """``inner`` calls, replayed from a CUDA graph with ``graph`` where capture works."""
         if graph and inner > 1:
             try:
                 side = torch.cuda.Stream(self.device)
@@ -253,8 +250,7 @@ class CudaBackend(Backend):
         return main_memory(self.name(), self.capability())
 
     def bandwidth_sweep(self, sizes, repeats, min_call_s, threads):
-        """torch copy and triad (bytes read + written) and, for the working sets that fit the L2, one long
-        kernel re-reading the L2-resident buffer (bytes read)."""
+        """torch copy and triad and, for the working sets that fit the L2, a kernel re-reading the buffer."""
         rows = super().bandwidth_sweep(sizes, repeats, min_call_s, threads)
         l2 = max((lv["capacity_bytes"] for lv in self.cache_levels()), default=0)
         for size in reread_sizes(sizes, l2):
@@ -268,8 +264,7 @@ class CudaBackend(Backend):
 
     @classmethod
     def spec_for_name(cls, name: str, gpu_cores: int | None = None) -> tuple[list[dict], str]:
-        """The rows whose name equals ``name`` (as torch reports it; case, spacing and an "NVIDIA " prefix aside),
-        so "L4" never takes an L40's row."""
+        """The rows whose name equals ``name`` (:func:`normalise_name`), so "L4" never takes an L40's row."""
         table = specs()
         hits = table[
             (table.device_kind == cls.kind) & (table.device.map(normalise_name) == normalise_name(name))
@@ -291,8 +286,7 @@ def reread_sizes(sizes: list[int], l2_bytes: int) -> list[int]:
 
 
 def reread_kernel(device: torch.device, working_set: int, target_bytes: int = REREAD_TARGET_BYTES):
-    """(fn, bytes read per call): one reduction kernel reading a ``working_set``-byte float32 buffer R times (a
-    stride-0 view: nothing copied)."""
+    """(fn, bytes read per call): one reduction kernel reading a ``working_set``-byte buffer R times."""
     n = max(working_set // 4, 1024)
     repeats = reread_repeats(4 * n, target_bytes)
     view = torch.rand(n, device=device).expand(repeats, n)
@@ -310,8 +304,7 @@ def main_memory(name: str, capability: tuple[int, int]) -> str:
 
 
 def capture_failure(err: BaseException) -> bool:
-    """True for a CUDA-graph capture invalidated by an earlier failure: taken as out of memory (its usual cause in
-    a training step), so the batch-size back-off tries a smaller batch."""
+    """True for a CUDA-graph capture invalidated by an earlier failure (taken as out of memory)."""
     return isinstance(err, RuntimeError) and any(m in str(err).lower() for m in CAPTURE_FAILURE)
 
 

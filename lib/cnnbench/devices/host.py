@@ -146,9 +146,8 @@ def clock_from(
     sysctl_max_hz: str | None = None,
     cpuinfo: str | None = None,
 ) -> tuple[float | None, str, bool]:
-    """The CPU's clock in GHz, where it was read, and whether it is the maximum (boost) clock: sysfs
-    cpuinfo_max_freq, psutil's maximum, lscpu "CPU max MHz", macOS hw.cpufrequency_max (maxima, in that order),
-    else /proc/cpuinfo "cpu MHz" (the base/nominal clock in a VM, the current one elsewhere: not a maximum)."""
+    """The CPU's clock in GHz, where it was read, and whether it is the maximum (boost) clock: the first of
+    the maxima given, else /proc/cpuinfo "cpu MHz" (not a maximum)."""
     if sysfs_max_khz and sysfs_max_khz.strip().isdigit() and int(sysfs_max_khz):
         return int(sysfs_max_khz) / 1e6, "maximum clock, sysfs cpuinfo_max_freq", True
     if psutil_max_mhz:

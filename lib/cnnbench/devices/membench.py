@@ -1,16 +1,10 @@
 """CPU memory bandwidth measured as the Empirical Roofline Toolkit and likwid-bench measure it: one compiled call
-(numba, ``parallel=True``) in which every thread loops many times over its own buffer, so the dispatch and
-allocation cost of a call vanish behind the traffic even when the buffer fits in L1.
+(numba, ``parallel=True``) in which every thread loops many times over its own buffer.
 
 Kernels (float64, in place, each thread on its own row of a ``threads x n`` array, rows 4 KiB aligned):
-
-- ``read``: ``s += sum(a)``: 8 bytes read per element and trial;
-- ``triad``: ``a = b + s * c``: 2 reads + 1 write = 24 bytes per element and trial, the STREAM convention: the
-  write-allocate read of ``a`` (a read-for-ownership when ``a``'s line is not already in the cache) is **not**
-  counted, so outside the cache that holds ``a`` the hardware moves up to 32 bytes per element.
-
-``working_set_bytes`` of a call is its footprint, every thread's buffers together (read: 8 n, triad: 24 n bytes per
-thread); ``bytes_per_call`` is what the call moves by the convention above (footprint x trials)."""
+``read`` (``s += sum(a)``: 8 bytes per element and trial) and ``triad`` (``a = b + s * c``: 24 bytes, the
+STREAM convention: the write-allocate read of ``a`` is **not** counted). ``working_set_bytes`` of a call is
+every thread's buffers together; ``bytes_per_call`` what the call moves by that convention (x trials)."""
 
 from __future__ import annotations
 
@@ -35,8 +29,7 @@ _ALIGN = 4096 // 8  # row length rounded up to whole 4 KiB pages: no two threads
 
 @numba.njit(parallel=True, fastmath=True, cache=True)
 def _read(a, n, trials):
-    """Each thread sums the first ``n`` elements of its own row ``trials`` times; returns the per-row sums (so
-    nothing is optimised away)."""
+    """Each thread sums the first ``n`` elements of its own row ``trials`` times; returns the per-row sums."""
     threads = a.shape[0]
     out = np.zeros(threads)
     for t in prange(threads):
@@ -55,8 +48,7 @@ def _read(a, n, trials):
 
 @numba.njit(parallel=True, fastmath=True, cache=True)
 def _triad(a, b, c, n, trials):
-    """Each thread writes a = b + s * c over the first ``n`` elements of its own rows ``trials`` times (s changes
-    per trial)."""
+    """Each thread writes a = b + s * c over the first ``n`` elements of its own rows ``trials`` times."""
     threads = a.shape[0]
     for t in prange(threads):
         ra, rb, rc = a[t], b[t], c[t]

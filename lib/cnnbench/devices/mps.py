@@ -138,8 +138,7 @@ def precision_floor(precision: str, torch_version: tuple[int, int], macos: tuple
 
 
 def parse_gpu_cores(text: str) -> int | None:
-    """GPU core count from ``system_profiler SPDisplaysDataType`` ("Total Number of Cores: 18") or ``ioreg``
-    ("gpu-core-count" = 18) output."""
+    """GPU core count from ``system_profiler SPDisplaysDataType`` or ``ioreg`` output."""
     match = re.search(r"Total Number of Cores:\s*(\d+)", text) or re.search(
         r'"gpu-core-count"\s*=\s*(\d+)', text
     )

@@ -1,16 +1,10 @@
 """Energy of a measured window, from a hardware counter read before and after it, or empty with the reason.
 
-- NVIDIA: ``nvmlDeviceGetTotalEnergyConsumption`` (millijoules since the driver loaded, Volta and newer). The
-  counter updates every 20-100 ms, so windows shorter than :data:`NVML_MIN_WINDOW_S` are flagged in the note.
-- Linux CPUs: RAPL through ``/sys/class/powercap/intel-rapl:N/energy_uj`` (the package zones; AMD Zen exposes
-  the same files). The counter wraps at ``max_energy_range_uj``: a background thread reads it every ``poll_s``
-  seconds so no wrap is missed, and each wrap is added back. Since Linux 5.10 the file is often readable by root
-  only; then the reading is empty with that reason. RAPL counts the whole package, every process on it.
-- Apple silicon: no counter an unprivileged process can read (``powermetrics`` needs sudo): empty, with the
-  documented way to read it by hand.
-
-Never a guess: when no counter is readable, ``energy_j`` is NaN and ``energy_note`` says why.
-Columns: ``energy_j``, ``energy_j_per_image``, ``avg_power_w``, ``energy_source``, ``energy_note``."""
+Sources: NVIDIA's ``nvmlDeviceGetTotalEnergyConsumption`` (windows shorter than :data:`NVML_MIN_WINDOW_S` are
+flagged); Linux RAPL package zones (``/sys/class/powercap/intel-rapl:N/energy_uj``, the whole package, polled
+every ``poll_s`` so no wrap is missed); none on Apple silicon (``powermetrics`` needs sudo). Never a guess:
+with no readable counter ``energy_j`` is NaN and ``energy_note`` says why. Columns: ``energy_j``,
+``energy_j_per_image``, ``avg_power_w``, ``energy_source``, ``energy_note``."""
 
 from __future__ import annotations
 
@@ -34,10 +28,8 @@ def counter_for(device: torch.device):
 
 
 class Meter:
-    """``with Meter(device) as m: <window>`` then ``m.summary(images)``: energy over the window.
-
-    ``counter`` and ``clock`` are injectable so tests drive the meter with fake counters and a fake clock.
-    Counters that wrap (RAPL) are also read every ``poll_s`` seconds in a background thread."""
+    """``with Meter(device) as m: <window>`` then ``m.summary(images)``: energy over the window. ``counter``
+    and ``clock`` are injectable; counters that wrap are also read every ``poll_s`` seconds in a thread."""
 
     def __init__(
         self,

@@ -1,14 +1,10 @@
 """The measurement engine: one training or evaluation configuration.
 
-One training step = zero_grad, forward, loss, backward, optimizer step. One eval step = forward under
-``torch.inference_mode()``. Same model, optimizer (SGD; the profiler's fine-tuning step: its own, see
-:class:`Workload`) and loss on every device. Warm-up steps run first; then ``repeats`` windows of
-``measured_steps`` steps each, the device synchronised before every clock read.
-Failures are rows: out of memory -> ``status=oom``, a non-finite loss -> ``status=unstable``, anything else ->
-``status=error`` with the message; a worker process that dies -> ``status=crashed`` with its exit code or signal.
-
-:func:`measure` measures one configuration once, in this process; :func:`cnnbench.measure.runner.run_configs` measures
-many, each in several fresh worker processes in interleaved rounds (see :mod:`cnnbench.measure.runner`)."""
+One training step = zero_grad, forward, loss, backward, optimizer step; one eval step = forward under
+``torch.inference_mode()``. Warm-up steps run first; then ``repeats`` windows of ``measured_steps`` steps
+each, the device synchronised before every clock read. Failures are rows: out of memory -> ``status=oom``, a
+non-finite loss -> ``status=unstable``, anything else -> ``status=error`` with the message; a worker process
+that dies -> ``status=crashed`` with its exit code or signal."""
 
 from __future__ import annotations
 
@@ -113,12 +109,10 @@ def flops_per_image(model: str, image_size: int, num_classes: int) -> tuple[floa
 
 
 class Workload:
-    """The model, optimizer, loss and data of one configuration on one device, and its step function.
-
-    ``with Workload(cfg, device, p) as work:`` applies every knob of ``cfg`` (cnnbench.knobs) and builds the
-    workload inside it; leaving the block frees it and restores every setting the knobs changed. ``optimizer``:
-    sgd (every measured configuration), adam or adamw (the fine-tuning step the profiler traces, seed 002's); lr
-    and momentum are the params'."""
+    """The model, optimizer (sgd, adam or adamw; lr and momentum the params'), loss and data of one
+    configuration on one device, and its step function. ``with Workload(cfg, device, p) as work:`` applies
+    every knob of ``cfg`` and builds the workload inside it; leaving the block frees it and restores every
+    setting the knobs changed."""
 
     def __init__(self, cfg: Config, device: torch.device, p, dataset=None, optimizer: str = "sgd"):
         self.cfg, self.device, self.p, self.dataset, self.optimizer_name = cfg, device, p, dataset, optimizer
@@ -162,8 +156,8 @@ class Workload:
             self.next_batch = lambda: (x, y)
         else:
             images = max(p.synthetic_images, cfg.batch_size)
-            ds = self.dataset or data.synthetic_for(
-                cfg.in_channels, cfg.image_size, cfg.num_classes, images, p.seed
+            ds = self.dataset or data.SyntheticImages(
+                images, cfg.in_channels, cfg.image_size, cfg.num_classes, p.seed
             )
             batches = data.cycle(
                 data.loader(ds, cfg.batch_size, cfg.workers, b.pin(cfg.pin_memory), seed=p.seed)
@@ -309,14 +303,10 @@ def measure(
     timer: timing.StepTimer | None = None,
     isolation: str = "in_process",
 ) -> dict:
-    """Measure one configuration in this process with the params' protocol ``p``; always returns a row
-    (``status`` ok, unavailable, oom, unstable or error).
-
-    ``baseline_rss_mib`` is the process before the model is built; ``peak_rss_mib`` its high-water mark, reset
-    here where the OS allows (Linux), so it is this configuration's own (``isolation`` records how: "worker",
-    a fresh process per configuration, see :mod:`cnnbench.measure.worker`; "in_process"; "in_process_unreset" when the
-    high-water mark could not be reset and may belong to an earlier configuration). ``telemetry_series`` and
-    ``step_times_s`` ride along in the row for :func:`run_configs` to write to their own files."""
+    """Measure one configuration in this process with the protocol ``p``; always returns a row (``status`` ok,
+    unavailable, oom, unstable or error). ``peak_rss_mib`` is reset here where the OS allows, so it is this
+    configuration's own; ``isolation`` says "worker", "in_process" or "in_process_unreset" (the high-water
+    mark may be an earlier configuration's). ``telemetry_series`` and ``step_times_s`` ride along."""
     b = devices.backend(device)
     row = _base_row(cfg, device, p)
     row["timestamp"] = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")

@@ -1,5 +1,6 @@
-"""Seed 000's epoch times: one train and one validation epoch per model through a real DataLoader, timed as seed
-000 timed them (loader start-up and the first step inside the clock), each pair in a fresh worker process."""
+"""Seed 000's epoch times: one train and one validation epoch per model through a real DataLoader, timed as
+seed 000 timed them (loader start-up and the first step inside the clock), each pair in a fresh worker
+process."""
 
 from __future__ import annotations
 
@@ -24,12 +25,8 @@ def _epoch(
     sync=devices.synchronize,
 ) -> dict:
     """One epoch over ``loader``: stops after ``max_batches`` batches or ``max_images`` images (0 = no cap).
-
-    ``epoch_s`` is everything, as seed 000 timed its epochs: the loader's start-up (``iter(loader)``, worker
-    start, the first batch) and the first step (allocation, kernel selection) are inside the clock, no warm-up.
-    They are also measured apart: ``loader_start_s`` (``iter(loader)`` until the first batch is in hand) and
-    ``first_step_s`` (the first step, synchronised; this one synchronisation is the only one inside the epoch).
-    """
+    ``epoch_s`` includes the loader's start-up and the first step (no warm-up), also measured apart as
+    ``loader_start_s`` and ``first_step_s`` (synchronised: the only synchronisation inside the epoch)."""
     step = work.train_step if phase == "train" else work.eval_step
     n = batches = 0
     first_step = 0.0
@@ -61,15 +58,14 @@ def _epoch(
 
 
 def epoch_pair(p, cfg: Config, device_spec: str, cap: int) -> dict:
-    """One train and one validation epoch of ``cfg`` (module level: :func:`cnnbench.measure.worker.call_isolated` runs
-    it in a fresh worker process), with the telemetry summary of both: the fields of an ``epochs.csv`` row."""
+    """One train and one validation epoch of ``cfg``, with the telemetry of both: an ``epochs.csv`` row."""
     device = torch.device(device_spec)
     dataset_for, splits, row = data.for_configs(p), {}, {}
     pin = devices.backend(device).pin(cfg.pin_memory)
     for phase in ("train", "eval"):
         c = cfg.replace(phase=phase, data_mode="loader")
-        ds = dataset_for(c) or data.synthetic_for(
-            c.in_channels, c.image_size, c.num_classes, p.synthetic_images, p.seed + (phase == "eval")
+        ds = dataset_for(c) or data.SyntheticImages(
+            p.synthetic_images, c.in_channels, c.image_size, c.num_classes, p.seed + (phase == "eval")
         )
         splits[phase] = data.loader(ds, c.batch_size, cfg.workers, pin, shuffle=phase == "train", seed=p.seed)
     with (
@@ -94,10 +90,9 @@ def epoch_pair(p, cfg: Config, device_spec: str, cap: int) -> dict:
 
 
 def epochs(run) -> pd.DataFrame:
-    """Seed 000's epoch times: one train and one validation epoch per model, capped by ``max_batches`` and by
-    ``epoch_images`` (per model: ``epoch_images_per_model``), as seed 000's 6,400-image "epochs" were. Each
-    model's pair of epochs runs in a fresh worker process unless the params say ``isolate: false`` (column
-    ``isolation``: "worker" or "in_process"), so its ``peak_rss_mib`` is its own, not the largest model's before it."""
+    """Seed 000's epoch times: one train and one validation epoch per model, capped by ``max_batches`` and
+    ``epoch_images`` (``epoch_images_per_model``), each pair in a fresh worker process unless ``isolate:
+    false`` (column ``isolation``)."""
     p, device = run.params, run.device
     b = devices.backend(device)
     file = results.file(run.dir, "epochs")

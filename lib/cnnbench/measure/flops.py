@@ -1,14 +1,10 @@
 """Model complexity: parameters, MACs, FLOPs (= 2 x MACs), training FLOPs and activation memory.
 
-Forward and training FLOPs are counted by running the model under ``torch.utils.flop_counter.FlopCounterMode``,
-which counts 2 FLOPs per multiply-add of every matmul, convolution and attention op (forward, and backward when
-``backward()`` runs). Elementwise ops, normalisation and pooling are not counted, which is also how torchvision's
-published per-model figures are made; fvcore counts one multiply-add as one "flop" and adds normalisation and
-pooling, so its number sits slightly above our MACs.
-
-Attention is counted like any matmul (2 FLOPs per multiply-add), with ``nn.MultiheadAttention``'s fused inference
-fast path off (:func:`attention_fastpath_off`) and the CPU flash-attention kernel registered with torch's own SDPA
-formulas: neither has a formula of its own."""
+FLOPs are counted by ``torch.utils.flop_counter.FlopCounterMode``: 2 per multiply-add of every matmul,
+convolution and attention op (backward too when ``backward()`` runs); elementwise ops, normalisation and
+pooling are not counted, as in torchvision's published figures. Attention runs with
+``nn.MultiheadAttention``'s fast path off (:func:`attention_fastpath_off`) and the CPU flash-attention kernel
+registered with SDPA's formulas."""
 
 from __future__ import annotations
 
@@ -48,10 +44,8 @@ def _conv_backward_flop(
     out_shape,
     **kwargs,
 ) -> int:
-    """Convolution backward, correct for grouped and depthwise convolutions.
-
-    torch's own formula ignores ``groups`` in the weight-gradient branch; each forward multiply-add has exactly one
-    counterpart in the weight gradient, so that branch costs the forward FLOPs. The input gradient: torch's."""
+    """Convolution backward, correct for grouped convolutions (torch's formula ignores ``groups`` in the
+    weight gradient, which costs the forward FLOPs); the input gradient: torch's."""
     flops = 0
     if output_mask[0]:
         flops += conv_flop_count(grad_out_shape, w_shape, get_shape(out_shape[0]), not transposed)
@@ -93,9 +87,7 @@ def flop_counter() -> FlopCounterMode:
 
 @contextlib.contextmanager
 def attention_fastpath_off():
-    """``nn.MultiheadAttention`` / ``TransformerEncoderLayer`` take their unfused path (restored afterwards).
-
-    The fused inference fast path computes the same products in one op no FLOP or byte formula knows."""
+    """``nn.MultiheadAttention`` / ``TransformerEncoderLayer`` take their unfused path in the block."""
     mha = getattr(torch.backends, "mha", None)
     if mha is None or not hasattr(mha, "set_fastpath_enabled"):
         yield
@@ -164,9 +156,8 @@ def train_flops(model: nn.Module, x: torch.Tensor, num_classes: int) -> int:
 
 
 def activation_bytes(model: nn.Module, x: torch.Tensor, num_classes: int) -> int:
-    """Bytes of the tensors autograd saves for backward in one training forward (parameters excluded).
-
-    Measured with ``saved_tensors_hooks`` on a real forward; storages saved by several ops count once."""
+    """Bytes of the tensors autograd saves for backward in one training forward (parameters excluded; a
+    storage saved by several ops counts once)."""
     param_ptrs = {p.untyped_storage().data_ptr() for p in model.parameters()}
     storages: dict[int, int] = {}
 
@@ -208,10 +199,8 @@ def complexity(
     with_fvcore: bool = True,
     seed: int = 0,
 ) -> Complexity:
-    """All complexity figures of ``name`` per image at ``image_size`` (default: its reference resolution).
-
-    Counts run on a real batch of ``batch`` images and are divided by it. The model is in train mode for the
-    training count (batch norm uses batch statistics, as in training) and eval mode for the forward count."""
+    """All complexity figures of ``name`` per image at ``image_size`` (default: its reference resolution),
+    counted on a batch of ``batch`` images, in train mode for the training count and eval mode for forward."""
     spec = models.spec(name)
     image_size = image_size or spec.reference_size
     num_classes = num_classes or spec.reference_classes
@@ -257,11 +246,8 @@ def complexity(
 def table(
     model_names, image_size: int, num_classes: int, device: torch.device | str = "cpu", progress: bool = True
 ) -> list[dict]:
-    """Complexity rows for every model at its reference resolution and at the training resolution.
-
-    ImageNet models are counted at their reference resolution with 1000 classes (where torchvision's figures
-    apply) and at ``image_size`` with ``num_classes`` (what the run trains); the MNIST CNN trains at its
-    reference input, so it gets one row."""
+    """Complexity rows for every model at its reference resolution (1000 classes where ImageNet's) and at
+    ``image_size`` with ``num_classes``; a model with its own data (the MNIST CNN) gets one row."""
     from cnnbench.progress import bar
 
     rows = []

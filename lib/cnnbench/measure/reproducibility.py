@@ -1,12 +1,8 @@
 """Does a number reproduce? Every configuration a run measured twice, side by side, and the machine's state.
 
-The passes that measure a configuration twice: 07's confirmation of its default (also 02's), and 06's unsplit
-step (02's or 03's loader row at its batch size); rows copied with ``measured_in`` are not a second measurement.
-:func:`repeated` sets each pair side by side: the difference, the interval of the difference (the half-widths in
-quadrature), whether the difference is inside it (``agree``) and whether the second rate is inside the first's.
-
-:func:`machine_summary` says how quiet the machine was over a run's measurements (pyperf's "the benchmark seems
-unstable"): a run on a busy machine says so at the top of its report, with the figures."""
+:func:`repeated` sets each pair (07's confirmed default, 06's unsplit step; not rows copied with
+``measured_in``) side by side: the difference, its interval (the half-widths in quadrature), whether it is
+inside it (``agree``). :func:`machine_summary` says how quiet the machine was over a run's measurements."""
 
 from __future__ import annotations
 
@@ -217,20 +213,16 @@ def rate_text(rate: float, half: float, unit: str = "img/s") -> str:
 
 
 def ratio(a: float, ca: float, b: float, cb: float) -> tuple[float, float, float]:
-    """``b / a`` with its 95% interval (low, high): the interval of the difference ``b - a`` (the two half-widths
-    combined in quadrature, as :func:`repeated` and :func:`distinguishable` combine them) relative to ``a``, so
-    the interval excludes 1 exactly when :func:`change_verdict` calls the change significant (the low end is
-    clipped at 0 where the noise is larger than the rate)."""
+    """``b / a`` with its 95% interval (low, high): the difference's interval (half-widths in quadrature)
+    relative to ``a``, so it excludes 1 exactly when :func:`change_verdict` calls the change significant."""
     half = math.hypot(ca, cb) / a
     r = b / a
     return r, max(r - half, 0.0), r + half
 
 
 def paired_ratio(a: dict, b: dict) -> tuple[float, float, float, int] | None:
-    """``b / a`` from the rounds both were measured in (``{round: rate}``; runs of one notebook measure every
-    configuration once per round, in a shuffled order): the geometric mean of the rounds' ratios with the Student
-    t 95% interval of their logs, and the number of rounds. The machine's drift between rounds falls on both rates
-    of a round alike and cancels in its ratio. None below two common rounds."""
+    """``b / a`` from the rounds both were measured in (``{round: rate}``): the geometric mean of the rounds'
+    ratios with the Student t 95% interval of their logs, and the number of rounds; None below two rounds."""
     common = sorted(set(a) & set(b))
     if len(common) < 2:
         return None
@@ -249,9 +241,8 @@ def interval_verdict(low: float, high: float, a: float, b: float) -> str:
 
 
 def change_verdict(a: float, ca: float, b: float, cb: float) -> str:
-    """What going from rate ``a`` to rate ``b`` did: "faster" or "slower" only where the difference is larger
-    than the 95% interval of the difference (:func:`distinguishable`), else "not significant"; "no interval"
-    where either side has none (a rate measured once)."""
+    """What going from rate ``a`` to rate ``b`` did: "faster" or "slower" where :func:`distinguishable`, else
+    "not significant"; "no interval" where either side has none."""
     if not (math.isfinite(ca) and math.isfinite(cb)):
         return "no interval"
     if not distinguishable(a, ca, b, cb):

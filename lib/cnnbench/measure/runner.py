@@ -1,13 +1,8 @@
-"""Many configurations, each measured in several fresh processes, in interleaved rounds, until its interval is
-as tight as asked or the budget is spent (pyperf's model: processes x windows, the spread over processes).
-
-A single process measures a configuration precisely but not reproducibly: two processes of the same step can
-differ by far more than either one's interval. So every configuration is measured in ``processes`` fresh worker
-processes (:mod:`cnnbench.measure.worker`), one round at a time over all configurations, each round in an order
-drawn anew (C A B, B C A, ...), so drift of the machine falls on all of them alike and is inside every interval;
-configurations whose interval is still wider than ``ci_target_pct`` get more rounds, up to ``max_processes``,
-while ``adapt_budget_s`` lasts. Each row keeps each round's rate (``process_rates_img_s``), so two variants of one
-run are divided round by round (:func:`cnnbench.measure.reproducibility.paired_ratio`).
+"""Many configurations, each measured in several fresh worker processes (:mod:`cnnbench.measure.worker`) in
+interleaved rounds, each round in an order drawn anew, until its interval is within ``ci_target_pct`` or
+``max_processes`` or ``adapt_budget_s`` is reached. Each row keeps each round's rate
+(``process_rates_img_s``), so two variants of one run are divided round by round
+(:func:`cnnbench.measure.reproducibility.paired_ratio`).
 
 Files (``name`` = the results file's stem):
 
@@ -44,7 +39,6 @@ from cnnbench.measure.engine import Config
 from cnnbench.progress import bar, process_done, resumed, row_done, say
 from cnnbench.results import TABLES, ResultsFile, config_keys, window_keys
 
-# Columns the process rows carry that are merged by their own rule (not the mean): largest or smallest.
 # per results file: how many configurations a headline pass (``only``) measured, which the file's next full
 # call counts as measured by it rather than kept from an earlier run
 _HEADLINE_MEASURED: dict[str, int] = {}
@@ -230,10 +224,8 @@ def merge(state: _Config, stop_reason: str, steps: ResultsFile | None) -> dict:
     if probes:
         base["probe_img_s"] = sum(probes) / len(probes)
         base["probe_spread_pct"] = 100 * (max(probes) - min(probes)) / base["probe_img_s"]
-    state_name, note = telemetry.judge(base)
-    busy = sum(1 for w in state.windows if telemetry.judge(w)[0] == "busy")
-    base["machine_state"], base["machine_note"] = state_name, note
-    base["busy_windows"] = busy
+    base["machine_state"], base["machine_note"] = telemetry.judge(base)
+    base["busy_windows"] = sum(1 for w in state.windows if telemetry.judge(w)[0] == "busy")
     return base
 
 
@@ -243,10 +235,8 @@ def _rounds(
     measure_one: Callable[[_Config, int], None],
     probe: Callable[[], None] = lambda: None,
 ) -> dict:
-    """Measure in rounds until every configuration has its least processes, then more rounds for the ones whose
-    interval is wider than the target, while the budget lasts; each round in its own random order (seeded), so
-    no configuration always follows another (Abedi and Brecht's randomized interleaving). Returns each
-    configuration's stop reason."""
+    """Measure in rounds, each in a seeded random order, until every configuration has its least processes,
+    then more for those wider than the target while the budget lasts; returns each one's stop reason."""
     reasons: dict[int, str] = {}
     least = max(p.processes, 1)
     order = random.Random(f"rounds {p.seed}")
@@ -293,15 +283,11 @@ def run_configs(
     only: Iterable[Config] | None = None,
     reuse: Path | None = None,
 ) -> list[dict]:
-    """Measure every configuration not already done in ``path`` with the params' protocol ``p`` (see the
-    module's docstring); returns the rows of ``configs``, this run's and resumed ones, in the file's order.
-
-    ``isolate``: each process of a configuration is a fresh worker process (the pipeline's default), so its
-    memory figures and allocator state are its own and a crash is a ``crashed`` row; else a fresh workload in
-    this process. ``only``: measure these of ``configs`` now (all of ``configs`` stay this invocation's rows, a
-    later call measures the rest) and return their rows. ``reuse``: another results file of the run whose finished
-    current rows of the same configurations are copied, with ``measured_in`` naming it, instead of measured again.
-    """
+    """Measure every configuration not already done in ``path`` with the protocol ``p``; returns the rows of
+    ``configs``, this run's and resumed ones, in the file's order. ``isolate``: each process a fresh worker (a
+    crash is a ``crashed`` row), else a fresh workload in this process. ``only``: measure these now (all of
+    ``configs`` stay this invocation's rows) and return their rows. ``reuse``: a results file whose finished
+    rows of the same configurations are copied, with ``measured_in`` naming it, instead of measured again."""
     configs = list(configs)
     files = _files(path, steps_path, telemetry_path)
     results, windows, steps, _ = files

@@ -1,21 +1,16 @@
 """Telemetry sampled in a background thread only while a measured window runs, kept as time series.
 
-Host: CPU % per core and over all cores, this process's CPU % (100 = one core, from its CPU-time deltas over the
-sampler's own clock, so never above 100 x the cores), resident memory, and the state of the machine around the
-measurement: CPU steal (time the hypervisor gave to other guests), the CPU load of every other process (the host's
-busy share less this process tree's), and the CPU clock where readable (psutil). :func:`judge` turns those into a
-verdict per measurement (quiet | busy) with the figures.
-NVIDIA, for EVERY GPU of the machine (an idle second GPU shows as idle): utilisation, memory-controller
-utilisation, memory used, power, temperature, SM clock and throttle reasons (nvidia-ml-py). MPS: allocated
-memory. Sampling starts and stops with the window.
+Host (psutil): CPU % per core and overall, this process's CPU % (100 = one core), resident memory, CPU steal,
+the CPU load of every other process and the CPU clock; :func:`judge` turns them into a verdict per measurement
+(quiet | busy) with the figures. NVIDIA, for every GPU (nvidia-ml-py): utilisation, memory-controller
+utilisation, memory used, power, temperature, SM clock and throttle reasons. MPS: allocated memory.
 
     with telemetry.Sampler(device, 0.1) as s:
         ...                                   # the work
     s.series()    # [{"t_s", "metric", "value", "device_index"}, ...]: one dict per sample and quantity
     s.summary()   # mean/max per quantity of the measured device: util_cpu_mean_pct, gpu_power_w_mean, ...
 
-``device_index`` is the CPU core for ``util_cpu_core_pct``, the NVML index of the GPU for GPU metrics, and
-empty (None) for host-wide ones. The engine writes the series of every configuration to ``telemetry.csv``."""
+``device_index``: the CPU core for ``util_cpu_core_pct``, the GPU's NVML index for GPU metrics, else None."""
 
 from __future__ import annotations
 
@@ -115,9 +110,7 @@ class Sampler:
             self._sample_gpu(t, index, handle)
 
     def _process_cpu_seconds(self) -> float:
-        """CPU seconds of this process and its children (DataLoader workers are part of the measured work): the
-        live children's own, and those of children that ended and were waited for (``children_user/system``),
-        so a worker that exits between two samples does not take its CPU time with it."""
+        """CPU seconds of this process and its children, live or ended and waited for."""
         total = 0.0
         for proc in [self._proc, *self._children()]:
             try:
@@ -253,9 +246,8 @@ class Sampler:
 
 
 def span_summary(series: list[dict], begin: float, end: float) -> dict[str, float]:
-    """Mean of each host quantity over the samples taken in ``[begin, end]`` (seconds of the sampler), for the
-    state of the machine in one measured window: ``cpu_steal_mean_pct``, ``util_other_cpu_mean_pct``,
-    ``cpu_freq_mhz_mean``, ``util_cpu_mean_pct`` (NaN where no sample fell in the window)."""
+    """Mean over the samples in ``[begin, end]`` (seconds of the sampler; NaN where none) of
+    ``cpu_steal_mean_pct``, ``util_other_cpu_mean_pct``, ``cpu_freq_mhz_mean`` and ``util_cpu_mean_pct``."""
     names = {
         "cpu_steal_pct": "cpu_steal_mean_pct",
         "util_other_cpu_pct": "util_other_cpu_mean_pct",
@@ -347,9 +339,7 @@ _PROBE: dict = {}
 
 def speed_probe(seconds: float = 0.3, clock: Callable[[], float] = time.perf_counter) -> float:
     """The CPU's speed now: images/s of a fixed small workload (SqueezeNet 1.1 inference, batch 8, 64 px) run in
-    this process for ``seconds``. Steal time and other processes' load do not see everything that slows a shared
-    VM (a neighbour on the same physical cores or memory). The runner takes the probe before every round, so a
-    report can say how far the machine's own speed moved while it measured."""
+    this process for ``seconds``."""
     from torchvision.models import squeezenet1_1
 
     if "model" not in _PROBE:

@@ -1,8 +1,6 @@
-"""Telemetry timelines of the transfer runs: the sampled series kept, tidy, and plotted over time.
-
-Relies on one API of :class:`cnnbench.measure.telemetry.Sampler`: ``with Sampler(device, interval_s) as s: ...`` then
-``s.series()`` -> a list of dicts with ``t_s``, ``metric``, ``value``, ``device_index``. A sampler without
-``series()`` yields no rows (the plot says so) rather than failing the run."""
+"""Telemetry timelines of the transfer runs: the sampled series of
+:meth:`cnnbench.measure.telemetry.Sampler.series` kept, tidy, and plotted over time (a sampler without
+``series()`` yields no rows)."""
 
 from __future__ import annotations
 
@@ -77,7 +75,7 @@ def _label(conf: str, rank, index) -> str:
 
 def plot(df: pd.DataFrame, path: str | Path | None = None, title: str = ""):
     """Every metric against time, one panel per metric, the configurations end to end, one line per
-    configuration, rank and device index (CPU core or GPU): an idle second GPU is a flat line beside the busy one."""
+    configuration, rank and device index (CPU core or GPU)."""
     if df is None or df.empty:
         print("no telemetry series recorded (the sampler keeps none in this version)")
         return None

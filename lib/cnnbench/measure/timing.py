@@ -54,8 +54,7 @@ _T95 = [
 
 def t95(dof: int) -> float:
     """The two-sided 95% Student t quantile: the table up to 30 degrees of freedom, then the Cornish-Fisher
-    expansion about the normal quantile (within 1e-4 of the exact value from 30 on). Below 1 degree of freedom:
-    1.96."""
+    expansion about the normal quantile; 1.96 below 1 degree of freedom."""
     if dof < 1:
         return 1.96
     if dof <= len(_T95):
@@ -78,12 +77,9 @@ def ci95_half_width(values) -> float:
 
 
 class StepTimer:
-    """Times steps on ``device``: synchronise, read the clock, run, synchronise, read the clock.
-
-    A device that queues its work is synchronised at the window's edges only; its steps are timed by events
-    (CUDA) or given the window's mean (MPS; ``source`` says so). On the host CPU every step is timed by the host
-    clock. The window's wall time comes from the host clock after a synchronisation. ``clock`` and ``sync`` are
-    injectable (tests drive the timer with a fake clock)."""
+    """Times steps on ``device``. A device that queues its work is synchronised at the window's edges only;
+    its steps are timed by events (CUDA) or given the window's mean (MPS; ``source`` says so). On the host CPU
+    every step is timed by the host clock. ``clock`` and ``sync`` are injectable."""
 
     def __init__(
         self,
@@ -144,11 +140,9 @@ def summarize(
     seed: int = 0,
 ) -> dict[str, float]:
     """Per-step median/mean/std/min/max/p95/IQR, throughput over the windows, its 95% interval, noise flag.
-
-    ``throughput_img_s`` is all images of all windows over their summed synced wall time. With two or more
-    windows its 95% interval is the Student t interval of the per-window throughputs; with one window, a
-    bootstrap over the step times (2000 resamples). ``noisy`` is IQR / median step time > 10%;
-    ``stalled_windows`` counts the windows longer than :data:`STALL_FACTOR` x their steps at the median."""
+    ``throughput_img_s`` is all images over the summed synced wall time; its interval is Student t over the
+    windows' throughputs (one window: a bootstrap over the step times). ``noisy``: IQR / median step > 10%;
+    ``stalled_windows``: windows longer than :data:`STALL_FACTOR` x their steps at the median."""
     steps = np.asarray(step_times, dtype=float)
     if steps.size == 0 or not window_times:
         raise ValueError("no measured steps")

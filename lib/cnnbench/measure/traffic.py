@@ -1,9 +1,6 @@
-"""Arithmetic intensity without hardware counters: FLOPs and bytes of every aten op of a real step.
-
-Model: **compulsory traffic with no reuse between ops**: each op reads its tensor inputs once and writes its
-outputs once (views move nothing). FLOPs are counted by the same formulas as ``cnnbench.measure.flops``
-(matmul/convolution/attention, 2 per multiply-add); elementwise and normalisation ops have FLOPs 0 here and are
-counted as pure traffic, which is what makes them memory-bound on the roofline."""
+"""Arithmetic intensity without hardware counters: FLOPs and bytes of every aten op of a real step, under
+**compulsory traffic with no reuse between ops** (each op reads its inputs once and writes its outputs once;
+views move nothing). FLOPs as in ``cnnbench.measure.flops`` (elementwise and normalisation ops: none)."""
 
 from __future__ import annotations
 
@@ -108,11 +105,8 @@ def count_step(
     lr: float = 0.01,
     momentum: float = 0.9,
 ) -> pd.DataFrame:
-    """Per-op FLOPs and bytes of one training step (forward, loss, backward, SGD step) or eval step.
-
-    Backward ops are attributed to modules by ``ModuleTracker``'s backward hooks (an activation's backward can land
-    on the neighbouring module). Runs on the meta device by default. bf16/fp16 are modelled by running the whole
-    model in that dtype."""
+    """Per-op FLOPs and bytes of one training step (forward, loss, backward, SGD step) or eval step, on the
+    meta device by default, attributed to modules by ``ModuleTracker``; bf16/fp16 run the model in it."""
     torch.manual_seed(0)
     build = models.build_meta if torch.device(device).type == "meta" else models.build
     model = build(model_name, num_classes=num_classes, image_size=image_size)

@@ -1,8 +1,6 @@
-"""One configuration measured in a fresh worker process, as TorchBench does.
-
-A fresh process per configuration makes its peak host memory (RSS), device memory and allocator state its own.
-A worker that dies (segfault, the OOM killer, ``os._exit``) becomes a row with ``status=crashed`` and its exit
-code or signal; the run goes on. The worker's start-up happens outside every timed window.
+"""One configuration measured in a fresh worker process: its peak memory and allocator state are its own, and
+a worker that dies becomes a row with ``status=crashed`` and its exit code or signal. Start-up is outside
+every timed window.
 
 ``CNNBENCH_TEST_WORKER_HOOK`` (tests only): JSON ``{model: action}`` run in the worker before measuring that
 model; actions ``segfault``, ``exit:N``, ``raise`` and ``ballast:MIB`` (hold MIB MiB of touched memory)."""
@@ -42,9 +40,7 @@ def _context():
 
 @contextlib.contextmanager
 def _main_not_rerun():
-    """Start workers without re-running the caller's ``__main__`` in them (multiprocessing does that to find
-    objects defined there; the worker needs only cnnbench, and a script without a ``__name__ == "__main__"``
-    guard would measure everything again inside every worker)."""
+    """Start workers without re-running the caller's ``__main__`` in them (the worker needs only cnnbench)."""
     main = sys.modules.get("__main__")
     saved = {
         k: main.__dict__.pop(k) for k in ("__file__", "__spec__") if main is not None and k in main.__dict__
@@ -156,10 +152,9 @@ def died(exitcode: int | None) -> dict:
 def call_isolated(
     fn, *args, device: torch.device, threads: int | None = None, name: str = "cnnbench-worker"
 ) -> dict:
-    """``fn(*args)`` in a fresh worker process, as :func:`measure_isolated` runs ``engine.measure``: its peak
-    memory is its own. ``fn`` is a module-level function (picklable, as are ``args``) returning a row (a dict);
-    the result is that row with ``isolation="worker"``; an exception in ``fn`` gives a row of
-    :func:`cnnbench.measure.engine.failure`'s status and error, a worker that dies one with ``status="crashed"``."""
+    """``fn(*args)`` (picklable, returning a row) in a fresh worker process: the row with
+    ``isolation="worker"``; an exception gives :func:`cnnbench.measure.engine.failure`'s row, a worker that
+    dies one with ``status="crashed"``."""
     threads = threads or torch.get_num_threads()
     row, exitcode = _in_worker(_call_job, name, (fn, args, str(device), threads))
     return row if row is not None else died(exitcode)

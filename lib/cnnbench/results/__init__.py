@@ -1,8 +1,6 @@
 """The results layer: every table a run writes, declared once (:mod:`.schema`); tidy CSVs written atomically row
 by row with the rule for a run's current rows (:mod:`.files`); and runs discovered and merged (:mod:`.runs`).
-
-Producers write through it, notebooks and the analysis read through it (:func:`read`). It imports no
-experiment module."""
+It imports no experiment module."""
 
 from cnnbench.results.files import (
     DONE_STATUSES,

@@ -1,9 +1,7 @@
 """Tidy results files: written atomically row by row, so an interrupted run loses nothing and a rerun resumes.
 
-Which rows are a run's current answer is recorded here too: before measuring, a producer declares the
-configurations its invocation measures (:meth:`ResultsFile.plan`); :meth:`ResultsFile.current` returns only
-the rows of the latest plan of every writer. Rows an earlier invocation measured with other parameters stay in
-the file (a rerun with the old parameters resumes from them) but are never presented as this run's."""
+A producer declares the configurations its invocation measures (:meth:`ResultsFile.plan`); only the rows of
+the latest plan of every writer are current (:meth:`ResultsFile.current`); older rows stay in the file."""
 
 from __future__ import annotations
 
@@ -27,9 +25,7 @@ class CorruptResults(ValueError):
 
 
 def atomic_write_text(path: str | Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file and a rename (:func:`cnnbench.paths.replacing`):
-    readers see the old or the new file, a link planted at ``path`` is replaced, and the file gets the
-    permissions of any new file (0666 less the umask), not mkstemp's 0600."""
+    """Write ``text`` to ``path`` whole or not at all (:func:`cnnbench.paths.replacing`)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     with paths.replacing(path, "w", newline="") as f:
@@ -156,11 +152,8 @@ def read_rows(path: str | Path) -> list[dict[str, str]]:
 
 
 class ResultsFile:
-    """One tidy CSV of a run, keyed by the columns that identify a configuration.
-
-    ``append`` rewrites the file atomically with the new row, replacing any row with the same key; ``done``
-    tells whether a configuration already has a finished row (status ok, oom or unstable), so reruns resume.
-    """
+    """One tidy CSV of a run, keyed by the columns that identify a configuration: ``append`` replaces any row
+    with the same key, atomically; ``done`` tells whether a configuration already has a finished row."""
 
     def __init__(self, path: str | Path, key: Iterable[str]):
         self.path = Path(path)
@@ -189,8 +182,7 @@ class ResultsFile:
         write_json(self.plans_path, plans)
 
     def current(self) -> list[dict[str, str]]:
-        """The rows of the latest plan of every writer, in file order (every row when no plan was declared: a
-        file written whole, such as complexity.csv)."""
+        """The rows of every writer's latest plan, in file order (every row when no plan was declared)."""
         return current_rows(self.path, self.rows())
 
     def rows(self) -> list[dict[str, str]]:
@@ -212,8 +204,7 @@ class ResultsFile:
     def finished(
         self, config: Mapping[str, Any], columns: Iterable[str], final: Iterable[str] = DONE_STATUSES
     ) -> bool:
-        """Whether the file has rows of ``config`` (matched on ``columns``) and every one of them has a final
-        status (``final``: ok, oom, unstable): what a rerun keeps instead of measuring again."""
+        """Whether the file has rows of ``config`` (on ``columns``), every one with a ``final`` status."""
         final = tuple(final)
         columns = tuple(columns)
         want = tuple(str(_cell(config.get(k, ""))) for k in columns)

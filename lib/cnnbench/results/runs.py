@@ -1,9 +1,6 @@
-"""Runs: discover the run folders under ``outputs/``, decide which are merged (and say why the others are not),
-and merge their current rows, every row stamped with its run's identity (run name and host fingerprint).
-
-A run folder is left out of a merge, with its reason, when it is a smoke/test run, a failed or interrupted run
-(``FAILED.txt``), a run of another results schema, or broken (an ``environment.json`` or ``params.json`` that
-cannot be read as a JSON object, or a results table that cannot be read)."""
+"""Runs: discover the run folders under ``outputs/``, decide which are merged (and say why the others are
+not: smoke/test, failed, another schema, broken), and merge their current rows, each stamped with its run's
+identity (run name and host fingerprint)."""
 
 from __future__ import annotations
 
@@ -54,8 +51,7 @@ def _json_object(path: Path) -> dict:
 
 
 def machine_label(device_name, host) -> str:
-    """ "<device> on <host>"; a CPU run's host label alone, which already starts with its device, the CPU
-    ("AMD EPYC (2 cores, avx2)", not "AMD EPYC on AMD EPYC (2 cores, avx2)")."""
+    """ "<device> on <host>"; a CPU run's host label alone, which already names its CPU."""
     device_name, host = str(device_name or "?"), str(host or "?")
     return host if host.startswith(device_name) else f"{device_name} on {host}"
 
@@ -93,8 +89,7 @@ def environment(run_dir: Path) -> dict:
 
 
 def verdict(run_dir: Path) -> str | None:
-    """Why ``cnnbench report`` and ``cnnbench compare`` refuse a run folder (one reader, one verdict), or
-    None: not a run, a failed run, another results schema, a file unreadable as this workbook writes it."""
+    """Why ``cnnbench report`` and ``cnnbench compare`` refuse a run folder, or None."""
     run_dir = Path(run_dir)
     if not _is_run(run_dir) or not (run_dir / "params.json").is_file():
         return "not a run (no environment.json or params.json); run the pipeline into it first"
@@ -165,8 +160,7 @@ def runs_for(run_dir: Path, analysis_runs: list[str], excluded: dict | None = No
 
 
 def identity(run_dir: Path, env: dict) -> dict:
-    """run_name, host_id and host label of a run (the fingerprint is computed for older environments); raises
-    :class:`CorruptResults` (one line) for an environment whose fields are not what this workbook writes."""
+    """run_name, host_id and host label of a run; :class:`CorruptResults` for a malformed environment."""
     try:
         if "host_id" in env:
             fp = {"host_id": env["host_id"], "host": env["host"]}
@@ -240,10 +234,7 @@ def config_differences(dirs: list[Path]) -> pd.DataFrame:
 
 
 def zip_run(run_dir: Path) -> Path:
-    """outputs/<run_name>.zip of a run folder, to carry results from Colab into a local outputs/. Links that
-    lead out of the run folder are left out (never followed); the archive holds only the run's own files, less
-    the writer's lock (``.lock``: a process on this machine). The pipeline zips a run it finished again
-    (:func:`cnnbench.pipeline.finished`), so the archive has its report and no "not finished" marker."""
+    """outputs/<run_name>.zip of a run folder: its own files, less ``.lock`` and links leading out of it."""
     import os
     import zipfile
 

@@ -1,6 +1,6 @@
-"""Data-parallel scaling (06, seed 002's multi-GPU question): DistributedDataParallel over 1..N processes,
-launched by torchrun (:mod:`.launch`, each process running :mod:`.ddp`), with scaling efficiency and a check
-that the losses match one process:
+"""Data-parallel scaling (06): DistributedDataParallel over 1..N processes launched by torchrun
+(:mod:`.launch`, each running :mod:`.ddp`), with scaling efficiency and a check that the losses match one
+process:
 
     run(run) -> scaling.csv   (+ the sampled series of every rank in transfer_telemetry.csv)
 

@@ -5,12 +5,10 @@
     torchrun --nnodes 2 --nproc_per_node 8 --rdzv_backend c10d --rdzv_endpoint HOST:29500 \\
         -m cnnbench.scaling.ddp --backend nccl --out DIR
 
-Every rank trains on its slice of the same deterministic global batches, so N processes at per-device batch b
-see what one process sees at batch N x b. First ``--check-steps`` steps run with dropout off and BatchNorm on
-running statistics (per-device batch statistics differ by design without SyncBatchNorm) and record the loss
-averaged over ranks: it must equal the single-process loss at the same global batch. Then warm-up steps and
-``--repeats`` windows of ``--steps`` steps in train mode; each window's time is the slowest rank's, measured
-after a barrier with the device synchronised. Rank 0 writes ``result.json``; every rank its telemetry."""
+Every rank trains on its slice of the same deterministic global batches. The first ``--check-steps`` steps
+(dropout off, BatchNorm on running statistics) record the loss averaged over ranks, which must equal one
+process's at the same global batch; then ``--repeats`` windows of ``--steps`` steps, each timed as the slowest
+rank's. Rank 0 writes ``result.json``; every rank its telemetry."""
 
 from __future__ import annotations
 

@@ -1,9 +1,7 @@
-"""Scaling past one device: the DDP script launched by torchrun for 1..N processes at a fixed per-device batch,
-read back into scaling.csv (throughput, efficiency against one device, the loss check) and telemetry rows.
-
-No home-made process handling: each run is ``python -m torch.distributed.run --standalone --nproc_per_node N
--m cnnbench.scaling.ddp ...`` in a subprocess. CPU: gloo, one "device" = one process with an equal share of the
-cores. NVIDIA: NCCL, one process per GPU (world sizes above the GPU count are ``unavailable`` rows)."""
+"""Scaling past one device: the DDP script launched by torchrun for 1..N processes at a fixed per-device
+batch, read back into scaling.csv (throughput, efficiency against one device, the loss check) and telemetry
+rows. CPU: gloo, one process per equal share of the cores; NVIDIA: NCCL, one process per GPU (more:
+``unavailable``)."""
 
 from __future__ import annotations
 
@@ -42,7 +40,8 @@ def command(
     reference_batches: tuple[int, ...] = (),
     host_heap: str = "keep",
 ) -> list[str]:
-    """The torchrun command line of one run (the same script serves several nodes, see cnnbench.scaling.ddp)."""
+    """The torchrun command line of one run (the same script serves several nodes, see
+    cnnbench.scaling.ddp)."""
     options = {"--model": model, "--batch-size": batch, "--image-size": image_size, "--num-classes": classes}
     options |= {"--backend": backend, "--threads": threads, "--steps": steps, "--warmup": warmup}
     options |= {
@@ -97,8 +96,7 @@ PER_PROCESS = ("util_process_cpu_pct", "rss_mib")
 
 
 def own_series(rank: dict) -> list[dict]:
-    """Rank 0's series whole; from the other ranks only their own process's (machine-wide metrics and every
-    GPU are sampled by each rank alike, so they are kept once)."""
+    """Rank 0's series whole; from the other ranks only their own process's (the rest is rank 0's too)."""
     return rank["series"] if rank["rank"] == 0 else [s for s in rank["series"] if s["metric"] in PER_PROCESS]
 
 

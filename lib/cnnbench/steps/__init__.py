@@ -1,11 +1,9 @@
-"""Where a training step's time goes (06, seed 002's profiler question, asked of every Scenario A model):
+"""Where a training step's time goes (06, asked of every Scenario A model):
 
-    phases(run)   -> step_phases.csv   (data wait, host-to-device copy, forward, loss, backward, optimizer: each
-                                        phase timed with the device synchronised at its edges, their sum checked
-                                        against the unsplit step)
-    profile(run)  -> profile_ops.csv + trace_<model>.json (torch.profiler: the top operators of each pass of
-                                        seed 002's fine-tuning step: the transfer keys' optimizer, first lr,
-                                        resolution and a two-class head, at profile_batch_size)
+    phases(run)   -> step_phases.csv   (each phase timed with the device synchronised at its edges, their sum
+                                        checked against the unsplit step)
+    profile(run)  -> profile_ops.csv + trace_<model>.json (torch.profiler's top operators of each pass of
+                                        seed 002's fine-tuning step)
 
 and their tables and plots (:mod:`.summary`)."""
 

@@ -1,12 +1,6 @@
-"""A torch.profiler trace of a few training steps (Chrome/Perfetto JSON in the run folder) and the top operators
-by self time, forward, backward and optimizer apart.
-
-The traced step is seed 002's fine-tuning step (:func:`cnnbench.steps.profile` builds it from the transfer keys:
-its optimizer, learning rate, resolution, batch and two-class head), not Scenario A's SGD step.
-
-The step's passes are labelled with ``record_function``; every profiled operator is assigned to the pass whose
-labelled interval contains its start (backward ops may run on autograd's own thread, so intervals, not parents).
-"""
+"""A torch.profiler trace of a few steps of seed 002's fine-tuning step (Chrome/Perfetto JSON in the run
+folder) and the top operators by self time per pass (forward, backward, optimizer): each operator belongs to
+the pass (labelled with ``record_function``) whose interval contains its start."""
 
 from __future__ import annotations
 

@@ -1,11 +1,8 @@
 """Where a training step's time goes: data wait, host-to-device copy, forward, loss, backward, optimizer.
 
-A dedicated pass, apart from the throughput windows of 02: each split step synchronises the device and reads
-the clock at every phase boundary (CUDA events per phase on CUDA). Unsplit steps, interleaved with the split
-ones on the same data pipeline, give the step time the phases must add up to; ``sums_within_5pct`` says
-whether they do. Both kinds are warmed up before either is recorded, measured for a time window, and past
-it pairs are added until the check is precise (its 95% interval within PRECISION_PCT) or a time budget is
-spent."""
+Each split step synchronises the device and reads the clock (or records CUDA events) at every phase boundary;
+unsplit steps interleaved with them give the time the phases must add up to (``sums_within_5pct``). Pairs are
+added until the check's 95% interval is within PRECISION_PCT or the time budget is spent."""
 
 from __future__ import annotations
 
@@ -29,9 +26,8 @@ MAX_PAIRS = 2000  # a bound on the pairs one window measures, whatever the clock
 
 
 class PhaseTimer:
-    """Times the phases of one step: at each boundary synchronise ``device``, then read ``clock``; with timing
-    events (CUDA) the device phases take their time from events recorded at the boundaries, the data wait from
-    the host clock. ``clock`` and ``sync`` are injectable (tests drive the timer with a fake clock)."""
+    """Times the phases of one step: at each boundary synchronise ``device``, then read ``clock`` (with timing
+    events, the device phases from events). ``clock`` and ``sync`` are injectable."""
 
     def __init__(
         self,
@@ -70,9 +66,8 @@ class PhaseTimer:
 
 
 def split_step(work: engine.Workload, batches, timer: PhaseTimer) -> dict[str, float]:
-    """One training step of ``work`` with a boundary after each phase; returns the phase times. Gradients are
-    cleared first, as ``train_step`` does, their clearing counted in the optimizer phase; the step's tensors
-    and graph are let go before the last boundary, as inside an unsplit step."""
+    """One training step of ``work`` with a boundary after each phase; returns the phase times (clearing the
+    gradients counted in the optimizer phase)."""
     before = timer.clock()
     work.optimizer.zero_grad(set_to_none=True)
     cleared = timer.clock() - before
@@ -143,9 +138,8 @@ def diff_ci95_pct(split: list[dict[str, float]], whole: list[float]) -> float:
 
 
 def summarize(split: list[dict[str, float]], whole: list[float]) -> list[dict]:
-    """One row per phase: mean, median, 95% interval, share of the phase sum, and the check of the sum
-    against the mean unsplit step time (``sum_diff_pct`` with its 95% interval ``sum_diff_ci95_pct``,
-    ``sums_within_5pct``)."""
+    """One row per phase: mean, median, 95% interval, share of the phase sum, and the check of the sum against
+    the mean unsplit step (``sum_diff_pct``, ``sum_diff_ci95_pct``, ``sums_within_5pct``)."""
     means = {ph: statistics.fmean(s[ph] for s in split) for ph in STEP_PHASES}
     phase_sum, step = sum(means.values()), statistics.fmean(whole)
     diff = 100 * (phase_sum - step) / step
@@ -173,8 +167,7 @@ def summarize(split: list[dict[str, float]], whole: list[float]) -> list[dict]:
 
 class HeldBatches:
     """Hands out the batches of ``batches``, holding each until the next is taken, as ``for x, y in loader``
-    does: the release of a batch (a DataLoader worker's shared memory: unmapped, its file closed) then counts
-    in the next step's data wait, for split and unsplit steps alike, rather than wherever a step's locals die."""
+    does: a batch's release counts in the next step's data wait, for split and unsplit steps alike."""
 
     def __init__(self, batches):
         self.batches, self.held, self.taken = iter(batches), None, 0
@@ -201,11 +194,10 @@ def record(
     clock: Callable[[], float] = time.perf_counter,
     sync: Callable[[torch.device], None] = devices.synchronize,
 ) -> tuple[list[dict[str, float]], list[float]]:
-    """Split and unsplit steps of ``work``, interleaved: ``warmup`` pairs unrecorded, then at least ``steps``
-    pairs and until ``window_s`` seconds have passed; then on until the sum check's interval is within
-    ``PRECISION_PCT`` (``diff_ci95_pct``) or ``max_s`` seconds have passed. A pair that takes the first batch
-    of an epoch (every ``epoch_batches`` batches; 0: no epochs) is not recorded: the loader's restart is a
-    cost of the epoch, not of a step. The order inside each pair is drawn at random (seeded)."""
+    """Split and unsplit steps of ``work``, interleaved in a seeded random order: ``warmup`` pairs unrecorded,
+    then at least ``steps`` pairs and ``window_s`` seconds, then on until the sum check's interval is within
+    ``PRECISION_PCT`` or ``max_s`` seconds have passed. A pair taking an epoch's first batch (every
+    ``epoch_batches``; 0: none) is not recorded."""
     timer = PhaseTimer(work.device, clock, sync)
     batches = HeldBatches(batches)
     order = random.Random(seed)
@@ -255,16 +247,15 @@ def measure(
     clock: Callable[[], float] = time.perf_counter,
     sync: Callable[[torch.device], None] = devices.synchronize,
 ) -> list[dict]:
-    """The phase rows of one configuration (a single ``status`` row when it fails). ``warmup`` pairs of steps
-    (default: the params' warm-up steps, at least one) run before ``steps`` pairs and ``window_s`` seconds
-    are recorded, and more up to ``max_s`` seconds while the sum check is imprecise (``record``)."""
+    """The phase rows of one configuration (a single ``status`` row when it fails), recorded by :func:`record`
+    after ``warmup`` pairs (default: the params' warm-up steps, at least one)."""
     b = devices.backend(device)
     base = {**identity(cfg, b, p), "device_name": b.name()}
     try:
         with engine.Workload(cfg.replace(phase="train", data_mode="device"), device, p) as work:
             images = max(p.synthetic_images, 2 * cfg.batch_size)
-            ds = dataset or data.synthetic_for(
-                cfg.in_channels, cfg.image_size, cfg.num_classes, images, p.seed
+            ds = dataset or data.SyntheticImages(
+                images, cfg.in_channels, cfg.image_size, cfg.num_classes, p.seed
             )
             dl = data.loader(ds, cfg.batch_size, cfg.workers, b.pin(cfg.pin_memory), seed=p.seed)
             warmup = max(1, p.warmup_steps) if warmup is None else warmup

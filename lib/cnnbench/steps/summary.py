@@ -15,9 +15,8 @@ def _save(fig, path):
 
 
 def phase_table(df: pd.DataFrame) -> pd.DataFrame:
-    """Per model: whether the phases agree with the unsplit step (within 5% or not, the difference, its 95%
-    interval, steps of each kind) first, where a wide table cannot scroll it out of sight; then the phases
-    (mean ms per step), their sum and the unsplit step time with its 95% interval."""
+    """Per model: whether the phases agree with the unsplit step (the difference, its 95% interval, steps of
+    each kind) first; then the phases (mean ms per step), their sum and the unsplit step time."""
     ok = df[df.status == "ok"] if len(df) else df
     if ok.empty:
         return ok

@@ -1,9 +1,6 @@
-"""The fastest way to train a model on this device: a budgeted search over every knob the hardware supports
-(precision, memory format, torch.compile mode, batch size, CPU threads, loader workers and pinning), raced by
-successive halving on short windows, guarded for correctness, confirmed with the full protocol, and explained
-on the roofline with energy per image.
-
-One interface: ``tune(run)`` writes ``tuning.csv`` and ``tuning_space.csv``; ``best``, ``race``, ``skipped``,
+"""The fastest way to train a model on this device: a budgeted search over every knob the hardware supports,
+raced by successive halving, guarded for correctness, confirmed with the full protocol, and explained on the
+roofline. ``tune(run)`` writes ``tuning.csv`` and ``tuning_space.csv``; ``best``, ``race``, ``skipped``,
 ``notes``, ``findings`` and ``plot`` present them."""
 
 from cnnbench.tuning.experiment import tune

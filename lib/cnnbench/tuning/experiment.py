@@ -105,11 +105,8 @@ def identity_of(run, model: str, phase: str, hw: devices.Hardware) -> dict:
 
 
 def beyond_memory(base: engine.Config, c: Setting, device, _counts: dict = {}) -> Outcome | None:  # noqa: B006 - the counts of each model, once
-    """An out-of-memory outcome, not tried, for a batch whose footprint exceeds the memory available now on
-    a device sharing the host's (CPU, MPS), where an allocation may succeed and the step then overcommit
-    until the OOM killer takes the kernel; None where it fits (or the device has memory of its own). The
-    footprint is the workbook's own count (cnnbench.measure.flops: the activations a training step saves per
-    image, an upper bound for eval) times the batch, plus 4 x the weights (gradients, optimizer state)."""
+    """An out-of-memory outcome, not tried, for a batch whose footprint (saved activations x batch + 4 x the
+    weights) exceeds the memory available now on a device sharing the host's; None where it fits."""
     if devices.backend(device).own_memory:
         return None
     import psutil
@@ -176,11 +173,7 @@ def search_line(model: str, phase: str, row: dict) -> str:
 
 def tune(run) -> pd.DataFrame:
     """Search every model of ``tune_models`` in every phase of ``tune_phases``; returns this run's searches'
-    rows of tuning.csv.
-
-    A rerun with the same run name skips the searches that already have their 'best' row with the same search key
-    (same data, default setting, protocol and tune_* params: ``results.schema.search_keys``); changed params
-    search again."""
+    rows of tuning.csv. A rerun skips searches that have their 'best' row with the same search key."""
     p = run.params
     hw = devices.backend(run.device).hardware()
     table = results.table("tuning")

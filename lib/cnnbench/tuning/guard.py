@@ -1,10 +1,8 @@
 """The correctness guard: a faster configuration only counts if it trains the same network.
 
-From the same initialisation (the engine seeds the model) and the same fixed batch, ``steps`` training steps
-are run in the candidate's precision, memory format and compile mode; the loss of the last step must stay
-within ``tolerance`` of fp32 eager NCHW's, measured as a share of the progress fp32 eager made over those
-steps (first loss - last loss): a configuration that does not train is 100% of the progress away. Eval steps
-compare the loss of one forward pass, relative to the loss itself."""
+From the same initialisation and fixed batch, ``steps`` training steps run in the candidate's numerics; the
+last loss must stay within ``tolerance`` of fp32 eager NCHW's, as a share of the progress fp32 eager made
+(first loss - last loss). Eval steps compare the loss of one forward pass, relative to the loss itself."""
 
 from __future__ import annotations
 
@@ -75,11 +73,8 @@ def judge(loss: float, reference: float, tolerance: float, reference_start: floa
 def check(
     numerics_list, measure_loss, tolerance: float, reference: tuple, spent=lambda: False
 ) -> dict[tuple, Verdict]:
-    """Verdicts for every numerics of ``numerics_list`` against ``reference`` (the default's: fp32 eager NCHW).
-
-    ``measure_loss(numerics) -> (first, last)`` runs the steps (tests pass a fake); a failure to run is a
-    rejection. Once ``spent()`` (the search's budget, which the guard's compiles count in) no further numerics is
-    guarded: rejected with that reason."""
+    """Verdicts for every numerics of ``numerics_list`` against ``reference``: ``measure_loss(numerics) ->
+    (first, last)``; a failure to run is a rejection, and once ``spent()`` the rest are rejected as such."""
     start, ref = measure_loss(reference)
     out = {reference: Verdict(ref, ref, 0.0, True, "")}
     for numerics in numerics_list:

@@ -1,9 +1,5 @@
 """Racing: successive halving on short measured windows within a time budget, and the out-of-memory back-off
-of the batch size. Pure logic: the evaluation and the clock are arguments, so tests drive both with fakes.
-
-Successive halving (Jamieson & Talwalkar 2016; Li et al.'s Hyperband): every candidate gets a short window;
-the best 1/eta go on to the next rung, whose windows are eta times longer (the rung's share of the budget is
-split among fewer candidates), until one is left or the budget is spent."""
+of the batch size. Pure logic: the evaluation and the clock are arguments."""
 
 from __future__ import annotations
 
@@ -71,13 +67,9 @@ def successive_halving(
     clock: Callable[[], float] = time.monotonic,
     on_trial: Callable[[Trial], None] | None = None,
 ) -> Race:
-    """Race ``candidates`` within ``budget_s`` seconds.
-
-    ``evaluate(candidate, window_s, rung)`` measures one short window of about ``window_s`` seconds. At each
-    rung the remaining budget is shared equally by the remaining rungs, and a rung's share equally by its
-    candidates. The best ceil(n/eta) by throughput go on; failures (oom, error, ...) are out at once. When the
-    budget is spent before the last rung, the best of the last rung wins. ``known`` maps candidates to
-    outcomes measured earlier (reused at rung 0 instead of measuring again). Every evaluation is a
+    """Race ``candidates`` within ``budget_s`` seconds: ``evaluate(candidate, window_s, rung)`` measures one
+    window; the remaining budget is shared equally by the remaining rungs and a rung's by its candidates; the
+    best ceil(n/eta) go on, failures are out. ``known``: outcomes reused at rung 0. Every evaluation is a
     :class:`Trial`, handed to ``on_trial`` as soon as its fate is known."""
     alive = list(dict.fromkeys(candidates))
     known = dict(known or {})
@@ -145,9 +137,8 @@ def decay_batch_step(batch_size: int, num_intra_steps: int = 2) -> int:
 def fit_batch_size(
     start: int, attempt: Callable[[int], Outcome], minimum: int = 1
 ) -> tuple[int, list[tuple[int, Outcome]]]:
-    """The largest batch size from ``start`` down that does not run out of memory, backing off with
-    :func:`decay_batch_step`. Returns (limit, every (batch size, outcome) tried); limit 0 when even
-    ``minimum`` runs out of memory. Failures other than oom stop the back-off (they are not about size)."""
+    """(the largest batch size from ``start`` down that does not run out of memory, 0 if none down to
+    ``minimum``; every (batch size, outcome) tried). Failures other than oom stop the back-off."""
     tried: list[tuple[int, Outcome]] = []
     bs = start
     while bs >= max(minimum, 1):

@@ -1,16 +1,12 @@
 """The budgeted search for one model and phase: guard, race in stages, confirm, explain.
 
-1. **Guard**: every combination of the knobs that change the arithmetic (precision, memory format, compile mode)
-   trains a few steps from the same initialisation; those whose loss leaves fp32 eager's tolerance are out (with
-   the reason). Its steps and compiles count in ``tune_budget_s``, as the race does.
-2. **Race** in three stages, each a successive halving on short windows: the numerics (precision, memory
-   format, compile mode) at the seeds' batch size; then the batch size, from the largest down (out of memory
-   backs off); then the host knobs (threads, and in loader mode workers and pinning). What the guard left of
-   the budget is shared by the stages in proportion to their candidates.
-3. **Confirm**: the best few of the race and the seeds' default are measured again with the full protocol
-   (``engine.measure``), and the best confirmed one wins.
+1. **Guard**: every combination of the knobs that change the arithmetic trains a few steps from the same
+   initialisation; those whose loss leaves fp32 eager's tolerance are out, with the reason.
+2. **Race**, within what the guard left of ``tune_budget_s``: successive halving on short windows, in stages:
+   the numerics, then the batch size (from the largest down; out of memory backs off), then the host knobs.
+3. **Confirm**: the race's best few and the default measured again with the full protocol; the best wins.
 4. **Explain**: speedup over the default with its interval, achieved GFLOP/s against the measured roof of the
-   precision used (from the run's ``device_peaks.csv``), energy per image where a counter is readable."""
+   precision used, energy per image where a counter is readable."""
 
 from __future__ import annotations
 
@@ -31,9 +27,8 @@ MIN_WINDOW_STEPS = 3  # a race window never has fewer steps (one step: no spread
 
 
 def window(base: engine.Config, c: Setting, device: torch.device, p, window_s: float) -> Outcome:
-    """One short race window of ``base`` in setting ``c``: build, two warm-up steps, then steps filling
-    ``window_s`` (at least ``MIN_WINDOW_STEPS``). The window is sized from the second step: the first carries
-    allocation, kernel selection and (compiling) the compile, and would make a fast GPU's window a single step."""
+    """One short race window of ``base`` in setting ``c``: build, two warm-up steps (the second sizes the
+    window), then steps filling ``window_s`` (at least ``MIN_WINDOW_STEPS``)."""
     try:
         with engine.Workload(base.replace(**c), device, p) as work:
             first = _timed(work, device)
@@ -70,10 +65,8 @@ def _timed(work: engine.Workload, device: torch.device) -> float:
 
 class Search:
     """The search of one model and phase; every row goes to ``sink`` (tuning.csv) as soon as it is known.
-
     ``evaluate(candidate, window_s) -> Outcome``, ``guard_loss(numerics) -> (first, last) loss``,
-    ``confirm(candidate, steps) -> row`` and ``explain(candidate, row) -> columns`` (the roofline) are
-    injectable, so tests run the whole logic without a model."""
+    ``confirm(candidate, steps) -> row`` and ``explain(candidate, row) -> columns`` are injectable."""
 
     def __init__(
         self,
@@ -364,9 +357,8 @@ def _count_rungs(trials) -> dict[int, int]:
 
 
 def combine_rounds(measured: list[dict]) -> dict:
-    """One confirmation row from its interleaved rounds (each a fresh workload): all images over all measured
-    time, the 95% interval over the rounds' rates (the one-round interval kept as ``..._within_img_s``); the
-    first failure, if a round failed."""
+    """One confirmation row from its interleaved rounds: all images over all measured time, the 95% interval
+    over the rounds' rates (one round's: ``..._within_img_s``); the first failure, if a round failed."""
     failed = [r for r in measured if r.get("status") != "ok"]
     if failed:
         return failed[0]
