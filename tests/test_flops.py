@@ -166,3 +166,27 @@ def test_report_opens_with_the_warning(tmp_path):
     results.write_rows(tmp_path / "complexity.csv", _complexity_rows(4.409))
     assert report.complexity_warning(tmp_path) == ""
     assert report.complexity_warning(tmp_path / "missing") == ""
+
+
+def test_a_step_counted_on_the_meta_device_is_kept_on_disk_and_read_back_the_same(tmp_path, monkeypatch):
+    """Counting a step on the meta device takes about a second a model; 08, the report and predictions count the
+    same steps in fresh processes, so the counts are kept in the workbook's cache, keyed by the arguments and the
+    counting code, and a broken cache file is counted again."""
+    from cnnbench.measure import traffic
+
+    monkeypatch.setenv("CNNBENCH_CACHE", str(tmp_path))
+    first = traffic.count_step("mnist_cnn", 4, 28, 10, "train")
+    kept = list(tmp_path.iterdir())
+    assert len(kept) == 1
+    calls = []
+    monkeypatch.setattr(traffic, "TrafficCounter", lambda *a: calls.append(a))  # counting again would fail
+    again = traffic.count_step("mnist_cnn", 4, 28, 10, "train")
+    assert not calls and again.equals(first)
+    kept[0].write_bytes(b"not a table")
+    monkeypatch.undo()
+    monkeypatch.setenv("CNNBENCH_CACHE", str(tmp_path))
+    assert traffic.count_step("mnist_cnn", 4, 28, 10, "train").equals(first)
+    assert (
+        traffic.count_step("mnist_cnn", 8, 28, 10, "train").flops.sum()
+        == 2 * first.flops.sum() - first[first.section == "optimizer"].flops.sum()
+    )  # another key: counted, not read

@@ -58,6 +58,27 @@ def outputs_root() -> Path:
     return repo_root() / "outputs"
 
 
+def cached(kind: str, key, compute):
+    """``compute()``, kept in the workbook's cache ($CNNBENCH_CACHE, else $XDG_CACHE_HOME/cnnbench or
+    ~/.cache/cnnbench) under ``kind`` and a hash of ``repr(key)``, and read back from there while the key is the
+    same; a missing or unreadable file is computed again."""
+    import hashlib
+    import pickle
+
+    env = os.environ.get
+    folder = Path(env("CNNBENCH_CACHE") or Path(env("XDG_CACHE_HOME", "~/.cache")) / "cnnbench").expanduser()
+    path = folder / f"{kind}-{hashlib.sha256(repr(key).encode()).hexdigest()[:20]}"
+    try:
+        with path.open("rb") as f:
+            return pickle.load(f)
+    except Exception:  # noqa: BLE001 - computed again
+        value = compute()
+    folder.mkdir(parents=True, exist_ok=True)
+    with replacing(path) as f:
+        pickle.dump(value, f)
+    return value
+
+
 def folder_problem(outputs: Path, option: str = "--outputs") -> str:
     """Why the folder ``option`` names cannot be written (a file, not creatable, not writable), or ""."""
     if outputs.exists() and not outputs.is_dir():

@@ -10,11 +10,8 @@ from __future__ import annotations
 
 import difflib
 import functools
-import hashlib
 import math
-import os
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -51,27 +48,13 @@ class Refused(ValueError):
 
 @functools.cache
 def ops(model: str, batch_size: int, image_size: int, num_classes: int, phase: str, precision: str):
-    """FLOPs, bytes and class (index into CLASSES) of every op of one step, counted on the meta device; kept in
-    $CNNBENCH_CACHE (else ~/.cache/cnnbench), keyed by the arguments, torch's version and the counters' source."""
-    import torch
+    """FLOPs, bytes and class (index into CLASSES) of every op of one step, counted on the meta device."""
+    from cnnbench.measure import traffic
 
-    from cnnbench.measure import flops, traffic
-
-    key = [model, batch_size, image_size, num_classes, phase, precision, torch.__version__, CLASSES]
-    key += [Path(m.__file__).read_text() for m in (flops, traffic)]
-    env = os.environ.get
-    folder = Path(env("CNNBENCH_CACHE") or Path(env("XDG_CACHE_HOME", "~/.cache")) / "cnnbench").expanduser()
-    path = folder / f"ops-{hashlib.sha256(repr(key).encode()).hexdigest()[:20]}.npy"
-    if not path.exists():
-        o = traffic.count_step(model, batch_size, image_size, num_classes, phase, precision)
-        op, train = o.op.str.contains, phase == "train"
-        conds = [op("conv") & ~op("backward"), op("conv"), o.flops > 0, op("batch_norm") & train, op("pool")]
-        path.parent.mkdir(parents=True, exist_ok=True)
-        part = path.with_suffix(f".{os.getpid()}.npy")
-        np.save(part, np.stack([o.flops, o.bytes, np.select(conds, [0, 1, 2, 4, 5], COMPUTE)]).astype(float))
-        os.replace(part, path)
-    f, b, c = np.load(path)
-    return f, b, c.astype(int)
+    o = traffic.count_step(model, batch_size, image_size, num_classes, phase, precision)
+    op, train = o.op.str.contains, phase == "train"
+    conds = [op("conv") & ~op("backward"), op("conv"), o.flops > 0, op("batch_norm") & train, op("pool")]
+    return o.flops.to_numpy(float), o.bytes.to_numpy(float), np.select(conds, [0, 1, 2, 4, 5], COMPUTE)
 
 
 def _stack(rows: pd.DataFrame) -> list:

@@ -19,6 +19,7 @@ import math
 import re
 from collections.abc import Iterator
 from importlib import resources
+from pathlib import Path
 
 import pandas as pd
 
@@ -592,12 +593,17 @@ def _gflop(model: str, size: int, classes: int, phase: str) -> float:
     """GFLOP per image of a training step (forward + backward) or a forward pass (cnnbench.measure.flops)."""
     import torch
 
+    from cnnbench import paths
     from cnnbench.measure import flops
 
-    net = models.build_meta(model, classes, size)
-    x = torch.empty(1, *models.input_shape(model, size), device="meta")
-    n = flops.train_flops(net.train(), x, classes) if phase == "train" else flops.forward_flops(net.eval(), x)
-    return n / 1e9
+    def count() -> float:
+        net = models.build_meta(model, classes, size)
+        x = torch.empty(1, *models.input_shape(model, size), device="meta")
+        train = phase == "train"
+        return flops.train_flops(net.train(), x, classes) if train else flops.forward_flops(net.eval(), x)
+
+    code = [Path(m.__file__).read_text() for m in (flops, models)]
+    return paths.cached("gflop", [model, size, classes, phase, torch.__version__, *code], count) / 1e9
 
 
 @functools.cache

@@ -4,8 +4,10 @@ views move nothing). FLOPs as in ``cnnbench.measure.flops`` (elementwise and nor
 
 from __future__ import annotations
 
+import sys
 from collections import defaultdict
 from dataclasses import dataclass
+from pathlib import Path
 
 import pandas as pd
 import torch
@@ -14,7 +16,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 from torch.utils.module_tracker import ModuleTracker
 
-from cnnbench import models
+from cnnbench import models, paths
 from cnnbench.devices import DTYPES
 from cnnbench.measure import flops
 
@@ -106,7 +108,16 @@ def count_step(
     momentum: float = 0.9,
 ) -> pd.DataFrame:
     """Per-op FLOPs and bytes of one training step (forward, loss, backward, SGD step) or eval step, on the
-    meta device by default, attributed to modules by ``ModuleTracker``; bf16/fp16 run the model in it."""
+    meta device by default, attributed to modules by ``ModuleTracker``; bf16/fp16 run the model in it. Meta-device
+    counts are kept in the workbook's cache, keyed by the arguments, torch's version and the counting code."""
+    args = (model_name, batch_size, image_size, num_classes, phase, precision, device, lr, momentum)
+    if torch.device(device).type != "meta":
+        return _count_step(*args)
+    code = [Path(m.__file__).read_text() for m in (flops, models, sys.modules[__name__])]
+    return paths.cached("step", [*args, torch.__version__, *code], lambda: _count_step(*args))
+
+
+def _count_step(model_name, batch_size, image_size, num_classes, phase, precision, device, lr, momentum):
     torch.manual_seed(0)
     build = models.build_meta if torch.device(device).type == "meta" else models.build
     model = build(model_name, num_classes=num_classes, image_size=image_size)
