@@ -48,7 +48,7 @@ def test_telemetry_timeline_draws_the_host_wide_metrics(tmp_path):
     assert df.device_index.isna().sum() == 12
     fig = plots.telemetry_timeline(df, tmp_path / "t.png")
     assert [ax.get_ylabel() for ax in fig.axes] == [
-        plots.axis_label(m) for m in ("util_cpu_core_pct", "util_cpu_pct", "util_process_cpu_pct", "rss_mib")
+        plots.axis_label(m, wrap=True) for m in ("util_cpu_core_pct", "util_cpu_pct", "util_process_cpu_pct", "rss_mib")
     ]
     assert plots.empty_axes(fig) == []
     assert not (tmp_path / plots.EMPTY_PANELS).exists()
@@ -346,3 +346,30 @@ def test_a_memory_level_keeps_its_marker_from_one_layer_roofline_to_the_next():
     a = plots.roofline(peaks, only_l3, "a", label="op", hue="level")
     b = plots.roofline(peaks, both, "b", label="op", hue="level")
     assert marker_of(a, "conv l3") == marker_of(b, "conv l3") != marker_of(b, "conv dram")
+
+
+def test_telemetry_legends_give_each_colour_and_style_one_label_and_no_axis_label_overflows_its_panel(
+    tmp_path,
+):
+    """The example's scaling_telemetry.png listed 'gloo world=1 #0' and 'gloo world=1' with the same solid blue
+    line (and '#0' did not say it was a core); telemetry_timeline.png's 'this process's CPU' label ran past its
+    panel into the next."""
+    from cnnbench.measure import telemetry, timelines
+    from conftest import ROOT
+
+    example = ROOT / "examples" / "example-cpu-2core"
+    fig = timelines.plot(pd.read_csv(example / "transfer_telemetry.csv"), tmp_path / "x.png")
+    legend = fig.legends[0]
+    keys = [(h.get_color(), h.get_linestyle()) for h in legend.legend_handles]
+    labels = [t.get_text() for t in legend.get_texts()]
+    assert len(set(keys)) == len(keys), labels
+    assert not any("#" in t for t in labels), labels
+    timeline = plots.telemetry_timeline(
+        telemetry.read(example / "telemetry.csv", source="scenario_a"), tmp_path / "t.png"
+    )
+    for f in (fig, timeline):
+        f.canvas.draw()
+        renderer = f.canvas.get_renderer()
+        for ax in f.axes:
+            label, panel = ax.yaxis.label.get_window_extent(renderer), ax.get_window_extent(renderer)
+            assert panel.y0 - 2 <= label.y0 and label.y1 <= panel.y1 + 2, ax.get_ylabel()

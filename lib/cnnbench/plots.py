@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import math
+import textwrap
 from pathlib import Path
 
 import matplotlib.pyplot as plt
@@ -199,9 +200,11 @@ LABELS = {
 }
 
 
-def axis_label(name: str) -> str:
-    """The words and unit of a column or metric on an axis (the name itself only when none is known)."""
-    return LABELS.get(name, name)
+def axis_label(name: str, wrap: bool = False) -> str:
+    """The words and unit of a column or metric on an axis (the name itself only when none is known); ``wrap``:
+    on lines of up to 24 characters, for a short panel."""
+    label = LABELS.get(name, name)
+    return textwrap.fill(label, 24) if wrap else label
 
 
 def text(label) -> str:
@@ -700,7 +703,7 @@ def telemetry_timeline(df: pd.DataFrame, path: str | Path | None = None, max_met
         for index, gi in g.groupby(g.device_index.astype("Int64"), sort=True, dropna=False):
             label = "host" if pd.isna(index) else f"{'core' if 'core' in metric else 'GPU'} {index}"
             ax.plot(gi.run_t_s, gi.value, lw=0.9, label=label)
-        ax.set_ylabel(axis_label(metric), fontsize=8)
+        ax.set_ylabel(axis_label(metric, wrap=True), fontsize=8)
         if g.device_index.notna().any() and g.device_index.nunique() <= 16:
             ax.legend(fontsize=6, ncol=8, loc="upper right")
         if len(ends) <= 60:

@@ -66,11 +66,10 @@ def end_to_end(df: pd.DataFrame, gap_s: float = 0.5) -> pd.DataFrame:
 LINE_STYLES = ("-", "--", ":", "-.")  # rank 0 (index 0, index 1+), a later rank (index 0, index 1+)
 
 
-def _label(conf: str, rank, index) -> str:
-    text = f"{conf}" + (f" rank {int(rank)}" if str(rank) not in ("", "0", "nan") else "")
-    if str(index) not in ("", "nan", "None"):
-        text += f" #{int(float(index))}"
-    return text
+def _label(conf: str, rank: str, later_index: bool) -> str:
+    """One legend entry per colour and line style: the configuration, a later rank, a second or later device
+    (CPU core or GPU); a host-wide metric shares its first device's line."""
+    return conf + (f" rank {rank}" if rank else "") + (", core or GPU 1+" if later_index else "")
 
 
 def plot(df: pd.DataFrame, path: str | Path | None = None, title: str = ""):
@@ -86,21 +85,26 @@ def plot(df: pd.DataFrame, path: str | Path | None = None, title: str = ""):
     # rank 0 solid, its device index 1+ dashed; a later rank dotted (dash-dot): world=2's two ranks told apart
     later_rank = pd.to_numeric(df["rank"], errors="coerce").fillna(0) > 0
     later_index = pd.to_numeric(df.device_index, errors="coerce").fillna(0) > 0
-    df = df.assign(style=[LINE_STYLES[2 * r + i] for r, i in zip(later_rank, later_index, strict=True)])
+    df = df.assign(
+        style=[LINE_STYLES[2 * r + i] for r, i in zip(later_rank, later_index, strict=True)],
+        legend=[
+            _label(c, str(int(float(r))) if lr else "", li)
+            for c, r, lr, li in zip(df.configuration, df["rank"], later_rank, later_index, strict=True)
+        ],
+    )
     for ax, metric in zip(axes[:, 0], metrics, strict=True):
         g = df[df.metric == metric]
-        for (conf, rank, idx), line in g.groupby(
-            ["configuration", "rank", "device_index"], dropna=False, sort=False
-        ):
+        for _, line in g.groupby(["configuration", "rank", "device_index"], dropna=False, sort=False):
+            first = line.iloc[0]
             ax.plot(
                 line.t_run_s,
                 line.value,
                 lw=1,
-                color=colours[conf],
-                label=_label(conf, rank, idx),
-                ls=line["style"].iloc[0],
+                color=colours[first.configuration],
+                label=first.legend,
+                ls=first["style"],
             )
-        ax.set_ylabel(plots.axis_label(metric), fontsize=8)
+        ax.set_ylabel(plots.axis_label(metric, wrap=True), fontsize=8)
     axes[-1, 0].set_xlabel("time, configurations end to end (s)")
     fig.suptitle(title)
     fig.tight_layout()
