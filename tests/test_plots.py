@@ -373,3 +373,19 @@ def test_telemetry_legends_give_each_colour_and_style_one_label_and_no_axis_labe
         for ax in f.axes:
             label, panel = ax.yaxis.label.get_window_extent(renderer), ax.get_window_extent(renderer)
             assert panel.y0 - 2 <= label.y0 and label.y1 <= panel.y1 + 2, ax.get_ylabel()
+
+
+def test_no_roof_of_the_device_roofline_lies_under_another():
+    """The example's roofline_device.png drew each cache level's slope once per precision: fp32's dotted roofs lay
+    under bf16's (the same bandwidth) and showed only where they met fp32's flat roof. A level's slope is drawn
+    once; each precision's compute roof stays its own."""
+    from conftest import ROOT
+
+    example = ROOT / "examples" / "example-cpu-2core"
+    peaks = pd.read_csv(example / "device_peaks.csv")
+    fig = plots.roofline(peaks, pd.DataFrame(columns=["intensity_flop_per_byte", "achieved_gflops"]), "t")
+    lines = [line for line in fig.axes[0].get_lines() if len(line.get_xdata()) > 2]
+    for a in [line for line in lines if line.get_linestyle() == ":"]:  # the cache levels' roofs
+        others = [b.get_ydata() for b in lines if b is not a]
+        covered = np.any([np.isclose(a.get_ydata(), y, rtol=1e-6) for y in others], axis=0)
+        assert covered.mean() < 0.9, a.get_label()  # seen for a tenth of its length at least

@@ -302,31 +302,39 @@ def batch_sweep(df: pd.DataFrame, knees: pd.DataFrame | None = None, path: str |
 
 
 def _roofs(ax, peaks: pd.DataFrame, x) -> None:
-    """Measured roofs solid (DRAM/HBM) and dotted (each cache level: the hierarchical roofline), spec-sheet roofs
-    dashed, ridge points marked."""
-    levels = peaks.level if "level" in peaks else pd.Series("dram", index=peaks.index)
-    main = levels.fillna("dram").isin(["dram", "hbm"])
-    order = list(peaks.index[main]) + list(peaks.index[~main])  # colours follow the precision's DRAM roof
+    """Measured roofs solid (DRAM/HBM) and spec-sheet roofs dashed, one colour per precision, ridge points marked;
+    each cache level's slope dotted in grey, once for every precision (the hierarchical roofline)."""
+    levels = (peaks.level if "level" in peaks else pd.Series("dram", index=peaks.index)).fillna("dram")
+    main = levels.isin(["dram", "hbm"])
     colors: dict = {}
-    for idx in order:
-        r, level = peaks.loc[idx], str(levels.get(idx, "dram") if pd.notna(levels.get(idx)) else "dram")
-        key = (r.kind, r.precision)
-        color = colors.setdefault(key, f"C{len(colors) % 10}")
-        cache = level not in ("dram", "hbm")
-        style = ":" if cache else ("-" if r.kind == "measured" else "--")
+    for idx in peaks.index[main]:
+        r, level = peaks.loc[idx], levels[idx]
+        color = colors.setdefault((r.kind, r.precision), f"C{len(colors) % 10}")
         bw = r.bandwidth_gbs if pd.notna(r.bandwidth_gbs) else float("inf")
+        measured = r.kind == "measured"
         ax.plot(
             x,
             np.minimum(r.peak_gflops, bw * x),
-            style,
+            "-" if measured else "--",
             color=color,
-            lw=1.0 if cache else (1.8 if r.kind == "measured" else 1.2),
+            lw=1.8 if measured else 1.2,
             label=f"{r.kind} {r.precision} {level}: "
             + (f"{r.bandwidth_gbs:,.0f} GB/s" if pd.notna(r.bandwidth_gbs) else "bandwidth n/a")
-            + ("" if cache else f", {r.peak_gflops:,.0f} GFLOP/s"),
+            + f", {r.peak_gflops:,.0f} GFLOP/s",
         )
-        if pd.notna(r.bandwidth_gbs) and not cache:
+        if pd.notna(r.bandwidth_gbs):
             ax.plot([r.peak_gflops / r.bandwidth_gbs], [r.peak_gflops], "o", color=color, ms=6, mfc="white")
+    cache = peaks[~main & peaks.bandwidth_gbs.notna()].assign(level=levels[~main])
+    slopes = cache.groupby(["kind", "level", "bandwidth_gbs"], sort=False).peak_gflops.max().reset_index()
+    for i, r in enumerate(slopes.sort_values("bandwidth_gbs", ascending=False).itertuples()):
+        ax.plot(
+            x,
+            np.minimum(r.peak_gflops, r.bandwidth_gbs * x),
+            ":",
+            color=str(0.2 + 0.5 * i / max(len(slopes) - 1, 1)),
+            lw=1.0,
+            label=f"{r.kind} {r.level}: {r.bandwidth_gbs:,.0f} GB/s (every precision)",
+        )
 
 
 def bandwidth_sweep(sweep: pd.DataFrame, peaks: pd.DataFrame, title: str, path: str | Path | None = None):
