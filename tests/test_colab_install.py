@@ -126,6 +126,7 @@ def test_constraints_pin_every_installed_distribution():
 
 
 @pytest.mark.colab
+@pytest.mark.slow
 def test_colab_cell_install_changes_no_kernel_package_and_imports(tmp_path):
     venv = tmp_path / "colab"
     _run(sys.executable, "-m", "venv", venv)

@@ -48,7 +48,8 @@ def test_telemetry_timeline_draws_the_host_wide_metrics(tmp_path):
     assert df.device_index.isna().sum() == 12
     fig = plots.telemetry_timeline(df, tmp_path / "t.png")
     assert [ax.get_ylabel() for ax in fig.axes] == [
-        plots.axis_label(m, wrap=True) for m in ("util_cpu_core_pct", "util_cpu_pct", "util_process_cpu_pct", "rss_mib")
+        plots.axis_label(m, wrap=True)
+        for m in ("util_cpu_core_pct", "util_cpu_pct", "util_process_cpu_pct", "rss_mib")
     ]
     assert plots.empty_axes(fig) == []
     assert not (tmp_path / plots.EMPTY_PANELS).exists()

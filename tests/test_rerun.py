@@ -57,6 +57,7 @@ def _measured_files(run_dir):
     }
 
 
+@pytest.mark.slow
 def test_cnnbench_report_rebuilds_a_copied_run_and_the_combined_report_without_measuring(tmp_path, capsys):
     """Issue 20: copying another machine's run into outputs/ and rebuilding its report and the combined report
     measures nothing: 08 is executed again over what is on disk, the measured CSVs stay byte for byte."""
@@ -215,6 +216,7 @@ def _producers(run_dir, monkeypatch, overrides=None) -> dict:
     }
 
 
+@pytest.mark.slow
 def test_an_identical_rerun_of_04_to_07_measures_nothing_and_a_changed_key_only_what_it_changes(
     tmp_path, monkeypatch, capsys
 ):

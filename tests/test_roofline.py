@@ -662,6 +662,7 @@ def test_plots_write_files(tmp_path):
     assert np.isfinite(points.intensity_flop_per_byte).all()
 
 
+@pytest.mark.slow
 def test_peak_measurement_restores_threads_and_reports_spread():
     before = torch.get_num_threads()
     torch.set_num_threads(1)

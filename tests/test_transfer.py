@@ -177,6 +177,7 @@ class FakeSampler:
         ]
 
 
+@pytest.mark.slow
 def test_finetune_grid_on_an_image_folder_writes_epoch_rows_and_series(tmp_path):
     root = _image_folder(tmp_path / "pets")
     p = p_of(
