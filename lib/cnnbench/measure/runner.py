@@ -4,19 +4,8 @@ interleaved rounds, each round in an order drawn anew, until its interval is wit
 (``process_rates_img_s``), so two variants of one run are divided round by round
 (:func:`cnnbench.measure.reproducibility.paired_ratio`).
 
-Files (``name`` = the results file's stem):
-
-- ``<name>.csv``: one row per configuration. ``throughput_img_s`` is all images over all measured wall time;
-  ``throughput_ci95_img_s`` the Student t 95% half-width over the per-process throughputs
-  (``processes_measured`` of them, their ``throughput_process_min/max_img_s`` and ``throughput_process_cv_pct`` beside it);
-  ``throughput_ci95_within_img_s`` the interval over one process's windows, for contrast; ``stop_reason``
-  (``target`` | ``max_processes`` | ``budget`` | ``processes``: the least count asked for was enough);
-  ``machine_state`` (quiet | busy | unknown) and ``machine_note`` judge the host over the measured windows;
-  ``probe_img_s`` / ``probe_spread_pct``: the CPU's own speed taken before each round (telemetry.speed_probe)
-  and how far it moved over this configuration's processes.
-- ``<name>_windows.csv``: one row per measured window (``process``, ``repeat``): its steps, wall time,
-  throughput and the machine's state during it (steal, other processes' CPU load, CPU clock).
-- ``<name>_steps.csv``: one row per step (``process``, ``repeat``, ``step``); ``telemetry.csv``: the series.
+Files (``<name>.csv``, ``<name>_windows.csv``, ``<name>_steps.csv``, ``telemetry.csv``) and their columns:
+docs/outputs.md and docs/measurement.md.
 
 Every window is written as its process ends, so an interrupted run loses at most the process in flight and a
 rerun goes on from the processes it has.

@@ -8,27 +8,7 @@ L2 roofs; kernels ``read`` (bytes read) and ``triad`` (a = b + s*c: 2 reads + 1 
 read not counted, the STREAM convention). GPUs: torch copy and triad (bytes read + written), CUDA-graph replayed;
 the CUDA L2 also by one long kernel re-reading an L2-resident buffer (``l2_reread``, bytes read).
 
-``device_peaks.csv`` (one row per precision and memory level; measured rows first, the main-memory row of each
-precision before its cache rows):
-
-- ``device_name``, ``device_kind``, ``kind`` (measured | spec), ``precision``, ``threads``;
-- ``level``: l1, l2, l3 (CPU caches, innermost first; CUDA: l2) or the main memory, ``dram`` (CPU, MPS, GDDR GPUs)
-  or ``hbm`` (data-centre NVIDIA GPUs); ``capacity_mib``: the working set that level holds for one op (a private
-  cache counted once per thread using one; empty for main memory); ``cache_size_kib``: one cache's size;
-- ``peak_gflops``: the precision's compute roof (the same on every level), the best of ``peak_calls`` timed calls
-  of the winning FMA-bound kernel (matmul or conv); ``peak_gflops_median`` and ``peak_spread`` ((best - worst) /
-  median) of those calls; ``matmul_gflops``, ``matmul_gflops_median``, ``conv3x3_gflops``;
-- ``bandwidth_gbs``: that level's roof, the best rate among the sweep's working sets inside the level only (above
-  the previous level's capacity, up to its own), never another level's; ``bandwidth_kernel`` that won;
-  ``bandwidth_note``: non-empty when an inner level measured slower than an outer one (kept as measured);
-  ``ridge_flop_per_byte``; ``{kernel}_gbs``: each kernel at the largest working set;
-- ``source`` says how each was measured (kernel, sizes in the level, threads, best of N calls, byte-counting
-  convention) or where the spec figure comes from (a CPU's is derived from cores, ISA flags and its clock: the
-  maximum clock where the system tells it, else labelled a base clock that a measured rate can exceed).
-
-``bandwidth_sweep.csv``: every working set measured (``working_set_bytes``/``working_set_mib`` = the footprint of
-all threads' buffers, ``kernel``, ``bandwidth_gbs`` best and ``bandwidth_median_gbs`` of ``calls`` timed calls,
-``trials`` passes per call, ``bytes_per_call``, ``threads``, ``method`` with its byte convention, ``level``).
+The columns of ``device_peaks.csv`` and ``bandwidth_sweep.csv``: docs/outputs.md.
 """
 
 from __future__ import annotations
