@@ -87,7 +87,7 @@ def execute(
     os.environ[paths.RESOLVED_ENV] = paths.fingerprint(params_file)  # each notebook checks it (run.open_run)
     done = []
     timings = results.file(run_dir, "timings")
-    record = {r["notebook"]: _seconds(r.get("duration_s")) for r in timings.current()}
+    record = _record(run_dir)
     remaining = eta.Remaining(
         eta.expected_times(notebooks, record, budgets or {}, example, sibling), planned=planned
     )
@@ -603,23 +603,30 @@ def _estimate(p: params_mod.Params, params_file: Path, outputs: Path) -> int:
     device = devices.resolve(p.device) if here else p.device
     kind, name = devices.backend(device).kind, devices.device_name(device) if here else ""
     run_dir = outputs / (p.run_name or paths.default_run_name(kind))
-    record = {
-        r["notebook"]: _seconds(r.get("duration_s")) for r in results.file(run_dir, "timings").current()
-    }
     expected = eta.expected_times(
-        p.notebooks,
-        record,
-        eta.Budgets(p, kind, eta.params_device(p, kind, name, params_file.name)),
-        eta.example_record(p, kind, paths.repo_root() / eta.EXAMPLE_RUN),
-        eta.sibling_record(run_dir, params_file.name),
+        p.notebooks, _record(run_dir), **_estimate_sources(p, params_file, run_dir, kind, name)
     )
     print(f"cnnbench: expected times of {params_file.name} on {name or kind} (measures nothing)")
     for notebook, (seconds, source) in expected.items():
         print(f"{notebook:<16}{eta.duration(seconds):>8}  {source or 'no estimate'}")
     known = [s for s, _ in expected.values() if s is not None]
-    least = "at least " if len(known) < len(expected) else ""
-    print(f"{'total':<16}{eta.duration(sum(known)):>8}  {least}")
+    least = " (at least: a notebook has no estimate)" if len(known) < len(expected) else ""
+    print(f"{'total':<16}{eta.duration(sum(known)):>8}{least}")
     return 0
+
+
+def _estimate_sources(p: params_mod.Params, params_file: Path, run_dir: Path, kind: str, name: str) -> dict:
+    """What a run's expected times come from besides its own record (:func:`eta.expected_times`'s arguments)."""
+    return {
+        "budgets": eta.Budgets(p, kind, eta.params_device(p, kind, name, params_file.name)),
+        "example": eta.example_record(p, kind, paths.repo_root() / eta.EXAMPLE_RUN),
+        "sibling": eta.sibling_record(run_dir, params_file.name),
+    }
+
+
+def _record(run_dir: Path) -> dict:
+    """Seconds each notebook took in ``run_dir`` (its ``timings`` table), the latest time of each."""
+    return {r["notebook"]: _seconds(r.get("duration_s")) for r in results.file(run_dir, "timings").current()}
 
 
 def _execute_run(args, p, params_file: Path, overrides: dict, outputs: Path, run_dir: Path, note: str) -> int:
@@ -642,12 +649,10 @@ def _execute_run(args, p, params_file: Path, overrides: dict, outputs: Path, run
         from cnnbench import devices
 
         device = devices.resolve(p.device, p.expect_device)  # as run_name_for resolved it
-        kind = devices.backend(device).kind
-        budgets = eta.Budgets(
-            p, kind, eta.params_device(p, kind, devices.device_name(device), params_file.name)
+        sources = _estimate_sources(
+            p, params_file, run_dir, devices.backend(device).kind, devices.device_name(device)
         )
         planned = {name: eta.planned(p, name) for name in p.notebooks}
-        example = eta.example_record(p, kind, paths.repo_root() / eta.EXAMPLE_RUN)
         if ANALYSIS in p.notebooks:
             _forget_analysis(run_dir)
         partial = None if args.no_report else _PartialReports(run_dir, len(p.notebooks))
@@ -657,11 +662,9 @@ def _execute_run(args, p, params_file: Path, overrides: dict, outputs: Path, run
             run_dir,
             p.notebooks,
             p.cell_timeout_s,
-            budgets=budgets,
             planned=planned,
-            example=example,
-            sibling=eta.sibling_record(run_dir, params_file.name),
             on_done=partial,
+            **sources,
         )
         if ANALYSIS in p.notebooks:
             _record_analysis(run_dir, [run_dir])
