@@ -66,6 +66,22 @@ def test_leave_one_model_out_never_fits_on_the_held_out_model(monkeypatch):
     assert (out.low_img_s <= out.predicted_img_s).all() and (out.predicted_img_s <= out.high_img_s).all()
 
 
+def test_a_fit_is_kept_in_the_cache_and_fitted_again_when_a_rate_changes(tmp_path, monkeypatch):
+    """Every 08 fitted the seeds' rows again (600 Adam steps per fit, ten fits: 4 of 08's 15 s over the example);
+    a fit of the same rows is read back, and a changed rate is fitted again."""
+    import torch
+
+    monkeypatch.setenv("CNNBENCH_CACHE", str(tmp_path))
+    rows = _planted()
+    first = predict.fit(rows, "cuda")
+    monkeypatch.setattr(torch.optim, "Adam", lambda *a, **k: pytest.fail("fitted again"))
+    assert predict.fit(rows.copy(), "cuda") == first
+    monkeypatch.undo()
+    monkeypatch.setenv("CNNBENCH_CACHE", str(tmp_path))
+    changed = predict.fit(rows.assign(rate_img_s=rows.rate_img_s * ([2] + [1] * (len(rows) - 1))), "cuda")
+    assert changed != first and changed.rows == first.rows == len(rows)
+
+
 def test_predict_json_answers_with_range_and_bound():
     proc = cli(
         "predict", "resnet18", "--device", "Tesla T4", "--image-size", "224", "--batch-size", "64", "--json"

@@ -117,11 +117,27 @@ class Fit:
 
 
 def fit(rows: pd.DataFrame, kind: str) -> Fit:
-    """Efficiencies and overhead minimising the squared log error of the step time (batch / rate) of ``rows``."""
+    """Efficiencies and overhead minimising the squared log error of the step time (batch / rate) of ``rows``;
+    kept in the workbook's cache, keyed by the fit's inputs (every row's op counts, roofs and step time), its
+    settings, torch's version and this module's code."""
+    import hashlib
+    from pathlib import Path
+
     import torch
+
+    from cnnbench import paths
 
     stacked, n = _stack(rows), len(rows)
     target = torch.log(torch.tensor((rows.batch_size / rows.rate_img_s).to_numpy(float)))
+    inputs = hashlib.sha256(b"".join(t.numpy().tobytes() for t in (*stacked, target))).hexdigest()
+    names = tuple(sorted(set(rows.model)))
+    key = [kind, names, n, inputs, torch.__version__, Path(__file__).read_text()]
+    return paths.cached("fit", key, lambda: Fit(kind, *_fitted_params(stacked, n, target), n, names))
+
+
+def _fitted_params(stacked, n: int, target) -> tuple[tuple[float, ...], float]:
+    import torch
+
     theta = torch.log(
         torch.tensor([START[0]] * len(CLASSES) + [START[1]], dtype=torch.float64)
     ).requires_grad_()
@@ -132,7 +148,7 @@ def fit(rows: pd.DataFrame, kind: str) -> Fit:
         ((error**2).mean() + SHRINK * ((theta[:-1] - theta[:-1].mean()) ** 2).mean()).backward()
         opt.step()
     v = theta.detach().exp().tolist()
-    return Fit(kind, tuple(v[:-1]), v[-1], n, tuple(sorted(set(rows.model))))
+    return tuple(v[:-1]), v[-1]
 
 
 def predict(rows: pd.DataFrame, f: Fit | None) -> pd.DataFrame:
