@@ -114,6 +114,16 @@ def smoke_run():
 
 
 @pytest.fixture
+def sparse_sweep(monkeypatch):
+    """The CPU bandwidth sweep over every third working set and the largest, for tests of what a measurement of the
+    roofs writes: each memory level keeps working sets of its own, in a third of the time."""
+    from cnnbench.devices.cpu import CpuBackend
+
+    sizes = CpuBackend.sweep_sizes
+    monkeypatch.setattr(CpuBackend, "sweep_sizes", lambda *a: sorted({*(s := sizes(*a))[::3], s[-1]}))
+
+
+@pytest.fixture
 def write_yaml(tmp_path):
     """Write a params file into the test's temporary folder and return its path."""
 

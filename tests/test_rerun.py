@@ -74,10 +74,15 @@ def test_cnnbench_report_rebuilds_a_copied_run_and_the_combined_report_without_m
     assert (outputs / "a" / "report.html").is_file() and (outputs / "report.html").is_file()
     assert _measured_files(outputs / "a") == before
     assert not (outputs / "b" / "report.html").exists()
-    assert pipeline.main(["report", "--run-name", "b", "--outputs", str(outputs)]) == 0
-    assert (outputs / "b" / "report.html").is_file()
     out = capsys.readouterr().out
     assert "nothing is measured" in out and "combined report of 2 runs" in out
+    # named instead of given as a path: its report is rebuilt, and 08 and the combined analysis, whose inputs are
+    # unchanged, are kept
+    (outputs / "a" / "report.html").unlink()
+    assert pipeline.main(["report", "--run-name", "a", "--outputs", str(outputs)]) == 0
+    assert (outputs / "a" / "report.html").is_file() and not (outputs / "b" / "report.html").exists()
+    out = capsys.readouterr().out
+    assert "a: 08_analysis kept" in out and "08_analysis done" not in out, out
 
 
 @pytest.mark.parametrize("how", ["missing", "not_a_run", "failed"])
@@ -218,7 +223,7 @@ def _producers(run_dir, monkeypatch, overrides=None) -> dict:
 
 @pytest.mark.slow
 def test_an_identical_rerun_of_04_to_07_measures_nothing_and_a_changed_key_only_what_it_changes(
-    tmp_path, monkeypatch, capsys
+    tmp_path, monkeypatch, capsys, sparse_sweep
 ):
     """Issue 20: a smoke run took 4m46s and its identical rerun 5m43s: 04, 05 and 06 measured everything
     again and overwrote their CSVs."""
