@@ -41,6 +41,9 @@ def pytest_configure(config):
     if not os.environ.get("PYTEST_XDIST_WORKER"):  # the session's first process: its workers inherit it
         os.environ[SHARED_ENV] = tempfile.mkdtemp(prefix="cnnbench-tests-")
         os.environ["CNNBENCH_CACHE"] = os.path.join(os.environ[SHARED_ENV], "cache")  # op counts (predict)
+        # one thread per process unless a test or a run sets its threads: the -n workers each have a core, and a
+        # worker's torch ops spread over every core fought the other worker and the smoke run for them
+        os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 
 def pytest_collection_modifyitems(config, items):
