@@ -25,6 +25,11 @@ from pathlib import Path
 PORT, TOKEN = 8899, "cnnbench-click"
 
 
+def held_outputs(outputs: Path, shots: Path) -> list[Path]:
+    """What a click clears from ``outputs``: all but the screenshots and the clone's own dotfiles (.gitkeep)."""
+    return sorted(p for p in outputs.glob("*") if p != shots and not p.name.startswith("."))
+
+
 def wait(cond, timeout: float, what: str):
     start = time.time()
     while time.time() - start < timeout:
@@ -106,7 +111,7 @@ def main() -> int:
     if not (root / "notebooks" / "08_analysis.ipynb").is_file():
         sys.exit(f"{root} is not a clone of the workbook (no notebooks/08_analysis.ipynb)")
     shots = root / "outputs" / "click_explorer"
-    held = sorted(p.name for p in (root / "outputs").glob("*") if p != shots)
+    held = [p.name for p in held_outputs(root / "outputs", shots)]
     if held and not args.clear_outputs:
         sys.exit(
             f"{root / 'outputs'} holds {', '.join(held[:5])}{' ...' if len(held) > 5 else ''}: each click starts "
@@ -115,9 +120,8 @@ def main() -> int:
     shots.mkdir(parents=True, exist_ok=True)
     failed = 0
     for i in range(args.repeat):
-        for old in (root / "outputs").glob("*"):
-            if old != shots:
-                shutil.rmtree(old) if old.is_dir() else old.unlink()
+        for old in held_outputs(root / "outputs", shots):
+            shutil.rmtree(old) if old.is_dir() else old.unlink()
         # 08 refuses to open without a run (run.NoRuns): 00_setup makes the run local.yaml names, measuring nothing
         subprocess.run(
             [
