@@ -8,7 +8,7 @@ import pytest
 
 import cnnbench
 from cnnbench import run as run_mod
-from conftest import ROOT, run_pipeline
+from conftest import ROOT, fewer_working_sets, run_pipeline
 
 SMOKE = ROOT / "params" / "smoke.yaml"
 
@@ -162,7 +162,6 @@ def _producers(run_dir, monkeypatch, overrides=None) -> dict:
     import pandas as pd
 
     from cnnbench import results, roofline, steps, transfer, tuning
-    from cnnbench.devices.cpu import CpuBackend
     from cnnbench.roofline import peaks
     from cnnbench.scaling import launch
     from cnnbench.scratch import experiment
@@ -172,9 +171,7 @@ def _producers(run_dir, monkeypatch, overrides=None) -> dict:
 
     calls: dict = {}
     _counting(monkeypatch, calls, peaks, "measure", key=lambda *_: "peaks")
-    # the roofs from the sweep's three smallest working sets (what is kept or measured again is the same)
-    sizes = CpuBackend.sweep_sizes
-    monkeypatch.setattr(CpuBackend, "sweep_sizes", lambda *a: sizes(*a)[:3])
+    fewer_working_sets(monkeypatch, lambda s: s[:3])  # what is kept or measured again is the same
     _counting(monkeypatch, calls, roofline, "profile_layers")
     for name in ("train_cnn", "train_mlp"):  # by backend: the absent GPU backends are tried again (no work)
         _counting(

@@ -58,13 +58,15 @@ def outputs_root() -> Path:
     return repo_root() / "outputs"
 
 
-def cached(kind: str, key, compute):
+def cached(kind: str, key, compute, code=()):
     """``compute()``, kept in the workbook's cache ($CNNBENCH_CACHE, else $XDG_CACHE_HOME/cnnbench or
-    ~/.cache/cnnbench) under ``kind`` and a hash of ``repr(key)``, and read back from there while the key is the
-    same; a missing or unreadable file is computed again."""
+    ~/.cache/cnnbench) under ``kind`` and a hash of ``repr(key)`` and the source of the ``code`` modules (a change
+    to the code computing it is a new key), and read back from there while both are the same; a missing or
+    unreadable file is computed again."""
     import hashlib
     import pickle
 
+    key = [key, *(Path(m.__file__).read_text() for m in code)]
     env = os.environ.get
     folder = Path(env("CNNBENCH_CACHE") or Path(env("XDG_CACHE_HOME", "~/.cache")) / "cnnbench").expanduser()
     path = folder / f"{kind}-{hashlib.sha256(repr(key).encode()).hexdigest()[:20]}"

@@ -121,7 +121,7 @@ def fit(rows: pd.DataFrame, kind: str) -> Fit:
     kept in the workbook's cache, keyed by the fit's inputs (every row's op counts, roofs and step time), its
     settings, torch's version and this module's code."""
     import hashlib
-    from pathlib import Path
+    import sys
 
     import torch
 
@@ -131,8 +131,11 @@ def fit(rows: pd.DataFrame, kind: str) -> Fit:
     target = torch.log(torch.tensor((rows.batch_size / rows.rate_img_s).to_numpy(float)))
     inputs = hashlib.sha256(b"".join(t.numpy().tobytes() for t in (*stacked, target))).hexdigest()
     names = tuple(sorted(set(rows.model)))
-    key = [kind, names, n, inputs, torch.__version__, Path(__file__).read_text()]
-    return paths.cached("fit", key, lambda: Fit(kind, *_fitted_params(stacked, n, target), n, names))
+
+    def compute() -> Fit:
+        return Fit(kind, *_fitted_params(stacked, n, target), n, names)
+
+    return paths.cached("fit", [kind, names, n, inputs, torch.__version__], compute, (sys.modules[__name__],))
 
 
 def _fitted_params(stacked, n: int, target) -> tuple[tuple[float, ...], float]:

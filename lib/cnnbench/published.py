@@ -19,7 +19,6 @@ import math
 import re
 from collections.abc import Iterator
 from importlib import resources
-from pathlib import Path
 
 import pandas as pd
 
@@ -602,8 +601,9 @@ def _gflop(model: str, size: int, classes: int, phase: str) -> float:
         train = phase == "train"
         return flops.train_flops(net.train(), x, classes) if train else flops.forward_flops(net.eval(), x)
 
-    code = [Path(m.__file__).read_text() for m in (flops, models)]
-    return paths.cached("gflop", [model, size, classes, phase, torch.__version__, *code], count) / 1e9
+    return (
+        paths.cached("gflop", [model, size, classes, phase, torch.__version__], count, (flops, models)) / 1e9
+    )
 
 
 @functools.cache

@@ -7,7 +7,6 @@ from __future__ import annotations
 import sys
 from collections import defaultdict
 from dataclasses import dataclass
-from pathlib import Path
 
 import pandas as pd
 import torch
@@ -113,8 +112,8 @@ def count_step(
     args = (model_name, batch_size, image_size, num_classes, phase, precision, device, lr, momentum)
     if torch.device(device).type != "meta":
         return _count_step(*args)
-    code = [Path(m.__file__).read_text() for m in (flops, models, sys.modules[__name__])]
-    return paths.cached("step", [*args, torch.__version__, *code], lambda: _count_step(*args))
+    code = (flops, models, sys.modules[__name__])
+    return paths.cached("step", [*args, torch.__version__], lambda: _count_step(*args), code)
 
 
 def _count_step(model_name, batch_size, image_size, num_classes, phase, precision, device, lr, momentum):
