@@ -376,6 +376,22 @@ def test_telemetry_legends_give_each_colour_and_style_one_label_and_no_axis_labe
             assert panel.y0 - 2 <= label.y0 and label.y1 <= panel.y1 + 2, ax.get_ylabel()
 
 
+def test_the_timelines_core_legend_sits_beside_its_panel_never_over_the_data(tmp_path):
+    """The example's telemetry_timeline.png put its 'core 0 / core 1' legend in the top panel's upper right, on the
+    lines at 100%."""
+    from cnnbench.measure import telemetry
+    from conftest import ROOT
+
+    df = telemetry.read(ROOT / "examples" / "example-cpu-2core" / "telemetry.csv", source="scenario_a")
+    fig = plots.telemetry_timeline(df, tmp_path / "t.png")
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    legends = [(ax, ax.get_legend()) for ax in fig.axes if ax.get_legend()]
+    assert legends
+    for ax, legend in legends:
+        assert legend.get_window_extent(renderer).x0 >= ax.get_window_extent(renderer).x1 - 1
+
+
 def test_no_roof_of_the_device_roofline_lies_under_another():
     """The example's roofline_device.png drew each cache level's slope once per precision: fp32's dotted roofs lay
     under bf16's (the same bandwidth) and showed only where they met fp32's flat roof. A level's slope is drawn

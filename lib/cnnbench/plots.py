@@ -713,7 +713,8 @@ def telemetry_timeline(df: pd.DataFrame, path: str | Path | None = None, max_met
             ax.plot(gi.run_t_s, gi.value, lw=0.9, label=label)
         ax.set_ylabel(axis_label(metric, wrap=True), fontsize=8)
         if g.device_index.notna().any() and g.device_index.nunique() <= 16:
-            ax.legend(fontsize=6, ncol=8, loc="upper right")
+            # beside the panel, never over its data
+            ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1.0))
         if len(ends) <= 60:
             for x in pd.Series(offsets).values[1:]:
                 ax.axvline(x, color="grey", lw=0.4)
