@@ -13,6 +13,7 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -113,16 +114,35 @@ def test_every_colab_cell_installs_through_the_kernel_safe_script():
     assert "pip" not in cell.replace("tools/colab_install.py", "")
 
 
-def test_constraints_pin_every_installed_distribution():
+def _tool():
     sys.path.insert(0, str(ROOT / "tools"))
     try:
         import colab_install
     finally:
         sys.path.remove(str(ROOT / "tools"))
-    lines = colab_install.constraints().splitlines()
+    return colab_install
+
+
+def test_constraints_pin_every_installed_distribution():
+    lines = _tool().constraints().splitlines()
     assert f"torch=={importlib.metadata.version('torch')}" in lines
     assert f"pytest=={importlib.metadata.version('pytest')}" in lines
     assert all(re.fullmatch(r"[a-z0-9-]+==\S+", line) for line in lines)
+
+
+def test_the_install_leaves_no_constraints_file_behind(tmp_path, monkeypatch):
+    """The constraints file pip read stayed in /tmp (cnnbench-kernel-*.txt) after every install."""
+    colab_install, given = _tool(), []
+
+    def pip(cmd, check):
+        given.append(Path(cmd[cmd.index("-c") + 1]).read_text())
+        return subprocess.CompletedProcess(cmd, 0)
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setattr(colab_install.subprocess, "run", pip)
+    assert colab_install.main([str(ROOT)]) == 0
+    assert len(given) == 1 and f"torch=={importlib.metadata.version('torch')}" in given[0].splitlines()
+    assert list(tmp_path.iterdir()) == []
 
 
 @pytest.mark.colab

@@ -52,10 +52,11 @@ def constraints() -> str:
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     repo = Path(args[0]) if args else Path(__file__).resolve().parents[1]
-    with tempfile.NamedTemporaryFile("w", prefix="cnnbench-kernel-", suffix=".txt", delete=False) as f:
-        f.write(constraints())
-    cmd = [sys.executable, "-m", "pip", "install", "-q", "-c", f.name, str(repo)]
-    return subprocess.run(cmd, check=False).returncode
+    with tempfile.TemporaryDirectory(prefix="cnnbench-kernel-") as folder:
+        pins = Path(folder) / "constraints.txt"
+        pins.write_text(constraints())
+        cmd = [sys.executable, "-m", "pip", "install", "-q", "-c", str(pins), str(repo)]
+        return subprocess.run(cmd, check=False).returncode
 
 
 if __name__ == "__main__":
