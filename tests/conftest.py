@@ -1,5 +1,6 @@
 import contextlib
 import fcntl
+import functools
 import json
 import os
 import shutil
@@ -35,6 +36,7 @@ def run_pipeline(*args, env=None, cwd=ROOT, timeout=1800) -> subprocess.Complete
 # The folder the processes of one test session share (pytest-xdist's workers and their controller): the smoke run.
 SHARED_ENV = "CNNBENCH_TEST_SESSION_DIR"
 SMOKE_RECORD = "smoke_run.json"  # [args, returncode, stdout, stderr] of the shared smoke run, once it ended
+SMOKE_READERS = "smoke_readers.json"  # the node ids of the tests that read it
 
 
 def pytest_configure(config):
@@ -48,8 +50,39 @@ def pytest_configure(config):
 
 def pytest_collection_modifyitems(config, items):
     """The slow tests first and the readers of the shared smoke run last (it runs meanwhile), so that the
-    workers (`-n`, one test at a time each: `--maxschedchunk 1`) finish together."""
+    workers (`-n`, one test at a time each: `--maxschedchunk 1`) finish together. The readers' names go to the
+    session's folder, for the scheduler (:func:`pytest_xdist_make_scheduler`)."""
     items.sort(key=lambda item: ("smoke_run" in item.fixturenames, not item.get_closest_marker("slow")))
+    if SHARED_ENV in os.environ:
+        readers = Path(os.environ[SHARED_ENV]) / SMOKE_READERS
+        mine = readers.with_name(f"{readers.name}.{os.getpid()}")
+        mine.write_text(json.dumps([i.nodeid for i in items if "smoke_run" in i.fixturenames]))
+        mine.replace(readers)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """xdist's load scheduling (in collection order), except that the readers of the shared smoke run are held
+    back until it has ended and sent first once it has: a worker sent one earlier would wait for it with its core
+    idle, and readers left to the end of the order kept one worker busy long after the other had finished."""
+    from xdist.scheduler import LoadScheduling
+
+    shared = Path(os.environ[SHARED_ENV])
+
+    class SmokeReadersWhenReady(LoadScheduling):
+        @functools.cached_property
+        def readers(self) -> set[str]:
+            return set(json.loads((shared / SMOKE_READERS).read_text()))
+
+        def _send_tests(self, node, num):
+            ready = (shared / SMOKE_RECORD).exists()
+            first = [i for i in self.pending if (self.collection[i] in self.readers) == ready]
+            self.pending[:] = first + [
+                i for i in self.pending if (self.collection[i] in self.readers) != ready
+            ]
+            super()._send_tests(node, num)
+
+    return SmokeReadersWhenReady(config, log)
 
 
 def pytest_collection_finish(session):
