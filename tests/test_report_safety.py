@@ -46,17 +46,30 @@ def _pipeline_state_restored(monkeypatch):
     monkeypatch.setenv("CNNBENCH_ROOT", str(ROOT))
 
 
-def _copy(target):
+def _copy(target, source=EXAMPLE):
     shutil.copytree(
-        EXAMPLE, target, ignore=shutil.ignore_patterns("report.html", "trace_*", "ddp", "*.inputs.json")
+        source, target, ignore=shutil.ignore_patterns("report.html", "trace_*", "ddp", "*.inputs.json")
     )
     return target
 
 
-def _hostile(target):
-    """The example run with every text field a browser could run: environment.json, params.json, CSV cells, the
-    executed notebooks' markdown, and the folder's own name."""
-    run = _copy(target)
+def _user_run(source, target):
+    """A copy of the shared smoke run that combined reports merge (a user's run: not made from smoke.yaml)."""
+    run = _copy(target, source)
+    results.write_json(
+        run / "params.json", {**results.read_json(run / "params.json"), "params_file": "mine.yaml"}
+    )
+    return run
+
+
+def _hostile(source, target):
+    """A copy of ``source`` with every text field a browser could run: environment.json, params.json, CSV cells,
+    the executed notebooks' markdown, and the folder's own name."""
+    run = _copy(target, source)
+    if not (
+        run / "epochs.csv"
+    ).exists():  # the smoke run measures no whole epochs: the example's rows stand in
+        shutil.copy(EXAMPLE / "epochs.csv", run / "epochs.csv")
     env = results.read_json(run / "environment.json")
     results.write_json(
         run / "environment.json",
@@ -99,13 +112,14 @@ def _hostile(target):
 
 
 @pytest.mark.slow
-def test_a_report_runs_no_script_from_any_run_folder_it_merged(tmp_path, capsys):
+def test_a_report_runs_no_script_from_any_run_folder_it_merged(smoke_run, tmp_path, capsys):
     """Issue 30: `device_name: <script>alert('x')</script>` in a copied run folder's environment.json reached
     report.html raw (`measured on <strong><script>...`), and so the browser of whoever opened it."""
     outputs = tmp_path / "outputs"
-    _copy(outputs / "mine")
-    hostile = _hostile(outputs / "h<script>alert(1)")
+    _user_run(smoke_run[0], outputs / "mine")
+    hostile = _hostile(smoke_run[0], outputs / "h<script>alert(1)")
     assert pipeline.main(["report", str(hostile)]) == 0, capsys.readouterr().err
+    assert "2 runs compared" in (outputs / "report.html").read_text()
     for page in (hostile / "report.html", outputs / "report.html"):
         html = page.read_text()
         assert "<script>alert" not in html and "<img src=x" not in html and "alert(3)" not in html, page

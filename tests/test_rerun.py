@@ -58,17 +58,21 @@ def _measured_files(run_dir):
 
 
 @pytest.mark.slow
-def test_cnnbench_report_rebuilds_a_copied_run_and_the_combined_report_without_measuring(tmp_path, capsys):
+def test_cnnbench_report_rebuilds_a_copied_run_and_the_combined_report_without_measuring(
+    smoke_run, tmp_path, capsys
+):
     """Issue 20: copying another machine's run into outputs/ and rebuilding its report and the combined report
     measures nothing: 08 is executed again over what is on disk, the measured CSVs stay byte for byte."""
     import shutil
 
-    from cnnbench import pipeline
+    from cnnbench import pipeline, results
 
     outputs = tmp_path / "outputs"
-    for name in ("a", "b"):
-        shutil.copytree(ROOT / "examples" / "example-cpu-2core", outputs / name)
+    for name in ("a", "b"):  # two user runs (not made from smoke.yaml: the combined report merges them)
+        shutil.copytree(smoke_run[0], outputs / name)
         (outputs / name / "report.html").unlink()
+        prm = results.read_json(outputs / name / "params.json")
+        results.write_json(outputs / name / "params.json", {**prm, "params_file": "mine.yaml"})
     before = _measured_files(outputs / "a")
     assert pipeline.main(["report", str(outputs / "a")]) == 0
     assert (outputs / "a" / "report.html").is_file() and (outputs / "report.html").is_file()
