@@ -2,6 +2,8 @@
 a time, a failed rerun that leaves a marker instead of a stale report, Ctrl-C in one line, and a console with
 one progress line per configuration and none of the kernels' chatter."""
 
+import contextlib
+import io
 import os
 import subprocess
 import sys
@@ -25,14 +27,16 @@ def _machinery_loggers_restored(monkeypatch):
         monkeypatch.setattr(logging.getLogger(name), "disabled", False)
 
 
-def cli(*args):
-    return subprocess.run(
-        [sys.executable, "-m", "cnnbench.pipeline", *args],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=300,
-    )
+def cli(*args) -> subprocess.CompletedProcess:
+    """``cnnbench *args`` in this process, its exit status and console captured (a process of its own costs
+    seconds of imports; test_pipeline's bad-params test runs the real command's refusal in one)."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = pipeline.main(list(args))
+        except SystemExit as exit:
+            code = exit.code
+    return subprocess.CompletedProcess(args, code, out.getvalue(), err.getvalue())
 
 
 def refused(proc, text):
@@ -76,7 +80,7 @@ def test_set_errors_name_set_and_a_folder_is_not_a_params_file(tmp_path):
 
 def test_second_writer_of_a_run_refuses_in_one_line(tmp_path):
     (tmp_path / "smoke").mkdir()
-    (tmp_path / "smoke" / ".lock").write_text(f"{os.getpid()}\n")  # this test process: alive, not the CLI
+    (tmp_path / "smoke" / ".lock").write_text(f"{os.getppid()}\n")  # this test's parent: alive, not the CLI
     refused(cli("--params", str(SMOKE), "--outputs", str(tmp_path)), "is being written by process")
 
 
