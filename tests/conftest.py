@@ -159,10 +159,19 @@ def fewer_working_sets(monkeypatch, pick) -> None:
 
 
 @pytest.fixture
-def sparse_sweep(monkeypatch):
-    """Every third working set of the sweep and the largest: each memory level keeps working sets of its own, in
-    a third of the time."""
-    fewer_working_sets(monkeypatch, lambda s: sorted({*s[::3], s[-1]}))
+def small_last_cache(monkeypatch):
+    """The CPU's last cache reported at 8 MiB (or twice the level below it), so that the bandwidth sweep ends at
+    4x that: each memory level, main memory too, keeps working sets of its own, and the sweep takes seconds."""
+    from cnnbench.devices.cpu import CpuBackend
+
+    levels = CpuBackend.cache_levels
+
+    def capped(self, *args, **kwargs):
+        *inner, last = levels(self, *args, **kwargs)
+        cap = max([8 * 2**20, *(2 * lv["capacity_bytes"] for lv in inner)])
+        return [*inner, {**last, "capacity_bytes": min(last["capacity_bytes"], cap)}]
+
+    monkeypatch.setattr(CpuBackend, "cache_levels", capped)
 
 
 @pytest.fixture

@@ -665,7 +665,7 @@ def test_plots_write_files(tmp_path):
 
 
 @pytest.mark.slow
-def test_peak_measurement_restores_threads_and_reports_spread(sparse_sweep):
+def test_peak_measurement_restores_threads_and_reports_spread(small_last_cache):
     before = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
