@@ -342,18 +342,24 @@ def test_an_identical_rerun_says_in_each_notebook_what_it_kept(smoke_run, tmp_pa
     file, that everything was kept and nothing measured."""
     import shutil
 
+    import pandas as pd
+
     shutil.copytree(smoke_run[0], tmp_path / "smoke")
+    before = pd.read_csv(tmp_path / "smoke" / "scenario_a.csv").timestamp.tolist()
     proc = run_pipeline(
         "--params",
         SMOKE,
         "--outputs",
         tmp_path,
         "--set",
-        "notebooks=[02_scenario_a, 05_backends]",
+        "notebooks=[00_setup, 02_scenario_a, 05_backends]",  # 00 first, as a whole rerun starts
         "--no-report",
         timeout=900,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert (
+        pd.read_csv(tmp_path / "smoke" / "scenario_a.csv").timestamp.tolist() == before
+    )  # no row written again
     first, second = smoke_run[1].stdout, proc.stdout
     assert "kept 0 of 4 configurations from scenario_a.csv; measured 4" in first
     assert "kept 4 of 4 configurations from scenario_a.csv; measured 0" in second
