@@ -44,8 +44,11 @@ def pytest_configure(config):
         os.environ[SHARED_ENV] = tempfile.mkdtemp(prefix="cnnbench-tests-")
         os.environ["CNNBENCH_CACHE"] = os.path.join(os.environ[SHARED_ENV], "cache")  # op counts (predict)
         # one thread per process unless a test or a run sets its threads: the -n workers each have a core, and a
-        # worker's torch ops spread over every core fought the other worker and the smoke run for them
+        # worker's torch ops spread over every core fought the other worker and the smoke run for them; where a
+        # test does measure on several threads, a thread waiting at a barrier sleeps instead of spinning on a core
+        # that another process of the session needs (a 2-thread roof measurement took 3x its CPU time spinning)
         os.environ.setdefault("OMP_NUM_THREADS", "1")
+        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 
 def pytest_collection_modifyitems(config, items):
