@@ -62,7 +62,8 @@ def cached(kind: str, key, compute, code=()):
     """``compute()``, kept in the workbook's cache ($CNNBENCH_CACHE, else $XDG_CACHE_HOME/cnnbench or
     ~/.cache/cnnbench) under ``kind`` and a hash of ``repr(key)`` and the source of the ``code`` modules (a change
     to the code computing it is a new key), and read back from there while both are the same; a missing or
-    unreadable file is computed again."""
+    unreadable file is computed again. Processes asking for one entry at once compute it once: the others wait
+    and read it."""
     import hashlib
     import pickle
 
@@ -70,14 +71,15 @@ def cached(kind: str, key, compute, code=()):
     env = os.environ.get
     folder = Path(env("CNNBENCH_CACHE") or Path(env("XDG_CACHE_HOME", "~/.cache")) / "cnnbench").expanduser()
     path = folder / f"{kind}-{hashlib.sha256(repr(key).encode()).hexdigest()[:20]}"
-    try:
-        with path.open("rb") as f:
-            return pickle.load(f)
-    except Exception:  # noqa: BLE001 - computed again
-        value = compute()
     folder.mkdir(parents=True, exist_ok=True)
-    with replacing(path) as f:
-        pickle.dump(value, f)
+    with _serialized(path.with_name(f"{path.name}.lock")):
+        try:
+            with path.open("rb") as f:
+                return pickle.load(f)
+        except Exception:  # noqa: BLE001 - computed again
+            value = compute()
+        with replacing(path) as f:
+            pickle.dump(value, f)
     return value
 
 
@@ -196,14 +198,15 @@ def _alive(pid: int) -> bool:
 
 
 @contextlib.contextmanager
-def _serialized(folder: Path):
-    """Contenders for a lock in ``folder`` one at a time (flock on the folder, where there is one)."""
+def _serialized(target: Path):
+    """Contenders for ``target`` one at a time: flock on it (a folder, or a lock file, created if missing), where
+    there is flock."""
     try:
         import fcntl
     except ImportError:  # Windows
         yield
         return
-    fd = os.open(folder, os.O_RDONLY)
+    fd = os.open(target, os.O_RDONLY if target.is_dir() else os.O_RDONLY | os.O_CREAT, 0o644)
     try:
         with contextlib.suppress(OSError):  # a filesystem without flock (some FUSE mounts): not serialized
             fcntl.flock(fd, fcntl.LOCK_EX)
