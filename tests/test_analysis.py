@@ -853,3 +853,24 @@ def test_the_machine_finding_names_only_files_the_run_has(tmp_path):
     m = analysis.load(analysis.discover(tmp_path))
     rows = [f for f in findings._reproducibility_findings(m) if f["topic"] == "machine"]
     assert rows and rows[0]["source"] == "only02/scenario_a.csv"
+
+
+def test_an_analysis_computes_its_findings_and_predictions_once_and_again_after_a_table_changes(
+    tmp_path, monkeypatch
+):
+    """08 computed findings.csv three times (its cell, write_tables, the markdown) and the predictions four, 2 s of
+    every 08; a merged table replaced since is a new analysis."""
+    from cnnbench import predict
+
+    make_run(tmp_path, "first", "cpu", "Intel Core", {("resnet18", "train"): 10.0})
+    make_run(tmp_path, "second", "cpu", "Intel Core", {("resnet18", "train"): 11.0})
+    m = analysis.load(analysis.discover(tmp_path))
+    calls, real = [], predict.table
+    monkeypatch.setattr(predict, "table", lambda merged: calls.append(1) or real(merged))
+    first = analysis.findings_table(m)
+    analysis.findings_markdown(m)
+    written = analysis.write_tables(m, tmp_path)
+    assert len(calls) == 1 and analysis.findings(m) == first.finding.tolist()
+    assert pd.read_csv(written["findings"]).finding.tolist() == first.finding.tolist()
+    m.tables["scenario_a"] = m["scenario_a"].assign(throughput_img_s=20.0)
+    assert analysis.findings_table(m).finding.tolist() != first.finding.tolist() and len(calls) == 2

@@ -120,7 +120,12 @@ def _run_findings(run: str, ok: pd.DataFrame) -> list[dict]:
 
 
 def findings_table(m: Merged) -> pd.DataFrame:
-    """Findings, one computed sentence per row, per run, with the numbers each rests on."""
+    """Findings, one computed sentence per row, per run, with the numbers each rests on (computed once per
+    analysis: :meth:`Merged.once`)."""
+    return m.once("findings", _findings_table)
+
+
+def _findings_table(m: Merged) -> pd.DataFrame:
     out = []
     sa = m["scenario_a"]
     ok = configured(sa) if len(sa) else sa
@@ -167,7 +172,9 @@ def findings_table(m: Merged) -> pd.DataFrame:
         )
     out += _roofline_findings(m["roofline"]) + _sweep_findings(m["batch_sweep"])
     out += _reproducibility_findings(m)
-    out += _prediction_findings(predict.table(m)) if m.runs else []  # the seeds' verdicts beside a run's own
+    out += (
+        _prediction_findings(m.once("predictions", predict.table)) if m.runs else []
+    )  # the seeds' verdicts beside a run's own
     return pd.DataFrame(out, columns=COLUMNS)
 
 
@@ -294,7 +301,7 @@ def write_tables(m: Merged, run_dir: Path) -> dict[str, Path]:
         ("ratios", ratios(m)),
         ("findings", findings_table(m)),
         ("seed_corrections", published.corrections()),
-        ("predictions", predict.table(m)),
+        ("predictions", m.once("predictions", predict.table)),
     )
     for name, df in tables:
         path = run_dir / results.table(name).filename

@@ -34,9 +34,23 @@ class Merged:
     tables: dict[str, pd.DataFrame] = field(default_factory=dict)
     excluded: dict[str, str] = field(default_factory=dict)
     config_differences: pd.DataFrame = field(default_factory=pd.DataFrame)
+    derived: dict = field(default_factory=dict, repr=False, compare=False)  # what once() computed
 
     def __getitem__(self, name: str) -> pd.DataFrame:
         return self.tables.get(name, pd.DataFrame())
+
+    def once(self, name: str, compute) -> pd.DataFrame:
+        """``compute(self)`` (a copy of it), computed once while every merged table is the same object: a table
+        replaced since is a new analysis (one changed in place is not seen)."""
+        tables = tuple(self.tables.values())
+        kept = self.derived.get(name)
+        if (
+            kept is None
+            or len(kept[0]) != len(tables)
+            or any(a is not b for a, b in zip(kept[0], tables, strict=True))
+        ):
+            kept = self.derived[name] = (tables, compute(self))
+        return kept[1].copy()
 
 
 def _json_object(path: Path) -> dict:
