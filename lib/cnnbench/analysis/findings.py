@@ -172,9 +172,8 @@ def _findings_table(m: Merged) -> pd.DataFrame:
         )
     out += _roofline_findings(m["roofline"]) + _sweep_findings(m["batch_sweep"])
     out += _reproducibility_findings(m)
-    out += (
-        _prediction_findings(m.once("predictions", predict.table)) if m.runs else []
-    )  # the seeds' verdicts beside a run's own
+    if m.runs:  # the seeds' verdicts beside a run's own
+        out += _prediction_findings(m.once("predictions", predict.table))
     return pd.DataFrame(out, columns=COLUMNS)
 
 
