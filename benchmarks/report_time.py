@@ -151,9 +151,7 @@ def main() -> None:
             shutil.copytree(run_dir, args.keep)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    old = results.frame(results.read_rows(out)) if out.is_file() else pd.DataFrame()
-    every = pd.concat([old, pd.DataFrame([row])], ignore_index=True)
-    results.atomic_write_text(out, every.to_csv(index=False))
+    results.write_rows(out, [*(results.read_rows(out) if out.is_file() else []), row])
     print(
         f"report_time: {row['wall_s']:.0f} s in all ({row['before_notebooks_s']:.0f} s before the first notebook), "
         f"first trusted number {row['first_trusted_s']:.0f} s after it; {row['within_10pct']} of "

@@ -22,12 +22,10 @@ import tempfile
 import time
 from pathlib import Path
 
-import pandas as pd
-
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "lib"))
 
-from cnnbench import paths, results  # noqa: E402
+from cnnbench import envinfo, paths, results  # noqa: E402
 from cnnbench.devices import host  # noqa: E402
 
 # pytest's last line: "== 1 failed, 1054 passed, 5 skipped, 9 warnings in 395.80s (0:06:35) =="
@@ -45,15 +43,13 @@ def main() -> None:
     ap.add_argument("--label", default="", help="what this run is (fresh, old, ...)")
     ap.add_argument("--out", default=str(paths.outputs_root() / "benchmarks" / "test_time.csv"))
     args = ap.parse_args()
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "CNNBENCH_CACHE")}
     install = pytest_s = float("nan")
     summary = ""
     with tempfile.TemporaryDirectory() as tmp:
         clone = Path(tmp) / "clone"
-        env["TORCHINDUCTOR_CACHE_DIR"] = (
-            f"{tmp}/inductor"  # torch.compile's cache empty, as on a fresh machine
-        )
+        # torch.compile's cache empty, as on a fresh machine
+        env["TORCHINDUCTOR_CACHE_DIR"] = f"{tmp}/inductor"
         subprocess.run(["git", "clone", "-q", str(ROOT), str(clone)], check=True)
         t0 = time.perf_counter()
         with subprocess.Popen(
@@ -73,7 +69,7 @@ def main() -> None:
         wall = time.perf_counter() - t0
     row = {
         "label": args.label,
-        "commit": commit.stdout.strip(),
+        "commit": (envinfo.git_commit()["git_commit"] or "")[:7],
         "cpu_model": host.cpu_model(),
         "cpus": os.cpu_count(),
         "timestamp": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
@@ -85,10 +81,7 @@ def main() -> None:
     }
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    old = results.frame(results.read_rows(out)) if out.is_file() else pd.DataFrame()
-    results.atomic_write_text(
-        out, pd.concat([old, pd.DataFrame([row])], ignore_index=True).to_csv(index=False)
-    )
+    results.write_rows(out, [*(results.read_rows(out) if out.is_file() else []), row])
     print(
         f"test_time: {wall:.0f} s in all ({install:.0f} s installing, pytest {pytest_s:.0f} s): {summary}; "
         f"exit {p.returncode}; wrote {out}"

@@ -1,0 +1,28 @@
+"""The benchmarks' readings of a console: what they record is what the console said."""
+
+import importlib.util
+
+from conftest import ROOT
+
+
+def _load(name: str):
+    spec = importlib.util.spec_from_file_location(f"bench_{name}", ROOT / "benchmarks" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_test_time_reads_pytests_last_line():
+    bench = _load("test_time")
+    line = "====== 1 failed, 1054 passed, 5 skipped, 9 warnings in 395.80s (0:06:35) ======="
+    summary, seconds = bench.SUMMARY.search(line).groups()
+    assert float(seconds) == 395.8
+    assert bench.counts(summary) == {"passed": 1054, "failed": 1, "skipped": 5, "errors": 0}
+    assert bench.counts("1061 passed in 373.30s") == {"passed": 1061, "failed": 0, "skipped": 0, "errors": 0}
+
+
+def test_report_time_trusts_only_a_resnet_training_rate_within_ten_percent():
+    bench = _load("report_time")
+    assert bench.first_trusted("resnet18 train bs=128 fp32: 239.5 +- 14.2 img/s over 3 processes (processes)")
+    assert not bench.first_trusted("resnet18 train bs=128 fp32: 239.5 +- 30.0 img/s over 3 processes")
+    assert not bench.first_trusted("mnist_cnn train bs=512 fp32: 26,570 +- 420 img/s over 3 processes")
