@@ -110,6 +110,24 @@ def test_a_worker_that_dies_or_raises_is_a_row():
     assert worker.call_isolated(dict, {"a": 1}, device=torch.device("cpu")) == {"a": 1, "isolation": "worker"}
 
 
+def _start_method() -> dict:
+    import multiprocessing
+
+    return {"start_method": multiprocessing.get_start_method()}
+
+
+def test_a_worker_starts_processes_as_its_caller_does():
+    # 02's epochs timed each DataLoader's start-up at 2 s in a worker, 0.06 s in the caller: the worker had
+    # inherited the forkserver method of the harness, so each loader started a server of its own (a fresh Python
+    # importing torch) before its first batch, a cost no user's script pays
+    import multiprocessing
+
+    from cnnbench.measure import worker
+
+    row = worker.call_isolated(_start_method, device=torch.device("cpu"))
+    assert row["start_method"] == multiprocessing.get_start_method()
+
+
 def test_epochs_rerun_with_another_image_cap_measures_new_rows(tmp_path):
     overrides = {"epoch_mode": True, "max_batches": 0, "models": ["mnist_cnn"], "epoch_images": 32}
     first = scenarios.epochs(cnnbench.open_run(SMOKE, overrides, tmp_path / "run"))

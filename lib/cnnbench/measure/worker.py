@@ -71,9 +71,6 @@ def _test_hook(model: str, hooks: str) -> None:
 
 def _job(cfg, device_spec: str, p, dataset, hooks: str, known_flops, conn) -> None:
     """The worker's body: take the device, measure, send the row back."""
-    paths.die_with_parent()  # a worker never outlives its forkserver (and so its kernel and its run)
-    # Ctrl-C is the parent's: it kills the worker, no 2nd traceback
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
     if known_flops is not None:
         engine._FLOPS[(cfg.model, cfg.image_size, cfg.num_classes)] = known_flops
     device = torch.device(device_spec)
@@ -102,12 +99,25 @@ def measure_isolated(cfg: engine.Config, device: torch.device, p, dataset=None) 
     return row if row is not None else engine.crashed(cfg, device, p, exitcode)
 
 
+def _entered(target, start_method: str | None, *args) -> None:
+    """A worker's entry: it dies with its parent, leaves Ctrl-C to it, and starts processes of its own (a
+    DataLoader's) as its caller would, not by the harness's method (a forkserver child would start a server of its
+    own, a fresh Python importing torch, inside every loader's start-up; None: the platform's default); then
+    ``target(*args)``."""
+    paths.die_with_parent()  # a worker never outlives its forkserver (and so its kernel and its run)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C kills the worker from the parent: no 2nd traceback
+    mp.set_start_method(start_method, force=True)
+    target(*args)
+
+
 def _in_worker(target, name: str, args: tuple) -> tuple[dict | None, int | None]:
     """``target(*args, conn)`` in a fresh worker process: (the row it sent, or None if it died; its exit code).
     Interrupted, the worker is killed, so it does not go on measuring on the same cores."""
     ctx = _context()
     receive, send = ctx.Pipe(duplex=False)
-    proc = ctx.Process(target=target, name=name, args=(*args, send))
+    proc = ctx.Process(
+        target=_entered, name=name, args=(target, mp.get_start_method(allow_none=True), *args, send)
+    )
     with _main_not_rerun():
         proc.start()
     send.close()
@@ -130,9 +140,6 @@ def _in_worker(target, name: str, args: tuple) -> tuple[dict | None, int | None]
 
 def _call_job(fn, args: tuple, device_spec: str, threads: int, conn) -> None:
     """The body of a :func:`call_isolated` worker: set threads and device, call, send the row back."""
-    paths.die_with_parent()
-    # Ctrl-C is the parent's: it kills the worker, no 2nd traceback
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
     torch.set_num_threads(threads)
     device = torch.device(device_spec)
     devices.backend(device).enter_worker()
