@@ -275,9 +275,3 @@ def build_combined_report(outputs: Path, analysis_notebook: Path) -> tuple[Path,
         f"{_table(rows)}\n\n" + (f"Left out:\n\n{_table(left_out)}" if left_out else "No run was left out.")
     )
     return build([analysis_notebook], outputs / "report.html", "cnnbench: runs compared", header), len(runs)
-
-
-if __name__ == "__main__":  # the pipeline's partial report, built aside: RUN_DIR OF NOTEBOOK...
-    import sys
-
-    build_run_report(Path(sys.argv[1]), [Path(a) for a in sys.argv[3:]], of=int(sys.argv[2]))
