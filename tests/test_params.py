@@ -527,6 +527,25 @@ def test_at_64_px_a_model_is_refused_only_for_its_size():
     assert reasons["regnet_y_400mf"] == "" and reasons["resnet18"] == ""
 
 
+def test_a_models_size_check_is_kept_on_disk_for_the_next_process(tmp_path, monkeypatch):
+    """Every notebook validates its params in a new kernel: the check's meta-device forward passes cost a second a
+    notebook, the same answer each time."""
+    from cnnbench import models
+    from cnnbench.params import _too_small
+
+    monkeypatch.setenv("CNNBENCH_CACHE", str(tmp_path))
+    _too_small.cache_clear()
+    assert _too_small("resnet18", 64) == "" and "too small" in _too_small("squeezenet1_1", 16)
+
+    def built(*args, **kwargs):
+        raise AssertionError("built again")
+
+    monkeypatch.setattr(models, "build_meta", built)
+    _too_small.cache_clear()  # as in a new process
+    assert _too_small("resnet18", 64) == "" and "too small" in _too_small("squeezenet1_1", 16)
+    _too_small.cache_clear()
+
+
 def test_a_batch_size_override_that_no_model_uses_is_refused(write_yaml):
     """Issue 20: --set batch_size=32 with batch_size_per_model setting every model measured nothing new, yet
     params.json and the report claimed batch_size: 32."""

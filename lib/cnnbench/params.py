@@ -438,7 +438,18 @@ def _check_models(src: str, key: str, names: typing.Iterable[str]) -> None:
 
 @functools.lru_cache(maxsize=256)
 def _too_small(model: str, image_size: int) -> str:
-    """Why ``model`` cannot run at ``image_size`` ("" if it can), from a forward pass on the meta device."""
+    """Why ``model`` cannot run at ``image_size`` ("" if it can), from a forward pass on the meta device, kept in
+    the workbook's cache (:func:`cnnbench.paths.cached`) for the next process."""
+    import torch
+    import torchvision
+
+    from cnnbench import models, paths
+
+    key = [model, image_size, torch.__version__, torchvision.__version__]
+    return paths.cached("size-check", key, lambda: _meta_forward_problem(model, image_size), (models,))
+
+
+def _meta_forward_problem(model: str, image_size: int) -> str:
     import torch
 
     from cnnbench import models
