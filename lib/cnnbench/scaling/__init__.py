@@ -11,16 +11,25 @@ from __future__ import annotations
 import pandas as pd
 
 from cnnbench import results
-from cnnbench.scaling import launch as _launch
-from cnnbench.scaling.summary import scaling_plot as plot
-from cnnbench.scaling.summary import scaling_table as table
 
 __all__ = ["run", "table", "plot", "telemetry"]
 
 
+def __getattr__(name: str):
+    """``table`` and ``plot`` (:mod:`.summary`), imported when first asked for: every torchrun rank imports this
+    package for :mod:`.ddp`, and needs neither them nor the plotting stack they import."""
+    if name in ("table", "plot"):
+        from cnnbench.scaling import summary
+
+        return {"table": summary.scaling_table, "plot": summary.scaling_plot}[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 def run(run) -> pd.DataFrame:
     """DistributedDataParallel over 1..N processes launched by torchrun -> scaling.csv (current rows)."""
-    _launch.run_all(run)
+    from cnnbench.scaling import launch
+
+    launch.run_all(run)
     return results.read(run.dir, "scaling")
 
 
