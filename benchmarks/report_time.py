@@ -72,24 +72,34 @@ def run(cmd: list[str], cwd: Path, env: dict) -> tuple[float, float, float, list
 
 
 def intervals(run_dir: Path) -> dict:
-    """Of 02's and 03's ok rows measured in their own table: how many intervals are within +-GOAL_PCT."""
+    """Of 02's and 03's ok rows measured in their own table: how many intervals are within +-GOAL_PCT, and the
+    median of their probes (the CPU's own speed, img/s: runs on a slower VM take longer)."""
     frames = []
     for name in ("scenario_a", "batch_sweep"):
         df = results.frame(results.read_rows(run_dir / f"{name}.csv"))
         if df.empty:
             continue
         if "measured_in" in df:
-            df = df[df.measured_in.fillna("").astype(str) == ""]
+            df = df[df.measured_in.isna() | (df.measured_in.astype(str) == "")]
         frames.append(df[df.status == "ok"])
     df = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
     if df.empty:
-        return {"intervals": 0, "within_10pct": 0, "busy_configs": 0, "median_ci_pct": float("nan")}
+        return {
+            "intervals": 0,
+            "within_10pct": 0,
+            "busy_configs": 0,
+            "median_ci_pct": float("nan"),
+            "probe_img_s": float("nan"),
+        }
     pct = 100 * df.throughput_ci95_img_s.astype(float) / df.throughput_img_s.astype(float)
     return {
         "intervals": len(df),
         "within_10pct": int((pct <= GOAL_PCT).sum()),
         "busy_configs": int((df.get("machine_state", pd.Series(dtype=str)).astype(str) == "busy").sum()),
         "median_ci_pct": float(pct.median()),
+        "probe_img_s": float(
+            pd.to_numeric(df.get("probe_img_s", pd.Series(dtype=float)), errors="coerce").median()
+        ),
     }
 
 

@@ -26,3 +26,22 @@ def test_report_time_trusts_only_a_resnet_training_rate_within_ten_percent():
     assert bench.first_trusted("resnet18 train bs=128 fp32: 239.5 +- 14.2 img/s over 3 processes (processes)")
     assert not bench.first_trusted("resnet18 train bs=128 fp32: 239.5 +- 30.0 img/s over 3 processes")
     assert not bench.first_trusted("mnist_cnn train bs=512 fp32: 26,570 +- 420 img/s over 3 processes")
+
+
+def test_report_time_counts_02_and_03s_own_intervals_and_their_probes(tmp_path):
+    from cnnbench import results
+
+    bench = _load("report_time")
+    row = {"model": "m", "phase": "train", "status": "ok", "machine_state": "quiet", "measured_in": ""}
+    results.write_rows(
+        tmp_path / "scenario_a.csv",
+        [
+            {**row, "throughput_img_s": 100.0, "throughput_ci95_img_s": 5.0, "probe_img_s": 1000.0},
+            {**row, "throughput_img_s": 100.0, "throughput_ci95_img_s": 20.0, "probe_img_s": 1200.0},
+        ],
+    )
+    copied = {**row, "measured_in": "scenario_a", "throughput_img_s": 100.0, "throughput_ci95_img_s": 50.0}
+    results.write_rows(tmp_path / "batch_sweep.csv", [{**copied, "probe_img_s": 5000.0}])
+    got = bench.intervals(tmp_path)
+    assert (got["intervals"], got["within_10pct"], got["busy_configs"]) == (2, 1, 0)
+    assert got["probe_img_s"] == 1100.0  # a row copied from 02 counts once
