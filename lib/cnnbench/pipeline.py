@@ -156,8 +156,7 @@ class _PartialReports:
             return
         from cnnbench import report
 
-        # in this process, whose imports (nbconvert, torch) are paid once: a process of its own spent 5 of its 6 s
-        # importing them, three times a run
+        # built in this process, whose imports (nbconvert, torch) are paid once a run, not once a page
         try:
             with (
                 open(os.devnull, "w") as quiet,

@@ -70,8 +70,8 @@ def attainable_by_level(peaks: pd.DataFrame, precision: str, intensity: float) -
 
 
 class _Roofs:
-    """The roofs of one peaks table, each precision's and level's rows filtered out once: placing the 962 layers
-    of the example filtered the whole table three times a layer (7.3 s)."""
+    """The roofs of one peaks table, each precision's and level's rows filtered out once and looked up per point
+    (a run places a thousand layers against one table)."""
 
     def __init__(self, peaks: pd.DataFrame):
         self.peaks, self._measured, self._dram, self._level = peaks, {}, {}, {}
