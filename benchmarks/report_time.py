@@ -160,8 +160,7 @@ def main() -> None:
             shutil.rmtree(args.keep, ignore_errors=True)
             shutil.copytree(run_dir, args.keep)
     out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    results.write_rows(out, [*(results.read_rows(out) if out.is_file() else []), row])
+    results.ResultsFile(out, ("label", "commit", "timestamp")).append(row)
     print(
         f"report_time: {row['wall_s']:.0f} s in all ({row['before_notebooks_s']:.0f} s before the first notebook), "
         f"first trusted number {row['first_trusted_s']:.0f} s after it; {row['within_10pct']} of "

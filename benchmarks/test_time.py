@@ -80,8 +80,7 @@ def main() -> None:
         **counts(summary),
     }
     out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    results.write_rows(out, [*(results.read_rows(out) if out.is_file() else []), row])
+    results.ResultsFile(out, ("label", "commit", "timestamp")).append(row)
     print(
         f"test_time: {wall:.0f} s in all ({install:.0f} s installing, pytest {pytest_s:.0f} s): {summary}; "
         f"exit {p.returncode}; wrote {out}"
