@@ -2,7 +2,8 @@
 
 Each split step synchronises the device and reads the clock (or records CUDA events) at every phase boundary;
 unsplit steps interleaved with them give the time the phases must add up to (``sums_within_5pct``). Pairs are
-added until the check's 95% interval is within PRECISION_PCT or the time budget is spent."""
+added until the check is decided (its 95% interval wholly inside or outside +-TOLERANCE_PCT), or that interval is
+within PRECISION_PCT, or the time budget is spent."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from cnnbench.results.schema import PHASE_PASS_KEYS, PHASE_PROTOCOL
 STEP_PHASES = ("data_wait", "h2d_copy", "forward", "loss", "backward", "optimizer")
 TOLERANCE_PCT = 5.0
 PRECISION_PCT = 2.0  # the 95% interval of the phase sum's difference from the unsplit step that ends a model
+# (undecided or not)
 MAX_PAIRS = 2000  # a bound on the pairs one window measures, whatever the clock says
 
 
@@ -128,6 +130,16 @@ class PairedDiff:
         half = timing.t95(self.n - 1) * math.sqrt(self.m2 / (self.n - 1) / self.n)
         return 100 * half / (self.steps / self.n)
 
+    def diff_pct(self) -> float:
+        """The mean difference, in % of the mean unsplit step (``sum_diff_pct``)."""
+        return 100 * self.mean / (self.steps / self.n) if self.n else float("nan")
+
+    def settled(self) -> bool:
+        """Whether more pairs would tell nothing the check needs: its 95% interval lies wholly inside or wholly
+        outside +-TOLERANCE_PCT, or is within PRECISION_PCT."""
+        ci, diff = self.ci95_pct(), abs(self.diff_pct())
+        return ci <= PRECISION_PCT or diff + ci <= TOLERANCE_PCT or diff - ci > TOLERANCE_PCT
+
 
 def diff_ci95_pct(split: list[dict[str, float]], whole: list[float]) -> float:
     """``PairedDiff.ci95_pct`` of these pairs."""
@@ -195,8 +207,8 @@ def record(
     sync: Callable[[torch.device], None] = devices.synchronize,
 ) -> tuple[list[dict[str, float]], list[float]]:
     """Split and unsplit steps of ``work``, interleaved in a seeded random order: ``warmup`` pairs unrecorded,
-    then at least ``steps`` pairs and ``window_s`` seconds, then on until the sum check's interval is within
-    ``PRECISION_PCT`` or ``max_s`` seconds have passed. A pair taking an epoch's first batch (every
+    then at least ``steps`` pairs and ``window_s`` seconds, then on until the sum check is settled
+    (:meth:`PairedDiff.settled`) or ``max_s`` seconds have passed. A pair taking an epoch's first batch (every
     ``epoch_batches``; 0: none) is not recorded."""
     timer = PhaseTimer(work.device, clock, sync)
     batches = HeldBatches(batches)
@@ -222,7 +234,7 @@ def record(
         elapsed = clock() - start
         if len(split) < steps or len(split) >= MAX_PAIRS:
             return len(split) < steps
-        return elapsed < window_s or (elapsed < max_s and not diffs.ci95_pct() <= PRECISION_PCT)
+        return elapsed < window_s or (elapsed < max_s and not diffs.settled())
 
     while more():
         first = batches.taken
