@@ -83,6 +83,46 @@ def test_training_step_intensity_grows_with_batch():
     assert large["gflops"] == pytest.approx(64 * per_image, rel=0.01)
 
 
+def _second_of_two_steps(model_name, batch, size, classes):
+    """The steady-state training step as counted by running two and keeping the second (momentum buffers exist)."""
+    from torch.utils.module_tracker import ModuleTracker
+
+    from cnnbench import models
+    from cnnbench.measure import flops
+
+    torch.manual_seed(0)
+    model = models.build_meta(model_name, num_classes=classes, image_size=size).to("meta").train()
+    x = torch.randn((batch, *models.input_shape(model_name, size)), device="meta")
+    y = torch.randint(0, classes, (batch,), device="meta")
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    with (
+        flops.attention_fastpath_off(),
+        ModuleTracker() as tracker,
+        traffic.TrafficCounter(tracker) as counter,
+    ):
+        for _ in range(2):
+            counter.records.clear()
+            opt.zero_grad(set_to_none=True)
+            counter.section = "forward"
+            loss = nn.functional.cross_entropy(models.logits(model(x)), y)
+            counter.section = "backward"
+            loss.backward()
+            counter.section = "optimizer"
+            opt.step()
+    return counter.frame()
+
+
+@pytest.mark.parametrize("model", ["resnet18", "mobilenet_v2", "mnist_cnn"])
+def test_a_training_step_is_counted_in_its_steady_state(model):
+    # counted once with the momentum buffers already in place: every op of the second of two steps, none more
+    counted = traffic._count_step(
+        model, 4, 32 if model != "mnist_cnn" else 28, 10, "train", "fp32", "meta", 0.01, 0.9
+    )
+    pd.testing.assert_frame_equal(
+        counted, _second_of_two_steps(model, 4, 32 if model != "mnist_cnn" else 28, 10)
+    )
+
+
 def test_eval_step_is_forward_only():
     s = traffic.summary(traffic.count_step("mnist_cnn", 16, 28, 10, phase="eval"))
     assert s["gflops"] > 0 and "backward_gbytes" not in s
