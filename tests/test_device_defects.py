@@ -212,8 +212,8 @@ def test_the_numba_cuda_sgd_kernel_gets_float32_scalars():
         "b = numba_cuda.NumbaCudaBackend('mlp', lr=0.1, momentum=0.9)\n"
         "b.init(torch_weights('mlp', 0))\n"
         "seen = []\n"
-        "launch = b._launch\n"
-        "b._launch = lambda name, n, *args, **k: seen.append((name, args)) or launch(name, n, *args, **k)\n"
+        # the launches' arguments recorded, the kernels not run: the simulator runs one Python thread per element
+        "b._launch = lambda name, n, *args, **k: seen.append((name, args))\n"
         "x = np.random.default_rng(0).random((8, 784), dtype=np.float32)\n"
         "b.train_step(x, np.arange(8) % 10)\n"
         "print(sorted({type(a).__name__ for name, args in seen if name == 'sgd' for a in args[-2:]}))\n"
