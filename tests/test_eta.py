@@ -1,6 +1,7 @@
 """How long will this take: expected times and time left (cnnbench.eta) against a fake clock and fake budgets, and
 the pipeline's console lines and timings record on the suite's real smoke run and a rerun of two notebooks."""
 
+import dataclasses
 import re
 import shutil
 
@@ -114,7 +115,7 @@ def test_every_notebook_of_a_first_run_has_an_estimate_that_scales_with_its_conf
         ROOT / "params" / params_file,
         {
             "models": ["mnist_cnn", "resnet18"],
-            "sweep": {"mnist_cnn": [8, 16], "resnet18": [8, 16]},
+            "sweep": {"mnist_cnn": [8, 24], "resnet18": [8, 24]},  # none of them 02's (03 takes those)
             "scratch_models": ["mnist_cnn", "mlp"],
         },
         check_device=False,
@@ -450,3 +451,17 @@ def test_estimate_prints_every_notebooks_expected_time_and_measures_nothing(tmp_
     ):  # their headers point at the command, no figures of their own
         header = (ROOT / "params" / name).read_text().split("\ndevice:")[0]
         assert f"--params params/{name} --estimate" in header and not re.search(r"\d+-\d+ min", header), name
+
+
+def test_03_plans_no_process_for_the_batch_sizes_it_takes_from_02():
+    """03 takes the configurations 02 measured (scenarios.measure's reuse), yet its line counted their processes
+    as planned: "24/36 processes" in a fresh run of local.yaml whose 03 measured 8 configurations."""
+    from cnnbench import params, scenarios
+
+    p = params.load(ROOT / "params" / "local.yaml")
+    sweep, shared = scenarios.sweep_configs(p), set(scenarios.scenario_a_configs(p))
+    taken = [c for c in sweep if c in shared]
+    assert len(taken) == 4 and len(sweep) == 12  # squeezenet1_1 at 64 and resnet50 at 128, train and eval
+    assert eta.planned(p, "03_batch_sweep") == ((12 - 4) * p.processes, p.adapt_budget_s)
+    alone = dataclasses.replace(p, notebooks=["03_batch_sweep"])  # without 02, 03 measures every one
+    assert eta.planned(alone, "03_batch_sweep") == (12 * p.processes, p.adapt_budget_s)
