@@ -29,6 +29,21 @@ def test_a_sweep_takes_the_batch_sizes_02_measured_from_02s_rows(tmp_path, monke
     assert pairs.empty  # a copy is not a second measurement
 
 
+def test_a_sweeps_first_run_and_its_rerun_say_the_same_total(tmp_path, monkeypatch, capsys):
+    """03's first run said "kept 0 of 2 configurations from batch_sweep.csv; measured 2" for a sweep of 4 (2 taken
+    from 02's rows), its rerun "kept 4 of 4": the line's total is the notebook's configurations, and those taken
+    from 02 are named in it."""
+    monkeypatch.setattr(engine, "measure", fake_measure({8: [100.0] * 9, 16: [150.0] * 9}, []))
+    runner.run_configs([cfg(8)], CPU, FIXED, tmp_path / "scenario_a.csv")
+    sweep = dict(path=tmp_path / "batch_sweep.csv", reuse=tmp_path / "scenario_a.csv")
+    capsys.readouterr()
+    runner.run_configs([cfg(8), cfg(16)], CPU, FIXED, **sweep)
+    said = capsys.readouterr().out
+    assert "kept 0 of 2 configurations from batch_sweep.csv, 1 taken from scenario_a.csv; measured 1" in said
+    runner.run_configs([cfg(8), cfg(16)], CPU, FIXED, **sweep)
+    assert "kept 2 of 2 configurations from batch_sweep.csv; measured 0" in capsys.readouterr().out
+
+
 def test_a_sweep_measures_a_batch_size_02_has_no_finished_row_for(tmp_path, monkeypatch):
     calls = []
     monkeypatch.setattr(engine, "measure", fake_measure({8: [100.0] * 9}, calls))

@@ -70,21 +70,37 @@ def say(line: str) -> None:
     note(line)
 
 
-def resumed(kept: int, planned: int, source: str, what: str = "configurations", unavailable: int = 0) -> str:
+def resumed(
+    kept: int,
+    planned: int,
+    source: str,
+    what: str = "configurations",
+    unavailable: int = 0,
+    taken: int = 0,
+    taken_from: str = "",
+) -> str:
     """Prints, sends to the pipeline's console and returns how many of ``planned`` configurations a notebook
     kept from ``source`` and how many it measured ("kept 12 of 12 configurations from scenario_a.csv; measured
-    0"); ``unavailable`` of them cannot run here (a GPU backend on a CPU), only checked again, named apart."""
-    line = kept_line(kept, planned, source, what, unavailable)
+    0"); ``unavailable`` of them cannot run here (a GPU backend on a CPU), only checked again, named apart;
+    ``taken`` of them were copied from another notebook's ``taken_from`` now, named too."""
+    line = kept_line(kept, planned, source, what, unavailable, taken, taken_from)
     say(line)
     return line
 
 
 def kept_line(
-    kept: int, planned: int, source: str, what: str = "configurations", unavailable: int = 0
+    kept: int,
+    planned: int,
+    source: str,
+    what: str = "configurations",
+    unavailable: int = 0,
+    taken: int = 0,
+    taken_from: str = "",
 ) -> str:
     """:func:`resumed`'s line, for a caller that logs through its own function."""
     here = planned - unavailable
-    line = f"kept {kept} of {here} {what} from {source}; measured {here - kept}"
+    took = f", {taken} taken from {taken_from}" if taken else ""
+    line = f"kept {kept} of {here} {what} from {source}{took}; measured {here - kept - taken}"
     return line + (f" ({unavailable} unavailable here, checked again)" if unavailable else "")
 
 

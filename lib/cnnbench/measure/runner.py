@@ -329,7 +329,8 @@ def run_configs(
         _HEADLINE_MEASURED[str(path)] = len(states)
     else:
         before = _HEADLINE_MEASURED.pop(str(path), 0)
-        resumed(len(configs) - len(states) - copied - before, len(configs) - copied, Path(path).name)
+        kept = len(configs) - len(states) - copied - before
+        resumed(kept, len(configs), Path(path).name, taken=copied, taken_from=Path(reuse or "").name)
     mine = {results.key_of(k) for k in keys}
     return [r for r in results.current() if results.key_of(r) in mine]
 
