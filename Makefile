@@ -16,7 +16,7 @@ $(PY):
 
 # The stamps make re-runs instant and reinstall only when pyproject.toml changes. pip installs without
 # byte-compiling; COMPILE then compiles the environment on every core at once (pip compiles on one).
-COMPILE := $(PY) -c "import compileall, sysconfig; compileall.compile_dir(sysconfig.get_paths()['purelib'], quiet=2, workers=0)"
+COMPILE := $(PY) -c "import compileall, sysconfig; paths = sysconfig.get_paths(); [compileall.compile_dir(d, quiet=2, workers=0) for d in {paths['purelib'], paths['platlib']}]"
 
 $(VENV)/.installed: pyproject.toml | $(PY)
 	$(PY) -m pip install --quiet --no-compile -e ".[notebook]"

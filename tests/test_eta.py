@@ -458,10 +458,12 @@ def test_03_plans_no_process_for_the_batch_sizes_it_takes_from_02():
     as planned: "24/36 processes" in a fresh run of local.yaml whose 03 measured 8 configurations."""
     from cnnbench import params, scenarios
 
-    p = params.load(ROOT / "params" / "local.yaml")
+    p = params.load(ROOT / "params" / "local.yaml", check_device=False)
     sweep, shared = scenarios.sweep_configs(p), set(scenarios.scenario_a_configs(p))
     taken = [c for c in sweep if c in shared]
     assert len(taken) == 4 and len(sweep) == 12  # squeezenet1_1 at 64 and resnet50 at 128, train and eval
     assert eta.planned(p, "03_batch_sweep") == ((12 - 4) * p.processes, p.adapt_budget_s)
     alone = dataclasses.replace(p, notebooks=["03_batch_sweep"])  # without 02, 03 measures every one
     assert eta.planned(alone, "03_batch_sweep") == (12 * p.processes, p.adapt_budget_s)
+    after = dataclasses.replace(p, notebooks=["03_batch_sweep", "02_scenario_a"])  # 02 after it: the same
+    assert eta.planned(after, "03_batch_sweep") == (12 * p.processes, p.adapt_budget_s)

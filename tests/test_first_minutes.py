@@ -30,8 +30,8 @@ def test_a_sweep_takes_the_batch_sizes_02_measured_from_02s_rows(tmp_path, monke
 
 
 def test_a_sweeps_first_run_and_its_rerun_say_the_same_total(tmp_path, monkeypatch, capsys):
-    """03's first run said "kept 0 of 2 configurations from batch_sweep.csv; measured 2" for a sweep of 4 (2 taken
-    from 02's rows), its rerun "kept 4 of 4": the line's total is the notebook's configurations, and those taken
+    """03's first run said "kept 0 of 1 configurations from batch_sweep.csv; measured 1" for a sweep of 2 (1 taken
+    from 02's rows), its rerun "kept 2 of 2": the line's total is the notebook's configurations, and those taken
     from 02 are named in it."""
     monkeypatch.setattr(engine, "measure", fake_measure({8: [100.0] * 9, 16: [150.0] * 9}, []))
     runner.run_configs([cfg(8)], CPU, FIXED, tmp_path / "scenario_a.csv")

@@ -14,7 +14,7 @@ from PIL import Image
 
 from cnnbench import devices, params, steps
 from cnnbench import scaling as scaling_pkg
-from cnnbench.measure import engine, timelines
+from cnnbench.measure import engine, timelines, timing
 from cnnbench.params import Params
 from cnnbench.scaling import launch as scaling
 from cnnbench.steps import profiler as profiling
@@ -536,6 +536,24 @@ def test_noisy_steps_are_measured_until_the_sum_check_is_decided_or_precise_with
     )  # the budget ends it: about 100 / 6.8 pairs of fake seconds
     assert short["sum_diff_ci95_pct"] > phases.PRECISION_PCT and 10 <= short["n_steps"] <= 18 and spent < 130
     assert interval(short)[0] <= phases.TOLERANCE_PCT < interval(short)[1]  # and leaves it undecided
+
+
+def test_the_check_is_decided_by_its_99pct_interval_asked_after_every_pair():
+    # 10 pairs whose differences average +2% of the step: the 95% interval (+-2.7%) lies inside +-5%, the 99% one
+    # (+-3.9%) does not, so more pairs are taken (a 95% interval asked after every pair would decide by chance)
+    diffs = phases.PairedDiff()
+    for k in range(10):
+        diffs.add({"forward": 100.0 + 2.0 + 3.6 * (-1) ** k}, 100.0)
+    assert diffs.diff_pct() == pytest.approx(2.0)
+    assert (
+        diffs.diff_pct() + diffs.ci95_pct()
+        <= phases.TOLERANCE_PCT
+        < diffs.diff_pct() + diffs.ci95_pct(timing.t99)
+    )
+    assert diffs.ci95_pct() > phases.PRECISION_PCT and not diffs.settled()
+    for k in range(30):
+        diffs.add({"forward": 100.0 + 2.0 + 3.6 * (-1) ** k}, 100.0)
+    assert diffs.diff_pct() + diffs.ci95_pct(timing.t99) <= phases.TOLERANCE_PCT and diffs.settled()
 
 
 def test_the_sum_check_interval_is_over_paired_differences():

@@ -39,7 +39,9 @@ def _configs(p, notebook: str) -> list:
     if notebook != "03_batch_sweep" or not p.sweep:
         return []
     sweep = scenarios.sweep_configs(p)
-    if "02_scenario_a" in p.notebooks:  # 03 takes the configurations 02 measured instead of measuring them
+    order = list(p.notebooks)
+    if "02_scenario_a" in order and order.index("02_scenario_a") < order.index("03_batch_sweep"):
+        # 03 takes the configurations 02 measured before it instead of measuring them
         taken = set(scenarios.scenario_a_configs(p))
         sweep = [c for c in sweep if c not in taken]
     return sweep

@@ -221,7 +221,7 @@ class _Keys:
     phase_steps: PositiveInt = 5
     # least seconds of measured steps per model in that pass (small models run many steps)
     phase_window_s: NonNegativeFloat = 3.0
-    phase_max_s: NonNegativeFloat = 30.0  # seconds per model in that pass (warm-up apart) up to which, past the least steps and window, steps are added until the sum check is decided (its 95% interval wholly inside or outside +-5%) or that interval is within +-2%; at or below phase_window_s: none
+    phase_max_s: NonNegativeFloat = 30.0  # seconds per model in that pass (warm-up apart) up to which, past the least steps and window, steps are added until the sum check is decided (its 99% interval wholly inside or outside +-5%) or its 95% interval is within +-2%; at or below phase_window_s: none
     # batch size of the phase breakdown; 0 = the model's batch size in Scenario A
     phase_batch_size: NonNegativeInt = 0
     # models traced by torch.profiler in seed 002's fine-tuning step (optimizer, first of transfer_lrs, transfer_image_size, 2-class head)

@@ -52,20 +52,37 @@ _T95 = [
 ]
 
 
-def t95(dof: int) -> float:
-    """The two-sided 95% Student t quantile: the table up to 30 degrees of freedom, then the Cornish-Fisher
-    expansion about the normal quantile; 1.96 below 1 degree of freedom."""
+_T99 = [
+    63.657, 9.925, 5.841, 4.604, 4.032, 3.707, 3.499, 3.355, 3.250, 3.169,
+    3.106, 3.055, 3.012, 2.977, 2.947, 2.921, 2.898, 2.878, 2.861, 2.845,
+    2.831, 2.819, 2.807, 2.797, 2.787, 2.779, 2.771, 2.763, 2.756, 2.750,
+]  # fmt: skip
+
+
+def _t(dof: int, table: list[float], z: float) -> float:
+    """A two-sided Student t quantile: ``table`` up to 30 degrees of freedom, then the Cornish-Fisher expansion
+    about the normal quantile ``z``; ``z`` below 1 degree of freedom."""
     if dof < 1:
-        return 1.96
-    if dof <= len(_T95):
-        return _T95[dof - 1]
-    z, v = 1.959964, float(dof)
+        return z
+    if dof <= len(table):
+        return table[dof - 1]
+    v = float(dof)
     return (
         z
         + (z**3 + z) / (4 * v)
         + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * v**2)
         + (3 * z**7 + 19 * z**5 + 17 * z**3 - 15 * z) / (384 * v**3)
     )
+
+
+def t95(dof: int) -> float:
+    """The two-sided 95% Student t quantile (1.96 below 1 degree of freedom)."""
+    return _t(dof, _T95, 1.959964)
+
+
+def t99(dof: int) -> float:
+    """The two-sided 99% Student t quantile (2.576 below 1 degree of freedom)."""
+    return _t(dof, _T99, 2.575829)
 
 
 def ci95_half_width(values) -> float:

@@ -125,7 +125,7 @@ def _count_step(model_name, batch_size, image_size, num_classes, phase, precisio
     x = torch.randn(shape, device=device, dtype=DTYPES[precision])
     y = torch.randint(0, num_classes, (batch_size,), device=device)
     opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=momentum)
-    if momentum:  # the steady state's step, as every step after the first: the momentum buffers exist
+    if momentum and phase == "train":  # the steady state's step, as every one after the first: buffers exist
         for param in model.parameters():
             opt.state[param]["momentum_buffer"] = torch.zeros_like(param)
     with flops.attention_fastpath_off(), ModuleTracker() as tracker, TrafficCounter(tracker) as counter:
