@@ -112,15 +112,13 @@ def _second_of_two_steps(model_name, batch, size, classes):
     return counter.frame()
 
 
-@pytest.mark.parametrize("model", ["resnet18", "mobilenet_v2", "mnist_cnn"])
-def test_a_training_step_is_counted_in_its_steady_state(model):
+@pytest.mark.parametrize(
+    ("model", "size"), [("resnet18", 32), ("mobilenet_v2", 32), ("mnist_cnn", 28), ("vit_b_16", 224)]
+)
+def test_a_training_step_is_counted_in_its_steady_state(model, size):
     # counted once with the momentum buffers already in place: every op of the second of two steps, none more
-    counted = traffic._count_step(
-        model, 4, 32 if model != "mnist_cnn" else 28, 10, "train", "fp32", "meta", 0.01, 0.9
-    )
-    pd.testing.assert_frame_equal(
-        counted, _second_of_two_steps(model, 4, 32 if model != "mnist_cnn" else 28, 10)
-    )
+    counted = traffic._count_step(model, 4, size, 10, "train", "fp32", "meta", 0.01, 0.9)
+    pd.testing.assert_frame_equal(counted, _second_of_two_steps(model, 4, size, 10))
 
 
 def test_eval_step_is_forward_only():
