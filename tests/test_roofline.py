@@ -103,12 +103,7 @@ def _second_of_two_steps(model_name, batch, size, classes):
         for _ in range(2):
             counter.records.clear()
             opt.zero_grad(set_to_none=True)
-            counter.section = "forward"
-            loss = nn.functional.cross_entropy(models.logits(model(x)), y)
-            counter.section = "backward"
-            loss.backward()
-            counter.section = "optimizer"
-            opt.step()
+            traffic.train_step(model, x, y, opt, counter)
     return counter.frame()
 
 

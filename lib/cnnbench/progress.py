@@ -70,20 +70,9 @@ def say(line: str) -> None:
     note(line)
 
 
-def resumed(
-    kept: int,
-    planned: int,
-    source: str,
-    what: str = "configurations",
-    unavailable: int = 0,
-    taken: int = 0,
-    taken_from: str = "",
-) -> str:
-    """Prints, sends to the pipeline's console and returns how many of ``planned`` configurations a notebook
-    kept from ``source`` and how many it measured ("kept 12 of 12 configurations from scenario_a.csv; measured
-    0"); ``unavailable`` of them cannot run here (a GPU backend on a CPU), only checked again, named apart;
-    ``taken`` of them were copied from another notebook's ``taken_from`` now, named too."""
-    line = kept_line(kept, planned, source, what, unavailable, taken, taken_from)
+def resumed(*args, **kwargs) -> str:
+    """Prints, sends to the pipeline's console and returns :func:`kept_line` of these arguments."""
+    line = kept_line(*args, **kwargs)
     say(line)
     return line
 
@@ -97,7 +86,11 @@ def kept_line(
     taken: int = 0,
     taken_from: str = "",
 ) -> str:
-    """:func:`resumed`'s line, for a caller that logs through its own function."""
+    """How many of ``planned`` configurations a notebook kept from ``source`` and how many it measured ("kept 12
+    of 12 configurations from scenario_a.csv; measured 0"); ``unavailable`` of them cannot run here (a GPU backend
+    on a CPU), only checked again, named apart; ``taken`` of them were copied from another notebook's
+    ``taken_from`` now, named too. :func:`resumed` prints it; a caller that logs through its own function calls
+    this."""
     here = planned - unavailable
     took = f", {taken} taken from {taken_from}" if taken else ""
     line = f"kept {kept} of {here} {what} from {source}{took}; measured {here - kept - taken}"

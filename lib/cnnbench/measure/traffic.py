@@ -116,6 +116,16 @@ def count_step(
     return paths.cached("step", [*args, torch.__version__], lambda: _count_step(*args), code)
 
 
+def train_step(model: nn.Module, x, y, opt, counter: TrafficCounter) -> None:
+    """One SGD training step with ``counter`` told its section (forward, backward, optimizer) as it goes."""
+    counter.section = "forward"
+    loss = nn.functional.cross_entropy(models.logits(model(x)), y)
+    counter.section = "backward"
+    loss.backward()
+    counter.section = "optimizer"
+    opt.step()
+
+
 def _count_step(model_name, batch_size, image_size, num_classes, phase, precision, device, lr, momentum):
     torch.manual_seed(0)
     build = models.build_meta if torch.device(device).type == "meta" else models.build
@@ -130,12 +140,7 @@ def _count_step(model_name, batch_size, image_size, num_classes, phase, precisio
             opt.state[param]["momentum_buffer"] = torch.zeros_like(param)
     with flops.attention_fastpath_off(), ModuleTracker() as tracker, TrafficCounter(tracker) as counter:
         if phase == "train":
-            counter.section = "forward"
-            loss = nn.functional.cross_entropy(models.logits(model(x)), y)
-            counter.section = "backward"
-            loss.backward()
-            counter.section = "optimizer"
-            opt.step()
+            train_step(model, x, y, opt, counter)
         else:
             # no_grad, not inference_mode: under inference_mode composite ops (conv2d, linear) reach this mode
             # undecomposed and unknown to the FLOP formulas; the kernels that run are the same
