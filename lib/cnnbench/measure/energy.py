@@ -1,7 +1,7 @@
 """Energy of a measured window, from a hardware counter read before and after it, or empty with the reason.
 
-Sources: NVIDIA's ``nvmlDeviceGetTotalEnergyConsumption`` (windows shorter than :data:`NVML_MIN_WINDOW_S` are
-flagged); Linux RAPL package zones (``/sys/class/powercap/intel-rapl:N/energy_uj``, the whole package, polled
+Sources: NVIDIA's ``nvmlDeviceGetTotalEnergyConsumption`` (windows shorter than :data:`NVML_MIN_WINDOW_S` get
+none, with the reason); Linux RAPL package zones (``/sys/class/powercap/intel-rapl:N/energy_uj``, the whole package, polled
 every ``poll_s`` so no wrap is missed); none on Apple silicon (``powermetrics`` needs sudo). Never a guess:
 with no readable counter ``energy_j`` is NaN and ``energy_note`` says why. Columns: ``energy_j``,
 ``energy_j_per_image``, ``avg_power_w``, ``energy_source``, ``energy_note``."""
@@ -89,12 +89,16 @@ class Meter:
                 "energy_source": "",
                 "energy_note": self.counter.note,
             }
-        note = self.counter.note
         if self.counter.source == "nvml" and self.seconds < NVML_MIN_WINDOW_S:
-            note = (
-                f"window {self.seconds:.2f} s is shorter than {NVML_MIN_WINDOW_S:g} s: NVML's counter "
-                "updates every 20-100 ms, so this reading is coarse"
-            )
+            return {
+                "energy_j": math.nan,
+                "energy_j_per_image": math.nan,
+                "avg_power_w": math.nan,
+                "energy_source": self.counter.source,
+                "energy_note": f"window {self.seconds:.2f} s is shorter than {NVML_MIN_WINDOW_S:g} s: NVML's "
+                "counter updates every 20-100 ms, too seldom to time it",
+            }
+        note = self.counter.note
         return {
             "energy_j": self.joules,
             "energy_j_per_image": self.joules / images if images else math.nan,
