@@ -205,6 +205,30 @@ def test_guard_rejects_a_configuration_whose_loss_departs():
     assert "bf16 nchw off" in best["guard_rejected"]
 
 
+def test_the_guard_checks_one_changed_knob_before_two():
+    """On an H100 local.yaml's 20 s of tune_budget_s went to fp32 and tf32 in both memory formats, 5 s each, and
+    bf16 and fp16 were never guarded: each combination changing one knob from fp32 NCHW comes first."""
+    hw = Hardware("cuda", "NVIDIA H100", cores=16, capability=(9, 0), triton=True, sms=132)
+    clock = FakeClock()
+    settings = {"tune_precisions": ["fp32", "tf32", "bf16", "fp16"], "tune_budget_s": 20}
+    s, rows, _, _ = make_search(hw=hw, settings=settings, clock=clock)
+
+    def slow_guard(numerics):
+        clock.t += 6.0
+        return 5.0, 4.0
+
+    s.guard_loss = slow_guard
+    s.run_guard()
+    g = pd.DataFrame(rows).set_index("config")
+    assert list(g.index[g.status == "ok"]) == [
+        "fp32 nchw off",
+        "fp32 channels_last off",
+        "tf32 nchw off",
+        "bf16 nchw off",
+    ]
+    assert g.loc["tf32 channels_last off", "status"] == "skipped"
+
+
 def test_guard_judge_and_failures():
     assert guard.judge(4.1, 4.0, 0.05).ok and not guard.judge(float("nan"), 4.0, 0.05).ok
     # against the progress fp32 eager made (5.6 -> 0.3): ResNet-50's channels-last 0.387 is 1.7% away, accepted;

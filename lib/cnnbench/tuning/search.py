@@ -144,10 +144,13 @@ class Search:
     # --- the steps
     def run_guard(self, start: float = 0.0) -> list[tuple]:
         """The numerics (the values of every knob that changes the arithmetic) the guard lets race, guarded while
-        the budget (counted from ``start``) lasts."""
+        the budget (counted from ``start``) lasts: those changing fewer knobs from the reference first."""
         names = [k for k in self.space.values if knobs.KNOBS[k].numerics]
-        numerics = list(product(*(self.space.values[k] for k in names)))
         reference = self.space.default.with_(**{k: knobs.KNOBS[k].default for k in names}).numerics
+        numerics = sorted(
+            product(*(self.space.values[k] for k in names)),
+            key=lambda n: sum(a != b for a, b in zip(n, reference, strict=True)),
+        )
         self.verdicts = guard.check(
             numerics,
             self.guard_loss,
