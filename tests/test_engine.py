@@ -172,6 +172,18 @@ def test_window_length_chooses_the_step_count():
     assert row["measured_steps"] == 0  # the protocol's value (part of the key), not the steps it chose
 
 
+def test_a_window_of_set_steps_lasts_at_least_window_s():
+    """measured_steps is the least a window holds: on an H100, local.yaml's 3 steps lasted 5 ms to 1.0 s, and the
+    first of them was still slower than the others (by a median 1.19x, up to 4x), so steps are added at the
+    warm-up's pace to fill min_window_s. 0, the default: exactly measured_steps (a seed's protocol)."""
+    p = Params(measured_steps=3, min_window_s=0.5)
+    assert engine.steps_for_window([0.005], p) == 100  # a GPU's step
+    assert engine.steps_for_window([0.6], p) == 3  # a CPU's: the steps set already last longer
+    assert engine.steps_for_window([0.005], Params(measured_steps=3)) == 3
+    row = engine.measure(cfg(), CPU, Params(warmup_steps=1, measured_steps=1, min_window_s=0.05))
+    assert row["status"] == "ok" and row["steps_per_window"] > 1 and row["window_time_s"] >= 0.04
+
+
 def test_device_mode_keeps_a_real_batch_on_the_device():
     from torch.utils.data import TensorDataset
 

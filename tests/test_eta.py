@@ -97,6 +97,12 @@ def test_budgets_follow_the_protocol():
     )  # windows of a fixed step count: steps x a nominal step
     assert eta.budget_s(fixed, "02_scenario_a") > 0
     assert eta.budget_s(fixed, "02_scenario_a", "cuda") < eta.budget_s(fixed, "02_scenario_a", "cpu")
+    floor = params.load(
+        ROOT / "params" / "smoke.yaml", {"measured_steps": 3, "min_window_s": 0.5, "repeats": 2}
+    )
+    assert eta._process_s(floor, 0.005) == pytest.approx(  # 3 steps of 5 ms: windows of window_s
+        eta.PROCESS_S + floor.warmup_steps * 0.005 + 2 * 0.5 + 2 * floor.max_batches * 0.005
+    )
     tuned = eta.budget_s(p, "07_tuning")
     assert tuned >= len(p.tune_models) * len(p.tune_phases) * p.tune_budget_s > 0
     assert eta.budget_s(p, "99_unknown") is None

@@ -215,6 +215,7 @@ def test_missing_dataset_path(write_yaml, tmp_path):
         ("notebooks: [07_magic]", "'notebooks'"),
         ("measured_steps: -1", "'measured_steps'"),
         ("window_s: 0", "'window_s'"),
+        ("min_window_s: -1", "'min_window_s'"),
         ("momentum: -0.5", "'momentum'"),
     ],
 )

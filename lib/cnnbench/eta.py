@@ -72,7 +72,7 @@ def _process_s(p, step_s: float, steps_per_window: int = 0, repeats: int = 0) ->
     """One worker process of a configuration: start-up, warm-up and its ``repeats`` measured windows (the
     params' own unless given)."""
     steps = steps_per_window or p.measured_steps
-    window = steps * step_s if steps else p.window_s
+    window = max(steps * step_s, p.min_window_s) if steps else p.window_s
     epochs = 2 * (p.max_batches or 10) * step_s if p.epoch_mode else 0.0
     return PROCESS_S + p.warmup_steps * step_s + (repeats or p.repeats) * window + epochs
 

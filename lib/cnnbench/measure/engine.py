@@ -1,10 +1,10 @@
 """The measurement engine: one training or evaluation configuration.
 
 One training step = zero_grad, forward, loss, backward, optimizer step; one eval step = forward under
-``torch.inference_mode()``. Warm-up steps run first; then ``repeats`` windows of ``measured_steps`` steps
-each, the device synchronised before every clock read. Failures are rows: out of memory -> ``status=oom``, a
-non-finite loss -> ``status=unstable``, anything else -> ``status=error`` with the message; a worker process
-that dies -> ``status=crashed`` with its exit code or signal."""
+``torch.inference_mode()``. Warm-up steps run first; then ``repeats`` windows of ``measured_steps`` steps or
+more (:func:`steps_for_window`), the device synchronised before every clock read. Failures are rows: out of
+memory -> ``status=oom``, a non-finite loss -> ``status=unstable``, anything else -> ``status=error`` with the
+message; a worker process that dies -> ``status=crashed`` with its exit code or signal."""
 
 from __future__ import annotations
 
@@ -235,11 +235,12 @@ def failure(err: BaseException, device: torch.device | None = None) -> dict:
 
 
 def steps_for_window(warmup_times: list[float], p) -> int:
-    """Measured steps per window: as set, or (0) enough to last ``window_s`` at the warm-up's median pace."""
-    if p.measured_steps:
-        return p.measured_steps
-    pace = statistics.median(warmup_times) if warmup_times else p.window_s
-    return int(min(max(math.ceil(p.window_s / max(pace, 1e-6)), 5), 10_000))
+    """Measured steps per window at the warm-up's median pace: ``measured_steps``, or more where they would last
+    less than ``min_window_s``; with ``measured_steps`` 0, enough to last ``window_s`` (5 to 10,000)."""
+    target, least = (p.min_window_s, p.measured_steps) if p.measured_steps else (p.window_s, 5)
+    if not target or not warmup_times:
+        return least
+    return int(max(min(math.ceil(target / max(statistics.median(warmup_times), 1e-6)), 10_000), least))
 
 
 def config_key(cfg: Config, device: torch.device, p) -> dict:
@@ -325,7 +326,7 @@ def measure(
             b.synchronize()
             row["first_step_s"] = time.perf_counter() - t0
             warmup_times = []
-            for _ in range(max(p.warmup_steps - 1, 0 if p.measured_steps else 2)):
+            for _ in range(max(p.warmup_steps - 1, 2 if not p.measured_steps else int(p.min_window_s > 0))):
                 t0 = time.perf_counter()
                 work.step()
                 b.synchronize()
