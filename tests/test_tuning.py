@@ -207,10 +207,15 @@ def test_guard_rejects_a_configuration_whose_loss_departs():
 
 def test_the_guard_checks_one_changed_knob_before_two():
     """On an H100 local.yaml's 20 s of tune_budget_s went to fp32 and tf32 in both memory formats, 5 s each, and
-    bf16 and fp16 were never guarded: each combination changing one knob from fp32 NCHW comes first."""
+    bf16 and fp16 were never guarded: each combination changing one knob from fp32 NCHW comes first, a compile
+    mode last among them."""
     hw = Hardware("cuda", "NVIDIA H100", cores=16, capability=(9, 0), triton=True, sms=132)
     clock = FakeClock()
-    settings = {"tune_precisions": ["fp32", "tf32", "bf16", "fp16"], "tune_budget_s": 20}
+    settings = {
+        "tune_precisions": ["fp32", "tf32", "bf16", "fp16"],
+        "tune_compile_modes": ["off", "default"],  # a compile, the dearest to guard, after the other knobs
+        "tune_budget_s": 20,
+    }
     s, rows, _, _ = make_search(hw=hw, settings=settings, clock=clock)
 
     def slow_guard(numerics):
@@ -226,7 +231,20 @@ def test_the_guard_checks_one_changed_knob_before_two():
         "tf32 nchw off",
         "bf16 nchw off",
     ]
-    assert g.loc["tf32 channels_last off", "status"] == "skipped"
+    assert (
+        g.loc["tf32 channels_last off", "status"] == "skipped"
+        and g.loc["fp32 nchw default", "status"] == "skipped"
+    )
+    assert list(g.index[:8]) == [  # the order guarded: one knob changed (compile last), then two
+        "fp32 nchw off",
+        "fp32 channels_last off",
+        "tf32 nchw off",
+        "bf16 nchw off",
+        "fp16 nchw off",
+        "fp32 nchw default",
+        "tf32 channels_last off",
+        "bf16 channels_last off",
+    ]
 
 
 def test_guard_judge_and_failures():

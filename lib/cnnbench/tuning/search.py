@@ -144,13 +144,16 @@ class Search:
     # --- the steps
     def run_guard(self, start: float = 0.0) -> list[tuple]:
         """The numerics (the values of every knob that changes the arithmetic) the guard lets race, guarded while
-        the budget (counted from ``start``) lasts: those changing fewer knobs from the reference first."""
+        the budget (counted from ``start``) lasts: those changing fewer knobs from the reference first, and among
+        them those that compile (the dearest to guard) last."""
         names = [k for k in self.space.values if knobs.KNOBS[k].numerics]
         reference = self.space.default.with_(**{k: knobs.KNOBS[k].default for k in names}).numerics
-        numerics = sorted(
-            product(*(self.space.values[k] for k in names)),
-            key=lambda n: sum(a != b for a, b in zip(n, reference, strict=True)),
-        )
+
+        def changes(n: tuple) -> tuple[int, int]:
+            changed = [k for k, a, b in zip(names, n, reference, strict=True) if a != b]
+            return len(changed), "compile" in changed
+
+        numerics = sorted(product(*(self.space.values[k] for k in names)), key=changes)
         self.verdicts = guard.check(
             numerics,
             self.guard_loss,
