@@ -152,3 +152,17 @@ def test_a_cpu_runs_machine_is_named_once_and_a_gpus_with_its_host():
         "Tesla T4 on Intel Xeon (1 cores) + Tesla T4 15 GiB"
     )
     assert machine_label(None, None) == "?"
+
+
+def test_runs_differing_in_any_protocol_key_say_so_beside_a_merge(tmp_path):
+    """A 3-step GPU run beside one with windows of at least 0.25 s: the merge names min_window_s (its key list
+    repeated the protocol's by hand and lacked it, window_s, max_processes and ci_target_pct)."""
+    from cnnbench.results import runs, schema
+
+    dirs = []
+    for name, floor in (("a", 0.0), ("b", 0.25)):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "params.json").write_text(json.dumps({"measured_steps": 3, "min_window_s": floor}))
+        dirs.append(tmp_path / name)
+    assert list(runs.config_differences(dirs).key) == ["min_window_s"]
+    assert set(schema.PROTOCOL_KEYS) <= set(runs.RUN_CONFIG_KEYS)

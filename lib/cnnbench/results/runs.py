@@ -12,17 +12,17 @@ import pandas as pd
 
 from cnnbench import SCHEMA_VERSION
 from cnnbench.results.files import CorruptResults, read_json
-from cnnbench.results.schema import MERGED, TABLES, read
+from cnnbench.results.schema import MERGED, PROTOCOL_KEYS, TABLES, read
 
 ALL_RUNS = "*"  # analysis_runs: ["*"] merges every user run of outputs/
 # The parameters that make two runs' configurations differ (shown beside a merge; the rows themselves are
-# matched on their own columns).
-RUN_CONFIG_KEYS = tuple(
-    (
-        "models image_size num_classes dataset data_mode batch_size batch_size_per_model warmup_steps "
-        "measured_steps repeats processes variants lr momentum phases threads epoch_images "
-        "epoch_images_per_model"
-    ).split()
+# matched on their own columns): what is measured, and how (the protocol's keys).
+RUN_CONFIG_KEYS = (
+    *(
+        "models image_size num_classes dataset data_mode batch_size batch_size_per_model variants phases threads "
+        "epoch_images epoch_images_per_model"
+    ).split(),
+    *PROTOCOL_KEYS,
 )
 _SMOKE = re.compile(r"^smoke", re.IGNORECASE)
 
