@@ -146,7 +146,7 @@ def test_nvml_counter_difference_in_joules():
 
 @pytest.mark.parametrize("joules", [0, 30])
 def test_a_window_shorter_than_nvmls_updates_has_no_energy_but_the_reason(joules):
-    """On an H100, 9 of 20 configurations with windows of 5 to 60 ms read 0 J (the GPU drew 131-352 W) and the
+    """On an H100, 9 of 20 configurations with windows of 1.2 to 30 ms read 0 J (the GPU drew 131-247 W) and the
     others 48 to 640 W: a counter that updates every 20-100 ms cannot time such a window, so it gives no number."""
     nvml = FakeNvml()
     clock = FakeClock()

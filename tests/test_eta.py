@@ -100,7 +100,7 @@ def test_budgets_follow_the_protocol():
     floor = params.load(
         ROOT / "params" / "smoke.yaml", {"measured_steps": 3, "min_window_s": 0.5, "repeats": 2}
     )
-    assert eta._process_s(floor, 0.005) == pytest.approx(  # 3 steps of 5 ms: windows of window_s
+    assert eta._process_s(floor, 0.005) == pytest.approx(  # 3 steps of 5 ms: windows of min_window_s
         eta.PROCESS_S + floor.warmup_steps * 0.005 + 2 * 0.5 + 2 * floor.max_batches * 0.005
     )
     tuned = eta.budget_s(p, "07_tuning")

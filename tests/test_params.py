@@ -671,6 +671,7 @@ def _set_refused(*pairs: str) -> str:
     "pair, key",
     [
         ("window_s=1.0e+9", "window_s"),
+        ("min_window_s=1.0e+9", "min_window_s"),
         ("repeats=1000000000", "repeats"),
         ("telemetry_interval_s=1.0e+15", "telemetry_interval_s"),
         ("measured_steps=1000000000", "measured_steps"),

@@ -138,8 +138,8 @@ class _Keys:
     warmup_steps: NonNegativeInt = 10  # steps run before the clock starts (seed 003 used 10)
     measured_steps: NonNegativeInt = 0  # steps in one measured window; 0 = as many as fill window_s
     window_s: PositiveFloat = 3.0  # target length of a measured window when measured_steps is 0 (seconds)
-    # the least length of a window of measured_steps (seconds): steps are added at the warm-up's pace to fill it,
-    # as a GPU's fast steps need (the first after warm-up is still slow); 0 = exactly measured_steps
+    # the length a window of measured_steps is filled toward (seconds): steps are added at the warm-up's pace, as
+    # a GPU's fast steps need (the first after warm-up is still slow); 0 = exactly measured_steps
     min_window_s: NonNegativeFloat = 0.0
     repeats: PositiveInt = 3  # measured windows per process of a configuration
     # least fresh worker processes per configuration, in interleaved rounds; the interval spans them
@@ -668,7 +668,14 @@ def _unknown_key(key: str) -> str:
 
 # Upper bounds of the keys sizing time, memory or processes (where the device is checked, _machine_bounds too)
 MEMORY_SHARE = 0.5  # of the machine's memory, what one buffer a key sizes may take (the rest: OS, torch, run)
-_WINDOWS = ("window_s", "phase_window_s", "phase_max_s", "tune_confirm_window_s", "explore_warmup_s")
+_WINDOWS = (
+    "window_s",
+    "min_window_s",
+    "phase_window_s",
+    "phase_max_s",
+    "tune_confirm_window_s",
+    "explore_warmup_s",
+)
 _STEPS = ("warmup_steps", "measured_steps", "phase_steps", "profile_steps", "scaling_steps", "max_batches")
 CEILINGS = {
     **dict.fromkeys((*_WINDOWS, "explore_window_s", "explore_max_s"), (3600, "an hour")),

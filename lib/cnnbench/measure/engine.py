@@ -235,8 +235,9 @@ def failure(err: BaseException, device: torch.device | None = None) -> dict:
 
 
 def steps_for_window(warmup_times: list[float], p) -> int:
-    """Measured steps per window at the warm-up's median pace: ``measured_steps``, or more where they would last
-    less than ``min_window_s``; with ``measured_steps`` 0, enough to last ``window_s`` (5 to 10,000)."""
+    """Measured steps per window: ``measured_steps``, or more, as many as fill ``min_window_s`` at the warm-up's
+    median pace (a slow warm-up gives fewer); with ``measured_steps`` 0, as many as fill ``window_s`` (5 to
+    10,000)."""
     target, least = (p.min_window_s, p.measured_steps) if p.measured_steps else (p.window_s, 5)
     if not target or not warmup_times:
         return least
