@@ -237,3 +237,23 @@ def test_a_sample_moments_after_the_last_reads_no_process_cpu(monkeypatch):
     s._enter_cpu = s._last_cpu = (0.0, 0.0)
     assert s._process_cpu_pct() == 200.0
     assert s._process_cpu_pct() is None
+
+
+def test_energy_read_in_some_processes_only_is_none_for_the_configuration(tmp_path, monkeypatch):
+    """Windows on both sides of NVML's 1 s: the mean of the processes that read a number would be theirs alone,
+    under the note of whichever process came last; the configuration gets none, with the reason."""
+    calls = []
+    base = fake_measure({8: [100.0, 110.0, 105.0]}, calls)
+
+    def measure(c, device, protocol, dataset=None, **kw):
+        row = base(c, device, protocol, dataset, **kw)
+        short = len(calls) == 2  # the second process's windows were under 1 s
+        note = "window 0.90 s is shorter than 1 s: NVML's counter updates every 20-100 ms" if short else ""
+        energy = {k: math.nan if short else v for k, v in (("energy_j", 10.0), ("energy_j_per_image", 0.1))}
+        return {**row, **energy, "avg_power_w": math.nan if short else 200.0, "energy_note": note}
+
+    monkeypatch.setattr(engine, "measure", measure)
+    proto = dataclasses.replace(PROTO, max_processes=3)
+    (row,) = runner.run_configs([cfg()], CPU, proto, tmp_path / "r.csv")
+    assert all(row[k] in ("", None) for k in ("energy_j", "energy_j_per_image", "avg_power_w"))  # NaN
+    assert "shorter than 1 s" in row["energy_note"]

@@ -23,7 +23,7 @@ from pathlib import Path
 import torch
 
 from cnnbench import devices
-from cnnbench.measure import engine, telemetry, timing
+from cnnbench.measure import energy, engine, telemetry, timing
 from cnnbench.measure.engine import Config
 from cnnbench.progress import bar, process_done, resumed, row_done, say
 from cnnbench.results import TABLES, ResultsFile, config_keys, window_keys
@@ -149,6 +149,13 @@ def _record(
         tele.extend([{**context, **s} for s in series], group=(*config_keys(), "source", "process"))
 
 
+def _finite(value) -> bool:
+    try:
+        return math.isfinite(float(value))
+    except (TypeError, ValueError):  # absent, or empty as a CSV cell
+        return False
+
+
 def _merge_numbers(rows: list[dict]) -> dict:
     """The processes' telemetry, memory and energy columns as one: peaks and maxima the largest, minima the
     smallest, everything else numeric the mean."""
@@ -179,6 +186,11 @@ def merge(state: _Config, stop_reason: str, steps: ResultsFile | None) -> dict:
         return {**base, "processes_measured": 0, "stop_reason": stop_reason}
     if rows:
         base.update(_merge_numbers(rows))
+        unread = [r for r in rows if r.get("status", "ok") == "ok" and not _finite(r.get("energy_j"))]
+        if unread:  # a mean over the processes that read it would be theirs alone: none, with a reason
+            base.update(
+                dict.fromkeys(energy.COLUMNS[:3], math.nan), energy_note=unread[-1].get("energy_note", "")
+            )
     step_times = []
     if steps is not None:
         mine = [s for s in steps.rows() if _key(steps, s) == _key(steps, state.key)]

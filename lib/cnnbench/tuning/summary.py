@@ -138,7 +138,7 @@ def findings(df: pd.DataFrame) -> list[str]:
         text += (
             f"; {energy:.3f} J/image ({r.energy_source})"
             if pd.notna(energy)
-            else f"; energy not readable here ({r.energy_note})"
+            else f"; no energy ({r.energy_note})"
         )
         out.append(text)
     return out
