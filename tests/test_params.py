@@ -242,6 +242,9 @@ def test_every_key_is_documented():
     assert set(docs) == set(params.FIELDS)
     table = params.table(params.Params(batch_size=7))
     assert bool(table.loc["batch_size", "changed"]) and table.loc["batch_size", "value"] == 7
+    # a comment of several lines above its key is read whole (min_window_s's first line was lost)
+    assert docs["min_window_s"].startswith("the length a window of measured_steps is filled toward (seconds)")
+    assert docs["min_window_s"].endswith("0 = exactly measured_steps")
 
 
 # --- issue 21: a run that never lies, hangs or dies with a traceback -----------------------------------------

@@ -138,8 +138,8 @@ class _Keys:
     warmup_steps: NonNegativeInt = 10  # steps run before the clock starts (seed 003 used 10)
     measured_steps: NonNegativeInt = 0  # steps in one measured window; 0 = as many as fill window_s
     window_s: PositiveFloat = 3.0  # target length of a measured window when measured_steps is 0 (seconds)
-    # the length a window of measured_steps is filled toward (seconds): steps are added at the warm-up's pace, as
-    # a GPU's fast steps need (the first after warm-up is still slow); 0 = exactly measured_steps
+    # the length a window of measured_steps is filled toward (seconds): steps are added at the warm-up's
+    # pace, as a GPU's fast steps need (the first after warm-up is still slow); 0 = exactly measured_steps
     min_window_s: NonNegativeFloat = 0.0
     repeats: PositiveInt = 3  # measured windows per process of a configuration
     # least fresh worker processes per configuration, in interleaved rounds; the interval spans them
@@ -151,6 +151,7 @@ class _Keys:
     # seconds per pass (notebook) spent on processes beyond `processes`; 0: none
     adapt_budget_s: NonNegativeFloat = 120.0
     # each a setting of any knobs (cnnbench.knobs: precision, memory_format, compile, threads, ...) over the run's
+    # defaults; every configuration is measured in each
     variants: list[dict] = field(
         default_factory=lambda: [{"precision": "fp32", "memory_format": "nchw", "compile": False}]
     )
@@ -224,7 +225,10 @@ class _Keys:
     phase_steps: PositiveInt = 5
     # least seconds of measured steps per model in that pass (small models run many steps)
     phase_window_s: NonNegativeFloat = 3.0
-    phase_max_s: NonNegativeFloat = 30.0  # seconds per model in that pass (warm-up apart) up to which, past the least steps and window, steps are added until the sum check is decided (its 99% interval wholly inside or outside +-5%) or its 95% interval is within +-2%; at or below phase_window_s: none
+    # seconds per model in that pass (warm-up apart) up to which, past the least steps and window, steps are added
+    # until the sum check is decided (its 99% interval wholly inside or outside +-5%) or its 95% interval is
+    # within +-2%; at or below phase_window_s: none
+    phase_max_s: NonNegativeFloat = 30.0
     # batch size of the phase breakdown; 0 = the model's batch size in Scenario A
     phase_batch_size: NonNegativeInt = 0
     # models traced by torch.profiler in seed 002's fine-tuning step (optimizer, first of transfer_lrs, transfer_image_size, 2-class head)
@@ -311,15 +315,16 @@ _BOUNDED = typing.get_type_hints(Params, include_extras=True)
 
 
 def describe() -> dict[str, str]:
-    """Key -> the comment documenting it, read from this file (the schema is the documentation), or the knob's own."""
+    """Key -> the comment documenting it, read from this file (the schema is the documentation): the comment
+    ending its line, else the comment lines just above it; or the knob's own."""
     out: dict[str, str] = {k: knob.doc for k, knob in KNOBS.items() if k in FIELDS}
-    above = ""
+    above: list[str] = []
     for line in Path(__file__).read_text().splitlines():
         head, _, comment = line.partition("  # ")
         name = head.strip().split(":")[0]
         if line.startswith("    ") and not line.startswith("     ") and name in FIELDS and name not in out:
-            out[name] = comment.strip() or above
-        above = line.strip()[2:] if line.strip().startswith("# ") and "---" not in line else ""
+            out[name] = comment.strip() or " ".join(above)
+        above = [*above, line.strip()[2:]] if line.strip().startswith("# ") and "---" not in line else []
     return out
 
 
