@@ -272,6 +272,12 @@ def test_compare_says_how_far_the_machines_own_speed_moved_between_the_runs(tmp_
     row = results.read_rows(outputs / "compare.csv")[0]
     assert float(row["probe_change_pct"]) == pytest.approx(10.0)
     assert "faster (CPU's own speed +10%)" in out
+    # a parameter changed between the runs is named beside the ratios it may explain (the protocol's too)
+    prm = results.read_json(outputs / "tuesday" / "params.json")
+    results.write_json(outputs / "tuesday" / "params.json", {**prm, "min_window_s": 0.25})
+    rc, out, _ = _compare(capsys, "monday", "tuesday", "--outputs", outputs)
+    assert rc == 0 and "parameters that differ: min_window_s None -> 0.25" in out
+    assert results.read_rows(outputs / "compare.csv")[0]["params_differ"] == "min_window_s None -> 0.25"
     # runs without a probe (a GPU, an old run) say nothing about it
     make_run(outputs, "old", "cpu", "AMD EPYC", {TRAIN: 100.0}, ci={TRAIN: 2.0})
     rc, out, _ = _compare(capsys, "old", "tuesday", "--outputs", outputs)

@@ -24,7 +24,7 @@ from cnnbench import params, paths, results
 from cnnbench.analysis import compare
 from cnnbench.analysis.seeds import speedups_beside_000
 from cnnbench.measure import reproducibility
-from cnnbench.results.runs import load, machine_label, verdict
+from cnnbench.results.runs import config_differences, load, machine_label, verdict
 
 SEEDS = "seeds"  # the pseudo-run: every device the seeds measured
 PROBE_SAYS_PCT = 5.0  # a row names the CPU's own speed change (probe) from this size on
@@ -189,7 +189,19 @@ def compare_runs(names: list[str], outputs: Path, keys: tuple[str, ...] | None =
             f"{state.busy[r]} of {state.configurations[r]}" if r in state.index else "" for r in run
         ]
         df[f"machine_{side}"] = [state.verdict[r] if r in state.index else "" for r in run]
+    by_name = {d.name: d for d in dirs.values()}
+    df["params_differ"] = [
+        _differ(by_name.get(a), by_name.get(b)) for a, b in zip(df.run_a, df.run_b, strict=True)
+    ]
     return df
+
+
+def _differ(a: Path | None, b: Path | None) -> str:
+    """The parameters that differ between two runs ("key A -> B; ..."), "" for none or a pseudo-run."""
+    if a is None or b is None or a == b:
+        return ""
+    diff = config_differences([a, b]).to_dict("records")
+    return "; ".join(f"{r['key']} {r[a.name]} -> {r[b.name]}" for r in diff)
 
 
 def compared(names: list[str]) -> str:
@@ -225,7 +237,15 @@ def report(df: pd.DataFrame) -> str:
         said = f"the CPU's own speed (probe) moved {moved:+.0f}% from {a} to {b} (median over the rows): a ratio "
         probe = [said + "near that is the machine, not the change"] if math.isfinite(moved) else []
         head = f"{a} ({machine_label(r.device_a, r.host_a)}) -> {b} ({side_b}); rates in images/s with 95% "
-        lines += [f"{head}intervals, ratio = B / A", *probe, *busy, *map(_line, g.to_dict("records")), ""]
+        differ = [f"parameters that differ: {r.params_differ}"] if r.get("params_differ") else []
+        lines += [
+            f"{head}intervals, ratio = B / A",
+            *differ,
+            *probe,
+            *busy,
+            *map(_line, g.to_dict("records")),
+            "",
+        ]
     return "\n".join(lines)
 
 
