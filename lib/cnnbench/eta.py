@@ -30,21 +30,13 @@ PROCESS_LINE = re.compile(r": process \d+/\d+ ")  # cnnbench.progress.process_li
 
 
 def _configs(p, notebook: str) -> list:
-    """The configurations 02 or 03 measures in worker processes ([] for the other notebooks): 03's without those
-    02 measures in the same run (03 takes their rows)."""
+    """The configurations 02 or 03 measures in worker processes ([] for the other notebooks): 03's without
+    those 02 measures in the same run (03 takes their rows)."""
     from cnnbench import scenarios
 
     if notebook == "02_scenario_a":
         return scenarios.scenario_a_configs(p)
-    if notebook != "03_batch_sweep" or not p.sweep:
-        return []
-    sweep = scenarios.sweep_configs(p)
-    order = list(p.notebooks)
-    if "02_scenario_a" in order and order.index("02_scenario_a") < order.index("03_batch_sweep"):
-        # 03 takes the configurations 02 measured before it instead of measuring them
-        taken = set(scenarios.scenario_a_configs(p))
-        sweep = [c for c in sweep if c not in taken]
-    return sweep
+    return scenarios.sweep_to_measure(p) if notebook == "03_batch_sweep" and p.sweep else []
 
 
 def planned(p, notebook: str) -> tuple[int, float]:

@@ -203,8 +203,8 @@ PARTIAL = "report.partial.html"
 
 def build_run_report(run_dir: Path, notebooks: list[Path], of: int | None = None) -> Path:
     """``run_dir/report.html`` over the executed ``notebooks``; with ``of`` (the run's number of notebooks), the
-    partial report of a run still going (:data:`PARTIAL`), saying how far it was and when (it stays true if the
-    run stops later)."""
+    partial report of a run still going (:data:`PARTIAL`), saying how far it was and when (it stays true if
+    the run stops later)."""
     env = results.read_json(run_dir / "environment.json") if (run_dir / "environment.json").is_file() else {}
     prm = results.read_json(run_dir / "params.json") if (run_dir / "params.json").is_file() else {}
     params_rows = {k: v for k, v in prm.items() if k not in ("overrides",)}
@@ -220,9 +220,11 @@ def build_run_report(run_dir: Path, notebooks: list[Path], of: int | None = None
     going = ""
     if of is not None:
         when = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
-        going = f"**Partial report: {len(notebooks)} of {of} notebooks done** when this page was written ({when}): "
-        going += "report.html replaces it when the run ends; where the run stopped instead, FAILED.txt in its folder "
-        going += "says why.\n\n"
+        going = (
+            f"**Partial report: {len(notebooks)} of {of} notebooks done** when this page was written ({when}): "
+            "report.html replaces it when the run ends; where the run stopped instead, FAILED.txt in its "
+            "folder says why.\n\n"
+        )
     header = (
         f"# cnnbench report: {e['name']}\n\n{going}{complexity_warning(run_dir)}"
         f"{overview.summary_html(run_dir, machine, reproducibility_statement(run_dir))}"

@@ -38,6 +38,15 @@ def sweep_configs(p) -> list[Config]:
     ]
 
 
+def sweep_to_measure(p) -> list[Config]:
+    """03's configurations less those it takes from 02's rows (``reuse``), where 02 runs before it."""
+    order = [*p.notebooks, "03_batch_sweep"]  # 03 asked for even where the params leave it out
+    if "02_scenario_a" not in order or order.index("02_scenario_a") > order.index("03_batch_sweep"):
+        return sweep_configs(p)
+    taken = set(scenario_a_configs(p))
+    return [c for c in sweep_configs(p) if c not in taken]
+
+
 def headline(configs: list[Config]) -> list[Config]:
     """The configurations measured first (a first trusted number within minutes): the first model's training
     step, in every variant."""

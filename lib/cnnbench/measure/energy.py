@@ -1,9 +1,9 @@
 """Energy of a measured window, from a hardware counter read before and after it, or empty with the reason.
 
 Sources: NVIDIA's ``nvmlDeviceGetTotalEnergyConsumption`` (windows shorter than :data:`NVML_MIN_WINDOW_S` get
-none, with the reason); Linux RAPL package zones (``/sys/class/powercap/intel-rapl:N/energy_uj``, the whole package, polled
-every ``poll_s`` so no wrap is missed); none on Apple silicon (``powermetrics`` needs sudo). Never a guess:
-with no readable counter ``energy_j`` is NaN and ``energy_note`` says why. Columns: ``energy_j``,
+none, with the reason); Linux RAPL package zones (``/sys/class/powercap/intel-rapl:N/energy_uj``, the whole
+package, polled every ``poll_s`` so no wrap is missed); none on Apple silicon (``powermetrics`` needs sudo).
+Never a guess: with no readable counter ``energy_j`` is NaN and ``energy_note`` says why. Columns: ``energy_j``,
 ``energy_j_per_image``, ``avg_power_w``, ``energy_source``, ``energy_note``."""
 
 from __future__ import annotations
@@ -82,27 +82,28 @@ class Meter:
     def summary(self, images: int) -> dict[str, float | str]:
         """The columns of :data:`COLUMNS` for a window that processed ``images`` images."""
         if isinstance(self.counter, Unavailable):
-            return {
-                "energy_j": math.nan,
-                "energy_j_per_image": math.nan,
-                "avg_power_w": math.nan,
-                "energy_source": "",
-                "energy_note": self.counter.note,
-            }
+            return none("", self.counter.note)
         if self.counter.source == "nvml" and self.seconds < NVML_MIN_WINDOW_S:
-            return {
-                "energy_j": math.nan,
-                "energy_j_per_image": math.nan,
-                "avg_power_w": math.nan,
-                "energy_source": self.counter.source,
-                "energy_note": f"window {self.seconds:.2f} s is shorter than {NVML_MIN_WINDOW_S:g} s: NVML's "
-                "counter updates every 20-100 ms, too seldom to time it",
-            }
-        note = self.counter.note
+            return none(
+                "nvml",
+                f"window {self.seconds:.2f} s is shorter than {NVML_MIN_WINDOW_S:g} s: NVML's counter updates "
+                "every 20-100 ms, too seldom to time it",
+            )
         return {
             "energy_j": self.joules,
             "energy_j_per_image": self.joules / images if images else math.nan,
             "avg_power_w": self.joules / self.seconds if self.seconds > 0 else math.nan,
             "energy_source": self.counter.source,
-            "energy_note": note,
+            "energy_note": self.counter.note,
         }
+
+
+def none(source: str, note: str) -> dict[str, float | str]:
+    """The columns of :data:`COLUMNS` where no energy is given: empty numbers and the reason."""
+    return {
+        "energy_j": math.nan,
+        "energy_j_per_image": math.nan,
+        "avg_power_w": math.nan,
+        "energy_source": source,
+        "energy_note": note,
+    }

@@ -235,13 +235,18 @@ def failure(err: BaseException, device: torch.device | None = None) -> dict:
 
 
 def steps_for_window(warmup_times: list[float], p) -> int:
-    """Measured steps per window: ``measured_steps``, or more, as many as fill ``min_window_s`` at the warm-up's
-    median pace (a slow warm-up gives fewer); with ``measured_steps`` 0, as many as fill ``window_s`` (5 to
-    10,000)."""
-    target, least = (p.min_window_s, p.measured_steps) if p.measured_steps else (p.window_s, 5)
+    """Measured steps per window: ``measured_steps``, or more, as many as fill ``min_window_s`` at the
+    warm-up's median pace (a slow warm-up gives fewer); with ``measured_steps`` 0, as many as fill ``window_s``
+    (5 to 10,000)."""
+    target, least = _window_target(p)
     if not target or not warmup_times:
         return least
     return int(max(min(math.ceil(target / max(statistics.median(warmup_times), 1e-6)), 10_000), least))
+
+
+def _window_target(p) -> tuple[float, int]:
+    """(the seconds a window is filled toward, 0 for none; the least steps it holds)."""
+    return (p.min_window_s, p.measured_steps) if p.measured_steps else (p.window_s, 5)
 
 
 def config_key(cfg: Config, device: torch.device, p) -> dict:
@@ -327,7 +332,9 @@ def measure(
             b.synchronize()
             row["first_step_s"] = time.perf_counter() - t0
             warmup_times = []
-            for _ in range(max(p.warmup_steps - 1, 2 if not p.measured_steps else int(p.min_window_s > 0))):
+            # a pace to fill the window with: at least two timed warm-up steps, or one where steps are set
+            paced = (1 if p.measured_steps else 2) if _window_target(p)[0] else 0
+            for _ in range(max(p.warmup_steps - 1, paced)):
                 t0 = time.perf_counter()
                 work.step()
                 b.synchronize()

@@ -188,9 +188,7 @@ def merge(state: _Config, stop_reason: str, steps: ResultsFile | None) -> dict:
         base.update(_merge_numbers(rows))
         unread = [r for r in rows if r.get("status", "ok") == "ok" and not _finite(r.get("energy_j"))]
         if unread:  # a mean over the processes that read it would be theirs alone: none, with a reason
-            base.update(
-                dict.fromkeys(energy.COLUMNS[:3], math.nan), energy_note=unread[-1].get("energy_note", "")
-            )
+            base.update(energy.none(unread[-1].get("energy_source", ""), unread[-1].get("energy_note", "")))
     step_times = []
     if steps is not None:
         mine = [s for s in steps.rows() if _key(steps, s) == _key(steps, state.key)]

@@ -22,8 +22,8 @@ WORKLOAD_KEYS = ("model", "device_kind", "phase", "dataset", "image_size", "num_
 # reusing old ones.
 PROTOCOL_KEYS = tuple(
     (
-        "warmup_steps measured_steps window_s min_window_s repeats processes max_processes ci_target_pct lr momentum "
-        "synthetic_images seed data_path"
+        "warmup_steps measured_steps window_s min_window_s repeats processes max_processes ci_target_pct lr "
+        "momentum synthetic_images seed data_path"
     ).split()
 )
 

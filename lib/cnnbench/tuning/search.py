@@ -143,9 +143,9 @@ class Search:
 
     # --- the steps
     def run_guard(self, start: float = 0.0) -> list[tuple]:
-        """The numerics (the values of every knob that changes the arithmetic) the guard lets race, guarded while
-        the budget (counted from ``start``) lasts: those changing fewer knobs from the reference first, and among
-        them those that compile (the dearest to guard) last."""
+        """The numerics (the values of every knob that changes the arithmetic) the guard lets race, guarded
+        while the budget (counted from ``start``) lasts: those changing fewer knobs from the reference first, and
+        among them those that compile (the dearest to guard) last."""
         names = [k for k in self.space.values if knobs.KNOBS[k].numerics]
         reference = self.space.default.with_(**{k: knobs.KNOBS[k].default for k in names}).numerics
 
