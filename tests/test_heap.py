@@ -30,7 +30,9 @@ print(json.dumps({k: row.get(k) for k in ("status", "error", "host_heap", "page_
 def _measured(policy: str) -> dict:
     # glibc.malloc.hugetlb=1 asks for huge pages on every heap region, standing for a kernel set to "always"
     env = {**os.environ, "GLIBC_TUNABLES": "glibc.malloc.hugetlb=1"}
-    out = subprocess.run([sys.executable, "-c", MEASURE, policy], capture_output=True, text=True, check=True, env=env)
+    out = subprocess.run(
+        [sys.executable, "-c", MEASURE, policy], capture_output=True, text=True, check=True, env=env
+    )
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
