@@ -334,16 +334,10 @@ def _type_name(tp: Any) -> str:
 
 def _matches(value: Any, tp: Any) -> bool:
     origin = typing.get_origin(tp)
-    if tp is bool:
-        return isinstance(value, bool)
-    if tp is int:
-        return isinstance(value, int) and not isinstance(value, bool)
-    if tp is float:
-        return isinstance(value, (int, float)) and not isinstance(value, bool)
-    if tp is str:
-        return isinstance(value, str)
-    if tp is dict:
-        return isinstance(value, dict)
+    if tp in (int, float):  # a bool is no number here
+        return isinstance(value, int if tp is int else (int, float)) and not isinstance(value, bool)
+    if tp in (bool, str, dict):
+        return isinstance(value, tp)
     if origin is list:
         (item,) = typing.get_args(tp) or (Any,)
         return isinstance(value, list) and all(item is Any or _matches(v, item) for v in value)
@@ -425,9 +419,10 @@ def _below(key: str, value: Any, tp: Any) -> str:
     return f"key '{key}' must be >= 0, got {value}" if bound == ">= 0" and value < 0 else ""
 
 
-def _one_of(src: str, key: str, value: str, allowed: typing.Iterable[str]) -> None:
-    if value not in allowed:
-        raise ParamsError(f"{src}: key '{key}' is {_show(value)}; allowed: {', '.join(allowed)}")
+def _one_of(src: str, key: str, value: str | list[str], allowed: typing.Iterable[str]) -> None:
+    for name in value if isinstance(value, list) else [value]:  # a list: each of its names
+        if name not in allowed:
+            raise ParamsError(f"{src}: key '{key}' is {_show(name)}; allowed: {', '.join(allowed)}")
 
 
 def _check_models(src: str, key: str, names: typing.Iterable[str]) -> None:
@@ -602,9 +597,8 @@ def _check_data_folder(src: str, p: Params) -> None:
 
 def _check_scratch(src: str, p: Params) -> None:
     """Keys of the from-scratch backends (05)."""
-    for key, allowed in (("scratch_backends", SCRATCH_BACKENDS), ("scratch_models", SCRATCH_MODELS)):
-        for name in getattr(p, key):
-            _one_of(src, key, name, allowed)
+    _one_of(src, "scratch_backends", p.scratch_backends, SCRATCH_BACKENDS)
+    _one_of(src, "scratch_models", p.scratch_models, SCRATCH_MODELS)
     _one_of(src, "scratch_dataset", p.scratch_dataset, ("synthetic", "mnist"))
     if 0 < p.scratch_train_images < p.scratch_batch_size and "mnist_cnn" in p.scratch_models:
         raise ParamsError(
@@ -673,17 +667,10 @@ def _unknown_key(key: str) -> str:
 
 # Upper bounds of the keys sizing time, memory or processes (where the device is checked, _machine_bounds too)
 MEMORY_SHARE = 0.5  # of the machine's memory, what one buffer a key sizes may take (the rest: OS, torch, run)
-_WINDOWS = (
-    "window_s",
-    "min_window_s",
-    "phase_window_s",
-    "phase_max_s",
-    "tune_confirm_window_s",
-    "explore_warmup_s",
-)
+_WINDOWS = ("window_s", "min_window_s", "phase_window_s", "phase_max_s", "tune_confirm_window_s")
 _STEPS = ("warmup_steps", "measured_steps", "phase_steps", "profile_steps", "scaling_steps", "max_batches")
 CEILINGS = {
-    **dict.fromkeys((*_WINDOWS, "explore_window_s", "explore_max_s"), (3600, "an hour")),
+    **dict.fromkeys((*_WINDOWS, "explore_warmup_s", "explore_window_s", "explore_max_s"), (3600, "an hour")),
     **dict.fromkeys(("adapt_budget_s", "tune_budget_s", "cell_timeout_s"), (86400, "a day")),
     "telemetry_interval_s": (10, "a window of seconds gets its samples"),
     **dict.fromkeys(
@@ -816,9 +803,8 @@ def validate(raw: dict[str, Any], src: str = "params", check_device: bool = True
             f"{src}: key 'max_processes' ({p.max_processes}) must be at least 'processes' ({p.processes})"
         )
     _one_of(src, "dataset", p.dataset, DATASETS)
-    for key, allowed in (("phases", PHASES), ("notebooks", NOTEBOOKS)):
-        for value in getattr(p, key):
-            _one_of(src, key, value, allowed)
+    _one_of(src, "phases", p.phases, PHASES)
+    _one_of(src, "notebooks", p.notebooks, NOTEBOOKS)
     _validate_tuning(src, p)
     p = dataclasses.replace(p, variants=_check_variants(src, p.variants))
     _check_scratch(src, p)
@@ -831,14 +817,11 @@ def validate(raw: dict[str, Any], src: str = "params", check_device: bool = True
         from cnnbench import devices
         from cnnbench.devices import DeviceError, resolve
 
-        try:
-            device = resolve(p.device)
-        except DeviceError as err:
-            raise ParamsError(f"{src}: key 'device': {err}") from None
-        try:
-            resolve(p.device, expect=p.expect_device)
-        except DeviceError as err:
-            raise ParamsError(f"{src}: key 'expect_device': {err}") from None
+        for key, expect in (("device", ""), ("expect_device", p.expect_device)):
+            try:
+                device = resolve(p.device, expect=expect)
+            except DeviceError as err:
+                raise ParamsError(f"{src}: key '{key}': {err}") from None
         _check_on_device(src, p, devices.backend(device).hardware())
     return p
 
@@ -953,11 +936,9 @@ def _transfer_folder_problem(root: Path) -> str:
 def _validate_tuning(src: str, p: Params) -> None:
     """The configuration search's keys (07)."""
     _check_models(src, "tune_models", p.tune_models)
-    for phase in p.tune_phases:
-        _one_of(src, "tune_phases", phase, PHASES)
-    for key, knob in (("tune_precisions", "precision"), ("tune_compile_modes", "compile")):
-        for value in getattr(p, key):
-            _one_of(src, key, value, KNOBS[knob].values)
+    _one_of(src, "tune_phases", p.tune_phases, PHASES)
+    _one_of(src, "tune_precisions", p.tune_precisions, KNOBS["precision"].values)
+    _one_of(src, "tune_compile_modes", p.tune_compile_modes, KNOBS["compile"].values)
     if p.tune_min_batch_size > p.tune_max_batch_size:
         raise ParamsError(
             f"{src}: key 'tune_min_batch_size' ({p.tune_min_batch_size}) exceeds tune_max_batch_size "
@@ -1008,27 +989,20 @@ class _ParamsLoader(yaml.SafeLoader):
         if depth > MAX_YAML_DEPTH:
             raise _YamlLimit(f"the value at {where} is nested deeper than {MAX_YAML_DEPTH} levels")
         open_.add(key)
-        size = 1
-        if isinstance(node, yaml.SequenceNode):
-            for child in node.value:
-                size += self._expanded(child, sizes, open_, depth + 1)
-                self._bound(size, where)
-        elif isinstance(node, yaml.MappingNode):
+        size, children = 1, node.value if isinstance(node, yaml.SequenceNode) else ()
+        if isinstance(node, yaml.MappingNode):
             self._no_duplicates(node)
-            for child in (c for pair in node.value for c in pair):
-                size += self._expanded(child, sizes, open_, depth + 1)
-                self._bound(size, where)
+            children = (c for pair in node.value for c in pair)
+        for child in children:
+            size += self._expanded(child, sizes, open_, depth + 1)
+            if size > MAX_YAML_NODES:
+                raise _YamlLimit(
+                    f"the value at {where} expands to more than {MAX_YAML_NODES} values (aliases counted "
+                    "each time they are used)"
+                )
         open_.discard(key)
         sizes[key] = size
         return size
-
-    @staticmethod
-    def _bound(size: int, where: str) -> None:
-        if size > MAX_YAML_NODES:
-            raise _YamlLimit(
-                f"the value at {where} expands to more than {MAX_YAML_NODES} values (aliases counted "
-                "each time they are used)"
-            )
 
     def _no_duplicates(self, node) -> None:
         seen: dict[Any, int] = {}
@@ -1187,9 +1161,13 @@ def load(
         if any(re.search(rf"(?<!\w){re.escape(k)}(?!\w)", rest) for k in overrides):  # another key it names
             raise ParamsError(f"{overrides_src} {rest}") from None
         raise
-    if "batch_size" in overrides:
-        _refuse_shadowed_batch_size(p, overrides_src)
-    elif _shadowing(p) and "batch_size" in read_yaml(path) and p.batch_size != Params().batch_size:
+    per = _shadowing(p)
+    if per and "batch_size" in overrides:  # a --set batch_size that no measurement would use
+        raise ParamsError(
+            f"{overrides_src} key 'batch_size' {p.batch_size} changes nothing: batch_size_per_model sets every "
+            f"model this run measures ({per}); set batch_size_per_model instead"
+        )
+    if per and "batch_size" in read_yaml(path) and p.batch_size != Params().batch_size:
         # recorded as the default: nothing ran at it
         p = dataclasses.replace(p, batch_size=Params().batch_size)
     return p
@@ -1201,16 +1179,6 @@ def _shadowing(p: Params) -> str:
     if not used or not used <= set(p.batch_size_per_model):
         return ""
     return ", ".join(f"{m}: {p.batch_size_per_model[m]}" for m in sorted(used))
-
-
-def _refuse_shadowed_batch_size(p: Params, src: str) -> None:
-    """A ``--set batch_size`` that no measurement would use (see :func:`_shadowing`) is refused."""
-    per = _shadowing(p)
-    if per:
-        raise ParamsError(
-            f"{src} key 'batch_size' {p.batch_size} changes nothing: batch_size_per_model sets every "
-            f"model this run measures ({per}); set batch_size_per_model instead"
-        )
 
 
 def shadowed_note(path: str | Path, overrides: dict[str, Any] | None = None) -> str:
