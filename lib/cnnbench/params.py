@@ -394,12 +394,9 @@ def _out_of_range(value: Any, tp: Any) -> str:
         return "" if finite else f"must be a finite number, got {_show(value)}"
     if tp is int:
         return "" if abs(value) <= MAX_INT else f"must be within +-(2**63-1), got {_show(value)}"
-    if origin is list:
-        (item,) = typing.get_args(tp) or (Any,)
-        return next((why for v in value if (why := _out_of_range(v, item))), "")
-    if origin is dict:
-        _, val_t = typing.get_args(tp)
-        return next((why for v in value.values() if (why := _out_of_range(v, val_t))), "")
+    if origin in (list, dict):  # each entry, a mapping's values
+        item, entries = (typing.get_args(tp) or (Any,))[-1], value.values() if origin is dict else value
+        return next((why for v in entries if (why := _out_of_range(v, item))), "")
     return ""
 
 
@@ -480,8 +477,7 @@ def _check_image_size(src: str, p: Params) -> None:
     for model in p.models:
         if spec(model).own_data:
             continue  # it runs at its own resolution (the MNIST CNN at 28x28)
-        why = _too_small(model, p.image_size)
-        if why:
+        if why := _too_small(model, p.image_size):
             what = "does not fit" if "divisible" in why else "is too small for"
             raise ParamsError(f"{src}: key 'image_size' {p.image_size} {what} model '{model}' ({why})")
 
@@ -636,8 +632,7 @@ def run_data_problem(p: Params) -> str:
     ]
     for key, name, folder, used in fetched if p.download else []:
         absent = used and (name == "oxford_pet" or data.layout_problem(name, folder))
-        why = absent and data.download_problem(name, folder)
-        if why:
+        if why := absent and data.download_problem(name, folder):
             return f"key '{key}': {why}"
     return ""
 
@@ -749,9 +744,7 @@ def _as_hinted(value: Any, tp: Any) -> Any:
     """Integers given for float keys (or float lists) become floats."""
     if tp is float:
         return float(value)
-    if tp == list[float]:
-        return [float(v) for v in value]
-    return value
+    return [float(v) for v in value] if tp == list[float] else value
 
 
 def validate(raw: dict[str, Any], src: str = "params", check_device: bool = True) -> Params:
@@ -766,8 +759,7 @@ def validate(raw: dict[str, Any], src: str = "params", check_device: bool = True
         tp = _HINTS[key]
         if not _matches(value, tp):
             raise ParamsError(f"{src}: {_mismatch(key, value, tp)}")
-        why = _out_of_range(value, tp) or (KNOBS[key].problem(value) if key in KNOBS else "")
-        if why:
+        if why := _out_of_range(value, tp) or (KNOBS[key].problem(value) if key in KNOBS else ""):
             raise ParamsError(f"{src}: key '{key}' {why}")
         if below := _below(key, value, _BOUNDED[key]):
             raise ParamsError(f"{src}: {below}")
