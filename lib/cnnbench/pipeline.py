@@ -20,6 +20,7 @@ import contextlib
 import dataclasses
 import datetime as dt
 import errno
+import importlib.util
 import json
 import logging
 import os
@@ -28,6 +29,8 @@ import sys
 import tempfile
 import threading
 import time
+import traceback
+import warnings
 from pathlib import Path
 
 from cnnbench import eta, freshness, paths, results
@@ -85,6 +88,7 @@ def execute(
     os.environ[PROGRESS_ENV] = str(progress_file)
     os.environ[paths.RESOLVED_ENV] = paths.fingerprint(params_file)  # each notebook checks it (run.open_run)
     done = []
+    parameters = {"params_file": str(params_file), "overrides": overrides, "run_dir": str(run_dir)}
     timings = results.file(run_dir, "timings")
     record = _record(run_dir)
     remaining = eta.Remaining(
@@ -101,11 +105,7 @@ def execute(
                 papermill.execute_notebook(
                     str(source),
                     str(partial),
-                    parameters={
-                        "params_file": str(params_file),
-                        "overrides": overrides,
-                        "run_dir": str(run_dir),
-                    },
+                    parameters=parameters,
                     kernel_name="python3",
                     cwd=str(paths.repo_root()),
                     execution_timeout=timeout_s,
@@ -113,24 +113,20 @@ def execute(
                     log_output=False,
                     kernel_manager_class=_quiet_kernel_manager(run_dir / "kernel.log"),
                 )
-        except PapermillExecutionError as err:
-            log(f"[{i}/{len(notebooks)}] {name} failed")
-            first_line = (err.source or "").strip().splitlines()[0][:80] if (err.source or "").strip() else ""
-            kept = _keep_whole(partial, target)
-            error = f"{err.ename}: {err.evalue}"
-            raise NotebookFailed(name, err.exec_count, error, kept, first_line) from None
-        except DeadKernelError:
-            log(f"[{i}/{len(notebooks)}] {name} failed")
-            kept = _keep_whole(partial, target)
-            raise NotebookFailed(name, None, "the kernel died (killed, or out of memory?)", kept) from None
         except BaseException as err:
+            if isinstance(err, Exception):
+                log(f"[{i}/{len(notebooks)}] {name} failed")
             kept = _keep_whole(partial, target)
             if not isinstance(err, Exception):  # Ctrl-C, SIGTERM: the caller says so
                 raise
-            log(f"[{i}/{len(notebooks)}] {name} failed")
-            why = _describe(err, {str(partial): target}, writing=target)
-            if not _readable(source):
-                why = f"{source} is not a valid notebook ({why})"
+            if isinstance(err, PapermillExecutionError):
+                first_line = ((err.source or "").strip().splitlines() or [""])[0][:80]
+                error = f"{err.ename}: {err.evalue}"
+                raise NotebookFailed(name, err.exec_count, error, kept, first_line) from None
+            why = "the kernel died (killed, or out of memory?)"
+            if not isinstance(err, DeadKernelError):
+                why = _describe(err, {str(partial): target}, writing=target)
+                why = why if _readable(source) else f"{source} is not a valid notebook ({why})"
             raise NotebookFailed(name, None, why, kept) from None
         _keep_whole(partial, target, check=False)
         took = time.perf_counter() - start
@@ -157,15 +153,15 @@ class _PartialReports:
         from cnnbench import report
 
         # built in this process, whose imports (nbconvert, torch) are paid once a run, not once a page
-        try:
-            with (
-                open(os.devnull, "w") as quiet,
-                contextlib.redirect_stdout(quiet),
-                contextlib.redirect_stderr(quiet),
-            ):
-                report.build_run_report(self.run_dir, done, of=self.total)
-        except Exception:  # noqa: BLE001 - a page to read while the run goes on: the run never stops for it
-            pass
+        with (
+            contextlib.suppress(
+                Exception
+            ),  # a page to read while the run goes on: the run never stops for it
+            open(os.devnull, "w") as quiet,
+            contextlib.redirect_stdout(quiet),
+            contextlib.redirect_stderr(quiet),
+        ):
+            report.build_run_report(self.run_dir, done, of=self.total)
 
     def close(self) -> None:
         """The run's report.html is written: the partial page goes."""
@@ -194,8 +190,6 @@ def _keep_whole(partial: Path, target: Path, check: bool = True) -> Path | None:
 
 
 def _readable(notebook: Path) -> bool:
-    import warnings
-
     import nbformat
 
     try:
@@ -472,8 +466,6 @@ def _mark_failed(run_dir: Path, why: str, params_file: Path, overrides: dict, de
 
 def missing_front_end() -> list[str]:
     """The packages of the ``[notebook]`` extra the batch runner needs and this interpreter lacks."""
-    import importlib.util
-
     return [m for m in ("papermill", "nbconvert", "ipykernel") if importlib.util.find_spec(m) is None]
 
 
@@ -507,8 +499,7 @@ def main(argv: list[str] | None = None) -> int:
         "--estimate", action="store_true", help="print each notebook's expected time; run nothing"
     )
     args = ap.parse_args(argv)
-    missing = missing_front_end()
-    if missing:
+    if missing := missing_front_end():
         print(
             f"cnnbench: the batch runner needs {', '.join(missing)}: pip install 'cnnbench[notebook]' "
             "(make report installs it)",
@@ -569,8 +560,7 @@ def _run(args) -> int:
                 f"--set {problem}" if problem.split("'")[1] in overrides else f"{params_file}: {problem}"
             )
         p, notebooks = _absolute_data_paths(p), paths.repo_root() / "notebooks"
-        missing = [n for n in p.notebooks if not (notebooks / f"{n}.ipynb").is_file()]
-        if missing:
+        if missing := [n for n in p.notebooks if not (notebooks / f"{n}.ipynb").is_file()]:
             raise params_mod.ParamsError(f"notebooks missing from {notebooks}: {', '.join(missing)}")
         outputs = (
             params_mod.resolved_path("--outputs", args.outputs) if args.outputs else paths.outputs_root()
@@ -633,8 +623,7 @@ def _record(run_dir: Path) -> dict:
 
 def _execute_run(args, p, params_file: Path, overrides: dict, outputs: Path, run_dir: Path, note: str) -> int:
     """The run itself: every way it can fail ends in one line and FAILED.txt (where it can be written)."""
-    import traceback
-
+    from cnnbench import devices
     from cnnbench import run as run_mod
 
     print(f"cnnbench: run '{run_dir.name}' with {params_file.name} -> {run_dir}")
@@ -648,8 +637,6 @@ def _execute_run(args, p, params_file: Path, overrides: dict, outputs: Path, run
     try:
         _mark_started(run_dir, params_file, overrides)
         resolved = run_mod.write_resolved(run_dir, p, params_file, overrides)  # read by every notebook
-        from cnnbench import devices
-
         device = devices.resolve(p.device, p.expect_device)  # as run_name_for resolved it
         sources = _estimate_sources(
             p, params_file, run_dir, devices.backend(device).kind, devices.device_name(device)
@@ -659,14 +646,7 @@ def _execute_run(args, p, params_file: Path, overrides: dict, outputs: Path, run
             _forget_analysis(run_dir)
         partial = None if args.no_report else _PartialReports(run_dir, len(p.notebooks))
         executed = execute(
-            resolved,
-            {},
-            run_dir,
-            p.notebooks,
-            p.cell_timeout_s,
-            planned=planned,
-            on_done=partial,
-            **sources,
+            resolved, {}, run_dir, p.notebooks, p.cell_timeout_s, planned=planned, on_done=partial, **sources
         )
         if ANALYSIS in p.notebooks:
             _record_analysis(run_dir, [run_dir])
@@ -691,9 +671,7 @@ def _execute_run(args, p, params_file: Path, overrides: dict, outputs: Path, run
         unwritten = _mark_failed(run_dir, why, params_file, overrides, traceback.format_exc())
         print(f"cnnbench: run '{run_dir.name}' failed: {why}{unwritten}", file=sys.stderr)
         return 1
-    if not args.no_report:
-        return _combined(p, params_file, overrides, outputs)
-    return 0
+    return 0 if args.no_report else _combined(p, params_file, overrides, outputs)
 
 
 def _combined(p: params_mod.Params | None, params_file: Path, overrides: dict, outputs: Path) -> int:
@@ -735,13 +713,11 @@ def _combined(p: params_mod.Params | None, params_file: Path, overrides: dict, o
 def _combined_stale(outputs: Path, folder: Path, why: str) -> str:
     """Mark the combined report of ``outputs`` stale, with the reason; returns the console's note."""
     note = ""
-    try:
+    with contextlib.suppress(OSError):
         if (outputs / "report.html").is_file():
             (outputs / "report.html").replace(outputs / STALE_REPORT)
             note = f"; the previous combined report was renamed {STALE_REPORT}"
         results.atomic_write_text(folder / FAILED, f"The combined analysis did not finish: {why}\n")
-    except OSError:
-        pass
     return note
 
 
