@@ -9,10 +9,15 @@ clock is an argument."""
 
 from __future__ import annotations
 
+import contextlib
+import csv
+import dataclasses
+import json
 import math
 import re
 import time
 from collections.abc import Callable, Mapping
+from pathlib import Path
 
 RECORD, EXAMPLE = "earlier run", "the committed example on a 2-core CPU"
 BUDGET = "the budgets: configurations x protocol + start-up, a rough estimate"
@@ -108,8 +113,7 @@ def budget_model(p, notebook: str, kind: str = "cpu", steps: list[float] | None 
         phases = len(p.models) * (PROCESS_S + 2 * max(p.phase_steps * step_s, p.phase_window_s))
         profile = len(p.profile_models) * (PROCESS_S + (p.profile_steps + 1) * step_s)
         scaling = sum(p.scaling_world_sizes) * _process_s(p, step_s, p.scaling_steps, p.scaling_repeats)
-        fixed = KERNEL_S + phases + profile + scaling
-        return grid, per_point, fixed
+        return grid, per_point, KERNEL_S + phases + profile + scaling
     if notebook == "07_tuning":
         searches = len(p.tune_models) * len(p.tune_phases)
         confirm = (p.tune_confirm_top + 1) * (PROCESS_S + p.repeats * p.tune_confirm_window_s)
@@ -122,8 +126,7 @@ def budget_model(p, notebook: str, kind: str = "cpu", steps: list[float] | None 
 def budget_s(p, notebook: str, kind: str = "cpu") -> float | None:
     """Seconds ``notebook`` is expected to take by :func:`budget_model` (configurations x seconds each + fixed
     costs), the estimate of a first run that has nothing measured to go by; None for a notebook it does not know."""
-    model = budget_model(p, notebook, kind)
-    return None if model is None else model[0] * model[1] + model[2]
+    return Budgets(p, kind)[notebook]
 
 
 def params_device(p, kind: str, device_name: str, params_file_name: str) -> str:
@@ -134,11 +137,9 @@ def params_device(p, kind: str, device_name: str, params_file_name: str) -> str:
 
     if devices.backend_class(kind).on_host:
         return ""
-    try:
+    with contextlib.suppress(predict.Refused):
         if device_name:
             return predict.spec_roof(device_name)["device"]
-    except predict.Refused:
-        pass
     return predict.PARAMS_DEVICES.get(params_file_name, "")
 
 
@@ -151,8 +152,8 @@ class Budgets(Mapping):
         self.p, self.kind, self.device, self._got = p, kind, device, {}
 
     def _steps(self, notebook: str) -> tuple[list[float] | None, str]:
-        configs = _configs(self.p, notebook)
-        if not (self.device and configs):
+        configs = self.device and _configs(self.p, notebook)
+        if not configs:
             return None, BUDGET
         from cnnbench import predict
 
@@ -185,10 +186,6 @@ class Budgets(Mapping):
 def example_record(p, device_kind: str, example_dir) -> dict[str, float]:
     """How long each notebook took in the committed example run, where this run is the same as that one (a CPU
     run with the same parameters, names and paths apart); {} otherwise."""
-    import dataclasses
-    import json
-    from pathlib import Path
-
     example_dir = Path(example_dir)
     try:
         theirs = json.loads((example_dir / "params.json").read_text())
@@ -216,10 +213,6 @@ def example_record(p, device_kind: str, example_dir) -> dict[str, float]:
 def sibling_record(run_dir, params_file_name: str) -> tuple[str, dict[str, float]]:
     """(name, seconds per notebook) of the run beside ``run_dir`` (same outputs folder, same params file by name)
     whose ``timings.csv`` changed last: a second run name estimates from the first. ("", {}) when there is none."""
-    import csv
-    import json
-    from pathlib import Path
-
     run_dir, best = Path(run_dir), None
     for d in run_dir.parent.glob("*/"):
         timings = d / "timings.csv"
@@ -268,10 +261,8 @@ def expected_times(
         elif example.get(name) is not None:
             out[name] = (float(example[name]), EXAMPLE)
         elif budgets.get(name) is not None:
-            out[name] = (
-                float(budgets[name]),
-                budgets.source(name) if isinstance(budgets, Budgets) else BUDGET,
-            )
+            source = budgets.source(name) if isinstance(budgets, Budgets) else BUDGET
+            out[name] = (float(budgets[name]), source)
         else:
             out[name] = (None, "")
     return out
