@@ -5,7 +5,9 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import errno
+import hashlib
 import os
+import pickle
 import re
 import socket
 import sys
@@ -44,9 +46,7 @@ def default_params_file() -> Path:
 def resolve(path: str | Path) -> Path:
     """A path as given if absolute or present from cwd, else relative to the workbook root."""
     path = Path(path).expanduser()
-    if path.is_absolute() or path.exists():
-        return path.resolve()
-    return (repo_root() / path).resolve()
+    return (path if path.is_absolute() or path.exists() else repo_root() / path).resolve()
 
 
 def default_run_name(device_kind: str) -> str:
@@ -64,9 +64,6 @@ def cached(kind: str, key, compute, code=()):
     to the code computing it is a new key), and read back from there while both are the same; a missing or
     unreadable file is computed again. Processes asking for one entry at once compute it once: the others wait
     and read it."""
-    import hashlib
-    import pickle
-
     key = [key, *(Path(m.__file__).read_text() for m in code)]
     env = os.environ.get
     folder = Path(env("CNNBENCH_CACHE") or Path(env("XDG_CACHE_HOME", "~/.cache")) / "cnnbench").expanduser()
@@ -91,9 +88,7 @@ def folder_problem(outputs: Path, option: str = "--outputs") -> str:
         outputs.mkdir(parents=True, exist_ok=True)
     except OSError as err:
         return f"{option} {outputs} cannot be created ({err.strerror or err})"
-    if not os.access(outputs, os.W_OK | os.X_OK):
-        return f"{option} {outputs} is not writable"
-    return ""
+    return "" if os.access(outputs, os.W_OK | os.X_OK) else f"{option} {outputs} is not writable"
 
 
 LOCK_ENV = "CNNBENCH_RUN_LOCK"  # set by the process holding a run's lock, so its own kernels pass through
@@ -102,8 +97,6 @@ RESOLVED_ENV = "CNNBENCH_RESOLVED"  # fingerprint of params.json when a pipeline
 
 def fingerprint(path: str | Path) -> str:
     """``path`` (resolved) with the SHA-256 of its content: what :data:`RESOLVED_ENV` holds."""
-    import hashlib
-
     path = Path(path).resolve()
     return f"{path} {hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else ''}"
 
@@ -295,9 +288,7 @@ def _link(owner: str, lock: Path) -> None:
     """Hard-link ``owner`` to ``lock`` (else create it exclusively): FileExistsError if it exists."""
     try:
         os.link(owner, lock)
-    except FileExistsError:
-        raise
-    except OSError as err:
+    except OSError as err:  # EEXIST (FileExistsError) is raised as it is
         if err.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.ENOSYS, errno.EMLINK):
             raise
         fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
