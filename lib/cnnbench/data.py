@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import contextlib
 import os
+import socket
 import tarfile
 import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+from urllib.parse import urlsplit
 
 import torch
 from torch.utils.data import DataLoader, Dataset
@@ -89,11 +91,10 @@ class TinyImageNet(Dataset):
             annotations = root / "val" / "val_annotations.txt"
             if not annotations.is_file():
                 raise DataError(f"{root}: val/val_annotations.txt missing")
-            self.samples = []
-            for line in annotations.read_text().splitlines():
-                fields = line.split("\t")
-                if len(fields) >= 2:
-                    self.samples.append((root / "val" / "images" / fields[0], self.class_to_idx[fields[1]]))
+            rows = [line.split("\t") for line in annotations.read_text().splitlines()]
+            self.samples = [
+                (root / "val" / "images" / f[0], self.class_to_idx[f[1]]) for f in rows if len(f) >= 2
+            ]
         else:
             raise DataError(f"unknown split '{split}' (train or val)")
         if not self.samples:
@@ -113,9 +114,7 @@ MNIST_FILES = {  # split -> (images file, labels file) in MNIST/raw/, as torchvi
     "train": ("train-images-idx3-ubyte", "train-labels-idx1-ubyte"),
     "val": ("t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"),
 }
-CIFAR10_FILES = tuple(
-    ("data_batch_1 data_batch_2 data_batch_3 data_batch_4 data_batch_5 test_batch batches.meta").split()
-)
+CIFAR10_FILES = (*(f"data_batch_{i}" for i in range(1, 6)), "test_batch", "batches.meta")
 TINY_FOLDER = "tiny-imagenet-200"
 
 
@@ -126,8 +125,8 @@ def layout_problem(name: str, root: str | Path) -> str:
     root = Path(root).expanduser()
     if not root.is_dir():
         return f"'{root}' is not a folder"
-    if _unwalkable(root):
-        return _unwalkable(root)
+    if why := _unwalkable(root):
+        return why
     if not any(root.iterdir()):
         if name == "imagefolder":  # nothing to download it from
             return f"folder '{root}' is empty (point data_path at a folder of class folders of images)"
@@ -165,9 +164,6 @@ def _unwalkable(root: Path) -> str:
 def download_problem(name: str, folder) -> str:
     """Why ``download: true`` cannot fetch dataset ``name`` from here (its host does not answer within 10 s),
     naming the folder to put its files in by hand; "" when it answers."""
-    import socket
-    from urllib.parse import urlsplit
-
     url = {
         "tiny_imagenet": TINY_IMAGENET_URL[0],
         "imagenette": tvd.Imagenette._ARCHIVES["160px"][0],
@@ -223,8 +219,7 @@ def _image_folder_problem(root: Path) -> str:
         classes = _class_dirs(folder)
         if not classes:
             return _wrong("imagefolder", root, "<class>/<image> or train/<class>/<image>")
-        empty = [d.name for d in classes if not _images_under(d, 1)]
-        if empty:
+        if empty := [d.name for d in classes if not _images_under(d, 1)]:
             return (
                 f"class folder '{folder / empty[0]}' holds no image ({', '.join(IMAGE_EXTENSIONS)}); "
                 f"{len(empty)} of {len(classes)} classes are empty"
@@ -252,8 +247,7 @@ def _tiny_wnids(base: Path) -> list[str]:
 def _tiny_problem(root: Path) -> str:
     base = _tiny_base(root)
     if not (base / "wnids.txt").is_file():
-        elsewhere = sorted(p.parent for p in root.glob("*/wnids.txt"))
-        if elsewhere:
+        if elsewhere := sorted(p.parent for p in root.glob("*/wnids.txt")):
             return (
                 f"wnids.txt is in '{elsewhere[0].name}/', not in '{root}' or {TINY_FOLDER}/: point data_path "
                 f"at '{elsewhere[0]}'"
@@ -283,9 +277,7 @@ def _imagenette_problem(root: Path) -> str:
     base = root / "imagenette2-160"
     if not (base / "train").is_dir():
         return _wrong("imagenette", root, "imagenette2-160/train/")
-    if not (base / "val").is_dir():
-        return f"'{base}' has no val/ folder"
-    return ""
+    return "" if (base / "val").is_dir() else f"'{base}' has no val/ folder"
 
 
 def _cifar_problem(root: Path) -> str:
@@ -364,9 +356,8 @@ def split_size(name: str, root: str | Path, split: str, at_most: int = 1 << 62) 
     if name == "imagenette":
         return _images_under(root / "imagenette2-160" / split, at_most)
     if name == "mnist":
-        n, problem = _idx(
-            root / "MNIST" / "raw" / MNIST_FILES["train" if split == "train" else "val"][0], True
-        )
+        images = MNIST_FILES["train" if split == "train" else "val"][0]
+        n, problem = _idx(root / "MNIST" / "raw" / images, True)
         return None if problem else min(n, at_most)
     if name == "tiny_imagenet":
         base = _tiny_base(root)
@@ -513,15 +504,12 @@ def loader(
             f"the dataset has {n} images, fewer than one batch of {batch_size}: no batch to measure "
             "(lower the batch size or use more images)"
         )
+    kw = {"num_workers": workers, "pin_memory": pin_memory, "persistent_workers": workers > 0}
     seeded = torch.Generator().manual_seed(seed)
-    kw = {
-        "num_workers": workers,
-        "pin_memory": pin_memory,
-        "persistent_workers": workers > 0,
-        "generator": seeded,
-    }
     # a worker dies with what it loads for
-    return DataLoader(ds, batch_size, shuffle, drop_last=True, worker_init_fn=paths.die_with_parent, **kw)
+    return DataLoader(
+        ds, batch_size, shuffle, drop_last=True, worker_init_fn=paths.die_with_parent, generator=seeded, **kw
+    )
 
 
 def cycle(dl: DataLoader) -> Iterator:
