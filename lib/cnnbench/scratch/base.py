@@ -158,10 +158,8 @@ def named_params(model: str, net) -> dict:
         mods = [net.features[0], net.features[3], net.classifier[1], net.classifier[3]]
     else:
         mods = [net[1], net[3]]
-    out = {}
-    for layer, mod in zip(LAYERS[model], mods, strict=True):
-        out[f"{layer}.weight"], out[f"{layer}.bias"] = mod.weight, mod.bias
-    return out
+    pairs = zip(LAYERS[model], mods, strict=True)
+    return {f"{layer}.{w}": getattr(mod, w) for layer, mod in pairs for w in ("weight", "bias")}
 
 
 def nbytes(arrays) -> int:

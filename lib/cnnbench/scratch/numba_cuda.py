@@ -144,9 +144,8 @@ def conv_bwd_input(da, w, dx):
 
 @cuda.jit
 def dense_fwd(x, w, b, out, relu):
-    i = cuda.grid(1)
-    n_, j_ = out.shape
-    if i >= n_ * j_:
+    i, j_ = cuda.grid(1), out.shape[1]
+    if i >= out.size:
         return
     j, n = i % j_, i // j_
     acc = b[j]
@@ -157,9 +156,8 @@ def dense_fwd(x, w, b, out, relu):
 
 @cuda.jit
 def dense_bwd_weight(d, x, dw, db):
-    i = cuda.grid(1)
-    j_, k_ = dw.shape
-    if i >= j_ * k_:
+    i, k_ = cuda.grid(1), dw.shape[1]
+    if i >= dw.size:
         return
     k, j = i % k_, i // k_
     n0 = cuda.blockIdx.y * BATCH_CHUNK
@@ -176,9 +174,8 @@ def dense_bwd_weight(d, x, dw, db):
 
 @cuda.jit
 def dense_bwd_input(d, w, relu_out, dx, masked):
-    i = cuda.grid(1)
-    n_, k_ = dx.shape
-    if i >= n_ * k_:
+    i, k_ = cuda.grid(1), dx.shape[1]
+    if i >= dx.size:
         return
     k, n = i % k_, i // k_
     acc = ZERO
