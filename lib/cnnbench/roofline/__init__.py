@@ -90,7 +90,8 @@ class _Roofs:
         return self._level[p, level]
 
     def attainable(self, precision: str, intensity: float) -> dict:
-        """``attainable_<level>_gflops`` under every measured level's roof of ``precision`` at ``intensity``."""
+        """``attainable_<level>_gflops`` under every measured level's roof of ``precision`` at
+        ``intensity``."""
         rows, _ = self.measured(precision)
         if "level" not in rows:
             return {}
