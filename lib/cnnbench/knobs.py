@@ -118,11 +118,9 @@ def compiling(mode: str, shape=None):
 
 def _compile_mode(value) -> Any:
     """``compile: true/false`` (02's variants, and rows written before modes) as a mode."""
-    if isinstance(value, bool):
-        return "default" if value else "off"
     if isinstance(value, str) and value.strip().lower() in ("true", "false"):
-        return "default" if value.strip().lower() == "true" else "off"
-    return value
+        value = value.strip().lower() == "true"
+    return ("default" if value else "off") if isinstance(value, bool) else value
 
 
 def _powers_of_two(lo: int, hi: int) -> list[int]:
@@ -154,11 +152,9 @@ def _no_loader(hw, p) -> str:
     return "" if p.data_mode == "loader" else "data_mode is device: no DataLoader in the step"
 
 
-_no_pins = _unless("pins", "pinned memory speeds host-to-CUDA copies; {kind} has none")
-
-
 def _no_pinning(hw, p) -> str:
-    return _no_pins(hw, p) or _no_loader(hw, p)
+    why = _unless("pins", "pinned memory speeds host-to-CUDA copies; {kind} has none")(hw, p)
+    return why or _no_loader(hw, p)
 
 
 KNOBS: dict[str, Knob] = {

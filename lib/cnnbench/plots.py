@@ -137,15 +137,8 @@ def legend_below(fig, ax, title=None, ncol: int | None = 4, fontsize: int | None
     handles, labels = ax.get_legend_handles_labels()
     if labels:
         ncol = min(len(labels), ncol or len(labels))
-        fig.legend(
-            handles,
-            labels,
-            title=title,
-            loc="upper center",
-            bbox_to_anchor=(0.5, 0.0),
-            ncol=ncol,
-            fontsize=fontsize,
-        )
+        where = {"loc": "upper center", "bbox_to_anchor": (0.5, 0.0)}
+        fig.legend(handles, labels, title=title, ncol=ncol, fontsize=fontsize, **where)
 
 
 def complexity(df: pd.DataFrame, path: str | Path | None = None):
@@ -153,21 +146,12 @@ def complexity(df: pd.DataFrame, path: str | Path | None = None):
     data = df.assign(resolution=df.image_size.astype(str) + "x" + df.image_size.astype(str))
     fig, axes = subplots(1, 2, figsize=(12, 4))
     # points, not bars: the values span four decades, and a bar on a log axis has no length to read
+    style = {"hue": "resolution", "dodge": True, "jitter": False, "size": 8}
     for ax, col, label in (
         (axes[0], "gflops_train", "training GFLOP per image (fwd+bwd)"),
         (axes[1], "activation_mib", "saved activations per image (MiB)"),
     ):
-        sns.stripplot(
-            data=data,
-            x="model",
-            y=col,
-            hue="resolution",
-            dodge=True,
-            jitter=False,
-            size=8,
-            ax=ax,
-            legend=ax is axes[0],
-        )
+        sns.stripplot(data=data, x="model", y=col, ax=ax, legend=ax is axes[0], **style)
         ax.set(yscale="log", ylabel=label, xlabel="")
         plt.setp(ax.get_xticklabels(), rotation=30, ha="right", rotation_mode="anchor")
     axes[0].get_legend().remove()
@@ -246,9 +230,8 @@ def throughput(df: pd.DataFrame, path: str | Path | None = None, hue: str | None
             )
         ticks = [j + width * (len(variants) - 1) / 2 for j in range(len(bars))]
         ax.set_xticks(ticks, [text(b) for b in bars], rotation=30, ha="right", rotation_mode="anchor")
-        where = (
-            g.device_name.iloc[0] if g.device_name.nunique() == 1 else f"{g.device_name.nunique()} devices"
-        )
+        n = g.device_name.nunique()
+        where = g.device_name.iloc[0] if n == 1 else f"{n} devices"
         ax.set(yscale="log", ylabel="throughput (images/s)", title=text(f"{phase} ({where})"))
     fig.tight_layout()
     legend_below(fig, axes[0][0])
@@ -376,10 +359,7 @@ def bandwidth_sweep(sweep: pd.DataFrame, peaks: pd.DataFrame, title: str, path: 
             )
             lower = cap
     ax.set(
-        **LOG_LOG,
-        xlabel="working set (MiB, all threads' buffers)",
-        ylabel="bandwidth (GB/s)",
-        title=title,
+        **LOG_LOG, xlabel="working set (MiB, all threads' buffers)", ylabel="bandwidth (GB/s)", title=title
     )
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1))
     fig.tight_layout()
@@ -692,17 +672,15 @@ def telemetry_timeline(df: pd.DataFrame, path: str | Path | None = None, max_met
     the configurations laid end to end in the order they ran, thin grey lines marking where one ends."""
     if df.empty:
         return None
-    context = [
-        c for c in ("source", "model", "phase", "image_size", *knobs.keyed(), "process") if c in df.columns
-    ]
-    df = df.copy()
+    keys = ("source", "model", "phase", "image_size", *knobs.keyed(), "process")
+    context = [c for c in keys if c in df.columns]
     groups = (
         df.groupby(context, sort=False, dropna=False).ngroup() if context else pd.Series(0, index=df.index)
     )
     ends = df.groupby(groups, sort=False).t_s.max()
     # each configuration starts where the last one ended
     offsets = ends.cumsum().shift(fill_value=0).to_dict()
-    df["run_t_s"] = df.t_s + groups.map(offsets)
+    df = df.assign(run_t_s=df.t_s + groups.map(offsets))
     metrics = list(dict.fromkeys(df.metric))[:max_metrics]
     fig, axes = subplots(len(metrics), 1, figsize=(11, 2.1 * len(metrics)), sharex=True, squeeze=False)
     for ax, metric in zip(axes[:, 0], metrics, strict=True):

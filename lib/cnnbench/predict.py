@@ -22,9 +22,8 @@ from cnnbench.devices.base import normalise_name
 # conv and matmul are compute classes (their bytes at the elementwise efficiency); batch norm is normalisation in
 # training (several passes), elementwise in eval
 CLASSES = ("convolution", "convolution backward", "matmul", "elementwise", "normalisation", "pooling")
-COMPUTE = (
-    3  # CLASSES[:COMPUTE] are compute classes, their bytes at CLASSES[COMPUTE]'s (elementwise) efficiency
-)
+# CLASSES[:COMPUTE] are compute classes, their bytes at CLASSES[COMPUTE]'s (elementwise) efficiency
+COMPUTE = 3
 SHRINK, STEPS, LEARNING_RATE, START = 0.05, 600, 0.05, (0.3, 2e-5)  # Adam from 30% and 20 us per op
 # seeds that timed steps; the others timed epochs with their loader: predicted, never fitted
 STEP_TIMED = ("003",)
@@ -88,10 +87,8 @@ def _parts(log_params, stacked, n: int) -> tuple:
 
     flops, nbytes, cls, row, peak, bandwidth, count = stacked
     e = torch.exp(log_params[:-1])
-    compute, memory = (
-        flops / (e[cls] * peak),
-        nbytes / (torch.where(cls < COMPUTE, e[COMPUTE], e[cls]) * bandwidth),
-    )
+    compute = flops / (e[cls] * peak)
+    memory = nbytes / (torch.where(cls < COMPUTE, e[COMPUTE], e[cls]) * bandwidth)
     slower = torch.maximum(compute, memory)
     on = compute >= memory
     sums = [torch.zeros(n, dtype=slower.dtype).index_add_(0, row, slower * w) for w in (on, ~on)]
@@ -141,9 +138,8 @@ def fit(rows: pd.DataFrame, kind: str) -> Fit:
 def _fitted_params(stacked, n: int, target) -> tuple[tuple[float, ...], float]:
     import torch
 
-    theta = torch.log(
-        torch.tensor([START[0]] * len(CLASSES) + [START[1]], dtype=torch.float64)
-    ).requires_grad_()
+    start = torch.tensor([START[0]] * len(CLASSES) + [START[1]], dtype=torch.float64)
+    theta = torch.log(start).requires_grad_()
     opt = torch.optim.Adam([theta], lr=LEARNING_RATE)
     for _ in range(STEPS):
         opt.zero_grad()
@@ -355,8 +351,7 @@ def step_times(configs, device: str) -> list[float]:
             roofs[c.precision] = roofs.get(c.precision) or spec_roof(device, c.precision)
         except Refused:
             roofs[c.precision] = fp32
-    keys = ["model", "phase", "batch_size", "image_size", "num_classes", "precision"]
-    t = pd.DataFrame([{**roofs[c.precision], **{k: getattr(c, k) for k in keys}} for c in configs])
+    t = pd.DataFrame([{**roofs[c.precision], **{k: getattr(c, k) for k in KEYS}} for c in configs])
     p = predict(t, _fitted(*_fit_rows(judged(published_rows()), fp32["device_kind"])))
     return list(t.batch_size / p.predicted_img_s)
 

@@ -118,10 +118,8 @@ def speedups(scenario_a: pd.DataFrame) -> pd.DataFrame:
 def speedup_columns() -> list[str]:
     """speedups.csv's header (also when no two runs share a configuration)."""
     pair = "run_a run_b device_a device_b host_a host_b comparison".split()
-    rates = (
-        "threads_a threads_b throughput_a_img_s throughput_b_img_s speedup speedup_low speedup_high".split()
-    )
-    return [*pair, *match_keys(), *rates]
+    rates = "threads_a threads_b throughput_a_img_s throughput_b_img_s speedup speedup_low speedup_high"
+    return [*pair, *match_keys(), *rates.split()]
 
 
 def unmatched(scenario_a: pd.DataFrame, divided: pd.DataFrame | None = None) -> pd.DataFrame:
@@ -244,11 +242,8 @@ def rates(m: Merged) -> pd.DataFrame:
         ok["table"] = name
         ok["torch"] = ok.run_name.map(lambda r: m.environments.get(r, {}).get("torch", ""))
         numeric = ("throughput_ci95_img_s", "probe_img_s")
-        for key in (
-            *knob_keys(),
-            *"model phase host_id host device_name process_rates_img_s".split(),
-            *numeric,
-        ):
+        text = (*knob_keys(), *"model phase host_id host device_name process_rates_img_s".split())
+        for key in (*text, *numeric):
             if key not in ok:
                 ok[key] = math.nan if key in numeric else ""
         frames.append(ok.drop_duplicates(["run_name", "table", "model", "phase", *knob_keys()], keep="last"))

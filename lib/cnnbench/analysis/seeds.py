@@ -665,17 +665,11 @@ def epochs_beside_published(epochs: pd.DataFrame) -> pd.DataFrame:
     if epochs.empty or "train_epoch_s" not in epochs:
         return pub
     ok = epochs[epochs.status == "ok"]
-    ours = pd.DataFrame(
-        {
-            "source": "ours: " + ok.run_name,
-            "model": ok.model,
-            "device": ok.device_name,
-            "images": ok.train_images,
-            "train_epoch_s": ok.train_epoch_s,
-            "val_epoch_s": ok.val_epoch_s,
-        }
+    named = {"device_name": "device", "train_images": "images"}
+    ours = ok[["model", *named, "train_epoch_s", "val_epoch_s"]].rename(columns=named)
+    return pd.concat([pub, ours.assign(source="ours: " + ok.run_name)[cols]], ignore_index=True).sort_values(
+        ["model", "source"], kind="stable"
     )
-    return pd.concat([pub, ours], ignore_index=True).sort_values(["model", "source"], kind="stable")
 
 
 def beside(published_table: pd.DataFrame, ours: pd.DataFrame, key: str, label: str) -> pd.DataFrame:

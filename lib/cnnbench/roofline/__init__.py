@@ -58,17 +58,6 @@ def roof_for(peaks: pd.DataFrame, precision: str) -> pd.Series:
     return rows.iloc[0].rename(p)
 
 
-def level_roof(peaks: pd.DataFrame, precision: str, working_set_bytes: float) -> pd.Series:
-    """The measured roof of the innermost memory level that holds ``working_set_bytes`` (hierarchical roofline):
-    its ``level`` and ``bandwidth_gbs``. Peaks without levels: the DRAM roof."""
-    return _Roofs(peaks).level_roof(precision, working_set_bytes)
-
-
-def attainable_by_level(peaks: pd.DataFrame, precision: str, intensity: float) -> dict:
-    """``attainable_<level>_gflops`` under every measured level's roof of ``precision`` at ``intensity``."""
-    return _Roofs(peaks).attainable(precision, intensity)
-
-
 class _Roofs:
     """The roofs of one peaks table, each precision's and level's rows filtered out once and looked up per point
     (a run places a thousand layers against one table)."""
@@ -90,6 +79,8 @@ class _Roofs:
         return self._dram[precision]
 
     def level_roof(self, precision: str, working_set_bytes: float) -> pd.Series:
+        """The measured roof of the innermost memory level that holds ``working_set_bytes`` (hierarchical
+        roofline): its ``level`` and ``bandwidth_gbs``. Peaks without levels: the DRAM roof."""
         rows, p = self.measured(precision)
         if "level" not in rows or "capacity_mib" not in rows or pd.isna(working_set_bytes):
             return self.dram(precision)
@@ -99,6 +90,8 @@ class _Roofs:
         return self._level[p, level]
 
     def attainable(self, precision: str, intensity: float) -> dict:
+        """``attainable_<level>_gflops`` under every measured level's roof of ``precision`` at
+        ``intensity``."""
         rows, _ = self.measured(precision)
         if "level" not in rows:
             return {}
@@ -157,9 +150,7 @@ def intensities_for(results: pd.DataFrame) -> pd.DataFrame:
     ok = results[results.status == "ok"] if "status" in results else results.iloc[0:0]
     keys = ok[[*_KEYS, "num_classes"]].drop_duplicates() if len(ok) else ok
     rows = [
-        step_intensity(
-            r.model, int(r.batch_size), int(r.image_size), int(r.num_classes), r.phase, r.precision
-        )
+        step_intensity(r.model, *map(int, (r.batch_size, r.image_size, r.num_classes)), r.phase, r.precision)
         for r in keys.itertuples()
     ]
     return pd.DataFrame(
@@ -208,10 +199,8 @@ def parameter_proxy(complexity: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame({"model": ref.model, "proxy_ai_macs224_over_param_bytes": proxy})
 
 
-LAYER_COLUMNS = (
-    "model phase batch_size op layer calls_per_step time_per_step_s flops flops_counted bytes".split()
-)
-LAYER_COLUMNS += ["intensity_flop_per_byte", "achieved_gflops", "time_share"]
+LAYER_COLUMNS = """model phase batch_size op layer calls_per_step time_per_step_s flops flops_counted bytes
+intensity_flop_per_byte achieved_gflops time_share""".split()
 
 
 def profile_layers(
@@ -350,15 +339,9 @@ def layers_for_models(run, scenario_a: pd.DataFrame, steps: int = 2) -> pd.DataF
     table = results.table("roofline_layers")
     cache, planned, profiled = table.file(run.dir), [], 0
     for r in ok.to_dict("records"):
-        cfg = engine.Config(
-            r["model"],
-            "train",
-            int(r["image_size"]),
-            int(r["num_classes"]),
-            int(r["in_channels"]),
-            r.get("dataset", "synthetic"),
-            knobs.Setting({k: r[k] for k in knobs.keyed()}).with_(compile="off", data_mode="device"),
-        )
+        setting = knobs.Setting({k: r[k] for k in knobs.keyed()}).with_(compile="off", data_mode="device")
+        sizes = (int(r["image_size"]), int(r["num_classes"]), int(r["in_channels"]))
+        cfg = engine.Config(r["model"], "train", *sizes, r.get("dataset", "synthetic"), setting)
         key = {
             **cfg.columns(),
             "device_kind": devices.backend(run.device).kind,

@@ -78,10 +78,8 @@ def bandwidth_sweep(
 ) -> pd.DataFrame:
     """Best and median bandwidth of each kernel at each working set, GB/s, one row each: the device's own kernels
     (:meth:`cnnbench.devices.Backend.bandwidth_sweep`; the CPU's are :mod:`cnnbench.devices.membench`)."""
-    rows = devices.backend(device).bandwidth_sweep(
-        sizes, repeats, min_call_s, threads or torch.get_num_threads()
-    )
-    return pd.DataFrame(rows)
+    b = devices.backend(device)
+    return pd.DataFrame(b.bandwidth_sweep(sizes, repeats, min_call_s, threads or torch.get_num_threads()))
 
 
 def knees(sweep: pd.DataFrame, drop: float = 0.3) -> list[int]:
@@ -147,12 +145,11 @@ def level_roofs(sweep: pd.DataFrame, levels: list[dict], main: str = "dram") -> 
     if outer.empty:  # no working set far enough beyond the caches: the largest one stands in, said so
         outer = sweep[ws == ws.max()]
         note = (
-            f"no working set of at least {MAIN_MEMORY_FACTOR}x the last cache was measured: the largest one"
+            f"no working set of at least {MAIN_MEMORY_FACTOR}x the last cache was measured: the largest one "
+            "stands in"
         )
-        note += " stands in"
     level = {"level": main, "size_bytes": None, "capacity_bytes": None, "size_source": "main memory"}
-    dram = _level_row(outer, level)
-    rows.append({**dram, "bandwidth_note": note})
+    rows.append({**_level_row(outer, level), "bandwidth_note": note})
     df = pd.DataFrame(rows)
     for i in range(len(df) - 1):  # flag, never overwrite, an inner level slower than an outer one
         faster = df.iloc[i + 1 :][df.bandwidth_gbs.iloc[i + 1 :] > df.bandwidth_gbs.iloc[i]]

@@ -158,10 +158,8 @@ def named_params(model: str, net) -> dict:
         mods = [net.features[0], net.features[3], net.classifier[1], net.classifier[3]]
     else:
         mods = [net[1], net[3]]
-    out = {}
-    for layer, mod in zip(LAYERS[model], mods, strict=True):
-        out[f"{layer}.weight"], out[f"{layer}.bias"] = mod.weight, mod.bias
-    return out
+    pairs = zip(LAYERS[model], mods, strict=True)
+    return {f"{layer}.{w}": getattr(mod, w) for layer, mod in pairs for w in ("weight", "bias")}
 
 
 def nbytes(arrays) -> int:
@@ -205,3 +203,28 @@ def step_buffers(model: str, p: dict, image: int, n: int, empty) -> dict:
         )
         shapes["dflat"] = (n, f2 * s4 * s4)
     return {k: empty(s, np.int32 if k in ("i1", "i2") else np.float32) for k, s in shapes.items()}
+
+
+class Buffered:
+    """What the Numba backends share: a step's arrays in ``buffers`` per batch size (:func:`step_buffers`), a
+    ``_forward`` into them, and ``_host`` reading an array back to the host as a copy."""
+
+    def evaluate(self, x, y, chunk: int = 2048) -> float:
+        correct = 0
+        for i in range(0, len(x), chunk):
+            xb, _ = self.put(x[i : i + chunk], y[i : i + chunk])
+            b = self._buf(len(xb))
+            self._forward(xb, b)
+            correct += int((self._host(b["logits"]).argmax(axis=1) == y[i : i + chunk]).sum())
+        return correct / max(len(x), 1)
+
+    def params(self) -> dict[str, np.ndarray]:
+        return {k: self._host(v) for k, v in self.p.items()}
+
+    def grads(self) -> dict[str, np.ndarray]:
+        return {k: self._host(v) for k, v in self.g.items()}
+
+    def memory(self) -> dict[str, int]:
+        b = self.buffers.get(len(getattr(self, "batch", ())), {})
+        acts = [v for k, v in b.items() if k in ACTIVATIONS]
+        return component_bytes(self, acts, [v for k, v in b.items() if k not in ACTIVATIONS])

@@ -252,11 +252,8 @@ def train_cnn(backend: str, p, weights: dict, data: Data, threads: int, on_row=N
         order = np.random.default_rng(p.seed + epoch).permutation(len(data.x_train))
 
         def epoch_fn(order=order):
-            losses = []
-            for s in range(steps):
-                idx = order[s * bs : (s + 1) * bs]
-                losses.append(b.train_step(data.x_train[idx], data.y_train[idx]))
-            return losses
+            batches = (order[s * bs : (s + 1) * bs] for s in range(steps))
+            return [b.train_step(data.x_train[idx], data.y_train[idx]) for idx in batches]
 
         try:
             losses, seconds = timed(b, epoch_fn)
@@ -327,9 +324,8 @@ def train_mlp(backend: str, p, weights: dict, data: Data, threads: int, on_row=N
 
 
 def _emit(rows: list[dict], on_row) -> list[dict]:
-    for row in rows:
-        if on_row:
-            on_row(row)
+    for row in rows if on_row else ():
+        on_row(row)
     return rows
 
 
@@ -458,6 +454,7 @@ def memory_breakdown(
     dataset = data.x_train.nbytes + data.y_train.nbytes + data.x_test.nbytes + data.y_test.nbytes
     state_how, step_how = [unmeasured.format(rss=v / MIB) if coarse else how for v in (state, step_peak)]
     step_how += " (activations + workspace; batch listed apart)"
+    overhead = None if coarse else step_peak - step_c
     rows = [
         ("parameters", comp["parameters"], None, "array sizes"),
         ("gradients", comp["gradients"], None, "array sizes"),
@@ -467,12 +464,7 @@ def memory_breakdown(
         ("workspace", comp.get("workspace", float("nan")), None, "im2col columns / gradient buffers"),
         ("batch_inputs", comp.get("batch", 0), None, "array sizes"),
         ("step_total", step_c, None if coarse else step_peak, step_how),
-        (
-            "backend_overhead",
-            None,
-            None if coarse else step_peak - step_c,
-            "measured step peak - computed (temporaries, allocator pool)",
-        ),
+        ("backend_overhead", None, overhead, "measured step peak - computed (temporaries, allocator pool)"),
         ("dataset_inputs", dataset, None, "host arrays of the train and test images"),
         (
             "allocator_pool_held",

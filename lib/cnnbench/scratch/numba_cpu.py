@@ -12,7 +12,7 @@ import time
 import numpy as np
 from numba import njit, prange
 
-from cnnbench.scratch.base import ACTIVATIONS, PARAM_NAMES, OpTimer, component_bytes, image_side, step_buffers
+from cnnbench.scratch.base import PARAM_NAMES, Buffered, OpTimer, image_side, step_buffers
 
 JIT = {"parallel": True, "fastmath": False, "cache": True}
 
@@ -214,7 +214,7 @@ def sgd_plain(p, g, lr):
         p[i] -= lr * g[i]
 
 
-class NumbaCpuBackend:
+class NumbaCpuBackend(Buffered):
     def __init__(self, model: str, lr: float = 0.01, momentum: float = 0.9):
         self.name, self.model, self.lr, self.momentum = "numba_cpu", model, lr, momentum
         self.timer = OpTimer()
@@ -323,22 +323,5 @@ class NumbaCpuBackend:
                     sgd_plain(p.reshape(-1), self.g[k].reshape(-1), self.lr)
         return loss
 
-    def evaluate(self, x, y, chunk: int = 2048) -> float:
-        correct = 0
-        for i in range(0, len(x), chunk):
-            xb, yb = self.put(x[i : i + chunk], y[i : i + chunk])
-            b = self._buf(len(xb))
-            self._forward(xb, b)
-            correct += int((b["logits"].argmax(axis=1) == yb).sum())
-        return correct / max(len(x), 1)
-
-    def params(self) -> dict[str, np.ndarray]:
-        return {k: v.copy() for k, v in self.p.items()}
-
-    def grads(self) -> dict[str, np.ndarray]:
-        return {k: v.copy() for k, v in self.g.items()}
-
-    def memory(self) -> dict[str, int]:
-        b = self.buffers.get(len(getattr(self, "batch", ())), {})
-        acts = [v for k, v in b.items() if k in ACTIVATIONS]
-        return component_bytes(self, acts, [v for k, v in b.items() if k not in ACTIVATIONS])
+    def _host(self, a) -> np.ndarray:
+        return a.copy()

@@ -14,15 +14,7 @@ import numba
 import numpy as np
 from numba import cuda
 
-from cnnbench.scratch.base import (
-    ACTIVATIONS,
-    PARAM_NAMES,
-    BackendUnavailable,
-    OpTimer,
-    component_bytes,
-    image_side,
-    step_buffers,
-)
+from cnnbench.scratch.base import PARAM_NAMES, BackendUnavailable, Buffered, OpTimer, image_side, step_buffers
 
 # Every accumulator and constant of the kernels is float32: a Python float (0.0) types as slow float64
 ZERO, ONE = np.float32(0.0), np.float32(1.0)
@@ -58,18 +50,18 @@ def _cuda():
 
 
 @cuda.jit(device=True)
-def index4(i, d1, d2, d3):
-    """The 4-d index of flat element ``i`` of a C-ordered array of shape (., d1, d2, d3)."""
+def index4(i, shape):
+    """The 4-d index of flat element ``i`` of a C-ordered array of ``shape`` (., d1, d2, d3)."""
+    _, d1, d2, d3 = shape
     return i // (d3 * d2 * d1), (i // (d3 * d2)) % d1, (i // d3) % d2, i % d3
 
 
 @cuda.jit
 def conv_relu_fwd(x, w, b, out):
     i = cuda.grid(1)
-    n_, f_, ho, wo = out.shape
-    if i >= n_ * f_ * ho * wo:
+    if i >= out.size:
         return
-    n, f, oh, ow = index4(i, f_, ho, wo)
+    n, f, oh, ow = index4(i, out.shape)
     acc = b[f]
     for c in range(x.shape[1]):
         for kh in range(w.shape[2]):
@@ -81,10 +73,9 @@ def conv_relu_fwd(x, w, b, out):
 @cuda.jit
 def maxpool_fwd(a, out, idx):
     i = cuda.grid(1)
-    n_, c_, ho, wo = out.shape
-    if i >= n_ * c_ * ho * wo:
+    if i >= out.size:
         return
-    n, c, r, j = index4(i, c_, ho, wo)
+    n, c, r, j = index4(i, out.shape)
     width = a.shape[3]
     best = a[n, c, 2 * r, 2 * j]
     pos = 2 * r * width + 2 * j
@@ -101,14 +92,13 @@ def maxpool_fwd(a, out, idx):
 @cuda.jit
 def maxpool_relu_bwd(dout, out, idx, da):
     i = cuda.grid(1)
-    n_, c_, h_, w_ = da.shape
-    if i >= n_ * c_ * h_ * w_:
+    if i >= da.size:
         return
-    n, c, h, w = index4(i, c_, h_, w_)
+    n, c, h, w = index4(i, da.shape)
     r, j = h // 2, w // 2
     v = ZERO
     if r < out.shape[2] and j < out.shape[3]:
-        if idx[n, c, r, j] == h * w_ + w and out[n, c, r, j] > 0:
+        if idx[n, c, r, j] == h * da.shape[3] + w and out[n, c, r, j] > 0:
             v = dout[n, c, r, j]
     da[n, c, h, w] = v
 
@@ -116,10 +106,9 @@ def maxpool_relu_bwd(dout, out, idx, da):
 @cuda.jit
 def conv_bwd_weight(x, da, dw, db):
     i = cuda.grid(1)
-    f_, c_, k_, _ = dw.shape
-    if i >= f_ * c_ * k_ * k_:
+    if i >= dw.size:
         return
-    f, c, kh, kw = index4(i, c_, k_, k_)
+    f, c, kh, kw = index4(i, dw.shape)
     n0 = cuda.blockIdx.y * BATCH_CHUNK
     n1 = min(n0 + BATCH_CHUNK, x.shape[0])
     acc = ZERO
@@ -138,10 +127,9 @@ def conv_bwd_weight(x, da, dw, db):
 @cuda.jit
 def conv_bwd_input(da, w, dx):
     i = cuda.grid(1)
-    n_, c_, h_, w_ = dx.shape
-    if i >= n_ * c_ * h_ * w_:
+    if i >= dx.size:
         return
-    n, c, xh, xw = index4(i, c_, h_, w_)
+    n, c, xh, xw = index4(i, dx.shape)
     acc = ZERO
     for f in range(da.shape[1]):
         for kh in range(w.shape[2]):
@@ -156,9 +144,8 @@ def conv_bwd_input(da, w, dx):
 
 @cuda.jit
 def dense_fwd(x, w, b, out, relu):
-    i = cuda.grid(1)
-    n_, j_ = out.shape
-    if i >= n_ * j_:
+    i, j_ = cuda.grid(1), out.shape[1]
+    if i >= out.size:
         return
     j, n = i % j_, i // j_
     acc = b[j]
@@ -169,9 +156,8 @@ def dense_fwd(x, w, b, out, relu):
 
 @cuda.jit
 def dense_bwd_weight(d, x, dw, db):
-    i = cuda.grid(1)
-    j_, k_ = dw.shape
-    if i >= j_ * k_:
+    i, k_ = cuda.grid(1), dw.shape[1]
+    if i >= dw.size:
         return
     k, j = i % k_, i // k_
     n0 = cuda.blockIdx.y * BATCH_CHUNK
@@ -188,9 +174,8 @@ def dense_bwd_weight(d, x, dw, db):
 
 @cuda.jit
 def dense_bwd_input(d, w, relu_out, dx, masked):
-    i = cuda.grid(1)
-    n_, k_ = dx.shape
-    if i >= n_ * k_:
+    i, k_ = cuda.grid(1), dx.shape[1]
+    if i >= dx.size:
         return
     k, n = i % k_, i // k_
     acc = ZERO
@@ -255,7 +240,7 @@ def _blocks(n: int) -> int:
     return max(1, (n + THREADS - 1) // THREADS)
 
 
-class NumbaCudaBackend:
+class NumbaCudaBackend(Buffered):
     def __init__(self, model: str, lr: float = 0.01, momentum: float = 0.9):
         self.name, self.model, self.lr, self.momentum = "numba_cuda", model, lr, momentum
         self.cuda = _cuda()
@@ -373,22 +358,5 @@ class NumbaCudaBackend:
                 self._launch("sgd", p.size, *flat, np.float32(self.lr), np.float32(self.momentum))
         return loss
 
-    def evaluate(self, x, y, chunk: int = 2048) -> float:
-        correct = 0
-        for i in range(0, len(x), chunk):
-            xd, _ = self.put(x[i : i + chunk], y[i : i + chunk])
-            b = self._buf(xd.shape[0])
-            self._forward(xd, b)
-            correct += int((b["logits"].copy_to_host().argmax(axis=1) == y[i : i + chunk]).sum())
-        return correct / max(len(x), 1)
-
-    def params(self) -> dict[str, np.ndarray]:
-        return {k: v.copy_to_host() for k, v in self.p.items()}
-
-    def grads(self) -> dict[str, np.ndarray]:
-        return {k: v.copy_to_host() for k, v in self.g.items()}
-
-    def memory(self) -> dict[str, int]:
-        b = self.buffers.get(self.batch.shape[0], {}) if hasattr(self, "batch") else {}
-        acts = [v for k, v in b.items() if k in ACTIVATIONS]
-        return component_bytes(self, acts, [v for k, v in b.items() if k not in ACTIVATIONS])
+    def _host(self, a) -> np.ndarray:
+        return a.copy_to_host()

@@ -90,8 +90,7 @@ class XpBackend:
     def _fc1_perm(self, w, inverse: bool = False):
         if self.model != "mnist_cnn":
             return w
-        out_f, side_c = w.shape[0], self._pooled_shape
-        h, wd, c = side_c
+        out_f, (h, wd, c) = w.shape[0], self._pooled_shape
         if inverse:  # internal (out, h*w*c) -> torch (out, c*h*w)
             return w.reshape(out_f, h, wd, c).transpose(0, 3, 1, 2).reshape(out_f, -1)
         return w.reshape(out_f, c, h, wd).transpose(0, 2, 3, 1).reshape(out_f, -1)
@@ -208,8 +207,7 @@ class XpBackend:
         return self._dense("fc2", a, train)
 
     def _softmax_ce(self, logits, y):
-        xp = self.xp
-        n = len(logits)
+        xp, n = self.xp, len(logits)
         with self.timer.op("softmax_ce", "softmax", "forward"):
             z = logits - logits.max(axis=1, keepdims=True)
             e = xp.exp(z)

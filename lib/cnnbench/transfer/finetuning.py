@@ -80,13 +80,10 @@ def check_weights(model: str, pretrained: bool, reachable=weights_reachable) -> 
 
 def _head(model: nn.Module) -> tuple[nn.Module, str, nn.Module]:
     """(parent, attribute, layer) of the classifier's last Linear or 1x1 Conv2d (SqueezeNet)."""
-    found = None
-    for name, module in model.named_modules():
-        if isinstance(module, (nn.Linear, nn.Conv2d)) and name:
-            found = (name, module)
-    if found is None:
+    found = [(n, m) for n, m in model.named_modules() if isinstance(m, (nn.Linear, nn.Conv2d)) and n]
+    if not found:
         raise TransferError("the model has no Linear or Conv2d layer to replace")
-    name, layer = found
+    name, layer = found[-1]
     parent_name, _, attr = name.rpartition(".")
     return model.get_submodule(parent_name) if parent_name else model, attr, layer
 
@@ -110,10 +107,8 @@ def build(model: str, num_classes: int, pretrained: bool, freeze_backbone: bool 
         net = models.build(model, num_classes=models.spec(model).reference_classes)
     head = replace_head(net, num_classes)
     if freeze_backbone:
-        for p in net.parameters():
-            p.requires_grad_(False)
-        for p in head.parameters():
-            p.requires_grad_(True)
+        net.requires_grad_(False)
+        head.requires_grad_(True)
     return net
 
 
@@ -171,8 +166,7 @@ def _imagefolder(root: Path, size: int, seed: int) -> tuple[Dataset, Dataset]:
     """root/train + root/val (or root/test); a single folder of class folders is split 80/20."""
     splits = [root / s for s in ("train", "val", "test") if (root / s).is_dir()]
     if len(splits) >= 2:
-        train, val = (tvd.ImageFolder(str(s), transform=transforms(size, s == splits[0])) for s in splits[:2])
-        return train, val
+        return tuple(tvd.ImageFolder(str(s), transform=transforms(size, s == splits[0])) for s in splits[:2])
     train_all = tvd.ImageFolder(str(root), transform=transforms(size, True))
     val_all = tvd.ImageFolder(str(root), transform=transforms(size, False))
     order = torch.randperm(len(train_all), generator=torch.Generator().manual_seed(seed)).tolist()
@@ -275,12 +269,7 @@ def _loader(ds, bs: int, p, device, train: bool):
     from torch.utils.data import DataLoader
 
     pin, seeded = devices.backend(device).pin(p.pin_memory), torch.Generator().manual_seed(p.seed)
-    kw = {
-        "num_workers": p.workers,
-        "persistent_workers": p.workers > 0,
-        "pin_memory": pin,
-        "generator": seeded,
-    }
+    kw = dict(num_workers=p.workers, persistent_workers=p.workers > 0, pin_memory=pin, generator=seeded)
     return DataLoader(ds, batch_size=bs, shuffle=train, **kw)
 
 
@@ -385,11 +374,8 @@ def run_grid(run, sampler_cls=None, log=print) -> None:
             "data_path": p.transfer_data_path,
         }
 
-    table.plan(
-        run.dir,
-        [point(d, lr, bs) for d in here for bs in p.transfer_batch_sizes for lr in p.transfer_lrs],
-        "transfer",
-    )
+    planned = [point(d, lr, bs) for d in here for bs in p.transfer_batch_sizes for lr in p.transfer_lrs]
+    table.plan(run.dir, planned, "transfer")
     kept = 0
     for device in here:
         b = devices.backend(device)

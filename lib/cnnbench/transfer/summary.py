@@ -15,10 +15,6 @@ from cnnbench.plots import save
 GRID = ["device_kind", "device_name", "model", "image_size", "optimizer", "pretrained", "lr", "batch_size"]
 
 
-def _save(fig, path):
-    return save(fig, path, dpi=110)
-
-
 def time_to_target(df: pd.DataFrame, target: float | None = None) -> pd.DataFrame:
     """Per device and grid point: epochs run, final and best validation accuracy, mean images/s (all images
     over all synced epoch time), and the training time (validation excluded) until validation accuracy first
@@ -62,7 +58,7 @@ def learning_curves(df: pd.DataFrame, path: str | Path | None = None):
     axes[1].axhline(100 * target, ls="--", color="grey", lw=1, label=f"target {100 * target:g}%")
     axes[1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))  # beside the panel, over no point
     fig.tight_layout()
-    return _save(fig, path)
+    return save(fig, path, dpi=110)
 
 
 def beside_seed(ttt: pd.DataFrame) -> pd.DataFrame:
