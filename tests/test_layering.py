@@ -152,3 +152,13 @@ def test_the_cycle_check_finds_a_cycle(tmp_path, monkeypatch, cycle):
     )
     with pytest.raises(AssertionError):
         test_no_import_cycle()
+
+
+# Issue 28: the package does not grow past its size before the redesign; fewer lines is better. A change that
+# needs more lines takes them from code that no longer earns its place.
+LINE_BUDGET = 20_661
+
+
+def test_the_package_stays_within_its_line_budget():
+    lines = sum(len(p.read_text(encoding="utf-8").splitlines()) for p in PKG.rglob("*.py"))
+    assert lines <= LINE_BUDGET, f"lib/cnnbench has {lines:,} lines, over its budget of {LINE_BUDGET:,}"
