@@ -67,6 +67,46 @@ def test_numba_cuda_kernels_match_autograd_on_the_cuda_simulator():
     assert proc.returncode == 0 and "OK" in proc.stdout, proc.stderr[-3000:]
 
 
+# Every kernel of the Numba CUDA backend, compiled the way a GPU run compiles it (libNVVM to PTX, here for an
+# sm_90 H100), with the argument types the backend launches it with; the simulator above runs them as Python.
+NUMBA_CUDA_PTX = """
+import sys, types
+import numba.cuda.dispatcher as dispatcher
+from numba import boolean, cuda, float32, int32, int64
+from cnnbench.scratch import numba_cuda as m
+if not m.nvvm_available():
+    sys.exit(3)
+# with no GPU, the device functions a kernel calls are typed for the capability it is compiled for
+dispatcher.get_current_device = lambda: types.SimpleNamespace(compute_capability=(9, 0))
+F4, F2, F1, I4 = float32[:, :, :, ::1], float32[:, ::1], float32[::1], int32[:, :, :, ::1]
+SIGS = {
+    "conv_relu_fwd": (F4, F4, F1, F4), "maxpool_fwd": (F4, F4, I4), "maxpool_relu_bwd": (F4, F4, I4, F4),
+    "conv_bwd_weight": (F4, F4, F4, F1), "conv_bwd_input": (F4, F4, F4),
+    "dense_fwd": (F2, F2, F1, F2, boolean), "dense_bwd_weight": (F2, F2, F2, F1),
+    "dense_bwd_input": (F2, F2, F2, F2, boolean), "softmax_ce": (F2, int64[::1], F2, F1),
+    "sgd": (F1, F1, F1, float32, float32), "zero": (F1,),
+}
+kernels = {k for k, v in vars(m).items() if hasattr(v, "py_func") and not v.targetoptions.get("device")}
+assert kernels == set(SIGS), kernels ^ set(SIGS)
+for name, sig in SIGS.items():
+    ptx, _ = cuda.compile_ptx(getattr(m, name).py_func, sig, cc=(9, 0))
+    assert ".entry" in ptx, name
+print("OK", len(SIGS))
+"""
+
+
+def test_every_numba_cuda_kernel_compiles_for_a_gpu_where_there_is_none():
+    pytest.importorskip(
+        "numba_cuda", reason="numba-cuda (the GPU and dev extras) replaces Numba's CUDA target"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
+    env["PYTHONPATH"] = str(ROOT / "lib")
+    proc = subprocess.run([sys.executable, "-c", NUMBA_CUDA_PTX], env=env, capture_output=True, text=True)
+    if proc.returncode == 3:
+        pytest.skip("no libNVVM to compile with")
+    assert proc.returncode == 0 and "OK 11" in proc.stdout, proc.stderr[-3000:]
+
+
 def test_same_weights_same_order_same_trajectory_and_it_learns(data):
     p = params.Params(scratch_epochs=2, scratch_batch_size=64)
     weights = torch_weights("mnist_cnn", seed=0)
