@@ -114,11 +114,11 @@ def execute(
                     kernel_manager_class=_quiet_kernel_manager(run_dir / "kernel.log"),
                 )
         except BaseException as err:
-            if isinstance(err, Exception):
-                log(f"[{i}/{len(notebooks)}] {name} failed")
-            kept = _keep_whole(partial, target)
             if not isinstance(err, Exception):  # Ctrl-C, SIGTERM: the caller says so
+                _keep_whole(partial, target)
                 raise
+            log(f"[{i}/{len(notebooks)}] {name} failed")
+            kept = _keep_whole(partial, target)
             if isinstance(err, PapermillExecutionError):
                 first_line = ((err.source or "").strip().splitlines() or [""])[0][:80]
                 error = f"{err.ename}: {err.evalue}"
@@ -153,10 +153,9 @@ class _PartialReports:
         from cnnbench import report
 
         # built in this process, whose imports (nbconvert, torch) are paid once a run, not once a page
+        # a page to read while the run goes on: the run never stops for it
         with (
-            contextlib.suppress(
-                Exception
-            ),  # a page to read while the run goes on: the run never stops for it
+            contextlib.suppress(Exception),
             open(os.devnull, "w") as quiet,
             contextlib.redirect_stdout(quiet),
             contextlib.redirect_stderr(quiet),
