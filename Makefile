@@ -8,7 +8,7 @@ ARGS   ?=
 BIN    := $(VENV)/bin
 PY     := $(BIN)/python
 
-.PHONY: report test lint format install install-dev clean-venv
+.PHONY: report test lint format install install-dev gpu clean-venv
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -30,6 +30,13 @@ $(VENV)/.installed-dev: pyproject.toml | $(PY)
 
 install: $(VENV)/.installed
 install-dev: $(VENV)/.installed-dev
+
+# 05's GPU backends on NVIDIA (Linux): CuPy and numba-cuda for the CUDA major torch was built for, torch untouched
+gpu: $(VENV)/.installed
+	@major=$$($(PY) -c "import torch; print((torch.version.cuda or 'none').split('.')[0])"); \
+	case $$major in 12|13) ;; *) echo "make gpu: torch has no CUDA 12 or 13 build (CUDA: $$major)" >&2; exit 2;; esac; \
+	echo "$(PY) -m pip install -e '.[notebook,gpu-cu$$major]'"; \
+	$(PY) -m pip install --quiet --no-compile -e ".[notebook,gpu-cu$$major]"
 
 report: $(VENV)/.installed
 	$(BIN)/cnnbench --params $(PARAMS) $(ARGS)

@@ -11,7 +11,7 @@ def import_cupy():
         import cupy
     except ImportError as err:
         raise BackendUnavailable(
-            f"CuPy is not installed ({err.msg}); pip install 'cnnbench[gpu]' on a CUDA machine"
+            f"CuPy is not installed ({err.msg}); make gpu (the CuPy for torch's CUDA) on a CUDA machine"
         ) from None
     try:
         if cupy.cuda.runtime.getDeviceCount() < 1:

@@ -26,7 +26,7 @@ BATCH_CHUNK = 16  # images summed by one thread of a weight-gradient kernel
 
 NO_NVVM = (
     "Numba finds a CUDA GPU but no libNVVM to compile its kernels (torch wheels do not ship it): "
-    "pip install 'numba-cuda[cu12]' (the GPU extra) or a CUDA toolkit"
+    "make gpu (numba-cuda and libNVVM for torch's CUDA) or a CUDA toolkit"
 )
 
 
