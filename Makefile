@@ -35,8 +35,9 @@ install-dev: $(VENV)/.installed-dev
 gpu: $(VENV)/.installed
 	@major=$$($(PY) -c "import torch; print((torch.version.cuda or 'none').split('.')[0])"); \
 	case $$major in 12|13) ;; *) echo "make gpu: torch has no CUDA 12 or 13 build (CUDA: $$major)" >&2; exit 2;; esac; \
-	echo "$(PY) -m pip install -e '.[notebook,gpu-cu$$major]'"; \
+	echo "$(PY) -m pip install --quiet --no-compile -e '.[notebook,gpu-cu$$major]'"; \
 	$(PY) -m pip install --quiet --no-compile -e ".[notebook,gpu-cu$$major]"
+	$(COMPILE)
 
 report: $(VENV)/.installed
 	$(BIN)/cnnbench --params $(PARAMS) $(ARGS)

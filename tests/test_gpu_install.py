@@ -20,21 +20,29 @@ def _cuda_major() -> str:
 
 
 def _would_install(extra: str, tmp_path) -> set[str]:
+    """What ``pip install`` of the extra's requirements would install into this environment (a dry run: nothing is
+    built or written outside ``tmp_path``)."""
     report = tmp_path / "report.json"
-    cmd = [
+    pip = [
         sys.executable,
         "-m",
         "pip",
         "install",
         "--dry-run",
         "--quiet",
-        "--report",
-        str(report),
-        f"{ROOT}[{extra}]",
+        "--timeout",
+        "20",
+        "--retries",
+        "1",
     ]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    try:
+        proc = subprocess.run(
+            [*pip, "--report", str(report), *EXTRAS[extra]], capture_output=True, text=True, timeout=300
+        )
+    except subprocess.TimeoutExpired:
+        pytest.skip("no package index answered within 300 s")
     if proc.returncode and re.search(
-        r"(?i)connection|network|resolve host|no matching distribution", proc.stderr
+        r"(?i)connection|network is unreachable|resolve host|timed out", proc.stderr
     ):
         pytest.skip(f"no package index reachable: {proc.stderr.strip().splitlines()[-1][:200]}")
     assert proc.returncode == 0, proc.stderr[-2000:]
@@ -52,7 +60,11 @@ def test_the_gpu_extra_for_torchs_own_cuda_keeps_the_installed_torch(tmp_path):
 
 
 def test_each_gpu_extra_names_one_cuda_major_only():
-    for extra, reqs in EXTRAS.items():
-        if m := re.fullmatch(r"gpu-cu(\d+)", extra):
-            majors = {a or b for a, b in re.findall(r"cuda(\d+)x|-cu(\d+)\b", " ".join(reqs))}
-            assert majors <= {m[1]} and not any("[cu" in r for r in reqs), (extra, reqs)
+    # numba-cuda alone takes the newest cuda-bindings, whose 13.x needs a CUDA 13 driver: each extra says its major
+    extras = {int(m[1]): reqs for e, reqs in EXTRAS.items() if (m := re.fullmatch(r"gpu-cu(\d+)", e))}
+    assert extras, sorted(EXTRAS)
+    for major, reqs in extras.items():
+        majors = {int(a or b) for a, b in re.findall(r"cuda(\d+)x|-cu(\d+)\b", " ".join(reqs))}
+        assert majors <= {major} and not any("[cu" in r for r in reqs), (major, reqs)
+        bindings = [r for r in reqs if r.startswith("cuda-bindings")]
+        assert bindings and f"<{major + 1}" in bindings[0] and f">={major}" in bindings[0], (major, reqs)

@@ -74,7 +74,7 @@ import sys, types
 import numba.cuda.dispatcher as dispatcher
 from numba import boolean, cuda, float32, int32, int64
 from cnnbench.scratch import numba_cuda as m
-if not m.nvvm_available():
+if not m.nvvm_available() or not hasattr(dispatcher, "get_current_device"):
     sys.exit(3)
 # with no GPU, the device functions a kernel calls are typed for the capability it is compiled for
 dispatcher.get_current_device = lambda: types.SimpleNamespace(compute_capability=(9, 0))
@@ -103,7 +103,9 @@ def test_every_numba_cuda_kernel_compiles_for_a_gpu_where_there_is_none():
     env["PYTHONPATH"] = str(ROOT / "lib")
     proc = subprocess.run([sys.executable, "-c", NUMBA_CUDA_PTX], env=env, capture_output=True, text=True)
     if proc.returncode == 3:
-        pytest.skip("no libNVVM to compile with")
+        pytest.skip(
+            "no libNVVM to compile with, or a numba-cuda whose device lookup this test cannot stand in for"
+        )
     assert proc.returncode == 0 and "OK 11" in proc.stdout, proc.stderr[-3000:]
 
 

@@ -562,7 +562,7 @@ def inconsistencies() -> pd.DataFrame:
     rows = [
         {"seed": seed, **dict(zip(columns, r, strict=True))}
         for s, seed in SEEDS.items()
-        for r in globals()[f"_inconsistencies_{s}"]()
+        for r in globals().get(f"_inconsistencies_{s}", list)()  # a seed with no checks has no rows
     ]
     return pd.DataFrame(rows)
 
