@@ -33,10 +33,10 @@ install-dev: $(VENV)/.installed-dev
 
 # 05's GPU backends on NVIDIA (Linux): CuPy and numba-cuda for the CUDA major torch was built for, torch untouched
 gpu: $(VENV)/.installed
-	@major=$$($(PY) -c "import torch; print((torch.version.cuda or 'none').split('.')[0])"); \
-	case $$major in 12|13) ;; *) echo "make gpu: torch has no CUDA 12 or 13 build (CUDA: $$major)" >&2; exit 2;; esac; \
-	echo "$(PY) -m pip install --quiet --no-compile -e '.[notebook,gpu-cu$$major]'"; \
-	$(PY) -m pip install --quiet --no-compile -e ".[notebook,gpu-cu$$major]"
+	@extra=$$($(PY) -c "from cnnbench.devices.cuda import gpu_extra; print(gpu_extra())") || exit 2; \
+	if [ -z "$$extra" ]; then echo "make gpu: torch has no CUDA build with a GPU extra (pyproject.toml: gpu-cu*)" >&2; exit 2; fi; \
+	echo "$(PY) -m pip install --quiet --no-compile -e '.[notebook,$$extra]'"; \
+	$(PY) -m pip install --quiet --no-compile -e ".[notebook,$$extra]"
 	$(COMPILE)
 
 report: $(VENV)/.installed

@@ -8,15 +8,10 @@ import sys
 import pytest
 import tomllib
 
+from cnnbench.devices import cuda
 from conftest import ROOT
 
 EXTRAS = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
-
-
-def _cuda_major() -> str:
-    import torch
-
-    return (torch.version.cuda or "").split(".")[0]
 
 
 def _would_install(extra: str, tmp_path) -> set[str]:
@@ -52,10 +47,9 @@ def _would_install(extra: str, tmp_path) -> set[str]:
 def test_the_gpu_extra_for_torchs_own_cuda_keeps_the_installed_torch(tmp_path):
     # `pip install -e .[gpu]` named CUDA 12's CuPy and numba-cuda[cu12] beside a CUDA 13 torch: pip swapped torch
     # for another build (here a CPU one) to satisfy them, and the first GPU run would have measured without a GPU
-    if not (major := _cuda_major()):
-        pytest.skip("this torch has no CUDA build")
-    assert f"gpu-cu{major}" in EXTRAS, sorted(EXTRAS)
-    installs = _would_install(f"gpu-cu{major}", tmp_path)
+    if not (extra := cuda.gpu_extra()):
+        pytest.skip("this torch has no CUDA build with a GPU extra")
+    installs = _would_install(extra, tmp_path)
     assert not installs & {"torch", "torchvision"}, sorted(installs)
 
 
@@ -68,3 +62,13 @@ def test_each_gpu_extra_names_one_cuda_major_only():
         assert majors <= {major} and not any("[cu" in r for r in reqs), (major, reqs)
         bindings = [r for r in reqs if r.startswith("cuda-bindings")]
         assert bindings and f"<{major + 1}" in bindings[0] and f">={major}" in bindings[0], (major, reqs)
+
+
+@pytest.mark.parametrize(
+    ("built_for", "extra"), [("13.0", "gpu-cu13"), ("12.8", "gpu-cu12"), ("11.8", ""), (None, "")]
+)
+def test_make_gpu_picks_the_extra_of_the_cuda_torch_was_built_for(monkeypatch, built_for, extra):
+    # one rule, read by make gpu and the dry run above; the extras it may name are the ones pyproject declares
+    monkeypatch.setattr("torch.version.cuda", built_for)
+    assert cuda.gpu_extra() == extra
+    assert not extra or extra in EXTRAS
