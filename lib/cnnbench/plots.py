@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 from matplotlib.figure import Figure
+from matplotlib.ticker import LogFormatter, LogLocator
 
 from cnnbench import knobs
 from cnnbench.tables import variant_label
@@ -91,26 +92,36 @@ def empty_axes(fig) -> list[str]:
     return names
 
 
-def label_short_log_axes(fig) -> None:
-    """A log axis whose view spans less than a decade shows no major tick label at all (batch_sweep.png's
-    achieved-rate panel): give such an axis plain labels at its minor ticks, so every log axis can be read."""
-    from matplotlib.ticker import FixedLocator, LogFormatter, LogLocator
+class PlainLogFormatter(LogFormatter):
+    """matplotlib's choice of log ticks to label, written as plain numbers: 0.6, 10, 20,000 (not 6e-01, 10^1,
+    2e+04)."""
 
+    def _num_to_string(self, x, vmin, vmax):
+        return f"{x:,.{max(0, -math.floor(math.log10(x)))}f}"
+
+
+def label_log_axes(fig) -> None:
+    """Every log axis in plain numbers (ticks set by hand, batch sizes, keep their labels); one whose view spans
+    less than a decade showed no major tick label at all (batch_sweep.png's achieved-rate panel), so it is
+    labelled at its minor ticks too."""
     for ax in fig.axes:
         for axis, (lo, hi) in ((ax.yaxis, ax.get_ylim()), (ax.xaxis, ax.get_xlim())):
-            if axis.get_scale() != "log" or lo <= 0 or hi <= 0 or abs(math.log10(hi / lo)) >= 1:
+            if axis.get_scale() != "log" or not isinstance(axis.get_major_formatter(), LogFormatter):
                 continue
-            if isinstance(axis.get_major_locator(), FixedLocator):  # ticks set by hand (batch sizes) are read
-                continue
-            axis.set_minor_locator(LogLocator(base=10, subs="auto"))  # minorticks_off() may have removed them
-            axis.set_minor_formatter(LogFormatter(labelOnlyBase=False, minor_thresholds=(2, 0.5)))
+            short = lo > 0 and hi > 0 and abs(math.log10(hi / lo)) < 1
+            if short:  # minorticks_off() may have removed them
+                axis.set_minor_locator(LogLocator(base=10, subs="auto"))
+            axis.set_major_formatter(PlainLogFormatter())
+            axis.set_minor_formatter(
+                PlainLogFormatter(labelOnlyBase=False, minor_thresholds=(2 if short else 1, 0.5))
+            )
 
 
 def save(fig, path: str | Path | None, dpi: int = 120):
     """Save ``fig`` to ``path`` (when given). A panel with no data drawn in it is recorded, one row per panel, in
     ``empty_panels.csv`` beside the figure (and warned about), so that a run's empty panels can be found and tested
     for rather than seen by eye; saving the figure again replaces its rows (none when it is whole again)."""
-    label_short_log_axes(fig)
+    label_log_axes(fig)
     if path is not None:
         path = Path(path)
         fig.savefig(path, dpi=dpi, bbox_inches="tight")
@@ -285,39 +296,55 @@ def batch_sweep(df: pd.DataFrame, knees: pd.DataFrame | None = None, path: str |
 
 
 def _roofs(ax, peaks: pd.DataFrame, x) -> None:
-    """Measured roofs solid (DRAM/HBM) and spec-sheet roofs dashed, one colour per precision, ridge points marked;
-    each cache level's slope dotted in grey, once for every precision (the hierarchical roofline)."""
-    levels = (peaks.level if "level" in peaks else pd.Series("dram", index=peaks.index)).fillna("dram")
-    main = levels.isin(["dram", "hbm"])
-    colors: dict = {}
-    for idx in peaks.index[main]:
-        r, level = peaks.loc[idx], levels[idx]
-        color = colors.setdefault((r.kind, r.precision), f"C{len(colors) % 10}")
-        bw = r.bandwidth_gbs if pd.notna(r.bandwidth_gbs) else float("inf")
-        measured = r.kind == "measured"
-        ax.plot(
-            x,
-            np.minimum(r.peak_gflops, bw * x),
-            "-" if measured else "--",
-            color=color,
-            lw=1.8 if measured else 1.2,
-            label=f"{r.kind} {r.precision} {level}: "
-            + (f"{r.bandwidth_gbs:,.0f} GB/s" if pd.notna(r.bandwidth_gbs) else "bandwidth n/a")
-            + f", {r.peak_gflops:,.0f} GFLOP/s",
+    """The roofs, none drawn over another: each bandwidth slope once, up to the highest compute roof it meets
+    (main memory black, solid when measured, dashed from a spec sheet; cache levels dotted grey), and each compute
+    roof once, flat from the leftmost ridge on it (precisions with one roof share it), its main-memory ridge
+    marked."""
+    peaks = peaks.assign(level=peaks.level.fillna("dram") if "level" in peaks else "dram")
+    main = peaks.level.isin(["dram", "hbm"])
+    slopes = peaks[peaks.bandwidth_gbs.notna()].groupby(["kind", "level", "bandwidth_gbs"], sort=False)
+    slopes = slopes.peak_gflops.max().reset_index().sort_values("bandwidth_gbs", ascending=False)
+    for i, (kind, level, bw, top) in enumerate(slopes.itertuples(index=False)):
+        xs = np.append(x[x < top / bw], min(top / bw, x[-1]))
+        grey = {"color": str(0.2 + 0.5 * i / max(len(slopes) - 1, 1)), "ls": ":"}
+        style = (
+            {"color": "black", "ls": "-" if kind == "measured" else "--"}
+            if level in ("dram", "hbm")
+            else grey
         )
-        if pd.notna(r.bandwidth_gbs):
-            ax.plot([r.peak_gflops / r.bandwidth_gbs], [r.peak_gflops], "o", color=color, ms=6, mfc="white")
-    cache = peaks[~main & peaks.bandwidth_gbs.notna()].assign(level=levels[~main])
-    slopes = cache.groupby(["kind", "level", "bandwidth_gbs"], sort=False).peak_gflops.max().reset_index()
-    for i, r in enumerate(slopes.sort_values("bandwidth_gbs", ascending=False).itertuples()):
+        ax.plot(xs, bw * xs, lw=1.2, label=f"{kind} {level}: {bw:,.0f} GB/s", **style)
+    for i, ((kind, peak), g) in enumerate(peaks.groupby(["kind", "peak_gflops"], sort=False)):
+        ridges, color = (peak / g.bandwidth_gbs).dropna(), f"C{i % 10}"
+        label = f"{kind} {', '.join(dict.fromkeys(g.precision))}: {peak:,.0f} GFLOP/s"
+        ls, lw = ("-", 1.8) if kind == "measured" else ("--", 1.2)
         ax.plot(
-            x,
-            np.minimum(r.peak_gflops, r.bandwidth_gbs * x),
-            ":",
-            color=str(0.2 + 0.5 * i / max(len(slopes) - 1, 1)),
-            lw=1.0,
-            label=f"{r.kind} {r.level}: {r.bandwidth_gbs:,.0f} GB/s (every precision)",
+            [ridges.min() if len(ridges) else x[0], x[-1]], [peak] * 2, ls=ls, lw=lw, color=color, label=label
         )
+        if len(ridge := ridges[main[g.index]]):
+            ax.plot([ridge.iloc[0]], [peak], "o", color=color, mfc="w")
+
+
+def _spread(ax) -> None:
+    """Every marker of ``ax`` in sight: one that would overlap a marker placed before it moves right, a width at a
+    time, until clear, a thin grey line from a dot at its place to it, said in the title. Called once the layout
+    (the scale) is final."""
+    ax.set(xlim=ax.get_xlim(), ylim=ax.get_ylim())
+    placed, moved = [], 0
+    for coll in ax.collections:
+        data = np.asarray(coll.get_offsets(), float).reshape(-1, 2)
+        xy = ax.transData.transform(data)
+        radii = np.sqrt(np.broadcast_to(coll.get_sizes(), len(xy))) * ax.figure.dpi / 144
+        for p, r in zip(xy, radii, strict=True):
+            while any(np.hypot(*(p - q)) < 1.2 * (r + rq) for q, rq in placed):  # 1.2: a square's corners
+                p[0] += 2 * r
+            placed.append((p, r))
+        coll.set_offsets(new := ax.transData.inverted().transform(xy))
+        shifted = ~np.isclose(data[:, 0], new[:, 0])
+        for a, b in zip(data[shifted], new[shifted], strict=True):
+            ax.plot([a[0], b[0]], [a[1], b[1]], ".-", color="grey", lw=0.6, ms=3, markevery=[0], zorder=2)
+        moved += shifted.sum()
+    if moved:
+        ax.set_title(ax.get_title() + "\n(a grey dot: where a marker moved aside to stay in sight belongs)")
 
 
 def bandwidth_sweep(sweep: pd.DataFrame, peaks: pd.DataFrame, title: str, path: str | Path | None = None):
@@ -377,13 +404,13 @@ def roofline(
     path: str | Path | None = None,
     label: str = "model",
     hue: str = "phase",
-    annotate: bool = False,
     size_by: str | None = None,
+    zoom: bool = False,
 ):
     """A log-log roofline with every point of ``points`` (intensity_flop_per_byte, achieved_gflops), each named
-    by the legend beside the plot (``annotate``: also by a label at the point, which overlap when points do).
-    ``size_by``: a column whose values set the marker size (smallest value smallest), named in a second legend
-    below the first, so crowded points need no labels."""
+    by the legend beside the plot, markers that would overlap set apart (:func:`_spread`). ``size_by``: a column
+    whose values set the marker size (smallest value smallest), named in a second legend below the first;
+    ``zoom``: the view around the points, up to every compute roof, so that crowded points need little moving."""
     lo = min(0.05, points.intensity_flop_per_byte.min() / 2) if len(points) else 0.05
     hi = max(1e3, points.intensity_flop_per_byte.max() * 2) if len(points) else 1e3
     x = np.geomspace(lo, hi, 256)
@@ -408,21 +435,17 @@ def roofline(
                 zorder=3,
                 label=f"{key} {h}",
             )
-            if annotate:
-                for r in gh.itertuples():
-                    ax.annotate(
-                        f"{key}",
-                        (r.intensity_flop_per_byte, r.achieved_gflops),
-                        fontsize=7,
-                        xytext=(3, 3),
-                        textcoords="offset points",
-                    )
     ax.set(
         **LOG_LOG,
         xlabel="arithmetic intensity (FLOP/byte, compulsory traffic)",
         ylabel="performance (GFLOP/s)",
-        title=title,
     )
+    ax.set_title(title)
+    if zoom and len(points):  # x around the points, y from them to every compute roof
+        i, a = points.intensity_flop_per_byte, points.achieved_gflops
+        ax.set(
+            xlim=(i.min() / 2, i.max() * 2), ylim=(a.min() / 2, max(a.max(), peaks.peak_gflops.max()) * 1.5)
+        )
     first = ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), ncol=1)  # beside the plot
     fig.tight_layout()  # room for the first legend; the size legend below it is narrower
     if sizes:
@@ -445,6 +468,7 @@ def roofline(
             labelspacing=1.2,
             borderpad=0.8,
         )
+    _spread(ax)
     return save(fig, path)
 
 
@@ -457,7 +481,7 @@ def _marker_sizes(values: pd.Series) -> dict:
 def trajectory(peaks: pd.DataFrame, points: pd.DataFrame, title: str, path: str | Path | None = None):
     """Batch-sweep points joined in batch order per model and phase; the marker's size is its batch size, named
     in a legend beside the plot (labels at the points were drawn over each other: the sweep's points crowd)."""
-    fig = roofline(peaks, points, title, None, annotate=False, size_by="batch_size" if len(points) else None)
+    fig = roofline(peaks, points, title, None, size_by="batch_size" if len(points) else None, zoom=True)
     ax = fig.axes[0]
     for _, g in points.groupby(["model", "phase"]) if len(points) else []:
         g = g.sort_values("batch_size")
@@ -590,7 +614,7 @@ def layer_figures(
     for model, g in layer_points.groupby("model", sort=False):
         path = Path(folder) / f"roofline_layers_{model}.png" if folder is not None else None
         title = f"{model}: top {top_k} layers by time (marker: level)"
-        figs[model] = roofline(peaks, g.head(top_k), title, path, label="op", hue="level", annotate=False)
+        figs[model] = roofline(peaks, g.head(top_k), title, path, label="op", hue="level")
     return figs
 
 
@@ -623,10 +647,11 @@ def per_model_rooflines(
         for i, (key, gd) in enumerate(g.groupby(by)):
             color = f"C{i % 10}"
             roof = fp32[fp32[by] == key] if by in fp32 else fp32.iloc[:0]
+            label = f"{key} ({gd.device_name.iloc[0]})" if by == "run_name" else key
             if len(roof):
                 r = roof.iloc[0]
-                ax.plot(x, np.minimum(r.peak_gflops, r.bandwidth_gbs * x), "-", color=color, lw=1)
-            label = f"{key} ({gd.device_name.iloc[0]})" if by == "run_name" else key
+                y, level = np.minimum(r.peak_gflops, r.bandwidth_gbs * x), r.get("level", "dram")
+                ax.plot(x, y, "-", color=color, lw=1, label=f"{label}: its measured fp32 {level} roof")
             phases = gd.groupby("phase", sort=False) if "phase" in gd else [("", gd)]
             for phase, gp in phases:  # one marker per phase: train and eval told apart
                 ax.scatter(
@@ -652,17 +677,15 @@ def per_model_rooflines(
                 edgecolors=THEIRS[j % len(THEIRS)],
                 lw=1.6,
                 zorder=4,
-                label=f"theirs: seed {seed[:3]} {device} {phase} (corrected)",
+                label=f"seed {seed[:3]} on its {device}, {phase} (corrected)",
             )
-        ax.set(
-            **LOG_LOG,
-            xlabel="arithmetic intensity (FLOP/byte)",
-            ylabel="performance (GFLOP/s)",
-            title=f"{model}{' across runs' if g[by].nunique() > 1 else ''} (measured fp32 DRAM roof"
-            f"{'; open markers: the seeds' if len(mine) else ''})",
-        )
-        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))  # beside the plot, never over it
+        across = " across runs" if g[by].nunique() > 1 else ""
+        ax.set(**LOG_LOG, xlabel="arithmetic intensity (FLOP/byte)", ylabel="performance (GFLOP/s)")
+        said = "open markers: published by the seeds,\nmeasured on their own devices, not under these roofs"
+        kw = {"fontsize": 7, "title_fontsize": 7, "title": said if len(mine) else None}
+        ax.set_title(model + across), ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), **kw)  # beside it
         fig.tight_layout()
+        _spread(ax)
         figs[model] = save(fig, Path(folder) / f"roofline_model_{model}.png")
     return figs
 
