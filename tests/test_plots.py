@@ -535,3 +535,28 @@ def test_the_backends_figure_writes_plain_numbers_on_its_log_axes(tmp_path):
     fig = summary.figure_1(_example("backends.csv"), tmp_path / "b.png")
     labels = _log_tick_labels(fig)
     assert len(labels) >= 4 and all(re.fullmatch(r"[0-9][0-9,]*(\.[0-9]+)?", t) for t in labels), labels
+
+
+def test_every_panel_of_the_batch_sweep_is_titled(tmp_path):
+    """Issue 44: analysis_sweep.png (and 03's batch_sweep.png) titled one panel of three."""
+    fig = plots.batch_sweep(_example("batch_sweep.csv"), None, tmp_path / "s.png")
+    assert len(fig.axes) == 3 and all(ax.get_title() for ax in fig.axes)
+
+
+def test_08_draws_the_sweeps_side_by_side_only_when_it_merged_several_runs(tmp_path, capsys):
+    """Issue 44: a one-run report's analysis_sweep.png was 03's batch_sweep.png again."""
+    import json
+    from types import SimpleNamespace
+
+    from cnnbench import analysis
+    from conftest import ROOT
+
+    cells = json.loads((ROOT / "notebooks" / "08_analysis.ipynb").read_text())["cells"]
+    code = next("".join(c["source"]) for c in cells if "analysis_sweep.png" in "".join(c["source"]))
+    run = SimpleNamespace(figure_path=lambda name: tmp_path / name)
+    one = _example("batch_sweep.csv").assign(run_name="a")
+    exec(code, {"analysis": analysis, "run": run, "merged": {"batch_sweep": one}})
+    assert not (tmp_path / "analysis_sweep.png").exists() and "batch_sweep.png" in capsys.readouterr().out
+    two = pd.concat([one, one.assign(run_name="b")])
+    exec(code, {"analysis": analysis, "run": run, "merged": {"batch_sweep": two}})
+    assert (tmp_path / "analysis_sweep.png").exists()

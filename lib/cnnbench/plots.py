@@ -282,8 +282,8 @@ def batch_sweep(df: pd.DataFrame, knees: pd.DataFrame | None = None, path: str |
                 axes[0].scatter([kb], y, s=200, facecolors="none", edgecolors=color, linewidths=2)
     title = "throughput (circle: smallest batch within 5% of best)" if knees is not None else "throughput"
     axes[0].set(yscale="log", ylabel="throughput (images/s)", title=title)
-    axes[1].set(yscale="log", ylabel="achieved GFLOP/s")
-    axes[2].set(ylabel=axis_label(mem_col))
+    axes[1].set(yscale="log", ylabel="achieved GFLOP/s", title="achieved rate (counted FLOPs)")
+    axes[2].set(ylabel=axis_label(mem_col), title="peak memory")
     sizes = sorted(int(b) for b in df.batch_size.unique())
     for ax in axes:
         ax.set_xscale("log", base=2)
