@@ -560,3 +560,27 @@ def test_08_draws_the_sweeps_side_by_side_only_when_it_merged_several_runs(tmp_p
     two = pd.concat([one, one.assign(run_name="b")])
     exec(code, {"analysis": analysis, "run": run, "merged": {"batch_sweep": two}})
     assert (tmp_path / "analysis_sweep.png").exists()
+
+
+def test_the_scaling_telemetry_counts_no_rank_of_the_run_as_another_process(tmp_path):
+    """Issue 44: scaling_telemetry.png drew world 2's 'other processes' CPU' near 50% of two cores: rank 0's
+    sampler counted rank 1, the run's own second process, as another process (and rank 1 counted rank 0)."""
+    from cnnbench.measure import timelines
+    from cnnbench.scaling import launch
+
+    def rank(r, other, own):
+        series = [{"t_s": t, "metric": "util_other_cpu_pct", "value": other} for t in (0.1, 0.2, 0.3)]
+        series += [{"t_s": t + 0.01, "metric": "util_process_cpu_pct", "value": own} for t in (0.1, 0.2, 0.3)]
+        summary = {"util_other_cpu_mean_pct": other, "util_process_cpu_mean_pct": own}
+        return {"rank": r, "series": series, "summary": summary}
+
+    ranks = launch.own_ranks([rank(0, 60.0, 95.0), rank(1, 55.0, 95.0)], cores=2)
+    assert [r["summary"]["util_other_cpu_mean_pct"] for r in ranks] == [12.5, 7.5]
+    rows = [
+        row
+        for r in ranks
+        for row in timelines.tidy(launch.own_series(r), "scaling", "gloo world=2", "cpu", "cpu", r["rank"])
+    ]
+    fig = timelines.plot(pd.DataFrame(rows), tmp_path / "t.png")
+    other = next(ax for ax in fig.axes if "other processes" in ax.get_ylabel())
+    assert max(y for line in other.get_lines() for y in line.get_ydata()) == 12.5
