@@ -46,6 +46,11 @@ def subplots(*args, figsize=None, **kwargs):
 
 EMPTY_PANELS = "empty_panels.csv"
 LOG_LOG = {"xscale": "log", "yscale": "log"}
+ROOF_AXES = {**LOG_LOG, "xlabel": "arithmetic intensity (FLOP/byte, compulsory traffic)"} | {
+    "ylabel": "performance (GFLOP/s)"
+}
+POINT = {"edgecolor": "black", "lw": 0.5, "zorder": 3}  # a roofline's point, over the roofs
+BESIDE = {"fontsize": 7, "loc": "upper left", "bbox_to_anchor": (1.01, 1.0)}  # a legend beside the plot
 
 
 def _finite_rows(values) -> bool:
@@ -67,11 +72,11 @@ def has_data(ax) -> bool:
     corners, a scatter/fill/error-bar collection with a finite point, an image with a finite pixel."""
     if any(_in_data(line.get_transform(), ax) and _finite_rows(line.get_xydata()) for line in ax.lines):
         return True
-    for patch in ax.patches:
-        if _in_data(patch.get_transform(), ax) and _finite_rows(
-            patch.get_patch_transform().transform(patch.get_path().vertices)
-        ):
-            return True
+    corners = [p.get_patch_transform().transform(p.get_path().vertices) for p in ax.patches]
+    if any(
+        _in_data(p.get_transform(), ax) and _finite_rows(c) for p, c in zip(ax.patches, corners, strict=True)
+    ):
+        return True
     for coll in ax.collections:
         offsets = coll.get_offsets()
         if len(offsets) and _in_data(coll.get_offset_transform(), ax) and _finite_rows(offsets):
@@ -85,11 +90,8 @@ def empty_axes(fig) -> list[str]:
     """The panels of ``fig`` that are switched on but draw no finite data (an empty panel, a line of only NaN),
     each named by its title, else its y label, else its position; [] when every panel shows something. Panels
     switched off (``ax.axison`` False, e.g. a legend-only panel) are not counted."""
-    names = []
-    for i, ax in enumerate(fig.axes):
-        if ax.axison and not has_data(ax):
-            names.append(ax.get_title() or ax.get_ylabel() or f"axes {i}")
-    return names
+    named = [(ax.get_title() or ax.get_ylabel() or f"axes {i}", ax) for i, ax in enumerate(fig.axes)]
+    return [name for name, ax in named if ax.axison and not has_data(ax)]
 
 
 class PlainLogFormatter(LogFormatter):
@@ -363,32 +365,19 @@ def bandwidth_sweep(sweep: pd.DataFrame, peaks: pd.DataFrame, title: str, path: 
         levels = levels.sort_values("capacity_mib", na_position="last")
     lower = sweep.working_set_mib.min() if len(sweep) else 0.01
     for i, r in enumerate(levels.itertuples()):
-        cap = getattr(r, "capacity_mib", float("nan"))
-        upper = cap if pd.notna(cap) else (sweep.working_set_mib.max() if len(sweep) else lower * 10)
-        ax.hlines(
-            r.bandwidth_gbs,
-            lower,
-            upper,
-            colors=f"C{(i + 2) % 10}",
-            linestyles="--",
-            lw=2,
-            label=f"{r.level} roof {r.bandwidth_gbs:,.1f} GB/s",
-        )
-        if pd.notna(cap):
-            size = getattr(r, "cache_size_kib", float("nan"))
+        cap, size = getattr(r, "capacity_mib", np.nan), getattr(r, "cache_size_kib", np.nan)
+        color, upper = f"C{(i + 2) % 10}", cap if pd.notna(cap) else sweep.working_set_mib.max()
+        label = f"{r.level} roof {r.bandwidth_gbs:,.1f} GB/s (median of its sizes)"
+        ax.hlines(r.bandwidth_gbs, lower, upper, colors=color, linestyles="--", lw=2, label=label)
+        if pd.notna(cap):  # named in the legend, never over the data
             each = f"{size:,.0f} KiB each, " if pd.notna(size) else ""
-            ax.axvline(
-                cap,
-                color=f"C{(i + 2) % 10}",
-                lw=0.8,
-                ls=":",  # named in the legend, never over the data
-                label=f"{r.level} capacity: {each}{cap * 1024:,.0f} KiB in use",
-            )
+            label = f"{r.level} capacity: {each}{cap * 1024:,.0f} KiB in use"
+            ax.axvline(cap, color=color, lw=0.8, ls=":", label=label)
             lower = cap
     ax.set(
         **LOG_LOG, xlabel="working set (MiB, all threads' buffers)", ylabel="bandwidth (GB/s)", title=title
     )
-    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1))
+    ax.legend(**BESIDE)
     fig.tight_layout()
     return save(fig, path)
 
@@ -424,49 +413,25 @@ def roofline(
             if sizes:  # largest first, so a smaller marker at the same place is drawn on top, not hidden
                 gh = gh.sort_values(size_by, ascending=False)
             s = gh[size_by].map(sizes) if sizes else 55
-            ax.scatter(
-                gh.intensity_flop_per_byte,
-                gh.achieved_gflops,
-                marker=markers.get(h, "o"),
-                s=s,
-                color=f"C{(i + 3) % 10}",
-                edgecolor="black",
-                lw=0.5,
-                zorder=3,
-                label=f"{key} {h}",
-            )
-    ax.set(
-        **LOG_LOG,
-        xlabel="arithmetic intensity (FLOP/byte, compulsory traffic)",
-        ylabel="performance (GFLOP/s)",
-    )
-    ax.set_title(title)
+            style = {"marker": markers.get(h, "o"), "s": s, "color": f"C{(i + 3) % 10}", **POINT}
+            ax.scatter(gh.intensity_flop_per_byte, gh.achieved_gflops, label=f"{key} {h}", **style)
+    ax.set(**ROOF_AXES, title=title)
     if zoom and len(points):  # x around the points, y from them to every compute roof
         i, a = points.intensity_flop_per_byte, points.achieved_gflops
         ax.set(
             xlim=(i.min() / 2, i.max() * 2), ylim=(a.min() / 2, max(a.max(), peaks.peak_gflops.max()) * 1.5)
         )
-    first = ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), ncol=1)  # beside the plot
+    first = ax.legend(**BESIDE)
     fig.tight_layout()  # room for the first legend; the size legend below it is narrower
     if sizes:
         for handle in getattr(first, "legend_handles", None) or first.legendHandles:
             if hasattr(handle, "set_sizes"):
                 handle.set_sizes([55])  # the series legend names colour and marker, not size
         ax.add_artist(first).set_clip_on(False)  # add_artist clips to the axes: the legend is outside them
-        handles = [
-            ax.scatter([], [], s=v, marker="o", color="lightgray", edgecolor="black", lw=0.5)
-            for v in sizes.values()
-        ]
+        handles = [ax.scatter([], [], s=v, marker="o", color="lightgray", **POINT) for v in sizes.values()]
+        where = {"loc": "lower left", "bbox_to_anchor": (1.01, 0.0), "labelspacing": 1.2, "borderpad": 0.8}
         ax.legend(
-            handles,
-            [str(k) for k in sizes],
-            title=size_by.replace("_", " "),
-            fontsize=7,
-            title_fontsize=7,
-            loc="lower left",
-            bbox_to_anchor=(1.01, 0.0),
-            labelspacing=1.2,
-            borderpad=0.8,
+            handles, map(str, sizes), title=size_by.replace("_", " "), fontsize=7, title_fontsize=7, **where
         )
     _spread(ax)
     return save(fig, path)
@@ -554,7 +519,7 @@ def explorer_throughput(points: pd.DataFrame):
     )
     ax.set_xticks(batches, [str(b) for b in batches])
     ax.xaxis.set_minor_locator(NullLocator())  # the batch choices only, never 3x10^1-style minor labels
-    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    ax.legend(**BESIDE)
     fig.tight_layout()
     return fig
 
@@ -575,26 +540,14 @@ def explorer_roofline(peaks: pd.DataFrame, points: pd.DataFrame, title: str = "e
     fig, ax = subplots(figsize=(9, 6))
     _roofs(ax, peaks, np.geomspace(xlo, xhi, 256))
     for r in pts.itertuples():
-        ax.scatter(
-            [r.intensity_flop_per_byte],
-            [r.achieved_gflops],
-            color=r.color,
-            s=55,
-            edgecolor="black",
-            lw=0.5,
-            zorder=3,
-            marker=PHASE_MARKERS.get(str(getattr(r, "phase", "train")), "o"),
-            label=text(r.explored),
-        )
-    ax.set(
-        **LOG_LOG,
-        xlim=(xlo, xhi),
-        ylim=(ylo, yhi),
-        title=title,
-        xlabel="arithmetic intensity (FLOP/byte, compulsory traffic)",
-        ylabel="performance (GFLOP/s)",
-    )
-    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+        style = {
+            "color": r.color,
+            "s": 55,
+            "marker": PHASE_MARKERS.get(str(getattr(r, "phase", "train")), "o"),
+        }
+        ax.scatter([r.intensity_flop_per_byte], [r.achieved_gflops], label=text(r.explored), **style, **POINT)
+    ax.set(**ROOF_AXES, xlim=(xlo, xhi), ylim=(ylo, yhi), title=title)
+    ax.legend(**BESIDE)
     fig.tight_layout()
     return fig
 
@@ -654,36 +607,20 @@ def per_model_rooflines(
                 ax.plot(x, y, "-", color=color, lw=1, label=f"{label}: its measured fp32 {level} roof")
             phases = gd.groupby("phase", sort=False) if "phase" in gd else [("", gd)]
             for phase, gp in phases:  # one marker per phase: train and eval told apart
+                style = {"color": color, "s": 50, "marker": PHASE_MARKERS.get(str(phase), "o"), **POINT}
                 ax.scatter(
-                    gp.intensity_flop_per_byte,
-                    gp.achieved_gflops,
-                    color=color,
-                    edgecolor="black",
-                    s=50,
-                    marker=PHASE_MARKERS.get(str(phase), "o"),
-                    label=f"{label} {phase}".strip(),
-                    zorder=3,
+                    gp.intensity_flop_per_byte, gp.achieved_gflops, label=f"{label} {phase}".strip(), **style
                 )
         mine = seeds[seeds.model == model] if seeds is not None else pd.DataFrame()
         for j, ((seed, device, phase), gs) in enumerate(
             mine.groupby(["seed", "device", "phase"], sort=False) if len(mine) else []
         ):
-            ax.scatter(
-                gs.intensity_flop_per_byte,
-                gs.corrected * 1e3,
-                marker=PHASE_MARKERS.get(phase, "o"),
-                s=60,
-                facecolors="none",
-                edgecolors=THEIRS[j % len(THEIRS)],
-                lw=1.6,
-                zorder=4,
-                label=f"seed {seed[:3]} on its {device}, {phase} (corrected)",
-            )
-        across = " across runs" if g[by].nunique() > 1 else ""
-        ax.set(**LOG_LOG, xlabel="arithmetic intensity (FLOP/byte)", ylabel="performance (GFLOP/s)")
+            style = {"marker": PHASE_MARKERS.get(phase, "o"), "s": 60, "fc": "none", "lw": 1.6, "zorder": 4}
+            label, edge = f"seed {seed[:3]} on its {device}, {phase} (corrected)", THEIRS[j % len(THEIRS)]
+            ax.scatter(gs.intensity_flop_per_byte, gs.corrected * 1e3, ec=edge, label=label, **style)
+        ax.set(**ROOF_AXES, title=model + (" across runs" if g[by].nunique() > 1 else ""))
         said = "open markers: published by the seeds,\nmeasured on their own devices, not under these roofs"
-        kw = {"fontsize": 7, "title_fontsize": 7, "title": said if len(mine) else None}
-        ax.set_title(model + across), ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), **kw)  # beside it
+        ax.legend(**BESIDE, title_fontsize=7, title=said if len(mine) else None)
         fig.tight_layout()
         _spread(ax)
         figs[model] = save(fig, Path(folder) / f"roofline_model_{model}.png")
