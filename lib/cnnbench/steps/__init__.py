@@ -54,10 +54,7 @@ def profile(run) -> pd.DataFrame:
         ident = {
             **cfg.replace(**knobs.in_force(cfg.setting, b)).columns(),
             "device_kind": b.kind,
-            "seed": p.seed,
-            "optimizer": p.optimizer,
-            "lr": p.lr,
-            "warmup_steps": p.warmup_steps,
+            **{k: getattr(p, k) for k in ("seed", "optimizer", "lr", "warmup_steps")},
             "profiled_steps": p.profile_steps,
             "profile_top_k": p.profile_top_k,
         }
