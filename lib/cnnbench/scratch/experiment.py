@@ -90,19 +90,14 @@ def unit_scale(data: Data) -> Data:
     return Data(f(data.x_train), data.y_train, f(data.x_test), data.y_test, data.source)
 
 
-def check_data(p) -> None:
-    """One-line :class:`ParamsError` before any work if real MNIST is asked for but absent and not downloadable."""
+def load_data(p) -> Data:
+    """05's data; a one-line :class:`ParamsError` before any work if real MNIST is asked for but absent and not
+    downloadable."""
+    from cnnbench import paths
     from cnnbench.params import ParamsError, scratch_data_problem
 
-    problem = scratch_data_problem(p)
-    if problem:
+    if problem := scratch_data_problem(p):
         raise ParamsError(problem)
-
-
-def load_data(p) -> Data:
-    from cnnbench import paths
-
-    check_data(p)
     if p.scratch_dataset == "mnist":
         return mnist(
             paths.resolve(p.scratch_data_path), p.scratch_train_images, p.scratch_test_images, p.download
@@ -573,10 +568,7 @@ def _run_all(run, data: Data | None, progress) -> dict[str, list[dict]]:
             _emit(op_breakdown(backend, model, p, weights, xb, yb, threads), keep("backend_ops"))
             _emit(memory_breakdown(backend, model, p, weights, xb, yb, data, threads), keep("backend_memory"))
     absent = {
-        (r.get("backend"), r.get("model"))
-        for rows in out.values()
-        for r in rows
-        if r.get("status") == "unavailable"
+        (r["backend"], r["model"]) for rows in out.values() for r in rows if r["status"] == "unavailable"
     }
     resumed(kept, len(planned), "backends.csv", "backend/model pairs", unavailable=len(absent))
     return out
