@@ -222,100 +222,67 @@ def timed(b, fn):
     return out, time.perf_counter() - start
 
 
-def _started(backend: str, model: str, p, weights: dict, ident: dict):
-    """(the backend built and initialised from ``weights``, None), or (None, the failure row at epoch 0)."""
+def _train(
+    backend: str, model: str, p, weights: dict, threads: int, blocks, train_block, on_row
+) -> list[dict]:
+    """``backend`` built from ``weights`` and trained block by block: ``train_block(b, i)`` trains block ``i`` and
+    returns its row's figures (``epoch`` first, ``train_loss`` among them). A backend that cannot start or a block
+    that fails is a row with the error (``epoch`` 0, or ``i``); a loss that is not finite ends the training."""
+    ident = identity(backend, model, threads)
     lr, momentum = hyper(p, model)
     try:
         b = make(backend, model, lr, momentum)
         b.init(weights)
-        return b, None
     except Exception as err:  # noqa: BLE001 - a backend that cannot start is a row, the run goes on
-        return None, {**failure(ident, err), "epoch": 0}
+        return _emit([{**failure(ident, err), "epoch": 0}], on_row)
+    rows: list[dict] = []
+    for i in blocks:
+        try:
+            figures = train_block(b, i)
+        except Exception as err:  # noqa: BLE001
+            return rows + _emit([{**failure(ident, err), "epoch": i}], on_row)
+        finite = math.isfinite(figures["train_loss"])
+        row = {**ident, **figures, "jit_s": getattr(b, "jit_s", float("nan"))}
+        rows += _emit([{**row, "status": "ok" if finite else "unstable"}], on_row)
+        if not finite:
+            break
+    return rows
 
 
 def train_cnn(backend: str, p, weights: dict, data: Data, threads: int, on_row=None) -> list[dict]:
     """``scratch_epochs`` epochs at ``scratch_batch_size``; the data order of epoch e is the same permutation
     (seeded by seed + e) on every backend. Test accuracy is measured after each epoch, outside its time."""
-    ident = identity(backend, "mnist_cnn", threads)
-    rows: list[dict] = []
-    b, failed = _started(backend, "mnist_cnn", p, weights, ident)
-    if failed:
-        return _emit([failed], on_row)
     bs = p.scratch_batch_size
     steps = len(data.x_train) // bs
-    for epoch in range(1, p.scratch_epochs + 1):
+
+    def train_epoch(b, epoch: int) -> dict:
         order = np.random.default_rng(p.seed + epoch).permutation(len(data.x_train))
+        batches = (order[s * bs : (s + 1) * bs] for s in range(steps))
+        losses, seconds = timed(b, lambda: [b.train_step(data.x_train[i], data.y_train[i]) for i in batches])
+        figures = {"epoch": epoch, "steps": steps, "batch_size": bs, "epoch_s": seconds, "images": steps * bs}
+        figures |= {"throughput_img_s": steps * bs / seconds, "train_loss": float(np.mean(losses))}
+        return {**figures, "test_accuracy": b.evaluate(data.x_test, data.y_test)}
 
-        def epoch_fn(order=order):
-            batches = (order[s * bs : (s + 1) * bs] for s in range(steps))
-            return [b.train_step(data.x_train[idx], data.y_train[idx]) for idx in batches]
-
-        try:
-            losses, seconds = timed(b, epoch_fn)
-            acc = b.evaluate(data.x_test, data.y_test)
-        except Exception as err:  # noqa: BLE001
-            rows += _emit([{**failure(ident, err), "epoch": epoch}], on_row)
-            break
-        loss = float(np.mean(losses))
-        row = {
-            **ident,
-            "epoch": epoch,
-            "steps": steps,
-            "batch_size": bs,
-            "epoch_s": seconds,
-            "images": steps * bs,
-            "throughput_img_s": steps * bs / seconds,
-            "train_loss": loss,
-            "test_accuracy": acc,
-            "jit_s": getattr(b, "jit_s", float("nan")),
-            "status": "ok" if math.isfinite(loss) else "unstable",
-        }
-        rows += _emit([row], on_row)
-        if not math.isfinite(loss):
-            break
-    return rows
+    epochs = range(1, p.scratch_epochs + 1)
+    return _train(backend, "mnist_cnn", p, weights, threads, epochs, train_epoch, on_row)
 
 
 def train_mlp(backend: str, p, weights: dict, data: Data, threads: int, on_row=None) -> list[dict]:
     """Seed 004: full-batch gradient descent over all training images, ``scratch_mlp_steps`` steps; one row per
     ``scratch_mlp_eval_every`` steps (``epoch`` = steps done) with train and test accuracy for convergence."""
-    ident = identity(backend, "mlp", threads)
-    rows: list[dict] = []
-    b, failed = _started(backend, "mlp", p, weights, ident)
-    if failed:
-        return _emit([failed], on_row)
-    n, done = len(data.x_train), 0
-    while done < p.scratch_mlp_steps:
-        block = min(p.scratch_mlp_eval_every, p.scratch_mlp_steps - done)
-        try:
-            losses, seconds = timed(
-                b, lambda k=block: [b.train_step(data.x_train, data.y_train) for _ in range(k)]
-            )
-            train_acc, test_acc = b.evaluate(data.x_train, data.y_train), b.evaluate(data.x_test, data.y_test)
-        except Exception as err:  # noqa: BLE001
-            rows += _emit([{**failure(ident, err), "epoch": done}], on_row)
-            break
-        done += block
-        loss = float(losses[-1])
-        row = {
-            **ident,
-            "epoch": done,
-            "steps": block,
-            "batch_size": n,
-            "epoch_s": seconds,
-            "step_s": seconds / block,
-            "images": block * n,
-            "throughput_img_s": block * n / seconds,
-            "train_loss": loss,
-            "train_accuracy": train_acc,
-            "test_accuracy": test_acc,
-            "jit_s": getattr(b, "jit_s", float("nan")),
-            "status": "ok" if math.isfinite(loss) else "unstable",
-        }
-        rows += _emit([row], on_row)
-        if not math.isfinite(loss):
-            break
-    return rows
+    n = len(data.x_train)
+
+    def train_block(b, done: int) -> dict:
+        steps = min(p.scratch_mlp_eval_every, p.scratch_mlp_steps - done)
+        losses, seconds = timed(b, lambda: [b.train_step(data.x_train, data.y_train) for _ in range(steps)])
+        figures = {"epoch": done + steps, "steps": steps, "batch_size": n, "epoch_s": seconds}
+        figures |= {"step_s": seconds / steps, "images": steps * n, "throughput_img_s": steps * n / seconds}
+        train_acc, test_acc = b.evaluate(data.x_train, data.y_train), b.evaluate(data.x_test, data.y_test)
+        figures |= {"train_loss": float(losses[-1]), "train_accuracy": train_acc, "test_accuracy": test_acc}
+        return figures
+
+    blocks = range(0, p.scratch_mlp_steps, p.scratch_mlp_eval_every)
+    return _train(backend, "mlp", p, weights, threads, blocks, train_block, on_row)
 
 
 def _emit(rows: list[dict], on_row) -> list[dict]:
