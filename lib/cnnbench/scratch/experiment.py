@@ -137,10 +137,11 @@ def failure(ident: dict, err: BaseException) -> dict:
     return {**ident, "status": status_of(err, ident.get("device_kind", "cpu")), "error": error}
 
 
-def hyper(p, model: str) -> tuple[float, float]:
+def _make(backend: str, model: str, p):
+    """The backend for ``model`` with the run's SGD settings of that model."""
     if model == "mnist_cnn":
-        return p.scratch_lr, p.scratch_momentum
-    return p.scratch_mlp_lr, p.scratch_mlp_momentum
+        return make(backend, model, p.scratch_lr, p.scratch_momentum)
+    return make(backend, model, p.scratch_mlp_lr, p.scratch_mlp_momentum)
 
 
 def set_threads(threads: int) -> int:
@@ -229,9 +230,8 @@ def _train(
     returns its row's figures (``epoch`` first, ``train_loss`` among them). A backend that cannot start or a block
     that fails is a row with the error (``epoch`` 0, or ``i``); a loss that is not finite ends the training."""
     ident = identity(backend, model, threads)
-    lr, momentum = hyper(p, model)
     try:
-        b = make(backend, model, lr, momentum)
+        b = _make(backend, model, p)
         b.init(weights)
     except Exception as err:  # noqa: BLE001 - a backend that cannot start is a row, the run goes on
         return _emit([{**failure(ident, err), "epoch": 0}], on_row)
@@ -298,9 +298,8 @@ def op_breakdown(backend: str, model: str, p, weights: dict, x: np.ndarray, y: n
     """Every op of one training step timed with the device synchronised around it: the first call (compile,
     allocation) apart, then ``scratch_op_steps`` calls (median, mean, 95% interval)."""
     ident = identity(backend, model, threads)
-    lr, momentum = hyper(p, model)
     try:
-        b = make(backend, model, lr, momentum)
+        b = _make(backend, model, p)
         b.init(weights)
         b.timer.enabled = True
         for _ in range(1 + p.scratch_op_steps):
@@ -383,10 +382,9 @@ def memory_breakdown(
     reports for the same thing (state after init; the peak of one training step over that), the process RSS
     baseline, and the backend's own overhead (measured minus computed)."""
     ident = identity(backend, model, threads)
-    lr, momentum = hyper(p, model)
     rss0 = rss()
     try:
-        b = make(backend, model, lr, momentum)
+        b = _make(backend, model, p)
         start, current, peak, reset_peak, stop, how = _measure_hooks(backend)
         start()
         try:
@@ -417,6 +415,8 @@ def memory_breakdown(
     state_how, step_how = [unmeasured.format(rss=v / MIB) if coarse else how for v in (state, step_peak)]
     step_how += " (activations + workspace; batch listed apart)"
     overhead = None if coarse else step_peak - step_c
+    pool_how = "CuPy pool total_bytes / torch's reserved bytes (a GPU allocator's pool)"
+    rss_how = "RSS after a step - before the backend: libraries, CUDA context, allocator caches, buffers"
     rows = [
         ("parameters", comp["parameters"], None, "array sizes"),
         ("gradients", comp["gradients"], None, "array sizes"),
@@ -428,18 +428,8 @@ def memory_breakdown(
         ("step_total", step_c, None if coarse else step_peak, step_how),
         ("backend_overhead", None, overhead, "measured step peak - computed (temporaries, allocator pool)"),
         ("dataset_inputs", dataset, None, "host arrays of the train and test images"),
-        (
-            "allocator_pool_held",
-            None,
-            held,
-            "CuPy pool total_bytes / torch's reserved bytes (a GPU allocator's pool)",
-        ),
-        (
-            "process_rss_growth",
-            None,
-            rss_growth,
-            "RSS after a step - before the backend: libraries, CUDA context, allocator caches, buffers",
-        ),
+        ("allocator_pool_held", None, held, pool_how),
+        ("process_rss_growth", None, rss_growth, rss_how),
         ("process_rss_baseline", None, rss0, "psutil RSS before the backend was made"),
     ]
     return [
