@@ -17,12 +17,14 @@ from dataclasses import dataclass
 import numpy as np
 import psutil
 import torch
+import torch.nn.functional as F
 
-from cnnbench import devices, results
+from cnnbench import devices, paths, results
 from cnnbench.params import SCRATCH_BACKENDS as DEVICE_KIND
+from cnnbench.params import ParamsError, scratch_data_problem
 from cnnbench.progress import note, resumed
 from cnnbench.results.schema import SCRATCH_KEYS, SCRATCH_PLAN
-from cnnbench.scratch.base import BackendUnavailable, torch_module, torch_weights
+from cnnbench.scratch.base import BackendUnavailable, named_params, torch_module, torch_weights
 from cnnbench.scratch.registry import make
 
 MIB = 2**20
@@ -93,9 +95,6 @@ def unit_scale(data: Data) -> Data:
 def load_data(p) -> Data:
     """05's data; a one-line :class:`ParamsError` before any work if real MNIST is asked for but absent and not
     downloadable."""
-    from cnnbench import paths
-    from cnnbench.params import ParamsError, scratch_data_problem
-
     if problem := scratch_data_problem(p):
         raise ParamsError(problem)
     if p.scratch_dataset == "mnist":
@@ -161,10 +160,6 @@ def set_threads(threads: int) -> int:
 
 def reference_grads(model: str, weights: dict, x: np.ndarray, y: np.ndarray) -> tuple[float, dict]:
     """Loss and gradients from PyTorch autograd in float64 on the CPU: the reference every backend meets."""
-    import torch.nn.functional as F
-
-    from cnnbench.scratch.base import named_params
-
     net = torch_module(model, x.shape[-1], weights["fc1.weight"].shape[0]).double()
     named = named_params(model, net)
     with torch.no_grad():
@@ -336,8 +331,6 @@ def _measure_hooks(backend: str):
 
         return (_nothing, pool_used, pool_used, _nothing, _nothing, "CuPy memory pool used_bytes")
     if backend in ("torch_cuda", "torch_mps"):
-        import torch
-
         b = devices.backend(torch.device(DEVICE_KIND[backend]))
 
         def peak() -> float:  # a device without a high-water mark (MPS): what it holds after the step
@@ -369,8 +362,6 @@ def pool_held(backend: str) -> int | None:
 
         return pool_bytes()["held"]
     if backend.startswith("torch_"):
-        import torch
-
         return devices.backend(torch.device(DEVICE_KIND[backend])).reserved_bytes()
     return None
 
