@@ -13,8 +13,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from cnnbench import devices, heap, paths, progress, results
+from cnnbench import devices, heap, models, paths, progress, results
 from cnnbench.measure import timelines
+from cnnbench.measure.engine import failure
 
 LOSS_RTOL = 1e-4
 
@@ -100,9 +101,6 @@ def efficiency(rows: list[dict]) -> None:
 
 def run_all(run, launcher=launch, log=progress.say) -> list[dict]:
     """Every world size of the params, plus for each N > 1 a one-process loss check at batch N x b."""
-    from cnnbench import models
-    from cnnbench.measure.engine import failure
-
     p = run.params
     backend = devices.backend(run.device).ddp_backend if p.scaling_backend == "auto" else p.scaling_backend
     _, _, size, classes = models.spec(p.scaling_model).data_for(p.dataset, p.image_size, p.num_classes)
