@@ -14,6 +14,7 @@ import math
 import warnings
 from dataclasses import asdict, dataclass
 
+import pandas as pd
 import torch
 from torch import nn
 from torch.utils.flop_counter import (
@@ -25,6 +26,7 @@ from torch.utils.flop_counter import (
 )
 
 from cnnbench import models
+from cnnbench.progress import bar
 
 aten = torch.ops.aten
 
@@ -221,8 +223,6 @@ def table(
 ) -> list[dict]:
     """Complexity rows for every model at its reference resolution (1000 classes where ImageNet's) and at
     ``image_size`` with ``num_classes``; a model with its own data (the MNIST CNN) gets one row."""
-    from cnnbench.progress import bar
-
     rows = []
     for name in bar(model_names, desc="complexity", unit="model", disable=not progress):
         spec = models.spec(name)
@@ -239,8 +239,6 @@ def table(
 def published_mismatches(complexity) -> list[dict]:
     """Rows of a complexity table whose forward MACs are off torchvision's published figure by more than 1% (or
     whose parameter count differs from the published one): model, ours, published, difference."""
-    import pandas as pd
-
     out = []
     for r in complexity.itertuples():
         off, pub = [], r.published_gmacs
