@@ -27,7 +27,7 @@ import pandas as pd
 import psutil
 import torch
 
-from cnnbench import devices, paths
+from cnnbench import devices, paths, results
 from cnnbench.measure.reproducibility import number
 from cnnbench.measure.timing import STALL_FACTOR
 
@@ -262,8 +262,6 @@ def span_summary(series: list[dict], begin: float, end: float) -> dict[str, floa
 def read(path: str | Path, source: str | None = None) -> pd.DataFrame:
     """A ``telemetry.csv`` as a frame (t_s, metric, value, device_index + context): its current rows
     (results.ResultsFile.plan), only those of ``source`` (e.g. "scenario_a") when given; empty if absent."""
-    from cnnbench import results
-
     path = Path(path)
     df = results.frame(
         results.current_rows(path, results.read_rows(path)),
