@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import os
 
+from cnnbench import paths
+
 PROGRESS_ENV = "CNNBENCH_PROGRESS_FILE"
 
 
@@ -102,8 +104,6 @@ def note(line: str) -> None:
     path = os.environ.get(PROGRESS_ENV)
     if path:
         try:
-            from cnnbench import paths
-
             with paths.open_own(path, "a") as f:  # never through a link planted at the run's progress.log
                 f.write(line + "\n")
         except OSError:
