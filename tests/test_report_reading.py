@@ -271,3 +271,50 @@ def test_a_reports_title_is_its_runs_name_and_its_parameters_show_what_was_in_fo
     shown = {tr.find("th").get_text(): tr.find("td").get_text() for tr in params.find_all("tr")}
     assert shown["pin_memory"] == "True (in force: False, as every row of 02 records)", shown["pin_memory"]
     assert shown["workers"] == "2" and shown["threads"] == "0 (in force: 2, as every row of 02 records)"
+
+
+def test_a_one_run_report_speaks_of_one_run(tmp_path):
+    """The walk: a one-run report said "rate of cpu-vm / rate of cpu-vm" and "present in two runs"."""
+    from cnnbench import analysis
+
+    run = _example_copy(tmp_path, "cpu-vm")
+    found = analysis.findings_table(analysis.load([run])).finding
+    one_knob = [f for f in found if "batch_size" in f and "->" in f]
+    assert one_knob and not [f for f in found if "rate of cpu-vm / rate of cpu-vm" in f], one_knob
+    assert re.match(r"batch_size (\d+) -> (\d+) in cpu-vm, rate at \2 / rate at \1: ", one_knob[0]), one_knob
+    code = "".join(c.source for c in nbformat.read(ROOT / "notebooks" / "08_analysis.ipynb", 4).cells)
+    assert "present in two runs" not in code and "one run: no configurations of two runs to divide" in code
+
+
+def test_a_run_folder_records_paths_relative_to_the_workbook_or_home(tmp_path, monkeypatch):
+    """The walk: the example's report printed the temporary folder of the machine that made it (its params file,
+    its trace, its zip), and the H100 example's FAILED.txt the absolute params path of the machine it ran on."""
+    import cnnbench
+    from cnnbench import params, paths, pipeline, run
+
+    root, home = tmp_path / "clone", tmp_path / "home"
+    for folder in (root / "params", root / "notebooks", home):
+        folder.mkdir(parents=True)
+    shutil.copy(ROOT / "params" / "smoke.yaml", root / "params" / "smoke.yaml")
+    monkeypatch.setenv("CNNBENCH_ROOT", str(root))
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.chdir(tmp_path)
+    assert paths.shown(root / "params" / "smoke.yaml") == "params/smoke.yaml"
+    assert paths.shown(home / "mine.yaml") == "~/mine.yaml" and paths.shown("/etc/x.yaml") == "/etc/x.yaml"
+    p, folder = params.load(root / "params" / "smoke.yaml", check_device=False), tmp_path / "out" / "r"
+    recorded = run.write_resolved(folder, p, root / "params" / "smoke.yaml", {})
+    assert results.read_json(recorded)["params_file"] == "params/smoke.yaml"
+    for mark in (pipeline._mark_started, pipeline._mark_failed):
+        mark(
+            folder, *(["killed"] if mark is pipeline._mark_failed else []), root / "params" / "smoke.yaml", {}
+        )
+        failed = (folder / "FAILED.txt").read_text()
+        assert "params file: params/smoke.yaml\n" in failed and str(tmp_path) not in failed, failed
+    opened = cnnbench.open_run(recorded, {}, folder)  # read back: the file it names, from the workbook's root
+    assert opened.params_file == root / "params" / "smoke.yaml" and opened.params == p
+    for nb in [
+        nb for nb in NOTEBOOKS if nb.stem != report.SETUP
+    ]:  # nor does the report print the run folder's
+        # or its zip's absolute path (00, folded into the report's header, is not shown)
+        code = "\n".join(c.source for c in nbformat.read(nb, 4).cells if c.cell_type == "code")
+        assert not re.search(r"print\([^\n]*\brun\.dir\b", code) and "{archive}" not in code, nb.name

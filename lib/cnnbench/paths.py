@@ -49,6 +49,15 @@ def resolve(path: str | Path) -> Path:
     return (path if path.is_absolute() or path.exists() else repo_root() / path).resolve()
 
 
+def shown(path: str | Path) -> str:
+    """``path`` as a run folder records it: relative to the workbook's root, else ``~/...``, else as given."""
+    path = Path(path).expanduser().absolute()
+    for base, prefix in ((repo_root(), ""), (Path.home(), "~/")):
+        if path.is_relative_to(base):
+            return prefix + str(path.relative_to(base))
+    return str(path)
+
+
 def default_run_name(device_kind: str) -> str:
     host = re.sub(r"[^A-Za-z0-9_.-]+", "-", socket.gethostname().split(".")[0]) or "host"
     return f"{device_kind}-{host}"

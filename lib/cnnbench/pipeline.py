@@ -407,7 +407,8 @@ def _mark_started(run_dir: Path, params_file: Path, overrides: dict) -> None:
         run_dir / FAILED,
         (
             f"This run has not finished: it started at {_now()} (process {os.getpid()}) and is running, or was "
-            f"stopped without a chance to say why (killed, out of memory, power lost)\nparams file: {params_file}\n"
+            f"stopped without a chance to say why (killed, out of memory, power lost)\nparams file: "
+            f"{paths.shown(params_file)}\n"
             f"overrides: {json.dumps(overrides, default=str)}\nResults written so far are kept; rerun the same "
             "command to resume.\n"
         ),
@@ -453,7 +454,7 @@ def _mark_failed(run_dir: Path, why: str, params_file: Path, overrides: dict, de
         results.atomic_write_text(
             run_dir / FAILED,
             (
-                f"This run did not finish: {why}\nwhen: {_now()}\nparams file: {params_file}\n"
+                f"This run did not finish: {why}\nwhen: {_now()}\nparams file: {paths.shown(params_file)}\n"
                 f"overrides: {json.dumps(overrides, default=str)}\nResults written before the failure are kept; "
                 f"rerun the same command to resume.{stale}\n" + (f"\n{detail}" if detail else "")
             ),

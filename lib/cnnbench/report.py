@@ -195,9 +195,8 @@ def build_run_report(run_dir: Path, notebooks: list[Path], of: int | None = None
     named["git_commit"] = str(env.get("git_commit", "?"))[:12]
     e = {k: _text(v) for k, v in named.items()}  # a run folder's text, shown as text
     params_rows = {k: v for k, v in prm.items() if k != "overrides"}
-    a = results.read(
-        run_dir, "scenario_a"
-    )  # a key whose value in force the device changed (a CPU pins nothing)
+    # a key whose value in force the device changed (a CPU pins nothing)
+    a = results.read(run_dir, "scenario_a")
     for k in [k for k in params_rows if k in a and a[k].astype(str).nunique() == 1]:
         if str(a[k].iloc[0]) != str(params_rows[k]):
             params_rows[k] = f"{params_rows[k]} (in force: {a[k].iloc[0]}, as every row of 02 records)"
