@@ -132,7 +132,7 @@ def execute(
         took = time.perf_counter() - start
         remaining.finish(name)
         timings.append({"notebook": name, "duration_s": round(took, 1), "finished_at": _now()})
-        log(f"[{i}/{len(notebooks)}] {name} done in {took:.1f} s; {remaining.run_part()}")
+        log(remaining.with_run(f"[{i}/{len(notebooks)}] {name} done in {took:.1f} s"))
         done.append(target)
         if on_done is not None and len(done) < len(notebooks):
             on_done(done, took)
@@ -487,7 +487,8 @@ def main(argv: list[str] | None = None) -> int:
         prog="cnnbench",
         description=__doc__.split("\n")[0],
         epilog="cnnbench compare RUN_A RUN_B [...]: what a change did (cnnbench compare -h); "
-        "cnnbench report [RUN_DIR]: rebuild the reports, measuring nothing",
+        "cnnbench report [RUN_DIR]: rebuild the reports, measuring nothing (cnnbench report -h); "
+        "cnnbench predict MODEL --device NAME: a rate predicted from the roofs (cnnbench predict -h)",
     )
     ap.add_argument("--params", default="params/local.yaml", help="params YAML (default: params/local.yaml)")
     set_help = "override one parameter (value read as YAML); repeatable"
