@@ -267,16 +267,13 @@ def explorer(run):
     from IPython.display import display
 
     hw = devices.backend(run.device).hardware()
+    precisions = [x for x in knobs.KNOBS["precision"].values if not knobs.lacks("precision", x, hw)]
     controls = {
         "model": w.Dropdown(options=list(p.models), value=model, description="model"),
         "batch_size": w.Dropdown(
             options=sorted({8, 16, 32, 64, 128, 256, 512, bs}), value=bs, description="batch"
         ),
-        "precision": w.Dropdown(
-            options=[x for x in knobs.KNOBS["precision"].values if not knobs.lacks("precision", x, hw)],
-            value=precision,
-            description="precision",
-        ),
+        "precision": w.Dropdown(options=precisions, value=precision, description="precision"),
         "data_mode": w.Dropdown(
             options=list(knobs.KNOBS["data_mode"].values), value=p.data_mode, description="data"
         ),
@@ -307,17 +304,6 @@ def explorer(run):
         measure_between_cells()
 
     button.on_click(on_click)
-    rows = [
-        w.HBox(list(controls.values())[:3]),
-        w.HBox([*list(controls.values())[3:], button]),
-        w.HBox([bar, label]),
-    ]
-    display(w.VBox([*rows, out]))
-    return {
-        **controls,
-        "measure": button,
-        "history": history,
-        "progress": bar,
-        "status": label,
-        "output": out,
-    }
+    c = list(controls.values())
+    display(w.VBox([w.HBox(c[:3]), w.HBox([*c[3:], button]), w.HBox([bar, label]), out]))
+    return dict(controls, measure=button, history=history, progress=bar, status=label, output=out)

@@ -1140,9 +1140,8 @@ def load(
     variant = {k: v for k, v in overrides.items() if k in KNOBS and not KNOBS[k].run_wide}
     if variant and "variants" in overrides:
         raise ParamsError(f"{overrides_src} gives 'variants' and {', '.join(variant)}: give one or the other")
-    keys = {k: v for k, v in overrides.items() if k not in variant} | (
-        {"variants": [variant]} if variant else {}
-    )
+    keys = {k: v for k, v in overrides.items() if k not in variant}
+    keys |= {"variants": [variant]} if variant else {}
     unknown = next((k for k in keys if k not in FIELDS), None)
     if unknown is not None:
         raise ParamsError(f"{overrides_src} {_unknown_key(unknown)}")

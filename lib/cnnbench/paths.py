@@ -52,10 +52,8 @@ def resolve(path: str | Path) -> Path:
 def shown(path: str | Path) -> str:
     """``path`` as a run folder records it: relative to the workbook's root, else ``~/...``, else as given."""
     path = Path(path).expanduser().absolute()
-    for base, prefix in ((repo_root(), ""), (Path.home(), "~/")):
-        if path.is_relative_to(base):
-            return prefix + str(path.relative_to(base))
-    return str(path)
+    base = next((b for b in (repo_root(), Path.home()) if path.is_relative_to(b)), None)
+    return str(path) if base is None else ("~/" if base != repo_root() else "") + str(path.relative_to(base))
 
 
 def default_run_name(device_kind: str) -> str:

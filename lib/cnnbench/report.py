@@ -29,7 +29,7 @@ OFFLINE_TEMPLATE = """{%- extends 'index.html.j2' -%}
 .jp-RenderedHTMLCommon th, .jp-RenderedHTMLCommon td { overflow-wrap: normal; word-break: normal; hyphens: manual; }
 </style>{% endblock %}
 """
-_HEADING = re.compile(r"^(#{1,2})\s+(.+?)\s*#*\s*$")
+_HEADING = re.compile(r"^(#{1,2})[ \t]+(.+?)[ \t]*#*[ \t]*$", re.M)
 
 
 def _table(rows: dict) -> str:
@@ -43,15 +43,12 @@ def _table(rows: dict) -> str:
 
 def _anchor_headings(cell, prefix: str, contents: list[tuple[int, str, str]]) -> None:
     """Put an anchor before every H1/H2 of a markdown cell and list it in ``contents``."""
-    lines = []
-    for line in cell.source.splitlines():
-        match = _HEADING.match(line)
-        if match:
-            anchor = f"{prefix}-{len(contents)}"
-            contents.append((len(match.group(1)), match.group(2), anchor))
-            lines.append(f'<a id="{anchor}"></a>\n')
-        lines.append(line)
-    cell.source = "\n".join(lines)
+
+    def anchor(match: re.Match) -> str:
+        contents.append((len(match.group(1)), match.group(2), f"{prefix}-{len(contents)}"))
+        return f'<a id="{contents[-1][2]}"></a>\n\n{match.group(0)}'
+
+    cell.source = _HEADING.sub(anchor, cell.source)
 
 
 # What a report shows of an executed notebook (a run folder copied from anywhere may hold any of it): these
@@ -115,15 +112,9 @@ def build(notebooks: list[Path], out: Path, title: str, header_md: str) -> Path:
     head = nbformat.v4.new_markdown_cell(f"{header_md}\n\n## Contents\n\n{toc}\n")
     merged = nbformat.v4.new_notebook(cells=[head, *body], metadata={"title": title})
     merged.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    exporter = HTMLExporter(
-        template_name="lab",
-        raw_template=OFFLINE_TEMPLATE,
-        exclude_input=True,
-        exclude_input_prompt=True,
-        exclude_output_prompt=True,
-        sanitize_html=True,  # every markdown cell and output through safe(), once rendered
-        filters={"clean_html": safe},
-    )
+    shown = {"sanitize_html": True, "filters": {"clean_html": safe}}  # every cell and output, once rendered
+    hidden = dict.fromkeys(("exclude_input", "exclude_input_prompt", "exclude_output_prompt"), True)
+    exporter = HTMLExporter(template_name="lab", raw_template=OFFLINE_TEMPLATE, **shown, **hidden)
     page, _ = exporter.from_notebook_node(merged, resources={"metadata": {"name": title}})
     results.atomic_write_text(out, page)
     return out
@@ -159,20 +150,19 @@ def reproducibility_statement(run_dir: Path) -> str:
         merged = analysis.load([run_dir], tables=reproducibility.TABLES)
     except Exception as err:  # noqa: BLE001 - the report still builds; it says why this part is missing
         return f"Reproducibility not assessed: {type(err).__name__}: {_text(err)}\n\n"
-    state = analysis.machine(merged)
-    pairs = analysis.repeated(merged)
+    state, pairs = analysis.machine(merged), analysis.repeated(merged)
     if state.empty and pairs.empty:
         return ""
     verdict = state.verdict.iloc[0] if len(state) else "No measurement recorded the machine's state."
-    busy = [
+    busy = "; ".join(
         f"{r.model} {r.phase} at batch {r.batch_size} in {notebook} ({getattr(r, 'machine_note', '')})"
         for table, notebook in (("scenario_a", "02"), ("batch_sweep", "03"))
         for r in reproducibility.measured_here(merged[table]).itertuples()
         if getattr(r, "machine_state", "") == "busy"
-    ]
-    busy_text = f" Busy: {'; '.join(busy)}." if busy else ""
+    )
     text = (
-        f"**How quiet was the machine?** {_text(verdict + busy_text)}\n\n**Do the numbers reproduce?** "
+        f"**How quiet was the machine?** {_text(verdict + (f' Busy: {busy}.' if busy else ''))}\n\n"
+        "**Do the numbers reproduce?** "
         f"{_text(reproducibility.agreement_sentence(pairs))} Every interval spans several fresh processes.\n\n"
     )
     if len(state) and (state.busy.iloc[0] > 0 or not pairs.empty and not pairs.agree.all()):
@@ -190,6 +180,7 @@ def build_run_report(run_dir: Path, notebooks: list[Path], of: int | None = None
     env = results.read_json(run_dir / "environment.json") if (run_dir / "environment.json").is_file() else {}
     prm = results.read_json(run_dir / "params.json") if (run_dir / "params.json").is_file() else {}
     from cnnbench.analysis import overview
+    from cnnbench.results import runs as results_runs
 
     named = {**env, "name": run_dir.name, "params": Path(str(prm.get("params_file", "?"))).name}
     named["git_commit"] = str(env.get("git_commit", "?"))[:12]
@@ -200,6 +191,13 @@ def build_run_report(run_dir: Path, notebooks: list[Path], of: int | None = None
     for k in [k for k in params_rows if k in a and a[k].astype(str).nunique() == 1]:
         if str(a[k].iloc[0]) != str(params_rows[k]):
             params_rows[k] = f"{params_rows[k]} (in force: {a[k].iloc[0]}, as every row of 02 records)"
+    others = (
+        "other runs are compared in outputs/report.html."  # the combined report leaves smoke/test runs out
+    )
+    if (reason := results_runs.test_run_reason(run_dir)) is not None:
+        others = (
+            f"this {_text(reason.split(' (')[0])} is left out of the combined report (outputs/report.html)."
+        )
     machine = (
         f"{e.get('device_name', '?')} ({e.get('device_kind', '?')}), {e.get('cpu_model', '?')}, "
         f"{e.get('cpu_physical_cores', '?')} physical cores, torch using {e.get('torch_threads', '?')} "
@@ -220,7 +218,7 @@ def build_run_report(run_dir: Path, notebooks: list[Path], of: int | None = None
         f"({e.get('device_kind', '?')}) on host {e.get('host', e.get('cpu_model', '?'))}, "
         f"{e.get('captured_at', '')}, with {e['params']}, workbook commit {e['git_commit']}"
         f"{' (with uncommitted changes)' if env.get('git_dirty') else ''}. Every number "
-        f"below was measured or computed by the workbook's code on this machine; {_others(run_dir)}\n\n"
+        f"below was measured or computed by the workbook's code on this machine; {others}\n\n"
         f"<details><summary>Parameters (00 · Setup)</summary>\n\n{_table(params_rows)}\n\n</details>\n\n"
         f"<details><summary>Environment (00 · Setup: every item captured)</summary>\n\n"
         f"{_table({k: v for k, v in env.items() if k != 'params'})}\n\n</details>"
@@ -228,17 +226,6 @@ def build_run_report(run_dir: Path, notebooks: list[Path], of: int | None = None
     body = [nb for nb in notebooks if Path(nb).stem != SETUP]  # its environment and parameters: folded above
     out = run_dir / ("report.html" if of is None else PARTIAL)
     return build(body, out, f"cnnbench {run_dir.name}", header)
-
-
-def _others(run_dir: Path) -> str:
-    """Where this run meets the others: the combined report, which leaves smoke/test runs out."""
-    from cnnbench.results import runs as results_runs
-
-    if (reason := results_runs.test_run_reason(run_dir)) is not None:
-        return (
-            f"this {_text(reason.split(' (')[0])} is left out of the combined report (outputs/report.html)."
-        )
-    return "other runs are compared in outputs/report.html."
 
 
 def combined_runs(outputs: Path) -> tuple[list[Path], dict[str, str]]:

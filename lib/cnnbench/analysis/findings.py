@@ -286,11 +286,6 @@ def _sweep_findings(sw: pd.DataFrame) -> list[dict]:
     ]
 
 
-def findings(m: Merged) -> list[str]:
-    """The findings' sentences."""
-    return findings_table(m).finding.tolist()
-
-
 def write_tables(m: Merged, run_dir: Path) -> dict[str, Path]:
     """speedups.csv (matched configurations), ratios.csv (rate of run_b / rate of run_a, one knob changed or
     run to run), findings.csv, seed_corrections.csv (:func:`cnnbench.published.corrections`) and predictions.csv

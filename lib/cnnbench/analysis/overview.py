@@ -14,12 +14,16 @@ from cnnbench import knobs, results, tables
 from cnnbench.measure import reproducibility
 
 
+def _finite(x) -> bool:
+    return isinstance(x, (int, float)) and math.isfinite(x)
+
+
 def with_interval(value: float, ci: float) -> str:
     """``40.6 ± 1.8`` on one line, rounded to what the interval supports (:func:`cnnbench.tables.with_interval`);
     one whose interval is as wide as itself, "about 2,100 (not precise: ±300%)", as the console writes it."""
-    if not isinstance(value, (int, float)) or not math.isfinite(value):
+    if not _finite(value):
         return "?"
-    if isinstance(ci, (int, float)) and math.isfinite(ci) and ci >= abs(value) > 0:
+    if _finite(ci) and ci >= abs(value) > 0:
         return f"about {tables.rounded(value, abs(value))} (not precise: ±{100 * ci / abs(value):.0f}%)"
     return tables.with_interval(value, ci)
 
@@ -28,24 +32,20 @@ def marked(rate: float, ci: float, state: str = "") -> str:
     """:func:`with_interval`, marked "busy" where the machine was (``state``, the row's ``machine_state``) and
     "imprecise" where its interval is wider than +-PRECISE_PCT% of it (or it has none)."""
     text, marks = with_interval(rate, ci), ["busy"] if str(state) == "busy" else []
-    if not isinstance(ci, (int, float)) or not math.isfinite(ci):
-        marks.append("no interval")
-    elif "not precise" not in text and not reproducibility.precise(rate, ci):
-        marks.append(f"imprecise: ±{100 * ci / rate:.0f}%")
+    if "not precise" not in text and not reproducibility.precise(rate, ci):
+        marks.append(f"imprecise: ±{100 * ci / rate:.0f}%" if _finite(ci) else "no interval")
     return f"{text} ({'; '.join(marks)})" if marks else text
 
 
 def speedup_text(speedup: float, ci: float) -> str:
     """``1.31 ± 0.05x``; "not known" where the interval is as wide as the speedup (the default or the winner was
     measured on a busy machine), "not distinguishable from the default" where the interval holds 1x."""
-    if not isinstance(speedup, (int, float)) or not math.isfinite(speedup):
+    if not _finite(speedup):
         return "?"
-    if isinstance(ci, (int, float)) and math.isfinite(ci):
-        if ci >= abs(speedup):
-            return f"not known (its 95% interval is ±{100 * ci / abs(speedup):.0f}%)"
-        if abs(speedup - 1) <= ci:
-            return f"{with_interval(speedup, ci)}x: not distinguishable from the default"
-    return f"{with_interval(speedup, ci)}x"
+    if _finite(ci) and ci >= abs(speedup):
+        return f"not known (its 95% interval is ±{100 * ci / abs(speedup):.0f}%)"
+    same = _finite(ci) and abs(speedup - 1) <= ci
+    return f"{with_interval(speedup, ci)}x" + (": not distinguishable from the default" if same else "")
 
 
 def headline(run_dir: Path) -> pd.DataFrame:
@@ -169,21 +169,14 @@ def _rates(df: pd.DataFrame) -> str:
     if df.empty:
         return ""
     what = "(02: fp32, NCHW, eager; interval over fresh processes)"
-    marks = (
-        f"A rate marked *busy* was measured while the machine was busy; *imprecise*, its 95% interval is wider "
-        f"than ±{reproducibility.PRECISE_PCT:g}%: neither supports a headline."
-    )
-    return f"**Headline rates** {what}:\n\n{_html_table(df)}\n\n{marks}\n\n"
+    marks = f"*busy*: the machine was busy; *imprecise*: 95% interval wider than ±{reproducibility.PRECISE_PCT:g}%"
+    return f"**Headline rates** {what}:\n\n{_html_table(df)}\n\n{marks}: neither supports a headline.\n\n"
 
 
 def combined_rates(run_dirs: list[Path]) -> str:
     """Every run's headline rates (:func:`headline`) in one table, the run first: the combined report's summary."""
-
-    def rows() -> pd.DataFrame:
-        df = pd.concat([headline(d).assign(run=d.name) for d in run_dirs], ignore_index=True)
-        return df[["run", *df.columns.drop("run")]] if len(df) else df
-
-    return _part("headline rates", rows, _rates)
+    rows = lambda: pd.concat([headline(d).assign(run=d.name) for d in run_dirs], ignore_index=True)  # noqa: E731
+    return _part("headline rates", rows, lambda df: _rates(df[["run", *df.columns.drop("run")]]))
 
 
 def _best(df: pd.DataFrame) -> str:
