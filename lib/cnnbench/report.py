@@ -188,16 +188,11 @@ def build_run_report(run_dir: Path, notebooks: list[Path], of: int | None = None
     params_rows = {k: v for k, v in prm.items() if k != "overrides"}
     # a key whose value in force the device changed (a CPU pins nothing)
     a = results.read(run_dir, "scenario_a")
-    for k in [k for k in params_rows if k in a and a[k].astype(str).nunique() == 1]:
+    for k in [k for k in params_rows if k in a and a[k].notna().all() and a[k].astype(str).nunique() == 1]:
         if str(a[k].iloc[0]) != str(params_rows[k]):
             params_rows[k] = f"{params_rows[k]} (in force: {a[k].iloc[0]}, as every row of 02 records)"
-    others = (
-        "other runs are compared in outputs/report.html."  # the combined report leaves smoke/test runs out
-    )
-    if (reason := results_runs.test_run_reason(run_dir)) is not None:
-        others = (
-            f"this {_text(reason.split(' (')[0])} is left out of the combined report (outputs/report.html)."
-        )
+    reason = results_runs.test_run_reason(run_dir)  # the combined report leaves smoke/test runs out
+    others = f"this {_text(reason.split(' (')[0])} is left out of" if reason else "other runs are compared in"
     machine = (
         f"{e.get('device_name', '?')} ({e.get('device_kind', '?')}), {e.get('cpu_model', '?')}, "
         f"{e.get('cpu_physical_cores', '?')} physical cores, torch using {e.get('torch_threads', '?')} "
@@ -218,7 +213,8 @@ def build_run_report(run_dir: Path, notebooks: list[Path], of: int | None = None
         f"({e.get('device_kind', '?')}) on host {e.get('host', e.get('cpu_model', '?'))}, "
         f"{e.get('captured_at', '')}, with {e['params']}, workbook commit {e['git_commit']}"
         f"{' (with uncommitted changes)' if env.get('git_dirty') else ''}. Every number "
-        f"below was measured or computed by the workbook's code on this machine; {others}\n\n"
+        f"below was measured or computed by the workbook's code on this machine; {others} the combined report, "
+        "outputs/report.html.\n\n"
         f"<details><summary>Parameters (00 · Setup)</summary>\n\n{_table(params_rows)}\n\n</details>\n\n"
         f"<details><summary>Environment (00 · Setup: every item captured)</summary>\n\n"
         f"{_table({k: v for k, v in env.items() if k != 'params'})}\n\n</details>"
