@@ -332,18 +332,19 @@ class Stopped(KeyboardInterrupt):
 @contextlib.contextmanager
 def _signals_stop_the_run():
     """SIGTERM and SIGHUP (unless ignored) raise :class:`Stopped` once in the block; a second one ends the
-    process. Outside the main thread nothing is installed."""
+    process. SIGINT raises KeyboardInterrupt even where it was inherited ignored (a script's `cnnbench &`).
+    Outside the main thread nothing is installed."""
 
     def stop(signum, frame):
         signal.signal(signum, signal.SIG_DFL)
         raise Stopped(signum)
 
     saved = {}
-    for sig in (signal.SIGTERM, getattr(signal, "SIGHUP", None)):
-        if sig is None or signal.getsignal(sig) is signal.SIG_IGN:
+    for sig in (signal.SIGINT, signal.SIGTERM, getattr(signal, "SIGHUP", None)):
+        if sig is None or (signal.getsignal(sig) is signal.SIG_IGN and sig != signal.SIGINT):
             continue
         try:
-            saved[sig] = signal.signal(sig, stop)
+            saved[sig] = signal.signal(sig, signal.default_int_handler if sig == signal.SIGINT else stop)
         except ValueError:  # not the main thread
             break
     try:
