@@ -249,6 +249,32 @@ def test_a_failing_grid_point_is_a_row_and_the_grid_goes_on(tmp_path, monkeypatc
     assert df.set_index("batch_size").status.to_dict() == {4: "oom", 8: "ok"}
 
 
+def test_every_image_of_the_set_is_a_grid_point_a_rerun_keeps(tmp_path, monkeypatch):
+    """Issue 44: `transfer_train_images: 0` (every image; params/seeds_full.yaml) planned images 0 while its rows
+    recorded the 512 used: 06 failed with KeyError 'device_kind' (no current row) and a rerun trained again."""
+    from cnnbench import transfer
+
+    p = p_of(
+        pretrained=False,
+        transfer_model="resnet18",
+        transfer_image_size=16,
+        transfer_lrs=[0.01],
+        transfer_batch_sizes=[128],
+        transfer_epochs=1,
+        transfer_devices=["cpu"],
+        workers=0,
+        transfer_train_images=0,
+        transfer_val_images=0,
+    )
+    run = types.SimpleNamespace(params=p, device=CPU, dir=tmp_path, path=lambda n: tmp_path / n)
+    monkeypatch.setattr("cnnbench.measure.telemetry.Sampler", FakeSampler)
+    df = transfer.finetune(run)
+    assert list(df.status) == ["ok"] and list(df.train_images) == [512] and list(df.val_images) == [128]
+    assert set(summary.time_to_target(df).device_kind) == {"cpu"}
+    monkeypatch.setattr(finetune, "fit", lambda *a: pytest.fail("a finished grid point trained again"))
+    assert transfer.finetune(run).equals(df)
+
+
 def test_time_to_target_is_training_time_until_accuracy_first_reaches_it():
     rows = [
         dict(

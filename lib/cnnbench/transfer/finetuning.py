@@ -289,7 +289,7 @@ def fit(p, device, lr: float, bs: int, sets, base: dict, results, sampler) -> No
         elapsed += seconds
         if not p.pretrained:  # a few steps leave random weights' batch-norm statistics near their start:
             torch.optim.swa_utils.update_bn(train_dl, net, device)  # recomputed over the training images
-        acc, val_loss, n_val = evaluate(net, loss_fn, val_dl, device)
+        acc, val_loss, _ = evaluate(net, loss_fn, val_dl, device)
         mem = devices.backend(device).peak_memory_mib()
         results.append(
             {
@@ -302,8 +302,6 @@ def fit(p, device, lr: float, bs: int, sets, base: dict, results, sampler) -> No
                 "val_loss": val_loss,
                 "val_accuracy": acc,
                 "epoch_time_s": seconds,
-                "train_images": n,
-                "val_images": n_val,
                 "throughput_img_s": n / seconds,
                 "elapsed_train_s": elapsed,
                 "rss_mib": psutil.Process().memory_info().rss / 2**20,
@@ -366,8 +364,8 @@ def run_grid(run, sampler_cls=None, log=print) -> None:
             "threads": torch.get_num_threads(),
             "freeze_backbone": p.transfer_freeze_backbone,
             "momentum": p.momentum,
-            "train_images": p.transfer_train_images,
-            "val_images": p.transfer_val_images,
+            "train_images": len(sets[0]),  # the images each epoch uses (0 asks for every image)
+            "val_images": len(sets[1]),
             "seed": p.seed,
             "workers": p.workers,
             "pin_memory": devices.backend(device).pin(p.pin_memory),
