@@ -14,6 +14,7 @@ import math
 import os
 import re
 import stat
+import sys
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -446,7 +447,8 @@ def _too_small(model: str, image_size: int) -> str:
     from cnnbench import models, paths
 
     key = [model, image_size, torch.__version__, torchvision.__version__]
-    return paths.cached("size-check", key, lambda: _meta_forward_problem(model, image_size), (models,))
+    code = (models, sys.modules[__name__])
+    return paths.cached("size-check", key, lambda: _meta_forward_problem(model, image_size), code)
 
 
 def _meta_forward_problem(model: str, image_size: int) -> str:
@@ -455,7 +457,7 @@ def _meta_forward_problem(model: str, image_size: int) -> str:
     from cnnbench import models
 
     try:
-        net = models.build_meta(model, num_classes=10, image_size=image_size).eval()
+        net = models.build_meta(model, num_classes=10, image_size=image_size).train()  # with auxiliary heads
     except (AssertionError, ValueError) as err:  # a constructor that checks the size itself (ViT's patches)
         return (str(err).strip().splitlines() or [type(err).__name__])[0][:120]
     except Exception as err:  # noqa: BLE001 - a model that cannot even be built says so, not "too small"
@@ -465,7 +467,7 @@ def _meta_forward_problem(model: str, image_size: int) -> str:
         ) from None
     try:
         with torch.no_grad():
-            net(torch.empty(1, models.spec(model).in_channels, image_size, image_size, device="meta"))
+            net(torch.empty(2, models.spec(model).in_channels, image_size, image_size, device="meta"))
     except (RuntimeError, AssertionError, ValueError) as err:
         return (str(err).strip().splitlines() or [type(err).__name__])[0][:120]
     return ""
