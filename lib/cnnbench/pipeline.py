@@ -540,6 +540,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _run(args) -> int:
+    run_dir = None  # where an OSError is the run folder's lock
     try:
         overrides = params_mod.parse_overrides(args.set)
         names = {}
@@ -575,10 +576,8 @@ def _run(args) -> int:
         print(f"cnnbench: {err}", file=sys.stderr)
         return 2
     except OSError as err:
-        print(
-            f"cnnbench: run folder {run_dir} cannot be written (taking its lock: {err.strerror or err})",
-            file=sys.stderr,
-        )
+        lock_error = f"run folder {run_dir} cannot be written (taking its lock: {err.strerror or err})"
+        print(f"cnnbench: {lock_error if run_dir else _describe(err)}", file=sys.stderr)
         return 2
     try:
         return _execute_run(args, p, params_file, overrides, outputs, run_dir, note)
