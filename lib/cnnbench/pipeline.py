@@ -483,7 +483,7 @@ def main(argv: list[str] | None = None) -> int:
         from cnnbench import predict
 
         return predict.main(argv[1:])
-    ap = _Parser(
+    ap = params_mod.Parser(
         prog="cnnbench",
         description=__doc__.split("\n")[0],
         epilog="cnnbench compare RUN_A RUN_B [...]: what a change did (cnnbench compare -h); "
@@ -530,13 +530,6 @@ def _absolute_data_paths(p: params_mod.Params) -> params_mod.Params:
     return dataclasses.replace(
         p, **{key: os.path.abspath(os.path.expanduser(getattr(p, key))) for key in keys}
     )
-
-
-class _Parser(argparse.ArgumentParser):
-    """argparse, with a usage error in one line instead of the whole usage block."""
-
-    def error(self, message: str):
-        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
 
 
 def _run(args) -> int:
