@@ -559,10 +559,10 @@ def _run(args) -> int:
         outputs = (
             params_mod.resolved_path("--outputs", args.outputs) if args.outputs else paths.outputs_root()
         )
+        if args.estimate:  # writes nothing, makes no folder
+            return _estimate(p, params_file, outputs)
         if paths.folder_problem(outputs):
             raise params_mod.ParamsError(paths.folder_problem(outputs))
-        if args.estimate:
-            return _estimate(p, params_file, outputs)
         run_dir = outputs / run_name_for(p)
         lock = paths.RunLock(run_dir).acquire()
     except (params_mod.ParamsError, paths.RunLocked) as err:
