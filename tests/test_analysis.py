@@ -49,6 +49,7 @@ def make_run(
                 "model": model,
                 "phase": phase,
                 "device_kind": device_kind,
+                results.files.HOST: results.files.host_id(),  # as the results layer stamps a row
                 "device_name": device_name,
                 "precision": "fp32",
                 "memory_format": "nchw",

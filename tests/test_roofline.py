@@ -832,6 +832,7 @@ def _sa_row(**kw):
     row = {
         "status": "ok",
         "model": "m",
+        "host_id": "h",  # the machine that measured it (the results layer's stamp)
         "phase": "train",
         "batch_size": 8,
         "image_size": 32,

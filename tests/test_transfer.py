@@ -1,5 +1,6 @@
 """06_transfer: params, fine-tuning, the per-phase step breakdown, the profiler, scaling and telemetry series."""
 
+import dataclasses
 import gzip
 import json
 import math
@@ -273,6 +274,10 @@ def test_every_image_of_the_set_is_a_grid_point_a_rerun_keeps(tmp_path, monkeypa
     assert set(summary.time_to_target(df).device_kind) == {"cpu"}
     monkeypatch.setattr(finetune, "fit", lambda *a: pytest.fail("a finished grid point trained again"))
     assert transfer.finetune(run).equals(df)
+    trained = []
+    monkeypatch.setattr(finetune, "fit", lambda *a: trained.append(a))
+    run.params = dataclasses.replace(p, transfer_epochs=2)  # was: 1 -> 2 kept the one-epoch point
+    assert transfer.finetune(run).empty and len(trained) == 1
 
 
 def test_time_to_target_is_training_time_until_accuracy_first_reaches_it():

@@ -114,6 +114,7 @@ def epochs(run) -> pd.DataFrame:
                     "error": "",
                     "max_batches": p.max_batches,
                     "epoch_images": p.epoch_images_per_model.get(model, p.epoch_images),
+                    **{k: getattr(p, k) for k in ("synthetic_images", "data_path", "isolate")},
                 },
             )
         )

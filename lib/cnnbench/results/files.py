@@ -6,6 +6,7 @@ the latest plan of every writer are current (:meth:`ResultsFile.current`); older
 from __future__ import annotations
 
 import csv
+import functools
 import io
 import json
 import math
@@ -18,6 +19,20 @@ from cnnbench import SCHEMA_VERSION, paths
 
 DONE_STATUSES = ("ok", "oom", "unstable")  # outcomes a rerun keeps; "error" rows are measured again
 PLANS = "current_rows.json"  # per run folder: {file name: {writer: {columns, values}}}, see ResultsFile.plan
+# The machine a row was measured on, in the key of every measured table (results.schema): a configuration that
+# names none is this machine's, so a run folder copied from elsewhere resumes nothing measured there.
+HOST = "host_id"
+
+
+@functools.cache
+def host_id() -> str:
+    """This machine's hardware as :func:`cnnbench.envinfo.host_fingerprint` names a CPU run's (CPU model, cores,
+    ISA, memory); the device is the key's ``device_kind`` beside it."""
+    import torch
+
+    from cnnbench import envinfo
+
+    return envinfo.capture(torch.device("cpu"))["host_id"]
 
 
 class CorruptResults(ValueError):
@@ -161,7 +176,7 @@ class ResultsFile:
 
     def key_of(self, row: Mapping[str, Any]) -> tuple[str, ...]:
         """The row's (or a configuration's) key as the file stores it: comparable across writes and reads."""
-        return tuple(str(_cell(row.get(k, ""))) for k in self.key)
+        return _values(row, self.key)
 
     @property
     def plans_path(self) -> Path:
@@ -173,7 +188,7 @@ class ResultsFile:
         """Declare the configurations this invocation of ``writer`` measures: from now on they, and only they,
         are the file's current rows for that writer (selected on ``columns``, by default the key)."""
         columns = tuple(columns) if columns is not None else self.key
-        values = sorted({tuple(str(_cell(c.get(k, ""))) for k in columns) for c in configs})
+        values = sorted({_values(c, columns) for c in configs})
         plans = _read_plans(self.plans_path)
         plans.setdefault(self.path.name, {})[writer] = {
             "columns": list(columns),
@@ -188,6 +203,8 @@ class ResultsFile:
     def rows(self) -> list[dict[str, str]]:
         """The file's rows; refuses (one line) a corrupt file or rows of another results schema version."""
         rows = read_rows(self.path)
+        for r in rows if HOST in self.key else ():
+            r.setdefault(HOST, "")  # a row of a file without the column was measured on no known machine
         versions = (r.get("schema_version", "") for r in rows)
         version = next((v for v in versions if v not in ("", str(SCHEMA_VERSION))), None)
         if version is not None:
@@ -205,14 +222,15 @@ class ResultsFile:
         self, config: Mapping[str, Any], columns: Iterable[str], final: Iterable[str] = DONE_STATUSES
     ) -> bool:
         """Whether the file has rows of ``config`` (on ``columns``), every one with a ``final`` status."""
-        final = tuple(final)
-        columns = tuple(columns)
-        want = tuple(str(_cell(config.get(k, ""))) for k in columns)
-        same = [r for r in self.rows() if tuple(r.get(k, "") for k in columns) == want]
+        final, columns = tuple(final), tuple(columns)
+        same = [r for r in self.rows() if _values(r, columns) == _values(config, columns)]
         return bool(same) and all(r.get("status") in final for r in same)
 
+    def _stamped(self, row: Mapping[str, Any]) -> dict:
+        return {"schema_version": SCHEMA_VERSION, **({HOST: host_id()} if HOST in self.key else {}), **row}
+
     def append(self, row: Mapping[str, Any]) -> None:
-        row = {"schema_version": SCHEMA_VERSION, **row}
+        row = self._stamped(row)
         key = self.key_of(row)
         kept = [r for r in self.rows() if self.key_of(r) != key]
         write_rows(self.path, [*kept, row])
@@ -220,14 +238,15 @@ class ResultsFile:
     def extend(self, rows: Iterable[Mapping[str, Any]], group: Iterable[str] | None = None) -> None:
         """Add many rows in one atomic write, replacing rows with the same keys, or, with ``group`` (a subset of
         the columns), every row of the same group (e.g. all step times of a configuration measured again)."""
-        rows = [{"schema_version": SCHEMA_VERSION, **r} for r in rows]
+        rows = [self._stamped(r) for r in rows]
         cols = tuple(group) if group is not None else self.key
+        keys = {_values(r, cols) for r in rows}
+        write_rows(self.path, [*(r for r in self.rows() if _values(r, cols) not in keys), *rows])
 
-        def of(row):
-            return tuple(str(_cell(row.get(k, ""))) for k in cols)
 
-        keys = {of(r) for r in rows}
-        write_rows(self.path, [*(r for r in self.rows() if of(r) not in keys), *rows])
+def _values(config: Mapping[str, Any], columns: Iterable[str]) -> tuple[str, ...]:
+    """``config``'s values on ``columns`` as a file stores them; one naming no :data:`HOST` is this machine's."""
+    return tuple(str(_cell(config[k] if k in config else host_id() if k == HOST else "")) for k in columns)
 
 
 def _read_plans(path: Path) -> dict:

@@ -14,16 +14,17 @@ from pathlib import Path
 
 from cnnbench import knobs
 from cnnbench.params import FIELDS
-from cnnbench.results.files import ResultsFile, current_rows, frame, read_rows
+from cnnbench.results.files import HOST, ResultsFile, current_rows, frame, read_rows
 
-# What a measurement is of: the workload and the device kind (with every keyed knob, cnnbench.knobs, beside).
-WORKLOAD_KEYS = ("model", "device_kind", "phase", "dataset", "image_size", "num_classes", "in_channels")
+# What a measurement is of: the workload, the device kind and the machine (with every keyed knob, cnnbench.knobs,
+# beside). Every measured table's key holds HOST, which the results layer fills (cnnbench.results.files).
+WORKLOAD_KEYS = ("model", "device_kind", HOST, "phase", "dataset", "image_size", "num_classes", "in_channels")
 # The params keys that change an engine measurement, so a rerun with other values measures new rows instead of
 # reusing old ones.
 PROTOCOL_KEYS = tuple(
     (
         "warmup_steps measured_steps window_s min_window_s repeats processes max_processes ci_target_pct lr "
-        "momentum synthetic_images seed data_path"
+        "momentum synthetic_images seed data_path isolate telemetry_interval_s"
     ).split()
 )
 
@@ -38,11 +39,19 @@ def window_keys() -> tuple[str, ...]:
 
 
 # What the other experiments measure: the workload and every keyed knob, then their own settings.
-_SHAPE = ("model", "device_kind", "image_size", "num_classes", "in_channels", "dataset")
+_SHAPE = ("model", "device_kind", HOST, "image_size", "num_classes", "in_channels", "dataset")
 
 
 def epoch_keys() -> tuple[str, ...]:
-    return (*_SHAPE, *knobs.keyed(), "max_batches", "epoch_images")
+    return (
+        *_SHAPE,
+        *knobs.keyed(),
+        "max_batches",
+        "epoch_images",
+        "synthetic_images",
+        "data_path",
+        "isolate",
+    )
 
 
 # 06's step phases: the configuration, the protocol parts that change a phase time, and the phase settings.
@@ -58,7 +67,7 @@ def phase_plan() -> tuple[str, ...]:
 # again; the same values keep what was measured): every scratch_* key but the lists of what 05 runs.
 _SCRATCH = (k for k in FIELDS if k.startswith("scratch_") and k not in ("scratch_backends", "scratch_models"))
 SCRATCH_KEYS = ("threads", "seed", *_SCRATCH)
-SCRATCH_PLAN = ("backend", "model", *SCRATCH_KEYS)
+SCRATCH_PLAN = ("backend", "model", HOST, *SCRATCH_KEYS)
 
 
 # 06's profiler and scaling: what identifies one traced configuration / one scaling pass (a rerun with the same
@@ -71,15 +80,16 @@ def profile_plan() -> tuple[str, ...]:
     )
 
 
-SCALING_PLAN = tuple(
-    (
+SCALING_PLAN = (
+    HOST,
+    *(
         "model backend world_size per_device_batch image_size threads_per_process scaling_steps repeats "
         "warmup_steps host_heap seed"
-    ).split()
+    ).split(),
 )
 # 04's measured peaks (device_peaks.csv's measured rows and bandwidth_sweep.csv are kept when these match) and
 # profiled layers (a cache of each Scenario A configuration's per-layer profile, kept when its key matches).
-PEAK_SETTINGS = ("device_name", "peak_threads", "peak_matmul_size", "peak_stream_mb", "peak_repeats")
+PEAK_SETTINGS = ("device_name", "peak_threads", "peak_matmul_size", "peak_stream_mb", "peak_repeats", HOST)
 
 
 def layer_plan() -> tuple[str, ...]:
@@ -87,11 +97,12 @@ def layer_plan() -> tuple[str, ...]:
 
 
 # 06's fine-tuning grid: one point (its epochs are rows).
-TRANSFER_GRID_KEYS = tuple(
-    (
+TRANSFER_GRID_KEYS = (
+    HOST,
+    *(
         "model device_kind dataset optimizer pretrained lr batch_size image_size threads freeze_backbone "
-        "momentum train_images val_images seed workers pin_memory data_path"
-    ).split()
+        "momentum train_images val_images epochs seed workers pin_memory data_path"
+    ).split(),
 )
 # 07's search: what identifies one search (its workload, the default setting it is measured against, the protocol
 # and every tune_* parameter but the lists of what is searched, lists comma-joined).
@@ -101,6 +112,7 @@ TUNING_PARAM_KEYS = ("seed", "lr", "momentum", "synthetic_images", "repeats", *_
 
 def search_keys() -> tuple[str, ...]:
     return (
+        HOST,
         *"model device_kind phase image_size num_classes in_channels dataset".split(),
         *(f"default_{k}" for k in knobs.keyed()),
         *TUNING_PARAM_KEYS,

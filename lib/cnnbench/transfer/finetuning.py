@@ -366,6 +366,7 @@ def run_grid(run, sampler_cls=None, log=print) -> None:
             "momentum": p.momentum,
             "train_images": len(sets[0]),  # the images each epoch uses (0 asks for every image)
             "val_images": len(sets[1]),
+            "epochs": p.transfer_epochs,
             "seed": p.seed,
             "workers": p.workers,
             "pin_memory": devices.backend(device).pin(p.pin_memory),
