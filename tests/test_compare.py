@@ -209,6 +209,17 @@ def test_a_cut_or_older_compare_csv_is_refused_in_one_line_before_any_work(tmp_p
     assert (outputs / "compare.csv").read_text() == text
 
 
+def test_a_run_with_an_impossible_rate_is_refused_naming_the_file_and_the_row(tmp_path, capsys):
+    """Issue 44: an inf rate made compare print "infx [inf, inf]"."""
+    outputs = _runs(tmp_path)
+    rows = results.read_rows(outputs / "b" / "scenario_a.csv")
+    results.write_rows(outputs / "b" / "scenario_a.csv", [{**rows[0], "throughput_img_s": "inf"}, *rows[1:]])
+    rc, out, err = _compare(capsys, "a", "b", "--outputs", outputs)
+    _refused(
+        rc, out, err, f"b: broken run ({outputs / 'b' / 'scenario_a.csv'}: line 2, column 'throughput_img_s'"
+    )
+
+
 def test_cli_seeds_pseudo_run_is_not_matched_and_has_no_verdict(tmp_path, capsys):
     from cnnbench import published
 

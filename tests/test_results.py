@@ -225,3 +225,45 @@ def test_a_key_holds_every_setting_that_changes_a_row():
     measured = [schema.config_keys(), schema.epoch_keys(), schema.phase_plan(), schema.profile_plan()]
     measured += [schema.layer_plan(), schema.search_keys(), schema.SCALING_PLAN, schema.SCRATCH_PLAN]
     assert all(results.files.HOST in keys for keys in [*measured, schema.TRANSFER_GRID_KEYS])
+
+
+@pytest.mark.parametrize(
+    "tamper, says",
+    [
+        ({"throughput_img_s": "-250.5"}, "line 3, column 'throughput_img_s' holds -250.5"),
+        ({"throughput_ci95_img_s": "inf"}, "line 3, column 'throughput_ci95_img_s' holds inf"),
+        ({"step_time_median_s": "nan"}, "line 3, column 'step_time_median_s' holds nan"),
+        ({"batch_size": "8"}, "lines 2 and 3 hold the same configuration"),
+    ],
+)
+def test_a_tampered_table_is_refused_in_one_line_naming_the_file_and_the_row(tmp_path, tamper, says):
+    """Issue 44: a negative rate was shown in the report as measured, a duplicated row silently won, an inf rate
+    failed 08 without naming the file and made compare print "infx [inf, inf]". The results layer refuses."""
+    f = results.file(tmp_path, "scenario_a")
+    for bs in (8, 16):
+        f.append({"model": "m", "batch_size": bs, "status": "ok", "throughput_img_s": 100.0 + bs})
+    rows = results.read_rows(f.path)
+    results.write_rows(f.path, [rows[0], {**rows[1], **tamper}])
+    for read in (lambda: results.read(tmp_path, "scenario_a"), f.current):
+        with pytest.raises(results.CorruptResults) as err:
+            read()
+        assert str(err.value).startswith(f"{f.path}: {says}") and "\n" not in str(err.value), err.value
+
+
+def test_a_table_far_larger_than_any_run_writes_is_refused_before_the_report_works(tmp_path, capsys):
+    """Issue 44: a 30,000-row scenario_a.csv kept `cnnbench report` busy past 5 minutes against its 23 s
+    estimate. A run writes one row per configuration (a few dozen): a file of more than the bound is refused."""
+    from test_analysis import make_run
+
+    from cnnbench import pipeline
+    from cnnbench.results import schema
+
+    run = make_run(tmp_path, "big", "cpu", "Intel Core", {("resnet18", "train"): 10.0})
+    (row,) = results.read_rows(run / "scenario_a.csv")
+    most = schema.TABLES["scenario_a"].most_rows
+    results.write_rows(run / "scenario_a.csv", [{**row, "batch_size": bs} for bs in range(1, most + 2)])
+    with pytest.raises(results.CorruptResults, match=f"{most + 1:,} rows, more than a run writes"):
+        results.read(run, "scenario_a")
+    assert pipeline.main(["report", str(run)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"{most + 1:,} rows" in err and not (run / "notebooks").exists()

@@ -191,7 +191,7 @@ def test_sigterm_stops_with_one_line_failed_txt_and_exit_143(tmp_path, monkeypat
     assert not (tmp_path / "smoke" / ".lock").exists()
 
 
-def test_sigint_stops_cnnbench_report_where_sigint_was_ignored(tmp_path, monkeypatch):
+def test_sigint_stops_cnnbench_report_where_sigint_was_ignored(tmp_path, monkeypatch, capsys):
     def interrupted(args):
         os.kill(os.getpid(), signal.SIGINT)
         time.sleep(5)  # the handler raises here
@@ -203,6 +203,7 @@ def test_sigint_stops_cnnbench_report_where_sigint_was_ignored(tmp_path, monkeyp
         assert pipeline.main(["report", str(tmp_path)]) == 130
     finally:
         assert signal.signal(signal.SIGINT, before) == signal.SIG_IGN  # given back as it was
+    _one_line(capsys.readouterr().err, "cnnbench report: interrupted")  # was: nothing said
 
 
 @pytest.mark.slow

@@ -13,7 +13,7 @@ import pytest
 import torch
 from PIL import Image
 
-from cnnbench import devices, params, steps
+from cnnbench import devices, models, params, steps
 from cnnbench import scaling as scaling_pkg
 from cnnbench.measure import engine, timelines, timing
 from cnnbench.params import Params
@@ -94,7 +94,7 @@ def test_defaults_are_seed_002_and_06_is_a_notebook():
 def test_optimizer_param_picks_the_optimizer(name, cls):
     net = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Linear(4, 2))
     net[0].weight.requires_grad_(False)
-    opt = finetune.make_optimizer(name, net.parameters(), 0.5, momentum=0.8)
+    opt = models.make_optimizer(name, net.parameters(), 0.5, momentum=0.8)
     assert type(opt) is cls and opt.param_groups[0]["lr"] == 0.5
     assert sum(len(g["params"]) for g in opt.param_groups) == 3  # frozen weights are not optimised
     if name == "sgd":

@@ -449,10 +449,8 @@ def _too_small(model: str, image_size: int, batch: int = 2, train: bool = True) 
     from cnnbench import models, paths
 
     key = [model, image_size, batch, train, torch.__version__, torchvision.__version__]
-    code = (models, sys.modules[__name__])
-    return paths.cached(
-        "size-check", key, lambda: _meta_forward_problem(model, image_size, batch, train), code
-    )
+    problem = functools.partial(_meta_forward_problem, model, image_size, batch, train)
+    return paths.cached("size-check", key, problem, (models, sys.modules[__name__]))
 
 
 def _meta_forward_problem(model: str, image_size: int, batch: int, train: bool) -> str:

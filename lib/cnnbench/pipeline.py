@@ -239,12 +239,6 @@ def _logs_to(path: Path):
         handler.stream.close()
 
 
-def _silence_machinery() -> None:
-    """After Ctrl-C the process exits: an execution task that dies with the kernel must not log at exit."""
-    for name in MACHINERY_LOGGERS:
-        logging.getLogger(name).disabled = True
-
-
 class _Tail(threading.Thread):
     """Prints the lines appended to ``path`` while a notebook runs and ``status()`` after them (at most every
     ``status_min_s``) or every ``status_every_s`` seconds without any; ``seen`` gets every line."""
@@ -514,14 +508,21 @@ def _main(args) -> int:
     try:
         with _signals_stop_the_run():
             return _run(args)
-    except KeyboardInterrupt as err:  # Ctrl-C: exit 130; SIGTERM: 143; SIGHUP: 129 (128 + the signal)
-        _silence_machinery()
-        how = f"stopped by {err}" if isinstance(err, Stopped) else "interrupted"
-        print(f"cnnbench: {how}; results written so far are kept (run again to resume)", file=sys.stderr)
-        return err.exit_code if isinstance(err, Stopped) else 130
+    except KeyboardInterrupt as err:
+        return _stopped(err, "cnnbench", "results written so far are kept (run again to resume)")
     except Exception as err:  # outside a run folder (a run's own failures are caught in _execute_run)
         print(f"cnnbench: {_describe(err)}", file=sys.stderr)
         return 1
+
+
+def _stopped(err: KeyboardInterrupt, who: str, what: str) -> int:
+    """One line for Ctrl-C (exit 130), SIGTERM (143) or SIGHUP (129): 128 + the signal. The process exits: an
+    execution task that dies with the kernel must not log at exit."""
+    for name in MACHINERY_LOGGERS:
+        logging.getLogger(name).disabled = True
+    how = f"stopped by {err}" if isinstance(err, Stopped) else "interrupted"
+    print(f"{who}: {how}; {what}", file=sys.stderr)
+    return err.exit_code if isinstance(err, Stopped) else 130
 
 
 def _absolute_data_paths(p: params_mod.Params) -> params_mod.Params:
@@ -742,8 +743,7 @@ def report_main(argv: list[str]) -> int:
         print(f"cnnbench report: {err}", file=sys.stderr)
         return 2
     except KeyboardInterrupt as err:
-        _silence_machinery()
-        return err.exit_code if isinstance(err, Stopped) else 130
+        return _stopped(err, "cnnbench report", "the reports were not rebuilt")
     except Exception as err:  # noqa: BLE001 - one line, never a traceback
         print(f"cnnbench report: {_describe(err)}", file=sys.stderr)
         return 1

@@ -303,11 +303,8 @@ def run_configs(
         keys = [k for c, k in zip(configs, keys, strict=True) if c in now]
         configs = [c for c in configs if c in now]
     headline = _HEADLINE_MEASURED.pop(str(path), set()) if only is None else set()
-    states = [
-        _Config(c, k, windows)
-        for c, k in zip(configs, keys, strict=True)
-        if not results.done(k) and results.key_of(k) not in headline
-    ]
+    fresh = [(c, k) for c, k in zip(configs, keys, strict=True) if not results.done(k)]
+    states = [_Config(c, k, windows) for c, k in fresh if results.key_of(k) not in headline]
     datasets: dict[int, object] = {}
     probed = {"img_s": math.nan}
 

@@ -322,13 +322,10 @@ def intensity_vs_batch(model_names, batch_sizes, p) -> pd.DataFrame:
     for model, bs in ((m, bs) for m in model_names for bs in batch_sizes):
         cfg = engine.config(p, model, "train")
         try:
-            rows.append(
-                {**step_intensity(model, bs, cfg.image_size, cfg.num_classes, "train"), "status": "ok"}
-            )
+            row = {**step_intensity(model, bs, cfg.image_size, cfg.num_classes, "train"), "status": "ok"}
         except (ValueError, RuntimeError) as err:
-            rows.append(
-                {"model": model, "batch_size": bs, "status": "error", "error": str(err).splitlines()[0]}
-            )
+            row = {"model": model, "batch_size": bs, "status": "error", "error": str(err).splitlines()[0]}
+        rows.append(row)
     return pd.DataFrame(rows)
 
 
