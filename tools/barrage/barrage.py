@@ -110,7 +110,7 @@ def execute(case: Case, work: Path) -> Result:
         res.check, res.message = "skipped", "setup not possible here (needs root?)"
         return res
     args = [*case.args, *extra]
-    if "--outputs" not in args and not case.shell:
+    if "--outputs" not in args and not case.shell and args[:1] != ["predict"]:
         args += ["--outputs", str(out)]
     rc, stdout, stderr, hung, secs = run_cli(args, work, case.timeout, case.shell.format(work=work, py=PY))
     res.rc, res.hung, res.seconds = rc, hung, round(secs, 1)
@@ -1017,10 +1017,10 @@ def _with_rate(value: str) -> Callable:
 
 
 TAMPERED = {
-    "negative rate": _with_rate("-250.5"),
-    "inf rate": _with_rate("inf"),
-    "duplicated row": lambda header, row: [row, row],
-    "30,000 rows": lambda header, row: [row] * 30_000,
+    "a negative rate": _with_rate("-250.5"),
+    "an inf rate": _with_rate("inf"),
+    "a duplicated row": lambda header, row: [row, row],
+    "30,000 copies of a row": lambda header, row: [row] * 30_000,
 }
 
 
@@ -1111,7 +1111,7 @@ def report_cases() -> list[Case]:
             for how in ("half-written row", "environment of wrong types", "FAILED.txt", "future schema")
         ),
         *(
-            Case("issue 44", f"report and compare of a run with a {how} in scenario_a.csv", setup=broken(how),
+            Case("issue 44", f"report and compare of a run whose scenario_a.csv holds {how}", setup=broken(how),
                  check=same_verdict, timeout=240)
             for how in TAMPERED
         ),
@@ -1132,6 +1132,7 @@ def issue44_cases() -> list[Case]:
     def no_folder(work, rc, out, err):
         return "ok" if not (work / "a").exists() else "--estimate made the --outputs folder chain"
 
+    positive = said("must be a positive integer")
     cache = "mkdir -p {work}/f && touch {work}/f/file && CNNBENCH_CACHE={work}/f/file/cache "
     return [
         Case(k, "compare over a cut compare.csv", setup=compare_over("schema_version,compared\n3,a b\n3,a"),
@@ -1144,14 +1145,16 @@ def issue44_cases() -> list[Case]:
              setup=lambda w: ["--outputs", str(w / "a" / "b")], check=no_folder),
         Case(k, "models: [inception_v3] at 224 px", ["--params", SMOKE, "--set", "models=[inception_v3]",
              "--set", "image_size=224"], check=said("inception_v3"), timeout=120),
-        Case(k, "predict --image-size -3", [*predict, "resnet18", "--image-size", "-3"]),
-        Case(k, "predict --batch-size -1", [*predict, "resnet18", "--batch-size", "-1"]),
-        Case(k, "predict --batch-size 0", [*predict, "resnet18", "--batch-size", "0"]),
+        Case(k, "predict --image-size -3", [*predict, "resnet18", "--image-size", "-3"], check=positive),
+        Case(k, "predict --batch-size -1", [*predict, "resnet18", "--batch-size", "-1"], check=positive),
+        Case(k, "predict --batch-size 0", [*predict, "resnet18", "--batch-size", "0"], check=positive),
         Case(k, "predict batch 1 at 32 px", [*predict, "resnet18", "--batch-size", "1", "--image-size", "32"],
+             check=said("cannot run"), timeout=120),
+        Case(k, "predict inception_v3 at 224 px", [*predict, "inception_v3", "--image-size", "224"],
+             check=said("cannot run"), timeout=120),
+        Case(k, "predict vit_b_16 at 33 px", [*predict, "vit_b_16", "--image-size", "33"], check=said("cannot run"),
              timeout=120),
-        Case(k, "predict inception_v3 at 224 px", [*predict, "inception_v3", "--image-size", "224"], timeout=120),
-        Case(k, "predict vit_b_16 at 33 px", [*predict, "vit_b_16", "--image-size", "33"], timeout=120),
-        Case(k, "predict without --device", ["predict", "resnet18"]),
+        Case(k, "predict without --device", ["predict", "resnet18"], check=said("required: --device")),
     ]  # fmt: skip
 
 
