@@ -30,6 +30,10 @@ def _finding(topic: str, run: str, source: str, sentence: str, **numbers) -> dic
     return {"topic": topic, "run_name": run, "finding": sentence, "numbers": basis, "source": source}
 
 
+def _variant(setting) -> str:
+    return knobs.label(setting, knobs.variant_only()) or "fp32 nchw eager"
+
+
 def _run_findings(run: str, ok: pd.DataFrame) -> list[dict]:
     out, ok = [], knobs.columns(ok)
 
@@ -41,21 +45,17 @@ def _run_findings(run: str, ok: pd.DataFrame) -> list[dict]:
     if {"train", "eval"} <= set(wide.columns):
         ratio = (wide["eval"] / wide["train"]).dropna()
         if len(ratio):
-
-            def label(k: tuple) -> str:
-                setting = dict(zip(keys, k, strict=True))
-                return f"{setting['model']} {knobs.label(setting, knobs.variant_only()) or 'fp32 nchw eager'}"
-
-            lo, hi = label(ratio.idxmin()), label(ratio.idxmax())
+            lo, hi = (dict(zip(keys, k, strict=True)) for k in (ratio.idxmin(), ratio.idxmax()))
             add(
                 "eval_train_ratio",
-                f"eval/train throughput ratio ranges {ratio.min():.1f}-{ratio.max():.1f}x (lowest {lo}, highest {hi}).",
+                f"eval/train throughput ratio ranges {ratio.min():.1f}-{ratio.max():.1f}x (lowest {lo['model']} "
+                f"{_variant(lo)}, highest {hi['model']} {_variant(hi)}).",
                 ratio_min=ratio.min(),
                 ratio_max=ratio.max(),
             )
     rate = next((c for c in ("achieved_gflops", "achieved_tflops") if c in ok), None)
     if rate and ok[rate].notna().any():
-        half = ok.get("throughput_ci95_img_s", pd.Series(float("nan"), index=ok.index)).astype(float)
+        half = ok.throughput_ci95_img_s.astype(float)
         sure = ok[[reproducibility.precise(r, h) for r, h in zip(ok.throughput_img_s, half, strict=True)]]
         if sure.empty or sure[rate].isna().all():
             add(
@@ -89,12 +89,8 @@ def _run_findings(run: str, ok: pd.DataFrame) -> list[dict]:
     base = knobs.default_variant(ok)
     variants = ok.drop(index=base.index)
     same = [k for k in match_keys() if k not in knobs.variant_only()]
-    j = (
-        variants.merge(base, on=same, suffixes=("", "_base"))
-        if len(base) and len(variants)
-        else pd.DataFrame()
-    )
-    if len(j) and "throughput_ci95_img_s" in j:
+    j = variants.merge(base, on=same, suffixes=("", "_base"))
+    if len(j):
         cols = ["throughput_img_s", "throughput_ci95_img_s"]
         cols += [f"{c}_base" for c in cols]
         j = j[[reproducibility.distinguishable(*r) for r in j[cols].itertuples(index=False)]]
@@ -126,19 +122,16 @@ def findings_table(m: Merged) -> pd.DataFrame:
 
 
 def _findings_table(m: Merged) -> pd.DataFrame:
-    out = []
-    sa = m["scenario_a"]
-    ok = configured(sa) if len(sa) else sa
-    for run, g in ok.groupby("run_name") if len(ok) else []:
-        out += _run_findings(run, g)
-    for r in (sa[sa.status != "ok"] if len(sa) else sa).itertuples():
-        what = f"{r.model} {r.phase} at batch {r.batch_size} on {r.device_name}"
-        sentence = f"{r.run_name}: {what}: {r.status} ({getattr(r, 'error', '')})."
-        out.append(
-            _finding("failure", r.run_name, _source(r.run_name, "scenario_a"), sentence, status=r.status)
-        )
-    sp = speedups(sa) if len(sa) else pd.DataFrame()
-    for kind, g in sp.groupby("comparison") if len(sp) else []:
+    out, sa = [], m["scenario_a"]
+    if len(sa):
+        for run, g in configured(sa).groupby("run_name"):
+            out += _run_findings(run, g)
+        for r in sa[sa.status != "ok"].itertuples():
+            what = f"{r.model} {r.phase} at batch {r.batch_size} on {r.device_name}"
+            sentence = f"{r.run_name}: {what}: {r.status} ({getattr(r, 'error', '')})."
+            source = _source(r.run_name, "scenario_a")
+            out.append(_finding("failure", r.run_name, source, sentence, status=r.status))
+    for kind, g in speedups(sa).groupby("comparison"):
         top = g.loc[g.speedup.idxmax()]
         what = "run-to-run difference" if kind == "run-to-run" else f"{kind} speedup"
         out.append(
@@ -147,7 +140,7 @@ def _findings_table(m: Merged) -> pd.DataFrame:
                 f"{top.run_a} / {top.run_b}",
                 "speedups.csv",
                 f"Largest {what}: {top.model} {top.phase} at "
-                f"batch {top.batch_size} ({knobs.label(top, knobs.variant_only()) or 'fp32 nchw eager'}), {top.run_a} "
+                f"batch {top.batch_size} ({_variant(top)}), {top.run_a} "
                 f"({top.device_a}) vs {top.run_b} ({top.device_b}): {top.speedup:.2f}x "
                 f"[{top.speedup_low:.2f}, {top.speedup_high:.2f}].",
                 speedup=top.speedup,
