@@ -191,8 +191,6 @@ LABELS = {
     "gpu_throttle_reasons": "GPU throttle reasons (bits)",
     "peak_rss_mib": "peak resident memory (MiB)",
     "peak_device_mem_mib": "peak device memory (MiB)",
-    "peak_rss_mb": "peak resident memory (MB)",
-    "peak_device_mem_mb": "peak device memory (MB)",
 }
 
 
@@ -253,7 +251,7 @@ def batch_sweep(df: pd.DataFrame, knees: pd.DataFrame | None = None, path: str |
     if df.empty:
         return None
     fig, axes = subplots(1, 3, figsize=(16, 4))
-    mems = ("peak_device_mem_mib", "peak_rss_mib", "peak_device_mem_mb", "peak_rss_mb")
+    mems = ("peak_device_mem_mib", "peak_rss_mib")
     mem_col = next((c for c in mems if df.get(c, pd.Series(dtype=float)).notna().any()), "peak_rss_mib")
     for (model, phase), g in df.groupby(["model", "phase"]):
         g = g.sort_values("batch_size")
@@ -467,9 +465,9 @@ def explorer_labels(points: pd.DataFrame) -> pd.Series:
     others are added): model, phase and batch size, then precision and data mode where not the defaults."""
 
     def one(r) -> str:
-        extra = "" if r.precision == "fp32" else f" {r.precision}"
-        extra += "" if r.data_mode == "device" else f" {r.data_mode} data"
-        return f"{r.model} {r.phase} bs={int(r.batch_size)}{extra}"
+        extra = "" if r.get("precision", "fp32") == "fp32" else f" {r.get('precision')}"
+        extra += "" if r.get("data_mode", "device") == "device" else f" {r.get('data_mode')} data"
+        return f"{r['model']} {r.get('phase', 'train')} bs={int(r['batch_size'])}{extra}"
 
     return points.apply(one, axis=1) if len(points) else pd.Series(dtype=str)
 
