@@ -24,9 +24,9 @@ def _ours_label(run) -> str:
     return "ours: " + str(run)
 
 
-def _where(df: pd.DataFrame, need: set[str], pick) -> pd.DataFrame:
-    """``df``'s rows where ``pick(df)`` holds; empty when ``df`` is, or lacks a column of ``need``."""
-    return df[pick(df)] if len(df) and need <= set(df.columns) else pd.DataFrame()
+def _where(df: pd.DataFrame, pick) -> pd.DataFrame:
+    """``df``'s rows where ``pick(df)`` holds (a table no run wrote has no columns to pick by)."""
+    return df[pick(df)] if len(df) else pd.DataFrame()
 
 
 def _alone(pub: pd.DataFrame, csv: str) -> pd.DataFrame:
@@ -66,9 +66,10 @@ def _match(device_class: str, seed_classes) -> str:
 
 # --- seed 000 ------------------------------------------------------------------------------------------------
 def _wide(ok: pd.DataFrame, values: list[str]) -> pd.DataFrame:
-    """One row per run and configuration (phase apart), ``<phase>_<value>`` columns."""
+    """One row per run and configuration (phase apart), ``<phase>_<value>`` columns; ``ok`` when empty."""
+    if ok.empty:
+        return ok
     keys = "run_name device_name device_class model batch_size image_size dataset data_mode".split()
-    keys = [k for k in keys if k in ok]
     vals = [v for v in values if v in ok]
     wide = ok.pivot_table(index=keys, columns="phase", values=vals, aggfunc="first")
     wide.columns = [f"{phase}_{value}" for value, phase in wide.columns]
@@ -179,11 +180,7 @@ def performance_beside_000(scenario_a: pd.DataFrame) -> pd.DataFrame:
     RSS."""
     p = published.THROUGHPUT_000
     ok = _fp32(scenario_a, lambda d: d.model.isin(p.model))
-    w = (
-        _wide(ok, ["throughput_img_s", "achieved_tflops", "peak_device_mem_mib", "peak_rss_mib"])
-        if len(ok)
-        else ok
-    )
+    w = _wide(ok, ["throughput_img_s", "achieved_tflops", "peak_device_mem_mib", "peak_rss_mib"])
     return _paired(p, w, _TABLE_3, ["model"], "scenario_a.csv with the seed's models")
 
 
@@ -198,7 +195,7 @@ def utilisation_beside_000(scenario_a: pd.DataFrame) -> pd.DataFrame:
 def sweep_beside_000(batch_sweep: pd.DataFrame, model: str = "squeezenet1_1") -> pd.DataFrame:
     """Seed 000's Table 6 (SqueezeNet's batch sweep: img/s, GFLOP/s, the unstable batch) beside every run's
     training rows of the same model, failed batches (oom, unstable) kept as rows."""
-    rows = _where(batch_sweep, {"model", "phase"}, lambda d: (d.model == model) & (d.phase == "train"))
+    rows = _where(batch_sweep, lambda d: (d.model == model) & (d.phase == "train"))
     return _paired(
         published.SWEEP_000, rows, _TABLE_6, ["model", "batch_size"], f"batch_sweep.csv with {model}"
     )
@@ -339,7 +336,7 @@ def cpu_beside_002(
             },
         ]
     )
-    t = _where(transfer, {"status"}, lambda d: d.status.eq("ok") & d.device_kind.eq("cpu"))
+    t = _where(transfer, lambda d: d.status.eq("ok") & d.device_kind.eq("cpu"))
     ok = _fp32(scenario_a, lambda d: (d.model == model) & (d.phase == "train") & (d.device_kind == "cpu"))
     rows = [
         {
@@ -480,7 +477,7 @@ def times_beside_004(backends: pd.DataFrame) -> pd.DataFrame:
             for b, (side, label) in _SIDE_004.items()
         ]
     )
-    mlp = _where(backends, {"model", "status", "steps"}, lambda d: (d.model == "mlp") & (d.status == "ok"))
+    mlp = _where(backends, lambda d: (d.model == "mlp") & (d.status == "ok"))
     if mlp.empty:
         return _alone(pub, "backends.csv with the MLP")
     g = mlp.assign(per_step=mlp.images / mlp.steps).groupby(["run_name", "backend"], sort=False)
@@ -529,8 +526,7 @@ def memory_mb_beside_004(mem: pd.DataFrame) -> pd.DataFrame:
         ],
         ignore_index=True,
     )
-    need = {"model", "component", "status", "computed_mib", "measured_mib"}
-    ok = _where(mem, need, lambda d: (d.model == "mlp") & (d.status == "ok"))
+    ok = _where(mem, lambda d: (d.model == "mlp") & (d.status == "ok"))
     if ok.empty:
         return _alone(pub, "backend_memory.csv with the MLP")
     ours = pd.DataFrame(
@@ -635,7 +631,7 @@ def backends_beside_001(backends: pd.DataFrame, memory: pd.DataFrame | None = No
     step from ``backend_memory.csv`` (``memory``) and the ``differences`` that explain the accuracy gap (our
     data, our epochs)."""
     pub = published.BACKENDS_001.assign(source=_pub(published.SEED_001))
-    cnn = _where(backends, {"model"}, lambda d: d.model == "mnist_cnn")
+    cnn = _where(backends, lambda d: d.model == "mnist_cnn")
     summ = scratch_summary.summarize(cnn) if len(cnn) else pd.DataFrame()
     if summ.empty:
         return _alone(pub, "backends.csv")
@@ -695,7 +691,7 @@ def telemetry_summary(tele: pd.DataFrame) -> pd.DataFrame:
     """Our sampled GPU telemetry, one row per run, configuration and GPU (``gpu``: its index): utilisation,
     power and temperature (mean and max over the measured windows) and memory used (max), with the sample
     count."""
-    g = _where(tele, {"metric"}, lambda d: d.metric.isin({m for _, m in _GPU_SUMMARY}))
+    g = _where(tele, lambda d: d.metric.isin({m for _, m in _GPU_SUMMARY}))
     if g.empty:
         return pd.DataFrame()
     keys = ["run_name", "device_name", *[c for c in _TELEMETRY_CONFIG if c in g], "device_index"]
