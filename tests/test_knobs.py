@@ -17,6 +17,17 @@ from cnnbench.params import Params, ParamsError
 from cnnbench.results.runs import Merged
 from conftest import ROOT
 
+
+@contextlib.contextmanager
+def registered(knob: Knob):
+    """``knob`` is a knob inside the block (one declaration, nothing else changed)."""
+    knobs.KNOBS[knob.name] = knob
+    try:
+        yield knob
+    finally:
+        knobs.KNOBS.pop(knob.name, None)
+
+
 CPU = torch.device("cpu")
 FAST = dict(
     warmup_steps=1,
@@ -56,7 +67,7 @@ def test_a_toy_knob_is_one_declaration_validated_applied_undone_keyed_compared_s
         search=lambda default, hw, p: [1, 2, 3],
         lacks=lambda value, hw: "toy 3 needs a toy device" if value == 3 else "",
     )
-    with knobs.registered(toy):
+    with registered(toy):
         with pytest.raises(ParamsError, match=r"variants\[0\]\.toy' is 9; allowed: 1, 2, 3"):
             params.validate({"variants": [{"toy": 9}]})
         with pytest.raises(ParamsError, match="toy 3 needs a toy device"):

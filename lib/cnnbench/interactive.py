@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import io
 import math
 import os
@@ -97,13 +98,9 @@ def quick_measure(
                 say(fraction, f"{summary['repeats']} windows: {rate:,.1f} +- {pct:.0f}% img/s")
 
             with telemetry.Sampler(dev, p.telemetry_interval_s) as machine:  # judged as the pipeline judges
+                window = functools.partial(timer.window, work.step, steps)
                 windows = adaptive_windows(
-                    lambda: timer.window(work.step, steps),
-                    steps,
-                    batch_size,
-                    p.explore_ci_pct,
-                    p.explore_max_s,
-                    on_window=progress,
+                    window, steps, batch_size, p.explore_ci_pct, p.explore_max_s, on_window=progress
                 )
             row.update(windows, **machine.summary())
             row["machine_state"], row["machine_note"] = telemetry.judge(row)
@@ -162,7 +159,7 @@ def _bundles(history: list[dict], run) -> list[dict]:
     if "throughput_img_s" in df:  # the raw figures stay in explore.csv
         df["rate"] = [
             rate_cell(r, c) if r == r else ""
-            for r, c in zip(df.throughput_img_s, df.get("throughput_ci95_img_s", float("nan")), strict=True)
+            for r, c in zip(df.throughput_img_s, df.throughput_ci95_img_s, strict=True)
         ]
     cols = "model device_name batch_size precision data_mode status machine_state rate achieved_tflops error"
     cols += " machine_note"
@@ -187,15 +184,8 @@ def _bundles(history: list[dict], run) -> list[dict]:
             )["intensity_flop_per_byte"]
             for r in ok.itertuples()
         ]
-        out.append(
-            figure(
-                plots.explorer_roofline,
-                peaks,
-                ok.assign(intensity_flop_per_byte=ints),
-                "explored configurations",
-                points=configurations,
-            )
-        )
+        placed = ok.assign(intensity_flop_per_byte=ints)
+        out.append(figure(plots.explorer_roofline, peaks, placed, points=configurations))
     else:
         note = "No roofline yet: this run has no device_peaks.csv; run 04_roofline to measure this device's roofs."
         out.append({"output_type": "stream", "name": "stdout", "text": note + "\n"})
@@ -268,17 +258,14 @@ def explorer(run):
 
     hw = devices.backend(run.device).hardware()
     precisions = [x for x in knobs.KNOBS["precision"].values if not knobs.lacks("precision", x, hw)]
-    controls = {
-        "model": w.Dropdown(options=list(p.models), value=model, description="model"),
-        "batch_size": w.Dropdown(
-            options=sorted({8, 16, 32, 64, 128, 256, 512, bs}), value=bs, description="batch"
-        ),
-        "precision": w.Dropdown(options=precisions, value=precision, description="precision"),
-        "data_mode": w.Dropdown(
-            options=list(knobs.KNOBS["data_mode"].values), value=p.data_mode, description="data"
-        ),
-        "device": w.Dropdown(options=devices.available(), value=run.device.type, description="device"),
+    choices = {  # each control's options, value and label
+        "model": (list(p.models), model, "model"),
+        "batch_size": (sorted({*plots.EXPLORER_BATCHES, bs}), bs, "batch"),
+        "precision": (precisions, precision, "precision"),
+        "data_mode": (list(knobs.KNOBS["data_mode"].values), p.data_mode, "data"),
+        "device": (devices.available(), run.device.type, "device"),
     }
+    controls = {k: w.Dropdown(options=o, value=v, description=d) for k, (o, v, d) in choices.items()}
     button, out, history = w.Button(description="measure", button_style="primary"), w.Output(), []
     bar, label = w.FloatProgress(value=0.0, min=0.0, max=1.0), w.Label("")
 

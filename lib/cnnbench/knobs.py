@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import sys
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -125,10 +126,6 @@ def _compile_mode(value) -> Any:
 
 def _powers_of_two(lo: int, hi: int) -> list[int]:
     return [2**k for k in range(64) if lo <= 2**k <= hi]
-
-
-def _pinned(value, backend, setting) -> bool:
-    return bool(value) and backend.pins and setting.get("data_mode") == "loader"
 
 
 def _threads_in_force(value, backend, setting) -> int:
@@ -276,7 +273,9 @@ KNOBS: dict[str, Knob] = {
             True,
             "pin host memory for the host-to-device copy (where the device gains: CUDA)",
             label=lambda v: "pinned" if v else "unpinned",
-            effective=_pinned,
+            effective=lambda value, backend, setting: (
+                bool(value) and backend.pins and setting["data_mode"] == "loader"
+            ),
             stage="host",
             search=lambda d, hw, p: [d, not d],
             inert=_no_pinning,
@@ -291,16 +290,6 @@ KNOBS: dict[str, Knob] = {
         ),
     )
 }
-
-
-@contextlib.contextmanager
-def registered(knob: Knob):
-    """Tests: ``knob`` is a knob inside the block (one declaration, nothing else changed)."""
-    KNOBS[knob.name] = knob
-    try:
-        yield knob
-    finally:
-        KNOBS.pop(knob.name, None)
 
 
 def keyed() -> tuple[str, ...]:
@@ -327,17 +316,12 @@ class Setting(Mapping):
         unknown = [k for k in given if k not in KNOBS]
         if unknown:
             raise KeyError(f"unknown knob {unknown[0]!r}; knobs: {', '.join(KNOBS)}")
-        object.__setattr__(
-            self,
-            "_values",
-            tuple((k, KNOBS[k].read(given[k]) if k in given else knob.default) for k, knob in KNOBS.items()),
+        self._values = tuple(
+            (k, KNOBS[k].read(given[k]) if k in given else v.default) for k, v in KNOBS.items()
         )
 
     def __getitem__(self, name: str) -> Any:
-        for k, v in self._values:
-            if k == name:
-                return v
-        raise KeyError(name)
+        return dict(self._values)[name]
 
     def __getattr__(self, name: str) -> Any:
         try:
@@ -402,7 +386,7 @@ def lacks(name: str, value: Any, hw) -> str:
         return ""
     if knob.lacks is not None:
         return knob.lacks(value, hw)
-    if name == "compile" and _windows():
+    if name == "compile" and sys.platform == "win32":
         return "torch.compile (Inductor) is not supported on Windows here"
     from cnnbench import devices
 
@@ -413,12 +397,6 @@ def inert(name: str, hw, p) -> str:
     """Why no value of knob ``name`` other than the run's changes anything on ``hw`` with params ``p``, or ""."""
     knob = KNOBS[name]
     return knob.inert(hw, p) if knob.inert is not None else ""
-
-
-def _windows() -> bool:
-    import sys
-
-    return sys.platform == "win32"
 
 
 def in_force(setting: Setting, backend) -> Setting:

@@ -6,6 +6,7 @@ import contextlib
 import contextvars
 import math
 import textwrap
+import warnings
 from pathlib import Path
 
 import matplotlib.pyplot as plt
@@ -129,8 +130,6 @@ def save(fig, path: str | Path | None, dpi: int = 120):
         fig.savefig(path, dpi=dpi, bbox_inches="tight")
         empty, log = empty_axes(fig), path.parent / EMPTY_PANELS
         if empty:
-            import warnings
-
             warnings.warn(f"{path.name}: no data drawn in panel(s) {empty}", stacklevel=2)
         if empty or log.is_file():
             old = pd.read_csv(log) if log.is_file() else pd.DataFrame(columns=["figure", "panel"])
@@ -192,8 +191,6 @@ LABELS = {
     "gpu_throttle_reasons": "GPU throttle reasons (bits)",
     "peak_rss_mib": "peak resident memory (MiB)",
     "peak_device_mem_mib": "peak device memory (MiB)",
-    "peak_rss_mb": "peak resident memory (MB)",
-    "peak_device_mem_mb": "peak device memory (MB)",
 }
 
 
@@ -212,8 +209,6 @@ def text(label) -> str:
 def _bar_keys(g: pd.DataFrame) -> pd.Series:
     """One bar per model, or per model and batch size when a model was measured at several batch sizes."""
     names = g.model.astype(str)
-    if "batch_size" not in g:
-        return names
     several = g.groupby("model").batch_size.transform("nunique") > 1
     return names.where(~several, names + " bs=" + g.batch_size.astype(str))
 
@@ -256,7 +251,7 @@ def batch_sweep(df: pd.DataFrame, knees: pd.DataFrame | None = None, path: str |
     if df.empty:
         return None
     fig, axes = subplots(1, 3, figsize=(16, 4))
-    mems = ("peak_device_mem_mib", "peak_rss_mib", "peak_device_mem_mb", "peak_rss_mb")
+    mems = ("peak_device_mem_mib", "peak_rss_mib")
     mem_col = next((c for c in mems if df.get(c, pd.Series(dtype=float)).notna().any()), "peak_rss_mib")
     for (model, phase), g in df.groupby(["model", "phase"]):
         g = g.sort_values("batch_size")
@@ -424,7 +419,7 @@ def roofline(
     first = ax.legend(**BESIDE)
     fig.tight_layout()  # room for the first legend; the size legend below it is narrower
     if sizes:
-        for handle in getattr(first, "legend_handles", None) or first.legendHandles:
+        for handle in first.legend_handles:
             if hasattr(handle, "set_sizes"):
                 handle.set_sizes([55])  # the series legend names colour and marker, not size
         ax.add_artist(first).set_clip_on(False)  # add_artist clips to the axes: the legend is outside them
@@ -497,8 +492,8 @@ def explorer_throughput(points: pd.DataFrame):
         ax.errorbar(
             [r.batch_size],
             [r.throughput_img_s],
-            yerr=[getattr(r, "throughput_ci95_img_s", 0.0)],
-            fmt=PHASE_MARKERS.get(str(getattr(r, "phase", "train")), "o"),
+            yerr=[r.throughput_ci95_img_s],
+            fmt=PHASE_MARKERS.get(str(r.phase), "o"),
             color=r.color,
             capsize=3,
             mec="black",
@@ -506,7 +501,7 @@ def explorer_throughput(points: pd.DataFrame):
             label=text(r.explored),
         )
     batches = sorted(set(EXPLORER_BATCHES) | set(int(b) for b in pts.batch_size))
-    ci = pts.get("throughput_ci95_img_s", pd.Series(0.0, index=pts.index)).fillna(0.0)
+    ci = pts.throughput_ci95_img_s.fillna(0.0)
     rate = pts.throughput_img_s
     ylo, yhi = _decades(float((rate - ci).clip(lower=rate / 10).min()), float((rate + ci).max()))
     ax.set(
@@ -528,23 +523,19 @@ def explorer_roofline(peaks: pd.DataFrame, points: pd.DataFrame, title: str = "e
     """08's explorer on this device's roofs: log axes fixed by the roofs (whole decades around the ridge points
     and peaks, widened only for a point outside them), each configuration its own legend entry."""
     pts = _explorer_points(points)
-    bw = peaks.bandwidth_gbs.dropna() if "bandwidth_gbs" in peaks else pd.Series(dtype=float)
+    bw = peaks.bandwidth_gbs.dropna()
     ridge = (peaks.peak_gflops / peaks.bandwidth_gbs).dropna() if len(bw) else pd.Series([1.0])
     xlo, xhi = _decades(
         min(0.05, float(ridge.min()) / 10, *(pts.intensity_flop_per_byte / 2)),
         max(1e3, float(ridge.max()) * 10, *(pts.intensity_flop_per_byte * 2)),
     )
-    top = float(peaks.peak_gflops.max()) if len(peaks) else float(pts.achieved_gflops.max())
+    top = float(peaks.peak_gflops.max())
     low = float(bw.min()) * xlo if len(bw) else top / 1e3
     ylo, yhi = _decades(min(low, *(pts.achieved_gflops / 2)), max(top * 2, *(pts.achieved_gflops * 2)))
     fig, ax = subplots(figsize=(9, 6))
     _roofs(ax, peaks, np.geomspace(xlo, xhi, 256))
     for r in pts.itertuples():
-        style = {
-            "color": r.color,
-            "s": 55,
-            "marker": PHASE_MARKERS.get(str(getattr(r, "phase", "train")), "o"),
-        }
+        style = {"color": r.color, "s": 55, "marker": PHASE_MARKERS.get(str(r.phase), "o")}
         ax.scatter([r.intensity_flop_per_byte], [r.achieved_gflops], label=text(r.explored), **style, **POINT)
     ax.set(**ROOF_AXES, xlim=(xlo, xhi), ylim=(ylo, yhi), title=title)
     ax.legend(**BESIDE)
@@ -605,12 +596,11 @@ def per_model_rooflines(
                 r = roof.iloc[0]
                 y, level = np.minimum(r.peak_gflops, r.bandwidth_gbs * x), r.get("level", "dram")
                 ax.plot(x, y, "-", color=color, lw=1, label=f"{label}: its measured fp32 {level} roof")
-            phases = gd.groupby("phase", sort=False) if "phase" in gd else [("", gd)]
-            for phase, gp in phases:  # one marker per phase: train and eval told apart
+            for phase, gp in gd.groupby(
+                "phase", sort=False
+            ):  # one marker per phase: train and eval told apart
                 style = {"color": color, "s": 50, "marker": PHASE_MARKERS.get(str(phase), "o"), **POINT}
-                ax.scatter(
-                    gp.intensity_flop_per_byte, gp.achieved_gflops, label=f"{label} {phase}".strip(), **style
-                )
+                ax.scatter(gp.intensity_flop_per_byte, gp.achieved_gflops, label=f"{label} {phase}", **style)
         mine = seeds[seeds.model == model] if seeds is not None else pd.DataFrame()
         for j, ((seed, device, phase), gs) in enumerate(
             mine.groupby(["seed", "device", "phase"], sort=False) if len(mine) else []
@@ -633,10 +623,7 @@ def telemetry_timeline(df: pd.DataFrame, path: str | Path | None = None, max_met
     if df.empty:
         return None
     keys = ("source", "model", "phase", "image_size", *knobs.keyed(), "process")
-    context = [c for c in keys if c in df.columns]
-    groups = (
-        df.groupby(context, sort=False, dropna=False).ngroup() if context else pd.Series(0, index=df.index)
-    )
+    groups = df.groupby([c for c in keys if c in df.columns], sort=False, dropna=False).ngroup()
     ends = df.groupby(groups, sort=False).t_s.max()
     # each configuration starts where the last one ended
     offsets = ends.cumsum().shift(fill_value=0).to_dict()

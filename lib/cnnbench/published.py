@@ -107,10 +107,9 @@ def _claims(seed: str) -> dict:
     return _items(f"CLAIMS_{seed}")
 
 
-def _line(name: str, key: str, column: str | None = None) -> int:
+def _line(name: str, key: str) -> int:
     p = provenance(name)
-    p = p[(p.key == key) & ((p.column == column) if column else True)]
-    return int(p.line.iloc[0])
+    return int(p.line[p.key == key].iloc[0])
 
 
 def _lines(*names: str) -> str:
@@ -215,9 +214,6 @@ ACHIEVED_003 = table("ACHIEVED_003").merge(
 PEAKS_003 = table("PEAKS_003")
 # Section 2.1: params (M), "FLOPs" per image (G; torchvision's MACs) and training "FLOPs" (3x).
 COMPLEXITY_003 = table("COMPLEXITY_003")
-# Its summary sentences, checked against its own tables by inconsistencies().
-_CLAIMS_003 = _claims("003")
-SUMMARY_003 = {"rtx4080_over_t4": (_CLAIMS_003["rtx4080_over_t4_low"], _CLAIMS_003["rtx4080_over_t4_high"])}
 
 # --- seed 001 ------------------------------------------------------------------------------------------------
 _SETUP_001 = setup("001")
@@ -493,11 +489,8 @@ def inconsistencies() -> pd.DataFrame:
     """The seeds' numbers checked against each other: each row's prose from ``data/seed_checks.csv`` (with the
     seed lines it rests on), its figures computed here from the stored numbers (and, where named, our spec
     table) by ``_checks_<seed>``, one dict per check in the file's order."""
-    checks, columns, rows = (
-        _data("seed_checks.csv"),
-        ("published", "computed_from_its_own_numbers", "note"),
-        [],
-    )
+    checks, rows = _data("seed_checks.csv"), []
+    columns = ("published", "computed_from_its_own_numbers", "note")
     for s, g in checks.groupby("seed", sort=False):
         for r, v in zip(g.itertuples(), globals()[f"_checks_{s}"](), strict=True):
             v = {"s": setup(s), "c": _claims(s), **v}
@@ -652,8 +645,7 @@ def _corrections_003() -> list[dict]:
             if s.empty
             else (s.peak_gflops.iloc[0], s.bandwidth_gbs.iloc[0], f"our spec table's {s.device.iloc[0]}")
         )
-        none = pd.Series({"achieved_tflops": math.nan, "efficiency_pct": math.nan})
-        printed = a.loc[key] if key in a.index else none
+        printed = a.reindex([key]).iloc[0]  # NaN where it printed none
         line = _line("THROUGHPUT_003", "model={};batch_size={};device_class={}".format(*key))
         row = _placed(SEED_003, r, "train", size, classes, roof, printed.achieved_tflops, line)
         own_pct = 100 * row["corrected"] / mine.peak_tflops if roof[0] != mine.peak_tflops * 1e3 else math.nan

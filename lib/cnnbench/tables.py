@@ -85,9 +85,6 @@ def trimmed(df: pd.DataFrame) -> tuple[pd.DataFrame, str]:
     return out[first + [c for c in out.columns if c not in first]], caption
 
 
-INTERVAL_NOTE = "<p><i>value ± its 95% interval</i></p>"
-
-
 def with_interval(value, ci) -> str:
     """'935 ± 65' (no-break spaces: one line), rounded to the interval; the value alone where it has none."""
     text = rounded(value, ci)
@@ -113,7 +110,7 @@ def _trimmed_with_head(df: pd.DataFrame) -> tuple[pd.DataFrame, str]:
     """:func:`trimmed`, and the HTML above it naming the constant columns and saying values carry intervals."""
     out, caption = trimmed(df)
     head = f"<p><i>the same in every row: {html.escape(caption)}</i></p>" if caption else ""
-    return out, head + (INTERVAL_NOTE if out.attrs.get("intervals") else "")
+    return out, head + ("<p><i>value ± its 95% interval</i></p>" if out.attrs.get("intervals") else "")
 
 
 def _cell(value) -> str:
@@ -148,14 +145,11 @@ def fitted(table: str, df: pd.DataFrame, index: bool) -> str:
     (:data:`LONG_TEXT`, e.g. the seeds' ``differences``) takes :data:`TEXT_SHARE` of the width, so the short
     columns beside it keep theirs."""
     table = _TH.sub(lambda m: m.group(1) + m.group(2).replace("_", "_<wbr>") + m.group(3), table)
-    long = (
-        [
-            not pd.api.types.is_numeric_dtype(df[c]) and df[c].astype(str).str.len().max() > LONG_TEXT
-            for c in df.columns
-        ]
-        if len(df) and df.columns.is_unique
-        else []
-    )
+    if df.empty or not df.columns.is_unique:
+        return table
+    long = [
+        not pd.api.types.is_numeric_dtype(df[c]) and df[c].astype(str).str.len().max() > LONG_TEXT for c in df
+    ]
     if not any(long):
         return table
     cols = ["<col>"] * (df.index.nlevels if index else 0) + [

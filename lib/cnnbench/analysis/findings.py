@@ -30,6 +30,10 @@ def _finding(topic: str, run: str, source: str, sentence: str, **numbers) -> dic
     return {"topic": topic, "run_name": run, "finding": sentence, "numbers": basis, "source": source}
 
 
+def _variant(setting) -> str:
+    return knobs.label(setting, knobs.variant_only()) or "fp32 nchw eager"
+
+
 def _run_findings(run: str, ok: pd.DataFrame) -> list[dict]:
     out, ok = [], knobs.columns(ok)
 
@@ -41,60 +45,41 @@ def _run_findings(run: str, ok: pd.DataFrame) -> list[dict]:
     if {"train", "eval"} <= set(wide.columns):
         ratio = (wide["eval"] / wide["train"]).dropna()
         if len(ratio):
-
-            def label(k: tuple) -> str:
-                setting = dict(zip(keys, k, strict=True))
-                return f"{setting['model']} {knobs.label(setting, knobs.variant_only()) or 'fp32 nchw eager'}"
-
-            lo, hi = label(ratio.idxmin()), label(ratio.idxmax())
-            add(
-                "eval_train_ratio",
-                f"eval/train throughput ratio ranges {ratio.min():.1f}-{ratio.max():.1f}x (lowest {lo}, highest {hi}).",
-                ratio_min=ratio.min(),
-                ratio_max=ratio.max(),
+            lo, hi = (dict(zip(keys, k, strict=True)) for k in (ratio.idxmin(), ratio.idxmax()))
+            sentence = (
+                f"eval/train throughput ratio ranges {ratio.min():.1f}-{ratio.max():.1f}x (lowest {lo['model']} "
+                f"{_variant(lo)}, highest {hi['model']} {_variant(hi)})."
             )
+            add("eval_train_ratio", sentence, ratio_min=ratio.min(), ratio_max=ratio.max())
     rate = next((c for c in ("achieved_gflops", "achieved_tflops") if c in ok), None)
     if rate and ok[rate].notna().any():
-        half = ok.get("throughput_ci95_img_s", pd.Series(float("nan"), index=ok.index)).astype(float)
+        half = ok.throughput_ci95_img_s.astype(float)
         sure = ok[[reproducibility.precise(r, h) for r, h in zip(ok.throughput_img_s, half, strict=True)]]
         if sure.empty or sure[rate].isna().all():
-            add(
-                "highest_rate",
-                "no achieved rate is precise enough to headline (no 95% interval within "
-                f"+-{reproducibility.PRECISE_PCT:g}%); measure longer.",
-                measurements=len(ok),
-            )
+            within = f"no 95% interval within +-{reproducibility.PRECISE_PCT:g}%"
+            sentence = f"no achieved rate is precise enough to headline ({within}); measure longer."
+            add("highest_rate", sentence, measurements=len(ok))
         else:
             best = sure.loc[sure[rate].idxmax()]
             gflops = best[rate] * (1e3 if rate == "achieved_tflops" else 1)
-            pct = 100 * float(best.throughput_ci95_img_s) / float(best.throughput_img_s)
-            add(
-                "highest_rate",
+            rate_img_s = float(best.throughput_img_s)
+            pct = 100 * float(best.throughput_ci95_img_s) / rate_img_s
+            sentence = (
                 f"highest achieved rate among the {len(sure)} of {len(ok)} measurements precise to "
                 f"+-{reproducibility.PRECISE_PCT:g}%: {best.model} {best.phase} "
                 f"({knobs.label(best, ('precision', 'memory_format'))}), {gflops:.1f} GFLOP/s at "
-                f"{best.throughput_img_s:.1f} +- {pct:.1f}% images/s.",
-                achieved_gflops=gflops,
-                throughput_img_s=float(best.throughput_img_s),
-                ci95_pct=pct,
+                f"{best.throughput_img_s:.1f} +- {pct:.1f}% images/s."
             )
+            add("highest_rate", sentence, achieved_gflops=gflops, throughput_img_s=rate_img_s, ci95_pct=pct)
     if "noisy" in ok:
         noisy = int(ok.noisy.astype(str).str.lower().eq("true").sum())
-        add(
-            "noisy",
-            f"{noisy} of {len(ok)} measurements are flagged noisy (step-time IQR/median > 10%).",
-            noisy=noisy,
-            measurements=len(ok),
-        )
+        sentence = f"{noisy} of {len(ok)} measurements are flagged noisy (step-time IQR/median > 10%)."
+        add("noisy", sentence, noisy=noisy, measurements=len(ok))
     base = knobs.default_variant(ok)
     variants = ok.drop(index=base.index)
     same = [k for k in match_keys() if k not in knobs.variant_only()]
-    j = (
-        variants.merge(base, on=same, suffixes=("", "_base"))
-        if len(base) and len(variants)
-        else pd.DataFrame()
-    )
-    if len(j) and "throughput_ci95_img_s" in j:
+    j = variants.merge(base, on=same, suffixes=("", "_base"))
+    if len(j):
         cols = ["throughput_img_s", "throughput_ci95_img_s"]
         cols += [f"{c}_base" for c in cols]
         j = j[[reproducibility.distinguishable(*r) for r in j[cols].itertuples(index=False)]]
@@ -108,14 +93,16 @@ def _run_findings(run: str, ok: pd.DataFrame) -> list[dict]:
         j["gain"] = j.throughput_img_s / j.throughput_img_s_base
         g = j.loc[j.gain.idxmax()]
         label = " + ".join(knobs.label(g, [k]) for k in knobs.variant_only() if knobs.label(g, [k]))
-        add(
-            "variant_gain",
-            f"largest gain from a variant, {label} makes {g.model} {g.phase} {g.gain:.2f}x as fast as fp32 NCHW "
-            f"eager at batch {g.batch_size}.",
-            gain=g.gain,
-            throughput_img_s=g.throughput_img_s,
-            baseline_img_s=g.throughput_img_s_base,
+        sentence = (
+            f"largest gain from a variant, {label} makes {g.model} {g.phase} {g.gain:.2f}x as fast as fp32 "
+            f"NCHW eager at batch {g.batch_size}."
         )
+        numbers = {
+            "gain": g.gain,
+            "throughput_img_s": g.throughput_img_s,
+            "baseline_img_s": g.throughput_img_s_base,
+        }
+        add("variant_gain", sentence, **numbers)
     return out
 
 
@@ -126,50 +113,36 @@ def findings_table(m: Merged) -> pd.DataFrame:
 
 
 def _findings_table(m: Merged) -> pd.DataFrame:
-    out = []
-    sa = m["scenario_a"]
-    ok = configured(sa) if len(sa) else sa
-    for run, g in ok.groupby("run_name") if len(ok) else []:
-        out += _run_findings(run, g)
-    for r in (sa[sa.status != "ok"] if len(sa) else sa).itertuples():
-        what = f"{r.model} {r.phase} at batch {r.batch_size} on {r.device_name}"
-        sentence = f"{r.run_name}: {what}: {r.status} ({getattr(r, 'error', '')})."
-        out.append(
-            _finding("failure", r.run_name, _source(r.run_name, "scenario_a"), sentence, status=r.status)
-        )
-    sp = speedups(sa) if len(sa) else pd.DataFrame()
-    for kind, g in sp.groupby("comparison") if len(sp) else []:
+    out, sa = [], m["scenario_a"]
+    if len(sa):
+        for run, g in configured(sa).groupby("run_name"):
+            out += _run_findings(run, g)
+        for r in sa[sa.status != "ok"].itertuples():
+            what = f"{r.model} {r.phase} at batch {r.batch_size} on {r.device_name}"
+            sentence = f"{r.run_name}: {what}: {r.status} ({getattr(r, 'error', '')})."
+            source = _source(r.run_name, "scenario_a")
+            out.append(_finding("failure", r.run_name, source, sentence, status=r.status))
+    for kind, g in speedups(sa).groupby("comparison"):
         top = g.loc[g.speedup.idxmax()]
         what = "run-to-run difference" if kind == "run-to-run" else f"{kind} speedup"
-        out.append(
-            _finding(
-                kind,
-                f"{top.run_a} / {top.run_b}",
-                "speedups.csv",
-                f"Largest {what}: {top.model} {top.phase} at "
-                f"batch {top.batch_size} ({knobs.label(top, knobs.variant_only()) or 'fp32 nchw eager'}), {top.run_a} "
-                f"({top.device_a}) vs {top.run_b} ({top.device_b}): {top.speedup:.2f}x "
-                f"[{top.speedup_low:.2f}, {top.speedup_high:.2f}].",
-                speedup=top.speedup,
-                throughput_a_img_s=top.throughput_a_img_s,
-                throughput_b_img_s=top.throughput_b_img_s,
-            )
+        sentence = (
+            f"Largest {what}: {top.model} {top.phase} at batch {top.batch_size} ({_variant(top)}), "
+            f"{top.run_a} ({top.device_a}) vs {top.run_b} ({top.device_b}): {top.speedup:.2f}x "
+            f"[{top.speedup_low:.2f}, {top.speedup_high:.2f}]."
         )
+        numbers = {k: top[k] for k in ("speedup", "throughput_a_img_s", "throughput_b_img_s")}
+        out.append(_finding(kind, f"{top.run_a} / {top.run_b}", "speedups.csv", sentence, **numbers))
     divided = ratios(m)
     out += _one_knob_findings(divided)
     um = unmatched(sa, divided) if len(sa) else pd.DataFrame()
     if len(um):
         keys = sorted({d.split(" ")[0] for cell in um.differs_in for d in cell.split("; ") if d})
-        out.append(
-            _finding(
-                "unmatched",
-                "",
-                ", ".join(sorted({_source(r, "scenario_a") for r in {*um.run_a, *um.run_b}})),
-                f"{len(um)} model/phase pairs of runs were not divided because their "
-                f"configurations differ (in {', '.join(keys)}).",
-                pairs=len(um),
-            )
+        source = ", ".join(sorted({_source(r, "scenario_a") for r in {*um.run_a, *um.run_b}}))
+        sentence = (
+            f"{len(um)} model/phase pairs of runs were not divided because their configurations differ (in "
+            f"{', '.join(keys)})."
         )
+        out.append(_finding("unmatched", "", source, sentence, pairs=len(um)))
     out += _roofline_findings(m["roofline"]) + _sweep_findings(m["batch_sweep"])
     out += _reproducibility_findings(m)
     if m.runs:  # the seeds' verdicts beside a run's own
@@ -209,16 +182,12 @@ def _one_knob_findings(divided: pd.DataFrame) -> Iterator[dict]:
             for r in g.head(SHOWN).itertuples()
         ]
         more = f"; and {len(g) - SHOWN} more" if len(g) > SHOWN else ""
-        verdicts, where = g.verdict.value_counts(), f"({a} -> {b}), rate of {b} / rate of {a}"
-        yield _finding(
-            "one_knob",
-            f"{a} / {b}",
-            "ratios.csv",
-            f"{knob} {va} -> {vb} {f'in {a}, rate at {vb} / rate at {va}' if a == b else where}: "
-            f"{'; '.join(parts)}{more}.",
-            ratios=len(g),
-            **{v.replace(" ", "_"): int(n) for v, n in verdicts.items()},
+        where = (
+            f"in {a}, rate at {vb} / rate at {va}" if a == b else f"({a} -> {b}), rate of {b} / rate of {a}"
         )
+        sentence = f"{knob} {va} -> {vb} {where}: {'; '.join(parts)}{more}."
+        verdicts = {v.replace(" ", "_"): int(n) for v, n in g.verdict.value_counts().items()}
+        yield _finding("one_knob", f"{a} / {b}", "ratios.csv", sentence, ratios=len(g), **verdicts)
 
 
 # the passes reproducibility.repeated names, as the tables that hold them
@@ -228,23 +197,13 @@ _PASS_TABLE = {"tuning (default)": "tuning", "step phases (unsplit step)": "step
 def _reproducibility_findings(m: Merged) -> Iterator[dict]:
     pairs = repeated(m)
     for run, g in pairs.groupby("run_name") if len(pairs) else []:
-        yield _finding(
-            "repeats",
-            run,
-            _source(run, *sorted({_PASS_TABLE.get(p, p) for p in (*g["first"], *g["second"])})),
-            f"{run}: {reproducibility.agreement_sentence(g)}",
-            pairs=len(g),
-            agree=int(g.agree.sum()),
-        )
+        source = _source(run, *sorted({_PASS_TABLE.get(p, p) for p in (*g["first"], *g["second"])}))
+        sentence = f"{run}: {reproducibility.agreement_sentence(g)}"
+        yield _finding("repeats", run, source, sentence, pairs=len(g), agree=int(g.agree.sum()))
     for r in machine(m).itertuples():
-        yield _finding(
-            "machine",
-            r.run_name,
-            _source(r.run_name, *_tables_with_rows(m, r.run_name, ("scenario_a", "batch_sweep"))),
-            f"{r.run_name}: {r.verdict}",
-            busy=r.busy,
-            configurations=r.configurations,
-        )
+        source = _source(r.run_name, *_tables_with_rows(m, r.run_name, ("scenario_a", "batch_sweep")))
+        numbers = {"busy": r.busy, "configurations": r.configurations}
+        yield _finding("machine", r.run_name, source, f"{r.run_name}: {r.verdict}", **numbers)
 
 
 def _roofline_findings(rf: pd.DataFrame) -> list[dict]:

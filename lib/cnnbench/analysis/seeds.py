@@ -24,34 +24,30 @@ def _ours_label(run) -> str:
     return "ours: " + str(run)
 
 
-def _where(df: pd.DataFrame, need: set[str], pick) -> pd.DataFrame:
-    """``df``'s rows where ``pick(df)`` holds; empty when ``df`` is, or lacks a column of ``need``."""
-    return df[pick(df)] if len(df) and need <= set(df.columns) else pd.DataFrame()
-
-
-def _runs(df: pd.DataFrame) -> pd.Series:
-    """``df``'s run names as text ("" where it has none)."""
-    return df.run_name.astype(str) if "run_name" in df else pd.Series("", index=df.index)
+def _where(df: pd.DataFrame, pick) -> pd.DataFrame:
+    """``df``'s rows where ``pick(df)`` holds (a table no run wrote has no columns to pick by)."""
+    return df[pick(df)] if len(df) else pd.DataFrame()
 
 
 def _alone(pub: pd.DataFrame, csv: str) -> pd.DataFrame:
     return pub.assign(note=f"no run of this analysis wrote {csv}: the published table alone")
 
 
-def _fp32(scenario_a: pd.DataFrame) -> pd.DataFrame:
-    """Our ok Scenario A rows in the seeds' variant (fp32, NCHW, eager), one per run and configuration."""
-    if scenario_a.empty or "status" not in scenario_a:
+def _fp32(scenario_a: pd.DataFrame, pick=None) -> pd.DataFrame:
+    """Our ok Scenario A rows in the seeds' variant (fp32, NCHW, eager), one per run and configuration, those
+    where ``pick(rows)`` holds (every one without)."""
+    if scenario_a.empty:
         return pd.DataFrame()
     ok = knobs.default_variant(configured(scenario_a))
     classes = [published.device_class(k, n) for k, n in zip(ok.device_kind, ok.device_name, strict=True)]
-    return ok.assign(device_class=classes)
+    ok = ok.assign(device_class=classes)
+    return ok[pick(ok)] if pick else ok
 
 
 def _config(r) -> str:
     """Our configuration in words, from a row of ours."""
     return (
-        f"ours: {getattr(r, 'dataset', '?')} data ({getattr(r, 'data_mode', '?')} mode), "
-        f"{getattr(r, 'image_size', '?')} px, batch {getattr(r, 'batch_size', '?')}, synchronised "
+        f"ours: {r.dataset} data ({r.data_mode} mode), {r.image_size} px, batch {r.batch_size}, synchronised "
         "measured windows"
     )
 
@@ -70,9 +66,10 @@ def _match(device_class: str, seed_classes) -> str:
 
 # --- seed 000 ------------------------------------------------------------------------------------------------
 def _wide(ok: pd.DataFrame, values: list[str]) -> pd.DataFrame:
-    """One row per run and configuration (phase apart), ``<phase>_<value>`` columns."""
+    """One row per run and configuration (phase apart), ``<phase>_<value>`` columns; ``ok`` when empty."""
+    if ok.empty:
+        return ok
     keys = "run_name device_name device_class model batch_size image_size dataset data_mode".split()
-    keys = [k for k in keys if k in ok]
     vals = [v for v in values if v in ok]
     wide = ok.pivot_table(index=keys, columns="phase", values=vals, aggfunc="first")
     wide.columns = [f"{phase}_{value}" for value, phase in wide.columns]
@@ -156,7 +153,9 @@ _TABLE_6 = {
 
 def _side(rows: pd.DataFrame, columns: dict, i: int) -> pd.DataFrame:
     """Side ``i`` (0: the seed's, 1: ours) of a column map: each column a column of ``rows`` (missing: empty),
-    a function of ``rows``, or absent on that side (None)."""
+    a function of ``rows``, or absent on that side (None); no columns where ``rows`` is empty."""
+    if rows.empty:
+        return pd.DataFrame()
     return pd.DataFrame(
         {
             c: v(rows) if callable(v) else rows.get(v)
@@ -179,36 +178,30 @@ def performance_beside_000(scenario_a: pd.DataFrame) -> pd.DataFrame:
     """Seed 000's Table 3 whole (img/s, TFLOP/s, peak GPU memory in MB) beside ours per run: our throughput,
     achieved TFLOP/s from counted FLOPs at our resolution, the allocator's peak (MiB) and the worker's peak
     RSS."""
-    p, ok = published.THROUGHPUT_000, _fp32(scenario_a)
-    ok = ok[ok.model.isin(p.model)] if len(ok) else ok
-    w = (
-        _wide(ok, ["throughput_img_s", "achieved_tflops", "peak_device_mem_mib", "peak_rss_mib"])
-        if len(ok)
-        else ok
-    )
+    p = published.THROUGHPUT_000
+    ok = _fp32(scenario_a, lambda d: d.model.isin(p.model))
+    w = _wide(ok, ["throughput_img_s", "achieved_tflops", "peak_device_mem_mib", "peak_rss_mib"])
     return _paired(p, w, _TABLE_3, ["model"], "scenario_a.csv with the seed's models")
 
 
 def utilisation_beside_000(scenario_a: pd.DataFrame) -> pd.DataFrame:
     """Seed 000's Table 5 (GPU and CPU utilisation, %) beside ours: the mean of the samples taken during the
     measured windows of each training step, per run and model."""
-    u, ok = published.UTILISATION_000, _fp32(scenario_a)
-    ok = ok[(ok.phase == "train") & ok.model.isin(u.model)] if len(ok) else ok
+    u = published.UTILISATION_000
+    ok = _fp32(scenario_a, lambda d: (d.phase == "train") & d.model.isin(u.model))
     return _paired(u, ok, _TABLE_5, ["model"], "scenario_a.csv with the seed's models")
 
 
 def sweep_beside_000(batch_sweep: pd.DataFrame, model: str = "squeezenet1_1") -> pd.DataFrame:
     """Seed 000's Table 6 (SqueezeNet's batch sweep: img/s, GFLOP/s, the unstable batch) beside every run's
     training rows of the same model, failed batches (oom, unstable) kept as rows."""
-    rows = _where(batch_sweep, {"model", "phase"}, lambda d: (d.model == model) & (d.phase == "train"))
+    rows = _where(batch_sweep, lambda d: (d.model == model) & (d.phase == "train"))
     return _paired(
         published.SWEEP_000, rows, _TABLE_6, ["model", "batch_size"], f"batch_sweep.csv with {model}"
     )
 
 
-def _speedup_differences(r, seed_class: str) -> str:
-    cfg = published.THROUGHPUT_000
-    seed_bs = cfg[(cfg.model == r.model)].batch_size.iloc[0]
+def _speedup_differences(r) -> str:
     px = published.setup("000")["image_px"]
     diffs = [
         f"data: ours {r.dataset} ({r.data_mode} mode) vs Tiny-ImageNet from disk",
@@ -217,9 +210,29 @@ def _speedup_differences(r, seed_class: str) -> str:
         else f"resolution: {px} px both",
         f"epoch size: ours synchronised windows vs {published.EPOCH_IMAGES_000:,}-image 'epochs' / epoch time",
     ]
-    if r.batch_size != seed_bs:
-        diffs.append(f"batch: ours {r.batch_size} vs {seed_bs}")
-    return f"not matched (other machine: 000's {seed_class}); " + "; ".join(diffs)
+    if r.batch_size != r.seed_batch_size:
+        diffs.append(f"batch: ours {r.batch_size} vs {r.seed_batch_size}")
+    return f"not matched (other machine: 000's {r.seed_class}); " + "; ".join(diffs)
+
+
+# seed 000's Table 8 (its speedups between its devices) -> our rate over each seed device's of the same model
+_TABLE_8 = {
+    "model": ("model", "model"),
+    "speedup_x": ("speedup_x", lambda o: o.throughput_img_s / o.b_img_s),
+    "source": _SOURCE,
+    "phase": (lambda p: "train", "phase"),
+    "a": ("a", lambda o: o.run_name.astype(str) + " (" + o.device_name.astype(str) + ")"),
+    "b": ("b", lambda o: "000's " + o.seed_class),
+    "comparison": (lambda p: "published (its Table 8)", lambda o: "not matched"),
+    "differences": (
+        lambda p: "its devices in its configuration: " + published.THROUGHPUT_000.configuration.iloc[0],
+        lambda o: [_speedup_differences(r) for r in o.itertuples()],
+    ),
+    "a_img_s": (None, "throughput_img_s"),
+    "a_ci95_img_s": (None, "throughput_ci95_img_s"),
+    "b_img_s": (None, "b_img_s"),
+    "speedup_ci95_x": (None, lambda o: o.throughput_ci95_img_s / o.b_img_s),  # theirs has no interval
+}
 
 
 def speedups_beside_000(scenario_a: pd.DataFrame) -> pd.DataFrame:
@@ -228,54 +241,26 @@ def speedups_beside_000(scenario_a: pd.DataFrame) -> pd.DataFrame:
     configuration differences named (data, resolution, epoch size, batch): a ratio of two machines measured
     differently, never a speedup of ours."""
     sp = published.SPEEDUPS_000
-    cols = [c for c in sp.columns if "_over_" in c]
-    pub = sp.melt(id_vars="model", value_vars=cols, var_name="pair", value_name="speedup_x")
-    pub = pub.assign(
-        source=_pub(sp.source.iloc[0]),
-        phase="train",
-        a=pub.pair.str.split("_over_").str[0],
-        b=pub.pair.str.split("_over_").str[1],
-        comparison="published (its Table 8)",
-        differences="its devices in its configuration: " + published.THROUGHPUT_000.configuration.iloc[0],
-    ).drop(columns="pair")
-    ok = _fp32(scenario_a)
+    pairs = sp.melt(["model", "source"], [c for c in sp.columns if "_over_" in c], "pair", "speedup_x")
+    pairs = pairs.assign(a=pairs.pair.str.split("_over_").str[0], b=pairs.pair.str.split("_over_").str[1])
+    seed = published.THROUGHPUT_000[["model", "device_class", "batch_size", "train_img_s", "eval_img_s"]]
+    ok, pub = _fp32(scenario_a), _side(pairs, _TABLE_8, 0)
     if ok.empty:
         return _alone(pub, "scenario_a.csv")
-    seed = published.THROUGHPUT_000
-    rows = []
-    for r in ok.itertuples():
-        ci = float(getattr(r, "throughput_ci95_img_s", math.nan))
-        for s in seed[seed.model == r.model].itertuples():
-            theirs = getattr(s, f"{r.phase}_img_s")
-            rows.append(
-                {
-                    "source": _ours_label(r.run_name),
-                    "model": r.model,
-                    "phase": r.phase,
-                    "a": f"{r.run_name} ({r.device_name})",
-                    "b": f"000's {s.device_class}",
-                    "a_img_s": r.throughput_img_s,
-                    "a_ci95_img_s": ci,
-                    "b_img_s": theirs,
-                    "speedup_x": r.throughput_img_s / theirs,
-                    "speedup_ci95_x": ci / theirs,  # theirs has no interval
-                    "comparison": "not matched",
-                    "differences": _speedup_differences(r, s.device_class),
-                }
-            )
-    return _stack(pub, pd.DataFrame(rows), ["model", "phase"])
+    ours = ok.merge(
+        seed.rename(columns={"device_class": "seed_class", "batch_size": "seed_batch_size"}), on="model"
+    )
+    ours["b_img_s"] = ours.train_img_s.where(ours.phase == "train", ours.eval_img_s)
+    return _stack(pub, _side(ours, _TABLE_8, 1), ["model", "phase"])
 
 
 # --- seed 001 ------------------------------------------------------------------------------------------------
 def _rss_001(memory: pd.DataFrame | None) -> pd.Series:
     """Process RSS after one step (baseline + growth, MiB) per run and backend, from backend_memory.csv."""
-    need = {"model", "component", "measured_mib", "backend"}
-    if memory is None or memory.empty or not need <= set(memory.columns):
+    if memory is None or memory.empty:
         return pd.Series(dtype=float)
-    m = memory[
-        memory.model.eq("mnist_cnn") & memory.component.isin(["process_rss_baseline", "process_rss_growth"])
-    ]
-    return m.assign(run_name=_runs(m)).groupby(["run_name", "backend"]).measured_mib.sum(min_count=1)
+    rss = memory.model.eq("mnist_cnn") & memory.component.isin(["process_rss_baseline", "process_rss_growth"])
+    return memory[rss].groupby(["run_name", "backend"]).measured_mib.sum(min_count=1)
 
 
 def _accuracy_gap_001(epochs: int, images: float) -> str:
@@ -287,22 +272,6 @@ def _accuracy_gap_001(epochs: int, images: float) -> str:
         "not the seed's for that reason, not the backend's; total_s sums every epoch, the first "
         "included; process RSS is one reading after a step (baseline + growth), the seed's an average "
         "over training"
-    )
-
-
-def cnn_extras_001(ours: pd.DataFrame, cnn: pd.DataFrame, memory: pd.DataFrame | None) -> pd.DataFrame:
-    """Our CNN rows of :func:`backends_beside_001` with total training time, process RSS and differences."""
-    ok = cnn[cnn.status == "ok"].assign(run_name=_runs(cnn))
-    g = ok.groupby(["run_name", "backend"])
-    per = pd.DataFrame({"total_s": g.epoch_s.sum(), "epochs": g.epoch.nunique(), "images": g.images.first()})
-    per["process_rss_mib"] = _rss_001(memory).reindex(per.index)
-    per = per.reindex(
-        zip(ours.source.str.removeprefix("ours: ").str.removeprefix("ours"), ours.backend, strict=True)
-    )
-    return ours.assign(
-        total_s=per.total_s.to_numpy(),
-        process_rss_mib=per.process_rss_mib.to_numpy(),
-        differences=[_accuracy_gap_001(int(e), i) for e, i in zip(per.epochs, per.images, strict=True)],
     )
 
 
@@ -332,8 +301,7 @@ def inference_beside_002(scenario_a: pd.DataFrame, model: str = "densenet121") -
             ],
         ),
     }
-    ok = _fp32(scenario_a)
-    ok = ok[(ok.model == model) & (ok.phase == "eval")] if len(ok) else ok
+    ok = _fp32(scenario_a, lambda d: (d.model == model) & (d.phase == "eval"))
     return _paired(inf, ok, columns, ["model"], f"scenario_a.csv with {model} eval")
 
 
@@ -368,36 +336,31 @@ def cpu_beside_002(
             },
         ]
     )
-    rows = []
-    t = _where(
-        transfer, {"status", "device_kind", "rss_mib"}, lambda d: d.status.eq("ok") & d.device_kind.eq("cpu")
-    )
-    for run, g in t.groupby("run_name") if len(t) else []:
-        rows.append(
-            {
-                "source": _ours_label(run),
-                "what": "06 fine-tuning on the CPU",
-                "device": g.device_name.iloc[0],
-                "cpu_memory_gb": g.rss_mib.max() * MIB_TO_MB / 1e3,
-                "differences": f"ours: the fine-tuning process's peak RSS over {len(g)} epoch row(s), "
-                f"{g.image_size.iloc[0]} px, batch {', '.join(map(str, sorted(g.batch_size.unique())))}; "
-                "one process, not the whole system",
-            }
-        )
-    ok = _fp32(scenario_a)
-    ok = ok[(ok.model == model) & (ok.phase == "train") & (ok.device_kind == "cpu")] if len(ok) else ok
-    for r in ok.itertuples():
-        rows.append(
-            {
-                "source": _ours_label(r.run_name),
-                "what": f"02 {model} training step",
-                "device": r.device_name,
-                "cpu_util_pct": getattr(r, "util_cpu_mean_pct", math.nan),
-                "cpu_memory_gb": getattr(r, "peak_rss_mib", math.nan) * MIB_TO_MB / 1e3,
-                "differences": f"{_config(r)}; CPU % over every core, sampled in the measured windows; "
-                "memory: the worker's peak RSS",
-            }
-        )
+    t = _where(transfer, lambda d: d.status.eq("ok") & d.device_kind.eq("cpu"))
+    ok = _fp32(scenario_a, lambda d: (d.model == model) & (d.phase == "train") & (d.device_kind == "cpu"))
+    rows = [
+        {
+            "source": _ours_label(run),
+            "what": "06 fine-tuning on the CPU",
+            "device": g.device_name.iloc[0],
+            "cpu_memory_gb": g.rss_mib.max() * MIB_TO_MB / 1e3,
+            "differences": f"ours: the fine-tuning process's peak RSS over {len(g)} epoch row(s), "
+            f"{g.image_size.iloc[0]} px, batch {', '.join(map(str, sorted(g.batch_size.unique())))}; "
+            "one process, not the whole system",
+        }
+        for run, g in (t.groupby("run_name") if len(t) else [])
+    ] + [
+        {
+            "source": _ours_label(r.run_name),
+            "what": f"02 {model} training step",
+            "device": r.device_name,
+            "cpu_util_pct": getattr(r, "util_cpu_mean_pct", math.nan),
+            "cpu_memory_gb": getattr(r, "peak_rss_mib", math.nan) * MIB_TO_MB / 1e3,
+            "differences": f"{_config(r)}; CPU % over every core, sampled in the measured windows; "
+            "memory: the worker's peak RSS",
+        }
+        for r in ok.itertuples()
+    ]
     if not rows:
         return _alone(pub, "transfer.csv or a CPU scenario_a.csv")
     return pd.concat([pub, pd.DataFrame(rows)], ignore_index=True)
@@ -514,20 +477,12 @@ def times_beside_004(backends: pd.DataFrame) -> pd.DataFrame:
             for b, (side, label) in _SIDE_004.items()
         ]
     )
-    mlp = _where(backends, {"model", "status", "steps"}, lambda d: (d.model == "mlp") & (d.status == "ok"))
+    mlp = _where(backends, lambda d: (d.model == "mlp") & (d.status == "ok"))
     if mlp.empty:
         return _alone(pub, "backends.csv with the MLP")
-    g = mlp.assign(run_name=_runs(mlp), per_step=mlp.images / mlp.steps).groupby(
-        ["run_name", "backend"], sort=False
-    )
-    per = pd.DataFrame(
-        {
-            "steps": g.steps.sum(),
-            "total": g.epoch_s.sum(),
-            "images": g.per_step.first(),
-            "device": g.device_name.first(),
-        }
-    ).reset_index()
+    g = mlp.assign(per_step=mlp.images / mlp.steps).groupby(["run_name", "backend"], sort=False)
+    per = pd.DataFrame({"steps": g.steps.sum(), "total": g.epoch_s.sum(), "images": g.per_step.first()})
+    per = per.assign(device=g.device_name.first(), step_s=per.total / per.steps).reset_index()
     ours = pd.DataFrame(
         {
             "source": per.run_name.map(_ours_label),
@@ -535,9 +490,9 @@ def times_beside_004(backends: pd.DataFrame) -> pd.DataFrame:
             "model": "mlp",
             "iterations": per.steps,
             "total_training_s": per.total,
-            "iteration_ms": per.total / per.steps * 1e3,
-            "iteration_us_per_image": per.total / per.steps * 1e6 / per.images,
-            "at_its_iterations_s": per.total / per.steps * n,
+            "iteration_ms": per.step_s * 1e3,
+            "iteration_us_per_image": per.step_s * 1e6 / per.images,
+            "at_its_iterations_s": per.step_s * n,
             "device": per.device,
             "differences": [
                 f"ours: {int(s)} full-batch steps of {i:,.0f} images each (the seed: {n} of "
@@ -571,14 +526,12 @@ def memory_mb_beside_004(mem: pd.DataFrame) -> pd.DataFrame:
         ],
         ignore_index=True,
     )
-    need = {"model", "component", "status", "computed_mib", "measured_mib"}
-    ok = _where(mem, need, lambda d: (d.model == "mlp") & (d.status == "ok"))
-    ok = ok[ok.component.astype(str).str.len() > 0] if len(ok) else ok
+    ok = _where(mem, lambda d: (d.model == "mlp") & (d.status == "ok"))
     if ok.empty:
         return _alone(pub, "backend_memory.csv with the MLP")
     ours = pd.DataFrame(
         {
-            "source": _runs(ok).map(_ours_label),
+            "source": ok.run_name.map(_ours_label),
             "backend": ok.backend,
             "model": ok.model,
             "component": ok.component,
@@ -677,15 +630,18 @@ def backends_beside_001(backends: pd.DataFrame, memory: pd.DataFrame | None = No
     carries its total training time (every epoch, the first included, as the seed's), the process RSS after a
     step from ``backend_memory.csv`` (``memory``) and the ``differences`` that explain the accuracy gap (our
     data, our epochs)."""
-    pub = published.BACKENDS_001.assign(model="mnist_cnn")
-    has = {"model", "status"} <= set(backends.columns)
-    cnn = backends[backends.model == "mnist_cnn"] if has else backends.iloc[:0]
+    pub = published.BACKENDS_001.assign(source=_pub(published.SEED_001))
+    cnn = _where(backends, lambda d: d.model == "mnist_cnn")
     summ = scratch_summary.summarize(cnn) if len(cnn) else pd.DataFrame()
     if summ.empty:
-        return beside(pub, pd.DataFrame(), "backend", "backends")
+        return _alone(pub, "backends.csv")
+    g = cnn[cnn.status == "ok"].groupby(["run_name", "backend"])
+    per = pd.DataFrame({"total_s": g.epoch_s.sum(), "epochs": g.epoch.nunique(), "images": g.images.first()})
+    per["process_rss_mib"] = _rss_001(memory).reindex(per.index)
+    per = per.reindex(list(zip(summ.run_name, summ.backend, strict=True)))
     ours = pd.DataFrame(
         {
-            "source": "ours: " + summ.run_name.astype(str) if "run_name" in summ else "ours",
+            "source": "ours: " + summ.run_name.astype(str),
             "model": summ.model,
             "backend": summ.backend,
             "device_name": summ.device_name,
@@ -694,28 +650,32 @@ def backends_beside_001(backends: pd.DataFrame, memory: pd.DataFrame | None = No
             "throughput_ci95_img_s": summ.throughput_ci95_img_s,
             "final_test_accuracy_pct": summ.final_test_accuracy * 100,
             "max_test_accuracy_pct": summ.max_test_accuracy * 100,
+            "total_s": per.total_s.to_numpy(),
+            "process_rss_mib": per.process_rss_mib.to_numpy(),
+            "differences": [
+                _accuracy_gap_001(int(e), i) for e, i in zip(per.epochs, per.images, strict=True)
+            ],
         }
     )
-    ours = cnn_extras_001(ours, cnn, memory)
-    pub = pub.rename(columns={"configuration": "differences"}).assign(source=_pub(published.SEED_001))
+    pub = pub.rename(columns={"configuration": "differences"})
     first = ["source", "model", "backend"]
-    cols = [*first, *[c for c in pub.columns if c not in first]]
-    return pd.concat([pub[cols], ours], ignore_index=True)
+    return pd.concat([pub[[*first, *pub.columns.drop(first)]], ours], ignore_index=True)
 
 
 def ops_beside_published(ops: pd.DataFrame) -> pd.DataFrame:
     """Seed 004's Table 4 beside ours: the MLP's ms per step by op kind (sums of per-op medians), one column
     per backend, one block of rows per run, the seed's NumPy and CuPy figures beside each; the seed's table
     alone, labelled, when no run wrote backend_ops.csv with the MLP."""
-    groups = ops.groupby("run_name") if len(ops) and {"op_kind", "median_ms"} <= set(ops.columns) else []
+    groups = ops.groupby("run_name") if len(ops) else []
     blocks = {run: b for run, g in groups if len(b := scratch_summary.beside_seed_004(g))}
     if not blocks:
         return beside(published.OPS_004, pd.DataFrame(), "operation", "backend_ops")
     return pd.concat(blocks, names=["run_name", "op_kind"]).reset_index()
 
 
-_TELEMETRY_CONFIG = ("source", "model", "phase", "batch_size", "image_size", "precision", "memory_format")
-_TELEMETRY_CONFIG += ("compile", "data_mode")
+_TELEMETRY_CONFIG = (
+    "source model phase batch_size image_size precision memory_format compile data_mode".split()
+)
 _GPU_SUMMARY = {
     ("mean", "util_device_pct"): "gpu_util_mean_pct",
     ("max", "util_device_pct"): "gpu_util_max_pct",
@@ -731,8 +691,7 @@ def telemetry_summary(tele: pd.DataFrame) -> pd.DataFrame:
     """Our sampled GPU telemetry, one row per run, configuration and GPU (``gpu``: its index): utilisation,
     power and temperature (mean and max over the measured windows) and memory used (max), with the sample
     count."""
-    has = len(tele) and "metric" in tele
-    g = tele[tele.metric.isin({m for _, m in _GPU_SUMMARY})] if has else pd.DataFrame()
+    g = _where(tele, lambda d: d.metric.isin({m for _, m in _GPU_SUMMARY}))
     if g.empty:
         return pd.DataFrame()
     keys = ["run_name", "device_name", *[c for c in _TELEMETRY_CONFIG if c in g], "device_index"]
