@@ -158,14 +158,25 @@ class CudaBackend(Backend):
 
     @contextlib.contextmanager
     def math(self, precision: str):
-        """fp32 means fp32 (TF32 off, where cuDNN's default is on), tf32 turns TF32 on; restored after the block."""
-        cudnn = torch.backends.cudnn
-        saved = (torch.backends.cuda.matmul.allow_tf32, cudnn.allow_tf32)
-        torch.backends.cuda.matmul.allow_tf32 = cudnn.allow_tf32 = precision == "tf32"
+        """fp32 means IEEE fp32 (TF32 off, where cuDNN's default is on), tf32 turns TF32 on, for cuBLAS and cuDNN:
+        through ``fp32_precision`` where torch has it (torch raises once it is mixed with the legacy flags), else the
+        legacy ``allow_tf32`` flags; restored after the block."""
+        b = torch.backends
+        if hasattr(getattr(b.cudnn, "conv", None), "fp32_precision"):
+            flags, (on, off) = (
+                [(b.cuda.matmul, "fp32_precision"), (b.cudnn.conv, "fp32_precision")],
+                ("tf32", "ieee"),
+            )
+        else:
+            flags, (on, off) = [(b.cuda.matmul, "allow_tf32"), (b.cudnn, "allow_tf32")], (True, False)
+        saved = [getattr(owner, name) for owner, name in flags]
+        for owner, name in flags:
+            setattr(owner, name, on if precision == "tf32" else off)
         try:
             yield
         finally:
-            torch.backends.cuda.matmul.allow_tf32, cudnn.allow_tf32 = saved
+            for (owner, name), before in zip(flags, saved, strict=True):
+                setattr(owner, name, before)
 
     @contextlib.contextmanager
     def autotune(self, on: bool):
