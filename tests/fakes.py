@@ -69,7 +69,13 @@ class FakeGPU(CudaBackend):
 
     def hardware(self) -> Hardware:
         return Hardware(
-            kind=self.kind, name=self.name(), cores=2, capability=self.cc, triton=True, sms=self.sms
+            kind=self.kind,
+            name=self.name(),
+            cores=2,
+            capability=self.cc,
+            triton=True,
+            sms=self.sms,
+            memory_bytes=self.memory_bytes,
         )
 
     def capability(self) -> tuple[int, int]:

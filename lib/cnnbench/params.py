@@ -1125,22 +1125,43 @@ def resolved_path(option: str, given: str, resolve=lambda p: Path(p).expanduser(
 _KEY_IN_ERROR = re.compile(r"key '([A-Za-z_0-9]+)")
 
 
+def protocol(device: Any, hardware=None) -> dict:
+    """The protocol of the device kind a run of ``device`` measures on (:meth:`cnnbench.devices.Backend.protocol_for`):
+    of ``hardware`` where given (a device not at hand), else of the device ``device`` resolves to here, or, where it
+    is not here, of its kind's device not at hand; {} for a value that names no device (validation says why)."""
+    from cnnbench import devices
+
+    if hardware is not None:
+        return devices.backend_class(hardware.kind).protocol_for(hardware)
+    spec = device.strip().lower() if isinstance(device, str) else ""
+    try:
+        backend = devices.backend(devices.resolve(spec))
+    except devices.DeviceError:
+        kind = spec.split(":")[0]
+        return devices.backend_class(kind).protocol_for(None) if kind in devices.KINDS else {}
+    return backend.protocol_for(backend.hardware())
+
+
 def load(
     path: str | Path,
     overrides: dict[str, Any] | None = None,
     check_device: bool = True,
     overrides_src: str = "overrides",
     override_names: dict[str, str] | None = None,
+    hardware=None,
 ) -> Params:
-    """Defaults, overridden by the YAML file at ``path``, overridden by ``overrides``; validated once. An error
-    about a key set by ``overrides`` names ``overrides_src`` (``--set`` on the command line), not the file, or the
-    option the user typed for that key when ``override_names`` has one (``{"run_name": "--run-name"}``)."""
+    """Defaults, overridden by the protocol of the device kind (:func:`protocol`; ``hardware``: a device not at
+    hand), by the YAML file at ``path``, by ``overrides``; validated once. An error about a key set by
+    ``overrides`` names ``overrides_src`` (``--set`` on the command line), not the file, or the option the user
+    typed for that key when ``override_names`` has one (``{"run_name": "--run-name"}``)."""
     overrides = overrides or {}
     unknown = next((k for k in overrides if k not in FIELDS), None)
     if unknown is not None:
         raise ParamsError(f"{overrides_src} {_unknown_key(unknown)}")
+    given = {**read_yaml(path), **overrides}
     try:
-        p = validate({**read_yaml(path), **overrides}, src=str(path), check_device=check_device)
+        base = protocol(given.get("device", Params().device), hardware)
+        p = validate({**base, **given}, src=str(path), check_device=check_device)
     except ParamsError as err:
         rest = str(err).removeprefix(f"{path}: ")
         found = _KEY_IN_ERROR.search(rest)
