@@ -4,12 +4,12 @@ a CPU keeps its protocol, a GPU measures what a GPU user compares. Declared once
 import dataclasses
 
 import pytest
+from fakes import FakeGPU
 
 from cnnbench import devices, params
 from cnnbench.devices.base import CPU_PROTOCOL
 from cnnbench.devices.cuda import FILL_BYTES, FILLING
 from conftest import ROOT
-from fakes import FakeGPU
 
 LOCAL = ROOT / "params" / "local.yaml"
 H100 = dict(cc=(9, 0), sms=132, memory_bytes=80 * 2**30, gpu_name="NVIDIA H100 80GB HBM3")
