@@ -110,15 +110,16 @@ def _record(
     walls = row.pop("window_times_s", [])
     spans = row.pop("window_spans_s", [])
     series = row.pop("telemetry_series", [])
+    counts = row.pop("window_steps", None) or [row.get("steps_per_window")] * len(walls)
     if row.get("status") != "ok":
         state.failure = row
         return
     state.rows[process] = row
     if not walls:
         return
-    n, bs, key = row["steps_per_window"], state.cfg.batch_size, state.key
+    bs, key = state.cfg.batch_size, state.key
     rows = []
-    for i, wall in enumerate(walls):
+    for i, (wall, n) in enumerate(zip(walls, counts, strict=True)):
         machine = telemetry.span_summary(series, *spans[i]) if i < len(spans) else {}
         rows.append(
             {
@@ -137,10 +138,11 @@ def _record(
     windows.extend(rows)
     state.windows.extend(_typed_window({k: str(v) for k, v in r.items()}) for r in rows)
     if steps is not None and step_times:
+        where = [(r, i) for r, n in enumerate(counts) for i in range(n)]  # (window, step) of each step time
         steps.extend(
             [
-                {**key, "process": process, "repeat": i // n, "step": i % n, "step_time_s": t}
-                for i, t in enumerate(step_times)
+                {**key, "process": process, "repeat": r, "step": i, "step_time_s": t}
+                for (r, i), t in zip(where, step_times, strict=True)
             ],
             group=(*config_keys(), "process"),
         )
