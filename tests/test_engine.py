@@ -76,9 +76,15 @@ def test_train_and_eval_rows_carry_every_column():
 def test_variants_and_loader_mode():
     """bf16 where this CPU runs it natively (an AVX2-only CPU gives an unavailable row: test_knobs holds that)."""
     precision = "bf16" if devices.native_bf16() else "fp32"
-    row = engine.measure(cfg(precision=precision, memory_format="channels_last", data_mode="loader"), CPU, FAST)
+    row = engine.measure(
+        cfg(precision=precision, memory_format="channels_last", data_mode="loader"), CPU, FAST
+    )
     assert row["status"] == "ok", row["error"]
-    assert (row["precision"], row["memory_format"], row["data_mode"]) == (precision, "channels_last", "loader")
+    assert (row["precision"], row["memory_format"], row["data_mode"]) == (
+        precision,
+        "channels_last",
+        "loader",
+    )
 
 
 def test_out_of_memory_is_a_row(monkeypatch):
@@ -381,3 +387,29 @@ def test_a_rerun_with_another_image_size_shows_only_its_own_rows(tmp_path):
         assert df.image_size.tolist() == [size]
         plots.throughput(df)  # no "duplicate labels"
     assert sorted(pd.read_csv(tmp_path / "run" / "scenario_a.csv").image_size) == [32, 48]
+
+
+# --- issue 41: how much of a step the GPU is busy, measured over steps, not one NVML sample ------------------------
+
+
+@pytest.mark.parametrize("share, bound", [(0.2, "host-bound (launch overhead)"), (0.9, "device")])
+def test_a_gpu_busy_less_than_half_its_step_is_host_bound(fake_gpu, share, bound):
+    fake_gpu.busy_share = share
+    row = engine.measure(cfg(), CPU, FAST)
+    assert row["status"] == "ok", row["error"]
+    assert row["device_busy_pct"] == pytest.approx(100 * share, rel=0.5) and row["step_bound"] == bound
+
+
+def test_the_busy_share_is_profiled_once_per_configuration_and_merged(fake_gpu, tmp_path):
+    fake_gpu.busy_share = 0.2
+    calls = []
+    busy = fake_gpu.busy_s
+    fake_gpu.busy_s = lambda self, step, n: calls.append(n) or busy(self, step, n)
+    (row,) = runner.run_configs([cfg()], CPU, FAST, tmp_path / "r.csv")
+    assert len(calls) == 1 and row["step_bound"] == "host-bound (launch overhead)"
+    assert 0 < float(row["device_busy_pct"]) < 50  # as the results file holds it
+
+
+def test_a_host_device_has_no_busy_share():
+    row = engine.measure(cfg(), CPU, FAST)
+    assert "device_busy_pct" not in row or row["device_busy_pct"] != row["device_busy_pct"]

@@ -138,8 +138,8 @@ class _Keys:
     warmup_steps: NonNegativeInt = 10  # steps run before the clock starts (seed 003 used 10)
     measured_steps: NonNegativeInt = 0  # steps in one measured window; 0 = as many as fill window_s
     window_s: PositiveFloat = 3.0  # target length of a measured window when measured_steps is 0 (seconds)
-    # the length a window of measured_steps is filled toward (seconds): steps are added at the warm-up's
-    # pace, as a GPU's fast steps need (the first after warm-up is still slow); 0 = exactly measured_steps
+    # the least length of a window of measured_steps (seconds): steps are added at the steady warm-up steps' pace,
+    # and more until it has lasted this long (a GPU's fast steps; NVML's energy needs 1 s); 0 = exactly measured_steps
     min_window_s: NonNegativeFloat = 0.0
     repeats: PositiveInt = 3  # measured windows per process of a configuration
     # least fresh worker processes per configuration, in interleaved rounds; the interval spans them

@@ -290,6 +290,11 @@ class Backend:
         """Profiled op names this kind's libraries use -> the name the FLOP counter gives the same op."""
         return {}
 
+    def busy_s(self, step: Callable, n: int) -> float | None:
+        """Seconds the device ran work over ``n`` calls of ``step`` (its kernels' time, launch gaps apart), None
+        where the host is the device or no profiler records the device's own time."""
+        return None
+
     # --- distributed
     def ddp_device_ids(self) -> list[int] | None:
         return None

@@ -253,6 +253,19 @@ class CudaBackend(Backend):
         names = tuple(f"self_{n}" for n in names) if self_only else names
         return float(next((v for a in names if (v := getattr(evt, a, None)) is not None), 0.0))
 
+    def busy_s(self, step, n: int) -> float | None:
+        """The kernels' time over ``n`` calls of ``step``, from CUPTI's records through torch.profiler (one stream's
+        kernels do not overlap: their sum is the time the GPU was busy)."""
+        from torch.profiler import ProfilerActivity, profile
+
+        self.synchronize()
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            for _ in range(n):
+                step()
+            self.synchronize()
+        busy = sum(self.op_time_us(e, self_only=True) for e in prof.key_averages()) / 1e6
+        return busy or None
+
     def op_names(self) -> dict[str, str]:
         """cuDNN's batch norm runs as its own aten ops; the FLOP counter (on the meta device) names them native."""
         return {

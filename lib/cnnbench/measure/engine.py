@@ -91,6 +91,20 @@ def config(p, model: str, phase: str, variant: dict | None = None, **changes) ->
     return Config(model, phase, size, classes, channels, dataset, setting)
 
 
+HOST_BOUND = "host-bound (launch overhead)"
+HOST_BOUND_BELOW_PCT = 50.0  # a device busy less of its step than this waits on the host's launches
+BUSY_STEPS = (
+    3  # steps profiled for the device's busy time, after the windows, in a configuration's first process
+)
+
+
+def step_bound(busy_pct: float) -> str:
+    """What bounds a step whose device is busy ``busy_pct`` % of it: the host's launches, or the device ("" unknown)."""
+    if not math.isfinite(busy_pct):
+        return ""
+    return HOST_BOUND if busy_pct < HOST_BOUND_BELOW_PCT else "device"
+
+
 class UnstableLoss(RuntimeError):
     """The loss became NaN or infinite."""
 
@@ -311,6 +325,7 @@ def measure(
     dataset=None,
     timer: timing.StepTimer | None = None,
     isolation: str = "in_process",
+    busy: bool = True,
 ) -> dict:
     """Measure one configuration in this process with the protocol ``p``; always returns a row (``status`` ok,
     unavailable, oom, unstable or error). ``peak_rss_mib`` is reset here where the OS allows, so it is this
@@ -362,7 +377,13 @@ def measure(
             row["page_faults_per_step"] = (heap.minor_faults() - faults) / sum(counts)
             row["loss_last"] = work.check_loss()
             row.update(_memory(b, sampler, sampler.summary(), warmup_peak))
+            busy_s = (
+                b.busy_s(work.step, BUSY_STEPS) if busy else None
+            )  # after the windows: they are untouched
         row.update(timing.summarize(step_times, window_times, counts, cfg.batch_size, p.seed))
+        if busy_s is not None:
+            row["device_busy_pct"] = 100 * busy_s / BUSY_STEPS / (row["window_time_s"] / row["n_steps"])
+            row["step_bound"] = step_bound(row["device_busy_pct"])
         row["step_time_source"] = timer.source
         row.update({k: v for k, v in sampler.summary().items() if k != "mps_mem_max_mib"})
         row.update(meter.summary(sum(counts) * cfg.batch_size))  # energy over the measured windows

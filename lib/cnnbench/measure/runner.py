@@ -93,12 +93,12 @@ def _typed_window(w: dict) -> dict:
     return out
 
 
-def _measure_once(cfg: Config, device, p, dataset, isolate: bool) -> dict:
+def _measure_once(cfg: Config, device, p, dataset, isolate: bool, busy: bool) -> dict:
     from cnnbench.measure import worker
 
     if isolate:
-        return worker.measure_isolated(cfg, device, p, dataset)
-    return engine.measure(cfg, device, p, dataset)
+        return worker.measure_isolated(cfg, device, p, dataset, busy)
+    return engine.measure(cfg, device, p, dataset, busy=busy)
 
 
 def _record(
@@ -225,6 +225,7 @@ def merge(state: _Config, stop_reason: str, steps: ResultsFile | None) -> dict:
     if probes:
         base["probe_img_s"] = sum(probes) / len(probes)
         base["probe_spread_pct"] = 100 * (max(probes) - min(probes)) / base["probe_img_s"]
+    base["step_bound"] = engine.step_bound(float(base.get("device_busy_pct", math.nan)))
     base["machine_state"], base["machine_note"] = telemetry.judge(base)
     base["busy_windows"] = sum(1 for w in state.windows if telemetry.judge(w)[0] == "busy")
     return base
@@ -319,7 +320,7 @@ def run_configs(
         i = id(state)
         if i not in datasets:
             datasets[i] = dataset_for(state.cfg) if dataset_for else None
-        row = _measure_once(state.cfg, device, p, datasets[i], isolate)
+        row = _measure_once(state.cfg, device, p, datasets[i], isolate, busy=process == 1)
         state.attempts = process
         row["process"] = process
         process_done(row, process, max(p.processes, process))

@@ -69,7 +69,7 @@ def _test_hook(model: str, hooks: str) -> None:
         _ballast.append(block)
 
 
-def _job(cfg, device_spec: str, p, dataset, hooks: str, known_flops, conn) -> None:
+def _job(cfg, device_spec: str, p, dataset, hooks: str, known_flops, busy: bool, conn) -> None:
     """The worker's body: take the device, measure, send the row back."""
     if known_flops is not None:
         engine._FLOPS[(cfg.model, cfg.image_size, cfg.num_classes)] = known_flops
@@ -77,14 +77,14 @@ def _job(cfg, device_spec: str, p, dataset, hooks: str, known_flops, conn) -> No
     devices.backend(device).enter_worker()
     try:
         _test_hook(cfg.model, hooks)
-        row = engine.measure(cfg, device, p, dataset, isolation="worker")
+        row = engine.measure(cfg, device, p, dataset, isolation="worker", busy=busy)
     except Exception as err:  # noqa: BLE001 - a failure outside measure is a row too
         row = {**engine._base_row(cfg, device, p), "isolation": "worker", **engine.failure(err, device)}
     conn.send(row)
     conn.close()
 
 
-def measure_isolated(cfg: engine.Config, device: torch.device, p, dataset=None) -> dict:
+def measure_isolated(cfg: engine.Config, device: torch.device, p, dataset=None, busy: bool = True) -> dict:
     """:func:`cnnbench.measure.engine.measure` in a fresh worker process; a worker that dies gives a ``crashed`` row."""
     try:  # counted once here, not again in every worker (it would also add to the worker's memory peak)
         known_flops = engine.flops_per_image(cfg.model, cfg.image_size, cfg.num_classes)
@@ -94,7 +94,7 @@ def measure_isolated(cfg: engine.Config, device: torch.device, p, dataset=None) 
     row, exitcode = _in_worker(
         _job,
         f"cnnbench-worker-{cfg.model}",
-        (cfg, str(device), p, dataset, os.environ.get(HOOK_ENV, ""), known_flops),
+        (cfg, str(device), p, dataset, os.environ.get(HOOK_ENV, ""), known_flops, busy),
     )
     return row if row is not None else engine.crashed(cfg, device, p, exitcode)
 
