@@ -44,9 +44,10 @@ MAX_AUTOTUNE_MIN_SMS = 68
 # The L2 of a GPU: copies of a working set that fits it (<= 25 MiB on an H100) last microseconds, so launch gaps
 # dominate even replayed from a CUDA graph. One long kernel re-reads the L2-resident buffer instead: a sum of the
 # buffer expanded R times (stride 0, nothing copied), one output per re-read, R chosen so a call moves at least
-# REREAD_TARGET_BYTES. Buffers under REREAD_MIN_BYTES are left out: one SM's L1 (256 KiB on Hopper) would serve them.
+# REREAD_TARGET_BYTES. The L2's working sets start above the L1 of all SMs together, which could hold a smaller one.
 REREAD_TARGET_BYTES = 4 * 2**30
-REREAD_MIN_BYTES = 2 * 2**20
+# L1 (unified with shared memory) per SM, KiB, by compute capability: NVIDIA's tuning guides (Volta to Blackwell)
+L1_PER_SM_KIB = {(7, 0): 128, (7, 5): 96, (8, 0): 192, (8, 6): 128, (8, 7): 192, (8, 9): 128, (9, 0): 256}
 HBM_CAPABILITIES = ((7, 0), (8, 0), (9, 0), (10, 0))  # V100, A100, H100/H200, B100/B200: data-centre, HBM
 # Batches that fill a GPU of at least FILL_BYTES, as NVIDIA's and timm's ResNet-50 benchmarks run; a smaller GPU
 # keeps the seeds' 128 (tests/test_devices_env.py holds the threshold against the workbook's activation memory)
@@ -302,10 +303,24 @@ class CudaBackend(Backend):
         return super().batched(fn, inner)
 
     def cache_levels(self, threads: int = 1, sysfs_root=None) -> list[dict]:
-        l2 = getattr(torch.cuda.get_device_properties(self.device), "L2_cache_size", None)  # torch 2.5+
+        """The L2, its working sets above the L1 of all SMs (``above_bytes``; 256 KiB an SM where unknown)."""
+        props = torch.cuda.get_device_properties(self.device)
+        l2 = getattr(props, "L2_cache_size", None)  # torch 2.5+
         if not l2:
             return []
-        return [{"level": "l2", "size_bytes": l2, "capacity_bytes": l2, "size_source": "cuda L2_cache_size"}]
+        per_sm = L1_PER_SM_KIB.get((getattr(props, "major", 0), getattr(props, "minor", 0)), 256)
+        l1 = getattr(props, "multi_processor_count", 0) * per_sm * 2**10
+        how = (
+            f"cuda L2_cache_size, above {props.multi_processor_count} SMs x {per_sm} KiB of L1" if l1 else ""
+        )
+        return [
+            {"level": "l2", "size_bytes": l2, "capacity_bytes": l2, "above_bytes": l1, "size_source": how}
+        ]
+
+    def sweep_sizes(self, levels: list[dict], dram_bytes: int, threads: int) -> list[int]:
+        """The series, and a working set midway between the SMs' L1 and each level's capacity."""
+        mid = [(lv.get("above_bytes", 0) + lv["capacity_bytes"]) // 2 for lv in levels]
+        return sorted({*super().sweep_sizes(levels, dram_bytes, threads), *mid})
 
     @property
     def main_memory(self) -> str:
@@ -314,8 +329,7 @@ class CudaBackend(Backend):
     def bandwidth_sweep(self, sizes, repeats, min_call_s, threads):
         """torch copy and triad and, for the working sets that fit the L2, a kernel re-reading the buffer."""
         rows = super().bandwidth_sweep(sizes, repeats, min_call_s, threads)
-        l2 = max((lv["capacity_bytes"] for lv in self.cache_levels()), default=0)
-        for size in reread_sizes(sizes, l2):
+        for size in [s for lv in self.cache_levels() for s in reread_sizes(sizes, lv)]:
             fn, nbytes = reread_kernel(self.device, size)
             rates = self.rates(fn, nbytes, repeats, min_call_s, graph=True)
             method = f"torch, one sum kernel re-reading the buffer {nbytes // size}x: bytes read"
@@ -342,9 +356,10 @@ def reread_repeats(buffer_bytes: int, target_bytes: int = REREAD_TARGET_BYTES) -
     return max(1, math.ceil(target_bytes / max(buffer_bytes, 1)))
 
 
-def reread_sizes(sizes: list[int], l2_bytes: int) -> list[int]:
-    """The working sets the re-read kernel measures: from REREAD_MIN_BYTES up to the L2's capacity."""
-    return [s for s in sizes if REREAD_MIN_BYTES <= s <= l2_bytes]
+def reread_sizes(sizes: list[int], level: dict) -> list[int]:
+    """The working sets the re-read kernel measures in a cache ``level``: above its ``above_bytes`` (the SMs'
+    L1), up to its capacity."""
+    return [s for s in sizes if level.get("above_bytes", 0) < s <= level["capacity_bytes"]]
 
 
 def reread_kernel(device: torch.device, working_set: int, target_bytes: int = REREAD_TARGET_BYTES):
