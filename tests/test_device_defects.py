@@ -116,7 +116,7 @@ def test_07_that_cannot_finish_in_its_cell_is_refused_before_any_work_and_seeds_
     assert params.tuning_cell_s(full) <= full.cell_timeout_s
 
 
-def test_the_guards_compiles_count_in_the_search_budget():
+def test_the_guards_compiles_count_in_the_guards_own_budget():
     from test_tuning import SEARCH, FakeClock
 
     from cnnbench import knobs
@@ -135,7 +135,7 @@ def test_the_guards_compiles_count_in_the_search_budget():
         **{
             **SEARCH,
             "tune_compile_modes": ["default", "max-autotune", "reduce-overhead"],
-            "tune_budget_s": 100.0,
+            "tune_guard_budget_s": 100.0,
         }
     )
     sp = knobs.space(hw, Setting(batch_size=128, threads=16), p)
@@ -150,10 +150,10 @@ def test_the_guards_compiles_count_in_the_search_budget():
         lambda row: None,
         clock,
     )
-    s.run_guard(clock())
+    s.run_guard()
     assert len(guarded) == 3  # the reference, then two more before the 100 s were spent
     out = [v for v in s.verdicts.values() if not v.ok]
-    assert out and all("tune_budget_s was spent" in v.reason for v in out)
+    assert out and all("tune_guard_budget_s was spent" in v.reason for v in out)
 
 
 def test_device_peak_memory_is_the_windows_own_and_the_whole_run_peak_is_a_column_of_its_own(fake_gpu):

@@ -1005,7 +1005,9 @@ def test_the_l2_roof_comes_from_working_sets_larger_than_the_l1_of_all_sms(monke
     assert roofs.set_index("level").bandwidth_gbs.to_dict() == {"l2": 7e3, "hbm": 3e3}
 
 
-@pytest.mark.parametrize("spec, roof, flagged", [(120.0, 100.0, "conv"), (None, 130.0, ""), (90.0, 100.0, "matmul")])
+@pytest.mark.parametrize(
+    "spec, roof, flagged", [(120.0, 100.0, "conv"), (None, 130.0, ""), (90.0, 100.0, "matmul")]
+)
 def test_a_measured_roof_above_the_spec_sheet_is_flagged_and_a_conv_above_it_is_not_the_roof(
     monkeypatch, small_last_cache, spec, roof, flagged
 ):
@@ -1021,4 +1023,6 @@ def test_a_measured_roof_above_the_spec_sheet_is_flagged_and_a_conv_above_it_is_
     df = peaks.measure(torch.device("cpu"), matmul_size=64, stream_mb=8, repeats=1, threads=1)
     fp32 = df[df.precision == "fp32"].iloc[0]
     assert fp32.peak_gflops == roof and fp32.conv3x3_gflops == 130.0
-    assert (flagged in fp32.peak_note and "above the spec" in fp32.peak_note) if flagged else not fp32.peak_note
+    assert (
+        (flagged in fp32.peak_note and "above the spec" in fp32.peak_note) if flagged else not fp32.peak_note
+    )

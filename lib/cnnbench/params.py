@@ -269,6 +269,8 @@ class _Keys:
     tune_confirm_window_s: PositiveFloat = 3.0
     # warm-up steps before the confirmation windows (the first one compiles)
     tune_confirm_warmup_steps: int = 2
+    # seconds the correctness guard may spend (its builds and compiles too), before and apart from the race's
+    tune_guard_budget_s: PositiveFloat = 300.0
     # training steps from the same initialisation whose loss the correctness guard compares
     tune_guard_steps: PositiveInt = 8
     tune_guard_batch_size: PositiveInt = 8  # batch size of the correctness guard's steps
@@ -666,7 +668,9 @@ _WINDOWS = ("window_s", "min_window_s", "phase_window_s", "phase_max_s", "tune_c
 _STEPS = ("warmup_steps", "measured_steps", "phase_steps", "profile_steps", "scaling_steps", "max_batches")
 CEILINGS = {
     **dict.fromkeys((*_WINDOWS, "explore_warmup_s", "explore_window_s", "explore_max_s"), (3600, "an hour")),
-    **dict.fromkeys(("adapt_budget_s", "tune_budget_s", "cell_timeout_s"), (86400, "a day")),
+    **dict.fromkeys(
+        ("adapt_budget_s", "tune_budget_s", "tune_guard_budget_s", "cell_timeout_s"), (86400, "a day")
+    ),
     "telemetry_interval_s": (10, "a window of seconds gets its samples"),
     **dict.fromkeys(
         ("repeats", "processes", "max_processes", "peak_repeats", "scaling_repeats", "tune_confirm_top"),
@@ -952,7 +956,7 @@ def _validate_tuning(src: str, p: Params) -> None:
 
 
 def tuning_cell_s(p: Params) -> float:
-    """The least time 07's one cell takes: per search, its budget and the confirmation's measured windows."""
+    """The least time 07's one cell takes: per search, its race's budget and the confirmation's measured windows."""
     confirm = p.processes * (p.tune_confirm_top + 1) * p.repeats * p.tune_confirm_window_s
     return len(p.tune_models) * len(p.tune_phases) * (p.tune_budget_s + confirm)
 
