@@ -719,3 +719,23 @@ def test_the_out_of_memory_back_off_stays_inside_the_memory_this_machine_has(tmp
     best = cnnbench.tuning.tune(run).query("row_kind == 'best'").iloc[0]
     assert tried and max(tried) <= 64 and best.batch_size_limit <= 64, (tried, best.batch_size_limit_note)
     assert "out of memory at 1024" in best.batch_size_limit_note
+
+
+def test_the_best_resnet50_224_training_rate_stands_beside_the_published_gpu_figures():
+    """Issue 41: printed beside NVIDIA's, Lambda's and MLPerf's ResNet-50 figures, each 'published by' its source
+    with its software stack; the same GPU family marked."""
+    from cnnbench import tuning
+
+    best = {"row_kind": "best", "model": "resnet50", "phase": "train", "status": "ok", "image_size": 224,
+            "device_name": "NVIDIA H100 80GB HBM3", "config": "bf16 channels_last bs256", "precision": "bf16",
+            "batch_size": 256, "throughput_img_s": 2900.0, "throughput_ci95_img_s": 40.0}  # fmt: skip
+    table = tuning.beside_published(pd.DataFrame([best, {**best, "image_size": 64, "throughput_img_s": 9e3}]))
+    assert table.throughput_img_s.iloc[0] == 2900.0 and table.who.iloc[0].startswith("measured here")
+    theirs = table.iloc[1:]
+    assert (
+        len(theirs) >= 4
+        and theirs.who.str.startswith("published by ").all()
+        and theirs["stack"].str.len().gt(0).all()
+    )
+    assert set(theirs[theirs.same_gpu].device) == {"NVIDIA H100 SXM"}
+    assert tuning.beside_published(pd.DataFrame([{**best, "model": "resnet18"}])).empty
