@@ -537,7 +537,11 @@ def test_seed_000_table_8_in_a_single_run_is_this_machine_beside_each_seed_devic
     assert ours.loc["000's t4", "speedup_x"] == pytest.approx(10.0 / seed[("resnet50", "t4")])
     assert set(ours.comparison) == {"not matched"}
     d = ours.loc["000's cpu", "differences"]
-    assert d.startswith("not matched") and "data: ours synthetic" in d and "resolution: 64 px both" in d
+    assert (
+        d.startswith("not matched")
+        and "data: ours synthetic" in d
+        and "resolution: ours 64 px vs 224 px" in d
+    )
     assert f"{published.EPOCH_IMAGES_000:,}-image" in d
     pub = t[t.source.str.startswith("published")]
     assert len(pub) == 3 * len(published.SPEEDUPS_000)

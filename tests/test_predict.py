@@ -109,7 +109,12 @@ def test_08_writes_predictions_csv_with_every_row_the_seeds_verdicts_and_the_fig
         m["batch_sweep"]
     )  # none dropped
     t4 = t[(t.source == "published by seed 000") & (t.device == "Tesla T4")]
-    assert (t4.verdict == "bound by something else").all() and t4.reason.str.contains("4 workers").all()
+    # issue 42: at the 224 px seed 000 trained at, its T4 training rows of ResNet-18, MobileNetV2 and ResNet-50
+    # reach 37-55% of what the T4's roofs allow: not bound by something else
+    big = t4[(t4.phase == "train") & (t4.model != "squeezenet1_1")]
+    assert (big.rate_img_s / big.ceiling_img_s).between(0.35, 0.6).all() and (
+        big.verdict == "not fitted"
+    ).all()
     above = t[(t.source == "published by seed 003") & (t.device == "Tesla T4") & (t.model == "resnet18")]
     assert above.verdict.tolist() == ["above the ceiling"] and "650 img/s is" in above.reason.iloc[0]
     goals = analysis.predict.goals(t).set_index("rows")

@@ -28,8 +28,9 @@ def test_every_value_carries_its_seed_file_table_and_line():
     assert set(v.seed) == set(published.SEEDS.values()) and len(published.SEEDS) == 5
     assert all(re.fullmatch(r"\d{3}_[0-9a-f]{16}\.txt", s) for s in v.seed)
     assert (v.line >= 1).all() and (v["where"] != "").all() and (v.table.str[-3:] == v.seed.str[:3]).all()
-    assert set(v.origin) == {"printed", "read", "reference"}
+    assert set(v.origin) == {"printed", "read", "reference", "inferred"}
     assert (v[v.origin == "reference"].note.str.startswith("not printed by the seed")).all()
+    assert (v[v.origin == "inferred"].note.str.startswith("inferred from: ")).all()  # and names its lines
     assert (v[v.origin == "read"].printed != "").all()  # what we read a value from is kept verbatim
     assert not v.duplicated(["seed", "table", "key", "column"]).any()
     assert all(re.fullmatch(r"\w+=[^;=]+(;\w+=[^;=]+)*", k) for k in v.key)
@@ -90,6 +91,7 @@ def test_every_value_stands_on_the_line_it_cites():
     seeds = _seeds_dir()
     v = published.values()
     number = re.compile(r"\d[\d,]*\.?\d*")
+    v = v[v.origin != "inferred"]  # printed nowhere: test_seed_statements checks what it is inferred from
     for (seed, table, key, line), g in v.groupby(["seed", "table", "key", "line"], sort=False):
         text = (seeds / seed).read_text().splitlines()[line - 1]
         for r in g.itertuples():

@@ -5,7 +5,8 @@ Every number lives once, in the package data file ``data/seed_numbers.csv``, one
 and column, the ``value``, the text as the seed printed it where that differs from the value (``printed``:
 "around 2 hours", a thousands separator, "N/A" for a missing value), its ``origin`` (``printed``; ``read``:
 our reading of the seed's words, e.g. "around 1 hour 15 minutes" in hours; ``reference``: a fact the seed does
-not print, about something it names, with its source in ``note``), and where it stands in the seed's text file
+not print, about something it names, with its source in ``note``; ``inferred``: a value the seed does not print,
+inferred from its other figures, whose lines ``note`` names), and where it stands in the seed's text file
 (``line``: the line of ``<seed>`` as the workbook's seed texts number them, ``where``: section and table).
 
 :func:`values` reads that file (the one loader) and :func:`table` turns one of its tables into rows; every
@@ -17,7 +18,6 @@ from __future__ import annotations
 import functools
 import math
 import re
-from collections.abc import Iterator
 from importlib import resources
 
 import pandas as pd
@@ -29,9 +29,14 @@ COLUMNS = ["seed", "table", "key", "column", "value", "printed", "origin", "line
 
 
 @functools.cache
+def _data(name: str) -> pd.DataFrame:
+    with resources.files("cnnbench").joinpath(f"data/{name}").open() as f:
+        return pd.read_csv(f, dtype=str, keep_default_na=False)
+
+
+@functools.cache
 def _values() -> pd.DataFrame:
-    with resources.files("cnnbench").joinpath(DATA_FILE).open() as f:
-        v = pd.read_csv(f, dtype=str, keep_default_na=False)
+    v = _data("seed_numbers.csv")
     return v.assign(line=v.line.astype(int))
 
 
@@ -154,8 +159,9 @@ THROUGHPUT_000["batch_size"] = [
     for m in THROUGHPUT_000.model
 ]
 THROUGHPUT_000["configuration"] = [
-    f"Tiny-ImageNet ({_SETUP_000['image_px']}x{_SETUP_000['image_px']}) from disk, {_SETUP_000['workers']} "
-    f"workers, {_SETUP_000['epochs']} epoch of {EPOCH_IMAGES_000:,} images, images / epoch time, one run"
+    f"Tiny-ImageNet ({_SETUP_000['dataset_image_px']} px files) at {_SETUP_000['image_px']} px (inferred) from disk, "
+    f"{_SETUP_000['workers']} workers, {_SETUP_000['epochs']} epoch of {EPOCH_IMAGES_000:,} images, images / epoch "
+    "time, one run"
     + (
         f"; batch {b} on every device, as its text says (line "
         f"{_line('SETUP_000', 'item=batch_size_squeezenet1_1')}; its M3 Pro and CPU rows' images disagree)"
@@ -262,7 +268,8 @@ TIMES_002.insert(4, "inference_s_per_image", _inference)
 # its text (operating-system monitor snapshots).
 CPU_002 = {k: v for k, v in _CLAIMS_002.items() if k.startswith("cpu_")}
 TIMES_002["configuration"] = (
-    f"DenseNet-121 transfer, Adam, {_SETUP_002['epochs']} epochs of {_SETUP_002['train_images']:,} images; "
+    f"DenseNet-121 transfer, Adam, {_SETUP_002['epochs']} epochs of {_SETUP_002['train_images']:,} images of "
+    f"{_SETUP_002['dataset']} ({_SETUP_002['test_images']:,} test); "
     f"CPU batch size not stated; accuracy: '{_CLAIMS_002['test_accuracy_cpu_and_gpu_bs64']}% in both cases' "
     f"(section D: CPU, and GPU at batch 64), '{_CLAIMS_002['test_accuracy_low']}-"
     f"{_CLAIMS_002['test_accuracy_high']}%' (section F), no figure at batch 128; GPU inference "
@@ -308,9 +315,9 @@ DEVICES = {
     ("003", "cpu"): ("Intel i9-14900HX", "cpu"),
     ("001", "torch_cuda"): ("NVIDIA GTX 4060 (as seed 001 names it)", "cuda"),
     ("001", "torch_mps"): ("Apple M4 Pro (16-core GPU)", "mps"),
-    ("001", "torch_cpu"): ("the CPU of seed 001 (not named)", "cpu"),
+    ("001", "torch_cpu"): (_SETUP_001["cpu"], "cpu"),
     ("002", "cuda"): ("NVIDIA RTX A6000", "cuda"),
-    ("002", "cpu"): ("the CPU of seed 002 (not named)", "cpu"),
+    ("002", "cpu"): (_SETUP_002["cpu"], "cpu"),
 }
 
 
@@ -329,246 +336,180 @@ def _spec_rows(device: str) -> pd.DataFrame:
     return spec[(spec.device == device) & (spec.precision == "fp32") & spec.peak_gflops.notna()]
 
 
-def _inconsistencies_000() -> Iterator[tuple[str, str, str]]:
-    e = _epoch_images_000()
+def _checks_000() -> list[dict]:
+    e, s = _epoch_images_000(), _SETUP_000
     imgs = pd.concat([e.train_images, e.val_images])
-    sq_t4 = e[(e.model == "squeezenet1_1") & (e.device_class == "t4")].iloc[0]
-    yield (
-        f"1 epoch of Tiny-ImageNet ({_SETUP_000['dataset_train_images']:,} training images)",
-        f"throughput x epoch time = {int(imgs.median()):,} images in "
-        f"{int((imgs == imgs.median()).sum())} of {len(imgs)} cases; SqueezeNet on T4: "
-        f"{sq_t4.train_img_s * sq_t4.train_epoch_s:,.0f}",
-        f"its 'epoch' was a {EPOCH_IMAGES_000:,}-image subset ({sq_t4.train_images:,.0f} for SqueezeNet on "
-        "the T4)",
-    )
+    sq = e[e.model == "squeezenet1_1"].set_index("device_class")
     a = AI_TABLE_000.assign(flop_per_byte=AI_TABLE_000.flops_g * 1e9 / (AI_TABLE_000.model_mb * 1e6))
-    yield (
-        "AI " + ", ".join(f"{r.model} {r.ai_printed}" for r in a.itertuples()) + " FLOP/byte",
-        ", ".join(f"{r.model} {r.flop_per_byte:.1f}" for r in a.itertuples()) + " FLOP/byte",
-        "its figures are GFLOP per MB (x1000 = FLOP/byte), of parameter bytes only, at 224x224",
-    )
-    sq = e[e.model == "squeezenet1_1"].set_index("device_class").train_images
-    per = EPOCH_IMAGES_000 // _SETUP_000["batch_size"]
-    sq_bs, bs = _SETUP_000["batch_size_squeezenet1_1"], _SETUP_000["batch_size"]
-    yield (
-        f"SqueezeNet at batch {sq_bs} on every device, epochs of a fixed number of batches "
-        "(sections 1.4, 2.3)",
-        "; ".join(f"{d}: {n:,.0f} images" for d, n in sq.items())
-        + f"; every other model: {EPOCH_IMAGES_000:,} = {per} batches of {bs}",
-        f"its T4 row is {per} batches of {sq_bs}; its M3 Pro and CPU rows imply {per} batches of {bs}, which "
-        "its text rules out: the workbook follows the text",
-    )
     pub = {m: models.spec(m).published_gmacs for m in COMPLEXITY_000.model}
-    yield (
-        "'FLOPs/Image (G)' " + ", ".join(f"{r.model} {r.flops_g}" for r in COMPLEXITY_000.itertuples()),
-        "beside torchvision's published MACs: "
-        + ", ".join(
-            f"{r.model} {100 * (r.flops_g / pub[r.model] - 1):+.1f}%" for r in COMPLEXITY_000.itertuples()
-        ),
-        "multiply-accumulates, not FLOPs, and not torchvision's for every model: a counter it does not name "
-        "(the counter is inferred from the figures, never stated)",
-    )
     c = THROUGHPUT_000.merge(COMPLEXITY_000[["model", "flops_g"]])
-    ratio = c.train_tflops / (c.train_img_s * c.flops_g / 1e3)
-    plain = ratio[c.device_class != "apple"]
-    mps = ratio[c.device_class == "apple"]
-    yield (
-        "TFLOP/s (train) per device",
-        f"TFLOP/s / (img/s x 224-pixel forward count) = {plain.min():.2f}-{plain.max():.2f} on CPU and T4, "
-        f"{mps.min():.1f}-{mps.max():.1f} on MPS",
-        "CPU and T4 columns are img/s x the 224x224 forward 'FLOPs' (MACs): wrong resolution, no training "
-        "factor; the MPS rows follow no stated formula",
-    )
+    ratio = pd.concat([c[f"{p}_tflops"] / (c[f"{p}_img_s"] * c.flops_g / 1e3) for p in ("train", "eval")])
+    apple, mem = pd.concat([c.device_class == "apple"] * 2), THROUGHPUT_000.dropna(subset="peak_gpu_mem_mb")
+    # Table 3's T4 memory over batch x 01's activation memory per image, at the files' size and at the input's
+    per = {
+        px: [
+            r.peak_gpu_mem_mb * 1e6 / 2**20 / r.batch_size / _activation_mib(r.model, px)
+            for r in mem.itertuples()
+        ]
+        for px in (s["dataset_image_px"], s["image_px"])
+    }
     thr = THROUGHPUT_000.pivot_table(index="model", columns="device_class", values="train_img_s")
-    pairs = (("t4", "apple"), ("t4", "cpu"), ("apple", "cpu"))
-    recomputed = pd.DataFrame({f"{a}_over_{b}": thr[a] / thr[b] for a, b in pairs})
+    ours = pd.DataFrame(
+        {f"{a}_over_{b}": thr[a] / thr[b] for a, b in (("t4", "apple"), ("t4", "cpu"), ("apple", "cpu"))}
+    )
     printed = SPEEDUPS_000.set_index("model")
-    off = [
-        (m, col, printed.loc[m, col], recomputed.loc[m, col])
+    off = [  # Table 8 prints GPU/M3 with two decimals, the other columns with one
+        f"{m} {col}: printed {printed.loc[m, col]:.2f}, Table 3 gives {ours.loc[m, col]:.2f}"
         for m in printed.index
-        for col in recomputed.columns
-        if abs(printed.loc[m, col] - recomputed.loc[m, col]) > (0.006 if col == "t4_over_apple" else 0.06)
+        for col in ours.columns
+        if abs(printed.loc[m, col] - ours.loc[m, col]) > (0.006 if col == "t4_over_apple" else 0.06)
     ]
-    # Table 8 prints GPU/M3 with two decimals, the other columns with one
-    yield (
-        f"Table 8 speedups; '~{_claims('000')['gpu_over_cpu_max']}x' on compute-heavy models",
-        "; ".join(f"{m} {col}: printed {p:.2f}, Table 3 gives {r:.2f}" for m, col, p, r in off)
-        + f"; largest GPU/CPU speedup in its table: {recomputed.t4_over_cpu.max():.1f}x",
-        "speedups recomputed from its own Table 3 throughputs",
-    )
-    apple = PEAKS_000.set_index("device_class").peak_gflops["apple"]
-    spec = _spec_rows("Apple M3 Pro")
-    if not len(spec):  # no spec row (Apple publishes no M3 GPU clock): the range the published clocks give
-        lo, hi = (cores * 128 * 2 * ghz for cores, ghz in ((14, 1.38), (18, 1.6)))
-        yield (
-            f"M3 Pro peak {apple:,} GFLOP/s",
-            "Apple publishes no M3 Pro GPU clock or TFLOPS; 14-18 cores x 128 ALUs x 2 FLOP at the 1.38-1.6 "
-            f"GHz published estimates give {lo:,.0f}-{hi:,.0f} GFLOP/s",
-            "an estimate, never measured: our spec table has no M3/M4 row",
-        )
-    else:
-        near = spec.loc[(spec.peak_gflops - apple).abs().idxmin()]
-        yield (
-            f"M3 Pro peak {apple:,} GFLOP/s",
-            f"nearest row of our spec table: Apple M3 Pro with {near.gpu_cores:g} GPU cores, "
-            f"{near.peak_gflops:,.0f} GFLOP/s ({near.source})",
-            "a spec-sheet product, never measured",
-        )
-    sweep_line = _line("SETUP_000", "item=sweep_text_batch_sizes")
-    yield (
-        f"Scenario B: 'three CSVs (batch sizes {_SETUP_000['sweep_text_batch_sizes']})' on the M3 Pro "
-        f"(line {sweep_line})",
-        f"its Table 6 ({_lines('SWEEP_000')}) has batch sizes {', '.join(map(str, SWEEP_000.batch_size))}, "
-        "and its caption says T4",
-        "its text and its table disagree on the batches swept and on the device",
-    )
-
-
-def _inconsistencies_001() -> Iterator[tuple[str, str, str]]:
-    b = BACKENDS_001.assign(images=BACKENDS_001.throughput_img_s * BACKENDS_001.epoch_s)
-    yield (
-        "average throughput (samples/s) = samples / epoch time",
-        ", ".join(
-            f"{r.backend}: {r.throughput_img_s:,} x {r.epoch_s} s = {r.images:,.0f} images"
-            for r in b.itertuples()
-        )
-        + f"; its epochs had {EPOCH_SAMPLES_001:,} = {EPOCH_SAMPLES_001 // _SETUP_001['batch_size']} x "
-        f"{_SETUP_001['batch_size']} samples",
-        "its average throughput is not samples / average epoch time (corrections() divides them)",
-    )
-    low = b.loc[b.final_test_accuracy_pct.idxmin()]
-    yield (
-        f"final accuracies 'ranging from {_claims('001')['final_accuracy_low_pct']}%' (Numba CUDA)",
-        f"its Table I's lowest final accuracy: {low.backend} {low.final_test_accuracy_pct}%",
-        "its text's range leaves out its own lowest row",
-    )
-    fastest = b.loc[b.epoch_s.idxmin(), "backend"]
-    cuda = b.set_index("backend").epoch_s["torch_cuda"]
-    yield (
-        "conclusion: PyTorch CUDA and MPS significantly outperform",
-        f"fastest epoch in its Table I: {fastest} ({b.epoch_s.min()} s); torch_cuda {cuda} s",
-        "the text contradicts its table on which backend is faster",
-    )
-
-
-def _inconsistencies_002() -> Iterator[tuple[str, str, str]]:
-    t = TELEMETRY_002[
-        (TELEMETRY_002.batch_size == TELEMETRY_002.batch_size.max()) & (TELEMETRY_002.gpu == 0)
-    ].iloc[0]
-    idle = TELEMETRY_002[TELEMETRY_002.gpu == 1]
-    yield (
-        f"GPU:0 takes {t.gpu_util_pct}% of its total memory (batch {t.batch_size})",
-        f"{t.mem_used_mib} / {t.mem_total_mib} MiB = {t.mem_used_mib / t.mem_total_mib:.1%} of memory; "
-        f"{t.gpu_util_pct}% is the GPU-Util column",
-        f"GPU 1 sits in {idle.pstate.iloc[0]} at {idle.power_w.max()} W in every snapshot: "
-        "the idle display GPU",
-    )
-
-
-def _inconsistencies_003() -> Iterator[tuple[str, str, str]]:
-    c = COMPLEXITY_003.set_index("model")
-    thr = THROUGHPUT_003.set_index(["model", "batch_size", "device_class"]).train_img_s
-    yield (
-        "achieved TFLOP/s = throughput x training FLOPs",
-        "; ".join(
-            f"{r.model} bs{r.batch_size} {r.device_class}: printed {r.achieved_tflops}, "
-            f"{thr[(r.model, r.batch_size, r.device_class)]:.0f} img/s x {c.train_flops_g[r.model]} G "
-            f"= {thr[(r.model, r.batch_size, r.device_class)] * c.train_flops_g[r.model] / 1e3:.2f}"
-            for r in ACHIEVED_003.itertuples()
+    # Apple publishes no M3 Pro GPU clock (our spec table has no row): the range its published estimates give
+    lo, hi = (cores * 128 * 2 * ghz for cores, ghz in ((14, 1.38), (18, 1.6)))
+    return [
+        dict(
+            median=int(imgs.median()),
+            n=int((imgs == imgs.median()).sum()),
+            cases=len(imgs),
+            epoch=EPOCH_IMAGES_000,
+            sq_t4=sq.train_img_s["t4"] * sq.train_epoch_s["t4"],
+            sq_t4_images=sq.train_images["t4"],
         ),
-        "its achieved rates do not follow from its own throughputs",
-    )
+        dict(
+            ai=", ".join(f"{r.model} {r.ai_printed}" for r in a.itertuples()),
+            per_byte=", ".join(f"{r.model} {r.flop_per_byte:.1f}" for r in a.itertuples()),
+        ),
+        dict(
+            sq_images="; ".join(f"{d}: {n:,.0f} images" for d, n in sq.train_images.items()),
+            epoch=EPOCH_IMAGES_000,
+            per=EPOCH_IMAGES_000 // s["batch_size"],
+        ),
+        dict(
+            flops=", ".join(f"{r.model} {r.flops_g}" for r in COMPLEXITY_000.itertuples()),
+            off=", ".join(
+                f"{r.model} {100 * (r.flops_g / pub[r.model] - 1):+.1f}%" for r in COMPLEXITY_000.itertuples()
+            ),
+        ),
+        dict(plain=(ratio[~apple].min(), ratio[~apple].max()), mps=(ratio[apple].min(), ratio[apple].max())),
+        dict(
+            line=_line("SETUP_000", "item=dataset_image_px"),
+            at="; ".join(f"at {px} px {min(v):.2f}-{max(v):.2f}x" for px, v in per.items()),
+        ),
+        dict(off="; ".join(off), most=ours.t4_over_cpu.max()),
+        dict(peak=PEAKS_000.set_index("device_class").peak_gflops["apple"], lo=lo, hi=hi),
+        dict(
+            line=_line("SETUP_000", "item=sweep_text_batch_sizes"),
+            lines=_lines("SWEEP_000"),
+            batches=", ".join(map(str, SWEEP_000.batch_size)),
+        ),
+    ]
+
+
+def _checks_001() -> list[dict]:
+    b = BACKENDS_001  # its average throughput, a mean of per-epoch rates (lines 142, 147), needs no check
+    low, fastest = b.loc[b.final_test_accuracy_pct.idxmin()], b.loc[b.epoch_s.idxmin()]
+    return [dict(low=low), dict(fastest=fastest, cuda=b.set_index("backend").epoch_s["torch_cuda"])]
+
+
+def _checks_002() -> list[dict]:
+    t = TELEMETRY_002[(TELEMETRY_002.batch_size == TELEMETRY_002.batch_size.max()) & (TELEMETRY_002.gpu == 0)]
+    idle, t = TELEMETRY_002[TELEMETRY_002.gpu == 1], t.iloc[0]
+    return [
+        dict(
+            t=t, share=t.mem_used_mib / t.mem_total_mib, pstate=idle.pstate.iloc[0], power=idle.power_w.max()
+        )
+    ]
+
+
+def _checks_003() -> list[dict]:
+    c = COMPLEXITY_003.set_index("model").train_flops_g
+    thr = THROUGHPUT_003.set_index(["model", "batch_size", "device_class"]).train_img_s
+    rates = [
+        f"{r.model} bs{r.batch_size} {r.device_class}: printed {r.achieved_tflops}, {thr[r[1:4]]:.0f} img/s x "
+        f"{c[r.model]} G = {thr[r[1:4]] * c[r.model] / 1e3:.2f}"
+        for r in ACHIEVED_003.itertuples()
+    ]
     pairs = THROUGHPUT_003.pivot_table(
         index=["model", "batch_size"], columns="device_class", values="train_img_s"
     )
     ratio = (pairs.rtx4080 / pairs.t4).dropna()
-    normal = ratio[ratio > 1]
-    lo, hi = SUMMARY_003["rtx4080_over_t4"]
-    yield (
-        f"RTX 4080 is {lo}-{hi}x faster than T4",
-        f"its table gives {normal.min():.1f}-{normal.max():.1f}x (and {ratio.min():.2f}x at ResNet-50 bs128)",
-        "its summary does not match its table",
+    peak, lap = (
+        PEAKS_003.set_index("device_class").loc["rtx4080"],
+        _spec_rows(DEVICES["003", "rtx4080"][0]).iloc[0],
     )
-    yield (
-        "ResNet-50 AI in its per-model table",
-        f"{AI_BY_BATCH_003[128]:.0f} at batch 128 ({AI_BY_BATCH_003[64]:.0f} is batch 64)",
-        f"AI_003 uses {AI_003['resnet50']:.0f}",
-    )
-    peak = PEAKS_003.set_index("device_class").loc["rtx4080"]
-    laptop = _spec_rows("NVIDIA GeForce RTX 4080 Laptop GPU")
-    if len(laptop):
-        lap = laptop.iloc[0]
-        lap_tflops = lap.peak_gflops / 1e3
-        a = ACHIEVED_003[ACHIEVED_003.device_class == "rtx4080"]
-        yield (
-            f"'{peak.device}' peak {peak.peak_tflops} TFLOP/s; efficiency = achieved / peak",
-            "; ".join(
-                f"{r.model} bs{r.batch_size}: {r.achieved_tflops} / {lap_tflops:g} = "
-                f"{100 * r.achieved_tflops / lap_tflops:.1f}% (printed {r.efficiency_pct}%)"
-                for r in a.itertuples()
-            )
-            + f"; ridge point {lap.peak_gflops / peak.bandwidth_gbs:.0f} FLOP/byte at its "
-            f"{peak.bandwidth_gbs:g} GB/s, not {peak.peak_tflops * 1e3 / peak.bandwidth_gbs:.0f}",
-            f"its peak is the desktop RTX 4080's fp32 figure; its laptop GPU ({lap.device} in our spec "
-            f"table: {lap.source}) has {lap_tflops:g} TFLOP/s",
-        )
-
-
-def _inconsistencies_004() -> Iterator[tuple[str, str, str]]:
-    s = SHAPE_004
-    n_params = s["features"] * s["hidden"] + s["hidden"] + s["hidden"] * s["classes"] + s["classes"]
-    mem = MEMORY_004.set_index("component").cpu_mb
-    yield (
-        f"parameters take {mem['parameters']} MB",
-        f"{n_params:,} parameters x 8 bytes (float64) = {n_params * 8 / 1e6:.3f} MB",
-        "off by about 100x",
-    )
-    mnist = _SETUP_004["mnist_train_images"]
-    yield (
-        f"{s['inputs']:,} x {s['features']} inputs take {mem['inputs']} MB",
-        f"as float64: {s['inputs'] * s['features'] * 8 / 1e6:.0f} MB; "
-        f"{mnist * s['features'] / 1e6:.1f} MB is {mnist:,} x {s['features']} bytes (uint8)",
-        "its input memory is the raw 8-bit file, not the float64 arrays it trained on",
-    )
-    step = TIMES_004.set_index("what")
-    sums = {side: OPS_004[f"{side}_ms"].sum() for side in ("cpu", "gpu")}
-    yield (
-        "Table 4: time per operation (matmul, ReLU, softmax, gradients) of an iteration",
-        "; ".join(
-            f"{side.upper()}: operations sum to {sums[side]:.1f} ms, Table 3's iteration "
-            f"{step.loc['iteration', f'{side}_ms']} ms"
-            for side in sums
+    tflops = lap.peak_gflops / 1e3
+    eff = [
+        f"{r.model} bs{r.batch_size}: {r.achieved_tflops} / {tflops:g} = {100 * r.achieved_tflops / tflops:.1f}% "
+        f"(printed {r.efficiency_pct}%)"
+        for r in ACHIEVED_003[ACHIEVED_003.device_class == "rtx4080"].itertuples()
+    ]
+    return [
+        dict(rates="; ".join(rates)),
+        dict(normal=(ratio[ratio > 1].min(), ratio[ratio > 1].max()), low=ratio.min()),
+        dict(ai=AI_BY_BATCH_003, used=AI_003["resnet50"]),
+        dict(
+            peak=peak,
+            lap=lap,
+            tflops=tflops,
+            rates="; ".join(eff),
+            ridge=lap.peak_gflops / peak.bandwidth_gbs,
+            its_ridge=peak.peak_tflops * 1e3 / peak.bandwidth_gbs,
         ),
-        "its operations add up to the whole iteration"
-        + (" exactly" if all(abs(sums[k] - step.loc["iteration", f"{k}_ms"]) < 0.05 for k in sums) else "")
-        + ": nothing is left for the bias additions, the one-hot encoding and the parameter update its "
-        "Algorithm 1 runs every iteration",
-    )
-    labelled = s["inputs"] + _SETUP_004["validation_images"]
-    yield (
-        f"Kaggle's digit-recognizer split into {s['inputs']:,} training and "
-        f"{_SETUP_004['validation_images']:,} validation images",
-        f"{s['inputs']:,} + {_SETUP_004['validation_images']:,} = {labelled:,} labelled images; the Kaggle "
-        f"file's train.csv has {_SETUP_004['kaggle_train_rows']:,} labelled rows",
-        "its split cannot come from the file it names"
-        + (f"; {labelled:,} is MNIST's own training set (its Table 2)" if labelled == mnist else ""),
-    )
+    ]
+
+
+def _checks_004() -> list[dict]:
+    sh, s, mem = SHAPE_004, _SETUP_004, MEMORY_004.set_index("component").cpu_mb
+    n = sh["features"] * sh["hidden"] + sh["hidden"] + sh["hidden"] * sh["classes"] + sh["classes"]
+    step, sums = TIMES_004.set_index("what"), {side: OPS_004[f"{side}_ms"].sum() for side in ("cpu", "gpu")}
+    labelled = sh["inputs"] + s["validation_images"]
+    exact = all(abs(sums[k] - step.loc["iteration", f"{k}_ms"]) < 0.05 for k in sums)
+    return [
+        dict(sh=sh, mem=mem, n=n, mb=n * 8 / 1e6),
+        dict(
+            sh=sh,
+            mem=mem,
+            f64=sh["inputs"] * sh["features"] * 8 / 1e6,
+            raw=s["mnist_train_images"] * sh["features"] / 1e6,
+        ),
+        dict(
+            exact=" exactly" if exact else "",
+            sums="; ".join(
+                f"{k.upper()}: operations sum to {v:.1f} ms, Table 3's iteration {step.loc['iteration', f'{k}_ms']} ms"
+                for k, v in sums.items()
+            ),
+        ),
+        dict(
+            sh=sh,
+            labelled=labelled,
+            mnist=f"; {labelled:,} is MNIST's own training set (its Table 2)"
+            if labelled == s["mnist_train_images"]
+            else "",
+        ),
+    ]
 
 
 def inconsistencies() -> pd.DataFrame:
-    """The seeds' numbers checked against each other: each row computed here from the stored numbers (and,
-    where named, our spec table)."""
-    columns = ("published", "computed_from_its_own_numbers", "note")  # each check's (claim, computed, note)
-    rows = [
-        {"seed": seed, **dict(zip(columns, r, strict=True))}
-        for s, seed in SEEDS.items()
-        for r in globals().get(f"_inconsistencies_{s}", list)()  # a seed with no checks has no rows
-    ]
+    """The seeds' numbers checked against each other: each row's prose from ``data/seed_checks.csv`` (with the
+    seed lines it rests on), its figures computed here from the stored numbers (and, where named, our spec
+    table) by ``_checks_<seed>``, one dict per check in the file's order."""
+    checks, columns, rows = (
+        _data("seed_checks.csv"),
+        ("published", "computed_from_its_own_numbers", "note"),
+        [],
+    )
+    for s, g in checks.groupby("seed", sort=False):
+        for r, v in zip(g.itertuples(), globals()[f"_checks_{s}"](), strict=True):
+            v = {"s": setup(s), "c": _claims(s), **v}
+            rows.append({"seed": SEEDS[s], **{c: getattr(r, c).format(**v) for c in columns}})
     return pd.DataFrame(rows)
 
 
 # --- what the seeds' numbers should have been --------------------------------------------------------
-CORRECTED = "corrected from the seed's own throughput"
+# each row's label: a rate from its own throughput; a figure from its own other numbers (seed 004's arrays and
+# times); a figure of the workbook's own model (its traffic count) beside the seed's
+CORRECTED, OWN = (f"corrected from the seed's own {w}" for w in ("throughput", "numbers"))
+OURS = "ours beside theirs"
 
 
 @functools.cache
@@ -591,12 +532,28 @@ def _gflop(model: str, size: int, classes: int, phase: str) -> float:
 
 
 @functools.cache
-def _intensity(model: str, batch: int, size: int, classes: int, phase: str) -> float:
-    """FLOP per byte moved by one step: counted FLOPs over its ops' compulsory traffic (measure.traffic)."""
+def _activation_mib(model: str, size: int) -> float:
+    """MiB autograd saves per image in a training forward at seed 000's classes (01's activation memory)."""
+    import torch
+
+    from cnnbench import paths
+    from cnnbench.measure import flops
+
+    def count() -> float:
+        torch.manual_seed(0)
+        net = models.build(model, num_classes=_SETUP_000["classes"], image_size=size).train()
+        x = torch.randn(1, *models.input_shape(model, size))
+        return flops.activation_bytes(net, x, _SETUP_000["classes"]) / 2**20
+
+    return paths.cached("activation", [model, size, torch.__version__], count, (flops, models))
+
+
+@functools.cache
+def _step(model: str, batch: int, size: int, classes: int, phase: str) -> pd.DataFrame:
+    """Every op of one step with its counted FLOPs and compulsory traffic (cnnbench.measure.traffic)."""
     from cnnbench.measure import traffic
 
-    ops = traffic.count_step(model, batch, size, classes, phase)
-    return float(traffic.summary(ops)["intensity_flop_per_byte"])
+    return traffic.count_step(model, batch, size, classes, phase)
 
 
 def _fix(seed: str, figure: str, printed, corrected: float, unit: str, formula: str, inputs: str, **row):
@@ -607,10 +564,13 @@ def _fix(seed: str, figure: str, printed, corrected: float, unit: str, formula: 
 
 def _placed(seed, r, phase, size, classes, roof, printed, line) -> dict:
     """A seed's achieved rate from its throughput and our FLOPs, under ``roof`` (peak GFLOP/s, GB/s, whose) at
-    the intensity of its step."""
+    the intensity of its step; ``ceiling_x``: its rate over the step's with every op at the roof (predictions.csv's
+    ceiling), not a column."""
     img_s, g, (peak, bw, whose) = getattr(r, f"{phase}_img_s"), _gflop(r.model, size, classes, phase), roof
-    ai, tflops = _intensity(r.model, r.batch_size, size, classes, phase), img_s * g / 1e3
-    step = "training step" if phase == "train" else "forward"
+    ops, tflops = _step(r.model, r.batch_size, size, classes, phase), img_s * g / 1e3
+    ai, op_s = ops.flops.sum() / ops.bytes.sum(), (ops.flops / peak).clip(lower=ops.bytes / bw).sum() / 1e9
+    step, x = "training step" if phase == "train" else "forward", img_s * op_s / r.batch_size
+    above = f"; {x:.2f}x what the roof allows with every op at it (above the ceiling)" if x > 1 else ""
     return _fix(
         seed,
         f"achieved TFLOP/s ({phase})",
@@ -618,7 +578,7 @@ def _placed(seed, r, phase, size, classes, roof, printed, line) -> dict:
         tflops,
         "TFLOP/s",
         f"{img_s:g} img/s x {g:.4g} GFLOP per image ({step}, {size} px, {classes} classes) = "
-        f"{tflops:.3g} TFLOP/s; against {whose}: {peak:,.0f} GFLOP/s, {bw:g} GB/s",
+        f"{tflops:.3g} TFLOP/s; against {whose}: {peak:,.0f} GFLOP/s, {bw:g} GB/s{above}",
         f"img/s: line {line}; GFLOP: cnnbench.measure.flops; bytes moved: cnnbench.measure.traffic "
         f"(every op of a {r.batch_size}-image step, read and written once)",
         model=r.model,
@@ -629,11 +589,13 @@ def _placed(seed, r, phase, size, classes, roof, printed, line) -> dict:
         intensity_flop_per_byte=ai,
         bound="memory" if ai < peak / bw else "compute",
         of_attainable_pct=100 * tflops * 1e3 / min(peak, bw * ai),
+        ceiling_x=x,
     )
 
 
 def _intensity_row(seed, model, batch, size, classes, printed, what, line) -> dict:
-    ai = _intensity(model, batch, size, classes, "train")
+    ops = _step(model, batch, size, classes, "train")
+    ai = ops.flops.sum() / ops.bytes.sum()
     return _fix(
         seed,
         "arithmetic intensity",
@@ -646,6 +608,7 @@ def _intensity_row(seed, model, batch, size, classes, printed, what, line) -> di
         model=model,
         batch_size=batch,
         phase="train",
+        label=OURS,
     )
 
 
@@ -693,19 +656,34 @@ def _corrections_003() -> list[dict]:
         printed = a.loc[key] if key in a.index else none
         line = _line("THROUGHPUT_003", "model={};batch_size={};device_class={}".format(*key))
         row = _placed(SEED_003, r, "train", size, classes, roof, printed.achieved_tflops, line)
-        rows.append({**row, "printed_pct_of_peak": printed.efficiency_pct})
+        own_pct = 100 * row["corrected"] / mine.peak_tflops if roof[0] != mine.peak_tflops * 1e3 else math.nan
+        if own_pct == own_pct:  # our spec table's peak, not the one the seed used: both said
+            row["formula"] += (
+                f"; the seed's {mine.peak_tflops * 1e3:,.0f} GFLOP/s ({mine.device}) gives {own_pct:.1f}%"
+            )
+        rows.append({**row, "printed_pct_of_peak": printed.efficiency_pct, "own_pct": own_pct})
     per = pd.DataFrame(rows)
     for device in ("rtx4080", "t4"):
         d, item = per[(per.device == device) & per.printed.notna()], f"{device}_mean_efficiency_pct"
+        ok, out = d[d.ceiling_x <= 1], d[d.ceiling_x > 1]
+        said = f"mean over {len(ok)} of its {len(d)} printed rows of the corrected share of the peak of the GPU it ran"
+        said += f" ({ok.own_pct.mean():.1f}% of the peak the seed used)" if ok.own_pct.notna().any() else ""
+        left = ", ".join(f"{r.model} bs{r.batch_size:.0f}" for r in out.itertuples())
+        said += (
+            f"; left out, above the ceiling: {left} (with it {d.corrected_pct_of_peak.mean():.1f}%)"
+            if left
+            else ""
+        )
+        line = f"line {_line('CLAIMS_003', f'item={item}')}"
         rows.append(
             _fix(
                 SEED_003,
                 "mean efficiency",
                 _claims("003")[item],
-                d.corrected_pct_of_peak.mean(),
+                ok.corrected_pct_of_peak.mean(),
                 "% of peak",
-                f"mean over its {len(d)} printed rows of the corrected share of the peak of the GPU it ran",
-                f"line {_line('CLAIMS_003', f'item={item}')}",
+                said,
+                line,
                 device=device,
             )
         )
@@ -724,24 +702,7 @@ def _corrections_003() -> list[dict]:
     ]
 
 
-def _corrections_001_004() -> list[dict]:
-    bs = _SETUP_001["batch_size"]
-    rows = [
-        _fix(
-            SEED_001,
-            "throughput",
-            r.throughput_img_s,
-            EPOCH_SAMPLES_001 / r.epoch_s,
-            "samples/s",
-            f"{EPOCH_SAMPLES_001:,} samples per epoch (padded to whole batches) / {r.epoch_s} s",
-            f"line {_line('BACKENDS_001', f'backend={r.backend}')}; its padding, line 64",
-            model="mnist_cnn",
-            device=r.backend,
-            phase="train",
-            batch_size=bs,
-        )
-        for r in BACKENDS_001.itertuples()
-    ]
+def _corrections_004() -> list[dict]:
     n, f, h, k = (SHAPE_004[key] for key in ("inputs", "features", "hidden", "classes"))
     params, mem, times = f * h + h + h * k + k, MEMORY_004.set_index("component"), TIMES_004.set_index("what")
     arrays = {
@@ -750,7 +711,7 @@ def _corrections_001_004() -> list[dict]:
         "activations": (2 * (h + k) * n, f"Z1, A1, Z2, A2: {2 * (h + k)} x {n:,}"),
         "gradients": ((h + k) * n + params, f"dZ1, dZ2 ({h + k} x {n:,}) and dW1, db1, dW2, db2"),
     }
-    rows += [
+    rows = [
         _fix(
             SEED_004,
             "memory",
@@ -761,6 +722,7 @@ def _corrections_001_004() -> list[dict]:
             f"line {_line('MEMORY_004', f'component={c}')}; its Algorithm 1's arrays",
             model="mlp",
             device="numpy and cupy",
+            label=OWN,
         )
         for c, (count, what) in arrays.items()
     ]
@@ -777,6 +739,7 @@ def _corrections_001_004() -> list[dict]:
             device=lib,
             phase="train",
             batch_size=n,
+            label=OWN,
         )
         for what in ("iteration", "forward", "backward")
         for side, lib in (("cpu", "numpy"), ("gpu", "cupy"))
@@ -786,23 +749,24 @@ def _corrections_001_004() -> list[dict]:
 
 CORRECTION_COLUMNS = (
     "seed figure model device phase batch_size printed corrected unit printed_pct_of_peak corrected_pct_of_peak "
-    "intensity_flop_per_byte bound of_attainable_pct formula inputs"
+    "intensity_flop_per_byte bound of_attainable_pct formula inputs label"
 ).split()
 
 
 @functools.cache
 def _corrections() -> pd.DataFrame:
-    rows = _corrections_000() + _corrections_003() + _corrections_001_004()
-    return pd.DataFrame(rows).reindex(columns=CORRECTION_COLUMNS).assign(label=CORRECTED)
+    rows = pd.DataFrame(_corrections_000() + _corrections_003() + _corrections_004())
+    return rows.reindex(columns=CORRECTION_COLUMNS).fillna({"label": CORRECTED})
 
 
 def corrections() -> pd.DataFrame:
-    """Every figure of the seeds we can recompute, beside the one printed (``seed_corrections.csv``): seed
-    000's and 003's achieved TFLOP/s and share of peak from their own throughputs and our FLOPs of their
-    configuration, placed at the intensity of their step (bytes moved, not parameter bytes) under their
-    device's roof (seed 003: the GPU it ran), their intensities, seed 003's mean efficiencies, seed 001's
-    throughput as samples / epoch time, seed 004's memory as its arrays' float64 bytes and its step times per
-    image. Each row carries its formula with the numbers and where its inputs come from."""
+    """Every figure of the seeds we can recompute, beside the one printed (``seed_corrections.csv``), labelled
+    (``label``): seed 000's and 003's achieved TFLOP/s and share of peak from their own throughputs and our FLOPs
+    of their configuration, placed at the intensity of their step (bytes moved, not parameter bytes) under their
+    device's roof (seed 003: the GPU it ran, its own peak said beside), seed 003's mean efficiencies (over the
+    rows the roof allows), seed 004's memory as its arrays' float64 bytes and its step times per image; our
+    intensities of their steps beside theirs. Each row carries its formula with the numbers and where its inputs
+    come from."""
     return _corrections().copy()
 
 
@@ -822,7 +786,12 @@ def memory_bound_verdict() -> str:
         f"{cpu.of_attainable_pct.min():.1f}-{cpu.of_attainable_pct.max():.1f}% of what the roof allows "
         f"at its intensity, moving at most {(cpu.corrected * 1e3 / ai).max():.2f} of {bw:g} GB/s. Verdict: "
         + (
-            "not memory-bound; its CPU ran far below both roofs, limited by neither."
+            f"not memory-bound for {len(cpu) - len(left)} of {len(cpu)} models; "
+            if len(left) < len(cpu)
+            else ""
+        )
+        + (
+            "its CPU ran far below both roofs, limited by neither."
             if near.empty
             else "near its roof only " + ", ".join(f"{r.model} ({r.bound}-bound)" for r in near.itertuples())
         )

@@ -92,122 +92,118 @@ def _tflops_formula_000(p: pd.DataFrame) -> list[str]:
     ]
 
 
+_SOURCE = (lambda p: _pub(p.source.iloc[0]), lambda o: o.run_name.map(_ours_label))
+# seed 000's Table 3 -> our Scenario A rows (phases side by side); each column: (the seed's, ours)
+_TABLE_3 = {
+    "source": _SOURCE,
+    "model": ("model", "model"),
+    "device": ("device_class", "device_name"),
+    "batch_size": ("batch_size", "batch_size"),
+    **{
+        f"{p}_{c}": (f"{p}_{c}", f"{p}_{o}")
+        for c, o in (("img_s", "throughput_img_s"), ("tflops", "achieved_tflops"))
+        for p in ("train", "eval")
+    },
+    "peak_gpu_mem_mb": ("peak_gpu_mem_mb", None),
+    "peak_device_mem_mib": (None, "train_peak_device_mem_mib"),
+    "peak_rss_mib": (None, "train_peak_rss_mib"),
+    "differences": (
+        lambda p: [
+            f"{c}; {f}; peak GPU memory in MB as printed (N/A on MPS and CPU)"
+            for c, f in zip(p.configuration, _tflops_formula_000(p), strict=True)
+        ],
+        lambda w: [
+            f"{_match(r.device_class, published.THROUGHPUT_000.device_class)}; {_config(r)}; TFLOP/s = img/s x "
+            f"counted FLOPs of the step at {r.image_size} px (training: forward + backward); memory: the "
+            "allocator's peak (MiB, CUDA/MPS) and the worker's peak RSS (MiB)"
+            for r in w.itertuples()
+        ],
+    ),
+}
+# seed 000's Table 5 -> our Scenario A training rows
+_TABLE_5 = {
+    "source": _SOURCE,
+    "model": ("model", "model"),
+    "device": ("device_class", "device_name"),
+    "gpu_util_pct": ("gpu_util_pct", "util_device_mean_pct"),
+    "cpu_util_pct": ("cpu_util_pct", "util_cpu_mean_pct"),
+    "process_cpu_util_pct": (None, "util_process_cpu_mean_pct"),
+    "samples": (None, "telemetry_samples"),
+    "differences": (
+        lambda u: (
+            "one reading per model and device, when and how not stated (phase neither; "
+            f"{u.gpu_util_pct.min():.0f}-{u.gpu_util_pct.max():.0f}% GPU on a training T4 suggests a reading outside "
+            "the run: our inference); GPU N/A on MPS and CPU"
+        ),
+        lambda o: [
+            f"{_match(r.device_class, published.UTILISATION_000.device_class)}; {_config(r)}; mean of the samples "
+            "taken during the training step's measured windows (CPU: every core, 100% = all busy)"
+            for r in o.itertuples()
+        ],
+    ),
+}
+# seed 000's Table 6 -> our batch sweep's training rows
+_TABLE_6 = {
+    **{c: (c, c) for c in ("model", "batch_size", "throughput_img_s", "achieved_gflops", "status")},
+    "source": _SOURCE,
+    "device": (lambda s: s.configuration.str.split(";").str[0], "device_name"),
+    "differences": (
+        "configuration",
+        lambda o: [f"{_config(r)}; achieved GFLOP/s from counted training FLOPs" for r in o.itertuples()],
+    ),
+}
+
+
+def _side(rows: pd.DataFrame, columns: dict, i: int) -> pd.DataFrame:
+    """Side ``i`` (0: the seed's, 1: ours) of a column map: each column a column of ``rows`` (missing: empty),
+    a function of ``rows``, or absent on that side (None)."""
+    return pd.DataFrame(
+        {
+            c: v(rows) if callable(v) else rows.get(v)
+            for c, pair in columns.items()
+            if (v := pair[i]) is not None
+        }
+    )
+
+
+def _paired(
+    theirs: pd.DataFrame, ours: pd.DataFrame, columns: dict, by: list[str], alone: str
+) -> pd.DataFrame:
+    """A seed's table and ours by one column map (:func:`_side`), stacked by ``by`` with the seed's rows first;
+    the seed's alone, labelled (``alone``: the CSV no run wrote), when we have no row."""
+    pub = _side(theirs, columns, 0)
+    return _alone(pub, alone) if ours.empty else _stack(pub, _side(ours, columns, 1), by)
+
+
 def performance_beside_000(scenario_a: pd.DataFrame) -> pd.DataFrame:
     """Seed 000's Table 3 whole (img/s, TFLOP/s, peak GPU memory in MB) beside ours per run: our throughput,
     achieved TFLOP/s from counted FLOPs at our resolution, the allocator's peak (MiB) and the worker's peak
     RSS."""
-    p = published.THROUGHPUT_000
-    pub = pd.DataFrame(
-        {
-            "source": _pub(p.source.iloc[0]),
-            "model": p.model,
-            "device": p.device_class,
-            "batch_size": p.batch_size,
-            "train_img_s": p.train_img_s,
-            "eval_img_s": p.eval_img_s,
-            "train_tflops": p.train_tflops,
-            "eval_tflops": p.eval_tflops,
-            "peak_gpu_mem_mb": p.peak_gpu_mem_mb,
-            "differences": [
-                f"{c}; {f}; peak GPU memory in MB as printed (N/A on MPS and CPU)"
-                for c, f in zip(p.configuration, _tflops_formula_000(p), strict=True)
-            ],
-        }
-    )
-    ok = _fp32(scenario_a)
+    p, ok = published.THROUGHPUT_000, _fp32(scenario_a)
     ok = ok[ok.model.isin(p.model)] if len(ok) else ok
-    if ok.empty:
-        return _alone(pub, "scenario_a.csv with the seed's models")
-    w = _wide(ok, ["throughput_img_s", "achieved_tflops", "peak_device_mem_mib", "peak_rss_mib"])
-    ours = pd.DataFrame(
-        {
-            "source": w.run_name.map(_ours_label),
-            "model": w.model,
-            "device": w.device_name,
-            "batch_size": w.batch_size,
-            "train_img_s": w.get("train_throughput_img_s"),
-            "eval_img_s": w.get("eval_throughput_img_s"),
-            "train_tflops": w.get("train_achieved_tflops"),
-            "eval_tflops": w.get("eval_achieved_tflops"),
-            "peak_device_mem_mib": w.get("train_peak_device_mem_mib"),
-            "peak_rss_mib": w.get("train_peak_rss_mib"),
-            "differences": [
-                f"{_match(r.device_class, p.device_class)}; {_config(r)}; TFLOP/s = img/s x counted FLOPs of the "
-                f"step at {r.image_size} px (training: forward + backward); memory: the allocator's peak (MiB, "
-                "CUDA/MPS) and the worker's peak RSS (MiB)"
-                for r in w.itertuples()
-            ],
-        }
+    w = (
+        _wide(ok, ["throughput_img_s", "achieved_tflops", "peak_device_mem_mib", "peak_rss_mib"])
+        if len(ok)
+        else ok
     )
-    return _stack(pub, ours, ["model"])
+    return _paired(p, w, _TABLE_3, ["model"], "scenario_a.csv with the seed's models")
 
 
 def utilisation_beside_000(scenario_a: pd.DataFrame) -> pd.DataFrame:
     """Seed 000's Table 5 (GPU and CPU utilisation, %) beside ours: the mean of the samples taken during the
     measured windows of each training step, per run and model."""
-    u = published.UTILISATION_000
-    pub = pd.DataFrame(
-        {
-            "source": _pub(u.source.iloc[0]),
-            "model": u.model,
-            "device": u.device_class,
-            "gpu_util_pct": u.gpu_util_pct,
-            "cpu_util_pct": u.cpu_util_pct,
-            "differences": "one reading per model and device, when and how not stated (phase neither; "
-            f"{u.gpu_util_pct.min():.0f}-{u.gpu_util_pct.max():.0f}% GPU on a training T4 suggests a reading "
-            "outside the run: our inference); GPU N/A on MPS and CPU",
-        }
-    )
-    ok = _fp32(scenario_a)
+    u, ok = published.UTILISATION_000, _fp32(scenario_a)
     ok = ok[(ok.phase == "train") & ok.model.isin(u.model)] if len(ok) else ok
-    if ok.empty:
-        return _alone(pub, "scenario_a.csv with the seed's models")
-    ours = pd.DataFrame(
-        {
-            "source": ok.run_name.map(_ours_label),
-            "model": ok.model,
-            "device": ok.device_name,
-            "gpu_util_pct": ok.get("util_device_mean_pct"),
-            "cpu_util_pct": ok.get("util_cpu_mean_pct"),
-            "process_cpu_util_pct": ok.get("util_process_cpu_mean_pct"),
-            "samples": ok.get("telemetry_samples"),
-            "differences": [
-                f"{_match(r.device_class, u.device_class)}; {_config(r)}; mean of the samples taken during the "
-                "training step's measured windows (CPU: every core, 100% = all busy)"
-                for r in ok.itertuples()
-            ],
-        }
-    )
-    return _stack(pub, ours, ["model"])
+    return _paired(u, ok, _TABLE_5, ["model"], "scenario_a.csv with the seed's models")
 
 
 def sweep_beside_000(batch_sweep: pd.DataFrame, model: str = "squeezenet1_1") -> pd.DataFrame:
     """Seed 000's Table 6 (SqueezeNet's batch sweep: img/s, GFLOP/s, the unstable batch) beside every run's
     training rows of the same model, failed batches (oom, unstable) kept as rows."""
-    s = published.SWEEP_000
-    pub = s.drop(columns=["source", "configuration"]).assign(
-        source=_pub(s.source.iloc[0]),
-        device=s.configuration.str.split(";").str[0],
-        differences=s.configuration,
-    )
     rows = _where(batch_sweep, {"model", "phase"}, lambda d: (d.model == model) & (d.phase == "train"))
-    if rows.empty:
-        return _alone(pub, f"batch_sweep.csv with {model}")
-    ours = pd.DataFrame(
-        {
-            "source": rows.run_name.map(_ours_label),
-            "model": rows.model,
-            "batch_size": rows.batch_size,
-            "throughput_img_s": rows.throughput_img_s,
-            "achieved_gflops": rows.get("achieved_gflops"),
-            "status": rows.status,
-            "device": rows.device_name,
-            "differences": [
-                f"{_config(r)}; achieved GFLOP/s from counted training FLOPs" for r in rows.itertuples()
-            ],
-        }
+    return _paired(
+        published.SWEEP_000, rows, _TABLE_6, ["model", "batch_size"], f"batch_sweep.csv with {model}"
     )
-    return _stack(pub, ours, ["model", "batch_size"])
 
 
 def _speedup_differences(r, seed_class: str) -> str:
@@ -316,38 +312,29 @@ def inference_beside_002(scenario_a: pd.DataFrame, model: str = "densenet121") -
     step of the same network (Scenario A) in images/s and seconds per image, per run."""
     inf = published.table("INFERENCE_002")
     s_img = inf.s_per_image.fillna((inf.s_per_image_low + inf.s_per_image_high) / 2)
-    pub = pd.DataFrame(
-        {
-            "source": _pub(inf.source.iloc[0]),
-            "model": model,
-            "device": inf.device_class,
-            "s_per_image": s_img,
-            "inference_img_s": 1 / s_img,
-            "inference_img_s_low": 1 / inf.s_per_image_high,
-            "inference_img_s_high": 1 / inf.s_per_image_low,
-            "differences": "testing time for one image, as printed (GPU: the midpoint of its 2-3 s), inverted to "
-            "images/s; batch size and resolution not stated (the seed prints no resolution)",
-        }
-    )
+    columns = {
+        "source": _SOURCE,
+        "model": (lambda i: model, "model"),
+        "device": ("device_class", "device_name"),
+        "s_per_image": (lambda i: s_img, lambda o: 1 / o.throughput_img_s),
+        "inference_img_s": (lambda i: 1 / s_img, "throughput_img_s"),
+        "inference_img_s_low": (lambda i: 1 / i.s_per_image_high, None),
+        "inference_img_s_high": (lambda i: 1 / i.s_per_image_low, None),
+        "differences": (
+            lambda i: (
+                "testing time for one image, as printed (GPU: the midpoint of its 2-3 s), inverted to "
+                "images/s; batch size and resolution not stated (the seed prints no resolution)"
+            ),
+            lambda o: [
+                f"{_config(r)}, {r.num_classes} classes: an eval step's forward under inference_mode, batched (not "
+                "one image at a time), untrained weights"
+                for r in o.itertuples()
+            ],
+        ),
+    }
     ok = _fp32(scenario_a)
     ok = ok[(ok.model == model) & (ok.phase == "eval")] if len(ok) else ok
-    if ok.empty:
-        return _alone(pub, f"scenario_a.csv with {model} eval")
-    ours = pd.DataFrame(
-        {
-            "source": ok.run_name.map(_ours_label),
-            "model": ok.model,
-            "device": ok.device_name,
-            "s_per_image": 1 / ok.throughput_img_s,
-            "inference_img_s": ok.throughput_img_s,
-            "differences": [
-                f"{_config(r)}, {r.num_classes} classes: an eval step's forward under inference_mode, "
-                "batched (not one image at a time), untrained weights"
-                for r in ok.itertuples()
-            ],
-        }
-    )
-    return _stack(pub, ours, ["model"])
+    return _paired(inf, ok, columns, ["model"], f"scenario_a.csv with {model} eval")
 
 
 _CPU_002_KEYS = ("cpu_util_low_pct", "cpu_util_high_pct", "cpu_memory_gb", "cpu_temp_low_c")
@@ -444,6 +431,29 @@ def _ours_003(batch_sweep: pd.DataFrame, scenario_a: pd.DataFrame, models) -> pd
     return ours.drop_duplicates(["run_name", "model", "batch_size"], keep="first")
 
 
+# seed 003's achieved rates by batch -> our training rows (the batch sweep's, else Scenario A's) and 04's intensity
+_ACHIEVED_003 = {
+    **{c: (c, c) for c in ("model", "batch_size")},
+    "device": ("device_class", "device_name"),
+    **{c: (c, c) for c in ("ai_flop_per_byte", "achieved_tflops")},
+    "efficiency_pct": ("efficiency_pct", None),
+    "efficiency_vs_roof_pct": (None, "efficiency_vs_roof_pct"),
+    "source": _SOURCE,
+    "measured_in": (lambda a: "its section 4", "source"),
+    "differences": (
+        lambda a: (
+            published.THROUGHPUT_003.configuration.iloc[0]
+            + "; intensity by a method not stated; efficiency = achieved / its spec peak"
+        ),
+        lambda o: [
+            f"{_match(r.device_class, published.ACHIEVED_003.device_class)}; {_config(r)}; intensity = counted "
+            "FLOPs / modelled DRAM traffic of the step; efficiency against the measured roof at that intensity"
+            for r in o.itertuples()
+        ],
+    ),
+}
+
+
 def achieved_beside_003(
     batch_sweep: pd.DataFrame, scenario_a: pd.DataFrame, roofline: pd.DataFrame
 ) -> pd.DataFrame:
@@ -451,39 +461,12 @@ def achieved_beside_003(
     and ours per run: achieved TFLOP/s of the training step, our counted intensity and efficiency against the
     roof at that intensity; a seed batch our run did not sample is a row saying so."""
     a = published.ACHIEVED_003
-    pub = (
-        a.drop(columns="source")
-        .rename(columns={"device_class": "device"})
-        .assign(
-            source=_pub(a.source.iloc[0]),
-            measured_in="its section 4",
-            differences=published.THROUGHPUT_003.configuration.iloc[0]
-            + "; intensity by a method not stated; "
-            "efficiency = achieved / its spec peak",
-        )
-    )
-    ours = _ours_003(batch_sweep, scenario_a, set(a.model))
+    pub, ours = _side(a, _ACHIEVED_003, 0), _ours_003(batch_sweep, scenario_a, set(a.model))
     if ours.empty:
         return _alone(pub, "batch_sweep.csv or scenario_a.csv with these models")
     ours = ours.merge(_intensity(roofline), on=_ROOF_KEYS, how="left")
-    mine = pd.DataFrame(
-        {
-            "source": ours.run_name.map(_ours_label),
-            "model": ours.model,
-            "batch_size": ours.batch_size,
-            "device": ours.device_name,
-            "ai_flop_per_byte": ours.ai_flop_per_byte,
-            "achieved_tflops": ours.achieved_tflops,
-            "efficiency_vs_roof_pct": ours.efficiency_vs_roof_pct,
-            "measured_in": ours.source,
-            "differences": [
-                f"{_match(r.device_class, a.device_class)}; {_config(r)}; intensity = counted FLOPs / "
-                "modelled DRAM traffic of the step; efficiency against the measured roof at that intensity"
-                for r in ours.itertuples()
-            ],
-        }
-    )
-    return _stack(pub, pd.concat([mine, _unsampled_003(ours, a)], ignore_index=True), ["model", "batch_size"])
+    mine = pd.concat([_side(ours, _ACHIEVED_003, 1), _unsampled_003(ours, a)], ignore_index=True)
+    return _stack(pub, mine, ["model", "batch_size"])
 
 
 def _unsampled_003(ours: pd.DataFrame, a: pd.DataFrame) -> pd.DataFrame:

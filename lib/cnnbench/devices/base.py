@@ -61,8 +61,8 @@ def _compiler() -> bool:
 
 
 # The protocol a device kind measures with: params keys applied under the params file's own
-# (:func:`cnnbench.params.load`). The host CPU's is sized for minutes on a 2-core CPU: seed 000's models at its
-# 64 px dataset shape, 2 warm-up steps and a window of 3 steps in each of 3 fresh processes (processes differ more
+# (:func:`cnnbench.params.load`). The host CPU's is sized for minutes on a 2-core CPU: seed 000's models at
+# Tiny-ImageNet's 64 px (seed 000 resized its images to 224 px: the accelerators' protocol), 2 warm-up steps and a window of 3 steps in each of 3 fresh processes (processes differ more
 # than the windows of one process), more processes while an interval is wider than +-8% and 30 s per notebook
 # last; epochs capped at 3 batches; 05, 06 and 07 sized to a minute or so each.
 CPU_PROTOCOL = {
