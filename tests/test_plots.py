@@ -401,8 +401,186 @@ def test_no_roof_of_the_device_roofline_lies_under_another():
     example = ROOT / "examples" / "example-cpu-2core"
     peaks = pd.read_csv(example / "device_peaks.csv")
     fig = plots.roofline(peaks, pd.DataFrame(columns=["intensity_flop_per_byte", "achieved_gflops"]), "t")
-    lines = [line for line in fig.axes[0].get_lines() if len(line.get_xdata()) > 2]
-    for a in [line for line in lines if line.get_linestyle() == ":"]:  # the cache levels' roofs
-        others = [b.get_ydata() for b in lines if b is not a]
-        covered = np.any([np.isclose(a.get_ydata(), y, rtol=1e-6) for y in others], axis=0)
-        assert covered.mean() < 0.9, a.get_label()  # seen for a tenth of its length at least
+    assert _roofs_over_each_other(fig.axes[0]) == []
+
+
+def _markers_over_each_other(ax) -> list:
+    """Pairs of scatter markers of ``ax`` drawn over each other: closer, in display space, than the sum of their
+    radii."""
+    ax.figure.canvas.draw()
+    marks = []
+    for c in ax.collections:
+        xy = ax.transData.transform(c.get_offsets()) if len(c.get_offsets()) else []
+        sizes = np.broadcast_to(c.get_sizes() if len(c.get_sizes()) else [36.0], (len(xy),))
+        marks += [
+            (p, np.sqrt(s) * ax.figure.dpi / 144, c.get_label()) for p, s in zip(xy, sizes, strict=True)
+        ]
+    return [
+        (a[2], b[2])
+        for i, a in enumerate(marks)
+        for b in marks[i + 1 :]
+        if np.hypot(*(a[0] - b[0])) < a[1] + b[1] - 0.5
+    ]
+
+
+def _roofs_over_each_other(ax) -> list:
+    """Pairs of labelled lines of ``ax`` that share a stretch: two or more vertices of one lie on the other (log
+    space), so one hides the other there."""
+    lines = [
+        line for line in ax.get_lines() if len(line.get_xdata()) > 1 and not line.get_label().startswith("_")
+    ]
+
+    def on(a, b) -> int:
+        xa, ya, xb, yb = (np.log10(np.asarray(v, float)) for v in (*a.get_data(), *b.get_data()))
+        inside = (xa >= xb.min() - 1e-9) & (xa <= xb.max() + 1e-9)
+        return int((inside & np.isclose(ya, np.interp(xa, xb, yb), atol=1e-6)).sum())
+
+    return [
+        (a.get_label(), b.get_label())
+        for i, a in enumerate(lines)
+        for b in lines[i + 1 :]
+        if max(on(a, b), on(b, a)) >= 2
+    ]
+
+
+def _example(name):
+    from conftest import ROOT
+
+    return pd.read_csv(ROOT / "examples" / "example-cpu-2core" / name)
+
+
+def test_the_device_roofline_shows_every_roof_and_every_point(tmp_path):
+    """Issue 44: roofline_device.png hid resnet18 eval under its train point (and mnist_cnn's train under
+    mobilenet_v2's), and the fp32 DRAM slope under bf16's (the same 34 GB/s), the cache slopes along bf16's flat
+    roof. Each slope is drawn once, each compute roof once, and markers that would overlap are set apart."""
+    placed = _example("roofline.csv")
+    fig = plots.roofline(
+        _example("device_peaks.csv"), placed[placed.source == "scenario_a"], "Scenario A", tmp_path / "r.png"
+    )
+    ax = fig.axes[0]
+    assert _roofs_over_each_other(ax) == []
+    assert _markers_over_each_other(ax) == []
+    legend = " | ".join(t.get_text() for t in ax.get_legend().get_texts())
+    assert "measured fp32" in legend and "measured bf16" in legend and "measured dram" in legend, legend
+
+
+def test_the_sweep_trajectory_shows_every_squeezenet_point(tmp_path):
+    """Issue 44: roofline_sweep.png drew SqueezeNet's four batch sizes of a phase over each other (the batch barely
+    moves its intensity or rate)."""
+    placed = _example("roofline.csv")
+    fig = plots.trajectory(
+        _example("device_peaks.csv"),
+        placed[placed.source == "batch_sweep"],
+        "Batch sweep",
+        tmp_path / "s.png",
+    )
+    assert _markers_over_each_other(fig.axes[0]) == []
+
+
+def test_a_models_roofline_says_the_seeds_points_are_published_from_their_own_devices(tmp_path):
+    """Issue 44: roofline_model_resnet18.png drew seed 003's RTX 4080 and T4 points far above our CPU roof and said
+    only "open markers: the seeds"; the figure must say they are published, measured on other devices, and
+    whose roof is drawn."""
+    pts = pd.DataFrame(
+        {
+            "run_name": "cpu-vm",
+            "device_name": "Xeon",
+            "model": "resnet18",
+            "phase": ["train", "eval"],
+            "intensity_flop_per_byte": [47.6, 47.7],
+            "achieved_gflops": [210.0, 248.0],
+        }
+    )
+    roofs = pd.DataFrame(
+        {"run_name": ["cpu-vm"], "kind": "measured", "precision": "fp32", "level": "dram"}
+        | {"peak_gflops": 393.0, "bandwidth_gbs": 34.0}
+    )
+    theirs = pd.DataFrame(
+        {
+            "seed": ["003_x", "000_y"],
+            "device": ["rtx4080", "t4"],
+            "phase": "train",
+            "model": "resnet18",
+            "intensity_flop_per_byte": [60.0, 48.0],
+            "corrected": [11.5, 0.27],
+        }
+    )
+    fig = plots.per_model_rooflines(pts, roofs, tmp_path, min_runs=1, theirs=theirs)["resnet18"]
+    legend = fig.axes[0].get_legend()
+    shown = " | ".join([legend.get_title().get_text(), *(t.get_text() for t in legend.get_texts())])
+    assert "published" in shown and "their own devices" in shown, shown
+    assert "cpu-vm" in shown and "roof" in shown
+    assert _markers_over_each_other(fig.axes[0]) == []
+
+
+def _log_tick_labels(fig) -> list:
+    """The visible tick labels of every log axis of ``fig`` (major and minor), and any offset text."""
+    fig.canvas.draw()
+    labels = []
+    for ax in fig.axes:
+        for axis in (ax.xaxis, ax.yaxis):
+            if axis.get_scale() == "log":
+                ticks = axis.get_majorticklabels() + axis.get_minorticklabels()
+                labels += [t.get_text() for t in ticks if t.get_visible() and t.get_text()]
+                labels += [axis.get_offset_text().get_text()] if axis.get_offset_text().get_text() else []
+    return labels
+
+
+def test_the_backends_figure_writes_plain_numbers_on_its_log_axes(tmp_path):
+    """Issue 44: backends_cnn.png labelled its log axes "6e-01", "4e-01" and "2e+04" beside "10^0" and "10^4"."""
+    import re
+
+    from cnnbench.scratch import summary
+
+    fig = summary.figure_1(_example("backends.csv"), tmp_path / "b.png")
+    labels = _log_tick_labels(fig)
+    assert len(labels) >= 4 and all(re.fullmatch(r"[0-9][0-9,]*(\.[0-9]+)?", t) for t in labels), labels
+
+
+def test_every_panel_of_the_batch_sweep_is_titled(tmp_path):
+    """Issue 44: analysis_sweep.png (and 03's batch_sweep.png) titled one panel of three."""
+    fig = plots.batch_sweep(_example("batch_sweep.csv"), None, tmp_path / "s.png")
+    assert len(fig.axes) == 3 and all(ax.get_title() for ax in fig.axes)
+
+
+def test_08_draws_the_sweeps_side_by_side_only_when_it_merged_several_runs(tmp_path, capsys):
+    """Issue 44: a one-run report's analysis_sweep.png was 03's batch_sweep.png again."""
+    import json
+    from types import SimpleNamespace
+
+    from cnnbench import analysis
+    from conftest import ROOT
+
+    cells = json.loads((ROOT / "notebooks" / "08_analysis.ipynb").read_text())["cells"]
+    code = next("".join(c["source"]) for c in cells if "analysis_sweep.png" in "".join(c["source"]))
+    run = SimpleNamespace(figure_path=lambda name: tmp_path / name)
+    one = _example("batch_sweep.csv").assign(run_name="a")
+    exec(code, {"analysis": analysis, "run": run, "merged": {"batch_sweep": one}})
+    assert not (tmp_path / "analysis_sweep.png").exists() and "batch_sweep.png" in capsys.readouterr().out
+    two = pd.concat([one, one.assign(run_name="b")])
+    exec(code, {"analysis": analysis, "run": run, "merged": {"batch_sweep": two}})
+    assert (tmp_path / "analysis_sweep.png").exists()
+
+
+def test_the_scaling_telemetry_counts_no_rank_of_the_run_as_another_process(tmp_path):
+    """Issue 44: scaling_telemetry.png drew world 2's 'other processes' CPU' near 50% of two cores: rank 0's
+    sampler counted rank 1, the run's own second process, as another process (and rank 1 counted rank 0)."""
+    from cnnbench.measure import timelines
+    from cnnbench.scaling import launch
+
+    def rank(r, other, own):
+        series = [{"t_s": t, "metric": "util_other_cpu_pct", "value": other} for t in (0.1, 0.2, 0.3)]
+        series += [{"t_s": t + 0.01, "metric": "util_process_cpu_pct", "value": own} for t in (0.1, 0.2, 0.3)]
+        summary = {"util_other_cpu_mean_pct": other, "util_process_cpu_mean_pct": own}
+        return {"rank": r, "series": series, "summary": summary}
+
+    ranks = launch.own_ranks([rank(0, 60.0, 95.0), rank(1, 55.0, 95.0)], cores=2)
+    assert [r["summary"]["util_other_cpu_mean_pct"] for r in ranks] == [12.5, 7.5]
+    rows = [
+        row
+        for r in ranks
+        for row in timelines.tidy(launch.own_series(r), "scaling", "gloo world=2", "cpu", "cpu", r["rank"])
+    ]
+    fig = timelines.plot(pd.DataFrame(rows), tmp_path / "t.png")
+    other = next(ax for ax in fig.axes if "other processes" in ax.get_ylabel())
+    assert max(y for line in other.get_lines() for y in line.get_ydata()) == 12.5

@@ -331,28 +331,99 @@ def fake_sweep(points):
 
 
 def test_level_roofs_from_sizes_and_from_knees():
-    sweep = fake_sweep([(16e3, 40), (48e3, 90), (256e3, 70), (4e6, 30), (256e6, 10), (512e6, 9)])
+    sweep = fake_sweep(
+        [(8e3, 40), (16e3, 92), (48e3, 90), (60e3, 88), (128e3, 70), (256e3, 72), (512e3, 68)]
+        + [(2e6, 30), (4e6, 31), (8e6, 29), (128e6, 11), (256e6, 10), (512e6, 9)]
+    )
     levels = [
         {"level": "l1", "size_bytes": 64e3, "capacity_bytes": 64e3, "size_source": "fake"},
         {"level": "l2", "size_bytes": 1e6, "capacity_bytes": 1e6, "size_source": "fake"},
         {"level": "l3", "size_bytes": 32e6, "capacity_bytes": 32e6, "size_source": "fake"},
     ]
     roofs = peaks.level_roofs(sweep, levels).set_index("level")
-    assert roofs.bandwidth_gbs.to_dict() == {"l1": 90, "l2": 70, "l3": 30, "dram": 10}
-    knees = peaks.level_roofs(sweep, []).set_index(
-        "level"
-    )  # no cache sizes readable: the knees bound the levels
+    assert roofs.bandwidth_gbs.to_dict() == {"l1": 89, "l2": 70, "l3": 30, "dram": 10}
+    # no cache sizes readable: the knees bound the levels
+    knees = peaks.level_roofs(sweep, []).set_index("level")
     assert list(knees.index) == ["l1", "l2", "dram"] and knees.loc["dram", "bandwidth_gbs"] == 10
+
+
+def test_a_level_roof_is_the_median_its_working_sets_hold_not_its_one_outlier():
+    """Issue 44: the example's L1 read curve jumped between 245 and 880 GB/s and the L1 roof was the 880 point;
+    the DRAM roof (100.6 GB/s) came from the first set past 4x the last cache while the curve settled near 82.
+    A roof is the median of the level's working sets, of the kernel with the highest median, over at least
+    MIN_POINTS sets; a level with fewer has no roof, and the source names the rule."""
+    kib, mib = 2**10, 2**20
+    levels = [
+        {"level": "l1", "size_bytes": 64 * kib, "capacity_bytes": 64 * kib, "size_source": "fake"},
+        {"level": "l2", "size_bytes": mib, "capacity_bytes": mib, "size_source": "fake"},
+    ]
+    read = [(8, 250), (12, 880), (16, 245), (24, 260), (32, 255), (48, 250)]  # KiB, GB/s: one outlier
+    triad = [(8, 200), (16, 600), (32, 205), (48, 210)]
+    points = [(w * kib, "read", bw) for w, bw in read] + [(w * kib, "triad", bw) for w, bw in triad]
+    points += [(w * kib, "read", 150) for w in (256, 512)]  # two sets only: no l2 roof
+    points += [(w * mib, "read", bw) for w, bw in ((4, 100.6), (6, 82.0), (8, 81.5), (16, 82.5))]
+    sweep = pd.DataFrame(
+        [
+            {"working_set_bytes": w, "kernel": k, "bandwidth_gbs": bw, "threads": 2, "calls": 3}
+            for w, k, bw in points
+        ]
+    )
+    roofs = peaks.level_roofs(sweep, levels).set_index("level")
+    assert roofs.bandwidth_gbs.to_dict() == {"l1": 252.5, "dram": 82.25}
+    assert roofs.kernel.to_dict() == {"l1": "read", "dram": "read"}
+    src = roofs.loc["l1", "bandwidth_source"]
+    assert (
+        "median read of 6 working sets" in src and "245.0 to 880.0 GB/s" in src and "best of 3 calls" in src
+    )
+    assert roofs.sweep_points.to_dict() == {"l1": 6, "dram": 4} and (roofs.bandwidth_note == "").all()
+
+
+def test_with_too_few_main_memory_sets_the_largest_stand_in_and_the_row_says_so():
+    mib = 2**20
+    levels = [{"level": "l3", "size_bytes": 32 * mib, "capacity_bytes": 32 * mib, "size_source": "fake"}]
+    sweep = fake_sweep(
+        [(w * mib, bw) for w, bw in ((4, 90), (8, 91), (16, 89), (48, 40), (64, 30), (128, 25))]
+    )
+    roofs = peaks.level_roofs(sweep, levels).set_index("level")
+    assert roofs.loc["l3", "bandwidth_gbs"] == 90 and roofs.loc["dram", "bandwidth_gbs"] == 30
+    assert "the largest 3 past it stand in" in roofs.loc["dram", "bandwidth_note"]
+
+
+def test_the_sweep_gives_main_memory_three_working_sets_far_past_the_last_cache(monkeypatch):
+    """The example's 480 MiB L3 took the sweep to 4x that and no further: its DRAM roof was one working set. A
+    GPU's sweep (ratio 4) had two sets past 4x a 50 MiB L2. Now every sweep has MIN_POINTS of them at least."""
+    from cnnbench.devices import base
+    from cnnbench.devices.cpu import CpuBackend
+
+    mib = 2**20
+    assert len([s for s in base.sweep_sizes([{"capacity_bytes": 50 * mib}], 2**30) if s >= 200 * mib]) >= 3
+    last = {"level": "l3", "size_bytes": 480 * mib, "capacity_bytes": 480 * mib, "size_source": "fake"}
+    monkeypatch.setattr(CpuBackend, "cache_levels", lambda self, *a, **k: [last])
+    seen = []
+
+    def sweep(device, sizes, repeats, min_call_s=None, threads=None):
+        seen.extend(sizes)
+        rows = [{"working_set_bytes": s, "kernel": "read", "bandwidth_gbs": 1e3 / np.log(s)} for s in sizes]
+        return pd.DataFrame([{**r, "threads": 1, "calls": 1, "method": "fake"} for r in rows])
+
+    monkeypatch.setattr(peaks, "bandwidth_sweep", sweep)
+    for name in ("matmul_rates", "conv_rates"):
+        monkeypatch.setattr(peaks, name, lambda *a, **k: [1.0])
+    measured = peaks.measure(torch.device("cpu"), 64, stream_mb=16, repeats=1, threads=1)
+    assert len([s for s in seen if s >= 4 * 480 * mib]) >= peaks.MIN_POINTS == 3
+    dram = measured[measured.level == "dram"].iloc[0]
+    assert "median read of 3 working sets" in dram.source and dram.bandwidth_note == ""
 
 
 def test_level_roofs_never_copy_an_outer_level_inwards():
     """The committed example's sweep rose with size (per-call overhead), and a running maximum gave l1 and l2 the
     l3 figure (133.1 GB/s on every cache level). Each level keeps its own measurement, flagged when slower."""
     rising = fake_sweep(
-        [(16e3, 14), (48e3, 24), (256e3, 60), (768e3, 90), (4e6, 133), (64e6, 50), (128e6, 36)]
+        [(8e3, 10), (16e3, 14), (48e3, 24), (96e3, 50), (256e3, 60), (768e3, 90)]
+        + [(2e6, 120), (4e6, 133), (8e6, 140), (128e6, 36), (256e6, 35), (512e6, 34)]
     )
     roofs = peaks.level_roofs(rising, LEVELS).set_index("level")
-    assert roofs.bandwidth_gbs.to_dict() == {"l1": 24, "l2": 90, "l3": 133, "dram": 36}
+    assert roofs.bandwidth_gbs.to_dict() == {"l1": 14, "l2": 60, "l3": 133, "dram": 35}
     assert "slower than the outer l2" in roofs.loc["l1", "bandwidth_note"]
     assert "slower than the outer l3" in roofs.loc["l2", "bandwidth_note"]
     assert roofs.loc["l3", "bandwidth_note"] == "" and roofs.loc["dram", "bandwidth_note"] == ""
@@ -374,14 +445,17 @@ def test_each_level_gets_its_own_plateau_from_its_own_sizes():
         for w, bw in (
             (8e3, 250),
             (16e3, 300),
-            (32e3, 290),
+            (32e3, 310),
+            (48e3, 300),
             (128e3, 180),
+            (256e3, 185),
             (512e3, 170),
             (2e6, 130),
+            (8e6, 135),
             (16e6, 120),
-            (100e6, 60),
             (128e6, 25),
             (256e6, 24),
+            (512e6, 26),
         )
         for bw in [bw * scale]
     ]
@@ -394,13 +468,13 @@ def test_each_level_gets_its_own_plateau_from_its_own_sizes():
     roofs = peaks.level_roofs(sweep, LEVELS).set_index("level")
     assert roofs.bandwidth_gbs.to_dict() == {"l1": 300, "l2": 180, "l3": 130, "dram": 25}
     assert (roofs.kernel == "triad").all() and roofs.sweep_points.to_dict() == {
-        "l1": 3,
-        "l2": 2,
-        "l3": 2,
-        "dram": 2,
+        "l1": 4,
+        "l2": 3,
+        "l3": 3,
+        "dram": 3,
     }
     src = roofs.loc["l1", "bandwidth_source"]
-    assert "best triad of 3 working set(s)" in src and "2 thread(s)" in src and "best of 5 calls" in src
+    assert "median triad of 4 working sets" in src and "2 thread(s)" in src and "best of 5 calls" in src
     assert (roofs.bandwidth_note == "").all()
     gap = LEVELS + [{"level": "l4", "size_bytes": 48e6, "capacity_bytes": 48e6, "size_source": "fake"}]
     assert "l4" not in set(peaks.level_roofs(sweep, gap).level)  # nothing measured between 32 and 48 MB
@@ -797,8 +871,8 @@ def test_per_model_rooflines_across_the_named_runs_grouped_by_run(tmp_path, monk
     points, roofs = roofline.across_runs([first, second])
     assert set(points.run_name) == set(roofs.run_name) == {"first", "second"}
     drawn = []
-    monkeypatch.setattr(
-        plots.plt.Axes, "plot", lambda ax, x, y, *a, **k: drawn.append(float(np.asarray(y)[0]))
+    monkeypatch.setattr(  # the roofs (a marker moved aside gets a two-point line to its place)
+        plots.plt.Axes, "plot", lambda ax, x, y, *a, **k: len(x) > 2 and drawn.append(float(np.asarray(y)[0]))
     )
     assert set(plots.per_model_rooflines(points, roofs, tmp_path)) == {"a"}  # same device, two runs: a plot
     assert drawn == [pytest.approx(0.5)] * 2  # at 0.05 FLOP/byte: the DRAM roof (10 GB/s), not l1's 100 GB/s
@@ -872,7 +946,9 @@ def test_the_main_memory_roof_comes_from_sets_far_beyond_the_last_cache():
     what sets of 128 MiB and more gave: it must not be the DRAM roof."""
     mib = 2**20
     rates = {
+        4 * mib: 138.0,
         8 * mib: 140.0,
+        16 * mib: 141.0,
         45 * mib: 50.8,
         64 * mib: 43.0,
         128 * mib: 30.0,
@@ -895,7 +971,7 @@ def test_the_main_memory_roof_comes_from_sets_far_beyond_the_last_cache():
     )
     levels = [{"level": "l3", "size_bytes": 32 * mib, "capacity_bytes": 32 * mib, "size_source": "sysfs"}]
     roofs = peaks.level_roofs(sweep, levels).set_index("level")
-    assert roofs.loc["dram", "bandwidth_gbs"] == 30.0 and roofs.loc["l3", "bandwidth_gbs"] == 140.0
+    assert roofs.loc["dram", "bandwidth_gbs"] == 25.0 and roofs.loc["l3", "bandwidth_gbs"] == 140.0
 
 
 def test_torch_without_l2_cache_size_or_device_time_total_is_no_error(monkeypatch):
@@ -980,25 +1056,25 @@ def test_layer_figures_one_per_model_with_its_top_k_layers(tmp_path):
 def test_the_l2_roof_comes_from_working_sets_larger_than_the_l1_of_all_sms(monkeypatch):
     """Issue 41: the H100's L2 roof (14.9 TB/s) came from working sets of 2-25 MiB, which the 132 SMs' 33 MiB of
     L1 can hold: the L2 level starts above the SMs' total L1 (L1_PER_SM_KIB by compute capability), and the sweep
-    has a working set between the two."""
+    has the three working sets a roof needs between the two."""
     import types
 
     from cnnbench.devices import cuda
 
-    mib, props = (
-        2**20,
-        types.SimpleNamespace(L2_cache_size=50 * 2**20, multi_processor_count=132, major=9, minor=0),
-    )
+    mib = 2**20
+    props = types.SimpleNamespace(L2_cache_size=50 * mib, multi_processor_count=132, major=9, minor=0)
     monkeypatch.setattr(torch.cuda, "get_device_properties", lambda d: props)
     (l2,) = cuda.CudaBackend(torch.device("cuda")).cache_levels()
     assert l2["above_bytes"] == 132 * 256 * 2**10 and l2["capacity_bytes"] == 50 * mib
     sizes = cuda.CudaBackend(torch.device("cuda")).sweep_sizes([l2], 1024 * mib, 1)
-    assert any(l2["above_bytes"] < s <= l2["capacity_bytes"] for s in sizes)
+    inside = [s for s in sizes if l2["above_bytes"] < s <= l2["capacity_bytes"]]
+    assert len(inside) >= peaks.MIN_POINTS
+    sets = [8 * mib, *inside, 600 * mib, 800 * mib, 1024 * mib]
     sweep = pd.DataFrame(
         {
-            "working_set_bytes": [8 * mib, 40 * mib, 2048 * mib],
+            "working_set_bytes": sets,
             "kernel": "copy",
-            "bandwidth_gbs": [9e3, 7e3, 3e3],
+            "bandwidth_gbs": [9e3] + [7e3] * len(inside) + [3e3] * 3,
         }
     )
     roofs = peaks.level_roofs(sweep, [l2], "hbm")

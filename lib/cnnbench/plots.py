@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 from matplotlib.figure import Figure
+from matplotlib.ticker import LogFormatter, LogLocator
 
 from cnnbench import knobs
 from cnnbench.tables import variant_label
@@ -45,6 +46,11 @@ def subplots(*args, figsize=None, **kwargs):
 
 EMPTY_PANELS = "empty_panels.csv"
 LOG_LOG = {"xscale": "log", "yscale": "log"}
+ROOF_AXES = {**LOG_LOG, "xlabel": "arithmetic intensity (FLOP/byte, compulsory traffic)"} | {
+    "ylabel": "performance (GFLOP/s)"
+}
+POINT = {"edgecolor": "black", "lw": 0.5, "zorder": 3}  # a roofline's point, over the roofs
+BESIDE = {"fontsize": 7, "loc": "upper left", "bbox_to_anchor": (1.01, 1.0)}  # a legend beside the plot
 
 
 def _finite_rows(values) -> bool:
@@ -66,11 +72,11 @@ def has_data(ax) -> bool:
     corners, a scatter/fill/error-bar collection with a finite point, an image with a finite pixel."""
     if any(_in_data(line.get_transform(), ax) and _finite_rows(line.get_xydata()) for line in ax.lines):
         return True
-    for patch in ax.patches:
-        if _in_data(patch.get_transform(), ax) and _finite_rows(
-            patch.get_patch_transform().transform(patch.get_path().vertices)
-        ):
-            return True
+    corners = [p.get_patch_transform().transform(p.get_path().vertices) for p in ax.patches]
+    if any(
+        _in_data(p.get_transform(), ax) and _finite_rows(c) for p, c in zip(ax.patches, corners, strict=True)
+    ):
+        return True
     for coll in ax.collections:
         offsets = coll.get_offsets()
         if len(offsets) and _in_data(coll.get_offset_transform(), ax) and _finite_rows(offsets):
@@ -84,33 +90,40 @@ def empty_axes(fig) -> list[str]:
     """The panels of ``fig`` that are switched on but draw no finite data (an empty panel, a line of only NaN),
     each named by its title, else its y label, else its position; [] when every panel shows something. Panels
     switched off (``ax.axison`` False, e.g. a legend-only panel) are not counted."""
-    names = []
-    for i, ax in enumerate(fig.axes):
-        if ax.axison and not has_data(ax):
-            names.append(ax.get_title() or ax.get_ylabel() or f"axes {i}")
-    return names
+    named = [(ax.get_title() or ax.get_ylabel() or f"axes {i}", ax) for i, ax in enumerate(fig.axes)]
+    return [name for name, ax in named if ax.axison and not has_data(ax)]
 
 
-def label_short_log_axes(fig) -> None:
-    """A log axis whose view spans less than a decade shows no major tick label at all (batch_sweep.png's
-    achieved-rate panel): give such an axis plain labels at its minor ticks, so every log axis can be read."""
-    from matplotlib.ticker import FixedLocator, LogFormatter, LogLocator
+class PlainLogFormatter(LogFormatter):
+    """matplotlib's choice of log ticks to label, written as plain numbers: 0.6, 10, 20,000 (not 6e-01, 10^1,
+    2e+04)."""
 
+    def _num_to_string(self, x, vmin, vmax):
+        return f"{x:,.{max(0, -math.floor(math.log10(x)))}f}"
+
+
+def label_log_axes(fig) -> None:
+    """Every log axis in plain numbers (ticks set by hand, batch sizes, keep their labels); one whose view spans
+    less than a decade showed no major tick label at all (batch_sweep.png's achieved-rate panel), so it is
+    labelled at its minor ticks too."""
     for ax in fig.axes:
         for axis, (lo, hi) in ((ax.yaxis, ax.get_ylim()), (ax.xaxis, ax.get_xlim())):
-            if axis.get_scale() != "log" or lo <= 0 or hi <= 0 or abs(math.log10(hi / lo)) >= 1:
+            if axis.get_scale() != "log" or not isinstance(axis.get_major_formatter(), LogFormatter):
                 continue
-            if isinstance(axis.get_major_locator(), FixedLocator):  # ticks set by hand (batch sizes) are read
-                continue
-            axis.set_minor_locator(LogLocator(base=10, subs="auto"))  # minorticks_off() may have removed them
-            axis.set_minor_formatter(LogFormatter(labelOnlyBase=False, minor_thresholds=(2, 0.5)))
+            short = lo > 0 and hi > 0 and abs(math.log10(hi / lo)) < 1
+            if short:  # minorticks_off() may have removed them
+                axis.set_minor_locator(LogLocator(base=10, subs="auto"))
+            axis.set_major_formatter(PlainLogFormatter())
+            axis.set_minor_formatter(
+                PlainLogFormatter(labelOnlyBase=False, minor_thresholds=(2 if short else 1, 0.5))
+            )
 
 
 def save(fig, path: str | Path | None, dpi: int = 120):
     """Save ``fig`` to ``path`` (when given). A panel with no data drawn in it is recorded, one row per panel, in
     ``empty_panels.csv`` beside the figure (and warned about), so that a run's empty panels can be found and tested
     for rather than seen by eye; saving the figure again replaces its rows (none when it is whole again)."""
-    label_short_log_axes(fig)
+    label_log_axes(fig)
     if path is not None:
         path = Path(path)
         fig.savefig(path, dpi=dpi, bbox_inches="tight")
@@ -271,8 +284,8 @@ def batch_sweep(df: pd.DataFrame, knees: pd.DataFrame | None = None, path: str |
                 axes[0].scatter([kb], y, s=200, facecolors="none", edgecolors=color, linewidths=2)
     title = "throughput (circle: smallest batch within 5% of best)" if knees is not None else "throughput"
     axes[0].set(yscale="log", ylabel="throughput (images/s)", title=title)
-    axes[1].set(yscale="log", ylabel="achieved GFLOP/s")
-    axes[2].set(ylabel=axis_label(mem_col))
+    axes[1].set(yscale="log", ylabel="achieved GFLOP/s", title="achieved rate (counted FLOPs)")
+    axes[2].set(ylabel=axis_label(mem_col), title="peak memory")
     sizes = sorted(int(b) for b in df.batch_size.unique())
     for ax in axes:
         ax.set_xscale("log", base=2)
@@ -285,39 +298,55 @@ def batch_sweep(df: pd.DataFrame, knees: pd.DataFrame | None = None, path: str |
 
 
 def _roofs(ax, peaks: pd.DataFrame, x) -> None:
-    """Measured roofs solid (DRAM/HBM) and spec-sheet roofs dashed, one colour per precision, ridge points marked;
-    each cache level's slope dotted in grey, once for every precision (the hierarchical roofline)."""
-    levels = (peaks.level if "level" in peaks else pd.Series("dram", index=peaks.index)).fillna("dram")
-    main = levels.isin(["dram", "hbm"])
-    colors: dict = {}
-    for idx in peaks.index[main]:
-        r, level = peaks.loc[idx], levels[idx]
-        color = colors.setdefault((r.kind, r.precision), f"C{len(colors) % 10}")
-        bw = r.bandwidth_gbs if pd.notna(r.bandwidth_gbs) else float("inf")
-        measured = r.kind == "measured"
-        ax.plot(
-            x,
-            np.minimum(r.peak_gflops, bw * x),
-            "-" if measured else "--",
-            color=color,
-            lw=1.8 if measured else 1.2,
-            label=f"{r.kind} {r.precision} {level}: "
-            + (f"{r.bandwidth_gbs:,.0f} GB/s" if pd.notna(r.bandwidth_gbs) else "bandwidth n/a")
-            + f", {r.peak_gflops:,.0f} GFLOP/s",
+    """The roofs, none drawn over another: each bandwidth slope once, up to the highest compute roof it meets
+    (main memory black, solid when measured, dashed from a spec sheet; cache levels dotted grey), and each compute
+    roof once, flat from the leftmost ridge on it (precisions with one roof share it), its main-memory ridge
+    marked."""
+    peaks = peaks.assign(level=peaks.level.fillna("dram") if "level" in peaks else "dram")
+    main = peaks.level.isin(["dram", "hbm"])
+    slopes = peaks[peaks.bandwidth_gbs.notna()].groupby(["kind", "level", "bandwidth_gbs"], sort=False)
+    slopes = slopes.peak_gflops.max().reset_index().sort_values("bandwidth_gbs", ascending=False)
+    for i, (kind, level, bw, top) in enumerate(slopes.itertuples(index=False)):
+        xs = np.append(x[x < top / bw], min(top / bw, x[-1]))
+        grey = {"color": str(0.2 + 0.5 * i / max(len(slopes) - 1, 1)), "ls": ":"}
+        style = (
+            {"color": "black", "ls": "-" if kind == "measured" else "--"}
+            if level in ("dram", "hbm")
+            else grey
         )
-        if pd.notna(r.bandwidth_gbs):
-            ax.plot([r.peak_gflops / r.bandwidth_gbs], [r.peak_gflops], "o", color=color, ms=6, mfc="white")
-    cache = peaks[~main & peaks.bandwidth_gbs.notna()].assign(level=levels[~main])
-    slopes = cache.groupby(["kind", "level", "bandwidth_gbs"], sort=False).peak_gflops.max().reset_index()
-    for i, r in enumerate(slopes.sort_values("bandwidth_gbs", ascending=False).itertuples()):
+        ax.plot(xs, bw * xs, lw=1.2, label=f"{kind} {level}: {bw:,.0f} GB/s", **style)
+    for i, ((kind, peak), g) in enumerate(peaks.groupby(["kind", "peak_gflops"], sort=False)):
+        ridges, color = (peak / g.bandwidth_gbs).dropna(), f"C{i % 10}"
+        label = f"{kind} {', '.join(dict.fromkeys(g.precision))}: {peak:,.0f} GFLOP/s"
+        ls, lw = ("-", 1.8) if kind == "measured" else ("--", 1.2)
         ax.plot(
-            x,
-            np.minimum(r.peak_gflops, r.bandwidth_gbs * x),
-            ":",
-            color=str(0.2 + 0.5 * i / max(len(slopes) - 1, 1)),
-            lw=1.0,
-            label=f"{r.kind} {r.level}: {r.bandwidth_gbs:,.0f} GB/s (every precision)",
+            [ridges.min() if len(ridges) else x[0], x[-1]], [peak] * 2, ls=ls, lw=lw, color=color, label=label
         )
+        if len(ridge := ridges[main[g.index]]):
+            ax.plot([ridge.iloc[0]], [peak], "o", color=color, mfc="w")
+
+
+def _spread(ax) -> None:
+    """Every marker of ``ax`` in sight: one that would overlap a marker placed before it moves right, a width at a
+    time, until clear, a thin grey line from a dot at its place to it, said in the title. Called once the layout
+    (the scale) is final."""
+    ax.set(xlim=ax.get_xlim(), ylim=ax.get_ylim())
+    placed, moved = [], 0
+    for coll in ax.collections:
+        data = np.asarray(coll.get_offsets(), float).reshape(-1, 2)
+        xy = ax.transData.transform(data)
+        radii = np.sqrt(np.broadcast_to(coll.get_sizes(), len(xy))) * ax.figure.dpi / 144
+        for p, r in zip(xy, radii, strict=True):
+            while any(np.hypot(*(p - q)) < 1.2 * (r + rq) for q, rq in placed):  # 1.2: a square's corners
+                p[0] += 2 * r
+            placed.append((p, r))
+        coll.set_offsets(new := ax.transData.inverted().transform(xy))
+        shifted = ~np.isclose(data[:, 0], new[:, 0])
+        for a, b in zip(data[shifted], new[shifted], strict=True):
+            ax.plot([a[0], b[0]], [a[1], b[1]], ".-", color="grey", lw=0.6, ms=3, markevery=[0], zorder=2)
+        moved += shifted.sum()
+    if moved:
+        ax.set_title(ax.get_title() + "\n(a grey dot: where a marker moved aside to stay in sight belongs)")
 
 
 def bandwidth_sweep(sweep: pd.DataFrame, peaks: pd.DataFrame, title: str, path: str | Path | None = None):
@@ -336,32 +365,19 @@ def bandwidth_sweep(sweep: pd.DataFrame, peaks: pd.DataFrame, title: str, path: 
         levels = levels.sort_values("capacity_mib", na_position="last")
     lower = sweep.working_set_mib.min() if len(sweep) else 0.01
     for i, r in enumerate(levels.itertuples()):
-        cap = getattr(r, "capacity_mib", float("nan"))
-        upper = cap if pd.notna(cap) else (sweep.working_set_mib.max() if len(sweep) else lower * 10)
-        ax.hlines(
-            r.bandwidth_gbs,
-            lower,
-            upper,
-            colors=f"C{(i + 2) % 10}",
-            linestyles="--",
-            lw=2,
-            label=f"{r.level} roof {r.bandwidth_gbs:,.1f} GB/s",
-        )
-        if pd.notna(cap):
-            size = getattr(r, "cache_size_kib", float("nan"))
+        cap, size = getattr(r, "capacity_mib", np.nan), getattr(r, "cache_size_kib", np.nan)
+        color, upper = f"C{(i + 2) % 10}", cap if pd.notna(cap) else sweep.working_set_mib.max()
+        label = f"{r.level} roof {r.bandwidth_gbs:,.1f} GB/s (median of its sizes)"
+        ax.hlines(r.bandwidth_gbs, lower, upper, colors=color, linestyles="--", lw=2, label=label)
+        if pd.notna(cap):  # named in the legend, never over the data
             each = f"{size:,.0f} KiB each, " if pd.notna(size) else ""
-            ax.axvline(
-                cap,
-                color=f"C{(i + 2) % 10}",
-                lw=0.8,
-                ls=":",  # named in the legend, never over the data
-                label=f"{r.level} capacity: {each}{cap * 1024:,.0f} KiB in use",
-            )
+            label = f"{r.level} capacity: {each}{cap * 1024:,.0f} KiB in use"
+            ax.axvline(cap, color=color, lw=0.8, ls=":", label=label)
             lower = cap
     ax.set(
         **LOG_LOG, xlabel="working set (MiB, all threads' buffers)", ylabel="bandwidth (GB/s)", title=title
     )
-    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1))
+    ax.legend(**BESIDE)
     fig.tight_layout()
     return save(fig, path)
 
@@ -377,13 +393,13 @@ def roofline(
     path: str | Path | None = None,
     label: str = "model",
     hue: str = "phase",
-    annotate: bool = False,
     size_by: str | None = None,
+    zoom: bool = False,
 ):
     """A log-log roofline with every point of ``points`` (intensity_flop_per_byte, achieved_gflops), each named
-    by the legend beside the plot (``annotate``: also by a label at the point, which overlap when points do).
-    ``size_by``: a column whose values set the marker size (smallest value smallest), named in a second legend
-    below the first, so crowded points need no labels."""
+    by the legend beside the plot, markers that would overlap set apart (:func:`_spread`). ``size_by``: a column
+    whose values set the marker size (smallest value smallest), named in a second legend below the first;
+    ``zoom``: the view around the points, up to every compute roof, so that crowded points need little moving."""
     lo = min(0.05, points.intensity_flop_per_byte.min() / 2) if len(points) else 0.05
     hi = max(1e3, points.intensity_flop_per_byte.max() * 2) if len(points) else 1e3
     x = np.geomspace(lo, hi, 256)
@@ -397,54 +413,27 @@ def roofline(
             if sizes:  # largest first, so a smaller marker at the same place is drawn on top, not hidden
                 gh = gh.sort_values(size_by, ascending=False)
             s = gh[size_by].map(sizes) if sizes else 55
-            ax.scatter(
-                gh.intensity_flop_per_byte,
-                gh.achieved_gflops,
-                marker=markers.get(h, "o"),
-                s=s,
-                color=f"C{(i + 3) % 10}",
-                edgecolor="black",
-                lw=0.5,
-                zorder=3,
-                label=f"{key} {h}",
-            )
-            if annotate:
-                for r in gh.itertuples():
-                    ax.annotate(
-                        f"{key}",
-                        (r.intensity_flop_per_byte, r.achieved_gflops),
-                        fontsize=7,
-                        xytext=(3, 3),
-                        textcoords="offset points",
-                    )
-    ax.set(
-        **LOG_LOG,
-        xlabel="arithmetic intensity (FLOP/byte, compulsory traffic)",
-        ylabel="performance (GFLOP/s)",
-        title=title,
-    )
-    first = ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), ncol=1)  # beside the plot
+            style = {"marker": markers.get(h, "o"), "s": s, "color": f"C{(i + 3) % 10}", **POINT}
+            ax.scatter(gh.intensity_flop_per_byte, gh.achieved_gflops, label=f"{key} {h}", **style)
+    ax.set(**ROOF_AXES, title=title)
+    if zoom and len(points):  # x around the points, y from them to every compute roof
+        i, a = points.intensity_flop_per_byte, points.achieved_gflops
+        ax.set(
+            xlim=(i.min() / 2, i.max() * 2), ylim=(a.min() / 2, max(a.max(), peaks.peak_gflops.max()) * 1.5)
+        )
+    first = ax.legend(**BESIDE)
     fig.tight_layout()  # room for the first legend; the size legend below it is narrower
     if sizes:
         for handle in getattr(first, "legend_handles", None) or first.legendHandles:
             if hasattr(handle, "set_sizes"):
                 handle.set_sizes([55])  # the series legend names colour and marker, not size
         ax.add_artist(first).set_clip_on(False)  # add_artist clips to the axes: the legend is outside them
-        handles = [
-            ax.scatter([], [], s=v, marker="o", color="lightgray", edgecolor="black", lw=0.5)
-            for v in sizes.values()
-        ]
+        handles = [ax.scatter([], [], s=v, marker="o", color="lightgray", **POINT) for v in sizes.values()]
+        where = {"loc": "lower left", "bbox_to_anchor": (1.01, 0.0), "labelspacing": 1.2, "borderpad": 0.8}
         ax.legend(
-            handles,
-            [str(k) for k in sizes],
-            title=size_by.replace("_", " "),
-            fontsize=7,
-            title_fontsize=7,
-            loc="lower left",
-            bbox_to_anchor=(1.01, 0.0),
-            labelspacing=1.2,
-            borderpad=0.8,
+            handles, map(str, sizes), title=size_by.replace("_", " "), fontsize=7, title_fontsize=7, **where
         )
+    _spread(ax)
     return save(fig, path)
 
 
@@ -457,7 +446,7 @@ def _marker_sizes(values: pd.Series) -> dict:
 def trajectory(peaks: pd.DataFrame, points: pd.DataFrame, title: str, path: str | Path | None = None):
     """Batch-sweep points joined in batch order per model and phase; the marker's size is its batch size, named
     in a legend beside the plot (labels at the points were drawn over each other: the sweep's points crowd)."""
-    fig = roofline(peaks, points, title, None, annotate=False, size_by="batch_size" if len(points) else None)
+    fig = roofline(peaks, points, title, None, size_by="batch_size" if len(points) else None, zoom=True)
     ax = fig.axes[0]
     for _, g in points.groupby(["model", "phase"]) if len(points) else []:
         g = g.sort_values("batch_size")
@@ -530,7 +519,7 @@ def explorer_throughput(points: pd.DataFrame):
     )
     ax.set_xticks(batches, [str(b) for b in batches])
     ax.xaxis.set_minor_locator(NullLocator())  # the batch choices only, never 3x10^1-style minor labels
-    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    ax.legend(**BESIDE)
     fig.tight_layout()
     return fig
 
@@ -551,26 +540,14 @@ def explorer_roofline(peaks: pd.DataFrame, points: pd.DataFrame, title: str = "e
     fig, ax = subplots(figsize=(9, 6))
     _roofs(ax, peaks, np.geomspace(xlo, xhi, 256))
     for r in pts.itertuples():
-        ax.scatter(
-            [r.intensity_flop_per_byte],
-            [r.achieved_gflops],
-            color=r.color,
-            s=55,
-            edgecolor="black",
-            lw=0.5,
-            zorder=3,
-            marker=PHASE_MARKERS.get(str(getattr(r, "phase", "train")), "o"),
-            label=text(r.explored),
-        )
-    ax.set(
-        **LOG_LOG,
-        xlim=(xlo, xhi),
-        ylim=(ylo, yhi),
-        title=title,
-        xlabel="arithmetic intensity (FLOP/byte, compulsory traffic)",
-        ylabel="performance (GFLOP/s)",
-    )
-    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+        style = {
+            "color": r.color,
+            "s": 55,
+            "marker": PHASE_MARKERS.get(str(getattr(r, "phase", "train")), "o"),
+        }
+        ax.scatter([r.intensity_flop_per_byte], [r.achieved_gflops], label=text(r.explored), **style, **POINT)
+    ax.set(**ROOF_AXES, xlim=(xlo, xhi), ylim=(ylo, yhi), title=title)
+    ax.legend(**BESIDE)
     fig.tight_layout()
     return fig
 
@@ -590,7 +567,7 @@ def layer_figures(
     for model, g in layer_points.groupby("model", sort=False):
         path = Path(folder) / f"roofline_layers_{model}.png" if folder is not None else None
         title = f"{model}: top {top_k} layers by time (marker: level)"
-        figs[model] = roofline(peaks, g.head(top_k), title, path, label="op", hue="level", annotate=False)
+        figs[model] = roofline(peaks, g.head(top_k), title, path, label="op", hue="level")
     return figs
 
 
@@ -623,46 +600,29 @@ def per_model_rooflines(
         for i, (key, gd) in enumerate(g.groupby(by)):
             color = f"C{i % 10}"
             roof = fp32[fp32[by] == key] if by in fp32 else fp32.iloc[:0]
+            label = f"{key} ({gd.device_name.iloc[0]})" if by == "run_name" else key
             if len(roof):
                 r = roof.iloc[0]
-                ax.plot(x, np.minimum(r.peak_gflops, r.bandwidth_gbs * x), "-", color=color, lw=1)
-            label = f"{key} ({gd.device_name.iloc[0]})" if by == "run_name" else key
+                y, level = np.minimum(r.peak_gflops, r.bandwidth_gbs * x), r.get("level", "dram")
+                ax.plot(x, y, "-", color=color, lw=1, label=f"{label}: its measured fp32 {level} roof")
             phases = gd.groupby("phase", sort=False) if "phase" in gd else [("", gd)]
             for phase, gp in phases:  # one marker per phase: train and eval told apart
+                style = {"color": color, "s": 50, "marker": PHASE_MARKERS.get(str(phase), "o"), **POINT}
                 ax.scatter(
-                    gp.intensity_flop_per_byte,
-                    gp.achieved_gflops,
-                    color=color,
-                    edgecolor="black",
-                    s=50,
-                    marker=PHASE_MARKERS.get(str(phase), "o"),
-                    label=f"{label} {phase}".strip(),
-                    zorder=3,
+                    gp.intensity_flop_per_byte, gp.achieved_gflops, label=f"{label} {phase}".strip(), **style
                 )
         mine = seeds[seeds.model == model] if seeds is not None else pd.DataFrame()
         for j, ((seed, device, phase), gs) in enumerate(
             mine.groupby(["seed", "device", "phase"], sort=False) if len(mine) else []
         ):
-            ax.scatter(
-                gs.intensity_flop_per_byte,
-                gs.corrected * 1e3,
-                marker=PHASE_MARKERS.get(phase, "o"),
-                s=60,
-                facecolors="none",
-                edgecolors=THEIRS[j % len(THEIRS)],
-                lw=1.6,
-                zorder=4,
-                label=f"theirs: seed {seed[:3]} {device} {phase} (corrected)",
-            )
-        ax.set(
-            **LOG_LOG,
-            xlabel="arithmetic intensity (FLOP/byte)",
-            ylabel="performance (GFLOP/s)",
-            title=f"{model}{' across runs' if g[by].nunique() > 1 else ''} (measured fp32 DRAM roof"
-            f"{'; open markers: the seeds' if len(mine) else ''})",
-        )
-        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))  # beside the plot, never over it
+            style = {"marker": PHASE_MARKERS.get(phase, "o"), "s": 60, "fc": "none", "lw": 1.6, "zorder": 4}
+            label, edge = f"seed {seed[:3]} on its {device}, {phase} (corrected)", THEIRS[j % len(THEIRS)]
+            ax.scatter(gs.intensity_flop_per_byte, gs.corrected * 1e3, ec=edge, label=label, **style)
+        ax.set(**ROOF_AXES, title=model + (" across runs" if g[by].nunique() > 1 else ""))
+        said = "open markers: published by the seeds,\nmeasured on their own devices, not under these roofs"
+        ax.legend(**BESIDE, title_fontsize=7, title=said if len(mine) else None)
         fig.tight_layout()
+        _spread(ax)
         figs[model] = save(fig, Path(folder) / f"roofline_model_{model}.png")
     return figs
 

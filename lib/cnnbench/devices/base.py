@@ -374,15 +374,11 @@ class Backend:
 def sweep_sizes(
     levels: list[dict], dram_bytes: int, smallest: int = 16 * 2**10, step: float = 4.0
 ) -> list[int]:
-    """A geometric series (ratio ``step``) to ``dram_bytes``, plus 1/2 and 3/4 of each cache level."""
-    sizes = {int(smallest * step**k) for k in range(200) if smallest * step**k < dram_bytes}
-    sizes |= {
-        int(lv["capacity_bytes"] * f)
-        for lv in levels
-        for f in (0.5, 0.75)
-        if lv["capacity_bytes"] * f >= smallest
-    }
-    return sorted(sizes | {dram_bytes})
+    """A geometric series (ratio ``step``) below ``dram_bytes / 2``, plus 1/2 and 3/4 of each cache level and of
+    ``dram_bytes`` (main memory gets three sets of its own), and ``dram_bytes``."""
+    sizes = {int(smallest * step**k) for k in range(200) if smallest * step**k < dram_bytes / 2}
+    caps = [*(lv["capacity_bytes"] for lv in levels), dram_bytes]
+    return sorted(sizes | {int(c * f) for c in caps for f in (0.5, 0.75) if c * f >= smallest} | {dram_bytes})
 
 
 def stream_kernels(device: torch.device, working_set: int) -> dict:

@@ -318,9 +318,14 @@ class CudaBackend(Backend):
         ]
 
     def sweep_sizes(self, levels: list[dict], dram_bytes: int, threads: int) -> list[int]:
-        """The series, and a working set midway between the SMs' L1 and each level's capacity."""
-        mid = [(lv.get("above_bytes", 0) + lv["capacity_bytes"]) // 2 for lv in levels]
-        return sorted({*super().sweep_sizes(levels, dram_bytes, threads), *mid})
+        """The series, and three working sets between the SMs' L1 and each level's capacity (a roof is the median
+        of at least three: peaks.MIN_POINTS)."""
+        inside = [
+            lv["above_bytes"] + (lv["capacity_bytes"] - lv["above_bytes"]) * f
+            for lv in levels
+            for f in (0.3, 0.6, 0.9)
+        ]
+        return sorted({*super().sweep_sizes(levels, dram_bytes, threads), *map(int, inside)})
 
     @property
     def main_memory(self) -> str:

@@ -90,30 +90,42 @@ def knees(sweep: pd.DataFrame, drop: float = 0.3) -> list[int]:
     return [int(s) for s, nxt, b, bn in pairs if bn < (1 - drop) * b and nxt > s]
 
 
-def _level_row(inside: pd.DataFrame, lv: dict) -> dict:
-    """The best sweep row of one level's own working sets, labelled: kernel, sizes, threads, best of N calls."""
-    top = inside.loc[inside.bandwidth_gbs.idxmax()]
-    sizes = int((inside.kernel == top.kernel).sum())
-    lo, hi = inside.working_set_bytes.min(), inside.working_set_bytes.max()
-    how = [f"best {top.kernel} of {sizes} working set(s) in the level ({_fmt_bytes(lo)} to {_fmt_bytes(hi)})"]
-    if pd.notna(top.get("threads")):
-        how.append(f"{int(top.threads)} thread(s)")
-    if pd.notna(top.get("calls")):
-        how.append(f"best of {int(top.calls)} calls")
-    if isinstance(top.get("method"), str):
-        how.append(top.method)
+# a level's roof is the median of at least this many of its working sets: a level the sweep holds, not one point
+MIN_POINTS = 3
+
+
+def _level_row(inside: pd.DataFrame, lv: dict, need: int = MIN_POINTS) -> dict | None:
+    """A level's roof: per kernel, the median over the level's working sets of each set's best call; the kernel
+    with the highest median among those measured at ``need`` sets or more (None: none was), labelled."""
+    per = inside.groupby("kernel").bandwidth_gbs.agg(["median", "count", "min", "max"])
+    per = per[per["count"] >= need]
+    if per.empty:
+        return None
+    kernel = per["median"].idxmax()
+    top, rows = per.loc[kernel], inside[inside.kernel == kernel]
+    first, (lo, hi) = rows.iloc[0], (rows.working_set_bytes.min(), rows.working_set_bytes.max())
+    how = [
+        f"median {kernel} of {int(top['count'])} working sets in the level ({_fmt_bytes(lo)} to {_fmt_bytes(hi)}: "
+        f"{top['min']:,.1f} to {top['max']:,.1f} GB/s)"
+    ]
+    if pd.notna(first.get("threads")):
+        how.append(f"{int(first.threads)} thread(s)")
+    if pd.notna(first.get("calls")):
+        how.append(f"each the best of {int(first.calls)} calls")
+    if isinstance(first.get("method"), str):
+        how.append(first.method)
     return {
         **lv,
-        "bandwidth_gbs": float(top.bandwidth_gbs),
-        "kernel": top.kernel,
-        "sweep_points": sizes,
+        "bandwidth_gbs": float(top["median"]),
+        "kernel": kernel,
+        "sweep_points": int(top["count"]),
         "bandwidth_source": ", ".join(how) + f" ({lv['size_source']})",
         "bandwidth_note": "",
     }
 
 
 def _fmt_bytes(n: float) -> str:
-    return f"{n / 2**20:.3g} MiB" if n >= 2**20 else f"{n / 2**10:.3g} KiB"
+    return f"{n / 2**20:,.4g} MiB" if n >= 2**20 else f"{n / 2**10:.3g} KiB"
 
 
 # the main-memory roof comes from working sets of at least this many times the last cache
@@ -122,11 +134,11 @@ MAIN_MEMORY_FACTOR = 4
 
 def level_roofs(sweep: pd.DataFrame, levels: list[dict], main: str = "dram") -> pd.DataFrame:
     """One bandwidth per memory level, each from that level's own working sets only (above the previous level's
-    capacity, up to its own): the best rate among them, with the kernel, sizes, threads and calls it took.
+    capacity, up to its own): the median of :func:`_level_row`, with the kernel, sizes, threads and calls.
 
     An inner level measured slower than an outer one keeps its measured value; ``bandwidth_note`` says so. A
-    level with no working set of its own gets no row (no other level's value stands in). Levels from sysfs when
-    given; otherwise the sweep's knees bound them (named l1, l2, ... in order)."""
+    level with fewer than MIN_POINTS working sets of its own gets no row (no other level's value stands in).
+    Levels from sysfs when given; otherwise the sweep's knees bound them (named l1, l2, ... in order)."""
     if not levels:
         levels = [
             {"level": f"l{i + 1}", "size_bytes": k, "capacity_bytes": k, "size_source": "knee of the sweep"}
@@ -135,23 +147,23 @@ def level_roofs(sweep: pd.DataFrame, levels: list[dict], main: str = "dram") -> 
     ws = sweep.working_set_bytes
     rows, lower = [], 0
     for lv in levels:  # a level's own working sets: past the one inside it (and its ``above_bytes``, if any)
-        inside = sweep[(ws > max(lower, lv.get("above_bytes") or 0)) & (ws <= lv["capacity_bytes"])]
-        if len(inside):
-            rows.append(_level_row(inside, lv))
+        inside = (ws > max(lower, lv.get("above_bytes") or 0)) & (ws <= lv["capacity_bytes"])
+        rows.append(_level_row(sweep[inside], lv))
         lower = lv["capacity_bytes"]
     # Main memory from working sets of at least MAIN_MEMORY_FACTOR x the last cache only: just past it, part of
     # the set is still cache-resident, as ERT and STREAM size their arrays.
-    outer = sweep[ws >= MAIN_MEMORY_FACTOR * lower] if lower else sweep[ws == ws.max()]
-    note = ""
-    if outer.empty:  # no working set far enough beyond the caches: the largest one stands in, said so
-        outer = sweep[ws == ws.max()]
-        note = (
-            f"no working set of at least {MAIN_MEMORY_FACTOR}x the last cache was measured: the largest one "
-            "stands in"
-        )
     level = {"level": main, "size_bytes": None, "capacity_bytes": None, "size_source": "main memory"}
-    rows.append({**_level_row(outer, level), "bandwidth_note": note})
-    df = pd.DataFrame(rows)
+    row = _level_row(sweep[ws >= MAIN_MEMORY_FACTOR * lower] if lower else sweep.iloc[:0], level)
+    if (
+        row is None
+    ):  # too few sets far enough past the caches: each kernel's largest past them stand in, said so
+        past = sweep[ws > lower] if (ws > lower).any() else sweep
+        largest = past[past.groupby("kernel").working_set_bytes.rank(ascending=False) <= MIN_POINTS]
+        row = _level_row(largest, level, need=1) | {
+            "bandwidth_note": f"fewer than {MIN_POINTS} working sets of at least {MAIN_MEMORY_FACTOR}x the last "
+            f"cache were measured: the largest {MIN_POINTS} past it stand in"
+        }
+    df = pd.DataFrame([r for r in rows if r] + [row])
     for i in range(len(df) - 1):  # flag, never overwrite, an inner level slower than an outer one
         faster = df.iloc[i + 1 :][df.bandwidth_gbs.iloc[i + 1 :] > df.bandwidth_gbs.iloc[i]]
         if len(faster):
@@ -215,17 +227,16 @@ def _measure(device: torch.device, matmul_size: int, stream_mb: int, repeats: in
     n = matmul_size or b.default_matmul_size()
     levels = b.cache_levels(threads)
     dram_bytes, note = 2 * stream_mb * 2**20, ""
-    outermost = max((lv["capacity_bytes"] for lv in levels), default=0)
-    if dram_bytes < 4 * outermost:
-        dram_bytes, note = 4 * outermost, f" (raised from 2 x {stream_mb} MiB to 4x the last cache)"
+    # half and three quarters of dram_bytes are swept too: MIN_POINTS sets of main memory at least
+    far = 2 * MAIN_MEMORY_FACTOR * max((lv["capacity_bytes"] for lv in levels), default=0)
+    if dram_bytes < far:
+        dram_bytes, note = far, f" (raised from 2 x {stream_mb} MiB to {far // 2**20} MiB, 8x the last cache)"
     sizes = b.sweep_sizes(levels, dram_bytes, threads)
     progress.note(f"roofline: memory bandwidth over {len(sizes)} working sets on {threads} threads")
     sweep = bandwidth_sweep(device, sizes, repeats, threads=threads)
     main = b.main_memory
     roofs = level_roofs(sweep, levels, main)
     roofs = pd.concat([roofs[roofs.level == main], roofs[roofs.level != main]])  # main memory first
-    dram = sweep.loc[sweep.groupby("kernel").working_set_bytes.idxmax()]  # each kernel's largest working set
-    stream = {f"{k}_gbs": float(g.bandwidth_gbs.max()) for k, g in dram.groupby("kernel")}
     rows, spec = [], {r["precision"]: r["peak_gflops"] for r in b.spec(threads)[0] if r.get("peak_gflops")}
     for precision in b.roof_precisions():
         progress.note(f"roofline: {precision} compute roof (matmul {n}, two convolutions)")
@@ -266,7 +277,6 @@ def _measure(device: torch.device, matmul_size: int, stream_mb: int, repeats: in
                     "matmul_gflops": mm["best"],
                     "matmul_gflops_median": mm["median"],
                     "conv3x3_gflops": conv["best"],
-                    **stream,
                     "threads": threads,
                     "bandwidth_note": lv.bandwidth_note,
                     "peak_note": peak_note,

@@ -100,6 +100,29 @@ def own_series(rank: dict) -> list[dict]:
     return rank["series"] if rank["rank"] == 0 else [s for s in rank["series"] if s["metric"] in PER_PROCESS]
 
 
+def own_ranks(ranks: list[dict], cores: int) -> list[dict]:
+    """The ranks' telemetry with "other processes' CPU" less the run's other ranks' own CPU (they are this run,
+    not other processes): each rank's summary mean, and each sample less the others' samples nearest in time."""
+    own = {
+        r["rank"]: [(s["t_s"], s["value"]) for s in r["series"] if s["metric"] == PER_PROCESS[0]]
+        for r in ranks
+    }
+    out, key = [], "util_other_cpu_mean_pct"
+    for rank in ranks:
+        others = [own[r["rank"]] for r in ranks if r is not rank and own[r["rank"]]]
+        near = [sum(min(o, key=lambda p: abs(p[0] - s["t_s"]))[1] for o in others) for s in rank["series"]]
+        series = [
+            {**s, "value": max(s["value"] - cpu / cores, 0.0)} if s["metric"] == "util_other_cpu_pct" else s
+            for s, cpu in zip(rank["series"], near, strict=True)
+        ]
+        mean = sum(r["summary"].get("util_process_cpu_mean_pct", 0.0) for r in ranks if r is not rank) / cores
+        summary = rank["summary"] | (
+            {key: max(rank["summary"][key] - mean, 0.0)} if key in rank["summary"] else {}
+        )
+        out.append({**rank, "series": series, "summary": summary})
+    return out
+
+
 def rank_summary(rank: int, summary: dict) -> dict:
     """Per-device telemetry columns of one rank: its mean utilisation (%) and GPU power (W)."""
     out = {}
@@ -228,7 +251,7 @@ def run_all(run, launcher=launch, log=progress.say) -> list[dict]:
                 measured_steps=p.scaling_steps,
                 repeats=p.scaling_repeats,
             )
-            for rank in res["ranks"]:
+            for rank in own_ranks(res["ranks"], os.cpu_count() or 1):
                 row.update(rank_summary(rank["rank"], rank["summary"]))
                 timelines.record(
                     run.path(timelines.FILE),
