@@ -209,18 +209,19 @@ def host_costs(rows: pd.DataFrame) -> pd.DataFrame:
     (:func:`_host_line`); else its kind's default (:func:`default_host`)."""
     ops_of, out = _op_counts(rows), []
     for i, r in rows.iterrows():
+        line, why = (math.nan, math.nan), ""
         if not _queued(r.device_kind):
-            out.append((0.0, "a host device: its fitted overhead stands for the host"))
-        elif pd.notna(getattr(r, "host_step_s", math.nan)):
-            out.append((r.host_step_s * ops_of[i] / r.host_ops, f"measured by 04 in {r.run_name}"))
-        else:
+            line, why = (0.0, 0.0), "a host device: its fitted overhead stands for the host"
+        elif pd.notna(r.get("host_step_s")):
+            line, why = (0.0, r.host_step_s / r.host_ops), f"measured by 04 in {r.run_name}"
+        elif pd.notna(r.get("run_name")):
             others = rows[(rows.run_name == r.run_name) & (rows.phase == r.phase) & (rows.model != r.model)]
             others = others.drop_duplicates(KEYS)  # a configuration 02 and 03 share counts once
-            (a, c), why = _host_line(others.batch_size / others.rate_img_s, ops_of[others.index]), "through "
-            why += f"{r.run_name}'s other models' {r.phase} steps"
-            if math.isnan(a):  # a published row, or too few other models
-                (a, c), why = default_host(r.device_kind, r.phase)
-            out.append((a + c * ops_of[i], why))
+            line = _host_line(others.batch_size / others.rate_img_s, ops_of[others.index])
+            why = f"through {r.run_name}'s other models' {r.phase} steps"
+        if math.isnan(line[0]):  # a published row or a device not at hand, or too few other models
+            line, why = default_host(r.device_kind, r.phase)
+        out.append((line[0] + line[1] * ops_of[i], why))
     return pd.DataFrame(out, index=rows.index, columns=["host_s", "host_source"])
 
 
@@ -407,10 +408,13 @@ def _fitted(train: pd.DataFrame, kind: str) -> Fit:
 def _span(rows: pd.DataFrame, kind: str, host_bound: bool, model=None) -> tuple[float, float]:
     """The range of rate / predicted a ``kind`` prediction carries: as far either way as the worst out-of-sample
     error of the rows it stands on, device-bound or host-bound as ``host_bound`` says, ``model``'s own rows left out
-    (a row's range is no summary of its own error); NaN where there are none."""
+    (a row's range is no summary of its own error); the device-bound rows' where none is bound alike."""
     kinds = set(_fit_rows(rows, kind)[1].split("+"))
-    on = rows.device_kind.isin(kinds) & (rows.verdict == (HOST_BOUND if host_bound else "device"))
-    worst = np.log(rows.rate_img_s / rows.predicted_img_s)[on & (rows.model != model)].abs().max()
+    errors = np.log(rows.rate_img_s / rows.predicted_img_s)[
+        rows.device_kind.isin(kinds) & (rows.model != model)
+    ]
+    alike = errors[rows.verdict == (HOST_BOUND if host_bound else "device")]
+    worst = (alike if alike.notna().any() else errors[rows.verdict == "device"]).abs().max()
     return math.exp(-worst), math.exp(worst)
 
 
@@ -456,7 +460,7 @@ def what_if(rows: pd.DataFrame, targets=None, on=WHAT_IF, precision: str = "fp32
 
 def step_times(configs, device: str) -> list[float]:
     """Predicted seconds of one step of each configuration (model, phase, batch_size, image_size, num_classes,
-    precision) on ``device`` of device_specs.csv, fitted on the seeds' device-bound rows of its kind; at the fp32
+    precision) on ``device`` of device_specs.csv, fitted on the :func:`known` device-bound rows of its kind; at the fp32
     roofs where the device has no peak at a configuration's precision. :class:`Refused` for a device with no fp32
     peak."""
     fp32 = spec_roof(device)
@@ -467,8 +471,20 @@ def step_times(configs, device: str) -> list[float]:
         except Refused:
             roofs[c.precision] = fp32
     t = pd.DataFrame([{**roofs[c.precision], **{k: getattr(c, k) for k in KEYS}} for c in configs])
-    p = predict(t.join(host_costs(t)), _fitted(*_fit_rows(judged(published_rows()), fp32["device_kind"])))
+    p = predict(t.join(host_costs(t)), _fitted(*_fit_rows(known(), fp32["device_kind"])))
     return list(t.batch_size / p.predicted_img_s)
+
+
+@functools.cache
+def known() -> pd.DataFrame:
+    """What a prediction for a device not at hand stands on: the seeds' rates and the committed examples' 02 and 03
+    rows (examples/, each a run on its device), scored out of sample."""
+    from cnnbench import paths
+    from cnnbench.results import runs
+
+    examples = sorted(e.parent for e in (paths.repo_root() / "examples").glob("*/environment.json"))
+    measured = measured_rows(runs.load(examples))
+    return scored(judged(pd.concat([published_rows(), measured], ignore_index=True)))
 
 
 def table(merged) -> pd.DataFrame:
@@ -518,8 +534,8 @@ def figure(t: pd.DataFrame, path=None):
 
 
 def one(model: str, device: str, phase="train", batch_size=None, image_size=None, precision="fp32") -> dict:
-    """``cnnbench predict``: one prediction (the workbook's defaults where a size is None) fitted on the seeds'
-    device-bound rows; :class:`Refused` (one line) for an unknown model, device or precision before any work."""
+    """``cnnbench predict``: one prediction (the workbook's defaults where a size is None) fitted on what is
+    :func:`known`; :class:`Refused` (one line) for an unknown model, device or precision before any work."""
     from cnnbench.params import Params
 
     try:
@@ -530,8 +546,19 @@ def one(model: str, device: str, phase="train", batch_size=None, image_size=None
     _, _, size, classes = spec.data_for(p.dataset, image_size or p.image_size, p.num_classes)
     batch = batch_size or p.batch_size_for(model)
     target = pd.DataFrame([[model, phase, batch, size, classes]], columns=[*KEYS[:1], "phase", *KEYS[1:4]])
-    r = what_if(scored(judged(published_rows())), target, {roof["device"]: "cnnbench"}, precision).iloc[0]
-    keys = ["model", "device", "phase", "batch_size", "image_size", "precision", "bound", "fit", "roof"]
+    r = what_if(known(), target, {roof["device"]: "cnnbench"}, precision).iloc[0]
+    keys = [
+        "model",
+        "device",
+        "phase",
+        "batch_size",
+        "image_size",
+        "precision",
+        "bound",
+        "fit",
+        "roof",
+        "host_source",
+    ]
     out = {k: r[k].item() if hasattr(r[k], "item") else r[k] for k in keys}
     return {**out, "img_s": r.predicted_img_s, "low": r.low_img_s, "high": r.high_img_s}
 
@@ -559,7 +586,8 @@ def main(argv: list[str]) -> int:
     text = (
         "{model} {phase} on {device} (batch {batch_size}, {image_size} px, {precision}): {img_s:,.0f} img/s "
         "({low:,.0f} to {high:,.0f}), bound: {bound}\nmethod: each op's FLOPs and bytes (forward, backward, "
-        "optimizer) against the roofs ({roof}) at fitted efficiencies, plus a per-op overhead\nfit: {fit}"
+        "optimizer) against the roofs ({roof}) at fitted efficiencies, plus a per-op overhead; the larger of that "
+        "and the host's time to issue the step where the device queues work\nfit: {fit}\nhost: {host_source}"
     )
     print(json.dumps(r) if a.json else text.format(**r))
     return 0

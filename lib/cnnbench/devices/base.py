@@ -77,18 +77,21 @@ CPU_PROTOCOL = {
     "tune_max_batch_size": 128, "tune_confirm_top": 1, "tune_confirm_window_s": 2.0, "peak_repeats": 3,
     "profile_steps": 2,
 }  # fmt: skip
-# An accelerator's: what a GPU user compares (NVIDIA's and timm's ResNet-50 benchmarks, MLPerf): seed 000's and
-# 003's 224 px, fp32 and TF32 baselines beside autocast with channels_last (each variant, or the first of a list
-# of alternatives, that the device runs), seed 003's 10 warm-up steps, windows of at least 1 s (NVML's energy
-# resolution) in 3 processes; 06 on the accelerator alone, 07 on ResNet-50 with its compile modes.
+# An accelerator's: what a GPU user compares (NVIDIA's and timm's ResNet-50 benchmarks, MLPerf): seed 000's four
+# models at the 224 px seeds 000 and 003 trained at, fp32 and TF32 baselines beside autocast with channels_last
+# (each variant, or the first of a list of alternatives, that the device runs), seed 003's 10 warm-up steps, windows
+# of at least 1 s (NVML's energy resolution) in 3 processes, no epochs (seed 000's Table 2 is the CPU's); 06 on the
+# accelerator alone (its own DenseNet-121), 07 on ResNet-50 with its compile modes.
 ACCELERATOR_PROTOCOL = {
     **CPU_PROTOCOL, "image_size": 224, "warmup_steps": 10, "min_window_s": 1.0, "adapt_budget_s": 15,
+    "models": ["resnet18", "mobilenet_v2", "resnet50", "squeezenet1_1"], "epoch_mode": False,
+    "sweep": {"squeezenet1_1": [64, 128, 256, 512], "resnet50": [64, 128, 256]}, "tune_guard_budget_s": 120,
     "variants": [
         {"precision": "fp32", "memory_format": "nchw", "compile": False},
         {"precision": "tf32", "memory_format": "nchw", "compile": False},
         [{"precision": p, "memory_format": "channels_last", "compile": False} for p in ("bf16", "fp16")],
     ],
-    "synthetic_images": 512, "sweep": {"squeezenet1_1": [64, 128, 256, 512], "resnet50": [64, 128, 256]},
+    "synthetic_images": 512,
     "transfer_image_size": 224, "transfer_batch_sizes": [32, 64], "transfer_train_images": 256,
     "transfer_val_images": 128, "phase_batch_size": 32, "profile_batch_size": 16, "scaling_batch_size": 64,
     "tune_models": ["resnet50"], "tune_budget_s": 60, "tune_min_batch_size": 64, "tune_max_batch_size": 512,
@@ -108,6 +111,10 @@ class Backend:
     min_call_s = 0.005  # the shortest timed call of a roofline kernel (launch and clock costs vanish in it)
     main_memory = "dram"
     protocol = CPU_PROTOCOL
+    # a first run's time estimate (cnnbench.eta): a notebook's kernel start-up and imports, a fresh worker process
+    # (interpreter, torch, model built) and a step where the protocol fixes steps, seconds; rough figures for a
+    # 2-core CPU
+    budget = {"kernel_s": 5.0, "process_s": 1.5, "step_s": 0.5}
 
     def __init__(self, device: torch.device):
         self.device = device
