@@ -413,3 +413,37 @@ def test_the_busy_share_is_profiled_once_per_configuration_and_merged(fake_gpu, 
 def test_a_host_device_has_no_busy_share():
     row = engine.measure(cfg(), CPU, FAST)
     assert "device_busy_pct" not in row or row["device_busy_pct"] != row["device_busy_pct"]
+
+
+# --- issue 41: a GPU's round measured in one fresh worker (its processes take seconds to start) --------------------
+
+
+class _SharedWorkers(devices.CpuBackend):
+    """The CPU, marked as a kind whose round's configurations share one fresh worker (as CUDA's do)."""
+
+    round_worker = True
+
+
+def test_a_round_shares_one_fresh_worker_where_the_device_kind_says_so(tmp_path, monkeypatch):
+    from cnnbench.measure import worker
+
+    started = []
+    real = worker._in_worker
+    monkeypatch.setattr(worker, "_in_worker", lambda *a, **k: started.append(a[2][0]) or real(*a, **k))
+    configs = [cfg(), cfg(batch_size=16), cfg(phase="eval")]
+    with devices.using(_SharedWorkers):
+        rows = runner.run_configs(configs, CPU, FAST, tmp_path / "r.csv", isolate=True)
+    assert [r["status"] for r in rows] == ["ok"] * 3 and {r["isolation"] for r in rows} == {"round_worker"}
+    assert len(started) == FAST.processes and all(len(round_cfgs) == 3 for round_cfgs in started)
+    assert all(int(float(r["processes_measured"])) == FAST.processes for r in rows)
+
+
+def test_a_shared_worker_that_dies_crashes_its_configuration_and_the_round_goes_on(tmp_path, monkeypatch):
+    monkeypatch.setenv("CNNBENCH_TEST_WORKER_HOOK", '{"squeezenet1_1": "segfault"}')
+    configs = [cfg(model="squeezenet1_1", image_size=32, in_channels=3), cfg(), cfg(phase="eval")]
+    with devices.using(_SharedWorkers):
+        rows = runner.run_configs(configs, CPU, FAST, tmp_path / "r.csv", isolate=True)
+    by_model = {(r["model"], r["phase"]): r for r in rows}
+    assert by_model["squeezenet1_1", "train"]["status"] == "crashed"
+    assert "SIGSEGV" in by_model["squeezenet1_1", "train"]["error"]
+    assert [by_model["mnist_cnn", ph]["status"] for ph in ("train", "eval")] == ["ok", "ok"]

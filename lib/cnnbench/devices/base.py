@@ -106,6 +106,9 @@ class Backend:
     on_host = True  # the host CPU is the measured device (its threads and speed are the measurement's)
     own_memory = False  # it has memory of its own (else it shares the host's: the host's limits are its own)
     queued = False  # work is queued and runs later: synchronise before reading a clock
+    # one fresh worker measures every configuration of a round (its memory peaks reset per configuration and a
+    # process takes seconds to start), else one worker per configuration (the host's RSS peak is a process's own)
+    round_worker = False
     pins = False  # pinned host memory speeds copies to this device
     ddp_backend = "gloo"  # torch.distributed backend of its data-parallel runs
     min_call_s = 0.005  # the shortest timed call of a roofline kernel (launch and clock costs vanish in it)

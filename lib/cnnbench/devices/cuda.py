@@ -57,7 +57,7 @@ FILLING, FILL_BYTES = {"resnet50": 256}, 32 * 2**30
 class CudaBackend(Backend):
     kind = torch_type = "cuda"
     on_host = False
-    queued = pins = autotunes = own_memory = True
+    queued = pins = autotunes = own_memory = round_worker = True
     ddp_backend = "nccl"
     min_call_s = 0.05
     op_time = "device"

@@ -93,12 +93,24 @@ def _typed_window(w: dict) -> dict:
     return out
 
 
-def _measure_once(cfg: Config, device, p, dataset, isolate: bool, busy: bool) -> dict:
+def _measured(pairs, device, p, datasets: list, isolate: bool, until: float) -> list[dict | None]:
+    """Rows of ``pairs`` (state, process), measured until ``until`` (perf_counter) passes: in one fresh worker for
+    them all where the device's kind shares a round's worker (:attr:`cnnbench.devices.Backend.round_worker`), else
+    each in a worker of its own (``isolate``) or in this process; None for one not measured."""
     from cnnbench.measure import worker
 
-    if isolate:
-        return worker.measure_isolated(cfg, device, p, dataset, busy)
-    return engine.measure(cfg, device, p, dataset, busy=busy)
+    busy = [process == 1 for _, process in pairs]  # the device's busy share: profiled in a first process
+    if isolate and devices.backend(device).round_worker and time.perf_counter() < until:
+        return worker.measure_round([s.cfg for s, _ in pairs], device, p, datasets, busy)
+    rows = []
+    for (s, _), dataset, profile in zip(pairs, datasets, busy, strict=True):
+        if time.perf_counter() >= until:
+            rows.append(None)
+        elif isolate:
+            rows.append(worker.measure_isolated(s.cfg, device, p, dataset, profile))
+        else:
+            rows.append(engine.measure(s.cfg, device, p, dataset, busy=profile))
+    return rows
 
 
 def _record(
@@ -234,19 +246,19 @@ def merge(state: _Config, stop_reason: str, steps: ResultsFile | None) -> dict:
 def _rounds(
     states: list[_Config],
     p,
-    measure_one: Callable[[_Config, int], None],
+    measure: Callable[[list, float], None],
     probe: Callable[[], None] = lambda: None,
 ) -> dict:
     """Measure in rounds, each in a seeded random order, until every configuration has its least processes,
-    then more for those wider than the target while the budget lasts; returns each one's stop reason."""
+    then more for those wider than the target while the budget lasts; returns each one's stop reason.
+    ``measure(pairs, until)``: each (state, process) of a round, until perf_counter passes ``until``."""
     reasons: dict[int, str] = {}
     least = max(p.processes, 1)
     order = random.Random(f"rounds {p.seed}")
     for _ in range(least):
         probe()
-        for s in order.sample(states, len(states)):
-            if s.failure is None and s.count < least:
-                measure_one(s, s.count + 1)
+        todo = [s for s in order.sample(states, len(states)) if s.failure is None and s.count < least]
+        measure([(s, s.count + 1) for s in todo], math.inf)
     started = time.perf_counter()
     while True:
         wide = [
@@ -257,10 +269,7 @@ def _rounds(
         if not wide or time.perf_counter() - started >= p.adapt_budget_s:
             break
         probe()
-        for s in order.sample(wide, len(wide)):
-            if time.perf_counter() - started >= p.adapt_budget_s:
-                break
-            measure_one(s, s.count + 1)
+        measure([(s, s.count + 1) for s in order.sample(wide, len(wide))], started + p.adapt_budget_s)
     for i, s in enumerate(states):
         if s.ci_pct() <= p.ci_target_pct:
             reasons[i] = "target" if s.count > least else "processes"
@@ -316,21 +325,24 @@ def run_configs(
     total = sum(max(p.processes - len(s.processes), 0) for s in states)
     progress = bar(total=total, desc=desc, unit="process")
 
-    def measure_one(state: _Config, process: int) -> None:
-        i = id(state)
-        if i not in datasets:
-            datasets[i] = dataset_for(state.cfg) if dataset_for else None
-        row = _measure_once(state.cfg, device, p, datasets[i], isolate, busy=process == 1)
-        state.attempts = process
-        row["process"] = process
-        process_done(row, process, max(p.processes, process))
-        _record(state, row, process, files, source or desc, probed["img_s"])
-        progress.update(1)
-        if state.failure is not None:
-            state.failure = {**state.failure, **state.key, "processes_measured": len(state.processes)}
+    def measure(pairs: list, until: float) -> None:
+        for s, _ in pairs:
+            if id(s) not in datasets:
+                datasets[id(s)] = dataset_for(s.cfg) if dataset_for else None
+        rows = _measured(pairs, device, p, [datasets[id(s)] for s, _ in pairs], isolate, until)
+        for (state, process), row in zip(pairs, rows, strict=True):
+            if row is None:  # not measured: the budget ran out, or the round's worker died before it
+                continue
+            state.attempts = process
+            row["process"] = process
+            process_done(row, process, max(p.processes, process))
+            _record(state, row, process, files, source or desc, probed["img_s"])
+            progress.update(1)
+            if state.failure is not None:
+                state.failure = {**state.failure, **state.key, "processes_measured": len(state.processes)}
 
     try:
-        reasons = _rounds(states, p, measure_one, probe)
+        reasons = _rounds(states, p, measure, probe)
     finally:
         progress.close()
     for i, s in enumerate(states):
