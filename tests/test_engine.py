@@ -392,16 +392,18 @@ def test_a_rerun_with_another_image_size_shows_only_its_own_rows(tmp_path):
 # --- issue 41: how much of a step the GPU is busy, measured over steps, not one NVML sample ------------------------
 
 
-@pytest.mark.parametrize("share, bound", [(0.2, "host-bound (launch overhead)"), (0.9, "device")])
-def test_a_gpu_busy_less_than_half_its_step_is_host_bound(fake_gpu, share, bound):
-    fake_gpu.busy_share = share
+@pytest.mark.parametrize("busy_s, bound", [(1e-9, "host-bound (launch overhead)"), (10.0, "device")])
+def test_a_gpu_busy_less_than_half_its_step_is_host_bound(fake_gpu, busy_s, bound):
+    """The busy share is the device's work per step over the windows' wall time per step."""
+    fake_gpu.busy_share = busy_s
     row = engine.measure(cfg(), CPU, FAST)
     assert row["status"] == "ok", row["error"]
-    assert row["device_busy_pct"] == pytest.approx(100 * share, rel=0.5) and row["step_bound"] == bound
+    per_step = row["window_time_s"] / row["n_steps"]
+    assert row["device_busy_pct"] == pytest.approx(100 * busy_s / per_step) and row["step_bound"] == bound
 
 
 def test_the_busy_share_is_profiled_once_per_configuration_and_merged(fake_gpu, tmp_path):
-    fake_gpu.busy_share = 0.2
+    fake_gpu.busy_share = 1e-9
     calls = []
     busy = fake_gpu.busy_s
     fake_gpu.busy_s = lambda self, step, n: calls.append(n) or busy(self, step, n)

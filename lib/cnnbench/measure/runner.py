@@ -93,24 +93,25 @@ def _typed_window(w: dict) -> dict:
     return out
 
 
-def _measured(pairs, device, p, datasets: list, isolate: bool, until: float) -> list[dict | None]:
-    """Rows of ``pairs`` (state, process), measured until ``until`` (perf_counter) passes: in one fresh worker for
-    them all where the device's kind shares a round's worker (:attr:`cnnbench.devices.Backend.round_worker`), else
-    each in a worker of its own (``isolate``) or in this process; None for one not measured."""
+def _measure(pairs, device, p, datasets: list, isolate: bool, until: float, record) -> None:
+    """``record(state, process, row)`` for each of ``pairs`` (state, process) as it is measured, until
+    ``until`` (perf_counter) passes: in one fresh worker for them all where the device's kind shares a round's
+    worker (:attr:`cnnbench.devices.Backend.round_worker`), else each in a worker of its own (``isolate``) or in
+    this process."""
     from cnnbench.measure import worker
 
     busy = [process == 1 for _, process in pairs]  # the device's busy share: profiled in a first process
-    if isolate and devices.backend(device).round_worker and time.perf_counter() < until:
-        return worker.measure_round([s.cfg for s, _ in pairs], device, p, datasets, busy)
-    rows = []
-    for (s, _), dataset, profile in zip(pairs, datasets, busy, strict=True):
+    if isolate and devices.backend(device).round_worker and pairs and time.perf_counter() < until:
+        cfgs = [s.cfg for s, _ in pairs]
+        worker.measure_round(cfgs, device, p, datasets, busy, lambda i, row: record(*pairs[i], row))
+        return
+    for (s, process), dataset, profile in zip(pairs, datasets, busy, strict=True):
         if time.perf_counter() >= until:
-            rows.append(None)
-        elif isolate:
-            rows.append(worker.measure_isolated(s.cfg, device, p, dataset, profile))
+            return
+        if isolate:
+            record(s, process, worker.measure_isolated(s.cfg, device, p, dataset, profile))
         else:
-            rows.append(engine.measure(s.cfg, device, p, dataset, busy=profile))
-    return rows
+            record(s, process, engine.measure(s.cfg, device, p, dataset, busy=profile))
 
 
 def _record(
@@ -325,21 +326,20 @@ def run_configs(
     total = sum(max(p.processes - len(s.processes), 0) for s in states)
     progress = bar(total=total, desc=desc, unit="process")
 
+    def record(state: _Config, process: int, row: dict) -> None:
+        state.attempts = process
+        row["process"] = process
+        process_done(row, process, max(p.processes, process))
+        _record(state, row, process, files, source or desc, probed["img_s"])
+        progress.update(1)
+        if state.failure is not None:
+            state.failure = {**state.failure, **state.key, "processes_measured": len(state.processes)}
+
     def measure(pairs: list, until: float) -> None:
         for s, _ in pairs:
             if id(s) not in datasets:
                 datasets[id(s)] = dataset_for(s.cfg) if dataset_for else None
-        rows = _measured(pairs, device, p, [datasets[id(s)] for s, _ in pairs], isolate, until)
-        for (state, process), row in zip(pairs, rows, strict=True):
-            if row is None:  # not measured: the budget ran out, or the round's worker died before it
-                continue
-            state.attempts = process
-            row["process"] = process
-            process_done(row, process, max(p.processes, process))
-            _record(state, row, process, files, source or desc, probed["img_s"])
-            progress.update(1)
-            if state.failure is not None:
-                state.failure = {**state.failure, **state.key, "processes_measured": len(state.processes)}
+        _measure(pairs, device, p, [datasets[id(s)] for s, _ in pairs], isolate, until, record)
 
     try:
         reasons = _rounds(states, p, measure, probe)

@@ -87,14 +87,16 @@ def _jobs(cfgs, device_spec: str, p, datasets, hooks: str, known_flops, busy, is
 
 def measure_isolated(cfg: engine.Config, device: torch.device, p, dataset=None, busy: bool = True) -> dict:
     """:func:`cnnbench.measure.engine.measure` in a fresh worker process; a worker that dies gives a ``crashed`` row."""
-    return measure_round([cfg], device, p, [dataset], [busy])[0]
+    rows = []
+    measure_round([cfg], device, p, [dataset], [busy], lambda i, row: rows.append(row))
+    return rows[0]
 
 
-def measure_round(cfgs: list, device: torch.device, p, datasets: list, busy: list[bool]) -> list[dict | None]:
+def measure_round(cfgs: list, device: torch.device, p, datasets: list, busy: list[bool], on_row) -> None:
     """Each of ``cfgs`` measured in turn, in one fresh worker process where there are several (isolation
     "round_worker": a device whose memory peaks reset per configuration and whose processes take seconds to start),
-    else in its own ("worker"). A worker that dies gives the configuration it was measuring a ``crashed`` row and
-    leaves those after it unmeasured (None)."""
+    else in its own ("worker"); ``on_row(i, row)`` as each row arrives. A worker that dies gives the configuration
+    it was measuring a ``crashed`` row and leaves those after it unmeasured."""
     known_flops = []
     for cfg in cfgs:  # counted once here, not again in the worker (it would also add to its memory peak)
         try:
@@ -106,15 +108,16 @@ def measure_round(cfgs: list, device: torch.device, p, datasets: list, busy: lis
     ]  # the worker's are the run's
     isolation = "worker" if len(cfgs) == 1 else "round_worker"
     hooks = os.environ.get(HOOK_ENV, "")
-    rows, exitcode = _in_worker(
+    got = []
+    exitcode = _in_worker(
         _jobs,
         f"cnnbench-worker-{cfgs[0].model}",
         (cfgs, str(device), p, datasets, hooks, known_flops, busy, isolation),
+        lambda row: on_row(len(got), row) or got.append(row),
         len(cfgs),
     )
-    if len(rows) < len(cfgs):
-        rows.append({**engine.crashed(cfgs[len(rows)], device, p, exitcode), "isolation": isolation})
-    return rows + [None] * (len(cfgs) - len(rows))
+    if len(got) < len(cfgs):
+        on_row(len(got), {**engine.crashed(cfgs[len(got)], device, p, exitcode), "isolation": isolation})
 
 
 def _entered(target, start_method: str | None, *args) -> None:
@@ -128,9 +131,10 @@ def _entered(target, start_method: str | None, *args) -> None:
     target(*args)
 
 
-def _in_worker(target, name: str, args: tuple, expected: int = 1) -> tuple[list, int | None]:
-    """``target(*args, conn)`` in a fresh worker process: (the rows it sent, up to ``expected``, fewer if it died;
-    its exit code). Interrupted, the worker is killed, so it does not go on measuring on the same cores."""
+def _in_worker(target, name: str, args: tuple, on_row, expected: int = 1) -> int | None:
+    """``target(*args, conn)`` in a fresh worker process, ``on_row(row)`` for each row it sends (up to ``expected``,
+    fewer if it dies); returns its exit code. Interrupted, the worker is killed, so it does not go on measuring on
+    the same cores."""
     ctx = _context()
     receive, send = ctx.Pipe(duplex=False)
     proc = ctx.Process(
@@ -139,21 +143,22 @@ def _in_worker(target, name: str, args: tuple, expected: int = 1) -> tuple[list,
     with _main_not_rerun():
         proc.start()
     send.close()
-    rows: list = []
+    received = 0
     try:
-        while len(rows) < expected and (proc.is_alive() or receive.poll(0)):
+        while received < expected and (proc.is_alive() or receive.poll(0)):
             if receive.poll(0.2):
                 try:
-                    rows.append(receive.recv())
+                    on_row(receive.recv())
                 except EOFError:
                     break
+                received += 1
         proc.join()
     finally:
         if proc.is_alive():
             proc.kill()
             proc.join()
         receive.close()
-    return rows, proc.exitcode
+    return proc.exitcode
 
 
 def _call_job(fn, args: tuple, device_spec: str, threads: int, conn) -> None:
@@ -181,5 +186,6 @@ def call_isolated(
     ``isolation="worker"``; an exception gives :func:`cnnbench.measure.engine.failure`'s row, a worker that
     dies one with ``status="crashed"``."""
     threads = threads or torch.get_num_threads()
-    rows, exitcode = _in_worker(_call_job, name, (fn, args, str(device), threads))
+    rows: list = []
+    exitcode = _in_worker(_call_job, name, (fn, args, str(device), threads), rows.append)
     return rows[0] if rows else died(exitcode)
