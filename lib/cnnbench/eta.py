@@ -56,10 +56,7 @@ def planned(p, notebook: str) -> tuple[int, float]:
 # per configuration it measures, what its protocol gives that configuration.
 # The kernel, a worker process and a nominal step: each device kind's ``budget`` (cnnbench.devices)
 COUNT_S = 2.0  # 01: counting one model's FLOPs and bytes
-PEAKS_S = 12.0  # 04: one repetition of the compute and bandwidth peak benchmarks
-LAYERS_S = 3.0  # 04: profiling one model/phase layer by layer
 SCRATCH_S = 2.0  # 05: one backend and model set up (or found unavailable)
-SCRATCH_STEP_S = 0.05  # 05: one from-scratch step (a small CNN or MLP)
 ANALYSIS_S = 20.0  # 08: merging, comparing and drawing the run's tables
 COMPILE_S = (
     40.0  # 07: torch.compile of one model, precision and format (a ResNet-50 training step on 16 cores)
@@ -91,24 +88,28 @@ def budget_model(p, notebook: str, kind: str = "cpu", steps: list[float] | None 
     ``steps``: the seconds of a step of each of 02's or 03's configurations (else the ``kind``'s nominal step)."""
     from cnnbench import devices
 
-    budget = devices.backend_class(kind).budget
-    step_s, start_s, kernel_s = budget["step_s"], budget["process_s"], budget["kernel_s"]
+    backend = devices.backend_class(kind)
+    step_s, start_s, kernel_s = (backend.budget[k] for k in ("step_s", "process_s", "kernel_s"))
+    peaks_s, layers_s, scratch_step_s = (backend.budget[k] for k in ("peaks_s", "layers_s", "scratch_step_s"))
     if notebook == "00_setup":
         return 0, 0.0, kernel_s
     if notebook == "01_complexity":
         return len(p.models), COUNT_S, kernel_s
     if notebook in ("02_scenario_a", "03_batch_sweep"):
-        configs = _configs(p, notebook)
-        fixed = kernel_s + (p.adapt_budget_s if configs else 0.0)
-        each = [p.processes * _process_s(p, s, start_s) for s in steps or [step_s] * len(configs)]
+        configs, shared = _configs(p, notebook), backend.round_worker and p.isolate  # a worker per round
+        fixed = kernel_s + (p.adapt_budget_s + p.processes * start_s * shared if configs else 0.0)
+        each = [
+            p.processes * _process_s(p, s, start_s * (not shared)) for s in steps or [step_s] * len(configs)
+        ]
         return len(configs), sum(each) / max(len(each), 1), fixed
     if notebook == "04_roofline":
-        return len(p.models) * len(p.phases), LAYERS_S, kernel_s + p.peak_repeats * PEAKS_S
+        host = len(p.models) * len(p.phases) * 25 * step_s  # host_steps: each model's tiny steps
+        return len(p.models) * len(p.phases), layers_s, kernel_s + p.peak_repeats * peaks_s + host
     if notebook == "05_backends":
         images = p.scratch_train_images or 60_000
         steps = p.scratch_epochs * max(images // max(p.scratch_batch_size, 1), 1) + p.scratch_mlp_steps
         configs = sum(_runs_on(b, kind) for b in p.scratch_backends) * len(p.scratch_models)
-        return configs, SCRATCH_S + steps / 2 * SCRATCH_STEP_S, kernel_s  # a model: the CNN's or MLP's steps
+        return configs, SCRATCH_S + steps / 2 * scratch_step_s, kernel_s  # a model: the CNN's or MLP's steps
     if notebook == "06_transfer":
         devices_here = sum(_runs_on(d, kind) for d in p.transfer_devices)
         grid = len(p.transfer_lrs) * len(p.transfer_batch_sizes) * devices_here

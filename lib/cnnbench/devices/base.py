@@ -114,10 +114,17 @@ class Backend:
     min_call_s = 0.005  # the shortest timed call of a roofline kernel (launch and clock costs vanish in it)
     main_memory = "dram"
     protocol = CPU_PROTOCOL
-    # a first run's time estimate (cnnbench.eta): a notebook's kernel start-up and imports, a fresh worker process
-    # (interpreter, torch, model built) and a step where the protocol fixes steps, seconds; rough figures for a
-    # 2-core CPU
-    budget = {"kernel_s": 5.0, "process_s": 1.5, "step_s": 0.5}
+    # a first run's time estimate (cnnbench.eta), seconds: a notebook's kernel start-up and imports, a fresh worker
+    # process (interpreter, torch, model built), a step where the protocol fixes steps, one repetition of 04's peak
+    # benchmarks, one model and phase profiled layer by layer, one from-scratch step of 05; for a 2-core CPU
+    budget = {
+        "kernel_s": 5.0,
+        "process_s": 1.5,
+        "step_s": 0.5,
+        "peaks_s": 12.0,
+        "layers_s": 3.0,
+        "scratch_step_s": 0.05,
+    }
 
     def __init__(self, device: torch.device):
         self.device = device
