@@ -102,7 +102,7 @@ def test_rows_measured_before_the_setting_existed_compare_as_the_system_heap():
 def test_the_data_parallel_ranks_get_the_runs_heap_setting(tmp_path):
     from cnnbench.scaling import ddp, launch
 
-    cmd = launch.command(2, tmp_path, "resnet18", 8, 32, 10, "gloo", 1, 2, 1, 1, 0, 0.1, host_heap="system")
+    cmd = launch.command(2, tmp_path, model="resnet18", batch_size=8, backend="gloo", host_heap="system")
     args = ddp.parse(cmd[cmd.index("cnnbench.scaling.ddp") + 1 :])
     assert args.host_heap == "system"
 

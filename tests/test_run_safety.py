@@ -432,7 +432,7 @@ def test_logs_in_a_run_folder_never_write_through_a_planted_link(tmp_path, monke
         (run_dir / name).symlink_to(target)
     paths.open_own(run_dir / "progress.log", "wb").close()  # as the pipeline empties it
     monkeypatch.setenv(progress.PROGRESS_ENV, str(run_dir / "progress.log"))
-    progress._append("a line")
+    progress.note("a line")
     with paths.open_own(run_dir / "kernel.log", "ab") as log:  # as the kernel's stdout is opened
         log.write(b"kernel chatter\n")
     with pipeline._logs_to(run_dir / "machinery.log"):

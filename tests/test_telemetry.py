@@ -136,11 +136,11 @@ def test_a_child_that_ends_between_samples_keeps_its_cpu_time():
             (t(user=1.2, system=0.0, children_user=2.6, children_system=0.0), []),
         ]
     )  # worker reaped
-    s._proc, s._children = t(cpu_times=None), None
+    s._proc = t(cpu_times=None, children=None)
 
     def step():
         times, kids = next(states)
-        s._proc.cpu_times, s._children = (lambda: times), (lambda: kids)
+        s._proc.cpu_times, s._proc.children = (lambda: times), (lambda recursive: kids)
 
     step()
     s._process_cpu_pct()

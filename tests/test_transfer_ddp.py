@@ -12,19 +12,19 @@ def test_two_gloo_processes_give_the_single_process_loss_at_the_same_global_batc
     args = dict(
         model="mnist_cnn",
         image_size=28,
-        classes=10,
+        num_classes=10,
         backend="gloo",
         threads=1,
         warmup=1,
         seed=0,
-        interval=0.05,
+        telemetry_interval=0.05,
     )
     one = distributed.launch(
-        distributed.command(1, tmp_path / "one", batch=4, steps=2, repeats=1, reference_batches=(8,), **args),
+        distributed.command(1, tmp_path / "one", (8,), batch_size=4, steps=2, repeats=1, **args),
         tmp_path / "one",
     )
     two = distributed.launch(
-        distributed.command(2, tmp_path / "two", batch=4, steps=2, repeats=2, **args), tmp_path / "two"
+        distributed.command(2, tmp_path / "two", batch_size=4, steps=2, repeats=2, **args), tmp_path / "two"
     )
     assert two["world_size"] == 2 and two["backend"] == "gloo" and two["global_batch"] == 8
     assert len(two["ranks"]) == 2 and {r["rank"] for r in two["ranks"]} == {0, 1}
@@ -49,16 +49,16 @@ def test_a_failing_launch_says_why_in_one_line(tmp_path, monkeypatch):
         1,
         tmp_path,
         model="nonet",
-        batch=4,
+        batch_size=4,
         image_size=28,
-        classes=10,
+        num_classes=10,
         backend="gloo",
         threads=1,
         steps=1,
         warmup=0,
         repeats=0,
         seed=0,
-        interval=0.1,
+        telemetry_interval=0.1,
     )
     with pytest.raises(distributed.LaunchFailed) as err:
         distributed.launch(cmd, tmp_path)

@@ -75,10 +75,9 @@ class TinyImageNet(Dataset):
 
     def __init__(self, root: str | Path, split: str = "train", transform=None):
         root = _tiny_base(Path(root))
-        wnids_file = root / "wnids.txt"
-        if not wnids_file.is_file():
+        if not (root / "wnids.txt").is_file():
             raise DataError(f"{root}: not a Tiny-ImageNet folder (wnids.txt missing)")
-        self.wnids = [w.strip() for w in wnids_file.read_text().split() if w.strip()]
+        self.wnids = _tiny_wnids(root)
         self.class_to_idx = {w: i for i, w in enumerate(self.wnids)}
         self.transform = transform
         if split == "train":
@@ -241,7 +240,7 @@ def _tiny_base(root: Path) -> Path:
 
 
 def _tiny_wnids(base: Path) -> list[str]:
-    return [w.strip() for w in (base / "wnids.txt").read_text(errors="replace").split() if w.strip()]
+    return (base / "wnids.txt").read_text(errors="replace").split()
 
 
 def _tiny_problem(root: Path) -> str:
@@ -383,37 +382,30 @@ def _unsafe(name: str) -> bool:
     return path.is_absolute() or ".." in path.parts or (len(name) > 1 and name[1] == ":")
 
 
-def check_archive(archive: str | Path) -> None:
-    """Raise :class:`DataError` if any member of the zip or tar ``archive`` would land outside the folder it is
-    extracted into (absolute path, ``..``) or is a link or a device: the whole archive is refused."""
-    archive = Path(archive)
+def safe_extract(archive: str | Path, target: str | Path) -> Path:
+    """Extract the zip or tar ``archive`` into ``target``. Raise :class:`DataError` before writing anything if any
+    member would land outside ``target`` (absolute path, ``..``) or is a link or a device: the whole archive is
+    refused."""
+    archive, target = Path(archive), Path(target)
     if zipfile.is_zipfile(archive):
         with zipfile.ZipFile(archive) as zf:
             bad = [
                 i.filename
                 for i in zf.infolist()
-                if _unsafe(i.filename) or (i.external_attr >> 16) & 0o170000 == 0o120000
+                if _unsafe(i.filename) or (i.external_attr >> 16) & 0o170000 == 0o120000  # a symbolic link
             ]
+            if not bad:
+                zf.extractall(target)
     else:
         with tarfile.open(archive) as tf:
             bad = [m.name for m in tf.getmembers() if _unsafe(m.name) or not (m.isfile() or m.isdir())]
+            if not bad:
+                tf.extractall(target, filter="data")
     if bad:
         raise DataError(
             f"{archive.name}: refused, member '{bad[0]}' would land outside the target folder or is a "
             f"link ({len(bad)} such members)"
         )
-
-
-def safe_extract(archive: str | Path, target: str | Path) -> Path:
-    """Extract ``archive`` into ``target`` after :func:`check_archive` accepted every member."""
-    check_archive(archive)
-    target = Path(target)
-    if zipfile.is_zipfile(archive):
-        with zipfile.ZipFile(archive) as zf:
-            zf.extractall(target)
-    else:
-        with tarfile.open(archive) as tf:
-            tf.extractall(target, filter="data")
     return target
 
 
@@ -434,13 +426,6 @@ def _safe_tar_extraction():
         yield
     finally:
         tarfile.TarFile.extraction_filter = previous
-
-
-def download_tiny_imagenet(root: str | Path) -> Path:
-    url, md5 = TINY_IMAGENET_URL
-    root = Path(root)
-    download_url(url, str(root), md5=md5)
-    return safe_extract(root / Path(url).name, root)
 
 
 def transforms_for(channels: int, size: int, train: bool):
@@ -473,7 +458,9 @@ def _open(name: str, root: Path, split: str, tf, download: bool) -> Dataset:
     train = split == "train"
     if name == "tiny_imagenet":
         if download and not any(root.glob("**/wnids.txt")):
-            download_tiny_imagenet(root)
+            url, md5 = TINY_IMAGENET_URL
+            download_url(url, str(root), md5=md5)
+            safe_extract(root / Path(url).name, root)
         return TinyImageNet(root, split, tf)
     if name == "imagenette":
         fetch = download and not (root / "imagenette2-160").is_dir()

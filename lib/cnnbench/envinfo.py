@@ -34,13 +34,11 @@ def git_commit() -> dict[str, str | bool | None]:
             check=True,
         )
         return {"git_commit": commit.stdout.strip(), "git_dirty": bool(status.stdout.strip())}
-    except (OSError, subprocess.CalledProcessError, FileNotFoundError):
+    except (OSError, subprocess.CalledProcessError):
         return {"git_commit": None, "git_dirty": None}
 
 
-ISA_PREFIXES = tuple(
-    ("avx2 avx512 amx fma asimd sve").split()
-)  # the vector/matrix extensions torch kernels use
+ISA_PREFIXES = ("avx2", "avx512", "amx", "fma", "asimd", "sve")  # the vector/matrix extensions torch uses
 HOST_KEYS = tuple(
     (
         "cpu_model cpu_physical_cores cpu_logical_cores cpu_isa ram_gb gpu_name gpu_memory_gb gpu_driver "
@@ -95,7 +93,7 @@ def capture(device: torch.device, params: dict | None = None) -> dict:
         "cpu_bf16_native": devices.native_bf16(),
         "torch_threads": torch.get_num_threads(),
         "ram_gb": round(mem.total / 2**30, 2),
-        "mps_built": bool(getattr(torch.backends, "mps", None)) and torch.backends.mps.is_built(),
+        "mps_built": torch.backends.mps.is_built(),
         "mps_available": "mps" in devices.available(),
         **git_commit(),
     }

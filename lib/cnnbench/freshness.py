@@ -18,10 +18,6 @@ SUFFIX = ".inputs.json"
 NOT_READ = ("timings.csv",)  # written by the pipeline after each notebook: never an input of the analysis
 
 
-def _sha(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
 def code_hash(notebook: Path) -> str:
     """The notebook and every file of the installed ``cnnbench`` package (sources and data), in one hash."""
     package = Path(cnnbench.__file__).resolve().parent
@@ -35,7 +31,7 @@ def code_hash(notebook: Path) -> str:
 def fingerprint(run_dirs: list[Path], notebook: Path) -> dict:
     """What an execution of ``notebook`` over ``run_dirs`` read and ran."""
     files = {
-        f"{Path(d).name}/{p.name}": _sha(p)
+        f"{Path(d).name}/{p.name}": hashlib.sha256(p.read_bytes()).hexdigest()
         for d in run_dirs
         for p in sorted(Path(d).iterdir())
         if p.is_file() and p.suffix in (".csv", ".json") and p.name not in NOT_READ

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import os
 
+from cnnbench import paths
+
 PROGRESS_ENV = "CNNBENCH_PROGRESS_FILE"
 
 
@@ -55,13 +57,7 @@ def process_line(row: dict, process: int, least: int) -> str:
 
 def process_done(row: dict, process: int, least: int) -> None:
     """Called once per finished process of a configuration (see :func:`row_done`)."""
-    _append(process_line(row, process, least))
-
-
-def note(line: str) -> None:
-    """One line of a step that is not a configuration (04's micro-benchmarks, 05's backends, 06's grid points,
-    07's search): the pipeline's console shows it, so no notebook is silent for minutes."""
-    _append(line)
+    note(process_line(row, process, least))
 
 
 def say(line: str) -> None:
@@ -99,15 +95,15 @@ def kept_line(
 
 def row_done(row: dict) -> None:
     """Called once per finished configuration: appends its line to the pipeline's progress file, if any."""
-    _append(row_line(row))
+    note(row_line(row))
 
 
-def _append(line: str) -> None:
+def note(line: str) -> None:
+    """A line in the pipeline's progress file, if any: its console shows every configuration, process and other
+    step (04's micro-benchmarks, 05's backends, 06's grid points, 07's search), so no notebook is silent."""
     path = os.environ.get(PROGRESS_ENV)
     if path:
         try:
-            from cnnbench import paths
-
             with paths.open_own(path, "a") as f:  # never through a link planted at the run's progress.log
                 f.write(line + "\n")
         except OSError:

@@ -49,12 +49,9 @@ def _epoch(
             break
         batch = next(it, None)
     sync(work.device)
-    return {
-        "epoch_s": clock() - start,
-        "images": n,
-        "loader_start_s": loader_start,
-        "first_step_s": first_step,
-    }
+    seconds = clock() - start
+    timed = {"epoch_s": seconds, "images": n, "throughput_img_s": n / seconds}
+    return {**timed, "loader_start_s": loader_start, "first_step_s": first_step}
 
 
 def epoch_pair(p, cfg: Config, device_spec: str, cap: int) -> dict:
@@ -77,15 +74,7 @@ def epoch_pair(p, cfg: Config, device_spec: str, cap: int) -> dict:
         work.model.eval()
         val = _epoch(work, splits["eval"], "eval", p.max_batches, cap)
     for split, e in (("train", train), ("val", val)):
-        row.update(
-            {
-                f"{split}_epoch_s": e["epoch_s"],
-                f"{split}_images": e["images"],
-                f"{split}_throughput_img_s": e["images"] / e["epoch_s"],
-                f"{split}_loader_start_s": e["loader_start_s"],
-                f"{split}_first_step_s": e["first_step_s"],
-            }
-        )
+        row.update({f"{split}_{k}": v for k, v in e.items()})
     return {**row, **sampler.summary()}
 
 
@@ -99,45 +88,25 @@ def epochs(run) -> pd.DataFrame:
     planned = []
     for model in p.models:
         cfg = engine.config(p, model, "train", p.variants[0], threads=run.threads)
-        columns = {
-            k: v for k, v in cfg.replace(**knobs.in_force(cfg.setting, b)).columns().items() if k != "phase"
-        }
-        planned.append(
-            (
-                model,
-                cfg,
-                {
-                    **columns,
-                    "device_kind": b.kind,
-                    "device_name": b.name(),
-                    "status": "ok",
-                    "error": "",
-                    "max_batches": p.max_batches,
-                    "epoch_images": p.epoch_images_per_model.get(model, p.epoch_images),
-                },
-            )
-        )
+        columns = cfg.replace(**knobs.in_force(cfg.setting, b)).columns()
+        del columns["phase"]
+        images = p.epoch_images_per_model.get(model, p.epoch_images)
+        row = {**columns, "device_kind": b.kind, "device_name": b.name(), "status": "ok", "error": ""}
+        planned.append((model, cfg, {**row, "max_batches": p.max_batches, "epoch_images": images}))
     file.plan([row for *_, row in planned], "epochs")
     kept = sum(file.done(row) for *_, row in planned)
     for model, cfg, row in bar(planned, desc="epochs", unit="model"):
         if file.done(row):
             continue
+        args = (p, cfg, str(device), row["epoch_images"])
         if p.isolate:  # its own process: its peak RSS is not that of the models measured before it
             row.update(
-                worker.call_isolated(
-                    epoch_pair,
-                    p,
-                    cfg,
-                    str(device),
-                    row["epoch_images"],
-                    device=device,
-                    name=f"cnnbench-epochs-{model}",
-                )
+                worker.call_isolated(epoch_pair, *args, device=device, name=f"cnnbench-epochs-{model}")
             )
         else:
             row["isolation"] = "in_process"
             try:
-                row.update(epoch_pair(p, cfg, str(device), row["epoch_images"]))
+                row.update(epoch_pair(*args))
             except Exception as err:  # noqa: BLE001 - a failure is a row
                 row.update(engine.failure(err, device))
         file.append(row)

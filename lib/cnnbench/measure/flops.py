@@ -14,6 +14,7 @@ import math
 import warnings
 from dataclasses import asdict, dataclass
 
+import pandas as pd
 import torch
 from torch import nn
 from torch.utils.flop_counter import (
@@ -25,27 +26,15 @@ from torch.utils.flop_counter import (
 )
 
 from cnnbench import models
+from cnnbench.progress import bar
 
 aten = torch.ops.aten
 
 
-def _conv_backward_flop(
-    grad_out_shape,
-    x_shape,
-    w_shape,
-    _bias,
-    _stride,
-    _padding,
-    _dilation,
-    transposed,
-    _output_padding,
-    _groups,
-    output_mask,
-    out_shape,
-    **kwargs,
-) -> int:
+def _conv_backward_flop(grad_out_shape, x_shape, w_shape, *args, out_shape, **kwargs) -> int:
     """Convolution backward, correct for grouped convolutions (torch's formula ignores ``groups`` in the
     weight gradient, which costs the forward FLOPs); the input gradient: torch's."""
+    _bias, _stride, _padding, _dilation, transposed, _output_padding, _groups, output_mask = args
     flops = 0
     if output_mask[0]:
         flops += conv_flop_count(grad_out_shape, w_shape, get_shape(out_shape[0]), not transposed)
@@ -66,14 +55,12 @@ def _sdpa_cpu_backward_flop(
     return sdpa_backward_flop_count(grad_out_shape, query_shape, key_shape, value_shape)
 
 
-FLOP_FORMULAS = {aten.convolution_backward: _conv_backward_flop}
-# scaled_dot_product_attention's CPU kernels: Q K^T and softmax(Q K^T) V, by torch's own SDPA formulas
-for _op, _formula in (
-    ("_scaled_dot_product_flash_attention_for_cpu", _sdpa_cpu_flop),
-    ("_scaled_dot_product_flash_attention_for_cpu_backward", _sdpa_cpu_backward_flop),
-):
-    if hasattr(aten, _op):
-        FLOP_FORMULAS[getattr(aten, _op)] = _formula
+FLOP_FORMULAS = {
+    aten.convolution_backward: _conv_backward_flop,
+    # scaled_dot_product_attention's CPU kernels: Q K^T and softmax(Q K^T) V, by torch's own SDPA formulas
+    aten._scaled_dot_product_flash_attention_for_cpu: _sdpa_cpu_flop,
+    aten._scaled_dot_product_flash_attention_for_cpu_backward: _sdpa_cpu_backward_flop,
+}
 
 # torchvision publishes _ops rounded to 3 decimals (GMACs): below 0.05 GMACs that rounding alone exceeds 1%
 PUBLISHED_REL_TOL = 0.01
@@ -88,16 +75,12 @@ def flop_counter() -> FlopCounterMode:
 @contextlib.contextmanager
 def attention_fastpath_off():
     """``nn.MultiheadAttention`` / ``TransformerEncoderLayer`` take their unfused path in the block."""
-    mha = getattr(torch.backends, "mha", None)
-    if mha is None or not hasattr(mha, "set_fastpath_enabled"):
-        yield
-        return
-    before = mha.get_fastpath_enabled()
-    mha.set_fastpath_enabled(False)
+    before = torch.backends.mha.get_fastpath_enabled()
+    torch.backends.mha.set_fastpath_enabled(False)
     try:
         yield
     finally:
-        mha.set_fastpath_enabled(before)
+        torch.backends.mha.set_fastpath_enabled(before)
 
 
 def matches_published(gmacs: float, published: float | None) -> bool:
@@ -127,15 +110,6 @@ class Complexity:
     macs_vs_published_pct: float | None  # 100 x (ours / published - 1); None where no figure applies
     # within 1% of torchvision's figure (or its 3-decimal rounding); True where none applies
     matches_published: bool
-
-    def as_row(self) -> dict:
-        return asdict(self)
-
-
-def _inputs(name: str, image_size: int, batch: int, device: torch.device | str, seed: int = 0):
-    gen = torch.Generator().manual_seed(seed)
-    x = torch.randn(batch, *models.input_shape(name, image_size), generator=gen).to(device)
-    return x
 
 
 def forward_flops(model: nn.Module, x: torch.Tensor) -> int:
@@ -206,7 +180,8 @@ def complexity(
     num_classes = num_classes or spec.reference_classes
     torch.manual_seed(seed)
     model = models.build(name, num_classes=num_classes, image_size=image_size).to(device)
-    x = _inputs(name, image_size, batch, device, seed)
+    gen = torch.Generator().manual_seed(seed)
+    x = torch.randn(batch, *models.input_shape(name, image_size), generator=gen).to(device)
 
     model.eval()
     fwd = forward_flops(model, x) / batch
@@ -248,53 +223,32 @@ def table(
 ) -> list[dict]:
     """Complexity rows for every model at its reference resolution (1000 classes where ImageNet's) and at
     ``image_size`` with ``num_classes``; a model with its own data (the MNIST CNN) gets one row."""
-    from cnnbench.progress import bar
-
     rows = []
     for name in bar(model_names, desc="complexity", unit="model", disable=not progress):
         spec = models.spec(name)
-        configs = (
-            [("reference+training", spec.reference_size, spec.reference_classes)]
-            if spec.own_data
-            else [
-                ("reference", spec.reference_size, spec.reference_classes),
-                ("training", image_size, num_classes),
-            ]
-        )
+        reference = (spec.reference_size, spec.reference_classes)
+        configs = [("reference", *reference), ("training", image_size, num_classes)]
+        if spec.own_data:
+            configs = [("reference+training", *reference)]
         for role, size, classes in configs:
             c = complexity(name, size, classes, device=device)
-            rows.append({"role": role, **c.as_row()})
+            rows.append({"role": role, **asdict(c)})
     return rows
 
 
 def published_mismatches(complexity) -> list[dict]:
     """Rows of a complexity table whose forward MACs are off torchvision's published figure by more than 1% (or
     whose parameter count differs from the published one): model, ours, published, difference."""
-    import pandas as pd
-
     out = []
     for r in complexity.itertuples():
-        pub, pub_params = getattr(r, "published_gmacs", None), getattr(r, "published_params", None)
+        off, pub = [], r.published_gmacs
         if pd.notna(pub) and not matches_published(float(r.gmacs_fwd), float(pub)):
-            out.append(
-                {
-                    "model": r.model,
-                    "what": "forward GMACs",
-                    "ours": float(r.gmacs_fwd),
-                    "published": float(pub),
-                    "difference_pct": 100 * (float(r.gmacs_fwd) / float(pub) - 1),
-                }
-            )
-        if pd.notna(pub_params) and int(r.params) != int(pub_params):
-            out.append(
-                {
-                    "model": r.model,
-                    "what": "parameters",
-                    "ours": int(r.params),
-                    "published": int(pub_params),
-                    "difference_pct": 100 * (int(r.params) / int(pub_params) - 1),
-                }
-            )
+            off.append(("forward GMACs", float(r.gmacs_fwd), float(pub)))
+        if pd.notna(r.published_params) and int(r.params) != int(r.published_params):
+            off.append(("parameters", int(r.params), int(r.published_params)))
+        for what, ours, theirs in off:
+            row = {"model": r.model, "what": what, "ours": ours, "published": theirs}
+            out.append({**row, "difference_pct": 100 * (ours / theirs - 1)})
     return out
 
 

@@ -37,9 +37,7 @@ def _ok(df: pd.DataFrame, source: str) -> pd.DataFrame:
     if df is None or df.empty or "status" not in df:
         return pd.DataFrame()
     df = measured_here(df)
-    ok = knobs.columns(df[df.status.astype(str) == "ok"])
-    ok["source"] = source
-    return ok
+    return knobs.columns(df[df.status.astype(str) == "ok"]).assign(source=source)
 
 
 def _tuning_default(tuning: pd.DataFrame) -> pd.DataFrame:

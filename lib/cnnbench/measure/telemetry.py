@@ -27,7 +27,8 @@ import pandas as pd
 import psutil
 import torch
 
-from cnnbench import devices, paths
+from cnnbench import devices, paths, results
+from cnnbench.measure.reproducibility import number
 from cnnbench.measure.timing import STALL_FACTOR
 
 # NVML's clock throttle reasons, bit 0x1 upwards
@@ -111,8 +112,12 @@ class Sampler:
 
     def _process_cpu_seconds(self) -> float:
         """CPU seconds of this process and its children, live or ended and waited for."""
+        try:
+            children = self._proc.children(recursive=True)
+        except psutil.Error:
+            children = []
         total = 0.0
-        for proc in [self._proc, *self._children()]:
+        for proc in [self._proc, *children]:
             try:
                 times = proc.cpu_times()
                 total += times.user + times.system
@@ -121,12 +126,6 @@ class Sampler:
             except psutil.Error:
                 continue
         return total
-
-    def _children(self) -> list:
-        try:
-            return self._proc.children(recursive=True)
-        except psutil.Error:
-            return []
 
     def _process_cpu_pct(self) -> float | None:
         """This process tree's CPU % since the last sample (100 = one core), bounded by the cores: the OS counts
@@ -248,14 +247,9 @@ class Sampler:
 def span_summary(series: list[dict], begin: float, end: float) -> dict[str, float]:
     """Mean over the samples in ``[begin, end]`` (seconds of the sampler; NaN where none) of
     ``cpu_steal_mean_pct``, ``util_other_cpu_mean_pct``, ``cpu_freq_mhz_mean`` and ``util_cpu_mean_pct``."""
-    names = {
-        "cpu_steal_pct": "cpu_steal_mean_pct",
-        "util_other_cpu_pct": "util_other_cpu_mean_pct",
-        "cpu_freq_mhz": "cpu_freq_mhz_mean",
-        "util_cpu_pct": "util_cpu_mean_pct",
-    }
     out = {}
-    for metric, name in names.items():
+    for metric in ("cpu_steal_pct", "util_other_cpu_pct", "cpu_freq_mhz", "util_cpu_pct"):
+        name = metric.removesuffix("_pct") + "_mean_pct" if metric.endswith("_pct") else f"{metric}_mean"
         vals = [
             s["value"]
             for s in series
@@ -268,8 +262,6 @@ def span_summary(series: list[dict], begin: float, end: float) -> dict[str, floa
 def read(path: str | Path, source: str | None = None) -> pd.DataFrame:
     """A ``telemetry.csv`` as a frame (t_s, metric, value, device_index + context): its current rows
     (results.ResultsFile.plan), only those of ``source`` (e.g. "scenario_a") when given; empty if absent."""
-    from cnnbench import results
-
     path = Path(path)
     df = results.frame(
         results.current_rows(path, results.read_rows(path)),
@@ -291,11 +283,7 @@ _THROTTLE_THAT_COUNTS = ("sw_power_cap", "hw_slowdown", "sw_thermal", "hw_therma
 
 
 def _num(row, key: str) -> float:
-    try:
-        value = float(row.get(key, float("nan")))
-    except (TypeError, ValueError):
-        return float("nan")
-    return value
+    return number(row.get(key))
 
 
 def judge(row) -> tuple[str, str]:

@@ -9,9 +9,7 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from cnnbench import plots
-from cnnbench.plots import save
-from cnnbench.results import ResultsFile, table
+from cnnbench import plots, results
 
 FILE = "transfer_telemetry.csv"
 
@@ -50,7 +48,7 @@ def tidy(
 def record(path: str | Path, rows: list[dict]) -> None:
     """Add ``rows`` to the telemetry CSV at ``path`` in one atomic write."""
     if rows:
-        ResultsFile(path, table("transfer_telemetry").key).extend(rows)
+        results.ResultsFile(path, results.table("transfer_telemetry").key).extend(rows)
 
 
 def end_to_end(df: pd.DataFrame, gap_s: float = 0.5) -> pd.DataFrame:
@@ -115,13 +113,11 @@ def plot(df: pd.DataFrame, path: str | Path | None = None, title: str = ""):
     handles, labels = list(legend.values()), list(legend)
     if len(labels) <= 24:
         fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=4, fontsize=7)
-    return save(fig, path, dpi=110)
+    return plots.save(fig, path, dpi=110)
 
 
 def read(run) -> pd.DataFrame:
     """The series sampled during 06's fine-tuning and scaling (transfer_telemetry.csv; empty if none were kept)."""
-    from cnnbench import results
-
     return results.read(run.dir, "transfer_telemetry")
 
 

@@ -20,13 +20,7 @@ from cnnbench.devices import DTYPES
 from cnnbench.measure import flops
 
 _NO_TRAFFIC = {
-    "aten::detach",
-    "aten::alias",
-    "aten::lift_fresh",
-    "aten::empty",
-    "aten::empty_strided",
-    "aten::empty_like",
-    "aten::_to_copy_meta",
+    f"aten::{op}" for op in "detach alias lift_fresh empty empty_strided empty_like _to_copy_meta".split()
 }
 
 

@@ -59,24 +59,15 @@ def backend_for(name: str) -> str:
     return devices.backend(devices.resolve("auto")).ddp_backend if name == "auto" else name
 
 
-def global_batches(
-    model: str,
-    image_size: int,
-    classes: int,
-    global_batch: int,
-    rank: int,
-    world: int,
-    seed: int,
-    device: torch.device,
-    n: int = 4,
-) -> list[tuple[torch.Tensor, torch.Tensor]]:
-    """``n`` deterministic global batches; this rank keeps its contiguous slice of each, on its device."""
+def global_batches(args, global_batch: int, rank: int, world: int, device: torch.device, n: int = 4) -> list:
+    """``n`` deterministic global batches of the model's input; this rank keeps its contiguous slice of each, on
+    its device."""
     per = global_batch // world
     out = []
     for i in range(n):
-        gen = torch.Generator().manual_seed(seed + 1000 + i)
-        x = torch.randn((global_batch, *models.input_shape(model, image_size)), generator=gen)
-        y = torch.randint(0, classes, (global_batch,), generator=gen)
+        gen = torch.Generator().manual_seed(args.seed + 1000 + i)
+        x = torch.randn((global_batch, *models.input_shape(args.model, args.image_size)), generator=gen)
+        y = torch.randint(0, args.num_classes, (global_batch,), generator=gen)
         out.append((x[rank * per : (rank + 1) * per].to(device), y[rank * per : (rank + 1) * per].to(device)))
     return out
 
@@ -126,13 +117,7 @@ def setup(args, rank: int, world: int, device: torch.device, global_batch: int):
     net = models.build(args.model, num_classes=args.num_classes, image_size=args.image_size).to(device)
     ddp = DistributedDataParallel(net, device_ids=devices.backend(device).ddp_device_ids())
     opt = torch.optim.SGD(ddp.parameters(), lr=args.lr, momentum=0.9)
-    return (
-        ddp,
-        opt,
-        global_batches(
-            args.model, args.image_size, args.num_classes, global_batch, rank, world, args.seed, device
-        ),
-    )
+    return ddp, opt, global_batches(args, global_batch, rank, world, device)
 
 
 def stepper(ddp, opt, batches):
@@ -180,13 +165,9 @@ def train(args, rank: int, world: int, device: torch.device, backend: str) -> di
             windows.append(_slowest(time.perf_counter() - start, device))
     if args.repeats:
         last = _mean_over_ranks(loss, world)
-    samples = getattr(sampler, "series", lambda: [])()
     Path(args.out).mkdir(parents=True, exist_ok=True)
-    Path(args.out, f"telemetry_rank{rank}.json").write_text(
-        json.dumps(
-            {"rank": rank, "device": str(device), "summary": sampler.summary(), "series": list(samples)}
-        )
-    )
+    sampled = {"rank": rank, "device": str(device), "summary": sampler.summary(), "series": sampler.series()}
+    Path(args.out, f"telemetry_rank{rank}.json").write_text(json.dumps(sampled))
     result = {
         "world_size": world,
         "backend": backend,

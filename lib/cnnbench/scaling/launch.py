@@ -13,8 +13,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from cnnbench import devices, heap, paths, progress, results
+from cnnbench import devices, heap, models, paths, progress, results
 from cnnbench.measure import timelines
+from cnnbench.measure.engine import failure
 
 LOSS_RTOL = 1e-4
 
@@ -23,35 +24,11 @@ class LaunchFailed(RuntimeError):
     """torchrun exited with an error: the message is the last line the processes wrote."""
 
 
-def command(
-    world: int,
-    out: Path,
-    model: str,
-    batch: int,
-    image_size: int,
-    classes: int,
-    backend: str,
-    threads: int,
-    steps: int,
-    warmup: int,
-    repeats: int,
-    seed: int,
-    interval: float,
-    reference_batches: tuple[int, ...] = (),
-    host_heap: str = "keep",
-) -> list[str]:
-    """The torchrun command line of one run (the same script serves several nodes, see
-    cnnbench.scaling.ddp)."""
-    options = {"--model": model, "--batch-size": batch, "--image-size": image_size, "--num-classes": classes}
-    options |= {"--backend": backend, "--threads": threads, "--steps": steps, "--warmup": warmup}
-    options |= {
-        "--repeats": repeats,
-        "--seed": seed,
-        "--telemetry-interval": interval,
-        "--host-heap": host_heap,
-    }
+def command(world: int, out: Path, reference_batches: tuple[int, ...] = (), **options) -> list[str]:
+    """The torchrun command line of one run of :mod:`cnnbench.scaling.ddp` (the same script serves several
+    nodes); ``options`` are its flags by their argparse names (``batch_size=8``: ``--batch-size 8``)."""
     torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(world)]
-    flags = [x for k, v in options.items() for x in (k, str(v))]
+    flags = [x for k, v in options.items() for x in ("--" + k.replace("_", "-"), str(v))]
     references = ["--reference-batches", *map(str, reference_batches)]
     return [*torchrun, "-m", "cnnbench.scaling.ddp", *flags, *references, "--out", str(out)]
 
@@ -147,9 +124,6 @@ def efficiency(rows: list[dict]) -> None:
 
 def run_all(run, launcher=launch, log=progress.say) -> list[dict]:
     """Every world size of the params, plus for each N > 1 a one-process loss check at batch N x b."""
-    from cnnbench import models
-    from cnnbench.measure.engine import failure
-
     p = run.params
     backend = devices.backend(run.device).ddp_backend if p.scaling_backend == "auto" else p.scaling_backend
     _, _, size, classes = models.spec(p.scaling_model).data_for(p.dataset, p.image_size, p.num_classes)
@@ -178,13 +152,14 @@ def run_all(run, launcher=launch, log=progress.say) -> list[dict]:
         return results.rows(run.dir, "scaling")
     args = dict(
         model=p.scaling_model,
+        batch_size=p.scaling_batch_size,
         image_size=size,
-        classes=classes,
+        num_classes=classes,
         backend=backend,
         threads=threads,
         warmup=p.warmup_steps,
         seed=p.seed,
-        interval=p.telemetry_interval_s,
+        telemetry_interval=p.telemetry_interval_s,
         host_heap=p.host_heap,
     )
     # the single-device reference: one process at each global batch N x b, from the same initial weights
@@ -192,48 +167,24 @@ def run_all(run, launcher=launch, log=progress.say) -> list[dict]:
     reference: dict = {}
     if 1 not in worlds and refs:
         try:
-            reference = launcher(
-                command(
-                    1,
-                    tmp / "ref",
-                    batch=p.scaling_batch_size,
-                    steps=1,
-                    repeats=0,
-                    reference_batches=refs,
-                    **args,
-                ),
-                tmp / "ref",
-            )["reference_losses"]
+            launched = launcher(command(1, tmp / "ref", refs, steps=1, repeats=0, **args), tmp / "ref")
+            reference = launched["reference_losses"]
         except Exception as err:  # noqa: BLE001 - without a reference the loss check is NaN, the run goes on
             log(f"single-process reference failed: {err}")
-    for world in worlds:
-        row = {
-            **settings,
-            "world_size": world,
-            "global_batch": world * p.scaling_batch_size,
-            "status": "ok",
-            "error": "",
-        }
+    for plan in planned:
+        world = plan["world_size"]
+        row = {**plan, "global_batch": world * p.scaling_batch_size, "status": "ok", "error": ""}
         gpus = devices.backend_class("cuda").count()  # NCCL (RCCL) runs one process per GPU
         if backend == "nccl" and world > gpus:
             rows.append({**row, "status": "unavailable", "error": f"{gpus} CUDA device(s) here"})
             continue
         try:
             log(f"torchrun --nproc_per_node {world} ({backend}, {threads or 'default'} threads per process)")
-            res = launcher(
-                command(
-                    world,
-                    tmp / f"n{world}",
-                    batch=p.scaling_batch_size,
-                    steps=p.scaling_steps,
-                    repeats=p.scaling_repeats,
-                    reference_batches=refs if world == 1 else (),
-                    **args,
-                ),
-                tmp / f"n{world}",
-            )
+            window = {"steps": p.scaling_steps, "repeats": p.scaling_repeats}
+            out = tmp / f"n{world}"
+            res = launcher(command(world, out, refs if world == 1 else (), **window, **args), out)
             if world == 1:
-                reference = res.get("reference_losses", {})
+                reference = res["reference_losses"]
             ref = res["check_losses"] if world == 1 else reference.get(str(row["global_batch"]), [])
             diff, same = loss_check(res["check_losses"], ref)
             row.update(
@@ -249,21 +200,12 @@ def run_all(run, launcher=launch, log=progress.say) -> list[dict]:
                 loss_vs_one_process_max_abs_diff=diff,
                 loss_matches_one_process=same,
                 measured_steps=p.scaling_steps,
-                repeats=p.scaling_repeats,
             )
             for rank in own_ranks(res["ranks"], os.cpu_count() or 1):
                 row.update(rank_summary(rank["rank"], rank["summary"]))
-                timelines.record(
-                    run.path(timelines.FILE),
-                    timelines.tidy(
-                        own_series(rank),
-                        "scaling",
-                        f"{backend} world={world}",
-                        res["device_kind"],
-                        res["device_name"],
-                        rank["rank"],
-                    ),
-                )
+                where = (res["device_kind"], res["device_name"], rank["rank"])
+                series = timelines.tidy(own_series(rank), "scaling", f"{backend} world={world}", *where)
+                timelines.record(run.path(timelines.FILE), series)
         except Exception as err:  # noqa: BLE001 - a failed launch is a row, the run goes on
             row.update(failure(err, run.device))
         rows.append(row)

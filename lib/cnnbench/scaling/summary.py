@@ -10,10 +10,6 @@ import pandas as pd
 from cnnbench.plots import save
 
 
-def _save(fig, path):
-    return save(fig, path, dpi=110)
-
-
 def scaling_table(df: pd.DataFrame) -> pd.DataFrame:
     cols = (
         "world_size backend per_device_batch global_batch throughput_img_s throughput_ci95_img_s speedup "
@@ -36,4 +32,4 @@ def scaling_plot(df: pd.DataFrame, path: str | Path | None = None):
     axes[1].axhline(100, ls="--", color="grey", lw=1)
     axes[1].set(xlabel="devices (processes)", ylabel="scaling efficiency (%)")
     fig.tight_layout()
-    return _save(fig, path)
+    return save(fig, path, dpi=110)

@@ -15,7 +15,6 @@ tables and figures (:mod:`.summary`) and the seeds' numbers (:mod:`cnnbench.publ
 from __future__ import annotations
 
 from cnnbench import published as published
-from cnnbench.params import SCRATCH_BACKENDS
 from cnnbench.scratch.base import BackendUnavailable as BackendUnavailable
 from cnnbench.scratch.base import OpTimer as OpTimer
 from cnnbench.scratch.base import torch_weights as torch_weights
@@ -35,7 +34,3 @@ from cnnbench.scratch.summary import op_kinds as op_kinds
 from cnnbench.scratch.summary import speed_goals as speed_goals
 from cnnbench.scratch.summary import status as status
 from cnnbench.scratch.summary import summarize as summarize
-
-BACKENDS = tuple(SCRATCH_BACKENDS)
-# the device type each backend runs on (cpu | cuda | mps), as in every results file
-DEVICE_KIND = SCRATCH_BACKENDS

@@ -64,10 +64,6 @@ class OpTimer:
         else:
             self.times.setdefault(name, []).append(elapsed)
 
-    def reset(self) -> None:
-        self.first.clear()
-        self.times.clear()
-
     def rows(self) -> list[dict]:
         """One row per op: first-call time apart, then median / mean / 95% interval of the later calls (ms)."""
         from cnnbench.measure.timing import t95

@@ -17,12 +17,14 @@ from dataclasses import dataclass
 import numpy as np
 import psutil
 import torch
+import torch.nn.functional as F
 
-from cnnbench import devices, results
+from cnnbench import devices, paths, results
 from cnnbench.params import SCRATCH_BACKENDS as DEVICE_KIND
+from cnnbench.params import ParamsError, scratch_data_problem
 from cnnbench.progress import note, resumed
 from cnnbench.results.schema import SCRATCH_KEYS, SCRATCH_PLAN
-from cnnbench.scratch.base import BackendUnavailable, torch_module, torch_weights
+from cnnbench.scratch.base import BackendUnavailable, named_params, torch_module, torch_weights
 from cnnbench.scratch.registry import make
 
 MIB = 2**20
@@ -90,19 +92,11 @@ def unit_scale(data: Data) -> Data:
     return Data(f(data.x_train), data.y_train, f(data.x_test), data.y_test, data.source)
 
 
-def check_data(p) -> None:
-    """One-line :class:`ParamsError` before any work if real MNIST is asked for but absent and not downloadable."""
-    from cnnbench.params import ParamsError, scratch_data_problem
-
-    problem = scratch_data_problem(p)
-    if problem:
-        raise ParamsError(problem)
-
-
 def load_data(p) -> Data:
-    from cnnbench import paths
-
-    check_data(p)
+    """05's data; a one-line :class:`ParamsError` before any work if real MNIST is asked for but absent and not
+    downloadable."""
+    if problem := scratch_data_problem(p):
+        raise ParamsError(problem)
     if p.scratch_dataset == "mnist":
         return mnist(
             paths.resolve(p.scratch_data_path), p.scratch_train_images, p.scratch_test_images, p.download
@@ -142,10 +136,11 @@ def failure(ident: dict, err: BaseException) -> dict:
     return {**ident, "status": status_of(err, ident.get("device_kind", "cpu")), "error": error}
 
 
-def hyper(p, model: str) -> tuple[float, float]:
+def _make(backend: str, model: str, p):
+    """The backend for ``model`` with the run's SGD settings of that model."""
     if model == "mnist_cnn":
-        return p.scratch_lr, p.scratch_momentum
-    return p.scratch_mlp_lr, p.scratch_mlp_momentum
+        return make(backend, model, p.scratch_lr, p.scratch_momentum)
+    return make(backend, model, p.scratch_mlp_lr, p.scratch_mlp_momentum)
 
 
 def set_threads(threads: int) -> int:
@@ -165,10 +160,6 @@ def set_threads(threads: int) -> int:
 
 def reference_grads(model: str, weights: dict, x: np.ndarray, y: np.ndarray) -> tuple[float, dict]:
     """Loss and gradients from PyTorch autograd in float64 on the CPU: the reference every backend meets."""
-    import torch.nn.functional as F
-
-    from cnnbench.scratch.base import named_params
-
     net = torch_module(model, x.shape[-1], weights["fc1.weight"].shape[0]).double()
     named = named_params(model, net)
     with torch.no_grad():
@@ -227,100 +218,66 @@ def timed(b, fn):
     return out, time.perf_counter() - start
 
 
-def _started(backend: str, model: str, p, weights: dict, ident: dict):
-    """(the backend built and initialised from ``weights``, None), or (None, the failure row at epoch 0)."""
-    lr, momentum = hyper(p, model)
+def _train(
+    backend: str, model: str, p, weights: dict, threads: int, blocks, train_block, on_row
+) -> list[dict]:
+    """``backend`` built from ``weights`` and trained block by block: ``train_block(b, i)`` trains block ``i`` and
+    returns its row's figures (``epoch`` first, ``train_loss`` among them). A backend that cannot start or a block
+    that fails is a row with the error (``epoch`` 0, or ``i``); a loss that is not finite ends the training."""
+    ident = identity(backend, model, threads)
     try:
-        b = make(backend, model, lr, momentum)
+        b = _make(backend, model, p)
         b.init(weights)
-        return b, None
     except Exception as err:  # noqa: BLE001 - a backend that cannot start is a row, the run goes on
-        return None, {**failure(ident, err), "epoch": 0}
+        return _emit([{**failure(ident, err), "epoch": 0}], on_row)
+    rows: list[dict] = []
+    for i in blocks:
+        try:
+            figures = train_block(b, i)
+        except Exception as err:  # noqa: BLE001
+            return rows + _emit([{**failure(ident, err), "epoch": i}], on_row)
+        finite = math.isfinite(figures["train_loss"])
+        row = {**ident, **figures, "jit_s": getattr(b, "jit_s", float("nan"))}
+        rows += _emit([{**row, "status": "ok" if finite else "unstable"}], on_row)
+        if not finite:
+            break
+    return rows
 
 
 def train_cnn(backend: str, p, weights: dict, data: Data, threads: int, on_row=None) -> list[dict]:
     """``scratch_epochs`` epochs at ``scratch_batch_size``; the data order of epoch e is the same permutation
     (seeded by seed + e) on every backend. Test accuracy is measured after each epoch, outside its time."""
-    ident = identity(backend, "mnist_cnn", threads)
-    rows: list[dict] = []
-    b, failed = _started(backend, "mnist_cnn", p, weights, ident)
-    if failed:
-        return _emit([failed], on_row)
     bs = p.scratch_batch_size
     steps = len(data.x_train) // bs
-    for epoch in range(1, p.scratch_epochs + 1):
+
+    def train_epoch(b, epoch: int) -> dict:
         order = np.random.default_rng(p.seed + epoch).permutation(len(data.x_train))
+        batches = (order[s * bs : (s + 1) * bs] for s in range(steps))
+        losses, seconds = timed(b, lambda: [b.train_step(data.x_train[i], data.y_train[i]) for i in batches])
+        figures = {"epoch": epoch, "steps": steps, "batch_size": bs, "epoch_s": seconds, "images": steps * bs}
+        figures |= {"throughput_img_s": steps * bs / seconds, "train_loss": float(np.mean(losses))}
+        return {**figures, "test_accuracy": b.evaluate(data.x_test, data.y_test)}
 
-        def epoch_fn(order=order):
-            batches = (order[s * bs : (s + 1) * bs] for s in range(steps))
-            return [b.train_step(data.x_train[idx], data.y_train[idx]) for idx in batches]
-
-        try:
-            losses, seconds = timed(b, epoch_fn)
-            acc = b.evaluate(data.x_test, data.y_test)
-        except Exception as err:  # noqa: BLE001
-            rows += _emit([{**failure(ident, err), "epoch": epoch}], on_row)
-            break
-        loss = float(np.mean(losses))
-        row = {
-            **ident,
-            "epoch": epoch,
-            "steps": steps,
-            "batch_size": bs,
-            "epoch_s": seconds,
-            "images": steps * bs,
-            "throughput_img_s": steps * bs / seconds,
-            "train_loss": loss,
-            "test_accuracy": acc,
-            "jit_s": getattr(b, "jit_s", float("nan")),
-            "status": "ok" if math.isfinite(loss) else "unstable",
-        }
-        rows += _emit([row], on_row)
-        if not math.isfinite(loss):
-            break
-    return rows
+    epochs = range(1, p.scratch_epochs + 1)
+    return _train(backend, "mnist_cnn", p, weights, threads, epochs, train_epoch, on_row)
 
 
 def train_mlp(backend: str, p, weights: dict, data: Data, threads: int, on_row=None) -> list[dict]:
     """Seed 004: full-batch gradient descent over all training images, ``scratch_mlp_steps`` steps; one row per
     ``scratch_mlp_eval_every`` steps (``epoch`` = steps done) with train and test accuracy for convergence."""
-    ident = identity(backend, "mlp", threads)
-    rows: list[dict] = []
-    b, failed = _started(backend, "mlp", p, weights, ident)
-    if failed:
-        return _emit([failed], on_row)
-    n, done = len(data.x_train), 0
-    while done < p.scratch_mlp_steps:
-        block = min(p.scratch_mlp_eval_every, p.scratch_mlp_steps - done)
-        try:
-            losses, seconds = timed(
-                b, lambda k=block: [b.train_step(data.x_train, data.y_train) for _ in range(k)]
-            )
-            train_acc, test_acc = b.evaluate(data.x_train, data.y_train), b.evaluate(data.x_test, data.y_test)
-        except Exception as err:  # noqa: BLE001
-            rows += _emit([{**failure(ident, err), "epoch": done}], on_row)
-            break
-        done += block
-        loss = float(losses[-1])
-        row = {
-            **ident,
-            "epoch": done,
-            "steps": block,
-            "batch_size": n,
-            "epoch_s": seconds,
-            "step_s": seconds / block,
-            "images": block * n,
-            "throughput_img_s": block * n / seconds,
-            "train_loss": loss,
-            "train_accuracy": train_acc,
-            "test_accuracy": test_acc,
-            "jit_s": getattr(b, "jit_s", float("nan")),
-            "status": "ok" if math.isfinite(loss) else "unstable",
-        }
-        rows += _emit([row], on_row)
-        if not math.isfinite(loss):
-            break
-    return rows
+    n = len(data.x_train)
+
+    def train_block(b, done: int) -> dict:
+        steps = min(p.scratch_mlp_eval_every, p.scratch_mlp_steps - done)
+        losses, seconds = timed(b, lambda: [b.train_step(data.x_train, data.y_train) for _ in range(steps)])
+        figures = {"epoch": done + steps, "steps": steps, "batch_size": n, "epoch_s": seconds}
+        figures |= {"step_s": seconds / steps, "images": steps * n, "throughput_img_s": steps * n / seconds}
+        train_acc, test_acc = b.evaluate(data.x_train, data.y_train), b.evaluate(data.x_test, data.y_test)
+        figures |= {"train_loss": float(losses[-1]), "train_accuracy": train_acc, "test_accuracy": test_acc}
+        return figures
+
+    blocks = range(0, p.scratch_mlp_steps, p.scratch_mlp_eval_every)
+    return _train(backend, "mlp", p, weights, threads, blocks, train_block, on_row)
 
 
 def _emit(rows: list[dict], on_row) -> list[dict]:
@@ -336,9 +293,8 @@ def op_breakdown(backend: str, model: str, p, weights: dict, x: np.ndarray, y: n
     """Every op of one training step timed with the device synchronised around it: the first call (compile,
     allocation) apart, then ``scratch_op_steps`` calls (median, mean, 95% interval)."""
     ident = identity(backend, model, threads)
-    lr, momentum = hyper(p, model)
     try:
-        b = make(backend, model, lr, momentum)
+        b = _make(backend, model, p)
         b.init(weights)
         b.timer.enabled = True
         for _ in range(1 + p.scratch_op_steps):
@@ -375,8 +331,6 @@ def _measure_hooks(backend: str):
 
         return (_nothing, pool_used, pool_used, _nothing, _nothing, "CuPy memory pool used_bytes")
     if backend in ("torch_cuda", "torch_mps"):
-        import torch
-
         b = devices.backend(torch.device(DEVICE_KIND[backend]))
 
         def peak() -> float:  # a device without a high-water mark (MPS): what it holds after the step
@@ -408,8 +362,6 @@ def pool_held(backend: str) -> int | None:
 
         return pool_bytes()["held"]
     if backend.startswith("torch_"):
-        import torch
-
         return devices.backend(torch.device(DEVICE_KIND[backend])).reserved_bytes()
     return None
 
@@ -421,10 +373,9 @@ def memory_breakdown(
     reports for the same thing (state after init; the peak of one training step over that), the process RSS
     baseline, and the backend's own overhead (measured minus computed)."""
     ident = identity(backend, model, threads)
-    lr, momentum = hyper(p, model)
     rss0 = rss()
     try:
-        b = make(backend, model, lr, momentum)
+        b = _make(backend, model, p)
         start, current, peak, reset_peak, stop, how = _measure_hooks(backend)
         start()
         try:
@@ -455,6 +406,8 @@ def memory_breakdown(
     state_how, step_how = [unmeasured.format(rss=v / MIB) if coarse else how for v in (state, step_peak)]
     step_how += " (activations + workspace; batch listed apart)"
     overhead = None if coarse else step_peak - step_c
+    pool_how = "CuPy pool total_bytes / torch's reserved bytes (a GPU allocator's pool)"
+    rss_how = "RSS after a step - before the backend: libraries, CUDA context, allocator caches, buffers"
     rows = [
         ("parameters", comp["parameters"], None, "array sizes"),
         ("gradients", comp["gradients"], None, "array sizes"),
@@ -466,18 +419,8 @@ def memory_breakdown(
         ("step_total", step_c, None if coarse else step_peak, step_how),
         ("backend_overhead", None, overhead, "measured step peak - computed (temporaries, allocator pool)"),
         ("dataset_inputs", dataset, None, "host arrays of the train and test images"),
-        (
-            "allocator_pool_held",
-            None,
-            held,
-            "CuPy pool total_bytes / torch's reserved bytes (a GPU allocator's pool)",
-        ),
-        (
-            "process_rss_growth",
-            None,
-            rss_growth,
-            "RSS after a step - before the backend: libraries, CUDA context, allocator caches, buffers",
-        ),
+        ("allocator_pool_held", None, held, pool_how),
+        ("process_rss_growth", None, rss_growth, rss_how),
         ("process_rss_baseline", None, rss0, "psutil RSS before the backend was made"),
     ]
     return [
@@ -573,10 +516,7 @@ def _run_all(run, data: Data | None, progress) -> dict[str, list[dict]]:
             _emit(op_breakdown(backend, model, p, weights, xb, yb, threads), keep("backend_ops"))
             _emit(memory_breakdown(backend, model, p, weights, xb, yb, data, threads), keep("backend_memory"))
     absent = {
-        (r.get("backend"), r.get("model"))
-        for rows in out.values()
-        for r in rows
-        if r.get("status") == "unavailable"
+        (r["backend"], r["model"]) for rows in out.values() for r in rows if r["status"] == "unavailable"
     }
     resumed(kept, len(planned), "backends.csv", "backend/model pairs", unavailable=len(absent))
     return out

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 
+import numba
 import numpy as np
 from numba import njit, prange
 
@@ -250,11 +251,6 @@ class NumbaCpuBackend(Buffered):
             self.buffers[n] = step_buffers(self.model, self.p, self.image, n, np.empty)
         return self.buffers[n]
 
-    def _chunks(self, n: int) -> int:
-        import numba
-
-        return max(1, min(n, 4 * numba.get_num_threads()))
-
     def put(self, x, y):
         with self.timer.op("input", "transfer", "forward"):
             x = np.ascontiguousarray(x.reshape(len(x), -1) if self.model == "mlp" else x, dtype=np.float32)
@@ -306,7 +302,7 @@ class NumbaCpuBackend(Buffered):
 
     def _conv_weight_grad(self, x, da, name):
         w = self.p[f"{name}.weight"]
-        t = self._chunks(len(x))
+        t = max(1, min(len(x), 4 * numba.get_num_threads()))  # batch chunks, each summed apart
         dw_part = np.empty((t, *w.shape, da.shape[3]), np.float32)
         db_part = np.empty((t, w.shape[0], da.shape[3]), np.float32)
         conv_bwd_weight(x, da, dw_part, db_part)

@@ -143,9 +143,7 @@ def forward_backward(ops: pd.DataFrame, model: str = "mlp") -> pd.DataFrame:
         return pd.DataFrame()
     ours = ok.pivot_table(index="phase", columns="backend", values="median_ms", aggfunc="sum")
     ours.loc["step"] = ours.sum()
-    ours = ours.rename(
-        index={"forward": "forward_ms", "backward": "backward_ms", "update": "update_ms", "step": "step_ms"}
-    ).add_prefix("ours: ")
+    ours = ours.rename(index=lambda phase: f"{phase}_ms").add_prefix("ours: ")  # forward_ms ... step_ms
     if model != "mlp":
         return ours
     rows = {"iteration": "step_ms", "forward": "forward_ms", "backward": "backward_ms"}  # total: TIMES_004

@@ -15,20 +15,14 @@ from cnnbench.params import SCRATCH_BACKENDS
 from cnnbench.scratch.base import BackendUnavailable, OpTimer, image_side, named_params, torch_module
 
 
-def device_for(name: str) -> torch.device:
-    """The torch device of a backend name; :class:`BackendUnavailable` with the reason if it is absent."""
-    kind = SCRATCH_BACKENDS[name]
-    if kind not in devices.available():
-        raise BackendUnavailable(
-            f"no {kind} device visible to PyTorch here (available: {', '.join(devices.available())})"
-        )
-    return torch.device(kind)
-
-
 class TorchBackend:
     def __init__(self, name: str, model: str, lr: float = 0.01, momentum: float = 0.9):
         self.name, self.model, self.lr, self.momentum = name, model, lr, momentum
-        self.device = device_for(name)
+        kind = SCRATCH_BACKENDS[name]
+        if kind not in devices.available():
+            available = ", ".join(devices.available())
+            raise BackendUnavailable(f"no {kind} device visible to PyTorch here (available: {available})")
+        self.device = torch.device(kind)
         self.timer = OpTimer(sync=self.sync)
 
     def sync(self) -> None:

@@ -13,7 +13,8 @@ import dataclasses
 
 import pandas as pd
 
-from cnnbench import progress, results
+from cnnbench import devices, knobs, models, progress, results
+from cnnbench.measure import engine
 from cnnbench.steps import profiler as _profiler
 from cnnbench.steps import step_phases as _phases
 from cnnbench.steps.summary import phase_plot, phase_table, top_ops_table
@@ -34,9 +35,6 @@ def profile(run) -> pd.DataFrame:
     profile_ops.csv. The step is seed 002's: ``optimizer`` (Adam) at ``transfer_lrs[0]``, ``transfer_image_size``
     px, a new two-class head, batch ``profile_batch_size`` (0: ``transfer_batch_sizes[0]``); the weights are
     random (a step's cost does not depend on their values, and no download is needed)."""
-    from cnnbench import devices, knobs, models
-    from cnnbench.measure import engine
-
     p = dataclasses.replace(run.params, lr=run.params.transfer_lrs[0])
     batch = p.profile_batch_size or p.transfer_batch_sizes[0]
     b = devices.backend(run.device)
@@ -54,10 +52,7 @@ def profile(run) -> pd.DataFrame:
         ident = {
             **cfg.replace(**knobs.in_force(cfg.setting, b)).columns(),
             "device_kind": b.kind,
-            "seed": p.seed,
-            "optimizer": p.optimizer,
-            "lr": p.lr,
-            "warmup_steps": p.warmup_steps,
+            **{k: getattr(p, k) for k in ("seed", "optimizer", "lr", "warmup_steps")},
             "profiled_steps": p.profile_steps,
             "profile_top_k": p.profile_top_k,
         }

@@ -32,18 +32,13 @@ def labelled_step(work: engine.Workload) -> None:
         work.optimizer.zero_grad(set_to_none=True)
 
 
-def _on_host(event) -> bool:
-    """Host-side events only: a kernel's device time is counted in its launching operator's self device time,
-    and the device-side copies of the pass labels run on the GPU's timeline."""
-    kind = getattr(event, "device_type", None)
-    return kind is None or kind == torch.autograd.DeviceType.CPU
-
-
 def op_table(events, backend: devices.Backend) -> pd.DataFrame:
     """Per pass and operator: calls, self CPU time and self device time (s), from profiler events. Where the
     profiler has no device time per op (``backend.op_time`` is not "device": CPU, MPS) it is NaN, not 0."""
     device_timed = backend.op_time == "device"
-    events = [e for e in events if _on_host(e)]
+    # host-side events only: a kernel's device time is counted in its launching operator's self device time,
+    # and the device-side copies of the pass labels run on the GPU's timeline
+    events = [e for e in events if e.device_type == torch.autograd.DeviceType.CPU]
     labels = [
         (e.name[len(LABEL) :], e.time_range.start, e.time_range.end)
         for e in events
@@ -93,11 +88,7 @@ def export(prof, folder: Path, model: str) -> Path:
 
 
 RANKED_BY = {"device": "self_device_s", "host": "self_cpu_s", "queue": "self_cpu_s"}
-TIME_NOTE = {
-    "device": "",
-    "host": "",
-    "queue": "times are the host's time to queue each op on the device, not the device's time to run it",
-}
+QUEUE_NOTE = "times are the host's time to queue each op on the device, not the device's time to run it"
 
 
 def profile_model(
@@ -135,7 +126,7 @@ def profile_model(
                 **base,
                 **r,
                 "ranked_by": by,
-                "time_note": TIME_NOTE[b.op_time],
+                "time_note": QUEUE_NOTE if b.op_time == "queue" else "",
                 "trace_file": trace.name,
                 "status": "ok",
                 "error": "",

@@ -16,8 +16,9 @@ from collections.abc import Callable
 
 import torch
 
-from cnnbench import data, devices, knobs, models
+from cnnbench import data, devices, knobs, models, results
 from cnnbench.measure import engine, timing
+from cnnbench.progress import bar, note, resumed
 from cnnbench.results.schema import PHASE_PASS_KEYS, PHASE_PROTOCOL
 
 STEP_PHASES = ("data_wait", "h2d_copy", "forward", "loss", "backward", "optimizer")
@@ -39,11 +40,10 @@ class PhaseTimer:
     ):
         self.device, self.clock, self.sync = device, clock, sync
         self.events = devices.backend(device).events() if use_events is not False else None
-        self.use_events = self.events is not None
         self.times: dict[str, float] = {}
 
     def _event(self):
-        if not self.use_events:
+        if self.events is None:
             return None
         make, record = self.events  # on the measured device's stream (cuda:1 -> GPU 1)
         event = make()
@@ -143,26 +143,21 @@ class PairedDiff:
         return diff + decide <= TOLERANCE_PCT or diff - decide > TOLERANCE_PCT
 
 
-def diff_ci95_pct(split: list[dict[str, float]], whole: list[float]) -> float:
-    """``PairedDiff.ci95_pct`` of these pairs."""
-    diffs = PairedDiff()
-    for s, w in zip(split, whole, strict=True):
-        diffs.add(s, w)
-    return diffs.ci95_pct()
-
-
 def summarize(split: list[dict[str, float]], whole: list[float]) -> list[dict]:
     """One row per phase: mean, median, 95% interval, share of the phase sum, and the check of the sum against
     the mean unsplit step (``sum_diff_pct``, ``sum_diff_ci95_pct``, ``sums_within_5pct``)."""
     means = {ph: statistics.fmean(s[ph] for s in split) for ph in STEP_PHASES}
     phase_sum, step = sum(means.values()), statistics.fmean(whole)
     diff = 100 * (phase_sum - step) / step
+    diffs = PairedDiff()
+    for s, w in zip(split, whole, strict=True):
+        diffs.add(s, w)
     common = {
         "phase_sum_s": phase_sum,
         "step_time_s": step,
         "step_time_ci95_s": timing.ci95_half_width(whole),
         "sum_diff_pct": diff,
-        "sum_diff_ci95_pct": diff_ci95_pct(split, whole),
+        "sum_diff_ci95_pct": diffs.ci95_pct(),
         "sums_within_5pct": abs(diff) <= TOLERANCE_PCT,
         "n_steps": len(split),
     }
@@ -304,22 +299,18 @@ def configs(p, threads: int) -> list[engine.Config]:
 
 def run_all(run) -> None:
     """The breakdown for every Scenario A model (train, first variant) into step_phases.csv, resuming."""
-    from cnnbench import data as data_layer
-    from cnnbench import results as results_layer
-    from cnnbench.progress import bar, note, resumed
-
     p, b = run.params, devices.backend(run.device)
-    table = results_layer.table("step_phases")
-    results = table.file(run.dir)
-    dataset_for = data_layer.for_configs(p)
+    table = results.table("step_phases")
+    file = table.file(run.dir)
+    dataset_for = data.for_configs(p)
     planned = configs(p, run.threads)
     keys = [{**identity(cfg, b, p), "step_phase": STEP_PHASES[-1]} for cfg in planned]
     table.plan(run.dir, keys, "step_phases")
-    kept = sum(results.done(key) for key in keys)
+    kept = sum(file.done(key) for key in keys)
     for cfg, key in bar(list(zip(planned, keys, strict=True)), desc="step phases", unit="model"):
-        if results.done(key):
+        if file.done(key):
             continue
         note(f"step phases: {cfg.model} bs={cfg.batch_size}")
         window = {"window_s": p.phase_window_s, "max_s": p.phase_max_s}
-        results.extend(measure(cfg, run.device, p, p.phase_steps, dataset_for(cfg), **window))
-    resumed(kept, len(keys), results.path.name, "models' phase breakdowns")
+        file.extend(measure(cfg, run.device, p, p.phase_steps, dataset_for(cfg), **window))
+    resumed(kept, len(keys), file.path.name, "models' phase breakdowns")

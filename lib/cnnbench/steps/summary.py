@@ -10,10 +10,6 @@ import pandas as pd
 from cnnbench.plots import save
 
 
-def _save(fig, path):
-    return save(fig, path, dpi=110)
-
-
 def phase_table(df: pd.DataFrame) -> pd.DataFrame:
     """Per model: whether the phases agree with the unsplit step (the difference, its 95% interval, steps of
     each kind) first; then the phases (mean ms per step), their sum and the unsplit step time."""
@@ -58,7 +54,7 @@ def phase_plot(df: pd.DataFrame, path: str | Path | None = None):
         title=f"where a training step's time goes ({ok.device_name.iloc[0]})",
     )
     ax.legend(fontsize=8, bbox_to_anchor=(1, 1))
-    return _save(fig, path)
+    return save(fig, path, dpi=110)
 
 
 def top_ops_table(df: pd.DataFrame, model: str | None = None) -> pd.DataFrame:
