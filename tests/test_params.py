@@ -15,7 +15,7 @@ def one_line(err) -> str:
 
 
 @pytest.mark.parametrize(
-    "name", ["local.yaml", "smoke.yaml", "colab_t4.yaml", "apple_m.yaml", "seeds_full.yaml"]
+    "name", ["local.yaml", "smoke.yaml", "colab_t4.yaml", "apple_m.yaml", "seeds_full.yaml", "gpu_check.yaml"]
 )
 def test_shipped_params_files_are_valid(name):
     path = ROOT / "params" / name
