@@ -240,27 +240,30 @@ def _host_line(seconds: pd.Series, op_counts: pd.Series) -> tuple[float, float]:
 @functools.cache
 def default_host(kind: str, phase: str) -> tuple[tuple[float, float], str]:
     """The host line (:func:`_host_line`) of a ``kind`` device with no measurement of its own, and its source: the
-    committed example of that kind (or of another accelerator), through its 02 and 03 steps (the H100's, at 64 px,
-    are host-bound)."""
-    import json
-
-    from cnnbench import paths
-
-    examples = sorted((paths.repo_root() / "examples").glob("*/environment.json"))
-    kinds = {e.parent: json.loads(e.read_text()).get("device_kind") for e in examples}
-    for d in [d for d, k in kinds.items() if k == kind] or [d for d, k in kinds.items() if _queued(k)]:
-        rows = pd.concat(
-            [pd.read_csv(d / f) for f in ("scenario_a.csv", "batch_sweep.csv") if (d / f).is_file()]
-        )
-        rows = rows[(rows.status == "ok") & (rows.phase == phase)].assign(precision="fp32")
-        line = (
-            _host_line(rows.batch_size / rows.throughput_img_s, _op_counts(rows))
-            if len(rows)
-            else (math.nan,)
-        )
-        if not math.isnan(line[0]):
-            return line, f"through {d.name}'s {phase} steps (launch-bound)"
+    committed example of that kind (or of another accelerator): its measured host steps (04), else a line through
+    its 02 and 03 steps (the H100's, at 64 px, are host-bound)."""
+    rows = _examples()
+    for k in [kind, *sorted(k for k in set(rows.device_kind) if _queued(k))]:
+        mine = rows[(rows.device_kind == k) & (rows.phase == phase)].drop_duplicates(KEYS)
+        if "host_step_s" in mine and mine.host_step_s.notna().any():
+            per_op = (mine.host_step_s / mine.host_ops).median()
+            return (0.0, per_op), f"measured by 04 in {mine.run_name.iloc[0]}"
+        if len(mine) and not math.isnan(
+            (line := _host_line(mine.batch_size / mine.rate_img_s, _op_counts(mine)))[0]
+        ):
+            return line, f"through {mine.run_name.iloc[0]}'s {phase} steps"
     return (math.nan, math.nan), f"no measurement of a {kind} host"
+
+
+@functools.cache
+def _examples() -> pd.DataFrame:
+    """The committed examples' 02 and 03 rows (examples/, each a run on its device), as :func:`measured_rows`."""
+    from cnnbench import paths
+    from cnnbench.results import runs
+
+    return measured_rows(
+        runs.load(sorted(e.parent for e in (paths.repo_root() / "examples").glob("*/environment.json")))
+    )
 
 
 def _op_counts(rows: pd.DataFrame) -> pd.Series:
@@ -478,13 +481,8 @@ def step_times(configs, device: str) -> list[float]:
 @functools.cache
 def known() -> pd.DataFrame:
     """What a prediction for a device not at hand stands on: the seeds' rates and the committed examples' 02 and 03
-    rows (examples/, each a run on its device), scored out of sample."""
-    from cnnbench import paths
-    from cnnbench.results import runs
-
-    examples = sorted(e.parent for e in (paths.repo_root() / "examples").glob("*/environment.json"))
-    measured = measured_rows(runs.load(examples))
-    return scored(judged(pd.concat([published_rows(), measured], ignore_index=True)))
+    rows, scored out of sample."""
+    return scored(judged(pd.concat([published_rows(), _examples()], ignore_index=True)))
 
 
 def table(merged) -> pd.DataFrame:
