@@ -173,8 +173,8 @@ def test_different_batch_sizes_are_not_divided_and_the_difference_is_named(tmp_p
     um = analysis.unmatched(m["scenario_a"])
     assert um.differs_in.tolist() == ["batch_size 256 vs 32"]
     assert "nothing to divide" in analysis.speedup_matrix(analysis.speedups(m["scenario_a"])).note.iloc[0]
-    assert not any("30.0x" in f for f in analysis.findings(m))
-    assert any("not divided" in f and "batch_size" in f for f in analysis.findings(m))
+    assert not any("30.0x" in f for f in analysis.findings_table(m).finding)
+    assert any("not divided" in f and "batch_size" in f for f in analysis.findings_table(m).finding)
 
 
 def test_compile_on_and_off_does_not_break_findings_and_matches_only_like_with_like(tmp_path):
@@ -193,7 +193,7 @@ def test_compile_on_and_off_does_not_break_findings_and_matches_only_like_with_l
     )
     add_rows(b, [{"compile": True, "throughput_img_s": 300.0, "phase": "train"}])
     m = analysis.load(analysis.discover(tmp_path))
-    text = analysis.findings(m)  # raised TypeError: must be real number, not Series
+    text = analysis.findings_table(m).finding  # raised TypeError: must be real number, not Series
     sp = analysis.speedups(m["scenario_a"])
     got = {(r.phase, r.compile != "off"): round(r.speedup, 2) for r in sp.itertuples()}
     assert got == {("train", False): 10.0, ("eval", False): 20.0, ("train", True): 20.0}
@@ -211,13 +211,13 @@ def test_same_host_is_run_to_run_never_a_cross_device_speedup(tmp_path):
         "second",
         "first",
     )
-    text = " ".join(analysis.findings(m))
+    text = " ".join(analysis.findings_table(m).finding)
     assert "run-to-run difference" in text and "cross-device" not in text
 
 
 def test_findings_are_computed_per_run_from_the_data(outputs):
     m = analysis.load(analysis.discover(outputs, ["laptop", "colab"]))
-    text = "\n".join(analysis.findings(m))
+    text = "\n".join(analysis.findings_table(m).finding)
     assert "laptop: eval/train throughput ratio ranges 2.5-3.0x" in text
     assert "colab: eval/train throughput ratio ranges 2.0-3.0x" in text
     assert (
@@ -249,7 +249,7 @@ def test_batch_sweep_knees_are_per_run(tmp_path):
                 for bs, t in zip((32, 64, 128), tput, strict=True)
             ],
         )
-    text = analysis.findings(analysis.load(analysis.discover(tmp_path)))
+    text = analysis.findings_table(analysis.load(analysis.discover(tmp_path))).finding
     assert any(
         t.startswith(
             "fast: squeezenet1_1 (train) is within 5% of its best throughput from batch 64 (best 205"
@@ -308,7 +308,9 @@ def test_single_run_and_missing_tables_do_not_break_the_analysis(tmp_path):
     assert "nothing to divide" in analysis.speedup_matrix(analysis.speedups(m["scenario_a"])).note.iloc[0]
     assert m["batch_sweep"].empty and analysis.placed_points(m).empty
     empty = analysis.load([])
-    assert analysis.findings(empty) == [] and analysis.summary(empty["scenario_a"]).empty
+    assert (
+        analysis.findings_table(empty).finding.tolist() == [] and analysis.summary(empty["scenario_a"]).empty
+    )
     assert analysis.findings_table(empty).columns.tolist() == [
         "topic",
         "run_name",
@@ -874,7 +876,7 @@ def test_an_analysis_computes_its_findings_and_predictions_once_and_again_after_
     first = analysis.findings_table(m)
     analysis.findings_markdown(m)
     written = analysis.write_tables(m, tmp_path)
-    assert len(calls) == 1 and analysis.findings(m) == first.finding.tolist()
+    assert len(calls) == 1 and analysis.findings_table(m).finding.tolist() == first.finding.tolist()
     assert pd.read_csv(written["findings"]).finding.tolist() == first.finding.tolist()
     m.tables["scenario_a"] = m["scenario_a"].assign(throughput_img_s=20.0)
     assert analysis.findings_table(m).finding.tolist() != first.finding.tolist() and len(calls) == 2

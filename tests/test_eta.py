@@ -347,7 +347,8 @@ def test_a_late_process_makes_the_estimate_past_not_0s():
     clock.now += 4
     assert left.line() == "02 24s elapsed, 6s left (2/3 processes); run: 6s left"
     clock.now += 30  # the last process is slower than the pace so far: its time left is unknown, and not 0
-    assert left.line() == "02 54s elapsed, past its estimate by 24s (2/3 processes); run: ? left"
+    # the run's time is unknown beyond this notebook's (issue 44: `cnnbench report` printed "run: ? left")
+    assert left.line() == "02 54s elapsed, past its estimate by 24s (2/3 processes)"
 
 
 def test_processes_beyond_the_planned_ones_are_counted_within_the_adaptive_budget():
@@ -363,7 +364,7 @@ def test_processes_beyond_the_planned_ones_are_counted_within_the_adaptive_budge
     # the pace is now 12.5 s a process: 60 + 12.5 - 15 s left
     assert left.line() == "03 35s elapsed, 58s left (2/2 processes + 1 for wide intervals); run: 58s left"
     clock.now += 102.5
-    assert "past its estimate by 45s (2/2 processes + 1 for wide intervals); run: ? left" in left.line()
+    assert left.line().endswith("past its estimate by 45s (2/2 processes + 1 for wide intervals)")
 
 
 def test_the_estimates_are_revised_by_the_pace_of_this_run_and_say_so():

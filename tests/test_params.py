@@ -725,6 +725,25 @@ def test_a_variant_key_at_the_top_level_is_told_to_go_under_variants(write_yaml)
     assert "variants" in one_line(err) and "precision" in one_line(err)
 
 
+def test_set_of_a_knob_set_per_variant_measures_one_variant_at_that_value():
+    """Issue 44: `--set precision=bf16` was refused ("it is set per variant"). A user means the run at bf16: one
+    variant, each knob set per variant that --set names at its value (the others at their defaults)."""
+    local, apple = ROOT / "params" / "local.yaml", ROOT / "params" / "apple_m.yaml"
+    assert params.load(local, {"precision": "bf16"}, False, "--set").variants == [{"precision": "bf16"}]
+    both = {"precision": "bf16", "memory_format": "channels_last", "compile": "off"}
+    assert params.load(apple, both, False, "--set").variants == [both]  # its two variants: one now
+    refused = [
+        ({"precision": "fp8"}, "--set key 'precision' is 'fp8'; allowed: fp32, tf32, bf16, fp16"),
+        ({"memory_format": "nhwc"}, "--set key 'memory_format' is 'nhwc'"),
+        ({"precision": "bf16", "variants": [{"precision": "fp32"}]}, "--set gives 'variants' and precision"),
+    ]
+    for overrides, said in refused:
+        with pytest.raises(ParamsError) as err:
+            params.load(local, overrides, False, "--set")
+        assert one_line(err).startswith(said), one_line(err)
+    assert params.parse_overrides(["precision=bf16"]) == {"precision": "bf16"}
+
+
 @pytest.mark.parametrize(
     "key, value",
     [

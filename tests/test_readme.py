@@ -1,9 +1,11 @@
 """The README and its docs pages: the figures from the committed example run are the example's own numbers,
 and a newcomer reads the README in minutes."""
 
+import json
 import re
 
 import pandas as pd
+import pytest
 
 from conftest import ROOT
 
@@ -104,3 +106,90 @@ def test_a_newcomer_reads_the_readme_in_minutes_and_finds_every_page_it_moved_to
     example = _words(DOCS / "example.md")  # which commit and day made the committed example
     assert f"commit {env['git_commit'][:7]}" in example and env["captured_at"][:10] in example
     assert "## Layout" in (DOCS / "development.md").read_text()
+
+
+def _more_commands() -> list[str]:
+    text = (ROOT / "README.md").read_text()
+    block = text[text.index("## More commands") :]
+    block = block[block.index("```bash") + 7 : block.index("```", block.index("```bash") + 7)]
+    return [line.split("  #")[0].strip() for line in block.splitlines() if line.strip()]
+
+
+def _help(capsys, *argv) -> str:
+    from cnnbench import pipeline
+
+    with pytest.raises(SystemExit) as done:
+        pipeline.main([*argv, "--help"])
+    assert done.value.code == 0
+    return capsys.readouterr().out
+
+
+@pytest.mark.slow
+def test_every_more_commands_line_works_as_written_after_make_report(capsys, monkeypatch):
+    """Issue 44: every "More commands" line used `cnnbench`, which is not on PATH after `make report`; `--set
+    precision=bf16` was refused; `cnnbench --help` did not list `predict`. Each line is a make target or the
+    command `make report` installs (.venv/bin/cnnbench: the Makefile's BIN and pyproject's script), each option
+    it names is one its subcommand takes, and the lines that name no placeholder run here as written."""
+    import shlex
+
+    from cnnbench import pipeline
+
+    makefile = (ROOT / "Makefile").read_text()
+    assert "BIN    := $(VENV)/bin" in makefile and "VENV   ?= .venv" in makefile
+    assert 'cnnbench = "cnnbench.pipeline:main"' in (ROOT / "pyproject.toml").read_text()
+    lines = _more_commands()
+    assert len(lines) >= 6 and all(line.startswith(("make report", ".venv/bin/cnnbench ")) for line in lines)
+    main_help = _help(capsys)
+    for sub in ("compare", "report", "predict"):
+        assert f"cnnbench {sub}" in main_help, sub
+    monkeypatch.chdir(ROOT)
+    for line in lines:
+        argv = shlex.split(line)
+        if argv[0] == "make":
+            overrides = [a.split("=", 1)[1] for a in argv if a.startswith("ARGS=")][0].split()
+            assert pipeline.params_mod.load(
+                ROOT / "params" / "local.yaml",
+                pipeline.params_mod.parse_overrides(overrides[1::2]),
+                False,
+                "--set",
+            ), line
+            continue
+        sub = argv[1] if argv[1] in ("compare", "report", "predict") else None
+        options = _help(capsys, *([sub] if sub else []))
+        for option in [a.strip("[]|") for a in argv if a.lstrip("[").startswith("--")]:
+            assert option in options, (line, option)
+        if not re.search(r"\[|[A-Z]_[A-Z]|RUN_", line):  # no placeholder: it runs here, measuring nothing
+            assert pipeline.main(argv[1:]) == 0, line
+            capsys.readouterr()
+
+
+def test_the_docs_numbers_for_local_yaml_are_its_own():
+    """Issue 44: docs/measurement.md gave 4 processes and +-5% for params/local.yaml, which sets 3 and 8%, and
+    named an AMD VM where the README and the committed example name an Intel one."""
+    from cnnbench import params
+
+    default, local = params.Params(), params.load(ROOT / "params" / "local.yaml", check_device=False)
+    text = _words(DOCS / "measurement.md")
+
+    def said(key: str, unit: str = "") -> str:
+        d, v = (f"{getattr(p, key):g}{unit}" for p in (default, local))
+        return (
+            f"{d} by default and in `params/local.yaml`"
+            if d == v
+            else f"{d} by default, {v} in `params/local.yaml`"
+        )
+
+    assert f"fresh worker processes ({said('processes')})" in text
+    assert f"`ci_target_pct` (+-{said('ci_target_pct', '%').replace(', ', ', +-')})" in text
+    assert f"`max_processes` ({said('max_processes')})" in text
+    assert f"`params/local.yaml`'s {local.measured_steps} steps" in text
+    example = _words(DOCS / "example.md")
+    assert f"`min_window_s` ({local.min_window_s:g} s in `params/local.yaml`)" in example
+    assert f"local.yaml's {local.tune_budget_s:g} s `tune_budget_s`" in example
+    env = json.loads((EXAMPLE / "environment.json").read_text())
+    amd = pd.read_csv(ROOT / "examples" / "benchmarks" / "repeat_agreement.csv")
+    assert env["cpu_model"].startswith("Intel(R) Xeon(R)") and env["captured_at"] >= "2026-11-26"
+    assert amd.host.str.startswith("AMD EPYC").all() and amd.timestamp.max() < "2026-11-25"
+    assert "2-core VM had an AMD EPYC CPU up to 2026-11-24 and an Intel Xeon from 2026-11-26 on" in text
+    readme = _words(ROOT / "README.md")
+    assert "Only the CPU path has run on real hardware" not in readme and "about 2 minutes" not in readme

@@ -74,8 +74,10 @@ def test_a_speedup_whose_interval_is_as_wide_as_itself_is_not_known_and_one_hold
     """The walk: a smoke run's summary read "speedup about 52 (not precise: +-39795%)x" (07's default measured while
     the VM was busy); the number means nothing and must not be shown as a speedup."""
     assert overview.speedup_text(52.0, 20693.0) == "not known (its 95% interval is ±39794%)"
-    assert overview.speedup_text(1.03, 0.05) == "1.030 ± 0.050x: not distinguishable from the default"
-    assert overview.speedup_text(1.24, 0.05) == "1.240 ± 0.050x"
+    assert (
+        overview.speedup_text(1.03, 0.05) == "1.030\u00a0±\u00a00.050x: not distinguishable from the default"
+    )
+    assert overview.speedup_text(1.24, 0.05) == "1.240\u00a0±\u00a00.050x"
     assert overview.speedup_text(float("nan"), 0.1) == "?"
 
 
@@ -183,7 +185,7 @@ def test_a_run_report_opens_with_its_summary_read_from_the_runs_csvs(tmp_path):
         & a["compile"].astype(str).isin(("off", "False"))  # the compile mode; rows before it, a bool
     ].iloc[0]
     # the interval is rounded to two significant digits, the rate to the same decimal
-    assert f"{r50.throughput_img_s:.1f} ± {r50.throughput_ci95_img_s:.1f}" in top
+    assert f"{r50.throughput_img_s:.1f}\u00a0±\u00a0{r50.throughput_ci95_img_s:.1f}" in top
     peaks = pd.read_csv(run_dir / "device_peaks.csv")
     fp32 = peaks[(peaks.kind == "measured") & (peaks.precision == "fp32")].iloc[0]
     assert f"{fp32.peak_gflops:,.1f} GFLOP/s" in top and f"{fp32.bandwidth_gbs:,.1f} GB/s" in top
@@ -206,10 +208,11 @@ def test_a_run_report_opens_with_its_summary_read_from_the_runs_csvs(tmp_path):
 def test_intervals_set_the_decimals_shown():
     from cnnbench.analysis import overview
 
-    assert overview.with_interval(40.6003, 1.8042) == "40.6 ± 1.8"
-    assert overview.with_interval(21950.2, 1781.0) == "22,000 ± 1,800"
-    assert overview.with_interval(1.2104, 0.0981) == "1.210 ± 0.098"
-    assert overview.with_interval(5.0, float("nan")) == "5.0"
+    # on one line (no-break spaces): a value is never parted from its interval
+    assert overview.with_interval(40.6003, 1.8042) == "40.6\u00a0±\u00a01.8"
+    assert overview.with_interval(21950.2, 1781.0) == "22,000\u00a0±\u00a01,800"
+    assert overview.with_interval(1.2104, 0.0981) == "1.210\u00a0±\u00a00.098"
+    assert overview.with_interval(5.0, float("nan")) == "5"
     # an interval wider than the value (the walk: "2,100 ± 6,400", "1.9 ± 1.9x") reads as the console has it
     assert overview.with_interval(2133.0, 6400.0) == "about 2,100 (not precise: ±300%)"
     assert overview.with_interval(1.93, 1.93) == "about 1.9 (not precise: ±100%)"
@@ -314,134 +317,6 @@ def test_headers_may_break_after_underscores_and_long_text_columns_get_a_share_o
         indexed[indexed.index("<colgroup>") : indexed.index("</colgroup>")].count("<col>") == 4
     )  # index + 3
     assert "<colgroup>" not in tables.show(numbers, "").data  # no long text: the CSS alone wraps it
-
-
-def test_the_report_wraps_every_table_inside_the_page(tmp_path):
-    numbers, seeds = _wide_tables()
-    nb = tmp_path / "08.ipynb"
-    cells = [
-        nbformat.v4.new_code_cell(
-            "",
-            outputs=[
-                nbformat.v4.new_output("display_data", data={"text/html": tables.show(df, "wide").data})
-            ],
-        )
-        for df in (numbers, seeds)
-    ]
-    nbformat.write(nbformat.v4.new_notebook(cells=cells), nb)
-    page = report.build([nb], tmp_path / "report.html", "t", "# head").read_text()
-    css = page[page.index('<style id="cnnbench-tables">') :]
-    css = css[: css.index("</style>")]
-    assert "table { table-layout: auto; max-width: 100%; }" in css
-    assert "th, .jp-RenderedHTMLCommon td { overflow-wrap: anywhere; }" in css
-    assert page.index('<style id="cnnbench-tables">') < page.index("</head>")
-    widths = _table_overflow_in_chromium(tmp_path / "report.html")
-    assert widths["tables"] == 2 and widths["wider"] == [], widths
-
-
-def test_a_table_that_fits_with_whole_words_breaks_none(tmp_path):
-    """The walk: seed 000's Table 8 beside ours fitted the page, with headers and cells broken inside words
-    ('phas e', 'speedup _x', 'a_ img_s', 'mobilenet_v 2'). A table whose words fit the page keeps them whole; only
-    one that cannot fit otherwise (30 columns of numbers) may break inside them."""
-    numbers, _ = _wide_tables()
-    table8 = pd.DataFrame(
-        {
-            "source": ["published by 000_6d833120f7fd5a11.txt", "ours: u1"],
-            "model": ["mobilenet_v2", "mobilenet_v2"],
-            "phase": ["train", "train"],
-            "a": ["t4", "u1 (AMD EPYC)"],
-            "b": ["cpu", "000's cpu"],
-            "a_img_s": [float("nan"), 151.3],
-            "a_ci95_img_s": [float("nan"), 4.1],
-            "b_img_s": [float("nan"), 20.8],
-            "speedup_x": [21.4, 7.267],
-            "speedup_ci95_x": [float("nan"), 0.197],
-            "comparison": ["published", "not matched"],
-            "differences": [
-                "its devices in its configuration: Tiny-ImageNet (64x64) from disk, 4 workers, one run",
-                "not matched (other machine: 000's cpu); data: ours synthetic, theirs Tiny-ImageNet",
-            ],
-        }
-    )
-    nb = tmp_path / "08.ipynb"
-    cells = [
-        nbformat.v4.new_code_cell(
-            "",
-            outputs=[nbformat.v4.new_output("display_data", data={"text/html": tables.show(df, "t").data})],
-        )
-        for df in (numbers, table8)
-    ]
-    nbformat.write(nbformat.v4.new_notebook(cells=cells), nb)
-    page = report.build([nb], tmp_path / "report.html", "t", "# head")
-    seen = _table_overflow_in_chromium(page)
-    assert seen["wider"] == [] and seen["split"] == [] and seen["words"] == [False, True], seen
-
-
-def _table_overflow_in_chromium(path, width=1024):
-    """Every table's right edge against the page's width, in headless chromium (skipped where there is none)."""
-    import shutil
-
-    import pytest
-
-    webdriver = pytest.importorskip("selenium.webdriver")
-    if not shutil.which("chromedriver") or not (shutil.which("chromium") or shutil.which("chromium-browser")):
-        pytest.skip("no chromium/chromedriver")
-    from selenium.webdriver.chrome.options import Options
-    from selenium.webdriver.chrome.service import Service
-
-    options = Options()
-    for arg in (
-        "--headless=new",
-        "--no-sandbox",
-        "--disable-gpu",
-        f"--window-size={width},800",
-        f"--user-data-dir={path.parent / 'chromium'}",
-    ):
-        options.add_argument(arg)
-    driver = webdriver.Chrome(service=Service(shutil.which("chromedriver")), options=options)
-    try:
-        from selenium.webdriver.support.ui import WebDriverWait
-
-        driver.get(path.resolve().as_uri())
-        # once in a full suite the query found no table at all: wait for the page, and look at every table
-        WebDriverWait(driver, 30).until(
-            lambda d: (
-                d.execute_script("return document.readyState") == "complete"
-                and d.execute_script("return document.querySelectorAll('table').length") > 0
-            )
-        )
-        return driver.execute_script(
-            "const page = document.documentElement.clientWidth;"
-            "const ts = [...document.querySelectorAll('table')];"
-            "return {tables: ts.length, page: page, wider: ts.map(t => t.getBoundingClientRect())"
-            ".filter(r => r.right > page + 1).map(r => r.width), split: " + _SPLIT_WORDS + ", "
-            "words: ts.map(t => t.classList.contains('cnnbench-words'))};"
-        )
-    finally:
-        driver.quit()
-
-
-# Every word a cell of a table with whole words (class cnnbench-words) had to break: a word wider than the room
-# its cell has (a line may break after a hyphen, and a header after an underscore, where it has a <wbr>).
-_SPLIT_WORDS = """(() => {
-  const out = [];
-  for (const c of document.querySelectorAll('table.cnnbench-words th, table.cnnbench-words td')) {
-    const st = getComputedStyle(c);
-    const room = c.clientWidth - parseFloat(st.paddingLeft) - parseFloat(st.paddingRight);
-    let words = c.innerText.split(/\\s+/).filter(Boolean).flatMap(w => w.split(/(?<=-)/));
-    if (c.tagName === 'TH') words = words.flatMap(w => w.split(/(?<=_)/));
-    for (const w of words) {
-      const s = document.createElement('span');
-      s.style.whiteSpace = 'nowrap';
-      s.textContent = w;
-      c.appendChild(s);
-      const width = s.getBoundingClientRect().width;
-      s.remove();
-      if (width > room + 0.5) out.push(w);
-    }
-  }
-  return out;
-})()"""
 
 
 def test_a_notebooks_wide_table_shows_numbers_to_four_figures_as_08s_do():

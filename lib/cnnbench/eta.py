@@ -332,14 +332,14 @@ class Remaining:
         self.current, self.started, self.process_times = notebook, self.clock(), []
         secs, source = self.expected.get(notebook, (None, ""))
         if secs is None:
-            return f"{notebook}: no estimate (no earlier run of it here, no time budget); {self.run_part()}"
+            return self.with_run(f"{notebook}: no estimate (no earlier run of it here, no time budget)")
         pace = self.pace()
         why = (
             f"from {source}"
             if pace == 1.0
             else f"{duration(secs)} from {source}, x{pace:.2f} at this run's pace"
         )
-        return f"{notebook}: expected {duration(secs * pace)} ({why}); {self.run_part()}"
+        return self.with_run(f"{notebook}: expected {duration(secs * pace)} ({why})")
 
     def finish(self, notebook: str) -> float:
         """Mark ``notebook`` finished; returns how long it took."""
@@ -400,11 +400,14 @@ class Remaining:
             return f"at least {duration(left)}" if left >= 1 else "?"
         return duration(max(left, 1) if left > 0 else 0.0)  # never "0s" while something is left
 
-    def run_part(self) -> str:
-        """``run: <time> left``, and why it differs from the estimates where this run's pace revised them."""
+    def with_run(self, line: str) -> str:
+        """``line; run: <time> left``, and why it differs from the estimates where this run's pace revised them;
+        ``line`` alone where nothing is known of the run's time beyond the running notebook's."""
+        if (text := self.run_text()) == "?":
+            return line
         pace = self.pace()
         note = "" if pace == 1.0 else f" (revised: this run's work so far took {pace:.2f}x its estimates)"
-        return f"run: {self.run_text()} left{note}"
+        return f"{line}; run: {text} left{note}"
 
     def line(self) -> str:
         """The tqdm-style line while a notebook runs: elapsed and left for the notebook, then for the run."""
@@ -415,4 +418,4 @@ class Remaining:
         if todo:
             more = f" + {done - todo} for wide intervals" if done > todo else ""
             nb += f" ({min(done, todo)}/{todo} processes{more})"
-        return f"{name} {duration(self.elapsed())} elapsed, {nb}; {self.run_part()}"
+        return self.with_run(f"{name} {duration(self.elapsed())} elapsed, {nb}")

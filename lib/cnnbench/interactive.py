@@ -17,7 +17,7 @@ from collections.abc import Callable
 import pandas as pd
 
 from cnnbench import devices, knobs, plots, results, tables
-from cnnbench.measure import engine, timing
+from cnnbench.measure import engine, telemetry, timing
 from cnnbench.progress import headless
 
 MIN_WINDOWS = 3  # windows before the interval is trusted
@@ -96,8 +96,8 @@ def quick_measure(
                 rate, pct = summary["throughput_img_s"], summary["throughput_ci95_rel_pct"]
                 say(fraction, f"{summary['repeats']} windows: {rate:,.1f} +- {pct:.0f}% img/s")
 
-            row.update(
-                adaptive_windows(
+            with telemetry.Sampler(dev, p.telemetry_interval_s) as machine:  # judged as the pipeline judges
+                windows = adaptive_windows(
                     lambda: timer.window(work.step, steps),
                     steps,
                     batch_size,
@@ -105,14 +105,16 @@ def quick_measure(
                     p.explore_max_s,
                     on_window=progress,
                 )
-            )
+            row.update(windows, **machine.summary())
+            row["machine_state"], row["machine_note"] = telemetry.judge(row)
             work.check_loss()
             train_flops, _ = engine.flops_per_image(model, cfg.image_size, cfg.num_classes)
             row.update(achieved_gflops=row["throughput_img_s"] * train_flops / 1e9)
             row["achieved_tflops"] = row["achieved_gflops"] / 1e3
     except Exception as err:  # noqa: BLE001 - a failed measurement is a row with its status
         row.update(engine.failure(err, dev))
-    say(1.0, "noisy: the interval stayed wide" if row.get("noisy") else f"done ({row['status']})")
+    busy = f"; the machine was busy: {row['machine_note']}" if row.get("machine_state") == "busy" else ""
+    say(1.0, ("noisy: the interval stayed wide" if row.get("noisy") else f"done ({row['status']})") + busy)
     results.file(run.dir, "explore").append(row)
     return row
 
@@ -162,8 +164,9 @@ def _bundles(history: list[dict], run) -> list[dict]:
             rate_cell(r, c) if r == r else ""
             for r, c in zip(df.throughput_img_s, df.get("throughput_ci95_img_s", float("nan")), strict=True)
         ]
-    cols = "model device_name batch_size precision data_mode status rate achieved_tflops error".split()
-    table = df[[c for c in cols if c in df]].round(3)
+    cols = "model device_name batch_size precision data_mode status machine_state rate achieved_tflops error"
+    cols += " machine_note"
+    table = df[[c for c in cols.split() if c in df]].round(3)
     out = [
         {
             "output_type": "display_data",
@@ -264,16 +267,13 @@ def explorer(run):
     from IPython.display import display
 
     hw = devices.backend(run.device).hardware()
+    precisions = [x for x in knobs.KNOBS["precision"].values if not knobs.lacks("precision", x, hw)]
     controls = {
         "model": w.Dropdown(options=list(p.models), value=model, description="model"),
         "batch_size": w.Dropdown(
             options=sorted({8, 16, 32, 64, 128, 256, 512, bs}), value=bs, description="batch"
         ),
-        "precision": w.Dropdown(
-            options=[x for x in knobs.KNOBS["precision"].values if not knobs.lacks("precision", x, hw)],
-            value=precision,
-            description="precision",
-        ),
+        "precision": w.Dropdown(options=precisions, value=precision, description="precision"),
         "data_mode": w.Dropdown(
             options=list(knobs.KNOBS["data_mode"].values), value=p.data_mode, description="data"
         ),
@@ -304,17 +304,6 @@ def explorer(run):
         measure_between_cells()
 
     button.on_click(on_click)
-    rows = [
-        w.HBox(list(controls.values())[:3]),
-        w.HBox([*list(controls.values())[3:], button]),
-        w.HBox([bar, label]),
-    ]
-    display(w.VBox([*rows, out]))
-    return {
-        **controls,
-        "measure": button,
-        "history": history,
-        "progress": bar,
-        "status": label,
-        "output": out,
-    }
+    c = list(controls.values())
+    display(w.VBox([w.HBox(c[:3]), w.HBox([*c[3:], button]), w.HBox([bar, label]), out]))
+    return dict(controls, measure=button, history=history, progress=bar, status=label, output=out)

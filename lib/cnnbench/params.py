@@ -1159,15 +1159,22 @@ def load(
     ``overrides`` names ``overrides_src`` (``--set`` on the command line), not the file, or the option the user
     typed for that key when ``override_names`` has one (``{"run_name": "--run-name"}``)."""
     overrides = overrides or {}
-    unknown = next((k for k in overrides if k not in FIELDS), None)
+    # --set precision=bf16 (a knob set per variant): the run measures one variant, those knobs at those values
+    variant = {k: v for k, v in overrides.items() if k in KNOBS and not KNOBS[k].run_wide}
+    if variant and "variants" in overrides:
+        raise ParamsError(f"{overrides_src} gives 'variants' and {', '.join(variant)}: give one or the other")
+    keys = {k: v for k, v in overrides.items() if k not in variant}
+    keys |= {"variants": [variant]} if variant else {}
+    unknown = next((k for k in keys if k not in FIELDS), None)
     if unknown is not None:
         raise ParamsError(f"{overrides_src} {_unknown_key(unknown)}")
-    given = {**read_yaml(path), **overrides}
+    given = {**read_yaml(path), **keys}
     try:
         base = protocol(given.get("device", Params().device), hardware)
         p = validate({**base, **given}, src=str(path), check_device=check_device)
     except ParamsError as err:
         rest = str(err).removeprefix(f"{path}: ")
+        rest = rest.replace("'variants[0].", "'") if variant else rest
         found = _KEY_IN_ERROR.search(rest)
         key = found.group(1) if found else ""
         if key in overrides:

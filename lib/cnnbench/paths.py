@@ -49,6 +49,13 @@ def resolve(path: str | Path) -> Path:
     return (path if path.is_absolute() or path.exists() else repo_root() / path).resolve()
 
 
+def shown(path: str | Path) -> str:
+    """``path`` as a run folder records it: relative to the workbook's root, else ``~/...``, else as given."""
+    path = Path(path).expanduser().absolute()
+    base = next((b for b in (repo_root(), Path.home()) if path.is_relative_to(b)), None)
+    return str(path) if base is None else ("~/" if base != repo_root() else "") + str(path.relative_to(base))
+
+
 def default_run_name(device_kind: str) -> str:
     host = re.sub(r"[^A-Za-z0-9_.-]+", "-", socket.gethostname().split(".")[0]) or "host"
     return f"{device_kind}-{host}"

@@ -132,7 +132,7 @@ def execute(
         took = time.perf_counter() - start
         remaining.finish(name)
         timings.append({"notebook": name, "duration_s": round(took, 1), "finished_at": _now()})
-        log(f"[{i}/{len(notebooks)}] {name} done in {took:.1f} s; {remaining.run_part()}")
+        log(remaining.with_run(f"[{i}/{len(notebooks)}] {name} done in {took:.1f} s"))
         done.append(target)
         if on_done is not None and len(done) < len(notebooks):
             on_done(done, took)
@@ -407,7 +407,8 @@ def _mark_started(run_dir: Path, params_file: Path, overrides: dict) -> None:
         run_dir / FAILED,
         (
             f"This run has not finished: it started at {_now()} (process {os.getpid()}) and is running, or was "
-            f"stopped without a chance to say why (killed, out of memory, power lost)\nparams file: {params_file}\n"
+            f"stopped without a chance to say why (killed, out of memory, power lost)\nparams file: "
+            f"{paths.shown(params_file)}\n"
             f"overrides: {json.dumps(overrides, default=str)}\nResults written so far are kept; rerun the same "
             "command to resume.\n"
         ),
@@ -453,7 +454,7 @@ def _mark_failed(run_dir: Path, why: str, params_file: Path, overrides: dict, de
         results.atomic_write_text(
             run_dir / FAILED,
             (
-                f"This run did not finish: {why}\nwhen: {_now()}\nparams file: {params_file}\n"
+                f"This run did not finish: {why}\nwhen: {_now()}\nparams file: {paths.shown(params_file)}\n"
                 f"overrides: {json.dumps(overrides, default=str)}\nResults written before the failure are kept; "
                 f"rerun the same command to resume.{stale}\n" + (f"\n{detail}" if detail else "")
             ),
@@ -486,7 +487,8 @@ def main(argv: list[str] | None = None) -> int:
         prog="cnnbench",
         description=__doc__.split("\n")[0],
         epilog="cnnbench compare RUN_A RUN_B [...]: what a change did (cnnbench compare -h); "
-        "cnnbench report [RUN_DIR]: rebuild the reports, measuring nothing",
+        "cnnbench report [RUN_DIR]: rebuild the reports, measuring nothing (cnnbench report -h); "
+        "cnnbench predict MODEL --device NAME: a rate predicted from the roofs (cnnbench predict -h)",
     )
     ap.add_argument("--params", default="params/local.yaml", help="params YAML (default: params/local.yaml)")
     set_help = "override one parameter (value read as YAML); repeatable"

@@ -17,31 +17,19 @@ from cnnbench.results.runs import machine_label
 COMBINED = "_combined"  # outputs/_combined/: the combined analysis, executed over every user run
 SETUP = "00_setup"  # shows the environment and parameters: a run's report folds them into its header instead
 
-# No table wider than the page: every cell may wrap, even inside a long name or number (overflow-wrap: anywhere
-# lowers a cell's narrowest width, so the browser can always shrink the table to the page), and a table never
-# takes more than the page's width. cnnbench.tables.fitted breaks headers after underscores first and gives
-# long text columns their share.
-TABLE_CSS = """<style id="cnnbench-tables">
-.jp-RenderedHTMLCommon table { table-layout: auto; max-width: 100%; }
-.jp-RenderedHTMLCommon th, .jp-RenderedHTMLCommon td { overflow-wrap: anywhere; }
-.jp-RenderedHTMLCommon table.cnnbench-words th, .jp-RenderedHTMLCommon table.cnnbench-words td { overflow-wrap: normal; }
-</style>
-<script id="cnnbench-words">
-/* A table keeps its words whole (class cnnbench-words: 'phase', never 'phas e') wherever it then still fits its
-   box; only a table too wide for that may break inside words. Decided in the page, at its width, again on resize. */
-function cnnbenchWords() {
-  for (const t of document.querySelectorAll(".jp-RenderedHTMLCommon table")) {
-    t.classList.add("cnnbench-words");
-    if (t.getBoundingClientRect().width > t.parentElement.getBoundingClientRect().width + 1) {
-      t.classList.remove("cnnbench-words");
-    }
-  }
-}
-window.addEventListener("load", cnnbenchWords);
-window.addEventListener("resize", cnnbenchWords);
-</script>
+# A table is never squeezed below its words: no cell breaks inside a word or a number (each column is at least
+# as wide as its longest word; cnnbench.tables.fitted lets a header break after an underscore), and a table wider
+# than the page scrolls sideways in its own box. The page loads nothing (no MathJax, require.js or mermaid): it
+# renders offline, and no script of any kind is in it.
+OFFLINE_TEMPLATE = """{%- extends 'index.html.j2' -%}
+{% block html_head_js %}{% endblock %}{% block html_head_js_mathjax %}{% endblock %}
+{% block html_head_js_mermaidjs %}{% endblock %}
+{% block html_head_css %}<style id="cnnbench-tables">
+.jp-RenderedHTMLCommon table { display: block; width: max-content; max-width: 100%; overflow-x: auto; }
+.jp-RenderedHTMLCommon th, .jp-RenderedHTMLCommon td { overflow-wrap: normal; word-break: normal; hyphens: manual; }
+</style>{% endblock %}
 """
-_HEADING = re.compile(r"^(#{1,2})\s+(.+?)\s*#*\s*$")
+_HEADING = re.compile(r"^(#{1,2})[ \t]+(.+?)[ \t]*#*[ \t]*$", re.M)
 
 
 def _table(rows: dict) -> str:
@@ -55,22 +43,19 @@ def _table(rows: dict) -> str:
 
 def _anchor_headings(cell, prefix: str, contents: list[tuple[int, str, str]]) -> None:
     """Put an anchor before every H1/H2 of a markdown cell and list it in ``contents``."""
-    lines = []
-    for line in cell.source.splitlines():
-        match = _HEADING.match(line)
-        if match:
-            anchor = f"{prefix}-{len(contents)}"
-            contents.append((len(match.group(1)), match.group(2), anchor))
-            lines.append(f'<a id="{anchor}"></a>\n')
-        lines.append(line)
-    cell.source = "\n".join(lines)
+
+    def anchor(match: re.Match) -> str:
+        contents.append((len(match.group(1)), match.group(2), f"{prefix}-{len(contents)}"))
+        return f'<a id="{contents[-1][2]}"></a>\n\n{match.group(0)}'
+
+    cell.source = _HEADING.sub(anchor, cell.source)
 
 
 # What a report shows of an executed notebook (a run folder copied from anywhere may hold any of it): these
-# output types, and in HTML and markdown these tags and attributes; any other tag is shown as text, any other
-# attribute (onerror=...) or link scheme (javascript:) dropped: no script of a run folder runs in the report.
+# output types, and in HTML and rendered markdown these tags and attributes; any other tag is shown as text, any
+# other attribute (onerror=...) or link scheme (javascript:) dropped: no script of a run folder runs in the report.
 HIDDEN_TAGS = {"parameters", "injected-parameters", "colab-setup", "remove-cell"}  # cells left out whole
-SHOWN_OUTPUTS = ("text/plain", "text/html", "text/markdown", "text/latex", "image/png", "image/jpeg")
+SHOWN_OUTPUTS = ("text/plain", "text/html", "text/markdown", "image/png", "image/jpeg")
 SAFE_TAGS = {
     *"a b i p br dd dl dt em h1 h2 h3 h4 h5 h6 hr li ol ul tr td th pre sub sup col div wbr tbody".split(),
     *"abbr blockquote caption code colgroup details small span strong summary table tfoot thead".split(),
@@ -79,36 +64,17 @@ SAFE_ATTRIBUTES = {
     "*": ["class", "id", "title", "style", "align", "valign", "halign", "colspan", "rowspan", "border"],
     "a": ["href", "name", "id"],
 }
-_CODE = re.compile(r"(```.*?```|`[^`\n]*`)", re.S)  # markdown code: shown as text by markdown itself
-_LINK = re.compile(r"(\]\(\s*<?|^\s*\[[^\]\n]+\]:\s*<?)([^\s)>]*)", re.M)  # a markdown link's target
 
 
-def _link(match: re.Match) -> str:
-    """A markdown link kept where its target is relative or http(s)/mailto, else made '#' (javascript:)."""
-    target = re.sub(r"[\s\x00-\x1f]", "", html.unescape(match.group(2))).lower()
-    scheme = target.split(":", 1)[0] if ":" in target.split("/", 1)[0] else ""
-    return match.group(1) + (match.group(2) if scheme in ("", "http", "https", "mailto") else "#")
-
-
-def safe(text: str, markdown: bool = False) -> str:
-    """``text`` (HTML, or ``markdown`` outside its code spans) with only :data:`SAFE_TAGS` and their
-    :data:`SAFE_ATTRIBUTES` live (bleach, as nbconvert's sanitizer uses) and no link that runs a script."""
+def safe(text: str) -> str:
+    """HTML (every markdown cell and output once rendered: nbconvert's ``clean_html``) with only
+    :data:`SAFE_TAGS` and their :data:`SAFE_ATTRIBUTES` live (bleach, as nbconvert's sanitizer uses)."""
     import bleach
-    from bleach.css_sanitizer import CSSSanitizer
+    from bleach.css_sanitizer import ALLOWED_CSS_PROPERTIES, CSSSanitizer
 
-    def clean(part: str) -> str:
-        out = bleach.clean(
-            part,
-            tags=SAFE_TAGS,
-            attributes=SAFE_ATTRIBUTES,
-            css_sanitizer=CSSSanitizer(),
-            protocols={"http", "https", "mailto"},
-            strip_comments=True,
-        )
-        return _LINK.sub(_link, out.replace("&gt;", ">").replace("&amp;", "&")) if markdown else out
-
-    parts = _CODE.split(text) if markdown else [text]
-    return "".join(p if i % 2 else clean(p) for i, p in enumerate(parts))
+    box = CSSSanitizer(allowed_css_properties={*ALLOWED_CSS_PROPERTIES, "border", "background", "padding"})
+    protocols = {"http", "https", "mailto"}
+    return bleach.clean(text, SAFE_TAGS, SAFE_ATTRIBUTES, protocols, strip_comments=True, css_sanitizer=box)
 
 
 def _report_cells(nb, prefix: str, contents: list) -> list:
@@ -119,17 +85,13 @@ def _report_cells(nb, prefix: str, contents: list) -> list:
             continue
         if cell.cell_type == "markdown":
             # the Colab badge is for the notebook, not the report (an external image, broken offline)
-            badge = [ln for ln in cell.source.splitlines() if "colab-badge" in ln]
-            cell.source = safe("\n".join(ln for ln in cell.source.splitlines() if ln not in badge), True)
+            cell.source = "\n".join(ln for ln in cell.source.splitlines() if "colab-badge" not in ln)
             _anchor_headings(cell, prefix, contents)
         elif cell.cell_type == "code":
             cell.outputs = [o for o in cell.get("outputs", []) if o.get("name") != "stderr"]
             for data in (o["data"] for o in cell.outputs if "data" in o):
                 for mime in [m for m in data if m not in SHOWN_OUTPUTS]:
                     del data[mime]
-                for mime in ("text/html", "text/markdown"):
-                    if mime in data:
-                        data[mime] = safe("".join(data[mime]), markdown=mime == "text/markdown")
             if not cell.outputs:
                 continue
         cells.append(cell)
@@ -150,11 +112,11 @@ def build(notebooks: list[Path], out: Path, title: str, header_md: str) -> Path:
     head = nbformat.v4.new_markdown_cell(f"{header_md}\n\n## Contents\n\n{toc}\n")
     merged = nbformat.v4.new_notebook(cells=[head, *body], metadata={"title": title})
     merged.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    exporter = HTMLExporter(
-        template_name="lab", exclude_input=True, exclude_input_prompt=True, exclude_output_prompt=True
-    )
+    shown = {"sanitize_html": True, "filters": {"clean_html": safe}}  # every cell and output, once rendered
+    hidden = dict.fromkeys(("exclude_input", "exclude_input_prompt", "exclude_output_prompt"), True)
+    exporter = HTMLExporter(template_name="lab", raw_template=OFFLINE_TEMPLATE, **shown, **hidden)
     page, _ = exporter.from_notebook_node(merged, resources={"metadata": {"name": title}})
-    results.atomic_write_text(out, page.replace("</head>", f"{TABLE_CSS}</head>", 1))
+    results.atomic_write_text(out, page)
     return out
 
 
@@ -172,28 +134,38 @@ def complexity_warning(run_dir: Path) -> str:
     )
 
 
+def _text(value) -> str:
+    """A run folder's value as text in the report's markdown: HTML escaped, no markdown syntax in it live."""
+    return html.escape(str(value)).translate({ord(c): f"&#{ord(c)};" for c in "`*_[]\\"})
+
+
 def reproducibility_statement(run_dir: Path) -> str:
-    """How quiet the machine was and whether the configurations measured twice agree, for the top of a run's
-    report (pyperf's "the benchmark seems unstable"); a busy machine gets a red box with the figures."""
+    """How quiet the machine was, which configurations it was busy during, and whether the configurations
+    measured twice agree, for the top of a run's report (pyperf's "the benchmark seems unstable"); a busy
+    machine gets a red box with the figures."""
     from cnnbench import analysis
     from cnnbench.measure import reproducibility
 
     try:
         merged = analysis.load([run_dir], tables=reproducibility.TABLES)
     except Exception as err:  # noqa: BLE001 - the report still builds; it says why this part is missing
-        return f"Reproducibility not assessed: {type(err).__name__}: {html.escape(str(err))}\n\n"
-    state = analysis.machine(merged)
-    pairs = analysis.repeated(merged)
+        return f"Reproducibility not assessed: {type(err).__name__}: {_text(err)}\n\n"
+    state, pairs = analysis.machine(merged), analysis.repeated(merged)
     if state.empty and pairs.empty:
         return ""
     verdict = state.verdict.iloc[0] if len(state) else "No measurement recorded the machine's state."
-    agree = html.escape(reproducibility.agreement_sentence(pairs))
-    text = (
-        f"**How quiet was the machine?** {html.escape(verdict)}\n\n**Do the numbers reproduce?** "
-        f"{agree} Every interval spans several fresh processes.\n\n"
+    busy = "; ".join(
+        f"{r.model} {r.phase} at batch {r.batch_size} in {notebook} ({getattr(r, 'machine_note', '')})"
+        for table, notebook in (("scenario_a", "02"), ("batch_sweep", "03"))
+        for r in reproducibility.measured_here(merged[table]).itertuples()
+        if getattr(r, "machine_state", "") == "busy"
     )
-    busy = len(state) and (state.busy.iloc[0] > 0 or not pairs.empty and not pairs.agree.all())
-    if busy:
+    text = (
+        f"**How quiet was the machine?** {_text(verdict + (f' Busy: {busy}.' if busy else ''))}\n\n"
+        "**Do the numbers reproduce?** "
+        f"{_text(reproducibility.agreement_sentence(pairs))} Every interval spans several fresh processes.\n\n"
+    )
+    if len(state) and (state.busy.iloc[0] > 0 or not pairs.empty and not pairs.agree.all()):
         return f"<div style='border:3px solid #c60;background:#fff4e5;padding:8px 12px'>\n\n{text}</div>\n\n"
     return text
 
@@ -202,21 +174,30 @@ PARTIAL = "report.partial.html"
 
 
 def build_run_report(run_dir: Path, notebooks: list[Path], of: int | None = None) -> Path:
-    """``run_dir/report.html`` over the executed ``notebooks``; with ``of`` (the run's number of notebooks), the
-    partial report of a run still going (:data:`PARTIAL`), saying how far it was and when (it stays true if
-    the run stops later)."""
+    """``run_dir/report.html`` over the executed ``notebooks``, titled with the run's name; with ``of`` (the
+    run's number of notebooks), the partial report of a run still going (:data:`PARTIAL`), saying how far it was
+    and when (it stays true if the run stops later). Every value from the run folder is shown as text."""
     env = results.read_json(run_dir / "environment.json") if (run_dir / "environment.json").is_file() else {}
     prm = results.read_json(run_dir / "params.json") if (run_dir / "params.json").is_file() else {}
-    params_rows = {k: v for k, v in prm.items() if k not in ("overrides",)}
     from cnnbench.analysis import overview
+    from cnnbench.results import runs as results_runs
 
-    machine = (
-        f"{env.get('device_name', '?')} ({env.get('device_kind', '?')}), {env.get('cpu_model', '?')}, "
-        f"{env.get('cpu_physical_cores', '?')} physical cores, torch using {env.get('torch_threads', '?')} "
-        f"thread{'' if env.get('torch_threads') == 1 else 's'}, host {env.get('host', '?')}"
-    )
     named = {**env, "name": run_dir.name, "params": Path(str(prm.get("params_file", "?"))).name}
-    e = {k: html.escape(str(v)) for k, v in named.items()}  # a run folder's text, shown as text
+    named["git_commit"] = str(env.get("git_commit", "?"))[:12]
+    e = {k: _text(v) for k, v in named.items()}  # a run folder's text, shown as text
+    params_rows = {k: v for k, v in prm.items() if k != "overrides"}
+    # a key whose value in force the device changed (a CPU pins nothing)
+    a = results.read(run_dir, "scenario_a")
+    for k in [k for k in params_rows if k in a and a[k].notna().all() and a[k].astype(str).nunique() == 1]:
+        if str(a[k].iloc[0]) != str(params_rows[k]):
+            params_rows[k] = f"{params_rows[k]} (in force: {a[k].iloc[0]}, as every row of 02 records)"
+    reason = results_runs.test_run_reason(run_dir)  # the combined report leaves smoke/test runs out
+    others = f"this {_text(reason.split(' (')[0])} is left out of" if reason else "other runs are compared in"
+    machine = (
+        f"{e.get('device_name', '?')} ({e.get('device_kind', '?')}), {e.get('cpu_model', '?')}, "
+        f"{e.get('cpu_physical_cores', '?')} physical cores, torch using {e.get('torch_threads', '?')} "
+        f"thread{'' if env.get('torch_threads') == 1 else 's'}, host {e.get('host', '?')}"
+    )
     going = ""
     if of is not None:
         when = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
@@ -230,9 +211,10 @@ def build_run_report(run_dir: Path, notebooks: list[Path], of: int | None = None
         f"{overview.summary_html(run_dir, machine, reproducibility_statement(run_dir))}"
         f"This report speaks of run **{e['name']}** only, measured on **{e.get('device_name', '?')}** "
         f"({e.get('device_kind', '?')}) on host {e.get('host', e.get('cpu_model', '?'))}, "
-        f"{e.get('captured_at', '')}, with {e['params']}, workbook commit "
-        f"`{str(env.get('git_commit'))[:12]}`{' (with uncommitted changes)' if env.get('git_dirty') else ''}. "
-        f"Every number below was measured or computed by the workbook's code on this machine; {_others(run_dir)}\n\n"
+        f"{e.get('captured_at', '')}, with {e['params']}, workbook commit {e['git_commit']}"
+        f"{' (with uncommitted changes)' if env.get('git_dirty') else ''}. Every number "
+        f"below was measured or computed by the workbook's code on this machine; {others} the combined report, "
+        "outputs/report.html.\n\n"
         f"<details><summary>Parameters (00 · Setup)</summary>\n\n{_table(params_rows)}\n\n</details>\n\n"
         f"<details><summary>Environment (00 · Setup: every item captured)</summary>\n\n"
         f"{_table({k: v for k, v in env.items() if k != 'params'})}\n\n</details>"
@@ -240,15 +222,6 @@ def build_run_report(run_dir: Path, notebooks: list[Path], of: int | None = None
     body = [nb for nb in notebooks if Path(nb).stem != SETUP]  # its environment and parameters: folded above
     out = run_dir / ("report.html" if of is None else PARTIAL)
     return build(body, out, f"cnnbench {run_dir.name}", header)
-
-
-def _others(run_dir: Path) -> str:
-    """Where this run meets the others: the combined report, which leaves smoke/test runs out."""
-    from cnnbench.results import runs as results_runs
-
-    if (reason := results_runs.test_run_reason(run_dir)) is not None:
-        return f"this {reason.split(' (')[0]} is left out of the combined report (outputs/report.html)."
-    return "other runs are compared in outputs/report.html."
 
 
 def combined_runs(outputs: Path) -> tuple[list[Path], dict[str, str]]:
@@ -264,20 +237,27 @@ def combined_runs(outputs: Path) -> tuple[list[Path], dict[str, str]]:
 
 def build_combined_report(outputs: Path, analysis_notebook: Path) -> tuple[Path, int]:
     """outputs/report.html from the combined analysis (08 executed over every user run into _combined/),
-    headed by the runs it merges, their hosts, and the runs it leaves out: counted as 08's merge counts them
-    (runs of another schema version, smoke/test and failed runs left out, with the reason)."""
+    headed by its summary (the runs it merges, their hosts, how quiet each machine was, every run's headline
+    rates) and the runs it leaves out: counted as 08's merge counts them (runs of another schema version,
+    smoke/test and failed runs left out, with the reason)."""
     from cnnbench import analysis
+    from cnnbench.analysis import overview
+    from cnnbench.measure import reproducibility
 
-    merged = analysis.load(*combined_runs(outputs), tables=())  # the runs and their hosts: no table needed
+    dirs, excluded = combined_runs(outputs)
+    merged = analysis.load(dirs, excluded, tables=reproducibility.TABLES)
+    quiet = analysis.machine(merged).set_index("run_name").verdict
     rows = {
-        name: machine_label(env.get("device_name"), env.get("host", env.get("cpu_model")))
+        name: f"{machine_label(env.get('device_name'), env.get('host', env.get('cpu_model')))}. "
+        + quiet.get(name, "No measurement recorded the machine's state.")
         for name, env in merged.environments.items()
     }
     runs = merged.runs
     left_out = {name: why for name, why in merged.excluded.items() if name != COMBINED}
     header = (
-        f"# cnnbench: {len(runs)} runs compared\n\nThis report merges the {len(runs)} user runs below, each "
-        "measured on the device and host named beside it; every run keeps its own report in its folder.\n\n"
-        f"{_table(rows)}\n\n" + (f"Left out:\n\n{_table(left_out)}" if left_out else "No run was left out.")
+        f"# cnnbench: {len(runs)} runs compared\n\n## Summary\n\nThis report merges the {len(runs)} user runs "
+        "below, each measured on the device and host named beside it, with how quiet its machine was; every run "
+        f"keeps its own report in its folder.\n\n{_table(rows)}\n\n{overview.combined_rates(dirs)}"
+        + (f"Left out:\n\n{_table(left_out)}" if left_out else "No run was left out.")
     )
     return build([analysis_notebook], outputs / "report.html", "cnnbench: runs compared", header), len(runs)

@@ -57,7 +57,7 @@ def write_resolved(
     """``<run_dir>/params.json``: the resolved parameters and where they came from, which every notebook of a
     pipeline run reads as its ``params_file``."""
     path = Path(run_dir) / RESOLVED
-    content = {"params_file": str(params_file), "overrides": overrides, **p.to_dict()}
+    content = {"params_file": paths.shown(params_file), "overrides": overrides, **p.to_dict()}
     # as it is, .inf and .nan too (JSON's Infinity, NaN), so every notebook gets the very same set
     results.atomic_write_text(path, json.dumps(content, indent=2, default=str) + "\n")
     return path
@@ -132,7 +132,7 @@ def open_run(
             )
         keys = {k: v for k, v in resolved.items() if k in params.FIELDS}
         p = params.validate({**keys, **overrides}, src=str(path))
-        path, overrides = Path(resolved["params_file"]), {**resolved["overrides"], **overrides}
+        path, overrides = paths.resolve(resolved["params_file"]), {**resolved["overrides"], **overrides}
     else:
         p = params.load(path, overrides)
         for note in (params.empty_file_note(path), params.shadowed_note(path, overrides)):

@@ -138,15 +138,15 @@ def show(df: pd.DataFrame, caption: str = ""):
 
 
 LONG_TEXT = 60  # characters: a column holding longer text gets a share of the page and wraps inside it
-TEXT_SHARE = "35%"  # of the table's width, for each such column (the report's CSS wraps every cell)
+TEXT_SHARE = "35%"  # of the table's width, for each such column (wrapped between its words)
 _TH = re.compile(r"(<th[^>]*>)(.*?)(</th>)", re.S)
 
 
 def fitted(table: str, df: pd.DataFrame, index: bool) -> str:
-    """A table's HTML made to fit the page beside the report's CSS (:data:`cnnbench.report.TABLE_CSS`): its
-    headers may break after an underscore (``throughput_<wbr>img_s``), and each column of long text
+    """A table's HTML made to fit the page beside the report's CSS (:data:`cnnbench.report.OFFLINE_TEMPLATE`):
+    its headers may break after an underscore (``throughput_<wbr>img_s``), and each column of long text
     (:data:`LONG_TEXT`, e.g. the seeds' ``differences``) takes :data:`TEXT_SHARE` of the width, so the short
-    columns beside it keep theirs. The report's script keeps a table's words whole where it still fits."""
+    columns beside it keep theirs."""
     table = _TH.sub(lambda m: m.group(1) + m.group(2).replace("_", "_<wbr>") + m.group(3), table)
     long = (
         [

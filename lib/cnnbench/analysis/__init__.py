@@ -21,7 +21,6 @@ from cnnbench.analysis.compare import speedup_matrix as speedup_matrix
 from cnnbench.analysis.compare import speedups as speedups
 from cnnbench.analysis.compare import summary as summary
 from cnnbench.analysis.compare import unmatched as unmatched
-from cnnbench.analysis.findings import findings as findings
 from cnnbench.analysis.findings import findings_markdown as findings_markdown
 from cnnbench.analysis.findings import findings_table as findings_table
 from cnnbench.analysis.findings import placed_points as placed_points

@@ -209,12 +209,13 @@ def _one_knob_findings(divided: pd.DataFrame) -> Iterator[dict]:
             for r in g.head(SHOWN).itertuples()
         ]
         more = f"; and {len(g) - SHOWN} more" if len(g) > SHOWN else ""
-        verdicts = g.verdict.value_counts()
+        verdicts, where = g.verdict.value_counts(), f"({a} -> {b}), rate of {b} / rate of {a}"
         yield _finding(
             "one_knob",
             f"{a} / {b}",
             "ratios.csv",
-            f"{knob} {va} -> {vb} ({a} -> {b}), rate of {b} / rate of {a}: {'; '.join(parts)}{more}.",
+            f"{knob} {va} -> {vb} {f'in {a}, rate at {vb} / rate at {va}' if a == b else where}: "
+            f"{'; '.join(parts)}{more}.",
             ratios=len(g),
             **{v.replace(" ", "_"): int(n) for v, n in verdicts.items()},
         )
@@ -283,11 +284,6 @@ def _sweep_findings(sw: pd.DataFrame) -> list[dict]:
         for run, g in (sw.groupby("run_name") if len(sw) else [])
         for r in scenarios.diminishing_returns(g).itertuples()
     ]
-
-
-def findings(m: Merged) -> list[str]:
-    """The findings' sentences."""
-    return findings_table(m).finding.tolist()
 
 
 def write_tables(m: Merged, run_dir: Path) -> dict[str, Path]:

@@ -10,65 +10,63 @@ from pathlib import Path
 
 import pandas as pd
 
-from cnnbench import knobs, results
-from cnnbench.tables import interval_decimals
+from cnnbench import knobs, results, tables
+from cnnbench.measure import reproducibility
 
 
-def decimals_for(ci: float) -> int:
-    """Decimals a value with 95% half-width ``ci`` supports (:func:`cnnbench.tables.interval_decimals`)."""
-    return interval_decimals(ci) if isinstance(ci, (int, float)) and math.isfinite(ci) and ci > 0 else 1
+def _finite(x) -> bool:
+    return isinstance(x, (int, float)) and math.isfinite(x)
 
 
 def with_interval(value: float, ci: float) -> str:
-    """``40.6 +- 1.8``, rounded to what the interval supports; a value without interval as it is (1 decimal); one
-    whose interval is as wide as itself, "about 2,100 (not precise: +-300%)", as the console writes it."""
-    if not isinstance(value, (int, float)) or not math.isfinite(value):
+    """``40.6 ± 1.8`` on one line, rounded to what the interval supports (:func:`cnnbench.tables.with_interval`);
+    one whose interval is as wide as itself, "about 2,100 (not precise: ±300%)", as the console writes it."""
+    if not _finite(value):
         return "?"
-    d = decimals_for(ci)
-    shown = max(d, 0)
-    if isinstance(ci, (int, float)) and math.isfinite(ci) and ci >= abs(value) > 0:  # as the console says it
-        d = 1 - math.floor(math.log10(abs(value)))
-        return f"about {round(value, d):,.{max(d, 0)}f} (not precise: ±{100 * ci / abs(value):.0f}%)"
-    if isinstance(ci, (int, float)) and math.isfinite(ci):
-        return f"{round(value, d):,.{shown}f} ± {round(ci, d):,.{shown}f}"
-    return f"{value:,.1f}"
+    if _finite(ci) and ci >= abs(value) > 0:
+        return f"about {tables.rounded(value, abs(value))} (not precise: ±{100 * ci / abs(value):.0f}%)"
+    return tables.with_interval(value, ci)
+
+
+def marked(rate: float, ci: float, state: str = "") -> str:
+    """:func:`with_interval`, marked "busy" where the machine was (``state``, the row's ``machine_state``) and
+    "imprecise" where its interval is wider than +-PRECISE_PCT% of it (or it has none)."""
+    text, marks = with_interval(rate, ci), ["busy"] if str(state) == "busy" else []
+    if "not precise" not in text and not reproducibility.precise(rate, ci):
+        marks.append(f"imprecise: ±{100 * ci / rate:.0f}%" if _finite(ci) else "no interval")
+    return f"{text} ({'; '.join(marks)})" if marks else text
 
 
 def speedup_text(speedup: float, ci: float) -> str:
     """``1.31 ± 0.05x``; "not known" where the interval is as wide as the speedup (the default or the winner was
     measured on a busy machine), "not distinguishable from the default" where the interval holds 1x."""
-    if not isinstance(speedup, (int, float)) or not math.isfinite(speedup):
+    if not _finite(speedup):
         return "?"
-    if isinstance(ci, (int, float)) and math.isfinite(ci):
-        if ci >= abs(speedup):
-            return f"not known (its 95% interval is ±{100 * ci / abs(speedup):.0f}%)"
-        if abs(speedup - 1) <= ci:
-            return f"{with_interval(speedup, ci)}x: not distinguishable from the default"
-    return f"{with_interval(speedup, ci)}x"
+    if _finite(ci) and ci >= abs(speedup):
+        return f"not known (its 95% interval is ±{100 * ci / abs(speedup):.0f}%)"
+    same = _finite(ci) and abs(speedup - 1) <= ci
+    return f"{with_interval(speedup, ci)}x" + (": not distinguishable from the default" if same else "")
 
 
 def headline(run_dir: Path) -> pd.DataFrame:
-    """Per model and phase of 02 (fp32, NCHW, eager): rate with its interval, and from 04 its share of the
-    attainable roof and what bounds it."""
-    a = results.read(run_dir, "scenario_a")
+    """Per model and phase of 02 (fp32, NCHW, eager): rate with its interval (:func:`marked`), and from 04 its
+    share of the attainable roof it is placed under (``roof``: e.g. "measured fp32 dram") and what bounds it."""
+    a = results.read(run_dir, "scenario_a", ("machine_state",))
     if a.empty:
         return pd.DataFrame()
     a = knobs.default_variant(a[a.status == "ok"])
-    roof = results.read(run_dir, "roofline")
-    if not roof.empty and "source" in roof:
-        layer = roof.get("layer", pd.Series("", roof.index)).fillna("").astype(str)
-        roof = knobs.default_variant(roof[(roof.source == "scenario_a") & layer.eq("")])
+    roof = results.read(run_dir, "roofline", ("source", "layer", "roof", "model", "phase", "batch_size"))
+    roof = knobs.default_variant(
+        roof[(roof.source == "scenario_a") & roof.layer.fillna("").astype(str).eq("")]
+    )
     rows: dict[tuple, dict] = {}
     for r in a.itertuples():
         row = rows.setdefault((r.model, r.batch_size), {"model": r.model, "batch": r.batch_size})
-        row[f"{r.phase} images/s"] = with_interval(r.throughput_img_s, r.throughput_ci95_img_s)
-        at = (
-            roof[(roof.model == r.model) & (roof.phase == r.phase) & (roof.batch_size == r.batch_size)]
-            if not roof.empty
-            else roof
-        )
+        row[f"{r.phase} images/s"] = marked(r.throughput_img_s, r.throughput_ci95_img_s, r.machine_state)
+        at = roof[(roof.model == r.model) & (roof.phase == r.phase) & (roof.batch_size == r.batch_size)]
         if len(at):
-            row[f"{r.phase} of roof"] = f"{100 * float(at.efficiency.iloc[0]):.0f}% ({at.bound.iloc[0]})"
+            share, bound, of = float(at.efficiency.iloc[0]), at.bound.iloc[0], at.roof.fillna("").iloc[0]
+            row[f"{r.phase}: share of its roof"] = f"{100 * share:.0f}% of {of or 'the'} roof ({bound}-bound)"
     return pd.DataFrame(list(rows.values()))
 
 
@@ -91,8 +89,8 @@ def roof_sentence(run_dir: Path) -> str:
 
 def fastest(run_dir: Path) -> pd.DataFrame:
     """07's best configuration per model and phase, its speedup over the seeds' default and its roof share."""
-    t = results.read(run_dir, "tuning")
-    if t.empty or "row_kind" not in t:
+    t = results.read(run_dir, "tuning", ("row_kind", "roof_precision"))
+    if t.empty:
         return pd.DataFrame()
     best = t[t.row_kind == "best"]
     return pd.DataFrame(
@@ -101,9 +99,13 @@ def fastest(run_dir: Path) -> pd.DataFrame:
                 "model": r.model,
                 "phase": r.phase,
                 "configuration": r.config,
-                "images/s (95% interval)": with_interval(r.throughput_img_s, r.throughput_ci95_img_s),
+                "images/s (95% interval)": marked(r.throughput_img_s, r.throughput_ci95_img_s),
                 "speedup over default": speedup_text(r.speedup_x, r.speedup_ci95_x),
-                "of compute roof": f"{r.compute_roof_pct:.0f}%" if math.isfinite(r.compute_roof_pct) else "?",
+                "share of its compute roof": (
+                    f"{r.compute_roof_pct:.0f}% of the {r.roof_precision} roof"
+                    if math.isfinite(r.compute_roof_pct)
+                    else "?"
+                ),
             }
             for r in best.itertuples()
         ]
@@ -167,7 +169,14 @@ def _rates(df: pd.DataFrame) -> str:
     if df.empty:
         return ""
     what = "(02: fp32, NCHW, eager; interval over fresh processes)"
-    return f"**Headline rates** {what}:\n\n{_html_table(df)}\n\n"
+    marks = f"*busy*: the machine was busy; *imprecise*: 95% interval wider than ±{reproducibility.PRECISE_PCT:g}%"
+    return f"**Headline rates** {what}:\n\n{_html_table(df)}\n\n{marks}: neither supports a headline.\n\n"
+
+
+def combined_rates(run_dirs: list[Path]) -> str:
+    """Every run's headline rates (:func:`headline`) in one table, the run first: the combined report's summary."""
+    rows = lambda: pd.concat([headline(d).assign(run=d.name) for d in run_dirs], ignore_index=True)  # noqa: E731
+    return _part("headline rates", rows, lambda df: _rates(df[["run", *df.columns.drop("run")]]))
 
 
 def _best(df: pd.DataFrame) -> str:
@@ -186,10 +195,11 @@ def _seeds(df: pd.DataFrame) -> str:
 
 
 def summary_html(run_dir: Path, machine: str, quiet: str) -> str:
-    """The summary section (markdown with HTML tables), headed "Summary"."""
+    """The summary section (markdown with HTML tables), headed "Summary"; ``machine`` and ``quiet`` are markdown
+    with every run-folder value in them escaped."""
     return "".join(
         [
-            f"## Summary\n\n**The machine:** {html.escape(machine)}\n\n{quiet}",
+            f"## Summary\n\n**The machine:** {machine}\n\n{quiet}",
             _part("headline rates", lambda: headline(run_dir), _rates),
             _part("roof", lambda: roof_sentence(run_dir), lambda text: text + "\n\n"),
             _part("fastest configuration", lambda: fastest(run_dir), _best),
