@@ -35,6 +35,7 @@ import argparse
 import datetime as dt
 import hashlib
 import importlib.metadata
+import importlib.util
 import json
 import math
 import os
@@ -249,6 +250,10 @@ def parse_args(argv=None):
     if args.steps < 5:
         ap.error(
             f"--steps {args.steps}: timm's benchmark.py logs every steps // 5 steps, so it needs 5 or more"
+        )
+    if "timm" in wanted and "timm" not in sys.modules and importlib.util.find_spec("timm") is None:
+        ap.error(
+            "--engine-models timm: timm is not installed here (pip install timm, or --engine-models torchvision)"
         )
     return args
 

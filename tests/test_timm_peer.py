@@ -163,7 +163,7 @@ def test_the_peers_result_is_read_from_its_last_lines_and_checked_against_the_co
 def test_a_smaller_batch_from_the_peer_is_refused(peer):
     bench = _bench()
     stub, _ = peer({"infer": 1.0, "train": 1.0, "batch": 1})  # as timm's retry after an error would
-    args = bench.parse_args(["--timm-benchmark", str(stub), *SMALL])
+    args = bench.parse_args(["--timm-benchmark", str(stub), *SMALL, "--engine-models", "torchvision"])
     with pytest.raises(bench.PeerError, match="ran batch 1 at 32 px, not 2 at 32"):
         bench.run_peer(args, bench.devices.resolve("cpu"))
 
@@ -182,6 +182,15 @@ def test_bad_options_are_refused_in_one_line_before_any_work(peer, capsys, extra
     with pytest.raises(SystemExit):
         bench.parse_args(["--timm-benchmark", str(stub), *extra])
     assert message in capsys.readouterr().err and not log.exists()
+
+
+def test_the_engines_timm_model_without_timm_is_refused(peer, capsys, monkeypatch):
+    bench = _bench()
+    monkeypatch.delitem(sys.modules, "timm", raising=False)
+    monkeypatch.setattr(bench.importlib.util, "find_spec", lambda name: None)
+    with pytest.raises(SystemExit):
+        bench.parse_args(["--timm-benchmark", str(peer()[0]), "--engine-models", "torchvision,timm"])
+    assert "--engine-models timm: timm is not installed here" in capsys.readouterr().err
 
 
 def test_a_missing_peer_script_is_refused(capsys, tmp_path):
