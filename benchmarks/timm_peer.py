@@ -5,8 +5,8 @@ timm's ``benchmark.py`` (from timm's source repository, at the path ``--timm-ben
 package nor this repository carries it) runs with the installed ``timm`` package, then the workbook's engine
 (:func:`cnnbench.measure.engine.measure`, one window of the same steps after the same warm-up) on the same
 configuration, then timm's again. Defaults: ResNet-50 at 224 px, batch 256, bf16 autocast (timm's ``--amp
---amp-dtype bfloat16``), channels_last, 10 warm-up and 40 timed steps (timm's own defaults), train and
-inference. Appends one row per phase and engine model to a CSV: both timm rates and their mean, the engine's
+--amp-dtype bfloat16``; fp16 on a GPU without bf16), channels_last, 10 warm-up and 40 timed steps (timm's own
+defaults), train and inference. Appends one row per phase and engine model to a CSV: both timm rates and their mean, the engine's
 rate, ``engine_over_timm`` (the engine over the mean of the two timm runs) and whether it lies within the goal
 0.95-1.05 (recorded, never asserted), the device, torch, timm, the date and the commit.
 
@@ -47,7 +47,7 @@ from pathlib import Path
 
 import torch
 
-from cnnbench import devices, envinfo, models, results
+from cnnbench import devices, envinfo, knobs, models, results
 from cnnbench.measure import engine
 from cnnbench.params import Params
 
@@ -173,6 +173,14 @@ def measure_engine(args, device: torch.device, model: str, phase: str, threads: 
     return {**row, "engine_wall_s": time.perf_counter() - t0, "engine_params_m": params_m}
 
 
+def auto_precision(device: torch.device) -> str:
+    """bf16 where ``device`` runs it, else fp16 on an accelerator (a T4), else fp32."""
+    b = devices.backend(device)
+    if not knobs.lacks("precision", "bf16", b.hardware()):
+        return "bf16"
+    return "fp16" if b.queued and not knobs.lacks("precision", "fp16", b.hardware()) else "fp32"
+
+
 def version(dist: str) -> str:
     try:
         return importlib.metadata.version(dist)
@@ -225,7 +233,12 @@ def parse_args(argv=None):
     ap.add_argument("--model", default="resnet50", help="a model timm and torchvision both name")
     ap.add_argument("--batch-size", type=int, default=256)
     ap.add_argument("--image-size", type=int, default=224)
-    ap.add_argument("--precision", choices=sorted(PRECISIONS), default="bf16")
+    ap.add_argument(
+        "--precision",
+        choices=["auto", *sorted(PRECISIONS)],
+        default="auto",
+        help="auto: bf16 where the device runs it, else fp16 on a GPU, else fp32",
+    )
     ap.add_argument("--channels-last", action=argparse.BooleanOptionalAction, default=True)
     ap.add_argument("--warmup", type=int, default=10, help="warm-up steps (timm's --num-warm-iter)")
     ap.add_argument("--steps", type=int, default=40, help="timed steps (timm's --num-bench-iter)")
@@ -263,6 +276,8 @@ def main(argv=None) -> int:
     device = devices.resolve(args.device)
     if device.index not in (None, 0):
         raise SystemExit(f"--device {args.device}: timm's benchmark.py runs on {device.type}:0 only")
+    if args.precision == "auto":
+        args.precision = auto_precision(device)
     threads = torch.get_num_threads()  # timm's process keeps torch's default: the engine takes the same
     names = {"torchvision": args.model}
     if "timm" in args.engine_models:

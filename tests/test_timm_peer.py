@@ -193,6 +193,15 @@ def test_the_engines_timm_model_without_timm_is_refused(peer, capsys, monkeypatc
     assert "--engine-models timm: timm is not installed here" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("cc, precision", [((9, 0), "bf16"), ((7, 5), "fp16")])
+def test_the_precision_is_bf16_where_the_gpu_runs_it_else_fp16(cc, precision):
+    from fakes import FakeGPU
+
+    bench = _bench()
+    with bench.devices.using(FakeGPU.fresh(cc=cc)):
+        assert bench.auto_precision(bench.devices.resolve("cpu")) == precision
+
+
 def test_a_missing_peer_script_is_refused(capsys, tmp_path):
     with pytest.raises(SystemExit):
         _bench().parse_args(["--timm-benchmark", str(tmp_path / "benchmark.py")])
