@@ -97,33 +97,45 @@ class _Log(list):
         self.append(line)
 
 
-def test_install_takes_what_is_missing_from_the_wheels_alone_and_leaves_the_rest(tmp_path):
-    check = _tool("gpu_check")
-    gpucheck, target = tmp_path / ".gpucheck", tmp_path / "site"
+@pytest.fixture
+def prepared(tmp_path):
+    """A .gpucheck/ of two hand-made wheels (a needs b) and its requirements.txt: a, and pyyaml (installed here)."""
+    gpucheck = tmp_path / ".gpucheck"
     (gpucheck / "wheels").mkdir(parents=True)
     _wheel(gpucheck / "wheels", "cnnbench_probe_a", "1.0", ["cnnbench_probe_b>=1"])
     _wheel(gpucheck / "wheels", "cnnbench_probe_b", "1.2")
-    (gpucheck / "requirements.txt").write_text("cnnbench_probe_a\npyyaml>=5\n")  # pyyaml is installed here
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(target), os.environ.get("PYTHONPATH", "")])}
+    _wheel(gpucheck / "wheels", "PyYAML", "0.1")  # older than the one installed here: never replaces it
+    (gpucheck / "requirements.txt").write_text("cnnbench_probe_a>=1\npyyaml>=5\n")
+    return gpucheck
+
+
+def test_install_takes_the_wheels_of_what_is_missing_and_leaves_what_is_installed(prepared, tmp_path):
+    check, target = _tool("gpu_check"), tmp_path / "site"
     log = _Log()
-    assert check.install(sys.executable, gpucheck, log, env, None, target) == 0, "\n".join(log)
+    assert check.install(prepared, log, dict(os.environ), None, target) == 0, "\n".join(log)
     assert sorted(p.name for p in target.iterdir() if p.suffix == ".py") == [
         "cnnbench_probe_a.py",
         "cnnbench_probe_b.py",
     ]
-    assert not list(target.glob("*yaml*"))  # installed here already: untouched, not copied
+    assert not list(target.glob("*yaml*")) and not list(target.glob("*YAML*"))  # installed here: left alone
     assert "missing here: 2 packages: cnnbench_probe_a, cnnbench_probe_b" in log
     again = _Log()
-    assert check.install(sys.executable, gpucheck, again, env, None, target) == 0
-    assert "every requirement is already installed" in again
+    assert check.install(prepared, again, dict(os.environ), None, target) == 0
+    assert "every prepared package is installed here already" in again
+
+
+def test_install_fails_naming_a_requirement_the_machine_does_not_meet(prepared, tmp_path):
+    (prepared / "requirements.txt").write_text("cnnbench_probe_a>=2\npyyaml>=5\nnot-a-package-here\n")
+    log = _Log()
+    assert _tool("gpu_check").install(prepared, log, dict(os.environ), None, tmp_path / "site") == 1
+    assert log[-1] == (
+        "requirements not met: cnnbench_probe_a>=2 (1.0 installed); not-a-package-here (not installed)"
+    )
 
 
 def test_install_without_a_prepared_folder_says_which_command_prepares_it(tmp_path):
     log = _Log()
-    assert (
-        _tool("gpu_check").install(sys.executable, ROOT / "no-such-folder", log, dict(os.environ), None, None)
-        == 2
-    )
+    assert _tool("gpu_check").install(tmp_path / "none", log, dict(os.environ), None, None) == 2
     assert "run `make gpu-wheels`" in log[-1]
 
 

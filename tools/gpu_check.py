@@ -4,9 +4,9 @@
 It uses the machine's own python3 (the one that has torch) and what `make gpu-wheels` prepared in .gpucheck/,
 never a virtual environment, and runs, each step timed:
 
-1. install: what .gpucheck/requirements.txt asks for and this python lacks, from .gpucheck/wheels alone (pip
-   ``--no-index --find-links``: what the machine has stays untouched), into its site-packages, or into
-   .gpucheck/site on PYTHONPATH where those are read-only;
+1. install: the wheels of .gpucheck/wheels whose packages this python lacks, with pip from that folder alone
+   (``--no-index --find-links``, ``--no-deps``: what the machine has stays untouched), into its site-packages,
+   or into .gpucheck/site on PYTHONPATH where those are read-only; then .gpucheck/requirements.txt must be met;
 2. tests: the GPU-marked tests (``pytest -m gpu`` over tests/test_gpu*.py);
 3. timm: benchmarks/timm_peer.py against .gpucheck/timm_benchmark.py, its rows in the run folder's check/;
 4. pipeline: the whole workbook with the GPU protocol (``python -m cnnbench.pipeline --params
@@ -26,7 +26,7 @@ from __future__ import annotations
 import argparse
 import csv
 import datetime as dt
-import json
+import importlib.metadata
 import os
 import re
 import shutil
@@ -35,7 +35,6 @@ import subprocess
 import sys
 import sysconfig
 import tarfile
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -126,43 +125,58 @@ def run(cmd: list[str], log: Log, env: dict, deadline: float | None) -> tuple[in
     return code, "".join(stopped)
 
 
-def install(python: str, gpucheck: Path, log: Log, env: dict, deadline, target: Path | None) -> int:
-    """What requirements.txt asks for and ``python`` lacks, from the prepared wheels alone."""
+def canonical(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def installed(paths: list[str]) -> dict[str, str]:
+    """{canonical name: version} of the distributions on ``paths``."""
+    return {canonical(d.metadata["Name"]): d.version for d in importlib.metadata.distributions(path=paths)}
+
+
+def unmet(requirements: list[str], have: dict[str, str]) -> list[str]:
+    """The requirements that ``have`` does not satisfy, each with what is there."""
+    try:
+        from packaging.requirements import Requirement
+    except ImportError:
+        from pip._vendor.packaging.requirements import Requirement
+
+    out = []
+    for line in requirements:
+        req = Requirement(line)
+        version = have.get(canonical(req.name))
+        if version is None or not req.specifier.contains(version, prereleases=True):
+            out.append(f"{line} ({'not installed' if version is None else f'{version} installed'})")
+    return out
+
+
+def install(gpucheck: Path, log: Log, env: dict, deadline, target: Path | None) -> int:
+    """The prepared wheels whose packages this python lacks, with pip from the folder alone and --no-deps: no
+    installed package is upgraded, replaced or downgraded (the folder's closure was resolved when it was
+    prepared). Then each of requirements.txt must be met."""
     wheels, requirements = gpucheck / "wheels", gpucheck / "requirements.txt"
     if not requirements.is_file():
-        log(
-            f"no {requirements.relative_to(ROOT)}: run `make gpu-wheels` where pip's index answers, and carry .gpucheck"
-        )
+        log(f"no {requirements}: run `make gpu-wheels` where pip's index answers, and carry .gpucheck")
         return 2
-    offline = ["--no-index", "--find-links", str(wheels), "--disable-pip-version-check"]
-    with tempfile.TemporaryDirectory() as tmp:
-        report = Path(tmp) / "report.json"
-        cmd = [python, "-m", "pip", "install", "--dry-run", "--quiet", "--report", str(report), *offline]
-        code, stopped = run([*cmd, "-r", str(requirements)], log, env, deadline)
+    paths = [*([str(target)] if target else []), *sys.path]
+    have = installed(paths)
+    missing = sorted(w for w in wheels.glob("*.whl") if canonical(w.name.split("-")[0]) not in have)
+    if missing:
+        log(f"missing here: {len(missing)} packages: " + ", ".join(w.name.split("-")[0] for w in missing))
+        cmd = [sys.executable, "-m", "pip", "install", "--quiet", "--no-compile", "--no-deps", "--no-index"]
+        cmd += ["--find-links", str(wheels), "--disable-pip-version-check"]
+        code, stopped = run(
+            [*cmd, *(["--target", str(target)] if target else []), *map(str, missing)], log, env, deadline
+        )
         if code or stopped:
             return code or 1
-        missing = [i["download_info"]["url"] for i in json.loads(report.read_text())["install"]]
-    if not missing:
-        log("every requirement is already installed")
-        return 0
-    log(f"missing here: {len(missing)} packages: " + ", ".join(Path(m).name.split("-")[0] for m in missing))
-    if target is None:
-        cmd = [python, "-m", "pip", "install", "--quiet", "--no-compile", *offline, "-r", str(requirements)]
-    else:  # exactly what the dry run found missing, beside what the machine has
-        files = [m.removeprefix("file://") for m in missing]
-        cmd = [
-            python,
-            "-m",
-            "pip",
-            "install",
-            "--quiet",
-            *offline,
-            "--no-deps",
-            "--target",
-            str(target),
-            *files,
-        ]
-    return run(cmd, log, env, deadline)[0]
+    else:
+        log("every prepared package is installed here already")
+    lines = [r.strip() for r in requirements.read_text().splitlines() if r.strip() and not r.startswith("#")]
+    if problems := unmet(lines, installed(paths)):
+        log("requirements not met: " + "; ".join(problems))
+        return 1
+    return 0
 
 
 def pack(run_dir: Path, log: Log, out: Path) -> None:
@@ -247,7 +261,7 @@ def main(argv=None) -> int:
         if deadline is not None and t0 >= deadline:
             code, note = None, "not started: the budget is spent"
         elif step == "install":
-            code, note = install(python, gpucheck, log, env, deadline, target), ""
+            code, note = install(gpucheck, log, env, deadline, target), ""
         elif step == "timm" and not benchmark.is_file():
             code, note = None, f"skipped: no {benchmark} (make gpu-wheels TIMM_BENCHMARK=...)"
         else:

@@ -6,8 +6,9 @@
   (:data:`TORCH_STACK`: a wheel of another build would replace the machine's), nor what such an image has
   (:data:`IMAGE_HAS`), nor what a batch run does not use (:data:`NOT_FOR_A_RUN`). fvcore and iopath, published
   as sdists only, are built into pure-Python wheels here (:data:`SDIST_ONLY`).
-- ``requirements.txt``: what `make gpu-check` has pip satisfy there, from ``wheels/`` alone (``--no-index
-  --find-links``), so that what the machine has stays untouched.
+- ``requirements.txt``: the workbook's requirements that `make gpu-check` checks are met there, once it has
+  installed the wheels whose packages the machine lacks (pip ``--no-index --find-links --no-deps``: what the
+  machine has stays untouched).
 - ``timm_benchmark.py``: timm's benchmark.py for benchmarks/timm_peer.py, copied from ``TIMM_BENCHMARK``
   (timm's source repository; neither its PyPI package nor this repository carries it). The machine's own timm runs
   it: take the file from the tag of that timm version where you know it.
@@ -35,7 +36,7 @@ ROOT = Path(__file__).resolve().parents[1]
 TORCH_STACK = re.compile(r"^(torch|torchvision|torchaudio|triton|nvidia-(?!ml-py$).*|cuda-.*)$")
 # What a torch GPU image has (NGC's PyTorch containers, Colab, the workplace's GPU image): torch's own requirements
 # and the scientific stack; carried they add 90 MB (llvmlite 56, numpy 16, pandas 11, matplotlib 8, ...), and
-# gpu-check stops on the one a machine lacks, naming it
+# gpu-check names a requirement of the workbook's that a machine lacks
 IMAGE_HAS = frozenset(
     (
         "numpy pandas python-dateutil tzdata six matplotlib contourpy cycler fonttools kiwisolver pillow "
@@ -43,10 +44,12 @@ IMAGE_HAS = frozenset(
         "sympy mpmath networkx setuptools"
     ).split()
 )
-# the notebook extra's interactive front-end (and its own requirements): a batch run executes the notebooks with
-# papermill, nbconvert and ipykernel
-NOT_FOR_A_RUN = frozenset(["jupyterlab"])
-SDIST_ONLY = ("fvcore", "iopath")  # no wheels on PyPI: built here (pure Python)
+# Not used by a batch run (the notebooks executed by papermill, nbconvert and ipykernel), so not carried: the notebook
+# extra's front-end, and requirements of its requirements that are optional at run time (ipykernel's debugger,
+# IPython's completion, the classic notebook's widget files: 11 MB of 19)
+NOT_FOR_A_RUN = frozenset(["jupyterlab", "debugpy", "jedi", "parso", "widgetsnbextension"])
+SDIST_ONLY = ("fvcore", "iopath")
+CARRY_LIMIT_MIB = 64  # the working tree and the carried folders that a borrowed GPU machine receives  # no wheels on PyPI: built here (pure Python)
 PLATFORMS = [f"manylinux_2_{n}_x86_64" for n in (17, 24, 26, 27, 28, 31, 34, 35, 39)]
 PLATFORMS += ["manylinux2014_x86_64", "manylinux2010_x86_64", "manylinux1_x86_64"]
 
@@ -113,6 +116,19 @@ def size_mib(folder: Path) -> float:
     return sum(f.stat().st_size for f in folder.rglob("*") if f.is_file()) / 2**20
 
 
+def tree_mib() -> float:
+    """The working tree a device call sends beside what it carries: tracked and untracked-not-ignored files."""
+    listed = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT, capture_output=True
+    )
+    files = [ROOT / f for f in listed.stdout.decode().split("\0") if f]
+    return (
+        sum(f.stat().st_size for f in files if f.is_file()) / 2**20
+        if listed.returncode == 0
+        else float("nan")
+    )
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--timm-benchmark", default=os.environ.get("TIMM_BENCHMARK", ""))
@@ -149,9 +165,11 @@ def main(argv=None) -> int:
     (dest / "requirements.txt").write_text("\n".join(requirements) + "\n")
     shutil.copyfile(benchmark, dest / "timm_benchmark.py")
     left = sorted(n for n, v in closure if (n, v) not in travel)
+    size, tree = size_mib(dest), tree_mib()
     print(
-        f"{dest}: {size_mib(dest):.1f} MiB, {len(list(wheels.glob('*.whl')))} wheels for Python "
-        f"{args.python_version} (left to the machine: {', '.join(left)}), requirements.txt, timm_benchmark.py"
+        f"{dest}: {size:.1f} MiB, {len(list(wheels.glob('*.whl')))} wheels for Python "
+        f"{args.python_version} (left to the machine: {', '.join(left)}), requirements.txt, timm_benchmark.py; "
+        f"with the working tree ({tree:.1f} MiB) {size + tree:.1f} MiB of the {CARRY_LIMIT_MIB} MiB a device call sends"
     )
     return 0
 
