@@ -124,6 +124,17 @@ def test_install_takes_the_wheels_of_what_is_missing_and_leaves_what_is_installe
     assert "every prepared package is installed here already" in again
 
 
+def test_an_install_folder_is_on_the_python_and_jupyter_paths(tmp_path, monkeypatch):
+    check = _tool("gpu_check")
+    monkeypatch.delenv("JUPYTER_PATH", raising=False)
+    monkeypatch.setenv("PYTHONPATH", "/elsewhere")
+    assert check.search_paths(tmp_path) == {
+        "PYTHONPATH": os.pathsep.join([str(ROOT / "lib"), str(tmp_path), "/elsewhere"]),
+        "JUPYTER_PATH": str(tmp_path / "share" / "jupyter"),  # nbconvert's templates: the report's HTML
+    }
+    assert check.search_paths(None) == {"PYTHONPATH": os.pathsep.join([str(ROOT / "lib"), "/elsewhere"])}
+
+
 def test_install_fails_naming_a_requirement_the_machine_does_not_meet(prepared, tmp_path):
     (prepared / "requirements.txt").write_text("cnnbench_probe_a>=2\npyyaml>=5\nnot-a-package-here\n")
     log = _Log()

@@ -150,6 +150,19 @@ def unmet(requirements: list[str], have: dict[str, str]) -> list[str]:
     return out
 
 
+def search_paths(target: Path | None) -> dict[str, str]:
+    """PYTHONPATH (the workbook's lib/, then the install folder) and, with an install folder, JUPYTER_PATH to
+    its share/jupyter: the data files of its wheels (nbconvert's templates, which the report's HTML needs)."""
+
+    def joined(*paths) -> str:
+        return os.pathsep.join(str(p) for p in paths if p)
+
+    out = {"PYTHONPATH": joined(ROOT / "lib", target, os.environ.get("PYTHONPATH"))}
+    if target is not None:
+        out["JUPYTER_PATH"] = joined(target / "share" / "jupyter", os.environ.get("JUPYTER_PATH"))
+    return out
+
+
 def install(gpucheck: Path, log: Log, env: dict, deadline, target: Path | None) -> int:
     """The prepared wheels whose packages this python lacks, with pip from the folder alone and --no-deps: no
     installed package is upgraded, replaced or downgraded (the folder's closure was resolved when it was
@@ -237,12 +250,9 @@ def main(argv=None) -> int:
     target = Path(args.target).resolve() if args.target else None
     if target is None and not os.access(site, os.W_OK):
         target = gpucheck / "site"
-    path = [str(ROOT / "lib"), *([str(target)] if target else []), os.environ.get("PYTHONPATH", "")]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in path if p), "PYTHONUNBUFFERED": "1"}
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", **search_paths(target)}
     log(f"# gpu-check {started}: GPU {name or 'none'}")
-    log(
-        f"# python {python} {sys.version.split()[0]}, site-packages {site} ({'read-only' if target else 'writable'})"
-    )
+    log(f"# python {python} {sys.version.split()[0]}; installs into {target or site}")
     log(
         f"# run folder {run_dir.relative_to(ROOT)}, steps {', '.join(steps)}, budget {args.budget_s or 'none'} s"
     )
