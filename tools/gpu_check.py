@@ -246,6 +246,8 @@ def main(argv=None) -> int:
     run_dir = ROOT / "outputs" / run_name
     log = Log(run_dir / "check" / "gpu_check.log")
     out = Path(os.environ["OUT"]) if os.environ.get("OUT") else None
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
     site = sysconfig.get_paths()["purelib"]
     target = Path(args.target).resolve() if args.target else None
     if target is None and not os.access(site, os.W_OK):
