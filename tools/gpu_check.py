@@ -9,8 +9,8 @@ never a virtual environment, and runs, each step timed:
    or into .gpucheck/site on PYTHONPATH where those are read-only; then .gpucheck/requirements.txt must be met;
 2. tests: the GPU-marked tests (``pytest -m gpu`` over tests/test_gpu*.py);
 3. timm: benchmarks/timm_peer.py against .gpucheck/timm_benchmark.py, its rows in the run folder's check/;
-4. pipeline: the whole workbook with the GPU protocol (``python -m cnnbench.pipeline --params
-   params/local.yaml --run-name cuda-<gpu>``), last: the one step that resumes where a stop left it.
+4. pipeline: the whole workbook with the GPU protocol, sized for the check (``python -m cnnbench.pipeline --params
+   params/gpu_check.yaml --run-name cuda-<gpu>``), last: the one step that resumes where a stop left it.
 
 Everything goes to the console and to ``outputs/cuda-<gpu>/check/gpu_check.log``; where ``$OUT`` is set (a
 borrowed machine's folder of files to bring back), the run folder as ``cuda-<gpu>.tar.gz`` and the log are
@@ -47,6 +47,11 @@ GPU_TESTS = (
 PACK_LIMIT_BYTES = 15 * 2**20  # a file brought back from a borrowed machine: at most 16 MiB
 PACK_RESERVE_S = 20.0  # of --budget-s, kept for stopping the last step and packing
 STOP_GRACE_S = 30.0  # after SIGTERM, before SIGKILL
+# --estimate's figures for the steps around the pipeline on an H100, seconds (not yet measured on one): install as
+# it took here (5.9 s, 59 packages); pytest's start and eight GPU tests of a model built and about a second of steps
+# each; the peer's three passes (timm, the engine on timm's model, timm), each a process start of about 6 s (torch,
+# CUDA, the model) and 50 training and 50 inference steps of ResNet-50 at batch 256 (about 0.1 and 0.03 s in bf16)
+STEP_ESTIMATES_S = {"install": 10.0, "tests": 30.0, "timm": 45.0}
 VENDOR_WORDS = {"nvidia", "tesla", "geforce", "quadro"}
 SERIES_WORDS = {"rtx", "gtx", "titan"}
 
@@ -222,7 +227,7 @@ def main(argv=None) -> int:
     ap.add_argument(
         "--steps", default=",".join(STEPS), help=f"which of {', '.join(STEPS)} (default: all, in order)"
     )
-    ap.add_argument("--params", default="params/local.yaml", help="the pipeline's params file")
+    ap.add_argument("--params", default="params/gpu_check.yaml", help="the pipeline's params file")
     ap.add_argument("--run-name", default="", help="default: cuda-<the GPU's short name>")
     ap.add_argument(
         "--budget-s", type=float, default=0.0, help="stop the step running at this many seconds; 0: none"
@@ -232,7 +237,12 @@ def main(argv=None) -> int:
         "--target", default="", help="install into this folder on PYTHONPATH (default: only where read-only)"
     )
     ap.add_argument("--timm-args", default="", help="more options for benchmarks/timm_peer.py")
+    ap.add_argument(
+        "--estimate", action="store_true", help="how long the check takes on an H100; runs nothing"
+    )
     args = ap.parse_args(argv)
+    if args.estimate:
+        return estimate(args.params)
     steps = [s.strip() for s in args.steps.split(",") if s.strip()]
     if unknown := [s for s in steps if s not in STEPS]:
         ap.error(f"--steps: unknown {', '.join(unknown)}; steps: {', '.join(STEPS)}")
@@ -262,7 +272,14 @@ def main(argv=None) -> int:
     commands = {
         "tests": [python, "-m", "pytest", "-m", "gpu", "-n", "0", "-p", "no:cacheprovider", "-q", "-rs"]
         + sorted(str(p.relative_to(ROOT)) for p in ROOT.glob(GPU_TESTS)),
-        "timm": [python, "benchmarks/timm_peer.py", "--timm-benchmark", str(benchmark)]
+        "timm": [
+            python,
+            "benchmarks/timm_peer.py",
+            "--timm-benchmark",
+            str(benchmark),
+            "--engine-models",
+            "timm",
+        ]
         + ["--out", str(run_dir / "check" / "timm_peer.csv"), *args.timm_args.split()],
         "pipeline": [python, "-m", "cnnbench.pipeline", "--params", args.params, "--run-name", run_name],
     }
@@ -296,6 +313,35 @@ def main(argv=None) -> int:
         pack(run_dir, log, out)
         log(f"# copied to {out}: {run_name}.tar.gz, {log.path.name}")
     return 0 if all(s == "ok" for _, s, _, _ in results) else 1
+
+
+def estimate(params: str) -> int:
+    """The check's expected time on an H100: the pipeline's estimate for the committed H100 run's device
+    (``cnnbench --estimate --device-kind cuda``) and STEP_ESTIMATES_S around it."""
+    cmd = [
+        sys.executable,
+        "-m",
+        "cnnbench.pipeline",
+        "--params",
+        params,
+        "--estimate",
+        "--device-kind",
+        "cuda",
+    ]
+    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+    print(done.stdout, end="", file=sys.stdout)
+    total = re.search(r"^total\s+(?:(\d+)m)?(\d+)s", done.stdout, re.M)
+    if done.returncode or not total:
+        print(done.stderr, end="", file=sys.stderr)
+        return done.returncode or 1
+    pipeline_s = 60 * int(total.group(1) or 0) + int(total.group(2))
+    for step, seconds in STEP_ESTIMATES_S.items():
+        print(f"{step:16s}{int(seconds):>7d}s  the check's figure (not measured on a GPU)")
+    whole = pipeline_s + sum(STEP_ESTIMATES_S.values())
+    print(
+        f"{'gpu-check':16s}{int(whole // 60):>4d}m{int(whole % 60):02d}s  install, tests, timm and the pipeline above"
+    )
+    return 0
 
 
 if __name__ == "__main__":
