@@ -2,7 +2,8 @@
 
 One training step = zero_grad, forward, loss, backward, optimizer step; one eval step = forward under
 ``torch.inference_mode()``. Warm-up steps run first; then ``repeats`` windows of ``measured_steps`` steps or
-more (:func:`steps_for_window`), the device synchronised before every clock read. Failures are rows: out of
+more (:func:`steps_for_window`), each lasting at least ``min_window_s``, the device synchronised before every
+clock read; a device that queues work has its busy share of a step profiled after them. Failures are rows: out of
 memory -> ``status=oom``, a non-finite loss -> ``status=unstable``, anything else -> ``status=error`` with the
 message; a worker process that dies -> ``status=crashed`` with its exit code or signal."""
 
