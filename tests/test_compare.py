@@ -194,6 +194,32 @@ def test_compare_csv_keeps_every_comparison_and_replaces_only_the_same_runs(tmp_
     assert "(added to the 2 other comparison(s) there;" in out
 
 
+@pytest.mark.parametrize(
+    "text, says",
+    [
+        ("schema_version,compared,run_a\n3,a b,a\n3,a b,", "its last line is cut short"),
+        ("schema_version,compared,run_a\n2,a b,a\n", "results schema 2"),
+    ],
+)
+def test_a_cut_or_older_compare_csv_is_refused_in_one_line_before_any_work(tmp_path, capsys, text, says):
+    """Issue 44: a cut or older-schema compare.csv gave a traceback after the comparison was computed."""
+    outputs = _runs(tmp_path)
+    (outputs / "compare.csv").write_text(text)
+    _refused(*_compare(capsys, "a", "b", "--outputs", outputs), says)
+    assert (outputs / "compare.csv").read_text() == text
+
+
+def test_a_run_with_an_impossible_rate_is_refused_naming_the_file_and_the_row(tmp_path, capsys):
+    """Issue 44: an inf rate made compare print "infx [inf, inf]"."""
+    outputs = _runs(tmp_path)
+    rows = results.read_rows(outputs / "b" / "scenario_a.csv")
+    results.write_rows(outputs / "b" / "scenario_a.csv", [{**rows[0], "throughput_img_s": "inf"}, *rows[1:]])
+    rc, out, err = _compare(capsys, "a", "b", "--outputs", outputs)
+    _refused(
+        rc, out, err, f"b: broken run ({outputs / 'b' / 'scenario_a.csv'}: line 2, column 'throughput_img_s'"
+    )
+
+
 def test_cli_seeds_pseudo_run_is_not_matched_and_has_no_verdict(tmp_path, capsys):
     from cnnbench import published
 

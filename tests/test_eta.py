@@ -446,8 +446,9 @@ def test_estimate_prints_every_notebooks_expected_time_and_measures_nothing(tmp_
     predicted for a T4, on a machine without one; no run folder is made."""
     from cnnbench import pipeline
 
+    outputs = tmp_path / "a" / "b"  # issue 44: --estimate made this folder chain
     rc = pipeline.main(
-        ["--params", str(ROOT / "params" / "colab_t4.yaml"), "--outputs", str(tmp_path), "--estimate"]
+        ["--params", str(ROOT / "params" / "colab_t4.yaml"), "--outputs", str(outputs), "--estimate"]
     )
     out = capsys.readouterr().out
     assert rc == 0, out

@@ -120,3 +120,23 @@ def test_a_partial_report_is_built_between_notebooks_after_a_long_one_and_goes_w
     assert not (tmp_path / "report.html").exists()
     builds.close()
     assert not (tmp_path / report.PARTIAL).exists()
+
+
+def test_a_headline_that_failed_is_not_measured_again_nor_counted_as_kept(tmp_path, monkeypatch, capsys):
+    """Issue 44: a headline configuration that ended in an error row was measured again by the full pass, which
+    then said "kept -1 of 1 configurations"."""
+    calls = []
+    ok = fake_measure({16: [150.0] * 9}, calls)
+
+    def fails_at_8(c, *a, **k):
+        if c.batch_size == 8:
+            calls.append(8)
+            return {**engine.config_key(c, CPU, FIXED), "status": "error", "error": "RuntimeError: x"}
+        return ok(c, *a, **k)
+
+    monkeypatch.setattr(engine, "measure", fails_at_8)
+    configs, path = [cfg(8), cfg(16)], tmp_path / "scenario_a.csv"
+    runner.run_configs(configs, CPU, FIXED, path, only=configs[:1])
+    rows = runner.run_configs(configs, CPU, FIXED, path)
+    assert calls.count(8) == 1 and {r["batch_size"]: r["status"] for r in rows} == {"8": "error", "16": "ok"}
+    assert "kept 0 of 2 configurations from scenario_a.csv; measured 2" in capsys.readouterr().out

@@ -507,6 +507,15 @@ def test_override_errors_name_the_option_the_user_typed(write_yaml):
     assert msg.startswith("--run-name") and "--set" not in msg and "key 'run_name'" not in msg
 
 
+def test_a_size_a_model_cannot_train_at_is_refused_before_work(write_yaml):
+    """Issue 44: inception_v3 at 224 px passed (the check ran eval mode, which skips the auxiliary head) and 01
+    failed in its training count; the check runs a training forward."""
+    with pytest.raises(ParamsError) as err:
+        params.load(write_yaml("device: cpu\nmodels: [inception_v3]\nimage_size: 224\n"))
+    assert "key 'image_size' 224 is too small for model 'inception_v3'" in one_line(err)
+    assert params.load(write_yaml("device: cpu\nmodels: [inception_v3]\nimage_size: 299\n"))
+
+
 def test_every_torchvision_classifier_passes_validation_at_its_reference_size():
     """Issue 20: validation refused all 15 RegNets at every size, 224 included ("Cannot copy out of meta tensor"):
     the meta-device probe failed inside RegNet's constructor and the failure was reported as a size problem."""

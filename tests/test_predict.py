@@ -26,6 +26,31 @@ def test_unknown_model_gets_one_line():
     refused(cli("predict", "resnet5", "--device", "Tesla T4"), "unknown model 'resnet5'")
 
 
+@pytest.mark.parametrize(
+    "args, text",
+    [
+        (("resnet18", "--image-size", "-3"), "argument --image-size: must be a positive integer, got -3"),
+        (("resnet18", "--batch-size", "-1"), "argument --batch-size: must be a positive integer, got -1"),
+        (("resnet18", "--batch-size", "0"), "argument --batch-size: must be a positive integer, got 0"),
+        (
+            ("resnet18", "--batch-size", "1", "--image-size", "32"),
+            "resnet18 train at 32 px, batch 1 cannot run",
+        ),
+        (("inception_v3", "--image-size", "224"), "inception_v3 train at 224 px, batch 128 cannot run"),
+        (("vit_b_16", "--image-size", "33"), "vit_b_16 train at 33 px, batch 128 cannot run"),
+        ((), "the following arguments are required: model"),
+    ],
+)
+def test_a_size_or_batch_no_step_runs_at_gets_one_line(args, text):
+    """Issue 44: a negative size or batch, batch 1 at 32 px, inception_v3 at 224 and vit_b_16 at 33 gave
+    tracebacks; --batch-size 0 silently predicted batch 128."""
+    refused(cli("predict", *args, *(("--device", "Tesla T4") if args else ())), text)
+
+
+def test_predict_without_a_device_says_so_in_one_line():
+    refused(cli("predict", "resnet18"), "the following arguments are required: --device")  # was: the usage
+
+
 def _planted(models=("mnist_cnn", "squeezenet1_1", "mobilenet_v2")) -> pd.DataFrame:
     """Rows of a device whose every op runs at the efficiencies and overhead of a known fit."""
     rows = pd.DataFrame(

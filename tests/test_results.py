@@ -166,3 +166,104 @@ def test_runs_differing_in_any_protocol_key_say_so_beside_a_merge(tmp_path):
         dirs.append(tmp_path / name)
     assert list(runs.config_differences(dirs).key) == ["min_window_s"]
     assert set(schema.PROTOCOL_KEYS) <= set(runs.RUN_CONFIG_KEYS)
+
+
+def test_a_run_folder_copied_from_another_machine_resumes_nothing_measured_there(
+    tmp_path, monkeypatch, capsys
+):
+    """Issue 44: a run folder copied from another machine resumed with "kept 12 of 12": the key held the device
+    kind, not the machine. Its rows are kept in the file, never shown or resumed as this machine's."""
+    import cnnbench
+    from cnnbench import scenarios
+    from cnnbench.results import files
+    from conftest import ROOT
+
+    fast = {"processes": 1, "max_processes": 1, "repeats": 1, "isolate": False, "phases": ["eval"]}
+    run = cnnbench.open_run(
+        ROOT / "params" / "smoke.yaml", {**fast, "models": ["mnist_cnn"]}, tmp_path / "pc"
+    )
+    monkeypatch.setattr(
+        files, "host_id", lambda: "elsewhere"
+    )  # measured on another machine, then copied here
+    scenarios.measure(run, "scenario_a", scenarios.scenario_a_configs(run.params))
+    monkeypatch.undo()
+    here = files.host_id()
+    assert here != "elsewhere" and results.read(run.dir, "scenario_a").host_id.tolist() == ["elsewhere"]
+    capsys.readouterr()
+    shown = scenarios.measure(run, "scenario_a", scenarios.scenario_a_configs(run.params))
+    assert "kept 0 of 1" in capsys.readouterr().out  # was: kept 1 of 1
+    assert shown.host_id.tolist() == [here] and len(results.read_rows(run.dir / "scenario_a.csv")) == 2
+
+
+def test_a_row_of_a_file_written_before_its_key_held_the_machine_is_no_machines(tmp_path):
+    f = results.file(tmp_path, "transfer")
+    config = {k: "1" for k in f.key if k != results.files.HOST}
+    results.write_rows(f.path, [{**config, "status": "ok"}])  # no host_id column
+    assert not f.done(config)
+    f.append({**config, "status": "ok"})
+    assert f.done(config) and [r[results.files.HOST] for r in f.rows()] == ["", results.files.host_id()]
+
+
+def test_a_key_holds_every_setting_that_changes_a_row():
+    """Issue 44: isolate and telemetry_interval_s kept Scenario A's rows, synthetic_images (and the data folder,
+    and isolate) the epochs' rows, transfer_epochs the grid's (3 -> 2 showed 3 epochs)."""
+    import dataclasses
+
+    import torch
+
+    from cnnbench import params
+    from cnnbench.measure import engine
+    from cnnbench.results import schema
+
+    p = params.validate({"models": ["mnist_cnn"]}, check_device=False)
+    cfg, cpu = engine.config(p, "mnist_cnn", "train"), torch.device("cpu")
+    for change in ({"isolate": False}, {"telemetry_interval_s": 0.5}):
+        other = dataclasses.replace(p, **change)
+        assert engine.config_key(cfg, cpu, p) != engine.config_key(cfg, cpu, other), change
+    assert {"synthetic_images", "data_path", "isolate"} <= set(schema.epoch_keys())
+    assert "epochs" in schema.TRANSFER_GRID_KEYS
+    measured = [schema.config_keys(), schema.epoch_keys(), schema.phase_plan(), schema.profile_plan()]
+    measured += [schema.layer_plan(), schema.search_keys(), schema.SCALING_PLAN, schema.SCRATCH_PLAN]
+    assert all(results.files.HOST in keys for keys in [*measured, schema.TRANSFER_GRID_KEYS])
+
+
+@pytest.mark.parametrize(
+    "tamper, says",
+    [
+        ({"throughput_img_s": "-250.5"}, "line 3, column 'throughput_img_s' holds -250.5"),
+        ({"throughput_ci95_img_s": "inf"}, "line 3, column 'throughput_ci95_img_s' holds inf"),
+        ({"step_time_median_s": "nan"}, "line 3, column 'step_time_median_s' holds nan"),
+        ({"batch_size": "8"}, "lines 2 and 3 hold the same configuration"),
+    ],
+)
+def test_a_tampered_table_is_refused_in_one_line_naming_the_file_and_the_row(tmp_path, tamper, says):
+    """Issue 44: a negative rate was shown in the report as measured, a duplicated row silently won, an inf rate
+    failed 08 without naming the file and made compare print "infx [inf, inf]". The results layer refuses."""
+    f = results.file(tmp_path, "scenario_a")
+    for bs in (8, 16):
+        f.append({"model": "m", "batch_size": bs, "status": "ok", "throughput_img_s": 100.0 + bs})
+    rows = results.read_rows(f.path)
+    results.write_rows(f.path, [rows[0], {**rows[1], **tamper}])
+    for read in (lambda: results.read(tmp_path, "scenario_a"), f.current):
+        with pytest.raises(results.CorruptResults) as err:
+            read()
+        assert str(err.value).startswith(f"{f.path}: {says}") and "\n" not in str(err.value), err.value
+
+
+def test_a_table_far_larger_than_any_run_writes_is_refused_before_the_report_works(tmp_path, capsys):
+    """Issue 44: a 30,000-row scenario_a.csv kept `cnnbench report` busy past 5 minutes against its 23 s
+    estimate. A run writes one row per configuration (a few dozen): a file of more than the bound is refused."""
+    from test_analysis import make_run
+
+    from cnnbench import pipeline
+    from cnnbench.results import schema
+
+    run = make_run(tmp_path, "big", "cpu", "Intel Core", {("resnet18", "train"): 10.0})
+    (row,) = results.read_rows(run / "scenario_a.csv")
+    most = schema.TABLES["scenario_a"].most_rows
+    results.write_rows(run / "scenario_a.csv", [{**row, "batch_size": bs} for bs in range(1, most + 2)])
+    with pytest.raises(results.CorruptResults, match=f"{most + 1:,} rows, more than a run writes"):
+        results.read(run, "scenario_a")
+    assert pipeline.main(["report", str(run)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"{most + 1:,} rows" in err and not (run / "notebooks").exists()

@@ -83,6 +83,17 @@ def test_training_step_intensity_grows_with_batch():
     assert large["gflops"] == pytest.approx(64 * per_image, rel=0.01)
 
 
+def test_a_batch_a_model_cannot_train_on_is_a_row_saying_why():
+    """Issue 44: 04's intensity_vs_batch raised at batch 1 for ResNet-18 at 32 px (its last BatchNorm sees one
+    value per channel, which PyTorch refuses in training): the notebook failed after 02 and 03 had measured."""
+    from cnnbench import params
+
+    p = params.validate({"models": ["resnet18"], "image_size": 32}, check_device=False)
+    rows = roofline.intensity_vs_batch(["resnet18"], [1, 8], p).set_index("batch_size")
+    assert list(rows.status) == ["error", "ok"] and "more than 1 value per channel" in rows.error[1]
+    assert np.isnan(rows.intensity_flop_per_byte[1]) and rows.intensity_flop_per_byte[8] > 0
+
+
 def _second_of_two_steps(model_name, batch, size, classes):
     """The steady-state training step as counted by running two and keeping the second (momentum buffers exist)."""
     from torch.utils.module_tracker import ModuleTracker
@@ -895,6 +906,7 @@ def _sa_row(**kw):
     row = {
         "status": "ok",
         "model": "m",
+        "host_id": "h",  # the machine that measured it (the results layer's stamp)
         "phase": "train",
         "batch_size": 8,
         "image_size": 32,

@@ -2,6 +2,7 @@
 SIGTERM handled as Ctrl-C is, every failure in one line with FAILED.txt and no half-written file, a run lock
 that one process holds at a time, and an archive that never writes through a planted link."""
 
+import contextlib
 import errno
 import json
 import multiprocessing
@@ -190,6 +191,21 @@ def test_sigterm_stops_with_one_line_failed_txt_and_exit_143(tmp_path, monkeypat
     assert not (tmp_path / "smoke" / ".lock").exists()
 
 
+def test_sigint_stops_cnnbench_report_where_sigint_was_ignored(tmp_path, monkeypatch, capsys):
+    def interrupted(args):
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(5)  # the handler raises here
+        raise AssertionError("SIGINT ignored")
+
+    monkeypatch.setattr(pipeline, "_report_folders", interrupted)
+    before = signal.signal(signal.SIGINT, signal.SIG_IGN)  # as a script's `cnnbench report &` starts it
+    try:
+        assert pipeline.main(["report", str(tmp_path)]) == 130
+    finally:
+        assert signal.signal(signal.SIGINT, before) == signal.SIG_IGN  # given back as it was
+    _one_line(capsys.readouterr().err, "cnnbench report: interrupted")  # was: nothing said
+
+
 @pytest.mark.slow
 def test_sigterm_to_the_real_pipeline_shuts_its_kernel_down(tmp_path):
     """SIGTERM to the pipeline alone (docker stop, a scheduler): the kernel must not outlive it."""
@@ -230,6 +246,42 @@ def test_sigterm_to_the_real_pipeline_shuts_its_kernel_down(tmp_path):
     _one_line(err, "SIGTERM")
     assert not alive
     assert (tmp_path / "smoke" / "FAILED.txt").is_file() and not (tmp_path / "smoke" / ".lock").exists()
+
+
+def test_sigint_stops_a_run_started_in_the_background_where_sigint_was_ignored(tmp_path):
+    """Issue 44: a shell's `cnnbench ... &` (no job control) starts it with SIGINT ignored: `kill -INT` during 02,
+    06 or `cnnbench report` let the run finish and exit 0 with no FAILED.txt. SIGINT stops a run as SIGTERM does."""
+    started = tmp_path / "started"
+    cell = f"import pathlib, time\npathlib.Path({str(started)!r}).touch()\ntime.sleep(40)"
+    root = _workbook(tmp_path, {"00_setup": [cell], "01_complexity": ["1"]})
+    yaml = tmp_path / "mine.yaml"
+    yaml.write_text("device: cpu\nrun_name: r\nthreads: 1\nmodels: [mnist_cnn]\n")
+    env = {**os.environ, "CNNBENCH_ROOT": str(root), "PYTHONPATH": str(ROOT / "lib")}
+    args = ["--params", str(yaml), "--outputs", str(tmp_path / "out"), "--no-report"]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "cnnbench.pipeline", *args, "--set", "notebooks=[00_setup, 01_complexity]"],
+        env=env,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),  # as `&` in a script starts it
+    )
+    deadline = time.time() + 120
+    while not started.exists() and time.time() < deadline and proc.poll() is None:
+        time.sleep(0.2)
+    os.kill(proc.pid, signal.SIGINT)
+    try:
+        _, err = proc.communicate(timeout=120)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 130, err  # was: 0, the cell's 40 s slept out and 01 run
+    _one_line(err, "interrupted")
+    run_dir = tmp_path / "out" / "r"
+    assert "interrupted" in (run_dir / "FAILED.txt").read_text()
+    assert (run_dir / "notebooks" / "00_setup.ipynb").is_file()  # the partial notebook kept
+    assert not (run_dir / "notebooks" / "01_complexity.ipynb").exists()
 
 
 # --- 3. every failure in one line, FAILED.txt, no half-written file ---------------------------------------------
@@ -308,6 +360,21 @@ def test_a_run_killed_outright_is_marked_unfinished(tmp_path, monkeypatch):
     assert pipeline.main(["--params", str(SMOKE), "--outputs", str(tmp_path), "--no-report"]) == 0
     assert "has not finished" in seen["marker"].splitlines()[0]
     assert not (tmp_path / "smoke" / pipeline.FAILED).exists()
+
+
+def test_a_run_stopped_while_its_notebook_is_written_leaves_no_empty_notebook(tmp_path, monkeypatch):
+    """Issue 44: `cnnbench report` stopped mid-08 left a 0-byte notebook (the barrage killed it at its time limit,
+    SIGINT having been ignored). Stopped by a signal, the run removes a partial copy that is not a whole notebook;
+    one a kill -9 leaves is hidden (.NAME.partial.ipynb) and removed when the next run starts."""
+
+    def execute_notebook(source, target, **kwargs):
+        open(target, "w").close()  # papermill's write had truncated it when the signal came
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("papermill.execute_notebook", execute_notebook)
+    with pytest.raises(KeyboardInterrupt):
+        pipeline.execute(SMOKE, {}, tmp_path, ["08_analysis"], 60, log=lambda *a, **k: None)
+    assert list((tmp_path / "notebooks").iterdir()) == []
 
 
 def test_a_failed_notebook_keeps_its_executed_copy_written_whole(tmp_path, monkeypatch):

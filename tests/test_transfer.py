@@ -1,5 +1,6 @@
 """06_transfer: params, fine-tuning, the per-phase step breakdown, the profiler, scaling and telemetry series."""
 
+import dataclasses
 import gzip
 import json
 import math
@@ -12,7 +13,7 @@ import pytest
 import torch
 from PIL import Image
 
-from cnnbench import devices, params, steps
+from cnnbench import devices, models, params, steps
 from cnnbench import scaling as scaling_pkg
 from cnnbench.measure import engine, timelines, timing
 from cnnbench.params import Params
@@ -93,7 +94,7 @@ def test_defaults_are_seed_002_and_06_is_a_notebook():
 def test_optimizer_param_picks_the_optimizer(name, cls):
     net = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Linear(4, 2))
     net[0].weight.requires_grad_(False)
-    opt = finetune.make_optimizer(name, net.parameters(), 0.5, momentum=0.8)
+    opt = models.make_optimizer(name, net.parameters(), 0.5, momentum=0.8)
     assert type(opt) is cls and opt.param_groups[0]["lr"] == 0.5
     assert sum(len(g["params"]) for g in opt.param_groups) == 3  # frozen weights are not optimised
     if name == "sgd":
@@ -247,6 +248,36 @@ def test_a_failing_grid_point_is_a_row_and_the_grid_goes_on(tmp_path, monkeypatc
     )
     df = pd.read_csv(tmp_path / "transfer.csv")
     assert df.set_index("batch_size").status.to_dict() == {4: "oom", 8: "ok"}
+
+
+def test_every_image_of_the_set_is_a_grid_point_a_rerun_keeps(tmp_path, monkeypatch):
+    """Issue 44: `transfer_train_images: 0` (every image; params/seeds_full.yaml) planned images 0 while its rows
+    recorded the 512 used: 06 failed with KeyError 'device_kind' (no current row) and a rerun trained again."""
+    from cnnbench import transfer
+
+    p = p_of(
+        pretrained=False,
+        transfer_model="resnet18",
+        transfer_image_size=16,
+        transfer_lrs=[0.01],
+        transfer_batch_sizes=[128],
+        transfer_epochs=1,
+        transfer_devices=["cpu"],
+        workers=0,
+        transfer_train_images=0,
+        transfer_val_images=0,
+    )
+    run = types.SimpleNamespace(params=p, device=CPU, dir=tmp_path, path=lambda n: tmp_path / n)
+    monkeypatch.setattr("cnnbench.measure.telemetry.Sampler", FakeSampler)
+    df = transfer.finetune(run)
+    assert list(df.status) == ["ok"] and list(df.train_images) == [512] and list(df.val_images) == [128]
+    assert set(summary.time_to_target(df).device_kind) == {"cpu"}
+    monkeypatch.setattr(finetune, "fit", lambda *a: pytest.fail("a finished grid point trained again"))
+    assert transfer.finetune(run).equals(df)
+    trained = []
+    monkeypatch.setattr(finetune, "fit", lambda *a: trained.append(a))
+    run.params = dataclasses.replace(p, transfer_epochs=2)  # was: 1 -> 2 kept the one-epoch point
+    assert transfer.finetune(run).empty and len(trained) == 1
 
 
 def test_time_to_target_is_training_time_until_accuracy_first_reaches_it():

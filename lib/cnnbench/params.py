@@ -7,6 +7,7 @@ most :data:`MAX_YAML_NODES` values; a value quoted in a message is cut to :data:
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import difflib
 import functools
@@ -14,6 +15,7 @@ import math
 import os
 import re
 import stat
+import sys
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -439,25 +441,27 @@ def _check_models(src: str, key: str, names: typing.Iterable[str]) -> None:
 
 
 @functools.lru_cache(maxsize=256)
-def _too_small(model: str, image_size: int) -> str:
-    """Why ``model`` cannot run at ``image_size`` ("" if it can), from a forward pass on the meta device, kept in
-    the workbook's cache (:func:`cnnbench.paths.cached`) for the next process."""
+def _too_small(model: str, image_size: int, batch: int = 2, train: bool = True) -> str:
+    """Why ``model`` cannot run at ``image_size`` ("" if it can), from a forward pass of ``batch`` images on the
+    meta device (``train``: with auxiliary heads and BatchNorm's batch statistics), kept in the workbook's cache
+    (:func:`cnnbench.paths.cached`) for the next process."""
     import torch
     import torchvision
 
     from cnnbench import models, paths
 
-    key = [model, image_size, torch.__version__, torchvision.__version__]
-    return paths.cached("size-check", key, lambda: _meta_forward_problem(model, image_size), (models,))
+    key = [model, image_size, batch, train, torch.__version__, torchvision.__version__]
+    problem = functools.partial(_meta_forward_problem, model, image_size, batch, train)
+    return paths.cached("size-check", key, problem, (models, sys.modules[__name__]))
 
 
-def _meta_forward_problem(model: str, image_size: int) -> str:
+def _meta_forward_problem(model: str, image_size: int, batch: int, train: bool) -> str:
     import torch
 
     from cnnbench import models
 
     try:
-        net = models.build_meta(model, num_classes=10, image_size=image_size).eval()
+        net = models.build_meta(model, num_classes=10, image_size=image_size).train(train)
     except (AssertionError, ValueError) as err:  # a constructor that checks the size itself (ViT's patches)
         return (str(err).strip().splitlines() or [type(err).__name__])[0][:120]
     except Exception as err:  # noqa: BLE001 - a model that cannot even be built says so, not "too small"
@@ -467,7 +471,7 @@ def _meta_forward_problem(model: str, image_size: int) -> str:
         ) from None
     try:
         with torch.no_grad():
-            net(torch.empty(1, models.spec(model).in_channels, image_size, image_size, device="meta"))
+            net(torch.empty(batch, models.spec(model).in_channels, image_size, image_size, device="meta"))
     except (RuntimeError, AssertionError, ValueError) as err:
         return (str(err).strip().splitlines() or [type(err).__name__])[0][:120]
     return ""
@@ -1124,6 +1128,20 @@ def resolved_path(option: str, given: str, resolve=lambda p: Path(p).expanduser(
         why = getattr(err, "strerror", None) or str(err)
         why = "a link that points back to itself" if "loop" in str(err).lower() else why
         raise ParamsError(f"{option} {_show(given)}: cannot be followed ({why})") from None
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, with a usage error in one line instead of the whole usage block."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
+def positive_int(text: str) -> int:
+    """An argparse ``type``: a positive integer, else a one-line usage error."""
+    if not re.fullmatch(r"\+?\d+", text.strip()) or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text[:40]}")
+    return int(text)
 
 
 _KEY_IN_ERROR = re.compile(r"key '([A-Za-z_0-9]+)")

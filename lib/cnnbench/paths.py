@@ -69,20 +69,21 @@ def cached(kind: str, key, compute, code=()):
     """``compute()``, kept in the workbook's cache ($CNNBENCH_CACHE, else $XDG_CACHE_HOME/cnnbench or
     ~/.cache/cnnbench) under ``kind`` and a hash of ``repr(key)`` and the source of the ``code`` modules (a change
     to the code computing it is a new key), and read back from there while both are the same; a missing or
-    unreadable file is computed again. Processes asking for one entry at once compute it once: the others wait
-    and read it."""
+    unreadable file is computed again, and a cache that cannot be written is none. Processes asking for one
+    entry at once compute it once: the others wait and read it."""
     key = [key, *(Path(m.__file__).read_text() for m in code)]
     env = os.environ.get
     folder = Path(env("CNNBENCH_CACHE") or Path(env("XDG_CACHE_HOME", "~/.cache")) / "cnnbench").expanduser()
     path = folder / f"{kind}-{hashlib.sha256(repr(key).encode()).hexdigest()[:20]}"
-    folder.mkdir(parents=True, exist_ok=True)
+    if folder_problem(folder):
+        return compute()
     with _serialized(path.with_name(f"{path.name}.lock")):
         try:
             with path.open("rb") as f:
                 return pickle.load(f)
         except Exception:  # noqa: BLE001 - computed again
             value = compute()
-        with replacing(path) as f:
+        with contextlib.suppress(OSError), replacing(path) as f:  # a full disk: kept in no cache
             pickle.dump(value, f)
     return value
 

@@ -239,12 +239,6 @@ def _logs_to(path: Path):
         handler.stream.close()
 
 
-def _silence_machinery() -> None:
-    """After Ctrl-C the process exits: an execution task that dies with the kernel must not log at exit."""
-    for name in MACHINERY_LOGGERS:
-        logging.getLogger(name).disabled = True
-
-
 class _Tail(threading.Thread):
     """Prints the lines appended to ``path`` while a notebook runs and ``status()`` after them (at most every
     ``status_min_s``) or every ``status_every_s`` seconds without any; ``seen`` gets every line."""
@@ -332,18 +326,19 @@ class Stopped(KeyboardInterrupt):
 @contextlib.contextmanager
 def _signals_stop_the_run():
     """SIGTERM and SIGHUP (unless ignored) raise :class:`Stopped` once in the block; a second one ends the
-    process. Outside the main thread nothing is installed."""
+    process. SIGINT raises KeyboardInterrupt even where it was inherited ignored (a script's `cnnbench &`).
+    Outside the main thread nothing is installed."""
 
     def stop(signum, frame):
         signal.signal(signum, signal.SIG_DFL)
         raise Stopped(signum)
 
     saved = {}
-    for sig in (signal.SIGTERM, getattr(signal, "SIGHUP", None)):
-        if sig is None or signal.getsignal(sig) is signal.SIG_IGN:
+    for sig in (signal.SIGINT, signal.SIGTERM, getattr(signal, "SIGHUP", None)):
+        if sig is None or (signal.getsignal(sig) is signal.SIG_IGN and sig != signal.SIGINT):
             continue
         try:
-            saved[sig] = signal.signal(sig, stop)
+            saved[sig] = signal.signal(sig, signal.default_int_handler if sig == signal.SIGINT else stop)
         except ValueError:  # not the main thread
             break
     try:
@@ -483,7 +478,7 @@ def main(argv: list[str] | None = None) -> int:
         from cnnbench import predict
 
         return predict.main(argv[1:])
-    ap = _Parser(
+    ap = params_mod.Parser(
         prog="cnnbench",
         description=__doc__.split("\n")[0],
         epilog="cnnbench compare RUN_A RUN_B [...]: what a change did (cnnbench compare -h); "
@@ -520,14 +515,21 @@ def _main(args) -> int:
     try:
         with _signals_stop_the_run():
             return _run(args)
-    except KeyboardInterrupt as err:  # Ctrl-C: exit 130; SIGTERM: 143; SIGHUP: 129 (128 + the signal)
-        _silence_machinery()
-        how = f"stopped by {err}" if isinstance(err, Stopped) else "interrupted"
-        print(f"cnnbench: {how}; results written so far are kept (run again to resume)", file=sys.stderr)
-        return err.exit_code if isinstance(err, Stopped) else 130
+    except KeyboardInterrupt as err:
+        return _stopped(err, "cnnbench", "results written so far are kept (run again to resume)")
     except Exception as err:  # outside a run folder (a run's own failures are caught in _execute_run)
         print(f"cnnbench: {_describe(err)}", file=sys.stderr)
         return 1
+
+
+def _stopped(err: KeyboardInterrupt, who: str, what: str) -> int:
+    """One line for Ctrl-C (exit 130), SIGTERM (143) or SIGHUP (129): 128 + the signal. The process exits: an
+    execution task that dies with the kernel must not log at exit."""
+    for name in MACHINERY_LOGGERS:
+        logging.getLogger(name).disabled = True
+    how = f"stopped by {err}" if isinstance(err, Stopped) else "interrupted"
+    print(f"{who}: {how}; {what}", file=sys.stderr)
+    return err.exit_code if isinstance(err, Stopped) else 130
 
 
 def _absolute_data_paths(p: params_mod.Params) -> params_mod.Params:
@@ -538,14 +540,8 @@ def _absolute_data_paths(p: params_mod.Params) -> params_mod.Params:
     )
 
 
-class _Parser(argparse.ArgumentParser):
-    """argparse, with a usage error in one line instead of the whole usage block."""
-
-    def error(self, message: str):
-        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
-
-
 def _run(args) -> int:
+    run_dir = None  # where an OSError is the run folder's lock
     try:
         overrides = params_mod.parse_overrides(args.set)
         names = {}
@@ -573,20 +569,18 @@ def _run(args) -> int:
         outputs = (
             params_mod.resolved_path("--outputs", args.outputs) if args.outputs else paths.outputs_root()
         )
+        if args.estimate:  # writes nothing, makes no folder
+            return _estimate(p, params_file, outputs, hardware)
         if paths.folder_problem(outputs):
             raise params_mod.ParamsError(paths.folder_problem(outputs))
-        if args.estimate:
-            return _estimate(p, params_file, outputs, hardware)
         run_dir = outputs / run_name_for(p)
         lock = paths.RunLock(run_dir).acquire()
     except (params_mod.ParamsError, paths.RunLocked) as err:
         print(f"cnnbench: {err}", file=sys.stderr)
         return 2
     except OSError as err:
-        print(
-            f"cnnbench: run folder {run_dir} cannot be written (taking its lock: {err.strerror or err})",
-            file=sys.stderr,
-        )
+        lock_error = f"run folder {run_dir} cannot be written (taking its lock: {err.strerror or err})"
+        print(f"cnnbench: {lock_error if run_dir else _describe(err)}", file=sys.stderr)
         return 2
     try:
         return _execute_run(args, p, params_file, overrides, outputs, run_dir, note)
@@ -762,8 +756,7 @@ def report_main(argv: list[str]) -> int:
         print(f"cnnbench report: {err}", file=sys.stderr)
         return 2
     except KeyboardInterrupt as err:
-        _silence_machinery()
-        return err.exit_code if isinstance(err, Stopped) else 130
+        return _stopped(err, "cnnbench report", "the reports were not rebuilt")
     except Exception as err:  # noqa: BLE001 - one line, never a traceback
         print(f"cnnbench report: {_describe(err)}", file=sys.stderr)
         return 1

@@ -563,20 +563,27 @@ def one(model: str, device: str, phase="train", batch_size=None, image_size=None
 
 def main(argv: list[str]) -> int:
     """``cnnbench predict MODEL --device NAME [...]``: exit 2 with one line for bad input."""
-    import argparse
     import json
     import sys
 
-    ap = argparse.ArgumentParser(prog="cnnbench predict", description=__doc__.split("\n")[0])
+    from cnnbench import params
+
+    ap = params.Parser(prog="cnnbench predict", description=__doc__.split("\n")[0])
     ap.add_argument("model")
     ap.add_argument("--device", required=True, help="a device of device_specs.csv, e.g. 'Tesla T4'")
     ap.add_argument("--phase", choices=("train", "eval"), default="train")
-    ap.add_argument("--batch-size", type=int)
-    ap.add_argument("--image-size", type=int)
+    ap.add_argument("--batch-size", type=params.positive_int)
+    ap.add_argument("--image-size", type=params.positive_int)
     ap.add_argument("--precision", choices=knobs.KNOBS["precision"].values, default="fp32")
     ap.add_argument("--json", action="store_true", help="one JSON object")
     a = ap.parse_args(argv)
     try:
+        if a.model in models.model_names():  # a step that cannot run has no prediction
+            p = params.Params()
+            size = models.spec(a.model).data_for(p.dataset, a.image_size or p.image_size, p.num_classes)[2]
+            batch = a.batch_size or p.batch_size_for(a.model)
+            if why := params._too_small(a.model, size, batch, a.phase == "train"):
+                raise Refused(f"{a.model} {a.phase} at {size} px, batch {batch} cannot run ({why})")
         r = one(a.model, a.device, a.phase, a.batch_size, a.image_size, a.precision)
     except Refused as err:
         print(f"cnnbench predict: {err}", file=sys.stderr)

@@ -15,6 +15,8 @@ they are skipped and say so. Nothing is written outside ``--work``.
 from __future__ import annotations
 
 import argparse
+import csv
+import io
 import json
 import math
 import os
@@ -108,7 +110,7 @@ def execute(case: Case, work: Path) -> Result:
         res.check, res.message = "skipped", "setup not possible here (needs root?)"
         return res
     args = [*case.args, *extra]
-    if "--outputs" not in args and not case.shell:
+    if "--outputs" not in args and not case.shell and args[:1] != ["predict"]:
         args += ["--outputs", str(out)]
     rc, stdout, stderr, hung, secs = run_cli(args, work, case.timeout, case.shell.format(work=work, py=PY))
     res.rc, res.hung, res.seconds = rc, hung, round(secs, 1)
@@ -565,8 +567,12 @@ def alive_in_session(pgid: int, run: Path | None = None) -> list[str]:
 
 
 def signal_case(sig: int, label: str, expect: int, resume: bool = False) -> Case:
+    ignored = "ignored" in label  # as a shell without job control starts `cnnbench ... &`
+
     def body(work: Path) -> Result:
-        res = Result("signal", f"{label} mid-run" + (" then resume" if resume else ""))
+        res = Result(
+            "issue 44" if ignored else "signal", f"{label} mid-run" + (" then resume" if resume else "")
+        )
         out = work / "out"
         args = [
             PY,
@@ -577,7 +583,7 @@ def signal_case(sig: int, label: str, expect: int, resume: bool = False) -> Case
             "--set",
             "notebooks=[00_setup,01_complexity]",
             "--run-name",
-            f"h21sig{sig}",
+            f"h21sig{sig}{'i' * ignored}",
             "--outputs",
             str(out),
         ]
@@ -590,6 +596,7 @@ def signal_case(sig: int, label: str, expect: int, resume: bool = False) -> Case
             stderr=subprocess.PIPE,
             text=True,
             start_new_session=True,
+            preexec_fn=(lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)) if ignored else None,
         )
         time.sleep(20)
         os.kill(proc.pid, sig)
@@ -600,7 +607,7 @@ def signal_case(sig: int, label: str, expect: int, resume: bool = False) -> Case
             _, err = proc.communicate()
             res.hung = True
         time.sleep(5)
-        run = out / f"h21sig{sig}"
+        run = out / f"h21sig{sig}{'i' * ignored}"
         left = alive_in_session(proc.pid, run)
         res.rc = proc.returncode
         res.one_line = True if sig == signal.SIGKILL else one_line(err)
@@ -996,6 +1003,27 @@ def copy_run(target: Path) -> Path:
     return target
 
 
+def _with_rate(value: str) -> Callable:
+    """The first row of scenario_a.csv with its throughput set to ``value``."""
+
+    def tamper(header: str, row: str) -> list[str]:
+        cells = next(csv.reader([row]))
+        cells[next(csv.reader([header])).index("throughput_img_s")] = value
+        buf = io.StringIO()
+        csv.writer(buf, lineterminator="\n").writerow(cells)
+        return [buf.getvalue()]
+
+    return tamper
+
+
+TAMPERED = {
+    "a negative rate": _with_rate("-250.5"),
+    "an inf rate": _with_rate("inf"),
+    "a duplicated row": lambda header, row: [row, row],
+    "30,000 copies of a row": lambda header, row: [row] * 30_000,
+}
+
+
 def broken(how: str) -> Callable:
     def setup(work: Path):
         out = work / "out"
@@ -1007,6 +1035,11 @@ def broken(how: str) -> Callable:
             (bad / "scenario_a.csv").write_text(text[: len(text) - 40])
         elif how == "FAILED.txt":
             (bad / "FAILED.txt").write_text("This run did not finish: killed\n")
+        elif how in TAMPERED:  # issue 44: values no run writes, shown as measured before
+            header, first, *rest = (bad / "scenario_a.csv").read_text().splitlines(keepends=True)
+            (bad / "scenario_a.csv").write_text(
+                header + "".join(TAMPERED[how](header, first)) + "".join(rest)
+            )
         else:
             env.update(
                 {"device_name": ["x"]} if how == "environment of wrong types" else {"schema_version": 99}
@@ -1077,7 +1110,52 @@ def report_cases() -> list[Case]:
             )
             for how in ("half-written row", "environment of wrong types", "FAILED.txt", "future schema")
         ),
-    ]
+        *(
+            Case("issue 44", f"report and compare of a run whose scenario_a.csv holds {how}", setup=broken(how),
+                 check=same_verdict, timeout=240)
+            for how in TAMPERED
+        ),
+    ]  # fmt: skip
+
+
+def issue44_cases() -> list[Case]:
+    """Issue 44's third barrage, the cases that run no notebook: each a one-line refusal (exit 2) before any work,
+    or (exit 0) the command's work with no traceback and nothing made that it must not make."""
+    k, predict = "issue 44", ["predict", "--device", "Tesla T4"]
+
+    def compare_over(text: str):
+        return lambda w: (
+            (copy_run(w / "out" / "a"), (w / "out" / "compare.csv").write_text(text))[0]
+            and ["compare", "a", "seeds", "--outputs", str(w / "out")]
+        )
+
+    def no_folder(work, rc, out, err):
+        return "ok" if not (work / "a").exists() else "--estimate made the --outputs folder chain"
+
+    positive = said("must be a positive integer")
+    cache = "mkdir -p {work}/f && touch {work}/f/file && CNNBENCH_CACHE={work}/f/file/cache "
+    return [
+        Case(k, "compare over a cut compare.csv", setup=compare_over("schema_version,compared\n3,a b\n3,a"),
+             check=said("cut short"), timeout=120),
+        Case(k, "compare over an older-schema compare.csv", setup=compare_over("schema_version,compared\n2,a b\n"),
+             check=said("results schema 2"), timeout=120),
+        Case(k, "--estimate with a cache under a file", expect_rc=0, timeout=300,
+             shell=cache + "{py} -m cnnbench --params params/smoke.yaml --outputs {work}/out --estimate"),
+        Case(k, "--estimate --outputs a/b", ["--params", SMOKE, "--estimate"], expect_rc=0, timeout=300,
+             setup=lambda w: ["--outputs", str(w / "a" / "b")], check=no_folder),
+        Case(k, "models: [inception_v3] at 224 px", ["--params", SMOKE, "--set", "models=[inception_v3]",
+             "--set", "image_size=224"], check=said("inception_v3"), timeout=120),
+        Case(k, "predict --image-size -3", [*predict, "resnet18", "--image-size", "-3"], check=positive),
+        Case(k, "predict --batch-size -1", [*predict, "resnet18", "--batch-size", "-1"], check=positive),
+        Case(k, "predict --batch-size 0", [*predict, "resnet18", "--batch-size", "0"], check=positive),
+        Case(k, "predict batch 1 at 32 px", [*predict, "resnet18", "--batch-size", "1", "--image-size", "32"],
+             check=said("cannot run"), timeout=120),
+        Case(k, "predict inception_v3 at 224 px", [*predict, "inception_v3", "--image-size", "224"],
+             check=said("cannot run"), timeout=120),
+        Case(k, "predict vit_b_16 at 33 px", [*predict, "vit_b_16", "--image-size", "33"], check=said("cannot run"),
+             timeout=120),
+        Case(k, "predict without --device", ["predict", "resnet18"], check=said("required: --device")),
+    ]  # fmt: skip
 
 
 def hostile_report_case(work: Path) -> Result:
@@ -1357,6 +1435,7 @@ def quick_cases() -> list[Case]:
         *bound_cases(),
         *data30_cases(),
         *report_cases(),
+        *issue44_cases(),
     ]
 
 
@@ -1466,6 +1545,7 @@ KINDS = (
     "bound",
     "report and compare",
     "processes",
+    "issue 44",
 )
 
 
@@ -1507,6 +1587,7 @@ def main() -> int:
         shared.mkdir(exist_ok=True)
         bodies = [
             ("signal", signal_case(signal.SIGINT, "SIGINT", 130)),
+            ("issue 44", signal_case(signal.SIGINT, "SIGINT, inherited ignored (a script's `&`),", 130)),
             ("signal", signal_case(signal.SIGTERM, "SIGTERM", 143)),
             ("signal", signal_case(signal.SIGHUP, "SIGHUP", 129)),
             ("signal", signal_case(signal.SIGKILL, "kill -9", -9, resume=True)),

@@ -266,12 +266,13 @@ def main(argv: list[str] | None = None) -> int:
     try:
         outputs = _folder("--outputs", args.outputs, create=False) if args.outputs else paths.outputs_root()
         out = _folder("--out", args.out, create=True) if args.out else outputs
+        results.file(out, "compare").rows()  # a cut or older compare.csv: refused before any work
         keys = tuple(k.strip() for k in args.keys.split(",") if k.strip()) if args.keys else None
         bad = [k for k in keys or () if k not in ("machine", *compare.knob_keys())]
         if bad or keys == ():
             raise Refused(f"--keys {args.keys!r}: not keys of a configuration; known: {known}")
         df = compare_runs(args.runs, outputs, keys)
-    except (Refused, params.ParamsError) as err:
+    except (Refused, params.ParamsError, results.CorruptResults) as err:
         print(f"cnnbench compare: {err}", file=sys.stderr)
         return 2
     try:

@@ -92,7 +92,10 @@ def epochs(run) -> pd.DataFrame:
         del columns["phase"]
         images = p.epoch_images_per_model.get(model, p.epoch_images)
         row = {**columns, "device_kind": b.kind, "device_name": b.name(), "status": "ok", "error": ""}
-        planned.append((model, cfg, {**row, "max_batches": p.max_batches, "epoch_images": images}))
+        protocol = {k: getattr(p, k) for k in ("synthetic_images", "data_path", "isolate")}
+        planned.append(
+            (model, cfg, {**row, "max_batches": p.max_batches, "epoch_images": images, **protocol})
+        )
     file.plan([row for *_, row in planned], "epochs")
     kept = sum(file.done(row) for *_, row in planned)
     for model, cfg, row in bar(planned, desc="epochs", unit="model"):

@@ -28,9 +28,9 @@ from cnnbench.measure.engine import Config
 from cnnbench.progress import bar, process_done, resumed, row_done, say
 from cnnbench.results import TABLES, ResultsFile, config_keys, window_keys
 
-# per results file: how many configurations a headline pass (``only``) measured, which the file's next full
-# call counts as measured by it rather than kept from an earlier run
-_HEADLINE_MEASURED: dict[str, int] = {}
+# per results file: the keys of the configurations a headline pass (``only``) measured, which the file's next full
+# call counts as measured by it, neither kept from an earlier run nor measured again (a failure row included)
+_HEADLINE_MEASURED: dict[str, set] = {}
 _MAX_PREFIXES = ("peak_", "util_process_cpu_max", "util_cpu_max", "gpu_mem_used_max")
 
 
@@ -315,7 +315,9 @@ def run_configs(
         now = list(only)
         keys = [k for c, k in zip(configs, keys, strict=True) if c in now]
         configs = [c for c in configs if c in now]
-    states = [_Config(c, k, windows) for c, k in zip(configs, keys, strict=True) if not results.done(k)]
+    headline = _HEADLINE_MEASURED.pop(str(path), set()) if only is None else set()
+    fresh = [(c, k) for c, k in zip(configs, keys, strict=True) if not results.done(k)]
+    states = [_Config(c, k, windows) for c, k in fresh if results.key_of(k) not in headline]
     datasets: dict[int, object] = {}
     probed = {"img_s": math.nan}
 
@@ -351,10 +353,9 @@ def run_configs(
         results.append(row)
         row_done(row)  # one progress line per configuration for the pipeline's console
     if only is not None:
-        _HEADLINE_MEASURED[str(path)] = len(states)
+        _HEADLINE_MEASURED[str(path)] = {results.key_of(s.key) for s in states}
     else:
-        before = _HEADLINE_MEASURED.pop(str(path), 0)
-        kept = len(configs) - len(states) - copied - before
+        kept = len(configs) - len(states) - copied - len(headline)
         resumed(kept, len(configs), Path(path).name, taken=copied, taken_from=Path(reuse or "").name)
     mine = {results.key_of(k) for k in keys}
     return [r for r in results.current() if results.key_of(r) in mine]

@@ -14,16 +14,7 @@ from cnnbench.results.files import (
     write_json,
     write_rows,
 )
-from cnnbench.results.schema import (
-    MERGED,
-    TABLES,
-    config_keys,
-    file,
-    read,
-    rows,
-    table,
-    window_keys,
-)
+from cnnbench.results.schema import MERGED, TABLES, config_keys, file, read, rows, table, window_keys
 
 __all__ = [
     "DONE_STATUSES",

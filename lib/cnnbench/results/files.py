@@ -6,6 +6,7 @@ the latest plan of every writer are current (:meth:`ResultsFile.current`); older
 from __future__ import annotations
 
 import csv
+import functools
 import io
 import json
 import math
@@ -18,6 +19,20 @@ from cnnbench import SCHEMA_VERSION, paths
 
 DONE_STATUSES = ("ok", "oom", "unstable")  # outcomes a rerun keeps; "error" rows are measured again
 PLANS = "current_rows.json"  # per run folder: {file name: {writer: {columns, values}}}, see ResultsFile.plan
+# The machine a row was measured on, in the key of every measured table (results.schema): a configuration that
+# names none is this machine's, so a run folder copied from elsewhere resumes nothing measured there.
+HOST = "host_id"
+
+
+@functools.cache
+def host_id() -> str:
+    """This machine's hardware as :func:`cnnbench.envinfo.host_fingerprint` names a CPU run's (CPU model, cores,
+    ISA, memory); the device is the key's ``device_kind`` beside it."""
+    import torch
+
+    from cnnbench import envinfo
+
+    return envinfo.capture(torch.device("cpu"))["host_id"]
 
 
 class CorruptResults(ValueError):
@@ -78,18 +93,18 @@ def _cell(value: Any) -> Any:
     return value
 
 
+def _csv(rows: list[Mapping[str, Any]]) -> str:
+    """``rows`` as CSV text, columns in order of first appearance, each value as :func:`_cell` writes it."""
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=list(dict.fromkeys(k for r in rows for k in r)))
+    writer.writeheader()
+    writer.writerows({k: _cell(v) for k, v in r.items()} for r in rows)
+    return buf.getvalue()
+
+
 def write_rows(path: str | Path, rows: Iterable[Mapping[str, Any]]) -> None:
     """Write all ``rows`` as one CSV, columns in order of first appearance, atomically."""
-    rows = list(rows)
-    columns: dict[str, None] = {}
-    for row in rows:
-        columns.update(dict.fromkeys(row))
-    buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=list(columns), extrasaction="ignore")
-    writer.writeheader()
-    for row in rows:
-        writer.writerow({k: _cell(v) for k, v in row.items()})
-    atomic_write_text(path, buf.getvalue())
+    atomic_write_text(path, _csv(list(rows)))
 
 
 _NUMPY_REPR = re.compile(r"^(np|numpy)\.\w+\(")
@@ -100,16 +115,7 @@ def frame(rows: Iterable[Mapping[str, Any]], columns: Iterable[str] = ()):
     import pandas as pd
 
     rows = list(rows)
-    if rows:
-        buf = io.StringIO()
-        names = list(dict.fromkeys(k for r in rows for k in r))
-        writer = csv.DictWriter(buf, fieldnames=names, extrasaction="ignore")
-        writer.writeheader()
-        writer.writerows({k: _cell(v) for k, v in r.items()} for r in rows)
-        buf.seek(0)
-        df = pd.read_csv(buf)
-    else:
-        df = pd.DataFrame()
+    df = pd.read_csv(io.StringIO(_csv(rows))) if rows else pd.DataFrame()
     for col in columns:
         if col not in df.columns:
             df[col] = float("nan")
@@ -136,36 +142,45 @@ def read_rows(path: str | Path) -> list[dict[str, str]]:
         raise CorruptResults(f"{path}: its last line is cut short (written only in part); move it away")
     if rows and not columns:
         raise CorruptResults(f"{path}: no header line; move it away")
+    times = [c for c in columns if c.endswith("_s")]  # seconds, and rates (_img_s)
     for i, row in enumerate(rows, start=2):
         if None in row or any(v is None for v in row.values()):
             raise CorruptResults(
                 f"{path}: line {i} has {'more' if None in row else 'fewer'} cells than the "
                 f"header; the file is corrupt, move it away"
             )
-        bad = next((k for k, v in row.items() if _NUMPY_REPR.match(v)), None)
-        if bad is not None:
+        if (bad := next((k for k, v in row.items() if _NUMPY_REPR.match(v)), None)) is not None:
             raise CorruptResults(
                 f"{path}: line {i}, column '{bad}' holds '{row[bad][:40]}', not a number; "
                 f"the file was written by a buggy version, move it away and measure again"
             )
+        if bad := next((k for k in times if _impossible(row[k])), None):
+            raise CorruptResults(
+                f"{path}: line {i}, column '{bad}' holds {row[bad][:40]}, which no time or rate is (negative or "
+                "not finite); the file was edited or damaged, move it away"
+            )
     return rows
+
+
+def _impossible(text: str) -> bool:
+    """A cell that parses as a negative or non-finite number (this workbook writes those as "")."""
+    try:
+        return not 0 <= float(text) < math.inf
+    except ValueError:  # "" (none), a list
+        return False
 
 
 class ResultsFile:
     """One tidy CSV of a run, keyed by the columns that identify a configuration: ``append`` replaces any row
     with the same key, atomically; ``done`` tells whether a configuration already has a finished row."""
 
-    def __init__(self, path: str | Path, key: Iterable[str]):
-        self.path = Path(path)
-        self.key = tuple(key)
+    def __init__(self, path: str | Path, key: Iterable[str], unique: bool = True, most_rows: int = 0):
+        self.path, self.key, self.most_rows = Path(path), tuple(key), most_rows  # 0: no bound
+        self.unique = unique and bool(self.key)  # False: a key shared by a group of rows
 
     def key_of(self, row: Mapping[str, Any]) -> tuple[str, ...]:
         """The row's (or a configuration's) key as the file stores it: comparable across writes and reads."""
-        return tuple(str(_cell(row.get(k, ""))) for k in self.key)
-
-    @property
-    def plans_path(self) -> Path:
-        return self.path.with_name(PLANS)
+        return _values(row, self.key)
 
     def plan(
         self, configs: Iterable[Mapping[str, Any]], writer: str = "", columns: Iterable[str] | None = None
@@ -173,28 +188,39 @@ class ResultsFile:
         """Declare the configurations this invocation of ``writer`` measures: from now on they, and only they,
         are the file's current rows for that writer (selected on ``columns``, by default the key)."""
         columns = tuple(columns) if columns is not None else self.key
-        values = sorted({tuple(str(_cell(c.get(k, ""))) for k in columns) for c in configs})
-        plans = _read_plans(self.plans_path)
-        plans.setdefault(self.path.name, {})[writer] = {
-            "columns": list(columns),
-            "values": [list(v) for v in values],
-        }
-        write_json(self.plans_path, plans)
+        values = [list(v) for v in sorted({_values(c, columns) for c in configs})]
+        plans = _read_plans(self.path.with_name(PLANS))
+        plans.setdefault(self.path.name, {})[writer] = {"columns": list(columns), "values": values}
+        write_json(self.path.with_name(PLANS), plans)
 
     def current(self) -> list[dict[str, str]]:
-        """The rows of every writer's latest plan, in file order (every row when no plan was declared)."""
-        return current_rows(self.path, self.rows())
+        """The rows of every writer's latest plan, in file order (every row when no plan was declared); refuses
+        (one line) two of one key, which no write leaves (:meth:`append` replaces a row of the same key)."""
+        rows, lines = self.rows(), {}
+        for i, r in enumerate(rows, start=2):
+            if self.unique and lines.setdefault(self.key_of(r), i) != i:
+                raise CorruptResults(
+                    f"{self.path}: lines {lines[self.key_of(r)]} and {i} hold the same configuration (the file was "
+                    "edited?); move it away"
+                )
+        return current_rows(self.path, rows)
 
     def rows(self) -> list[dict[str, str]]:
-        """The file's rows; refuses (one line) a corrupt file or rows of another results schema version."""
+        """The file's rows; refuses (one line) a corrupt file, more than ``most_rows``, another schema's rows."""
         rows = read_rows(self.path)
-        versions = (r.get("schema_version", "") for r in rows)
-        version = next((v for v in versions if v not in ("", str(SCHEMA_VERSION))), None)
-        if version is not None:
+        if self.most_rows and len(rows) > self.most_rows:
             raise CorruptResults(
-                f"{self.path}: results schema {version}, this version writes {SCHEMA_VERSION}; "
-                f"use a new run_name or move the old run away"
+                f"{self.path}: {len(rows):,} rows, more than a run writes of this table (at most "
+                f"{self.most_rows:,}); move it away"
             )
+        for i, r in enumerate(rows, start=2):
+            if HOST in self.key:
+                r.setdefault(HOST, "")  # a row of a file without the column was measured on no known machine
+            if r.get("schema_version", "") not in ("", str(SCHEMA_VERSION)):
+                raise CorruptResults(
+                    f"{self.path}: line {i} is of results schema {r['schema_version']}, this version writes "
+                    f"{SCHEMA_VERSION}; use a new run_name or move the old run away"
+                )
         return rows
 
     def done(self, config: Mapping[str, Any]) -> bool:
@@ -205,14 +231,15 @@ class ResultsFile:
         self, config: Mapping[str, Any], columns: Iterable[str], final: Iterable[str] = DONE_STATUSES
     ) -> bool:
         """Whether the file has rows of ``config`` (on ``columns``), every one with a ``final`` status."""
-        final = tuple(final)
-        columns = tuple(columns)
-        want = tuple(str(_cell(config.get(k, ""))) for k in columns)
-        same = [r for r in self.rows() if tuple(r.get(k, "") for k in columns) == want]
+        final, columns = tuple(final), tuple(columns)
+        same = [r for r in self.rows() if _values(r, columns) == _values(config, columns)]
         return bool(same) and all(r.get("status") in final for r in same)
 
+    def _stamped(self, row: Mapping[str, Any]) -> dict:
+        return {"schema_version": SCHEMA_VERSION, **({HOST: host_id()} if HOST in self.key else {}), **row}
+
     def append(self, row: Mapping[str, Any]) -> None:
-        row = {"schema_version": SCHEMA_VERSION, **row}
+        row = self._stamped(row)
         key = self.key_of(row)
         kept = [r for r in self.rows() if self.key_of(r) != key]
         write_rows(self.path, [*kept, row])
@@ -220,14 +247,15 @@ class ResultsFile:
     def extend(self, rows: Iterable[Mapping[str, Any]], group: Iterable[str] | None = None) -> None:
         """Add many rows in one atomic write, replacing rows with the same keys, or, with ``group`` (a subset of
         the columns), every row of the same group (e.g. all step times of a configuration measured again)."""
-        rows = [{"schema_version": SCHEMA_VERSION, **r} for r in rows]
+        rows = [self._stamped(r) for r in rows]
         cols = tuple(group) if group is not None else self.key
+        keys = {_values(r, cols) for r in rows}
+        write_rows(self.path, [*(r for r in self.rows() if _values(r, cols) not in keys), *rows])
 
-        def of(row):
-            return tuple(str(_cell(row.get(k, ""))) for k in cols)
 
-        keys = {of(r) for r in rows}
-        write_rows(self.path, [*(r for r in self.rows() if of(r) not in keys), *rows])
+def _values(config: Mapping[str, Any], columns: Iterable[str]) -> tuple[str, ...]:
+    """``config``'s values on ``columns`` as a file stores them; one naming no :data:`HOST` is this machine's."""
+    return tuple(str(_cell(config[k] if k in config else host_id() if k == HOST else "")) for k in columns)
 
 
 def _read_plans(path: Path) -> dict:

@@ -77,19 +77,9 @@ def run_params(run_dir: Path) -> dict:
 
 
 # The fields of environment.json a report or a comparison reads, with their types (None: not captured)
-ENV_TYPES = {
-    "schema_version": int,
-    "device_name": str,
-    "device_kind": str,
-    "cpu_model": str,
-    "host": str,
-    "host_id": str,
-    "captured_at": str,
-    "git_commit": str,
-    "cpu_physical_cores": int,
-    "torch_threads": int,
-    "git_dirty": bool,
-}
+ENV_TYPES = {"schema_version": int, **dict.fromkeys("device_name device_kind cpu_model host".split(), str)}
+ENV_TYPES |= dict.fromkeys(("host_id", "captured_at", "git_commit"), str)
+ENV_TYPES |= {"cpu_physical_cores": int, "torch_threads": int, "git_dirty": bool}
 
 
 def environment(run_dir: Path) -> dict:
@@ -156,14 +146,9 @@ def discover(outputs: Path, names: list[str] | None = None, excluded: dict | Non
             raise FileNotFoundError(f"not runs (no environment.json): {', '.join(missing)}")
         return dirs
     found = sorted(d for d in outputs.iterdir() if _is_run(d)) if outputs.is_dir() else []
-    keep = []
-    for d in found:
-        reason = _left_out(d)
-        if reason:
-            excluded[d.name] = reason
-        else:
-            keep.append(d)
-    return keep
+    left = {d.name: why for d in found if (why := _left_out(d))}
+    excluded.update(left)
+    return [d for d in found if d.name not in left]
 
 
 def runs_for(run_dir: Path, analysis_runs: list[str], excluded: dict | None = None) -> list[Path]:
@@ -189,23 +174,6 @@ def identity(run_dir: Path, env: dict) -> dict:
     return {"run_name": run_dir.name, **fp}
 
 
-def _tables_of(run_dir: Path, names: tuple[str, ...] = MERGED) -> dict[str, pd.DataFrame]:
-    """The current rows of every merged table (of ``names``) of one run (raises CorruptResults for a broken one)."""
-    out = {}
-    for name in names:
-        df = read(run_dir, name)
-        if len(df.columns):
-            version = df["schema_version"].dropna().unique() if "schema_version" in df.columns else []
-            other = [v for v in version if str(v) != str(SCHEMA_VERSION)]
-            if other:
-                raise CorruptResults(
-                    f"{name}.csv holds rows of schema version {other[0]} (this workbook reads "
-                    f"{SCHEMA_VERSION})"
-                )
-            out[name] = df
-    return out
-
-
 def load(dirs: list[Path], excluded: dict | None = None, tables: tuple[str, ...] = MERGED) -> Merged:
     """Merge the current rows of the runs ``dirs``, each row stamped with its run's identity; runs of another
     schema version and broken runs are left out, with the reason (as are those already in ``excluded``). Only
@@ -219,7 +187,7 @@ def load(dirs: list[Path], excluded: dict | None = None, tables: tuple[str, ...]
                     f"schema version {env.get('schema_version')!r} (this workbook reads {SCHEMA_VERSION})"
                 )
                 continue
-            read_tables = _tables_of(d, tables)
+            read_tables = {n: df for n in tables if len((df := read(d, n)).columns)}  # a broken one refused
             run_params(d)
             stamp = identity(d, env)
         except CorruptResults as err:

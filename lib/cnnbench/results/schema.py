@@ -14,16 +14,17 @@ from pathlib import Path
 
 from cnnbench import knobs
 from cnnbench.params import FIELDS
-from cnnbench.results.files import ResultsFile, current_rows, frame, read_rows
+from cnnbench.results.files import HOST, ResultsFile, frame
 
-# What a measurement is of: the workload and the device kind (with every keyed knob, cnnbench.knobs, beside).
-WORKLOAD_KEYS = ("model", "device_kind", "phase", "dataset", "image_size", "num_classes", "in_channels")
+# What a measurement is of: the workload, the device kind and the machine (with every keyed knob, cnnbench.knobs,
+# beside). Every measured table's key holds HOST, which the results layer fills (cnnbench.results.files).
+WORKLOAD_KEYS = ("model", "device_kind", HOST, "phase", "dataset", "image_size", "num_classes", "in_channels")
 # The params keys that change an engine measurement, so a rerun with other values measures new rows instead of
 # reusing old ones.
 PROTOCOL_KEYS = tuple(
     (
         "warmup_steps measured_steps window_s min_window_s repeats processes max_processes ci_target_pct lr "
-        "momentum synthetic_images seed data_path"
+        "momentum synthetic_images seed data_path isolate telemetry_interval_s"
     ).split()
 )
 
@@ -38,11 +39,11 @@ def window_keys() -> tuple[str, ...]:
 
 
 # What the other experiments measure: the workload and every keyed knob, then their own settings.
-_SHAPE = ("model", "device_kind", "image_size", "num_classes", "in_channels", "dataset")
+_SHAPE = ("model", "device_kind", HOST, "image_size", "num_classes", "in_channels", "dataset")
 
 
 def epoch_keys() -> tuple[str, ...]:
-    return (*_SHAPE, *knobs.keyed(), "max_batches", "epoch_images")
+    return (*_SHAPE, *knobs.keyed(), *"max_batches epoch_images synthetic_images data_path isolate".split())
 
 
 # 06's step phases: the configuration, the protocol parts that change a phase time, and the phase settings.
@@ -58,28 +59,24 @@ def phase_plan() -> tuple[str, ...]:
 # again; the same values keep what was measured): every scratch_* key but the lists of what 05 runs.
 _SCRATCH = (k for k in FIELDS if k.startswith("scratch_") and k not in ("scratch_backends", "scratch_models"))
 SCRATCH_KEYS = ("threads", "seed", *_SCRATCH)
-SCRATCH_PLAN = ("backend", "model", *SCRATCH_KEYS)
+SCRATCH_PLAN = ("backend", "model", HOST, *SCRATCH_KEYS)
 
 
 # 06's profiler and scaling: what identifies one traced configuration / one scaling pass (a rerun with the same
 # values keeps the rows; scaling is kept or measured again as a whole, its efficiency and loss check span it).
 def profile_plan() -> tuple[str, ...]:
-    return (
-        *_SHAPE,
-        *knobs.keyed(),
-        *"seed optimizer lr warmup_steps profiled_steps profile_top_k".split(),
-    )
+    return (*_SHAPE, *knobs.keyed(), *"seed optimizer lr warmup_steps profiled_steps profile_top_k".split())
 
 
 SCALING_PLAN = tuple(
     (
-        "model backend world_size per_device_batch image_size threads_per_process scaling_steps repeats "
+        f"model {HOST} backend world_size per_device_batch image_size threads_per_process scaling_steps repeats "
         "warmup_steps host_heap seed"
     ).split()
 )
 # 04's measured peaks (device_peaks.csv's measured rows and bandwidth_sweep.csv are kept when these match) and
 # profiled layers (a cache of each Scenario A configuration's per-layer profile, kept when its key matches).
-PEAK_SETTINGS = ("device_name", "peak_threads", "peak_matmul_size", "peak_stream_mb", "peak_repeats")
+PEAK_SETTINGS = ("device_name", "peak_threads", "peak_matmul_size", "peak_stream_mb", "peak_repeats", HOST)
 
 
 def layer_plan() -> tuple[str, ...]:
@@ -89,8 +86,8 @@ def layer_plan() -> tuple[str, ...]:
 # 06's fine-tuning grid: one point (its epochs are rows).
 TRANSFER_GRID_KEYS = tuple(
     (
-        "model device_kind dataset optimizer pretrained lr batch_size image_size threads freeze_backbone "
-        "momentum train_images val_images seed workers pin_memory data_path"
+        f"model device_kind {HOST} dataset optimizer pretrained lr batch_size image_size threads freeze_backbone "
+        "momentum train_images val_images epochs seed workers pin_memory data_path"
     ).split()
 )
 # 07's search: what identifies one search (its workload, the default setting it is measured against, the protocol
@@ -101,10 +98,17 @@ TUNING_PARAM_KEYS = ("seed", "lr", "momentum", "synthetic_images", "repeats", *_
 
 def search_keys() -> tuple[str, ...]:
     return (
-        *"model device_kind phase image_size num_classes in_channels dataset".split(),
+        *f"model device_kind {HOST} phase image_size num_classes in_channels dataset".split(),
         *(f"default_{k}" for k in knobs.keyed()),
         *TUNING_PARAM_KEYS,
     )
+
+
+# Far more rows than a run writes (a larger file is refused when read, before 08's work): a row per configuration
+# (seeds_full.yaml: 28 in 02 and 03), or a series (its steps tables: 28 x 6 processes x 3 windows x 100 steps).
+CONFIG_ROWS, SERIES_ROWS = 10_000, 2_000_000
+_SERIES = {"merged": False, "most_rows": SERIES_ROWS}  # a series of one run, not merged across runs
+_GROUPS = {"merged": False, "unique": False}  # rows sharing a key, replaced as a group (ResultsFile.extend)
 
 
 @dataclass(frozen=True)
@@ -117,6 +121,8 @@ class Table:
     # what a plan selects on (None: the key)
     plans: tuple[str, ...] | Callable[[], tuple[str, ...]] | None = None
     merged: bool = True  # read by the analysis and merged across runs
+    unique: bool = True  # False: rows share their key (a group, written whole by ResultsFile.extend)
+    most_rows: int = CONFIG_ROWS
 
     @property
     def key(self) -> tuple[str, ...]:
@@ -131,7 +137,7 @@ class Table:
         return f"{self.name}.csv"
 
     def file(self, run_dir: str | Path) -> ResultsFile:
-        return ResultsFile(Path(run_dir) / self.filename, self.key)
+        return ResultsFile(Path(run_dir) / self.filename, self.key, self.unique, self.most_rows)
 
     def plan(self, run_dir: str | Path, configs, writer: str = "") -> None:
         """Declare the configurations ``writer`` measures now: they are this table's current rows."""
@@ -141,8 +147,8 @@ class Table:
 def _engine(name: str, notebook: str) -> list[Table]:
     return [
         Table(name, notebook, config_keys),
-        Table(f"{name}_windows", notebook, window_keys, config_keys, merged=False),
-        Table(f"{name}_steps", notebook, lambda: (*window_keys(), "step"), config_keys, merged=False),
+        Table(f"{name}_windows", notebook, window_keys, config_keys, **_SERIES),
+        Table(f"{name}_steps", notebook, lambda: (*window_keys(), "step"), config_keys, **_SERIES),
     ]
 
 
@@ -156,6 +162,7 @@ TABLES: dict[str, Table] = {
             "02_scenario_a",
             lambda: (*config_keys(), "source", "process", "t_s", "metric", "device_index"),
             config_keys,
+            most_rows=SERIES_ROWS,
         ),  # 02 and 03 write it
         Table("epochs", "02_scenario_a", epoch_keys),
         *_engine("batch_sweep", "03_batch_sweep"),
@@ -164,7 +171,7 @@ TABLES: dict[str, Table] = {
         Table("host_steps", "04_roofline", ("device_name", "model", "phase", "precision")),
         Table("bandwidth_sweep", "04_roofline", merged=False),
         Table(
-            "roofline_layers", "04_roofline", lambda: (*layer_plan(), "layer", "op"), layer_plan, merged=False
+            "roofline_layers", "04_roofline", lambda: (*layer_plan(), "layer", "op"), layer_plan, **_GROUPS
         ),
         Table("gradcheck", "05_backends", (*SCRATCH_PLAN, "tensor"), SCRATCH_PLAN),
         Table("backends", "05_backends", (*SCRATCH_PLAN, "epoch"), SCRATCH_PLAN),
@@ -179,7 +186,7 @@ TABLES: dict[str, Table] = {
             "transfer_telemetry",
             "06_transfer",
             ("experiment", "configuration", "rank", "metric", "device_index", "t_s"),
-            merged=False,
+            **_SERIES,
         ),
         Table("scaling", "06_transfer", SCALING_PLAN),
         Table(
@@ -202,7 +209,7 @@ TABLES: dict[str, Table] = {
         ),  # every seed's and run's rate predicted (cnnbench.predict)
         # cnnbench compare's table, in the outputs root (or --out): one comparison per set of runs (``compared``),
         # a new compare of the same runs replacing only their rows
-        Table("compare", "cnnbench compare", ("compared",), merged=False),
+        Table("compare", "cnnbench compare", ("compared",), **_GROUPS, most_rows=SERIES_ROWS),
         # how long each notebook took, written by the pipeline (cnnbench.eta)
         Table("timings", "pipeline", ("notebook",), merged=False),
     ]
@@ -223,9 +230,8 @@ def file(run_dir: str | Path, name: str) -> ResultsFile:
 
 
 def rows(run_dir: str | Path, name: str) -> list[dict[str, str]]:
-    """The current rows of table ``name`` in ``run_dir`` as written (strings), [] when absent."""
-    path = Path(run_dir) / table(name).filename
-    return current_rows(path, read_rows(path))
+    """The current rows of table ``name`` in ``run_dir`` as written (strings), [] when absent (:meth:`current`)."""
+    return table(name).file(run_dir).current()
 
 
 def read(run_dir: str | Path, name: str, columns=()):

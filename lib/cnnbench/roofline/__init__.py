@@ -334,12 +334,16 @@ def inputs_note(inputs: dict[str, pd.DataFrame]) -> str:
 
 
 def intensity_vs_batch(model_names, batch_sizes, p) -> pd.DataFrame:
-    """Training-step intensity of each model at each batch size (the run's resolution and classes)."""
+    """Training-step intensity of each model at each batch size (the run's resolution and classes); a batch it
+    cannot train on (BatchNorm over one value per channel) is a row with status "error" and why."""
     rows = []
-    for model in model_names:
+    for model, bs in ((m, bs) for m in model_names for bs in batch_sizes):
         cfg = engine.config(p, model, "train")
-        size, classes = cfg.image_size, cfg.num_classes
-        rows += [step_intensity(model, bs, size, classes, "train") for bs in batch_sizes]
+        try:
+            row = {**step_intensity(model, bs, cfg.image_size, cfg.num_classes, "train"), "status": "ok"}
+        except (ValueError, RuntimeError) as err:
+            row = {"model": model, "batch_size": bs, "status": "error", "error": str(err).splitlines()[0]}
+        rows.append(row)
     return pd.DataFrame(rows)
 
 

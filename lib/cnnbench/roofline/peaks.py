@@ -180,11 +180,12 @@ def measured_or_kept(run) -> tuple[pd.DataFrame, pd.DataFrame]:
     were measured on this device with the same threads, matmul_size, stream_mb and peak_repeats (a rerun measures
     nothing again), else measured now with those settings as columns."""
     from cnnbench import results
+    from cnnbench.results.files import host_id
     from cnnbench.results.schema import PEAK_SETTINGS
 
     p = run.params
     values = (devices.device_name(run.device), run.threads, p.matmul_size, p.stream_mb, p.peak_repeats)
-    settings = dict(zip(PEAK_SETTINGS, values, strict=True))
+    settings = dict(zip(PEAK_SETTINGS, (*values, host_id()), strict=True))
     old, sweep = results.read(run.dir, "device_peaks"), results.read(run.dir, "bandwidth_sweep")
     kept = old[old.kind == "measured"] if len(old) and "kind" in old else old
 

@@ -78,19 +78,15 @@ def check_weights(model: str, pretrained: bool, reachable=weights_reachable) -> 
     return f"pretrained: ImageNet weights of {model} downloaded from {w.url}"
 
 
-def _head(model: nn.Module) -> tuple[nn.Module, str, nn.Module]:
-    """(parent, attribute, layer) of the classifier's last Linear or 1x1 Conv2d (SqueezeNet)."""
+def replace_head(model: nn.Module, num_classes: int) -> nn.Module:
+    """Swap the classifier's last layer (its last Linear or 1x1 Conv2d, SqueezeNet's) for a fresh one with
+    ``num_classes`` outputs; return the new layer."""
     found = [(n, m) for n, m in model.named_modules() if isinstance(m, (nn.Linear, nn.Conv2d)) and n]
     if not found:
         raise TransferError("the model has no Linear or Conv2d layer to replace")
     name, layer = found[-1]
     parent_name, _, attr = name.rpartition(".")
-    return model.get_submodule(parent_name) if parent_name else model, attr, layer
-
-
-def replace_head(model: nn.Module, num_classes: int) -> nn.Module:
-    """Swap the classifier's last layer for a fresh one with ``num_classes`` outputs; return the new layer."""
-    parent, attr, layer = _head(model)
+    parent = model.get_submodule(parent_name) if parent_name else model
     if isinstance(layer, nn.Linear):
         new = nn.Linear(layer.in_features, num_classes)
     else:
@@ -110,15 +106,6 @@ def build(model: str, num_classes: int, pretrained: bool, freeze_backbone: bool 
         net.requires_grad_(False)
         head.requires_grad_(True)
     return net
-
-
-def make_optimizer(name: str, parameters, lr: float, momentum: float = 0.9) -> torch.optim.Optimizer:
-    """sgd (with ``momentum``), adam or adamw (:func:`cnnbench.models.make_optimizer`; a bad name is a
-    :class:`TransferError`)."""
-    try:
-        return models.make_optimizer(name, parameters, lr, momentum)
-    except ValueError as err:
-        raise TransferError(str(err)) from None
 
 
 # --- data ----------------------------------------------------------------------------------------------------
@@ -191,16 +178,12 @@ def datasets(p) -> tuple[Dataset, Dataset, int]:
         raise TransferError(
             f"transfer_dataset {p.transfer_dataset} at '{root}': {err}".splitlines()[0]
         ) from None
-    classes = 2 if p.transfer_dataset != "imagefolder" else len(_classes(train))
+    classes = len(getattr(train, "dataset", train).classes) if p.transfer_dataset == "imagefolder" else 2
     return (
         _subset(train, p.transfer_train_images, p.seed),
         _subset(val, p.transfer_val_images, p.seed + 1),
         classes,
     )
-
-
-def _classes(ds: Dataset) -> list:
-    return getattr(ds, "classes", None) or getattr(getattr(ds, "dataset", None), "classes", [])
 
 
 # --- training ------------------------------------------------------------------------------------------------
@@ -273,14 +256,12 @@ def _loader(ds, bs: int, p, device, train: bool):
     return DataLoader(ds, batch_size=bs, shuffle=train, **kw)
 
 
-def fit(p, device, lr: float, bs: int, sets, base: dict, results, sampler) -> None:
-    """Fine-tune one grid point for ``transfer_epochs`` epochs, appending a row per epoch to ``results``.
-
-    ``sampler`` is an entered telemetry sampler (its series are kept by the caller)."""
+def fit(p, device, lr: float, bs: int, sets, base: dict, results) -> None:
+    """Fine-tune one grid point for ``transfer_epochs`` epochs, appending a row per epoch to ``results``."""
     train_ds, val_ds, classes = sets
     torch.manual_seed(p.seed)
     net = build(p.transfer_model, classes, p.pretrained, p.transfer_freeze_backbone).to(device)
-    opt = make_optimizer(p.optimizer, net.parameters(), lr, p.momentum)
+    opt = models.make_optimizer(p.optimizer, net.parameters(), lr, p.momentum)  # a name params validated
     loss_fn = nn.CrossEntropyLoss()
     train_dl, val_dl = _loader(train_ds, bs, p, device, True), _loader(val_ds, bs, p, device, False)
     elapsed = 0.0
@@ -289,7 +270,7 @@ def fit(p, device, lr: float, bs: int, sets, base: dict, results, sampler) -> No
         elapsed += seconds
         if not p.pretrained:  # a few steps leave random weights' batch-norm statistics near their start:
             torch.optim.swa_utils.update_bn(train_dl, net, device)  # recomputed over the training images
-        acc, val_loss, n_val = evaluate(net, loss_fn, val_dl, device)
+        acc, val_loss, _ = evaluate(net, loss_fn, val_dl, device)
         mem = devices.backend(device).peak_memory_mib()
         results.append(
             {
@@ -302,8 +283,6 @@ def fit(p, device, lr: float, bs: int, sets, base: dict, results, sampler) -> No
                 "val_loss": val_loss,
                 "val_accuracy": acc,
                 "epoch_time_s": seconds,
-                "train_images": n,
-                "val_images": n_val,
                 "throughput_img_s": n / seconds,
                 "elapsed_train_s": elapsed,
                 "rss_mib": psutil.Process().memory_info().rss / 2**20,
@@ -366,8 +345,9 @@ def run_grid(run, sampler_cls=None, log=print) -> None:
             "threads": torch.get_num_threads(),
             "freeze_backbone": p.transfer_freeze_backbone,
             "momentum": p.momentum,
-            "train_images": p.transfer_train_images,
-            "val_images": p.transfer_val_images,
+            "train_images": len(sets[0]),  # the images each epoch uses (0 asks for every image)
+            "val_images": len(sets[1]),
+            "epochs": p.transfer_epochs,
             "seed": p.seed,
             "workers": p.workers,
             "pin_memory": devices.backend(device).pin(p.pin_memory),
@@ -403,7 +383,7 @@ def run_grid(run, sampler_cls=None, log=print) -> None:
                 b.reset_peak_memory()
                 with sampler_cls(device, p.telemetry_interval_s) as sampler, b.math("fp32"):
                     try:
-                        fit(p, device, lr, bs, sets, base, results, sampler)
+                        fit(p, device, lr, bs, sets, base, results)
                     except Exception as err:  # noqa: BLE001 - a failed grid point is a row, the grid goes on
                         results.append({**base, "epoch": 0, "timestamp": now(), **failure(err, device)})
                 conf = f"{b.kind} lr={lr:g} bs={bs}"
