@@ -213,10 +213,10 @@ def test_the_numba_cuda_sgd_kernel_gets_float32_scalars():
         "b.init(torch_weights('mlp', 0))\n"
         "seen = []\n"
         # the launches' arguments recorded, the kernels not run: the simulator runs one Python thread per element
-        "b._launch = lambda name, n, *args, **k: seen.append((name, args))\n"
+        "b._launch = lambda kernel, n, *args, **k: seen.append((kernel, args))\n"
         "x = np.random.default_rng(0).random((8, 784), dtype=np.float32)\n"
         "b.train_step(x, np.arange(8) % 10)\n"
-        "print(sorted({type(a).__name__ for name, args in seen if name == 'sgd' for a in args[-2:]}))\n"
+        "print(sorted({type(a).__name__ for k, args in seen if k is numba_cuda.sgd for a in args[-2:]}))\n"
     )
     env = {**os.environ, "NUMBA_ENABLE_CUDASIM": "1", "PYTHONPATH": str(ROOT / "lib")}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)

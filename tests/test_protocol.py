@@ -89,3 +89,20 @@ def test_the_gpu_check_is_estimated_within_its_minutes_on_the_committed_h100():
     budgets = eta.Budgets(p, "cuda", eta.params_device(p, "cuda", hw.name, "gpu_check.yaml"))
     assert "predicted for NVIDIA H100" in budgets.source("02_scenario_a")
     assert sum(budgets[n] for n in p.notebooks) <= 5.5 * 60
+
+
+def test_a_file_that_sets_protocol_false_keeps_the_defaults_whatever_the_device(tmp_path):
+    """The seeds' files (seeds_full.yaml, seeds_t4.yaml) and smoke.yaml reproduce their own configuration: the
+    schema's defaults under their keys, not the device kind's protocol."""
+    mine = tmp_path / "mine.yaml"
+    mine.write_text("device: auto\nprotocol: false\n")
+    with devices.using(FakeGPU.fresh(**H100)):
+        gpu = params.load(mine)
+    cpu = params.load(mine)
+    assert (
+        dataclasses.asdict(gpu)
+        == dataclasses.asdict(cpu)
+        == dataclasses.asdict(params.Params(protocol=False))
+    )
+    for name in ("seeds_full.yaml", "seeds_t4.yaml", "smoke.yaml"):
+        assert params.read_yaml(ROOT / "params" / name)["protocol"] is False

@@ -103,8 +103,8 @@ def budget_model(p, notebook: str, kind: str = "cpu", steps: list[float] | None 
         ]
         return len(configs), sum(each) / max(len(each), 1), fixed
     if notebook == "04_roofline":
-        host = len(p.models) * len(p.phases) * 25 * step_s  # host_steps: each model's tiny steps
-        return len(p.models) * len(p.phases), layers_s, kernel_s + p.peak_repeats * peaks_s + host
+        # per model and phase: its layers profiled, and its host cost (23 tiny steps: cnnbench.measure.dispatch)
+        return len(p.models) * len(p.phases), layers_s + 23 * step_s, kernel_s + p.peak_repeats * peaks_s
     if notebook == "05_backends":
         images = p.scratch_train_images or 60_000
         steps = p.scratch_epochs * max(images // max(p.scratch_batch_size, 1), 1) + p.scratch_mlp_steps

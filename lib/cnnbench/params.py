@@ -122,6 +122,8 @@ class _Keys:
     run_name: str = ""  # results go to outputs/<run_name>; "" = <device kind>-<host name>
     device: str = "auto"  # auto (cuda, then mps, then cpu) | cpu | cuda | cuda:N | mps
     expect_device: str = ""  # text the device name must contain (e.g. "T4"); "" = any device
+    # the device kind's protocol (cnnbench/devices: protocol) under this file's keys; false: these defaults
+    protocol: bool = True
     seed: NonNegativeInt = 0  # seed for model initialisation and synthetic data
     # --- models and data
     # models of the run (torchvision names or mnist_cnn)
@@ -1188,7 +1190,7 @@ def load(
         raise ParamsError(f"{overrides_src} {_unknown_key(unknown)}")
     given = {**read_yaml(path), **keys}
     try:
-        base = protocol(given.get("device", Params().device), hardware)
+        base = protocol(given.get("device", Params().device), hardware) if given.get("protocol", True) else {}
         p = validate({**base, **given}, src=str(path), check_device=check_device)
     except ParamsError as err:
         rest = str(err).removeprefix(f"{path}: ")
