@@ -8,7 +8,7 @@ ARGS   ?=
 BIN    := $(VENV)/bin
 PY     := $(BIN)/python
 
-.PHONY: report test lint format install install-dev gpu clean-venv
+.PHONY: report test lint format install install-dev gpu gpu-wheels gpu-check clean-venv
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -38,6 +38,16 @@ gpu: $(VENV)/.installed
 	echo "$(PY) -m pip install --quiet --no-compile -e '.[notebook,$$extra]'"; \
 	$(PY) -m pip install --quiet --no-compile -e ".[notebook,$$extra]"
 	$(COMPILE)
+
+# A borrowed GPU machine with torch and no internet (docs/devices.md): `make gpu-wheels` here prepares .gpucheck/
+# (the wheels it lacks and timm's benchmark.py from TIMM_BENCHMARK); `make gpu-check` there runs the check with the
+# machine's own python3, never a venv (ARGS: tools/gpu_check.py's options)
+TIMM_BENCHMARK ?=
+gpu-wheels: $(PY)
+	$(PY) tools/gpu_wheels.py --timm-benchmark "$(TIMM_BENCHMARK)"
+
+gpu-check:
+	$(PYTHON) tools/gpu_check.py $(ARGS)
 
 report: $(VENV)/.installed
 	$(BIN)/cnnbench --params $(PARAMS) $(ARGS)

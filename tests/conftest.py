@@ -55,8 +55,18 @@ def pytest_configure(config):
 def pytest_collection_modifyitems(config, items):
     """The slow tests first and the readers of the shared smoke run last (it runs meanwhile), so that the
     workers (`-n`, one test at a time each: `--maxschedchunk 1`) finish together. The readers' names go to the
-    session's folder, for the scheduler (:func:`pytest_xdist_make_scheduler`)."""
+    session's folder, for the scheduler (:func:`pytest_xdist_make_scheduler`). A ``gpu`` test is skipped where torch
+    has no CUDA device."""
     items.sort(key=lambda item: ("smoke_run" in item.fixturenames, not item.get_closest_marker("slow")))
+    gpu = [item for item in items if item.get_closest_marker("gpu")]
+    if gpu:
+        import torch
+
+        if not torch.cuda.is_available():
+            for item in gpu:
+                item.add_marker(
+                    pytest.mark.skip(reason="gpu: needs a CUDA GPU (torch.cuda is not available)")
+                )
     if SHARED_ENV in os.environ:
         readers = Path(os.environ[SHARED_ENV]) / SMOKE_READERS
         mine = readers.with_name(f"{readers.name}.{os.getpid()}")

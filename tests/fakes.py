@@ -46,6 +46,7 @@ class FakeGPU(CudaBackend):
     nvml_index = 0  # which of NVML's GPUs this device is
     gpus_here = 1  # devices of its kind on this machine
     clock = None  # the events' time source (a fake clock), or None: every event at 0
+    busy_share = None  # the seconds of device work of each profiled step, or None: no profiler record
     peaks: list = []  # peak_device_mem_mib values the allocator reports, one per read (the last one repeats)
     log: list = []
     events_recorded: list = []
@@ -69,7 +70,13 @@ class FakeGPU(CudaBackend):
 
     def hardware(self) -> Hardware:
         return Hardware(
-            kind=self.kind, name=self.name(), cores=2, capability=self.cc, triton=True, sms=self.sms
+            kind=self.kind,
+            name=self.name(),
+            cores=2,
+            capability=self.cc,
+            triton=True,
+            sms=self.sms,
+            memory_bytes=self.memory_bytes,
         )
 
     def capability(self) -> tuple[int, int]:
@@ -136,6 +143,10 @@ class FakeGPU(CudaBackend):
     def batched(self, fn, inner: int, graph: bool = False):
         self.log.append(f"batched graph={graph}")
         return super(CudaBackend, self).batched(fn, inner)
+
+    def busy_s(self, step, n: int) -> float | None:
+        """``busy_share`` seconds of device work a step (None: no profiler record)."""
+        return None if self.busy_share is None else n * self.busy_share
 
     def cache_levels(self, threads: int = 1, sysfs_root=None) -> list[dict]:
         return [

@@ -116,7 +116,7 @@ def test_07_that_cannot_finish_in_its_cell_is_refused_before_any_work_and_seeds_
     assert params.tuning_cell_s(full) <= full.cell_timeout_s
 
 
-def test_the_guards_compiles_count_in_the_search_budget():
+def test_the_guards_compiles_count_in_the_guards_own_budget():
     from test_tuning import SEARCH, FakeClock
 
     from cnnbench import knobs
@@ -135,7 +135,7 @@ def test_the_guards_compiles_count_in_the_search_budget():
         **{
             **SEARCH,
             "tune_compile_modes": ["default", "max-autotune", "reduce-overhead"],
-            "tune_budget_s": 100.0,
+            "tune_guard_budget_s": 100.0,
         }
     )
     sp = knobs.space(hw, Setting(batch_size=128, threads=16), p)
@@ -150,10 +150,10 @@ def test_the_guards_compiles_count_in_the_search_budget():
         lambda row: None,
         clock,
     )
-    s.run_guard(clock())
+    s.run_guard()
     assert len(guarded) == 3  # the reference, then two more before the 100 s were spent
     out = [v for v in s.verdicts.values() if not v.ok]
-    assert out and all("tune_budget_s was spent" in v.reason for v in out)
+    assert out and all("tune_guard_budget_s was spent" in v.reason for v in out)
 
 
 def test_device_peak_memory_is_the_windows_own_and_the_whole_run_peak_is_a_column_of_its_own(fake_gpu):
@@ -213,10 +213,10 @@ def test_the_numba_cuda_sgd_kernel_gets_float32_scalars():
         "b.init(torch_weights('mlp', 0))\n"
         "seen = []\n"
         # the launches' arguments recorded, the kernels not run: the simulator runs one Python thread per element
-        "b._launch = lambda name, n, *args, **k: seen.append((name, args))\n"
+        "b._launch = lambda kernel, n, *args, **k: seen.append((kernel, args))\n"
         "x = np.random.default_rng(0).random((8, 784), dtype=np.float32)\n"
         "b.train_step(x, np.arange(8) % 10)\n"
-        "print(sorted({type(a).__name__ for name, args in seen if name == 'sgd' for a in args[-2:]}))\n"
+        "print(sorted({type(a).__name__ for k, args in seen if k is numba_cuda.sgd for a in args[-2:]}))\n"
     )
     env = {**os.environ, "NUMBA_ENABLE_CUDASIM": "1", "PYTHONPATH": str(ROOT / "lib")}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)

@@ -1,4 +1,5 @@
 import json
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -112,22 +113,39 @@ def test_git_dirty_ignores_regenerated_outputs(tmp_path, monkeypatch):
 # --- every setting a knob applies is restored after it (issue 28) --------------------------------------------------
 
 
-def _tf32():
-    return torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+def _precisions():
+    return torch.backends.cuda.matmul.fp32_precision, torch.backends.cudnn.conv.fp32_precision
+
+
+@pytest.fixture
+def tf32_flags():
+    """torch's TF32 flags as they were, restored after the test (new API; the legacy flags follow them)."""
+    before = _precisions()
+    yield
+    torch.backends.cuda.matmul.fp32_precision, torch.backends.cudnn.conv.fp32_precision = before
+
+
+@pytest.mark.parametrize("precision, inside", [("fp32", ("ieee", "ieee")), ("tf32", ("tf32", "tf32"))])
+def test_cuda_math_sets_tf32_through_fp32_precision_and_restores_it(tf32_flags, precision, inside):
+    """torch 2.9+: fp32_precision only. Mixed with the legacy allow_tf32 flags torch raises (a conv flag set by
+    the new API, then allow_tf32 read: the old math() did exactly that on torch 2.14)."""
+    torch.backends.cuda.matmul.fp32_precision, torch.backends.cudnn.conv.fp32_precision = "tf32", "tf32"
+    torch.backends.cudnn.conv.fp32_precision = "ieee"  # cuDNN's default changed by someone, the new way
+    with devices.backend("cuda").math(precision):
+        assert _precisions() == inside
+    assert _precisions() == ("tf32", "ieee")
+    with devices.backend("cpu").math("fp32"):
+        assert _precisions() == ("tf32", "ieee")  # other devices untouched
 
 
 @pytest.mark.parametrize("precision, inside", [("fp32", (False, False)), ("tf32", (True, True))])
-def test_cuda_math_sets_tf32_for_the_block_and_restores_it(precision, inside):
-    before = _tf32()
-    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True  # cuDNN's default: on
-    try:
-        with devices.backend("cuda").math(precision):
-            assert _tf32() == inside
-        assert _tf32() == (True, True)
-        with devices.backend("cpu").math("fp32"):
-            assert _tf32() == (True, True)  # other devices untouched
-    finally:
-        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = before
+def test_cuda_math_uses_the_legacy_flags_where_torch_has_no_fp32_precision(monkeypatch, precision, inside):
+    flags = SimpleNamespace(allow_tf32=True)
+    backends = SimpleNamespace(cuda=SimpleNamespace(matmul=SimpleNamespace(allow_tf32=True)), cudnn=flags)
+    monkeypatch.setattr(torch, "backends", backends)
+    with devices.backend("cuda").math(precision):
+        assert (backends.cuda.matmul.allow_tf32, flags.allow_tf32) == inside
+    assert (backends.cuda.matmul.allow_tf32, flags.allow_tf32) == (True, True)
 
 
 @pytest.mark.parametrize("setting", [True, False])

@@ -1,6 +1,7 @@
 """Energy readers with fake counters: fake sysfs trees for RAPL (wrap-around included), a fake NVML module."""
 
 import math
+import time
 
 import pytest
 import torch
@@ -217,3 +218,31 @@ def test_nvml_counter_reads_the_gpu_cuda_means_under_cuda_visible_devices(monkey
     nvml = Recording()
     devices.backend("cuda:0").energy_counter(nvml)
     assert nvml.asked == 3  # CUDA device 0 is the machine's GPU 3, as telemetry and envinfo read it
+
+
+def test_the_gpu_protocols_windows_reach_nvmls_resolution_so_every_row_has_energy(monkeypatch):
+    """Issue 41: with min_window_s 0.25 every H100 row of 02 got no energy (NVML needs 1 s). The accelerator
+    protocol's min_window_s (1 s) is a floor the window reaches, so a fast step's row carries NVML energy."""
+    from cnnbench.devices.base import ACCELERATOR_PROTOCOL
+    from cnnbench.measure import engine
+    from cnnbench.params import Params
+
+    class Nvml:
+        """NVML's counter on a GPU drawing 300 W: mJ by the host clock."""
+
+        source, note, needs_polling = "nvml", "", False
+
+        def read(self):
+            return int(300_000 * time.perf_counter())
+
+        def delta_j(self, before, after):
+            return (after - before) / 1e3
+
+    monkeypatch.setattr(energy, "counter_for", lambda device: Nvml())
+    floor = ACCELERATOR_PROTOCOL["min_window_s"]
+    cfg = engine.Config.of("mnist_cnn", "eval", 28, 10, 1, batch_size=8)  # milliseconds a step
+    row = engine.measure(
+        cfg, torch.device("cpu"), Params(warmup_steps=2, measured_steps=3, min_window_s=floor, repeats=1)
+    )
+    assert row["status"] == "ok" and row["window_time_s"] >= energy.NVML_MIN_WINDOW_S == floor
+    assert row["energy_source"] == "nvml" and row["avg_power_w"] == pytest.approx(300, rel=0.05)

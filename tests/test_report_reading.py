@@ -318,3 +318,21 @@ def test_a_run_folder_records_paths_relative_to_the_workbook_or_home(tmp_path, m
         # or its zip's absolute path (00, folded into the report's header, is not shown)
         code = "\n".join(c.source for c in nbformat.read(nb, 4).cells if c.cell_type == "code")
         assert not re.search(r"print\([^\n]*\brun\.dir\b", code) and "{archive}" not in code, nb.name
+
+
+def test_the_first_screen_says_a_gpu_row_is_host_bound_with_its_busy_share(tmp_path):
+    """Issue 41: a row whose GPU was busy under half its step says 'host-bound (launch overhead)' with the busy
+    share, in 02's table and on 08's first screen."""
+    run = _example_copy(tmp_path / "r")
+
+    def change(r):
+        r["step_bound"], r["device_busy_pct"] = (
+            ("host-bound (launch overhead)", "23.0") if r["model"] == "resnet18" else ("device", "91.0")
+        )
+
+    _rewrite(run, "scenario_a", change)
+    page = report.build_run_report(run, []).read_text()
+    top = BeautifulSoup(page[page.index('id="Summary"') : page.index('id="Contents"')], "html.parser")
+    text = " ".join(top.get_text().split())
+    assert "host-bound: the device busy 23% of the step" in text and "*host-bound*" not in text
+    assert "host-bound: the device was busy under half of each step" in text

@@ -1012,11 +1012,11 @@ def test_l2_reread_kernel_is_one_long_call_over_an_l2_resident_buffer(monkeypatc
     mib = 2**20
     assert cuda.reread_repeats(4 * mib, 1024 * mib) == 256
     assert cuda.reread_repeats(3 * mib, 1024 * mib) == 342  # ceil: never less than the target
-    assert cuda.reread_sizes([64 * 2**10, mib, 4 * mib, 25 * mib, 37 * mib, 512 * mib], 50 * mib) == [
-        4 * mib,
-        25 * mib,
-        37 * mib,
-    ]
+    h100_l2 = {
+        "capacity_bytes": 50 * mib,
+        "above_bytes": 132 * 256 * 2**10,
+    }  # 132 SMs x 256 KiB of L1: 33 MiB
+    assert cuda.reread_sizes([64 * 2**10, mib, 4 * mib, 25 * mib, 37 * mib, 512 * mib], h100_l2) == [37 * mib]
     fn, nbytes = cuda.reread_kernel(torch.device("cpu"), 64 * 2**10, target_bytes=2 * mib)
     n = 64 * 2**10 // 4
     assert nbytes == cuda.reread_repeats(64 * 2**10, 2 * mib) * n * 4 and nbytes >= 2 * mib
@@ -1025,7 +1025,9 @@ def test_l2_reread_kernel_is_one_long_call_over_an_l2_resident_buffer(monkeypatc
 
     calls = []
     monkeypatch.setattr(
-        torch.cuda, "get_device_properties", lambda d: types.SimpleNamespace(L2_cache_size=50 * mib)
+        torch.cuda,
+        "get_device_properties",
+        lambda d: types.SimpleNamespace(L2_cache_size=50 * mib, multi_processor_count=4, major=9, minor=0),
     )
     monkeypatch.setattr(base, "stream_kernels", lambda d, s: {"copy": (lambda: None, s)})
     monkeypatch.setattr(cuda, "reread_kernel", lambda d, s: (lambda: None, 1000 * s))
@@ -1061,3 +1063,54 @@ def test_layer_figures_one_per_model_with_its_top_k_layers(tmp_path):
         assert drawn == top  # the top k layers only
         assert "top 3 layers" in ax.get_title()
     assert roofline.layer_figures(level_peaks(), pd.DataFrame(), 3, tmp_path) == {}
+
+
+def test_the_l2_roof_comes_from_working_sets_larger_than_the_l1_of_all_sms(monkeypatch):
+    """Issue 41: the H100's L2 roof (14.9 TB/s) came from working sets of 2-25 MiB, which the 132 SMs' 33 MiB of
+    L1 can hold: the L2 level starts above the SMs' total L1 (L1_PER_SM_KIB by compute capability), and the sweep
+    has the three working sets a roof needs between the two."""
+    import types
+
+    from cnnbench.devices import cuda
+
+    mib = 2**20
+    props = types.SimpleNamespace(L2_cache_size=50 * mib, multi_processor_count=132, major=9, minor=0)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda d: props)
+    (l2,) = cuda.CudaBackend(torch.device("cuda")).cache_levels()
+    assert l2["above_bytes"] == 132 * 256 * 2**10 and l2["capacity_bytes"] == 50 * mib
+    sizes = cuda.CudaBackend(torch.device("cuda")).sweep_sizes([l2], 1024 * mib, 1)
+    inside = [s for s in sizes if l2["above_bytes"] < s <= l2["capacity_bytes"]]
+    assert len(inside) >= peaks.MIN_POINTS
+    sets = [8 * mib, *inside, 600 * mib, 800 * mib, 1024 * mib]
+    sweep = pd.DataFrame(
+        {
+            "working_set_bytes": sets,
+            "kernel": "copy",
+            "bandwidth_gbs": [9e3] + [7e3] * len(inside) + [3e3] * 3,
+        }
+    )
+    roofs = peaks.level_roofs(sweep, [l2], "hbm")
+    assert roofs.set_index("level").bandwidth_gbs.to_dict() == {"l2": 7e3, "hbm": 3e3}
+
+
+@pytest.mark.parametrize(
+    "spec, roof, flagged", [(120.0, 100.0, "conv"), (None, 130.0, ""), (90.0, 100.0, "matmul")]
+)
+def test_a_measured_roof_above_the_spec_sheet_is_flagged_and_a_conv_above_it_is_not_the_roof(
+    monkeypatch, small_last_cache, spec, roof, flagged
+):
+    """Issue 41: the H100's fp32 roof was a 3x3 convolution at 69.2 TFLOP/s, 103% of its 67 TFLOPS spec: cuDNN's
+    Winograd/FFT engines do fewer FLOPs than the direct count credits them. A convolution above the spec is no
+    roof (the matmul is); any roof above the spec sheet is flagged."""
+    from cnnbench.devices.cpu import CpuBackend
+
+    monkeypatch.setattr(peaks, "matmul_rates", lambda *a, **k: [100.0, 99.0])
+    monkeypatch.setattr(peaks, "conv_rates", lambda *a, **k: [130.0, 129.0])
+    rows = [{"precision": "fp32", "peak_gflops": spec, "level": "dram"}] if spec else []
+    monkeypatch.setattr(CpuBackend, "spec", lambda self, threads: (rows, ""))
+    df = peaks.measure(torch.device("cpu"), matmul_size=64, stream_mb=8, repeats=1, threads=1)
+    fp32 = df[df.precision == "fp32"].iloc[0]
+    assert fp32.peak_gflops == roof and fp32.conv3x3_gflops == 130.0
+    assert (
+        (flagged in fp32.peak_note and "above the spec" in fp32.peak_note) if flagged else not fp32.peak_note
+    )

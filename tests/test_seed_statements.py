@@ -371,7 +371,7 @@ def test_08_writes_seed_corrections_and_draws_the_seeds_on_our_rooflines(tmp_pat
     assert set(figs) == {"resnet50"}
     labels = seen[0].axes[0].get_legend_handles_labels()[1]
     assert (
-        "seed 000 on its t4, train (corrected)" in labels
+        "seed 000 on its t4, train (corrected)" in labels  # measured on its own device: not under our roofs
         and "seed 003 on its rtx4080, train (corrected)" in labels
     )
     plt.close("all")

@@ -118,3 +118,25 @@ def test_ci95_half_width_is_the_student_t_interval_of_the_mean():
     assert ci95_half_width([10.0, 11.0, 12.0]) == pytest.approx(4.303 * 1.0 / math.sqrt(3), rel=1e-4)
     assert ci95_half_width([5.0, 5.0]) == 0.0
     assert math.isnan(ci95_half_width([1.0])) and math.isnan(ci95_half_width([]))
+
+
+# --- issue 41: a window lasts at least its target on every device (energy needs NVML's 1 s) ----------------------
+
+
+@pytest.mark.parametrize("events", [False, True])
+def test_a_window_shorter_than_its_floor_is_extended_until_it_lasts_it(fake_gpu, events):
+    """The steps were planned at a slow warm-up's pace (4 steps for 1 s); the measured ones run 0.1 s each: the
+    window goes on, synced, until it has lasted 1 s, and every step of it is timed."""
+    fake = FakeDevice([0.1] * 40)
+    fake_gpu.clock = lambda: fake.now + fake.queued
+    timer = timing.StepTimer(torch.device("cpu"), clock=fake.clock, sync=fake.sync, use_events=events or None)
+    times, wall = timer.window(fake.step, 4, min_s=1.0)
+    assert wall >= 1.0 - 1e-9 and len(times) >= 10 and sum(times) == pytest.approx(wall)
+    assert all(fake.log[i - 1] == "sync" for i, e in enumerate(fake.log) if e == "clock")
+
+
+def test_a_host_timed_window_ends_at_the_first_step_past_its_floor():
+    fake = FakeDevice([0.3] * 10)
+    timer = timing.StepTimer(torch.device("cpu"), clock=fake.clock, sync=fake.sync, use_events=False)
+    times, wall = timer.window(fake.step, 2, min_s=1.0)
+    assert len(times) == 4 and wall == pytest.approx(1.2)

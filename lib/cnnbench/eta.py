@@ -54,24 +54,22 @@ def planned(p, notebook: str) -> tuple[int, float]:
 # The budget model of a first run (no record, no earlier run, no example): rough figures for a 2-core CPU, each
 # labelled as such in the line it makes. A notebook's time is its fixed cost (kernel start-up and imports) plus,
 # per configuration it measures, what its protocol gives that configuration.
-KERNEL_S = 5.0  # a notebook's kernel start-up, imports and parameter check
-PROCESS_S = 1.5  # a fresh worker process: interpreter, torch import, model built
-STEP_S = {"cpu": 0.5, "mps": 0.2, "cuda": 0.1}  # a step where the protocol fixes steps, by device
+# The kernel, a worker process and a nominal step: each device kind's ``budget`` (cnnbench.devices)
 COUNT_S = 2.0  # 01: counting one model's FLOPs and bytes
-PEAKS_S = 12.0  # 04: one repetition of the compute and bandwidth peak benchmarks
-LAYERS_S = 3.0  # 04: profiling one model/phase layer by layer
 SCRATCH_S = 2.0  # 05: one backend and model set up (or found unavailable)
-SCRATCH_STEP_S = 0.05  # 05: one from-scratch step (a small CNN or MLP)
 ANALYSIS_S = 20.0  # 08: merging, comparing and drawing the run's tables
+COMPILE_S = (
+    40.0  # 07: torch.compile of one model, precision and format (a ResNet-50 training step on 16 cores)
+)
 
 
-def _process_s(p, step_s: float, steps_per_window: int = 0, repeats: int = 0) -> float:
-    """One worker process of a configuration: start-up, warm-up and its ``repeats`` measured windows (the
+def _process_s(p, step_s: float, start_s: float, steps_per_window: int = 0, repeats: int = 0) -> float:
+    """One worker process of a configuration: its ``start_s``, warm-up and its ``repeats`` measured windows (the
     params' own unless given)."""
     steps = steps_per_window or p.measured_steps
     window = max(steps * step_s, p.min_window_s) if steps else p.window_s
     epochs = 2 * (p.max_batches or 10) * step_s if p.epoch_mode else 0.0
-    return PROCESS_S + p.warmup_steps * step_s + (repeats or p.repeats) * window + epochs
+    return start_s + p.warmup_steps * step_s + (repeats or p.repeats) * window + epochs
 
 
 def _runs_on(name: str, kind: str) -> bool:
@@ -87,39 +85,54 @@ def _runs_on(name: str, kind: str) -> bool:
 def budget_model(p, notebook: str, kind: str = "cpu", steps: list[float] | None = None):
     """``notebook``'s model of time from the protocol on a ``kind`` device (cpu, cuda, mps): (configurations it
     measures, mean seconds per configuration, fixed seconds), or None for a notebook this model does not know.
-    ``steps``: the seconds of a step of each of 02's or 03's configurations (else STEP_S of ``kind``)."""
-    step_s = STEP_S.get(kind, STEP_S["cpu"])
+    ``steps``: the seconds of a step of each of 02's or 03's configurations (else the ``kind``'s nominal step)."""
+    from cnnbench import devices
+
+    backend = devices.backend_class(kind)
+    step_s, start_s, kernel_s = (backend.budget[k] for k in ("step_s", "process_s", "kernel_s"))
+    peaks_s, layers_s, scratch_step_s = (backend.budget[k] for k in ("peaks_s", "layers_s", "scratch_step_s"))
     if notebook == "00_setup":
-        return 0, 0.0, KERNEL_S
+        return 0, 0.0, kernel_s
     if notebook == "01_complexity":
-        return len(p.models), COUNT_S, KERNEL_S
+        return len(p.models), COUNT_S, kernel_s
     if notebook in ("02_scenario_a", "03_batch_sweep"):
-        configs = _configs(p, notebook)
-        fixed = KERNEL_S + (p.adapt_budget_s if configs else 0.0)
-        each = [p.processes * _process_s(p, s) for s in steps or [step_s] * len(configs)]
+        configs, shared = _configs(p, notebook), backend.round_worker and p.isolate  # a worker per round
+        fixed = kernel_s + (p.adapt_budget_s + p.processes * start_s * shared if configs else 0.0)
+        each = [
+            p.processes * _process_s(p, s, start_s * (not shared)) for s in steps or [step_s] * len(configs)
+        ]
         return len(configs), sum(each) / max(len(each), 1), fixed
     if notebook == "04_roofline":
-        return len(p.models) * len(p.phases), LAYERS_S, KERNEL_S + p.peak_repeats * PEAKS_S
+        # per model and phase: its layers profiled, and its host cost (23 tiny steps: cnnbench.measure.dispatch)
+        return len(p.models) * len(p.phases), layers_s + 23 * step_s, kernel_s + p.peak_repeats * peaks_s
     if notebook == "05_backends":
         images = p.scratch_train_images or 60_000
         steps = p.scratch_epochs * max(images // max(p.scratch_batch_size, 1), 1) + p.scratch_mlp_steps
         configs = sum(_runs_on(b, kind) for b in p.scratch_backends) * len(p.scratch_models)
-        return configs, SCRATCH_S + steps / 2 * SCRATCH_STEP_S, KERNEL_S  # a model: the CNN's or MLP's steps
+        return configs, SCRATCH_S + steps / 2 * scratch_step_s, kernel_s  # a model: the CNN's or MLP's steps
     if notebook == "06_transfer":
         devices_here = sum(_runs_on(d, kind) for d in p.transfer_devices)
         grid = len(p.transfer_lrs) * len(p.transfer_batch_sizes) * devices_here
         images = (p.transfer_train_images or 512) + (p.transfer_val_images or 128)
-        per_point = PROCESS_S + p.transfer_epochs * images / max(min(p.transfer_batch_sizes), 1) * step_s
-        phases = len(p.models) * (PROCESS_S + 2 * max(p.phase_steps * step_s, p.phase_window_s))
-        profile = len(p.profile_models) * (PROCESS_S + (p.profile_steps + 1) * step_s)
-        scaling = sum(p.scaling_world_sizes) * _process_s(p, step_s, p.scaling_steps, p.scaling_repeats)
-        return grid, per_point, KERNEL_S + phases + profile + scaling
+        per_point = start_s + p.transfer_epochs * images / max(min(p.transfer_batch_sizes), 1) * step_s
+        phases = len(p.models) * (start_s + 2 * max(p.phase_steps * step_s, p.phase_window_s))
+        profile = len(p.profile_models) * (start_s + (p.profile_steps + 1) * step_s)
+        scaling = sum(p.scaling_world_sizes) * _process_s(
+            p, step_s, start_s, p.scaling_steps, p.scaling_repeats
+        )
+        return grid, per_point, kernel_s + phases + profile + scaling
     if notebook == "07_tuning":
         searches = len(p.tune_models) * len(p.tune_phases)
-        confirm = (p.tune_confirm_top + 1) * (PROCESS_S + p.repeats * p.tune_confirm_window_s)
-        return searches, p.tune_budget_s + confirm + p.tune_guard_steps * step_s, KERNEL_S
+        confirm = (p.tune_confirm_top + 1) * (start_s + p.repeats * p.tune_confirm_window_s)
+        compiled = len([m for m in p.tune_compile_modes if m != "off"])
+        numerics = 2 * len(p.tune_precisions) * len(p.tune_compile_modes)  # the guard's, both memory formats
+        guard = (
+            numerics * (start_s + p.tune_guard_steps * step_s)
+            + compiled * 2 * len(p.tune_precisions) * COMPILE_S
+        )
+        return searches, p.tune_budget_s + confirm + min(guard, p.tune_guard_budget_s), kernel_s
     if notebook == "08_analysis":
-        return 0, 0.0, KERNEL_S + ANALYSIS_S
+        return 0, 0.0, kernel_s + ANALYSIS_S
     return None
 
 
@@ -208,6 +221,23 @@ def example_record(p, device_kind: str, example_dir) -> dict[str, float]:
         if isinstance(took, (int, float)):
             out[nb.stem] = float(took)
     return out
+
+
+def example_hardware(kind: str):
+    """The :class:`cnnbench.devices.Hardware` of the committed example run on a ``kind`` device (examples/), what an
+    estimate for a device not at hand stands on; None where no example ran on one."""
+    from cnnbench import devices, paths
+
+    for path in sorted((paths.repo_root() / "examples").glob("*/environment.json")):
+        env = json.loads(path.read_text())
+        if env.get("device_kind") == kind:
+            cap = tuple(int(x) for x in str(env.get("gpu_compute_capability", "")).split(".") if x.isdigit())
+            gpu = {"capability": cap or None, "sms": int(env.get("gpu_multiprocessors") or 0)}
+            memory = int(float(env.get("gpu_memory_gb") or 0) * 2**30)
+            return devices.Hardware(
+                kind, env["device_name"], int(env["cpu_physical_cores"]), memory_bytes=memory, **gpu
+            )
+    return None
 
 
 def sibling_record(run_dir, params_file_name: str) -> tuple[str, dict[str, float]]:

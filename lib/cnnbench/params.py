@@ -122,6 +122,8 @@ class _Keys:
     run_name: str = ""  # results go to outputs/<run_name>; "" = <device kind>-<host name>
     device: str = "auto"  # auto (cuda, then mps, then cpu) | cpu | cuda | cuda:N | mps
     expect_device: str = ""  # text the device name must contain (e.g. "T4"); "" = any device
+    # the device kind's protocol (cnnbench/devices: protocol) under this file's keys; false: these defaults
+    protocol: bool = True
     seed: NonNegativeInt = 0  # seed for model initialisation and synthetic data
     # --- models and data
     # models of the run (torchvision names or mnist_cnn)
@@ -140,8 +142,8 @@ class _Keys:
     warmup_steps: NonNegativeInt = 10  # steps run before the clock starts (seed 003 used 10)
     measured_steps: NonNegativeInt = 0  # steps in one measured window; 0 = as many as fill window_s
     window_s: PositiveFloat = 3.0  # target length of a measured window when measured_steps is 0 (seconds)
-    # the length a window of measured_steps is filled toward (seconds): steps are added at the warm-up's
-    # pace, as a GPU's fast steps need (the first after warm-up is still slow); 0 = exactly measured_steps
+    # the least length of a window of measured_steps (seconds): steps are added at the steady warm-up steps' pace,
+    # and more until it has lasted this long (a GPU's fast steps; NVML's energy needs 1 s); 0 = exactly measured_steps
     min_window_s: NonNegativeFloat = 0.0
     repeats: PositiveInt = 3  # measured windows per process of a configuration
     # least fresh worker processes per configuration, in interleaved rounds; the interval spans them
@@ -271,6 +273,8 @@ class _Keys:
     tune_confirm_window_s: PositiveFloat = 3.0
     # warm-up steps before the confirmation windows (the first one compiles)
     tune_confirm_warmup_steps: int = 2
+    # seconds the correctness guard may spend (its builds and compiles too), before and apart from the race's
+    tune_guard_budget_s: PositiveFloat = 300.0
     # training steps from the same initialisation whose loss the correctness guard compares
     tune_guard_steps: PositiveInt = 8
     tune_guard_batch_size: PositiveInt = 8  # batch size of the correctness guard's steps
@@ -670,7 +674,9 @@ _WINDOWS = ("window_s", "min_window_s", "phase_window_s", "phase_max_s", "tune_c
 _STEPS = ("warmup_steps", "measured_steps", "phase_steps", "profile_steps", "scaling_steps", "max_batches")
 CEILINGS = {
     **dict.fromkeys((*_WINDOWS, "explore_warmup_s", "explore_window_s", "explore_max_s"), (3600, "an hour")),
-    **dict.fromkeys(("adapt_budget_s", "tune_budget_s", "cell_timeout_s"), (86400, "a day")),
+    **dict.fromkeys(
+        ("adapt_budget_s", "tune_budget_s", "tune_guard_budget_s", "cell_timeout_s"), (86400, "a day")
+    ),
     "telemetry_interval_s": (10, "a window of seconds gets its samples"),
     **dict.fromkeys(
         ("repeats", "processes", "max_processes", "peak_repeats", "scaling_repeats", "tune_confirm_top"),
@@ -956,7 +962,7 @@ def _validate_tuning(src: str, p: Params) -> None:
 
 
 def tuning_cell_s(p: Params) -> float:
-    """The least time 07's one cell takes: per search, its budget and the confirmation's measured windows."""
+    """The least time 07's one cell takes: per search, its race's budget and the confirmation's measured windows."""
     confirm = p.processes * (p.tune_confirm_top + 1) * p.repeats * p.tune_confirm_window_s
     return len(p.tune_models) * len(p.tune_phases) * (p.tune_budget_s + confirm)
 
@@ -1143,16 +1149,35 @@ def positive_int(text: str) -> int:
 _KEY_IN_ERROR = re.compile(r"key '([A-Za-z_0-9]+)")
 
 
+def protocol(device: Any, hardware=None) -> dict:
+    """The protocol of the device kind a run of ``device`` measures on (:meth:`cnnbench.devices.Backend.protocol_for`):
+    of ``hardware`` where given (a device not at hand), else of the device ``device`` resolves to here, or, where it
+    is not here, of its kind's device not at hand; {} for a value that names no device (validation says why)."""
+    from cnnbench import devices
+
+    if hardware is not None:
+        return devices.backend_class(hardware.kind).protocol_for(hardware)
+    spec = device.strip().lower() if isinstance(device, str) else ""
+    try:
+        backend = devices.backend(devices.resolve(spec))
+    except devices.DeviceError:
+        kind = spec.split(":")[0]
+        return devices.backend_class(kind).protocol_for(None) if kind in devices.KINDS else {}
+    return backend.protocol_for(backend.hardware())
+
+
 def load(
     path: str | Path,
     overrides: dict[str, Any] | None = None,
     check_device: bool = True,
     overrides_src: str = "overrides",
     override_names: dict[str, str] | None = None,
+    hardware=None,
 ) -> Params:
-    """Defaults, overridden by the YAML file at ``path``, overridden by ``overrides``; validated once. An error
-    about a key set by ``overrides`` names ``overrides_src`` (``--set`` on the command line), not the file, or the
-    option the user typed for that key when ``override_names`` has one (``{"run_name": "--run-name"}``)."""
+    """Defaults, overridden by the protocol of the device kind (:func:`protocol`; ``hardware``: a device not at
+    hand), by the YAML file at ``path``, by ``overrides``; validated once. An error about a key set by
+    ``overrides`` names ``overrides_src`` (``--set`` on the command line), not the file, or the option the user
+    typed for that key when ``override_names`` has one (``{"run_name": "--run-name"}``)."""
     overrides = overrides or {}
     # --set precision=bf16 (a knob set per variant): the run measures one variant, those knobs at those values
     variant = {k: v for k, v in overrides.items() if k in KNOBS and not KNOBS[k].run_wide}
@@ -1163,8 +1188,10 @@ def load(
     unknown = next((k for k in keys if k not in FIELDS), None)
     if unknown is not None:
         raise ParamsError(f"{overrides_src} {_unknown_key(unknown)}")
+    given = {**read_yaml(path), **keys}
     try:
-        p = validate({**read_yaml(path), **keys}, src=str(path), check_device=check_device)
+        base = protocol(given.get("device", Params().device), hardware) if given.get("protocol", True) else {}
+        p = validate({**base, **given}, src=str(path), check_device=check_device)
     except ParamsError as err:
         rest = str(err).removeprefix(f"{path}: ")
         rest = rest.replace("'variants[0].", "'") if variant else rest

@@ -494,6 +494,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--estimate", action="store_true", help="print each notebook's expected time; run nothing"
     )
+    ap.add_argument(
+        "--device-kind",
+        choices=("cuda", "mps", "cpu"),
+        help="with --estimate: for this kind of device, not here (its committed example's device and protocol)",
+    )
     args = ap.parse_args(argv)
     if missing := missing_front_end():
         print(
@@ -546,9 +551,11 @@ def _run(args) -> int:
                 raise params_mod.ParamsError(f"--run-name is empty: {why}")
             overrides["run_name"], names["run_name"] = args.run_name, "--run-name"
         params_file = params_mod.resolved_path("--params", args.params, paths.resolve)
-        p = params_mod.load(
-            params_file, overrides, not args.estimate, overrides_src="--set", override_names=names
-        )
+        hardware = eta.example_hardware(args.device_kind) if args.device_kind else None
+        if args.device_kind and not (args.estimate and hardware):
+            why = "no committed example ran on one" if args.estimate else "it goes with --estimate only"
+            raise params_mod.ParamsError(f"--device-kind {args.device_kind}: {why}")
+        p = params_mod.load(params_file, overrides, not args.estimate, "--set", names, hardware)
         notes = (params_mod.empty_file_note(params_file), params_mod.shadowed_note(params_file, overrides))
         note = "\n".join(filter(None, (*notes, *params_mod.variant_notes(p))))
         problem = params_mod.run_data_problem(p)  # before the notebooks ahead of 05 or 06 measure anything
@@ -563,7 +570,7 @@ def _run(args) -> int:
             params_mod.resolved_path("--outputs", args.outputs) if args.outputs else paths.outputs_root()
         )
         if args.estimate:  # writes nothing, makes no folder
-            return _estimate(p, params_file, outputs)
+            return _estimate(p, params_file, outputs, hardware)
         if paths.folder_problem(outputs):
             raise params_mod.ParamsError(paths.folder_problem(outputs))
         run_dir = outputs / run_name_for(p)
@@ -581,14 +588,18 @@ def _run(args) -> int:
         lock.release()
 
 
-def _estimate(p: params_mod.Params, params_file: Path, outputs: Path) -> int:
+def _estimate(p: params_mod.Params, params_file: Path, outputs: Path, hardware=None) -> int:
     """``--estimate``: each notebook's expected time and its source as a run of ``p`` here would print them, on the
-    params' device where this machine lacks it; measures nothing, writes nothing."""
+    params' device where this machine lacks it, or on ``hardware`` (``--device-kind``); measures nothing, writes
+    nothing."""
     from cnnbench import devices
 
-    here = p.device.split(":")[0] in ("auto", *devices.available())
-    device = devices.resolve(p.device) if here else p.device
-    kind, name = devices.backend(device).kind, devices.device_name(device) if here else ""
+    if hardware is not None:
+        kind, name = hardware.kind, hardware.name
+    else:
+        here = p.device.split(":")[0] in ("auto", *devices.available())
+        device = devices.resolve(p.device) if here else p.device
+        kind, name = devices.backend(device).kind, devices.device_name(device) if here else ""
     run_dir = outputs / (p.run_name or paths.default_run_name(kind))
     expected = eta.expected_times(
         p.notebooks, _record(run_dir), **_estimate_sources(p, params_file, run_dir, kind, name)

@@ -1,9 +1,11 @@
 """What would a model do on a device you don't have (``cnnbench predict``, 08's predictions.csv).
 
 Each op of a step (forward, backward, optimizer; :func:`cnnbench.measure.traffic.count_step`'s counts) takes
-max(FLOPs / (e x peak), bytes / (e x bandwidth)) plus an overhead, e fitted per op class and device kind by least
-squares on log step times, the log-efficiencies pulled toward their mean (SHRINK). Every rate that can be checked
-is predicted out of sample: a model's rows from a fit on the other models' device-bound rows of its kind.
+max(FLOPs / (e x peak), bytes / (e x bandwidth)) plus an overhead on the device, e fitted per op class and device kind
+by least squares on log step times, the log-efficiencies pulled toward their mean (SHRINK). The host's time to issue
+the step is measured, not fitted (:func:`host_costs`): a step takes the larger of the two where the device queues
+work, their sum on a CPU. Every rate that can be checked is predicted out of sample: a model's rows from a fit on the
+other models' device-bound rows of its kind, its range from the other models' out-of-sample errors.
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ SHRINK, STEPS, LEARNING_RATE, START = 0.05, 600, 0.05, (0.3, 2e-5)  # Adam from 
 # seeds that timed steps; the others timed epochs with their loader: predicted, never fitted
 STEP_TIMED = ("003",)
 FAR_BELOW = 0.10  # a rate under this share of its roofline ceiling is bound by something else than the device
+HOST_SHARE = 0.5  # a queued device's step whose host takes this share of it is host-bound: no device evidence
+HOST_BOUND = "host-bound (launch overhead)"
 # the device each params file's time estimates are predicted for (the M2 Pro: the newest Mac GPU with a published
 # peak); 08's what-if devices: these and a datacenter GPU
 PARAMS_DEVICES = {"colab_t4.yaml": "Tesla T4", "apple_m.yaml": "Apple M2 Pro (19-core GPU)"}
@@ -78,21 +82,39 @@ def _stack(rows: pd.DataFrame) -> list:
     flops, nbytes, cls = (np.concatenate([p[i] for p in parts]) for i in range(3))
     roofs = [rows[c].to_numpy(float)[row] * 1e9 for c in ("peak_gflops", "bandwidth_gbs")]
     count = np.array([len(c[0]) for c in counted], float)
-    return [torch.as_tensor(a) for a in (flops, nbytes, cls, row, *roofs, count)]
+    host = np.array(rows.host_s.fillna(0), float) if "host_s" in rows else np.zeros(len(rows))
+    queued = (
+        np.array([_queued(k) for k in rows.device_kind]) if "device_kind" in rows else np.zeros(len(rows))
+    )
+    return [torch.as_tensor(a) for a in (flops, nbytes, cls, row, *roofs, count, host, queued.astype(bool))]
+
+
+def _queued(kind) -> bool:
+    return isinstance(kind, str) and not devices.backend_class(kind).on_host
 
 
 def _parts(log_params, stacked, n: int) -> tuple:
-    """Seconds per step of each row: (compute-bound ops, memory-bound ops, overhead)."""
+    """Seconds per step of each row: (compute-bound ops, memory-bound ops, overhead on the device, the host's
+    time to issue the step)."""
     import torch
 
-    flops, nbytes, cls, row, peak, bandwidth, count = stacked
+    flops, nbytes, cls, row, peak, bandwidth, count, host, _ = stacked
     e = torch.exp(log_params[:-1])
     compute = flops / (e[cls] * peak)
     memory = nbytes / (torch.where(cls < COMPUTE, e[COMPUTE], e[cls]) * bandwidth)
     slower = torch.maximum(compute, memory)
     on = compute >= memory
     sums = [torch.zeros(n, dtype=slower.dtype).index_add_(0, row, slower * w) for w in (on, ~on)]
-    return (*sums, count * torch.exp(log_params[-1]))
+    return (*sums, count * torch.exp(log_params[-1]), host)
+
+
+def _step(parts, stacked):
+    """A step's seconds from its parts: the host's time and the device's overlap where the device queues work (the
+    larger), they add on a host device."""
+    import torch
+
+    device = parts[0] + parts[1] + parts[2]
+    return torch.where(stacked[-1], torch.maximum(device, parts[3]), device + parts[3])
 
 
 @dataclass(frozen=True)
@@ -143,7 +165,7 @@ def _fitted_params(stacked, n: int, target) -> tuple[tuple[float, ...], float]:
     opt = torch.optim.Adam([theta], lr=LEARNING_RATE)
     for _ in range(STEPS):
         opt.zero_grad()
-        error = torch.log(sum(_parts(theta, stacked, n))) - target
+        error = torch.log(_step(_parts(theta, stacked, n), stacked)) - target
         ((error**2).mean() + SHRINK * ((theta[:-1] - theta[:-1].mean()) ** 2).mean()).backward()
         opt.step()
     v = theta.detach().exp().tolist()
@@ -159,18 +181,94 @@ def predict(rows: pd.DataFrame, f: Fit | None) -> pd.DataFrame:
     rows = rows.astype({"batch_size": int})
     stacked, n, batch = _stack(rows), len(rows), rows.batch_size.to_numpy(float)
     roofline = torch.tensor([0.0] * len(CLASSES) + [-math.inf], dtype=torch.float64)
-    out = pd.DataFrame({"ceiling_img_s": batch / sum(_parts(roofline, stacked, n)).numpy()}, index=rows.index)
+    out = pd.DataFrame(
+        {"ceiling_img_s": batch / sum(_parts(roofline, stacked, n)[:3]).numpy()}, index=rows.index
+    )
     if f is None:
         return out
     log_params = torch.log(torch.tensor([*f.efficiency, f.overhead_s], dtype=torch.float64))
-    parts = np.stack([p.numpy() for p in _parts(log_params, stacked, n)], axis=1)
-    total, names = parts.sum(axis=1), ("compute", "memory", "overhead")
-    worst = np.array(names, dtype=object)[parts.argmax(1)]
+    parts = _parts(log_params, stacked, n)
+    total = _step(parts, stacked).numpy()
+    parts = np.stack([p.numpy() for p in parts], axis=1)
+    names, device = ("compute", "memory", "overhead", "host"), parts[:, :3]
+    worst = np.array(names, dtype=object)[device.argmax(1)]
+    worst = np.where(stacked[-1].numpy() & (parts[:, 3] > device.sum(1)), HOST_BOUND, worst)
     bound = np.where(worst == "memory", "memory (" + rows.level.astype(str) + ")", worst)
     shares = [
-        ", ".join(f"{w} {x:.0%}" for w, x in zip(names, s, strict=True)) for s in parts / total[:, None]
+        ", ".join(f"{w} {x:.0%}" for w, x in zip(names, s, strict=True) if x)
+        for s in parts / parts.sum(axis=1)[:, None]
     ]
     return out.assign(predicted_img_s=batch / total, bound=bound, time_shares=shares, fit=f.text())
+
+
+def host_costs(rows: pd.DataFrame) -> pd.DataFrame:
+    """Each row's host time to issue its step where its device queues work (``host_s``; 0 on a host device, whose
+    fitted overhead stands for it) and where it comes from (``host_source``): its run's measured tiny step of the
+    model (04's host_steps) scaled by the row's ops; else, for a run without that measurement, a line (a fixed
+    part per step and a cost per op) through its other models' steps of the phase, never the row's own model
+    (:func:`_host_line`); else its kind's default (:func:`default_host`)."""
+    ops_of, out = _op_counts(rows), []
+    for i, r in rows.iterrows():
+        line, why = (math.nan, math.nan), ""
+        if not _queued(r.device_kind):
+            line, why = (0.0, 0.0), "a host device: its fitted overhead stands for the host"
+        elif pd.notna(r.get("host_step_s")):
+            line, why = (0.0, r.host_step_s / r.host_ops), f"measured by 04 in {r.run_name}"
+        elif pd.notna(r.get("run_name")):
+            others = rows[(rows.run_name == r.run_name) & (rows.phase == r.phase) & (rows.model != r.model)]
+            others = others.drop_duplicates(KEYS)  # a configuration 02 and 03 share counts once
+            line = _host_line(others.batch_size / others.rate_img_s, ops_of[others.index])
+            why = f"through {r.run_name}'s other models' {r.phase} steps"
+        if math.isnan(line[0]):  # a published row or a device not at hand, or too few other models
+            line, why = default_host(r.device_kind, r.phase)
+        out.append((line[0] + line[1] * ops_of[i], why))
+    return pd.DataFrame(out, index=rows.index, columns=["host_s", "host_source"])
+
+
+def _host_line(seconds: pd.Series, op_counts: pd.Series) -> tuple[float, float]:
+    """(seconds per step, seconds per op) of a robust line through steps' times against their ops (Theil-Sen: the
+    median slope of every pair, the median intercept), both at least 0; NaN for fewer than two op counts."""
+    t, n = seconds.to_numpy(float), op_counts.to_numpy(float)
+    i, j = np.triu_indices(len(t), 1)
+    apart = n[j] != n[i]
+    if not apart.any():
+        return math.nan, math.nan
+    c = max(float(np.median((t[j] - t[i])[apart] / (n[j] - n[i])[apart])), 0.0)
+    return max(float(np.median(t - c * n)), 0.0), c
+
+
+@functools.cache
+def default_host(kind: str, phase: str) -> tuple[tuple[float, float], str]:
+    """The host line (:func:`_host_line`) of a ``kind`` device with no measurement of its own, and its source: the
+    committed example of that kind (or of another accelerator): its measured host steps (04), else a line through
+    its 02 and 03 steps (the H100's, at 64 px, are host-bound)."""
+    rows = _examples()
+    for k in [kind, *sorted(k for k in set(rows.device_kind) if _queued(k))]:
+        mine = rows[(rows.device_kind == k) & (rows.phase == phase)].drop_duplicates(KEYS)
+        if "host_step_s" in mine and mine.host_step_s.notna().any():
+            per_op = (mine.host_step_s / mine.host_ops).median()
+            return (0.0, per_op), f"measured by 04 in {mine.run_name.iloc[0]}"
+        if len(mine) and not math.isnan(
+            (line := _host_line(mine.batch_size / mine.rate_img_s, _op_counts(mine)))[0]
+        ):
+            return line, f"through {mine.run_name.iloc[0]}'s {phase} steps"
+    return (math.nan, math.nan), f"no measurement of a {kind} host"
+
+
+@functools.cache
+def _examples() -> pd.DataFrame:
+    """The committed examples' 02 and 03 rows (examples/, each a run on its device), as :func:`measured_rows`."""
+    from cnnbench import paths
+    from cnnbench.results import runs
+
+    return measured_rows(
+        runs.load(sorted(e.parent for e in (paths.repo_root() / "examples").glob("*/environment.json")))
+    )
+
+
+def _op_counts(rows: pd.DataFrame) -> pd.Series:
+    """The ops :func:`ops` counts in each row's step."""
+    return rows[KEYS].astype(dict.fromkeys(KEYS[1:4], int)).apply(lambda r: len(ops(*r)[0]), axis=1)
 
 
 def spec_roof(device: str, precision: str = "fp32") -> dict:
@@ -244,7 +342,12 @@ def measured_rows(merged) -> pd.DataFrame:
             r = roof_for(mine, p)
             roofs[run, p] = [*r[ROOF[:3]], f"measured {r.name} roofs of {run} (04)"]
     keys = zip(rows.run_name, rows.precision, strict=True)
-    return rows.join(pd.DataFrame([roofs.get(k, [math.nan] * 4) for k in keys], rows.index, ROOF))
+    rows = rows.join(pd.DataFrame([roofs.get(k, [math.nan] * 4) for k in keys], rows.index, ROOF))
+    host, keys = merged["host_steps"], ["run_name", "model", "phase"]
+    if "host_step_s" not in host:  # no run measured its host (04 before it did)
+        return rows
+    measured = host[host.status == "ok"].groupby(keys)[["host_step_s", "ops"]].median()
+    return rows.join(measured.rename(columns={"ops": "host_ops"}), on=keys)
 
 
 def judged(rows: pd.DataFrame) -> pd.DataFrame:
@@ -264,18 +367,26 @@ def judged(rows: pd.DataFrame) -> pd.DataFrame:
     rows = rows.assign(**{c: rows[c].combine_first(extra[c]) if c in rows else extra[c] for c in extra})
     ok = rows.reason.isna()
     rows.loc[ok, "ceiling_img_s"] = predict(rows[ok], None).ceiling_img_s
-    share = rows.rate_img_s / rows.ceiling_img_s
-    verdicts = ["no prediction", "above the ceiling", "bound by something else", "not fitted"]
-    conds = [~ok, share > 1, share < FAR_BELOW, ~rows.candidate.astype(bool)]
+    rows.loc[ok, ["host_s", "host_source"]] = host_costs(rows[ok])
+    share, step = rows.rate_img_s / rows.ceiling_img_s, rows.batch_size / rows.rate_img_s
+    verdicts = ["no prediction", "above the ceiling", HOST_BOUND, "bound by something else", "not fitted"]
+    conds = [
+        ~ok,
+        share > 1,
+        rows.host_s >= HOST_SHARE * step,
+        share < FAR_BELOW,
+        ~rows.candidate.astype(bool),
+    ]
     rows["verdict"] = np.select(conds, verdicts, "device")
     said = {
+        HOST_BOUND: "the host issues its ops in {r.host_s:.4g} s ({r.host_source}), {h:.0%} of the measured step",
         "above the ceiling": "{r.rate_img_s:,.0f} img/s is {s:.2f}x what its roofs allow ({r.ceiling_img_s:,.0f} "
         "img/s: every op at {r.peak_gflops:,.0f} GFLOP/s and {r.bandwidth_gbs:,.0f} GB/s, no overhead) at {r.precision}",
         "bound by something else": "{s:.1%} of what its roofs allow ({r.ceiling_img_s:,.0f} img/s); {r.configuration}",
         "not fitted": "predicted, not fitted: {r.configuration}",
     }
     for i, r in rows[rows.verdict.isin(said)].iterrows():
-        rows.loc[i, "reason"] = said[r.verdict].format(r=r, s=share[i])
+        rows.loc[i, "reason"] = said[r.verdict].format(r=r, s=share[i], h=r.host_s / step[i])
     return rows
 
 
@@ -297,17 +408,23 @@ def _fitted(train: pd.DataFrame, kind: str) -> Fit:
     return _FITS[key] if key in _FITS else _FITS.setdefault(key, fit(train.astype({"batch_size": int}), kind))
 
 
-def _ratios(rows: pd.DataFrame, kind: str) -> tuple[float, float]:
-    """The range of rate / predicted over a ``kind`` fit's rows (their out-of-sample predictions)."""
-    base = _fit_rows(rows, kind)[0]
-    r = (base.rate_img_s / base.predicted_img_s).dropna()
-    return (r.min(), r.max()) if len(r) else (math.nan, math.nan)
+def _span(rows: pd.DataFrame, kind: str, host_bound: bool, model=None) -> tuple[float, float]:
+    """The range of rate / predicted a ``kind`` prediction carries: as far either way as the worst out-of-sample
+    error of the rows it stands on, device-bound or host-bound as ``host_bound`` says, ``model``'s own rows left out
+    (a row's range is no summary of its own error); the device-bound rows' where none is bound alike."""
+    kinds = set(_fit_rows(rows, kind)[1].split("+"))
+    errors = np.log(rows.rate_img_s / rows.predicted_img_s)[
+        rows.device_kind.isin(kinds) & (rows.model != model)
+    ]
+    alike = errors[rows.verdict == (HOST_BOUND if host_bound else "device")]
+    worst = (alike if alike.notna().any() else errors[rows.verdict == "device"]).abs().max()
+    return math.exp(-worst), math.exp(worst)
 
 
 def scored(rows: pd.DataFrame) -> pd.DataFrame:
     """Every predictable row of ``judged`` rows predicted out of sample: each model's rows from a fit on the other
     models' device-bound rows of its kind (the held-out model's rows never enter its own fit); its range spans the
-    out-of-sample ratios rate / predicted of its kind's device-bound rows."""
+    out-of-sample ratios rate / predicted of the other models' rows of its kind bound alike (:func:`_span`)."""
     parts = [pd.DataFrame(columns=["predicted_img_s"])]
     for (kind, model), held in rows[rows.verdict != "no prediction"].groupby(["device_kind", "model"]):
         base, fitted_on = _fit_rows(rows, kind)
@@ -318,7 +435,10 @@ def scored(rows: pd.DataFrame) -> pd.DataFrame:
             rows.loc[held.index, ["verdict", "reason"]] = ("no prediction", f"no other model's {kind} rows")
     rows = rows.join(pd.concat(parts).astype({"predicted_img_s": float}))
     rows["error_pct"] = 100 * (rows.predicted_img_s / rows.rate_img_s - 1)
-    span = pd.DataFrame([_ratios(rows, k) for k in rows.device_kind], index=rows.index)
+    keys = zip(rows.device_kind, rows.verdict == HOST_BOUND, rows.model, strict=True)
+    span = pd.DataFrame(
+        [_span(rows, *k) if pd.notna(k[0]) else (math.nan,) * 2 for k in keys], index=rows.index
+    )
     return rows.assign(low_img_s=rows.predicted_img_s * span[0], high_img_s=rows.predicted_img_s * span[1])
 
 
@@ -333,15 +453,17 @@ def what_if(rows: pd.DataFrame, targets=None, on=WHAT_IF, precision: str = "fp32
     for device, why in on.items() if len(targets) else ():
         roof = spec_roof(device, precision)
         t = targets.assign(**roof, precision=precision, source=f"predicted for {why}")
+        t = t.join(host_costs(t))
         p = predict(t, _fitted(*_fit_rows(rows, roof["device_kind"])))
-        lo, hi = _ratios(rows, roof["device_kind"])
+        spans = [_span(rows, roof["device_kind"], b == HOST_BOUND) for b in p.bound]
+        lo, hi = (np.array([s[i] for s in spans]) for i in (0, 1))
         out.append(t.join(p).assign(low_img_s=p.predicted_img_s * lo, high_img_s=p.predicted_img_s * hi))
     return pd.concat(out[1:] or out, ignore_index=True)
 
 
 def step_times(configs, device: str) -> list[float]:
     """Predicted seconds of one step of each configuration (model, phase, batch_size, image_size, num_classes,
-    precision) on ``device`` of device_specs.csv, fitted on the seeds' device-bound rows of its kind; at the fp32
+    precision) on ``device`` of device_specs.csv, fitted on the :func:`known` device-bound rows of its kind; at the fp32
     roofs where the device has no peak at a configuration's precision. :class:`Refused` for a device with no fp32
     peak."""
     fp32 = spec_roof(device)
@@ -352,8 +474,15 @@ def step_times(configs, device: str) -> list[float]:
         except Refused:
             roofs[c.precision] = fp32
     t = pd.DataFrame([{**roofs[c.precision], **{k: getattr(c, k) for k in KEYS}} for c in configs])
-    p = predict(t, _fitted(*_fit_rows(judged(published_rows()), fp32["device_kind"])))
+    p = predict(t.join(host_costs(t)), _fitted(*_fit_rows(known(), fp32["device_kind"])))
     return list(t.batch_size / p.predicted_img_s)
+
+
+@functools.cache
+def known() -> pd.DataFrame:
+    """What a prediction for a device not at hand stands on: the seeds' rates and the committed examples' 02 and 03
+    rows, scored out of sample."""
+    return scored(judged(pd.concat([published_rows(), _examples()], ignore_index=True)))
 
 
 def table(merged) -> pd.DataFrame:
@@ -362,15 +491,22 @@ def table(merged) -> pd.DataFrame:
 
 
 def goals(t: pd.DataFrame) -> pd.DataFrame:
-    """Issue 32's goal figures of a predictions table: median absolute error (%) of the merged runs' 02 rows and
-    of the published device-bound rows, with the rows each covers (a row not predicted is counted, not dropped)."""
+    """Issues 32's and 42's goal figures of a predictions table, per source of rows: the median absolute error (%)
+    and the share of rows inside their own range (%), with the rows each covers (a row not predicted is counted,
+    not dropped): the merged runs' 02 rows on a host device, their 02 and 03 rows on an accelerator, the published
+    device-bound rows."""
+    queued = t.device_kind.map(_queued).astype(bool)
     groups = {
-        "measured by 02, out of sample": t.source.str.endswith("(02)"),
+        "measured by 02 on a CPU, out of sample": t.source.str.endswith("(02)") & ~queued,
+        "measured by 02 and 03 on an accelerator, out of sample": t.source.str.endswith(("(02)", "(03)"))
+        & queued,
         "published, device-bound": t.source.str.startswith("published") & (t.verdict == "device"),
     }
-    err, pred = t.error_pct.abs(), t.predicted_img_s
-    rows = [(k, m.sum(), pred[m].count(), err[m].median()) for k, m in groups.items()]
-    return pd.DataFrame(rows, columns=["rows", "count", "predicted", "median_abs_error_pct"])
+    err, pred, inside = t.error_pct.abs(), t.predicted_img_s, t.rate_img_s.between(t.low_img_s, t.high_img_s)
+    rows = [(k, m.sum(), pred[m].count(), err[m].median(), 100 * inside[m].mean()) for k, m in groups.items()]
+    return pd.DataFrame(
+        rows, columns=["rows", "count", "predicted", "median_abs_error_pct", "inside_range_pct"]
+    )
 
 
 def figure(t: pd.DataFrame, path=None):
@@ -396,8 +532,8 @@ def figure(t: pd.DataFrame, path=None):
 
 
 def one(model: str, device: str, phase="train", batch_size=None, image_size=None, precision="fp32") -> dict:
-    """``cnnbench predict``: one prediction (the workbook's defaults where a size is None) fitted on the seeds'
-    device-bound rows; :class:`Refused` (one line) for an unknown model, device or precision before any work."""
+    """``cnnbench predict``: one prediction (the workbook's defaults where a size is None) fitted on what is
+    :func:`known`; :class:`Refused` (one line) for an unknown model, device or precision before any work."""
     from cnnbench.params import Params
 
     try:
@@ -408,8 +544,19 @@ def one(model: str, device: str, phase="train", batch_size=None, image_size=None
     _, _, size, classes = spec.data_for(p.dataset, image_size or p.image_size, p.num_classes)
     batch = batch_size or p.batch_size_for(model)
     target = pd.DataFrame([[model, phase, batch, size, classes]], columns=[*KEYS[:1], "phase", *KEYS[1:4]])
-    r = what_if(scored(judged(published_rows())), target, {roof["device"]: "cnnbench"}, precision).iloc[0]
-    keys = ["model", "device", "phase", "batch_size", "image_size", "precision", "bound", "fit", "roof"]
+    r = what_if(known(), target, {roof["device"]: "cnnbench"}, precision).iloc[0]
+    keys = [
+        "model",
+        "device",
+        "phase",
+        "batch_size",
+        "image_size",
+        "precision",
+        "bound",
+        "fit",
+        "roof",
+        "host_source",
+    ]
     out = {k: r[k].item() if hasattr(r[k], "item") else r[k] for k in keys}
     return {**out, "img_s": r.predicted_img_s, "low": r.low_img_s, "high": r.high_img_s}
 
@@ -444,7 +591,8 @@ def main(argv: list[str]) -> int:
     text = (
         "{model} {phase} on {device} (batch {batch_size}, {image_size} px, {precision}): {img_s:,.0f} img/s "
         "({low:,.0f} to {high:,.0f}), bound: {bound}\nmethod: each op's FLOPs and bytes (forward, backward, "
-        "optimizer) against the roofs ({roof}) at fitted efficiencies, plus a per-op overhead\nfit: {fit}"
+        "optimizer) against the roofs ({roof}) at fitted efficiencies, plus a per-op overhead; the larger of that "
+        "and the host's time to issue the step where the device queues work\nfit: {fit}\nhost: {host_source}"
     )
     print(json.dumps(r) if a.json else text.format(**r))
     return 0

@@ -33,7 +33,7 @@ def readable_display() -> None:
 VERDICTS = tuple(
     (
         "status verdict agree significant distinguishable_from_default bound bound_dram above_roof noisy "
-        "machine_state stop_reason fate matches_published passed ok"
+        "machine_state step_bound stop_reason fate matches_published passed ok"
     ).split()
 )
 WIDE_COLUMNS = 8  # more columns than this do not fit the page
@@ -225,7 +225,8 @@ def measured(df: pd.DataFrame) -> pd.DataFrame:
         *(
             "model phase variant batch_size image_size data_mode status steps_per_window throughput_img_s "
             "throughput_ci95_img_s processes_measured stop_reason measured_in throughput_process_min_img_s "
-            "throughput_process_max_img_s machine_state step_time_median_s step_time_std_s noisy"
+            "throughput_process_max_img_s machine_state step_bound device_busy_pct step_time_median_s "
+            "step_time_std_s noisy"
         ).split(),
         *RATES,
         *MEMORY,
@@ -256,7 +257,8 @@ def utilisation(df: pd.DataFrame) -> pd.DataFrame:
     """Seed 000's Table 5, sampled during the measured windows only (mean and max, in %), per run."""
     cols = (
         "run_name device_name model phase variant batch_size util_cpu_mean_pct util_cpu_max_pct "
-        "util_process_cpu_mean_pct util_device_mean_pct util_device_max_pct util_device_mem_mean_pct "
+        "util_process_cpu_mean_pct device_busy_pct step_bound util_device_mean_pct util_device_max_pct "
+        "util_device_mem_mean_pct "
         "gpu_power_w_mean gpu_temp_c_max gpu_sm_clock_mhz_mean gpu_throttle_reasons cpu_steal_mean_pct "
         "cpu_steal_max_pct util_other_cpu_mean_pct util_other_cpu_max_pct cpu_freq_mhz_mean machine_state "
         "machine_note telemetry_samples"

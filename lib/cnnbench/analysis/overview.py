@@ -12,6 +12,7 @@ import pandas as pd
 
 from cnnbench import knobs, results, tables
 from cnnbench.measure import reproducibility
+from cnnbench.measure.engine import HOST_BOUND
 
 
 def _finite(x) -> bool:
@@ -28,12 +29,15 @@ def with_interval(value: float, ci: float) -> str:
     return tables.with_interval(value, ci)
 
 
-def marked(rate: float, ci: float, state: str = "") -> str:
-    """:func:`with_interval`, marked "busy" where the machine was (``state``, the row's ``machine_state``) and
-    "imprecise" where its interval is wider than +-PRECISE_PCT% of it (or it has none)."""
+def marked(rate: float, ci: float, state: str = "", bound: str = "", busy_pct: float = math.nan) -> str:
+    """:func:`with_interval`, marked "busy" where the machine was (``state``, the row's ``machine_state``),
+    "imprecise" where its interval is wider than +-PRECISE_PCT% of it (or it has none), and "host-bound" with the
+    device's busy share where the host's launches bound the step (``bound``, the row's ``step_bound``)."""
     text, marks = with_interval(rate, ci), ["busy"] if str(state) == "busy" else []
     if "not precise" not in text and not reproducibility.precise(rate, ci):
         marks.append(f"imprecise: ±{100 * ci / rate:.0f}%" if _finite(ci) else "no interval")
+    if bound == HOST_BOUND:
+        marks.append(f"host-bound: the device busy {busy_pct:.0f}% of the step")
     return f"{text} ({'; '.join(marks)})" if marks else text
 
 
@@ -51,7 +55,7 @@ def speedup_text(speedup: float, ci: float) -> str:
 def headline(run_dir: Path) -> pd.DataFrame:
     """Per model and phase of 02 (fp32, NCHW, eager): rate with its interval (:func:`marked`), and from 04 its
     share of the attainable roof it is placed under (``roof``: e.g. "measured fp32 dram") and what bounds it."""
-    a = results.read(run_dir, "scenario_a", ("machine_state",))
+    a = results.read(run_dir, "scenario_a", ("machine_state", "step_bound", "device_busy_pct"))
     if a.empty:
         return pd.DataFrame()
     a = knobs.default_variant(a[a.status == "ok"])
@@ -62,7 +66,8 @@ def headline(run_dir: Path) -> pd.DataFrame:
     rows: dict[tuple, dict] = {}
     for r in a.itertuples():
         row = rows.setdefault((r.model, r.batch_size), {"model": r.model, "batch": r.batch_size})
-        row[f"{r.phase} images/s"] = marked(r.throughput_img_s, r.throughput_ci95_img_s, r.machine_state)
+        rate = r.throughput_img_s, r.throughput_ci95_img_s, r.machine_state, r.step_bound, r.device_busy_pct
+        row[f"{r.phase} images/s"] = marked(*rate)
         at = roof[(roof.model == r.model) & (roof.phase == r.phase) & (roof.batch_size == r.batch_size)]
         if len(at):
             share, bound, of = float(at.efficiency.iloc[0]), at.bound.iloc[0], at.roof.fillna("").iloc[0]
@@ -170,7 +175,11 @@ def _rates(df: pd.DataFrame) -> str:
         return ""
     what = "(02: fp32, NCHW, eager; interval over fresh processes)"
     marks = f"*busy*: the machine was busy; *imprecise*: 95% interval wider than ±{reproducibility.PRECISE_PCT:g}%"
-    return f"**Headline rates** {what}:\n\n{_html_table(df)}\n\n{marks}: neither supports a headline.\n\n"
+    host = "; *host-bound*: the device was busy under half of each step, waiting on the host's launches"
+    host = host if df.apply(lambda c: c.astype(str).str.contains("host-bound")).any().any() else ""
+    return (
+        f"**Headline rates** {what}:\n\n{_html_table(df)}\n\n{marks}: neither supports a headline{host}.\n\n"
+    )
 
 
 def combined_rates(run_dirs: list[Path]) -> str:

@@ -41,6 +41,7 @@ class Hardware:
     sms: int = 0  # streaming multiprocessors (0: not a GPU that has them)
     torch_version: tuple[int, int] = host.TORCH_VERSION
     macos: tuple[int, int] | None = None
+    memory_bytes: int = 0  # the device's own memory (0: it shares the host's)
 
     def cpu_description(self) -> str:
         if "avx512f" in self.isa:
@@ -59,6 +60,44 @@ def _compiler() -> bool:
     return any(shutil.which(c) for c in (os.environ.get("CXX", ""), "g++", "c++", "clang++") if c)
 
 
+# The protocol a device kind measures with: params keys applied under the params file's own
+# (:func:`cnnbench.params.load`). The host CPU's is sized for minutes on a 2-core CPU: seed 000's models at
+# Tiny-ImageNet's 64 px (seed 000 resized its images to 224 px: the accelerators' protocol), 2 warm-up steps and a window of 3 steps in each of 3 fresh processes (processes differ more
+# than the windows of one process), more processes while an interval is wider than +-8% and 30 s per notebook
+# last; epochs capped at 3 batches; 05, 06 and 07 sized to a minute or so each.
+CPU_PROTOCOL = {
+    "warmup_steps": 2, "measured_steps": 3, "min_window_s": 0.25, "repeats": 1, "processes": 3,
+    "max_processes": 6, "ci_target_pct": 8.0, "adapt_budget_s": 30, "epoch_mode": True, "max_batches": 3,
+    "sweep": {"squeezenet1_1": [32, 64, 128, 512], "resnet50": [32, 128]},
+    "scratch_train_images": 8192, "scratch_test_images": 1000, "scratch_epochs": 3, "scratch_mlp_steps": 200,
+    "pretrained": False, "transfer_image_size": 64, "transfer_batch_sizes": [16, 32], "transfer_epochs": 2,
+    "transfer_train_images": 64, "transfer_val_images": 32, "phase_steps": 6, "phase_batch_size": 16,
+    "profile_batch_size": 8, "scaling_batch_size": 16, "scaling_steps": 4, "phase_max_s": 10.0,
+    "tune_models": ["resnet18"], "tune_budget_s": 20, "tune_compile_modes": ["off"], "tune_min_batch_size": 32,
+    "tune_max_batch_size": 128, "tune_confirm_top": 1, "tune_confirm_window_s": 2.0, "peak_repeats": 3,
+    "profile_steps": 2,
+}  # fmt: skip
+# An accelerator's: what a GPU user compares (NVIDIA's and timm's ResNet-50 benchmarks, MLPerf): seed 000's four
+# models at the 224 px seeds 000 and 003 trained at, fp32 and TF32 baselines beside autocast with channels_last
+# (each variant, or the first of a list of alternatives, that the device runs), seed 003's 10 warm-up steps, windows
+# of at least 1 s (NVML's energy resolution) in 3 processes, no epochs (seed 000's Table 2 is the CPU's); 06 on the
+# accelerator alone (its own DenseNet-121), 07 on ResNet-50 with its compile modes.
+ACCELERATOR_PROTOCOL = {
+    **CPU_PROTOCOL, "image_size": 224, "warmup_steps": 10, "min_window_s": 1.0, "adapt_budget_s": 15,
+    "models": ["resnet18", "mobilenet_v2", "resnet50", "squeezenet1_1"], "epoch_mode": False,
+    "sweep": {"squeezenet1_1": [64, 128, 256, 512], "resnet50": [64, 128, 256]}, "tune_guard_budget_s": 120,
+    "variants": [
+        {"precision": "fp32", "memory_format": "nchw", "compile": False},
+        {"precision": "tf32", "memory_format": "nchw", "compile": False},
+        [{"precision": p, "memory_format": "channels_last", "compile": False} for p in ("bf16", "fp16")],
+    ],
+    "synthetic_images": 512,
+    "transfer_image_size": 224, "transfer_batch_sizes": [32, 64], "transfer_train_images": 256,
+    "transfer_val_images": 128, "phase_batch_size": 32, "profile_batch_size": 16, "scaling_batch_size": 64,
+    "tune_models": ["resnet50"], "tune_budget_s": 60, "tune_min_batch_size": 64, "tune_max_batch_size": 512,
+}  # fmt: skip
+
+
 class Backend:
     """One device kind's answers for a device of that kind; the defaults are the host CPU's (no queue)."""
 
@@ -67,13 +106,40 @@ class Backend:
     on_host = True  # the host CPU is the measured device (its threads and speed are the measurement's)
     own_memory = False  # it has memory of its own (else it shares the host's: the host's limits are its own)
     queued = False  # work is queued and runs later: synchronise before reading a clock
+    # one fresh worker measures every configuration of a round (its memory peaks reset per configuration and a
+    # process takes seconds to start), else one worker per configuration (the host's RSS peak is a process's own)
+    round_worker = False
     pins = False  # pinned host memory speeds copies to this device
     ddp_backend = "gloo"  # torch.distributed backend of its data-parallel runs
     min_call_s = 0.005  # the shortest timed call of a roofline kernel (launch and clock costs vanish in it)
     main_memory = "dram"
+    protocol = CPU_PROTOCOL
+    # a first run's time estimate (cnnbench.eta), seconds: a notebook's kernel start-up and imports, a fresh worker
+    # process (interpreter, torch, model built), a step where the protocol fixes steps, one repetition of 04's peak
+    # benchmarks, one model and phase profiled layer by layer, one from-scratch step of 05; for a 2-core CPU
+    budget = {
+        "kernel_s": 5.0,
+        "process_s": 1.5,
+        "step_s": 0.5,
+        "peaks_s": 12.0,
+        "layers_s": 3.0,
+        "scratch_step_s": 0.05,
+    }
 
     def __init__(self, device: torch.device):
         self.device = device
+
+    @classmethod
+    def protocol_for(cls, hw: Hardware | None) -> dict:
+        """:attr:`protocol` on ``hw`` (None: a device of this kind not at hand): each variant, or the first of a
+        list of alternatives, that ``hw`` runs; a variant it runs in no alternative is left out."""
+
+        def runs(variant: dict) -> bool:
+            return hw is None or not any(cls.lacks(k, v, hw) for k, v in variant.items())
+
+        options = [v if isinstance(v, list) else [v] for v in cls.protocol.get("variants", [])]
+        variants = [next(iter(filter(runs, alternatives)), None) for alternatives in options]
+        return {**cls.protocol, **({"variants": [v for v in variants if v]} if options else {})}
 
     @classmethod
     def present(cls) -> bool:
@@ -240,6 +306,11 @@ class Backend:
     def op_names(self) -> dict[str, str]:
         """Profiled op names this kind's libraries use -> the name the FLOP counter gives the same op."""
         return {}
+
+    def busy_s(self, step: Callable, n: int) -> float | None:
+        """Seconds the device ran work over ``n`` calls of ``step`` (its kernels' time, launch gaps apart), None
+        where the host is the device or no profiler records the device's own time."""
+        return None
 
     # --- distributed
     def ddp_device_ids(self) -> list[int] | None:

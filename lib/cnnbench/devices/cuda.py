@@ -12,7 +12,15 @@ import os
 
 import torch
 
-from cnnbench.devices.base import Backend, Hardware, normalise_name, spec_rows, specs, sweep_row
+from cnnbench.devices.base import (
+    ACCELERATOR_PROTOCOL,
+    Backend,
+    Hardware,
+    normalise_name,
+    spec_rows,
+    specs,
+    sweep_row,
+)
 
 
 def gpu_extra() -> str:
@@ -36,19 +44,51 @@ MAX_AUTOTUNE_MIN_SMS = 68
 # The L2 of a GPU: copies of a working set that fits it (<= 25 MiB on an H100) last microseconds, so launch gaps
 # dominate even replayed from a CUDA graph. One long kernel re-reads the L2-resident buffer instead: a sum of the
 # buffer expanded R times (stride 0, nothing copied), one output per re-read, R chosen so a call moves at least
-# REREAD_TARGET_BYTES. Buffers under REREAD_MIN_BYTES are left out: one SM's L1 (256 KiB on Hopper) would serve them.
+# REREAD_TARGET_BYTES. The L2's working sets start above the L1 of all SMs together, which could hold a smaller one.
 REREAD_TARGET_BYTES = 4 * 2**30
-REREAD_MIN_BYTES = 2 * 2**20
+# L1 (unified with shared memory) per SM, KiB, by compute capability: NVIDIA's tuning guides (Volta to Blackwell)
+L1_PER_SM_KIB = {(7, 0): 128, (7, 5): 96, (8, 0): 192, (8, 6): 128, (8, 7): 192, (8, 9): 128, (9, 0): 256}
 HBM_CAPABILITIES = ((7, 0), (8, 0), (9, 0), (10, 0))  # V100, A100, H100/H200, B100/B200: data-centre, HBM
+# Batches that fill a GPU of at least FILL_BYTES, as NVIDIA's and timm's ResNet-50 benchmarks run; a smaller GPU
+# keeps the seeds' 128 (tests/test_devices_env.py holds the threshold against the workbook's activation memory)
+FILLING, FILL_BYTES = {"resnet50": 256}, 32 * 2**30
 
 
 class CudaBackend(Backend):
     kind = torch_type = "cuda"
     on_host = False
-    queued = pins = autotunes = own_memory = True
+    queued = pins = autotunes = own_memory = round_worker = True
     ddp_backend = "nccl"
     min_call_s = 0.05
     op_time = "device"
+    protocol = {
+        **ACCELERATOR_PROTOCOL,
+        "batch_size_per_model": {"squeezenet1_1": 64, "mnist_cnn": 512, **FILLING},
+        "transfer_devices": ["cuda"],
+        "tune_compile_modes": ["off", "default", "reduce-overhead"],
+    }
+
+    # the H100 example's (16 host cores): its notebooks took 7-12 s to open (CUDA's start in the kernel), a worker
+    # process about 2.4 s (issue 41, from that run's console), 04 27 s with 3 peak repetitions and 12 layer profiles,
+    # 05 21 s with 16 CNN steps per epoch
+    budget = {
+        "kernel_s": 10.0,
+        "process_s": 2.4,
+        "step_s": 0.1,
+        "peaks_s": 4.0,
+        "layers_s": 0.5,
+        "scratch_step_s": 0.005,
+    }
+
+    @classmethod
+    def protocol_for(cls, hw: Hardware | None) -> dict:
+        """The accelerator protocol; the filling batches only on a GPU of at least FILL_BYTES."""
+        out = super().protocol_for(hw)
+        if hw is not None and hw.memory_bytes < FILL_BYTES:
+            out["batch_size_per_model"] = {
+                m: b for m, b in out["batch_size_per_model"].items() if m not in FILLING
+            }
+        return out
 
     @classmethod
     def present(cls) -> bool:
@@ -68,6 +108,7 @@ class CudaBackend(Backend):
             capability=self.capability(),
             triton=importlib.util.find_spec("triton") is not None,
             sms=torch.cuda.get_device_properties(self.device).multi_processor_count,
+            memory_bytes=self.total_memory_bytes(),
         )
 
     @classmethod
@@ -158,14 +199,25 @@ class CudaBackend(Backend):
 
     @contextlib.contextmanager
     def math(self, precision: str):
-        """fp32 means fp32 (TF32 off, where cuDNN's default is on), tf32 turns TF32 on; restored after the block."""
-        cudnn = torch.backends.cudnn
-        saved = (torch.backends.cuda.matmul.allow_tf32, cudnn.allow_tf32)
-        torch.backends.cuda.matmul.allow_tf32 = cudnn.allow_tf32 = precision == "tf32"
+        """fp32 means IEEE fp32 (TF32 off, where cuDNN's default is on), tf32 turns TF32 on, for cuBLAS and cuDNN:
+        through ``fp32_precision`` where torch has it (torch raises once it is mixed with the legacy flags), else the
+        legacy ``allow_tf32`` flags; restored after the block."""
+        b = torch.backends
+        if hasattr(getattr(b.cudnn, "conv", None), "fp32_precision"):
+            flags, (on, off) = (
+                [(b.cuda.matmul, "fp32_precision"), (b.cudnn.conv, "fp32_precision")],
+                ("tf32", "ieee"),
+            )
+        else:
+            flags, (on, off) = [(b.cuda.matmul, "allow_tf32"), (b.cudnn, "allow_tf32")], (True, False)
+        saved = [getattr(owner, name) for owner, name in flags]
+        for owner, name in flags:
+            setattr(owner, name, on if precision == "tf32" else off)
         try:
             yield
         finally:
-            torch.backends.cuda.matmul.allow_tf32, cudnn.allow_tf32 = saved
+            for (owner, name), before in zip(flags, saved, strict=True):
+                setattr(owner, name, before)
 
     @contextlib.contextmanager
     def autotune(self, on: bool):
@@ -214,6 +266,19 @@ class CudaBackend(Backend):
         names = tuple(f"self_{n}" for n in names) if self_only else names
         return float(next((v for a in names if (v := getattr(evt, a, None)) is not None), 0.0))
 
+    def busy_s(self, step, n: int) -> float | None:
+        """The kernels' time over ``n`` calls of ``step``, from CUPTI's records through torch.profiler (one stream's
+        kernels do not overlap: their sum is the time the GPU was busy)."""
+        from torch.profiler import ProfilerActivity, profile
+
+        self.synchronize()
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            for _ in range(n):
+                step()
+            self.synchronize()
+        busy = sum(self.op_time_us(e, self_only=True) for e in prof.key_averages()) / 1e6
+        return busy or None
+
     def op_names(self) -> dict[str, str]:
         """cuDNN's batch norm runs as its own aten ops; the FLOP counter (on the meta device) names them native."""
         return {
@@ -250,10 +315,29 @@ class CudaBackend(Backend):
         return super().batched(fn, inner)
 
     def cache_levels(self, threads: int = 1, sysfs_root=None) -> list[dict]:
-        l2 = getattr(torch.cuda.get_device_properties(self.device), "L2_cache_size", None)  # torch 2.5+
+        """The L2, its working sets above the L1 of all SMs (``above_bytes``; 256 KiB an SM where unknown)."""
+        props = torch.cuda.get_device_properties(self.device)
+        l2 = getattr(props, "L2_cache_size", None)  # torch 2.5+
         if not l2:
             return []
-        return [{"level": "l2", "size_bytes": l2, "capacity_bytes": l2, "size_source": "cuda L2_cache_size"}]
+        per_sm = L1_PER_SM_KIB.get((getattr(props, "major", 0), getattr(props, "minor", 0)), 256)
+        l1 = getattr(props, "multi_processor_count", 0) * per_sm * 2**10
+        how = (
+            f"cuda L2_cache_size, above {props.multi_processor_count} SMs x {per_sm} KiB of L1" if l1 else ""
+        )
+        return [
+            {"level": "l2", "size_bytes": l2, "capacity_bytes": l2, "above_bytes": l1, "size_source": how}
+        ]
+
+    def sweep_sizes(self, levels: list[dict], dram_bytes: int, threads: int) -> list[int]:
+        """The series, and three working sets between the SMs' L1 and each level's capacity (a roof is the median
+        of at least three: peaks.MIN_POINTS)."""
+        inside = [
+            lv["above_bytes"] + (lv["capacity_bytes"] - lv["above_bytes"]) * f
+            for lv in levels
+            for f in (0.3, 0.6, 0.9)
+        ]
+        return sorted({*super().sweep_sizes(levels, dram_bytes, threads), *map(int, inside)})
 
     @property
     def main_memory(self) -> str:
@@ -262,8 +346,7 @@ class CudaBackend(Backend):
     def bandwidth_sweep(self, sizes, repeats, min_call_s, threads):
         """torch copy and triad and, for the working sets that fit the L2, a kernel re-reading the buffer."""
         rows = super().bandwidth_sweep(sizes, repeats, min_call_s, threads)
-        l2 = max((lv["capacity_bytes"] for lv in self.cache_levels()), default=0)
-        for size in reread_sizes(sizes, l2):
+        for size in [s for lv in self.cache_levels() for s in reread_sizes(sizes, lv)]:
             fn, nbytes = reread_kernel(self.device, size)
             rates = self.rates(fn, nbytes, repeats, min_call_s, graph=True)
             method = f"torch, one sum kernel re-reading the buffer {nbytes // size}x: bytes read"
@@ -290,9 +373,10 @@ def reread_repeats(buffer_bytes: int, target_bytes: int = REREAD_TARGET_BYTES) -
     return max(1, math.ceil(target_bytes / max(buffer_bytes, 1)))
 
 
-def reread_sizes(sizes: list[int], l2_bytes: int) -> list[int]:
-    """The working sets the re-read kernel measures: from REREAD_MIN_BYTES up to the L2's capacity."""
-    return [s for s in sizes if REREAD_MIN_BYTES <= s <= l2_bytes]
+def reread_sizes(sizes: list[int], level: dict) -> list[int]:
+    """The working sets the re-read kernel measures in a cache ``level``: above its ``above_bytes`` (the SMs'
+    L1), up to its capacity."""
+    return [s for s in sizes if level.get("above_bytes", 0) < s <= level["capacity_bytes"]]
 
 
 def reread_kernel(device: torch.device, working_set: int, target_bytes: int = REREAD_TARGET_BYTES):

@@ -12,7 +12,7 @@ from functools import lru_cache
 import torch
 
 from cnnbench.devices import host
-from cnnbench.devices.base import Backend, Hardware, normalise_name, spec_rows, specs
+from cnnbench.devices.base import ACCELERATOR_PROTOCOL, Backend, Hardware, normalise_name, spec_rows, specs
 
 # The M3 and M4 families: Apple publishes no GPU clock or TFLOPS, and the clocks published by third parties
 # range 1.38-1.6 GHz, so a derived roof (cores x 128 ALUs x 2 FLOP x clock) would carry a 16% guess.
@@ -30,6 +30,9 @@ class MpsBackend(Backend):
     queued = True
     min_call_s = 0.05
     op_time = "queue"  # torch.profiler sees the host enqueueing each op, not the GPU running it
+    # eager only in 07: Inductor's MPS backend is young
+    protocol = {**ACCELERATOR_PROTOCOL, "transfer_devices": ["mps"], "tune_compile_modes": ["off"]}
+    budget = {**Backend.budget, "step_s": 0.2}  # nothing measured on a Mac: the CPU's figures but the step
 
     @classmethod
     def present(cls) -> bool:

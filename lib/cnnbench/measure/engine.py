@@ -2,7 +2,8 @@
 
 One training step = zero_grad, forward, loss, backward, optimizer step; one eval step = forward under
 ``torch.inference_mode()``. Warm-up steps run first; then ``repeats`` windows of ``measured_steps`` steps or
-more (:func:`steps_for_window`), the device synchronised before every clock read. Failures are rows: out of
+more (:func:`steps_for_window`), each lasting at least ``min_window_s``, the device synchronised before every
+clock read; a device that queues work has its busy share of a step profiled after them. Failures are rows: out of
 memory -> ``status=oom``, a non-finite loss -> ``status=unstable``, anything else -> ``status=error`` with the
 message; a worker process that dies -> ``status=crashed`` with its exit code or signal."""
 
@@ -89,6 +90,20 @@ def config(p, model: str, phase: str, variant: dict | None = None, **changes) ->
     dataset, channels, size, classes = models.spec(model).data_for(p.dataset, p.image_size, p.num_classes)
     setting = knobs.for_params(p, variant, batch_size=p.batch_size_for(model)).with_(**changes)
     return Config(model, phase, size, classes, channels, dataset, setting)
+
+
+HOST_BOUND = "host-bound (launch overhead)"
+HOST_BOUND_BELOW_PCT = 50.0  # a device busy less of its step than this waits on the host's launches
+BUSY_STEPS = (
+    3  # steps profiled for the device's busy time, after the windows, in a configuration's first process
+)
+
+
+def step_bound(busy_pct: float) -> str:
+    """What bounds a step whose device is busy ``busy_pct`` % of it: the host's launches, or the device ("" unknown)."""
+    if not math.isfinite(busy_pct):
+        return ""
+    return HOST_BOUND if busy_pct < HOST_BOUND_BELOW_PCT else "device"
 
 
 class UnstableLoss(RuntimeError):
@@ -235,13 +250,15 @@ def failure(err: BaseException, device: torch.device | None = None) -> dict:
 
 
 def steps_for_window(warmup_times: list[float], p) -> int:
-    """Measured steps per window: ``measured_steps``, or more, as many as fill ``min_window_s`` at the
-    warm-up's median pace (a slow warm-up gives fewer); with ``measured_steps`` 0, as many as fill ``window_s``
-    (5 to 10,000)."""
+    """Measured steps per window: ``measured_steps``, or more, as many as fill ``min_window_s`` at the pace of the
+    steady warm-up steps (the median of the later half: a GPU's first ones allocate, search algorithms, raise
+    clocks); with ``measured_steps`` 0, as many as fill ``window_s`` (5 to 10,000). The timer goes on past them
+    where the window is still shorter than ``min_window_s``."""
     target, least = _window_target(p)
     if not target or not warmup_times:
         return least
-    return int(max(min(math.ceil(target / max(statistics.median(warmup_times), 1e-6)), 10_000), least))
+    steady = statistics.median(warmup_times[len(warmup_times) // 2 :])
+    return int(max(min(math.ceil(target / max(steady, 1e-6)), timing.MAX_WINDOW_STEPS), least))
 
 
 def _window_target(p) -> tuple[float, int]:
@@ -309,6 +326,7 @@ def measure(
     dataset=None,
     timer: timing.StepTimer | None = None,
     isolation: str = "in_process",
+    busy: bool = True,
 ) -> dict:
     """Measure one configuration in this process with the protocol ``p``; always returns a row (``status`` ok,
     unavailable, oom, unstable or error). ``peak_rss_mib`` is reset here where the OS allows, so it is this
@@ -345,29 +363,39 @@ def measure(
             fallbacks = [str(w.message) for w in caught if "fall back to run on the CPU" in str(w.message)]
             row["cpu_fallback_ops"] = ",".join(sorted({m.split("'")[1] for m in fallbacks if "'" in m}))
             row["loss_after_warmup"] = work.check_loss()
-            step_times, window_times, spans = [], [], []
+            step_times, window_times, spans, counts = [], [], [], []
             faults = heap.minor_faults()
+            floor = p.min_window_s if p.measured_steps else 0.0
             with telemetry.Sampler(device, p.telemetry_interval_s) as sampler, energy.Meter(device) as meter:
                 for _ in range(p.repeats):
                     begin = sampler.elapsed()
-                    times, wall = timer.window(work.step, n)
+                    times, wall = timer.window(work.step, n, floor)
                     spans.append((begin, sampler.elapsed()))
                     step_times.extend(times)
                     window_times.append(wall)
+                    counts.append(len(times))
                     work.check_loss()
-            row["page_faults_per_step"] = (heap.minor_faults() - faults) / (n * p.repeats)
+            row["page_faults_per_step"] = (heap.minor_faults() - faults) / sum(counts)
             row["loss_last"] = work.check_loss()
             row.update(_memory(b, sampler, sampler.summary(), warmup_peak))
-        row.update(timing.summarize(step_times, window_times, [n] * p.repeats, cfg.batch_size, p.seed))
+            busy_s = (
+                b.busy_s(work.step, BUSY_STEPS) if busy else None
+            )  # after the windows: they are untouched
+        row.update(timing.summarize(step_times, window_times, counts, cfg.batch_size, p.seed))
+        if busy_s is not None:
+            row["device_busy_pct"] = 100 * busy_s / BUSY_STEPS / (row["window_time_s"] / row["n_steps"])
+            row["step_bound"] = step_bound(row["device_busy_pct"])
         row["step_time_source"] = timer.source
         row.update({k: v for k, v in sampler.summary().items() if k != "mps_mem_max_mib"})
-        row.update(meter.summary(n * cfg.batch_size * p.repeats))  # energy over the measured windows
+        row.update(meter.summary(sum(counts) * cfg.batch_size))  # energy over the measured windows
         train_f, fwd_f = flops_per_image(cfg.model, cfg.image_size, cfg.num_classes)
         per_image = train_f if cfg.phase == "train" else fwd_f
         row["gflops_per_image"] = per_image / 1e9
         row["achieved_gflops"] = row["throughput_img_s"] * per_image / 1e9
         row["achieved_tflops"] = row["achieved_gflops"] / 1e3
-        row.update(step_times_s=step_times, window_times_s=window_times, window_spans_s=spans)
+        row.update(
+            step_times_s=step_times, window_times_s=window_times, window_spans_s=spans, window_steps=counts
+        )
         row["telemetry_series"] = sampler.series()
         if cfg.compile != "off":
             row["compile_s"] = max(row["first_step_s"] - row["step_time_median_s"], 0.0)

@@ -93,12 +93,25 @@ def _typed_window(w: dict) -> dict:
     return out
 
 
-def _measure_once(cfg: Config, device, p, dataset, isolate: bool) -> dict:
+def _measure(pairs, device, p, datasets: list, isolate: bool, until: float, record) -> None:
+    """``record(state, process, row)`` for each of ``pairs`` (state, process) as it is measured, until
+    ``until`` (perf_counter) passes: in one fresh worker for them all where the device's kind shares a round's
+    worker (:attr:`cnnbench.devices.Backend.round_worker`), else each in a worker of its own (``isolate``) or in
+    this process."""
     from cnnbench.measure import worker
 
-    if isolate:
-        return worker.measure_isolated(cfg, device, p, dataset)
-    return engine.measure(cfg, device, p, dataset)
+    busy = [process == 1 for _, process in pairs]  # the device's busy share: profiled in a first process
+    if isolate and devices.backend(device).round_worker and pairs and time.perf_counter() < until:
+        cfgs = [s.cfg for s, _ in pairs]
+        worker.measure_round(cfgs, device, p, datasets, busy, lambda i, row: record(*pairs[i], row))
+        return
+    for (s, process), dataset, profile in zip(pairs, datasets, busy, strict=True):
+        if time.perf_counter() >= until:
+            return
+        if isolate:
+            record(s, process, worker.measure_isolated(s.cfg, device, p, dataset, profile))
+        else:
+            record(s, process, engine.measure(s.cfg, device, p, dataset, busy=profile))
 
 
 def _record(
@@ -110,15 +123,16 @@ def _record(
     walls = row.pop("window_times_s", [])
     spans = row.pop("window_spans_s", [])
     series = row.pop("telemetry_series", [])
+    counts = row.pop("window_steps", None) or [row.get("steps_per_window")] * len(walls)
     if row.get("status") != "ok":
         state.failure = row
         return
     state.rows[process] = row
     if not walls:
         return
-    n, bs, key = row["steps_per_window"], state.cfg.batch_size, state.key
+    bs, key = state.cfg.batch_size, state.key
     rows = []
-    for i, wall in enumerate(walls):
+    for i, (wall, n) in enumerate(zip(walls, counts, strict=True)):
         machine = telemetry.span_summary(series, *spans[i]) if i < len(spans) else {}
         rows.append(
             {
@@ -137,10 +151,11 @@ def _record(
     windows.extend(rows)
     state.windows.extend(_typed_window({k: str(v) for k, v in r.items()}) for r in rows)
     if steps is not None and step_times:
+        where = [(r, i) for r, n in enumerate(counts) for i in range(n)]  # (window, step) of each step time
         steps.extend(
             [
-                {**key, "process": process, "repeat": i // n, "step": i % n, "step_time_s": t}
-                for i, t in enumerate(step_times)
+                {**key, "process": process, "repeat": r, "step": i, "step_time_s": t}
+                for (r, i), t in zip(where, step_times, strict=True)
             ],
             group=(*config_keys(), "process"),
         )
@@ -223,6 +238,7 @@ def merge(state: _Config, stop_reason: str, steps: ResultsFile | None) -> dict:
     if probes:
         base["probe_img_s"] = sum(probes) / len(probes)
         base["probe_spread_pct"] = 100 * (max(probes) - min(probes)) / base["probe_img_s"]
+    base["step_bound"] = engine.step_bound(float(base.get("device_busy_pct", math.nan)))
     base["machine_state"], base["machine_note"] = telemetry.judge(base)
     base["busy_windows"] = sum(1 for w in state.windows if telemetry.judge(w)[0] == "busy")
     return base
@@ -231,19 +247,19 @@ def merge(state: _Config, stop_reason: str, steps: ResultsFile | None) -> dict:
 def _rounds(
     states: list[_Config],
     p,
-    measure_one: Callable[[_Config, int], None],
+    measure: Callable[[list, float], None],
     probe: Callable[[], None] = lambda: None,
 ) -> dict:
     """Measure in rounds, each in a seeded random order, until every configuration has its least processes,
-    then more for those wider than the target while the budget lasts; returns each one's stop reason."""
+    then more for those wider than the target while the budget lasts; returns each one's stop reason.
+    ``measure(pairs, until)``: each (state, process) of a round, until perf_counter passes ``until``."""
     reasons: dict[int, str] = {}
     least = max(p.processes, 1)
     order = random.Random(f"rounds {p.seed}")
     for _ in range(least):
         probe()
-        for s in order.sample(states, len(states)):
-            if s.failure is None and s.count < least:
-                measure_one(s, s.count + 1)
+        todo = [s for s in order.sample(states, len(states)) if s.failure is None and s.count < least]
+        measure([(s, s.count + 1) for s in todo], math.inf)
     started = time.perf_counter()
     while True:
         wide = [
@@ -254,10 +270,7 @@ def _rounds(
         if not wide or time.perf_counter() - started >= p.adapt_budget_s:
             break
         probe()
-        for s in order.sample(wide, len(wide)):
-            if time.perf_counter() - started >= p.adapt_budget_s:
-                break
-            measure_one(s, s.count + 1)
+        measure([(s, s.count + 1) for s in order.sample(wide, len(wide))], started + p.adapt_budget_s)
     for i, s in enumerate(states):
         if s.ci_pct() <= p.ci_target_pct:
             reasons[i] = "target" if s.count > least else "processes"
@@ -315,11 +328,7 @@ def run_configs(
     total = sum(max(p.processes - len(s.processes), 0) for s in states)
     progress = bar(total=total, desc=desc, unit="process")
 
-    def measure_one(state: _Config, process: int) -> None:
-        i = id(state)
-        if i not in datasets:
-            datasets[i] = dataset_for(state.cfg) if dataset_for else None
-        row = _measure_once(state.cfg, device, p, datasets[i], isolate)
+    def record(state: _Config, process: int, row: dict) -> None:
         state.attempts = process
         row["process"] = process
         process_done(row, process, max(p.processes, process))
@@ -328,8 +337,14 @@ def run_configs(
         if state.failure is not None:
             state.failure = {**state.failure, **state.key, "processes_measured": len(state.processes)}
 
+    def measure(pairs: list, until: float) -> None:
+        for s, _ in pairs:
+            if id(s) not in datasets:
+                datasets[id(s)] = dataset_for(s.cfg) if dataset_for else None
+        _measure(pairs, device, p, [datasets[id(s)] for s, _ in pairs], isolate, until, record)
+
     try:
-        reasons = _rounds(states, p, measure_one, probe)
+        reasons = _rounds(states, p, measure, probe)
     finally:
         progress.close()
     for i, s in enumerate(states):

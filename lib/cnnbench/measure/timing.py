@@ -15,6 +15,7 @@ import torch
 from cnnbench import devices
 
 NOISY_IQR_OVER_MEDIAN = 0.10
+MAX_WINDOW_STEPS = 10_000  # steps_for_window's bound too
 STALL_FACTOR = 2.0  # a window over this many times its steps at their median stalled (stopped, starved)
 
 # Two-sided 95% Student t quantiles for 1..30 degrees of freedom (beyond: t95's expansion).
@@ -115,38 +116,43 @@ class StepTimer:
             f"{backend.kind}_events" if self.events else "host_clock" if self.per_step_sync else "window_mean"
         )
 
-    def window(self, step: Callable[[], object], n: int) -> tuple[list[float], float]:
-        """Run ``step`` ``n`` times; return the per-step times and the window's synced wall time (seconds)."""
-        if self.events is not None:
-            return self._window_events(step, n)
-        self.sync(self.device)
-        start = self.clock()
-        last, times = start, []
-        for _ in range(n):
-            step()
-            if self.per_step_sync:
-                self.sync(self.device)
-                now = self.clock()
-                times.append(now - last)
-                last = now
-        if not self.per_step_sync:
-            self.sync(self.device)
-            last = self.clock()
-            times = [(last - start) / n] * n
-        return times, last - start
+    def window(self, step: Callable[[], object], n: int, min_s: float = 0.0) -> tuple[list[float], float]:
+        """Run ``step`` ``n`` times, then more, at the window's own pace, until it has lasted ``min_s`` (a queued
+        device's length known at each sync), at most MAX_WINDOW_STEPS; return the per-step times and the window's
+        synced wall time (seconds)."""
+        make, record = self.events or (None, None)
+        marks: list = []
 
-    def _window_events(self, step, n):
-        make, record = self.events
-        events = [make() for _ in range(n + 1)]
+        def mark() -> None:
+            if record is not None:
+                marks.append(make())
+                record(marks[-1])
+
         self.sync(self.device)
-        start = self.clock()
-        record(events[0])
-        for i in range(n):
-            step()
-            record(events[i + 1])
-        self.sync(self.device)
-        wall = self.clock() - start
-        return [events[i].elapsed_time(events[i + 1]) / 1e3 for i in range(n)], wall
+        start = last = self.clock()
+        times, done, todo = [], 0, n
+        mark()
+        while todo:
+            for _ in range(todo):
+                step()
+                mark()
+                if self.per_step_sync:
+                    self.sync(self.device)
+                    now = self.clock()
+                    times.append(now - last)
+                    last = now
+            done += todo
+            if not self.per_step_sync:
+                self.sync(self.device)
+                last = self.clock()
+            wall = last - start
+            more = math.ceil((min_s - wall) * done / max(wall, 1e-9)) if wall < min_s else 0
+            todo = min(more, MAX_WINDOW_STEPS - done)
+        if marks:
+            times = [a.elapsed_time(b) / 1e3 for a, b in zip(marks, marks[1:], strict=False)]
+        elif not self.per_step_sync:
+            times = [wall / done] * done
+        return times, wall
 
 
 def summarize(

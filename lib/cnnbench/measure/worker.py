@@ -69,34 +69,55 @@ def _test_hook(model: str, hooks: str) -> None:
         _ballast.append(block)
 
 
-def _job(cfg, device_spec: str, p, dataset, hooks: str, known_flops, conn) -> None:
-    """The worker's body: take the device, measure, send the row back."""
-    if known_flops is not None:
-        engine._FLOPS[(cfg.model, cfg.image_size, cfg.num_classes)] = known_flops
+def _jobs(cfgs, device_spec: str, p, datasets, hooks: str, known_flops, busy, isolation: str, conn) -> None:
+    """The worker's body: take the device, measure each configuration in turn, send each row as it is made."""
     device = torch.device(device_spec)
     devices.backend(device).enter_worker()
-    try:
-        _test_hook(cfg.model, hooks)
-        row = engine.measure(cfg, device, p, dataset, isolation="worker")
-    except Exception as err:  # noqa: BLE001 - a failure outside measure is a row too
-        row = {**engine._base_row(cfg, device, p), "isolation": "worker", **engine.failure(err, device)}
-    conn.send(row)
+    for cfg, dataset, known, profile in zip(cfgs, datasets, known_flops, busy, strict=True):
+        if known is not None:
+            engine._FLOPS[(cfg.model, cfg.image_size, cfg.num_classes)] = known
+        try:
+            _test_hook(cfg.model, hooks)
+            row = engine.measure(cfg, device, p, dataset, isolation=isolation, busy=profile)
+        except Exception as err:  # noqa: BLE001 - a failure outside measure is a row too
+            row = {**engine._base_row(cfg, device, p), "isolation": isolation, **engine.failure(err, device)}
+        conn.send(row)
     conn.close()
 
 
-def measure_isolated(cfg: engine.Config, device: torch.device, p, dataset=None) -> dict:
+def measure_isolated(cfg: engine.Config, device: torch.device, p, dataset=None, busy: bool = True) -> dict:
     """:func:`cnnbench.measure.engine.measure` in a fresh worker process; a worker that dies gives a ``crashed`` row."""
-    try:  # counted once here, not again in every worker (it would also add to the worker's memory peak)
-        known_flops = engine.flops_per_image(cfg.model, cfg.image_size, cfg.num_classes)
-    except Exception:  # noqa: BLE001 - the worker counts (and reports any failure) itself
-        known_flops = None
-    cfg = cfg.replace(threads=cfg.threads or torch.get_num_threads())  # the worker's threads are the run's
-    row, exitcode = _in_worker(
-        _job,
-        f"cnnbench-worker-{cfg.model}",
-        (cfg, str(device), p, dataset, os.environ.get(HOOK_ENV, ""), known_flops),
+    rows = []
+    measure_round([cfg], device, p, [dataset], [busy], lambda i, row: rows.append(row))
+    return rows[0]
+
+
+def measure_round(cfgs: list, device: torch.device, p, datasets: list, busy: list[bool], on_row) -> None:
+    """Each of ``cfgs`` measured in turn, in one fresh worker process where there are several (isolation
+    "round_worker": a device whose memory peaks reset per configuration and whose processes take seconds to start),
+    else in its own ("worker"); ``on_row(i, row)`` as each row arrives. A worker that dies gives the configuration
+    it was measuring a ``crashed`` row and leaves those after it unmeasured."""
+    known_flops = []
+    for cfg in cfgs:  # counted once here, not again in the worker (it would also add to its memory peak)
+        try:
+            known_flops.append(engine.flops_per_image(cfg.model, cfg.image_size, cfg.num_classes))
+        except Exception:  # noqa: BLE001 - the worker counts (and reports any failure) itself
+            known_flops.append(None)
+    cfgs = [
+        c.replace(threads=c.threads or torch.get_num_threads()) for c in cfgs
+    ]  # the worker's are the run's
+    isolation = "worker" if len(cfgs) == 1 else "round_worker"
+    hooks = os.environ.get(HOOK_ENV, "")
+    got = []
+    exitcode = _in_worker(
+        _jobs,
+        f"cnnbench-worker-{cfgs[0].model}",
+        (cfgs, str(device), p, datasets, hooks, known_flops, busy, isolation),
+        lambda row: on_row(len(got), row) or got.append(row),
+        len(cfgs),
     )
-    return row if row is not None else engine.crashed(cfg, device, p, exitcode)
+    if len(got) < len(cfgs):
+        on_row(len(got), {**engine.crashed(cfgs[len(got)], device, p, exitcode), "isolation": isolation})
 
 
 def _entered(target, start_method: str | None, *args) -> None:
@@ -110,9 +131,10 @@ def _entered(target, start_method: str | None, *args) -> None:
     target(*args)
 
 
-def _in_worker(target, name: str, args: tuple) -> tuple[dict | None, int | None]:
-    """``target(*args, conn)`` in a fresh worker process: (the row it sent, or None if it died; its exit code).
-    Interrupted, the worker is killed, so it does not go on measuring on the same cores."""
+def _in_worker(target, name: str, args: tuple, on_row, expected: int = 1) -> int | None:
+    """``target(*args, conn)`` in a fresh worker process, ``on_row(row)`` for each row it sends (up to ``expected``,
+    fewer if it dies); returns its exit code. Interrupted, the worker is killed, so it does not go on measuring on
+    the same cores."""
     ctx = _context()
     receive, send = ctx.Pipe(duplex=False)
     proc = ctx.Process(
@@ -121,21 +143,22 @@ def _in_worker(target, name: str, args: tuple) -> tuple[dict | None, int | None]
     with _main_not_rerun():
         proc.start()
     send.close()
-    row = None
+    received = 0
     try:
-        while row is None and (proc.is_alive() or receive.poll(0)):
+        while received < expected and (proc.is_alive() or receive.poll(0)):
             if receive.poll(0.2):
                 try:
-                    row = receive.recv()
+                    on_row(receive.recv())
                 except EOFError:
                     break
+                received += 1
         proc.join()
     finally:
         if proc.is_alive():
             proc.kill()
             proc.join()
         receive.close()
-    return row, proc.exitcode
+    return proc.exitcode
 
 
 def _call_job(fn, args: tuple, device_spec: str, threads: int, conn) -> None:
@@ -163,5 +186,6 @@ def call_isolated(
     ``isolation="worker"``; an exception gives :func:`cnnbench.measure.engine.failure`'s row, a worker that
     dies one with ``status="crashed"``."""
     threads = threads or torch.get_num_threads()
-    row, exitcode = _in_worker(_call_job, name, (fn, args, str(device), threads))
-    return row if row is not None else died(exitcode)
+    rows: list = []
+    exitcode = _in_worker(_call_job, name, (fn, args, str(device), threads), rows.append)
+    return rows[0] if rows else died(exitcode)

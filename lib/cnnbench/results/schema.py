@@ -168,6 +168,7 @@ TABLES: dict[str, Table] = {
         *_engine("batch_sweep", "03_batch_sweep"),
         Table("roofline", "04_roofline"),
         Table("device_peaks", "04_roofline"),
+        Table("host_steps", "04_roofline", ("device_name", "model", "phase", "precision")),
         Table("bandwidth_sweep", "04_roofline", merged=False),
         Table(
             "roofline_layers", "04_roofline", lambda: (*layer_plan(), "layer", "op"), layer_plan, **_GROUPS

@@ -300,6 +300,24 @@ def read_inputs(run) -> dict[str, pd.DataFrame]:
     return {name: results.read(run.dir, name) for name in ("complexity", "scenario_a", "batch_sweep")}
 
 
+def host_steps(run) -> pd.DataFrame:
+    """host_steps.csv: the host's cost of each model's train and eval step on this device
+    (:func:`cnnbench.measure.dispatch.host_step`), measured once per device and model (a rerun keeps them)."""
+    from cnnbench.measure import dispatch
+
+    table, p, name = results.table("host_steps"), run.params, devices.device_name(run.device)
+    keys = [{"device_name": name, "model": m, "phase": ph, "precision": p.variants[0].get("precision", "fp32")}
+            for m in p.models for ph in p.phases]  # fmt: skip
+    table.plan(run.dir, keys, "host_steps")
+    rows = table.file(run.dir)
+    todo = [k for k in keys if not rows.done(k)]
+    for k in todo:
+        progress.note(f"host cost: {k['model']} {k['phase']}")
+        rows.append({"device_name": name, **dispatch.host_step(p, run.device, k["model"], k["phase"])})
+    progress.resumed(len(keys) - len(todo), len(keys), table.filename, "host step costs")
+    return results.read(run.dir, "host_steps")
+
+
 def inputs_note(inputs: dict[str, pd.DataFrame]) -> str:
     """One line saying what 04 has to place and what is missing or failed (never a traceback)."""
     made_by = {"complexity": "01_complexity", "scenario_a": "02_scenario_a", "batch_sweep": "03_batch_sweep"}

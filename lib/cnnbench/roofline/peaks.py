@@ -13,6 +13,7 @@ The columns of ``device_peaks.csv`` and ``bandwidth_sweep.csv``: docs/outputs.md
 
 from __future__ import annotations
 
+import math
 import statistics
 
 import pandas as pd
@@ -145,8 +146,9 @@ def level_roofs(sweep: pd.DataFrame, levels: list[dict], main: str = "dram") -> 
         ]
     ws = sweep.working_set_bytes
     rows, lower = [], 0
-    for lv in levels:
-        rows.append(_level_row(sweep[(ws > lower) & (ws <= lv["capacity_bytes"])], lv))
+    for lv in levels:  # a level's own working sets: past the one inside it (and its ``above_bytes``, if any)
+        inside = (ws > max(lower, lv.get("above_bytes") or 0)) & (ws <= lv["capacity_bytes"])
+        rows.append(_level_row(sweep[inside], lv))
         lower = lv["capacity_bytes"]
     # Main memory from working sets of at least MAIN_MEMORY_FACTOR x the last cache only: just past it, part of
     # the set is still cache-resident, as ERT and STREAM size their arrays.
@@ -236,7 +238,7 @@ def _measure(device: torch.device, matmul_size: int, stream_mb: int, repeats: in
     main = b.main_memory
     roofs = level_roofs(sweep, levels, main)
     roofs = pd.concat([roofs[roofs.level == main], roofs[roofs.level != main]])  # main memory first
-    rows = []
+    rows, spec = [], {r["precision"]: r["peak_gflops"] for r in b.spec(threads)[0] if r.get("peak_gflops")}
     for precision in b.roof_precisions():
         progress.note(f"roofline: {precision} compute roof (matmul {n}, two convolutions)")
         mm = rate_summary(matmul_rates(device, precision, n, repeats))
@@ -245,8 +247,17 @@ def _measure(device: torch.device, matmul_size: int, stream_mb: int, repeats: in
             rate_summary(conv_rates(device, precision, batch=64, channels=256, size=14, repeats=repeats)),
         ]
         conv = max(convs, key=lambda c: c["best"])
-        # the roof is the best dense rate observed (a roof below a kernel is no roof), with its calls' spread
-        top, winner = (mm, "matmul") if mm["best"] >= conv["best"] else (conv, "conv")
+        # the roof is the best dense rate observed (a roof below a kernel is no roof), with its calls' spread; a
+        # convolution above the spec sheet is none (cuDNN's Winograd and FFT engines do fewer FLOPs than the
+        # direct count credits them), and every rate above it is flagged
+        limit = spec.get(precision, math.inf)
+        top, winner = (conv, "conv") if limit >= conv["best"] > mm["best"] else (mm, "matmul")
+        above = [
+            f"{k} {r['best']:.4g} GFLOP/s" for k, r in (("matmul", mm), ("conv", conv)) if r["best"] > limit
+        ]
+        peak_note = f"{' and '.join(above)} above the spec sheet's {limit:.4g}" if above else ""
+        if conv["best"] > limit:
+            peak_note += ": a convolution's rate counts direct-convolution FLOPs and is not the roof"
         for lv in roofs.itertuples():
             rows.append(
                 {
@@ -269,6 +280,7 @@ def _measure(device: torch.device, matmul_size: int, stream_mb: int, repeats: in
                     "conv3x3_gflops": conv["best"],
                     "threads": threads,
                     "bandwidth_note": lv.bandwidth_note,
+                    "peak_note": peak_note,
                     "source": f"measured: best of a {n}x{n} matmul and two 3x3 convs ({winner} won), best of "
                     f"{top['calls']} calls, spread {top['spread']:.1%}; {lv.level} bandwidth: "
                     f"{lv.bandwidth_source}"

@@ -81,7 +81,7 @@ def confirm(base: engine.Config, c: Setting, device, p, steps: int) -> dict:
         p, warmup_steps=p.tune_confirm_warmup_steps, measured_steps=steps, window_s=p.tune_confirm_window_s
     )
     row = engine.measure(base.replace(**c), device, protocol)
-    row.pop("step_times_s", None)
+    row.pop("step_times_s", None), row.pop("window_steps", None)
     return row
 
 

@@ -86,7 +86,7 @@ def check(
                 ref,
                 math.nan,
                 False,
-                "not guarded: tune_budget_s was spent (the guard's steps and compiles count in it)",
+                "not guarded: tune_guard_budget_s was spent (the guard's steps and compiles count in it)",
             )
             continue
         try:

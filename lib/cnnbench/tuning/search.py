@@ -2,7 +2,7 @@
 
 1. **Guard**: every combination of the knobs that change the arithmetic trains a few steps from the same
    initialisation; those whose loss leaves fp32 eager's tolerance are out, with the reason.
-2. **Race**, within what the guard left of ``tune_budget_s``: successive halving on short windows, in stages:
+2. **Race**, within ``tune_budget_s`` (the guard has its own): successive halving on short windows, in stages:
    the numerics, then the batch size (from the largest down; out of memory backs off), then the host knobs.
 3. **Confirm**: the race's best few and the default measured again with the full protocol; the best wins.
 4. **Explain**: speedup over the default with its interval, achieved GFLOP/s against the measured roof of the
@@ -24,15 +24,19 @@ from cnnbench.tuning import guard, racing
 from cnnbench.tuning.racing import Outcome
 
 MIN_WINDOW_STEPS = 3  # a race window never has fewer steps (one step: no spread, a zero bootstrap interval)
+SETTLED, SETTLE_STEPS = 0.10, 20  # warm-up: until two steps agree within 10%, at most 20 steps
 
 
 def window(base: engine.Config, c: Setting, device: torch.device, p, window_s: float) -> Outcome:
-    """One short race window of ``base`` in setting ``c``: build, two warm-up steps (the second sizes the
-    window), then steps filling ``window_s`` (at least ``MIN_WINDOW_STEPS``)."""
+    """One short race window of ``base`` in setting ``c``: build, warm-up steps until the pace settles (two in a
+    row within ``SETTLED`` of each other: a compiled or CUDA-graphed step records and warms first; at most
+    ``SETTLE_STEPS``), then steps filling ``window_s`` at that pace (at least ``MIN_WINDOW_STEPS``)."""
     try:
         with engine.Workload(base.replace(**c), device, p) as work:
-            first = _timed(work, device)
-            pace = _timed(work, device)
+            times = [_timed(work, device), _timed(work, device)]
+            while abs(times[-1] - times[-2]) > SETTLED * times[-1] and len(times) < SETTLE_STEPS:
+                times.append(_timed(work, device))
+            first, pace = times[0], times[-1]
             n = int(min(max(round(window_s / max(pace, 1e-6)), MIN_WINDOW_STEPS), 10_000))
             with energy.Meter(device) as meter:
                 times, wall = timing.StepTimer(device).window(work.step, n)
@@ -142,10 +146,11 @@ class Search:
         return report
 
     # --- the steps
-    def run_guard(self, start: float = 0.0) -> list[tuple]:
+    def run_guard(self) -> list[tuple]:
         """The numerics (the values of every knob that changes the arithmetic) the guard lets race, guarded
-        while the budget (counted from ``start``) lasts: those changing fewer knobs from the reference first, and
-        among them those that compile (the dearest to guard) last."""
+        while its own budget (``tune_guard_budget_s``) lasts: those changing fewer knobs from the reference first,
+        and among them those that compile (the dearest to guard) last."""
+        start = self.clock()
         names = [k for k in self.space.values if knobs.KNOBS[k].numerics]
         reference = self.space.default.with_(**{k: knobs.KNOBS[k].default for k in names}).numerics
 
@@ -159,7 +164,7 @@ class Search:
             self.guard_loss,
             self.p.tune_guard_tolerance,
             reference,
-            spent=lambda: self.clock() - start >= self.p.tune_budget_s,
+            spent=lambda: self.clock() - start >= self.p.tune_guard_budget_s,
         )
         for n, verdict in self.verdicts.items():
             self.sink(
@@ -218,9 +223,9 @@ class Search:
 
     def run(self) -> dict:
         """Guard, race each stage's knobs in turn, confirm; returns the 'best' row (also sent to the sink)."""
-        # the budget covers the guard (its compiles too) and the race; confirmation on top
+        # the guard has a budget of its own (its compiles too); the race has tune_budget_s; confirmation on top
+        passing = self.run_guard()
         start = self.clock()
-        passing = self.run_guard(start)
         d, v = self.space.default, self.space.values
 
         def grid(stage: str, base: Setting) -> list[Setting]:

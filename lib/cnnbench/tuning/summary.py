@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+from importlib import resources
+
 import matplotlib.pyplot as plt
 import pandas as pd
 
@@ -29,6 +32,49 @@ BEST_COLUMNS = {
     "failed": "failed",
     "batch_size_limit": "batch limit",
 }
+
+
+PUBLISHED_COLUMNS = [
+    "who",
+    "device",
+    "precision",
+    "batch_size",
+    "throughput_img_s",
+    "stack",
+    "same_gpu",
+    "checked",
+]
+
+
+def beside_published(df: pd.DataFrame, model: str = "resnet50", image_size: int = 224) -> pd.DataFrame:
+    """The best confirmed training rate of ``model`` at ``image_size`` beside the published GPU figures of
+    data/published_gpu.csv, each "published by" its source with its software stack; ``same_gpu`` marks a figure
+    of this GPU's family (H100, A100, ...). Empty where this run confirmed no such configuration."""
+    import torch
+
+    ours = df[(df.row_kind == "best") & (df.model == model) & (df.phase == "train") & (df.status == "ok")]
+    ours = ours[pd.to_numeric(ours.image_size, errors="coerce") == image_size]
+    if ours.empty:
+        return pd.DataFrame(columns=PUBLISHED_COLUMNS)
+    best_row = ours.iloc[-1]
+    with resources.files("cnnbench").joinpath("data/published_gpu.csv").open() as f:
+        theirs = pd.read_csv(f).query("model == @model and image_size == @image_size")
+    family = re.search(r"\b[A-Z]\d{1,3}\b", str(best_row.device_name))
+    theirs = theirs.assign(
+        who="published by " + theirs.source,
+        same_gpu=theirs.device.str.contains(rf"\b{family.group(0)}\b") if family else False,
+    )
+    mine = {
+        "who": f"measured here: {best_row.config} (95% interval +-{best_row.throughput_ci95_img_s:.0f})",
+        "device": best_row.device_name,
+        "precision": best_row.precision,
+        "batch_size": best_row.batch_size,
+        "throughput_img_s": best_row.throughput_img_s,
+        "stack": f"cnnbench, torch {torch.__version__}, eager or torch.compile, synthetic batch on the device",
+        "same_gpu": True,
+        "checked": "measured in this run",
+    }
+    return pd.concat([pd.DataFrame([mine]), theirs], ignore_index=True)[PUBLISHED_COLUMNS]
 
 
 def best(df: pd.DataFrame) -> pd.DataFrame:

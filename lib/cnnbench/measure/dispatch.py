@@ -1,0 +1,41 @@
+"""The host's cost of issuing a step, measured on the device itself: a model's step at the smallest input
+(TINY_BATCH images of TINY_PX), whose device time an accelerator hides, timed over TINY_STEPS steps synced once, and
+per op the FLOP counter counts in it. On an accelerator a step takes about the larger of this and the device's
+time (:mod:`cnnbench.predict`); on a CPU the tiny step's arithmetic is in it too."""
+
+from __future__ import annotations
+
+import time
+
+from cnnbench import models
+from cnnbench.measure import engine, traffic
+
+TINY_BATCH, TINY_PX, TINY_STEPS = 2, 32, 20
+
+
+def host_step(p, device, model: str, phase: str) -> dict:
+    """One row of host_steps.csv: ``model``'s ``phase`` step at the tiny input on ``device`` (a failure: a row with
+    its status)."""
+    cfg = engine.config(p, model, phase, p.variants[0], batch_size=TINY_BATCH)
+    cfg = cfg if models.spec(model).own_data else cfg.replace(image_size=TINY_PX)
+    row = {"model": model, "phase": phase, "precision": cfg.precision, "image_size": cfg.image_size}
+    try:
+        with engine.Workload(cfg, device, p) as work:
+            for _ in range(3):
+                work.step()
+            work.backend.synchronize()
+            start = time.perf_counter()
+            for _ in range(TINY_STEPS):
+                work.step()
+            work.backend.synchronize()
+            seconds = (time.perf_counter() - start) / TINY_STEPS
+    except Exception as err:  # noqa: BLE001 - a model that cannot run tiny is a row, the rest go on
+        return {**row, **engine.failure(err, device)}
+    counted = traffic.count_step(model, TINY_BATCH, cfg.image_size, cfg.num_classes, phase, cfg.precision)
+    return {
+        **row,
+        "status": "ok",
+        "ops": len(counted),
+        "host_step_s": seconds,
+        "host_us_per_op": 1e6 * seconds / len(counted),
+    }
