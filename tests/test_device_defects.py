@@ -217,11 +217,12 @@ def test_the_numba_cuda_sgd_kernel_gets_float32_scalars():
         "x = np.random.default_rng(0).random((8, 784), dtype=np.float32)\n"
         "b.train_step(x, np.arange(8) % 10)\n"
         "print(sorted({type(a).__name__ for k, args in seen if k is numba_cuda.sgd for a in args[-2:]}))\n"
+        "print(sorted({getattr(k, '__name__', type(k).__name__) for k, args in seen}), numba_cuda.SIMULATED)\n"
     )
     env = {**os.environ, "NUMBA_ENABLE_CUDASIM": "1", "PYTHONPATH": str(ROOT / "lib")}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
-    assert out.stdout.strip() == "['float32']"
+    assert out.stdout.splitlines()[0] == "['float32']", out.stdout  # the kernels launched, if sgd was not
 
 
 def test_rocm_main_memory_and_spec_rows_come_from_the_spec_table_only(monkeypatch):

@@ -174,7 +174,10 @@ def test_every_fp32_experiment_runs_its_steps_with_tf32_off(monkeypatch, tmp_pat
     from cnnbench.scratch import experiment
     from cnnbench.transfer import finetuning
 
+    from cnnbench.results import files
+
     every = FakeGPU.fresh(claims=classmethod(lambda cls, device: True))  # cpu and cuda alike
+    monkeypatch.setattr(files, "host_id", lambda: "this machine")  # read with the real cpu backend, not the fake
     with devices.using(every):
         monkeypatch.setattr(experiment, "_run_all", lambda *a: every.log.append("scratch steps") or {})
         experiment.run_all(types.SimpleNamespace(), data=object())
@@ -182,7 +185,7 @@ def test_every_fp32_experiment_runs_its_steps_with_tf32_off(monkeypatch, tmp_pat
         monkeypatch.setattr(ddp.dist, "init_process_group", lambda *a, **k: None)
         monkeypatch.setattr(ddp.dist, "destroy_process_group", lambda: None)
         ddp.main(["--out", str(tmp_path), "--backend", "gloo"])
-        monkeypatch.setattr(finetuning, "datasets", lambda p: (None, None, 10))
+        monkeypatch.setattr(finetuning, "datasets", lambda p: (range(10), range(4), 10))
         monkeypatch.setattr(finetuning, "check_weights", lambda *a: "")
         monkeypatch.setattr(finetuning, "fit", lambda *a, **k: every.log.append("fine-tuning steps"))
         run = types.SimpleNamespace(

@@ -62,6 +62,11 @@ def _user_run(source, target):
     return run
 
 
+def _planted(i: int, column: str, row: int) -> str:
+    """A hostile cell; a column that keys a table's rows (tuning's config) stays distinct per row."""
+    return (SCRIPT if i % 2 else IMG) + (f" {row}" if column in ("config", "level") else "")
+
+
 def _hostile(source, target):
     """A copy of ``source`` with every text field a browser could run: environment.json, params.json, CSV cells,
     the executed notebooks' markdown, and the folder's own name."""
@@ -89,7 +94,7 @@ def _hostile(source, target):
         hit = [c for c in TEXT_COLUMNS if rows and c in rows[0]]
         if hit:
             results.write_rows(
-                csv, [{**r, **{c: SCRIPT if i % 2 else IMG for i, c in enumerate(hit)}} for r in rows]
+                csv, [{**r, **{c: _planted(i, c, j) for i, c in enumerate(hit)}} for j, r in enumerate(rows)]
             )
     nb = run / "notebooks" / "02_scenario_a.ipynb"
     text = json.loads(nb.read_text())
