@@ -71,12 +71,9 @@ def _stack(rows: pd.DataFrame) -> list:
     for flops, nbytes, cls in counted:
         mem = cls >= COMPUTE
         summed = np.bincount(cls[mem] - COMPUTE, weights=nbytes[mem], minlength=len(CLASSES) - COMPUTE)
+        memory_classes = np.arange(COMPUTE, len(CLASSES))
         parts.append(
-            (
-                np.r_[flops[~mem], 0 * summed],
-                np.r_[nbytes[~mem], summed],
-                np.r_[cls[~mem], COMPUTE : len(CLASSES)],
-            )
+            (np.r_[flops[~mem], 0 * summed], np.r_[nbytes[~mem], summed], np.r_[cls[~mem], memory_classes])
         )
     row = np.repeat(np.arange(len(parts)), [len(p[0]) for p in parts])
     flops, nbytes, cls = (np.concatenate([p[i] for p in parts]) for i in range(3))
@@ -545,18 +542,7 @@ def one(model: str, device: str, phase="train", batch_size=None, image_size=None
     batch = batch_size or p.batch_size_for(model)
     target = pd.DataFrame([[model, phase, batch, size, classes]], columns=[*KEYS[:1], "phase", *KEYS[1:4]])
     r = what_if(known(), target, {roof["device"]: "cnnbench"}, precision).iloc[0]
-    keys = [
-        "model",
-        "device",
-        "phase",
-        "batch_size",
-        "image_size",
-        "precision",
-        "bound",
-        "fit",
-        "roof",
-        "host_source",
-    ]
+    keys = "model device phase batch_size image_size precision bound fit roof host_source".split()
     out = {k: r[k].item() if hasattr(r[k], "item") else r[k] for k in keys}
     return {**out, "img_s": r.predicted_img_s, "low": r.low_img_s, "high": r.high_img_s}
 
