@@ -50,7 +50,9 @@ def main() -> None:
     shown = ["source", "device", "model", "phase", "batch_size", "rate_img_s", "predicted_img_s", "low_img_s",
              "high_img_s", "error_pct", "verdict"]  # fmt: skip
     queued = t.device_kind.map(predict._queued).astype(bool)
-    listed = (t.source.str.startswith("published") & (t.verdict == "device")) | (queued & t.source.str.endswith(")"))
+    listed = (t.source.str.startswith("published") & (t.verdict == "device")) | (
+        queued & t.source.str.endswith(")")
+    )
     with pd.option_context("display.width", 250, "display.max_columns", 20):
         print(t[listed][shown].round(1).to_string(index=False))
         print(goals.round(1).to_string(index=False))

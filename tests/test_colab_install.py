@@ -191,4 +191,6 @@ def test_colab_cell_install_changes_no_kernel_package_and_imports(tmp_path):
     # one click measured one row on ipywidgets 7.7.1; its status is the measurement's (a loaded CI machine can make
     # the short smoke window "noisy", and the explorer says when the machine was busy), not the widget's
     last = out.stdout.splitlines()[-1]
-    assert last.startswith(("CLICKED 7.7.1 1 done (ok)", "CLICKED 7.7.1 1 noisy: the interval stayed wide")), last
+    assert last.startswith(
+        ("CLICKED 7.7.1 1 done (ok)", "CLICKED 7.7.1 1 noisy: the interval stayed wide")
+    ), last

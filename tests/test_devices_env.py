@@ -170,14 +170,15 @@ def test_every_fp32_experiment_runs_its_steps_with_tf32_off(monkeypatch, tmp_pat
     from fakes import FakeGPU
 
     from cnnbench.params import Params
+    from cnnbench.results import files
     from cnnbench.scaling import ddp
     from cnnbench.scratch import experiment
     from cnnbench.transfer import finetuning
 
-    from cnnbench.results import files
-
     every = FakeGPU.fresh(claims=classmethod(lambda cls, device: True))  # cpu and cuda alike
-    monkeypatch.setattr(files, "host_id", lambda: "this machine")  # read with the real cpu backend, not the fake
+    monkeypatch.setattr(
+        files, "host_id", lambda: "this machine"
+    )  # read with the real cpu backend, not the fake
     with devices.using(every):
         monkeypatch.setattr(experiment, "_run_all", lambda *a: every.log.append("scratch steps") or {})
         experiment.run_all(types.SimpleNamespace(), data=object())
