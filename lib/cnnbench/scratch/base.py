@@ -202,8 +202,66 @@ def step_buffers(model: str, p: dict, image: int, n: int, empty) -> dict:
 
 
 class Buffered:
-    """What the Numba backends share: a step's arrays in ``buffers`` per batch size (:func:`step_buffers`), a
-    ``_forward`` into them, and ``_host`` reading an array back to the host as a copy."""
+    """What the Numba backends share: a step's arrays per batch size (:func:`step_buffers`) and its kernels in
+    order; a backend runs a kernel (``_run(kernel, size, *args)``, size: the elements it writes), moves arrays
+    (``_device``, ``_host``) and supplies the steps that differ (``_dense_w``, ``_grad``, ``_softmax``, ``_loss``)."""
+
+    def _zero_grads(self) -> None:
+        pass
+
+    def put(self, x, y):
+        with self.timer.op("input", "transfer", "forward"):
+            x = np.ascontiguousarray(x.reshape(len(x), -1) if self.model == "mlp" else x, dtype=np.float32)
+            self.batch = self._device(x)
+            return self.batch, self._device(np.ascontiguousarray(y, dtype=np.int64))
+
+    def _forward(self, x, b):
+        p, op, k, run = self.p, self.timer.op, self.kernels, self._run
+        n = x.shape[0]
+        if self.model == "mnist_cnn":
+            with op("conv1+relu1", "conv", "forward"):
+                run(k.conv_relu_fwd, b["a1"].size, x, p["conv1.weight"], p["conv1.bias"], b["a1"])
+            with op("pool1", "pool", "forward"):
+                run(k.maxpool_fwd, b["p1"].size, b["a1"], b["p1"], b["i1"])
+            with op("conv2+relu2", "conv", "forward"):
+                run(k.conv_relu_fwd, b["a2"].size, b["p1"], p["conv2.weight"], p["conv2.bias"], b["a2"])
+            with op("pool2", "pool", "forward"):
+                run(k.maxpool_fwd, b["p2"].size, b["a2"], b["p2"], b["i2"])
+            x = b["p2"].reshape(n, b["p2"].size // n)
+        with op("fc1+relu", "matmul", "forward"):
+            run(k.dense_fwd, b["h"].size, x, self._dense_w("fc1"), p["fc1.bias"], b["h"], True)
+        with op("fc2", "matmul", "forward"):
+            run(
+                k.dense_fwd, b["logits"].size, b["h"], self._dense_w("fc2"), p["fc2.bias"], b["logits"], False
+            )
+        return x
+
+    def loss_and_grads(self, x, y) -> float:
+        x, y = self.put(x, y)
+        b, p, op, k, run = self._buf(x.shape[0]), self.p, self.timer.op, self.kernels, self._run
+        flat = self._forward(x, b)
+        with op("softmax_ce", "softmax", "forward"):
+            loss = self._softmax(b, y)
+        self._zero_grads()
+        with op("fc2_bwd", "gradient", "backward"):
+            self._grad(k.dense_bwd_weight, "fc2", b["d"], b["h"])
+            run(k.dense_bwd_input, b["dh"].size, b["d"], p["fc2.weight"], b["h"], b["dh"], True)
+        with op("fc1_bwd", "gradient", "backward"):
+            self._grad(k.dense_bwd_weight, "fc1", b["dh"], flat)
+            if self.model == "mnist_cnn":
+                run(k.dense_bwd_input, b["dflat"].size, b["dh"], p["fc1.weight"], b["dh"], b["dflat"], False)
+        if self.model == "mnist_cnn":
+            with op("pool2+relu2_bwd", "gradient", "backward"):
+                dp2 = b["dflat"].reshape(*b["p2"].shape)
+                run(k.maxpool_relu_bwd, b["da2"].size, dp2, b["p2"], b["i2"], b["da2"])
+            with op("conv2_bwd", "gradient", "backward"):
+                self._grad(k.conv_bwd_weight, "conv2", b["p1"], b["da2"])
+                run(k.conv_bwd_input, b["dp1"].size, b["da2"], p["conv2.weight"], b["dp1"])
+            with op("pool1+relu1_bwd", "gradient", "backward"):
+                run(k.maxpool_relu_bwd, b["da1"].size, b["dp1"], b["p1"], b["i1"], b["da1"])
+            with op("conv1_bwd", "gradient", "backward"):
+                self._grad(k.conv_bwd_weight, "conv1", x, b["da1"])
+        return self._loss(loss, b)
 
     def evaluate(self, x, y, chunk: int = 2048) -> float:
         correct = 0

@@ -1,10 +1,6 @@
-"""Experiment 05: train both networks on every backend from identical weights and data order, check every
-gradient against PyTorch autograd, and break each step down by operation and by memory.
-
-Writes four tidy CSVs, each row carrying backend, model, device_name, device_kind, threads and a status:
-``backends.csv`` (per CNN epoch, per MLP block of steps), ``gradcheck.csv``, ``backend_ops.csv`` and
-``backend_memory.csv``. A backend that cannot run here is one row with ``status=unavailable`` and the reason;
-a failure during a run is a row with ``status=error`` (or ``oom``/``unstable``), and the run goes on."""
+"""Experiment 05: both networks on every backend from identical weights and data order, every gradient checked
+against autograd, each step broken down by operation and memory, into :data:`CSVS` (one row per measurement, with
+a status: ``unavailable`` with the reason where a backend cannot run here, ``error``/``oom``/``unstable``)."""
 
 from __future__ import annotations
 
@@ -104,20 +100,14 @@ def load_data(p) -> Data:
     return synthetic_mnist(p.scratch_train_images or 60000, p.scratch_test_images or 10000, p.seed)
 
 
-def device_name(backend: str) -> str:
-    """The name of the device ``backend`` runs on ("" where that device is absent)."""
+def identity(backend: str, model: str, threads: int) -> dict:
+    """The columns naming a row's backend, model, device ("" where absent) and threads."""
     kind = DEVICE_KIND[backend]
     try:
-        return devices.device_name(torch.device(kind)) if kind in devices.available() else ""
+        name = devices.device_name(torch.device(kind)) if kind in devices.available() else ""
     except Exception:  # noqa: BLE001 - a name is decoration, never a reason to stop
-        return ""
-
-
-def identity(backend: str, model: str, threads: int) -> dict:
-    kind = DEVICE_KIND[backend]
-    return dict(
-        backend=backend, model=model, device_name=device_name(backend), device_kind=kind, threads=threads
-    )
+        name = ""
+    return dict(backend=backend, model=model, device_name=name, device_kind=kind, threads=threads)
 
 
 # Numba's errors for a missing CUDA driver, libNVVM or NVRTC (numba.cuda.cudadrv.error): the toolkit is absent,
@@ -313,23 +303,17 @@ def rss() -> int:
 
 
 def _measure_hooks(backend: str):
-    """(start, read_current, read_peak, reset_peak, stop, what) for the allocator behind ``backend``."""
+    """(read_current, read_peak, reset_peak, what) for the allocator behind ``backend``."""
     if backend in ("numpy", "numba_cpu"):
-        return (
-            tracemalloc.start,
-            lambda: tracemalloc.get_traced_memory()[0],
-            lambda: tracemalloc.get_traced_memory()[1],
-            tracemalloc.reset_peak,
-            tracemalloc.stop,
-            "tracemalloc (NumPy reports its allocations)",
-        )
+        how, traced = "tracemalloc (NumPy reports its allocations)", tracemalloc.get_traced_memory
+        return (lambda: traced()[0]), (lambda: traced()[1]), tracemalloc.reset_peak, how
     if backend == "cupy":
         from cnnbench.scratch.cupy_support import pool_bytes
 
         def pool_used() -> int:
             return pool_bytes()["used"]
 
-        return (_nothing, pool_used, pool_used, _nothing, _nothing, "CuPy memory pool used_bytes")
+        return pool_used, pool_used, _nothing, "CuPy memory pool used_bytes"
     if backend in ("torch_cuda", "torch_mps"):
         b = devices.backend(torch.device(DEVICE_KIND[backend]))
 
@@ -339,7 +323,7 @@ def _measure_hooks(backend: str):
 
         what = f"torch's {b.kind} allocator: allocated bytes"
         what += " (high-water mark where it has one, else after the step)"
-        return (_nothing, b.allocated_bytes, peak, b.reset_peak_memory, _nothing, what)
+        return b.allocated_bytes, peak, b.reset_peak_memory, what
     if backend == "numba_cuda":
         from numba import cuda
 
@@ -347,8 +331,8 @@ def _measure_hooks(backend: str):
             free, total = cuda.current_context().get_memory_info()
             return total - free
 
-        return (_nothing, used, used, _nothing, _nothing, "CUDA free memory delta (after the step)")
-    return (_nothing, rss, rss, _nothing, _nothing, "process RSS delta (after the step)")
+        return used, used, _nothing, "CUDA free memory delta (after the step)"
+    return rss, rss, _nothing, "process RSS delta (after the step)"
 
 
 def _nothing() -> None:
@@ -376,8 +360,10 @@ def memory_breakdown(
     rss0 = rss()
     try:
         b = _make(backend, model, p)
-        start, current, peak, reset_peak, stop, how = _measure_hooks(backend)
-        start()
+        current, peak, reset_peak, how = _measure_hooks(backend)
+        traced = backend in ("numpy", "numba_cpu")
+        if traced:
+            tracemalloc.start()
         try:
             before = current()
             b.init(weights)  # Numba compiles here: its compile-time allocations are freed before we read
@@ -389,7 +375,8 @@ def memory_breakdown(
             b.sync()
             step_peak = max(peak(), current()) - base
         finally:
-            stop()
+            if traced:
+                tracemalloc.stop()
         comp = b.memory()
         rss_growth, held = rss() - rss0, pool_held(backend)
     except Exception as err:  # noqa: BLE001
@@ -452,13 +439,6 @@ def measure_status(component: str, measured, coarse: bool) -> str:
 # --- the whole experiment ------------------------------------------------------------------------------------
 
 
-def run_all(run, data: Data | None = None, progress=print) -> dict[str, list[dict]]:
-    """Everything 05 measures, written to the run folder row by row (four CSVs); fp32 means fp32 for the torch
-    backends (TF32 off on CUDA, whose cuDNN default is on, else torch_cuda would fail the 1e-4 gradient check)."""
-    with devices.backend("cuda").math("fp32"):
-        return _run_all(run, data, progress)
-
-
 def settings_of(p, model: str, threads: int) -> dict:
     """The parameters that change ``model``'s rows (part of every row's key): the CNN's epochs, batch and SGD
     settings are empty for the MLP, the MLP's steps and rates empty for the CNN, so a change to one model's
@@ -470,10 +450,16 @@ def settings_of(p, model: str, threads: int) -> dict:
     }
 
 
-def _run_all(run, data: Data | None, progress) -> dict[str, list[dict]]:
+def run_all(run, data: Data | None = None, progress=print) -> dict[str, list[dict]]:
+    """Everything 05 measures, written to the run folder row by row (:data:`CSVS`); fp32 means fp32 for torch
+    (TF32 off on CUDA, whose cuDNN default is on, else torch_cuda would fail the 1e-4 gradient check)."""
+    with devices.backend("cuda").math("fp32"):
+        return _run_all(run, data or load_data(run.params), progress)
+
+
+def _run_all(run, data: Data, progress) -> dict[str, list[dict]]:
     p, threads = run.params, run.threads
     set_threads(threads)
-    data = data or load_data(p)
     files = {name: results.file(run.dir, name) for name in CSVS}
     planned = [
         {"backend": b, "model": m, **settings_of(p, m, threads)}

@@ -7,6 +7,7 @@ kernel on a one-image batch and reports it as ``jit_s``, apart from every timed 
 
 from __future__ import annotations
 
+import sys
 import time
 
 import numba
@@ -161,11 +162,10 @@ def dense_bwd_weight(d, x, dw, db):
 
 
 @njit(**JIT)
-def dense_bwd_input(d, w, relu_out, dx):
-    """dx = d @ w, times the ReLU mask of ``relu_out`` when it is given (size > 0)."""
+def dense_bwd_input(d, w, relu_out, dx, masked):
+    """dx = d @ w, times the ReLU mask of ``relu_out`` when ``masked``."""
     n_, j_ = d.shape
     k_ = w.shape[1]
-    masked = relu_out.shape[0] > 0
     for n in prange(n_):
         for k in range(k_):
             dx[n, k] = 0.0
@@ -216,6 +216,8 @@ def sgd_plain(p, g, lr):
 
 
 class NumbaCpuBackend(Buffered):
+    kernels = sys.modules[__name__]
+
     def __init__(self, model: str, lr: float = 0.01, momentum: float = 0.9):
         self.name, self.model, self.lr, self.momentum = "numba_cpu", model, lr, momentum
         self.timer = OpTimer()
@@ -251,63 +253,34 @@ class NumbaCpuBackend(Buffered):
             self.buffers[n] = step_buffers(self.model, self.p, self.image, n, np.empty)
         return self.buffers[n]
 
-    def put(self, x, y):
-        with self.timer.op("input", "transfer", "forward"):
-            x = np.ascontiguousarray(x.reshape(len(x), -1) if self.model == "mlp" else x, dtype=np.float32)
-            self.batch = x
-            return x, np.ascontiguousarray(y, dtype=np.int64)
+    def _run(self, kernel, size, *args):
+        kernel(*args)
 
-    def _forward(self, x, b):
-        p, op = self.p, self.timer.op
-        if self.model == "mnist_cnn":
-            with op("conv1+relu1", "conv", "forward"):
-                conv_relu_fwd(x, p["conv1.weight"], p["conv1.bias"], b["a1"])
-            with op("pool1", "pool", "forward"):
-                maxpool_fwd(b["a1"], b["p1"], b["i1"])
-            with op("conv2+relu2", "conv", "forward"):
-                conv_relu_fwd(b["p1"], p["conv2.weight"], p["conv2.bias"], b["a2"])
-            with op("pool2", "pool", "forward"):
-                maxpool_fwd(b["a2"], b["p2"], b["i2"])
-            x = b["p2"].reshape(len(x), -1)
-        with op("fc1+relu", "matmul", "forward"):
-            dense_fwd(x, np.ascontiguousarray(p["fc1.weight"].T), p["fc1.bias"], b["h"], True)
-        with op("fc2", "matmul", "forward"):
-            dense_fwd(b["h"], np.ascontiguousarray(p["fc2.weight"].T), p["fc2.bias"], b["logits"], False)
-        return x
+    def _device(self, a):
+        return a
 
-    def loss_and_grads(self, x, y) -> float:
-        x, y = self.put(x, y)
-        b, p, g, op = self._buf(len(x)), self.p, self.g, self.timer.op
-        flat = self._forward(x, b)
-        with op("softmax_ce", "softmax", "forward"):
-            loss = softmax_ce(b["logits"], y, b["d"])
-        with op("fc2_bwd", "gradient", "backward"):
-            dense_bwd_weight(b["d"], b["h"], g["fc2.weight"], g["fc2.bias"])
-            dense_bwd_input(b["d"], p["fc2.weight"], b["h"], b["dh"])
-        with op("fc1_bwd", "gradient", "backward"):
-            dense_bwd_weight(b["dh"], flat, g["fc1.weight"], g["fc1.bias"])
-            if self.model == "mnist_cnn":
-                dense_bwd_input(b["dh"], p["fc1.weight"], np.empty((0, 0), np.float32), b["dflat"])
-        if self.model == "mnist_cnn":
-            with op("pool2+relu2_bwd", "gradient", "backward"):
-                maxpool_relu_bwd(b["dflat"].reshape(b["p2"].shape), b["p2"], b["i2"], b["da2"])
-            with op("conv2_bwd", "gradient", "backward"):
-                self._conv_weight_grad(b["p1"], b["da2"], "conv2")
-                conv_bwd_input(b["da2"], p["conv2.weight"], b["dp1"])
-            with op("pool1+relu1_bwd", "gradient", "backward"):
-                maxpool_relu_bwd(b["dp1"], b["p1"], b["i1"], b["da1"])
-            with op("conv1_bwd", "gradient", "backward"):
-                self._conv_weight_grad(x, b["da1"], "conv1")
+    def _host(self, a) -> np.ndarray:
+        return a.copy()
+
+    def _dense_w(self, layer):
+        return np.ascontiguousarray(self.p[f"{layer}.weight"].T)
+
+    def _softmax(self, b, y):
+        return softmax_ce(b["logits"], y, b["d"])
+
+    def _loss(self, loss, b) -> float:
         return float(loss)
 
-    def _conv_weight_grad(self, x, da, name):
-        w = self.p[f"{name}.weight"]
-        t = max(1, min(len(x), 4 * numba.get_num_threads()))  # batch chunks, each summed apart
-        dw_part = np.empty((t, *w.shape, da.shape[3]), np.float32)
-        db_part = np.empty((t, w.shape[0], da.shape[3]), np.float32)
-        conv_bwd_weight(x, da, dw_part, db_part)
-        self.g[f"{name}.weight"][...] = dw_part.sum(axis=(0, 5))
-        self.g[f"{name}.bias"][...] = db_part.sum(axis=(0, 2))
+    def _grad(self, kernel, layer, a, d):
+        w, dw, db = self.p[f"{layer}.weight"], self.g[f"{layer}.weight"], self.g[f"{layer}.bias"]
+        if kernel is dense_bwd_weight:
+            return kernel(a, d, dw, db)
+        t = max(1, min(len(a), 4 * numba.get_num_threads()))  # batch chunks, each summed apart
+        dw_part = np.empty((t, *w.shape, d.shape[3]), np.float32)
+        db_part = np.empty((t, w.shape[0], d.shape[3]), np.float32)
+        kernel(a, d, dw_part, db_part)
+        dw[...] = dw_part.sum(axis=(0, 5))
+        db[...] = db_part.sum(axis=(0, 2))
 
     def train_step(self, x, y) -> float:
         loss = self.loss_and_grads(x, y)
@@ -318,6 +291,3 @@ class NumbaCpuBackend(Buffered):
                 else:
                     sgd_plain(p.reshape(-1), self.g[k].reshape(-1), self.lr)
         return loss
-
-    def _host(self, a) -> np.ndarray:
-        return a.copy()

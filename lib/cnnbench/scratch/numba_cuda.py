@@ -8,6 +8,7 @@ Kernels use one thread per output element; the weight gradients sum over the bat
 from __future__ import annotations
 
 import math
+import sys
 import time
 
 import numba
@@ -226,6 +227,8 @@ def _blocks(n: int) -> int:
 
 
 class NumbaCudaBackend(Buffered):
+    kernels = sys.modules[__name__]
+
     def __init__(self, model: str, lr: float = 0.01, momentum: float = 0.9):
         self.name, self.model, self.lr, self.momentum = "numba_cuda", model, lr, momentum
         self.cuda = _cuda()
@@ -265,81 +268,37 @@ class NumbaCudaBackend(Buffered):
             self.buffers = {n: {**b, "losses": self.cuda.device_array(n, np.float32)}}
         return self.buffers[n]
 
-    def put(self, x, y):
-        with self.timer.op("input", "transfer", "forward"):
-            x = np.ascontiguousarray(x.reshape(len(x), -1) if self.model == "mlp" else x, dtype=np.float32)
-            self.batch = self.cuda.to_device(x)
-            return self.batch, self.cuda.to_device(np.ascontiguousarray(y, dtype=np.int64))
-
-    def _launch(self, kernel, size, *args, chunks: int = 0):
+    def _run(self, kernel, size, *args, chunks: int = 0):
         grid = (_blocks(size), max(1, math.ceil(chunks / BATCH_CHUNK))) if chunks else _blocks(size)
         kernel[grid, THREADS](*args)
 
-    def _weight_grad(self, kernel, layer, a, b, n):
-        w, bias = self.g[f"{layer}.weight"], self.g[f"{layer}.bias"]
-        self._launch(kernel, w.size, a, b, w, bias, chunks=n)
+    def _device(self, a):
+        return self.cuda.to_device(a)
 
-    def _forward(self, x, b):
-        p, op = self.p, self.timer.op
-        n = x.shape[0]
-        if self.model == "mnist_cnn":
-            with op("conv1+relu1", "conv", "forward"):
-                self._launch(conv_relu_fwd, b["a1"].size, x, p["conv1.weight"], p["conv1.bias"], b["a1"])
-            with op("pool1", "pool", "forward"):
-                self._launch(maxpool_fwd, b["p1"].size, b["a1"], b["p1"], b["i1"])
-            with op("conv2+relu2", "conv", "forward"):
-                self._launch(
-                    conv_relu_fwd, b["a2"].size, b["p1"], p["conv2.weight"], p["conv2.bias"], b["a2"]
-                )
-            with op("pool2", "pool", "forward"):
-                self._launch(maxpool_fwd, b["p2"].size, b["a2"], b["p2"], b["i2"])
-            x = b["p2"].reshape(n, b["p2"].size // n)
-        with op("fc1+relu", "matmul", "forward"):
-            self._launch(dense_fwd, b["h"].size, x, p["fc1.weight"], p["fc1.bias"], b["h"], True)
-        with op("fc2", "matmul", "forward"):
-            self._launch(
-                dense_fwd, b["logits"].size, b["h"], p["fc2.weight"], p["fc2.bias"], b["logits"], False
-            )
-        return x
+    def _host(self, a) -> np.ndarray:
+        return a.copy_to_host()
 
-    def loss_and_grads(self, x, y) -> float:
-        xd, yd = self.put(x, y)
-        n = xd.shape[0]
-        b, p, g, op = self._buf(n), self.p, self.g, self.timer.op
-        flat = self._forward(xd, b)
-        with op("softmax_ce", "softmax", "forward"):
-            self._launch(softmax_ce, n, b["logits"], yd, b["d"], b["losses"])
-        for k in g:
-            self._zero(g[k])
-        with op("fc2_bwd", "gradient", "backward"):
-            self._weight_grad(dense_bwd_weight, "fc2", b["d"], b["h"], n)
-            self._launch(dense_bwd_input, b["dh"].size, b["d"], p["fc2.weight"], b["h"], b["dh"], True)
-        with op("fc1_bwd", "gradient", "backward"):
-            self._weight_grad(dense_bwd_weight, "fc1", b["dh"], flat, n)
-            if self.model == "mnist_cnn":
-                self._launch(
-                    dense_bwd_input, b["dflat"].size, b["dh"], p["fc1.weight"], b["dh"], b["dflat"], False
-                )
-        if self.model == "mnist_cnn":
-            with op("pool2+relu2_bwd", "gradient", "backward"):
-                dp2 = b["dflat"].reshape(*b["p2"].shape)
-                self._launch(maxpool_relu_bwd, b["da2"].size, dp2, b["p2"], b["i2"], b["da2"])
-            with op("conv2_bwd", "gradient", "backward"):
-                self._weight_grad(conv_bwd_weight, "conv2", b["p1"], b["da2"], n)
-                self._launch(conv_bwd_input, b["dp1"].size, b["da2"], p["conv2.weight"], b["dp1"])
-            with op("pool1+relu1_bwd", "gradient", "backward"):
-                self._launch(maxpool_relu_bwd, b["da1"].size, b["dp1"], b["p1"], b["i1"], b["da1"])
-            with op("conv1_bwd", "gradient", "backward"):
-                self._weight_grad(conv_bwd_weight, "conv1", xd, b["da1"], n)
+    def _dense_w(self, layer):
+        return self.p[f"{layer}.weight"]
+
+    def _softmax(self, b, y):
+        self._run(softmax_ce, b["losses"].size, b["logits"], y, b["d"], b["losses"])
+
+    def _loss(self, loss, b) -> float:
         return float(b["losses"].copy_to_host().astype(np.float64).mean())
+
+    def _zero_grads(self) -> None:
+        for a in self.g.values():
+            self._zero(a)
+
+    def _grad(self, kernel, layer, a, d):
+        w, bias = self.g[f"{layer}.weight"], self.g[f"{layer}.bias"]
+        self._run(kernel, w.size, a, d, w, bias, chunks=a.shape[0])
 
     def train_step(self, x, y) -> float:
         loss = self.loss_and_grads(x, y)
         with self.timer.op("sgd", "update", "update"):
             for k, p in self.p.items():
                 flat = (a.reshape(p.size) for a in (p, self.g[k], self.v[k]))
-                self._launch(sgd, p.size, *flat, np.float32(self.lr), np.float32(self.momentum))
+                self._run(sgd, p.size, *flat, np.float32(self.lr), np.float32(self.momentum))
         return loss
-
-    def _host(self, a) -> np.ndarray:
-        return a.copy_to_host()

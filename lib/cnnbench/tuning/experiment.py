@@ -19,8 +19,7 @@ from cnnbench.tuning.racing import Outcome
 
 
 def default_setting(run, model: str) -> Setting:
-    """The seeds' configuration: fp32, NCHW, eager, their batch size, the run's threads and loader settings as
-    they are in force on this device."""
+    """The seeds' configuration (fp32, NCHW, eager, their batch size) with the run's threads, as in force here."""
     p = run.params
     setting = knobs.for_params(p, batch_size=p.batch_size_for(model), threads=run.threads)
     return knobs.in_force(setting, devices.backend(run.device))
@@ -32,30 +31,22 @@ NO_PEAKS = (
 )
 
 
-def read_peaks(run) -> pd.DataFrame | None:
-    peaks = results.read(run.dir, "device_peaks")
-    return peaks if len(peaks.columns) else None
-
-
 def roof_columns(peaks: pd.DataFrame | None, cfg: engine.Config, c: Setting, achieved_gflops: float) -> dict:
     """Where a measurement sits on the roofline: counted intensity, the measured roof of its precision,
     attainable GFLOP/s, the bound, and the efficiency against the compute roof and against the attainable."""
+    intensity, note = math.nan, ""
     try:
-        step = roofline.step_intensity(
-            cfg.model, c.batch_size, cfg.image_size, cfg.num_classes, cfg.phase, c.precision
-        )
-        intensity = step["intensity_flop_per_byte"]
+        args = (cfg.model, c.batch_size, cfg.image_size, cfg.num_classes, cfg.phase, c.precision)
+        intensity = roofline.step_intensity(*args)["intensity_flop_per_byte"]
     except Exception as err:  # noqa: BLE001 - the search's result stands without its placement
-        intensity, note = math.nan, f"intensity not counted: {type(err).__name__}: {err}"[:200]
-    else:
-        note = ""
+        note = f"intensity not counted: {type(err).__name__}: {err}"[:200]
     out = {"intensity_flop_per_byte": intensity}
     measured = None if peaks is None else peaks[peaks.kind == "measured"]
     if measured is None or measured.empty:
-        numbers = dict.fromkeys(("roof_peak_gflops", "roof_bandwidth_gbs", "attainable_gflops"), math.nan)
         why = note or "no measured roofs in this run (04_roofline did not run): efficiency not computed"
-        unknown = {"compute_roof_pct": math.nan, "attainable_pct": math.nan, "roof_note": why}
-        return {**out, "roof_precision": "", **numbers, "bound": "", **unknown}
+        numbers = dict.fromkeys(("roof_peak_gflops", "roof_bandwidth_gbs", "attainable_gflops"), math.nan)
+        unknown = dict(bound="", compute_roof_pct=math.nan, attainable_pct=math.nan, roof_note=why)
+        return {**out, "roof_precision": "", **numbers, **unknown}
     roof = roofline.roof_for(measured, c.precision)
     finite = math.isfinite(intensity)
     att = roofline.attainable(intensity, roof.peak_gflops, roof.bandwidth_gbs) if finite else math.nan
@@ -81,8 +72,7 @@ def confirm(base: engine.Config, c: Setting, device, p, steps: int) -> dict:
         p, warmup_steps=p.tune_confirm_warmup_steps, measured_steps=steps, window_s=p.tune_confirm_window_s
     )
     row = engine.measure(base.replace(**c), device, protocol)
-    row.pop("step_times_s", None), row.pop("window_steps", None)
-    return row
+    return {k: v for k, v in row.items() if k not in ("step_times_s", "window_steps")}
 
 
 def identity_of(run, model: str, phase: str, hw: devices.Hardware) -> dict:
@@ -152,22 +142,15 @@ def tune_one(run, model: str, phase: str, hw: devices.Hardware, sink, peaks) -> 
     return s.run(), sp
 
 
-def plain(row: dict) -> dict:
-    """numpy scalars as Python values: results' CSV cells would otherwise read 'np.float64(...)'."""
-    return {k: (v.item() if isinstance(v, np.generic) else v) for k, v in row.items()}
-
-
 def search_line(model: str, phase: str, row: dict) -> str:
     """One console line per row of the search (a window of a rung, the guard, a confirmation)."""
     rate = row.get("throughput_img_s")
-    told = (
-        f"{rate:,.1f} img/s"
-        if isinstance(rate, (int, float)) and math.isfinite(rate)
-        else row.get("status", "")
-    )
+    finite = isinstance(rate, (int, float)) and math.isfinite(rate)
+    told = f"{rate:,.1f} img/s" if finite else row.get("status", "")
     words = [str(row.get(k, "")) for k in ("row_kind", "stage", "config") if row.get(k, "") != ""]
-    # "guard", not "guard guard"
-    what = " ".join(w for i, w in enumerate(words) if i == 0 or w != words[i - 1])
+    what = " ".join(
+        w for i, w in enumerate(words) if i == 0 or w != words[i - 1]
+    )  # "guard", not "guard guard"
     return f"  tuning {model} {phase}: {what} {told}".rstrip()
 
 
@@ -180,15 +163,13 @@ def tune(run) -> pd.DataFrame:
     rows = table.file(run.dir)
     finished = ResultsFile(rows.path, (*search_keys(), "row_kind"))
     space_file = results.file(run.dir, "tuning_space")
-    peaks = read_peaks(run)
-    # 07 opened alone (a fresh Colab VM): the search stands, its roofline columns stay empty
-    if peaks is None:
+    peaks = results.read(run.dir, "device_peaks")
+    if not len(
+        peaks.columns
+    ):  # 07 opened alone (a fresh Colab VM): the search stands, without roofline columns
         print(NO_PEAKS)
-    searches = [
-        (model, phase, identity_of(run, model, phase, hw))
-        for model in p.tune_models
-        for phase in p.tune_phases
-    ]
+        peaks = None
+    searches = [(m, ph, identity_of(run, m, ph, hw)) for m in p.tune_models for ph in p.tune_phases]
     table.plan(run.dir, [identity for *_, identity in searches], "tuning")
     kept = sum(finished.done({**identity, "row_kind": "best"}) for *_, identity in searches)
     for model, phase, identity in searches:
@@ -199,7 +180,9 @@ def tune(run) -> pd.DataFrame:
         )
 
         def sink(row, model=model, phase=phase):
-            rows.append(plain(row))
+            rows.append(
+                {k: (v.item() if isinstance(v, np.generic) else v) for k, v in row.items()}
+            )  # not np.
             progress.note(search_line(model, phase, row))
 
         _, sp = tune_one(run, model, phase, hw, sink, peaks)

@@ -7,7 +7,7 @@ last loss must stay within ``tolerance`` of fp32 eager NCHW's, as a share of the
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 import torch
 
@@ -24,13 +24,7 @@ class Verdict:
     reason: str  # why it was rejected ('' when ok)
 
     def columns(self) -> dict:
-        return {
-            "guard_loss": self.loss,
-            "guard_reference_loss": self.reference_loss,
-            "guard_diff_pct": self.diff_pct,
-            "guard_ok": self.ok,
-            "guard_reason": self.reason,
-        }
+        return {f"guard_{k}": v for k, v in asdict(self).items()}
 
 
 def loss_after(cfg: engine.Config, device: torch.device, p, steps: int) -> tuple[float, float]:
@@ -58,16 +52,8 @@ def judge(loss: float, reference: float, tolerance: float, reference_start: floa
     scale = progress if progress > 1e-6 * max(abs(reference), 1.0) else abs(reference)
     rel = abs(loss - reference) / max(scale, 1e-12)
     what = "of fp32 eager's progress" if scale == progress else "of fp32 eager's loss"
-    if rel > tolerance:
-        return Verdict(
-            loss,
-            reference,
-            100 * rel,
-            False,
-            f"loss {loss:.4f} vs fp32 eager {reference:.4f}: "
-            f"{rel:.1%} {what} apart > tolerance {tolerance:.0%}",
-        )
-    return Verdict(loss, reference, 100 * rel, True, "")
+    why = f"loss {loss:.4f} vs fp32 eager {reference:.4f}: {rel:.1%} {what} apart > tolerance {tolerance:.0%}"
+    return Verdict(loss, reference, 100 * rel, not rel > tolerance, why if rel > tolerance else "")
 
 
 def check(
@@ -77,17 +63,12 @@ def check(
     (first, last)``; a failure to run is a rejection, and once ``spent()`` the rest are rejected as such."""
     start, ref = measure_loss(reference)
     out = {reference: Verdict(ref, ref, 0.0, True, "")}
+    spent_why = "not guarded: tune_guard_budget_s was spent (the guard's steps and compiles count in it)"
     for numerics in numerics_list:
         if numerics in out:
             continue
         if spent():
-            out[numerics] = Verdict(
-                math.nan,
-                ref,
-                math.nan,
-                False,
-                "not guarded: tune_guard_budget_s was spent (the guard's steps and compiles count in it)",
-            )
+            out[numerics] = Verdict(math.nan, ref, math.nan, False, spent_why)
             continue
         try:
             out[numerics] = judge(measure_loss(numerics)[1], ref, tolerance, start)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections import Counter
 from collections.abc import Callable
 from itertools import product
 
@@ -28,9 +29,8 @@ SETTLED, SETTLE_STEPS = 0.10, 20  # warm-up: until two steps agree within 10%, a
 
 
 def window(base: engine.Config, c: Setting, device: torch.device, p, window_s: float) -> Outcome:
-    """One short race window of ``base`` in setting ``c``: build, warm-up steps until the pace settles (two in a
-    row within ``SETTLED`` of each other: a compiled or CUDA-graphed step records and warms first; at most
-    ``SETTLE_STEPS``), then steps filling ``window_s`` at that pace (at least ``MIN_WINDOW_STEPS``)."""
+    """One short race window of ``base`` in setting ``c``: warm-up steps until two in a row agree within
+    ``SETTLED`` (at most ``SETTLE_STEPS``), then steps filling ``window_s`` at that pace."""
     try:
         with engine.Workload(base.replace(**c), device, p) as work:
             times = [_timed(work, device), _timed(work, device)]
@@ -86,9 +86,7 @@ class Search:
         explain: Callable[[Setting, dict], dict] | None = None,
         probe: Callable[[], float] | None = None,
     ):
-        self.base, self.space, self.p, self.identity = base, space, p, identity
-        # the CPU's own speed (telemetry.speed_probe), taken before each confirmation round
-        self.probe = probe
+        self.base, self.space, self.p, self.identity, self.probe = base, space, p, identity, probe
         self.guard_loss, self.confirm, self.sink, self.clock = guard_loss, confirm, sink, clock
         self.explain = explain or (lambda c, row: {})
         self.evaluations = 0
@@ -123,24 +121,12 @@ class Search:
 
     def _on_trial(self, stage: str):
         def report(t: racing.Trial) -> None:
-            c, out = t.candidate, t.outcome
-            self.sink(
-                self._row(
-                    "race",
-                    stage,
-                    c,
-                    rung=t.rung,
-                    status=out.status,
-                    error=out.error,
-                    throughput_img_s=out.throughput_img_s,
-                    throughput_ci95_img_s=out.throughput_ci95_img_s,
-                    window_target_s=t.window_target_s,
-                    fate=t.fate,
-                    reused=t.reused,
-                    **out.extra,
-                    **self.verdicts.get(c.numerics, guard.Verdict(*[math.nan] * 3, True, "")).columns(),
-                )
-            )
+            o = t.outcome
+            verdict = self.verdicts.get(t.candidate.numerics, guard.Verdict(*[math.nan] * 3, True, ""))
+            cols = dict(rung=t.rung, status=o.status, error=o.error, throughput_img_s=o.throughput_img_s)
+            cols |= dict(throughput_ci95_img_s=o.throughput_ci95_img_s, window_target_s=t.window_target_s)
+            cols |= dict(fate=t.fate, reused=t.reused, **o.extra, **verdict.columns())
+            self.sink(self._row("race", stage, t.candidate, **cols))
             self.trials.append((stage, t))
 
         return report
@@ -166,30 +152,16 @@ class Search:
             reference,
             spent=lambda: self.clock() - start >= self.p.tune_guard_budget_s,
         )
-        for n, verdict in self.verdicts.items():
-            self.sink(
-                self._row(
-                    "guard",
-                    "guard",
-                    None,
-                    config=" ".join(map(str, n)),
-                    **dict(zip(names, n, strict=True)),
-                    status="ok" if verdict.ok else "skipped",
-                    error=verdict.reason,
-                    **verdict.columns(),
-                )
-            )
+        for n, v in self.verdicts.items():
+            cols = dict(config=" ".join(map(str, n)), **dict(zip(names, n, strict=True)))
+            cols |= dict(status="ok" if v.ok else "skipped", error=v.reason, **v.columns())
+            self.sink(self._row("guard", "guard", None, **cols))
         return [dict(zip(names, n, strict=True)) for n in numerics if self.verdicts[n].ok]
 
     def _race(self, stage: str, candidates: list[Setting], budget_s: float, known: dict) -> racing.Race:
+        evaluate, eta = (lambda c, w, r: self.evaluate(c, w)), self.p.tune_eta
         race = racing.successive_halving(
-            candidates,
-            lambda c, w, r: self.evaluate(c, w),
-            budget_s,
-            self.p.tune_eta,
-            known,
-            self.clock,
-            self._on_trial(stage),
+            candidates, evaluate, budget_s, eta, known, self.clock, self._on_trial(stage)
         )
         if race.budget_exhausted:
             self.exhausted.append(stage)
@@ -234,11 +206,8 @@ class Search:
 
         stage1 = [c for n in passing for c in grid("numerics", d.with_(**n))]
         stage1.sort(key=lambda c: knobs.KNOBS["compile"].values.index(c.compile))  # one mode after another
-        sizes = {
-            "numerics": len(stage1),
-            "batch_size": len(v.get("batch_size", [d.batch_size])),
-            "host": len(grid("host", d)),
-        }
+        sizes = {"numerics": len(stage1), "batch_size": len(v.get("batch_size", [d.batch_size]))}
+        sizes["host"] = len(grid("host", d))
         known: dict = {}
         winner = d
         for stage in knobs.STAGES:
@@ -256,8 +225,7 @@ class Search:
             if race.winner is None:
                 break
             winner = race.winner
-        search_s = self.clock() - start
-        return self._confirm_and_explain(search_s)
+        return self._confirm_and_explain(self.clock() - start)
 
     def ranked(self) -> list[Setting]:
         """Distinct raced candidates, best first, each by its outcome at the highest rung it reached."""
@@ -291,21 +259,16 @@ class Search:
                 **combine_rounds(measured),
                 "probe_img_s": sum(probes) / len(probes) if probes else math.nan,
             }
-            row = self._row(
-                "confirm",
-                "confirm",
-                c,
-                role="default" if c == d else "candidate",
-                **{k: v for k, v in row.items() if k not in self.identity and k not in c},
-            )
-            self.sink(row)
-            rows[c] = row
+            row = {k: v for k, v in row.items() if k not in self.identity and k not in c}
+            rows[c] = self._row("confirm", "confirm", c, role="default" if c == d else "candidate", **row)
+            self.sink(rows[c])
         ok = {c: r for c, r in rows.items() if r.get("status") == "ok"}
         best = max(ok, key=lambda c: ok[c]["throughput_img_s"]) if ok else None
         tried = {t.candidate for _, t in self.trials}
         fates = [t.fate for _, t in self.trials]
         rejected = [f"{' '.join(map(str, n))}: {v.reason}" for n, v in self.verdicts.items() if not v.ok]
         pruned = {s: sum(1 for st, t in self.trials if st == s and t.fate == "pruned") for s in knobs.STAGES}
+        by_rung = Counter(t.rung for _, t in self.trials if t.fate == "pruned")
         summary = {
             "configs_in_space": self.space.size(),
             "configs_tried": len(tried),
@@ -313,9 +276,7 @@ class Search:
             "pruned": sum(pruned.values()),
             "failed": fates.count("failed"),
             "pruned_by_stage": ", ".join(f"{s} {n}" for s, n in pruned.items()),
-            "pruned_by_rung": ", ".join(
-                f"rung {r} {n}" for r, n in sorted(_count_rungs(self.trials).items())
-            ),
+            "pruned_by_rung": ", ".join(f"rung {r} {n}" for r, n in sorted(by_rung.items())),
             "guard_rejected": "; ".join(rejected),
             "budget_s": self.p.tune_budget_s,
             "search_s": search_s,
@@ -329,42 +290,20 @@ class Search:
                 "best", "best", None, status="error", error="no configuration confirmed", **summary
             )
         else:
-            base = rows[best]
-            dflt = rows[d] if rows[d].get("status") == "ok" else {}
-            row = self._row(
-                "best",
-                "best",
-                best,
-                **{
-                    k: v
-                    for k, v in base.items()
-                    if k not in self.identity
-                    and k not in ("row_kind", "stage", "rung", "config", "role")
-                    and k not in best
-                },
-                **speedup(base, dflt),
-                **self.explain(best, base),
-                **{
-                    f"default_{k}": dflt.get(k, math.nan)
-                    for k in (
-                        "throughput_img_s",
-                        "throughput_ci95_img_s",
-                        "achieved_gflops",
-                        "energy_j_per_image",
-                    )
-                },
-                **summary,
+            base, dflt = rows[best], rows[d] if rows[d].get("status") == "ok" else {}
+            skip = {*self.identity, "row_kind", "stage", "rung", "config", "role", *best}
+            cols = (
+                {k: v for k, v in base.items() if k not in skip}
+                | speedup(base, dflt)
+                | self.explain(best, base)
             )
+            cols |= {f"default_{k}": dflt.get(k, math.nan) for k in DEFAULT_COLUMNS}
+            row = self._row("best", "best", best, **cols, **summary)
         self.sink(row)
         return row
 
 
-def _count_rungs(trials) -> dict[int, int]:
-    out: dict[int, int] = {}
-    for _, t in trials:
-        if t.fate == "pruned":
-            out[t.rung] = out.get(t.rung, 0) + 1
-    return out
+DEFAULT_COLUMNS = ("throughput_img_s", "throughput_ci95_img_s", "achieved_gflops", "energy_j_per_image")
 
 
 def combine_rounds(measured: list[dict]) -> dict:
