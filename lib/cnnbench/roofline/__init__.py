@@ -1,11 +1,7 @@
-"""The roofline: attainable performance min(peak, bandwidth x intensity) from measured roofs, and the placement
-of every measured workload (Scenario A, the batch sweep, single layers from the profiler) on it.
-
-Placement is hierarchical, as Nsight Compute draws it: each point is held against the roof of the innermost memory
-level its working set fits in (a layer: the op's counted bytes per call; a whole step: its counted bytes), and the
-DRAM-only view (``attainable_dram_gflops``, ``efficiency_dram``, ``bound_dram``) stays beside it, and what every
-measured level would allow at the point's intensity (``attainable_<level>_gflops``: l1, l2, l3, dram/hbm). A point
-more than 5% above its own roof has ``above_roof`` true and ``above_roof_reason`` saying why."""
+"""The roofline: attainable performance min(peak, bandwidth x intensity) from measured roofs, and every measured
+workload (Scenario A, the batch sweep, profiled layers) placed on it hierarchically, as Nsight Compute does: against
+the roof of the innermost memory level its working set fits in, with the DRAM-only view and every level's
+``attainable_<level>_gflops`` beside it; a point more than 5% above its own roof is flagged with the reason."""
 
 from __future__ import annotations
 
@@ -18,7 +14,7 @@ from torch.profiler import profile
 from cnnbench import devices, knobs, progress, published, results
 from cnnbench.measure import engine, traffic
 
-# 04's figures and the results layer's writer and run finder, named here for 04's one entry point
+# 04's figures, writer and run finder, named here for 04's one entry point
 from cnnbench.plots import bandwidth_sweep as bandwidth_sweep  # noqa: E402, I001
 from cnnbench.plots import layer_figures as layer_figures
 from cnnbench.plots import per_model_rooflines as per_model_rooflines
@@ -49,8 +45,7 @@ def _measured(peaks: pd.DataFrame, precision: str) -> tuple[pd.DataFrame, str]:
 
 
 def roof_for(peaks: pd.DataFrame, precision: str) -> pd.Series:
-    """The measured DRAM (main-memory) roof of ``precision`` (tf32 falls back to fp32, missing half precisions to
-    fp32), named by its precision. Peaks without a ``level`` column have one row per precision."""
+    """The measured main-memory roof of ``precision`` (else fp32's), named by its precision."""
     rows, p = _measured(peaks, precision)
     if "level" in rows:
         main = rows[rows.level.isin(peaks_mod.MAIN_MEMORY)]
@@ -59,8 +54,8 @@ def roof_for(peaks: pd.DataFrame, precision: str) -> pd.Series:
 
 
 class _Roofs:
-    """The roofs of one peaks table, each precision's and level's rows filtered out once and looked up per point
-    (a run places a thousand layers against one table)."""
+    """The roofs of one peaks table, each precision's and level's rows filtered once (a run places a thousand
+    layers against one table)."""
 
     def __init__(self, peaks: pd.DataFrame):
         self.peaks, self._measured, self._dram, self._level = peaks, {}, {}, {}
@@ -79,8 +74,7 @@ class _Roofs:
         return self._dram[precision]
 
     def level_roof(self, precision: str, working_set_bytes: float) -> pd.Series:
-        """The measured roof of the innermost memory level that holds ``working_set_bytes`` (hierarchical
-        roofline): its ``level`` and ``bandwidth_gbs``. Peaks without levels: the DRAM roof."""
+        """The measured roof of the innermost level holding ``working_set_bytes`` (no levels: the DRAM roof)."""
         rows, p = self.measured(precision)
         if "level" not in rows or "capacity_mib" not in rows or pd.isna(working_set_bytes):
             return self.dram(precision)
@@ -90,8 +84,7 @@ class _Roofs:
         return self._level[p, level]
 
     def attainable(self, precision: str, intensity: float) -> dict:
-        """``attainable_<level>_gflops`` under every measured level's roof of ``precision`` at
-        ``intensity``."""
+        """``attainable_<level>_gflops`` under every measured level's roof of ``precision``."""
         rows, _ = self.measured(precision)
         if "level" not in rows:
             return {}
@@ -102,7 +95,7 @@ class _Roofs:
 
 
 def judge(intensity: float, achieved: float, roof: pd.Series, dram: pd.Series) -> dict:
-    """Attainable at the point's level and in the DRAM-only view, its efficiencies, and whether (and why) it sits
+    """Attainable and efficiency at the point's level and in the DRAM-only view, and whether (and why) it sits
     more than 5% above its roof."""
     att = attainable(intensity, roof.peak_gflops, roof.bandwidth_gbs)
     att_dram = attainable(intensity, dram.peak_gflops, dram.bandwidth_gbs)
@@ -159,8 +152,8 @@ def intensities_for(results: pd.DataFrame) -> pd.DataFrame:
 
 
 def place(results: pd.DataFrame, intensities: pd.DataFrame, peaks: pd.DataFrame, source: str) -> pd.DataFrame:
-    """roofline.csv rows: each measured configuration at its intensity, against the roof of the memory level its
-    working set (the step's counted bytes) fits in, and in the DRAM-only view beside it."""
+    """roofline.csv rows: each measured configuration against the roof of the level its step's counted bytes fit
+    in, and the DRAM-only view."""
     ok = results[results.status == "ok"] if "status" in results else results.iloc[0:0]
     if ok.empty or intensities.empty:
         return pd.DataFrame()
@@ -179,8 +172,7 @@ def place(results: pd.DataFrame, intensities: pd.DataFrame, peaks: pd.DataFrame,
 
 
 def _point(ident: dict, r, working_set: float, roof: pd.Series, dram: pd.Series, roofs: _Roofs) -> dict:
-    """A roofline.csv row: ``ident``, then point ``r``'s intensity and rate judged against ``roof`` and
-    ``dram``."""
+    """A roofline.csv row: ``ident``, then point ``r`` judged against ``roof`` and ``dram``."""
     return {
         **ident,
         "intensity_flop_per_byte": r.intensity_flop_per_byte,
@@ -192,13 +184,6 @@ def _point(ident: dict, r, working_set: float, roof: pd.Series, dram: pd.Series,
     }
 
 
-def parameter_proxy(complexity: pd.DataFrame) -> pd.DataFrame:
-    """Seed 000's proxy, FLOPs per image / parameter bytes, recomputed from our counts (seed 000 used MACs at 224)."""
-    ref = complexity[complexity.role.str.startswith("reference")]
-    proxy = ref.gmacs_fwd * 1e9 / (ref.param_mib * 2**20)
-    return pd.DataFrame({"model": ref.model, "proxy_ai_macs224_over_param_bytes": proxy})
-
-
 LAYER_COLUMNS = """model phase batch_size op layer calls_per_step time_per_step_s flops flops_counted bytes
 intensity_flop_per_byte achieved_gflops time_share""".split()
 
@@ -206,9 +191,8 @@ intensity_flop_per_byte achieved_gflops time_share""".split()
 def profile_layers(
     cfg: engine.Config, device: torch.device, p, steps: int = 3, warmup: int = 2
 ) -> pd.DataFrame:
-    """Time every op of ``steps`` real steps with ``torch.profiler`` (shapes recorded) and join each (op, shapes)
-    with its counted FLOPs and bytes (:func:`layer_table`). :class:`cnnbench.devices.Unavailable` where the
-    profiler has no device time per op (MPS: it sees the host queueing each op)."""
+    """Every op of ``steps`` real steps timed by ``torch.profiler`` and joined with its counted FLOPs and bytes
+    (:func:`layer_table`); :class:`cnnbench.devices.Unavailable` where it has no device time per op (MPS)."""
     b = devices.backend(device)
     if b.op_time == "queue":
         raise devices.Unavailable(
@@ -231,9 +215,8 @@ def profile_layers(
 
 
 def layer_table(events, counted: dict, steps: int, cfg: engine.Config, b: devices.Backend) -> pd.DataFrame:
-    """One row per profiled (op, shapes) that has a count: its time per step on the device, FLOPs, bytes,
-    intensity and achieved rate. Ops the device's libraries name otherwise (cuDNN's batch norm) are joined under
-    the counter's name; ``time_share`` is over all the ops' time in the step, matched or not."""
+    """One row per profiled (op, shapes) that has a count (under the counter's name: ``b.op_names()``), with its
+    device time per step; ``time_share`` is over all the ops' time in the step, matched or not."""
     aliases = b.op_names()
     total_us = sum(b.op_time_us(evt, self_only=True) for evt in events)
     rows = []
@@ -270,11 +253,8 @@ def layer_table(events, counted: dict, steps: int, cfg: engine.Config, b: device
 
 
 def compare_with_seeds(intensity: pd.DataFrame, complexity: pd.DataFrame) -> pd.DataFrame:
-    """Our counted step intensities beside seed 000's parameter-bytes proxy and seed 003's figures.
-
-    Seed 000's "AI (FLOPs/Byte)" column is in GFLOP/MB (its FLOPs per image over its model size in MB, both in
-    ``published.AI_TABLE_000``): x 10^9 / 10^6 gives FLOP/byte, x 10^9 / 2^20 the same with its MB read as MiB
-    (which its model sizes, fp32 parameters x 4 bytes, are)."""
+    """Our counted step intensities beside seed 000's parameter-bytes proxy (in GFLOP/MB: x 10^9 / 10^6 is FLOP/byte,
+    x 10^9 / 2^20 with its MB read as MiB, as its fp32 model sizes are) and seed 003's figures."""
     if intensity.empty:
         out = pd.DataFrame({"model": sorted(set(published.PARAM_PROXY_AI_000) | set(published.AI_003))})
     else:
@@ -284,7 +264,10 @@ def compare_with_seeds(intensity: pd.DataFrame, complexity: pd.DataFrame) -> pd.
         ours.columns = [f"ours_{c}_step_flop_per_byte" for c in ours.columns]
         out = ours.reset_index()
     if not complexity.empty:
-        out = out.merge(parameter_proxy(complexity), on="model", how="left")
+        ref = complexity[complexity.role.str.startswith("reference")]  # seed 000's proxy from our counts
+        proxy = ref.gmacs_fwd * 1e9 / (ref.param_mib * 2**20)  # MACs at 224 px over parameter bytes
+        proxy = pd.DataFrame({"model": ref.model, "proxy_ai_macs224_over_param_bytes": proxy})
+        out = out.merge(proxy, on="model", how="left")
     seed = out.model.map(published.PARAM_PROXY_AI_000)
     out["published_by_000_gflop_per_mb"] = seed
     out["published_by_000_as_flop_per_byte"] = seed * 1e9 / 1e6
@@ -294,15 +277,12 @@ def compare_with_seeds(intensity: pd.DataFrame, complexity: pd.DataFrame) -> pd.
 
 
 def read_inputs(run) -> dict[str, pd.DataFrame]:
-    """The results 04 builds on (complexity, scenario_a, batch_sweep), each an empty frame when missing; of
-    scenario_a and batch_sweep only the rows of the run's current params (a rerun with another protocol leaves
-    the old rows in the CSV beside the new)."""
+    """The results 04 builds on (complexity, scenario_a, batch_sweep): current rows, empty frames when missing."""
     return {name: results.read(run.dir, name) for name in ("complexity", "scenario_a", "batch_sweep")}
 
 
 def host_steps(run) -> pd.DataFrame:
-    """host_steps.csv: the host's cost of each model's train and eval step on this device
-    (:func:`cnnbench.measure.dispatch.host_step`), measured once per device and model (a rerun keeps them)."""
+    """host_steps.csv: the host's cost of each model's steps on this device (:func:`dispatch.host_step`), resuming."""
     from cnnbench.measure import dispatch
 
     table, p, name = results.table("host_steps"), run.params, devices.device_name(run.device)
@@ -334,8 +314,7 @@ def inputs_note(inputs: dict[str, pd.DataFrame]) -> str:
 
 
 def intensity_vs_batch(model_names, batch_sizes, p) -> pd.DataFrame:
-    """Training-step intensity of each model at each batch size (the run's resolution and classes); a batch it
-    cannot train on (BatchNorm over one value per channel) is a row with status "error" and why."""
+    """Training-step intensity of each model at each batch size; a batch it cannot train on is an "error" row."""
     rows = []
     for model, bs in ((m, bs) for m in model_names for bs in batch_sizes):
         cfg = engine.config(p, model, "train")
@@ -348,8 +327,8 @@ def intensity_vs_batch(model_names, batch_sizes, p) -> pd.DataFrame:
 
 
 def layers_for_models(run, scenario_a: pd.DataFrame, steps: int = 2) -> pd.DataFrame:
-    """Profiled layers of each model's training step at its Scenario A configuration: the seeds' variant where
-    measured, else its first variant (the newest row of a configuration measured twice); eager, on its batch."""
+    """Profiled layers of each model's training step, eager, at its Scenario A configuration (the seeds' variant
+    where measured, else the first; the newest row of one measured twice)."""
     if scenario_a.empty or "status" not in scenario_a:
         return pd.DataFrame(columns=LAYER_COLUMNS)
     ok = knobs.columns(scenario_a[(scenario_a.status == "ok") & (scenario_a.phase == "train")])
@@ -391,8 +370,7 @@ def layers_for_models(run, scenario_a: pd.DataFrame, steps: int = 2) -> pd.DataF
 
 
 def layer_points(layers: pd.DataFrame, peaks: pd.DataFrame) -> pd.DataFrame:
-    """roofline.csv rows for profiled layers (fp32 roofs): each against the roof of the level its working set
-    (the op's counted bytes per call) fits in, with the DRAM-only view beside it."""
+    """roofline.csv rows for profiled layers against fp32 roofs, as :func:`place` (working set: one call's bytes)."""
     if layers.empty:
         return pd.DataFrame()
     roofs = _Roofs(peaks)
@@ -431,8 +409,7 @@ def above_roof_summary(points: pd.DataFrame) -> pd.DataFrame:
 
 
 def across_runs(run_dirs) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Scenario A roofline points and measured roofs of the runs ``run_dirs`` (``results.runs.runs_for``: this run
-    alone unless ``analysis_runs`` names others), each row tagged ``run_name`` (for per-model plots)."""
+    """Scenario A roofline points and measured roofs of ``run_dirs`` (:func:`runs_for`), tagged ``run_name``."""
     points, roofs = [], []
     for run_dir in sorted(map(Path, run_dirs)):
         pts = results.read(run_dir, "roofline")

@@ -1,15 +1,6 @@
-"""Device peaks: measured compute roofs (dense matmul per precision, representative 3x3 convolutions), a measured
-memory hierarchy (a working-set sweep through every cache level into DRAM/HBM), and spec-sheet roofs matched by the
-device's exact model and variant.
-
-The CPU sweep is :mod:`cnnbench.devices.membench`: as the Empirical Roofline Toolkit and likwid-bench do, one compiled call
-(numba, on the run's threads) loops many times over each thread's own buffer, so no per-call cost hides the L1 and
-L2 roofs; kernels ``read`` (bytes read) and ``triad`` (a = b + s*c: 2 reads + 1 write counted, the write-allocate
-read not counted, the STREAM convention). GPUs: torch copy and triad (bytes read + written), CUDA-graph replayed;
-the CUDA L2 also by one long kernel re-reading an L2-resident buffer (``l2_reread``, bytes read).
-
-The columns of ``device_peaks.csv`` and ``bandwidth_sweep.csv``: docs/outputs.md.
-"""
+"""Device peaks: measured compute roofs (dense matmul per precision, two 3x3 convolutions), a measured memory
+hierarchy (a working-set sweep through every cache level into main memory: each device's kernels,
+:mod:`cnnbench.devices.membench` on the CPU) and spec-sheet roofs. Columns: docs/outputs.md."""
 
 from __future__ import annotations
 
@@ -30,10 +21,8 @@ def matmul_rates(
     repeats: int = 5,
     min_call_s: float | None = None,
 ) -> list[float]:
-    """GFLOP/s of each of ``repeats`` timed calls of a dense n x n matmul (2 n^3 FLOPs per product: FMA-bound).
-
-    Each timed call chains as many products as last ``min_call_s`` (calibrated on the device), so a fast GPU's
-    timed call carries enough work whatever ``n`` is."""
+    """GFLOP/s of each of ``repeats`` timed calls of dense n x n matmuls (2 n^3 FLOPs each), each call chaining
+    as many as last ``min_call_s``."""
     b = devices.backend(device)
     x, y = (torch.randn(n, n, device=device, dtype=DTYPES[precision]) for _ in range(2))
     with b.math(precision):
@@ -49,8 +38,8 @@ def conv_rates(
     repeats: int = 5,
     min_call_s: float | None = None,
 ) -> list[float]:
-    """GFLOP/s of each timed call of a representative 3x3 convolution (ResNet stage 2 shape), forward: calls
-    replayed from a graph where the device has one (no launch gaps), no output kept past the next call."""
+    """GFLOP/s of each timed call of a 3x3 convolution's forward (ResNet stage 2 shape), graph-replayed where the
+    device can."""
     b = devices.backend(device)
     conv = torch.nn.Conv2d(channels, channels, 3, padding=1, bias=False).to(device, DTYPES[precision])
     x = torch.randn(batch, channels, size, size, device=device, dtype=DTYPES[precision])
@@ -133,12 +122,9 @@ MAIN_MEMORY_FACTOR = 4
 
 
 def level_roofs(sweep: pd.DataFrame, levels: list[dict], main: str = "dram") -> pd.DataFrame:
-    """One bandwidth per memory level, each from that level's own working sets only (above the previous level's
-    capacity, up to its own): the median of :func:`_level_row`, with the kernel, sizes, threads and calls.
-
-    An inner level measured slower than an outer one keeps its measured value; ``bandwidth_note`` says so. A
-    level with fewer than MIN_POINTS working sets of its own gets no row (no other level's value stands in).
-    Levels from sysfs when given; otherwise the sweep's knees bound them (named l1, l2, ... in order)."""
+    """One bandwidth per memory level (:func:`_level_row`), each from its own working sets only (past the
+    previous level's capacity); a level with fewer than MIN_POINTS gets no row, one slower than an outer level a
+    ``bandwidth_note``. Levels from sysfs when given, else bounded by the sweep's knees (l1, l2, ...)."""
     if not levels:
         levels = [
             {"level": f"l{i + 1}", "size_bytes": k, "capacity_bytes": k, "size_source": "knee of the sweep"}
@@ -176,9 +162,8 @@ def level_roofs(sweep: pd.DataFrame, levels: list[dict], main: str = "dram") -> 
 
 
 def measured_or_kept(run) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(measured rows of device_peaks.csv, bandwidth_sweep.csv) of ``run``: those already in its folder when they
-    were measured on this device with the same threads, matmul_size, stream_mb and peak_repeats (a rerun measures
-    nothing again), else measured now with those settings as columns."""
+    """(measured rows of device_peaks.csv, bandwidth_sweep.csv) of ``run``: those in its folder measured with the
+    same PEAK_SETTINGS (a rerun measures nothing again), else measured now with those settings as columns."""
     from cnnbench import results
     from cnnbench.results.files import host_id
     from cnnbench.results.schema import PEAK_SETTINGS
@@ -211,9 +196,8 @@ def measure(
     threads: int = 0,
 ):
     """Measured roofs for every precision of ``device``: rows of device_peaks.csv (one per precision and memory
-    level, the main-memory row of each precision first); with ``with_sweep``, also the bandwidth sweep.
-
-    CPU: on ``threads`` threads (0: the physical cores), torch's and numba's alike."""
+    level, main memory first); with ``with_sweep``, also the bandwidth sweep. CPU: on ``threads`` threads (0: the
+    physical cores), torch's and numba's alike."""
     before = torch.get_num_threads()
     threads = devices.set_threads(threads)  # the host's threads (numba's too); a GPU's work ignores them
     try:
@@ -273,7 +257,9 @@ def _measure(device: torch.device, matmul_size: int, stream_mb: int, repeats: in
                     "bandwidth_gbs": lv.bandwidth_gbs,
                     "bandwidth_kernel": lv.kernel,
                     "ridge_flop_per_byte": top["best"] / lv.bandwidth_gbs,
-                    "capacity_mib": _mib(lv.capacity_bytes),
+                    "capacity_mib": float(lv.capacity_bytes) / 2**20
+                    if pd.notna(lv.capacity_bytes)
+                    else math.nan,
                     "cache_size_kib": lv.size_bytes / 1024 if pd.notna(lv.size_bytes) else float("nan"),
                     "matmul_gflops": mm["best"],
                     "matmul_gflops_median": mm["median"],
@@ -294,14 +280,9 @@ def _measure(device: torch.device, matmul_size: int, stream_mb: int, repeats: in
     return pd.DataFrame(rows), sweep
 
 
-def _mib(nbytes) -> float:
-    return float(nbytes) / 2**20 if nbytes is not None and pd.notna(nbytes) else float("nan")
-
-
 def level_of(working_set_bytes: float, levels: pd.DataFrame) -> str:
-    """The innermost level whose capacity holds ``working_set_bytes`` (main memory when none does).
-
-    ``levels`` has a level and a capacity (``capacity_bytes`` or ``capacity_mib``; NaN for main memory)."""
+    """The innermost level of ``levels`` (capacity in ``capacity_bytes`` or ``capacity_mib``) that holds
+    ``working_set_bytes``, else main memory."""
     cap = levels.capacity_bytes if "capacity_bytes" in levels else levels.capacity_mib * 2**20
     fits = levels[pd.to_numeric(cap, errors="coerce") >= working_set_bytes]
     if len(fits):

@@ -1,16 +1,7 @@
-"""From-scratch backends (seeds 001 and 004): the MNIST CNN and the 784-10-10 MLP with full backpropagation.
-
-One interface (:class:`cnnbench.scratch.base.Backend`), one module per backend family:
-
-- ``xp_backend``: NumPy and CuPy (one array-module implementation, im2col into BLAS)
-- ``numba_cpu``: fused ``@njit(parallel=True)`` loops, compile time measured apart
-- ``numba_cuda``: ``@cuda.jit`` kernels for every op (runs on Numba's CUDA simulator in the tests)
-- ``torch_backend``: PyTorch on CPU, CUDA and MPS running the same networks
-
-:func:`make` builds any of them by name, or raises :class:`BackendUnavailable` with the reason.
-
-05's one entry point: the experiment (``load_data``, ``run_all``, ``load_frames`` of :mod:`.experiment`), its
-tables and figures (:mod:`.summary`) and the seeds' numbers (:mod:`cnnbench.published`), named here."""
+"""From-scratch backends (seeds 001 and 004): the MNIST CNN and the 784-10-10 MLP with full backpropagation,
+one interface (:class:`.base.Backend`), one module per family (``xp_backend``: NumPy and CuPy; ``numba_cpu``;
+``numba_cuda``; ``torch_backend``), built by :func:`make`. 05's one entry point: its experiment, tables, figures
+and the seeds' numbers, named here."""
 
 from __future__ import annotations
 

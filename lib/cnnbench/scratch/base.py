@@ -1,8 +1,5 @@
-"""The one interface every from-scratch backend implements, the per-operation timer, and the two networks.
-
-Parameters travel between backends as a dict of NumPy float32 arrays in **PyTorch's layout and names**
-(``conv1.weight`` is (8, 1, 3, 3), ``fc1.weight`` is (out, in)), so every backend starts from identical weights
-and its gradients compare one to one with PyTorch autograd's."""
+"""The interface every from-scratch backend implements, the per-operation timer and the two networks. Parameters
+travel as NumPy float32 arrays in PyTorch's layout and names, so every backend compares one to one with autograd."""
 
 from __future__ import annotations
 
@@ -34,11 +31,8 @@ class BackendUnavailable(RuntimeError):
 
 @dataclass
 class OpTimer:
-    """Times named operations: synchronise the device, read the clock, run, synchronise, read the clock.
-
-    Disabled (the default during epochs) it costs one attribute check per op and adds no synchronisation. The
-    first call of each op (kernel compilation, JIT, allocator warm-up) is kept apart from the later calls.
-    ``clock`` and ``sync`` are injectable, so tests drive it with a fake clock."""
+    """Times named operations between synchronisations (``clock``, ``sync`` injectable), the first call of each
+    apart; disabled (the default during epochs) it adds no synchronisation."""
 
     sync: Callable[[], None] = lambda: None
     clock: Callable[[], float] = time.perf_counter
@@ -122,8 +116,7 @@ class Backend(Protocol):
 
 
 def torch_weights(model: str, seed: int = 0, image_size: int = 28, hidden: int = 10) -> dict[str, np.ndarray]:
-    """Initial weights from PyTorch's own initialisation, seeded: ``cnnbench.models.MnistCNN`` for the CNN,
-    ``Linear(784, hidden) - ReLU - Linear(hidden, 10)`` for seed 004's MLP. Same seed, same weights everywhere."""
+    """Initial weights of :func:`torch_module` from PyTorch's seeded initialisation (same seed, same weights)."""
     import torch
 
     torch.manual_seed(seed)
@@ -163,8 +156,7 @@ def nbytes(arrays) -> int:
 
 
 def component_bytes(backend, acts, work) -> dict[str, int]:
-    """:meth:`Backend.memory` of a backend holding ``p``, ``g``, ``v`` (and ``batch``), activations ``acts`` and
-    workspace ``work``."""
+    """:meth:`Backend.memory` of a backend holding ``p``, ``g``, ``v``, ``batch``, ``acts`` and ``work``."""
     batch = getattr(backend, "batch", None)
     return {
         "batch": nbytes([batch]) if batch is not None else 0,
@@ -185,8 +177,7 @@ def image_side(model: str, p: dict) -> int:
 
 
 def step_buffers(model: str, p: dict, image: int, n: int, empty) -> dict:
-    """The arrays a step of ``n`` images works in (:data:`ACTIVATIONS`, the pools' argmaxes as int32, and the
-    backward's workspace), each made by ``empty(shape, dtype)``."""
+    """The arrays a step of ``n`` images works in (activations, int32 pool argmaxes, workspace) by ``empty``."""
     hid, out = p["fc1.weight"].shape[0], p["fc2.weight"].shape[0]
     shapes = {"h": (n, hid), "logits": (n, out), "d": (n, out), "dh": (n, hid)}
     if model == "mnist_cnn":

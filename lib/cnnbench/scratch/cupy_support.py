@@ -5,8 +5,10 @@ from __future__ import annotations
 from cnnbench.scratch.base import BackendUnavailable
 
 
-def import_cupy():
-    """The cupy module with a working device; :class:`BackendUnavailable` says why not."""
+def cupy_backend(model: str, lr: float, momentum: float):
+    """The array-module backend on CuPy's device; :class:`BackendUnavailable` says why not."""
+    from cnnbench.scratch.xp_backend import XpBackend
+
     try:
         import cupy
     except ImportError as err:
@@ -18,13 +20,6 @@ def import_cupy():
             raise BackendUnavailable("CuPy sees no CUDA device")
     except cupy.cuda.runtime.CUDARuntimeError as err:
         raise BackendUnavailable(f"CuPy cannot reach a CUDA device: {err}") from None
-    return cupy
-
-
-def cupy_backend(model: str, lr: float, momentum: float):
-    from cnnbench.scratch.xp_backend import XpBackend
-
-    cupy = import_cupy()
 
     def sync():
         cupy.cuda.get_current_stream().synchronize()

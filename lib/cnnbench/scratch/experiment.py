@@ -38,10 +38,8 @@ class Data:
 
 
 def synthetic_mnist(n_train: int, n_test: int, seed: int = 0, size: int = 28) -> Data:
-    """Learnable MNIST-shaped data: each class is a glyph of four random strokes about 2 px wide, drawn in six
-    styles (its strokes' ends moved by about 1.5 px), shifted by up to 2 pixels, dimmed by up to 30% and under
-    pixel noise, on a dark background (pixel mean and spread near MNIST's). Chance is 10%; the CNN learns it
-    within a few epochs and the 784-10-10 MLP slowly, as each learns MNIST."""
+    """Learnable MNIST-shaped data: per class a glyph of four random strokes in six styles, shifted, dimmed and
+    noisy, with MNIST's pixel statistics; the CNN learns it in a few epochs and the MLP slowly, as on MNIST."""
     rng = np.random.default_rng(seed)
     (yy, xx), t = np.mgrid[:size, :size][..., None], np.linspace(0, 1, 40)[:, None, None]
     ends = rng.uniform(6, size - 6, (10, 4, 2, 2))  # class, stroke, end, (row, column)
@@ -65,8 +63,7 @@ def synthetic_mnist(n_train: int, n_test: int, seed: int = 0, size: int = 28) ->
 
 
 def mnist(root, n_train: int, n_test: int, download: bool) -> Data:
-    """Real MNIST through the workbook's loader (download with checksums when asked), normalised as seed 001's
-    PyTorch versions: /255, then mean 0.1307, std 0.3081. No augmentation."""
+    """Real MNIST through the workbook's loader, normalised as seed 001's PyTorch versions."""
     from cnnbench import data
 
     def split(name, n):
@@ -79,8 +76,7 @@ def mnist(root, n_train: int, n_test: int, download: bool) -> Data:
 
 
 def unit_scale(data: Data) -> Data:
-    """Pixels back in [0, 1], as seed 004 fed its MLP (lr 0.1 is tuned for that scale, not for standardised
-    inputs); the CNN keeps seed 001's standardisation."""
+    """Pixels back in [0, 1], as seed 004 fed its MLP (its lr is tuned for that scale)."""
 
     def f(x):
         return (x * MNIST_STD + MNIST_MEAN).astype(np.float32)
@@ -89,8 +85,7 @@ def unit_scale(data: Data) -> Data:
 
 
 def load_data(p) -> Data:
-    """05's data; a one-line :class:`ParamsError` before any work if real MNIST is asked for but absent and not
-    downloadable."""
+    """05's data; a one-line :class:`ParamsError` if real MNIST is asked for but absent and not downloadable."""
     if problem := scratch_data_problem(p):
         raise ParamsError(problem)
     if p.scratch_dataset == "mnist":
@@ -134,8 +129,7 @@ def _make(backend: str, model: str, p):
 
 
 def set_threads(threads: int) -> int:
-    """Every backend gets the run's ``threads``: torch's are set by the run, Numba's and NumPy's BLAS pool
-    (OpenBLAS/MKL, through threadpoolctl) here; returns the number in force."""
+    """Numba's and the BLAS pool's threads set to the run's (torch's are the run's); returns the number in force."""
     import numba
     from threadpoolctl import threadpool_limits
 
@@ -148,22 +142,10 @@ def set_threads(threads: int) -> int:
 # --- gradient check ------------------------------------------------------------------------------------------
 
 
-def reference_grads(model: str, weights: dict, x: np.ndarray, y: np.ndarray) -> tuple[float, dict]:
-    """Loss and gradients from PyTorch autograd in float64 on the CPU: the reference every backend meets."""
-    net = torch_module(model, x.shape[-1], weights["fc1.weight"].shape[0]).double()
-    named = named_params(model, net)
-    with torch.no_grad():
-        for k, prm in named.items():
-            prm.copy_(torch.from_numpy(weights[k].astype(np.float64)))
-    loss = F.cross_entropy(net(torch.from_numpy(x.astype(np.float64))), torch.from_numpy(y))
-    loss.backward()
-    return loss.item(), {k: prm.grad.numpy() for k, prm in named.items()}
-
-
 def gradcheck(
     backend: str, model: str, weights: dict, x: np.ndarray, y: np.ndarray, threads: int
 ) -> list[dict]:
-    """One row per tensor (``loss`` first): max abs error and error relative to the reference's largest value."""
+    """One row per tensor (``loss`` first): max abs and relative error against autograd in float64 on the CPU."""
     ident = identity(backend, model, threads)
     try:
         b = make(backend, model)
@@ -172,26 +154,22 @@ def gradcheck(
         grads = b.grads()
     except Exception as err:  # noqa: BLE001 - a failure is a row
         return [{**failure(ident, err), "tensor": "loss"}]
-    ref_loss, ref = reference_grads(model, weights, x, y)
+    net = torch_module(model, x.shape[-1], weights["fc1.weight"].shape[0]).double()
+    named = named_params(model, net)
+    with torch.no_grad():
+        for k, prm in named.items():
+            prm.copy_(torch.from_numpy(weights[k].astype(np.float64)))
+    ref_loss = F.cross_entropy(net(torch.from_numpy(x.astype(np.float64))), torch.from_numpy(y))
+    ref_loss.backward()
     rows = []
-    for name, ours, theirs in [
-        ("loss", np.float64(loss), np.float64(ref_loss)),
-        *((k, grads[k], ref[k]) for k in ref),
-    ]:
+    pairs = [("loss", np.float64(loss), np.float64(ref_loss.item()))]
+    for name, ours, theirs in pairs + [(k, grads[k], prm.grad.numpy()) for k, prm in named.items()]:
         err = float(np.max(np.abs(np.asarray(ours, np.float64) - theirs)))
         rel = err / max(float(np.max(np.abs(theirs))), 1e-30)
+        shape = "x".join(map(str, np.shape(theirs))) or "scalar"
+        row = {"tensor": name, "shape": shape, "batch": len(x), "max_abs_err": err, "rel_err": rel}
         rows.append(
-            {
-                **ident,
-                "tensor": name,
-                "shape": "x".join(map(str, np.shape(theirs))) or "scalar",
-                "batch": len(x),
-                "max_abs_err": err,
-                "rel_err": rel,
-                "tolerance": TOLERANCE,
-                "passed": bool(rel <= TOLERANCE),
-                "status": "ok",
-            }
+            {**ident, **row, "tolerance": TOLERANCE, "passed": bool(rel <= TOLERANCE), "status": "ok"}
         )
     return rows
 
@@ -211,9 +189,8 @@ def timed(b, fn):
 def _train(
     backend: str, model: str, p, weights: dict, threads: int, blocks, train_block, on_row
 ) -> list[dict]:
-    """``backend`` built from ``weights`` and trained block by block: ``train_block(b, i)`` trains block ``i`` and
-    returns its row's figures (``epoch`` first, ``train_loss`` among them). A backend that cannot start or a block
-    that fails is a row with the error (``epoch`` 0, or ``i``); a loss that is not finite ends the training."""
+    """``backend`` trained block by block, ``train_block(b, i)`` returning block ``i``'s figures; a failure is a
+    row (``epoch`` 0 or ``i``), a loss that is not finite ends the training."""
     ident = identity(backend, model, threads)
     try:
         b = _make(backend, model, p)
@@ -235,8 +212,8 @@ def _train(
 
 
 def train_cnn(backend: str, p, weights: dict, data: Data, threads: int, on_row=None) -> list[dict]:
-    """``scratch_epochs`` epochs at ``scratch_batch_size``; the data order of epoch e is the same permutation
-    (seeded by seed + e) on every backend. Test accuracy is measured after each epoch, outside its time."""
+    """``scratch_epochs`` epochs, epoch e in the permutation seeded by seed + e on every backend; test accuracy
+    after each epoch, outside its time."""
     bs = p.scratch_batch_size
     steps = len(data.x_train) // bs
 
@@ -253,8 +230,7 @@ def train_cnn(backend: str, p, weights: dict, data: Data, threads: int, on_row=N
 
 
 def train_mlp(backend: str, p, weights: dict, data: Data, threads: int, on_row=None) -> list[dict]:
-    """Seed 004: full-batch gradient descent over all training images, ``scratch_mlp_steps`` steps; one row per
-    ``scratch_mlp_eval_every`` steps (``epoch`` = steps done) with train and test accuracy for convergence."""
+    """Seed 004: full-batch gradient descent, one row per ``scratch_mlp_eval_every`` steps (``epoch``: done)."""
     n = len(data.x_train)
 
     def train_block(b, done: int) -> dict:
@@ -280,8 +256,8 @@ def _emit(rows: list[dict], on_row) -> list[dict]:
 
 
 def op_breakdown(backend: str, model: str, p, weights: dict, x: np.ndarray, y: np.ndarray, threads: int):
-    """Every op of one training step timed with the device synchronised around it: the first call (compile,
-    allocation) apart, then ``scratch_op_steps`` calls (median, mean, 95% interval)."""
+    """Every op of a training step timed between synchronisations: the first call apart, then
+    ``scratch_op_steps`` calls."""
     ident = identity(backend, model, threads)
     try:
         b = _make(backend, model, p)
@@ -303,17 +279,18 @@ def rss() -> int:
 
 
 def _measure_hooks(backend: str):
-    """(read_current, read_peak, reset_peak, what) for the allocator behind ``backend``."""
+    """(read_current, read_peak, reset_peak, read_pool_held, what) for the allocator behind ``backend``; the pool
+    held is what a GPU allocator holds (in use or cached) after the step, None where there is no such pool."""
     if backend in ("numpy", "numba_cpu"):
         how, traced = "tracemalloc (NumPy reports its allocations)", tracemalloc.get_traced_memory
-        return (lambda: traced()[0]), (lambda: traced()[1]), tracemalloc.reset_peak, how
+        return (lambda: traced()[0]), (lambda: traced()[1]), tracemalloc.reset_peak, _nothing, how
     if backend == "cupy":
         from cnnbench.scratch.cupy_support import pool_bytes
 
         def pool_used() -> int:
             return pool_bytes()["used"]
 
-        return pool_used, pool_used, _nothing, "CuPy memory pool used_bytes"
+        return pool_used, pool_used, _nothing, lambda: pool_bytes()["held"], "CuPy memory pool used_bytes"
     if backend in ("torch_cuda", "torch_mps"):
         b = devices.backend(torch.device(DEVICE_KIND[backend]))
 
@@ -323,7 +300,7 @@ def _measure_hooks(backend: str):
 
         what = f"torch's {b.kind} allocator: allocated bytes"
         what += " (high-water mark where it has one, else after the step)"
-        return b.allocated_bytes, peak, b.reset_peak_memory, what
+        return b.allocated_bytes, peak, b.reset_peak_memory, b.reserved_bytes, what
     if backend == "numba_cuda":
         from numba import cuda
 
@@ -331,36 +308,24 @@ def _measure_hooks(backend: str):
             free, total = cuda.current_context().get_memory_info()
             return total - free
 
-        return used, used, _nothing, "CUDA free memory delta (after the step)"
-    return rss, rss, _nothing, "process RSS delta (after the step)"
+        return used, used, _nothing, _nothing, "CUDA free memory delta (after the step)"
+    return rss, rss, _nothing, _nothing, "process RSS delta (after the step)"
 
 
 def _nothing() -> None:
     pass
 
 
-def pool_held(backend: str) -> int | None:
-    """Bytes the GPU allocator holds (in use or cached) after the step; None where there is no such pool."""
-    if backend == "cupy":
-        from cnnbench.scratch.cupy_support import pool_bytes
-
-        return pool_bytes()["held"]
-    if backend.startswith("torch_"):
-        return devices.backend(torch.device(DEVICE_KIND[backend])).reserved_bytes()
-    return None
-
-
 def memory_breakdown(
     backend: str, model: str, p, weights: dict, x: np.ndarray, y: np.ndarray, data: Data, threads: int
 ) -> list[dict]:
-    """Seed 004's Table 5 done right: each component computed from array sizes, beside what the allocator
-    reports for the same thing (state after init; the peak of one training step over that), the process RSS
-    baseline, and the backend's own overhead (measured minus computed)."""
+    """Seed 004's Table 5 done right: each component computed from array sizes beside what the allocator reports
+    (state after init, a step's peak over it), the RSS baseline and the backend's overhead."""
     ident = identity(backend, model, threads)
     rss0 = rss()
     try:
         b = _make(backend, model, p)
-        current, peak, reset_peak, how = _measure_hooks(backend)
+        current, peak, reset_peak, pool_held, how = _measure_hooks(backend)
         traced = backend in ("numpy", "numba_cpu")
         if traced:
             tracemalloc.start()
@@ -378,7 +343,7 @@ def memory_breakdown(
             if traced:
                 tracemalloc.stop()
         comp = b.memory()
-        rss_growth, held = rss() - rss0, pool_held(backend)
+        rss_growth, held = rss() - rss0, pool_held()
     except Exception as err:  # noqa: BLE001
         return [{**failure(ident, err), "component": ""}]
     state_c = comp["parameters"] + comp["gradients"] + comp["optimizer_state"]
@@ -426,9 +391,8 @@ def memory_breakdown(
 
 
 def measure_status(component: str, measured, coarse: bool) -> str:
-    """``measured_status`` of a memory row, what its ``measured_mib`` is: "measured", "not_measured" (this
-    backend has no allocator counters to measure it: NaN, never 0.0), "not_applicable" (no GPU pool on a CPU)
-    or "computed_only"."""
+    """What a memory row's ``measured_mib`` is: measured, not_measured (no counters: NaN), not_applicable or
+    computed_only."""
     if measured is not None:
         return "measured"
     if coarse and component in ("model_state_total", "step_total", "backend_overhead"):
@@ -440,8 +404,7 @@ def measure_status(component: str, measured, coarse: bool) -> str:
 
 
 def settings_of(p, model: str, threads: int) -> dict:
-    """The parameters that change ``model``'s rows (part of every row's key): the CNN's epochs, batch and SGD
-    settings are empty for the MLP, the MLP's steps and rates empty for the CNN, so a change to one model's
+    """The parameters in ``model``'s rows' key: the other model's settings empty, so a change to one model's
     settings measures that model again, and only it."""
     cnn = ("scratch_epochs", "scratch_batch_size", "scratch_lr", "scratch_momentum")
     other = "scratch_mlp_" if model == "mnist_cnn" else cnn

@@ -1,9 +1,5 @@
-"""Numba on the CPU: fused ``@njit(parallel=True, fastmath=False, cache=True)`` loops, NCHW, full backprop.
-
-Kernels run over the batch in parallel (``prange``), innermost loops over contiguous rows (vectorised without
-fast-math); weight gradients are accumulated per batch chunk and reduced afterwards (no races). Buffers are
-allocated from Python once per batch size (tracemalloc sees them). :meth:`NumbaCpuBackend.init` compiles every
-kernel on a one-image batch and reports it as ``jit_s``, apart from every timed step."""
+"""Numba on the CPU: ``@njit(parallel=True)`` loops over the batch, NCHW, weight gradients summed per batch chunk
+(no races); buffers allocated from Python (tracemalloc sees them); ``init`` compiles apart (``jit_s``)."""
 
 from __future__ import annotations
 

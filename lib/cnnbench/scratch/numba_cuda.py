@@ -1,9 +1,5 @@
-"""Numba CUDA: one ``@cuda.jit`` kernel per operation, forward, full backward and SGD with momentum on the
-GPU; only the batch goes in and the loss comes out.
-
-Kernels use one thread per output element; the weight gradients sum over the batch in chunks of
-``BATCH_CHUNK`` images per thread with ``cuda.atomic.add``. The device is synchronised around every timed op
-(kernels are asynchronous). With ``NUMBA_ENABLE_CUDASIM=1`` the same kernels run on Numba's CUDA simulator."""
+"""Numba CUDA: one ``@cuda.jit`` kernel per operation (one thread per output element; weight gradients summed
+over ``BATCH_CHUNK`` images per thread with atomics), runnable on Numba's simulator (``NUMBA_ENABLE_CUDASIM=1``)."""
 
 from __future__ import annotations
 
@@ -260,7 +256,7 @@ class NumbaCudaBackend(Buffered):
         self.sync()
 
     def _zero(self, a):
-        zero[_blocks(a.size), THREADS](a.reshape(a.size))
+        self._run(zero, a.size, a.reshape(a.size))
 
     def _buf(self, n: int) -> dict:
         if n not in self.buffers:

@@ -1,8 +1,5 @@
-"""PyTorch running the same two networks: ``torch_cpu``, ``torch_cuda`` and ``torch_mps``.
-
-The forward is written op by op with ``torch.nn.functional`` on the network's own parameters, so each op can
-be timed; the backward is one ``loss.backward()`` (autograd does not expose its per-op split without a
-profiler) and the update is ``torch.optim.SGD`` with momentum, as seed 001's PyTorch versions ran."""
+"""PyTorch running the same two networks (``torch_cpu``, ``torch_cuda``, ``torch_mps``): the forward op by op with
+``torch.nn.functional`` (each op timed), one ``loss.backward()``, ``torch.optim.SGD`` as seed 001 ran."""
 
 from __future__ import annotations
 

@@ -1,10 +1,6 @@
-"""One array-module implementation of both networks, shared by NumPy (CPU) and CuPy (CUDA).
-
-Everything is vectorised: convolution is im2col (a strided window view copied into a matrix) into one BLAS
-matmul per layer, its input gradient is col2im as nine shifted adds (one per kernel tap, never a loop over
-pixels), max-pooling reshapes each 2x2 window onto its own axes and routes gradients with the argmax mask.
-Activations are kept channels-last (NHWC) so every im2col row and every pooled window is contiguous; the
-parameters are stored in PyTorch's layout and ``fc1.weight``'s columns are permuted once at load time."""
+"""One array-module implementation of both networks for NumPy and CuPy, vectorised: im2col into one matmul per
+convolution, col2im as k*k shifted adds, 2x2 pools as reshaped windows; activations channels-last (NHWC), so
+``fc1.weight``'s columns are permuted once at load time."""
 
 from __future__ import annotations
 
@@ -67,8 +63,8 @@ def unique(arrays, exclude=()):
 
 
 def first_max(mask):
-    """Keep only the first maximum of each 2x2 window (row-major), as PyTorch routes a tied gradient: a flat
-    background (real MNIST) gives windows of equal positive values, which must not all get the gradient."""
+    """Only the first maximum of each 2x2 window (row-major), as PyTorch routes a tied gradient (flat MNIST
+    background)."""
     taken = mask[:, :, 0, :, 0, :].copy()
     for i, j in ((0, 1), (1, 0), (1, 1)):
         mask[:, :, i, :, j, :] &= ~taken

@@ -1,11 +1,6 @@
-"""Where a training step's time goes (06, asked of every Scenario A model):
-
-    phases(run)   -> step_phases.csv   (each phase timed with the device synchronised at its edges, their sum
-                                        checked against the unsplit step)
-    profile(run)  -> profile_ops.csv + trace_<model>.json (torch.profiler's top operators of each pass of
-                                        seed 002's fine-tuning step)
-
-and their tables and plots (:mod:`.summary`)."""
+"""Where a training step's time goes (06): ``phases(run)`` -> step_phases.csv (each phase of every Scenario A
+model's step timed apart, their sum checked against the unsplit step), ``profile(run)`` -> profile_ops.csv and
+trace_<model>.json (torch.profiler's top operators per pass of seed 002's fine-tuning step); tables in .summary."""
 
 from __future__ import annotations
 
@@ -31,24 +26,17 @@ def phases(run) -> pd.DataFrame:
 
 
 def profile(run) -> pd.DataFrame:
-    """Trace ``profile_steps`` fine-tuning steps of each of ``profile_models`` -> trace_<model>.json,
-    profile_ops.csv. The step is seed 002's: ``optimizer`` (Adam) at ``transfer_lrs[0]``, ``transfer_image_size``
-    px, a new two-class head, batch ``profile_batch_size`` (0: ``transfer_batch_sizes[0]``); the weights are
-    random (a step's cost does not depend on their values, and no download is needed)."""
+    """``profile_steps`` of seed 002's fine-tuning step (``optimizer`` at ``transfer_lrs[0]``, a two-class head,
+    random weights) for each of ``profile_models`` -> trace_<model>.json, profile_ops.csv (current rows)."""
     p = dataclasses.replace(run.params, lr=run.params.transfer_lrs[0])
     batch = p.profile_batch_size or p.transfer_batch_sizes[0]
     b = devices.backend(run.device)
     table = results.table("profile_ops")
     kept, rows, planned, traced_before = table.file(run.dir), [], [], 0
     for model in p.profile_models:
-        cfg = engine.Config(
-            model,
-            "train",
-            p.transfer_image_size,
-            FINE_TUNING_CLASSES,
-            models.spec(model).in_channels,
-            setting=knobs.for_params(p, batch_size=batch, threads=run.threads),
-        )
+        sizes = (p.transfer_image_size, FINE_TUNING_CLASSES, models.spec(model).in_channels)
+        setting = knobs.for_params(p, batch_size=batch, threads=run.threads)
+        cfg = engine.Config(model, "train", *sizes, setting=setting)
         ident = {
             **cfg.replace(**knobs.in_force(cfg.setting, b)).columns(),
             "device_kind": b.kind,
@@ -61,12 +49,10 @@ def profile(run) -> pd.DataFrame:
             traced_before += 1
             continue
         progress.note(f"profiler: {model}, {p.profile_steps} steps")
-        rows += [
-            {**r, **ident}
-            for r in _profiler.profile_model(
-                cfg, run.device, p, run.dir, p.profile_steps, p.profile_top_k, optimizer=p.optimizer
-            )
-        ]
+        ops = _profiler.profile_model(
+            cfg, run.device, p, run.dir, p.profile_steps, p.profile_top_k, p.optimizer
+        )
+        rows += [{**r, **ident} for r in ops]
     table.plan(run.dir, planned, "profile")
     kept.extend(rows, group=table.plan_columns)
     progress.resumed(traced_before, len(planned), kept.path.name, "profiled models")

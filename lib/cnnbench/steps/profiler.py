@@ -1,6 +1,5 @@
-"""A torch.profiler trace of a few steps of seed 002's fine-tuning step (Chrome/Perfetto JSON in the run
-folder) and the top operators by self time per pass (forward, backward, optimizer): each operator belongs to
-the pass (labelled with ``record_function``) whose interval contains its start."""
+"""A torch.profiler trace of seed 002's fine-tuning step (Chrome/Perfetto JSON) and the top operators by self
+time per pass, each operator in the labelled pass whose interval contains its start."""
 
 from __future__ import annotations
 
@@ -20,21 +19,8 @@ LABEL = "cnnbench."
 GZIP_ABOVE_MIB = 20
 
 
-def labelled_step(work: engine.Workload) -> None:
-    """One training step with its passes labelled for the profiler (loss counted in the forward pass)."""
-    x, y = work.next_batch()
-    with record_function(LABEL + "forward"):
-        loss = work.loss_fn(models.logits(work.forward(x)), y)
-    with record_function(LABEL + "backward"):
-        loss.backward()
-    with record_function(LABEL + "optimizer"):
-        work.optimizer.step()
-        work.optimizer.zero_grad(set_to_none=True)
-
-
 def op_table(events, backend: devices.Backend) -> pd.DataFrame:
-    """Per pass and operator: calls, self CPU time and self device time (s), from profiler events. Where the
-    profiler has no device time per op (``backend.op_time`` is not "device": CPU, MPS) it is NaN, not 0."""
+    """Per pass and operator: calls, self CPU and self device time (s; NaN where the profiler has none)."""
     device_timed = backend.op_time == "device"
     # host-side events only: a kernel's device time is counted in its launching operator's self device time,
     # and the device-side copies of the pass labels run on the GPU's timeline
@@ -94,9 +80,8 @@ QUEUE_NOTE = "times are the host's time to queue each op on the device, not the 
 def profile_model(
     cfg: engine.Config, device: torch.device, p, folder: Path, steps: int, top_k: int, optimizer: str = "sgd"
 ) -> list[dict]:
-    """Trace ``steps`` training steps (after one warm-up step) of ``cfg`` with ``optimizer`` (lr: ``p.lr``);
-    rows of the top operators, ranked by the time the profiler has of them on this device (``ranked_by``, and
-    ``time_note`` where that is not the device's own time)."""
+    """Rows of the top operators of ``steps`` traced training steps of ``cfg`` (after one warm-up), ranked by the
+    time the profiler has of them here (``ranked_by``; ``time_note`` where it is not the device's)."""
     b = devices.backend(device)
     base = {
         **{k: getattr(cfg, k) for k in ("model", "batch_size", "image_size", "num_classes", "precision")},
@@ -107,15 +92,20 @@ def profile_model(
         "profiled_steps": steps,
     }
     try:
+        plan = schedule(wait=0, warmup=1, active=steps, repeat=1)
         with engine.Workload(
             cfg.replace(phase="train", data_mode="device"), device, p, optimizer=optimizer
         ) as work:
-            with profile(
-                activities=b.profiler_activities(),
-                schedule=schedule(wait=0, warmup=1, active=steps, repeat=1),
-            ) as prof:
-                for _ in range(steps + 1):
-                    labelled_step(work)
+            with profile(activities=b.profiler_activities(), schedule=plan) as prof:
+                for _ in range(steps + 1):  # each pass labelled for the profiler (the loss in the forward)
+                    x, y = work.next_batch()
+                    with record_function(LABEL + "forward"):
+                        loss = work.loss_fn(models.logits(work.forward(x)), y)
+                    with record_function(LABEL + "backward"):
+                        loss.backward()
+                    with record_function(LABEL + "optimizer"):
+                        work.optimizer.step()
+                        work.optimizer.zero_grad(set_to_none=True)
                     b.synchronize()
                     prof.step()
         trace = export(prof, folder, cfg.model)

@@ -1,9 +1,6 @@
-"""Where a training step's time goes: data wait, host-to-device copy, forward, loss, backward, optimizer.
-
-Each split step synchronises the device and reads the clock (or records CUDA events) at every phase boundary;
-unsplit steps interleaved with them give the time the phases must add up to (``sums_within_5pct``). Pairs are
-added until the check is decided (its 99% interval wholly inside or outside +-TOLERANCE_PCT), or its 95% interval
-is within PRECISION_PCT, or the time budget is spent."""
+"""Where a training step's time goes (:data:`STEP_PHASES`): a split step synchronises and reads the clock (or
+records device events) at every phase boundary; unsplit steps interleaved with them give the time the phases
+must add up to, and pairs are added until that check is settled (:meth:`PairedDiff.settled`) or time is up."""
 
 from __future__ import annotations
 
@@ -28,8 +25,8 @@ MAX_PAIRS = 2000  # a bound on the pairs one window measures, whatever the clock
 
 
 class PhaseTimer:
-    """Times the phases of one step: at each boundary synchronise ``device``, then read ``clock`` (with timing
-    events, the device phases from events). ``clock`` and ``sync`` are injectable."""
+    """Times the phases of one step: at each boundary synchronise ``device`` and read ``clock`` (injectable), or
+    the device's events where it has them."""
 
     def __init__(
         self,
@@ -67,8 +64,7 @@ class PhaseTimer:
 
 
 def split_step(work: engine.Workload, batches, timer: PhaseTimer) -> dict[str, float]:
-    """One training step of ``work`` with a boundary after each phase; returns the phase times (clearing the
-    gradients counted in the optimizer phase)."""
+    """The phase times of one training step of ``work`` (clearing the gradients counted as optimizer)."""
     before = timer.clock()
     work.optimizer.zero_grad(set_to_none=True)
     cleared = timer.clock() - before
@@ -107,8 +103,7 @@ def whole_step(work: engine.Workload, batches, clock=time.perf_counter, sync=dev
 
 
 class PairedDiff:
-    """The phase sum's difference from the unsplit step over the pairs, kept as they come (Welford's running
-    mean and variance: checked after every pair, up to MAX_PAIRS)."""
+    """The phase sum's difference from the unsplit step, a running mean and variance over the pairs (Welford)."""
 
     def __init__(self):
         self.n, self.mean, self.m2, self.steps = 0, 0.0, 0.0, 0.0
@@ -122,8 +117,7 @@ class PairedDiff:
         self.steps += whole
 
     def ci95_pct(self, t: Callable[[int], float] = timing.t95) -> float:
-        """The 95% interval (``t``: another quantile) of the mean difference, in % of the mean unsplit step: over
-        the pairs' differences, so that what varies from pair to pair (the machine, the data) cancels."""
+        """The 95% interval (``t``: another quantile) of the mean paired difference, in % of the mean unsplit step."""
         if self.n < 2:
             return float("nan")
         half = t(self.n - 1) * math.sqrt(self.m2 / (self.n - 1) / self.n)
@@ -134,9 +128,8 @@ class PairedDiff:
         return 100 * self.mean / (self.steps / self.n) if self.n else float("nan")
 
     def settled(self) -> bool:
-        """Whether more pairs would tell nothing the check needs: its 99% interval lies wholly inside or wholly
-        outside +-TOLERANCE_PCT (asked after every pair, so a stricter interval than the 95% one reported keeps a
-        decision by chance rare), or its 95% interval is within PRECISION_PCT."""
+        """Whether the check is decided: its 99% interval (asked after every pair: stricter than the 95% reported)
+        wholly inside or outside +-TOLERANCE_PCT, or its 95% interval within PRECISION_PCT."""
         decide, diff = self.ci95_pct(timing.t99), abs(self.diff_pct())
         if self.ci95_pct() <= PRECISION_PCT:
             return True
@@ -144,8 +137,7 @@ class PairedDiff:
 
 
 def summarize(split: list[dict[str, float]], whole: list[float]) -> list[dict]:
-    """One row per phase: mean, median, 95% interval, share of the phase sum, and the check of the sum against
-    the mean unsplit step (``sum_diff_pct``, ``sum_diff_ci95_pct``, ``sums_within_5pct``)."""
+    """One row per phase: mean, median, 95% interval, share, and the check of the sum against the unsplit step."""
     means = {ph: statistics.fmean(s[ph] for s in split) for ph in STEP_PHASES}
     phase_sum, step = sum(means.values()), statistics.fmean(whole)
     diff = 100 * (phase_sum - step) / step
@@ -175,8 +167,7 @@ def summarize(split: list[dict[str, float]], whole: list[float]) -> list[dict]:
 
 
 class HeldBatches:
-    """Hands out the batches of ``batches``, holding each until the next is taken, as ``for x, y in loader``
-    does: a batch's release counts in the next step's data wait, for split and unsplit steps alike."""
+    """Hands out ``batches``, holding each until the next is taken, as ``for x, y in loader`` does."""
 
     def __init__(self, batches):
         self.batches, self.held, self.taken = iter(batches), None, 0
@@ -203,10 +194,8 @@ def record(
     clock: Callable[[], float] = time.perf_counter,
     sync: Callable[[torch.device], None] = devices.synchronize,
 ) -> tuple[list[dict[str, float]], list[float]]:
-    """Split and unsplit steps of ``work``, interleaved in a seeded random order: ``warmup`` pairs unrecorded,
-    then at least ``steps`` pairs and ``window_s`` seconds, then on until the sum check is settled
-    (:meth:`PairedDiff.settled`) or ``max_s`` seconds have passed. A pair taking an epoch's first batch (every
-    ``epoch_batches``; 0: none) is not recorded."""
+    """Split and unsplit steps of ``work`` in seeded random order: ``warmup`` pairs, then at least ``steps`` pairs
+    and ``window_s`` s, then on until settled or ``max_s`` s; pairs taking an epoch's first batch are dropped."""
     timer = PhaseTimer(work.device, clock, sync)
     batches = HeldBatches(batches)
     order = random.Random(seed)
@@ -256,8 +245,7 @@ def measure(
     clock: Callable[[], float] = time.perf_counter,
     sync: Callable[[torch.device], None] = devices.synchronize,
 ) -> list[dict]:
-    """The phase rows of one configuration (a single ``status`` row when it fails), recorded by :func:`record`
-    after ``warmup`` pairs (default: the params' warm-up steps, at least one)."""
+    """The phase rows of one configuration (one failure row when it fails), by :func:`record`."""
     b = devices.backend(device)
     base = {**identity(cfg, b, p), "device_name": b.name()}
     try:
@@ -277,8 +265,7 @@ def measure(
 
 
 def identity(cfg: engine.Config, b: devices.Backend, p) -> dict:
-    """What identifies a breakdown (``results.schema.phase_plan``): the configuration as in force, the protocol
-    parts that change a phase time and the pass settings."""
+    """What identifies a breakdown: the configuration as in force, PHASE_PROTOCOL and PHASE_PASS_KEYS."""
     return {
         **cfg.replace(**knobs.in_force(cfg.setting, b)).columns(),
         "device_kind": b.kind,
@@ -287,8 +274,7 @@ def identity(cfg: engine.Config, b: devices.Backend, p) -> dict:
 
 
 def configs(p, threads: int) -> list[engine.Config]:
-    """Per Scenario A model, its first training configuration (first variant) drawing its batches from a
-    DataLoader, at ``phase_batch_size`` if set."""
+    """Each Scenario A model's first training configuration, from a DataLoader, at ``phase_batch_size`` if set."""
     from cnnbench import scenarios
 
     first = {}
