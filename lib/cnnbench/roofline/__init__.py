@@ -163,16 +163,16 @@ def place(results: pd.DataFrame, intensities: pd.DataFrame, peaks: pd.DataFrame,
     rows, roofs = [], _Roofs(peaks)
     for r in merged.itertuples():
         working_set = r.gbytes * 1e9
-        roof = roofs.level_roof(r.precision, working_set)
         ident = dict(source=source, device_name=r.device_name, device_kind=getattr(r, "device_kind", None))
         ident |= {"model": r.model, "phase": r.phase, "batch_size": r.batch_size, "precision": r.precision}
         ident |= {"memory_format": r.memory_format}
-        rows.append(_point(ident, r, working_set, roof, roofs.dram(r.precision), roofs))
+        rows.append(_point(ident, r, working_set, roofs))
     return pd.DataFrame(rows)
 
 
-def _point(ident: dict, r, working_set: float, roof: pd.Series, dram: pd.Series, roofs: _Roofs) -> dict:
-    """A roofline.csv row: ``ident``, then point ``r`` judged against ``roof`` and ``dram``."""
+def _point(ident: dict, r, working_set: float, roofs: _Roofs) -> dict:
+    """A roofline.csv row: ``ident``, then point ``r`` judged against its level's roof and the DRAM roof."""
+    roof, dram = roofs.level_roof(ident["precision"], working_set), roofs.dram(ident["precision"])
     return {
         **ident,
         "intensity_flop_per_byte": r.intensity_flop_per_byte,
@@ -374,13 +374,12 @@ def layer_points(layers: pd.DataFrame, peaks: pd.DataFrame) -> pd.DataFrame:
     if layers.empty:
         return pd.DataFrame()
     roofs = _Roofs(peaks)
-    dram, rows = roofs.dram("fp32"), []
+    dram, rows = roofs.dram("fp32"), []  # its device names every layer's row
     for r in layers.itertuples():
         working_set = r.bytes / max(r.calls_per_step, 1e-9)  # one call's bytes: what must fit in the level
-        roof = roofs.level_roof("fp32", working_set)
         ident = {"source": "layer", "device_name": dram.device_name, "device_kind": dram.get("device_kind")}
         ident |= {"model": r.model, "phase": r.phase, "batch_size": r.batch_size, "precision": "fp32"}
-        rows.append(_point({**ident, "layer": r.layer, "op": r.op}, r, working_set, roof, dram, roofs))
+        rows.append(_point({**ident, "layer": r.layer, "op": r.op}, r, working_set, roofs))
     return pd.DataFrame(rows)
 
 

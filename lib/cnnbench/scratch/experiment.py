@@ -139,9 +139,6 @@ def set_threads(threads: int) -> int:
     return threads
 
 
-# --- gradient check ------------------------------------------------------------------------------------------
-
-
 def gradcheck(
     backend: str, model: str, weights: dict, x: np.ndarray, y: np.ndarray, threads: int
 ) -> list[dict]:
@@ -172,9 +169,6 @@ def gradcheck(
             {**ident, **row, "tolerance": TOLERANCE, "passed": bool(rel <= TOLERANCE), "status": "ok"}
         )
     return rows
-
-
-# --- training ------------------------------------------------------------------------------------------------
 
 
 def timed(b, fn):
@@ -252,9 +246,6 @@ def _emit(rows: list[dict], on_row) -> list[dict]:
     return rows
 
 
-# --- per-operation time --------------------------------------------------------------------------------------
-
-
 def op_breakdown(backend: str, model: str, p, weights: dict, x: np.ndarray, y: np.ndarray, threads: int):
     """Every op of a training step timed between synchronisations: the first call apart, then
     ``scratch_op_steps`` calls."""
@@ -269,9 +260,6 @@ def op_breakdown(backend: str, model: str, p, weights: dict, x: np.ndarray, y: n
         return [{**failure(ident, err), "op": ""}]
     jit = getattr(b, "jit_s", float("nan"))
     return [{**ident, **row, "batch_size": len(x), "jit_s": jit, "status": "ok"} for row in b.timer.rows()]
-
-
-# --- memory --------------------------------------------------------------------------------------------------
 
 
 def rss() -> int:
@@ -398,9 +386,6 @@ def measure_status(component: str, measured, coarse: bool) -> str:
     if coarse and component in ("model_state_total", "step_total", "backend_overhead"):
         return "not_measured"
     return "not_applicable" if component == "allocator_pool_held" else "computed_only"
-
-
-# --- the whole experiment ------------------------------------------------------------------------------------
 
 
 def settings_of(p, model: str, threads: int) -> dict:

@@ -67,10 +67,9 @@ def successive_halving(
     clock: Callable[[], float] = time.monotonic,
     on_trial: Callable[[Trial], None] | None = None,
 ) -> Race:
-    """Race ``candidates`` within ``budget_s`` seconds: ``evaluate(candidate, window_s, rung)`` measures one
-    window; the remaining budget is shared equally by the remaining rungs and a rung's by its candidates; the
-    best ceil(n/eta) go on, failures are out. ``known``: outcomes reused at rung 0. Every evaluation is a
-    :class:`Trial`, handed to ``on_trial`` as soon as its fate is known."""
+    """Race ``candidates`` within ``budget_s`` seconds, ``evaluate(candidate, window_s, rung)`` measuring one
+    window, the remaining budget shared equally by rungs and candidates; the best ceil(n/eta) go on. ``known``:
+    outcomes reused at rung 0; each :class:`Trial` goes to ``on_trial`` once its fate is known."""
     alive = list(dict.fromkeys(candidates))
     known = dict(known or {})
     start = clock()

@@ -1,12 +1,7 @@
-"""The budgeted search for one model and phase: guard, race in stages, confirm, explain.
-
-1. **Guard**: every combination of the knobs that change the arithmetic trains a few steps from the same
-   initialisation; those whose loss leaves fp32 eager's tolerance are out, with the reason.
-2. **Race**, within ``tune_budget_s`` (the guard has its own): successive halving on short windows, in stages:
-   the numerics, then the batch size (from the largest down; out of memory backs off), then the host knobs.
-3. **Confirm**: the race's best few and the default measured again with the full protocol; the best wins.
-4. **Explain**: speedup over the default with its interval, achieved GFLOP/s against the measured roof of the
-   precision used, energy per image where a counter is readable."""
+"""The budgeted search for one model and phase: **guard** (each numerics trains a few steps; a loss outside fp32
+eager's tolerance is out), **race** within ``tune_budget_s`` (successive halving in stages: numerics, batch size
+from the largest down, host knobs), **confirm** the best few and the default with the full protocol, **explain**
+(speedup with its interval, the roofline, energy per image)."""
 
 from __future__ import annotations
 
