@@ -194,8 +194,9 @@ def step_buffers(model: str, p: dict, image: int, n: int, empty) -> dict:
 
 class Buffered:
     """What the Numba backends share: a step's arrays per batch size (:func:`step_buffers`) and its kernels in
-    order; a backend runs a kernel (``_run(kernel, size, *args)``, size: the elements it writes), moves arrays
-    (``_device``, ``_host``) and supplies the steps that differ (``_dense_w``, ``_grad``, ``_softmax``, ``_loss``)."""
+    order; a backend launches a kernel (``_launch(kernel, size, *args)``, size: the elements it writes), moves
+    arrays (``_device``, ``_host``) and supplies the steps that differ (``_dense_w``, ``_grad``, ``_softmax``,
+    ``_loss``)."""
 
     def _zero_grads(self) -> None:
         pass
@@ -207,7 +208,7 @@ class Buffered:
             return self.batch, self._device(np.ascontiguousarray(y, dtype=np.int64))
 
     def _forward(self, x, b):
-        p, op, k, run = self.p, self.timer.op, self.kernels, self._run
+        p, op, k, run = self.p, self.timer.op, self.kernels, self._launch
         n = x.shape[0]
         if self.model == "mnist_cnn":
             with op("conv1+relu1", "conv", "forward"):
@@ -229,7 +230,7 @@ class Buffered:
 
     def loss_and_grads(self, x, y) -> float:
         x, y = self.put(x, y)
-        b, p, op, k, run = self._buf(x.shape[0]), self.p, self.timer.op, self.kernels, self._run
+        b, p, op, k, run = self._buf(x.shape[0]), self.p, self.timer.op, self.kernels, self._launch
         flat = self._forward(x, b)
         with op("softmax_ce", "softmax", "forward"):
             loss = self._softmax(b, y)

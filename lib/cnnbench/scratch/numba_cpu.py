@@ -249,7 +249,7 @@ class NumbaCpuBackend(Buffered):
             self.buffers[n] = step_buffers(self.model, self.p, self.image, n, np.empty)
         return self.buffers[n]
 
-    def _run(self, kernel, size, *args):
+    def _launch(self, kernel, size, *args):
         kernel(*args)
 
     def _device(self, a):

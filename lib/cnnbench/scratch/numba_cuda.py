@@ -256,7 +256,7 @@ class NumbaCudaBackend(Buffered):
         self.sync()
 
     def _zero(self, a):
-        self._run(zero, a.size, a.reshape(a.size))
+        self._launch(zero, a.size, a.reshape(a.size))
 
     def _buf(self, n: int) -> dict:
         if n not in self.buffers:
@@ -264,7 +264,7 @@ class NumbaCudaBackend(Buffered):
             self.buffers = {n: {**b, "losses": self.cuda.device_array(n, np.float32)}}
         return self.buffers[n]
 
-    def _run(self, kernel, size, *args, chunks: int = 0):
+    def _launch(self, kernel, size, *args, chunks: int = 0):
         grid = (_blocks(size), max(1, math.ceil(chunks / BATCH_CHUNK))) if chunks else _blocks(size)
         kernel[grid, THREADS](*args)
 
@@ -278,7 +278,7 @@ class NumbaCudaBackend(Buffered):
         return self.p[f"{layer}.weight"]
 
     def _softmax(self, b, y):
-        self._run(softmax_ce, b["losses"].size, b["logits"], y, b["d"], b["losses"])
+        self._launch(softmax_ce, b["losses"].size, b["logits"], y, b["d"], b["losses"])
 
     def _loss(self, loss, b) -> float:
         return float(b["losses"].copy_to_host().astype(np.float64).mean())
@@ -289,12 +289,12 @@ class NumbaCudaBackend(Buffered):
 
     def _grad(self, kernel, layer, a, d):
         w, bias = self.g[f"{layer}.weight"], self.g[f"{layer}.bias"]
-        self._run(kernel, w.size, a, d, w, bias, chunks=a.shape[0])
+        self._launch(kernel, w.size, a, d, w, bias, chunks=a.shape[0])
 
     def train_step(self, x, y) -> float:
         loss = self.loss_and_grads(x, y)
         with self.timer.op("sgd", "update", "update"):
             for k, p in self.p.items():
                 flat = (a.reshape(p.size) for a in (p, self.g[k], self.v[k]))
-                self._run(sgd, p.size, *flat, np.float32(self.lr), np.float32(self.momentum))
+                self._launch(sgd, p.size, *flat, np.float32(self.lr), np.float32(self.momentum))
         return loss
