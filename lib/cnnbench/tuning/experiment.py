@@ -80,15 +80,13 @@ def identity_of(run, model: str, phase: str, hw: devices.Hardware) -> dict:
     p = run.params
     base = engine.config(p, model, phase)
     default = default_setting(run, model)
+    shape = {k: getattr(base, k) for k in ("image_size", "num_classes", "in_channels", "dataset")}
     return {
         "model": model,
         "phase": phase,
         "device_kind": hw.kind,
         "device_name": hw.name,
-        "image_size": base.image_size,
-        "num_classes": base.num_classes,
-        "in_channels": base.in_channels,
-        "dataset": base.dataset,
+        **shape,
         **{f"default_{k}": default[k] for k in knobs.keyed()},
         **{k: ",".join(v) if isinstance(v := getattr(p, k), list) else v for k in TUNING_PARAM_KEYS},
     }
@@ -120,12 +118,12 @@ def tune_one(run, model: str, phase: str, hw: devices.Hardware, sink, peaks) -> 
     names = [k for k in sp.values if knobs.KNOBS[k].numerics]
 
     def guard_loss(numerics):
-        numerics = {
+        setting = {
             **default,
             **dict(zip(names, numerics, strict=True)),
             "batch_size": p.tune_guard_batch_size,
         }
-        return guard.loss_after(base.replace(**numerics), device, p, p.tune_guard_steps)
+        return guard.loss_after(base.replace(**setting), device, p, p.tune_guard_steps)
 
     s = search.Search(
         base,

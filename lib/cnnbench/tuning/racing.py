@@ -105,9 +105,7 @@ def successive_halving(
         keep = max(1, math.ceil(len(alive) / eta))
         last = rung == rungs - 1 or len(ranked) <= 1
         for i, t in enumerate(ranked):
-            finish(
-                t, ("winner" if last and i == 0 else "pruned" if last else "kept") if i < keep else "pruned"
-            )
+            finish(t, "pruned" if i >= keep or (last and i > 0) else "winner" if last else "kept")
         for t in results:
             if not t.outcome.ok:
                 finish(t, "failed")

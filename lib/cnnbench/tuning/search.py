@@ -37,18 +37,9 @@ def window(base: engine.Config, c: Setting, device: torch.device, p, window_s: f
                 times, wall = timing.StepTimer(device).window(work.step, n)
             work.check_loss()
         s = timing.summarize(times, [wall], [n], c.batch_size, p.seed)
-        return Outcome(
-            "ok",
-            float(s["throughput_img_s"]),
-            float(s["throughput_ci95_img_s"]),
-            extra={
-                "first_step_s": first,
-                "measured_steps": n,
-                "window_time_s": float(wall),
-                "step_time_median_s": float(s["step_time_median_s"]),
-                **meter.summary(n * c.batch_size),
-            },
-        )
+        extra = {"first_step_s": first, "measured_steps": n, "window_time_s": float(wall)}
+        extra |= {"step_time_median_s": float(s["step_time_median_s"]), **meter.summary(n * c.batch_size)}
+        return Outcome("ok", float(s["throughput_img_s"]), float(s["throughput_ci95_img_s"]), extra=extra)
     except Exception as err:  # noqa: BLE001 - a failure is a row and the race goes on
         f = engine.failure(err, device)
         return Outcome(f["status"], error=f["error"])
