@@ -50,7 +50,7 @@ def profile(run) -> pd.DataFrame:
             continue
         progress.note(f"profiler: {model}, {p.profile_steps} steps")
         ops = _profiler.profile_model(
-            cfg, run.device, p, run.dir, p.profile_steps, p.profile_top_k, p.optimizer
+            cfg, run.device, p, run.dir, p.profile_steps, p.profile_top_k, optimizer=p.optimizer
         )
         rows += [{**r, **ident} for r in ops]
     table.plan(run.dir, planned, "profile")
