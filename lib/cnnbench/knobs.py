@@ -15,6 +15,7 @@ from typing import Any
 from cnnbench import heap
 
 STAGES = ("numerics", "batch_size", "host")  # 07's race stages, in order
+MAX_THREADS = 4096  # threads or processes: no machine torch runs on has more CPUs
 
 
 @dataclass(frozen=True)
@@ -23,8 +24,9 @@ class Knob:
     type: type  # bool | int | str
     default: Any
     doc: str  # one line, shown by params.describe() and 00's table
-    values: tuple = ()  # the allowed values; () = any of ``type`` (int: at least ``low``)
+    values: tuple = ()  # the allowed values; () = any of ``type`` (int: ``low`` to ``high``)
     low: int = 0
+    high: int = 2**63 - 1
     run_wide: bool = True  # a params key of its own; False: set only inside ``variants``
     keyed: bool = True  # part of a configuration's key: two values are two measurements
     # compare divides two runs' rows only where it is equal (threads: not across devices)
@@ -68,8 +70,8 @@ class Knob:
         if self.values and value not in self.values:
             return f"is {value!r}; allowed: {', '.join(map(str, self.values))}"
         if self.type is int and value < self.low:
-            return f"must be >= {self.low}, got {value}"
-        return ""
+            return f"must be {'a positive integer' if self.low == 1 else f'>= {self.low}'}, got {value}"
+        return f"must be at most {self.high:,}, got {value}" if self.type is int and value > self.high else ""
 
 
 # --- how each knob is applied (lazy imports: validation runs without torch)
@@ -248,6 +250,7 @@ KNOBS: dict[str, Knob] = {
             int,
             0,
             "CPU threads torch uses; 0 = the number of physical cores",
+            high=MAX_THREADS,
             matched=False,
             label=lambda v: f"threads{v}",
             always=True,
@@ -262,6 +265,7 @@ KNOBS: dict[str, Knob] = {
             int,
             2,
             "DataLoader worker processes (loader mode and epochs)",
+            high=MAX_THREADS,
             label=lambda v: f"workers{v}",
             stage="host",
             search=lambda d, hw, p: sorted({0, *_powers_of_two(1, hw.cores), hw.cores, d}),
