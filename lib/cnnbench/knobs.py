@@ -1,7 +1,5 @@
-"""The knobs of a measurement, each declared once in :data:`KNOBS` (a :class:`Knob`): every setting a user may
-turn between two measurements of the same model. Params validation, the engine's settings (:func:`applied`),
-results keys, ``compare``'s match, 07's search space and skip reasons and labels are derived from it. No torch
-is imported at import time: params validates with it before any work."""
+"""The knobs of a measurement, each declared once in :data:`KNOBS`: validation, the engine (:func:`applied`), results
+keys, ``compare``, 07's search space and labels derive from it. No torch at import: params validates with it."""
 
 from __future__ import annotations
 
@@ -96,9 +94,8 @@ SHAPES_PER_RESET = 4
 
 @contextlib.contextmanager
 def compiling(mode: str, shape=None):
-    """Within the block, ``torch.compile`` compiles in ``mode``. Measurements of the same ``shape`` (hashable)
-    reuse dynamo's graphs; it is reset when the mode changes, ``shape`` is None, or a new shape would pass
-    ``SHAPES_PER_RESET`` since the last reset."""
+    """``torch.compile`` in ``mode`` within the block; dynamo's graphs of the same ``shape`` are reused, reset on a
+    new mode, no shape, or past ``SHAPES_PER_RESET`` shapes."""
     if mode == "off":
         yield
         return
@@ -303,10 +300,6 @@ def keyed() -> tuple[str, ...]:
 
 def variant_only() -> tuple[str, ...]:
     return tuple(k for k, knob in KNOBS.items() if not knob.run_wide)
-
-
-def defaults() -> dict[str, Any]:
-    return {k: knob.default for k, knob in KNOBS.items()}
 
 
 class Setting(Mapping):

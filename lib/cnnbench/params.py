@@ -61,7 +61,8 @@ class ParamsError(ValueError):
     """A bad parameter: the message is one line naming the source and the key."""
 
     def __init__(self, message: str):
-        super().__init__(str(message).replace("\r", "\\r").replace("\n", "\\n"))
+        one_line = str(message).replace("\r", "\\r").replace("\n", "\\n")
+        super().__init__(one_line if len(one_line) <= 1000 else one_line[:1000] + " ...")
 
 
 def _show(value: Any, limit: int = MAX_QUOTED) -> str:
@@ -160,19 +161,14 @@ Model = Annotated[str, Names(_model_names, "model")]
 Models = Annotated[list[Model], Filled()]
 PositiveInt, NonNegativeInt = Annotated[int, In(1)], Annotated[int, In(0)]
 PositiveFloat, NonNegativeFloat = Annotated[float, In(0, gt=True)], Annotated[float, In(0)]
-Seconds, Budget = (
-    Annotated[float, In(0, 3600, "an hour", gt=True)],
-    Annotated[float, In(0, 86400, "a day", gt=True)],
-)
+Seconds = Annotated[float, In(0, 3600, "an hour", gt=True)]
+Budget = Annotated[float, In(0, 86400, "a day", gt=True)]
 Counts = Annotated[int, In(1, 1000, "a thousand")]
-Steps, Epochs = (
-    Annotated[int, In(0, 10**6, "a million steps")],
-    Annotated[int, In(1, 10**4, "ten thousand epochs")],
-)
+Steps = Annotated[int, In(0, 10**6, "a million steps")]
 AtLeastOneStep = Annotated[int, In(1, 10**6, "a million steps")]
+Epochs = Annotated[int, In(1, 10**4, "ten thousand epochs")]
 Phases = Annotated[list[Annotated[str, Names(PHASES)]], Filled()]
-
-# a sampler looping faster than psutil's 10 ms ticks competes with the measured work
+# psutil's CPU counters tick every 10 ms: a sampler looping faster competes with the measured work
 TELEMETRY_BOUNDS = (
     "must be at least 0.01 s (the sampler would compete with the measured work) and at most 10 s"
 )
@@ -679,13 +675,8 @@ def _check_transfer_devices(src: str, p: Params) -> None:
         try:
             splits = [root / s for s in ("train", "val", "test") if (root / s).is_dir()]
             n = len(_class_dirs(splits[0] if len(splits) >= 2 else root)) if root.is_dir() else -1
-            problem = (
-                "does not exist"
-                if n < 0
-                else ""
-                if n >= 2
-                else f"holds {n} class folder(s): fine-tuning needs at least two"
-            )
+            problem = "" if n >= 2 else f"holds {n} class folder(s): fine-tuning needs at least two"
+            problem = "does not exist" if n < 0 else problem
         except OSError as err:
             problem = f"cannot be read ({err.strerror or type(err).__name__})"
         _fail(src, problem and f"key 'transfer_data_path': folder {_show(p.transfer_data_path)} {problem}")
@@ -753,7 +744,7 @@ def _check_image_size(src: str, p: Params) -> None:
             continue  # it runs at its own resolution (the MNIST CNN at 28x28)
         if why := _too_small(model, p.image_size):
             what = "does not fit" if "divisible" in why else "is too small for"
-            raise ParamsError(f"{src}: key 'image_size' {p.image_size} {what} model '{model}' ({why})")
+            _fail(src, f"key 'image_size' {p.image_size} {what} model '{model}' ({why})")
 
 
 def _model_dataset(p: Params, model: str) -> str:
@@ -787,82 +778,72 @@ def _batch_uses(p: Params) -> list[tuple[str, str, int, set[str]]]:
 
 def _check_epochs(src: str, p: Params) -> None:
     """An epoch of fewer images than one batch would hold no batch (recorded ``ok`` with 0 images)."""
-    if not p.epoch_mode:
-        return
-    for model in p.models:
+    for model in p.models if p.epoch_mode else []:
         bs = p.batch_size_for(model)
         key = f"epoch_images_per_model.{model}" if model in p.epoch_images_per_model else "epoch_images"
         cap = p.epoch_images_per_model.get(model, p.epoch_images)
-        if 0 < cap < bs:
-            raise ParamsError(
-                f"{src}: key '{key}' ({cap}) is below one batch of model '{model}' ({bs} images): "
-                "its epochs would hold no batch"
-            )
+        one = f"below one batch of model '{model}' ({bs} images): its"
+        _fail(src, 0 < cap < bs and f"key '{key}' ({cap}) is {one} epochs would hold no batch")
         if _model_dataset(p, model) == "synthetic" and p.synthetic_images < bs:
-            raise ParamsError(
-                f"{src}: key 'synthetic_images' ({p.synthetic_images}) is below one batch of model "
-                f"'{model}' ({bs} images): its synthetic epochs would hold no batch"
+            _fail(
+                src,
+                f"key 'synthetic_images' ({p.synthetic_images}) is {one} synthetic epochs would hold no batch",
             )
 
 
 def _check_data(src: str, p: Params) -> None:
     """The real dataset: its folder, layout, classes and sizes, as far as they are known before loading it."""
-    try:
-        _check_data_folder(src, p)
-    except OSError as err:  # a name too long, a folder that cannot be listed
-        why = err.strerror or type(err).__name__
-        raise ParamsError(f"{src}: key 'data_path': {_show(p.data_path)} cannot be read ({why})") from None
-
-
-def _check_data_folder(src: str, p: Params) -> None:
     from cnnbench import data
-
-    if not p.data_path:
-        raise ParamsError(f"{src}: key 'data_path' is required for dataset '{p.dataset}'")
-    root = Path(p.data_path).expanduser()
-    if not root.exists() and not p.download:
-        raise ParamsError(
-            f"{src}: key 'data_path': folder {_show(p.data_path)} does not exist (set "
-            "download: true to fetch it)"
-        )
-    problem = data.layout_problem(p.dataset, root) if root.exists() else "absent"
-    if problem and p.download and p.dataset not in DOWNLOADABLE:
-        raise ParamsError(
-            f"{src}: key 'download': {p.dataset} cannot be downloaded (only {', '.join(DOWNLOADABLE)} "
-            f"can), and key 'data_path' {_show(p.data_path)}: "
-            + ("does not exist" if problem == "absent" else problem)
-        )
-    if problem and not p.download:
-        raise ParamsError(f"{src}: key 'data_path': {problem}")
     from cnnbench.models import spec
 
-    users = [u for u in _batch_uses(p) if _model_dataset(p, u[0]) == p.dataset]
-    if problem:  # to be downloaded: a public dataset's own count of classes
-        classes = data.SHAPES[p.dataset].classes if p.dataset in data.SHAPES else None
-    else:
-        classes = data.dataset_classes(p.dataset, root)
-    head = [m for m, *_ in users if not spec(m).own_data]  # a model with data of its own keeps its classes
-    own = all(p.num_classes == spec(m).reference_classes for m in head)  # their own head, as seed 003 ran
-    if classes is not None and classes != p.num_classes and head and not (own and classes < p.num_classes):
-        raise ParamsError(
-            f"{src}: key 'num_classes' {p.num_classes} does not match the {classes} classes of "
-            f"{p.dataset} at {_show(p.data_path)}"
-        )
-    if problem:  # to be downloaded: its sizes are not known yet
-        return
-    most = max((bs for _, _, bs, _ in users), default=0)
-    sizes: dict[str, int | None] = {}
-    for model, key, bs, splits in users:
-        for split in sorted(splits):
-            if split not in sizes:
-                sizes[split] = data.split_size(p.dataset, root, split, at_most=most)
-            n = sizes[split]
-            if n is not None and n < bs:
-                raise ParamsError(
-                    f"{src}: key '{key}' {bs} is more than the {n} images of the {split} split of "
-                    f"{p.dataset} at {_show(p.data_path)}: model '{model}' would get no batch (lower "
-                    "the batch size or add images)"
-                )
+    _fail(src, not p.data_path and f"key 'data_path' is required for dataset '{p.dataset}'")
+    root, folder = Path(p.data_path).expanduser(), _show(p.data_path)
+    try:
+        if not root.exists() and not p.download:
+            _fail(src, f"key 'data_path': folder {folder} does not exist (set download: true to fetch it)")
+        problem = data.layout_problem(p.dataset, root) if root.exists() else "absent"
+        if problem and p.download and p.dataset not in DOWNLOADABLE:
+            what = "does not exist" if problem == "absent" else problem
+            _fail(
+                src,
+                f"key 'download': {p.dataset} cannot be downloaded (only {', '.join(DOWNLOADABLE)} can), and "
+                f"key 'data_path' {folder}: {what}",
+            )
+        _fail(src, problem and not p.download and f"key 'data_path': {problem}")
+        users = [u for u in _batch_uses(p) if _model_dataset(p, u[0]) == p.dataset]
+        if problem:  # to be downloaded: a public dataset's own count of classes
+            classes = data.SHAPES[p.dataset].classes if p.dataset in data.SHAPES else None
+        else:
+            classes = data.dataset_classes(p.dataset, root)
+        head = [
+            m for m, *_ in users if not spec(m).own_data
+        ]  # a model with data of its own keeps its classes
+        own = all(p.num_classes == spec(m).reference_classes for m in head)  # their own head, as seed 003 ran
+        if (
+            classes is not None
+            and classes != p.num_classes
+            and head
+            and not (own and classes < p.num_classes)
+        ):
+            _fail(
+                src,
+                f"key 'num_classes' {p.num_classes} does not match the {classes} classes of {p.dataset} at {folder}",
+            )
+        most = max((bs for _, _, bs, _ in users), default=0)
+        sizes: dict[str, int | None] = {}
+        for model, key, bs, splits in users if not problem else []:  # to be downloaded: sizes not known yet
+            for split in sorted(splits):
+                if split not in sizes:
+                    sizes[split] = data.split_size(p.dataset, root, split, at_most=most)
+                if (n := sizes[split]) is not None and n < bs:
+                    _fail(
+                        src,
+                        f"key '{key}' {bs} is more than the {n} images of the {split} split of {p.dataset} at "
+                        f"{folder}: model '{model}' would get no batch (lower the batch size or add images)",
+                    )
+    except OSError as err:  # a name too long, a folder that cannot be listed
+        why = err.strerror or type(err).__name__
+        raise ParamsError(f"{src}: key 'data_path': {folder} cannot be read ({why})") from None
 
 
 def run_data_problem(p: Params) -> str:
@@ -919,37 +900,33 @@ class _YamlLimit(Exception):
 
 class _ParamsLoader(yaml.SafeLoader):
     """PyYAML's safe loader that first walks the composed document and refuses a repeated key, a recursive
-    alias, nesting past :data:`MAX_YAML_DEPTH` and more than :data:`MAX_YAML_NODES` values, each alias counted
-    every time it is used."""
+    alias, nesting past :data:`MAX_YAML_DEPTH` and more than :data:`MAX_YAML_NODES` values (aliases expanded)."""
 
     def construct_document(self, node):
-        sizes: dict[int, int] = {}
-        self._expanded(node, sizes, set(), 0)
+        self._size(node, {}, set(), 0)
         return super().construct_document(node)
 
-    def _expanded(self, node, sizes: dict[int, int], open_: set[int], depth: int) -> int:
-        key = id(node)
-        if key in sizes:
-            return sizes[key]
-        where = f"line {node.start_mark.line + 1}"
-        if key in open_:
-            raise _YamlLimit(f"the value at {where} refers to itself (a recursive alias)")
+    def _size(self, node, sizes: dict[int, int], open_: set[int], depth: int) -> int:
+        if id(node) in sizes:
+            return sizes[id(node)]
+        where = f"the value at line {node.start_mark.line + 1}"
+        if id(node) in open_:
+            raise _YamlLimit(f"{where} refers to itself (a recursive alias)")
         if depth > MAX_YAML_DEPTH:
-            raise _YamlLimit(f"the value at {where} is nested deeper than {MAX_YAML_DEPTH} levels")
-        open_.add(key)
+            raise _YamlLimit(f"{where} is nested deeper than {MAX_YAML_DEPTH} levels")
+        open_.add(id(node))
         size, children = 1, node.value if isinstance(node, yaml.SequenceNode) else ()
         if isinstance(node, yaml.MappingNode):
             self._no_duplicates(node)
             children = (c for pair in node.value for c in pair)
         for child in children:
-            size += self._expanded(child, sizes, open_, depth + 1)
+            size += self._size(child, sizes, open_, depth + 1)
             if size > MAX_YAML_NODES:
                 raise _YamlLimit(
-                    f"the value at {where} expands to more than {MAX_YAML_NODES} values (aliases counted "
-                    "each time they are used)"
+                    f"{where} expands to more than {MAX_YAML_NODES} values (aliases counted each use)"
                 )
-        open_.discard(key)
-        sizes[key] = size
+        open_.discard(id(node))
+        sizes[id(node)] = size
         return size
 
     def _no_duplicates(self, node) -> None:
@@ -963,28 +940,31 @@ class _ParamsLoader(yaml.SafeLoader):
                 hash(key)
             except Exception:  # noqa: BLE001 - construction reports it with its position afterwards
                 key = (key_node.tag, key_node.value)
-            line = key_node.start_mark.line + 1
             if key in seen:
-                raise _YamlLimit(
-                    f"duplicate key {_show(key)} at lines {seen[key]} and {line} ("
-                    + ("merge several with '<<: [*a, *b]'" if merge else "the last would silently win")
-                    + ")"
-                )
-            seen[key] = line
+                how = "merge several with '<<: [*a, *b]'" if merge else "the last would silently win"
+                line = key_node.start_mark.line + 1
+                raise _YamlLimit(f"duplicate key {_show(key)} at lines {seen[key]} and {line} ({how})")
+            seen[key] = key_node.start_mark.line + 1
 
 
-def _load_yaml(text: str) -> Any:
-    """``text`` read as YAML by :class:`_ParamsLoader`. Raises :class:`yaml.YAMLError` or :class:`_YamlLimit`."""
+def _load_yaml(text: str, where: str) -> Any:
+    """``text`` read by :class:`_ParamsLoader`; any problem a :class:`ParamsError` starting with ``where``."""
     loader = _ParamsLoader(text)
     try:
         return loader.get_single_data()
-    # the composer itself recurses per level: thousands of '[' nest past Python's stack
-    except RecursionError:
-        raise _YamlLimit(f"the document is nested deeper than {MAX_YAML_DEPTH} levels") from None
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        why = f"malformed YAML{at}: {getattr(err, 'problem', None) or str(err).splitlines()[0]}"
+    except _YamlLimit as err:
+        why = str(err)
+    except RecursionError:  # the composer recurses per level: thousands of '[' nest past Python's stack
+        why = f"the document is nested deeper than {MAX_YAML_DEPTH} levels"
     except ValueError as err:  # PyYAML's int() past Python's 4300 digits, a timestamp such as 2024-13-45
-        raise _YamlLimit(f"a value cannot be read: {_show(str(err).splitlines()[0])}") from None
+        why = f"a value cannot be read: {_show(str(err).splitlines()[0])}"
     finally:
         loader.dispose()
+    raise ParamsError(f"{where}: {why}")
 
 
 def parse_overrides(pairs: typing.Iterable[str], src: str = "--set") -> dict[str, Any]:
@@ -996,36 +976,30 @@ def parse_overrides(pairs: typing.Iterable[str], src: str = "--set") -> dict[str
             raise ParamsError(f"{src} {_show(pair)}: expected key=value")
         if key.strip() in out:
             raise ParamsError(f"{src} {_show(pair)}: key {key.strip()!r} is given twice (the last would win)")
-        try:
-            out[key.strip()] = _load_yaml(value)
-        except yaml.YAMLError as err:
-            raise ParamsError(
-                f"{src} {_show(pair)}: value is not valid YAML ({err.__class__.__name__})"
-            ) from None
-        except _YamlLimit as err:
-            raise ParamsError(f"{src} {_show(pair)}: {err}") from None
+        out[key.strip()] = _load_yaml(value, f"{src} {_show(pair)}")
     return out
 
 
-def _read_text(path: Path) -> str:
-    """The params file's text: a regular file of at most :data:`MAX_PARAMS_BYTES` in UTF-8 (a BOM allowed)."""
+def read_yaml(path: str | Path) -> dict[str, Any]:
+    """The params file at ``path``: a regular file of at most :data:`MAX_PARAMS_BYTES` of UTF-8 (a BOM allowed)
+    holding a YAML mapping."""
+    path = Path(path)
+    if path.is_dir():
+        raise ParamsError(
+            f"{path}: is a folder, not a params file (give a .yaml file, e.g. params/local.yaml)"
+        )
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))  # a FIFO: no wait for a writer
-    except FileNotFoundError:
-        raise ParamsError(f"{path}: params file not found") from None
     except OSError as err:
-        raise ParamsError(f"{path}: params file cannot be opened ({err.strerror or err})") from None
+        missing = isinstance(err, FileNotFoundError)
+        why = "params file not found" if missing else f"params file cannot be opened ({err.strerror or err})"
+        raise ParamsError(f"{path}: {why}") from None
     with os.fdopen(fd, "rb") as f:
-        st = os.fstat(f.fileno())
-        if not stat.S_ISREG(st.st_mode):
-            raise ParamsError(
-                f"{path}: is not a regular file (a device, FIFO or socket): give a .yaml file, "
-                "e.g. params/local.yaml"
+        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+            why = (
+                "is not a regular file (a device, FIFO or socket): give a .yaml file, e.g. params/local.yaml"
             )
-        if st.st_size > MAX_PARAMS_BYTES:
-            raise ParamsError(
-                f"{path}: params file too large ({st.st_size} bytes; at most {MAX_PARAMS_BYTES})"
-            )
+            raise ParamsError(f"{path}: {why}")
         try:
             raw = f.read(MAX_PARAMS_BYTES + 1)
         except OSError as err:  # /proc/self/mem: a regular file whose read fails
@@ -1035,37 +1009,17 @@ def _read_text(path: Path) -> str:
     if raw.startswith((b"\xff\xfe", b"\xfe\xff")) or b"\x00" in raw:
         raise ParamsError(f"{path}: is UTF-16 or UTF-32 text (it holds NUL bytes): save it as UTF-8")
     try:
-        return raw.decode("utf-8-sig")
+        text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as err:
         line = raw[: err.start].count(b"\n") + 1
-        raise ParamsError(
-            f"{path}: is not UTF-8 text (byte 0x{raw[err.start]:02x} on line {line}): save it as UTF-8"
-        ) from None
-
-
-def read_yaml(path: str | Path) -> dict[str, Any]:
-    path = Path(path)
-    if path.is_dir():
-        raise ParamsError(
-            f"{path}: is a folder, not a params file (give a .yaml file, e.g. params/local.yaml)"
-        )
-    text = _read_text(path)
-    try:
-        data = _load_yaml(text)
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
-        raise ParamsError(f"{path}: malformed YAML{where}: {problem}") from None
-    except _YamlLimit as err:
-        raise ParamsError(f"{path}: {err}") from None
-    if data is None:
-        return {}
-    if not isinstance(data, dict):
+        why = f"is not UTF-8 text (byte 0x{raw[err.start]:02x} on line {line}): save it as UTF-8"
+        raise ParamsError(f"{path}: {why}") from None
+    data = _load_yaml(text, str(path))
+    if data is not None and not isinstance(data, dict):
         raise ParamsError(
             f"{path}: expected a mapping of key: value at the top level, got {type(data).__name__}"
         )
-    return data
+    return data or {}
 
 
 def resolved_path(option: str, given: str, resolve=lambda p: Path(p).expanduser().resolve()) -> Path:
@@ -1129,8 +1083,7 @@ def load(
             f"{overrides_src} key 'batch_size' {p.batch_size} changes nothing: batch_size_per_model sets every "
             f"model this run measures ({per}); set batch_size_per_model instead"
         )
-    if per and "batch_size" in read_yaml(path) and p.batch_size != Params().batch_size:
-        # recorded as the default: nothing ran at it
+    if per and "batch_size" in given:  # recorded as the default: nothing ran at it
         p = dataclasses.replace(p, batch_size=Params().batch_size)
     return p
 
@@ -1145,16 +1098,14 @@ def _shadowing(p: Params) -> str:
 
 def shadowed_note(path: str | Path, overrides: dict[str, Any] | None = None) -> str:
     """A one-line warning when the params file's own batch_size is used by no model measured, else ""."""
-    overrides = overrides or {}
-    raw = read_yaml(path)
+    overrides, raw = overrides or {}, read_yaml(path)
     if "batch_size" not in raw or "batch_size" in overrides:
         return ""
     try:
-        p = validate({**raw, **overrides}, src=str(path), check_device=False)
+        p = validate(raw, str(path), False, overrides)
     except ParamsError:
         return ""
-    per = _shadowing(p)
-    if not per or p.batch_size == Params().batch_size:
+    if not (per := _shadowing(p)) or p.batch_size == Params().batch_size:
         return ""
     return (
         f"warning: {Path(path).name} key 'batch_size' {p.batch_size} is used by no model this run measures "
