@@ -753,6 +753,20 @@ def test_set_of_a_knob_set_per_variant_measures_one_variant_at_that_value():
     assert params.parse_overrides(["precision=bf16"]) == {"precision": "bf16"}
 
 
+def test_a_knob_set_per_variant_in_a_notebooks_overrides_measures_one_variant(tmp_path):
+    """Issue 43: a notebook opened on a run folder (its params.json) with overrides {"precision": "bf16"} was
+    refused ("unknown key 'precision': it is set per variant"), though --set precision=bf16 worked: one variant."""
+    import cnnbench
+
+    smoke, run_dir = ROOT / "params" / "smoke.yaml", tmp_path / "run"
+    cnnbench.open_run(smoke, {}, run_dir)
+    run = cnnbench.open_run("", {"memory_format": "channels_last"}, run_dir)
+    assert run.params.variants == [{"memory_format": "channels_last"}]
+    with pytest.raises(ParamsError) as err:
+        cnnbench.open_run("", {"memory_format": "nhwc"}, run_dir)
+    assert "'memory_format' is 'nhwc'" in one_line(err) and "unknown key" not in one_line(err)
+
+
 @pytest.mark.parametrize(
     "key, value",
     [

@@ -1,7 +1,5 @@
-"""The knobs of a measurement, each declared once in :data:`KNOBS` (a :class:`Knob`): every setting a user may
-turn between two measurements of the same model. Params validation, the engine's settings (:func:`applied`),
-results keys, ``compare``'s match, 07's search space and skip reasons and labels are derived from it. No torch
-is imported at import time: params validates with it before any work."""
+"""The knobs of a measurement, each declared once in :data:`KNOBS`: validation, the engine (:func:`applied`), results
+keys, ``compare``, 07's search space and labels derive from it. No torch at import: params validates with it."""
 
 from __future__ import annotations
 
@@ -15,6 +13,7 @@ from typing import Any
 from cnnbench import heap
 
 STAGES = ("numerics", "batch_size", "host")  # 07's race stages, in order
+MAX_THREADS = 4096  # threads or processes: no machine torch runs on has more CPUs
 
 
 @dataclass(frozen=True)
@@ -23,8 +22,9 @@ class Knob:
     type: type  # bool | int | str
     default: Any
     doc: str  # one line, shown by params.describe() and 00's table
-    values: tuple = ()  # the allowed values; () = any of ``type`` (int: at least ``low``)
+    values: tuple = ()  # the allowed values; () = any of ``type`` (int: ``low`` to ``high``)
     low: int = 0
+    high: int = 2**63 - 1
     run_wide: bool = True  # a params key of its own; False: set only inside ``variants``
     keyed: bool = True  # part of a configuration's key: two values are two measurements
     # compare divides two runs' rows only where it is equal (threads: not across devices)
@@ -68,8 +68,8 @@ class Knob:
         if self.values and value not in self.values:
             return f"is {value!r}; allowed: {', '.join(map(str, self.values))}"
         if self.type is int and value < self.low:
-            return f"must be >= {self.low}, got {value}"
-        return ""
+            return f"must be {'a positive integer' if self.low == 1 else f'>= {self.low}'}, got {value}"
+        return f"must be at most {self.high:,}, got {value}" if self.type is int and value > self.high else ""
 
 
 # --- how each knob is applied (lazy imports: validation runs without torch)
@@ -94,9 +94,8 @@ SHAPES_PER_RESET = 4
 
 @contextlib.contextmanager
 def compiling(mode: str, shape=None):
-    """Within the block, ``torch.compile`` compiles in ``mode``. Measurements of the same ``shape`` (hashable)
-    reuse dynamo's graphs; it is reset when the mode changes, ``shape`` is None, or a new shape would pass
-    ``SHAPES_PER_RESET`` since the last reset."""
+    """``torch.compile`` in ``mode`` within the block; dynamo's graphs of the same ``shape`` are reused, reset on a
+    new mode, no shape, or past ``SHAPES_PER_RESET`` shapes."""
     if mode == "off":
         yield
         return
@@ -248,6 +247,7 @@ KNOBS: dict[str, Knob] = {
             int,
             0,
             "CPU threads torch uses; 0 = the number of physical cores",
+            high=MAX_THREADS,
             matched=False,
             label=lambda v: f"threads{v}",
             always=True,
@@ -262,6 +262,7 @@ KNOBS: dict[str, Knob] = {
             int,
             2,
             "DataLoader worker processes (loader mode and epochs)",
+            high=MAX_THREADS,
             label=lambda v: f"workers{v}",
             stage="host",
             search=lambda d, hw, p: sorted({0, *_powers_of_two(1, hw.cores), hw.cores, d}),
@@ -299,10 +300,6 @@ def keyed() -> tuple[str, ...]:
 
 def variant_only() -> tuple[str, ...]:
     return tuple(k for k, knob in KNOBS.items() if not knob.run_wide)
-
-
-def defaults() -> dict[str, Any]:
-    return {k: knob.default for k, knob in KNOBS.items()}
 
 
 class Setting(Mapping):

@@ -131,7 +131,7 @@ def open_run(
                 "before this one measured what it said then; restore it or start again"
             )
         keys = {k: v for k, v in resolved.items() if k in params.FIELDS}
-        p = params.validate({**keys, **overrides}, src=str(path))
+        p = params.validate(keys, str(path), overrides=overrides)
         path, overrides = paths.resolve(resolved["params_file"]), {**resolved["overrides"], **overrides}
     else:
         p = params.load(path, overrides)
