@@ -103,6 +103,8 @@ class Backend:
 
     kind = "cpu"  # the name rows carry as device_kind
     torch_type = "cpu"  # the torch.device type this kind claims
+    rank = 9  # kinds claim a device, and ``auto`` prefers their torch types, in ascending rank
+    indexed = False  # its devices are numbered (cuda:1); else one device (the CPU)
     on_host = True  # the host CPU is the measured device (its threads and speed are the measurement's)
     own_memory = False  # it has memory of its own (else it shares the host's: the host's limits are its own)
     queued = False  # work is queued and runs later: synchronise before reading a clock

@@ -56,8 +56,9 @@ FILLING, FILL_BYTES = {"resnet50": 256}, 32 * 2**30
 
 class CudaBackend(Backend):
     kind = torch_type = "cuda"
+    rank = 1
     on_host = False
-    queued = pins = autotunes = own_memory = round_worker = True
+    queued = indexed = pins = autotunes = own_memory = round_worker = True
     ddp_backend = "nccl"
     min_call_s = 0.05
     op_time = "device"

@@ -24,6 +24,7 @@ NO_APPLE_SPEC = (
 
 class MpsBackend(Backend):
     kind = torch_type = "mps"
+    rank = 2
     on_host = False
     # timed by windows: MPS events are host-clock callbacks that can arrive out of order, and each
     # record commits the command buffer, changing the work timed

@@ -16,6 +16,7 @@ NO_SMI = "ROCm: GPU telemetry and energy need AMD SMI, which this workbook does 
 
 class RocmBackend(CudaBackend):
     kind = "rocm"
+    rank = 0  # ROCm's torch says "cuda": claimed before CUDA
 
     @classmethod
     def present(cls) -> bool:
