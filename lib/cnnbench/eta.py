@@ -5,7 +5,6 @@ same params file, else in the committed example where this run repeats it, else 
 from __future__ import annotations
 
 import contextlib
-import csv
 import dataclasses
 import json
 import math
@@ -203,36 +202,30 @@ def example_hardware(kind: str):
     return None
 
 
+def record(run_dir) -> dict[str, float]:
+    """Seconds each notebook took in ``run_dir`` (its ``timings`` table), the latest time of each."""
+    from cnnbench import results
+
+    times = {}
+    for r in results.file(run_dir, "timings").current():
+        with contextlib.suppress(ValueError):
+            times[r["notebook"]] = float(r["duration_s"])
+    return {name: took for name, took in times.items() if math.isfinite(took) and took >= 0}
+
+
 def sibling_record(run_dir, params_file_name: str) -> tuple[str, dict[str, float]]:
     """(name, seconds per notebook) of the run beside ``run_dir`` with the same params file whose ``timings.csv``
     changed last; ("", {}) when there is none."""
-    run_dir, best = Path(run_dir), None
+    run_dir, found = Path(run_dir), []
     for d in run_dir.parent.glob("*/"):
-        timings = d / "timings.csv"
-        if d.resolve() == run_dir.resolve() or not timings.is_file():
-            continue
-        try:
+        with contextlib.suppress(OSError, ValueError, AttributeError):
             theirs = json.loads((d / "params.json").read_text()).get("params_file", "")
-        except (OSError, ValueError, AttributeError):
-            continue
-        newer = best is None or timings.stat().st_mtime > best.stat().st_mtime
-        if Path(str(theirs)).name == params_file_name and newer:
-            best = timings
-    if best is None:
-        return "", {}
-    out = {}
-    try:
-        with best.open(newline="") as f:
-            for row in csv.DictReader(f):  # appended in order: the last row of a notebook is its latest time
-                try:
-                    took = float(row.get("duration_s"))
-                except (TypeError, ValueError):
-                    continue
-                if row.get("notebook") and math.isfinite(took) and took >= 0:
-                    out[row["notebook"]] = took
-    except (OSError, UnicodeDecodeError, csv.Error):
-        return "", {}
-    return (best.parent.name, out) if out else ("", {})
+            if d.resolve() != run_dir.resolve() and Path(str(theirs)).name == params_file_name:
+                found.append(((d / "timings.csv").stat().st_mtime, d))
+    for _, d in sorted(found)[-1:]:
+        with contextlib.suppress(Exception):  # an estimate never stops a run
+            return (d.name, times) if (times := record(d)) else ("", {})
+    return "", {}
 
 
 def expected_times(
@@ -246,7 +239,7 @@ def expected_times(
     out, example = {}, example or {}
     sibling_name, sibling_times = sibling or ("", {})
     for name in notebooks:
-        if record.get(name) is not None and math.isfinite(record[name]):
+        if record.get(name) is not None:
             out[name] = (float(record[name]), RECORD)
         elif sibling_times.get(name) is not None:
             out[name] = (float(sibling_times[name]), f"run '{sibling_name}' beside it")
