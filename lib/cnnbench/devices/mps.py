@@ -86,10 +86,6 @@ class MpsBackend(Backend):
 
         return energy.Unavailable(energy.APPLE)
 
-    def op_time_us(self, evt, self_only: bool = False) -> float:
-        """The host's time to enqueue the op: not the GPU's (an MPS op's GPU time is not in the profiler)."""
-        return super().op_time_us(evt, self_only)
-
     def roof_precisions(self) -> list[str]:
         return ["fp32", "fp16"]
 
