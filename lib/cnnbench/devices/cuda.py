@@ -5,7 +5,6 @@ kernel for the roofline, spec roofs by exact device name."""
 from __future__ import annotations
 
 import contextlib
-import importlib.metadata
 import importlib.util
 import math
 import os
@@ -21,15 +20,6 @@ from cnnbench.devices.base import (
     specs,
     sweep_row,
 )
-
-
-def gpu_extra() -> str:
-    """The extra of pyproject.toml with 05's GPU backends (CuPy, numba-cuda, libNVVM) for the CUDA major torch was
-    built for (make gpu installs it), or "" where torch has no CUDA build with one: another major's would make pip
-    swap torch for a build that matches it."""
-    extra = f"gpu-cu{(torch.version.cuda or '').split('.')[0]}"
-    return extra if extra in (importlib.metadata.metadata("cnnbench").get_all("Provides-Extra") or []) else ""
-
 
 # What torch raises when an allocation fails inside a CUDA-graph capture (reduce-overhead): the capture's error,
 # not OutOfMemoryError (pytorch/pytorch#159594, #187795).
