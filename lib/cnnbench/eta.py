@@ -137,20 +137,17 @@ class Budgets(Mapping):
     def __init__(self, p, kind: str = "cpu", device: str = ""):
         self.p, self.kind, self.device, self._got = p, kind, device, {}
 
-    def _steps(self, notebook: str) -> tuple[list[float] | None, str]:
-        configs = self.device and _configs(self.p, notebook)
-        if not configs:
-            return None, BUDGET
-        from cnnbench import predict
-
-        try:
-            return predict.step_times(configs, self.device), f"the budgets, steps predicted for {self.device}"
-        except Exception as err:  # noqa: BLE001 - an estimate must never stop a run
-            return None, f"{BUDGET} (no prediction for {self.device}: {str(err).splitlines()[0][:80]})"
-
     def _get(self, notebook: str) -> tuple[float, str]:
         if notebook not in self._got:
-            steps, source = self._steps(notebook)
+            steps, source, configs = None, BUDGET, self.device and _configs(self.p, notebook)
+            if configs:
+                from cnnbench import predict
+
+                try:
+                    steps = predict.step_times(configs, self.device)
+                    source = f"the budgets, steps predicted for {self.device}"
+                except Exception as err:  # noqa: BLE001 - an estimate must never stop a run
+                    source = f"{BUDGET} (no prediction for {self.device}: {str(err).splitlines()[0][:80]})"
             n, each, fixed = budget_model(self.p, notebook, self.kind, steps)
             self._got[notebook] = (n * each + fixed, source)
         return self._got[notebook]
