@@ -421,7 +421,7 @@ def test_a_host_device_has_no_busy_share():
 # --- issue 41: a GPU's round measured in one fresh worker (its processes take seconds to start) --------------------
 
 
-class _SharedWorkers(devices.CpuBackend):
+class _SharedWorkers(devices.backend_class("cpu")):
     """The CPU, marked as a kind whose round's configurations share one fresh worker (as CUDA's do)."""
 
     round_worker = True
