@@ -33,7 +33,7 @@ install-dev: $(VENV)/.installed-dev
 
 # 05's GPU backends on NVIDIA (Linux): CuPy and numba-cuda for the CUDA major torch was built for, torch untouched
 gpu: $(VENV)/.installed
-	@extra=$$($(PY) -c "from cnnbench.devices.cuda import gpu_extra; print(gpu_extra())") || exit 2; \
+	@extra=$$($(PY) tools/gpu_extra.py) || exit 2; \
 	if [ -z "$$extra" ]; then echo "make gpu: torch has no CUDA build with a GPU extra (pyproject.toml: gpu-cu*)" >&2; exit 2; fi; \
 	echo "$(PY) -m pip install --quiet --no-compile -e '.[notebook,$$extra]'"; \
 	$(PY) -m pip install --quiet --no-compile -e ".[notebook,$$extra]"

@@ -207,9 +207,7 @@ def write_yaml(tmp_path):
 def fake_gpu():
     """Every CPU device is a fake GPU inside the test (tests/fakes.py): the code under test asks it everything a
     device is asked, and it records the questions (``fake_gpu.log``)."""
-    from fakes import FakeGPU
+    from fakes import FakeGPU, using
 
-    from cnnbench import devices
-
-    with devices.using(FakeGPU.fresh()) as gpu:
+    with using(FakeGPU.fresh()) as gpu:
         yield gpu

@@ -1,7 +1,7 @@
 """One fake device backend for the tests: a GPU that answers every question the workbook asks a device
 (:class:`cnnbench.devices.Backend`) while its tensors stay on the host, and that records what it was asked.
 
-    with devices.using(FakeGPU.fresh(cc=(7, 5))) as gpu:   # every CPU device is this GPU in the block
+    with using(FakeGPU.fresh(cc=(7, 5))) as gpu:   # every CPU device is this GPU in the block
         ... code under test ...
     gpu.log   # ["sync", "reset_peak", ...]
 
@@ -16,8 +16,19 @@ import math
 
 import torch
 
+from cnnbench import devices
 from cnnbench.devices import Hardware
 from cnnbench.devices.cuda import CudaBackend
+
+
+@contextlib.contextmanager
+def using(fake: type):
+    """``fake`` claims devices first inside the block (one fake backend, no monkeypatched torch.cuda)."""
+    devices.BACKENDS.insert(0, fake)
+    try:
+        yield fake
+    finally:
+        devices.BACKENDS.remove(fake)
 
 
 class FakeEvent:

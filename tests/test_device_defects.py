@@ -11,7 +11,7 @@ import weakref
 import pandas as pd
 import pytest
 import torch
-from fakes import FakeGPU
+from fakes import FakeGPU, using
 
 from cnnbench import devices, params
 from cnnbench.measure import engine
@@ -29,7 +29,7 @@ def test_a_device_whose_profiler_sees_only_the_host_queueing_ops_gets_no_per_lay
     from cnnbench.steps import profiler
 
     queued = FakeGPU.fresh(op_time="queue", kind="mps")
-    with devices.using(queued):
+    with using(queued):
         with pytest.raises(devices.Unavailable, match="host .*queue"):
             roofline.profile_layers(MNIST, CPU, Params(), steps=1, warmup=1)
         rows = profiler.profile_model(MNIST, CPU, Params(), tmp_path, steps=1, top_k=3)

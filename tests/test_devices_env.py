@@ -167,7 +167,7 @@ def test_every_fp32_experiment_runs_its_steps_with_tf32_off(monkeypatch, tmp_pat
     rows were TF32. Each enters its device's fp32 math around its steps."""
     import types
 
-    from fakes import FakeGPU
+    from fakes import FakeGPU, using
 
     from cnnbench.params import Params
     from cnnbench.results import files
@@ -179,7 +179,7 @@ def test_every_fp32_experiment_runs_its_steps_with_tf32_off(monkeypatch, tmp_pat
     monkeypatch.setattr(
         files, "host_id", lambda: "this machine"
     )  # read with the real cpu backend, not the fake
-    with devices.using(every):
+    with using(every):
         monkeypatch.setattr(experiment, "_run_all", lambda *a: every.log.append("scratch steps") or {})
         experiment.run_all(types.SimpleNamespace(), data=object())
         monkeypatch.setattr(ddp, "train", lambda *a: every.log.append("ddp steps") or {})

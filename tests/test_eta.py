@@ -93,22 +93,22 @@ def test_budgets_follow_the_protocol():
     )
     # time-budgeted windows: each process gives every configuration at least its repeats x window_s
     assert (
-        eta.budget_s(p, "02_scenario_a") >= configs * p.processes * p.repeats * p.window_s + p.adapt_budget_s
+        eta.Budgets(p)["02_scenario_a"] >= configs * p.processes * p.repeats * p.window_s + p.adapt_budget_s
     )
     fixed = params.load(
         ROOT / "params" / "smoke.yaml"
     )  # windows of a fixed step count: steps x a nominal step
-    assert eta.budget_s(fixed, "02_scenario_a") > 0
-    assert eta.budget_s(fixed, "02_scenario_a", "cuda") < eta.budget_s(fixed, "02_scenario_a", "cpu")
+    assert eta.Budgets(fixed)["02_scenario_a"] > 0
+    assert eta.Budgets(fixed, "cuda")["02_scenario_a"] < eta.Budgets(fixed, "cpu")["02_scenario_a"]
     floor = params.load(
         ROOT / "params" / "smoke.yaml", {"measured_steps": 3, "min_window_s": 0.5, "repeats": 2}
     )
     assert eta._process_s(floor, 0.005, 1.5) == pytest.approx(  # 3 steps of 5 ms: windows of min_window_s
         1.5 + floor.warmup_steps * 0.005 + 2 * 0.5  # no epochs: smoke.yaml sets epoch_mode false
     )
-    tuned = eta.budget_s(p, "07_tuning")
+    tuned = eta.Budgets(p)["07_tuning"]
     assert tuned >= len(p.tune_models) * len(p.tune_phases) * p.tune_budget_s > 0
-    assert eta.budget_s(p, "99_unknown") is None
+    assert eta.budget_model(p, "99_unknown") == (0, 0.0, devices.backend_class("cpu").budget["kernel_s"])
 
 
 @pytest.mark.parametrize("params_file", ["local.yaml", "colab_t4.yaml", "smoke.yaml"])
@@ -130,13 +130,13 @@ def test_every_notebook_of_a_first_run_has_an_estimate_that_scales_with_its_conf
         check_device=False,
     )
     for name in one.notebooks:
-        assert eta.budget_s(one, name) > 0, name
+        assert eta.Budgets(one)[name] > 0, name
     for name in ("01_complexity", "02_scenario_a", "03_batch_sweep", "04_roofline", "05_backends"):
         n1, each1, fixed1 = eta.budget_model(one, name)
         n2, each2, fixed2 = eta.budget_model(two, name)
         assert n2 > n1 > 0 and (each1, fixed1) == pytest.approx((each2, fixed2)), name
-        assert eta.budget_s(two, name) - fixed2 == pytest.approx(
-            n2 / n1 * (eta.budget_s(one, name) - fixed1)
+        assert eta.Budgets(two)[name] - fixed2 == pytest.approx(
+            n2 / n1 * (eta.Budgets(one)[name] - fixed1)
         ), name
     assert eta.budget_model(two, "03_batch_sweep")[0] == 4 * eta.budget_model(one, "03_batch_sweep")[0]
 
@@ -434,12 +434,11 @@ def test_a_gpu_or_mac_params_file_estimates_02_and_03_from_the_rates_predicted_f
     assert t4["02_scenario_a"] == pytest.approx(n * each + fixed)
     # a CUDA round's configurations share one worker: its start is counted once per round, among the fixed costs
     assert n * each == pytest.approx(sum(colab.processes * eta._process_s(colab, s, 0.0) for s in steps))
-    assert t4["02_scenario_a"] != pytest.approx(eta.budget_s(colab, "02_scenario_a", "cuda"))
+    assert t4["02_scenario_a"] != pytest.approx(eta.Budgets(colab, "cuda")["02_scenario_a"])
     assert "Tesla T4" in t4.source("02_scenario_a") and t4.source("04_roofline") == eta.BUDGET
     got = eta.expected_times(["02_scenario_a", "99_unknown"], {}, t4)
-    assert got["02_scenario_a"] == (t4["02_scenario_a"], t4.source("02_scenario_a")) and got[
-        "99_unknown"
-    ] == (None, "")
+    assert got["02_scenario_a"] == (t4["02_scenario_a"], t4.source("02_scenario_a"))
+    assert got["99_unknown"] == (devices.backend_class("cuda").budget["kernel_s"], eta.BUDGET)  # its kernel
 
 
 def test_estimate_prints_every_notebooks_expected_time_and_measures_nothing(tmp_path, capsys):

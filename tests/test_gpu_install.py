@@ -8,8 +8,10 @@ import sys
 import pytest
 import tomllib
 
-from cnnbench.devices import cuda
 from conftest import ROOT
+
+sys.path.insert(0, str(ROOT / "tools"))
+import gpu_extra as cuda  # noqa: E402 - tools/gpu_extra.py: make gpu's rule
 
 EXTRAS = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
 

@@ -8,6 +8,7 @@ import re
 import pandas as pd
 import pytest
 import torch
+from fakes import using
 
 from cnnbench import devices, knobs, params, results
 from cnnbench.devices import Backend
@@ -116,7 +117,7 @@ class ToyDevice(Backend):
 
 
 def test_a_toy_device_backend_is_one_module_and_every_question_goes_to_it(tmp_path):
-    with devices.using(ToyDevice):
+    with using(ToyDevice):
         p = params.validate(
             {**FAST, "device": "cpu", "variants": [{"precision": "fp16"}]}
         )  # the toy runs fp16

@@ -4,7 +4,7 @@ a CPU keeps its protocol, a GPU measures what a GPU user compares. Declared once
 import dataclasses
 
 import pytest
-from fakes import FakeGPU
+from fakes import FakeGPU, using
 
 from cnnbench import devices, params
 from cnnbench.devices.base import CPU_PROTOCOL
@@ -27,7 +27,7 @@ def test_a_cpu_keeps_its_protocol():
 
 
 def test_a_gpu_gets_the_accelerator_protocol_from_the_same_params_file():
-    with devices.using(FakeGPU.fresh(**H100)):
+    with using(FakeGPU.fresh(**H100)):
         p = params.load(LOCAL)
     assert p.image_size == 224 and p.warmup_steps >= 10 and p.min_window_s >= 1.0 and p.cudnn_benchmark
     assert _variants(p) == [("fp32", "nchw"), ("tf32", "nchw"), ("bf16", "channels_last")]
@@ -36,7 +36,7 @@ def test_a_gpu_gets_the_accelerator_protocol_from_the_same_params_file():
 
 
 def test_a_t4_gets_fp16_no_tf32_and_keeps_resnet50_at_the_seeds_batch():
-    with devices.using(FakeGPU.fresh(**T4)):
+    with using(FakeGPU.fresh(**T4)):
         p = params.load(LOCAL)
     assert _variants(p) == [("fp32", "nchw"), ("fp16", "channels_last")]
     assert p.batch_size_for("resnet50") == 128 and p.image_size == 224
@@ -45,7 +45,7 @@ def test_a_t4_gets_fp16_no_tf32_and_keeps_resnet50_at_the_seeds_batch():
 def test_the_params_file_and_set_override_the_protocol(tmp_path):
     mine = tmp_path / "mine.yaml"
     mine.write_text("device: auto\nwarmup_steps: 12\nvariants: [{precision: fp32}]\n")
-    with devices.using(FakeGPU.fresh(**H100)):
+    with using(FakeGPU.fresh(**H100)):
         p = params.load(mine, {"image_size": 96})
     assert (p.warmup_steps, p.image_size, _variants(p)) == (12, 96, [("fp32", "nchw")])
 
@@ -53,7 +53,7 @@ def test_the_params_file_and_set_override_the_protocol(tmp_path):
 def test_a_precision_the_gpu_lacks_is_refused_in_one_line_before_work(tmp_path):
     mine = tmp_path / "mine.yaml"
     mine.write_text("device: auto\nvariants: [{precision: tf32}]\n")
-    with devices.using(FakeGPU.fresh(**T4)), pytest.raises(params.ParamsError) as err:
+    with using(FakeGPU.fresh(**T4)), pytest.raises(params.ParamsError) as err:
         params.load(mine)
     assert "variants[0].precision" in str(err.value) and "\n" not in str(err.value)
 
@@ -96,7 +96,7 @@ def test_a_file_that_sets_protocol_false_keeps_the_defaults_whatever_the_device(
     schema's defaults under their keys, not the device kind's protocol."""
     mine = tmp_path / "mine.yaml"
     mine.write_text("device: auto\nprotocol: false\n")
-    with devices.using(FakeGPU.fresh(**H100)):
+    with using(FakeGPU.fresh(**H100)):
         gpu = params.load(mine)
     cpu = params.load(mine)
     assert (

@@ -195,10 +195,10 @@ def test_the_engines_timm_model_without_timm_is_refused(peer, capsys, monkeypatc
 
 @pytest.mark.parametrize("cc, precision", [((9, 0), "bf16"), ((7, 5), "fp16")])
 def test_the_precision_is_bf16_where_the_gpu_runs_it_else_fp16(cc, precision):
-    from fakes import FakeGPU
+    from fakes import FakeGPU, using
 
     bench = _bench()
-    with bench.devices.using(FakeGPU.fresh(cc=cc)):
+    with using(FakeGPU.fresh(cc=cc)):
         assert bench.auto_precision(bench.devices.resolve("cpu")) == precision
 
 

@@ -1,16 +1,10 @@
-"""How long will this take? The expected time of each notebook and, while one runs, the time left for it and for
-the whole run.
-
-A notebook's expected time is how long it took in this run folder before (its ``timings`` table), else
-in the latest run beside it with the same params file (:func:`sibling_record`), else in the committed example
-where this run repeats it (:func:`example_record`), else a model of time from the protocol's budgets
-(:func:`budget_s`); else it has none. :class:`Remaining` revises them by this run's pace; it is pure: the
-clock is an argument."""
+"""Each notebook's expected time: its time in this run folder before, else in the latest run beside it with the
+same params file, else in the committed example where this run repeats it, else the budgets' model
+(:func:`budget_model`). :class:`Remaining` revises them by this run's pace (the clock is an argument)."""
 
 from __future__ import annotations
 
 import contextlib
-import csv
 import dataclasses
 import json
 import math
@@ -35,8 +29,7 @@ PROCESS_LINE = re.compile(r": process \d+/\d+ ")  # cnnbench.progress.process_li
 
 
 def _configs(p, notebook: str) -> list:
-    """The configurations 02 or 03 measures in worker processes ([] for the other notebooks): 03's without
-    those 02 measures in the same run (03 takes their rows)."""
+    """The configurations 02 or 03 measures in worker processes (03's without those it takes from 02)."""
     from cnnbench import scenarios
 
     if notebook == "02_scenario_a":
@@ -45,27 +38,21 @@ def _configs(p, notebook: str) -> list:
 
 
 def planned(p, notebook: str) -> tuple[int, float]:
-    """Worker processes ``notebook`` runs at least (configurations x ``processes``) and the seconds it may
-    spend on more (``adapt_budget_s``)."""
+    """Worker processes ``notebook`` runs at least, and the seconds it may spend on more (``adapt_budget_s``)."""
     n = len(_configs(p, notebook))
     return (n * p.processes, p.adapt_budget_s) if n else (0, 0.0)
 
 
-# The budget model of a first run (no record, no earlier run, no example): rough figures for a 2-core CPU, each
-# labelled as such in the line it makes. A notebook's time is its fixed cost (kernel start-up and imports) plus,
-# per configuration it measures, what its protocol gives that configuration.
-# The kernel, a worker process and a nominal step: each device kind's ``budget`` (cnnbench.devices)
+# The budget model of a first run: rough figures for a 2-core CPU; the kernel, a worker process and a step are each
+# device kind's ``Backend.budget``
 COUNT_S = 2.0  # 01: counting one model's FLOPs and bytes
 SCRATCH_S = 2.0  # 05: one backend and model set up (or found unavailable)
 ANALYSIS_S = 20.0  # 08: merging, comparing and drawing the run's tables
-COMPILE_S = (
-    40.0  # 07: torch.compile of one model, precision and format (a ResNet-50 training step on 16 cores)
-)
+COMPILE_S = 40.0  # 07: torch.compile of one model, precision and format (ResNet-50 on 16 cores)
 
 
 def _process_s(p, step_s: float, start_s: float, steps_per_window: int = 0, repeats: int = 0) -> float:
-    """One worker process of a configuration: its ``start_s``, warm-up and its ``repeats`` measured windows (the
-    params' own unless given)."""
+    """One worker process of a configuration: start-up, warm-up and ``repeats`` windows (the params' own)."""
     steps = steps_per_window or p.measured_steps
     window = max(steps * step_s, p.min_window_s) if steps else p.window_s
     epochs = 2 * (p.max_batches or 10) * step_s if p.epoch_mode else 0.0
@@ -73,8 +60,7 @@ def _process_s(p, step_s: float, start_s: float, steps_per_window: int = 0, repe
 
 
 def _runs_on(name: str, kind: str) -> bool:
-    """Whether a from-scratch backend (numpy, torch_cuda, cupy, ...) or a device (cpu, cuda:1, mps) runs on a
-    ``kind`` machine: the host's always (others end in an "unavailable" row at once)."""
+    """Whether a from-scratch backend (numpy, cupy, ...) or a device (cuda:1) runs on a ``kind`` machine."""
     from cnnbench import devices
     from cnnbench.params import SCRATCH_BACKENDS
 
@@ -83,16 +69,13 @@ def _runs_on(name: str, kind: str) -> bool:
 
 
 def budget_model(p, notebook: str, kind: str = "cpu", steps: list[float] | None = None):
-    """``notebook``'s model of time from the protocol on a ``kind`` device (cpu, cuda, mps): (configurations it
-    measures, mean seconds per configuration, fixed seconds), or None for a notebook this model does not know.
-    ``steps``: the seconds of a step of each of 02's or 03's configurations (else the ``kind``'s nominal step)."""
+    """(configurations ``notebook`` measures, mean seconds each, fixed seconds) on a ``kind`` device; a notebook of
+    ``params.NOTEBOOKS`` this model does not know gets its kernel's start-up. ``steps``: 02's or 03's step times."""
     from cnnbench import devices
 
     backend = devices.backend_class(kind)
     step_s, start_s, kernel_s = (backend.budget[k] for k in ("step_s", "process_s", "kernel_s"))
     peaks_s, layers_s, scratch_step_s = (backend.budget[k] for k in ("peaks_s", "layers_s", "scratch_step_s"))
-    if notebook == "00_setup":
-        return 0, 0.0, kernel_s
     if notebook == "01_complexity":
         return len(p.models), COUNT_S, kernel_s
     if notebook in ("02_scenario_a", "03_batch_sweep"):
@@ -131,21 +114,12 @@ def budget_model(p, notebook: str, kind: str = "cpu", steps: list[float] | None 
             + compiled * 2 * len(p.tune_precisions) * COMPILE_S
         )
         return searches, p.tune_budget_s + confirm + min(guard, p.tune_guard_budget_s), kernel_s
-    if notebook == "08_analysis":
-        return 0, 0.0, kernel_s + ANALYSIS_S
-    return None
-
-
-def budget_s(p, notebook: str, kind: str = "cpu") -> float | None:
-    """Seconds ``notebook`` is expected to take by :func:`budget_model` (configurations x seconds each + fixed
-    costs), the estimate of a first run that has nothing measured to go by; None for a notebook it does not know."""
-    return Budgets(p, kind)[notebook]
+    return 0, 0.0, kernel_s + (ANALYSIS_S if notebook == "08_analysis" else 0.0)
 
 
 def params_device(p, kind: str, device_name: str, params_file_name: str) -> str:
-    """The device of device_specs.csv whose predicted rates estimate a ``kind`` run's steps: the one running it
-    where the specs give it an fp32 peak, else the one ``params_file_name`` is written for; "" for the host CPU or
-    neither."""
+    """The device of device_specs.csv whose rates estimate a ``kind`` run's steps: the one running it, else the one
+    ``params_file_name`` is written for; "" for the host CPU or neither."""
     from cnnbench import devices, predict
 
     if devices.backend_class(kind).on_host:
@@ -157,36 +131,31 @@ def params_device(p, kind: str, device_name: str, params_file_name: str) -> str:
 
 
 class Budgets(Mapping):
-    """Notebook -> :func:`budget_s`, computed when first asked for (a run with a record of its own never predicts):
-    02's and 03's steps at the rates :func:`cnnbench.predict.step_times` predicts for ``device`` (where named and
-    predictable), else the budgets' nominal step of ``kind``; :meth:`source` says which."""
+    """Notebook -> seconds by :func:`budget_model`, computed when first asked for; 02's and 03's steps at the rates
+    predicted for ``device`` where it can be, else ``kind``'s step; :meth:`source` says which."""
 
     def __init__(self, p, kind: str = "cpu", device: str = ""):
         self.p, self.kind, self.device, self._got = p, kind, device, {}
 
-    def _steps(self, notebook: str) -> tuple[list[float] | None, str]:
-        configs = self.device and _configs(self.p, notebook)
-        if not configs:
-            return None, BUDGET
-        from cnnbench import predict
-
-        try:
-            return predict.step_times(configs, self.device), f"the budgets, steps predicted for {self.device}"
-        except Exception as err:  # noqa: BLE001 - an estimate must never stop a run
-            return None, f"{BUDGET} (no prediction for {self.device}: {str(err).splitlines()[0][:80]})"
-
-    def _get(self, notebook: str) -> tuple[float | None, str]:
+    def _get(self, notebook: str) -> tuple[float, str]:
         if notebook not in self._got:
-            steps, source = self._steps(notebook)
-            model = budget_model(self.p, notebook, self.kind, steps)
-            self._got[notebook] = (None if model is None else model[0] * model[1] + model[2], source)
+            steps, source, configs = None, BUDGET, self.device and _configs(self.p, notebook)
+            if configs:
+                from cnnbench import predict
+
+                try:
+                    steps = predict.step_times(configs, self.device)
+                    source = f"the budgets, steps predicted for {self.device}"
+                except Exception as err:  # noqa: BLE001 - an estimate must never stop a run
+                    source = f"{BUDGET} (no prediction for {self.device}: {str(err).splitlines()[0][:80]})"
+            n, each, fixed = budget_model(self.p, notebook, self.kind, steps)
+            self._got[notebook] = (n * each + fixed, source)
         return self._got[notebook]
 
-    def __getitem__(self, notebook: str) -> float | None:
+    def __getitem__(self, notebook: str) -> float:
         return self._get(notebook)[0]
 
     def source(self, notebook: str) -> str:
-        """Where ``notebook``'s figure comes from: BUDGET, or the budgets with steps predicted for the device."""
         return self._get(notebook)[1]
 
     def __iter__(self):
@@ -197,35 +166,25 @@ class Budgets(Mapping):
 
 
 def example_record(p, device_kind: str, example_dir) -> dict[str, float]:
-    """How long each notebook took in the committed example run, where this run is the same as that one (a CPU
-    run with the same parameters, names and paths apart); {} otherwise."""
+    """Seconds each notebook took in the committed example run where this run repeats it on its kind of device
+    (the same parameters, names and paths apart); {} otherwise."""
     example_dir = Path(example_dir)
     try:
         theirs = json.loads((example_dir / "params.json").read_text())
-    except (OSError, ValueError):
+        kind = json.loads((example_dir / "environment.json").read_text())["device_kind"]
+    except (OSError, ValueError, KeyError):
         return {}
     ours = json.loads(json.dumps(dataclasses.asdict(p), default=str))
-    same = all(ours.get(k) == v for k, v in theirs.items() if k not in _NOT_TIMED and k in ours)
-    try:
-        theirs_kind = json.loads((example_dir / "environment.json").read_text()).get("device_kind")
-    except (OSError, ValueError):
-        theirs_kind = None
-    if device_kind != theirs_kind or not same:  # the example's times hold for its own kind of device only
+    if kind != device_kind or any(ours.get(k, v) != v for k, v in theirs.items() if k not in _NOT_TIMED):
         return {}
-    out = {}
-    for nb in sorted((example_dir / "notebooks").glob("*.ipynb")):
-        try:
-            took = json.loads(nb.read_text())["metadata"]["papermill"]["duration"]
-        except (OSError, ValueError, KeyError, TypeError):
-            continue
-        if isinstance(took, (int, float)):
-            out[nb.stem] = float(took)
-    return out
+    executed = sorted((example_dir / "notebooks").glob("*.ipynb"))
+    return {
+        nb.stem: float(json.loads(nb.read_text())["metadata"]["papermill"]["duration"]) for nb in executed
+    }
 
 
 def example_hardware(kind: str):
-    """The :class:`cnnbench.devices.Hardware` of the committed example run on a ``kind`` device (examples/), what an
-    estimate for a device not at hand stands on; None where no example ran on one."""
+    """The :class:`cnnbench.devices.Hardware` of the committed example run on a ``kind`` device, else None."""
     from cnnbench import devices, paths
 
     for path in sorted((paths.repo_root() / "examples").glob("*/environment.json")):
@@ -240,36 +199,30 @@ def example_hardware(kind: str):
     return None
 
 
+def record(run_dir) -> dict[str, float]:
+    """Seconds each notebook took in ``run_dir`` (its ``timings`` table), the latest time of each."""
+    from cnnbench import results
+
+    times = {}
+    for r in results.file(run_dir, "timings").current():
+        with contextlib.suppress(ValueError):
+            times[r["notebook"]] = float(r["duration_s"])
+    return {name: took for name, took in times.items() if math.isfinite(took) and took >= 0}
+
+
 def sibling_record(run_dir, params_file_name: str) -> tuple[str, dict[str, float]]:
-    """(name, seconds per notebook) of the run beside ``run_dir`` (same outputs folder, same params file by name)
-    whose ``timings.csv`` changed last: a second run name estimates from the first. ("", {}) when there is none."""
-    run_dir, best = Path(run_dir), None
+    """(name, seconds per notebook) of the run beside ``run_dir`` with the same params file whose ``timings.csv``
+    changed last; ("", {}) when there is none."""
+    run_dir, found = Path(run_dir), []
     for d in run_dir.parent.glob("*/"):
-        timings = d / "timings.csv"
-        if d.resolve() == run_dir.resolve() or not timings.is_file():
-            continue
-        try:
+        with contextlib.suppress(OSError, ValueError, AttributeError):
             theirs = json.loads((d / "params.json").read_text()).get("params_file", "")
-        except (OSError, ValueError, AttributeError):
-            continue
-        newer = best is None or timings.stat().st_mtime > best.stat().st_mtime
-        if Path(str(theirs)).name == params_file_name and newer:
-            best = timings
-    if best is None:
-        return "", {}
-    out = {}
-    try:
-        with best.open(newline="") as f:
-            for row in csv.DictReader(f):  # appended in order: the last row of a notebook is its latest time
-                try:
-                    took = float(row.get("duration_s"))
-                except (TypeError, ValueError):
-                    continue
-                if row.get("notebook") and math.isfinite(took) and took >= 0:
-                    out[row["notebook"]] = took
-    except (OSError, UnicodeDecodeError, csv.Error):
-        return "", {}
-    return (best.parent.name, out) if out else ("", {})
+            if d.resolve() != run_dir.resolve() and Path(str(theirs)).name == params_file_name:
+                found.append(((d / "timings.csv").stat().st_mtime, d))
+    for _, d in sorted(found)[-1:]:
+        with contextlib.suppress(Exception):  # an estimate never stops a run
+            return (d.name, times) if (times := record(d)) else ("", {})
+    return "", {}
 
 
 def expected_times(
@@ -279,12 +232,11 @@ def expected_times(
     example: Mapping[str, float] | None = None,
     sibling: tuple[str, Mapping[str, float]] | None = None,
 ) -> dict[str, tuple[float | None, str]]:
-    """Per notebook: (expected seconds or None, where the figure comes from: RECORD, the sibling run's name,
-    EXAMPLE, BUDGET or "")."""
+    """Per notebook: (expected seconds or None, where the figure comes from)."""
     out, example = {}, example or {}
     sibling_name, sibling_times = sibling or ("", {})
     for name in notebooks:
-        if record.get(name) is not None and math.isfinite(record[name]):
+        if record.get(name) is not None:
             out[name] = (float(record[name]), RECORD)
         elif sibling_times.get(name) is not None:
             out[name] = (float(sibling_times[name]), f"run '{sibling_name}' beside it")
@@ -309,12 +261,8 @@ def duration(seconds: float | None) -> str:
 
 
 class Remaining:
-    """The time left of a run of ``expected`` notebooks (name -> (seconds or None, source)), by ``clock``.
-
-    ``planned``: name -> its least worker processes, or (processes, seconds it may add after them: its
-    ``adapt_budget_s``). Every figure is revised by the pace of this run: a running notebook's by its own
-    finished processes, the others' by :meth:`pace`. A notebook still running past its estimate says by how
-    much, never "0s left"; the run's figure then is a lower bound."""
+    """The time left of a run of ``expected`` notebooks (name -> (seconds or None, source)), by ``clock``, revised by
+    this run's pace; ``planned``: name -> its least worker processes, or (processes, seconds it may add after)."""
 
     def __init__(
         self,
@@ -356,20 +304,16 @@ class Remaining:
         return self.clock() - self.started if self.current else 0.0
 
     def pace(self) -> float:
-        """Seconds the finished notebooks took per second of their estimates: the factor on every estimate
-        not yet measured in this run. 1.0 until they were expected to take ``PACE_MIN_S``, and while under 1 +
-        ``PACE_BAND`` (a faster pace is not carried over: a resumed notebook keeps its rows in seconds)."""
+        """Seconds the finished notebooks took per second of their estimates, where above 1 + ``PACE_BAND`` over
+        ``PACE_MIN_S`` of estimates; else 1.0 (a resumed notebook is fast: a faster pace is not carried over)."""
         done = [(took, self.expected[n][0]) for n, took in self.took.items() if self.expected[n][0]]
         expected = sum(e for _, e in done)
         factor = sum(t for t, _ in done) / expected if expected >= PACE_MIN_S else 1.0
         return factor if factor > 1 + PACE_BAND else 1.0
 
     def notebook_left(self) -> float | None:
-        """Seconds left of the running notebook, negative once it is past its estimate; None without one.
-        With planned processes done: from their pace (between the first and the latest once two are done, so
-        the kernel's start-up is not counted again for each), after the last planned one from the seconds it
-        may add (and one process that starts at their end); else its expected time at this run's pace less its
-        elapsed."""
+        """Seconds left of the running notebook (negative past its estimate, None without one): from its finished
+        processes' pace where planned, else its expected time at this run's pace less its elapsed."""
         (todo, after), times = self.planned.get(self.current, (0, 0.0)), self.process_times
         if todo and times:
             done, now = len(times), self.clock()
@@ -381,8 +325,7 @@ class Remaining:
         return None if secs is None else secs * self.pace() - self.elapsed()
 
     def run_left(self) -> tuple[float, bool]:
-        """Seconds left of the whole run, and whether that is complete (False: a notebook has no estimate or
-        is past it, so the figure is a lower bound)."""
+        """Seconds left of the whole run, and whether that is complete (else a lower bound)."""
         left, complete, pace = 0.0, True, self.pace()
         for name in self.order:
             if name in self.took:
@@ -401,8 +344,7 @@ class Remaining:
         return duration(max(left, 1) if left > 0 else 0.0)  # never "0s" while something is left
 
     def with_run(self, line: str) -> str:
-        """``line; run: <time> left``, and why it differs from the estimates where this run's pace revised them;
-        ``line`` alone where nothing is known of the run's time beyond the running notebook's."""
+        """``line; run: <time> left`` (and the pace that revised it), or ``line`` where the run's time is unknown."""
         if (text := self.run_text()) == "?":
             return line
         pace = self.pace()

@@ -1,10 +1,6 @@
-"""Whether an executed 08_analysis is still current, so that ``cnnbench report`` rebuilds the HTML without executing
-08 again when nothing it reads has changed.
-
-A fingerprint is the SHA-256 of every results file 08 read (each ``*.csv`` and ``*.json`` directly in the run
-folders it merged, less the pipeline's own ``timings.csv``) and of the code that ran (the notebook and every file
-of the ``cnnbench`` package). The pipeline writes it beside the executed copy (``08_analysis.inputs.json``) once
-08 has finished; a copy whose fingerprint is missing, unreadable or different is executed again."""
+"""Whether an executed 08_analysis is current (``cnnbench report`` then executes it not again): the SHA-256 of the
+results files it read and of the code that ran, written beside the executed copy once 08 has finished; a copy whose
+fingerprint is missing, unreadable or different is executed again."""
 
 from __future__ import annotations
 

@@ -1,16 +1,10 @@
 """Whether freed host memory goes back to the OS between training steps: one process-wide setting.
 
-With glibc's defaults (large blocks mmapped and unmapped, the heap's top trimmed) every training step faults its
-activations back in, page by page, at a cost that depends on the host and the process's history.
-
 - ``keep`` (the default): ``mallopt(M_MMAP_MAX, 0)`` and ``mallopt(M_TRIM_THRESHOLD, max)``: freed memory stays in
-  the process and is reused, as with jemalloc or tcmalloc (what PyTorch's CPU launcher preloads); a steady-state
-  step faults (almost) no page. The process's memory no longer shrinks after a large configuration.
-- ``system``: the C library's own behaviour, as a plain training script has it.
+  the process and is reused, as with jemalloc or tcmalloc; a steady-state step faults (almost) no page.
+- ``system``: the C library's own behaviour (glibc's faults every step's activations back in, page by page).
 
-Only glibc (Linux) has these switches; elsewhere (macOS, musl, Windows) the setting in force is ``system``, and
-:func:`apply` says so. Every measured row records the setting in force (``host_heap``) and the page faults of its
-steps (``page_faults_per_step``)."""
+Only glibc has these switches; elsewhere the setting in force is ``system``, and :func:`apply` says so."""
 
 from __future__ import annotations
 

@@ -38,7 +38,9 @@ from cnnbench import params as params_mod
 from cnnbench.progress import PROGRESS_ENV
 
 FAILED, STALE_REPORT = "FAILED.txt", "report.stale.html"
-ANALYSIS = "08_analysis"  # executed again by `cnnbench report` unless current (cnnbench.freshness)
+ANALYSIS = params_mod.NOTEBOOKS[
+    -1
+]  # 08, executed again by `cnnbench report` unless current (cnnbench.freshness)
 
 
 def _notebook_path(name: str) -> Path:
@@ -46,13 +48,6 @@ def _notebook_path(name: str) -> Path:
     if not path.is_file():
         raise FileNotFoundError(f"notebook {path} is missing")
     return path
-
-
-def run_name_for(p: params_mod.Params) -> str:
-    from cnnbench import devices
-    from cnnbench.run import run_name
-
-    return run_name(p, devices.resolve(p.device, p.expect_device))
 
 
 def execute(
@@ -69,9 +64,8 @@ def execute(
     progress: Path | None = None,
     on_done=None,
 ) -> list[Path]:
-    """Run ``notebooks`` into ``run_dir/notebooks/``, each executed copy written whole or not at all; failure
-    raises :class:`NotebookFailed`. ``budgets``, ``planned``, ``example``, ``sibling``: the time estimates
-    (:mod:`cnnbench.eta`); ``progress``: the console record, emptied first; ``on_done(done, took_s)``: called
+    """Run ``notebooks`` into ``run_dir/notebooks/`` (each copy whole or not at all), raising
+    :class:`NotebookFailed`; ``budgets`` .. ``sibling``: :mod:`cnnbench.eta`'s sources; ``on_done(done, took_s)``:
     after each notebook but the last."""
     import papermill
     from nbclient.exceptions import DeadKernelError
@@ -90,7 +84,7 @@ def execute(
     done = []
     parameters = {"params_file": str(params_file), "overrides": overrides, "run_dir": str(run_dir)}
     timings = results.file(run_dir, "timings")
-    record = _record(run_dir)
+    record = eta.record(run_dir)
     remaining = eta.Remaining(
         eta.expected_times(notebooks, record, budgets or {}, example, sibling), planned=planned
     )
@@ -152,8 +146,7 @@ class _PartialReports:
             return
         from cnnbench import report
 
-        # built in this process, whose imports (nbconvert, torch) are paid once a run, not once a page
-        # a page to read while the run goes on: the run never stops for it
+        # built in this process (its imports paid once a run); the run never stops for it
         with (
             contextlib.suppress(Exception),
             open(os.devnull, "w") as quiet,
@@ -163,22 +156,13 @@ class _PartialReports:
             report.build_run_report(self.run_dir, done, of=self.total)
 
     def close(self) -> None:
-        """The run's report.html is written: the partial page goes."""
         from cnnbench import report
 
         (self.run_dir / report.PARTIAL).unlink(missing_ok=True)
 
 
-def _seconds(text) -> float | None:
-    try:
-        return float(text)
-    except (TypeError, ValueError):
-        return None
-
-
 def _keep_whole(partial: Path, target: Path, check: bool = True) -> Path | None:
-    """Rename ``partial`` over ``target`` and return ``target`` if it is a whole notebook (``check`` False:
-    known to be), else remove it."""
+    """``partial`` renamed over ``target`` (returned) if it is a whole notebook (``check`` False: known), else removed."""
     if not partial.is_file():
         return None
     if check and not _readable(partial):
@@ -205,8 +189,8 @@ WRITE_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EIO}
 
 
 def _describe(err: BaseException, names: dict | None = None, writing: Path | None = None) -> str:
-    """One line for a failure: an OSError as its reason and file, anything else as its type and first line.
-    ``writing``: the file being written, named where the error names none (write() on a full disk)."""
+    """One line for a failure: an OSError as its reason and file (``writing`` where it names none), else its type
+    and first line."""
     if isinstance(err, OSError) and err.strerror:
         filename = (names or {}).get(str(err.filename), err.filename)
         filename = filename or (writing if err.errno in WRITE_ERRNOS else None)
@@ -215,8 +199,7 @@ def _describe(err: BaseException, names: dict | None = None, writing: Path | Non
     return f"{type(err).__name__}: {text}"[:300] if text else type(err).__name__
 
 
-# Loggers of the notebook machinery: their records ("Kernel died while waiting for execute reply.", an
-# execution task's unretrieved exception after Ctrl-C) go to kernel.log, not between the pipeline's own lines.
+# Loggers of the notebook machinery: their records go to kernel.log, not between the pipeline's own lines.
 MACHINERY_LOGGERS = ("traitlets", "nbclient", "papermill", "asyncio")
 
 
@@ -240,8 +223,8 @@ def _logs_to(path: Path):
 
 
 class _Tail(threading.Thread):
-    """Prints the lines appended to ``path`` while a notebook runs and ``status()`` after them (at most every
-    ``status_min_s``) or every ``status_every_s`` seconds without any; ``seen`` gets every line."""
+    """Prints the lines appended to ``path`` while a notebook runs, and ``status()`` after them (at most every
+    ``status_min_s``) or after ``status_every_s`` without any; ``seen`` gets every line."""
 
     def __init__(
         self,
@@ -305,8 +288,7 @@ def _quiet_kernel_manager(log_path: Path):
 
 
 class NotebookFailed(RuntimeError):
-    """A notebook failed: ``cell`` is its execution count as shown in the executed copy (None: no cell raised);
-    ``executed`` the executed copy kept, None where none was written whole."""
+    """A notebook failed in ``cell`` (its execution count; None: no cell raised); ``executed``: the copy kept."""
 
     def __init__(self, notebook: str, cell: int | None, error: str, executed: Path | None, source: str = ""):
         self.notebook, self.cell, self.error, self.executed = notebook, cell, error, executed
@@ -325,9 +307,8 @@ class Stopped(KeyboardInterrupt):
 
 @contextlib.contextmanager
 def _signals_stop_the_run():
-    """SIGTERM and SIGHUP (unless ignored) raise :class:`Stopped` once in the block; a second one ends the
-    process. SIGINT raises KeyboardInterrupt even where it was inherited ignored (a script's `cnnbench &`).
-    Outside the main thread nothing is installed."""
+    """SIGTERM and SIGHUP (unless ignored) raise :class:`Stopped` once in the block, a second ends the process;
+    SIGINT raises KeyboardInterrupt even where inherited ignored (`cnnbench &`). Main thread only."""
 
     def stop(signum, frame):
         signal.signal(signum, signal.SIG_DFL)
@@ -459,11 +440,6 @@ def _mark_failed(run_dir: Path, why: str, params_file: Path, overrides: dict, de
     return ""
 
 
-def missing_front_end() -> list[str]:
-    """The packages of the ``[notebook]`` extra the batch runner needs and this interpreter lacks."""
-    return [m for m in ("papermill", "nbconvert", "ipykernel") if importlib.util.find_spec(m) is None]
-
-
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["report"]:  # cnnbench report: rebuild the reports from what is on disk
@@ -494,13 +470,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--estimate", action="store_true", help="print each notebook's expected time; run nothing"
     )
-    ap.add_argument(
-        "--device-kind",
-        choices=("cuda", "mps", "cpu"),
-        help="with --estimate: for this kind of device, not here (its committed example's device and protocol)",
-    )
+    kind_help = "with --estimate: for this kind of device (cuda, mps, cpu), not here: its committed example's"
+    ap.add_argument("--device-kind", help=kind_help)
     args = ap.parse_args(argv)
-    if missing := missing_front_end():
+    # the packages of the [notebook] extra the batch runner needs
+    if missing := [m for m in ("papermill", "nbconvert", "ipykernel") if importlib.util.find_spec(m) is None]:
         print(
             f"cnnbench: the batch runner needs {', '.join(missing)}: pip install 'cnnbench[notebook]' "
             "(make report installs it)",
@@ -532,14 +506,6 @@ def _stopped(err: KeyboardInterrupt, who: str, what: str) -> int:
     return err.exit_code if isinstance(err, Stopped) else 130
 
 
-def _absolute_data_paths(p: params_mod.Params) -> params_mod.Params:
-    """``p`` with relative dataset folders made absolute against the folder they were validated from."""
-    keys = [key for key in ("data_path", "transfer_data_path") if getattr(p, key)]
-    return dataclasses.replace(
-        p, **{key: os.path.abspath(os.path.expanduser(getattr(p, key))) for key in keys}
-    )
-
-
 def _run(args) -> int:
     run_dir = None  # where an OSError is the run folder's lock
     try:
@@ -563,7 +529,10 @@ def _run(args) -> int:
             raise params_mod.ParamsError(
                 f"--set {problem}" if problem.split("'")[1] in overrides else f"{params_file}: {problem}"
             )
-        p, notebooks = _absolute_data_paths(p), paths.repo_root() / "notebooks"
+        # relative dataset folders made absolute against the folder they were validated from
+        keys = [key for key in ("data_path", "transfer_data_path") if getattr(p, key)]
+        p = dataclasses.replace(p, **{k: os.path.abspath(os.path.expanduser(getattr(p, k))) for k in keys})
+        notebooks = paths.repo_root() / "notebooks"
         if missing := [n for n in p.notebooks if not (notebooks / f"{n}.ipynb").is_file()]:
             raise params_mod.ParamsError(f"notebooks missing from {notebooks}: {', '.join(missing)}")
         outputs = (
@@ -573,7 +542,9 @@ def _run(args) -> int:
             return _estimate(p, params_file, outputs, hardware)
         if paths.folder_problem(outputs):
             raise params_mod.ParamsError(paths.folder_problem(outputs))
-        run_dir = outputs / run_name_for(p)
+        from cnnbench import devices, run
+
+        run_dir = outputs / run.run_name(p, devices.resolve(p.device, p.expect_device))
         lock = paths.RunLock(run_dir).acquire()
     except (params_mod.ParamsError, paths.RunLocked) as err:
         print(f"cnnbench: {err}", file=sys.stderr)
@@ -589,9 +560,8 @@ def _run(args) -> int:
 
 
 def _estimate(p: params_mod.Params, params_file: Path, outputs: Path, hardware=None) -> int:
-    """``--estimate``: each notebook's expected time and its source as a run of ``p`` here would print them, on the
-    params' device where this machine lacks it, or on ``hardware`` (``--device-kind``); measures nothing, writes
-    nothing."""
+    """``--estimate``: each notebook's expected time and its source, on the params' device or ``hardware``
+    (``--device-kind``); measures and writes nothing."""
     from cnnbench import devices
 
     if hardware is not None:
@@ -602,7 +572,7 @@ def _estimate(p: params_mod.Params, params_file: Path, outputs: Path, hardware=N
         kind, name = devices.backend(device).kind, devices.device_name(device) if here else ""
     run_dir = outputs / (p.run_name or paths.default_run_name(kind))
     expected = eta.expected_times(
-        p.notebooks, _record(run_dir), **_estimate_sources(p, params_file, run_dir, kind, name)
+        p.notebooks, eta.record(run_dir), **_estimate_sources(p, params_file, run_dir, kind, name)
     )
     print(f"cnnbench: expected times of {params_file.name} on {name or kind} (measures nothing)")
     for notebook, (seconds, source) in expected.items():
@@ -622,11 +592,6 @@ def _estimate_sources(p: params_mod.Params, params_file: Path, run_dir: Path, ki
     }
 
 
-def _record(run_dir: Path) -> dict:
-    """Seconds each notebook took in ``run_dir`` (its ``timings`` table), the latest time of each."""
-    return {r["notebook"]: _seconds(r.get("duration_s")) for r in results.file(run_dir, "timings").current()}
-
-
 def _execute_run(args, p, params_file: Path, overrides: dict, outputs: Path, run_dir: Path, note: str) -> int:
     """The run itself: every way it can fail ends in one line and FAILED.txt (where it can be written)."""
     from cnnbench import devices
@@ -643,7 +608,7 @@ def _execute_run(args, p, params_file: Path, overrides: dict, outputs: Path, run
     try:
         _mark_started(run_dir, params_file, overrides)
         resolved = run_mod.write_resolved(run_dir, p, params_file, overrides)  # read by every notebook
-        device = devices.resolve(p.device, p.expect_device)  # as run_name_for resolved it
+        device = devices.resolve(p.device, p.expect_device)  # as _run resolved it
         sources = _estimate_sources(
             p, params_file, run_dir, devices.backend(device).kind, devices.device_name(device)
         )
@@ -729,8 +694,7 @@ def _combined_stale(outputs: Path, folder: Path, why: str) -> str:
 
 def report_main(argv: list[str]) -> int:
     """``cnnbench report [--run-name NAME | RUN_DIR] [--outputs DIR]``: rebuild a run's report.html (08 executed
-    again unless its executed copy is current) and the combined report, measuring nothing; with no run named,
-    the combined report only. Exit 2, in one line, for an unknown or broken run."""
+    again unless current) and the combined report, measuring nothing. Exit 2 for an unknown or broken run."""
     ap = argparse.ArgumentParser(prog="cnnbench report", description=report_main.__doc__.split("\n")[0])
     ap.add_argument("run_dir", nargs="?", help="a run folder (e.g. one copied from another machine)")
     ap.add_argument("--run-name", help="the run <outputs>/<run-name>")
@@ -781,8 +745,7 @@ def _report_folders(args) -> tuple[Path, Path | None]:
 
 
 def _report_params(run_dir: Path, outputs: Path, validate: bool = True) -> params_mod.Params | None:
-    """The run's params.json validated for any device present here (08 measures nothing); ``validate=False``:
-    only whether the run can be read (:func:`cnnbench.results.runs.verdict`), returning None."""
+    """The run's params.json validated for any device here; ``validate=False``: only whether the run can be read."""
     from cnnbench.results import runs
 
     if not run_dir.is_dir():

@@ -23,11 +23,14 @@ def bar(iterable=None, **kwargs):
     return tqdm(iterable, **kwargs)
 
 
+def _what(row: dict) -> str:
+    what = " ".join(str(row.get(k, "")) for k in ("model", "phase") if row.get(k, "") != "")
+    return what + (f" bs={row['batch_size']}" if "batch_size" in row else "")
+
+
 def row_line(row: dict) -> str:
     """One line for a finished configuration: model, phase, batch size, variant, throughput or status."""
-    what = " ".join(str(row.get(k, "")) for k in ("model", "phase") if row.get(k, "") != "")
-    if "batch_size" in row:
-        what += f" bs={row['batch_size']}"
+    what = _what(row)
     if row.get("precision"):
         what += f" {row['precision']}"
     rate = row.get("throughput_img_s")
@@ -46,10 +49,7 @@ def row_line(row: dict) -> str:
 
 def process_line(row: dict, process: int, least: int) -> str:
     """One line for one process of a configuration (its rate, or its status): the console moves every process."""
-    what = " ".join(str(row.get(k, "")) for k in ("model", "phase") if row.get(k, "") != "")
-    if "batch_size" in row:
-        what += f" bs={row['batch_size']}"
-    rate = row.get("throughput_img_s")
+    what, rate = _what(row), row.get("throughput_img_s")
     status = row.get("status", "ok")
     told = f"{rate:,.1f} img/s" if status == "ok" and isinstance(rate, (int, float)) else status
     return f"  {what}: process {process}/{least} {told}"
@@ -82,11 +82,8 @@ def kept_line(
     taken: int = 0,
     taken_from: str = "",
 ) -> str:
-    """How many of ``planned`` configurations a notebook kept from ``source`` and how many it measured ("kept 12
-    of 12 configurations from scenario_a.csv; measured 0"); ``unavailable`` of them cannot run here (a GPU backend
-    on a CPU), only checked again, named apart; ``taken`` of them were copied from another notebook's
-    ``taken_from`` now, named too. :func:`resumed` prints it; a caller that logs through its own function calls
-    this."""
+    """ "kept 12 of 12 configurations from scenario_a.csv; measured 0": ``unavailable`` of them (cannot run here) and
+    ``taken`` (copied from ``taken_from`` now) named apart."""
     here = planned - unavailable
     took = f", {taken} taken from {taken_from}" if taken else ""
     line = f"kept {kept} of {here} {what} from {source}{took}; measured {here - kept - taken}"

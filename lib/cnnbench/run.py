@@ -91,13 +91,10 @@ def _refuse_without_runs(root: Path, analysis_runs: list[str]) -> None:
 
     if not runs.runs_for(root, analysis_runs):
         where = root if not analysis_runs else root.parent
-        near = [d.name for d in root.parent.glob("*/") if (d / "environment.json").is_file()]
-        near = sorted(near) if root.parent.is_dir() else []
-        hint = ""
-        if near:
-            more = ", ..." if len(near) > 6 else ""
-            hint = f", or open one of the runs beside it ({', '.join(near[:6])}{more}) by setting run_dir to "
-            hint += "its folder"
+        near = sorted(d.name for d in root.parent.glob("*/") if (d / "environment.json").is_file())
+        more = ", ..." if len(near) > 6 else ""
+        beside = f", or open one of the runs beside it ({', '.join(near[:6])}{more}) by setting run_dir to its folder"
+        hint = beside if near else ""
         raise NoRuns(
             f"no run to analyse in {where}: run the pipeline first (cnnbench --params params/local.yaml), "
             f"then open this notebook again{hint}"

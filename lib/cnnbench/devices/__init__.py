@@ -1,69 +1,55 @@
 """Devices: one backend module per device kind (:mod:`.cpu`, :mod:`.cuda`, :mod:`.mps`, :mod:`.rocm`) owns all
 that differs between kinds; the workbook asks ``backend(device)`` and never tests a device's kind itself.
-:mod:`.host` has what every kind shares: the host CPU, threads and this process's memory.
+:mod:`.host` has what every kind shares: the host CPU, threads and this process's memory (``devices.cpu_model()``).
+
+A device kind is its module alone: :data:`BACKENDS`, :data:`KINDS` and the device names params accept
+(:data:`SPEC`, :data:`ONE_DEVICE`, :data:`SPEC_NAMES`) are derived from the :class:`Backend` subclasses found here.
 
     b = devices.backend(device)       # the first kind that claims it: rocm before cuda (ROCm's torch says "cuda")
     b.synchronize(); b.peak_memory_mib(); b.lacks("precision", "tf32", b.hardware())"""
 
 from __future__ import annotations
 
-import contextlib
+import importlib
+import pkgutil
 import re
 
 import torch
 
-from cnnbench.devices.base import DTYPES, Backend, DeviceError, Hardware, Unavailable
-from cnnbench.devices.cpu import CpuBackend
-from cnnbench.devices.cuda import CudaBackend
-from cnnbench.devices.host import (
-    clock_from,
-    cpu_clock_ghz,
-    cpu_features,
-    cpu_isa,
-    cpu_model,
-    native_bf16,
-    parse_cpu_mhz,
-    peak_rss_mib,
-    physical_cores,
-    reset_peak_rss,
-    rss_mib,
-    set_threads,
-)
-from cnnbench.devices.mps import MpsBackend
-from cnnbench.devices.rocm import RocmBackend
+from cnnbench.devices import base, host
+from cnnbench.devices.base import Backend, DeviceError
 
-BACKENDS: list[type[Backend]] = [RocmBackend, CudaBackend, MpsBackend, CpuBackend]  # in the order they claim
-# the torch device types a params file names, in the order ``auto`` prefers them
-KINDS = ("cuda", "mps", "cpu")
+NOT_KINDS = ("base", "host", "energy", "membench")  # the modules of this package that declare no device kind
 
-__all__ = [
-    "BACKENDS",
-    "DTYPES",
-    "KINDS",
-    "Backend",
-    "DeviceError",
-    "Hardware",
-    "Unavailable",
-    "available",
-    "backend",
-    "backend_class",
-    "clock_from",
-    "cpu_clock_ghz",
-    "cpu_features",
-    "cpu_isa",
-    "cpu_model",
-    "device_name",
-    "native_bf16",
-    "parse_cpu_mhz",
-    "peak_rss_mib",
-    "physical_cores",
-    "reset_peak_rss",
-    "resolve",
-    "rss_mib",
-    "set_threads",
-    "synchronize",
-    "using",
-]
+
+def _declared() -> list[type[Backend]]:
+    """The Backend subclasses each module of this package declares, in the order they claim (``rank``)."""
+    modules = [importlib.import_module(f"{__name__}.{m.name}") for m in pkgutil.iter_modules(__path__)]
+    found = [
+        cls
+        for m in modules
+        if m.__name__.rsplit(".", 1)[1] not in NOT_KINDS
+        for cls in vars(m).values()
+        if isinstance(cls, type) and issubclass(cls, Backend) and cls.__module__ == m.__name__
+    ]
+    return sorted(found, key=lambda cls: cls.rank)
+
+
+BACKENDS: list[type[Backend]] = _declared()
+KINDS = tuple(dict.fromkeys(cls.torch_type for cls in BACKENDS))  # torch types, in the order ``auto`` prefers
+_FIRST = {kind: next(cls for cls in BACKENDS if cls.torch_type == kind) for kind in KINDS}
+SPEC = re.compile(rf"({'|'.join(KINDS)})(?::(\d+))?")  # a device params may name, ``auto`` apart
+ONE_DEVICE = re.compile(rf"({'|'.join(k for k in KINDS if not _FIRST[k].indexed)}):\d+")  # cpu:3 names none
+_NAMES = [n for k in sorted(KINDS) for n in (k, f"{k}:N")[: 1 + _FIRST[k].indexed]]
+SPEC_NAMES = f"{', '.join(_NAMES[:-1])} or {_NAMES[-1]}"  # "cpu, cuda, cuda:N or mps"
+
+
+def __getattr__(name: str):
+    """The host's facts and the base's names: ``devices.cpu_model()``, ``devices.Hardware``."""
+    for module in (base, host):
+        if hasattr(module, name):
+            return getattr(module, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def backend(device: torch.device | str) -> Backend:
@@ -82,16 +68,6 @@ def backend_class(kind: str) -> type[Backend]:
         ) from None
 
 
-@contextlib.contextmanager
-def using(fake: type[Backend]):
-    """Tests: ``fake`` claims devices first inside the block (one fake backend, no monkeypatched torch.cuda)."""
-    BACKENDS.insert(0, fake)
-    try:
-        yield fake
-    finally:
-        BACKENDS.remove(fake)
-
-
 def available() -> list[str]:
     """Device types usable here, in the order ``auto`` prefers them."""
     return [t for t in KINDS if any(cls.torch_type == t and cls.present() for cls in BACKENDS)]
@@ -103,18 +79,18 @@ def resolve(spec: str = "auto", expect: str = "") -> torch.device:
     if spec == "auto":
         device = torch.device(available()[0])
     else:
-        match = re.fullmatch(rf"({'|'.join(KINDS)})(?::(\d+))?", spec)
+        match = SPEC.fullmatch(spec)
         if not match:
-            raise DeviceError(f"unknown device '{spec}'; use auto, cpu, cuda, cuda:N or mps")
+            raise DeviceError(f"unknown device '{spec}'; use auto, {SPEC_NAMES}")
         kind, index = match.group(1), match.group(2)
         if kind not in available():
             raise DeviceError(f"device '{spec}' is not present here; available: {', '.join(available())}")
-        # torch has one CPU device: cpu:3 would be recorded as a device
-        if kind == "cpu" and index is not None:
-            raise DeviceError(f"device '{spec}': the CPU is one device, name it 'cpu'")
-        if kind == "cuda" and index is not None and int(index) >= torch.cuda.device_count():
+        here = next(cls for cls in BACKENDS if cls.torch_type == kind and cls.present())
+        if index is not None and not here.indexed:  # torch has one CPU device: cpu:3 would be recorded as one
+            raise DeviceError(f"device '{spec}': the {kind.upper()} is one device, name it '{kind}'")
+        if index is not None and int(index) >= here.count():
             raise DeviceError(
-                f"device '{spec}' is not present; this machine has {torch.cuda.device_count()} CUDA device(s)"
+                f"device '{spec}' is not present; this machine has {here.count()} {kind.upper()} device(s)"
             )
         device = torch.device(spec)
     if expect and expect.lower() not in device_name(device).lower():

@@ -43,15 +43,6 @@ class Hardware:
     macos: tuple[int, int] | None = None
     memory_bytes: int = 0  # the device's own memory (0: it shares the host's)
 
-    def cpu_description(self) -> str:
-        if "avx512f" in self.isa:
-            return "AVX-512 CPU without AVX512-BF16 or AMX"
-        if "avx2" in self.isa:
-            return "AVX2-only CPU"
-        if "asimd" in self.isa:
-            return "Arm CPU without FEAT_BF16"
-        return "CPU without native bf16"
-
 
 def _compiler() -> bool:
     import os
@@ -60,11 +51,9 @@ def _compiler() -> bool:
     return any(shutil.which(c) for c in (os.environ.get("CXX", ""), "g++", "c++", "clang++") if c)
 
 
-# The protocol a device kind measures with: params keys applied under the params file's own
-# (:func:`cnnbench.params.load`). The host CPU's is sized for minutes on a 2-core CPU: seed 000's models at
-# Tiny-ImageNet's 64 px (seed 000 resized its images to 224 px: the accelerators' protocol), 2 warm-up steps and a window of 3 steps in each of 3 fresh processes (processes differ more
-# than the windows of one process), more processes while an interval is wider than +-8% and 30 s per notebook
-# last; epochs capped at 3 batches; 05, 06 and 07 sized to a minute or so each.
+# The protocol a device kind measures with: params keys applied under the params file's own. The host CPU's is sized
+# for minutes on a 2-core CPU: seed 000's models at 64 px, 3 steps in each of 3 fresh processes (more while an
+# interval is wider than +-8%, 30 s a notebook at most), epochs of 3 batches, 05-07 a minute or so each.
 CPU_PROTOCOL = {
     "warmup_steps": 2, "measured_steps": 3, "min_window_s": 0.25, "repeats": 1, "processes": 3,
     "max_processes": 6, "ci_target_pct": 8.0, "adapt_budget_s": 30, "epoch_mode": True, "max_batches": 3,
@@ -77,11 +66,9 @@ CPU_PROTOCOL = {
     "tune_max_batch_size": 128, "tune_confirm_top": 1, "tune_confirm_window_s": 2.0, "peak_repeats": 3,
     "profile_steps": 2,
 }  # fmt: skip
-# An accelerator's: what a GPU user compares (NVIDIA's and timm's ResNet-50 benchmarks, MLPerf): seed 000's four
-# models at the 224 px seeds 000 and 003 trained at, fp32 and TF32 baselines beside autocast with channels_last
-# (each variant, or the first of a list of alternatives, that the device runs), seed 003's 10 warm-up steps, windows
-# of at least 1 s (NVML's energy resolution) in 3 processes, no epochs (seed 000's Table 2 is the CPU's); 06 on the
-# accelerator alone (its own DenseNet-121), 07 on ResNet-50 with its compile modes.
+# An accelerator's: what a GPU user compares (NVIDIA's and timm's ResNet-50 benchmarks): seed 000's models at 224 px,
+# fp32 and TF32 beside autocast with channels_last (the first alternative the device runs), 10 warm-up steps,
+# windows of at least 1 s (NVML's energy resolution), no epochs; 06 on the accelerator alone, 07 on ResNet-50.
 ACCELERATOR_PROTOCOL = {
     **CPU_PROTOCOL, "image_size": 224, "warmup_steps": 10, "min_window_s": 1.0, "adapt_budget_s": 15,
     "models": ["resnet18", "mobilenet_v2", "resnet50", "squeezenet1_1"], "epoch_mode": False,
@@ -103,20 +90,21 @@ class Backend:
 
     kind = "cpu"  # the name rows carry as device_kind
     torch_type = "cpu"  # the torch.device type this kind claims
+    rank = 9  # kinds claim a device, and ``auto`` prefers their torch types, in ascending rank
+    indexed = False  # its devices are numbered (cuda:1); else one device (the CPU)
     on_host = True  # the host CPU is the measured device (its threads and speed are the measurement's)
     own_memory = False  # it has memory of its own (else it shares the host's: the host's limits are its own)
     queued = False  # work is queued and runs later: synchronise before reading a clock
-    # one fresh worker measures every configuration of a round (its memory peaks reset per configuration and a
-    # process takes seconds to start), else one worker per configuration (the host's RSS peak is a process's own)
+    # one fresh worker measures every configuration of a round (its peaks reset per configuration), else one worker
+    # per configuration (the host's RSS peak is a process's own)
     round_worker = False
     pins = False  # pinned host memory speeds copies to this device
     ddp_backend = "gloo"  # torch.distributed backend of its data-parallel runs
     min_call_s = 0.005  # the shortest timed call of a roofline kernel (launch and clock costs vanish in it)
     main_memory = "dram"
     protocol = CPU_PROTOCOL
-    # a first run's time estimate (cnnbench.eta), seconds: a notebook's kernel start-up and imports, a fresh worker
-    # process (interpreter, torch, model built), a step where the protocol fixes steps, one repetition of 04's peak
-    # benchmarks, one model and phase profiled layer by layer, one from-scratch step of 05; for a 2-core CPU
+    # a first run's time estimate (cnnbench.eta), seconds on a 2-core CPU: a notebook's kernel start-up, a worker
+    # process, a step, one repetition of 04's peaks, one model and phase profiled, one from-scratch step of 05
     budget = {
         "kernel_s": 5.0,
         "process_s": 1.5,

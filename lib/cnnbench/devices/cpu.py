@@ -20,6 +20,13 @@ _ISA = (
     ("sse2", 4, 1, "SSE2"),
 )
 
+# a CPU without native bf16, by its widest ISA
+NO_BF16 = {
+    "avx512f": "AVX-512 CPU without AVX512-BF16 or AMX",
+    "avx2": "AVX2-only CPU",
+    "asimd": "Arm CPU without FEAT_BF16",
+}
+
 
 class CpuBackend(Backend):
     kind = torch_type = "cpu"
@@ -30,7 +37,8 @@ class CpuBackend(Backend):
             if value == "tf32":
                 return f"tf32 is an NVIDIA Ampere+ tensor-core mode; not available on {hw.kind}"
             if value == "bf16" and not host.native_bf16(hw.isa):
-                return f"bf16: {hw.cpu_description()}: bf16 is emulated and slow here (needs avx512_bf16 or amx_bf16)"
+                what = next((d for flag, d in NO_BF16.items() if flag in hw.isa), "CPU without native bf16")
+                return f"bf16: {what}: bf16 is emulated and slow here (needs avx512_bf16 or amx_bf16)"
             if value == "fp16":
                 return "fp16 autocast + grad scaler runs on CUDA and MPS; CPUs have no fast fp16 training kernels"
         if knob == "compile" and value not in ("off", False):

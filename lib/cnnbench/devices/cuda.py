@@ -5,7 +5,6 @@ kernel for the roofline, spec roofs by exact device name."""
 from __future__ import annotations
 
 import contextlib
-import importlib.metadata
 import importlib.util
 import math
 import os
@@ -22,18 +21,8 @@ from cnnbench.devices.base import (
     sweep_row,
 )
 
-
-def gpu_extra() -> str:
-    """The extra of pyproject.toml with 05's GPU backends (CuPy, numba-cuda, libNVVM) for the CUDA major torch was
-    built for (make gpu installs it), or "" where torch has no CUDA build with one: another major's would make pip
-    swap torch for a build that matches it."""
-    extra = f"gpu-cu{(torch.version.cuda or '').split('.')[0]}"
-    return extra if extra in (importlib.metadata.metadata("cnnbench").get_all("Provides-Extra") or []) else ""
-
-
-# What torch raises when an allocation fails inside a CUDA-graph capture (torch.compile's reduce-overhead): the
-# failed cudaMalloc invalidates the capture, and the error that surfaces is the capture's
-# (cudaErrorStreamCaptureInvalidated), not OutOfMemoryError (pytorch/pytorch#159594, #187795).
+# What torch raises when an allocation fails inside a CUDA-graph capture (reduce-overhead): the capture's error,
+# not OutOfMemoryError (pytorch/pytorch#159594, #187795).
 CAPTURE_FAILURE = (
     "operation failed due to a previous error during capture",
     "cudaerrorstreamcaptureinvalidated",
@@ -41,10 +30,9 @@ CAPTURE_FAILURE = (
 )
 # torch._inductor.utils.is_big_gpu: fewer SMs and max-autotune's GEMM templates are off
 MAX_AUTOTUNE_MIN_SMS = 68
-# The L2 of a GPU: copies of a working set that fits it (<= 25 MiB on an H100) last microseconds, so launch gaps
-# dominate even replayed from a CUDA graph. One long kernel re-reads the L2-resident buffer instead: a sum of the
-# buffer expanded R times (stride 0, nothing copied), one output per re-read, R chosen so a call moves at least
-# REREAD_TARGET_BYTES. The L2's working sets start above the L1 of all SMs together, which could hold a smaller one.
+# The L2: copies of a working set that fits it last microseconds (launch gaps dominate), so one long kernel re-reads
+# the L2-resident buffer (a sum of it expanded R times, stride 0) moving at least REREAD_TARGET_BYTES a call. Its
+# working sets start above the L1 of all SMs together.
 REREAD_TARGET_BYTES = 4 * 2**30
 # L1 (unified with shared memory) per SM, KiB, by compute capability: NVIDIA's tuning guides (Volta to Blackwell)
 L1_PER_SM_KIB = {(7, 0): 128, (7, 5): 96, (8, 0): 192, (8, 6): 128, (8, 7): 192, (8, 9): 128, (9, 0): 256}
@@ -56,8 +44,9 @@ FILLING, FILL_BYTES = {"resnet50": 256}, 32 * 2**30
 
 class CudaBackend(Backend):
     kind = torch_type = "cuda"
+    rank = 1
     on_host = False
-    queued = pins = autotunes = own_memory = round_worker = True
+    queued = indexed = pins = autotunes = own_memory = round_worker = True
     ddp_backend = "nccl"
     min_call_s = 0.05
     op_time = "device"
@@ -387,14 +376,14 @@ def reread_kernel(device: torch.device, working_set: int, target_bytes: int = RE
     return (lambda: view.sum(dim=1)), 4 * n * repeats
 
 
-def main_memory(name: str, capability: tuple[int, int]) -> str:
-    """The main memory's level name: the spec table's for this exact device, else hbm for the data-centre
-    capabilities (V100, A100, H100/H200, B200) and dram for the rest (consumer parts, GDDR: cc 12.x too)."""
+def main_memory(name: str, capability: tuple[int, int] | None) -> str:
+    """The main memory's level name: the spec table's for this exact device, else (``capability`` given) hbm for
+    the data-centre capabilities (V100, A100, H100/H200, B200), else dram (consumer parts, GDDR: cc 12.x too)."""
     table = specs()
     row = table[table.device.map(normalise_name) == normalise_name(name)]
     if len(row):
         return str(row.memory_level.iloc[0])
-    return "hbm" if tuple(capability) in HBM_CAPABILITIES else "dram"
+    return "hbm" if capability and tuple(capability) in HBM_CAPABILITIES else "dram"
 
 
 def capture_failure(err: BaseException) -> bool:

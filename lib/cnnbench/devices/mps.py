@@ -24,6 +24,7 @@ NO_APPLE_SPEC = (
 
 class MpsBackend(Backend):
     kind = torch_type = "mps"
+    rank = 2
     on_host = False
     # timed by windows: MPS events are host-clock callbacks that can arrive out of order, and each
     # record commits the command buffer, changing the work timed
@@ -84,10 +85,6 @@ class MpsBackend(Backend):
         from cnnbench.devices import energy
 
         return energy.Unavailable(energy.APPLE)
-
-    def op_time_us(self, evt, self_only: bool = False) -> float:
-        """The host's time to enqueue the op: not the GPU's (an MPS op's GPU time is not in the profiler)."""
-        return super().op_time_us(evt, self_only)
 
     def roof_precisions(self) -> list[str]:
         return ["fp32", "fp16"]

@@ -1,21 +1,20 @@
-"""AMD GPUs through ROCm. PyTorch's ROCm build calls them ``cuda`` devices, so without this module they would run
-under NVIDIA's rules. Recognised by ``torch.version.hip``; it keeps CUDA's timing, memory and graph code (HIP
-provides the same calls) and answers for itself where AMD differs: no TF32 mode, no NVML (telemetry and
-energy are not read: AMD SMI is not used by this workbook), RCCL through the "nccl" name, spec roofs and the main
-memory's name only from the spec table. Nothing here has run on AMD hardware."""
+"""AMD GPUs through ROCm, whose torch calls them ``cuda`` devices (recognised by ``torch.version.hip``): CUDA's
+timing, memory and graph code (HIP has the same calls), but no TF32, no NVML (AMD SMI is not read), RCCL through
+the "nccl" name, spec roofs and main memory from the spec table only. Nothing here has run on AMD hardware."""
 
 from __future__ import annotations
 
 import torch
 
-from cnnbench.devices.base import Hardware, normalise_name, specs
-from cnnbench.devices.cuda import CudaBackend
+from cnnbench.devices.base import Hardware
+from cnnbench.devices.cuda import CudaBackend, main_memory
 
 NO_SMI = "ROCm: GPU telemetry and energy need AMD SMI, which this workbook does not read"
 
 
 class RocmBackend(CudaBackend):
     kind = "rocm"
+    rank = 0  # ROCm's torch says "cuda": claimed before CUDA
 
     @classmethod
     def present(cls) -> bool:
@@ -52,6 +51,4 @@ class RocmBackend(CudaBackend):
 
     @property
     def main_memory(self) -> str:
-        table = specs()
-        row = table[table.device.map(normalise_name) == normalise_name(self.name())]
-        return str(row.memory_level.iloc[0]) if len(row) else "dram"
+        return main_memory(self.name(), None)  # the spec table's, else dram: no guess from a capability

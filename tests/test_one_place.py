@@ -1,0 +1,91 @@
+"""Issue 43 item 5: a device kind is its module in devices/, a notebook its name in ``params.NOTEBOOKS``; a fake one
+of each, added in that one place, is picked up by everything else."""
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import textwrap
+
+from cnnbench import eta, params, pipeline
+from conftest import ROOT
+
+XPU = """
+from cnnbench.devices.base import ACCELERATOR_PROTOCOL, Backend
+
+
+class XpuBackend(Backend):
+    kind = torch_type = "xpu"
+    rank = 3
+    indexed = on_host = False
+    protocol = {**ACCELERATOR_PROTOCOL, "transfer_devices": ["xpu"]}
+    budget = {**Backend.budget, "step_s": 0.25}
+
+    @classmethod
+    def present(cls) -> bool:
+        return False
+"""
+
+CHECK = """
+from cnnbench import devices, eta, params
+
+assert devices.KINDS == ("cuda", "mps", "xpu", "cpu"), devices.KINDS
+assert devices.backend_class("xpu").__name__ == "XpuBackend"
+assert devices.SPEC.fullmatch("xpu") and devices.ONE_DEVICE.fullmatch("xpu:1")
+assert devices.SPEC_NAMES == "cpu, cuda, cuda:N, mps or xpu", devices.SPEC_NAMES
+assert params.protocol("xpu")["transfer_devices"] == ["xpu"]  # its protocol, as a device not at hand
+try:
+    devices.resolve("xpu")
+    raise AssertionError("resolved an absent kind")
+except devices.DeviceError as err:
+    assert "not present here" in str(err), err
+p = params.load("params/smoke.yaml", check_device=False)
+xpu, cpu = (eta.budget_model(p, "02_scenario_a", kind) for kind in ("xpu", "cpu"))
+assert xpu[0] == cpu[0] and xpu[1] != cpu[1], (xpu, cpu)  # its own step estimate
+print("picked up")
+"""
+
+
+def test_a_device_kind_added_as_one_module_is_picked_up_everywhere(tmp_path):
+    shutil.copytree(
+        ROOT / "lib" / "cnnbench", tmp_path / "cnnbench", ignore=shutil.ignore_patterns("__pycache__")
+    )
+    (tmp_path / "cnnbench" / "devices" / "xpu.py").write_text(textwrap.dedent(XPU))
+    env = {**os.environ, "PYTHONPATH": str(tmp_path), "CNNBENCH_ROOT": str(ROOT)}
+    out = subprocess.run(
+        [sys.executable, "-c", CHECK], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
+    )
+    assert out.returncode == 0 and "picked up" in out.stdout, out.stderr[-3000:]
+
+
+def test_a_notebook_added_to_notebooks_is_validated_estimated_and_run(tmp_path, monkeypatch, capsys):
+    root = tmp_path / "root"
+    (root / "notebooks").mkdir(parents=True)
+    (root / "params").symlink_to(ROOT / "params")
+    for nb in (ROOT / "notebooks").glob("*.ipynb"):
+        (root / "notebooks" / nb.name).symlink_to(nb)
+    shutil.copy(ROOT / "notebooks" / "00_setup.ipynb", root / "notebooks" / "07b_fake.ipynb")
+    monkeypatch.setenv("CNNBENCH_ROOT", str(root))
+    monkeypatch.setattr(params, "NOTEBOOKS", (*params.NOTEBOOKS[:-1], "07b_fake", params.NOTEBOOKS[-1]))
+    p = params.load(ROOT / "params" / "smoke.yaml", check_device=False)
+    assert (
+        "07b_fake" in p.notebooks and p.notebooks[-1] == pipeline.ANALYSIS
+    )  # the default list, analysis last
+    assert eta.planned(p, "07b_fake") == (0, 0.0) and eta.Budgets(p)["07b_fake"] > 0
+    rc = pipeline.main(
+        ["--params", str(ROOT / "params" / "smoke.yaml"), "--estimate", "--outputs", str(tmp_path)]
+    )
+    out = capsys.readouterr().out
+    assert rc == 0 and re.search(r"^07b_fake\s+\d+s\s+the budgets", out, re.M), out
+    (root / "notebooks" / "07b_fake.ipynb").unlink()  # the pipeline refuses a listed notebook that is missing
+    assert pipeline.main(["--params", str(ROOT / "params" / "smoke.yaml"), "--outputs", str(tmp_path)]) == 2
+    assert "notebooks missing" in capsys.readouterr().err
+
+
+def test_the_readme_table_and_the_entry_points_list_the_notebooks():
+    readme = re.findall(r"^\|[^|]*\| `(\d\d_\w+)` \|", (ROOT / "README.md").read_text(), re.M)
+    assert tuple(readme) == params.NOTEBOOKS
+    from test_notebook_entry_points import ENTRY
+
+    assert tuple(ENTRY) == params.NOTEBOOKS
