@@ -435,6 +435,10 @@ def _memory_004() -> pd.DataFrame:
     )
 
 
+def _memory_ours_004(mem: pd.DataFrame) -> pd.DataFrame:
+    return _side(_where(mem, lambda d: (d.model == "mlp") & (d.status == "ok")), _MEMORY_004, 1)
+
+
 _MEMORY_004 = {  # our MLP's memory per run, backend and component, MiB shown in the seed's MB
     "source": (None, lambda o: o.run_name.map(_ours_label)),
     **{c: (None, c) for c in ("backend", "model", "component")},
@@ -489,6 +493,10 @@ def _epochs_000() -> pd.DataFrame:
     pub = P.EPOCHS_000.assign(source=_pub(P.SEED_000), images=P.EPOCH_IMAGES_000)
     pub.loc[(pub.model == "squeezenet1_1") & (pub.device_class == "t4"), "images"] = P.EPOCH_IMAGES_000 // 2
     return pub.rename(columns={"device_class": "device"})[_EPOCH_COLUMNS]
+
+
+def _epochs_join(pub: pd.DataFrame, ours: pd.DataFrame) -> pd.DataFrame:
+    return pd.concat([pub, ours], ignore_index=True).sort_values(["model", "source"], kind="stable")
 
 
 def _epochs_ours(epochs: pd.DataFrame) -> pd.DataFrame:
@@ -619,29 +627,23 @@ def _telemetry_002(tele: pd.DataFrame) -> pd.DataFrame:
     )
 
 
-def _labelled(name: str):
-    return lambda: getattr(P, name).assign(source=_pub(getattr(P, name).source.iloc[0]))
-
-
-_CONCAT = None
-# Each seed table beside ours: name -> (the results tables ours reads, the seed's rows, our rows from those tables,
-# the column map applied to both (or None: both already in the table's columns), how the two join (sort keys to
-# stack by, _CONCAT, or a function of both), and what no run did when ours is empty (the seed's rows alone, a
-# ``note`` saying so; None: no note)).
+_PERF = ["throughput_img_s", "achieved_tflops", "peak_device_mem_mib", "peak_rss_mib"]
+_MODELS = "wrote scenario_a.csv with the seed's models"
+# Each seed table beside ours: name -> (the results tables ours reads, the seed's rows (a published view or a
+# function), our rows from those tables, the column map applied to both (None: both already in the table's
+# columns), how they join (sort keys to stack by, None to concatenate, or a function of both), and what no run
+# did when ours is empty (the seed's rows alone with a ``note`` saying so; None: no note)).
 BESIDE = {
     "performance_000": (
-        ["scenario_a"],
-        lambda: P.THROUGHPUT_000,
-        lambda sa: _wide(
-            _fp32(sa, lambda d: d.model.isin(P.THROUGHPUT_000.model)),
-            ["throughput_img_s", "achieved_tflops", "peak_device_mem_mib", "peak_rss_mib"],
-        ),
+        "scenario_a",
+        "THROUGHPUT_000",
+        lambda sa: _wide(_fp32(sa, lambda d: d.model.isin(P.THROUGHPUT_000.model)), _PERF),
         _TABLE_3,
         ["model"],
-        "wrote scenario_a.csv with the seed's models",
+        _MODELS,
     ),
     "speedups_000": (
-        ["scenario_a"],
+        "scenario_a",
         _pairs_000,
         _speedups_000,
         _TABLE_8,
@@ -649,83 +651,60 @@ BESIDE = {
         "wrote scenario_a.csv",
     ),
     "utilisation_000": (
-        ["scenario_a"],
-        lambda: P.UTILISATION_000,
+        "scenario_a",
+        "UTILISATION_000",
         lambda sa: _fp32(sa, lambda d: (d.phase == "train") & d.model.isin(P.UTILISATION_000.model)),
         _TABLE_5,
         ["model"],
-        "wrote scenario_a.csv with the seed's models",
+        _MODELS,
     ),
-    "epochs_000": (
-        ["epochs"],
-        _epochs_000,
-        _epochs_ours,
-        None,
-        lambda pub, ours: pd.concat([pub, ours], ignore_index=True).sort_values(
-            ["model", "source"], kind="stable"
-        ),
-        None,
-    ),
+    "epochs_000": ("epochs", _epochs_000, _epochs_ours, None, _epochs_join, None),
     "sweep_000": (
-        ["batch_sweep"],
-        lambda: P.SWEEP_000,
+        "batch_sweep",
+        "SWEEP_000",
         lambda bs: _where(bs, lambda d: (d.model == "squeezenet1_1") & (d.phase == "train")),
         _TABLE_6,
         ["model", "batch_size"],
         "wrote batch_sweep.csv with squeezenet1_1",
     ),
-    "throughputs": (["scenario_a"], pd.DataFrame, _throughputs, None, _CONCAT, None),
+    "throughputs": ("scenario_a", pd.DataFrame, _throughputs, None, None, None),
     "achieved_003": (
-        ["batch_sweep", "scenario_a", "roofline"],
-        lambda: P.ACHIEVED_003,
+        "batch_sweep scenario_a roofline",
+        "ACHIEVED_003",
         _achieved_003,
         _ACHIEVED_003,
         ["model", "batch_size"],
         "wrote batch_sweep.csv or scenario_a.csv with these models",
     ),
     "backends_001": (
-        ["backends", "backend_memory"],
-        _labelled("BACKENDS_001"),
+        "backends backend_memory",
+        "BACKENDS_001",
         _backends_001,
         None,
         _backends_join,
         "wrote backends.csv",
     ),
-    "ops_004": (
-        ["backend_ops"],
-        _labelled("OPS_004"),
-        _ops_004,
-        None,
-        lambda pub, ours: ours,
-        "wrote backend_ops.csv",
-    ),
+    "ops_004": ("backend_ops", "OPS_004", _ops_004, None, lambda pub, ours: ours, "wrote backend_ops.csv"),
     "memory_004": (
-        ["backend_memory"],
+        "backend_memory",
         _memory_004,
-        lambda mem: _side(_where(mem, lambda d: (d.model == "mlp") & (d.status == "ok")), _MEMORY_004, 1),
+        _memory_ours_004,
         None,
-        _CONCAT,
+        None,
         "wrote backend_memory.csv with the MLP",
     ),
-    "times_004": (
-        ["backends"],
-        _times_004,
-        _times_ours_004,
-        None,
-        _CONCAT,
-        "wrote backends.csv with the MLP",
-    ),
+    "times_004": ("backends", _times_004, _times_ours_004, None, None, "wrote backends.csv with the MLP"),
     "telemetry_002": (
-        ["telemetry"],
-        _labelled("TELEMETRY_002"),
+        "telemetry",
+        "TELEMETRY_002",
         _telemetry_002,
         None,
-        _CONCAT,
+        None,
         "sampled a GPU (telemetry.csv)",
     ),
-    "times_002": (["transfer"], _labelled("TIMES_002"), _transfer_002, None, _CONCAT, "wrote transfer.csv"),
+    "times_002": ("transfer", "TIMES_002", _transfer_002, None, None, "wrote transfer.csv"),
     "inference_002": (
-        ["scenario_a"],
+        "scenario_a",
         lambda: P.table("INFERENCE_002"),
         lambda sa: _fp32(sa, lambda d: (d.model == "densenet121") & (d.phase == "eval")),
         _INFERENCE_002,
@@ -733,11 +712,11 @@ BESIDE = {
         "wrote scenario_a.csv with densenet121 eval",
     ),
     "cpu_002": (
-        ["transfer", "scenario_a"],
+        "transfer scenario_a",
         _cpu_002,
         _cpu_ours_002,
         None,
-        _CONCAT,
+        None,
         "wrote transfer.csv or a CPU scenario_a.csv",
     ),
 }
@@ -748,14 +727,16 @@ def beside(name: str, merged=None) -> pd.DataFrame:
     :class:`~cnnbench.results.runs.Merged` or a dict of results tables; a table it lacks is empty)."""
     reads, theirs, ours, columns, join, alone = BESIDE[name]
     tables = getattr(merged, "tables", merged or {})
-    pub, mine = theirs(), ours(*(tables.get(t, pd.DataFrame()) for t in reads))
+    mine = ours(*(tables.get(t, pd.DataFrame()) for t in reads.split()))
+    pub = theirs() if callable(theirs) else getattr(P, theirs)
+    pub = pub if callable(theirs) or columns else pub.assign(source=_pub(pub.source.iloc[0]))
     if columns:
         pub, mine = _side(pub, columns, 0), _side(mine, columns, 1)
     if mine.empty:
         return (
             pub.assign(note=f"no run of this analysis {alone}: the published table alone") if alone else pub
         )
-    if join is _CONCAT:
+    if join is None:
         return pd.concat([pub, mine], ignore_index=True)
     return join(pub, mine) if callable(join) else _stack(pub, mine, join)
 
