@@ -18,6 +18,7 @@ from __future__ import annotations
 import functools
 import math
 import re
+import sys
 from importlib import resources
 
 import pandas as pd
@@ -278,6 +279,9 @@ def __getattr__(name: str) -> pd.DataFrame:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
+_V = sys.modules[__name__]  # the views by name inside this module: _V.THROUGHPUT_000
+
+
 PARAM_PROXY_AI_000 = dict(zip(table("AI_TABLE_000").model, table("AI_TABLE_000").ai_printed, strict=True))
 AI_BY_BATCH_003 = {  # sections 2.3, 4.2-4.3, 5.2: arithmetic intensity (method not stated) by batch size
     int(r.batch_size): float(r.ai_flop_per_byte)
@@ -326,15 +330,13 @@ def _checks_000() -> list[dict]:
     e, s = _epoch_images_000(), _SETUP_000
     imgs = pd.concat([e.train_images, e.val_images])
     sq = e[e.model == "squeezenet1_1"].set_index("device_class")
-    a = _view("AI_TABLE_000").assign(
-        flop_per_byte=_view("AI_TABLE_000").flops_g * 1e9 / (_view("AI_TABLE_000").model_mb * 1e6)
-    )
-    pub = {m: models.spec(m).published_gmacs for m in _view("COMPLEXITY_000").model}
-    c = _view("THROUGHPUT_000").merge(_view("COMPLEXITY_000")[["model", "flops_g"]])
+    a = _V.AI_TABLE_000.assign(flop_per_byte=_V.AI_TABLE_000.flops_g * 1e9 / (_V.AI_TABLE_000.model_mb * 1e6))
+    pub = {m: models.spec(m).published_gmacs for m in _V.COMPLEXITY_000.model}
+    c = _V.THROUGHPUT_000.merge(_V.COMPLEXITY_000[["model", "flops_g"]])
     ratio = pd.concat([c[f"{p}_tflops"] / (c[f"{p}_img_s"] * c.flops_g / 1e3) for p in ("train", "eval")])
     apple, mem = (
         pd.concat([c.device_class == "apple"] * 2),
-        _view("THROUGHPUT_000").dropna(subset="peak_gpu_mem_mb"),
+        _V.THROUGHPUT_000.dropna(subset="peak_gpu_mem_mb"),
     )
     # Table 3's T4 memory over batch x 01's activation memory per image, at the files' size and at the input's
     per = {
@@ -344,11 +346,11 @@ def _checks_000() -> list[dict]:
         ]
         for px in (s["dataset_image_px"], s["image_px"])
     }
-    thr = _view("THROUGHPUT_000").pivot_table(index="model", columns="device_class", values="train_img_s")
+    thr = _V.THROUGHPUT_000.pivot_table(index="model", columns="device_class", values="train_img_s")
     ours = pd.DataFrame(
         {f"{a}_over_{b}": thr[a] / thr[b] for a, b in (("t4", "apple"), ("t4", "cpu"), ("apple", "cpu"))}
     )
-    printed = _view("SPEEDUPS_000").set_index("model")
+    printed = _V.SPEEDUPS_000.set_index("model")
     off = [  # Table 8 prints GPU/M3 with two decimals, the other columns with one
         f"{m} {col}: printed {printed.loc[m, col]:.2f}, Table 3 gives {ours.loc[m, col]:.2f}"
         for m in printed.index
@@ -376,10 +378,10 @@ def _checks_000() -> list[dict]:
             per=EPOCH_IMAGES_000 // s["batch_size"],
         ),
         dict(
-            flops=", ".join(f"{r.model} {r.flops_g}" for r in _view("COMPLEXITY_000").itertuples()),
+            flops=", ".join(f"{r.model} {r.flops_g}" for r in _V.COMPLEXITY_000.itertuples()),
             off=", ".join(
                 f"{r.model} {100 * (r.flops_g / pub[r.model] - 1):+.1f}%"
-                for r in _view("COMPLEXITY_000").itertuples()
+                for r in _V.COMPLEXITY_000.itertuples()
             ),
         ),
         dict(plain=(ratio[~apple].min(), ratio[~apple].max()), mps=(ratio[apple].min(), ratio[apple].max())),
@@ -388,29 +390,26 @@ def _checks_000() -> list[dict]:
             at="; ".join(f"at {px} px {min(v):.2f}-{max(v):.2f}x" for px, v in per.items()),
         ),
         dict(off="; ".join(off), most=ours.t4_over_cpu.max()),
-        dict(peak=_view("PEAKS_000").set_index("device_class").peak_gflops["apple"], lo=lo, hi=hi),
+        dict(peak=_V.PEAKS_000.set_index("device_class").peak_gflops["apple"], lo=lo, hi=hi),
         dict(
             line=_line("SETUP_000", "item=sweep_text_batch_sizes"),
             lines=_lines("SWEEP_000"),
-            batches=", ".join(map(str, _view("SWEEP_000").batch_size)),
+            batches=", ".join(map(str, _V.SWEEP_000.batch_size)),
         ),
     ]
 
 
 def _checks_001() -> list[dict]:
-    b = _view(
-        "BACKENDS_001"
-    )  # its average throughput, a mean of per-epoch rates (lines 142, 147), needs no check
+    b = _V.BACKENDS_001  # its average throughput, a mean of per-epoch rates (lines 142, 147), needs no check
     low, fastest = b.loc[b.final_test_accuracy_pct.idxmin()], b.loc[b.epoch_s.idxmin()]
     return [dict(low=low), dict(fastest=fastest, cuda=b.set_index("backend").epoch_s["torch_cuda"])]
 
 
 def _checks_002() -> list[dict]:
-    t = _view("TELEMETRY_002")[
-        (_view("TELEMETRY_002").batch_size == _view("TELEMETRY_002").batch_size.max())
-        & (_view("TELEMETRY_002").gpu == 0)
+    t = _V.TELEMETRY_002[
+        (_V.TELEMETRY_002.batch_size == _V.TELEMETRY_002.batch_size.max()) & (_V.TELEMETRY_002.gpu == 0)
     ]
-    idle, t = _view("TELEMETRY_002")[_view("TELEMETRY_002").gpu == 1], t.iloc[0]
+    idle, t = _V.TELEMETRY_002[_V.TELEMETRY_002.gpu == 1], t.iloc[0]
     return [
         dict(
             t=t, share=t.mem_used_mib / t.mem_total_mib, pstate=idle.pstate.iloc[0], power=idle.power_w.max()
@@ -419,26 +418,26 @@ def _checks_002() -> list[dict]:
 
 
 def _checks_003() -> list[dict]:
-    c = _view("COMPLEXITY_003").set_index("model").train_flops_g
-    thr = _view("THROUGHPUT_003").set_index(["model", "batch_size", "device_class"]).train_img_s
+    c = _V.COMPLEXITY_003.set_index("model").train_flops_g
+    thr = _V.THROUGHPUT_003.set_index(["model", "batch_size", "device_class"]).train_img_s
     rates = [
         f"{r.model} bs{r.batch_size} {r.device_class}: printed {r.achieved_tflops}, {thr[r[1:4]]:.0f} img/s x "
         f"{c[r.model]} G = {thr[r[1:4]] * c[r.model] / 1e3:.2f}"
-        for r in _view("ACHIEVED_003").itertuples()
+        for r in _V.ACHIEVED_003.itertuples()
     ]
-    pairs = _view("THROUGHPUT_003").pivot_table(
+    pairs = _V.THROUGHPUT_003.pivot_table(
         index=["model", "batch_size"], columns="device_class", values="train_img_s"
     )
     ratio = (pairs.rtx4080 / pairs.t4).dropna()
     peak, lap = (
-        _view("PEAKS_003").set_index("device_class").loc["rtx4080"],
+        _V.PEAKS_003.set_index("device_class").loc["rtx4080"],
         _spec_rows(DEVICES["003", "rtx4080"][0]).iloc[0],
     )
     tflops = lap.peak_gflops / 1e3
     eff = [
         f"{r.model} bs{r.batch_size}: {r.achieved_tflops} / {tflops:g} = {100 * r.achieved_tflops / tflops:.1f}% "
         f"(printed {r.efficiency_pct}%)"
-        for r in _view("ACHIEVED_003")[_view("ACHIEVED_003").device_class == "rtx4080"].itertuples()
+        for r in _V.ACHIEVED_003[_V.ACHIEVED_003.device_class == "rtx4080"].itertuples()
     ]
     return [
         dict(rates="; ".join(rates)),
@@ -456,11 +455,11 @@ def _checks_003() -> list[dict]:
 
 
 def _checks_004() -> list[dict]:
-    sh, s, mem = SHAPE_004, _SETUP_004, _view("MEMORY_004").set_index("component").cpu_mb
+    sh, s, mem = SHAPE_004, _SETUP_004, _V.MEMORY_004.set_index("component").cpu_mb
     n = sh["features"] * sh["hidden"] + sh["hidden"] + sh["hidden"] * sh["classes"] + sh["classes"]
     step, sums = (
-        _view("TIMES_004").set_index("what"),
-        {side: _view("OPS_004")[f"{side}_ms"].sum() for side in ("cpu", "gpu")},
+        _V.TIMES_004.set_index("what"),
+        {side: _V.OPS_004[f"{side}_ms"].sum() for side in ("cpu", "gpu")},
     )
     labelled = sh["inputs"] + s["validation_images"]
     exact = all(abs(sums[k] - step.loc["iteration", f"{k}_ms"]) < 0.05 for k in sums)
@@ -613,10 +612,10 @@ def _corrections_000() -> list[dict]:
     size, classes, peaks = (
         _SETUP_000["image_px"],
         _SETUP_000["classes"],
-        _view("PEAKS_000").set_index("device_class"),
+        _V.PEAKS_000.set_index("device_class"),
     )
     rows = []
-    for r in _view("THROUGHPUT_000").itertuples():
+    for r in _V.THROUGHPUT_000.itertuples():
         roof = (peaks.peak_gflops[r.device_class], peaks.bandwidth_gbs[r.device_class], "its Table 7 roof")
         line = _line("THROUGHPUT_000", f"model={r.model};device_class={r.device_class}")
         for phase in ("train", "eval"):
@@ -624,7 +623,7 @@ def _corrections_000() -> list[dict]:
             row = _placed(SEED_000, r, phase, size, classes, roof, getattr(r, f"{phase}_tflops"), line)
             pct = _claims("000")["t4_resnet50_pct_of_peak"] if said else math.nan
             rows.append({**row, "printed_pct_of_peak": pct})
-    batch = _view("THROUGHPUT_000").groupby("model").batch_size.first()
+    batch = _V.THROUGHPUT_000.groupby("model").batch_size.first()
     return rows + [
         _intensity_row(
             SEED_000,
@@ -636,16 +635,16 @@ def _corrections_000() -> list[dict]:
             f"{r.flops_g} GFLOP per image at 224 px / {r.model_mb} MB of parameters",
             _line("AI_TABLE_000", f"model={r.model}"),
         )
-        for r in _view("AI_TABLE_000").itertuples()
+        for r in _V.AI_TABLE_000.itertuples()
     ]
 
 
 def _corrections_003() -> list[dict]:
     size, classes = _SETUP_003["image_px"], _SETUP_003["classes_head"]
-    own = _view("PEAKS_003").set_index("device_class")
-    a = _view("ACHIEVED_003").set_index(["model", "batch_size", "device_class"])
+    own = _V.PEAKS_003.set_index("device_class")
+    a = _V.ACHIEVED_003.set_index(["model", "batch_size", "device_class"])
     rows = []
-    for r in _view("THROUGHPUT_003").itertuples():
+    for r in _V.THROUGHPUT_003.itertuples():
         s, key = _spec_rows(DEVICES["003", r.device_class][0]), (r.model, r.batch_size, r.device_class)
         mine = own.loc[r.device_class]
         roof = (
@@ -698,7 +697,7 @@ def _corrections_003() -> list[dict]:
             "method not stated",
             _line("AI_003", f"model={r.model};batch_size={r.batch_size}"),
         )
-        for r in _view("AI_003").itertuples()
+        for r in table("AI_003").itertuples()
     ]
 
 
@@ -706,8 +705,8 @@ def _corrections_004() -> list[dict]:
     n, f, h, k = (SHAPE_004[key] for key in ("inputs", "features", "hidden", "classes"))
     params, mem, times = (
         f * h + h + h * k + k,
-        _view("MEMORY_004").set_index("component"),
-        _view("TIMES_004").set_index("what"),
+        _V.MEMORY_004.set_index("component"),
+        _V.TIMES_004.set_index("what"),
     )
     arrays = {
         "parameters": (params, "W1, b1, W2, b2"),
@@ -779,7 +778,7 @@ def memory_bound_verdict() -> str:
     its own roof's ridge each model's training step sits, and how near that roof it ran."""
     c = _corrections()
     cpu = c[(c.seed == SEED_000) & (c.device == "cpu") & (c.figure == "achieved TFLOP/s (train)")]
-    peak, bw = _view("PEAKS_000").set_index("device_class").loc["cpu", ["peak_gflops", "bandwidth_gbs"]]
+    peak, bw = _V.PEAKS_000.set_index("device_class").loc["cpu", ["peak_gflops", "bandwidth_gbs"]]
     left, near, ai = cpu[cpu.bound == "memory"], cpu[cpu.of_attainable_pct >= 50], cpu.intensity_flop_per_byte
     return (
         f"Seed 000 calls its cloud CPU '{_claims('000')['cloud_cpu_bound']}' for every model (line "
