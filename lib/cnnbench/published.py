@@ -1,17 +1,11 @@
 """Numbers published by the seed reports, kept only to be shown beside our own measurements.
 
-Every number lives once, in the package data file ``data/seed_numbers.csv``, one row per value: its seed file
-(``seed``), the table it belongs to here (``table``), its row (``key``, ``name=value`` pairs joined by ``;``)
-and column, the ``value``, the text as the seed printed it where that differs from the value (``printed``:
-"around 2 hours", a thousands separator, "N/A" for a missing value), its ``origin`` (``printed``; ``read``:
-our reading of the seed's words, e.g. "around 1 hour 15 minutes" in hours; ``reference``: a fact the seed does
-not print, about something it names, with its source in ``note``; ``inferred``: a value the seed does not print,
-inferred from its other figures, whose lines ``note`` names), and where it stands in the seed's text file
-(``line``: the line of ``<seed>`` as the workbook's seed texts number them, ``where``: section and table).
-
-:func:`values` reads that file (the one loader) and :func:`table` turns one of its tables into rows; every
-table and constant below is a view built from them, and ``analysis``, ``scratch`` and ``transfer`` use these
-views. Nothing here feeds a computation of ours except as a labelled comparison."""
+Every number lives once in ``data/seed_numbers.csv``, one row per value (:data:`COLUMNS`): its seed file, table,
+row (``key``: ``name=value`` pairs joined by ``;``), column, ``value``, the text the seed printed where that
+differs, its ``origin`` (printed; read from its words; reference: a fact it does not print, sourced in ``note``;
+inferred from the figures whose lines ``note`` names), and its ``line`` and section (``where``) in the seed's
+text. :func:`table` shows one table as the workbook reads it; nothing here feeds a computation of ours except
+as a labelled comparison."""
 
 from __future__ import annotations
 
@@ -801,39 +795,12 @@ def memory_bound_verdict() -> str:
     )
 
 
-# What each view holds (units), shown with the seed's section, table and lines in tables().
-_TABLES = {
-    "COMPLEXITY_000": "params (M) and 'FLOPs' per 224x224 image (G, MACs)",
-    "AI_TABLE_000": "'AI' = FLOPs / model bytes (printed as FLOP/byte; GFLOP/MB)",
-    "THROUGHPUT_000": "throughput (img/s), TFLOP/s, peak GPU memory (MB)",
-    "EPOCHS_000": f"epoch times (s) of {EPOCH_IMAGES_000:,}-image 'epochs'",
-    "UTILISATION_000": "utilisation (%)",
-    "SWEEP_000": "SqueezeNet batch sweep (img/s, GFLOP/s)",
-    "PEAKS_000": "spec roofs (GFLOP/s, GB/s)",
-    "SPEEDUPS_000": "speedups (x)",
-    "THROUGHPUT_003": "training throughput (img/s)",
-    "ACHIEVED_003": "achieved TFLOP/s, efficiency (%), AI (FLOP/byte)",
-    "PEAKS_003": "spec peaks (TFLOP/s, GB/s, GB)",
-    "COMPLEXITY_003": "complexity (M params, G 'FLOPs' = MACs)",
-    "BACKENDS_001": "per backend (s, img/s, %, MB)",
-    "TELEMETRY_002": "nvidia-smi snapshots (%, MiB, C, W)",
-    "TIMES_002": "training time (h), accuracy (%), inference (s/image)",
-    "TIMES_004": "times (ms)",
-    "OPS_004": "time per operation (ms)",
-    "MEMORY_004": "memory (MB)",
-}
-_STORED = {
-    "ACHIEVED_003": ["ACHIEVED_003", "AI_003"],
-    "TIMES_002": ["TIMES_002", "CLAIMS_002", "INFERENCE_002"],
-}
-
-
 def tables() -> dict[str, pd.DataFrame]:
-    """Every seed table, by the seed's section and table, its lines and what it holds (each carries its
-    ``source`` seed file)."""
+    """Every seed table, by the seed's section and table, its lines and what it holds (``data/seed_tables.csv``;
+    each carries its ``source`` seed file)."""
     out = {}
-    for name, what in _TABLES.items():
-        parts = _STORED.get(name, [name])
+    for name, what, stored_in in _data("seed_tables.csv").itertuples(index=False):
+        parts, what = stored_in.split(), what.format_map(globals())
         where = "; ".join(dict.fromkeys(w for p in parts for w in provenance(p)["where"]))
         out[f"seed {name[-3:]} {where} ({_lines(*parts)}): {what}"] = _view(name)
     for s, seed in SEEDS.items():  # the figures its sentences state, each with its line
