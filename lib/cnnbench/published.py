@@ -320,7 +320,7 @@ def _spec_rows(device: str) -> pd.DataFrame:
     return spec[(spec.device == device) & (spec.precision == "fp32") & spec.peak_gflops.notna()]
 
 
-def _checks_000() -> list[dict]:
+def _checks_000() -> dict:
     e, s = _epoch_images_000(), _SETUP_000
     imgs = pd.concat([e.train_images, e.val_images])
     sq = e[e.model == "squeezenet1_1"].set_index("device_class")
@@ -353,65 +353,53 @@ def _checks_000() -> list[dict]:
     ]
     # Apple publishes no M3 Pro GPU clock (our spec table has no row): the range its published estimates give
     lo, hi = (cores * 128 * 2 * ghz for cores, ghz in ((14, 1.38), (18, 1.6)))
-    return [
-        dict(
-            median=int(imgs.median()),
-            n=int((imgs == imgs.median()).sum()),
-            cases=len(imgs),
-            epoch=EPOCH_IMAGES_000,
-            sq_t4=sq.train_img_s["t4"] * sq.train_epoch_s["t4"],
-            sq_t4_images=sq.train_images["t4"],
+    return dict(
+        median=int(imgs.median()),
+        n=int((imgs == imgs.median()).sum()),
+        cases=len(imgs),
+        epoch=EPOCH_IMAGES_000,
+        sq_t4=sq.train_img_s["t4"] * sq.train_epoch_s["t4"],
+        sq_t4_images=sq.train_images["t4"],
+        ai=", ".join(f"{r.model} {r.ai_printed}" for r in a.itertuples()),
+        per_byte=", ".join(f"{r.model} {r.flop_per_byte:.1f}" for r in a.itertuples()),
+        sq_images="; ".join(f"{d}: {n:,.0f} images" for d, n in sq.train_images.items()),
+        per=EPOCH_IMAGES_000 // s["batch_size"],
+        flops=", ".join(f"{r.model} {r.flops_g}" for r in _V.COMPLEXITY_000.itertuples()),
+        off=", ".join(
+            f"{r.model} {100 * (r.flops_g / pub[r.model] - 1):+.1f}%" for r in _V.COMPLEXITY_000.itertuples()
         ),
-        dict(
-            ai=", ".join(f"{r.model} {r.ai_printed}" for r in a.itertuples()),
-            per_byte=", ".join(f"{r.model} {r.flop_per_byte:.1f}" for r in a.itertuples()),
-        ),
-        dict(
-            sq_images="; ".join(f"{d}: {n:,.0f} images" for d, n in sq.train_images.items()),
-            epoch=EPOCH_IMAGES_000,
-            per=EPOCH_IMAGES_000 // s["batch_size"],
-        ),
-        dict(
-            flops=", ".join(f"{r.model} {r.flops_g}" for r in _V.COMPLEXITY_000.itertuples()),
-            off=", ".join(
-                f"{r.model} {100 * (r.flops_g / pub[r.model] - 1):+.1f}%"
-                for r in _V.COMPLEXITY_000.itertuples()
-            ),
-        ),
-        dict(plain=(ratio[~apple].min(), ratio[~apple].max()), mps=(ratio[apple].min(), ratio[apple].max())),
-        dict(
-            line=_line("SETUP_000", "item=dataset_image_px"),
-            at="; ".join(f"at {px} px {min(v):.2f}-{max(v):.2f}x" for px, v in per.items()),
-        ),
-        dict(off="; ".join(off), most=ours.t4_over_cpu.max()),
-        dict(peak=_V.PEAKS_000.set_index("device_class").peak_gflops["apple"], lo=lo, hi=hi),
-        dict(
-            line=_line("SETUP_000", "item=sweep_text_batch_sizes"),
-            lines=_lines("SWEEP_000"),
-            batches=", ".join(map(str, _V.SWEEP_000.batch_size)),
-        ),
-    ]
+        plain=(ratio[~apple].min(), ratio[~apple].max()),
+        mps=(ratio[apple].min(), ratio[apple].max()),
+        px_line=_line("SETUP_000", "item=dataset_image_px"),
+        at="; ".join(f"at {px} px {min(v):.2f}-{max(v):.2f}x" for px, v in per.items()),
+        speed_off="; ".join(off),
+        most=ours.t4_over_cpu.max(),
+        peak=_V.PEAKS_000.set_index("device_class").peak_gflops["apple"],
+        lo=lo,
+        hi=hi,
+        sweep_line=_line("SETUP_000", "item=sweep_text_batch_sizes"),
+        lines=_lines("SWEEP_000"),
+        batches=", ".join(map(str, _V.SWEEP_000.batch_size)),
+    )
 
 
-def _checks_001() -> list[dict]:
+def _checks_001() -> dict:
     b = _V.BACKENDS_001  # its average throughput, a mean of per-epoch rates (lines 142, 147), needs no check
     low, fastest = b.loc[b.final_test_accuracy_pct.idxmin()], b.loc[b.epoch_s.idxmin()]
-    return [dict(low=low), dict(fastest=fastest, cuda=b.set_index("backend").epoch_s["torch_cuda"])]
+    return dict(low=low, fastest=fastest, cuda=b.set_index("backend").epoch_s["torch_cuda"])
 
 
-def _checks_002() -> list[dict]:
+def _checks_002() -> dict:
     t = _V.TELEMETRY_002[
         (_V.TELEMETRY_002.batch_size == _V.TELEMETRY_002.batch_size.max()) & (_V.TELEMETRY_002.gpu == 0)
     ]
     idle, t = _V.TELEMETRY_002[_V.TELEMETRY_002.gpu == 1], t.iloc[0]
-    return [
-        dict(
-            t=t, share=t.mem_used_mib / t.mem_total_mib, pstate=idle.pstate.iloc[0], power=idle.power_w.max()
-        )
-    ]
+    return dict(
+        t=t, share=t.mem_used_mib / t.mem_total_mib, pstate=idle.pstate.iloc[0], power=idle.power_w.max()
+    )
 
 
-def _checks_003() -> list[dict]:
+def _checks_003() -> dict:
     c = _V.COMPLEXITY_003.set_index("model").train_flops_g
     thr = _V.THROUGHPUT_003.set_index(["model", "batch_size", "device_class"]).train_img_s
     rates = [
@@ -433,22 +421,22 @@ def _checks_003() -> list[dict]:
         f"(printed {r.efficiency_pct}%)"
         for r in _V.ACHIEVED_003[_V.ACHIEVED_003.device_class == "rtx4080"].itertuples()
     ]
-    return [
-        dict(rates="; ".join(rates)),
-        dict(normal=(ratio[ratio > 1].min(), ratio[ratio > 1].max()), low=ratio.min()),
-        dict(ai=AI_BY_BATCH_003, used=AI_003["resnet50"]),
-        dict(
-            peak=peak,
-            lap=lap,
-            tflops=tflops,
-            rates="; ".join(eff),
-            ridge=lap.peak_gflops / peak.bandwidth_gbs,
-            its_ridge=peak.peak_tflops * 1e3 / peak.bandwidth_gbs,
-        ),
-    ]
+    return dict(
+        rates="; ".join(rates),
+        normal=(ratio[ratio > 1].min(), ratio[ratio > 1].max()),
+        low=ratio.min(),
+        ai=AI_BY_BATCH_003,
+        used=AI_003["resnet50"],
+        peak=peak,
+        lap=lap,
+        tflops=tflops,
+        eff="; ".join(eff),
+        ridge=lap.peak_gflops / peak.bandwidth_gbs,
+        its_ridge=peak.peak_tflops * 1e3 / peak.bandwidth_gbs,
+    )
 
 
-def _checks_004() -> list[dict]:
+def _checks_004() -> dict:
     sh, s, mem = SHAPE_004, _SETUP_004, _V.MEMORY_004.set_index("component").cpu_mb
     n = sh["features"] * sh["hidden"] + sh["hidden"] + sh["hidden"] * sh["classes"] + sh["classes"]
     step, sums = (
@@ -457,42 +445,36 @@ def _checks_004() -> list[dict]:
     )
     labelled = sh["inputs"] + s["validation_images"]
     exact = all(abs(sums[k] - step.loc["iteration", f"{k}_ms"]) < 0.05 for k in sums)
-    return [
-        dict(sh=sh, mem=mem, n=n, mb=n * 8 / 1e6),
-        dict(
-            sh=sh,
-            mem=mem,
-            f64=sh["inputs"] * sh["features"] * 8 / 1e6,
-            raw=s["mnist_train_images"] * sh["features"] / 1e6,
+    return dict(
+        sh=sh,
+        mem=mem,
+        n=n,
+        mb=n * 8 / 1e6,
+        f64=sh["inputs"] * sh["features"] * 8 / 1e6,
+        raw=s["mnist_train_images"] * sh["features"] / 1e6,
+        exact=" exactly" if exact else "",
+        sums="; ".join(
+            f"{k.upper()}: operations sum to {v:.1f} ms, Table 3's iteration {step.loc['iteration', f'{k}_ms']} ms"
+            for k, v in sums.items()
         ),
-        dict(
-            exact=" exactly" if exact else "",
-            sums="; ".join(
-                f"{k.upper()}: operations sum to {v:.1f} ms, Table 3's iteration {step.loc['iteration', f'{k}_ms']} ms"
-                for k, v in sums.items()
-            ),
-        ),
-        dict(
-            sh=sh,
-            labelled=labelled,
-            mnist=f"; {labelled:,} is MNIST's own training set (its Table 2)"
-            if labelled == s["mnist_train_images"]
-            else "",
-        ),
-    ]
+        labelled=labelled,
+        mnist=f"; {labelled:,} is MNIST's own training set (its Table 2)"
+        if labelled == s["mnist_train_images"]
+        else "",
+    )
 
 
 def inconsistencies() -> pd.DataFrame:
     """The seeds' numbers checked against each other: each row's prose from ``data/seed_checks.csv`` (with the
-    seed lines it rests on), its figures computed here from the stored numbers (and, where named, our spec
-    table) by ``_checks_<seed>``, one dict per check in the file's order."""
-    checks, rows = _data("seed_checks.csv"), []
-    columns = ("published", "computed_from_its_own_numbers", "note")
-    for s, g in checks.groupby("seed", sort=False):
-        for r, v in zip(g.itertuples(), globals()[f"_checks_{s}"](), strict=True):
-            v = {"s": setup(s), "c": _claims(s), **v}
-            rows.append({"seed": SEEDS[s], **{c: getattr(r, c).format(**v) for c in columns}})
-    return pd.DataFrame(rows)
+    seed lines it rests on), its figures computed from the stored numbers (and, where named, our spec table) by
+    ``_checks_<seed>`` (``s``: the seed's setup, ``c``: its claims)."""
+    checks, columns = _data("seed_checks.csv"), ["published", "computed_from_its_own_numbers", "note"]
+    figures = {
+        s: {"s": setup(s), "c": _claims(s), **globals()[f"_checks_{s}"]()} for s in checks.seed.unique()
+    }
+    return checks.apply(
+        lambda r: pd.Series([SEEDS[r.seed], *(r[c].format(**figures[r.seed]) for c in columns)]), axis=1
+    ).set_axis(["seed", *columns], axis=1)
 
 
 # --- what the seeds' numbers should have been --------------------------------------------------------
@@ -602,7 +584,7 @@ def _intensity_row(seed, model, batch, size, classes, printed, what, line) -> di
     )
 
 
-def _corrections_000() -> list[dict]:
+def _corrections_000() -> dict:
     size, classes, peaks = (
         _SETUP_000["image_px"],
         _SETUP_000["classes"],
@@ -633,7 +615,7 @@ def _corrections_000() -> list[dict]:
     ]
 
 
-def _corrections_003() -> list[dict]:
+def _corrections_003() -> dict:
     size, classes = _SETUP_003["image_px"], _SETUP_003["classes_head"]
     own = _V.PEAKS_003.set_index("device_class")
     a = _V.ACHIEVED_003.set_index(["model", "batch_size", "device_class"])
@@ -695,7 +677,7 @@ def _corrections_003() -> list[dict]:
     ]
 
 
-def _corrections_004() -> list[dict]:
+def _corrections_004() -> dict:
     n, f, h, k = (SHAPE_004[key] for key in ("inputs", "features", "hidden", "classes"))
     params, mem, times = (
         f * h + h + h * k + k,
