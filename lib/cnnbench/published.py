@@ -584,7 +584,7 @@ def _intensity_row(seed, model, batch, size, classes, printed, what, line) -> di
     )
 
 
-def _corrections_000() -> dict:
+def _corrections_000() -> list[dict]:
     size, classes, peaks = (
         _SETUP_000["image_px"],
         _SETUP_000["classes"],
@@ -615,7 +615,7 @@ def _corrections_000() -> dict:
     ]
 
 
-def _corrections_003() -> dict:
+def _corrections_003() -> list[dict]:
     size, classes = _SETUP_003["image_px"], _SETUP_003["classes_head"]
     own = _V.PEAKS_003.set_index("device_class")
     a = _V.ACHIEVED_003.set_index(["model", "batch_size", "device_class"])
@@ -677,7 +677,7 @@ def _corrections_003() -> dict:
     ]
 
 
-def _corrections_004() -> dict:
+def _corrections_004() -> list[dict]:
     n, f, h, k = (SHAPE_004[key] for key in ("inputs", "features", "hidden", "classes"))
     params, mem, times = (
         f * h + h + h * k + k,
