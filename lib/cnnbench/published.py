@@ -567,20 +567,21 @@ def _placed(seed, r, phase, size, classes, roof, printed, line) -> dict:
 
 def _intensity_row(seed, model, batch, size, classes, printed, what, line) -> dict:
     ops = _step(model, batch, size, classes, "train")
-    ai = ops.flops.sum() / ops.bytes.sum()
+    ai, step = (
+        ops.flops.sum() / ops.bytes.sum(),
+        f"a {batch}-image training step at {size} px, {classes} classes",
+    )
+    formula = f"counted FLOPs / bytes moved by {step} = {ai:.1f} (printed: {what})"
+    row = dict(model=model, batch_size=batch, phase="train", label=OURS)
     return _fix(
         seed,
         "arithmetic intensity",
         printed,
         ai,
         "FLOP/byte",
-        f"counted FLOPs / bytes moved by a {batch}-image training step at {size} px, {classes} "
-        f"classes = {ai:.1f} (printed: {what})",
+        formula,
         f"line {line}; cnnbench.measure.traffic",
-        model=model,
-        batch_size=batch,
-        phase="train",
-        label=OURS,
+        **row,
     )
 
 
@@ -600,19 +601,15 @@ def _corrections_000() -> list[dict]:
             pct = _claims("000")["t4_resnet50_pct_of_peak"] if said else math.nan
             rows.append({**row, "printed_pct_of_peak": pct})
     batch = _V.THROUGHPUT_000.groupby("model").batch_size.first()
-    return rows + [
-        _intensity_row(
-            SEED_000,
-            r.model,
-            batch[r.model],
-            size,
-            classes,
-            r.ai_printed,
+    for r in _V.AI_TABLE_000.itertuples():
+        what, line = (
             f"{r.flops_g} GFLOP per image at 224 px / {r.model_mb} MB of parameters",
             _line("AI_TABLE_000", f"model={r.model}"),
         )
-        for r in _V.AI_TABLE_000.itertuples()
-    ]
+        rows.append(
+            _intensity_row(SEED_000, r.model, batch[r.model], size, classes, r.ai_printed, what, line)
+        )
+    return rows
 
 
 def _corrections_003() -> list[dict]:
@@ -649,32 +646,27 @@ def _corrections_003() -> list[dict]:
             if left
             else ""
         )
-        line = f"line {_line('CLAIMS_003', f'item={item}')}"
+        line, mean = f"line {_line('CLAIMS_003', f'item={item}')}", ok.corrected_pct_of_peak.mean()
         rows.append(
             _fix(
                 SEED_003,
                 "mean efficiency",
                 _claims("003")[item],
-                ok.corrected_pct_of_peak.mean(),
+                mean,
                 "% of peak",
                 said,
                 line,
                 device=device,
             )
         )
-    return rows + [
-        _intensity_row(
-            SEED_003,
-            r.model,
-            r.batch_size,
-            size,
-            classes,
-            r.ai_flop_per_byte,
-            "method not stated",
-            _line("AI_003", f"model={r.model};batch_size={r.batch_size}"),
+    for r in table("AI_003").itertuples():
+        line = _line("AI_003", f"model={r.model};batch_size={r.batch_size}")
+        rows.append(
+            _intensity_row(
+                SEED_003, r.model, r.batch_size, size, classes, r.ai_flop_per_byte, "method not stated", line
+            )
         )
-        for r in table("AI_003").itertuples()
-    ]
+    return rows
 
 
 def _corrections_004() -> list[dict]:
@@ -690,40 +682,35 @@ def _corrections_004() -> list[dict]:
         "activations": (2 * (h + k) * n, f"Z1, A1, Z2, A2: {2 * (h + k)} x {n:,}"),
         "gradients": ((h + k) * n + params, f"dZ1, dZ2 ({h + k} x {n:,}) and dW1, db1, dW2, db2"),
     }
-    rows = [
-        _fix(
-            SEED_004,
-            "memory",
-            mem.cpu_mb[c],
-            count * 8 / 1e6,
-            "MB",
-            f"{what}: {count:,} float64 x 8 bytes",
-            f"line {_line('MEMORY_004', f'component={c}')}; its Algorithm 1's arrays",
-            model="mlp",
-            device="numpy and cupy",
-            label=OWN,
+    rows, mlp = [], dict(model="mlp", label=OWN)
+    for c, (count, what) in arrays.items():
+        line = f"line {_line('MEMORY_004', f'component={c}')}; its Algorithm 1's arrays"
+        formula = f"{what}: {count:,} float64 x 8 bytes"
+        rows.append(
+            _fix(
+                SEED_004,
+                "memory",
+                mem.cpu_mb[c],
+                count * 8 / 1e6,
+                "MB",
+                formula,
+                line,
+                device="numpy and cupy",
+                **mlp,
+            )
         )
-        for c, (count, what) in arrays.items()
-    ]
-    return rows + [
-        _fix(
-            SEED_004,
-            f"{what} time per image",
-            ms,
-            ms * 1e3 / n,
-            "us per image (printed: ms per iteration)",
-            f"{ms} ms per full-batch iteration / {n:,} images",
-            f"line {_line('TIMES_004', f'what={what}')}",
-            model="mlp",
-            device=lib,
-            phase="train",
-            batch_size=n,
-            label=OWN,
-        )
-        for what in ("iteration", "forward", "backward")
-        for side, lib in (("cpu", "numpy"), ("gpu", "cupy"))
-        for ms in [times.loc[what, f"{side}_ms"]]
-    ]
+    for what in ("iteration", "forward", "backward"):
+        for side, lib in (("cpu", "numpy"), ("gpu", "cupy")):
+            ms, line = times.loc[what, f"{side}_ms"], f"line {_line('TIMES_004', f'what={what}')}"
+            unit, formula = (
+                "us per image (printed: ms per iteration)",
+                f"{ms} ms per full-batch iteration / {n:,} images",
+            )
+            row = dict(device=lib, phase="train", batch_size=n, **mlp)
+            rows.append(
+                _fix(SEED_004, f"{what} time per image", ms, ms * 1e3 / n, unit, formula, line, **row)
+            )
+    return rows
 
 
 CORRECTION_COLUMNS = (
