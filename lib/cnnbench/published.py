@@ -567,30 +567,19 @@ def _placed(seed, r, phase, size, classes, roof, printed, line) -> dict:
 
 def _intensity_row(seed, model, batch, size, classes, printed, what, line) -> dict:
     ops = _step(model, batch, size, classes, "train")
-    ai, step = (
+    ai, row = (
         ops.flops.sum() / ops.bytes.sum(),
-        f"a {batch}-image training step at {size} px, {classes} classes",
+        dict(model=model, batch_size=batch, phase="train", label=OURS),
     )
-    formula = f"counted FLOPs / bytes moved by {step} = {ai:.1f} (printed: {what})"
-    row = dict(model=model, batch_size=batch, phase="train", label=OURS)
-    return _fix(
-        seed,
-        "arithmetic intensity",
-        printed,
-        ai,
-        "FLOP/byte",
-        formula,
-        f"line {line}; cnnbench.measure.traffic",
-        **row,
-    )
+    formula = f"counted FLOPs / bytes moved by a {batch}-image training step at {size} px, {classes} classes"
+    formula += f" = {ai:.1f} (printed: {what})"
+    inputs = f"line {line}; cnnbench.measure.traffic"
+    return _fix(seed, "arithmetic intensity", printed, ai, "FLOP/byte", formula, inputs, **row)
 
 
 def _corrections_000() -> list[dict]:
-    size, classes, peaks = (
-        _SETUP_000["image_px"],
-        _SETUP_000["classes"],
-        _V.PEAKS_000.set_index("device_class"),
-    )
+    size, classes = _SETUP_000["image_px"], _SETUP_000["classes"]
+    peaks = _V.PEAKS_000.set_index("device_class")
     rows = []
     for r in _V.THROUGHPUT_000.itertuples():
         roof = (peaks.peak_gflops[r.device_class], peaks.bandwidth_gbs[r.device_class], "its Table 7 roof")
@@ -606,9 +595,8 @@ def _corrections_000() -> list[dict]:
             f"{r.flops_g} GFLOP per image at 224 px / {r.model_mb} MB of parameters",
             _line("AI_TABLE_000", f"model={r.model}"),
         )
-        rows.append(
-            _intensity_row(SEED_000, r.model, batch[r.model], size, classes, r.ai_printed, what, line)
-        )
+        b = batch[r.model]
+        rows.append(_intensity_row(SEED_000, r.model, b, size, classes, r.ai_printed, what, line))
     return rows
 
 
@@ -647,69 +635,38 @@ def _corrections_003() -> list[dict]:
             else ""
         )
         line, mean = f"line {_line('CLAIMS_003', f'item={item}')}", ok.corrected_pct_of_peak.mean()
-        rows.append(
-            _fix(
-                SEED_003,
-                "mean efficiency",
-                _claims("003")[item],
-                mean,
-                "% of peak",
-                said,
-                line,
-                device=device,
-            )
-        )
+        claim = _claims("003")[item]
+        rows.append(_fix(SEED_003, "mean efficiency", claim, mean, "% of peak", said, line, device=device))
+    how = "method not stated"
     for r in table("AI_003").itertuples():
         line = _line("AI_003", f"model={r.model};batch_size={r.batch_size}")
-        rows.append(
-            _intensity_row(
-                SEED_003, r.model, r.batch_size, size, classes, r.ai_flop_per_byte, "method not stated", line
-            )
-        )
+        ai = r.ai_flop_per_byte
+        rows.append(_intensity_row(SEED_003, r.model, r.batch_size, size, classes, ai, how, line))
     return rows
 
 
 def _corrections_004() -> list[dict]:
     n, f, h, k = (SHAPE_004[key] for key in ("inputs", "features", "hidden", "classes"))
-    params, mem, times = (
-        f * h + h + h * k + k,
-        _V.MEMORY_004.set_index("component"),
-        _V.TIMES_004.set_index("what"),
-    )
+    params, mem = f * h + h + h * k + k, _V.MEMORY_004.set_index("component")
+    times = _V.TIMES_004.set_index("what")
     arrays = {
         "parameters": (params, "W1, b1, W2, b2"),
         "inputs": (n * f, f"X: {n:,} x {f}"),
         "activations": (2 * (h + k) * n, f"Z1, A1, Z2, A2: {2 * (h + k)} x {n:,}"),
         "gradients": ((h + k) * n + params, f"dZ1, dZ2 ({h + k} x {n:,}) and dW1, db1, dW2, db2"),
     }
-    rows, mlp = [], dict(model="mlp", label=OWN)
+    rows, mlp, both = [], dict(model="mlp", label=OWN), "numpy and cupy"
     for c, (count, what) in arrays.items():
         line = f"line {_line('MEMORY_004', f'component={c}')}; its Algorithm 1's arrays"
-        formula = f"{what}: {count:,} float64 x 8 bytes"
-        rows.append(
-            _fix(
-                SEED_004,
-                "memory",
-                mem.cpu_mb[c],
-                count * 8 / 1e6,
-                "MB",
-                formula,
-                line,
-                device="numpy and cupy",
-                **mlp,
-            )
-        )
+        formula, mb = f"{what}: {count:,} float64 x 8 bytes", count * 8 / 1e6
+        rows.append(_fix(SEED_004, "memory", mem.cpu_mb[c], mb, "MB", formula, line, device=both, **mlp))
+    unit = "us per image (printed: ms per iteration)"
     for what in ("iteration", "forward", "backward"):
         for side, lib in (("cpu", "numpy"), ("gpu", "cupy")):
             ms, line = times.loc[what, f"{side}_ms"], f"line {_line('TIMES_004', f'what={what}')}"
-            unit, formula = (
-                "us per image (printed: ms per iteration)",
-                f"{ms} ms per full-batch iteration / {n:,} images",
-            )
-            row = dict(device=lib, phase="train", batch_size=n, **mlp)
-            rows.append(
-                _fix(SEED_004, f"{what} time per image", ms, ms * 1e3 / n, unit, formula, line, **row)
-            )
+            formula = f"{ms} ms per full-batch iteration / {n:,} images"
+            row, fig = dict(device=lib, phase="train", batch_size=n, **mlp), f"{what} time per image"
+            rows.append(_fix(SEED_004, fig, ms, ms * 1e3 / n, unit, formula, line, **row))
     return rows
 
 
