@@ -328,10 +328,8 @@ def _checks_000() -> dict:
     pub = {m: models.spec(m).published_gmacs for m in _V.COMPLEXITY_000.model}
     c = _V.THROUGHPUT_000.merge(_V.COMPLEXITY_000[["model", "flops_g"]])
     ratio = pd.concat([c[f"{p}_tflops"] / (c[f"{p}_img_s"] * c.flops_g / 1e3) for p in ("train", "eval")])
-    apple, mem = (
-        pd.concat([c.device_class == "apple"] * 2),
-        _V.THROUGHPUT_000.dropna(subset="peak_gpu_mem_mb"),
-    )
+    apple = pd.concat([c.device_class == "apple"] * 2)
+    mem = _V.THROUGHPUT_000.dropna(subset="peak_gpu_mem_mb")
     # Table 3's T4 memory over batch x 01's activation memory per image, at the files' size and at the input's
     per = {
         px: [
@@ -411,10 +409,8 @@ def _checks_003() -> dict:
         index=["model", "batch_size"], columns="device_class", values="train_img_s"
     )
     ratio = (pairs.rtx4080 / pairs.t4).dropna()
-    peak, lap = (
-        _V.PEAKS_003.set_index("device_class").loc["rtx4080"],
-        _spec_rows(DEVICES["003", "rtx4080"][0]).iloc[0],
-    )
+    peak = _V.PEAKS_003.set_index("device_class").loc["rtx4080"]
+    lap = _spec_rows(DEVICES["003", "rtx4080"][0]).iloc[0]
     tflops = lap.peak_gflops / 1e3
     eff = [
         f"{r.model} bs{r.batch_size}: {r.achieved_tflops} / {tflops:g} = {100 * r.achieved_tflops / tflops:.1f}% "
@@ -439,10 +435,8 @@ def _checks_003() -> dict:
 def _checks_004() -> dict:
     sh, s, mem = SHAPE_004, _SETUP_004, _V.MEMORY_004.set_index("component").cpu_mb
     n = sh["features"] * sh["hidden"] + sh["hidden"] + sh["hidden"] * sh["classes"] + sh["classes"]
-    step, sums = (
-        _V.TIMES_004.set_index("what"),
-        {side: _V.OPS_004[f"{side}_ms"].sum() for side in ("cpu", "gpu")},
-    )
+    step = _V.TIMES_004.set_index("what")
+    sums = {side: _V.OPS_004[f"{side}_ms"].sum() for side in ("cpu", "gpu")}
     labelled = sh["inputs"] + s["validation_images"]
     exact = all(abs(sums[k] - step.loc["iteration", f"{k}_ms"]) < 0.05 for k in sums)
     return dict(
@@ -567,10 +561,8 @@ def _placed(seed, r, phase, size, classes, roof, printed, line) -> dict:
 
 def _intensity_row(seed, model, batch, size, classes, printed, what, line) -> dict:
     ops = _step(model, batch, size, classes, "train")
-    ai, row = (
-        ops.flops.sum() / ops.bytes.sum(),
-        dict(model=model, batch_size=batch, phase="train", label=OURS),
-    )
+    ai = ops.flops.sum() / ops.bytes.sum()
+    row = dict(model=model, batch_size=batch, phase="train", label=OURS)
     formula = f"counted FLOPs / bytes moved by a {batch}-image training step at {size} px, {classes} classes"
     formula += f" = {ai:.1f} (printed: {what})"
     inputs = f"line {line}; cnnbench.measure.traffic"
@@ -591,10 +583,8 @@ def _corrections_000() -> list[dict]:
             rows.append({**row, "printed_pct_of_peak": pct})
     batch = _V.THROUGHPUT_000.groupby("model").batch_size.first()
     for r in _V.AI_TABLE_000.itertuples():
-        what, line = (
-            f"{r.flops_g} GFLOP per image at 224 px / {r.model_mb} MB of parameters",
-            _line("AI_TABLE_000", f"model={r.model}"),
-        )
+        what = f"{r.flops_g} GFLOP per image at 224 px / {r.model_mb} MB of parameters"
+        line = _line("AI_TABLE_000", f"model={r.model}")
         b = batch[r.model]
         rows.append(_intensity_row(SEED_000, r.model, b, size, classes, r.ai_printed, what, line))
     return rows

@@ -232,9 +232,8 @@ _INFERENCE_002 = {  # seed 002's seconds per test image -> our DenseNet-121 eval
         ],
     ),
 }
-_CPU_002_KEYS = (
-    "util_low_pct util_high_pct memory_gb temp_low_c temp_high_c processes threads clock_ghz".split()
-)
+_CPU_002_KEYS = "util_low_pct util_high_pct memory_gb temp_low_c temp_high_c processes threads clock_ghz"
+_CPU_002_KEYS = _CPU_002_KEYS.split()
 
 
 def _cpu_002() -> pd.DataFrame:
