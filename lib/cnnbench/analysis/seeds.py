@@ -232,34 +232,25 @@ _INFERENCE_002 = {  # seed 002's seconds per test image -> our DenseNet-121 eval
         ],
     ),
 }
-_CPU_002_KEYS = "util_low_pct util_high_pct memory_gb temp_low_c temp_high_c processes threads clock_ghz"
-_CPU_002_KEYS = _CPU_002_KEYS.split()
+_CPU_002 = "util_low_pct util_high_pct memory_gb temp_low_c temp_high_c processes threads clock_ghz".split()
 
 
 def _cpu_002() -> pd.DataFrame:
-    c, pub = P.CPU_002, _pub(P.SEED_002)
-    during = {
-        "what": "CPU while its GPUs fine-tuned (batch 64)",
-        "cpu_util_pct": c["cpu_util_during_gpu_pct"],
-    }
-    alone = {"what": "CPU-only fine-tuning", **{f"cpu_{k}": c[f"cpu_{k}"] for k in _CPU_002_KEYS}}
-    return pd.DataFrame(
+    c, keys = P.CPU_002, [f"cpu_{k}" for k in _CPU_002]
+    alone = (
+        f"operating-system monitor snapshots (its Figs. 8-9), whole system of {c['cpu_total_ram_gb']} GB; "
+    )
+    rows = [
         [
-            {
-                "source": pub,
-                **during,
-                "device": "cpu",
-                "differences": "one operating-system monitor reading, whole system",
-            },
-            {
-                "source": pub,
-                **alone,
-                "device": "cpu",
-                "differences": f"operating-system monitor snapshots (its Figs. 8-9), whole system of "
-                f"{c['cpu_total_ram_gb']} GB; batch size not stated for the CPU run",
-            },
-        ]
-    )[["source", "what", "device", "cpu_util_pct", "differences", *[f"cpu_{k}" for k in _CPU_002_KEYS]]]
+            "CPU while its GPUs fine-tuned (batch 64)",
+            c["cpu_util_during_gpu_pct"],
+            "one operating-system monitor reading, whole system",
+        ],
+        ["CPU-only fine-tuning", math.nan, alone + "batch size not stated for the CPU run"],
+    ]
+    t = pd.DataFrame(rows, columns=["what", "cpu_util_pct", "differences"])
+    t = t.assign(source=_pub(P.SEED_002), device="cpu", **{k: [math.nan, c[k]] for k in keys})
+    return t[["source", "what", "device", "cpu_util_pct", "differences", *keys]]
 
 
 def _cpu_ours_002(
