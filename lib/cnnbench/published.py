@@ -118,7 +118,7 @@ SEED_000, SEED_001, SEED_002, SEED_003, SEED_004 = (SEEDS[s] for s in ("000", "0
 
 # --- the views: each stored table with what the workbook derives from it, by table() -------------------------
 _SETUP_000, _SETUP_001, _SETUP_002, _SETUP_003, _SETUP_004 = map(setup, SEEDS)
-_CLAIMS_002 = _claims("002")
+_CLAIMS_002, _INFERENCE_002 = _claims("002"), _stored("INFERENCE_002").set_index("device_class")
 
 
 def _epoch_images_000() -> pd.DataFrame:
@@ -169,7 +169,7 @@ def _sweep_000(t: pd.DataFrame) -> pd.DataFrame:
 
 def _times_002(t: pd.DataFrame) -> pd.DataFrame:
     # accuracy: the CPU and the GPU at batch 64 only; inference per device, shown on the first GPU row
-    inf, c = _stored("INFERENCE_002").set_index("device_class"), _CLAIMS_002
+    inf, c = _INFERENCE_002, _CLAIMS_002
     gpu = (inf.s_per_image_low["cuda"] + inf.s_per_image_high["cuda"]) / 2
     t = t.reindex(columns=["device_class", "batch_size", "train_20_epochs_h", "source"])
     cpu, first = t.device_class == "cpu", t.index[t.device_class == "cuda"][0]  # device kind: as published
@@ -177,15 +177,7 @@ def _times_002(t: pd.DataFrame) -> pd.DataFrame:
     t["test_accuracy_pct"] = t.test_accuracy_pct.where(cpu | (t.batch_size == 64))
     t.insert(4, "inference_s_per_image", math.nan)
     t.loc[cpu, "inference_s_per_image"], t.loc[first, "inference_s_per_image"] = inf.s_per_image["cpu"], gpu
-    return t.assign(
-        configuration=f"DenseNet-121 transfer, Adam, {_SETUP_002['epochs']} epochs of "
-        f"{_SETUP_002['train_images']:,} images of {_SETUP_002['dataset']} ({_SETUP_002['test_images']:,} test); "
-        f"CPU batch size not stated; accuracy: '{c['test_accuracy_cpu_and_gpu_bs64']}% in both cases' "
-        f"(section D: CPU, and GPU at batch 64), '{c['test_accuracy_low']}-{c['test_accuracy_high']}%' (section "
-        f"F), no figure at batch 128; GPU inference '{inf.s_per_image_low['cuda']:g}-"
-        f"{inf.s_per_image_high['cuda']:g} s' per image (no batch size stated), shown as its midpoint on the first "
-        "GPU row"
-    )
+    return t
 
 
 # the seed-004 network's shapes (inputs: its training images); the seed prints no parameter count
@@ -193,11 +185,6 @@ SHAPE_004 = {
     "inputs": _SETUP_004["train_images"],
     **{k: _SETUP_004[k] for k in ("features", "hidden", "classes")},
 }
-_CONFIGURATION_004 = (
-    f"{SHAPE_004['features']}-{SHAPE_004['hidden']}-{SHAPE_004['classes']} network, NumPy (CPU) vs CuPy (GPU), "
-    f"{_SETUP_004['iterations']} full-batch iterations on {SHAPE_004['inputs']:,} images, lr {_SETUP_004['lr']}, "
-    "one run (no device synchronisation stated)"
-)
 _RESOLUTION_003 = (
     f"ImageNette ({_SETUP_003['dataset']}) through PyTorch's ImageNet example: {_SETUP_003['image_px']} px crops, a "
     f"{_SETUP_003['classes_head']}-class head (the example's defaults; the text prints neither)"
@@ -205,14 +192,11 @@ _RESOLUTION_003 = (
 MNIST_TRAIN_IMAGES = _SETUP_001["train_images"]
 # Seed 001 padded each epoch to whole batches of its batch size (section III.A.2): more samples than MNIST has.
 EPOCH_SAMPLES_001 = math.ceil(MNIST_TRAIN_IMAGES / _SETUP_001["batch_size"]) * _SETUP_001["batch_size"]
-# What the workbook derives from each stored table (the rest are shown as stored): its configuration in words
-# and the columns the seed implies. Seed 001's Numba backends skipped backpropagation through both convolutions
+# What the workbook derives from each stored table beyond its configuration in words (data/seed_tables.csv):
+# the columns the seed implies. Seed 001's Numba backends skipped backpropagation through both convolutions
 # (Numba CUDA did the dense backward on the host): its Numba rows measure less work.
 _VIEWS = {
     "THROUGHPUT_000": _throughput_000,
-    "EPOCHS_000": lambda t: t.assign(
-        configuration=f"an 'epoch' of {EPOCH_IMAGES_000:,} images ({_SQ_T4_000:,.0f} for SqueezeNet on the T4)"
-    ),
     "SWEEP_000": _sweep_000,
     "THROUGHPUT_003": lambda t: t.assign(
         configuration=[
@@ -236,29 +220,24 @@ _VIEWS = {
             "source",
         ]
     ],
-    "BACKENDS_001": lambda t: t.assign(
-        model="mnist_cnn",
-        configuration=f"MNIST {MNIST_TRAIN_IMAGES:,} training images (epochs padded to {EPOCH_SAMPLES_001:,}), "
-        f"bs {_SETUP_001['batch_size']}, {_SETUP_001['epochs']} epochs, SGD lr {_SETUP_001['lr']} momentum "
-        f"{_SETUP_001['momentum']}, means over epochs; conv backprop skipped in Numba",
-    ),
-    "TELEMETRY_002": lambda t: t.assign(
-        configuration=f"single nvidia-smi snapshots, power cap {_SETUP_002['power_cap_w']} W"
-    ),
+    "BACKENDS_001": lambda t: t.assign(model="mnist_cnn"),
     "TIMES_002": _times_002,
     # printed in seconds where its table says so, shown here in ms
     "TIMES_004": lambda t: t[["what", "cpu_ms", "gpu_ms", "speedup_printed", "source"]].assign(
-        cpu_ms=t.cpu_ms.fillna(t.cpu_s * 1e3),
-        gpu_ms=t.gpu_ms.fillna(t.gpu_s * 1e3),
-        configuration=_CONFIGURATION_004,
+        cpu_ms=t.cpu_ms.fillna(t.cpu_s * 1e3), gpu_ms=t.gpu_ms.fillna(t.gpu_s * 1e3)
     ),
-    "OPS_004": lambda t: t.assign(configuration=_CONFIGURATION_004),
 }
 
 
 @functools.cache
 def _view(name: str) -> pd.DataFrame:
-    return _VIEWS.get(name, lambda t: t)(_stored(name).copy())
+    t, said = _VIEWS.get(name, lambda t: t)(_stored(name).copy()), _described().configuration.get(name, "")
+    return t.assign(configuration=said.format_map(globals())) if said else t
+
+
+def _described() -> pd.DataFrame:
+    """What each view holds, the tables it is stored in and its configuration in words (a template)."""
+    return _data("seed_tables.csv").set_index("table")
 
 
 def table(name: str) -> pd.DataFrame:
@@ -715,7 +694,7 @@ def tables() -> dict[str, pd.DataFrame]:
     """Every seed table, by the seed's section and table, its lines and what it holds (``data/seed_tables.csv``;
     each carries its ``source`` seed file)."""
     out = {}
-    for name, what, stored_in in _data("seed_tables.csv").itertuples(index=False):
+    for name, what, stored_in, _ in _described().itertuples():
         parts, what = stored_in.split(), what.format_map(globals())
         where = "; ".join(dict.fromkeys(w for p in parts for w in provenance(p)["where"]))
         out[f"seed {name[-3:]} {where} ({_lines(*parts)}): {what}"] = _view(name)
