@@ -268,19 +268,10 @@ CPU_002 = {k: v for k, v in _CLAIMS_002.items() if k.startswith("cpu_")}
 
 
 # The device each seed's rows ran on (seed, its device class or backend) -> (name, kind): our spec table's name
-# where it has the device, else the seed's own words.
+# where it has the device, else the seed's own words (data/seed_devices.csv).
 DEVICES = {
-    ("000", "t4"): ("Tesla T4", "cuda"),
-    ("000", "apple"): ("Apple M3 Pro", "mps"),
-    ("000", "cpu"): ("e2-standard-4 (cloud CPU)", "cpu"),
-    ("003", "t4"): ("Tesla T4", "cuda"),
-    ("003", "rtx4080"): ("NVIDIA GeForce RTX 4080 Laptop GPU", "cuda"),
-    ("003", "cpu"): ("Intel i9-14900HX", "cpu"),
-    ("001", "torch_cuda"): ("NVIDIA GTX 4060 (as seed 001 names it)", "cuda"),
-    ("001", "torch_mps"): ("Apple M4 Pro (16-core GPU)", "mps"),
-    ("001", "torch_cpu"): (_SETUP_001["cpu"], "cpu"),
-    ("002", "cuda"): ("NVIDIA RTX A6000", "cuda"),
-    ("002", "cpu"): (_SETUP_002["cpu"], "cpu"),
+    (d.seed, d.device_class): (d.name.format_map(globals()), d.kind)
+    for d in _data("seed_devices.csv").itertuples()
 }
 
 
