@@ -357,23 +357,21 @@ _ACHIEVED_003 = {  # seed 003's achieved rates by batch -> our training rows and
 _SIDE_004 = {"numpy": ("cpu", "NumPy on its CPU"), "cupy": ("gpu", "CuPy on its GPU")}
 
 
+_TIMES_004 = (
+    "source backend model iterations total_training_s iteration_ms iteration_us_per_image differences"
+)
+
+
 def _times_004() -> pd.DataFrame:
     t, n, images = P.TIMES_004.set_index("what"), P.setup("004")["iterations"], P.SHAPE_004["inputs"]
-    return pd.DataFrame(
-        [
-            {
-                "source": _pub(P.SEED_004),
-                "backend": b,
-                "model": "mlp",
-                "iterations": n,
-                "total_training_s": t.loc["total_training", f"{side}_ms"] / 1e3,
-                "iteration_ms": t.loc["iteration", f"{side}_ms"],
-                "iteration_us_per_image": t.loc["iteration", f"{side}_ms"] * 1e3 / images,
-                "differences": f"{label}; " + t.configuration.iloc[0],
-            }
-            for b, (side, label) in _SIDE_004.items()
-        ]
-    )
+    why = t.configuration.iloc[0]
+    rows = [
+        [b, t.loc["total_training", f"{side}_ms"] / 1e3, t.loc["iteration", f"{side}_ms"], f"{label}; {why}"]
+        for b, (side, label) in _SIDE_004.items()
+    ]
+    out = pd.DataFrame(rows, columns=["backend", "total_training_s", "iteration_ms", "differences"])
+    out = out.assign(source=_pub(P.SEED_004), model="mlp", iterations=n)
+    return out.assign(iteration_us_per_image=out.iteration_ms * 1e3 / images)[_TIMES_004.split()]
 
 
 def _times_ours_004(backends: pd.DataFrame) -> pd.DataFrame:
@@ -407,22 +405,12 @@ def _times_ours_004(backends: pd.DataFrame) -> pd.DataFrame:
 
 def _memory_004() -> pd.DataFrame:
     m, why = P.MEMORY_004, P.OPS_004.configuration.iloc[0]
-    return pd.concat(
-        [
-            pd.DataFrame(
-                {
-                    "source": _pub(P.SEED_004),
-                    "backend": b,
-                    "model": "mlp",
-                    "component": m.component,
-                    "published_mb": m[f"{side}_mb"],
-                    "differences": f"{label}, MB as printed; {why}",
-                }
-            )
-            for b, (side, label) in _SIDE_004.items()
-        ],
-        ignore_index=True,
-    )
+    sides = [
+        m.assign(backend=b, published_mb=m[f"{side}_mb"], differences=f"{label}, MB as printed; {why}")
+        for b, (side, label) in _SIDE_004.items()
+    ]
+    out = pd.concat(sides, ignore_index=True).assign(source=_pub(P.SEED_004), model="mlp")
+    return out[["source", "backend", "model", "component", "published_mb", "differences"]]
 
 
 def _memory_ours_004(mem: pd.DataFrame) -> pd.DataFrame:
