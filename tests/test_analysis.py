@@ -286,7 +286,7 @@ def test_speedups_and_findings_are_written_as_tidy_csvs(outputs, tmp_path):
 def test_published_numbers_appear_beside_every_run(outputs):
     make_run(outputs, "laptop2", "cpu", "Intel Core", {("resnet18", "train"): 12.0}, cores=4)
     m = analysis.load(analysis.discover(outputs, ["laptop", "colab", "laptop2"]))
-    table = analysis.published_beside_ours(m["scenario_a"])
+    table = analysis.beside("throughputs", m)
     t4 = table[(table.device_class == "t4") & (table.model == "resnet18")]
     assert set(t4.source) == {"published by 000", "published by 003"}
     row = t4[t4.source == "published by 000"].iloc[0]
@@ -455,7 +455,7 @@ def test_a_broken_sibling_run_is_left_out_with_its_reason(outputs, env, prm):
 def test_seed_003_beside_ours_states_its_resolution_not_that_it_is_unstated(tmp_path):
     """Issue 18: 08 said seed 003's resolution was 'not stated'; it ran PyTorch's ImageNet example (224 px)."""
     make_run(tmp_path, "laptop", "cuda", "NVIDIA GeForce RTX 4080 Laptop GPU", {("resnet50", "train"): 100.0})
-    table = analysis.published_beside_ours(analysis.load(analysis.discover(tmp_path))["scenario_a"])
+    table = analysis.beside("throughputs", analysis.load(analysis.discover(tmp_path)))
     rows = table[table.source == "published by 003"]
     assert set(rows.published_batch_size) == {32, 64, 128}  # each of the seed's batches, stated
     assert all("not stated" not in d and "224 px" in d for d in rows.differences)
@@ -511,7 +511,7 @@ def test_seed_000_table_3_tflops_and_memory_beside_ours(tmp_path):
         "Tesla T4",
         extra={"achieved_tflops": 0.5, "peak_device_mem_mib": 900.0, "peak_rss_mib": 2000.0},
     )
-    t = analysis.performance_beside_000(analysis.load(analysis.discover(tmp_path))["scenario_a"])
+    t = analysis.beside("performance_000", analysis.load(analysis.discover(tmp_path)))
     seed = published.THROUGHPUT_000.set_index(["model", "device_class"]).loc[("resnet18", "t4")]
     pub = t[(t.source == f"published by {published.SEED_000}") & (t.model == "resnet18") & (t.device == "t4")]
     assert (
@@ -533,7 +533,7 @@ def test_seed_000_table_8_in_a_single_run_is_this_machine_beside_each_seed_devic
     from cnnbench import published
 
     _one_run(tmp_path)  # one CPU run: nothing of ours to divide, but the seed's devices are beside it
-    t = analysis.speedups_beside_000(analysis.load(analysis.discover(tmp_path))["scenario_a"])
+    t = analysis.beside("speedups_000", analysis.load(analysis.discover(tmp_path)))
     ours = t[(t.source == "ours: laptop") & (t.model == "resnet50") & (t.phase == "train")].set_index("b")
     seed = published.THROUGHPUT_000.set_index(["model", "device_class"]).train_img_s
     assert set(ours.index) == {"000's apple", "000's cpu", "000's t4"}
@@ -558,7 +558,7 @@ def test_seed_000_table_8_our_ratios_carry_our_interval_and_are_shown_to_its_pre
     from cnnbench import published, tables
 
     _one_run(tmp_path, extra={"throughput_ci95_img_s": 0.5})
-    t = analysis.speedups_beside_000(analysis.load(analysis.discover(tmp_path))["scenario_a"])
+    t = analysis.beside("speedups_000", analysis.load(analysis.discover(tmp_path)))
     ours = t[(t.source == "ours: laptop") & (t.model == "resnet50") & (t.phase == "train")].set_index("b")
     theirs = published.THROUGHPUT_000.set_index(["model", "device_class"]).train_img_s[("resnet50", "t4")]
     assert ours.loc["000's t4", "a_ci95_img_s"] == 0.5
@@ -576,7 +576,7 @@ def test_seed_000_table_5_utilisation_beside_ours(tmp_path):
     from cnnbench import published
 
     _one_run(tmp_path, extra={"util_cpu_mean_pct": 80.0, "util_device_mean_pct": None})
-    t = analysis.utilisation_beside_000(analysis.load(analysis.discover(tmp_path))["scenario_a"])
+    t = analysis.beside("utilisation_000", analysis.load(analysis.discover(tmp_path)))
     ours = t[t.source == "ours: laptop"]
     assert len(ours) == 2 and set(ours.cpu_util_pct) == {80.0}  # the training step of each model
     assert (
@@ -594,7 +594,7 @@ def test_seed_000_table_6_sweep_beside_ours(tmp_path):
 
     d = _one_run(tmp_path)
     _sweep_rows(d, "squeezenet1_1", [32, 64, 128, 256])
-    t = analysis.sweep_beside_000(analysis.load(analysis.discover(tmp_path))["batch_sweep"])
+    t = analysis.beside("sweep_000", analysis.load(analysis.discover(tmp_path)))
     pub = t[t.source.str.startswith("published")]
     assert pub.batch_size.tolist() == published.SWEEP_000.batch_size.tolist() and "unstable" in set(
         pub.status
@@ -602,7 +602,7 @@ def test_seed_000_table_6_sweep_beside_ours(tmp_path):
     ours = t[t.source == "ours: laptop"]
     assert ours.batch_size.tolist() == [32, 64, 128, 256] and set(ours.achieved_gflops) == {50.0}
     assert "synthetic data" in ours.differences.iloc[0]
-    assert "no run of this analysis wrote" in analysis.sweep_beside_000(pd.DataFrame()).note.iloc[0]
+    assert "no run of this analysis wrote" in analysis.beside("sweep_000").note.iloc[0]
 
 
 def test_per_model_rooflines_draw_for_a_single_run(tmp_path):
@@ -674,7 +674,7 @@ def test_seed_001_total_time_process_ram_and_the_accuracy_gap_beside_ours(tmp_pa
         ],
     )
     m = analysis.load(analysis.discover(tmp_path))
-    t = analysis.backends_beside_001(m["backends"], m["backend_memory"])
+    t = analysis.beside("backends_001", m)
     ours = t[t.source == "ours: laptop"].iloc[0]
     assert ours.total_s == 4.0 and ours.process_rss_mib == 950.0  # every epoch summed, the first included
     assert "3 epoch(s) of 4,096" in ours.differences and "not the seed's for that reason" in ours.differences
@@ -707,7 +707,7 @@ def test_seed_002_inference_in_images_per_second_and_cpu_beside_ours(tmp_path):
         ],
     )
     m = analysis.load(analysis.discover(tmp_path))
-    inf = analysis.inference_beside_002(m["scenario_a"])
+    inf = analysis.beside("inference_002", m)
     pub = inf[inf.source.str.startswith("published")].set_index("device")
     s_cpu = published.table("INFERENCE_002").set_index("device_class").s_per_image["cpu"]
     assert (
@@ -717,7 +717,7 @@ def test_seed_002_inference_in_images_per_second_and_cpu_beside_ours(tmp_path):
     ours = inf[inf.source == "ours: laptop"].iloc[0]
     assert ours.inference_img_s == 40.0 and ours.s_per_image == pytest.approx(0.025)
     assert "batched (not one image at a time)" in ours.differences
-    cpu = analysis.cpu_beside_002(m["transfer"], m["scenario_a"])
+    cpu = analysis.beside("cpu_002", m)
     p = cpu[cpu.source.str.startswith("published")]
     assert p.cpu_util_pct.iloc[0] == published.CPU_002["cpu_util_during_gpu_pct"]
     assert p.cpu_memory_gb.iloc[1] == published.CPU_002["cpu_memory_gb"]
@@ -749,7 +749,7 @@ def test_seed_003_achieved_rate_by_batch_names_the_batch_we_did_not_sample(tmp_p
         ],
     )
     m = analysis.load(analysis.discover(tmp_path))
-    t = analysis.achieved_beside_003(m["batch_sweep"], m["scenario_a"], m["roofline"])
+    t = analysis.beside("achieved_003", m)
     pub = t[t.source.str.startswith("published") & (t.model == "resnet50") & (t.device == "t4")]
     assert pub.ai_flop_per_byte.tolist() == [published.AI_BY_BATCH_003[b] for b in (32, 64, 128)]
     ours = t[(t.source == "ours: laptop") & (t.model == "resnet50")].set_index("batch_size")
@@ -785,7 +785,7 @@ def test_seed_004_total_training_time_and_memory_in_its_mb_beside_ours(tmp_path)
         ],
     )
     m = analysis.load(analysis.discover(tmp_path))
-    t = analysis.times_beside_004(m["backends"])
+    t = analysis.beside("times_004", m)
     pub = t[t.source.str.startswith("published")].set_index("backend")
     seed = published.TIMES_004.set_index("what")
     assert pub.loc["numpy", "total_training_s"] == pytest.approx(seed.cpu_ms["total_training"] / 1e3)
@@ -797,7 +797,7 @@ def test_seed_004_total_training_time_and_memory_in_its_mb_beside_ours(tmp_path)
         and ours.iteration_ms == pytest.approx(5000 / 32)
     )
     assert ours.at_its_iterations_s == pytest.approx(5.0 / 32 * published.setup("004")["iterations"])
-    mem = analysis.memory_mb_beside_004(m["backend_memory"])
+    mem = analysis.beside("memory_004", m)
     p = mem[mem.source.str.startswith("published") & (mem.component == "parameters")].set_index("backend")
     assert p.loc["numpy", "published_mb"] == published.MEMORY_004.set_index("component").cpu_mb["parameters"]
     mine = mem[mem.source == "ours: laptop"].iloc[0]
@@ -811,17 +811,10 @@ def test_08_shows_every_beside_table():
 
     nb = json.loads((Path(__file__).resolve().parents[1] / "notebooks" / "08_analysis.ipynb").read_text())
     code = "\n".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code")
+    from cnnbench.analysis import seeds
+
     for name in (
-        "performance_beside_000",
-        "speedups_beside_000",
-        "utilisation_beside_000",
-        "sweep_beside_000",
-        'backends_beside_001(merged["backends"], merged["backend_memory"])',
-        "inference_beside_002",
-        "cpu_beside_002",
-        "achieved_beside_003",
-        "times_beside_004",
-        "memory_mb_beside_004",
+        *[f'analysis.beside("{key}", merged)' for key in seeds.BESIDE],
         "min_runs=1",
     ):
         assert f"analysis.{name}" in code or name in code, name

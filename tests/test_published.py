@@ -105,26 +105,26 @@ def test_the_seeds_errors_not_surfaced_before_are_computed_from_the_stored_numbe
 
 
 def test_published_tables_shown_alone_and_labelled_without_our_csv():
-    alone = analysis.beside(published.BACKENDS_001, pd.DataFrame(), "backend", "backends")
-    assert alone.source.unique().tolist() == [f"published by {published.SEED_001}"]
-    assert "no run of this analysis wrote backends.csv" in alone.note.iloc[0]
+    alone = analysis.beside("times_002", {"transfer": pd.DataFrame()})
+    assert alone.source.unique().tolist() == [f"published by {published.SEED_002}"]
+    assert "no run of this analysis wrote transfer.csv" in alone.note.iloc[0]
     ours = pd.DataFrame(
         [
             {
                 "run_name": "laptop",
-                "backend": "torch_cpu",
+                "device_class": "cpu",
                 "epoch_s": 3.0,
                 "throughput_img_s": 2e4,
                 "status": "ok",
             }
         ]
     )
-    both = analysis.beside(published.BACKENDS_001, ours, "backend", "backends")
+    both = analysis.beside("times_002", {"transfer": ours})
     assert both.source.tolist()[-1] == "ours: laptop" and both.epoch_s.tolist()[-1] == 3.0
 
 
 def test_epochs_beside_published_label_the_6400_image_epoch():
-    t = analysis.epochs_beside_published(pd.DataFrame())
+    t = analysis.beside("epochs_000")
     assert set(t.images) == {6400, 3200}
     assert t[(t.model == "squeezenet1_1") & (t.device == "t4")].images.iloc[0] == 3200
 
@@ -179,12 +179,12 @@ def test_seed_004_ops_beside_our_ms_per_op_kind_per_run():
             for i in range(2)
         ]
     )
-    t = analysis.ops_beside_published(ops).set_index(["run_name", "op_kind"])
+    t = analysis.beside("ops_004", {"backend_ops": ops}).set_index(["run_name", "op_kind"])
     assert (
         t.loc[("a", "matmul"), "ours_ms: numpy"] == 2.0 and t.loc[("b", "relu"), "ours_ms: torch_cpu"] == 1.0
     )
     assert t.loc[("b", "matmul"), f"published by {published.SEED_004}: numpy_ms"] == 42.3
-    alone = analysis.ops_beside_published(pd.DataFrame())
+    alone = analysis.beside("ops_004")
     assert "no run of this analysis wrote backend_ops.csv" in alone.note.iloc[0]
 
 
@@ -213,7 +213,7 @@ def test_seed_002_snapshots_beside_our_telemetry_summarised_per_run_configuratio
             ("util_cpu_pct", 20.0),
         )
     ]
-    t = analysis.telemetry_beside_published(pd.DataFrame(rows))
+    t = analysis.beside("telemetry_002", {"telemetry": pd.DataFrame(rows)})
     assert len(t) == len(published.TELEMETRY_002) + 4  # 2 configurations x 2 GPUs, not one row per sample
     ours = t[t.source == "ours: gpu"].set_index(["model", "gpu"])
     assert (
@@ -228,7 +228,8 @@ def test_seed_002_snapshots_beside_our_telemetry_summarised_per_run_configuratio
     assert "metric" not in t and "value" not in t
     cpu_only = pd.DataFrame(rows)[lambda d: d.metric == "util_cpu_pct"]
     assert (
-        "no run of this analysis sampled a GPU" in analysis.telemetry_beside_published(cpu_only).note.iloc[0]
+        "no run of this analysis sampled a GPU"
+        in analysis.beside("telemetry_002", {"telemetry": cpu_only}).note.iloc[0]
     )
 
 
@@ -259,13 +260,15 @@ def test_seed_001_is_beside_our_cnn_only_with_a_model_column():
         _backend_rows("mnist_cnn", "numpy", [4000, 5000, 6000])
         + _backend_rows("mlp", "numpy", [1.4e6, 1.4e6])
     )
-    t = analysis.backends_beside_001(ours)
+    t = analysis.beside("backends_001", {"backends": ours})
     assert "model" in t.columns and set(t.model) == {"mnist_cnn"}
     mine = t[t.source == "ours: laptop"]
     assert mine.backend.tolist() == ["numpy"]
     assert mine.throughput_img_s.iloc[0] == pytest.approx(2000 / (1000 / 5000 + 1000 / 6000))  # epochs 2-3
     assert t.throughput_img_s.max() < 1e6
-    alone = analysis.backends_beside_001(pd.DataFrame(_backend_rows("mlp", "numpy", [1.4e6])))
+    alone = analysis.beside(
+        "backends_001", {"backends": pd.DataFrame(_backend_rows("mlp", "numpy", [1.4e6]))}
+    )
     assert "no run of this analysis wrote backends.csv" in alone.note.iloc[0] and set(alone.model) == {
         "mnist_cnn"
     }
@@ -286,7 +289,7 @@ def test_seed_004_memory_blocks_are_labelled_and_the_mlp_only():
         for b in ("numpy", "torch_cpu")
         for c in ("parameters", "step_total")
     ]
-    t = analysis.memory_mb_beside_004(pd.DataFrame(rows))
+    t = analysis.beside("memory_004", {"backend_memory": pd.DataFrame(rows)})
     assert t[["source", "backend", "model", "component"]].notna().all().all()
     blocks = list(dict.fromkeys(zip(t.source, t.backend, t.model, strict=True)))
     assert len(blocks) == 2 + 2 and blocks[0][1:] == ("numpy", "mlp") and blocks[1][1:] == ("cupy", "mlp")

@@ -71,7 +71,7 @@ def _says_002_at_224(line: str) -> bool:
 
 
 def test_nothing_says_seed_002_trained_at_224_px():  # 06's opening cell and README.md: DOCS
-    inference = analysis.inference_beside_002(pd.DataFrame())
+    inference = analysis.beside("inference_002")
     assert not inference.differences.str.contains("224").any()
     assert "224" not in transfer.beside_seed.__doc__
     assert [c for c in _markdown("06_transfer") if "224" in c] == []
@@ -85,7 +85,7 @@ def test_nothing_says_seed_002_trained_at_224_px():  # 06's opening cell and REA
 
 # --- item 3: seed 000's TFLOP/s formula holds for its CPU and T4 rows only
 def test_seed_000s_tflops_formula_is_claimed_only_where_it_holds():
-    t = analysis.performance_beside_000(pd.DataFrame())
+    t = analysis.beside("performance_000")
     flops = published.COMPLEXITY_000.set_index("model").flops_g
     for r in t.itertuples():
         ratio = r.train_tflops / (r.train_img_s * flops[r.model] / 1e3)
@@ -112,7 +112,7 @@ def test_our_mlp_steps_are_described_by_the_images_each_uses():
         }
         for i in range(20)
     ]
-    ours = analysis.times_beside_004(pd.DataFrame(rows)).iloc[-1]
+    ours = analysis.beside("times_004", {"backends": pd.DataFrame(rows)}).iloc[-1]
     assert (
         "200 full-batch steps of 4,096 images each" in ours.differences and "40,960" not in ours.differences
     )
@@ -145,7 +145,7 @@ def test_seed_002_is_beside_the_lr_that_learned_best_not_the_fastest():
 
 # --- item 6: what is inferred is said to be inferred
 def test_seed_000s_utilisation_timing_and_flop_counter_are_stated_as_inferences():
-    util = analysis.utilisation_beside_000(pd.DataFrame())
+    util = analysis.beside("utilisation_000")
     v = published.values()
     texts = [
         *util.differences,

@@ -6,7 +6,7 @@ cnnbench.published, cnnbench.analysis.seeds or cnnbench.tables keeps the same ta
     python tools/seed_tables.py compare BEFORE.pkl AFTER.pkl
 
 Take a snapshot with the code before the change (e.g. a `git archive` of it on PYTHONPATH) and one after; the
-comparison is exact (values, dtypes, column order), over the 08 builders with the run's tables and with none,
+comparison is exact (values, dtypes, column order), over every analysis.beside() table with the run's tables and with none,
 published.tables(), inconsistencies(), corrections(), memory_bound_verdict(), tables.complexity_vs_seed(), every
 published view and constant and each seed's setup.
 """
@@ -27,36 +27,17 @@ VIEWS = (
     "MEMORY_004 SEEDS DEVICES AI_003 AI_BY_BATCH_003 PARAM_PROXY_AI_000 EPOCH_IMAGES_000 CPU_002 "
     "SHAPE_004 MNIST_TRAIN_IMAGES EPOCH_SAMPLES_001"
 ).split()
-# each 08 builder and the results tables it takes, in order
-BUILDERS = {
-    "performance_beside_000": ["scenario_a"],
-    "speedups_beside_000": ["scenario_a"],
-    "utilisation_beside_000": ["scenario_a"],
-    "epochs_beside_published": ["epochs"],
-    "sweep_beside_000": ["batch_sweep"],
-    "published_beside_ours": ["scenario_a"],
-    "achieved_beside_003": ["batch_sweep", "scenario_a", "roofline"],
-    "backends_beside_001": ["backends", "backend_memory"],
-    "ops_beside_published": ["backend_ops"],
-    "memory_mb_beside_004": ["backend_memory"],
-    "times_beside_004": ["backends"],
-    "telemetry_beside_published": ["telemetry"],
-    "inference_beside_002": ["scenario_a"],
-    "cpu_beside_002": ["transfer", "scenario_a"],
-}
+# the tables of analysis.seeds.beside() (its BESIDE map) are snapshotted with the run's tables and with none
 
 
 def snapshot(out: Path, run: Path) -> None:
     from cnnbench import analysis, published, results, tables
+    from cnnbench.analysis import seeds
 
     warnings.simplefilter("ignore")
     merged, got = analysis.load([run]), {}
-    for tag, frame in (("example", merged.__getitem__), ("empty", lambda _: pd.DataFrame())):
-        for name, reads in BUILDERS.items():
-            got[f"{tag} {name}"] = getattr(analysis, name)(*map(frame, reads))
-        got[f"{tag} beside TIMES_002"] = analysis.beside(
-            published.TIMES_002, frame("transfer"), "device_class", "transfer"
-        )
+    for tag, given in (("example", merged), ("empty", {})):
+        got |= {f"{tag} {name}": analysis.beside(name, given) for name in seeds.BESIDE}
     got |= {f"tables {k}": v for k, v in published.tables().items()} | {"tables": list(published.tables())}
     got |= {"inconsistencies": published.inconsistencies(), "corrections": published.corrections()}
     got |= {"verdict": published.memory_bound_verdict()}

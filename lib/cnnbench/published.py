@@ -1,23 +1,18 @@
 """Numbers published by the seed reports, kept only to be shown beside our own measurements.
 
-Every number lives once, in the package data file ``data/seed_numbers.csv``, one row per value: its seed file
-(``seed``), the table it belongs to here (``table``), its row (``key``, ``name=value`` pairs joined by ``;``)
-and column, the ``value``, the text as the seed printed it where that differs from the value (``printed``:
-"around 2 hours", a thousands separator, "N/A" for a missing value), its ``origin`` (``printed``; ``read``:
-our reading of the seed's words, e.g. "around 1 hour 15 minutes" in hours; ``reference``: a fact the seed does
-not print, about something it names, with its source in ``note``; ``inferred``: a value the seed does not print,
-inferred from its other figures, whose lines ``note`` names), and where it stands in the seed's text file
-(``line``: the line of ``<seed>`` as the workbook's seed texts number them, ``where``: section and table).
-
-:func:`values` reads that file (the one loader) and :func:`table` turns one of its tables into rows; every
-table and constant below is a view built from them, and ``analysis``, ``scratch`` and ``transfer`` use these
-views. Nothing here feeds a computation of ours except as a labelled comparison."""
+Every number lives once in ``data/seed_numbers.csv``, one row per value (:data:`COLUMNS`): its seed file, table,
+row (``key``: ``name=value`` pairs joined by ``;``), column, ``value``, the text the seed printed where that
+differs, its ``origin`` (printed; read from its words; reference: a fact it does not print, sourced in ``note``;
+inferred from the figures whose lines ``note`` names), and its ``line`` and section (``where``) in the seed's
+text. :func:`table` shows one table as the workbook reads it; nothing here feeds a computation of ours except
+as a labelled comparison."""
 
 from __future__ import annotations
 
 import functools
 import math
 import re
+import sys
 from importlib import resources
 
 import pandas as pd
@@ -64,7 +59,8 @@ def _convert(col: pd.Series) -> pd.Series:
     return out.astype(float)
 
 
-def table(name: str) -> pd.DataFrame:
+@functools.cache
+def _stored(name: str) -> pd.DataFrame:
     """One stored table as rows: its key columns, one column per stored column (in the order stored), and
     ``source``, the seed file."""
     v = _values()
@@ -120,23 +116,16 @@ def _lines(*names: str) -> str:
 SEEDS = {s[:3]: s for s in sorted(_values().seed.unique())}
 SEED_000, SEED_001, SEED_002, SEED_003, SEED_004 = (SEEDS[s] for s in ("000", "001", "002", "003", "004"))
 
-# --- seed 000 ------------------------------------------------------------------------------------------------
-_SETUP_000 = setup("000")
-# Table 1: params (M) and "FLOPs/Image (G)" per 224x224 input: multiply-accumulates by an unnamed counter
-# (inferred from their scale; inconsistencies() sets them beside torchvision's).
-COMPLEXITY_000 = table("COMPLEXITY_000")
-# Table 2: "AI (FLOPs/Byte)" = FLOPs per image / model size in bytes (its figures are GFLOP/MB).
-AI_TABLE_000 = table("AI_TABLE_000")
-PARAM_PROXY_AI_000 = dict(zip(AI_TABLE_000.model, AI_TABLE_000.ai_printed, strict=True))
-# Table 3 "Performance Summary" (device classes: apple = M3 Pro (MPS), cpu = e2-standard-4, t4 = Tesla T4) and
-# Table 4 (headed "Table 2: Epoch Time Comparison"): train and validation "epoch" times (s).
-THROUGHPUT_000 = table("THROUGHPUT_000")
-EPOCHS_000 = table("EPOCHS_000")
+# --- the views: each stored table with what the workbook derives from it, by table() -------------------------
+_SETUP_000, _SETUP_001, _SETUP_002, _SETUP_003, _SETUP_004 = map(setup, SEEDS)
+_CLAIMS_002, _INFERENCE_002 = _claims("002"), _stored("INFERENCE_002").set_index("device_class")
 
 
 def _epoch_images_000() -> pd.DataFrame:
     """Images per 'epoch' = throughput x epoch time, to the nearest 100, per model, device and phase."""
-    t = THROUGHPUT_000.merge(EPOCHS_000[["model", "device_class", "train_epoch_s", "val_epoch_s"]])
+    t = _stored("THROUGHPUT_000").merge(
+        _stored("EPOCHS_000")[["model", "device_class", "train_epoch_s", "val_epoch_s"]]
+    )
     return t.assign(
         train_images=(t.train_img_s * t.train_epoch_s).round(-2),
         val_images=(t.eval_img_s * t.val_epoch_s).round(-2),
@@ -144,176 +133,145 @@ def _epoch_images_000() -> pd.DataFrame:
 
 
 # Seed 000's "epoch": every throughput x its Table 4 epoch time gives the same few thousand images (half as
-# many for SqueezeNet on the T4), a subset of Tiny-ImageNet's training set; computed here, and
-# params/seeds_full.yaml caps epochs to match.
+# many for SqueezeNet on the T4), a subset of Tiny-ImageNet's training set; params/seeds_full.yaml caps epochs
+# to match.
 EPOCH_IMAGES_000 = int(pd.concat([_epoch_images_000().train_images, _epoch_images_000().val_images]).median())
 _SQ_T4_000 = _epoch_images_000().set_index(["model", "device_class"]).train_images[("squeezenet1_1", "t4")]
-# SqueezeNet ran at its section 2.3 batch on all three devices, as its text says three times (sections 1.4,
-# 2.3 and 4.3: the smallest stable batch "used consistently", "across all devices"), in epochs capped at "a
-# fixed maximum number of batches" (section 1.4): the cap its T4 SqueezeNet row gives. Its M3 Pro and CPU
-# SqueezeNet rows hold twice those images: the seed's numbers disagree with its text, and inconsistencies()
-# says so.
-THROUGHPUT_000["batch_size"] = [
-    _SETUP_000["batch_size_squeezenet1_1"] if m == "squeezenet1_1" else _SETUP_000["batch_size"]
-    for m in THROUGHPUT_000.model
-]
-THROUGHPUT_000["configuration"] = [
-    f"Tiny-ImageNet ({_SETUP_000['dataset_image_px']} px files) at {_SETUP_000['image_px']} px (inferred) from disk, "
-    f"{_SETUP_000['workers']} workers, {_SETUP_000['epochs']} epoch of {EPOCH_IMAGES_000:,} images, images / epoch "
-    "time, one run"
-    + (
-        f"; batch {b} on every device, as its text says (line "
-        f"{_line('SETUP_000', 'item=batch_size_squeezenet1_1')}; its M3 Pro and CPU rows' images disagree)"
-        if m == "squeezenet1_1"
-        else ""
+
+
+def _throughput_000(t: pd.DataFrame) -> pd.DataFrame:
+    # SqueezeNet ran at its section 2.3 batch on all three devices, as its text says three times (sections 1.4,
+    # 2.3 and 4.3), in epochs capped at "a fixed maximum number of batches" (section 1.4): the cap its T4
+    # SqueezeNet row gives. Its M3 Pro and CPU rows hold twice those images: inconsistencies() says so.
+    s, sq = _SETUP_000, t.model == "squeezenet1_1"
+    t["batch_size"] = [s["batch_size_squeezenet1_1"] if q else s["batch_size"] for q in sq]
+    t["configuration"] = [
+        f"Tiny-ImageNet ({s['dataset_image_px']} px files) at {s['image_px']} px (inferred) from disk, "
+        f"{s['workers']} workers, {s['epochs']} epoch of {EPOCH_IMAGES_000:,} images, images / epoch time, one run"
+        + (
+            f"; batch {b} on every device, as its text says (line "
+            f"{_line('SETUP_000', 'item=batch_size_squeezenet1_1')}; its M3 Pro and CPU rows' images disagree)"
+            if q
+            else ""
+        )
+        for q, b in zip(sq, t.batch_size, strict=True)
+    ]
+    return t
+
+
+def _sweep_000(t: pd.DataFrame) -> pd.DataFrame:
+    t.insert(4, "status", ["unstable" if pd.isna(x) else "ok" for x in t.throughput_img_s])
+    return t.assign(
+        configuration=f"device unclear: text says M3 Pro (MPS), caption says T4; batch sizes unclear: text says "
+        f"{_SETUP_000['sweep_text_batch_sizes']}, table {', '.join(map(str, t.batch_size))}"
     )
-    for m, b in zip(THROUGHPUT_000.model, THROUGHPUT_000.batch_size, strict=True)
-]
-EPOCHS_000["configuration"] = (
-    f"an 'epoch' of {EPOCH_IMAGES_000:,} images ({_SQ_T4_000:,.0f} for SqueezeNet on the T4)"
-)
-# Table 5: utilisation (%), one reading per model and device, when and how not stated (GPU N/A on MPS and
-# CPU).
-UTILISATION_000 = table("UTILISATION_000")
-# Table 6: SqueezeNet batch sweep, approximate ("~") values; its largest batch was unstable (NaNs).
-SWEEP_000 = table("SWEEP_000")
-SWEEP_000.insert(4, "status", ["unstable" if pd.isna(t) else "ok" for t in SWEEP_000.throughput_img_s])
-SWEEP_000["configuration"] = (
-    f"device unclear: text says M3 Pro (MPS), caption says T4; batch sizes unclear: text says "
-    f"{_SETUP_000['sweep_text_batch_sizes']}, table {', '.join(map(str, SWEEP_000.batch_size))}"
-)
-# Table 7: spec-sheet roofs it used (CPU values approximate); Table 8: cross-device training speedups (x).
-PEAKS_000 = table("PEAKS_000")
-SPEEDUPS_000 = table("SPEEDUPS_000")
 
-# --- seed 003 ------------------------------------------------------------------------------------------------
-_SETUP_003 = setup("003")
-# Section 5.1: training throughput, one run per configuration; the CPU ran fewer measured iterations.
-THROUGHPUT_003 = table("THROUGHPUT_003")
-_RESOLUTION_003 = (
-    f"ImageNette ({_SETUP_003['dataset']}) through PyTorch's ImageNet example: {_SETUP_003['image_px']} px crops, a "
-    f"{_SETUP_003['classes_head']}-class head (the example's defaults; the text prints neither)"
-)
-THROUGHPUT_003["configuration"] = [
-    f"{_RESOLUTION_003}, {_SETUP_003['warmup_iterations']} warm-up + "
-    f"{_SETUP_003['measured_iterations_cpu' if d == 'cpu' else 'measured_iterations']} measured iterations, one run"
-    for d in THROUGHPUT_003.device_class
-]
-# Sections 2.3, 4.2-4.3, 5.2: arithmetic intensity (method not stated), per model and batch size.
-_AI_003 = table("AI_003")
-AI_BY_BATCH_003 = {
-    int(r.batch_size): float(r.ai_flop_per_byte) for r in _AI_003[_AI_003.model == "resnet50"].itertuples()
-}
-# its per-model table (section 5.2) gives each model's batch-128 value (for ResNet-50 not batch 64's)
-AI_003 = {r.model: float(r.ai_flop_per_byte) for r in _AI_003[_AI_003.batch_size == 128].itertuples()}
-# Sections 4.2/4.3: achieved TFLOP/s and efficiency vs its spec peaks (section 1.4).
-ACHIEVED_003 = table("ACHIEVED_003").merge(
-    _AI_003.drop(columns="source"), on=["model", "batch_size"], how="left"
-)[["model", "batch_size", "device_class", "ai_flop_per_byte", "achieved_tflops", "efficiency_pct", "source"]]
-# Section 1.4: spec-sheet peaks (TFLOP/s), bandwidth (GB/s) and memory (GB) it used.
-PEAKS_003 = table("PEAKS_003")
-# Section 2.1: params (M), "FLOPs" per image (G; torchvision's MACs) and training "FLOPs" (3x).
-COMPLEXITY_003 = table("COMPLEXITY_003")
 
-# --- seed 001 ------------------------------------------------------------------------------------------------
-_SETUP_001 = setup("001")
-MNIST_TRAIN_IMAGES = _SETUP_001["train_images"]
-# Seed 001 padded each epoch to whole batches of its batch size (section III.A.2): more samples than MNIST
-# has.
-EPOCH_SAMPLES_001 = math.ceil(MNIST_TRAIN_IMAGES / _SETUP_001["batch_size"]) * _SETUP_001["batch_size"]
-# Table I: the MNIST CNN per backend, one run each. Its Numba backends skipped backpropagation through both
-# convolutions (and Numba CUDA did the dense backward on the host): its Numba rows measure less work.
-BACKENDS_001 = table("BACKENDS_001").assign(
-    model="mnist_cnn",
-    configuration=f"MNIST {MNIST_TRAIN_IMAGES:,} training images (epochs padded to {EPOCH_SAMPLES_001:,}), "
-    f"bs {_SETUP_001['batch_size']}, {_SETUP_001['epochs']} epochs, SGD lr {_SETUP_001['lr']} momentum "
-    f"{_SETUP_001['momentum']}, means over epochs; conv backprop skipped in Numba",
-)
+def _times_002(t: pd.DataFrame) -> pd.DataFrame:
+    # accuracy: the CPU and the GPU at batch 64 only; inference per device, shown on the first GPU row
+    inf, c = _INFERENCE_002, _CLAIMS_002
+    gpu = (inf.s_per_image_low["cuda"] + inf.s_per_image_high["cuda"]) / 2
+    t = t.reindex(columns=["device_class", "batch_size", "train_20_epochs_h", "source"])
+    cpu, first = t.device_class == "cpu", t.index[t.device_class == "cuda"][0]  # device kind: as published
+    t.insert(3, "test_accuracy_pct", c["test_accuracy_cpu_and_gpu_bs64"])
+    t["test_accuracy_pct"] = t.test_accuracy_pct.where(cpu | (t.batch_size == 64))
+    t.insert(4, "inference_s_per_image", math.nan)
+    t.loc[cpu, "inference_s_per_image"], t.loc[first, "inference_s_per_image"] = inf.s_per_image["cpu"], gpu
+    return t
 
-# --- seed 002 ------------------------------------------------------------------------------------------------
-_SETUP_002 = setup("002")
-_CLAIMS_002 = _claims("002")
-# DenseNet-121 transfer learning on cats vs dogs, 2x RTX A6000: nvidia-smi snapshots (Figs. 4 and 7), one row
-# per GPU and batch size.
-TELEMETRY_002 = table("TELEMETRY_002").assign(
-    configuration=f"single nvidia-smi snapshots, power cap {_SETUP_002['power_cap_w']} W"
-)
-# Sections VIII.D-F: total training time for its epochs, test accuracy and seconds per test image. The CPU
-# run's batch size is not stated; the accuracy figure covers the CPU and the GPU at batch 64 only; inference
-# is per device (the seed ties it to no batch size) and is shown on the first GPU row.
-_INFERENCE_002 = table("INFERENCE_002").set_index("device_class")
-_inference_s = {
-    "cpu": _INFERENCE_002.s_per_image["cpu"],
-    "cuda": (_INFERENCE_002.s_per_image_low["cuda"] + _INFERENCE_002.s_per_image_high["cuda"]) / 2,
-}
-TIMES_002 = table("TIMES_002").reindex(columns=["device_class", "batch_size", "train_20_epochs_h", "source"])
-_accuracy = [
-    _CLAIMS_002["test_accuracy_cpu_and_gpu_bs64"] if d == "cpu" or b == 64 else math.nan
-    for d, b in zip(TIMES_002.device_class, TIMES_002.batch_size, strict=True)
-]
-TIMES_002.insert(3, "test_accuracy_pct", _accuracy)
-_gpu_rows = TIMES_002.device_class == "cuda"  # device kind: seed 002's rows, as published
-_first_gpu = TIMES_002.index[_gpu_rows][0]
-_inference = [
-    _inference_s["cpu"] if d == "cpu" else _inference_s["cuda"] if i == _first_gpu else math.nan
-    for i, d in zip(TIMES_002.index, TIMES_002.device_class, strict=True)
-]
-TIMES_002.insert(4, "inference_s_per_image", _inference)
-# Sections VIII.A-C: the CPU's utilisation (%) while the GPUs trained and in the CPU-only run, the CPU-only
-# run's memory (GB) of the machine's RAM (GB), temperature (C), processes, threads and clock (GHz), read from
-# its text (operating-system monitor snapshots).
-CPU_002 = {k: v for k, v in _CLAIMS_002.items() if k.startswith("cpu_")}
-TIMES_002["configuration"] = (
-    f"DenseNet-121 transfer, Adam, {_SETUP_002['epochs']} epochs of {_SETUP_002['train_images']:,} images of "
-    f"{_SETUP_002['dataset']} ({_SETUP_002['test_images']:,} test); "
-    f"CPU batch size not stated; accuracy: '{_CLAIMS_002['test_accuracy_cpu_and_gpu_bs64']}% in both cases' "
-    f"(section D: CPU, and GPU at batch 64), '{_CLAIMS_002['test_accuracy_low']}-"
-    f"{_CLAIMS_002['test_accuracy_high']}%' (section F), no figure at batch 128; GPU inference "
-    f"'{_INFERENCE_002.s_per_image_low['cuda']:g}-{_INFERENCE_002.s_per_image_high['cuda']:g} s' per image "
-    "(no batch size stated), shown as its midpoint on the first GPU row"
-)
 
-# --- seed 004 ------------------------------------------------------------------------------------------------
-_SETUP_004 = setup("004")
-# the network's shapes (inputs: its training images); the seed prints no parameter count (inconsistencies()
-# computes it from these)
+# the seed-004 network's shapes (inputs: its training images); the seed prints no parameter count
 SHAPE_004 = {
     "inputs": _SETUP_004["train_images"],
     **{k: _SETUP_004[k] for k in ("features", "hidden", "classes")},
 }
-_CONFIGURATION_004 = (
-    f"{SHAPE_004['features']}-{SHAPE_004['hidden']}-{SHAPE_004['classes']} network, NumPy (CPU) vs CuPy (GPU), "
-    f"{_SETUP_004['iterations']} full-batch iterations on {SHAPE_004['inputs']:,} images, lr {_SETUP_004['lr']}, "
-    "one run (no device synchronisation stated)"
+_RESOLUTION_003 = (
+    f"ImageNette ({_SETUP_003['dataset']}) through PyTorch's ImageNet example: {_SETUP_003['image_px']} px crops, a "
+    f"{_SETUP_003['classes_head']}-class head (the example's defaults; the text prints neither)"
 )
-# Table 3: total training (printed in seconds, shown here in ms), per iteration, forward and backward.
-_TIMES_004 = table("TIMES_004")
-TIMES_004 = _TIMES_004[["what", "cpu_ms", "gpu_ms", "speedup_printed", "source"]].assign(
-    cpu_ms=_TIMES_004.cpu_ms.fillna(_TIMES_004.cpu_s * 1e3),
-    gpu_ms=_TIMES_004.gpu_ms.fillna(_TIMES_004.gpu_s * 1e3),
-    configuration=_CONFIGURATION_004,
-)
-# Table 4: time per operation (ms per iteration); ``operation`` is our op kind (cnnbench.scratch's names),
-# ``label`` the seed's.
-OPS_004 = table("OPS_004").assign(configuration=_CONFIGURATION_004)
-# Table 5: memory (MB as printed).
-MEMORY_004 = table("MEMORY_004")
+MNIST_TRAIN_IMAGES = _SETUP_001["train_images"]
+# Seed 001 padded each epoch to whole batches of its batch size (section III.A.2): more samples than MNIST has.
+EPOCH_SAMPLES_001 = math.ceil(MNIST_TRAIN_IMAGES / _SETUP_001["batch_size"]) * _SETUP_001["batch_size"]
+# What the workbook derives from each stored table beyond its configuration in words (data/seed_tables.csv):
+# the columns the seed implies. Seed 001's Numba backends skipped backpropagation through both convolutions
+# (Numba CUDA did the dense backward on the host): its Numba rows measure less work.
+_VIEWS = {
+    "THROUGHPUT_000": _throughput_000,
+    "SWEEP_000": _sweep_000,
+    "THROUGHPUT_003": lambda t: t.assign(
+        configuration=[
+            f"{_RESOLUTION_003}, {_SETUP_003['warmup_iterations']} warm-up + "
+            f"{_SETUP_003['measured_iterations_cpu' if d == 'cpu' else 'measured_iterations']} measured iterations, "
+            "one run"
+            for d in t.device_class
+        ]
+    ),
+    # its achieved TFLOP/s and efficiency beside its intensity at the same model and batch
+    "ACHIEVED_003": lambda t: t.merge(
+        _stored("AI_003").drop(columns="source"), on=["model", "batch_size"], how="left"
+    )[
+        [
+            "model",
+            "batch_size",
+            "device_class",
+            "ai_flop_per_byte",
+            "achieved_tflops",
+            "efficiency_pct",
+            "source",
+        ]
+    ],
+    "BACKENDS_001": lambda t: t.assign(model="mnist_cnn"),
+    "TIMES_002": _times_002,
+    # printed in seconds where its table says so, shown here in ms
+    "TIMES_004": lambda t: t[["what", "cpu_ms", "gpu_ms", "speedup_printed", "source"]].assign(
+        cpu_ms=t.cpu_ms.fillna(t.cpu_s * 1e3), gpu_ms=t.gpu_ms.fillna(t.gpu_s * 1e3)
+    ),
+}
+
+
+@functools.cache
+def _view(name: str) -> pd.DataFrame:
+    t, said = _VIEWS.get(name, lambda t: t)(_stored(name).copy()), _described().configuration.get(name, "")
+    return t.assign(configuration=said.format_map(globals())) if said else t
+
+
+def _described() -> pd.DataFrame:
+    """What each view holds, the tables it is stored in and its configuration in words (a template)."""
+    return _data("seed_tables.csv").set_index("table")
+
+
+def table(name: str) -> pd.DataFrame:
+    """One seed table as the workbook shows it: its stored rows (:func:`_stored`) with what :data:`_VIEWS`
+    derives from them (its configuration in words, implied columns); also ``published.<NAME>``."""
+    return _view(name).copy()
+
+
+def __getattr__(name: str) -> pd.DataFrame:
+    if name.isupper() and name in set(_values().table):  # published.THROUGHPUT_000: table("THROUGHPUT_000")
+        return _view(name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+_V = sys.modules[__name__]  # the views by name inside this module: _V.THROUGHPUT_000
+
+
+PARAM_PROXY_AI_000 = dict(zip(table("AI_TABLE_000").model, table("AI_TABLE_000").ai_printed, strict=True))
+AI_BY_BATCH_003 = {  # sections 2.3, 4.2-4.3, 5.2: arithmetic intensity (method not stated) by batch size
+    int(r.batch_size): float(r.ai_flop_per_byte)
+    for r in table("AI_003").query("model == 'resnet50'").itertuples()
+}
+# its per-model table (section 5.2) gives each model's batch-128 value (for ResNet-50 not batch 64's)
+AI_003 = {r.model: float(r.ai_flop_per_byte) for r in table("AI_003").query("batch_size == 128").itertuples()}
+# sections VIII.A-C: the CPU's utilisation (%) while the GPUs trained and in the CPU-only run, the CPU-only run's
+# memory (GB) of the machine's RAM (GB), temperature (C), processes, threads and clock (GHz), read from its text
+CPU_002 = {k: v for k, v in _CLAIMS_002.items() if k.startswith("cpu_")}
 
 
 # The device each seed's rows ran on (seed, its device class or backend) -> (name, kind): our spec table's name
-# where it has the device, else the seed's own words.
+# where it has the device, else the seed's own words (data/seed_devices.csv).
 DEVICES = {
-    ("000", "t4"): ("Tesla T4", "cuda"),
-    ("000", "apple"): ("Apple M3 Pro", "mps"),
-    ("000", "cpu"): ("e2-standard-4 (cloud CPU)", "cpu"),
-    ("003", "t4"): ("Tesla T4", "cuda"),
-    ("003", "rtx4080"): ("NVIDIA GeForce RTX 4080 Laptop GPU", "cuda"),
-    ("003", "cpu"): ("Intel i9-14900HX", "cpu"),
-    ("001", "torch_cuda"): ("NVIDIA GTX 4060 (as seed 001 names it)", "cuda"),
-    ("001", "torch_mps"): ("Apple M4 Pro (16-core GPU)", "mps"),
-    ("001", "torch_cpu"): (_SETUP_001["cpu"], "cpu"),
-    ("002", "cuda"): ("NVIDIA RTX A6000", "cuda"),
-    ("002", "cpu"): (_SETUP_002["cpu"], "cpu"),
+    (d.seed, d.device_class): (d.name.format_map(globals()), d.kind)
+    for d in _data("seed_devices.csv").itertuples()
 }
 
 
@@ -332,15 +290,16 @@ def _spec_rows(device: str) -> pd.DataFrame:
     return spec[(spec.device == device) & (spec.precision == "fp32") & spec.peak_gflops.notna()]
 
 
-def _checks_000() -> list[dict]:
+def _checks_000() -> dict:
     e, s = _epoch_images_000(), _SETUP_000
     imgs = pd.concat([e.train_images, e.val_images])
     sq = e[e.model == "squeezenet1_1"].set_index("device_class")
-    a = AI_TABLE_000.assign(flop_per_byte=AI_TABLE_000.flops_g * 1e9 / (AI_TABLE_000.model_mb * 1e6))
-    pub = {m: models.spec(m).published_gmacs for m in COMPLEXITY_000.model}
-    c = THROUGHPUT_000.merge(COMPLEXITY_000[["model", "flops_g"]])
+    a = _V.AI_TABLE_000.assign(flop_per_byte=_V.AI_TABLE_000.flops_g * 1e9 / (_V.AI_TABLE_000.model_mb * 1e6))
+    pub = {m: models.spec(m).published_gmacs for m in _V.COMPLEXITY_000.model}
+    c = _V.THROUGHPUT_000.merge(_V.COMPLEXITY_000[["model", "flops_g"]])
     ratio = pd.concat([c[f"{p}_tflops"] / (c[f"{p}_img_s"] * c.flops_g / 1e3) for p in ("train", "eval")])
-    apple, mem = pd.concat([c.device_class == "apple"] * 2), THROUGHPUT_000.dropna(subset="peak_gpu_mem_mb")
+    apple = pd.concat([c.device_class == "apple"] * 2)
+    mem = _V.THROUGHPUT_000.dropna(subset="peak_gpu_mem_mb")
     # Table 3's T4 memory over batch x 01's activation memory per image, at the files' size and at the input's
     per = {
         px: [
@@ -349,11 +308,11 @@ def _checks_000() -> list[dict]:
         ]
         for px in (s["dataset_image_px"], s["image_px"])
     }
-    thr = THROUGHPUT_000.pivot_table(index="model", columns="device_class", values="train_img_s")
+    thr = _V.THROUGHPUT_000.pivot_table(index="model", columns="device_class", values="train_img_s")
     ours = pd.DataFrame(
         {f"{a}_over_{b}": thr[a] / thr[b] for a, b in (("t4", "apple"), ("t4", "cpu"), ("apple", "cpu"))}
     )
-    printed = SPEEDUPS_000.set_index("model")
+    printed = _V.SPEEDUPS_000.set_index("model")
     off = [  # Table 8 prints GPU/M3 with two decimals, the other columns with one
         f"{m} {col}: printed {printed.loc[m, col]:.2f}, Table 3 gives {ours.loc[m, col]:.2f}"
         for m in printed.index
@@ -362,140 +321,124 @@ def _checks_000() -> list[dict]:
     ]
     # Apple publishes no M3 Pro GPU clock (our spec table has no row): the range its published estimates give
     lo, hi = (cores * 128 * 2 * ghz for cores, ghz in ((14, 1.38), (18, 1.6)))
-    return [
-        dict(
-            median=int(imgs.median()),
-            n=int((imgs == imgs.median()).sum()),
-            cases=len(imgs),
-            epoch=EPOCH_IMAGES_000,
-            sq_t4=sq.train_img_s["t4"] * sq.train_epoch_s["t4"],
-            sq_t4_images=sq.train_images["t4"],
+    return dict(
+        median=int(imgs.median()),
+        n=int((imgs == imgs.median()).sum()),
+        cases=len(imgs),
+        epoch=EPOCH_IMAGES_000,
+        sq_t4=sq.train_img_s["t4"] * sq.train_epoch_s["t4"],
+        sq_t4_images=sq.train_images["t4"],
+        ai=", ".join(f"{r.model} {r.ai_printed}" for r in a.itertuples()),
+        per_byte=", ".join(f"{r.model} {r.flop_per_byte:.1f}" for r in a.itertuples()),
+        sq_images="; ".join(f"{d}: {n:,.0f} images" for d, n in sq.train_images.items()),
+        per=EPOCH_IMAGES_000 // s["batch_size"],
+        flops=", ".join(f"{r.model} {r.flops_g}" for r in _V.COMPLEXITY_000.itertuples()),
+        off=", ".join(
+            f"{r.model} {100 * (r.flops_g / pub[r.model] - 1):+.1f}%" for r in _V.COMPLEXITY_000.itertuples()
         ),
-        dict(
-            ai=", ".join(f"{r.model} {r.ai_printed}" for r in a.itertuples()),
-            per_byte=", ".join(f"{r.model} {r.flop_per_byte:.1f}" for r in a.itertuples()),
-        ),
-        dict(
-            sq_images="; ".join(f"{d}: {n:,.0f} images" for d, n in sq.train_images.items()),
-            epoch=EPOCH_IMAGES_000,
-            per=EPOCH_IMAGES_000 // s["batch_size"],
-        ),
-        dict(
-            flops=", ".join(f"{r.model} {r.flops_g}" for r in COMPLEXITY_000.itertuples()),
-            off=", ".join(
-                f"{r.model} {100 * (r.flops_g / pub[r.model] - 1):+.1f}%" for r in COMPLEXITY_000.itertuples()
-            ),
-        ),
-        dict(plain=(ratio[~apple].min(), ratio[~apple].max()), mps=(ratio[apple].min(), ratio[apple].max())),
-        dict(
-            line=_line("SETUP_000", "item=dataset_image_px"),
-            at="; ".join(f"at {px} px {min(v):.2f}-{max(v):.2f}x" for px, v in per.items()),
-        ),
-        dict(off="; ".join(off), most=ours.t4_over_cpu.max()),
-        dict(peak=PEAKS_000.set_index("device_class").peak_gflops["apple"], lo=lo, hi=hi),
-        dict(
-            line=_line("SETUP_000", "item=sweep_text_batch_sizes"),
-            lines=_lines("SWEEP_000"),
-            batches=", ".join(map(str, SWEEP_000.batch_size)),
-        ),
-    ]
+        plain=(ratio[~apple].min(), ratio[~apple].max()),
+        mps=(ratio[apple].min(), ratio[apple].max()),
+        px_line=_line("SETUP_000", "item=dataset_image_px"),
+        at="; ".join(f"at {px} px {min(v):.2f}-{max(v):.2f}x" for px, v in per.items()),
+        speed_off="; ".join(off),
+        most=ours.t4_over_cpu.max(),
+        peak=_V.PEAKS_000.set_index("device_class").peak_gflops["apple"],
+        lo=lo,
+        hi=hi,
+        sweep_line=_line("SETUP_000", "item=sweep_text_batch_sizes"),
+        lines=_lines("SWEEP_000"),
+        batches=", ".join(map(str, _V.SWEEP_000.batch_size)),
+    )
 
 
-def _checks_001() -> list[dict]:
-    b = BACKENDS_001  # its average throughput, a mean of per-epoch rates (lines 142, 147), needs no check
+def _checks_001() -> dict:
+    b = _V.BACKENDS_001  # its average throughput, a mean of per-epoch rates (lines 142, 147), needs no check
     low, fastest = b.loc[b.final_test_accuracy_pct.idxmin()], b.loc[b.epoch_s.idxmin()]
-    return [dict(low=low), dict(fastest=fastest, cuda=b.set_index("backend").epoch_s["torch_cuda"])]
+    return dict(low=low, fastest=fastest, cuda=b.set_index("backend").epoch_s["torch_cuda"])
 
 
-def _checks_002() -> list[dict]:
-    t = TELEMETRY_002[(TELEMETRY_002.batch_size == TELEMETRY_002.batch_size.max()) & (TELEMETRY_002.gpu == 0)]
-    idle, t = TELEMETRY_002[TELEMETRY_002.gpu == 1], t.iloc[0]
-    return [
-        dict(
-            t=t, share=t.mem_used_mib / t.mem_total_mib, pstate=idle.pstate.iloc[0], power=idle.power_w.max()
-        )
+def _checks_002() -> dict:
+    t = _V.TELEMETRY_002[
+        (_V.TELEMETRY_002.batch_size == _V.TELEMETRY_002.batch_size.max()) & (_V.TELEMETRY_002.gpu == 0)
     ]
+    idle, t = _V.TELEMETRY_002[_V.TELEMETRY_002.gpu == 1], t.iloc[0]
+    return dict(
+        t=t, share=t.mem_used_mib / t.mem_total_mib, pstate=idle.pstate.iloc[0], power=idle.power_w.max()
+    )
 
 
-def _checks_003() -> list[dict]:
-    c = COMPLEXITY_003.set_index("model").train_flops_g
-    thr = THROUGHPUT_003.set_index(["model", "batch_size", "device_class"]).train_img_s
+def _checks_003() -> dict:
+    c = _V.COMPLEXITY_003.set_index("model").train_flops_g
+    thr = _V.THROUGHPUT_003.set_index(["model", "batch_size", "device_class"]).train_img_s
     rates = [
         f"{r.model} bs{r.batch_size} {r.device_class}: printed {r.achieved_tflops}, {thr[r[1:4]]:.0f} img/s x "
         f"{c[r.model]} G = {thr[r[1:4]] * c[r.model] / 1e3:.2f}"
-        for r in ACHIEVED_003.itertuples()
+        for r in _V.ACHIEVED_003.itertuples()
     ]
-    pairs = THROUGHPUT_003.pivot_table(
+    pairs = _V.THROUGHPUT_003.pivot_table(
         index=["model", "batch_size"], columns="device_class", values="train_img_s"
     )
     ratio = (pairs.rtx4080 / pairs.t4).dropna()
-    peak, lap = (
-        PEAKS_003.set_index("device_class").loc["rtx4080"],
-        _spec_rows(DEVICES["003", "rtx4080"][0]).iloc[0],
-    )
+    peak = _V.PEAKS_003.set_index("device_class").loc["rtx4080"]
+    lap = _spec_rows(DEVICES["003", "rtx4080"][0]).iloc[0]
     tflops = lap.peak_gflops / 1e3
     eff = [
         f"{r.model} bs{r.batch_size}: {r.achieved_tflops} / {tflops:g} = {100 * r.achieved_tflops / tflops:.1f}% "
         f"(printed {r.efficiency_pct}%)"
-        for r in ACHIEVED_003[ACHIEVED_003.device_class == "rtx4080"].itertuples()
+        for r in _V.ACHIEVED_003[_V.ACHIEVED_003.device_class == "rtx4080"].itertuples()
     ]
-    return [
-        dict(rates="; ".join(rates)),
-        dict(normal=(ratio[ratio > 1].min(), ratio[ratio > 1].max()), low=ratio.min()),
-        dict(ai=AI_BY_BATCH_003, used=AI_003["resnet50"]),
-        dict(
-            peak=peak,
-            lap=lap,
-            tflops=tflops,
-            rates="; ".join(eff),
-            ridge=lap.peak_gflops / peak.bandwidth_gbs,
-            its_ridge=peak.peak_tflops * 1e3 / peak.bandwidth_gbs,
-        ),
-    ]
+    return dict(
+        rates="; ".join(rates),
+        normal=(ratio[ratio > 1].min(), ratio[ratio > 1].max()),
+        low=ratio.min(),
+        ai=AI_BY_BATCH_003,
+        used=AI_003["resnet50"],
+        peak=peak,
+        lap=lap,
+        tflops=tflops,
+        eff="; ".join(eff),
+        ridge=lap.peak_gflops / peak.bandwidth_gbs,
+        its_ridge=peak.peak_tflops * 1e3 / peak.bandwidth_gbs,
+    )
 
 
-def _checks_004() -> list[dict]:
-    sh, s, mem = SHAPE_004, _SETUP_004, MEMORY_004.set_index("component").cpu_mb
+def _checks_004() -> dict:
+    sh, s, mem = SHAPE_004, _SETUP_004, _V.MEMORY_004.set_index("component").cpu_mb
     n = sh["features"] * sh["hidden"] + sh["hidden"] + sh["hidden"] * sh["classes"] + sh["classes"]
-    step, sums = TIMES_004.set_index("what"), {side: OPS_004[f"{side}_ms"].sum() for side in ("cpu", "gpu")}
+    step = _V.TIMES_004.set_index("what")
+    sums = {side: _V.OPS_004[f"{side}_ms"].sum() for side in ("cpu", "gpu")}
     labelled = sh["inputs"] + s["validation_images"]
     exact = all(abs(sums[k] - step.loc["iteration", f"{k}_ms"]) < 0.05 for k in sums)
-    return [
-        dict(sh=sh, mem=mem, n=n, mb=n * 8 / 1e6),
-        dict(
-            sh=sh,
-            mem=mem,
-            f64=sh["inputs"] * sh["features"] * 8 / 1e6,
-            raw=s["mnist_train_images"] * sh["features"] / 1e6,
+    return dict(
+        sh=sh,
+        mem=mem,
+        n=n,
+        mb=n * 8 / 1e6,
+        f64=sh["inputs"] * sh["features"] * 8 / 1e6,
+        raw=s["mnist_train_images"] * sh["features"] / 1e6,
+        exact=" exactly" if exact else "",
+        sums="; ".join(
+            f"{k.upper()}: operations sum to {v:.1f} ms, Table 3's iteration {step.loc['iteration', f'{k}_ms']} ms"
+            for k, v in sums.items()
         ),
-        dict(
-            exact=" exactly" if exact else "",
-            sums="; ".join(
-                f"{k.upper()}: operations sum to {v:.1f} ms, Table 3's iteration {step.loc['iteration', f'{k}_ms']} ms"
-                for k, v in sums.items()
-            ),
-        ),
-        dict(
-            sh=sh,
-            labelled=labelled,
-            mnist=f"; {labelled:,} is MNIST's own training set (its Table 2)"
-            if labelled == s["mnist_train_images"]
-            else "",
-        ),
-    ]
+        labelled=labelled,
+        mnist=f"; {labelled:,} is MNIST's own training set (its Table 2)"
+        if labelled == s["mnist_train_images"]
+        else "",
+    )
 
 
 def inconsistencies() -> pd.DataFrame:
     """The seeds' numbers checked against each other: each row's prose from ``data/seed_checks.csv`` (with the
-    seed lines it rests on), its figures computed here from the stored numbers (and, where named, our spec
-    table) by ``_checks_<seed>``, one dict per check in the file's order."""
-    checks, rows = _data("seed_checks.csv"), []
-    columns = ("published", "computed_from_its_own_numbers", "note")
-    for s, g in checks.groupby("seed", sort=False):
-        for r, v in zip(g.itertuples(), globals()[f"_checks_{s}"](), strict=True):
-            v = {"s": setup(s), "c": _claims(s), **v}
-            rows.append({"seed": SEEDS[s], **{c: getattr(r, c).format(**v) for c in columns}})
-    return pd.DataFrame(rows)
+    seed lines it rests on), its figures computed from the stored numbers (and, where named, our spec table) by
+    ``_checks_<seed>`` (``s``: the seed's setup, ``c``: its claims)."""
+    checks, columns = _data("seed_checks.csv"), ["published", "computed_from_its_own_numbers", "note"]
+    figures = {
+        s: {"s": setup(s), "c": _claims(s), **globals()[f"_checks_{s}"]()} for s in checks.seed.unique()
+    }
+    return checks.apply(
+        lambda r: pd.Series([SEEDS[r.seed], *(r[c].format(**figures[r.seed]) for c in columns)]), axis=1
+    ).set_axis(["seed", *columns], axis=1)
 
 
 # --- what the seeds' numbers should have been --------------------------------------------------------
@@ -589,26 +532,18 @@ def _placed(seed, r, phase, size, classes, roof, printed, line) -> dict:
 def _intensity_row(seed, model, batch, size, classes, printed, what, line) -> dict:
     ops = _step(model, batch, size, classes, "train")
     ai = ops.flops.sum() / ops.bytes.sum()
-    return _fix(
-        seed,
-        "arithmetic intensity",
-        printed,
-        ai,
-        "FLOP/byte",
-        f"counted FLOPs / bytes moved by a {batch}-image training step at {size} px, {classes} "
-        f"classes = {ai:.1f} (printed: {what})",
-        f"line {line}; cnnbench.measure.traffic",
-        model=model,
-        batch_size=batch,
-        phase="train",
-        label=OURS,
-    )
+    row = dict(model=model, batch_size=batch, phase="train", label=OURS)
+    formula = f"counted FLOPs / bytes moved by a {batch}-image training step at {size} px, {classes} classes"
+    formula += f" = {ai:.1f} (printed: {what})"
+    inputs = f"line {line}; cnnbench.measure.traffic"
+    return _fix(seed, "arithmetic intensity", printed, ai, "FLOP/byte", formula, inputs, **row)
 
 
 def _corrections_000() -> list[dict]:
-    size, classes, peaks = _SETUP_000["image_px"], _SETUP_000["classes"], PEAKS_000.set_index("device_class")
+    size, classes = _SETUP_000["image_px"], _SETUP_000["classes"]
+    peaks = _V.PEAKS_000.set_index("device_class")
     rows = []
-    for r in THROUGHPUT_000.itertuples():
+    for r in _V.THROUGHPUT_000.itertuples():
         roof = (peaks.peak_gflops[r.device_class], peaks.bandwidth_gbs[r.device_class], "its Table 7 roof")
         line = _line("THROUGHPUT_000", f"model={r.model};device_class={r.device_class}")
         for phase in ("train", "eval"):
@@ -616,28 +551,21 @@ def _corrections_000() -> list[dict]:
             row = _placed(SEED_000, r, phase, size, classes, roof, getattr(r, f"{phase}_tflops"), line)
             pct = _claims("000")["t4_resnet50_pct_of_peak"] if said else math.nan
             rows.append({**row, "printed_pct_of_peak": pct})
-    batch = THROUGHPUT_000.groupby("model").batch_size.first()
-    return rows + [
-        _intensity_row(
-            SEED_000,
-            r.model,
-            batch[r.model],
-            size,
-            classes,
-            r.ai_printed,
-            f"{r.flops_g} GFLOP per image at 224 px / {r.model_mb} MB of parameters",
-            _line("AI_TABLE_000", f"model={r.model}"),
-        )
-        for r in AI_TABLE_000.itertuples()
-    ]
+    batch = _V.THROUGHPUT_000.groupby("model").batch_size.first()
+    for r in _V.AI_TABLE_000.itertuples():
+        what = f"{r.flops_g} GFLOP per image at 224 px / {r.model_mb} MB of parameters"
+        line = _line("AI_TABLE_000", f"model={r.model}")
+        b = batch[r.model]
+        rows.append(_intensity_row(SEED_000, r.model, b, size, classes, r.ai_printed, what, line))
+    return rows
 
 
 def _corrections_003() -> list[dict]:
     size, classes = _SETUP_003["image_px"], _SETUP_003["classes_head"]
-    own = PEAKS_003.set_index("device_class")
-    a = ACHIEVED_003.set_index(["model", "batch_size", "device_class"])
+    own = _V.PEAKS_003.set_index("device_class")
+    a = _V.ACHIEVED_003.set_index(["model", "batch_size", "device_class"])
     rows = []
-    for r in THROUGHPUT_003.itertuples():
+    for r in _V.THROUGHPUT_003.itertuples():
         s, key = _spec_rows(DEVICES["003", r.device_class][0]), (r.model, r.batch_size, r.device_class)
         mine = own.loc[r.device_class]
         roof = (
@@ -666,77 +594,40 @@ def _corrections_003() -> list[dict]:
             if left
             else ""
         )
-        line = f"line {_line('CLAIMS_003', f'item={item}')}"
-        rows.append(
-            _fix(
-                SEED_003,
-                "mean efficiency",
-                _claims("003")[item],
-                ok.corrected_pct_of_peak.mean(),
-                "% of peak",
-                said,
-                line,
-                device=device,
-            )
-        )
-    return rows + [
-        _intensity_row(
-            SEED_003,
-            r.model,
-            r.batch_size,
-            size,
-            classes,
-            r.ai_flop_per_byte,
-            "method not stated",
-            _line("AI_003", f"model={r.model};batch_size={r.batch_size}"),
-        )
-        for r in _AI_003.itertuples()
-    ]
+        line, mean = f"line {_line('CLAIMS_003', f'item={item}')}", ok.corrected_pct_of_peak.mean()
+        claim = _claims("003")[item]
+        rows.append(_fix(SEED_003, "mean efficiency", claim, mean, "% of peak", said, line, device=device))
+    how = "method not stated"
+    for r in table("AI_003").itertuples():
+        line = _line("AI_003", f"model={r.model};batch_size={r.batch_size}")
+        ai = r.ai_flop_per_byte
+        rows.append(_intensity_row(SEED_003, r.model, r.batch_size, size, classes, ai, how, line))
+    return rows
 
 
 def _corrections_004() -> list[dict]:
     n, f, h, k = (SHAPE_004[key] for key in ("inputs", "features", "hidden", "classes"))
-    params, mem, times = f * h + h + h * k + k, MEMORY_004.set_index("component"), TIMES_004.set_index("what")
+    params, mem = f * h + h + h * k + k, _V.MEMORY_004.set_index("component")
+    times = _V.TIMES_004.set_index("what")
     arrays = {
         "parameters": (params, "W1, b1, W2, b2"),
         "inputs": (n * f, f"X: {n:,} x {f}"),
         "activations": (2 * (h + k) * n, f"Z1, A1, Z2, A2: {2 * (h + k)} x {n:,}"),
         "gradients": ((h + k) * n + params, f"dZ1, dZ2 ({h + k} x {n:,}) and dW1, db1, dW2, db2"),
     }
-    rows = [
-        _fix(
-            SEED_004,
-            "memory",
-            mem.cpu_mb[c],
-            count * 8 / 1e6,
-            "MB",
-            f"{what}: {count:,} float64 x 8 bytes",
-            f"line {_line('MEMORY_004', f'component={c}')}; its Algorithm 1's arrays",
-            model="mlp",
-            device="numpy and cupy",
-            label=OWN,
-        )
-        for c, (count, what) in arrays.items()
-    ]
-    return rows + [
-        _fix(
-            SEED_004,
-            f"{what} time per image",
-            ms,
-            ms * 1e3 / n,
-            "us per image (printed: ms per iteration)",
-            f"{ms} ms per full-batch iteration / {n:,} images",
-            f"line {_line('TIMES_004', f'what={what}')}",
-            model="mlp",
-            device=lib,
-            phase="train",
-            batch_size=n,
-            label=OWN,
-        )
-        for what in ("iteration", "forward", "backward")
-        for side, lib in (("cpu", "numpy"), ("gpu", "cupy"))
-        for ms in [times.loc[what, f"{side}_ms"]]
-    ]
+    rows, mlp, both = [], dict(model="mlp", label=OWN), "numpy and cupy"
+    for c, (count, what) in arrays.items():
+        line = f"line {_line('MEMORY_004', f'component={c}')}; its Algorithm 1's arrays"
+        formula, mb = f"{what}: {count:,} float64 x 8 bytes", count * 8 / 1e6
+        rows.append(_fix(SEED_004, "memory", mem.cpu_mb[c], mb, "MB", formula, line, device=both, **mlp))
+    unit = "us per image (printed: ms per iteration)"
+    for what in ("iteration", "forward", "backward"):
+        for side, lib in (("cpu", "numpy"), ("gpu", "cupy")):
+            ms, line = times.loc[what, f"{side}_ms"], f"line {_line('TIMES_004', f'what={what}')}"
+            formula = f"{ms} ms per full-batch iteration / {n:,} images"
+            row, fig = dict(device=lib, phase="train", batch_size=n, **mlp), f"{what} time per image"
+            rows.append(_fix(SEED_004, fig, ms, ms * 1e3 / n, unit, formula, line, **row))
+    return rows
 
 
 CORRECTION_COLUMNS = (
@@ -767,7 +658,7 @@ def memory_bound_verdict() -> str:
     its own roof's ridge each model's training step sits, and how near that roof it ran."""
     c = _corrections()
     cpu = c[(c.seed == SEED_000) & (c.device == "cpu") & (c.figure == "achieved TFLOP/s (train)")]
-    peak, bw = PEAKS_000.set_index("device_class").loc["cpu", ["peak_gflops", "bandwidth_gbs"]]
+    peak, bw = _V.PEAKS_000.set_index("device_class").loc["cpu", ["peak_gflops", "bandwidth_gbs"]]
     left, near, ai = cpu[cpu.bound == "memory"], cpu[cpu.of_attainable_pct >= 50], cpu.intensity_flop_per_byte
     return (
         f"Seed 000 calls its cloud CPU '{_claims('000')['cloud_cpu_bound']}' for every model (line "
@@ -790,41 +681,14 @@ def memory_bound_verdict() -> str:
     )
 
 
-# What each view holds (units), shown with the seed's section, table and lines in tables().
-_TABLES = {
-    "COMPLEXITY_000": "params (M) and 'FLOPs' per 224x224 image (G, MACs)",
-    "AI_TABLE_000": "'AI' = FLOPs / model bytes (printed as FLOP/byte; GFLOP/MB)",
-    "THROUGHPUT_000": "throughput (img/s), TFLOP/s, peak GPU memory (MB)",
-    "EPOCHS_000": f"epoch times (s) of {EPOCH_IMAGES_000:,}-image 'epochs'",
-    "UTILISATION_000": "utilisation (%)",
-    "SWEEP_000": "SqueezeNet batch sweep (img/s, GFLOP/s)",
-    "PEAKS_000": "spec roofs (GFLOP/s, GB/s)",
-    "SPEEDUPS_000": "speedups (x)",
-    "THROUGHPUT_003": "training throughput (img/s)",
-    "ACHIEVED_003": "achieved TFLOP/s, efficiency (%), AI (FLOP/byte)",
-    "PEAKS_003": "spec peaks (TFLOP/s, GB/s, GB)",
-    "COMPLEXITY_003": "complexity (M params, G 'FLOPs' = MACs)",
-    "BACKENDS_001": "per backend (s, img/s, %, MB)",
-    "TELEMETRY_002": "nvidia-smi snapshots (%, MiB, C, W)",
-    "TIMES_002": "training time (h), accuracy (%), inference (s/image)",
-    "TIMES_004": "times (ms)",
-    "OPS_004": "time per operation (ms)",
-    "MEMORY_004": "memory (MB)",
-}
-_STORED = {
-    "ACHIEVED_003": ["ACHIEVED_003", "AI_003"],
-    "TIMES_002": ["TIMES_002", "CLAIMS_002", "INFERENCE_002"],
-}
-
-
 def tables() -> dict[str, pd.DataFrame]:
-    """Every seed table, by the seed's section and table, its lines and what it holds (each carries its
-    ``source`` seed file)."""
+    """Every seed table, by the seed's section and table, its lines and what it holds (``data/seed_tables.csv``;
+    each carries its ``source`` seed file)."""
     out = {}
-    for name, what in _TABLES.items():
-        parts = _STORED.get(name, [name])
+    for name, what, stored_in, _ in _described().itertuples():
+        parts, what = stored_in.split(), what.format_map(globals())
         where = "; ".join(dict.fromkeys(w for p in parts for w in provenance(p)["where"]))
-        out[f"seed {name[-3:]} {where} ({_lines(*parts)}): {what}"] = globals()[name]
+        out[f"seed {name[-3:]} {where} ({_lines(*parts)}): {what}"] = _view(name)
     for s, seed in SEEDS.items():  # the figures its sentences state, each with its line
         claims = _values()[lambda v, t=f"CLAIMS_{s}": v.table == t]
         if len(claims):

@@ -30,12 +30,8 @@ def readable_display() -> None:
 
 
 # Columns that give a row's verdict: shown first in a trimmed table.
-VERDICTS = tuple(
-    (
-        "status verdict agree significant distinguishable_from_default bound bound_dram above_roof noisy "
-        "machine_state step_bound stop_reason fate matches_published passed ok"
-    ).split()
-)
+VERDICTS = "status verdict agree significant distinguishable_from_default bound bound_dram above_roof noisy "
+VERDICTS = tuple((VERDICTS + "machine_state step_bound stop_reason fate matches_published passed ok").split())
 WIDE_COLUMNS = 8  # more columns than this do not fit the page
 
 
@@ -102,8 +98,13 @@ def trimmed_html(df: pd.DataFrame) -> str:
         out, head = _trimmed_with_head(df)
     except (TypeError, ValueError):  # a table of unusual cells is shown whole rather than not at all
         return df.to_html(na_rep="")
+    return head + _html(out)[0]
+
+
+def _html(df: pd.DataFrame) -> tuple[str, bool]:
+    """``df``'s HTML with its numbers to four figures, its index only where it means something (and whether)."""
     index = not isinstance(df.index, pd.RangeIndex)
-    return head + out.to_html(na_rep="", index=index, formatters={c: _cell for c in out.columns})
+    return df.to_html(na_rep="", index=index, formatters={c: _cell for c in df.columns}), index
 
 
 def _trimmed_with_head(df: pd.DataFrame) -> tuple[pd.DataFrame, str]:
@@ -128,8 +129,7 @@ def show(df: pd.DataFrame, caption: str = ""):
     same = ""
     if len(df.columns) > WIDE_COLUMNS and df.columns.is_unique:
         df, same = _trimmed_with_head(df)
-    index = not isinstance(df.index, pd.RangeIndex)
-    table = df.to_html(formatters={c: _cell for c in df.columns}, na_rep="", index=index)
+    table, index = _html(df)
     head = f"<p><b>{caption}</b></p>" if caption else ""
     return HTML(head + same + fitted(table, df, index))
 
@@ -167,17 +167,11 @@ def complexity_vs_seed(complexity: pd.DataFrame) -> pd.DataFrame:
     for _, seed in published.COMPLEXITY_000.iterrows():
         if seed.model not in ref.index:
             continue
-        ours, notes = ref.loc[seed.model], []
-        rel = seed.flops_g / ours.gmacs_fwd - 1
-        if abs(rel) < 0.01:
-            notes.append(
-                f"000's 'FLOPs' are MACs (ours {ours.gmacs_fwd:.3f} G): true FLOPs are 2x, {ours.gflops_fwd:.3f} G"
-            )
-        else:
-            notes.append(
-                f"000's figure is {rel:+.1%} off our {ours.gmacs_fwd:.3f} GMACs (torchvision publishes "
-                f"{ours.published_gmacs:.3f}); fvcore, which adds batch norm and pooling, gives {ours.fvcore_gmacs:.3f}"
-            )
+        ours, rel = ref.loc[seed.model], seed.flops_g / ref.loc[seed.model].gmacs_fwd - 1
+        macs = f"000's 'FLOPs' are MACs (ours {ours.gmacs_fwd:.3f} G): true FLOPs are 2x, {ours.gflops_fwd:.3f} G"
+        off = f"000's figure is {rel:+.1%} off our {ours.gmacs_fwd:.3f} GMACs (torchvision publishes "
+        off += f"{ours.published_gmacs:.3f}); fvcore, which adds batch norm and pooling, gives {ours.fvcore_gmacs:.3f}"
+        notes = [macs if abs(rel) < 0.01 else off]
         row = {
             "model": seed.model,
             "params_m (published by 000)": seed.params_m,

@@ -1,7 +1,7 @@
-"""Every seed's published numbers beside ours: each table stacks the seed's rows (``source`` "published by
-<seed file>") and ours ("ours: <run>"), a ``differences`` column naming what differs; a seed figure no merged
-run matches is shown alone with a ``note``, and a row of another device class or configuration says "not
-matched"."""
+"""Every seed's published numbers beside ours, one :func:`beside` over one map (:data:`BESIDE`): each table stacks
+the seed's rows (``source`` "published by <seed file>") and ours ("ours: <run>"), a ``differences`` column naming
+what differs; a seed table no merged run matches is shown alone with a ``note``, and a row of another device
+class or configuration says "not matched"."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from cnnbench.analysis.compare import configured, match_keys
 from cnnbench.scratch import summary as scratch_summary
 
 MIB_TO_MB = 2**20 / 1e6  # our MiB shown in the seeds' MB (read as 10^6 bytes)
+P = published
 
 
 def _pub(seed_file: str) -> str:
@@ -29,17 +30,12 @@ def _where(df: pd.DataFrame, pick) -> pd.DataFrame:
     return df[pick(df)] if len(df) else pd.DataFrame()
 
 
-def _alone(pub: pd.DataFrame, csv: str) -> pd.DataFrame:
-    return pub.assign(note=f"no run of this analysis wrote {csv}: the published table alone")
-
-
 def _fp32(scenario_a: pd.DataFrame, pick=None) -> pd.DataFrame:
-    """Our ok Scenario A rows in the seeds' variant (fp32, NCHW, eager), one per run and configuration, those
-    where ``pick(rows)`` holds (every one without)."""
+    """Our ok rows in the seeds' variant (fp32, NCHW, eager) with their seed device class, where ``pick`` holds."""
     if scenario_a.empty:
         return pd.DataFrame()
     ok = knobs.default_variant(configured(scenario_a))
-    classes = [published.device_class(k, n) for k, n in zip(ok.device_kind, ok.device_name, strict=True)]
+    classes = [P.device_class(k, n) for k, n in zip(ok.device_kind, ok.device_name, strict=True)]
     ok = ok.assign(device_class=classes)
     return ok[pick(ok)] if pick else ok
 
@@ -64,14 +60,28 @@ def _match(device_class: str, seed_classes) -> str:
     return f"{'matched device class' if matched else 'not matched: no seed device of class'}: {device_class}"
 
 
-# --- seed 000 ------------------------------------------------------------------------------------------------
+def _side(rows: pd.DataFrame, columns: dict, i: int) -> pd.DataFrame:
+    """Side ``i`` (0: the seed's, 1: ours) of a column map: each column a column of ``rows`` (missing: empty),
+    a function of ``rows``, or absent on that side (None); no columns where ``rows`` is empty."""
+    if rows.empty:
+        return pd.DataFrame()
+    return pd.DataFrame(
+        {
+            c: v(rows) if callable(v) else rows.get(v)
+            for c, pair in columns.items()
+            if (v := pair[i]) is not None
+        }
+    )
+
+
+# --- the column maps: each column of a beside table -> (the seed's, ours): a column, a function of the rows, or
+# absent on that side (None) --------------------------------------------------------------------------------
 def _wide(ok: pd.DataFrame, values: list[str]) -> pd.DataFrame:
     """One row per run and configuration (phase apart), ``<phase>_<value>`` columns; ``ok`` when empty."""
     if ok.empty:
         return ok
     keys = "run_name device_name device_class model batch_size image_size dataset data_mode".split()
-    vals = [v for v in values if v in ok]
-    wide = ok.pivot_table(index=keys, columns="phase", values=vals, aggfunc="first")
+    wide = ok.pivot_table(index=keys, columns="phase", values=[v for v in values if v in ok], aggfunc="first")
     wide.columns = [f"{phase}_{value}" for value, phase in wide.columns]
     return wide.reset_index()
 
@@ -79,8 +89,7 @@ def _wide(ok: pd.DataFrame, values: list[str]) -> pd.DataFrame:
 def _tflops_formula_000(p: pd.DataFrame) -> list[str]:
     """Per row of seed 000's Table 3: its TFLOP/s as img/s x the 224 px forward count where that is what it is
     (within 10%), else how many times that product it is (no stated formula gives it)."""
-    flops = p.model.map(published.COMPLEXITY_000.set_index("model").flops_g)
-    r = p.train_tflops / (p.train_img_s * flops / 1e3)
+    r = p.train_tflops / (p.train_img_s * p.model.map(P.COMPLEXITY_000.set_index("model").flops_g) / 1e3)
     return [
         "TFLOP/s = img/s x the 224 px forward count (MACs, no training factor)"
         if abs(x - 1) < 0.1
@@ -90,8 +99,7 @@ def _tflops_formula_000(p: pd.DataFrame) -> list[str]:
 
 
 _SOURCE = (lambda p: _pub(p.source.iloc[0]), lambda o: o.run_name.map(_ours_label))
-# seed 000's Table 3 -> our Scenario A rows (phases side by side); each column: (the seed's, ours)
-_TABLE_3 = {
+_TABLE_3 = {  # seed 000's Table 3 -> our Scenario A rows (phases side by side)
     "source": _SOURCE,
     "model": ("model", "model"),
     "device": ("device_class", "device_name"),
@@ -110,15 +118,14 @@ _TABLE_3 = {
             for c, f in zip(p.configuration, _tflops_formula_000(p), strict=True)
         ],
         lambda w: [
-            f"{_match(r.device_class, published.THROUGHPUT_000.device_class)}; {_config(r)}; TFLOP/s = img/s x "
+            f"{_match(r.device_class, P.THROUGHPUT_000.device_class)}; {_config(r)}; TFLOP/s = img/s x "
             f"counted FLOPs of the step at {r.image_size} px (training: forward + backward); memory: the "
             "allocator's peak (MiB, CUDA/MPS) and the worker's peak RSS (MiB)"
             for r in w.itertuples()
         ],
     ),
 }
-# seed 000's Table 5 -> our Scenario A training rows
-_TABLE_5 = {
+_TABLE_5 = {  # seed 000's Table 5 -> our Scenario A training rows
     "source": _SOURCE,
     "model": ("model", "model"),
     "device": ("device_class", "device_name"),
@@ -133,14 +140,13 @@ _TABLE_5 = {
             "the run: our inference); GPU N/A on MPS and CPU"
         ),
         lambda o: [
-            f"{_match(r.device_class, published.UTILISATION_000.device_class)}; {_config(r)}; mean of the samples "
+            f"{_match(r.device_class, P.UTILISATION_000.device_class)}; {_config(r)}; mean of the samples "
             "taken during the training step's measured windows (CPU: every core, 100% = all busy)"
             for r in o.itertuples()
         ],
     ),
 }
-# seed 000's Table 6 -> our batch sweep's training rows
-_TABLE_6 = {
+_TABLE_6 = {  # seed 000's Table 6 -> our batch sweep's training rows
     **{c: (c, c) for c in ("model", "batch_size", "throughput_img_s", "achieved_gflops", "status")},
     "source": _SOURCE,
     "device": (lambda s: s.configuration.str.split(";").str[0], "device_name"),
@@ -151,72 +157,21 @@ _TABLE_6 = {
 }
 
 
-def _side(rows: pd.DataFrame, columns: dict, i: int) -> pd.DataFrame:
-    """Side ``i`` (0: the seed's, 1: ours) of a column map: each column a column of ``rows`` (missing: empty),
-    a function of ``rows``, or absent on that side (None); no columns where ``rows`` is empty."""
-    if rows.empty:
-        return pd.DataFrame()
-    return pd.DataFrame(
-        {
-            c: v(rows) if callable(v) else rows.get(v)
-            for c, pair in columns.items()
-            if (v := pair[i]) is not None
-        }
-    )
-
-
-def _paired(
-    theirs: pd.DataFrame, ours: pd.DataFrame, columns: dict, by: list[str], alone: str
-) -> pd.DataFrame:
-    """A seed's table and ours by one column map (:func:`_side`), stacked by ``by`` with the seed's rows first;
-    the seed's alone, labelled (``alone``: the CSV no run wrote), when we have no row."""
-    pub = _side(theirs, columns, 0)
-    return _alone(pub, alone) if ours.empty else _stack(pub, _side(ours, columns, 1), by)
-
-
-def performance_beside_000(scenario_a: pd.DataFrame) -> pd.DataFrame:
-    """Seed 000's Table 3 whole (img/s, TFLOP/s, peak GPU memory in MB) beside ours per run: our throughput,
-    achieved TFLOP/s from counted FLOPs at our resolution, the allocator's peak (MiB) and the worker's peak
-    RSS."""
-    p = published.THROUGHPUT_000
-    ok = _fp32(scenario_a, lambda d: d.model.isin(p.model))
-    w = _wide(ok, ["throughput_img_s", "achieved_tflops", "peak_device_mem_mib", "peak_rss_mib"])
-    return _paired(p, w, _TABLE_3, ["model"], "scenario_a.csv with the seed's models")
-
-
-def utilisation_beside_000(scenario_a: pd.DataFrame) -> pd.DataFrame:
-    """Seed 000's Table 5 (GPU and CPU utilisation, %) beside ours: the mean of the samples taken during the
-    measured windows of each training step, per run and model."""
-    u = published.UTILISATION_000
-    ok = _fp32(scenario_a, lambda d: (d.phase == "train") & d.model.isin(u.model))
-    return _paired(u, ok, _TABLE_5, ["model"], "scenario_a.csv with the seed's models")
-
-
-def sweep_beside_000(batch_sweep: pd.DataFrame, model: str = "squeezenet1_1") -> pd.DataFrame:
-    """Seed 000's Table 6 (SqueezeNet's batch sweep: img/s, GFLOP/s, the unstable batch) beside every run's
-    training rows of the same model, failed batches (oom, unstable) kept as rows."""
-    rows = _where(batch_sweep, lambda d: (d.model == model) & (d.phase == "train"))
-    return _paired(
-        published.SWEEP_000, rows, _TABLE_6, ["model", "batch_size"], f"batch_sweep.csv with {model}"
-    )
-
-
 def _speedup_differences(r) -> str:
-    px = published.setup("000")["image_px"]
+    px = P.setup("000")["image_px"]
     diffs = [
         f"data: ours {r.dataset} ({r.data_mode} mode) vs Tiny-ImageNet from disk",
         f"resolution: ours {r.image_size} px vs {px} px"
         if r.image_size != px
         else f"resolution: {px} px both",
-        f"epoch size: ours synchronised windows vs {published.EPOCH_IMAGES_000:,}-image 'epochs' / epoch time",
+        f"epoch size: ours synchronised windows vs {P.EPOCH_IMAGES_000:,}-image 'epochs' / epoch time",
     ]
     if r.batch_size != r.seed_batch_size:
         diffs.append(f"batch: ours {r.batch_size} vs {r.seed_batch_size}")
     return f"not matched (other machine: 000's {r.seed_class}); " + "; ".join(diffs)
 
 
-# seed 000's Table 8 (its speedups between its devices) -> our rate over each seed device's of the same model
-_TABLE_8 = {
+_TABLE_8 = {  # seed 000's Table 8 (speedups between its devices) -> our rate over each seed device's, same model
     "model": ("model", "model"),
     "speedup_x": ("speedup_x", lambda o: o.throughput_img_s / o.b_img_s),
     "source": _SOURCE,
@@ -225,7 +180,7 @@ _TABLE_8 = {
     "b": ("b", lambda o: "000's " + o.seed_class),
     "comparison": (lambda p: "published (its Table 8)", lambda o: "not matched"),
     "differences": (
-        lambda p: "its devices in its configuration: " + published.THROUGHPUT_000.configuration.iloc[0],
+        lambda p: "its devices in its configuration: " + P.THROUGHPUT_000.configuration.iloc[0],
         lambda o: [_speedup_differences(r) for r in o.itertuples()],
     ),
     "a_img_s": (None, "throughput_img_s"),
@@ -235,138 +190,103 @@ _TABLE_8 = {
 }
 
 
-def speedups_beside_000(scenario_a: pd.DataFrame) -> pd.DataFrame:
-    """Seed 000's Table 8 (its training speedups between its devices) and, for a run on any device, our
-    throughput over each seed device's for the same model and phase, labelled "not matched" with the
-    configuration differences named (data, resolution, epoch size, batch): a ratio of two machines measured
-    differently, never a speedup of ours."""
-    sp = published.SPEEDUPS_000
+def _pairs_000() -> pd.DataFrame:
+    sp = P.SPEEDUPS_000
     pairs = sp.melt(["model", "source"], [c for c in sp.columns if "_over_" in c], "pair", "speedup_x")
-    pairs = pairs.assign(a=pairs.pair.str.split("_over_").str[0], b=pairs.pair.str.split("_over_").str[1])
-    seed = published.THROUGHPUT_000[["model", "device_class", "batch_size", "train_img_s", "eval_img_s"]]
-    ok, pub = _fp32(scenario_a), _side(pairs, _TABLE_8, 0)
+    return pairs.assign(a=pairs.pair.str.split("_over_").str[0], b=pairs.pair.str.split("_over_").str[1])
+
+
+def _speedups_000(scenario_a: pd.DataFrame) -> pd.DataFrame:
+    """Our rows beside each seed device's throughput of the same model (``b_img_s``, the same phase)."""
+    ok = _fp32(scenario_a)
     if ok.empty:
-        return _alone(pub, "scenario_a.csv")
+        return ok
+    seed = P.THROUGHPUT_000[["model", "device_class", "batch_size", "train_img_s", "eval_img_s"]]
     ours = ok.merge(
         seed.rename(columns={"device_class": "seed_class", "batch_size": "seed_batch_size"}), on="model"
     )
-    ours["b_img_s"] = ours.train_img_s.where(ours.phase == "train", ours.eval_img_s)
-    return _stack(pub, _side(ours, _TABLE_8, 1), ["model", "phase"])
+    return ours.assign(b_img_s=ours.train_img_s.where(ours.phase == "train", ours.eval_img_s))
 
 
-# --- seed 001 ------------------------------------------------------------------------------------------------
-def _rss_001(memory: pd.DataFrame | None) -> pd.Series:
-    """Process RSS after one step (baseline + growth, MiB) per run and backend, from backend_memory.csv."""
-    if memory is None or memory.empty:
-        return pd.Series(dtype=float)
-    rss = memory.model.eq("mnist_cnn") & memory.component.isin(["process_rss_baseline", "process_rss_growth"])
-    return memory[rss].groupby(["run_name", "backend"]).measured_mib.sum(min_count=1)
+def _s_per_image_002(i: pd.DataFrame) -> pd.Series:
+    return i.s_per_image.fillna((i.s_per_image_low + i.s_per_image_high) / 2)
 
 
-def _accuracy_gap_001(epochs: int, images: float) -> str:
-    s = published.setup("001")
-    data = "MNIST's" if images == s["train_images"] else f"{images:,.0f} (not MNIST's {s['train_images']:,})"
-    return (
-        f"ours: {epochs} epoch(s) of {data} training images (synthetic MNIST-shaped glyphs unless "
-        f"scratch_dataset is mnist) vs the seed's {s['epochs']} epochs of real MNIST: our accuracy is "
-        "not the seed's for that reason, not the backend's; total_s sums every epoch, the first "
-        "included; process RSS is one reading after a step (baseline + growth), the seed's an average "
-        "over training"
-    )
-
-
-# --- seed 002 ------------------------------------------------------------------------------------------------
-def inference_beside_002(scenario_a: pd.DataFrame, model: str = "densenet121") -> pd.DataFrame:
-    """Seed 002's inference "throughput" (seconds per test image: CPU ~5, GPU 2-3) as images/s beside our eval
-    step of the same network (Scenario A) in images/s and seconds per image, per run."""
-    inf = published.table("INFERENCE_002")
-    s_img = inf.s_per_image.fillna((inf.s_per_image_low + inf.s_per_image_high) / 2)
-    columns = {
-        "source": _SOURCE,
-        "model": (lambda i: model, "model"),
-        "device": ("device_class", "device_name"),
-        "s_per_image": (lambda i: s_img, lambda o: 1 / o.throughput_img_s),
-        "inference_img_s": (lambda i: 1 / s_img, "throughput_img_s"),
-        "inference_img_s_low": (lambda i: 1 / i.s_per_image_high, None),
-        "inference_img_s_high": (lambda i: 1 / i.s_per_image_low, None),
-        "differences": (
-            lambda i: (
-                "testing time for one image, as printed (GPU: the midpoint of its 2-3 s), inverted to "
-                "images/s; batch size and resolution not stated (the seed prints no resolution)"
-            ),
-            lambda o: [
-                f"{_config(r)}, {r.num_classes} classes: an eval step's forward under inference_mode, batched (not "
-                "one image at a time), untrained weights"
-                for r in o.itertuples()
-            ],
+_INFERENCE_002 = {  # seed 002's seconds per test image -> our DenseNet-121 eval step
+    "source": _SOURCE,
+    "model": (lambda i: "densenet121", "model"),
+    "device": ("device_class", "device_name"),
+    "s_per_image": (_s_per_image_002, lambda o: 1 / o.throughput_img_s),
+    "inference_img_s": (lambda i: 1 / _s_per_image_002(i), "throughput_img_s"),
+    "inference_img_s_low": (lambda i: 1 / i.s_per_image_high, None),
+    "inference_img_s_high": (lambda i: 1 / i.s_per_image_low, None),
+    "differences": (
+        lambda i: (
+            "testing time for one image, as printed (GPU: the midpoint of its 2-3 s), inverted to "
+            "images/s; batch size and resolution not stated (the seed prints no resolution)"
         ),
-    }
-    ok = _fp32(scenario_a, lambda d: (d.model == model) & (d.phase == "eval"))
-    return _paired(inf, ok, columns, ["model"], f"scenario_a.csv with {model} eval")
+        lambda o: [
+            f"{_config(r)}, {r.num_classes} classes: an eval step's forward under inference_mode, batched (not "
+            "one image at a time), untrained weights"
+            for r in o.itertuples()
+        ],
+    ),
+}
+_CPU_002 = "util_low_pct util_high_pct memory_gb temp_low_c temp_high_c processes threads clock_ghz".split()
 
 
-_CPU_002_KEYS = ("cpu_util_low_pct", "cpu_util_high_pct", "cpu_memory_gb", "cpu_temp_low_c")
-_CPU_002_KEYS += ("cpu_temp_high_c", "cpu_processes", "cpu_threads", "cpu_clock_ghz")
+def _cpu_002() -> pd.DataFrame:
+    c, keys = P.CPU_002, [f"cpu_{k}" for k in _CPU_002]
+    alone = (
+        f"operating-system monitor snapshots (its Figs. 8-9), whole system of {c['cpu_total_ram_gb']} GB; "
+    )
+    rows = [
+        [
+            "CPU while its GPUs fine-tuned (batch 64)",
+            c["cpu_util_during_gpu_pct"],
+            "one operating-system monitor reading, whole system",
+        ],
+        ["CPU-only fine-tuning", math.nan, alone + "batch size not stated for the CPU run"],
+    ]
+    t = pd.DataFrame(rows, columns=["what", "cpu_util_pct", "differences"])
+    t = t.assign(source=_pub(P.SEED_002), device="cpu", **{k: [math.nan, c[k]] for k in keys})
+    return t[["source", "what", "device", "cpu_util_pct", "differences", *keys]]
 
 
-def cpu_beside_002(
+def _cpu_ours_002(
     transfer: pd.DataFrame, scenario_a: pd.DataFrame, model: str = "densenet121"
 ) -> pd.DataFrame:
-    """Seed 002's CPU utilisation (while its GPUs trained, and in its CPU-only run) and its CPU-only run's
-    memory (GB) beside ours: the peak RSS of 06's fine-tuning on the CPU (``transfer.csv``; GB = MiB x 2^20 /
-    10^9) and the CPU utilisation and peak RSS of the same network's training step in Scenario A (06's own CPU
-    samples are in ``transfer_telemetry.csv``, which the analysis does not merge)."""
-    c = published.CPU_002
-    pub = pd.DataFrame(
-        [
-            {
-                "source": _pub(published.SEED_002),
-                "what": "CPU while its GPUs fine-tuned (batch 64)",
-                "device": "cpu",
-                "cpu_util_pct": c["cpu_util_during_gpu_pct"],
-                "differences": "one operating-system monitor reading, whole system",
-            },
-            {
-                "source": _pub(published.SEED_002),
-                "what": "CPU-only fine-tuning",
-                "device": "cpu",
-                **{k: c[k] for k in _CPU_002_KEYS},
-                "differences": f"operating-system monitor snapshots (its Figs. 8-9), whole system of "
-                f"{c['cpu_total_ram_gb']} GB; batch size not stated for the CPU run",
-            },
-        ]
-    )
+    """06's fine-tuning's peak RSS on the CPU, and the same network's Scenario A CPU training step."""
     t = _where(transfer, lambda d: d.status.eq("ok") & d.device_kind.eq("cpu"))
     ok = _fp32(scenario_a, lambda d: (d.model == model) & (d.phase == "train") & (d.device_kind == "cpu"))
-    rows = [
-        {
-            "source": _ours_label(run),
-            "what": "06 fine-tuning on the CPU",
-            "device": g.device_name.iloc[0],
-            "cpu_memory_gb": g.rss_mib.max() * MIB_TO_MB / 1e3,
-            "differences": f"ours: the fine-tuning process's peak RSS over {len(g)} epoch row(s), "
-            f"{g.image_size.iloc[0]} px, batch {', '.join(map(str, sorted(g.batch_size.unique())))}; "
-            "one process, not the whole system",
-        }
-        for run, g in (t.groupby("run_name") if len(t) else [])
-    ] + [
-        {
-            "source": _ours_label(r.run_name),
-            "what": f"02 {model} training step",
-            "device": r.device_name,
-            "cpu_util_pct": getattr(r, "util_cpu_mean_pct", math.nan),
-            "cpu_memory_gb": getattr(r, "peak_rss_mib", math.nan) * MIB_TO_MB / 1e3,
-            "differences": f"{_config(r)}; CPU % over every core, sampled in the measured windows; "
-            "memory: the worker's peak RSS",
-        }
-        for r in ok.itertuples()
-    ]
-    if not rows:
-        return _alone(pub, "transfer.csv or a CPU scenario_a.csv")
-    return pd.concat([pub, pd.DataFrame(rows)], ignore_index=True)
+    return pd.DataFrame(
+        [
+            {
+                "source": _ours_label(run),
+                "what": "06 fine-tuning on the CPU",
+                "device": g.device_name.iloc[0],
+                "cpu_memory_gb": g.rss_mib.max() * MIB_TO_MB / 1e3,
+                "differences": f"ours: the fine-tuning process's peak RSS over {len(g)} epoch row(s), "
+                f"{g.image_size.iloc[0]} px, batch {', '.join(map(str, sorted(g.batch_size.unique())))}; "
+                "one process, not the whole system",
+            }
+            for run, g in (t.groupby("run_name") if len(t) else [])
+        ]
+        + [
+            {
+                "source": _ours_label(r.run_name),
+                "what": f"02 {model} training step",
+                "device": r.device_name,
+                "cpu_util_pct": getattr(r, "util_cpu_mean_pct", math.nan),
+                "cpu_memory_gb": getattr(r, "peak_rss_mib", math.nan) * MIB_TO_MB / 1e3,
+                "differences": f"{_config(r)}; CPU % over every core, sampled in the measured windows; "
+                "memory: the worker's peak RSS",
+            }
+            for r in ok.itertuples()
+        ]
+    )
 
 
-# --- seed 003 ------------------------------------------------------------------------------------------------
 _ROOF_KEYS = ["run_name", "source", "model", "phase", "batch_size"]
 
 
@@ -381,21 +301,44 @@ def _intensity(roofline: pd.DataFrame) -> pd.DataFrame:
     )
 
 
-def _ours_003(batch_sweep: pd.DataFrame, scenario_a: pd.DataFrame, models) -> pd.DataFrame:
-    """Our training rows of ``models`` (batch sweep first; Scenario A for batches the sweep lacks)."""
-    frames = []
+def _achieved_003(
+    batch_sweep: pd.DataFrame, scenario_a: pd.DataFrame, roofline: pd.DataFrame
+) -> pd.DataFrame:
+    """Our training rows of seed 003's models (batch sweep first; Scenario A for batches the sweep lacks) with
+    04's intensity, and one row per run, model and seed batch the run did not measure."""
+    a, frames = P.ACHIEVED_003, []
     for source, df in (("batch_sweep", batch_sweep), ("scenario_a", scenario_a)):
         ok = _fp32(df)
         if len(ok):
-            frames.append(ok[ok.model.isin(models) & (ok.phase == "train")].assign(source=source))
+            frames.append(ok[ok.model.isin(set(a.model)) & (ok.phase == "train")].assign(source=source))
     if not frames:
         return pd.DataFrame()
-    ours = pd.concat(frames, ignore_index=True)
-    return ours.drop_duplicates(["run_name", "model", "batch_size"], keep="first")
+    ours = pd.concat(frames, ignore_index=True).drop_duplicates(
+        ["run_name", "model", "batch_size"], keep="first"
+    )
+    ours = ours.merge(_intensity(roofline), on=_ROOF_KEYS, how="left")
+    ours["differences"] = [
+        f"{_match(r.device_class, a.device_class)}; {_config(r)}; intensity = counted FLOPs / modelled DRAM "
+        "traffic of the step; efficiency against the measured roof at that intensity"
+        for r in ours.itertuples()
+    ]
+    unsampled = [
+        {
+            "run_name": run,
+            "model": model,
+            "batch_size": bs,
+            "source": "not sampled",
+            "differences": f"not sampled: this run measured {model} at batch {', '.join(map(str, have))} only "
+            f"(its params' sweep lacks batch {bs})",
+        }
+        for (run, model), g in ours.groupby(["run_name", "model"])
+        for have in [sorted(int(b) for b in g.batch_size.unique())]
+        for bs in sorted(set(a[a.model == model].batch_size) - set(have))
+    ]
+    return pd.concat([ours, pd.DataFrame(unsampled)], ignore_index=True)
 
 
-# seed 003's achieved rates by batch -> our training rows (the batch sweep's, else Scenario A's) and 04's intensity
-_ACHIEVED_003 = {
+_ACHIEVED_003 = {  # seed 003's achieved rates by batch -> our training rows and 04's intensity
     **{c: (c, c) for c in ("model", "batch_size")},
     "device": ("device_class", "device_name"),
     **{c: (c, c) for c in ("ai_flop_per_byte", "achieved_tflops")},
@@ -405,85 +348,42 @@ _ACHIEVED_003 = {
     "measured_in": (lambda a: "its section 4", "source"),
     "differences": (
         lambda a: (
-            published.THROUGHPUT_003.configuration.iloc[0]
+            P.THROUGHPUT_003.configuration.iloc[0]
             + "; intensity by a method not stated; efficiency = achieved / its spec peak"
         ),
-        lambda o: [
-            f"{_match(r.device_class, published.ACHIEVED_003.device_class)}; {_config(r)}; intensity = counted "
-            "FLOPs / modelled DRAM traffic of the step; efficiency against the measured roof at that intensity"
-            for r in o.itertuples()
-        ],
+        "differences",
     ),
 }
-
-
-def achieved_beside_003(
-    batch_sweep: pd.DataFrame, scenario_a: pd.DataFrame, roofline: pd.DataFrame
-) -> pd.DataFrame:
-    """Seed 003's achieved TFLOP/s beside its intensity by batch (ResNet-50 at 32/64/128, ResNet-18 at 128)
-    and ours per run: achieved TFLOP/s of the training step, our counted intensity and efficiency against the
-    roof at that intensity; a seed batch our run did not sample is a row saying so."""
-    a = published.ACHIEVED_003
-    pub, ours = _side(a, _ACHIEVED_003, 0), _ours_003(batch_sweep, scenario_a, set(a.model))
-    if ours.empty:
-        return _alone(pub, "batch_sweep.csv or scenario_a.csv with these models")
-    ours = ours.merge(_intensity(roofline), on=_ROOF_KEYS, how="left")
-    mine = pd.concat([_side(ours, _ACHIEVED_003, 1), _unsampled_003(ours, a)], ignore_index=True)
-    return _stack(pub, mine, ["model", "batch_size"])
-
-
-def _unsampled_003(ours: pd.DataFrame, a: pd.DataFrame) -> pd.DataFrame:
-    """One row per run, model and seed batch that run did not measure, naming the batches it did."""
-    rows = []
-    for (run, model), g in ours.groupby(["run_name", "model"]):
-        have = sorted(int(b) for b in g.batch_size.unique())
-        for bs in sorted(set(a[a.model == model].batch_size) - set(have)):
-            rows.append(
-                {
-                    "source": _ours_label(run),
-                    "model": model,
-                    "batch_size": bs,
-                    "measured_in": "not sampled",
-                    "differences": f"not sampled: this run measured {model} at batch "
-                    f"{', '.join(map(str, have))} only (its params' sweep lacks batch {bs})",
-                }
-            )
-    return pd.DataFrame(rows)
-
-
-# --- seed 004 ------------------------------------------------------------------------------------------------
 _SIDE_004 = {"numpy": ("cpu", "NumPy on its CPU"), "cupy": ("gpu", "CuPy on its GPU")}
 
 
-def times_beside_004(backends: pd.DataFrame) -> pd.DataFrame:
-    """Seed 004's Table 3 (total training time in s, time per iteration in ms, NumPy and CuPy) beside our MLP
-    per run and backend: every measured step summed (total_training_s), per step, per step x the seed's
-    iteration count (at_its_iterations_s) when our run made fewer or more steps, and per step and image
-    (iteration_us_per_image: full-batch steps over different image counts compare only per image)."""
-    t = published.TIMES_004.set_index("what")
-    n, images = published.setup("004")["iterations"], published.SHAPE_004["inputs"]
-    pub = pd.DataFrame(
-        [
-            {
-                "source": _pub(published.SEED_004),
-                "backend": b,
-                "model": "mlp",
-                "iterations": n,
-                "total_training_s": t.loc["total_training", f"{side}_ms"] / 1e3,
-                "iteration_ms": t.loc["iteration", f"{side}_ms"],
-                "iteration_us_per_image": t.loc["iteration", f"{side}_ms"] * 1e3 / images,
-                "differences": f"{label}; " + t.configuration.iloc[0],
-            }
-            for b, (side, label) in _SIDE_004.items()
-        ]
-    )
+_TIMES_004 = (
+    "source backend model iterations total_training_s iteration_ms iteration_us_per_image differences"
+)
+
+
+def _times_004() -> pd.DataFrame:
+    t, n, images = P.TIMES_004.set_index("what"), P.setup("004")["iterations"], P.SHAPE_004["inputs"]
+    why = t.configuration.iloc[0]
+    rows = [
+        [b, t.loc["total_training", f"{side}_ms"] / 1e3, t.loc["iteration", f"{side}_ms"], f"{label}; {why}"]
+        for b, (side, label) in _SIDE_004.items()
+    ]
+    out = pd.DataFrame(rows, columns=["backend", "total_training_s", "iteration_ms", "differences"])
+    out = out.assign(source=_pub(P.SEED_004), model="mlp", iterations=n)
+    return out.assign(iteration_us_per_image=out.iteration_ms * 1e3 / images)[_TIMES_004.split()]
+
+
+def _times_ours_004(backends: pd.DataFrame) -> pd.DataFrame:
+    """Our MLP per run and backend: every step summed, per step, per image, and at the seed's iteration count."""
     mlp = _where(backends, lambda d: (d.model == "mlp") & (d.status == "ok"))
     if mlp.empty:
-        return _alone(pub, "backends.csv with the MLP")
+        return mlp
+    n, images = P.setup("004")["iterations"], P.SHAPE_004["inputs"]
     g = mlp.assign(per_step=mlp.images / mlp.steps).groupby(["run_name", "backend"], sort=False)
     per = pd.DataFrame({"steps": g.steps.sum(), "total": g.epoch_s.sum(), "images": g.per_step.first()})
     per = per.assign(device=g.device_name.first(), step_s=per.total / per.steps).reset_index()
-    ours = pd.DataFrame(
+    return pd.DataFrame(
         {
             "source": per.run_name.map(_ours_label),
             "backend": per.backend,
@@ -495,78 +395,49 @@ def times_beside_004(backends: pd.DataFrame) -> pd.DataFrame:
             "at_its_iterations_s": per.step_s * n,
             "device": per.device,
             "differences": [
-                f"ours: {int(s)} full-batch steps of {i:,.0f} images each (the seed: {n} of "
-                f"{images:,}), the device synchronised at the end of every block of steps; JIT "
-                "compilation (jit_s) kept out"
+                f"ours: {int(s)} full-batch steps of {i:,.0f} images each (the seed: {n} of {images:,}), the device "
+                "synchronised at the end of every block of steps; JIT compilation (jit_s) kept out"
                 for s, i in zip(per.steps, per.images, strict=True)
             ],
         }
     )
-    return pd.concat([pub, ours], ignore_index=True)
 
 
-def memory_mb_beside_004(mem: pd.DataFrame) -> pd.DataFrame:
-    """Seed 004's Table 5 in its own unit, MB as printed (NumPy = its CPU column, CuPy = its GPU column),
-    beside ours converted to MB (MiB x 2^20 / 10^6) with our MiB kept beside, per run, backend and component,
-    the MLP (seed 004's network) only."""
-    m = published.MEMORY_004
-    pub = pd.concat(
-        [
-            pd.DataFrame(
-                {
-                    "source": _pub(published.SEED_004),
-                    "backend": b,
-                    "model": "mlp",
-                    "component": m.component,
-                    "published_mb": m[f"{side}_mb"],
-                    "differences": f"{label}, MB as printed; " + published.OPS_004.configuration.iloc[0],
-                }
-            )
-            for b, (side, label) in _SIDE_004.items()
-        ],
-        ignore_index=True,
-    )
-    ok = _where(mem, lambda d: (d.model == "mlp") & (d.status == "ok"))
-    if ok.empty:
-        return _alone(pub, "backend_memory.csv with the MLP")
-    ours = pd.DataFrame(
-        {
-            "source": ok.run_name.map(_ours_label),
-            "backend": ok.backend,
-            "model": ok.model,
-            "component": ok.component,
-            "computed_mb": ok.computed_mib * MIB_TO_MB,
-            "measured_mb": ok.measured_mib * MIB_TO_MB,
-            "computed_mib": ok.computed_mib,
-            "measured_mib": ok.measured_mib,
-            "differences": "ours: MiB x 1.048576 = MB; "
-            + ok.get("method", pd.Series("", index=ok.index)).fillna(""),
-        }
-    )
-    return pd.concat([pub, ours], ignore_index=True)
+def _memory_004() -> pd.DataFrame:
+    m, why = P.MEMORY_004, P.OPS_004.configuration.iloc[0]
+    sides = [
+        m.assign(backend=b, published_mb=m[f"{side}_mb"], differences=f"{label}, MB as printed; {why}")
+        for b, (side, label) in _SIDE_004.items()
+    ]
+    out = pd.concat(sides, ignore_index=True).assign(source=_pub(P.SEED_004), model="mlp")
+    return out[["source", "backend", "model", "component", "published_mb", "differences"]]
 
 
-# --- the seeds' throughputs and tables stacked beside ours ------------------------------------------------
-def _differences(seed: str, s, r) -> str:
-    ours = (
-        f"ours: {r.dataset} {r.image_size}x{r.image_size}, batch {r.batch_size}, {r.data_mode} data "
-        "mode, synchronised windows"
-    )
-    if seed == "000":
-        return f"000: {s.configuration}; {ours}"
-    return f"003: {s.configuration}, batch {s.batch_size}; {ours}"
+def _memory_ours_004(mem: pd.DataFrame) -> pd.DataFrame:
+    return _side(_where(mem, lambda d: (d.model == "mlp") & (d.status == "ok")), _MEMORY_004, 1)
 
 
-def published_beside_ours(scenario_a: pd.DataFrame) -> pd.DataFrame:
-    """The seeds' published throughputs beside ours, every run and configuration (fp32 NCHW eager) shown."""
+_MEMORY_004 = {  # our MLP's memory per run, backend and component, MiB shown in the seed's MB
+    "source": (None, lambda o: o.run_name.map(_ours_label)),
+    **{c: (None, c) for c in ("backend", "model", "component")},
+    **{f"{c}_mb": (None, lambda o, c=c: o[f"{c}_mib"] * MIB_TO_MB) for c in ("computed", "measured")},
+    **{f"{c}_mib": (None, f"{c}_mib") for c in ("computed", "measured")},
+    "differences": (
+        None,
+        lambda o: "ours: MiB x 1.048576 = MB; " + o.get("method", pd.Series("", index=o.index)).fillna(""),
+    ),
+}
+
+
+def _throughputs(scenario_a: pd.DataFrame) -> pd.DataFrame:
+    """Seeds 000's and 003's published throughputs beside each of our runs and configurations (fp32 NCHW eager)."""
     ok = _fp32(scenario_a)
     if ok.empty:
-        return pd.DataFrame()
+        return ok
     index = ["run_name", "device_class", "device_name", *[k for k in match_keys() if k != "phase"]]
     ours = ok.pivot_table(index=index, columns="phase", values="throughput_img_s", aggfunc="first")
     cis = ok.pivot_table(index=index, columns="phase", values="throughput_ci95_img_s", aggfunc="first")
     ours = ours.reset_index().merge(cis.add_suffix("_ci95").reset_index(), on=index, how="left")
-    tables = (("000", published.THROUGHPUT_000), ("003", published.THROUGHPUT_003))
     return pd.DataFrame(
         [
             {
@@ -582,64 +453,86 @@ def published_beside_ours(scenario_a: pd.DataFrame) -> pd.DataFrame:
                 "ours_train_img_s": getattr(r, "train", None),
                 "ours_train_ci95_img_s": getattr(r, "train_ci95", None),
                 "ours_eval_img_s": getattr(r, "eval", None),
-                "differences": _differences(seed, s, r),
+                "differences": f"{seed}: {s.configuration}{'' if seed == '000' else f', batch {s.batch_size}'}; ours: "
+                f"{r.dataset} {r.image_size}x{r.image_size}, batch {r.batch_size}, {r.data_mode} data mode, "
+                "synchronised windows",
             }
             for r in ours.itertuples()
-            for seed, table in tables
+            for seed, table in (("000", P.THROUGHPUT_000), ("003", P.THROUGHPUT_003))
             for s in table[(table.model == r.model) & (table.device_class == r.device_class)].itertuples()
         ]
     )
 
 
-def epochs_beside_published(epochs: pd.DataFrame) -> pd.DataFrame:
-    """Seed 000's epoch times (6,400-image 'epochs') beside ours, per model, with each epoch's images."""
-    pub = published.EPOCHS_000.assign(source=_pub(published.SEED_000), images=published.EPOCH_IMAGES_000)
-    sq_t4 = (pub.model == "squeezenet1_1") & (pub.device_class == "t4")
-    pub.loc[sq_t4, "images"] = published.EPOCH_IMAGES_000 // 2
-    cols = ["source", "model", "device", "images", "train_epoch_s", "val_epoch_s"]
-    pub = pub.rename(columns={"device_class": "device"})[cols]
+_EPOCH_COLUMNS = ["source", "model", "device", "images", "train_epoch_s", "val_epoch_s"]
+
+
+def _epochs_000() -> pd.DataFrame:
+    pub = P.EPOCHS_000.assign(source=_pub(P.SEED_000), images=P.EPOCH_IMAGES_000)
+    pub.loc[(pub.model == "squeezenet1_1") & (pub.device_class == "t4"), "images"] = P.EPOCH_IMAGES_000 // 2
+    return pub.rename(columns={"device_class": "device"})[_EPOCH_COLUMNS]
+
+
+def _epochs_join(pub: pd.DataFrame, ours: pd.DataFrame) -> pd.DataFrame:
+    return pd.concat([pub, ours], ignore_index=True).sort_values(["model", "source"], kind="stable")
+
+
+def _epochs_ours(epochs: pd.DataFrame) -> pd.DataFrame:
     if epochs.empty or "train_epoch_s" not in epochs:
-        return pub
+        return pd.DataFrame()
     ok = epochs[epochs.status == "ok"]
     named = {"device_name": "device", "train_images": "images"}
     ours = ok[["model", *named, "train_epoch_s", "val_epoch_s"]].rename(columns=named)
-    return pd.concat([pub, ours.assign(source="ours: " + ok.run_name)[cols]], ignore_index=True).sort_values(
-        ["model", "source"], kind="stable"
+    return ours.assign(source="ours: " + ok.run_name)[_EPOCH_COLUMNS]
+
+
+def _transfer_002(transfer: pd.DataFrame) -> pd.DataFrame:
+    """06's ok rows, in seed 002's columns where they share one and every timing, rate and memory column."""
+    if transfer.empty:
+        return transfer
+    ok = transfer[transfer.status == "ok"] if "status" in transfer else transfer
+    mine = ok.assign(source="ours: " + ok.run_name.astype(str))
+    cols = [
+        "source",
+        *[c for c in ["device_class", *P.TIMES_002.columns] if c in mine.columns and c != "source"],
+    ]
+    cols = list(dict.fromkeys(cols))
+    extra = [c for c in mine.columns if c not in cols and c.endswith(("_s", "_img_s", "_pct", "_mib", "_mb"))]
+    return mine[cols + extra]
+
+
+def _rss_001(memory: pd.DataFrame) -> pd.Series:
+    """Process RSS after one step (baseline + growth, MiB) per run and backend, from backend_memory.csv."""
+    if memory.empty:
+        return pd.Series(dtype=float)
+    rss = memory.model.eq("mnist_cnn") & memory.component.isin(["process_rss_baseline", "process_rss_growth"])
+    return memory[rss].groupby(["run_name", "backend"]).measured_mib.sum(min_count=1)
+
+
+def _accuracy_gap_001(epochs: int, images: float) -> str:
+    s = P.setup("001")
+    data = "MNIST's" if images == s["train_images"] else f"{images:,.0f} (not MNIST's {s['train_images']:,})"
+    return (
+        f"ours: {epochs} epoch(s) of {data} training images (synthetic MNIST-shaped glyphs unless "
+        f"scratch_dataset is mnist) vs the seed's {s['epochs']} epochs of real MNIST: our accuracy is "
+        "not the seed's for that reason, not the backend's; total_s sums every epoch, the first "
+        "included; process RSS is one reading after a step (baseline + growth), the seed's an average "
+        "over training"
     )
 
 
-def beside(published_table: pd.DataFrame, ours: pd.DataFrame, key: str, label: str) -> pd.DataFrame:
-    """A seed's table and ours stacked with a ``source`` column (ours per run); the seed's alone, labelled,
-    when no run produced ``label``'s CSV."""
-    pub = published_table.assign(source=_pub(published_table.source.iloc[0]))
-    if ours.empty:
-        return _alone(pub, f"{label}.csv")
-    ok = ours[ours.status == "ok"] if "status" in ours else ours
-    mine = ok.assign(source="ours: " + ok.run_name.astype(str))
-    shared = [c for c in [key, *pub.columns] if c in mine.columns and c != "source"]
-    cols = list(dict.fromkeys(["source", *shared]))
-    extra = [c for c in mine.columns if c not in cols and c.endswith(("_s", "_img_s", "_pct", "_mib", "_mb"))]
-    return pd.concat([pub, mine[cols + extra]], ignore_index=True)
-
-
-def backends_beside_001(backends: pd.DataFrame, memory: pd.DataFrame | None = None) -> pd.DataFrame:
-    """Seed 001's Table I (the MNIST CNN per backend) beside our CNN, like with like: one row per run and
-    backend from ``backends.csv``'s ``mnist_cnn`` rows only (the MLP's rows are seed 004's experiment),
-    summarised as 05 does (:func:`cnnbench.scratch.summary.summarize`: every epoch but the first), a ``model``
-    column on both sides; the seed's table alone, labelled, when no run wrote the CNN's rows. Ours also
-    carries its total training time (every epoch, the first included, as the seed's), the process RSS after a
-    step from ``backend_memory.csv`` (``memory``) and the ``differences`` that explain the accuracy gap (our
-    data, our epochs)."""
-    pub = published.BACKENDS_001.assign(source=_pub(published.SEED_001))
+def _backends_001(backends: pd.DataFrame, memory: pd.DataFrame) -> pd.DataFrame:
+    """Our MNIST CNN (``backends.csv``'s ``mnist_cnn`` rows only) summarised as 05 does (every epoch but the
+    first), with its total time (every epoch), the process RSS after a step and the accuracy gap explained."""
     cnn = _where(backends, lambda d: d.model == "mnist_cnn")
     summ = scratch_summary.summarize(cnn) if len(cnn) else pd.DataFrame()
     if summ.empty:
-        return _alone(pub, "backends.csv")
+        return summ
     g = cnn[cnn.status == "ok"].groupby(["run_name", "backend"])
     per = pd.DataFrame({"total_s": g.epoch_s.sum(), "epochs": g.epoch.nunique(), "images": g.images.first()})
     per["process_rss_mib"] = _rss_001(memory).reindex(per.index)
     per = per.reindex(list(zip(summ.run_name, summ.backend, strict=True)))
-    ours = pd.DataFrame(
+    return pd.DataFrame(
         {
             "source": "ours: " + summ.run_name.astype(str),
             "model": summ.model,
@@ -657,20 +550,18 @@ def backends_beside_001(backends: pd.DataFrame, memory: pd.DataFrame | None = No
             ],
         }
     )
-    pub = pub.rename(columns={"configuration": "differences"})
-    first = ["source", "model", "backend"]
+
+
+def _backends_join(pub: pd.DataFrame, ours: pd.DataFrame) -> pd.DataFrame:
+    pub, first = pub.rename(columns={"configuration": "differences"}), ["source", "model", "backend"]
     return pd.concat([pub[[*first, *pub.columns.drop(first)]], ours], ignore_index=True)
 
 
-def ops_beside_published(ops: pd.DataFrame) -> pd.DataFrame:
-    """Seed 004's Table 4 beside ours: the MLP's ms per step by op kind (sums of per-op medians), one column
-    per backend, one block of rows per run, the seed's NumPy and CuPy figures beside each; the seed's table
-    alone, labelled, when no run wrote backend_ops.csv with the MLP."""
+def _ops_004(ops: pd.DataFrame) -> pd.DataFrame:
+    """The MLP's ms per step by op kind per run and backend, the seed's figures beside (scratch.summary)."""
     groups = ops.groupby("run_name") if len(ops) else []
     blocks = {run: b for run, g in groups if len(b := scratch_summary.beside_seed_004(g))}
-    if not blocks:
-        return beside(published.OPS_004, pd.DataFrame(), "operation", "backend_ops")
-    return pd.concat(blocks, names=["run_name", "op_kind"]).reset_index()
+    return pd.concat(blocks, names=["run_name", "op_kind"]).reset_index() if blocks else pd.DataFrame()
 
 
 _TELEMETRY_CONFIG = (
@@ -689,28 +580,150 @@ _GPU_SUMMARY = {
 
 def telemetry_summary(tele: pd.DataFrame) -> pd.DataFrame:
     """Our sampled GPU telemetry, one row per run, configuration and GPU (``gpu``: its index): utilisation,
-    power and temperature (mean and max over the measured windows) and memory used (max), with the sample
-    count."""
+    power and temperature (mean and max over the measured windows), memory used (max) and the sample count."""
     g = _where(tele, lambda d: d.metric.isin({m for _, m in _GPU_SUMMARY}))
     if g.empty:
         return pd.DataFrame()
     keys = ["run_name", "device_name", *[c for c in _TELEMETRY_CONFIG if c in g], "device_index"]
-    by = g.groupby([*keys, "metric"], dropna=False, sort=False)
-    wide = by.value.agg(["mean", "max", "size"]).unstack("metric")
+    wide = (
+        g.groupby([*keys, "metric"], dropna=False, sort=False)
+        .value.agg(["mean", "max", "size"])
+        .unstack("metric")
+    )
     samples = wide["size"].max(axis=1).rename("samples")
     wide = wide[[c for c in _GPU_SUMMARY if c in wide.columns]]
     wide.columns = [_GPU_SUMMARY[c] for c in wide.columns]
     return wide.join(samples).reset_index().rename(columns={"device_index": "gpu"})
 
 
-def telemetry_beside_published(tele: pd.DataFrame) -> pd.DataFrame:
-    """Seed 002's single nvidia-smi snapshots beside our GPU telemetry summarised per run, configuration and
-    GPU (:func:`telemetry_summary`); the seed's table alone, labelled, when no run sampled a GPU."""
+def _telemetry_002(tele: pd.DataFrame) -> pd.DataFrame:
     ours = telemetry_summary(tele)
-    pub = published.TELEMETRY_002.assign(source=_pub(published.SEED_002))
-    if ours.empty:
-        return pub.assign(
-            note="no run of this analysis sampled a GPU (telemetry.csv): the published table alone"
+    return (
+        ours.rename(columns={"source": "measured_in"}).assign(source="ours: " + ours.run_name.astype(str))
+        if len(ours)
+        else ours
+    )
+
+
+_PERF = ["throughput_img_s", "achieved_tflops", "peak_device_mem_mib", "peak_rss_mib"]
+_MODELS = "wrote scenario_a.csv with the seed's models"
+# Each seed table beside ours: name -> (the results tables ours reads, the seed's rows (a published view or a
+# function), our rows from those tables, the column map applied to both (None: both already in the table's
+# columns), how they join (sort keys to stack by, None to concatenate, or a function of both), and what no run
+# did when ours is empty (the seed's rows alone with a ``note`` saying so; None: no note)).
+BESIDE = {
+    "performance_000": (
+        "scenario_a",
+        "THROUGHPUT_000",
+        lambda sa: _wide(_fp32(sa, lambda d: d.model.isin(P.THROUGHPUT_000.model)), _PERF),
+        _TABLE_3,
+        ["model"],
+        _MODELS,
+    ),
+    "speedups_000": (
+        "scenario_a",
+        _pairs_000,
+        _speedups_000,
+        _TABLE_8,
+        ["model", "phase"],
+        "wrote scenario_a.csv",
+    ),
+    "utilisation_000": (
+        "scenario_a",
+        "UTILISATION_000",
+        lambda sa: _fp32(sa, lambda d: (d.phase == "train") & d.model.isin(P.UTILISATION_000.model)),
+        _TABLE_5,
+        ["model"],
+        _MODELS,
+    ),
+    "epochs_000": ("epochs", _epochs_000, _epochs_ours, None, _epochs_join, None),
+    "sweep_000": (
+        "batch_sweep",
+        "SWEEP_000",
+        lambda bs: _where(bs, lambda d: (d.model == "squeezenet1_1") & (d.phase == "train")),
+        _TABLE_6,
+        ["model", "batch_size"],
+        "wrote batch_sweep.csv with squeezenet1_1",
+    ),
+    "throughputs": ("scenario_a", pd.DataFrame, _throughputs, None, None, None),
+    "achieved_003": (
+        "batch_sweep scenario_a roofline",
+        "ACHIEVED_003",
+        _achieved_003,
+        _ACHIEVED_003,
+        ["model", "batch_size"],
+        "wrote batch_sweep.csv or scenario_a.csv with these models",
+    ),
+    "backends_001": (
+        "backends backend_memory",
+        "BACKENDS_001",
+        _backends_001,
+        None,
+        _backends_join,
+        "wrote backends.csv",
+    ),
+    "ops_004": ("backend_ops", "OPS_004", _ops_004, None, lambda pub, ours: ours, "wrote backend_ops.csv"),
+    "memory_004": (
+        "backend_memory",
+        _memory_004,
+        _memory_ours_004,
+        None,
+        None,
+        "wrote backend_memory.csv with the MLP",
+    ),
+    "times_004": ("backends", _times_004, _times_ours_004, None, None, "wrote backends.csv with the MLP"),
+    "telemetry_002": (
+        "telemetry",
+        "TELEMETRY_002",
+        _telemetry_002,
+        None,
+        None,
+        "sampled a GPU (telemetry.csv)",
+    ),
+    "times_002": ("transfer", "TIMES_002", _transfer_002, None, None, "wrote transfer.csv"),
+    "inference_002": (
+        "scenario_a",
+        lambda: P.table("INFERENCE_002"),
+        lambda sa: _fp32(sa, lambda d: (d.model == "densenet121") & (d.phase == "eval")),
+        _INFERENCE_002,
+        ["model"],
+        "wrote scenario_a.csv with densenet121 eval",
+    ),
+    "cpu_002": (
+        "transfer scenario_a",
+        _cpu_002,
+        _cpu_ours_002,
+        None,
+        None,
+        "wrote transfer.csv or a CPU scenario_a.csv",
+    ),
+}
+
+
+def beside(name: str, merged=None) -> pd.DataFrame:
+    """Seed table ``name`` (a key of :data:`BESIDE`) beside our rows from ``merged`` (a
+    :class:`~cnnbench.results.runs.Merged` or a dict of results tables; a table it lacks is empty)."""
+    reads, theirs, ours, columns, join, alone = BESIDE[name]
+    tables = getattr(merged, "tables", merged or {})
+    mine = ours(*(tables.get(t, pd.DataFrame()) for t in reads.split()))
+    pub = theirs() if callable(theirs) else getattr(P, theirs)
+    pub = pub if callable(theirs) or columns else pub.assign(source=_pub(pub.source.iloc[0]))
+    if columns:
+        pub, mine = _side(pub, columns, 0), _side(mine, columns, 1)
+    if mine.empty:
+        return (
+            pub.assign(note=f"no run of this analysis {alone}: the published table alone") if alone else pub
         )
-    ours = ours.rename(columns={"source": "measured_in"}).assign(source="ours: " + ours.run_name.astype(str))
-    return pd.concat([pub, ours], ignore_index=True)
+    if join is None:
+        return pd.concat([pub, mine], ignore_index=True)
+    return join(pub, mine) if callable(join) else _stack(pub, mine, join)
+
+
+def published_beside_ours(scenario_a: pd.DataFrame) -> pd.DataFrame:
+    """:func:`beside` ``"throughputs"`` (kept for :mod:`cnnbench.analysis.overview`)."""
+    return beside("throughputs", {"scenario_a": scenario_a})
+
+
+def speedups_beside_000(scenario_a: pd.DataFrame) -> pd.DataFrame:
+    """:func:`beside` ``"speedups_000"`` (kept for :mod:`cnnbench.analysis.cli`)."""
+    return beside("speedups_000", {"scenario_a": scenario_a})
