@@ -171,7 +171,8 @@ def test_every_fp32_experiment_runs_its_steps_with_tf32_off(monkeypatch, tmp_pat
 
     from cnnbench.params import Params
     from cnnbench.results import files
-    from cnnbench.scaling import ddp
+    from cnnbench.measure import engine
+    from cnnbench.scaling import ddp, launch
     from cnnbench.scratch import experiment
     from cnnbench.transfer import finetuning
 
@@ -182,10 +183,11 @@ def test_every_fp32_experiment_runs_its_steps_with_tf32_off(monkeypatch, tmp_pat
     with devices.using(every):
         monkeypatch.setattr(experiment, "_run_all", lambda *a: every.log.append("scratch steps") or {})
         experiment.run_all(types.SimpleNamespace(), data=object())
-        monkeypatch.setattr(ddp, "train", lambda *a: every.log.append("ddp steps") or {})
+        monkeypatch.setattr(ddp, "_run", lambda *a, **k: every.log.append("ddp steps") or {})
         monkeypatch.setattr(ddp.dist, "init_process_group", lambda *a, **k: None)
         monkeypatch.setattr(ddp.dist, "destroy_process_group", lambda: None)
-        ddp.main(["--out", str(tmp_path), "--backend", "gloo"])
+        cfg = engine.Config.of("mnist_cnn", "train", 28, 10, 1, batch_size=2)
+        ddp.main([launch.command(1, ddp.job(Params(), cfg, "gloo", tmp_path, 1, 1))[-1]])
         monkeypatch.setattr(finetuning, "datasets", lambda p: (range(10), range(4), 10))
         monkeypatch.setattr(finetuning, "check_weights", lambda *a: "")
         monkeypatch.setattr(finetuning, "fit", lambda *a, **k: every.log.append("fine-tuning steps"))

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from cnnbench import data, results
+from cnnbench import data, devices, results
 from cnnbench.measure import engine, reproducibility, runner
 from cnnbench.measure.engine import Config
 
@@ -81,7 +81,7 @@ def measure(
     p = run.params
     rows = runner.run_configs(
         configs,
-        run.device,
+        devices.backend(run.device),  # the one backend of this measurement, passed down
         p,
         run.path(f"{name}.csv"),
         run.path(f"{name}_steps.csv"),

@@ -13,18 +13,16 @@ import threading
 import time
 from collections.abc import Callable
 
-import torch
-
-from cnnbench import devices
 from cnnbench.devices.energy import Unavailable
+from cnnbench.measure import timing
 
 NVML_MIN_WINDOW_S = 1.0  # NVML's energy counter updates every 20-100 ms: shorter windows are too coarse
 COLUMNS = ("energy_j", "energy_j_per_image", "avg_power_w", "energy_source", "energy_note")
 
 
-def counter_for(device: torch.device):
+def counter_for(device):
     """The energy counter that covers ``device``'s work (its backend's), or :class:`Unavailable` with the reason."""
-    return devices.backend(device).energy_counter()
+    return timing.backend_of(device).energy_counter()
 
 
 class Meter:
@@ -33,12 +31,12 @@ class Meter:
 
     def __init__(
         self,
-        device: torch.device | None = None,
+        device=None,
         counter=None,
         poll_s: float = 1.0,
         clock: Callable[[], float] = time.perf_counter,
     ):
-        self.counter = counter if counter is not None else counter_for(device or torch.device("cpu"))
+        self.counter = counter if counter is not None else counter_for(device or "cpu")
         self.poll_s, self.clock = poll_s, clock
         self.joules, self.seconds = 0.0, 0.0
         self._last = None

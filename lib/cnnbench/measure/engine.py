@@ -127,11 +127,17 @@ class Workload:
     """The model, optimizer (sgd, adam or adamw; lr and momentum the params'), loss and data of one
     configuration on one device, and its step function. ``with Workload(cfg, device, p) as work:`` applies
     every knob of ``cfg`` and builds the workload inside it; leaving the block frees it and restores every
-    setting the knobs changed."""
+    setting the knobs changed. ``device``: a torch device or its backend."""
 
-    def __init__(self, cfg: Config, device: torch.device, p, dataset=None, optimizer: str = "sgd"):
-        self.cfg, self.device, self.p, self.dataset, self.optimizer_name = cfg, device, p, dataset, optimizer
-        self.backend = devices.backend(device)
+    def __init__(self, cfg: Config, device, p, dataset=None, optimizer: str = "sgd"):
+        self.backend = timing.backend_of(device)
+        self.cfg, self.device, self.p, self.dataset, self.optimizer_name = (
+            cfg,
+            self.backend.device,
+            p,
+            dataset,
+            optimizer,
+        )
         self.last_loss: torch.Tensor | None = None
         self._settings = None
 
@@ -236,13 +242,13 @@ class Workload:
         return value
 
 
-def failure(err: BaseException, device: torch.device | None = None) -> dict:
+def failure(err: BaseException, device=None) -> dict:
     """The status and message of a failed measurement: unavailable, oom, unstable (non-finite loss) or error."""
     if isinstance(err, UnstableLoss):
         return {"status": "unstable", "error": str(err)}
     if isinstance(err, devices.Unavailable):
         return {"status": "unavailable", "error": str(err)}
-    b = devices.backend(device or "cpu")
+    b = timing.backend_of(device or "cpu")
     return {
         "status": "oom" if b.is_oom(err) else "error",
         "error": f"{b.oom_note(err)}{type(err).__name__}: {err}"[:500],
@@ -266,19 +272,20 @@ def _window_target(p) -> tuple[float, int]:
     return (p.min_window_s, p.measured_steps) if p.measured_steps else (p.window_s, 5)
 
 
-def config_key(cfg: Config, device: torch.device, p) -> dict:
+def config_key(cfg: Config, device, p) -> dict:
     """The columns that identify a measurement: the workload, the device kind, every knob as it is in force there
-    (:func:`cnnbench.knobs.in_force`) and the protocol (:data:`PROTOCOL_KEYS`)."""
-    b = devices.backend(device)
+    (:func:`cnnbench.knobs.in_force`) and the protocol (:data:`PROTOCOL_KEYS`). ``device``: or its backend."""
+    b = timing.backend_of(device)
     in_force = cfg.replace(**knobs.in_force(cfg.setting, b)).columns()
     return {**in_force, "device_kind": b.kind, **{k: getattr(p, k) for k in PROTOCOL_KEYS}}
 
 
-def _base_row(cfg: Config, device: torch.device, p) -> dict:
-    return {**config_key(cfg, device, p), "device_name": devices.device_name(device)}
+def _base_row(cfg: Config, device, p) -> dict:
+    b = timing.backend_of(device)
+    return {**config_key(cfg, b, p), "device_name": b.name()}
 
 
-def crashed(cfg: Config, device: torch.device, p, exitcode: int | None) -> dict:
+def crashed(cfg: Config, device, p, exitcode: int | None) -> dict:
     """The row of a configuration whose worker process died (segfault, OOM killer, os._exit)."""
     return {
         **_base_row(cfg, device, p),
@@ -321,7 +328,7 @@ def _memory(b: devices.Backend, sampler: telemetry.Sampler, summary: dict, warmu
 
 def measure(
     cfg: Config,
-    device: torch.device,
+    device,
     p,
     dataset=None,
     timer: timing.StepTimer | None = None,
@@ -331,19 +338,20 @@ def measure(
     """Measure one configuration in this process with the protocol ``p``; always returns a row (``status`` ok,
     unavailable, oom, unstable or error). ``peak_rss_mib`` is reset here where the OS allows, so it is this
     configuration's own; ``isolation`` says "worker", "in_process" or "in_process_unreset" (the high-water
-    mark may be an earlier configuration's). ``telemetry_series`` and ``step_times_s`` ride along."""
-    b = devices.backend(device)
-    row = _base_row(cfg, device, p)
+    mark may be an earlier configuration's). ``telemetry_series`` and ``step_times_s`` ride along. ``device``: a
+    torch device or its backend, made once per measurement and passed down."""
+    b = timing.backend_of(device)
+    row = _base_row(cfg, b, p)
     row["timestamp"] = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
     row.update(status="ok", error="")
-    timer = timer or timing.StepTimer(device)
+    timer = timer or timing.StepTimer(b)
     try:
         b.empty_cache()
         b.reset_peak_memory()
         reset = devices.reset_peak_rss()
         row["isolation"] = isolation if reset or isolation == "worker" else f"{isolation}_unreset"
         row["baseline_rss_mib"] = devices.rss_mib()
-        with Workload(cfg, device, p, dataset) as work, warnings.catch_warnings(record=True) as caught:
+        with Workload(cfg, b, p, dataset) as work, warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             t0 = time.perf_counter()
             work.step()  # first step: compilation (if on) and lazy initialisation, timed on its own
@@ -366,7 +374,7 @@ def measure(
             step_times, window_times, spans, counts = [], [], [], []
             faults = heap.minor_faults()
             floor = p.min_window_s if p.measured_steps else 0.0
-            with telemetry.Sampler(device, p.telemetry_interval_s) as sampler, energy.Meter(device) as meter:
+            with telemetry.Sampler(b, p.telemetry_interval_s) as sampler, energy.Meter(b) as meter:
                 for _ in range(p.repeats):
                     begin = sampler.elapsed()
                     times, wall = timer.window(work.step, n, floor)
@@ -400,5 +408,5 @@ def measure(
         if cfg.compile != "off":
             row["compile_s"] = max(row["first_step_s"] - row["step_time_median_s"], 0.0)
     except Exception as err:  # noqa: BLE001 - every failure becomes a row, the run goes on
-        row.update(failure(err, device))
+        row.update(failure(err, b))
     return row

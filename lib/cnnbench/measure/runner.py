@@ -20,9 +20,6 @@ import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-import torch
-
-from cnnbench import devices
 from cnnbench.measure import energy, engine, telemetry, timing
 from cnnbench.measure.engine import Config
 from cnnbench.progress import bar, process_done, resumed, row_done, say
@@ -101,7 +98,7 @@ def _measure(pairs, device, p, datasets: list, isolate: bool, until: float, reco
     from cnnbench.measure import worker
 
     busy = [process == 1 for _, process in pairs]  # the device's busy share: profiled in a first process
-    if isolate and devices.backend(device).round_worker and pairs and time.perf_counter() < until:
+    if isolate and device.round_worker and pairs and time.perf_counter() < until:
         cfgs = [s.cfg for s, _ in pairs]
         worker.measure_round(cfgs, device, p, datasets, busy, lambda i, row: record(*pairs[i], row))
         return
@@ -283,7 +280,7 @@ def _rounds(
 
 def run_configs(
     configs: Iterable[Config],
-    device: torch.device,
+    device,
     p,
     path,
     steps_path=None,
@@ -299,8 +296,9 @@ def run_configs(
     ``configs``, this run's and resumed ones, in the file's order. ``isolate``: each process a fresh worker (a
     crash is a ``crashed`` row), else a fresh workload in this process. ``only``: measure these now (all of
     ``configs`` stay this invocation's rows) and return their rows. ``reuse``: a results file whose finished
-    rows of the same configurations are copied, with ``measured_in`` naming it, instead of measured again."""
-    configs = list(configs)
+    rows of the same configurations are copied, with ``measured_in`` naming it, instead of measured again.
+    ``device``: a torch device or its backend (made once, passed down to every measurement)."""
+    device, configs = timing.backend_of(device), list(configs)
     files = _files(path, steps_path, telemetry_path)
     results, windows, steps, _ = files
     keys = [engine.config_key(c, device, p) for c in configs]
@@ -322,7 +320,7 @@ def run_configs(
     probed = {"img_s": math.nan}
 
     def probe() -> None:  # the host CPU's own speed before each round (telemetry.speed_probe), where the
-        if devices.backend(device).on_host and states:  # host CPU is the measured device
+        if device.on_host and states:  # host CPU is the measured device
             probed["img_s"] = telemetry.speed_probe()
 
     total = sum(max(p.processes - len(s.processes), 0) for s in states)

@@ -27,9 +27,9 @@ import pandas as pd
 import psutil
 import torch
 
-from cnnbench import devices, paths, results
+from cnnbench import paths, results
 from cnnbench.measure.reproducibility import number
-from cnnbench.measure.timing import STALL_FACTOR
+from cnnbench.measure.timing import STALL_FACTOR, backend_of
 
 # NVML's clock throttle reasons, bit 0x1 upwards
 _THROTTLES = "gpu_idle app_clocks sw_power_cap hw_slowdown sync_boost sw_thermal hw_thermal hw_power_brake"
@@ -73,10 +73,9 @@ _SUMMARY = {
 class Sampler:
     """``with Sampler(device) as s: ...`` then ``s.series()`` (every sample) and ``s.summary()`` (per row)."""
 
-    def __init__(
-        self, device: torch.device, interval_s: float = 0.1, clock: Callable[[], float] = time.perf_counter
-    ):
-        self.device, self.interval_s, self.clock = device, interval_s, clock
+    def __init__(self, device, interval_s: float = 0.1, clock: Callable[[], float] = time.perf_counter):
+        self._backend = backend_of(device)
+        self.device, self.interval_s, self.clock = self._backend.device, interval_s, clock
         self.samples: list[tuple[float, str, float, int | None]] = []
         self.throttle: set[str] = set()
         self.power_source = ""  # which NVML reading gpu_power_w holds (POWER_INSTANT or POWER_AVERAGE)
@@ -86,7 +85,6 @@ class Sampler:
         self._cores = psutil.cpu_count() or 1
         self._last_cpu: tuple[float, float] | None = None  # (clock, this process tree's CPU seconds)
         self._t0 = clock()
-        self._backend = devices.backend(device)
         self._nvml, self._handles, self.measured_index = self._backend.gpus()
 
     def _add(self, t: float, metric: str, value: float, index: int | None = None) -> None:

@@ -19,7 +19,7 @@ import traceback
 import torch
 
 from cnnbench import devices, paths
-from cnnbench.measure import engine
+from cnnbench.measure import engine, timing
 
 forkserver = sys.modules.get("multiprocessing.forkserver")
 if forkserver and any(f.f_code is forkserver.main.__code__ for f, _ in traceback.walk_stack(None)):
@@ -71,8 +71,8 @@ def _test_hook(model: str, hooks: str) -> None:
 
 def _jobs(cfgs, device_spec: str, p, datasets, hooks: str, known_flops, busy, isolation: str, conn) -> None:
     """The worker's body: take the device, measure each configuration in turn, send each row as it is made."""
-    device = torch.device(device_spec)
-    devices.backend(device).enter_worker()
+    device = devices.backend(device_spec)  # this process's one backend, passed down
+    device.enter_worker()
     for cfg, dataset, known, profile in zip(cfgs, datasets, known_flops, busy, strict=True):
         if known is not None:
             engine._FLOPS[(cfg.model, cfg.image_size, cfg.num_classes)] = known
@@ -85,14 +85,14 @@ def _jobs(cfgs, device_spec: str, p, datasets, hooks: str, known_flops, busy, is
     conn.close()
 
 
-def measure_isolated(cfg: engine.Config, device: torch.device, p, dataset=None, busy: bool = True) -> dict:
+def measure_isolated(cfg: engine.Config, device, p, dataset=None, busy: bool = True) -> dict:
     """:func:`cnnbench.measure.engine.measure` in a fresh worker process; a worker that dies gives a ``crashed`` row."""
     rows = []
     measure_round([cfg], device, p, [dataset], [busy], lambda i, row: rows.append(row))
     return rows[0]
 
 
-def measure_round(cfgs: list, device: torch.device, p, datasets: list, busy: list[bool], on_row) -> None:
+def measure_round(cfgs: list, device, p, datasets: list, busy: list[bool], on_row) -> None:
     """Each of ``cfgs`` measured in turn, in one fresh worker process where there are several (isolation
     "round_worker": a device whose memory peaks reset per configuration and whose processes take seconds to start),
     else in its own ("worker"); ``on_row(i, row)`` as each row arrives. A worker that dies gives the configuration
@@ -112,7 +112,7 @@ def measure_round(cfgs: list, device: torch.device, p, datasets: list, busy: lis
     exitcode = _in_worker(
         _jobs,
         f"cnnbench-worker-{cfgs[0].model}",
-        (cfgs, str(device), p, datasets, hooks, known_flops, busy, isolation),
+        (cfgs, str(timing.backend_of(device).device), p, datasets, hooks, known_flops, busy, isolation),
         lambda row: on_row(len(got), row) or got.append(row),
         len(cfgs),
     )
