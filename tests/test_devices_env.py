@@ -169,9 +169,9 @@ def test_every_fp32_experiment_runs_its_steps_with_tf32_off(monkeypatch, tmp_pat
 
     from fakes import FakeGPU
 
+    from cnnbench.measure import engine
     from cnnbench.params import Params
     from cnnbench.results import files
-    from cnnbench.measure import engine
     from cnnbench.scaling import ddp, launch
     from cnnbench.scratch import experiment
     from cnnbench.transfer import finetuning
