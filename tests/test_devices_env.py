@@ -190,9 +190,16 @@ def test_every_fp32_experiment_runs_its_steps_with_tf32_off(monkeypatch, tmp_pat
         ddp.main([launch.command(1, ddp.job(Params(), cfg, "gloo", tmp_path, 1, 1))[-1]])
         monkeypatch.setattr(finetuning, "datasets", lambda p: (range(10), range(4), 10))
         monkeypatch.setattr(finetuning, "check_weights", lambda *a: "")
-        monkeypatch.setattr(finetuning, "fit", lambda *a, **k: every.log.append("fine-tuning steps"))
+        monkeypatch.setattr(finetuning, "epochs", lambda *a, **k: every.log.append("fine-tuning steps"))
         run = types.SimpleNamespace(
-            params=Params(transfer_devices=["cpu"], transfer_batch_sizes=[8], transfer_lrs=[0.01]),
+            params=Params(
+                transfer_devices=["cpu"],
+                transfer_batch_sizes=[8],
+                transfer_lrs=[0.01],
+                transfer_model="squeezenet1_1",
+                pretrained=False,
+                workers=0,
+            ),
             device=torch.device("cpu"),
             dir=tmp_path,
             path=lambda n: tmp_path / n,
@@ -277,14 +284,17 @@ def test_host_batches_copy_non_blocking_only_to_cuda_from_pinned_memory(kind, pi
     assert x.copies == y.copies == [(kind, expected)]
 
     x, y = _HostTensor(pinned), _HostTensor(pinned)
+    work = types.SimpleNamespace(
+        backend=b, device=torch.device(kind), cfg=types.SimpleNamespace(memory_format="nchw")
+    )
+    work.to_device = lambda *xy: engine.Workload.to_device(work, *xy)
+    work.model, work.train_step = _StopNet(), lambda batch: _StopNet()(batch[0])
     with (
         mock.patch.object(type(b), "synchronize", lambda self: None),
         mock.patch.object(torch, "zeros", lambda *a, **k: torch.tensor(0.0)),
         pytest.raises(_Stop),
     ):
-        finetuning.train_epoch(
-            _StopNet(), types.SimpleNamespace(zero_grad=lambda **k: None), None, [(x, y)], torch.device(kind)
-        )
+        finetuning.train_epoch(work, [(x, y)])
     assert x.copies == y.copies == [(kind, expected)]
 
 
