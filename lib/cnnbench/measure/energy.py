@@ -1,10 +1,5 @@
-"""Energy of a measured window, from a hardware counter read before and after it, or empty with the reason.
-
-Sources: NVIDIA's ``nvmlDeviceGetTotalEnergyConsumption`` (windows shorter than :data:`NVML_MIN_WINDOW_S` get
-none, with the reason); Linux RAPL package zones (``/sys/class/powercap/intel-rapl:N/energy_uj``, the whole
-package, polled every ``poll_s`` so no wrap is missed); none on Apple silicon (``powermetrics`` needs sudo).
-Never a guess: with no readable counter ``energy_j`` is NaN and ``energy_note`` says why. Columns: ``energy_j``,
-``energy_j_per_image``, ``avg_power_w``, ``energy_source``, ``energy_note``."""
+"""Energy of a measured window from a hardware counter read before and after it (NVML's total energy, Linux
+RAPL's package zones polled so no wrap is missed), or NaN with the reason in ``energy_note``: never a guess."""
 
 from __future__ import annotations
 

@@ -1,16 +1,6 @@
-"""Telemetry sampled in a background thread only while a measured window runs, kept as time series.
-
-Host (psutil): CPU % per core and overall, this process's CPU % (100 = one core), resident memory, CPU steal,
-the CPU load of every other process and the CPU clock; :func:`judge` turns them into a verdict per measurement
-(quiet | busy) with the figures. NVIDIA, for every GPU (nvidia-ml-py): utilisation, memory-controller
-utilisation, memory used, power, temperature, SM clock and throttle reasons. MPS: allocated memory.
-
-    with telemetry.Sampler(device, 0.1) as s:
-        ...                                   # the work
-    s.series()    # [{"t_s", "metric", "value", "device_index"}, ...]: one dict per sample and quantity
-    s.summary()   # mean/max per quantity of the measured device: util_cpu_mean_pct, gpu_power_w_mean, ...
-
-``device_index``: the CPU core for ``util_cpu_core_pct``, the GPU's NVML index for GPU metrics, else None."""
+"""Telemetry sampled in a background thread while a measured window runs (psutil for the host, NVML for every
+NVIDIA GPU, the allocator on MPS), kept as series (``Sampler.series()``: t_s, metric, value, device_index) and
+summarised per row (``Sampler.summary()``); :func:`judge` turns a row's figures into quiet | busy."""
 
 from __future__ import annotations
 
@@ -53,20 +43,14 @@ def gpu_power_w(nvml, handle) -> tuple[float, str]:
     return nvml.nvmlDeviceGetPowerUsage(handle) / 1000, POWER_AVERAGE
 
 
-# metric of the series -> (summary name, statistics kept in the row); util_* summaries end in _pct
+# the series' metrics summarised in the row (named less _pct/_mib, then _<stat>, then the unit): those in MiB
+# by their max, the CPU clock by mean, min and max, the rest by mean and max
 _SUMMARY = {
-    "util_cpu_pct": ("util_cpu", ("mean", "max")),
-    "util_process_cpu_pct": ("util_process_cpu", ("mean", "max")),
-    "util_device_pct": ("util_device", ("mean", "max")),
-    "util_device_mem_pct": ("util_device_mem", ("mean", "max")),
-    "gpu_temp_c": ("gpu_temp_c", ("mean", "max")),
-    "gpu_power_w": ("gpu_power_w", ("mean", "max")),
-    "gpu_sm_clock_mhz": ("gpu_sm_clock_mhz", ("mean", "max")),
-    "gpu_mem_used_mib": ("gpu_mem_used", ("max",)),
-    "cpu_steal_pct": ("cpu_steal", ("mean", "max")),
-    "util_other_cpu_pct": ("util_other_cpu", ("mean", "max")),
-    "cpu_freq_mhz": ("cpu_freq_mhz", ("mean", "min", "max")),
-    "mps_mem_mib": ("mps_mem", ("max",)),
+    m: ("max",) if m.endswith("_mib") else ("mean", "min", "max") if m == "cpu_freq_mhz" else ("mean", "max")
+    for m in (
+        "util_cpu_pct util_process_cpu_pct util_device_pct util_device_mem_pct gpu_temp_c gpu_power_w "
+        "gpu_sm_clock_mhz gpu_mem_used_mib cpu_steal_pct util_other_cpu_pct cpu_freq_mhz mps_mem_mib"
+    ).split()
 }
 
 
@@ -218,7 +202,8 @@ class Sampler:
     def summary(self) -> dict[str, float | str]:
         """Mean and max per quantity (GPU ones of the measured GPU), ``peak_rss_mib`` sampled, sample count."""
         out: dict[str, float | str] = {}
-        for metric, (name, stats) in _SUMMARY.items():
+        for metric, stats in _SUMMARY.items():
+            name = metric.removesuffix("_pct").removesuffix("_mib")
             index = self.measured_index if metric.startswith(("util_device", "gpu_")) else None
             arr = np.asarray(self.values(metric, index))
             if arr.size == 0:

@@ -1,9 +1,6 @@
-"""One configuration measured in a fresh worker process: its peak memory and allocator state are its own, and
-a worker that dies becomes a row with ``status=crashed`` and its exit code or signal. Start-up is outside
-every timed window.
-
-``CNNBENCH_TEST_WORKER_HOOK`` (tests only): JSON ``{model: action}`` run in the worker before measuring that
-model; actions ``segfault``, ``exit:N``, ``raise`` and ``ballast:MIB`` (hold MIB MiB of touched memory)."""
+"""One configuration measured in a fresh worker process (its peak memory its own; a worker that dies is a
+``crashed`` row). ``CNNBENCH_TEST_WORKER_HOOK`` (tests only): JSON ``{model: action}``, actions ``segfault``,
+``exit:N``, ``raise`` and ``ballast:MIB``."""
 
 from __future__ import annotations
 

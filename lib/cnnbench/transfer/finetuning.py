@@ -1,10 +1,6 @@
-"""Fine-tuning a torchvision classifier from ImageNet weights with a new head (seed 002), over lr x batch
-size.
-
-Per epoch: mean training loss, validation loss and accuracy, synchronised epoch time, images/s; the elapsed
-training time gives the time to a target validation accuracy. Data: Oxford-IIIT Pet as cats vs dogs
-(``target_types="binary-category"``), any ImageFolder, or a small synthetic two-class set that runs offline.
-"""
+"""Fine-tuning a torchvision classifier from ImageNet weights with a new head (seed 002) over lr x batch size:
+per epoch the training loss, validation loss and accuracy, the synchronised epoch time and images/s. Data:
+Oxford-IIIT Pet as cats vs dogs, any ImageFolder, or a learnable synthetic two-class set."""
 
 from __future__ import annotations
 
