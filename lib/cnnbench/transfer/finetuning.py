@@ -4,6 +4,7 @@ Oxford-IIIT Pet as cats vs dogs, any ImageFolder, or a learnable synthetic two-c
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
 import time
@@ -223,15 +224,11 @@ def evaluate(net, loss_fn, loader, device) -> tuple[float, float, int]:
 
 def present_devices(specs: list[str], fallback: torch.device) -> list[torch.device]:
     """The devices of ``specs`` present on this machine, in order (``fallback`` when none is)."""
-    found: list[torch.device] = []
+    found = []
     for spec in specs:
-        try:
-            d = devices.resolve(spec)
-        except devices.DeviceError:
-            continue
-        if d not in found:
-            found.append(d)
-    return found or [fallback]
+        with contextlib.suppress(devices.DeviceError):
+            found.append(devices.resolve(spec))
+    return list(dict.fromkeys(found)) or [fallback]
 
 
 def _loader(ds, bs: int, p, b, train: bool):
