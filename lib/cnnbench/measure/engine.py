@@ -238,10 +238,8 @@ def failure(err: BaseException, device=None) -> dict:
 
 
 def steps_for_window(warmup_times: list[float], p) -> int:
-    """Measured steps per window: ``measured_steps``, or more, as many as fill ``min_window_s`` at the pace of the
-    steady warm-up steps (the median of the later half: a GPU's first ones allocate, search algorithms, raise
-    clocks); with ``measured_steps`` 0, as many as fill ``window_s`` (5 to 10,000). The timer goes on past them
-    where the window is still shorter than ``min_window_s``."""
+    """Measured steps per window: ``measured_steps``, or more to fill ``min_window_s`` at the steady warm-up
+    pace (the later half's median); with ``measured_steps`` 0, as many as fill ``window_s`` (5 to 10,000)."""
     target, least = _window_target(p)
     if not target or not warmup_times:
         return least
@@ -321,11 +319,9 @@ def measure(
     isolation: str = "in_process",
     busy: bool = True,
 ) -> dict:
-    """Measure one configuration in this process with the protocol ``p``; always returns a row (``status`` ok,
-    unavailable, oom, unstable or error). ``peak_rss_mib`` is reset here where the OS allows, so it is this
-    configuration's own; ``isolation`` says "worker", "in_process" or "in_process_unreset" (the high-water
-    mark may be an earlier configuration's). ``telemetry_series`` and ``step_times_s`` ride along. ``device``: a
-    torch device or its backend, made once per measurement and passed down."""
+    """Measure one configuration in this process with the protocol ``p`` (``device``: or its backend,
+    made once and passed down); always a row, ``status`` ok or the failure's. ``isolation``: "worker", "in_process"
+    or "in_process_unreset" (the RSS peak may be an earlier one's); the series and step times ride along."""
     b = timing.backend_of(device)
     row = {**_base_row(cfg, b, p), "timestamp": now(), "status": "ok", "error": ""}
     timer = timer or timing.StepTimer(b)

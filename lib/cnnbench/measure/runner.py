@@ -84,10 +84,8 @@ def _typed_window(w: dict) -> dict:
 
 
 def _measure(pairs, device, p, datasets: list, isolate: bool, until: float, record) -> None:
-    """``record(state, process, row)`` for each of ``pairs`` (state, process) as it is measured, until
-    ``until`` (perf_counter) passes: in one fresh worker for them all where the device's kind shares a round's
-    worker (:attr:`cnnbench.devices.Backend.round_worker`), else each in a worker of its own (``isolate``) or in
-    this process."""
+    """``record(state, process, row)`` for each (state, process) of ``pairs`` until ``until``: in one worker for
+    the round where the device shares one (``Backend.round_worker``), else each in its own (``isolate``) or here."""
     from cnnbench.measure import worker
 
     busy = [process == 1 for _, process in pairs]  # the device's busy share: profiled in a first process

@@ -71,10 +71,8 @@ def ci95_half_width(values) -> float:
 
 
 class StepTimer:
-    """Times steps on ``device``. A device that queues its work is synchronised at the window's edges only;
-    its steps are timed by events (CUDA) or given the window's mean (MPS; ``source`` says so). On the host CPU
-    every step is timed by the host clock. ``device``: a torch device or its backend; ``clock`` and ``sync`` are
-    injectable."""
+    """Times steps on ``device`` (or its backend): a queued device's steps by events (CUDA) or the window's
+    mean (``source`` says which), synced at the window's edges; the host CPU's each by the host clock."""
 
     def __init__(
         self,

@@ -90,10 +90,8 @@ def measure_isolated(cfg: engine.Config, device, p, dataset=None, busy: bool = T
 
 
 def measure_round(cfgs: list, device, p, datasets: list, busy: list[bool], on_row) -> None:
-    """Each of ``cfgs`` measured in turn, in one fresh worker process where there are several (isolation
-    "round_worker": a device whose memory peaks reset per configuration and whose processes take seconds to start),
-    else in its own ("worker"); ``on_row(i, row)`` as each row arrives. A worker that dies gives the configuration
-    it was measuring a ``crashed`` row and leaves those after it unmeasured."""
+    """Each of ``cfgs`` measured in turn in one fresh worker process ("round_worker"; one configuration:
+    "worker"), ``on_row(i, row)`` as each row arrives; a worker that dies gives its configuration a ``crashed`` row."""
     known_flops = []
     for cfg in cfgs:  # counted once here, not again in the worker (it would also add to its memory peak)
         try:
@@ -118,10 +116,8 @@ def measure_round(cfgs: list, device, p, datasets: list, busy: list[bool], on_ro
 
 
 def _entered(target, start_method: str | None, *args) -> None:
-    """A worker's entry: it dies with its parent, leaves Ctrl-C to it, and starts processes of its own (a
-    DataLoader's) as its caller would, not by the harness's method (a forkserver child would start a server of its
-    own, a fresh Python importing torch, inside every loader's start-up; None: the platform's default); then
-    ``target(*args)``."""
+    """A worker's entry: it dies with its parent, leaves Ctrl-C to it and starts its own processes (a
+    DataLoader's) by its caller's method (None: the platform's default); then ``target(*args)``."""
     paths.die_with_parent()  # a worker never outlives its forkserver (and so its kernel and its run)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C kills the worker from the parent: no 2nd traceback
     mp.set_start_method(start_method, force=True)
@@ -129,9 +125,8 @@ def _entered(target, start_method: str | None, *args) -> None:
 
 
 def _in_worker(target, name: str, args: tuple, on_row, expected: int = 1) -> int | None:
-    """``target(*args, conn)`` in a fresh worker process, ``on_row(row)`` for each row it sends (up to ``expected``,
-    fewer if it dies); returns its exit code. Interrupted, the worker is killed, so it does not go on measuring on
-    the same cores."""
+    """``target(*args, conn)`` in a fresh worker process, ``on_row(row)`` for each of up to ``expected`` rows;
+    returns its exit code. Interrupted, the worker is killed."""
     ctx = _context()
     receive, send = ctx.Pipe(duplex=False)
     proc = ctx.Process(
