@@ -166,11 +166,6 @@ def _call_job(fn, args: tuple, device_spec: str, threads: int, conn) -> None:
     conn.close()
 
 
-def died(exitcode: int | None) -> dict:
-    """The status and message of a worker that died before sending its row (segfault, OOM killer, os._exit)."""
-    return {"isolation": "worker", "status": "crashed", "error": engine.death(exitcode)}
-
-
 def call_isolated(
     fn, *args, device: torch.device, threads: int | None = None, name: str = "cnnbench-worker"
 ) -> dict:
@@ -180,4 +175,4 @@ def call_isolated(
     threads = threads or torch.get_num_threads()
     rows: list = []
     exitcode = _in_worker(_call_job, name, (fn, args, str(device), threads), rows.append)
-    return rows[0] if rows else died(exitcode)
+    return rows[0] if rows else {"isolation": "worker", "status": "crashed", "error": engine.death(exitcode)}
