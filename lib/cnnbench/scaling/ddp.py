@@ -71,13 +71,13 @@ def main(argv=None) -> int:
     rank, world = int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
     local = int(os.environ.get("LOCAL_RANK", 0))
     # NCCL (RCCL) runs on GPUs
-    device = torch.device(f"cuda:{local}") if spec["backend"] == "nccl" else torch.device("cpu")
-    devices.backend(device).enter_worker()
+    b = devices.backend(f"cuda:{local}" if spec["backend"] == "nccl" else "cpu")  # this rank's, passed down
+    b.enter_worker()
     os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
     os.environ.setdefault("MASTER_PORT", "29500")
     dist.init_process_group(spec["backend"], rank=rank, world_size=world)
     try:
-        result = train(spec, p, cfg, rank, world, device)
+        result = train(spec, p, cfg, rank, world, b)
     finally:
         dist.destroy_process_group()
     if rank == 0:
@@ -85,7 +85,7 @@ def main(argv=None) -> int:
     return 0
 
 
-def train(spec: dict, p, cfg, rank: int, world: int, device: torch.device) -> dict:
+def train(spec: dict, p, cfg, rank: int, world: int, device) -> dict:
     """The loss check at each reference global batch, then the measured run, each from the same initial weights
     (a fresh :class:`~cnnbench.measure.engine.Workload`)."""
     reference = {}
@@ -119,7 +119,7 @@ def _run(spec: dict, p, work, rank: int, world: int, global_batch: int, check_on
     for i in range(p.warmup_steps):
         step(i)
     windows, steps = [], spec["steps"]
-    with telemetry.Sampler(device, p.telemetry_interval_s) as sampler:
+    with telemetry.Sampler(work.backend, p.telemetry_interval_s) as sampler:
         for _ in range(spec["repeats"]):
             dist.barrier()
             work.backend.synchronize()
