@@ -169,9 +169,10 @@ def test_every_fp32_experiment_runs_its_steps_with_tf32_off(monkeypatch, tmp_pat
 
     from fakes import FakeGPU, using
 
+    from cnnbench.measure import engine
     from cnnbench.params import Params
     from cnnbench.results import files
-    from cnnbench.scaling import ddp
+    from cnnbench.scaling import ddp, launch
     from cnnbench.scratch import experiment
     from cnnbench.transfer import finetuning
 
@@ -182,15 +183,23 @@ def test_every_fp32_experiment_runs_its_steps_with_tf32_off(monkeypatch, tmp_pat
     with using(every):
         monkeypatch.setattr(experiment, "_run_all", lambda *a: every.log.append("scratch steps") or {})
         experiment.run_all(types.SimpleNamespace(), data=object())
-        monkeypatch.setattr(ddp, "train", lambda *a: every.log.append("ddp steps") or {})
+        monkeypatch.setattr(ddp, "_run", lambda *a, **k: every.log.append("ddp steps") or {})
         monkeypatch.setattr(ddp.dist, "init_process_group", lambda *a, **k: None)
         monkeypatch.setattr(ddp.dist, "destroy_process_group", lambda: None)
-        ddp.main(["--out", str(tmp_path), "--backend", "gloo"])
+        cfg = engine.Config.of("mnist_cnn", "train", 28, 10, 1, batch_size=2)
+        ddp.main([launch.command(1, ddp.job(Params(), cfg, "gloo", tmp_path, 1, 1))[-1]])
         monkeypatch.setattr(finetuning, "datasets", lambda p: (range(10), range(4), 10))
         monkeypatch.setattr(finetuning, "check_weights", lambda *a: "")
-        monkeypatch.setattr(finetuning, "fit", lambda *a, **k: every.log.append("fine-tuning steps"))
+        monkeypatch.setattr(finetuning, "epochs", lambda *a, **k: every.log.append("fine-tuning steps"))
         run = types.SimpleNamespace(
-            params=Params(transfer_devices=["cpu"], transfer_batch_sizes=[8], transfer_lrs=[0.01]),
+            params=Params(
+                transfer_devices=["cpu"],
+                transfer_batch_sizes=[8],
+                transfer_lrs=[0.01],
+                transfer_model="squeezenet1_1",
+                pretrained=False,
+                workers=0,
+            ),
             device=torch.device("cpu"),
             dir=tmp_path,
             path=lambda n: tmp_path / n,
@@ -275,14 +284,17 @@ def test_host_batches_copy_non_blocking_only_to_cuda_from_pinned_memory(kind, pi
     assert x.copies == y.copies == [(kind, expected)]
 
     x, y = _HostTensor(pinned), _HostTensor(pinned)
+    work = types.SimpleNamespace(
+        backend=b, device=torch.device(kind), cfg=types.SimpleNamespace(memory_format="nchw")
+    )
+    work.to_device = lambda *xy: engine.Workload.to_device(work, *xy)
+    work.model, work.train_step = _StopNet(), lambda batch: _StopNet()(batch[0])
     with (
         mock.patch.object(type(b), "synchronize", lambda self: None),
         mock.patch.object(torch, "zeros", lambda *a, **k: torch.tensor(0.0)),
         pytest.raises(_Stop),
     ):
-        finetuning.train_epoch(
-            _StopNet(), types.SimpleNamespace(zero_grad=lambda **k: None), None, [(x, y)], torch.device(kind)
-        )
+        finetuning.train_epoch(work, [(x, y)])
     assert x.copies == y.copies == [(kind, expected)]
 
 

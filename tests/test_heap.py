@@ -100,11 +100,14 @@ def test_rows_measured_before_the_setting_existed_compare_as_the_system_heap():
 
 
 def test_the_data_parallel_ranks_get_the_runs_heap_setting(tmp_path):
+    from cnnbench.measure.engine import Config
+    from cnnbench.params import Params
     from cnnbench.scaling import ddp, launch
 
-    cmd = launch.command(2, tmp_path, model="resnet18", batch_size=8, backend="gloo", host_heap="system")
-    args = ddp.parse(cmd[cmd.index("cnnbench.scaling.ddp") + 1 :])
-    assert args.host_heap == "system"
+    cfg = Config.of("resnet18", "train", 32, 10, batch_size=8, host_heap="system")
+    cmd = launch.command(2, ddp.job(Params(), cfg, "gloo", tmp_path, steps=1, repeats=1))
+    _, _, cfg = ddp.read_job(cmd[cmd.index("cnnbench.scaling.ddp") + 1])
+    assert cfg.host_heap == "system"
 
 
 def test_a_notebook_kernel_keeps_its_heap_from_the_moment_it_opens_the_run(tmp_path):

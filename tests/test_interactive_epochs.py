@@ -154,11 +154,11 @@ def test_epoch_time_keeps_the_start_up_inside_and_measures_it_apart():
     now, synced = [0.0], []
     steps = iter([1.0, 0.1, 0.1])  # the first step is slow (allocation, kernel selection), the rest fast
     work = types.SimpleNamespace(
-        device=torch.device("cpu"),
+        backend=types.SimpleNamespace(synchronize=lambda: synced.append(None)),
         to_device=lambda x, y: (x, y),
         train_step=lambda batch: now.__setitem__(0, now[0] + next(steps)),
     )
-    out = epochs._epoch(work, FakeLoader(now, 3), "train", 0, clock=lambda: now[0], sync=synced.append)
+    out = epochs._epoch(work, FakeLoader(now, 3), "train", 0, clock=lambda: now[0])
     assert out["images"] == 12
     assert out["loader_start_s"] == pytest.approx(2.5)  # iter(loader) and the first batch
     assert out["first_step_s"] == pytest.approx(1.0)

@@ -2,7 +2,9 @@
 because 06 launched every world size with ``repeats`` windows, and local.yaml's ``repeats: 1`` (one window per
 process for 02/03, which measure several processes) left the scaling run a single measurement."""
 
+import json
 import math
+from pathlib import Path
 
 import cnnbench
 from cnnbench.scaling import ddp, launch
@@ -15,8 +17,8 @@ def test_every_world_size_is_measured_over_several_windows_whatever_repeats_says
     windows = []
 
     def fake(cmd, out, **_):
-        windows.append(int(cmd[cmd.index("--repeats") + 1]))
-        world = int(cmd[cmd.index("--nproc_per_node") + 1]) if "--nproc_per_node" in cmd else 1
+        windows.append(json.loads(Path(cmd[-1]).read_text())["repeats"])
+        world = int(cmd[cmd.index("--nproc_per_node") + 1])
         return {
             "device_kind": "cpu",
             "device_name": "cpu",

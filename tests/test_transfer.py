@@ -795,7 +795,7 @@ def test_scaling_rows_efficiency_and_loss_check_with_a_fake_launcher(tmp_path):
 
     def launcher(cmd, out):
         world = int(cmd[cmd.index("--nproc_per_node") + 1])
-        refs = cmd[cmd.index("--reference-batches") + 1 : cmd.index("--out")]
+        refs = [str(b) for b in json.loads(Path(cmd[-1]).read_text())["reference_batches"]]
         calls.append((world, refs))
         return {
             "world_size": world,

@@ -8,23 +8,23 @@ import pytest
 from cnnbench.scaling import launch as distributed
 
 
+def _job(out, batch_size=4, model="mnist_cnn", **kw):
+    from cnnbench.measure.engine import Config
+    from cnnbench.params import Params
+    from cnnbench.scaling import ddp
+
+    p = Params(seed=0, warmup_steps=1, telemetry_interval_s=0.05)
+    cfg = Config.of(model, "train", 28, 10, 1, batch_size=batch_size, threads=1)
+    return ddp.job(p, cfg, "gloo", out, **kw)
+
+
 def test_two_gloo_processes_give_the_single_process_loss_at_the_same_global_batch(tmp_path):
-    args = dict(
-        model="mnist_cnn",
-        image_size=28,
-        num_classes=10,
-        backend="gloo",
-        threads=1,
-        warmup=1,
-        seed=0,
-        telemetry_interval=0.05,
-    )
     one = distributed.launch(
-        distributed.command(1, tmp_path / "one", (8,), batch_size=4, steps=2, repeats=1, **args),
+        distributed.command(1, _job(tmp_path / "one", steps=2, repeats=1, reference_batches=(8,))),
         tmp_path / "one",
     )
     two = distributed.launch(
-        distributed.command(2, tmp_path / "two", batch_size=4, steps=2, repeats=2, **args), tmp_path / "two"
+        distributed.command(2, _job(tmp_path / "two", steps=2, repeats=2)), tmp_path / "two"
     )
     assert two["world_size"] == 2 and two["backend"] == "gloo" and two["global_batch"] == 8
     assert len(two["ranks"]) == 2 and {r["rank"] for r in two["ranks"]} == {0, 1}
@@ -45,21 +45,7 @@ def test_a_failing_launch_says_why_in_one_line(tmp_path, monkeypatch):
         "run",
         lambda *a, **k: types.SimpleNamespace(returncode=1, stdout="", stderr=stderr),
     )
-    cmd = distributed.command(
-        1,
-        tmp_path,
-        model="nonet",
-        batch_size=4,
-        image_size=28,
-        num_classes=10,
-        backend="gloo",
-        threads=1,
-        steps=1,
-        warmup=0,
-        repeats=0,
-        seed=0,
-        telemetry_interval=0.1,
-    )
+    cmd = distributed.command(1, _job(tmp_path, model="nonet", steps=1, repeats=0))
     with pytest.raises(distributed.LaunchFailed) as err:
         distributed.launch(cmd, tmp_path)
     assert str(err.value) == "ValueError: unknown model 'nonet'; valid models: a, b"
@@ -79,11 +65,16 @@ def test_ddp_on_cuda_trains_the_single_device_model_without_syncbatchnorm(monkey
     monkeypatch.setattr(
         nn.SyncBatchNorm, "convert_sync_batchnorm", lambda net, *a: converted.append(net) or net
     )
-    monkeypatch.setattr(nn.Module, "to", lambda self, *a, **k: self)
     monkeypatch.setattr(ddp, "DistributedDataParallel", lambda net, **k: wrapped.append(net) or net)
     monkeypatch.setattr(ddp, "global_batches", lambda *a: [])
-    args = types.SimpleNamespace(seed=0, model="resnet18", num_classes=10, image_size=32, lr=0.01)
-    ddp.setup(args, 0, 2, torch.device("cuda", 0), 8)
+    work = types.SimpleNamespace(
+        device=torch.device("cuda", 0),
+        cfg=None,
+        model=nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4)),
+        backend=types.SimpleNamespace(ddp_device_ids=lambda: [0]),
+    )
+    monkeypatch.setattr(ddp, "CHECK_STEPS", 0)
+    ddp._run({}, types.SimpleNamespace(), work, 0, 2, 8, check_only=True)
     assert converted == [] and not any(isinstance(m, nn.SyncBatchNorm) for m in wrapped[0].modules())
 
 

@@ -1,9 +1,6 @@
-"""Data: synthetic images shaped like the configured dataset (the embedded default) and real datasets.
-
-Real datasets load from a folder given in the params: Tiny-ImageNet (including its validation annotations),
-ImageNette, MNIST, CIFAR-10 and any ImageFolder. The public ones download over https with checksums when asked
-(``download: true``). Extraction refuses, before writing anything, an archive with a member that would land
-outside the target folder (absolute paths, ``..``) or that is a link or device, whatever its checksum."""
+"""Data: synthetic images shaped like the configured dataset, and real ones from a folder (Tiny-ImageNet,
+ImageNette, MNIST, CIFAR-10, any ImageFolder), downloaded with checksums when asked; extraction refuses an
+archive with a member outside the target folder or a link, before writing anything."""
 
 from __future__ import annotations
 

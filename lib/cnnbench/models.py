@@ -172,13 +172,12 @@ def logits(output) -> torch.Tensor:
     return output if isinstance(output, torch.Tensor) else output[0]
 
 
+_OPTIMIZERS = {"sgd": torch.optim.SGD, "adam": torch.optim.Adam, "adamw": torch.optim.AdamW}
+
+
 def make_optimizer(name: str, parameters, lr: float, momentum: float = 0.9) -> torch.optim.Optimizer:
     """sgd (with ``momentum``), adam or adamw (``params.OPTIMIZERS``) over the trainable ``parameters``."""
-    params = [p for p in parameters if p.requires_grad]
-    if name == "sgd":
-        return torch.optim.SGD(params, lr=lr, momentum=momentum)
-    if name == "adam":
-        return torch.optim.Adam(params, lr=lr)
-    if name == "adamw":
-        return torch.optim.AdamW(params, lr=lr)
-    raise ValueError(f"key 'optimizer' is '{name}'; allowed: sgd, adam, adamw")
+    if name not in _OPTIMIZERS:
+        raise ValueError(f"key 'optimizer' is '{name}'; allowed: sgd, adam, adamw")
+    extra = {"momentum": momentum} if name == "sgd" else {}
+    return _OPTIMIZERS[name]([p for p in parameters if p.requires_grad], lr=lr, **extra)

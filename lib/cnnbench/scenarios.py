@@ -1,14 +1,11 @@
-"""The experiments of the seeds, as configurations built from the parameters of a run.
-
-Scenario A (02): every model, train and eval, at the seeds' configuration, in every variant of the params.
-Scenario B (03): throughput against batch size. Epochs: full train and validation epochs (seed 000's Table 2).
-02's and 03's tables, figures and telemetry reader are named here."""
+"""The experiments of the seeds as configurations of a run's params: Scenario A (02: every model, phase and
+variant), the batch sweep (03) and epochs (seed 000's Table 2), and their tables and figures."""
 
 from __future__ import annotations
 
 import pandas as pd
 
-from cnnbench import data, results
+from cnnbench import data, devices, results
 from cnnbench.measure import engine, reproducibility, runner
 from cnnbench.measure.engine import Config
 
@@ -71,17 +68,14 @@ def first_number(rows: pd.DataFrame) -> str:
 def measure(
     run, name: str, configs: list[Config], only: list[Config] | None = None, reuse: str | None = None
 ) -> pd.DataFrame:
-    """Measure ``configs`` into ``<run>/<name>.csv`` (resuming), ``<name>_windows.csv``, ``<name>_steps.csv``
-    and ``telemetry.csv`` (source ``name``), each configuration in several processes in interleaved rounds
-    (:mod:`cnnbench.measure.runner`); return the rows of exactly these configurations, failures included, every measurement
-    column present (empty where every configuration failed). Each configuration runs in a fresh worker process
-    unless the params say ``isolate: false``. ``only``: measure these of ``configs`` now, the rest at a later call
-    (:func:`headline`); ``reuse``: the name of a table of the run whose rows of the same configurations are
-    taken instead of measured again (03 takes 02's batch sizes)."""
+    """Measure ``configs`` into ``<run>/<name>.csv`` (resuming) and its windows, steps and telemetry files in
+    interleaved rounds of fresh processes (:mod:`cnnbench.measure.runner`), the device's backend made once here;
+    return their rows, every measurement column present. ``only``: these now (:func:`headline`); ``reuse``: a
+    table of the run whose rows of the same configurations are taken (03 takes 02's)."""
     p = run.params
     rows = runner.run_configs(
         configs,
-        run.device,
+        devices.backend(run.device),  # the one backend of this measurement, passed down
         p,
         run.path(f"{name}.csv"),
         run.path(f"{name}_steps.csv"),

@@ -1,10 +1,5 @@
-"""Energy of a measured window, from a hardware counter read before and after it, or empty with the reason.
-
-Sources: NVIDIA's ``nvmlDeviceGetTotalEnergyConsumption`` (windows shorter than :data:`NVML_MIN_WINDOW_S` get
-none, with the reason); Linux RAPL package zones (``/sys/class/powercap/intel-rapl:N/energy_uj``, the whole
-package, polled every ``poll_s`` so no wrap is missed); none on Apple silicon (``powermetrics`` needs sudo).
-Never a guess: with no readable counter ``energy_j`` is NaN and ``energy_note`` says why. Columns: ``energy_j``,
-``energy_j_per_image``, ``avg_power_w``, ``energy_source``, ``energy_note``."""
+"""Energy of a measured window from a hardware counter read before and after it (NVML's total energy, Linux
+RAPL's package zones polled so no wrap is missed), or NaN with the reason in ``energy_note``: never a guess."""
 
 from __future__ import annotations
 
@@ -13,18 +8,16 @@ import threading
 import time
 from collections.abc import Callable
 
-import torch
-
-from cnnbench import devices
 from cnnbench.devices.energy import Unavailable
+from cnnbench.measure import timing
 
 NVML_MIN_WINDOW_S = 1.0  # NVML's energy counter updates every 20-100 ms: shorter windows are too coarse
 COLUMNS = ("energy_j", "energy_j_per_image", "avg_power_w", "energy_source", "energy_note")
 
 
-def counter_for(device: torch.device):
+def counter_for(device):
     """The energy counter that covers ``device``'s work (its backend's), or :class:`Unavailable` with the reason."""
-    return devices.backend(device).energy_counter()
+    return timing.backend_of(device).energy_counter()
 
 
 class Meter:
@@ -33,12 +26,12 @@ class Meter:
 
     def __init__(
         self,
-        device: torch.device | None = None,
+        device=None,
         counter=None,
         poll_s: float = 1.0,
         clock: Callable[[], float] = time.perf_counter,
     ):
-        self.counter = counter if counter is not None else counter_for(device or torch.device("cpu"))
+        self.counter = counter if counter is not None else counter_for(device or "cpu")
         self.poll_s, self.clock = poll_s, clock
         self.joules, self.seconds = 0.0, 0.0
         self._last = None

@@ -1,15 +1,11 @@
-"""The measurement engine: one training or evaluation configuration.
-
-One training step = zero_grad, forward, loss, backward, optimizer step; one eval step = forward under
-``torch.inference_mode()``. Warm-up steps run first; then ``repeats`` windows of ``measured_steps`` steps or
-more (:func:`steps_for_window`), each lasting at least ``min_window_s``, the device synchronised before every
-clock read; a device that queues work has its busy share of a step profiled after them. Failures are rows: out of
-memory -> ``status=oom``, a non-finite loss -> ``status=unstable``, anything else -> ``status=error`` with the
-message; a worker process that dies -> ``status=crashed`` with its exit code or signal."""
+"""The measurement engine: one training (zero_grad, forward, loss, backward, optimizer step) or evaluation
+(forward under inference mode) configuration: warm-up, then ``repeats`` synchronised windows
+(:func:`steps_for_window`). Failures are rows: ``oom``, ``unstable`` (non-finite loss), ``error``, ``crashed``."""
 
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import math
 import statistics
 import time
@@ -59,17 +55,10 @@ class Config:
             raise AttributeError(f"'Config' has no field or knob '{name}'") from None
 
     @classmethod
-    def of(
-        cls,
-        model: str,
-        phase: str,
-        image_size: int,
-        num_classes: int,
-        in_channels: int = 3,
-        dataset: str = "synthetic",
-        **knob_values,
-    ) -> Config:
-        return cls(model, phase, image_size, num_classes, in_channels, dataset, Setting(knob_values))
+    def of(cls, *args, **values) -> Config:
+        """A configuration from its fields (in order or by name) and its knobs' values by name."""
+        own = {f.name: values.pop(f.name) for f in fields(cls) if f.name in values}
+        return cls(*args, **own, setting=Setting(values))
 
     def replace(self, **changes) -> Config:
         """This configuration with fields or knobs changed."""
@@ -94,16 +83,12 @@ def config(p, model: str, phase: str, variant: dict | None = None, **changes) ->
 
 HOST_BOUND = "host-bound (launch overhead)"
 HOST_BOUND_BELOW_PCT = 50.0  # a device busy less of its step than this waits on the host's launches
-BUSY_STEPS = (
-    3  # steps profiled for the device's busy time, after the windows, in a configuration's first process
-)
+BUSY_STEPS = 3  # steps profiled for the device's busy time after the windows, in a first process
 
 
 def step_bound(busy_pct: float) -> str:
     """What bounds a step whose device is busy ``busy_pct`` % of it: the host's launches, or the device ("" unknown)."""
-    if not math.isfinite(busy_pct):
-        return ""
-    return HOST_BOUND if busy_pct < HOST_BOUND_BELOW_PCT else "device"
+    return "" if not math.isfinite(busy_pct) else HOST_BOUND if busy_pct < HOST_BOUND_BELOW_PCT else "device"
 
 
 class UnstableLoss(RuntimeError):
@@ -127,20 +112,26 @@ class Workload:
     """The model, optimizer (sgd, adam or adamw; lr and momentum the params'), loss and data of one
     configuration on one device, and its step function. ``with Workload(cfg, device, p) as work:`` applies
     every knob of ``cfg`` and builds the workload inside it; leaving the block frees it and restores every
-    setting the knobs changed."""
+    setting the knobs changed. ``device``: a torch device or its backend. ``model`` (06's fine-tuning): builds
+    the model in place of the registry's, stepped on the caller's batches (no data is made); ``lr``: in place of
+    the params'."""
 
-    def __init__(self, cfg: Config, device: torch.device, p, dataset=None, optimizer: str = "sgd"):
-        self.cfg, self.device, self.p, self.dataset, self.optimizer_name = cfg, device, p, dataset, optimizer
-        self.backend = devices.backend(device)
+    def __init__(self, cfg: Config, device, p, dataset=None, optimizer: str = "sgd", model=None, lr=None):
+        build = functools.partial(
+            models.build, cfg.model, num_classes=cfg.num_classes, image_size=cfg.image_size
+        )
+        self.build, self.own_batches, self.lr = model or build, model is None, lr or p.lr
+        self.backend = timing.backend_of(device)
+        self.cfg, self.p, self.dataset, self.optimizer_name = cfg, p, dataset, optimizer
+        self.device = self.backend.device
         self.last_loss: torch.Tensor | None = None
         self._settings = None
 
     def __enter__(self) -> Workload:
-        cfg, p, b = self.cfg, self.p, self.backend
-        self._settings = knobs.applied(cfg.setting, b, shape=cfg)
+        self._settings = knobs.applied(self.cfg.setting, self.backend, shape=self.cfg)
         self._settings.__enter__()
         try:
-            self._build(cfg, p, b)
+            self._build(self.cfg, self.p, self.backend)
         except BaseException:
             self.__exit__(None, None, None)
             raise
@@ -150,16 +141,16 @@ class Workload:
         if reason := knobs.lacks("precision", cfg.precision, b.hardware()):
             raise devices.Unavailable(reason)  # a knob value this device lacks is never an error row
         torch.manual_seed(p.seed)
-        model = models.build(cfg.model, num_classes=cfg.num_classes, image_size=cfg.image_size).to(
-            self.device
-        )
+        model = self.build().to(self.device)
         if cfg.memory_format == "channels_last":
             model = model.to(memory_format=torch.channels_last)
         self.model = model.train(cfg.phase == "train")
         self.forward = torch.compile(model) if cfg.compile != "off" else model
-        self.optimizer = models.make_optimizer(self.optimizer_name, model.parameters(), p.lr, p.momentum)
+        self.optimizer = models.make_optimizer(self.optimizer_name, model.parameters(), self.lr, p.momentum)
         self.loss_fn = nn.CrossEntropyLoss()
         self.scaler = b.grad_scaler(cfg.precision)
+        if not self.own_batches:  # 06's fine-tuning steps on its own loaders' batches
+            return
         if cfg.data_mode == "device":
             # one batch made once on the device: real images when a dataset is given, else synthetic
             if self.dataset is None:
@@ -188,12 +179,9 @@ class Workload:
             settings.__exit__(*exc)
 
     def _synthetic_batch(self):
-        gen = torch.Generator().manual_seed(self.p.seed)
-        shape = (self.cfg.batch_size, self.cfg.in_channels, self.cfg.image_size, self.cfg.image_size)
-        x = torch.randn(shape, generator=gen)
-        return self.to_device(
-            x, torch.randint(0, self.cfg.num_classes, (self.cfg.batch_size,), generator=gen)
-        )
+        cfg, gen = self.cfg, torch.Generator().manual_seed(self.p.seed)
+        x = torch.randn((cfg.batch_size, cfg.in_channels, cfg.image_size, cfg.image_size), generator=gen)
+        return self.to_device(x, torch.randint(0, cfg.num_classes, (cfg.batch_size,), generator=gen))
 
     def to_device(self, x: torch.Tensor, y: torch.Tensor):
         """A host batch on the device (channels-last when asked); the copy is part of the step."""
@@ -236,13 +224,13 @@ class Workload:
         return value
 
 
-def failure(err: BaseException, device: torch.device | None = None) -> dict:
+def failure(err: BaseException, device=None) -> dict:
     """The status and message of a failed measurement: unavailable, oom, unstable (non-finite loss) or error."""
     if isinstance(err, UnstableLoss):
         return {"status": "unstable", "error": str(err)}
     if isinstance(err, devices.Unavailable):
         return {"status": "unavailable", "error": str(err)}
-    b = devices.backend(device or "cpu")
+    b = timing.backend_of(device or "cpu")
     return {
         "status": "oom" if b.is_oom(err) else "error",
         "error": f"{b.oom_note(err)}{type(err).__name__}: {err}"[:500],
@@ -250,10 +238,8 @@ def failure(err: BaseException, device: torch.device | None = None) -> dict:
 
 
 def steps_for_window(warmup_times: list[float], p) -> int:
-    """Measured steps per window: ``measured_steps``, or more, as many as fill ``min_window_s`` at the pace of the
-    steady warm-up steps (the median of the later half: a GPU's first ones allocate, search algorithms, raise
-    clocks); with ``measured_steps`` 0, as many as fill ``window_s`` (5 to 10,000). The timer goes on past them
-    where the window is still shorter than ``min_window_s``."""
+    """Measured steps per window: ``measured_steps``, or more to fill ``min_window_s`` at the steady warm-up
+    pace (the later half's median); with ``measured_steps`` 0, as many as fill ``window_s`` (5 to 10,000)."""
     target, least = _window_target(p)
     if not target or not warmup_times:
         return least
@@ -266,23 +252,29 @@ def _window_target(p) -> tuple[float, int]:
     return (p.min_window_s, p.measured_steps) if p.measured_steps else (p.window_s, 5)
 
 
-def config_key(cfg: Config, device: torch.device, p) -> dict:
+def config_key(cfg: Config, device, p) -> dict:
     """The columns that identify a measurement: the workload, the device kind, every knob as it is in force there
-    (:func:`cnnbench.knobs.in_force`) and the protocol (:data:`PROTOCOL_KEYS`)."""
-    b = devices.backend(device)
+    (:func:`cnnbench.knobs.in_force`) and the protocol (:data:`PROTOCOL_KEYS`). ``device``: or its backend."""
+    b = timing.backend_of(device)
     in_force = cfg.replace(**knobs.in_force(cfg.setting, b)).columns()
     return {**in_force, "device_kind": b.kind, **{k: getattr(p, k) for k in PROTOCOL_KEYS}}
 
 
-def _base_row(cfg: Config, device: torch.device, p) -> dict:
-    return {**config_key(cfg, device, p), "device_name": devices.device_name(device)}
+def now() -> str:
+    """The UTC time now, as every row's ``timestamp``."""
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
 
 
-def crashed(cfg: Config, device: torch.device, p, exitcode: int | None) -> dict:
+def _base_row(cfg: Config, device, p) -> dict:
+    b = timing.backend_of(device)
+    return {**config_key(cfg, b, p), "device_name": b.name()}
+
+
+def crashed(cfg: Config, device, p, exitcode: int | None) -> dict:
     """The row of a configuration whose worker process died (segfault, OOM killer, os._exit)."""
     return {
         **_base_row(cfg, device, p),
-        "timestamp": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "timestamp": now(),
         "isolation": "worker",
         "status": "crashed",
         "error": death(exitcode),
@@ -294,14 +286,13 @@ def death(exitcode: int | None) -> str:
     """How a worker process died, from its exit code (negative: the signal that killed it)."""
     import signal
 
-    if exitcode is not None and exitcode < 0:
-        try:
-            how = f"killed by signal {signal.Signals(-exitcode).name} ({exitcode})"
-        except ValueError:
-            how = f"killed by signal {-exitcode}"
-    else:
-        how = f"exited with code {exitcode} before returning a result"
-    return f"worker process {how}"
+    if exitcode is None or exitcode >= 0:
+        return f"worker process exited with code {exitcode} before returning a result"
+    try:
+        name = f"{signal.Signals(-exitcode).name} ({exitcode})"
+    except ValueError:
+        name = str(-exitcode)
+    return f"worker process killed by signal {name}"
 
 
 def _memory(b: devices.Backend, sampler: telemetry.Sampler, summary: dict, warmup_peak: dict) -> dict:
@@ -321,29 +312,26 @@ def _memory(b: devices.Backend, sampler: telemetry.Sampler, summary: dict, warmu
 
 def measure(
     cfg: Config,
-    device: torch.device,
+    device,
     p,
     dataset=None,
     timer: timing.StepTimer | None = None,
     isolation: str = "in_process",
     busy: bool = True,
 ) -> dict:
-    """Measure one configuration in this process with the protocol ``p``; always returns a row (``status`` ok,
-    unavailable, oom, unstable or error). ``peak_rss_mib`` is reset here where the OS allows, so it is this
-    configuration's own; ``isolation`` says "worker", "in_process" or "in_process_unreset" (the high-water
-    mark may be an earlier configuration's). ``telemetry_series`` and ``step_times_s`` ride along."""
-    b = devices.backend(device)
-    row = _base_row(cfg, device, p)
-    row["timestamp"] = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
-    row.update(status="ok", error="")
-    timer = timer or timing.StepTimer(device)
+    """Measure one configuration in this process with the protocol ``p`` (``device``: or its backend,
+    made once and passed down); always a row, ``status`` ok or the failure's. ``isolation``: "worker", "in_process"
+    or "in_process_unreset" (the RSS peak may be an earlier one's); the series and step times ride along."""
+    b = timing.backend_of(device)
+    row = {**_base_row(cfg, b, p), "timestamp": now(), "status": "ok", "error": ""}
+    timer = timer or timing.StepTimer(b)
     try:
         b.empty_cache()
         b.reset_peak_memory()
         reset = devices.reset_peak_rss()
         row["isolation"] = isolation if reset or isolation == "worker" else f"{isolation}_unreset"
         row["baseline_rss_mib"] = devices.rss_mib()
-        with Workload(cfg, device, p, dataset) as work, warnings.catch_warnings(record=True) as caught:
+        with Workload(cfg, b, p, dataset) as work, warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             t0 = time.perf_counter()
             work.step()  # first step: compilation (if on) and lazy initialisation, timed on its own
@@ -366,7 +354,7 @@ def measure(
             step_times, window_times, spans, counts = [], [], [], []
             faults = heap.minor_faults()
             floor = p.min_window_s if p.measured_steps else 0.0
-            with telemetry.Sampler(device, p.telemetry_interval_s) as sampler, energy.Meter(device) as meter:
+            with telemetry.Sampler(b, p.telemetry_interval_s) as sampler, energy.Meter(b) as meter:
                 for _ in range(p.repeats):
                     begin = sampler.elapsed()
                     times, wall = timer.window(work.step, n, floor)
@@ -378,9 +366,7 @@ def measure(
             row["page_faults_per_step"] = (heap.minor_faults() - faults) / sum(counts)
             row["loss_last"] = work.check_loss()
             row.update(_memory(b, sampler, sampler.summary(), warmup_peak))
-            busy_s = (
-                b.busy_s(work.step, BUSY_STEPS) if busy else None
-            )  # after the windows: they are untouched
+            busy_s = b.busy_s(work.step, BUSY_STEPS) if busy else None  # after the windows: untouched
         row.update(timing.summarize(step_times, window_times, counts, cfg.batch_size, p.seed))
         if busy_s is not None:
             row["device_busy_pct"] = 100 * busy_s / BUSY_STEPS / (row["window_time_s"] / row["n_steps"])
@@ -400,5 +386,5 @@ def measure(
         if cfg.compile != "off":
             row["compile_s"] = max(row["first_step_s"] - row["step_time_median_s"], 0.0)
     except Exception as err:  # noqa: BLE001 - every failure becomes a row, the run goes on
-        row.update(failure(err, device))
+        row.update(failure(err, b))
     return row

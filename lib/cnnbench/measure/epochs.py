@@ -7,7 +7,6 @@ from __future__ import annotations
 import time
 
 import pandas as pd
-import torch
 
 from cnnbench import data, devices, knobs, results
 from cnnbench.measure import engine, telemetry, worker
@@ -16,21 +15,15 @@ from cnnbench.progress import bar, resumed
 
 
 def _epoch(
-    work: engine.Workload,
-    loader,
-    phase: str,
-    max_batches: int,
-    max_images: int = 0,
-    clock=time.perf_counter,
-    sync=devices.synchronize,
-) -> dict:
+    work: engine.Workload, loader, phase: str, max_batches: int, max_images: int = 0, clock=time.perf_counter
+):
     """One epoch over ``loader``: stops after ``max_batches`` batches or ``max_images`` images (0 = no cap).
     ``epoch_s`` includes the loader's start-up and the first step (no warm-up), also measured apart as
     ``loader_start_s`` and ``first_step_s`` (synchronised: the only synchronisation inside the epoch)."""
     step = work.train_step if phase == "train" else work.eval_step
     n = batches = 0
     first_step = 0.0
-    sync(work.device)
+    work.backend.synchronize()
     start = clock()
     it = iter(loader)
     batch = next(it, None)
@@ -40,7 +33,7 @@ def _epoch(
         if batches == 0:
             t0 = clock()
             step(work.to_device(x, y))
-            sync(work.device)
+            work.backend.synchronize()
             first_step = clock() - t0
         else:
             step(work.to_device(x, y))
@@ -48,7 +41,7 @@ def _epoch(
         if (max_batches and batches >= max_batches) or (max_images and n >= max_images):
             break
         batch = next(it, None)
-    sync(work.device)
+    work.backend.synchronize()
     seconds = clock() - start
     timed = {"epoch_s": seconds, "images": n, "throughput_img_s": n / seconds}
     return {**timed, "loader_start_s": loader_start, "first_step_s": first_step}
@@ -56,19 +49,17 @@ def _epoch(
 
 def epoch_pair(p, cfg: Config, device_spec: str, cap: int) -> dict:
     """One train and one validation epoch of ``cfg``, with the telemetry of both: an ``epochs.csv`` row."""
-    device = torch.device(device_spec)
+    b = devices.backend(device_spec)  # this process's one backend, passed down
     dataset_for, splits, row = data.for_configs(p), {}, {}
-    pin = devices.backend(device).pin(cfg.pin_memory)
     for phase in ("train", "eval"):
         c = cfg.replace(phase=phase, data_mode="loader")
         ds = dataset_for(c) or data.SyntheticImages(
             p.synthetic_images, c.in_channels, c.image_size, c.num_classes, p.seed + (phase == "eval")
         )
-        splits[phase] = data.loader(ds, c.batch_size, cfg.workers, pin, shuffle=phase == "train", seed=p.seed)
-    with (
-        engine.Workload(cfg, device, p) as work,
-        telemetry.Sampler(device, p.telemetry_interval_s) as sampler,
-    ):
+        splits[phase] = data.loader(
+            ds, c.batch_size, cfg.workers, b.pin(cfg.pin_memory), shuffle=phase == "train", seed=p.seed
+        )
+    with engine.Workload(cfg, b, p) as work, telemetry.Sampler(b, p.telemetry_interval_s) as sampler:
         train = _epoch(work, splits["train"], "train", p.max_batches, cap)
         work.check_loss()
         work.model.eval()

@@ -1,10 +1,6 @@
-"""Model complexity: parameters, MACs, FLOPs (= 2 x MACs), training FLOPs and activation memory.
-
-FLOPs are counted by ``torch.utils.flop_counter.FlopCounterMode``: 2 per multiply-add of every matmul,
-convolution and attention op (backward too when ``backward()`` runs); elementwise ops, normalisation and
-pooling are not counted, as in torchvision's published figures. Attention runs with
-``nn.MultiheadAttention``'s fast path off (:func:`attention_fastpath_off`) and the CPU flash-attention kernel
-registered with SDPA's formulas."""
+"""Model complexity: parameters, MACs, FLOPs (2 x MACs, by ``FlopCounterMode``: matmuls, convolutions and
+attention; not elementwise ops, normalisation or pooling, as torchvision's figures), training FLOPs and
+activation memory."""
 
 from __future__ import annotations
 

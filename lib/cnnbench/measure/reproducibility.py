@@ -1,8 +1,5 @@
-"""Does a number reproduce? Every configuration a run measured twice, side by side, and the machine's state.
-
-:func:`repeated` sets each pair (07's confirmed default, 06's unsplit step; not rows copied with
-``measured_in``) side by side: the difference, its interval (the half-widths in quadrature), whether it is
-inside it (``agree``). :func:`machine_summary` says how quiet the machine was over a run's measurements."""
+"""Does a number reproduce? Every configuration a run measured twice side by side (:func:`repeated`), and how
+quiet the machine was (:func:`machine_summary`)."""
 
 from __future__ import annotations
 
@@ -241,8 +238,4 @@ def interval_verdict(low: float, high: float, a: float, b: float) -> str:
 def change_verdict(a: float, ca: float, b: float, cb: float) -> str:
     """What going from rate ``a`` to rate ``b`` did: "faster" or "slower" where :func:`distinguishable`, else
     "not significant"; "no interval" where either side has none."""
-    if not (math.isfinite(ca) and math.isfinite(cb)):
-        return "no interval"
-    if not distinguishable(a, ca, b, cb):
-        return "not significant"
-    return "faster" if b > a else "slower"
+    return interval_verdict(*ratio(a, ca, b, cb)[1:], a, b)

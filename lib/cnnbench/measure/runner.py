@@ -1,15 +1,7 @@
-"""Many configurations, each measured in several fresh worker processes (:mod:`cnnbench.measure.worker`) in
-interleaved rounds, each round in an order drawn anew, until its interval is within ``ci_target_pct`` or
-``max_processes`` or ``adapt_budget_s`` is reached. Each row keeps each round's rate
-(``process_rates_img_s``), so two variants of one run are divided round by round
-(:func:`cnnbench.measure.reproducibility.paired_ratio`).
-
-Files (``<name>.csv``, ``<name>_windows.csv``, ``<name>_steps.csv``, ``telemetry.csv``) and their columns:
-docs/outputs.md and docs/measurement.md.
-
-Every window is written as its process ends, so an interrupted run loses at most the process in flight and a
-rerun goes on from the processes it has.
-"""
+"""Many configurations, each measured in several fresh worker processes in interleaved rounds of a seeded
+random order, until its interval is within ``ci_target_pct`` or ``max_processes`` or ``adapt_budget_s`` is
+reached; each row keeps each round's rate (``process_rates_img_s``). Every process's windows are written as it
+ends, so a rerun goes on from the processes it has. Files and columns: docs/outputs.md, docs/measurement.md."""
 
 from __future__ import annotations
 
@@ -20,11 +12,9 @@ import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-import torch
-
-from cnnbench import devices
 from cnnbench.measure import energy, engine, telemetry, timing
 from cnnbench.measure.engine import Config
+from cnnbench.measure.reproducibility import number
 from cnnbench.progress import bar, process_done, resumed, row_done, say
 from cnnbench.results import TABLES, ResultsFile, config_keys, window_keys
 
@@ -84,24 +74,22 @@ def _key(file: ResultsFile, key: dict) -> tuple[str, ...]:
 
 
 def _typed_window(w: dict) -> dict:
-    out = dict(w)
-    for k in ("process", "repeat", "steps", "images"):
-        out[k] = int(float(w[k]))
-    out["window_time_s"] = float(w["window_time_s"])
-    probe = w.get("probe_img_s", "")
-    out["probe_img_s"] = float(probe) if probe not in ("", None) else math.nan
-    return out
+    ints = {k: int(float(w[k])) for k in ("process", "repeat", "steps", "images")}
+    return {
+        **w,
+        **ints,
+        "window_time_s": float(w["window_time_s"]),
+        "probe_img_s": number(w.get("probe_img_s")),
+    }
 
 
 def _measure(pairs, device, p, datasets: list, isolate: bool, until: float, record) -> None:
-    """``record(state, process, row)`` for each of ``pairs`` (state, process) as it is measured, until
-    ``until`` (perf_counter) passes: in one fresh worker for them all where the device's kind shares a round's
-    worker (:attr:`cnnbench.devices.Backend.round_worker`), else each in a worker of its own (``isolate``) or in
-    this process."""
+    """``record(state, process, row)`` for each (state, process) of ``pairs`` until ``until``: in one worker for
+    the round where the device shares one (``Backend.round_worker``), else each in its own (``isolate``) or here."""
     from cnnbench.measure import worker
 
     busy = [process == 1 for _, process in pairs]  # the device's busy share: profiled in a first process
-    if isolate and devices.backend(device).round_worker and pairs and time.perf_counter() < until:
+    if isolate and device.round_worker and pairs and time.perf_counter() < until:
         cfgs = [s.cfg for s, _ in pairs]
         worker.measure_round(cfgs, device, p, datasets, busy, lambda i, row: record(*pairs[i], row))
         return
@@ -164,11 +152,8 @@ def _record(
         tele.extend([{**context, **s} for s in series], group=(*config_keys(), "source", "process"))
 
 
-def _finite(value) -> bool:
-    try:
-        return math.isfinite(float(value))
-    except (TypeError, ValueError):  # absent, or empty as a CSV cell
-        return False
+def _number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
 def _merge_numbers(rows: list[dict]) -> dict:
@@ -178,10 +163,7 @@ def _merge_numbers(rows: list[dict]) -> dict:
     for k in rows[0]:
         if k in not_merged:
             continue
-        vals = [
-            r.get(k) for r in rows if isinstance(r.get(k), (int, float)) and not isinstance(r.get(k), bool)
-        ]
-        vals = [float(v) for v in vals if math.isfinite(float(v))]
+        vals = [float(v) for r in rows if _number(v := r.get(k)) and math.isfinite(v)]
         if not vals:
             continue
         if k.startswith(_MAX_PREFIXES) or "_max" in k:
@@ -201,7 +183,9 @@ def merge(state: _Config, stop_reason: str, steps: ResultsFile | None) -> dict:
         return {**base, "processes_measured": 0, "stop_reason": stop_reason}
     if rows:
         base.update(_merge_numbers(rows))
-        unread = [r for r in rows if r.get("status", "ok") == "ok" and not _finite(r.get("energy_j"))]
+        unread = [
+            r for r in rows if r.get("status", "ok") == "ok" and not math.isfinite(number(r.get("energy_j")))
+        ]
         if unread:  # a mean over the processes that read it would be theirs alone: none, with a reason
             base.update(energy.none(unread[-1].get("energy_source", ""), unread[-1].get("energy_note", "")))
     step_times = []
@@ -233,8 +217,7 @@ def merge(state: _Config, stop_reason: str, steps: ResultsFile | None) -> dict:
     if "gflops_per_image" in base and base.get("gflops_per_image") == base.get("gflops_per_image"):
         base["achieved_gflops"] = base["throughput_img_s"] * float(base["gflops_per_image"])
         base["achieved_tflops"] = base["achieved_gflops"] / 1e3
-    probes = [float(w.get("probe_img_s", math.nan)) for w in state.windows]
-    probes = [p for p in probes if math.isfinite(p)]
+    probes = [w["probe_img_s"] for w in state.windows if math.isfinite(w["probe_img_s"])]
     if probes:
         base["probe_img_s"] = sum(probes) / len(probes)
         base["probe_spread_pct"] = 100 * (max(probes) - min(probes)) / base["probe_img_s"]
@@ -283,7 +266,7 @@ def _rounds(
 
 def run_configs(
     configs: Iterable[Config],
-    device: torch.device,
+    device,
     p,
     path,
     steps_path=None,
@@ -295,12 +278,11 @@ def run_configs(
     only: Iterable[Config] | None = None,
     reuse: Path | None = None,
 ) -> list[dict]:
-    """Measure every configuration not already done in ``path`` with the protocol ``p``; returns the rows of
-    ``configs``, this run's and resumed ones, in the file's order. ``isolate``: each process a fresh worker (a
-    crash is a ``crashed`` row), else a fresh workload in this process. ``only``: measure these now (all of
-    ``configs`` stay this invocation's rows) and return their rows. ``reuse``: a results file whose finished
-    rows of the same configurations are copied, with ``measured_in`` naming it, instead of measured again."""
-    configs = list(configs)
+    """Measure every configuration of ``configs`` not done in ``path`` with the protocol ``p``; return their rows
+    (this run's and resumed ones). ``device``: a torch device or its backend, made once and passed down;
+    ``isolate``: each process a fresh worker; ``only``: measure these now; ``reuse``: a results file whose
+    finished rows of the same configurations are copied (``measured_in``) instead of measured again."""
+    device, configs = timing.backend_of(device), list(configs)
     files = _files(path, steps_path, telemetry_path)
     results, windows, steps, _ = files
     keys = [engine.config_key(c, device, p) for c in configs]
@@ -322,7 +304,7 @@ def run_configs(
     probed = {"img_s": math.nan}
 
     def probe() -> None:  # the host CPU's own speed before each round (telemetry.speed_probe), where the
-        if devices.backend(device).on_host and states:  # host CPU is the measured device
+        if device.on_host and states:  # host CPU is the measured device
             probed["img_s"] = telemetry.speed_probe()
 
     total = sum(max(p.processes - len(s.processes), 0) for s in states)

@@ -1,16 +1,6 @@
-"""Telemetry sampled in a background thread only while a measured window runs, kept as time series.
-
-Host (psutil): CPU % per core and overall, this process's CPU % (100 = one core), resident memory, CPU steal,
-the CPU load of every other process and the CPU clock; :func:`judge` turns them into a verdict per measurement
-(quiet | busy) with the figures. NVIDIA, for every GPU (nvidia-ml-py): utilisation, memory-controller
-utilisation, memory used, power, temperature, SM clock and throttle reasons. MPS: allocated memory.
-
-    with telemetry.Sampler(device, 0.1) as s:
-        ...                                   # the work
-    s.series()    # [{"t_s", "metric", "value", "device_index"}, ...]: one dict per sample and quantity
-    s.summary()   # mean/max per quantity of the measured device: util_cpu_mean_pct, gpu_power_w_mean, ...
-
-``device_index``: the CPU core for ``util_cpu_core_pct``, the GPU's NVML index for GPU metrics, else None."""
+"""Telemetry sampled in a background thread while a measured window runs (psutil for the host, NVML for every
+NVIDIA GPU, the allocator on MPS), kept as series (``Sampler.series()``: t_s, metric, value, device_index) and
+summarised per row (``Sampler.summary()``); :func:`judge` turns a row's figures into quiet | busy."""
 
 from __future__ import annotations
 
@@ -27,9 +17,9 @@ import pandas as pd
 import psutil
 import torch
 
-from cnnbench import devices, paths, results
+from cnnbench import paths, results
 from cnnbench.measure.reproducibility import number
-from cnnbench.measure.timing import STALL_FACTOR
+from cnnbench.measure.timing import STALL_FACTOR, backend_of
 
 # NVML's clock throttle reasons, bit 0x1 upwards
 _THROTTLES = "gpu_idle app_clocks sw_power_cap hw_slowdown sync_boost sw_thermal hw_thermal hw_power_brake"
@@ -53,30 +43,23 @@ def gpu_power_w(nvml, handle) -> tuple[float, str]:
     return nvml.nvmlDeviceGetPowerUsage(handle) / 1000, POWER_AVERAGE
 
 
-# metric of the series -> (summary name, statistics kept in the row); util_* summaries end in _pct
+# the series' metrics summarised in the row (named less _pct/_mib, then _<stat>, then the unit): those in MiB
+# by their max, the CPU clock by mean, min and max, the rest by mean and max
 _SUMMARY = {
-    "util_cpu_pct": ("util_cpu", ("mean", "max")),
-    "util_process_cpu_pct": ("util_process_cpu", ("mean", "max")),
-    "util_device_pct": ("util_device", ("mean", "max")),
-    "util_device_mem_pct": ("util_device_mem", ("mean", "max")),
-    "gpu_temp_c": ("gpu_temp_c", ("mean", "max")),
-    "gpu_power_w": ("gpu_power_w", ("mean", "max")),
-    "gpu_sm_clock_mhz": ("gpu_sm_clock_mhz", ("mean", "max")),
-    "gpu_mem_used_mib": ("gpu_mem_used", ("max",)),
-    "cpu_steal_pct": ("cpu_steal", ("mean", "max")),
-    "util_other_cpu_pct": ("util_other_cpu", ("mean", "max")),
-    "cpu_freq_mhz": ("cpu_freq_mhz", ("mean", "min", "max")),
-    "mps_mem_mib": ("mps_mem", ("max",)),
+    m: ("max",) if m.endswith("_mib") else ("mean", "min", "max") if m == "cpu_freq_mhz" else ("mean", "max")
+    for m in (
+        "util_cpu_pct util_process_cpu_pct util_device_pct util_device_mem_pct gpu_temp_c gpu_power_w "
+        "gpu_sm_clock_mhz gpu_mem_used_mib cpu_steal_pct util_other_cpu_pct cpu_freq_mhz mps_mem_mib"
+    ).split()
 }
 
 
 class Sampler:
     """``with Sampler(device) as s: ...`` then ``s.series()`` (every sample) and ``s.summary()`` (per row)."""
 
-    def __init__(
-        self, device: torch.device, interval_s: float = 0.1, clock: Callable[[], float] = time.perf_counter
-    ):
-        self.device, self.interval_s, self.clock = device, interval_s, clock
+    def __init__(self, device, interval_s: float = 0.1, clock: Callable[[], float] = time.perf_counter):
+        self._backend = backend_of(device)
+        self.device, self.interval_s, self.clock = self._backend.device, interval_s, clock
         self.samples: list[tuple[float, str, float, int | None]] = []
         self.throttle: set[str] = set()
         self.power_source = ""  # which NVML reading gpu_power_w holds (POWER_INSTANT or POWER_AVERAGE)
@@ -86,7 +69,6 @@ class Sampler:
         self._cores = psutil.cpu_count() or 1
         self._last_cpu: tuple[float, float] | None = None  # (clock, this process tree's CPU seconds)
         self._t0 = clock()
-        self._backend = devices.backend(device)
         self._nvml, self._handles, self.measured_index = self._backend.gpus()
 
     def _add(self, t: float, metric: str, value: float, index: int | None = None) -> None:
@@ -220,7 +202,8 @@ class Sampler:
     def summary(self) -> dict[str, float | str]:
         """Mean and max per quantity (GPU ones of the measured GPU), ``peak_rss_mib`` sampled, sample count."""
         out: dict[str, float | str] = {}
-        for metric, (name, stats) in _SUMMARY.items():
+        for metric, stats in _SUMMARY.items():
+            name = metric.removesuffix("_pct").removesuffix("_mib")
             index = self.measured_index if metric.startswith(("util_device", "gpu_")) else None
             arr = np.asarray(self.values(metric, index))
             if arr.size == 0:

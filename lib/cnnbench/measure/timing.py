@@ -18,46 +18,17 @@ NOISY_IQR_OVER_MEDIAN = 0.10
 MAX_WINDOW_STEPS = 10_000  # steps_for_window's bound too
 STALL_FACTOR = 2.0  # a window over this many times its steps at their median stalled (stopped, starved)
 
-# Two-sided 95% Student t quantiles for 1..30 degrees of freedom (beyond: t95's expansion).
+# Two-sided 95% and 99% Student t quantiles for 1..30 degrees of freedom (beyond: _t's expansion).
 _T95 = [
-    12.706,
-    4.303,
-    3.182,
-    2.776,
-    2.571,
-    2.447,
-    2.365,
-    2.306,
-    2.262,
-    2.228,
-    2.201,
-    2.179,
-    2.160,
-    2.145,
-    2.131,
-    2.120,
-    2.110,
-    2.101,
-    2.093,
-    2.086,
-    2.080,
-    2.074,
-    2.069,
-    2.064,
-    2.060,
-    2.056,
-    2.052,
-    2.048,
-    2.045,
-    2.042,
+    float(t)
+    for t in """12.706 4.303 3.182 2.776 2.571 2.447 2.365 2.306 2.262 2.228 2.201 2.179 2.160 2.145
+    2.131 2.120 2.110 2.101 2.093 2.086 2.080 2.074 2.069 2.064 2.060 2.056 2.052 2.048 2.045 2.042""".split()
 ]
-
-
 _T99 = [
-    63.657, 9.925, 5.841, 4.604, 4.032, 3.707, 3.499, 3.355, 3.250, 3.169,
-    3.106, 3.055, 3.012, 2.977, 2.947, 2.921, 2.898, 2.878, 2.861, 2.845,
-    2.831, 2.819, 2.807, 2.797, 2.787, 2.779, 2.771, 2.763, 2.756, 2.750,
-]  # fmt: skip
+    float(t)
+    for t in """63.657 9.925 5.841 4.604 4.032 3.707 3.499 3.355 3.250 3.169 3.106 3.055 3.012 2.977
+    2.947 2.921 2.898 2.878 2.861 2.845 2.831 2.819 2.807 2.797 2.787 2.779 2.771 2.763 2.756 2.750""".split()
+]
 
 
 def _t(dof: int, table: list[float], z: float) -> float:
@@ -86,6 +57,11 @@ def t99(dof: int) -> float:
     return _t(dof, _T99, 2.575829)
 
 
+def backend_of(device) -> devices.Backend:
+    """``device``'s backend; a backend passed down (made once per measurement) is used as it is."""
+    return device if isinstance(device, devices.Backend) else devices.backend(device)
+
+
 def ci95_half_width(values) -> float:
     """Half-width of the Student t 95% interval of the mean of ``values`` (NaN below two values)."""
     values = [float(v) for v in values]
@@ -95,19 +71,19 @@ def ci95_half_width(values) -> float:
 
 
 class StepTimer:
-    """Times steps on ``device``. A device that queues its work is synchronised at the window's edges only;
-    its steps are timed by events (CUDA) or given the window's mean (MPS; ``source`` says so). On the host CPU
-    every step is timed by the host clock. ``clock`` and ``sync`` are injectable."""
+    """Times steps on ``device`` (or its backend): a queued device's steps by events (CUDA) or the window's
+    mean (``source`` says which), synced at the window's edges; the host CPU's each by the host clock."""
 
     def __init__(
         self,
-        device: torch.device,
+        device,
         clock: Callable[[], float] = time.perf_counter,
-        sync: Callable[[torch.device], None] = devices.synchronize,
+        sync: Callable[[torch.device], None] | None = None,
         use_events: bool | None = None,
     ):
-        backend = devices.backend(device)
-        self.device, self.clock, self.sync = device, clock, sync
+        backend = backend_of(device)
+        self.device, self.clock = backend.device, clock
+        self.sync = sync or (lambda _: backend.synchronize())
         self.events = backend.events() if use_events is not False else None
         if use_events and self.events is None:
             raise ValueError(f"no timing events on {backend.kind}")

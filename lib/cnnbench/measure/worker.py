@@ -1,9 +1,6 @@
-"""One configuration measured in a fresh worker process: its peak memory and allocator state are its own, and
-a worker that dies becomes a row with ``status=crashed`` and its exit code or signal. Start-up is outside
-every timed window.
-
-``CNNBENCH_TEST_WORKER_HOOK`` (tests only): JSON ``{model: action}`` run in the worker before measuring that
-model; actions ``segfault``, ``exit:N``, ``raise`` and ``ballast:MIB`` (hold MIB MiB of touched memory)."""
+"""One configuration measured in a fresh worker process (its peak memory its own; a worker that dies is a
+``crashed`` row). ``CNNBENCH_TEST_WORKER_HOOK`` (tests only): JSON ``{model: action}``, actions ``segfault``,
+``exit:N``, ``raise`` and ``ballast:MIB``."""
 
 from __future__ import annotations
 
@@ -19,7 +16,7 @@ import traceback
 import torch
 
 from cnnbench import devices, paths
-from cnnbench.measure import engine
+from cnnbench.measure import engine, timing
 
 forkserver = sys.modules.get("multiprocessing.forkserver")
 if forkserver and any(f.f_code is forkserver.main.__code__ for f, _ in traceback.walk_stack(None)):
@@ -71,8 +68,8 @@ def _test_hook(model: str, hooks: str) -> None:
 
 def _jobs(cfgs, device_spec: str, p, datasets, hooks: str, known_flops, busy, isolation: str, conn) -> None:
     """The worker's body: take the device, measure each configuration in turn, send each row as it is made."""
-    device = torch.device(device_spec)
-    devices.backend(device).enter_worker()
+    device = devices.backend(device_spec)  # this process's one backend, passed down
+    device.enter_worker()
     for cfg, dataset, known, profile in zip(cfgs, datasets, known_flops, busy, strict=True):
         if known is not None:
             engine._FLOPS[(cfg.model, cfg.image_size, cfg.num_classes)] = known
@@ -85,18 +82,16 @@ def _jobs(cfgs, device_spec: str, p, datasets, hooks: str, known_flops, busy, is
     conn.close()
 
 
-def measure_isolated(cfg: engine.Config, device: torch.device, p, dataset=None, busy: bool = True) -> dict:
+def measure_isolated(cfg: engine.Config, device, p, dataset=None, busy: bool = True) -> dict:
     """:func:`cnnbench.measure.engine.measure` in a fresh worker process; a worker that dies gives a ``crashed`` row."""
     rows = []
     measure_round([cfg], device, p, [dataset], [busy], lambda i, row: rows.append(row))
     return rows[0]
 
 
-def measure_round(cfgs: list, device: torch.device, p, datasets: list, busy: list[bool], on_row) -> None:
-    """Each of ``cfgs`` measured in turn, in one fresh worker process where there are several (isolation
-    "round_worker": a device whose memory peaks reset per configuration and whose processes take seconds to start),
-    else in its own ("worker"); ``on_row(i, row)`` as each row arrives. A worker that dies gives the configuration
-    it was measuring a ``crashed`` row and leaves those after it unmeasured."""
+def measure_round(cfgs: list, device, p, datasets: list, busy: list[bool], on_row) -> None:
+    """Each of ``cfgs`` measured in turn in one fresh worker process ("round_worker"; one configuration:
+    "worker"), ``on_row(i, row)`` as each row arrives; a worker that dies gives its configuration a ``crashed`` row."""
     known_flops = []
     for cfg in cfgs:  # counted once here, not again in the worker (it would also add to its memory peak)
         try:
@@ -112,7 +107,7 @@ def measure_round(cfgs: list, device: torch.device, p, datasets: list, busy: lis
     exitcode = _in_worker(
         _jobs,
         f"cnnbench-worker-{cfgs[0].model}",
-        (cfgs, str(device), p, datasets, hooks, known_flops, busy, isolation),
+        (cfgs, str(timing.backend_of(device).device), p, datasets, hooks, known_flops, busy, isolation),
         lambda row: on_row(len(got), row) or got.append(row),
         len(cfgs),
     )
@@ -121,10 +116,8 @@ def measure_round(cfgs: list, device: torch.device, p, datasets: list, busy: lis
 
 
 def _entered(target, start_method: str | None, *args) -> None:
-    """A worker's entry: it dies with its parent, leaves Ctrl-C to it, and starts processes of its own (a
-    DataLoader's) as its caller would, not by the harness's method (a forkserver child would start a server of its
-    own, a fresh Python importing torch, inside every loader's start-up; None: the platform's default); then
-    ``target(*args)``."""
+    """A worker's entry: it dies with its parent, leaves Ctrl-C to it and starts its own processes (a
+    DataLoader's) by its caller's method (None: the platform's default); then ``target(*args)``."""
     paths.die_with_parent()  # a worker never outlives its forkserver (and so its kernel and its run)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C kills the worker from the parent: no 2nd traceback
     mp.set_start_method(start_method, force=True)
@@ -132,9 +125,8 @@ def _entered(target, start_method: str | None, *args) -> None:
 
 
 def _in_worker(target, name: str, args: tuple, on_row, expected: int = 1) -> int | None:
-    """``target(*args, conn)`` in a fresh worker process, ``on_row(row)`` for each row it sends (up to ``expected``,
-    fewer if it dies); returns its exit code. Interrupted, the worker is killed, so it does not go on measuring on
-    the same cores."""
+    """``target(*args, conn)`` in a fresh worker process, ``on_row(row)`` for each of up to ``expected`` rows;
+    returns its exit code. Interrupted, the worker is killed."""
     ctx = _context()
     receive, send = ctx.Pipe(duplex=False)
     proc = ctx.Process(
@@ -174,11 +166,6 @@ def _call_job(fn, args: tuple, device_spec: str, threads: int, conn) -> None:
     conn.close()
 
 
-def died(exitcode: int | None) -> dict:
-    """The status and message of a worker that died before sending its row (segfault, OOM killer, os._exit)."""
-    return {"isolation": "worker", "status": "crashed", "error": engine.death(exitcode)}
-
-
 def call_isolated(
     fn, *args, device: torch.device, threads: int | None = None, name: str = "cnnbench-worker"
 ) -> dict:
@@ -188,4 +175,4 @@ def call_isolated(
     threads = threads or torch.get_num_threads()
     rows: list = []
     exitcode = _in_worker(_call_job, name, (fn, args, str(device), threads), rows.append)
-    return rows[0] if rows else died(exitcode)
+    return rows[0] if rows else {"isolation": "worker", "status": "crashed", "error": engine.death(exitcode)}

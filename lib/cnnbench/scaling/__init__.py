@@ -1,10 +1,6 @@
-"""Data-parallel scaling (06): DistributedDataParallel over 1..N processes launched by torchrun
-(:mod:`.launch`, each running :mod:`.ddp`), with scaling efficiency and a check that the losses match one
-process:
-
-    run(run) -> scaling.csv   (+ the sampled series of every rank in transfer_telemetry.csv)
-
-and its table and plot (:mod:`.summary`)."""
+"""Data-parallel scaling (06): ``run(run)`` -> scaling.csv, DistributedDataParallel over 1..N processes
+(:mod:`.launch`, :mod:`.ddp`) with scaling efficiency and a loss check against one process, and its table and
+plot (:mod:`.summary`)."""
 
 from __future__ import annotations
 

@@ -1,201 +1,159 @@
-"""Data-parallel training with DistributedDataParallel, one process per device, launched by torchrun:
+"""Data-parallel training with DistributedDataParallel, one process per device, launched by torchrun
+(:mod:`.launch`) on every node as ``-m cnnbench.scaling.ddp JOB``. JOB (:func:`job`, JSON) holds the run's params,
+the configuration (:class:`cnnbench.measure.engine.Config`) and the launch's windows.
 
-    python -m torch.distributed.run --standalone --nproc_per_node 2 -m cnnbench.scaling.ddp --out DIR
-    # several machines: the same script on each, e.g. 2 nodes x 8 GPUs, run on every node:
-    torchrun --nnodes 2 --nproc_per_node 8 --rdzv_backend c10d --rdzv_endpoint HOST:29500 \\
-        -m cnnbench.scaling.ddp --backend nccl --out DIR
-
-Every rank trains on its slice of the same deterministic global batches. The first ``--check-steps`` steps
+Each rank trains the configuration's :class:`~cnnbench.measure.engine.Workload` (every knob applied, as in 02),
+its model in DDP, on its slice of the same deterministic global batches. The first :data:`CHECK_STEPS` steps
 (dropout off, BatchNorm on running statistics) record the loss averaged over ranks, which must equal one
-process's at the same global batch; then ``--repeats`` windows of ``--steps`` steps, each timed as the slowest
+process's at the same global batch; then ``repeats`` windows of ``steps`` steps, each timed as the slowest
 rank's. Rank 0 writes ``result.json``; every rank its telemetry."""
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
+import sys
 import time
 from pathlib import Path
 
 import torch
 import torch.distributed as dist
-from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
-from cnnbench import devices, heap, models, paths
-from cnnbench.measure import telemetry, timing
+from cnnbench import devices, params, paths
+from cnnbench.measure import engine, telemetry, timing
+
+CHECK_STEPS = 3  # steps whose rank-averaged loss is recorded
 
 
-def parse(argv=None) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(prog="cnnbench.scaling.ddp", description=__doc__.splitlines()[0])
-    ap.add_argument("--model", default="resnet18")
-    ap.add_argument("--batch-size", type=int, default=32, help="per-device batch size")
-    ap.add_argument("--image-size", type=int, default=64)
-    ap.add_argument("--num-classes", type=int, default=10)
-    ap.add_argument("--check-steps", type=int, default=3, help="steps whose rank-averaged loss is recorded")
-    ap.add_argument("--warmup", type=int, default=2)
-    ap.add_argument("--steps", type=int, default=10, help="measured steps per window")
-    ap.add_argument("--repeats", type=int, default=3, help="measured windows (0: the loss check only)")
-    ap.add_argument("--backend", default="auto", choices=("auto", "gloo", "nccl"))
-    ap.add_argument("--threads", type=int, default=0, help="CPU threads per process (0: torch's default)")
-    ap.add_argument("--lr", type=float, default=0.01)
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--telemetry-interval", type=float, default=0.1)
-    ap.add_argument("--host-heap", default="keep", choices=heap.HEAPS, help="see cnnbench.heap")
-    ap.add_argument(
-        "--reference-batches",
-        type=int,
-        nargs="*",
-        default=[],
-        help="global batch sizes whose check losses are also recorded (the single-device reference)",
-    )
-    ap.add_argument("--out", required=True, help="folder for result.json and telemetry_rank<r>.json")
-    return ap.parse_args(argv)
+def job(p, cfg, backend: str, out, steps: int, repeats: int, reference_batches=()) -> dict:
+    """What every rank of one launch runs: ``repeats`` windows of ``steps`` steps of ``cfg`` (0: the loss check
+    only), and the check alone at each global batch of ``reference_batches`` (the single-device reference)."""
+    return {
+        "params": p.to_dict(),
+        "config": cfg.columns(),
+        "backend": backend,
+        "out": str(out),
+        "steps": steps,
+        "repeats": repeats,
+        "reference_batches": list(reference_batches),
+    }
 
 
-def backend_for(name: str) -> str:
-    """The torch.distributed backend: ``auto`` is that of the device ``auto`` resolves to (nccl on GPUs)."""
-    return devices.backend(devices.resolve("auto")).ddp_backend if name == "auto" else name
+def read_job(path) -> tuple[dict, params.Params, engine.Config]:
+    """(the job, its params, its configuration) from the JSON file at ``path``."""
+    spec = json.loads(Path(path).read_text())
+    p = params.Params(**{k: v for k, v in spec["params"].items() if k in params.FIELDS})
+    return spec, p, engine.Config.of(**spec["config"])
 
 
-def global_batches(args, global_batch: int, rank: int, world: int, device: torch.device, n: int = 4) -> list:
+def global_batches(p, cfg, global_batch: int, rank: int, world: int, device, n: int = 4) -> list:
     """``n`` deterministic global batches of the model's input; this rank keeps its contiguous slice of each, on
     its device."""
-    per = global_batch // world
-    out = []
+    per, out = global_batch // world, []
     for i in range(n):
-        gen = torch.Generator().manual_seed(args.seed + 1000 + i)
-        x = torch.randn((global_batch, *models.input_shape(args.model, args.image_size)), generator=gen)
-        y = torch.randint(0, args.num_classes, (global_batch,), generator=gen)
-        out.append((x[rank * per : (rank + 1) * per].to(device), y[rank * per : (rank + 1) * per].to(device)))
+        gen = torch.Generator().manual_seed(p.seed + 1000 + i)
+        x = torch.randn((global_batch, cfg.in_channels, cfg.image_size, cfg.image_size), generator=gen)
+        y = torch.randint(0, cfg.num_classes, (global_batch,), generator=gen)
+        out.append(tuple(t[rank * per : (rank + 1) * per].to(device) for t in (x, y)))
     return out
 
 
-def _mean_over_ranks(value: torch.Tensor, world: int) -> float:
-    value = value.detach().float().clone()
-    dist.all_reduce(value, op=dist.ReduceOp.SUM)
-    return float(value) / world
-
-
-def _slowest(seconds: float, device: torch.device) -> float:
-    t = torch.tensor([seconds], dtype=torch.float64, device=device)
-    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+def _all_reduce(value: float, op, device) -> float:
+    t = torch.tensor([value], dtype=torch.float64, device=device)
+    dist.all_reduce(t, op=op)
     return float(t)
 
 
 def main(argv=None) -> int:
     paths.die_with_parent()  # a rank never outlives torchrun's agent
-    args = parse(argv)
+    spec, p, cfg = read_job((argv or sys.argv[1:])[0])
     rank, world = int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
     local = int(os.environ.get("LOCAL_RANK", 0))
-    backend = backend_for(args.backend)
     # NCCL (RCCL) runs on GPUs
-    device = torch.device(f"cuda:{local}") if backend == "nccl" else torch.device("cpu")
-    devices.backend(device).enter_worker()
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    heap.apply(args.host_heap)
+    b = devices.backend(f"cuda:{local}" if spec["backend"] == "nccl" else "cpu")  # this rank's, passed down
+    b.enter_worker()
     os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
     os.environ.setdefault("MASTER_PORT", "29500")
-    dist.init_process_group(backend, rank=rank, world_size=world)
+    dist.init_process_group(spec["backend"], rank=rank, world_size=world)
     try:
-        with devices.backend(device).math("fp32"):  # fp32 means fp32, as in every other experiment
-            result = train(args, rank, world, device, backend)
+        result = train(spec, p, cfg, rank, world, b)
     finally:
         dist.destroy_process_group()
     if rank == 0:
-        Path(args.out, "result.json").write_text(json.dumps(result, indent=1))
+        Path(spec["out"], "result.json").write_text(json.dumps(result, indent=1))
     return 0
 
 
-def setup(args, rank: int, world: int, device: torch.device, global_batch: int):
-    """(DDP model, optimizer, this rank's batches): the same initial weights on every rank and in every call."""
-    torch.manual_seed(args.seed)
+def train(spec: dict, p, cfg, rank: int, world: int, device) -> dict:
+    """The loss check at each reference global batch, then the measured run, each from the same initial weights
+    (a fresh :class:`~cnnbench.measure.engine.Workload`)."""
+    reference = {}
+    for global_batch in spec["reference_batches"]:
+        with engine.Workload(cfg, device, p) as work:
+            reference[str(global_batch)] = _run(spec, p, work, rank, world, global_batch, check_only=True)
+    with engine.Workload(cfg, device, p) as work:
+        result = _run(spec, p, work, rank, world, cfg.batch_size * world)
+    return {**result, "reference_losses": reference}
+
+
+def _run(spec: dict, p, work, rank: int, world: int, global_batch: int, check_only: bool = False):
     # the single-device model, BatchNorm as it is (no SyncBatchNorm, on CUDA as on CPU): a SyncBatchNorm would
     # add an all-reduce per BN layer at world size 2 that world size 1 never pays, understating the efficiency
-    net = models.build(args.model, num_classes=args.num_classes, image_size=args.image_size).to(device)
-    ddp = DistributedDataParallel(net, device_ids=devices.backend(device).ddp_device_ids())
-    opt = torch.optim.SGD(ddp.parameters(), lr=args.lr, momentum=0.9)
-    return ddp, opt, global_batches(args, global_batch, rank, world, device)
-
-
-def stepper(ddp, opt, batches):
-    loss_fn = nn.CrossEntropyLoss()
+    device, cfg = work.device, work.cfg
+    work.forward = ddp = DistributedDataParallel(work.model, device_ids=work.backend.ddp_device_ids())
+    batches = global_batches(p, cfg, global_batch, rank, world, device)
 
     def step(i: int) -> torch.Tensor:
-        x, y = batches[i % len(batches)]
-        opt.zero_grad(set_to_none=True)
-        loss = loss_fn(models.logits(ddp(x)), y)
-        loss.backward()
-        opt.step()
-        return loss
+        work.train_step(batches[i % len(batches)])
+        return work.last_loss
 
-    return step
+    def mean(loss: torch.Tensor) -> float:
+        return _all_reduce(float(loss), dist.ReduceOp.SUM, device) / world
 
-
-def check_losses(ddp, step, n: int, world: int) -> list[float]:
-    """The rank-averaged loss of ``n`` steps with dropout off and BatchNorm on running statistics."""
-    ddp.eval()
-    losses = [_mean_over_ranks(step(i), world) for i in range(n)]
+    ddp.eval()  # the check: dropout off, BatchNorm on running statistics
+    check = [mean(step(i)) for i in range(CHECK_STEPS)]
     ddp.train()
-    return losses
-
-
-def train(args, rank: int, world: int, device: torch.device, backend: str) -> dict:
-    reference = {}
-    # the same check at other global batches, from the same weights
-    for global_batch in args.reference_batches:
-        ddp, opt, batches = setup(args, rank, world, device, global_batch)
-        reference[str(global_batch)] = check_losses(ddp, stepper(ddp, opt, batches), args.check_steps, world)
-    ddp, opt, batches = setup(args, rank, world, device, args.batch_size * world)
-    step = stepper(ddp, opt, batches)
-    check = check_losses(ddp, step, args.check_steps, world)
-    for i in range(args.warmup):
+    if check_only:
+        return check
+    for i in range(p.warmup_steps):
         step(i)
-    windows, last = [], float("nan")
-    with telemetry.Sampler(device, args.telemetry_interval) as sampler:
-        for _ in range(args.repeats):
+    windows, steps = [], spec["steps"]
+    with telemetry.Sampler(work.backend, p.telemetry_interval_s) as sampler:
+        for _ in range(spec["repeats"]):
             dist.barrier()
-            devices.synchronize(device)
+            work.backend.synchronize()
             start = time.perf_counter()
-            for i in range(args.steps):
-                loss = step(i)
-            devices.synchronize(device)
-            windows.append(_slowest(time.perf_counter() - start, device))
-    if args.repeats:
-        last = _mean_over_ranks(loss, world)
-    Path(args.out).mkdir(parents=True, exist_ok=True)
+            for i in range(steps):
+                step(i)
+            work.backend.synchronize()
+            windows.append(_all_reduce(time.perf_counter() - start, dist.ReduceOp.MAX, device))
     sampled = {"rank": rank, "device": str(device), "summary": sampler.summary(), "series": sampler.series()}
-    Path(args.out, f"telemetry_rank{rank}.json").write_text(json.dumps(sampled))
+    Path(spec["out"], f"telemetry_rank{rank}.json").write_text(json.dumps(sampled))
     result = {
         "world_size": world,
-        "backend": backend,
-        "model": args.model,
-        "per_device_batch": args.batch_size,
-        "global_batch": args.batch_size * world,
-        "image_size": args.image_size,
-        "device_kind": devices.backend(device).kind,
-        "device_name": devices.device_name(device),
+        "backend": spec["backend"],
+        "model": cfg.model,
+        "per_device_batch": cfg.batch_size,
+        "global_batch": global_batch,
+        "image_size": cfg.image_size,
+        "device_kind": work.backend.kind,
+        "device_name": work.backend.name(),
         "threads_per_process": torch.get_num_threads(),
         "check_losses": check,
-        "reference_losses": reference,
-        "loss_last": last,
-        "measured_steps": args.steps,
-        "repeats": args.repeats,
+        "loss_last": mean(work.last_loss) if windows else float("nan"),
+        "measured_steps": steps,
+        "repeats": spec["repeats"],
     }
-    if windows:
-        result.update(throughput(windows, args.batch_size * world, args.steps))
-    return result
+    return {**result, **(throughput(windows, global_batch, steps) if windows else {})}
 
 
 def throughput(windows: list[float], global_batch: int, steps: int) -> dict:
     """All images over the summed (slowest-rank) window times, and the 95% interval over windows."""
     images_per_window = global_batch * steps
-    rates = [images_per_window / w for w in windows]
     return {
         "throughput_img_s": images_per_window * len(windows) / sum(windows),
-        "throughput_ci95_img_s": timing.ci95_half_width(rates),
+        "throughput_ci95_img_s": timing.ci95_half_width([images_per_window / w for w in windows]),
         "window_times_s": windows,
         "step_time_mean_s": sum(windows) / (len(windows) * steps),
     }

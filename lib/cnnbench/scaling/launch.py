@@ -13,9 +13,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from cnnbench import devices, heap, models, paths, progress, results
-from cnnbench.measure import timelines
+from cnnbench import devices, heap, paths, progress, results
+from cnnbench.measure import engine, timelines
 from cnnbench.measure.engine import failure
+from cnnbench.scaling import ddp
 
 LOSS_RTOL = 1e-4
 
@@ -24,13 +25,14 @@ class LaunchFailed(RuntimeError):
     """torchrun exited with an error: the message is the last line the processes wrote."""
 
 
-def command(world: int, out: Path, reference_batches: tuple[int, ...] = (), **options) -> list[str]:
-    """The torchrun command line of one run of :mod:`cnnbench.scaling.ddp` (the same script serves several
-    nodes); ``options`` are its flags by their argparse names (``batch_size=8``: ``--batch-size 8``)."""
+def command(world: int, job: dict) -> list[str]:
+    """The torchrun command line of ``world`` processes of :mod:`cnnbench.scaling.ddp` running ``job``
+    (:func:`cnnbench.scaling.ddp.job`, written to ``job.json`` in its folder; the same serves several nodes)."""
+    path = Path(job["out"], "job.json")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(job, default=str))
     torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(world)]
-    flags = [x for k, v in options.items() for x in ("--" + k.replace("_", "-"), str(v))]
-    references = ["--reference-batches", *map(str, reference_batches)]
-    return [*torchrun, "-m", "cnnbench.scaling.ddp", *flags, *references, "--out", str(out)]
+    return [*torchrun, "-m", "cnnbench.scaling.ddp", str(path)]
 
 
 def launch(cmd: list[str], out: Path, timeout_s: float = 900) -> dict:
@@ -124,18 +126,18 @@ def efficiency(rows: list[dict]) -> None:
 
 def run_all(run, launcher=launch, log=progress.say) -> list[dict]:
     """Every world size of the params, plus for each N > 1 a one-process loss check at batch N x b."""
-    p = run.params
-    backend = devices.backend(run.device).ddp_backend if p.scaling_backend == "auto" else p.scaling_backend
-    _, _, size, classes = models.spec(p.scaling_model).data_for(p.dataset, p.image_size, p.num_classes)
-    threads = max(1, run.threads // max(p.scaling_world_sizes)) if backend == "gloo" else 0
-    rows, tmp = [], Path(run.path("ddp"))  # each launch's raw result.json and per-rank telemetry stay here
+    p, b = run.params, devices.backend(run.device)
+    backend = b.ddp_backend if p.scaling_backend == "auto" else p.scaling_backend
     worlds = sorted(set(p.scaling_world_sizes))
+    threads = max(1, run.threads // worlds[-1]) if backend == "gloo" else 0
+    cfg = engine.config(p, p.scaling_model, "train", batch_size=p.scaling_batch_size, threads=threads)
+    rows, tmp = [], Path(run.path("ddp"))  # each launch's raw result.json and per-rank telemetry stay here
     table = results.table("scaling")
     settings = {
-        "model": p.scaling_model,
+        "model": cfg.model,
         "backend": backend,
-        "per_device_batch": p.scaling_batch_size,
-        "image_size": size,
+        "per_device_batch": cfg.batch_size,
+        "image_size": cfg.image_size,
         "threads_per_process": threads,
         "scaling_steps": p.scaling_steps,
         "repeats": p.scaling_repeats,
@@ -150,51 +152,35 @@ def run_all(run, launcher=launch, log=progress.say) -> list[dict]:
         log(progress.kept_line(len(planned), len(planned), table.file(run.dir).path.name, "world sizes"))
         table.plan(run.dir, planned, "scaling")
         return results.rows(run.dir, "scaling")
-    args = dict(
-        model=p.scaling_model,
-        batch_size=p.scaling_batch_size,
-        image_size=size,
-        num_classes=classes,
-        backend=backend,
-        threads=threads,
-        warmup=p.warmup_steps,
-        seed=p.seed,
-        telemetry_interval=p.telemetry_interval_s,
-        host_heap=p.host_heap,
-    )
+
+    def launched(world: int, out: Path, refs=(), steps=p.scaling_steps, repeats=p.scaling_repeats) -> dict:
+        return launcher(command(world, ddp.job(p, cfg, backend, out, steps, repeats, refs)), out)
+
     # the single-device reference: one process at each global batch N x b, from the same initial weights
-    refs = tuple(n * p.scaling_batch_size for n in worlds if n > 1)
+    refs = tuple(n * cfg.batch_size for n in worlds if n > 1)
     reference: dict = {}
     if 1 not in worlds and refs:
         try:
-            launched = launcher(command(1, tmp / "ref", refs, steps=1, repeats=0, **args), tmp / "ref")
-            reference = launched["reference_losses"]
+            reference = launched(1, tmp / "ref", refs, steps=1, repeats=0)["reference_losses"]
         except Exception as err:  # noqa: BLE001 - without a reference the loss check is NaN, the run goes on
             log(f"single-process reference failed: {err}")
     for plan in planned:
         world = plan["world_size"]
-        row = {**plan, "global_batch": world * p.scaling_batch_size, "status": "ok", "error": ""}
+        row = {**plan, "global_batch": world * cfg.batch_size, "status": "ok", "error": ""}
         gpus = devices.backend_class("cuda").count()  # NCCL (RCCL) runs one process per GPU
         if backend == "nccl" and world > gpus:
             rows.append({**row, "status": "unavailable", "error": f"{gpus} CUDA device(s) here"})
             continue
         try:
             log(f"torchrun --nproc_per_node {world} ({backend}, {threads or 'default'} threads per process)")
-            window = {"steps": p.scaling_steps, "repeats": p.scaling_repeats}
-            out = tmp / f"n{world}"
-            res = launcher(command(world, out, refs if world == 1 else (), **window, **args), out)
+            res = launched(world, tmp / f"n{world}", refs if world == 1 else ())
             if world == 1:
                 reference = res["reference_losses"]
             ref = res["check_losses"] if world == 1 else reference.get(str(row["global_batch"]), [])
             diff, same = loss_check(res["check_losses"], ref)
+            kept = "device_kind device_name throughput_img_s throughput_ci95_img_s step_time_mean_s loss_last"
             row.update(
-                {
-                    k: res[k]
-                    for k in (
-                        "device_kind device_name throughput_img_s throughput_ci95_img_s step_time_mean_s "
-                        "loss_last"
-                    ).split()
-                },
+                {k: res[k] for k in kept.split()},
                 loss_check_steps=len(res["check_losses"]),
                 loss_first=res["check_losses"][0] if res["check_losses"] else math.nan,
                 loss_vs_one_process_max_abs_diff=diff,
@@ -207,11 +193,11 @@ def run_all(run, launcher=launch, log=progress.say) -> list[dict]:
                 series = timelines.tidy(own_series(rank), "scaling", f"{backend} world={world}", *where)
                 timelines.record(run.path(timelines.FILE), series)
         except Exception as err:  # noqa: BLE001 - a failed launch is a row, the run goes on
-            row.update(failure(err, run.device))
+            row.update(failure(err, b))
         rows.append(row)
     efficiency(rows)
     for r in rows:
-        r.setdefault("device_name", devices.device_name(run.device))
+        r.setdefault("device_name", b.name())
         r.setdefault("device_kind", devices.backend("cuda" if backend == "nccl" else "cpu").kind)
     table.plan(run.dir, rows, "scaling")
     table.file(run.dir).extend(rows)

@@ -1,12 +1,6 @@
-"""Transfer learning (06, seed 002): fine-tuning from ImageNet weights over lr x batch size on every present
-device, as one small interface measuring into a tidy CSV of the run and returning it as a DataFrame:
-
-    check(run)         one line on where the weights come from (or a TransferError), before any work
-    finetune(run)      -> transfer.csv          (per epoch: loss, validation accuracy, epoch time, images/s)
-
-with its tables and plots (:mod:`.summary`). Where a step's time goes is :mod:`cnnbench.steps`, scaling over
-devices :mod:`cnnbench.scaling`; the series sampled during each are drawn by its ``telemetry(run, path)`` (from
-:mod:`cnnbench.measure.timelines`)."""
+"""Transfer learning (06, seed 002): ``check(run)`` (where the weights come from, before any work) and
+``finetune(run)`` (the lr x batch-size grid on every present device -> transfer.csv), with its tables and plots
+(:mod:`.summary`) and ``telemetry(run, path)``."""
 
 from __future__ import annotations
 

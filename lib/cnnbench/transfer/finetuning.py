@@ -1,14 +1,11 @@
-"""Fine-tuning a torchvision classifier from ImageNet weights with a new head (seed 002), over lr x batch
-size.
-
-Per epoch: mean training loss, validation loss and accuracy, synchronised epoch time, images/s; the elapsed
-training time gives the time to a target validation accuracy. Data: Oxford-IIIT Pet as cats vs dogs
-(``target_types="binary-category"``), any ImageFolder, or a small synthetic two-class set that runs offline.
-"""
+"""Fine-tuning a torchvision classifier from ImageNet weights with a new head (seed 002) over lr x batch size:
+per epoch the training loss, validation loss and accuracy, the synchronised epoch time and images/s. Data:
+Oxford-IIIT Pet as cats vs dogs, any ImageFolder, or a learnable synthetic two-class set."""
 
 from __future__ import annotations
 
-import datetime as dt
+import contextlib
+import functools
 import math
 import time
 from pathlib import Path
@@ -17,11 +14,12 @@ import psutil
 import torch
 import torchvision
 from torch import nn
-from torch.utils.data import Dataset, Subset
+from torch.utils.data import DataLoader, Dataset, Subset
 from torchvision import datasets as tvd
 from torchvision import transforms as T
 
-from cnnbench import data, devices, models, progress
+from cnnbench import data, devices, knobs, models, progress
+from cnnbench.measure import engine
 
 CHECKPOINT_DIR = Path(torch.hub.get_dir()) / "checkpoints"
 
@@ -189,28 +187,21 @@ def datasets(p) -> tuple[Dataset, Dataset, int]:
 # --- training ------------------------------------------------------------------------------------------------
 
 
-def train_epoch(net, opt, loss_fn, loader, device) -> tuple[float, int, float]:
-    """(synced seconds, images, mean loss) of one training epoch; raises on a non-finite loss."""
-    from cnnbench.measure.engine import UnstableLoss
-
-    net.train()
-    b = devices.backend(device)
-    total, n, steps = torch.zeros((), device=device), 0, 0
-    b.synchronize()
+def train_epoch(work, loader) -> tuple[float, int, float]:
+    """(synced seconds, images, mean loss) of one training epoch of ``work`` over ``loader``; raises
+    :class:`~cnnbench.measure.engine.UnstableLoss` on a non-finite loss."""
+    work.model.train()
+    total, n, steps = torch.zeros((), device=work.device), 0, 0
+    work.backend.synchronize()
     start = time.perf_counter()
     for x, y in loader:
-        x, y = b.to_device(x), b.to_device(y)
-        opt.zero_grad(set_to_none=True)
-        loss = loss_fn(models.logits(net(x)), y)
-        loss.backward()
-        opt.step()
-        total += loss.detach()
+        work.train_step(work.to_device(x, y))
+        total += work.last_loss
         n, steps = n + x.shape[0], steps + 1
-    b.synchronize()
-    seconds = time.perf_counter() - start
-    mean = float(total) / max(steps, 1)
+    work.backend.synchronize()
+    seconds, mean = time.perf_counter() - start, float(total) / max(steps, 1)
     if not math.isfinite(mean):
-        raise UnstableLoss(f"loss became {mean}")
+        raise engine.UnstableLoss(f"loss became {mean}")
     return seconds, n, mean
 
 
@@ -228,55 +219,52 @@ def evaluate(net, loss_fn, loader, device) -> tuple[float, float, int]:
     return correct / max(n, 1), total / max(n, 1), n
 
 
-def now() -> str:
-    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
-
-
 # --- the grid ------------------------------------------------------------------------------------------------
 
 
 def present_devices(specs: list[str], fallback: torch.device) -> list[torch.device]:
     """The devices of ``specs`` present on this machine, in order (``fallback`` when none is)."""
-    found: list[torch.device] = []
+    found = []
     for spec in specs:
-        try:
-            d = devices.resolve(spec)
-        except devices.DeviceError:
-            continue
-        if d not in found:
-            found.append(d)
-    return found or [fallback]
+        with contextlib.suppress(devices.DeviceError):
+            found.append(devices.resolve(spec))
+    return list(dict.fromkeys(found)) or [fallback]
 
 
-def _loader(ds, bs: int, p, device, train: bool):
-    from torch.utils.data import DataLoader
-
-    pin, seeded = devices.backend(device).pin(p.pin_memory), torch.Generator().manual_seed(p.seed)
+def _loader(ds, bs: int, p, b, train: bool):
+    pin, seeded = b.pin(p.pin_memory), torch.Generator().manual_seed(p.seed)
     kw = dict(num_workers=p.workers, persistent_workers=p.workers > 0, pin_memory=pin, generator=seeded)
     return DataLoader(ds, batch_size=bs, shuffle=train, **kw)
 
 
 def fit(p, device, lr: float, bs: int, sets, base: dict, results) -> None:
-    """Fine-tune one grid point for ``transfer_epochs`` epochs, appending a row per epoch to ``results``."""
+    """Fine-tune one grid point for ``transfer_epochs`` epochs, appending a row per epoch to ``results``: the
+    Workload of its configuration (the run's knobs applied, as in 02) on the pretrained model with a new head."""
     train_ds, val_ds, classes = sets
-    torch.manual_seed(p.seed)
-    net = build(p.transfer_model, classes, p.pretrained, p.transfer_freeze_backbone).to(device)
-    opt = models.make_optimizer(p.optimizer, net.parameters(), lr, p.momentum)  # a name params validated
-    loss_fn = nn.CrossEntropyLoss()
-    train_dl, val_dl = _loader(train_ds, bs, p, device, True), _loader(val_ds, bs, p, device, False)
+    setting = knobs.for_params(p, batch_size=bs)
+    cfg = engine.Config(p.transfer_model, "train", p.transfer_image_size, classes, setting=setting)
+    net = functools.partial(build, p.transfer_model, classes, p.pretrained, p.transfer_freeze_backbone)
+    with engine.Workload(cfg, device, p, optimizer=p.optimizer, model=net, lr=lr) as work:
+        loaders = [
+            _loader(ds, bs, p, work.backend, train) for ds, train in ((train_ds, True), (val_ds, False))
+        ]
+        epochs(p, work, *loaders, base, results)
+
+
+def epochs(p, work, train_dl, val_dl, base: dict, results) -> None:
+    """The epochs of one grid point (see :func:`fit`)."""
     elapsed = 0.0
     for epoch in range(1, p.transfer_epochs + 1):
-        seconds, n, train_loss = train_epoch(net, opt, loss_fn, train_dl, device)
+        seconds, n, train_loss = train_epoch(work, train_dl)
         elapsed += seconds
         if not p.pretrained:  # a few steps leave random weights' batch-norm statistics near their start:
-            torch.optim.swa_utils.update_bn(train_dl, net, device)  # recomputed over the training images
-        acc, val_loss, _ = evaluate(net, loss_fn, val_dl, device)
-        mem = devices.backend(device).peak_memory_mib()
+            torch.optim.swa_utils.update_bn(train_dl, work.model, work.device)  # recomputed over the images
+        acc, val_loss, _ = evaluate(work.model, work.loss_fn, val_dl, work.device)
         results.append(
             {
                 **base,
                 "epoch": epoch,
-                "timestamp": now(),
+                "timestamp": engine.now(),
                 "status": "ok",
                 "error": "",
                 "train_loss": train_loss,
@@ -286,7 +274,7 @@ def fit(p, device, lr: float, bs: int, sets, base: dict, results) -> None:
                 "throughput_img_s": n / seconds,
                 "elapsed_train_s": elapsed,
                 "rss_mib": psutil.Process().memory_info().rss / 2**20,
-                **mem,
+                **work.backend.peak_memory_mib(),
             }
         )
 
@@ -323,19 +311,20 @@ def run_grid(run, sampler_cls=None, log=print) -> None:
     """Every (device, batch size, lr) grid point of the run not already finished in transfer.csv."""
     from cnnbench import results as results_layer
     from cnnbench.measure import telemetry, timelines
-    from cnnbench.measure.engine import failure
 
     p, sampler_cls = run.params, sampler_cls or telemetry.Sampler
     log(check_weights(p.transfer_model, p.pretrained))
     sets = datasets(p)
     table = results_layer.table("transfer")
     results = table.file(run.dir)
-    here = present_devices(p.transfer_devices, run.device)
+    here = [
+        devices.backend(d) for d in present_devices(p.transfer_devices, run.device)
+    ]  # one each, passed down
 
-    def point(device, lr, bs) -> dict:  # a grid point's key (results.schema.TRANSFER_GRID_KEYS) and settings
+    def point(b, lr, bs) -> dict:  # a grid point's key (results.schema.TRANSFER_GRID_KEYS) and settings
         return {
             "model": p.transfer_model,
-            "device_kind": devices.backend(device).kind,
+            "device_kind": b.kind,
             "dataset": p.transfer_dataset,
             "optimizer": p.optimizer,
             "pretrained": p.pretrained,
@@ -350,15 +339,14 @@ def run_grid(run, sampler_cls=None, log=print) -> None:
             "epochs": p.transfer_epochs,
             "seed": p.seed,
             "workers": p.workers,
-            "pin_memory": devices.backend(device).pin(p.pin_memory),
+            "pin_memory": b.pin(p.pin_memory),
             "data_path": p.transfer_data_path,
         }
 
-    planned = [point(d, lr, bs) for d in here for bs in p.transfer_batch_sizes for lr in p.transfer_lrs]
+    planned = [point(b, lr, bs) for b in here for bs in p.transfer_batch_sizes for lr in p.transfer_lrs]
     table.plan(run.dir, planned, "transfer")
     kept = 0
-    for device in here:
-        b = devices.backend(device)
+    for b in here:
         memory, too_big = b.total_memory_bytes(), {}
         if memory:  # sized per device: a grid point that cannot fit is a row saying so, not an out-of-memory
             per_image = training_bytes_per_image(p.transfer_model, sets[2], p.transfer_image_size)
@@ -366,13 +354,19 @@ def run_grid(run, sampler_cls=None, log=print) -> None:
         about = {"device_name": b.name(), "classes": sets[2], "target_accuracy": p.transfer_target_accuracy}
         for bs in p.transfer_batch_sizes:
             for lr in p.transfer_lrs:
-                base = {**point(device, lr, bs), **about}
+                base = {**point(b, lr, bs), **about}
                 if results.done({**base, "epoch": p.transfer_epochs}):
                     kept += 1
                     continue
                 if bs in too_big:
                     results.append(
-                        {**base, "epoch": 0, "timestamp": now(), "status": "skipped", "error": too_big[bs]}
+                        {
+                            **base,
+                            "epoch": 0,
+                            "timestamp": engine.now(),
+                            "status": "skipped",
+                            "error": too_big[bs],
+                        }
                     )
                     log(f"transfer {b.kind} lr={lr:g} bs={bs}: {too_big[bs]}")
                     continue
@@ -381,16 +375,17 @@ def run_grid(run, sampler_cls=None, log=print) -> None:
                     f"{p.transfer_epochs} epochs"
                 )
                 b.reset_peak_memory()
-                with sampler_cls(device, p.telemetry_interval_s) as sampler, b.math("fp32"):
+                with sampler_cls(b, p.telemetry_interval_s) as sampler:
                     try:
-                        fit(p, device, lr, bs, sets, base, results)
+                        fit(p, b, lr, bs, sets, base, results)
                     except Exception as err:  # noqa: BLE001 - a failed grid point is a row, the grid goes on
-                        results.append({**base, "epoch": 0, "timestamp": now(), **failure(err, device)})
+                        results.append(
+                            {**base, "epoch": 0, "timestamp": engine.now(), **engine.failure(err, b)}
+                        )
                 conf = f"{b.kind} lr={lr:g} bs={bs}"
                 timelines.record(
                     run.path(timelines.FILE),
                     timelines.tidy(timelines.series(sampler), "transfer", conf, b.kind, base["device_name"]),
                 )
-                b.release()
     points = len(here) * len(p.transfer_batch_sizes) * len(p.transfer_lrs)
     progress.resumed(kept, points, results.path.name, "grid points")
