@@ -542,6 +542,8 @@ def validate(
 
 
 def _validated(raw: dict[str, Any], src: str, check_device: bool) -> Params:
+    from cnnbench import devices
+
     if not isinstance(raw, dict):
         _fail(src, f"expected a mapping of key: value at the top level, got {type(raw).__name__}")
     for key, value in raw.items():
@@ -558,7 +560,7 @@ def _validated(raw: dict[str, Any], src: str, check_device: bool) -> Params:
     for key, value, bound, why in _machine_bounds(p) if check_device else []:
         _fail(src, value > bound and f"key '{key}' must be at most {bound:,} ({why}), got {_show(value)}")
     for key, spec in [("device", p.device), *(("transfer_devices", d) for d in p.transfer_devices)]:
-        if re.fullmatch(r"(cpu|mps):\d+", spec.strip().lower()):
+        if devices.ONE_DEVICE.fullmatch(spec.strip().lower()):
             _fail(src, f"key '{key}' is {_show(spec)}: the {spec[:3].upper()} has no index; use {spec[:3]}")
     cross = [
         (
@@ -596,8 +598,6 @@ def _validated(raw: dict[str, Any], src: str, check_device: bool) -> Params:
     _check_image_size(src, p)
     _check_transfer_devices(src, p)
     if check_device:
-        from cnnbench import devices
-
         for key, expect in (("device", ""), ("expect_device", p.expect_device)):
             try:
                 device = devices.resolve(p.device, expect=expect)
@@ -663,11 +663,11 @@ def _check_on_device(src: str, p: Params, hw) -> None:
 
 def _check_transfer_devices(src: str, p: Params) -> None:
     """06's devices and its image folder (oxford_pet may be downloaded when the run starts; a folder must exist)."""
+    from cnnbench import devices
+
     for spec in p.transfer_devices:
-        if not re.fullmatch(r"(cpu|mps|cuda)(:\d+)?", spec):
-            _fail(
-                src, f"key 'transfer_devices' has unknown device {_show(spec)}; use cpu, cuda, cuda:N or mps"
-            )
+        if not devices.SPEC.fullmatch(spec):
+            _fail(src, f"key 'transfer_devices' has unknown device {_show(spec)}; use {devices.SPEC_NAMES}")
     if p.transfer_dataset == "imagefolder":
         from cnnbench.data import _class_dirs
 
