@@ -111,6 +111,22 @@ _SERIES = {"merged": False, "most_rows": SERIES_ROWS}  # a series of one run, no
 _GROUPS = {"merged": False, "unique": False}  # rows sharing a key, replaced as a group (ResultsFile.extend)
 
 
+# The columns a reader relies on beyond a table's key, declared once per table: :func:`read` yields each of them
+# (NA where a file lacks it), as text where named in TEXT, else as a number.
+TEXT = frozenset(
+    (
+        "model phase status error device_name noisy machine_state machine_note step_bound process_rates_img_s "
+        "source layer roof bound kind level precision row_kind config roof_precision matches_published data_mode "
+        "step_phase device_kind backend"
+    ).split()
+)
+_RATE = "model phase status error device_name throughput_img_s throughput_ci95_img_s achieved_gflops"
+_ENGINE = (
+    f"{_RATE} batch_size noisy achieved_tflops peak_rss_mib peak_device_mem_mib baseline_rss_mib machine_state "
+    "machine_note step_bound device_busy_pct probe_img_s process_rates_img_s"
+)
+
+
 @dataclass(frozen=True)
 class Table:
     """One results CSV of a run folder."""
@@ -123,6 +139,11 @@ class Table:
     merged: bool = True  # read by the analysis and merged across runs
     unique: bool = True  # False: rows share their key (a group, written whole by ResultsFile.extend)
     most_rows: int = CONFIG_ROWS
+    columns: str = ""  # the declared columns (TEXT)
+
+    @property
+    def dtypes(self) -> dict[str, str]:
+        return {c: "str" if c in TEXT else "float64" for c in self.columns.split()}
 
     @property
     def key(self) -> tuple[str, ...]:
@@ -146,7 +167,7 @@ class Table:
 
 def _engine(name: str, notebook: str) -> list[Table]:
     return [
-        Table(name, notebook, config_keys),
+        Table(name, notebook, config_keys, columns=_ENGINE),
         Table(f"{name}_windows", notebook, window_keys, config_keys, **_SERIES),
         Table(f"{name}_steps", notebook, lambda: (*window_keys(), "step"), config_keys, **_SERIES),
     ]
@@ -155,7 +176,7 @@ def _engine(name: str, notebook: str) -> list[Table]:
 TABLES: dict[str, Table] = {
     t.name: t
     for t in [
-        Table("complexity", "01_complexity"),
+        Table("complexity", "01_complexity", columns="model matches_published"),
         *_engine("scenario_a", "02_scenario_a"),
         Table(
             "telemetry",
@@ -166,8 +187,16 @@ TABLES: dict[str, Table] = {
         ),  # 02 and 03 write it
         Table("epochs", "02_scenario_a", epoch_keys),
         *_engine("batch_sweep", "03_batch_sweep"),
-        Table("roofline", "04_roofline"),
-        Table("device_peaks", "04_roofline"),
+        Table(
+            "roofline",
+            "04_roofline",
+            columns="source layer roof bound model phase batch_size efficiency intensity_flop_per_byte achieved_gflops",
+        ),
+        Table(
+            "device_peaks",
+            "04_roofline",
+            columns="kind level precision peak_gflops bandwidth_gbs peak_spread capacity_mib cache_size_kib",
+        ),
         Table("host_steps", "04_roofline", ("device_name", "model", "phase", "precision")),
         Table("bandwidth_sweep", "04_roofline", merged=False),
         Table(
@@ -177,10 +206,23 @@ TABLES: dict[str, Table] = {
         Table("backends", "05_backends", (*SCRATCH_PLAN, "epoch"), SCRATCH_PLAN),
         Table("backend_ops", "05_backends", (*SCRATCH_PLAN, "op"), SCRATCH_PLAN),
         Table("backend_memory", "05_backends", (*SCRATCH_PLAN, "component"), SCRATCH_PLAN),
-        Table("transfer", "06_transfer", (*TRANSFER_GRID_KEYS, "epoch"), TRANSFER_GRID_KEYS),
-        Table("step_phases", "06_transfer", lambda: (*phase_plan(), "step_phase"), phase_plan),
         Table(
-            "profile_ops", "06_transfer", lambda: (*profile_plan(), "pass", "op"), profile_plan, merged=False
+            "transfer", "06_transfer", (*TRANSFER_GRID_KEYS, "epoch"), TRANSFER_GRID_KEYS, columns="status"
+        ),
+        Table(
+            "step_phases",
+            "06_transfer",
+            lambda: (*phase_plan(), "step_phase"),
+            phase_plan,
+            columns="model step_phase status device_name sum_diff_ci95_pct",
+        ),
+        Table(
+            "profile_ops",
+            "06_transfer",
+            lambda: (*profile_plan(), "pass", "op"),
+            profile_plan,
+            merged=False,
+            columns="model status",
         ),
         Table(
             "transfer_telemetry",
@@ -188,15 +230,22 @@ TABLES: dict[str, Table] = {
             ("experiment", "configuration", "rank", "metric", "device_index", "t_s"),
             **_SERIES,
         ),
-        Table("scaling", "06_transfer", SCALING_PLAN),
+        Table("scaling", "06_transfer", SCALING_PLAN, columns="status"),
         Table(
             "tuning",
             "07_tuning",
             lambda: (*search_keys(), "row_kind", "stage", "rung", "config"),
             search_keys,
+            columns=f"{_RATE} row_kind config roof_precision speedup_x speedup_ci95_x compute_roof_pct energy_j_per_image",
         ),
         Table("tuning_space", "07_tuning", ("model", "device_kind", "knob", "value"), merged=False),
-        Table("explore", "08_analysis", ("timestamp", "model", "batch_size", "precision"), merged=False),
+        Table(
+            "explore",
+            "08_analysis",
+            ("timestamp", "model", "batch_size", "precision"),
+            merged=False,
+            columns=f"{_RATE} batch_size precision data_mode",
+        ),
         # 08's analysis of the runs it merged, each recomputed whole: matched speedups (x), one-knob ratios (rate of
         # run_b / rate of run_a, images/s beside), findings (each with the file holding its numbers), and the
         # seeds' figures recomputed from their own throughputs (published.corrections())
@@ -235,6 +284,16 @@ def rows(run_dir: str | Path, name: str) -> list[dict[str, str]]:
 
 
 def read(run_dir: str | Path, name: str, columns=()):
-    """The current rows of table ``name`` in ``run_dir`` as a typed pandas frame (empty when absent): the one
-    reader of results, for notebooks and the analysis alike."""
-    return frame(rows(run_dir, name), columns)
+    """The current rows of table ``name`` in ``run_dir`` as a pandas frame with every declared column (NA where
+    the file lacks it; no rows when it is absent): the one reader of results, for notebooks and the analysis."""
+    return declared(frame(rows(run_dir, name), columns), name)
+
+
+def declared(df, name: str):
+    """``df`` with every declared column of table ``name``: one it lacks (or a text one all NA) as NA."""
+    import pandas as pd
+
+    for col, dtype in table(name).dtypes.items():
+        if col not in df or dtype == "str" and df[col].isna().all():
+            df[col] = pd.Series(float("nan"), df.index, dtype)
+    return df
