@@ -10,50 +10,27 @@ readable_display, utilisation), figures (:mod:`cnnbench.plots`: throughput, batc
 the seeds' tables (``published``), the predictions (:mod:`cnnbench.predict`) and the explorer
 (:func:`cnnbench.interactive.explorer`) are named here."""
 
+import importlib
+
 from cnnbench import predict as predict
 from cnnbench import published as published
-from cnnbench.analysis.compare import machine as machine
-from cnnbench.analysis.compare import match_keys as match_keys
-from cnnbench.analysis.compare import ratio_table as ratio_table
-from cnnbench.analysis.compare import ratios as ratios
-from cnnbench.analysis.compare import repeated as repeated
-from cnnbench.analysis.compare import speedup_matrix as speedup_matrix
-from cnnbench.analysis.compare import speedups as speedups
-from cnnbench.analysis.compare import summary as summary
-from cnnbench.analysis.compare import unmatched as unmatched
-from cnnbench.analysis.findings import findings_markdown as findings_markdown
-from cnnbench.analysis.findings import findings_table as findings_table
-from cnnbench.analysis.findings import placed_points as placed_points
-from cnnbench.analysis.findings import write_tables as write_tables
-from cnnbench.analysis.merge import merged_statement as merged_statement
-from cnnbench.analysis.merge import runs_table as runs_table
-from cnnbench.analysis.searches import best_configurations as best_configurations
-from cnnbench.analysis.searches import tuning_findings_markdown as tuning_findings_markdown
-from cnnbench.analysis.seeds import achieved_beside_003 as achieved_beside_003
-from cnnbench.analysis.seeds import backends_beside_001 as backends_beside_001
-from cnnbench.analysis.seeds import beside as beside
-from cnnbench.analysis.seeds import cpu_beside_002 as cpu_beside_002
-from cnnbench.analysis.seeds import epochs_beside_published as epochs_beside_published
-from cnnbench.analysis.seeds import inference_beside_002 as inference_beside_002
-from cnnbench.analysis.seeds import memory_mb_beside_004 as memory_mb_beside_004
-from cnnbench.analysis.seeds import ops_beside_published as ops_beside_published
-from cnnbench.analysis.seeds import performance_beside_000 as performance_beside_000
-from cnnbench.analysis.seeds import published_beside_ours as published_beside_ours
-from cnnbench.analysis.seeds import speedups_beside_000 as speedups_beside_000
-from cnnbench.analysis.seeds import sweep_beside_000 as sweep_beside_000
-from cnnbench.analysis.seeds import telemetry_beside_published as telemetry_beside_published
-from cnnbench.analysis.seeds import times_beside_004 as times_beside_004
-from cnnbench.analysis.seeds import utilisation_beside_000 as utilisation_beside_000
-from cnnbench.interactive import explorer as explorer
-from cnnbench.plots import batch_sweep as batch_sweep
-from cnnbench.plots import per_model_rooflines as per_model_rooflines
-from cnnbench.plots import throughput as throughput
-from cnnbench.results.runs import ALL_RUNS as ALL_RUNS
-from cnnbench.results.runs import Merged as Merged
-from cnnbench.results.runs import discover as discover
-from cnnbench.results.runs import load as load
-from cnnbench.results.runs import runs_for as runs_for
-from cnnbench.results.runs import zip_run as zip_run
-from cnnbench.tables import readable_display as readable_display
-from cnnbench.tables import show as show
-from cnnbench.tables import utilisation as utilisation
+
+# What 08 reaches as ``analysis.<name>``, by the module that defines it (imported here, once).
+EXPORTS = {
+    "cnnbench.analysis.compare": "machine match_keys ratio_table ratios repeated speedup_matrix speedups summary unmatched",
+    "cnnbench.analysis.findings": "findings_markdown findings_table placed_points write_tables",
+    "cnnbench.analysis.merge": "merged_statement runs_table",
+    "cnnbench.analysis.searches": "best_configurations tuning_findings_markdown",
+    "cnnbench.analysis.seeds": (
+        "achieved_beside_003 backends_beside_001 beside cpu_beside_002 epochs_beside_published "
+        "inference_beside_002 memory_mb_beside_004 ops_beside_published performance_beside_000 "
+        "published_beside_ours speedups_beside_000 sweep_beside_000 telemetry_beside_published times_beside_004 "
+        "utilisation_beside_000"
+    ),
+    "cnnbench.interactive": "explorer",
+    "cnnbench.plots": "batch_sweep per_model_rooflines throughput",
+    "cnnbench.results.runs": "ALL_RUNS Merged discover load runs_for zip_run",
+    "cnnbench.tables": "readable_display show utilisation",
+}
+for _module, _names in EXPORTS.items():
+    globals().update({n: getattr(importlib.import_module(_module), n) for n in _names.split()})

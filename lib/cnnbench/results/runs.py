@@ -38,9 +38,8 @@ class Merged:
 
     def __getitem__(self, name: str) -> pd.DataFrame:
         """The merged table ``name``; with no row in any run, its declared columns and the run's identity."""
-        if name in self.tables:
-            return self.tables[name]
-        return declared(pd.DataFrame(columns=["run_name", "host_id", "host"], dtype=object), name)
+        none = pd.DataFrame(columns=["run_name", "host_id", "host"], dtype="str")
+        return declared(self.tables.get(name, none), name)
 
     def once(self, name: str, compute) -> pd.DataFrame:
         """``compute(self)`` (a copy of it), computed once while every merged table is the same object: a table

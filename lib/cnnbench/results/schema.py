@@ -117,14 +117,17 @@ TEXT = frozenset(
     (
         "model phase status error device_name noisy machine_state machine_note step_bound process_rates_img_s "
         "source layer roof bound kind level precision row_kind config roof_precision matches_published data_mode "
-        "step_phase device_kind backend"
+        "step_phase device_kind backend dataset"
     ).split()
 )
 _RATE = "model phase status error device_name throughput_img_s throughput_ci95_img_s achieved_gflops"
 _ENGINE = (
-    f"{_RATE} batch_size noisy achieved_tflops peak_rss_mib peak_device_mem_mib baseline_rss_mib machine_state "
+    f"{_RATE} batch_size image_size num_classes dataset noisy achieved_tflops peak_rss_mib peak_device_mem_mib baseline_rss_mib machine_state "
     "machine_note step_bound device_busy_pct probe_img_s process_rates_img_s"
 )
+
+
+_SCRATCH_COLUMNS = "backend model status error"
 
 
 @dataclass(frozen=True)
@@ -202,10 +205,16 @@ TABLES: dict[str, Table] = {
         Table(
             "roofline_layers", "04_roofline", lambda: (*layer_plan(), "layer", "op"), layer_plan, **_GROUPS
         ),
-        Table("gradcheck", "05_backends", (*SCRATCH_PLAN, "tensor"), SCRATCH_PLAN),
-        Table("backends", "05_backends", (*SCRATCH_PLAN, "epoch"), SCRATCH_PLAN),
-        Table("backend_ops", "05_backends", (*SCRATCH_PLAN, "op"), SCRATCH_PLAN),
-        Table("backend_memory", "05_backends", (*SCRATCH_PLAN, "component"), SCRATCH_PLAN),
+        Table("gradcheck", "05_backends", (*SCRATCH_PLAN, "tensor"), SCRATCH_PLAN, columns=_SCRATCH_COLUMNS),
+        Table("backends", "05_backends", (*SCRATCH_PLAN, "epoch"), SCRATCH_PLAN, columns=_SCRATCH_COLUMNS),
+        Table("backend_ops", "05_backends", (*SCRATCH_PLAN, "op"), SCRATCH_PLAN, columns=_SCRATCH_COLUMNS),
+        Table(
+            "backend_memory",
+            "05_backends",
+            (*SCRATCH_PLAN, "component"),
+            SCRATCH_PLAN,
+            columns=_SCRATCH_COLUMNS,
+        ),
         Table(
             "transfer", "06_transfer", (*TRANSFER_GRID_KEYS, "epoch"), TRANSFER_GRID_KEYS, columns="status"
         ),
@@ -293,7 +302,6 @@ def declared(df, name: str):
     """``df`` with every declared column of table ``name``: one it lacks (or a text one all NA) as NA."""
     import pandas as pd
 
-    for col, dtype in table(name).dtypes.items():
-        if col not in df or dtype == "str" and df[col].isna().all():
-            df[col] = pd.Series(float("nan"), df.index, dtype)
-    return df
+    dtypes = table(name).dtypes
+    missing = [c for c, t in dtypes.items() if c not in df or t == "str" and df[c].isna().all()]
+    return df.assign(**{c: pd.Series(float("nan"), df.index, dtypes[c]) for c in missing}) if missing else df
