@@ -325,7 +325,7 @@ def measured_rows(merged) -> pd.DataFrame:
     frames, peaks = [pd.DataFrame(columns=["run_name", "precision"])], merged["device_peaks"]
     for table, nb in (("scenario_a", "02"), ("batch_sweep", "03")):
         df = merged[table]
-        ok = knobs.columns(df[df.status == "ok"]) if "status" in df else df
+        ok = knobs.columns(df[df.status == "ok"])
         if len(ok):
             plain = ok.index.isin(knobs.default_variant(ok).index) & (ok.data_mode == "device")
             said = [f"{knobs.label(r)}, measured by {nb}" for r in ok.to_dict("records")]
@@ -334,7 +334,7 @@ def measured_rows(merged) -> pd.DataFrame:
             frames.append(ok.assign(configuration=said, candidate=plain))
     rows, roofs = pd.concat(frames, ignore_index=True), {}
     for run, p in set(zip(rows.run_name, rows.precision, strict=True)):
-        mine = peaks[(peaks.run_name == run) & (peaks.kind == "measured")] if len(peaks) else peaks
+        mine = peaks[(peaks.run_name == run) & (peaks.kind == "measured")]
         if len(mine):
             r = roof_for(mine, p)
             roofs[run, p] = [*r[ROOF[:3]], f"measured {r.name} roofs of {run} (04)"]

@@ -1,15 +1,9 @@
 """``cnnbench compare RUN_A [RUN_B ...]``: what did my change do? (as ``pyperf compare_to`` does).
 
-One run alone: each pair of its variants one knob apart (``variants: [{threads: 1}, {threads: 2}]``), the ratio's
-interval over the rounds both were measured in. Each run after the first is set beside the first: per configuration, ``rate A -> rate B``, the ratio B / A with
-its 95% interval and "faster", "slower" or "not significant" (:func:`cnnbench.analysis.compare.one_knob`:
-the same configuration run to run, or one knob changed, labelled with its two values; rows differing in more
-knobs are named, not divided). ``seeds`` as a run sets the first run beside every device seed 000 measured, for
-the same model and phase: "not matched", the differences named, no verdict (a published number has no
-interval). The table goes to ``compare.csv`` in the outputs root (or ``--out``), added to the comparisons already
-there: each row names the runs compared (``compared``, ``run_a``, ``run_b``) and a new compare of the same set of
-runs replaces only their rows. Exit codes: 0 done, 2 refused
-in one line (an unknown or broken run, a bad ``--keys``, runs with nothing comparable)."""
+Each run after the first is set beside the first (:func:`cnnbench.analysis.compare.one_knob`), one run alone
+its variants one knob apart, ``seeds`` the devices seed 000 measured ("not matched", no verdict). The rows go to
+``compare.csv`` (outputs root or ``--out``), a compare of the same runs replacing its rows. Exit 0, or 2 refused
+in one line."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
 """Comparisons across runs: a speedup divides two measurements only when their whole configuration matches
-(:func:`match_keys`); two runs on the same hardware and device are a run-to-run comparison, never a cross-device
-speedup. Also the configurations a run measured twice, and how quiet its machine was."""
+(:func:`match_keys`); the same host and device is run-to-run, never a cross-device speedup."""
 
 from __future__ import annotations
 

@@ -1,6 +1,4 @@
-"""The one-screen summary atop a run's report: the machine, each model's headline rate with its interval and its
-place on the roofline, the roof, the fastest configuration 07 found and the seeds' figures beside ours. Every
-number is read from the run's own results through ``results.read``; nothing is typed in."""
+"""The one-screen summary atop a run's report, every number read from the run's results (``results.read``)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,4 @@
-"""The results layer: every table a run writes, declared once (:mod:`.schema`); tidy CSVs written atomically row
-by row with the rule for a run's current rows (:mod:`.files`); and runs discovered and merged (:mod:`.runs`).
-It imports no experiment module."""
+"""The results layer: tables declared (:mod:`.schema`), written (:mod:`.files`), merged (:mod:`.runs`)."""
 
 from cnnbench.results.files import (
     DONE_STATUSES,
@@ -14,7 +12,17 @@ from cnnbench.results.files import (
     write_json,
     write_rows,
 )
-from cnnbench.results.schema import MERGED, TABLES, config_keys, file, read, rows, table, window_keys
+from cnnbench.results.schema import (
+    MERGED,
+    TABLES,
+    config_keys,
+    declared,
+    file,
+    read,
+    rows,
+    table,
+    window_keys,
+)
 
 __all__ = [
     "DONE_STATUSES",
@@ -25,6 +33,7 @@ __all__ = [
     "atomic_write_text",
     "config_keys",
     "current_rows",
+    "declared",
     "file",
     "frame",
     "read",

@@ -1,6 +1,5 @@
-"""Runs: discover the run folders under ``outputs/``, decide which are merged (and say why the others are
-not: smoke/test, failed, another schema, broken), and merge their current rows, each stamped with its run's
-identity (run name and host fingerprint)."""
+"""Runs: discover the run folders under ``outputs/``, decide which are merged (saying why not), and merge their
+current rows, each stamped with its run's identity."""
 
 from __future__ import annotations
 

@@ -1,10 +1,5 @@
-"""Every results table of a run, declared once: its file, the notebook that writes it, its key columns and how
-a run's current rows are chosen.
-
-A table is either *keyed* (rows appended one configuration at a time, replaced by key; a producer declares the
-configurations of its invocation with :meth:`ResultsFile.plan`, and only those are current) or *whole* (written
-in one piece by its notebook: every row is current). Producers write through :func:`file`, readers read
-through :func:`read`; nothing else spells a table's key."""
+"""Every results table of a run, declared once: its file, notebook, key, the plan that chooses its current rows,
+and the columns a reader relies on. Producers write through :func:`file`, readers read through :func:`read`."""
 
 from __future__ import annotations
 
@@ -111,23 +106,32 @@ _SERIES = {"merged": False, "most_rows": SERIES_ROWS}  # a series of one run, no
 _GROUPS = {"merged": False, "unique": False}  # rows sharing a key, replaced as a group (ResultsFile.extend)
 
 
-# The columns a reader relies on beyond a table's key, declared once per table: :func:`read` yields each of them
-# (NA where a file lacks it), as text where named in TEXT, else as a number.
+# The columns a reader relies on beyond a table's key: :func:`read` yields each (NA where a file lacks it), as
+# text where named in TEXT, else as a number.
 TEXT = frozenset(
     (
         "model phase status error device_name noisy machine_state machine_note step_bound process_rates_img_s "
         "source layer roof bound kind level precision row_kind config roof_precision matches_published data_mode "
-        "step_phase device_kind backend dataset"
+        "step_phase backend dataset"
     ).split()
 )
 _RATE = "model phase status error device_name throughput_img_s throughput_ci95_img_s achieved_gflops"
 _ENGINE = (
-    f"{_RATE} batch_size image_size num_classes dataset noisy achieved_tflops peak_rss_mib peak_device_mem_mib baseline_rss_mib machine_state "
-    "machine_note step_bound device_busy_pct probe_img_s process_rates_img_s"
+    f"{_RATE} batch_size image_size num_classes dataset noisy achieved_tflops peak_rss_mib peak_device_mem_mib "
+    "baseline_rss_mib machine_state machine_note step_bound device_busy_pct probe_img_s process_rates_img_s"
 )
-
-
-_SCRATCH_COLUMNS = "backend model status error"
+COLUMNS = {
+    **dict.fromkeys(("scenario_a", "batch_sweep"), _ENGINE),
+    "complexity": "model matches_published",
+    "roofline": "source layer roof bound model phase batch_size efficiency intensity_flop_per_byte achieved_gflops",
+    "device_peaks": "kind level precision peak_gflops bandwidth_gbs peak_spread capacity_mib cache_size_kib",
+    **dict.fromkeys(("gradcheck", "backends", "backend_ops", "backend_memory"), "backend model status error"),
+    **dict.fromkeys(("transfer", "scaling"), "status"),
+    "step_phases": "model step_phase status device_name sum_diff_ci95_pct",
+    "profile_ops": "model status",
+    "tuning": f"{_RATE} row_kind config roof_precision speedup_x speedup_ci95_x compute_roof_pct energy_j_per_image",
+    "explore": f"{_RATE} batch_size precision data_mode machine_state machine_note achieved_tflops",
+}
 
 
 @dataclass(frozen=True)
@@ -142,11 +146,6 @@ class Table:
     merged: bool = True  # read by the analysis and merged across runs
     unique: bool = True  # False: rows share their key (a group, written whole by ResultsFile.extend)
     most_rows: int = CONFIG_ROWS
-    columns: str = ""  # the declared columns (TEXT)
-
-    @property
-    def dtypes(self) -> dict[str, str]:
-        return {c: "str" if c in TEXT else "float64" for c in self.columns.split()}
 
     @property
     def key(self) -> tuple[str, ...]:
@@ -155,6 +154,10 @@ class Table:
     @property
     def plan_columns(self) -> tuple[str, ...] | None:
         return tuple(self.plans() if callable(self.plans) else self.plans) if self.plans is not None else None
+
+    @property
+    def dtypes(self) -> dict[str, str]:
+        return {c: "str" if c in TEXT else "float64" for c in COLUMNS.get(self.name, "").split()}
 
     @property
     def filename(self) -> str:
@@ -170,7 +173,7 @@ class Table:
 
 def _engine(name: str, notebook: str) -> list[Table]:
     return [
-        Table(name, notebook, config_keys, columns=_ENGINE),
+        Table(name, notebook, config_keys),
         Table(f"{name}_windows", notebook, window_keys, config_keys, **_SERIES),
         Table(f"{name}_steps", notebook, lambda: (*window_keys(), "step"), config_keys, **_SERIES),
     ]
@@ -179,7 +182,7 @@ def _engine(name: str, notebook: str) -> list[Table]:
 TABLES: dict[str, Table] = {
     t.name: t
     for t in [
-        Table("complexity", "01_complexity", columns="model matches_published"),
+        Table("complexity", "01_complexity"),
         *_engine("scenario_a", "02_scenario_a"),
         Table(
             "telemetry",
@@ -190,48 +193,21 @@ TABLES: dict[str, Table] = {
         ),  # 02 and 03 write it
         Table("epochs", "02_scenario_a", epoch_keys),
         *_engine("batch_sweep", "03_batch_sweep"),
-        Table(
-            "roofline",
-            "04_roofline",
-            columns="source layer roof bound model phase batch_size efficiency intensity_flop_per_byte achieved_gflops",
-        ),
-        Table(
-            "device_peaks",
-            "04_roofline",
-            columns="kind level precision peak_gflops bandwidth_gbs peak_spread capacity_mib cache_size_kib",
-        ),
+        Table("roofline", "04_roofline"),
+        Table("device_peaks", "04_roofline"),
         Table("host_steps", "04_roofline", ("device_name", "model", "phase", "precision")),
         Table("bandwidth_sweep", "04_roofline", merged=False),
         Table(
             "roofline_layers", "04_roofline", lambda: (*layer_plan(), "layer", "op"), layer_plan, **_GROUPS
         ),
-        Table("gradcheck", "05_backends", (*SCRATCH_PLAN, "tensor"), SCRATCH_PLAN, columns=_SCRATCH_COLUMNS),
-        Table("backends", "05_backends", (*SCRATCH_PLAN, "epoch"), SCRATCH_PLAN, columns=_SCRATCH_COLUMNS),
-        Table("backend_ops", "05_backends", (*SCRATCH_PLAN, "op"), SCRATCH_PLAN, columns=_SCRATCH_COLUMNS),
+        Table("gradcheck", "05_backends", (*SCRATCH_PLAN, "tensor"), SCRATCH_PLAN),
+        Table("backends", "05_backends", (*SCRATCH_PLAN, "epoch"), SCRATCH_PLAN),
+        Table("backend_ops", "05_backends", (*SCRATCH_PLAN, "op"), SCRATCH_PLAN),
+        Table("backend_memory", "05_backends", (*SCRATCH_PLAN, "component"), SCRATCH_PLAN),
+        Table("transfer", "06_transfer", (*TRANSFER_GRID_KEYS, "epoch"), TRANSFER_GRID_KEYS),
+        Table("step_phases", "06_transfer", lambda: (*phase_plan(), "step_phase"), phase_plan),
         Table(
-            "backend_memory",
-            "05_backends",
-            (*SCRATCH_PLAN, "component"),
-            SCRATCH_PLAN,
-            columns=_SCRATCH_COLUMNS,
-        ),
-        Table(
-            "transfer", "06_transfer", (*TRANSFER_GRID_KEYS, "epoch"), TRANSFER_GRID_KEYS, columns="status"
-        ),
-        Table(
-            "step_phases",
-            "06_transfer",
-            lambda: (*phase_plan(), "step_phase"),
-            phase_plan,
-            columns="model step_phase status device_name sum_diff_ci95_pct",
-        ),
-        Table(
-            "profile_ops",
-            "06_transfer",
-            lambda: (*profile_plan(), "pass", "op"),
-            profile_plan,
-            merged=False,
-            columns="model status",
+            "profile_ops", "06_transfer", lambda: (*profile_plan(), "pass", "op"), profile_plan, merged=False
         ),
         Table(
             "transfer_telemetry",
@@ -239,22 +215,15 @@ TABLES: dict[str, Table] = {
             ("experiment", "configuration", "rank", "metric", "device_index", "t_s"),
             **_SERIES,
         ),
-        Table("scaling", "06_transfer", SCALING_PLAN, columns="status"),
+        Table("scaling", "06_transfer", SCALING_PLAN),
         Table(
             "tuning",
             "07_tuning",
             lambda: (*search_keys(), "row_kind", "stage", "rung", "config"),
             search_keys,
-            columns=f"{_RATE} row_kind config roof_precision speedup_x speedup_ci95_x compute_roof_pct energy_j_per_image",
         ),
         Table("tuning_space", "07_tuning", ("model", "device_kind", "knob", "value"), merged=False),
-        Table(
-            "explore",
-            "08_analysis",
-            ("timestamp", "model", "batch_size", "precision"),
-            merged=False,
-            columns=f"{_RATE} batch_size precision data_mode",
-        ),
+        Table("explore", "08_analysis", ("timestamp", "model", "batch_size", "precision"), merged=False),
         # 08's analysis of the runs it merged, each recomputed whole: matched speedups (x), one-knob ratios (rate of
         # run_b / rate of run_a, images/s beside), findings (each with the file holding its numbers), and the
         # seeds' figures recomputed from their own throughputs (published.corrections())
