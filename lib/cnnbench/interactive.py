@@ -154,13 +154,14 @@ def _bundles(history: list[dict], run) -> list[dict]:
             return rate_text(rate, half).replace(" ", "\u00a0")
         return f"{tables.with_interval(rate, half)}\u00a0img/s"
 
-    df = results.declared(pd.DataFrame(history), "explore")
-    df["rate"] = [  # the raw figures stay in explore.csv
-        rate_cell(r, c) if pd.notna(r) else ""
-        for r, c in zip(df.throughput_img_s, df.throughput_ci95_img_s, strict=True)
-    ]
+    df = pd.DataFrame(history)
+    if "throughput_img_s" in df:  # the raw figures stay in explore.csv
+        df["rate"] = [
+            rate_cell(r, c) if pd.notna(r) else ""
+            for r, c in zip(df.throughput_img_s, df.throughput_ci95_img_s, strict=True)
+        ]
     cols = "model device_name batch_size precision data_mode status machine_state rate achieved_tflops error"
-    table = df[[*cols.split(), "machine_note"]].round(3)
+    table = df[[c for c in [*cols.split(), "machine_note"] if c in df]].round(3)
     out = [
         {
             "output_type": "display_data",

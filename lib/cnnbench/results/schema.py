@@ -130,7 +130,7 @@ COLUMNS = {
     "step_phases": "model step_phase status device_name sum_diff_ci95_pct",
     "profile_ops": "model status",
     "tuning": f"{_RATE} row_kind config roof_precision speedup_x speedup_ci95_x compute_roof_pct energy_j_per_image",
-    "explore": f"{_RATE} batch_size precision data_mode machine_state machine_note achieved_tflops",
+    "explore": f"{_RATE} batch_size precision data_mode",
 }
 
 
