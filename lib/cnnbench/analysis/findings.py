@@ -51,18 +51,16 @@ def _run_findings(run: str, ok: pd.DataFrame) -> list[dict]:
                 f"{_variant(lo)}, highest {hi['model']} {_variant(hi)})."
             )
             add("eval_train_ratio", sentence, ratio_min=ratio.min(), ratio_max=ratio.max())
-    rate = next((c for c in ("achieved_gflops", "achieved_tflops") if c in ok), None)
-    if rate and ok[rate].notna().any():
+    if ok.achieved_gflops.notna().any():
         half = ok.throughput_ci95_img_s.astype(float)
         sure = ok[[reproducibility.precise(r, h) for r, h in zip(ok.throughput_img_s, half, strict=True)]]
-        if sure.empty or sure[rate].isna().all():
+        if sure.empty or sure.achieved_gflops.isna().all():
             within = f"no 95% interval within +-{reproducibility.PRECISE_PCT:g}%"
             sentence = f"no achieved rate is precise enough to headline ({within}); measure longer."
             add("highest_rate", sentence, measurements=len(ok))
         else:
-            best = sure.loc[sure[rate].idxmax()]
-            gflops = best[rate] * (1e3 if rate == "achieved_tflops" else 1)
-            rate_img_s = float(best.throughput_img_s)
+            best = sure.loc[sure.achieved_gflops.idxmax()]
+            gflops, rate_img_s = best.achieved_gflops, float(best.throughput_img_s)
             pct = 100 * float(best.throughput_ci95_img_s) / rate_img_s
             sentence = (
                 f"highest achieved rate among the {len(sure)} of {len(ok)} measurements precise to "

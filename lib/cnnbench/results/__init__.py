@@ -12,17 +12,7 @@ from cnnbench.results.files import (
     write_json,
     write_rows,
 )
-from cnnbench.results.schema import (
-    MERGED,
-    TABLES,
-    config_keys,
-    declared,
-    file,
-    read,
-    rows,
-    table,
-    window_keys,
-)
+from cnnbench.results.schema import MERGED, TABLES, config_keys, file, read, rows, table, window_keys
 
 __all__ = [
     "DONE_STATUSES",
@@ -33,7 +23,6 @@ __all__ = [
     "atomic_write_text",
     "config_keys",
     "current_rows",
-    "declared",
     "file",
     "frame",
     "read",
