@@ -69,9 +69,10 @@ def _run_findings(run: str, ok: pd.DataFrame) -> list[dict]:
                 f"{best.throughput_img_s:.1f} +- {pct:.1f}% images/s."
             )
             add("highest_rate", sentence, achieved_gflops=gflops, throughput_img_s=rate_img_s, ci95_pct=pct)
-    noisy = int(ok.noisy.astype(str).str.lower().eq("true").sum())
-    sentence = f"{noisy} of {len(ok)} measurements are flagged noisy (step-time IQR/median > 10%)."
-    add("noisy", sentence, noisy=noisy, measurements=len(ok))
+    if "noisy" in ok:  # a frame not read through the results layer may lack it
+        noisy = int(ok.noisy.astype(str).str.lower().eq("true").sum())
+        sentence = f"{noisy} of {len(ok)} measurements are flagged noisy (step-time IQR/median > 10%)."
+        add("noisy", sentence, noisy=noisy, measurements=len(ok))
     base = knobs.default_variant(ok)
     variants = ok.drop(index=base.index)
     same = [k for k in match_keys() if k not in knobs.variant_only()]
