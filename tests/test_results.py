@@ -267,3 +267,28 @@ def test_a_table_far_larger_than_any_run_writes_is_refused_before_the_report_wor
     assert pipeline.main(["report", str(run)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and f"{most + 1:,} rows" in err and not (run / "notebooks").exists()
+
+
+def test_reading_a_table_yields_every_declared_column_with_its_dtype(tmp_path):
+    import pandas as pd
+
+    declared = results.table("scenario_a").dtypes
+    assert declared["status"] == "str" and declared["throughput_ci95_img_s"] == "float64"
+    results.file(tmp_path, "scenario_a").append({"model": "m", "phase": "train", "status": "ok"})
+    df = results.read(tmp_path, "scenario_a")  # a file lacking most declared columns
+    for col, dtype in declared.items():
+        assert df[col].dtype == dtype, col
+    assert df.throughput_ci95_img_s.isna().all() and df.machine_state.isna().all()
+    assert df.status.tolist() == ["ok"]
+    for name, t in results.TABLES.items():  # an absent table: every declared column, no rows
+        empty = results.read(tmp_path / "none", name)
+        assert empty.empty and {c: empty[c].dtype for c in t.dtypes} == t.dtypes, name
+    assert isinstance(empty, pd.DataFrame)
+
+
+def test_a_merged_table_no_run_holds_has_its_declared_columns(tmp_path):
+    from cnnbench.results.runs import Merged
+
+    m = Merged([], {})
+    assert {"run_name", "status", "throughput_img_s", "host_id"} <= set(m["scenario_a"].columns)
+    assert m["scenario_a"].empty

@@ -1,6 +1,5 @@
-"""Interactive exploration: ipywidgets controls that run a quick measurement and redraw the plots. Under
-papermill (``CNNBENCH_HEADLESS=1``) or with ``interactive: false`` the same call measures once with the run's
-parameters and shows static output."""
+"""08's explorer: ipywidgets controls that measure one configuration and redraw; headless or with
+``interactive: false``, one static measurement with the run's parameters."""
 
 from __future__ import annotations
 
@@ -158,12 +157,11 @@ def _bundles(history: list[dict], run) -> list[dict]:
     df = pd.DataFrame(history)
     if "throughput_img_s" in df:  # the raw figures stay in explore.csv
         df["rate"] = [
-            rate_cell(r, c) if r == r else ""
+            rate_cell(r, c) if pd.notna(r) else ""
             for r, c in zip(df.throughput_img_s, df.throughput_ci95_img_s, strict=True)
         ]
     cols = "model device_name batch_size precision data_mode status machine_state rate achieved_tflops error"
-    cols += " machine_note"
-    table = df[[c for c in cols.split() if c in df]].round(3)
+    table = df[[c for c in [*cols.split(), "machine_note"] if c in df]].round(3)
     out = [
         {
             "output_type": "display_data",
@@ -228,7 +226,7 @@ NO_MEASURE_ENV = "CNNBENCH_NO_MEASURE"  # set by `cnnbench report`: the static e
 
 def measured_before(run, model: str, batch_size: int, precision: str, data_mode: str) -> list[dict]:
     """The finished rows of explore.csv for this configuration, the latest last; [] when none."""
-    df = results.read(run.dir, "explore", ("model", "batch_size", "precision", "data_mode", "status"))
+    df = results.read(run.dir, "explore")
     config = (df.model == model) & (df.batch_size == batch_size) & (df.precision == precision)
     same = df[config & (df.data_mode == data_mode) & df.status.isin(results.DONE_STATUSES)]
     return same.tail(1).to_dict("records")

@@ -27,9 +27,8 @@ _DETACHED = contextvars.ContextVar("detached", default=False)
 
 @contextlib.contextmanager
 def detached():
-    """Figures this module makes inside are not pyplot's, so no pyplot backend hook draws or shows them:
-    render them yourself (``fig.savefig``). The explorer's callbacks need this: the inline backend's hook,
-    fired on the thread of each comm message, would draw every open pyplot figure while one is laid out."""
+    """Figures made inside are not pyplot's, so no backend hook draws them (the explorer's callbacks need this):
+    render them yourself (``fig.savefig``)."""
     token = _DETACHED.set(True)
     try:
         yield
@@ -104,8 +103,7 @@ class PlainLogFormatter(LogFormatter):
 
 
 def label_log_axes(fig) -> None:
-    """Every log axis in plain numbers (ticks set by hand, batch sizes, keep their labels); one whose view spans
-    less than a decade showed no major tick label at all (batch_sweep.png's achieved-rate panel), so it is
+    """Every log axis in plain numbers (hand-set ticks keep their labels); one spanning less than a decade is
     labelled at its minor ticks too."""
     for ax in fig.axes:
         for axis, (lo, hi) in ((ax.yaxis, ax.get_ylim()), (ax.xaxis, ax.get_xlim())):
@@ -121,9 +119,8 @@ def label_log_axes(fig) -> None:
 
 
 def save(fig, path: str | Path | None, dpi: int = 120):
-    """Save ``fig`` to ``path`` (when given). A panel with no data drawn in it is recorded, one row per panel, in
-    ``empty_panels.csv`` beside the figure (and warned about), so that a run's empty panels can be found and tested
-    for rather than seen by eye; saving the figure again replaces its rows (none when it is whole again)."""
+    """Save ``fig`` to ``path`` (when given), each panel with no data drawn recorded (and warned about) as a row of
+    ``empty_panels.csv`` beside it; saving it again replaces its rows."""
     label_log_axes(fig)
     if path is not None:
         path = Path(path)
@@ -546,10 +543,8 @@ def explorer_roofline(peaks: pd.DataFrame, points: pd.DataFrame, title: str = "e
 def layer_figures(
     peaks: pd.DataFrame, layer_points: pd.DataFrame, top_k: int, folder: str | Path | None
 ) -> dict:
-    """04's per-layer rooflines: one figure per model with its ``top_k`` layers by time (the rows of
-    ``roofline.layer_points``, which come sorted by time within a model), named by op and marked by the level
-    their working set fits in, saved as ``roofline_layers_<model>.png`` in ``folder``; {model: figure}, {} when
-    no layer was profiled."""
+    """04's per-layer rooflines, ``roofline_layers_<model>.png`` in ``folder``: each model's ``top_k`` layers by
+    time, named by op and marked by the level their working set fits in; {model: figure}."""
     if layer_points is None or layer_points.empty:
         return {}
     figs = {}

@@ -133,9 +133,8 @@ class Fit:
 
 
 def fit(rows: pd.DataFrame, kind: str) -> Fit:
-    """Efficiencies and overhead minimising the squared log error of the step time (batch / rate) of ``rows``;
-    kept in the workbook's cache, keyed by the fit's inputs (every row's op counts, roofs and step time), its
-    settings, torch's version and this module's code."""
+    """Efficiencies and overhead minimising the squared log error of the step time (batch / rate) of ``rows``,
+    kept in the workbook's cache keyed by every input, torch's version and this module's code."""
     import hashlib
     import sys
 
@@ -325,7 +324,7 @@ def measured_rows(merged) -> pd.DataFrame:
     frames, peaks = [pd.DataFrame(columns=["run_name", "precision"])], merged["device_peaks"]
     for table, nb in (("scenario_a", "02"), ("batch_sweep", "03")):
         df = merged[table]
-        ok = knobs.columns(df[df.status == "ok"]) if "status" in df else df
+        ok = knobs.columns(df[df.status == "ok"])
         if len(ok):
             plain = ok.index.isin(knobs.default_variant(ok).index) & (ok.data_mode == "device")
             said = [f"{knobs.label(r)}, measured by {nb}" for r in ok.to_dict("records")]
@@ -334,7 +333,7 @@ def measured_rows(merged) -> pd.DataFrame:
             frames.append(ok.assign(configuration=said, candidate=plain))
     rows, roofs = pd.concat(frames, ignore_index=True), {}
     for run, p in set(zip(rows.run_name, rows.precision, strict=True)):
-        mine = peaks[(peaks.run_name == run) & (peaks.kind == "measured")] if len(peaks) else peaks
+        mine = peaks[(peaks.run_name == run) & (peaks.kind == "measured")]
         if len(mine):
             r = roof_for(mine, p)
             roofs[run, p] = [*r[ROOF[:3]], f"measured {r.name} roofs of {run} (04)"]
@@ -459,10 +458,8 @@ def what_if(rows: pd.DataFrame, targets=None, on=WHAT_IF, precision: str = "fp32
 
 
 def step_times(configs, device: str) -> list[float]:
-    """Predicted seconds of one step of each configuration (model, phase, batch_size, image_size, num_classes,
-    precision) on ``device`` of device_specs.csv, fitted on the :func:`known` device-bound rows of its kind; at the fp32
-    roofs where the device has no peak at a configuration's precision. :class:`Refused` for a device with no fp32
-    peak."""
+    """Predicted seconds of one step of each configuration on ``device`` of device_specs.csv (at its fp32 roofs
+    where it has no peak at the configuration's precision); :class:`Refused` for a device with no fp32 peak."""
     fp32 = spec_roof(device)
     roofs = {}
     for c in configs:
@@ -488,10 +485,8 @@ def table(merged) -> pd.DataFrame:
 
 
 def goals(t: pd.DataFrame) -> pd.DataFrame:
-    """Issues 32's and 42's goal figures of a predictions table, per source of rows: the median absolute error (%)
-    and the share of rows inside their own range (%), with the rows each covers (a row not predicted is counted,
-    not dropped): the merged runs' 02 rows on a host device, their 02 and 03 rows on an accelerator, the published
-    device-bound rows."""
+    """The goal figures of a predictions table per source of rows (the runs' 02 rows on a CPU, their 02 and 03
+    rows on an accelerator, the published device-bound rows): median absolute error and share inside its range."""
     queued = t.device_kind.map(_queued).astype(bool)
     groups = {
         "measured by 02 on a CPU, out of sample": t.source.str.endswith("(02)") & ~queued,

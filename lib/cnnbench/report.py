@@ -1,6 +1,5 @@
-"""The HTML report builder (not a family's tables: those are ``<family>/summary.py``). report.html: the executed
-notebooks of a run in one page, code hidden: a one-screen summary first (:mod:`cnnbench.analysis.overview`), then
-a contents list and the notebooks; the parameters and environment the numbers were measured under folded away."""
+"""report.html: a run's executed notebooks in one page, code hidden, its one-screen summary first
+(:mod:`cnnbench.analysis.overview`), its parameters and environment folded away."""
 
 from __future__ import annotations
 
@@ -155,10 +154,10 @@ def reproducibility_statement(run_dir: Path) -> str:
         return ""
     verdict = state.verdict.iloc[0] if len(state) else "No measurement recorded the machine's state."
     busy = "; ".join(
-        f"{r.model} {r.phase} at batch {r.batch_size} in {notebook} ({getattr(r, 'machine_note', '')})"
+        f"{r.model} {r.phase} at batch {r.batch_size} in {notebook} ({r.machine_note})"
         for table, notebook in (("scenario_a", "02"), ("batch_sweep", "03"))
         for r in reproducibility.measured_here(merged[table]).itertuples()
-        if getattr(r, "machine_state", "") == "busy"
+        if r.machine_state == "busy"
     )
     text = (
         f"**How quiet was the machine?** {_text(verdict + (f' Busy: {busy}.' if busy else ''))}\n\n"

@@ -1,14 +1,6 @@
-"""08's story, one module per job: merge the runs (:mod:`.merge`, over the results layer's
-:mod:`cnnbench.results.runs`), compare them (:mod:`.compare`), say what they show (:mod:`.findings`), set every
-seed's numbers beside ours (:mod:`.seeds`) and present 07's searches (:mod:`.searches`).
-
-Results flow one way: producers write through :mod:`cnnbench.results`, the analysis reads through it, and
-nothing below imports the analysis.
-
-08's one entry point: besides the jobs above, its display helpers (:mod:`cnnbench.tables`: show,
-readable_display, utilisation), figures (:mod:`cnnbench.plots`: throughput, batch_sweep, per_model_rooflines),
-the seeds' tables (``published``), the predictions (:mod:`cnnbench.predict`) and the explorer
-(:func:`cnnbench.interactive.explorer`) are named here."""
+"""08's one entry point: merge the runs (:mod:`.merge`), compare them (:mod:`.compare`), say what they show
+(:mod:`.findings`), set the seeds beside ours (:mod:`.seeds`), present 07's searches (:mod:`.searches`), and
+the display helpers, figures, predictions and explorer 08 uses. Nothing below imports it."""
 
 from cnnbench import predict as predict
 from cnnbench import published as published

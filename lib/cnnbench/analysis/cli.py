@@ -1,15 +1,9 @@
 """``cnnbench compare RUN_A [RUN_B ...]``: what did my change do? (as ``pyperf compare_to`` does).
 
-One run alone: each pair of its variants one knob apart (``variants: [{threads: 1}, {threads: 2}]``), the ratio's
-interval over the rounds both were measured in. Each run after the first is set beside the first: per configuration, ``rate A -> rate B``, the ratio B / A with
-its 95% interval and "faster", "slower" or "not significant" (:func:`cnnbench.analysis.compare.one_knob`:
-the same configuration run to run, or one knob changed, labelled with its two values; rows differing in more
-knobs are named, not divided). ``seeds`` as a run sets the first run beside every device seed 000 measured, for
-the same model and phase: "not matched", the differences named, no verdict (a published number has no
-interval). The table goes to ``compare.csv`` in the outputs root (or ``--out``), added to the comparisons already
-there: each row names the runs compared (``compared``, ``run_a``, ``run_b``) and a new compare of the same set of
-runs replaces only their rows. Exit codes: 0 done, 2 refused
-in one line (an unknown or broken run, a bad ``--keys``, runs with nothing comparable)."""
+Each run after the first is set beside the first (:func:`cnnbench.analysis.compare.one_knob`), one run alone
+its variants one knob apart, ``seeds`` the devices seed 000 measured ("not matched", no verdict). The rows go to
+``compare.csv`` (outputs root or ``--out``), a compare of the same runs replacing its rows. Exit 0, or 2 refused
+in one line."""
 
 from __future__ import annotations
 
@@ -74,9 +68,7 @@ def _line(r: dict) -> str:
     """One configuration as a console line."""
     what = f"{r['model']} {r['phase']} ({r['table']}, batch {r['batch_size']})"
     if r["comparison"] == "not matched":
-        ours = reproducibility.rate_text(
-            r["rate_a_img_s"], reproducibility.number(r.get("rate_a_ci95_img_s"))
-        )
+        ours = reproducibility.rate_text(r["rate_a_img_s"], reproducibility.number(r["rate_a_ci95_img_s"]))
         theirs = f"{r['rate_b_img_s']:,.1f} img/s (published, no interval)"
         return f"{what} vs {r['device_b']}: {ours} -> {theirs}: {r['ratio_b_over_a']:.2f}x; {r['differs_in']}"
     knob = f" [{r['knob']} {r['value_a']} -> {r['value_b']}]" if r["knob"] else ""
@@ -87,7 +79,7 @@ def _line(r: dict) -> str:
     if r["verdict"] == "not divided":
         return f"{what}: not divided, differs in {r['differs_in']}"
     ratio = f"{r['ratio_b_over_a']:.2f}x [{r['ratio_ci95_low']:.2f}, {r['ratio_ci95_high']:.2f}]"
-    moved = reproducibility.number(r.get("probe_change_pct"))
+    moved = reproducibility.number(r["probe_change_pct"])
     machine = f" (CPU's own speed {moved:+.0f}%)" if abs(moved) >= PROBE_SAYS_PCT else ""  # NaN: nothing said
     return f"{what}{knob}: {rates}: {ratio} {r['verdict']}{machine}"
 
@@ -96,7 +88,7 @@ def seeds_beside(m, run: str) -> pd.DataFrame:
     """The seeds as a pseudo-run: ``run`` beside every device seed 000 measured, for the same model and phase
     (:func:`~cnnbench.analysis.seeds.speedups_beside_000`), labelled "not matched" with the differences named."""
     sa = m["scenario_a"]
-    table = speedups_beside_000(sa[sa.run_name == run] if len(sa) else sa)
+    table = speedups_beside_000(sa[sa.run_name == run])
     ours = pd.DataFrame()
     if "a_img_s" in table:
         ours = table[table.source.astype(str).str.startswith("ours") & table.a_img_s.notna()]
@@ -128,14 +120,14 @@ def seeds_beside(m, run: str) -> pd.DataFrame:
 
 def _ours(sa: pd.DataFrame, run: str, model: str, phase: str, column: str):
     """The run's own Scenario A value of ``column`` for this model and phase (its first variant's)."""
-    rows = sa[(sa.run_name == run) & (sa.model == model) & (sa.phase == phase)] if len(sa) else sa
-    return rows[column].iloc[0] if len(rows) and column in rows else ""
+    rows = sa[(sa.run_name == run) & (sa.model == model) & (sa.phase == phase)]
+    return rows[column].iloc[0] if len(rows) else ""
 
 
 def _nothing_comparable(ok: pd.DataFrame, a: str, b: str) -> str:
     def have(run):
-        g = ok[ok.run_name == run] if len(ok) else ok
-        return sorted(set(g.model + " " + g.phase)) if len(g) else []
+        g = ok[ok.run_name == run]
+        return sorted(set(g.model + " " + g.phase))
 
     if not have(a) or not have(b):
         empty = a if not have(a) else b
@@ -157,7 +149,7 @@ def compare_runs(names: list[str], outputs: Path, keys: tuple[str, ...] | None =
     ok, first = compare.rates(m), dirs[names[0]].name
     frames = []
     if len(names) == 1:  # one run: its variants, each pair one knob apart, their interval over the rounds
-        part = compare.one_knob(ok, first, first, keys) if len(ok) else pd.DataFrame()
+        part = compare.one_knob(ok, first, first, keys)
         if part.empty:
             raise Refused(
                 f"nothing comparable in '{first}' alone: no two of its variants are one knob apart (give "
@@ -169,7 +161,7 @@ def compare_runs(names: list[str], outputs: Path, keys: tuple[str, ...] | None =
             part = seeds_beside(m, first)
             why = f"nothing comparable: run '{first}' has no fp32 Scenario A row of a model seed 000 measured"
         else:
-            part = compare.one_knob(ok, first, dirs[name].name, keys) if len(ok) else pd.DataFrame()
+            part = compare.one_knob(ok, first, dirs[name].name, keys)
             why = _nothing_comparable(ok, first, dirs[name].name)
             if len(part) and not part.ratio_b_over_a.notna().any():
                 why = (
@@ -231,13 +223,13 @@ def report(df: pd.DataFrame) -> str:
         moved = compare.probe_change(g)
         busy = [
             f"{run}: {verdict[0].lower()}{verdict[1:]}"
-            for run, verdict in ((a, r.get("machine_a", "")), (b, r.get("machine_b", "")))
+            for run, verdict in ((a, r.machine_a), (b, r.machine_b))
             if str(verdict).startswith("The machine was busy")
         ]
         said = f"the CPU's own speed (probe) moved {moved:+.0f}% from {a} to {b} (median over the rows): a ratio "
         probe = [said + "near that is the machine, not the change"] if math.isfinite(moved) else []
         head = f"{a} ({machine_label(r.device_a, r.host_a)}) -> {b} ({side_b}); rates in images/s with 95% "
-        differ = [f"parameters that differ: {r.params_differ}"] if r.get("params_differ") else []
+        differ = [f"parameters that differ: {r.params_differ}"] if r.params_differ else []
         lines += [
             f"{head}intervals, ratio = B / A",
             *differ,

@@ -1,6 +1,5 @@
 """Comparisons across runs: a speedup divides two measurements only when their whole configuration matches
-(:func:`match_keys`); two runs on the same hardware and device are a run-to-run comparison, never a cross-device
-speedup. Also the configurations a run measured twice, and how quiet its machine was."""
+(:func:`match_keys`); the same host and device is run-to-run, never a cross-device speedup."""
 
 from __future__ import annotations
 
@@ -46,11 +45,7 @@ def configured(df: pd.DataFrame) -> pd.DataFrame:
     """ok rows with every knob as the knob holds it (:func:`cnnbench.knobs.columns`: rows from before a knob read
     its declared value) and every match key present; one row per run and configuration, the newest (the last
     appended) where a configuration was measured twice."""
-    ok = knobs.columns(df[df.status == "ok"] if len(df) else df)
-    for key in match_keys():
-        if key not in ok.columns:
-            ok[key] = ""
-    keys = list(match_keys())
+    ok, keys = knobs.columns(df[df.status == "ok"]), list(match_keys())
     ok[keys] = ok[keys].fillna("")
     return ok.drop_duplicates(["run_name", *keys, "threads"], keep="last")
 
@@ -81,10 +76,7 @@ def speedups(scenario_a: pd.DataFrame) -> pd.DataFrame:
     """Throughput A / throughput B for each pair of runs (once, the faster run as A), per fully matched
     configuration. The interval propagates each side's 95% half-width in relative terms (independent
     errors)."""
-    if scenario_a.empty:
-        return pd.DataFrame(columns=speedup_columns())
-    ok = configured(scenario_a)
-    rows = []
+    ok, rows = configured(scenario_a), []
     for a, b in combinations(sorted(ok.run_name.unique()), 2):
         j = _pair(ok, a, b)
         if j.empty:
@@ -135,8 +127,6 @@ def unmatched(scenario_a: pd.DataFrame, divided: pd.DataFrame | None = None) -> 
 
 
 def _unmatched(scenario_a: pd.DataFrame) -> pd.DataFrame:
-    if scenario_a.empty:
-        return pd.DataFrame()
     ok = configured(scenario_a)
     keys = [k for k in match_keys() if k not in ("model", "phase")]
     rows = []
@@ -169,7 +159,7 @@ def speedup_matrix(speedup: pd.DataFrame, phase: str = "train") -> pd.DataFrame:
     varying = [k for k in match_keys() if k not in ("model", "phase") and s[k].astype(str).nunique() > 1]
     threads = [
         "" if norm(ta) == norm(tb) else f", threads {ta} vs {tb}"
-        for ta, tb in zip(s.get("threads_a", [""] * len(s)), s.get("threads_b", [""] * len(s)), strict=True)
+        for ta, tb in zip(s.threads_a, s.threads_b, strict=True)
     ]
     interval = [
         f"{v:.2f}x [{lo:.2f}, {hi:.2f}]"
@@ -194,10 +184,9 @@ def summary(scenario_a: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame()
     ok = configured(scenario_a).assign(device_name=lambda d: d.device_name.astype(str))
     index = ["run_name", "device_name", *[k for k in match_keys() if k != "phase"]]
-    values = [v for v in VALUES if v in ok.columns]
-    wide = ok.pivot_table(index=index, columns="phase", values=values, aggfunc="first")
+    wide = ok.pivot_table(index=index, columns="phase", values=list(VALUES), aggfunc="first")
     wide.columns = [f"{phase}_{v}" for v, phase in wide.columns]
-    order = [f"{phase}_{v}" for v in values for phase in ("train", "eval") if f"{phase}_{v}" in wide.columns]
+    order = [f"{phase}_{v}" for v in VALUES for phase in ("train", "eval") if f"{phase}_{v}" in wide.columns]
     return wide[order].reset_index()
 
 
@@ -216,6 +205,7 @@ def machine(m: Merged) -> pd.DataFrame:
 # The knobs a user turns between two runs of one machine; two rows of the same table, model and phase are
 # divided when they differ in at most one of these (or only in the keys the user names).
 RATE_TABLES = ("scenario_a", "batch_sweep")  # the tables with a throughput per configuration
+_RATE_KEYS = ("table", "model", "phase")
 
 
 def ratio_columns() -> list[str]:
@@ -235,7 +225,7 @@ def rates(m: Merged) -> pd.DataFrame:
     frames = []
     for name in RATE_TABLES:
         df = m[name]
-        if df.empty or "status" not in df:
+        if df.empty:
             continue
         df = reproducibility.measured_here(df)
         ok = knobs.columns(df[df.status.astype(str) == "ok"])
@@ -246,8 +236,8 @@ def rates(m: Merged) -> pd.DataFrame:
         for key in (*text, *numeric):
             if key not in ok:
                 ok[key] = math.nan if key in numeric else ""
-        frames.append(ok.drop_duplicates(["run_name", "table", "model", "phase", *knob_keys()], keep="last"))
-    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+        frames.append(ok.drop_duplicates(["run_name", *_RATE_KEYS, *knob_keys()], keep="last"))
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["run_name", *_RATE_KEYS])
 
 
 def _differences(ra: pd.Series, rb: pd.Series) -> list[str]:
@@ -387,8 +377,6 @@ def ratios(m: Merged, keys: tuple[str, ...] | None = None) -> pd.DataFrame:
     every pair of merged runs (once each, in name order), the ratio labelled by the knob and its two values, with
     its interval and verdict."""
     ok = rates(m)
-    if ok.empty:
-        return pd.DataFrame(columns=ratio_columns())
     names = sorted(ok.run_name.unique())
     pairs = [(a, a) for a in names] + list(combinations(names, 2))
     frames = [f for a, b in pairs if len(f := one_knob(ok, a, b, keys))]

@@ -22,7 +22,7 @@ def _source(run: str, *tables: str) -> str:
 
 def _tables_with_rows(m: Merged, run: str, tables: tuple[str, ...]) -> list[str]:
     """Those of ``tables`` in which ``run`` has rows (a run that skipped 03 has no batch_sweep.csv to cite)."""
-    return [t for t in tables if len(m[t]) and "run_name" in m[t] and (m[t].run_name == run).any()]
+    return [t for t in tables if (m[t].run_name == run).any()]
 
 
 def _finding(topic: str, run: str, source: str, sentence: str, **numbers) -> dict:
@@ -51,18 +51,16 @@ def _run_findings(run: str, ok: pd.DataFrame) -> list[dict]:
                 f"{_variant(lo)}, highest {hi['model']} {_variant(hi)})."
             )
             add("eval_train_ratio", sentence, ratio_min=ratio.min(), ratio_max=ratio.max())
-    rate = next((c for c in ("achieved_gflops", "achieved_tflops") if c in ok), None)
-    if rate and ok[rate].notna().any():
+    if ok.achieved_gflops.notna().any():
         half = ok.throughput_ci95_img_s.astype(float)
         sure = ok[[reproducibility.precise(r, h) for r, h in zip(ok.throughput_img_s, half, strict=True)]]
-        if sure.empty or sure[rate].isna().all():
+        if sure.empty or sure.achieved_gflops.isna().all():
             within = f"no 95% interval within +-{reproducibility.PRECISE_PCT:g}%"
             sentence = f"no achieved rate is precise enough to headline ({within}); measure longer."
             add("highest_rate", sentence, measurements=len(ok))
         else:
-            best = sure.loc[sure[rate].idxmax()]
-            gflops = best[rate] * (1e3 if rate == "achieved_tflops" else 1)
-            rate_img_s = float(best.throughput_img_s)
+            best = sure.loc[sure.achieved_gflops.idxmax()]
+            gflops, rate_img_s = best.achieved_gflops, float(best.throughput_img_s)
             pct = 100 * float(best.throughput_ci95_img_s) / rate_img_s
             sentence = (
                 f"highest achieved rate among the {len(sure)} of {len(ok)} measurements precise to "
@@ -71,7 +69,7 @@ def _run_findings(run: str, ok: pd.DataFrame) -> list[dict]:
                 f"{best.throughput_img_s:.1f} +- {pct:.1f}% images/s."
             )
             add("highest_rate", sentence, achieved_gflops=gflops, throughput_img_s=rate_img_s, ci95_pct=pct)
-    if "noisy" in ok:
+    if "noisy" in ok:  # a frame not read through the results layer may lack it
         noisy = int(ok.noisy.astype(str).str.lower().eq("true").sum())
         sentence = f"{noisy} of {len(ok)} measurements are flagged noisy (step-time IQR/median > 10%)."
         add("noisy", sentence, noisy=noisy, measurements=len(ok))
@@ -114,14 +112,14 @@ def findings_table(m: Merged) -> pd.DataFrame:
 
 def _findings_table(m: Merged) -> pd.DataFrame:
     out, sa = [], m["scenario_a"]
-    if len(sa):
-        for run, g in configured(sa).groupby("run_name"):
-            out += _run_findings(run, g)
-        for r in sa[sa.status != "ok"].itertuples():
-            what = f"{r.model} {r.phase} at batch {r.batch_size} on {r.device_name}"
-            sentence = f"{r.run_name}: {what}: {r.status} ({getattr(r, 'error', '')})."
-            source = _source(r.run_name, "scenario_a")
-            out.append(_finding("failure", r.run_name, source, sentence, status=r.status))
+    for run, g in configured(sa).groupby("run_name"):
+        out += _run_findings(run, g)
+    for r in sa[sa.status != "ok"].itertuples():
+        what = f"{r.model} {r.phase} at batch {r.batch_size} on {r.device_name}"
+        sentence = f"{r.run_name}: {what}: {r.status} ({r.error})."
+        out.append(
+            _finding("failure", r.run_name, _source(r.run_name, "scenario_a"), sentence, status=r.status)
+        )
     for kind, g in speedups(sa).groupby("comparison"):
         top = g.loc[g.speedup.idxmax()]
         what = "run-to-run difference" if kind == "run-to-run" else f"{kind} speedup"
@@ -134,7 +132,7 @@ def _findings_table(m: Merged) -> pd.DataFrame:
         out.append(_finding(kind, f"{top.run_a} / {top.run_b}", "speedups.csv", sentence, **numbers))
     divided = ratios(m)
     out += _one_knob_findings(divided)
-    um = unmatched(sa, divided) if len(sa) else pd.DataFrame()
+    um = unmatched(sa, divided)
     if len(um):
         keys = sorted({d.split(" ")[0] for cell in um.differs_in for d in cell.split("; ") if d})
         source = ", ".join(sorted({_source(r, "scenario_a") for r in {*um.run_a, *um.run_b}}))
@@ -173,9 +171,8 @@ SHOWN = 4  # one-knob ratios named in a finding; the rest are counted, all are i
 
 def _one_knob_findings(divided: pd.DataFrame) -> Iterator[dict]:
     """Per pair of runs and knob changed: the one-knob ratios (ratios.csv), each with its interval and verdict."""
-    one = divided[divided.comparison == "one knob"] if len(divided) else divided
-    groups = one.groupby(["run_a", "run_b", "knob", "value_a", "value_b"], sort=False) if len(one) else []
-    for (a, b, knob, va, vb), g in groups:
+    one = divided[divided.comparison == "one knob"]
+    for (a, b, knob, va, vb), g in one.groupby(["run_a", "run_b", "knob", "value_a", "value_b"], sort=False):
         parts = [
             f"{r.model} {r.phase}{'' if r.table == 'scenario_a' else f' ({r.table}, batch {r.batch_size})'} "
             f"{r.ratio_b_over_a:.2f}x [{r.ratio_ci95_low:.2f}, {r.ratio_ci95_high:.2f}] {r.verdict}"
@@ -208,7 +205,7 @@ def _reproducibility_findings(m: Merged) -> Iterator[dict]:
 
 def _roofline_findings(rf: pd.DataFrame) -> list[dict]:
     out = []
-    for run, g in rf.groupby("run_name") if len(rf) else []:
+    for run, g in rf.groupby("run_name"):
         placed, layers, source = g[g.source == "scenario_a"], g[g.source == "layer"], _source(run, "roofline")
         if len(placed):
             mem, eff = (placed.bound == "memory").mean(), placed.efficiency.median()
@@ -240,7 +237,7 @@ def _sweep_findings(sw: pd.DataFrame) -> list[dict]:
             best_batch_size=r.best_batch_size,
             best_img_s=r.best_throughput_img_s,
         )
-        for run, g in (sw.groupby("run_name") if len(sw) else [])
+        for run, g in sw.groupby("run_name")
         for r in scenarios.diminishing_returns(g).itertuples()
     ]
 
@@ -266,8 +263,7 @@ def write_tables(m: Merged, run_dir: Path) -> dict[str, Path]:
 
 def placed_points(m: Merged, source: str = "scenario_a") -> pd.DataFrame:
     """Roofline points of one source (scenario_a, batch_sweep, layer) across every run."""
-    rf = m["roofline"]
-    return rf[rf.source == source] if len(rf) else rf
+    return m["roofline"][m["roofline"].source == source]
 
 
 def findings_markdown(m: Merged):

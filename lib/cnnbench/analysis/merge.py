@@ -10,18 +10,9 @@ from cnnbench.results.runs import Merged, machine_label
 
 def runs_table(m: Merged) -> pd.DataFrame:
     """Which runs, from which hosts, this analysis merges (and which it left out, with the reason)."""
+    said = "device_kind device_name host host_id threads torch captured_at".split()  # threads: torch_threads
     rows = [
-        {
-            "run_name": r,
-            "merged": "yes",
-            "device_kind": e.get("device_kind"),
-            "device_name": e.get("device_name"),
-            "host": e.get("host"),
-            "host_id": e.get("host_id"),
-            "threads": e.get("torch_threads"),
-            "torch": e.get("torch"),
-            "captured_at": e.get("captured_at"),
-        }
+        {"run_name": r, "merged": "yes", **{k: e.get("torch_threads" if k == "threads" else k) for k in said}}
         for r, e in m.environments.items()
     ]
     rows += [{"run_name": r, "merged": f"no: {why}"} for r, why in m.excluded.items()]

@@ -1,6 +1,4 @@
-"""The one-screen summary atop a run's report: the machine, each model's headline rate with its interval and its
-place on the roofline, the roof, the fastest configuration 07 found and the seeds' figures beside ours. Every
-number is read from the run's own results through ``results.read``; nothing is typed in."""
+"""The one-screen summary atop a run's report, every number read from the run's results (``results.read``)."""
 
 from __future__ import annotations
 
@@ -55,11 +53,10 @@ def speedup_text(speedup: float, ci: float) -> str:
 def headline(run_dir: Path) -> pd.DataFrame:
     """Per model and phase of 02 (fp32, NCHW, eager): rate with its interval (:func:`marked`), and from 04 its
     share of the attainable roof it is placed under (``roof``: e.g. "measured fp32 dram") and what bounds it."""
-    a = results.read(run_dir, "scenario_a", ("machine_state", "step_bound", "device_busy_pct"))
+    a = results.read(run_dir, "scenario_a")
     if a.empty:
         return pd.DataFrame()
-    a = knobs.default_variant(a[a.status == "ok"])
-    roof = results.read(run_dir, "roofline", ("source", "layer", "roof", "model", "phase", "batch_size"))
+    a, roof = knobs.default_variant(a[a.status == "ok"]), results.read(run_dir, "roofline")
     roof = knobs.default_variant(
         roof[(roof.source == "scenario_a") & roof.layer.fillna("").astype(str).eq("")]
     )
@@ -83,8 +80,7 @@ def roof_sentence(run_dir: Path) -> str:
     if measured.empty:
         return "No fp32 roof was measured."
     top = measured.iloc[0]  # the main-memory row first (peaks.measure)
-    spread = top.get("peak_spread", math.nan)
-    spread = f" (spread {100 * spread:.1f}% over its calls)" if pd.notna(spread) else ""
+    spread = f" (spread {100 * top.peak_spread:.1f}% over its calls)" if pd.notna(top.peak_spread) else ""
     return (
         f"**The roof** (measured, fp32): {top.peak_gflops:,.1f} GFLOP/s compute{spread}, "
         f"{top.bandwidth_gbs:,.1f} GB/s from {html.escape(str(top.get('level', 'main memory')))}, ridge at "
@@ -94,9 +90,7 @@ def roof_sentence(run_dir: Path) -> str:
 
 def fastest(run_dir: Path) -> pd.DataFrame:
     """07's best configuration per model and phase, its speedup over the seeds' default and its roof share."""
-    t = results.read(run_dir, "tuning", ("row_kind", "roof_precision"))
-    if t.empty:
-        return pd.DataFrame()
+    t = results.read(run_dir, "tuning")
     best = t[t.row_kind == "best"]
     return pd.DataFrame(
         [

@@ -1,6 +1,4 @@
-"""The results layer: every table a run writes, declared once (:mod:`.schema`); tidy CSVs written atomically row
-by row with the rule for a run's current rows (:mod:`.files`); and runs discovered and merged (:mod:`.runs`).
-It imports no experiment module."""
+"""The results layer: tables declared (:mod:`.schema`), written (:mod:`.files`), merged (:mod:`.runs`)."""
 
 from cnnbench.results.files import (
     DONE_STATUSES,

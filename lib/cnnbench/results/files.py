@@ -1,7 +1,5 @@
-"""Tidy results files: written atomically row by row, so an interrupted run loses nothing and a rerun resumes.
-
-A producer declares the configurations its invocation measures (:meth:`ResultsFile.plan`); only the rows of
-the latest plan of every writer are current (:meth:`ResultsFile.current`); older rows stay in the file."""
+"""Tidy results files written atomically row by row (an interrupted run loses nothing, a rerun resumes); only
+the rows of every writer's latest plan are current (:meth:`ResultsFile.plan`, :meth:`ResultsFile.current`)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""Runs: discover the run folders under ``outputs/``, decide which are merged (and say why the others are
-not: smoke/test, failed, another schema, broken), and merge their current rows, each stamped with its run's
-identity (run name and host fingerprint)."""
+"""Runs: discover the run folders under ``outputs/``, decide which are merged (saying why not), and merge their
+current rows, each stamped with its run's identity."""
 
 from __future__ import annotations
 
@@ -12,7 +11,7 @@ import pandas as pd
 
 from cnnbench import SCHEMA_VERSION
 from cnnbench.results.files import CorruptResults, read_json
-from cnnbench.results.schema import MERGED, PROTOCOL_KEYS, TABLES, read
+from cnnbench.results.schema import MERGED, PROTOCOL_KEYS, TABLES, declared, read
 
 ALL_RUNS = "*"  # analysis_runs: ["*"] merges every user run of outputs/
 # The parameters that make two runs' configurations differ (shown beside a merge; the rows themselves are
@@ -37,7 +36,9 @@ class Merged:
     derived: dict = field(default_factory=dict, repr=False, compare=False)  # what once() computed
 
     def __getitem__(self, name: str) -> pd.DataFrame:
-        return self.tables.get(name, pd.DataFrame())
+        """The merged table ``name``; with no row in any run, its declared columns and the run's identity."""
+        none = pd.DataFrame(columns=["run_name", "host_id", "host"], dtype="str")
+        return declared(self.tables.get(name, none), name)
 
     def once(self, name: str, compute) -> pd.DataFrame:
         """``compute(self)`` (a copy of it), computed once while every merged table is the same object: a table
@@ -187,7 +188,7 @@ def load(dirs: list[Path], excluded: dict | None = None, tables: tuple[str, ...]
                     f"schema version {env.get('schema_version')!r} (this workbook reads {SCHEMA_VERSION})"
                 )
                 continue
-            read_tables = {n: df for n in tables if len((df := read(d, n)).columns)}  # a broken one refused
+            read_tables = {n: df for n in tables if len(df := read(d, n))}  # a broken one refused
             run_params(d)
             stamp = identity(d, env)
         except CorruptResults as err:

@@ -1,10 +1,5 @@
-"""Every results table of a run, declared once: its file, the notebook that writes it, its key columns and how
-a run's current rows are chosen.
-
-A table is either *keyed* (rows appended one configuration at a time, replaced by key; a producer declares the
-configurations of its invocation with :meth:`ResultsFile.plan`, and only those are current) or *whole* (written
-in one piece by its notebook: every row is current). Producers write through :func:`file`, readers read
-through :func:`read`; nothing else spells a table's key."""
+"""Every results table of a run, declared once: its file, notebook, key, the plan that chooses its current rows,
+and the columns a reader relies on. Producers write through :func:`file`, readers read through :func:`read`."""
 
 from __future__ import annotations
 
@@ -111,6 +106,34 @@ _SERIES = {"merged": False, "most_rows": SERIES_ROWS}  # a series of one run, no
 _GROUPS = {"merged": False, "unique": False}  # rows sharing a key, replaced as a group (ResultsFile.extend)
 
 
+# The columns a reader relies on beyond a table's key: :func:`read` yields each (NA where a file lacks it), as
+# text where named in TEXT, else as a number.
+TEXT = frozenset(
+    (
+        "model phase status error device_name noisy machine_state machine_note step_bound process_rates_img_s "
+        "source layer roof bound kind level precision row_kind config roof_precision matches_published data_mode "
+        "step_phase backend dataset"
+    ).split()
+)
+_RATE = "model phase status error device_name throughput_img_s throughput_ci95_img_s achieved_gflops"
+_ENGINE = (
+    f"{_RATE} batch_size image_size num_classes dataset noisy achieved_tflops peak_rss_mib peak_device_mem_mib "
+    "baseline_rss_mib machine_state machine_note step_bound device_busy_pct probe_img_s process_rates_img_s"
+)
+COLUMNS = {
+    **dict.fromkeys(("scenario_a", "batch_sweep"), _ENGINE),
+    "complexity": "model matches_published",
+    "roofline": "source layer roof bound model phase batch_size efficiency intensity_flop_per_byte achieved_gflops",
+    "device_peaks": "kind level precision peak_gflops bandwidth_gbs peak_spread capacity_mib cache_size_kib",
+    **dict.fromkeys(("gradcheck", "backends", "backend_ops", "backend_memory"), "backend model status error"),
+    **dict.fromkeys(("transfer", "scaling"), "status"),
+    "step_phases": "model step_phase status device_name sum_diff_ci95_pct",
+    "profile_ops": "model status",
+    "tuning": f"{_RATE} row_kind config roof_precision speedup_x speedup_ci95_x compute_roof_pct energy_j_per_image",
+    "explore": f"{_RATE} batch_size precision data_mode",
+}
+
+
 @dataclass(frozen=True)
 class Table:
     """One results CSV of a run folder."""
@@ -131,6 +154,10 @@ class Table:
     @property
     def plan_columns(self) -> tuple[str, ...] | None:
         return tuple(self.plans() if callable(self.plans) else self.plans) if self.plans is not None else None
+
+    @property
+    def dtypes(self) -> dict[str, str]:
+        return {c: "str" if c in TEXT else "float64" for c in COLUMNS.get(self.name, "").split()}
 
     @property
     def filename(self) -> str:
@@ -235,6 +262,15 @@ def rows(run_dir: str | Path, name: str) -> list[dict[str, str]]:
 
 
 def read(run_dir: str | Path, name: str, columns=()):
-    """The current rows of table ``name`` in ``run_dir`` as a typed pandas frame (empty when absent): the one
-    reader of results, for notebooks and the analysis alike."""
-    return frame(rows(run_dir, name), columns)
+    """The current rows of table ``name`` in ``run_dir`` as a pandas frame with every declared column (NA where
+    the file lacks it; no rows when it is absent): the one reader of results, for notebooks and the analysis."""
+    return declared(frame(rows(run_dir, name), columns), name)
+
+
+def declared(df, name: str):
+    """``df`` with every declared column of table ``name``: one it lacks (or a text one all NA) as NA."""
+    import pandas as pd
+
+    dtypes = table(name).dtypes
+    missing = [c for c, t in dtypes.items() if c not in df or t == "str" and df[c].isna().all()]
+    return df.assign(**{c: pd.Series(float("nan"), df.index, dtypes[c]) for c in missing}) if missing else df

@@ -21,7 +21,7 @@ def scaling_table(df: pd.DataFrame) -> pd.DataFrame:
 
 def scaling_plot(df: pd.DataFrame, path: str | Path | None = None):
     """Throughput (95% interval) and scaling efficiency against the number of processes/devices."""
-    ok = df[df.status == "ok"] if len(df) else df
+    ok = df[df.status == "ok"]
     if ok.empty:
         return None
     fig, axes = plt.subplots(1, 2, figsize=(11, 3.5))

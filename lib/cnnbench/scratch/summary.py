@@ -20,8 +20,6 @@ SPEED_GOALS = [  # (model, backend, reference, ratio of, goal): issue 10's speed
 
 def status(df: pd.DataFrame) -> pd.DataFrame:
     """Backends that did not run, with the reason (status unavailable, error, oom, unstable)."""
-    if "error" not in df:
-        return pd.DataFrame(columns=["backend", "model", "status", "error"])
     bad = df[df.status != "ok"]
     return bad[["backend", "model", "status", "error"]].drop_duplicates().reset_index(drop=True)
 

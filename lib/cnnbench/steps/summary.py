@@ -13,7 +13,7 @@ from cnnbench.plots import save
 def phase_table(df: pd.DataFrame) -> pd.DataFrame:
     """Per model: whether the phases agree with the unsplit step (the difference, its 95% interval, steps of
     each kind) first; then the phases (mean ms per step), their sum and the unsplit step time."""
-    ok = df[df.status == "ok"] if len(df) else df
+    ok = df[df.status == "ok"]
     if ok.empty:
         return ok
     wide = ok.pivot_table(index="model", columns="step_phase", values="time_mean_s", sort=False) * 1e3
@@ -23,7 +23,7 @@ def phase_table(df: pd.DataFrame) -> pd.DataFrame:
         {
             "sums_within_5pct": per.sums_within_5pct,
             "sum_diff_pct": per.sum_diff_pct,
-            **_optional(per, "sum_diff_ci95_pct"),
+            "sum_diff_ci95_pct": per.sum_diff_ci95_pct,
             "n_steps": per.n_steps,
         },
         index=per.index,
@@ -35,14 +35,9 @@ def phase_table(df: pd.DataFrame) -> pd.DataFrame:
     )
 
 
-def _optional(per: pd.DataFrame, column: str) -> dict:
-    """``column`` if the rows have it (rows written before it was measured do not)."""
-    return {column: per[column]} if column in per else {}
-
-
 def phase_plot(df: pd.DataFrame, path: str | Path | None = None):
     """Share of each phase in the step, one stacked bar per model."""
-    ok = df[df.status == "ok"] if len(df) else df
+    ok = df[df.status == "ok"]
     if ok.empty:
         return None
     wide = ok.pivot_table(index="model", columns="step_phase", values="share_pct", sort=False)
@@ -59,8 +54,8 @@ def phase_plot(df: pd.DataFrame, path: str | Path | None = None):
 
 def top_ops_table(df: pd.DataFrame, model: str | None = None) -> pd.DataFrame:
     """The top operators per pass (forward, backward, optimizer) with self times in ms and share of the pass."""
-    ok = df[df.status == "ok"] if len(df) else df
-    if model is not None and len(ok):
+    ok = df[df.status == "ok"]
+    if model is not None:
         ok = ok[ok.model == model]
     if ok.empty:
         return ok

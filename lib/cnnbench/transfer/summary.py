@@ -19,7 +19,7 @@ def time_to_target(df: pd.DataFrame, target: float | None = None) -> pd.DataFram
     """Per device and grid point: epochs run, final and best validation accuracy, mean images/s (all images
     over all synced epoch time), and the training time (validation excluded) until validation accuracy first
     reached ``target`` (NaN: not reached)."""
-    ok = df[df.status == "ok"] if len(df) else df
+    ok = df[df.status == "ok"]
     rows = []
     for key, g in ok.groupby(GRID, sort=False):
         g = g.sort_values("epoch")
@@ -43,7 +43,7 @@ def time_to_target(df: pd.DataFrame, target: float | None = None) -> pd.DataFram
 
 def learning_curves(df: pd.DataFrame, path: str | Path | None = None):
     """Training loss per epoch and validation accuracy against elapsed training time, per grid point."""
-    ok = df[df.status == "ok"] if len(df) else df
+    ok = df[df.status == "ok"]
     if ok.empty:
         return None
     fig, axes = plt.subplots(1, 2, figsize=(13, 4))

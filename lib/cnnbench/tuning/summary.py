@@ -34,16 +34,7 @@ BEST_COLUMNS = {
 }
 
 
-PUBLISHED_COLUMNS = [
-    "who",
-    "device",
-    "precision",
-    "batch_size",
-    "throughput_img_s",
-    "stack",
-    "same_gpu",
-    "checked",
-]
+PUBLISHED_COLUMNS = "who device precision batch_size throughput_img_s stack same_gpu checked".split()
 
 
 def beside_published(df: pd.DataFrame, model: str = "resnet50", image_size: int = 224) -> pd.DataFrame:
