@@ -815,9 +815,8 @@ def _check_data(src: str, p: Params) -> None:
             classes = data.SHAPES[p.dataset].classes if p.dataset in data.SHAPES else None
         else:
             classes = data.dataset_classes(p.dataset, root)
-        head = [
-            m for m, *_ in users if not spec(m).own_data
-        ]  # a model with data of its own keeps its classes
+        # a model with data of its own keeps its classes
+        head = [m for m, *_ in users if not spec(m).own_data]
         own = all(p.num_classes == spec(m).reference_classes for m in head)  # their own head, as seed 003 ran
         if (
             classes is not None

@@ -106,8 +106,7 @@ _SERIES = {"merged": False, "most_rows": SERIES_ROWS}  # a series of one run, no
 _GROUPS = {"merged": False, "unique": False}  # rows sharing a key, replaced as a group (ResultsFile.extend)
 
 
-# The columns a reader relies on beyond a table's key: :func:`read` yields each (NA where a file lacks it), as
-# text where named in TEXT, else as a number.
+# A declared column (Table.columns) is read as text where named in TEXT, else as a number.
 TEXT = frozenset(
     (
         "model phase status error device_name noisy machine_state machine_note step_bound process_rates_img_s "
@@ -120,18 +119,7 @@ _ENGINE = (
     f"{_RATE} batch_size image_size num_classes dataset noisy achieved_tflops peak_rss_mib peak_device_mem_mib "
     "baseline_rss_mib machine_state machine_note step_bound device_busy_pct probe_img_s process_rates_img_s"
 )
-COLUMNS = {
-    **dict.fromkeys(("scenario_a", "batch_sweep"), _ENGINE),
-    "complexity": "model matches_published",
-    "roofline": "source layer roof bound model phase batch_size efficiency intensity_flop_per_byte achieved_gflops",
-    "device_peaks": "kind level precision peak_gflops bandwidth_gbs peak_spread capacity_mib cache_size_kib",
-    **dict.fromkeys(("gradcheck", "backends", "backend_ops", "backend_memory"), "backend model status error"),
-    **dict.fromkeys(("transfer", "scaling"), "status"),
-    "step_phases": "model step_phase status device_name sum_diff_ci95_pct",
-    "profile_ops": "model status",
-    "tuning": f"{_RATE} row_kind config roof_precision speedup_x speedup_ci95_x compute_roof_pct energy_j_per_image",
-    "explore": f"{_RATE} batch_size precision data_mode",
-}
+_BACKEND = "backend model status error"
 
 
 @dataclass(frozen=True)
@@ -146,6 +134,7 @@ class Table:
     merged: bool = True  # read by the analysis and merged across runs
     unique: bool = True  # False: rows share their key (a group, written whole by ResultsFile.extend)
     most_rows: int = CONFIG_ROWS
+    columns: str = ""  # beyond the key, what a reader relies on: read() yields each, NA where a file lacks it
 
     @property
     def key(self) -> tuple[str, ...]:
@@ -157,7 +146,7 @@ class Table:
 
     @property
     def dtypes(self) -> dict[str, str]:
-        return {c: "str" if c in TEXT else "float64" for c in COLUMNS.get(self.name, "").split()}
+        return {c: "str" if c in TEXT else "float64" for c in self.columns.split()}
 
     @property
     def filename(self) -> str:
@@ -173,7 +162,7 @@ class Table:
 
 def _engine(name: str, notebook: str) -> list[Table]:
     return [
-        Table(name, notebook, config_keys),
+        Table(name, notebook, config_keys, columns=_ENGINE),
         Table(f"{name}_windows", notebook, window_keys, config_keys, **_SERIES),
         Table(f"{name}_steps", notebook, lambda: (*window_keys(), "step"), config_keys, **_SERIES),
     ]
@@ -182,7 +171,7 @@ def _engine(name: str, notebook: str) -> list[Table]:
 TABLES: dict[str, Table] = {
     t.name: t
     for t in [
-        Table("complexity", "01_complexity"),
+        Table("complexity", "01_complexity", columns="model matches_published"),
         *_engine("scenario_a", "02_scenario_a"),
         Table(
             "telemetry",
@@ -193,21 +182,42 @@ TABLES: dict[str, Table] = {
         ),  # 02 and 03 write it
         Table("epochs", "02_scenario_a", epoch_keys),
         *_engine("batch_sweep", "03_batch_sweep"),
-        Table("roofline", "04_roofline"),
-        Table("device_peaks", "04_roofline"),
+        Table(
+            "roofline",
+            "04_roofline",
+            columns="source layer roof bound model phase batch_size efficiency intensity_flop_per_byte achieved_gflops",
+        ),
+        Table(
+            "device_peaks",
+            "04_roofline",
+            columns="kind level precision peak_gflops bandwidth_gbs peak_spread capacity_mib cache_size_kib",
+        ),
         Table("host_steps", "04_roofline", ("device_name", "model", "phase", "precision")),
         Table("bandwidth_sweep", "04_roofline", merged=False),
         Table(
             "roofline_layers", "04_roofline", lambda: (*layer_plan(), "layer", "op"), layer_plan, **_GROUPS
         ),
-        Table("gradcheck", "05_backends", (*SCRATCH_PLAN, "tensor"), SCRATCH_PLAN),
-        Table("backends", "05_backends", (*SCRATCH_PLAN, "epoch"), SCRATCH_PLAN),
-        Table("backend_ops", "05_backends", (*SCRATCH_PLAN, "op"), SCRATCH_PLAN),
-        Table("backend_memory", "05_backends", (*SCRATCH_PLAN, "component"), SCRATCH_PLAN),
-        Table("transfer", "06_transfer", (*TRANSFER_GRID_KEYS, "epoch"), TRANSFER_GRID_KEYS),
-        Table("step_phases", "06_transfer", lambda: (*phase_plan(), "step_phase"), phase_plan),
+        Table("gradcheck", "05_backends", (*SCRATCH_PLAN, "tensor"), SCRATCH_PLAN, columns=_BACKEND),
+        Table("backends", "05_backends", (*SCRATCH_PLAN, "epoch"), SCRATCH_PLAN, columns=_BACKEND),
+        Table("backend_ops", "05_backends", (*SCRATCH_PLAN, "op"), SCRATCH_PLAN, columns=_BACKEND),
+        Table("backend_memory", "05_backends", (*SCRATCH_PLAN, "component"), SCRATCH_PLAN, columns=_BACKEND),
         Table(
-            "profile_ops", "06_transfer", lambda: (*profile_plan(), "pass", "op"), profile_plan, merged=False
+            "transfer", "06_transfer", (*TRANSFER_GRID_KEYS, "epoch"), TRANSFER_GRID_KEYS, columns="status"
+        ),
+        Table(
+            "step_phases",
+            "06_transfer",
+            lambda: (*phase_plan(), "step_phase"),
+            phase_plan,
+            columns="model step_phase status device_name sum_diff_ci95_pct",
+        ),
+        Table(
+            "profile_ops",
+            "06_transfer",
+            lambda: (*profile_plan(), "pass", "op"),
+            profile_plan,
+            merged=False,
+            columns="model status",
         ),
         Table(
             "transfer_telemetry",
@@ -215,15 +225,23 @@ TABLES: dict[str, Table] = {
             ("experiment", "configuration", "rank", "metric", "device_index", "t_s"),
             **_SERIES,
         ),
-        Table("scaling", "06_transfer", SCALING_PLAN),
+        Table("scaling", "06_transfer", SCALING_PLAN, columns="status"),
         Table(
             "tuning",
             "07_tuning",
             lambda: (*search_keys(), "row_kind", "stage", "rung", "config"),
             search_keys,
+            columns=f"{_RATE} row_kind config roof_precision speedup_x speedup_ci95_x compute_roof_pct "
+            "energy_j_per_image",
         ),
         Table("tuning_space", "07_tuning", ("model", "device_kind", "knob", "value"), merged=False),
-        Table("explore", "08_analysis", ("timestamp", "model", "batch_size", "precision"), merged=False),
+        Table(
+            "explore",
+            "08_analysis",
+            ("timestamp", "model", "batch_size", "precision"),
+            merged=False,
+            columns=f"{_RATE} batch_size precision data_mode",
+        ),
         # 08's analysis of the runs it merged, each recomputed whole: matched speedups (x), one-knob ratios (rate of
         # run_b / rate of run_a, images/s beside), findings (each with the file holding its numbers), and the
         # seeds' figures recomputed from their own throughputs (published.corrections())
@@ -231,9 +249,7 @@ TABLES: dict[str, Table] = {
         Table("ratios", "08_analysis", merged=False),
         Table("findings", "08_analysis", merged=False),
         Table("seed_corrections", "08_analysis", merged=False),
-        Table(
-            "predictions", "08_analysis", merged=False
-        ),  # every seed's and run's rate predicted (cnnbench.predict)
+        Table("predictions", "08_analysis", merged=False),  # every seed's and run's rate (cnnbench.predict)
         # cnnbench compare's table, in the outputs root (or --out): one comparison per set of runs (``compared``),
         # a new compare of the same runs replacing only their rows
         Table("compare", "cnnbench compare", ("compared",), **_GROUPS, most_rows=SERIES_ROWS),
