@@ -1,5 +1,5 @@
-"""Issue 43 item 5: a device kind is its module in devices/, a notebook its name in ``params.NOTEBOOKS``; a fake one
-of each, added in that one place, is picked up by everything else."""
+"""Issue 43 item 5: a device kind is its module in devices/, a knob its entry in ``knobs.KNOBS``, a notebook its name
+in ``params.NOTEBOOKS``; a fake one of each, added in that one place, is picked up by everything else."""
 
 import os
 import re
@@ -89,3 +89,41 @@ def test_the_readme_table_and_the_entry_points_list_the_notebooks():
     from test_notebook_entry_points import ENTRY
 
     assert tuple(ENTRY) == params.NOTEBOOKS
+
+
+KNOB = """
+import contextlib
+
+from cnnbench import knobs
+
+seen = []
+knobs.KNOBS["fake_knob"] = knobs.Knob(
+    "fake_knob", int, 1, "a fake knob", low=1, high=8,
+    apply=lambda value, backend, shape: contextlib.nullcontext(seen.append(value)),
+)
+from cnnbench import params
+from cnnbench.results import schema
+
+p = params.load("params/smoke.yaml", {"fake_knob": 4}, check_device=False)
+assert p.fake_knob == 4 and "fake_knob" in params.describe()
+try:
+    params.load("params/smoke.yaml", {"fake_knob": 9}, check_device=False)
+    raise AssertionError("took a value above the knob's bound")
+except params.ParamsError as err:
+    assert "fake_knob" in str(err) and "\\n" not in str(err), err
+assert "fake_knob" in schema.config_keys() and "default_fake_knob" in schema.search_keys()
+setting = knobs.for_params(p)
+assert setting.fake_knob == 4 and "4" in setting.label
+with knobs.applied({"fake_knob": setting.fake_knob}, backend=None):  # the engine's one entry
+    pass
+assert seen == [4], seen
+print("picked up")
+"""
+
+
+def test_a_knob_added_to_knobs_is_validated_keyed_labelled_and_applied():
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "lib"), "CNNBENCH_ROOT": str(ROOT)}
+    out = subprocess.run(
+        [sys.executable, "-c", KNOB], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
+    )
+    assert out.returncode == 0 and "picked up" in out.stdout, out.stderr[-3000:]
