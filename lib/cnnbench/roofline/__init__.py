@@ -412,10 +412,10 @@ def across_runs(run_dirs) -> tuple[pd.DataFrame, pd.DataFrame]:
     points, roofs = [], []
     for run_dir in sorted(map(Path, run_dirs)):
         pts = results.read(run_dir, "roofline")
-        if "source" not in pts:  # a run with nothing placed
+        if not len(pts):  # a run with nothing placed
             continue
         points.append(pts[pts.source == "scenario_a"].assign(run_name=run_dir.name))
         peaks = results.read(run_dir, "device_peaks")
-        if len(peaks.columns):
+        if len(peaks):
             roofs.append(peaks.assign(run_name=run_dir.name))
     return tuple(pd.concat(f, ignore_index=True) if f else pd.DataFrame() for f in (points, roofs))

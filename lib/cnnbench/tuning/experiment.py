@@ -167,9 +167,7 @@ def tune(run) -> pd.DataFrame:
     finished = ResultsFile(rows.path, (*search_keys(), "row_kind"))
     space_file = results.file(run.dir, "tuning_space")
     peaks = results.read(run.dir, "device_peaks")
-    if not len(
-        peaks.columns
-    ):  # 07 opened alone (a fresh Colab VM): the search stands, without roofline columns
+    if not len(peaks):  # 07 opened alone (a fresh Colab VM): the search stands, without roofline columns
         print(NO_PEAKS)
         peaks = None
     searches = [(m, ph, identity_of(run, m, ph, hw)) for m in p.tune_models for ph in p.tune_phases]
