@@ -36,30 +36,13 @@ INSIDE_GOAL_PCT = 80.0
 EXAMPLES = ("example-cpu-2core", "example-cuda-h100")
 
 
-def goals_of(t: pd.DataFrame) -> pd.DataFrame:
-    """The goal figures of a predictions table per source of rows (the runs' 02 rows on a CPU, their 02 and 03
-    rows on an accelerator, the published device-bound rows): median absolute error and share inside its range."""
-    queued = t.device_kind.map(predict._queued).astype(bool)
-    groups = {
-        "measured by 02 on a CPU, out of sample": t.source.str.endswith("(02)") & ~queued,
-        "measured by 02 and 03 on an accelerator, out of sample": t.source.str.endswith(("(02)", "(03)"))
-        & queued,
-        "published, device-bound": t.source.str.startswith("published") & (t.verdict == "device"),
-    }
-    err, pred, inside = t.error_pct.abs(), t.predicted_img_s, t.rate_img_s.between(t.low_img_s, t.high_img_s)
-    rows = [(k, m.sum(), pred[m].count(), err[m].median(), 100 * inside[m].mean()) for k, m in groups.items()]
-    return pd.DataFrame(
-        rows, columns=["rows", "count", "predicted", "median_abs_error_pct", "inside_range_pct"]
-    )
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--run", nargs="+", default=[str(paths.repo_root() / "examples" / e) for e in EXAMPLES])
     ap.add_argument("--out", default=str(paths.outputs_root() / "benchmarks" / "predict_error.csv"))
     args = ap.parse_args()
     t = predict.table(analysis.load([Path(r) for r in args.run]))
-    goals = goals_of(t).assign(
+    goals = predict.goals(t).assign(
         goal_pct=lambda g: g.rows.map(GOALS),
         inside_goal_pct=INSIDE_GOAL_PCT,
         date=dt.date.today().isoformat(),

@@ -5,7 +5,6 @@ import json
 
 import pandas as pd
 import pytest
-from test_benchmarks import _load
 from test_cli import cli, refused
 
 from cnnbench import predict
@@ -143,7 +142,7 @@ def test_08_writes_predictions_csv_with_every_row_the_seeds_verdicts_and_the_fig
     ).all()
     above = t[(t.source == "published by seed 003") & (t.device == "Tesla T4") & (t.model == "resnet18")]
     assert above.verdict.tolist() == ["above the ceiling"] and "650 img/s is" in above.reason.iloc[0]
-    goals = _load("predict_error").goals_of(t).set_index("rows")
+    goals = analysis.predict.goals(t).set_index("rows")
     assert goals.loc["measured by 02 on a CPU, out of sample", ["count", "predicted"]].tolist() == [12, 12]
     assert goals.loc["published, device-bound", "count"] >= 5
     fig = analysis.predict.figure(t, tmp_path / "p.png")
@@ -224,7 +223,7 @@ def test_the_h100_run_is_predicted_within_its_goals_out_of_sample():
     from conftest import ROOT
 
     runs = [ROOT / "examples" / e for e in ("example-cpu-2core", "example-cuda-h100")]
-    goals = _load("predict_error").goals_of(predict.table(analysis.load(runs))).set_index("rows")
+    goals = predict.goals(predict.table(analysis.load(runs))).set_index("rows")
     gpu = goals.loc["measured by 02 and 03 on an accelerator, out of sample"]
     cpu = goals.loc["measured by 02 on a CPU, out of sample"]
     assert (

@@ -484,6 +484,23 @@ def table(merged) -> pd.DataFrame:
     return scored(judged(pd.concat([published_rows(), measured_rows(merged)], ignore_index=True)))[COLUMNS]
 
 
+def goals(t: pd.DataFrame) -> pd.DataFrame:
+    """The goal figures of a predictions table per source of rows (the runs' 02 rows on a CPU, their 02 and 03
+    rows on an accelerator, the published device-bound rows): median absolute error and share inside its range."""
+    queued = t.device_kind.map(_queued).astype(bool)
+    groups = {
+        "measured by 02 on a CPU, out of sample": t.source.str.endswith("(02)") & ~queued,
+        "measured by 02 and 03 on an accelerator, out of sample": t.source.str.endswith(("(02)", "(03)"))
+        & queued,
+        "published, device-bound": t.source.str.startswith("published") & (t.verdict == "device"),
+    }
+    err, pred, inside = t.error_pct.abs(), t.predicted_img_s, t.rate_img_s.between(t.low_img_s, t.high_img_s)
+    rows = [(k, m.sum(), pred[m].count(), err[m].median(), 100 * inside[m].mean()) for k, m in groups.items()]
+    return pd.DataFrame(
+        rows, columns=["rows", "count", "predicted", "median_abs_error_pct", "inside_range_pct"]
+    )
+
+
 def figure(t: pd.DataFrame, path=None):
     """Predicted against published or measured images/s, log-log, with y = x; a marker per source, hollow where
     the verdict is not "device"."""

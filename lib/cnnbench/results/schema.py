@@ -120,6 +120,14 @@ _ENGINE = (
     "baseline_rss_mib machine_state machine_note step_bound device_busy_pct probe_img_s process_rates_img_s"
 )
 _BACKEND = "backend model status error"
+_ROOFLINE = (
+    "source layer roof bound model phase batch_size efficiency intensity_flop_per_byte achieved_gflops"
+)
+_PEAKS = "kind level precision peak_gflops bandwidth_gbs peak_spread capacity_mib cache_size_kib"
+_EXPLORE, _EXPLORE_KEY = (
+    f"{_RATE} batch_size precision data_mode",
+    ("timestamp", "model", "batch_size", "precision"),
+)
 
 
 @dataclass(frozen=True)
@@ -182,16 +190,8 @@ TABLES: dict[str, Table] = {
         ),  # 02 and 03 write it
         Table("epochs", "02_scenario_a", epoch_keys),
         *_engine("batch_sweep", "03_batch_sweep"),
-        Table(
-            "roofline",
-            "04_roofline",
-            columns="source layer roof bound model phase batch_size efficiency intensity_flop_per_byte achieved_gflops",
-        ),
-        Table(
-            "device_peaks",
-            "04_roofline",
-            columns="kind level precision peak_gflops bandwidth_gbs peak_spread capacity_mib cache_size_kib",
-        ),
+        Table("roofline", "04_roofline", columns=_ROOFLINE),
+        Table("device_peaks", "04_roofline", columns=_PEAKS),
         Table("host_steps", "04_roofline", ("device_name", "model", "phase", "precision")),
         Table("bandwidth_sweep", "04_roofline", merged=False),
         Table(
@@ -235,13 +235,7 @@ TABLES: dict[str, Table] = {
             "energy_j_per_image",
         ),
         Table("tuning_space", "07_tuning", ("model", "device_kind", "knob", "value"), merged=False),
-        Table(
-            "explore",
-            "08_analysis",
-            ("timestamp", "model", "batch_size", "precision"),
-            merged=False,
-            columns=f"{_RATE} batch_size precision data_mode",
-        ),
+        Table("explore", "08_analysis", _EXPLORE_KEY, merged=False, columns=_EXPLORE),
         # 08's analysis of the runs it merged, each recomputed whole: matched speedups (x), one-knob ratios (rate of
         # run_b / rate of run_a, images/s beside), findings (each with the file holding its numbers), and the
         # seeds' figures recomputed from their own throughputs (published.corrections())
