@@ -1114,3 +1114,22 @@ def test_a_measured_roof_above_the_spec_sheet_is_flagged_and_a_conv_above_it_is_
     assert (
         (flagged in fp32.peak_note and "above the spec" in fp32.peak_note) if flagged else not fp32.peak_note
     )
+
+
+def test_a_peaks_file_without_levels_read_through_the_results_layer_places_against_the_dram_roof(tmp_path):
+    """Declared columns come back as NA when a file lacks them: no levels means the DRAM roof, not an IndexError."""
+    from cnnbench import results
+    from cnnbench.analysis import overview
+    from cnnbench.results.files import write_rows
+
+    row = {
+        "kind": "measured",
+        "precision": "fp32",
+        "peak_gflops": 100.0,
+        "bandwidth_gbs": 10.0,
+        "peak_spread": 0.01,
+    }
+    write_rows(tmp_path / "device_peaks.csv", [row])
+    roofs = roofline._Roofs(results.read(tmp_path, "device_peaks"))
+    assert roofs.attainable("fp32", 5.0) == {} and roofs.level_roof("fp32", 1e6).peak_gflops == 100.0
+    assert "GB/s from main memory" in overview.roof_sentence(tmp_path)

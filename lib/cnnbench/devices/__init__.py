@@ -24,11 +24,11 @@ NOT_KINDS = ("base", "host", "energy", "membench")  # the modules of this packag
 
 def _declared() -> list[type[Backend]]:
     """The Backend subclasses each module of this package declares, in the order they claim (``rank``)."""
-    modules = [importlib.import_module(f"{__name__}.{m.name}") for m in pkgutil.iter_modules(__path__)]
+    names = [m.name for m in pkgutil.iter_modules(__path__) if m.name not in NOT_KINDS]  # membench: lazily
+    modules = [importlib.import_module(f"{__name__}.{name}") for name in names]
     found = [
         cls
         for m in modules
-        if m.__name__.rsplit(".", 1)[1] not in NOT_KINDS
         for cls in vars(m).values()
         if isinstance(cls, type) and issubclass(cls, Backend) and cls.__module__ == m.__name__
     ]

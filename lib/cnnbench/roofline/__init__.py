@@ -47,7 +47,7 @@ def _measured(peaks: pd.DataFrame, precision: str) -> tuple[pd.DataFrame, str]:
 def roof_for(peaks: pd.DataFrame, precision: str) -> pd.Series:
     """The measured main-memory roof of ``precision`` (else fp32's), named by its precision."""
     rows, p = _measured(peaks, precision)
-    if "level" in rows:
+    if "level" in rows and rows.level.notna().any():
         main = rows[rows.level.isin(peaks_mod.MAIN_MEMORY)]
         rows = main if len(main) else rows
     return rows.iloc[0].rename(p)
@@ -76,7 +76,8 @@ class _Roofs:
     def level_roof(self, precision: str, working_set_bytes: float) -> pd.Series:
         """The measured roof of the innermost level holding ``working_set_bytes`` (no levels: the DRAM roof)."""
         rows, p = self.measured(precision)
-        if "level" not in rows or "capacity_mib" not in rows or pd.isna(working_set_bytes):
+        unknown = not {"level", "capacity_mib"} <= set(rows) or rows.level.isna().all()
+        if unknown or pd.isna(working_set_bytes):
             return self.dram(precision)
         level = peaks_mod.level_of(working_set_bytes, rows)
         if (p, level) not in self._level:
@@ -86,7 +87,7 @@ class _Roofs:
     def attainable(self, precision: str, intensity: float) -> dict:
         """``attainable_<level>_gflops`` under every measured level's roof of ``precision``."""
         rows, _ = self.measured(precision)
-        if "level" not in rows:
+        if "level" not in rows or rows.level.isna().all():
             return {}
         return {
             f"attainable_{r.level}_gflops": attainable(intensity, r.peak_gflops, r.bandwidth_gbs)
