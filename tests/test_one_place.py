@@ -127,3 +127,12 @@ def test_a_knob_added_to_knobs_is_validated_keyed_labelled_and_applied():
         [sys.executable, "-c", KNOB], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
     )
     assert out.returncode == 0 and "picked up" in out.stdout, out.stderr[-3000:]
+
+
+def test_importing_devices_loads_no_module_that_declares_no_kind():
+    """devices/ finds its kinds by importing its modules; membench (and numba with it) stays lazy, as workers and
+    DDP ranks import devices on start."""
+    code = "import sys, cnnbench.devices; print('cnnbench.devices.membench' in sys.modules, 'numba' in sys.modules)"
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "lib")}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert out.stdout.split() == ["False", "False"], out.stderr[-2000:]
