@@ -116,3 +116,39 @@ def test_the_combined_analysis_is_kept_too_until_a_run_changes(tmp_path, monkeyp
     (outputs / "b" / "explore.csv").write_text("timestamp,model\n1,resnet18\n")  # b changed
     assert pipeline.main(["report", "--outputs", str(outputs)]) == 0
     assert calls == ["_combined", "_combined"]
+
+
+def test_a_run_stopped_with_only_the_analysis_left_is_finished_by_cnnbench_report(tmp_path, monkeypatch):
+    """The H200 check (2026-11-28) was stopped at its budget as 08 started: every measurement was on disk, yet
+    `cnnbench report` refused the run as failed. 08 measures nothing, so report finishes such a run; a run
+    stopped while measuring stays refused (resuming it needs its device)."""
+    run = tmp_path / "outputs" / "a"
+    shutil.copytree(EXAMPLE, run, ignore=shutil.ignore_patterns("report.html", "trace_*", "ddp"))
+    measured = [r for r in results.read_rows(run / "timings.csv") if r["notebook"] != "08_analysis"]
+    results.write_rows(run / "timings.csv", measured)
+    (run / pipeline.FAILED).write_text("This run did not finish: stopped by SIGTERM\n")
+    calls = []
+
+    def execute(params_file, overrides, run_dir, notebooks, timeout_s, **kw):
+        calls.append(notebooks)
+        return [run_dir / "notebooks" / f"{n}.ipynb" for n in notebooks]
+
+    monkeypatch.setattr(pipeline, "execute", execute)
+    results.write_rows(run / "timings.csv", measured[:-1])  # stopped in 07: refused, nothing done
+    assert pipeline.main(["report", str(run)]) == 2 and calls == []
+    assert (run / pipeline.FAILED).is_file()
+    results.write_rows(run / "timings.csv", measured)
+    assert pipeline.main(["report", str(run)]) == 0 and calls == [["08_analysis"]]
+    assert not (run / pipeline.FAILED).exists() and (run / "report.html").is_file()
+
+
+def test_a_run_copied_from_a_gpu_machine_is_reported_on_a_machine_without_one(tmp_path, monkeypatch):
+    """The H200 run's folder, copied to the CPU VM, was refused by `cnnbench report`: its params.json was
+    checked against this machine's device ("tf32 ... not available on cpu"), though 08 measures nothing; then 08 itself refused it."""
+    run = tmp_path / "outputs" / "a"
+    shutil.copytree(EXAMPLE, run, ignore=shutil.ignore_patterns("report.html", "trace_*", "ddp"))
+    prm = results.read_json(run / "params.json")
+    tf32 = {"precision": "tf32", "memory_format": "nchw", "compile": False}
+    results.write_json(run / "params.json", {**prm, "device": "cuda", "variants": [*prm["variants"], tf32]})
+    assert pipeline.main(["report", str(run)]) == 0  # 08 executed for real: it checks no device either
+    assert "08 · Analysis" in (run / "report.html").read_text()

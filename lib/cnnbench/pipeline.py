@@ -745,7 +745,8 @@ def _report_folders(args) -> tuple[Path, Path | None]:
 
 
 def _report_params(run_dir: Path, outputs: Path, validate: bool = True) -> params_mod.Params | None:
-    """The run's params.json validated for any device here; ``validate=False``: only whether the run can be read."""
+    """The run's params.json validated, not against this machine's device (the run may come from another);
+    ``validate=False``: only whether the run can be read."""
     from cnnbench.results import runs
 
     if not run_dir.is_dir():
@@ -755,17 +756,27 @@ def _report_params(run_dir: Path, outputs: Path, validate: bool = True) -> param
     if not validate:
         why = runs.verdict(run_dir)
         resume = "; run the same command again to resume it" if str(why).startswith("failed") else ""
-        if why:
+        if why and not (resume and _only_analysis_left(run_dir)):
             raise _Refused(f"{run_dir.name}: {why}{resume}")
         return None
     try:
         prm = results.read_json(run_dir / "params.json")
         keys = {k: v for k, v in prm.items() if k in params_mod.FIELDS}
         return params_mod.validate(
-            {**keys, "device": "auto", "expect_device": ""}, src=str(run_dir / "params.json")
+            {**keys, "device": "auto", "expect_device": ""},
+            src=str(run_dir / "params.json"),
+            check_device=False,
         )
     except (ValueError, params_mod.ParamsError, AttributeError) as err:
         raise _Refused(f"{run_dir / 'params.json'} is broken ({_describe(err)})") from None
+
+
+def _only_analysis_left(run_dir: Path) -> bool:
+    """Whether a stopped run finished every notebook it lists but 08, which measures nothing."""
+    listed = results.read_json(run_dir / "params.json").get("notebooks", params_mod.NOTEBOOKS)
+    timed = run_dir / "timings.csv"
+    done = {r["notebook"] for r in results.read_rows(timed)} if timed.is_file() else set()
+    return set(listed) - {ANALYSIS} <= done
 
 
 def _rebuild_run_report(run_dir: Path, p: params_mod.Params | None) -> Path:
@@ -784,6 +795,7 @@ def _rebuild_run_report(run_dir: Path, p: params_mod.Params | None) -> Path:
     if not kept:
         _record_analysis(run_dir, [run_dir])
     (run_dir / STALE_REPORT).unlink(missing_ok=True)
+    finished(run_dir)  # a run stopped with only 08 left is now whole
     print(f"cnnbench report: {html}")
     return html
 

@@ -113,7 +113,8 @@ def open_run(
     params/colab_t4.yaml on Colab and params/local.yaml elsewhere; ``run_dir`` "" means outputs/<run_name>.
     Raises :class:`cnnbench.params.ParamsError` before any work and :class:`cnnbench.paths.RunLocked` while
     another process writes the run folder. ``needs_runs`` (08): :class:`NoRuns`, writing nothing, when there
-    is no run to analyse yet; the params.json of a run it reads is never rewritten."""
+    is no run to analyse yet, and its parameters are not checked against this machine's device (the runs it
+    reads may come from another); the params.json of a run it reads is never rewritten."""
     given = Path(run_dir) / RESOLVED if run_dir and not params_file else None
     if given is not None and given.is_file():  # only a run folder: the run's own parameters, not local.yaml's
         params_file = given
@@ -128,10 +129,10 @@ def open_run(
                 "before this one measured what it said then; restore it or start again"
             )
         keys = {k: v for k, v in resolved.items() if k in params.FIELDS}
-        p = params.validate(keys, str(path), overrides=overrides)
+        p = params.validate(keys, str(path), check_device=not needs_runs, overrides=overrides)
         path, overrides = paths.resolve(resolved["params_file"]), {**resolved["overrides"], **overrides}
     else:
-        p = params.load(path, overrides)
+        p = params.load(path, overrides, check_device=not needs_runs)
         for note in (params.empty_file_note(path), params.shadowed_note(path, overrides)):
             if note:
                 warnings.warn(note, stacklevel=2)
