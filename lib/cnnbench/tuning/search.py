@@ -120,15 +120,16 @@ class Search:
     # --- the steps
     def run_guard(self) -> list[tuple]:
         """The numerics (the values of every knob that changes the arithmetic) the guard lets race, guarded
-        while its own budget (``tune_guard_budget_s``) lasts: those changing fewer knobs from the reference first,
-        and among them those that compile (the dearest to guard) last."""
+        while its own budget (``tune_guard_budget_s``) lasts: those of the run's own variants first, then those
+        changing fewer knobs from the reference, and among them those that compile (the dearest to guard) last."""
         start = self.clock()
         names = [k for k in self.space.values if knobs.KNOBS[k].numerics]
         reference = self.space.default.with_(**{k: knobs.KNOBS[k].default for k in names}).numerics
+        measured = {tuple(Setting(v)[k] for k in names) for v in self.p.variants}
 
-        def changes(n: tuple) -> tuple[int, int]:
+        def changes(n: tuple) -> tuple[bool, int, bool]:
             changed = [k for k, a, b in zip(names, n, reference, strict=True) if a != b]
-            return len(changed), "compile" in changed
+            return n not in measured, len(changed), "compile" in changed
 
         numerics = sorted(product(*(self.space.values[k] for k in names)), key=changes)
         self.verdicts = guard.check(

@@ -177,5 +177,7 @@ def findings(df: pd.DataFrame) -> list[str]:
             if pd.notna(energy)
             else f"; no energy ({r.energy_note})"
         )
+        if unguarded := str(getattr(r, "guard_rejected", "")).count("not guarded"):
+            text += f"; {unguarded} numerics never raced: the guard's budget (tune_guard_budget_s) ran out"
         out.append(text)
     return out
