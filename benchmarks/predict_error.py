@@ -5,7 +5,7 @@ out-of-sample errors), per source of rows:
 
 - this machine's 02 rows (by default the committed examples/example-cpu-2core), from its measured roofs (04):
   median absolute error <= 15%;
-- an accelerator's 02 and 03 rows (by default the committed examples/example-cuda-h100), device efficiencies
+- an accelerator's 02 and 03 rows (by default the committed examples/example-cuda-h100 and -h200), device efficiencies
   fitted on other devices' rows where its own are host-bound, its host's cost measured by 04 or, where that run has
   none, from its other models' steps: <= 25%;
 - the published rows where the device was the bound (verdict "device" in predictions.csv): <= 25%;
@@ -33,7 +33,7 @@ GOALS = {
     "published, device-bound": 25.0,
 }
 INSIDE_GOAL_PCT = 80.0
-EXAMPLES = ("example-cpu-2core", "example-cuda-h100")
+EXAMPLES = ("example-cpu-2core", "example-cuda-h100", "example-cuda-h200")
 
 
 def main() -> None:
