@@ -213,6 +213,8 @@ def test_intervals_set_the_decimals_shown():
     assert overview.with_interval(21950.2, 1781.0) == "22,000\u00a0±\u00a01,800"
     assert overview.with_interval(1.2104, 0.0981) == "1.210\u00a0±\u00a00.098"
     assert overview.with_interval(5.0, float("nan")) == "5"
+    # the H200's 07 speedup, 2.37 ± 0.003927x: an interval of 4 decimals was taken for a missing one
+    assert overview.with_interval(2.3700, 0.003927) == "2.3700\u00a0±\u00a00.0039"
     # an interval wider than the value (the walk: "2,100 ± 6,400", "1.9 ± 1.9x") reads as the console has it
     assert overview.with_interval(2133.0, 6400.0) == "about 2,100 (not precise: ±300%)"
     assert overview.with_interval(1.93, 1.93) == "about 1.9 (not precise: ±100%)"

@@ -48,9 +48,9 @@ def rounded(value, ci) -> str:
     fewer than two significant digits of its own; 4 significant digits where ``ci`` is missing; "" for NaN."""
     if not isinstance(value, (int, float)) or not math.isfinite(value):
         return "" if value is None or value != value else str(value)
-    d = interval_decimals(ci)
-    if d == 4:
+    if not isinstance(ci, (int, float)) or not math.isfinite(ci) or ci <= 0:
         return _cell(float(value))
+    d = interval_decimals(ci)
     # an interval wider than the value never rounds it away: two significant digits of its own at least
     if value:
         d = max(d, 1 - math.floor(math.log10(abs(value))))
