@@ -1,11 +1,6 @@
-"""Numbers published by the seed reports, kept only to be shown beside our own measurements.
-
-Every number lives once in ``data/seed_numbers.csv``, one row per value (:data:`COLUMNS`): its seed file, table,
-row (``key``: ``name=value`` pairs joined by ``;``), column, ``value``, the text the seed printed where that
-differs, its ``origin`` (printed; read from its words; reference: a fact it does not print, sourced in ``note``;
-inferred from the figures whose lines ``note`` names), and its ``line`` and section (``where``) in the seed's
-text. :func:`table` shows one table as the workbook reads it; nothing here feeds a computation of ours except
-as a labelled comparison."""
+"""Numbers published by the seed reports, kept only to be shown beside our own measurements: every number once in
+``data/seed_numbers.csv``, one row per value (:data:`COLUMNS`) with the seed's printed text, its origin, line and
+section; :func:`table` shows one table as the workbook reads it."""
 
 from __future__ import annotations
 
@@ -36,8 +31,7 @@ def _values() -> pd.DataFrame:
 
 
 def values() -> pd.DataFrame:
-    """Every stored seed number, one row per value with its seed file, table, row, column, printed text,
-    origin, line and section (see the module docstring)."""
+    """Every stored seed number, one row per value (:data:`COLUMNS`)."""
     return _values().copy()
 
 
@@ -61,8 +55,7 @@ def _convert(col: pd.Series) -> pd.Series:
 
 @functools.cache
 def _stored(name: str) -> pd.DataFrame:
-    """One stored table as rows: its key columns, one column per stored column (in the order stored), and
-    ``source``, the seed file."""
+    """One stored table as rows: its key columns, its stored columns (in order) and ``source``, the seed file."""
     v = _values()
     v = v[v.table == name]
     if v.empty:
@@ -74,8 +67,7 @@ def _stored(name: str) -> pd.DataFrame:
 
 
 def provenance(name: str) -> pd.DataFrame:
-    """Where every value of one stored table comes from: seed file, row, column, value, printed text, origin,
-    line and section of the seed's text."""
+    """The stored values of one table, one row each (:data:`COLUMNS`)."""
     v = _values()
     return v[v.table == name].reset_index(drop=True)
 
@@ -209,17 +201,7 @@ _VIEWS = {
     # its achieved TFLOP/s and efficiency beside its intensity at the same model and batch
     "ACHIEVED_003": lambda t: t.merge(
         _stored("AI_003").drop(columns="source"), on=["model", "batch_size"], how="left"
-    )[
-        [
-            "model",
-            "batch_size",
-            "device_class",
-            "ai_flop_per_byte",
-            "achieved_tflops",
-            "efficiency_pct",
-            "source",
-        ]
-    ],
+    )["model batch_size device_class ai_flop_per_byte achieved_tflops efficiency_pct source".split()],
     "BACKENDS_001": lambda t: t.assign(model="mnist_cnn"),
     "TIMES_002": _times_002,
     # printed in seconds where its table says so, shown here in ms
@@ -643,13 +625,10 @@ def _corrections() -> pd.DataFrame:
 
 
 def corrections() -> pd.DataFrame:
-    """Every figure of the seeds we can recompute, beside the one printed (``seed_corrections.csv``), labelled
-    (``label``): seed 000's and 003's achieved TFLOP/s and share of peak from their own throughputs and our FLOPs
-    of their configuration, placed at the intensity of their step (bytes moved, not parameter bytes) under their
-    device's roof (seed 003: the GPU it ran, its own peak said beside), seed 003's mean efficiencies (over the
-    rows the roof allows), seed 004's memory as its arrays' float64 bytes and its step times per image; our
-    intensities of their steps beside theirs. Each row carries its formula with the numbers and where its inputs
-    come from."""
+    """Every figure of the seeds we can recompute beside the one printed, labelled (``label``), each with its
+    formula (with the numbers) and where its inputs come from: seed 000's and 003's achieved TFLOP/s placed under
+    their device's roof at their step's intensity, seed 003's mean efficiencies, seed 004's memory and step
+    times; our intensities of their steps beside theirs."""
     return _corrections().copy()
 
 

@@ -16,7 +16,7 @@ import pandas as pd
 
 from cnnbench import params, paths, results
 from cnnbench.analysis import compare
-from cnnbench.analysis.seeds import speedups_beside_000
+from cnnbench.analysis.seeds import beside
 from cnnbench.measure import reproducibility
 from cnnbench.results.runs import config_differences, load, machine_label, verdict
 
@@ -86,9 +86,9 @@ def _line(r: dict) -> str:
 
 def seeds_beside(m, run: str) -> pd.DataFrame:
     """The seeds as a pseudo-run: ``run`` beside every device seed 000 measured, for the same model and phase
-    (:func:`~cnnbench.analysis.seeds.speedups_beside_000`), labelled "not matched" with the differences named."""
+    (:func:`~cnnbench.analysis.seeds.beside` ``speedups_000``), labelled "not matched" with the differences named."""
     sa = m["scenario_a"]
-    table = speedups_beside_000(sa[sa.run_name == run])
+    table = beside("speedups_000", {"scenario_a": sa[sa.run_name == run]})
     ours = pd.DataFrame()
     if "a_img_s" in table:
         ours = table[table.source.astype(str).str.startswith("ours") & table.a_img_s.notna()]

@@ -91,12 +91,8 @@ def speedups(scenario_a: pd.DataFrame) -> pd.DataFrame:
             rows.append(
                 {
                     **{f"{k}_{x}": r[f"{k}_name_{x}"] for k in ("run", "device") for x in "ab"},
-                    "host_a": r["host_a"],
-                    "host_b": r["host_b"],
+                    **{k: r[k] for k in (*match_keys(), "host_a", "host_b", "threads_a", "threads_b")},
                     "comparison": kind,
-                    **{k: r[k] for k in match_keys()},
-                    "threads_a": r["threads_a"],
-                    "threads_b": r["threads_b"],
                     "throughput_a_img_s": ra,
                     "throughput_b_img_s": rb,
                     "speedup": s,
@@ -206,6 +202,7 @@ def machine(m: Merged) -> pd.DataFrame:
 # divided when they differ in at most one of these (or only in the keys the user names).
 RATE_TABLES = ("scenario_a", "batch_sweep")  # the tables with a throughput per configuration
 _RATE_KEYS = ("table", "model", "phase")
+_MACHINE = {"host_id": "host_id", "host": "host", "device": "device_name"}  # a ratio row's column: the rate's
 
 
 def ratio_columns() -> list[str]:
@@ -258,15 +255,8 @@ def _row(a: str, b: str, ra: pd.Series, rb: pd.Series, diff: list[str], divide: 
     row = {
         "run_a": a,
         "run_b": b,
-        "host_id_a": ra.host_id,
-        "host_id_b": rb.host_id,
-        "host_a": ra.host,
-        "host_b": rb.host,
-        "device_a": ra.device_name,
-        "device_b": rb.device_name,
-        "table": ra.table,
-        "model": ra.model,
-        "phase": ra.phase,
+        **{f"{k}_{s}": r[c] for k, c in _MACHINE.items() for s, r in (("a", ra), ("b", rb))},
+        **{k: ra[k] for k in _RATE_KEYS},
         "knob": "; ".join(diff),
         "value_a": "; ".join(_value(ra, k) for k in diff),
         "value_b": "; ".join(_value(rb, k) for k in diff),

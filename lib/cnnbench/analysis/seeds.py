@@ -532,23 +532,14 @@ def _backends_001(backends: pd.DataFrame, memory: pd.DataFrame) -> pd.DataFrame:
     per = pd.DataFrame({"total_s": g.epoch_s.sum(), "epochs": g.epoch.nunique(), "images": g.images.first()})
     per["process_rss_mib"] = _rss_001(memory).reindex(per.index)
     per = per.reindex(list(zip(summ.run_name, summ.backend, strict=True)))
-    return pd.DataFrame(
-        {
-            "source": "ours: " + summ.run_name.astype(str),
-            "model": summ.model,
-            "backend": summ.backend,
-            "device_name": summ.device_name,
-            "epoch_s": summ.epoch_s_mean,
-            "throughput_img_s": summ.throughput_img_s,
-            "throughput_ci95_img_s": summ.throughput_ci95_img_s,
-            "final_test_accuracy_pct": summ.final_test_accuracy * 100,
-            "max_test_accuracy_pct": summ.max_test_accuracy * 100,
-            "total_s": per.total_s.to_numpy(),
-            "process_rss_mib": per.process_rss_mib.to_numpy(),
-            "differences": [
-                _accuracy_gap_001(int(e), i) for e, i in zip(per.epochs, per.images, strict=True)
-            ],
-        }
+    cols = "model backend device_name epoch_s_mean throughput_img_s throughput_ci95_img_s".split()
+    out = summ[cols].rename(columns={"epoch_s_mean": "epoch_s"})
+    out.insert(0, "source", "ours: " + summ.run_name.astype(str))
+    return out.assign(
+        **{f"{k}_test_accuracy_pct": summ[f"{k}_test_accuracy"] * 100 for k in ("final", "max")},
+        total_s=per.total_s.to_numpy(),
+        process_rss_mib=per.process_rss_mib.to_numpy(),
+        differences=[_accuracy_gap_001(int(e), i) for e, i in zip(per.epochs, per.images, strict=True)],
     )
 
 
@@ -717,13 +708,3 @@ def beside(name: str, merged=None) -> pd.DataFrame:
     if join is None:
         return pd.concat([pub, mine], ignore_index=True)
     return join(pub, mine) if callable(join) else _stack(pub, mine, join)
-
-
-def published_beside_ours(scenario_a: pd.DataFrame) -> pd.DataFrame:
-    """:func:`beside` ``"throughputs"`` (kept for :mod:`cnnbench.analysis.overview`)."""
-    return beside("throughputs", {"scenario_a": scenario_a})
-
-
-def speedups_beside_000(scenario_a: pd.DataFrame) -> pd.DataFrame:
-    """:func:`beside` ``"speedups_000"`` (kept for :mod:`cnnbench.analysis.cli`)."""
-    return beside("speedups_000", {"scenario_a": scenario_a})
