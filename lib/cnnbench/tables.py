@@ -35,24 +35,16 @@ VERDICTS = tuple((VERDICTS + "machine_state step_bound stop_reason fate matches_
 WIDE_COLUMNS = 8  # more columns than this do not fit the page
 
 
-def interval_decimals(ci: float) -> int:
-    """Decimals a value with 95% half-width ``ci`` supports: two significant digits of the interval (negative:
-    rounded to tens, hundreds); 4 where the interval is missing."""
-    if not isinstance(ci, (int, float)) or not math.isfinite(ci) or ci <= 0:
-        return 4
-    return 1 - math.floor(math.log10(ci))
-
-
 def rounded(value, ci) -> str:
-    """``value`` as text to the precision its 95% half-width ``ci`` supports (:func:`interval_decimals`), never
-    fewer than two significant digits of its own; 4 significant digits where ``ci`` is missing; "" for NaN."""
+    """``value`` as text to two significant digits of its 95% half-width ``ci``, never fewer than two of its
+    own; 4 significant digits where ``ci`` is missing; "" for NaN."""
     if not isinstance(value, (int, float)) or not math.isfinite(value):
         return "" if value is None or value != value else str(value)
-    d = interval_decimals(ci)
-    if d == 4:
+    valid = isinstance(ci, (int, float)) and math.isfinite(ci) and ci > 0
+    d = 1 - math.floor(math.log10(ci)) if valid else 4
+    if d == 4:  # no interval, or one of 0.001 to 0.01: 4 significant digits
         return _cell(float(value))
-    # an interval wider than the value never rounds it away: two significant digits of its own at least
-    if value:
+    if value:  # an interval wider than the value never rounds it away
         d = max(d, 1 - math.floor(math.log10(abs(value))))
     return f"{round(value, d):,.{max(d, 0)}f}"
 

@@ -50,13 +50,6 @@ def configured(df: pd.DataFrame) -> pd.DataFrame:
     return ok.drop_duplicates(["run_name", *keys, "threads"], keep="last")
 
 
-def comparison_kind(device_a, device_b, host_a, host_b) -> str:
-    """run-to-run (same host, same device), cross-host (same device model elsewhere) or cross-device."""
-    if device_a == device_b:
-        return "run-to-run" if host_a == host_b else "cross-host"
-    return "cross-device"
-
-
 def _same_machine(host_a, host_b, device_a, device_b) -> bool:
     return host_a == host_b and str(device_a) == str(device_b)
 
@@ -87,7 +80,9 @@ def speedups(scenario_a: pd.DataFrame) -> pd.DataFrame:
             ra, rb = r["throughput_img_s_a"], r["throughput_img_s_b"]
             ca, cb = (float(r.get(f"throughput_ci95_img_s_{x}") or 0) for x in "ab")
             rel, s = math.hypot(ca / ra, cb / rb), ra / rb
-            kind = comparison_kind(r["device_name_a"], r["device_name_b"], r["host_id_a"], r["host_id_b"])
+            # run-to-run (same host, same device), cross-host (same device model elsewhere) or cross-device
+            host = "run-to-run" if r["host_id_a"] == r["host_id_b"] else "cross-host"
+            kind = host if r["device_name_a"] == r["device_name_b"] else "cross-device"
             rows.append(
                 {
                     **{f"{k}_{x}": r[f"{k}_name_{x}"] for k in ("run", "device") for x in "ab"},
@@ -113,16 +108,6 @@ def speedup_columns() -> list[str]:
 def unmatched(scenario_a: pd.DataFrame, divided: pd.DataFrame | None = None) -> pd.DataFrame:
     """Same model and phase in two runs but no matching configuration: not divided, the differing keys
     named; pairs that ``divided`` (:func:`ratios`) divides, one knob changed, are left to that table."""
-    out = _unmatched(scenario_a)
-    if divided is None or divided.empty or out.empty:
-        return out
-    d = divided[divided.verdict.astype(str) != "not divided"]
-    done = set(zip(d.run_a, d.run_b, d.model, d.phase, strict=True))
-    keep = [(r.run_a, r.run_b, r.model, r.phase) not in done for r in out.itertuples()]
-    return out[keep].reset_index(drop=True)
-
-
-def _unmatched(scenario_a: pd.DataFrame) -> pd.DataFrame:
     ok = configured(scenario_a)
     keys = [k for k in match_keys() if k not in ("model", "phase")]
     rows = []
@@ -140,7 +125,13 @@ def _unmatched(scenario_a: pd.DataFrame) -> pd.DataFrame:
             rows.append(
                 {"run_a": a, "run_b": b, "model": model, "phase": phase, "differs_in": "; ".join(diff)}
             )
-    return pd.DataFrame(rows)
+    out = pd.DataFrame(rows)
+    if divided is None or divided.empty or out.empty:
+        return out
+    d = divided[divided.verdict.astype(str) != "not divided"]
+    done = set(zip(d.run_a, d.run_b, d.model, d.phase, strict=True))
+    keep = [(r.run_a, r.run_b, r.model, r.phase) not in done for r in out.itertuples()]
+    return out[keep].reset_index(drop=True)
 
 
 def speedup_matrix(speedup: pd.DataFrame, phase: str = "train") -> pd.DataFrame:

@@ -381,26 +381,26 @@ def _times_ours_004(backends: pd.DataFrame) -> pd.DataFrame:
         return mlp
     n, images = P.setup("004")["iterations"], P.SHAPE_004["inputs"]
     g = mlp.assign(per_step=mlp.images / mlp.steps).groupby(["run_name", "backend"], sort=False)
-    per = pd.DataFrame({"steps": g.steps.sum(), "total": g.epoch_s.sum(), "images": g.per_step.first()})
-    per = per.assign(device=g.device_name.first(), step_s=per.total / per.steps).reset_index()
-    return pd.DataFrame(
+    steps, total, per_step = g.steps.sum(), g.epoch_s.sum(), g.per_step.first()
+    step_s = total / steps
+    out = pd.DataFrame(
         {
-            "source": per.run_name.map(_ours_label),
-            "backend": per.backend,
-            "model": "mlp",
-            "iterations": per.steps,
-            "total_training_s": per.total,
-            "iteration_ms": per.step_s * 1e3,
-            "iteration_us_per_image": per.step_s * 1e6 / per.images,
-            "at_its_iterations_s": per.step_s * n,
-            "device": per.device,
+            "iterations": steps,
+            "total_training_s": total,
+            "iteration_ms": step_s * 1e3,
+            "iteration_us_per_image": step_s * 1e6 / per_step,
+            "at_its_iterations_s": step_s * n,
+            "device": g.device_name.first(),
             "differences": [
                 f"ours: {int(s)} full-batch steps of {i:,.0f} images each (the seed: {n} of {images:,}), the device "
                 "synchronised at the end of every block of steps; JIT compilation (jit_s) kept out"
-                for s, i in zip(per.steps, per.images, strict=True)
+                for s, i in zip(steps, per_step, strict=True)
             ],
         }
-    )
+    ).reset_index()
+    out.insert(0, "source", out.pop("run_name").map(_ours_label))
+    out.insert(2, "model", "mlp")
+    return out
 
 
 def _memory_004() -> pd.DataFrame:
@@ -492,11 +492,7 @@ def _transfer_002(transfer: pd.DataFrame) -> pd.DataFrame:
         return transfer
     ok = transfer[transfer.status == "ok"] if "status" in transfer else transfer
     mine = ok.assign(source="ours: " + ok.run_name.astype(str))
-    cols = [
-        "source",
-        *[c for c in ["device_class", *P.TIMES_002.columns] if c in mine.columns and c != "source"],
-    ]
-    cols = list(dict.fromkeys(cols))
+    cols = list(dict.fromkeys(c for c in ["source", "device_class", *P.TIMES_002.columns] if c in mine))
     extra = [c for c in mine.columns if c not in cols and c.endswith(("_s", "_img_s", "_pct", "_mib", "_mb"))]
     return mine[cols + extra]
 
