@@ -50,11 +50,9 @@ def rounded(value, ci) -> str:
 
 
 def trimmed(df: pd.DataFrame) -> tuple[pd.DataFrame, str]:
-    """A wide table made to fit: the columns constant over all its rows move into the returned caption
-    (``name=value``), verdict columns (:data:`VERDICTS`) come first, and every value with a 95% interval column
-    beside it (``x`` and ``x`` with ``_ci95`` in its name, e.g. ``throughput_img_s``, ``throughput_ci95_img_s``)
-    is shown in ``x``'s column as "value ± interval" on one line, both rounded to the precision the interval
-    supports (the interval's column goes; ``out.attrs["intervals"]`` says that some did)."""
+    """A wide table made to fit: constant columns move into the returned caption (``name=value``), verdict columns
+    (:data:`VERDICTS`) come first, and each ``x`` with an ``x``-with-``_ci95`` column beside it is shown as
+    "value ± interval" (:func:`with_interval`; ``out.attrs["intervals"]`` says that some were)."""
     if len(df) < 2 or isinstance(df.columns, pd.MultiIndex):
         return df, ""
     constant = [c for c in df.columns if df[c].astype(str).nunique(dropna=False) == 1]
@@ -132,10 +130,8 @@ _TH = re.compile(r"(<th[^>]*>)(.*?)(</th>)", re.S)
 
 
 def fitted(table: str, df: pd.DataFrame, index: bool) -> str:
-    """A table's HTML made to fit the page beside the report's CSS (:data:`cnnbench.report.OFFLINE_TEMPLATE`):
-    its headers may break after an underscore (``throughput_<wbr>img_s``), and each column of long text
-    (:data:`LONG_TEXT`, e.g. the seeds' ``differences``) takes :data:`TEXT_SHARE` of the width, so the short
-    columns beside it keep theirs."""
+    """A table's HTML made to fit the page: its headers may break after an underscore, and each column of long
+    text (:data:`LONG_TEXT`) takes :data:`TEXT_SHARE` of the width, so the short columns beside it keep theirs."""
     table = _TH.sub(lambda m: m.group(1) + m.group(2).replace("_", "_<wbr>") + m.group(3), table)
     if df.empty or not df.columns.is_unique:
         return table

@@ -42,9 +42,8 @@ def norm(value) -> str:
 
 
 def configured(df: pd.DataFrame) -> pd.DataFrame:
-    """ok rows with every knob as the knob holds it (:func:`cnnbench.knobs.columns`: rows from before a knob read
-    its declared value) and every match key present; one row per run and configuration, the newest (the last
-    appended) where a configuration was measured twice."""
+    """ok rows with every knob as the knob holds it (:func:`cnnbench.knobs.columns`) and every match key present;
+    one row per run and configuration, the newest (the last appended) where one was measured twice."""
     ok, keys = knobs.columns(df[df.status == "ok"]), list(match_keys())
     ok[keys] = ok[keys].fillna("")
     return ok.drop_duplicates(["run_name", *keys, "threads"], keep="last")
@@ -67,8 +66,7 @@ def _pair(ok: pd.DataFrame, a: str, b: str) -> pd.DataFrame:
 
 def speedups(scenario_a: pd.DataFrame) -> pd.DataFrame:
     """Throughput A / throughput B for each pair of runs (once, the faster run as A), per fully matched
-    configuration. The interval propagates each side's 95% half-width in relative terms (independent
-    errors)."""
+    configuration, with each side's 95% half-width propagated in relative terms (independent errors)."""
     ok, rows = configured(scenario_a), []
     for a, b in combinations(sorted(ok.run_name.unique()), 2):
         j = _pair(ok, a, b)
@@ -321,12 +319,9 @@ def probe_change(ratio: pd.DataFrame) -> float:
 
 
 def one_knob(ok: pd.DataFrame, a: str, b: str, keys: tuple[str, ...] | None = None) -> pd.DataFrame:
-    """Run a's rows beside run b's, per table, model and phase: a row of a is divided by the rows of b that
-    differ from it in the fewest knobs, when that is none (the same configuration, run to run) or one (that
-    knob, labelled with its two values); with ``keys`` named, by every row of b that differs only in those.
-    A row of a whose nearest row of b differs in more knobs stays undivided, the knobs named. Ratio = rate of
-    b / rate of a, with its 95% interval and a verdict. With ``a == b``, the pairs of one run's rows that differ
-    in one knob (its variants), each once, their interval over the rounds both were measured in."""
+    """Rate of b / rate of a (95% interval, verdict) per table, model and phase, each row of a divided by the rows
+    of b that differ from it in no knob or one (with ``keys``: only in those), else left undivided, the knobs
+    named; with ``a == b``, one run's variants one knob apart, each pair once, paired over their rounds."""
     out = []
     ga, gb = ok[ok.run_name == a], ok[ok.run_name == b]
     for (table, model, phase), sa in ga.groupby(["table", "model", "phase"], sort=False):
@@ -354,9 +349,8 @@ def one_knob(ok: pd.DataFrame, a: str, b: str, keys: tuple[str, ...] | None = No
 
 
 def ratios(m: Merged, keys: tuple[str, ...] | None = None) -> pd.DataFrame:
-    """08's table of "what did my change do?": :func:`one_knob` within every merged run (its variants) and for
-    every pair of merged runs (once each, in name order), the ratio labelled by the knob and its two values, with
-    its interval and verdict."""
+    """08's "what did my change do?": :func:`one_knob` within every merged run and for every pair of merged runs
+    (once each, in name order)."""
     ok = rates(m)
     names = sorted(ok.run_name.unique())
     pairs = [(a, a) for a in names] + list(combinations(names, 2))
@@ -365,10 +359,8 @@ def ratios(m: Merged, keys: tuple[str, ...] | None = None) -> pd.DataFrame:
 
 
 def ratio_table(ratio: pd.DataFrame) -> tuple[pd.DataFrame, str]:
-    """:func:`ratios` for reading: the verdict columns first, every column constant over the table (the ratio
-    and its interval aside) moved into the returned caption text ("same in every row: key value; ..."), so the
-    table shows one caption, and each ratio and its bounds to the precision its interval supports
-    (:func:`cnnbench.tables.rounded`, as text)."""
+    """:func:`ratios` for reading: the columns constant over the table moved into the returned caption ("same in
+    every row: key value; ..."), each ratio and its bounds as text to its interval (:func:`cnnbench.tables.rounded`)."""
     numbers = ["ratio_b_over_a", "ratio_ci95_low", "ratio_ci95_high"]
     ratio = ratio.drop(columns=["probe_img_s_a", "probe_img_s_b"], errors="ignore")  # their change is enough
     same = [
