@@ -512,13 +512,11 @@ def _placed(seed, r, phase, size, classes, roof, printed, line) -> dict:
 
 
 def _intensity_row(seed, model, batch, size, classes, printed, what, line) -> dict:
-    ops = _step(model, batch, size, classes, "train")
+    ops, row = _step(model, batch, size, classes, "train"), dict(model=model, batch_size=batch, phase="train")
     ai = ops.flops.sum() / ops.bytes.sum()
-    row = dict(model=model, batch_size=batch, phase="train", label=OURS)
     formula = f"counted FLOPs / bytes moved by a {batch}-image training step at {size} px, {classes} classes"
-    formula += f" = {ai:.1f} (printed: {what})"
-    inputs = f"line {line}; cnnbench.measure.traffic"
-    return _fix(seed, "arithmetic intensity", printed, ai, "FLOP/byte", formula, inputs, **row)
+    formula, inputs = f"{formula} = {ai:.1f} (printed: {what})", f"line {line}; cnnbench.measure.traffic"
+    return _fix(seed, "arithmetic intensity", printed, ai, "FLOP/byte", formula, inputs, label=OURS, **row)
 
 
 def _corrections_000() -> list[dict]:
@@ -537,8 +535,9 @@ def _corrections_000() -> list[dict]:
     for r in _V.AI_TABLE_000.itertuples():
         what = f"{r.flops_g} GFLOP per image at 224 px / {r.model_mb} MB of parameters"
         line = _line("AI_TABLE_000", f"model={r.model}")
-        b = batch[r.model]
-        rows.append(_intensity_row(SEED_000, r.model, b, size, classes, r.ai_printed, what, line))
+        rows.append(
+            _intensity_row(SEED_000, r.model, batch[r.model], size, classes, r.ai_printed, what, line)
+        )
     return rows
 
 
@@ -571,19 +570,16 @@ def _corrections_003() -> list[dict]:
         said = f"mean over {len(ok)} of its {len(d)} printed rows of the corrected share of the peak of the GPU it ran"
         said += f" ({ok.own_pct.mean():.1f}% of the peak the seed used)" if ok.own_pct.notna().any() else ""
         left = ", ".join(f"{r.model} bs{r.batch_size:.0f}" for r in out.itertuples())
-        said += (
-            f"; left out, above the ceiling: {left} (with it {d.corrected_pct_of_peak.mean():.1f}%)"
-            if left
-            else ""
-        )
+        if left:
+            said += f"; left out, above the ceiling: {left} (with it {d.corrected_pct_of_peak.mean():.1f}%)"
         line, mean = f"line {_line('CLAIMS_003', f'item={item}')}", ok.corrected_pct_of_peak.mean()
         claim = _claims("003")[item]
         rows.append(_fix(SEED_003, "mean efficiency", claim, mean, "% of peak", said, line, device=device))
-    how = "method not stated"
     for r in table("AI_003").itertuples():
-        line = _line("AI_003", f"model={r.model};batch_size={r.batch_size}")
-        ai = r.ai_flop_per_byte
-        rows.append(_intensity_row(SEED_003, r.model, r.batch_size, size, classes, ai, how, line))
+        line, ai = _line("AI_003", f"model={r.model};batch_size={r.batch_size}"), r.ai_flop_per_byte
+        rows.append(
+            _intensity_row(SEED_003, r.model, r.batch_size, size, classes, ai, "method not stated", line)
+        )
     return rows
 
 

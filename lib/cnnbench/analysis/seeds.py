@@ -236,21 +236,20 @@ _CPU_002 = "util_low_pct util_high_pct memory_gb temp_low_c temp_high_c processe
 
 
 def _cpu_002() -> pd.DataFrame:
-    c, keys = P.CPU_002, [f"cpu_{k}" for k in _CPU_002]
-    alone = (
-        f"operating-system monitor snapshots (its Figs. 8-9), whole system of {c['cpu_total_ram_gb']} GB; "
+    c, alone = P.CPU_002, "operating-system monitor snapshots (its Figs. 8-9), whole system of "
+    return pd.DataFrame(
+        {
+            "source": _pub(P.SEED_002),
+            "what": ["CPU while its GPUs fine-tuned (batch 64)", "CPU-only fine-tuning"],
+            "device": "cpu",
+            "cpu_util_pct": [c["cpu_util_during_gpu_pct"], math.nan],
+            "differences": [
+                "one operating-system monitor reading, whole system",
+                f"{alone}{c['cpu_total_ram_gb']} GB; batch size not stated for the CPU run",
+            ],
+            **{f"cpu_{k}": [math.nan, c[f"cpu_{k}"]] for k in _CPU_002},
+        }
     )
-    rows = [
-        [
-            "CPU while its GPUs fine-tuned (batch 64)",
-            c["cpu_util_during_gpu_pct"],
-            "one operating-system monitor reading, whole system",
-        ],
-        ["CPU-only fine-tuning", math.nan, alone + "batch size not stated for the CPU run"],
-    ]
-    t = pd.DataFrame(rows, columns=["what", "cpu_util_pct", "differences"])
-    t = t.assign(source=_pub(P.SEED_002), device="cpu", **{k: [math.nan, c[k]] for k in keys})
-    return t[["source", "what", "device", "cpu_util_pct", "differences", *keys]]
 
 
 def _cpu_ours_002(
