@@ -203,18 +203,12 @@ def variant_label(df: pd.DataFrame) -> pd.Series:
 
 def measured(df: pd.DataFrame) -> pd.DataFrame:
     """The main columns of a scenario table, one row per configuration, failures included with their status."""
-    cols = [
-        *(
-            "model phase variant batch_size image_size data_mode status steps_per_window throughput_img_s "
-            "throughput_ci95_img_s processes_measured stop_reason measured_in throughput_process_min_img_s "
-            "throughput_process_max_img_s machine_state step_bound device_busy_pct step_time_median_s "
-            "step_time_std_s noisy"
-        ).split(),
-        *RATES,
-        *MEMORY,
-        "cpu_fallback_ops",
-        "error",
-    ]
+    cols = (
+        "model phase variant batch_size image_size data_mode status steps_per_window throughput_img_s "
+        "throughput_ci95_img_s processes_measured stop_reason measured_in throughput_process_min_img_s "
+        "throughput_process_max_img_s machine_state step_bound device_busy_pct step_time_median_s "
+        "step_time_std_s noisy"
+    ).split() + [*RATES, *MEMORY, "cpu_fallback_ops", "error"]
     out = df.assign(variant=variant_label(df))
     sparse = ("cpu_fallback_ops", "measured_in")  # shown where any row has one
     return out[[c for c in cols if c in out.columns and (c not in sparse or out[c].notna().any())]]
@@ -240,10 +234,9 @@ def utilisation(df: pd.DataFrame) -> pd.DataFrame:
     cols = (
         "run_name device_name model phase variant batch_size util_cpu_mean_pct util_cpu_max_pct "
         "util_process_cpu_mean_pct device_busy_pct step_bound util_device_mean_pct util_device_max_pct "
-        "util_device_mem_mean_pct "
-        "gpu_power_w_mean gpu_temp_c_max gpu_sm_clock_mhz_mean gpu_throttle_reasons cpu_steal_mean_pct "
-        "cpu_steal_max_pct util_other_cpu_mean_pct util_other_cpu_max_pct cpu_freq_mhz_mean machine_state "
-        "machine_note telemetry_samples"
+        "util_device_mem_mean_pct gpu_power_w_mean gpu_temp_c_max gpu_sm_clock_mhz_mean gpu_throttle_reasons "
+        "cpu_steal_mean_pct cpu_steal_max_pct util_other_cpu_mean_pct util_other_cpu_max_pct cpu_freq_mhz_mean "
+        "machine_state machine_note telemetry_samples"
     ).split()
     out = df[df.status == "ok"].assign(variant=variant_label(df))
     return out[[c for c in cols if c in out.columns]]
