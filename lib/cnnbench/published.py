@@ -340,10 +340,8 @@ def _checks_001() -> dict:
 
 
 def _checks_002() -> dict:
-    t = _V.TELEMETRY_002[
-        (_V.TELEMETRY_002.batch_size == _V.TELEMETRY_002.batch_size.max()) & (_V.TELEMETRY_002.gpu == 0)
-    ]
-    idle, t = _V.TELEMETRY_002[_V.TELEMETRY_002.gpu == 1], t.iloc[0]
+    tel = _V.TELEMETRY_002
+    t, idle = tel[(tel.batch_size == tel.batch_size.max()) & (tel.gpu == 0)].iloc[0], tel[tel.gpu == 1]
     return dict(
         t=t, share=t.mem_used_mib / t.mem_total_mib, pstate=idle.pstate.iloc[0], power=idle.power_w.max()
     )
