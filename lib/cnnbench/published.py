@@ -1,11 +1,6 @@
-"""Numbers published by the seed reports, kept only to be shown beside our own measurements.
-
-Every number lives once in ``data/seed_numbers.csv``, one row per value (:data:`COLUMNS`): its seed file, table,
-row (``key``: ``name=value`` pairs joined by ``;``), column, ``value``, the text the seed printed where that
-differs, its ``origin`` (printed; read from its words; reference: a fact it does not print, sourced in ``note``;
-inferred from the figures whose lines ``note`` names), and its ``line`` and section (``where``) in the seed's
-text. :func:`table` shows one table as the workbook reads it; nothing here feeds a computation of ours except
-as a labelled comparison."""
+"""Numbers published by the seed reports, kept only to be shown beside our own measurements: every number once in
+``data/seed_numbers.csv``, one row per value (:data:`COLUMNS`) with the seed's printed text, its origin, line and
+section; :func:`table` shows one table as the workbook reads it."""
 
 from __future__ import annotations
 
@@ -36,8 +31,7 @@ def _values() -> pd.DataFrame:
 
 
 def values() -> pd.DataFrame:
-    """Every stored seed number, one row per value with its seed file, table, row, column, printed text,
-    origin, line and section (see the module docstring)."""
+    """Every stored seed number, one row per value (:data:`COLUMNS`)."""
     return _values().copy()
 
 
@@ -61,8 +55,7 @@ def _convert(col: pd.Series) -> pd.Series:
 
 @functools.cache
 def _stored(name: str) -> pd.DataFrame:
-    """One stored table as rows: its key columns, one column per stored column (in the order stored), and
-    ``source``, the seed file."""
+    """One stored table as rows: its key columns, its stored columns (in order) and ``source``, the seed file."""
     v = _values()
     v = v[v.table == name]
     if v.empty:
@@ -74,8 +67,7 @@ def _stored(name: str) -> pd.DataFrame:
 
 
 def provenance(name: str) -> pd.DataFrame:
-    """Where every value of one stored table comes from: seed file, row, column, value, printed text, origin,
-    line and section of the seed's text."""
+    """The stored values of one table, one row each (:data:`COLUMNS`)."""
     v = _values()
     return v[v.table == name].reset_index(drop=True)
 
@@ -209,17 +201,7 @@ _VIEWS = {
     # its achieved TFLOP/s and efficiency beside its intensity at the same model and batch
     "ACHIEVED_003": lambda t: t.merge(
         _stored("AI_003").drop(columns="source"), on=["model", "batch_size"], how="left"
-    )[
-        [
-            "model",
-            "batch_size",
-            "device_class",
-            "ai_flop_per_byte",
-            "achieved_tflops",
-            "efficiency_pct",
-            "source",
-        ]
-    ],
+    )["model batch_size device_class ai_flop_per_byte achieved_tflops efficiency_pct source".split()],
     "BACKENDS_001": lambda t: t.assign(model="mnist_cnn"),
     "TIMES_002": _times_002,
     # printed in seconds where its table says so, shown here in ms
@@ -358,10 +340,8 @@ def _checks_001() -> dict:
 
 
 def _checks_002() -> dict:
-    t = _V.TELEMETRY_002[
-        (_V.TELEMETRY_002.batch_size == _V.TELEMETRY_002.batch_size.max()) & (_V.TELEMETRY_002.gpu == 0)
-    ]
-    idle, t = _V.TELEMETRY_002[_V.TELEMETRY_002.gpu == 1], t.iloc[0]
+    tel = _V.TELEMETRY_002
+    t, idle = tel[(tel.batch_size == tel.batch_size.max()) & (tel.gpu == 0)].iloc[0], tel[tel.gpu == 1]
     return dict(
         t=t, share=t.mem_used_mib / t.mem_total_mib, pstate=idle.pstate.iloc[0], power=idle.power_w.max()
     )
@@ -530,13 +510,11 @@ def _placed(seed, r, phase, size, classes, roof, printed, line) -> dict:
 
 
 def _intensity_row(seed, model, batch, size, classes, printed, what, line) -> dict:
-    ops = _step(model, batch, size, classes, "train")
+    ops, row = _step(model, batch, size, classes, "train"), dict(model=model, batch_size=batch, phase="train")
     ai = ops.flops.sum() / ops.bytes.sum()
-    row = dict(model=model, batch_size=batch, phase="train", label=OURS)
     formula = f"counted FLOPs / bytes moved by a {batch}-image training step at {size} px, {classes} classes"
-    formula += f" = {ai:.1f} (printed: {what})"
-    inputs = f"line {line}; cnnbench.measure.traffic"
-    return _fix(seed, "arithmetic intensity", printed, ai, "FLOP/byte", formula, inputs, **row)
+    formula, inputs = f"{formula} = {ai:.1f} (printed: {what})", f"line {line}; cnnbench.measure.traffic"
+    return _fix(seed, "arithmetic intensity", printed, ai, "FLOP/byte", formula, inputs, label=OURS, **row)
 
 
 def _corrections_000() -> list[dict]:
@@ -555,8 +533,9 @@ def _corrections_000() -> list[dict]:
     for r in _V.AI_TABLE_000.itertuples():
         what = f"{r.flops_g} GFLOP per image at 224 px / {r.model_mb} MB of parameters"
         line = _line("AI_TABLE_000", f"model={r.model}")
-        b = batch[r.model]
-        rows.append(_intensity_row(SEED_000, r.model, b, size, classes, r.ai_printed, what, line))
+        rows.append(
+            _intensity_row(SEED_000, r.model, batch[r.model], size, classes, r.ai_printed, what, line)
+        )
     return rows
 
 
@@ -589,19 +568,16 @@ def _corrections_003() -> list[dict]:
         said = f"mean over {len(ok)} of its {len(d)} printed rows of the corrected share of the peak of the GPU it ran"
         said += f" ({ok.own_pct.mean():.1f}% of the peak the seed used)" if ok.own_pct.notna().any() else ""
         left = ", ".join(f"{r.model} bs{r.batch_size:.0f}" for r in out.itertuples())
-        said += (
-            f"; left out, above the ceiling: {left} (with it {d.corrected_pct_of_peak.mean():.1f}%)"
-            if left
-            else ""
-        )
+        if left:
+            said += f"; left out, above the ceiling: {left} (with it {d.corrected_pct_of_peak.mean():.1f}%)"
         line, mean = f"line {_line('CLAIMS_003', f'item={item}')}", ok.corrected_pct_of_peak.mean()
         claim = _claims("003")[item]
         rows.append(_fix(SEED_003, "mean efficiency", claim, mean, "% of peak", said, line, device=device))
-    how = "method not stated"
     for r in table("AI_003").itertuples():
-        line = _line("AI_003", f"model={r.model};batch_size={r.batch_size}")
-        ai = r.ai_flop_per_byte
-        rows.append(_intensity_row(SEED_003, r.model, r.batch_size, size, classes, ai, how, line))
+        line, ai = _line("AI_003", f"model={r.model};batch_size={r.batch_size}"), r.ai_flop_per_byte
+        rows.append(
+            _intensity_row(SEED_003, r.model, r.batch_size, size, classes, ai, "method not stated", line)
+        )
     return rows
 
 
@@ -643,13 +619,10 @@ def _corrections() -> pd.DataFrame:
 
 
 def corrections() -> pd.DataFrame:
-    """Every figure of the seeds we can recompute, beside the one printed (``seed_corrections.csv``), labelled
-    (``label``): seed 000's and 003's achieved TFLOP/s and share of peak from their own throughputs and our FLOPs
-    of their configuration, placed at the intensity of their step (bytes moved, not parameter bytes) under their
-    device's roof (seed 003: the GPU it ran, its own peak said beside), seed 003's mean efficiencies (over the
-    rows the roof allows), seed 004's memory as its arrays' float64 bytes and its step times per image; our
-    intensities of their steps beside theirs. Each row carries its formula with the numbers and where its inputs
-    come from."""
+    """Every figure of the seeds we can recompute beside the one printed, labelled (``label``), each with its
+    formula (with the numbers) and where its inputs come from: seed 000's and 003's achieved TFLOP/s placed under
+    their device's roof at their step's intensity, seed 003's mean efficiencies, seed 004's memory and step
+    times; our intensities of their steps beside theirs."""
     return _corrections().copy()
 
 

@@ -35,34 +35,23 @@ VERDICTS = tuple((VERDICTS + "machine_state step_bound stop_reason fate matches_
 WIDE_COLUMNS = 8  # more columns than this do not fit the page
 
 
-def interval_decimals(ci: float) -> int:
-    """Decimals a value with 95% half-width ``ci`` supports: two significant digits of the interval (negative:
-    rounded to tens, hundreds); 4 where the interval is missing."""
-    if not isinstance(ci, (int, float)) or not math.isfinite(ci) or ci <= 0:
-        return 4
-    return 1 - math.floor(math.log10(ci))
-
-
 def rounded(value, ci) -> str:
-    """``value`` as text to the precision its 95% half-width ``ci`` supports (:func:`interval_decimals`), never
-    fewer than two significant digits of its own; 4 significant digits where ``ci`` is missing; "" for NaN."""
+    """``value`` as text to two significant digits of its 95% half-width ``ci``, never fewer than two of its
+    own; 4 significant digits where ``ci`` is missing; "" for NaN."""
     if not isinstance(value, (int, float)) or not math.isfinite(value):
         return "" if value is None or value != value else str(value)
     if not isinstance(ci, (int, float)) or not math.isfinite(ci) or ci <= 0:
         return _cell(float(value))
-    d = interval_decimals(ci)
-    # an interval wider than the value never rounds it away: two significant digits of its own at least
-    if value:
+    d = 1 - math.floor(math.log10(ci))
+    if value:  # an interval wider than the value never rounds it away
         d = max(d, 1 - math.floor(math.log10(abs(value))))
     return f"{round(value, d):,.{max(d, 0)}f}"
 
 
 def trimmed(df: pd.DataFrame) -> tuple[pd.DataFrame, str]:
-    """A wide table made to fit: the columns constant over all its rows move into the returned caption
-    (``name=value``), verdict columns (:data:`VERDICTS`) come first, and every value with a 95% interval column
-    beside it (``x`` and ``x`` with ``_ci95`` in its name, e.g. ``throughput_img_s``, ``throughput_ci95_img_s``)
-    is shown in ``x``'s column as "value ± interval" on one line, both rounded to the precision the interval
-    supports (the interval's column goes; ``out.attrs["intervals"]`` says that some did)."""
+    """A wide table made to fit: constant columns move into the returned caption (``name=value``), verdict columns
+    (:data:`VERDICTS`) come first, and each ``x`` with an ``x``-with-``_ci95`` column beside it is shown as
+    "value ± interval" (:func:`with_interval`; ``out.attrs["intervals"]`` says that some were)."""
     if len(df) < 2 or isinstance(df.columns, pd.MultiIndex):
         return df, ""
     constant = [c for c in df.columns if df[c].astype(str).nunique(dropna=False) == 1]
@@ -140,10 +129,8 @@ _TH = re.compile(r"(<th[^>]*>)(.*?)(</th>)", re.S)
 
 
 def fitted(table: str, df: pd.DataFrame, index: bool) -> str:
-    """A table's HTML made to fit the page beside the report's CSS (:data:`cnnbench.report.OFFLINE_TEMPLATE`):
-    its headers may break after an underscore (``throughput_<wbr>img_s``), and each column of long text
-    (:data:`LONG_TEXT`, e.g. the seeds' ``differences``) takes :data:`TEXT_SHARE` of the width, so the short
-    columns beside it keep theirs."""
+    """A table's HTML made to fit the page: its headers may break after an underscore, and each column of long
+    text (:data:`LONG_TEXT`) takes :data:`TEXT_SHARE` of the width, so the short columns beside it keep theirs."""
     table = _TH.sub(lambda m: m.group(1) + m.group(2).replace("_", "_<wbr>") + m.group(3), table)
     if df.empty or not df.columns.is_unique:
         return table
@@ -215,18 +202,12 @@ def variant_label(df: pd.DataFrame) -> pd.Series:
 
 def measured(df: pd.DataFrame) -> pd.DataFrame:
     """The main columns of a scenario table, one row per configuration, failures included with their status."""
-    cols = [
-        *(
-            "model phase variant batch_size image_size data_mode status steps_per_window throughput_img_s "
-            "throughput_ci95_img_s processes_measured stop_reason measured_in throughput_process_min_img_s "
-            "throughput_process_max_img_s machine_state step_bound device_busy_pct step_time_median_s "
-            "step_time_std_s noisy"
-        ).split(),
-        *RATES,
-        *MEMORY,
-        "cpu_fallback_ops",
-        "error",
-    ]
+    cols = (
+        "model phase variant batch_size image_size data_mode status steps_per_window throughput_img_s "
+        "throughput_ci95_img_s processes_measured stop_reason measured_in throughput_process_min_img_s "
+        "throughput_process_max_img_s machine_state step_bound device_busy_pct step_time_median_s "
+        "step_time_std_s noisy"
+    ).split() + [*RATES, *MEMORY, "cpu_fallback_ops", "error"]
     out = df.assign(variant=variant_label(df))
     sparse = ("cpu_fallback_ops", "measured_in")  # shown where any row has one
     return out[[c for c in cols if c in out.columns and (c not in sparse or out[c].notna().any())]]
@@ -252,10 +233,9 @@ def utilisation(df: pd.DataFrame) -> pd.DataFrame:
     cols = (
         "run_name device_name model phase variant batch_size util_cpu_mean_pct util_cpu_max_pct "
         "util_process_cpu_mean_pct device_busy_pct step_bound util_device_mean_pct util_device_max_pct "
-        "util_device_mem_mean_pct "
-        "gpu_power_w_mean gpu_temp_c_max gpu_sm_clock_mhz_mean gpu_throttle_reasons cpu_steal_mean_pct "
-        "cpu_steal_max_pct util_other_cpu_mean_pct util_other_cpu_max_pct cpu_freq_mhz_mean machine_state "
-        "machine_note telemetry_samples"
+        "util_device_mem_mean_pct gpu_power_w_mean gpu_temp_c_max gpu_sm_clock_mhz_mean gpu_throttle_reasons "
+        "cpu_steal_mean_pct cpu_steal_max_pct util_other_cpu_mean_pct util_other_cpu_max_pct cpu_freq_mhz_mean "
+        "machine_state machine_note telemetry_samples"
     ).split()
     out = df[df.status == "ok"].assign(variant=variant_label(df))
     return out[[c for c in cols if c in out.columns]]

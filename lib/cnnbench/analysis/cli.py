@@ -1,9 +1,7 @@
 """``cnnbench compare RUN_A [RUN_B ...]``: what did my change do? (as ``pyperf compare_to`` does).
 
-Each run after the first is set beside the first (:func:`cnnbench.analysis.compare.one_knob`), one run alone
-its variants one knob apart, ``seeds`` the devices seed 000 measured ("not matched", no verdict). The rows go to
-``compare.csv`` (outputs root or ``--out``), a compare of the same runs replacing its rows. Exit 0, or 2 refused
-in one line."""
+Each run after the first beside the first (:func:`cnnbench.analysis.compare.one_knob`), one run alone its variants,
+``seeds`` seed 000's devices ("not matched"); rows to ``compare.csv``. Exit 0, or 2 refused in one line."""
 
 from __future__ import annotations
 
@@ -16,7 +14,7 @@ import pandas as pd
 
 from cnnbench import params, paths, results
 from cnnbench.analysis import compare
-from cnnbench.analysis.seeds import speedups_beside_000
+from cnnbench.analysis.seeds import beside
 from cnnbench.measure import reproducibility
 from cnnbench.results.runs import config_differences, load, machine_label, verdict
 
@@ -86,36 +84,29 @@ def _line(r: dict) -> str:
 
 def seeds_beside(m, run: str) -> pd.DataFrame:
     """The seeds as a pseudo-run: ``run`` beside every device seed 000 measured, for the same model and phase
-    (:func:`~cnnbench.analysis.seeds.speedups_beside_000`), labelled "not matched" with the differences named."""
+    (:func:`~cnnbench.analysis.seeds.beside` ``speedups_000``), labelled "not matched" with the differences named."""
     sa = m["scenario_a"]
-    table = speedups_beside_000(sa[sa.run_name == run])
-    ours = pd.DataFrame()
-    if "a_img_s" in table:
-        ours = table[table.source.astype(str).str.startswith("ours") & table.a_img_s.notna()]
-    env = m.environments.get(run, {})
-    rows = [
-        {
-            "run_a": run,
-            "run_b": SEEDS,
-            "host_id_a": env.get("host_id"),
-            "host_a": env.get("host"),
-            "device_a": env.get("device_name"),
-            "device_b": r.b,
-            "table": "scenario_a",
-            "model": r.model,
-            "phase": r.phase,
-            "batch_size": _ours(sa, run, r.model, r.phase, "batch_size"),
-            "rate_a_img_s": r.a_img_s,
-            "rate_a_ci95_img_s": _ours(sa, run, r.model, r.phase, "throughput_ci95_img_s"),
-            "rate_b_img_s": r.b_img_s,
-            "ratio_b_over_a": r.b_img_s / r.a_img_s,
-            "verdict": "not matched",
-            "comparison": "not matched",
-            "differs_in": r.differences,
-        }
-        for r in ours.itertuples()
-    ]
-    return pd.DataFrame(rows, columns=[*SEED_COLUMNS, "batch_size"])
+    table = beside("speedups_000", {"scenario_a": sa[sa.run_name == run]})
+    if "a_img_s" not in table:
+        return pd.DataFrame(columns=[*SEED_COLUMNS, "batch_size"])
+    ours = table[table.source.astype(str).str.startswith("ours") & table.a_img_s.notna()]
+    env, named = m.environments.get(run, {}), {"a_img_s": "rate_a_img_s", "b_img_s": "rate_b_img_s"}
+    out = ours.rename(columns={**named, "differences": "differs_in"}).assign(
+        run_a=run,
+        run_b=SEEDS,
+        host_id_a=env.get("host_id"),
+        host_a=env.get("host"),
+        device_a=env.get("device_name"),
+        device_b=ours.b.astype(str),
+        table="scenario_a",
+        batch_size=[_ours(sa, run, r.model, r.phase, "batch_size") for r in ours.itertuples()],
+        rate_a_ci95_img_s=[
+            _ours(sa, run, r.model, r.phase, "throughput_ci95_img_s") for r in ours.itertuples()
+        ],
+        ratio_b_over_a=ours.b_img_s / ours.a_img_s,
+        verdict="not matched",
+    )
+    return out.reset_index(drop=True)[[*SEED_COLUMNS, "batch_size"]]
 
 
 def _ours(sa: pd.DataFrame, run: str, model: str, phase: str, column: str):

@@ -42,19 +42,11 @@ def norm(value) -> str:
 
 
 def configured(df: pd.DataFrame) -> pd.DataFrame:
-    """ok rows with every knob as the knob holds it (:func:`cnnbench.knobs.columns`: rows from before a knob read
-    its declared value) and every match key present; one row per run and configuration, the newest (the last
-    appended) where a configuration was measured twice."""
+    """ok rows with every knob as the knob holds it (:func:`cnnbench.knobs.columns`) and every match key present;
+    one row per run and configuration, the newest (the last appended) where one was measured twice."""
     ok, keys = knobs.columns(df[df.status == "ok"]), list(match_keys())
     ok[keys] = ok[keys].fillna("")
     return ok.drop_duplicates(["run_name", *keys, "threads"], keep="last")
-
-
-def comparison_kind(device_a, device_b, host_a, host_b) -> str:
-    """run-to-run (same host, same device), cross-host (same device model elsewhere) or cross-device."""
-    if device_a == device_b:
-        return "run-to-run" if host_a == host_b else "cross-host"
-    return "cross-device"
 
 
 def _same_machine(host_a, host_b, device_a, device_b) -> bool:
@@ -74,8 +66,7 @@ def _pair(ok: pd.DataFrame, a: str, b: str) -> pd.DataFrame:
 
 def speedups(scenario_a: pd.DataFrame) -> pd.DataFrame:
     """Throughput A / throughput B for each pair of runs (once, the faster run as A), per fully matched
-    configuration. The interval propagates each side's 95% half-width in relative terms (independent
-    errors)."""
+    configuration, with each side's 95% half-width propagated in relative terms (independent errors)."""
     ok, rows = configured(scenario_a), []
     for a, b in combinations(sorted(ok.run_name.unique()), 2):
         j = _pair(ok, a, b)
@@ -87,16 +78,14 @@ def speedups(scenario_a: pd.DataFrame) -> pd.DataFrame:
             ra, rb = r["throughput_img_s_a"], r["throughput_img_s_b"]
             ca, cb = (float(r.get(f"throughput_ci95_img_s_{x}") or 0) for x in "ab")
             rel, s = math.hypot(ca / ra, cb / rb), ra / rb
-            kind = comparison_kind(r["device_name_a"], r["device_name_b"], r["host_id_a"], r["host_id_b"])
+            # run-to-run (same host, same device), cross-host (same device model elsewhere) or cross-device
+            host = "run-to-run" if r["host_id_a"] == r["host_id_b"] else "cross-host"
+            kind = host if r["device_name_a"] == r["device_name_b"] else "cross-device"
             rows.append(
                 {
                     **{f"{k}_{x}": r[f"{k}_name_{x}"] for k in ("run", "device") for x in "ab"},
-                    "host_a": r["host_a"],
-                    "host_b": r["host_b"],
+                    **{k: r[k] for k in (*match_keys(), "host_a", "host_b", "threads_a", "threads_b")},
                     "comparison": kind,
-                    **{k: r[k] for k in match_keys()},
-                    "threads_a": r["threads_a"],
-                    "threads_b": r["threads_b"],
                     "throughput_a_img_s": ra,
                     "throughput_b_img_s": rb,
                     "speedup": s,
@@ -117,16 +106,6 @@ def speedup_columns() -> list[str]:
 def unmatched(scenario_a: pd.DataFrame, divided: pd.DataFrame | None = None) -> pd.DataFrame:
     """Same model and phase in two runs but no matching configuration: not divided, the differing keys
     named; pairs that ``divided`` (:func:`ratios`) divides, one knob changed, are left to that table."""
-    out = _unmatched(scenario_a)
-    if divided is None or divided.empty or out.empty:
-        return out
-    d = divided[divided.verdict.astype(str) != "not divided"]
-    done = set(zip(d.run_a, d.run_b, d.model, d.phase, strict=True))
-    keep = [(r.run_a, r.run_b, r.model, r.phase) not in done for r in out.itertuples()]
-    return out[keep].reset_index(drop=True)
-
-
-def _unmatched(scenario_a: pd.DataFrame) -> pd.DataFrame:
     ok = configured(scenario_a)
     keys = [k for k in match_keys() if k not in ("model", "phase")]
     rows = []
@@ -144,7 +123,13 @@ def _unmatched(scenario_a: pd.DataFrame) -> pd.DataFrame:
             rows.append(
                 {"run_a": a, "run_b": b, "model": model, "phase": phase, "differs_in": "; ".join(diff)}
             )
-    return pd.DataFrame(rows)
+    out = pd.DataFrame(rows)
+    if divided is None or divided.empty or out.empty:
+        return out
+    d = divided[divided.verdict.astype(str) != "not divided"]
+    done = set(zip(d.run_a, d.run_b, d.model, d.phase, strict=True))
+    keep = [(r.run_a, r.run_b, r.model, r.phase) not in done for r in out.itertuples()]
+    return out[keep].reset_index(drop=True)
 
 
 def speedup_matrix(speedup: pd.DataFrame, phase: str = "train") -> pd.DataFrame:
@@ -206,6 +191,7 @@ def machine(m: Merged) -> pd.DataFrame:
 # divided when they differ in at most one of these (or only in the keys the user names).
 RATE_TABLES = ("scenario_a", "batch_sweep")  # the tables with a throughput per configuration
 _RATE_KEYS = ("table", "model", "phase")
+_MACHINE = {"host_id": "host_id", "host": "host", "device": "device_name"}  # a ratio row's column: the rate's
 
 
 def ratio_columns() -> list[str]:
@@ -258,15 +244,8 @@ def _row(a: str, b: str, ra: pd.Series, rb: pd.Series, diff: list[str], divide: 
     row = {
         "run_a": a,
         "run_b": b,
-        "host_id_a": ra.host_id,
-        "host_id_b": rb.host_id,
-        "host_a": ra.host,
-        "host_b": rb.host,
-        "device_a": ra.device_name,
-        "device_b": rb.device_name,
-        "table": ra.table,
-        "model": ra.model,
-        "phase": ra.phase,
+        **{f"{k}_{s}": r[c] for k, c in _MACHINE.items() for s, r in (("a", ra), ("b", rb))},
+        **{k: ra[k] for k in _RATE_KEYS},
         "knob": "; ".join(diff),
         "value_a": "; ".join(_value(ra, k) for k in diff),
         "value_b": "; ".join(_value(rb, k) for k in diff),
@@ -340,12 +319,9 @@ def probe_change(ratio: pd.DataFrame) -> float:
 
 
 def one_knob(ok: pd.DataFrame, a: str, b: str, keys: tuple[str, ...] | None = None) -> pd.DataFrame:
-    """Run a's rows beside run b's, per table, model and phase: a row of a is divided by the rows of b that
-    differ from it in the fewest knobs, when that is none (the same configuration, run to run) or one (that
-    knob, labelled with its two values); with ``keys`` named, by every row of b that differs only in those.
-    A row of a whose nearest row of b differs in more knobs stays undivided, the knobs named. Ratio = rate of
-    b / rate of a, with its 95% interval and a verdict. With ``a == b``, the pairs of one run's rows that differ
-    in one knob (its variants), each once, their interval over the rounds both were measured in."""
+    """Rate of b / rate of a (95% interval, verdict) per table, model and phase, each row of a divided by the rows
+    of b that differ from it in no knob or one (with ``keys``: only in those), else left undivided, the knobs
+    named; with ``a == b``, one run's variants one knob apart, each pair once, paired over their rounds."""
     out = []
     ga, gb = ok[ok.run_name == a], ok[ok.run_name == b]
     for (table, model, phase), sa in ga.groupby(["table", "model", "phase"], sort=False):
@@ -373,9 +349,8 @@ def one_knob(ok: pd.DataFrame, a: str, b: str, keys: tuple[str, ...] | None = No
 
 
 def ratios(m: Merged, keys: tuple[str, ...] | None = None) -> pd.DataFrame:
-    """08's table of "what did my change do?": :func:`one_knob` within every merged run (its variants) and for
-    every pair of merged runs (once each, in name order), the ratio labelled by the knob and its two values, with
-    its interval and verdict."""
+    """08's "what did my change do?": :func:`one_knob` within every merged run and for every pair of merged runs
+    (once each, in name order)."""
     ok = rates(m)
     names = sorted(ok.run_name.unique())
     pairs = [(a, a) for a in names] + list(combinations(names, 2))
@@ -384,10 +359,8 @@ def ratios(m: Merged, keys: tuple[str, ...] | None = None) -> pd.DataFrame:
 
 
 def ratio_table(ratio: pd.DataFrame) -> tuple[pd.DataFrame, str]:
-    """:func:`ratios` for reading: the verdict columns first, every column constant over the table (the ratio
-    and its interval aside) moved into the returned caption text ("same in every row: key value; ..."), so the
-    table shows one caption, and each ratio and its bounds to the precision its interval supports
-    (:func:`cnnbench.tables.rounded`, as text)."""
+    """:func:`ratios` for reading: the columns constant over the table moved into the returned caption ("same in
+    every row: key value; ..."), each ratio and its bounds as text to its interval (:func:`cnnbench.tables.rounded`)."""
     numbers = ["ratio_b_over_a", "ratio_ci95_low", "ratio_ci95_high"]
     ratio = ratio.drop(columns=["probe_img_s_a", "probe_img_s_b"], errors="ignore")  # their change is enough
     same = [

@@ -20,11 +20,6 @@ def _source(run: str, *tables: str) -> str:
     return ", ".join(f"{run}/{t}.csv" for t in tables)
 
 
-def _tables_with_rows(m: Merged, run: str, tables: tuple[str, ...]) -> list[str]:
-    """Those of ``tables`` in which ``run`` has rows (a run that skipped 03 has no batch_sweep.csv to cite)."""
-    return [t for t in tables if (m[t].run_name == run).any()]
-
-
 def _finding(topic: str, run: str, source: str, sentence: str, **numbers) -> dict:
     basis = "; ".join(f"{k}={v:.6g}" if isinstance(v, float) else f"{k}={v}" for k, v in numbers.items())
     return {"topic": topic, "run_name": run, "finding": sentence, "numbers": basis, "source": source}
@@ -95,12 +90,8 @@ def _run_findings(run: str, ok: pd.DataFrame) -> list[dict]:
             f"largest gain from a variant, {label} makes {g.model} {g.phase} {g.gain:.2f}x as fast as fp32 "
             f"NCHW eager at batch {g.batch_size}."
         )
-        numbers = {
-            "gain": g.gain,
-            "throughput_img_s": g.throughput_img_s,
-            "baseline_img_s": g.throughput_img_s_base,
-        }
-        add("variant_gain", sentence, **numbers)
+        rates = {"throughput_img_s": g.throughput_img_s, "baseline_img_s": g.throughput_img_s_base}
+        add("variant_gain", sentence, gain=g.gain, **rates)
     return out
 
 
@@ -198,7 +189,8 @@ def _reproducibility_findings(m: Merged) -> Iterator[dict]:
         sentence = f"{run}: {reproducibility.agreement_sentence(g)}"
         yield _finding("repeats", run, source, sentence, pairs=len(g), agree=int(g.agree.sum()))
     for r in machine(m).itertuples():
-        source = _source(r.run_name, *_tables_with_rows(m, r.run_name, ("scenario_a", "batch_sweep")))
+        cited = [t for t in ("scenario_a", "batch_sweep") if (m[t].run_name == r.run_name).any()]  # has rows
+        source = _source(r.run_name, *cited)
         numbers = {"busy": r.busy, "configurations": r.configurations}
         yield _finding("machine", r.run_name, source, f"{r.run_name}: {r.verdict}", **numbers)
 

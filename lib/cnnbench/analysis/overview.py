@@ -129,12 +129,12 @@ def _their_tflops(beside: pd.DataFrame) -> list[str]:
 def seeds(run_dir: Path) -> pd.DataFrame:
     """The seeds' published rates for the same model on the same class of device, beside ours (not matched:
     the differences named), with their training TFLOP/s corrected from their own throughputs."""
-    from cnnbench.analysis.seeds import published_beside_ours
+    from cnnbench.analysis.seeds import beside as seed_beside
 
     a = results.read(run_dir, "scenario_a")
     if a.empty:
         return pd.DataFrame()
-    beside = published_beside_ours(a.assign(run_name=Path(run_dir).name))
+    beside = seed_beside("throughputs", {"scenario_a": a.assign(run_name=Path(run_dir).name)})
     if beside.empty:
         return beside
     ours, theirs = beside.ours_train_img_s, beside.published_train_img_s

@@ -236,21 +236,20 @@ _CPU_002 = "util_low_pct util_high_pct memory_gb temp_low_c temp_high_c processe
 
 
 def _cpu_002() -> pd.DataFrame:
-    c, keys = P.CPU_002, [f"cpu_{k}" for k in _CPU_002]
-    alone = (
-        f"operating-system monitor snapshots (its Figs. 8-9), whole system of {c['cpu_total_ram_gb']} GB; "
+    c, alone = P.CPU_002, "operating-system monitor snapshots (its Figs. 8-9), whole system of "
+    return pd.DataFrame(
+        {
+            "source": _pub(P.SEED_002),
+            "what": ["CPU while its GPUs fine-tuned (batch 64)", "CPU-only fine-tuning"],
+            "device": "cpu",
+            "cpu_util_pct": [c["cpu_util_during_gpu_pct"], math.nan],
+            "differences": [
+                "one operating-system monitor reading, whole system",
+                f"{alone}{c['cpu_total_ram_gb']} GB; batch size not stated for the CPU run",
+            ],
+            **{f"cpu_{k}": [math.nan, c[f"cpu_{k}"]] for k in _CPU_002},
+        }
     )
-    rows = [
-        [
-            "CPU while its GPUs fine-tuned (batch 64)",
-            c["cpu_util_during_gpu_pct"],
-            "one operating-system monitor reading, whole system",
-        ],
-        ["CPU-only fine-tuning", math.nan, alone + "batch size not stated for the CPU run"],
-    ]
-    t = pd.DataFrame(rows, columns=["what", "cpu_util_pct", "differences"])
-    t = t.assign(source=_pub(P.SEED_002), device="cpu", **{k: [math.nan, c[k]] for k in keys})
-    return t[["source", "what", "device", "cpu_util_pct", "differences", *keys]]
 
 
 def _cpu_ours_002(
@@ -381,26 +380,26 @@ def _times_ours_004(backends: pd.DataFrame) -> pd.DataFrame:
         return mlp
     n, images = P.setup("004")["iterations"], P.SHAPE_004["inputs"]
     g = mlp.assign(per_step=mlp.images / mlp.steps).groupby(["run_name", "backend"], sort=False)
-    per = pd.DataFrame({"steps": g.steps.sum(), "total": g.epoch_s.sum(), "images": g.per_step.first()})
-    per = per.assign(device=g.device_name.first(), step_s=per.total / per.steps).reset_index()
-    return pd.DataFrame(
+    steps, total, per_step = g.steps.sum(), g.epoch_s.sum(), g.per_step.first()
+    step_s = total / steps
+    out = pd.DataFrame(
         {
-            "source": per.run_name.map(_ours_label),
-            "backend": per.backend,
-            "model": "mlp",
-            "iterations": per.steps,
-            "total_training_s": per.total,
-            "iteration_ms": per.step_s * 1e3,
-            "iteration_us_per_image": per.step_s * 1e6 / per.images,
-            "at_its_iterations_s": per.step_s * n,
-            "device": per.device,
+            "iterations": steps,
+            "total_training_s": total,
+            "iteration_ms": step_s * 1e3,
+            "iteration_us_per_image": step_s * 1e6 / per_step,
+            "at_its_iterations_s": step_s * n,
+            "device": g.device_name.first(),
             "differences": [
                 f"ours: {int(s)} full-batch steps of {i:,.0f} images each (the seed: {n} of {images:,}), the device "
                 "synchronised at the end of every block of steps; JIT compilation (jit_s) kept out"
-                for s, i in zip(per.steps, per.images, strict=True)
+                for s, i in zip(steps, per_step, strict=True)
             ],
         }
-    )
+    ).reset_index()
+    out.insert(0, "source", out.pop("run_name").map(_ours_label))
+    out.insert(2, "model", "mlp")
+    return out
 
 
 def _memory_004() -> pd.DataFrame:
@@ -492,11 +491,7 @@ def _transfer_002(transfer: pd.DataFrame) -> pd.DataFrame:
         return transfer
     ok = transfer[transfer.status == "ok"] if "status" in transfer else transfer
     mine = ok.assign(source="ours: " + ok.run_name.astype(str))
-    cols = [
-        "source",
-        *[c for c in ["device_class", *P.TIMES_002.columns] if c in mine.columns and c != "source"],
-    ]
-    cols = list(dict.fromkeys(cols))
+    cols = list(dict.fromkeys(c for c in ["source", "device_class", *P.TIMES_002.columns] if c in mine))
     extra = [c for c in mine.columns if c not in cols and c.endswith(("_s", "_img_s", "_pct", "_mib", "_mb"))]
     return mine[cols + extra]
 
@@ -532,23 +527,14 @@ def _backends_001(backends: pd.DataFrame, memory: pd.DataFrame) -> pd.DataFrame:
     per = pd.DataFrame({"total_s": g.epoch_s.sum(), "epochs": g.epoch.nunique(), "images": g.images.first()})
     per["process_rss_mib"] = _rss_001(memory).reindex(per.index)
     per = per.reindex(list(zip(summ.run_name, summ.backend, strict=True)))
-    return pd.DataFrame(
-        {
-            "source": "ours: " + summ.run_name.astype(str),
-            "model": summ.model,
-            "backend": summ.backend,
-            "device_name": summ.device_name,
-            "epoch_s": summ.epoch_s_mean,
-            "throughput_img_s": summ.throughput_img_s,
-            "throughput_ci95_img_s": summ.throughput_ci95_img_s,
-            "final_test_accuracy_pct": summ.final_test_accuracy * 100,
-            "max_test_accuracy_pct": summ.max_test_accuracy * 100,
-            "total_s": per.total_s.to_numpy(),
-            "process_rss_mib": per.process_rss_mib.to_numpy(),
-            "differences": [
-                _accuracy_gap_001(int(e), i) for e, i in zip(per.epochs, per.images, strict=True)
-            ],
-        }
+    cols = "model backend device_name epoch_s_mean throughput_img_s throughput_ci95_img_s".split()
+    out = summ[cols].rename(columns={"epoch_s_mean": "epoch_s"})
+    out.insert(0, "source", "ours: " + summ.run_name.astype(str))
+    return out.assign(
+        **{f"{k}_test_accuracy_pct": summ[f"{k}_test_accuracy"] * 100 for k in ("final", "max")},
+        total_s=per.total_s.to_numpy(),
+        process_rss_mib=per.process_rss_mib.to_numpy(),
+        differences=[_accuracy_gap_001(int(e), i) for e, i in zip(per.epochs, per.images, strict=True)],
     )
 
 
@@ -717,13 +703,3 @@ def beside(name: str, merged=None) -> pd.DataFrame:
     if join is None:
         return pd.concat([pub, mine], ignore_index=True)
     return join(pub, mine) if callable(join) else _stack(pub, mine, join)
-
-
-def published_beside_ours(scenario_a: pd.DataFrame) -> pd.DataFrame:
-    """:func:`beside` ``"throughputs"`` (kept for :mod:`cnnbench.analysis.overview`)."""
-    return beside("throughputs", {"scenario_a": scenario_a})
-
-
-def speedups_beside_000(scenario_a: pd.DataFrame) -> pd.DataFrame:
-    """:func:`beside` ``"speedups_000"`` (kept for :mod:`cnnbench.analysis.cli`)."""
-    return beside("speedups_000", {"scenario_a": scenario_a})
