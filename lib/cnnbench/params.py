@@ -118,7 +118,8 @@ class In:
             least = "positive" if self.gt and self.lo == 0 else f">= {self.lo}"
             least = "a positive integer" if isinstance(v, int) and least in ("positive", ">= 1") else least
             return f"must be {least}, got {v}"
-        return f"must be at most {self.hi:,} ({self.why}), got {_show(v)}" if v > self.hi else ""
+        why = f" ({self.why})" if self.why else ""
+        return f"must be at most {self.hi:,}{why}, got {_show(v)}" if v > self.hi else ""
 
 
 @dataclass(frozen=True)
@@ -143,6 +144,12 @@ class Filled:
 
     def problem(self, values: list) -> str:
         return "" if values else "must list at least one value"
+
+
+def _knob_type(knob: Any) -> Any:
+    """A knob's type as a key's is declared: with its allowed values, or an integer's bounds."""
+    meta = Names(knob.values) if knob.values else In(knob.low, knob.high) if knob.type is int else None
+    return Annotated[knob.type, meta] if meta else knob.type
 
 
 def _model_names() -> list[str]:
@@ -391,7 +398,7 @@ class _Keys:
 # All parameters of a run: the keys above and every run-wide knob (cnnbench.knobs), each a flat key of its own.
 Params = dataclasses.make_dataclass(
     "Params",
-    [(k.name, Annotated[k.type, k], field(default=k.default)) for k in KNOBS.values() if k.run_wide],
+    [(k.name, _knob_type(k), field(default=k.default)) for k in KNOBS.values() if k.run_wide],
     bases=(_Keys,),
     frozen=True,
 )
@@ -474,37 +481,39 @@ def _fail(src: str, why: str) -> None:
         raise ParamsError(f"{src}: {why}")
 
 
-def _machine_bounds(p: Params) -> list[tuple[str, Any, int, str]]:
-    """(key, value, bound, why) of each value sized by this machine: a buffer within MEMORY_SHARE of its
-    memory, the processes it starts within THREADS_PER_CPU x its logical CPUs."""
+def _leaves(key: str, value: Any) -> list[tuple[str, Any]]:
+    """(path, number) of each number in ``value``: ``sweep.resnet50`` once for each of its batch sizes."""
+    if isinstance(value, dict):
+        return [leaf for k, v in value.items() for leaf in _leaves(f"{key}.{k}", v)]
+    return [(key, v) for v in value] if isinstance(value, list) else [(key, value)]
+
+
+def _machine_bounds(p: Params) -> typing.Iterator[str]:
+    """Each value sized by this machine past its bound: a buffer past MEMORY_SHARE of its memory, the processes
+    it starts past THREADS_PER_CPU x its logical CPUs."""
     import psutil
 
     total, cpus = psutil.virtual_memory().total, os.cpu_count() or 1
     room, share = MEMORY_SHARE * total, f"{MEMORY_SHARE:.0%} of this machine's {total / 2**30:.1f} GiB"
-    side = {"": p.image_size, "transfer": max(p.image_size, p.transfer_image_size), "scratch": 28}
-    batches = [
-        *((k, getattr(p, k), "") for k in ("batch_size", "tune_max_batch_size", "tune_guard_batch_size")),
-        ("scaling_batch_size", p.scaling_batch_size, ""),
-        *((f"batch_size_per_model.{m}", bs, "") for m, bs in p.batch_size_per_model.items()),
-        *((f"sweep.{m}", bs, "") for m, sizes in p.sweep.items() for bs in sizes),
-        *(("transfer_batch_sizes", bs, "transfer") for bs in p.transfer_batch_sizes),
-        ("phase_batch_size", p.phase_batch_size, "transfer"),
-        ("profile_batch_size", p.profile_batch_size, "transfer"),
-        ("scratch_batch_size", p.scratch_batch_size, "scratch"),
-    ]
+
+    def batch(side: int) -> tuple[int, str]:
+        return int(room / 12 / side**2), f"a batch of {side} px fp32 images takes {share}"
+
+    image, transfer = batch(p.image_size), batch(max(p.image_size, p.transfer_image_size))
     cores = (THREADS_PER_CPU * cpus, f"{THREADS_PER_CPU} x the {cpus} logical CPUs here")
-    return [
-        ("matmul_size", p.matmul_size, int((room / 12) ** 0.5), f"three such fp32 matrices take {share}"),
-        ("stream_mb", p.stream_mb, int(room / 2**21), f"twice that, the sweep's buffer, takes {share}"),
-        ("synthetic_images", p.synthetic_images, int(room / 3 / p.image_size**2), f"they take {share}"),
-        *(
-            (key, bs, int(room / 12 / side[k] ** 2), f"a batch of {side[k]} px fp32 images takes {share}")
-            for key, bs, k in batches
-        ),
-        ("threads", p.threads, *cores),
-        ("workers", p.workers, *cores),
-        *(("scaling_world_sizes", w, *cores) for w in p.scaling_world_sizes),
-    ]
+    bounds = {
+        "matmul_size": (int((room / 12) ** 0.5), f"three such fp32 matrices take {share}"),
+        "stream_mb": (int(room / 2**21), f"twice that, the sweep's buffer, takes {share}"),
+        "synthetic_images": (int(room / 3 / p.image_size**2), f"they take {share}"),
+        **dict.fromkeys(["batch_size", "tune_max_batch_size", "tune_guard_batch_size"], image),
+        **dict.fromkeys(["scaling_batch_size", "batch_size_per_model", "sweep"], image),
+        **dict.fromkeys(["transfer_batch_sizes", "phase_batch_size", "profile_batch_size"], transfer),
+        "scratch_batch_size": batch(28),
+        **dict.fromkeys(["threads", "workers", "scaling_world_sizes"], cores),
+    }
+    for key, (bound, why) in bounds.items():
+        for where, value in _leaves(key, getattr(p, key)):
+            yield value > bound and f"key '{where}' must be at most {bound:,} ({why}), got {_show(value)}"
 
 
 def validate(
@@ -554,57 +563,67 @@ def _validated(raw: dict[str, Any], src: str, check_device: bool) -> Params:
         if _HINTS[k] in (float, list[float])
     }
     p = Params(**{**raw, **as_float})
-    _fail(
-        src, p.run_name and safe_name_error(p.run_name) and f"key 'run_name': {safe_name_error(p.run_name)}"
-    )
-    for key, value, bound, why in _machine_bounds(p) if check_device else []:
-        _fail(src, value > bound and f"key '{key}' must be at most {bound:,} ({why}), got {_show(value)}")
-    for key, spec in [("device", p.device), *(("transfer_devices", d) for d in p.transfer_devices)]:
-        if devices.ONE_DEVICE.fullmatch(spec.strip().lower()):
-            _fail(src, f"key '{key}' is {_show(spec)}: the {spec[:3].upper()} has no index; use {spec[:3]}")
-    cross = [
-        (
-            not p.sweep and "03_batch_sweep" in p.notebooks,
-            "key 'sweep' must map at least one model to batch "
-            "sizes (or leave 03_batch_sweep out of 'notebooks')",
-        ),
-        (
-            p.max_processes < p.processes,
-            f"key 'max_processes' ({p.max_processes}) must be at least 'processes' ({p.processes})",
-        ),
-        (
-            p.tune_min_batch_size > p.tune_max_batch_size,
-            f"key 'tune_min_batch_size' ({p.tune_min_batch_size}) "
-            f"exceeds tune_max_batch_size ({p.tune_max_batch_size})",
-        ),
-        (
-            0 < p.scratch_train_images < p.scratch_batch_size and "mnist_cnn" in p.scratch_models,
-            f"key 'scratch_train_images' ({p.scratch_train_images}) is below scratch_batch_size "
-            f"({p.scratch_batch_size}): no full CNN batch",
-        ),
-        (
-            p.transfer_dataset != "synthetic" and not p.transfer_data_path,
-            f"key 'transfer_data_path' is required for transfer_dataset '{p.transfer_dataset}'",
-        ),
-    ]
-    _fail(src, next((why for bad, why in cross if bad), ""))
-    _fail(src, _tuning_cell_problem(p))
-    p = dataclasses.replace(p, variants=_check_variants(src, p.variants))
-    # an absent scratch_data_path is refused by the pipeline and 05 (scratch_data_problem), not here
-    _fail(src, "05_backends" in p.notebooks and scratch_data_problem(p, absent_ok=True))
-    _check_epochs(src, p)
-    if p.dataset != "synthetic":
-        _check_data(src, p)
-    _check_image_size(src, p)
-    _check_transfer_devices(src, p)
+    _fail(src, next(filter(None, _problems(p, check_device)), ""))
+    p = dataclasses.replace(p, variants=_replicas(p.variants))
     if check_device:
         for key, expect in (("device", ""), ("expect_device", p.expect_device)):
             try:
                 device = devices.resolve(p.device, expect=expect)
             except devices.DeviceError as err:
                 raise ParamsError(f"{src}: key '{key}': {err}") from None
-        _check_on_device(src, p, devices.backend(device).hardware())
+        _fail(src, next(filter(None, _device_problems(p, devices.backend(device).hardware())), ""))
     return p
+
+
+def _problems(p: Params, check_device: bool) -> typing.Iterator[str]:
+    """What is wrong with ``p`` across its keys (each key is right alone), first things first ("": nothing); only
+    the first problem is asked for, so a check after a ``yield`` may take the ones before it as passed."""
+    from cnnbench import devices
+    from cnnbench.models import spec
+
+    if p.run_name and (why := safe_name_error(p.run_name)):
+        yield f"key 'run_name': {why}"
+    yield from _machine_bounds(p) if check_device else ()
+    for key, name in [("device", p.device), *(("transfer_devices", d) for d in p.transfer_devices)]:
+        if devices.ONE_DEVICE.fullmatch(name.strip().lower()):
+            yield f"key '{key}' is {_show(name)}: the {name[:3].upper()} has no index; use {name[:3]}"
+    if not p.sweep and "03_batch_sweep" in p.notebooks:
+        yield "key 'sweep' must map at least one model to batch sizes (or leave 03_batch_sweep out of 'notebooks')"
+    if p.max_processes < p.processes:
+        yield f"key 'max_processes' ({p.max_processes}) must be at least 'processes' ({p.processes})"
+    if p.tune_min_batch_size > p.tune_max_batch_size:
+        yield (
+            f"key 'tune_min_batch_size' ({p.tune_min_batch_size}) exceeds tune_max_batch_size "
+            f"({p.tune_max_batch_size})"
+        )
+    if 0 < p.scratch_train_images < p.scratch_batch_size and "mnist_cnn" in p.scratch_models:
+        yield (
+            f"key 'scratch_train_images' ({p.scratch_train_images}) is below scratch_batch_size "
+            f"({p.scratch_batch_size}): no full CNN batch"
+        )
+    if p.transfer_dataset != "synthetic" and not p.transfer_data_path:
+        yield f"key 'transfer_data_path' is required for transfer_dataset '{p.transfer_dataset}'"
+    if "07_tuning" in p.notebooks and (need := tuning_cell_s(p)) > p.cell_timeout_s:
+        searches = len(p.tune_models) * len(p.tune_phases)
+        yield (
+            f"key 'cell_timeout_s' {p.cell_timeout_s} is less than 07's cell takes at least: {searches} searches "
+            f"(tune_models x tune_phases) x {need / searches:.0f} s (tune_budget_s, then the confirmation "
+            f"windows) = {need:.0f} s; raise cell_timeout_s or search less"
+        )
+    for i, variant in enumerate(p.variants):
+        for k, value in variant.items():
+            if k not in KNOBS:
+                yield f"key 'variants[{i}]' has unknown key {_show(k)}; {_suggest(k, list(KNOBS), 'knobs')}"
+            yield _problem(f"variants[{i}].{k}", KNOBS[k].parse(value), _knob_type(KNOBS[k]))
+    # an absent scratch_data_path is refused by the pipeline and 05 (scratch_data_problem), not here
+    yield "05_backends" in p.notebooks and scratch_data_problem(p, absent_ok=True)
+    yield from _epoch_problems(p)
+    yield from _data_problems(p) if p.dataset != "synthetic" else ()
+    for model in p.models:  # a model with data of its own runs at its own resolution (the MNIST CNN at 28x28)
+        if not spec(model).own_data and (why := _too_small(model, p.image_size)):
+            what = "does not fit" if "divisible" in why else "is too small for"
+            yield f"key 'image_size' {p.image_size} {what} model '{model}' ({why})"
+    yield from _transfer_problems(p)
 
 
 def _unknown_key(key: str) -> str:
@@ -613,19 +632,12 @@ def _unknown_key(key: str) -> str:
     return f"unknown key {_show(key)}; {_suggest(key, list(FIELDS), 'keys')}"
 
 
-def _check_variants(src: str, variants: list[dict]) -> list[dict]:
-    """Every variant a mapping of knobs to values; one repeating an earlier one gets a ``replica`` number."""
+def _replicas(variants: list[dict]) -> list[dict]:
+    """``variants``, each repeating an earlier one numbered by a ``replica`` (an A/A measurement)."""
     from cnnbench import knobs
 
     out, seen = [], {}
-    for i, variant in enumerate(variants):
-        for k, value in variant.items():
-            if k not in KNOBS:
-                _fail(
-                    src,
-                    f"key 'variants[{i}]' has unknown key {_show(k)}; {_suggest(k, list(KNOBS), 'knobs')}",
-                )
-            _fail(src, (why := KNOBS[k].problem(value)) and f"key 'variants[{i}].{k}' {why}")
+    for variant in variants:
         setting = knobs.Setting(variant)
         if setting in seen and "replica" not in variant:
             variant = {**variant, "replica": max(seen[setting]) + 1}
@@ -645,29 +657,27 @@ def variant_notes(p: Params) -> list[str]:
     ]
 
 
-def _check_on_device(src: str, p: Params, hw) -> None:
+def _device_problems(p: Params, hw) -> typing.Iterator[str]:
     """Every knob value of the run and its variants runs on this device as labelled and changes something."""
     from cnnbench import knobs
 
     for k, knob in KNOBS.items():
         if knob.run_wide and (why := knobs.lacks(k, getattr(p, k), hw)):
-            raise ParamsError(f"{src}: key '{k}' {getattr(p, k)!r}: {why}")
+            yield f"key '{k}' {getattr(p, k)!r}: {why}"
     for i, variant in enumerate(p.variants):
         within = dataclasses.replace(p, **{k: v for k, v in variant.items() if KNOBS[k].run_wide})
         for k, value in variant.items():
-            if why := knobs.lacks(k, value, hw) or (
-                value != getattr(p, k, value) and knobs.inert(k, hw, within)
-            ):
-                raise ParamsError(f"{src}: key 'variants[{i}].{k}' {value!r}: {why}")
+            why = knobs.lacks(k, value, hw) or (value != getattr(p, k, value) and knobs.inert(k, hw, within))
+            yield why and f"key 'variants[{i}].{k}' {value!r}: {why}"
 
 
-def _check_transfer_devices(src: str, p: Params) -> None:
+def _transfer_problems(p: Params) -> typing.Iterator[str]:
     """06's devices and its image folder (oxford_pet may be downloaded when the run starts; a folder must exist)."""
     from cnnbench import devices
 
     for spec in p.transfer_devices:
         if not devices.SPEC.fullmatch(spec):
-            _fail(src, f"key 'transfer_devices' has unknown device {_show(spec)}; use {devices.SPEC_NAMES}")
+            yield f"key 'transfer_devices' has unknown device {_show(spec)}; use {devices.SPEC_NAMES}"
     if p.transfer_dataset == "imagefolder":
         from cnnbench.data import _class_dirs
 
@@ -679,18 +689,7 @@ def _check_transfer_devices(src: str, p: Params) -> None:
             problem = "does not exist" if n < 0 else problem
         except OSError as err:
             problem = f"cannot be read ({err.strerror or type(err).__name__})"
-        _fail(src, problem and f"key 'transfer_data_path': folder {_show(p.transfer_data_path)} {problem}")
-
-
-def _tuning_cell_problem(p: Params) -> str:
-    if "07_tuning" not in p.notebooks or (need := tuning_cell_s(p)) <= p.cell_timeout_s:
-        return ""
-    searches = len(p.tune_models) * len(p.tune_phases)
-    return (
-        f"key 'cell_timeout_s' {p.cell_timeout_s} is less than 07's cell takes at least: {searches} searches "
-        f"(tune_models x tune_phases) x {need / searches:.0f} s (tune_budget_s, then the confirmation windows) "
-        f"= {need:.0f} s; raise cell_timeout_s or search less"
-    )
+        yield problem and f"key 'transfer_data_path': folder {_show(p.transfer_data_path)} {problem}"
 
 
 def tuning_cell_s(p: Params) -> float:
@@ -702,49 +701,34 @@ def tuning_cell_s(p: Params) -> float:
 @functools.lru_cache(maxsize=256)
 def _too_small(model: str, image_size: int, batch: int = 2, train: bool = True) -> str:
     """Why ``model`` cannot run at ``image_size`` ("" if it can), from a forward pass of ``batch`` images on the
-    meta device (``train``: with auxiliary heads and BatchNorm's batch statistics), kept in the workbook's cache
-    (:func:`cnnbench.paths.cached`) for the next process."""
+    meta device (``train``: with auxiliary heads and BatchNorm's batch statistics), kept in the workbook's cache."""
     import torch
     import torchvision
 
     from cnnbench import models, paths
 
+    def problem() -> str:
+        try:
+            net = models.build_meta(model, num_classes=10, image_size=image_size).train(train)
+        except (
+            AssertionError,
+            ValueError,
+        ) as err:  # a constructor that checks the size itself (ViT's patches)
+            return (str(err).strip().splitlines() or [type(err).__name__])[0][:120]
+        except Exception as err:  # noqa: BLE001 - a model that cannot even be built says so, not "too small"
+            raise ParamsError(
+                f"model '{model}' could not be built to check its image size ({type(err).__name__}: "
+                f"{str(err).strip().splitlines()[0][:120] if str(err).strip() else ''})"
+            ) from None
+        try:
+            with torch.no_grad():
+                net(torch.empty(batch, models.spec(model).in_channels, image_size, image_size, device="meta"))
+        except (RuntimeError, AssertionError, ValueError) as err:
+            return (str(err).strip().splitlines() or [type(err).__name__])[0][:120]
+        return ""
+
     key = [model, image_size, batch, train, torch.__version__, torchvision.__version__]
-    problem = functools.partial(_meta_forward_problem, model, image_size, batch, train)
     return paths.cached("size-check", key, problem, (models, sys.modules[__name__]))
-
-
-def _meta_forward_problem(model: str, image_size: int, batch: int, train: bool) -> str:
-    import torch
-
-    from cnnbench import models
-
-    try:
-        net = models.build_meta(model, num_classes=10, image_size=image_size).train(train)
-    except (AssertionError, ValueError) as err:  # a constructor that checks the size itself (ViT's patches)
-        return (str(err).strip().splitlines() or [type(err).__name__])[0][:120]
-    except Exception as err:  # noqa: BLE001 - a model that cannot even be built says so, not "too small"
-        raise ParamsError(
-            f"model '{model}' could not be built to check its image size ({type(err).__name__}: "
-            f"{str(err).strip().splitlines()[0][:120] if str(err).strip() else ''})"
-        ) from None
-    try:
-        with torch.no_grad():
-            net(torch.empty(batch, models.spec(model).in_channels, image_size, image_size, device="meta"))
-    except (RuntimeError, AssertionError, ValueError) as err:
-        return (str(err).strip().splitlines() or [type(err).__name__])[0][:120]
-    return ""
-
-
-def _check_image_size(src: str, p: Params) -> None:
-    from cnnbench.models import spec
-
-    for model in p.models:
-        if spec(model).own_data:
-            continue  # it runs at its own resolution (the MNIST CNN at 28x28)
-        if why := _too_small(model, p.image_size):
-            what = "does not fit" if "divisible" in why else "is too small for"
-            _fail(src, f"key 'image_size' {p.image_size} {what} model '{model}' ({why})")
 
 
 def _model_dataset(p: Params, model: str) -> str:
@@ -776,40 +760,36 @@ def _batch_uses(p: Params) -> list[tuple[str, str, int, set[str]]]:
     return uses
 
 
-def _check_epochs(src: str, p: Params) -> None:
+def _epoch_problems(p: Params) -> typing.Iterator[str]:
     """An epoch of fewer images than one batch would hold no batch (recorded ``ok`` with 0 images)."""
     for model in p.models if p.epoch_mode else []:
         bs = p.batch_size_for(model)
         key = f"epoch_images_per_model.{model}" if model in p.epoch_images_per_model else "epoch_images"
         cap = p.epoch_images_per_model.get(model, p.epoch_images)
         one = f"below one batch of model '{model}' ({bs} images): its"
-        _fail(src, 0 < cap < bs and f"key '{key}' ({cap}) is {one} epochs would hold no batch")
+        yield 0 < cap < bs and f"key '{key}' ({cap}) is {one} epochs would hold no batch"
         if _model_dataset(p, model) == "synthetic" and p.synthetic_images < bs:
-            _fail(
-                src,
-                f"key 'synthetic_images' ({p.synthetic_images}) is {one} synthetic epochs would hold no batch",
-            )
+            yield f"key 'synthetic_images' ({p.synthetic_images}) is {one} synthetic epochs would hold no batch"
 
 
-def _check_data(src: str, p: Params) -> None:
+def _data_problems(p: Params) -> typing.Iterator[str]:
     """The real dataset: its folder, layout, classes and sizes, as far as they are known before loading it."""
     from cnnbench import data
     from cnnbench.models import spec
 
-    _fail(src, not p.data_path and f"key 'data_path' is required for dataset '{p.dataset}'")
+    yield not p.data_path and f"key 'data_path' is required for dataset '{p.dataset}'"
     root, folder = Path(p.data_path).expanduser(), _show(p.data_path)
     try:
         if not root.exists() and not p.download:
-            _fail(src, f"key 'data_path': folder {folder} does not exist (set download: true to fetch it)")
+            yield f"key 'data_path': folder {folder} does not exist (set download: true to fetch it)"
         problem = data.layout_problem(p.dataset, root) if root.exists() else "absent"
         if problem and p.download and p.dataset not in DOWNLOADABLE:
             what = "does not exist" if problem == "absent" else problem
-            _fail(
-                src,
+            yield (
                 f"key 'download': {p.dataset} cannot be downloaded (only {', '.join(DOWNLOADABLE)} can), and "
-                f"key 'data_path' {folder}: {what}",
+                f"key 'data_path' {folder}: {what}"
             )
-        _fail(src, problem and not p.download and f"key 'data_path': {problem}")
+        yield problem and not p.download and f"key 'data_path': {problem}"
         users = [u for u in _batch_uses(p) if _model_dataset(p, u[0]) == p.dataset]
         if problem:  # to be downloaded: a public dataset's own count of classes
             classes = data.SHAPES[p.dataset].classes if p.dataset in data.SHAPES else None
@@ -818,16 +798,8 @@ def _check_data(src: str, p: Params) -> None:
         # a model with data of its own keeps its classes
         head = [m for m, *_ in users if not spec(m).own_data]
         own = all(p.num_classes == spec(m).reference_classes for m in head)  # their own head, as seed 003 ran
-        if (
-            classes is not None
-            and classes != p.num_classes
-            and head
-            and not (own and classes < p.num_classes)
-        ):
-            _fail(
-                src,
-                f"key 'num_classes' {p.num_classes} does not match the {classes} classes of {p.dataset} at {folder}",
-            )
+        if classes not in (None, p.num_classes) and head and not (own and classes < p.num_classes):
+            yield f"key 'num_classes' {p.num_classes} does not match the {classes} classes of {p.dataset} at {folder}"
         most = max((bs for _, _, bs, _ in users), default=0)
         sizes: dict[str, int | None] = {}
         for model, key, bs, splits in users if not problem else []:  # to be downloaded: sizes not known yet
@@ -835,14 +807,12 @@ def _check_data(src: str, p: Params) -> None:
                 if split not in sizes:
                     sizes[split] = data.split_size(p.dataset, root, split, at_most=most)
                 if (n := sizes[split]) is not None and n < bs:
-                    _fail(
-                        src,
+                    yield (
                         f"key '{key}' {bs} is more than the {n} images of the {split} split of {p.dataset} at "
-                        f"{folder}: model '{model}' would get no batch (lower the batch size or add images)",
+                        f"{folder}: model '{model}' would get no batch (lower the batch size or add images)"
                     )
     except OSError as err:  # a name too long, a folder that cannot be listed
-        why = err.strerror or type(err).__name__
-        raise ParamsError(f"{src}: key 'data_path': {folder} cannot be read ({why})") from None
+        yield f"key 'data_path': {folder} cannot be read ({err.strerror or type(err).__name__})"
 
 
 def run_data_problem(p: Params) -> str:
