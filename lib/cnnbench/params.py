@@ -5,6 +5,7 @@ naming the key."""
 from __future__ import annotations
 
 import argparse
+import copy
 import dataclasses
 import difflib
 import functools
@@ -24,20 +25,14 @@ from cnnbench.knobs import KNOBS, MAX_THREADS
 
 DATASETS = ("synthetic", "tiny_imagenet", "imagenette", "mnist", "cifar10", "imagefolder")
 PHASES = ("train", "eval")
-DOWNLOADABLE = (
-    "tiny_imagenet",
-    "imagenette",
-    "mnist",
-    "cifar10",
-)  # public datasets that download: true fetches
+DOWNLOADABLE = ("tiny_imagenet", "imagenette", "mnist", "cifar10")  # public datasets download: true fetches
 # The pipeline's notebooks in order; the analysis stays last and merges every experiment family before it.
-NOTEBOOKS = tuple(
-    (
-        "00_setup 01_complexity 02_scenario_a 03_batch_sweep 04_roofline 05_backends 06_transfer 07_tuning "
-        "08_analysis"
-    ).split()
+NOTEBOOKS = (
+    *"00_setup 01_complexity 02_scenario_a 03_batch_sweep 04_roofline 05_backends 06_transfer".split(),
+    *"07_tuning 08_analysis".split(),
 )
 OPTIMIZERS = ("sgd", "adam", "adamw")
+PRECISIONS, COMPILE_MODES = KNOBS["precision"].values, KNOBS["compile"].values
 # 05's from-scratch backends -> the device type each runs on (declared here: validation imports no experiment)
 SCRATCH_BACKENDS = {
     "numpy": "cpu",
@@ -152,6 +147,11 @@ def _knob_type(knob: Any) -> Any:
     return Annotated[knob.type, meta] if meta else knob.type
 
 
+def _given(value: Any) -> Any:
+    """A field whose default is a fresh copy of ``value`` (a list or a mapping)."""
+    return field(default_factory=functools.partial(copy.deepcopy, value))
+
+
 def _model_names() -> list[str]:
     """The models a key may name, the usual ones first."""
     from cnnbench.models import model_names
@@ -205,11 +205,9 @@ class _Keys:
     data_path: str = ""  # root folder of a real dataset (required unless dataset is synthetic)
     download: bool = False  # download the dataset into data_path if it is missing (public datasets only)
     # per-model batch size overriding batch_size (seed 000 ran SqueezeNet at 64, seed 001 MNIST at 512)
-    batch_size_per_model: dict[Model, PositiveInt] = field(
-        default_factory=lambda: {"squeezenet1_1": 64, "mnist_cnn": 512}
-    )
+    batch_size_per_model: dict[Model, PositiveInt] = _given({"squeezenet1_1": 64, "mnist_cnn": 512})
     # --- measurement protocol
-    phases: Phases = field(default_factory=lambda: ["train", "eval"])  # which steps to time
+    phases: Phases = _given(["train", "eval"])  # which steps to time
     warmup_steps: Steps = 10  # steps run before the clock starts (seed 003 used 10)
     measured_steps: Steps = 0  # steps in one measured window; 0 = as many as fill window_s
     window_s: Seconds = 3.0  # target length of a measured window when measured_steps is 0 (seconds)
@@ -227,8 +225,8 @@ class _Keys:
     adapt_budget_s: Annotated[float, In(0, 86400, "a day")] = 120.0
     # each a setting of any knobs (cnnbench.knobs: precision, memory_format, compile, threads, ...) over the run's
     # defaults; every configuration is measured in each
-    variants: Annotated[list[dict], Filled()] = field(
-        default_factory=lambda: [{"precision": "fp32", "memory_format": "nchw", "compile": False}]
+    variants: Annotated[list[dict], Filled()] = _given(
+        [{"precision": "fp32", "memory_format": "nchw", "compile": False}]
     )
     lr: PositiveFloat = 0.01  # SGD learning rate
     momentum: NonNegativeFloat = 0.9  # SGD momentum
@@ -241,8 +239,8 @@ class _Keys:
     isolate: bool = True
     # --- batch-size sweep (03)
     # model -> batch sizes
-    sweep: dict[Model, Annotated[list[PositiveInt], Filled()]] = field(
-        default_factory=lambda: {"squeezenet1_1": [32, 64, 128, 256, 512], "resnet50": [32, 64, 128]}
+    sweep: dict[Model, Annotated[list[PositiveInt], Filled()]] = _given(
+        {"squeezenet1_1": [32, 64, 128, 256, 512], "resnet50": [32, 64, 128]}
     )
     # --- roofline (04)
     peak_repeats: Counts = 5  # repetitions of each peak micro-benchmark (the best one is kept)
@@ -253,13 +251,9 @@ class _Keys:
     layer_top_k: PositiveInt = 10  # layers shown on the per-layer roofline, by time
     # --- from-scratch backends (05, seeds 001 and 004): keys of cnnbench.scratch go here
     # backends 05 runs: numpy numba_cpu numba_cuda cupy torch_cpu torch_cuda torch_mps (absent -> unavailable)
-    scratch_backends: list[Annotated[str, Names(tuple(SCRATCH_BACKENDS))]] = field(
-        default_factory=lambda: list(SCRATCH_BACKENDS)
-    )
+    scratch_backends: list[Annotated[str, Names(tuple(SCRATCH_BACKENDS))]] = _given(list(SCRATCH_BACKENDS))
     # networks 05 trains: mnist_cnn (seed 001's CNN) | mlp (seed 004's 784-10-10)
-    scratch_models: list[Annotated[str, Names(SCRATCH_MODELS)]] = field(
-        default_factory=lambda: list(SCRATCH_MODELS)
-    )
+    scratch_models: list[Annotated[str, Names(SCRATCH_MODELS)]] = _given(list(SCRATCH_MODELS))
     # synthetic (learnable MNIST-shaped patterns + noise) | mnist (real MNIST)
     scratch_dataset: Annotated[str, Names(("synthetic", "mnist"))] = "synthetic"
     # MNIST folder for scratch_dataset mnist (download: true fetches it)
@@ -294,9 +288,9 @@ class _Keys:
     # learning rates of the grid
     transfer_lrs: Annotated[
         list[Annotated[float, In(0, gt=True, said="must hold positive learning rates")]], Filled()
-    ] = field(default_factory=lambda: [0.003, 0.03])
+    ] = _given([0.003, 0.03])
     # batch sizes of the grid
-    transfer_batch_sizes: Annotated[list[PositiveInt], Filled()] = field(default_factory=lambda: [64, 128])
+    transfer_batch_sizes: Annotated[list[PositiveInt], Filled()] = _given([64, 128])
     transfer_epochs: Epochs = 20  # epochs per grid point (seed 002: 20)
     # validation accuracy whose time to reach is reported (0..1)
     transfer_target_accuracy: Annotated[float, In(0, 1, gt=True, said="must be in (0, 1]")] = 0.9
@@ -304,7 +298,7 @@ class _Keys:
     transfer_val_images: NonNegativeInt = 0  # validation images used; 0 = all (synthetic: 128)
     transfer_freeze_backbone: bool = False  # train only the new head (false: fine-tune every layer)
     # devices fine-tuned on, side by side: those of the list present here (cpu | cuda | cuda:N | mps)
-    transfer_devices: list[str] = field(default_factory=lambda: ["cuda", "mps", "cpu"])
+    transfer_devices: list[str] = _given(["cuda", "mps", "cpu"])
     # least steps per model in the per-phase breakdown pass (as many again unsplit, to check the sum)
     phase_steps: AtLeastOneStep = 5
     # least seconds of measured steps per model in that pass (small models run many steps)
@@ -316,7 +310,7 @@ class _Keys:
     # batch size of the phase breakdown; 0 = the model's batch size in Scenario A
     phase_batch_size: NonNegativeInt = 0
     # models traced by torch.profiler in seed 002's fine-tuning step (optimizer, first of transfer_lrs, transfer_image_size, 2-class head)
-    profile_models: list[Model] = field(default_factory=lambda: ["densenet121"])
+    profile_models: list[Model] = _given(["densenet121"])
     # batch size of the profiled fine-tuning steps; 0 = the first of transfer_batch_sizes
     profile_batch_size: NonNegativeInt = 0
     profile_steps: AtLeastOneStep = 3  # training steps recorded in each profiler trace (after 1 warm-up step)
@@ -325,7 +319,7 @@ class _Keys:
     # processes (devices) per run
     scaling_world_sizes: Annotated[
         list[Annotated[int, In(1, MAX_THREADS, "no machine has more CPUs")]], Filled()
-    ] = field(default_factory=lambda: [1, 2])
+    ] = _given([1, 2])
     # per-device batch size of the scaling run (fixed as devices are added)
     scaling_batch_size: PositiveInt = 32
     scaling_steps: AtLeastOneStep = 10  # measured steps per window of the scaling run (warmup_steps first)
@@ -335,28 +329,23 @@ class _Keys:
 
     # --- configuration search and energy (07): keys of cnnbench.tuning go here
     # models whose fastest configuration is searched
-    tune_models: list[Model] = field(default_factory=lambda: ["resnet50"])
-    tune_phases: Phases = field(default_factory=lambda: ["train"])  # steps searched: train | eval
+    tune_models: list[Model] = _given(["resnet50"])
+    tune_phases: Phases = _given(["train"])  # steps searched: train | eval
     # racing time per model and phase, seconds (guard and confirmation come on top)
     tune_budget_s: Budget = 60.0
     # successive halving keeps the best 1/tune_eta of the configurations at each rung
     tune_eta: Annotated[int, In(2, said="must be at least 2")] = 2
     # precisions searched where the device supports them natively (the rest are skipped with the reason)
-    tune_precisions: list[Annotated[str, Names(KNOBS["precision"].values)]] = field(
-        default_factory=lambda: ["fp32", "tf32", "bf16", "fp16"]
-    )
+    tune_precisions: list[Annotated[str, Names(PRECISIONS)]] = _given(list(PRECISIONS))
     # torch.compile modes searched where supported (reduce-overhead = CUDA graphs, CUDA only)
-    tune_compile_modes: list[Annotated[str, Names(KNOBS["compile"].values)]] = field(
-        default_factory=lambda: ["off", "default", "max-autotune", "reduce-overhead"]
-    )
+    tune_compile_modes: list[Annotated[str, Names(COMPILE_MODES)]] = _given(list(COMPILE_MODES))
     # smallest batch size searched (powers of two up to tune_max_batch_size)
     tune_min_batch_size: PositiveInt = 32
     # largest batch size tried; out of memory backs off from it as timm does
     tune_max_batch_size: PositiveInt = 512
     # best configurations of the race re-measured with the full protocol, beside the default
     tune_confirm_top: Counts = 2
-    # length of each confirmation window (repeats windows), seconds
-    tune_confirm_window_s: Seconds = 3.0
+    tune_confirm_window_s: Seconds = 3.0  # length of each confirmation window (repeats windows), seconds
     # warm-up steps before the confirmation windows (the first one compiles)
     tune_confirm_warmup_steps: AtLeastOneStep = 2
     # seconds the correctness guard may spend (its builds and compiles too), before and apart from the race's
@@ -369,17 +358,15 @@ class _Keys:
 
     # --- analysis (08)
     # runs 08 merges: [] = this run; ["*"] = every user run
-    analysis_runs: list[str] = field(default_factory=list)
+    analysis_runs: list[str] = _given([])
     interactive: bool = True  # show ipywidgets controls in JupyterLab (papermill always renders statically)
     # images per train/val epoch in epoch mode (seed 000's "epoch": 6,400); 0 = all
     epoch_images: NonNegativeInt = 0
     # per-model epoch_images overriding it (seed 000 ran 3,200 for SqueezeNet on its T4)
-    epoch_images_per_model: dict[Model, PositiveInt] = field(default_factory=dict)
+    epoch_images_per_model: dict[Model, PositiveInt] = _given({})
     # --- pipeline
     # which notebooks the pipeline runs
-    notebooks: Annotated[list[Annotated[str, Names(NOTEBOOKS)]], Filled()] = field(
-        default_factory=lambda: list(NOTEBOOKS)
-    )
+    notebooks: Annotated[list[Annotated[str, Names(NOTEBOOKS)]], Filled()] = _given(list(NOTEBOOKS))
     cell_timeout_s: Annotated[int, In(1, 86400, "a day")] = 3600  # papermill's per-cell execution timeout
     # --- explorer (the "measure" button of 08's interactive controls)
     explore_warmup_s: Seconds = 1.0  # warm-up of a quick measurement (seconds, at least two steps)
