@@ -136,11 +136,6 @@ def _no_loader(hw, p) -> str:
     return "" if p.data_mode == "loader" else "data_mode is device: no DataLoader in the step"
 
 
-def _no_pinning(hw, p) -> str:
-    why = _unless("pins", "pinned memory speeds host-to-CUDA copies; {kind} has none")(hw, p)
-    return why or _no_loader(hw, p)
-
-
 KNOBS: dict[str, Knob] = {
     k.name: k
     for k in (
@@ -267,7 +262,10 @@ KNOBS: dict[str, Knob] = {
             ),
             stage="host",
             search=lambda d, hw, p: [d, not d],
-            inert=_no_pinning,
+            inert=lambda hw, p: (
+                _unless("pins", "pinned memory speeds host-to-CUDA copies; {kind} has none")(hw, p)
+                or _no_loader(hw, p)
+            ),
         ),
         Knob(
             "replica",

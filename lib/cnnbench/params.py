@@ -32,6 +32,7 @@ NOTEBOOKS = (
     *"07_tuning 08_analysis".split(),
 )
 OPTIMIZERS = ("sgd", "adam", "adamw")
+DEFAULT_MODELS = ("resnet18", "mobilenet_v2", "resnet50", "squeezenet1_1", "densenet121", "mnist_cnn")
 PRECISIONS, COMPILE_MODES = KNOBS["precision"].values, KNOBS["compile"].values
 # 05's from-scratch backends -> the device type each runs on (declared here: validation imports no experiment)
 SCRATCH_BACKENDS = {
@@ -96,8 +97,7 @@ def _suggest(name: str, valid: typing.Sequence[str], what: str) -> str:
 # --- what a key's type declares beside it (``Annotated[int, In(1, 1000, "a thousand")]``), checked by _problem
 @dataclass(frozen=True)
 class In:
-    """A number's bounds: at least ``lo`` (``gt``: above it), at most ``hi`` (``why`` says why); ``said``: the
-    message of a value out of them, instead of the usual one."""
+    """A number's bounds: at least ``lo`` (``gt``: above), at most ``hi`` (``why``: why); ``said``: its message."""
 
     lo: float = -math.inf
     hi: float = math.inf
@@ -157,11 +157,7 @@ def _model_names() -> list[str]:
     from cnnbench.models import model_names
 
     valid = model_names()
-    return [*(m for m in _default_models() if m in valid), *(m for m in valid if m not in _default_models())]
-
-
-def _default_models() -> list[str]:
-    return ["resnet18", "mobilenet_v2", "resnet50", "squeezenet1_1", "densenet121", "mnist_cnn"]
+    return [*(m for m in DEFAULT_MODELS if m in valid), *(m for m in valid if m not in DEFAULT_MODELS)]
 
 
 Model = Annotated[str, Names(_model_names, "model")]
@@ -197,7 +193,7 @@ class _Keys:
     seed: Annotated[int, In(0, 2**32 - 1, "what torch and numpy accept")] = 0
     # --- models and data
     # models of the run (torchvision names or mnist_cnn)
-    models: Models = field(default_factory=_default_models)
+    models: Models = _given(list(DEFAULT_MODELS))
     image_size: PositiveInt = 64  # training resolution in pixels (square); Tiny-ImageNet is 64
     num_classes: PositiveInt = 200  # classes of the classifier head; Tiny-ImageNet has 200
     # synthetic | tiny_imagenet | imagenette | mnist | cifar10 | imagefolder
@@ -463,9 +459,9 @@ def _problem(key: str, value: Any, tp: Any, path: str = "") -> str:
     return next((f"key '{key}' {why}" for m in meta if (why := m.problem(value))), "")
 
 
-def _fail(src: str, why: str) -> None:
+def _fail(why: str) -> None:
     if why:
-        raise ParamsError(f"{src}: {why}")
+        raise ParamsError(why)
 
 
 def _leaves(key: str, value: Any) -> list[tuple[str, Any]]:
@@ -524,41 +520,39 @@ def validate(
         {"variants": [variant]} if variant else {}
     )
     try:
-        return _validated({**raw, **keys}, src, check_device)
-    except ParamsError as err:
-        rest = str(err).removeprefix(f"{src}: ")
-        rest = rest.replace("'variants[0].", "'") if variant else rest
+        return _validated({**raw, **keys}, check_device)
+    except ParamsError as err:  # a problem naming its key: said by the source that set the key
+        rest = str(err).replace("'variants[0].", "'") if variant else str(err)
         key = found.group(1) if (found := re.search(r"key '([A-Za-z_0-9]+)", rest)) else ""
         label = (override_names or {}).get(key) if key in overrides else None
         if label and rest.startswith(f"key '{key}'"):
             raise ParamsError(f"{label}{rest.removeprefix(f'key {key!r}')}") from None
-        if key in overrides or any(re.search(rf"(?<!\w){re.escape(k)}(?!\w)", rest) for k in overrides):
-            raise ParamsError(f"{label or overrides_src} {rest}") from None
-        raise
+        ours = key in overrides or any(re.search(rf"(?<!\w){re.escape(k)}(?!\w)", rest) for k in overrides)
+        raise ParamsError(f"{label or overrides_src} {rest}" if ours else f"{src}: {err}") from None
 
 
-def _validated(raw: dict[str, Any], src: str, check_device: bool) -> Params:
+def _validated(raw: dict[str, Any], check_device: bool) -> Params:
     from cnnbench import devices
 
     if not isinstance(raw, dict):
-        _fail(src, f"expected a mapping of key: value at the top level, got {type(raw).__name__}")
+        _fail(f"expected a mapping of key: value at the top level, got {type(raw).__name__}")
     for key, value in raw.items():
-        _fail(src, _unknown_key(key) if key not in FIELDS else _problem(key, value, _DECLARED[key]))
+        _fail(_unknown_key(key) if key not in FIELDS else _problem(key, value, _DECLARED[key]))
     as_float = {
         k: float(v) if _HINTS[k] is float else [float(x) for x in v]
         for k, v in raw.items()
         if _HINTS[k] in (float, list[float])
     }
     p = Params(**{**raw, **as_float})
-    _fail(src, next(filter(None, _problems(p, check_device)), ""))
+    _fail(next(filter(None, _problems(p, check_device)), ""))
     p = dataclasses.replace(p, variants=_replicas(p.variants))
     if check_device:
         for key, expect in (("device", ""), ("expect_device", p.expect_device)):
             try:
                 device = devices.resolve(p.device, expect=expect)
             except devices.DeviceError as err:
-                raise ParamsError(f"{src}: key '{key}': {err}") from None
-        _fail(src, next(filter(None, _device_problems(p, devices.backend(device).hardware())), ""))
+                raise ParamsError(f"key '{key}': {err}") from None
+        _fail(next(filter(None, _device_problems(p, devices.backend(device).hardware())), ""))
     return p
 
 
@@ -1003,9 +997,8 @@ def positive_int(text: str) -> int:
 
 
 def protocol(device: Any, hardware=None) -> dict:
-    """The protocol of the device kind a run of ``device`` measures on (:meth:`cnnbench.devices.Backend.protocol_for`):
-    of ``hardware`` where given (a device not at hand), else of the device ``device`` resolves to here, or, where it
-    is not here, of its kind's device not at hand; {} for a value that names no device (validation says why)."""
+    """The protocol (:meth:`cnnbench.devices.Backend.protocol_for`) of ``hardware``, else of the device ``device``
+    resolves to here, else of its kind's device not at hand; {} for a value that names no device."""
     from cnnbench import devices
 
     if hardware is not None:
