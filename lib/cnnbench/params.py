@@ -798,24 +798,19 @@ def _data_problems(p: Params) -> typing.Iterator[str]:
 
 def run_data_problem(p: Params) -> str:
     """Data a notebook of this run would find missing only once it starts (05's MNIST, 06's pets), or ""."""
-    if "05_backends" in p.notebooks and scratch_data_problem(p):
-        return scratch_data_problem(p)
-    if (
-        "06_transfer" in p.notebooks
-        and p.transfer_dataset == "oxford_pet"
-        and not p.download
-        and not Path(p.transfer_data_path).expanduser().exists()
-    ):
+    from cnnbench import data
+
+    pets = "06_transfer" in p.notebooks and p.transfer_dataset == "oxford_pet"
+    mnist = "05_backends" in p.notebooks and p.scratch_dataset == "mnist"
+    if "05_backends" in p.notebooks and (why := scratch_data_problem(p)):
+        return why
+    if pets and not p.download and not Path(p.transfer_data_path).expanduser().exists():
         return (
             f"key 'transfer_data_path': folder {_show(p.transfer_data_path)} does not exist (set download: true "
             "to fetch oxford_pet)"
         )
-    from cnnbench import data  # a download whose host does not answer: before, not inside, a notebook
-
-    pets = "06_transfer" in p.notebooks and p.transfer_dataset == "oxford_pet"
-    mnist = "05_backends" in p.notebooks and p.scratch_dataset == "mnist"
     pets = pets and not Path(p.transfer_data_path, "oxford-iiit-pet").is_dir()
-    fetched = [
+    fetched = [  # a download whose host does not answer: before, not inside, a notebook
         ("data_path", p.dataset, p.data_path, p.dataset in DOWNLOADABLE),
         ("scratch_data_path", "mnist", p.scratch_data_path, mnist),
         ("transfer_data_path", "oxford_pet", p.transfer_data_path, pets),
