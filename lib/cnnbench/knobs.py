@@ -40,36 +40,24 @@ class Knob:
     numerics: bool = False  # changes the arithmetic: 07's correctness guard checks it
     search: Callable[[Any, Any, Any], Iterable] | None = None  # (default, Hardware, params) -> 07's values
     search_key: str = ""  # the params key listing the values 07 searches (the others: "not in <key>")
-    # (Hardware, params) -> why no other value changes anything
-    inert: Callable[[Any, Any], str] | None = None
-    # a given or written value (old spellings too) -> this knob's value
-    parse: Callable[[Any], Any] | None = None
+    inert: Callable[[Any, Any], str] | None = (
+        None  # (Hardware, params) -> why no other value changes anything
+    )
+    parse: Callable[[Any], Any] = lambda v: (
+        v
+    )  # a given or written value (old spellings too) -> this knob's value
 
     def read(self, value: Any) -> Any:
         """``value`` as this knob holds it: blank is :attr:`before`; CSV text and old spellings converted."""
         if value is None or (isinstance(value, float) and math.isnan(value)) or value == "":
             return self.default if self.before is None else self.before
-        if self.parse is not None:
-            value = self.parse(value)
+        value = self.parse(value)
         if self.type is bool and isinstance(value, str):
             return value.strip().lower() in ("true", "1", "1.0")
         if self.type is int and not isinstance(value, bool):
             with contextlib.suppress(TypeError, ValueError):
                 return int(float(value))
         return value
-
-    def problem(self, value: Any) -> str:
-        """Why ``value`` (as given in a params file) is not a value of this knob, or ""."""
-        if self.parse is not None:
-            value = self.parse(value)
-        ok_type = isinstance(value, self.type) and (self.type is bool or not isinstance(value, bool))
-        if not ok_type:
-            return f"must be {self.type.__name__}, got {value!r}"
-        if self.values and value not in self.values:
-            return f"is {value!r}; allowed: {', '.join(map(str, self.values))}"
-        if self.type is int and value < self.low:
-            return f"must be {'a positive integer' if self.low == 1 else f'>= {self.low}'}, got {value}"
-        return f"must be at most {self.high:,}, got {value}" if self.type is int and value > self.high else ""
 
 
 # --- how each knob is applied (lazy imports: validation runs without torch)
@@ -146,11 +134,6 @@ def _unless(flag: str, why: str) -> Callable[[Any, Any], str]:
 
 def _no_loader(hw, p) -> str:
     return "" if p.data_mode == "loader" else "data_mode is device: no DataLoader in the step"
-
-
-def _no_pinning(hw, p) -> str:
-    why = _unless("pins", "pinned memory speeds host-to-CUDA copies; {kind} has none")(hw, p)
-    return why or _no_loader(hw, p)
 
 
 KNOBS: dict[str, Knob] = {
@@ -279,7 +262,10 @@ KNOBS: dict[str, Knob] = {
             ),
             stage="host",
             search=lambda d, hw, p: [d, not d],
-            inert=_no_pinning,
+            inert=lambda hw, p: (
+                _unless("pins", "pinned memory speeds host-to-CUDA copies; {kind} has none")(hw, p)
+                or _no_loader(hw, p)
+            ),
         ),
         Knob(
             "replica",

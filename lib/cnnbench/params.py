@@ -5,6 +5,7 @@ naming the key."""
 from __future__ import annotations
 
 import argparse
+import copy
 import dataclasses
 import difflib
 import functools
@@ -24,20 +25,15 @@ from cnnbench.knobs import KNOBS, MAX_THREADS
 
 DATASETS = ("synthetic", "tiny_imagenet", "imagenette", "mnist", "cifar10", "imagefolder")
 PHASES = ("train", "eval")
-DOWNLOADABLE = (
-    "tiny_imagenet",
-    "imagenette",
-    "mnist",
-    "cifar10",
-)  # public datasets that download: true fetches
+DOWNLOADABLE = ("tiny_imagenet", "imagenette", "mnist", "cifar10")  # public datasets download: true fetches
 # The pipeline's notebooks in order; the analysis stays last and merges every experiment family before it.
-NOTEBOOKS = tuple(
-    (
-        "00_setup 01_complexity 02_scenario_a 03_batch_sweep 04_roofline 05_backends 06_transfer 07_tuning "
-        "08_analysis"
-    ).split()
+NOTEBOOKS = (
+    *"00_setup 01_complexity 02_scenario_a 03_batch_sweep 04_roofline 05_backends 06_transfer".split(),
+    *"07_tuning 08_analysis".split(),
 )
 OPTIMIZERS = ("sgd", "adam", "adamw")
+DEFAULT_MODELS = ("resnet18", "mobilenet_v2", "resnet50", "squeezenet1_1", "densenet121", "mnist_cnn")
+PRECISIONS, COMPILE_MODES = KNOBS["precision"].values, KNOBS["compile"].values
 # 05's from-scratch backends -> the device type each runs on (declared here: validation imports no experiment)
 SCRATCH_BACKENDS = {
     "numpy": "cpu",
@@ -101,8 +97,7 @@ def _suggest(name: str, valid: typing.Sequence[str], what: str) -> str:
 # --- what a key's type declares beside it (``Annotated[int, In(1, 1000, "a thousand")]``), checked by _problem
 @dataclass(frozen=True)
 class In:
-    """A number's bounds: at least ``lo`` (``gt``: above it), at most ``hi`` (``why`` says why); ``said``: the
-    message of a value out of them, instead of the usual one."""
+    """A number's bounds: at least ``lo`` (``gt``: above), at most ``hi`` (``why``: why); ``said``: its message."""
 
     lo: float = -math.inf
     hi: float = math.inf
@@ -118,7 +113,8 @@ class In:
             least = "positive" if self.gt and self.lo == 0 else f">= {self.lo}"
             least = "a positive integer" if isinstance(v, int) and least in ("positive", ">= 1") else least
             return f"must be {least}, got {v}"
-        return f"must be at most {self.hi:,} ({self.why}), got {_show(v)}" if v > self.hi else ""
+        why = f" ({self.why})" if self.why else ""
+        return f"must be at most {self.hi:,}{why}, got {_show(v)}" if v > self.hi else ""
 
 
 @dataclass(frozen=True)
@@ -145,16 +141,23 @@ class Filled:
         return "" if values else "must list at least one value"
 
 
+def _knob_type(knob: Any) -> Any:
+    """A knob's type as a key's is declared: with its allowed values, or an integer's bounds."""
+    meta = Names(knob.values) if knob.values else In(knob.low, knob.high) if knob.type is int else None
+    return Annotated[knob.type, meta] if meta else knob.type
+
+
+def _given(value: Any) -> Any:
+    """A field whose default is a fresh copy of ``value`` (a list or a mapping)."""
+    return field(default_factory=functools.partial(copy.deepcopy, value))
+
+
 def _model_names() -> list[str]:
     """The models a key may name, the usual ones first."""
     from cnnbench.models import model_names
 
     valid = model_names()
-    return [*(m for m in _default_models() if m in valid), *(m for m in valid if m not in _default_models())]
-
-
-def _default_models() -> list[str]:
-    return ["resnet18", "mobilenet_v2", "resnet50", "squeezenet1_1", "densenet121", "mnist_cnn"]
+    return [*(m for m in DEFAULT_MODELS if m in valid), *(m for m in valid if m not in DEFAULT_MODELS)]
 
 
 Model = Annotated[str, Names(_model_names, "model")]
@@ -190,7 +193,7 @@ class _Keys:
     seed: Annotated[int, In(0, 2**32 - 1, "what torch and numpy accept")] = 0
     # --- models and data
     # models of the run (torchvision names or mnist_cnn)
-    models: Models = field(default_factory=_default_models)
+    models: Models = _given(list(DEFAULT_MODELS))
     image_size: PositiveInt = 64  # training resolution in pixels (square); Tiny-ImageNet is 64
     num_classes: PositiveInt = 200  # classes of the classifier head; Tiny-ImageNet has 200
     # synthetic | tiny_imagenet | imagenette | mnist | cifar10 | imagefolder
@@ -198,11 +201,9 @@ class _Keys:
     data_path: str = ""  # root folder of a real dataset (required unless dataset is synthetic)
     download: bool = False  # download the dataset into data_path if it is missing (public datasets only)
     # per-model batch size overriding batch_size (seed 000 ran SqueezeNet at 64, seed 001 MNIST at 512)
-    batch_size_per_model: dict[Model, PositiveInt] = field(
-        default_factory=lambda: {"squeezenet1_1": 64, "mnist_cnn": 512}
-    )
+    batch_size_per_model: dict[Model, PositiveInt] = _given({"squeezenet1_1": 64, "mnist_cnn": 512})
     # --- measurement protocol
-    phases: Phases = field(default_factory=lambda: ["train", "eval"])  # which steps to time
+    phases: Phases = _given(["train", "eval"])  # which steps to time
     warmup_steps: Steps = 10  # steps run before the clock starts (seed 003 used 10)
     measured_steps: Steps = 0  # steps in one measured window; 0 = as many as fill window_s
     window_s: Seconds = 3.0  # target length of a measured window when measured_steps is 0 (seconds)
@@ -220,8 +221,8 @@ class _Keys:
     adapt_budget_s: Annotated[float, In(0, 86400, "a day")] = 120.0
     # each a setting of any knobs (cnnbench.knobs: precision, memory_format, compile, threads, ...) over the run's
     # defaults; every configuration is measured in each
-    variants: Annotated[list[dict], Filled()] = field(
-        default_factory=lambda: [{"precision": "fp32", "memory_format": "nchw", "compile": False}]
+    variants: Annotated[list[dict], Filled()] = _given(
+        [{"precision": "fp32", "memory_format": "nchw", "compile": False}]
     )
     lr: PositiveFloat = 0.01  # SGD learning rate
     momentum: NonNegativeFloat = 0.9  # SGD momentum
@@ -234,8 +235,8 @@ class _Keys:
     isolate: bool = True
     # --- batch-size sweep (03)
     # model -> batch sizes
-    sweep: dict[Model, Annotated[list[PositiveInt], Filled()]] = field(
-        default_factory=lambda: {"squeezenet1_1": [32, 64, 128, 256, 512], "resnet50": [32, 64, 128]}
+    sweep: dict[Model, Annotated[list[PositiveInt], Filled()]] = _given(
+        {"squeezenet1_1": [32, 64, 128, 256, 512], "resnet50": [32, 64, 128]}
     )
     # --- roofline (04)
     peak_repeats: Counts = 5  # repetitions of each peak micro-benchmark (the best one is kept)
@@ -246,13 +247,9 @@ class _Keys:
     layer_top_k: PositiveInt = 10  # layers shown on the per-layer roofline, by time
     # --- from-scratch backends (05, seeds 001 and 004): keys of cnnbench.scratch go here
     # backends 05 runs: numpy numba_cpu numba_cuda cupy torch_cpu torch_cuda torch_mps (absent -> unavailable)
-    scratch_backends: list[Annotated[str, Names(tuple(SCRATCH_BACKENDS))]] = field(
-        default_factory=lambda: list(SCRATCH_BACKENDS)
-    )
+    scratch_backends: list[Annotated[str, Names(tuple(SCRATCH_BACKENDS))]] = _given(list(SCRATCH_BACKENDS))
     # networks 05 trains: mnist_cnn (seed 001's CNN) | mlp (seed 004's 784-10-10)
-    scratch_models: list[Annotated[str, Names(SCRATCH_MODELS)]] = field(
-        default_factory=lambda: list(SCRATCH_MODELS)
-    )
+    scratch_models: list[Annotated[str, Names(SCRATCH_MODELS)]] = _given(list(SCRATCH_MODELS))
     # synthetic (learnable MNIST-shaped patterns + noise) | mnist (real MNIST)
     scratch_dataset: Annotated[str, Names(("synthetic", "mnist"))] = "synthetic"
     # MNIST folder for scratch_dataset mnist (download: true fetches it)
@@ -287,9 +284,9 @@ class _Keys:
     # learning rates of the grid
     transfer_lrs: Annotated[
         list[Annotated[float, In(0, gt=True, said="must hold positive learning rates")]], Filled()
-    ] = field(default_factory=lambda: [0.003, 0.03])
+    ] = _given([0.003, 0.03])
     # batch sizes of the grid
-    transfer_batch_sizes: Annotated[list[PositiveInt], Filled()] = field(default_factory=lambda: [64, 128])
+    transfer_batch_sizes: Annotated[list[PositiveInt], Filled()] = _given([64, 128])
     transfer_epochs: Epochs = 20  # epochs per grid point (seed 002: 20)
     # validation accuracy whose time to reach is reported (0..1)
     transfer_target_accuracy: Annotated[float, In(0, 1, gt=True, said="must be in (0, 1]")] = 0.9
@@ -297,7 +294,7 @@ class _Keys:
     transfer_val_images: NonNegativeInt = 0  # validation images used; 0 = all (synthetic: 128)
     transfer_freeze_backbone: bool = False  # train only the new head (false: fine-tune every layer)
     # devices fine-tuned on, side by side: those of the list present here (cpu | cuda | cuda:N | mps)
-    transfer_devices: list[str] = field(default_factory=lambda: ["cuda", "mps", "cpu"])
+    transfer_devices: list[str] = _given(["cuda", "mps", "cpu"])
     # least steps per model in the per-phase breakdown pass (as many again unsplit, to check the sum)
     phase_steps: AtLeastOneStep = 5
     # least seconds of measured steps per model in that pass (small models run many steps)
@@ -309,7 +306,7 @@ class _Keys:
     # batch size of the phase breakdown; 0 = the model's batch size in Scenario A
     phase_batch_size: NonNegativeInt = 0
     # models traced by torch.profiler in seed 002's fine-tuning step (optimizer, first of transfer_lrs, transfer_image_size, 2-class head)
-    profile_models: list[Model] = field(default_factory=lambda: ["densenet121"])
+    profile_models: list[Model] = _given(["densenet121"])
     # batch size of the profiled fine-tuning steps; 0 = the first of transfer_batch_sizes
     profile_batch_size: NonNegativeInt = 0
     profile_steps: AtLeastOneStep = 3  # training steps recorded in each profiler trace (after 1 warm-up step)
@@ -318,7 +315,7 @@ class _Keys:
     # processes (devices) per run
     scaling_world_sizes: Annotated[
         list[Annotated[int, In(1, MAX_THREADS, "no machine has more CPUs")]], Filled()
-    ] = field(default_factory=lambda: [1, 2])
+    ] = _given([1, 2])
     # per-device batch size of the scaling run (fixed as devices are added)
     scaling_batch_size: PositiveInt = 32
     scaling_steps: AtLeastOneStep = 10  # measured steps per window of the scaling run (warmup_steps first)
@@ -328,28 +325,23 @@ class _Keys:
 
     # --- configuration search and energy (07): keys of cnnbench.tuning go here
     # models whose fastest configuration is searched
-    tune_models: list[Model] = field(default_factory=lambda: ["resnet50"])
-    tune_phases: Phases = field(default_factory=lambda: ["train"])  # steps searched: train | eval
+    tune_models: list[Model] = _given(["resnet50"])
+    tune_phases: Phases = _given(["train"])  # steps searched: train | eval
     # racing time per model and phase, seconds (guard and confirmation come on top)
     tune_budget_s: Budget = 60.0
     # successive halving keeps the best 1/tune_eta of the configurations at each rung
     tune_eta: Annotated[int, In(2, said="must be at least 2")] = 2
     # precisions searched where the device supports them natively (the rest are skipped with the reason)
-    tune_precisions: list[Annotated[str, Names(KNOBS["precision"].values)]] = field(
-        default_factory=lambda: ["fp32", "tf32", "bf16", "fp16"]
-    )
+    tune_precisions: list[Annotated[str, Names(PRECISIONS)]] = _given(list(PRECISIONS))
     # torch.compile modes searched where supported (reduce-overhead = CUDA graphs, CUDA only)
-    tune_compile_modes: list[Annotated[str, Names(KNOBS["compile"].values)]] = field(
-        default_factory=lambda: ["off", "default", "max-autotune", "reduce-overhead"]
-    )
+    tune_compile_modes: list[Annotated[str, Names(COMPILE_MODES)]] = _given(list(COMPILE_MODES))
     # smallest batch size searched (powers of two up to tune_max_batch_size)
     tune_min_batch_size: PositiveInt = 32
     # largest batch size tried; out of memory backs off from it as timm does
     tune_max_batch_size: PositiveInt = 512
     # best configurations of the race re-measured with the full protocol, beside the default
     tune_confirm_top: Counts = 2
-    # length of each confirmation window (repeats windows), seconds
-    tune_confirm_window_s: Seconds = 3.0
+    tune_confirm_window_s: Seconds = 3.0  # length of each confirmation window (repeats windows), seconds
     # warm-up steps before the confirmation windows (the first one compiles)
     tune_confirm_warmup_steps: AtLeastOneStep = 2
     # seconds the correctness guard may spend (its builds and compiles too), before and apart from the race's
@@ -362,16 +354,16 @@ class _Keys:
 
     # --- analysis (08)
     # runs 08 merges: [] = this run; ["*"] = every user run
-    analysis_runs: list[str] = field(default_factory=list)
+    analysis_runs: list[str] = _given([])
     interactive: bool = True  # show ipywidgets controls in JupyterLab (papermill always renders statically)
     # images per train/val epoch in epoch mode (seed 000's "epoch": 6,400); 0 = all
     epoch_images: NonNegativeInt = 0
     # per-model epoch_images overriding it (seed 000 ran 3,200 for SqueezeNet on its T4)
-    epoch_images_per_model: dict[Model, PositiveInt] = field(default_factory=dict)
+    epoch_images_per_model: dict[Model, PositiveInt] = _given({})
     # --- pipeline
     # which notebooks the pipeline runs
     notebooks: Annotated[list[Annotated[str, Names(NOTEBOOKS)]], Filled()] = field(
-        default_factory=lambda: list(NOTEBOOKS)
+        default_factory=lambda: list(NOTEBOOKS)  # NOTEBOOKS as it is then (a test adds one)
     )
     cell_timeout_s: Annotated[int, In(1, 86400, "a day")] = 3600  # papermill's per-cell execution timeout
     # --- explorer (the "measure" button of 08's interactive controls)
@@ -391,7 +383,7 @@ class _Keys:
 # All parameters of a run: the keys above and every run-wide knob (cnnbench.knobs), each a flat key of its own.
 Params = dataclasses.make_dataclass(
     "Params",
-    [(k.name, Annotated[k.type, k], field(default=k.default)) for k in KNOBS.values() if k.run_wide],
+    [(k.name, _knob_type(k), field(default=k.default)) for k in KNOBS.values() if k.run_wide],
     bases=(_Keys,),
     frozen=True,
 )
@@ -469,42 +461,44 @@ def _problem(key: str, value: Any, tp: Any, path: str = "") -> str:
     return next((f"key '{key}' {why}" for m in meta if (why := m.problem(value))), "")
 
 
-def _fail(src: str, why: str) -> None:
+def _fail(why: str) -> None:
     if why:
-        raise ParamsError(f"{src}: {why}")
+        raise ParamsError(why)
 
 
-def _machine_bounds(p: Params) -> list[tuple[str, Any, int, str]]:
-    """(key, value, bound, why) of each value sized by this machine: a buffer within MEMORY_SHARE of its
-    memory, the processes it starts within THREADS_PER_CPU x its logical CPUs."""
+def _leaves(key: str, value: Any) -> list[tuple[str, Any]]:
+    """(path, number) of each number in ``value``: ``sweep.resnet50`` once for each of its batch sizes."""
+    if isinstance(value, dict):
+        return [leaf for k, v in value.items() for leaf in _leaves(f"{key}.{k}", v)]
+    return [(key, v) for v in value] if isinstance(value, list) else [(key, value)]
+
+
+def _machine_bounds(p: Params) -> typing.Iterator[str]:
+    """Each value sized by this machine past its bound: a buffer past MEMORY_SHARE of its memory, the processes
+    it starts past THREADS_PER_CPU x its logical CPUs."""
     import psutil
 
     total, cpus = psutil.virtual_memory().total, os.cpu_count() or 1
     room, share = MEMORY_SHARE * total, f"{MEMORY_SHARE:.0%} of this machine's {total / 2**30:.1f} GiB"
-    side = {"": p.image_size, "transfer": max(p.image_size, p.transfer_image_size), "scratch": 28}
-    batches = [
-        *((k, getattr(p, k), "") for k in ("batch_size", "tune_max_batch_size", "tune_guard_batch_size")),
-        ("scaling_batch_size", p.scaling_batch_size, ""),
-        *((f"batch_size_per_model.{m}", bs, "") for m, bs in p.batch_size_per_model.items()),
-        *((f"sweep.{m}", bs, "") for m, sizes in p.sweep.items() for bs in sizes),
-        *(("transfer_batch_sizes", bs, "transfer") for bs in p.transfer_batch_sizes),
-        ("phase_batch_size", p.phase_batch_size, "transfer"),
-        ("profile_batch_size", p.profile_batch_size, "transfer"),
-        ("scratch_batch_size", p.scratch_batch_size, "scratch"),
-    ]
+
+    def batch(side: int) -> tuple[int, str]:
+        return int(room / 12 / side**2), f"a batch of {side} px fp32 images takes {share}"
+
+    image, transfer = batch(p.image_size), batch(max(p.image_size, p.transfer_image_size))
     cores = (THREADS_PER_CPU * cpus, f"{THREADS_PER_CPU} x the {cpus} logical CPUs here")
-    return [
-        ("matmul_size", p.matmul_size, int((room / 12) ** 0.5), f"three such fp32 matrices take {share}"),
-        ("stream_mb", p.stream_mb, int(room / 2**21), f"twice that, the sweep's buffer, takes {share}"),
-        ("synthetic_images", p.synthetic_images, int(room / 3 / p.image_size**2), f"they take {share}"),
-        *(
-            (key, bs, int(room / 12 / side[k] ** 2), f"a batch of {side[k]} px fp32 images takes {share}")
-            for key, bs, k in batches
-        ),
-        ("threads", p.threads, *cores),
-        ("workers", p.workers, *cores),
-        *(("scaling_world_sizes", w, *cores) for w in p.scaling_world_sizes),
-    ]
+    bounds = {
+        "matmul_size": (int((room / 12) ** 0.5), f"three such fp32 matrices take {share}"),
+        "stream_mb": (int(room / 2**21), f"twice that, the sweep's buffer, takes {share}"),
+        "synthetic_images": (int(room / 3 / p.image_size**2), f"they take {share}"),
+        **dict.fromkeys(["batch_size", "tune_max_batch_size", "tune_guard_batch_size"], image),
+        **dict.fromkeys(["scaling_batch_size", "batch_size_per_model", "sweep"], image),
+        **dict.fromkeys(["transfer_batch_sizes", "phase_batch_size", "profile_batch_size"], transfer),
+        "scratch_batch_size": batch(28),
+        **dict.fromkeys(["threads", "workers", "scaling_world_sizes"], cores),
+    }
+    for key, (bound, why) in bounds.items():
+        for where, value in _leaves(key, getattr(p, key)):
+            yield value > bound and f"key '{where}' must be at most {bound:,} ({why}), got {_show(value)}"
 
 
 def validate(
@@ -528,83 +522,91 @@ def validate(
         {"variants": [variant]} if variant else {}
     )
     try:
-        return _validated({**raw, **keys}, src, check_device)
-    except ParamsError as err:
-        rest = str(err).removeprefix(f"{src}: ")
-        rest = rest.replace("'variants[0].", "'") if variant else rest
+        return _validated({**raw, **keys}, check_device)
+    except ParamsError as err:  # a problem naming its key: said by the source that set the key
+        rest = str(err).replace("'variants[0].", "'") if variant else str(err)
         key = found.group(1) if (found := re.search(r"key '([A-Za-z_0-9]+)", rest)) else ""
         label = (override_names or {}).get(key) if key in overrides else None
         if label and rest.startswith(f"key '{key}'"):
             raise ParamsError(f"{label}{rest.removeprefix(f'key {key!r}')}") from None
-        if key in overrides or any(re.search(rf"(?<!\w){re.escape(k)}(?!\w)", rest) for k in overrides):
-            raise ParamsError(f"{label or overrides_src} {rest}") from None
-        raise
+        ours = key in overrides or any(re.search(rf"(?<!\w){re.escape(k)}(?!\w)", rest) for k in overrides)
+        raise ParamsError(f"{label or overrides_src} {rest}" if ours else f"{src}: {err}") from None
 
 
-def _validated(raw: dict[str, Any], src: str, check_device: bool) -> Params:
+def _validated(raw: dict[str, Any], check_device: bool) -> Params:
     from cnnbench import devices
 
     if not isinstance(raw, dict):
-        _fail(src, f"expected a mapping of key: value at the top level, got {type(raw).__name__}")
+        _fail(f"expected a mapping of key: value at the top level, got {type(raw).__name__}")
     for key, value in raw.items():
-        _fail(src, _unknown_key(key) if key not in FIELDS else _problem(key, value, _DECLARED[key]))
+        _fail(_unknown_key(key) if key not in FIELDS else _problem(key, value, _DECLARED[key]))
     as_float = {
         k: float(v) if _HINTS[k] is float else [float(x) for x in v]
         for k, v in raw.items()
         if _HINTS[k] in (float, list[float])
     }
     p = Params(**{**raw, **as_float})
-    _fail(
-        src, p.run_name and safe_name_error(p.run_name) and f"key 'run_name': {safe_name_error(p.run_name)}"
-    )
-    for key, value, bound, why in _machine_bounds(p) if check_device else []:
-        _fail(src, value > bound and f"key '{key}' must be at most {bound:,} ({why}), got {_show(value)}")
-    for key, spec in [("device", p.device), *(("transfer_devices", d) for d in p.transfer_devices)]:
-        if devices.ONE_DEVICE.fullmatch(spec.strip().lower()):
-            _fail(src, f"key '{key}' is {_show(spec)}: the {spec[:3].upper()} has no index; use {spec[:3]}")
-    cross = [
-        (
-            not p.sweep and "03_batch_sweep" in p.notebooks,
-            "key 'sweep' must map at least one model to batch "
-            "sizes (or leave 03_batch_sweep out of 'notebooks')",
-        ),
-        (
-            p.max_processes < p.processes,
-            f"key 'max_processes' ({p.max_processes}) must be at least 'processes' ({p.processes})",
-        ),
-        (
-            p.tune_min_batch_size > p.tune_max_batch_size,
-            f"key 'tune_min_batch_size' ({p.tune_min_batch_size}) "
-            f"exceeds tune_max_batch_size ({p.tune_max_batch_size})",
-        ),
-        (
-            0 < p.scratch_train_images < p.scratch_batch_size and "mnist_cnn" in p.scratch_models,
-            f"key 'scratch_train_images' ({p.scratch_train_images}) is below scratch_batch_size "
-            f"({p.scratch_batch_size}): no full CNN batch",
-        ),
-        (
-            p.transfer_dataset != "synthetic" and not p.transfer_data_path,
-            f"key 'transfer_data_path' is required for transfer_dataset '{p.transfer_dataset}'",
-        ),
-    ]
-    _fail(src, next((why for bad, why in cross if bad), ""))
-    _fail(src, _tuning_cell_problem(p))
-    p = dataclasses.replace(p, variants=_check_variants(src, p.variants))
-    # an absent scratch_data_path is refused by the pipeline and 05 (scratch_data_problem), not here
-    _fail(src, "05_backends" in p.notebooks and scratch_data_problem(p, absent_ok=True))
-    _check_epochs(src, p)
-    if p.dataset != "synthetic":
-        _check_data(src, p)
-    _check_image_size(src, p)
-    _check_transfer_devices(src, p)
+    _fail(next(filter(None, _problems(p, check_device)), ""))
+    p = dataclasses.replace(p, variants=_replicas(p.variants))
     if check_device:
         for key, expect in (("device", ""), ("expect_device", p.expect_device)):
             try:
                 device = devices.resolve(p.device, expect=expect)
             except devices.DeviceError as err:
-                raise ParamsError(f"{src}: key '{key}': {err}") from None
-        _check_on_device(src, p, devices.backend(device).hardware())
+                raise ParamsError(f"key '{key}': {err}") from None
+        _fail(next(filter(None, _device_problems(p, devices.backend(device).hardware())), ""))
     return p
+
+
+def _problems(p: Params, check_device: bool) -> typing.Iterator[str]:
+    """What is wrong with ``p`` across its keys (each key is right alone), first things first ("": nothing); only
+    the first problem is asked for, so a check after a ``yield`` may take the ones before it as passed."""
+    from cnnbench import devices
+    from cnnbench.models import spec
+
+    if p.run_name and (why := safe_name_error(p.run_name)):
+        yield f"key 'run_name': {why}"
+    yield from _machine_bounds(p) if check_device else ()
+    for key, name in [("device", p.device), *(("transfer_devices", d) for d in p.transfer_devices)]:
+        if devices.ONE_DEVICE.fullmatch(name.strip().lower()):
+            yield f"key '{key}' is {_show(name)}: the {name[:3].upper()} has no index; use {name[:3]}"
+    if not p.sweep and "03_batch_sweep" in p.notebooks:
+        yield "key 'sweep' must map at least one model to batch sizes (or leave 03_batch_sweep out of 'notebooks')"
+    if p.max_processes < p.processes:
+        yield f"key 'max_processes' ({p.max_processes}) must be at least 'processes' ({p.processes})"
+    if p.tune_min_batch_size > p.tune_max_batch_size:
+        yield (
+            f"key 'tune_min_batch_size' ({p.tune_min_batch_size}) exceeds tune_max_batch_size "
+            f"({p.tune_max_batch_size})"
+        )
+    if 0 < p.scratch_train_images < p.scratch_batch_size and "mnist_cnn" in p.scratch_models:
+        yield (
+            f"key 'scratch_train_images' ({p.scratch_train_images}) is below scratch_batch_size "
+            f"({p.scratch_batch_size}): no full CNN batch"
+        )
+    if p.transfer_dataset != "synthetic" and not p.transfer_data_path:
+        yield f"key 'transfer_data_path' is required for transfer_dataset '{p.transfer_dataset}'"
+    if "07_tuning" in p.notebooks and (need := tuning_cell_s(p)) > p.cell_timeout_s:
+        searches = len(p.tune_models) * len(p.tune_phases)
+        yield (
+            f"key 'cell_timeout_s' {p.cell_timeout_s} is less than 07's cell takes at least: {searches} searches "
+            f"(tune_models x tune_phases) x {need / searches:.0f} s (tune_budget_s, then the confirmation "
+            f"windows) = {need:.0f} s; raise cell_timeout_s or search less"
+        )
+    for i, variant in enumerate(p.variants):
+        for k, value in variant.items():
+            if k not in KNOBS:
+                yield f"key 'variants[{i}]' has unknown key {_show(k)}; {_suggest(k, list(KNOBS), 'knobs')}"
+            yield _problem(f"variants[{i}].{k}", KNOBS[k].parse(value), _knob_type(KNOBS[k]))
+    # an absent scratch_data_path is refused by the pipeline and 05 (scratch_data_problem), not here
+    yield "05_backends" in p.notebooks and scratch_data_problem(p, absent_ok=True)
+    yield from _epoch_problems(p)
+    yield from _data_problems(p) if p.dataset != "synthetic" else ()
+    for model in p.models:  # a model with data of its own runs at its own resolution (the MNIST CNN at 28x28)
+        if not spec(model).own_data and (why := _too_small(model, p.image_size)):
+            what = "does not fit" if "divisible" in why else "is too small for"
+            yield f"key 'image_size' {p.image_size} {what} model '{model}' ({why})"
+    yield from _transfer_problems(p)
 
 
 def _unknown_key(key: str) -> str:
@@ -613,19 +615,12 @@ def _unknown_key(key: str) -> str:
     return f"unknown key {_show(key)}; {_suggest(key, list(FIELDS), 'keys')}"
 
 
-def _check_variants(src: str, variants: list[dict]) -> list[dict]:
-    """Every variant a mapping of knobs to values; one repeating an earlier one gets a ``replica`` number."""
+def _replicas(variants: list[dict]) -> list[dict]:
+    """``variants``, each repeating an earlier one numbered by a ``replica`` (an A/A measurement)."""
     from cnnbench import knobs
 
     out, seen = [], {}
-    for i, variant in enumerate(variants):
-        for k, value in variant.items():
-            if k not in KNOBS:
-                _fail(
-                    src,
-                    f"key 'variants[{i}]' has unknown key {_show(k)}; {_suggest(k, list(KNOBS), 'knobs')}",
-                )
-            _fail(src, (why := KNOBS[k].problem(value)) and f"key 'variants[{i}].{k}' {why}")
+    for variant in variants:
         setting = knobs.Setting(variant)
         if setting in seen and "replica" not in variant:
             variant = {**variant, "replica": max(seen[setting]) + 1}
@@ -645,29 +640,27 @@ def variant_notes(p: Params) -> list[str]:
     ]
 
 
-def _check_on_device(src: str, p: Params, hw) -> None:
+def _device_problems(p: Params, hw) -> typing.Iterator[str]:
     """Every knob value of the run and its variants runs on this device as labelled and changes something."""
     from cnnbench import knobs
 
     for k, knob in KNOBS.items():
         if knob.run_wide and (why := knobs.lacks(k, getattr(p, k), hw)):
-            raise ParamsError(f"{src}: key '{k}' {getattr(p, k)!r}: {why}")
+            yield f"key '{k}' {getattr(p, k)!r}: {why}"
     for i, variant in enumerate(p.variants):
         within = dataclasses.replace(p, **{k: v for k, v in variant.items() if KNOBS[k].run_wide})
         for k, value in variant.items():
-            if why := knobs.lacks(k, value, hw) or (
-                value != getattr(p, k, value) and knobs.inert(k, hw, within)
-            ):
-                raise ParamsError(f"{src}: key 'variants[{i}].{k}' {value!r}: {why}")
+            why = knobs.lacks(k, value, hw) or (value != getattr(p, k, value) and knobs.inert(k, hw, within))
+            yield why and f"key 'variants[{i}].{k}' {value!r}: {why}"
 
 
-def _check_transfer_devices(src: str, p: Params) -> None:
+def _transfer_problems(p: Params) -> typing.Iterator[str]:
     """06's devices and its image folder (oxford_pet may be downloaded when the run starts; a folder must exist)."""
     from cnnbench import devices
 
     for spec in p.transfer_devices:
         if not devices.SPEC.fullmatch(spec):
-            _fail(src, f"key 'transfer_devices' has unknown device {_show(spec)}; use {devices.SPEC_NAMES}")
+            yield f"key 'transfer_devices' has unknown device {_show(spec)}; use {devices.SPEC_NAMES}"
     if p.transfer_dataset == "imagefolder":
         from cnnbench.data import _class_dirs
 
@@ -679,18 +672,7 @@ def _check_transfer_devices(src: str, p: Params) -> None:
             problem = "does not exist" if n < 0 else problem
         except OSError as err:
             problem = f"cannot be read ({err.strerror or type(err).__name__})"
-        _fail(src, problem and f"key 'transfer_data_path': folder {_show(p.transfer_data_path)} {problem}")
-
-
-def _tuning_cell_problem(p: Params) -> str:
-    if "07_tuning" not in p.notebooks or (need := tuning_cell_s(p)) <= p.cell_timeout_s:
-        return ""
-    searches = len(p.tune_models) * len(p.tune_phases)
-    return (
-        f"key 'cell_timeout_s' {p.cell_timeout_s} is less than 07's cell takes at least: {searches} searches "
-        f"(tune_models x tune_phases) x {need / searches:.0f} s (tune_budget_s, then the confirmation windows) "
-        f"= {need:.0f} s; raise cell_timeout_s or search less"
-    )
+        yield problem and f"key 'transfer_data_path': folder {_show(p.transfer_data_path)} {problem}"
 
 
 def tuning_cell_s(p: Params) -> float:
@@ -702,49 +684,34 @@ def tuning_cell_s(p: Params) -> float:
 @functools.lru_cache(maxsize=256)
 def _too_small(model: str, image_size: int, batch: int = 2, train: bool = True) -> str:
     """Why ``model`` cannot run at ``image_size`` ("" if it can), from a forward pass of ``batch`` images on the
-    meta device (``train``: with auxiliary heads and BatchNorm's batch statistics), kept in the workbook's cache
-    (:func:`cnnbench.paths.cached`) for the next process."""
+    meta device (``train``: with auxiliary heads and BatchNorm's batch statistics), kept in the workbook's cache."""
     import torch
     import torchvision
 
     from cnnbench import models, paths
 
+    def problem() -> str:
+        try:
+            net = models.build_meta(model, num_classes=10, image_size=image_size).train(train)
+        except (
+            AssertionError,
+            ValueError,
+        ) as err:  # a constructor that checks the size itself (ViT's patches)
+            return (str(err).strip().splitlines() or [type(err).__name__])[0][:120]
+        except Exception as err:  # noqa: BLE001 - a model that cannot even be built says so, not "too small"
+            raise ParamsError(
+                f"model '{model}' could not be built to check its image size ({type(err).__name__}: "
+                f"{str(err).strip().splitlines()[0][:120] if str(err).strip() else ''})"
+            ) from None
+        try:
+            with torch.no_grad():
+                net(torch.empty(batch, models.spec(model).in_channels, image_size, image_size, device="meta"))
+        except (RuntimeError, AssertionError, ValueError) as err:
+            return (str(err).strip().splitlines() or [type(err).__name__])[0][:120]
+        return ""
+
     key = [model, image_size, batch, train, torch.__version__, torchvision.__version__]
-    problem = functools.partial(_meta_forward_problem, model, image_size, batch, train)
     return paths.cached("size-check", key, problem, (models, sys.modules[__name__]))
-
-
-def _meta_forward_problem(model: str, image_size: int, batch: int, train: bool) -> str:
-    import torch
-
-    from cnnbench import models
-
-    try:
-        net = models.build_meta(model, num_classes=10, image_size=image_size).train(train)
-    except (AssertionError, ValueError) as err:  # a constructor that checks the size itself (ViT's patches)
-        return (str(err).strip().splitlines() or [type(err).__name__])[0][:120]
-    except Exception as err:  # noqa: BLE001 - a model that cannot even be built says so, not "too small"
-        raise ParamsError(
-            f"model '{model}' could not be built to check its image size ({type(err).__name__}: "
-            f"{str(err).strip().splitlines()[0][:120] if str(err).strip() else ''})"
-        ) from None
-    try:
-        with torch.no_grad():
-            net(torch.empty(batch, models.spec(model).in_channels, image_size, image_size, device="meta"))
-    except (RuntimeError, AssertionError, ValueError) as err:
-        return (str(err).strip().splitlines() or [type(err).__name__])[0][:120]
-    return ""
-
-
-def _check_image_size(src: str, p: Params) -> None:
-    from cnnbench.models import spec
-
-    for model in p.models:
-        if spec(model).own_data:
-            continue  # it runs at its own resolution (the MNIST CNN at 28x28)
-        if why := _too_small(model, p.image_size):
-            what = "does not fit" if "divisible" in why else "is too small for"
-            _fail(src, f"key 'image_size' {p.image_size} {what} model '{model}' ({why})")
 
 
 def _model_dataset(p: Params, model: str) -> str:
@@ -776,40 +743,36 @@ def _batch_uses(p: Params) -> list[tuple[str, str, int, set[str]]]:
     return uses
 
 
-def _check_epochs(src: str, p: Params) -> None:
+def _epoch_problems(p: Params) -> typing.Iterator[str]:
     """An epoch of fewer images than one batch would hold no batch (recorded ``ok`` with 0 images)."""
     for model in p.models if p.epoch_mode else []:
         bs = p.batch_size_for(model)
         key = f"epoch_images_per_model.{model}" if model in p.epoch_images_per_model else "epoch_images"
         cap = p.epoch_images_per_model.get(model, p.epoch_images)
         one = f"below one batch of model '{model}' ({bs} images): its"
-        _fail(src, 0 < cap < bs and f"key '{key}' ({cap}) is {one} epochs would hold no batch")
+        yield 0 < cap < bs and f"key '{key}' ({cap}) is {one} epochs would hold no batch"
         if _model_dataset(p, model) == "synthetic" and p.synthetic_images < bs:
-            _fail(
-                src,
-                f"key 'synthetic_images' ({p.synthetic_images}) is {one} synthetic epochs would hold no batch",
-            )
+            yield f"key 'synthetic_images' ({p.synthetic_images}) is {one} synthetic epochs would hold no batch"
 
 
-def _check_data(src: str, p: Params) -> None:
+def _data_problems(p: Params) -> typing.Iterator[str]:
     """The real dataset: its folder, layout, classes and sizes, as far as they are known before loading it."""
     from cnnbench import data
     from cnnbench.models import spec
 
-    _fail(src, not p.data_path and f"key 'data_path' is required for dataset '{p.dataset}'")
+    yield not p.data_path and f"key 'data_path' is required for dataset '{p.dataset}'"
     root, folder = Path(p.data_path).expanduser(), _show(p.data_path)
     try:
         if not root.exists() and not p.download:
-            _fail(src, f"key 'data_path': folder {folder} does not exist (set download: true to fetch it)")
+            yield f"key 'data_path': folder {folder} does not exist (set download: true to fetch it)"
         problem = data.layout_problem(p.dataset, root) if root.exists() else "absent"
         if problem and p.download and p.dataset not in DOWNLOADABLE:
             what = "does not exist" if problem == "absent" else problem
-            _fail(
-                src,
+            yield (
                 f"key 'download': {p.dataset} cannot be downloaded (only {', '.join(DOWNLOADABLE)} can), and "
-                f"key 'data_path' {folder}: {what}",
+                f"key 'data_path' {folder}: {what}"
             )
-        _fail(src, problem and not p.download and f"key 'data_path': {problem}")
+        yield problem and not p.download and f"key 'data_path': {problem}"
         users = [u for u in _batch_uses(p) if _model_dataset(p, u[0]) == p.dataset]
         if problem:  # to be downloaded: a public dataset's own count of classes
             classes = data.SHAPES[p.dataset].classes if p.dataset in data.SHAPES else None
@@ -818,16 +781,8 @@ def _check_data(src: str, p: Params) -> None:
         # a model with data of its own keeps its classes
         head = [m for m, *_ in users if not spec(m).own_data]
         own = all(p.num_classes == spec(m).reference_classes for m in head)  # their own head, as seed 003 ran
-        if (
-            classes is not None
-            and classes != p.num_classes
-            and head
-            and not (own and classes < p.num_classes)
-        ):
-            _fail(
-                src,
-                f"key 'num_classes' {p.num_classes} does not match the {classes} classes of {p.dataset} at {folder}",
-            )
+        if classes not in (None, p.num_classes) and head and not (own and classes < p.num_classes):
+            yield f"key 'num_classes' {p.num_classes} does not match the {classes} classes of {p.dataset} at {folder}"
         most = max((bs for _, _, bs, _ in users), default=0)
         sizes: dict[str, int | None] = {}
         for model, key, bs, splits in users if not problem else []:  # to be downloaded: sizes not known yet
@@ -835,36 +790,29 @@ def _check_data(src: str, p: Params) -> None:
                 if split not in sizes:
                     sizes[split] = data.split_size(p.dataset, root, split, at_most=most)
                 if (n := sizes[split]) is not None and n < bs:
-                    _fail(
-                        src,
+                    yield (
                         f"key '{key}' {bs} is more than the {n} images of the {split} split of {p.dataset} at "
-                        f"{folder}: model '{model}' would get no batch (lower the batch size or add images)",
+                        f"{folder}: model '{model}' would get no batch (lower the batch size or add images)"
                     )
     except OSError as err:  # a name too long, a folder that cannot be listed
-        why = err.strerror or type(err).__name__
-        raise ParamsError(f"{src}: key 'data_path': {folder} cannot be read ({why})") from None
+        yield f"key 'data_path': {folder} cannot be read ({err.strerror or type(err).__name__})"
 
 
 def run_data_problem(p: Params) -> str:
     """Data a notebook of this run would find missing only once it starts (05's MNIST, 06's pets), or ""."""
-    if "05_backends" in p.notebooks and scratch_data_problem(p):
-        return scratch_data_problem(p)
-    if (
-        "06_transfer" in p.notebooks
-        and p.transfer_dataset == "oxford_pet"
-        and not p.download
-        and not Path(p.transfer_data_path).expanduser().exists()
-    ):
+    from cnnbench import data
+
+    pets = "06_transfer" in p.notebooks and p.transfer_dataset == "oxford_pet"
+    mnist = "05_backends" in p.notebooks and p.scratch_dataset == "mnist"
+    if "05_backends" in p.notebooks and (why := scratch_data_problem(p)):
+        return why
+    if pets and not p.download and not Path(p.transfer_data_path).expanduser().exists():
         return (
             f"key 'transfer_data_path': folder {_show(p.transfer_data_path)} does not exist (set download: true "
             "to fetch oxford_pet)"
         )
-    from cnnbench import data  # a download whose host does not answer: before, not inside, a notebook
-
-    pets = "06_transfer" in p.notebooks and p.transfer_dataset == "oxford_pet"
-    mnist = "05_backends" in p.notebooks and p.scratch_dataset == "mnist"
     pets = pets and not Path(p.transfer_data_path, "oxford-iiit-pet").is_dir()
-    fetched = [
+    fetched = [  # a download whose host does not answer: before, not inside, a notebook
         ("data_path", p.dataset, p.data_path, p.dataset in DOWNLOADABLE),
         ("scratch_data_path", "mnist", p.scratch_data_path, mnist),
         ("transfer_data_path", "oxford_pet", p.transfer_data_path, pets),
@@ -1046,9 +994,8 @@ def positive_int(text: str) -> int:
 
 
 def protocol(device: Any, hardware=None) -> dict:
-    """The protocol of the device kind a run of ``device`` measures on (:meth:`cnnbench.devices.Backend.protocol_for`):
-    of ``hardware`` where given (a device not at hand), else of the device ``device`` resolves to here, or, where it
-    is not here, of its kind's device not at hand; {} for a value that names no device (validation says why)."""
+    """The protocol (:meth:`cnnbench.devices.Backend.protocol_for`) of ``hardware``, else of the device ``device``
+    resolves to here, else of its kind's device not at hand; {} for a value that names no device."""
     from cnnbench import devices
 
     if hardware is not None:
