@@ -233,20 +233,15 @@ def expected_times(
     sibling: tuple[str, Mapping[str, float]] | None = None,
 ) -> dict[str, tuple[float | None, str]]:
     """Per notebook: (expected seconds or None, where the figure comes from)."""
-    out, example = {}, example or {}
     sibling_name, sibling_times = sibling or ("", {})
+    sibling_source = f"run '{sibling_name}' beside it"
+    sources = ((record, RECORD), (sibling_times, sibling_source), (example or {}, EXAMPLE), (budgets, BUDGET))
+    out = {}
     for name in notebooks:
-        if record.get(name) is not None:
-            out[name] = (float(record[name]), RECORD)
-        elif sibling_times.get(name) is not None:
-            out[name] = (float(sibling_times[name]), f"run '{sibling_name}' beside it")
-        elif example.get(name) is not None:
-            out[name] = (float(example[name]), EXAMPLE)
-        elif budgets.get(name) is not None:
-            source = budgets.source(name) if isinstance(budgets, Budgets) else BUDGET
-            out[name] = (float(budgets[name]), source)
-        else:
-            out[name] = (None, "")
+        times, source = next(((t, s) for t, s in sources if t.get(name) is not None), (None, ""))
+        if times is budgets and isinstance(budgets, Budgets):
+            source = budgets.source(name)
+        out[name] = (None if times is None else float(times[name]), source)
     return out
 
 
