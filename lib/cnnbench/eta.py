@@ -17,12 +17,10 @@ RECORD, EXAMPLE = "earlier run", "the committed example on a 2-core CPU"
 BUDGET = "the budgets: configurations x protocol + start-up, a rough estimate"
 EXAMPLE_RUN = "examples/example-cpu-2core"  # under the workbook's root; its executed notebooks hold its times
 # Keys that do not change what a run measures or how long it takes (names, paths, the notebook list).
-_NOT_TIMED = tuple(
-    (
-        "run_name params_file overrides device expect_device notebooks analysis_runs cell_timeout_s "
-        "data_path transfer_data_path scratch_data_path"
-    ).split()
-)
+_NOT_TIMED = (
+    "run_name params_file overrides device expect_device notebooks analysis_runs cell_timeout_s data_path "
+    "transfer_data_path scratch_data_path"
+).split()
 PACE_MIN_S = 30.0  # expected seconds of finished notebooks before their pace revises the other estimates
 PACE_BAND = 0.10  # a pace less than 10% slower than the estimates leaves them as they are
 PROCESS_LINE = re.compile(r": process \d+/\d+ ")  # cnnbench.progress.process_line
@@ -259,12 +257,7 @@ class Remaining:
     """The time left of a run of ``expected`` notebooks (name -> (seconds or None, source)), by ``clock``, revised by
     this run's pace; ``planned``: name -> its least worker processes, or (processes, seconds it may add after)."""
 
-    def __init__(
-        self,
-        expected: Mapping[str, tuple[float | None, str]],
-        clock: Callable[[], float] = time.monotonic,
-        planned: Mapping[str, int | tuple[int, float]] | None = None,
-    ):
+    def __init__(self, expected: Mapping, clock: Callable[[], float] = time.monotonic, planned=None):
         self.expected, self.clock = dict(expected), clock
         self.planned = {k: v if isinstance(v, tuple) else (v, 0.0) for k, v in (planned or {}).items()}
         self.order, self.current, self.started, self.took = list(expected), None, 0.0, {}
@@ -276,12 +269,8 @@ class Remaining:
         secs, source = self.expected.get(notebook, (None, ""))
         if secs is None:
             return self.with_run(f"{notebook}: no estimate (no earlier run of it here, no time budget)")
-        pace = self.pace()
-        why = (
-            f"from {source}"
-            if pace == 1.0
-            else f"{duration(secs)} from {source}, x{pace:.2f} at this run's pace"
-        )
+        pace, why = self.pace(), f"from {source}"
+        why = why if pace == 1.0 else f"{duration(secs)} {why}, x{pace:.2f} at this run's pace"
         return self.with_run(f"{notebook}: expected {duration(secs * pace)} ({why})")
 
     def finish(self, notebook: str) -> float:

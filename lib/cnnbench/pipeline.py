@@ -56,15 +56,13 @@ def execute(
     notebooks: list[str],
     timeout_s: int,
     log=print,
-    budgets: dict | None = None,
     planned: dict | None = None,
-    example: dict | None = None,
-    sibling: tuple[str, dict] | None = None,
     progress: Path | None = None,
     on_done=None,
+    **sources,
 ) -> list[Path]:
     """Run ``notebooks`` into ``run_dir/notebooks/`` (each copy whole or not at all), raising
-    :class:`NotebookFailed`; ``budgets`` .. ``sibling``: :mod:`cnnbench.eta`'s sources; ``on_done(done, took_s)``:
+    :class:`NotebookFailed`; ``sources``: :func:`cnnbench.eta.expected_times`'s; ``on_done(done, took_s)``:
     after each notebook but the last."""
     import papermill
     from nbclient.exceptions import DeadKernelError
@@ -83,10 +81,8 @@ def execute(
     done = []
     parameters = {"params_file": str(params_file), "overrides": overrides, "run_dir": str(run_dir)}
     timings = results.file(run_dir, "timings")
-    record = eta.record(run_dir)
-    remaining = eta.Remaining(
-        eta.expected_times(notebooks, record, budgets or {}, example, sibling), planned=planned
-    )
+    expected = eta.expected_times(notebooks, eta.record(run_dir), **{"budgets": {}, **sources})
+    remaining = eta.Remaining(expected, planned=planned)
     for i, name in enumerate(notebooks, 1):
         source, target = _notebook_path(name), out_dir / f"{name}.ipynb"
         partial = out_dir / f".{name}.partial.ipynb"
@@ -643,7 +639,7 @@ def _combined(p: params_mod.Params | None, params_file: Path, overrides: dict, o
         if not analysed:
             from cnnbench import run as run_mod  # imports torch: only where 08 runs
 
-            p = p or _report_params(runs[-1], outputs)  # None only where 08 was current a moment ago
+            p = p or _report_params(runs[-1])  # None only where 08 was current a moment ago
             every, over = dataclasses.replace(p, analysis_runs=["*"]), {**overrides, "analysis_runs": ["*"]}
             resolved = run_mod.write_resolved(folder, every, params_file, over)
             _fingerprint(folder, None)
@@ -685,7 +681,7 @@ def report_main(argv: list[str]) -> int:
         with _signals_stop_the_run():
             outputs, run_dir = _report_folders(args)
             if run_dir:
-                _report_params(run_dir, outputs, validate=False)  # an unknown or failed run: refused
+                _refuse_unreadable(run_dir, outputs)
                 _rebuild_run_report(run_dir)
             return _rebuild_combined(outputs, run_dir)
     except (_Refused, params_mod.ParamsError) as err:
@@ -716,21 +712,28 @@ def _report_folders(args) -> tuple[Path, Path | None]:
     return outputs, run_dir or (outputs / args.run_name if args.run_name else None)
 
 
-def _report_params(run_dir: Path, outputs: Path, validate: bool = True) -> params_mod.Params | None:
-    """The run's params.json validated, not against this machine's device (the run may come from another);
-    ``validate=False``: only whether the run can be read."""
+def _refuse_unreadable(run_dir: Path, outputs: Path) -> None:
+    """Refuse a run ``cnnbench report`` cannot rebuild: missing, broken, or stopped with more than 08 left."""
     from cnnbench.results import runs
 
     if not run_dir.is_dir():
         known = sorted(d.name for d in outputs.iterdir() if runs._is_run(d)) if outputs.is_dir() else []
         there = f"; runs there: {', '.join(known)}" if known else ""
         raise _Refused(f"no run '{run_dir.name}' in {run_dir.parent}{there}")
-    if not validate:
-        why = runs.verdict(run_dir)
-        resume = "; run the same command again to resume it" if str(why).startswith("failed") else ""
-        if why and not (resume and _only_analysis_left(run_dir)):
-            raise _Refused(f"{run_dir.name}: {why}{resume}")
-        return None
+    why = runs.verdict(run_dir) or ""
+    if why.startswith("failed"):  # stopped with only 08 left, which measures nothing: finished here
+        listed = results.read_json(run_dir / "params.json").get("notebooks", params_mod.NOTEBOOKS)
+        timed = run_dir / "timings.csv"
+        done = {r["notebook"] for r in results.read_rows(timed)} if timed.is_file() else set()
+        if set(listed) - {ANALYSIS} <= done:
+            return
+        why += "; run the same command again to resume it"
+    if why:
+        raise _Refused(f"{run_dir.name}: {why}")
+
+
+def _report_params(run_dir: Path) -> params_mod.Params:
+    """The run's params.json validated, not against this machine's device (the run may come from another)."""
     try:
         prm = results.read_json(run_dir / "params.json")
         keys = {k: v for k, v in prm.items() if k in params_mod.FIELDS}
@@ -741,14 +744,6 @@ def _report_params(run_dir: Path, outputs: Path, validate: bool = True) -> param
         )
     except (ValueError, params_mod.ParamsError, AttributeError) as err:
         raise _Refused(f"{run_dir / 'params.json'} is broken ({_describe(err)})") from None
-
-
-def _only_analysis_left(run_dir: Path) -> bool:
-    """Whether a stopped run finished every notebook it lists but 08, which measures nothing."""
-    listed = results.read_json(run_dir / "params.json").get("notebooks", params_mod.NOTEBOOKS)
-    timed = run_dir / "timings.csv"
-    done = {r["notebook"] for r in results.read_rows(timed)} if timed.is_file() else set()
-    return set(listed) - {ANALYSIS} <= done
 
 
 def _rebuild_run_report(run_dir: Path) -> Path:
@@ -762,7 +757,7 @@ def _rebuild_run_report(run_dir: Path) -> Path:
         if not kept:
             from cnnbench import run as run_mod
 
-            p, saved = _report_params(run_dir, run_dir.parent), (run_dir / run_mod.RESOLVED).read_bytes()
+            p, saved = _report_params(run_dir), (run_dir / run_mod.RESOLVED).read_bytes()
             print(
                 f"cnnbench report: {run_dir.name}: {ANALYSIS} over the results on disk (nothing is measured)"
             )
@@ -816,7 +811,7 @@ def _rebuild_combined(outputs: Path, run_dir: Path | None = None) -> int:
         print(f"cnnbench report: {len(runs)} user run(s) in {outputs}: no combined report")
         return 0
     folder = outputs / report.COMBINED
-    p = None if _analysis_current(folder, [*runs, folder]) else _report_params(run_dir or runs[-1], outputs)
+    p = None if _analysis_current(folder, [*runs, folder]) else _report_params(run_dir or runs[-1])
     return _combined(p, outputs / runs[-1].name / "params.json", {}, outputs)
 
 
