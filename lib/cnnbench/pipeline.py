@@ -324,9 +324,7 @@ class _Console:
     def _drop_on_broken_pipe(self, call, *args):
         try:
             call(*args)
-        except (
-            BrokenPipeError
-        ):  # later lines go to /dev/null: no "Exception ignored" when the interpreter exits
+        except BrokenPipeError:  # later lines go to /dev/null: no "Exception ignored" at exit
             with contextlib.suppress(Exception):
                 devnull = os.open(os.devnull, os.O_WRONLY)
                 os.dup2(devnull, self.stream.fileno())
@@ -725,7 +723,7 @@ def _refuse_unreadable(run_dir: Path, outputs: Path) -> None:
         listed = results.read_json(run_dir / "params.json").get("notebooks", params_mod.NOTEBOOKS)
         timed = run_dir / "timings.csv"
         done = {r["notebook"] for r in results.read_rows(timed)} if timed.is_file() else set()
-        if set(listed) - {ANALYSIS} <= done:
+        if set(listed) - done == {ANALYSIS}:
             return
         why += "; run the same command again to resume it"
     if why:
