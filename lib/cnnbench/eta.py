@@ -17,12 +17,10 @@ RECORD, EXAMPLE = "earlier run", "the committed example on a 2-core CPU"
 BUDGET = "the budgets: configurations x protocol + start-up, a rough estimate"
 EXAMPLE_RUN = "examples/example-cpu-2core"  # under the workbook's root; its executed notebooks hold its times
 # Keys that do not change what a run measures or how long it takes (names, paths, the notebook list).
-_NOT_TIMED = tuple(
-    (
-        "run_name params_file overrides device expect_device notebooks analysis_runs cell_timeout_s "
-        "data_path transfer_data_path scratch_data_path"
-    ).split()
-)
+_NOT_TIMED = (
+    "run_name params_file overrides device expect_device notebooks analysis_runs cell_timeout_s data_path "
+    "transfer_data_path scratch_data_path"
+).split()
 PACE_MIN_S = 30.0  # expected seconds of finished notebooks before their pace revises the other estimates
 PACE_BAND = 0.10  # a pace less than 10% slower than the estimates leaves them as they are
 PROCESS_LINE = re.compile(r": process \d+/\d+ ")  # cnnbench.progress.process_line
@@ -233,20 +231,15 @@ def expected_times(
     sibling: tuple[str, Mapping[str, float]] | None = None,
 ) -> dict[str, tuple[float | None, str]]:
     """Per notebook: (expected seconds or None, where the figure comes from)."""
-    out, example = {}, example or {}
     sibling_name, sibling_times = sibling or ("", {})
+    sibling_source = f"run '{sibling_name}' beside it"
+    sources = ((record, RECORD), (sibling_times, sibling_source), (example or {}, EXAMPLE), (budgets, BUDGET))
+    out = {}
     for name in notebooks:
-        if record.get(name) is not None:
-            out[name] = (float(record[name]), RECORD)
-        elif sibling_times.get(name) is not None:
-            out[name] = (float(sibling_times[name]), f"run '{sibling_name}' beside it")
-        elif example.get(name) is not None:
-            out[name] = (float(example[name]), EXAMPLE)
-        elif budgets.get(name) is not None:
-            source = budgets.source(name) if isinstance(budgets, Budgets) else BUDGET
-            out[name] = (float(budgets[name]), source)
-        else:
-            out[name] = (None, "")
+        times, source = next(((t, s) for t, s in sources if t.get(name) is not None), (None, ""))
+        if times is budgets and isinstance(budgets, Budgets):
+            source = budgets.source(name)
+        out[name] = (None if times is None else float(times[name]), source)
     return out
 
 
@@ -264,12 +257,7 @@ class Remaining:
     """The time left of a run of ``expected`` notebooks (name -> (seconds or None, source)), by ``clock``, revised by
     this run's pace; ``planned``: name -> its least worker processes, or (processes, seconds it may add after)."""
 
-    def __init__(
-        self,
-        expected: Mapping[str, tuple[float | None, str]],
-        clock: Callable[[], float] = time.monotonic,
-        planned: Mapping[str, int | tuple[int, float]] | None = None,
-    ):
+    def __init__(self, expected: Mapping, clock: Callable[[], float] = time.monotonic, planned=None):
         self.expected, self.clock = dict(expected), clock
         self.planned = {k: v if isinstance(v, tuple) else (v, 0.0) for k, v in (planned or {}).items()}
         self.order, self.current, self.started, self.took = list(expected), None, 0.0, {}
@@ -281,12 +269,8 @@ class Remaining:
         secs, source = self.expected.get(notebook, (None, ""))
         if secs is None:
             return self.with_run(f"{notebook}: no estimate (no earlier run of it here, no time budget)")
-        pace = self.pace()
-        why = (
-            f"from {source}"
-            if pace == 1.0
-            else f"{duration(secs)} from {source}, x{pace:.2f} at this run's pace"
-        )
+        pace, why = self.pace(), f"from {source}"
+        why = why if pace == 1.0 else f"{duration(secs)} {why}, x{pace:.2f} at this run's pace"
         return self.with_run(f"{notebook}: expected {duration(secs * pace)} ({why})")
 
     def finish(self, notebook: str) -> float:

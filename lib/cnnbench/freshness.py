@@ -14,40 +14,32 @@ SUFFIX = ".inputs.json"
 NOT_READ = ("timings.csv",)  # written by the pipeline after each notebook: never an input of the analysis
 
 
-def code_hash(notebook: Path) -> str:
-    """The notebook and every file of the installed ``cnnbench`` package (sources and data), in one hash."""
+def fingerprint(run_dirs: list[Path], notebook: Path) -> dict:
+    """What an execution of ``notebook`` over ``run_dirs`` read, and the code that ran: the notebook and every
+    file of the installed ``cnnbench`` package (sources and data), in one hash."""
     package = Path(cnnbench.__file__).resolve().parent
-    h = hashlib.sha256(Path(notebook).read_bytes())
+    code = hashlib.sha256(Path(notebook).read_bytes())
     for path in sorted(package.rglob("*")):
         if path.is_file() and "__pycache__" not in path.parts:
-            h.update(str(path.relative_to(package)).encode() + b"\0" + path.read_bytes())
-    return h.hexdigest()
-
-
-def fingerprint(run_dirs: list[Path], notebook: Path) -> dict:
-    """What an execution of ``notebook`` over ``run_dirs`` read and ran."""
+            code.update(str(path.relative_to(package)).encode() + b"\0" + path.read_bytes())
     files = {
         f"{Path(d).name}/{p.name}": hashlib.sha256(p.read_bytes()).hexdigest()
         for d in run_dirs
         for p in sorted(Path(d).iterdir())
         if p.is_file() and p.suffix in (".csv", ".json") and p.name not in NOT_READ
     }
-    return {"code": code_hash(notebook), "files": files}
-
-
-def _path(executed: Path) -> Path:
-    return Path(executed).with_suffix(SUFFIX)
+    return {"code": code.hexdigest(), "files": files}
 
 
 def forget(executed: Path) -> None:
     """Before ``executed`` is executed again: until it finishes, no fingerprint says it is current (a failed
     execution leaves its copy behind, for reading)."""
-    _path(executed).unlink(missing_ok=True)
+    Path(executed).with_suffix(SUFFIX).unlink(missing_ok=True)
 
 
 def record(executed: Path, run_dirs: list[Path], notebook: Path) -> None:
     """After ``executed`` (the executed copy) was written: what it read and ran."""
-    results.write_json(_path(executed), fingerprint(run_dirs, notebook))
+    results.write_json(Path(executed).with_suffix(SUFFIX), fingerprint(run_dirs, notebook))
 
 
 def current(executed: Path, run_dirs: list[Path], notebook: Path) -> bool:
@@ -55,6 +47,6 @@ def current(executed: Path, run_dirs: list[Path], notebook: Path) -> bool:
     if not Path(executed).is_file():
         return False
     try:
-        return results.read_json(_path(executed)) == fingerprint(run_dirs, notebook)
+        return results.read_json(Path(executed).with_suffix(SUFFIX)) == fingerprint(run_dirs, notebook)
     except (OSError, ValueError):
         return False

@@ -38,9 +38,8 @@ from cnnbench import params as params_mod
 from cnnbench.progress import PROGRESS_ENV
 
 FAILED, STALE_REPORT = "FAILED.txt", "report.stale.html"
-ANALYSIS = params_mod.NOTEBOOKS[
-    -1
-]  # 08, executed again by `cnnbench report` unless current (cnnbench.freshness)
+# 08, executed again by `cnnbench report` unless current (cnnbench.freshness)
+ANALYSIS = params_mod.NOTEBOOKS[-1]
 
 
 def _notebook_path(name: str) -> Path:
@@ -57,15 +56,13 @@ def execute(
     notebooks: list[str],
     timeout_s: int,
     log=print,
-    budgets: dict | None = None,
     planned: dict | None = None,
-    example: dict | None = None,
-    sibling: tuple[str, dict] | None = None,
     progress: Path | None = None,
     on_done=None,
+    **sources,
 ) -> list[Path]:
     """Run ``notebooks`` into ``run_dir/notebooks/`` (each copy whole or not at all), raising
-    :class:`NotebookFailed`; ``budgets`` .. ``sibling``: :mod:`cnnbench.eta`'s sources; ``on_done(done, took_s)``:
+    :class:`NotebookFailed`; ``sources``: :func:`cnnbench.eta.expected_times`'s; ``on_done(done, took_s)``:
     after each notebook but the last."""
     import papermill
     from nbclient.exceptions import DeadKernelError
@@ -84,10 +81,8 @@ def execute(
     done = []
     parameters = {"params_file": str(params_file), "overrides": overrides, "run_dir": str(run_dir)}
     timings = results.file(run_dir, "timings")
-    record = eta.record(run_dir)
-    remaining = eta.Remaining(
-        eta.expected_times(notebooks, record, budgets or {}, example, sibling), planned=planned
-    )
+    expected = eta.expected_times(notebooks, eta.record(run_dir), **{"budgets": {}, **sources})
+    remaining = eta.Remaining(expected, planned=planned)
     for i, name in enumerate(notebooks, 1):
         source, target = _notebook_path(name), out_dir / f"{name}.ipynb"
         partial = out_dir / f".{name}.partial.ipynb"
@@ -108,11 +103,10 @@ def execute(
                     kernel_manager_class=_quiet_kernel_manager(run_dir / "kernel.log"),
                 )
         except BaseException as err:
+            kept = _keep_whole(partial, target)
             if not isinstance(err, Exception):  # Ctrl-C, SIGTERM: the caller says so
-                _keep_whole(partial, target)
                 raise
             log(f"[{i}/{len(notebooks)}] {name} failed")
-            kept = _keep_whole(partial, target)
             if isinstance(err, PapermillExecutionError):
                 first_line = ((err.source or "").strip().splitlines() or [""])[0][:80]
                 error = f"{err.ename}: {err.evalue}"
@@ -122,7 +116,7 @@ def execute(
                 why = _describe(err, {str(partial): target}, writing=target)
                 why = why if _readable(source) else f"{source} is not a valid notebook ({why})"
             raise NotebookFailed(name, None, why, kept) from None
-        _keep_whole(partial, target, check=False)
+        partial.replace(target)
         took = time.perf_counter() - start
         remaining.finish(name)
         timings.append({"notebook": name, "duration_s": round(took, 1), "finished_at": _now()})
@@ -161,11 +155,11 @@ class _PartialReports:
         (self.run_dir / report.PARTIAL).unlink(missing_ok=True)
 
 
-def _keep_whole(partial: Path, target: Path, check: bool = True) -> Path | None:
-    """``partial`` renamed over ``target`` (returned) if it is a whole notebook (``check`` False: known), else removed."""
+def _keep_whole(partial: Path, target: Path) -> Path | None:
+    """``partial`` renamed over ``target`` (returned) if it is a whole notebook, else removed."""
     if not partial.is_file():
         return None
-    if check and not _readable(partial):
+    if not _readable(partial):
         partial.unlink(missing_ok=True)
         return None
     partial.replace(target)
@@ -224,23 +218,15 @@ def _logs_to(path: Path):
 
 class _Tail(threading.Thread):
     """Prints the lines appended to ``path`` while a notebook runs, and ``status()`` after them (at most every
-    ``status_min_s``) or after ``status_every_s`` without any; ``seen`` gets every line."""
+    ``status_min_s``) or after ``STATUS_EVERY_S`` without any; ``seen`` gets every line."""
 
-    def __init__(
-        self,
-        path: Path,
-        log,
-        interval_s: float = 0.5,
-        status=None,
-        status_every_s: float = 60.0,
-        seen=None,
-        status_min_s: float = 10.0,
-    ):
+    STATUS_EVERY_S = 60.0
+
+    def __init__(self, path: Path, log, interval_s=0.5, status=None, seen=None, status_min_s=10.0):
         super().__init__(daemon=True)
         self.path, self.log, self.interval_s, self.stop = path, log, interval_s, threading.Event()
         self.offset = path.stat().st_size if path.is_file() else 0
-        self.status, self.status_every_s, self.said = status, status_every_s, time.monotonic()
-        self.status_min_s = status_min_s
+        self.status, self.status_min_s, self.said = status, status_min_s, time.monotonic()
         self.seen = seen or (lambda line: None)
 
     def poll(self) -> None:
@@ -256,7 +242,7 @@ class _Tail(threading.Thread):
             self.seen(line)
             self.log(f"    {line}", flush=True)
         quiet_s = time.monotonic() - self.said
-        if self.status and quiet_s >= (self.status_min_s if complete else self.status_every_s):
+        if self.status and quiet_s >= (self.status_min_s if complete else self.STATUS_EVERY_S):
             self.log(f"  ~ {self.status()}", flush=True)
             self.said = time.monotonic()
 
@@ -330,24 +316,19 @@ def _signals_stop_the_run():
 
 
 class _Console:
-    """A console stream whose later lines are dropped once its reader has gone (BrokenPipeError)."""
+    """A console stream whose lines are dropped once its reader has gone (BrokenPipeError)."""
 
     def __init__(self, stream):
-        self.stream, self.gone = stream, False
+        self.stream = stream
 
     def _drop_on_broken_pipe(self, call, *args):
-        if self.gone:
-            return None
         try:
-            return call(*args)
-        except BrokenPipeError:
-            self.gone = True
-            # no "Exception ignored" when the interpreter flushes at exit
+            call(*args)
+        except BrokenPipeError:  # later lines go to /dev/null: no "Exception ignored" at exit
             with contextlib.suppress(Exception):
                 devnull = os.open(os.devnull, os.O_WRONLY)
                 os.dup2(devnull, self.stream.fileno())
                 os.close(devnull)
-            return None
 
     def write(self, text: str) -> int:
         self._drop_on_broken_pipe(self.stream.write, text)
@@ -482,18 +463,14 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 2
     with _console_may_close():
-        return _main(args)
-
-
-def _main(args) -> int:
-    try:
-        with _signals_stop_the_run():
-            return _run(args)
-    except KeyboardInterrupt as err:
-        return _stopped(err, "cnnbench", "results written so far are kept (run again to resume)")
-    except Exception as err:  # outside a run folder (a run's own failures are caught in _execute_run)
-        print(f"cnnbench: {_describe(err)}", file=sys.stderr)
-        return 1
+        try:
+            with _signals_stop_the_run():
+                return _run(args)
+        except KeyboardInterrupt as err:
+            return _stopped(err, "cnnbench", "results written so far are kept (run again to resume)")
+        except Exception as err:  # outside a run folder (a run's own failures are caught in _execute_run)
+            print(f"cnnbench: {_describe(err)}", file=sys.stderr)
+            return 1
 
 
 def _stopped(err: KeyboardInterrupt, who: str, what: str) -> int:
@@ -614,13 +591,13 @@ def _execute_run(args, p, params_file: Path, overrides: dict, outputs: Path, run
         )
         planned = {name: eta.planned(p, name) for name in p.notebooks}
         if ANALYSIS in p.notebooks:
-            _forget_analysis(run_dir)
+            _fingerprint(run_dir, None)
         partial = None if args.no_report else _PartialReports(run_dir, len(p.notebooks))
         executed = execute(
             resolved, {}, run_dir, p.notebooks, p.cell_timeout_s, planned=planned, on_done=partial, **sources
         )
         if ANALYSIS in p.notebooks:
-            _record_analysis(run_dir, [run_dir])
+            _fingerprint(run_dir, [run_dir])
         if partial is not None:
             from cnnbench import report
 
@@ -660,17 +637,21 @@ def _combined(p: params_mod.Params | None, params_file: Path, overrides: dict, o
         if not analysed:
             from cnnbench import run as run_mod  # imports torch: only where 08 runs
 
-            p = p or _report_params(runs[-1], outputs)  # None only where 08 was current a moment ago
+            p = p or _report_params(runs[-1])  # None only where 08 was current a moment ago
             every, over = dataclasses.replace(p, analysis_runs=["*"]), {**overrides, "analysis_runs": ["*"]}
             resolved = run_mod.write_resolved(folder, every, params_file, over)
-            _forget_analysis(folder)
+            _fingerprint(folder, None)
             analysed = execute(resolved, {}, folder, [ANALYSIS], p.cell_timeout_s)
-            _record_analysis(folder, [*runs, folder])
+            _fingerprint(folder, [*runs, folder])
         combined = report.build_combined_report(outputs, analysed[0])
     # an earlier combined report no longer covers every run: never left as current
     except BaseException as err:
-        why = err if isinstance(err, NotebookFailed) else _describe(err)
-        stale = _combined_stale(outputs, folder, str(why))
+        why, stale = err if isinstance(err, NotebookFailed) else _describe(err), ""
+        with contextlib.suppress(OSError):
+            if (outputs / "report.html").is_file():
+                (outputs / "report.html").replace(outputs / STALE_REPORT)
+                stale = f"; the previous combined report was renamed {STALE_REPORT}"
+            results.atomic_write_text(folder / FAILED, f"The combined analysis did not finish: {why}\n")
         if not isinstance(err, Exception):
             raise
         print(f"cnnbench: combined analysis: {why}{stale}", file=sys.stderr)
@@ -679,17 +660,6 @@ def _combined(p: params_mod.Params | None, params_file: Path, overrides: dict, o
     (folder / FAILED).unlink(missing_ok=True)
     print(f"cnnbench: combined report of {combined[1]} runs {combined[0]}")
     return 0
-
-
-def _combined_stale(outputs: Path, folder: Path, why: str) -> str:
-    """Mark the combined report of ``outputs`` stale, with the reason; returns the console's note."""
-    note = ""
-    with contextlib.suppress(OSError):
-        if (outputs / "report.html").is_file():
-            (outputs / "report.html").replace(outputs / STALE_REPORT)
-            note = f"; the previous combined report was renamed {STALE_REPORT}"
-        results.atomic_write_text(folder / FAILED, f"The combined analysis did not finish: {why}\n")
-    return note
 
 
 def report_main(argv: list[str]) -> int:
@@ -708,14 +678,10 @@ def report_main(argv: list[str]) -> int:
     try:
         with _signals_stop_the_run():
             outputs, run_dir = _report_folders(args)
-            p = None
             if run_dir:
-                # an unknown or failed run: refused, nothing done
-                _report_params(run_dir, outputs, validate=False)
-                if not _analysis_current(run_dir, [run_dir]):  # else its params.json is as when 08 ran on it
-                    p = _report_params(run_dir, outputs)
-                _rebuild_run_report(run_dir, p)
-            return _rebuild_combined(outputs, p, run_dir)
+                _refuse_unreadable(run_dir, outputs)
+                _rebuild_run_report(run_dir)
+            return _rebuild_combined(outputs, run_dir)
     except (_Refused, params_mod.ParamsError) as err:
         print(f"cnnbench report: {err}", file=sys.stderr)
         return 2
@@ -744,21 +710,28 @@ def _report_folders(args) -> tuple[Path, Path | None]:
     return outputs, run_dir or (outputs / args.run_name if args.run_name else None)
 
 
-def _report_params(run_dir: Path, outputs: Path, validate: bool = True) -> params_mod.Params | None:
-    """The run's params.json validated, not against this machine's device (the run may come from another);
-    ``validate=False``: only whether the run can be read."""
+def _refuse_unreadable(run_dir: Path, outputs: Path) -> None:
+    """Refuse a run ``cnnbench report`` cannot rebuild: missing, broken, or stopped with more than 08 left."""
     from cnnbench.results import runs
 
     if not run_dir.is_dir():
         known = sorted(d.name for d in outputs.iterdir() if runs._is_run(d)) if outputs.is_dir() else []
         there = f"; runs there: {', '.join(known)}" if known else ""
         raise _Refused(f"no run '{run_dir.name}' in {run_dir.parent}{there}")
-    if not validate:
-        why = runs.verdict(run_dir)
-        resume = "; run the same command again to resume it" if str(why).startswith("failed") else ""
-        if why and not (resume and _only_analysis_left(run_dir)):
-            raise _Refused(f"{run_dir.name}: {why}{resume}")
-        return None
+    why = runs.verdict(run_dir) or ""
+    if why.startswith("failed"):  # stopped with only 08 left, which measures nothing: finished here
+        listed = results.read_json(run_dir / "params.json").get("notebooks", params_mod.NOTEBOOKS)
+        timed = run_dir / "timings.csv"
+        done = {r["notebook"] for r in results.read_rows(timed)} if timed.is_file() else set()
+        if set(listed) - done == {ANALYSIS}:
+            return
+        why += "; run the same command again to resume it"
+    if why:
+        raise _Refused(f"{run_dir.name}: {why}")
+
+
+def _report_params(run_dir: Path) -> params_mod.Params:
+    """The run's params.json validated, not against this machine's device (the run may come from another)."""
     try:
         prm = results.read_json(run_dir / "params.json")
         keys = {k: v for k, v in prm.items() if k in params_mod.FIELDS}
@@ -771,54 +744,38 @@ def _report_params(run_dir: Path, outputs: Path, validate: bool = True) -> param
         raise _Refused(f"{run_dir / 'params.json'} is broken ({_describe(err)})") from None
 
 
-def _only_analysis_left(run_dir: Path) -> bool:
-    """Whether a stopped run finished every notebook it lists but 08, which measures nothing."""
-    listed = results.read_json(run_dir / "params.json").get("notebooks", params_mod.NOTEBOOKS)
-    timed = run_dir / "timings.csv"
-    done = {r["notebook"] for r in results.read_rows(timed)} if timed.is_file() else set()
-    return set(listed) - {ANALYSIS} <= done
-
-
-def _rebuild_run_report(run_dir: Path, p: params_mod.Params | None) -> Path:
-    """``run_dir``'s report.html built again, over its executed 08 where current, else over a new one."""
+def _rebuild_run_report(run_dir: Path) -> Path:
+    """``run_dir``'s report.html built again, over its executed 08 where current, else over 08 executed again
+    over its results (nothing measured), the run's own params.json and progress.log kept."""
     from cnnbench import report
 
-    lock = paths.RunLock(run_dir).acquire()
-    try:
+    with paths.RunLock(run_dir):
         done = {n.stem: n for n in (run_dir / "notebooks").glob("[0-9][0-9]_*.ipynb")}
         kept = _analysis_kept(run_dir, [run_dir], f"cnnbench report: {run_dir.name}")
         if not kept:
-            done.update(_analyse_again(run_dir, p))
+            from cnnbench import run as run_mod
+
+            p, saved = _report_params(run_dir), (run_dir / run_mod.RESOLVED).read_bytes()
+            print(
+                f"cnnbench report: {run_dir.name}: {ANALYSIS} over the results on disk (nothing is measured)"
+            )
+            try:
+                with tempfile.TemporaryDirectory(prefix="cnnbench-report-") as tmp:
+                    resolved = run_mod.write_resolved(Path(tmp), p, run_dir / run_mod.RESOLVED, {})
+                    _fingerprint(run_dir, None)
+                    progress = Path(tmp) / "progress.log"
+                    done[ANALYSIS] = execute(
+                        resolved, {}, run_dir, [ANALYSIS], p.cell_timeout_s, progress=progress
+                    )[0]
+            finally:
+                results.atomic_write_text(run_dir / run_mod.RESOLVED, saved.decode())
         html = report.build_run_report(run_dir, [done[n] for n in sorted(done)])
-    finally:
-        lock.release()
     if not kept:
-        _record_analysis(run_dir, [run_dir])
+        _fingerprint(run_dir, [run_dir])
     (run_dir / STALE_REPORT).unlink(missing_ok=True)
     finished(run_dir)  # a run stopped with only 08 left is now whole
     print(f"cnnbench report: {html}")
     return html
-
-
-def _analyse_again(run_dir: Path, p: params_mod.Params | None) -> dict[str, Path]:
-    """08 executed again into ``run_dir`` over its results, the run's own params.json kept as measured."""
-    from cnnbench import run as run_mod
-
-    p = p or _report_params(run_dir, run_dir.parent)
-    saved = (run_dir / run_mod.RESOLVED).read_bytes()
-    try:
-        with tempfile.TemporaryDirectory(prefix="cnnbench-report-") as tmp:
-            resolved = run_mod.write_resolved(Path(tmp), p, run_dir / run_mod.RESOLVED, {})
-            _forget_analysis(run_dir)
-            print(
-                f"cnnbench report: {run_dir.name}: 08_analysis over the results on disk (nothing is measured)"
-            )
-            done = execute(
-                resolved, {}, run_dir, [ANALYSIS], p.cell_timeout_s, progress=Path(tmp) / "progress.log"
-            )
-            return {n.stem: n for n in done}  # the run's own progress.log stays
-    finally:
-        results.atomic_write_text(run_dir / run_mod.RESOLVED, saved.decode())
 
 
 def _analysis_current(folder: Path, read: list[Path]) -> bool:
@@ -834,16 +791,16 @@ def _analysis_kept(folder: Path, read: list[Path], who: str) -> list[Path]:
     return [folder / "notebooks" / f"{ANALYSIS}.ipynb"]
 
 
-def _forget_analysis(folder: Path) -> None:
-    freshness.forget(folder / "notebooks" / f"{ANALYSIS}.ipynb")
+def _fingerprint(folder: Path, read: list[Path] | None) -> None:
+    """08 just executed into ``folder`` over ``read``, for :func:`_analysis_kept`; None: about to be executed."""
+    executed = folder / "notebooks" / f"{ANALYSIS}.ipynb"
+    if read is None:
+        freshness.forget(executed)
+    else:
+        freshness.record(executed, read, _notebook_path(ANALYSIS))
 
 
-def _record_analysis(folder: Path, read: list[Path]) -> None:
-    """After 08 was executed into ``folder`` over ``read``: its fingerprint, for :func:`_analysis_kept`."""
-    freshness.record(folder / "notebooks" / f"{ANALYSIS}.ipynb", read, _notebook_path(ANALYSIS))
-
-
-def _rebuild_combined(outputs: Path, p: params_mod.Params | None, run_dir: Path | None = None) -> int:
+def _rebuild_combined(outputs: Path, run_dir: Path | None = None) -> int:
     """The combined report of ``outputs`` built again, with ``run_dir``'s parameters (else the last run's)."""
     from cnnbench import report
 
@@ -852,8 +809,7 @@ def _rebuild_combined(outputs: Path, p: params_mod.Params | None, run_dir: Path 
         print(f"cnnbench report: {len(runs)} user run(s) in {outputs}: no combined report")
         return 0
     folder = outputs / report.COMBINED
-    if p is None and not _analysis_current(folder, [*runs, folder]):
-        p = _report_params(run_dir or runs[-1], outputs)
+    p = None if _analysis_current(folder, [*runs, folder]) else _report_params(run_dir or runs[-1])
     return _combined(p, outputs / runs[-1].name / "params.json", {}, outputs)
 
 

@@ -40,16 +40,6 @@ def _table(rows: dict) -> str:
     return f"<table>{body}</table>"
 
 
-def _anchor_headings(cell, prefix: str, contents: list[tuple[int, str, str]]) -> None:
-    """Put an anchor before every H1/H2 of a markdown cell and list it in ``contents``."""
-
-    def anchor(match: re.Match) -> str:
-        contents.append((len(match.group(1)), match.group(2), f"{prefix}-{len(contents)}"))
-        return f'<a id="{contents[-1][2]}"></a>\n\n{match.group(0)}'
-
-    cell.source = _HEADING.sub(anchor, cell.source)
-
-
 # What a report shows of an executed notebook (a run folder copied from anywhere may hold any of it): these
 # output types, and in HTML and rendered markdown these tags and attributes; any other tag is shown as text, any
 # other attribute (onerror=...) or link scheme (javascript:) dropped: no script of a run folder runs in the report.
@@ -76,7 +66,13 @@ def safe(text: str) -> str:
     return bleach.clean(text, SAFE_TAGS, SAFE_ATTRIBUTES, protocols, strip_comments=True, css_sanitizer=box)
 
 
-def _report_cells(nb, prefix: str, contents: list) -> list:
+def _report_cells(nb, prefix: str, contents: list[tuple[int, str, str]]) -> list:
+    """The cells of ``nb`` a report shows; an anchor before every H1/H2 of markdown, listed in ``contents``."""
+
+    def anchor(match: re.Match) -> str:
+        contents.append((len(match.group(1)), match.group(2), f"{prefix}-{len(contents)}"))
+        return f'<a id="{contents[-1][2]}"></a>\n\n{match.group(0)}'
+
     cells = []
     for cell in nb.cells:
         tags = set(cell.get("metadata", {}).get("tags", []))
@@ -84,8 +80,8 @@ def _report_cells(nb, prefix: str, contents: list) -> list:
             continue
         if cell.cell_type == "markdown":
             # the Colab badge is for the notebook, not the report (an external image, broken offline)
-            cell.source = "\n".join(ln for ln in cell.source.splitlines() if "colab-badge" not in ln)
-            _anchor_headings(cell, prefix, contents)
+            badge_free = "\n".join(ln for ln in cell.source.splitlines() if "colab-badge" not in ln)
+            cell.source = _HEADING.sub(anchor, badge_free)
         elif cell.cell_type == "code":
             cell.outputs = [o for o in cell.get("outputs", []) if o.get("name") != "stderr"]
             for data in (o["data"] for o in cell.outputs if "data" in o):
