@@ -93,10 +93,4 @@ class Meter:
 
 def none(source: str, note: str) -> dict[str, float | str]:
     """The columns of :data:`COLUMNS` where no energy is given: empty numbers and the reason."""
-    return {
-        "energy_j": math.nan,
-        "energy_j_per_image": math.nan,
-        "avg_power_w": math.nan,
-        "energy_source": source,
-        "energy_note": note,
-    }
+    return {**dict.fromkeys(COLUMNS[:3], math.nan), "energy_source": source, "energy_note": note}

@@ -24,14 +24,6 @@ _HEADLINE_MEASURED: dict[str, set] = {}
 _MAX_PREFIXES = ("peak_", "util_process_cpu_max", "util_cpu_max", "gpu_mem_used_max")
 
 
-def _files(path, steps_path, telemetry_path):
-    path = Path(path)
-    windows = path.with_name(f"{path.stem}_windows.csv")
-    steps = ResultsFile(steps_path, TABLES["scenario_a_steps"].key) if steps_path else None
-    tele = ResultsFile(telemetry_path, TABLES["telemetry"].key) if telemetry_path else None
-    return ResultsFile(path, config_keys()), ResultsFile(windows, window_keys()), steps, tele
-
-
 class _Config:
     """One configuration's state across rounds: its key, the processes measured so far (their rows, this
     session's or a resumed run's), and the failure that ends it, if any."""
@@ -54,7 +46,6 @@ class _Config:
         return max(self.attempts, len(self.processes))
 
     def rates(self) -> list[float]:
-        """Throughput of each process: its images over its measured wall time."""
         out = []
         for p in self.processes:
             ws = [w for w in self.windows if w["process"] == p]
@@ -283,8 +274,11 @@ def run_configs(
     ``isolate``: each process a fresh worker; ``only``: measure these now; ``reuse``: a results file whose
     finished rows of the same configurations are copied (``measured_in``) instead of measured again."""
     device, configs = timing.backend_of(device), list(configs)
-    files = _files(path, steps_path, telemetry_path)
-    results, windows, steps, _ = files
+    results = ResultsFile(path, config_keys())
+    windows = ResultsFile(results.path.with_name(f"{results.path.stem}_windows.csv"), window_keys())
+    steps = ResultsFile(steps_path, TABLES["scenario_a_steps"].key) if steps_path else None
+    tele = ResultsFile(telemetry_path, TABLES["telemetry"].key) if telemetry_path else None
+    files = results, windows, steps, tele
     keys = [engine.config_key(c, device, p) for c in configs]
     # these configurations, and only they, are this invocation's rows (results.ResultsFile.plan)
     for f in files:
