@@ -179,10 +179,8 @@ def merge(state: _Config, stop_reason: str, steps: ResultsFile | None) -> dict:
         ]
         if unread:  # a mean over the processes that read it would be theirs alone: none, with a reason
             base.update(energy.none(unread[-1].get("energy_source", ""), unread[-1].get("energy_note", "")))
-    step_times = []
-    if steps is not None:
-        mine = [s for s in steps.rows() if _key(steps, s) == _key(steps, state.key)]
-        step_times = [float(s["step_time_s"]) for s in mine]
+    mine = steps.rows() if steps is not None else []
+    step_times = [float(s["step_time_s"]) for s in mine if _key(steps, s) == _key(steps, state.key)]
     walls = [w["window_time_s"] for w in state.windows]
     counts = [w["steps"] for w in state.windows]
     within = base.get("throughput_ci95_img_s", math.nan)
@@ -205,7 +203,7 @@ def merge(state: _Config, stop_reason: str, steps: ResultsFile | None) -> dict:
         ci95_pct=100 * half / base["throughput_img_s"] if base["throughput_img_s"] else math.nan,
         stop_reason=stop_reason,
     )
-    if "gflops_per_image" in base and base.get("gflops_per_image") == base.get("gflops_per_image"):
+    if math.isfinite(number(base.get("gflops_per_image"))):
         base["achieved_gflops"] = base["throughput_img_s"] * float(base["gflops_per_image"])
         base["achieved_tflops"] = base["achieved_gflops"] / 1e3
     probes = [w["probe_img_s"] for w in state.windows if math.isfinite(w["probe_img_s"])]

@@ -98,9 +98,7 @@ def measure_round(cfgs: list, device, p, datasets: list, busy: list[bool], on_ro
             known_flops.append(engine.flops_per_image(cfg.model, cfg.image_size, cfg.num_classes))
         except Exception:  # noqa: BLE001 - the worker counts (and reports any failure) itself
             known_flops.append(None)
-    cfgs = [
-        c.replace(threads=c.threads or torch.get_num_threads()) for c in cfgs
-    ]  # the worker's are the run's
+    cfgs = [c.replace(threads=c.threads or torch.get_num_threads()) for c in cfgs]  # the worker's: the run's
     isolation = "worker" if len(cfgs) == 1 else "round_worker"
     hooks = os.environ.get(HOOK_ENV, "")
     got = []
