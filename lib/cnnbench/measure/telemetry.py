@@ -4,7 +4,6 @@ summarised per row (``Sampler.summary()``); :func:`judge` turns a row's figures 
 
 from __future__ import annotations
 
-import contextlib
 import math
 import os
 import threading
@@ -86,11 +85,8 @@ class Sampler:
             self._add(t, "util_process_cpu_pct", process)
             self._add(t, "util_other_cpu_pct", max(host - process / self._cores, 0.0))
         self._add(t, "rss_mib", self._proc.memory_info().rss / 2**20)
-        try:  # CPU steal since the last sample and the CPU clock, where this OS tells them
-            steal = getattr(psutil.cpu_times_percent(interval=None), "steal", None)
-        except Exception:  # noqa: BLE001 - not every OS has steal time
-            steal = None
-        if steal is not None:
+        # CPU steal since the last sample (psutil has it on Linux only) and the CPU clock, where this OS tells it
+        if (steal := getattr(psutil.cpu_times_percent(interval=None), "steal", None)) is not None:
             self._add(t, "cpu_steal_pct", steal)
         try:
             freq = psutil.cpu_freq()
@@ -160,8 +156,7 @@ class Sampler:
 
     def __enter__(self) -> Sampler:
         psutil.cpu_percent(interval=None, percpu=True)  # the first calls only set the reference points
-        with contextlib.suppress(Exception):
-            psutil.cpu_times_percent(interval=None)
+        psutil.cpu_times_percent(interval=None)
         self._t0 = self.clock()
         self._last_cpu = (self.clock(), self._process_cpu_seconds())
         self._enter_cpu = self._last_cpu

@@ -38,18 +38,14 @@ def _context():
 @contextlib.contextmanager
 def _main_not_rerun():
     """Start workers without re-running the caller's ``__main__`` in them (the worker needs only cnnbench)."""
-    main = sys.modules.get("__main__")
-    saved = {
-        k: main.__dict__.pop(k) for k in ("__file__", "__spec__") if main is not None and k in main.__dict__
-    }
-    if main is not None:
-        main.__spec__ = None
+    main = sys.modules["__main__"]
+    saved = {k: main.__dict__.pop(k) for k in ("__file__", "__spec__") if k in main.__dict__}
+    main.__spec__ = None
     try:
         yield
     finally:
-        if main is not None:
-            main.__dict__.pop("__spec__", None)
-            main.__dict__.update(saved)
+        main.__dict__.pop("__spec__", None)
+        main.__dict__.update(saved)
 
 
 def _test_hook(model: str, hooks: str) -> None:
