@@ -41,7 +41,6 @@ class Meter:
         self._thread: threading.Thread | None = None
 
     def poll(self) -> None:
-        """Read the counter and add the increase since the last read."""
         if isinstance(self.counter, Unavailable):
             return
         with self._lock:
@@ -82,21 +81,12 @@ class Meter:
                 f"window {self.seconds:.2f} s is shorter than {NVML_MIN_WINDOW_S:g} s: NVML's counter updates "
                 "every 20-100 ms, too seldom to time it",
             )
-        return {
-            "energy_j": self.joules,
-            "energy_j_per_image": self.joules / images if images else math.nan,
-            "avg_power_w": self.joules / self.seconds if self.seconds > 0 else math.nan,
-            "energy_source": self.counter.source,
-            "energy_note": self.counter.note,
-        }
+        per_image = self.joules / images if images else math.nan
+        watts = self.joules / self.seconds if self.seconds > 0 else math.nan
+        counter = self.counter
+        return dict(zip(COLUMNS, (self.joules, per_image, watts, counter.source, counter.note), strict=True))
 
 
 def none(source: str, note: str) -> dict[str, float | str]:
     """The columns of :data:`COLUMNS` where no energy is given: empty numbers and the reason."""
-    return {
-        "energy_j": math.nan,
-        "energy_j_per_image": math.nan,
-        "avg_power_w": math.nan,
-        "energy_source": source,
-        "energy_note": note,
-    }
+    return {**dict.fromkeys(COLUMNS[:3], math.nan), "energy_source": source, "energy_note": note}

@@ -154,11 +154,14 @@ class Workload:
         if cfg.data_mode == "device":
             # one batch made once on the device: real images when a dataset is given, else synthetic
             if self.dataset is None:
-                x, y = self._synthetic_batch()
-            else:
-                x, y = self.to_device(
-                    *next(iter(data.loader(self.dataset, cfg.batch_size, 0, False, seed=p.seed)))
+                gen = torch.Generator().manual_seed(p.seed)
+                x = torch.randn(
+                    cfg.batch_size, cfg.in_channels, cfg.image_size, cfg.image_size, generator=gen
                 )
+                batch = x, torch.randint(0, cfg.num_classes, (cfg.batch_size,), generator=gen)
+            else:
+                batch = next(iter(data.loader(self.dataset, cfg.batch_size, 0, False, seed=p.seed)))
+            x, y = self.to_device(*batch)
             self.next_batch = lambda: (x, y)
         else:
             images = max(p.synthetic_images, cfg.batch_size)
@@ -177,11 +180,6 @@ class Workload:
         if self._settings is not None:
             settings, self._settings = self._settings, None
             settings.__exit__(*exc)
-
-    def _synthetic_batch(self):
-        cfg, gen = self.cfg, torch.Generator().manual_seed(self.p.seed)
-        x = torch.randn((cfg.batch_size, cfg.in_channels, cfg.image_size, cfg.image_size), generator=gen)
-        return self.to_device(x, torch.randint(0, cfg.num_classes, (cfg.batch_size,), generator=gen))
 
     def to_device(self, x: torch.Tensor, y: torch.Tensor):
         """A host batch on the device (channels-last when asked); the copy is part of the step."""
@@ -301,9 +299,7 @@ def _memory(b: devices.Backend, sampler: telemetry.Sampler, summary: dict, warmu
     this configuration's peak RSS (MiB). A device with no high-water mark has its own columns and samples."""
     out = b.peak_memory_mib()
     for k in ("peak_device_mem_mib", "peak_device_reserved_mib"):
-        out[k.replace("_mib", "_run_mib")] = (
-            max(out[k], warmup_peak.get(k, math.nan)) if out[k] == out[k] else out[k]
-        )
+        out[k.replace("_mib", "_run_mib")] = max(out[k], warmup_peak.get(k, math.nan))  # NaN first: NaN
     if "mps_mem_max_mib" in summary:  # no peak counter: the largest 0.1 s sample, named as such
         out["mps_allocated_max_sampled_mib"] = summary["mps_mem_max_mib"]
     out["peak_rss_mib"] = max(devices.peak_rss_mib(), summary.get("peak_rss_mib", 0.0))

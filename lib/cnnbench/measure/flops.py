@@ -39,23 +39,13 @@ def _conv_backward_flop(grad_out_shape, x_shape, w_shape, *args, out_shape, **kw
     return flops
 
 
-def _sdpa_cpu_flop(query_shape, key_shape, value_shape, *args, out_shape=None, **kwargs) -> int:
-    """CPU flash attention forward: Q K^T and softmax(Q K^T) V (torch's SDPA formula)."""
-    return sdpa_flop_count(query_shape, key_shape, value_shape)
-
-
-def _sdpa_cpu_backward_flop(
-    grad_out_shape, query_shape, key_shape, value_shape, *args, out_shape=None, **kwargs
-) -> int:
-    """CPU flash attention backward (torch's SDPA backward formula)."""
-    return sdpa_backward_flop_count(grad_out_shape, query_shape, key_shape, value_shape)
-
-
 FLOP_FORMULAS = {
     aten.convolution_backward: _conv_backward_flop,
     # scaled_dot_product_attention's CPU kernels: Q K^T and softmax(Q K^T) V, by torch's own SDPA formulas
-    aten._scaled_dot_product_flash_attention_for_cpu: _sdpa_cpu_flop,
-    aten._scaled_dot_product_flash_attention_for_cpu_backward: _sdpa_cpu_backward_flop,
+    aten._scaled_dot_product_flash_attention_for_cpu: lambda q, k, v, *_, **__: sdpa_flop_count(q, k, v),
+    aten._scaled_dot_product_flash_attention_for_cpu_backward: lambda g, q, k, v, *_, **__: (
+        sdpa_backward_flop_count(g, q, k, v)
+    ),
 }
 
 # torchvision publishes _ops rounded to 3 decimals (GMACs): below 0.05 GMACs that rounding alone exceeds 1%

@@ -24,14 +24,6 @@ _HEADLINE_MEASURED: dict[str, set] = {}
 _MAX_PREFIXES = ("peak_", "util_process_cpu_max", "util_cpu_max", "gpu_mem_used_max")
 
 
-def _files(path, steps_path, telemetry_path):
-    path = Path(path)
-    windows = path.with_name(f"{path.stem}_windows.csv")
-    steps = ResultsFile(steps_path, TABLES["scenario_a_steps"].key) if steps_path else None
-    tele = ResultsFile(telemetry_path, TABLES["telemetry"].key) if telemetry_path else None
-    return ResultsFile(path, config_keys()), ResultsFile(windows, window_keys()), steps, tele
-
-
 class _Config:
     """One configuration's state across rounds: its key, the processes measured so far (their rows, this
     session's or a resumed run's), and the failure that ends it, if any."""
@@ -54,7 +46,6 @@ class _Config:
         return max(self.attempts, len(self.processes))
 
     def rates(self) -> list[float]:
-        """Throughput of each process: its images over its measured wall time."""
         out = []
         for p in self.processes:
             ws = [w for w in self.windows if w["process"] == p]
@@ -188,10 +179,8 @@ def merge(state: _Config, stop_reason: str, steps: ResultsFile | None) -> dict:
         ]
         if unread:  # a mean over the processes that read it would be theirs alone: none, with a reason
             base.update(energy.none(unread[-1].get("energy_source", ""), unread[-1].get("energy_note", "")))
-    step_times = []
-    if steps is not None:
-        mine = [s for s in steps.rows() if _key(steps, s) == _key(steps, state.key)]
-        step_times = [float(s["step_time_s"]) for s in mine]
+    mine = steps.rows() if steps is not None else []
+    step_times = [float(s["step_time_s"]) for s in mine if _key(steps, s) == _key(steps, state.key)]
     walls = [w["window_time_s"] for w in state.windows]
     counts = [w["steps"] for w in state.windows]
     within = base.get("throughput_ci95_img_s", math.nan)
@@ -214,7 +203,7 @@ def merge(state: _Config, stop_reason: str, steps: ResultsFile | None) -> dict:
         ci95_pct=100 * half / base["throughput_img_s"] if base["throughput_img_s"] else math.nan,
         stop_reason=stop_reason,
     )
-    if "gflops_per_image" in base and base.get("gflops_per_image") == base.get("gflops_per_image"):
+    if math.isfinite(number(base.get("gflops_per_image"))):
         base["achieved_gflops"] = base["throughput_img_s"] * float(base["gflops_per_image"])
         base["achieved_tflops"] = base["achieved_gflops"] / 1e3
     probes = [w["probe_img_s"] for w in state.windows if math.isfinite(w["probe_img_s"])]
@@ -283,8 +272,11 @@ def run_configs(
     ``isolate``: each process a fresh worker; ``only``: measure these now; ``reuse``: a results file whose
     finished rows of the same configurations are copied (``measured_in``) instead of measured again."""
     device, configs = timing.backend_of(device), list(configs)
-    files = _files(path, steps_path, telemetry_path)
-    results, windows, steps, _ = files
+    results = ResultsFile(path, config_keys())
+    windows = ResultsFile(results.path.with_name(f"{results.path.stem}_windows.csv"), window_keys())
+    steps = ResultsFile(steps_path, TABLES["scenario_a_steps"].key) if steps_path else None
+    tele = ResultsFile(telemetry_path, TABLES["telemetry"].key) if telemetry_path else None
+    files = results, windows, steps, tele
     keys = [engine.config_key(c, device, p) for c in configs]
     # these configurations, and only they, are this invocation's rows (results.ResultsFile.plan)
     for f in files:

@@ -4,7 +4,6 @@ summarised per row (``Sampler.summary()``); :func:`judge` turns a row's figures 
 
 from __future__ import annotations
 
-import contextlib
 import math
 import os
 import threading
@@ -86,7 +85,15 @@ class Sampler:
             self._add(t, "util_process_cpu_pct", process)
             self._add(t, "util_other_cpu_pct", max(host - process / self._cores, 0.0))
         self._add(t, "rss_mib", self._proc.memory_info().rss / 2**20)
-        self._machine(t)
+        # CPU steal since the last sample (psutil has it on Linux only) and the CPU clock, where this OS tells it
+        if (steal := getattr(psutil.cpu_times_percent(interval=None), "steal", None)) is not None:
+            self._add(t, "cpu_steal_pct", steal)
+        try:
+            freq = psutil.cpu_freq()
+        except Exception:  # noqa: BLE001 - no readable clock (some VMs, macOS on Apple silicon)
+            freq = None
+        if freq is not None and freq.current > 0:
+            self._add(t, "cpu_freq_mhz", freq.current)
         if (memory := self._backend.memory_sample_mib()) is not None:  # a device with no high-water mark
             self._add(t, "mps_mem_mib", memory)
         for index, handle in self._handles:
@@ -120,21 +127,6 @@ class Sampler:
             return None
         return min(max(100.0 * (cpu - last[1]) / (now - last[0]), 0.0), 100.0 * self._cores)
 
-    def _machine(self, t: float) -> None:
-        """CPU steal since the last sample and the CPU clock, where this OS tells them."""
-        try:
-            steal = getattr(psutil.cpu_times_percent(interval=None), "steal", None)
-        except Exception:  # noqa: BLE001 - not every OS has steal time
-            steal = None
-        if steal is not None:
-            self._add(t, "cpu_steal_pct", steal)
-        try:
-            freq = psutil.cpu_freq()
-        except Exception:  # noqa: BLE001 - no readable clock (some VMs, macOS on Apple silicon)
-            freq = None
-        if freq is not None and freq.current > 0:
-            self._add(t, "cpu_freq_mhz", freq.current)
-
     def _sample_gpu(self, t: float, index: int, handle) -> None:
         nvml = self._nvml
         try:
@@ -164,8 +156,7 @@ class Sampler:
 
     def __enter__(self) -> Sampler:
         psutil.cpu_percent(interval=None, percpu=True)  # the first calls only set the reference points
-        with contextlib.suppress(Exception):
-            psutil.cpu_times_percent(interval=None)
+        psutil.cpu_times_percent(interval=None)
         self._t0 = self.clock()
         self._last_cpu = (self.clock(), self._process_cpu_seconds())
         self._enter_cpu = self._last_cpu
@@ -181,12 +172,6 @@ class Sampler:
         self.sample()  # at least one sample per window, however short
         mine = os.environ.get(paths.LOCK_ENV)  # other runs of this workbook here: once, off the clock
         self.other_runs = len({folder for _, folder, _ in paths.run_processes() if folder != mine})
-
-    def _whole_process_cpu_pct(self) -> float | None:
-        start, end = getattr(self, "_enter_cpu", None), self._last_cpu
-        if start is None or end is None or end[0] - start[0] <= 0:
-            return None
-        return min(100.0 * (end[1] - start[1]) / (end[0] - start[0]), 100.0 * self._cores)
 
     def elapsed(self) -> float:
         """Seconds since the sampler was entered, on the clock its samples' ``t_s`` use."""
@@ -214,10 +199,11 @@ class Sampler:
         rss = self.values("rss_mib")
         if rss:
             out["peak_rss_mib"] = max(rss)
-        whole = self._whole_process_cpu_pct()
-        # the mean over the whole span, exact (no tick rounding); the samples give the max
-        if whole is not None:
-            out["util_process_cpu_mean_pct"] = whole
+        start, end = getattr(self, "_enter_cpu", None), self._last_cpu
+        if start is not None and end is not None and end[0] - start[0] > 0:  # the mean over the whole span,
+            # exact (no tick rounding); the samples give the max
+            cpu = 100.0 * (end[1] - start[1]) / (end[0] - start[0])
+            out["util_process_cpu_mean_pct"] = min(cpu, 100.0 * self._cores)
         out.setdefault("util_device_mean_pct", float("nan"))
         out["telemetry_samples"] = len(self.values("util_cpu_pct"))
         out["other_runs_max"] = getattr(self, "other_runs", 0)

@@ -64,12 +64,6 @@ def end_to_end(df: pd.DataFrame, gap_s: float = 0.5) -> pd.DataFrame:
 LINE_STYLES = ("-", "--", ":", "-.")  # rank 0 (index 0, index 1+), a later rank (index 0, index 1+)
 
 
-def _label(conf: str, rank: str, later_index: bool) -> str:
-    """One legend entry per colour and line style: the configuration, a later rank, a second or later device
-    (CPU core or GPU); a host-wide metric shares its first device's line."""
-    return conf + (f" rank {rank}" if rank else "") + (", core or GPU 1+" if later_index else "")
-
-
 def plot(df: pd.DataFrame, path: str | Path | None = None, title: str = ""):
     """Every metric against time, one panel per metric, the configurations end to end, one line per
     configuration, rank and device index (CPU core or GPU)."""
@@ -83,12 +77,14 @@ def plot(df: pd.DataFrame, path: str | Path | None = None, title: str = ""):
     # rank 0 solid, its device index 1+ dashed; a later rank dotted (dash-dot): world=2's two ranks told apart
     later_rank = pd.to_numeric(df["rank"], errors="coerce").fillna(0) > 0
     later_index = pd.to_numeric(df.device_index, errors="coerce").fillna(0) > 0
-    df = df.assign(
-        style=[LINE_STYLES[2 * r + i] for r, i in zip(later_rank, later_index, strict=True)],
-        legend=[
-            _label(c, str(int(float(r))) if lr else "", li)
-            for c, r, lr, li in zip(df.configuration, df["rank"], later_rank, later_index, strict=True)
-        ],
+    df = (
+        df.assign(  # one legend entry per colour and line style; a host-wide metric shares its first device's
+            style=[LINE_STYLES[2 * r + i] for r, i in zip(later_rank, later_index, strict=True)],
+            legend=[
+                c + (f" rank {int(float(r))}" if lr else "") + (", core or GPU 1+" if li else "")
+                for c, r, lr, li in zip(df.configuration, df["rank"], later_rank, later_index, strict=True)
+            ],
+        )
     )
     for ax, metric in zip(axes[:, 0], metrics, strict=True):
         g = df[df.metric == metric]
@@ -123,5 +119,4 @@ def read(run) -> pd.DataFrame:
 
 def plot_experiment(df: pd.DataFrame, experiment: str, path=None):
     """The series of one experiment (transfer | scaling) over time, one panel per metric."""
-    sub = df[df.experiment == experiment] if len(df) else df
-    return plot(sub, path, title=f"telemetry during {experiment}")
+    return plot(df[df.experiment == experiment], path, title=f"telemetry during {experiment}")

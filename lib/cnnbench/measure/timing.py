@@ -4,6 +4,7 @@ Throughput is images / synchronised wall time of the whole measured window, neve
 
 from __future__ import annotations
 
+import functools
 import math
 import statistics
 import time
@@ -47,14 +48,9 @@ def _t(dof: int, table: list[float], z: float) -> float:
     )
 
 
-def t95(dof: int) -> float:
-    """The two-sided 95% Student t quantile (1.96 below 1 degree of freedom)."""
-    return _t(dof, _T95, 1.959964)
-
-
-def t99(dof: int) -> float:
-    """The two-sided 99% Student t quantile (2.576 below 1 degree of freedom)."""
-    return _t(dof, _T99, 2.575829)
+# the two-sided 95% and 99% Student t quantiles (1.96 and 2.576 below 1 degree of freedom)
+t95 = functools.partial(_t, table=_T95, z=1.959964)
+t99 = functools.partial(_t, table=_T99, z=2.575829)
 
 
 def backend_of(device) -> devices.Backend:

@@ -5,7 +5,6 @@ views move nothing). FLOPs as in ``cnnbench.measure.flops`` (elementwise and nor
 from __future__ import annotations
 
 import sys
-from collections import defaultdict
 from dataclasses import dataclass
 
 import pandas as pd
@@ -154,16 +153,7 @@ def summary(ops: pd.DataFrame) -> dict[str, float]:
 
 
 def by_op_shape(ops: pd.DataFrame) -> dict[tuple[str, str], dict]:
-    """(op, shapes) -> FLOPs and bytes per call and the modules it ran in, for joining with the profiler."""
-    table: dict[tuple[str, str], dict] = defaultdict(
-        lambda: {"flops": 0, "flops_elementwise": 0, "bytes": 0, "calls": 0, "modules": []}
-    )
-    for r in ops.itertuples():
-        e = table[(r.op, r.shapes)]
-        e["flops"] += r.flops
-        e["flops_elementwise"] += r.flops_elementwise
-        e["bytes"] += r.bytes
-        e["calls"] += 1
-        if r.module not in e["modules"]:
-            e["modules"].append(r.module)
-    return dict(table)
+    """(op, shapes) -> FLOPs, bytes and calls summed and the modules it ran in, for joining with the profiler."""
+    groups = ops.groupby(["op", "shapes"], sort=False)
+    summed = groups[["flops", "flops_elementwise", "bytes"]].sum()
+    return summed.assign(calls=groups.size(), modules=groups.module.unique().map(list)).to_dict("index")

@@ -38,18 +38,14 @@ def _context():
 @contextlib.contextmanager
 def _main_not_rerun():
     """Start workers without re-running the caller's ``__main__`` in them (the worker needs only cnnbench)."""
-    main = sys.modules.get("__main__")
-    saved = {
-        k: main.__dict__.pop(k) for k in ("__file__", "__spec__") if main is not None and k in main.__dict__
-    }
-    if main is not None:
-        main.__spec__ = None
+    main = sys.modules["__main__"]
+    saved = {k: main.__dict__.pop(k) for k in ("__file__", "__spec__") if k in main.__dict__}
+    main.__spec__ = None
     try:
         yield
     finally:
-        if main is not None:
-            main.__dict__.pop("__spec__", None)
-            main.__dict__.update(saved)
+        main.__dict__.pop("__spec__", None)
+        main.__dict__.update(saved)
 
 
 def _test_hook(model: str, hooks: str) -> None:
@@ -98,9 +94,7 @@ def measure_round(cfgs: list, device, p, datasets: list, busy: list[bool], on_ro
             known_flops.append(engine.flops_per_image(cfg.model, cfg.image_size, cfg.num_classes))
         except Exception:  # noqa: BLE001 - the worker counts (and reports any failure) itself
             known_flops.append(None)
-    cfgs = [
-        c.replace(threads=c.threads or torch.get_num_threads()) for c in cfgs
-    ]  # the worker's are the run's
+    cfgs = [c.replace(threads=c.threads or torch.get_num_threads()) for c in cfgs]  # the worker's: the run's
     isolation = "worker" if len(cfgs) == 1 else "round_worker"
     hooks = os.environ.get(HOOK_ENV, "")
     got = []

@@ -273,23 +273,18 @@ def identity(cfg: engine.Config, b: devices.Backend, p) -> dict:
     }
 
 
-def configs(p, threads: int) -> list[engine.Config]:
-    """Each Scenario A model's first training configuration, from a DataLoader, at ``phase_batch_size`` if set."""
+def run_all(run) -> None:
+    """The breakdown for every Scenario A model (its first training configuration, from a DataLoader, at
+    ``phase_batch_size`` if set) into step_phases.csv, resuming."""
     from cnnbench import scenarios
 
-    first = {}
-    for c in scenarios.scenario_a_configs(dataclasses.replace(p, phases=["train"])):
-        first.setdefault(c.model, c.replace(threads=threads, data_mode="loader"))
-    return [c.replace(batch_size=p.phase_batch_size) if p.phase_batch_size else c for c in first.values()]
-
-
-def run_all(run) -> None:
-    """The breakdown for every Scenario A model (train, first variant) into step_phases.csv, resuming."""
     p, b = run.params, devices.backend(run.device)
     table = results.table("step_phases")
     file = table.file(run.dir)
-    dataset_for = data.for_configs(p)
-    planned = configs(p, run.threads)
+    dataset_for, first = data.for_configs(p), {}
+    for c in scenarios.scenario_a_configs(dataclasses.replace(p, phases=["train"])):
+        first.setdefault(c.model, c.replace(threads=run.threads, data_mode="loader"))
+    planned = [c.replace(batch_size=p.phase_batch_size) if p.phase_batch_size else c for c in first.values()]
     keys = [{**identity(cfg, b, p), "step_phase": STEP_PHASES[-1]} for cfg in planned]
     table.plan(run.dir, keys, "step_phases")
     kept = sum(file.done(key) for key in keys)

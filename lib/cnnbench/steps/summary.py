@@ -19,15 +19,7 @@ def phase_table(df: pd.DataFrame) -> pd.DataFrame:
     wide = ok.pivot_table(index="model", columns="step_phase", values="time_mean_s", sort=False) * 1e3
     wide.columns = [f"{c}_ms" for c in wide.columns]
     per = ok.groupby("model", sort=False).first()
-    check = pd.DataFrame(
-        {
-            "sums_within_5pct": per.sums_within_5pct,
-            "sum_diff_pct": per.sum_diff_pct,
-            "sum_diff_ci95_pct": per.sum_diff_ci95_pct,
-            "n_steps": per.n_steps,
-        },
-        index=per.index,
-    )
+    check = per[["sums_within_5pct", "sum_diff_pct", "sum_diff_ci95_pct", "n_steps"]]
     return check.join(wide).assign(
         phase_sum_ms=per.phase_sum_s * 1e3,
         step_time_ms=per.step_time_s * 1e3,
