@@ -1133,3 +1133,28 @@ def test_a_peaks_file_without_levels_read_through_the_results_layer_places_again
     roofs = roofline._Roofs(results.read(tmp_path, "device_peaks"))
     assert roofs.attainable("fp32", 5.0) == {} and roofs.level_roof("fp32", 1e6).peak_gflops == 100.0
     assert "GB/s from main memory" in overview.roof_sentence(tmp_path)
+
+
+def test_each_precision_of_a_run_gets_its_own_roof_in_the_per_model_roofline(tmp_path):
+    """The H200 example's ResNet-50 roofline drew only the fp32 roof (51 TFLOP/s), with its bf16 points at 115 and
+    127 TFLOP/s above it: each precision a run's points were measured in now has its own measured roof."""
+    from cnnbench import plots
+
+    point = {"run_name": "gpu", "device_name": "NVIDIA H200", "model": "resnet50", "phase": "train"}
+    points = pd.DataFrame(
+        [
+            {**point, "precision": "fp32", "intensity_flop_per_byte": 30.0, "achieved_gflops": 25_000.0},
+            {**point, "precision": "bf16", "intensity_flop_per_byte": 60.0, "achieved_gflops": 115_000.0},
+        ]
+    )
+    roof = {"run_name": "gpu", "kind": "measured", "level": "hbm", "bandwidth_gbs": 4_326.0}
+    roofs = pd.DataFrame(
+        [{**roof, "precision": p, "peak_gflops": g} for p, g in [("fp32", 51_268.0), ("bf16", 683_572.0)]]
+    )
+    with plots.detached():
+        fig = plots.per_model_rooflines(points, roofs, tmp_path, min_runs=1)["resnet50"]
+    labels = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert {
+        "gpu (NVIDIA H200): its measured fp32 hbm roof",
+        "gpu (NVIDIA H200): its measured bf16 hbm roof",
+    } <= set(labels)

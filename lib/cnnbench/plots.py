@@ -567,8 +567,8 @@ def per_model_rooflines(
     min_runs: int = 2,
     theirs: pd.DataFrame | None = None,
 ) -> dict:
-    """One roofline per model with every run's points (labelled run and device) and that run's measured fp32
-    DRAM roof, grouped by ``run_name`` (tables without it are grouped by device); nothing with fewer than
+    """One roofline per model with every run's points (labelled run and device) and that run's measured DRAM
+    roof in each precision of its points (fp32 where they say none), grouped by ``run_name`` (tables without it are grouped by device); nothing with fewer than
     ``min_runs`` (08 passes 1: a single run's report draws them too). ``theirs``: the seeds' rows of
     :func:`cnnbench.published.corrections`, drawn as open markers per seed and device at their corrected
     placement (their rate from their throughput and our FLOPs, at the intensity of their step)."""
@@ -577,20 +577,24 @@ def per_model_rooflines(
     if points.empty or points[by].nunique() < min_runs:
         return figs
     x = np.geomspace(0.05, 2e3, 256)
-    fp32 = roofs[(roofs.kind == "measured") & (roofs.precision == "fp32")] if len(roofs) else roofs
-    if "level" in fp32:  # the DRAM/HBM roof of each run, not a cache level's
-        fp32 = fp32[fp32.level.fillna("dram").isin(["dram", "hbm"])]
+    measured = roofs[roofs.kind == "measured"] if len(roofs) else roofs
+    if "level" in measured:  # the DRAM/HBM roof of each run, not a cache level's
+        measured = measured[measured.level.fillna("dram").isin(["dram", "hbm"])]
     seeds = theirs[theirs.intensity_flop_per_byte.notna()] if theirs is not None else None
     for model, g in points.groupby("model"):
         fig, ax = subplots(figsize=(10, 5))
         for i, (key, gd) in enumerate(g.groupby(by)):
             color = f"C{i % 10}"
-            roof = fp32[fp32[by] == key] if by in fp32 else fp32.iloc[:0]
             label = f"{key} ({gd.device_name.iloc[0]})" if by == "run_name" else key
-            if len(roof):
-                r = roof.iloc[0]
-                y, level = np.minimum(r.peak_gflops, r.bandwidth_gbs * x), r.get("level", "dram")
-                ax.plot(x, y, "-", color=color, lw=1, label=f"{label}: its measured fp32 {level} roof")
+            mine = measured[measured[by] == key] if by in measured else measured.iloc[:0]
+            precisions = gd.precision.dropna().unique() if "precision" in gd else []
+            for k, prec in enumerate(
+                sorted(precisions, key=knobs.KNOBS["precision"].values.index) or ["fp32"]
+            ):
+                for r in mine[mine.precision == prec].head(1).itertuples():
+                    y, level = np.minimum(r.peak_gflops, r.bandwidth_gbs * x), getattr(r, "level", "dram")
+                    style = {"color": color, "lw": 1, "ls": ("-", "--", ":", "-.")[k % 4]}
+                    ax.plot(x, y, label=f"{label}: its measured {prec} {level} roof", **style)
             for phase, gp in gd.groupby(
                 "phase", sort=False
             ):  # one marker per phase: train and eval told apart
