@@ -218,17 +218,10 @@ def test_guard_rejects_a_configuration_whose_loss_departs():
     assert "bf16 nchw off" in best["guard_rejected"]
 
 
-def test_the_guard_checks_one_changed_knob_before_two():
-    """On an H100 local.yaml's 20 s of tune_budget_s went to fp32 and tf32 in both memory formats, 5 s each, and
-    bf16 and fp16 were never guarded: each combination changing one knob from fp32 NCHW comes first, a compile
-    mode last among them (here, the guard's own budget runs out)."""
+def _guarded(settings: dict) -> pd.DataFrame:
+    """The guard rows, by config, of a search on a Hopper GPU whose every guard takes 6 s of a fake clock."""
     hw = Hardware("cuda", "NVIDIA H100", cores=16, capability=(9, 0), triton=True, sms=132)
     clock = FakeClock()
-    settings = {
-        "tune_precisions": ["fp32", "tf32", "bf16", "fp16"],
-        "tune_compile_modes": ["off", "default"],  # a compile, the dearest to guard, after the other knobs
-        "tune_guard_budget_s": 20,
-    }
     s, rows, _, _ = make_search(hw=hw, settings=settings, clock=clock)
 
     def slow_guard(numerics):
@@ -237,7 +230,19 @@ def test_the_guard_checks_one_changed_knob_before_two():
 
     s.guard_loss = slow_guard
     s.run_guard()
-    g = pd.DataFrame(rows).set_index("config")
+    return pd.DataFrame(rows).set_index("config")
+
+
+def test_the_guard_checks_one_changed_knob_before_two():
+    """On an H100 local.yaml's 20 s of tune_budget_s went to fp32 and tf32 in both memory formats, 5 s each, and
+    bf16 and fp16 were never guarded: each combination changing one knob from fp32 NCHW comes first, a compile
+    mode last among them (here, the guard's own budget runs out)."""
+    settings = {
+        "tune_precisions": ["fp32", "tf32", "bf16", "fp16"],
+        "tune_compile_modes": ["off", "default"],  # a compile, the dearest to guard, after the other knobs
+        "tune_guard_budget_s": 20,
+    }
+    g = _guarded(settings)
     assert list(g.index[g.status == "ok"]) == [
         "fp32 nchw off",
         "fp32 channels_last off",
@@ -264,19 +269,9 @@ def test_the_guard_checks_the_runs_own_variants_first():
     """On the H200 (2026-11-28) the guard's 20 s went to fp32 and tf32 in both formats and bf16 NCHW: bf16
     channels_last, the variant 02 measured at 4,722 img/s, was never raced, and 07 called 2,521 img/s its best.
     The numerics of the run's own variants are guarded first, then one changed knob before two."""
-    hw = Hardware("cuda", "NVIDIA H200", cores=16, capability=(9, 0), triton=True, sms=132)
-    clock = FakeClock()
     variants = [{"precision": "fp32"}, {"precision": "bf16", "memory_format": "channels_last"}]
     settings = {"tune_precisions": ["fp32", "tf32", "bf16"], "tune_guard_budget_s": 10, "variants": variants}
-    s, rows, _, _ = make_search(hw=hw, settings=settings, clock=clock)
-
-    def slow_guard(numerics):
-        clock.t += 6.0
-        return 5.0, 4.0
-
-    s.guard_loss = slow_guard
-    s.run_guard()
-    g = pd.DataFrame(rows).set_index("config")
+    g = _guarded(settings)
     assert list(g.index[g.status == "ok"]) == ["fp32 nchw off", "bf16 channels_last off"]
 
 
