@@ -16,6 +16,7 @@ from pathlib import Path
 from cnnbench import devices, heap, paths, progress, results
 from cnnbench.measure import engine, timelines
 from cnnbench.measure.engine import failure
+from cnnbench.results.files import HOST
 from cnnbench.scaling import ddp
 
 LOSS_RTOL = 1e-4
@@ -133,18 +134,10 @@ def run_all(run, launcher=launch, log=progress.say) -> list[dict]:
     cfg = engine.config(p, p.scaling_model, "train", batch_size=p.scaling_batch_size, threads=threads)
     rows, tmp = [], Path(run.path("ddp"))  # each launch's raw result.json and per-rank telemetry stay here
     table = results.table("scaling")
-    settings = {
-        "model": cfg.model,
-        "backend": backend,
-        "per_device_batch": cfg.batch_size,
-        "image_size": cfg.image_size,
-        "threads_per_process": threads,
-        "scaling_steps": p.scaling_steps,
-        "repeats": p.scaling_repeats,
-        "warmup_steps": p.warmup_steps,
-        "host_heap": heap.effective(p.host_heap),
-        "seed": p.seed,
-    }
+    own = dict(model=cfg.model, backend=backend, per_device_batch=cfg.batch_size, image_size=cfg.image_size)
+    own |= dict(threads_per_process=threads, repeats=p.scaling_repeats, host_heap=heap.effective(p.host_heap))
+    # the pass's key (the table's): the settings above, the rest the param of its name
+    settings = {k: own[k] if k in own else getattr(p, k) for k in table.key if k not in (HOST, "world_size")}
     planned = [{**settings, "world_size": w} for w in worlds]
     final = (*results.DONE_STATUSES, "unavailable")  # a world larger than the GPUs here stays so
     # the same pass measured before: kept

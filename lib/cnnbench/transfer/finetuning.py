@@ -8,13 +8,14 @@ import contextlib
 import functools
 import math
 import time
+from itertools import product
 from pathlib import Path
 
 import psutil
 import torch
 import torchvision
 from torch import nn
-from torch.utils.data import DataLoader, Dataset, Subset
+from torch.utils.data import DataLoader, Dataset, Subset, TensorDataset
 from torchvision import datasets as tvd
 from torchvision import transforms as T
 
@@ -79,12 +80,10 @@ def check_weights(model: str, pretrained: bool, reachable=weights_reachable) -> 
 def replace_head(model: nn.Module, num_classes: int) -> nn.Module:
     """Swap the classifier's last layer (its last Linear or 1x1 Conv2d, SqueezeNet's) for a fresh one with
     ``num_classes`` outputs; return the new layer."""
-    found = [(n, m) for n, m in model.named_modules() if isinstance(m, (nn.Linear, nn.Conv2d)) and n]
-    if not found:
-        raise TransferError("the model has no Linear or Conv2d layer to replace")
-    name, layer = found[-1]
+    layers = [(n, m) for n, m in model.named_modules() if isinstance(m, (nn.Linear, nn.Conv2d)) and n]
+    name, layer = layers[-1]
     parent_name, _, attr = name.rpartition(".")
-    parent = model.get_submodule(parent_name) if parent_name else model
+    parent = model.get_submodule(parent_name)
     if isinstance(layer, nn.Linear):
         new = nn.Linear(layer.in_features, num_classes)
     else:
@@ -109,7 +108,7 @@ def build(model: str, num_classes: int, pretrained: bool, freeze_backbone: bool 
 # --- data ----------------------------------------------------------------------------------------------------
 
 
-class TwoClassImages(Dataset):
+class TwoClassImages(TensorDataset):
     """A learnable offline stand-in for cats vs dogs: class 0 is brighter on the left, class 1 on the right,
     by a ramp a twelfth of the pixel noise (unit variance, as ImageNet-normalised inputs): no single pixel
     tells the classes apart, so a network learns them over its epochs. Deterministic from ``seed``."""
@@ -120,13 +119,7 @@ class TwoClassImages(Dataset):
         ramp = torch.linspace(-1, 1, size).view(1, 1, size).expand(3, size, size) / 12
         self.images = torch.randn(n, 3, size, size, generator=gen)
         self.images += torch.where(self.labels.view(-1, 1, 1, 1) == 0, -ramp, ramp)
-        self.classes = ["class0", "class1"]
-
-    def __len__(self) -> int:
-        return len(self.labels)
-
-    def __getitem__(self, i: int):
-        return self.images[i], self.labels[i]
+        super().__init__(self.images, self.labels)
 
 
 def transforms(size: int, train: bool):
@@ -206,17 +199,17 @@ def train_epoch(work, loader) -> tuple[float, int, float]:
 
 
 @torch.inference_mode()
-def evaluate(net, loss_fn, loader, device) -> tuple[float, float, int]:
-    """(accuracy 0..1, mean loss, images) over ``loader``."""
-    net.eval()
+def evaluate(work, loader) -> tuple[float, float]:
+    """(accuracy 0..1, mean loss) of ``work``'s model over ``loader``."""
+    work.model.eval()
     correct, total, n = 0, 0.0, 0
     for x, y in loader:
-        x, y = x.to(device), y.to(device)
-        out = models.logits(net(x))
-        total += float(loss_fn(out, y)) * x.shape[0]
+        x, y = x.to(work.device), y.to(work.device)
+        out = models.logits(work.model(x))
+        total += float(work.loss_fn(out, y)) * x.shape[0]
         correct += int((out.argmax(1) == y).sum())
         n += x.shape[0]
-    return correct / max(n, 1), total / max(n, 1), n
+    return correct / max(n, 1), total / max(n, 1)
 
 
 # --- the grid ------------------------------------------------------------------------------------------------
@@ -231,12 +224,6 @@ def present_devices(specs: list[str], fallback: torch.device) -> list[torch.devi
     return list(dict.fromkeys(found)) or [fallback]
 
 
-def _loader(ds, bs: int, p, b, train: bool):
-    pin, seeded = b.pin(p.pin_memory), torch.Generator().manual_seed(p.seed)
-    kw = dict(num_workers=p.workers, persistent_workers=p.workers > 0, pin_memory=pin, generator=seeded)
-    return DataLoader(ds, batch_size=bs, shuffle=train, **kw)
-
-
 def fit(p, device, lr: float, bs: int, sets, base: dict, results) -> None:
     """Fine-tune one grid point for ``transfer_epochs`` epochs, appending a row per epoch to ``results``: the
     Workload of its configuration (the run's knobs applied, as in 02) on the pretrained model with a new head."""
@@ -245,8 +232,12 @@ def fit(p, device, lr: float, bs: int, sets, base: dict, results) -> None:
     cfg = engine.Config(p.transfer_model, "train", p.transfer_image_size, classes, setting=setting)
     net = functools.partial(build, p.transfer_model, classes, p.pretrained, p.transfer_freeze_backbone)
     with engine.Workload(cfg, device, p, optimizer=p.optimizer, model=net, lr=lr) as work:
+        kw = dict(
+            num_workers=p.workers, persistent_workers=p.workers > 0, pin_memory=work.backend.pin(p.pin_memory)
+        )
         loaders = [
-            _loader(ds, bs, p, work.backend, train) for ds, train in ((train_ds, True), (val_ds, False))
+            DataLoader(ds, bs, shuffle=train, generator=torch.Generator().manual_seed(p.seed), **kw)
+            for ds, train in ((train_ds, True), (val_ds, False))
         ]
         epochs(p, work, *loaders, base, results)
 
@@ -259,7 +250,7 @@ def epochs(p, work, train_dl, val_dl, base: dict, results) -> None:
         elapsed += seconds
         if not p.pretrained:  # a few steps leave random weights' batch-norm statistics near their start:
             torch.optim.swa_utils.update_bn(train_dl, work.model, work.device)  # recomputed over the images
-        acc, val_loss, _ = evaluate(work.model, work.loss_fn, val_dl, work.device)
+        acc, val_loss = evaluate(work, val_dl)
         results.append(
             {
                 **base,
@@ -317,75 +308,47 @@ def run_grid(run, sampler_cls=None, log=print) -> None:
     sets = datasets(p)
     table = results_layer.table("transfer")
     results = table.file(run.dir)
-    here = [
-        devices.backend(d) for d in present_devices(p.transfer_devices, run.device)
-    ]  # one each, passed down
+    here = [devices.backend(d) for d in present_devices(p.transfer_devices, run.device)]  # passed down
+    grid = list(product(p.transfer_batch_sizes, p.transfer_lrs))
+    # a grid point's key (the table's): its transfer_<key> or <key> param, or as it runs here
+    keys = [k for k in table.plan_columns if k != results_layer.files.HOST]
+    fixed = {k: getattr(p, f"transfer_{k}" if hasattr(p, f"transfer_{k}") else k, None) for k in keys}
+    # the images each epoch uses (0 asks for every image)
+    fixed |= dict(threads=torch.get_num_threads(), train_images=len(sets[0]), val_images=len(sets[1]))
 
-    def point(b, lr, bs) -> dict:  # a grid point's key (results.schema.TRANSFER_GRID_KEYS) and settings
-        return {
-            "model": p.transfer_model,
-            "device_kind": b.kind,
-            "dataset": p.transfer_dataset,
-            "optimizer": p.optimizer,
-            "pretrained": p.pretrained,
-            "lr": lr,
-            "batch_size": bs,
-            "image_size": p.transfer_image_size,
-            "threads": torch.get_num_threads(),
-            "freeze_backbone": p.transfer_freeze_backbone,
-            "momentum": p.momentum,
-            "train_images": len(sets[0]),  # the images each epoch uses (0 asks for every image)
-            "val_images": len(sets[1]),
-            "epochs": p.transfer_epochs,
-            "seed": p.seed,
-            "workers": p.workers,
-            "pin_memory": b.pin(p.pin_memory),
-            "data_path": p.transfer_data_path,
-        }
+    def point(b, lr, bs) -> dict:
+        return {**fixed, "device_kind": b.kind, "lr": lr, "batch_size": bs, "pin_memory": b.pin(p.pin_memory)}
 
-    planned = [point(b, lr, bs) for b in here for bs in p.transfer_batch_sizes for lr in p.transfer_lrs]
+    planned = [point(b, lr, bs) for b in here for bs, lr in grid]
     table.plan(run.dir, planned, "transfer")
-    kept = 0
+    kept = sum(results.done({**c, "epoch": p.transfer_epochs}) for c in planned)
     for b in here:
         memory, too_big = b.total_memory_bytes(), {}
         if memory:  # sized per device: a grid point that cannot fit is a row saying so, not an out-of-memory
             per_image = training_bytes_per_image(p.transfer_model, sets[2], p.transfer_image_size)
             too_big = oversized(p.transfer_batch_sizes, *per_image, memory)
         about = {"device_name": b.name(), "classes": sets[2], "target_accuracy": p.transfer_target_accuracy}
-        for bs in p.transfer_batch_sizes:
-            for lr in p.transfer_lrs:
-                base = {**point(b, lr, bs), **about}
-                if results.done({**base, "epoch": p.transfer_epochs}):
-                    kept += 1
-                    continue
-                if bs in too_big:
-                    results.append(
-                        {
-                            **base,
-                            "epoch": 0,
-                            "timestamp": engine.now(),
-                            "status": "skipped",
-                            "error": too_big[bs],
-                        }
-                    )
-                    log(f"transfer {b.kind} lr={lr:g} bs={bs}: {too_big[bs]}")
-                    continue
-                progress.note(
-                    f"transfer: {p.transfer_model} on {b.kind}, batch {bs}, lr {lr:g}, "
-                    f"{p.transfer_epochs} epochs"
-                )
-                b.reset_peak_memory()
-                with sampler_cls(b, p.telemetry_interval_s) as sampler:
-                    try:
-                        fit(p, b, lr, bs, sets, base, results)
-                    except Exception as err:  # noqa: BLE001 - a failed grid point is a row, the grid goes on
-                        results.append(
-                            {**base, "epoch": 0, "timestamp": engine.now(), **engine.failure(err, b)}
-                        )
-                conf = f"{b.kind} lr={lr:g} bs={bs}"
-                timelines.record(
-                    run.path(timelines.FILE),
-                    timelines.tidy(timelines.series(sampler), "transfer", conf, b.kind, base["device_name"]),
-                )
-    points = len(here) * len(p.transfer_batch_sizes) * len(p.transfer_lrs)
-    progress.resumed(kept, points, results.path.name, "grid points")
+        for bs, lr in grid:
+            base = {**point(b, lr, bs), **about}
+            if results.done({**base, "epoch": p.transfer_epochs}):
+                continue
+            if bs in too_big:
+                log(f"transfer {b.kind} lr={lr:g} bs={bs}: {too_big[bs]}")
+                skipped = {"status": "skipped", "error": too_big[bs]}
+                results.append({**base, "epoch": 0, "timestamp": engine.now(), **skipped})
+                continue
+            progress.note(
+                f"transfer: {p.transfer_model} on {b.kind}, batch {bs}, lr {lr:g}, {p.transfer_epochs} epochs"
+            )
+            b.reset_peak_memory()
+            with sampler_cls(b, p.telemetry_interval_s) as sampler:
+                try:
+                    fit(p, b, lr, bs, sets, base, results)
+                except Exception as err:  # noqa: BLE001 - a failed grid point is a row, the grid goes on
+                    results.append({**base, "epoch": 0, "timestamp": engine.now(), **engine.failure(err, b)})
+            conf = f"{b.kind} lr={lr:g} bs={bs}"
+            timelines.record(
+                run.path(timelines.FILE),
+                timelines.tidy(timelines.series(sampler), "transfer", conf, b.kind, base["device_name"]),
+            )
+    progress.resumed(kept, len(planned), results.path.name, "grid points")
