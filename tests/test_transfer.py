@@ -114,7 +114,7 @@ def test_pretrained_without_weights_offline_is_a_one_line_error(tmp_path, monkey
     with pytest.raises(finetune.TransferError) as err:
         finetune.check_weights("densenet121", True, reachable=lambda url: False)
     assert "pretrained: false" in str(err.value) and "\n" not in str(err.value)
-    (tmp_path / finetune.weights_file("densenet121").name).write_bytes(b"x")
+    (tmp_path / Path(finetune.weights_for("densenet121").url).name).write_bytes(b"x")
     assert str(tmp_path) in finetune.check_weights("densenet121", True, reachable=lambda url: False)
 
 

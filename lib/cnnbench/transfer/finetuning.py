@@ -40,12 +40,6 @@ def weights_for(model: str):
         return None
 
 
-def weights_file(model: str) -> Path | None:
-    """Where torch.hub keeps the weights file of ``model`` once downloaded."""
-    w = weights_for(model)
-    return CHECKPOINT_DIR / Path(w.url).name if w is not None else None
-
-
 def weights_reachable(url: str, timeout_s: float = 5.0) -> bool:
     """True when the weights server answers (a HEAD request, no download)."""
     import urllib.request
@@ -62,11 +56,12 @@ def check_weights(model: str, pretrained: bool, reachable=weights_reachable) -> 
     ``pretrained`` is asked and the weights are neither cached nor downloadable."""
     if not pretrained:
         return f"pretrained: false -> {model} fine-tuned from random initialisation (no ImageNet weights)"
-    w, path = weights_for(model), weights_file(model)
+    w = weights_for(model)
     if w is None:
         raise TransferError(
             f"key 'pretrained': torchvision has no ImageNet weights for '{model}'; set pretrained: false"
         )
+    path = CHECKPOINT_DIR / Path(w.url).name  # where torch.hub keeps it once downloaded
     if path.is_file():
         return f"pretrained: ImageNet weights of {model} from {path}"
     if not reachable(w.url):

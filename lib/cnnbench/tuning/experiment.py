@@ -118,11 +118,7 @@ def tune_one(run, model: str, phase: str, hw: devices.Hardware, sink, peaks) -> 
     names = [k for k in sp.values if knobs.KNOBS[k].numerics]
 
     def guard_loss(numerics):
-        setting = {
-            **default,
-            **dict(zip(names, numerics, strict=True)),
-            "batch_size": p.tune_guard_batch_size,
-        }
+        setting = default.with_(**dict(zip(names, numerics, strict=True)), batch_size=p.tune_guard_batch_size)
         return guard.loss_after(base.replace(**setting), device, p, p.tune_guard_steps)
 
     s = search.Search(
@@ -151,9 +147,8 @@ def search_line(model: str, phase: str, row: dict) -> str:
     finite = isinstance(rate, (int, float)) and math.isfinite(rate)
     told = f"{rate:,.1f} img/s" if finite else row.get("status", "")
     words = [str(row.get(k, "")) for k in ("row_kind", "stage", "config") if row.get(k, "") != ""]
-    what = " ".join(
-        w for i, w in enumerate(words) if i == 0 or w != words[i - 1]
-    )  # "guard", not "guard guard"
+    # "guard", not "guard guard"
+    what = " ".join(w for i, w in enumerate(words) if i == 0 or w != words[i - 1])
     return f"  tuning {model} {phase}: {what} {told}".rstrip()
 
 

@@ -94,16 +94,9 @@ class Search:
         return knobs.label(c, varied)
 
     def _row(self, kind: str, stage: str, c: Setting | None, **cols) -> dict:
-        cand = dict(c) if c else {}
-        return {
-            **self.identity,
-            "row_kind": kind,
-            "stage": stage,
-            "rung": cols.pop("rung", ""),
-            "config": self.label(c) if c else cols.pop("config", ""),
-            **cand,
-            **cols,
-        }
+        head = dict(row_kind=kind, stage=stage, rung=cols.pop("rung", ""))
+        head["config"] = self.label(c) if c else cols.pop("config", "")
+        return {**self.identity, **head, **(dict(c) if c else {}), **cols}
 
     def _on_trial(self, stage: str):
         def report(t: racing.Trial) -> None:
@@ -241,27 +234,23 @@ class Search:
             for c in rounds:  # falls on every candidate alike
                 if not rounds[c] or rounds[c][-1].get("status") == "ok":
                     rounds[c].append(self.confirm(c, self._steps_for(c)))
+        probe = sum(probes) / len(probes) if probes else math.nan
         for c, measured in rounds.items():
-            row = {
-                **combine_rounds(measured),
-                "probe_img_s": sum(probes) / len(probes) if probes else math.nan,
-            }
+            row = {**combine_rounds(measured), "probe_img_s": probe}
             row = {k: v for k, v in row.items() if k not in self.identity and k not in c}
             rows[c] = self._row("confirm", "confirm", c, role="default" if c == d else "candidate", **row)
             self.sink(rows[c])
         ok = {c: r for c, r in rows.items() if r.get("status") == "ok"}
         best = max(ok, key=lambda c: ok[c]["throughput_img_s"]) if ok else None
-        tried = {t.candidate for _, t in self.trials}
-        fates = [t.fate for _, t in self.trials]
         rejected = [f"{' '.join(map(str, n))}: {v.reason}" for n, v in self.verdicts.items() if not v.ok]
         pruned = {s: sum(1 for st, t in self.trials if st == s and t.fate == "pruned") for s in knobs.STAGES}
         by_rung = Counter(t.rung for _, t in self.trials if t.fate == "pruned")
         summary = {
             "configs_in_space": self.space.size(),
-            "configs_tried": len(tried),
+            "configs_tried": len({t.candidate for _, t in self.trials}),
             "evaluations": self.evaluations,
             "pruned": sum(pruned.values()),
-            "failed": fates.count("failed"),
+            "failed": sum(t.fate == "failed" for _, t in self.trials),
             "pruned_by_stage": ", ".join(f"{s} {n}" for s, n in pruned.items()),
             "pruned_by_rung": ", ".join(f"rung {r} {n}" for r, n in sorted(by_rung.items())),
             "guard_rejected": "; ".join(rejected),
@@ -279,12 +268,10 @@ class Search:
         else:
             base, dflt = rows[best], rows[d] if rows[d].get("status") == "ok" else {}
             skip = {*self.identity, "row_kind", "stage", "rung", "config", "role", *best}
-            cols = (
-                {k: v for k, v in base.items() if k not in skip}
-                | speedup(base, dflt)
-                | self.explain(best, base)
-            )
-            cols |= {f"default_{k}": dflt.get(k, math.nan) for k in DEFAULT_COLUMNS}
+            cols = {k: v for k, v in base.items() if k not in skip} | speedup(base, dflt)
+            cols |= self.explain(best, base) | {
+                f"default_{k}": dflt.get(k, math.nan) for k in DEFAULT_COLUMNS
+            }
             row = self._row("best", "best", best, **cols, **summary)
         self.sink(row)
         return row
