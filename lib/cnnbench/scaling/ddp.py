@@ -94,9 +94,9 @@ def train(spec: dict, p, cfg, rank: int, world: int, device) -> dict:
 def _run(spec: dict, p, work, rank: int, world: int, global_batch: int, check_only: bool = False):
     # the single-device model, BatchNorm as it is (no SyncBatchNorm, on CUDA as on CPU): a SyncBatchNorm would
     # add an all-reduce per BN layer at world size 2 that world size 1 never pays, understating the efficiency
-    device, cfg = work.device, work.cfg
+    device = work.device
     work.forward = ddp = DistributedDataParallel(work.model, device_ids=work.backend.ddp_device_ids())
-    batches = global_batches(p, cfg, global_batch, rank, world, device)
+    batches = global_batches(p, work.cfg, global_batch, rank, world, device)
 
     def step(i: int) -> torch.Tensor:
         work.train_step(batches[i % len(batches)])
@@ -124,20 +124,15 @@ def _run(spec: dict, p, work, rank: int, world: int, global_batch: int, check_on
             windows.append(_all_reduce(time.perf_counter() - start, dist.ReduceOp.MAX, device))
     sampled = {"rank": rank, "device": str(device), "summary": sampler.summary(), "series": sampler.series()}
     Path(spec["out"], f"telemetry_rank{rank}.json").write_text(json.dumps(sampled))
-    result = {
+    result = {  # what the ranks ran and measured (what was asked for: job.json beside it)
         "world_size": world,
         "backend": spec["backend"],
-        "model": cfg.model,
-        "per_device_batch": cfg.batch_size,
         "global_batch": global_batch,
-        "image_size": cfg.image_size,
         "device_kind": work.backend.kind,
         "device_name": work.backend.name(),
         "threads_per_process": torch.get_num_threads(),
         "check_losses": check,
         "loss_last": mean(work.last_loss) if windows else float("nan"),
-        "measured_steps": steps,
-        "repeats": spec["repeats"],
     }
     return {**result, **(throughput(windows, global_batch, steps) if windows else {})}
 

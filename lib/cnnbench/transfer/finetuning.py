@@ -227,9 +227,8 @@ def fit(p, device, lr: float, bs: int, sets, base: dict, results) -> None:
     cfg = engine.Config(p.transfer_model, "train", p.transfer_image_size, classes, setting=setting)
     net = functools.partial(build, p.transfer_model, classes, p.pretrained, p.transfer_freeze_backbone)
     with engine.Workload(cfg, device, p, optimizer=p.optimizer, model=net, lr=lr) as work:
-        kw = dict(
-            num_workers=p.workers, persistent_workers=p.workers > 0, pin_memory=work.backend.pin(p.pin_memory)
-        )
+        pin = work.backend.pin(p.pin_memory)
+        kw = dict(num_workers=p.workers, persistent_workers=p.workers > 0, pin_memory=pin)
         loaders = [
             DataLoader(ds, bs, shuffle=train, generator=torch.Generator().manual_seed(p.seed), **kw)
             for ds, train in ((train_ds, True), (val_ds, False))
@@ -246,23 +245,10 @@ def epochs(p, work, train_dl, val_dl, base: dict, results) -> None:
         if not p.pretrained:  # a few steps leave random weights' batch-norm statistics near their start:
             torch.optim.swa_utils.update_bn(train_dl, work.model, work.device)  # recomputed over the images
         acc, val_loss = evaluate(work, val_dl)
-        results.append(
-            {
-                **base,
-                "epoch": epoch,
-                "timestamp": engine.now(),
-                "status": "ok",
-                "error": "",
-                "train_loss": train_loss,
-                "val_loss": val_loss,
-                "val_accuracy": acc,
-                "epoch_time_s": seconds,
-                "throughput_img_s": n / seconds,
-                "elapsed_train_s": elapsed,
-                "rss_mib": psutil.Process().memory_info().rss / 2**20,
-                **work.backend.peak_memory_mib(),
-            }
-        )
+        row = dict(epoch=epoch, timestamp=engine.now(), status="ok", error="", train_loss=train_loss)
+        row |= dict(val_loss=val_loss, val_accuracy=acc, epoch_time_s=seconds, throughput_img_s=n / seconds)
+        row |= dict(elapsed_train_s=elapsed, rss_mib=psutil.Process().memory_info().rss / 2**20)
+        results.append({**base, **row, **work.backend.peak_memory_mib()})
 
 
 # share of the device's memory a grid point may plan to use (the allocator, cuDNN workspaces)
