@@ -8,18 +8,11 @@ import pandas as pd
 
 from cnnbench import results
 from cnnbench.transfer import finetuning as _finetune
-from cnnbench.transfer.finetuning import TransferError, check_weights
-from cnnbench.transfer.summary import beside_seed, learning_curves, time_to_target
-
-__all__ = [
-    "TransferError",
-    "check",
-    "finetune",
-    "time_to_target",
-    "learning_curves",
-    "beside_seed",
-    "telemetry",
-]
+from cnnbench.transfer.finetuning import TransferError as TransferError
+from cnnbench.transfer.finetuning import check_weights
+from cnnbench.transfer.summary import beside_seed as beside_seed
+from cnnbench.transfer.summary import learning_curves as learning_curves
+from cnnbench.transfer.summary import time_to_target as time_to_target
 
 
 def check(run) -> str:

@@ -80,12 +80,10 @@ def identity_of(run, model: str, phase: str, hw: devices.Hardware) -> dict:
     p = run.params
     base = engine.config(p, model, phase)
     default = default_setting(run, model)
+    head = dict(model=model, phase=phase, device_kind=hw.kind, device_name=hw.name)
     shape = {k: getattr(base, k) for k in ("image_size", "num_classes", "in_channels", "dataset")}
     return {
-        "model": model,
-        "phase": phase,
-        "device_kind": hw.kind,
-        "device_name": hw.name,
+        **head,
         **shape,
         **{f"default_{k}": default[k] for k in knobs.keyed()},
         **{k: ",".join(v) if isinstance(v := getattr(p, k), list) else v for k in TUNING_PARAM_KEYS},
