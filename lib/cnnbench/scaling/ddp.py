@@ -40,6 +40,13 @@ def job(p, cfg, backend: str, out, steps: int, repeats: int, reference_batches=(
     }
 
 
+def read_job(path) -> tuple[dict, params.Params, engine.Config]:
+    """(the job, its params, its configuration) from the JSON file at ``path``."""
+    spec = json.loads(Path(path).read_text())
+    p = params.Params(**{k: v for k, v in spec["params"].items() if k in params.FIELDS})
+    return spec, p, engine.Config.of(**spec["config"])
+
+
 def global_batches(p, cfg, global_batch: int, rank: int, world: int, device, n: int = 4) -> list:
     """``n`` deterministic global batches of the model's input; this rank keeps its contiguous slice of each, on
     its device."""
@@ -60,8 +67,7 @@ def _all_reduce(value: float, op, device) -> float:
 
 def main(argv=None) -> int:
     paths.die_with_parent()  # a rank never outlives torchrun's agent
-    spec = json.loads(Path((argv or sys.argv[1:])[0]).read_text())
-    p = params.Params(**{k: v for k, v in spec["params"].items() if k in params.FIELDS})
+    spec, p, cfg = read_job((argv or sys.argv[1:])[0])
     rank, world = int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
     local = int(os.environ.get("LOCAL_RANK", 0))
     # NCCL (RCCL) runs on GPUs
@@ -71,7 +77,7 @@ def main(argv=None) -> int:
     os.environ.setdefault("MASTER_PORT", "29500")
     dist.init_process_group(spec["backend"], rank=rank, world_size=world)
     try:
-        result = train(spec, p, engine.Config.of(**spec["config"]), rank, world, b)
+        result = train(spec, p, cfg, rank, world, b)
     finally:
         dist.destroy_process_group()
     if rank == 0:
