@@ -87,9 +87,15 @@ def quick_measure(
             raise devices.Unavailable(why)
         say(0.0, f"building {model} on {b.kind}")
         with engine.Workload(cfg, dev, p) as work:
-            warm = _warm_up(work.step, dev, p.explore_warmup_s, lambda f: say(0.0, f"warming up {f:.0%}"))
-            steps = max(2, math.ceil(p.explore_window_s / max(min(warm), 1e-6)))
-            row.update(warmup_steps=len(warm), measured_steps=steps)
+            warm, start = [], time.perf_counter()  # at least two steps; the first one's time is dropped
+            while len(warm) < 2 or time.perf_counter() - start < p.explore_warmup_s:
+                t0 = time.perf_counter()
+                work.step()
+                devices.synchronize(dev)
+                warm.append(time.perf_counter() - t0)
+                say(0.0, f"warming up {min((time.perf_counter() - start) / p.explore_warmup_s, 1.0):.0%}")
+            steps = max(2, math.ceil(p.explore_window_s / max(min(warm[1:]), 1e-6)))
+            row.update(warmup_steps=len(warm) - 1, measured_steps=steps)
             timer = timing.StepTimer(dev)
 
             def progress(summary, fraction):
@@ -113,18 +119,6 @@ def quick_measure(
     say(1.0, ("noisy: the interval stayed wide" if row.get("noisy") else f"done ({row['status']})") + busy)
     results.file(run.dir, "explore").append(row)
     return row
-
-
-def _warm_up(step, dev, warmup_s: float, say, clock=time.perf_counter) -> list[float]:
-    """Steps until ``warmup_s`` has passed (at least two); the synced times of all but the first."""
-    start, times = clock(), []
-    while len(times) < 2 or clock() - start < warmup_s:
-        t0 = clock()
-        step()
-        devices.synchronize(dev)
-        times.append(clock() - t0)
-        say(min((clock() - start) / warmup_s, 1.0))
-    return times[1:]
 
 
 def _bundles(history: list[dict], run) -> list[dict]:
