@@ -129,19 +129,16 @@ def _bundles(history: list[dict], run) -> list[dict]:
     from cnnbench import roofline
     from cnnbench.measure.reproducibility import rate_text
 
-    def figure(draw, *args, points: int = 0) -> dict:
+    def shown(data: dict, **meta) -> dict:
+        return {"output_type": "display_data", "data": data, "metadata": {"cnnbench": meta}}
+
+    def figure(draw, *args, points: int) -> dict:
         with plots.detached():
             fig = draw(*args)
         png = io.BytesIO()
         fig.savefig(png, format="png", dpi=100, bbox_inches="tight")
-        return {
-            "output_type": "display_data",
-            "data": {
-                "image/png": base64.b64encode(png.getvalue()).decode(),
-                "text/plain": f"<figure: {points} configurations>",
-            },
-            "metadata": {"cnnbench": {"points": points}},
-        }
+        image = base64.b64encode(png.getvalue()).decode()
+        return shown({"image/png": image, "text/plain": f"<figure: {points} configurations>"}, points=points)
 
     def rate_cell(rate: float, half: float) -> str:  # "5,840 ± 560 img/s" on one line; "about 5 img/s (...)"
         if not math.isfinite(half) or half <= 0 or half >= rate:
@@ -156,13 +153,8 @@ def _bundles(history: list[dict], run) -> list[dict]:
         ]
     cols = "model device_name batch_size precision data_mode status machine_state rate achieved_tflops error"
     table = df[[c for c in [*cols.split(), "machine_note"] if c in df]].round(3)
-    out = [
-        {
-            "output_type": "display_data",
-            "data": {"text/html": table.to_html(index=False), "text/plain": table.to_string(index=False)},
-            "metadata": {"cnnbench": {"rows": len(table)}},
-        }
-    ]
+    html, text = table.to_html(index=False), table.to_string(index=False)
+    out = [shown({"text/html": html, "text/plain": text}, rows=len(table))]
     ok = df[df.status == "ok"]
     if ok.empty:
         return out

@@ -176,8 +176,6 @@ _OPTIMIZERS = {"sgd": torch.optim.SGD, "adam": torch.optim.Adam, "adamw": torch.
 
 
 def make_optimizer(name: str, parameters, lr: float, momentum: float = 0.9) -> torch.optim.Optimizer:
-    """sgd (with ``momentum``), adam or adamw (``params.OPTIMIZERS``) over the trainable ``parameters``."""
-    if name not in _OPTIMIZERS:
-        raise ValueError(f"key 'optimizer' is '{name}'; allowed: sgd, adam, adamw")
+    """sgd (with ``momentum``), adam or adamw (as params validated) over the trainable ``parameters``."""
     extra = {"momentum": momentum} if name == "sgd" else {}
     return _OPTIMIZERS[name]([p for p in parameters if p.requires_grad], lr=lr, **extra)
