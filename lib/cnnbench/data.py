@@ -70,8 +70,11 @@ class TinyImageNet(Dataset):
         base, self.transform = _tiny_base(root), transform
         if not (base / "wnids.txt").is_file():
             found = sorted(p.parent for p in root.glob("*/wnids.txt"))
-            where = f", found in '{found[0].name}/': point data_path at '{found[0]}'" if found else ""
-            raise DataError(f"'{root}' is not a Tiny-ImageNet folder (wnids.txt missing{where})")
+            where = f"; it is in '{found[0].name}/': point data_path at '{found[0]}'" if found else ""
+            raise DataError(
+                f"folder '{root}' does not look like tiny_imagenet: expected wnids.txt, train/<wnid>/images/ "
+                f"inside it (wnids.txt missing{where})"
+            )
         self.wnids = _tiny_wnids(base)
         if not self.wnids:
             raise DataError(f"'{base / 'wnids.txt'}' lists no class")
