@@ -75,22 +75,22 @@ class TinyImageNet(Dataset):
                 f"folder '{root}' does not look like tiny_imagenet: expected wnids.txt, train/<wnid>/images/ "
                 f"inside it (wnids.txt missing{where})"
             )
-        self.wnids = _tiny_wnids(base)
-        if not self.wnids:
+        self.classes = _tiny_wnids(base)
+        if not self.classes:
             raise DataError(f"'{base / 'wnids.txt'}' lists no class")
         if split == "train":
-            found = {w: sorted((base / "train" / w / "images").glob("*.JPEG")) for w in self.wnids}
+            found = {w: sorted((base / "train" / w / "images").glob("*.JPEG")) for w in self.classes}
             if missing := [w for w, images in found.items() if not images]:
                 raise DataError(
                     f"train/{missing[0]}/images/ in '{base}' is missing or holds no .JPEG ({len(missing)} of "
-                    f"{len(self.wnids)} classes of wnids.txt)"
+                    f"{len(self.classes)} classes of wnids.txt)"
                 )
             self.samples = [(p, i) for i, images in enumerate(found.values()) for p in images]
         elif split == "val":
             annotations = base / "val" / "val_annotations.txt"
             if not annotations.is_file():
                 raise DataError(f"'{base}' has no val/val_annotations.txt (the labels of val/images/)")
-            index, self.samples = {w: i for i, w in enumerate(self.wnids)}, []
+            index, self.samples = {w: i for i, w in enumerate(self.classes)}, []
             for i, line in enumerate(annotations.read_text(errors="replace").splitlines(), 1):
                 if len(fields := line.split("\t")) < 2:
                     continue
@@ -348,19 +348,19 @@ def safe_extract(archive: str | Path, target: str | Path) -> Path:
     return target
 
 
-def _files_and_folders_only(member: tarfile.TarInfo, dest: str) -> tarfile.TarInfo:
-    if not (member.isfile() or member.isdir()) or _unsafe(member.name):
-        raise tarfile.FilterError(
-            f"refused archive member '{member.name}' (outside the target folder or a link)"
-        )
-    return tarfile.data_filter(member, dest)
-
-
 @contextlib.contextmanager
 def _safe_tar_extraction():
-    """torchvision's own downloads (ImageNette, CIFAR-10) extract tar members through the strict filter."""
+    """torchvision's own downloads (ImageNette, CIFAR-10) extract only files and folders inside the target."""
+
+    def strict(member: tarfile.TarInfo, dest: str) -> tarfile.TarInfo:
+        if not (member.isfile() or member.isdir()) or _unsafe(member.name):
+            raise tarfile.FilterError(
+                f"refused archive member '{member.name}' (outside the target folder or a link)"
+            )
+        return tarfile.data_filter(member, dest)
+
     previous = tarfile.TarFile.extraction_filter
-    tarfile.TarFile.extraction_filter = staticmethod(_files_and_folders_only)
+    tarfile.TarFile.extraction_filter = staticmethod(strict)
     try:
         yield
     finally:
@@ -410,9 +410,7 @@ def open_dataset(
 
 
 def num_classes(ds: Dataset) -> int:
-    if isinstance(ds, (TinyImageNet, tvd.Imagenette)):
-        return len(ds.wnids)
-    return len(getattr(ds, "classes", [])) or int(max(int(y) for _, y in ds)) + 1
+    return len(ds.classes)
 
 
 def loader(
