@@ -84,12 +84,8 @@ def model_names() -> tuple[str, ...]:
 
 
 def _weights(name: str):
-    if name in LOCAL_MODELS:
-        return None
-    try:
-        return torchvision.models.get_model_weights(name).DEFAULT
-    except (ValueError, KeyError):
-        return None
+    """torchvision's default weights of a model (every classification model has them); None for ours."""
+    return None if name in LOCAL_MODELS else torchvision.models.get_model_weights(name).DEFAULT
 
 
 @cache
@@ -98,12 +94,8 @@ def spec(name: str) -> ModelSpec:
         return LOCAL_MODELS[name]
     if name not in model_names():
         raise ValueError(f"unknown model '{name}'; valid models: {', '.join(model_names())}")
-    weights = _weights(name)
-    size = 224
-    if weights is not None:
-        crop = getattr(weights.transforms(), "crop_size", [224])
-        size = int(crop[0] if isinstance(crop, (list, tuple)) else crop)
-    classes = len(weights.meta["categories"]) if weights is not None else 1000
+    weights = _weights(name)  # its published figures are at its evaluation crop, over its categories
+    size, classes = int(weights.transforms().crop_size[0]), len(weights.meta["categories"])
     return ModelSpec(name, 3, size, classes, "imagenet")
 
 
