@@ -7,10 +7,11 @@ from __future__ import annotations
 import contextlib
 import os
 import socket
+import struct
 import tarfile
 import zipfile
+from collections import namedtuple
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from urllib.parse import urlsplit
 
@@ -30,15 +31,7 @@ class DataError(ValueError):
     """A dataset that is missing, malformed, or does not match the parameters."""
 
 
-@dataclass(frozen=True)
-class Shape:
-    """What a dataset looks like to a model."""
-
-    channels: int
-    size: int
-    classes: int
-
-
+Shape = namedtuple("Shape", "channels size classes")  # what a dataset looks like to a model
 SHAPES = {
     "tiny_imagenet": Shape(3, 64, 200),
     "imagenette": Shape(3, 160, 10),
@@ -68,33 +61,48 @@ class SyntheticImages(Dataset):
 
 
 class TinyImageNet(Dataset):
-    """Tiny-ImageNet-200: ``train/<wnid>/images/*.JPEG``; ``val/images`` labelled by ``val/val_annotations.txt``."""
+    """Tiny-ImageNet-200: ``train/<wnid>/images/*.JPEG``; ``val/images`` labelled by ``val/val_annotations.txt``.
+    Raises :class:`DataError` naming what of that layout is missing (every class of a train split holds an image,
+    every val label is a class of wnids.txt), reading names and the two text files, no image."""
 
     def __init__(self, root: str | Path, split: str = "train", transform=None):
-        root = _tiny_base(Path(root))
-        if not (root / "wnids.txt").is_file():
-            raise DataError(f"{root}: not a Tiny-ImageNet folder (wnids.txt missing)")
-        self.wnids = _tiny_wnids(root)
-        self.class_to_idx = {w: i for i, w in enumerate(self.wnids)}
-        self.transform = transform
+        root = Path(root)
+        base, self.transform = _tiny_base(root), transform
+        if not (base / "wnids.txt").is_file():
+            found = sorted(p.parent for p in root.glob("*/wnids.txt"))
+            where = f"; it is in '{found[0].name}/': point data_path at '{found[0]}'" if found else ""
+            raise DataError(
+                f"folder '{root}' does not look like tiny_imagenet: expected wnids.txt, train/<wnid>/images/ "
+                f"inside it (wnids.txt missing{where})"
+            )
+        self.classes = _tiny_wnids(base)
+        if not self.classes:
+            raise DataError(f"'{base / 'wnids.txt'}' lists no class")
         if split == "train":
-            self.samples = [
-                (p, self.class_to_idx[wnid])
-                for wnid in self.wnids
-                for p in sorted((root / "train" / wnid / "images").glob("*.JPEG"))
-            ]
+            found = {w: sorted((base / "train" / w / "images").glob("*.JPEG")) for w in self.classes}
+            if missing := [w for w, images in found.items() if not images]:
+                raise DataError(
+                    f"train/{missing[0]}/images/ in '{base}' is missing or holds no .JPEG ({len(missing)} of "
+                    f"{len(self.classes)} classes of wnids.txt)"
+                )
+            self.samples = [(p, i) for i, images in enumerate(found.values()) for p in images]
         elif split == "val":
-            annotations = root / "val" / "val_annotations.txt"
+            annotations = base / "val" / "val_annotations.txt"
             if not annotations.is_file():
-                raise DataError(f"{root}: val/val_annotations.txt missing")
-            rows = [line.split("\t") for line in annotations.read_text().splitlines()]
-            self.samples = [
-                (root / "val" / "images" / f[0], self.class_to_idx[f[1]]) for f in rows if len(f) >= 2
-            ]
+                raise DataError(f"'{base}' has no val/val_annotations.txt (the labels of val/images/)")
+            index, self.samples = {w: i for i, w in enumerate(self.classes)}, []
+            for i, line in enumerate(annotations.read_text(errors="replace").splitlines(), 1):
+                if len(fields := line.split("\t")) < 2:
+                    continue
+                if fields[1] not in index:
+                    raise DataError(
+                        f"'{annotations}' line {i} names class '{fields[1][:40]}', which wnids.txt does not list"
+                    )
+                self.samples.append((base / "val" / "images" / fields[0], index[fields[1]]))
         else:
             raise DataError(f"unknown split '{split}' (train or val)")
         if not self.samples:
-            raise DataError(f"{root}: no {split} images found")
+            raise DataError(f"{base}: no {split} images found")
 
     def __len__(self) -> int:
         return len(self.samples)
@@ -106,12 +114,17 @@ class TinyImageNet(Dataset):
 
 
 IMAGE_EXTENSIONS = tuple(".jpg .jpeg .png .ppm .bmp .pgm .tif .tiff .webp".split())  # ImageFolder's
+TINY_FOLDER = "tiny-imagenet-200"
 MNIST_FILES = {  # split -> (images file, labels file) in MNIST/raw/, as torchvision reads them
     "train": ("train-images-idx3-ubyte", "train-labels-idx1-ubyte"),
     "val": ("t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"),
 }
 CIFAR10_FILES = (*(f"data_batch_{i}" for i in range(1, 6)), "test_batch", "batches.meta")
-TINY_FOLDER = "tiny-imagenet-200"
+NEEDS = {  # what a dataset's folder must hold, as torchvision reads it
+    "imagenette": ("imagenette2-160/train", "imagenette2-160/val"),
+    "cifar10": tuple(f"cifar-10-batches-py/{f}" for f in CIFAR10_FILES),
+    "mnist": tuple(f"MNIST/raw/{f}" for pair in MNIST_FILES.values() for f in pair),
+}
 
 
 def layout_problem(name: str, root: str | Path) -> str:
@@ -129,14 +142,17 @@ def layout_problem(name: str, root: str | Path) -> str:
         return (
             f"folder '{root}' is empty (set download: true to fetch {name}, or point data_path at the data)"
         )
-    check = {
-        "tiny_imagenet": _tiny_problem,
-        "imagenette": _imagenette_problem,
-        "mnist": _mnist_problem,
-        "cifar10": _cifar_problem,
-        "imagefolder": _image_folder_problem,
-    }.get(name)
-    return check(root) if check else ""
+    if missing := [n for n in NEEDS.get(name, ()) if not (root / n).exists()]:
+        more = f" ({len(missing)} missing)" if len(missing) > 1 else ""
+        return f"folder '{root}' does not look like {name}: expected {missing[0]} inside it{more}"
+    try:
+        if name == "tiny_imagenet":
+            TinyImageNet(root, "train"), TinyImageNet(root, "val")
+        for split in MNIST_FILES if name == "mnist" else ():
+            _mnist_size(root, split)
+    except DataError as err:
+        return str(err)
+    return _image_folder_problem(root) if name == "imagefolder" else ""
 
 
 def _unwalkable(root: Path) -> str:
@@ -179,10 +195,6 @@ def download_problem(name: str, folder) -> str:
     return ""
 
 
-def _wrong(name: str, root: Path, expected: str) -> str:
-    return f"folder '{root}' does not look like {name}: expected {expected} inside it"
-
-
 def _class_dirs(folder: Path) -> list[Path]:
     """The class folders of an ImageFolder, as torchvision finds them (every sub-folder, sorted)."""
     try:
@@ -191,12 +203,12 @@ def _class_dirs(folder: Path) -> list[Path]:
         return []
 
 
-def _images_under(folder: Path, at_most: int, tiny: bool = False) -> int:
-    """Image files below ``folder`` (links followed), counting up to ``at_most``: any case of ImageFolder's
-    extensions, or ``tiny``: ``*.JPEG`` exactly, as :class:`TinyImageNet` globs them."""
+def _images_under(folder: Path, at_most: int) -> int:
+    """Image files below ``folder`` (links followed, any case of ImageFolder's extensions), counting up to
+    ``at_most``."""
     n = 0
     for _, _, files in os.walk(folder, followlinks=True):
-        n += sum(1 for f in files if (f.endswith(".JPEG") if tiny else f.lower().endswith(IMAGE_EXTENSIONS)))
+        n += sum(1 for f in files if f.lower().endswith(IMAGE_EXTENSIONS))
         if n >= at_most:
             return at_most
     return n
@@ -214,7 +226,8 @@ def _image_folder_problem(root: Path) -> str:
     for folder in dict.fromkeys((train, val)):
         classes = _class_dirs(folder)
         if not classes:
-            return _wrong("imagefolder", root, "<class>/<image> or train/<class>/<image>")
+            expected = "<class>/<image> or train/<class>/<image>"
+            return f"folder '{root}' does not look like imagefolder: expected {expected} inside it"
         if empty := [d.name for d in classes if not _images_under(d, 1)]:
             return (
                 f"class folder '{folder / empty[0]}' holds no image ({', '.join(IMAGE_EXTENSIONS)}); "
@@ -240,92 +253,36 @@ def _tiny_wnids(base: Path) -> list[str]:
     return (base / "wnids.txt").read_text(errors="replace").split()
 
 
-def _tiny_problem(root: Path) -> str:
-    base = _tiny_base(root)
-    if not (base / "wnids.txt").is_file():
-        if elsewhere := sorted(p.parent for p in root.glob("*/wnids.txt")):
-            return (
-                f"wnids.txt is in '{elsewhere[0].name}/', not in '{root}' or {TINY_FOLDER}/: point data_path "
-                f"at '{elsewhere[0]}'"
-            )
-        return _wrong("tiny_imagenet", root, "wnids.txt, train/<wnid>/images/")
-    wnids = _tiny_wnids(base)
-    if not wnids:
-        return f"'{base / 'wnids.txt'}' lists no class"
-    missing = [w for w in wnids if not _images_under(base / "train" / w / "images", 1, tiny=True)]
-    if missing:
-        return (
-            f"train/{missing[0]}/images/ in '{base}' is missing or holds no .JPEG ({len(missing)} of "
-            f"{len(wnids)} classes of wnids.txt)"
-        )
-    annotations = base / "val" / "val_annotations.txt"
-    if not annotations.is_file():
-        return f"'{base}' has no val/val_annotations.txt (the labels of val/images/)"
-    known = set(wnids)
-    for i, line in enumerate(annotations.read_text(errors="replace").splitlines(), 1):
-        fields = line.split("\t")
-        if len(fields) >= 2 and fields[1] not in known:
-            return f"'{annotations}' line {i} names class '{fields[1][:40]}', which wnids.txt does not list"
-    return ""
-
-
-def _imagenette_problem(root: Path) -> str:
-    base = root / "imagenette2-160"
-    if not (base / "train").is_dir():
-        return _wrong("imagenette", root, "imagenette2-160/train/")
-    return "" if (base / "val").is_dir() else f"'{base}' has no val/ folder"
-
-
-def _cifar_problem(root: Path) -> str:
-    base = root / "cifar-10-batches-py"
-    if not base.is_dir():
-        return _wrong("cifar10", root, "cifar-10-batches-py/")
-    missing = [f for f in CIFAR10_FILES if not (base / f).is_file()]
-    return f"'{base}' lacks {', '.join(missing)}" if missing else ""
-
-
-def _idx(path: Path, images: bool) -> tuple[int, str]:
-    """(items, problem) of an MNIST idx file: magic 2051 (uint8, 3 dims) for images of 28x28, 2049 (uint8, 1 dim)
-    for labels 0-9, and exactly as many bytes as the header announces."""
-    magic, header = (2051, 16) if images else (2049, 8)
-    if not path.is_file():
-        return 0, f"'{path}' is missing"
-    size = path.stat().st_size
+def _idx(path: Path, images: bool) -> int:
+    """The items of an MNIST idx file, else :class:`DataError`: magic 2051 (uint8, 3 dims) for images of 28x28,
+    2049 (uint8, 1 dim) for labels 0-9, and exactly as many bytes as the header announces."""
+    magic, header, item = (2051, 16, 28 * 28) if images else (2049, 8, 1)
     with open(path, "rb") as f:
         head = f.read(header)
-        if len(head) < header or int.from_bytes(head[:4], "big") != magic:
-            return 0, (
+        fields = struct.unpack(f">{header // 4}I", head) if len(head) == header else (0, 0)
+        if fields[0] != magic:
+            raise DataError(
                 f"'{path}' is not an MNIST idx file (expected magic number {magic} in its first 4 bytes; "
                 "a compressed .gz must be unpacked)"
             )
-        n = int.from_bytes(head[4:8], "big")
-        shape = (int.from_bytes(head[8:12], "big"), int.from_bytes(head[12:16], "big")) if images else ()
-        if images and shape != (28, 28):
-            return 0, f"'{path}' holds {shape[0]}x{shape[1]} images, not MNIST's 28x28"
-        expected = header + n * (28 * 28 if images else 1)
-        if size != expected:
-            return 0, (
-                f"'{path}' is truncated or padded: its header announces {n} items ({expected} bytes), "
-                f"the file has {size} bytes"
+        if images and fields[2:] != (28, 28):
+            raise DataError(f"'{path}' holds {fields[2]}x{fields[3]} images, not MNIST's 28x28")
+        if (size := path.stat().st_size) != header + fields[1] * item:
+            raise DataError(
+                f"'{path}' is truncated or padded: its header announces {fields[1]} items "
+                f"({header + fields[1] * item} bytes), the file has {size} bytes"
             )
-        if not images and n and max(f.read(n)) > 9:
-            return 0, f"'{path}' holds labels above 9 (MNIST has 10 classes)"
-    return n, ""
+        if not images and fields[1] and max(f.read(fields[1])) > 9:
+            raise DataError(f"'{path}' holds labels above 9 (MNIST has 10 classes)")
+    return fields[1]
 
 
-def _mnist_problem(root: Path) -> str:
-    raw = root / "MNIST" / "raw"
-    if not raw.is_dir():
-        return _wrong("mnist", root, "MNIST/raw/")
-    for images_file, labels_file in MNIST_FILES.values():
-        (n_images, problem), (n_labels, other) = _idx(raw / images_file, True), _idx(raw / labels_file, False)
-        if problem or other:
-            return problem or other
-        if n_images != n_labels:
-            return (
-                f"'{raw / images_file}' holds {n_images} images but '{raw / labels_file}' {n_labels} labels"
-            )
-    return ""
+def _mnist_size(root: Path, split: str) -> int:
+    """The images of an MNIST split, its two idx files checked (:func:`_idx`) and agreeing."""
+    images, labels = (root / "MNIST" / "raw" / f for f in MNIST_FILES[split])
+    if (n := _idx(images, True)) != (m := _idx(labels, False)):
+        raise DataError(f"'{images}' holds {n} images but '{labels}' {m} labels")
+    return n
 
 
 def dataset_classes(name: str, root: str | Path) -> int | None:
@@ -345,33 +302,18 @@ def split_size(name: str, root: str | Path, split: str, at_most: int = 1 << 62) 
     names and headers, no image read); None when it cannot be known without loading (CIFAR-10) or the data is
     not there. Call after :func:`layout_problem` found none."""
     root = Path(root).expanduser()
-    if not root.is_dir():
+    count = {
+        "imagefolder": lambda: sum(
+            _images_under(d, at_most) for d in _class_dirs(_split_folder(root, split))
+        ),
+        "imagenette": lambda: _images_under(root / "imagenette2-160" / split, at_most),
+        "mnist": lambda: _idx(root / "MNIST" / "raw" / MNIST_FILES[split][0], True),
+        "tiny_imagenet": lambda: len(TinyImageNet(root, split).samples),
+    }
+    try:
+        return min(at_most, count[name]()) if name in count and root.is_dir() else None
+    except (DataError, OSError):
         return None
-    if name == "imagefolder":
-        return min(at_most, sum(_images_under(d, at_most) for d in _class_dirs(_split_folder(root, split))))
-    if name == "imagenette":
-        return _images_under(root / "imagenette2-160" / split, at_most)
-    if name == "mnist":
-        images = MNIST_FILES["train" if split == "train" else "val"][0]
-        n, problem = _idx(root / "MNIST" / "raw" / images, True)
-        return None if problem else min(n, at_most)
-    if name == "tiny_imagenet":
-        base = _tiny_base(root)
-        if not (base / "wnids.txt").is_file():
-            return None
-        if split == "train":
-            n = 0
-            for wnid in _tiny_wnids(base):
-                n += _images_under(base / "train" / wnid / "images", at_most - n, tiny=True)
-                if n >= at_most:
-                    break
-            return n
-        annotations = base / "val" / "val_annotations.txt"
-        if not annotations.is_file():
-            return None
-        lines = annotations.read_text(errors="replace").splitlines()
-        return min(at_most, sum(len(line.split("\t")) >= 2 for line in lines))
-    return None
 
 
 def _unsafe(name: str) -> bool:
@@ -406,19 +348,19 @@ def safe_extract(archive: str | Path, target: str | Path) -> Path:
     return target
 
 
-def _files_and_folders_only(member: tarfile.TarInfo, dest: str) -> tarfile.TarInfo:
-    if not (member.isfile() or member.isdir()) or _unsafe(member.name):
-        raise tarfile.FilterError(
-            f"refused archive member '{member.name}' (outside the target folder or a link)"
-        )
-    return tarfile.data_filter(member, dest)
-
-
 @contextlib.contextmanager
 def _safe_tar_extraction():
-    """torchvision's own downloads (ImageNette, CIFAR-10) extract tar members through the strict filter."""
+    """torchvision's own downloads (ImageNette, CIFAR-10) extract only files and folders inside the target."""
+
+    def strict(member: tarfile.TarInfo, dest: str) -> tarfile.TarInfo:
+        if not (member.isfile() or member.isdir()) or _unsafe(member.name):
+            raise tarfile.FilterError(
+                f"refused archive member '{member.name}' (outside the target folder or a link)"
+            )
+        return tarfile.data_filter(member, dest)
+
     previous = tarfile.TarFile.extraction_filter
-    tarfile.TarFile.extraction_filter = staticmethod(_files_and_folders_only)
+    tarfile.TarFile.extraction_filter = staticmethod(strict)
     try:
         yield
     finally:
@@ -444,37 +386,31 @@ def open_dataset(
     tf = transforms_for(channels, size, split == "train")
     if not root.exists() and not download:
         raise DataError(f"dataset folder '{root}' does not exist (set download: true to fetch {name})")
+    train = split == "train"
     try:
         with _safe_tar_extraction():
-            return _open(name, root, split, tf, download)
+            if name == "tiny_imagenet":
+                if download and not any(root.glob("**/wnids.txt")):
+                    url, md5 = TINY_IMAGENET_URL
+                    download_url(url, str(root), md5=md5)
+                    safe_extract(root / Path(url).name, root)
+                return TinyImageNet(root, split, tf)
+            if name == "imagenette":
+                fetch = download and not (root / "imagenette2-160").is_dir()
+                return tvd.Imagenette(str(root), split=split, size="160px", transform=tf, download=fetch)
+            if name == "mnist":
+                return tvd.MNIST(str(root), train=train, download=download, transform=tf)
+            if name == "cifar10":
+                return tvd.CIFAR10(str(root), train=train, download=download, transform=tf)
+            if name == "imagefolder":
+                return tvd.ImageFolder(str(_split_folder(root, split)), transform=tf)
     except (RuntimeError, FileNotFoundError, OSError, tarfile.TarError, zipfile.BadZipFile) as err:
         raise DataError(f"{name} at '{root}': {err}") from None
-
-
-def _open(name: str, root: Path, split: str, tf, download: bool) -> Dataset:
-    train = split == "train"
-    if name == "tiny_imagenet":
-        if download and not any(root.glob("**/wnids.txt")):
-            url, md5 = TINY_IMAGENET_URL
-            download_url(url, str(root), md5=md5)
-            safe_extract(root / Path(url).name, root)
-        return TinyImageNet(root, split, tf)
-    if name == "imagenette":
-        fetch = download and not (root / "imagenette2-160").is_dir()
-        return tvd.Imagenette(str(root), split=split, size="160px", transform=tf, download=fetch)
-    if name == "mnist":
-        return tvd.MNIST(str(root), train=train, download=download, transform=tf)
-    if name == "cifar10":
-        return tvd.CIFAR10(str(root), train=train, download=download, transform=tf)
-    if name == "imagefolder":
-        return tvd.ImageFolder(str(_split_folder(root, split)), transform=tf)
     raise DataError(f"unknown dataset '{name}'")
 
 
 def num_classes(ds: Dataset) -> int:
-    if isinstance(ds, (TinyImageNet, tvd.Imagenette)):
-        return len(ds.wnids)
-    return len(getattr(ds, "classes", [])) or int(max(int(y) for _, y in ds)) + 1
+    return len(ds.classes)
 
 
 def loader(

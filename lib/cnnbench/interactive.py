@@ -87,9 +87,15 @@ def quick_measure(
             raise devices.Unavailable(why)
         say(0.0, f"building {model} on {b.kind}")
         with engine.Workload(cfg, dev, p) as work:
-            warm = _warm_up(work.step, dev, p.explore_warmup_s, lambda f: say(0.0, f"warming up {f:.0%}"))
-            steps = max(2, math.ceil(p.explore_window_s / max(min(warm), 1e-6)))
-            row.update(warmup_steps=len(warm), measured_steps=steps)
+            warm, start = [], time.perf_counter()  # at least two steps; the first one's time is dropped
+            while len(warm) < 2 or time.perf_counter() - start < p.explore_warmup_s:
+                t0 = time.perf_counter()
+                work.step()
+                devices.synchronize(dev)
+                warm.append(time.perf_counter() - t0)
+                say(0.0, f"warming up {min((time.perf_counter() - start) / p.explore_warmup_s, 1.0):.0%}")
+            steps = max(2, math.ceil(p.explore_window_s / max(min(warm[1:]), 1e-6)))
+            row.update(warmup_steps=len(warm) - 1, measured_steps=steps)
             timer = timing.StepTimer(dev)
 
             def progress(summary, fraction):
@@ -115,18 +121,6 @@ def quick_measure(
     return row
 
 
-def _warm_up(step, dev, warmup_s: float, say, clock=time.perf_counter) -> list[float]:
-    """Steps until ``warmup_s`` has passed (at least two); the synced times of all but the first."""
-    start, times = clock(), []
-    while len(times) < 2 or clock() - start < warmup_s:
-        t0 = clock()
-        step()
-        devices.synchronize(dev)
-        times.append(clock() - t0)
-        say(min((clock() - start) / warmup_s, 1.0))
-    return times[1:]
-
-
 def _bundles(history: list[dict], run) -> list[dict]:
     """Every measurement so far as Jupyter mime bundles: the table, the throughput plot and, when 04 measured
     this device's roofs, the roofline, each figure drawn to PNG here (out of reach of pyplot's hooks)."""
@@ -135,19 +129,16 @@ def _bundles(history: list[dict], run) -> list[dict]:
     from cnnbench import roofline
     from cnnbench.measure.reproducibility import rate_text
 
-    def figure(draw, *args, points: int = 0) -> dict:
+    def shown(data: dict, **meta) -> dict:
+        return {"output_type": "display_data", "data": data, "metadata": {"cnnbench": meta}}
+
+    def figure(draw, *args, points: int) -> dict:
         with plots.detached():
             fig = draw(*args)
         png = io.BytesIO()
         fig.savefig(png, format="png", dpi=100, bbox_inches="tight")
-        return {
-            "output_type": "display_data",
-            "data": {
-                "image/png": base64.b64encode(png.getvalue()).decode(),
-                "text/plain": f"<figure: {points} configurations>",
-            },
-            "metadata": {"cnnbench": {"points": points}},
-        }
+        image = base64.b64encode(png.getvalue()).decode()
+        return shown({"image/png": image, "text/plain": f"<figure: {points} configurations>"}, points=points)
 
     def rate_cell(rate: float, half: float) -> str:  # "5,840 ± 560 img/s" on one line; "about 5 img/s (...)"
         if not math.isfinite(half) or half <= 0 or half >= rate:
@@ -162,13 +153,8 @@ def _bundles(history: list[dict], run) -> list[dict]:
         ]
     cols = "model device_name batch_size precision data_mode status machine_state rate achieved_tflops error"
     table = df[[c for c in [*cols.split(), "machine_note"] if c in df]].round(3)
-    out = [
-        {
-            "output_type": "display_data",
-            "data": {"text/html": table.to_html(index=False), "text/plain": table.to_string(index=False)},
-            "metadata": {"cnnbench": {"rows": len(table)}},
-        }
-    ]
+    html, text = table.to_html(index=False), table.to_string(index=False)
+    out = [shown({"text/html": html, "text/plain": text}, rows=len(table))]
     ok = df[df.status == "ok"]
     if ok.empty:
         return out

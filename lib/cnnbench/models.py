@@ -84,12 +84,8 @@ def model_names() -> tuple[str, ...]:
 
 
 def _weights(name: str):
-    if name in LOCAL_MODELS:
-        return None
-    try:
-        return torchvision.models.get_model_weights(name).DEFAULT
-    except (ValueError, KeyError):
-        return None
+    """torchvision's default weights of a model (every classification model has them); None for ours."""
+    return None if name in LOCAL_MODELS else torchvision.models.get_model_weights(name).DEFAULT
 
 
 @cache
@@ -98,12 +94,8 @@ def spec(name: str) -> ModelSpec:
         return LOCAL_MODELS[name]
     if name not in model_names():
         raise ValueError(f"unknown model '{name}'; valid models: {', '.join(model_names())}")
-    weights = _weights(name)
-    size = 224
-    if weights is not None:
-        crop = getattr(weights.transforms(), "crop_size", [224])
-        size = int(crop[0] if isinstance(crop, (list, tuple)) else crop)
-    classes = len(weights.meta["categories"]) if weights is not None else 1000
+    weights = _weights(name)  # its published figures are at its evaluation crop, over its categories
+    size, classes = int(weights.transforms().crop_size[0]), len(weights.meta["categories"])
     return ModelSpec(name, 3, size, classes, "imagenet")
 
 
@@ -176,8 +168,6 @@ _OPTIMIZERS = {"sgd": torch.optim.SGD, "adam": torch.optim.Adam, "adamw": torch.
 
 
 def make_optimizer(name: str, parameters, lr: float, momentum: float = 0.9) -> torch.optim.Optimizer:
-    """sgd (with ``momentum``), adam or adamw (``params.OPTIMIZERS``) over the trainable ``parameters``."""
-    if name not in _OPTIMIZERS:
-        raise ValueError(f"key 'optimizer' is '{name}'; allowed: sgd, adam, adamw")
+    """sgd (with ``momentum``), adam or adamw (as params validated) over the trainable ``parameters``."""
     extra = {"momentum": momentum} if name == "sgd" else {}
     return _OPTIMIZERS[name]([p for p in parameters if p.requires_grad], lr=lr, **extra)

@@ -80,10 +80,8 @@ def _stack(rows: pd.DataFrame) -> list:
     roofs = [rows[c].to_numpy(float)[row] * 1e9 for c in ("peak_gflops", "bandwidth_gbs")]
     count = np.array([len(c[0]) for c in counted], float)
     host = np.array(rows.host_s.fillna(0), float) if "host_s" in rows else np.zeros(len(rows))
-    queued = (
-        np.array([_queued(k) for k in rows.device_kind]) if "device_kind" in rows else np.zeros(len(rows))
-    )
-    return [torch.as_tensor(a) for a in (flops, nbytes, cls, row, *roofs, count, host, queued.astype(bool))]
+    queued = np.array([_queued(k) for k in rows.device_kind], bool)
+    return [torch.as_tensor(a) for a in (flops, nbytes, cls, row, *roofs, count, host, queued)]
 
 
 def _queued(kind) -> bool:
@@ -148,24 +146,18 @@ def fit(rows: pd.DataFrame, kind: str) -> Fit:
     names = tuple(sorted(set(rows.model)))
 
     def compute() -> Fit:
-        return Fit(kind, *_fitted_params(stacked, n, target), n, names)
+        start = torch.tensor([START[0]] * len(CLASSES) + [START[1]], dtype=torch.float64)
+        theta = torch.log(start).requires_grad_()
+        opt = torch.optim.Adam([theta], lr=LEARNING_RATE)
+        for _ in range(STEPS):
+            opt.zero_grad()
+            error = torch.log(_step(_parts(theta, stacked, n), stacked)) - target
+            ((error**2).mean() + SHRINK * ((theta[:-1] - theta[:-1].mean()) ** 2).mean()).backward()
+            opt.step()
+        v = theta.detach().exp().tolist()
+        return Fit(kind, tuple(v[:-1]), v[-1], n, names)
 
     return paths.cached("fit", [kind, names, n, inputs, torch.__version__], compute, (sys.modules[__name__],))
-
-
-def _fitted_params(stacked, n: int, target) -> tuple[tuple[float, ...], float]:
-    import torch
-
-    start = torch.tensor([START[0]] * len(CLASSES) + [START[1]], dtype=torch.float64)
-    theta = torch.log(start).requires_grad_()
-    opt = torch.optim.Adam([theta], lr=LEARNING_RATE)
-    for _ in range(STEPS):
-        opt.zero_grad()
-        error = torch.log(_step(_parts(theta, stacked, n), stacked)) - target
-        ((error**2).mean() + SHRINK * ((theta[:-1] - theta[:-1].mean()) ** 2).mean()).backward()
-        opt.step()
-    v = theta.detach().exp().tolist()
-    return tuple(v[:-1]), v[-1]
 
 
 def predict(rows: pd.DataFrame, f: Fit | None) -> pd.DataFrame:
@@ -198,11 +190,9 @@ def predict(rows: pd.DataFrame, f: Fit | None) -> pd.DataFrame:
 
 
 def host_costs(rows: pd.DataFrame) -> pd.DataFrame:
-    """Each row's host time to issue its step where its device queues work (``host_s``; 0 on a host device, whose
-    fitted overhead stands for it) and where it comes from (``host_source``): its run's measured tiny step of the
-    model (04's host_steps) scaled by the row's ops; else, for a run without that measurement, a line (a fixed
-    part per step and a cost per op) through its other models' steps of the phase, never the row's own model
-    (:func:`_host_line`); else its kind's default (:func:`default_host`)."""
+    """Each row's host time to issue its step (``host_s``, 0 on a host device) and its source (``host_source``):
+    04's measured host step scaled by the row's ops; else a :func:`_host_line` through its run's other models'
+    steps of the phase; else :func:`default_host`."""
     ops_of, out = _op_counts(rows), []
     for i, r in rows.iterrows():
         line, why = (math.nan, math.nan), ""
@@ -235,9 +225,8 @@ def _host_line(seconds: pd.Series, op_counts: pd.Series) -> tuple[float, float]:
 
 @functools.cache
 def default_host(kind: str, phase: str) -> tuple[tuple[float, float], str]:
-    """The host line (:func:`_host_line`) of a ``kind`` device with no measurement of its own, and its source: the
-    committed example of that kind (or of another accelerator): its measured host steps (04), else a line through
-    its 02 and 03 steps (the H100's, at 64 px, are host-bound)."""
+    """The host line (:func:`_host_line`) and its source for a ``kind`` device with no measurement of its own, from
+    the committed example of that kind (else another accelerator's): 04's host steps, else its 02 and 03 steps."""
     rows = _examples()
     for k in [kind, *sorted(k for k in set(rows.device_kind) if _queued(k))]:
         mine = rows[(rows.device_kind == k) & (rows.phase == phase)].drop_duplicates(KEYS)
@@ -405,9 +394,8 @@ def _fitted(train: pd.DataFrame, kind: str) -> Fit:
 
 
 def _span(rows: pd.DataFrame, kind: str, host_bound: bool, model=None) -> tuple[float, float]:
-    """The range of rate / predicted a ``kind`` prediction carries: as far either way as the worst out-of-sample
-    error of the rows it stands on, device-bound or host-bound as ``host_bound`` says, ``model``'s own rows left out
-    (a row's range is no summary of its own error); the device-bound rows' where none is bound alike."""
+    """The range of rate / predicted of a ``kind`` prediction: the worst out-of-sample error either way of the rows
+    it stands on bound alike (else device-bound), ``model``'s own rows left out."""
     kinds = set(_fit_rows(rows, kind)[1].split("+"))
     errors = np.log(rows.rate_img_s / rows.predicted_img_s)[
         rows.device_kind.isin(kinds) & (rows.model != model)
@@ -419,8 +407,7 @@ def _span(rows: pd.DataFrame, kind: str, host_bound: bool, model=None) -> tuple[
 
 def scored(rows: pd.DataFrame) -> pd.DataFrame:
     """Every predictable row of ``judged`` rows predicted out of sample: each model's rows from a fit on the other
-    models' device-bound rows of its kind (the held-out model's rows never enter its own fit); its range spans the
-    out-of-sample ratios rate / predicted of the other models' rows of its kind bound alike (:func:`_span`)."""
+    models' device-bound rows of its kind, its range from :func:`_span`."""
     parts = [pd.DataFrame(columns=["predicted_img_s"])]
     for (kind, model), held in rows[rows.verdict != "no prediction"].groupby(["device_kind", "model"]):
         base, fitted_on = _fit_rows(rows, kind)
@@ -439,9 +426,8 @@ def scored(rows: pd.DataFrame) -> pd.DataFrame:
 
 
 def what_if(rows: pd.DataFrame, targets=None, on=WHAT_IF, precision: str = "fp32") -> pd.DataFrame:
-    """``targets`` (the keys of :func:`ops` but precision; None: the merged runs' 02 rows, their rate beside as
-    ``measured_img_s``) predicted on each device of ``on`` (name -> why) from a fit on all ``scored`` device-bound
-    rows of its kind, the range from their out-of-sample ratios."""
+    """``targets`` (the keys of :func:`ops` but precision; None: the runs' 02 rows, their rate as ``measured_img_s``)
+    predicted on each device of ``on`` (name -> why) from a fit on all ``scored`` device-bound rows of its kind."""
     if targets is None:
         mine = rows[rows.source.str.endswith("(02)")].rename(columns={"rate_img_s": "measured_img_s"})
         targets = mine[["model", "phase", "batch_size", "image_size", "num_classes", "measured_img_s"]]
@@ -526,15 +512,18 @@ def figure(t: pd.DataFrame, path=None):
 def one(model: str, device: str, phase="train", batch_size=None, image_size=None, precision="fp32") -> dict:
     """``cnnbench predict``: one prediction (the workbook's defaults where a size is None) fitted on what is
     :func:`known`; :class:`Refused` (one line) for an unknown model, device or precision before any work."""
-    from cnnbench.params import Params
+    from cnnbench import params
 
     try:
         spec = models.spec(model)
     except ValueError as err:
         raise Refused(str(err)) from None
-    roof, p = spec_roof(device, precision), Params()
+    p = params.Params()
     _, _, size, classes = spec.data_for(p.dataset, image_size or p.image_size, p.num_classes)
     batch = batch_size or p.batch_size_for(model)
+    if why := params._too_small(model, size, batch, phase == "train"):  # a step that cannot run
+        raise Refused(f"{model} {phase} at {size} px, batch {batch} cannot run ({why})")
+    roof = spec_roof(device, precision)
     target = pd.DataFrame([[model, phase, batch, size, classes]], columns=[*KEYS[:1], "phase", *KEYS[1:4]])
     r = what_if(known(), target, {roof["device"]: "cnnbench"}, precision).iloc[0]
     keys = "model device phase batch_size image_size precision bound fit roof host_source".split()
@@ -559,12 +548,6 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--json", action="store_true", help="one JSON object")
     a = ap.parse_args(argv)
     try:
-        if a.model in models.model_names():  # a step that cannot run has no prediction
-            p = params.Params()
-            size = models.spec(a.model).data_for(p.dataset, a.image_size or p.image_size, p.num_classes)[2]
-            batch = a.batch_size or p.batch_size_for(a.model)
-            if why := params._too_small(a.model, size, batch, a.phase == "train"):
-                raise Refused(f"{a.model} {a.phase} at {size} px, batch {batch} cannot run ({why})")
         r = one(a.model, a.device, a.phase, a.batch_size, a.image_size, a.precision)
     except Refused as err:
         print(f"cnnbench predict: {err}", file=sys.stderr)

@@ -86,21 +86,6 @@ class NoRuns(RuntimeError):
         return [str(self)]
 
 
-def _refuse_without_runs(root: Path, analysis_runs: list[str]) -> None:
-    from cnnbench.results import runs
-
-    if not runs.runs_for(root, analysis_runs):
-        where = root if not analysis_runs else root.parent
-        near = sorted(d.name for d in root.parent.glob("*/") if (d / "environment.json").is_file())
-        more = ", ..." if len(near) > 6 else ""
-        beside = f", or open one of the runs beside it ({', '.join(near[:6])}{more}) by setting run_dir to its folder"
-        hint = beside if near else ""
-        raise NoRuns(
-            f"no run to analyse in {where}: run the pipeline first (cnnbench --params params/local.yaml), "
-            f"then open this notebook again{hint}"
-        )
-
-
 def open_run(
     params_file: str | Path = "",
     overrides: dict[str, Any] | None = None,
@@ -148,8 +133,17 @@ def open_run(
         holder = paths.RunLock(root).holder()
         if holder is not None:
             raise paths.RunLocked(root, holder)
-    if needs_runs:
-        _refuse_without_runs(root, p.analysis_runs)
+    from cnnbench.results import runs
+
+    if needs_runs and not runs.runs_for(root, p.analysis_runs):
+        where = root if not p.analysis_runs else root.parent
+        near = sorted(d.name for d in root.parent.glob("*/") if (d / "environment.json").is_file())
+        more = ", ..." if len(near) > 6 else ""
+        beside = f", or open one of the runs beside it ({', '.join(near[:6])}{more}) by setting run_dir to its folder"
+        raise NoRuns(
+            f"no run to analyse in {where}: run the pipeline first (cnnbench --params params/local.yaml), "
+            f"then open this notebook again{beside if near else ''}"
+        )
     threads = devices.set_threads(p.threads)
     # everything this process measures (in-process work of any notebook) keeps its heap alike
     heap.apply(p.host_heap)

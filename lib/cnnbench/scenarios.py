@@ -92,20 +92,10 @@ def measure(
 
 def diminishing_returns(df: pd.DataFrame, within: float = 0.05) -> pd.DataFrame:
     """Per model and phase: the best throughput and the smallest batch within ``within`` of it."""
-    ok = df[df.status == "ok"]
     rows = []
-    for (model, phase), g in ok.groupby(["model", "phase"]):
-        best = g.throughput_img_s.max()
-        knee = g[g.throughput_img_s >= (1 - within) * best].batch_size.min()
-        rows.append(
-            {
-                "model": model,
-                "phase": phase,
-                "best_throughput_img_s": best,
-                "best_batch_size": int(g.loc[g.throughput_img_s.idxmax(), "batch_size"]),
-                "knee_batch_size": int(knee),
-            }
-        )
-    return pd.DataFrame(
-        rows, columns=["model", "phase", "best_throughput_img_s", "best_batch_size", "knee_batch_size"]
-    )
+    for (model, phase), g in df[df.status == "ok"].groupby(["model", "phase"]):
+        best = g.loc[g.throughput_img_s.idxmax()]
+        knee = g[g.throughput_img_s >= (1 - within) * best.throughput_img_s].batch_size.min()
+        rows.append((model, phase, best.throughput_img_s, int(best.batch_size), int(knee)))
+    columns = ["model", "phase", "best_throughput_img_s", "best_batch_size", "knee_batch_size"]
+    return pd.DataFrame(rows, columns=columns)
