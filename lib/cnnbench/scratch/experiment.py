@@ -273,7 +273,7 @@ def _measure_hooks(backend: str):
         how, traced = "tracemalloc (NumPy reports its allocations)", tracemalloc.get_traced_memory
         return (lambda: traced()[0]), (lambda: traced()[1]), tracemalloc.reset_peak, _nothing, how
     if backend == "cupy":
-        from cnnbench.scratch.cupy_support import pool_bytes
+        from cnnbench.scratch.xp_backend import pool_bytes
 
         def pool_used() -> int:
             return pool_bytes()["used"]

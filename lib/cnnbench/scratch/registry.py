@@ -8,14 +8,10 @@ from cnnbench.scratch.base import Backend
 
 def make(name: str, model: str, lr: float = 0.01, momentum: float = 0.9) -> Backend:
     """The backend ``name`` for ``model``; :class:`BackendUnavailable` (reason in the message) if it cannot run."""
-    if name == "numpy":
-        from cnnbench.scratch.xp_backend import XpBackend
+    if name in ("numpy", "cupy"):
+        from cnnbench.scratch.xp_backend import array_backend
 
-        return XpBackend(name, model, lr=lr, momentum=momentum)
-    if name == "cupy":
-        from cnnbench.scratch.cupy_support import cupy_backend
-
-        return cupy_backend(model, lr, momentum)
+        return array_backend(name, model, lr, momentum)
     if name == "numba_cpu":
         from cnnbench.scratch.numba_cpu import NumbaCpuBackend
 
