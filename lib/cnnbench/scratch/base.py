@@ -36,10 +36,8 @@ class OpTimer:
     sync: Callable[[], None] = lambda: None
     clock: Callable[[], float] = time.perf_counter
     enabled: bool = False
-    first: dict[str, float] = field(default_factory=dict)
-    times: dict[str, list[float]] = field(default_factory=dict)
-    kinds: dict[str, str] = field(default_factory=dict)
-    phases: dict[str, str] = field(default_factory=dict)
+    times: dict[str, list[float]] = field(default_factory=dict)  # per op, its first call's first
+    ops: dict[str, tuple[str, str]] = field(default_factory=dict)  # its kind and phase
 
     @contextmanager
     def op(self, name: str, kind: str, phase: str):
@@ -50,28 +48,23 @@ class OpTimer:
         start = self.clock()
         yield
         self.sync()
-        elapsed = self.clock() - start
-        self.kinds[name], self.phases[name] = kind, phase
-        if name not in self.first:
-            self.first[name] = elapsed
-        else:
-            self.times.setdefault(name, []).append(elapsed)
+        self.times.setdefault(name, []).append(self.clock() - start)
+        self.ops[name] = kind, phase
 
     def rows(self) -> list[dict]:
         """One row per op: first-call time apart, then median / mean / 95% interval of the later calls (ms)."""
         from cnnbench.measure.timing import t95
 
         out = []
-        for name, first in self.first.items():
-            later = self.times.get(name, [])
+        for name, (first, *later) in self.times.items():
             n = len(later)
             mean = statistics.fmean(later) if later else float("nan")
             half = t95(n - 1) * statistics.stdev(later) / n**0.5 if n >= 2 else float("nan")
             out.append(
                 {
                     "op": name,
-                    "op_kind": self.kinds[name],
-                    "phase": self.phases[name],
+                    "op_kind": self.ops[name][0],
+                    "phase": self.ops[name][1],
                     "calls": n,
                     "first_call_ms": first * 1e3,
                     "median_ms": statistics.median(later) * 1e3 if later else float("nan"),
@@ -83,22 +76,22 @@ class OpTimer:
 
 
 class Backend:
-    """What every from-scratch backend offers: ``init(weights)`` loads parameters (PyTorch layout, float32) and zeroes
-    gradients and momentum; ``loss_and_grads(x, y)`` runs the forward, the mean softmax cross-entropy and the full
-    backward, returning the loss; ``train_step`` adds torch.optim.SGD's update (``_sgd``); ``evaluate`` is the
-    accuracy; ``params()``, ``grads()`` are host NumPy copies in PyTorch layout; ``memory()`` bytes per component
-    (batch, parameters, gradients, optimizer_state, activations, workspace). A backend supplies ``_layout`` and
-    ``_device`` (a host batch to its arrays), ``_host`` and ``_predict``."""
+    """What every from-scratch backend offers: ``init(weights)`` loads parameters (PyTorch layout, float32) and
+    zeroes gradients and momentum; ``loss_and_grads(x, y)``: forward, mean softmax cross-entropy, full backward,
+    the loss; ``train_step`` adds torch.optim.SGD's update (``_sgd``); ``evaluate``: accuracy; ``params()``,
+    ``grads()``: host NumPy copies in PyTorch layout; ``memory()``: bytes per component (batch, parameters,
+    gradients, optimizer_state, activations, workspace). A backend supplies ``_layout`` and ``_device`` (a host
+    batch to its arrays), ``_host`` and ``_predict``."""
 
     def __init__(self, name: str, model: str, lr: float = 0.01, momentum: float = 0.9):
         self.name, self.model, self.lr, self.momentum = name, model, lr, momentum
         self.timer = OpTimer(sync=self.sync)
         self.batch = None
 
+    momentum_buffers = False  # kept without momentum too
+
     def sync(self) -> None:
         """Wait for queued device work (no-op on CPU backends)."""
-
-    momentum_buffers = False  # kept without momentum too
 
     def _load(self, weights: dict, put) -> dict[str, np.ndarray]:
         """``p``, ``g`` and ``v`` by ``put(name, host array)``, a copy: momentum buffers only with momentum (or
@@ -106,11 +99,8 @@ class Backend:
         host = {k: np.ascontiguousarray(weights[k], dtype=np.float32) for k in PARAM_NAMES[self.model]}
         self.p = {k: put(k, w) for k, w in host.items()}
         self.g = {k: put(k, np.zeros_like(w)) for k, w in host.items()}
-        self.v = (
-            {k: put(k, np.zeros_like(w)) for k, w in host.items()}
-            if self.momentum or self.momentum_buffers
-            else {}
-        )
+        keep_v = self.momentum or self.momentum_buffers
+        self.v = {k: put(k, np.zeros_like(w)) for k, w in host.items()} if keep_v else {}
         return host
 
     def put(self, x, y):
@@ -170,12 +160,7 @@ def torch_module(model: str, image_size: int = 28, hidden: int = 10):
 
 def named_params(model: str, net) -> dict:
     """The module's parameters under the scratch names (``conv1.weight``...), in PARAM_NAMES order."""
-    if model == "mnist_cnn":
-        mods = [net.features[0], net.features[3], net.classifier[1], net.classifier[3]]
-    else:
-        mods = [net[1], net[3]]
-    pairs = zip(LAYERS[model], mods, strict=True)
-    return {f"{layer}.{w}": getattr(mod, w) for layer, mod in pairs for w in ("weight", "bias")}
+    return dict(zip(PARAM_NAMES[model], net.parameters(), strict=True))
 
 
 def component_bytes(backend, acts, work) -> dict[str, int]:

@@ -247,8 +247,7 @@ def _emit(rows: list[dict], on_row) -> list[dict]:
 
 
 def op_breakdown(backend: str, model: str, p, weights: dict, x: np.ndarray, y: np.ndarray, threads: int):
-    """Every op of a training step timed between synchronisations: the first call apart, then
-    ``scratch_op_steps`` calls."""
+    """Every op of a training step timed between synchronisations: a first call, then ``scratch_op_steps``."""
     ident = identity(backend, model, threads)
     try:
         b = _make(backend, model, p)
@@ -258,8 +257,8 @@ def op_breakdown(backend: str, model: str, p, weights: dict, x: np.ndarray, y: n
             b.train_step(x, y)
     except Exception as err:  # noqa: BLE001
         return [{**failure(ident, err), "op": ""}]
-    jit = getattr(b, "jit_s", float("nan"))
-    return [{**ident, **row, "batch_size": len(x), "jit_s": jit, "status": "ok"} for row in b.timer.rows()]
+    fixed = {"batch_size": len(x), "jit_s": getattr(b, "jit_s", float("nan")), "status": "ok"}
+    return [{**ident, **row, **fixed} for row in b.timer.rows()]
 
 
 def rss() -> int:
@@ -269,6 +268,10 @@ def rss() -> int:
 def _measure_hooks(backend: str):
     """(read_current, read_peak, reset_peak, read_pool_held, what) for the allocator behind ``backend``; the pool
     held is what a GPU allocator holds (in use or cached) after the step, None where there is no such pool."""
+
+    def _nothing() -> None:
+        pass
+
     if backend in ("numpy", "numba_cpu"):
         how, traced = "tracemalloc (NumPy reports its allocations)", tracemalloc.get_traced_memory
         return (lambda: traced()[0]), (lambda: traced()[1]), tracemalloc.reset_peak, _nothing, how
@@ -298,10 +301,6 @@ def _measure_hooks(backend: str):
 
         return used, used, _nothing, _nothing, "CUDA free memory delta (after the step)"
     return rss, rss, _nothing, _nothing, "process RSS delta (after the step)"
-
-
-def _nothing() -> None:
-    pass
 
 
 def memory_breakdown(
@@ -461,4 +460,4 @@ CSVS = ("backends", "gradcheck", "backend_ops", "backend_memory")
 
 def load_frames(run_dir) -> dict:
     """The four CSVs of 05 in a run folder as DataFrames (empty ones where a file is missing)."""
-    return {name: results.read(run_dir, name, ("backend", "model", "status")) for name in CSVS}
+    return {name: results.read(run_dir, name) for name in CSVS}

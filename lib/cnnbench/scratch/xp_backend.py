@@ -11,19 +11,14 @@ from cnnbench.scratch.base import Backend, BackendUnavailable, component_bytes
 K = 3  # convolution kernel size of seed 001's CNN
 
 
-def windows(xp, x, k: int = K):
-    """(N, H, W, C) -> a view (N, H-k+1, W-k+1, C, k, k) of every k x k window (no copy)."""
-    n, h, w, c = x.shape
-    sn, sh, sw, sc = x.strides
-    return xp.lib.stride_tricks.as_strided(
-        x, shape=(n, h - k + 1, w - k + 1, c, k, k), strides=(sn, sh, sw, sc, sh, sw)
-    )
-
-
 def im2col(xp, x, k: int = K):
     """(N, H, W, C) -> (N*H'*W', C*k*k) columns ordered (c, kh, kw), PyTorch's weight order."""
     n, h, w, c = x.shape
-    return xp.ascontiguousarray(windows(xp, x, k)).reshape(n * (h - k + 1) * (w - k + 1), c * k * k)
+    sn, sh, sw, sc = x.strides
+    windows = xp.lib.stride_tricks.as_strided(  # every k x k window, a view
+        x, shape=(n, h - k + 1, w - k + 1, c, k, k), strides=(sn, sh, sw, sc, sh, sw)
+    )
+    return xp.ascontiguousarray(windows).reshape(n * (h - k + 1) * (w - k + 1), c * k * k)
 
 
 def col2im(xp, dcols, shape, k: int = K):
@@ -46,20 +41,18 @@ def pool_windows(x):
 
 
 def unique(arrays, exclude=()):
-    """Arrays counted once: views (a reshape of a pooled output, a cached input) fold into their base."""
+    """Arrays counted once, the first of each base: views (a reshape of a pooled output, a cached input) fold
+    into their base; none sharing a base with ``exclude``."""
 
     def root(a):
         while getattr(a, "base", None) is not None:
             a = a.base
-        return a
+        return id(a)
 
-    seen = {id(root(e)) for e in exclude if e is not None}
-    out = []
+    kept = {root(e): None for e in exclude}
     for a in arrays:
-        if id(root(a)) not in seen:
-            seen.add(id(root(a)))
-            out.append(a)
-    return out
+        kept.setdefault(root(a), a)
+    return [a for a in kept.values() if a is not None]
 
 
 def first_max(mask):
@@ -110,13 +103,16 @@ class XpBackend(Backend):
 
     def loss_and_grads(self, x, y) -> float:
         xb, yb = self.put(x, y)
-        logits = self._forward(xb, train=True)
+        logits = self._forward(xb)
         loss, dlogits = self._softmax_ce(logits, yb)
         self._backward(dlogits)
         return loss
 
     def _predict(self, x):
-        return self._host(self._forward(x, train=False).argmax(axis=1))
+        kept, self.cache = self.cache, {}  # the last training step's arrays stay what memory() reads
+        logits = self._forward(x)
+        self.cache = kept
+        return self._host(logits.argmax(axis=1))
 
     def _sgd(self):
         for k, p in self.p.items():
@@ -129,7 +125,7 @@ class XpBackend(Backend):
             p -= self.lr * v
 
     # --- layers
-    def _conv(self, name, x, train):
+    def _conv(self, name, x):
         xp, w = self.xp, self.p[f"{name}.weight"]
         f = w.shape[0]
         n, h, wd, _ = x.shape
@@ -137,43 +133,39 @@ class XpBackend(Backend):
             cols = im2col(xp, x)
             out = (cols @ w.reshape(f, -1).T).reshape(n, h - K + 1, wd - K + 1, f)
             out += self.p[f"{name}.bias"]
-        if train:
-            self.cache[name] = (cols, x.shape)
+        self.cache[name] = (cols, x.shape)
         return out
 
-    def _dense(self, name, x, train):
+    def _dense(self, name, x):
         with self.timer.op(name, "matmul", "forward"):
             out = x @ self.p[f"{name}.weight"].T
             out += self.p[f"{name}.bias"]
-        if train:
-            self.cache[name] = x
+        self.cache[name] = x
         return out
 
-    def _relu(self, name, x, train):
+    def _relu(self, name, x):
         with self.timer.op(name, "relu", "forward"):
             out = self.xp.maximum(x, 0)
-        if train:
-            self.cache[name] = out
+        self.cache[name] = out
         return out
 
-    def _pool(self, name, x, train):
+    def _pool(self, name, x):
         with self.timer.op(name, "pool", "forward"):
             v = pool_windows(x)  # three elementwise maxima: faster than a reduction over two strided axes
             xp = self.xp
             out = xp.maximum(
                 xp.maximum(v[:, :, 0, :, 0], v[:, :, 0, :, 1]), xp.maximum(v[:, :, 1, :, 0], v[:, :, 1, :, 1])
             )
-        if train:
-            self.cache[name] = (x, out)
+        self.cache[name] = (x, out)
         return out
 
-    def _forward(self, x, train: bool):
+    def _forward(self, x):
+        """The logits, each layer's input or output its backward reads kept in ``cache``."""
         if self.model == "mlp":
-            return self._dense("fc2", self._relu("relu1", self._dense("fc1", x, train), train), train)
-        a = self._pool("pool1", self._relu("relu1", self._conv("conv1", x, train), train), train)
-        a = self._pool("pool2", self._relu("relu2", self._conv("conv2", a, train), train), train)
-        a = self._relu("relu3", self._dense("fc1", a.reshape(len(a), -1), train), train)
-        return self._dense("fc2", a, train)
+            return self._dense("fc2", self._relu("relu1", self._dense("fc1", x)))
+        a = self._pool("pool1", self._relu("relu1", self._conv("conv1", x)))
+        a = self._pool("pool2", self._relu("relu2", self._conv("conv2", a)))
+        return self._dense("fc2", self._relu("relu3", self._dense("fc1", a.reshape(len(a), -1))))
 
     def _softmax_ce(self, logits, y):
         xp, n = self.xp, len(logits)
