@@ -89,6 +89,7 @@ class Backend:
         self.batch = None
 
     momentum_buffers = False  # kept without momentum too
+    jit_s = float("nan")  # seconds init spent compiling (Numba)
 
     def sync(self) -> None:
         """Wait for queued device work (no-op on CPU backends)."""
@@ -207,8 +208,6 @@ class Buffered(Backend):
     """What the Numba backends share: a step's arrays per batch size (:func:`step_buffers`) and its kernels in
     order; a backend launches a kernel (``_launch(kernel, size, *args)``, size: the elements it writes) and
     supplies the steps that differ (``_dense_w``, ``_grad``, ``_softmax``, ``_loss``)."""
-
-    jit_s = float("nan")
 
     def _zero_grads(self) -> None:
         pass

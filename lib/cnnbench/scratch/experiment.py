@@ -198,7 +198,7 @@ def _train(
         except Exception as err:  # noqa: BLE001
             return rows + _emit([{**failure(ident, err), "epoch": i}], on_row)
         finite = math.isfinite(figures["train_loss"])
-        row = {**ident, **figures, "jit_s": getattr(b, "jit_s", float("nan"))}
+        row = {**ident, **figures, "jit_s": b.jit_s}
         rows += _emit([{**row, "status": "ok" if finite else "unstable"}], on_row)
         if not finite:
             break
@@ -257,7 +257,7 @@ def op_breakdown(backend: str, model: str, p, weights: dict, x: np.ndarray, y: n
             b.train_step(x, y)
     except Exception as err:  # noqa: BLE001
         return [{**failure(ident, err), "op": ""}]
-    fixed = {"batch_size": len(x), "jit_s": getattr(b, "jit_s", float("nan")), "status": "ok"}
+    fixed = {"batch_size": len(x), "jit_s": b.jit_s, "status": "ok"}
     return [{**ident, **row, **fixed} for row in b.timer.rows()]
 
 
@@ -378,8 +378,7 @@ def memory_breakdown(
 
 
 def measure_status(component: str, measured, coarse: bool) -> str:
-    """What a memory row's ``measured_mib`` is: measured, not_measured (no counters: NaN), not_applicable or
-    computed_only."""
+    """What a memory row's ``measured_mib`` is: measured, not_measured (NaN), not_applicable or computed_only."""
     if measured is not None:
         return "measured"
     if coarse and component in ("model_state_total", "step_total", "backend_overhead"):

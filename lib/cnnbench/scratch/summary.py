@@ -35,9 +35,6 @@ def summarize(df: pd.DataFrame) -> pd.DataFrame:
     for key, g in ok.groupby(keys, sort=False):
         g = g.sort_values("epoch")
         m = g.iloc[1:] if len(g) > 1 else g
-        per = list(m.images / m.epoch_s)
-        half = ci95_half_width(per)
-        steps = m.steps.sum()
         rows.append(
             {
                 **dict(zip(keys, key, strict=True)),
@@ -45,9 +42,9 @@ def summarize(df: pd.DataFrame) -> pd.DataFrame:
                 "threads": g.threads.iloc[0],
                 "epochs_or_blocks": len(g),
                 "epoch_s_mean": m.epoch_s.mean(),
-                "step_s": m.epoch_s.sum() / steps,
+                "step_s": m.epoch_s.sum() / m.steps.sum(),
                 "throughput_img_s": m.images.sum() / m.epoch_s.sum(),
-                "throughput_ci95_img_s": half,
+                "throughput_ci95_img_s": ci95_half_width(list(m.images / m.epoch_s)),
                 "first_epoch_s": g.epoch_s.iloc[0],
                 "jit_s": g.jit_s.iloc[0],
                 "final_train_loss": g.train_loss.iloc[-1],
@@ -100,7 +97,7 @@ def beside_seed_001(summ: pd.DataFrame) -> pd.DataFrame:
             f"published by {published.SEED_001}: final_test_accuracy_pct": pub.final_test_accuracy_pct,
         }
     )
-    return out.reindex([b for b in pub.index.union(ours.index, sort=False)])
+    return out.reindex(pub.index.union(ours.index, sort=False))
 
 
 def op_kinds(ops: pd.DataFrame) -> pd.DataFrame:
