@@ -1,5 +1,6 @@
-"""The interface every from-scratch backend implements, the per-operation timer and the two networks. Parameters
-travel as NumPy float32 arrays in PyTorch's layout and names, so every backend compares one to one with autograd."""
+"""The interface every from-scratch backend implements, :func:`make` (one by name), the per-operation timer and
+the two networks. Parameters travel as NumPy float32 arrays in PyTorch's layout and names, so every backend
+compares one to one with autograd."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from cnnbench.params import SCRATCH_MODELS
+from cnnbench.params import SCRATCH_BACKENDS, SCRATCH_MODELS
 
 # The layers of each network with parameters, and their parameters' names in PyTorch's layout (shapes follow from
 # the input size).
@@ -131,6 +132,27 @@ class Backend:
 
     def grads(self) -> dict[str, np.ndarray]:
         return {k: self._host(v, k) for k, v in self.g.items()}
+
+
+def make(name: str, model: str, lr: float = 0.01, momentum: float = 0.9) -> Backend:
+    """The backend ``name`` for ``model``, importing only its module; :class:`BackendUnavailable` says why not."""
+    if name in ("numpy", "cupy"):
+        from cnnbench.scratch.xp_backend import array_backend
+
+        return array_backend(name, model, lr, momentum)
+    if name == "numba_cpu":
+        from cnnbench.scratch.numba_cpu import NumbaCpuBackend
+
+        return NumbaCpuBackend(model, lr=lr, momentum=momentum)
+    if name == "numba_cuda":
+        from cnnbench.scratch.numba_cuda import NumbaCudaBackend
+
+        return NumbaCudaBackend(model, lr=lr, momentum=momentum)
+    if name.startswith("torch_"):
+        from cnnbench.scratch.torch_backend import TorchBackend
+
+        return TorchBackend(name, model, lr=lr, momentum=momentum)
+    raise ValueError(f"unknown scratch backend '{name}'; valid: {', '.join(SCRATCH_BACKENDS)}")
 
 
 def torch_weights(model: str, seed: int = 0, image_size: int = 28, hidden: int = 10) -> dict[str, np.ndarray]:
@@ -280,6 +302,6 @@ class Buffered(Backend):
         return self._host(b["logits"]).argmax(axis=1)
 
     def memory(self) -> dict[str, int]:
-        b = self.buffers.get(0 if self.batch is None else len(self.batch), {})
+        b = self.buffers[len(self.batch)]  # the last step's
         acts = [v for k, v in b.items() if k in ACTIVATIONS]
         return component_bytes(self, acts, [v for k, v in b.items() if k not in ACTIVATIONS])

@@ -20,8 +20,7 @@ from cnnbench.params import SCRATCH_BACKENDS as DEVICE_KIND
 from cnnbench.params import ParamsError, scratch_data_problem
 from cnnbench.progress import note, resumed
 from cnnbench.results.schema import SCRATCH_KEYS, SCRATCH_PLAN
-from cnnbench.scratch.base import BackendUnavailable, named_params, torch_module, torch_weights
-from cnnbench.scratch.registry import make
+from cnnbench.scratch.base import BackendUnavailable, make, named_params, torch_module, torch_weights
 
 MIB = 2**20
 TOLERANCE = 1e-4  # gradient check: max |ours - reference| / max |reference|, per tensor
@@ -261,6 +260,9 @@ def op_breakdown(backend: str, model: str, p, weights: dict, x: np.ndarray, y: n
     return [{**ident, **row, **fixed} for row in b.timer.rows()]
 
 
+TRACED = ("numpy", "numba_cpu")  # backends whose arrays NumPy allocates: tracemalloc sees them
+
+
 def rss() -> int:
     return psutil.Process(os.getpid()).memory_info().rss
 
@@ -272,7 +274,7 @@ def _measure_hooks(backend: str):
     def _nothing() -> None:
         pass
 
-    if backend in ("numpy", "numba_cpu"):
+    if backend in TRACED:
         how, traced = "tracemalloc (NumPy reports its allocations)", tracemalloc.get_traced_memory
         return (lambda: traced()[0]), (lambda: traced()[1]), tracemalloc.reset_peak, _nothing, how
     if backend == "cupy":
@@ -313,7 +315,7 @@ def memory_breakdown(
     try:
         b = _make(backend, model, p)
         current, peak, reset_peak, pool_held, how = _measure_hooks(backend)
-        traced = backend in ("numpy", "numba_cpu")
+        traced = backend in TRACED
         if traced:
             tracemalloc.start()
         try:
