@@ -5,7 +5,6 @@ a status: ``unavailable`` with the reason where a backend cannot run here, ``err
 from __future__ import annotations
 
 import math
-import os
 import time
 import tracemalloc
 from dataclasses import dataclass
@@ -264,7 +263,7 @@ TRACED = ("numpy", "numba_cpu")  # backends whose arrays NumPy allocates: tracem
 
 
 def rss() -> int:
-    return psutil.Process(os.getpid()).memory_info().rss
+    return psutil.Process().memory_info().rss
 
 
 def _measure_hooks(backend: str):
