@@ -1,5 +1,6 @@
-"""The interface every from-scratch backend implements, the per-operation timer and the two networks. Parameters
-travel as NumPy float32 arrays in PyTorch's layout and names, so every backend compares one to one with autograd."""
+"""The interface every from-scratch backend implements, :func:`make` (one by name), the per-operation timer and
+the two networks. Parameters travel as NumPy float32 arrays in PyTorch's layout and names, so every backend
+compares one to one with autograd."""
 
 from __future__ import annotations
 
@@ -8,11 +9,10 @@ import time
 from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Protocol
 
 import numpy as np
 
-from cnnbench.params import SCRATCH_MODELS
+from cnnbench.params import SCRATCH_BACKENDS, SCRATCH_MODELS
 
 # The layers of each network with parameters, and their parameters' names in PyTorch's layout (shapes follow from
 # the input size).
@@ -37,10 +37,8 @@ class OpTimer:
     sync: Callable[[], None] = lambda: None
     clock: Callable[[], float] = time.perf_counter
     enabled: bool = False
-    first: dict[str, float] = field(default_factory=dict)
-    times: dict[str, list[float]] = field(default_factory=dict)
-    kinds: dict[str, str] = field(default_factory=dict)
-    phases: dict[str, str] = field(default_factory=dict)
+    times: dict[str, list[float]] = field(default_factory=dict)  # per op, its first call's first
+    ops: dict[str, tuple[str, str]] = field(default_factory=dict)  # its kind and phase
 
     @contextmanager
     def op(self, name: str, kind: str, phase: str):
@@ -51,28 +49,23 @@ class OpTimer:
         start = self.clock()
         yield
         self.sync()
-        elapsed = self.clock() - start
-        self.kinds[name], self.phases[name] = kind, phase
-        if name not in self.first:
-            self.first[name] = elapsed
-        else:
-            self.times.setdefault(name, []).append(elapsed)
+        self.times.setdefault(name, []).append(self.clock() - start)
+        self.ops[name] = kind, phase
 
     def rows(self) -> list[dict]:
         """One row per op: first-call time apart, then median / mean / 95% interval of the later calls (ms)."""
         from cnnbench.measure.timing import t95
 
         out = []
-        for name, first in self.first.items():
-            later = self.times.get(name, [])
+        for name, (first, *later) in self.times.items():
             n = len(later)
             mean = statistics.fmean(later) if later else float("nan")
             half = t95(n - 1) * statistics.stdev(later) / n**0.5 if n >= 2 else float("nan")
             out.append(
                 {
                     "op": name,
-                    "op_kind": self.kinds[name],
-                    "phase": self.phases[name],
+                    "op_kind": self.ops[name][0],
+                    "phase": self.ops[name][1],
                     "calls": n,
                     "first_call_ms": first * 1e3,
                     "median_ms": statistics.median(later) * 1e3 if later else float("nan"),
@@ -83,36 +76,83 @@ class OpTimer:
         return out
 
 
-class Backend(Protocol):
-    """What every from-scratch backend offers (numpy, cupy, numba_cpu, numba_cuda, torch_*)."""
+class Backend:
+    """What every from-scratch backend offers: ``init(weights)`` loads parameters (PyTorch layout, float32) and
+    zeroes gradients and momentum; ``loss_and_grads(x, y)``: forward, mean softmax cross-entropy, full backward,
+    the loss; ``train_step`` adds torch.optim.SGD's update (``_sgd``); ``evaluate``: accuracy; ``params()``,
+    ``grads()``: host NumPy copies in PyTorch layout; ``memory()``: bytes per component (batch, parameters,
+    gradients, optimizer_state, activations, workspace). A backend supplies ``_layout`` and ``_device`` (a host
+    batch to its arrays), ``_host`` and ``_predict``."""
 
-    name: str
-    model: str
-    timer: OpTimer
+    def __init__(self, name: str, model: str, lr: float = 0.01, momentum: float = 0.9):
+        self.name, self.model, self.lr, self.momentum = name, model, lr, momentum
+        self.timer = OpTimer(sync=self.sync)
+        self.batch = None
 
-    def init(self, weights: dict[str, np.ndarray]) -> None:
-        """Load parameters (PyTorch layout, float32) and zero the gradients and momentum buffers."""
-
-    def train_step(self, x: np.ndarray, y: np.ndarray) -> float:
-        """Forward, softmax cross-entropy (mean), full backward, SGD with momentum; returns the loss."""
-
-    def loss_and_grads(self, x: np.ndarray, y: np.ndarray) -> float:
-        """Forward and backward without the update (gradients readable by :meth:`grads`)."""
-
-    def evaluate(self, x: np.ndarray, y: np.ndarray) -> float:
-        """Accuracy (fraction correct) of the current parameters on ``x``, ``y``."""
-
-    def grads(self) -> dict[str, np.ndarray]:
-        """Gradients of the last backward, PyTorch layout, as host NumPy arrays."""
-
-    def params(self) -> dict[str, np.ndarray]:
-        """Current parameters, PyTorch layout, as host NumPy arrays."""
+    momentum_buffers = False  # kept without momentum too
+    jit_s = float("nan")  # seconds init spent compiling (Numba)
 
     def sync(self) -> None:
         """Wait for queued device work (no-op on CPU backends)."""
 
-    def memory(self) -> dict[str, int]:
-        """Bytes held per component: parameters, gradients, optimizer_state, activations, workspace."""
+    def _load(self, weights: dict, put) -> dict[str, np.ndarray]:
+        """``p``, ``g`` and ``v`` by ``put(name, host array)``, a copy: momentum buffers only with momentum (or
+        ``momentum_buffers``), as torch.optim.SGD keeps none without (seed 004's MLP: momentum 0)."""
+        host = {k: np.ascontiguousarray(weights[k], dtype=np.float32) for k in PARAM_NAMES[self.model]}
+        self.p = {k: put(k, w) for k, w in host.items()}
+        self.g = {k: put(k, np.zeros_like(w)) for k, w in host.items()}
+        keep_v = self.momentum or self.momentum_buffers
+        self.v = {k: put(k, np.zeros_like(w)) for k, w in host.items()} if keep_v else {}
+        return host
+
+    def put(self, x, y):
+        """Host batch (N, C, H, W) -> the backend's arrays (its ``_layout``, on its device), timed as a transfer."""
+        with self.timer.op("input", "transfer", "forward"):
+            self.batch = self._device(np.ascontiguousarray(self._layout(x), dtype=np.float32))
+            return self.batch, self._device(np.ascontiguousarray(y, dtype=np.int64))
+
+    def _layout(self, x):
+        return x.reshape(len(x), -1) if self.model == "mlp" else x
+
+    def train_step(self, x, y) -> float:
+        loss = self.loss_and_grads(x, y)
+        with self.timer.op("sgd", "update", "update"):
+            self._sgd()
+        return loss
+
+    def evaluate(self, x, y, chunk: int = 2048) -> float:
+        correct = 0
+        for i in range(0, len(x), chunk):
+            xb, _ = self.put(x[i : i + chunk], y[i : i + chunk])
+            correct += int((self._predict(xb) == y[i : i + chunk]).sum())
+        return correct / max(len(x), 1)
+
+    def params(self) -> dict[str, np.ndarray]:
+        return {k: self._host(v, k) for k, v in self.p.items()}
+
+    def grads(self) -> dict[str, np.ndarray]:
+        return {k: self._host(v, k) for k, v in self.g.items()}
+
+
+def make(name: str, model: str, lr: float = 0.01, momentum: float = 0.9) -> Backend:
+    """The backend ``name`` for ``model``, importing only its module; :class:`BackendUnavailable` says why not."""
+    if name in ("numpy", "cupy"):
+        from cnnbench.scratch.xp_backend import array_backend
+
+        return array_backend(name, model, lr, momentum)
+    if name == "numba_cpu":
+        from cnnbench.scratch.numba_cpu import NumbaCpuBackend
+
+        return NumbaCpuBackend(model, lr=lr, momentum=momentum)
+    if name == "numba_cuda":
+        from cnnbench.scratch.numba_cuda import NumbaCudaBackend
+
+        return NumbaCudaBackend(model, lr=lr, momentum=momentum)
+    if name.startswith("torch_"):
+        from cnnbench.scratch.torch_backend import TorchBackend
+
+        return TorchBackend(name, model, lr=lr, momentum=momentum)
+    raise ValueError(f"unknown scratch backend '{name}'; valid: {', '.join(SCRATCH_BACKENDS)}")
 
 
 def torch_weights(model: str, seed: int = 0, image_size: int = 28, hidden: int = 10) -> dict[str, np.ndarray]:
@@ -143,23 +183,17 @@ def torch_module(model: str, image_size: int = 28, hidden: int = 10):
 
 def named_params(model: str, net) -> dict:
     """The module's parameters under the scratch names (``conv1.weight``...), in PARAM_NAMES order."""
-    if model == "mnist_cnn":
-        mods = [net.features[0], net.features[3], net.classifier[1], net.classifier[3]]
-    else:
-        mods = [net[1], net[3]]
-    pairs = zip(LAYERS[model], mods, strict=True)
-    return {f"{layer}.{w}": getattr(mod, w) for layer, mod in pairs for w in ("weight", "bias")}
-
-
-def nbytes(arrays) -> int:
-    return int(sum(a.nbytes for a in arrays))
+    return dict(zip(PARAM_NAMES[model], net.parameters(), strict=True))
 
 
 def component_bytes(backend, acts, work) -> dict[str, int]:
     """:meth:`Backend.memory` of a backend holding ``p``, ``g``, ``v``, ``batch``, ``acts`` and ``work``."""
-    batch = getattr(backend, "batch", None)
+
+    def nbytes(arrays) -> int:
+        return int(sum(a.nbytes for a in arrays if a is not None))
+
     return {
-        "batch": nbytes([batch]) if batch is not None else 0,
+        "batch": nbytes([backend.batch]),
         "parameters": nbytes(backend.p.values()),
         "gradients": nbytes(backend.g.values()),
         "optimizer_state": nbytes(backend.v.values()),
@@ -192,20 +226,27 @@ def step_buffers(model: str, p: dict, image: int, n: int, empty) -> dict:
     return {k: empty(s, np.int32 if k in ("i1", "i2") else np.float32) for k, s in shapes.items()}
 
 
-class Buffered:
+class Buffered(Backend):
     """What the Numba backends share: a step's arrays per batch size (:func:`step_buffers`) and its kernels in
-    order; a backend launches a kernel (``_launch(kernel, size, *args)``, size: the elements it writes), moves
-    arrays (``_device``, ``_host``) and supplies the steps that differ (``_dense_w``, ``_grad``, ``_softmax``,
-    ``_loss``)."""
+    order; a backend launches a kernel (``_launch(kernel, size, *args)``, size: the elements it writes) and
+    supplies the steps that differ (``_dense_w``, ``_grad``, ``_softmax``, ``_loss``)."""
 
     def _zero_grads(self) -> None:
         pass
 
-    def put(self, x, y):
-        with self.timer.op("input", "transfer", "forward"):
-            x = np.ascontiguousarray(x.reshape(len(x), -1) if self.model == "mlp" else x, dtype=np.float32)
-            self.batch = self._device(x)
-            return self.batch, self._device(np.ascontiguousarray(y, dtype=np.int64))
+    def init(self, weights: dict[str, np.ndarray]) -> None:
+        """Parameters loaded, every kernel compiled (or loaded from Numba's cache) on a one-image batch where the
+        backend ``compiles`` (``jit_s``), then the parameters restored with zero gradients and momentum."""
+        host = self._load(weights, self._put)
+        self.image = image_side(self.model, host)
+        if self.compiles:
+            start = time.perf_counter()
+            self.train_step(np.zeros((1, 1, self.image, self.image), np.float32), np.zeros(1, np.int64))
+            self.sync()
+            self.jit_s = time.perf_counter() - start
+        self._reset(host)
+        self.buffers.clear()
+        self.sync()
 
     def _forward(self, x, b):
         p, op, k, run = self.p, self.timer.op, self.kernels, self._launch
@@ -255,22 +296,12 @@ class Buffered:
                 self._grad(k.conv_bwd_weight, "conv1", x, b["da1"])
         return self._loss(loss, b)
 
-    def evaluate(self, x, y, chunk: int = 2048) -> float:
-        correct = 0
-        for i in range(0, len(x), chunk):
-            xb, _ = self.put(x[i : i + chunk], y[i : i + chunk])
-            b = self._buf(len(xb))
-            self._forward(xb, b)
-            correct += int((self._host(b["logits"]).argmax(axis=1) == y[i : i + chunk]).sum())
-        return correct / max(len(x), 1)
-
-    def params(self) -> dict[str, np.ndarray]:
-        return {k: self._host(v) for k, v in self.p.items()}
-
-    def grads(self) -> dict[str, np.ndarray]:
-        return {k: self._host(v) for k, v in self.g.items()}
+    def _predict(self, x):
+        b = self._buf(len(x))
+        self._forward(x, b)
+        return self._host(b["logits"]).argmax(axis=1)
 
     def memory(self) -> dict[str, int]:
-        b = self.buffers.get(len(getattr(self, "batch", ())), {})
+        b = self.buffers[len(self.batch)]  # the last step's
         acts = [v for k, v in b.items() if k in ACTIVATIONS]
         return component_bytes(self, acts, [v for k, v in b.items() if k not in ACTIVATIONS])

@@ -5,7 +5,6 @@ a status: ``unavailable`` with the reason where a backend cannot run here, ``err
 from __future__ import annotations
 
 import math
-import os
 import time
 import tracemalloc
 from dataclasses import dataclass
@@ -20,8 +19,7 @@ from cnnbench.params import SCRATCH_BACKENDS as DEVICE_KIND
 from cnnbench.params import ParamsError, scratch_data_problem
 from cnnbench.progress import note, resumed
 from cnnbench.results.schema import SCRATCH_KEYS, SCRATCH_PLAN
-from cnnbench.scratch.base import BackendUnavailable, named_params, torch_module, torch_weights
-from cnnbench.scratch.registry import make
+from cnnbench.scratch.base import BackendUnavailable, make, named_params, torch_module, torch_weights
 
 MIB = 2**20
 TOLERANCE = 1e-4  # gradient check: max |ours - reference| / max |reference|, per tensor
@@ -198,7 +196,7 @@ def _train(
         except Exception as err:  # noqa: BLE001
             return rows + _emit([{**failure(ident, err), "epoch": i}], on_row)
         finite = math.isfinite(figures["train_loss"])
-        row = {**ident, **figures, "jit_s": getattr(b, "jit_s", float("nan"))}
+        row = {**ident, **figures, "jit_s": b.jit_s}
         rows += _emit([{**row, "status": "ok" if finite else "unstable"}], on_row)
         if not finite:
             break
@@ -247,8 +245,7 @@ def _emit(rows: list[dict], on_row) -> list[dict]:
 
 
 def op_breakdown(backend: str, model: str, p, weights: dict, x: np.ndarray, y: np.ndarray, threads: int):
-    """Every op of a training step timed between synchronisations: the first call apart, then
-    ``scratch_op_steps`` calls."""
+    """Every op of a training step timed between synchronisations: a first call, then ``scratch_op_steps``."""
     ident = identity(backend, model, threads)
     try:
         b = _make(backend, model, p)
@@ -258,22 +255,29 @@ def op_breakdown(backend: str, model: str, p, weights: dict, x: np.ndarray, y: n
             b.train_step(x, y)
     except Exception as err:  # noqa: BLE001
         return [{**failure(ident, err), "op": ""}]
-    jit = getattr(b, "jit_s", float("nan"))
-    return [{**ident, **row, "batch_size": len(x), "jit_s": jit, "status": "ok"} for row in b.timer.rows()]
+    fixed = {"batch_size": len(x), "jit_s": b.jit_s, "status": "ok"}
+    return [{**ident, **row, **fixed} for row in b.timer.rows()]
+
+
+TRACED = ("numpy", "numba_cpu")  # backends whose arrays NumPy allocates: tracemalloc sees them
 
 
 def rss() -> int:
-    return psutil.Process(os.getpid()).memory_info().rss
+    return psutil.Process().memory_info().rss
 
 
 def _measure_hooks(backend: str):
     """(read_current, read_peak, reset_peak, read_pool_held, what) for the allocator behind ``backend``; the pool
     held is what a GPU allocator holds (in use or cached) after the step, None where there is no such pool."""
-    if backend in ("numpy", "numba_cpu"):
+
+    def _nothing() -> None:
+        pass
+
+    if backend in TRACED:
         how, traced = "tracemalloc (NumPy reports its allocations)", tracemalloc.get_traced_memory
         return (lambda: traced()[0]), (lambda: traced()[1]), tracemalloc.reset_peak, _nothing, how
     if backend == "cupy":
-        from cnnbench.scratch.cupy_support import pool_bytes
+        from cnnbench.scratch.xp_backend import pool_bytes
 
         def pool_used() -> int:
             return pool_bytes()["used"]
@@ -300,10 +304,6 @@ def _measure_hooks(backend: str):
     return rss, rss, _nothing, _nothing, "process RSS delta (after the step)"
 
 
-def _nothing() -> None:
-    pass
-
-
 def memory_breakdown(
     backend: str, model: str, p, weights: dict, x: np.ndarray, y: np.ndarray, data: Data, threads: int
 ) -> list[dict]:
@@ -314,7 +314,7 @@ def memory_breakdown(
     try:
         b = _make(backend, model, p)
         current, peak, reset_peak, pool_held, how = _measure_hooks(backend)
-        traced = backend in ("numpy", "numba_cpu")
+        traced = backend in TRACED
         if traced:
             tracemalloc.start()
         try:
@@ -379,8 +379,7 @@ def memory_breakdown(
 
 
 def measure_status(component: str, measured, coarse: bool) -> str:
-    """What a memory row's ``measured_mib`` is: measured, not_measured (no counters: NaN), not_applicable or
-    computed_only."""
+    """What a memory row's ``measured_mib`` is: measured, not_measured (NaN), not_applicable or computed_only."""
     if measured is not None:
         return "measured"
     if coarse and component in ("model_state_total", "step_total", "backend_overhead"):
@@ -461,4 +460,4 @@ CSVS = ("backends", "gradcheck", "backend_ops", "backend_memory")
 
 def load_frames(run_dir) -> dict:
     """The four CSVs of 05 in a run folder as DataFrames (empty ones where a file is missing)."""
-    return {name: results.read(run_dir, name, ("backend", "model", "status")) for name in CSVS}
+    return {name: results.read(run_dir, name) for name in CSVS}

@@ -1,16 +1,15 @@
 """Numba on the CPU: ``@njit(parallel=True)`` loops over the batch, NCHW, weight gradients summed per batch chunk
-(no races); buffers allocated from Python (tracemalloc sees them); ``init`` compiles apart (``jit_s``)."""
+(no races); buffers allocated from Python (tracemalloc sees them)."""
 
 from __future__ import annotations
 
 import sys
-import time
 
 import numba
 import numpy as np
 from numba import njit, prange
 
-from cnnbench.scratch.base import PARAM_NAMES, Buffered, OpTimer, image_side, step_buffers
+from cnnbench.scratch.base import Buffered, step_buffers
 
 JIT = {"parallel": True, "fastmath": False, "cache": True}
 
@@ -213,36 +212,20 @@ def sgd_plain(p, g, lr):
 
 class NumbaCpuBackend(Buffered):
     kernels = sys.modules[__name__]
+    compiles = True
 
     def __init__(self, model: str, lr: float = 0.01, momentum: float = 0.9):
-        self.name, self.model, self.lr, self.momentum = "numba_cpu", model, lr, momentum
-        self.timer = OpTimer()
+        super().__init__("numba_cpu", model, lr, momentum)
         self.buffers: dict[int, dict[str, np.ndarray]] = {}
-        self.jit_s = float("nan")
 
-    def sync(self) -> None:
-        pass
+    def _put(self, name, a):
+        return a.copy()
 
-    def init(self, weights: dict[str, np.ndarray]) -> None:
-        self.p = {
-            k: np.ascontiguousarray(weights[k], dtype=np.float32).copy() for k in PARAM_NAMES[self.model]
-        }
-        self.g = {k: np.zeros_like(v) for k, v in self.p.items()}
-        # momentum buffers only with momentum, as torch.optim.SGD keeps none without (seed 004's MLP: momentum 0)
-        self.v = {k: np.zeros_like(v) for k, v in self.p.items()} if self.momentum else {}
-        self.image = image_side(self.model, self.p)
-        start = time.perf_counter()  # compile (or load from Numba's cache) every kernel on a one-image batch
-        saved = {k: v.copy() for k, v in self.p.items()}
-        x1 = np.zeros((1, 1, self.image, self.image), np.float32)
-        self.train_step(x1, np.zeros(1, np.int64))
-        self.evaluate(x1, np.zeros(1, np.int64))
-        self.jit_s = time.perf_counter() - start
-        for k in self.p:
-            self.p[k][...] = saved[k]
-            self.g[k][...] = 0
-            if k in self.v:
+    def _reset(self, host):
+        for k, w in host.items():
+            self.p[k][...], self.g[k][...] = w, 0
+            if self.v:
                 self.v[k][...] = 0
-        self.buffers.pop(1, None)
 
     def _buf(self, n: int) -> dict[str, np.ndarray]:
         if n not in self.buffers:
@@ -255,7 +238,7 @@ class NumbaCpuBackend(Buffered):
     def _device(self, a):
         return a
 
-    def _host(self, a) -> np.ndarray:
+    def _host(self, a, name=None) -> np.ndarray:
         return a.copy()
 
     def _dense_w(self, layer):
@@ -278,12 +261,9 @@ class NumbaCpuBackend(Buffered):
         dw[...] = dw_part.sum(axis=(0, 5))
         db[...] = db_part.sum(axis=(0, 2))
 
-    def train_step(self, x, y) -> float:
-        loss = self.loss_and_grads(x, y)
-        with self.timer.op("sgd", "update", "update"):
-            for k, p in self.p.items():
-                if self.momentum:
-                    sgd(p.reshape(-1), self.g[k].reshape(-1), self.v[k].reshape(-1), self.lr, self.momentum)
-                else:
-                    sgd_plain(p.reshape(-1), self.g[k].reshape(-1), self.lr)
-        return loss
+    def _sgd(self):
+        for k, p in self.p.items():
+            if self.momentum:
+                sgd(p.reshape(-1), self.g[k].reshape(-1), self.v[k].reshape(-1), self.lr, self.momentum)
+            else:
+                sgd_plain(p.reshape(-1), self.g[k].reshape(-1), self.lr)

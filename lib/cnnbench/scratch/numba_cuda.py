@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import math
 import sys
-import time
 
 import numba
 import numpy as np
 from numba import cuda
 
-from cnnbench.scratch.base import PARAM_NAMES, BackendUnavailable, Buffered, OpTimer, image_side, step_buffers
+from cnnbench.scratch.base import BackendUnavailable, Buffered, step_buffers
 
 # Every accumulator and constant of the kernels is float32: a Python float (0.0) types as slow float64
 ZERO, ONE = np.float32(0.0), np.float32(1.0)
@@ -224,36 +223,25 @@ def _blocks(n: int) -> int:
 
 class NumbaCudaBackend(Buffered):
     kernels = sys.modules[__name__]
+    momentum_buffers = True  # its SGD kernel updates through v, momentum 0 included
 
     def __init__(self, model: str, lr: float = 0.01, momentum: float = 0.9):
-        self.name, self.model, self.lr, self.momentum = "numba_cuda", model, lr, momentum
         self.cuda = _cuda()
-        self.timer = OpTimer(sync=self.sync)
+        super().__init__("numba_cuda", model, lr, momentum)
         self.buffers: dict[int, dict] = {}
-        self.jit_s = float("nan")
+        self.compiles = not SIMULATED
 
     def sync(self) -> None:
         self.cuda.synchronize()
 
-    def init(self, weights: dict[str, np.ndarray]) -> None:
-        cuda = self.cuda
-        host = {k: np.ascontiguousarray(weights[k], dtype=np.float32) for k in PARAM_NAMES[self.model]}
-        self.p = {k: cuda.to_device(v) for k, v in host.items()}
-        self.g = {k: cuda.to_device(np.zeros_like(v)) for k, v in host.items()}
-        self.v = {k: cuda.to_device(np.zeros_like(v)) for k, v in host.items()}
-        self.image = image_side(self.model, host)
-        if not SIMULATED:  # compile every kernel on a one-image batch, then restore the weights
-            start = time.perf_counter()
-            x1 = np.zeros((1, 1, self.image, self.image), np.float32)
-            self.train_step(x1, np.zeros(1, np.int64))
-            self.sync()
-            self.jit_s = time.perf_counter() - start
+    def _put(self, name, a):
+        return self.cuda.to_device(a)
+
+    def _reset(self, host):
         for k in self.p:
             self.p[k].copy_to_device(host[k])
             self._zero(self.g[k])
             self._zero(self.v[k])
-        self.buffers.clear()
-        self.sync()
 
     def _zero(self, a):
         self._launch(zero, a.size, a.reshape(a.size))
@@ -271,7 +259,7 @@ class NumbaCudaBackend(Buffered):
     def _device(self, a):
         return self.cuda.to_device(a)
 
-    def _host(self, a) -> np.ndarray:
+    def _host(self, a, name=None) -> np.ndarray:
         return a.copy_to_host()
 
     def _dense_w(self, layer):
@@ -291,10 +279,7 @@ class NumbaCudaBackend(Buffered):
         w, bias = self.g[f"{layer}.weight"], self.g[f"{layer}.bias"]
         self._launch(kernel, w.size, a, d, w, bias, chunks=a.shape[0])
 
-    def train_step(self, x, y) -> float:
-        loss = self.loss_and_grads(x, y)
-        with self.timer.op("sgd", "update", "update"):
-            for k, p in self.p.items():
-                flat = (a.reshape(p.size) for a in (p, self.g[k], self.v[k]))
-                self._launch(sgd, p.size, *flat, np.float32(self.lr), np.float32(self.momentum))
-        return loss
+    def _sgd(self):
+        for k, p in self.p.items():
+            flat = (a.reshape(p.size) for a in (p, self.g[k], self.v[k]))
+            self._launch(sgd, p.size, *flat, np.float32(self.lr), np.float32(self.momentum))

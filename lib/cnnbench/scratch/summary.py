@@ -33,24 +33,18 @@ def summarize(df: pd.DataFrame) -> pd.DataFrame:
     ok = df[df.status == "ok"]
     keys = [k for k in ("run_name", "run") if k in ok.columns] + ["backend", "model"]  # runs stay apart
     for key, g in ok.groupby(keys, sort=False):
-        backend, model = key[-2:]
         g = g.sort_values("epoch")
         m = g.iloc[1:] if len(g) > 1 else g
-        per = list(m.images / m.epoch_s)
-        half = ci95_half_width(per)
-        steps = m.steps.sum()
         rows.append(
             {
-                **{k: g[k].iloc[0] for k in keys[:-2]},
-                "backend": backend,
-                "model": model,
+                **dict(zip(keys, key, strict=True)),
                 "device_name": g.device_name.iloc[0],
                 "threads": g.threads.iloc[0],
                 "epochs_or_blocks": len(g),
                 "epoch_s_mean": m.epoch_s.mean(),
-                "step_s": m.epoch_s.sum() / steps,
+                "step_s": m.epoch_s.sum() / m.steps.sum(),
                 "throughput_img_s": m.images.sum() / m.epoch_s.sum(),
-                "throughput_ci95_img_s": half,
+                "throughput_ci95_img_s": ci95_half_width(list(m.images / m.epoch_s)),
                 "first_epoch_s": g.epoch_s.iloc[0],
                 "jit_s": g.jit_s.iloc[0],
                 "final_train_loss": g.train_loss.iloc[-1],
@@ -65,23 +59,13 @@ def speed_goals(summ: pd.DataFrame) -> pd.DataFrame:
     """Issue 10's goals: CNN throughput ratios to torch_cpu, and the MLP's step-time ratio (lower is better)."""
     rows = []
     for model, backend, ref, col, goal in SPEED_GOALS:
-        a = summ[(summ.model == model) & (summ.backend == backend)]
-        b = summ[(summ.model == model) & (summ.backend == ref)]
-        if a.empty or b.empty:
+        ours, theirs = (summ[(summ.model == model) & (summ.backend == name)][col] for name in (backend, ref))
+        if ours.empty or theirs.empty:
             continue
-        ratio = float(a[col].iloc[0] / b[col].iloc[0])
-        met = ratio >= goal if col == "throughput_img_s" else ratio <= goal
-        rows.append(
-            {
-                "model": model,
-                "backend": backend,
-                "versus": ref,
-                "measure": col,
-                "ratio": ratio,
-                "goal": (">= " if col == "throughput_img_s" else "<= ") + str(goal),
-                "met": met,
-            }
-        )
+        ratio, higher = float(ours.iloc[0] / theirs.iloc[0]), col == "throughput_img_s"
+        met = ratio >= goal if higher else ratio <= goal
+        row = dict(model=model, backend=backend, versus=ref, measure=col, ratio=ratio)
+        rows.append({**row, "goal": f"{'>=' if higher else '<='} {goal}", "met": met})
     return pd.DataFrame(rows)
 
 
@@ -113,7 +97,7 @@ def beside_seed_001(summ: pd.DataFrame) -> pd.DataFrame:
             f"published by {published.SEED_001}: final_test_accuracy_pct": pub.final_test_accuracy_pct,
         }
     )
-    return out.reindex([b for b in pub.index.union(ours.index, sort=False)])
+    return out.reindex(pub.index.union(ours.index, sort=False))
 
 
 def op_kinds(ops: pd.DataFrame) -> pd.DataFrame:

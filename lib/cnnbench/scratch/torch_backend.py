@@ -9,18 +9,17 @@ import torch.nn.functional as F
 
 from cnnbench import devices
 from cnnbench.params import SCRATCH_BACKENDS
-from cnnbench.scratch.base import BackendUnavailable, OpTimer, image_side, named_params, torch_module
+from cnnbench.scratch.base import Backend, BackendUnavailable, image_side, named_params, torch_module
 
 
-class TorchBackend:
+class TorchBackend(Backend):
     def __init__(self, name: str, model: str, lr: float = 0.01, momentum: float = 0.9):
-        self.name, self.model, self.lr, self.momentum = name, model, lr, momentum
         kind = SCRATCH_BACKENDS[name]
         if kind not in devices.available():
             available = ", ".join(devices.available())
             raise BackendUnavailable(f"no {kind} device visible to PyTorch here (available: {available})")
         self.device = torch.device(kind)
-        self.timer = OpTimer(sync=self.sync)
+        super().__init__(name, model, lr, momentum)
 
     def sync(self) -> None:
         devices.synchronize(self.device)
@@ -28,19 +27,19 @@ class TorchBackend:
     def init(self, weights: dict[str, np.ndarray]) -> None:
         image = image_side(self.model, weights)
         self.net = torch_module(self.model, image, weights["fc1.weight"].shape[0]).to(self.device)
-        self.named = named_params(self.model, self.net)
+        self.p = named_params(self.model, self.net)
         with torch.no_grad():
-            for k, p in self.named.items():
+            for k, p in self.p.items():
                 p.copy_(torch.from_numpy(np.asarray(weights[k], dtype=np.float32)))
         self.opt = torch.optim.SGD(self.net.parameters(), lr=self.lr, momentum=self.momentum)
-        self._batch = None
+        self._saved: dict[int, int] = {}
 
     def _op(self, name, kind, fn, *args):
         with self.timer.op(name, kind, "forward"):
             return fn(*args)
 
     def _forward(self, x):
-        p = self.named
+        p = self.p
         if self.model == "mlp":
             a = self._op("fc1", "matmul", F.linear, x.flatten(1), p["fc1.weight"], p["fc1.bias"])
             a = self._op("relu1", "relu", F.relu, a)
@@ -55,21 +54,20 @@ class TorchBackend:
 
     def _pack(self, t):
         """Count what autograd saves for the backward (activations), once per storage, parameters excluded."""
-        if not isinstance(t, torch.nn.Parameter) and t.data_ptr() != getattr(self._batch, "data_ptr", int)():
+        if not isinstance(t, torch.nn.Parameter) and t.data_ptr() != self.batch.data_ptr():
             self._saved[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
         return t
 
-    def put(self, x, y):
-        with self.timer.op("input", "transfer", "forward"):
-            xb = torch.from_numpy(np.ascontiguousarray(x, dtype=np.float32)).to(self.device)
-            yb = torch.from_numpy(np.asarray(y, dtype=np.int64)).to(self.device)
-        self._batch = xb
-        return xb, yb
+    def _layout(self, x):
+        return x
+
+    def _device(self, a):
+        return torch.from_numpy(a).to(self.device)
 
     def loss_and_grads(self, x, y) -> float:
         xb, yb = self.put(x, y)
         self.opt.zero_grad(set_to_none=False)
-        self._saved: dict[int, int] = {}
+        self._saved = {}
         with torch.autograd.graph.saved_tensors_hooks(self._pack, lambda t: t):
             logits = self._forward(xb)
             loss = self._op("softmax_ce", "softmax", F.cross_entropy, logits, yb)
@@ -77,36 +75,28 @@ class TorchBackend:
             loss.backward()
         return float(loss.detach())
 
-    def train_step(self, x, y) -> float:
-        loss = self.loss_and_grads(x, y)
-        with self.timer.op("sgd", "update", "update"):
-            self.opt.step()
-        return loss
+    def _sgd(self):
+        self.opt.step()
 
     @torch.inference_mode()
-    def evaluate(self, x, y, chunk: int = 2048) -> float:
-        correct = 0
-        for i in range(0, len(x), chunk):
-            xb, yb = self.put(x[i : i + chunk], y[i : i + chunk])
-            correct += int((self._forward(xb).argmax(dim=1) == yb).sum())
-        return correct / max(len(x), 1)
+    def _predict(self, x):
+        return self._forward(x).argmax(dim=1).cpu().numpy()
 
-    def params(self) -> dict[str, np.ndarray]:
-        return {k: v.detach().cpu().numpy().copy() for k, v in self.named.items()}
+    def _host(self, t, name=None) -> np.ndarray:
+        return t.detach().cpu().numpy().copy()
 
     def grads(self) -> dict[str, np.ndarray]:
-        return {k: v.grad.detach().cpu().numpy().copy() for k, v in self.named.items()}
+        return {k: self._host(v.grad) for k, v in self.p.items()}
 
     def memory(self) -> dict[str, int]:
         def size(ts):
-            return int(sum(t.numel() * t.element_size() for t in ts))
+            return int(sum(t.numel() * t.element_size() for t in ts if t is not None))
 
         state = [t for s in self.opt.state.values() for t in s.values() if torch.is_tensor(t) and t.dim()]
-        grads = [p.grad for p in self.named.values() if p.grad is not None]
         return {
-            "batch": size([self._batch]) if self._batch is not None else 0,
-            "parameters": size(self.named.values()),
-            "gradients": size(grads),
+            "batch": size([self.batch]),
+            "parameters": size(self.p.values()),
+            "gradients": size(p.grad for p in self.p.values()),
             "optimizer_state": size(state),
-            "activations": int(sum(getattr(self, "_saved", {}).values())),
+            "activations": int(sum(self._saved.values())),
         }

@@ -1,4 +1,4 @@
-"""One array-module implementation of both networks for NumPy and CuPy, vectorised: im2col into one matmul per
+"""One array-module implementation of both networks for NumPy and CuPy (imported lazily), vectorised: im2col into one matmul per
 convolution, col2im as k*k shifted adds, 2x2 pools as reshaped windows; activations channels-last (NHWC), so
 ``fc1.weight``'s columns are permuted once at load time."""
 
@@ -6,24 +6,19 @@ from __future__ import annotations
 
 import numpy as np
 
-from cnnbench.scratch.base import PARAM_NAMES, OpTimer, component_bytes
+from cnnbench.scratch.base import Backend, BackendUnavailable, component_bytes
 
 K = 3  # convolution kernel size of seed 001's CNN
-
-
-def windows(xp, x, k: int = K):
-    """(N, H, W, C) -> a view (N, H-k+1, W-k+1, C, k, k) of every k x k window (no copy)."""
-    n, h, w, c = x.shape
-    sn, sh, sw, sc = x.strides
-    return xp.lib.stride_tricks.as_strided(
-        x, shape=(n, h - k + 1, w - k + 1, c, k, k), strides=(sn, sh, sw, sc, sh, sw)
-    )
 
 
 def im2col(xp, x, k: int = K):
     """(N, H, W, C) -> (N*H'*W', C*k*k) columns ordered (c, kh, kw), PyTorch's weight order."""
     n, h, w, c = x.shape
-    return xp.ascontiguousarray(windows(xp, x, k)).reshape(n * (h - k + 1) * (w - k + 1), c * k * k)
+    sn, sh, sw, sc = x.strides
+    windows = xp.lib.stride_tricks.as_strided(  # every k x k window, a view
+        x, shape=(n, h - k + 1, w - k + 1, c, k, k), strides=(sn, sh, sw, sc, sh, sw)
+    )
+    return xp.ascontiguousarray(windows).reshape(n * (h - k + 1) * (w - k + 1), c * k * k)
 
 
 def col2im(xp, dcols, shape, k: int = K):
@@ -46,20 +41,18 @@ def pool_windows(x):
 
 
 def unique(arrays, exclude=()):
-    """Arrays counted once: views (a reshape of a pooled output, a cached input) fold into their base."""
+    """Arrays counted once, the first of each base: views (a reshape of a pooled output, a cached input) fold
+    into their base; none sharing a base with ``exclude``."""
 
     def root(a):
         while getattr(a, "base", None) is not None:
             a = a.base
-        return a
+        return id(a)
 
-    seen = {id(root(e)) for e in exclude if e is not None}
-    out = []
+    kept = {root(e): None for e in exclude}
     for a in arrays:
-        if id(root(a)) not in seen:
-            seen.add(id(root(a)))
-            out.append(a)
-    return out
+        kept.setdefault(root(a), a)
+    return [a for a in kept.values() if a is not None]
 
 
 def first_max(mask):
@@ -72,91 +65,67 @@ def first_max(mask):
     return mask
 
 
-class XpBackend:
+class XpBackend(Backend):
     """Seed 001's CNN or seed 004's MLP on an array module ``xp`` (numpy or cupy). See :mod:`..base`."""
 
     def __init__(self, name: str, model: str, xp=np, lr: float = 0.01, momentum: float = 0.9, sync=None):
-        self.name, self.model, self.xp = name, model, xp
-        self.lr, self.momentum = lr, momentum
-        self.sync = sync or (lambda: None)
-        self.timer = OpTimer(sync=self.sync)
+        self.xp, self.sync = xp, sync or (lambda: None)
+        super().__init__(name, model, lr, momentum)
         self.cache: dict = {}
 
-    # --- parameters in PyTorch layout <-> internal layout
     def _fc1_perm(self, w, inverse: bool = False):
-        if self.model != "mnist_cnn":
-            return w
+        """``fc1.weight`` between PyTorch's layout (out, c*h*w) and the internal one (out, h*w*c)."""
         out_f, (h, wd, c) = w.shape[0], self._pooled_shape
-        if inverse:  # internal (out, h*w*c) -> torch (out, c*h*w)
+        if inverse:
             return w.reshape(out_f, h, wd, c).transpose(0, 3, 1, 2).reshape(out_f, -1)
         return w.reshape(out_f, c, h, wd).transpose(0, 2, 3, 1).reshape(out_f, -1)
 
+    def _put(self, name, w):
+        w = self._fc1_perm(w) if name == "fc1.weight" and self.model == "mnist_cnn" else w
+        return self.xp.array(w, dtype=np.float32, order="C", copy=True)  # never train the caller's arrays
+
     def init(self, weights: dict[str, np.ndarray]) -> None:
-        xp = self.xp
         if self.model == "mnist_cnn":
             c2 = weights["conv2.weight"].shape[0]
             side = int(round((weights["fc1.weight"].shape[1] / c2) ** 0.5))
             self._pooled_shape = (side, side, c2)
-        self.p = {}
-        for k in PARAM_NAMES[self.model]:
-            w = np.asarray(weights[k], dtype=np.float32)
-            w = self._fc1_perm(w) if k == "fc1.weight" else w
-            self.p[k] = xp.array(w, dtype=np.float32, order="C", copy=True)  # never train the caller's arrays
-        self.g = {k: xp.zeros_like(v) for k, v in self.p.items()}
-        # momentum buffers only with momentum, as torch.optim.SGD keeps none without (seed 004's MLP: momentum 0)
-        self.v = {k: xp.zeros_like(v) for k, v in self.p.items()} if self.momentum else {}
+        self._load(weights, self._put)
 
-    def _host(self, a) -> np.ndarray:
+    def _host(self, a, name=None) -> np.ndarray:
+        a = self._fc1_perm(a, True) if name == "fc1.weight" and self.model == "mnist_cnn" else a
         return a.get() if hasattr(a, "get") else np.asarray(a)
 
-    def params(self) -> dict[str, np.ndarray]:
-        return {k: self._host(self._fc1_perm(v, True) if k == "fc1.weight" else v) for k, v in self.p.items()}
+    def _layout(self, x):
+        return x.reshape(len(x), -1) if self.model == "mlp" else x.transpose(0, 2, 3, 1)
 
-    def grads(self) -> dict[str, np.ndarray]:
-        return {k: self._host(self._fc1_perm(v, True) if k == "fc1.weight" else v) for k, v in self.g.items()}
-
-    # --- one step
-    def put(self, x, y):
-        """Host batch (N, C, H, W) -> the backend's arrays: NHWC (CNN) or (N, H*W) (MLP), on the device."""
-        xp = self.xp
-        with self.timer.op("input", "transfer", "forward"):
-            x = x.reshape(len(x), -1) if self.model == "mlp" else x.transpose(0, 2, 3, 1)
-            x, y = xp.asarray(np.ascontiguousarray(x, dtype=np.float32)), xp.asarray(y)
-        self.batch = x
-        return x, y
+    def _device(self, a):
+        return self.xp.asarray(a)
 
     def loss_and_grads(self, x, y) -> float:
         xb, yb = self.put(x, y)
-        logits = self._forward(xb, train=True)
+        logits = self._forward(xb)
         loss, dlogits = self._softmax_ce(logits, yb)
         self._backward(dlogits)
         return loss
 
-    def train_step(self, x, y) -> float:
-        loss = self.loss_and_grads(x, y)
-        self._sgd()
-        return loss
-
-    def evaluate(self, x, y, chunk: int = 2048) -> float:
-        correct = 0
-        for i in range(0, len(x), chunk):
-            xb, yb = self.put(x[i : i + chunk], y[i : i + chunk])
-            correct += int((self._forward(xb, train=False).argmax(axis=1) == yb).sum())
-        return correct / max(len(x), 1)
+    def _predict(self, x):
+        kept, self.cache = self.cache, {}  # the last training step's arrays stay what memory() reads
+        logits = self._forward(x)
+        self.cache = kept
+        return self._host(logits.argmax(axis=1))
 
     def _sgd(self):
-        with self.timer.op("sgd", "update", "update"):
-            for k, p in self.p.items():
-                if not self.momentum:
-                    p -= self.lr * self.g[k]
-                    continue
-                v = self.v[k]
-                v *= self.momentum
-                v += self.g[k]
-                p -= self.lr * v
+        for k, p in self.p.items():
+            if not self.momentum:
+                p -= self.lr * self.g[k]
+                continue
+            v = self.v[k]
+            v *= self.momentum
+            v += self.g[k]
+            p -= self.lr * v
 
     # --- layers
-    def _conv(self, name, x, train):
+    def _conv(self, name, x):
         xp, w = self.xp, self.p[f"{name}.weight"]
         f = w.shape[0]
         n, h, wd, _ = x.shape
@@ -164,43 +133,39 @@ class XpBackend:
             cols = im2col(xp, x)
             out = (cols @ w.reshape(f, -1).T).reshape(n, h - K + 1, wd - K + 1, f)
             out += self.p[f"{name}.bias"]
-        if train:
-            self.cache[name] = (cols, x.shape)
+        self.cache[name] = (cols, x.shape)
         return out
 
-    def _dense(self, name, x, train):
+    def _dense(self, name, x):
         with self.timer.op(name, "matmul", "forward"):
             out = x @ self.p[f"{name}.weight"].T
             out += self.p[f"{name}.bias"]
-        if train:
-            self.cache[name] = x
+        self.cache[name] = x
         return out
 
-    def _relu(self, name, x, train):
+    def _relu(self, name, x):
         with self.timer.op(name, "relu", "forward"):
             out = self.xp.maximum(x, 0)
-        if train:
-            self.cache[name] = out
+        self.cache[name] = out
         return out
 
-    def _pool(self, name, x, train):
+    def _pool(self, name, x):
         with self.timer.op(name, "pool", "forward"):
             v = pool_windows(x)  # three elementwise maxima: faster than a reduction over two strided axes
             xp = self.xp
             out = xp.maximum(
                 xp.maximum(v[:, :, 0, :, 0], v[:, :, 0, :, 1]), xp.maximum(v[:, :, 1, :, 0], v[:, :, 1, :, 1])
             )
-        if train:
-            self.cache[name] = (x, out)
+        self.cache[name] = (x, out)
         return out
 
-    def _forward(self, x, train: bool):
+    def _forward(self, x):
+        """The logits, each layer's input or output its backward reads kept in ``cache``."""
         if self.model == "mlp":
-            return self._dense("fc2", self._relu("relu1", self._dense("fc1", x, train), train), train)
-        a = self._pool("pool1", self._relu("relu1", self._conv("conv1", x, train), train), train)
-        a = self._pool("pool2", self._relu("relu2", self._conv("conv2", a, train), train), train)
-        a = self._relu("relu3", self._dense("fc1", a.reshape(len(a), -1), train), train)
-        return self._dense("fc2", a, train)
+            return self._dense("fc2", self._relu("relu1", self._dense("fc1", x)))
+        a = self._pool("pool1", self._relu("relu1", self._conv("conv1", x)))
+        a = self._pool("pool2", self._relu("relu2", self._conv("conv2", a)))
+        return self._dense("fc2", self._relu("relu3", self._dense("fc1", a.reshape(len(a), -1))))
 
     def _softmax_ce(self, logits, y):
         xp, n = self.xp, len(logits)
@@ -275,5 +240,35 @@ class XpBackend:
                 acts.append(value[1])  # pooled output (its input is the cached ReLU output)
             else:
                 acts.append(value)
-        acts = unique(acts, exclude=[getattr(self, "batch", None)])
+        acts = unique(acts, exclude=[self.batch])
         return component_bytes(self, acts, work)
+
+
+def array_backend(name: str, model: str, lr: float, momentum: float) -> XpBackend:
+    """The backend on NumPy, or on CuPy's CUDA device (imported here); :class:`BackendUnavailable` says why not."""
+    if name == "numpy":
+        return XpBackend(name, model, lr=lr, momentum=momentum)
+    try:
+        import cupy
+    except ImportError as err:
+        raise BackendUnavailable(
+            f"CuPy is not installed ({err.msg}); make gpu (the CuPy for torch's CUDA) on a CUDA machine"
+        ) from None
+    try:
+        if cupy.cuda.runtime.getDeviceCount() < 1:
+            raise BackendUnavailable("CuPy sees no CUDA device")
+    except cupy.cuda.runtime.CUDARuntimeError as err:
+        raise BackendUnavailable(f"CuPy cannot reach a CUDA device: {err}") from None
+
+    def sync():
+        cupy.cuda.get_current_stream().synchronize()
+
+    return XpBackend("cupy", model, xp=cupy, lr=lr, momentum=momentum, sync=sync)
+
+
+def pool_bytes() -> dict[str, int]:
+    """CuPy memory pool: bytes in use by arrays and bytes held by the pool."""
+    import cupy
+
+    pool = cupy.get_default_memory_pool()
+    return {"used": int(pool.used_bytes()), "held": int(pool.total_bytes())}
