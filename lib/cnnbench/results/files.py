@@ -46,17 +46,13 @@ def atomic_write_text(path: str | Path, text: str) -> None:
 
 
 def _jsonable(value: Any) -> Any:
-    """Strict JSON: non-finite floats become null (json.dumps would write NaN), paths become strings."""
+    """Strict JSON: non-finite floats become null (json.dumps would write NaN)."""
     if isinstance(value, dict):
         return {str(k): _jsonable(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [_jsonable(v) for v in value]
     value = _plain(value)
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, Path):
-        return str(value)
-    return value
+    return None if isinstance(value, float) and not math.isfinite(value) else value
 
 
 def write_json(path: str | Path, obj: Any) -> None:
@@ -114,10 +110,7 @@ def frame(rows: Iterable[Mapping[str, Any]], columns: Iterable[str] = ()):
 
     rows = list(rows)
     df = pd.read_csv(io.StringIO(_csv(rows))) if rows else pd.DataFrame()
-    for col in columns:
-        if col not in df.columns:
-            df[col] = float("nan")
-    return df
+    return df.assign(**{c: float("nan") for c in columns if c not in df})
 
 
 def read_rows(path: str | Path) -> list[dict[str, str]]:

@@ -212,8 +212,9 @@ def layer_table(events, counted: dict, steps: int, cfg: engine.Config, b: device
                 "time_share": time_s / (total_us / 1e6 / steps) if total_us > 0 else float("nan"),
             }
         )
-    df = pd.DataFrame(rows, columns=LAYER_COLUMNS)
-    return df.sort_values("time_per_step_s", ascending=False).reset_index(drop=True) if len(df) else df
+    return pd.DataFrame(rows, columns=LAYER_COLUMNS).sort_values(
+        "time_per_step_s", ascending=False, ignore_index=True
+    )
 
 
 def compare_with_seeds(intensity: pd.DataFrame, complexity: pd.DataFrame) -> pd.DataFrame:
@@ -264,11 +265,10 @@ def host_steps(run) -> pd.DataFrame:
 
 def inputs_note(inputs: dict[str, pd.DataFrame]) -> str:
     """One line saying what 04 has to place and what is missing or failed (never a traceback)."""
-    made_by = {"complexity": "01_complexity", "scenario_a": "02_scenario_a", "batch_sweep": "03_batch_sweep"}
     parts = []
     for name, df in inputs.items():
         if df.empty:
-            parts.append(f"{name}.csv missing (run {made_by[name]} first)")
+            parts.append(f"{name}.csv missing (run {results.table(name).notebook} first)")
         elif "status" in df and not (df.status == "ok").any():
             counts = ", ".join(f"{s} {n}" for s, n in df.status.value_counts().items())
             parts.append(f"every {name} row failed ({counts}): nothing of it to place")
