@@ -76,11 +76,9 @@ def _plain(value: Any) -> Any:
 def _cell(value: Any) -> Any:
     """One CSV cell: a plain number (``repr`` of a float round-trips exactly), "" for NaN/inf, JSON for lists."""
     value = _plain(value)
-    if isinstance(value, bool):
-        return str(value)
     if isinstance(value, float):
         return "" if not math.isfinite(value) else repr(float(value))
-    if isinstance(value, int):
+    if isinstance(value, int):  # and bool
         return str(value)
     if isinstance(value, (list, tuple, dict)):
         return json.dumps(_jsonable(value), default=str)
@@ -230,10 +228,7 @@ class ResultsFile:
         return {"schema_version": SCHEMA_VERSION, **({HOST: host_id()} if HOST in self.key else {}), **row}
 
     def append(self, row: Mapping[str, Any]) -> None:
-        row = self._stamped(row)
-        key = self.key_of(row)
-        kept = [r for r in self.rows() if self.key_of(r) != key]
-        write_rows(self.path, [*kept, row])
+        self.extend([row])
 
     def extend(self, rows: Iterable[Mapping[str, Any]], group: Iterable[str] | None = None) -> None:
         """Add many rows in one atomic write, replacing rows with the same keys, or, with ``group`` (a subset of

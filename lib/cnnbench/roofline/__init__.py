@@ -40,9 +40,9 @@ class _Roofs:
 
     def __init__(self, peaks: pd.DataFrame):
         m = results.schema.declared(peaks, "device_peaks")
-        self.rows = dict(
-            tuple(m[m.kind == "measured"].fillna({"level": "dram"}).groupby("precision", sort=False))
-        )
+        m = m[m.kind == "measured"]
+        self.leveled = m.level.notna().any()
+        self.rows = dict(tuple(m.fillna({"level": "dram"}).groupby("precision", sort=False)))
         one = {p: g.drop_duplicates("level").set_index("level", drop=False) for p, g in self.rows.items()}
         self.levels = {p: {lv: r.rename(p) for lv, r in f.iterrows()} for p, f in one.items()}
 
@@ -64,10 +64,11 @@ class _Roofs:
         return self.levels[p][peaks_mod.level_of(working_set_bytes, rows)]
 
     def attainable(self, precision: str, intensity: float) -> dict:
-        """``attainable_<level>_gflops`` under every measured level's roof of ``precision``."""
+        """``attainable_<level>_gflops`` under every measured level's roof of ``precision`` (none without levels)."""
+        levels = self.levels[self.measured(precision)[1]] if self.leveled else {}
         return {
             f"attainable_{lv}_gflops": attainable(intensity, r.peak_gflops, r.bandwidth_gbs)
-            for lv, r in self.levels[self.measured(precision)[1]].items()
+            for lv, r in levels.items()
         }
 
 
@@ -301,18 +302,13 @@ def layers_for_models(run, scenario_a: pd.DataFrame, steps: int = 2) -> pd.DataF
     ok = ok.drop_duplicates("model").sort_index()
     table = results.table("roofline_layers")
     cache, planned, profiled = table.file(run.dir), [], 0
+    where = {"device_kind": devices.backend(run.device).kind, "device_name": devices.device_name(run.device)}
+    where |= {"seed": run.params.seed, "layer_steps": steps}
     for r in ok.to_dict("records"):
         setting = knobs.Setting({k: r[k] for k in knobs.keyed()}).with_(compile="off", data_mode="device")
         sizes = (int(r["image_size"]), int(r["num_classes"]), int(r["in_channels"]))
         cfg = engine.Config(r["model"], "train", *sizes, r.get("dataset", "synthetic"), setting)
-        key = {
-            **cfg.columns(),
-            "device_kind": devices.backend(run.device).kind,
-            "device_name": devices.device_name(run.device),
-            "seed": run.params.seed,
-            "layer_steps": steps,
-        }
-        planned.append(key)
+        planned.append(key := {**cfg.columns(), **where})
         if not cache.finished(key, table.plan_columns):  # profiled before with the same key: kept
             profiled += 1
             try:
