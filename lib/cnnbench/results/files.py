@@ -46,17 +46,13 @@ def atomic_write_text(path: str | Path, text: str) -> None:
 
 
 def _jsonable(value: Any) -> Any:
-    """Strict JSON: non-finite floats become null (json.dumps would write NaN), paths become strings."""
+    """Strict JSON: non-finite floats become null (json.dumps would write NaN)."""
     if isinstance(value, dict):
         return {str(k): _jsonable(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [_jsonable(v) for v in value]
     value = _plain(value)
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, Path):
-        return str(value)
-    return value
+    return None if isinstance(value, float) and not math.isfinite(value) else value
 
 
 def write_json(path: str | Path, obj: Any) -> None:
@@ -80,11 +76,9 @@ def _plain(value: Any) -> Any:
 def _cell(value: Any) -> Any:
     """One CSV cell: a plain number (``repr`` of a float round-trips exactly), "" for NaN/inf, JSON for lists."""
     value = _plain(value)
-    if isinstance(value, bool):
-        return str(value)
     if isinstance(value, float):
         return "" if not math.isfinite(value) else repr(float(value))
-    if isinstance(value, int):
+    if isinstance(value, int):  # and bool
         return str(value)
     if isinstance(value, (list, tuple, dict)):
         return json.dumps(_jsonable(value), default=str)
@@ -114,10 +108,7 @@ def frame(rows: Iterable[Mapping[str, Any]], columns: Iterable[str] = ()):
 
     rows = list(rows)
     df = pd.read_csv(io.StringIO(_csv(rows))) if rows else pd.DataFrame()
-    for col in columns:
-        if col not in df.columns:
-            df[col] = float("nan")
-    return df
+    return df.assign(**{c: float("nan") for c in columns if c not in df})
 
 
 def read_rows(path: str | Path) -> list[dict[str, str]]:
@@ -237,10 +228,7 @@ class ResultsFile:
         return {"schema_version": SCHEMA_VERSION, **({HOST: host_id()} if HOST in self.key else {}), **row}
 
     def append(self, row: Mapping[str, Any]) -> None:
-        row = self._stamped(row)
-        key = self.key_of(row)
-        kept = [r for r in self.rows() if self.key_of(r) != key]
-        write_rows(self.path, [*kept, row])
+        self.extend([row])
 
     def extend(self, rows: Iterable[Mapping[str, Any]], group: Iterable[str] | None = None) -> None:
         """Add many rows in one atomic write, replacing rows with the same keys, or, with ``group`` (a subset of

@@ -45,11 +45,7 @@ class Merged:
         replaced since is a new analysis (one changed in place is not seen)."""
         tables = tuple(self.tables.values())
         kept = self.derived.get(name)
-        if (
-            kept is None
-            or len(kept[0]) != len(tables)
-            or any(a is not b for a, b in zip(kept[0], tables, strict=True))
-        ):
+        if kept is None or list(map(id, kept[0])) != list(map(id, tables)):  # kept[0] holds them: ids unique
             kept = self.derived[name] = (tables, compute(self))
         return kept[1].copy()
 
@@ -208,12 +204,8 @@ def load(dirs: list[Path], excluded: dict | None = None, tables: tuple[str, ...]
 def config_differences(dirs: list[Path]) -> pd.DataFrame:
     """The configuration parameters whose values differ between runs, one column per run."""
     prm = {d.name: run_params(d) for d in dirs}
-    rows = []
-    for key in RUN_CONFIG_KEYS:
-        values = {run: str(p.get(key)) for run, p in prm.items()}
-        if len(set(values.values())) > 1:
-            rows.append({"key": key, **values})
-    return pd.DataFrame(rows)
+    values = {key: {run: str(p.get(key)) for run, p in prm.items()} for key in RUN_CONFIG_KEYS}
+    return pd.DataFrame([{"key": k, **v} for k, v in values.items() if len(set(v.values())) > 1])
 
 
 def zip_run(run_dir: Path) -> Path:

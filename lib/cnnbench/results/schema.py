@@ -124,10 +124,14 @@ _ROOFLINE = (
     "source layer roof bound model phase batch_size efficiency intensity_flop_per_byte achieved_gflops"
 )
 _PEAKS = "kind level precision peak_gflops bandwidth_gbs peak_spread capacity_mib cache_size_kib"
-_EXPLORE, _EXPLORE_KEY = (
-    f"{_RATE} batch_size precision data_mode",
-    ("timestamp", "model", "batch_size", "precision"),
+_EXPLORE = f"{_RATE} batch_size precision data_mode"
+_EXPLORE_KEY = ("timestamp", "model", "batch_size", "precision")
+_TELEMETRY = "source process t_s metric device_index"
+_STEP_PHASES = "model step_phase status device_name sum_diff_ci95_pct"
+_TUNING = (
+    f"{_RATE} row_kind config roof_precision speedup_x speedup_ci95_x compute_roof_pct energy_j_per_image"
 )
+_TRANSFER_TELEMETRY = ("experiment", "configuration", "rank", "metric", "device_index", "t_s")
 
 
 @dataclass(frozen=True)
@@ -136,21 +140,21 @@ class Table:
 
     name: str
     notebook: str
-    keys: tuple[str, ...] | Callable[[], tuple[str, ...]] = ()  # () = written whole by its notebook
-    # what a plan selects on (None: the key)
-    plans: tuple[str, ...] | Callable[[], tuple[str, ...]] | None = None
+    # what a plan selects on (a function: one holding the knobs); () = written whole by its notebook
+    plans: tuple[str, ...] | Callable[[], tuple[str, ...]] = ()
+    by: str = ""  # beyond the plan, what tells its rows apart: the key is the plan and these
     merged: bool = True  # read by the analysis and merged across runs
     unique: bool = True  # False: rows share their key (a group, written whole by ResultsFile.extend)
     most_rows: int = CONFIG_ROWS
     columns: str = ""  # beyond the key, what a reader relies on: read() yields each, NA where a file lacks it
 
     @property
-    def key(self) -> tuple[str, ...]:
-        return tuple(self.keys() if callable(self.keys) else self.keys)
+    def plan_columns(self) -> tuple[str, ...]:
+        return tuple(self.plans() if callable(self.plans) else self.plans)
 
     @property
-    def plan_columns(self) -> tuple[str, ...] | None:
-        return tuple(self.plans() if callable(self.plans) else self.plans) if self.plans is not None else None
+    def key(self) -> tuple[str, ...]:
+        return (*self.plan_columns, *self.by.split())
 
     @property
     def dtypes(self) -> dict[str, str]:
@@ -171,8 +175,8 @@ class Table:
 def _engine(name: str, notebook: str) -> list[Table]:
     return [
         Table(name, notebook, config_keys, columns=_ENGINE),
-        Table(f"{name}_windows", notebook, window_keys, config_keys, **_SERIES),
-        Table(f"{name}_steps", notebook, lambda: (*window_keys(), "step"), config_keys, **_SERIES),
+        Table(f"{name}_windows", notebook, config_keys, "process repeat", **_SERIES),
+        Table(f"{name}_steps", notebook, config_keys, "process repeat step", **_SERIES),
     ]
 
 
@@ -182,11 +186,7 @@ TABLES: dict[str, Table] = {
         Table("complexity", "01_complexity", columns="model matches_published"),
         *_engine("scenario_a", "02_scenario_a"),
         Table(
-            "telemetry",
-            "02_scenario_a",
-            lambda: (*config_keys(), "source", "process", "t_s", "metric", "device_index"),
-            config_keys,
-            most_rows=SERIES_ROWS,
+            "telemetry", "02_scenario_a", config_keys, _TELEMETRY, most_rows=SERIES_ROWS
         ),  # 02 and 03 write it
         Table("epochs", "02_scenario_a", epoch_keys),
         *_engine("batch_sweep", "03_batch_sweep"),
@@ -194,46 +194,17 @@ TABLES: dict[str, Table] = {
         Table("device_peaks", "04_roofline", columns=_PEAKS),
         Table("host_steps", "04_roofline", ("device_name", "model", "phase", "precision")),
         Table("bandwidth_sweep", "04_roofline", merged=False),
-        Table(
-            "roofline_layers", "04_roofline", lambda: (*layer_plan(), "layer", "op"), layer_plan, **_GROUPS
-        ),
-        Table("gradcheck", "05_backends", (*SCRATCH_PLAN, "tensor"), SCRATCH_PLAN, columns=_BACKEND),
-        Table("backends", "05_backends", (*SCRATCH_PLAN, "epoch"), SCRATCH_PLAN, columns=_BACKEND),
-        Table("backend_ops", "05_backends", (*SCRATCH_PLAN, "op"), SCRATCH_PLAN, columns=_BACKEND),
-        Table("backend_memory", "05_backends", (*SCRATCH_PLAN, "component"), SCRATCH_PLAN, columns=_BACKEND),
-        Table(
-            "transfer", "06_transfer", (*TRANSFER_GRID_KEYS, "epoch"), TRANSFER_GRID_KEYS, columns="status"
-        ),
-        Table(
-            "step_phases",
-            "06_transfer",
-            lambda: (*phase_plan(), "step_phase"),
-            phase_plan,
-            columns="model step_phase status device_name sum_diff_ci95_pct",
-        ),
-        Table(
-            "profile_ops",
-            "06_transfer",
-            lambda: (*profile_plan(), "pass", "op"),
-            profile_plan,
-            merged=False,
-            columns="model status",
-        ),
-        Table(
-            "transfer_telemetry",
-            "06_transfer",
-            ("experiment", "configuration", "rank", "metric", "device_index", "t_s"),
-            **_SERIES,
-        ),
+        Table("roofline_layers", "04_roofline", layer_plan, "layer op", **_GROUPS),
+        Table("gradcheck", "05_backends", SCRATCH_PLAN, "tensor", columns=_BACKEND),
+        Table("backends", "05_backends", SCRATCH_PLAN, "epoch", columns=_BACKEND),
+        Table("backend_ops", "05_backends", SCRATCH_PLAN, "op", columns=_BACKEND),
+        Table("backend_memory", "05_backends", SCRATCH_PLAN, "component", columns=_BACKEND),
+        Table("transfer", "06_transfer", TRANSFER_GRID_KEYS, "epoch", columns="status"),
+        Table("step_phases", "06_transfer", phase_plan, "step_phase", columns=_STEP_PHASES),
+        Table("profile_ops", "06_transfer", profile_plan, "pass op", merged=False, columns="model status"),
+        Table("transfer_telemetry", "06_transfer", _TRANSFER_TELEMETRY, **_SERIES),
         Table("scaling", "06_transfer", SCALING_PLAN, columns="status"),
-        Table(
-            "tuning",
-            "07_tuning",
-            lambda: (*search_keys(), "row_kind", "stage", "rung", "config"),
-            search_keys,
-            columns=f"{_RATE} row_kind config roof_precision speedup_x speedup_ci95_x compute_roof_pct "
-            "energy_j_per_image",
-        ),
+        Table("tuning", "07_tuning", search_keys, "row_kind stage rung config", columns=_TUNING),
         Table("tuning_space", "07_tuning", ("model", "device_kind", "knob", "value"), merged=False),
         Table("explore", "08_analysis", _EXPLORE_KEY, merged=False, columns=_EXPLORE),
         # 08's analysis of the runs it merged, each recomputed whole: matched speedups (x), one-knob ratios (rate of

@@ -34,97 +34,47 @@ def attainable(intensity: float, peak_gflops: float, bandwidth_gbs: float) -> fl
 ABOVE_ROOF_TOLERANCE = 0.05
 
 
-def _measured(peaks: pd.DataFrame, precision: str) -> tuple[pd.DataFrame, str]:
-    """Measured rows of ``precision`` (tf32 falls back to fp32, missing half precisions to fp32)."""
-    measured = peaks[peaks.kind == "measured"]
-    for p in (precision, "fp32"):
-        rows = measured[measured.precision == p]
-        if len(rows):
-            return rows, p
-    raise KeyError(f"no measured roof for {precision}")
+class _Roofs:
+    """The measured roofs of one peaks table per precision (one not measured: fp32's) and memory level (a table
+    without levels: DRAM), each filtered once: a run places a thousand layers against one table."""
+
+    def __init__(self, peaks: pd.DataFrame):
+        m = results.schema.declared(peaks, "device_peaks")
+        m = m[m.kind == "measured"]
+        self.leveled = m.level.notna().any()
+        self.rows = dict(tuple(m.fillna({"level": "dram"}).groupby("precision", sort=False)))
+        one = {p: g.drop_duplicates("level").set_index("level", drop=False) for p, g in self.rows.items()}
+        self.levels = {p: {lv: r.rename(p) for lv, r in f.iterrows()} for p, f in one.items()}
+
+    def measured(self, precision: str) -> tuple[pd.DataFrame, str]:
+        if (p := precision if precision in self.rows else "fp32") not in self.rows:
+            raise KeyError(f"no measured roof for {precision}")
+        return self.rows[p], p
+
+    def dram(self, precision: str) -> pd.Series:
+        """The main-memory roof (else the first measured one)."""
+        levels = self.levels[self.measured(precision)[1]]
+        return levels[next((lv for lv in levels if lv in peaks_mod.MAIN_MEMORY), next(iter(levels)))]
+
+    def level_roof(self, precision: str, working_set_bytes: float) -> pd.Series:
+        """The roof of the innermost level holding ``working_set_bytes`` (unknown: the DRAM roof)."""
+        rows, p = self.measured(precision)
+        if pd.isna(working_set_bytes):
+            return self.dram(precision)
+        return self.levels[p][peaks_mod.level_of(working_set_bytes, rows)]
+
+    def attainable(self, precision: str, intensity: float) -> dict:
+        """``attainable_<level>_gflops`` under every measured level's roof of ``precision`` (none without levels)."""
+        levels = self.levels[self.measured(precision)[1]] if self.leveled else {}
+        return {
+            f"attainable_{lv}_gflops": attainable(intensity, r.peak_gflops, r.bandwidth_gbs)
+            for lv, r in levels.items()
+        }
 
 
 def roof_for(peaks: pd.DataFrame, precision: str) -> pd.Series:
     """The measured main-memory roof of ``precision`` (else fp32's), named by its precision."""
-    rows, p = _measured(peaks, precision)
-    if "level" in rows and rows.level.notna().any():
-        main = rows[rows.level.isin(peaks_mod.MAIN_MEMORY)]
-        rows = main if len(main) else rows
-    return rows.iloc[0].rename(p)
-
-
-class _Roofs:
-    """The roofs of one peaks table, each precision's and level's rows filtered once (a run places a thousand
-    layers against one table)."""
-
-    def __init__(self, peaks: pd.DataFrame):
-        self.peaks, self._measured, self._dram, self._level = peaks, {}, {}, {}
-
-    def measured(self, precision: str) -> tuple[pd.DataFrame, str]:
-        if precision not in self._measured:
-            rows, p = _measured(self.peaks, precision)
-            if "capacity_mib" in rows:
-                rows = rows.assign(capacity_mib=pd.to_numeric(rows.capacity_mib, errors="coerce"))
-            self._measured[precision] = rows, p
-        return self._measured[precision]
-
-    def dram(self, precision: str) -> pd.Series:
-        if precision not in self._dram:
-            self._dram[precision] = roof_for(self.peaks, precision)
-        return self._dram[precision]
-
-    def level_roof(self, precision: str, working_set_bytes: float) -> pd.Series:
-        """The measured roof of the innermost level holding ``working_set_bytes`` (no levels: the DRAM roof)."""
-        rows, p = self.measured(precision)
-        unknown = not {"level", "capacity_mib"} <= set(rows) or rows.level.isna().all()
-        if unknown or pd.isna(working_set_bytes):
-            return self.dram(precision)
-        level = peaks_mod.level_of(working_set_bytes, rows)
-        if (p, level) not in self._level:
-            self._level[p, level] = rows[rows.level == level].iloc[0].rename(p)
-        return self._level[p, level]
-
-    def attainable(self, precision: str, intensity: float) -> dict:
-        """``attainable_<level>_gflops`` under every measured level's roof of ``precision``."""
-        rows, _ = self.measured(precision)
-        if "level" not in rows or rows.level.isna().all():
-            return {}
-        return {
-            f"attainable_{r.level}_gflops": attainable(intensity, r.peak_gflops, r.bandwidth_gbs)
-            for r in rows.drop_duplicates("level").itertuples()
-        }
-
-
-def judge(intensity: float, achieved: float, roof: pd.Series, dram: pd.Series) -> dict:
-    """Attainable and efficiency at the point's level and in the DRAM-only view, and whether (and why) it sits
-    more than 5% above its roof."""
-    att = attainable(intensity, roof.peak_gflops, roof.bandwidth_gbs)
-    att_dram = attainable(intensity, dram.peak_gflops, dram.bandwidth_gbs)
-    above = bool(achieved > (1 + ABOVE_ROOF_TOLERANCE) * att)
-    reason = ""
-    if above and achieved > roof.peak_gflops:
-        reason = (
-            f"{achieved:.4g} GFLOP/s beats the measured compute peak {roof.peak_gflops:.4g}: the micro-benchmarks' "
-            "best is a lower bound on the hardware, this kernel ran faster"
-        )
-    elif above:
-        reason = (
-            f"moves {achieved / intensity:.4g} GB/s of counted bytes, above the {roof.level} roof "
-            f"{roof.bandwidth_gbs:.4g} GB/s: its data is reused inside the op or came from a faster level "
-            "than its working set suggests, so the compulsory byte count overstates its traffic"
-        )
-    return {
-        "level": roof.get("level", "dram"),
-        "level_bandwidth_gbs": roof.bandwidth_gbs,
-        "attainable_gflops": att,
-        "efficiency": achieved / att if att else float("nan"),
-        "bound": "memory" if intensity < roof.peak_gflops / roof.bandwidth_gbs else "compute",
-        "attainable_dram_gflops": att_dram,
-        "efficiency_dram": achieved / att_dram if att_dram else float("nan"),
-        "bound_dram": "memory" if intensity < dram.peak_gflops / dram.bandwidth_gbs else "compute",
-        "above_roof": above,
-        "above_roof_reason": reason,
-    }
+    return _Roofs(peaks).dram(precision)
 
 
 def step_intensity(
@@ -161,28 +111,42 @@ def place(results: pd.DataFrame, intensities: pd.DataFrame, peaks: pd.DataFrame,
     if "gbytes" not in intensities:  # no byte count: no level known, the DRAM roof applies
         intensities = intensities.assign(gbytes=float("nan"))
     merged = ok.merge(intensities[[*_KEYS, "intensity_flop_per_byte", "gbytes"]], on=_KEYS)
-    rows, roofs = [], _Roofs(peaks)
-    for r in merged.itertuples():
-        working_set = r.gbytes * 1e9
-        ident = dict(source=source, device_name=r.device_name, device_kind=getattr(r, "device_kind", None))
-        ident |= {"model": r.model, "phase": r.phase, "batch_size": r.batch_size, "precision": r.precision}
-        ident |= {"memory_format": r.memory_format}
-        rows.append(_point(ident, r, working_set, roofs))
+    merged = merged.assign(source=source, working_set=merged.gbytes * 1e9)
+    return _points(merged.assign(device_kind=merged.get("device_kind")), _IDENT, _Roofs(peaks))
+
+
+_IDENT = "source device_name device_kind model phase batch_size precision memory_format".split()
+
+
+def _points(df: pd.DataFrame, ident: list[str], roofs: _Roofs) -> pd.DataFrame:
+    """roofline.csv rows: each point of ``df`` (its ``ident`` columns first) against its level's roof and the DRAM
+    roof, and whether (and why) it sits more than 5% above its own roof."""
+    rows = []
+    for r in df.itertuples():
+        row = {k: getattr(r, k) for k in ident}
+        x, ws, achieved = r.intensity_flop_per_byte, r.working_set, r.achieved_gflops
+        roof, dram = roofs.level_roof(r.precision, ws), roofs.dram(r.precision)
+        row |= {"intensity_flop_per_byte": x, "achieved_gflops": achieved, "working_set_mib": ws / 2**20}
+        row |= {"level": roof.level, "level_bandwidth_gbs": roof.bandwidth_gbs}
+        for suffix, rf in (("", roof), ("_dram", dram)):
+            att = row[f"attainable{suffix}_gflops"] = attainable(x, rf.peak_gflops, rf.bandwidth_gbs)
+            row[f"efficiency{suffix}"] = achieved / att if att else float("nan")
+            row[f"bound{suffix}"] = "memory" if x < rf.peak_gflops / rf.bandwidth_gbs else "compute"
+        above, reason = bool(achieved > (1 + ABOVE_ROOF_TOLERANCE) * row["attainable_gflops"]), ""
+        if above and achieved > roof.peak_gflops:
+            reason = (
+                f"{achieved:.4g} GFLOP/s beats the measured compute peak {roof.peak_gflops:.4g}: the "
+                "micro-benchmarks' best is a lower bound on the hardware, this kernel ran faster"
+            )
+        elif above:
+            reason = (
+                f"moves {achieved / x:.4g} GB/s of counted bytes, above the {roof.level} roof "
+                f"{roof.bandwidth_gbs:.4g} GB/s: its data is reused inside the op or came from a faster level "
+                "than its working set suggests, so the compulsory byte count overstates its traffic"
+            )
+        row |= {"above_roof": above, "above_roof_reason": reason}
+        rows.append(row | {"roof": f"measured {roof.name} {roof.level}", **roofs.attainable(roof.name, x)})
     return pd.DataFrame(rows)
-
-
-def _point(ident: dict, r, working_set: float, roofs: _Roofs) -> dict:
-    """A roofline.csv row: ``ident``, then point ``r`` judged against its level's roof and the DRAM roof."""
-    roof, dram = roofs.level_roof(ident["precision"], working_set), roofs.dram(ident["precision"])
-    return {
-        **ident,
-        "intensity_flop_per_byte": r.intensity_flop_per_byte,
-        "achieved_gflops": r.achieved_gflops,
-        "working_set_mib": working_set / 2**20,
-        **judge(r.intensity_flop_per_byte, r.achieved_gflops, roof, dram),
-        "roof": f"measured {roof.name} {roof.get('level', 'dram')}",
-        **roofs.attainable(roof.name, r.intensity_flop_per_byte),
-    }
 
 
 LAYER_COLUMNS = """model phase batch_size op layer calls_per_step time_per_step_s flops flops_counted bytes
@@ -249,8 +213,9 @@ def layer_table(events, counted: dict, steps: int, cfg: engine.Config, b: device
                 "time_share": time_s / (total_us / 1e6 / steps) if total_us > 0 else float("nan"),
             }
         )
-    df = pd.DataFrame(rows, columns=LAYER_COLUMNS)
-    return df.sort_values("time_per_step_s", ascending=False).reset_index(drop=True) if len(df) else df
+    return pd.DataFrame(rows, columns=LAYER_COLUMNS).sort_values(
+        "time_per_step_s", ascending=False, ignore_index=True
+    )
 
 
 def compare_with_seeds(intensity: pd.DataFrame, complexity: pd.DataFrame) -> pd.DataFrame:
@@ -301,11 +266,10 @@ def host_steps(run) -> pd.DataFrame:
 
 def inputs_note(inputs: dict[str, pd.DataFrame]) -> str:
     """One line saying what 04 has to place and what is missing or failed (never a traceback)."""
-    made_by = {"complexity": "01_complexity", "scenario_a": "02_scenario_a", "batch_sweep": "03_batch_sweep"}
     parts = []
     for name, df in inputs.items():
         if df.empty:
-            parts.append(f"{name}.csv missing (run {made_by[name]} first)")
+            parts.append(f"{name}.csv missing (run {results.table(name).notebook} first)")
         elif "status" in df and not (df.status == "ok").any():
             counts = ", ".join(f"{s} {n}" for s, n in df.status.value_counts().items())
             parts.append(f"every {name} row failed ({counts}): nothing of it to place")
@@ -330,8 +294,6 @@ def intensity_vs_batch(model_names, batch_sizes, p) -> pd.DataFrame:
 def layers_for_models(run, scenario_a: pd.DataFrame, steps: int = 2) -> pd.DataFrame:
     """Profiled layers of each model's training step, eager, at its Scenario A configuration (the seeds' variant
     where measured, else the first; the newest row of one measured twice)."""
-    if scenario_a.empty or "status" not in scenario_a:
-        return pd.DataFrame(columns=LAYER_COLUMNS)
     ok = knobs.columns(scenario_a[(scenario_a.status == "ok") & (scenario_a.phase == "train")])
     if ok.empty:
         return pd.DataFrame(columns=LAYER_COLUMNS)
@@ -340,18 +302,13 @@ def layers_for_models(run, scenario_a: pd.DataFrame, steps: int = 2) -> pd.DataF
     ok = ok.drop_duplicates("model").sort_index()
     table = results.table("roofline_layers")
     cache, planned, profiled = table.file(run.dir), [], 0
+    where = {"device_kind": devices.backend(run.device).kind, "device_name": devices.device_name(run.device)}
+    where |= {"seed": run.params.seed, "layer_steps": steps}
     for r in ok.to_dict("records"):
         setting = knobs.Setting({k: r[k] for k in knobs.keyed()}).with_(compile="off", data_mode="device")
         sizes = (int(r["image_size"]), int(r["num_classes"]), int(r["in_channels"]))
         cfg = engine.Config(r["model"], "train", *sizes, r.get("dataset", "synthetic"), setting)
-        key = {
-            **cfg.columns(),
-            "device_kind": devices.backend(run.device).kind,
-            "device_name": devices.device_name(run.device),
-            "seed": run.params.seed,
-            "layer_steps": steps,
-        }
-        planned.append(key)
+        planned.append(key := {**cfg.columns(), **where})
         if not cache.finished(key, table.plan_columns):  # profiled before with the same key: kept
             profiled += 1
             try:
@@ -364,10 +321,9 @@ def layers_for_models(run, scenario_a: pd.DataFrame, steps: int = 2) -> pd.DataF
             )
     table.plan(run.dir, planned, "roofline")
     progress.resumed(len(planned) - profiled, len(planned), cache.path.name, "layer profiles")
-    kept = results.read(run.dir, "roofline_layers")
-    groups = kept.groupby(list(table.plan_columns), sort=False, dropna=False) if len(kept) else []
-    frames = [g[LAYER_COLUMNS] for _, g in groups if len(g)]
-    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=LAYER_COLUMNS)
+    return results.read(run.dir, "roofline_layers").reindex(
+        columns=LAYER_COLUMNS
+    )  # a profile's rows together
 
 
 def layer_points(layers: pd.DataFrame, peaks: pd.DataFrame) -> pd.DataFrame:
@@ -375,13 +331,12 @@ def layer_points(layers: pd.DataFrame, peaks: pd.DataFrame) -> pd.DataFrame:
     if layers.empty:
         return pd.DataFrame()
     roofs = _Roofs(peaks)
-    dram, rows = roofs.dram("fp32"), []  # its device names every layer's row
-    for r in layers.itertuples():
-        working_set = r.bytes / max(r.calls_per_step, 1e-9)  # one call's bytes: what must fit in the level
-        ident = {"source": "layer", "device_name": dram.device_name, "device_kind": dram.get("device_kind")}
-        ident |= {"model": r.model, "phase": r.phase, "batch_size": r.batch_size, "precision": "fp32"}
-        rows.append(_point({**ident, "layer": r.layer, "op": r.op}, r, working_set, roofs))
-    return pd.DataFrame(rows)
+    dram = roofs.dram("fp32")  # its device names every layer's row
+    layers = layers.assign(source="layer", device_name=dram.device_name, device_kind=dram.get("device_kind"))
+    sets = layers.bytes / layers.calls_per_step.clip(
+        lower=1e-9
+    )  # one call's bytes: what must fit in the level
+    return _points(layers.assign(precision="fp32", working_set=sets), [*_IDENT[:-1], "layer", "op"], roofs)
 
 
 def flagged(points: pd.DataFrame) -> pd.DataFrame:

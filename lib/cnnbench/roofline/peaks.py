@@ -140,9 +140,8 @@ def level_roofs(sweep: pd.DataFrame, levels: list[dict], main: str = "dram") -> 
     # the set is still cache-resident, as ERT and STREAM size their arrays.
     level = {"level": main, "size_bytes": None, "capacity_bytes": None, "size_source": "main memory"}
     row = _level_row(sweep[ws >= MAIN_MEMORY_FACTOR * lower] if lower else sweep.iloc[:0], level)
-    if (
-        row is None
-    ):  # too few sets far enough past the caches: each kernel's largest past them stand in, said so
+    # too few sets far enough past the caches: each kernel's largest past them stand in, said so
+    if row is None:
         past = sweep[ws > lower] if (ws > lower).any() else sweep
         largest = past[past.groupby("kernel").working_set_bytes.rank(ascending=False) <= MIN_POINTS]
         row = _level_row(largest, level, need=1) | {
@@ -172,7 +171,7 @@ def measured_or_kept(run) -> tuple[pd.DataFrame, pd.DataFrame]:
     values = (devices.device_name(run.device), run.threads, p.matmul_size, p.stream_mb, p.peak_repeats)
     settings = dict(zip(PEAK_SETTINGS, (*values, host_id()), strict=True))
     old, sweep = results.read(run.dir, "device_peaks"), results.read(run.dir, "bandwidth_sweep")
-    kept = old[old.kind == "measured"] if len(old) and "kind" in old else old
+    kept = old[old.kind == "measured"]
 
     def same(column, value) -> bool:  # as read back: numbers of a column with empty (spec) cells are floats
         if isinstance(value, str):
@@ -220,7 +219,7 @@ def _measure(device: torch.device, matmul_size: int, stream_mb: int, repeats: in
     progress.note(f"roofline: memory bandwidth over {len(sizes)} working sets on {threads} threads")
     sweep = bandwidth_sweep(device, sizes, repeats, threads=threads)
     main = b.main_memory
-    roofs = level_roofs(sweep, levels, main)
+    roofs = level_roofs(sweep, levels, main).astype({"capacity_bytes": float, "size_bytes": float})
     roofs = pd.concat([roofs[roofs.level == main], roofs[roofs.level != main]])  # main memory first
     rows, spec = [], {r["precision"]: r["peak_gflops"] for r in b.spec(threads)[0] if r.get("peak_gflops")}
     for precision in b.roof_precisions():
@@ -257,10 +256,8 @@ def _measure(device: torch.device, matmul_size: int, stream_mb: int, repeats: in
                     "bandwidth_gbs": lv.bandwidth_gbs,
                     "bandwidth_kernel": lv.kernel,
                     "ridge_flop_per_byte": top["best"] / lv.bandwidth_gbs,
-                    "capacity_mib": float(lv.capacity_bytes) / 2**20
-                    if pd.notna(lv.capacity_bytes)
-                    else math.nan,
-                    "cache_size_kib": lv.size_bytes / 1024 if pd.notna(lv.size_bytes) else float("nan"),
+                    "capacity_mib": lv.capacity_bytes / 2**20,
+                    "cache_size_kib": lv.size_bytes / 1024,
                     "matmul_gflops": mm["best"],
                     "matmul_gflops_median": mm["median"],
                     "conv3x3_gflops": conv["best"],
@@ -307,9 +304,7 @@ def spec(name: str, kind: str, gpu_cores: int | None = None) -> tuple[pd.DataFra
 
 def compare(measured: pd.DataFrame, spec: pd.DataFrame) -> pd.DataFrame:
     """Measured roofs (main memory) over spec-sheet roofs, per precision both have."""
-    if "level" in measured:
-        measured = measured[measured.level.isin(MAIN_MEMORY)]
-    m = measured[["precision", "peak_gflops", "bandwidth_gbs"]]
+    m = measured[measured.level.isin(MAIN_MEMORY)][["precision", "peak_gflops", "bandwidth_gbs"]]
     s = spec[["precision", "peak_gflops", "bandwidth_gbs"]]
     both = m.merge(s, on="precision", suffixes=("_measured", "_spec"))
     both["peak_measured_over_spec"] = both.peak_gflops_measured / both.peak_gflops_spec
