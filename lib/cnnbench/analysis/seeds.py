@@ -566,7 +566,7 @@ _GPU_SUMMARY = {
 }
 
 
-def telemetry_summary(tele: pd.DataFrame) -> pd.DataFrame:
+def _telemetry_002(tele: pd.DataFrame) -> pd.DataFrame:
     """Our sampled GPU telemetry, one row per run, configuration and GPU (``gpu``: its index): utilisation,
     power and temperature (mean and max over the measured windows), memory used (max) and the sample count."""
     g = _where(tele, lambda d: d.metric.isin({m for _, m in _GPU_SUMMARY}))
@@ -581,16 +581,8 @@ def telemetry_summary(tele: pd.DataFrame) -> pd.DataFrame:
     samples = wide["size"].max(axis=1).rename("samples")
     wide = wide[[c for c in _GPU_SUMMARY if c in wide.columns]]
     wide.columns = [_GPU_SUMMARY[c] for c in wide.columns]
-    return wide.join(samples).reset_index().rename(columns={"device_index": "gpu"})
-
-
-def _telemetry_002(tele: pd.DataFrame) -> pd.DataFrame:
-    ours = telemetry_summary(tele)
-    return (
-        ours.rename(columns={"source": "measured_in"}).assign(source="ours: " + ours.run_name.astype(str))
-        if len(ours)
-        else ours
-    )
+    ours = wide.join(samples).reset_index().rename(columns={"device_index": "gpu", "source": "measured_in"})
+    return ours.assign(source="ours: " + ours.run_name.astype(str))
 
 
 _PERF = ["throughput_img_s", "achieved_tflops", "peak_device_mem_mib", "peak_rss_mib"]
