@@ -91,10 +91,6 @@ def setup(seed: str) -> dict:
     return _items(f"SETUP_{seed}")
 
 
-def _claims(seed: str) -> dict:
-    return _items(f"CLAIMS_{seed}")
-
-
 def _line(name: str, key: str) -> int:
     p = provenance(name)
     return int(p.line[p.key == key].iloc[0])
@@ -110,7 +106,7 @@ SEED_000, SEED_001, SEED_002, SEED_003, SEED_004 = (SEEDS[s] for s in ("000", "0
 
 # --- the views: each stored table with what the workbook derives from it, by table() -------------------------
 _SETUP_000, _SETUP_001, _SETUP_002, _SETUP_003, _SETUP_004 = map(setup, SEEDS)
-_CLAIMS_002, _INFERENCE_002 = _claims("002"), _stored("INFERENCE_002").set_index("device_class")
+_CLAIMS_002, _INFERENCE_002 = _items("CLAIMS_002"), _stored("INFERENCE_002").set_index("device_class")
 
 
 def _epoch_images_000() -> pd.DataFrame:
@@ -390,7 +386,8 @@ def inconsistencies() -> pd.DataFrame:
     (and, where named, our spec table); ``s``: the seed's setup, ``c``: its claims."""
     checks, columns = _data("seed_checks.csv"), ["published", "computed_from_its_own_numbers", "note"]
     figures = {
-        s: {**globals()[f"_checks_{s}"](), "s": setup(s), "c": _claims(s)} for s in checks.seed.unique()
+        s: {**globals()[f"_checks_{s}"](), "s": setup(s), "c": _items(f"CLAIMS_{s}")}
+        for s in checks.seed.unique()
     }
     return checks.apply(
         lambda r: pd.Series([SEEDS[r.seed], *(r[c].format(**figures[r.seed]) for c in columns)]), axis=1
@@ -503,7 +500,7 @@ def _corrections_000() -> list[dict]:
         for phase in ("train", "eval"):
             said = (r.model, r.device_class, phase) == ("resnet50", "t4", "eval")  # '1.3 TFLOPs, 16% of peak'
             row = _placed(SEED_000, r, phase, size, classes, roof, getattr(r, f"{phase}_tflops"), line)
-            pct = _claims("000")["t4_resnet50_pct_of_peak"] if said else math.nan
+            pct = _items("CLAIMS_000")["t4_resnet50_pct_of_peak"] if said else math.nan
             rows.append({**row, "printed_pct_of_peak": pct})
     batch = _V.THROUGHPUT_000.groupby("model").batch_size.first()
     for r in _V.AI_TABLE_000.itertuples():
@@ -547,7 +544,7 @@ def _corrections_003() -> list[dict]:
         if left:
             said += f"; left out, above the ceiling: {left} (with it {d.corrected_pct_of_peak.mean():.1f}%)"
         line, mean = f"line {_line('CLAIMS_003', f'item={item}')}", ok.corrected_pct_of_peak.mean()
-        claim = _claims("003")[item]
+        claim = _items("CLAIMS_003")[item]
         rows.append(_fix(SEED_003, "mean efficiency", claim, mean, "% of peak", said, line, device=device))
     for r in table("AI_003").itertuples():
         line, ai = _line("AI_003", f"model={r.model};batch_size={r.batch_size}"), r.ai_flop_per_byte
@@ -610,7 +607,7 @@ def memory_bound_verdict() -> str:
     peak, bw = _V.PEAKS_000.set_index("device_class").loc["cpu", ["peak_gflops", "bandwidth_gbs"]]
     left, near, ai = cpu[cpu.bound == "memory"], cpu[cpu.of_attainable_pct >= 50], cpu.intensity_flop_per_byte
     return (
-        f"Seed 000 calls its cloud CPU '{_claims('000')['cloud_cpu_bound']}' for every model (line "
+        f"Seed 000 calls its cloud CPU '{_items('CLAIMS_000')['cloud_cpu_bound']}' for every model (line "
         f"{_line('CLAIMS_000', 'item=cloud_cpu_bound')}; its roof {peak:,.0f} GFLOP/s and {bw:g} GB/s, "
         f"ridge {peak / bw:.1f} FLOP/byte). By the bytes its training steps move, {len(left)} of "
         f"{len(cpu)} models sit left of that ridge ({', '.join(left.model) or 'none'}), the rest right "
