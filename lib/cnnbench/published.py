@@ -91,10 +91,6 @@ def setup(seed: str) -> dict:
     return _items(f"SETUP_{seed}")
 
 
-def _claims(seed: str) -> dict:
-    return _items(f"CLAIMS_{seed}")
-
-
 def _line(name: str, key: str) -> int:
     p = provenance(name)
     return int(p.line[p.key == key].iloc[0])
@@ -110,7 +106,7 @@ SEED_000, SEED_001, SEED_002, SEED_003, SEED_004 = (SEEDS[s] for s in ("000", "0
 
 # --- the views: each stored table with what the workbook derives from it, by table() -------------------------
 _SETUP_000, _SETUP_001, _SETUP_002, _SETUP_003, _SETUP_004 = map(setup, SEEDS)
-_CLAIMS_002, _INFERENCE_002 = _claims("002"), _stored("INFERENCE_002").set_index("device_class")
+_CLAIMS_002, _INFERENCE_002 = _items("CLAIMS_002"), _stored("INFERENCE_002").set_index("device_class")
 
 
 def _epoch_images_000() -> pd.DataFrame:
@@ -273,148 +269,125 @@ def _spec_rows(device: str) -> pd.DataFrame:
 
 
 def _checks_000() -> dict:
-    e, s = _epoch_images_000(), _SETUP_000
+    e, s, epoch = _epoch_images_000(), _SETUP_000, EPOCH_IMAGES_000
     imgs = pd.concat([e.train_images, e.val_images])
+    median, n, cases = int(imgs.median()), int((imgs == imgs.median()).sum()), len(imgs)
     sq = e[e.model == "squeezenet1_1"].set_index("device_class")
-    a = _V.AI_TABLE_000.assign(flop_per_byte=_V.AI_TABLE_000.flops_g * 1e9 / (_V.AI_TABLE_000.model_mb * 1e6))
-    pub = {m: models.spec(m).published_gmacs for m in _V.COMPLEXITY_000.model}
-    c = _V.THROUGHPUT_000.merge(_V.COMPLEXITY_000[["model", "flops_g"]])
-    ratio = pd.concat([c[f"{p}_tflops"] / (c[f"{p}_img_s"] * c.flops_g / 1e3) for p in ("train", "eval")])
-    apple = pd.concat([c.device_class == "apple"] * 2)
-    mem = _V.THROUGHPUT_000.dropna(subset="peak_gpu_mem_mb")
+    sq_t4, sq_t4_images = sq.train_img_s["t4"] * sq.train_epoch_s["t4"], sq.train_images["t4"]
+    sq_images = "; ".join(f"{d}: {n:,.0f} images" for d, n in sq.train_images.items())
+    t = _V.AI_TABLE_000.assign(flop_per_byte=_V.AI_TABLE_000.flops_g * 1e9 / (_V.AI_TABLE_000.model_mb * 1e6))
+    ai = ", ".join(f"{r.model} {r.ai_printed}" for r in t.itertuples())
+    per_byte = ", ".join(f"{r.model} {r.flop_per_byte:.1f}" for r in t.itertuples())
+    per, cx = EPOCH_IMAGES_000 // s["batch_size"], _V.COMPLEXITY_000
+    pub = {m: models.spec(m).published_gmacs for m in cx.model}
+    flops = ", ".join(f"{r.model} {r.flops_g}" for r in cx.itertuples())
+    off = ", ".join(f"{r.model} {100 * (r.flops_g / pub[r.model] - 1):+.1f}%" for r in cx.itertuples())
+    tc = _V.THROUGHPUT_000.merge(cx[["model", "flops_g"]])
+    ratio = pd.concat([tc[f"{p}_tflops"] / (tc[f"{p}_img_s"] * tc.flops_g / 1e3) for p in ("train", "eval")])
+    apple = pd.concat([tc.device_class == "apple"] * 2)
+    plain, mps = (ratio[~apple].min(), ratio[~apple].max()), (ratio[apple].min(), ratio[apple].max())
+    mem, px_line = (
+        _V.THROUGHPUT_000.dropna(subset="peak_gpu_mem_mb"),
+        _line("SETUP_000", "item=dataset_image_px"),
+    )
     # Table 3's T4 memory over batch x 01's activation memory per image, at the files' size and at the input's
-    per = {
+    per_px = {
         px: [
             r.peak_gpu_mem_mb * 1e6 / 2**20 / r.batch_size / _activation_mib(r.model, px)
             for r in mem.itertuples()
         ]
         for px in (s["dataset_image_px"], s["image_px"])
     }
+    at = "; ".join(f"at {px} px {min(v):.2f}-{max(v):.2f}x" for px, v in per_px.items())
     thr = _V.THROUGHPUT_000.pivot_table(index="model", columns="device_class", values="train_img_s")
     ours = pd.DataFrame(
         {f"{a}_over_{b}": thr[a] / thr[b] for a, b in (("t4", "apple"), ("t4", "cpu"), ("apple", "cpu"))}
     )
-    printed = _V.SPEEDUPS_000.set_index("model")
-    off = [  # Table 8 prints GPU/M3 with two decimals, the other columns with one
+    printed, most = _V.SPEEDUPS_000.set_index("model"), ours.t4_over_cpu.max()
+    speed_off = "; ".join(  # Table 8 prints GPU/M3 with two decimals, the other columns with one
         f"{m} {col}: printed {printed.loc[m, col]:.2f}, Table 3 gives {ours.loc[m, col]:.2f}"
         for m in printed.index
         for col in ours.columns
         if abs(printed.loc[m, col] - ours.loc[m, col]) > (0.006 if col == "t4_over_apple" else 0.06)
-    ]
+    )
+    peak = _V.PEAKS_000.set_index("device_class").peak_gflops["apple"]
     # Apple publishes no M3 Pro GPU clock (our spec table has no row): the range its published estimates give
     lo, hi = (cores * 128 * 2 * ghz for cores, ghz in ((14, 1.38), (18, 1.6)))
-    return dict(
-        median=int(imgs.median()),
-        n=int((imgs == imgs.median()).sum()),
-        cases=len(imgs),
-        epoch=EPOCH_IMAGES_000,
-        sq_t4=sq.train_img_s["t4"] * sq.train_epoch_s["t4"],
-        sq_t4_images=sq.train_images["t4"],
-        ai=", ".join(f"{r.model} {r.ai_printed}" for r in a.itertuples()),
-        per_byte=", ".join(f"{r.model} {r.flop_per_byte:.1f}" for r in a.itertuples()),
-        sq_images="; ".join(f"{d}: {n:,.0f} images" for d, n in sq.train_images.items()),
-        per=EPOCH_IMAGES_000 // s["batch_size"],
-        flops=", ".join(f"{r.model} {r.flops_g}" for r in _V.COMPLEXITY_000.itertuples()),
-        off=", ".join(
-            f"{r.model} {100 * (r.flops_g / pub[r.model] - 1):+.1f}%" for r in _V.COMPLEXITY_000.itertuples()
-        ),
-        plain=(ratio[~apple].min(), ratio[~apple].max()),
-        mps=(ratio[apple].min(), ratio[apple].max()),
-        px_line=_line("SETUP_000", "item=dataset_image_px"),
-        at="; ".join(f"at {px} px {min(v):.2f}-{max(v):.2f}x" for px, v in per.items()),
-        speed_off="; ".join(off),
-        most=ours.t4_over_cpu.max(),
-        peak=_V.PEAKS_000.set_index("device_class").peak_gflops["apple"],
-        lo=lo,
-        hi=hi,
-        sweep_line=_line("SETUP_000", "item=sweep_text_batch_sizes"),
-        lines=_lines("SWEEP_000"),
-        batches=", ".join(map(str, _V.SWEEP_000.batch_size)),
-    )
+    sweep_line, lines = _line("SETUP_000", "item=sweep_text_batch_sizes"), _lines("SWEEP_000")
+    batches = ", ".join(map(str, _V.SWEEP_000.batch_size))
+    return locals()
 
 
 def _checks_001() -> dict:
     b = _V.BACKENDS_001  # its average throughput, a mean of per-epoch rates (lines 142, 147), needs no check
     low, fastest = b.loc[b.final_test_accuracy_pct.idxmin()], b.loc[b.epoch_s.idxmin()]
-    return dict(low=low, fastest=fastest, cuda=b.set_index("backend").epoch_s["torch_cuda"])
+    cuda = b.set_index("backend").epoch_s["torch_cuda"]
+    return locals()
 
 
 def _checks_002() -> dict:
     tel = _V.TELEMETRY_002
     t, idle = tel[(tel.batch_size == tel.batch_size.max()) & (tel.gpu == 0)].iloc[0], tel[tel.gpu == 1]
-    return dict(
-        t=t, share=t.mem_used_mib / t.mem_total_mib, pstate=idle.pstate.iloc[0], power=idle.power_w.max()
-    )
+    share, pstate, power = t.mem_used_mib / t.mem_total_mib, idle.pstate.iloc[0], idle.power_w.max()
+    return locals()
 
 
 def _checks_003() -> dict:
-    c = _V.COMPLEXITY_003.set_index("model").train_flops_g
+    g = _V.COMPLEXITY_003.set_index("model").train_flops_g
     thr = _V.THROUGHPUT_003.set_index(["model", "batch_size", "device_class"]).train_img_s
-    rates = [
+    rates = "; ".join(
         f"{r.model} bs{r.batch_size} {r.device_class}: printed {r.achieved_tflops}, {thr[r[1:4]]:.0f} img/s x "
-        f"{c[r.model]} G = {thr[r[1:4]] * c[r.model] / 1e3:.2f}"
+        f"{g[r.model]} G = {thr[r[1:4]] * g[r.model] / 1e3:.2f}"
         for r in _V.ACHIEVED_003.itertuples()
-    ]
+    )
     pairs = _V.THROUGHPUT_003.pivot_table(
         index=["model", "batch_size"], columns="device_class", values="train_img_s"
     )
     ratio = (pairs.rtx4080 / pairs.t4).dropna()
-    peak = _V.PEAKS_003.set_index("device_class").loc["rtx4080"]
+    normal, low = (ratio[ratio > 1].min(), ratio[ratio > 1].max()), ratio.min()
+    ai, used, peak = (
+        AI_BY_BATCH_003,
+        AI_003["resnet50"],
+        _V.PEAKS_003.set_index("device_class").loc["rtx4080"],
+    )
     lap = _spec_rows(DEVICES["003", "rtx4080"][0]).iloc[0]
     tflops = lap.peak_gflops / 1e3
-    eff = [
+    eff = "; ".join(
         f"{r.model} bs{r.batch_size}: {r.achieved_tflops} / {tflops:g} = {100 * r.achieved_tflops / tflops:.1f}% "
         f"(printed {r.efficiency_pct}%)"
         for r in _V.ACHIEVED_003[_V.ACHIEVED_003.device_class == "rtx4080"].itertuples()
-    ]
-    return dict(
-        rates="; ".join(rates),
-        normal=(ratio[ratio > 1].min(), ratio[ratio > 1].max()),
-        low=ratio.min(),
-        ai=AI_BY_BATCH_003,
-        used=AI_003["resnet50"],
-        peak=peak,
-        lap=lap,
-        tflops=tflops,
-        eff="; ".join(eff),
-        ridge=lap.peak_gflops / peak.bandwidth_gbs,
-        its_ridge=peak.peak_tflops * 1e3 / peak.bandwidth_gbs,
     )
+    ridge, its_ridge = lap.peak_gflops / peak.bandwidth_gbs, peak.peak_tflops * 1e3 / peak.bandwidth_gbs
+    return locals()
 
 
 def _checks_004() -> dict:
     sh, s, mem = SHAPE_004, _SETUP_004, _V.MEMORY_004.set_index("component").cpu_mb
     n = sh["features"] * sh["hidden"] + sh["hidden"] + sh["hidden"] * sh["classes"] + sh["classes"]
+    mb, f64 = n * 8 / 1e6, sh["inputs"] * sh["features"] * 8 / 1e6
+    raw, labelled = s["mnist_train_images"] * sh["features"] / 1e6, sh["inputs"] + s["validation_images"]
     step = _V.TIMES_004.set_index("what")
-    sums = {side: _V.OPS_004[f"{side}_ms"].sum() for side in ("cpu", "gpu")}
-    labelled = sh["inputs"] + s["validation_images"]
-    exact = all(abs(sums[k] - step.loc["iteration", f"{k}_ms"]) < 0.05 for k in sums)
-    return dict(
-        sh=sh,
-        mem=mem,
-        n=n,
-        mb=n * 8 / 1e6,
-        f64=sh["inputs"] * sh["features"] * 8 / 1e6,
-        raw=s["mnist_train_images"] * sh["features"] / 1e6,
-        exact=" exactly" if exact else "",
-        sums="; ".join(
-            f"{k.upper()}: operations sum to {v:.1f} ms, Table 3's iteration {step.loc['iteration', f'{k}_ms']} ms"
-            for k, v in sums.items()
-        ),
-        labelled=labelled,
-        mnist=f"; {labelled:,} is MNIST's own training set (its Table 2)"
-        if labelled == s["mnist_train_images"]
-        else "",
+    totals = {side: _V.OPS_004[f"{side}_ms"].sum() for side in ("cpu", "gpu")}
+    exact = (
+        " exactly" if all(abs(totals[k] - step.loc["iteration", f"{k}_ms"]) < 0.05 for k in totals) else ""
     )
+    sums = "; ".join(
+        f"{k.upper()}: operations sum to {v:.1f} ms, Table 3's iteration {step.loc['iteration', f'{k}_ms']} ms"
+        for k, v in totals.items()
+    )
+    own = labelled == s["mnist_train_images"]
+    mnist = f"; {labelled:,} is MNIST's own training set (its Table 2)" if own else ""
+    return locals()
 
 
 def inconsistencies() -> pd.DataFrame:
     """The seeds' numbers checked against each other: each row's prose from ``data/seed_checks.csv`` (with the
-    seed lines it rests on), its figures computed from the stored numbers (and, where named, our spec table) by
-    ``_checks_<seed>`` (``s``: the seed's setup, ``c``: its claims)."""
+    seed lines it rests on), its figures the local names of ``_checks_<seed>``, computed from the stored numbers
+    (and, where named, our spec table); ``s``: the seed's setup, ``c``: its claims."""
     checks, columns = _data("seed_checks.csv"), ["published", "computed_from_its_own_numbers", "note"]
     figures = {
-        s: {"s": setup(s), "c": _claims(s), **globals()[f"_checks_{s}"]()} for s in checks.seed.unique()
+        s: {**globals()[f"_checks_{s}"](), "s": setup(s), "c": _items(f"CLAIMS_{s}")}
+        for s in checks.seed.unique()
     }
     return checks.apply(
         lambda r: pd.Series([SEEDS[r.seed], *(r[c].format(**figures[r.seed]) for c in columns)]), axis=1
@@ -527,7 +500,7 @@ def _corrections_000() -> list[dict]:
         for phase in ("train", "eval"):
             said = (r.model, r.device_class, phase) == ("resnet50", "t4", "eval")  # '1.3 TFLOPs, 16% of peak'
             row = _placed(SEED_000, r, phase, size, classes, roof, getattr(r, f"{phase}_tflops"), line)
-            pct = _claims("000")["t4_resnet50_pct_of_peak"] if said else math.nan
+            pct = _items("CLAIMS_000")["t4_resnet50_pct_of_peak"] if said else math.nan
             rows.append({**row, "printed_pct_of_peak": pct})
     batch = _V.THROUGHPUT_000.groupby("model").batch_size.first()
     for r in _V.AI_TABLE_000.itertuples():
@@ -571,7 +544,7 @@ def _corrections_003() -> list[dict]:
         if left:
             said += f"; left out, above the ceiling: {left} (with it {d.corrected_pct_of_peak.mean():.1f}%)"
         line, mean = f"line {_line('CLAIMS_003', f'item={item}')}", ok.corrected_pct_of_peak.mean()
-        claim = _claims("003")[item]
+        claim = _items("CLAIMS_003")[item]
         rows.append(_fix(SEED_003, "mean efficiency", claim, mean, "% of peak", said, line, device=device))
     for r in table("AI_003").itertuples():
         line, ai = _line("AI_003", f"model={r.model};batch_size={r.batch_size}"), r.ai_flop_per_byte
@@ -634,7 +607,7 @@ def memory_bound_verdict() -> str:
     peak, bw = _V.PEAKS_000.set_index("device_class").loc["cpu", ["peak_gflops", "bandwidth_gbs"]]
     left, near, ai = cpu[cpu.bound == "memory"], cpu[cpu.of_attainable_pct >= 50], cpu.intensity_flop_per_byte
     return (
-        f"Seed 000 calls its cloud CPU '{_claims('000')['cloud_cpu_bound']}' for every model (line "
+        f"Seed 000 calls its cloud CPU '{_items('CLAIMS_000')['cloud_cpu_bound']}' for every model (line "
         f"{_line('CLAIMS_000', 'item=cloud_cpu_bound')}; its roof {peak:,.0f} GFLOP/s and {bw:g} GB/s, "
         f"ridge {peak / bw:.1f} FLOP/byte). By the bytes its training steps move, {len(left)} of "
         f"{len(cpu)} models sit left of that ridge ({', '.join(left.model) or 'none'}), the rest right "

@@ -84,23 +84,21 @@ def trimmed_html(df: pd.DataFrame) -> str:
     if len(df.columns) <= WIDE_COLUMNS or not df.columns.is_unique:
         return df.to_html(na_rep="")
     try:
-        out, head = _trimmed_with_head(df)
+        return "".join(_page(df, trim=True)[1:3])
     except (TypeError, ValueError):  # a table of unusual cells is shown whole rather than not at all
         return df.to_html(na_rep="")
-    return head + _html(out)[0]
 
 
-def _html(df: pd.DataFrame) -> tuple[str, bool]:
-    """``df``'s HTML with its numbers to four figures, its index only where it means something (and whether)."""
+def _page(df: pd.DataFrame, trim: bool) -> tuple[pd.DataFrame, str, str, bool]:
+    """``df`` (:func:`trimmed` where ``trim``), the HTML above it naming its constant columns and saying values carry
+    intervals, its HTML with numbers to four figures, its index only where it means something (and whether)."""
+    head = ""
+    if trim:
+        df, caption = trimmed(df)
+        head = f"<p><i>the same in every row: {html.escape(caption)}</i></p>" if caption else ""
+        head += "<p><i>value ± its 95% interval</i></p>" if df.attrs.get("intervals") else ""
     index = not isinstance(df.index, pd.RangeIndex)
-    return df.to_html(na_rep="", index=index, formatters={c: _cell for c in df.columns}), index
-
-
-def _trimmed_with_head(df: pd.DataFrame) -> tuple[pd.DataFrame, str]:
-    """:func:`trimmed`, and the HTML above it naming the constant columns and saying values carry intervals."""
-    out, caption = trimmed(df)
-    head = f"<p><i>the same in every row: {html.escape(caption)}</i></p>" if caption else ""
-    return out, head + ("<p><i>value ± its 95% interval</i></p>" if out.attrs.get("intervals") else "")
+    return df, head, df.to_html(na_rep="", index=index, formatters={c: _cell for c in df.columns}), index
 
 
 def _cell(value) -> str:
@@ -115,10 +113,7 @@ def show(df: pd.DataFrame, caption: str = ""):
     constant columns under the caption."""
     from IPython.display import HTML
 
-    same = ""
-    if len(df.columns) > WIDE_COLUMNS and df.columns.is_unique:
-        df, same = _trimmed_with_head(df)
-    table, index = _html(df)
+    df, same, table, index = _page(df, trim=len(df.columns) > WIDE_COLUMNS and df.columns.is_unique)
     head = f"<p><b>{caption}</b></p>" if caption else ""
     return HTML(head + same + fitted(table, df, index))
 

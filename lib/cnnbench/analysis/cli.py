@@ -91,6 +91,9 @@ def seeds_beside(m, run: str) -> pd.DataFrame:
         return pd.DataFrame(columns=[*SEED_COLUMNS, "batch_size"])
     ours = table[table.source.astype(str).str.startswith("ours") & table.a_img_s.notna()]
     env, named = m.environments.get(run, {}), {"a_img_s": "rate_a_img_s", "b_img_s": "rate_b_img_s"}
+    # the run's own Scenario A values for each model and phase (its first variant's)
+    first = sa[sa.run_name == run].drop_duplicates(["model", "phase"]).set_index(["model", "phase"])
+    at = pd.MultiIndex.from_arrays([ours.model, ours.phase])
     out = ours.rename(columns={**named, "differences": "differs_in"}).assign(
         run_a=run,
         run_b=SEEDS,
@@ -99,20 +102,12 @@ def seeds_beside(m, run: str) -> pd.DataFrame:
         device_a=env.get("device_name"),
         device_b=ours.b.astype(str),
         table="scenario_a",
-        batch_size=[_ours(sa, run, r.model, r.phase, "batch_size") for r in ours.itertuples()],
-        rate_a_ci95_img_s=[
-            _ours(sa, run, r.model, r.phase, "throughput_ci95_img_s") for r in ours.itertuples()
-        ],
+        batch_size=first.batch_size.reindex(at).to_numpy(),
+        rate_a_ci95_img_s=first.throughput_ci95_img_s.reindex(at).to_numpy(),
         ratio_b_over_a=ours.b_img_s / ours.a_img_s,
         verdict="not matched",
     )
     return out.reset_index(drop=True)[[*SEED_COLUMNS, "batch_size"]]
-
-
-def _ours(sa: pd.DataFrame, run: str, model: str, phase: str, column: str):
-    """The run's own Scenario A value of ``column`` for this model and phase (its first variant's)."""
-    rows = sa[(sa.run_name == run) & (sa.model == model) & (sa.phase == phase)]
-    return rows[column].iloc[0] if len(rows) else ""
 
 
 def _nothing_comparable(ok: pd.DataFrame, a: str, b: str) -> str:

@@ -6,6 +6,8 @@ class or configuration says "not matched"."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from typing import NamedTuple
 
 import pandas as pd
 
@@ -337,7 +339,7 @@ def _achieved_003(
     return pd.concat([ours, pd.DataFrame(unsampled)], ignore_index=True)
 
 
-_ACHIEVED_003 = {  # seed 003's achieved rates by batch -> our training rows and 04's intensity
+_ACHIEVED = {  # seed 003's achieved rates by batch -> our training rows and 04's intensity
     **{c: (c, c) for c in ("model", "batch_size")},
     "device": ("device_class", "device_name"),
     **{c: (c, c) for c in ("ai_flop_per_byte", "achieved_tflops")},
@@ -564,7 +566,7 @@ _GPU_SUMMARY = {
 }
 
 
-def telemetry_summary(tele: pd.DataFrame) -> pd.DataFrame:
+def _telemetry_002(tele: pd.DataFrame) -> pd.DataFrame:
     """Our sampled GPU telemetry, one row per run, configuration and GPU (``gpu``: its index): utilisation,
     power and temperature (mean and max over the measured windows), memory used (max) and the sample count."""
     g = _where(tele, lambda d: d.metric.isin({m for _, m in _GPU_SUMMARY}))
@@ -579,110 +581,91 @@ def telemetry_summary(tele: pd.DataFrame) -> pd.DataFrame:
     samples = wide["size"].max(axis=1).rename("samples")
     wide = wide[[c for c in _GPU_SUMMARY if c in wide.columns]]
     wide.columns = [_GPU_SUMMARY[c] for c in wide.columns]
-    return wide.join(samples).reset_index().rename(columns={"device_index": "gpu"})
-
-
-def _telemetry_002(tele: pd.DataFrame) -> pd.DataFrame:
-    ours = telemetry_summary(tele)
-    return (
-        ours.rename(columns={"source": "measured_in"}).assign(source="ours: " + ours.run_name.astype(str))
-        if len(ours)
-        else ours
-    )
+    ours = wide.join(samples).reset_index().rename(columns={"device_index": "gpu", "source": "measured_in"})
+    return ours.assign(source="ours: " + ours.run_name.astype(str))
 
 
 _PERF = ["throughput_img_s", "achieved_tflops", "peak_device_mem_mib", "peak_rss_mib"]
-_MODELS = "wrote scenario_a.csv with the seed's models"
-# Each seed table beside ours: name -> (the results tables ours reads, the seed's rows (a published view or a
-# function), our rows from those tables, the column map applied to both (None: both already in the table's
-# columns), how they join (sort keys to stack by, None to concatenate, or a function of both), and what no run
-# did when ours is empty (the seed's rows alone with a ``note`` saying so; None: no note)).
+_MODELS, _MLP = "wrote scenario_a.csv with the seed's models", "wrote {}.csv with the MLP"
+_THESE = "wrote batch_sweep.csv or scenario_a.csv with these models"
+_CPU = "wrote transfer.csv or a CPU scenario_a.csv"
+
+
+class Beside(NamedTuple):
+    """One seed table beside ours: the results tables ours reads, the seed's rows (a published view or a function),
+    our rows from those tables, the column map applied to both (None: both already in the table's columns), how
+    they join (the keys to stack by, None to concatenate, or a function of both), and what no run did when ours is
+    empty (the seed's rows alone with a ``note`` saying so; None: no note)."""
+
+    reads: str
+    theirs: str | Callable
+    ours: Callable
+    columns: dict | None
+    join: str | Callable | None
+    alone: str | None
+
+
 BESIDE = {
-    "performance_000": (
+    "performance_000": Beside(
         "scenario_a",
         "THROUGHPUT_000",
         lambda sa: _wide(_fp32(sa, lambda d: d.model.isin(P.THROUGHPUT_000.model)), _PERF),
         _TABLE_3,
-        ["model"],
+        "model",
         _MODELS,
     ),
-    "speedups_000": (
-        "scenario_a",
-        _pairs_000,
-        _speedups_000,
-        _TABLE_8,
-        ["model", "phase"],
-        "wrote scenario_a.csv",
+    "speedups_000": Beside(
+        "scenario_a", _pairs_000, _speedups_000, _TABLE_8, "model phase", "wrote scenario_a.csv"
     ),
-    "utilisation_000": (
+    "utilisation_000": Beside(
         "scenario_a",
         "UTILISATION_000",
         lambda sa: _fp32(sa, lambda d: (d.phase == "train") & d.model.isin(P.UTILISATION_000.model)),
         _TABLE_5,
-        ["model"],
+        "model",
         _MODELS,
     ),
-    "epochs_000": ("epochs", _epochs_000, _epochs_ours, None, _epochs_join, None),
-    "sweep_000": (
+    "epochs_000": Beside("epochs", _epochs_000, _epochs_ours, None, _epochs_join, None),
+    "sweep_000": Beside(
         "batch_sweep",
         "SWEEP_000",
         lambda bs: _where(bs, lambda d: (d.model == "squeezenet1_1") & (d.phase == "train")),
         _TABLE_6,
-        ["model", "batch_size"],
+        "model batch_size",
         "wrote batch_sweep.csv with squeezenet1_1",
     ),
-    "throughputs": ("scenario_a", pd.DataFrame, _throughputs, None, None, None),
-    "achieved_003": (
+    "throughputs": Beside("scenario_a", pd.DataFrame, _throughputs, None, None, None),
+    "achieved_003": Beside(
         "batch_sweep scenario_a roofline",
         "ACHIEVED_003",
         _achieved_003,
-        _ACHIEVED_003,
-        ["model", "batch_size"],
-        "wrote batch_sweep.csv or scenario_a.csv with these models",
+        _ACHIEVED,
+        "model batch_size",
+        _THESE,
     ),
-    "backends_001": (
-        "backends backend_memory",
-        "BACKENDS_001",
-        _backends_001,
-        None,
-        _backends_join,
-        "wrote backends.csv",
+    "backends_001": Beside(
+        "backends backend_memory", "BACKENDS_001", _backends_001, None, _backends_join, "wrote backends.csv"
     ),
-    "ops_004": ("backend_ops", "OPS_004", _ops_004, None, lambda pub, ours: ours, "wrote backend_ops.csv"),
-    "memory_004": (
-        "backend_memory",
-        _memory_004,
-        _memory_ours_004,
-        None,
-        None,
-        "wrote backend_memory.csv with the MLP",
+    "ops_004": Beside(
+        "backend_ops", "OPS_004", _ops_004, None, lambda pub, ours: ours, "wrote backend_ops.csv"
     ),
-    "times_004": ("backends", _times_004, _times_ours_004, None, None, "wrote backends.csv with the MLP"),
-    "telemetry_002": (
-        "telemetry",
-        "TELEMETRY_002",
-        _telemetry_002,
-        None,
-        None,
-        "sampled a GPU (telemetry.csv)",
+    "memory_004": Beside(
+        "backend_memory", _memory_004, _memory_ours_004, None, None, _MLP.format("backend_memory")
     ),
-    "times_002": ("transfer", "TIMES_002", _transfer_002, None, None, "wrote transfer.csv"),
-    "inference_002": (
+    "times_004": Beside("backends", _times_004, _times_ours_004, None, None, _MLP.format("backends")),
+    "telemetry_002": Beside(
+        "telemetry", "TELEMETRY_002", _telemetry_002, None, None, "sampled a GPU (telemetry.csv)"
+    ),
+    "times_002": Beside("transfer", "TIMES_002", _transfer_002, None, None, "wrote transfer.csv"),
+    "inference_002": Beside(
         "scenario_a",
-        lambda: P.table("INFERENCE_002"),
+        "INFERENCE_002",
         lambda sa: _fp32(sa, lambda d: (d.model == "densenet121") & (d.phase == "eval")),
         _INFERENCE_002,
-        ["model"],
+        "model",
         "wrote scenario_a.csv with densenet121 eval",
     ),
-    "cpu_002": (
-        "transfer scenario_a",
-        _cpu_002,
-        _cpu_ours_002,
-        None,
-        None,
-        "wrote transfer.csv or a CPU scenario_a.csv",
-    ),
+    "cpu_002": Beside("transfer scenario_a", _cpu_002, _cpu_ours_002, None, None, _CPU),
 }
 
 
@@ -702,4 +685,4 @@ def beside(name: str, merged=None) -> pd.DataFrame:
         )
     if join is None:
         return pd.concat([pub, mine], ignore_index=True)
-    return join(pub, mine) if callable(join) else _stack(pub, mine, join)
+    return join(pub, mine) if callable(join) else _stack(pub, mine, join.split())
