@@ -8,10 +8,10 @@ from __future__ import annotations
 from cnnbench import published as published
 from cnnbench.scratch.base import BackendUnavailable as BackendUnavailable
 from cnnbench.scratch.base import OpTimer as OpTimer
-from cnnbench.scratch.base import make as make
 from cnnbench.scratch.base import torch_weights as torch_weights
 from cnnbench.scratch.experiment import load_data as load_data
 from cnnbench.scratch.experiment import load_frames as load_frames
+from cnnbench.scratch.experiment import make as make
 from cnnbench.scratch.experiment import run_all as run_all
 from cnnbench.scratch.summary import beside_seed_001 as beside_seed_001
 from cnnbench.scratch.summary import beside_seed_004 as beside_seed_004

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from cnnbench.params import SCRATCH_BACKENDS, SCRATCH_MODELS
+from cnnbench.params import SCRATCH_MODELS
 
 # The layers of each network with parameters, and their parameters' names in PyTorch's layout (shapes follow from
 # the input size).
@@ -132,27 +132,6 @@ class Backend:
 
     def grads(self) -> dict[str, np.ndarray]:
         return {k: self._host(v, k) for k, v in self.g.items()}
-
-
-def make(name: str, model: str, lr: float = 0.01, momentum: float = 0.9) -> Backend:
-    """The backend ``name`` for ``model``, importing only its module; :class:`BackendUnavailable` says why not."""
-    if name in ("numpy", "cupy"):
-        from cnnbench.scratch.xp_backend import array_backend
-
-        return array_backend(name, model, lr, momentum)
-    if name == "numba_cpu":
-        from cnnbench.scratch.numba_cpu import NumbaCpuBackend
-
-        return NumbaCpuBackend(model, lr=lr, momentum=momentum)
-    if name == "numba_cuda":
-        from cnnbench.scratch.numba_cuda import NumbaCudaBackend
-
-        return NumbaCudaBackend(model, lr=lr, momentum=momentum)
-    if name.startswith("torch_"):
-        from cnnbench.scratch.torch_backend import TorchBackend
-
-        return TorchBackend(name, model, lr=lr, momentum=momentum)
-    raise ValueError(f"unknown scratch backend '{name}'; valid: {', '.join(SCRATCH_BACKENDS)}")
 
 
 def torch_weights(model: str, seed: int = 0, image_size: int = 28, hidden: int = 10) -> dict[str, np.ndarray]:

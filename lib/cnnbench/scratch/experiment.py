@@ -19,7 +19,7 @@ from cnnbench.params import SCRATCH_BACKENDS as DEVICE_KIND
 from cnnbench.params import ParamsError, scratch_data_problem
 from cnnbench.progress import note, resumed
 from cnnbench.results.schema import SCRATCH_KEYS, SCRATCH_PLAN
-from cnnbench.scratch.base import BackendUnavailable, make, named_params, torch_module, torch_weights
+from cnnbench.scratch.base import Backend, BackendUnavailable, named_params, torch_module, torch_weights
 
 MIB = 2**20
 TOLERANCE = 1e-4  # gradient check: max |ours - reference| / max |reference|, per tensor
@@ -117,6 +117,27 @@ def status_of(err: BaseException, kind: str = "cpu") -> str:
 def failure(ident: dict, err: BaseException) -> dict:
     error = f"{type(err).__name__}: {err}".splitlines()[0][:300]
     return {**ident, "status": status_of(err, ident.get("device_kind", "cpu")), "error": error}
+
+
+def make(name: str, model: str, lr: float = 0.01, momentum: float = 0.9) -> Backend:
+    """The backend ``name`` for ``model``, importing only its module; :class:`BackendUnavailable` says why not."""
+    if name in ("numpy", "cupy"):
+        from cnnbench.scratch.xp_backend import array_backend
+
+        return array_backend(name, model, lr, momentum)
+    if name == "numba_cpu":
+        from cnnbench.scratch.numba_cpu import NumbaCpuBackend
+
+        return NumbaCpuBackend(model, lr=lr, momentum=momentum)
+    if name == "numba_cuda":
+        from cnnbench.scratch.numba_cuda import NumbaCudaBackend
+
+        return NumbaCudaBackend(model, lr=lr, momentum=momentum)
+    if name.startswith("torch_"):
+        from cnnbench.scratch.torch_backend import TorchBackend
+
+        return TorchBackend(name, model, lr=lr, momentum=momentum)
+    raise ValueError(f"unknown scratch backend '{name}'; valid: {', '.join(DEVICE_KIND)}")
 
 
 def _make(backend: str, model: str, p):
