@@ -18,22 +18,17 @@ from cnnbench import devices, paths
 
 
 def git_commit() -> dict[str, str | bool | None]:
-    """The workbook's commit and whether its code has uncommitted changes (None outside git).
+    """The workbook's commit and whether its code (outputs/ and examples/ apart) has uncommitted changes (None
+    outside git)."""
 
-    outputs/ and examples/ are left out: regenerating an example run changes results, not the workbook."""
+    def git(*args: str) -> str:
+        return subprocess.run(
+            ["git", *args], cwd=paths.repo_root(), capture_output=True, text=True, check=True
+        ).stdout
+
     try:
-        root = paths.repo_root()
-        commit = subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, check=True
-        )
-        status = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no", "--", ".", ":!outputs", ":!examples"],
-            cwd=root,
-            capture_output=True,
-            text=True,
-            check=True,
-        )
-        return {"git_commit": commit.stdout.strip(), "git_dirty": bool(status.stdout.strip())}
+        status = git("status", "--porcelain", "--untracked-files=no", "--", ".", ":!outputs", ":!examples")
+        return {"git_commit": git("rev-parse", "HEAD").strip(), "git_dirty": bool(status.strip())}
     except (OSError, subprocess.CalledProcessError):
         return {"git_commit": None, "git_dirty": None}
 
@@ -45,12 +40,6 @@ HOST_KEYS = tuple(
         "apple_chip"
     ).split()
 )
-
-
-def cpu_isa(flags: frozenset[str] | None = None) -> str:
-    """The CPU's vector and matrix extensions (avx2, avx512*, amx*, ...), sorted, space-separated."""
-    flags = devices.cpu_features() if flags is None else flags
-    return " ".join(sorted(f for f in flags if f.startswith(ISA_PREFIXES)))
 
 
 def host_fingerprint(env: dict) -> dict:
@@ -89,7 +78,7 @@ def capture(device: torch.device, params: dict | None = None) -> dict:
         "cpu_arch": platform.machine(),
         "cpu_physical_cores": devices.physical_cores(),
         "cpu_logical_cores": psutil.cpu_count(logical=True),
-        "cpu_isa": cpu_isa(),
+        "cpu_isa": " ".join(sorted(f for f in devices.cpu_features() if f.startswith(ISA_PREFIXES))),
         "cpu_bf16_native": devices.native_bf16(),
         "torch_threads": torch.get_num_threads(),
         "ram_gb": round(mem.total / 2**30, 2),

@@ -9,7 +9,7 @@ import re
 from pathlib import Path
 
 from cnnbench.devices import host
-from cnnbench.devices.base import SPEC_COLUMNS, Backend, Hardware
+from cnnbench.devices.base import SPEC_COLUMNS, Backend, Hardware, sweep_sizes
 
 SYSFS_CACHES = "/sys/devices/system/cpu/cpu0/cache"
 # fp32 lanes per vector and FMA units per core by ISA (the widest the CPU's flags show), for derived CPU roofs
@@ -50,9 +50,6 @@ class CpuBackend(Backend):
                 return f"max-autotune: its benchmarked compile takes minutes per shape on {hw.cores} host core(s)"
         return ""
 
-    def roof_precisions(self) -> list[str]:
-        return ["fp32"] + (["bf16"] if host.native_bf16() else [])
-
     def cache_levels(self, threads: int = 1, sysfs_root=None) -> list[dict]:
         """sysfs (Linux) or sysctl (macOS); a private cache counts once per thread using one."""
         caches, source = parse_sysfs_caches(sysfs_root or SYSFS_CACHES), "sysfs"
@@ -73,8 +70,6 @@ class CpuBackend(Backend):
         return out
 
     def sweep_sizes(self, levels, dram_bytes, threads):
-        from cnnbench.devices.base import sweep_sizes
-
         # a few KiB per thread up, two sizes per octave: every level holds several
         return sweep_sizes(levels, dram_bytes, smallest=4 * 2**10 * threads, step=2**0.5)
 
@@ -92,14 +87,8 @@ class CpuBackend(Backend):
     def spec(self, threads: int) -> tuple[list[dict], str]:
         """A roof derived from this CPU's cores, ISA flags and clock (:func:`cpu_spec`)."""
         clock, source, is_max = host.cpu_clock_ghz()
-        return cpu_spec(
-            self.name(),
-            threads or host.physical_cores(),
-            clock,
-            source,
-            host.cpu_features(),
-            clock_is_max=is_max,
-        )
+        cores = threads or host.physical_cores()
+        return cpu_spec(self.name(), cores, clock, source, host.cpu_features(), clock_is_max=is_max)
 
 
 def _size_bytes(text: str) -> int | None:
@@ -111,11 +100,8 @@ def _size_bytes(text: str) -> int | None:
 
 def _cpu_count(cpu_list: str) -> int:
     """Number of CPUs in a sysfs list such as "0-3,8-11"."""
-    count = 0
-    for part in filter(None, (cpu_list or "").split(",")):
-        lo, _, hi = part.partition("-")
-        count += int(hi or lo) - int(lo) + 1
-    return max(count, 1)
+    ranges = [part.partition("-") for part in filter(None, (cpu_list or "").split(","))]
+    return max(sum(int(hi or lo) - int(lo) + 1 for lo, _, hi in ranges), 1)
 
 
 def parse_sysfs_caches(root: str | Path = SYSFS_CACHES) -> list[dict]:
