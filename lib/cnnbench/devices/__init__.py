@@ -60,12 +60,9 @@ def backend(device: torch.device | str) -> Backend:
 
 def backend_class(kind: str) -> type[Backend]:
     """The backend class of a device kind as rows name it (cpu, cuda, mps, rocm)."""
-    try:
-        return next(cls for cls in BACKENDS if cls.kind == kind)
-    except StopIteration:
-        raise DeviceError(
-            f"unknown device kind {kind!r}; known: {', '.join(c.kind for c in BACKENDS)}"
-        ) from None
+    if (found := next((cls for cls in BACKENDS if cls.kind == kind), None)) is None:
+        raise DeviceError(f"unknown device kind {kind!r}; known: {', '.join(c.kind for c in BACKENDS)}")
+    return found
 
 
 def available() -> list[str]:

@@ -102,14 +102,7 @@ class Backend:
     protocol = CPU_PROTOCOL
     # a first run's time estimate (cnnbench.eta), seconds on a 2-core CPU: a notebook's kernel start-up, a worker
     # process, a step, one repetition of 04's peaks, one model and phase profiled, one from-scratch step of 05
-    budget = {
-        "kernel_s": 5.0,
-        "process_s": 1.5,
-        "step_s": 0.5,
-        "peaks_s": 12.0,
-        "layers_s": 3.0,
-        "scratch_step_s": 0.05,
-    }
+    budget = dict(kernel_s=5.0, process_s=1.5, step_s=0.5, peaks_s=12.0, layers_s=3.0, scratch_step_s=0.05)
 
     def __init__(self, device: torch.device):
         self.device = device

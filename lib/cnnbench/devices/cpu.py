@@ -108,33 +108,25 @@ def parse_sysfs_caches(root: str | Path = SYSFS_CACHES) -> list[dict]:
     """Data/unified caches of one CPU from sysfs: level, size in bytes, and how many CPUs share one."""
     out = []
     for index in sorted(Path(root).glob("index*")):
-
-        def read(name: str, index=index) -> str:
-            return (index / name).read_text().strip() if (index / name).is_file() else ""
-
-        if read("type") not in ("Data", "Unified") or not read("level").isdigit():
-            continue
-        if size := _size_bytes(read("size")):
-            out.append(
-                {
-                    "level": f"l{read('level')}",
-                    "size_bytes": size,
-                    "shared_by": _cpu_count(read("shared_cpu_list")),
-                }
-            )
+        kind, level, size, shared = (
+            host.read(index / n) or "" for n in ("type", "level", "size", "shared_cpu_list")
+        )
+        if kind in ("Data", "Unified") and level.isdigit() and (nbytes := _size_bytes(size)):
+            out.append({"level": f"l{level}", "size_bytes": nbytes, "shared_by": _cpu_count(shared)})
     return sorted(out, key=lambda c: c["level"])
 
 
 def _sysctl_caches() -> list[dict]:
     """macOS: hw.l1dcachesize, hw.l2cachesize (hw.l3cachesize where present), per performance core."""
-    out = []
-    for level in (1, 2, 3):
-        value = host.run(
-            ["sysctl", "-n", f"hw.l{level}dcachesize" if level == 1 else f"hw.l{level}cachesize"]
-        )
-        if value.strip().isdigit() and int(value):
-            out.append({"level": f"l{level}", "size_bytes": int(value), "shared_by": 1 if level == 1 else 0})
-    return out
+    sizes = {
+        lv: host.run(["sysctl", "-n", f"hw.l{lv}{'d' if lv == 1 else ''}cachesize"]).strip()
+        for lv in (1, 2, 3)
+    }
+    return [
+        {"level": f"l{lv}", "size_bytes": int(v), "shared_by": 1 if lv == 1 else 0}
+        for lv, v in sizes.items()
+        if v.isdigit() and int(v)
+    ]
 
 
 def vector_isa(flags: frozenset[str], machine: str = "") -> tuple[int, int, str] | None:

@@ -54,14 +54,7 @@ class CudaBackend(Backend):
     # the H100 example's (16 host cores): its notebooks took 7-12 s to open (CUDA's start in the kernel), a worker
     # process about 2.4 s (issue 41, from that run's console), 04 27 s with 3 peak repetitions and 12 layer profiles,
     # 05 21 s with 16 CNN steps per epoch
-    budget = {
-        "kernel_s": 10.0,
-        "process_s": 2.4,
-        "step_s": 0.1,
-        "peaks_s": 4.0,
-        "layers_s": 0.5,
-        "scratch_step_s": 0.005,
-    }
+    budget = dict(kernel_s=10.0, process_s=2.4, step_s=0.1, peaks_s=4.0, layers_s=0.5, scratch_step_s=0.005)
 
     @classmethod
     def protocol_for(cls, hw: Hardware | None) -> dict:

@@ -28,7 +28,7 @@ def macos_version() -> tuple[int, int] | None:
     return parse_version(release) if release else None
 
 
-def read(path: str) -> str | None:
+def read(path: str | os.PathLike) -> str | None:
     """A small system file's text, None where it cannot be read."""
     try:
         with open(path) as f:
