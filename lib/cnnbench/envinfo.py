@@ -43,10 +43,8 @@ HOST_KEYS = tuple(
 
 
 def host_fingerprint(env: dict) -> dict:
-    """The hardware a run measured on: CPU model, cores, ISA, memory, GPU name, memory and driver.
-
-    ``host_id`` hashes those fields (never the host name, which cloud machines change per session): two runs
-    with the same ``host_id`` ran on the same hardware, so comparing them is run-to-run, not cross-device."""
+    """``host_id``, a hash of the hardware fields (:data:`HOST_KEYS`; never the host name, which cloud machines change
+    per session): runs with the same ``host_id`` ran on the same hardware; ``host``, their label."""
     fields = {k: env.get(k) for k in HOST_KEYS}
     digest = hashlib.sha1(repr(sorted(fields.items())).encode()).hexdigest()[:10]
     isa = fields["cpu_isa"] or ""

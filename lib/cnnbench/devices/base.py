@@ -146,7 +146,10 @@ class Backend:
 
     @classmethod
     def lacks(cls, knob: str, value, hw: Hardware) -> str:
-        """Why ``hw`` cannot run ``knob`` at ``value`` as labelled ("" when it can)."""
+        """Why ``hw`` cannot run ``knob`` at ``value`` as labelled ("" when it can); every kind: max-autotune's
+        benchmarked compile on 2 host cores or fewer."""
+        if knob == "compile" and value == "max-autotune" and hw.cores <= 2:
+            return f"max-autotune: its benchmarked compile takes minutes per shape on {hw.cores} host core(s)"
         return ""
 
     def environment(self) -> dict:

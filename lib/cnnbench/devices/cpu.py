@@ -46,9 +46,7 @@ class CpuBackend(Backend):
                 return "reduce-overhead uses CUDA graphs: CUDA only"
             if not hw.cxx:
                 return "no C++ compiler (g++/clang++) for Inductor's CPU code"
-            if value == "max-autotune" and hw.cores <= 2:
-                return f"max-autotune: its benchmarked compile takes minutes per shape on {hw.cores} host core(s)"
-        return ""
+        return super().lacks(knob, value, hw)
 
     def cache_levels(self, threads: int = 1, sysfs_root=None) -> list[dict]:
         """sysfs (Linux) or sysctl (macOS); a private cache counts once per thread using one."""

@@ -100,9 +100,7 @@ class CudaBackend(Backend):
                     f"max-autotune: Inductor autotunes GEMMs only on {MAX_AUTOTUNE_MIN_SMS}+ SMs; on this "
                     f"{hw.sms}-SM GPU it compiles far longer for the default kernels (compile budget)"
                 )
-            if value == "max-autotune" and hw.cores <= 2:
-                return f"max-autotune: its benchmarked compile takes minutes per shape on {hw.cores} host core(s)"
-        return ""
+        return super().lacks(knob, value, hw)
 
     def environment(self) -> dict:
         props = torch.cuda.get_device_properties(self.device)
