@@ -42,6 +42,12 @@ HOST_KEYS = tuple(
 )
 
 
+def cpu_isa(flags: frozenset[str] | None = None) -> str:
+    """The CPU's vector and matrix extensions (avx2, avx512*, amx*, ...), sorted, space-separated."""
+    flags = devices.cpu_features() if flags is None else flags
+    return " ".join(sorted(f for f in flags if f.startswith(ISA_PREFIXES)))
+
+
 def host_fingerprint(env: dict) -> dict:
     """``host_id``, a hash of the hardware fields (:data:`HOST_KEYS`; never the host name, which cloud machines change
     per session): runs with the same ``host_id`` ran on the same hardware; ``host``, their label."""
@@ -76,7 +82,7 @@ def capture(device: torch.device, params: dict | None = None) -> dict:
         "cpu_arch": platform.machine(),
         "cpu_physical_cores": devices.physical_cores(),
         "cpu_logical_cores": psutil.cpu_count(logical=True),
-        "cpu_isa": " ".join(sorted(f for f in devices.cpu_features() if f.startswith(ISA_PREFIXES))),
+        "cpu_isa": cpu_isa(),
         "cpu_bf16_native": devices.native_bf16(),
         "torch_threads": torch.get_num_threads(),
         "ram_gb": round(mem.total / 2**30, 2),
