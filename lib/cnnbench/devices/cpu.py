@@ -53,17 +53,12 @@ class CpuBackend(Backend):
         caches, source = parse_sysfs_caches(sysfs_root or SYSFS_CACHES), "sysfs"
         if not caches and sysfs_root is None and platform.system() == "Darwin":
             caches, source = _sysctl_caches(), "sysctl"
-        out = []
+        threads, out = max(threads, 1), []
         for c in caches:
-            shared = c["shared_by"] or max(threads, 1)
-            instances = max(1, math.ceil(max(threads, 1) / shared))
+            instances = max(1, math.ceil(threads / (c["shared_by"] or threads)))
+            size, how = c["size_bytes"], f"{source}: {c['size_bytes'] // 1024} KiB x {instances} in use"
             out.append(
-                {
-                    "level": c["level"],
-                    "size_bytes": c["size_bytes"],
-                    "capacity_bytes": c["size_bytes"] * instances,
-                    "size_source": f"{source}: {c['size_bytes'] // 1024} KiB x {instances} in use",
-                }
+                dict(level=c["level"], size_bytes=size, capacity_bytes=size * instances, size_source=how)
             )
         return out
 
@@ -74,9 +69,8 @@ class CpuBackend(Backend):
     def bandwidth_sweep(self, sizes, repeats, min_call_s, threads):
         from cnnbench.devices import membench
 
-        return membench.sweep(sizes, threads, repeats, max(self.min_call_s, min_call_s or 0.01)).to_dict(
-            "records"
-        )
+        min_call_s = max(self.min_call_s, min_call_s or 0.01)
+        return membench.sweep(sizes, threads, repeats, min_call_s).to_dict("records")
 
     @classmethod
     def spec_for_name(cls, name: str, gpu_cores: int | None = None) -> tuple[list[dict], str]:

@@ -21,11 +21,10 @@ APPLE = (
 class Unavailable:
     """No readable counter on this device: every reading is empty, ``note`` says why."""
 
-    source = ""
+    source, needs_polling = "", False
 
     def __init__(self, note: str):
         self.note = note
-        self.needs_polling = False
 
     def read(self):
         return None
@@ -37,12 +36,10 @@ class Unavailable:
 class NvmlCounter:
     """NVML's total energy counter of one GPU, in mJ (64-bit: it does not wrap in practice)."""
 
-    source = "nvml"
-    needs_polling = False
+    source, needs_polling, note = "nvml", False, ""
 
     def __init__(self, handle, nvml):
         self.handle, self.nvml = handle, nvml
-        self.note = ""
 
     def read(self) -> int:
         return int(self.nvml.nvmlDeviceGetTotalEnergyConsumption(self.handle))

@@ -24,8 +24,7 @@ TORCH_VERSION = parse_version(torch.__version__)
 
 def macos_version() -> tuple[int, int] | None:
     """(major, minor) of macOS, None on other systems."""
-    release = platform.mac_ver()[0]
-    return parse_version(release) if release else None
+    return parse_version(release) if (release := platform.mac_ver()[0]) else None
 
 
 def read(path: str | os.PathLike) -> str | None:
