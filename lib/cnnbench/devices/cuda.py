@@ -70,9 +70,6 @@ class CudaBackend(Backend):
     def present(cls) -> bool:
         return torch.cuda.is_available()
 
-    def index(self) -> int:
-        return self.device.index if self.device.index is not None else torch.cuda.current_device()
-
     def name(self) -> str:
         return torch.cuda.get_device_name(self.device)
 
@@ -230,7 +227,7 @@ class CudaBackend(Backend):
         return busy or None
 
     def ddp_device_ids(self) -> list[int] | None:
-        return [self.index()]
+        return [self.device.index if self.device.index is not None else torch.cuda.current_device()]
 
     def default_matmul_size(self) -> int:
         return 8192 if self.total_memory_bytes() >= 8 * 2**30 else 4096

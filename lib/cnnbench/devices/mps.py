@@ -114,10 +114,8 @@ class MpsBackend(Backend):
 
 def parse_gpu_cores(text: str) -> int | None:
     """GPU core count from ``system_profiler SPDisplaysDataType`` or ``ioreg`` output."""
-    match = re.search(r"Total Number of Cores:\s*(\d+)", text) or re.search(
-        r'"gpu-core-count"\s*=\s*(\d+)', text
-    )
-    return int(match.group(1)) if match else None
+    match = re.search(r'Total Number of Cores:\s*(\d+)|"gpu-core-count"\s*=\s*(\d+)', text)
+    return int(match[1] or match[2]) if match else None
 
 
 @lru_cache(maxsize=1)
