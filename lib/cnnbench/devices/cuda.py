@@ -344,12 +344,10 @@ def nvml_handle(device: torch.device, nvml=None):
         import pynvml as nvml
     nvml.nvmlInit()
     index = device.index if device.index is not None else torch.cuda.current_device()
-    with contextlib.suppress(
-        Exception
-    ):  # no CUDA (a fake NVML, a CPU-only build), no bus id: CUDA_VISIBLE_DEVICES
-        props = torch.cuda.get_device_properties(
-            index
-        )  # the PCI bus id as NVML writes it ("00000000:3B:00.0")
+    # the PCI bus id as NVML writes it ("00000000:3B:00.0"); without CUDA (a fake NVML, a CPU-only build) or a bus
+    # id, the CUDA_VISIBLE_DEVICES mapping
+    with contextlib.suppress(Exception):
+        props = torch.cuda.get_device_properties(index)
         bus = f"{getattr(props, 'pci_domain_id', 0):08X}:{props.pci_bus_id:02X}:{props.pci_device_id:02X}.0"
         return nvml.nvmlDeviceGetHandleByPciBusId(bus)
     visible = [v.strip() for v in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if v.strip()]
