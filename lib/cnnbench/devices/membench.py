@@ -14,9 +14,9 @@ import numpy as np
 import pandas as pd
 from numba import prange
 
-# bytes counted per element and trial: read 1 x 8; triad 2 reads + 1 write (write-allocate not counted)
-BYTES_PER_ELEMENT = {"read": 8, "triad": 24}
-ARRAYS = {"read": 1, "triad": 3}  # float64 arrays per thread: the footprint is ARRAYS x 8 bytes per element
+# float64 arrays per thread; a trial counts each once per element (read: 8 bytes read; triad: 2 reads + 1 write, the
+# write-allocate read not counted), so the bytes a trial moves are the footprint
+ARRAYS = {"read": 1, "triad": 3}
 CONVENTION = {
     "read": "read: bytes read",
     "triad": "triad a = b + s*c: 2 reads + 1 write, write-allocate not counted",
@@ -62,8 +62,8 @@ def elements_per_thread(kernel: str, working_set_bytes: int, threads: int) -> in
 
 
 def bytes_per_trial(kernel: str, n: int, threads: int) -> int:
-    """Bytes one trial moves over all threads, by the counting convention of :data:`BYTES_PER_ELEMENT`."""
-    return BYTES_PER_ELEMENT[kernel] * n * threads
+    """Bytes one trial moves over all threads, by the counting convention of :data:`ARRAYS`."""
+    return 8 * ARRAYS[kernel] * n * threads
 
 
 def buffers(kernel: str, n: int, threads: int) -> tuple[np.ndarray, ...]:
@@ -120,7 +120,7 @@ def run(
     moved = bytes_per_trial(kernel, n, threads) * trials
     rates = [moved / t / 1e9 for t in times]
     return {
-        "working_set_bytes": 8 * ARRAYS[kernel] * n * threads,
+        "working_set_bytes": bytes_per_trial(kernel, n, threads),
         "kernel": kernel,
         "bandwidth_gbs": max(rates),
         "bandwidth_median_gbs": statistics.median(rates),
