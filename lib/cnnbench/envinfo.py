@@ -18,22 +18,17 @@ from cnnbench import devices, paths
 
 
 def git_commit() -> dict[str, str | bool | None]:
-    """The workbook's commit and whether its code has uncommitted changes (None outside git).
+    """The workbook's commit and whether its code (outputs/ and examples/ apart) has uncommitted changes (None
+    outside git)."""
 
-    outputs/ and examples/ are left out: regenerating an example run changes results, not the workbook."""
+    def git(*args: str) -> str:
+        return subprocess.run(
+            ["git", *args], cwd=paths.repo_root(), capture_output=True, text=True, check=True
+        ).stdout
+
     try:
-        root = paths.repo_root()
-        commit = subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, check=True
-        )
-        status = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no", "--", ".", ":!outputs", ":!examples"],
-            cwd=root,
-            capture_output=True,
-            text=True,
-            check=True,
-        )
-        return {"git_commit": commit.stdout.strip(), "git_dirty": bool(status.stdout.strip())}
+        status = git("status", "--porcelain", "--untracked-files=no", "--", ".", ":!outputs", ":!examples")
+        return {"git_commit": git("rev-parse", "HEAD").strip(), "git_dirty": bool(status.strip())}
     except (OSError, subprocess.CalledProcessError):
         return {"git_commit": None, "git_dirty": None}
 
@@ -54,10 +49,8 @@ def cpu_isa(flags: frozenset[str] | None = None) -> str:
 
 
 def host_fingerprint(env: dict) -> dict:
-    """The hardware a run measured on: CPU model, cores, ISA, memory, GPU name, memory and driver.
-
-    ``host_id`` hashes those fields (never the host name, which cloud machines change per session): two runs
-    with the same ``host_id`` ran on the same hardware, so comparing them is run-to-run, not cross-device."""
+    """``host_id``, a hash of the hardware fields (:data:`HOST_KEYS`; never the host name, which cloud machines change
+    per session): runs with the same ``host_id`` ran on the same hardware; ``host``, their label."""
     fields = {k: env.get(k) for k in HOST_KEYS}
     digest = hashlib.sha1(repr(sorted(fields.items())).encode()).hexdigest()[:10]
     isa = fields["cpu_isa"] or ""

@@ -1,12 +1,7 @@
 """Devices: one backend module per device kind (:mod:`.cpu`, :mod:`.cuda`, :mod:`.mps`, :mod:`.rocm`) owns all
-that differs between kinds; the workbook asks ``backend(device)`` and never tests a device's kind itself.
-:mod:`.host` has what every kind shares: the host CPU, threads and this process's memory (``devices.cpu_model()``).
-
-A device kind is its module alone: :data:`BACKENDS`, :data:`KINDS` and the device names params accept
-(:data:`SPEC`, :data:`ONE_DEVICE`, :data:`SPEC_NAMES`) are derived from the :class:`Backend` subclasses found here.
-
-    b = devices.backend(device)       # the first kind that claims it: rocm before cuda (ROCm's torch says "cuda")
-    b.synchronize(); b.peak_memory_mib(); b.lacks("precision", "tf32", b.hardware())"""
+that differs between kinds (the workbook asks ``backend(device)``, never a device's type); :mod:`.host` has what
+every kind shares (``devices.cpu_model()``). :data:`BACKENDS`, :data:`KINDS` and the device names params accept
+(:data:`SPEC`, :data:`ONE_DEVICE`, :data:`SPEC_NAMES`) are derived from the :class:`Backend` subclasses found here."""
 
 from __future__ import annotations
 
@@ -60,12 +55,9 @@ def backend(device: torch.device | str) -> Backend:
 
 def backend_class(kind: str) -> type[Backend]:
     """The backend class of a device kind as rows name it (cpu, cuda, mps, rocm)."""
-    try:
-        return next(cls for cls in BACKENDS if cls.kind == kind)
-    except StopIteration:
-        raise DeviceError(
-            f"unknown device kind {kind!r}; known: {', '.join(c.kind for c in BACKENDS)}"
-        ) from None
+    if (found := next((cls for cls in BACKENDS if cls.kind == kind), None)) is None:
+        raise DeviceError(f"unknown device kind {kind!r}; known: {', '.join(c.kind for c in BACKENDS)}")
+    return found
 
 
 def available() -> list[str]:

@@ -6,6 +6,10 @@ from __future__ import annotations
 import contextlib
 import gc
 import math
+import os
+import platform
+import re
+import shutil
 import statistics
 import time
 from collections.abc import Callable
@@ -13,7 +17,7 @@ from dataclasses import dataclass
 
 import torch
 
-from cnnbench.devices import host
+from cnnbench.devices import energy, host
 
 # Tensor dtype of each precision (tf32 is fp32 storage with TF32 math; bf16/fp16 are autocast dtypes).
 DTYPES = {"fp32": torch.float32, "tf32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
@@ -42,13 +46,6 @@ class Hardware:
     torch_version: tuple[int, int] = host.TORCH_VERSION
     macos: tuple[int, int] | None = None
     memory_bytes: int = 0  # the device's own memory (0: it shares the host's)
-
-
-def _compiler() -> bool:
-    import os
-    import shutil
-
-    return any(shutil.which(c) for c in (os.environ.get("CXX", ""), "g++", "c++", "clang++") if c)
 
 
 # The protocol a device kind measures with: params keys applied under the params file's own. The host CPU's is sized
@@ -105,14 +102,7 @@ class Backend:
     protocol = CPU_PROTOCOL
     # a first run's time estimate (cnnbench.eta), seconds on a 2-core CPU: a notebook's kernel start-up, a worker
     # process, a step, one repetition of 04's peaks, one model and phase profiled, one from-scratch step of 05
-    budget = {
-        "kernel_s": 5.0,
-        "process_s": 1.5,
-        "step_s": 0.5,
-        "peaks_s": 12.0,
-        "layers_s": 3.0,
-        "scratch_step_s": 0.05,
-    }
+    budget = dict(kernel_s=5.0, process_s=1.5, step_s=0.5, peaks_s=12.0, layers_s=3.0, scratch_step_s=0.05)
 
     def __init__(self, device: torch.device):
         self.device = device
@@ -145,7 +135,8 @@ class Backend:
         return host.cpu_model()
 
     def hardware(self) -> Hardware:
-        return self._hardware(cxx=_compiler(), macos=host.macos_version())
+        cxx = any(shutil.which(c) for c in (os.environ.get("CXX", ""), "g++", "c++", "clang++") if c)
+        return self._hardware(cxx=cxx, macos=host.macos_version())
 
     def _hardware(self, **facts) -> Hardware:
         """This device's :class:`Hardware`: its kind and name, the host's cores and ISA, and ``facts``."""
@@ -155,7 +146,10 @@ class Backend:
 
     @classmethod
     def lacks(cls, knob: str, value, hw: Hardware) -> str:
-        """Why ``hw`` cannot run ``knob`` at ``value`` as labelled ("" when it can)."""
+        """Why ``hw`` cannot run ``knob`` at ``value`` as labelled ("" when it can); every kind: max-autotune's
+        benchmarked compile on 2 host cores or fewer."""
+        if knob == "compile" and value == "max-autotune" and hw.cores <= 2:
+            return f"max-autotune: its benchmarked compile takes minutes per shape on {hw.cores} host core(s)"
         return ""
 
     def environment(self) -> dict:
@@ -252,8 +246,7 @@ class Backend:
         has none (an fp16 row never trains unscaled in silence)."""
         if precision != "fp16":
             return None
-        scaler = getattr(getattr(torch, "amp", None), "GradScaler", None)
-        if scaler is None:
+        if (scaler := getattr(torch.amp, "GradScaler", None)) is None:
             raise Unavailable(
                 f"fp16 training needs torch.amp.GradScaler (torch 2.3+); this is torch {torch.__version__}"
             )
@@ -266,23 +259,20 @@ class Backend:
 
     def energy_counter(self):
         """The energy counter that covers this device's work (cnnbench.devices.energy) or its Unavailable."""
-        import platform
-
-        from cnnbench.devices import energy
-
         if platform.system() == "Linux":
             return energy.rapl_counter()
+        system = platform.system()
         return energy.Unavailable(
-            energy.APPLE
-            if platform.system() == "Darwin"
-            else f"no energy counter reader for {platform.system()} CPUs"
+            energy.APPLE if system == "Darwin" else f"no energy counter reader for {system} CPUs"
         )
 
     # --- profiler
     def profiler_activities(self) -> list:
+        """The host's activity, and the device's where the profiler times its kernels (``op_time`` "device")."""
         from torch.profiler import ProfilerActivity
 
-        return [ProfilerActivity.CPU]
+        device = [getattr(ProfilerActivity, self.torch_type.upper())] if self.op_time == "device" else []
+        return [ProfilerActivity.CPU, *device]
 
     # the profiler's per-op time here: "device" (kernel), "host" (the op's run time) or "queue" (enqueue)
     op_time = "host"
@@ -291,9 +281,12 @@ class Backend:
         """A profiler event's time on this device (us): the host's time, which is the op's own on a CPU."""
         return float(evt.self_cpu_time_total if self_only else evt.cpu_time_total)
 
+    bn_library = ""  # the library whose own batch norm ops the profiler names (cudnn, miopen)
+
     def op_names(self) -> dict[str, str]:
         """Profiled op names this kind's libraries use -> the name the FLOP counter gives the same op."""
-        return {}
+        ops = (f"aten::{{}}_batch_norm{s}" for s in ("", "_backward")) if self.bn_library else ()
+        return {op.format(self.bn_library): op.format("native") for op in ops}
 
     def busy_s(self, step: Callable, n: int) -> float | None:
         """Seconds the device ran work over ``n`` calls of ``step`` (its kernels' time, launch gaps apart), None
@@ -306,8 +299,9 @@ class Backend:
 
     # --- roofline
     def roof_precisions(self) -> list[str]:
-        """Precisions with a meaningful compute roof here."""
-        return ["fp32"]
+        """Precisions with a meaningful compute roof here: those of fp32, tf32, fp16, bf16 this device runs."""
+        hw = self.hardware()
+        return [p for p in ("fp32", "tf32", "fp16", "bf16") if not self.lacks("precision", p, hw)]
 
     def default_matmul_size(self) -> int:
         return 2048
@@ -373,7 +367,30 @@ class Backend:
     @classmethod
     def spec_for_name(cls, name: str, gpu_cores: int | None = None) -> tuple[list[dict], str]:
         """The spec-sheet rows of a device of this kind named exactly ``name``, and a note on the match."""
-        return [], f"no spec roofs for {cls.kind} devices"
+        return cls.spec_match(name, name, f"exact name '{name}'")
+
+    @classmethod
+    def spec_match(
+        cls, chip: str, name: str, how: str, gpu_cores: int | None = None
+    ) -> tuple[list[dict], str]:
+        """device_specs.csv's rows of this kind whose device is ``chip`` (:func:`normalise_name`: "L4" never takes
+        an L40's row) with ``gpu_cores`` where given, as device_peaks rows of ``name``; and ``how`` they matched."""
+        import pandas as pd
+
+        t = specs()
+        t = t[(t.device_kind == cls.kind) & (t.device.map(normalise_name) == normalise_name(chip))]
+        if gpu_cores is not None:
+            t = t[pd.to_numeric(t.gpu_cores, errors="coerce") == gpu_cores]
+        if t.empty:
+            return [], f"no spec roof: no row of device_specs.csv matches {how} exactly"
+        rows = t.assign(
+            device_name=name,
+            kind="spec",
+            level=t.memory_level,
+            ridge_flop_per_byte=t.peak_gflops / t.bandwidth_gbs,
+            source=t.device + ": " + t.source,
+        )
+        return rows[SPEC_COLUMNS].to_dict("records"), f"spec roofs matched by {how}"
 
 
 def sweep_sizes(
@@ -426,23 +443,4 @@ SPEC_COLUMNS = "device_name kind precision level peak_gflops bandwidth_gbs ridge
 
 def normalise_name(name: str) -> str:
     """Case, spacing and the "NVIDIA " prefix do not matter; model and variant do."""
-    import re
-
     return re.sub(r"\s+", " ", str(name)).strip().lower().removeprefix("nvidia ").strip()
-
-
-def spec_rows(table, device_name: str) -> list[dict]:
-    """``table``'s rows (of device_specs.csv) as device_peaks rows of ``device_name``."""
-    return [
-        {
-            "device_name": device_name,
-            "kind": "spec",
-            "precision": r.precision,
-            "level": r.memory_level,
-            "peak_gflops": r.peak_gflops,
-            "bandwidth_gbs": r.bandwidth_gbs,
-            "ridge_flop_per_byte": r.peak_gflops / r.bandwidth_gbs,
-            "source": f"{r.device}: {r.source}",
-        }
-        for r in table.itertuples()
-    ]

@@ -9,7 +9,7 @@ import re
 from pathlib import Path
 
 from cnnbench.devices import host
-from cnnbench.devices.base import SPEC_COLUMNS, Backend, Hardware
+from cnnbench.devices.base import SPEC_COLUMNS, Backend, Hardware, sweep_sizes
 
 SYSFS_CACHES = "/sys/devices/system/cpu/cpu0/cache"
 # fp32 lanes per vector and FMA units per core by ISA (the widest the CPU's flags show), for derived CPU roofs
@@ -46,44 +46,31 @@ class CpuBackend(Backend):
                 return "reduce-overhead uses CUDA graphs: CUDA only"
             if not hw.cxx:
                 return "no C++ compiler (g++/clang++) for Inductor's CPU code"
-            if value == "max-autotune" and hw.cores <= 2:
-                return f"max-autotune: its benchmarked compile takes minutes per shape on {hw.cores} host core(s)"
-        return ""
-
-    def roof_precisions(self) -> list[str]:
-        return ["fp32"] + (["bf16"] if host.native_bf16() else [])
+        return super().lacks(knob, value, hw)
 
     def cache_levels(self, threads: int = 1, sysfs_root=None) -> list[dict]:
         """sysfs (Linux) or sysctl (macOS); a private cache counts once per thread using one."""
         caches, source = parse_sysfs_caches(sysfs_root or SYSFS_CACHES), "sysfs"
         if not caches and sysfs_root is None and platform.system() == "Darwin":
             caches, source = _sysctl_caches(), "sysctl"
-        out = []
+        threads, out = max(threads, 1), []
         for c in caches:
-            shared = c["shared_by"] or max(threads, 1)
-            instances = max(1, math.ceil(max(threads, 1) / shared))
+            instances = max(1, math.ceil(threads / (c["shared_by"] or threads)))
+            size, how = c["size_bytes"], f"{source}: {c['size_bytes'] // 1024} KiB x {instances} in use"
             out.append(
-                {
-                    "level": c["level"],
-                    "size_bytes": c["size_bytes"],
-                    "capacity_bytes": c["size_bytes"] * instances,
-                    "size_source": f"{source}: {c['size_bytes'] // 1024} KiB x {instances} in use",
-                }
+                dict(level=c["level"], size_bytes=size, capacity_bytes=size * instances, size_source=how)
             )
         return out
 
     def sweep_sizes(self, levels, dram_bytes, threads):
-        from cnnbench.devices.base import sweep_sizes
-
         # a few KiB per thread up, two sizes per octave: every level holds several
         return sweep_sizes(levels, dram_bytes, smallest=4 * 2**10 * threads, step=2**0.5)
 
     def bandwidth_sweep(self, sizes, repeats, min_call_s, threads):
         from cnnbench.devices import membench
 
-        return membench.sweep(sizes, threads, repeats, max(self.min_call_s, min_call_s or 0.01)).to_dict(
-            "records"
-        )
+        min_call_s = max(self.min_call_s, min_call_s or 0.01)
+        return membench.sweep(sizes, threads, repeats, min_call_s).to_dict("records")
 
     @classmethod
     def spec_for_name(cls, name: str, gpu_cores: int | None = None) -> tuple[list[dict], str]:
@@ -92,14 +79,8 @@ class CpuBackend(Backend):
     def spec(self, threads: int) -> tuple[list[dict], str]:
         """A roof derived from this CPU's cores, ISA flags and clock (:func:`cpu_spec`)."""
         clock, source, is_max = host.cpu_clock_ghz()
-        return cpu_spec(
-            self.name(),
-            threads or host.physical_cores(),
-            clock,
-            source,
-            host.cpu_features(),
-            clock_is_max=is_max,
-        )
+        cores = threads or host.physical_cores()
+        return cpu_spec(self.name(), cores, clock, source, host.cpu_features(), clock_is_max=is_max)
 
 
 def _size_bytes(text: str) -> int | None:
@@ -111,44 +92,33 @@ def _size_bytes(text: str) -> int | None:
 
 def _cpu_count(cpu_list: str) -> int:
     """Number of CPUs in a sysfs list such as "0-3,8-11"."""
-    count = 0
-    for part in filter(None, (cpu_list or "").split(",")):
-        lo, _, hi = part.partition("-")
-        count += int(hi or lo) - int(lo) + 1
-    return max(count, 1)
+    ranges = [part.partition("-") for part in filter(None, (cpu_list or "").split(","))]
+    return max(sum(int(hi or lo) - int(lo) + 1 for lo, _, hi in ranges), 1)
 
 
 def parse_sysfs_caches(root: str | Path = SYSFS_CACHES) -> list[dict]:
     """Data/unified caches of one CPU from sysfs: level, size in bytes, and how many CPUs share one."""
     out = []
     for index in sorted(Path(root).glob("index*")):
-
-        def read(name: str, index=index) -> str:
-            return (index / name).read_text().strip() if (index / name).is_file() else ""
-
-        if read("type") not in ("Data", "Unified") or not read("level").isdigit():
-            continue
-        if size := _size_bytes(read("size")):
-            out.append(
-                {
-                    "level": f"l{read('level')}",
-                    "size_bytes": size,
-                    "shared_by": _cpu_count(read("shared_cpu_list")),
-                }
-            )
+        kind, level, size, shared = (
+            host.read(index / n) or "" for n in ("type", "level", "size", "shared_cpu_list")
+        )
+        if kind in ("Data", "Unified") and level.isdigit() and (nbytes := _size_bytes(size)):
+            out.append({"level": f"l{level}", "size_bytes": nbytes, "shared_by": _cpu_count(shared)})
     return sorted(out, key=lambda c: c["level"])
 
 
 def _sysctl_caches() -> list[dict]:
     """macOS: hw.l1dcachesize, hw.l2cachesize (hw.l3cachesize where present), per performance core."""
-    out = []
-    for level in (1, 2, 3):
-        value = host.run(
-            ["sysctl", "-n", f"hw.l{level}dcachesize" if level == 1 else f"hw.l{level}cachesize"]
-        )
-        if value.strip().isdigit() and int(value):
-            out.append({"level": f"l{level}", "size_bytes": int(value), "shared_by": 1 if level == 1 else 0})
-    return out
+    sizes = {
+        lv: host.run(["sysctl", "-n", f"hw.l{lv}{'d' if lv == 1 else ''}cachesize"]).strip()
+        for lv in (1, 2, 3)
+    }
+    return [
+        {"level": f"l{lv}", "size_bytes": int(v), "shared_by": 1 if lv == 1 else 0}
+        for lv, v in sizes.items()
+        if v.isdigit() and int(v)
+    ]
 
 
 def vector_isa(flags: frozenset[str], machine: str = "") -> tuple[int, int, str] | None:

@@ -11,15 +11,8 @@ import os
 
 import torch
 
-from cnnbench.devices.base import (
-    ACCELERATOR_PROTOCOL,
-    Backend,
-    Hardware,
-    normalise_name,
-    spec_rows,
-    specs,
-    sweep_row,
-)
+from cnnbench.devices import energy
+from cnnbench.devices.base import ACCELERATOR_PROTOCOL, Backend, Hardware, normalise_name, specs, sweep_row
 
 # What torch raises when an allocation fails inside a CUDA-graph capture (reduce-overhead): the capture's error,
 # not OutOfMemoryError (pytorch/pytorch#159594, #187795).
@@ -48,6 +41,7 @@ class CudaBackend(Backend):
     on_host = False
     queued = indexed = pins = autotunes = own_memory = round_worker = True
     ddp_backend = "nccl"
+    bn_library = "cudnn"
     min_call_s = 0.05
     op_time = "device"
     protocol = {
@@ -60,14 +54,7 @@ class CudaBackend(Backend):
     # the H100 example's (16 host cores): its notebooks took 7-12 s to open (CUDA's start in the kernel), a worker
     # process about 2.4 s (issue 41, from that run's console), 04 27 s with 3 peak repetitions and 12 layer profiles,
     # 05 21 s with 16 CNN steps per epoch
-    budget = {
-        "kernel_s": 10.0,
-        "process_s": 2.4,
-        "step_s": 0.1,
-        "peaks_s": 4.0,
-        "layers_s": 0.5,
-        "scratch_step_s": 0.005,
-    }
+    budget = dict(kernel_s=10.0, process_s=2.4, step_s=0.1, peaks_s=4.0, layers_s=0.5, scratch_step_s=0.005)
 
     @classmethod
     def protocol_for(cls, hw: Hardware | None) -> dict:
@@ -82,9 +69,6 @@ class CudaBackend(Backend):
     @classmethod
     def present(cls) -> bool:
         return torch.cuda.is_available()
-
-    def index(self) -> int:
-        return self.device.index if self.device.index is not None else torch.cuda.current_device()
 
     def name(self) -> str:
         return torch.cuda.get_device_name(self.device)
@@ -113,9 +97,7 @@ class CudaBackend(Backend):
                     f"max-autotune: Inductor autotunes GEMMs only on {MAX_AUTOTUNE_MIN_SMS}+ SMs; on this "
                     f"{hw.sms}-SM GPU it compiles far longer for the default kernels (compile budget)"
                 )
-            if value == "max-autotune" and hw.cores <= 2:
-                return f"max-autotune: its benchmarked compile takes minutes per shape on {hw.cores} host core(s)"
-        return ""
+        return super().lacks(knob, value, hw)
 
     def environment(self) -> dict:
         props = torch.cuda.get_device_properties(self.device)
@@ -186,36 +168,19 @@ class CudaBackend(Backend):
         """Non-blocking only from pinned host memory (the copy then overlaps safely)."""
         return t.to(self.device, non_blocking=t.is_pinned())
 
-    @contextlib.contextmanager
     def math(self, precision: str):
         """fp32 means IEEE fp32 (TF32 off, where cuDNN's default is on), tf32 turns TF32 on, for cuBLAS and cuDNN:
         through ``fp32_precision`` where torch has it (torch raises once it is mixed with the legacy flags), else the
         legacy ``allow_tf32`` flags; restored after the block."""
-        b = torch.backends
+        b, on = torch.backends, precision == "tf32"
         if hasattr(getattr(b.cudnn, "conv", None), "fp32_precision"):
-            flags, (on, off) = (
-                [(b.cuda.matmul, "fp32_precision"), (b.cudnn.conv, "fp32_precision")],
-                ("tf32", "ieee"),
-            )
-        else:
-            flags, (on, off) = [(b.cuda.matmul, "allow_tf32"), (b.cudnn, "allow_tf32")], (True, False)
-        saved = [getattr(owner, name) for owner, name in flags]
-        for owner, name in flags:
-            setattr(owner, name, on if precision == "tf32" else off)
-        try:
-            yield
-        finally:
-            for (owner, name), before in zip(flags, saved, strict=True):
-                setattr(owner, name, before)
+            value = "tf32" if on else "ieee"
+            return setting((b.cuda.matmul, "fp32_precision", value), (b.cudnn.conv, "fp32_precision", value))
+        return setting((b.cuda.matmul, "allow_tf32", on), (b.cudnn, "allow_tf32", on))
 
-    @contextlib.contextmanager
     def autotune(self, on: bool):
         """``torch.backends.cudnn.benchmark`` set to ``on`` for the block."""
-        saved, torch.backends.cudnn.benchmark = torch.backends.cudnn.benchmark, bool(on)
-        try:
-            yield
-        finally:
-            torch.backends.cudnn.benchmark = saved
+        return setting((torch.backends.cudnn, "benchmark", bool(on)))
 
     def gpus(self):
         """Every GPU of the machine through NVML, and which one this device is (matched by PCI bus id)."""
@@ -230,8 +195,6 @@ class CudaBackend(Backend):
 
     def energy_counter(self, nvml=None):
         """NVML's total energy counter of the GPU this device really is, or why not."""
-        from cnnbench.devices import energy
-
         try:
             if nvml is None:
                 import pynvml as nvml
@@ -243,11 +206,6 @@ class CudaBackend(Backend):
             why = f"NVML total energy counter unavailable ({type(err).__name__}: {err})"
             return energy.Unavailable(f"{why}; it needs a Volta or newer GPU")
         return counter
-
-    def profiler_activities(self) -> list:
-        from torch.profiler import ProfilerActivity
-
-        return [ProfilerActivity.CPU, ProfilerActivity.CUDA]
 
     def op_time_us(self, evt, self_only: bool = False) -> float:
         """The event's kernel time: ``device_time_total`` (torch 2.4+) or its old name ``cuda_time_total``."""
@@ -268,19 +226,8 @@ class CudaBackend(Backend):
         busy = sum(self.op_time_us(e, self_only=True) for e in prof.key_averages()) / 1e6
         return busy or None
 
-    def op_names(self) -> dict[str, str]:
-        """cuDNN's batch norm runs as its own aten ops; the FLOP counter (on the meta device) names them native."""
-        return {
-            "aten::cudnn_batch_norm": "aten::native_batch_norm",
-            "aten::cudnn_batch_norm_backward": "aten::native_batch_norm_backward",
-        }
-
     def ddp_device_ids(self) -> list[int] | None:
-        return [self.index()]
-
-    def roof_precisions(self) -> list[str]:
-        major = self.capability()[0]
-        return ["fp32"] + (["tf32"] if major >= 8 else []) + ["fp16"] + (["bf16"] if major >= 8 else [])
+        return [self.device.index if self.device.index is not None else torch.cuda.current_device()]
 
     def default_matmul_size(self) -> int:
         return 8192 if self.total_memory_bytes() >= 8 * 2**30 else 4096
@@ -306,14 +253,11 @@ class CudaBackend(Backend):
     def cache_levels(self, threads: int = 1, sysfs_root=None) -> list[dict]:
         """The L2, its working sets above the L1 of all SMs (``above_bytes``; 256 KiB an SM where unknown)."""
         props = torch.cuda.get_device_properties(self.device)
-        l2 = getattr(props, "L2_cache_size", None)  # torch 2.5+
-        if not l2:
+        if not (l2 := getattr(props, "L2_cache_size", None)):  # torch 2.5+
             return []
-        per_sm = L1_PER_SM_KIB.get((getattr(props, "major", 0), getattr(props, "minor", 0)), 256)
-        l1 = getattr(props, "multi_processor_count", 0) * per_sm * 2**10
-        how = (
-            f"cuda L2_cache_size, above {props.multi_processor_count} SMs x {per_sm} KiB of L1" if l1 else ""
-        )
+        per_sm = L1_PER_SM_KIB.get((props.major, props.minor), 256)
+        l1 = props.multi_processor_count * per_sm * 2**10
+        how = f"cuda L2_cache_size, above {props.multi_processor_count} SMs x {per_sm} KiB of L1"
         return [
             {"level": "l2", "size_bytes": l2, "capacity_bytes": l2, "above_bytes": l1, "size_source": how}
         ]
@@ -343,18 +287,6 @@ class CudaBackend(Backend):
             del fn
             self.empty_cache()
         return rows
-
-    @classmethod
-    def spec_for_name(cls, name: str, gpu_cores: int | None = None) -> tuple[list[dict], str]:
-        """The rows whose name equals ``name`` (:func:`normalise_name`), so "L4" never takes an L40's row."""
-        table = specs()
-        hits = table[
-            (table.device_kind == cls.kind) & (table.device.map(normalise_name) == normalise_name(name))
-        ]
-        how = f"exact name '{name}'"
-        if hits.empty:
-            return [], f"no spec roof: no row of device_specs.csv matches {how} exactly"
-        return spec_rows(hits, name), f"spec roofs matched by {how}"
 
 
 def reread_repeats(buffer_bytes: int, target_bytes: int = REREAD_TARGET_BYTES) -> int:
@@ -391,15 +323,17 @@ def capture_failure(err: BaseException) -> bool:
     return isinstance(err, RuntimeError) and any(m in str(err).lower() for m in CAPTURE_FAILURE)
 
 
-def nvml_bus_id(index: int) -> str | None:
-    """The PCI bus id of CUDA device ``index`` as NVML writes it ("00000000:3B:00.0"), None if torch hides it."""
+@contextlib.contextmanager
+def setting(*changes: tuple):
+    """Each ``(owner, attribute, value)`` of ``changes`` set for the block, restored after it."""
+    saved = [(owner, name, getattr(owner, name)) for owner, name, _ in changes]
+    for owner, name, value in changes:
+        setattr(owner, name, value)
     try:
-        props = torch.cuda.get_device_properties(index)
-    except (AssertionError, RuntimeError):  # no CUDA here (a test's fake NVML, a CPU-only build)
-        return None
-    if not hasattr(props, "pci_bus_id"):
-        return None
-    return f"{getattr(props, 'pci_domain_id', 0):08X}:{props.pci_bus_id:02X}:{props.pci_device_id:02X}.0"
+        yield
+    finally:
+        for owner, name, value in saved:
+            setattr(owner, name, value)
 
 
 def nvml_handle(device: torch.device, nvml=None):
@@ -410,10 +344,12 @@ def nvml_handle(device: torch.device, nvml=None):
         import pynvml as nvml
     nvml.nvmlInit()
     index = device.index if device.index is not None else torch.cuda.current_device()
-    bus = nvml_bus_id(index)
-    if bus is not None:
-        with contextlib.suppress(Exception):  # fall back to the visible-devices mapping
-            return nvml.nvmlDeviceGetHandleByPciBusId(bus)
+    # the PCI bus id as NVML writes it ("00000000:3B:00.0"); without CUDA (a fake NVML, a CPU-only build) or a bus
+    # id, the CUDA_VISIBLE_DEVICES mapping
+    with contextlib.suppress(Exception):
+        props = torch.cuda.get_device_properties(index)
+        bus = f"{getattr(props, 'pci_domain_id', 0):08X}:{props.pci_bus_id:02X}:{props.pci_device_id:02X}.0"
+        return nvml.nvmlDeviceGetHandleByPciBusId(bus)
     visible = [v.strip() for v in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if v.strip()]
     if index < len(visible):
         entry = visible[index]

@@ -9,6 +9,8 @@ import os
 import re
 from pathlib import Path
 
+from cnnbench.devices import host
+
 POWERCAP = Path("/sys/class/powercap")
 APPLE = (
     "Apple silicon has no energy counter an unprivileged process can read; "
@@ -19,11 +21,10 @@ APPLE = (
 class Unavailable:
     """No readable counter on this device: every reading is empty, ``note`` says why."""
 
-    source = ""
+    source, needs_polling = "", False
 
     def __init__(self, note: str):
         self.note = note
-        self.needs_polling = False
 
     def read(self):
         return None
@@ -35,12 +36,10 @@ class Unavailable:
 class NvmlCounter:
     """NVML's total energy counter of one GPU, in mJ (64-bit: it does not wrap in practice)."""
 
-    source = "nvml"
-    needs_polling = False
+    source, needs_polling, note = "nvml", False, ""
 
     def __init__(self, handle, nvml):
         self.handle, self.nvml = handle, nvml
-        self.note = ""
 
     def read(self) -> int:
         return int(self.nvml.nvmlDeviceGetTotalEnergyConsumption(self.handle))
@@ -63,7 +62,7 @@ class RaplCounter:
     def __init__(self, zones: list[Path]):
         self.zones = zones
         self.max_range = [int((z / "max_energy_range_uj").read_text()) for z in zones]
-        names = ", ".join(_zone_name(z) for z in zones)
+        names = ", ".join(host.read(z / "name") or z.name for z in zones)
         self.note = f"RAPL {names}: the whole package, every process on it, not only this one"
 
     def read(self) -> tuple[int, ...]:
@@ -73,13 +72,6 @@ class RaplCounter:
         return sum(wrap_delta(b, a, m) for b, a, m in zip(before, after, self.max_range, strict=True)) / 1e6
 
 
-def _zone_name(zone: Path) -> str:
-    try:
-        return (zone / "name").read_text().strip()
-    except OSError:
-        return zone.name
-
-
 def rapl_counter(root: Path = POWERCAP) -> RaplCounter | Unavailable:
     """The package zones' counter (``intel-rapl:N``, not their sub-zones nor ``psys``), or why not."""
     if not root.is_dir():
@@ -87,7 +79,9 @@ def rapl_counter(root: Path = POWERCAP) -> RaplCounter | Unavailable:
     zones = sorted(
         z
         for z in root.iterdir()
-        if re.fullmatch(r"intel-rapl:\d+", z.name) and (z / "energy_uj").exists() and _zone_name(z) != "psys"
+        if re.fullmatch(r"intel-rapl:\d+", z.name)
+        and (z / "energy_uj").exists()
+        and host.read(z / "name") != "psys"
     )
     if not zones:
         return Unavailable(f"no RAPL package zone (intel-rapl:N/energy_uj) under {root}")

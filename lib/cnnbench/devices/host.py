@@ -24,11 +24,10 @@ TORCH_VERSION = parse_version(torch.__version__)
 
 def macos_version() -> tuple[int, int] | None:
     """(major, minor) of macOS, None on other systems."""
-    release = platform.mac_ver()[0]
-    return parse_version(release) if release else None
+    return parse_version(release) if (release := platform.mac_ver()[0]) else None
 
 
-def read(path: str) -> str | None:
+def read(path: str | os.PathLike) -> str | None:
     """A small system file's text, None where it cannot be read."""
     try:
         with open(path) as f:
@@ -133,12 +132,6 @@ def parse_cpu_mhz(cpuinfo: str) -> float | None:
     return max(mhz) if mhz else None
 
 
-def parse_lscpu_max_mhz(text: str) -> float | None:
-    """ "CPU max MHz" of ``lscpu`` output (absent in many VMs)."""
-    match = re.search(r"^CPU max MHz:\s*([\d.]+)", text or "", flags=re.MULTILINE)
-    return float(match.group(1)) if match and float(match.group(1)) > 0 else None
-
-
 def clock_from(
     sysfs_max_khz: str | None = None,
     psutil_max_mhz: float | None = None,
@@ -152,8 +145,8 @@ def clock_from(
         return int(sysfs_max_khz) / 1e6, "maximum clock, sysfs cpuinfo_max_freq", True
     if psutil_max_mhz:
         return psutil_max_mhz / 1e3, "maximum clock, psutil cpu_freq().max", True
-    if mhz := parse_lscpu_max_mhz(lscpu or ""):
-        return mhz / 1e3, "maximum clock, lscpu CPU max MHz", True
+    if (mhz := re.findall(r"^CPU max MHz:\s*([\d.]+)", lscpu or "", flags=re.MULTILINE)) and float(mhz[0]):
+        return float(mhz[0]) / 1e3, "maximum clock, lscpu CPU max MHz", True  # absent in many VMs
     if sysctl_max_hz and sysctl_max_hz.strip().isdigit():
         return int(sysctl_max_hz) / 1e9, "maximum clock, sysctl hw.cpufrequency_max", True
     if mhz := parse_cpu_mhz(cpuinfo or ""):

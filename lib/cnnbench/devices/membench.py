@@ -1,10 +1,7 @@
 """CPU memory bandwidth measured as the Empirical Roofline Toolkit and likwid-bench measure it: one compiled call
-(numba, ``parallel=True``) in which every thread loops many times over its own buffer.
-
-Kernels (float64, in place, each thread on its own row of a ``threads x n`` array, rows 4 KiB aligned):
-``read`` (``s += sum(a)``: 8 bytes per element and trial) and ``triad`` (``a = b + s * c``: 24 bytes, the
-STREAM convention: the write-allocate read of ``a`` is **not** counted). ``working_set_bytes`` of a call is
-every thread's buffers together; ``bytes_per_call`` what the call moves by that convention (x trials)."""
+(numba, ``parallel=True``) in which every thread loops many times over its own row of float64 arrays (``read``,
+``triad``). ``working_set_bytes`` of a call is every thread's buffers together; ``bytes_per_call`` what the call
+moves by :data:`CONVENTION` (x trials)."""
 
 from __future__ import annotations
 
@@ -17,9 +14,9 @@ import numpy as np
 import pandas as pd
 from numba import prange
 
-# bytes counted per element and trial: read 1 x 8; triad 2 reads + 1 write (write-allocate not counted)
-BYTES_PER_ELEMENT = {"read": 8, "triad": 24}
-ARRAYS = {"read": 1, "triad": 3}  # float64 arrays per thread: the footprint is ARRAYS x 8 bytes per element
+# float64 arrays per thread; a trial counts each once per element (read: 8 bytes read; triad: 2 reads + 1 write, the
+# write-allocate read not counted), so the bytes a trial moves are the footprint
+ARRAYS = {"read": 1, "triad": 3}
 CONVENTION = {
     "read": "read: bytes read",
     "triad": "triad a = b + s*c: 2 reads + 1 write, write-allocate not counted",
@@ -65,8 +62,8 @@ def elements_per_thread(kernel: str, working_set_bytes: int, threads: int) -> in
 
 
 def bytes_per_trial(kernel: str, n: int, threads: int) -> int:
-    """Bytes one trial moves over all threads, by the counting convention of :data:`BYTES_PER_ELEMENT`."""
-    return BYTES_PER_ELEMENT[kernel] * n * threads
+    """Bytes one trial moves over all threads, by the counting convention of :data:`ARRAYS`."""
+    return 8 * ARRAYS[kernel] * n * threads
 
 
 def buffers(kernel: str, n: int, threads: int) -> tuple[np.ndarray, ...]:
@@ -77,8 +74,7 @@ def buffers(kernel: str, n: int, threads: int) -> tuple[np.ndarray, ...]:
 
 
 def call(kernel: str, arrays: tuple[np.ndarray, ...], n: int, trials: int):
-    """One compiled call of ``kernel`` over the first ``n`` elements of each row of ``arrays``, ``trials`` passes
-    per thread."""
+    """One compiled call of ``kernel``: ``trials`` passes over the first ``n`` elements of each row of ``arrays``."""
     return _read(arrays[0], n, trials) if kernel == "read" else _triad(*arrays, n, trials)
 
 
@@ -113,9 +109,8 @@ def run(
     min_call_s: float = 0.01,
     clock=time.perf_counter,
 ) -> dict:
-    """Best and median bandwidth of ``calls`` timed calls of ``kernel`` over ``working_set_bytes`` (all threads'
-    buffers), each call with enough trials (:func:`calibrate`) to last ``min_call_s``; numba on ``threads``
-    threads."""
+    """Best and median bandwidth of ``calls`` timed calls of ``kernel`` over ``working_set_bytes`` on ``threads``
+    threads, each call with enough trials (:func:`calibrate`) to last ``min_call_s``."""
     numba.set_num_threads(threads)
     n = elements_per_thread(kernel, working_set_bytes, threads)
     arrays = buffers(kernel, n, threads)
@@ -125,7 +120,7 @@ def run(
     moved = bytes_per_trial(kernel, n, threads) * trials
     rates = [moved / t / 1e9 for t in times]
     return {
-        "working_set_bytes": 8 * ARRAYS[kernel] * n * threads,
+        "working_set_bytes": bytes_per_trial(kernel, n, threads),
         "kernel": kernel,
         "bandwidth_gbs": max(rates),
         "bandwidth_median_gbs": statistics.median(rates),

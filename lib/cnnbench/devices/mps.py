@@ -11,8 +11,8 @@ from functools import lru_cache
 
 import torch
 
-from cnnbench.devices import host
-from cnnbench.devices.base import ACCELERATOR_PROTOCOL, Backend, Hardware, normalise_name, spec_rows, specs
+from cnnbench.devices import energy, host
+from cnnbench.devices.base import ACCELERATOR_PROTOCOL, Backend, Hardware
 
 # The M3 and M4 families: Apple publishes no GPU clock or TFLOPS, and the clocks published by third parties
 # range 1.38-1.6 GHz, so a derived roof (cores x 128 ALUs x 2 FLOP x clock) would carry a 16% guess.
@@ -42,19 +42,24 @@ class MpsBackend(Backend):
     def name(self) -> str:
         return f"Apple {host.cpu_model().replace('Apple ', '')} GPU (MPS)"
 
-    def hardware(self) -> Hardware:
-        return self._hardware(macos=host.macos_version())
-
     @classmethod
     def lacks(cls, knob: str, value, hw: Hardware) -> str:
-        if knob == "precision":
-            return precision_floor(value, hw.torch_version, hw.macos)
+        """fp16 autocast needs torch 2.5 and its grad scaler (``GradScaler("mps")``) 2.8; bf16 autocast needs torch
+        2.6 and macOS 14."""
+        have, macos = f"this is torch {hw.torch_version[0]}.{hw.torch_version[1]}", hw.macos
+        if knob == "precision" and value == "tf32":
+            return "tf32 is an NVIDIA Ampere+ tensor-core mode; not available on mps"
+        if knob == "precision" and value == "fp16" and hw.torch_version < (2, 5):
+            return f"fp16 autocast on MPS needs torch 2.5+ ({have})"
+        if knob == "precision" and value == "fp16" and hw.torch_version < (2, 8):
+            return f'fp16 training on MPS needs GradScaler("mps"), torch 2.8+ ({have})'
+        if knob == "precision" and value == "bf16" and hw.torch_version < (2, 6):
+            return f"bf16 autocast on MPS needs torch 2.6+ ({have})"
+        if knob == "precision" and value == "bf16" and macos is not None and macos < (14, 0):
+            return f"bf16 on MPS needs macOS 14+ (this is macOS {macos[0]}.{macos[1]})"
         if knob == "compile" and value not in ("off", False, "default"):
             return f"{value}: Inductor's MPS backend has no autotuning or CUDA graphs"
         return ""
-
-    def environment(self) -> dict:
-        return {"apple_chip": host.cpu_model()}
 
     def synchronize(self) -> None:
         torch.mps.synchronize()
@@ -82,8 +87,6 @@ class MpsBackend(Backend):
         torch.mps.empty_cache()
 
     def energy_counter(self):
-        from cnnbench.devices import energy
-
         return energy.Unavailable(energy.APPLE)
 
     def roof_precisions(self) -> list[str]:
@@ -98,8 +101,6 @@ class MpsBackend(Backend):
     @classmethod
     def spec_for_name(cls, name: str, gpu_cores: int | None = None) -> tuple[list[dict], str]:
         """The rows of this chip with ``gpu_cores`` (as read from the system): both decide the row."""
-        import pandas as pd
-
         chip = re.sub(r"\s*GPU\s*(\(MPS\))?\s*$", "", name.strip(), flags=re.IGNORECASE)
         if re.match(r"Apple M[34]\b", chip, flags=re.IGNORECASE):
             return [], NO_APPLE_SPEC.format(chip=chip)
@@ -108,41 +109,13 @@ class MpsBackend(Backend):
                 [],
                 f"no spec roof: the GPU core count of '{chip}' could not be read, and it decides the row",
             )
-        table = specs()
-        hits = table[
-            (table.device_kind == "mps")
-            & (table.device.map(normalise_name) == normalise_name(chip))
-            & (pd.to_numeric(table.gpu_cores, errors="coerce") == gpu_cores)
-        ]
-        how = f"chip '{chip}' with {gpu_cores} GPU cores"
-        if hits.empty:
-            return [], f"no spec roof: no row of device_specs.csv matches {how} exactly"
-        return spec_rows(hits, name), f"spec roofs matched by {how}"
-
-
-def precision_floor(precision: str, torch_version: tuple[int, int], macos: tuple[int, int] | None) -> str:
-    """ "" when ``precision`` trains on MPS with this torch and macOS, else why not: fp16 autocast needs torch 2.5
-    and its grad scaler (``GradScaler("mps")``) 2.8; bf16 autocast needs torch 2.6 and macOS 14."""
-    have = f"this is torch {torch_version[0]}.{torch_version[1]}"
-    if precision == "tf32":
-        return "tf32 is an NVIDIA Ampere+ tensor-core mode; not available on mps"
-    if precision == "fp16" and torch_version < (2, 5):
-        return f"fp16 autocast on MPS needs torch 2.5+ ({have})"
-    if precision == "fp16" and torch_version < (2, 8):
-        return f'fp16 training on MPS needs GradScaler("mps"), torch 2.8+ ({have})'
-    if precision == "bf16" and torch_version < (2, 6):
-        return f"bf16 autocast on MPS needs torch 2.6+ ({have})"
-    if precision == "bf16" and macos is not None and macos < (14, 0):
-        return f"bf16 on MPS needs macOS 14+ (this is macOS {macos[0]}.{macos[1]})"
-    return ""
+        return cls.spec_match(chip, name, f"chip '{chip}' with {gpu_cores} GPU cores", gpu_cores)
 
 
 def parse_gpu_cores(text: str) -> int | None:
     """GPU core count from ``system_profiler SPDisplaysDataType`` or ``ioreg`` output."""
-    match = re.search(r"Total Number of Cores:\s*(\d+)", text) or re.search(
-        r'"gpu-core-count"\s*=\s*(\d+)', text
-    )
-    return int(match.group(1)) if match else None
+    match = re.search(r'Total Number of Cores:\s*(\d+)|"gpu-core-count"\s*=\s*(\d+)', text)
+    return int(match[1] or match[2]) if match else None
 
 
 @lru_cache(maxsize=1)

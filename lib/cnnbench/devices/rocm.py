@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import torch
 
+from cnnbench.devices import energy
 from cnnbench.devices.base import Hardware
 from cnnbench.devices.cuda import CudaBackend, main_memory
 
@@ -15,6 +16,7 @@ NO_SMI = "ROCm: GPU telemetry and energy need AMD SMI, which this workbook does 
 class RocmBackend(CudaBackend):
     kind = "rocm"
     rank = 0  # ROCm's torch says "cuda": claimed before CUDA
+    bn_library = "miopen"
 
     @classmethod
     def present(cls) -> bool:
@@ -36,18 +38,7 @@ class RocmBackend(CudaBackend):
         return None, [], None
 
     def energy_counter(self):
-        from cnnbench.devices import energy
-
         return energy.Unavailable(NO_SMI)
-
-    def op_names(self) -> dict[str, str]:
-        return {
-            "aten::miopen_batch_norm": "aten::native_batch_norm",
-            "aten::miopen_batch_norm_backward": "aten::native_batch_norm_backward",
-        }
-
-    def roof_precisions(self) -> list[str]:
-        return ["fp32", "fp16", "bf16"]
 
     @property
     def main_memory(self) -> str:
