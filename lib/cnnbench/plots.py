@@ -19,7 +19,7 @@ from matplotlib.ticker import LogFormatter, LogLocator
 from cnnbench import knobs
 from cnnbench.tables import variant_label
 
-sns.set_theme(style="whitegrid", context="notebook")
+sns.set_theme(style="whitegrid", context="notebook", rc={"axes.formatter.useoffset": False})  # plain numbers
 
 
 _DETACHED = contextvars.ContextVar("detached", default=False)
@@ -152,7 +152,9 @@ def legend_below(fig, ax, title=None, ncol: int | None = 4, fontsize: int | None
 
 def complexity(df: pd.DataFrame, path: str | Path | None = None):
     """Training GFLOPs per image and activation memory per image, per model, at each counted resolution."""
-    data = df.assign(resolution=df.image_size.astype(str) + "x" + df.image_size.astype(str))
+    several = df.groupby(["model", "image_size"]).num_classes.transform("nunique") > 1  # two heads, one size
+    name = df.model.where(~several, df.model + " (" + df.num_classes.astype(str) + " classes)")
+    data = df.assign(resolution=df.image_size.astype(str) + "x" + df.image_size.astype(str), model=name)
     fig, axes = subplots(1, 2, figsize=(12, 4))
     # points, not bars: the values span four decades, and a bar on a log axis has no length to read
     style = {"hue": "resolution", "dodge": True, "jitter": False, "size": 8}
@@ -161,10 +163,12 @@ def complexity(df: pd.DataFrame, path: str | Path | None = None):
         (axes[1], "activation_mib", "saved activations per image (MiB)"),
     ):
         sns.stripplot(data=data, x="model", y=col, ax=ax, legend=ax is axes[0], **style)
-        ax.set(yscale="log", ylabel=label, xlabel="")
+        ax.set(
+            yscale="log", ylabel=label, xlabel="", ylim=_decades(data[col].min() / 1.5, data[col].max() * 1.5)
+        )
         plt.setp(ax.get_xticklabels(), rotation=30, ha="right", rotation_mode="anchor")
     axes[0].get_legend().remove()
-    fig.tight_layout()
+    fig.tight_layout(w_pad=3)  # the right panel's axis label clear of the left panel
     legend_below(fig, axes[0], title="resolution", ncol=None, fontsize=None)
     return save(fig, path)
 
