@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import functools
 import math
 import textwrap
 import warnings
@@ -391,32 +392,40 @@ def roofline(
     hue: str = "phase",
     size_by: str | None = None,
     zoom: bool = False,
+    join: list[str] | None = None,
+    view: tuple | None = None,
+    name: str = "{key} {hue}",
 ):
     """A log-log roofline with every point of ``points`` (intensity_flop_per_byte, achieved_gflops), each named
-    by the legend beside the plot, markers that would overlap set apart (:func:`_spread`). ``size_by``: a column
-    whose values set the marker size (smallest value smallest), named in a second legend below the first;
-    ``zoom``: the view around the points, up to every compute roof, so that crowded points need little moving."""
-    lo = min(0.05, points.intensity_flop_per_byte.min() / 2) if len(points) else 0.05
-    hi = max(1e3, points.intensity_flop_per_byte.max() * 2) if len(points) else 1e3
-    x = np.geomspace(lo, hi, 256)
+    ``name`` by the legend beside the plot (coloured by its ``color`` column where there is one), markers that
+    would overlap set apart (:func:`_spread`). ``size_by``: a column whose values set the marker size (smallest
+    value smallest), named in a second legend below the first; ``zoom``: the view around the points, up to every
+    compute roof, so that crowded points need little moving; ``view``: fixed ((xlo, xhi), (ylo, yhi)); ``join``:
+    the columns whose points a grey line joins in ``size_by`` order."""
+    i, a = points.intensity_flop_per_byte, points.achieved_gflops
+    if zoom and len(points):  # x around the points, y from them to every compute roof
+        view = ((i.min() / 2, i.max() * 2), (a.min() / 2, max(a.max(), peaks.peak_gflops.max()) * 1.5))
+    lo, hi = (min(0.05, i.min() / 2), max(1e3, i.max() * 2)) if len(points) else (0.05, 1e3)
     fig, ax = subplots(figsize=(9, 6))
-    _roofs(ax, peaks, x)
+    _roofs(ax, peaks, np.geomspace(*(view[0] if view and not zoom else (lo, hi)), 256))
     values = sorted(points[hue].unique()) if len(points) else []
     markers = {**dict(zip(values, "osD^vP*X", strict=False)), **HUE_MARKERS}  # a phase or level: fixed
-    sizes = _marker_sizes(points[size_by]) if size_by and len(points) else {}
-    for i, (key, g) in enumerate(points.groupby(label) if len(points) else []):
+    keys = sorted(points[size_by].dropna().unique()) if size_by and len(points) else []
+    sizes = dict(
+        zip(keys, np.linspace(18, 170, len(keys)) if len(keys) > 1 else [55] * len(keys), strict=True)
+    )
+    for n, (key, g) in enumerate(points.groupby(label) if len(points) else []):
         for h, gh in g.groupby(hue):
             if sizes:  # largest first, so a smaller marker at the same place is drawn on top, not hidden
                 gh = gh.sort_values(size_by, ascending=False)
-            s = gh[size_by].map(sizes) if sizes else 55
-            style = {"marker": markers.get(h, "o"), "s": s, "color": f"C{(i + 3) % 10}", **POINT}
-            ax.scatter(gh.intensity_flop_per_byte, gh.achieved_gflops, label=f"{key} {h}", **style)
-    ax.set(**ROOF_AXES, title=title)
-    if zoom and len(points):  # x around the points, y from them to every compute roof
-        i, a = points.intensity_flop_per_byte, points.achieved_gflops
-        ax.set(
-            xlim=(i.min() / 2, i.max() * 2), ylim=(a.min() / 2, max(a.max(), peaks.peak_gflops.max()) * 1.5)
-        )
+            color = gh["color"].iloc[0] if "color" in gh else f"C{(n + 3) % 10}"
+            style = {"marker": markers.get(h, "o"), "s": gh[size_by].map(sizes) if sizes else 55, **POINT}
+            style["label"] = name.format(key=key, hue=h)
+            ax.scatter(gh.intensity_flop_per_byte, gh.achieved_gflops, color=color, **style)
+    for _, g in points.groupby(join) if join and len(points) else []:
+        g = g.sort_values(size_by)
+        ax.plot(g.intensity_flop_per_byte, g.achieved_gflops, "-", color="gray", lw=0.8, zorder=2)
+    ax.set(**ROOF_AXES, title=title, **({"xlim": view[0], "ylim": view[1]} if view else {}))
     first = ax.legend(**BESIDE)
     fig.tight_layout()  # room for the first legend; the size legend below it is narrower
     if sizes:
@@ -433,21 +442,8 @@ def roofline(
     return save(fig, path)
 
 
-def _marker_sizes(values: pd.Series) -> dict:
-    """Marker area per distinct value, ascending from 18 to 170 points^2 (evenly over the sorted values)."""
-    keys = sorted(values.dropna().unique())
-    return dict(zip(keys, np.linspace(18, 170, len(keys)) if len(keys) > 1 else [55], strict=True))
-
-
-def trajectory(peaks: pd.DataFrame, points: pd.DataFrame, title: str, path: str | Path | None = None):
-    """Batch-sweep points joined in batch order per model and phase; the marker's size is its batch size, named
-    in a legend beside the plot (labels at the points were drawn over each other: the sweep's points crowd)."""
-    fig = roofline(peaks, points, title, None, size_by="batch_size" if len(points) else None, zoom=True)
-    ax = fig.axes[0]
-    for _, g in points.groupby(["model", "phase"]) if len(points) else []:
-        g = g.sort_values("batch_size")
-        ax.plot(g.intensity_flop_per_byte, g.achieved_gflops, "-", color="gray", lw=0.8, zorder=2)
-    return save(fig, path)
+# 04's batch sweep: its points joined in batch order per model and phase, each marker's size its batch size
+trajectory = functools.partial(roofline, size_by="batch_size", zoom=True, join=["model", "phase"])
 
 
 PHASE_MARKERS = {k: HUE_MARKERS[k] for k in ("train", "eval")}
@@ -533,15 +529,7 @@ def explorer_roofline(peaks: pd.DataFrame, points: pd.DataFrame, title: str = "e
     top = float(peaks.peak_gflops.max())
     low = float(bw.min()) * xlo if len(bw) else top / 1e3
     ylo, yhi = _decades(min(low, *(pts.achieved_gflops / 2)), max(top * 2, *(pts.achieved_gflops * 2)))
-    fig, ax = subplots(figsize=(9, 6))
-    _roofs(ax, peaks, np.geomspace(xlo, xhi, 256))
-    for r in pts.itertuples():
-        style = {"color": r.color, "s": 55, "marker": PHASE_MARKERS.get(str(r.phase), "o")}
-        ax.scatter([r.intensity_flop_per_byte], [r.achieved_gflops], label=text(r.explored), **style, **POINT)
-    ax.set(**ROOF_AXES, xlim=(xlo, xhi), ylim=(ylo, yhi), title=title)
-    ax.legend(**BESIDE)
-    fig.tight_layout()
-    return fig
+    return roofline(peaks, pts, title, label="explored", view=((xlo, xhi), (ylo, yhi)), name="{key}")
 
 
 def layer_figures(
