@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 from matplotlib.figure import Figure
-from matplotlib.ticker import LogFormatter, LogLocator
+from matplotlib.ticker import LogFormatter, LogLocator, NullLocator
 
 from cnnbench import knobs
 from cnnbench.tables import variant_label
@@ -208,13 +208,6 @@ def text(label) -> str:
     return str(label).replace("$", r"\$")
 
 
-def _bar_keys(g: pd.DataFrame) -> pd.Series:
-    """One bar per model, or per model and batch size when a model was measured at several batch sizes."""
-    names = g.model.astype(str)
-    several = g.groupby("model").batch_size.transform("nunique") > 1
-    return names.where(~several, names + " bs=" + g.batch_size.astype(str))
-
-
 def throughput(df: pd.DataFrame, path: str | Path | None = None, hue: str | None = None):
     """Throughput per model, train and eval, with the 95% interval as error bars; bars per variant, or per
     the values of column ``hue`` (e.g. the device when several runs are merged). A model measured at several
@@ -223,7 +216,8 @@ def throughput(df: pd.DataFrame, path: str | Path | None = None, hue: str | None
         return None
     ok = df[df.status == "ok"]
     ok = ok.assign(variant=ok[hue].astype(str) + " " + variant_label(ok) if hue else variant_label(ok))
-    ok = ok.assign(bar=_bar_keys(ok))
+    names, several = ok.model.astype(str), ok.groupby("model").batch_size.transform("nunique") > 1
+    ok = ok.assign(bar=names.where(~several, names + " bs=" + ok.batch_size.astype(str)))
     phases = list(dict.fromkeys(ok.phase))
     fig, axes = subplots(1, max(len(phases), 1), figsize=(6 * max(len(phases), 1), 4), squeeze=False)
     for ax, phase in zip(axes[0], phases, strict=False):
@@ -446,7 +440,6 @@ def roofline(
 trajectory = functools.partial(roofline, size_by="batch_size", zoom=True, join=["model", "phase"])
 
 
-PHASE_MARKERS = {k: HUE_MARKERS[k] for k in ("train", "eval")}
 EXPLORER_BATCHES = (8, 16, 32, 64, 128, 256, 512)  # the explorer's batch choices: its fixed x ticks
 
 
@@ -481,22 +474,12 @@ def _explorer_points(points: pd.DataFrame) -> pd.DataFrame:
 def explorer_throughput(points: pd.DataFrame):
     """08's explorer: throughput against batch size (log axes, the batch choices as fixed ticks, decade limits),
     each configuration a point with its interval and its own legend entry."""
-    from matplotlib.ticker import NullLocator
-
     pts = _explorer_points(points)
     fig, ax = subplots(figsize=(9, 4.5))
+    style = {"capsize": 3, "mec": "black", "mew": 0.5}
     for r in pts.itertuples():
-        ax.errorbar(
-            [r.batch_size],
-            [r.throughput_img_s],
-            yerr=[r.throughput_ci95_img_s],
-            fmt=PHASE_MARKERS.get(str(r.phase), "o"),
-            color=r.color,
-            capsize=3,
-            mec="black",
-            mew=0.5,
-            label=text(r.explored),
-        )
+        marker, y, ci = HUE_MARKERS.get(str(r.phase), "o"), [r.throughput_img_s], [r.throughput_ci95_img_s]
+        ax.errorbar([r.batch_size], y, yerr=ci, fmt=marker, color=r.color, label=text(r.explored), **style)
     batches = sorted(set(EXPLORER_BATCHES) | set(int(b) for b in pts.batch_size))
     ci = pts.throughput_ci95_img_s.fillna(0.0)
     rate = pts.throughput_img_s
@@ -587,16 +570,14 @@ def per_model_rooflines(
                     y, level = np.minimum(r.peak_gflops, r.bandwidth_gbs * x), getattr(r, "level", "dram")
                     style = {"color": color, "lw": 1, "ls": ("-", "--", ":", "-.")[k % 4]}
                     ax.plot(x, y, label=f"{label}: its measured {prec} {level} roof", **style)
-            for phase, gp in gd.groupby(
-                "phase", sort=False
-            ):  # one marker per phase: train and eval told apart
-                style = {"color": color, "s": 50, "marker": PHASE_MARKERS.get(str(phase), "o"), **POINT}
+            for phase, gp in gd.groupby("phase", sort=False):  # a marker per phase: train and eval apart
+                style = {"color": color, "s": 50, "marker": HUE_MARKERS.get(str(phase), "o"), **POINT}
                 ax.scatter(gp.intensity_flop_per_byte, gp.achieved_gflops, label=f"{label} {phase}", **style)
         mine = seeds[seeds.model == model] if seeds is not None else pd.DataFrame()
         for j, ((seed, device, phase), gs) in enumerate(
             mine.groupby(["seed", "device", "phase"], sort=False) if len(mine) else []
         ):
-            style = {"marker": PHASE_MARKERS.get(phase, "o"), "s": 60, "fc": "none", "lw": 1.6, "zorder": 4}
+            style = {"marker": HUE_MARKERS.get(phase, "o"), "s": 60, "fc": "none", "lw": 1.6, "zorder": 4}
             label, edge = f"seed {seed[:3]} on its {device}, {phase} (corrected)", THEIRS[j % len(THEIRS)]
             ax.scatter(gs.intensity_flop_per_byte, gs.corrected * 1e3, ec=edge, label=label, **style)
         ax.set(**ROOF_AXES, title=model + (" across runs" if g[by].nunique() > 1 else ""))
