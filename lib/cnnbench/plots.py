@@ -396,10 +396,12 @@ def roofline(
     value smallest), named in a second legend below the first; ``zoom``: the view around the points, up to every
     compute roof, so that crowded points need little moving; ``view``: fixed ((xlo, xhi), (ylo, yhi)); ``join``:
     the columns whose points a grey line joins in ``size_by`` order."""
-    i, a = points.intensity_flop_per_byte, points.achieved_gflops
-    if zoom and len(points):  # x around the points, y from them to every compute roof
-        view = ((i.min() / 2, i.max() * 2), (a.min() / 2, max(a.max(), peaks.peak_gflops.max()) * 1.5))
-    lo, hi = (min(0.05, i.min() / 2), max(1e3, i.max() * 2)) if len(points) else (0.05, 1e3)
+    lo, hi = 0.05, 1e3
+    if len(points):
+        i, a = points.intensity_flop_per_byte, points.achieved_gflops
+        lo, hi = min(lo, i.min() / 2), max(hi, i.max() * 2)
+        if zoom:  # x around the points, y from them to every compute roof
+            view = ((i.min() / 2, i.max() * 2), (a.min() / 2, max(a.max(), peaks.peak_gflops.max()) * 1.5))
     fig, ax = subplots(figsize=(9, 6))
     _roofs(ax, peaks, np.geomspace(*(view[0] if view and not zoom else (lo, hi)), 256))
     values = sorted(points[hue].unique()) if len(points) else []
