@@ -584,3 +584,87 @@ def test_the_scaling_telemetry_counts_no_rank_of_the_run_as_another_process(tmp_
     fig = timelines.plot(pd.DataFrame(rows), tmp_path / "t.png")
     other = next(ax for ax in fig.axes if "other processes" in ax.get_ylabel())
     assert max(y for line in other.get_lines() for y in line.get_ydata()) == 12.5
+
+
+H200 = "example-cuda-h200"
+
+
+def _h200(name):
+    from cnnbench import results
+    from conftest import ROOT
+
+    return results.read(ROOT / "examples" / H200, name.removesuffix(".csv"))
+
+
+def _visible_ticks(ax, axis="y"):
+    """The texts of the tick labels ``ax`` shows on ``axis`` (major and minor, inside the view, non-empty)."""
+    ax.figure.canvas.draw()
+    a = ax.yaxis if axis == "y" else ax.xaxis
+    lo, hi = sorted(ax.get_ylim() if axis == "y" else ax.get_xlim())
+    ticks = [*a.get_major_ticks(), *a.get_minor_ticks()]
+    return [
+        t.label1.get_text()
+        for t in ticks
+        if t.label1.get_visible() and t.label1.get_text() and lo <= t.get_loc() <= hi
+    ]
+
+
+def test_the_complexity_figure_names_each_counted_row_and_repeats_no_tick_label(tmp_path):
+    """The H200 example's complexity.png: resnet50's two rows (1000 and 200 classes, 0.01 GFLOP apart) shared
+    one column and its log axes read "24", "24", "24" and "82", "82", "82"."""
+    fig = plots.complexity(_h200("complexity.csv"), tmp_path / "c.png")
+    for ax in fig.axes:
+        ys, xs = _visible_ticks(ax, "y"), _visible_ticks(ax, "x")
+        assert ys and len(set(ys)) == len(ys), ys
+        assert len(xs) == 2 and len(set(xs)) == 2, xs
+
+
+def test_one_epoch_is_drawn_at_a_whole_epoch_with_every_backends_marker_in_sight(tmp_path):
+    """The H200 example's backends_cnn.png and transfer_curves.png (one epoch): the epoch axis read 0.945 ..
+    1.050, and the three backends' equal test accuracies (0.195) were one marker."""
+    from cnnbench import transfer
+    from cnnbench.scratch import summary
+
+    fig = summary.figure_1(_h200("backends.csv"), tmp_path / "b.png")
+    curves = transfer.learning_curves(_h200("transfer.csv"), tmp_path / "t.png")
+    for ax in [*fig.axes[:3], curves.axes[0]]:
+        assert _visible_ticks(ax, "x") == ["1"], ax.get_ylabel()
+    accuracy = fig.axes[2]
+    points = [
+        ax_xy for line in accuracy.get_lines() for ax_xy in accuracy.transData.transform(line.get_xydata())
+    ]
+    assert len(points) == 3
+    assert all(np.hypot(*(p - q)) > 6 for i, p in enumerate(points) for q in points[:i])  # pixels apart
+
+
+def test_the_scaling_telemetry_title_is_over_no_panel_and_its_numbers_are_plain(tmp_path):
+    """The H200 example's scaling_telemetry.png: its title sat on the first panel, and resident memory read
+    0.2 .. 0.8 under a "+1.8e3" offset."""
+    from types import SimpleNamespace
+
+    from cnnbench.measure import timelines
+    from conftest import ROOT
+
+    df = timelines.read(SimpleNamespace(dir=ROOT / "examples" / H200))
+    fig = timelines.plot_experiment(df, "scaling", tmp_path / "s.png")
+    renderer = fig.canvas.get_renderer()
+    title = fig._suptitle.get_window_extent(renderer)
+    assert not any(title.overlaps(ax.get_tightbbox(renderer)) for ax in fig.axes)
+    offsets = [a.get_offset_text().get_text() for ax in fig.axes for a in (ax.xaxis, ax.yaxis)]
+    assert not any(offsets), offsets
+
+
+def test_every_backends_op_bars_are_in_sight(tmp_path):
+    """The H200 example's backend_ops.png: the GPU backends' CNN bars (1-3 ms) were slivers beside NumPy's
+    104 ms on one linear axis."""
+    from cnnbench.scratch import summary
+
+    fig = summary.op_breakdown(_h200("backend_ops.csv"), tmp_path / "o.png")
+    fig.canvas.draw()
+    for ax in fig.axes:
+        stacks = {}
+        for p in ax.patches:
+            stacks[round(p.get_x(), 6)] = stacks.get(round(p.get_x(), 6), 0) + p.get_height()
+        top = ax.get_ylim()[1]
+        assert len(stacks) == 3 and all(h > top / 2 for h in stacks.values()), (ax.get_title(), stacks)
+        assert all("ms" in t.get_text() for t in ax.get_xticklabels()), "each backend's step time named"

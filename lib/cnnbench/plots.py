@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import functools
 import math
 import textwrap
 import warnings
@@ -14,12 +15,12 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 from matplotlib.figure import Figure
-from matplotlib.ticker import LogFormatter, LogLocator
+from matplotlib.ticker import LogFormatter, LogLocator, NullLocator
 
 from cnnbench import knobs
 from cnnbench.tables import variant_label
 
-sns.set_theme(style="whitegrid", context="notebook")
+sns.set_theme(style="whitegrid", context="notebook", rc={"axes.formatter.useoffset": False})  # plain numbers
 
 
 _DETACHED = contextvars.ContextVar("detached", default=False)
@@ -152,7 +153,9 @@ def legend_below(fig, ax, title=None, ncol: int | None = 4, fontsize: int | None
 
 def complexity(df: pd.DataFrame, path: str | Path | None = None):
     """Training GFLOPs per image and activation memory per image, per model, at each counted resolution."""
-    data = df.assign(resolution=df.image_size.astype(str) + "x" + df.image_size.astype(str))
+    several = df.groupby(["model", "image_size"]).num_classes.transform("nunique") > 1  # two heads, one size
+    name = df.model.where(~several, df.model + " (" + df.num_classes.astype(str) + " classes)")
+    data = df.assign(resolution=df.image_size.astype(str) + "x" + df.image_size.astype(str), model=name)
     fig, axes = subplots(1, 2, figsize=(12, 4))
     # points, not bars: the values span four decades, and a bar on a log axis has no length to read
     style = {"hue": "resolution", "dodge": True, "jitter": False, "size": 8}
@@ -161,10 +164,12 @@ def complexity(df: pd.DataFrame, path: str | Path | None = None):
         (axes[1], "activation_mib", "saved activations per image (MiB)"),
     ):
         sns.stripplot(data=data, x="model", y=col, ax=ax, legend=ax is axes[0], **style)
-        ax.set(yscale="log", ylabel=label, xlabel="")
+        ax.set(
+            yscale="log", ylabel=label, xlabel="", ylim=_decades(data[col].min() / 1.5, data[col].max() * 1.5)
+        )
         plt.setp(ax.get_xticklabels(), rotation=30, ha="right", rotation_mode="anchor")
     axes[0].get_legend().remove()
-    fig.tight_layout()
+    fig.tight_layout(w_pad=3)  # the right panel's axis label clear of the left panel
     legend_below(fig, axes[0], title="resolution", ncol=None, fontsize=None)
     return save(fig, path)
 
@@ -203,13 +208,6 @@ def text(label) -> str:
     return str(label).replace("$", r"\$")
 
 
-def _bar_keys(g: pd.DataFrame) -> pd.Series:
-    """One bar per model, or per model and batch size when a model was measured at several batch sizes."""
-    names = g.model.astype(str)
-    several = g.groupby("model").batch_size.transform("nunique") > 1
-    return names.where(~several, names + " bs=" + g.batch_size.astype(str))
-
-
 def throughput(df: pd.DataFrame, path: str | Path | None = None, hue: str | None = None):
     """Throughput per model, train and eval, with the 95% interval as error bars; bars per variant, or per
     the values of column ``hue`` (e.g. the device when several runs are merged). A model measured at several
@@ -218,7 +216,8 @@ def throughput(df: pd.DataFrame, path: str | Path | None = None, hue: str | None
         return None
     ok = df[df.status == "ok"]
     ok = ok.assign(variant=ok[hue].astype(str) + " " + variant_label(ok) if hue else variant_label(ok))
-    ok = ok.assign(bar=_bar_keys(ok))
+    names, several = ok.model.astype(str), ok.groupby("model").batch_size.transform("nunique") > 1
+    ok = ok.assign(bar=names.where(~several, names + " bs=" + ok.batch_size.astype(str)))
     phases = list(dict.fromkeys(ok.phase))
     fig, axes = subplots(1, max(len(phases), 1), figsize=(6 * max(len(phases), 1), 4), squeeze=False)
     for ax, phase in zip(axes[0], phases, strict=False):
@@ -387,32 +386,42 @@ def roofline(
     hue: str = "phase",
     size_by: str | None = None,
     zoom: bool = False,
+    join: list[str] | None = None,
+    view: tuple | None = None,
+    name: str = "{key} {hue}",
 ):
     """A log-log roofline with every point of ``points`` (intensity_flop_per_byte, achieved_gflops), each named
-    by the legend beside the plot, markers that would overlap set apart (:func:`_spread`). ``size_by``: a column
-    whose values set the marker size (smallest value smallest), named in a second legend below the first;
-    ``zoom``: the view around the points, up to every compute roof, so that crowded points need little moving."""
-    lo = min(0.05, points.intensity_flop_per_byte.min() / 2) if len(points) else 0.05
-    hi = max(1e3, points.intensity_flop_per_byte.max() * 2) if len(points) else 1e3
-    x = np.geomspace(lo, hi, 256)
+    ``name`` by the legend beside the plot (coloured by its ``color`` column where there is one), markers that
+    would overlap set apart (:func:`_spread`). ``size_by``: a column whose values set the marker size (smallest
+    value smallest), named in a second legend below the first; ``zoom``: the view around the points, up to every
+    compute roof, so that crowded points need little moving; ``view``: fixed ((xlo, xhi), (ylo, yhi)); ``join``:
+    the columns whose points a grey line joins in ``size_by`` order."""
+    lo, hi = 0.05, 1e3
+    if len(points):
+        i, a = points.intensity_flop_per_byte, points.achieved_gflops
+        lo, hi = min(lo, i.min() / 2), max(hi, i.max() * 2)
+        if zoom:  # x around the points, y from them to every compute roof
+            view = ((i.min() / 2, i.max() * 2), (a.min() / 2, max(a.max(), peaks.peak_gflops.max()) * 1.5))
     fig, ax = subplots(figsize=(9, 6))
-    _roofs(ax, peaks, x)
+    _roofs(ax, peaks, np.geomspace(*(view[0] if view and not zoom else (lo, hi)), 256))
     values = sorted(points[hue].unique()) if len(points) else []
     markers = {**dict(zip(values, "osD^vP*X", strict=False)), **HUE_MARKERS}  # a phase or level: fixed
-    sizes = _marker_sizes(points[size_by]) if size_by and len(points) else {}
-    for i, (key, g) in enumerate(points.groupby(label) if len(points) else []):
+    keys = sorted(points[size_by].dropna().unique()) if size_by and len(points) else []
+    sizes = dict(
+        zip(keys, np.linspace(18, 170, len(keys)) if len(keys) > 1 else [55] * len(keys), strict=True)
+    )
+    for n, (key, g) in enumerate(points.groupby(label) if len(points) else []):
         for h, gh in g.groupby(hue):
             if sizes:  # largest first, so a smaller marker at the same place is drawn on top, not hidden
                 gh = gh.sort_values(size_by, ascending=False)
-            s = gh[size_by].map(sizes) if sizes else 55
-            style = {"marker": markers.get(h, "o"), "s": s, "color": f"C{(i + 3) % 10}", **POINT}
-            ax.scatter(gh.intensity_flop_per_byte, gh.achieved_gflops, label=f"{key} {h}", **style)
-    ax.set(**ROOF_AXES, title=title)
-    if zoom and len(points):  # x around the points, y from them to every compute roof
-        i, a = points.intensity_flop_per_byte, points.achieved_gflops
-        ax.set(
-            xlim=(i.min() / 2, i.max() * 2), ylim=(a.min() / 2, max(a.max(), peaks.peak_gflops.max()) * 1.5)
-        )
+            color = gh["color"].iloc[0] if "color" in gh else f"C{(n + 3) % 10}"
+            style = {"marker": markers.get(h, "o"), "s": gh[size_by].map(sizes) if sizes else 55, **POINT}
+            style["label"] = name.format(key=key, hue=h)
+            ax.scatter(gh.intensity_flop_per_byte, gh.achieved_gflops, color=color, **style)
+    for _, g in points.groupby(join) if join and len(points) else []:
+        g = g.sort_values(size_by)
+        ax.plot(g.intensity_flop_per_byte, g.achieved_gflops, "-", color="gray", lw=0.8, zorder=2)
+    ax.set(**ROOF_AXES, title=title, **({"xlim": view[0], "ylim": view[1]} if view else {}))
     first = ax.legend(**BESIDE)
     fig.tight_layout()  # room for the first legend; the size legend below it is narrower
     if sizes:
@@ -429,24 +438,10 @@ def roofline(
     return save(fig, path)
 
 
-def _marker_sizes(values: pd.Series) -> dict:
-    """Marker area per distinct value, ascending from 18 to 170 points^2 (evenly over the sorted values)."""
-    keys = sorted(values.dropna().unique())
-    return dict(zip(keys, np.linspace(18, 170, len(keys)) if len(keys) > 1 else [55], strict=True))
+# 04's batch sweep: its points joined in batch order per model and phase, each marker's size its batch size
+trajectory = functools.partial(roofline, size_by="batch_size", zoom=True, join=["model", "phase"])
 
 
-def trajectory(peaks: pd.DataFrame, points: pd.DataFrame, title: str, path: str | Path | None = None):
-    """Batch-sweep points joined in batch order per model and phase; the marker's size is its batch size, named
-    in a legend beside the plot (labels at the points were drawn over each other: the sweep's points crowd)."""
-    fig = roofline(peaks, points, title, None, size_by="batch_size" if len(points) else None, zoom=True)
-    ax = fig.axes[0]
-    for _, g in points.groupby(["model", "phase"]) if len(points) else []:
-        g = g.sort_values("batch_size")
-        ax.plot(g.intensity_flop_per_byte, g.achieved_gflops, "-", color="gray", lw=0.8, zorder=2)
-    return save(fig, path)
-
-
-PHASE_MARKERS = {k: HUE_MARKERS[k] for k in ("train", "eval")}
 EXPLORER_BATCHES = (8, 16, 32, 64, 128, 256, 512)  # the explorer's batch choices: its fixed x ticks
 
 
@@ -481,22 +476,12 @@ def _explorer_points(points: pd.DataFrame) -> pd.DataFrame:
 def explorer_throughput(points: pd.DataFrame):
     """08's explorer: throughput against batch size (log axes, the batch choices as fixed ticks, decade limits),
     each configuration a point with its interval and its own legend entry."""
-    from matplotlib.ticker import NullLocator
-
     pts = _explorer_points(points)
     fig, ax = subplots(figsize=(9, 4.5))
+    style = {"capsize": 3, "mec": "black", "mew": 0.5}
     for r in pts.itertuples():
-        ax.errorbar(
-            [r.batch_size],
-            [r.throughput_img_s],
-            yerr=[r.throughput_ci95_img_s],
-            fmt=PHASE_MARKERS.get(str(r.phase), "o"),
-            color=r.color,
-            capsize=3,
-            mec="black",
-            mew=0.5,
-            label=text(r.explored),
-        )
+        marker, y, ci = HUE_MARKERS.get(str(r.phase), "o"), [r.throughput_img_s], [r.throughput_ci95_img_s]
+        ax.errorbar([r.batch_size], y, yerr=ci, fmt=marker, color=r.color, label=text(r.explored), **style)
     batches = sorted(set(EXPLORER_BATCHES) | set(int(b) for b in pts.batch_size))
     ci = pts.throughput_ci95_img_s.fillna(0.0)
     rate = pts.throughput_img_s
@@ -529,15 +514,7 @@ def explorer_roofline(peaks: pd.DataFrame, points: pd.DataFrame, title: str = "e
     top = float(peaks.peak_gflops.max())
     low = float(bw.min()) * xlo if len(bw) else top / 1e3
     ylo, yhi = _decades(min(low, *(pts.achieved_gflops / 2)), max(top * 2, *(pts.achieved_gflops * 2)))
-    fig, ax = subplots(figsize=(9, 6))
-    _roofs(ax, peaks, np.geomspace(xlo, xhi, 256))
-    for r in pts.itertuples():
-        style = {"color": r.color, "s": 55, "marker": PHASE_MARKERS.get(str(r.phase), "o")}
-        ax.scatter([r.intensity_flop_per_byte], [r.achieved_gflops], label=text(r.explored), **style, **POINT)
-    ax.set(**ROOF_AXES, xlim=(xlo, xhi), ylim=(ylo, yhi), title=title)
-    ax.legend(**BESIDE)
-    fig.tight_layout()
-    return fig
+    return roofline(peaks, pts, title, label="explored", view=((xlo, xhi), (ylo, yhi)), name="{key}")
 
 
 def layer_figures(
@@ -595,16 +572,14 @@ def per_model_rooflines(
                     y, level = np.minimum(r.peak_gflops, r.bandwidth_gbs * x), getattr(r, "level", "dram")
                     style = {"color": color, "lw": 1, "ls": ("-", "--", ":", "-.")[k % 4]}
                     ax.plot(x, y, label=f"{label}: its measured {prec} {level} roof", **style)
-            for phase, gp in gd.groupby(
-                "phase", sort=False
-            ):  # one marker per phase: train and eval told apart
-                style = {"color": color, "s": 50, "marker": PHASE_MARKERS.get(str(phase), "o"), **POINT}
+            for phase, gp in gd.groupby("phase", sort=False):  # a marker per phase: train and eval apart
+                style = {"color": color, "s": 50, "marker": HUE_MARKERS.get(str(phase), "o"), **POINT}
                 ax.scatter(gp.intensity_flop_per_byte, gp.achieved_gflops, label=f"{label} {phase}", **style)
         mine = seeds[seeds.model == model] if seeds is not None else pd.DataFrame()
         for j, ((seed, device, phase), gs) in enumerate(
             mine.groupby(["seed", "device", "phase"], sort=False) if len(mine) else []
         ):
-            style = {"marker": PHASE_MARKERS.get(phase, "o"), "s": 60, "fc": "none", "lw": 1.6, "zorder": 4}
+            style = {"marker": HUE_MARKERS.get(phase, "o"), "s": 60, "fc": "none", "lw": 1.6, "zorder": 4}
             label, edge = f"seed {seed[:3]} on its {device}, {phase} (corrected)", THEIRS[j % len(THEIRS)]
             ax.scatter(gs.intensity_flop_per_byte, gs.corrected * 1e3, ec=edge, label=label, **style)
         ax.set(**ROOF_AXES, title=model + (" across runs" if g[by].nunique() > 1 else ""))

@@ -152,14 +152,18 @@ def figure_1(df: pd.DataFrame, path=None):
     if cnn.empty:
         return None
     fig, axes = plt.subplots(2, 2, figsize=(12, 8))
+    order = list(dict.fromkeys(cnn.backend))  # side by side at each epoch: equal values never hide each other
+    dodged = cnn.assign(
+        epoch=cnn.epoch + cnn.backend.map({b: 0.1 * (i - (len(order) - 1) / 2) for i, b in enumerate(order)})
+    )
     for ax, col, label in [
         (axes[0, 0], "epoch_s", "time per epoch (s)"),
         (axes[0, 1], "throughput_img_s", "throughput (images/s)"),
         (axes[1, 0], "test_accuracy", "test accuracy (fraction)"),
     ]:
-        sns.lineplot(data=cnn, x="epoch", y=col, hue="backend", style="backend", markers=True, ax=ax)
-        ax.set(ylabel=label, xlabel="epoch")
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        sns.lineplot(data=dodged, x="epoch", y=col, hue="backend", style="backend", markers=True, ax=ax)
+        ax.set(ylabel=label, xlabel="epoch", xlim=(cnn.epoch.min() - 0.5, cnn.epoch.max() + 0.5))
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True, min_n_ticks=1))
     axes[0, 0].set_yscale("log")
     axes[0, 1].set_yscale("log")
     s = summarize(cnn)
@@ -194,7 +198,8 @@ def convergence(df: pd.DataFrame, path=None):
 
 
 def op_breakdown(ops: pd.DataFrame, path=None):
-    """Seed 004's op breakdown for both networks: ms per step by op kind, stacked, per backend (synced per op)."""
+    """Seed 004's op breakdown for both networks: each op kind's share of a backend's step (ms per step summed
+    over synced per-op medians), stacked, that step's ms under its name: a 1 ms step as visible as a 100 ms one."""
     kinds = op_kinds(ops)
     if kinds.empty:
         return None
@@ -205,12 +210,15 @@ def op_breakdown(ops: pd.DataFrame, path=None):
     for ax, model in zip(axes[0], models, strict=True):
         k = kinds.loc[model].T.fillna(0)
         k = k.loc[:, (k != 0).any()]  # kinds this network has
+        share, names = (
+            k.div(k.sum(axis=1), axis=0) * 100,
+            [f"{b}\n{t:,.2f} ms" for b, t in k.sum(axis=1).items()],
+        )
         bottom = np.zeros(len(k))
         for kind in k.columns:
-            ax.bar(k.index, k[kind], bottom=bottom, label=kind, color=colour[kind])
-            bottom += k[kind].to_numpy()
-        ax.set(ylabel="time per training step (ms, median)", title=model)
-        ax.tick_params(axis="x", rotation=30)
-        ax.legend(fontsize=8)
+            ax.bar(names, share[kind], bottom=bottom, label=kind, color=colour[kind])
+            bottom += share[kind].to_numpy()
+        ax.set(ylabel="share of the training step (%)", title=f"{model} (ms per step, median, under each)")
+        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1))  # beside: over no bar
     fig.tight_layout()
     return save(fig, path)

@@ -52,8 +52,9 @@ def learning_curves(df: pd.DataFrame, path: str | Path | None = None):
         axes[0].plot(g.epoch, g.train_loss, marker="o", label=label)
         axes[1].plot(g.elapsed_train_s, 100 * g.val_accuracy, marker="o", label=label)
     axes[0].set(xlabel="epoch", ylabel="training loss (cross-entropy)", yscale="log")
-    axes[0].xaxis.set_major_locator(MaxNLocator(integer=True))  # whole epochs, never epoch 1.2
-    axes[1].set(xlabel="elapsed training time (s)", ylabel="validation accuracy (%)")
+    axes[0].set_xlim(ok.epoch.min() - 0.5, ok.epoch.max() + 0.5)  # a single epoch too at a whole epoch
+    axes[0].xaxis.set_major_locator(MaxNLocator(integer=True, min_n_ticks=1))  # whole epochs, never epoch 1.2
+    axes[1].set(xlabel="elapsed training time (s)", ylabel="validation accuracy (%)", xlim=(0, None))
     target = ok.target_accuracy.iloc[0]
     axes[1].axhline(100 * target, ls="--", color="grey", lw=1, label=f"target {100 * target:g}%")
     axes[1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))  # beside the panel, over no point
