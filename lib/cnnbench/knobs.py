@@ -40,12 +40,8 @@ class Knob:
     numerics: bool = False  # changes the arithmetic: 07's correctness guard checks it
     search: Callable[[Any, Any, Any], Iterable] | None = None  # (default, Hardware, params) -> 07's values
     search_key: str = ""  # the params key listing the values 07 searches (the others: "not in <key>")
-    inert: Callable[[Any, Any], str] | None = (
-        None  # (Hardware, params) -> why no other value changes anything
-    )
-    parse: Callable[[Any], Any] = lambda v: (
-        v
-    )  # a given or written value (old spellings too) -> this knob's value
+    inert: Callable[[Any, Any], str] | None = None  # (Hardware, params) -> why no other value changes a thing
+    parse: Callable[[Any], Any] = lambda v: v  # a given or written value (old spellings too) -> its value
 
     def read(self, value: Any) -> Any:
         """``value`` as this knob holds it: blank is :attr:`before`; CSV text and old spellings converted."""

@@ -15,6 +15,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import psutil
+
 
 def _is_root(path: Path) -> bool:
     return (path / "params").is_dir() and (path / "notebooks").is_dir()
@@ -128,8 +130,6 @@ def die_with_parent(*_) -> None:
 def run_processes() -> list[tuple[int, str, str]]:
     """(pid, run folder, command line) of each readable process whose environment holds :data:`LOCK_ENV`, this
     one and its ancestors left out."""
-    import psutil
-
     me = psutil.Process()
     skip = {me.pid, *(p.pid for p in me.parents())}
     return [
@@ -192,12 +192,6 @@ class RunLocked(RuntimeError):
         return [str(self)]
 
 
-def _alive(pid: int) -> bool:
-    import psutil
-
-    return psutil.pid_exists(pid)
-
-
 @contextlib.contextmanager
 def _serialized(target: Path):
     """Contenders for ``target`` one at a time: flock on it (a folder, or a lock file, created if missing), where
@@ -234,13 +228,13 @@ class RunLock:
     def holder(self) -> int | None:
         """PID of a live process holding the lock (not this one), else None."""
         pid = self._pid()
-        return pid if pid is not None and pid != os.getpid() and _alive(pid) else None
+        return pid if pid is not None and pid != os.getpid() and psutil.pid_exists(pid) else None
 
     def _stale(self) -> bool:
         """The lock exists and no live process holds it: its PID is dead, or unreadable for long."""
         pid = self._pid()
         if pid is not None:
-            return pid == os.getpid() or not _alive(pid)
+            return pid == os.getpid() or not psutil.pid_exists(pid)
         try:
             return time.time() - self.path.stat().st_mtime > LOCK_UNREADABLE_STALE_S
         except FileNotFoundError:

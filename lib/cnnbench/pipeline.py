@@ -149,21 +149,14 @@ class _PartialReports:
         ):
             report.build_run_report(self.run_dir, done, of=self.total)
 
-    def close(self) -> None:
-        from cnnbench import report
-
-        (self.run_dir / report.PARTIAL).unlink(missing_ok=True)
-
 
 def _keep_whole(partial: Path, target: Path) -> Path | None:
     """``partial`` renamed over ``target`` (returned) if it is a whole notebook, else removed."""
-    if not partial.is_file():
-        return None
-    if not _readable(partial):
-        partial.unlink(missing_ok=True)
-        return None
-    partial.replace(target)
-    return target
+    if partial.is_file() and _readable(partial):
+        return partial.replace(target)
+    if partial.is_file():
+        partial.unlink()
+    return None
 
 
 def _readable(notebook: Path) -> bool:
@@ -602,7 +595,7 @@ def _execute_run(args, p, params_file: Path, overrides: dict, outputs: Path, run
             from cnnbench import report
 
             html = report.build_run_report(run_dir, executed)
-            partial.close()
+            (run_dir / report.PARTIAL).unlink(missing_ok=True)
             (run_dir / STALE_REPORT).unlink(missing_ok=True)
             print(f"cnnbench: report {html}")
         finished(run_dir)
@@ -793,11 +786,7 @@ def _analysis_kept(folder: Path, read: list[Path], who: str) -> list[Path]:
 
 def _fingerprint(folder: Path, read: list[Path] | None) -> None:
     """08 just executed into ``folder`` over ``read``, for :func:`_analysis_kept`; None: about to be executed."""
-    executed = folder / "notebooks" / f"{ANALYSIS}.ipynb"
-    if read is None:
-        freshness.forget(executed)
-    else:
-        freshness.record(executed, read, _notebook_path(ANALYSIS))
+    freshness.record(folder / "notebooks" / f"{ANALYSIS}.ipynb", read, _notebook_path(ANALYSIS))
 
 
 def _rebuild_combined(outputs: Path, run_dir: Path | None = None) -> int:
