@@ -292,8 +292,7 @@ class Setting(Mapping):
 
     def __init__(self, values: Mapping[str, Any] | None = None, **more):
         given = {**(values or {}), **more}
-        unknown = [k for k in given if k not in KNOBS]
-        if unknown:
+        if unknown := [k for k in given if k not in KNOBS]:
             raise KeyError(f"unknown knob {unknown[0]!r}; knobs: {', '.join(KNOBS)}")
         self._values = tuple(
             (k, KNOBS[k].read(given[k]) if k in given else v.default) for k, v in KNOBS.items()

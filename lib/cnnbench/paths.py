@@ -183,9 +183,8 @@ class RunLocked(RuntimeError):
     def __init__(self, folder: Path, pid: int | None):
         who = f"process {pid}" if pid else "another process"
         super().__init__(
-            f"run '{Path(folder).name}' is being written by {who}: try again when it has "
-            "finished, or choose another run (run_dir in a notebook, --set run_name=NAME for "
-            "cnnbench)"
+            f"run '{Path(folder).name}' is being written by {who}: try again when it has finished, or choose "
+            "another run (run_dir in a notebook, --set run_name=NAME for cnnbench)"
         )
 
     def _render_traceback_(self) -> list[str]:

@@ -494,8 +494,8 @@ def _run(args) -> int:
         p = params_mod.load(params_file, overrides, not args.estimate, "--set", names, hardware)
         notes = (params_mod.empty_file_note(params_file), params_mod.shadowed_note(params_file, overrides))
         note = "\n".join(filter(None, (*notes, *params_mod.variant_notes(p))))
-        problem = params_mod.run_data_problem(p)  # before the notebooks ahead of 05 or 06 measure anything
-        if problem:
+        # before the notebooks ahead of 05 or 06 measure anything
+        if problem := params_mod.run_data_problem(p):
             raise params_mod.ParamsError(
                 f"--set {problem}" if problem.split("'")[1] in overrides else f"{params_file}: {problem}"
             )

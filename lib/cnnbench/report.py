@@ -11,7 +11,7 @@ from pathlib import Path
 import nbformat
 
 from cnnbench import results
-from cnnbench.results.runs import machine_label
+from cnnbench.results import runs as results_runs
 
 COMBINED = "_combined"  # outputs/_combined/: the combined analysis, executed over every user run
 SETUP = "00_setup"  # shows the environment and parameters: a run's report folds them into its header instead
@@ -175,7 +175,6 @@ def build_run_report(run_dir: Path, notebooks: list[Path], of: int | None = None
     env = results.read_json(run_dir / "environment.json") if (run_dir / "environment.json").is_file() else {}
     prm = results.read_json(run_dir / "params.json") if (run_dir / "params.json").is_file() else {}
     from cnnbench.analysis import overview
-    from cnnbench.results import runs as results_runs
 
     named = {**env, "name": run_dir.name, "params": Path(str(prm.get("params_file", "?"))).name}
     named["git_commit"] = str(env.get("git_commit", "?"))[:12]
@@ -222,8 +221,6 @@ def build_run_report(run_dir: Path, notebooks: list[Path], of: int | None = None
 def combined_runs(outputs: Path) -> tuple[list[Path], dict[str, str]]:
     """The user runs a combined report merges, and the folders it leaves out with the reason (smoke/test,
     failed and broken runs, the combined analysis itself, runs of another results schema)."""
-    from cnnbench.results import runs as results_runs
-
     excluded: dict[str, str] = {}
     dirs = results_runs.discover(outputs, [results_runs.ALL_RUNS], excluded)
     merged = results_runs.load(dirs, excluded, tables=())  # another schema, a broken environment: left out
@@ -243,7 +240,7 @@ def build_combined_report(outputs: Path, analysis_notebook: Path) -> tuple[Path,
     merged = analysis.load(dirs, excluded, tables=reproducibility.TABLES)
     quiet = analysis.machine(merged).set_index("run_name").verdict
     rows = {
-        name: f"{machine_label(env.get('device_name'), env.get('host', env.get('cpu_model')))}. "
+        name: f"{results_runs.machine_label(env.get('device_name'), env.get('host', env.get('cpu_model')))}. "
         + quiet.get(name, "No measurement recorded the machine's state.")
         for name, env in merged.environments.items()
     }
