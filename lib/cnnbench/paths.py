@@ -18,21 +18,14 @@ from pathlib import Path
 import psutil
 
 
-def _is_root(path: Path) -> bool:
-    return (path / "params").is_dir() and (path / "notebooks").is_dir()
-
-
 def repo_root() -> Path:
     """The workbook checkout: $CNNBENCH_ROOT, else the first of cwd and its parents holding params/ and
     notebooks/ (notebooks run from notebooks/ or the root), else the checkout this package was installed from."""
     if os.environ.get("CNNBENCH_ROOT"):
         return Path(os.environ["CNNBENCH_ROOT"]).resolve()
-    for path in (Path.cwd(), *Path.cwd().parents):
-        if _is_root(path):
+    for path in (Path.cwd(), *Path.cwd().parents, Path(__file__).resolve().parents[2]):
+        if (path / "params").is_dir() and (path / "notebooks").is_dir():
             return path
-    installed = Path(__file__).resolve().parents[2]
-    if _is_root(installed):
-        return installed
     raise FileNotFoundError("cannot find the workbook folder (params/ and notebooks/); set CNNBENCH_ROOT")
 
 
@@ -68,11 +61,9 @@ def outputs_root() -> Path:
 
 
 def cached(kind: str, key, compute, code=()):
-    """``compute()``, kept in the workbook's cache ($CNNBENCH_CACHE, else $XDG_CACHE_HOME/cnnbench or
-    ~/.cache/cnnbench) under ``kind`` and a hash of ``repr(key)`` and the source of the ``code`` modules (a change
-    to the code computing it is a new key), and read back from there while both are the same; a missing or
-    unreadable file is computed again, and a cache that cannot be written is none. Processes asking for one
-    entry at once compute it once: the others wait and read it."""
+    """``compute()``, kept in the cache ($CNNBENCH_CACHE, else $XDG_CACHE_HOME/cnnbench or ~/.cache/cnnbench) under
+    ``kind``, ``repr(key)`` and the ``code`` modules' source; an unreadable entry is computed again, an unwritable
+    cache is none; processes asking for one entry at once compute it once."""
     key = [key, *(Path(m.__file__).read_text() for m in code)]
     env = os.environ.get
     folder = Path(env("CNNBENCH_CACHE") or Path(env("XDG_CACHE_HOME", "~/.cache")) / "cnnbench").expanduser()

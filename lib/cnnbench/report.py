@@ -228,10 +228,8 @@ def combined_runs(outputs: Path) -> tuple[list[Path], dict[str, str]]:
 
 
 def build_combined_report(outputs: Path, analysis_notebook: Path) -> tuple[Path, int]:
-    """outputs/report.html from the combined analysis (08 executed over every user run into _combined/),
-    headed by its summary (the runs it merges, their hosts, how quiet each machine was, every run's headline
-    rates) and the runs it leaves out: counted as 08's merge counts them (runs of another schema version,
-    smoke/test and failed runs left out, with the reason)."""
+    """outputs/report.html from ``analysis_notebook`` (08 executed over every user run), headed by the runs it
+    merges (host, how quiet, headline rates) and those 08's merge leaves out, with the reason."""
     from cnnbench import analysis
     from cnnbench.analysis import overview
     from cnnbench.measure import reproducibility
