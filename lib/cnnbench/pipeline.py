@@ -355,13 +355,10 @@ def _mark_started(run_dir: Path, params_file: Path, overrides: dict) -> None:
         (run_dir / "report.html").replace(run_dir / STALE_REPORT)
     results.atomic_write_text(
         run_dir / FAILED,
-        (
-            f"This run has not finished: it started at {_now()} (process {os.getpid()}) and is running, or was "
-            f"stopped without a chance to say why (killed, out of memory, power lost)\nparams file: "
-            f"{paths.shown(params_file)}\n"
-            f"overrides: {json.dumps(overrides, default=str)}\nResults written so far are kept; rerun the same "
-            "command to resume.\n"
-        ),
+        f"This run has not finished: it started at {_now()} (process {os.getpid()}) and is running, or was "
+        f"stopped without a chance to say why (killed, out of memory, power lost)\nparams file: "
+        f"{paths.shown(params_file)}\noverrides: {json.dumps(overrides, default=str)}\nResults written so far "
+        "are kept; rerun the same command to resume.\n",
     )
 
 
@@ -403,11 +400,9 @@ def _mark_failed(run_dir: Path, why: str, params_file: Path, overrides: dict, de
     try:
         results.atomic_write_text(
             run_dir / FAILED,
-            (
-                f"This run did not finish: {why}\nwhen: {_now()}\nparams file: {paths.shown(params_file)}\n"
-                f"overrides: {json.dumps(overrides, default=str)}\nResults written before the failure are kept; "
-                f"rerun the same command to resume.{stale}\n" + (f"\n{detail}" if detail else "")
-            ),
+            f"This run did not finish: {why}\nwhen: {_now()}\nparams file: {paths.shown(params_file)}\n"
+            f"overrides: {json.dumps(overrides, default=str)}\nResults written before the failure are kept; "
+            f"rerun the same command to resume.{stale}\n" + (f"\n{detail}" if detail else ""),
         )
     except OSError as err:
         return f" ({FAILED} not written: {err.strerror or err})"
