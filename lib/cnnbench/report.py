@@ -135,9 +135,8 @@ def _text(value) -> str:
 
 
 def reproducibility_statement(run_dir: Path) -> str:
-    """How quiet the machine was, which configurations it was busy during, and whether the configurations
-    measured twice agree, for the top of a run's report (pyperf's "the benchmark seems unstable"); a busy
-    machine gets a red box with the figures."""
+    """For the top of a run's report: how quiet the machine was (its busy configurations named) and whether those
+    measured twice agree (pyperf's "the benchmark seems unstable"), in a red box when busy or they disagree."""
     from cnnbench import analysis
     from cnnbench.measure import reproducibility
 
@@ -169,9 +168,8 @@ PARTIAL = "report.partial.html"
 
 
 def build_run_report(run_dir: Path, notebooks: list[Path], of: int | None = None) -> Path:
-    """``run_dir/report.html`` over the executed ``notebooks``, titled with the run's name; with ``of`` (the
-    run's number of notebooks), the partial report of a run still going (:data:`PARTIAL`), saying how far it was
-    and when (it stays true if the run stops later). Every value from the run folder is shown as text."""
+    """``run_dir/report.html`` over the executed ``notebooks``; with ``of`` (the run's number of notebooks) the
+    partial report (:data:`PARTIAL`) of a run still going, saying how far and when; run-folder values as text."""
     env = results.read_json(run_dir / "environment.json") if (run_dir / "environment.json").is_file() else {}
     prm = results.read_json(run_dir / "params.json") if (run_dir / "params.json").is_file() else {}
     from cnnbench.analysis import overview
