@@ -149,6 +149,11 @@ class _PartialReports:
         ):
             report.build_run_report(self.run_dir, done, of=self.total)
 
+    def close(self) -> None:
+        from cnnbench import report
+
+        (self.run_dir / report.PARTIAL).unlink(missing_ok=True)
+
 
 def _keep_whole(partial: Path, target: Path) -> Path | None:
     """``partial`` renamed over ``target`` (returned) if it is a whole notebook, else removed."""
@@ -590,7 +595,7 @@ def _execute_run(args, p, params_file: Path, overrides: dict, outputs: Path, run
             from cnnbench import report
 
             html = report.build_run_report(run_dir, executed)
-            (run_dir / report.PARTIAL).unlink(missing_ok=True)
+            partial.close()
             (run_dir / STALE_REPORT).unlink(missing_ok=True)
             print(f"cnnbench: report {html}")
         finished(run_dir)
