@@ -31,22 +31,18 @@ def fingerprint(run_dirs: list[Path], notebook: Path) -> dict:
     return {"code": code.hexdigest(), "files": files}
 
 
-def forget(executed: Path) -> None:
-    """Before ``executed`` is executed again: until it finishes, no fingerprint says it is current (a failed
-    execution leaves its copy behind, for reading)."""
-    Path(executed).with_suffix(SUFFIX).unlink(missing_ok=True)
-
-
-def record(executed: Path, run_dirs: list[Path], notebook: Path) -> None:
-    """After ``executed`` (the executed copy) was written: what it read and ran."""
+def record(executed: Path, run_dirs: list[Path] | None, notebook: Path) -> None:
+    """After ``executed`` (the executed copy) was written: what it read and ran; ``run_dirs`` None, before it is
+    executed again: no fingerprint says it is current until it finishes (a failed copy stays, for reading)."""
+    if run_dirs is None:
+        return Path(executed).with_suffix(SUFFIX).unlink(missing_ok=True)
     results.write_json(Path(executed).with_suffix(SUFFIX), fingerprint(run_dirs, notebook))
 
 
 def current(executed: Path, run_dirs: list[Path], notebook: Path) -> bool:
     """Whether ``executed`` exists and was executed over the very files and code present now."""
-    if not Path(executed).is_file():
-        return False
     try:
-        return results.read_json(Path(executed).with_suffix(SUFFIX)) == fingerprint(run_dirs, notebook)
+        suffixed = Path(executed).with_suffix(SUFFIX)
+        return Path(executed).is_file() and results.read_json(suffixed) == fingerprint(run_dirs, notebook)
     except (OSError, ValueError):
         return False

@@ -40,12 +40,8 @@ class Knob:
     numerics: bool = False  # changes the arithmetic: 07's correctness guard checks it
     search: Callable[[Any, Any, Any], Iterable] | None = None  # (default, Hardware, params) -> 07's values
     search_key: str = ""  # the params key listing the values 07 searches (the others: "not in <key>")
-    inert: Callable[[Any, Any], str] | None = (
-        None  # (Hardware, params) -> why no other value changes anything
-    )
-    parse: Callable[[Any], Any] = lambda v: (
-        v
-    )  # a given or written value (old spellings too) -> this knob's value
+    inert: Callable[[Any, Any], str] = lambda hw, p: ""  # (Hardware, params) -> why other values do nothing
+    parse: Callable[[Any], Any] = lambda v: v  # a given or written value (old spellings too) -> its value
 
     def read(self, value: Any) -> Any:
         """``value`` as this knob holds it: blank is :attr:`before`; CSV text and old spellings converted."""
@@ -296,8 +292,7 @@ class Setting(Mapping):
 
     def __init__(self, values: Mapping[str, Any] | None = None, **more):
         given = {**(values or {}), **more}
-        unknown = [k for k in given if k not in KNOBS]
-        if unknown:
+        if unknown := [k for k in given if k not in KNOBS]:
             raise KeyError(f"unknown knob {unknown[0]!r}; knobs: {', '.join(KNOBS)}")
         self._values = tuple(
             (k, KNOBS[k].read(given[k]) if k in given else v.default) for k, v in KNOBS.items()
@@ -378,8 +373,7 @@ def lacks(name: str, value: Any, hw) -> str:
 
 def inert(name: str, hw, p) -> str:
     """Why no value of knob ``name`` other than the run's changes anything on ``hw`` with params ``p``, or ""."""
-    knob = KNOBS[name]
-    return knob.inert(hw, p) if knob.inert is not None else ""
+    return KNOBS[name].inert(hw, p)
 
 
 def in_force(setting: Setting, backend) -> Setting:

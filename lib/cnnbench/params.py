@@ -192,8 +192,7 @@ class _Keys:
     # seed for model initialisation and synthetic data
     seed: Annotated[int, In(0, 2**32 - 1, "what torch and numpy accept")] = 0
     # --- models and data
-    # models of the run (torchvision names or mnist_cnn)
-    models: Models = _given(list(DEFAULT_MODELS))
+    models: Models = _given(list(DEFAULT_MODELS))  # models of the run (torchvision names or mnist_cnn)
     image_size: PositiveInt = 64  # training resolution in pixels (square); Tiny-ImageNet is 64
     num_classes: PositiveInt = 200  # classes of the classifier head; Tiny-ImageNet has 200
     # synthetic | tiny_imagenet | imagenette | mnist | cifar10 | imagefolder
@@ -234,8 +233,7 @@ class _Keys:
     # each configuration in a fresh worker process: its own memory peak, a crash is a row
     isolate: bool = True
     # --- batch-size sweep (03)
-    # model -> batch sizes
-    sweep: dict[Model, Annotated[list[PositiveInt], Filled()]] = _given(
+    sweep: dict[Model, Annotated[list[PositiveInt], Filled()]] = _given(  # model -> batch sizes
         {"squeezenet1_1": [32, 64, 128, 256, 512], "resnet50": [32, 64, 128]}
     )
     # --- roofline (04)
@@ -281,8 +279,7 @@ class _Keys:
     # root of oxford_pet (downloaded there with download: true) or of an ImageFolder
     transfer_data_path: str = ""
     transfer_image_size: PositiveInt = 224  # fine-tuning resolution in pixels (seed 002: 224)
-    # learning rates of the grid
-    transfer_lrs: Annotated[
+    transfer_lrs: Annotated[  # learning rates of the grid
         list[Annotated[float, In(0, gt=True, said="must hold positive learning rates")]], Filled()
     ] = _given([0.003, 0.03])
     # batch sizes of the grid
@@ -312,8 +309,7 @@ class _Keys:
     profile_steps: AtLeastOneStep = 3  # training steps recorded in each profiler trace (after 1 warm-up step)
     profile_top_k: PositiveInt = 15  # operators listed per pass (forward, backward, optimizer) by self time
     scaling_model: Model = "resnet18"  # model of the DistributedDataParallel scaling run
-    # processes (devices) per run
-    scaling_world_sizes: Annotated[
+    scaling_world_sizes: Annotated[  # processes (devices) per run
         list[Annotated[int, In(1, MAX_THREADS, "no machine has more CPUs")]], Filled()
     ] = _given([1, 2])
     # per-device batch size of the scaling run (fixed as devices are added)
@@ -324,8 +320,7 @@ class _Keys:
     scaling_backend: Annotated[str, Names(("auto", "gloo", "nccl"))] = "auto"
 
     # --- configuration search and energy (07): keys of cnnbench.tuning go here
-    # models whose fastest configuration is searched
-    tune_models: list[Model] = _given(["resnet50"])
+    tune_models: list[Model] = _given(["resnet50"])  # models whose fastest configuration is searched
     tune_phases: Phases = _given(["train"])  # steps searched: train | eval
     # racing time per model and phase, seconds (guard and confirmation come on top)
     tune_budget_s: Budget = 60.0
@@ -353,8 +348,7 @@ class _Keys:
     tune_guard_tolerance: PositiveFloat = 0.10
 
     # --- analysis (08)
-    # runs 08 merges: [] = this run; ["*"] = every user run
-    analysis_runs: list[str] = _given([])
+    analysis_runs: list[str] = _given([])  # runs 08 merges: [] = this run; ["*"] = every user run
     interactive: bool = True  # show ipywidgets controls in JupyterLab (papermill always renders statically)
     # images per train/val epoch in epoch mode (seed 000's "epoch": 6,400); 0 = all
     epoch_images: NonNegativeInt = 0
@@ -693,10 +687,8 @@ def _too_small(model: str, image_size: int, batch: int = 2, train: bool = True) 
     def problem() -> str:
         try:
             net = models.build_meta(model, num_classes=10, image_size=image_size).train(train)
-        except (
-            AssertionError,
-            ValueError,
-        ) as err:  # a constructor that checks the size itself (ViT's patches)
+        # a constructor that checks the size itself (ViT's patches)
+        except (AssertionError, ValueError) as err:
             return (str(err).strip().splitlines() or [type(err).__name__])[0][:120]
         except Exception as err:  # noqa: BLE001 - a model that cannot even be built says so, not "too small"
             raise ParamsError(

@@ -15,9 +15,7 @@ import tempfile
 import time
 from pathlib import Path
 
-
-def _is_root(path: Path) -> bool:
-    return (path / "params").is_dir() and (path / "notebooks").is_dir()
+import psutil
 
 
 def repo_root() -> Path:
@@ -25,12 +23,9 @@ def repo_root() -> Path:
     notebooks/ (notebooks run from notebooks/ or the root), else the checkout this package was installed from."""
     if os.environ.get("CNNBENCH_ROOT"):
         return Path(os.environ["CNNBENCH_ROOT"]).resolve()
-    for path in (Path.cwd(), *Path.cwd().parents):
-        if _is_root(path):
+    for path in (Path.cwd(), *Path.cwd().parents, Path(__file__).resolve().parents[2]):
+        if (path / "params").is_dir() and (path / "notebooks").is_dir():
             return path
-    installed = Path(__file__).resolve().parents[2]
-    if _is_root(installed):
-        return installed
     raise FileNotFoundError("cannot find the workbook folder (params/ and notebooks/); set CNNBENCH_ROOT")
 
 
@@ -66,11 +61,9 @@ def outputs_root() -> Path:
 
 
 def cached(kind: str, key, compute, code=()):
-    """``compute()``, kept in the workbook's cache ($CNNBENCH_CACHE, else $XDG_CACHE_HOME/cnnbench or
-    ~/.cache/cnnbench) under ``kind`` and a hash of ``repr(key)`` and the source of the ``code`` modules (a change
-    to the code computing it is a new key), and read back from there while both are the same; a missing or
-    unreadable file is computed again, and a cache that cannot be written is none. Processes asking for one
-    entry at once compute it once: the others wait and read it."""
+    """``compute()``, kept in the cache ($CNNBENCH_CACHE, else $XDG_CACHE_HOME/cnnbench or ~/.cache/cnnbench) under
+    ``kind``, ``repr(key)`` and the ``code`` modules' source; an unreadable entry is computed again, an unwritable
+    cache is none; processes asking for one entry at once compute it once."""
     key = [key, *(Path(m.__file__).read_text() for m in code)]
     env = os.environ.get
     folder = Path(env("CNNBENCH_CACHE") or Path(env("XDG_CACHE_HOME", "~/.cache")) / "cnnbench").expanduser()
@@ -128,8 +121,6 @@ def die_with_parent(*_) -> None:
 def run_processes() -> list[tuple[int, str, str]]:
     """(pid, run folder, command line) of each readable process whose environment holds :data:`LOCK_ENV`, this
     one and its ancestors left out."""
-    import psutil
-
     me = psutil.Process()
     skip = {me.pid, *(p.pid for p in me.parents())}
     return [
@@ -183,19 +174,12 @@ class RunLocked(RuntimeError):
     def __init__(self, folder: Path, pid: int | None):
         who = f"process {pid}" if pid else "another process"
         super().__init__(
-            f"run '{Path(folder).name}' is being written by {who}: try again when it has "
-            "finished, or choose another run (run_dir in a notebook, --set run_name=NAME for "
-            "cnnbench)"
+            f"run '{Path(folder).name}' is being written by {who}: try again when it has finished, or choose "
+            "another run (run_dir in a notebook, --set run_name=NAME for cnnbench)"
         )
 
     def _render_traceback_(self) -> list[str]:
         return [str(self)]
-
-
-def _alive(pid: int) -> bool:
-    import psutil
-
-    return psutil.pid_exists(pid)
 
 
 @contextlib.contextmanager
@@ -234,13 +218,13 @@ class RunLock:
     def holder(self) -> int | None:
         """PID of a live process holding the lock (not this one), else None."""
         pid = self._pid()
-        return pid if pid is not None and pid != os.getpid() and _alive(pid) else None
+        return pid if pid is not None and pid != os.getpid() and psutil.pid_exists(pid) else None
 
     def _stale(self) -> bool:
         """The lock exists and no live process holds it: its PID is dead, or unreadable for long."""
         pid = self._pid()
         if pid is not None:
-            return pid == os.getpid() or not _alive(pid)
+            return pid == os.getpid() or not psutil.pid_exists(pid)
         try:
             return time.time() - self.path.stat().st_mtime > LOCK_UNREADABLE_STALE_S
         except FileNotFoundError:

@@ -157,13 +157,11 @@ class _PartialReports:
 
 def _keep_whole(partial: Path, target: Path) -> Path | None:
     """``partial`` renamed over ``target`` (returned) if it is a whole notebook, else removed."""
-    if not partial.is_file():
-        return None
-    if not _readable(partial):
-        partial.unlink(missing_ok=True)
-        return None
-    partial.replace(target)
-    return target
+    if partial.is_file() and _readable(partial):
+        return partial.replace(target)
+    if partial.is_file():
+        partial.unlink()
+    return None
 
 
 def _readable(notebook: Path) -> bool:
@@ -362,13 +360,10 @@ def _mark_started(run_dir: Path, params_file: Path, overrides: dict) -> None:
         (run_dir / "report.html").replace(run_dir / STALE_REPORT)
     results.atomic_write_text(
         run_dir / FAILED,
-        (
-            f"This run has not finished: it started at {_now()} (process {os.getpid()}) and is running, or was "
-            f"stopped without a chance to say why (killed, out of memory, power lost)\nparams file: "
-            f"{paths.shown(params_file)}\n"
-            f"overrides: {json.dumps(overrides, default=str)}\nResults written so far are kept; rerun the same "
-            "command to resume.\n"
-        ),
+        f"This run has not finished: it started at {_now()} (process {os.getpid()}) and is running, or was "
+        f"stopped without a chance to say why (killed, out of memory, power lost)\nparams file: "
+        f"{paths.shown(params_file)}\noverrides: {json.dumps(overrides, default=str)}\nResults written so far "
+        "are kept; rerun the same command to resume.\n",
     )
 
 
@@ -410,11 +405,9 @@ def _mark_failed(run_dir: Path, why: str, params_file: Path, overrides: dict, de
     try:
         results.atomic_write_text(
             run_dir / FAILED,
-            (
-                f"This run did not finish: {why}\nwhen: {_now()}\nparams file: {paths.shown(params_file)}\n"
-                f"overrides: {json.dumps(overrides, default=str)}\nResults written before the failure are kept; "
-                f"rerun the same command to resume.{stale}\n" + (f"\n{detail}" if detail else "")
-            ),
+            f"This run did not finish: {why}\nwhen: {_now()}\nparams file: {paths.shown(params_file)}\n"
+            f"overrides: {json.dumps(overrides, default=str)}\nResults written before the failure are kept; "
+            f"rerun the same command to resume.{stale}\n" + (f"\n{detail}" if detail else ""),
         )
     except OSError as err:
         return f" ({FAILED} not written: {err.strerror or err})"
@@ -501,8 +494,8 @@ def _run(args) -> int:
         p = params_mod.load(params_file, overrides, not args.estimate, "--set", names, hardware)
         notes = (params_mod.empty_file_note(params_file), params_mod.shadowed_note(params_file, overrides))
         note = "\n".join(filter(None, (*notes, *params_mod.variant_notes(p))))
-        problem = params_mod.run_data_problem(p)  # before the notebooks ahead of 05 or 06 measure anything
-        if problem:
+        # before the notebooks ahead of 05 or 06 measure anything
+        if problem := params_mod.run_data_problem(p):
             raise params_mod.ParamsError(
                 f"--set {problem}" if problem.split("'")[1] in overrides else f"{params_file}: {problem}"
             )
@@ -793,11 +786,7 @@ def _analysis_kept(folder: Path, read: list[Path], who: str) -> list[Path]:
 
 def _fingerprint(folder: Path, read: list[Path] | None) -> None:
     """08 just executed into ``folder`` over ``read``, for :func:`_analysis_kept`; None: about to be executed."""
-    executed = folder / "notebooks" / f"{ANALYSIS}.ipynb"
-    if read is None:
-        freshness.forget(executed)
-    else:
-        freshness.record(executed, read, _notebook_path(ANALYSIS))
+    freshness.record(folder / "notebooks" / f"{ANALYSIS}.ipynb", read, _notebook_path(ANALYSIS))
 
 
 def _rebuild_combined(outputs: Path, run_dir: Path | None = None) -> int:

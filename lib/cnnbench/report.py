@@ -11,7 +11,7 @@ from pathlib import Path
 import nbformat
 
 from cnnbench import results
-from cnnbench.results.runs import machine_label
+from cnnbench.results import runs as results_runs
 
 COMBINED = "_combined"  # outputs/_combined/: the combined analysis, executed over every user run
 SETUP = "00_setup"  # shows the environment and parameters: a run's report folds them into its header instead
@@ -135,9 +135,8 @@ def _text(value) -> str:
 
 
 def reproducibility_statement(run_dir: Path) -> str:
-    """How quiet the machine was, which configurations it was busy during, and whether the configurations
-    measured twice agree, for the top of a run's report (pyperf's "the benchmark seems unstable"); a busy
-    machine gets a red box with the figures."""
+    """For the top of a run's report: how quiet the machine was (its busy configurations named) and whether those
+    measured twice agree (pyperf's "the benchmark seems unstable"), in a red box when busy or they disagree."""
     from cnnbench import analysis
     from cnnbench.measure import reproducibility
 
@@ -169,13 +168,11 @@ PARTIAL = "report.partial.html"
 
 
 def build_run_report(run_dir: Path, notebooks: list[Path], of: int | None = None) -> Path:
-    """``run_dir/report.html`` over the executed ``notebooks``, titled with the run's name; with ``of`` (the
-    run's number of notebooks), the partial report of a run still going (:data:`PARTIAL`), saying how far it was
-    and when (it stays true if the run stops later). Every value from the run folder is shown as text."""
+    """``run_dir/report.html`` over the executed ``notebooks``; with ``of`` (the run's number of notebooks) the
+    partial report (:data:`PARTIAL`) of a run still going, saying how far and when; run-folder values as text."""
     env = results.read_json(run_dir / "environment.json") if (run_dir / "environment.json").is_file() else {}
     prm = results.read_json(run_dir / "params.json") if (run_dir / "params.json").is_file() else {}
     from cnnbench.analysis import overview
-    from cnnbench.results import runs as results_runs
 
     named = {**env, "name": run_dir.name, "params": Path(str(prm.get("params_file", "?"))).name}
     named["git_commit"] = str(env.get("git_commit", "?"))[:12]
@@ -222,8 +219,6 @@ def build_run_report(run_dir: Path, notebooks: list[Path], of: int | None = None
 def combined_runs(outputs: Path) -> tuple[list[Path], dict[str, str]]:
     """The user runs a combined report merges, and the folders it leaves out with the reason (smoke/test,
     failed and broken runs, the combined analysis itself, runs of another results schema)."""
-    from cnnbench.results import runs as results_runs
-
     excluded: dict[str, str] = {}
     dirs = results_runs.discover(outputs, [results_runs.ALL_RUNS], excluded)
     merged = results_runs.load(dirs, excluded, tables=())  # another schema, a broken environment: left out
@@ -231,10 +226,8 @@ def combined_runs(outputs: Path) -> tuple[list[Path], dict[str, str]]:
 
 
 def build_combined_report(outputs: Path, analysis_notebook: Path) -> tuple[Path, int]:
-    """outputs/report.html from the combined analysis (08 executed over every user run into _combined/),
-    headed by its summary (the runs it merges, their hosts, how quiet each machine was, every run's headline
-    rates) and the runs it leaves out: counted as 08's merge counts them (runs of another schema version,
-    smoke/test and failed runs left out, with the reason)."""
+    """outputs/report.html from ``analysis_notebook`` (08 executed over every user run), headed by the runs it
+    merges (host, how quiet, headline rates) and those 08's merge leaves out, with the reason."""
     from cnnbench import analysis
     from cnnbench.analysis import overview
     from cnnbench.measure import reproducibility
@@ -243,7 +236,7 @@ def build_combined_report(outputs: Path, analysis_notebook: Path) -> tuple[Path,
     merged = analysis.load(dirs, excluded, tables=reproducibility.TABLES)
     quiet = analysis.machine(merged).set_index("run_name").verdict
     rows = {
-        name: f"{machine_label(env.get('device_name'), env.get('host', env.get('cpu_model')))}. "
+        name: f"{results_runs.machine_label(env.get('device_name'), env.get('host', env.get('cpu_model')))}. "
         + quiet.get(name, "No measurement recorded the machine's state.")
         for name, env in merged.environments.items()
     }
