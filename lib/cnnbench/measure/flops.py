@@ -223,8 +223,7 @@ def table(
 
 
 def published_mismatches(complexity) -> list[dict]:
-    """Rows of a complexity table whose forward MACs are off torchvision's published figure by more than 1% (or
-    whose parameter count differs from the published one): model, ours, published, difference."""
+    """Rows of a complexity table whose MACs (by more than 1%) or parameters differ from torchvision's."""
     out = []
     for r in complexity.itertuples():
         off, pub = [], r.published_gmacs
@@ -239,8 +238,7 @@ def published_mismatches(complexity) -> list[dict]:
 
 
 def published_check(complexity):
-    """A visible HTML verdict for the top of 01 and of the report: a red warning naming every model off its
-    published count by more than 1%, or one line saying all agree."""
+    """An HTML verdict: a red warning naming every model off its published counts, or one line saying all agree."""
     import html
 
     from IPython.display import HTML

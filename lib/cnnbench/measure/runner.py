@@ -25,8 +25,7 @@ _MAX_PREFIXES = ("peak_", "util_process_cpu_max", "util_cpu_max", "gpu_mem_used_
 
 
 class _Config:
-    """One configuration's state across rounds: its key, the processes measured so far (their rows, this
-    session's or a resumed run's), and the failure that ends it, if any."""
+    """One configuration across rounds: its key, its processes' windows and rows, the failure that ends it."""
 
     def __init__(self, cfg: Config, key: dict, windows: ResultsFile):
         self.cfg, self.key = cfg, key
@@ -222,9 +221,8 @@ def _rounds(
     measure: Callable[[list, float], None],
     probe: Callable[[], None] = lambda: None,
 ) -> dict:
-    """Measure in rounds, each in a seeded random order, until every configuration has its least processes,
-    then more for those wider than the target while the budget lasts; returns each one's stop reason.
-    ``measure(pairs, until)``: each (state, process) of a round, until perf_counter passes ``until``."""
+    """Rounds in seeded random order until each configuration has its least processes, then more for those
+    wider than the target while the budget lasts; each one's stop reason. See the module's docstring."""
     reasons: dict[int, str] = {}
     least = max(p.processes, 1)
     order = random.Random(f"rounds {p.seed}")
@@ -336,8 +334,7 @@ def run_configs(
 
 
 def _copy_measured(source: ResultsFile, target: ResultsFile, keys: list[dict]) -> int:
-    """The finished current rows of ``source`` for ``keys`` that ``target`` lacks, copied into it with
-    ``measured_in`` naming ``source`` (a configuration measured once, shown by both tables)."""
+    """The finished rows of ``source`` for ``keys`` that ``target`` lacks, copied with ``measured_in``."""
     wanted = {target.key_of(k) for k in keys if not target.done(k)}
     found = [
         {**r, "measured_in": source.path.stem}

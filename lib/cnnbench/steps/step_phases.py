@@ -117,7 +117,7 @@ class PairedDiff:
         self.steps += whole
 
     def ci95_pct(self, t: Callable[[int], float] = timing.t95) -> float:
-        """The 95% interval (``t``: another quantile) of the mean paired difference, in % of the mean unsplit step."""
+        """The 95% (or ``t``'s) interval of the mean difference, in % of the mean unsplit step."""
         if self.n < 2:
             return float("nan")
         half = t(self.n - 1) * math.sqrt(self.m2 / (self.n - 1) / self.n)
