@@ -205,8 +205,7 @@ def merge(state: _Config, stop_reason: str, steps: ResultsFile | None) -> dict:
     if math.isfinite(number(base.get("gflops_per_image"))):
         base["achieved_gflops"] = base["throughput_img_s"] * float(base["gflops_per_image"])
         base["achieved_tflops"] = base["achieved_gflops"] / 1e3
-    probes = [w["probe_img_s"] for w in state.windows if math.isfinite(w["probe_img_s"])]
-    if probes:
+    if probes := [w["probe_img_s"] for w in state.windows if math.isfinite(w["probe_img_s"])]:
         base["probe_img_s"] = sum(probes) / len(probes)
         base["probe_spread_pct"] = 100 * (max(probes) - min(probes)) / base["probe_img_s"]
     base["step_bound"] = engine.step_bound(float(base.get("device_busy_pct", math.nan)))
@@ -280,9 +279,18 @@ def run_configs(
     for f in files:
         if f is not None:
             f.plan(keys, source or desc, config_keys())
-    copied = _copy_measured(ResultsFile(reuse, config_keys()), results, keys) if reuse is not None else 0
+    copied = []
+    if reuse is not None:  # its finished rows that ``results`` lacks, copied with ``measured_in``
+        source = ResultsFile(reuse, config_keys())
+        wanted = {results.key_of(k) for k in keys if not results.done(k)}
+        copied = [
+            {**r, "measured_in": source.path.stem}
+            for r in source.current()
+            if source.key_of(r) in wanted and source.done(r)
+        ]
     if copied:
-        say(f"took {copied} of {len(configs)} configurations from {Path(reuse).name}, measured there")
+        results.extend(copied)
+        say(f"took {len(copied)} of {len(configs)} configurations from {Path(reuse).name}, measured there")
     if only is not None:
         now = list(only)
         keys = [k for c, k in zip(configs, keys, strict=True) if c in now]
@@ -327,20 +335,7 @@ def run_configs(
     if only is not None:
         _HEADLINE_MEASURED[str(path)] = {results.key_of(s.key) for s in states}
     else:
-        kept = len(configs) - len(states) - copied - len(headline)
-        resumed(kept, len(configs), Path(path).name, taken=copied, taken_from=Path(reuse or "").name)
+        kept = len(configs) - len(states) - len(copied) - len(headline)
+        resumed(kept, len(configs), Path(path).name, taken=len(copied), taken_from=Path(reuse or "").name)
     mine = {results.key_of(k) for k in keys}
     return [r for r in results.current() if results.key_of(r) in mine]
-
-
-def _copy_measured(source: ResultsFile, target: ResultsFile, keys: list[dict]) -> int:
-    """The finished rows of ``source`` for ``keys`` that ``target`` lacks, copied with ``measured_in``."""
-    wanted = {target.key_of(k) for k in keys if not target.done(k)}
-    found = [
-        {**r, "measured_in": source.path.stem}
-        for r in source.current()
-        if source.key_of(r) in wanted and source.done(r)
-    ]
-    if found:
-        target.extend(found)
-    return len(found)

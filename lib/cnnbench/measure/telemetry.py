@@ -193,8 +193,7 @@ class Sampler:
             unit = "_pct" if metric.endswith("_pct") else "_mib" if metric.endswith("_mib") else ""
             for stat in stats:
                 out[f"{name}_{stat}{unit}"] = float(getattr(arr, stat)())
-        rss = self.values("rss_mib")
-        if rss:
+        if rss := self.values("rss_mib"):
             out["peak_rss_mib"] = max(rss)
         start, end = getattr(self, "_enter_cpu", None), self._last_cpu
         if start is not None and end is not None and end[0] - start[0] > 0:  # the mean over the whole span,
