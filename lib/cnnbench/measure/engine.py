@@ -7,6 +7,7 @@ from __future__ import annotations
 import datetime as dt
 import functools
 import math
+import signal
 import statistics
 import time
 import warnings
@@ -73,8 +74,7 @@ class Config:
 
 
 def config(p, model: str, phase: str, variant: dict | None = None, **changes) -> Config:
-    """``model``'s configuration in the run of params ``p``: its data (:meth:`cnnbench.models.ModelSpec.data_for`),
-    the run's knobs at the model's batch size, then ``variant``'s and ``changes``'s."""
+    """``model``'s configuration in the run of params ``p``, with ``variant``'s and ``changes``'s knobs."""
     dataset, channels, size, classes = models.spec(model).data_for(p.dataset, p.image_size, p.num_classes)
     setting = knobs.for_params(p, variant, batch_size=p.batch_size_for(model)).with_(**changes)
     return Config(model, phase, size, classes, channels, dataset, setting)
@@ -277,8 +277,6 @@ def crashed(cfg: Config, device, p, exitcode: int | None) -> dict:
 
 def death(exitcode: int | None) -> str:
     """How a worker process died, from its exit code (negative: the signal that killed it)."""
-    import signal
-
     if exitcode is None or exitcode >= 0:
         return f"worker process exited with code {exitcode} before returning a result"
     try:

@@ -116,8 +116,7 @@ def train_flops(model: nn.Module, x: torch.Tensor, num_classes: int) -> int:
 
 
 def activation_bytes(model: nn.Module, x: torch.Tensor, num_classes: int) -> int:
-    """Bytes of the tensors autograd saves for backward in one training forward (parameters excluded; a
-    storage saved by several ops counts once)."""
+    """Bytes of the storages autograd saves for backward in one training forward, parameters excluded."""
     param_ptrs = {p.untyped_storage().data_ptr() for p in model.parameters()}
     storages: dict[int, int] = {}
 
@@ -214,11 +213,8 @@ def table(
         spec = models.spec(name)
         reference = (spec.reference_size, spec.reference_classes)
         configs = [("reference", *reference), ("training", image_size, num_classes)]
-        if spec.own_data:
-            configs = [("reference+training", *reference)]
-        for role, size, classes in configs:
-            c = complexity(name, size, classes, device=device)
-            rows.append({"role": role, **asdict(c)})
+        for role, size, classes in [("reference+training", *reference)] if spec.own_data else configs:
+            rows.append({"role": role, **asdict(complexity(name, size, classes, device=device))})
     return rows
 
 

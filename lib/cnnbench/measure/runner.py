@@ -147,8 +147,7 @@ def _number(v) -> bool:
 
 
 def _merge_numbers(rows: list[dict]) -> dict:
-    """The processes' telemetry, memory and energy columns as one: peaks and maxima the largest, minima the
-    smallest, everything else numeric the mean."""
+    """The processes' numeric columns as one: maxima the largest, minima the smallest, the rest the mean."""
     out, not_merged = {}, {*config_keys(), "process", "steps_per_window", "exitcode"}
     for k in rows[0]:
         if k in not_merged:

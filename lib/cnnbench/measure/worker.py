@@ -117,8 +117,7 @@ def _entered(target, start_method: str | None, *args) -> None:
 
 
 def _in_worker(target, name: str, args: tuple, on_row, expected: int = 1) -> int | None:
-    """``target(*args, conn)`` in a fresh worker process, ``on_row(row)`` for each of up to ``expected`` rows;
-    returns its exit code. Interrupted, the worker is killed."""
+    """``target(*args, conn)`` in a fresh worker, ``on_row(row)`` for up to ``expected`` rows; its exit code."""
     ctx = _context()
     receive, send = ctx.Pipe(duplex=False)
     proc = ctx.Process(

@@ -25,8 +25,7 @@ MAX_PAIRS = 2000  # a bound on the pairs one window measures, whatever the clock
 
 
 class PhaseTimer:
-    """Times the phases of one step: at each boundary synchronise ``device`` and read ``clock`` (injectable), or
-    the device's events where it has them."""
+    """Times the phases of one step: at each boundary synchronise and read ``clock``, or the device's events."""
 
     def __init__(
         self,
@@ -274,8 +273,7 @@ def identity(cfg: engine.Config, b: devices.Backend, p) -> dict:
 
 
 def run_all(run) -> None:
-    """The breakdown for every Scenario A model (its first training configuration, from a DataLoader, at
-    ``phase_batch_size`` if set) into step_phases.csv, resuming."""
+    """The breakdown of every Scenario A model's first training configuration into step_phases.csv."""
     from cnnbench import scenarios
 
     p, b = run.params, devices.backend(run.device)
