@@ -1,6 +1,5 @@
-"""The measurement engine: one training (zero_grad, forward, loss, backward, optimizer step) or evaluation
-(forward under inference mode) configuration: warm-up, then ``repeats`` synchronised windows
-(:func:`steps_for_window`). Failures are rows: ``oom``, ``unstable`` (non-finite loss), ``error``, ``crashed``."""
+"""The measurement engine: one training or evaluation configuration, warm-up then ``repeats`` synchronised
+windows; failures are rows (``oom``, ``unstable``, ``error``, ``crashed``)."""
 
 from __future__ import annotations
 

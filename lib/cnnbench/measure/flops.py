@@ -158,8 +158,7 @@ def complexity(
     with_fvcore: bool = True,
     seed: int = 0,
 ) -> Complexity:
-    """All complexity figures of ``name`` per image at ``image_size`` (default: its reference resolution),
-    counted on a batch of ``batch`` images, in train mode for the training count and eval mode for forward."""
+    """All complexity figures of ``name`` per image at ``image_size`` (default: its reference resolution)."""
     spec = models.spec(name)
     image_size = image_size or spec.reference_size
     num_classes = num_classes or spec.reference_classes

@@ -192,8 +192,7 @@ def distinguishable(a: float, ca: float, b: float, cb: float) -> bool:
 
 
 def rate_text(rate: float, half: float, unit: str = "img/s") -> str:
-    """'123.4 +- 5.6 img/s', or, where the interval is wider than the rate, 'about 123 img/s (not precise:
-    +-150%)': a console line never reads '1,852.1 img/s +- 8,490.5'."""
+    """'123.4 +- 5.6 img/s', or 'about 123 img/s (not precise: +-150%, ...)' where the interval is wider."""
     if not math.isfinite(half):
         return f"{rate:,.1f} {unit} (one process: no interval)"
     if half >= rate:
@@ -230,6 +229,5 @@ def interval_verdict(low: float, high: float, a: float, b: float) -> str:
 
 
 def change_verdict(a: float, ca: float, b: float, cb: float) -> str:
-    """What going from rate ``a`` to rate ``b`` did: "faster" or "slower" where :func:`distinguishable`, else
-    "not significant"; "no interval" where either side has none."""
+    """Going from rate ``a`` to ``b``: :func:`interval_verdict` of their :func:`ratio`."""
     return interval_verdict(*ratio(a, ca, b, cb)[1:], a, b)

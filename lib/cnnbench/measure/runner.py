@@ -263,8 +263,7 @@ def run_configs(
     only: Iterable[Config] | None = None,
     reuse: Path | None = None,
 ) -> list[dict]:
-    """Measure every configuration of ``configs`` not done in ``path`` with the protocol ``p``; return their rows
-    (this run's and resumed ones). ``device``: a torch device or its backend, made once and passed down;
+    """Measure every configuration of ``configs`` not done in ``path`` with the protocol ``p``; their rows.
     ``isolate``: each process a fresh worker; ``only``: measure these now; ``reuse``: a results file whose
     finished rows of the same configurations are copied (``measured_in``) instead of measured again."""
     device, configs = timing.backend_of(device), list(configs)

@@ -1,6 +1,5 @@
-"""Telemetry sampled in a background thread while a measured window runs (psutil for the host, NVML for every
-NVIDIA GPU, the allocator on MPS), kept as series (``Sampler.series()``: t_s, metric, value, device_index) and
-summarised per row (``Sampler.summary()``); :func:`judge` turns a row's figures into quiet | busy."""
+"""Telemetry sampled in a thread while a window runs (psutil, NVML, the MPS allocator), kept as series and
+summarised per row; :func:`judge` turns a row's figures into quiet | busy."""
 
 from __future__ import annotations
 

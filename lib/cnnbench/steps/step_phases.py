@@ -1,6 +1,5 @@
-"""Where a training step's time goes (:data:`STEP_PHASES`): a split step synchronises and reads the clock (or
-records device events) at every phase boundary; unsplit steps interleaved with them give the time the phases
-must add up to, and pairs are added until that check is settled (:meth:`PairedDiff.settled`) or time is up."""
+"""Where a training step's time goes (:data:`STEP_PHASES`): split steps timed at every phase boundary, paired
+with unsplit steps whose time the phases must add up to until that check is settled or time is up."""
 
 from __future__ import annotations
 
@@ -127,8 +126,7 @@ class PairedDiff:
         return 100 * self.mean / (self.steps / self.n) if self.n else float("nan")
 
     def settled(self) -> bool:
-        """Whether the check is decided: its 99% interval (asked after every pair: stricter than the 95% reported)
-        wholly inside or outside +-TOLERANCE_PCT, or its 95% interval within PRECISION_PCT."""
+        """Its 99% interval wholly inside or outside +-TOLERANCE_PCT, or its 95% interval within PRECISION_PCT."""
         decide, diff = self.ci95_pct(timing.t99), abs(self.diff_pct())
         if self.ci95_pct() <= PRECISION_PCT:
             return True
