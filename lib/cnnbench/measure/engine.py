@@ -230,8 +230,8 @@ def failure(err: BaseException, device=None) -> dict:
 
 
 def steps_for_window(warmup_times: list[float], p) -> int:
-    """Measured steps per window: ``measured_steps``, or more to fill ``min_window_s`` at the steady warm-up
-    pace (the later half's median); with ``measured_steps`` 0, as many as fill ``window_s`` (5 to 10,000)."""
+    """Steps per window: ``measured_steps`` or more to fill ``min_window_s`` at the warm-up's steady pace; with
+    ``measured_steps`` 0, as many as fill ``window_s`` (5 to 10,000)."""
     target, least = _window_target(p)
     if not target or not warmup_times:
         return least

@@ -1,7 +1,6 @@
-"""Many configurations, each measured in several fresh worker processes in interleaved rounds of a seeded
-random order, until its interval is within ``ci_target_pct`` or ``max_processes`` or ``adapt_budget_s`` is
-reached; each row keeps each round's rate (``process_rates_img_s``). Every process's windows are written as it
-ends, so a rerun goes on from the processes it has. Files and columns: docs/outputs.md, docs/measurement.md."""
+"""Many configurations, each measured in fresh processes in interleaved rounds of a seeded random order until
+its interval is within ``ci_target_pct``, ``max_processes`` or ``adapt_budget_s``; each process's windows are
+written as it ends, so a rerun goes on from them. Files and columns: docs/outputs.md, docs/measurement.md."""
 
 from __future__ import annotations
 
@@ -40,8 +39,7 @@ class _Config:
         return sorted({w["process"] for w in self.windows})
 
     @property
-    def count(self) -> int:
-        """Processes measured or tried (a process that returned no windows counts: it is not tried forever)."""
+    def count(self) -> int:  # measured or tried: a process that returned no windows is not tried forever
         return max(self.attempts, len(self.processes))
 
     def rates(self) -> list[float]:
@@ -74,8 +72,8 @@ def _typed_window(w: dict) -> dict:
 
 
 def _measure(pairs, device, p, datasets: list, isolate: bool, until: float, record) -> None:
-    """``record(state, process, row)`` for each (state, process) of ``pairs`` until ``until``: in one worker for
-    the round where the device shares one (``Backend.round_worker``), else each in its own (``isolate``) or here."""
+    """``record(state, process, row)`` for each of ``pairs`` until ``until``: in one worker (``round_worker``),
+    each in its own (``isolate``) or here."""
     from cnnbench.measure import worker
 
     busy = [process == 1 for _, process in pairs]  # the device's busy share: profiled in a first process
