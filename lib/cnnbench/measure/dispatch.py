@@ -1,7 +1,5 @@
-"""The host's cost of issuing a step, measured on the device itself: a model's step at the smallest input
-(TINY_BATCH images of TINY_PX), whose device time an accelerator hides, timed over TINY_STEPS steps synced once, and
-per op the FLOP counter counts in it. On an accelerator a step takes about the larger of this and the device's
-time (:mod:`cnnbench.predict`); on a CPU the tiny step's arithmetic is in it too."""
+"""The host's cost of issuing a step: a model's step at a tiny input, whose device time an accelerator hides,
+timed over TINY_STEPS steps synced once, per op the FLOP counter counts (used by :mod:`cnnbench.predict`)."""
 
 from __future__ import annotations
 
@@ -14,8 +12,7 @@ TINY_BATCH, TINY_PX, TINY_STEPS = 2, 32, 20
 
 
 def host_step(p, device, model: str, phase: str) -> dict:
-    """One row of host_steps.csv: ``model``'s ``phase`` step at the tiny input on ``device`` (a failure: a row with
-    its status)."""
+    """One row of host_steps.csv: ``model``'s ``phase`` step at the tiny input on ``device``."""
     cfg = engine.config(p, model, phase, p.variants[0], batch_size=TINY_BATCH)
     cfg = cfg if models.spec(model).own_data else cfg.replace(image_size=TINY_PX)
     row = {"model": model, "phase": phase, "precision": cfg.precision, "image_size": cfg.image_size}

@@ -21,8 +21,7 @@ def counter_for(device):
 
 
 class Meter:
-    """``with Meter(device) as m: <window>`` then ``m.summary(images)``: energy over the window. ``counter``
-    and ``clock`` are injectable; counters that wrap are also read every ``poll_s`` seconds in a thread."""
+    """``with Meter(device) as m: <window>`` then ``m.summary(images)``; a counter that wraps is polled."""
 
     def __init__(
         self,

@@ -1,12 +1,12 @@
-"""The measurement engine: one training (zero_grad, forward, loss, backward, optimizer step) or evaluation
-(forward under inference mode) configuration: warm-up, then ``repeats`` synchronised windows
-(:func:`steps_for_window`). Failures are rows: ``oom``, ``unstable`` (non-finite loss), ``error``, ``crashed``."""
+"""The measurement engine: one training or evaluation configuration, warm-up then ``repeats`` synchronised
+windows; failures are rows (``oom``, ``unstable``, ``error``, ``crashed``)."""
 
 from __future__ import annotations
 
 import datetime as dt
 import functools
 import math
+import signal
 import statistics
 import time
 import warnings
@@ -34,9 +34,8 @@ MEASURE_COLUMNS = tuple(
 
 @dataclass(frozen=True)
 class Config:
-    """What is measured: the workload (model, phase, resolution, classes, data) and a value of every knob
-    (``setting``; ``cfg.precision``, ``cfg.batch_size`` read it). Every field and knob is a column of the row;
-    how it is measured (warm-up, windows, repeats, ...) is the params' (:data:`PROTOCOL_KEYS`)."""
+    """What is measured: the workload and a value of every knob (``setting``, read as ``cfg.precision``); every
+    field and knob is a column of the row."""
 
     model: str
     phase: str  # train | eval
@@ -74,8 +73,7 @@ class Config:
 
 
 def config(p, model: str, phase: str, variant: dict | None = None, **changes) -> Config:
-    """``model``'s configuration in the run of params ``p``: its data (:meth:`cnnbench.models.ModelSpec.data_for`),
-    the run's knobs at the model's batch size, then ``variant``'s and ``changes``'s."""
+    """``model``'s configuration in the run of params ``p``, with ``variant``'s and ``changes``'s knobs."""
     dataset, channels, size, classes = models.spec(model).data_for(p.dataset, p.image_size, p.num_classes)
     setting = knobs.for_params(p, variant, batch_size=p.batch_size_for(model)).with_(**changes)
     return Config(model, phase, size, classes, channels, dataset, setting)
@@ -99,8 +97,7 @@ _FLOPS: dict[tuple[str, int, int], tuple[float, float]] = {}
 
 
 def flops_per_image(model: str, image_size: int, num_classes: int) -> tuple[float, float]:
-    """(training, forward) FLOPs per image at the resolution actually run, counted on the CPU once per process
-    (a worker is handed the parent's count, see :mod:`cnnbench.measure.worker`)."""
+    """(training, forward) FLOPs per image at the resolution run, counted on the CPU once per process."""
     key = (model, image_size, num_classes)
     if key not in _FLOPS:
         c = flops.complexity(model, image_size, num_classes, device="cpu", with_fvcore=False)
@@ -109,12 +106,9 @@ def flops_per_image(model: str, image_size: int, num_classes: int) -> tuple[floa
 
 
 class Workload:
-    """The model, optimizer (sgd, adam or adamw; lr and momentum the params'), loss and data of one
-    configuration on one device, and its step function. ``with Workload(cfg, device, p) as work:`` applies
-    every knob of ``cfg`` and builds the workload inside it; leaving the block frees it and restores every
-    setting the knobs changed. ``device``: a torch device or its backend. ``model`` (06's fine-tuning): builds
-    the model in place of the registry's, stepped on the caller's batches (no data is made); ``lr``: in place of
-    the params'."""
+    """``with Workload(cfg, device, p) as work:`` the model, optimizer, loss, data and ``step`` of ``cfg`` under
+    its knobs, freed and restored on leaving. ``model``: a builder in place of the registry's, stepped on the
+    caller's batches (06's fine-tuning); ``lr``: in place of the params'."""
 
     def __init__(self, cfg: Config, device, p, dataset=None, optimizer: str = "sgd", model=None, lr=None):
         build = functools.partial(
@@ -236,8 +230,8 @@ def failure(err: BaseException, device=None) -> dict:
 
 
 def steps_for_window(warmup_times: list[float], p) -> int:
-    """Measured steps per window: ``measured_steps``, or more to fill ``min_window_s`` at the steady warm-up
-    pace (the later half's median); with ``measured_steps`` 0, as many as fill ``window_s`` (5 to 10,000)."""
+    """Steps per window: ``measured_steps`` or more to fill ``min_window_s`` at the warm-up's steady pace; with
+    ``measured_steps`` 0, as many as fill ``window_s`` (5 to 10,000)."""
     target, least = _window_target(p)
     if not target or not warmup_times:
         return least
@@ -251,8 +245,8 @@ def _window_target(p) -> tuple[float, int]:
 
 
 def config_key(cfg: Config, device, p) -> dict:
-    """The columns that identify a measurement: the workload, the device kind, every knob as it is in force there
-    (:func:`cnnbench.knobs.in_force`) and the protocol (:data:`PROTOCOL_KEYS`). ``device``: or its backend."""
+    """The columns that identify a measurement: the workload, the device kind, every knob as in force there and
+    the protocol (:data:`PROTOCOL_KEYS`)."""
     b = timing.backend_of(device)
     in_force = cfg.replace(**knobs.in_force(cfg.setting, b)).columns()
     return {**in_force, "device_kind": b.kind, **{k: getattr(p, k) for k in PROTOCOL_KEYS}}
@@ -282,8 +276,6 @@ def crashed(cfg: Config, device, p, exitcode: int | None) -> dict:
 
 def death(exitcode: int | None) -> str:
     """How a worker process died, from its exit code (negative: the signal that killed it)."""
-    import signal
-
     if exitcode is None or exitcode >= 0:
         return f"worker process exited with code {exitcode} before returning a result"
     try:
@@ -294,9 +286,8 @@ def death(exitcode: int | None) -> str:
 
 
 def _memory(b: devices.Backend, sampler: telemetry.Sampler, summary: dict, warmup_peak: dict) -> dict:
-    """Peak device memory over the measured windows (reset after the warm-up, so a one-off workspace such as
-    cuDNN's algorithm search is not in it) and over the whole run (``..._run_mib``, the warm-up included), and
-    this configuration's peak RSS (MiB). A device with no high-water mark has its own columns and samples."""
+    """Peak device memory over the windows (after the warm-up's reset) and over the run (``..._run_mib``), and
+    peak RSS (MiB)."""
     out = b.peak_memory_mib()
     for k in ("peak_device_mem_mib", "peak_device_reserved_mib"):
         out[k.replace("_mib", "_run_mib")] = max(out[k], warmup_peak.get(k, math.nan))  # NaN first: NaN
@@ -315,9 +306,8 @@ def measure(
     isolation: str = "in_process",
     busy: bool = True,
 ) -> dict:
-    """Measure one configuration in this process with the protocol ``p`` (``device``: or its backend,
-    made once and passed down); always a row, ``status`` ok or the failure's. ``isolation``: "worker", "in_process"
-    or "in_process_unreset" (the RSS peak may be an earlier one's); the series and step times ride along."""
+    """One configuration measured in this process with the protocol ``p``: always a row, ``status`` ok or the
+    failure's; the series and step times ride along."""
     b = timing.backend_of(device)
     row = {**_base_row(cfg, b, p), "timestamp": now(), "status": "ok", "error": ""}
     timer = timer or timing.StepTimer(b)
@@ -370,8 +360,7 @@ def measure(
         row["step_time_source"] = timer.source
         row.update({k: v for k, v in sampler.summary().items() if k != "mps_mem_max_mib"})
         row.update(meter.summary(sum(counts) * cfg.batch_size))  # energy over the measured windows
-        train_f, fwd_f = flops_per_image(cfg.model, cfg.image_size, cfg.num_classes)
-        per_image = train_f if cfg.phase == "train" else fwd_f
+        per_image = flops_per_image(cfg.model, cfg.image_size, cfg.num_classes)[cfg.phase != "train"]
         row["gflops_per_image"] = per_image / 1e9
         row["achieved_gflops"] = row["throughput_img_s"] * per_image / 1e9
         row["achieved_tflops"] = row["achieved_gflops"] / 1e3

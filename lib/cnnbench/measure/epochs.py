@@ -1,6 +1,5 @@
 """Seed 000's epoch times: one train and one validation epoch per model through a real DataLoader, timed as
-seed 000 timed them (loader start-up and the first step inside the clock), each pair in a fresh worker
-process."""
+seed 000 timed them (loader start-up and the first step inside the clock)."""
 
 from __future__ import annotations
 
@@ -17,9 +16,8 @@ from cnnbench.progress import bar, resumed
 def _epoch(
     work: engine.Workload, loader, phase: str, max_batches: int, max_images: int = 0, clock=time.perf_counter
 ):
-    """One epoch over ``loader``: stops after ``max_batches`` batches or ``max_images`` images (0 = no cap).
-    ``epoch_s`` includes the loader's start-up and the first step (no warm-up), also measured apart as
-    ``loader_start_s`` and ``first_step_s`` (synchronised: the only synchronisation inside the epoch)."""
+    """One epoch over ``loader`` up to ``max_batches`` batches or ``max_images`` images (0 = no cap); ``epoch_s``
+    includes the loader's start-up and the synchronised first step, also timed apart."""
     step = work.train_step if phase == "train" else work.eval_step
     n = batches = 0
     first_step = 0.0
@@ -30,21 +28,19 @@ def _epoch(
     loader_start = clock() - start
     while batch is not None:
         x, y = batch
+        t0 = clock()
+        step(work.to_device(x, y))
         if batches == 0:
-            t0 = clock()
-            step(work.to_device(x, y))
             work.backend.synchronize()
             first_step = clock() - t0
-        else:
-            step(work.to_device(x, y))
         n, batches = n + x.shape[0], batches + 1
         if (max_batches and batches >= max_batches) or (max_images and n >= max_images):
             break
         batch = next(it, None)
     work.backend.synchronize()
     seconds = clock() - start
-    timed = {"epoch_s": seconds, "images": n, "throughput_img_s": n / seconds}
-    return {**timed, "loader_start_s": loader_start, "first_step_s": first_step}
+    timed = {"epoch_s": seconds, "images": n, "throughput_img_s": n / seconds, "loader_start_s": loader_start}
+    return {**timed, "first_step_s": first_step}
 
 
 def epoch_pair(p, cfg: Config, device_spec: str, cap: int) -> dict:
@@ -70,9 +66,8 @@ def epoch_pair(p, cfg: Config, device_spec: str, cap: int) -> dict:
 
 
 def epochs(run) -> pd.DataFrame:
-    """Seed 000's epoch times: one train and one validation epoch per model, capped by ``max_batches`` and
-    ``epoch_images`` (``epoch_images_per_model``), each pair in a fresh worker process unless ``isolate:
-    false`` (column ``isolation``)."""
+    """Seed 000's epoch times -> epochs.csv: each model's pair capped by ``max_batches`` and ``epoch_images``, in
+    a fresh worker process unless ``isolate: false``."""
     p, device = run.params, run.device
     b = devices.backend(device)
     file = results.file(run.dir, "epochs")

@@ -116,8 +116,7 @@ def train_flops(model: nn.Module, x: torch.Tensor, num_classes: int) -> int:
 
 
 def activation_bytes(model: nn.Module, x: torch.Tensor, num_classes: int) -> int:
-    """Bytes of the tensors autograd saves for backward in one training forward (parameters excluded; a
-    storage saved by several ops counts once)."""
+    """Bytes of the storages autograd saves for backward in one training forward, parameters excluded."""
     param_ptrs = {p.untyped_storage().data_ptr() for p in model.parameters()}
     storages: dict[int, int] = {}
 
@@ -159,8 +158,7 @@ def complexity(
     with_fvcore: bool = True,
     seed: int = 0,
 ) -> Complexity:
-    """All complexity figures of ``name`` per image at ``image_size`` (default: its reference resolution),
-    counted on a batch of ``batch`` images, in train mode for the training count and eval mode for forward."""
+    """All complexity figures of ``name`` per image at ``image_size`` (default: its reference resolution)."""
     spec = models.spec(name)
     image_size = image_size or spec.reference_size
     num_classes = num_classes or spec.reference_classes
@@ -214,17 +212,13 @@ def table(
         spec = models.spec(name)
         reference = (spec.reference_size, spec.reference_classes)
         configs = [("reference", *reference), ("training", image_size, num_classes)]
-        if spec.own_data:
-            configs = [("reference+training", *reference)]
-        for role, size, classes in configs:
-            c = complexity(name, size, classes, device=device)
-            rows.append({"role": role, **asdict(c)})
+        for role, size, classes in [("reference+training", *reference)] if spec.own_data else configs:
+            rows.append({"role": role, **asdict(complexity(name, size, classes, device=device))})
     return rows
 
 
 def published_mismatches(complexity) -> list[dict]:
-    """Rows of a complexity table whose forward MACs are off torchvision's published figure by more than 1% (or
-    whose parameter count differs from the published one): model, ours, published, difference."""
+    """Rows of a complexity table whose MACs (by more than 1%) or parameters differ from torchvision's."""
     out = []
     for r in complexity.itertuples():
         off, pub = [], r.published_gmacs
@@ -239,8 +233,7 @@ def published_mismatches(complexity) -> list[dict]:
 
 
 def published_check(complexity):
-    """A visible HTML verdict for the top of 01 and of the report: a red warning naming every model off its
-    published count by more than 1%, or one line saying all agree."""
+    """An HTML verdict: a red warning naming every model off its published counts, or one line saying all agree."""
     import html
 
     from IPython.display import HTML

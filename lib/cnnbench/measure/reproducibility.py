@@ -37,14 +37,6 @@ def _ok(df: pd.DataFrame, source: str) -> pd.DataFrame:
     return knobs.columns(df[df.status.astype(str) == "ok"]).assign(source=source)
 
 
-def _tuning_default(tuning: pd.DataFrame) -> pd.DataFrame:
-    """07's confirmation of the default configuration, as a row like 02's."""
-    if tuning is None or tuning.empty or "role" not in tuning:
-        return pd.DataFrame()
-    rows = tuning[(tuning.stage.astype(str) == "confirm") & (tuning.role.astype(str) == "default")]
-    return _ok(rows, "tuning (default)")
-
-
 def _unsplit_step(step_phases: pd.DataFrame | None) -> pd.DataFrame:
     """06's unsplit training steps as rate rows like 02's: batch / mean step time, its interval scaled alike."""
     if step_phases is None or step_phases.empty or "step_time_s" not in step_phases:
@@ -68,8 +60,10 @@ def repeated(
     step_phases: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
     """Every configuration of a run measured by two passes, one row per pair (see the module's docstring)."""
-    passes = (_ok(scenario_a, "scenario_a"), _ok(batch_sweep, "batch_sweep"), _tuning_default(tuning))
-    passes = [p for p in (*passes, _unsplit_step(step_phases)) if len(p)]
+    has_role = tuning is not None and "role" in tuning  # 07's confirmation of the default configuration
+    confirm = tuning[(tuning.stage == "confirm") & (tuning.role == "default")] if has_role else None
+    ours = _ok(scenario_a, "scenario_a"), _ok(batch_sweep, "batch_sweep"), _ok(confirm, "tuning (default)")
+    passes = [p for p in (*ours, _unsplit_step(step_phases)) if len(p)]
     out = []
     for i, a in enumerate(passes):
         for b in passes[i + 1 :]:
@@ -198,8 +192,7 @@ def distinguishable(a: float, ca: float, b: float, cb: float) -> bool:
 
 
 def rate_text(rate: float, half: float, unit: str = "img/s") -> str:
-    """'123.4 +- 5.6 img/s', or, where the interval is wider than the rate, 'about 123 img/s (not precise:
-    +-150%)': a console line never reads '1,852.1 img/s +- 8,490.5'."""
+    """'123.4 +- 5.6 img/s', or 'about 123 img/s (not precise: +-150%, ...)' where the interval is wider."""
     if not math.isfinite(half):
         return f"{rate:,.1f} {unit} (one process: no interval)"
     if half >= rate:
@@ -236,6 +229,5 @@ def interval_verdict(low: float, high: float, a: float, b: float) -> str:
 
 
 def change_verdict(a: float, ca: float, b: float, cb: float) -> str:
-    """What going from rate ``a`` to rate ``b`` did: "faster" or "slower" where :func:`distinguishable`, else
-    "not significant"; "no interval" where either side has none."""
+    """Going from rate ``a`` to ``b``: :func:`interval_verdict` of their :func:`ratio`."""
     return interval_verdict(*ratio(a, ca, b, cb)[1:], a, b)

@@ -1,7 +1,6 @@
-"""Many configurations, each measured in several fresh worker processes in interleaved rounds of a seeded
-random order, until its interval is within ``ci_target_pct`` or ``max_processes`` or ``adapt_budget_s`` is
-reached; each row keeps each round's rate (``process_rates_img_s``). Every process's windows are written as it
-ends, so a rerun goes on from the processes it has. Files and columns: docs/outputs.md, docs/measurement.md."""
+"""Many configurations, each measured in fresh processes in interleaved rounds of a seeded random order until
+its interval is within ``ci_target_pct``, ``max_processes`` or ``adapt_budget_s``; each process's windows are
+written as it ends, so a rerun goes on from them. Files and columns: docs/outputs.md, docs/measurement.md."""
 
 from __future__ import annotations
 
@@ -25,8 +24,7 @@ _MAX_PREFIXES = ("peak_", "util_process_cpu_max", "util_cpu_max", "gpu_mem_used_
 
 
 class _Config:
-    """One configuration's state across rounds: its key, the processes measured so far (their rows, this
-    session's or a resumed run's), and the failure that ends it, if any."""
+    """One configuration across rounds: its key, its processes' windows and rows, the failure that ends it."""
 
     def __init__(self, cfg: Config, key: dict, windows: ResultsFile):
         self.cfg, self.key = cfg, key
@@ -41,8 +39,7 @@ class _Config:
         return sorted({w["process"] for w in self.windows})
 
     @property
-    def count(self) -> int:
-        """Processes measured or tried (a process that returned no windows counts: it is not tried forever)."""
+    def count(self) -> int:  # measured or tried: a process that returned no windows is not tried forever
         return max(self.attempts, len(self.processes))
 
     def rates(self) -> list[float]:
@@ -75,8 +72,8 @@ def _typed_window(w: dict) -> dict:
 
 
 def _measure(pairs, device, p, datasets: list, isolate: bool, until: float, record) -> None:
-    """``record(state, process, row)`` for each (state, process) of ``pairs`` until ``until``: in one worker for
-    the round where the device shares one (``Backend.round_worker``), else each in its own (``isolate``) or here."""
+    """``record(state, process, row)`` for each of ``pairs`` until ``until``: in one worker (``round_worker``),
+    each in its own (``isolate``) or here."""
     from cnnbench.measure import worker
 
     busy = [process == 1 for _, process in pairs]  # the device's busy share: profiled in a first process
@@ -148,8 +145,7 @@ def _number(v) -> bool:
 
 
 def _merge_numbers(rows: list[dict]) -> dict:
-    """The processes' telemetry, memory and energy columns as one: peaks and maxima the largest, minima the
-    smallest, everything else numeric the mean."""
+    """The processes' numeric columns as one: maxima the largest, minima the smallest, the rest the mean."""
     out, not_merged = {}, {*config_keys(), "process", "steps_per_window", "exitcode"}
     for k in rows[0]:
         if k in not_merged:
@@ -206,8 +202,7 @@ def merge(state: _Config, stop_reason: str, steps: ResultsFile | None) -> dict:
     if math.isfinite(number(base.get("gflops_per_image"))):
         base["achieved_gflops"] = base["throughput_img_s"] * float(base["gflops_per_image"])
         base["achieved_tflops"] = base["achieved_gflops"] / 1e3
-    probes = [w["probe_img_s"] for w in state.windows if math.isfinite(w["probe_img_s"])]
-    if probes:
+    if probes := [w["probe_img_s"] for w in state.windows if math.isfinite(w["probe_img_s"])]:
         base["probe_img_s"] = sum(probes) / len(probes)
         base["probe_spread_pct"] = 100 * (max(probes) - min(probes)) / base["probe_img_s"]
     base["step_bound"] = engine.step_bound(float(base.get("device_busy_pct", math.nan)))
@@ -222,9 +217,8 @@ def _rounds(
     measure: Callable[[list, float], None],
     probe: Callable[[], None] = lambda: None,
 ) -> dict:
-    """Measure in rounds, each in a seeded random order, until every configuration has its least processes,
-    then more for those wider than the target while the budget lasts; returns each one's stop reason.
-    ``measure(pairs, until)``: each (state, process) of a round, until perf_counter passes ``until``."""
+    """Rounds in seeded random order until each configuration has its least processes, then more for those
+    wider than the target while the budget lasts; each one's stop reason. See the module's docstring."""
     reasons: dict[int, str] = {}
     least = max(p.processes, 1)
     order = random.Random(f"rounds {p.seed}")
@@ -267,8 +261,7 @@ def run_configs(
     only: Iterable[Config] | None = None,
     reuse: Path | None = None,
 ) -> list[dict]:
-    """Measure every configuration of ``configs`` not done in ``path`` with the protocol ``p``; return their rows
-    (this run's and resumed ones). ``device``: a torch device or its backend, made once and passed down;
+    """Measure every configuration of ``configs`` not done in ``path`` with the protocol ``p``; their rows.
     ``isolate``: each process a fresh worker; ``only``: measure these now; ``reuse``: a results file whose
     finished rows of the same configurations are copied (``measured_in``) instead of measured again."""
     device, configs = timing.backend_of(device), list(configs)
@@ -282,9 +275,18 @@ def run_configs(
     for f in files:
         if f is not None:
             f.plan(keys, source or desc, config_keys())
-    copied = _copy_measured(ResultsFile(reuse, config_keys()), results, keys) if reuse is not None else 0
+    copied = []
+    if reuse is not None:  # its finished rows that ``results`` lacks, copied with ``measured_in``
+        source = ResultsFile(reuse, config_keys())
+        wanted = {results.key_of(k) for k in keys if not results.done(k)}
+        copied = [
+            {**r, "measured_in": source.path.stem}
+            for r in source.current()
+            if source.key_of(r) in wanted and source.done(r)
+        ]
     if copied:
-        say(f"took {copied} of {len(configs)} configurations from {Path(reuse).name}, measured there")
+        results.extend(copied)
+        say(f"took {len(copied)} of {len(configs)} configurations from {Path(reuse).name}, measured there")
     if only is not None:
         now = list(only)
         keys = [k for c, k in zip(configs, keys, strict=True) if c in now]
@@ -329,21 +331,7 @@ def run_configs(
     if only is not None:
         _HEADLINE_MEASURED[str(path)] = {results.key_of(s.key) for s in states}
     else:
-        kept = len(configs) - len(states) - copied - len(headline)
-        resumed(kept, len(configs), Path(path).name, taken=copied, taken_from=Path(reuse or "").name)
+        kept = len(configs) - len(states) - len(copied) - len(headline)
+        resumed(kept, len(configs), Path(path).name, taken=len(copied), taken_from=Path(reuse or "").name)
     mine = {results.key_of(k) for k in keys}
     return [r for r in results.current() if results.key_of(r) in mine]
-
-
-def _copy_measured(source: ResultsFile, target: ResultsFile, keys: list[dict]) -> int:
-    """The finished current rows of ``source`` for ``keys`` that ``target`` lacks, copied into it with
-    ``measured_in`` naming ``source`` (a configuration measured once, shown by both tables)."""
-    wanted = {target.key_of(k) for k in keys if not target.done(k)}
-    found = [
-        {**r, "measured_in": source.path.stem}
-        for r in source.current()
-        if source.key_of(r) in wanted and source.done(r)
-    ]
-    if found:
-        target.extend(found)
-    return len(found)

@@ -1,6 +1,5 @@
-"""Telemetry sampled in a background thread while a measured window runs (psutil for the host, NVML for every
-NVIDIA GPU, the allocator on MPS), kept as series (``Sampler.series()``: t_s, metric, value, device_index) and
-summarised per row (``Sampler.summary()``); :func:`judge` turns a row's figures into quiet | busy."""
+"""Telemetry sampled in a thread while a window runs (psutil, NVML, the MPS allocator), kept as series and
+summarised per row; :func:`judge` turns a row's figures into quiet | busy."""
 
 from __future__ import annotations
 
@@ -29,8 +28,7 @@ POWER_INSTANT, POWER_AVERAGE = "nvml_instant", "nvml_power_usage_1s_avg"
 
 
 def gpu_power_w(nvml, handle) -> tuple[float, str]:
-    """(watts, source) of one GPU: the instantaneous field where this driver and pynvml have it, else the
-    averaged power usage."""
+    """(watts, source) of one GPU: the instantaneous field where the driver has it, else the average."""
     field = getattr(nvml, "NVML_FI_DEV_POWER_INSTANT", None)
     if field is not None and hasattr(nvml, "nvmlDeviceGetFieldValues"):
         try:
@@ -117,8 +115,7 @@ class Sampler:
         return total
 
     def _process_cpu_pct(self) -> float | None:
-        """This process tree's CPU % since the last sample (100 = one core), bounded by the cores: the OS counts
-        CPU time in ticks (10 ms), so over a short sample an unbounded reading overshoots."""
+        """This process tree's CPU % since the last sample (100 = one core), bounded by the cores."""
         now, cpu = self.clock(), self._process_cpu_seconds()
         if self._last_cpu is not None and now - self._last_cpu[0] < MIN_CPU_SPAN_S:
             return None  # too short for 10 ms ticks
@@ -173,8 +170,7 @@ class Sampler:
         mine = os.environ.get(paths.LOCK_ENV)  # other runs of this workbook here: once, off the clock
         self.other_runs = len({folder for _, folder, _ in paths.run_processes() if folder != mine})
 
-    def elapsed(self) -> float:
-        """Seconds since the sampler was entered, on the clock its samples' ``t_s`` use."""
+    def elapsed(self) -> float:  # on the clock of the samples' t_s
         return self.clock() - self._t0
 
     def series(self) -> list[dict]:
@@ -196,8 +192,7 @@ class Sampler:
             unit = "_pct" if metric.endswith("_pct") else "_mib" if metric.endswith("_mib") else ""
             for stat in stats:
                 out[f"{name}_{stat}{unit}"] = float(getattr(arr, stat)())
-        rss = self.values("rss_mib")
-        if rss:
+        if rss := self.values("rss_mib"):
             out["peak_rss_mib"] = max(rss)
         start, end = getattr(self, "_enter_cpu", None), self._last_cpu
         if start is not None and end is not None and end[0] - start[0] > 0:  # the mean over the whole span,
@@ -214,8 +209,7 @@ class Sampler:
 
 
 def span_summary(series: list[dict], begin: float, end: float) -> dict[str, float]:
-    """Mean over the samples in ``[begin, end]`` (seconds of the sampler; NaN where none) of
-    ``cpu_steal_mean_pct``, ``util_other_cpu_mean_pct``, ``cpu_freq_mhz_mean`` and ``util_cpu_mean_pct``."""
+    """The host metrics' means over the samples in ``[begin, end]`` (sampler seconds; NaN where none)."""
     out = {}
     for metric in ("cpu_steal_pct", "util_other_cpu_pct", "cpu_freq_mhz", "util_cpu_pct"):
         name = metric.removesuffix("_pct") + "_mean_pct" if metric.endswith("_pct") else f"{metric}_mean"
@@ -229,8 +223,7 @@ def span_summary(series: list[dict], begin: float, end: float) -> dict[str, floa
 
 
 def read(path: str | Path, source: str | None = None) -> pd.DataFrame:
-    """A ``telemetry.csv`` as a frame (t_s, metric, value, device_index + context): its current rows
-    (results.ResultsFile.plan), only those of ``source`` (e.g. "scenario_a") when given; empty if absent."""
+    """A ``telemetry.csv``'s current rows as a frame, only those of ``source`` when given; empty if absent."""
     path = Path(path)
     df = results.frame(
         results.current_rows(path, results.read_rows(path)),
@@ -295,8 +288,7 @@ _PROBE: dict = {}
 
 
 def speed_probe(seconds: float = 0.3, clock: Callable[[], float] = time.perf_counter) -> float:
-    """The CPU's speed now: images/s of a fixed small workload (SqueezeNet 1.1 inference, batch 8, 64 px) run in
-    this process for ``seconds``."""
+    """The CPU's speed now: images/s of SqueezeNet 1.1 inference (batch 8, 64 px) run here for ``seconds``."""
     from torchvision.models import squeezenet1_1
 
     if "model" not in _PROBE:

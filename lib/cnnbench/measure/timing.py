@@ -1,6 +1,5 @@
-"""Timing: synchronised clocks, per-step times, and the statistics reported for every measured window.
-
-Throughput is images / synchronised wall time of the whole measured window, never a mean of per-step rates."""
+"""Synchronised clocks, per-step times and each window's statistics; throughput is images / synced wall time
+of the whole window, never a mean of per-step rates."""
 
 from __future__ import annotations
 
@@ -33,8 +32,7 @@ _T99 = [
 
 
 def _t(dof: int, table: list[float], z: float) -> float:
-    """A two-sided Student t quantile: ``table`` up to 30 degrees of freedom, then the Cornish-Fisher expansion
-    about the normal quantile ``z``; ``z`` below 1 degree of freedom."""
+    """A two-sided Student t quantile: ``table``, then the Cornish-Fisher expansion about ``z``."""
     if dof < 1:
         return z
     if dof <= len(table):
@@ -134,10 +132,8 @@ def summarize(
     batch_size: int,
     seed: int = 0,
 ) -> dict[str, float]:
-    """Per-step median/mean/std/min/max/p95/IQR, throughput over the windows, its 95% interval, noise flag.
-    ``throughput_img_s`` is all images over the summed synced wall time; its interval is Student t over the
-    windows' throughputs (one window: a bootstrap over the step times). ``noisy``: IQR / median step > 10%;
-    ``stalled_windows``: windows longer than :data:`STALL_FACTOR` x their steps at the median."""
+    """Step-time statistics, all images over the summed wall time with its 95% interval (Student t over the
+    windows; one window: a bootstrap over the steps), ``noisy`` and ``stalled_windows``."""
     steps = np.asarray(step_times, dtype=float)
     if steps.size == 0 or not window_times:
         raise ValueError("no measured steps")

@@ -99,9 +99,8 @@ def count_step(
     lr: float = 0.01,
     momentum: float = 0.9,
 ) -> pd.DataFrame:
-    """Per-op FLOPs and bytes of one training step (forward, loss, backward, SGD step) or eval step, on the
-    meta device by default, attributed to modules by ``ModuleTracker``; bf16/fp16 run the model in it. Meta-device
-    counts are kept in the workbook's cache, keyed by the arguments, torch's version and the counting code."""
+    """Per-op FLOPs and bytes of one SGD training step or eval step, attributed to modules by ``ModuleTracker``;
+    on the meta device (the default) cached by the arguments, torch's version and the counting code."""
     args = (model_name, batch_size, image_size, num_classes, phase, precision, device, lr, momentum)
     if torch.device(device).type != "meta":
         return _count_step(*args)

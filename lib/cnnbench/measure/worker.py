@@ -26,8 +26,7 @@ _ballast: list[bytearray] = []
 
 
 def _context():
-    """forkserver on Linux (children fork from a server that has imported torch: fast, and no CUDA state is
-    inherited); spawn elsewhere (macOS: Metal does not survive a fork)."""
+    """forkserver on Linux (fast, no CUDA state inherited); spawn elsewhere (Metal does not survive a fork)."""
     if platform.system() == "Linux":
         ctx = mp.get_context("forkserver")
         ctx.set_forkserver_preload(["cnnbench.measure.worker"])
@@ -86,8 +85,8 @@ def measure_isolated(cfg: engine.Config, device, p, dataset=None, busy: bool = T
 
 
 def measure_round(cfgs: list, device, p, datasets: list, busy: list[bool], on_row) -> None:
-    """Each of ``cfgs`` measured in turn in one fresh worker process ("round_worker"; one configuration:
-    "worker"), ``on_row(i, row)`` as each row arrives; a worker that dies gives its configuration a ``crashed`` row."""
+    """Each of ``cfgs`` measured in turn in one fresh worker process, ``on_row(i, row)`` as each row arrives;
+    a worker that dies gives its configuration a ``crashed`` row."""
     known_flops = []
     for cfg in cfgs:  # counted once here, not again in the worker (it would also add to its memory peak)
         try:
@@ -110,8 +109,7 @@ def measure_round(cfgs: list, device, p, datasets: list, busy: list[bool], on_ro
 
 
 def _entered(target, start_method: str | None, *args) -> None:
-    """A worker's entry: it dies with its parent, leaves Ctrl-C to it and starts its own processes (a
-    DataLoader's) by its caller's method (None: the platform's default); then ``target(*args)``."""
+    """A worker's entry: dies with its parent, leaves Ctrl-C to it, starts processes by the caller's method."""
     paths.die_with_parent()  # a worker never outlives its forkserver (and so its kernel and its run)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C kills the worker from the parent: no 2nd traceback
     mp.set_start_method(start_method, force=True)
@@ -119,8 +117,7 @@ def _entered(target, start_method: str | None, *args) -> None:
 
 
 def _in_worker(target, name: str, args: tuple, on_row, expected: int = 1) -> int | None:
-    """``target(*args, conn)`` in a fresh worker process, ``on_row(row)`` for each of up to ``expected`` rows;
-    returns its exit code. Interrupted, the worker is killed."""
+    """``target(*args, conn)`` in a fresh worker, ``on_row(row)`` for up to ``expected`` rows; its exit code."""
     ctx = _context()
     receive, send = ctx.Pipe(duplex=False)
     proc = ctx.Process(
@@ -163,9 +160,8 @@ def _call_job(fn, args: tuple, device_spec: str, threads: int, conn) -> None:
 def call_isolated(
     fn, *args, device: torch.device, threads: int | None = None, name: str = "cnnbench-worker"
 ) -> dict:
-    """``fn(*args)`` (picklable, returning a row) in a fresh worker process: the row with
-    ``isolation="worker"``; an exception gives :func:`cnnbench.measure.engine.failure`'s row, a worker that
-    dies one with ``status="crashed"``."""
+    """``fn(*args)`` (picklable, returning a row) in a fresh worker process: its row, a failure's or a
+    ``crashed`` one, with ``isolation="worker"``."""
     threads = threads or torch.get_num_threads()
     rows: list = []
     exitcode = _in_worker(_call_job, name, (fn, args, str(device), threads), rows.append)

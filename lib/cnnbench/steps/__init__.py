@@ -1,6 +1,5 @@
-"""Where a training step's time goes (06): ``phases(run)`` -> step_phases.csv (each phase of every Scenario A
-model's step timed apart, their sum checked against the unsplit step), ``profile(run)`` -> profile_ops.csv and
-trace_<model>.json (torch.profiler's top operators per pass of seed 002's fine-tuning step); tables in .summary."""
+"""Where a training step's time goes (06): ``phases(run)`` -> step_phases.csv, ``profile(run)`` ->
+profile_ops.csv and trace_<model>.json; tables in .summary."""
 
 from __future__ import annotations
 
@@ -26,8 +25,7 @@ def phases(run) -> pd.DataFrame:
 
 
 def profile(run) -> pd.DataFrame:
-    """``profile_steps`` of seed 002's fine-tuning step (``optimizer`` at ``transfer_lrs[0]``, a two-class head,
-    random weights) for each of ``profile_models`` -> trace_<model>.json, profile_ops.csv (current rows)."""
+    """Seed 002's fine-tuning step (a two-class head) traced for each of ``profile_models`` (current rows)."""
     p = dataclasses.replace(run.params, lr=run.params.transfer_lrs[0])
     batch = p.profile_batch_size or p.transfer_batch_sizes[0]
     b = devices.backend(run.device)

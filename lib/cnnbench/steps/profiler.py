@@ -111,17 +111,8 @@ def profile_model(
         trace = export(prof, folder, cfg.model)
         by = RANKED_BY[b.op_time]
         ops = top_ops(op_table(prof.events(), b), top_k, by)
-        return [
-            {
-                **base,
-                **r,
-                "ranked_by": by,
-                "time_note": QUEUE_NOTE if b.op_time == "queue" else "",
-                "trace_file": trace.name,
-                "status": "ok",
-                "error": "",
-            }
-            for r in ops.to_dict("records")
-        ]
+        note = QUEUE_NOTE if b.op_time == "queue" else ""
+        done = {"ranked_by": by, "time_note": note, "trace_file": trace.name, "status": "ok", "error": ""}
+        return [{**base, **r, **done} for r in ops.to_dict("records")]
     except Exception as err:  # noqa: BLE001 - a failure is a row, the run goes on
         return [{**base, "pass": "", "op": "", **engine.failure(err, device)}]

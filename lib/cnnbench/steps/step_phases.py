@@ -1,6 +1,5 @@
-"""Where a training step's time goes (:data:`STEP_PHASES`): a split step synchronises and reads the clock (or
-records device events) at every phase boundary; unsplit steps interleaved with them give the time the phases
-must add up to, and pairs are added until that check is settled (:meth:`PairedDiff.settled`) or time is up."""
+"""Where a training step's time goes (:data:`STEP_PHASES`): split steps timed at every phase boundary, paired
+with unsplit steps whose time the phases must add up to until that check is settled or time is up."""
 
 from __future__ import annotations
 
@@ -25,8 +24,7 @@ MAX_PAIRS = 2000  # a bound on the pairs one window measures, whatever the clock
 
 
 class PhaseTimer:
-    """Times the phases of one step: at each boundary synchronise ``device`` and read ``clock`` (injectable), or
-    the device's events where it has them."""
+    """Times the phases of one step: at each boundary synchronise and read ``clock``, or the device's events."""
 
     def __init__(
         self,
@@ -117,7 +115,7 @@ class PairedDiff:
         self.steps += whole
 
     def ci95_pct(self, t: Callable[[int], float] = timing.t95) -> float:
-        """The 95% interval (``t``: another quantile) of the mean paired difference, in % of the mean unsplit step."""
+        """The 95% (or ``t``'s) interval of the mean difference, in % of the mean unsplit step."""
         if self.n < 2:
             return float("nan")
         half = t(self.n - 1) * math.sqrt(self.m2 / (self.n - 1) / self.n)
@@ -128,8 +126,7 @@ class PairedDiff:
         return 100 * self.mean / (self.steps / self.n) if self.n else float("nan")
 
     def settled(self) -> bool:
-        """Whether the check is decided: its 99% interval (asked after every pair: stricter than the 95% reported)
-        wholly inside or outside +-TOLERANCE_PCT, or its 95% interval within PRECISION_PCT."""
+        """Its 99% interval wholly inside or outside +-TOLERANCE_PCT, or its 95% interval within PRECISION_PCT."""
         decide, diff = self.ci95_pct(timing.t99), abs(self.diff_pct())
         if self.ci95_pct() <= PRECISION_PCT:
             return True
@@ -274,8 +271,7 @@ def identity(cfg: engine.Config, b: devices.Backend, p) -> dict:
 
 
 def run_all(run) -> None:
-    """The breakdown for every Scenario A model (its first training configuration, from a DataLoader, at
-    ``phase_batch_size`` if set) into step_phases.csv, resuming."""
+    """The breakdown of every Scenario A model's first training configuration into step_phases.csv."""
     from cnnbench import scenarios
 
     p, b = run.params, devices.backend(run.device)

@@ -11,8 +11,7 @@ from cnnbench.plots import save
 
 
 def phase_table(df: pd.DataFrame) -> pd.DataFrame:
-    """Per model: whether the phases agree with the unsplit step (the difference, its 95% interval, steps of
-    each kind) first; then the phases (mean ms per step), their sum and the unsplit step time."""
+    """Per model: the phases' check against the unsplit step, the phases (ms per step), their sum, the step."""
     ok = df[df.status == "ok"]
     if ok.empty:
         return ok
