@@ -75,11 +75,8 @@ def mnist(root, n_train: int, n_test: int, download: bool) -> Data:
 
 def unit_scale(data: Data) -> Data:
     """Pixels back in [0, 1], as seed 004 fed its MLP (its lr is tuned for that scale)."""
-
-    def f(x):
-        return (x * MNIST_STD + MNIST_MEAN).astype(np.float32)
-
-    return Data(f(data.x_train), data.y_train, f(data.x_test), data.y_test, data.source)
+    x_train, x_test = ((x * MNIST_STD + MNIST_MEAN).astype(np.float32) for x in (data.x_train, data.x_test))
+    return Data(x_train, data.y_train, x_test, data.y_test, data.source)
 
 
 def load_data(p) -> Data:
@@ -142,9 +139,8 @@ def make(name: str, model: str, lr: float = 0.01, momentum: float = 0.9) -> Back
 
 def _make(backend: str, model: str, p):
     """The backend for ``model`` with the run's SGD settings of that model."""
-    if model == "mnist_cnn":
-        return make(backend, model, p.scratch_lr, p.scratch_momentum)
-    return make(backend, model, p.scratch_mlp_lr, p.scratch_mlp_momentum)
+    mlp = "" if model == "mnist_cnn" else "mlp_"
+    return make(backend, model, getattr(p, f"scratch_{mlp}lr"), getattr(p, f"scratch_{mlp}momentum"))
 
 
 def set_threads(threads: int) -> int:
@@ -202,29 +198,28 @@ def timed(b, fn):
 def _train(
     backend: str, model: str, p, weights: dict, threads: int, blocks, train_block, on_row
 ) -> list[dict]:
-    """``backend`` trained block by block, ``train_block(b, i)`` returning block ``i``'s figures; a failure is a
-    row (``epoch`` 0 or ``i``), a loss that is not finite ends the training."""
-    ident = identity(backend, model, threads)
+    """``backend`` trained block by block, ``train_block(b, i)`` returning block ``i``'s figures, each row also
+    handed to ``on_row``; a failure is a row (``epoch`` 0 or ``i``), a loss that is not finite ends the training."""
+    ident, rows, i = identity(backend, model, threads), [], 0
     try:
         b = _make(backend, model, p)
         b.init(weights)
-    except Exception as err:  # noqa: BLE001 - a backend that cannot start is a row, the run goes on
-        return _emit([{**failure(ident, err), "epoch": 0}], on_row)
-    rows: list[dict] = []
-    for i in blocks:
-        try:
+        for i in blocks:
             figures = train_block(b, i)
-        except Exception as err:  # noqa: BLE001
-            return rows + _emit([{**failure(ident, err), "epoch": i}], on_row)
-        finite = math.isfinite(figures["train_loss"])
-        row = {**ident, **figures, "jit_s": b.jit_s}
-        rows += _emit([{**row, "status": "ok" if finite else "unstable"}], on_row)
-        if not finite:
-            break
+            finite = math.isfinite(figures["train_loss"])
+            rows.append({**ident, **figures, "jit_s": b.jit_s, "status": "ok" if finite else "unstable"})
+            on_row(rows[-1])
+            if not finite:
+                break
+    except Exception as err:  # noqa: BLE001 - a failure is a row, the run goes on
+        rows.append({**failure(ident, err), "epoch": i})
+        on_row(rows[-1])
     return rows
 
 
-def train_cnn(backend: str, p, weights: dict, data: Data, threads: int, on_row=None) -> list[dict]:
+def train_cnn(
+    backend: str, p, weights: dict, data: Data, threads: int, on_row=lambda row: None
+) -> list[dict]:
     """``scratch_epochs`` epochs, epoch e in the permutation seeded by seed + e on every backend; test accuracy
     after each epoch, outside its time."""
     bs = p.scratch_batch_size
@@ -242,7 +237,9 @@ def train_cnn(backend: str, p, weights: dict, data: Data, threads: int, on_row=N
     return _train(backend, "mnist_cnn", p, weights, threads, epochs, train_epoch, on_row)
 
 
-def train_mlp(backend: str, p, weights: dict, data: Data, threads: int, on_row=None) -> list[dict]:
+def train_mlp(
+    backend: str, p, weights: dict, data: Data, threads: int, on_row=lambda row: None
+) -> list[dict]:
     """Seed 004: full-batch gradient descent, one row per ``scratch_mlp_eval_every`` steps (``epoch``: done)."""
     n = len(data.x_train)
 
@@ -257,12 +254,6 @@ def train_mlp(backend: str, p, weights: dict, data: Data, threads: int, on_row=N
 
     blocks = range(0, p.scratch_mlp_steps, p.scratch_mlp_eval_every)
     return _train(backend, "mlp", p, weights, threads, blocks, train_block, on_row)
-
-
-def _emit(rows: list[dict], on_row) -> list[dict]:
-    for row in rows if on_row else ():
-        on_row(row)
-    return rows
 
 
 def op_breakdown(backend: str, model: str, p, weights: dict, x: np.ndarray, y: np.ndarray, threads: int):
@@ -393,19 +384,16 @@ def memory_breakdown(
             "measured_mib": measured / MIB if measured is not None else float("nan"),
             "method": method,
             "status": "ok",
-            "measured_status": measure_status(component, measured, coarse),
+            "measured_status": NAN_STATUS.get(component, "computed_only") if measured is None else "measured",
         }
         for component, computed, measured, method in rows
     ]
 
 
-def measure_status(component: str, measured, coarse: bool) -> str:
-    """What a memory row's ``measured_mib`` is: measured, not_measured (NaN), not_applicable or computed_only."""
-    if measured is not None:
-        return "measured"
-    if coarse and component in ("model_state_total", "step_total", "backend_overhead"):
-        return "not_measured"
-    return "not_applicable" if component == "allocator_pool_held" else "computed_only"
+# a memory row's measured_status where measured_mib is NaN (else "measured"); these three lack a measure only
+# where the backend has no allocator counters
+NAN_STATUS = dict.fromkeys(("model_state_total", "step_total", "backend_overhead"), "not_measured")
+NAN_STATUS["allocator_pool_held"] = "not_applicable"
 
 
 def settings_of(p, model: str, threads: int) -> dict:
@@ -438,13 +426,11 @@ def _run_all(run, data: Data, progress) -> dict[str, list[dict]]:
         results.table(name).plan(run.dir, planned, "backends")
     out: dict[str, list[dict]] = {k: [] for k in files}
 
-    def keep(name):
-        def add(row):
+    def keep(name: str, rows: list[dict]) -> None:
+        for row in rows:
             row = {**row, **settings_of(p, row["model"], threads)}
             files[name].append(row)
             out[name].append(row)
-
-        return add
 
     def measured_before(backend: str, model: str) -> bool:  # a rerun keeps a pair whose four tables are final
         pair = {"backend": backend, "model": model, **settings_of(p, model, threads)}
@@ -464,11 +450,11 @@ def _run_all(run, data: Data, progress) -> dict[str, list[dict]]:
                 continue
             progress(f"{model} on {backend}")
             note(f"backends: {model} on {backend}")
-            _emit(gradcheck(backend, model, weights, xg, yg, threads), keep("gradcheck"))
+            keep("gradcheck", gradcheck(backend, model, weights, xg, yg, threads))
             train = train_cnn if model == "mnist_cnn" else train_mlp
-            train(backend, p, weights, data, threads, keep("backends"))
-            _emit(op_breakdown(backend, model, p, weights, xb, yb, threads), keep("backend_ops"))
-            _emit(memory_breakdown(backend, model, p, weights, xb, yb, data, threads), keep("backend_memory"))
+            train(backend, p, weights, data, threads, lambda row: keep("backends", [row]))
+            keep("backend_ops", op_breakdown(backend, model, p, weights, xb, yb, threads))
+            keep("backend_memory", memory_breakdown(backend, model, p, weights, xb, yb, data, threads))
     absent = {
         (r["backend"], r["model"]) for rows in out.values() for r in rows if r["status"] == "unavailable"
     }
