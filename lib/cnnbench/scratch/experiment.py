@@ -83,11 +83,10 @@ def load_data(p) -> Data:
     """05's data; a one-line :class:`ParamsError` if real MNIST is asked for but absent and not downloadable."""
     if problem := scratch_data_problem(p):
         raise ParamsError(problem)
+    n_train, n_test = p.scratch_train_images, p.scratch_test_images
     if p.scratch_dataset == "mnist":
-        return mnist(
-            paths.resolve(p.scratch_data_path), p.scratch_train_images, p.scratch_test_images, p.download
-        )
-    return synthetic_mnist(p.scratch_train_images or 60000, p.scratch_test_images or 10000, p.seed)
+        return mnist(paths.resolve(p.scratch_data_path), n_train, n_test, p.download)
+    return synthetic_mnist(n_train or 60000, n_test or 10000, p.seed)
 
 
 def identity(backend: str, model: str, threads: int) -> dict:
@@ -198,8 +197,7 @@ def timed(b, fn):
 def _train(
     backend: str, model: str, p, weights: dict, threads: int, blocks, train_block, on_row
 ) -> list[dict]:
-    """``backend`` trained block by block, ``train_block(b, i)`` returning block ``i``'s figures, each row also
-    handed to ``on_row``; a failure is a row (``epoch`` 0 or ``i``), a loss that is not finite ends the training."""
+    """A row of ``train_block(b, i)``'s figures per block ``i``, each to ``on_row``; a failure or NaN ends it."""
     ident, rows, i = identity(backend, model, threads), [], 0
     try:
         b = _make(backend, model, p)
@@ -220,8 +218,7 @@ def _train(
 def train_cnn(
     backend: str, p, weights: dict, data: Data, threads: int, on_row=lambda row: None
 ) -> list[dict]:
-    """``scratch_epochs`` epochs, epoch e in the permutation seeded by seed + e on every backend; test accuracy
-    after each epoch, outside its time."""
+    """``scratch_epochs`` epochs, epoch e in the order seeded by seed + e; test accuracy outside its time."""
     bs = p.scratch_batch_size
     steps = len(data.x_train) // bs
 
@@ -281,20 +278,16 @@ def rss() -> int:
 def _measure_hooks(backend: str):
     """(read_current, read_peak, reset_peak, read_pool_held, what) for the allocator behind ``backend``; the pool
     held is what a GPU allocator holds (in use or cached) after the step, None where there is no such pool."""
-
-    def _nothing() -> None:
-        pass
-
     if backend in TRACED:
         how, traced = "tracemalloc (NumPy reports its allocations)", tracemalloc.get_traced_memory
-        return (lambda: traced()[0]), (lambda: traced()[1]), tracemalloc.reset_peak, _nothing, how
+        return (lambda: traced()[0]), (lambda: traced()[1]), tracemalloc.reset_peak, lambda: None, how
     if backend == "cupy":
         from cnnbench.scratch.xp_backend import pool_bytes
 
         def pool_used() -> int:
             return pool_bytes()["used"]
 
-        return pool_used, pool_used, _nothing, lambda: pool_bytes()["held"], "CuPy memory pool used_bytes"
+        return pool_used, pool_used, lambda: None, lambda: pool_bytes()["held"], "CuPy memory pool used_bytes"
     if backend in ("torch_cuda", "torch_mps"):
         b = devices.backend(torch.device(DEVICE_KIND[backend]))
 
@@ -312,15 +305,14 @@ def _measure_hooks(backend: str):
             free, total = cuda.current_context().get_memory_info()
             return total - free
 
-        return used, used, _nothing, _nothing, "CUDA free memory delta (after the step)"
-    return rss, rss, _nothing, _nothing, "process RSS delta (after the step)"
+        return used, used, lambda: None, lambda: None, "CUDA free memory delta (after the step)"
+    return rss, rss, lambda: None, lambda: None, "process RSS delta (after the step)"
 
 
 def memory_breakdown(
     backend: str, model: str, p, weights: dict, x: np.ndarray, y: np.ndarray, data: Data, threads: int
 ) -> list[dict]:
-    """Seed 004's Table 5 done right: each component computed from array sizes beside what the allocator reports
-    (state after init, a step's peak over it), the RSS baseline and the backend's overhead."""
+    """Seed 004's Table 5: each component from array sizes beside what the allocator reports, and the RSS."""
     ident = identity(backend, model, threads)
     rss0 = rss()
     try:
@@ -397,8 +389,7 @@ NAN_STATUS["allocator_pool_held"] = "not_applicable"
 
 
 def settings_of(p, model: str, threads: int) -> dict:
-    """The parameters in ``model``'s rows' key: the other model's settings empty, so a change to one model's
-    settings measures that model again, and only it."""
+    """The parameters in ``model``'s rows' key, the other model's empty: a change reruns only its model."""
     cnn = ("scratch_epochs", "scratch_batch_size", "scratch_lr", "scratch_momentum")
     other = "scratch_mlp_" if model == "mnist_cnn" else cnn
     return {
