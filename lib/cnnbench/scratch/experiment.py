@@ -179,9 +179,7 @@ def gradcheck(
         rel = err / max(float(np.max(np.abs(theirs))), 1e-30)
         shape = "x".join(map(str, np.shape(theirs))) or "scalar"
         row = {"tensor": name, "shape": shape, "batch": len(x), "max_abs_err": err, "rel_err": rel}
-        rows.append(
-            {**ident, **row, "tolerance": TOLERANCE, "passed": bool(rel <= TOLERANCE), "status": "ok"}
-        )
+        rows.append({**ident, **row, "tolerance": TOLERANCE, "passed": rel <= TOLERANCE, "status": "ok"})
     return rows
 
 
@@ -197,7 +195,7 @@ def timed(b, fn):
 def _train(
     backend: str, model: str, p, weights: dict, threads: int, blocks, train_block, on_row
 ) -> list[dict]:
-    """A row of ``train_block(b, i)``'s figures per block ``i``, each to ``on_row``; a failure or NaN ends it."""
+    """A row per block ``i`` from ``train_block(b, i)``, each to ``on_row``; a failure or NaN ends it."""
     ident, rows, i = identity(backend, model, threads), [], 0
     try:
         b = _make(backend, model, p)
@@ -408,11 +406,8 @@ def _run_all(run, data: Data, progress) -> dict[str, list[dict]]:
     p, threads = run.params, run.threads
     set_threads(threads)
     files = {name: results.file(run.dir, name) for name in CSVS}
-    planned = [
-        {"backend": b, "model": m, **settings_of(p, m, threads)}
-        for m in p.scratch_models
-        for b in p.scratch_backends
-    ]
+    pairs = [(b, m) for m in p.scratch_models for b in p.scratch_backends]
+    planned = [{"backend": b, "model": m, **settings_of(p, m, threads)} for b, m in pairs]
     for name in CSVS:
         results.table(name).plan(run.dir, planned, "backends")
     out: dict[str, list[dict]] = {k: [] for k in files}
@@ -427,7 +422,7 @@ def _run_all(run, data: Data, progress) -> dict[str, list[dict]]:
         pair = {"backend": backend, "model": model, **settings_of(p, model, threads)}
         return all(files[name].finished(pair, SCRATCH_PLAN) for name in CSVS)
 
-    kept = sum(measured_before(b, m) for m in p.scratch_models for b in p.scratch_backends)
+    kept = sum(measured_before(b, m) for b, m in pairs)
     cnn_data = data
     for model in p.scratch_models:
         data = cnn_data if model == "mnist_cnn" else unit_scale(cnn_data)
@@ -446,9 +441,7 @@ def _run_all(run, data: Data, progress) -> dict[str, list[dict]]:
             train(backend, p, weights, data, threads, lambda row: keep("backends", [row]))
             keep("backend_ops", op_breakdown(backend, model, p, weights, xb, yb, threads))
             keep("backend_memory", memory_breakdown(backend, model, p, weights, xb, yb, data, threads))
-    absent = {
-        (r["backend"], r["model"]) for rows in out.values() for r in rows if r["status"] == "unavailable"
-    }
+    absent = {(r["backend"], r["model"]) for t in out.values() for r in t if r["status"] == "unavailable"}
     resumed(kept, len(planned), "backends.csv", "backend/model pairs", unavailable=len(absent))
     return out
 

@@ -76,9 +76,7 @@ def gradcheck_table(gc: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame()
     table = ok.pivot_table(index=["model", "tensor"], columns="backend", values="rel_err", sort=False)
     passed = ok.groupby(["model", "backend"]).passed.all().unstack("backend")
-    passed.index = pd.MultiIndex.from_tuples(
-        [(m, "ALL PASSED") for m in passed.index], names=table.index.names
-    )
+    passed.index = pd.MultiIndex.from_product([passed.index, ["ALL PASSED"]], names=table.index.names)
     return pd.concat([table.map(lambda v: f"{v:.1e}" if pd.notna(v) else ""), passed.astype(object)])
 
 
