@@ -274,10 +274,11 @@ def rss() -> int:
 
 
 def _measure_hooks(backend: str):
-    """(read_current, read_peak, reset_peak, read_pool_held, what) for the allocator behind ``backend``; the pool
-    held is what a GPU allocator holds (in use or cached) after the step, None where there is no such pool."""
+    """(read_current, read_peak, reset_peak, read_pool_held, what) for ``backend``'s allocator, tracing started
+    for :data:`TRACED`; pool held: what a GPU allocator holds (in use or cached) after the step, else None."""
     if backend in TRACED:
         how, traced = "tracemalloc (NumPy reports its allocations)", tracemalloc.get_traced_memory
+        tracemalloc.start()
         return (lambda: traced()[0]), (lambda: traced()[1]), tracemalloc.reset_peak, lambda: None, how
     if backend == "cupy":
         from cnnbench.scratch.xp_backend import pool_bytes
@@ -311,14 +312,10 @@ def memory_breakdown(
     backend: str, model: str, p, weights: dict, x: np.ndarray, y: np.ndarray, data: Data, threads: int
 ) -> list[dict]:
     """Seed 004's Table 5: each component from array sizes beside what the allocator reports, and the RSS."""
-    ident = identity(backend, model, threads)
-    rss0 = rss()
+    ident, rss0 = identity(backend, model, threads), rss()
     try:
         b = _make(backend, model, p)
         current, peak, reset_peak, pool_held, how = _measure_hooks(backend)
-        traced = backend in TRACED
-        if traced:
-            tracemalloc.start()
         try:
             before = current()
             b.init(weights)  # Numba compiles here: its compile-time allocations are freed before we read
@@ -330,10 +327,9 @@ def memory_breakdown(
             b.sync()
             step_peak = max(peak(), current()) - base
         finally:
-            if traced:
+            if backend in TRACED:
                 tracemalloc.stop()
-        comp = b.memory()
-        rss_growth, held = rss() - rss0, pool_held()
+        comp, rss_growth, held = b.memory(), rss() - rss0, pool_held()
     except Exception as err:  # noqa: BLE001
         return [{**failure(ident, err), "component": ""}]
     state_c = comp["parameters"] + comp["gradients"] + comp["optimizer_state"]
