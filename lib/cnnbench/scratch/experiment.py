@@ -99,8 +99,7 @@ def identity(backend: str, model: str, threads: int) -> dict:
     return dict(backend=backend, model=model, device_name=name, device_kind=kind, threads=threads)
 
 
-# Numba's errors for a missing CUDA driver, libNVVM or NVRTC (numba.cuda.cudadrv.error): the toolkit is absent,
-# which makes the backend unavailable here, not broken.
+# Numba's errors (numba.cuda.cudadrv.error) for a missing CUDA driver, libNVVM or NVRTC: unavailable, not broken
 MISSING_TOOLKIT = ("CudaSupportError", "NvvmSupportError", "NvrtcSupportError")
 
 
