@@ -522,8 +522,6 @@ def validate(
 def _validated(raw: dict[str, Any], check_device: bool) -> Params:
     from cnnbench import devices
 
-    if not isinstance(raw, dict):
-        _fail(f"expected a mapping of key: value at the top level, got {type(raw).__name__}")
     for key, value in raw.items():
         _fail(_unknown_key(key) if key not in FIELDS else _problem(key, value, _DECLARED[key]))
     as_float = {
@@ -910,11 +908,9 @@ def parse_overrides(pairs: typing.Iterable[str], src: str = "--set") -> dict[str
 
 def read_yaml(path: str | Path) -> dict[str, Any]:
     """The params file at ``path``: at most :data:`MAX_PARAMS_BYTES` of UTF-8 holding a YAML mapping."""
-    path = Path(path)
+    path, give = Path(path), "give a .yaml file, e.g. params/local.yaml"
     if path.is_dir():
-        raise ParamsError(
-            f"{path}: is a folder, not a params file (give a .yaml file, e.g. params/local.yaml)"
-        )
+        raise ParamsError(f"{path}: is a folder, not a params file ({give})")
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))  # a FIFO: no wait for a writer
     except OSError as err:
@@ -923,10 +919,7 @@ def read_yaml(path: str | Path) -> dict[str, Any]:
         raise ParamsError(f"{path}: {why}") from None
     with os.fdopen(fd, "rb") as f:
         if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
-            why = (
-                "is not a regular file (a device, FIFO or socket): give a .yaml file, e.g. params/local.yaml"
-            )
-            raise ParamsError(f"{path}: {why}")
+            raise ParamsError(f"{path}: is not a regular file (a device, FIFO or socket): {give}")
         try:
             raw = f.read(MAX_PARAMS_BYTES + 1)
         except OSError as err:  # /proc/self/mem: a regular file whose read fails
