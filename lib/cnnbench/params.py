@@ -547,8 +547,7 @@ def _problems(p: Params, check_device: bool) -> typing.Iterator[str]:
     from cnnbench import devices
     from cnnbench.models import spec
 
-    if p.run_name and (why := safe_name_error(p.run_name)):
-        yield f"key 'run_name': {why}"
+    yield p.run_name and (why := safe_name_error(p.run_name)) and f"key 'run_name': {why}"
     yield from _machine_bounds(p) if check_device else ()
     for key, name in [("device", p.device), *(("transfer_devices", d) for d in p.transfer_devices)]:
         if devices.ONE_DEVICE.fullmatch(name.strip().lower()):
