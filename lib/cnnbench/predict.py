@@ -1,11 +1,9 @@
 """What would a model do on a device you don't have (``cnnbench predict``, 08's predictions.csv).
 
-Each op of a step (forward, backward, optimizer; :func:`cnnbench.measure.traffic.count_step`'s counts) takes
-max(FLOPs / (e x peak), bytes / (e x bandwidth)) plus an overhead on the device, e fitted per op class and device kind
-by least squares on log step times, the log-efficiencies pulled toward their mean (SHRINK). The host's time to issue
-the step is measured, not fitted (:func:`host_costs`): a step takes the larger of the two where the device queues
-work, their sum on a CPU. Every rate that can be checked is predicted out of sample: a model's rows from a fit on the
-other models' device-bound rows of its kind, its range from the other models' out-of-sample errors.
+Each op of a step takes max(FLOPs / (e x peak), bytes / (e x bandwidth)) plus a device overhead, e fitted per op
+class and device kind on log step times (pulled toward their mean: SHRINK); the host's measured time to issue the
+step (:func:`host_costs`) overlaps where the device queues work, adds on a CPU. Every checkable rate is predicted
+out of sample, its range from the other models' out-of-sample errors.
 """
 
 from __future__ import annotations

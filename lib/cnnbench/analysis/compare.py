@@ -296,9 +296,8 @@ def probe_change(ratio: pd.DataFrame) -> float:
 
 
 def one_knob(ok: pd.DataFrame, a: str, b: str, keys: tuple[str, ...] | None = None) -> pd.DataFrame:
-    """Rate of b / rate of a (95% interval, verdict) per table, model and phase, each row of a divided by the rows
-    of b that differ from it in no knob or one (with ``keys``: only in those), else left undivided, the knobs
-    named; with ``a == b``, one run's variants one knob apart, each pair once, paired over their rounds."""
+    """Rate of b / rate of a (95% interval, verdict) of rows differing in at most one knob (or only in ``keys``),
+    else undivided, the knobs named; with ``a == b``, one run's variants one knob apart, paired over rounds."""
     out = []
     ga, gb = ok[ok.run_name == a], ok[ok.run_name == b]
     for (table, model, phase), sa in ga.groupby(["table", "model", "phase"], sort=False):

@@ -50,8 +50,6 @@ def speedup_text(speedup: float, ci: float) -> str:
 def headline(run_dir: Path) -> pd.DataFrame:
     """Per model and phase of 02's default variant: its :func:`marked` rate, and 04's share of its roof and bound."""
     a = results.read(run_dir, "scenario_a")
-    if a.empty:
-        return pd.DataFrame()
     a, roof = knobs.default_variant(a[a.status == "ok"]), results.read(run_dir, "roofline")
     roof = knobs.default_variant(
         roof[(roof.source == "scenario_a") & roof.layer.fillna("").astype(str).eq("")]
