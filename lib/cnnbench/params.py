@@ -1,6 +1,5 @@
-"""Run parameters: one schema with documented defaults and declared bounds, overridden by a YAML file, then by
-overrides. Loading validates everything once, before any work, and stops with a one-line :class:`ParamsError`
-naming the key."""
+"""Run parameters: one schema of documented defaults and declared bounds, overridden by a YAML file, then by
+overrides; validated once, before any work, a problem a one-line :class:`ParamsError` naming the key."""
 
 from __future__ import annotations
 
@@ -135,8 +134,6 @@ class Names:
 
 @dataclass(frozen=True)
 class Filled:
-    """A list that holds at least one value."""
-
     def problem(self, values: list) -> str:
         return "" if values else "must list at least one value"
 
@@ -179,9 +176,8 @@ TELEMETRY_BOUNDS = (
 
 @dataclass(frozen=True)
 class _Keys:
-    """The keys of a run that are not knobs. Field comments are the documentation shown by ``describe()``: the
-    comment ending a field's line, else the comment line just above it. A field's type declares its bounds and
-    names (:class:`In`, :class:`Names`, :class:`Filled`; a list's or mapping's: each value's)."""
+    """A run's keys that are not knobs: each type declares its bounds (:class:`In`, :class:`Names`,
+    :class:`Filled`), each comment documents it (:func:`describe`)."""
 
     # --- identity and device
     run_name: str = ""  # results go to outputs/<run_name>; "" = <device kind>-<host name>
@@ -389,8 +385,7 @@ _DECLARED = typing.get_type_hints(Params, include_extras=True)
 
 
 def describe() -> dict[str, str]:
-    """Key -> the comment documenting it, read from this file (the schema is the documentation): the comment
-    ending its line, else the comment lines just above it; or the knob's own."""
+    """Key -> its comment in this file (ending its line, else the lines just above it), or its knob's doc."""
     out: dict[str, str] = {k: knob.doc for k, knob in KNOBS.items() if k in FIELDS}
     above: list[str] = []
     for line in Path(__file__).read_text().splitlines():
@@ -420,8 +415,7 @@ def _not_finite(value: Any) -> bool:
 
 
 def _problem(key: str, value: Any, tp: Any, path: str = "") -> str:
-    """Why ``value`` is not what ``tp`` declares (its type, a finite number, an int64, its metadata, a list naming
-    an entry once), or "": a wrong type named by its path (``sweep.mnist_cnn[1]``), a wrong value by ``key``."""
+    """Why ``value`` is not what ``tp`` declares, or "": a wrong type named by ``path``, else by ``key``."""
     path, meta = path or key, ()
     if typing.get_origin(tp) is Annotated:
         tp, *meta = typing.get_args(tp)
@@ -468,8 +462,7 @@ def _leaves(key: str, value: Any) -> list[tuple[str, Any]]:
 
 
 def _machine_bounds(p: Params) -> typing.Iterator[str]:
-    """Each value sized by this machine past its bound: a buffer past MEMORY_SHARE of its memory, the processes
-    it starts past THREADS_PER_CPU x its logical CPUs."""
+    """Each value past this machine's bound: MEMORY_SHARE of its memory, THREADS_PER_CPU x its CPUs."""
     import psutil
 
     total, cpus = psutil.virtual_memory().total, os.cpu_count() or 1
@@ -503,9 +496,8 @@ def validate(
     overrides_src: str = "overrides",
     override_names: dict[str, str] | None = None,
 ) -> Params:
-    """Check ``raw`` with ``overrides`` and build :class:`Params`; knobs set per variant in ``overrides``
-    (``--set precision=bf16``) make its one variant. An error about a key ``overrides`` sets names
-    ``overrides_src`` (``--set``), not ``src``, or the option the user typed (``{"run_name": "--run-name"}``)."""
+    """:class:`Params` of ``raw`` with ``overrides`` (per-variant knobs there make its one variant); an
+    error about a key ``overrides`` sets names ``overrides_src`` or its ``override_names``, not ``src``."""
     overrides = overrides or {}
     if (unknown := next((k for k in overrides if k not in FIELDS and k not in KNOBS), None)) is not None:
         raise ParamsError(f"{overrides_src} {_unknown_key(unknown)}")
@@ -530,8 +522,6 @@ def validate(
 def _validated(raw: dict[str, Any], check_device: bool) -> Params:
     from cnnbench import devices
 
-    if not isinstance(raw, dict):
-        _fail(f"expected a mapping of key: value at the top level, got {type(raw).__name__}")
     for key, value in raw.items():
         _fail(_unknown_key(key) if key not in FIELDS else _problem(key, value, _DECLARED[key]))
     as_float = {
@@ -553,13 +543,11 @@ def _validated(raw: dict[str, Any], check_device: bool) -> Params:
 
 
 def _problems(p: Params, check_device: bool) -> typing.Iterator[str]:
-    """What is wrong with ``p`` across its keys (each key is right alone), first things first ("": nothing); only
-    the first problem is asked for, so a check after a ``yield`` may take the ones before it as passed."""
+    """What is wrong across ``p``'s keys, first first; a check may take those yielded before it as passed."""
     from cnnbench import devices
     from cnnbench.models import spec
 
-    if p.run_name and (why := safe_name_error(p.run_name)):
-        yield f"key 'run_name': {why}"
+    yield p.run_name and (why := safe_name_error(p.run_name)) and f"key 'run_name': {why}"
     yield from _machine_bounds(p) if check_device else ()
     for key, name in [("device", p.device), *(("transfer_devices", d) for d in p.transfer_devices)]:
         if devices.ONE_DEVICE.fullmatch(name.strip().lower()):
@@ -677,8 +665,7 @@ def tuning_cell_s(p: Params) -> float:
 
 @functools.lru_cache(maxsize=256)
 def _too_small(model: str, image_size: int, batch: int = 2, train: bool = True) -> str:
-    """Why ``model`` cannot run at ``image_size`` ("" if it can), from a forward pass of ``batch`` images on the
-    meta device (``train``: with auxiliary heads and BatchNorm's batch statistics), kept in the workbook's cache."""
+    """Why ``model`` cannot run at ``image_size`` ("" if it can): a cached forward pass on the meta device."""
     import torch
     import torchvision
 
@@ -838,8 +825,7 @@ class _YamlLimit(Exception):
 
 
 class _ParamsLoader(yaml.SafeLoader):
-    """PyYAML's safe loader that first walks the composed document and refuses a repeated key, a recursive
-    alias, nesting past :data:`MAX_YAML_DEPTH` and more than :data:`MAX_YAML_NODES` values (aliases expanded)."""
+    """PyYAML's safe loader refusing a repeated key, a recursive alias and a document past the size caps."""
 
     def construct_document(self, node):
         self._size(node, {}, set(), 0)
@@ -920,13 +906,10 @@ def parse_overrides(pairs: typing.Iterable[str], src: str = "--set") -> dict[str
 
 
 def read_yaml(path: str | Path) -> dict[str, Any]:
-    """The params file at ``path``: a regular file of at most :data:`MAX_PARAMS_BYTES` of UTF-8 (a BOM allowed)
-    holding a YAML mapping."""
-    path = Path(path)
+    """The params file at ``path``: at most :data:`MAX_PARAMS_BYTES` of UTF-8 holding a YAML mapping."""
+    path, give = Path(path), "give a .yaml file, e.g. params/local.yaml"
     if path.is_dir():
-        raise ParamsError(
-            f"{path}: is a folder, not a params file (give a .yaml file, e.g. params/local.yaml)"
-        )
+        raise ParamsError(f"{path}: is a folder, not a params file ({give})")
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))  # a FIFO: no wait for a writer
     except OSError as err:
@@ -935,10 +918,7 @@ def read_yaml(path: str | Path) -> dict[str, Any]:
         raise ParamsError(f"{path}: {why}") from None
     with os.fdopen(fd, "rb") as f:
         if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
-            why = (
-                "is not a regular file (a device, FIFO or socket): give a .yaml file, e.g. params/local.yaml"
-            )
-            raise ParamsError(f"{path}: {why}")
+            raise ParamsError(f"{path}: is not a regular file (a device, FIFO or socket): {give}")
         try:
             raw = f.read(MAX_PARAMS_BYTES + 1)
         except OSError as err:  # /proc/self/mem: a regular file whose read fails
@@ -986,8 +966,7 @@ def positive_int(text: str) -> int:
 
 
 def protocol(device: Any, hardware=None) -> dict:
-    """The protocol (:meth:`cnnbench.devices.Backend.protocol_for`) of ``hardware``, else of the device ``device``
-    resolves to here, else of its kind's device not at hand; {} for a value that names no device."""
+    """The protocol of ``hardware``, else of ``device`` here, else of its kind; {} for no device."""
     from cnnbench import devices
 
     if hardware is not None:
@@ -1009,8 +988,7 @@ def load(
     override_names: dict[str, str] | None = None,
     hardware=None,
 ) -> Params:
-    """Defaults, overridden by the protocol of the device kind (:func:`protocol`; ``hardware``: a device not at
-    hand), by the YAML file at ``path``, by ``overrides``; validated once (:func:`validate`)."""
+    """Defaults, then the device's :func:`protocol`, the YAML at ``path``, ``overrides``; validated."""
     overrides, given = overrides or {}, read_yaml(path)
     device = {**given, **overrides}.get("device", Params().device)
     base = protocol(device, hardware) if {**given, **overrides}.get("protocol", True) else {}

@@ -1,11 +1,9 @@
 """What would a model do on a device you don't have (``cnnbench predict``, 08's predictions.csv).
 
-Each op of a step (forward, backward, optimizer; :func:`cnnbench.measure.traffic.count_step`'s counts) takes
-max(FLOPs / (e x peak), bytes / (e x bandwidth)) plus an overhead on the device, e fitted per op class and device kind
-by least squares on log step times, the log-efficiencies pulled toward their mean (SHRINK). The host's time to issue
-the step is measured, not fitted (:func:`host_costs`): a step takes the larger of the two where the device queues
-work, their sum on a CPU. Every rate that can be checked is predicted out of sample: a model's rows from a fit on the
-other models' device-bound rows of its kind, its range from the other models' out-of-sample errors.
+Each op of a step takes max(FLOPs / (e x peak), bytes / (e x bandwidth)) plus a device overhead, e fitted per op
+class and device kind on log step times (pulled toward their mean: SHRINK); the host's measured time to issue the
+step (:func:`host_costs`) overlaps where the device queues work, adds on a CPU. Every checkable rate is predicted
+out of sample, its range from the other models' out-of-sample errors.
 """
 
 from __future__ import annotations
@@ -61,8 +59,7 @@ def ops(model: str, batch_size: int, image_size: int, num_classes: int, phase: s
 
 
 def _stack(rows: pd.DataFrame) -> list:
-    """Tensors over every row's compute ops and its memory ops' bytes summed per class: FLOPs, bytes, class, row,
-    peak, bandwidth; and each row's number of ops."""
+    """Tensors over every row's compute ops and memory bytes per class, with each row's roofs, ops, host, queue."""
     import torch
 
     keyed = rows[KEYS].astype(dict.fromkeys(KEYS[1:4], int)).itertuples(index=False)
@@ -89,8 +86,7 @@ def _queued(kind) -> bool:
 
 
 def _parts(log_params, stacked, n: int) -> tuple:
-    """Seconds per step of each row: (compute-bound ops, memory-bound ops, overhead on the device, the host's
-    time to issue the step)."""
+    """Seconds per step of each row: (compute-bound ops, memory-bound ops, device overhead, host time)."""
     import torch
 
     flops, nbytes, cls, row, peak, bandwidth, count, host, _ = stacked
@@ -104,8 +100,7 @@ def _parts(log_params, stacked, n: int) -> tuple:
 
 
 def _step(parts, stacked):
-    """A step's seconds from its parts: the host's time and the device's overlap where the device queues work (the
-    larger), they add on a host device."""
+    """A step's seconds: the larger of host and device where the device queues work, their sum on a host device."""
     import torch
 
     device = parts[0] + parts[1] + parts[2]
@@ -131,8 +126,7 @@ class Fit:
 
 
 def fit(rows: pd.DataFrame, kind: str) -> Fit:
-    """Efficiencies and overhead minimising the squared log error of the step time (batch / rate) of ``rows``,
-    kept in the workbook's cache keyed by every input, torch's version and this module's code."""
+    """Efficiencies and overhead minimising the squared log error of ``rows``' step times (cached by input)."""
     import hashlib
     import sys
 
@@ -161,9 +155,8 @@ def fit(rows: pd.DataFrame, kind: str) -> Fit:
 
 
 def predict(rows: pd.DataFrame, f: Fit | None) -> pd.DataFrame:
-    """Per row (the keys of :func:`ops`, peak_gflops, bandwidth_gbs, level): the roofline ceiling (images/s, every op
-    at the peak and the bandwidth, no overhead); with ``f``, the predicted images/s, the part of the step taking
-    most of its time (``bound``) and each part's share."""
+    """Per row (the keys of :func:`ops` and the ROOF): the ceiling (images/s, no overhead); with ``f``, the
+    predicted images/s, the part of the step taking most of its time (``bound``) and each part's share."""
     import torch
 
     rows = rows.astype({"batch_size": int})
@@ -190,9 +183,8 @@ def predict(rows: pd.DataFrame, f: Fit | None) -> pd.DataFrame:
 
 
 def host_costs(rows: pd.DataFrame) -> pd.DataFrame:
-    """Each row's host time to issue its step (``host_s``, 0 on a host device) and its source (``host_source``):
-    04's measured host step scaled by the row's ops; else a :func:`_host_line` through its run's other models'
-    steps of the phase; else :func:`default_host`."""
+    """Each row's host time per step (``host_s``) and its source: 04's, else its run's other models', else
+    :func:`default_host`."""
     ops_of, out = _op_counts(rows), []
     for i, r in rows.iterrows():
         line, why = (math.nan, math.nan), ""
@@ -212,8 +204,7 @@ def host_costs(rows: pd.DataFrame) -> pd.DataFrame:
 
 
 def _host_line(seconds: pd.Series, op_counts: pd.Series) -> tuple[float, float]:
-    """(seconds per step, seconds per op) of a robust line through steps' times against their ops (Theil-Sen: the
-    median slope of every pair, the median intercept), both at least 0; NaN for fewer than two op counts."""
+    """(seconds per step, per op) of a Theil-Sen line through steps' times against ops, >= 0; NaN under two counts."""
     t, n = seconds.to_numpy(float), op_counts.to_numpy(float)
     i, j = np.triu_indices(len(t), 1)
     apart = n[j] != n[i]
@@ -225,8 +216,7 @@ def _host_line(seconds: pd.Series, op_counts: pd.Series) -> tuple[float, float]:
 
 @functools.cache
 def default_host(kind: str, phase: str) -> tuple[tuple[float, float], str]:
-    """The host line (:func:`_host_line`) and its source for a ``kind`` device with no measurement of its own, from
-    the committed example of that kind (else another accelerator's): 04's host steps, else its 02 and 03 steps."""
+    """The host line and its source for a ``kind`` device not measured, from the committed example of its kind."""
     rows = _examples()
     for k in [kind, *sorted(k for k in set(rows.device_kind) if _queued(k))]:
         mine = rows[(rows.device_kind == k) & (rows.phase == phase)].drop_duplicates(KEYS)
@@ -257,8 +247,7 @@ def _op_counts(rows: pd.DataFrame) -> pd.Series:
 
 
 def spec_roof(device: str, precision: str = "fp32") -> dict:
-    """The roof of a device of device_specs.csv at ``precision`` (a chip named bare: its first row); :class:`Refused`
-    naming the closest names, or saying it has no peak at that precision."""
+    """The roof of a device of device_specs.csv at ``precision``; :class:`Refused` naming the closest names."""
     from cnnbench.roofline import peaks
 
     t = peaks.specs()
@@ -306,8 +295,7 @@ def published_rows() -> pd.DataFrame:
 
 
 def measured_rows(merged) -> pd.DataFrame:
-    """The merged runs' ok rows of 02 and 03 with their run's measured DRAM roofs (04); fitted only in the seeds'
-    variant (fp32, NCHW, eager) with batches made on the device."""
+    """The merged runs' ok 02 and 03 rows with their 04 roofs; candidates: the default variant, device data."""
     from cnnbench.roofline import roof_for
 
     frames, peaks = [pd.DataFrame(columns=["run_name", "precision"])], merged["device_peaks"]
@@ -376,8 +364,7 @@ def judged(rows: pd.DataFrame) -> pd.DataFrame:
 
 
 def _fit_rows(rows: pd.DataFrame, kind: str) -> tuple[pd.DataFrame, str]:
-    """The device-bound rows a ``kind`` prediction is fitted on: its own, else those of every device kind off the
-    host CPU (named in the second item)."""
+    """The device-bound rows a ``kind`` prediction is fitted on (its own, else every queued kind's), and kinds."""
     if ((rows.verdict == "device") & (rows.device_kind == kind)).any():
         return rows[(rows.verdict == "device") & (rows.device_kind == kind)], kind
     kinds = set(rows.device_kind.dropna())  # a row of no known kind (a run without it) is predicted by none
@@ -394,8 +381,7 @@ def _fitted(train: pd.DataFrame, kind: str) -> Fit:
 
 
 def _span(rows: pd.DataFrame, kind: str, host_bound: bool, model=None) -> tuple[float, float]:
-    """The range of rate / predicted of a ``kind`` prediction: the worst out-of-sample error either way of the rows
-    it stands on bound alike (else device-bound), ``model``'s own rows left out."""
+    """The range of rate / predicted: the worst out-of-sample error of rows bound alike, ``model``'s left out."""
     kinds = set(_fit_rows(rows, kind)[1].split("+"))
     errors = np.log(rows.rate_img_s / rows.predicted_img_s)[
         rows.device_kind.isin(kinds) & (rows.model != model)
@@ -406,8 +392,7 @@ def _span(rows: pd.DataFrame, kind: str, host_bound: bool, model=None) -> tuple[
 
 
 def scored(rows: pd.DataFrame) -> pd.DataFrame:
-    """Every predictable row of ``judged`` rows predicted out of sample: each model's rows from a fit on the other
-    models' device-bound rows of its kind, its range from :func:`_span`."""
+    """``judged`` rows predicted out of sample (a fit on the other models' rows of their kind), with a range."""
     parts = [pd.DataFrame(columns=["predicted_img_s"])]
     for (kind, model), held in rows[rows.verdict != "no prediction"].groupby(["device_kind", "model"]):
         base, fitted_on = _fit_rows(rows, kind)
@@ -426,8 +411,7 @@ def scored(rows: pd.DataFrame) -> pd.DataFrame:
 
 
 def what_if(rows: pd.DataFrame, targets=None, on=WHAT_IF, precision: str = "fp32") -> pd.DataFrame:
-    """``targets`` (the keys of :func:`ops` but precision; None: the runs' 02 rows, their rate as ``measured_img_s``)
-    predicted on each device of ``on`` (name -> why) from a fit on all ``scored`` device-bound rows of its kind."""
+    """``targets`` (None: the runs' 02 rows) predicted on each device of ``on`` (name -> why) from ``rows``."""
     if targets is None:
         mine = rows[rows.source.str.endswith("(02)")].rename(columns={"rate_img_s": "measured_img_s"})
         targets = mine[["model", "phase", "batch_size", "image_size", "num_classes", "measured_img_s"]]
@@ -444,8 +428,7 @@ def what_if(rows: pd.DataFrame, targets=None, on=WHAT_IF, precision: str = "fp32
 
 
 def step_times(configs, device: str) -> list[float]:
-    """Predicted seconds of one step of each configuration on ``device`` of device_specs.csv (at its fp32 roofs
-    where it has no peak at the configuration's precision); :class:`Refused` for a device with no fp32 peak."""
+    """Predicted seconds of one step of each configuration on ``device`` (fp32 roofs where it lacks one)."""
     fp32 = spec_roof(device)
     roofs = {}
     for c in configs:
@@ -460,8 +443,7 @@ def step_times(configs, device: str) -> list[float]:
 
 @functools.cache
 def known() -> pd.DataFrame:
-    """What a prediction for a device not at hand stands on: the seeds' rates and the committed examples' 02 and 03
-    rows, scored out of sample."""
+    """What a prediction for a device not at hand stands on: the seeds' and the committed examples' rows."""
     return scored(judged(pd.concat([published_rows(), _examples()], ignore_index=True)))
 
 
@@ -471,8 +453,7 @@ def table(merged) -> pd.DataFrame:
 
 
 def goals(t: pd.DataFrame) -> pd.DataFrame:
-    """The goal figures of a predictions table per source of rows (the runs' 02 rows on a CPU, their 02 and 03
-    rows on an accelerator, the published device-bound rows): median absolute error and share inside its range."""
+    """Median absolute error and share inside the range, per kind of source of a predictions table."""
     queued = t.device_kind.map(_queued).astype(bool)
     groups = {
         "measured by 02 on a CPU, out of sample": t.source.str.endswith("(02)") & ~queued,
@@ -488,8 +469,7 @@ def goals(t: pd.DataFrame) -> pd.DataFrame:
 
 
 def figure(t: pd.DataFrame, path=None):
-    """Predicted against published or measured images/s, log-log, with y = x; a marker per source, hollow where
-    the verdict is not "device"."""
+    """Predicted against published or measured images/s, log-log; hollow where the verdict is not "device"."""
     from cnnbench import plots
 
     p = t[t.predicted_img_s.notna()]
@@ -510,8 +490,8 @@ def figure(t: pd.DataFrame, path=None):
 
 
 def one(model: str, device: str, phase="train", batch_size=None, image_size=None, precision="fp32") -> dict:
-    """``cnnbench predict``: one prediction (the workbook's defaults where a size is None) fitted on what is
-    :func:`known`; :class:`Refused` (one line) for an unknown model, device or precision before any work."""
+    """``cnnbench predict``: one prediction from :func:`known`; :class:`Refused` for bad input, before any work."""
+
     from cnnbench import params
 
     try:

@@ -17,14 +17,12 @@ WORKLOAD = ("image_size", "dataset", "num_classes")  # besides model and phase, 
 
 
 def match_keys() -> tuple[str, ...]:
-    """A measurement's configuration: two rows are divided only when all of these are equal (the keyed knobs
-    that are matched across machines; threads are matched on one machine only)."""
+    """The keys two rows must share to be divided (threads are matched on one machine only)."""
     return ("model", "phase", *WORKLOAD, *(k for k in knobs.keyed() if knobs.KNOBS[k].matched))
 
 
 def knob_keys() -> tuple[str, ...]:
-    """What may differ between two rows that compare divides, one at a time: every keyed knob, the workload's
-    resolution, data and classes, and the torch version of the run."""
+    """What may differ between two rows that compare divides, one at a time."""
     return (*WORKLOAD, *knobs.keyed(), "torch")
 
 
@@ -42,8 +40,7 @@ def norm(value) -> str:
 
 
 def configured(df: pd.DataFrame) -> pd.DataFrame:
-    """ok rows with every knob as the knob holds it (:func:`cnnbench.knobs.columns`) and every match key present;
-    one row per run and configuration, the newest (the last appended) where one was measured twice."""
+    """ok rows with every knob as the knob holds it, one per run and configuration (the newest)."""
     ok, keys = knobs.columns(df[df.status == "ok"]), list(match_keys())
     ok[keys] = ok[keys].fillna("")
     return ok.drop_duplicates(["run_name", *keys, "threads"], keep="last")
@@ -54,8 +51,7 @@ def _same_machine(host_a, host_b, device_a, device_b) -> bool:
 
 
 def _pair(ok: pd.DataFrame, a: str, b: str) -> pd.DataFrame:
-    """Matched configurations of runs a and b; on the same host and device the threads must match too (else
-    a thread count would pass for run-to-run noise), across devices they may differ (shown beside)."""
+    """Matched configurations of runs a and b; on the same host and device the threads must match too."""
     j = ok[ok.run_name == a].merge(ok[ok.run_name == b], on=list(match_keys()), suffixes=("_a", "_b"))
     same = [
         _same_machine(*r)
@@ -65,8 +61,7 @@ def _pair(ok: pd.DataFrame, a: str, b: str) -> pd.DataFrame:
 
 
 def speedups(scenario_a: pd.DataFrame) -> pd.DataFrame:
-    """Throughput A / throughput B for each pair of runs (once, the faster run as A), per fully matched
-    configuration, with each side's 95% half-width propagated in relative terms (independent errors)."""
+    """Throughput A / B per pair of runs (the faster as A) and matched configuration, with its 95% interval."""
     ok, rows = configured(scenario_a), []
     for a, b in combinations(sorted(ok.run_name.unique()), 2):
         j = _pair(ok, a, b)
@@ -93,19 +88,13 @@ def speedups(scenario_a: pd.DataFrame) -> pd.DataFrame:
                     "speedup_high": s * (1 + rel),
                 }
             )
-    return pd.DataFrame(rows, columns=speedup_columns())
-
-
-def speedup_columns() -> list[str]:
-    """speedups.csv's header (also when no two runs share a configuration)."""
     pair = "run_a run_b device_a device_b host_a host_b comparison".split()
     rates = "threads_a threads_b throughput_a_img_s throughput_b_img_s speedup speedup_low speedup_high"
-    return [*pair, *match_keys(), *rates.split()]
+    return pd.DataFrame(rows, columns=[*pair, *match_keys(), *rates.split()])
 
 
 def unmatched(scenario_a: pd.DataFrame, divided: pd.DataFrame | None = None) -> pd.DataFrame:
-    """Same model and phase in two runs but no matching configuration: not divided, the differing keys
-    named; pairs that ``divided`` (:func:`ratios`) divides, one knob changed, are left to that table."""
+    """Same model and phase in two runs, no matched configuration and not in ``divided``: the differing keys."""
     ok = configured(scenario_a)
     keys = [k for k in match_keys() if k not in ("model", "phase")]
     rows = []
@@ -133,8 +122,7 @@ def unmatched(scenario_a: pd.DataFrame, divided: pd.DataFrame | None = None) -> 
 
 
 def speedup_matrix(speedup: pd.DataFrame, phase: str = "train") -> pd.DataFrame:
-    """Seed 000's Table 8 shape: one row per model (and configuration, where it varies), one column per pair
-    of runs with its kind of comparison; the header names the phase and the unit; empty pairs left out."""
+    """Seed 000's Table 8 shape: a row per model (and varying key), a column per pair of runs and comparison."""
     if speedup.empty:
         why = "nothing to divide here (runs that differ in one knob are divided in the ratio table)"
         return pd.DataFrame({"note": [f"no two runs share a configuration: {why}"]})
@@ -163,8 +151,7 @@ VALUES += ("peak_device_mem_mib", "peak_rss_mib", "baseline_rss_mib")
 
 
 def summary(scenario_a: pd.DataFrame) -> pd.DataFrame:
-    """Seed 000's Table 3 across every run: train/eval throughput (95% CI), achieved rate, peak memory, one
-    row per run and configuration."""
+    """Seed 000's Table 3 across every run: train/eval VALUES per run and configuration."""
     if scenario_a.empty:
         return pd.DataFrame()
     ok = configured(scenario_a).assign(device_name=lambda d: d.device_name.astype(str))
@@ -176,8 +163,7 @@ def summary(scenario_a: pd.DataFrame) -> pd.DataFrame:
 
 
 def repeated(m: Merged) -> pd.DataFrame:
-    """Every configuration a run measured twice (02 and 07's default, 06's unsplit step; a row 03 copied from 02 is
-    not a second measurement), side by side."""
+    """Every configuration a run measured twice, side by side (:func:`reproducibility.repeated`)."""
     return reproducibility.repeated(m["scenario_a"], m["batch_sweep"], m["tuning"], m["step_phases"])
 
 
@@ -206,8 +192,7 @@ def ratio_columns() -> list[str]:
 
 
 def rates(m: Merged) -> pd.DataFrame:
-    """The ok rows of every rate table of the merged runs, one per run, table and configuration (the newest),
-    with the run's torch version as a column and every knob as the knob holds it."""
+    """The ok rows of every rate table, one per run, table and configuration (the newest), with the run's torch."""
     frames = []
     for name in RATE_TABLES:
         df = m[name]
@@ -217,11 +202,6 @@ def rates(m: Merged) -> pd.DataFrame:
         ok = knobs.columns(df[df.status.astype(str) == "ok"])
         ok["table"] = name
         ok["torch"] = ok.run_name.map(lambda r: m.environments.get(r, {}).get("torch", ""))
-        numeric = ("throughput_ci95_img_s", "probe_img_s")
-        text = (*knob_keys(), *"model phase host_id host device_name process_rates_img_s".split())
-        for key in (*text, *numeric):
-            if key not in ok:
-                ok[key] = math.nan if key in numeric else ""
         frames.append(ok.drop_duplicates(["run_name", *_RATE_KEYS, *knob_keys()], keep="last"))
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["run_name", *_RATE_KEYS])
 
@@ -298,9 +278,7 @@ PROBE_KNOBS = ("threads", "torch")  # the probe runs in the measuring process: t
 
 
 def _probes(ra: pd.Series, rb: pd.Series) -> dict:
-    """The CPU's own speed (telemetry.speed_probe, images/s of a fixed small workload) while each row was
-    measured, and how far it moved from a to b in %: a ratio near that change is the machine, not the knob. No
-    change where the two probes ran with other threads or another torch (they measured the knob too)."""
+    """Each row's CPU speed probe (images/s) and its change from a to b in % (NaN across PROBE_KNOBS)."""
     pa, pb = reproducibility.number(ra.get("probe_img_s")), reproducibility.number(rb.get("probe_img_s"))
     if any(norm(ra.get(k)) != norm(rb.get(k)) for k in PROBE_KNOBS):
         pa = pb = math.nan
@@ -312,16 +290,14 @@ def _probes(ra: pd.Series, rb: pd.Series) -> dict:
 
 
 def probe_change(ratio: pd.DataFrame) -> float:
-    """The median over a comparison's rows of how far the CPU's own speed moved from run a to run b (%), NaN
-    where the runs carry no probe (a GPU run, a run from before the probe)."""
+    """The median probe change (%) over a comparison's rows, NaN where the runs carry no probe."""
     moved = pd.to_numeric(ratio.get("probe_change_pct", pd.Series(dtype=float)), errors="coerce").dropna()
     return float(moved.median()) if len(moved) else math.nan
 
 
 def one_knob(ok: pd.DataFrame, a: str, b: str, keys: tuple[str, ...] | None = None) -> pd.DataFrame:
-    """Rate of b / rate of a (95% interval, verdict) per table, model and phase, each row of a divided by the rows
-    of b that differ from it in no knob or one (with ``keys``: only in those), else left undivided, the knobs
-    named; with ``a == b``, one run's variants one knob apart, each pair once, paired over their rounds."""
+    """Rate of b / rate of a (95% interval, verdict) of rows differing in at most one knob (or only in ``keys``),
+    else undivided, the knobs named; with ``a == b``, one run's variants one knob apart, paired over rounds."""
     out = []
     ga, gb = ok[ok.run_name == a], ok[ok.run_name == b]
     for (table, model, phase), sa in ga.groupby(["table", "model", "phase"], sort=False):
@@ -349,8 +325,7 @@ def one_knob(ok: pd.DataFrame, a: str, b: str, keys: tuple[str, ...] | None = No
 
 
 def ratios(m: Merged, keys: tuple[str, ...] | None = None) -> pd.DataFrame:
-    """08's "what did my change do?": :func:`one_knob` within every merged run and for every pair of merged runs
-    (once each, in name order)."""
+    """:func:`one_knob` within every merged run and for every pair of them (once each, in name order)."""
     ok = rates(m)
     names = sorted(ok.run_name.unique())
     pairs = [(a, a) for a in names] + list(combinations(names, 2))
@@ -359,8 +334,8 @@ def ratios(m: Merged, keys: tuple[str, ...] | None = None) -> pd.DataFrame:
 
 
 def ratio_table(ratio: pd.DataFrame) -> tuple[pd.DataFrame, str]:
-    """:func:`ratios` for reading: the columns constant over the table moved into the returned caption ("same in
-    every row: key value; ..."), each ratio and its bounds as text to its interval (:func:`cnnbench.tables.rounded`)."""
+    """:func:`ratios` for reading: constant columns moved to the returned caption, ratios rounded to their interval."""
+
     numbers = ["ratio_b_over_a", "ratio_ci95_low", "ratio_ci95_high"]
     ratio = ratio.drop(columns=["probe_img_s_a", "probe_img_s_b"], errors="ignore")  # their change is enough
     same = [

@@ -96,8 +96,7 @@ def _run_findings(run: str, ok: pd.DataFrame) -> list[dict]:
 
 
 def findings_table(m: Merged) -> pd.DataFrame:
-    """Findings, one computed sentence per row, per run, with the numbers each rests on (computed once per
-    analysis: :meth:`Merged.once`)."""
+    """Findings, one computed sentence per row with the numbers it rests on (once per analysis)."""
     return m.once("findings", _findings_table)
 
 
@@ -140,8 +139,7 @@ def _findings_table(m: Merged) -> pd.DataFrame:
 
 
 def _prediction_findings(t: pd.DataFrame) -> list[dict]:
-    """Per source, device and verdict: the rates the device's roofs cannot explain (far below what they allow, or
-    above it), with the first row's evidence."""
+    """Per source, device and verdict: the rates the device's roofs cannot explain, with the first's evidence."""
     odd = t[t.verdict.isin(("bound by something else", "above the ceiling"))]
     return [
         _finding(
@@ -235,22 +233,17 @@ def _sweep_findings(sw: pd.DataFrame) -> list[dict]:
 
 
 def write_tables(m: Merged, run_dir: Path) -> dict[str, Path]:
-    """speedups.csv (matched configurations), ratios.csv (rate of run_b / rate of run_a, one knob changed or
-    run to run), findings.csv, seed_corrections.csv (:func:`cnnbench.published.corrections`) and predictions.csv
-    (:func:`cnnbench.predict.table`) of this analysis into ``run_dir``, each with its header even when empty."""
-    out = {}
-    tables = (
-        ("speedups", speedups(m["scenario_a"])),
-        ("ratios", ratios(m)),
-        ("findings", findings_table(m)),
-        ("seed_corrections", published.corrections()),
-        ("predictions", m.once("predictions", predict.table)),
-    )
-    for name, df in tables:
-        path = run_dir / results.table(name).filename
-        results.atomic_write_text(path, df.to_csv(index=False))  # recomputed whole, never resumed
-        out[name] = path
-    return out
+    """This analysis's speedups, ratios, findings, seed_corrections and predictions csv files into ``run_dir``."""
+    tables = {
+        "speedups": speedups(m["scenario_a"]),
+        "ratios": ratios(m),
+        "findings": findings_table(m),
+        "seed_corrections": published.corrections(),
+        "predictions": m.once("predictions", predict.table),
+    }
+    for name, df in tables.items():  # recomputed whole, never resumed
+        results.atomic_write_text(run_dir / results.table(name).filename, df.to_csv(index=False))
+    return {name: run_dir / results.table(name).filename for name in tables}
 
 
 def placed_points(m: Merged, source: str = "scenario_a") -> pd.DataFrame:

@@ -18,8 +18,7 @@ def _finite(x) -> bool:
 
 
 def with_interval(value: float, ci: float) -> str:
-    """``40.6 ± 1.8`` on one line, rounded to what the interval supports (:func:`cnnbench.tables.with_interval`);
-    one whose interval is as wide as itself, "about 2,100 (not precise: ±300%)", as the console writes it."""
+    """``40.6 ± 1.8`` rounded to its interval; "about 2,100 (not precise: ±300%)" where it is as wide as itself."""
     if not _finite(value):
         return "?"
     if _finite(ci) and ci >= abs(value) > 0:
@@ -28,9 +27,8 @@ def with_interval(value: float, ci: float) -> str:
 
 
 def marked(rate: float, ci: float, state: str = "", bound: str = "", busy_pct: float = math.nan) -> str:
-    """:func:`with_interval`, marked "busy" where the machine was (``state``, the row's ``machine_state``),
-    "imprecise" where its interval is wider than +-PRECISE_PCT% of it (or it has none), and "host-bound" with the
-    device's busy share where the host's launches bound the step (``bound``, the row's ``step_bound``)."""
+    """:func:`with_interval` marked "busy" (``state``), "imprecise" (wider than +-PRECISE_PCT%, or none) and
+    "host-bound" with the device's busy share (``bound``, the row's ``step_bound``)."""
     text, marks = with_interval(rate, ci), ["busy"] if str(state) == "busy" else []
     if "not precise" not in text and not reproducibility.precise(rate, ci):
         marks.append(f"imprecise: ±{100 * ci / rate:.0f}%" if _finite(ci) else "no interval")
@@ -40,8 +38,7 @@ def marked(rate: float, ci: float, state: str = "", bound: str = "", busy_pct: f
 
 
 def speedup_text(speedup: float, ci: float) -> str:
-    """``1.31 ± 0.05x``; "not known" where the interval is as wide as the speedup (the default or the winner was
-    measured on a busy machine), "not distinguishable from the default" where the interval holds 1x."""
+    """``1.31 ± 0.05x``; "not known" where the interval is as wide as it, "not distinguishable" where it holds 1x."""
     if not _finite(speedup):
         return "?"
     if _finite(ci) and ci >= abs(speedup):
@@ -51,11 +48,8 @@ def speedup_text(speedup: float, ci: float) -> str:
 
 
 def headline(run_dir: Path) -> pd.DataFrame:
-    """Per model and phase of 02 (fp32, NCHW, eager): rate with its interval (:func:`marked`), and from 04 its
-    share of the attainable roof it is placed under (``roof``: e.g. "measured fp32 dram") and what bounds it."""
+    """Per model and phase of 02's default variant: its :func:`marked` rate, and 04's share of its roof and bound."""
     a = results.read(run_dir, "scenario_a")
-    if a.empty:
-        return pd.DataFrame()
     a, roof = knobs.default_variant(a[a.status == "ok"]), results.read(run_dir, "roofline")
     roof = knobs.default_variant(
         roof[(roof.source == "scenario_a") & roof.layer.fillna("").astype(str).eq("")]
@@ -127,8 +121,7 @@ def _their_tflops(beside: pd.DataFrame) -> list[str]:
 
 
 def seeds(run_dir: Path) -> pd.DataFrame:
-    """The seeds' published rates for the same model on the same class of device, beside ours (not matched:
-    the differences named), with their training TFLOP/s corrected from their own throughputs."""
+    """The seeds' rates for the same model and class of device beside ours, their TFLOP/s corrected."""
     from cnnbench.analysis.seeds import beside as seed_beside
 
     a = results.read(run_dir, "scenario_a")
@@ -199,8 +192,7 @@ def _seeds(df: pd.DataFrame) -> str:
 
 
 def summary_html(run_dir: Path, machine: str, quiet: str) -> str:
-    """The summary section (markdown with HTML tables), headed "Summary"; ``machine`` and ``quiet`` are markdown
-    with every run-folder value in them escaped."""
+    """The "Summary" section (markdown, HTML tables); ``machine`` and ``quiet``: markdown, already escaped."""
     return "".join(
         [
             f"## Summary\n\n**The machine:** {machine}\n\n{quiet}",
