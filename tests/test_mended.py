@@ -1,0 +1,47 @@
+"""Behaviour that issue 43's cuts changed without a test first, pinned: each failed on the code before the change."""
+
+import pandas as pd
+import pytest
+from test_data import make_tiny_imagenet
+
+from cnnbench import data, roofline
+
+
+def test_a_tiny_imagenet_class_with_no_training_image_is_refused_in_one_line(tmp_path):
+    root = make_tiny_imagenet(tmp_path / "tiny-imagenet-200")
+    for image in (root / "train" / "n01629819" / "images").glob("*.JPEG"):
+        image.unlink()
+    with pytest.raises(data.DataError, match=r"train/n01629819/images/ .* holds no \.JPEG \(1 of 2 classes"):
+        data.TinyImageNet(root, "train")
+
+
+def test_a_tiny_imagenet_val_label_outside_wnids_is_refused_in_one_line(tmp_path):
+    root = make_tiny_imagenet(tmp_path / "tiny-imagenet-200")
+    annotations = root / "val" / "val_annotations.txt"
+    annotations.write_text(annotations.read_text() + "val_0.JPEG\tn99999999\t0\t0\t8\t8\n")
+    with pytest.raises(
+        data.DataError, match=r"line 5 names class 'n99999999', which wnids.txt does not list"
+    ):
+        data.TinyImageNet(root, "val")
+
+
+def test_a_point_above_the_roof_of_a_peaks_table_without_levels_is_placed_against_dram():
+    peaks = pd.DataFrame(
+        [
+            {
+                "device_name": "cpu0",
+                "precision": "fp32",
+                "kind": "measured",
+                "peak_gflops": 100.0,
+                "bandwidth_gbs": 10.0,
+            }
+        ]
+    )
+    config = {"model": "m", "phase": "train", "batch_size": 8, "image_size": 32, "precision": "fp32"}
+    measured = pd.DataFrame(
+        [{**config, "status": "ok", "device_name": "cpu0", "memory_format": "nchw", "achieved_gflops": 50.0}]
+    )
+    intensity = pd.DataFrame([{**config, "intensity_flop_per_byte": 1.0}])  # no byte count: no level known
+    (point,) = roofline.place(measured, intensity, peaks, "scenario_a").to_dict("records")
+    assert point["level"] == "dram" and point["attainable_gflops"] == 10.0
+    assert point["above_roof"] and "above the dram roof 10 GB/s" in point["above_roof_reason"]
