@@ -1,10 +1,14 @@
 """Behaviour that issue 43's cuts changed without a test first, pinned: each failed on the code before the change."""
 
+import shutil
+import sys
+
 import pandas as pd
 import pytest
 from test_data import make_tiny_imagenet
 
 from cnnbench import data, roofline
+from conftest import ROOT
 
 
 def test_a_tiny_imagenet_class_with_no_training_image_is_refused_in_one_line(tmp_path):
@@ -45,3 +49,21 @@ def test_a_point_above_the_roof_of_a_peaks_table_without_levels_is_placed_agains
     (point,) = roofline.place(measured, intensity, peaks, "scenario_a").to_dict("records")
     assert point["level"] == "dram" and point["attainable_gflops"] == 10.0
     assert point["above_roof"] and "above the dram roof 10 GB/s" in point["above_roof_reason"]
+
+
+def test_redraw_figures_draws_with_the_notebooks_own_calls(tmp_path):
+    """tools/redraw_figures.py reads each figure's drawing call from the notebook cell that draws it."""
+    sys.path.insert(0, str(ROOT / "tools"))
+    import redraw_figures
+
+    found = redraw_figures.calls()
+    assert found["complexity.png"] == ("counts", "plot", False)
+    assert found["scaling_telemetry.png"] == ("scaling", "telemetry", True)
+    run = tmp_path / "run"
+    shutil.copytree(
+        ROOT / "examples" / "example-cpu-2core", run, ignore=shutil.ignore_patterns("notebooks", "ddp")
+    )
+    before = {f: (run / "figures" / f).read_bytes() for f in redraw_figures.TABLES}
+    drawn = redraw_figures.redraw(run)
+    assert sorted(p.name for p in drawn) == sorted(redraw_figures.TABLES)
+    assert all((run / "figures" / f).stat().st_size > 10_000 for f in before)
