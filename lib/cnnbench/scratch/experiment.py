@@ -323,7 +323,7 @@ def memory_breakdown(
     except Exception as err:  # noqa: BLE001
         return [{**failure(ident, err), "component": ""}]
     state_c = comp["parameters"] + comp["gradients"] + comp["optimizer_state"]
-    step_c = comp.get("activations", 0) + comp.get("workspace", 0)
+    step_c = comp["activations"] + comp.get("workspace", 0)
     # no allocator counters (torch on the CPU): an RSS difference measures neither state nor the step's peak
     coarse = how.startswith("process RSS")
     unmeasured = (
@@ -341,9 +341,9 @@ def memory_breakdown(
         ("gradients", comp["gradients"], None, "array sizes"),
         ("optimizer_state", comp["optimizer_state"], None, "array sizes (momentum buffers)"),
         ("model_state_total", state_c, None if coarse else state, state_how),
-        ("activations", comp.get("activations", float("nan")), None, "arrays kept for the backward"),
+        ("activations", comp["activations"], None, "arrays kept for the backward"),
         ("workspace", comp.get("workspace", float("nan")), None, "im2col columns / gradient buffers"),
-        ("batch_inputs", comp.get("batch", 0), None, "array sizes"),
+        ("batch_inputs", comp["batch"], None, "array sizes"),
         ("step_total", step_c, None if coarse else step_peak, step_how),
         ("backend_overhead", None, overhead, "measured step peak - computed (temporaries, allocator pool)"),
         ("dataset_inputs", dataset, None, "host arrays of the train and test images"),
