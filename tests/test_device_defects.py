@@ -209,7 +209,7 @@ def test_the_numba_cuda_sgd_kernel_gets_float32_scalars():
         "import numpy as np\n"
         "from cnnbench.scratch import numba_cuda\n"
         "from cnnbench.scratch.base import torch_weights\n"
-        "b = numba_cuda.NumbaCudaBackend('mlp', lr=0.1, momentum=0.9)\n"
+        "b = numba_cuda.NumbaCudaBackend('numba_cuda', 'mlp', lr=0.1, momentum=0.9)\n"
         "b.init(torch_weights('mlp', 0))\n"
         "seen = []\n"
         # the launches' arguments recorded, the kernels not run: the simulator runs one Python thread per element

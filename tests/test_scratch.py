@@ -157,6 +157,22 @@ def test_unavailable_backends_are_rows_with_the_reason(data, monkeypatch):
         make("cupy", "mlp")
 
 
+def test_a_row_writer_that_fails_mid_training_gets_the_failure_row_before_its_error_propagates(data):
+    """05's row writer failing (a full disk) ends the training: the error is a failure row of that epoch, handed
+    to the writer once more, and the writer's second error reaches the caller (the run does not go on blind)."""
+    written = []
+
+    def on_row(row):
+        written.append(row)
+        raise OSError(28, "No space left on device")
+
+    p = params.Params(scratch_epochs=2, scratch_batch_size=256)
+    with pytest.raises(OSError, match="No space left"):
+        experiment.train_cnn("numpy", p, torch_weights("mnist_cnn"), data, threads=1, on_row=on_row)
+    assert [(r["status"], r["epoch"]) for r in written] == [("ok", 1), ("error", 1)]
+    assert written[1]["error"] == "OSError: [Errno 28] No space left on device"
+
+
 def test_every_backend_gets_the_runs_threads():
     import numba
     from threadpoolctl import threadpool_info

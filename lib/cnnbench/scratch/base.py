@@ -54,26 +54,22 @@ class OpTimer:
 
     def rows(self) -> list[dict]:
         """One row per op: first-call time apart, then median / mean / 95% interval of the later calls (ms)."""
-        from cnnbench.measure.timing import t95
+        from cnnbench.measure.timing import ci95_half_width
 
-        out = []
-        for name, (first, *later) in self.times.items():
-            n = len(later)
-            mean = statistics.fmean(later) if later else float("nan")
-            half = t95(n - 1) * statistics.stdev(later) / n**0.5 if n >= 2 else float("nan")
-            out.append(
-                {
-                    "op": name,
-                    "op_kind": self.ops[name][0],
-                    "phase": self.ops[name][1],
-                    "calls": n,
-                    "first_call_ms": first * 1e3,
-                    "median_ms": statistics.median(later) * 1e3 if later else float("nan"),
-                    "mean_ms": mean * 1e3,
-                    "ci95_ms": half * 1e3,
-                }
-            )
-        return out
+        nan = float("nan")
+        return [
+            {
+                "op": name,
+                "op_kind": self.ops[name][0],
+                "phase": self.ops[name][1],
+                "calls": len(later),
+                "first_call_ms": first * 1e3,
+                "median_ms": statistics.median(later) * 1e3 if later else nan,
+                "mean_ms": statistics.fmean(later) * 1e3 if later else nan,
+                "ci95_ms": ci95_half_width(later) * 1e3,
+            }
+            for name, (first, *later) in self.times.items()
+        ]
 
 
 class Backend:
@@ -215,15 +211,15 @@ class Buffered(Backend):
 
     def init(self, weights: dict[str, np.ndarray]) -> None:
         """Parameters loaded, every kernel compiled (or loaded from Numba's cache) on a one-image batch where the
-        backend ``compiles`` (``jit_s``), then the parameters restored with zero gradients and momentum."""
-        host = self._load(weights, self._put)
+        backend ``compiles`` (``jit_s``), then the parameters loaded afresh with zero gradients and momentum."""
+        host, self.buffers = self._load(weights, self._put), {}
         self.image = image_side(self.model, host)
         if self.compiles:
             start = time.perf_counter()
             self.train_step(np.zeros((1, 1, self.image, self.image), np.float32), np.zeros(1, np.int64))
             self.sync()
             self.jit_s = time.perf_counter() - start
-        self._reset(host)
+        self._load(weights, self._put)
         self.buffers.clear()
         self.sync()
 

@@ -4,6 +4,7 @@ a status: ``unavailable`` with the reason where a backend cannot run here, ``err
 
 from __future__ import annotations
 
+import importlib
 import math
 import time
 import tracemalloc
@@ -115,24 +116,14 @@ def failure(ident: dict, err: BaseException) -> dict:
 
 
 def make(name: str, model: str, lr: float = 0.01, momentum: float = 0.9) -> Backend:
-    """The backend ``name`` for ``model``, importing only its module; :class:`BackendUnavailable` says why not."""
-    if name in ("numpy", "cupy"):
-        from cnnbench.scratch.xp_backend import array_backend
-
-        return array_backend(name, model, lr, momentum)
-    if name == "numba_cpu":
-        from cnnbench.scratch.numba_cpu import NumbaCpuBackend
-
-        return NumbaCpuBackend(model, lr=lr, momentum=momentum)
-    if name == "numba_cuda":
-        from cnnbench.scratch.numba_cuda import NumbaCudaBackend
-
-        return NumbaCudaBackend(model, lr=lr, momentum=momentum)
-    if name.startswith("torch_"):
-        from cnnbench.scratch.torch_backend import TorchBackend
-
-        return TorchBackend(name, model, lr=lr, momentum=momentum)
-    raise ValueError(f"unknown scratch backend '{name}'; valid: {', '.join(DEVICE_KIND)}")
+    """The backend ``name`` for ``model`` (its module's ``backend``, imported only now); :class:`BackendUnavailable`
+    says why it cannot run here."""
+    if name not in DEVICE_KIND:
+        raise ValueError(f"unknown scratch backend '{name}'; valid: {', '.join(DEVICE_KIND)}")
+    module = (
+        "torch_backend" if name.startswith("torch_") else "xp_backend" if name in ("numpy", "cupy") else name
+    )
+    return importlib.import_module(f"cnnbench.scratch.{module}").backend(name, model, lr, momentum)
 
 
 def _make(backend: str, model: str, p):
@@ -332,7 +323,7 @@ def memory_breakdown(
     except Exception as err:  # noqa: BLE001
         return [{**failure(ident, err), "component": ""}]
     state_c = comp["parameters"] + comp["gradients"] + comp["optimizer_state"]
-    step_c = comp.get("activations", 0) + comp.get("workspace", 0)
+    step_c = comp["activations"] + comp.get("workspace", 0)
     # no allocator counters (torch on the CPU): an RSS difference measures neither state nor the step's peak
     coarse = how.startswith("process RSS")
     unmeasured = (
@@ -350,9 +341,9 @@ def memory_breakdown(
         ("gradients", comp["gradients"], None, "array sizes"),
         ("optimizer_state", comp["optimizer_state"], None, "array sizes (momentum buffers)"),
         ("model_state_total", state_c, None if coarse else state, state_how),
-        ("activations", comp.get("activations", float("nan")), None, "arrays kept for the backward"),
+        ("activations", comp["activations"], None, "arrays kept for the backward"),
         ("workspace", comp.get("workspace", float("nan")), None, "im2col columns / gradient buffers"),
-        ("batch_inputs", comp.get("batch", 0), None, "array sizes"),
+        ("batch_inputs", comp["batch"], None, "array sizes"),
         ("step_total", step_c, None if coarse else step_peak, step_how),
         ("backend_overhead", None, overhead, "measured step peak - computed (temporaries, allocator pool)"),
         ("dataset_inputs", dataset, None, "host arrays of the train and test images"),

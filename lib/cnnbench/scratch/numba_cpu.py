@@ -196,36 +196,22 @@ def softmax_ce(logits, y, d):
 
 @njit(fastmath=False, cache=True)
 def sgd(p, g, v, lr, momentum):
-    """v = momentum * v + g; p -= lr * v (torch.optim.SGD's update), over flattened arrays. Serial: the
-    arrays are small, and a parallel launch per parameter costs more than the loop."""
+    """torch.optim.SGD's update over flattened arrays: v = momentum * v + g; p -= lr * v, or p -= lr * g without
+    momentum (``v`` unused). Serial: the arrays are small, and a parallel launch costs more than the loop."""
     for i in range(p.size):
-        v[i] = momentum * v[i] + g[i]
-        p[i] -= lr * v[i]
-
-
-@njit(fastmath=False, cache=True)
-def sgd_plain(p, g, lr):
-    """p -= lr * g: torch.optim.SGD's update without momentum (no momentum buffer), over flattened arrays."""
-    for i in range(p.size):
-        p[i] -= lr * g[i]
+        if momentum:
+            v[i] = momentum * v[i] + g[i]
+            p[i] -= lr * v[i]
+        else:
+            p[i] -= lr * g[i]
 
 
 class NumbaCpuBackend(Buffered):
     kernels = sys.modules[__name__]
     compiles = True
 
-    def __init__(self, model: str, lr: float = 0.01, momentum: float = 0.9):
-        super().__init__("numba_cpu", model, lr, momentum)
-        self.buffers: dict[int, dict[str, np.ndarray]] = {}
-
     def _put(self, name, a):
         return a.copy()
-
-    def _reset(self, host):
-        for k, w in host.items():
-            self.p[k][...], self.g[k][...] = w, 0
-            if self.v:
-                self.v[k][...] = 0
 
     def _buf(self, n: int) -> dict[str, np.ndarray]:
         if n not in self.buffers:
@@ -263,7 +249,8 @@ class NumbaCpuBackend(Buffered):
 
     def _sgd(self):
         for k, p in self.p.items():
-            if self.momentum:
-                sgd(p.reshape(-1), self.g[k].reshape(-1), self.v[k].reshape(-1), self.lr, self.momentum)
-            else:
-                sgd_plain(p.reshape(-1), self.g[k].reshape(-1), self.lr)
+            flat = (a.reshape(-1) for a in (p, self.g[k], self.v.get(k, p)))
+            sgd(*flat, self.lr, self.momentum)
+
+
+backend = NumbaCpuBackend

@@ -225,10 +225,9 @@ class NumbaCudaBackend(Buffered):
     kernels = sys.modules[__name__]
     momentum_buffers = True  # its SGD kernel updates through v, momentum 0 included
 
-    def __init__(self, model: str, lr: float = 0.01, momentum: float = 0.9):
+    def __init__(self, name: str, model: str, lr: float = 0.01, momentum: float = 0.9):
         self.cuda = _cuda()
-        super().__init__("numba_cuda", model, lr, momentum)
-        self.buffers: dict[int, dict] = {}
+        super().__init__(name, model, lr, momentum)
         self.compiles = not SIMULATED
 
     def sync(self) -> None:
@@ -236,15 +235,6 @@ class NumbaCudaBackend(Buffered):
 
     def _put(self, name, a):
         return self.cuda.to_device(a)
-
-    def _reset(self, host):
-        for k in self.p:
-            self.p[k].copy_to_device(host[k])
-            self._zero(self.g[k])
-            self._zero(self.v[k])
-
-    def _zero(self, a):
-        self._launch(zero, a.size, a.reshape(a.size))
 
     def _buf(self, n: int) -> dict:
         if n not in self.buffers:
@@ -273,7 +263,7 @@ class NumbaCudaBackend(Buffered):
 
     def _zero_grads(self) -> None:
         for a in self.g.values():
-            self._zero(a)
+            self._launch(zero, a.size, a.reshape(a.size))
 
     def _grad(self, kernel, layer, a, d):
         w, bias = self.g[f"{layer}.weight"], self.g[f"{layer}.bias"]
@@ -283,3 +273,6 @@ class NumbaCudaBackend(Buffered):
         for k, p in self.p.items():
             flat = (a.reshape(p.size) for a in (p, self.g[k], self.v[k]))
             self._launch(sgd, p.size, *flat, np.float32(self.lr), np.float32(self.momentum))
+
+
+backend = NumbaCudaBackend

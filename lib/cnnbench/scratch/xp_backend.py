@@ -244,7 +244,7 @@ class XpBackend(Backend):
         return component_bytes(self, acts, work)
 
 
-def array_backend(name: str, model: str, lr: float, momentum: float) -> XpBackend:
+def backend(name: str, model: str, lr: float, momentum: float) -> XpBackend:
     """The backend on NumPy, or on CuPy's CUDA device (imported here); :class:`BackendUnavailable` says why not."""
     if name == "numpy":
         return XpBackend(name, model, lr=lr, momentum=momentum)
