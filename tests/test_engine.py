@@ -432,7 +432,7 @@ def test_a_round_shares_one_fresh_worker_where_the_device_kind_says_so(tmp_path,
 
     started = []
     real = worker._in_worker
-    monkeypatch.setattr(worker, "_in_worker", lambda *a, **k: started.append(a[2][0]) or real(*a, **k))
+    monkeypatch.setattr(worker, "_in_worker", lambda *a, **k: started.append(a[0]) or real(*a, **k))
     configs = [cfg(), cfg(batch_size=16), cfg(phase="eval")]
     with using(_SharedWorkers):
         rows = runner.run_configs(configs, CPU, FAST, tmp_path / "r.csv", isolate=True)
