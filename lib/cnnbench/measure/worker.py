@@ -1,14 +1,13 @@
 """One configuration measured in a fresh worker process (its peak memory its own; a worker that dies is a
-``crashed`` row). ``CNNBENCH_TEST_WORKER_HOOK`` (tests only): JSON ``{model: action}``, actions ``segfault``,
-``exit:N``, ``raise`` and ``ballast:MIB``."""
+``crashed`` row)."""
 
 from __future__ import annotations
 
 import contextlib
-import json
 import multiprocessing as mp
 import os
 import platform
+import runpy
 import signal
 import sys
 import traceback
@@ -21,8 +20,8 @@ from cnnbench.measure import engine, timing
 forkserver = sys.modules.get("multiprocessing.forkserver")
 if forkserver and any(f.f_code is forkserver.main.__code__ for f, _ in traceback.walk_stack(None)):
     paths.die_with_parent()  # imported by the forkserver (preload): it dies with its kernel, however it dies
+# tests only: "<file>::<argument>", whose hook(model, argument) a worker runs before each configuration
 HOOK_ENV = "CNNBENCH_TEST_WORKER_HOOK"
-_ballast: list[bytearray] = []
 
 
 def _context():
@@ -48,17 +47,9 @@ def _main_not_rerun():
 
 
 def _test_hook(model: str, hooks: str) -> None:
-    action = json.loads(hooks).get(model, "") if hooks else ""
-    if action == "segfault":
-        os.kill(os.getpid(), signal.SIGSEGV)
-    elif action.startswith("exit:"):
-        os._exit(int(action.split(":")[1]))
-    elif action == "raise":
-        raise RuntimeError(f"test hook: {model} fails")
-    elif action.startswith("ballast:"):
-        block = bytearray(int(action.split(":")[1]) * 2**20)
-        block[::4096] = b"\1" * len(block[::4096])  # touch every page so it is resident
-        _ballast.append(block)
+    if hooks:
+        path, _, argument = hooks.partition("::")
+        runpy.run_path(path)["hook"](model, argument)
 
 
 def _serve(device_spec: str, threads: int, calls: list, conn) -> None:
