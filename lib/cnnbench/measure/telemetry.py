@@ -233,23 +233,16 @@ def read(path: str | Path, source: str | None = None) -> pd.DataFrame:
     return df if source is None else df[df.source == source].reset_index(drop=True)
 
 
-# A measurement's machine is "busy" past these (pyperf's "the benchmark seems unstable" and TorchBench's machine
-# checks judge the same things): hypervisor steal, other processes' CPU load (% of all cores), a CPU clock that
-# moved, a GPU that throttled for power or heat.
 MIN_CPU_SPAN_S = 0.05  # the shortest span a process CPU reading is taken over (the OS counts in 10 ms ticks)
-BUSY_STEAL_PCT = 2.0
-BUSY_OTHER_CPU_PCT = 10.0
+# A measurement's machine is "busy" past these (pyperf's "the benchmark seems unstable" and TorchBench's machine
+# checks judge the same things): (column, past what, the reason) in a note's order, then a CPU clock that moved
+# more than BUSY_FREQ_DROP and a GPU that throttled for power or heat after the first two.
 BUSY_FREQ_DROP = 0.05
-BUSY_PROBE_SPREAD_PCT = 15.0
 _THROTTLE_THAT_COUNTS = ("sw_power_cap", "hw_slowdown", "sw_thermal", "hw_thermal", "hw_power_brake")
-
-
-# (column, past what the machine was busy, the reason) in a note's order, a CPU clock that moved and a throttled
-# GPU after the first two
 _BUSY = (
-    ("cpu_steal_mean_pct", BUSY_STEAL_PCT, "CPU steal {:.1f}%"),
-    ("util_other_cpu_mean_pct", BUSY_OTHER_CPU_PCT, "other processes {:.0f}% of the CPUs"),
-    ("probe_spread_pct", BUSY_PROBE_SPREAD_PCT, "the CPU's own speed (probe) moved {:.0f}% between rounds"),
+    ("cpu_steal_mean_pct", 2.0, "CPU steal {:.1f}%"),  # hypervisor steal
+    ("util_other_cpu_mean_pct", 10.0, "other processes {:.0f}% of the CPUs"),  # their load, % of all cores
+    ("probe_spread_pct", 15.0, "the CPU's own speed (probe) moved {:.0f}% between rounds"),
     (
         "stalled_windows",
         0,
