@@ -167,9 +167,7 @@ def merge(state: _Config, stop_reason: str, steps: ResultsFile | None) -> dict:
         return {**base, "processes_measured": 0, "stop_reason": stop_reason}
     if rows:
         base.update(_merge_numbers(rows))
-        unread = [
-            r for r in rows if r.get("status", "ok") == "ok" and not math.isfinite(number(r.get("energy_j")))
-        ]
+        unread = [r for r in rows if not math.isfinite(number(r.get("energy_j")))]  # rows kept are "ok"
         if unread:  # a mean over the processes that read it would be theirs alone: none, with a reason
             base.update(energy.none(unread[-1].get("energy_source", ""), unread[-1].get("energy_note", "")))
     mine = steps.rows() if steps is not None else []
