@@ -1,6 +1,7 @@
 import pandas as pd
 import pytest
 import torch
+import worker_hook
 from fakes import using
 
 from cnnbench import devices, results
@@ -215,7 +216,7 @@ def test_device_mode_keeps_a_real_batch_on_the_device():
 
 def test_each_configuration_in_a_fresh_worker_has_its_own_memory(tmp_path, monkeypatch):
     """A big configuration first, then mnist_cnn: mnist_cnn does not inherit the big one's RSS peak."""
-    monkeypatch.setenv("CNNBENCH_TEST_WORKER_HOOK", '{"squeezenet1_1": "ballast:600"}')
+    monkeypatch.setenv("CNNBENCH_TEST_WORKER_HOOK", worker_hook.env({"squeezenet1_1": "ballast:600"}))
     big = cfg(model="squeezenet1_1", image_size=32, in_channels=3)
     rows = runner.run_configs([big, cfg()], CPU, FAST, tmp_path / "r.csv", isolate=True)
     by_model = {r["model"]: r for r in rows}
@@ -245,7 +246,7 @@ def test_in_process_peak_rss_is_reset_per_configuration():
 
 @pytest.mark.parametrize("action, expect", [("segfault", "SIGSEGV"), ("exit:3", "code 3")])
 def test_a_worker_that_dies_is_a_crashed_row_and_the_run_goes_on(tmp_path, monkeypatch, action, expect):
-    monkeypatch.setenv("CNNBENCH_TEST_WORKER_HOOK", f'{{"squeezenet1_1": "{action}"}}')
+    monkeypatch.setenv("CNNBENCH_TEST_WORKER_HOOK", worker_hook.env({"squeezenet1_1": action}))
     configs = [cfg(model="squeezenet1_1", image_size=32, in_channels=3), cfg()]
     rows = runner.run_configs(configs, CPU, FAST, tmp_path / "r.csv", tmp_path / "s.csv", isolate=True)
     assert [r["status"] for r in rows] == ["crashed", "ok"]
@@ -337,7 +338,9 @@ def test_a_notebook_whose_every_configuration_fails_completes_and_shows_them(tmp
 
     from conftest import ROOT
 
-    monkeypatch.setenv("CNNBENCH_TEST_WORKER_HOOK", '{"mnist_cnn": "raise", "squeezenet1_1": "raise"}')
+    monkeypatch.setenv(
+        "CNNBENCH_TEST_WORKER_HOOK", worker_hook.env({"mnist_cnn": "raise", "squeezenet1_1": "raise"})
+    )
     out = tmp_path / "out.ipynb"
     papermill.execute_notebook(
         str(ROOT / "notebooks" / f"{notebook}.ipynb"),
@@ -432,7 +435,7 @@ def test_a_round_shares_one_fresh_worker_where_the_device_kind_says_so(tmp_path,
 
     started = []
     real = worker._in_worker
-    monkeypatch.setattr(worker, "_in_worker", lambda *a, **k: started.append(a[2][0]) or real(*a, **k))
+    monkeypatch.setattr(worker, "_in_worker", lambda *a, **k: started.append(a[0]) or real(*a, **k))
     configs = [cfg(), cfg(batch_size=16), cfg(phase="eval")]
     with using(_SharedWorkers):
         rows = runner.run_configs(configs, CPU, FAST, tmp_path / "r.csv", isolate=True)
@@ -442,7 +445,7 @@ def test_a_round_shares_one_fresh_worker_where_the_device_kind_says_so(tmp_path,
 
 
 def test_a_shared_worker_that_dies_crashes_its_configuration_and_the_round_goes_on(tmp_path, monkeypatch):
-    monkeypatch.setenv("CNNBENCH_TEST_WORKER_HOOK", '{"squeezenet1_1": "segfault"}')
+    monkeypatch.setenv("CNNBENCH_TEST_WORKER_HOOK", worker_hook.env({"squeezenet1_1": "segfault"}))
     configs = [cfg(model="squeezenet1_1", image_size=32, in_channels=3), cfg(), cfg(phase="eval")]
     with using(_SharedWorkers):
         rows = runner.run_configs(configs, CPU, FAST, tmp_path / "r.csv", isolate=True)

@@ -6,13 +6,14 @@ from __future__ import annotations
 import time
 
 from cnnbench import models
-from cnnbench.measure import engine, traffic
+from cnnbench.measure import engine, timing, traffic
 
 TINY_BATCH, TINY_PX, TINY_STEPS = 2, 32, 20
 
 
 def host_step(p, device, model: str, phase: str) -> dict:
     """One row of host_steps.csv: ``model``'s ``phase`` step at the tiny input on ``device``."""
+    device = timing.backend_of(device)  # one backend for the workload and a failure's row
     cfg = engine.config(p, model, phase, p.variants[0], batch_size=TINY_BATCH)
     cfg = cfg if models.spec(model).own_data else cfg.replace(image_size=TINY_PX)
     row = {"model": model, "phase": phase, "precision": cfg.precision, "image_size": cfg.image_size}

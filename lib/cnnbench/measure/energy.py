@@ -39,9 +39,7 @@ class Meter:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
-    def poll(self) -> None:
-        if isinstance(self.counter, Unavailable):
-            return
+    def poll(self) -> None:  # an Unavailable counter reads None: nothing is added
         with self._lock:
             now = self.counter.read()
             if self._last is not None:

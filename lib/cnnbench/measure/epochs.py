@@ -8,7 +8,7 @@ import time
 import pandas as pd
 
 from cnnbench import data, devices, knobs, results
-from cnnbench.measure import engine, telemetry, worker
+from cnnbench.measure import engine, telemetry, timing, worker
 from cnnbench.measure.engine import Config
 from cnnbench.progress import bar, resumed
 
@@ -43,9 +43,9 @@ def _epoch(
     return {**timed, "first_step_s": first_step}
 
 
-def epoch_pair(p, cfg: Config, device_spec: str, cap: int) -> dict:
+def epoch_pair(p, cfg: Config, device, cap: int) -> dict:
     """One train and one validation epoch of ``cfg``, with the telemetry of both: an ``epochs.csv`` row."""
-    b = devices.backend(device_spec)  # this process's one backend, passed down
+    b = timing.backend_of(device)  # the caller's backend, or this worker's one made from the spec
     dataset_for, splits, row = data.for_configs(p), {}, {}
     for phase in ("train", "eval"):
         c = cfg.replace(phase=phase, data_mode="loader")
@@ -87,17 +87,17 @@ def epochs(run) -> pd.DataFrame:
     for model, cfg, row in bar(planned, desc="epochs", unit="model"):
         if file.done(row):
             continue
-        args = (p, cfg, str(device), row["epoch_images"])
         if p.isolate:  # its own process: its peak RSS is not that of the models measured before it
+            args = (p, cfg, str(device), row["epoch_images"])
             row.update(
                 worker.call_isolated(epoch_pair, *args, device=device, name=f"cnnbench-epochs-{model}")
             )
         else:
             row["isolation"] = "in_process"
             try:
-                row.update(epoch_pair(*args))
+                row.update(epoch_pair(p, cfg, b, row["epoch_images"]))
             except Exception as err:  # noqa: BLE001 - a failure is a row
-                row.update(engine.failure(err, device))
+                row.update(engine.failure(err, b))
         file.append(row)
     resumed(kept, len(planned), file.path.name, "models' epochs")
     return results.read(run.dir, "epochs")

@@ -8,7 +8,7 @@ import contextlib
 import logging
 import math
 import warnings
-from dataclasses import asdict, dataclass
+from types import SimpleNamespace
 
 import pandas as pd
 import torch
@@ -71,31 +71,9 @@ def attention_fastpath_off():
 
 def matches_published(gmacs: float, published: float | None) -> bool:
     """True when ``gmacs`` agrees with a published figure within 1% (or its 3-decimal rounding); no figure: True."""
-    if published is None or (isinstance(published, float) and math.isnan(published)):
+    if pd.isna(published):
         return True
     return math.isclose(gmacs, published, rel_tol=PUBLISHED_REL_TOL, abs_tol=PUBLISHED_ABS_TOL_GMACS)
-
-
-@dataclass
-class Complexity:
-    model: str
-    image_size: int
-    in_channels: int
-    num_classes: int
-    params: int
-    param_mib: float
-    gmacs_fwd: float
-    gflops_fwd: float
-    gflops_train: float
-    train_fwd_ratio: float
-    fvcore_gmacs: float
-    fvcore_extra_ops: str
-    activation_mib: float
-    published_gmacs: float | None
-    published_params: int | None
-    macs_vs_published_pct: float | None  # 100 x (ours / published - 1); None where no figure applies
-    # within 1% of torchvision's figure (or its 3-decimal rounding); True where none applies
-    matches_published: bool
 
 
 def forward_flops(model: nn.Module, x: torch.Tensor) -> int:
@@ -157,8 +135,10 @@ def complexity(
     batch: int = 2,
     with_fvcore: bool = True,
     seed: int = 0,
-) -> Complexity:
-    """All complexity figures of ``name`` per image at ``image_size`` (default: its reference resolution)."""
+) -> SimpleNamespace:
+    """All complexity figures of ``name`` per image at ``image_size`` (default: its reference resolution), the
+    columns of 01's table: ``macs_vs_published_pct`` is 100 x (ours / published - 1), ``matches_published``
+    within 1% of torchvision's figure (or its 3-decimal rounding); None and True where no figure applies."""
     spec = models.spec(name)
     image_size = image_size or spec.reference_size
     num_classes = num_classes or spec.reference_classes
@@ -179,7 +159,7 @@ def complexity(
     applies = image_size == spec.reference_size and num_classes == spec.reference_classes
     published = spec.published_gmacs if applies else None
     gmacs = fwd / 2 / 1e9
-    return Complexity(
+    return SimpleNamespace(
         model=name,
         image_size=image_size,
         in_channels=spec.in_channels,
@@ -213,7 +193,7 @@ def table(
         reference = (spec.reference_size, spec.reference_classes)
         configs = [("reference", *reference), ("training", image_size, num_classes)]
         for role, size, classes in [("reference+training", *reference)] if spec.own_data else configs:
-            rows.append({"role": role, **asdict(complexity(name, size, classes, device=device))})
+            rows.append({"role": role, **vars(complexity(name, size, classes, device=device))})
     return rows
 
 

@@ -42,12 +42,9 @@ class _Config:
     def count(self) -> int:  # measured or tried: a process that returned no windows is not tried forever
         return max(self.attempts, len(self.processes))
 
-    def rates(self) -> list[float]:
-        out = []
-        for p in self.processes:
-            ws = [w for w in self.windows if w["process"] == p]
-            out.append(sum(w["images"] for w in ws) / sum(w["window_time_s"] for w in ws))
-        return out
+    def rates(self) -> list[float]:  # each process's images over its windows' time
+        per = [[w for w in self.windows if w["process"] == p] for p in self.processes]
+        return [sum(w["images"] for w in ws) / sum(w["window_time_s"] for w in ws) for ws in per]
 
     def ci_pct(self) -> float:
         rates = self.rates()
@@ -125,7 +122,7 @@ def _record(
             }
         )
     windows.extend(rows)
-    state.windows.extend(_typed_window({k: str(v) for k, v in r.items()}) for r in rows)
+    state.windows.extend(rows)
     if steps is not None and step_times:
         where = [(r, i) for r, n in enumerate(counts) for i in range(n)]  # (window, step) of each step time
         steps.extend(
@@ -170,9 +167,7 @@ def merge(state: _Config, stop_reason: str, steps: ResultsFile | None) -> dict:
         return {**base, "processes_measured": 0, "stop_reason": stop_reason}
     if rows:
         base.update(_merge_numbers(rows))
-        unread = [
-            r for r in rows if r.get("status", "ok") == "ok" and not math.isfinite(number(r.get("energy_j")))
-        ]
+        unread = [r for r in rows if not math.isfinite(number(r.get("energy_j")))]  # rows kept are "ok"
         if unread:  # a mean over the processes that read it would be theirs alone: none, with a reason
             base.update(energy.none(unread[-1].get("energy_source", ""), unread[-1].get("energy_note", "")))
     mine = steps.rows() if steps is not None else []

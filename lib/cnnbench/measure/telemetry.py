@@ -233,49 +233,40 @@ def read(path: str | Path, source: str | None = None) -> pd.DataFrame:
     return df if source is None else df[df.source == source].reset_index(drop=True)
 
 
-# A measurement's machine is "busy" past these (pyperf's "the benchmark seems unstable" and TorchBench's machine
-# checks judge the same things): hypervisor steal, other processes' CPU load (% of all cores), a CPU clock that
-# moved, a GPU that throttled for power or heat.
 MIN_CPU_SPAN_S = 0.05  # the shortest span a process CPU reading is taken over (the OS counts in 10 ms ticks)
-BUSY_STEAL_PCT = 2.0
-BUSY_OTHER_CPU_PCT = 10.0
+# A measurement's machine is "busy" past these (pyperf's "the benchmark seems unstable" and TorchBench's machine
+# checks judge the same things): (column, past what, the reason) in a note's order, then a CPU clock that moved
+# more than BUSY_FREQ_DROP and a GPU that throttled for power or heat after the first two.
 BUSY_FREQ_DROP = 0.05
-BUSY_PROBE_SPREAD_PCT = 15.0
 _THROTTLE_THAT_COUNTS = ("sw_power_cap", "hw_slowdown", "sw_thermal", "hw_thermal", "hw_power_brake")
-
-
-def _num(row, key: str) -> float:
-    return number(row.get(key))
+_BUSY = (
+    ("cpu_steal_mean_pct", 2.0, "CPU steal {:.1f}%"),  # hypervisor steal
+    ("util_other_cpu_mean_pct", 10.0, "other processes {:.0f}% of the CPUs"),  # their load, % of all cores
+    ("probe_spread_pct", 15.0, "the CPU's own speed (probe) moved {:.0f}% between rounds"),
+    (
+        "stalled_windows",
+        0,
+        f"{{:.0f}} window(s) took over {STALL_FACTOR:g}x their steps' median time (the process was stopped "
+        "or starved)",
+    ),
+    ("other_runs_max", 0, "another run of this workbook measured here ({:.0f})"),
+)
 
 
 def judge(row) -> tuple[str, str]:
     """(``quiet`` | ``busy`` | ``unknown``, the figures behind it) for one measurement's telemetry summary."""
-    steal, other = _num(row, "cpu_steal_mean_pct"), _num(row, "util_other_cpu_mean_pct")
-    fmin, fmax = _num(row, "cpu_freq_mhz_min"), _num(row, "cpu_freq_mhz_max")
-    throttle = [
-        r for r in str(row.get("gpu_throttle_reasons", "") or "").split(",") if r in _THROTTLE_THAT_COUNTS
-    ]
-    reasons = []
-    if steal > BUSY_STEAL_PCT:
-        reasons.append(f"CPU steal {steal:.1f}%")
-    if other > BUSY_OTHER_CPU_PCT:
-        reasons.append(f"other processes {other:.0f}% of the CPUs")
+    n = {k: number(row.get(k)) for k in ("cpu_freq_mhz_min", "cpu_freq_mhz_max", *(c for c, *_ in _BUSY))}
+    reasons = [text.format(n[c]) for c, past, text in _BUSY[:2] if n[c] > past]
+    fmin, fmax = n["cpu_freq_mhz_min"], n["cpu_freq_mhz_max"]
     if fmax > 0 and fmin < (1 - BUSY_FREQ_DROP) * fmax:
         reasons.append(f"CPU clock {fmin:.0f}-{fmax:.0f} MHz")
-    if throttle:
+    gpu = str(row.get("gpu_throttle_reasons", "") or "").split(",")
+    if throttle := [r for r in gpu if r in _THROTTLE_THAT_COUNTS]:
         reasons.append("GPU throttled (" + ", ".join(throttle) + ")")
-    probe = _num(row, "probe_spread_pct")
-    if probe > BUSY_PROBE_SPREAD_PCT:
-        reasons.append(f"the CPU's own speed (probe) moved {probe:.0f}% between rounds")
-    if _num(row, "stalled_windows") > 0:
-        reasons.append(
-            f"{_num(row, 'stalled_windows'):.0f} window(s) took over {STALL_FACTOR:g}x their "
-            "steps' median time (the process was stopped or starved)"
-        )
-    if _num(row, "other_runs_max") > 0:
-        reasons.append(f"another run of this workbook measured here ({_num(row, 'other_runs_max'):.0f})")
+    reasons += [text.format(n[c]) for c, past, text in _BUSY[2:] if n[c] > past]
     if reasons:
         return "busy", "; ".join(reasons)
+    steal, other = n["cpu_steal_mean_pct"], n["util_other_cpu_mean_pct"]
     if all(math.isnan(v) for v in (steal, other)):
         return "unknown", "no host telemetry"
     return "quiet", (

@@ -67,7 +67,7 @@ LINE_STYLES = ("-", "--", ":", "-.")  # rank 0 (index 0, index 1+), a later rank
 def plot(df: pd.DataFrame, path: str | Path | None = None, title: str = ""):
     """Every metric against time, one panel per metric, the configurations end to end, one line per
     configuration, rank and device index (CPU core or GPU)."""
-    if df is None or df.empty:
+    if df.empty:
         print("no telemetry series recorded (the sampler keeps none in this version)")
         return None
     df = end_to_end(df)
@@ -77,14 +77,13 @@ def plot(df: pd.DataFrame, path: str | Path | None = None, title: str = ""):
     # rank 0 solid, its device index 1+ dashed; a later rank dotted (dash-dot): world=2's two ranks told apart
     later_rank = pd.to_numeric(df["rank"], errors="coerce").fillna(0) > 0
     later_index = pd.to_numeric(df.device_index, errors="coerce").fillna(0) > 0
-    df = (
-        df.assign(  # one legend entry per colour and line style; a host-wide metric shares its first device's
-            style=[LINE_STYLES[2 * r + i] for r, i in zip(later_rank, later_index, strict=True)],
-            legend=[
-                c + (f" rank {int(float(r))}" if lr else "") + (", core or GPU 1+" if li else "")
-                for c, r, lr, li in zip(df.configuration, df["rank"], later_rank, later_index, strict=True)
-            ],
-        )
+    # one legend entry per colour and line style; a host-wide metric shares its first device's
+    df = df.assign(
+        style=(2 * later_rank + later_index).map(dict(enumerate(LINE_STYLES))),
+        legend=[
+            c + (f" rank {int(float(r))}" if lr else "") + (", core or GPU 1+" if li else "")
+            for c, r, lr, li in zip(df.configuration, df["rank"], later_rank, later_index, strict=True)
+        ],
     )
     for ax, metric in zip(axes[:, 0], metrics, strict=True):
         g = df[df.metric == metric]

@@ -5,7 +5,6 @@ views move nothing). FLOPs as in ``cnnbench.measure.flops`` (elementwise and nor
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
 
 import pandas as pd
 import torch
@@ -37,17 +36,9 @@ def shapes_key(args) -> str:
     return str([list(a.shape) if isinstance(a, torch.Tensor) else [] for a in args])
 
 
-@dataclass
-class OpRecord:
-    section: str
-    module: str
-    op: str
-    shapes: str
-    flops: int
-    # ops without a FLOP formula: 1 per output element (placement on layer rooflines only)
-    flops_elementwise: int
-    bytes_read: int
-    bytes_written: int
+# a record's columns; flops_elementwise: 1 per output element of an op without a FLOP formula (placement on
+# layer rooflines only)
+RECORD = ("section", "module", "op", "shapes", "flops", "flops_elementwise", "bytes_read", "bytes_written")
 
 
 class TrafficCounter(TorchDispatchMode):
@@ -57,7 +48,7 @@ class TrafficCounter(TorchDispatchMode):
         super().__init__()
         self.tracker = tracker
         self.section = "forward"
-        self.records: list[OpRecord] = []
+        self.records: list[tuple] = []  # one per op, as RECORD names
         self._flops = flops.flop_counter().flop_registry
 
     def _module(self) -> str:
@@ -78,14 +69,13 @@ class TrafficCounter(TorchDispatchMode):
         written = sum(tensor_bytes(t) for t in tree_leaves(out) if isinstance(t, torch.Tensor))
         elementwise = 0 if f else sum(t.numel() for t in tree_leaves(out) if isinstance(t, torch.Tensor))
         self.records.append(
-            OpRecord(self.section, self._module(), name, shapes_key(args), int(f), elementwise, read, written)
+            (self.section, self._module(), name, shapes_key(args), int(f), elementwise, read, written)
         )
         return out
 
     def frame(self) -> pd.DataFrame:
-        df = pd.DataFrame([r.__dict__ for r in self.records])
-        df["bytes"] = df.bytes_read + df.bytes_written
-        return df
+        df = pd.DataFrame(self.records, columns=RECORD)
+        return df.assign(bytes=df.bytes_read + df.bytes_written)
 
 
 def count_step(

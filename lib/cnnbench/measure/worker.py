@@ -1,14 +1,13 @@
 """One configuration measured in a fresh worker process (its peak memory its own; a worker that dies is a
-``crashed`` row). ``CNNBENCH_TEST_WORKER_HOOK`` (tests only): JSON ``{model: action}``, actions ``segfault``,
-``exit:N``, ``raise`` and ``ballast:MIB``."""
+``crashed`` row)."""
 
 from __future__ import annotations
 
 import contextlib
-import json
 import multiprocessing as mp
 import os
 import platform
+import runpy
 import signal
 import sys
 import traceback
@@ -21,8 +20,8 @@ from cnnbench.measure import engine, timing
 forkserver = sys.modules.get("multiprocessing.forkserver")
 if forkserver and any(f.f_code is forkserver.main.__code__ for f, _ in traceback.walk_stack(None)):
     paths.die_with_parent()  # imported by the forkserver (preload): it dies with its kernel, however it dies
+# tests only: "<file>::<argument>", whose hook(model, argument) a worker runs before each configuration
 HOOK_ENV = "CNNBENCH_TEST_WORKER_HOOK"
-_ballast: list[bytearray] = []
 
 
 def _context():
@@ -48,33 +47,38 @@ def _main_not_rerun():
 
 
 def _test_hook(model: str, hooks: str) -> None:
-    action = json.loads(hooks).get(model, "") if hooks else ""
-    if action == "segfault":
-        os.kill(os.getpid(), signal.SIGSEGV)
-    elif action.startswith("exit:"):
-        os._exit(int(action.split(":")[1]))
-    elif action == "raise":
-        raise RuntimeError(f"test hook: {model} fails")
-    elif action.startswith("ballast:"):
-        block = bytearray(int(action.split(":")[1]) * 2**20)
-        block[::4096] = b"\1" * len(block[::4096])  # touch every page so it is resident
-        _ballast.append(block)
+    if hooks:
+        path, _, argument = hooks.partition("::")
+        runpy.run_path(path)["hook"](model, argument)
 
 
-def _jobs(cfgs, device_spec: str, p, datasets, hooks: str, known_flops, busy, isolation: str, conn) -> None:
-    """The worker's body: take the device, measure each configuration in turn, send each row as it is made."""
-    device = devices.backend(device_spec)  # this process's one backend, passed down
+def _serve(device_spec: str, threads: int, calls: list, conn) -> None:
+    """A worker's body: its threads, the device (this process's one backend, passed down), then each call
+    ``fn(backend, *args)`` in turn, its row sent as it is made."""
+    torch.set_num_threads(threads)
+    device = devices.backend(device_spec)
     device.enter_worker()
-    for cfg, dataset, known, profile in zip(cfgs, datasets, known_flops, busy, strict=True):
-        if known is not None:
-            engine._FLOPS[(cfg.model, cfg.image_size, cfg.num_classes)] = known
-        try:
-            _test_hook(cfg.model, hooks)
-            row = engine.measure(cfg, device, p, dataset, isolation=isolation, busy=profile)
-        except Exception as err:  # noqa: BLE001 - a failure outside measure is a row too
-            row = {**engine._base_row(cfg, device, p), "isolation": isolation, **engine.failure(err, device)}
-        conn.send(row)
+    for fn, *args in calls:
+        conn.send(fn(device, *args))
     conn.close()
+
+
+def _measured(device, cfg: engine.Config, p, dataset, hooks: str, known, busy: bool, isolation: str) -> dict:
+    """:func:`engine.measure` in a worker, with the FLOPs its parent counted; a failure outside it is a row too."""
+    if known is not None:
+        engine._FLOPS[(cfg.model, cfg.image_size, cfg.num_classes)] = known
+    try:
+        _test_hook(cfg.model, hooks)
+        return engine.measure(cfg, device, p, dataset, isolation=isolation, busy=busy)
+    except Exception as err:  # noqa: BLE001 - a failure outside measure is a row too
+        return {**engine._base_row(cfg, device, p), "isolation": isolation, **engine.failure(err, device)}
+
+
+def _called(device, fn, *args) -> dict:
+    try:
+        return {**fn(*args), "isolation": "worker"}
+    except Exception as err:  # noqa: BLE001 - a failure is a row
+        return {"isolation": "worker", **engine.failure(err, device)}
 
 
 def measure_isolated(cfg: engine.Config, device, p, dataset=None, busy: bool = True) -> dict:
@@ -94,44 +98,39 @@ def measure_round(cfgs: list, device, p, datasets: list, busy: list[bool], on_ro
         except Exception:  # noqa: BLE001 - the worker counts (and reports any failure) itself
             known_flops.append(None)
     cfgs = [c.replace(threads=c.threads or torch.get_num_threads()) for c in cfgs]  # the worker's: the run's
-    isolation = "worker" if len(cfgs) == 1 else "round_worker"
-    hooks = os.environ.get(HOOK_ENV, "")
-    got = []
-    exitcode = _in_worker(
-        _jobs,
-        f"cnnbench-worker-{cfgs[0].model}",
-        (cfgs, str(timing.backend_of(device).device), p, datasets, hooks, known_flops, busy, isolation),
-        lambda row: on_row(len(got), row) or got.append(row),
-        len(cfgs),
-    )
-    if len(got) < len(cfgs):
-        on_row(len(got), {**engine.crashed(cfgs[len(got)], device, p, exitcode), "isolation": isolation})
+    isolation, hooks = "worker" if len(cfgs) == 1 else "round_worker", os.environ.get(HOOK_ENV, "")
+    work = zip(cfgs, datasets, known_flops, busy, strict=True)
+    calls = [(_measured, cfg, p, dataset, hooks, known, b, isolation) for cfg, dataset, known, b in work]
+    got, exitcode = _in_worker(calls, device, f"cnnbench-worker-{cfgs[0].model}", on_row)
+    if got < len(cfgs):
+        on_row(got, {**engine.crashed(cfgs[got], device, p, exitcode), "isolation": isolation})
 
 
-def _entered(target, start_method: str | None, *args) -> None:
+def _entered(start_method: str | None, *args) -> None:
     """A worker's entry: dies with its parent, leaves Ctrl-C to it, starts processes by the caller's method."""
     paths.die_with_parent()  # a worker never outlives its forkserver (and so its kernel and its run)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C kills the worker from the parent: no 2nd traceback
     mp.set_start_method(start_method, force=True)
-    target(*args)
+    _serve(*args)
 
 
-def _in_worker(target, name: str, args: tuple, on_row, expected: int = 1) -> int | None:
-    """``target(*args, conn)`` in a fresh worker, ``on_row(row)`` for up to ``expected`` rows; its exit code."""
+def _in_worker(calls: list, device, name: str, on_row, threads: int | None = None) -> tuple[int, int | None]:
+    """``calls`` made in a fresh worker (:func:`_serve`), ``on_row(i, row)`` for each row it sends; how many it
+    sent and its exit code."""
     ctx = _context()
     receive, send = ctx.Pipe(duplex=False)
-    proc = ctx.Process(
-        target=_entered, name=name, args=(target, mp.get_start_method(allow_none=True), *args, send)
-    )
+    spec = str(timing.backend_of(device).device)
+    args = (mp.get_start_method(allow_none=True), spec, threads or torch.get_num_threads(), calls, send)
+    proc = ctx.Process(target=_entered, name=name, args=args)
     with _main_not_rerun():
         proc.start()
     send.close()
     received = 0
     try:
-        while received < expected and (proc.is_alive() or receive.poll(0)):
+        while received < len(calls) and (proc.is_alive() or receive.poll(0)):
             if receive.poll(0.2):
                 try:
-                    on_row(receive.recv())
+                    on_row(received, receive.recv())
                 except EOFError:
                     break
                 received += 1
@@ -141,20 +140,7 @@ def _in_worker(target, name: str, args: tuple, on_row, expected: int = 1) -> int
             proc.kill()
             proc.join()
         receive.close()
-    return proc.exitcode
-
-
-def _call_job(fn, args: tuple, device_spec: str, threads: int, conn) -> None:
-    """The body of a :func:`call_isolated` worker: set threads and device, call, send the row back."""
-    torch.set_num_threads(threads)
-    device = torch.device(device_spec)
-    devices.backend(device).enter_worker()
-    try:
-        row = {**fn(*args), "isolation": "worker"}
-    except Exception as err:  # noqa: BLE001 - a failure is a row
-        row = {"isolation": "worker", **engine.failure(err, device)}
-    conn.send(row)
-    conn.close()
+    return received, proc.exitcode
 
 
 def call_isolated(
@@ -162,7 +148,6 @@ def call_isolated(
 ) -> dict:
     """``fn(*args)`` (picklable, returning a row) in a fresh worker process: its row, a failure's or a
     ``crashed`` one, with ``isolation="worker"``."""
-    threads = threads or torch.get_num_threads()
     rows: list = []
-    exitcode = _in_worker(_call_job, name, (fn, args, str(device), threads), rows.append)
+    _, exitcode = _in_worker([(_called, fn, *args)], device, name, lambda _, row: rows.append(row), threads)
     return rows[0] if rows else {"isolation": "worker", "status": "crashed", "error": engine.death(exitcode)}
