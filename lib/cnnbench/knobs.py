@@ -38,9 +38,12 @@ class Knob:
     effective: Callable[[Any, Any, Mapping], Any] | None = None  # (value, backend class, setting) -> in force
     stage: str = ""  # 07's stage that races it (STAGES), "" = not searched
     numerics: bool = False  # changes the arithmetic: 07's correctness guard checks it
-    search: Callable[[Any, Any, Any], Iterable] | None = None  # (default, Hardware, params) -> 07's values
+    # (default, Hardware, params) -> 07's values (a bool's default: both)
+    search: Callable[[Any, Any, Any], Iterable] = lambda d, hw, p: [d, not d]
     search_key: str = ""  # the params key listing the values 07 searches (the others: "not in <key>")
-    inert: Callable[[Any, Any], str] = lambda hw, p: ""  # (Hardware, params) -> why other values do nothing
+    # (a device backend's flag, why other values do nothing on a device without it; {kind}: the device kind)
+    needs: tuple[str, str] | tuple = ()
+    loader: bool = False  # changes something only where a DataLoader feeds the step (data_mode loader)
     parse: Callable[[Any], Any] = lambda v: v  # a given or written value (old spellings too) -> its value
 
     def read(self, value: Any) -> Any:
@@ -117,21 +120,6 @@ def _threads_in_force(value, backend, setting) -> int:
     return value or torch.get_num_threads()
 
 
-def _unless(flag: str, why: str) -> Callable[[Any, Any], str]:
-    """An ``inert`` check: "" where the device's backend has ``flag``, else ``why`` (``{kind}``: the device kind)."""
-
-    def check(hw, p) -> str:
-        from cnnbench import devices
-
-        return "" if getattr(devices.backend_class(hw.kind), flag) else why.format(kind=hw.kind)
-
-    return check
-
-
-def _no_loader(hw, p) -> str:
-    return "" if p.data_mode == "loader" else "data_mode is device: no DataLoader in the step"
-
-
 KNOBS: dict[str, Knob] = {
     k.name: k
     for k in (
@@ -183,9 +171,9 @@ KNOBS: dict[str, Knob] = {
             label=lambda v: "" if v else "cudnn.benchmark=off",
             apply=lambda value, backend, shape: backend.autotune(value),
             stage="numerics",
-            search=lambda d, hw, p: [d, not d],
-            inert=_unless(
-                "autotunes", "cudnn.benchmark picks cuDNN's convolution algorithms: NVIDIA only, not {kind}"
+            needs=(
+                "autotunes",
+                "cudnn.benchmark picks cuDNN's convolution algorithms: NVIDIA only, not {kind}",
             ),
         ),
         Knob(
@@ -234,7 +222,7 @@ KNOBS: dict[str, Knob] = {
             effective=_threads_in_force,
             stage="host",
             search=lambda d, hw, p: sorted({*_powers_of_two(1, hw.cores), hw.cores, d}),
-            inert=_unless("on_host", "the step runs on {kind}: host threads stay as set"),
+            needs=("on_host", "the step runs on {kind}: host threads stay as set"),
         ),
         Knob(
             "workers",
@@ -245,7 +233,7 @@ KNOBS: dict[str, Knob] = {
             label=lambda v: f"workers{v}",
             stage="host",
             search=lambda d, hw, p: sorted({0, *_powers_of_two(1, hw.cores), hw.cores, d}),
-            inert=_no_loader,
+            loader=True,
         ),
         Knob(
             "pin_memory",
@@ -257,11 +245,8 @@ KNOBS: dict[str, Knob] = {
                 bool(value) and backend.pins and setting["data_mode"] == "loader"
             ),
             stage="host",
-            search=lambda d, hw, p: [d, not d],
-            inert=lambda hw, p: (
-                _unless("pins", "pinned memory speeds host-to-CUDA copies; {kind} has none")(hw, p)
-                or _no_loader(hw, p)
-            ),
+            needs=("pins", "pinned memory speeds host-to-CUDA copies; {kind} has none"),
+            loader=True,
         ),
         Knob(
             "replica",
@@ -373,7 +358,12 @@ def lacks(name: str, value: Any, hw) -> str:
 
 def inert(name: str, hw, p) -> str:
     """Why no value of knob ``name`` other than the run's changes anything on ``hw`` with params ``p``, or ""."""
-    return KNOBS[name].inert(hw, p)
+    from cnnbench import devices
+
+    knob = KNOBS[name]
+    if knob.needs and not getattr(devices.backend_class(hw.kind), knob.needs[0]):
+        return knob.needs[1].format(kind=hw.kind)
+    return "data_mode is device: no DataLoader in the step" if knob.loader and p.data_mode != "loader" else ""
 
 
 def in_force(setting: Setting, backend) -> Setting:
@@ -407,11 +397,8 @@ def columns(df):
 def default_variant(df):
     """The rows of ``df`` in the seeds' variant: every knob set only in ``variants`` at its default (fp32, NCHW,
     eager, the first copy)."""
-    df = columns(df)
-    mask = [True] * len(df)
-    for k in variant_only():
-        mask = [m and v == KNOBS[k].default for m, v in zip(mask, df[k], strict=True)]
-    return df[mask]
+    df, names = columns(df), list(variant_only())
+    return df[(df[names] == [KNOBS[k].default for k in names]).all(axis=1)]
 
 
 @dataclass

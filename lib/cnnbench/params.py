@@ -4,6 +4,7 @@ overrides; validated once, before any work, a problem a one-line :class:`ParamsE
 from __future__ import annotations
 
 import argparse
+import collections
 import copy
 import dataclasses
 import difflib
@@ -64,10 +65,7 @@ def _show(value: Any, limit: int = MAX_QUOTED) -> str:
     """``value`` as a message quotes it: its repr cut to ``limit`` characters with the full length said."""
     if isinstance(value, int) and value.bit_length() > 64:
         return f"an integer of {value.bit_length()} bits"
-    try:
-        text = repr(value)
-    except ValueError:  # an int past Python's 4300-digit repr limit inside a list
-        text = f"<a {type(value).__name__}>"
+    text = repr(value)
     return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
 
 
@@ -449,8 +447,9 @@ def _problem(key: str, value: Any, tp: Any, path: str = "") -> str:
     return next((f"key '{key}' {why}" for m in meta if (why := m.problem(value))), "")
 
 
-def _fail(why: str) -> None:
-    if why:
+def _first(problems: typing.Iterable[Any]) -> None:
+    """Raise the first problem of ``problems`` ("" and False are none)."""
+    if why := next(filter(None, problems), ""):
         raise ParamsError(why)
 
 
@@ -522,15 +521,14 @@ def validate(
 def _validated(raw: dict[str, Any], check_device: bool) -> Params:
     from cnnbench import devices
 
-    for key, value in raw.items():
-        _fail(_unknown_key(key) if key not in FIELDS else _problem(key, value, _DECLARED[key]))
+    _first(_unknown_key(k) if k not in FIELDS else _problem(k, v, _DECLARED[k]) for k, v in raw.items())
     as_float = {
         k: float(v) if _HINTS[k] is float else [float(x) for x in v]
         for k, v in raw.items()
         if _HINTS[k] in (float, list[float])
     }
     p = Params(**{**raw, **as_float})
-    _fail(next(filter(None, _problems(p, check_device)), ""))
+    _first(_problems(p, check_device))
     p = dataclasses.replace(p, variants=_replicas(p.variants))
     if check_device:
         for key, expect in (("device", ""), ("expect_device", p.expect_device)):
@@ -538,7 +536,7 @@ def _validated(raw: dict[str, Any], check_device: bool) -> Params:
                 device = devices.resolve(p.device, expect=expect)
             except devices.DeviceError as err:
                 raise ParamsError(f"key '{key}': {err}") from None
-        _fail(next(filter(None, _device_problems(p, devices.backend(device).hardware())), ""))
+        _first(_device_problems(p, devices.backend(device).hardware()))
     return p
 
 
@@ -601,14 +599,11 @@ def _replicas(variants: list[dict]) -> list[dict]:
     """``variants``, each repeating an earlier one numbered by a ``replica`` (an A/A measurement)."""
     from cnnbench import knobs
 
-    out, seen = [], {}
+    out, seen = [], collections.Counter()
     for variant in variants:
-        setting = knobs.Setting(variant)
-        if setting in seen and "replica" not in variant:
-            variant = {**variant, "replica": max(seen[setting]) + 1}
-            seen[setting].append(variant["replica"])
-        seen.setdefault(setting, [0])
-        out.append(variant)
+        n = seen[setting := knobs.Setting(variant)]
+        out.append({**variant, "replica": n} if n and "replica" not in variant else variant)
+        seen[setting] += 1
     return out
 
 
@@ -820,10 +815,6 @@ def scratch_data_problem(p: Params, absent_ok: bool = False) -> str:
     return f"key 'scratch_data_path': {problem}" if problem else ""
 
 
-class _YamlLimit(Exception):
-    """A params document past a bound: a duplicate key, too many values once aliases expand, a cycle, too deep."""
-
-
 class _ParamsLoader(yaml.SafeLoader):
     """PyYAML's safe loader refusing a repeated key, a recursive alias and a document past the size caps."""
 
@@ -836,9 +827,9 @@ class _ParamsLoader(yaml.SafeLoader):
             return sizes[id(node)]
         where = f"the value at line {node.start_mark.line + 1}"
         if id(node) in open_:
-            raise _YamlLimit(f"{where} refers to itself (a recursive alias)")
+            raise ParamsError(f"{where} refers to itself (a recursive alias)")
         if depth > MAX_YAML_DEPTH:
-            raise _YamlLimit(f"{where} is nested deeper than {MAX_YAML_DEPTH} levels")
+            raise ParamsError(f"{where} is nested deeper than {MAX_YAML_DEPTH} levels")
         open_.add(id(node))
         size, children = 1, node.value if isinstance(node, yaml.SequenceNode) else ()
         if isinstance(node, yaml.MappingNode):
@@ -847,7 +838,7 @@ class _ParamsLoader(yaml.SafeLoader):
         for child in children:
             size += self._size(child, sizes, open_, depth + 1)
             if size > MAX_YAML_NODES:
-                raise _YamlLimit(
+                raise ParamsError(
                     f"{where} expands to more than {MAX_YAML_NODES} values (aliases counted each use)"
                 )
         open_.discard(id(node))
@@ -868,7 +859,7 @@ class _ParamsLoader(yaml.SafeLoader):
             if key in seen:
                 how = "merge several with '<<: [*a, *b]'" if merge else "the last would silently win"
                 line = key_node.start_mark.line + 1
-                raise _YamlLimit(f"duplicate key {_show(key)} at lines {seen[key]} and {line} ({how})")
+                raise ParamsError(f"duplicate key {_show(key)} at lines {seen[key]} and {line} ({how})")
             seen[key] = key_node.start_mark.line + 1
 
 
@@ -877,12 +868,12 @@ def _load_yaml(text: str, where: str) -> Any:
     loader = _ParamsLoader(text)
     try:
         return loader.get_single_data()
+    except ParamsError as err:  # past a bound: a duplicate key, a cycle, too many values or levels
+        why = str(err)
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         why = f"malformed YAML{at}: {getattr(err, 'problem', None) or str(err).splitlines()[0]}"
-    except _YamlLimit as err:
-        why = str(err)
     except RecursionError:  # the composer recurses per level: thousands of '[' nest past Python's stack
         why = f"the document is nested deeper than {MAX_YAML_DEPTH} levels"
     except ValueError as err:  # PyYAML's int() past Python's 4300 digits, a timestamp such as 2024-13-45
