@@ -20,6 +20,7 @@ import contextlib
 import dataclasses
 import datetime as dt
 import errno
+import importlib
 import importlib.util
 import json
 import logging
@@ -159,8 +160,7 @@ def _keep_whole(partial: Path, target: Path) -> Path | None:
     """``partial`` renamed over ``target`` (returned) if it is a whole notebook, else removed."""
     if partial.is_file() and _readable(partial):
         return partial.replace(target)
-    if partial.is_file():
-        partial.unlink()
+    partial.unlink(missing_ok=True)
     return None
 
 
@@ -199,19 +199,13 @@ MACHINERY_LOGGERS = ("traitlets", "nbclient", "papermill", "asyncio")
 def _logs_to(path: Path):
     handler = logging.StreamHandler(paths.open_own(path, "a"))
     handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s: %(message)s"))
-    loggers = [logging.getLogger(name) for name in MACHINERY_LOGGERS]
-    saved = [lg.propagate for lg in loggers]
-    for lg in loggers:
-        lg.addHandler(handler)
-        lg.propagate = False
-    try:
+    with contextlib.closing(handler.stream), contextlib.closing(handler), contextlib.ExitStack() as undo:
+        for lg in map(logging.getLogger, MACHINERY_LOGGERS):
+            undo.callback(setattr, lg, "propagate", lg.propagate)
+            undo.callback(lg.removeHandler, handler)
+            lg.addHandler(handler)
+            lg.propagate = False
         yield
-    finally:
-        for lg, propagate in zip(loggers, saved, strict=True):
-            lg.removeHandler(handler)
-            lg.propagate = propagate
-        handler.close()
-        handler.stream.close()
 
 
 class _Tail(threading.Thread):
@@ -314,39 +308,35 @@ def _signals_stop_the_run():
 
 
 class _Console:
-    """A console stream whose lines are dropped once its reader has gone (BrokenPipeError)."""
+    """A console stream whose lines are dropped once its reader has gone (BrokenPipeError): later lines go to
+    /dev/null, so no "Exception ignored" at exit."""
 
     def __init__(self, stream):
         self.stream = stream
 
-    def _drop_on_broken_pipe(self, call, *args):
-        try:
-            call(*args)
-        except BrokenPipeError:  # later lines go to /dev/null: no "Exception ignored" at exit
-            with contextlib.suppress(Exception):
-                devnull = os.open(os.devnull, os.O_WRONLY)
-                os.dup2(devnull, self.stream.fileno())
-                os.close(devnull)
-
-    def write(self, text: str) -> int:
-        self._drop_on_broken_pipe(self.stream.write, text)
-        return len(text)
-
-    def flush(self) -> None:
-        self._drop_on_broken_pipe(self.stream.flush)
-
     def __getattr__(self, name):
-        return getattr(self.stream, name)
+        attr = getattr(self.stream, name)
+        if name not in ("write", "flush"):
+            return attr
+
+        def dropped_on_broken_pipe(*args):
+            try:
+                return attr(*args)
+            except BrokenPipeError:
+                with contextlib.suppress(Exception):
+                    devnull = os.open(os.devnull, os.O_WRONLY)
+                    os.dup2(devnull, self.stream.fileno())
+                    os.close(devnull)
+
+        return dropped_on_broken_pipe
 
 
-@contextlib.contextmanager
-def _console_may_close():
-    saved = sys.stdout, sys.stderr
-    sys.stdout, sys.stderr = _Console(sys.stdout), _Console(sys.stderr)
-    try:
-        yield
-    finally:
-        sys.stdout, sys.stderr = saved
+def _console_may_close() -> contextlib.ExitStack:
+    """stdout and stderr as :class:`_Console`: `| head` drops the rest of the console, never the work."""
+    stack = contextlib.ExitStack()
+    stack.enter_context(contextlib.redirect_stdout(_Console(sys.stdout)))
+    stack.enter_context(contextlib.redirect_stderr(_Console(sys.stderr)))
+    return stack
 
 
 def _now() -> str:
@@ -414,20 +404,20 @@ def _mark_failed(run_dir: Path, why: str, params_file: Path, overrides: dict, de
     return ""
 
 
+# cnnbench NAME ...: rebuild the reports from what is on disk; what a change did; a rate predicted (no notebook runs)
+SUBCOMMANDS = {
+    "report": "report_main",
+    "compare": "cnnbench.analysis.cli:main",
+    "predict": "cnnbench.predict:main",
+}
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if argv[:1] == ["report"]:  # cnnbench report: rebuild the reports from what is on disk
-        with _console_may_close():  # `| head` drops the rest of the console, never the report
-            return report_main(argv[1:])
-    if argv[:1] == ["compare"]:  # cnnbench compare RUN_A RUN_B ...: no notebook runs
-        from cnnbench.analysis import cli
-
+    if argv[:1] and argv[0] in SUBCOMMANDS:
+        module, _, name = SUBCOMMANDS[argv[0]].rpartition(":")
         with _console_may_close():
-            return cli.main(argv[1:])
-    if argv[:1] == ["predict"]:  # cnnbench predict MODEL --device NAME: measures nothing
-        from cnnbench import predict
-
-        return predict.main(argv[1:])
+            return (getattr(importlib.import_module(module), name) if module else globals()[name])(argv[1:])
     ap = params_mod.Parser(
         prog="cnnbench",
         description=__doc__.split("\n")[0],
