@@ -20,6 +20,7 @@ import contextlib
 import dataclasses
 import datetime as dt
 import errno
+import hashlib
 import importlib
 import importlib.util
 import json
@@ -34,12 +35,12 @@ import traceback
 import warnings
 from pathlib import Path
 
-from cnnbench import eta, freshness, paths, results
+from cnnbench import eta, paths, results
 from cnnbench import params as params_mod
 from cnnbench.progress import PROGRESS_ENV
 
 FAILED, STALE_REPORT = "FAILED.txt", "report.stale.html"
-# 08, executed again by `cnnbench report` unless current (cnnbench.freshness)
+# 08, executed again by `cnnbench report` unless current (_analysis_current)
 ANALYSIS = params_mod.NOTEBOOKS[-1]
 
 
@@ -761,9 +762,37 @@ def _rebuild_run_report(run_dir: Path) -> Path:
     return html
 
 
-def _analysis_current(folder: Path, read: list[Path]) -> bool:
-    """Whether ``folder``'s executed 08 is current: ``read`` and the code unchanged since it ran."""
-    return freshness.current(folder / "notebooks" / f"{ANALYSIS}.ipynb", read, _notebook_path(ANALYSIS))
+# Beside an executed 08, written once it has finished: the SHA-256 of the results files it read and of the code
+# that ran; a copy whose fingerprint is missing, unreadable or different is executed again. timings.csv is written
+# by the pipeline after each notebook: never an input of the analysis.
+FINGERPRINT, NOT_READ = ".inputs.json", ("timings.csv",)
+
+
+def _fingerprint_of(read: list[Path], notebook: Path) -> dict:
+    """What an execution of ``notebook`` over the runs ``read`` read, and the code that ran: the notebook and every
+    file of the installed ``cnnbench`` package (sources and data), in one hash."""
+    package = Path(__file__).resolve().parent
+    code = hashlib.sha256(Path(notebook).read_bytes())
+    for path in sorted(package.rglob("*")):
+        if path.is_file() and "__pycache__" not in path.parts:
+            code.update(str(path.relative_to(package)).encode() + b"\0" + path.read_bytes())
+    files = {
+        f"{Path(d).name}/{p.name}": hashlib.sha256(p.read_bytes()).hexdigest()
+        for d in read
+        for p in sorted(Path(d).iterdir())
+        if p.is_file() and p.suffix in (".csv", ".json") and p.name not in NOT_READ
+    }
+    return {"code": code.hexdigest(), "files": files}
+
+
+def _analysis_current(folder: Path, read: list[Path], notebook: Path | None = None) -> bool:
+    """Whether ``folder``'s executed 08 exists and ran over the very files (of ``read``) and code present now."""
+    executed = folder / "notebooks" / f"{ANALYSIS}.ipynb"
+    try:
+        recorded = results.read_json(executed.with_suffix(FINGERPRINT))
+        return executed.is_file() and recorded == _fingerprint_of(read, notebook or _notebook_path(ANALYSIS))
+    except (OSError, ValueError):
+        return False
 
 
 def _analysis_kept(folder: Path, read: list[Path], who: str) -> list[Path]:
@@ -774,9 +803,13 @@ def _analysis_kept(folder: Path, read: list[Path], who: str) -> list[Path]:
     return [folder / "notebooks" / f"{ANALYSIS}.ipynb"]
 
 
-def _fingerprint(folder: Path, read: list[Path] | None) -> None:
-    """08 just executed into ``folder`` over ``read``, for :func:`_analysis_kept`; None: about to be executed."""
-    freshness.record(folder / "notebooks" / f"{ANALYSIS}.ipynb", read, _notebook_path(ANALYSIS))
+def _fingerprint(folder: Path, read: list[Path] | None, notebook: Path | None = None) -> None:
+    """08 just executed into ``folder`` over ``read``, for :func:`_analysis_kept`; None: about to be executed again,
+    so no fingerprint says it is current until it finishes (a failed copy stays, for reading)."""
+    path = (folder / "notebooks" / f"{ANALYSIS}.ipynb").with_suffix(FINGERPRINT)
+    if read is None:
+        return path.unlink(missing_ok=True)
+    results.write_json(path, _fingerprint_of(read, notebook or _notebook_path(ANALYSIS)))
 
 
 def _rebuild_combined(outputs: Path, run_dir: Path | None = None) -> int:
