@@ -705,8 +705,7 @@ def _refuse_unreadable(run_dir: Path, outputs: Path) -> None:
     why = runs.verdict(run_dir) or ""
     if why.startswith("failed"):  # stopped with only 08 left, which measures nothing: finished here
         listed = results.read_json(run_dir / "params.json").get("notebooks", params_mod.NOTEBOOKS)
-        timed = run_dir / "timings.csv"
-        done = {r["notebook"] for r in results.read_rows(timed)} if timed.is_file() else set()
+        done = {r["notebook"] for r in results.read_rows(run_dir / "timings.csv")}  # [] when absent
         if set(listed) - done == {ANALYSIS}:
             return
         why += "; run the same command again to resume it"
