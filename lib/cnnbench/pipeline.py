@@ -1,17 +1,11 @@
 """The pipeline: execute the numbered notebooks in order with papermill, then build the HTML report.
 
-    cnnbench --params params/local.yaml [--set batch_size=64 ...] [--run-name NAME] [--outputs DIR]
-    cnnbench compare RUN_A RUN_B [RUN_C ... | seeds] [--outputs DIR] [--out DIR] (cnnbench.analysis.cli)
-    python -m cnnbench.pipeline --params params/smoke.yaml
-    cnnbench report [--run-name NAME | RUN_DIR] [--outputs DIR]   (rebuild the reports, measuring nothing)
-    cnnbench predict MODEL --device NAME [--phase --batch-size --image-size --precision --json] (cnnbench.predict)
-
-Parameters are validated once, before anything runs, into ``<run>/params.json``, which every notebook reads.
-``<run>/.lock`` keeps a second writer of the run out. ``FAILED.txt`` marks the run from its start until it
-succeeds; any failure ends in one line, its reason in ``FAILED.txt``, and a previous report renamed
-``report.stale.html``; only a successful run writes report.html. Exit codes: 0 done, 1 failed, 2 refused
-before any work, 130 Ctrl-C, 143 SIGTERM, 129 SIGHUP. The kernels' console output goes to
-``<run>/kernel.log``."""
+``cnnbench --params params/local.yaml [--set KEY=VALUE ...]``, and the subcommands of :data:`SUBCOMMANDS`
+(docs/running.md). Parameters are validated once, before anything runs, into ``<run>/params.json``, which every
+notebook reads. ``<run>/.lock`` keeps a second writer of the run out. ``FAILED.txt`` marks the run from its start
+until it succeeds; any failure ends in one line, its reason in ``FAILED.txt``, and a previous report renamed
+``report.stale.html``; only a successful run writes report.html. Exit codes: 0 done, 1 failed, 2 refused before
+any work, 130 Ctrl-C, 143 SIGTERM, 129 SIGHUP. The kernels' console output goes to ``<run>/kernel.log``."""
 
 from __future__ import annotations
 
