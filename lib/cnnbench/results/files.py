@@ -113,8 +113,7 @@ def read_rows(path: str | Path) -> list[dict[str, str]]:
     if not path.is_file():
         return []
     try:
-        with path.open(newline="") as f:
-            text = f.read()
+        text = path.read_bytes().decode()
         reader = csv.DictReader(io.StringIO(text, newline=""))
         rows = list(reader)
         columns = reader.fieldnames or []
