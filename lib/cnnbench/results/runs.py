@@ -16,10 +16,8 @@ ALL_RUNS = "*"  # analysis_runs: ["*"] merges every user run of outputs/
 # The parameters that make two runs' configurations differ (shown beside a merge; the rows themselves are
 # matched on their own columns): what is measured, and how (the protocol's keys).
 RUN_CONFIG_KEYS = (
-    *(
-        "models image_size num_classes dataset data_mode batch_size batch_size_per_model variants phases "
-        "threads epoch_images epoch_images_per_model"
-    ).split(),
+    *"models image_size num_classes dataset data_mode batch_size batch_size_per_model variants phases".split(),
+    *"threads epoch_images epoch_images_per_model".split(),
     *PROTOCOL_KEYS,
 )
 
