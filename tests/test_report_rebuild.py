@@ -3,7 +3,7 @@ run's results files) or the code that ran it changed since its executed copy was
 
 import shutil
 
-from cnnbench import freshness, pipeline, results
+from cnnbench import pipeline, results
 from conftest import ROOT
 
 EXAMPLE = ROOT / "examples" / "example-cpu-2core"
@@ -16,27 +16,27 @@ def test_a_fingerprint_covers_the_results_files_and_the_code_and_nothing_else(tm
     executed = run / "notebooks" / "08_analysis.ipynb"
     results.write_rows(run / "scenario_a.csv", [{"model": "resnet18", "throughput_img_s": 100.0}])
     results.write_json(run / "environment.json", {"device_name": "cpu"})
-    assert not freshness.current(executed, [run], NOTEBOOK)  # never executed
+    assert not pipeline._analysis_current(run, [run])  # never executed
     executed.write_text("{}")
-    assert not freshness.current(executed, [run], NOTEBOOK)  # executed, but nothing recorded what it read
-    freshness.record(executed, [run], NOTEBOOK)
-    assert freshness.current(executed, [run], NOTEBOOK)
+    assert not pipeline._analysis_current(run, [run])  # executed, but nothing recorded what it read
+    pipeline._fingerprint(run, [run])
+    assert pipeline._analysis_current(run, [run])
     results.write_rows(
         run / "timings.csv", [{"notebook": "08_analysis", "duration_s": 3.0}]
     )  # not read by 08
     (run / "kernel.log").write_text("chatter")
-    assert freshness.current(executed, [run], NOTEBOOK)
+    assert pipeline._analysis_current(run, [run])
     other = tmp_path / "08_edited.ipynb"
     other.write_bytes(NOTEBOOK.read_bytes() + b" ")
-    assert not freshness.current(executed, [run], other)  # the notebook changed
+    assert not pipeline._analysis_current(run, [run], other)  # the notebook changed
     results.write_rows(run / "scenario_a.csv", [{"model": "resnet18", "throughput_img_s": 101.0}])
-    assert not freshness.current(executed, [run], NOTEBOOK)  # a result changed
-    freshness.record(executed, [run], NOTEBOOK)
+    assert not pipeline._analysis_current(run, [run])  # a result changed
+    pipeline._fingerprint(run, [run])
     (run / "ratios.csv").write_text("new\n")
-    assert not freshness.current(executed, [run], NOTEBOOK)  # a results file appeared
+    assert not pipeline._analysis_current(run, [run])  # a results file appeared
     (run / "ratios.csv").unlink()
-    executed.with_suffix(freshness.SUFFIX).write_text("{not json")
-    assert not freshness.current(executed, [run], NOTEBOOK)
+    executed.with_suffix(pipeline.FINGERPRINT).write_text("{not json")
+    assert not pipeline._analysis_current(run, [run])
 
 
 def test_cnnbench_report_executes_08_again_only_when_its_inputs_changed(tmp_path, monkeypatch, capsys):
@@ -79,7 +79,7 @@ def test_an_analysis_that_fails_is_never_taken_for_current(tmp_path, monkeypatch
     run = outputs / "a"
     shutil.copytree(EXAMPLE, run, ignore=shutil.ignore_patterns("report.html", "trace_*", "ddp"))
     executed = run / "notebooks" / "08_analysis.ipynb"
-    freshness.record(executed, [run], NOTEBOOK)  # finished once
+    pipeline._fingerprint(run, [run])  # finished once
 
     def failing(params_file, overrides, run_dir, notebooks, timeout_s, **kw):
         raise pipeline.NotebookFailed("08_analysis", 3, "ValueError: boom", executed)
@@ -88,7 +88,7 @@ def test_an_analysis_that_fails_is_never_taken_for_current(tmp_path, monkeypatch
     monkeypatch.setattr(pipeline, "_analysis_kept", lambda *a: [])  # as if something had changed
     assert pipeline.main(["report", str(run)]) != 0
     monkeypatch.undo()
-    assert not freshness.current(executed, [run], NOTEBOOK)
+    assert not pipeline._analysis_current(run, [run])
 
 
 def test_the_combined_analysis_is_kept_too_until_a_run_changes(tmp_path, monkeypatch, capsys):

@@ -23,7 +23,7 @@ _NOT_TIMED = (
 ).split()
 PACE_MIN_S = 30.0  # expected seconds of finished notebooks before their pace revises the other estimates
 PACE_BAND = 0.10  # a pace less than 10% slower than the estimates leaves them as they are
-PROCESS_LINE = re.compile(r": process \d+/\d+ ")  # cnnbench.progress.process_line
+PROCESS_LINE = re.compile(r": process \d+/\d+ ")  # cnnbench.progress.process_done's
 
 
 def _configs(p, notebook: str) -> list:
@@ -205,7 +205,7 @@ def record(run_dir) -> dict[str, float]:
     for r in results.file(run_dir, "timings").current():
         with contextlib.suppress(ValueError):
             times[r["notebook"]] = float(r["duration_s"])
-    return {name: took for name, took in times.items() if math.isfinite(took) and took >= 0}
+    return times  # never negative nor infinite: results.read_rows refuses such a time
 
 
 def sibling_record(run_dir, params_file_name: str) -> tuple[str, dict[str, float]]:

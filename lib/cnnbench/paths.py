@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import errno
 import hashlib
 import os
 import pickle
@@ -31,11 +30,6 @@ def repo_root() -> Path:
 
 def on_colab() -> bool:
     return "google.colab" in sys.modules
-
-
-def default_params_file() -> Path:
-    """params/colab_t4.yaml on Colab, params/local.yaml elsewhere."""
-    return repo_root() / "params" / ("colab_t4.yaml" if on_colab() else "local.yaml")
 
 
 def resolve(path: str | Path) -> Path:
@@ -233,15 +227,21 @@ class RunLock:
     def acquire(self) -> RunLock:
         folder = self.path.parent
         folder.mkdir(parents=True, exist_ok=True)
-        with _owner_file(folder) as owner, _serialized(folder):
+        with _serialized(folder):
             for _ in range(2):
                 try:
-                    _link(owner, self.path)
+                    fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666 & ~_umask())
                 except FileExistsError:
                     if not self._stale():
                         raise RunLocked(folder, self.holder()) from None
                     self.path.unlink(missing_ok=True)  # stale: its process is gone
                     continue
+                try:
+                    with os.fdopen(fd, "w") as f:
+                        f.write(f"{os.getpid()}\n")
+                except OSError:
+                    self.path.unlink(missing_ok=True)
+                    raise
                 self.held = True
                 os.environ[LOCK_ENV] = str(folder.resolve())
                 return self
@@ -261,28 +261,3 @@ class RunLock:
 
     def __exit__(self, *exc) -> None:
         self.release()
-
-
-@contextlib.contextmanager
-def _owner_file(folder: Path):
-    """A temporary file in ``folder`` holding this process's PID (its path yielded), removed afterwards."""
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".lock.", suffix=".tmp")
-    try:
-        os.fchmod(fd, 0o666 & ~_umask())
-        with os.fdopen(fd, "w") as f:
-            f.write(f"{os.getpid()}\n")
-        yield tmp
-    finally:
-        Path(tmp).unlink(missing_ok=True)
-
-
-def _link(owner: str, lock: Path) -> None:
-    """Hard-link ``owner`` to ``lock`` (else create it exclusively): FileExistsError if it exists."""
-    try:
-        os.link(owner, lock)
-    except OSError as err:  # EEXIST (FileExistsError) is raised as it is
-        if err.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.ENOSYS, errno.EMLINK):
-            raise
-        fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-        with os.fdopen(fd, "w") as f:
-            f.write(Path(owner).read_text())

@@ -1,17 +1,11 @@
 """The pipeline: execute the numbered notebooks in order with papermill, then build the HTML report.
 
-    cnnbench --params params/local.yaml [--set batch_size=64 ...] [--run-name NAME] [--outputs DIR]
-    cnnbench compare RUN_A RUN_B [RUN_C ... | seeds] [--outputs DIR] [--out DIR] (cnnbench.analysis.cli)
-    python -m cnnbench.pipeline --params params/smoke.yaml
-    cnnbench report [--run-name NAME | RUN_DIR] [--outputs DIR]   (rebuild the reports, measuring nothing)
-    cnnbench predict MODEL --device NAME [--phase --batch-size --image-size --precision --json] (cnnbench.predict)
-
-Parameters are validated once, before anything runs, into ``<run>/params.json``, which every notebook reads.
-``<run>/.lock`` keeps a second writer of the run out. ``FAILED.txt`` marks the run from its start until it
-succeeds; any failure ends in one line, its reason in ``FAILED.txt``, and a previous report renamed
-``report.stale.html``; only a successful run writes report.html. Exit codes: 0 done, 1 failed, 2 refused
-before any work, 130 Ctrl-C, 143 SIGTERM, 129 SIGHUP. The kernels' console output goes to
-``<run>/kernel.log``."""
+``cnnbench --params params/local.yaml [--set KEY=VALUE ...]``, and the subcommands of :data:`SUBCOMMANDS`
+(docs/running.md). Parameters are validated once, before anything runs, into ``<run>/params.json``, which every
+notebook reads. ``<run>/.lock`` keeps a second writer of the run out. ``FAILED.txt`` marks the run from its start
+until it succeeds; any failure ends in one line, its reason in ``FAILED.txt``, and a previous report renamed
+``report.stale.html``; only a successful run writes report.html. Exit codes: 0 done, 1 failed, 2 refused before
+any work, 130 Ctrl-C, 143 SIGTERM, 129 SIGHUP. The kernels' console output goes to ``<run>/kernel.log``."""
 
 from __future__ import annotations
 
@@ -20,6 +14,8 @@ import contextlib
 import dataclasses
 import datetime as dt
 import errno
+import hashlib
+import importlib
 import importlib.util
 import json
 import logging
@@ -33,12 +29,12 @@ import traceback
 import warnings
 from pathlib import Path
 
-from cnnbench import eta, freshness, paths, results
+from cnnbench import eta, paths, results
 from cnnbench import params as params_mod
 from cnnbench.progress import PROGRESS_ENV
 
 FAILED, STALE_REPORT = "FAILED.txt", "report.stale.html"
-# 08, executed again by `cnnbench report` unless current (cnnbench.freshness)
+# 08, executed again by `cnnbench report` unless current (_analysis_current)
 ANALYSIS = params_mod.NOTEBOOKS[-1]
 
 
@@ -159,8 +155,7 @@ def _keep_whole(partial: Path, target: Path) -> Path | None:
     """``partial`` renamed over ``target`` (returned) if it is a whole notebook, else removed."""
     if partial.is_file() and _readable(partial):
         return partial.replace(target)
-    if partial.is_file():
-        partial.unlink()
+    partial.unlink(missing_ok=True)
     return None
 
 
@@ -199,19 +194,13 @@ MACHINERY_LOGGERS = ("traitlets", "nbclient", "papermill", "asyncio")
 def _logs_to(path: Path):
     handler = logging.StreamHandler(paths.open_own(path, "a"))
     handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s: %(message)s"))
-    loggers = [logging.getLogger(name) for name in MACHINERY_LOGGERS]
-    saved = [lg.propagate for lg in loggers]
-    for lg in loggers:
-        lg.addHandler(handler)
-        lg.propagate = False
-    try:
+    with contextlib.closing(handler.stream), contextlib.closing(handler), contextlib.ExitStack() as undo:
+        for lg in map(logging.getLogger, MACHINERY_LOGGERS):
+            undo.callback(setattr, lg, "propagate", lg.propagate)
+            undo.callback(lg.removeHandler, handler)
+            lg.addHandler(handler)
+            lg.propagate = False
         yield
-    finally:
-        for lg, propagate in zip(loggers, saved, strict=True):
-            lg.removeHandler(handler)
-            lg.propagate = propagate
-        handler.close()
-        handler.stream.close()
 
 
 class _Tail(threading.Thread):
@@ -314,39 +303,35 @@ def _signals_stop_the_run():
 
 
 class _Console:
-    """A console stream whose lines are dropped once its reader has gone (BrokenPipeError)."""
+    """A console stream whose lines are dropped once its reader has gone (BrokenPipeError): later lines go to
+    /dev/null, so no "Exception ignored" at exit."""
 
     def __init__(self, stream):
         self.stream = stream
 
-    def _drop_on_broken_pipe(self, call, *args):
-        try:
-            call(*args)
-        except BrokenPipeError:  # later lines go to /dev/null: no "Exception ignored" at exit
-            with contextlib.suppress(Exception):
-                devnull = os.open(os.devnull, os.O_WRONLY)
-                os.dup2(devnull, self.stream.fileno())
-                os.close(devnull)
-
-    def write(self, text: str) -> int:
-        self._drop_on_broken_pipe(self.stream.write, text)
-        return len(text)
-
-    def flush(self) -> None:
-        self._drop_on_broken_pipe(self.stream.flush)
-
     def __getattr__(self, name):
-        return getattr(self.stream, name)
+        attr = getattr(self.stream, name)
+        if name not in ("write", "flush"):
+            return attr
+
+        def dropped_on_broken_pipe(*args):
+            try:
+                return attr(*args)
+            except BrokenPipeError:
+                with contextlib.suppress(Exception):
+                    devnull = os.open(os.devnull, os.O_WRONLY)
+                    os.dup2(devnull, self.stream.fileno())
+                    os.close(devnull)
+
+        return dropped_on_broken_pipe
 
 
-@contextlib.contextmanager
-def _console_may_close():
-    saved = sys.stdout, sys.stderr
-    sys.stdout, sys.stderr = _Console(sys.stdout), _Console(sys.stderr)
-    try:
-        yield
-    finally:
-        sys.stdout, sys.stderr = saved
+def _console_may_close() -> contextlib.ExitStack:
+    """stdout and stderr as :class:`_Console`: `| head` drops the rest of the console, never the work."""
+    stack = contextlib.ExitStack()
+    stack.enter_context(contextlib.redirect_stdout(_Console(sys.stdout)))
+    stack.enter_context(contextlib.redirect_stderr(_Console(sys.stderr)))
+    return stack
 
 
 def _now() -> str:
@@ -414,20 +399,20 @@ def _mark_failed(run_dir: Path, why: str, params_file: Path, overrides: dict, de
     return ""
 
 
+# cnnbench NAME ...: rebuild the reports from what is on disk; what a change did; a rate predicted (no notebook runs)
+SUBCOMMANDS = {
+    "report": "report_main",
+    "compare": "cnnbench.analysis.cli:main",
+    "predict": "cnnbench.predict:main",
+}
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if argv[:1] == ["report"]:  # cnnbench report: rebuild the reports from what is on disk
-        with _console_may_close():  # `| head` drops the rest of the console, never the report
-            return report_main(argv[1:])
-    if argv[:1] == ["compare"]:  # cnnbench compare RUN_A RUN_B ...: no notebook runs
-        from cnnbench.analysis import cli
-
+    if argv[:1] and argv[0] in SUBCOMMANDS:
+        module, _, name = SUBCOMMANDS[argv[0]].rpartition(":")
         with _console_may_close():
-            return cli.main(argv[1:])
-    if argv[:1] == ["predict"]:  # cnnbench predict MODEL --device NAME: measures nothing
-        from cnnbench import predict
-
-        return predict.main(argv[1:])
+            return (getattr(importlib.import_module(module), name) if module else globals()[name])(argv[1:])
     ap = params_mod.Parser(
         prog="cnnbench",
         description=__doc__.split("\n")[0],
@@ -714,8 +699,7 @@ def _refuse_unreadable(run_dir: Path, outputs: Path) -> None:
     why = runs.verdict(run_dir) or ""
     if why.startswith("failed"):  # stopped with only 08 left, which measures nothing: finished here
         listed = results.read_json(run_dir / "params.json").get("notebooks", params_mod.NOTEBOOKS)
-        timed = run_dir / "timings.csv"
-        done = {r["notebook"] for r in results.read_rows(timed)} if timed.is_file() else set()
+        done = {r["notebook"] for r in results.read_rows(run_dir / "timings.csv")}  # [] when absent
         if set(listed) - done == {ANALYSIS}:
             return
         why += "; run the same command again to resume it"
@@ -771,9 +755,37 @@ def _rebuild_run_report(run_dir: Path) -> Path:
     return html
 
 
-def _analysis_current(folder: Path, read: list[Path]) -> bool:
-    """Whether ``folder``'s executed 08 is current: ``read`` and the code unchanged since it ran."""
-    return freshness.current(folder / "notebooks" / f"{ANALYSIS}.ipynb", read, _notebook_path(ANALYSIS))
+# Beside an executed 08, written once it has finished: the SHA-256 of the results files it read and of the code
+# that ran; a copy whose fingerprint is missing, unreadable or different is executed again. timings.csv is written
+# by the pipeline after each notebook: never an input of the analysis.
+FINGERPRINT, NOT_READ = ".inputs.json", ("timings.csv",)
+
+
+def _fingerprint_of(read: list[Path], notebook: Path) -> dict:
+    """What an execution of ``notebook`` over the runs ``read`` read, and the code that ran: the notebook and every
+    file of the installed ``cnnbench`` package (sources and data), in one hash."""
+    package = Path(__file__).resolve().parent
+    code = hashlib.sha256(Path(notebook).read_bytes())
+    for path in sorted(package.rglob("*")):
+        if path.is_file() and "__pycache__" not in path.parts:
+            code.update(str(path.relative_to(package)).encode() + b"\0" + path.read_bytes())
+    files = {
+        f"{Path(d).name}/{p.name}": hashlib.sha256(p.read_bytes()).hexdigest()
+        for d in read
+        for p in sorted(Path(d).iterdir())
+        if p.is_file() and p.suffix in (".csv", ".json") and p.name not in NOT_READ
+    }
+    return {"code": code.hexdigest(), "files": files}
+
+
+def _analysis_current(folder: Path, read: list[Path], notebook: Path | None = None) -> bool:
+    """Whether ``folder``'s executed 08 exists and ran over the very files (of ``read``) and code present now."""
+    executed = folder / "notebooks" / f"{ANALYSIS}.ipynb"
+    try:
+        recorded = results.read_json(executed.with_suffix(FINGERPRINT))
+        return executed.is_file() and recorded == _fingerprint_of(read, notebook or _notebook_path(ANALYSIS))
+    except (OSError, ValueError):
+        return False
 
 
 def _analysis_kept(folder: Path, read: list[Path], who: str) -> list[Path]:
@@ -784,9 +796,13 @@ def _analysis_kept(folder: Path, read: list[Path], who: str) -> list[Path]:
     return [folder / "notebooks" / f"{ANALYSIS}.ipynb"]
 
 
-def _fingerprint(folder: Path, read: list[Path] | None) -> None:
-    """08 just executed into ``folder`` over ``read``, for :func:`_analysis_kept`; None: about to be executed."""
-    freshness.record(folder / "notebooks" / f"{ANALYSIS}.ipynb", read, _notebook_path(ANALYSIS))
+def _fingerprint(folder: Path, read: list[Path] | None, notebook: Path | None = None) -> None:
+    """08 just executed into ``folder`` over ``read``, for :func:`_analysis_kept`; None: about to be executed again,
+    so no fingerprint says it is current until it finishes (a failed copy stays, for reading)."""
+    path = (folder / "notebooks" / f"{ANALYSIS}.ipynb").with_suffix(FINGERPRINT)
+    if read is None:
+        return path.unlink(missing_ok=True)
+    results.write_json(path, _fingerprint_of(read, notebook or _notebook_path(ANALYSIS)))
 
 
 def _rebuild_combined(outputs: Path, run_dir: Path | None = None) -> int:

@@ -47,17 +47,12 @@ def row_line(row: dict) -> str:
     return f"{what}: {row.get('status', '?')} {str(row.get('error', ''))[:80]}".rstrip()
 
 
-def process_line(row: dict, process: int, least: int) -> str:
-    """One line for one process of a configuration (its rate, or its status): the console moves every process."""
-    what, rate = _what(row), row.get("throughput_img_s")
-    status = row.get("status", "ok")
-    told = f"{rate:,.1f} img/s" if status == "ok" and isinstance(rate, (int, float)) else status
-    return f"  {what}: process {process}/{least} {told}"
-
-
 def process_done(row: dict, process: int, least: int) -> None:
-    """Called once per finished process of a configuration (see :func:`row_done`)."""
-    note(process_line(row, process, least))
+    """Called once per finished process of a configuration (see :func:`row_done`): its rate, or its status, so
+    the console moves every process."""
+    rate, status = row.get("throughput_img_s"), row.get("status", "ok")
+    told = f"{rate:,.1f} img/s" if status == "ok" and isinstance(rate, (int, float)) else status
+    note(f"  {_what(row)}: process {process}/{least} {told}")
 
 
 def say(line: str) -> None:

@@ -103,7 +103,8 @@ def open_run(
     given = Path(run_dir) / RESOLVED if run_dir and not params_file else None
     if given is not None and given.is_file():  # only a run folder: the run's own parameters, not local.yaml's
         params_file = given
-    path = paths.resolve(params_file) if params_file else paths.default_params_file()
+    default = paths.repo_root() / "params" / ("colab_t4.yaml" if paths.on_colab() else "local.yaml")
+    path = paths.resolve(params_file) if params_file else default
     overrides = dict(overrides or {})
     resolved = _resolved(path)
     if resolved is not None:

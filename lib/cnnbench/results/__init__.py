@@ -1,6 +1,6 @@
 """The results layer: tables declared (:mod:`.schema`), written (:mod:`.files`), merged (:mod:`.runs`)."""
 
-from cnnbench.results.files import (
+from cnnbench.results.files import (  # noqa: F401 - the layer's public names
     DONE_STATUSES,
     CorruptResults,
     ResultsFile,
@@ -12,25 +12,4 @@ from cnnbench.results.files import (
     write_json,
     write_rows,
 )
-from cnnbench.results.schema import MERGED, TABLES, config_keys, file, read, rows, table, window_keys
-
-__all__ = [
-    "DONE_STATUSES",
-    "MERGED",
-    "TABLES",
-    "CorruptResults",
-    "ResultsFile",
-    "atomic_write_text",
-    "config_keys",
-    "current_rows",
-    "file",
-    "frame",
-    "read",
-    "read_json",
-    "read_rows",
-    "rows",
-    "table",
-    "window_keys",
-    "write_json",
-    "write_rows",
-]
+from cnnbench.results.schema import MERGED, TABLES, config_keys, file, read, rows, table, window_keys  # noqa: F401

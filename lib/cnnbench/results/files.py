@@ -65,12 +65,7 @@ def read_json(path: str | Path) -> Any:
 
 def _plain(value: Any) -> Any:
     """numpy scalars (np.float64, np.int64, np.bool_) as the Python number or bool they hold."""
-    if type(value) in (bool, int, float, str) or value is None:
-        return value
-    item = getattr(value, "item", None)
-    if callable(item) and getattr(value, "shape", None) == ():
-        return item()
-    return value
+    return value.item() if getattr(value, "shape", None) == () and hasattr(value, "item") else value
 
 
 def _cell(value: Any) -> Any:
@@ -118,8 +113,7 @@ def read_rows(path: str | Path) -> list[dict[str, str]]:
     if not path.is_file():
         return []
     try:
-        with path.open(newline="") as f:
-            text = f.read()
+        text = path.read_bytes().decode()
         reader = csv.DictReader(io.StringIO(text, newline=""))
         rows = list(reader)
         columns = reader.fieldnames or []

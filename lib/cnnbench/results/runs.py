@@ -3,7 +3,6 @@ current rows, each stamped with its run's identity."""
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -17,13 +16,10 @@ ALL_RUNS = "*"  # analysis_runs: ["*"] merges every user run of outputs/
 # The parameters that make two runs' configurations differ (shown beside a merge; the rows themselves are
 # matched on their own columns): what is measured, and how (the protocol's keys).
 RUN_CONFIG_KEYS = (
-    *(
-        "models image_size num_classes dataset data_mode batch_size batch_size_per_model variants phases "
-        "threads epoch_images epoch_images_per_model"
-    ).split(),
+    *"models image_size num_classes dataset data_mode batch_size batch_size_per_model variants phases".split(),
+    *"threads epoch_images epoch_images_per_model".split(),
     *PROTOCOL_KEYS,
 )
-_SMOKE = re.compile(r"^smoke", re.IGNORECASE)
 
 
 @dataclass
@@ -102,7 +98,7 @@ def verdict(run_dir: Path) -> str | None:
 
 def test_run_reason(run_dir: Path) -> str | None:
     """Why a run folder is a smoke/test run kept out of combined reports (None: a user run)."""
-    if _SMOKE.match(run_dir.name):
+    if run_dir.name.lower().startswith("smoke"):
         return "smoke/test run (run name starts with 'smoke')"
     if Path(str(run_params(run_dir).get("params_file", ""))).name == "smoke.yaml":
         return "smoke/test run (made from params/smoke.yaml)"

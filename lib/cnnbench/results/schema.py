@@ -11,58 +11,45 @@ from cnnbench import knobs
 from cnnbench.params import FIELDS
 from cnnbench.results.files import HOST, ResultsFile, frame
 
-# What a measurement is of: the workload, the device kind and the machine (with every keyed knob, cnnbench.knobs,
-# beside). Every measured table's key holds HOST, which the results layer fills (cnnbench.results.files).
-WORKLOAD_KEYS = ("model", "device_kind", HOST, "phase", "dataset", "image_size", "num_classes", "in_channels")
 # The params keys that change an engine measurement, so a rerun with other values measures new rows instead of
 # reusing old ones.
-PROTOCOL_KEYS = tuple(
-    (
-        "warmup_steps measured_steps window_s min_window_s repeats processes max_processes ci_target_pct lr "
-        "momentum synthetic_images seed data_path isolate telemetry_interval_s"
-    ).split()
+_PROTOCOL = (
+    "warmup_steps measured_steps window_s min_window_s repeats processes max_processes ci_target_pct lr "
+    "momentum synthetic_images seed data_path isolate telemetry_interval_s"
 )
+PROTOCOL_KEYS = tuple(_PROTOCOL.split())
 
 
-def config_keys() -> tuple[str, ...]:
-    """A measured configuration's key: the workload, every keyed knob, the protocol."""
-    return (*WORKLOAD_KEYS, *knobs.keyed(), *PROTOCOL_KEYS)
+def _keys(text: str) -> Callable[[], tuple[str, ...]]:
+    """Key columns declared as text, read when asked: ``knobs`` stands for every keyed knob
+    (:mod:`cnnbench.knobs`), ``default_knobs`` for each with ``default_`` before it."""
+
+    def keys() -> tuple[str, ...]:
+        words = {"knobs": knobs.keyed(), "default_knobs": [f"default_{k}" for k in knobs.keyed()]}
+        return tuple(c for w in text.split() for c in words.get(w, [w]))
+
+    return keys
 
 
-def window_keys() -> tuple[str, ...]:
-    return (*config_keys(), "process", "repeat")
-
-
+# What a measurement is of: the workload, the device kind and the machine, every keyed knob, the protocol. Every
+# measured table's key holds HOST, which the results layer fills (cnnbench.results.files).
+_CONFIG = f"model device_kind {HOST} phase dataset image_size num_classes in_channels knobs {_PROTOCOL}"
+config_keys, window_keys = _keys(_CONFIG), _keys(f"{_CONFIG} process repeat")
 # What the other experiments measure: the workload and every keyed knob, then their own settings.
-_SHAPE = ("model", "device_kind", HOST, "image_size", "num_classes", "in_channels", "dataset")
-
-
-def epoch_keys() -> tuple[str, ...]:
-    return (*_SHAPE, *knobs.keyed(), *"max_batches epoch_images synthetic_images data_path isolate".split())
-
-
+_SHAPE = f"model device_kind {HOST} image_size num_classes in_channels dataset"
+epoch_keys = _keys(f"{_SHAPE} knobs max_batches epoch_images synthetic_images data_path isolate")
 # 06's step phases: the configuration, the protocol parts that change a phase time, and the phase settings.
 PHASE_PASS_KEYS = ("phase_steps", "phase_window_s", "phase_max_s", "phase_batch_size")
 PHASE_PROTOCOL = ("warmup_steps", "synthetic_images", "seed", "data_path")
-
-
-def phase_plan() -> tuple[str, ...]:
-    return (*_SHAPE, *knobs.keyed(), *PHASE_PROTOCOL, *PHASE_PASS_KEYS)
-
-
+phase_plan = _keys(f"{_SHAPE} knobs {' '.join((*PHASE_PROTOCOL, *PHASE_PASS_KEYS))}")
 # 05's from-scratch backends: every parameter that changes a backend's rows (a rerun with other values trains
 # again; the same values keep what was measured): every scratch_* key but the lists of what 05 runs.
 _SCRATCH = (k for k in FIELDS if k.startswith("scratch_") and k not in ("scratch_backends", "scratch_models"))
 SCRATCH_KEYS = ("threads", "seed", *_SCRATCH)
 SCRATCH_PLAN = ("backend", "model", HOST, *SCRATCH_KEYS)
-
-
 # 06's profiler and scaling: what identifies one traced configuration / one scaling pass (a rerun with the same
 # values keeps the rows; scaling is kept or measured again as a whole, its efficiency and loss check span it).
-def profile_plan() -> tuple[str, ...]:
-    return (*_SHAPE, *knobs.keyed(), *"seed optimizer lr warmup_steps profiled_steps profile_top_k".split())
-
-
+profile_plan = _keys(f"{_SHAPE} knobs seed optimizer lr warmup_steps profiled_steps profile_top_k")
 SCALING_PLAN = tuple(
     (
         f"model {HOST} backend world_size per_device_batch image_size threads_per_process scaling_steps repeats "
@@ -72,12 +59,7 @@ SCALING_PLAN = tuple(
 # 04's measured peaks (device_peaks.csv's measured rows and bandwidth_sweep.csv are kept when these match) and
 # profiled layers (a cache of each Scenario A configuration's per-layer profile, kept when its key matches).
 PEAK_SETTINGS = ("device_name", "peak_threads", "peak_matmul_size", "peak_stream_mb", "peak_repeats", HOST)
-
-
-def layer_plan() -> tuple[str, ...]:
-    return (*_SHAPE, "phase", *knobs.keyed(), "device_name", "seed", "layer_steps")
-
-
+layer_plan = _keys(f"{_SHAPE} phase knobs device_name seed layer_steps")
 # 06's fine-tuning grid: one point (its epochs are rows).
 TRANSFER_GRID_KEYS = tuple(
     (
@@ -89,14 +71,10 @@ TRANSFER_GRID_KEYS = tuple(
 # and every tune_* parameter but the lists of what is searched, lists comma-joined).
 _TUNE = (k for k in FIELDS if k.startswith("tune_") and k not in ("tune_models", "tune_phases"))
 TUNING_PARAM_KEYS = ("seed", "lr", "momentum", "synthetic_images", "repeats", *_TUNE)
-
-
-def search_keys() -> tuple[str, ...]:
-    return (
-        *f"model device_kind {HOST} phase image_size num_classes in_channels dataset".split(),
-        *(f"default_{k}" for k in knobs.keyed()),
-        *TUNING_PARAM_KEYS,
-    )
+search_keys = _keys(
+    f"model device_kind {HOST} phase image_size num_classes in_channels dataset default_knobs "
+    + " ".join(TUNING_PARAM_KEYS)
+)
 
 
 # Far more rows than a run writes (a larger file is refused when read, before 08's work): a row per configuration
