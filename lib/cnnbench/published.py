@@ -41,16 +41,11 @@ def _parse_key(key: str) -> dict:
 
 def _convert(col: pd.Series) -> pd.Series:
     """Numbers where every non-empty value is one (ints stay ints unless a value is missing); "" is missing."""
-    filled = col[col.notna() & (col != "")]
-    if filled.empty:
-        return pd.Series(math.nan, index=col.index)
     blank = col.mask(col == "")
-    if pd.to_numeric(filled, errors="coerce").isna().any():
+    try:
+        return pd.to_numeric(blank)
+    except (ValueError, TypeError):
         return blank
-    out = pd.to_numeric(blank, errors="coerce")
-    if len(filled) == len(col) and filled.str.fullmatch(r"-?\d+").all():
-        return out.astype(int)
-    return out.astype(float)
 
 
 @functools.cache
@@ -402,25 +397,6 @@ OURS = "ours beside theirs"
 
 
 @functools.cache
-def _gflop(model: str, size: int, classes: int, phase: str) -> float:
-    """GFLOP per image of a training step (forward + backward) or a forward pass (cnnbench.measure.flops)."""
-    import torch
-
-    from cnnbench import paths
-    from cnnbench.measure import flops
-
-    def count() -> float:
-        net = models.build_meta(model, classes, size)
-        x = torch.empty(1, *models.input_shape(model, size), device="meta")
-        train = phase == "train"
-        return flops.train_flops(net.train(), x, classes) if train else flops.forward_flops(net.eval(), x)
-
-    return (
-        paths.cached("gflop", [model, size, classes, phase, torch.__version__], count, (flops, models)) / 1e9
-    )
-
-
-@functools.cache
 def _activation_mib(model: str, size: int) -> float:
     """MiB autograd saves per image in a training forward at seed 000's classes (01's activation memory)."""
     import torch
@@ -455,8 +431,9 @@ def _placed(seed, r, phase, size, classes, roof, printed, line) -> dict:
     """A seed's achieved rate from its throughput and our FLOPs, under ``roof`` (peak GFLOP/s, GB/s, whose) at
     the intensity of its step; ``ceiling_x``: its rate over the step's with every op at the roof (predictions.csv's
     ceiling), not a column."""
-    img_s, g, (peak, bw, whose) = getattr(r, f"{phase}_img_s"), _gflop(r.model, size, classes, phase), roof
-    ops, tflops = _step(r.model, r.batch_size, size, classes, phase), img_s * g / 1e3
+    (peak, bw, whose), ops = roof, _step(r.model, r.batch_size, size, classes, phase)
+    img_s, g = getattr(r, f"{phase}_img_s"), ops.flops.sum() / r.batch_size / 1e9  # GFLOP per image
+    tflops = img_s * g / 1e3
     ai, op_s = ops.flops.sum() / ops.bytes.sum(), (ops.flops / peak).clip(lower=ops.bytes / bw).sum() / 1e9
     step, x = "training step" if phase == "train" else "forward", img_s * op_s / r.batch_size
     above = f"; {x:.2f}x what the roof allows with every op at it (above the ceiling)" if x > 1 else ""
