@@ -340,11 +340,7 @@ def _checks_003() -> dict:
     )
     ratio = (pairs.rtx4080 / pairs.t4).dropna()
     normal, low = (ratio[ratio > 1].min(), ratio[ratio > 1].max()), ratio.min()
-    ai, used, peak = (
-        AI_BY_BATCH_003,
-        AI_003["resnet50"],
-        _V.PEAKS_003.set_index("device_class").loc["rtx4080"],
-    )
+    peak = _V.PEAKS_003.set_index("device_class").loc["rtx4080"]
     lap = _spec_rows(DEVICES["003", "rtx4080"][0]).iloc[0]
     tflops = lap.peak_gflops / 1e3
     eff = "; ".join(
@@ -377,11 +373,11 @@ def _checks_004() -> dict:
 
 def inconsistencies() -> pd.DataFrame:
     """The seeds' numbers checked against each other: each row's prose from ``data/seed_checks.csv`` (with the
-    seed lines it rests on), its figures the local names of ``_checks_<seed>``, computed from the stored numbers
-    (and, where named, our spec table); ``s``: the seed's setup, ``c``: its claims."""
+    seed lines it rests on), its figures this module's names and the local names of ``_checks_<seed>``, computed
+    from the stored numbers (and, where named, our spec table); ``s``: the seed's setup, ``c``: its claims."""
     checks, columns = _data("seed_checks.csv"), ["published", "computed_from_its_own_numbers", "note"]
     figures = {
-        s: {**globals()[f"_checks_{s}"](), "s": setup(s), "c": _items(f"CLAIMS_{s}")}
+        s: {**globals(), **globals()[f"_checks_{s}"](), "s": setup(s), "c": _items(f"CLAIMS_{s}")}
         for s in checks.seed.unique()
     }
     return checks.apply(

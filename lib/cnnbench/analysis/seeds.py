@@ -48,8 +48,7 @@ def _config(r) -> str:
 
 def _stack(pub: pd.DataFrame, ours: pd.DataFrame, by: list[str]) -> pd.DataFrame:
     """The seed's rows and ours in one table, each group of ``by`` with the seed's rows first."""
-    out = pd.concat([pub.assign(_o=0), ours.assign(_o=1)], ignore_index=True)
-    out = out.sort_values([*by, "_o"], kind="stable").drop(columns="_o").reset_index(drop=True)
+    out = pd.concat([pub, ours], ignore_index=True).sort_values(by, kind="stable").reset_index(drop=True)
     return out[["source", *[c for c in out.columns if c != "source"]]]
 
 
