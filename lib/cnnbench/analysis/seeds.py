@@ -469,10 +469,6 @@ def _epochs_000() -> pd.DataFrame:
     return pub.rename(columns={"device_class": "device"})[_EPOCH_COLUMNS]
 
 
-def _epochs_join(pub: pd.DataFrame, ours: pd.DataFrame) -> pd.DataFrame:
-    return pd.concat([pub, ours], ignore_index=True).sort_values(["model", "source"], kind="stable")
-
-
 def _epochs_ours(epochs: pd.DataFrame) -> pd.DataFrame:
     if "train_epoch_s" not in epochs:
         return pd.DataFrame()
@@ -617,7 +613,7 @@ BESIDE = {
         "model",
         _MODELS,
     ),
-    "epochs_000": Beside("epochs", _epochs_000, _epochs_ours, None, _epochs_join, None),
+    "epochs_000": Beside("epochs", _epochs_000, _epochs_ours, None, "model source", None),
     "sweep_000": Beside(
         "batch_sweep",
         "SWEEP_000",
