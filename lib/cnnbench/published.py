@@ -281,10 +281,8 @@ def _checks_000() -> dict:
     ratio = pd.concat([tc[f"{p}_tflops"] / (tc[f"{p}_img_s"] * tc.flops_g / 1e3) for p in ("train", "eval")])
     apple = pd.concat([tc.device_class == "apple"] * 2)
     plain, mps = (ratio[~apple].min(), ratio[~apple].max()), (ratio[apple].min(), ratio[apple].max())
-    mem, px_line = (
-        _V.THROUGHPUT_000.dropna(subset="peak_gpu_mem_mb"),
-        _line("SETUP_000", "item=dataset_image_px"),
-    )
+    px_line = _line("SETUP_000", "item=dataset_image_px")
+    mem = _V.THROUGHPUT_000.dropna(subset="peak_gpu_mem_mb")
     # Table 3's T4 memory over batch x 01's activation memory per image, at the files' size and at the input's
     per_px = {
         px: [

@@ -288,10 +288,10 @@ _ROOF_KEYS = ["run_name", "source", "model", "phase", "batch_size"]
 
 def _intensity(roofline: pd.DataFrame) -> pd.DataFrame:
     """Our counted intensity and efficiency against the attainable roof, per run, source and configuration."""
-    if roofline.empty or not set(_ROOF_KEYS) <= set(roofline.columns):
+    if roofline.empty:
         return pd.DataFrame(columns=[*_ROOF_KEYS, "ai_flop_per_byte", "efficiency_vs_roof_pct"])
     r = knobs.default_variant(roofline)
-    r = r.assign(ai_flop_per_byte=r.intensity_flop_per_byte, efficiency_vs_roof_pct=r.get("efficiency") * 100)
+    r = r.assign(ai_flop_per_byte=r.intensity_flop_per_byte, efficiency_vs_roof_pct=r.efficiency * 100)
     return r[[*_ROOF_KEYS, "ai_flop_per_byte", "efficiency_vs_roof_pct"]].drop_duplicates(
         _ROOF_KEYS, keep="last"
     )
