@@ -129,6 +129,20 @@ def test_epochs_beside_published_label_the_6400_image_epoch():
     assert t[(t.model == "squeezenet1_1") & (t.device == "t4")].images.iloc[0] == 3200
 
 
+def test_epochs_beside_ours_shows_no_stray_index():
+    # 08 showed the rows' positions before sorting as an index column (show() prints a non-range index)
+    ours = pd.DataFrame(
+        [
+            {"run_name": "laptop", "model": m, "device_name": "cpu", "train_images": 64, "status": "ok"}
+            | {"train_epoch_s": 2.0, "val_epoch_s": 1.0}
+            for m in ("squeezenet1_1", "resnet50")
+        ]
+    )
+    t = analysis.beside("epochs_000", {"epochs": ours})
+    assert isinstance(t.index, pd.RangeIndex) and (t.source == "ours: laptop").sum() == 2
+    assert t.model.is_monotonic_increasing
+
+
 def test_epoch_images_caps_every_epoch(tmp_path):
     run = cnnbench.open_run(
         SMOKE, {"epoch_mode": True, "epoch_images": 24, "models": ["mnist_cnn"]}, tmp_path / "r"

@@ -41,16 +41,11 @@ def _parse_key(key: str) -> dict:
 
 def _convert(col: pd.Series) -> pd.Series:
     """Numbers where every non-empty value is one (ints stay ints unless a value is missing); "" is missing."""
-    filled = col[col.notna() & (col != "")]
-    if filled.empty:
-        return pd.Series(math.nan, index=col.index)
     blank = col.mask(col == "")
-    if pd.to_numeric(filled, errors="coerce").isna().any():
+    try:
+        return pd.to_numeric(blank)
+    except (ValueError, TypeError):
         return blank
-    out = pd.to_numeric(blank, errors="coerce")
-    if len(filled) == len(col) and filled.str.fullmatch(r"-?\d+").all():
-        return out.astype(int)
-    return out.astype(float)
 
 
 @functools.cache
@@ -286,10 +281,8 @@ def _checks_000() -> dict:
     ratio = pd.concat([tc[f"{p}_tflops"] / (tc[f"{p}_img_s"] * tc.flops_g / 1e3) for p in ("train", "eval")])
     apple = pd.concat([tc.device_class == "apple"] * 2)
     plain, mps = (ratio[~apple].min(), ratio[~apple].max()), (ratio[apple].min(), ratio[apple].max())
-    mem, px_line = (
-        _V.THROUGHPUT_000.dropna(subset="peak_gpu_mem_mb"),
-        _line("SETUP_000", "item=dataset_image_px"),
-    )
+    px_line = _line("SETUP_000", "item=dataset_image_px")
+    mem = _V.THROUGHPUT_000.dropna(subset="peak_gpu_mem_mb")
     # Table 3's T4 memory over batch x 01's activation memory per image, at the files' size and at the input's
     per_px = {
         px: [
@@ -345,11 +338,7 @@ def _checks_003() -> dict:
     )
     ratio = (pairs.rtx4080 / pairs.t4).dropna()
     normal, low = (ratio[ratio > 1].min(), ratio[ratio > 1].max()), ratio.min()
-    ai, used, peak = (
-        AI_BY_BATCH_003,
-        AI_003["resnet50"],
-        _V.PEAKS_003.set_index("device_class").loc["rtx4080"],
-    )
+    peak = _V.PEAKS_003.set_index("device_class").loc["rtx4080"]
     lap = _spec_rows(DEVICES["003", "rtx4080"][0]).iloc[0]
     tflops = lap.peak_gflops / 1e3
     eff = "; ".join(
@@ -382,11 +371,11 @@ def _checks_004() -> dict:
 
 def inconsistencies() -> pd.DataFrame:
     """The seeds' numbers checked against each other: each row's prose from ``data/seed_checks.csv`` (with the
-    seed lines it rests on), its figures the local names of ``_checks_<seed>``, computed from the stored numbers
-    (and, where named, our spec table); ``s``: the seed's setup, ``c``: its claims."""
+    seed lines it rests on), its figures this module's names and the local names of ``_checks_<seed>``, computed
+    from the stored numbers (and, where named, our spec table); ``s``: the seed's setup, ``c``: its claims."""
     checks, columns = _data("seed_checks.csv"), ["published", "computed_from_its_own_numbers", "note"]
     figures = {
-        s: {**globals()[f"_checks_{s}"](), "s": setup(s), "c": _items(f"CLAIMS_{s}")}
+        s: {**globals(), **globals()[f"_checks_{s}"](), "s": setup(s), "c": _items(f"CLAIMS_{s}")}
         for s in checks.seed.unique()
     }
     return checks.apply(
@@ -399,25 +388,6 @@ def inconsistencies() -> pd.DataFrame:
 # times); a figure of the workbook's own model (its traffic count) beside the seed's
 CORRECTED, OWN = (f"corrected from the seed's own {w}" for w in ("throughput", "numbers"))
 OURS = "ours beside theirs"
-
-
-@functools.cache
-def _gflop(model: str, size: int, classes: int, phase: str) -> float:
-    """GFLOP per image of a training step (forward + backward) or a forward pass (cnnbench.measure.flops)."""
-    import torch
-
-    from cnnbench import paths
-    from cnnbench.measure import flops
-
-    def count() -> float:
-        net = models.build_meta(model, classes, size)
-        x = torch.empty(1, *models.input_shape(model, size), device="meta")
-        train = phase == "train"
-        return flops.train_flops(net.train(), x, classes) if train else flops.forward_flops(net.eval(), x)
-
-    return (
-        paths.cached("gflop", [model, size, classes, phase, torch.__version__], count, (flops, models)) / 1e9
-    )
 
 
 @functools.cache
@@ -455,8 +425,9 @@ def _placed(seed, r, phase, size, classes, roof, printed, line) -> dict:
     """A seed's achieved rate from its throughput and our FLOPs, under ``roof`` (peak GFLOP/s, GB/s, whose) at
     the intensity of its step; ``ceiling_x``: its rate over the step's with every op at the roof (predictions.csv's
     ceiling), not a column."""
-    img_s, g, (peak, bw, whose) = getattr(r, f"{phase}_img_s"), _gflop(r.model, size, classes, phase), roof
-    ops, tflops = _step(r.model, r.batch_size, size, classes, phase), img_s * g / 1e3
+    (peak, bw, whose), ops = roof, _step(r.model, r.batch_size, size, classes, phase)
+    img_s, g = getattr(r, f"{phase}_img_s"), ops.flops.sum() / r.batch_size / 1e9  # GFLOP per image
+    tflops = img_s * g / 1e3
     ai, op_s = ops.flops.sum() / ops.bytes.sum(), (ops.flops / peak).clip(lower=ops.bytes / bw).sum() / 1e9
     step, x = "training step" if phase == "train" else "forward", img_s * op_s / r.batch_size
     above = f"; {x:.2f}x what the roof allows with every op at it (above the ceiling)" if x > 1 else ""

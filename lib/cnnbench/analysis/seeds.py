@@ -13,6 +13,7 @@ import pandas as pd
 
 from cnnbench import knobs, published
 from cnnbench.analysis.compare import configured, match_keys
+from cnnbench.results.runs import Merged
 from cnnbench.scratch import summary as scratch_summary
 
 MIB_TO_MB = 2**20 / 1e6  # our MiB shown in the seeds' MB (read as 10^6 bytes)
@@ -25,11 +26,6 @@ def _pub(seed_file: str) -> str:
 
 def _ours_label(run) -> str:
     return "ours: " + str(run)
-
-
-def _where(df: pd.DataFrame, pick) -> pd.DataFrame:
-    """``df``'s rows where ``pick(df)`` holds (a table no run wrote has no columns to pick by)."""
-    return df[pick(df)] if len(df) else pd.DataFrame()
 
 
 def _fp32(scenario_a: pd.DataFrame, pick=None) -> pd.DataFrame:
@@ -52,8 +48,7 @@ def _config(r) -> str:
 
 def _stack(pub: pd.DataFrame, ours: pd.DataFrame, by: list[str]) -> pd.DataFrame:
     """The seed's rows and ours in one table, each group of ``by`` with the seed's rows first."""
-    out = pd.concat([pub.assign(_o=0), ours.assign(_o=1)], ignore_index=True)
-    out = out.sort_values([*by, "_o"], kind="stable").drop(columns="_o").reset_index(drop=True)
+    out = pd.concat([pub, ours], ignore_index=True).sort_values(by, kind="stable").reset_index(drop=True)
     return out[["source", *[c for c in out.columns if c != "source"]]]
 
 
@@ -258,7 +253,7 @@ def _cpu_ours_002(
     transfer: pd.DataFrame, scenario_a: pd.DataFrame, model: str = "densenet121"
 ) -> pd.DataFrame:
     """06's fine-tuning's peak RSS on the CPU, and the same network's Scenario A CPU training step."""
-    t = _where(transfer, lambda d: d.status.eq("ok") & d.device_kind.eq("cpu"))
+    t = transfer.query("status == 'ok' and device_kind == 'cpu'") if len(transfer) else transfer
     ok = _fp32(scenario_a, lambda d: (d.model == model) & (d.phase == "train") & (d.device_kind == "cpu"))
     return pd.DataFrame(
         [
@@ -271,7 +266,7 @@ def _cpu_ours_002(
                 f"{g.image_size.iloc[0]} px, batch {', '.join(map(str, sorted(g.batch_size.unique())))}; "
                 "one process, not the whole system",
             }
-            for run, g in (t.groupby("run_name") if len(t) else [])
+            for run, g in t.groupby("run_name")
         ]
         + [
             {
@@ -293,10 +288,10 @@ _ROOF_KEYS = ["run_name", "source", "model", "phase", "batch_size"]
 
 def _intensity(roofline: pd.DataFrame) -> pd.DataFrame:
     """Our counted intensity and efficiency against the attainable roof, per run, source and configuration."""
-    if roofline.empty or not set(_ROOF_KEYS) <= set(roofline.columns):
+    if roofline.empty:
         return pd.DataFrame(columns=[*_ROOF_KEYS, "ai_flop_per_byte", "efficiency_vs_roof_pct"])
     r = knobs.default_variant(roofline)
-    r = r.assign(ai_flop_per_byte=r.intensity_flop_per_byte, efficiency_vs_roof_pct=r.get("efficiency") * 100)
+    r = r.assign(ai_flop_per_byte=r.intensity_flop_per_byte, efficiency_vs_roof_pct=r.efficiency * 100)
     return r[[*_ROOF_KEYS, "ai_flop_per_byte", "efficiency_vs_roof_pct"]].drop_duplicates(
         _ROOF_KEYS, keep="last"
     )
@@ -377,7 +372,7 @@ def _times_004() -> pd.DataFrame:
 
 def _times_ours_004(backends: pd.DataFrame) -> pd.DataFrame:
     """Our MLP per run and backend: every step summed, per step, per image, and at the seed's iteration count."""
-    mlp = _where(backends, lambda d: (d.model == "mlp") & (d.status == "ok"))
+    mlp = backends[(backends.model == "mlp") & (backends.status == "ok")]
     if mlp.empty:
         return mlp
     n, images = P.setup("004")["iterations"], P.SHAPE_004["inputs"]
@@ -415,7 +410,7 @@ def _memory_004() -> pd.DataFrame:
 
 
 def _memory_ours_004(mem: pd.DataFrame) -> pd.DataFrame:
-    return _side(_where(mem, lambda d: (d.model == "mlp") & (d.status == "ok")), _MEMORY_004, 1)
+    return _side(mem[(mem.model == "mlp") & (mem.status == "ok")], _MEMORY_004, 1)
 
 
 _MEMORY_004 = {  # our MLP's memory per run, backend and component, MiB shown in the seed's MB
@@ -474,12 +469,8 @@ def _epochs_000() -> pd.DataFrame:
     return pub.rename(columns={"device_class": "device"})[_EPOCH_COLUMNS]
 
 
-def _epochs_join(pub: pd.DataFrame, ours: pd.DataFrame) -> pd.DataFrame:
-    return pd.concat([pub, ours], ignore_index=True).sort_values(["model", "source"], kind="stable")
-
-
 def _epochs_ours(epochs: pd.DataFrame) -> pd.DataFrame:
-    if epochs.empty or "train_epoch_s" not in epochs:
+    if "train_epoch_s" not in epochs:
         return pd.DataFrame()
     ok = epochs[epochs.status == "ok"]
     named = {"device_name": "device", "train_images": "images"}
@@ -489,9 +480,7 @@ def _epochs_ours(epochs: pd.DataFrame) -> pd.DataFrame:
 
 def _transfer_002(transfer: pd.DataFrame) -> pd.DataFrame:
     """06's ok rows, in seed 002's columns where they share one and every timing, rate and memory column."""
-    if transfer.empty:
-        return transfer
-    ok = transfer[transfer.status == "ok"] if "status" in transfer else transfer
+    ok = transfer[transfer.status == "ok"]
     mine = ok.assign(source="ours: " + ok.run_name.astype(str))
     cols = list(dict.fromkeys(c for c in ["source", "device_class", *P.TIMES_002.columns] if c in mine))
     extra = [c for c in mine.columns if c not in cols and c.endswith(("_s", "_img_s", "_pct", "_mib", "_mb"))]
@@ -521,7 +510,7 @@ def _accuracy_gap_001(epochs: int, images: float) -> str:
 def _backends_001(backends: pd.DataFrame, memory: pd.DataFrame) -> pd.DataFrame:
     """Our MNIST CNN (``backends.csv``'s ``mnist_cnn`` rows only) summarised as 05 does (every epoch but the
     first), with its total time (every epoch), the process RSS after a step and the accuracy gap explained."""
-    cnn = _where(backends, lambda d: d.model == "mnist_cnn")
+    cnn = backends[backends.model == "mnist_cnn"]
     summ = scratch_summary.summarize(cnn) if len(cnn) else pd.DataFrame()
     if summ.empty:
         return summ
@@ -547,8 +536,7 @@ def _backends_join(pub: pd.DataFrame, ours: pd.DataFrame) -> pd.DataFrame:
 
 def _ops_004(ops: pd.DataFrame) -> pd.DataFrame:
     """The MLP's ms per step by op kind per run and backend, the seed's figures beside (scratch.summary)."""
-    groups = ops.groupby("run_name") if len(ops) else []
-    blocks = {run: b for run, g in groups if len(b := scratch_summary.beside_seed_004(g))}
+    blocks = {run: b for run, g in ops.groupby("run_name") if len(b := scratch_summary.beside_seed_004(g))}
     return pd.concat(blocks, names=["run_name", "op_kind"]).reset_index() if blocks else pd.DataFrame()
 
 
@@ -569,7 +557,7 @@ _GPU_SUMMARY = {
 def _telemetry_002(tele: pd.DataFrame) -> pd.DataFrame:
     """Our sampled GPU telemetry, one row per run, configuration and GPU (``gpu``: its index): utilisation,
     power and temperature (mean and max over the measured windows), memory used (max) and the sample count."""
-    g = _where(tele, lambda d: d.metric.isin({m for _, m in _GPU_SUMMARY}))
+    g = tele[tele.metric.isin({m for _, m in _GPU_SUMMARY})]
     if g.empty:
         return pd.DataFrame()
     keys = ["run_name", "device_name", *[c for c in _TELEMETRY_CONFIG if c in g], "device_index"]
@@ -625,11 +613,11 @@ BESIDE = {
         "model",
         _MODELS,
     ),
-    "epochs_000": Beside("epochs", _epochs_000, _epochs_ours, None, _epochs_join, None),
+    "epochs_000": Beside("epochs", _epochs_000, _epochs_ours, None, "model source", None),
     "sweep_000": Beside(
         "batch_sweep",
         "SWEEP_000",
-        lambda bs: _where(bs, lambda d: (d.model == "squeezenet1_1") & (d.phase == "train")),
+        lambda bs: bs[(bs.model == "squeezenet1_1") & (bs.phase == "train")],
         _TABLE_6,
         "model batch_size",
         "wrote batch_sweep.csv with squeezenet1_1",
@@ -673,8 +661,9 @@ def beside(name: str, merged=None) -> pd.DataFrame:
     """Seed table ``name`` (a key of :data:`BESIDE`) beside our rows from ``merged`` (a
     :class:`~cnnbench.results.runs.Merged` or a dict of results tables; a table it lacks is empty)."""
     reads, theirs, ours, columns, join, alone = BESIDE[name]
-    tables = getattr(merged, "tables", merged or {})
-    mine = ours(*(tables.get(t, pd.DataFrame()) for t in reads.split()))
+    merged = merged if isinstance(merged, Merged) else Merged([], {}, dict(merged or {}))
+    read = [merged[t] for t in reads.split()]  # each with its declared columns
+    mine = ours(*read) if any(len(t) for t in read) else pd.DataFrame()
     pub = theirs() if callable(theirs) else getattr(P, theirs)
     pub = pub if callable(theirs) or columns else pub.assign(source=_pub(pub.source.iloc[0]))
     if columns:
