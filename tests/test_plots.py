@@ -192,11 +192,11 @@ def test_the_tuning_figures_legend_covers_no_bar_or_point():
     """Issue 20: tuning.png's legend sat over the confirmed bars (the example's nchw bar ran under it)."""
     import pandas as pd
 
-    from cnnbench.tuning import summary
+    from cnnbench import tuning
     from conftest import ROOT
 
     df = pd.read_csv(ROOT / "examples" / "example-cpu-2core" / "tuning.csv")
-    fig = summary.plot(df)
+    fig = tuning.plot(df)
     fig.canvas.draw()
     renderer = fig.canvas.get_renderer()
     for ax in fig.axes:

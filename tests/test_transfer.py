@@ -13,7 +13,7 @@ import pytest
 import torch
 from PIL import Image
 
-from cnnbench import devices, models, params, steps
+from cnnbench import devices, models, params, steps, transfer
 from cnnbench import scaling as scaling_pkg
 from cnnbench.measure import engine, timelines, timing
 from cnnbench.params import Params
@@ -21,7 +21,6 @@ from cnnbench.scaling import launch as scaling
 from cnnbench.steps import profiler as profiling
 from cnnbench.steps import step_phases as phases
 from cnnbench.transfer import finetuning as finetune
-from cnnbench.transfer import summary
 
 CPU = torch.device("cpu")
 
@@ -253,7 +252,6 @@ def test_a_failing_grid_point_is_a_row_and_the_grid_goes_on(tmp_path, monkeypatc
 def test_every_image_of_the_set_is_a_grid_point_a_rerun_keeps(tmp_path, monkeypatch):
     """Issue 44: `transfer_train_images: 0` (every image; params/seeds_full.yaml) planned images 0 while its rows
     recorded the 512 used: 06 failed with KeyError 'device_kind' (no current row) and a rerun trained again."""
-    from cnnbench import transfer
 
     p = p_of(
         pretrained=False,
@@ -271,7 +269,7 @@ def test_every_image_of_the_set_is_a_grid_point_a_rerun_keeps(tmp_path, monkeypa
     monkeypatch.setattr("cnnbench.measure.telemetry.Sampler", FakeSampler)
     df = transfer.finetune(run)
     assert list(df.status) == ["ok"] and list(df.train_images) == [512] and list(df.val_images) == [128]
-    assert set(summary.time_to_target(df).device_kind) == {"cpu"}
+    assert set(transfer.time_to_target(df).device_kind) == {"cpu"}
     monkeypatch.setattr(finetune, "fit", lambda *a: pytest.fail("a finished grid point trained again"))
     assert transfer.finetune(run).equals(df)
     trained = []
@@ -302,11 +300,11 @@ def test_time_to_target_is_training_time_until_accuracy_first_reaches_it():
         for e, a in ((1, 0.5), (2, 0.92), (3, 0.95))
     ]
     rows += [{**r, "lr": 0.2, "val_accuracy": 0.4} for r in rows]
-    t = summary.time_to_target(pd.DataFrame(rows)).set_index("lr")
+    t = transfer.time_to_target(pd.DataFrame(rows)).set_index("lr")
     assert t.loc[0.1, "time_to_target_s"] == 20.0 and t.loc[0.1, "epoch_reached"] == 2
     assert math.isnan(t.loc[0.2, "time_to_target_s"])
     assert t.loc[0.1, "throughput_img_s"] == 10.0 and t.loc[0.1, "best_val_accuracy"] == 0.95
-    seed = summary.beside_seed(t.reset_index())
+    seed = transfer.beside_seed(t.reset_index())
     published = [c for c in seed.columns if c.startswith("published by 002_bc90e244f62b95e3.txt")]
     assert len(published) == 2 and seed.iloc[0]["ours: throughput_img_s"] == 10.0
     assert seed.set_index("batch_size").loc[64, published[1]] == pytest.approx(8005 * 20 / 7200)
@@ -994,7 +992,7 @@ def test_the_learning_curves_count_whole_epochs(tmp_path):
             for e in (1, 2)
         ]
     )
-    fig = summary.learning_curves(df, tmp_path / "curves.png")
+    fig = transfer.learning_curves(df, tmp_path / "curves.png")
     fig.canvas.draw()
     ax = fig.axes[0]
     assert [t for t in ax.get_xticks() if ax.get_xlim()[0] <= t <= ax.get_xlim()[1]] == [1, 2]
