@@ -570,19 +570,17 @@ def test_noisy_steps_are_measured_until_the_sum_check_is_decided_or_precise_with
 def test_the_check_is_decided_by_its_99pct_interval_asked_after_every_pair():
     # 10 pairs whose differences average +2% of the step: the 95% interval (+-2.7%) lies inside +-5%, the 99% one
     # (+-3.9%) does not, so more pairs are taken (a 95% interval asked after every pair would decide by chance)
-    diffs = phases.PairedDiff()
-    for k in range(10):
-        diffs.add({"forward": 100.0 + 2.0 + 3.6 * (-1) ** k}, 100.0)
-    assert diffs.diff_pct() == pytest.approx(2.0)
-    assert (
-        diffs.diff_pct() + diffs.ci95_pct()
-        <= phases.TOLERANCE_PCT
-        < diffs.diff_pct() + diffs.ci95_pct(timing.t99)
+    split, whole = [{"forward": 100.0 + 2.0 + 3.6 * (-1) ** k} for k in range(10)], [100.0] * 10
+    (diff, half), decide = phases.paired(split, whole), phases.paired(split, whole, timing.t99)[1]
+    assert diff == pytest.approx(2.0)
+    assert diff + half <= phases.TOLERANCE_PCT < diff + decide
+    assert half > phases.PRECISION_PCT and not phases.settled(split, whole)
+    split, whole = (
+        split + [{"forward": 100.0 + 2.0 + 3.6 * (-1) ** k} for k in range(30)],
+        whole + [100.0] * 30,
     )
-    assert diffs.ci95_pct() > phases.PRECISION_PCT and not diffs.settled()
-    for k in range(30):
-        diffs.add({"forward": 100.0 + 2.0 + 3.6 * (-1) ** k}, 100.0)
-    assert diffs.diff_pct() + diffs.ci95_pct(timing.t99) <= phases.TOLERANCE_PCT and diffs.settled()
+    diff, decide = phases.paired(split, whole, timing.t99)
+    assert diff + decide <= phases.TOLERANCE_PCT and phases.settled(split, whole)
 
 
 def test_the_sum_check_interval_is_over_paired_differences():

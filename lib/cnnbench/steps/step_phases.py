@@ -10,6 +10,7 @@ import statistics
 import time
 from collections.abc import Callable
 
+import numpy as np
 import torch
 
 from cnnbench import data, devices, knobs, models, results
@@ -100,53 +101,31 @@ def whole_step(work: engine.Workload, batches, clock=time.perf_counter, sync=dev
     return clock() - start
 
 
-class PairedDiff:
-    """The phase sum's difference from the unsplit step, a running mean and variance over the pairs (Welford)."""
+def paired(split: list[dict[str, float]], whole: list[float], t=timing.t95) -> tuple[float, float]:
+    """The phase sums' mean difference from their unsplit steps and its 95% (or ``t``'s) interval over the pairs,
+    in % of the mean unsplit step (NaN interval below two pairs)."""
+    diffs, step = np.array([sum(s.values()) for s in split]) - whole, statistics.fmean(whole)
+    half = t(len(diffs) - 1) * diffs.std(ddof=1) / math.sqrt(len(diffs)) if len(diffs) > 1 else math.nan
+    return 100 * float(diffs.mean()) / step, 100 * half / step
 
-    def __init__(self):
-        self.n, self.mean, self.m2, self.steps = 0, 0.0, 0.0, 0.0
 
-    def add(self, split: dict[str, float], whole: float) -> None:
-        diff = sum(split.values()) - whole
-        self.n += 1
-        delta = diff - self.mean
-        self.mean += delta / self.n
-        self.m2 += delta * (diff - self.mean)
-        self.steps += whole
-
-    def ci95_pct(self, t: Callable[[int], float] = timing.t95) -> float:
-        """The 95% (or ``t``'s) interval of the mean difference, in % of the mean unsplit step."""
-        if self.n < 2:
-            return float("nan")
-        half = t(self.n - 1) * math.sqrt(self.m2 / (self.n - 1) / self.n)
-        return 100 * half / (self.steps / self.n)
-
-    def diff_pct(self) -> float:
-        """The mean difference, in % of the mean unsplit step (``sum_diff_pct``)."""
-        return 100 * self.mean / (self.steps / self.n) if self.n else float("nan")
-
-    def settled(self) -> bool:
-        """Its 99% interval wholly inside or outside +-TOLERANCE_PCT, or its 95% interval within PRECISION_PCT."""
-        decide, diff = self.ci95_pct(timing.t99), abs(self.diff_pct())
-        if self.ci95_pct() <= PRECISION_PCT:
-            return True
-        return diff + decide <= TOLERANCE_PCT or diff - decide > TOLERANCE_PCT
+def settled(split: list[dict[str, float]], whole: list[float]) -> bool:
+    """The check's 99% interval wholly inside or outside +-TOLERANCE_PCT, or its 95% interval within PRECISION_PCT."""
+    (diff, half), decide = paired(split, whole), paired(split, whole, timing.t99)[1]
+    return half <= PRECISION_PCT or abs(diff) + decide <= TOLERANCE_PCT or abs(diff) - decide > TOLERANCE_PCT
 
 
 def summarize(split: list[dict[str, float]], whole: list[float]) -> list[dict]:
     """One row per phase: mean, median, 95% interval, share, and the check of the sum against the unsplit step."""
     means = {ph: statistics.fmean(s[ph] for s in split) for ph in STEP_PHASES}
     phase_sum, step = sum(means.values()), statistics.fmean(whole)
-    diff = 100 * (phase_sum - step) / step
-    diffs = PairedDiff()
-    for s, w in zip(split, whole, strict=True):
-        diffs.add(s, w)
+    diff, diff_ci95 = paired(split, whole)
     common = {
         "phase_sum_s": phase_sum,
         "step_time_s": step,
         "step_time_ci95_s": timing.ci95_half_width(whole),
         "sum_diff_pct": diff,
-        "sum_diff_ci95_pct": diffs.ci95_pct(),
+        "sum_diff_ci95_pct": diff_ci95,
         "sums_within_5pct": abs(diff) <= TOLERANCE_PCT,
         "n_steps": len(split),
     }
@@ -210,14 +189,14 @@ def record(
     for _ in range(warmup):
         pair(order.random() < 0.5)
         work.check_loss()
-    split, whole, diffs = [], [], PairedDiff()
+    split, whole = [], []
     start = clock()
 
     def more() -> bool:
         elapsed = clock() - start
         if len(split) < steps or len(split) >= MAX_PAIRS:
             return len(split) < steps
-        return elapsed < window_s or (elapsed < max_s and not diffs.settled())
+        return elapsed < window_s or (elapsed < max_s and not settled(split, whole))
 
     while more():
         first = batches.taken
@@ -226,7 +205,6 @@ def record(
         if not starts_epoch(first):
             split.append(s)
             whole.append(w)
-            diffs.add(s, w)
     return split, whole
 
 
