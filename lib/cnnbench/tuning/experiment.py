@@ -6,7 +6,6 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
-import numpy as np
 import pandas as pd
 
 from cnnbench import devices, knobs, progress, results, roofline
@@ -134,11 +133,6 @@ def tune_one(run, model: str, phase: str, hw: devices.Hardware, sink, peaks) -> 
     return s.run(), sp
 
 
-def plain(row: dict) -> dict:
-    """numpy scalars as Python values: results' CSV cells would otherwise read 'np.float64(...)'."""
-    return {k: (v.item() if isinstance(v, np.generic) else v) for k, v in row.items()}
-
-
 def search_line(model: str, phase: str, row: dict) -> str:
     """One console line per row of the search (a window of a rung, the guard, a confirmation)."""
     rate = row.get("throughput_img_s")
@@ -174,7 +168,7 @@ def tune(run) -> pd.DataFrame:
         )
 
         def sink(row, model=model, phase=phase):
-            rows.append(plain(row))
+            rows.append(row)
             progress.note(search_line(model, phase, row))
 
         _, sp = tune_one(run, model, phase, hw, sink, peaks)

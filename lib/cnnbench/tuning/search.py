@@ -9,6 +9,7 @@ import math
 import time
 from collections import Counter
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from itertools import product
 
 import torch
@@ -53,39 +54,33 @@ def _timed(work: engine.Workload, device: torch.device) -> float:
     return time.perf_counter() - t0
 
 
+@dataclass
 class Search:
     """The search of one model and phase; every row goes to ``sink`` (tuning.csv) as soon as it is known.
     ``evaluate(candidate, window_s) -> Outcome``, ``guard_loss(numerics) -> (first, last) loss``,
     ``confirm(candidate, steps) -> row`` and ``explain(candidate, row) -> columns`` are injectable."""
 
-    def __init__(
-        self,
-        base: engine.Config,
-        space: Space,
-        p,
-        identity: dict,
-        evaluate: Callable[[Setting, float], Outcome],
-        guard_loss: Callable[[tuple], tuple[float, float]],
-        confirm: Callable[[Setting, int], dict],
-        sink: Callable[[dict], None],
-        clock: Callable[[], float] = time.monotonic,
-        explain: Callable[[Setting, dict], dict] | None = None,
-        probe: Callable[[], float] | None = None,
-    ):
-        self.base, self.space, self.p, self.identity, self.probe = base, space, p, identity, probe
-        self.guard_loss, self.confirm, self.sink, self.clock = guard_loss, confirm, sink, clock
-        self.explain = explain or (lambda c, row: {})
-        self.evaluations = 0
+    base: engine.Config
+    space: Space
+    p: object
+    identity: dict
+    evaluate: Callable[[Setting, float], Outcome]
+    guard_loss: Callable[[tuple], tuple[float, float]]
+    confirm: Callable[[Setting, int], dict]
+    sink: Callable[[dict], None]
+    clock: Callable[[], float] = time.monotonic
+    explain: Callable[[Setting, dict], dict] = lambda c, row: {}
+    probe: Callable[[], float] | None = None
+    evaluations: int = 0
+    trials: list[tuple[str, racing.Trial]] = field(default_factory=list)
+    verdicts: dict[tuple, guard.Verdict] = field(default_factory=dict)
+    batch_limit: int = 0
+    batch_note: str = ""
+    exhausted: list[str] = field(default_factory=list)
 
-        def counted(c: Setting, window_s: float) -> Outcome:
-            self.evaluations += 1
-            return evaluate(c, window_s)
-
-        self.evaluate = counted
-        self.trials: list[tuple[str, racing.Trial]] = []
-        self.verdicts: dict[tuple, guard.Verdict] = {}
-        self.batch_limit, self.batch_note = 0, ""
-        self.exhausted: list[str] = []
+    def counted(self, c: Setting, window_s: float) -> Outcome:
+        self.evaluations += 1
+        return self.evaluate(c, window_s)
 
     # --- rows
     def label(self, c: Setting) -> str:
@@ -139,7 +134,7 @@ class Search:
         return [dict(zip(names, n, strict=True)) for n in numerics if self.verdicts[n].ok]
 
     def _race(self, stage: str, candidates: list[Setting], budget_s: float, known: dict) -> racing.Race:
-        evaluate, eta = (lambda c, w, r: self.evaluate(c, w)), self.p.tune_eta
+        evaluate, eta = (lambda c, w, r: self.counted(c, w)), self.p.tune_eta
         race = racing.successive_halving(
             candidates, evaluate, budget_s, eta, known, self.clock, self._on_trial(stage)
         )
@@ -156,7 +151,7 @@ class Search:
             c = winner.with_(batch_size=bs)
             if c in known:
                 return known[c]
-            out = self.evaluate(c, per)
+            out = self.counted(c, per)
             t = racing.Trial(c, 0, per, out, fate="" if out.ok else "failed")
             if out.status == "oom":
                 self._on_trial("batch_size")(t)
