@@ -139,8 +139,7 @@ def search_line(model: str, phase: str, row: dict) -> str:
     finite = isinstance(rate, (int, float)) and math.isfinite(rate)
     told = f"{rate:,.1f} img/s" if finite else row.get("status", "")
     words = [str(row.get(k, "")) for k in ("row_kind", "stage", "config") if row.get(k, "") != ""]
-    # "guard", not "guard guard"
-    what = " ".join(w for i, w in enumerate(words) if i == 0 or w != words[i - 1])
+    what = " ".join(dict.fromkeys(words))  # "guard", not "guard guard"
     return f"  tuning {model} {phase}: {what} {told}".rstrip()
 
 

@@ -78,7 +78,8 @@ class Search:
     batch_note: str = ""
     exhausted: list[str] = field(default_factory=list)
 
-    def counted(self, c: Setting, window_s: float) -> Outcome:
+    def counted(self, c: Setting, window_s: float, rung: int = 0) -> Outcome:
+        """``evaluate``, counted (the rung a race passes is not the search's concern)."""
         self.evaluations += 1
         return self.evaluate(c, window_s)
 
@@ -133,15 +134,6 @@ class Search:
             self.sink(self._row("guard", "guard", None, **cols))
         return [dict(zip(names, n, strict=True)) for n in numerics if self.verdicts[n].ok]
 
-    def _race(self, stage: str, candidates: list[Setting], budget_s: float, known: dict) -> racing.Race:
-        evaluate, eta = (lambda c, w, r: self.counted(c, w)), self.p.tune_eta
-        race = racing.successive_halving(
-            candidates, evaluate, budget_s, eta, known, self.clock, self._on_trial(stage)
-        )
-        if race.budget_exhausted:
-            self.exhausted.append(stage)
-        return race
-
     def _batch_sizes(self, winner: Setting, budget_s: float, known: dict) -> tuple[list[Setting], dict]:
         """The batch sizes to race: the largest that fits (backing off from the top on oom) and those below."""
         sizes = sorted(self.space.values["batch_size"], reverse=True)
@@ -183,8 +175,7 @@ class Search:
         stage1.sort(key=lambda c: knobs.KNOBS["compile"].values.index(c.compile))  # one mode after another
         sizes = {"numerics": len(stage1), "batch_size": len(v.get("batch_size", [d.batch_size]))}
         sizes["host"] = len(grid("host", d))
-        known: dict = {}
-        winner = d
+        known, winner = {}, d
         for stage in knobs.STAGES:
             remaining = self.p.tune_budget_s - (self.clock() - start)
             later = knobs.STAGES[knobs.STAGES.index(stage) :]
@@ -195,7 +186,11 @@ class Search:
                 candidates, known = self._batch_sizes(winner, share, known)
             else:
                 candidates = grid("host", winner)
-            race = self._race(stage, candidates, share, known)
+            race = racing.successive_halving(
+                candidates, self.counted, share, self.p.tune_eta, known, self.clock, self._on_trial(stage)
+            )
+            if race.budget_exhausted:
+                self.exhausted.append(stage)
             known = {c: race.best_outcome(c) for c in candidates if race.best_outcome(c) is not None}
             if race.winner is None:
                 break
