@@ -35,13 +35,8 @@ def profile(run) -> pd.DataFrame:
         sizes = (p.transfer_image_size, FINE_TUNING_CLASSES, models.spec(model).in_channels)
         setting = knobs.for_params(p, batch_size=batch, threads=run.threads)
         cfg = engine.Config(model, "train", *sizes, setting=setting)
-        ident = {
-            **cfg.replace(**knobs.in_force(cfg.setting, b)).columns(),
-            "device_kind": b.kind,
-            **{k: getattr(p, k) for k in ("seed", "optimizer", "lr", "warmup_steps")},
-            "profiled_steps": p.profile_steps,
-            "profile_top_k": p.profile_top_k,
-        }
+        ident = _phases.identity(cfg, b, p, ("seed", "optimizer", "lr", "warmup_steps"))
+        ident |= {"profiled_steps": p.profile_steps, "profile_top_k": p.profile_top_k}
         planned.append(ident)
         if kept.finished(ident, table.plan_columns):  # traced before with the same parameters: kept
             traced_before += 1

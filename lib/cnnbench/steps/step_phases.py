@@ -239,12 +239,13 @@ def measure(
         return [{**base, "step_phase": "", **engine.failure(err, device)}]
 
 
-def identity(cfg: engine.Config, b: devices.Backend, p) -> dict:
-    """What identifies a breakdown: the configuration as in force, PHASE_PROTOCOL and PHASE_PASS_KEYS."""
+def identity(cfg: engine.Config, b: devices.Backend, p, keys=(*PHASE_PROTOCOL, *PHASE_PASS_KEYS)) -> dict:
+    """What identifies a breakdown (or a trace): the configuration as in force, the device kind, the params
+    ``keys``."""
     return {
         **cfg.replace(**knobs.in_force(cfg.setting, b)).columns(),
         "device_kind": b.kind,
-        **{k: getattr(p, k) for k in (*PHASE_PROTOCOL, *PHASE_PASS_KEYS)},
+        **{k: getattr(p, k) for k in keys},
     }
 
 
