@@ -166,11 +166,10 @@ def _producers(run_dir, monkeypatch, overrides=None) -> dict:
     import pandas as pd
 
     from cnnbench import results, roofline, steps, transfer, tuning
+    from cnnbench import scaling as launch
     from cnnbench.roofline import peaks
-    from cnnbench.scaling import launch
     from cnnbench.scratch import experiment
     from cnnbench.steps import profiler, step_phases
-    from cnnbench.transfer import finetuning
     from cnnbench.tuning import experiment as tuning_experiment
 
     calls: dict = {}
@@ -183,7 +182,7 @@ def _producers(run_dir, monkeypatch, overrides=None) -> dict:
         )
     _counting(monkeypatch, calls, step_phases, "measure", key=lambda *_: "step_phases")
     _counting(monkeypatch, calls, profiler, "profile_model")
-    _counting(monkeypatch, calls, finetuning, "fit")
+    _counting(monkeypatch, calls, transfer, "fit")
     _counting(monkeypatch, calls, tuning_experiment, "tune_one")
     launched = []
     # smaller than smoke.yaml (fewer images, the roofs measured once): what is kept or measured again is the same
