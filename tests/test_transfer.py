@@ -14,10 +14,10 @@ import torch
 from PIL import Image
 
 from cnnbench import devices, models, params, scaling, steps, transfer
+from cnnbench import steps as phases
+from cnnbench import steps as profiling
 from cnnbench.measure import engine, timelines, timing
 from cnnbench.params import Params
-from cnnbench.steps import profiler as profiling
-from cnnbench.steps import step_phases as phases
 
 CPU = torch.device("cpu")
 
