@@ -10,6 +10,7 @@ import contextlib
 import functools
 import math
 import time
+import urllib.request
 from itertools import product
 from pathlib import Path
 
@@ -25,7 +26,7 @@ from torchvision import datasets as tvd
 from torchvision import transforms as T
 
 from cnnbench import data, devices, knobs, models, progress, published, results
-from cnnbench.measure import engine
+from cnnbench.measure import engine, flops, timelines
 from cnnbench.plots import save
 
 
@@ -50,8 +51,6 @@ def finetune(run) -> pd.DataFrame:
 
 def telemetry(run, path=None):
     """The series sampled during fine-tuning (transfer_telemetry.csv), over time, one panel per metric."""
-    from cnnbench.measure import timelines
-
     return timelines.plot_experiment(timelines.read(run), "transfer", path)
 
 
@@ -75,8 +74,6 @@ def weights_for(model: str):
 
 def weights_reachable(url: str, timeout_s: float = 5.0) -> bool:
     """True when the weights server answers (a HEAD request, no download)."""
-    import urllib.request
-
     try:
         urllib.request.urlopen(urllib.request.Request(url, method="HEAD"), timeout=timeout_s).close()
         return True
@@ -291,8 +288,6 @@ MEMORY_HEADROOM = 0.9
 def training_bytes_per_image(model: str, classes: int, image_size: int) -> tuple[int, int]:
     """(saved activations per image, parameters + gradients + Adam's two moments) of fine-tuning ``model``, by
     the project's count (``flops.activation_bytes`` on a real forward of two images on the CPU)."""
-    from cnnbench.measure import flops
-
     net = build(model, classes, pretrained=False).train()
     act = flops.activation_bytes(net, torch.randn(2, 3, image_size, image_size), classes) // 2
     return act, 4 * sum(p.numel() * p.element_size() for p in net.parameters())
@@ -314,7 +309,7 @@ def oversized(batch_sizes: list[int], per_image: int, fixed: int, memory: int) -
 
 def run_grid(run, sampler_cls=None, log=print) -> None:
     """Every (device, batch size, lr) grid point of the run not already finished in transfer.csv."""
-    from cnnbench.measure import telemetry, timelines
+    from cnnbench.measure import telemetry  # here: this package's telemetry() is 06's plot
 
     p, sampler_cls = run.params, sampler_cls or telemetry.Sampler
     log(check_weights(p.transfer_model, p.pretrained))

@@ -13,10 +13,12 @@ from importlib import resources
 
 import matplotlib.pyplot as plt
 import pandas as pd
+import psutil
+import torch
 
 from cnnbench import devices, knobs, progress, results, roofline
 from cnnbench.knobs import Setting
-from cnnbench.measure import engine, telemetry
+from cnnbench.measure import engine, flops, telemetry
 from cnnbench.plots import save
 from cnnbench.results import ResultsFile
 from cnnbench.results.schema import TUNING_PARAM_KEYS, search_keys
@@ -101,10 +103,6 @@ def beyond_memory(base: engine.Config, c: Setting, device, _counts: dict = {}) -
     weights) exceeds the memory available now on a device sharing the host's; None where it fits."""
     if devices.backend(device).own_memory:
         return None
-    import psutil
-
-    from cnnbench.measure import flops
-
     key = (base.model, base.image_size, base.num_classes)
     if key not in _counts:
         cx = flops.complexity(*key, with_fvcore=False)
@@ -214,8 +212,6 @@ def beside_published(df: pd.DataFrame, model: str = "resnet50", image_size: int 
     """The best confirmed training rate of ``model`` at ``image_size`` beside the published GPU figures of
     data/published_gpu.csv, each "published by" its source with its software stack; ``same_gpu`` marks a figure
     of this GPU's family (H100, A100, ...). Empty where this run confirmed no such configuration."""
-    import torch
-
     ours = df[(df.row_kind == "best") & (df.model == model) & (df.phase == "train") & (df.status == "ok")]
     ours = ours[pd.to_numeric(ours.image_size, errors="coerce") == image_size]
     if ours.empty:
