@@ -14,8 +14,9 @@ from cnnbench.devices import Hardware
 from cnnbench.knobs import Setting
 from cnnbench.measure import engine
 from cnnbench.params import Params
-from cnnbench.tuning import guard, search
-from cnnbench.tuning.racing import Outcome
+from cnnbench.tuning import search
+from cnnbench.tuning import search as guard
+from cnnbench.tuning.search import Outcome
 from conftest import ROOT
 
 AVX2 = frozenset({"avx", "avx2", "fma"})

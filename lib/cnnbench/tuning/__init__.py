@@ -22,8 +22,8 @@ from cnnbench.measure import engine, flops, telemetry
 from cnnbench.plots import save
 from cnnbench.results import ResultsFile
 from cnnbench.results.schema import TUNING_PARAM_KEYS, search_keys
-from cnnbench.tuning import guard, search
-from cnnbench.tuning.racing import Outcome
+from cnnbench.tuning import search
+from cnnbench.tuning.search import Outcome
 
 
 def default_setting(run, model: str) -> Setting:
@@ -121,7 +121,7 @@ def tune_one(run, model: str, phase: str, hw: devices.Hardware, sink, peaks) -> 
 
     def guard_loss(numerics):
         setting = default.with_(**dict(zip(names, numerics, strict=True)), batch_size=p.tune_guard_batch_size)
-        return guard.loss_after(base.replace(**setting), device, p, p.tune_guard_steps)
+        return search.loss_after(base.replace(**setting), device, p, p.tune_guard_steps)
 
     s = search.Search(
         base,
