@@ -24,7 +24,6 @@ import pandas as pd
 import cnnbench
 from cnnbench import paths, results, tuning
 from cnnbench.roofline import peaks
-from cnnbench.tuning.experiment import plain
 
 PUBLISHED = {  # ResNet-50 training, 224x224, single GPU, PyTorch AMP: issue 12's reference figures, keyed by the
     # exact name torch reports for the device they were measured on (the H100 SXM reports "H100 80GB HBM3")
@@ -130,7 +129,7 @@ def main() -> None:
         f"(default {row['default_pct_of_fp32_roof_pct']:.0f}%); goal: {row.get('goal', 'none for this device')}"
         f" -> {row.get('goal_met', '')}"
     )
-    results.ResultsFile(out / "tuning_goal.csv", ("timestamp", "device_name", "model")).append(plain(row))
+    results.ResultsFile(out / "tuning_goal.csv", ("timestamp", "device_name", "model")).append(row)
 
 
 if __name__ == "__main__":

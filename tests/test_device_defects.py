@@ -26,7 +26,7 @@ def test_a_device_whose_profiler_sees_only_the_host_queueing_ops_gets_no_per_lay
     """04's per-layer roofline on MPS read cpu_time_total, the host's time to queue each op, as the GPU's; 06's
     profiler ranked MPS ops the same way. A backend says what its profiler's op times are."""
     from cnnbench import roofline
-    from cnnbench.steps import profiler
+    from cnnbench import steps as profiler
 
     queued = FakeGPU.fresh(op_time="queue", kind="mps")
     with using(queued):

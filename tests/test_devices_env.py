@@ -169,12 +169,13 @@ def test_every_fp32_experiment_runs_its_steps_with_tf32_off(monkeypatch, tmp_pat
 
     from fakes import FakeGPU, using
 
+    from cnnbench import scaling as launch
+    from cnnbench import transfer as finetuning
     from cnnbench.measure import engine
     from cnnbench.params import Params
     from cnnbench.results import files
-    from cnnbench.scaling import ddp, launch
+    from cnnbench.scaling import ddp
     from cnnbench.scratch import experiment
-    from cnnbench.transfer import finetuning
 
     every = FakeGPU.fresh(claims=classmethod(lambda cls, device: True))  # cpu and cuda alike
     monkeypatch.setattr(
@@ -270,8 +271,8 @@ def test_host_batches_copy_non_blocking_only_to_cuda_from_pinned_memory(kind, pi
     import types
     from unittest import mock
 
+    from cnnbench import transfer as finetuning
     from cnnbench.measure import engine
-    from cnnbench.transfer import finetuning
 
     b = devices.backend(kind)
     x, y = _HostTensor(pinned), _HostTensor(pinned)

@@ -8,7 +8,7 @@ import shutil
 import pytest
 
 from cnnbench import devices, eta, params, progress, results
-from cnnbench.tuning import experiment as tuning_experiment
+from cnnbench import tuning as tuning_experiment
 from conftest import ROOT, run_pipeline
 
 

@@ -100,9 +100,10 @@ def test_rows_measured_before_the_setting_existed_compare_as_the_system_heap():
 
 
 def test_the_data_parallel_ranks_get_the_runs_heap_setting(tmp_path):
+    from cnnbench import scaling as launch
     from cnnbench.measure.engine import Config
     from cnnbench.params import Params
-    from cnnbench.scaling import ddp, launch
+    from cnnbench.scaling import ddp
 
     cfg = Config.of("resnet18", "train", 32, 10, batch_size=8, host_heap="system")
     cmd = launch.command(2, ddp.job(Params(), cfg, "gloo", tmp_path, steps=1, repeats=1))

@@ -192,11 +192,11 @@ def test_the_tuning_figures_legend_covers_no_bar_or_point():
     """Issue 20: tuning.png's legend sat over the confirmed bars (the example's nchw bar ran under it)."""
     import pandas as pd
 
-    from cnnbench.tuning import summary
+    from cnnbench import tuning
     from conftest import ROOT
 
     df = pd.read_csv(ROOT / "examples" / "example-cpu-2core" / "tuning.csv")
-    fig = summary.plot(df)
+    fig = tuning.plot(df)
     fig.canvas.draw()
     renderer = fig.canvas.get_renderer()
     for ax in fig.axes:
@@ -565,8 +565,8 @@ def test_08_draws_the_sweeps_side_by_side_only_when_it_merged_several_runs(tmp_p
 def test_the_scaling_telemetry_counts_no_rank_of_the_run_as_another_process(tmp_path):
     """Issue 44: scaling_telemetry.png drew world 2's 'other processes' CPU' near 50% of two cores: rank 0's
     sampler counted rank 1, the run's own second process, as another process (and rank 1 counted rank 0)."""
+    from cnnbench import scaling as launch
     from cnnbench.measure import timelines
-    from cnnbench.scaling import launch
 
     def rank(r, other, own):
         series = [{"t_s": t, "metric": "util_other_cpu_pct", "value": other} for t in (0.1, 0.2, 0.3)]

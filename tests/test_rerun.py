@@ -166,12 +166,9 @@ def _producers(run_dir, monkeypatch, overrides=None) -> dict:
     import pandas as pd
 
     from cnnbench import results, roofline, steps, transfer, tuning
+    from cnnbench import scaling as launch
     from cnnbench.roofline import peaks
-    from cnnbench.scaling import launch
     from cnnbench.scratch import experiment
-    from cnnbench.steps import profiler, step_phases
-    from cnnbench.transfer import finetuning
-    from cnnbench.tuning import experiment as tuning_experiment
 
     calls: dict = {}
     _counting(monkeypatch, calls, peaks, "measure", key=lambda *_: "peaks")
@@ -181,10 +178,10 @@ def _producers(run_dir, monkeypatch, overrides=None) -> dict:
         _counting(
             monkeypatch, calls, experiment, name, key=lambda backend, *_, name=name: f"{name}:{backend}"
         )
-    _counting(monkeypatch, calls, step_phases, "measure", key=lambda *_: "step_phases")
-    _counting(monkeypatch, calls, profiler, "profile_model")
-    _counting(monkeypatch, calls, finetuning, "fit")
-    _counting(monkeypatch, calls, tuning_experiment, "tune_one")
+    _counting(monkeypatch, calls, steps, "measure", key=lambda *_: "step_phases")
+    _counting(monkeypatch, calls, steps, "profile_model")
+    _counting(monkeypatch, calls, transfer, "fit")
+    _counting(monkeypatch, calls, tuning, "tune_one")
     launched = []
     # smaller than smoke.yaml (fewer images, the roofs measured once): what is kept or measured again is the same
     small = {"scratch_train_images": 256, "scratch_test_images": 128, "peak_repeats": 1}

@@ -7,7 +7,8 @@ import math
 from pathlib import Path
 
 import cnnbench
-from cnnbench.scaling import ddp, launch
+from cnnbench import scaling as launch
+from cnnbench.scaling import ddp
 from conftest import ROOT
 
 

@@ -13,15 +13,11 @@ import pytest
 import torch
 from PIL import Image
 
-from cnnbench import devices, models, params, steps
-from cnnbench import scaling as scaling_pkg
+from cnnbench import devices, models, params, scaling, steps, transfer
+from cnnbench import steps as phases
+from cnnbench import steps as profiling
 from cnnbench.measure import engine, timelines, timing
 from cnnbench.params import Params
-from cnnbench.scaling import launch as scaling
-from cnnbench.steps import profiler as profiling
-from cnnbench.steps import step_phases as phases
-from cnnbench.transfer import finetuning as finetune
-from cnnbench.transfer import summary
 
 CPU = torch.device("cpu")
 
@@ -64,8 +60,8 @@ def test_a_missing_transfer_dataset_folder_is_named(tmp_path):
     p = p_of(
         transfer_dataset="oxford_pet", transfer_data_path=str(tmp_path / "none")
     )  # may be downloaded later
-    with pytest.raises(finetune.TransferError) as err:  # ... and if it is not, one line before any training
-        finetune.datasets(p)
+    with pytest.raises(transfer.TransferError) as err:  # ... and if it is not, one line before any training
+        transfer.datasets(p)
     assert "oxford_pet" in str(err.value) and "download" in str(err.value) and "\n" not in str(err.value)
 
 
@@ -105,39 +101,39 @@ def test_optimizer_param_picks_the_optimizer(name, cls):
 
 
 def test_pretrained_false_says_so_in_one_line():
-    line = finetune.check_weights("densenet121", False)
+    line = transfer.check_weights("densenet121", False)
     assert "random initialisation" in line and "\n" not in line
 
 
 def test_pretrained_without_weights_offline_is_a_one_line_error(tmp_path, monkeypatch):
-    monkeypatch.setattr(finetune, "CHECKPOINT_DIR", tmp_path)
-    with pytest.raises(finetune.TransferError) as err:
-        finetune.check_weights("densenet121", True, reachable=lambda url: False)
+    monkeypatch.setattr(transfer, "CHECKPOINT_DIR", tmp_path)
+    with pytest.raises(transfer.TransferError) as err:
+        transfer.check_weights("densenet121", True, reachable=lambda url: False)
     assert "pretrained: false" in str(err.value) and "\n" not in str(err.value)
-    (tmp_path / Path(finetune.weights_for("densenet121").url).name).write_bytes(b"x")
-    assert str(tmp_path) in finetune.check_weights("densenet121", True, reachable=lambda url: False)
+    (tmp_path / Path(transfer.weights_for("densenet121").url).name).write_bytes(b"x")
+    assert str(tmp_path) in transfer.check_weights("densenet121", True, reachable=lambda url: False)
 
 
 def test_pretrained_error_comes_before_any_work(tmp_path, monkeypatch):
-    monkeypatch.setattr(finetune, "CHECKPOINT_DIR", tmp_path)
-    monkeypatch.setattr(finetune, "weights_reachable", lambda url, timeout_s=5.0: False)
+    monkeypatch.setattr(transfer, "CHECKPOINT_DIR", tmp_path)
+    monkeypatch.setattr(transfer, "weights_reachable", lambda url, timeout_s=5.0: False)
 
     def no_work(*a, **k):
         raise AssertionError("work started")
 
-    monkeypatch.setattr(finetune, "datasets", no_work)
-    monkeypatch.setattr(finetune, "fit", no_work)
+    monkeypatch.setattr(transfer, "datasets", no_work)
+    monkeypatch.setattr(transfer, "fit", no_work)
     run = types.SimpleNamespace(
         params=p_of(pretrained=True), device=CPU, dir=tmp_path, path=lambda n: tmp_path / n
     )
-    with pytest.raises(finetune.TransferError):
-        finetune.run_grid(run, log=lambda *_: None)
+    with pytest.raises(transfer.TransferError):
+        transfer.run_grid(run, log=lambda *_: None)
     assert not (tmp_path / "transfer.csv").exists()
 
 
 @pytest.mark.parametrize("model", ["resnet18", "densenet121", "squeezenet1_1", "mobilenet_v2"])
 def test_new_head_has_the_dataset_classes(model):
-    net = finetune.build(model, 2, pretrained=False, freeze_backbone=True).eval()
+    net = transfer.build(model, 2, pretrained=False, freeze_backbone=True).eval()
     assert net(torch.randn(1, 3, 64, 64)).shape == (1, 2)
     trainable = [n for n, p in net.named_parameters() if p.requires_grad]
     assert trainable and len(trainable) <= 2  # only the new head's weight and bias
@@ -198,7 +194,7 @@ def test_finetune_grid_on_an_image_folder_writes_epoch_rows_and_series(tmp_path)
         params=p, device=CPU, dir=tmp_path, path=lambda n: tmp_path / n, threads=torch.get_num_threads()
     )
     lines = []
-    finetune.run_grid(run, sampler_cls=FakeSampler, log=lines.append)
+    transfer.run_grid(run, sampler_cls=FakeSampler, log=lines.append)
     df = pd.read_csv(tmp_path / "transfer.csv")
     assert len(df) == 4 and set(df.status) == {"ok"} and set(df.epoch) == {1, 2}
     assert {
@@ -216,7 +212,7 @@ def test_finetune_grid_on_an_image_folder_writes_epoch_rows_and_series(tmp_path)
     assert "random initialisation" in lines[0]
     tele = pd.read_csv(tmp_path / timelines.FILE)
     assert len(tele) == 4 and set(tele.experiment) == {"transfer"} and set(tele.device_index) == {0, 1}
-    finetune.run_grid(run, sampler_cls=FakeSampler, log=lines.append)  # finished grid points are kept
+    transfer.run_grid(run, sampler_cls=FakeSampler, log=lines.append)  # finished grid points are kept
     assert len(pd.read_csv(tmp_path / "transfer.csv")) == 4
 
 
@@ -233,15 +229,15 @@ def test_a_failing_grid_point_is_a_row_and_the_grid_goes_on(tmp_path, monkeypatc
         transfer_train_images=8,
         transfer_val_images=4,
     )
-    real_fit = finetune.fit
+    real_fit = transfer.fit
 
     def fit(p, device, lr, bs, *a):
         if bs == 4:
             raise RuntimeError("out of memory")
         return real_fit(p, device, lr, bs, *a)
 
-    monkeypatch.setattr(finetune, "fit", fit)
-    finetune.run_grid(
+    monkeypatch.setattr(transfer, "fit", fit)
+    transfer.run_grid(
         types.SimpleNamespace(params=p, device=CPU, dir=tmp_path, path=lambda n: tmp_path / n),
         sampler_cls=FakeSampler,
         log=lambda *_: None,
@@ -253,7 +249,6 @@ def test_a_failing_grid_point_is_a_row_and_the_grid_goes_on(tmp_path, monkeypatc
 def test_every_image_of_the_set_is_a_grid_point_a_rerun_keeps(tmp_path, monkeypatch):
     """Issue 44: `transfer_train_images: 0` (every image; params/seeds_full.yaml) planned images 0 while its rows
     recorded the 512 used: 06 failed with KeyError 'device_kind' (no current row) and a rerun trained again."""
-    from cnnbench import transfer
 
     p = p_of(
         pretrained=False,
@@ -271,11 +266,11 @@ def test_every_image_of_the_set_is_a_grid_point_a_rerun_keeps(tmp_path, monkeypa
     monkeypatch.setattr("cnnbench.measure.telemetry.Sampler", FakeSampler)
     df = transfer.finetune(run)
     assert list(df.status) == ["ok"] and list(df.train_images) == [512] and list(df.val_images) == [128]
-    assert set(summary.time_to_target(df).device_kind) == {"cpu"}
-    monkeypatch.setattr(finetune, "fit", lambda *a: pytest.fail("a finished grid point trained again"))
+    assert set(transfer.time_to_target(df).device_kind) == {"cpu"}
+    monkeypatch.setattr(transfer, "fit", lambda *a: pytest.fail("a finished grid point trained again"))
     assert transfer.finetune(run).equals(df)
     trained = []
-    monkeypatch.setattr(finetune, "fit", lambda *a: trained.append(a))
+    monkeypatch.setattr(transfer, "fit", lambda *a: trained.append(a))
     run.params = dataclasses.replace(p, transfer_epochs=2)  # was: 1 -> 2 kept the one-epoch point
     assert transfer.finetune(run).empty and len(trained) == 1
 
@@ -302,18 +297,18 @@ def test_time_to_target_is_training_time_until_accuracy_first_reaches_it():
         for e, a in ((1, 0.5), (2, 0.92), (3, 0.95))
     ]
     rows += [{**r, "lr": 0.2, "val_accuracy": 0.4} for r in rows]
-    t = summary.time_to_target(pd.DataFrame(rows)).set_index("lr")
+    t = transfer.time_to_target(pd.DataFrame(rows)).set_index("lr")
     assert t.loc[0.1, "time_to_target_s"] == 20.0 and t.loc[0.1, "epoch_reached"] == 2
     assert math.isnan(t.loc[0.2, "time_to_target_s"])
     assert t.loc[0.1, "throughput_img_s"] == 10.0 and t.loc[0.1, "best_val_accuracy"] == 0.95
-    seed = summary.beside_seed(t.reset_index())
+    seed = transfer.beside_seed(t.reset_index())
     published = [c for c in seed.columns if c.startswith("published by 002_bc90e244f62b95e3.txt")]
     assert len(published) == 2 and seed.iloc[0]["ours: throughput_img_s"] == 10.0
     assert seed.set_index("batch_size").loc[64, published[1]] == pytest.approx(8005 * 20 / 7200)
 
 
 def test_synthetic_two_class_set_is_learnable_and_deterministic():
-    a, b = finetune.TwoClassImages(16, 64, seed=3), finetune.TwoClassImages(16, 64, seed=3)
+    a, b = transfer.TwoClassImages(16, 64, seed=3), transfer.TwoClassImages(16, 64, seed=3)
     assert torch.equal(a.images, b.images) and set(a.labels.tolist()) == {0, 1}
     left = a.images[:, :, :, :32].mean(dim=(1, 2, 3)) - a.images[:, :, :, 32:].mean(dim=(1, 2, 3))
     assert ((left > 0) == (a.labels == 0)).float().mean() > 0.8
@@ -572,19 +567,17 @@ def test_noisy_steps_are_measured_until_the_sum_check_is_decided_or_precise_with
 def test_the_check_is_decided_by_its_99pct_interval_asked_after_every_pair():
     # 10 pairs whose differences average +2% of the step: the 95% interval (+-2.7%) lies inside +-5%, the 99% one
     # (+-3.9%) does not, so more pairs are taken (a 95% interval asked after every pair would decide by chance)
-    diffs = phases.PairedDiff()
-    for k in range(10):
-        diffs.add({"forward": 100.0 + 2.0 + 3.6 * (-1) ** k}, 100.0)
-    assert diffs.diff_pct() == pytest.approx(2.0)
-    assert (
-        diffs.diff_pct() + diffs.ci95_pct()
-        <= phases.TOLERANCE_PCT
-        < diffs.diff_pct() + diffs.ci95_pct(timing.t99)
+    split, whole = [{"forward": 100.0 + 2.0 + 3.6 * (-1) ** k} for k in range(10)], [100.0] * 10
+    (diff, half), decide = phases.paired(split, whole), phases.paired(split, whole, timing.t99)[1]
+    assert diff == pytest.approx(2.0)
+    assert diff + half <= phases.TOLERANCE_PCT < diff + decide
+    assert half > phases.PRECISION_PCT and not phases.settled(split, whole)
+    split, whole = (
+        split + [{"forward": 100.0 + 2.0 + 3.6 * (-1) ** k} for k in range(30)],
+        whole + [100.0] * 30,
     )
-    assert diffs.ci95_pct() > phases.PRECISION_PCT and not diffs.settled()
-    for k in range(30):
-        diffs.add({"forward": 100.0 + 2.0 + 3.6 * (-1) ** k}, 100.0)
-    assert diffs.diff_pct() + diffs.ci95_pct(timing.t99) <= phases.TOLERANCE_PCT and diffs.settled()
+    diff, decide = phases.paired(split, whole, timing.t99)
+    assert diff + decide <= phases.TOLERANCE_PCT and phases.settled(split, whole)
 
 
 def test_the_sum_check_interval_is_over_paired_differences():
@@ -895,7 +888,7 @@ def test_oxford_pet_is_read_as_cats_vs_dogs(tmp_path):
         for row in rows:
             Image.new("RGB", (20, 20), (90, 60, 30)).save(base / "images" / f"{row.split()[0]}.jpg")
     p = p_of(transfer_dataset="oxford_pet", transfer_data_path=str(tmp_path), transfer_image_size=16)
-    train, val, classes = finetune.datasets(p)
+    train, val, classes = transfer.datasets(p)
     assert classes == 2 and len(train) == 3 and len(val) == 1
     assert [int(train[i][1]) for i in range(3)] == [0, 1, 0] and train[0][0].shape == (3, 16, 16)
 
@@ -931,7 +924,7 @@ def test_the_scaling_plot_counts_whole_devices(tmp_path):
             "scaling_efficiency_pct": [100.0, 64.1],
         }
     )
-    fig = scaling_pkg.plot(df, tmp_path / "scaling.png")
+    fig = scaling.plot(df, tmp_path / "scaling.png")
     fig.canvas.draw()
     ticks = [
         t for t in fig.axes[0].get_xticks() if fig.axes[0].get_xlim()[0] <= t <= fig.axes[0].get_xlim()[1]
@@ -994,7 +987,7 @@ def test_the_learning_curves_count_whole_epochs(tmp_path):
             for e in (1, 2)
         ]
     )
-    fig = summary.learning_curves(df, tmp_path / "curves.png")
+    fig = transfer.learning_curves(df, tmp_path / "curves.png")
     fig.canvas.draw()
     ax = fig.axes[0]
     assert [t for t in ax.get_xticks() if ax.get_xlim()[0] <= t <= ax.get_xlim()[1]] == [1, 2]
@@ -1020,9 +1013,9 @@ def test_grid_is_sized_to_a_16_gib_device_and_the_point_that_cannot_fit_is_a_ski
     )
     fitted = []
     fake_gpu.memory_bytes = 16 * 2**30
-    monkeypatch.setattr(finetune, "fit", lambda p, device, lr, bs, *a: fitted.append(bs))
+    monkeypatch.setattr(transfer, "fit", lambda p, device, lr, bs, *a: fitted.append(bs))
     lines = []
-    finetune.run_grid(
+    transfer.run_grid(
         types.SimpleNamespace(params=p, device=CPU, dir=tmp_path, path=lambda n: tmp_path / n),
         sampler_cls=FakeSampler,
         log=lines.append,
@@ -1038,7 +1031,7 @@ def test_grid_is_sized_to_a_16_gib_device_and_the_point_that_cannot_fit_is_a_ski
 
 def test_the_grid_is_not_sized_on_the_cpu():
     assert devices.backend(CPU).total_memory_bytes() == 0
-    assert finetune.oversized([128], 2**30, 0, 0) == {}
+    assert transfer.oversized([128], 2**30, 0, 0) == {}
 
 
 def test_fine_tuning_from_random_weights_learns_the_synthetic_set(tmp_path):
@@ -1058,7 +1051,7 @@ def test_fine_tuning_from_random_weights_learns_the_synthetic_set(tmp_path):
         transfer_train_images=64,
         transfer_val_images=32,
     )  # params/local.yaml's, one grid point
-    finetune.run_grid(
+    transfer.run_grid(
         types.SimpleNamespace(params=p, device=CPU, dir=tmp_path, path=lambda n: tmp_path / n),
         sampler_cls=FakeSampler,
         log=lambda *_: None,

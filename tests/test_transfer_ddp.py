@@ -5,7 +5,7 @@ import types
 
 import pytest
 
-from cnnbench.scaling import launch as distributed
+from cnnbench import scaling as distributed
 
 
 def _job(out, batch_size=4, model="mnist_cnn", **kw):

@@ -9,12 +9,14 @@ import torch
 
 import cnnbench
 from cnnbench import knobs, params
+from cnnbench import tuning as experiment
 from cnnbench.devices import Hardware
 from cnnbench.knobs import Setting
 from cnnbench.measure import engine
 from cnnbench.params import Params
-from cnnbench.tuning import experiment, guard, search
-from cnnbench.tuning.racing import Outcome
+from cnnbench.tuning import search
+from cnnbench.tuning import search as guard
+from cnnbench.tuning.search import Outcome
 from conftest import ROOT
 
 AVX2 = frozenset({"avx", "avx2", "fma"})
@@ -681,7 +683,7 @@ def test_reused_graphs_are_real_dynamo_graphs_static_per_batch_size():
 
 def test_a_search_line_says_a_row_kind_once_where_its_stage_has_the_same_name():
     """The walk: 07's console read "guard guard fp32 ...", "confirm confirm ...", "best best ..."."""
-    from cnnbench.tuning.experiment import search_line
+    from cnnbench.tuning import search_line
 
     line = search_line(
         "resnet18",

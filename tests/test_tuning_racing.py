@@ -2,8 +2,8 @@
 
 import pytest
 
-from cnnbench.tuning import racing
-from cnnbench.tuning.racing import Outcome
+from cnnbench.tuning import search as racing
+from cnnbench.tuning.search import Outcome
 
 
 class FakeClock:

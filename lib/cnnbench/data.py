@@ -5,6 +5,7 @@ archive with a member outside the target folder or a link, before writing anythi
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import socket
 import struct
@@ -450,20 +451,18 @@ def cycle(dl: DataLoader) -> Iterator:
 
 def for_configs(p):
     """``Config -> Dataset`` for configurations on real data (None: synthetic, made by the engine)."""
-    cache: dict = {}
+    from cnnbench.models import spec  # a model's own head is allowed, as seed 003 trained one
+
+    @functools.cache
+    def opened(name: str, split: str, channels: int, size: int) -> Dataset:
+        return open_dataset(name, p.data_path, split, channels, size, p.download)
 
     def dataset_for(cfg):
         if cfg.dataset == "synthetic":
             return None
-        split = "train" if cfg.phase == "train" else "val"
-        key = (cfg.dataset, split, cfg.in_channels, cfg.image_size)
-        if key not in cache:
-            ds = open_dataset(cfg.dataset, p.data_path, split, cfg.in_channels, cfg.image_size, p.download)
-            from cnnbench.models import spec  # a model's own head is allowed, as seed 003 trained one
-
-            if num_classes(ds) != cfg.num_classes != spec(cfg.model).reference_classes:
-                raise DataError(f"{cfg.dataset} has {num_classes(ds)} classes; set num_classes to match")
-            cache[key] = ds
-        return cache[key]
+        ds = opened(cfg.dataset, "train" if cfg.phase == "train" else "val", cfg.in_channels, cfg.image_size)
+        if num_classes(ds) != cfg.num_classes != spec(cfg.model).reference_classes:
+            raise DataError(f"{cfg.dataset} has {num_classes(ds)} classes; set num_classes to match")
+        return ds
 
     return dataset_for

@@ -1,32 +1,58 @@
-"""Data-parallel scaling (06): ``run(run)`` -> scaling.csv, DistributedDataParallel over 1..N processes
-(:mod:`.launch`, :mod:`.ddp`) with scaling efficiency and a loss check against one process, and its table and
-plot (:mod:`.summary`)."""
+"""Data-parallel scaling (06): ``run(run)`` -> scaling.csv (throughput, efficiency against one device, the loss
+check against one process, telemetry), its table and plot. torchrun launches :mod:`.ddp` over 1..N processes at a
+fixed per-device batch: gloo on the CPU, one process per equal share of the cores; NCCL, one per GPU (more:
+``unavailable``). Every rank imports this package: the plotting stack is imported only to plot."""
 
 from __future__ import annotations
 
+import json
+import math
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
 import pandas as pd
 
-from cnnbench import results
-
-__all__ = ["run", "table", "plot", "telemetry"]
-
-
-def __getattr__(name: str):
-    """``table`` and ``plot`` (:mod:`.summary`), imported when first asked for: every torchrun rank imports this
-    package for :mod:`.ddp`, and needs neither them nor the plotting stack they import."""
-    if name in ("table", "plot"):
-        from cnnbench.scaling import summary
-
-        return {"table": summary.scaling_table, "plot": summary.scaling_plot}[name]
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+from cnnbench import devices, heap, paths, progress, results
+from cnnbench.measure import engine
+from cnnbench.results.files import HOST
 
 
 def run(run) -> pd.DataFrame:
     """DistributedDataParallel over 1..N processes launched by torchrun -> scaling.csv (current rows)."""
-    from cnnbench.scaling import launch
-
-    launch.run_all(run)
+    run_all(run)
     return results.read(run.dir, "scaling")
+
+
+def table(df: pd.DataFrame) -> pd.DataFrame:
+    cols = (
+        "world_size backend per_device_batch global_batch throughput_img_s throughput_ci95_img_s speedup "
+        "scaling_efficiency_pct loss_first loss_vs_one_process_max_abs_diff loss_matches_one_process status "
+        "error"
+    ).split()
+    return df[[c for c in cols if c in df]] if len(df) else df
+
+
+def plot(df: pd.DataFrame, path: str | Path | None = None):
+    """Throughput (95% interval) and scaling efficiency against the number of processes/devices."""
+    import matplotlib.pyplot as plt
+
+    from cnnbench.plots import save
+
+    ok = df[df.status == "ok"]
+    if ok.empty:
+        return None
+    fig, axes = plt.subplots(1, 2, figsize=(11, 3.5))
+    axes[0].errorbar(ok.world_size, ok.throughput_img_s, yerr=ok.throughput_ci95_img_s, marker="o", capsize=3)
+    axes[0].set(xlabel="devices (processes)", ylabel="throughput (images/s)", ylim=(0, None))
+    axes[0].set_xticks(sorted(int(w) for w in ok.world_size.unique()))  # whole devices, never 1.2 of one
+    axes[1].bar(ok.world_size.astype(str), ok.scaling_efficiency_pct)
+    axes[1].axhline(100, ls="--", color="grey", lw=1)
+    axes[1].set(xlabel="devices (processes)", ylabel="scaling efficiency (%)")
+    fig.tight_layout()
+    return save(fig, path, dpi=110)
 
 
 def telemetry(run, path=None):
@@ -34,3 +60,185 @@ def telemetry(run, path=None):
     from cnnbench.measure import timelines
 
     return timelines.plot_experiment(timelines.read(run), "scaling", path)
+
+
+LOSS_RTOL = 1e-4
+
+
+class LaunchFailed(RuntimeError):
+    """torchrun exited with an error: the message is the last line the processes wrote."""
+
+
+def command(world: int, job: dict) -> list[str]:
+    """The torchrun command line of ``world`` processes of :mod:`cnnbench.scaling.ddp` running ``job``
+    (:func:`cnnbench.scaling.ddp.job`, written to ``job.json`` in its folder; the same serves several nodes)."""
+    path = Path(job["out"], "job.json")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(job, default=str))
+    torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(world)]
+    return [*torchrun, "-m", "cnnbench.scaling.ddp", str(path)]
+
+
+def launch(cmd: list[str], out: Path, timeout_s: float = 900) -> dict:
+    """Run ``cmd``; return rank 0's result and every rank's telemetry. Raises :class:`LaunchFailed`."""
+    out.mkdir(parents=True, exist_ok=True)
+    for stale in (out / "result.json", *out.glob("telemetry_rank*.json")):  # a rerun must not read old files
+        stale.unlink(missing_ok=True)
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    dies_with_us = paths.die_with_parent if os.name == "posix" else None
+    proc = subprocess.run(
+        cmd, capture_output=True, text=True, timeout=timeout_s, env=env, preexec_fn=dies_with_us
+    )
+    result_file = out / "result.json"
+    if proc.returncode != 0 or not result_file.is_file():
+        lines = [
+            re.sub(r"^\[rank\d+\]:\s*", "", ln).strip()
+            for ln in (proc.stderr + proc.stdout).splitlines()
+            if ln.strip() and "USDT" not in ln
+        ]
+        errors = [
+            ln for ln in lines if re.match(r"^[\w.]+(Error|Exception): ", ln) and "ChildFailedError" not in ln
+        ]
+        raise LaunchFailed((errors or lines or [f"exit status {proc.returncode}"])[0][:300])
+    result = json.loads(result_file.read_text())
+    result["ranks"] = [json.loads(p.read_text()) for p in sorted(out.glob("telemetry_rank*.json"))]
+    return result
+
+
+def loss_check(losses: list[float], reference: list[float]) -> tuple[float, bool]:
+    """(largest absolute difference, equal within LOSS_RTOL) of two loss sequences."""
+    if not losses or len(losses) != len(reference):
+        return math.nan, False
+    diff = max(abs(a - b) for a, b in zip(losses, reference, strict=True))
+    return diff, all(
+        math.isclose(a, b, rel_tol=LOSS_RTOL, abs_tol=1e-6) for a, b in zip(losses, reference, strict=True)
+    )
+
+
+PER_PROCESS = ("util_process_cpu_pct", "rss_mib")
+
+
+def own_series(rank: dict) -> list[dict]:
+    """Rank 0's series whole; from the other ranks only their own process's (the rest is rank 0's too)."""
+    return rank["series"] if rank["rank"] == 0 else [s for s in rank["series"] if s["metric"] in PER_PROCESS]
+
+
+def own_ranks(ranks: list[dict], cores: int) -> list[dict]:
+    """The ranks' telemetry with "other processes' CPU" less the run's other ranks' own CPU (they are this run,
+    not other processes): each rank's summary mean, and each sample less the others' samples nearest in time."""
+    own = {
+        r["rank"]: [(s["t_s"], s["value"]) for s in r["series"] if s["metric"] == PER_PROCESS[0]]
+        for r in ranks
+    }
+    out, key = [], "util_other_cpu_mean_pct"
+    for rank in ranks:
+        others = [own[r["rank"]] for r in ranks if r is not rank and own[r["rank"]]]
+        near = [sum(min(o, key=lambda p: abs(p[0] - s["t_s"]))[1] for o in others) for s in rank["series"]]
+        series = [
+            {**s, "value": max(s["value"] - cpu / cores, 0.0)} if s["metric"] == "util_other_cpu_pct" else s
+            for s, cpu in zip(rank["series"], near, strict=True)
+        ]
+        mean = sum(r["summary"].get("util_process_cpu_mean_pct", 0.0) for r in ranks if r is not rank) / cores
+        summary = rank["summary"] | (
+            {key: max(rank["summary"][key] - mean, 0.0)} if key in rank["summary"] else {}
+        )
+        out.append({**rank, "series": series, "summary": summary})
+    return out
+
+
+def rank_summary(rank: int, summary: dict) -> dict:
+    """Per-device telemetry columns of one rank: its mean utilisation (%) and GPU power (W)."""
+    out = {}
+    for key, value in summary.items():
+        if key.startswith("util_") and "_mean" in key:
+            out[f"rank{rank}_{key}" + ("" if key.endswith("_pct") else "_pct")] = value
+        elif key.startswith("gpu_power_w_mean"):
+            out[f"rank{rank}_{key}"] = value
+    return out
+
+
+def efficiency(rows: list[dict]) -> None:
+    """Add speedup and scaling efficiency against the world-size-1 row (in place)."""
+    one = next((r for r in rows if r.get("world_size") == 1 and r.get("status") == "ok"), None)
+    for r in rows:
+        if one is None or r.get("status") != "ok":
+            r.update(speedup=math.nan, scaling_efficiency_pct=math.nan)
+            continue
+        r["speedup"] = r["throughput_img_s"] / one["throughput_img_s"]
+        r["scaling_efficiency_pct"] = 100 * r["speedup"] / r["world_size"]
+
+
+def run_all(run, launcher=launch, log=progress.say) -> list[dict]:
+    """Every world size of the params, plus for each N > 1 a one-process loss check at batch N x b."""
+    from cnnbench.measure import timelines
+    from cnnbench.scaling import ddp  # not at the top: a rank runs it as __main__
+
+    p, b = run.params, devices.backend(run.device)
+    backend = b.ddp_backend if p.scaling_backend == "auto" else p.scaling_backend
+    worlds = sorted(set(p.scaling_world_sizes))
+    threads = max(1, run.threads // worlds[-1]) if backend == "gloo" else 0
+    cfg = engine.config(p, p.scaling_model, "train", batch_size=p.scaling_batch_size, threads=threads)
+    rows, tmp = [], Path(run.path("ddp"))  # each launch's raw result.json and per-rank telemetry stay here
+    table = results.table("scaling")
+    own = dict(model=cfg.model, backend=backend, per_device_batch=cfg.batch_size, image_size=cfg.image_size)
+    own |= dict(threads_per_process=threads, repeats=p.scaling_repeats, host_heap=heap.effective(p.host_heap))
+    # the pass's key (the table's): the settings above, the rest the param of its name
+    settings = {k: own[k] if k in own else getattr(p, k) for k in table.key if k not in (HOST, "world_size")}
+    planned = [{**settings, "world_size": w} for w in worlds]
+    final = (*results.DONE_STATUSES, "unavailable")  # a world larger than the GPUs here stays so
+    # the same pass measured before: kept
+    if all(table.file(run.dir).finished(c, table.key, final) for c in planned):
+        log(progress.kept_line(len(planned), len(planned), table.file(run.dir).path.name, "world sizes"))
+        table.plan(run.dir, planned, "scaling")
+        return results.rows(run.dir, "scaling")
+
+    def launched(world: int, out: Path, refs=(), steps=p.scaling_steps, repeats=p.scaling_repeats) -> dict:
+        return launcher(command(world, ddp.job(p, cfg, backend, out, steps, repeats, refs)), out)
+
+    # the single-device reference: one process at each global batch N x b, from the same initial weights
+    refs = tuple(n * cfg.batch_size for n in worlds if n > 1)
+    reference: dict = {}
+    if 1 not in worlds and refs:
+        try:
+            reference = launched(1, tmp / "ref", refs, steps=1, repeats=0)["reference_losses"]
+        except Exception as err:  # noqa: BLE001 - without a reference the loss check is NaN, the run goes on
+            log(f"single-process reference failed: {err}")
+    for plan in planned:
+        world = plan["world_size"]
+        row = {**plan, "global_batch": world * cfg.batch_size, "status": "ok", "error": ""}
+        gpus = devices.backend_class("cuda").count()  # NCCL (RCCL) runs one process per GPU
+        if backend == "nccl" and world > gpus:
+            rows.append({**row, "status": "unavailable", "error": f"{gpus} CUDA device(s) here"})
+            continue
+        try:
+            log(f"torchrun --nproc_per_node {world} ({backend}, {threads or 'default'} threads per process)")
+            res = launched(world, tmp / f"n{world}", refs if world == 1 else ())
+            if world == 1:
+                reference = res["reference_losses"]
+            ref = res["check_losses"] if world == 1 else reference.get(str(row["global_batch"]), [])
+            diff, same = loss_check(res["check_losses"], ref)
+            kept = "device_kind device_name throughput_img_s throughput_ci95_img_s step_time_mean_s loss_last"
+            row.update(
+                {k: res[k] for k in kept.split()},
+                loss_check_steps=len(res["check_losses"]),
+                loss_first=res["check_losses"][0] if res["check_losses"] else math.nan,
+                loss_vs_one_process_max_abs_diff=diff,
+                loss_matches_one_process=same,
+                measured_steps=p.scaling_steps,
+            )
+            for rank in own_ranks(res["ranks"], os.cpu_count() or 1):
+                row.update(rank_summary(rank["rank"], rank["summary"]))
+                where = (res["device_kind"], res["device_name"], rank["rank"])
+                series = timelines.tidy(own_series(rank), "scaling", f"{backend} world={world}", *where)
+                timelines.record(run.path(timelines.FILE), series)
+        except Exception as err:  # noqa: BLE001 - a failed launch is a row, the run goes on
+            row.update(engine.failure(err, b))
+        rows.append(row)
+    efficiency(rows)
+    for r in rows:
+        r.setdefault("device_name", b.name())
+        r.setdefault("device_kind", devices.backend("cuda" if backend == "nccl" else "cpu").kind)
+    table.plan(run.dir, rows, "scaling")
+    table.file(run.dir).extend(rows)
+    log(progress.kept_line(0, len(planned), table.file(run.dir).path.name, "world sizes"))
+    return rows

@@ -1,6 +1,6 @@
 """Data-parallel training with DistributedDataParallel, one process per device, launched by torchrun
-(:mod:`.launch`) on every node as ``-m cnnbench.scaling.ddp JOB``. JOB (:func:`job`, JSON) holds the run's params,
-the configuration (:class:`cnnbench.measure.engine.Config`) and the launch's windows.
+(:mod:`cnnbench.scaling`) on every node as ``-m cnnbench.scaling.ddp JOB``. JOB (:func:`job`, JSON) holds the
+run's params, the configuration (:class:`cnnbench.measure.engine.Config`) and the launch's windows.
 
 Each rank trains the configuration's :class:`~cnnbench.measure.engine.Workload` (every knob applied, as in 02),
 its model in DDP, on its slice of the same deterministic global batches. The first :data:`CHECK_STEPS` steps

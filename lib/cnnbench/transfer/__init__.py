@@ -1,24 +1,39 @@
 """Transfer learning (06, seed 002): ``check(run)`` (where the weights come from, before any work) and
-``finetune(run)`` (the lr x batch-size grid on every present device -> transfer.csv), with its tables and plots
-(:mod:`.summary`) and ``telemetry(run, path)``."""
+``finetune(run)``: a torchvision classifier fine-tuned from ImageNet weights (or random ones) with a new head over
+lr x batch size on every present device -> transfer.csv (per epoch the training loss, validation loss and
+accuracy, the synchronised epoch time and images/s; data: Oxford-IIIT Pet as cats vs dogs, any ImageFolder, or a
+learnable synthetic two-class set); its tables and plots, and ``telemetry(run, path)``."""
 
 from __future__ import annotations
 
-import pandas as pd
+import contextlib
+import functools
+import math
+import time
+import urllib.request
+from itertools import product
+from pathlib import Path
 
-from cnnbench import results
-from cnnbench.transfer import finetuning as _finetune
-from cnnbench.transfer.finetuning import TransferError as TransferError
-from cnnbench.transfer.finetuning import check_weights
-from cnnbench.transfer.summary import beside_seed as beside_seed
-from cnnbench.transfer.summary import learning_curves as learning_curves
-from cnnbench.transfer.summary import time_to_target as time_to_target
+import matplotlib.pyplot as plt
+import pandas as pd
+import psutil
+import torch
+import torchvision
+from matplotlib.ticker import MaxNLocator
+from torch import nn
+from torch.utils.data import DataLoader, Dataset, Subset, TensorDataset
+from torchvision import datasets as tvd
+from torchvision import transforms as T
+
+from cnnbench import data, devices, knobs, models, progress, published, results
+from cnnbench.measure import engine, flops, timelines
+from cnnbench.plots import save
 
 
 def check(run) -> str:
     """Before any work: the one line on where the weights come from, or a one-line TransferError."""
     p = run.params
-    devices_here = [d.type for d in _finetune.present_devices(p.transfer_devices, run.device)]
+    devices_here = [d.type for d in present_devices(p.transfer_devices, run.device)]
     line = check_weights(p.transfer_model, p.pretrained)
     print(line)
     print(
@@ -30,12 +45,398 @@ def check(run) -> str:
 
 def finetune(run) -> pd.DataFrame:
     """The lr x batch-size grid on every present device of ``transfer_devices`` -> transfer.csv."""
-    _finetune.run_grid(run, log=lambda *_: None)
+    run_grid(run, log=lambda *_: None)
     return results.read(run.dir, "transfer")
 
 
 def telemetry(run, path=None):
     """The series sampled during fine-tuning (transfer_telemetry.csv), over time, one panel per metric."""
-    from cnnbench.measure import timelines
-
     return timelines.plot_experiment(timelines.read(run), "transfer", path)
+
+
+CHECKPOINT_DIR = Path(torch.hub.get_dir()) / "checkpoints"
+
+
+class TransferError(ValueError):
+    """Bad input for the transfer-learning run: the message is one line."""
+
+
+# --- model ---------------------------------------------------------------------------------------------------
+
+
+def weights_for(model: str):
+    """torchvision's default ImageNet weights enum of ``model`` (None when it has none)."""
+    try:
+        return torchvision.models.get_model_weights(model).DEFAULT
+    except (ValueError, KeyError):
+        return None
+
+
+def weights_reachable(url: str, timeout_s: float = 5.0) -> bool:
+    """True when the weights server answers (a HEAD request, no download)."""
+    try:
+        urllib.request.urlopen(urllib.request.Request(url, method="HEAD"), timeout=timeout_s).close()
+        return True
+    except Exception:  # noqa: BLE001 - any network failure means "not reachable"
+        return False
+
+
+def check_weights(model: str, pretrained: bool, reachable=weights_reachable) -> str:
+    """The one line saying where the initial weights come from; raises :class:`TransferError` when
+    ``pretrained`` is asked and the weights are neither cached nor downloadable."""
+    if not pretrained:
+        return f"pretrained: false -> {model} fine-tuned from random initialisation (no ImageNet weights)"
+    w = weights_for(model)
+    if w is None:
+        raise TransferError(
+            f"key 'pretrained': torchvision has no ImageNet weights for '{model}'; set pretrained: false"
+        )
+    path = CHECKPOINT_DIR / Path(w.url).name  # where torch.hub keeps it once downloaded
+    if path.is_file():
+        return f"pretrained: ImageNet weights of {model} from {path}"
+    if not reachable(w.url):
+        raise TransferError(
+            f"key 'pretrained': ImageNet weights of {model} are not in {CHECKPOINT_DIR} and "
+            f"{w.url} cannot be reached (offline?); set pretrained: false to start from random weights"
+        )
+    return f"pretrained: ImageNet weights of {model} downloaded from {w.url}"
+
+
+def replace_head(model: nn.Module, num_classes: int) -> nn.Module:
+    """Swap the classifier's last layer (its last Linear or 1x1 Conv2d, SqueezeNet's) for a fresh one with
+    ``num_classes`` outputs; return the new layer."""
+    layers = [(n, m) for n, m in model.named_modules() if isinstance(m, (nn.Linear, nn.Conv2d)) and n]
+    name, layer = layers[-1]
+    parent_name, _, attr = name.rpartition(".")
+    parent = model.get_submodule(parent_name)
+    if isinstance(layer, nn.Linear):
+        new = nn.Linear(layer.in_features, num_classes)
+    else:
+        new = nn.Conv2d(layer.in_channels, num_classes, layer.kernel_size, layer.stride)
+    setattr(parent, attr, new)
+    return new
+
+
+def build(model: str, num_classes: int, pretrained: bool, freeze_backbone: bool = False) -> nn.Module:
+    """``model`` with ImageNet weights (when ``pretrained``) or random ones, and a new ``num_classes`` head."""
+    if pretrained:
+        net = torchvision.models.get_model(model, weights=weights_for(model))
+    else:
+        net = models.build(model, num_classes=models.spec(model).reference_classes)
+    head = replace_head(net, num_classes)
+    if freeze_backbone:
+        net.requires_grad_(False)
+        head.requires_grad_(True)
+    return net
+
+
+# --- data ----------------------------------------------------------------------------------------------------
+
+
+class TwoClassImages(TensorDataset):
+    """A learnable offline stand-in for cats vs dogs: class 0 is brighter on the left, class 1 on the right,
+    by a ramp a twelfth of the pixel noise (unit variance, as ImageNet-normalised inputs): no single pixel
+    tells the classes apart, so a network learns them over its epochs. Deterministic from ``seed``."""
+
+    def __init__(self, n: int, size: int, seed: int = 0):
+        gen = torch.Generator().manual_seed(seed)
+        self.labels = torch.randint(0, 2, (n,), generator=gen)
+        ramp = torch.linspace(-1, 1, size).view(1, 1, size).expand(3, size, size) / 12
+        self.images = torch.randn(n, 3, size, size, generator=gen)
+        self.images += torch.where(self.labels.view(-1, 1, 1, 1) == 0, -ramp, ramp)
+        super().__init__(self.images, self.labels)
+
+
+def transforms(size: int, train: bool):
+    """ImageNet-style preprocessing at ``size``: random resized crop + flip for training, resize + centre crop."""
+    crop = [T.Resize(int(round(size * 256 / 224)), antialias=True), T.CenterCrop(size)]
+    crop = [T.RandomResizedCrop(size, antialias=True), T.RandomHorizontalFlip()] if train else crop
+    return T.Compose([T.Lambda(_rgb), *crop, T.ToTensor(), T.Normalize(data.MEAN, data.STD)])
+
+
+def _rgb(image):
+    return image.convert("RGB")
+
+
+def _subset(ds: Dataset, n: int, seed: int) -> Dataset:
+    if not n or n >= len(ds):
+        return ds
+    idx = torch.randperm(len(ds), generator=torch.Generator().manual_seed(seed))[:n]
+    return Subset(ds, idx.tolist())
+
+
+def _imagefolder(root: Path, size: int, seed: int) -> tuple[Dataset, Dataset]:
+    """root/train + root/val (or root/test); a single folder of class folders is split 80/20."""
+    splits = [root / s for s in ("train", "val", "test") if (root / s).is_dir()]
+    if len(splits) >= 2:
+        return tuple(tvd.ImageFolder(str(s), transform=transforms(size, s == splits[0])) for s in splits[:2])
+    train_all = tvd.ImageFolder(str(root), transform=transforms(size, True))
+    val_all = tvd.ImageFolder(str(root), transform=transforms(size, False))
+    order = torch.randperm(len(train_all), generator=torch.Generator().manual_seed(seed)).tolist()
+    cut = max(1, len(order) // 5)
+    return Subset(train_all, order[cut:]), Subset(val_all, order[:cut])
+
+
+def datasets(p) -> tuple[Dataset, Dataset, int]:
+    """(train, validation, classes) of the run's transfer dataset, cut to the requested sizes."""
+    size, root = p.transfer_image_size, Path(p.transfer_data_path).expanduser()
+    try:
+        if p.transfer_dataset == "synthetic":
+            train = TwoClassImages(p.transfer_train_images or 512, size, p.seed)
+            val = TwoClassImages(p.transfer_val_images or 128, size, p.seed + 1)
+        elif p.transfer_dataset == "oxford_pet":
+            kw = dict(root=str(root), target_types="binary-category", download=p.download)
+            train = tvd.OxfordIIITPet(split="trainval", transform=transforms(size, True), **kw)
+            val = tvd.OxfordIIITPet(split="test", transform=transforms(size, False), **kw)
+        else:
+            train, val = _imagefolder(root, size, p.seed)
+    except (RuntimeError, FileNotFoundError, OSError) as err:
+        raise TransferError(
+            f"transfer_dataset {p.transfer_dataset} at '{root}': {err}".splitlines()[0]
+        ) from None
+    classes = len(getattr(train, "dataset", train).classes) if p.transfer_dataset == "imagefolder" else 2
+    return (
+        _subset(train, p.transfer_train_images, p.seed),
+        _subset(val, p.transfer_val_images, p.seed + 1),
+        classes,
+    )
+
+
+# --- training ------------------------------------------------------------------------------------------------
+
+
+def train_epoch(work, loader) -> tuple[float, int, float]:
+    """(synced seconds, images, mean loss) of one training epoch of ``work`` over ``loader``; raises
+    :class:`~cnnbench.measure.engine.UnstableLoss` on a non-finite loss."""
+    work.model.train()
+    total, n, steps = torch.zeros((), device=work.device), 0, 0
+    work.backend.synchronize()
+    start = time.perf_counter()
+    for x, y in loader:
+        work.train_step(work.to_device(x, y))
+        total += work.last_loss
+        n, steps = n + x.shape[0], steps + 1
+    work.backend.synchronize()
+    seconds, mean = time.perf_counter() - start, float(total) / max(steps, 1)
+    if not math.isfinite(mean):
+        raise engine.UnstableLoss(f"loss became {mean}")
+    return seconds, n, mean
+
+
+@torch.inference_mode()
+def evaluate(work, loader) -> tuple[float, float]:
+    """(accuracy 0..1, mean loss) of ``work``'s model over ``loader``."""
+    work.model.eval()
+    correct, total, n = 0, 0.0, 0
+    for x, y in loader:
+        x, y = x.to(work.device), y.to(work.device)
+        out = models.logits(work.model(x))
+        total += float(work.loss_fn(out, y)) * x.shape[0]
+        correct += int((out.argmax(1) == y).sum())
+        n += x.shape[0]
+    return correct / max(n, 1), total / max(n, 1)
+
+
+# --- the grid ------------------------------------------------------------------------------------------------
+
+
+def present_devices(specs: list[str], fallback: torch.device) -> list[torch.device]:
+    """The devices of ``specs`` present on this machine, in order (``fallback`` when none is)."""
+    found = []
+    for spec in specs:
+        with contextlib.suppress(devices.DeviceError):
+            found.append(devices.resolve(spec))
+    return list(dict.fromkeys(found)) or [fallback]
+
+
+def fit(p, device, lr: float, bs: int, sets, base: dict, file) -> None:
+    """Fine-tune one grid point for ``transfer_epochs`` epochs, appending a row per epoch to ``file``: the
+    Workload of its configuration (the run's knobs applied, as in 02) on the pretrained model with a new head."""
+    train_ds, val_ds, classes = sets
+    setting = knobs.for_params(p, batch_size=bs)
+    cfg = engine.Config(p.transfer_model, "train", p.transfer_image_size, classes, setting=setting)
+    net = functools.partial(build, p.transfer_model, classes, p.pretrained, p.transfer_freeze_backbone)
+    with engine.Workload(cfg, device, p, optimizer=p.optimizer, model=net, lr=lr) as work:
+        pin = work.backend.pin(p.pin_memory)
+        kw = dict(num_workers=p.workers, persistent_workers=p.workers > 0, pin_memory=pin)
+        loaders = [
+            DataLoader(ds, bs, shuffle=train, generator=torch.Generator().manual_seed(p.seed), **kw)
+            for ds, train in ((train_ds, True), (val_ds, False))
+        ]
+        epochs(p, work, *loaders, base, file)
+
+
+def epochs(p, work, train_dl, val_dl, base: dict, file) -> None:
+    """The epochs of one grid point (see :func:`fit`)."""
+    elapsed = 0.0
+    for epoch in range(1, p.transfer_epochs + 1):
+        seconds, n, train_loss = train_epoch(work, train_dl)
+        elapsed += seconds
+        if not p.pretrained:  # a few steps leave random weights' batch-norm statistics near their start:
+            torch.optim.swa_utils.update_bn(train_dl, work.model, work.device)  # recomputed over the images
+        acc, val_loss = evaluate(work, val_dl)
+        row = dict(epoch=epoch, timestamp=engine.now(), status="ok", error="", train_loss=train_loss)
+        row |= dict(val_loss=val_loss, val_accuracy=acc, epoch_time_s=seconds, throughput_img_s=n / seconds)
+        row |= dict(elapsed_train_s=elapsed, rss_mib=psutil.Process().memory_info().rss / 2**20)
+        file.append({**base, **row, **work.backend.peak_memory_mib()})
+
+
+# share of the device's memory a grid point may plan to use (the allocator, cuDNN workspaces)
+MEMORY_HEADROOM = 0.9
+
+
+def training_bytes_per_image(model: str, classes: int, image_size: int) -> tuple[int, int]:
+    """(saved activations per image, parameters + gradients + Adam's two moments) of fine-tuning ``model``, by
+    the project's count (``flops.activation_bytes`` on a real forward of two images on the CPU)."""
+    net = build(model, classes, pretrained=False).train()
+    act = flops.activation_bytes(net, torch.randn(2, 3, image_size, image_size), classes) // 2
+    return act, 4 * sum(p.numel() * p.element_size() for p in net.parameters())
+
+
+def oversized(batch_sizes: list[int], per_image: int, fixed: int, memory: int) -> dict[int, str]:
+    """The batch sizes whose planned memory exceeds ``MEMORY_HEADROOM`` of ``memory`` bytes, with the reason."""
+    gib, out = 2**30, {}
+    for bs in batch_sizes:
+        need = bs * per_image + fixed
+        if memory and need > MEMORY_HEADROOM * memory:
+            out[bs] = (
+                f"needs ~{need / gib:.1f} GiB ({bs} x {per_image / 2**20:.0f} MiB of saved activations + "
+                f"{fixed / gib:.2f} GiB of weights, gradients and Adam state), more than "
+                f"{MEMORY_HEADROOM:.0%} of this device's {memory / gib:.1f} GiB: skipped"
+            )
+    return out
+
+
+def run_grid(run, sampler_cls=None, log=print) -> None:
+    """Every (device, batch size, lr) grid point of the run not already finished in transfer.csv."""
+    from cnnbench.measure import telemetry  # here: this package's telemetry() is 06's plot
+
+    p, sampler_cls = run.params, sampler_cls or telemetry.Sampler
+    log(check_weights(p.transfer_model, p.pretrained))
+    sets = datasets(p)
+    table = results.table("transfer")
+    file = table.file(run.dir)
+    here = [devices.backend(d) for d in present_devices(p.transfer_devices, run.device)]  # passed down
+    grid = list(product(p.transfer_batch_sizes, p.transfer_lrs))
+    # a grid point's key (the table's): its transfer_<key> or <key> param, or as it runs here
+    keys = [k for k in table.plan_columns if k != results.files.HOST]
+    fixed = {k: getattr(p, f"transfer_{k}" if hasattr(p, f"transfer_{k}") else k, None) for k in keys}
+    # the images each epoch uses (0 asks for every image)
+    fixed |= dict(threads=torch.get_num_threads(), train_images=len(sets[0]), val_images=len(sets[1]))
+
+    def point(b, lr, bs) -> dict:
+        return {**fixed, "device_kind": b.kind, "lr": lr, "batch_size": bs, "pin_memory": b.pin(p.pin_memory)}
+
+    planned = [point(b, lr, bs) for b in here for bs, lr in grid]
+    table.plan(run.dir, planned, "transfer")
+    kept = sum(file.done({**c, "epoch": p.transfer_epochs}) for c in planned)
+    for b in here:
+        memory, too_big = b.total_memory_bytes(), {}
+        if memory:  # sized per device: a grid point that cannot fit is a row saying so, not an out-of-memory
+            per_image = training_bytes_per_image(p.transfer_model, sets[2], p.transfer_image_size)
+            too_big = oversized(p.transfer_batch_sizes, *per_image, memory)
+        about = {"device_name": b.name(), "classes": sets[2], "target_accuracy": p.transfer_target_accuracy}
+        for bs, lr in grid:
+            base = {**point(b, lr, bs), **about}
+            if file.done({**base, "epoch": p.transfer_epochs}):
+                continue
+            if bs in too_big:
+                log(f"transfer {b.kind} lr={lr:g} bs={bs}: {too_big[bs]}")
+                skipped = {"status": "skipped", "error": too_big[bs]}
+                file.append({**base, "epoch": 0, "timestamp": engine.now(), **skipped})
+                continue
+            progress.note(
+                f"transfer: {p.transfer_model} on {b.kind}, batch {bs}, lr {lr:g}, {p.transfer_epochs} epochs"
+            )
+            b.reset_peak_memory()
+            with sampler_cls(b, p.telemetry_interval_s) as sampler:
+                try:
+                    fit(p, b, lr, bs, sets, base, file)
+                except Exception as err:  # noqa: BLE001 - a failed grid point is a row, the grid goes on
+                    file.append({**base, "epoch": 0, "timestamp": engine.now(), **engine.failure(err, b)})
+            conf = f"{b.kind} lr={lr:g} bs={bs}"
+            timelines.record(
+                run.path(timelines.FILE),
+                timelines.tidy(timelines.series(sampler), "transfer", conf, b.kind, base["device_name"]),
+            )
+    progress.resumed(kept, len(planned), file.path.name, "grid points")
+
+
+GRID = ["device_kind", "device_name", "model", "image_size", "optimizer", "pretrained", "lr", "batch_size"]
+
+
+def time_to_target(df: pd.DataFrame, target: float | None = None) -> pd.DataFrame:
+    """Per device and grid point: epochs run, final and best validation accuracy, mean images/s (all images
+    over all synced epoch time), and the training time (validation excluded) until validation accuracy first
+    reached ``target`` (NaN: not reached)."""
+    ok = df[df.status == "ok"]
+    rows = []
+    for key, g in ok.groupby(GRID, sort=False):
+        g = g.sort_values("epoch")
+        t = target if target is not None else float(g.target_accuracy.iloc[0])
+        hit = g[g.val_accuracy >= t]
+        rows.append(
+            {
+                **dict(zip(GRID, key, strict=True)),
+                "epochs": int(g.epoch.max()),
+                "final_val_accuracy": g.val_accuracy.iloc[-1],
+                "best_val_accuracy": g.val_accuracy.max(),
+                "throughput_img_s": g.train_images.sum() / g.epoch_time_s.sum(),
+                "epoch_time_mean_s": g.epoch_time_s.mean(),
+                "target_accuracy": t,
+                "epoch_reached": int(hit.epoch.iloc[0]) if len(hit) else math.nan,
+                "time_to_target_s": hit.elapsed_train_s.iloc[0] if len(hit) else math.nan,
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def learning_curves(df: pd.DataFrame, path: str | Path | None = None):
+    """Training loss per epoch and validation accuracy against elapsed training time, per grid point."""
+    ok = df[df.status == "ok"]
+    if ok.empty:
+        return None
+    fig, axes = plt.subplots(1, 2, figsize=(13, 4))
+    for key, g in ok.groupby(["device_kind", "lr", "batch_size"], sort=False):
+        label = f"{key[0]} lr={key[1]:g} bs={key[2]}"
+        axes[0].plot(g.epoch, g.train_loss, marker="o", label=label)
+        axes[1].plot(g.elapsed_train_s, 100 * g.val_accuracy, marker="o", label=label)
+    axes[0].set(xlabel="epoch", ylabel="training loss (cross-entropy)", yscale="log")
+    axes[0].set_xlim(ok.epoch.min() - 0.5, ok.epoch.max() + 0.5)  # a single epoch too at a whole epoch
+    axes[0].xaxis.set_major_locator(MaxNLocator(integer=True, min_n_ticks=1))  # whole epochs, never epoch 1.2
+    axes[1].set(xlabel="elapsed training time (s)", ylabel="validation accuracy (%)", xlim=(0, None))
+    target = ok.target_accuracy.iloc[0]
+    axes[1].axhline(100 * target, ls="--", color="grey", lw=1, label=f"target {100 * target:g}%")
+    axes[1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))  # beside the panel, over no point
+    fig.tight_layout()
+    return save(fig, path, dpi=110)
+
+
+def beside_seed(ttt: pd.DataFrame) -> pd.DataFrame:
+    """Seed 002's training times (``published.TIMES_002``; as images/s over its epochs x training images)
+    beside our fine-tuning on the same kind of device and batch size (its CPU run states no batch size: any of
+    ours): the grid point whose validation accuracy went highest, with its lr, that accuracy and its images/s
+    (a rate of a learning rate that never learned would be no answer). Compare like with like only where our
+    model and resolution are the ones the seed trained (it prints no resolution)."""
+    seed, epochs = published.SEED_002, published.setup("002")["epochs"]
+    images = epochs * published.setup("002")["train_images"]
+    rows = []
+    for r in published.TIMES_002.itertuples():
+        kind, seconds = r.device_class, r.train_20_epochs_h * 3600
+        bs = None if pd.isna(r.batch_size) else int(r.batch_size)
+        ours = ttt[(ttt.device_kind == kind) & ((ttt.batch_size == bs) if bs else True)] if len(ttt) else ttt
+        best = ours.loc[ours.best_val_accuracy.idxmax()] if len(ours) else pd.Series(dtype=object)
+        rows.append(
+            {
+                "device_kind": kind,
+                "batch_size": bs if bs else "not stated",
+                f"published by {seed}: {epochs}-epoch training (h)": seconds / 3600,
+                f"published by {seed}: implied img/s": images / seconds,
+                **{
+                    f"ours: {c}": best.get(c, math.nan)
+                    for c in ("lr", "best_val_accuracy", "throughput_img_s")
+                },
+                **{f"ours: {c}": best.get(c, "") for c in ("device_name", "model", "image_size")},
+            }
+        )
+    return pd.DataFrame(rows)

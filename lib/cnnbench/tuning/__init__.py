@@ -1,9 +1,352 @@
 """The fastest way to train a model on this device: a budgeted search over every knob the hardware supports,
 raced by successive halving, guarded for correctness, confirmed with the full protocol, and explained on the
-roofline. ``tune(run)`` writes ``tuning.csv`` and ``tuning_space.csv``; ``best``, ``beside_published``,
-``race``, ``skipped``, ``notes``, ``findings`` and ``plot`` present them."""
+roofline. ``tune(run)`` searches every model of ``tune_models`` in every phase of ``tune_phases`` into
+``tuning.csv`` (row by row, resumable) and ``tuning_space.csv`` (every knob value, searched or skipped);
+``best``, ``beside_published``, ``race``, ``skipped``, ``notes``, ``findings`` and ``plot`` present them."""
 
-from cnnbench.tuning.experiment import tune
-from cnnbench.tuning.summary import beside_published, best, findings, notes, plot, race, skipped
+from __future__ import annotations
 
-__all__ = ["tune", "best", "beside_published", "race", "skipped", "notes", "findings", "plot"]
+import math
+import re
+from dataclasses import replace
+from importlib import resources
+
+import matplotlib.pyplot as plt
+import pandas as pd
+import psutil
+import torch
+
+from cnnbench import devices, knobs, progress, results, roofline
+from cnnbench.knobs import Setting
+from cnnbench.measure import engine, flops, telemetry
+from cnnbench.plots import save
+from cnnbench.results import ResultsFile
+from cnnbench.results.schema import TUNING_PARAM_KEYS, search_keys
+from cnnbench.tuning import search
+from cnnbench.tuning.search import Outcome
+
+
+def default_setting(run, model: str) -> Setting:
+    """The seeds' configuration (fp32, NCHW, eager, their batch size) with the run's threads, as in force here."""
+    p = run.params
+    setting = knobs.for_params(p, batch_size=p.batch_size_for(model), threads=run.threads)
+    return knobs.in_force(setting, devices.backend(run.device))
+
+
+NO_PEAKS = (
+    "No device_peaks.csv in this run: the search runs, but its roofline columns stay empty; run "
+    "04_roofline first (same run) to place each best configuration on the roofline."
+)
+
+
+def roof_columns(peaks: pd.DataFrame | None, cfg: engine.Config, c: Setting, achieved_gflops: float) -> dict:
+    """Where a measurement sits on the roofline: counted intensity, the measured roof of its precision,
+    attainable GFLOP/s, the bound, and the efficiency against the compute roof and against the attainable."""
+    intensity, note = math.nan, ""
+    try:
+        args = (cfg.model, c.batch_size, cfg.image_size, cfg.num_classes, cfg.phase, c.precision)
+        intensity = roofline.step_intensity(*args)["intensity_flop_per_byte"]
+    except Exception as err:  # noqa: BLE001 - the search's result stands without its placement
+        note = f"intensity not counted: {type(err).__name__}: {err}"[:200]
+    out = {"intensity_flop_per_byte": intensity}
+    measured = None if peaks is None else peaks[peaks.kind == "measured"]
+    if measured is None or measured.empty:
+        why = note or "no measured roofs in this run (04_roofline did not run): efficiency not computed"
+        numbers = dict.fromkeys(("roof_peak_gflops", "roof_bandwidth_gbs", "attainable_gflops"), math.nan)
+        unknown = dict(bound="", compute_roof_pct=math.nan, attainable_pct=math.nan, roof_note=why)
+        return {**out, "roof_precision": "", **numbers, **unknown}
+    roof = roofline.roof_for(measured, c.precision)
+    finite = math.isfinite(intensity)
+    att = roofline.attainable(intensity, roof.peak_gflops, roof.bandwidth_gbs) if finite else math.nan
+    fallback = (
+        "" if roof.name == c.precision else f"no measured {c.precision} roof: the {roof.name} roof is used"
+    )
+    return {
+        **out,
+        "roof_precision": roof.name,
+        "roof_peak_gflops": roof.peak_gflops,
+        "roof_bandwidth_gbs": roof.bandwidth_gbs,
+        "attainable_gflops": att,
+        "bound": ("memory" if intensity < roof.ridge_flop_per_byte else "compute") if finite else "",
+        "compute_roof_pct": 100 * achieved_gflops / roof.peak_gflops,
+        "attainable_pct": 100 * achieved_gflops / att if att == att and att else math.nan,
+        "roof_note": "; ".join(x for x in (note, fallback) if x),
+    }
+
+
+def confirm(base: engine.Config, c: Setting, device, p, steps: int) -> dict:
+    """The full protocol (``engine.measure``) on setting ``c``: warm-up, repeated windows, 95% interval."""
+    protocol = replace(
+        p, warmup_steps=p.tune_confirm_warmup_steps, measured_steps=steps, window_s=p.tune_confirm_window_s
+    )
+    row = engine.measure(base.replace(**c), device, protocol)
+    return {k: v for k, v in row.items() if k not in ("step_times_s", "window_steps")}
+
+
+def identity_of(run, model: str, phase: str, hw: devices.Hardware) -> dict:
+    """The columns every row of one search carries (``search_keys``) and the device's name."""
+    p = run.params
+    base = engine.config(p, model, phase)
+    default = default_setting(run, model)
+    head = dict(model=model, phase=phase, device_kind=hw.kind, device_name=hw.name)
+    shape = {k: getattr(base, k) for k in ("image_size", "num_classes", "in_channels", "dataset")}
+    return {
+        **head,
+        **shape,
+        **{f"default_{k}": default[k] for k in knobs.keyed()},
+        **{k: ",".join(v) if isinstance(v := getattr(p, k), list) else v for k in TUNING_PARAM_KEYS},
+    }
+
+
+def beyond_memory(base: engine.Config, c: Setting, device, _counts: dict = {}) -> Outcome | None:  # noqa: B006 - the counts of each model, once
+    """An out-of-memory outcome, not tried, for a batch whose footprint (saved activations x batch + 4 x the
+    weights) exceeds the memory available now on a device sharing the host's; None where it fits."""
+    if devices.backend(device).own_memory:
+        return None
+    key = (base.model, base.image_size, base.num_classes)
+    if key not in _counts:
+        cx = flops.complexity(*key, with_fvcore=False)
+        _counts[key] = (cx.activation_mib * 2**20, cx.param_mib * 2**20)
+    need, free = c.batch_size * _counts[key][0] + 4 * _counts[key][1], psutil.virtual_memory().available
+    gib = f"{need / 2**30:.1f} GiB, {free / 2**30:.1f} GiB free"
+    return None if need <= free else Outcome("oom", error=f"not tried: batch {c.batch_size} needs {gib}")
+
+
+def tune_one(run, model: str, phase: str, hw: devices.Hardware, sink, peaks) -> tuple[dict, knobs.Space]:
+    p, device = run.params, run.device
+    base = engine.config(p, model, phase)
+    default = default_setting(run, model)
+    sp = knobs.space(hw, default, p)
+    names = [k for k in sp.values if knobs.KNOBS[k].numerics]
+
+    def guard_loss(numerics):
+        setting = default.with_(**dict(zip(names, numerics, strict=True)), batch_size=p.tune_guard_batch_size)
+        return search.loss_after(base.replace(**setting), device, p, p.tune_guard_steps)
+
+    s = search.Search(
+        base,
+        sp,
+        p,
+        identity_of(run, model, phase, hw),
+        evaluate=lambda c, w: beyond_memory(base, c, device) or search.window(base, c, device, p, w),
+        guard_loss=guard_loss,
+        confirm=lambda c, steps: confirm(base, c, device, p, steps),
+        sink=sink,
+        explain=lambda c, row: roof_columns(peaks, base, c, row.get("achieved_gflops", math.nan)),
+        probe=telemetry.speed_probe if devices.backend(device).on_host else None,  # the host CPU's own speed
+    )
+    return s.run(), sp
+
+
+def search_line(model: str, phase: str, row: dict) -> str:
+    """One console line per row of the search (a window of a rung, the guard, a confirmation)."""
+    rate = row.get("throughput_img_s")
+    finite = isinstance(rate, (int, float)) and math.isfinite(rate)
+    told = f"{rate:,.1f} img/s" if finite else row.get("status", "")
+    words = [str(row.get(k, "")) for k in ("row_kind", "stage", "config") if row.get(k, "") != ""]
+    what = " ".join(dict.fromkeys(words))  # "guard", not "guard guard"
+    return f"  tuning {model} {phase}: {what} {told}".rstrip()
+
+
+def tune(run) -> pd.DataFrame:
+    """Search every model of ``tune_models`` in every phase of ``tune_phases``; returns this run's searches'
+    rows of tuning.csv. A rerun skips searches that have their 'best' row with the same search key."""
+    p = run.params
+    hw = devices.backend(run.device).hardware()
+    table = results.table("tuning")
+    rows = table.file(run.dir)
+    finished = ResultsFile(rows.path, (*search_keys(), "row_kind"))
+    space_file = results.file(run.dir, "tuning_space")
+    peaks = results.read(run.dir, "device_peaks")
+    if not len(peaks):  # 07 opened alone (a fresh Colab VM): the search stands, without roofline columns
+        print(NO_PEAKS)
+        peaks = None
+    searches = [(m, ph, identity_of(run, m, ph, hw)) for m in p.tune_models for ph in p.tune_phases]
+    table.plan(run.dir, [identity for *_, identity in searches], "tuning")
+    kept = sum(finished.done({**identity, "row_kind": "best"}) for *_, identity in searches)
+    for model, phase, identity in searches:
+        if finished.done({**identity, "row_kind": "best"}):
+            continue
+        progress.note(
+            f"tuning: {model} {phase}, {p.tune_budget_s:g} s of racing, then guard and confirmation"
+        )
+
+        def sink(row, model=model, phase=phase):
+            rows.append(row)
+            progress.note(search_line(model, phase, row))
+
+        _, sp = tune_one(run, model, phase, hw, sink, peaks)
+        space_file.extend({"model": model, **r} for r in sp.rows(hw))
+    progress.resumed(kept, len(searches), rows.path.name, "searches (model and phase)")
+    return results.read(run.dir, "tuning")
+
+
+BEST_COLUMNS = {
+    "model": "model",
+    "phase": "phase",
+    "config": "best configuration",
+    "throughput_img_s": "best img/s",
+    "throughput_ci95_img_s": "± 95%",
+    "default_throughput_img_s": "default img/s",
+    "default_throughput_ci95_img_s": "default ± 95%",
+    "speedup_x": "speedup (x)",
+    "speedup_ci95_x": "speedup ± 95%",
+    "achieved_gflops": "achieved GFLOP/s",
+    "roof_precision": "roof",
+    "compute_roof_pct": "% of compute roof",
+    "bound": "bound",
+    "attainable_pct": "% of attainable",
+    "energy_j_per_image": "J/image",
+    "default_energy_j_per_image": "default J/image",
+    "configs_tried": "tried",
+    "pruned": "pruned",
+    "failed": "failed",
+    "batch_size_limit": "batch limit",
+}
+
+
+PUBLISHED_COLUMNS = "who device precision batch_size throughput_img_s stack same_gpu checked".split()
+
+
+def beside_published(df: pd.DataFrame, model: str = "resnet50", image_size: int = 224) -> pd.DataFrame:
+    """The best confirmed training rate of ``model`` at ``image_size`` beside the published GPU figures of
+    data/published_gpu.csv, each "published by" its source with its software stack; ``same_gpu`` marks a figure
+    of this GPU's family (H100, A100, ...). Empty where this run confirmed no such configuration."""
+    ours = df[(df.row_kind == "best") & (df.model == model) & (df.phase == "train") & (df.status == "ok")]
+    ours = ours[pd.to_numeric(ours.image_size, errors="coerce") == image_size]
+    if ours.empty:
+        return pd.DataFrame(columns=PUBLISHED_COLUMNS)
+    best_row = ours.iloc[-1]
+    with resources.files("cnnbench").joinpath("data/published_gpu.csv").open() as f:
+        theirs = pd.read_csv(f).query("model == @model and image_size == @image_size")
+    family = re.search(r"\b[A-Z]\d{1,3}\b", str(best_row.device_name))
+    theirs = theirs.assign(
+        who="published by " + theirs.source,
+        same_gpu=theirs.device.str.contains(rf"\b{family.group(0)}\b") if family else False,
+    )
+    mine = {
+        "who": f"measured here: {best_row.config} (95% interval +-{best_row.throughput_ci95_img_s:.0f})",
+        "device": best_row.device_name,
+        "precision": best_row.precision,
+        "batch_size": best_row.batch_size,
+        "throughput_img_s": best_row.throughput_img_s,
+        "stack": f"cnnbench, torch {torch.__version__}, eager or torch.compile, synthetic batch on the device",
+        "same_gpu": True,
+        "checked": "measured in this run",
+    }
+    return pd.concat([pd.DataFrame([mine]), theirs], ignore_index=True)[PUBLISHED_COLUMNS]
+
+
+def best(df: pd.DataFrame) -> pd.DataFrame:
+    """Per model and phase: the best confirmed configuration against the seeds' default, on the roofline."""
+    rows = df[df.row_kind == "best"]
+    return (
+        rows[[c for c in BEST_COLUMNS if c in rows]]
+        .rename(columns=BEST_COLUMNS)
+        .set_index(["model", "phase"])
+    )
+
+
+def race(df: pd.DataFrame) -> pd.DataFrame:
+    """Every race window: stage, rung, configuration, throughput and what became of it."""
+    cols = (
+        "model phase stage rung config status throughput_img_s throughput_ci95_img_s window_time_s "
+        "measured_steps fate reused"
+    ).split()
+    rows = df[df.row_kind.isin(["race", "confirm"])].copy()
+    rows.loc[rows.row_kind == "confirm", "fate"] = rows.get("role")
+    rows["rung"] = pd.to_numeric(rows.rung, errors="coerce").astype("Int64")
+    return rows[[c for c in cols if c in rows]]
+
+
+def skipped(space: pd.DataFrame) -> pd.DataFrame:
+    """Every knob value the search left out, with the reason (one row per device, knob and value)."""
+    s = space[~space.searched.astype(str).str.lower().eq("true")]
+    return s[["device_name", "knob", "value", "reason"]].drop_duplicates().set_index(["knob", "value"])
+
+
+def plot(df: pd.DataFrame, path=None):
+    """Race windows (dots, by rung) and confirmed throughputs (bars with 95% intervals), per model and phase."""
+    groups = list(df[df.row_kind == "best"].groupby(["model", "phase"]))
+    if not groups:
+        return None
+    fig, axes = plt.subplots(len(groups), 1, figsize=(9, 1.2 + 0.35 * df.config.nunique()), squeeze=False)
+    for ax, ((model, phase), _) in zip(axes[:, 0], groups, strict=True):
+        g = df[(df.model == model) & (df.phase == phase)]
+        conf = g[(g.row_kind == "confirm") & (g.status == "ok")]
+        ax.barh(
+            conf.config,
+            conf.throughput_img_s,
+            xerr=conf.throughput_ci95_img_s,
+            color="tab:blue",
+            alpha=0.4,
+            label="confirmed (full protocol, 95% interval)",
+        )
+        raced = g[(g.row_kind == "race") & (g.status == "ok")]
+        for rung, r in raced.groupby("rung"):
+            ax.plot(r.throughput_img_s, r.config, "o", ms=4, label=f"race window, rung {int(rung)}")
+        ax.set(xlabel="throughput (images/s)", title=f"{model} {phase}: race and confirmation")
+        # beside: over no bar
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1), borderaxespad=0)
+    fig.tight_layout()
+    return save(fig, path)
+
+
+def notes(df: pd.DataFrame) -> pd.DataFrame:
+    """Per model and phase, what qualifies the result: the roof used, energy source or why none, the guard's
+    rejections, the batch-size limit and whether the budget ran out."""
+    cols = {
+        "roof_precision": "roof",
+        "bound": "bound",
+        "roof_note": "roof note",
+        "energy_source": "energy source",
+        "energy_note": "energy note",
+        "guard_rejected": "rejected by the guard",
+        "batch_size_limit_note": "batch-size limit",
+        "budget_exhausted_in": "budget ran out in",
+    }
+    rows = df[df.row_kind == "best"].set_index(["model", "phase"])
+    return rows[[c for c in cols if c in rows]].rename(columns=cols).fillna("")
+
+
+def _pm(value, half, fmt: str) -> str:
+    return f"{value:{fmt}} ± {half:{fmt}}" if pd.notna(half) else f"{value:{fmt}}"
+
+
+def findings(df: pd.DataFrame) -> list[str]:
+    """One computed sentence per model and phase: the best configuration, its speedup, roofline and energy."""
+    out = []
+    for r in df[df.row_kind == "best"].itertuples():
+        if r.status != "ok":
+            out.append(f"{r.model} {r.phase}: no configuration confirmed ({r.error})")
+            continue
+        apart = str(getattr(r, "distinguishable_from_default", "True")).lower() != "false"
+        default = _pm(r.default_throughput_img_s, r.default_throughput_ci95_img_s, ".1f")
+        verdict = (
+            f"{_pm(r.speedup_x, r.speedup_ci95_x, '.2f')}x the seeds' default"
+            if apart
+            else f"not distinguishable from the seeds' default ({default} img/s: the difference is inside its "
+            "95% interval)"
+        )
+        text = (
+            f"{r.model} {r.phase}: best {r.config} at {_pm(r.throughput_img_s, r.throughput_ci95_img_s, '.1f')} "
+            f"img/s, {verdict} ({r.configs_tried:.0f} configurations tried, {r.pruned:.0f} pruned)"
+        )
+        roof = getattr(r, "compute_roof_pct", float("nan"))
+        if pd.notna(roof):
+            text += (
+                f"; {r.achieved_gflops:.1f} GFLOP/s = {roof:.0f}% of the measured {r.roof_precision} compute roof, "
+                f"{r.bound}-bound, {r.attainable_pct:.0f}% of the attainable"
+            )
+        else:
+            text += f"; not placed on the roofline ({r.roof_note})"
+        energy = getattr(r, "energy_j_per_image", float("nan"))
+        text += (
+            f"; {energy:.3f} J/image ({r.energy_source})"
+            if pd.notna(energy)
+            else f"; no energy ({r.energy_note})"
+        )
+        if unguarded := str(getattr(r, "guard_rejected", "")).count("not guarded"):
+            text += f"; {unguarded} numerics never raced: the guard's budget (tune_guard_budget_s) ran out"
+        out.append(text)
+    return out

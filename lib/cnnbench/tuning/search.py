@@ -1,23 +1,230 @@
 """The budgeted search for one model and phase: **guard** (each numerics trains a few steps; a loss outside fp32
 eager's tolerance is out), **race** within ``tune_budget_s`` (successive halving in stages: numerics, batch size
 from the largest down, host knobs), **confirm** the best few and the default with the full protocol, **explain**
-(speedup with its interval, the roofline, energy per image)."""
+(speedup with its interval, the roofline, energy per image).
+
+The guard: a faster configuration only counts if it trains the same network. From the same initialisation and
+fixed batch, ``steps`` training steps run in the candidate's numerics; the last loss must stay within
+``tolerance`` of fp32 eager NCHW's, as a share of the progress fp32 eager made (first loss - last loss). Eval
+steps compare the loss of one forward pass, relative to the loss itself. The race (successive halving on short
+measured windows within a time budget, and the out-of-memory back-off of the batch size) is pure logic: the
+evaluation and the clock are arguments."""
 
 from __future__ import annotations
 
 import math
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Hashable, Iterable
+from dataclasses import asdict, dataclass, field
 from itertools import product
 
 import torch
 
-from cnnbench import devices, knobs
+from cnnbench import devices, knobs, models
 from cnnbench.knobs import Setting, Space
 from cnnbench.measure import energy, engine, timing
-from cnnbench.tuning import guard, racing
-from cnnbench.tuning.racing import Outcome
+
+
+@dataclass(frozen=True)
+class Verdict:
+    loss: float
+    reference_loss: float
+    diff_pct: float  # |loss - reference| / the reference's progress (or |reference| in eval), percent
+    ok: bool
+    reason: str  # why it was rejected ('' when ok)
+
+    def columns(self) -> dict:
+        return {f"guard_{k}": v for k, v in asdict(self).items()}
+
+
+def loss_after(cfg: engine.Config, device: torch.device, p, steps: int) -> tuple[float, float]:
+    """(first, last) loss of ``steps`` training steps of ``cfg`` on one batch made on the device; eval: one
+    forward's, twice."""
+    with engine.Workload(cfg.replace(data_mode="device"), device, p) as work:
+        if cfg.phase == "train":
+            losses = []
+            for _ in range(steps):
+                work.train_step()
+                losses.append(work.check_loss())
+            return losses[0], losses[-1]
+        x, y = work.next_batch()
+        with torch.inference_mode(), work.backend.autocast(cfg.precision):
+            loss = float(work.loss_fn(models.logits(work.forward(x)).float(), y))
+            return loss, loss
+
+
+def judge(loss: float, reference: float, tolerance: float, reference_start: float | None = None) -> Verdict:
+    """Accept ``loss`` when finite and within ``tolerance`` of ``reference``, as a share of the reference's
+    progress ``reference_start - reference`` (or of ``|reference|`` when it made none, as in eval)."""
+    if not math.isfinite(loss):
+        return Verdict(loss, reference, math.nan, False, f"loss is {loss}")
+    progress = abs(reference_start - reference) if reference_start is not None else 0.0
+    scale = progress if progress > 1e-6 * max(abs(reference), 1.0) else abs(reference)
+    rel = abs(loss - reference) / max(scale, 1e-12)
+    what = "of fp32 eager's progress" if scale == progress else "of fp32 eager's loss"
+    why = f"loss {loss:.4f} vs fp32 eager {reference:.4f}: {rel:.1%} {what} apart > tolerance {tolerance:.0%}"
+    return Verdict(loss, reference, 100 * rel, not rel > tolerance, why if rel > tolerance else "")
+
+
+def check(
+    numerics_list, measure_loss, tolerance: float, reference: tuple, spent=lambda: False
+) -> dict[tuple, Verdict]:
+    """Verdicts for every numerics of ``numerics_list`` against ``reference``: ``measure_loss(numerics) ->
+    (first, last)``; a failure to run is a rejection, and once ``spent()`` the rest are rejected as such."""
+    start, ref = measure_loss(reference)
+    out = {reference: Verdict(ref, ref, 0.0, True, "")}
+    spent_why = "not guarded: tune_guard_budget_s was spent (the guard's steps and compiles count in it)"
+    for numerics in numerics_list:
+        if numerics in out:
+            continue
+        if spent():
+            out[numerics] = Verdict(math.nan, ref, math.nan, False, spent_why)
+            continue
+        try:
+            out[numerics] = judge(measure_loss(numerics)[1], ref, tolerance, start)
+        except Exception as err:  # noqa: BLE001 - a configuration that cannot run cannot win
+            out[numerics] = Verdict(math.nan, ref, math.nan, False, engine.failure(err)["error"][:200])
+    return out
+
+
+@dataclass
+class Outcome:
+    """What one short window measured (``status`` ok, oom, unstable or error, as engine rows)."""
+
+    status: str
+    throughput_img_s: float = math.nan
+    throughput_ci95_img_s: float = math.nan
+    error: str = ""
+    extra: dict = field(default_factory=dict)  # further columns of the row (steps, window time, energy, ...)
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok" and math.isfinite(self.throughput_img_s)
+
+
+@dataclass
+class Trial:
+    """One evaluation in a race: a row of tuning.csv. ``fate``: kept, pruned, winner, failed, budget."""
+
+    candidate: Hashable
+    rung: int
+    window_target_s: float
+    outcome: Outcome
+    fate: str = ""
+    reused: bool = False  # the outcome was measured before this race (the previous stage's winner)
+
+
+@dataclass
+class Race:
+    trials: list[Trial]
+    winner: Hashable | None
+    rungs: int  # rungs the race planned
+    budget_exhausted: bool = False
+
+    def best_outcome(self, candidate) -> Outcome | None:
+        """The candidate's outcome at the highest rung it reached."""
+        mine = [t for t in self.trials if t.candidate == candidate]
+        return mine[-1].outcome if mine else None
+
+
+def planned_rungs(n: int, eta: int) -> int:
+    """Rungs successive halving needs to bring ``n`` candidates down to one, keeping ceil(n/eta) each time."""
+    rungs = 0
+    while n > 1:
+        n = math.ceil(n / eta)
+        rungs += 1
+    return rungs
+
+
+def successive_halving(
+    candidates: Iterable,
+    evaluate: Callable[[object, float, int], Outcome],
+    budget_s: float,
+    eta: int = 2,
+    known: dict | None = None,
+    clock: Callable[[], float] = time.monotonic,
+    on_trial: Callable[[Trial], None] | None = None,
+) -> Race:
+    """Race ``candidates`` within ``budget_s`` seconds, ``evaluate(candidate, window_s, rung)`` measuring one
+    window, the remaining budget shared equally by rungs and candidates; the best ceil(n/eta) go on. ``known``:
+    outcomes reused at rung 0; each :class:`Trial` goes to ``on_trial`` once its fate is known."""
+    alive = list(dict.fromkeys(candidates))
+    known = dict(known or {})
+    start = clock()
+    rungs = planned_rungs(len(alive), eta)
+    trials: list[Trial] = []
+
+    def finish(trial: Trial, fate: str) -> None:
+        trial.fate = fate
+        if on_trial:
+            on_trial(trial)
+
+    if len(alive) == 1:  # nothing to race: measure it once unless it is known
+        c = alive[0]
+        out = known.get(c) or evaluate(c, budget_s, 0)
+        trial = Trial(c, 0, budget_s, out, reused=c in known)
+        trials.append(trial)
+        finish(trial, "winner" if out.ok else "failed")
+        return Race(trials, c if out.ok else None, 0)
+    exhausted = False
+    for rung in range(rungs):
+        remaining = budget_s - (clock() - start)
+        if rung > 0 and remaining <= 0:
+            exhausted = True
+            break
+        window = max(remaining, 0.0) / (rungs - rung) / len(alive)
+        results = []
+        for c in alive:
+            reuse = rung == 0 and c in known
+            out = known[c] if reuse else evaluate(c, window, rung)
+            results.append(Trial(c, rung, window, out, reused=reuse))
+        trials.extend(results)
+        ranked = sorted((t for t in results if t.outcome.ok), key=lambda t: -t.outcome.throughput_img_s)
+        keep = max(1, math.ceil(len(alive) / eta))
+        last = rung == rungs - 1 or len(ranked) <= 1
+        for i, t in enumerate(ranked):
+            finish(t, "pruned" if i >= keep or (last and i > 0) else "winner" if last else "kept")
+        for t in results:
+            if not t.outcome.ok:
+                finish(t, "failed")
+        alive = [t.candidate for t in ranked[:keep]]
+        if len(alive) <= 1:
+            break
+    if exhausted and alive:  # the budget ran out: the best of the last rung measured wins
+        last_trials = {t.candidate: t for t in trials if t.candidate in alive}
+        best = max(alive, key=lambda c: last_trials[c].outcome.throughput_img_s)
+        for c in alive:
+            finish(last_trials[c], "winner" if c == best else "budget")
+        alive = [best]
+    return Race(trials, alive[0] if alive else None, rungs, exhausted)
+
+
+def decay_batch_step(batch_size: int, num_intra_steps: int = 2) -> int:
+    """The next smaller batch size after an out-of-memory error, as timm's ``benchmark.py`` backs off:
+    power-of-two steps with ``num_intra_steps`` steps in between (1024 -> 768 -> 512 -> 384 -> 256 ...)."""
+    if batch_size <= 1:
+        return 0
+    base = 2 ** int(math.log2(batch_size - 1)) if batch_size > 2 else 1
+    step = max(base // num_intra_steps, 1)
+    return base + ((batch_size - base - 1) // step) * step
+
+
+def fit_batch_size(
+    start: int, attempt: Callable[[int], Outcome], minimum: int = 1
+) -> tuple[int, list[tuple[int, Outcome]]]:
+    """(the largest batch size from ``start`` down that does not run out of memory, 0 if none down to
+    ``minimum``; every (batch size, outcome) tried). Failures other than oom stop the back-off."""
+    tried: list[tuple[int, Outcome]] = []
+    bs = start
+    while bs >= max(minimum, 1):
+        out = attempt(bs)
+        tried.append((bs, out))
+        if out.status != "oom":
+            return bs, tried
+        bs = decay_batch_step(bs)
+    return 0, tried
+
 
 MIN_WINDOW_STEPS = 3  # a race window never has fewer steps (one step: no spread, a zero bootstrap interval)
 SETTLED, SETTLE_STEPS = 0.10, 20  # warm-up: until two steps agree within 10%, at most 20 steps
@@ -53,39 +260,34 @@ def _timed(work: engine.Workload, device: torch.device) -> float:
     return time.perf_counter() - t0
 
 
+@dataclass
 class Search:
     """The search of one model and phase; every row goes to ``sink`` (tuning.csv) as soon as it is known.
     ``evaluate(candidate, window_s) -> Outcome``, ``guard_loss(numerics) -> (first, last) loss``,
     ``confirm(candidate, steps) -> row`` and ``explain(candidate, row) -> columns`` are injectable."""
 
-    def __init__(
-        self,
-        base: engine.Config,
-        space: Space,
-        p,
-        identity: dict,
-        evaluate: Callable[[Setting, float], Outcome],
-        guard_loss: Callable[[tuple], tuple[float, float]],
-        confirm: Callable[[Setting, int], dict],
-        sink: Callable[[dict], None],
-        clock: Callable[[], float] = time.monotonic,
-        explain: Callable[[Setting, dict], dict] | None = None,
-        probe: Callable[[], float] | None = None,
-    ):
-        self.base, self.space, self.p, self.identity, self.probe = base, space, p, identity, probe
-        self.guard_loss, self.confirm, self.sink, self.clock = guard_loss, confirm, sink, clock
-        self.explain = explain or (lambda c, row: {})
-        self.evaluations = 0
+    base: engine.Config
+    space: Space
+    p: object
+    identity: dict
+    evaluate: Callable[[Setting, float], Outcome]
+    guard_loss: Callable[[tuple], tuple[float, float]]
+    confirm: Callable[[Setting, int], dict]
+    sink: Callable[[dict], None]
+    clock: Callable[[], float] = time.monotonic
+    explain: Callable[[Setting, dict], dict] = lambda c, row: {}
+    probe: Callable[[], float] | None = None
+    evaluations: int = 0
+    trials: list[tuple[str, Trial]] = field(default_factory=list)
+    verdicts: dict[tuple, Verdict] = field(default_factory=dict)
+    batch_limit: int = 0
+    batch_note: str = ""
+    exhausted: list[str] = field(default_factory=list)
 
-        def counted(c: Setting, window_s: float) -> Outcome:
-            self.evaluations += 1
-            return evaluate(c, window_s)
-
-        self.evaluate = counted
-        self.trials: list[tuple[str, racing.Trial]] = []
-        self.verdicts: dict[tuple, guard.Verdict] = {}
-        self.batch_limit, self.batch_note = 0, ""
-        self.exhausted: list[str] = []
+    def counted(self, c: Setting, window_s: float, rung: int = 0) -> Outcome:
+        """``evaluate``, counted (the rung a race passes is not the search's concern)."""
+        self.evaluations += 1
+        return self.evaluate(c, window_s)
 
     # --- rows
     def label(self, c: Setting) -> str:
@@ -99,9 +301,9 @@ class Search:
         return {**self.identity, **head, **(dict(c) if c else {}), **cols}
 
     def _on_trial(self, stage: str):
-        def report(t: racing.Trial) -> None:
+        def report(t: Trial) -> None:
             o = t.outcome
-            verdict = self.verdicts.get(t.candidate.numerics, guard.Verdict(*[math.nan] * 3, True, ""))
+            verdict = self.verdicts.get(t.candidate.numerics, Verdict(*[math.nan] * 3, True, ""))
             cols = dict(rung=t.rung, status=o.status, error=o.error, throughput_img_s=o.throughput_img_s)
             cols |= dict(throughput_ci95_img_s=o.throughput_ci95_img_s, window_target_s=t.window_target_s)
             cols |= dict(fate=t.fate, reused=t.reused, **o.extra, **verdict.columns())
@@ -125,7 +327,7 @@ class Search:
             return n not in measured, len(changed), "compile" in changed
 
         numerics = sorted(product(*(self.space.values[k] for k in names)), key=changes)
-        self.verdicts = guard.check(
+        self.verdicts = check(
             numerics,
             self.guard_loss,
             self.p.tune_guard_tolerance,
@@ -138,31 +340,22 @@ class Search:
             self.sink(self._row("guard", "guard", None, **cols))
         return [dict(zip(names, n, strict=True)) for n in numerics if self.verdicts[n].ok]
 
-    def _race(self, stage: str, candidates: list[Setting], budget_s: float, known: dict) -> racing.Race:
-        evaluate, eta = (lambda c, w, r: self.evaluate(c, w)), self.p.tune_eta
-        race = racing.successive_halving(
-            candidates, evaluate, budget_s, eta, known, self.clock, self._on_trial(stage)
-        )
-        if race.budget_exhausted:
-            self.exhausted.append(stage)
-        return race
-
     def _batch_sizes(self, winner: Setting, budget_s: float, known: dict) -> tuple[list[Setting], dict]:
         """The batch sizes to race: the largest that fits (backing off from the top on oom) and those below."""
         sizes = sorted(self.space.values["batch_size"], reverse=True)
-        per = budget_s / max(racing.planned_rungs(len(sizes), self.p.tune_eta), 1) / len(sizes)
+        per = budget_s / max(planned_rungs(len(sizes), self.p.tune_eta), 1) / len(sizes)
 
         def attempt(bs: int) -> Outcome:
             c = winner.with_(batch_size=bs)
             if c in known:
                 return known[c]
-            out = self.evaluate(c, per)
-            t = racing.Trial(c, 0, per, out, fate="" if out.ok else "failed")
+            out = self.counted(c, per)
+            t = Trial(c, 0, per, out, fate="" if out.ok else "failed")
             if out.status == "oom":
                 self._on_trial("batch_size")(t)
             return out
 
-        self.batch_limit, tried = racing.fit_batch_size(sizes[0], attempt, minimum=min(sizes))
+        self.batch_limit, tried = fit_batch_size(sizes[0], attempt, minimum=min(sizes))
         ooms = [bs for bs, o in tried if o.status == "oom"]
         self.batch_note = (
             f"out of memory at {', '.join(map(str, ooms))}; largest that fits {self.batch_limit}"
@@ -188,8 +381,7 @@ class Search:
         stage1.sort(key=lambda c: knobs.KNOBS["compile"].values.index(c.compile))  # one mode after another
         sizes = {"numerics": len(stage1), "batch_size": len(v.get("batch_size", [d.batch_size]))}
         sizes["host"] = len(grid("host", d))
-        known: dict = {}
-        winner = d
+        known, winner = {}, d
         for stage in knobs.STAGES:
             remaining = self.p.tune_budget_s - (self.clock() - start)
             later = knobs.STAGES[knobs.STAGES.index(stage) :]
@@ -200,7 +392,11 @@ class Search:
                 candidates, known = self._batch_sizes(winner, share, known)
             else:
                 candidates = grid("host", winner)
-            race = self._race(stage, candidates, share, known)
+            race = successive_halving(
+                candidates, self.counted, share, self.p.tune_eta, known, self.clock, self._on_trial(stage)
+            )
+            if race.budget_exhausted:
+                self.exhausted.append(stage)
             known = {c: race.best_outcome(c) for c in candidates if race.best_outcome(c) is not None}
             if race.winner is None:
                 break
