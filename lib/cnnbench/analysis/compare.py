@@ -338,18 +338,10 @@ def ratio_table(ratio: pd.DataFrame) -> tuple[pd.DataFrame, str]:
 
     numbers = ["ratio_b_over_a", "ratio_ci95_low", "ratio_ci95_high"]
     ratio = ratio.drop(columns=["probe_img_s_a", "probe_img_s_b"], errors="ignore")  # their change is enough
-    same = [
-        c
-        for c in ratio.columns
-        if c not in numbers and len(ratio) > 1 and ratio[c].astype(str).nunique() == 1
-    ]
+    same = [c for c in ratio if c not in numbers and len(ratio) > 1 and ratio[c].astype(str).nunique() == 1]
     text = "; ".join(f"{c} {ratio[c].iloc[0]}" for c in same if str(ratio[c].iloc[0]) not in ("", "nan"))
     view = ratio.drop(columns=same)
-    if set(numbers) <= set(view.columns):
-        low, high = (pd.to_numeric(view[c], errors="coerce") for c in numbers[1:])
-        half = (high - low) / 2
-        for c in numbers:
-            view[c] = [
-                rounded(v, h) for v, h in zip(pd.to_numeric(view[c], errors="coerce"), half, strict=True)
-            ]
+    low, high = (pd.to_numeric(view[c], errors="coerce") for c in numbers[1:])
+    for c in numbers:
+        view[c] = [rounded(v, h) for v, h in zip(view[c], (high - low) / 2, strict=True)]
     return view, (f"same in every row: {text}" if text else "")
