@@ -161,12 +161,10 @@ def compare_runs(names: list[str], outputs: Path, keys: tuple[str, ...] | None =
     df = pd.concat(frames, ignore_index=True)
     df.insert(0, "compared", compared([dirs[n].name if n != SEEDS else SEEDS for n in names]))
     state = compare.machine(m).set_index("run_name")  # how quiet each run's machine was, by its own report
+    busy = state.busy.astype(str) + " of " + state.configurations.astype(str)
     for side in ("a", "b"):
-        run = df[f"run_{side}"]
-        df[f"busy_{side}"] = [
-            f"{state.busy[r]} of {state.configurations[r]}" if r in state.index else "" for r in run
-        ]
-        df[f"machine_{side}"] = [state.verdict[r] if r in state.index else "" for r in run]
+        df[f"busy_{side}"] = df[f"run_{side}"].map(busy).fillna("")
+        df[f"machine_{side}"] = df[f"run_{side}"].map(state.verdict).fillna("")
     by_name = {d.name: d for d in dirs.values()}
     df["params_differ"] = [
         _differ(by_name.get(a), by_name.get(b)) for a, b in zip(df.run_a, df.run_b, strict=True)

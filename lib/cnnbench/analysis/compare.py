@@ -62,35 +62,30 @@ def _pair(ok: pd.DataFrame, a: str, b: str) -> pd.DataFrame:
 
 def speedups(scenario_a: pd.DataFrame) -> pd.DataFrame:
     """Throughput A / B per pair of runs (the faster as A) and matched configuration, with its 95% interval."""
-    ok, rows = configured(scenario_a), []
+    ok, pairs = configured(scenario_a), []
     for a, b in combinations(sorted(ok.run_name.unique()), 2):
         j = _pair(ok, a, b)
-        if j.empty:
-            continue
-        if (j.throughput_img_s_a / j.throughput_img_s_b).median() < 1:
-            j = _pair(ok, b, a)
-        for r in j.to_dict("records"):
-            ra, rb = r["throughput_img_s_a"], r["throughput_img_s_b"]
-            ca, cb = (float(r.get(f"throughput_ci95_img_s_{x}") or 0) for x in "ab")
-            rel, s = math.hypot(ca / ra, cb / rb), ra / rb
-            # run-to-run (same host, same device), cross-host (same device model elsewhere) or cross-device
-            host = "run-to-run" if r["host_id_a"] == r["host_id_b"] else "cross-host"
-            kind = host if r["device_name_a"] == r["device_name_b"] else "cross-device"
-            rows.append(
-                {
-                    **{f"{k}_{x}": r[f"{k}_name_{x}"] for k in ("run", "device") for x in "ab"},
-                    **{k: r[k] for k in (*match_keys(), "host_a", "host_b", "threads_a", "threads_b")},
-                    "comparison": kind,
-                    "throughput_a_img_s": ra,
-                    "throughput_b_img_s": rb,
-                    "speedup": s,
-                    "speedup_low": s * max(1 - rel, 0),
-                    "speedup_high": s * (1 + rel),
-                }
-            )
-    pair = "run_a run_b device_a device_b host_a host_b comparison".split()
-    rates = "threads_a threads_b throughput_a_img_s throughput_b_img_s speedup speedup_low speedup_high"
-    return pd.DataFrame(rows, columns=[*pair, *match_keys(), *rates.split()])
+        pairs.append(_pair(ok, b, a) if (j.throughput_img_s_a / j.throughput_img_s_b).median() < 1 else j)
+    j = pd.concat(pairs, ignore_index=True) if pairs else _pair(ok, "", "")
+    ra, rb, s = j.throughput_img_s_a, j.throughput_img_s_b, j.throughput_img_s_a / j.throughput_img_s_b
+    ca, cb = j.throughput_ci95_img_s_a / ra, j.throughput_ci95_img_s_b / rb
+    rel = pd.Series([math.hypot(x, y) for x, y in zip(ca, cb, strict=True)], j.index, float)
+    # run-to-run (same host, same device), cross-host (same device model elsewhere) or cross-device
+    host = j.host_id_a.eq(j.host_id_b).map({True: "run-to-run", False: "cross-host"})
+    return pd.DataFrame(
+        {
+            **{f"{k}_{x}": j[f"{k}_name_{x}"] for k in ("run", "device") for x in "ab"},
+            "host_a": j.host_a,
+            "host_b": j.host_b,
+            "comparison": host.where(j.device_name_a == j.device_name_b, "cross-device"),
+            **{k: j[k] for k in (*match_keys(), "threads_a", "threads_b")},
+            "throughput_a_img_s": ra,
+            "throughput_b_img_s": rb,
+            "speedup": s,
+            "speedup_low": s * (1 - rel).clip(lower=0),
+            "speedup_high": s * (1 + rel),
+        }
+    )
 
 
 def unmatched(scenario_a: pd.DataFrame, divided: pd.DataFrame | None = None) -> pd.DataFrame:
