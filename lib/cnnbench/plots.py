@@ -56,10 +56,8 @@ BESIDE = {"fontsize": 7, "loc": "upper left", "bbox_to_anchor": (1.01, 1.0)}  # 
 
 def _finite_rows(values) -> bool:
     """Whether an (n, 2) array of points (or a flat array) holds at least one point with every coordinate finite."""
-    a = np.ma.filled(np.ma.asarray(values, dtype=float), np.nan)
-    if a.size == 0:
-        return False
-    return bool(np.isfinite(a).all(axis=-1).any()) if a.ndim > 1 else bool(np.isfinite(a).any())
+    finite = np.isfinite(np.ma.filled(np.ma.asarray(values, dtype=float), np.nan))
+    return bool((finite.all(axis=-1) if finite.ndim > 1 else finite).any())
 
 
 def _in_data(transform, ax) -> bool:
