@@ -111,15 +111,12 @@ def seeds_beside(m, run: str) -> pd.DataFrame:
 
 
 def _nothing_comparable(ok: pd.DataFrame, a: str, b: str) -> str:
-    def have(run):
-        g = ok[ok.run_name == run]
-        return sorted(set(g.model + " " + g.phase))
-
-    if not have(a) or not have(b):
-        empty = a if not have(a) else b
+    have = {r: sorted(set(g.model + " " + g.phase)) for r in (a, b) for g in [ok[ok.run_name == r]]}
+    if not have[a] or not have[b]:
+        empty = a if not have[a] else b
         return f"nothing comparable: run '{empty}' has no ok row in {' or '.join(compare.RATE_TABLES)}"
     return (
-        f"nothing comparable: '{a}' measured {', '.join(have(a))}; '{b}' measured {', '.join(have(b))} "
+        f"nothing comparable: '{a}' measured {', '.join(have[a])}; '{b}' measured {', '.join(have[b])} "
         "(no model and phase in common)"
     )
 

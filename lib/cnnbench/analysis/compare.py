@@ -129,12 +129,8 @@ def speedup_matrix(speedup: pd.DataFrame, phase: str = "train") -> pd.DataFrame:
         "" if norm(ta) == norm(tb) else f", threads {ta} vs {tb}"
         for ta, tb in zip(s.threads_a, s.threads_b, strict=True)
     ]
-    interval = [
-        f"{v:.2f}x [{lo:.2f}, {hi:.2f}]"
-        for v, lo, hi in zip(s.speedup, s.speedup_low, s.speedup_high, strict=True)
-    ]
-    pair = s.run_a + " / " + s.run_b + " (" + s.comparison + pd.Series(threads, index=s.index) + ")"
-    s = s.assign(pair=pair, value=pd.Series(interval, index=s.index, dtype=object))
+    interval = list(map("{:.2f}x [{:.2f}, {:.2f}]".format, s.speedup, s.speedup_low, s.speedup_high))
+    s = s.assign(pair=s.run_a + " / " + s.run_b + " (" + s.comparison + threads + ")", value=interval)
     matrix = s.pivot_table(index=["model", *varying], columns="pair", values="value", aggfunc="first")
     matrix = matrix.dropna(axis=1, how="all").dropna(axis=0, how="all")
     matrix.columns.name = f"{phase} speedup, x = (images/s of A) / (images/s of B) [95% interval]"
