@@ -158,18 +158,18 @@ def _bundles(history: list[dict], run) -> list[dict]:
     ok = df[df.status == "ok"]
     if ok.empty:
         return out
-    configurations = plots.explorer_labels(ok).nunique()  # a configuration clicked twice is one point
-    out.append(figure(plots.explorer_throughput, ok, points=configurations))
+    pts = plots.explorer_points(ok)  # a configuration clicked twice is one point
+    out.append(figure(plots.explorer_throughput, pts, points=len(pts)))
     peaks = results.read(run.dir, "device_peaks")
     if len(peaks):
         ints = [
             roofline.step_intensity(
                 r.model, int(r.batch_size), int(r.image_size), int(r.num_classes), "train", r.precision
             )["intensity_flop_per_byte"]
-            for r in ok.itertuples()
+            for r in pts.itertuples()
         ]
-        placed = ok.assign(intensity_flop_per_byte=ints)
-        out.append(figure(plots.explorer_roofline, peaks, placed, points=configurations))
+        placed = pts.assign(intensity_flop_per_byte=ints)
+        out.append(figure(plots.explorer_roofline, peaks, placed, points=len(pts)))
     else:
         note = "No roofline yet: this run has no device_peaks.csv; run 04_roofline to measure this device's roofs."
         out.append({"output_type": "stream", "name": "stdout", "text": note + "\n"})

@@ -56,10 +56,8 @@ BESIDE = {"fontsize": 7, "loc": "upper left", "bbox_to_anchor": (1.01, 1.0)}  # 
 
 def _finite_rows(values) -> bool:
     """Whether an (n, 2) array of points (or a flat array) holds at least one point with every coordinate finite."""
-    a = np.ma.filled(np.ma.asarray(values, dtype=float), np.nan)
-    if a.size == 0:
-        return False
-    return bool(np.isfinite(a).all(axis=-1).any()) if a.ndim > 1 else bool(np.isfinite(a).any())
+    finite = np.isfinite(np.ma.filled(np.ma.asarray(values, dtype=float), np.nan))
+    return bool((finite.all(axis=-1) if finite.ndim > 1 else finite).any())
 
 
 def _in_data(transform, ax) -> bool:
@@ -452,31 +450,23 @@ def _decades(lo: float, hi: float) -> tuple[float, float]:
     return 10.0 ** math.floor(math.log10(lo)), 10.0 ** math.ceil(math.log10(hi))
 
 
-def explorer_labels(points: pd.DataFrame) -> pd.Series:
-    """One legend label per explored configuration, from the row alone (so an earlier point keeps its label as
-    others are added): model, phase and batch size, then precision and data mode where not the defaults."""
-
-    def one(r) -> str:
-        extra = "" if r.get("precision", "fp32") == "fp32" else f" {r.get('precision')}"
-        extra += "" if r.get("data_mode", "device") == "device" else f" {r.get('data_mode')} data"
-        return f"{r['model']} {r.get('phase', 'train')} bs={int(r['batch_size'])}{extra}"
-
-    return points.apply(one, axis=1) if len(points) else pd.Series(dtype=str)
-
-
-def _explorer_points(points: pd.DataFrame) -> pd.DataFrame:
-    """Each configuration once (a repeated click shows its latest measurement), in the order first clicked, with
-    its label and colour (fixed by that order: a new click never recolours an earlier point)."""
-    pts = points.assign(explored=explorer_labels(points))
-    order = list(dict.fromkeys(pts.explored))
-    pts = pts.drop_duplicates("explored", keep="last").set_index("explored").loc[order].reset_index()
+def explorer_points(points: pd.DataFrame) -> pd.DataFrame:
+    """Each explored configuration once (a repeated click shows its latest measurement) in the order first clicked,
+    labelled from its row alone (model, phase, batch size, then precision and data mode where not the defaults)
+    and coloured by that order: a new click never relabels or recolours an earlier point."""
+    points = points.assign(data_mode=points.get("data_mode", "device"))  # a hand-made row may lack it
+    label = points.model + " " + points.phase + " bs=" + points.batch_size.astype(int).astype(str)
+    label += (" " + points.precision).where(points.precision != "fp32", "")
+    label += (" " + points.data_mode + " data").where(points.data_mode != "device", "")
+    order = list(dict.fromkeys(label))
+    pts = points.assign(explored=label).drop_duplicates("explored", keep="last").set_index("explored")
+    pts = pts.loc[order].reset_index()
     return pts.assign(color=[f"C{i % 10}" for i in range(len(pts))])
 
 
-def explorer_throughput(points: pd.DataFrame):
-    """08's explorer: throughput against batch size (log axes, the batch choices as fixed ticks, decade limits),
-    each configuration a point with its interval and its own legend entry."""
-    pts = _explorer_points(points)
+def explorer_throughput(pts: pd.DataFrame):
+    """08's explorer (:func:`explorer_points`): throughput against batch size (log axes, the batch choices as fixed
+    ticks, decade limits), each configuration a point with its interval and its own legend entry."""
     fig, ax = subplots(figsize=(9, 4.5))
     style = {"capsize": 3, "mec": "black", "mew": 0.5}
     for r in pts.itertuples():
@@ -501,10 +491,9 @@ def explorer_throughput(points: pd.DataFrame):
     return fig
 
 
-def explorer_roofline(peaks: pd.DataFrame, points: pd.DataFrame, title: str = "explored configurations"):
-    """08's explorer on this device's roofs: log axes fixed by the roofs (whole decades around the ridge points
-    and peaks, widened only for a point outside them), each configuration its own legend entry."""
-    pts = _explorer_points(points)
+def explorer_roofline(peaks: pd.DataFrame, pts: pd.DataFrame, title: str = "explored configurations"):
+    """08's explorer (:func:`explorer_points`) on this device's roofs: log axes fixed by the roofs (whole decades
+    around the ridge points and peaks, widened only for a point outside them), each configuration its own entry."""
     bw = peaks.bandwidth_gbs.dropna()
     ridge = (peaks.peak_gflops / peaks.bandwidth_gbs).dropna() if len(bw) else pd.Series([1.0])
     xlo, xhi = _decades(

@@ -1,7 +1,11 @@
-"""08's one entry point: merge the runs (:mod:`.merge`), compare them (:mod:`.compare`), say what they show
-(:mod:`.findings`), set the seeds beside ours (:mod:`.seeds`), present 07's searches (:mod:`.searches`), and
-the display helpers, figures, predictions and explorer 08 uses. Nothing below imports it."""
-# ruff: noqa: F401 (every name below is re-exported for 08)
+"""08's one entry point: the runs it merges (the merge itself: :mod:`cnnbench.results.runs`), compare them
+(:mod:`.compare`), say what they show (:mod:`.findings`), set the seeds beside ours (:mod:`.seeds`), present 07's
+searches, and the display helpers, figures, predictions and explorer 08 uses. Nothing below imports it."""
+# ruff: noqa: F401 (every name imported is re-exported for 08)
+
+from __future__ import annotations
+
+import pandas as pd
 
 from cnnbench import predict, published
 from cnnbench.analysis.compare import (
@@ -16,10 +20,53 @@ from cnnbench.analysis.compare import (
     unmatched,
 )
 from cnnbench.analysis.findings import findings_markdown, findings_table, placed_points, write_tables
-from cnnbench.analysis.merge import merged_statement, runs_table
-from cnnbench.analysis.searches import best_configurations, tuning_findings_markdown
 from cnnbench.analysis.seeds import beside
 from cnnbench.interactive import explorer
 from cnnbench.plots import batch_sweep, per_model_rooflines, throughput
-from cnnbench.results.runs import ALL_RUNS, Merged, discover, load, runs_for, zip_run
+from cnnbench.results.runs import ALL_RUNS, Merged, discover, load, machine_label, runs_for, zip_run
 from cnnbench.tables import readable_display, show, utilisation
+
+
+def runs_table(m: Merged) -> pd.DataFrame:
+    """Which runs, from which hosts, this analysis merges (and which it left out, with the reason)."""
+    said = "device_kind device_name host host_id threads torch captured_at".split()  # threads: torch_threads
+    rows = [
+        {"run_name": r, "merged": "yes", **{k: e.get("torch_threads" if k == "threads" else k) for k in said}}
+        for r, e in m.environments.items()
+    ]
+    rows += [{"run_name": r, "merged": f"no: {why}"} for r, why in m.excluded.items()]
+    return pd.DataFrame(rows)
+
+
+def merged_statement(m: Merged) -> str:
+    """One sentence: how many runs, which, from how many hosts."""
+    if not m.runs:
+        return "This analysis merges no run."
+    hosts = {e.get("host_id") for e in m.environments.values()}
+    names = ", ".join(
+        f"{r} ({machine_label(e.get('device_name'), e.get('host'))})" for r, e in m.environments.items()
+    )
+    return f"This analysis merges {len(m.runs)} run(s) from {len(hosts)} host(s): {names}."
+
+
+def best_configurations(tuned: pd.DataFrame) -> pd.DataFrame:
+    """07's best confirmed configuration per run, model and phase, against the seeds' default (empty: no search)."""
+    if tuned.empty:
+        return pd.DataFrame()
+    from cnnbench import tuning
+
+    best = {run: tuning.best(g) for run, g in tuned.groupby("run_name")}
+    return pd.concat(best, names=["run_name"]).reset_index()
+
+
+def tuning_findings_markdown(tuned: pd.DataFrame):
+    """07's computed sentences (best configuration, speedup with interval, roofline, energy), per run."""
+    from IPython.display import Markdown
+
+    from cnnbench import tuning
+
+    if tuned.empty:
+        return Markdown("_No run searched configurations (07_tuning)._")
+    return Markdown(
+        "\n".join(f"- {run}: {line}" for run, g in tuned.groupby("run_name") for line in tuning.findings(g))
+    )

@@ -111,15 +111,12 @@ def seeds_beside(m, run: str) -> pd.DataFrame:
 
 
 def _nothing_comparable(ok: pd.DataFrame, a: str, b: str) -> str:
-    def have(run):
-        g = ok[ok.run_name == run]
-        return sorted(set(g.model + " " + g.phase))
-
-    if not have(a) or not have(b):
-        empty = a if not have(a) else b
+    have = {r: sorted(set(g.model + " " + g.phase)) for r in (a, b) for g in [ok[ok.run_name == r]]}
+    if not have[a] or not have[b]:
+        empty = a if not have[a] else b
         return f"nothing comparable: run '{empty}' has no ok row in {' or '.join(compare.RATE_TABLES)}"
     return (
-        f"nothing comparable: '{a}' measured {', '.join(have(a))}; '{b}' measured {', '.join(have(b))} "
+        f"nothing comparable: '{a}' measured {', '.join(have[a])}; '{b}' measured {', '.join(have[b])} "
         "(no model and phase in common)"
     )
 
@@ -161,12 +158,10 @@ def compare_runs(names: list[str], outputs: Path, keys: tuple[str, ...] | None =
     df = pd.concat(frames, ignore_index=True)
     df.insert(0, "compared", compared([dirs[n].name if n != SEEDS else SEEDS for n in names]))
     state = compare.machine(m).set_index("run_name")  # how quiet each run's machine was, by its own report
+    busy = state.busy.astype(str) + " of " + state.configurations.astype(str)
     for side in ("a", "b"):
-        run = df[f"run_{side}"]
-        df[f"busy_{side}"] = [
-            f"{state.busy[r]} of {state.configurations[r]}" if r in state.index else "" for r in run
-        ]
-        df[f"machine_{side}"] = [state.verdict[r] if r in state.index else "" for r in run]
+        df[f"busy_{side}"] = df[f"run_{side}"].map(busy).fillna("")
+        df[f"machine_{side}"] = df[f"run_{side}"].map(state.verdict).fillna("")
     by_name = {d.name: d for d in dirs.values()}
     df["params_differ"] = [
         _differ(by_name.get(a), by_name.get(b)) for a, b in zip(df.run_a, df.run_b, strict=True)

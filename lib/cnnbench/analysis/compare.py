@@ -62,35 +62,30 @@ def _pair(ok: pd.DataFrame, a: str, b: str) -> pd.DataFrame:
 
 def speedups(scenario_a: pd.DataFrame) -> pd.DataFrame:
     """Throughput A / B per pair of runs (the faster as A) and matched configuration, with its 95% interval."""
-    ok, rows = configured(scenario_a), []
+    ok, pairs = configured(scenario_a), []
     for a, b in combinations(sorted(ok.run_name.unique()), 2):
         j = _pair(ok, a, b)
-        if j.empty:
-            continue
-        if (j.throughput_img_s_a / j.throughput_img_s_b).median() < 1:
-            j = _pair(ok, b, a)
-        for r in j.to_dict("records"):
-            ra, rb = r["throughput_img_s_a"], r["throughput_img_s_b"]
-            ca, cb = (float(r.get(f"throughput_ci95_img_s_{x}") or 0) for x in "ab")
-            rel, s = math.hypot(ca / ra, cb / rb), ra / rb
-            # run-to-run (same host, same device), cross-host (same device model elsewhere) or cross-device
-            host = "run-to-run" if r["host_id_a"] == r["host_id_b"] else "cross-host"
-            kind = host if r["device_name_a"] == r["device_name_b"] else "cross-device"
-            rows.append(
-                {
-                    **{f"{k}_{x}": r[f"{k}_name_{x}"] for k in ("run", "device") for x in "ab"},
-                    **{k: r[k] for k in (*match_keys(), "host_a", "host_b", "threads_a", "threads_b")},
-                    "comparison": kind,
-                    "throughput_a_img_s": ra,
-                    "throughput_b_img_s": rb,
-                    "speedup": s,
-                    "speedup_low": s * max(1 - rel, 0),
-                    "speedup_high": s * (1 + rel),
-                }
-            )
-    pair = "run_a run_b device_a device_b host_a host_b comparison".split()
-    rates = "threads_a threads_b throughput_a_img_s throughput_b_img_s speedup speedup_low speedup_high"
-    return pd.DataFrame(rows, columns=[*pair, *match_keys(), *rates.split()])
+        pairs.append(_pair(ok, b, a) if (j.throughput_img_s_a / j.throughput_img_s_b).median() < 1 else j)
+    j = pd.concat(pairs, ignore_index=True) if pairs else _pair(ok, "", "")
+    ra, rb, s = j.throughput_img_s_a, j.throughput_img_s_b, j.throughput_img_s_a / j.throughput_img_s_b
+    ca, cb = j.throughput_ci95_img_s_a / ra, j.throughput_ci95_img_s_b / rb
+    rel = pd.Series([math.hypot(x, y) for x, y in zip(ca, cb, strict=True)], j.index, float)
+    # run-to-run (same host, same device), cross-host (same device model elsewhere) or cross-device
+    host = j.host_id_a.eq(j.host_id_b).map({True: "run-to-run", False: "cross-host"})
+    return pd.DataFrame(
+        {
+            **{f"{k}_{x}": j[f"{k}_name_{x}"] for k in ("run", "device") for x in "ab"},
+            "host_a": j.host_a,
+            "host_b": j.host_b,
+            "comparison": host.where(j.device_name_a == j.device_name_b, "cross-device"),
+            **{k: j[k] for k in (*match_keys(), "threads_a", "threads_b")},
+            "throughput_a_img_s": ra,
+            "throughput_b_img_s": rb,
+            "speedup": s,
+            "speedup_low": s * (1 - rel).clip(lower=0),
+            "speedup_high": s * (1 + rel),
+        }
+    )
 
 
 def unmatched(scenario_a: pd.DataFrame, divided: pd.DataFrame | None = None) -> pd.DataFrame:
@@ -134,12 +129,8 @@ def speedup_matrix(speedup: pd.DataFrame, phase: str = "train") -> pd.DataFrame:
         "" if norm(ta) == norm(tb) else f", threads {ta} vs {tb}"
         for ta, tb in zip(s.threads_a, s.threads_b, strict=True)
     ]
-    interval = [
-        f"{v:.2f}x [{lo:.2f}, {hi:.2f}]"
-        for v, lo, hi in zip(s.speedup, s.speedup_low, s.speedup_high, strict=True)
-    ]
-    pair = s.run_a + " / " + s.run_b + " (" + s.comparison + pd.Series(threads, index=s.index) + ")"
-    s = s.assign(pair=pair, value=pd.Series(interval, index=s.index, dtype=object))
+    interval = list(map("{:.2f}x [{:.2f}, {:.2f}]".format, s.speedup, s.speedup_low, s.speedup_high))
+    s = s.assign(pair=s.run_a + " / " + s.run_b + " (" + s.comparison + threads + ")", value=interval)
     matrix = s.pivot_table(index=["model", *varying], columns="pair", values="value", aggfunc="first")
     matrix = matrix.dropna(axis=1, how="all").dropna(axis=0, how="all")
     matrix.columns.name = f"{phase} speedup, x = (images/s of A) / (images/s of B) [95% interval]"
@@ -338,18 +329,10 @@ def ratio_table(ratio: pd.DataFrame) -> tuple[pd.DataFrame, str]:
 
     numbers = ["ratio_b_over_a", "ratio_ci95_low", "ratio_ci95_high"]
     ratio = ratio.drop(columns=["probe_img_s_a", "probe_img_s_b"], errors="ignore")  # their change is enough
-    same = [
-        c
-        for c in ratio.columns
-        if c not in numbers and len(ratio) > 1 and ratio[c].astype(str).nunique() == 1
-    ]
+    same = [c for c in ratio if c not in numbers and len(ratio) > 1 and ratio[c].astype(str).nunique() == 1]
     text = "; ".join(f"{c} {ratio[c].iloc[0]}" for c in same if str(ratio[c].iloc[0]) not in ("", "nan"))
     view = ratio.drop(columns=same)
-    if set(numbers) <= set(view.columns):
-        low, high = (pd.to_numeric(view[c], errors="coerce") for c in numbers[1:])
-        half = (high - low) / 2
-        for c in numbers:
-            view[c] = [
-                rounded(v, h) for v, h in zip(pd.to_numeric(view[c], errors="coerce"), half, strict=True)
-            ]
+    low, high = (pd.to_numeric(view[c], errors="coerce") for c in numbers[1:])
+    for c in numbers:
+        view[c] = [rounded(v, h) for v, h in zip(view[c], (high - low) / 2, strict=True)]
     return view, (f"same in every row: {text}" if text else "")

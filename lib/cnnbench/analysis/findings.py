@@ -64,10 +64,9 @@ def _run_findings(run: str, ok: pd.DataFrame) -> list[dict]:
                 f"{best.throughput_img_s:.1f} +- {pct:.1f}% images/s."
             )
             add("highest_rate", sentence, achieved_gflops=gflops, throughput_img_s=rate_img_s, ci95_pct=pct)
-    if "noisy" in ok:  # a frame not read through the results layer may lack it
-        noisy = int(ok.noisy.astype(str).str.lower().eq("true").sum())
-        sentence = f"{noisy} of {len(ok)} measurements are flagged noisy (step-time IQR/median > 10%)."
-        add("noisy", sentence, noisy=noisy, measurements=len(ok))
+    noisy = int(ok.noisy.astype(str).str.lower().eq("true").sum())
+    sentence = f"{noisy} of {len(ok)} measurements are flagged noisy (step-time IQR/median > 10%)."
+    add("noisy", sentence, noisy=noisy, measurements=len(ok))
     base = knobs.default_variant(ok)
     variants = ok.drop(index=base.index)
     same = [k for k in match_keys() if k not in knobs.variant_only()]
@@ -182,7 +181,7 @@ _PASS_TABLE = {"tuning (default)": "tuning", "step phases (unsplit step)": "step
 
 def _reproducibility_findings(m: Merged) -> Iterator[dict]:
     pairs = repeated(m)
-    for run, g in pairs.groupby("run_name") if len(pairs) else []:
+    for run, g in pairs.groupby("run_name"):
         source = _source(run, *sorted({_PASS_TABLE.get(p, p) for p in (*g["first"], *g["second"])}))
         sentence = f"{run}: {reproducibility.agreement_sentence(g)}"
         yield _finding("repeats", run, source, sentence, pairs=len(g), agree=int(g.agree.sum()))

@@ -86,23 +86,19 @@ def roof_sentence(run_dir: Path) -> str:
 def fastest(run_dir: Path) -> pd.DataFrame:
     """07's best configuration per model and phase, its speedup over the seeds' default and its roof share."""
     t = results.read(run_dir, "tuning")
-    best = t[t.row_kind == "best"]
+    b = t[t.row_kind == "best"]
+    roof = zip(b.compute_roof_pct, b.roof_precision, strict=True)
     return pd.DataFrame(
-        [
-            {
-                "model": r.model,
-                "phase": r.phase,
-                "configuration": r.config,
-                "images/s (95% interval)": marked(r.throughput_img_s, r.throughput_ci95_img_s),
-                "speedup over default": speedup_text(r.speedup_x, r.speedup_ci95_x),
-                "share of its compute roof": (
-                    f"{r.compute_roof_pct:.0f}% of the {r.roof_precision} roof"
-                    if math.isfinite(r.compute_roof_pct)
-                    else "?"
-                ),
-            }
-            for r in best.itertuples()
-        ]
+        {
+            "model": b.model,
+            "phase": b.phase,
+            "configuration": b.config,
+            "images/s (95% interval)": list(map(marked, b.throughput_img_s, b.throughput_ci95_img_s)),
+            "speedup over default": list(map(speedup_text, b.speedup_x, b.speedup_ci95_x)),
+            "share of its compute roof": [
+                f"{p:.0f}% of the {r} roof" if math.isfinite(p) else "?" for p, r in roof
+            ],
+        }
     )
 
 
