@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
+from torch.profiler import ProfilerActivity
 
 from cnnbench.devices import energy, host
 
@@ -269,8 +270,6 @@ class Backend:
     # --- profiler
     def profiler_activities(self) -> list:
         """The host's activity, and the device's where the profiler times its kernels (``op_time`` "device")."""
-        from torch.profiler import ProfilerActivity
-
         device = [getattr(ProfilerActivity, self.torch_type.upper())] if self.op_time == "device" else []
         return [ProfilerActivity.CPU, *device]
 

@@ -10,6 +10,7 @@ import math
 import os
 
 import torch
+from torch.profiler import ProfilerActivity, profile
 
 from cnnbench.devices import energy
 from cnnbench.devices.base import ACCELERATOR_PROTOCOL, Backend, Hardware, normalise_name, specs, sweep_row
@@ -216,8 +217,6 @@ class CudaBackend(Backend):
     def busy_s(self, step, n: int) -> float | None:
         """The kernels' time over ``n`` calls of ``step``, from CUPTI's records through torch.profiler (one stream's
         kernels do not overlap: their sum is the time the GPU was busy)."""
-        from torch.profiler import ProfilerActivity, profile
-
         self.synchronize()
         with profile(activities=[ProfilerActivity.CUDA]) as prof:
             for _ in range(n):

@@ -12,7 +12,7 @@ import torch
 from torch.profiler import profile
 
 from cnnbench import devices, knobs, progress, published, results
-from cnnbench.measure import engine, traffic
+from cnnbench.measure import dispatch, engine, traffic
 
 # 04's figures, writer and run finder, named here for 04's one entry point
 from cnnbench.plots import bandwidth_sweep as bandwidth_sweep  # noqa: E402, I001
@@ -249,8 +249,6 @@ def read_inputs(run) -> dict[str, pd.DataFrame]:
 
 def host_steps(run) -> pd.DataFrame:
     """host_steps.csv: the host's cost of each model's steps on this device (:func:`dispatch.host_step`), resuming."""
-    from cnnbench.measure import dispatch
-
     table, p, name = results.table("host_steps"), run.params, devices.device_name(run.device)
     keys = [{"device_name": name, "model": m, "phase": ph, "precision": p.variants[0].get("precision", "fp32")}
             for m in p.models for ph in p.phases]  # fmt: skip
