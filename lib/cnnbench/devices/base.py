@@ -374,12 +374,10 @@ class Backend:
     ) -> tuple[list[dict], str]:
         """device_specs.csv's rows of this kind whose device is ``chip`` (:func:`normalise_name`: "L4" never takes
         an L40's row) with ``gpu_cores`` where given, as device_peaks rows of ``name``; and ``how`` they matched."""
-        import pandas as pd
-
         t = specs()
         t = t[(t.device_kind == cls.kind) & (t.device.map(normalise_name) == normalise_name(chip))]
         if gpu_cores is not None:
-            t = t[pd.to_numeric(t.gpu_cores, errors="coerce") == gpu_cores]
+            t = t[t.gpu_cores == gpu_cores]  # a number column: cells without a count are NaN
         if t.empty:
             return [], f"no spec roof: no row of device_specs.csv matches {how} exactly"
         rows = t.assign(
