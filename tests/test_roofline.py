@@ -1010,8 +1010,8 @@ def test_l2_reread_kernel_is_one_long_call_over_an_l2_resident_buffer(monkeypatc
     from cnnbench.devices import base, cuda
 
     mib = 2**20
-    assert cuda.reread_repeats(4 * mib, 1024 * mib) == 256
-    assert cuda.reread_repeats(3 * mib, 1024 * mib) == 342  # ceil: never less than the target
+    assert cuda.reread_kernel(torch.device("cpu"), 4 * mib, 1024 * mib)[1] == 256 * 4 * mib
+    assert cuda.reread_kernel(torch.device("cpu"), 3 * mib, 1024 * mib)[1] == 342 * 3 * mib  # never below it
     h100_l2 = {
         "capacity_bytes": 50 * mib,
         "above_bytes": 132 * 256 * 2**10,
@@ -1019,7 +1019,7 @@ def test_l2_reread_kernel_is_one_long_call_over_an_l2_resident_buffer(monkeypatc
     assert cuda.reread_sizes([64 * 2**10, mib, 4 * mib, 25 * mib, 37 * mib, 512 * mib], h100_l2) == [37 * mib]
     fn, nbytes = cuda.reread_kernel(torch.device("cpu"), 64 * 2**10, target_bytes=2 * mib)
     n = 64 * 2**10 // 4
-    assert nbytes == cuda.reread_repeats(64 * 2**10, 2 * mib) * n * 4 and nbytes >= 2 * mib
+    assert nbytes == 32 * n * 4 and nbytes >= 2 * mib
     out = fn()
     assert out.numel() == nbytes // (n * 4)  # one sum per re-read of the whole buffer, in one call
 

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
+from torch.profiler import ProfilerActivity
 
 from cnnbench.devices import energy, host
 
@@ -269,8 +270,6 @@ class Backend:
     # --- profiler
     def profiler_activities(self) -> list:
         """The host's activity, and the device's where the profiler times its kernels (``op_time`` "device")."""
-        from torch.profiler import ProfilerActivity
-
         device = [getattr(ProfilerActivity, self.torch_type.upper())] if self.op_time == "device" else []
         return [ProfilerActivity.CPU, *device]
 
@@ -375,12 +374,10 @@ class Backend:
     ) -> tuple[list[dict], str]:
         """device_specs.csv's rows of this kind whose device is ``chip`` (:func:`normalise_name`: "L4" never takes
         an L40's row) with ``gpu_cores`` where given, as device_peaks rows of ``name``; and ``how`` they matched."""
-        import pandas as pd
-
         t = specs()
         t = t[(t.device_kind == cls.kind) & (t.device.map(normalise_name) == normalise_name(chip))]
         if gpu_cores is not None:
-            t = t[pd.to_numeric(t.gpu_cores, errors="coerce") == gpu_cores]
+            t = t[t.gpu_cores == gpu_cores]  # a number column: cells without a count are NaN
         if t.empty:
             return [], f"no spec roof: no row of device_specs.csv matches {how} exactly"
         rows = t.assign(

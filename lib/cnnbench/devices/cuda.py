@@ -10,6 +10,7 @@ import math
 import os
 
 import torch
+from torch.profiler import ProfilerActivity, profile
 
 from cnnbench.devices import energy
 from cnnbench.devices.base import ACCELERATOR_PROTOCOL, Backend, Hardware, normalise_name, specs, sweep_row
@@ -216,8 +217,6 @@ class CudaBackend(Backend):
     def busy_s(self, step, n: int) -> float | None:
         """The kernels' time over ``n`` calls of ``step``, from CUPTI's records through torch.profiler (one stream's
         kernels do not overlap: their sum is the time the GPU was busy)."""
-        from torch.profiler import ProfilerActivity, profile
-
         self.synchronize()
         with profile(activities=[ProfilerActivity.CUDA]) as prof:
             for _ in range(n):
@@ -289,11 +288,6 @@ class CudaBackend(Backend):
         return rows
 
 
-def reread_repeats(buffer_bytes: int, target_bytes: int = REREAD_TARGET_BYTES) -> int:
-    """Re-reads of a ``buffer_bytes`` buffer in one call so that the call reads at least ``target_bytes``."""
-    return max(1, math.ceil(target_bytes / max(buffer_bytes, 1)))
-
-
 def reread_sizes(sizes: list[int], level: dict) -> list[int]:
     """The working sets the re-read kernel measures in a cache ``level``: above its ``above_bytes`` (the SMs'
     L1), up to its capacity."""
@@ -301,9 +295,10 @@ def reread_sizes(sizes: list[int], level: dict) -> list[int]:
 
 
 def reread_kernel(device: torch.device, working_set: int, target_bytes: int = REREAD_TARGET_BYTES):
-    """(fn, bytes read per call): one reduction kernel reading a ``working_set``-byte buffer R times."""
+    """(fn, bytes read per call): one reduction kernel reading a ``working_set``-byte buffer R times, R so that
+    the call reads at least ``target_bytes``."""
     n = max(working_set // 4, 1024)
-    repeats = reread_repeats(4 * n, target_bytes)
+    repeats = math.ceil(target_bytes / (4 * n))
     view = torch.rand(n, device=device).expand(repeats, n)
     return (lambda: view.sum(dim=1)), 4 * n * repeats
 

@@ -12,7 +12,7 @@ import torch
 from torch.profiler import profile
 
 from cnnbench import devices, knobs, progress, published, results
-from cnnbench.measure import engine, traffic
+from cnnbench.measure import dispatch, engine, traffic
 
 # 04's figures, writer and run finder, named here for 04's one entry point
 from cnnbench.plots import bandwidth_sweep as bandwidth_sweep  # noqa: E402, I001
@@ -91,8 +91,8 @@ _KEYS = ["model", "phase", "batch_size", "image_size", "precision"]
 
 def intensities_for(results: pd.DataFrame) -> pd.DataFrame:
     """Intensity of every distinct configuration of a results table (Scenario A or the sweep) that ran (status ok)."""
-    ok = results[results.status == "ok"] if "status" in results else results.iloc[0:0]
-    keys = ok[[*_KEYS, "num_classes"]].drop_duplicates() if len(ok) else ok
+    ok = results[results.status == "ok"]
+    keys = ok[[*_KEYS, "num_classes"]].drop_duplicates() if len(ok) else ok  # absent: no knob columns
     rows = [
         step_intensity(r.model, *map(int, (r.batch_size, r.image_size, r.num_classes)), r.phase, r.precision)
         for r in keys.itertuples()
@@ -105,7 +105,7 @@ def intensities_for(results: pd.DataFrame) -> pd.DataFrame:
 def place(results: pd.DataFrame, intensities: pd.DataFrame, peaks: pd.DataFrame, source: str) -> pd.DataFrame:
     """roofline.csv rows: each measured configuration against the roof of the level its step's counted bytes fit
     in, and the DRAM-only view."""
-    ok = results[results.status == "ok"] if "status" in results else results.iloc[0:0]
+    ok = results[results.status == "ok"]
     if ok.empty or intensities.empty:
         return pd.DataFrame()
     if "gbytes" not in intensities:  # no byte count: no level known, the DRAM roof applies
@@ -249,8 +249,6 @@ def read_inputs(run) -> dict[str, pd.DataFrame]:
 
 def host_steps(run) -> pd.DataFrame:
     """host_steps.csv: the host's cost of each model's steps on this device (:func:`dispatch.host_step`), resuming."""
-    from cnnbench.measure import dispatch
-
     table, p, name = results.table("host_steps"), run.params, devices.device_name(run.device)
     keys = [{"device_name": name, "model": m, "phase": ph, "precision": p.variants[0].get("precision", "fp32")}
             for m in p.models for ph in p.phases]  # fmt: skip
@@ -321,9 +319,7 @@ def layers_for_models(run, scenario_a: pd.DataFrame, steps: int = 2) -> pd.DataF
             )
     table.plan(run.dir, planned, "roofline")
     progress.resumed(len(planned) - profiled, len(planned), cache.path.name, "layer profiles")
-    return results.read(run.dir, "roofline_layers").reindex(
-        columns=LAYER_COLUMNS
-    )  # a profile's rows together
+    return results.read(run.dir, "roofline_layers").reindex(columns=LAYER_COLUMNS)  # profiles' rows together
 
 
 def layer_points(layers: pd.DataFrame, peaks: pd.DataFrame) -> pd.DataFrame:
@@ -333,9 +329,7 @@ def layer_points(layers: pd.DataFrame, peaks: pd.DataFrame) -> pd.DataFrame:
     roofs = _Roofs(peaks)
     dram = roofs.dram("fp32")  # its device names every layer's row
     layers = layers.assign(source="layer", device_name=dram.device_name, device_kind=dram.get("device_kind"))
-    sets = layers.bytes / layers.calls_per_step.clip(
-        lower=1e-9
-    )  # one call's bytes: what must fit in the level
+    sets = layers.bytes / layers.calls_per_step.clip(lower=1e-9)  # one call's bytes must fit in the level
     return _points(layers.assign(precision="fp32", working_set=sets), [*_IDENT[:-1], "layer", "op"], roofs)
 
 

@@ -10,7 +10,7 @@ import statistics
 import pandas as pd
 import torch
 
-from cnnbench import devices, progress
+from cnnbench import devices, progress, results
 from cnnbench.devices.base import DTYPES, SPEC_COLUMNS, normalise_name, specs  # noqa: F401 - specs: 04's table
 
 
@@ -163,13 +163,9 @@ def level_roofs(sweep: pd.DataFrame, levels: list[dict], main: str = "dram") -> 
 def measured_or_kept(run) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(measured rows of device_peaks.csv, bandwidth_sweep.csv) of ``run``: those in its folder measured with the
     same PEAK_SETTINGS (a rerun measures nothing again), else measured now with those settings as columns."""
-    from cnnbench import results
-    from cnnbench.results.files import host_id
-    from cnnbench.results.schema import PEAK_SETTINGS
-
     p = run.params
     values = (devices.device_name(run.device), run.threads, p.matmul_size, p.stream_mb, p.peak_repeats)
-    settings = dict(zip(PEAK_SETTINGS, (*values, host_id()), strict=True))
+    settings = dict(zip(results.schema.PEAK_SETTINGS, (*values, results.files.host_id()), strict=True))
     old, sweep = results.read(run.dir, "device_peaks"), results.read(run.dir, "bandwidth_sweep")
     kept = old[old.kind == "measured"]
 
