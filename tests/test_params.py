@@ -798,3 +798,13 @@ def test_a_merge_key_given_twice_is_refused(write_yaml):
     with pytest.raises(ParamsError) as err:
         params.read_yaml(write_yaml(text))
     assert "'<<'" in one_line(err) and "lines 4 and 5" in one_line(err)
+
+
+def test_a_python_caller_with_an_integer_past_reprs_limit_gets_a_one_line_refusal():
+    with pytest.raises(ParamsError, match=r"key 'models' must be list\[str\], got <a dict> \(dict\)"):
+        params.validate({"models": {"a": 10**5000}}, check_device=False)
+
+
+def test_a_repeated_variant_is_numbered_past_the_replicas_already_named():
+    p = params.validate({"variants": [{}, {"replica": 0}, {}]}, check_device=False)
+    assert [v.get("replica") for v in p.variants] == [None, 0, 1]

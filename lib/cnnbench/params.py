@@ -65,7 +65,10 @@ def _show(value: Any, limit: int = MAX_QUOTED) -> str:
     """``value`` as a message quotes it: its repr cut to ``limit`` characters with the full length said."""
     if isinstance(value, int) and value.bit_length() > 64:
         return f"an integer of {value.bit_length()} bits"
-    text = repr(value)
+    try:
+        text = repr(value)
+    except ValueError:  # an int past Python's 4300-digit repr limit inside a list
+        text = f"<a {type(value).__name__}>"
     return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
 
 
@@ -603,7 +606,8 @@ def _replicas(variants: list[dict]) -> list[dict]:
     for variant in variants:
         n = seen[setting := knobs.Setting(variant)]
         out.append({**variant, "replica": n} if n and "replica" not in variant else variant)
-        seen[setting] += 1
+        if not n or "replica" not in variant:  # a variant naming its replica takes no number
+            seen[setting] += 1
     return out
 
 
