@@ -67,6 +67,25 @@ def test_numba_cuda_kernels_match_autograd_on_the_cuda_simulator():
     assert proc.returncode == 0 and "OK" in proc.stdout, proc.stderr[-3000:]
 
 
+def test_numba_cuda_frees_what_init_replaced_before_its_memory_is_read():
+    """Numba defers freeing device arrays; init flushes that queue once the parameters are loaded afresh, so 05's
+    memory rows (a CUDA free-memory delta across init) do not count the set compiling used."""
+    code = (
+        "import types\n"
+        "from cnnbench.scratch import numba_cuda as m, torch_weights\n"
+        "b, flushed = m.NumbaCudaBackend('numba_cuda', 'mlp', 0.01, 0.9), []\n"
+        "m.SIMULATED = False  # as on a GPU, past the constructor's check for libNVVM\n"
+        "queue = types.SimpleNamespace(clear=lambda: flushed.append(dict(b.p)))\n"
+        "m.cuda.current_context = lambda: types.SimpleNamespace(deallocations=queue)\n"
+        "b.init(torch_weights('mlp', 0, image_size=6))\n"
+        "assert len(flushed) == 1 and all(flushed[0][k] is b.p[k] for k in b.p), flushed\n"
+        "print('OK')\n"
+    )
+    env = {**os.environ, "NUMBA_ENABLE_CUDASIM": "1", "PYTHONPATH": str(ROOT / "lib")}
+    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0 and "OK" in proc.stdout, proc.stderr[-3000:]
+
+
 # Every kernel of the Numba CUDA backend, compiled the way a GPU run compiles it (libNVVM to PTX, here for an
 # sm_90 H100), with the argument types the backend launches it with; the simulator above runs them as Python.
 NUMBA_CUDA_PTX = """

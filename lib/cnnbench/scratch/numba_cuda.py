@@ -230,6 +230,11 @@ class NumbaCudaBackend(Buffered):
         super().__init__(name, model, lr, momentum)
         self.compiles = not SIMULATED
 
+    def init(self, weights: dict) -> None:
+        super().init(weights)
+        if not SIMULATED:  # what compiling left and the parameters replaced: freed now, before memory is read
+            self.cuda.current_context().deallocations.clear()
+
     def sync(self) -> None:
         self.cuda.synchronize()
 
