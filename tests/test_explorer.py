@@ -293,7 +293,8 @@ def test_explorer_figures_are_not_drawn_by_a_comm_message_on_another_thread(tmp_
             "    return fig\n"
             "plots.throughput = comm_message_meanwhile\n"
             "row = dict(model='mnist_cnn', phase='train', device_name='CPU', precision='fp32', memory_format='nchw',\n"
-            "           compile=False, status='ok', batch_size=8, throughput_img_s=106.0, throughput_ci95_img_s=3.0)\n"
+            "           compile=False, status='ok', batch_size=8, throughput_img_s=106.0, throughput_ci95_img_s=3.0,\n"
+            "           data_mode='device')\n"
             "interactive._show([row], run)\nprint('DRAWN', drawn)"
         )
         msgs = _collect(kc, kc.execute(code))

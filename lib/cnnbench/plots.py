@@ -454,7 +454,6 @@ def explorer_points(points: pd.DataFrame) -> pd.DataFrame:
     """Each explored configuration once (a repeated click shows its latest measurement) in the order first clicked,
     labelled from its row alone (model, phase, batch size, then precision and data mode where not the defaults)
     and coloured by that order: a new click never relabels or recolours an earlier point."""
-    points = points.assign(data_mode=points.get("data_mode", "device"))  # a hand-made row may lack it
     label = points.model + " " + points.phase + " bs=" + points.batch_size.astype(int).astype(str)
     label += (" " + points.precision).where(points.precision != "fp32", "")
     label += (" " + points.data_mode + " data").where(points.data_mode != "device", "")

@@ -220,7 +220,7 @@ def default_host(kind: str, phase: str) -> tuple[tuple[float, float], str]:
     rows = _examples()
     for k in [kind, *sorted(k for k in set(rows.device_kind) if _queued(k))]:
         mine = rows[(rows.device_kind == k) & (rows.phase == phase)].drop_duplicates(KEYS)
-        if "host_step_s" in mine and mine.host_step_s.notna().any():
+        if mine.host_step_s.notna().any():
             per_op = (mine.host_step_s / mine.host_ops).median()
             return (0.0, per_op), f"measured by 04 in {mine.run_name.iloc[0]}"
         if len(mine) and not math.isnan(
@@ -317,8 +317,6 @@ def measured_rows(merged) -> pd.DataFrame:
     keys = zip(rows.run_name, rows.precision, strict=True)
     rows = rows.join(pd.DataFrame([roofs.get(k, [math.nan] * 4) for k in keys], rows.index, ROOF))
     host, keys = merged["host_steps"], ["run_name", "model", "phase"]
-    if "host_step_s" not in host:  # no run measured its host (04 before it did)
-        return rows
     measured = host[host.status == "ok"].groupby(keys)[["host_step_s", "ops"]].median()
     return rows.join(measured.rename(columns={"ops": "host_ops"}), on=keys)
 

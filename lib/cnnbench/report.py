@@ -118,8 +118,8 @@ def build(notebooks: list[Path], out: Path, title: str, header_md: str) -> Path:
 def complexity_warning(run_dir: Path) -> str:
     """A red warning naming every model whose counts in complexity.csv disagree with torchvision's published
     figures (column ``matches_published``), for the top of the report; "" when all agree or none was checked."""
-    rows = results.rows(run_dir, "complexity")
-    bad = sorted({r["model"] for r in rows if r.get("matches_published", "True").strip().lower() == "false"})
+    c = results.read(run_dir, "complexity")
+    bad = sorted(set(c.model[c.matches_published.astype(str).str.strip().str.lower() == "false"]))
     if not bad:
         return ""
     return (

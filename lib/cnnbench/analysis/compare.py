@@ -259,7 +259,7 @@ def _rounds(r: pd.Series) -> dict:
     import json
 
     try:
-        value = json.loads(r.get("process_rates_img_s") or "{}")
+        value = json.loads(r.process_rates_img_s or "{}")
     except (TypeError, ValueError):
         return {}
     return {int(k): float(v) for k, v in value.items()} if isinstance(value, dict) else {}
@@ -270,8 +270,8 @@ PROBE_KNOBS = ("threads", "torch")  # the probe runs in the measuring process: t
 
 def _probes(ra: pd.Series, rb: pd.Series) -> dict:
     """Each row's CPU speed probe (images/s) and its change from a to b in % (NaN across PROBE_KNOBS)."""
-    pa, pb = reproducibility.number(ra.get("probe_img_s")), reproducibility.number(rb.get("probe_img_s"))
-    if any(norm(ra.get(k)) != norm(rb.get(k)) for k in PROBE_KNOBS):
+    pa, pb = reproducibility.number(ra.probe_img_s), reproducibility.number(rb.probe_img_s)
+    if any(norm(ra[k]) != norm(rb[k]) for k in PROBE_KNOBS):
         pa = pb = math.nan
     return {
         "probe_img_s_a": pa,

@@ -75,7 +75,7 @@ def roof_sentence(run_dir: Path) -> str:
         return "No fp32 roof was measured."
     top = measured.iloc[0]  # the main-memory row first (peaks.measure)
     spread = f" (spread {100 * top.peak_spread:.1f}% over its calls)" if pd.notna(top.peak_spread) else ""
-    level = top.level if pd.notna(top.get("level")) else "main memory"  # a file without levels: NA
+    level = top.level if pd.notna(top.level) else "main memory"  # a file without levels: NA
     return (
         f"**The roof** (measured, fp32): {top.peak_gflops:,.1f} GFLOP/s compute{spread}, "
         f"{top.bandwidth_gbs:,.1f} GB/s from {html.escape(str(level))}, ridge at "

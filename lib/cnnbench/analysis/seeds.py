@@ -418,10 +418,7 @@ _MEMORY_004 = {  # our MLP's memory per run, backend and component, MiB shown in
     **{c: (None, c) for c in ("backend", "model", "component")},
     **{f"{c}_mb": (None, lambda o, c=c: o[f"{c}_mib"] * MIB_TO_MB) for c in ("computed", "measured")},
     **{f"{c}_mib": (None, f"{c}_mib") for c in ("computed", "measured")},
-    "differences": (
-        None,
-        lambda o: "ours: MiB x 1.048576 = MB; " + o.get("method", pd.Series("", index=o.index)).fillna(""),
-    ),
+    "differences": (None, lambda o: "ours: MiB x 1.048576 = MB; " + o.method.fillna("")),
 }
 
 
@@ -470,8 +467,6 @@ def _epochs_000() -> pd.DataFrame:
 
 
 def _epochs_ours(epochs: pd.DataFrame) -> pd.DataFrame:
-    if "train_epoch_s" not in epochs:
-        return pd.DataFrame()
     ok = epochs[epochs.status == "ok"]
     named = {"device_name": "device", "train_images": "images"}
     ours = ok[["model", *named, "train_epoch_s", "val_epoch_s"]].rename(columns=named)

@@ -89,7 +89,7 @@ TEXT = frozenset(
     (
         "model phase status error device_name noisy machine_state machine_note step_bound process_rates_img_s "
         "source layer roof bound kind level precision row_kind config roof_precision matches_published data_mode "
-        "step_phase backend dataset"
+        "step_phase backend dataset method"
     ).split()
 )
 _RATE = "model phase status error device_name throughput_img_s throughput_ci95_img_s achieved_gflops"
@@ -105,6 +105,8 @@ _PEAKS = "kind level precision peak_gflops bandwidth_gbs peak_spread capacity_mi
 _EXPLORE = f"{_RATE} batch_size precision data_mode"
 _EXPLORE_KEY = ("timestamp", "model", "batch_size", "precision")
 _TELEMETRY = "source process t_s metric device_index"
+_HOST = "model phase status ops host_step_s"
+_EPOCHS = "status device_name train_images train_epoch_s val_epoch_s"
 _STEP_PHASES = "model step_phase status device_name sum_diff_ci95_pct"
 _TUNING = (
     f"{_RATE} row_kind config roof_precision speedup_x speedup_ci95_x compute_roof_pct energy_j_per_image"
@@ -166,17 +168,17 @@ TABLES: dict[str, Table] = {
         Table(
             "telemetry", "02_scenario_a", config_keys, _TELEMETRY, most_rows=SERIES_ROWS
         ),  # 02 and 03 write it
-        Table("epochs", "02_scenario_a", epoch_keys),
+        Table("epochs", "02_scenario_a", epoch_keys, columns=_EPOCHS),
         *_engine("batch_sweep", "03_batch_sweep"),
         Table("roofline", "04_roofline", columns=_ROOFLINE),
         Table("device_peaks", "04_roofline", columns=_PEAKS),
-        Table("host_steps", "04_roofline", ("device_name", "model", "phase", "precision")),
+        Table("host_steps", "04_roofline", ("device_name", "model", "phase", "precision"), columns=_HOST),
         Table("bandwidth_sweep", "04_roofline", merged=False),
         Table("roofline_layers", "04_roofline", layer_plan, "layer op", **_GROUPS),
         Table("gradcheck", "05_backends", SCRATCH_PLAN, "tensor", columns=_BACKEND),
         Table("backends", "05_backends", SCRATCH_PLAN, "epoch", columns=_BACKEND),
         Table("backend_ops", "05_backends", SCRATCH_PLAN, "op", columns=_BACKEND),
-        Table("backend_memory", "05_backends", SCRATCH_PLAN, "component", columns=_BACKEND),
+        Table("backend_memory", "05_backends", SCRATCH_PLAN, "component", columns=f"{_BACKEND} method"),
         Table("transfer", "06_transfer", TRANSFER_GRID_KEYS, "epoch", columns="status"),
         Table("step_phases", "06_transfer", phase_plan, "step_phase", columns=_STEP_PHASES),
         Table("profile_ops", "06_transfer", profile_plan, "pass op", merged=False, columns="model status"),
