@@ -3,7 +3,7 @@ them (issue 17)."""
 
 import pandas as pd
 
-from cnnbench import progress
+from cnnbench import progress, results
 from cnnbench.analysis.findings import _run_findings
 from cnnbench.measure import reproducibility
 
@@ -97,7 +97,9 @@ def test_findings_headline_only_precise_rates_and_distinguishable_variants():
     variant = rows([("mobilenet_v2", 128, 153.0, 4.0)])
     variant["precision"] = "bf16"
     variant["achieved_gflops"] = 20.4
-    found = _run_findings("r", pd.concat([sa, variant], ignore_index=True))
+    found = _run_findings(
+        "r", results.schema.declared(pd.concat([sa, variant], ignore_index=True), "scenario_a")
+    )
     best = next(f for f in found if f["topic"] == "highest_rate")["finding"]
     assert "resnet18" not in best and "mobilenet_v2" in best
     gain = next(f for f in found if f["topic"] == "variant_gain")["finding"]
