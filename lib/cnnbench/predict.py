@@ -317,6 +317,8 @@ def measured_rows(merged) -> pd.DataFrame:
     keys = zip(rows.run_name, rows.precision, strict=True)
     rows = rows.join(pd.DataFrame([roofs.get(k, [math.nan] * 4) for k in keys], rows.index, ROOF))
     host, keys = merged["host_steps"], ["run_name", "model", "phase"]
+    if host.empty:  # no run measured its host (04 on a CPU, or before it did)
+        return rows
     measured = host[host.status == "ok"].groupby(keys)[["host_step_s", "ops"]].median()
     return rows.join(measured.rename(columns={"ops": "host_ops"}), on=keys)
 
