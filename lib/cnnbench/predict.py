@@ -318,7 +318,7 @@ def measured_rows(merged) -> pd.DataFrame:
     rows = rows.join(pd.DataFrame([roofs.get(k, [math.nan] * 4) for k in keys], rows.index, ROOF))
     host, keys = merged["host_steps"], ["run_name", "model", "phase"]
     if host.empty:  # no run measured its host (04 on a CPU, or before it did)
-        return rows
+        return rows.assign(host_step_s=math.nan, host_ops=math.nan)
     measured = host[host.status == "ok"].groupby(keys)[["host_step_s", "ops"]].median()
     return rows.join(measured.rename(columns={"ops": "host_ops"}), on=keys)
 
