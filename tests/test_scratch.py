@@ -50,6 +50,13 @@ def test_tied_maxima_route_the_gradient_once_as_pytorch(backend):
     assert all(r["passed"] for r in rows), [(r["tensor"], r["rel_err"]) for r in rows if not r["passed"]]
 
 
+def _on_the_simulator(code: str) -> None:
+    """``code`` run in a fresh process on Numba's CUDA simulator; it prints OK when its assertions hold."""
+    env = {**os.environ, "NUMBA_ENABLE_CUDASIM": "1", "PYTHONPATH": str(ROOT / "lib")}
+    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0 and "OK" in proc.stdout, proc.stderr[-3000:]
+
+
 def test_numba_cuda_kernels_match_autograd_on_the_cuda_simulator():
     """The Numba CUDA kernels (forward, full backward, SGD) on Numba's simulator, tiny shapes (it is slow)."""
     code = (
@@ -62,9 +69,7 @@ def test_numba_cuda_kernels_match_autograd_on_the_cuda_simulator():
         "    assert all(r['passed'] for r in rows) and len(rows) > 4, rows\n"
         "print('OK')\n"
     )
-    env = {**os.environ, "NUMBA_ENABLE_CUDASIM": "1", "PYTHONPATH": str(ROOT / "lib")}
-    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0 and "OK" in proc.stdout, proc.stderr[-3000:]
+    _on_the_simulator(code)
 
 
 def test_numba_cuda_frees_what_init_replaced_before_its_memory_is_read():
@@ -81,9 +86,7 @@ def test_numba_cuda_frees_what_init_replaced_before_its_memory_is_read():
         "assert len(flushed) == 1 and all(flushed[0][k] is b.p[k] for k in b.p), flushed\n"
         "print('OK')\n"
     )
-    env = {**os.environ, "NUMBA_ENABLE_CUDASIM": "1", "PYTHONPATH": str(ROOT / "lib")}
-    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0 and "OK" in proc.stdout, proc.stderr[-3000:]
+    _on_the_simulator(code)
 
 
 # Every kernel of the Numba CUDA backend, compiled the way a GPU run compiles it (libNVVM to PTX, here for an
