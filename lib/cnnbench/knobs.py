@@ -26,7 +26,6 @@ class Knob:
     low: int = 0
     high: int = 2**63 - 1
     run_wide: bool = True  # a params key of its own; False: set only inside ``variants``
-    keyed: bool = True  # part of a configuration's key: two values are two measurements
     # compare divides two runs' rows only where it is equal (threads: not across devices)
     matched: bool = True
     before: Any = None  # what a row written before the knob existed reads as (None: the default)
@@ -261,8 +260,8 @@ KNOBS: dict[str, Knob] = {
 
 
 def keyed() -> tuple[str, ...]:
-    """The knobs that are part of a configuration's key."""
-    return tuple(k for k, knob in KNOBS.items() if knob.keyed)
+    """The knobs that are part of a configuration's key: every knob (two values are two measurements)."""
+    return tuple(KNOBS)
 
 
 def variant_only() -> tuple[str, ...]:
