@@ -14,11 +14,8 @@ from cnnbench import devices, knobs, progress, published, results
 from cnnbench.measure import dispatch, engine, traffic
 
 # 04's figures, writer and run finder, named here for 04's one entry point
-from cnnbench.plots import bandwidth_sweep as bandwidth_sweep  # noqa: E402, I001
-from cnnbench.plots import layer_figures as layer_figures
-from cnnbench.plots import per_model_rooflines as per_model_rooflines
+from cnnbench.plots import bandwidth_sweep, layer_figures, per_model_rooflines, trajectory  # noqa: F401, I001
 from cnnbench.plots import roofline as plot  # noqa: F401
-from cnnbench.plots import trajectory as trajectory
 from cnnbench.results import write_rows as write_rows
 from cnnbench.results.runs import runs_for as runs_for
 from cnnbench.roofline import peaks as peaks_mod
