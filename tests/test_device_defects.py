@@ -31,7 +31,7 @@ def test_a_device_whose_profiler_sees_only_the_host_queueing_ops_gets_no_per_lay
     queued = FakeGPU.fresh(op_time="queue", kind="mps")
     with using(queued):
         with pytest.raises(devices.Unavailable, match="host .*queue"):
-            roofline.profile_layers(MNIST, CPU, Params(), steps=1, warmup=1)
+            roofline.profile_layers(MNIST, devices.backend(CPU), Params(), steps=1, warmup=1)
         rows = profiler.profile_model(MNIST, CPU, Params(), tmp_path, steps=1, top_k=3)
     assert rows[0]["status"] == "ok" and all("queue each op" in r["time_note"] for r in rows)
     assert all(math.isnan(r["self_device_s"]) for r in rows)  # no device time is claimed
@@ -182,7 +182,7 @@ def test_conv_roofs_are_timed_from_a_graph_and_keep_no_output_past_the_next_call
     """conv_rates launched one convolution at a time (host-bound on a fast GPU) and kept every output alive."""
     from cnnbench.roofline import peaks
 
-    peaks.conv_rates(CPU, batch=1, channels=4, size=8, repeats=1, min_call_s=0.001)
+    peaks.conv_rates(devices.backend(CPU), batch=1, channels=4, size=8, repeats=1, min_call_s=0.001)
     assert "batched graph=True" in fake_gpu.log
     alive = []
 

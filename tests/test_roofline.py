@@ -139,9 +139,10 @@ def test_measured_peaks_are_sane():
         1
     )  # tiny kernels on threads shared with other work measure the scheduler, not the code
     try:
-        mm = max(peaks.matmul_rates(cpu, "fp32", n=256, repeats=2))
-        conv = max(peaks.conv_rates(cpu, "fp32", batch=2, channels=16, size=8, repeats=2))
-        sweep = peaks.bandwidth_sweep(cpu, [32 * 2**20], repeats=2)
+        b = devices.backend(cpu)
+        mm = max(peaks.matmul_rates(b, "fp32", n=256, repeats=2))
+        conv = max(peaks.conv_rates(b, "fp32", batch=2, channels=16, size=8, repeats=2))
+        sweep = pd.DataFrame(b.bandwidth_sweep([32 * 2**20], 2, None, 1))
     finally:
         torch.set_num_threads(before)
     bw = sweep.groupby("kernel").bandwidth_gbs.max()
@@ -412,15 +413,15 @@ def test_the_sweep_gives_main_memory_three_working_sets_far_past_the_last_cache(
     monkeypatch.setattr(CpuBackend, "cache_levels", lambda self, *a, **k: [last])
     seen = []
 
-    def sweep(device, sizes, repeats, min_call_s=None, threads=None):
+    def sweep(self, sizes, repeats, min_call_s, threads):
         seen.extend(sizes)
         rows = [{"working_set_bytes": s, "kernel": "read", "bandwidth_gbs": 1e3 / np.log(s)} for s in sizes]
-        return pd.DataFrame([{**r, "threads": 1, "calls": 1, "method": "fake"} for r in rows])
+        return [{**r, "threads": 1, "calls": 1, "method": "fake"} for r in rows]
 
-    monkeypatch.setattr(peaks, "bandwidth_sweep", sweep)
+    monkeypatch.setattr(CpuBackend, "bandwidth_sweep", sweep)
     for name in ("matmul_rates", "conv_rates"):
         monkeypatch.setattr(peaks, name, lambda *a, **k: [1.0])
-    measured = peaks.measure(torch.device("cpu"), 64, stream_mb=16, repeats=1, threads=1)
+    measured, _ = peaks.measure(devices.backend("cpu"), 64, stream_mb=16, repeats=1, threads=1)
     assert len([s for s in seen if s >= 4 * 480 * mib]) >= peaks.MIN_POINTS == 3
     dram = measured[measured.level == "dram"].iloc[0]
     assert "median read of 3 working sets" in dram.source and dram.bandwidth_note == ""
@@ -787,7 +788,7 @@ def test_peak_measurement_restores_threads_and_reports_spread(small_last_cache):
     before = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        df = peaks.measure(torch.device("cpu"), matmul_size=128, stream_mb=8, repeats=3, threads=2)
+        df, _ = peaks.measure(devices.backend("cpu"), matmul_size=128, stream_mb=8, repeats=3, threads=2)
         assert torch.get_num_threads() == 1
     finally:
         torch.set_num_threads(before)
@@ -1035,7 +1036,7 @@ def test_l2_reread_kernel_is_one_long_call_over_an_l2_resident_buffer(monkeypatc
         base.Backend, "rates", lambda self, fn, nbytes, r, m=None, graph=False: calls.append(nbytes) or [1e12]
     )
     monkeypatch.setattr(cuda.CudaBackend, "empty_cache", lambda self: None)
-    sweep = peaks.bandwidth_sweep(torch.device("cuda"), [mib, 8 * mib, 512 * mib], repeats=1)
+    sweep = pd.DataFrame(devices.backend("cuda").bandwidth_sweep([mib, 8 * mib, 512 * mib], 1, None, 1))
     reread = sweep[sweep.kernel == "l2_reread"]
     assert list(reread.working_set_bytes) == [8 * mib] and "re-read" in reread.method.iloc[0]
     assert set(sweep[sweep.kernel == "copy"].working_set_bytes) == {mib, 8 * mib, 512 * mib}
@@ -1108,7 +1109,7 @@ def test_a_measured_roof_above_the_spec_sheet_is_flagged_and_a_conv_above_it_is_
     monkeypatch.setattr(peaks, "conv_rates", lambda *a, **k: [130.0, 129.0])
     rows = [{"precision": "fp32", "peak_gflops": spec, "level": "dram"}] if spec else []
     monkeypatch.setattr(CpuBackend, "spec", lambda self, threads: (rows, ""))
-    df = peaks.measure(torch.device("cpu"), matmul_size=64, stream_mb=8, repeats=1, threads=1)
+    df, _ = peaks.measure(devices.backend("cpu"), matmul_size=64, stream_mb=8, repeats=1, threads=1)
     fp32 = df[df.precision == "fp32"].iloc[0]
     assert fp32.peak_gflops == roof and fp32.conv3x3_gflops == 130.0
     assert (

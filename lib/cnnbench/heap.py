@@ -12,8 +12,8 @@ import contextlib
 import ctypes
 import ctypes.util
 import functools
-import math
 import platform
+import resource
 
 HEAPS = ("keep", "system")
 _M_TRIM_THRESHOLD, _M_MMAP_MAX = -1, -4  # glibc's malloc.h
@@ -70,11 +70,7 @@ def effective(policy: str) -> str:
 
 
 def minor_faults() -> float:
-    """This process's minor page faults so far (every thread); NaN where the OS does not count them."""
-    try:
-        import resource
-    except ImportError:  # Windows
-        return math.nan
+    """This process's minor page faults so far (every thread)."""
     return float(resource.getrusage(resource.RUSAGE_SELF).ru_minflt)
 
 

@@ -12,14 +12,9 @@ from cnnbench.measure.engine import Config
 # 02's and 03's epochs, telemetry reader, tables and figures, named here for their one entry point
 from cnnbench.measure.epochs import epochs as epochs  # noqa: I001
 from cnnbench.measure.telemetry import read as read_telemetry  # noqa: F401
-from cnnbench.plots import batch_sweep as batch_sweep
-from cnnbench.plots import telemetry_timeline as telemetry_timeline
-from cnnbench.plots import throughput as throughput
+from cnnbench.plots import batch_sweep, telemetry_timeline, throughput  # noqa: F401
 from cnnbench.progress import say
-from cnnbench.tables import measured as measured
-from cnnbench.tables import performance_summary as performance_summary
-from cnnbench.tables import utilisation as utilisation
-from cnnbench.tables import variants_side_by_side as variants_side_by_side
+from cnnbench.tables import measured, performance_summary, utilisation, variants_side_by_side  # noqa: F401
 
 
 def scenario_a_configs(p) -> list[Config]:

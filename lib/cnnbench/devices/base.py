@@ -364,19 +364,16 @@ class Backend:
         return self.spec_for_name(self.name())
 
     @classmethod
-    def spec_for_name(cls, name: str, gpu_cores: int | None = None) -> tuple[list[dict], str]:
-        """The spec-sheet rows of a device of this kind named exactly ``name``, and a note on the match."""
-        return cls.spec_match(name, name, f"exact name '{name}'")
-
-    @classmethod
-    def spec_match(
-        cls, chip: str, name: str, how: str, gpu_cores: int | None = None
+    def spec_for_name(
+        cls, name: str, gpu_cores: int | None = None, chip: str | None = None
     ) -> tuple[list[dict], str]:
-        """device_specs.csv's rows of this kind whose device is ``chip`` (:func:`normalise_name`: "L4" never takes
-        an L40's row) with ``gpu_cores`` where given, as device_peaks rows of ``name``; and ``how`` they matched."""
-        t = specs()
-        t = t[(t.device_kind == cls.kind) & (t.device.map(normalise_name) == normalise_name(chip))]
-        if gpu_cores is not None:
+        """device_specs.csv's rows of this kind whose device is named exactly ``name`` (:func:`normalise_name`: "L4"
+        never takes an L40's row), or is ``chip`` with ``gpu_cores``, as device_peaks rows of ``name``; and how they
+        matched."""
+        how = f"exact name '{name}'" if chip is None else f"chip '{chip}' with {gpu_cores} GPU cores"
+        t, device = specs(), normalise_name(name if chip is None else chip)
+        t = t[(t.device_kind == cls.kind) & (t.device.map(normalise_name) == device)]
+        if chip is not None:
             t = t[t.gpu_cores == gpu_cores]  # a number column: cells without a count are NaN
         if t.empty:
             return [], f"no spec roof: no row of device_specs.csv matches {how} exactly"

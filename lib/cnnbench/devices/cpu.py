@@ -70,7 +70,7 @@ class CpuBackend(Backend):
         from cnnbench.devices import membench
 
         min_call_s = max(self.min_call_s, min_call_s or 0.01)
-        return membench.sweep(sizes, threads, repeats, min_call_s).to_dict("records")
+        return membench.sweep(sizes, threads, repeats, min_call_s)
 
     @classmethod
     def spec_for_name(cls, name: str, gpu_cores: int | None = None) -> tuple[list[dict], str]:

@@ -11,7 +11,6 @@ import time
 
 import numba
 import numpy as np
-import pandas as pd
 from numba import prange
 
 # float64 arrays per thread; a trial counts each once per element (read: 8 bytes read; triad: 2 reads + 1 write, the
@@ -117,10 +116,12 @@ def run(
     call(kernel, arrays, n, 1)  # compile (or load the cache) and first-touch the buffers from the threads
     trials = calibrate(kernel, arrays, n, min_call_s, clock)
     times = [_timed(kernel, arrays, n, trials, clock) for _ in range(calls)]
-    moved = bytes_per_trial(kernel, n, threads) * trials
+    per_trial = bytes_per_trial(kernel, n, threads)
+    moved = per_trial * trials
     rates = [moved / t / 1e9 for t in times]
     return {
-        "working_set_bytes": bytes_per_trial(kernel, n, threads),
+        "working_set_bytes": per_trial,
+        "working_set_mib": per_trial / 2**20,
         "kernel": kernel,
         "bandwidth_gbs": max(rates),
         "bandwidth_median_gbs": statistics.median(rates),
@@ -138,14 +139,11 @@ def sweep(
     calls: int = 5,
     min_call_s: float = 0.01,
     kernels: tuple[str, ...] = ("read", "triad"),
-) -> pd.DataFrame:
+) -> list[dict]:
     """:func:`run` for every working set in ``sizes`` and every kernel: one row each."""
     before = numba.get_num_threads()
     threads = max(1, min(threads, numba.config.NUMBA_NUM_THREADS))
     try:
-        rows = [run(k, s, threads, calls, min_call_s) for s in sizes for k in kernels]
+        return [run(k, s, threads, calls, min_call_s) for s in sizes for k in kernels]
     finally:
         numba.set_num_threads(before)
-    df = pd.DataFrame(rows)
-    df.insert(1, "working_set_mib", df.working_set_bytes / 2**20)
-    return df

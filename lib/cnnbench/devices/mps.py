@@ -109,7 +109,7 @@ class MpsBackend(Backend):
                 [],
                 f"no spec roof: the GPU core count of '{chip}' could not be read, and it decides the row",
             )
-        return cls.spec_match(chip, name, f"chip '{chip}' with {gpu_cores} GPU cores", gpu_cores)
+        return super().spec_for_name(name, gpu_cores, chip)
 
 
 def parse_gpu_cores(text: str) -> int | None:

@@ -8,18 +8,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pandas as pd
-import torch
 from torch.profiler import profile
 
 from cnnbench import devices, knobs, progress, published, results
 from cnnbench.measure import dispatch, engine, traffic
 
 # 04's figures, writer and run finder, named here for 04's one entry point
-from cnnbench.plots import bandwidth_sweep as bandwidth_sweep  # noqa: E402, I001
-from cnnbench.plots import layer_figures as layer_figures
-from cnnbench.plots import per_model_rooflines as per_model_rooflines
+from cnnbench.plots import bandwidth_sweep, layer_figures, per_model_rooflines, trajectory  # noqa: F401, I001
 from cnnbench.plots import roofline as plot  # noqa: F401
-from cnnbench.plots import trajectory as trajectory
 from cnnbench.results import write_rows as write_rows
 from cnnbench.results.runs import runs_for as runs_for
 from cnnbench.roofline import peaks as peaks_mod
@@ -154,17 +150,17 @@ intensity_flop_per_byte achieved_gflops time_share""".split()
 
 
 def profile_layers(
-    cfg: engine.Config, device: torch.device, p, steps: int = 3, warmup: int = 2
+    cfg: engine.Config, b: devices.Backend, p, steps: int = 3, warmup: int = 2
 ) -> pd.DataFrame:
-    """Every op of ``steps`` real steps timed by ``torch.profiler`` and joined with its counted FLOPs and bytes
-    (:func:`layer_table`); :class:`cnnbench.devices.Unavailable` where it has no device time per op (MPS)."""
-    b = devices.backend(device)
+    """Every op of ``steps`` real steps on ``b``'s device timed by ``torch.profiler`` and joined with its counted
+    FLOPs and bytes (:func:`layer_table`); :class:`cnnbench.devices.Unavailable` where it has no device time per
+    op (MPS)."""
     if b.op_time == "queue":
         raise devices.Unavailable(
             f"torch.profiler times {b.kind} ops on the host (the time to queue them), not on "
             "the device: a per-layer roofline needs each op's device time"
         )
-    with engine.Workload(cfg, device, p) as work:
+    with engine.Workload(cfg, b, p) as work:
         for _ in range(warmup):
             work.step()
         b.synchronize()
@@ -249,7 +245,8 @@ def read_inputs(run) -> dict[str, pd.DataFrame]:
 
 def host_steps(run) -> pd.DataFrame:
     """host_steps.csv: the host's cost of each model's steps on this device (:func:`dispatch.host_step`), resuming."""
-    table, p, name = results.table("host_steps"), run.params, devices.device_name(run.device)
+    table, p, b = results.table("host_steps"), run.params, devices.backend(run.device)  # passed down
+    name = b.name()
     keys = [{"device_name": name, "model": m, "phase": ph, "precision": p.variants[0].get("precision", "fp32")}
             for m in p.models for ph in p.phases]  # fmt: skip
     table.plan(run.dir, keys, "host_steps")
@@ -257,7 +254,7 @@ def host_steps(run) -> pd.DataFrame:
     todo = [k for k in keys if not rows.done(k)]
     for k in todo:
         progress.note(f"host cost: {k['model']} {k['phase']}")
-        rows.append({"device_name": name, **dispatch.host_step(p, run.device, k["model"], k["phase"])})
+        rows.append({"device_name": name, **dispatch.host_step(p, b, k["model"], k["phase"])})
     progress.resumed(len(keys) - len(todo), len(keys), table.filename, "host step costs")
     return results.read(run.dir, "host_steps")
 
@@ -300,7 +297,8 @@ def layers_for_models(run, scenario_a: pd.DataFrame, steps: int = 2) -> pd.DataF
     ok = ok.drop_duplicates("model").sort_index()
     table = results.table("roofline_layers")
     cache, planned, profiled = table.file(run.dir), [], 0
-    where = {"device_kind": devices.backend(run.device).kind, "device_name": devices.device_name(run.device)}
+    b = devices.backend(run.device)  # the one backend of these profiles, passed down
+    where = {"device_kind": b.kind, "device_name": b.name()}
     where |= {"seed": run.params.seed, "layer_steps": steps}
     for r in ok.to_dict("records"):
         setting = knobs.Setting({k: r[k] for k in knobs.keyed()}).with_(compile="off", data_mode="device")
@@ -310,7 +308,7 @@ def layers_for_models(run, scenario_a: pd.DataFrame, steps: int = 2) -> pd.DataF
         if not cache.finished(key, table.plan_columns):  # profiled before with the same key: kept
             profiled += 1
             try:
-                layers = profile_layers(cfg, run.device, run.params, steps=steps)
+                layers = profile_layers(cfg, b, run.params, steps=steps)
             except devices.Unavailable as why:
                 progress.note(f"layer roofline of {cfg.model}: {why}")
                 continue

@@ -15,22 +15,21 @@ from cnnbench.devices.base import DTYPES, SPEC_COLUMNS, normalise_name, specs  #
 
 
 def matmul_rates(
-    device: torch.device,
+    b: devices.Backend,
     precision: str = "fp32",
     n: int = 4096,
     repeats: int = 5,
     min_call_s: float | None = None,
 ) -> list[float]:
-    """GFLOP/s of each of ``repeats`` timed calls of dense n x n matmuls (2 n^3 FLOPs each), each call chaining
-    as many as last ``min_call_s``."""
-    b = devices.backend(device)
-    x, y = (torch.randn(n, n, device=device, dtype=DTYPES[precision]) for _ in range(2))
+    """GFLOP/s of each of ``repeats`` timed calls of dense n x n matmuls (2 n^3 FLOPs each) on ``b``'s device,
+    each call chaining as many as last ``min_call_s``."""
+    x, y = (torch.randn(n, n, device=b.device, dtype=DTYPES[precision]) for _ in range(2))
     with b.math(precision):
         return [r / 1e9 for r in b.rates(lambda: torch.mm(x, y), 2 * n**3, repeats, min_call_s)]
 
 
 def conv_rates(
-    device: torch.device,
+    b: devices.Backend,
     precision: str = "fp32",
     batch: int = 32,
     channels: int = 128,
@@ -40,9 +39,8 @@ def conv_rates(
 ) -> list[float]:
     """GFLOP/s of each timed call of a 3x3 convolution's forward (ResNet stage 2 shape), graph-replayed where the
     device can."""
-    b = devices.backend(device)
-    conv = torch.nn.Conv2d(channels, channels, 3, padding=1, bias=False).to(device, DTYPES[precision])
-    x = torch.randn(batch, channels, size, size, device=device, dtype=DTYPES[precision])
+    conv = torch.nn.Conv2d(channels, channels, 3, padding=1, bias=False).to(b.device, DTYPES[precision])
+    x = torch.randn(batch, channels, size, size, device=b.device, dtype=DTYPES[precision])
     flops = 2 * batch * size * size * channels * channels * 9
     with torch.inference_mode(), b.math(precision):
         return [r / 1e9 for r in b.rates(lambda: conv(x), flops, repeats, min_call_s, graph=True)]
@@ -57,19 +55,6 @@ def rate_summary(rates: list[float]) -> dict:
 
 # ---------------------------------------------------------------- memory hierarchy
 MAIN_MEMORY = ("dram", "hbm")  # levels that are the device's main memory (roof_for's DRAM roof)
-
-
-def bandwidth_sweep(
-    device: torch.device,
-    sizes: list[int],
-    repeats: int = 3,
-    min_call_s: float | None = None,
-    threads: int | None = None,
-) -> pd.DataFrame:
-    """Best and median bandwidth of each kernel at each working set, GB/s, one row each: the device's own kernels
-    (:meth:`cnnbench.devices.Backend.bandwidth_sweep`; the CPU's are :mod:`cnnbench.devices.membench`)."""
-    b = devices.backend(device)
-    return pd.DataFrame(b.bandwidth_sweep(sizes, repeats, min_call_s, threads or torch.get_num_threads()))
 
 
 def knees(sweep: pd.DataFrame, drop: float = 0.3) -> list[int]:
@@ -163,8 +148,8 @@ def level_roofs(sweep: pd.DataFrame, levels: list[dict], main: str = "dram") -> 
 def measured_or_kept(run) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(measured rows of device_peaks.csv, bandwidth_sweep.csv) of ``run``: those in its folder measured with the
     same PEAK_SETTINGS (a rerun measures nothing again), else measured now with those settings as columns."""
-    p = run.params
-    values = (devices.device_name(run.device), run.threads, p.matmul_size, p.stream_mb, p.peak_repeats)
+    p, b = run.params, devices.backend(run.device)  # the one backend of this measurement, passed down
+    values = (b.name(), run.threads, p.matmul_size, p.stream_mb, p.peak_repeats)
     settings = dict(zip(results.schema.PEAK_SETTINGS, (*values, results.files.host_id()), strict=True))
     old, sweep = results.read(run.dir, "device_peaks"), results.read(run.dir, "bandwidth_sweep")
     kept = old[old.kind == "measured"]
@@ -177,33 +162,25 @@ def measured_or_kept(run) -> tuple[pd.DataFrame, pd.DataFrame]:
     if len(kept) and len(sweep) and all(k in kept and same(kept[k], v) for k, v in settings.items()):
         progress.resumed(len(kept), len(kept), "device_peaks.csv", "measured roofs")
         return kept.reset_index(drop=True), sweep
-    measured, sweep = measure(run.device, p.matmul_size, p.stream_mb, p.peak_repeats, True, run.threads)
+    measured, sweep = measure(b, p.matmul_size, p.stream_mb, p.peak_repeats, run.threads)
     progress.resumed(0, len(measured), "device_peaks.csv", "measured roofs")
     return measured.assign(**settings), sweep
 
 
 def measure(
-    device: torch.device,
-    matmul_size: int,
-    stream_mb: int,
-    repeats: int,
-    with_sweep: bool = False,
-    threads: int = 0,
-):
-    """Measured roofs for every precision of ``device``: rows of device_peaks.csv (one per precision and memory
-    level, main memory first); with ``with_sweep``, also the bandwidth sweep. CPU: on ``threads`` threads (0: the
-    physical cores), torch's and numba's alike."""
+    b: devices.Backend, matmul_size: int, stream_mb: int, repeats: int, threads: int = 0
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Measured roofs for every precision of ``b``'s device (rows of device_peaks.csv, one per precision and memory
+    level, main memory first) and the bandwidth sweep. CPU: on ``threads`` threads (0: the physical cores),
+    torch's and numba's alike; the run's own thread setting applies again afterwards."""
     before = torch.get_num_threads()
-    threads = devices.set_threads(threads)  # the host's threads (numba's too); a GPU's work ignores them
-    try:
-        peaks, sweep = _measure(device, matmul_size, stream_mb, repeats, threads)
+    try:  # the host's threads (numba's too); a GPU's work ignores them
+        return _measure(b, matmul_size, stream_mb, repeats, devices.set_threads(threads))
     finally:
-        torch.set_num_threads(before)  # the run's own thread setting applies again afterwards
-    return (peaks, sweep) if with_sweep else peaks
+        torch.set_num_threads(before)
 
 
-def _measure(device: torch.device, matmul_size: int, stream_mb: int, repeats: int, threads: int):
-    b = devices.backend(device)
+def _measure(b: devices.Backend, matmul_size: int, stream_mb: int, repeats: int, threads: int):
     n = matmul_size or b.default_matmul_size()
     levels = b.cache_levels(threads)
     dram_bytes, note = 2 * stream_mb * 2**20, ""
@@ -213,17 +190,17 @@ def _measure(device: torch.device, matmul_size: int, stream_mb: int, repeats: in
         dram_bytes, note = far, f" (raised from 2 x {stream_mb} MiB to {far // 2**20} MiB, 8x the last cache)"
     sizes = b.sweep_sizes(levels, dram_bytes, threads)
     progress.note(f"roofline: memory bandwidth over {len(sizes)} working sets on {threads} threads")
-    sweep = bandwidth_sweep(device, sizes, repeats, threads=threads)
+    sweep = pd.DataFrame(b.bandwidth_sweep(sizes, repeats, None, threads))
     main = b.main_memory
     roofs = level_roofs(sweep, levels, main).astype({"capacity_bytes": float, "size_bytes": float})
     roofs = pd.concat([roofs[roofs.level == main], roofs[roofs.level != main]])  # main memory first
     rows, spec = [], {r["precision"]: r["peak_gflops"] for r in b.spec(threads)[0] if r.get("peak_gflops")}
     for precision in b.roof_precisions():
         progress.note(f"roofline: {precision} compute roof (matmul {n}, two convolutions)")
-        mm = rate_summary(matmul_rates(device, precision, n, repeats))
+        mm = rate_summary(matmul_rates(b, precision, n, repeats))
         convs = [
-            rate_summary(conv_rates(device, precision, repeats=repeats)),  # ResNet stage 2 and 3 shapes
-            rate_summary(conv_rates(device, precision, batch=64, channels=256, size=14, repeats=repeats)),
+            rate_summary(conv_rates(b, precision, repeats=repeats)),  # ResNet stage 2 and 3 shapes
+            rate_summary(conv_rates(b, precision, batch=64, channels=256, size=14, repeats=repeats)),
         ]
         conv = max(convs, key=lambda c: c["best"])
         # the roof is the best dense rate observed (a roof below a kernel is no roof), with its calls' spread; a
