@@ -84,18 +84,16 @@ def beside_seed_001(summ: pd.DataFrame) -> pd.DataFrame:
     """Our CNN throughput and accuracy beside seed 001's Table I (published by its file, other hardware)."""
     ours = summ[summ.model == "mnist_cnn"].set_index("backend")
     pub = published.BACKENDS_001.set_index("backend")
-    out = pd.DataFrame(
-        {
-            "model": "mnist_cnn",  # seed 001's Table I is the CNN: the MLP's rows (seed 004's) are not beside it
-            "ours_throughput_img_s": ours.throughput_img_s,
-            "ours_epoch_s": ours.epoch_s_mean,
-            "ours_final_test_accuracy_pct": ours.final_test_accuracy * 100,
-            f"published by {published.SEED_001}: throughput_img_s": pub.throughput_img_s,
-            f"published by {published.SEED_001}: epoch_s": pub.epoch_s,
-            f"published by {published.SEED_001}: final_test_accuracy_pct": pub.final_test_accuracy_pct,
-        }
+    cols = ["throughput_img_s", "epoch_s", "final_test_accuracy_pct"]
+    ours = ours.assign(epoch_s=ours.epoch_s_mean, final_test_accuracy_pct=ours.final_test_accuracy * 100)
+    out = pd.concat(
+        [ours[cols].add_prefix("ours_"), pub[cols].add_prefix(f"published by {published.SEED_001}: ")], axis=1
     )
-    return out.reindex(pub.index.union(ours.index, sort=False))
+    out = out.reindex(pub.index.union(ours.index, sort=False))
+    out.insert(
+        0, "model", "mnist_cnn"
+    )  # seed 001's Table I is the CNN: the MLP's (seed 004's) are not beside it
+    return out
 
 
 def op_kinds(ops: pd.DataFrame) -> pd.DataFrame:

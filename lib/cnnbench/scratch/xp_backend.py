@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from cnnbench.scratch.base import Backend, BackendUnavailable, component_bytes
+from cnnbench.scratch.base import FORWARD, Backend, BackendUnavailable, component_bytes
 
 K = 3  # convolution kernel size of seed 001's CNN
 
@@ -38,21 +38,6 @@ def pool_windows(x):
     n, h, w, c = x.shape
     hp, wp = h // 2, w // 2
     return x[:, : 2 * hp, : 2 * wp, :].reshape(n, hp, 2, wp, 2, c)
-
-
-def unique(arrays, exclude=()):
-    """Arrays counted once, the first of each base: views (a reshape of a pooled output, a cached input) fold
-    into their base; none sharing a base with ``exclude``."""
-
-    def root(a):
-        while getattr(a, "base", None) is not None:
-            a = a.base
-        return id(a)
-
-    kept = {root(e): None for e in exclude}
-    for a in arrays:
-        kept.setdefault(root(a), a)
-    return [a for a in kept.values() if a is not None]
 
 
 def first_max(mask):
@@ -136,7 +121,8 @@ class XpBackend(Backend):
         self.cache[name] = (cols, x.shape)
         return out
 
-    def _dense(self, name, x):
+    def _fc(self, name, x):
+        x = x.reshape(len(x), -1)
         with self.timer.op(name, "matmul", "forward"):
             out = x @ self.p[f"{name}.weight"].T
             out += self.p[f"{name}.bias"]
@@ -161,11 +147,9 @@ class XpBackend(Backend):
 
     def _forward(self, x):
         """The logits, each layer's input or output its backward reads kept in ``cache``."""
-        if self.model == "mlp":
-            return self._dense("fc2", self._relu("relu1", self._dense("fc1", x)))
-        a = self._pool("pool1", self._relu("relu1", self._conv("conv1", x)))
-        a = self._pool("pool2", self._relu("relu2", self._conv("conv2", a)))
-        return self._dense("fc2", self._relu("relu3", self._dense("fc1", a.reshape(len(a), -1))))
+        for name in FORWARD[self.model]:
+            x = getattr(self, f"_{name[:-1]}")(name, x)
+        return x
 
     def _softmax_ce(self, logits, y):
         xp, n = self.xp, len(logits)
@@ -182,7 +166,7 @@ class XpBackend(Backend):
         self.cache["logits"] = logits
         return float(loss), d
 
-    def _dense_bwd(self, name, d, need_input_grad=True):
+    def _fc_bwd(self, name, d, need_input_grad=True):
         with self.timer.op(f"{name}_bwd", "gradient", "backward"):
             x = self.cache[name]
             # OpenBLAS is >10x slower on d.T @ x (small M, huge K)
@@ -199,6 +183,7 @@ class XpBackend(Backend):
         with self.timer.op(f"{name}_bwd", "gradient", "backward"):
             x, out = self.cache[name]
             n, hp, wp, c = out.shape
+            d = d.reshape(out.shape)
             mask = first_max(pool_windows(x) == out[:, :, None, :, None, :])
             dx = xp.zeros(x.shape, dtype=np.float32)
             dx[:, : 2 * hp, : 2 * wp, :] = (mask * d[:, :, None, :, None, :]).reshape(n, 2 * hp, 2 * wp, c)
@@ -219,29 +204,21 @@ class XpBackend(Backend):
             return col2im(xp, dm @ wk, shape)
 
     def _backward(self, d):
-        if self.model == "mlp":
-            d = self._relu_bwd("relu1", self._dense_bwd("fc2", d))
-            self._dense_bwd("fc1", d, need_input_grad=False)
-            return
-        d = self._relu_bwd("relu3", self._dense_bwd("fc2", d))
-        d = self._dense_bwd("fc1", d)
-        _, pooled = self.cache["pool2"]
-        d = self._relu_bwd("relu2", self._pool_bwd("pool2", d.reshape(pooled.shape)))
-        d = self._relu_bwd("relu1", self._pool_bwd("pool1", self._conv_bwd("conv2", d)))
-        self._conv_bwd("conv1", d, need_input_grad=False)
+        first, *rest = FORWARD[self.model]
+        for name in reversed(rest):
+            d = getattr(self, f"_{name[:-1]}_bwd")(name, d)
+        getattr(self, f"_{first[:-1]}_bwd")(first, d, need_input_grad=False)
 
     def memory(self) -> dict[str, int]:
-        """Bytes by component, from the arrays themselves (activations: what the last forward kept)."""
-        acts, work = [], []
-        for key, value in self.cache.items():
-            if isinstance(value, tuple) and key.startswith("conv"):
-                work.append(value[0])  # im2col columns
-            elif isinstance(value, tuple):
-                acts.append(value[1])  # pooled output (its input is the cached ReLU output)
-            else:
-                acts.append(value)
-        acts = unique(acts, exclude=[self.batch])
-        return component_bytes(self, acts, work)
+        """Bytes by component, from the arrays themselves: activations what the last forward made (ReLU and pool
+        outputs, the logits; an fc's input is one of them or the batch), workspace the im2col columns."""
+        c = self.cache
+        acts = [
+            c["logits"],
+            *(c[k] for k in c if k[:-1] == "relu"),
+            *(c[k][1] for k in c if k[:-1] == "pool"),
+        ]
+        return component_bytes(self, acts, [c[k][0] for k in c if k[:-1] == "conv"])
 
 
 def backend(name: str, model: str, lr: float, momentum: float) -> XpBackend:
@@ -264,11 +241,3 @@ def backend(name: str, model: str, lr: float, momentum: float) -> XpBackend:
         cupy.cuda.get_current_stream().synchronize()
 
     return XpBackend("cupy", model, xp=cupy, lr=lr, momentum=momentum, sync=sync)
-
-
-def pool_bytes() -> dict[str, int]:
-    """CuPy memory pool: bytes in use by arrays and bytes held by the pool."""
-    import cupy
-
-    pool = cupy.get_default_memory_pool()
-    return {"used": int(pool.used_bytes()), "held": int(pool.total_bytes())}
