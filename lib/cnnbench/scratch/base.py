@@ -80,8 +80,8 @@ class OpTimer:
 class Backend:
     """What every from-scratch backend offers: ``init(weights)`` loads parameters (PyTorch layout, float32) and
     zeroes gradients and momentum; ``loss_and_grads(x, y)``: forward, mean softmax cross-entropy, full backward,
-    the loss; ``train_step`` adds torch.optim.SGD's update (``_sgd``); ``evaluate``: accuracy; ``params()``,
-    ``grads()``: host NumPy copies in PyTorch layout; ``memory()``: bytes per component (batch, parameters,
+    the loss; ``train_step`` adds torch.optim.SGD's update (``_sgd``); ``evaluate``: accuracy; ``grads()``:
+    the gradients, host NumPy copies in PyTorch layout; ``memory()``: bytes per component (batch, parameters,
     gradients, optimizer_state, activations, workspace). A backend supplies ``_layout`` and ``_device`` (a host
     batch to its arrays), ``_host`` and ``_predict``."""
 
@@ -127,9 +127,6 @@ class Backend:
             xb, _ = self.put(x[i : i + chunk], y[i : i + chunk])
             correct += int((self._predict(xb) == y[i : i + chunk]).sum())
         return correct / max(len(x), 1)
-
-    def params(self) -> dict[str, np.ndarray]:
-        return {k: self._host(v, k) for k, v in self.p.items()}
 
     def grads(self) -> dict[str, np.ndarray]:
         return {k: self._host(v, k) for k, v in self.g.items()}
