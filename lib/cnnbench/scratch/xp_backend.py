@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from cnnbench.scratch.base import FORWARD, Backend, BackendUnavailable, component_bytes
+from cnnbench.scratch.base import FORWARD, KIND, Backend, BackendUnavailable, component_bytes
 
 K = 3  # convolution kernel size of seed 001's CNN
 
@@ -109,46 +109,42 @@ class XpBackend(Backend):
             v += self.g[k]
             p -= self.lr * v
 
-    # --- layers
+    # --- layers (each timed by _forward / _backward)
     def _conv(self, name, x):
         xp, w = self.xp, self.p[f"{name}.weight"]
         f = w.shape[0]
         n, h, wd, _ = x.shape
-        with self.timer.op(name, "conv", "forward"):
-            cols = im2col(xp, x)
-            out = (cols @ w.reshape(f, -1).T).reshape(n, h - K + 1, wd - K + 1, f)
-            out += self.p[f"{name}.bias"]
+        cols = im2col(xp, x)
+        out = (cols @ w.reshape(f, -1).T).reshape(n, h - K + 1, wd - K + 1, f)
+        out += self.p[f"{name}.bias"]
         self.cache[name] = (cols, x.shape)
         return out
 
     def _fc(self, name, x):
         x = x.reshape(len(x), -1)
-        with self.timer.op(name, "matmul", "forward"):
-            out = x @ self.p[f"{name}.weight"].T
-            out += self.p[f"{name}.bias"]
+        out = x @ self.p[f"{name}.weight"].T
+        out += self.p[f"{name}.bias"]
         self.cache[name] = x
         return out
 
     def _relu(self, name, x):
-        with self.timer.op(name, "relu", "forward"):
-            out = self.xp.maximum(x, 0)
+        out = self.xp.maximum(x, 0)
         self.cache[name] = out
         return out
 
     def _pool(self, name, x):
-        with self.timer.op(name, "pool", "forward"):
-            v = pool_windows(x)  # three elementwise maxima: faster than a reduction over two strided axes
-            xp = self.xp
-            out = xp.maximum(
-                xp.maximum(v[:, :, 0, :, 0], v[:, :, 0, :, 1]), xp.maximum(v[:, :, 1, :, 0], v[:, :, 1, :, 1])
-            )
+        v, xp = pool_windows(x), self.xp
+        out = xp.maximum(  # three elementwise maxima: faster than a reduction over two strided axes
+            xp.maximum(v[:, :, 0, :, 0], v[:, :, 0, :, 1]), xp.maximum(v[:, :, 1, :, 0], v[:, :, 1, :, 1])
+        )
         self.cache[name] = (x, out)
         return out
 
     def _forward(self, x):
         """The logits, each layer's input or output its backward reads kept in ``cache``."""
         for name in FORWARD[self.model]:
-            x = getattr(self, f"_{name[:-1]}")(name, x)
+            with self.timer.op(name, KIND[name[:-1]], "forward"):
+                x = getattr(self, f"_{name[:-1]}")(name, x)
         return x
 
     def _softmax_ce(self, logits, y):
@@ -166,48 +162,41 @@ class XpBackend(Backend):
         self.cache["logits"] = logits
         return float(loss), d
 
-    def _fc_bwd(self, name, d, need_input_grad=True):
-        with self.timer.op(f"{name}_bwd", "gradient", "backward"):
-            x = self.cache[name]
-            # OpenBLAS is >10x slower on d.T @ x (small M, huge K)
-            self.g[f"{name}.weight"][...] = (x.T @ d).T
-            self.g[f"{name}.bias"][...] = d.sum(axis=0)
-            return d @ self.p[f"{name}.weight"] if need_input_grad else None
+    def _fc_bwd(self, name, d):
+        x = self.cache[name]
+        # OpenBLAS is >10x slower on d.T @ x (small M, huge K)
+        self.g[f"{name}.weight"][...] = (x.T @ d).T
+        self.g[f"{name}.bias"][...] = d.sum(axis=0)
+        return None if name == FORWARD[self.model][0] else d @ self.p[f"{name}.weight"]
 
     def _relu_bwd(self, name, d):
-        with self.timer.op(f"{name}_bwd", "gradient", "backward"):
-            return self.xp.where(self.cache[name] > 0, d, 0).astype(np.float32, copy=False)
+        return self.xp.where(self.cache[name] > 0, d, 0).astype(np.float32, copy=False)
 
     def _pool_bwd(self, name, d):
-        xp = self.xp
-        with self.timer.op(f"{name}_bwd", "gradient", "backward"):
-            x, out = self.cache[name]
-            n, hp, wp, c = out.shape
-            d = d.reshape(out.shape)
-            mask = first_max(pool_windows(x) == out[:, :, None, :, None, :])
-            dx = xp.zeros(x.shape, dtype=np.float32)
-            dx[:, : 2 * hp, : 2 * wp, :] = (mask * d[:, :, None, :, None, :]).reshape(n, 2 * hp, 2 * wp, c)
-            return dx
+        x, out = self.cache[name]
+        n, hp, wp, c = out.shape
+        d = d.reshape(out.shape)
+        mask = first_max(pool_windows(x) == out[:, :, None, :, None, :])
+        dx = self.xp.zeros(x.shape, dtype=np.float32)
+        dx[:, : 2 * hp, : 2 * wp, :] = (mask * d[:, :, None, :, None, :]).reshape(n, 2 * hp, 2 * wp, c)
+        return dx
 
-    def _conv_bwd(self, name, d, need_input_grad=True):
-        xp = self.xp
-        with self.timer.op(f"{name}_bwd", "gradient", "backward"):
-            cols, shape = self.cache[name]
-            w = self.p[f"{name}.weight"]
-            f = w.shape[0]
-            dm = d.reshape(-1, f)
-            self.g[f"{name}.weight"][...] = (cols.T @ dm).T.reshape(w.shape)
-            self.g[f"{name}.bias"][...] = dm.sum(axis=0)
-            if not need_input_grad:
-                return None
-            wk = xp.ascontiguousarray(w.transpose(0, 2, 3, 1)).reshape(f, -1)  # columns (kh, kw, c)
-            return col2im(xp, dm @ wk, shape)
+    def _conv_bwd(self, name, d):
+        cols, shape = self.cache[name]
+        w = self.p[f"{name}.weight"]
+        f = w.shape[0]
+        dm = d.reshape(-1, f)
+        self.g[f"{name}.weight"][...] = (cols.T @ dm).T.reshape(w.shape)
+        self.g[f"{name}.bias"][...] = dm.sum(axis=0)
+        if name == FORWARD[self.model][0]:  # the first layer's input needs no gradient
+            return None
+        wk = self.xp.ascontiguousarray(w.transpose(0, 2, 3, 1)).reshape(f, -1)  # columns (kh, kw, c)
+        return col2im(self.xp, dm @ wk, shape)
 
     def _backward(self, d):
-        first, *rest = FORWARD[self.model]
-        for name in reversed(rest):
-            d = getattr(self, f"_{name[:-1]}_bwd")(name, d)
-        getattr(self, f"_{first[:-1]}_bwd")(first, d, need_input_grad=False)
+        for name in reversed(FORWARD[self.model]):
+            with self.timer.op(f"{name}_bwd", "gradient", "backward"):
+                d = getattr(self, f"_{name[:-1]}_bwd")(name, d)
 
     def memory(self) -> dict[str, int]:
         """Bytes by component, from the arrays themselves: activations what the last forward made (ReLU and pool
