@@ -14,11 +14,16 @@ import numpy as np
 
 from cnnbench.params import SCRATCH_MODELS
 
-# The layers of each network with parameters, and their parameters' names in PyTorch's layout (shapes follow from
-# the input size).
-LAYERS = {"mnist_cnn": ("conv1", "conv2", "fc1", "fc2"), "mlp": ("fc1", "fc2")}
+# Each network's forward, layer by layer: a layer's type is its name less the digit, its op kind ``KIND[type]``;
+# conv and fc layers hold parameters, named as in PyTorch's layout (shapes follow from the input size).
+FORWARD = {
+    "mnist_cnn": "conv1 relu1 pool1 conv2 relu2 pool2 fc1 relu3 fc2".split(),
+    "mlp": "fc1 relu1 fc2".split(),
+}
+KIND = {"conv": "conv", "relu": "relu", "pool": "pool", "fc": "matmul"}
 PARAM_NAMES = {
-    m: tuple(f"{layer}.{w}" for layer in layers for w in ("weight", "bias")) for m, layers in LAYERS.items()
+    m: tuple(f"{n}.{w}" for n in ops if n.startswith(("conv", "fc")) for w in ("weight", "bias"))
+    for m, ops in FORWARD.items()
 }
 ACTIVATIONS = ("a1", "p1", "i1", "a2", "p2", "i2", "h", "logits")  # a step's arrays its backward reads
 # Seed 004's Table 4 groups operations into these kinds; every op a backend times carries one.
@@ -75,8 +80,8 @@ class OpTimer:
 class Backend:
     """What every from-scratch backend offers: ``init(weights)`` loads parameters (PyTorch layout, float32) and
     zeroes gradients and momentum; ``loss_and_grads(x, y)``: forward, mean softmax cross-entropy, full backward,
-    the loss; ``train_step`` adds torch.optim.SGD's update (``_sgd``); ``evaluate``: accuracy; ``params()``,
-    ``grads()``: host NumPy copies in PyTorch layout; ``memory()``: bytes per component (batch, parameters,
+    the loss; ``train_step`` adds torch.optim.SGD's update (``_sgd``); ``evaluate``: accuracy; ``grads()``:
+    the gradients, host NumPy copies in PyTorch layout; ``memory()``: bytes per component (batch, parameters,
     gradients, optimizer_state, activations, workspace). A backend supplies ``_layout`` and ``_device`` (a host
     batch to its arrays), ``_host`` and ``_predict``."""
 
@@ -122,9 +127,6 @@ class Backend:
             xb, _ = self.put(x[i : i + chunk], y[i : i + chunk])
             correct += int((self._predict(xb) == y[i : i + chunk]).sum())
         return correct / max(len(x), 1)
-
-    def params(self) -> dict[str, np.ndarray]:
-        return {k: self._host(v, k) for k, v in self.p.items()}
 
     def grads(self) -> dict[str, np.ndarray]:
         return {k: self._host(v, k) for k, v in self.g.items()}

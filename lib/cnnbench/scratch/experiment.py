@@ -271,12 +271,10 @@ def _measure_hooks(backend: str):
         tracemalloc.start()
         return (lambda: traced()[0]), (lambda: traced()[1]), tracemalloc.reset_peak, lambda: None, how
     if backend == "cupy":
-        from cnnbench.scratch.xp_backend import pool_bytes
+        import cupy
 
-        def pool_used() -> int:
-            return pool_bytes()["used"]
-
-        return pool_used, pool_used, lambda: None, lambda: pool_bytes()["held"], "CuPy memory pool used_bytes"
+        pool = cupy.get_default_memory_pool()
+        return pool.used_bytes, pool.used_bytes, lambda: None, pool.total_bytes, "CuPy memory pool used_bytes"
     if backend in ("torch_cuda", "torch_mps"):
         b = devices.backend(torch.device(DEVICE_KIND[backend]))
 

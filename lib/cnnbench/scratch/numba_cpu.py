@@ -22,9 +22,7 @@ def conv_relu_fwd(x, w, b, out):
     _, _, ho, wo = out.shape
     for n in prange(n_):
         for f in range(f_):
-            for oh in range(ho):
-                for ow in range(wo):
-                    out[n, f, oh, ow] = b[f]
+            out[n, f] = b[f]
             for c in range(c_):
                 for kh in range(k_):
                     for kw in range(k_):
@@ -66,9 +64,7 @@ def maxpool_relu_bwd(dout, out, idx, da):
     width = da.shape[3]
     for n in prange(n_):
         for c in range(c_):
-            for h in range(da.shape[2]):
-                for w in range(width):
-                    da[n, c, h, w] = 0.0
+            da[n, c] = 0.0
             for i in range(ho):
                 for j in range(wo):
                     if out[n, c, i, j] > 0:
@@ -127,8 +123,7 @@ def dense_fwd(x, wt, b, out, relu):
     n_, k_ = x.shape
     j_ = wt.shape[1]
     for n in prange(n_):
-        for j in range(j_):
-            out[n, j] = b[j]
+        out[n] = b
         for k in range(k_):
             xv = x[n, k]
             if xv != 0.0:
@@ -162,8 +157,7 @@ def dense_bwd_input(d, w, relu_out, dx, masked):
     n_, j_ = d.shape
     k_ = w.shape[1]
     for n in prange(n_):
-        for k in range(k_):
-            dx[n, k] = 0.0
+        dx[n] = 0.0
         for j in range(j_):
             dv = d[n, j]
             for k in range(k_):

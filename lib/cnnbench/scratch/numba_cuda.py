@@ -217,10 +217,6 @@ def zero(a):
         a[i] = ZERO
 
 
-def _blocks(n: int) -> int:
-    return max(1, (n + THREADS - 1) // THREADS)
-
-
 class NumbaCudaBackend(Buffered):
     kernels = sys.modules[__name__]
     momentum_buffers = True  # its SGD kernel updates through v, momentum 0 included
@@ -248,8 +244,8 @@ class NumbaCudaBackend(Buffered):
         return self.buffers[n]
 
     def _launch(self, kernel, size, *args, chunks: int = 0):
-        grid = (_blocks(size), max(1, math.ceil(chunks / BATCH_CHUNK))) if chunks else _blocks(size)
-        kernel[grid, THREADS](*args)
+        blocks = max(1, (size + THREADS - 1) // THREADS)
+        kernel[(blocks, max(1, math.ceil(chunks / BATCH_CHUNK))) if chunks else blocks, THREADS](*args)
 
     def _device(self, a):
         return self.cuda.to_device(a)

@@ -9,7 +9,11 @@ import torch.nn.functional as F
 
 from cnnbench import devices
 from cnnbench.params import SCRATCH_BACKENDS
+from cnnbench.scratch import base
 from cnnbench.scratch.base import Backend, BackendUnavailable, image_side, named_params, torch_module
+
+# each layer type's op (fc's input flattened)
+OPS = {"conv": F.conv2d, "relu": F.relu, "pool": lambda a: F.max_pool2d(a, 2), "fc": F.linear}
 
 
 class TorchBackend(Backend):
@@ -34,32 +38,18 @@ class TorchBackend(Backend):
         self.opt = torch.optim.SGD(self.net.parameters(), lr=self.lr, momentum=self.momentum)
         self._saved: dict[int, int] = {}
 
-    def _op(self, name, kind, fn, *args):
-        with self.timer.op(name, kind, "forward"):
-            return fn(*args)
-
     def _forward(self, x):
-        p = self.p
-        if self.model == "mlp":
-            a = self._op("fc1", "matmul", F.linear, x.flatten(1), p["fc1.weight"], p["fc1.bias"])
-            a = self._op("relu1", "relu", F.relu, a)
-            return self._op("fc2", "matmul", F.linear, a, p["fc2.weight"], p["fc2.bias"])
-        a = self._op("conv1", "conv", F.conv2d, x, p["conv1.weight"], p["conv1.bias"])
-        a = self._op("pool1", "pool", F.max_pool2d, self._op("relu1", "relu", F.relu, a), 2)
-        a = self._op("conv2", "conv", F.conv2d, a, p["conv2.weight"], p["conv2.bias"])
-        a = self._op("pool2", "pool", F.max_pool2d, self._op("relu2", "relu", F.relu, a), 2)
-        a = self._op("fc1", "matmul", F.linear, a.flatten(1), p["fc1.weight"], p["fc1.bias"])
-        a = self._op("relu3", "relu", F.relu, a)
-        return self._op("fc2", "matmul", F.linear, a, p["fc2.weight"], p["fc2.bias"])
+        for name in base.FORWARD[self.model]:
+            wb = [self.p[f"{name}.{w}"] for w in ("weight", "bias") if f"{name}.{w}" in self.p]
+            with self.timer.op(name, base.KIND[name[:-1]], "forward"):
+                x = OPS[name[:-1]](x.flatten(1) if name[:-1] == "fc" else x, *wb)
+        return x
 
     def _pack(self, t):
         """Count what autograd saves for the backward (activations), once per storage, parameters excluded."""
         if not isinstance(t, torch.nn.Parameter) and t.data_ptr() != self.batch.data_ptr():
             self._saved[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
         return t
-
-    def _layout(self, x):
-        return x
 
     def _device(self, a):
         return torch.from_numpy(a).to(self.device)
@@ -70,7 +60,8 @@ class TorchBackend(Backend):
         self._saved = {}
         with torch.autograd.graph.saved_tensors_hooks(self._pack, lambda t: t):
             logits = self._forward(xb)
-            loss = self._op("softmax_ce", "softmax", F.cross_entropy, logits, yb)
+            with self.timer.op("softmax_ce", "softmax", "forward"):
+                loss = F.cross_entropy(logits, yb)
         with self.timer.op("backward", "gradient", "backward"):
             loss.backward()
         return float(loss.detach())

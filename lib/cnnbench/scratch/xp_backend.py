@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from cnnbench.scratch.base import Backend, BackendUnavailable, component_bytes
+from cnnbench.scratch.base import FORWARD, KIND, Backend, BackendUnavailable, component_bytes
 
 K = 3  # convolution kernel size of seed 001's CNN
 
@@ -38,21 +38,6 @@ def pool_windows(x):
     n, h, w, c = x.shape
     hp, wp = h // 2, w // 2
     return x[:, : 2 * hp, : 2 * wp, :].reshape(n, hp, 2, wp, 2, c)
-
-
-def unique(arrays, exclude=()):
-    """Arrays counted once, the first of each base: views (a reshape of a pooled output, a cached input) fold
-    into their base; none sharing a base with ``exclude``."""
-
-    def root(a):
-        while getattr(a, "base", None) is not None:
-            a = a.base
-        return id(a)
-
-    kept = {root(e): None for e in exclude}
-    for a in arrays:
-        kept.setdefault(root(a), a)
-    return [a for a in kept.values() if a is not None]
 
 
 def first_max(mask):
@@ -124,48 +109,43 @@ class XpBackend(Backend):
             v += self.g[k]
             p -= self.lr * v
 
-    # --- layers
+    # --- layers (each timed by _forward / _backward)
     def _conv(self, name, x):
         xp, w = self.xp, self.p[f"{name}.weight"]
         f = w.shape[0]
         n, h, wd, _ = x.shape
-        with self.timer.op(name, "conv", "forward"):
-            cols = im2col(xp, x)
-            out = (cols @ w.reshape(f, -1).T).reshape(n, h - K + 1, wd - K + 1, f)
-            out += self.p[f"{name}.bias"]
+        cols = im2col(xp, x)
+        out = (cols @ w.reshape(f, -1).T).reshape(n, h - K + 1, wd - K + 1, f)
+        out += self.p[f"{name}.bias"]
         self.cache[name] = (cols, x.shape)
         return out
 
-    def _dense(self, name, x):
-        with self.timer.op(name, "matmul", "forward"):
-            out = x @ self.p[f"{name}.weight"].T
-            out += self.p[f"{name}.bias"]
+    def _fc(self, name, x):
+        x = x.reshape(len(x), -1)
+        out = x @ self.p[f"{name}.weight"].T
+        out += self.p[f"{name}.bias"]
         self.cache[name] = x
         return out
 
     def _relu(self, name, x):
-        with self.timer.op(name, "relu", "forward"):
-            out = self.xp.maximum(x, 0)
+        out = self.xp.maximum(x, 0)
         self.cache[name] = out
         return out
 
     def _pool(self, name, x):
-        with self.timer.op(name, "pool", "forward"):
-            v = pool_windows(x)  # three elementwise maxima: faster than a reduction over two strided axes
-            xp = self.xp
-            out = xp.maximum(
-                xp.maximum(v[:, :, 0, :, 0], v[:, :, 0, :, 1]), xp.maximum(v[:, :, 1, :, 0], v[:, :, 1, :, 1])
-            )
+        v, xp = pool_windows(x), self.xp
+        out = xp.maximum(  # three elementwise maxima: faster than a reduction over two strided axes
+            xp.maximum(v[:, :, 0, :, 0], v[:, :, 0, :, 1]), xp.maximum(v[:, :, 1, :, 0], v[:, :, 1, :, 1])
+        )
         self.cache[name] = (x, out)
         return out
 
     def _forward(self, x):
         """The logits, each layer's input or output its backward reads kept in ``cache``."""
-        if self.model == "mlp":
-            return self._dense("fc2", self._relu("relu1", self._dense("fc1", x)))
-        a = self._pool("pool1", self._relu("relu1", self._conv("conv1", x)))
-        a = self._pool("pool2", self._relu("relu2", self._conv("conv2", a)))
-        return self._dense("fc2", self._relu("relu3", self._dense("fc1", a.reshape(len(a), -1))))
+        for name in FORWARD[self.model]:
+            with self.timer.op(name, KIND[name[:-1]], "forward"):
+                x = getattr(self, f"_{name[:-1]}")(name, x)
+        return x
 
     def _softmax_ce(self, logits, y):
         xp, n = self.xp, len(logits)
@@ -182,66 +162,52 @@ class XpBackend(Backend):
         self.cache["logits"] = logits
         return float(loss), d
 
-    def _dense_bwd(self, name, d, need_input_grad=True):
-        with self.timer.op(f"{name}_bwd", "gradient", "backward"):
-            x = self.cache[name]
-            # OpenBLAS is >10x slower on d.T @ x (small M, huge K)
-            self.g[f"{name}.weight"][...] = (x.T @ d).T
-            self.g[f"{name}.bias"][...] = d.sum(axis=0)
-            return d @ self.p[f"{name}.weight"] if need_input_grad else None
+    def _fc_bwd(self, name, d):
+        x = self.cache[name]
+        # OpenBLAS is >10x slower on d.T @ x (small M, huge K)
+        self.g[f"{name}.weight"][...] = (x.T @ d).T
+        self.g[f"{name}.bias"][...] = d.sum(axis=0)
+        return None if name == FORWARD[self.model][0] else d @ self.p[f"{name}.weight"]
 
     def _relu_bwd(self, name, d):
-        with self.timer.op(f"{name}_bwd", "gradient", "backward"):
-            return self.xp.where(self.cache[name] > 0, d, 0).astype(np.float32, copy=False)
+        return self.xp.where(self.cache[name] > 0, d, 0).astype(np.float32, copy=False)
 
     def _pool_bwd(self, name, d):
-        xp = self.xp
-        with self.timer.op(f"{name}_bwd", "gradient", "backward"):
-            x, out = self.cache[name]
-            n, hp, wp, c = out.shape
-            mask = first_max(pool_windows(x) == out[:, :, None, :, None, :])
-            dx = xp.zeros(x.shape, dtype=np.float32)
-            dx[:, : 2 * hp, : 2 * wp, :] = (mask * d[:, :, None, :, None, :]).reshape(n, 2 * hp, 2 * wp, c)
-            return dx
+        x, out = self.cache[name]
+        n, hp, wp, c = out.shape
+        d = d.reshape(out.shape)
+        mask = first_max(pool_windows(x) == out[:, :, None, :, None, :])
+        dx = self.xp.zeros(x.shape, dtype=np.float32)
+        dx[:, : 2 * hp, : 2 * wp, :] = (mask * d[:, :, None, :, None, :]).reshape(n, 2 * hp, 2 * wp, c)
+        return dx
 
-    def _conv_bwd(self, name, d, need_input_grad=True):
-        xp = self.xp
-        with self.timer.op(f"{name}_bwd", "gradient", "backward"):
-            cols, shape = self.cache[name]
-            w = self.p[f"{name}.weight"]
-            f = w.shape[0]
-            dm = d.reshape(-1, f)
-            self.g[f"{name}.weight"][...] = (cols.T @ dm).T.reshape(w.shape)
-            self.g[f"{name}.bias"][...] = dm.sum(axis=0)
-            if not need_input_grad:
-                return None
-            wk = xp.ascontiguousarray(w.transpose(0, 2, 3, 1)).reshape(f, -1)  # columns (kh, kw, c)
-            return col2im(xp, dm @ wk, shape)
+    def _conv_bwd(self, name, d):
+        cols, shape = self.cache[name]
+        w = self.p[f"{name}.weight"]
+        f = w.shape[0]
+        dm = d.reshape(-1, f)
+        self.g[f"{name}.weight"][...] = (cols.T @ dm).T.reshape(w.shape)
+        self.g[f"{name}.bias"][...] = dm.sum(axis=0)
+        if name == FORWARD[self.model][0]:  # the first layer's input needs no gradient
+            return None
+        wk = self.xp.ascontiguousarray(w.transpose(0, 2, 3, 1)).reshape(f, -1)  # columns (kh, kw, c)
+        return col2im(self.xp, dm @ wk, shape)
 
     def _backward(self, d):
-        if self.model == "mlp":
-            d = self._relu_bwd("relu1", self._dense_bwd("fc2", d))
-            self._dense_bwd("fc1", d, need_input_grad=False)
-            return
-        d = self._relu_bwd("relu3", self._dense_bwd("fc2", d))
-        d = self._dense_bwd("fc1", d)
-        _, pooled = self.cache["pool2"]
-        d = self._relu_bwd("relu2", self._pool_bwd("pool2", d.reshape(pooled.shape)))
-        d = self._relu_bwd("relu1", self._pool_bwd("pool1", self._conv_bwd("conv2", d)))
-        self._conv_bwd("conv1", d, need_input_grad=False)
+        for name in reversed(FORWARD[self.model]):
+            with self.timer.op(f"{name}_bwd", "gradient", "backward"):
+                d = getattr(self, f"_{name[:-1]}_bwd")(name, d)
 
     def memory(self) -> dict[str, int]:
-        """Bytes by component, from the arrays themselves (activations: what the last forward kept)."""
-        acts, work = [], []
-        for key, value in self.cache.items():
-            if isinstance(value, tuple) and key.startswith("conv"):
-                work.append(value[0])  # im2col columns
-            elif isinstance(value, tuple):
-                acts.append(value[1])  # pooled output (its input is the cached ReLU output)
-            else:
-                acts.append(value)
-        acts = unique(acts, exclude=[self.batch])
-        return component_bytes(self, acts, work)
+        """Bytes by component, from the arrays themselves: activations what the last forward made (ReLU and pool
+        outputs, the logits; an fc's input is one of them or the batch), workspace the im2col columns."""
+        c = self.cache
+        acts = [
+            c["logits"],
+            *(c[k] for k in c if k[:-1] == "relu"),
+            *(c[k][1] for k in c if k[:-1] == "pool"),
+        ]
+        return component_bytes(self, acts, [c[k][0] for k in c if k[:-1] == "conv"])
 
 
 def backend(name: str, model: str, lr: float, momentum: float) -> XpBackend:
@@ -264,11 +230,3 @@ def backend(name: str, model: str, lr: float, momentum: float) -> XpBackend:
         cupy.cuda.get_current_stream().synchronize()
 
     return XpBackend("cupy", model, xp=cupy, lr=lr, momentum=momentum, sync=sync)
-
-
-def pool_bytes() -> dict[str, int]:
-    """CuPy memory pool: bytes in use by arrays and bytes held by the pool."""
-    import cupy
-
-    pool = cupy.get_default_memory_pool()
-    return {"used": int(pool.used_bytes()), "held": int(pool.total_bytes())}
