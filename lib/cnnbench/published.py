@@ -19,14 +19,14 @@ COLUMNS = ["seed", "table", "key", "column", "value", "printed", "origin", "line
 
 
 @functools.cache
-def _data(name: str) -> pd.DataFrame:
+def data(name: str) -> pd.DataFrame:
     with resources.files("cnnbench").joinpath(f"data/{name}").open() as f:
         return pd.read_csv(f, dtype=str, keep_default_na=False)
 
 
 @functools.cache
 def _values() -> pd.DataFrame:
-    v = _data("seed_numbers.csv")
+    v = data("seed_numbers.csv")
     return v.assign(line=v.line.astype(int))
 
 
@@ -210,7 +210,7 @@ def _view(name: str) -> pd.DataFrame:
 
 def _described() -> pd.DataFrame:
     """What each view holds, the tables it is stored in and its configuration in words (a template)."""
-    return _data("seed_tables.csv").set_index("table")
+    return data("seed_tables.csv").set_index("table")
 
 
 def table(name: str) -> pd.DataFrame:
@@ -244,7 +244,7 @@ CPU_002 = {k: v for k, v in _CLAIMS_002.items() if k.startswith("cpu_")}
 # where it has the device, else the seed's own words (data/seed_devices.csv).
 DEVICES = {
     (d.seed, d.device_class): (d.name.format_map(globals()), d.kind)
-    for d in _data("seed_devices.csv").itertuples()
+    for d in data("seed_devices.csv").itertuples()
 }
 
 
@@ -373,7 +373,7 @@ def inconsistencies() -> pd.DataFrame:
     """The seeds' numbers checked against each other: each row's prose from ``data/seed_checks.csv`` (with the
     seed lines it rests on), its figures this module's names and the local names of ``_checks_<seed>``, computed
     from the stored numbers (and, where named, our spec table); ``s``: the seed's setup, ``c``: its claims."""
-    checks, columns = _data("seed_checks.csv"), ["published", "computed_from_its_own_numbers", "note"]
+    checks, columns = data("seed_checks.csv"), ["published", "computed_from_its_own_numbers", "note"]
     figures = {
         s: {**globals(), **globals()[f"_checks_{s}"](), "s": setup(s), "c": _items(f"CLAIMS_{s}")}
         for s in checks.seed.unique()

@@ -6,8 +6,6 @@ class or configuration says "not matched"."""
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
-from typing import NamedTuple
 
 import pandas as pd
 
@@ -569,104 +567,65 @@ def _telemetry_002(tele: pd.DataFrame) -> pd.DataFrame:
 
 
 _PERF = ["throughput_img_s", "achieved_tflops", "peak_device_mem_mib", "peak_rss_mib"]
-_MODELS, _MLP = "wrote scenario_a.csv with the seed's models", "wrote {}.csv with the MLP"
-_THESE = "wrote batch_sweep.csv or scenario_a.csv with these models"
-_CPU = "wrote transfer.csv or a CPU scenario_a.csv"
-
-
-class Beside(NamedTuple):
-    """One seed table beside ours: the results tables ours reads, the seed's rows (a published view or a function),
-    our rows from those tables, the column map applied to both (None: both already in the table's columns), how
-    they join (the keys to stack by, None to concatenate, or a function of both), and what no run did when ours is
-    empty (the seed's rows alone with a ``note`` saying so; None: no note)."""
-
-    reads: str
-    theirs: str | Callable
-    ours: Callable
-    columns: dict | None
-    join: str | Callable | None
-    alone: str | None
-
-
-BESIDE = {
-    "performance_000": Beside(
-        "scenario_a",
-        "THROUGHPUT_000",
-        lambda sa: _wide(_fp32(sa, lambda d: d.model.isin(P.THROUGHPUT_000.model)), _PERF),
-        _TABLE_3,
-        "model",
-        _MODELS,
-    ),
-    "speedups_000": Beside(
-        "scenario_a", _pairs_000, _speedups_000, _TABLE_8, "model phase", "wrote scenario_a.csv"
-    ),
-    "utilisation_000": Beside(
-        "scenario_a",
-        "UTILISATION_000",
-        lambda sa: _fp32(sa, lambda d: (d.phase == "train") & d.model.isin(P.UTILISATION_000.model)),
-        _TABLE_5,
-        "model",
-        _MODELS,
-    ),
-    "epochs_000": Beside("epochs", _epochs_000, _epochs_ours, None, "model source", None),
-    "sweep_000": Beside(
-        "batch_sweep",
-        "SWEEP_000",
-        lambda bs: bs[(bs.model == "squeezenet1_1") & (bs.phase == "train")],
-        _TABLE_6,
-        "model batch_size",
-        "wrote batch_sweep.csv with squeezenet1_1",
-    ),
-    "throughputs": Beside("scenario_a", pd.DataFrame, _throughputs, None, None, None),
-    "achieved_003": Beside(
-        "batch_sweep scenario_a roofline",
-        "ACHIEVED_003",
-        _achieved_003,
-        _ACHIEVED,
-        "model batch_size",
-        _THESE,
-    ),
-    "backends_001": Beside(
-        "backends backend_memory", "BACKENDS_001", _backends_001, None, _backends_join, "wrote backends.csv"
-    ),
-    "ops_004": Beside(
-        "backend_ops", "OPS_004", _ops_004, None, lambda pub, ours: ours, "wrote backend_ops.csv"
-    ),
-    "memory_004": Beside(
-        "backend_memory", _memory_004, _memory_ours_004, None, None, _MLP.format("backend_memory")
-    ),
-    "times_004": Beside("backends", _times_004, _times_ours_004, None, None, _MLP.format("backends")),
-    "telemetry_002": Beside(
-        "telemetry", "TELEMETRY_002", _telemetry_002, None, None, "sampled a GPU (telemetry.csv)"
-    ),
-    "times_002": Beside("transfer", "TIMES_002", _transfer_002, None, None, "wrote transfer.csv"),
-    "inference_002": Beside(
-        "scenario_a",
-        "INFERENCE_002",
-        lambda sa: _fp32(sa, lambda d: (d.model == "densenet121") & (d.phase == "eval")),
-        _INFERENCE_002,
-        "model",
-        "wrote scenario_a.csv with densenet121 eval",
-    ),
-    "cpu_002": Beside("transfer scenario_a", _cpu_002, _cpu_ours_002, None, None, _CPU),
+# Each seed table beside ours: data/seed_beside.csv says which results tables ours reads, the published view of
+# the seed's rows, the keys both stack by (none: concatenated) and what no run did when ours is empty (the seed's
+# rows alone with a ``note``); here: the seed's rows where no view holds them, ours, the column map applied to
+# both (none: both already in the table's columns) and a join by hand.
+BESIDE = P.data("seed_beside.csv").set_index("table").to_dict("index")
+_THEIRS = {
+    "speedups_000": _pairs_000,
+    "epochs_000": _epochs_000,
+    "throughputs": pd.DataFrame,
+    "memory_004": _memory_004,
+    "times_004": _times_004,
+    "cpu_002": _cpu_002,
 }
+_OURS = {
+    "performance_000": lambda sa: _wide(_fp32(sa, lambda d: d.model.isin(P.THROUGHPUT_000.model)), _PERF),
+    "speedups_000": _speedups_000,
+    "utilisation_000": lambda sa: _fp32(
+        sa, lambda d: (d.phase == "train") & d.model.isin(P.UTILISATION_000.model)
+    ),
+    "epochs_000": _epochs_ours,
+    "sweep_000": lambda bs: bs[(bs.model == "squeezenet1_1") & (bs.phase == "train")],
+    "throughputs": _throughputs,
+    "achieved_003": _achieved_003,
+    "backends_001": _backends_001,
+    "ops_004": _ops_004,
+    "memory_004": _memory_ours_004,
+    "times_004": _times_ours_004,
+    "telemetry_002": _telemetry_002,
+    "times_002": _transfer_002,
+    "inference_002": lambda sa: _fp32(sa, lambda d: (d.model == "densenet121") & (d.phase == "eval")),
+    "cpu_002": _cpu_ours_002,
+}
+_COLUMNS = {
+    "performance_000": _TABLE_3,
+    "speedups_000": _TABLE_8,
+    "utilisation_000": _TABLE_5,
+    "sweep_000": _TABLE_6,
+    "achieved_003": _ACHIEVED,
+    "inference_002": _INFERENCE_002,
+}
+_JOIN = {"backends_001": _backends_join, "ops_004": lambda pub, ours: ours}
 
 
 def beside(name: str, merged=None) -> pd.DataFrame:
     """Seed table ``name`` (a key of :data:`BESIDE`) beside our rows from ``merged`` (a
     :class:`~cnnbench.results.runs.Merged` or a dict of results tables; a table it lacks is empty)."""
-    reads, theirs, ours, columns, join, alone = BESIDE[name]
+    said, columns = BESIDE[name], _COLUMNS.get(name)
     merged = merged if isinstance(merged, Merged) else Merged([], {}, dict(merged or {}))
-    read = [merged[t] for t in reads.split()]  # each with its declared columns
-    mine = ours(*read) if any(len(t) for t in read) else pd.DataFrame()
-    pub = theirs() if callable(theirs) else getattr(P, theirs)
-    pub = pub if callable(theirs) or columns else pub.assign(source=_pub(pub.source.iloc[0]))
+    read = [merged[t] for t in said["reads"].split()]  # each with its declared columns
+    mine = _OURS[name](*read) if any(len(t) for t in read) else pd.DataFrame()
+    pub = _THEIRS[name]() if name in _THEIRS else getattr(P, said["theirs"])
+    pub = pub if name in _THEIRS or columns else pub.assign(source=_pub(pub.source.iloc[0]))
     if columns:
         pub, mine = _side(pub, columns, 0), _side(mine, columns, 1)
     if mine.empty:
+        alone = said["alone"]
         return (
             pub.assign(note=f"no run of this analysis {alone}: the published table alone") if alone else pub
         )
-    if join is None:
-        return pd.concat([pub, mine], ignore_index=True)
-    return join(pub, mine) if callable(join) else _stack(pub, mine, join.split())
+    if name in _JOIN or not said["join"]:
+        return _JOIN.get(name, lambda pub, mine: pd.concat([pub, mine], ignore_index=True))(pub, mine)
+    return _stack(pub, mine, said["join"].split())
