@@ -5,6 +5,7 @@ class or configuration says "not matched"."""
 
 from __future__ import annotations
 
+import functools
 import math
 
 import pandas as pd
@@ -69,8 +70,6 @@ def _side(rows: pd.DataFrame, columns: dict, i: int) -> pd.DataFrame:
     )
 
 
-# --- the column maps: each column of a beside table -> (the seed's, ours): a column, a function of the rows, or
-# absent on that side (None) --------------------------------------------------------------------------------
 def _wide(ok: pd.DataFrame, values: list[str]) -> pd.DataFrame:
     """One row per run and configuration (phase apart), ``<phase>_<value>`` columns; ``ok`` when empty."""
     if ok.empty:
@@ -81,75 +80,20 @@ def _wide(ok: pd.DataFrame, values: list[str]) -> pd.DataFrame:
     return wide.reset_index()
 
 
-def _tflops_formula_000(p: pd.DataFrame) -> list[str]:
-    """Per row of seed 000's Table 3: its TFLOP/s as img/s x the 224 px forward count where that is what it is
-    (within 10%), else how many times that product it is (no stated formula gives it)."""
+def _tflops_000(p: pd.DataFrame) -> list[str]:
+    """Per row of seed 000's Table 3: its configuration and its TFLOP/s as img/s x the 224 px forward count where
+    that is what it is (within 10%), else how many times that product it is (no stated formula gives it)."""
     r = p.train_tflops / (p.train_img_s * p.model.map(P.COMPLEXITY_000.set_index("model").flops_g) / 1e3)
     return [
-        "TFLOP/s = img/s x the 224 px forward count (MACs, no training factor)"
-        if abs(x - 1) < 0.1
-        else f"TFLOP/s (train) = {x:.2f}x img/s x the 224 px forward count: no stated formula gives it"
-        for x in r
+        f"{c}; "
+        + (
+            "TFLOP/s = img/s x the 224 px forward count (MACs, no training factor)"
+            if abs(x - 1) < 0.1
+            else f"TFLOP/s (train) = {x:.2f}x img/s x the 224 px forward count: no stated formula gives it"
+        )
+        + "; peak GPU memory in MB as printed (N/A on MPS and CPU)"
+        for c, x in zip(p.configuration, r, strict=True)
     ]
-
-
-_SOURCE = (lambda p: _pub(p.source.iloc[0]), lambda o: o.run_name.map(_ours_label))
-_TABLE_3 = {  # seed 000's Table 3 -> our Scenario A rows (phases side by side)
-    "source": _SOURCE,
-    "model": ("model", "model"),
-    "device": ("device_class", "device_name"),
-    "batch_size": ("batch_size", "batch_size"),
-    **{
-        f"{p}_{c}": (f"{p}_{c}", f"{p}_{o}")
-        for c, o in (("img_s", "throughput_img_s"), ("tflops", "achieved_tflops"))
-        for p in ("train", "eval")
-    },
-    "peak_gpu_mem_mb": ("peak_gpu_mem_mb", None),
-    "peak_device_mem_mib": (None, "train_peak_device_mem_mib"),
-    "peak_rss_mib": (None, "train_peak_rss_mib"),
-    "differences": (
-        lambda p: [
-            f"{c}; {f}; peak GPU memory in MB as printed (N/A on MPS and CPU)"
-            for c, f in zip(p.configuration, _tflops_formula_000(p), strict=True)
-        ],
-        lambda w: [
-            f"{_match(r.device_class, P.THROUGHPUT_000.device_class)}; {_config(r)}; TFLOP/s = img/s x "
-            f"counted FLOPs of the step at {r.image_size} px (training: forward + backward); memory: the "
-            "allocator's peak (MiB, CUDA/MPS) and the worker's peak RSS (MiB)"
-            for r in w.itertuples()
-        ],
-    ),
-}
-_TABLE_5 = {  # seed 000's Table 5 -> our Scenario A training rows
-    "source": _SOURCE,
-    "model": ("model", "model"),
-    "device": ("device_class", "device_name"),
-    "gpu_util_pct": ("gpu_util_pct", "util_device_mean_pct"),
-    "cpu_util_pct": ("cpu_util_pct", "util_cpu_mean_pct"),
-    "process_cpu_util_pct": (None, "util_process_cpu_mean_pct"),
-    "samples": (None, "telemetry_samples"),
-    "differences": (
-        lambda u: (
-            "one reading per model and device, when and how not stated (phase neither; "
-            f"{u.gpu_util_pct.min():.0f}-{u.gpu_util_pct.max():.0f}% GPU on a training T4 suggests a reading outside "
-            "the run: our inference); GPU N/A on MPS and CPU"
-        ),
-        lambda o: [
-            f"{_match(r.device_class, P.UTILISATION_000.device_class)}; {_config(r)}; mean of the samples "
-            "taken during the training step's measured windows (CPU: every core, 100% = all busy)"
-            for r in o.itertuples()
-        ],
-    ),
-}
-_TABLE_6 = {  # seed 000's Table 6 -> our batch sweep's training rows
-    **{c: (c, c) for c in ("model", "batch_size", "throughput_img_s", "achieved_gflops", "status")},
-    "source": _SOURCE,
-    "device": (lambda s: s.configuration.str.split(";").str[0], "device_name"),
-    "differences": (
-        "configuration",
-        lambda o: [f"{_config(r)}; achieved GFLOP/s from counted training FLOPs" for r in o.itertuples()],
-    ),
-}
 
 
 def _speedup_differences(r) -> str:
@@ -164,25 +108,6 @@ def _speedup_differences(r) -> str:
     if r.batch_size != r.seed_batch_size:
         diffs.append(f"batch: ours {r.batch_size} vs {r.seed_batch_size}")
     return f"not matched (other machine: 000's {r.seed_class}); " + "; ".join(diffs)
-
-
-_TABLE_8 = {  # seed 000's Table 8 (speedups between its devices) -> our rate over each seed device's, same model
-    "model": ("model", "model"),
-    "speedup_x": ("speedup_x", lambda o: o.throughput_img_s / o.b_img_s),
-    "source": _SOURCE,
-    "phase": (lambda p: "train", "phase"),
-    "a": ("a", lambda o: o.run_name.astype(str) + " (" + o.device_name.astype(str) + ")"),
-    "b": ("b", lambda o: "000's " + o.seed_class),
-    "comparison": (lambda p: "published (its Table 8)", lambda o: "not matched"),
-    "differences": (
-        lambda p: "its devices in its configuration: " + P.THROUGHPUT_000.configuration.iloc[0],
-        lambda o: [_speedup_differences(r) for r in o.itertuples()],
-    ),
-    "a_img_s": (None, "throughput_img_s"),
-    "a_ci95_img_s": (None, "throughput_ci95_img_s"),
-    "b_img_s": (None, "b_img_s"),
-    "speedup_ci95_x": (None, lambda o: o.throughput_ci95_img_s / o.b_img_s),  # theirs has no interval
-}
 
 
 def _pairs_000() -> pd.DataFrame:
@@ -207,26 +132,6 @@ def _s_per_image_002(i: pd.DataFrame) -> pd.Series:
     return i.s_per_image.fillna((i.s_per_image_low + i.s_per_image_high) / 2)
 
 
-_INFERENCE_002 = {  # seed 002's seconds per test image -> our DenseNet-121 eval step
-    "source": _SOURCE,
-    "model": (lambda i: "densenet121", "model"),
-    "device": ("device_class", "device_name"),
-    "s_per_image": (_s_per_image_002, lambda o: 1 / o.throughput_img_s),
-    "inference_img_s": (lambda i: 1 / _s_per_image_002(i), "throughput_img_s"),
-    "inference_img_s_low": (lambda i: 1 / i.s_per_image_high, None),
-    "inference_img_s_high": (lambda i: 1 / i.s_per_image_low, None),
-    "differences": (
-        lambda i: (
-            "testing time for one image, as printed (GPU: the midpoint of its 2-3 s), inverted to "
-            "images/s; batch size and resolution not stated (the seed prints no resolution)"
-        ),
-        lambda o: [
-            f"{_config(r)}, {r.num_classes} classes: an eval step's forward under inference_mode, batched (not "
-            "one image at a time), untrained weights"
-            for r in o.itertuples()
-        ],
-    ),
-}
 _CPU_002 = "util_low_pct util_high_pct memory_gb temp_low_c temp_high_c processes threads clock_ghz".split()
 
 
@@ -332,22 +237,6 @@ def _achieved_003(
     return pd.concat([ours, pd.DataFrame(unsampled)], ignore_index=True)
 
 
-_ACHIEVED = {  # seed 003's achieved rates by batch -> our training rows and 04's intensity
-    **{c: (c, c) for c in ("model", "batch_size")},
-    "device": ("device_class", "device_name"),
-    **{c: (c, c) for c in ("ai_flop_per_byte", "achieved_tflops")},
-    "efficiency_pct": ("efficiency_pct", None),
-    "efficiency_vs_roof_pct": (None, "efficiency_vs_roof_pct"),
-    "source": _SOURCE,
-    "measured_in": (lambda a: "its section 4", "source"),
-    "differences": (
-        lambda a: (
-            P.THROUGHPUT_003.configuration.iloc[0]
-            + "; intensity by a method not stated; efficiency = achieved / its spec peak"
-        ),
-        "differences",
-    ),
-}
 _SIDE_004 = {"numpy": ("cpu", "NumPy on its CPU"), "cupy": ("gpu", "CuPy on its GPU")}
 
 
@@ -599,13 +488,53 @@ _OURS = {
     "inference_002": lambda sa: _fp32(sa, lambda d: (d.model == "densenet121") & (d.phase == "eval")),
     "cpu_002": _cpu_ours_002,
 }
+_COMPUTED = {  # the cells of data/seed_columns.csv that code computes (``=name``): a function of the rows
+    "tflops_000": _tflops_000,
+    "utilisation_000": lambda u: (
+        "one reading per model and device, when and how not stated (phase neither; "
+        f"{u.gpu_util_pct.min():.0f}-{u.gpu_util_pct.max():.0f}% GPU on a training T4 suggests a reading outside "
+        "the run: our inference); GPU N/A on MPS and CPU"
+    ),
+    "sweep_device": lambda s: s.configuration.str.split(";").str[0],
+    "speedup_x": lambda o: o.throughput_img_s / o.b_img_s,
+    "speedup_ci95_x": lambda o: o.throughput_ci95_img_s / o.b_img_s,  # theirs has no interval
+    "speedup_differences": lambda o: [_speedup_differences(r) for r in o.itertuples()],
+    "s_per_image_002": _s_per_image_002,
+    "s_per_image": lambda o: 1 / o.throughput_img_s,
+    "inference_img_s_002": lambda i: 1 / _s_per_image_002(i),
+    "inference_img_s_low": lambda i: 1 / i.s_per_image_high,
+    "inference_img_s_high": lambda i: 1 / i.s_per_image_low,
+}
+
+
+def _said(text: str, table: str, rows: pd.DataFrame) -> list[str]:
+    """``text`` formatted per row: ``r`` the row, ``P`` this module's seeds, ``match`` its device class against the
+    seed's rows of ``table`` and ``config`` our configuration in words."""
+    seed = BESIDE[table]["theirs"]
+    return [
+        text.format(
+            r=r,
+            P=P,
+            match=_match(r.device_class, getattr(P, seed).device_class) if "{match}" in text else "",
+            config=_config(r) if "{config}" in text else "",
+        )
+        for r in rows.itertuples()
+    ]
+
+
+def _cell(v: str, table: str):
+    if not v:  # absent on that side
+        return None
+    if v[0] == "=":
+        return _COMPUTED[v[1:]]
+    return functools.partial(_said, v[1:], table) if v[0] == "'" else v
+
+
+# Each column of a beside table (data/seed_columns.csv) -> (the seed's, ours): a column of the rows, a function
+# of them (``=name``), a text formatted per row (``'text``, :func:`_said`) or absent on that side (empty).
 _COLUMNS = {
-    "performance_000": _TABLE_3,
-    "speedups_000": _TABLE_8,
-    "utilisation_000": _TABLE_5,
-    "sweep_000": _TABLE_6,
-    "achieved_003": _ACHIEVED,
-    "inference_002": _INFERENCE_002,
+    t: {r.column: (_cell(r.theirs, t), _cell(r.ours, t)) for r in g.itertuples()}
+    for t, g in P.data("seed_columns.csv").groupby("table", sort=False)
 }
 _JOIN = {"backends_001": _backends_join, "ops_004": lambda pub, ours: ours}
 
