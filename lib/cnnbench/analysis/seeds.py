@@ -292,21 +292,7 @@ def _memory_004() -> pd.DataFrame:
         m.assign(backend=b, published_mb=m[f"{side}_mb"], differences=f"{label}, MB as printed; {why}")
         for b, (side, label) in _SIDE_004.items()
     ]
-    out = pd.concat(sides, ignore_index=True).assign(source=_pub(P.SEED_004), model="mlp")
-    return out[["source", "backend", "model", "component", "published_mb", "differences"]]
-
-
-def _memory_ours_004(mem: pd.DataFrame) -> pd.DataFrame:
-    return _side(mem[(mem.model == "mlp") & (mem.status == "ok")], _MEMORY_004, 1)
-
-
-_MEMORY_004 = {  # our MLP's memory per run, backend and component, MiB shown in the seed's MB
-    "source": (None, lambda o: o.run_name.map(_ours_label)),
-    **{c: (None, c) for c in ("backend", "model", "component")},
-    **{f"{c}_mb": (None, lambda o, c=c: o[f"{c}_mib"] * MIB_TO_MB) for c in ("computed", "measured")},
-    **{f"{c}_mib": (None, f"{c}_mib") for c in ("computed", "measured")},
-    "differences": (None, lambda o: "ours: MiB x 1.048576 = MB; " + o.method.fillna("")),
-}
+    return pd.concat(sides, ignore_index=True).assign(source=_pub(P.SEED_004), model="mlp")
 
 
 def _throughputs(scenario_a: pd.DataFrame) -> pd.DataFrame:
@@ -342,22 +328,6 @@ def _throughputs(scenario_a: pd.DataFrame) -> pd.DataFrame:
             for s in table[(table.model == r.model) & (table.device_class == r.device_class)].itertuples()
         ]
     )
-
-
-_EPOCH_COLUMNS = ["source", "model", "device", "images", "train_epoch_s", "val_epoch_s"]
-
-
-def _epochs_000() -> pd.DataFrame:
-    pub = P.EPOCHS_000.assign(source=_pub(P.SEED_000), images=P.EPOCH_IMAGES_000)
-    pub.loc[(pub.model == "squeezenet1_1") & (pub.device_class == "t4"), "images"] = P.EPOCH_IMAGES_000 // 2
-    return pub.rename(columns={"device_class": "device"})[_EPOCH_COLUMNS]
-
-
-def _epochs_ours(epochs: pd.DataFrame) -> pd.DataFrame:
-    ok = epochs[epochs.status == "ok"]
-    named = {"device_name": "device", "train_images": "images"}
-    ours = ok[["model", *named, "train_epoch_s", "val_epoch_s"]].rename(columns=named)
-    return ours.assign(source="ours: " + ok.run_name)[_EPOCH_COLUMNS]
 
 
 def _transfer_002(transfer: pd.DataFrame) -> pd.DataFrame:
@@ -463,7 +433,6 @@ _PERF = ["throughput_img_s", "achieved_tflops", "peak_device_mem_mib", "peak_rss
 BESIDE = P.data("seed_beside.csv").set_index("table").to_dict("index")
 _THEIRS = {
     "speedups_000": _pairs_000,
-    "epochs_000": _epochs_000,
     "throughputs": pd.DataFrame,
     "memory_004": _memory_004,
     "times_004": _times_004,
@@ -475,13 +444,13 @@ _OURS = {
     "utilisation_000": lambda sa: _fp32(
         sa, lambda d: (d.phase == "train") & d.model.isin(P.UTILISATION_000.model)
     ),
-    "epochs_000": _epochs_ours,
+    "epochs_000": lambda epochs: epochs[epochs.status == "ok"],
     "sweep_000": lambda bs: bs[(bs.model == "squeezenet1_1") & (bs.phase == "train")],
     "throughputs": _throughputs,
     "achieved_003": _achieved_003,
     "backends_001": _backends_001,
     "ops_004": _ops_004,
-    "memory_004": _memory_ours_004,
+    "memory_004": lambda mem: mem[(mem.model == "mlp") & (mem.status == "ok")],
     "times_004": _times_ours_004,
     "telemetry_002": _telemetry_002,
     "times_002": _transfer_002,
@@ -504,6 +473,11 @@ _COMPUTED = {  # the cells of data/seed_columns.csv that code computes (``=name`
     "inference_img_s_002": lambda i: 1 / _s_per_image_002(i),
     "inference_img_s_low": lambda i: 1 / i.s_per_image_high,
     "inference_img_s_high": lambda i: 1 / i.s_per_image_low,
+    "epoch_images_000": lambda p: [  # its SqueezeNet T4 'epoch' half the others
+        P.EPOCH_IMAGES_000 // (2 if q else 1) for q in (p.model == "squeezenet1_1") & (p.device_class == "t4")
+    ],
+    **{f"{c}_mb": lambda o, c=c: o[f"{c}_mib"] * MIB_TO_MB for c in ("computed", "measured")},
+    "mib_004": lambda o: "ours: MiB x 1.048576 = MB; " + o.method.fillna(""),
 }
 
 
