@@ -240,11 +240,6 @@ def _achieved_003(
 _SIDE_004 = {"numpy": ("cpu", "NumPy on its CPU"), "cupy": ("gpu", "CuPy on its GPU")}
 
 
-_TIMES_004 = (
-    "source backend model iterations total_training_s iteration_ms iteration_us_per_image differences"
-)
-
-
 def _times_004() -> pd.DataFrame:
     t, n, images = P.TIMES_004.set_index("what"), P.setup("004")["iterations"], P.SHAPE_004["inputs"]
     why = t.configuration.iloc[0]
@@ -254,36 +249,21 @@ def _times_004() -> pd.DataFrame:
     ]
     out = pd.DataFrame(rows, columns=["backend", "total_training_s", "iteration_ms", "differences"])
     out = out.assign(source=_pub(P.SEED_004), model="mlp", iterations=n)
-    return out.assign(iteration_us_per_image=out.iteration_ms * 1e3 / images)[_TIMES_004.split()]
+    return out.assign(iteration_us_per_image=out.iteration_ms * 1e3 / images)
 
 
 def _times_ours_004(backends: pd.DataFrame) -> pd.DataFrame:
     """Our MLP per run and backend: every step summed, per step, per image, and at the seed's iteration count."""
     mlp = backends[(backends.model == "mlp") & (backends.status == "ok")]
-    if mlp.empty:
-        return mlp
-    n, images = P.setup("004")["iterations"], P.SHAPE_004["inputs"]
     g = mlp.assign(per_step=mlp.images / mlp.steps).groupby(["run_name", "backend"], sort=False)
-    steps, total, per_step = g.steps.sum(), g.epoch_s.sum(), g.per_step.first()
-    step_s = total / steps
-    out = pd.DataFrame(
-        {
-            "iterations": steps,
-            "total_training_s": total,
-            "iteration_ms": step_s * 1e3,
-            "iteration_us_per_image": step_s * 1e6 / per_step,
-            "at_its_iterations_s": step_s * n,
-            "device": g.device_name.first(),
-            "differences": [
-                f"ours: {int(s)} full-batch steps of {i:,.0f} images each (the seed: {n} of {images:,}), the device "
-                "synchronised at the end of every block of steps; JIT compilation (jit_s) kept out"
-                for s, i in zip(steps, per_step, strict=True)
-            ],
-        }
+    out = pd.DataFrame({"iterations": g.steps.sum(), "total_training_s": g.epoch_s.sum()})
+    out = out.assign(per_step=g.per_step.first(), device=g.device_name.first())
+    step_s = out.total_training_s / out.iterations
+    return out.assign(
+        iteration_ms=step_s * 1e3,
+        iteration_us_per_image=step_s * 1e6 / out.per_step,
+        at_its_iterations_s=step_s * P.setup("004")["iterations"],
     ).reset_index()
-    out.insert(0, "source", out.pop("run_name").map(_ours_label))
-    out.insert(2, "model", "mlp")
-    return out
 
 
 def _memory_004() -> pd.DataFrame:
