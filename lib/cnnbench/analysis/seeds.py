@@ -5,7 +5,6 @@ class or configuration says "not matched"."""
 
 from __future__ import annotations
 
-import functools
 import math
 
 import pandas as pd
@@ -21,10 +20,6 @@ P = published
 
 def _pub(seed_file: str) -> str:
     return f"published by {seed_file}"
-
-
-def _ours_label(run) -> str:
-    return "ours: " + str(run)
 
 
 def _fp32(scenario_a: pd.DataFrame, pick=None) -> pd.DataFrame:
@@ -54,20 +49,6 @@ def _stack(pub: pd.DataFrame, ours: pd.DataFrame, by: list[str]) -> pd.DataFrame
 def _match(device_class: str, seed_classes) -> str:
     matched = device_class in set(seed_classes)
     return f"{'matched device class' if matched else 'not matched: no seed device of class'}: {device_class}"
-
-
-def _side(rows: pd.DataFrame, columns: dict, i: int) -> pd.DataFrame:
-    """Side ``i`` (0: the seed's, 1: ours) of a column map: each column a column of ``rows`` (missing: empty),
-    a function of ``rows``, or absent on that side (None); no columns where ``rows`` is empty."""
-    if rows.empty:
-        return pd.DataFrame()
-    return pd.DataFrame(
-        {
-            c: v(rows) if callable(v) else rows.get(v)
-            for c, pair in columns.items()
-            if (v := pair[i]) is not None
-        }
-    )
 
 
 def _wide(ok: pd.DataFrame, values: list[str]) -> pd.DataFrame:
@@ -161,7 +142,7 @@ def _cpu_ours_002(
     return pd.DataFrame(
         [
             {
-                "source": _ours_label(run),
+                "source": f"ours: {run}",
                 "what": "06 fine-tuning on the CPU",
                 "device": g.device_name.iloc[0],
                 "cpu_memory_gb": g.rss_mib.max() * MIB_TO_MB / 1e3,
@@ -173,7 +154,7 @@ def _cpu_ours_002(
         ]
         + [
             {
-                "source": _ours_label(r.run_name),
+                "source": f"ours: {r.run_name}",
                 "what": f"02 {model} training step",
                 "device": r.device_name,
                 "cpu_util_pct": getattr(r, "util_cpu_mean_pct", math.nan),
@@ -476,34 +457,40 @@ def _said(text: str, table: str, rows: pd.DataFrame) -> list[str]:
     ]
 
 
-def _cell(v: str, table: str):
-    if not v:  # absent on that side
-        return None
-    if v[0] == "=":
-        return _COMPUTED[v[1:]]
-    return functools.partial(_said, v[1:], table) if v[0] == "'" else v
+def _side(rows: pd.DataFrame, table: str, i: str) -> pd.DataFrame:
+    """Side ``i`` ("theirs" or "ours") of ``table``'s column map (data/seed_columns.csv): each cell a column of
+    ``rows`` (missing: empty), ``=name`` a function of them (:data:`_COMPUTED`), ``'text`` a text formatted per row
+    (:func:`_said`) or absent on that side (empty); no columns where ``rows`` is empty."""
+    if rows.empty:
+        return pd.DataFrame()
+    cells = ((c, v) for c, v in zip(_COLUMNS[table].column, _COLUMNS[table][i], strict=True) if v)
+    return pd.DataFrame(
+        {
+            c: _COMPUTED[v[1:]](rows)
+            if v[0] == "="
+            else _said(v[1:], table, rows)
+            if v[0] == "'"
+            else rows.get(v)
+            for c, v in cells
+        }
+    )
 
 
-# Each column of a beside table (data/seed_columns.csv) -> (the seed's, ours): a column of the rows, a function
-# of them (``=name``), a text formatted per row (``'text``, :func:`_said`) or absent on that side (empty).
-_COLUMNS = {
-    t: {r.column: (_cell(r.theirs, t), _cell(r.ours, t)) for r in g.itertuples()}
-    for t, g in P.data("seed_columns.csv").groupby("table", sort=False)
-}
+_COLUMNS = dict(tuple(P.data("seed_columns.csv").groupby("table", sort=False)))
 _JOIN = {"backends_001": _backends_join, "ops_004": lambda pub, ours: ours}
 
 
 def beside(name: str, merged=None) -> pd.DataFrame:
     """Seed table ``name`` (a key of :data:`BESIDE`) beside our rows from ``merged`` (a
     :class:`~cnnbench.results.runs.Merged` or a dict of results tables; a table it lacks is empty)."""
-    said, columns = BESIDE[name], _COLUMNS.get(name)
+    said, mapped = BESIDE[name], name in _COLUMNS
     merged = merged if isinstance(merged, Merged) else Merged([], {}, dict(merged or {}))
     read = [merged[t] for t in said["reads"].split()]  # each with its declared columns
     mine = _OURS[name](*read) if any(len(t) for t in read) else pd.DataFrame()
     pub = _THEIRS[name]() if name in _THEIRS else getattr(P, said["theirs"])
-    pub = pub if name in _THEIRS or columns else pub.assign(source=_pub(pub.source.iloc[0]))
-    if columns:
-        pub, mine = _side(pub, columns, 0), _side(mine, columns, 1)
+    pub = pub if name in _THEIRS or mapped else pub.assign(source=_pub(pub.source.iloc[0]))
+    if mapped:
+        pub, mine = _side(pub, name, "theirs"), _side(mine, name, "ours")
     if mine.empty:
         alone = said["alone"]
         return (
