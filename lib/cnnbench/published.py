@@ -569,25 +569,17 @@ def memory_bound_verdict() -> str:
     cpu = c[(c.seed == SEED_000) & (c.device == "cpu") & (c.figure == "achieved TFLOP/s (train)")]
     peak, bw = _V.PEAKS_000.set_index("device_class").loc["cpu", ["peak_gflops", "bandwidth_gbs"]]
     left, near, ai = cpu[cpu.bound == "memory"], cpu[cpu.of_attainable_pct >= 50], cpu.intensity_flop_per_byte
-    return (
-        f"Seed 000 calls its cloud CPU '{_items('CLAIMS_000')['cloud_cpu_bound']}' for every model (line "
-        f"{_line('CLAIMS_000', 'item=cloud_cpu_bound')}; its roof {peak:,.0f} GFLOP/s and {bw:g} GB/s, "
-        f"ridge {peak / bw:.1f} FLOP/byte). By the bytes its training steps move, {len(left)} of "
-        f"{len(cpu)} models sit left of that ridge ({', '.join(left.model) or 'none'}), the rest right "
-        f"of it (intensities {ai.min():.1f}-{ai.max():.1f} FLOP/byte), and each ran at "
-        f"{cpu.of_attainable_pct.min():.1f}-{cpu.of_attainable_pct.max():.1f}% of what the roof allows "
-        f"at its intensity, moving at most {(cpu.corrected * 1e3 / ai).max():.2f} of {bw:g} GB/s. Verdict: "
-        + (
-            f"not memory-bound for {len(cpu) - len(left)} of {len(cpu)} models; "
-            if len(left) < len(cpu)
-            else ""
-        )
-        + (
-            "its CPU ran far below both roofs, limited by neither."
-            if near.empty
-            else "near its roof only " + ", ".join(f"{r.model} ({r.bound}-bound)" for r in near.itertuples())
-        )
+    claim, line = _items("CLAIMS_000")["cloud_cpu_bound"], _line("CLAIMS_000", "item=cloud_cpu_bound")
+    n, n_left, ridge = len(cpu), len(left), peak / bw
+    names, moved = ", ".join(left.model) or "none", (cpu.corrected * 1e3 / ai).max()
+    ai_lo, ai_hi, of_lo, of_hi = ai.min(), ai.max(), cpu.of_attainable_pct.min(), cpu.of_attainable_pct.max()
+    verdict = f"not memory-bound for {n - n_left} of {n} models; " if n_left < n else ""
+    verdict += (
+        "its CPU ran far below both roofs, limited by neither."
+        if near.empty
+        else "near its roof only " + ", ".join(f"{r.model} ({r.bound}-bound)" for r in near.itertuples())
     )
+    return data("seed_verdicts.csv").set_index("claim").text["cloud_cpu_bound"].format(**locals())
 
 
 def tables() -> dict[str, pd.DataFrame]:
