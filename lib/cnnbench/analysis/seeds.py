@@ -40,12 +40,6 @@ def _config(r) -> str:
     )
 
 
-def _stack(pub: pd.DataFrame, ours: pd.DataFrame, by: list[str]) -> pd.DataFrame:
-    """The seed's rows and ours in one table, each group of ``by`` with the seed's rows first."""
-    out = pd.concat([pub, ours], ignore_index=True).sort_values(by, kind="stable").reset_index(drop=True)
-    return out[["source", *[c for c in out.columns if c != "source"]]]
-
-
 def _match(device_class: str, seed_classes) -> str:
     matched = device_class in set(seed_classes)
     return f"{'matched device class' if matched else 'not matched: no seed device of class'}: {device_class}"
@@ -498,4 +492,6 @@ def beside(name: str, merged=None) -> pd.DataFrame:
         )
     if name in _JOIN or not said["join"]:
         return _JOIN.get(name, lambda pub, mine: pd.concat([pub, mine], ignore_index=True))(pub, mine)
-    return _stack(pub, mine, said["join"].split())
+    by = said["join"].split()  # each group with the seed's rows first
+    out = pd.concat([pub, mine], ignore_index=True).sort_values(by, kind="stable").reset_index(drop=True)
+    return out[["source", *[c for c in out.columns if c != "source"]]]
