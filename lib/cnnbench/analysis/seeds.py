@@ -71,20 +71,6 @@ def _tflops_000(p: pd.DataFrame) -> list[str]:
     ]
 
 
-def _speedup_differences(r) -> str:
-    px = P.setup("000")["image_px"]
-    diffs = [
-        f"data: ours {r.dataset} ({r.data_mode} mode) vs Tiny-ImageNet from disk",
-        f"resolution: ours {r.image_size} px vs {px} px"
-        if r.image_size != px
-        else f"resolution: {px} px both",
-        f"epoch size: ours synchronised windows vs {P.EPOCH_IMAGES_000:,}-image 'epochs' / epoch time",
-    ]
-    if r.batch_size != r.seed_batch_size:
-        diffs.append(f"batch: ours {r.batch_size} vs {r.seed_batch_size}")
-    return f"not matched (other machine: 000's {r.seed_class}); " + "; ".join(diffs)
-
-
 def _pairs_000() -> pd.DataFrame:
     sp = P.SPEEDUPS_000
     pairs = sp.melt(["model", "source"], [c for c in sp.columns if "_over_" in c], "pair", "speedup_x")
@@ -100,7 +86,12 @@ def _speedups_000(scenario_a: pd.DataFrame) -> pd.DataFrame:
     ours = ok.merge(
         seed.rename(columns={"device_class": "seed_class", "batch_size": "seed_batch_size"}), on="model"
     )
-    return ours.assign(b_img_s=ours.train_img_s.where(ours.phase == "train", ours.eval_img_s))
+    px, seed_bs = P.setup("000")["image_px"], zip(ours.batch_size, ours.seed_batch_size, strict=True)
+    return ours.assign(  # the parts of its differences (data/seed_columns.csv) that depend on the row
+        b_img_s=ours.train_img_s.where(ours.phase == "train", ours.eval_img_s),
+        said_px=[f"ours {s} px vs {px} px" if s != px else f"{px} px both" for s in ours.image_size],
+        said_batch=[f"; batch: ours {b} vs {s}" if b != s else "" for b, s in seed_bs],
+    )
 
 
 def _s_per_image_002(i: pd.DataFrame) -> pd.Series:
@@ -422,7 +413,6 @@ _COMPUTED = {  # the cells of data/seed_columns.csv that code computes (``=name`
     "sweep_device": lambda s: s.configuration.str.split(";").str[0],
     "speedup_x": lambda o: o.throughput_img_s / o.b_img_s,
     "speedup_ci95_x": lambda o: o.throughput_ci95_img_s / o.b_img_s,  # theirs has no interval
-    "speedup_differences": lambda o: [_speedup_differences(r) for r in o.itertuples()],
     "s_per_image_002": _s_per_image_002,
     "s_per_image": lambda o: 1 / o.throughput_img_s,
     "inference_img_s_002": lambda i: 1 / _s_per_image_002(i),
