@@ -384,7 +384,7 @@ def inconsistencies() -> pd.DataFrame:
 
 
 # --- what the seeds' numbers should have been --------------------------------------------------------
-# each row's figure, unit, label, formula and inputs: its kind's texts in data/seed_corrections.csv, formatted
+# each row's figure, unit, label, formula and inputs: its kind's texts in data/seed_correction_texts.csv, formatted
 # with the numbers the code below computes
 
 
@@ -414,8 +414,8 @@ def _step(model: str, batch: int, size: int, classes: int, phase: str) -> pd.Dat
 
 
 def _fix(kind: str, seed: str, printed, corrected: float, said: dict, **row) -> dict:
-    """One row of CORRECTION_COLUMNS, its texts ``kind``'s in data/seed_corrections.csv formatted with ``said``."""
-    texts = data("seed_corrections.csv").set_index("kind").loc[kind]
+    """One row of CORRECTION_COLUMNS, its texts ``kind``'s in data/seed_correction_texts.csv formatted with ``said``."""
+    texts = data("seed_correction_texts.csv").set_index("kind").loc[kind]
     return {**row, "seed": seed, "printed": printed, "corrected": corrected} | {
         c: t.format(**said) for c, t in texts.items()
     }
