@@ -20,6 +20,7 @@ COLUMNS = ["seed", "table", "key", "column", "value", "printed", "origin", "line
 
 @functools.cache
 def data(name: str) -> pd.DataFrame:
+    """One of the package's seed data files (``data/<name>``), every column text ("" where empty)."""
     with resources.files("cnnbench").joinpath(f"data/{name}").open() as f:
         return pd.read_csv(f, dtype=str, keep_default_na=False)
 
