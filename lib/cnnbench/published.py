@@ -19,14 +19,15 @@ COLUMNS = ["seed", "table", "key", "column", "value", "printed", "origin", "line
 
 
 @functools.cache
-def _data(name: str) -> pd.DataFrame:
+def data(name: str) -> pd.DataFrame:
+    """One of the package's seed data files (``data/<name>``), every column text ("" where empty)."""
     with resources.files("cnnbench").joinpath(f"data/{name}").open() as f:
         return pd.read_csv(f, dtype=str, keep_default_na=False)
 
 
 @functools.cache
 def _values() -> pd.DataFrame:
-    v = _data("seed_numbers.csv")
+    v = data("seed_numbers.csv")
     return v.assign(line=v.line.astype(int))
 
 
@@ -210,7 +211,7 @@ def _view(name: str) -> pd.DataFrame:
 
 def _described() -> pd.DataFrame:
     """What each view holds, the tables it is stored in and its configuration in words (a template)."""
-    return _data("seed_tables.csv").set_index("table")
+    return data("seed_tables.csv").set_index("table")
 
 
 def table(name: str) -> pd.DataFrame:
@@ -244,7 +245,7 @@ CPU_002 = {k: v for k, v in _CLAIMS_002.items() if k.startswith("cpu_")}
 # where it has the device, else the seed's own words (data/seed_devices.csv).
 DEVICES = {
     (d.seed, d.device_class): (d.name.format_map(globals()), d.kind)
-    for d in _data("seed_devices.csv").itertuples()
+    for d in data("seed_devices.csv").itertuples()
 }
 
 
@@ -373,7 +374,7 @@ def inconsistencies() -> pd.DataFrame:
     """The seeds' numbers checked against each other: each row's prose from ``data/seed_checks.csv`` (with the
     seed lines it rests on), its figures this module's names and the local names of ``_checks_<seed>``, computed
     from the stored numbers (and, where named, our spec table); ``s``: the seed's setup, ``c``: its claims."""
-    checks, columns = _data("seed_checks.csv"), ["published", "computed_from_its_own_numbers", "note"]
+    checks, columns = data("seed_checks.csv"), ["published", "computed_from_its_own_numbers", "note"]
     figures = {
         s: {**globals(), **globals()[f"_checks_{s}"](), "s": setup(s), "c": _items(f"CLAIMS_{s}")}
         for s in checks.seed.unique()
@@ -384,10 +385,8 @@ def inconsistencies() -> pd.DataFrame:
 
 
 # --- what the seeds' numbers should have been --------------------------------------------------------
-# each row's label: a rate from its own throughput; a figure from its own other numbers (seed 004's arrays and
-# times); a figure of the workbook's own model (its traffic count) beside the seed's
-CORRECTED, OWN = (f"corrected from the seed's own {w}" for w in ("throughput", "numbers"))
-OURS = "ours beside theirs"
+# each row's figure, unit, label, formula and inputs: its kind's texts in data/seed_correction_texts.csv, formatted
+# with the numbers the code below computes
 
 
 @functools.cache
@@ -415,10 +414,12 @@ def _step(model: str, batch: int, size: int, classes: int, phase: str) -> pd.Dat
     return traffic.count_step(model, batch, size, classes, phase)
 
 
-def _fix(seed: str, figure: str, printed, corrected: float, unit: str, formula: str, inputs: str, **row):
-    """One row of CORRECTION_COLUMNS."""
-    row.update(seed=seed, figure=figure, printed=printed, corrected=corrected, unit=unit, formula=formula)
-    return {**row, "inputs": inputs}
+def _fix(kind: str, seed: str, printed, corrected: float, said: dict, **row) -> dict:
+    """One row of CORRECTION_COLUMNS, its texts ``kind``'s in data/seed_correction_texts.csv formatted with ``said``."""
+    texts = data("seed_correction_texts.csv").set_index("kind").loc[kind]
+    return {**row, "seed": seed, "printed": printed, "corrected": corrected} | {
+        c: t.format(**said) for c, t in texts.items()
+    }
 
 
 def _placed(seed, r, phase, size, classes, roof, printed, line) -> dict:
@@ -432,15 +433,11 @@ def _placed(seed, r, phase, size, classes, roof, printed, line) -> dict:
     step, x = "training step" if phase == "train" else "forward", img_s * op_s / r.batch_size
     above = f"; {x:.2f}x what the roof allows with every op at it (above the ceiling)" if x > 1 else ""
     return _fix(
+        "placed",
         seed,
-        f"achieved TFLOP/s ({phase})",
         printed,
         tflops,
-        "TFLOP/s",
-        f"{img_s:g} img/s x {g:.4g} GFLOP per image ({step}, {size} px, {classes} classes) = "
-        f"{tflops:.3g} TFLOP/s; against {whose}: {peak:,.0f} GFLOP/s, {bw:g} GB/s{above}",
-        f"img/s: line {line}; GFLOP: cnnbench.measure.flops; bytes moved: cnnbench.measure.traffic "
-        f"(every op of a {r.batch_size}-image step, read and written once)",
+        locals(),
         model=r.model,
         device=r.device_class,
         phase=phase,
@@ -454,11 +451,9 @@ def _placed(seed, r, phase, size, classes, roof, printed, line) -> dict:
 
 
 def _intensity_row(seed, model, batch, size, classes, printed, what, line) -> dict:
-    ops, row = _step(model, batch, size, classes, "train"), dict(model=model, batch_size=batch, phase="train")
+    ops = _step(model, batch, size, classes, "train")
     ai = ops.flops.sum() / ops.bytes.sum()
-    formula = f"counted FLOPs / bytes moved by a {batch}-image training step at {size} px, {classes} classes"
-    formula, inputs = f"{formula} = {ai:.1f} (printed: {what})", f"line {line}; cnnbench.measure.traffic"
-    return _fix(seed, "arithmetic intensity", printed, ai, "FLOP/byte", formula, inputs, label=OURS, **row)
+    return _fix("intensity", seed, printed, ai, locals(), model=model, batch_size=batch, phase="train")
 
 
 def _corrections_000() -> list[dict]:
@@ -509,14 +504,14 @@ def _corrections_003() -> list[dict]:
     for device in ("rtx4080", "t4"):
         d, item = per[(per.device == device) & per.printed.notna()], f"{device}_mean_efficiency_pct"
         ok, out = d[d.ceiling_x <= 1], d[d.ceiling_x > 1]
-        said = f"mean over {len(ok)} of its {len(d)} printed rows of the corrected share of the peak of the GPU it ran"
-        said += f" ({ok.own_pct.mean():.1f}% of the peak the seed used)" if ok.own_pct.notna().any() else ""
+        own = f" ({ok.own_pct.mean():.1f}% of the peak the seed used)" if ok.own_pct.notna().any() else ""
         left = ", ".join(f"{r.model} bs{r.batch_size:.0f}" for r in out.itertuples())
-        if left:
-            said += f"; left out, above the ceiling: {left} (with it {d.corrected_pct_of_peak.mean():.1f}%)"
-        line, mean = f"line {_line('CLAIMS_003', f'item={item}')}", ok.corrected_pct_of_peak.mean()
-        claim = _items("CLAIMS_003")[item]
-        rows.append(_fix(SEED_003, "mean efficiency", claim, mean, "% of peak", said, line, device=device))
+        left = (
+            left and f"; left out, above the ceiling: {left} (with it {d.corrected_pct_of_peak.mean():.1f}%)"
+        )
+        line, kept, printed_rows = _line("CLAIMS_003", f"item={item}"), len(ok), len(d)
+        mean, claim = ok.corrected_pct_of_peak.mean(), _items("CLAIMS_003")[item]
+        rows.append(_fix("efficiency", SEED_003, claim, mean, locals(), device=device))
     for r in table("AI_003").itertuples():
         line, ai = _line("AI_003", f"model={r.model};batch_size={r.batch_size}"), r.ai_flop_per_byte
         rows.append(
@@ -535,18 +530,16 @@ def _corrections_004() -> list[dict]:
         "activations": (2 * (h + k) * n, f"Z1, A1, Z2, A2: {2 * (h + k)} x {n:,}"),
         "gradients": ((h + k) * n + params, f"dZ1, dZ2 ({h + k} x {n:,}) and dW1, db1, dW2, db2"),
     }
-    rows, mlp, both = [], dict(model="mlp", label=OWN), "numpy and cupy"
+    rows = []
     for c, (count, what) in arrays.items():
-        line = f"line {_line('MEMORY_004', f'component={c}')}; its Algorithm 1's arrays"
-        formula, mb = f"{what}: {count:,} float64 x 8 bytes", count * 8 / 1e6
-        rows.append(_fix(SEED_004, "memory", mem.cpu_mb[c], mb, "MB", formula, line, device=both, **mlp))
-    unit = "us per image (printed: ms per iteration)"
+        line, mb = _line("MEMORY_004", f"component={c}"), count * 8 / 1e6
+        said, row = dict(what=what, count=count, line=line), dict(device="numpy and cupy", model="mlp")
+        rows.append(_fix("memory", SEED_004, mem.cpu_mb[c], mb, said, **row))
     for what in ("iteration", "forward", "backward"):
         for side, lib in (("cpu", "numpy"), ("gpu", "cupy")):
-            ms, line = times.loc[what, f"{side}_ms"], f"line {_line('TIMES_004', f'what={what}')}"
-            formula = f"{ms} ms per full-batch iteration / {n:,} images"
-            row, fig = dict(device=lib, phase="train", batch_size=n, **mlp), f"{what} time per image"
-            rows.append(_fix(SEED_004, fig, ms, ms * 1e3 / n, unit, formula, line, **row))
+            ms, line = times.loc[what, f"{side}_ms"], _line("TIMES_004", f"what={what}")
+            row = dict(model="mlp", device=lib, phase="train", batch_size=n)
+            rows.append(_fix("time", SEED_004, ms, ms * 1e3 / n, locals(), **row))
     return rows
 
 
@@ -559,7 +552,7 @@ CORRECTION_COLUMNS = (
 @functools.cache
 def _corrections() -> pd.DataFrame:
     rows = pd.DataFrame(_corrections_000() + _corrections_003() + _corrections_004())
-    return rows.reindex(columns=CORRECTION_COLUMNS).fillna({"label": CORRECTED})
+    return rows.reindex(columns=CORRECTION_COLUMNS)
 
 
 def corrections() -> pd.DataFrame:
@@ -577,25 +570,17 @@ def memory_bound_verdict() -> str:
     cpu = c[(c.seed == SEED_000) & (c.device == "cpu") & (c.figure == "achieved TFLOP/s (train)")]
     peak, bw = _V.PEAKS_000.set_index("device_class").loc["cpu", ["peak_gflops", "bandwidth_gbs"]]
     left, near, ai = cpu[cpu.bound == "memory"], cpu[cpu.of_attainable_pct >= 50], cpu.intensity_flop_per_byte
-    return (
-        f"Seed 000 calls its cloud CPU '{_items('CLAIMS_000')['cloud_cpu_bound']}' for every model (line "
-        f"{_line('CLAIMS_000', 'item=cloud_cpu_bound')}; its roof {peak:,.0f} GFLOP/s and {bw:g} GB/s, "
-        f"ridge {peak / bw:.1f} FLOP/byte). By the bytes its training steps move, {len(left)} of "
-        f"{len(cpu)} models sit left of that ridge ({', '.join(left.model) or 'none'}), the rest right "
-        f"of it (intensities {ai.min():.1f}-{ai.max():.1f} FLOP/byte), and each ran at "
-        f"{cpu.of_attainable_pct.min():.1f}-{cpu.of_attainable_pct.max():.1f}% of what the roof allows "
-        f"at its intensity, moving at most {(cpu.corrected * 1e3 / ai).max():.2f} of {bw:g} GB/s. Verdict: "
-        + (
-            f"not memory-bound for {len(cpu) - len(left)} of {len(cpu)} models; "
-            if len(left) < len(cpu)
-            else ""
-        )
-        + (
-            "its CPU ran far below both roofs, limited by neither."
-            if near.empty
-            else "near its roof only " + ", ".join(f"{r.model} ({r.bound}-bound)" for r in near.itertuples())
-        )
+    claim, line = _items("CLAIMS_000")["cloud_cpu_bound"], _line("CLAIMS_000", "item=cloud_cpu_bound")
+    n, n_left, ridge = len(cpu), len(left), peak / bw
+    names, moved = ", ".join(left.model) or "none", (cpu.corrected * 1e3 / ai).max()
+    ai_lo, ai_hi, of_lo, of_hi = ai.min(), ai.max(), cpu.of_attainable_pct.min(), cpu.of_attainable_pct.max()
+    verdict = f"not memory-bound for {n - n_left} of {n} models; " if n_left < n else ""
+    verdict += (
+        "its CPU ran far below both roofs, limited by neither."
+        if near.empty
+        else "near its roof only " + ", ".join(f"{r.model} ({r.bound}-bound)" for r in near.itertuples())
     )
+    return data("seed_verdicts.csv").set_index("claim").text["cloud_cpu_bound"].format(**locals())
 
 
 def tables() -> dict[str, pd.DataFrame]:

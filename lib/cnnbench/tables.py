@@ -146,9 +146,7 @@ def complexity_vs_seed(complexity: pd.DataFrame) -> pd.DataFrame:
     ref = complexity[complexity.role.str.startswith("reference")].set_index("model")
     train = complexity[complexity.role.str.contains("training")].set_index("model")
     rows = []
-    for _, seed in published.COMPLEXITY_000.iterrows():
-        if seed.model not in ref.index:
-            continue
+    for seed in published.COMPLEXITY_000[lambda s: s.model.isin(ref.index)].itertuples():
         ours, rel = ref.loc[seed.model], seed.flops_g / ref.loc[seed.model].gmacs_fwd - 1
         macs = f"000's 'FLOPs' are MACs (ours {ours.gmacs_fwd:.3f} G): true FLOPs are 2x, {ours.gflops_fwd:.3f} G"
         off = f"000's figure is {rel:+.1%} off our {ours.gmacs_fwd:.3f} GMACs (torchvision publishes "

@@ -6,8 +6,6 @@ class or configuration says "not matched"."""
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
-from typing import NamedTuple
 
 import pandas as pd
 
@@ -22,10 +20,6 @@ P = published
 
 def _pub(seed_file: str) -> str:
     return f"published by {seed_file}"
-
-
-def _ours_label(run) -> str:
-    return "ours: " + str(run)
 
 
 def _fp32(scenario_a: pd.DataFrame, pick=None) -> pd.DataFrame:
@@ -46,33 +40,11 @@ def _config(r) -> str:
     )
 
 
-def _stack(pub: pd.DataFrame, ours: pd.DataFrame, by: list[str]) -> pd.DataFrame:
-    """The seed's rows and ours in one table, each group of ``by`` with the seed's rows first."""
-    out = pd.concat([pub, ours], ignore_index=True).sort_values(by, kind="stable").reset_index(drop=True)
-    return out[["source", *[c for c in out.columns if c != "source"]]]
-
-
 def _match(device_class: str, seed_classes) -> str:
     matched = device_class in set(seed_classes)
     return f"{'matched device class' if matched else 'not matched: no seed device of class'}: {device_class}"
 
 
-def _side(rows: pd.DataFrame, columns: dict, i: int) -> pd.DataFrame:
-    """Side ``i`` (0: the seed's, 1: ours) of a column map: each column a column of ``rows`` (missing: empty),
-    a function of ``rows``, or absent on that side (None); no columns where ``rows`` is empty."""
-    if rows.empty:
-        return pd.DataFrame()
-    return pd.DataFrame(
-        {
-            c: v(rows) if callable(v) else rows.get(v)
-            for c, pair in columns.items()
-            if (v := pair[i]) is not None
-        }
-    )
-
-
-# --- the column maps: each column of a beside table -> (the seed's, ours): a column, a function of the rows, or
-# absent on that side (None) --------------------------------------------------------------------------------
 def _wide(ok: pd.DataFrame, values: list[str]) -> pd.DataFrame:
     """One row per run and configuration (phase apart), ``<phase>_<value>`` columns; ``ok`` when empty."""
     if ok.empty:
@@ -83,108 +55,20 @@ def _wide(ok: pd.DataFrame, values: list[str]) -> pd.DataFrame:
     return wide.reset_index()
 
 
-def _tflops_formula_000(p: pd.DataFrame) -> list[str]:
-    """Per row of seed 000's Table 3: its TFLOP/s as img/s x the 224 px forward count where that is what it is
-    (within 10%), else how many times that product it is (no stated formula gives it)."""
+def _tflops_000(p: pd.DataFrame) -> list[str]:
+    """Per row of seed 000's Table 3: its configuration and its TFLOP/s as img/s x the 224 px forward count where
+    that is what it is (within 10%), else how many times that product it is (no stated formula gives it)."""
     r = p.train_tflops / (p.train_img_s * p.model.map(P.COMPLEXITY_000.set_index("model").flops_g) / 1e3)
     return [
-        "TFLOP/s = img/s x the 224 px forward count (MACs, no training factor)"
-        if abs(x - 1) < 0.1
-        else f"TFLOP/s (train) = {x:.2f}x img/s x the 224 px forward count: no stated formula gives it"
-        for x in r
+        f"{c}; "
+        + (
+            "TFLOP/s = img/s x the 224 px forward count (MACs, no training factor)"
+            if abs(x - 1) < 0.1
+            else f"TFLOP/s (train) = {x:.2f}x img/s x the 224 px forward count: no stated formula gives it"
+        )
+        + "; peak GPU memory in MB as printed (N/A on MPS and CPU)"
+        for c, x in zip(p.configuration, r, strict=True)
     ]
-
-
-_SOURCE = (lambda p: _pub(p.source.iloc[0]), lambda o: o.run_name.map(_ours_label))
-_TABLE_3 = {  # seed 000's Table 3 -> our Scenario A rows (phases side by side)
-    "source": _SOURCE,
-    "model": ("model", "model"),
-    "device": ("device_class", "device_name"),
-    "batch_size": ("batch_size", "batch_size"),
-    **{
-        f"{p}_{c}": (f"{p}_{c}", f"{p}_{o}")
-        for c, o in (("img_s", "throughput_img_s"), ("tflops", "achieved_tflops"))
-        for p in ("train", "eval")
-    },
-    "peak_gpu_mem_mb": ("peak_gpu_mem_mb", None),
-    "peak_device_mem_mib": (None, "train_peak_device_mem_mib"),
-    "peak_rss_mib": (None, "train_peak_rss_mib"),
-    "differences": (
-        lambda p: [
-            f"{c}; {f}; peak GPU memory in MB as printed (N/A on MPS and CPU)"
-            for c, f in zip(p.configuration, _tflops_formula_000(p), strict=True)
-        ],
-        lambda w: [
-            f"{_match(r.device_class, P.THROUGHPUT_000.device_class)}; {_config(r)}; TFLOP/s = img/s x "
-            f"counted FLOPs of the step at {r.image_size} px (training: forward + backward); memory: the "
-            "allocator's peak (MiB, CUDA/MPS) and the worker's peak RSS (MiB)"
-            for r in w.itertuples()
-        ],
-    ),
-}
-_TABLE_5 = {  # seed 000's Table 5 -> our Scenario A training rows
-    "source": _SOURCE,
-    "model": ("model", "model"),
-    "device": ("device_class", "device_name"),
-    "gpu_util_pct": ("gpu_util_pct", "util_device_mean_pct"),
-    "cpu_util_pct": ("cpu_util_pct", "util_cpu_mean_pct"),
-    "process_cpu_util_pct": (None, "util_process_cpu_mean_pct"),
-    "samples": (None, "telemetry_samples"),
-    "differences": (
-        lambda u: (
-            "one reading per model and device, when and how not stated (phase neither; "
-            f"{u.gpu_util_pct.min():.0f}-{u.gpu_util_pct.max():.0f}% GPU on a training T4 suggests a reading outside "
-            "the run: our inference); GPU N/A on MPS and CPU"
-        ),
-        lambda o: [
-            f"{_match(r.device_class, P.UTILISATION_000.device_class)}; {_config(r)}; mean of the samples "
-            "taken during the training step's measured windows (CPU: every core, 100% = all busy)"
-            for r in o.itertuples()
-        ],
-    ),
-}
-_TABLE_6 = {  # seed 000's Table 6 -> our batch sweep's training rows
-    **{c: (c, c) for c in ("model", "batch_size", "throughput_img_s", "achieved_gflops", "status")},
-    "source": _SOURCE,
-    "device": (lambda s: s.configuration.str.split(";").str[0], "device_name"),
-    "differences": (
-        "configuration",
-        lambda o: [f"{_config(r)}; achieved GFLOP/s from counted training FLOPs" for r in o.itertuples()],
-    ),
-}
-
-
-def _speedup_differences(r) -> str:
-    px = P.setup("000")["image_px"]
-    diffs = [
-        f"data: ours {r.dataset} ({r.data_mode} mode) vs Tiny-ImageNet from disk",
-        f"resolution: ours {r.image_size} px vs {px} px"
-        if r.image_size != px
-        else f"resolution: {px} px both",
-        f"epoch size: ours synchronised windows vs {P.EPOCH_IMAGES_000:,}-image 'epochs' / epoch time",
-    ]
-    if r.batch_size != r.seed_batch_size:
-        diffs.append(f"batch: ours {r.batch_size} vs {r.seed_batch_size}")
-    return f"not matched (other machine: 000's {r.seed_class}); " + "; ".join(diffs)
-
-
-_TABLE_8 = {  # seed 000's Table 8 (speedups between its devices) -> our rate over each seed device's, same model
-    "model": ("model", "model"),
-    "speedup_x": ("speedup_x", lambda o: o.throughput_img_s / o.b_img_s),
-    "source": _SOURCE,
-    "phase": (lambda p: "train", "phase"),
-    "a": ("a", lambda o: o.run_name.astype(str) + " (" + o.device_name.astype(str) + ")"),
-    "b": ("b", lambda o: "000's " + o.seed_class),
-    "comparison": (lambda p: "published (its Table 8)", lambda o: "not matched"),
-    "differences": (
-        lambda p: "its devices in its configuration: " + P.THROUGHPUT_000.configuration.iloc[0],
-        lambda o: [_speedup_differences(r) for r in o.itertuples()],
-    ),
-    "a_img_s": (None, "throughput_img_s"),
-    "a_ci95_img_s": (None, "throughput_ci95_img_s"),
-    "b_img_s": (None, "b_img_s"),
-    "speedup_ci95_x": (None, lambda o: o.throughput_ci95_img_s / o.b_img_s),  # theirs has no interval
-}
 
 
 def _pairs_000() -> pd.DataFrame:
@@ -202,33 +86,18 @@ def _speedups_000(scenario_a: pd.DataFrame) -> pd.DataFrame:
     ours = ok.merge(
         seed.rename(columns={"device_class": "seed_class", "batch_size": "seed_batch_size"}), on="model"
     )
-    return ours.assign(b_img_s=ours.train_img_s.where(ours.phase == "train", ours.eval_img_s))
+    px, seed_bs = P.setup("000")["image_px"], zip(ours.batch_size, ours.seed_batch_size, strict=True)
+    return ours.assign(  # the parts of its differences (data/seed_columns.csv) that depend on the row
+        b_img_s=ours.train_img_s.where(ours.phase == "train", ours.eval_img_s),
+        said_px=[f"ours {s} px vs {px} px" if s != px else f"{px} px both" for s in ours.image_size],
+        said_batch=[f"; batch: ours {b} vs {s}" if b != s else "" for b, s in seed_bs],
+    )
 
 
 def _s_per_image_002(i: pd.DataFrame) -> pd.Series:
     return i.s_per_image.fillna((i.s_per_image_low + i.s_per_image_high) / 2)
 
 
-_INFERENCE_002 = {  # seed 002's seconds per test image -> our DenseNet-121 eval step
-    "source": _SOURCE,
-    "model": (lambda i: "densenet121", "model"),
-    "device": ("device_class", "device_name"),
-    "s_per_image": (_s_per_image_002, lambda o: 1 / o.throughput_img_s),
-    "inference_img_s": (lambda i: 1 / _s_per_image_002(i), "throughput_img_s"),
-    "inference_img_s_low": (lambda i: 1 / i.s_per_image_high, None),
-    "inference_img_s_high": (lambda i: 1 / i.s_per_image_low, None),
-    "differences": (
-        lambda i: (
-            "testing time for one image, as printed (GPU: the midpoint of its 2-3 s), inverted to "
-            "images/s; batch size and resolution not stated (the seed prints no resolution)"
-        ),
-        lambda o: [
-            f"{_config(r)}, {r.num_classes} classes: an eval step's forward under inference_mode, batched (not "
-            "one image at a time), untrained weights"
-            for r in o.itertuples()
-        ],
-    ),
-}
 _CPU_002 = "util_low_pct util_high_pct memory_gb temp_low_c temp_high_c processes threads clock_ghz".split()
 
 
@@ -258,7 +127,7 @@ def _cpu_ours_002(
     return pd.DataFrame(
         [
             {
-                "source": _ours_label(run),
+                "source": f"ours: {run}",
                 "what": "06 fine-tuning on the CPU",
                 "device": g.device_name.iloc[0],
                 "cpu_memory_gb": g.rss_mib.max() * MIB_TO_MB / 1e3,
@@ -270,7 +139,7 @@ def _cpu_ours_002(
         ]
         + [
             {
-                "source": _ours_label(r.run_name),
+                "source": f"ours: {r.run_name}",
                 "what": f"02 {model} training step",
                 "device": r.device_name,
                 "cpu_util_pct": getattr(r, "util_cpu_mean_pct", math.nan),
@@ -334,28 +203,7 @@ def _achieved_003(
     return pd.concat([ours, pd.DataFrame(unsampled)], ignore_index=True)
 
 
-_ACHIEVED = {  # seed 003's achieved rates by batch -> our training rows and 04's intensity
-    **{c: (c, c) for c in ("model", "batch_size")},
-    "device": ("device_class", "device_name"),
-    **{c: (c, c) for c in ("ai_flop_per_byte", "achieved_tflops")},
-    "efficiency_pct": ("efficiency_pct", None),
-    "efficiency_vs_roof_pct": (None, "efficiency_vs_roof_pct"),
-    "source": _SOURCE,
-    "measured_in": (lambda a: "its section 4", "source"),
-    "differences": (
-        lambda a: (
-            P.THROUGHPUT_003.configuration.iloc[0]
-            + "; intensity by a method not stated; efficiency = achieved / its spec peak"
-        ),
-        "differences",
-    ),
-}
 _SIDE_004 = {"numpy": ("cpu", "NumPy on its CPU"), "cupy": ("gpu", "CuPy on its GPU")}
-
-
-_TIMES_004 = (
-    "source backend model iterations total_training_s iteration_ms iteration_us_per_image differences"
-)
 
 
 def _times_004() -> pd.DataFrame:
@@ -367,36 +215,21 @@ def _times_004() -> pd.DataFrame:
     ]
     out = pd.DataFrame(rows, columns=["backend", "total_training_s", "iteration_ms", "differences"])
     out = out.assign(source=_pub(P.SEED_004), model="mlp", iterations=n)
-    return out.assign(iteration_us_per_image=out.iteration_ms * 1e3 / images)[_TIMES_004.split()]
+    return out.assign(iteration_us_per_image=out.iteration_ms * 1e3 / images)
 
 
 def _times_ours_004(backends: pd.DataFrame) -> pd.DataFrame:
     """Our MLP per run and backend: every step summed, per step, per image, and at the seed's iteration count."""
     mlp = backends[(backends.model == "mlp") & (backends.status == "ok")]
-    if mlp.empty:
-        return mlp
-    n, images = P.setup("004")["iterations"], P.SHAPE_004["inputs"]
     g = mlp.assign(per_step=mlp.images / mlp.steps).groupby(["run_name", "backend"], sort=False)
-    steps, total, per_step = g.steps.sum(), g.epoch_s.sum(), g.per_step.first()
-    step_s = total / steps
-    out = pd.DataFrame(
-        {
-            "iterations": steps,
-            "total_training_s": total,
-            "iteration_ms": step_s * 1e3,
-            "iteration_us_per_image": step_s * 1e6 / per_step,
-            "at_its_iterations_s": step_s * n,
-            "device": g.device_name.first(),
-            "differences": [
-                f"ours: {int(s)} full-batch steps of {i:,.0f} images each (the seed: {n} of {images:,}), the device "
-                "synchronised at the end of every block of steps; JIT compilation (jit_s) kept out"
-                for s, i in zip(steps, per_step, strict=True)
-            ],
-        }
+    out = pd.DataFrame({"iterations": g.steps.sum(), "total_training_s": g.epoch_s.sum()})
+    out = out.assign(per_step=g.per_step.first(), device=g.device_name.first())
+    step_s = out.total_training_s / out.iterations
+    return out.assign(
+        iteration_ms=step_s * 1e3,
+        iteration_us_per_image=step_s * 1e6 / out.per_step,
+        at_its_iterations_s=step_s * P.setup("004")["iterations"],
     ).reset_index()
-    out.insert(0, "source", out.pop("run_name").map(_ours_label))
-    out.insert(2, "model", "mlp")
-    return out
 
 
 def _memory_004() -> pd.DataFrame:
@@ -405,21 +238,7 @@ def _memory_004() -> pd.DataFrame:
         m.assign(backend=b, published_mb=m[f"{side}_mb"], differences=f"{label}, MB as printed; {why}")
         for b, (side, label) in _SIDE_004.items()
     ]
-    out = pd.concat(sides, ignore_index=True).assign(source=_pub(P.SEED_004), model="mlp")
-    return out[["source", "backend", "model", "component", "published_mb", "differences"]]
-
-
-def _memory_ours_004(mem: pd.DataFrame) -> pd.DataFrame:
-    return _side(mem[(mem.model == "mlp") & (mem.status == "ok")], _MEMORY_004, 1)
-
-
-_MEMORY_004 = {  # our MLP's memory per run, backend and component, MiB shown in the seed's MB
-    "source": (None, lambda o: o.run_name.map(_ours_label)),
-    **{c: (None, c) for c in ("backend", "model", "component")},
-    **{f"{c}_mb": (None, lambda o, c=c: o[f"{c}_mib"] * MIB_TO_MB) for c in ("computed", "measured")},
-    **{f"{c}_mib": (None, f"{c}_mib") for c in ("computed", "measured")},
-    "differences": (None, lambda o: "ours: MiB x 1.048576 = MB; " + o.method.fillna("")),
-}
+    return pd.concat(sides, ignore_index=True).assign(source=_pub(P.SEED_004), model="mlp")
 
 
 def _throughputs(scenario_a: pd.DataFrame) -> pd.DataFrame:
@@ -455,22 +274,6 @@ def _throughputs(scenario_a: pd.DataFrame) -> pd.DataFrame:
             for s in table[(table.model == r.model) & (table.device_class == r.device_class)].itertuples()
         ]
     )
-
-
-_EPOCH_COLUMNS = ["source", "model", "device", "images", "train_epoch_s", "val_epoch_s"]
-
-
-def _epochs_000() -> pd.DataFrame:
-    pub = P.EPOCHS_000.assign(source=_pub(P.SEED_000), images=P.EPOCH_IMAGES_000)
-    pub.loc[(pub.model == "squeezenet1_1") & (pub.device_class == "t4"), "images"] = P.EPOCH_IMAGES_000 // 2
-    return pub.rename(columns={"device_class": "device"})[_EPOCH_COLUMNS]
-
-
-def _epochs_ours(epochs: pd.DataFrame) -> pd.DataFrame:
-    ok = epochs[epochs.status == "ok"]
-    named = {"device_name": "device", "train_images": "images"}
-    ours = ok[["model", *named, "train_epoch_s", "val_epoch_s"]].rename(columns=named)
-    return ours.assign(source="ours: " + ok.run_name)[_EPOCH_COLUMNS]
 
 
 def _transfer_002(transfer: pd.DataFrame) -> pd.DataFrame:
@@ -569,104 +372,116 @@ def _telemetry_002(tele: pd.DataFrame) -> pd.DataFrame:
 
 
 _PERF = ["throughput_img_s", "achieved_tflops", "peak_device_mem_mib", "peak_rss_mib"]
-_MODELS, _MLP = "wrote scenario_a.csv with the seed's models", "wrote {}.csv with the MLP"
-_THESE = "wrote batch_sweep.csv or scenario_a.csv with these models"
-_CPU = "wrote transfer.csv or a CPU scenario_a.csv"
-
-
-class Beside(NamedTuple):
-    """One seed table beside ours: the results tables ours reads, the seed's rows (a published view or a function),
-    our rows from those tables, the column map applied to both (None: both already in the table's columns), how
-    they join (the keys to stack by, None to concatenate, or a function of both), and what no run did when ours is
-    empty (the seed's rows alone with a ``note`` saying so; None: no note)."""
-
-    reads: str
-    theirs: str | Callable
-    ours: Callable
-    columns: dict | None
-    join: str | Callable | None
-    alone: str | None
-
-
-BESIDE = {
-    "performance_000": Beside(
-        "scenario_a",
-        "THROUGHPUT_000",
-        lambda sa: _wide(_fp32(sa, lambda d: d.model.isin(P.THROUGHPUT_000.model)), _PERF),
-        _TABLE_3,
-        "model",
-        _MODELS,
-    ),
-    "speedups_000": Beside(
-        "scenario_a", _pairs_000, _speedups_000, _TABLE_8, "model phase", "wrote scenario_a.csv"
-    ),
-    "utilisation_000": Beside(
-        "scenario_a",
-        "UTILISATION_000",
-        lambda sa: _fp32(sa, lambda d: (d.phase == "train") & d.model.isin(P.UTILISATION_000.model)),
-        _TABLE_5,
-        "model",
-        _MODELS,
-    ),
-    "epochs_000": Beside("epochs", _epochs_000, _epochs_ours, None, "model source", None),
-    "sweep_000": Beside(
-        "batch_sweep",
-        "SWEEP_000",
-        lambda bs: bs[(bs.model == "squeezenet1_1") & (bs.phase == "train")],
-        _TABLE_6,
-        "model batch_size",
-        "wrote batch_sweep.csv with squeezenet1_1",
-    ),
-    "throughputs": Beside("scenario_a", pd.DataFrame, _throughputs, None, None, None),
-    "achieved_003": Beside(
-        "batch_sweep scenario_a roofline",
-        "ACHIEVED_003",
-        _achieved_003,
-        _ACHIEVED,
-        "model batch_size",
-        _THESE,
-    ),
-    "backends_001": Beside(
-        "backends backend_memory", "BACKENDS_001", _backends_001, None, _backends_join, "wrote backends.csv"
-    ),
-    "ops_004": Beside(
-        "backend_ops", "OPS_004", _ops_004, None, lambda pub, ours: ours, "wrote backend_ops.csv"
-    ),
-    "memory_004": Beside(
-        "backend_memory", _memory_004, _memory_ours_004, None, None, _MLP.format("backend_memory")
-    ),
-    "times_004": Beside("backends", _times_004, _times_ours_004, None, None, _MLP.format("backends")),
-    "telemetry_002": Beside(
-        "telemetry", "TELEMETRY_002", _telemetry_002, None, None, "sampled a GPU (telemetry.csv)"
-    ),
-    "times_002": Beside("transfer", "TIMES_002", _transfer_002, None, None, "wrote transfer.csv"),
-    "inference_002": Beside(
-        "scenario_a",
-        "INFERENCE_002",
-        lambda sa: _fp32(sa, lambda d: (d.model == "densenet121") & (d.phase == "eval")),
-        _INFERENCE_002,
-        "model",
-        "wrote scenario_a.csv with densenet121 eval",
-    ),
-    "cpu_002": Beside("transfer scenario_a", _cpu_002, _cpu_ours_002, None, None, _CPU),
+# Each seed table beside ours: data/seed_beside.csv says which results tables ours reads, the published view of
+# the seed's rows, the keys both stack by (none: concatenated) and what no run did when ours is empty (the seed's
+# rows alone with a ``note``); here: the seed's rows where no view holds them, ours, the column map applied to
+# both (none: both already in the table's columns) and a join by hand.
+BESIDE = P.data("seed_beside.csv").set_index("table").to_dict("index")
+_THEIRS = {
+    "speedups_000": _pairs_000,
+    "throughputs": pd.DataFrame,
+    "memory_004": _memory_004,
+    "times_004": _times_004,
+    "cpu_002": _cpu_002,
 }
+_OURS = {
+    "performance_000": lambda sa: _wide(_fp32(sa, lambda d: d.model.isin(P.THROUGHPUT_000.model)), _PERF),
+    "speedups_000": _speedups_000,
+    "utilisation_000": lambda sa: _fp32(
+        sa, lambda d: (d.phase == "train") & d.model.isin(P.UTILISATION_000.model)
+    ),
+    "epochs_000": lambda epochs: epochs[epochs.status == "ok"],
+    "sweep_000": lambda bs: bs[(bs.model == "squeezenet1_1") & (bs.phase == "train")],
+    "throughputs": _throughputs,
+    "achieved_003": _achieved_003,
+    "backends_001": _backends_001,
+    "ops_004": _ops_004,
+    "memory_004": lambda mem: mem[(mem.model == "mlp") & (mem.status == "ok")],
+    "times_004": _times_ours_004,
+    "telemetry_002": _telemetry_002,
+    "times_002": _transfer_002,
+    "inference_002": lambda sa: _fp32(sa, lambda d: (d.model == "densenet121") & (d.phase == "eval")),
+    "cpu_002": _cpu_ours_002,
+}
+_COMPUTED = {  # the cells of data/seed_columns.csv that code computes (``=name``): a function of the rows
+    "tflops_000": _tflops_000,
+    "utilisation_000": lambda u: (
+        "one reading per model and device, when and how not stated (phase neither; "
+        f"{u.gpu_util_pct.min():.0f}-{u.gpu_util_pct.max():.0f}% GPU on a training T4 suggests a reading outside "
+        "the run: our inference); GPU N/A on MPS and CPU"
+    ),
+    "sweep_device": lambda s: s.configuration.str.split(";").str[0],
+    "speedup_x": lambda o: o.throughput_img_s / o.b_img_s,
+    "speedup_ci95_x": lambda o: o.throughput_ci95_img_s / o.b_img_s,  # theirs has no interval
+    "s_per_image_002": _s_per_image_002,
+    "s_per_image": lambda o: 1 / o.throughput_img_s,
+    "inference_img_s_002": lambda i: 1 / _s_per_image_002(i),
+    "inference_img_s_low": lambda i: 1 / i.s_per_image_high,
+    "inference_img_s_high": lambda i: 1 / i.s_per_image_low,
+    "epoch_images_000": lambda p: [  # its SqueezeNet T4 'epoch' half the others
+        P.EPOCH_IMAGES_000 // (2 if q else 1) for q in (p.model == "squeezenet1_1") & (p.device_class == "t4")
+    ],
+    **{f"{c}_mb": lambda o, c=c: o[f"{c}_mib"] * MIB_TO_MB for c in ("computed", "measured")},
+    "mib_004": lambda o: "ours: MiB x 1.048576 = MB; " + o.method.fillna(""),
+}
+
+
+def _said(text: str, table: str, rows: pd.DataFrame) -> list[str]:
+    """``text`` formatted per row: ``r`` the row, ``P`` this module's seeds, ``match`` its device class against the
+    seed's rows of ``table`` and ``config`` our configuration in words."""
+    seed = BESIDE[table]["theirs"]
+    return [
+        text.format(
+            r=r,
+            P=P,
+            match=_match(r.device_class, getattr(P, seed).device_class) if "{match}" in text else "",
+            config=_config(r) if "{config}" in text else "",
+        )
+        for r in rows.itertuples()
+    ]
+
+
+def _side(rows: pd.DataFrame, table: str, i: str) -> pd.DataFrame:
+    """Side ``i`` ("theirs" or "ours") of ``table``'s column map (data/seed_columns.csv): each cell a column of
+    ``rows`` (missing: empty), ``=name`` a function of them (:data:`_COMPUTED`), ``'text`` a text formatted per row
+    (:func:`_said`) or absent on that side (empty); no columns where ``rows`` is empty."""
+    if rows.empty:
+        return pd.DataFrame()
+    cells = ((c, v) for c, v in zip(_COLUMNS[table].column, _COLUMNS[table][i], strict=True) if v)
+    return pd.DataFrame(
+        {
+            c: _COMPUTED[v[1:]](rows)
+            if v[0] == "="
+            else _said(v[1:], table, rows)
+            if v[0] == "'"
+            else rows.get(v)
+            for c, v in cells
+        }
+    )
+
+
+_COLUMNS = dict(tuple(P.data("seed_columns.csv").groupby("table", sort=False)))
+_JOIN = {"backends_001": _backends_join, "ops_004": lambda pub, ours: ours}
 
 
 def beside(name: str, merged=None) -> pd.DataFrame:
     """Seed table ``name`` (a key of :data:`BESIDE`) beside our rows from ``merged`` (a
     :class:`~cnnbench.results.runs.Merged` or a dict of results tables; a table it lacks is empty)."""
-    reads, theirs, ours, columns, join, alone = BESIDE[name]
+    said, mapped = BESIDE[name], name in _COLUMNS
     merged = merged if isinstance(merged, Merged) else Merged([], {}, dict(merged or {}))
-    read = [merged[t] for t in reads.split()]  # each with its declared columns
-    mine = ours(*read) if any(len(t) for t in read) else pd.DataFrame()
-    pub = theirs() if callable(theirs) else getattr(P, theirs)
-    pub = pub if callable(theirs) or columns else pub.assign(source=_pub(pub.source.iloc[0]))
-    if columns:
-        pub, mine = _side(pub, columns, 0), _side(mine, columns, 1)
+    read = [merged[t] for t in said["reads"].split()]  # each with its declared columns
+    mine = _OURS[name](*read) if any(len(t) for t in read) else pd.DataFrame()
+    pub = _THEIRS[name]() if name in _THEIRS else getattr(P, said["theirs"])
+    pub = pub if name in _THEIRS or mapped else pub.assign(source=_pub(pub.source.iloc[0]))
+    if mapped:
+        pub, mine = _side(pub, name, "theirs"), _side(mine, name, "ours")
     if mine.empty:
+        alone = said["alone"]
         return (
             pub.assign(note=f"no run of this analysis {alone}: the published table alone") if alone else pub
         )
-    if join is None:
-        return pd.concat([pub, mine], ignore_index=True)
-    return join(pub, mine) if callable(join) else _stack(pub, mine, join.split())
+    if name in _JOIN or not said["join"]:
+        return _JOIN.get(name, lambda pub, mine: pd.concat([pub, mine], ignore_index=True))(pub, mine)
+    by = said["join"].split()  # each group with the seed's rows first
+    out = pd.concat([pub, mine], ignore_index=True).sort_values(by, kind="stable").reset_index(drop=True)
+    return out[["source", *[c for c in out.columns if c != "source"]]]
