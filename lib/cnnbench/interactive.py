@@ -162,13 +162,8 @@ def _bundles(history: list[dict], run) -> list[dict]:
     out.append(figure(plots.explorer_throughput, pts, points=len(pts)))
     peaks = results.read(run.dir, "device_peaks")
     if len(peaks):
-        ints = [
-            roofline.step_intensity(
-                r.model, int(r.batch_size), int(r.image_size), int(r.num_classes), "train", r.precision
-            )["intensity_flop_per_byte"]
-            for r in pts.itertuples()
-        ]
-        placed = pts.assign(intensity_flop_per_byte=ints)
+        keys = ["model", "phase", "batch_size", "image_size", "precision"]  # each point's step, counted
+        placed = pts.merge(roofline.intensities_for(pts)[[*keys, "intensity_flop_per_byte"]], on=keys)
         out.append(figure(plots.explorer_roofline, peaks, placed, points=len(pts)))
     else:
         note = "No roofline yet: this run has no device_peaks.csv; run 04_roofline to measure this device's roofs."

@@ -345,13 +345,8 @@ def bandwidth_sweep(sweep: pd.DataFrame, peaks: pd.DataFrame, title: str, path: 
     fig, ax = subplots(figsize=(10, 5))
     for kernel, g in sweep.groupby("kernel"):
         ax.plot(g.working_set_mib, g.bandwidth_gbs, "o-", label=f"{kernel} (best of the calls)", ms=4)
-    levels = (
-        peaks[(peaks.kind == "measured") & (peaks.precision == peaks.precision.iloc[0])]
-        if len(peaks)
-        else peaks
-    )
-    if "capacity_mib" in levels:
-        levels = levels.sort_values("capacity_mib", na_position="last")
+    levels = peaks[(peaks.kind == "measured") & peaks.precision.isin(peaks.precision.head(1))]
+    levels = levels.sort_values("capacity_mib", na_position="last")
     lower = sweep.working_set_mib.min() if len(sweep) else 0.01
     for i, r in enumerate(levels.itertuples()):
         cap, size = getattr(r, "capacity_mib", np.nan), getattr(r, "cache_size_kib", np.nan)
@@ -505,18 +500,15 @@ def explorer_roofline(peaks: pd.DataFrame, pts: pd.DataFrame, title: str = "expl
     return roofline(peaks, pts, title, label="explored", view=((xlo, xhi), (ylo, yhi)), name="{key}")
 
 
-def layer_figures(
-    peaks: pd.DataFrame, layer_points: pd.DataFrame, top_k: int, folder: str | Path | None
-) -> dict:
+def layer_figures(peaks: pd.DataFrame, layer_points: pd.DataFrame, top_k: int, folder: str | Path) -> dict:
     """04's per-layer rooflines, ``roofline_layers_<model>.png`` in ``folder``: each model's ``top_k`` layers by
     time, named by op and marked by the level their working set fits in; {model: figure}."""
     if layer_points is None or layer_points.empty:
         return {}
     figs = {}
-    if folder is not None:
-        Path(folder).mkdir(parents=True, exist_ok=True)
+    Path(folder).mkdir(parents=True, exist_ok=True)
     for model, g in layer_points.groupby("model", sort=False):
-        path = Path(folder) / f"roofline_layers_{model}.png" if folder is not None else None
+        path = Path(folder) / f"roofline_layers_{model}.png"
         title = f"{model}: top {top_k} layers by time (marker: level)"
         figs[model] = roofline(peaks, g.head(top_k), title, path, label="op", hue="level")
     return figs

@@ -372,14 +372,6 @@ def _fit_rows(rows: pd.DataFrame, kind: str) -> tuple[pd.DataFrame, str]:
     return rows[(rows.verdict == "device") & rows.device_kind.isin(off)], "+".join(off)
 
 
-_FITS: dict = {}
-
-
-def _fitted(train: pd.DataFrame, kind: str) -> Fit:
-    key = (kind, train[["source", "model", "phase", "batch_size", "rate_img_s"]].to_csv())
-    return _FITS[key] if key in _FITS else _FITS.setdefault(key, fit(train.astype({"batch_size": int}), kind))
-
-
 def _span(rows: pd.DataFrame, kind: str, host_bound: bool, model=None) -> tuple[float, float]:
     """The range of rate / predicted: the worst out-of-sample error of rows bound alike, ``model``'s left out."""
     kinds = set(_fit_rows(rows, kind)[1].split("+"))
@@ -398,7 +390,7 @@ def scored(rows: pd.DataFrame) -> pd.DataFrame:
         base, fitted_on = _fit_rows(rows, kind)
         train = base[base.model != model]
         if len(train):
-            parts.append(predict(held, _fitted(train, fitted_on)).drop(columns="ceiling_img_s"))
+            parts.append(predict(held, fit(train, fitted_on)).drop(columns="ceiling_img_s"))
         else:
             rows.loc[held.index, ["verdict", "reason"]] = ("no prediction", f"no other model's {kind} rows")
     rows = rows.join(pd.concat(parts).astype({"predicted_img_s": float}))
@@ -420,9 +412,8 @@ def what_if(rows: pd.DataFrame, targets=None, on=WHAT_IF, precision: str = "fp32
         roof = spec_roof(device, precision)
         t = targets.assign(**roof, precision=precision, source=f"predicted for {why}")
         t = t.join(host_costs(t))
-        p = predict(t, _fitted(*_fit_rows(rows, roof["device_kind"])))
-        spans = [_span(rows, roof["device_kind"], b == HOST_BOUND) for b in p.bound]
-        lo, hi = (np.array([s[i] for s in spans]) for i in (0, 1))
+        p = predict(t, fit(*_fit_rows(rows, roof["device_kind"])))
+        lo, hi = np.array([_span(rows, roof["device_kind"], b == HOST_BOUND) for b in p.bound]).T
         out.append(t.join(p).assign(low_img_s=p.predicted_img_s * lo, high_img_s=p.predicted_img_s * hi))
     return pd.concat(out[1:] or out, ignore_index=True)
 
@@ -437,7 +428,7 @@ def step_times(configs, device: str) -> list[float]:
         except Refused:
             roofs[c.precision] = fp32
     t = pd.DataFrame([{**roofs[c.precision], **{k: getattr(c, k) for k in KEYS}} for c in configs])
-    p = predict(t.join(host_costs(t)), _fitted(*_fit_rows(known(), fp32["device_kind"])))
+    p = predict(t.join(host_costs(t)), fit(*_fit_rows(known(), fp32["device_kind"])))
     return list(t.batch_size / p.predicted_img_s)
 
 

@@ -97,9 +97,7 @@ def seeds_beside(m, run: str) -> pd.DataFrame:
     out = ours.rename(columns={**named, "differences": "differs_in"}).assign(
         run_a=run,
         run_b=SEEDS,
-        host_id_a=env.get("host_id"),
-        host_a=env.get("host"),
-        device_a=env.get("device_name"),
+        **{f"{k}_a": env.get(c) for k, c in compare.MACHINE.items()},
         device_b=ours.b.astype(str),
         table="scenario_a",
         batch_size=first.batch_size.reindex(at).to_numpy(),

@@ -168,7 +168,7 @@ def machine(m: Merged) -> pd.DataFrame:
 # divided when they differ in at most one of these (or only in the keys the user names).
 RATE_TABLES = ("scenario_a", "batch_sweep")  # the tables with a throughput per configuration
 _RATE_KEYS = ("table", "model", "phase")
-_MACHINE = {"host_id": "host_id", "host": "host", "device": "device_name"}  # a ratio row's column: the rate's
+MACHINE = {"host_id": "host_id", "host": "host", "device": "device_name"}  # a ratio row's column: the rate's
 
 
 def ratio_columns() -> list[str]:
@@ -215,7 +215,7 @@ def _row(a: str, b: str, ra: pd.Series, rb: pd.Series, diff: list[str], divide: 
     row = {
         "run_a": a,
         "run_b": b,
-        **{f"{k}_{s}": r[c] for k, c in _MACHINE.items() for s, r in (("a", ra), ("b", rb))},
+        **{f"{k}_{s}": r[c] for k, c in MACHINE.items() for s, r in (("a", ra), ("b", rb))},
         **{k: ra[k] for k in _RATE_KEYS},
         "knob": "; ".join(diff),
         "value_a": "; ".join(_value(ra, k) for k in diff),

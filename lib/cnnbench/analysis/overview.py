@@ -121,8 +121,6 @@ def seeds(run_dir: Path) -> pd.DataFrame:
     from cnnbench.analysis.seeds import beside as seed_beside
 
     a = results.read(run_dir, "scenario_a")
-    if a.empty:
-        return pd.DataFrame()
     beside = seed_beside("throughputs", {"scenario_a": a.assign(run_name=Path(run_dir).name)})
     if beside.empty:
         return beside
