@@ -664,7 +664,7 @@ def test_phase_breakdown_runs_for_every_scenario_a_model(tmp_path, monkeypatch):
         phase_batch_size=4,
         variants=[{"precision": "fp32"}, {"precision": "bf16"}],
     )
-    phases.run_all(
+    phases.phases(
         types.SimpleNamespace(
             params=p, device=CPU, dir=tmp_path, path=lambda n: tmp_path / n, threads=torch.get_num_threads()
         )
@@ -706,7 +706,9 @@ def test_a_rerun_with_another_phase_window_measures_anew_and_shows_only_its_rows
 def test_profiler_trace_and_top_ops_forward_and_backward_apart(tmp_path):
     torch.set_num_threads(1)
     cfg = engine.Config.of("mnist_cnn", "train", 28, 10, 1, batch_size=4, workers=0)
-    rows = profiling.profile_model(cfg, CPU, Params(workers=0), tmp_path, steps=2, top_k=4)
+    rows = profiling.profile_model(
+        cfg, CPU, Params(workers=0, optimizer="sgd", profile_steps=2, profile_top_k=4), tmp_path
+    )
     df = pd.DataFrame(rows)
     assert set(df.status) == {"ok"} and {"forward", "backward", "optimizer"} <= set(df["pass"])
     assert df.groupby("pass").size().max() <= 4
@@ -752,7 +754,7 @@ def test_seeds_full_profiles_seed_002s_fine_tuning_step(tmp_path, monkeypatch):
     monkeypatch.setattr(
         profiling,
         "profile_model",
-        lambda cfg, device, protocol, *a, **kw: seen.append((cfg, protocol.lr, kw.get("optimizer"))) or [],
+        lambda cfg, device, protocol, *a, **kw: seen.append((cfg, protocol.lr, protocol.optimizer)) or [],
     )
     steps.profile(
         types.SimpleNamespace(

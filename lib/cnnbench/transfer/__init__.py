@@ -259,26 +259,25 @@ def fit(p, device, lr: float, bs: int, sets, base: dict, file) -> None:
     with engine.Workload(cfg, device, p, optimizer=p.optimizer, model=net, lr=lr) as work:
         pin = work.backend.pin(p.pin_memory)
         kw = dict(num_workers=p.workers, persistent_workers=p.workers > 0, pin_memory=pin)
-        loaders = [
+        train_dl, val_dl = (
             DataLoader(ds, bs, shuffle=train, generator=torch.Generator().manual_seed(p.seed), **kw)
             for ds, train in ((train_ds, True), (val_ds, False))
-        ]
-        epochs(p, work, *loaders, base, file)
-
-
-def epochs(p, work, train_dl, val_dl, base: dict, file) -> None:
-    """The epochs of one grid point (see :func:`fit`)."""
-    elapsed = 0.0
-    for epoch in range(1, p.transfer_epochs + 1):
-        seconds, n, train_loss = train_epoch(work, train_dl)
-        elapsed += seconds
-        if not p.pretrained:  # a few steps leave random weights' batch-norm statistics near their start:
-            torch.optim.swa_utils.update_bn(train_dl, work.model, work.device)  # recomputed over the images
-        acc, val_loss = evaluate(work, val_dl)
-        row = dict(epoch=epoch, timestamp=engine.now(), status="ok", error="", train_loss=train_loss)
-        row |= dict(val_loss=val_loss, val_accuracy=acc, epoch_time_s=seconds, throughput_img_s=n / seconds)
-        row |= dict(elapsed_train_s=elapsed, rss_mib=psutil.Process().memory_info().rss / 2**20)
-        file.append({**base, **row, **work.backend.peak_memory_mib()})
+        )
+        elapsed = 0.0
+        for epoch in range(1, p.transfer_epochs + 1):
+            seconds, n, train_loss = train_epoch(work, train_dl)
+            elapsed += seconds
+            if not p.pretrained:  # a few steps leave random weights' batch-norm statistics near their start:
+                torch.optim.swa_utils.update_bn(
+                    train_dl, work.model, work.device
+                )  # recomputed over the images
+            acc, val_loss = evaluate(work, val_dl)
+            row = dict(epoch=epoch, timestamp=engine.now(), status="ok", error="", train_loss=train_loss)
+            row |= dict(
+                val_loss=val_loss, val_accuracy=acc, epoch_time_s=seconds, throughput_img_s=n / seconds
+            )
+            row |= dict(elapsed_train_s=elapsed, rss_mib=psutil.Process().memory_info().rss / 2**20)
+            file.append({**base, **row, **work.backend.peak_memory_mib()})
 
 
 # share of the device's memory a grid point may plan to use (the allocator, cuDNN workspaces)
@@ -426,17 +425,15 @@ def beside_seed(ttt: pd.DataFrame) -> pd.DataFrame:
         bs = None if pd.isna(r.batch_size) else int(r.batch_size)
         ours = ttt[(ttt.device_kind == kind) & ((ttt.batch_size == bs) if bs else True)] if len(ttt) else ttt
         best = ours.loc[ours.best_val_accuracy.idxmax()] if len(ours) else pd.Series(dtype=object)
+        rates = {"lr": math.nan, "best_val_accuracy": math.nan, "throughput_img_s": math.nan}
+        what = {"device_name": "", "model": "", "image_size": ""}
         rows.append(
             {
                 "device_kind": kind,
                 "batch_size": bs if bs else "not stated",
                 f"published by {seed}: {epochs}-epoch training (h)": seconds / 3600,
                 f"published by {seed}: implied img/s": images / seconds,
-                **{
-                    f"ours: {c}": best.get(c, math.nan)
-                    for c in ("lr", "best_val_accuracy", "throughput_img_s")
-                },
-                **{f"ours: {c}": best.get(c, "") for c in ("device_name", "model", "image_size")},
+                **{f"ours: {c}": best.get(c, empty) for c, empty in (rates | what).items()},
             }
         )
     return pd.DataFrame(rows)
