@@ -398,12 +398,8 @@ class Search:
         return [c for c, _ in sorted(ok, key=lambda co: -co[1].throughput_img_s)]
 
     def _steps_for(self, c: Setting) -> int:
-        pace = [
-            t.outcome.extra.get("step_time_median_s")
-            for _, t in self.trials
-            if t.candidate == c and t.outcome.ok
-        ]
-        pace = [p for p in pace if p]
+        mine = [t.outcome.extra for _, t in self.trials if t.candidate == c and t.outcome.ok]
+        pace = [e["step_time_median_s"] for e in mine if e.get("step_time_median_s")]
         return max(1, round(self.p.tune_confirm_window_s / pace[-1])) if pace else 0
 
     def _confirm_and_explain(self, search_s: float) -> dict:
