@@ -294,15 +294,12 @@ def measure(
     cfg: engine.Config,
     device: torch.device,
     p,
-    steps: int,
     dataset=None,
-    warmup: int | None = None,
-    window_s: float = 0.0,
-    max_s: float = 0.0,
     clock: Callable[[], float] = time.perf_counter,
     sync: Callable[[torch.device], None] = devices.synchronize,
 ) -> list[dict]:
-    """The phase rows of one configuration (one failure row when it fails), by :func:`record`."""
+    """The phase rows of one configuration (one failure row when it fails), by :func:`record` with the params'
+    ``phase_steps``, ``phase_window_s`` and ``phase_max_s``."""
     b = devices.backend(device)
     base = {**identity(cfg, b, p), "device_name": b.name()}
     try:
@@ -312,9 +309,9 @@ def measure(
                 images, cfg.in_channels, cfg.image_size, cfg.num_classes, p.seed
             )
             dl = data.loader(ds, cfg.batch_size, cfg.workers, b.pin(cfg.pin_memory), seed=p.seed)
-            warmup = max(1, p.warmup_steps) if warmup is None else warmup
+            window = (p.phase_window_s, p.seed, len(dl), p.phase_max_s)
             split, whole = record(
-                work, data.cycle(dl), steps, warmup, window_s, p.seed, len(dl), max_s, clock=clock, sync=sync
+                work, data.cycle(dl), p.phase_steps, max(1, p.warmup_steps), *window, clock, sync
             )
         return [{**base, **row, "status": "ok", "error": ""} for row in summarize(split, whole)]
     except Exception as err:  # noqa: BLE001 - a failure is a row, the run goes on
@@ -350,8 +347,7 @@ def phases(run) -> pd.DataFrame:
         if file.done(key):
             continue
         progress.note(f"step phases: {cfg.model} bs={cfg.batch_size}")
-        window = {"window_s": p.phase_window_s, "max_s": p.phase_max_s}
-        file.extend(measure(cfg, run.device, p, p.phase_steps, dataset_for(cfg), **window))
+        file.extend(measure(cfg, run.device, p, dataset_for(cfg)))
     progress.resumed(kept, len(keys), file.path.name, "models' phase breakdowns")
     return results.read(run.dir, "step_phases")
 
