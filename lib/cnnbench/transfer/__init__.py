@@ -259,25 +259,26 @@ def fit(p, device, lr: float, bs: int, sets, base: dict, file) -> None:
     with engine.Workload(cfg, device, p, optimizer=p.optimizer, model=net, lr=lr) as work:
         pin = work.backend.pin(p.pin_memory)
         kw = dict(num_workers=p.workers, persistent_workers=p.workers > 0, pin_memory=pin)
-        train_dl, val_dl = (
+        loaders = [
             DataLoader(ds, bs, shuffle=train, generator=torch.Generator().manual_seed(p.seed), **kw)
             for ds, train in ((train_ds, True), (val_ds, False))
-        )
-        elapsed = 0.0
-        for epoch in range(1, p.transfer_epochs + 1):
-            seconds, n, train_loss = train_epoch(work, train_dl)
-            elapsed += seconds
-            if not p.pretrained:  # a few steps leave random weights' batch-norm statistics near their start:
-                torch.optim.swa_utils.update_bn(
-                    train_dl, work.model, work.device
-                )  # recomputed over the images
-            acc, val_loss = evaluate(work, val_dl)
-            row = dict(epoch=epoch, timestamp=engine.now(), status="ok", error="", train_loss=train_loss)
-            row |= dict(
-                val_loss=val_loss, val_accuracy=acc, epoch_time_s=seconds, throughput_img_s=n / seconds
-            )
-            row |= dict(elapsed_train_s=elapsed, rss_mib=psutil.Process().memory_info().rss / 2**20)
-            file.append({**base, **row, **work.backend.peak_memory_mib()})
+        ]
+        epochs(p, work, *loaders, base, file)
+
+
+def epochs(p, work, train_dl, val_dl, base: dict, file) -> None:
+    """The epochs of one grid point (see :func:`fit`)."""
+    elapsed = 0.0
+    for epoch in range(1, p.transfer_epochs + 1):
+        seconds, n, train_loss = train_epoch(work, train_dl)
+        elapsed += seconds
+        if not p.pretrained:  # a few steps leave random weights' batch-norm statistics near their start:
+            torch.optim.swa_utils.update_bn(train_dl, work.model, work.device)  # recomputed over the images
+        acc, val_loss = evaluate(work, val_dl)
+        row = dict(epoch=epoch, timestamp=engine.now(), status="ok", error="", train_loss=train_loss)
+        row |= dict(val_loss=val_loss, val_accuracy=acc, epoch_time_s=seconds, throughput_img_s=n / seconds)
+        row |= dict(elapsed_train_s=elapsed, rss_mib=psutil.Process().memory_info().rss / 2**20)
+        file.append({**base, **row, **work.backend.peak_memory_mib()})
 
 
 # share of the device's memory a grid point may plan to use (the allocator, cuDNN workspaces)
