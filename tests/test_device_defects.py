@@ -32,7 +32,9 @@ def test_a_device_whose_profiler_sees_only_the_host_queueing_ops_gets_no_per_lay
     with using(queued):
         with pytest.raises(devices.Unavailable, match="host .*queue"):
             roofline.profile_layers(MNIST, devices.backend(CPU), Params(), steps=1, warmup=1)
-        rows = profiler.profile_model(MNIST, CPU, Params(), tmp_path, steps=1, top_k=3)
+        rows = profiler.profile_model(
+            MNIST, CPU, Params(optimizer="sgd", profile_steps=1, profile_top_k=3), tmp_path
+        )
     assert rows[0]["status"] == "ok" and all("queue each op" in r["time_note"] for r in rows)
     assert all(math.isnan(r["self_device_s"]) for r in rows)  # no device time is claimed
 

@@ -406,7 +406,9 @@ def test_phase_table_shows_the_step_time_spread_and_the_steps_behind_it():
 def test_phase_breakdown_of_a_real_step():
     torch.set_num_threads(1)
     cfg = engine.Config.of("mnist_cnn", "train", 28, 10, 1, batch_size=8, workers=0)
-    rows = phases.measure(cfg, CPU, Params(workers=0, synthetic_images=32), steps=3)
+    rows = phases.measure(
+        cfg, CPU, Params(workers=0, synthetic_images=32, phase_steps=3, phase_window_s=0.0, phase_max_s=0.0)
+    )
     assert [r["status"] for r in rows] == ["ok"] * 6
     assert sum(r["time_mean_s"] for r in rows) == pytest.approx(rows[0]["phase_sum_s"])
     assert rows[0]["step_time_s"] > 0 and all(r["time_mean_s"] >= 0 for r in rows)
@@ -487,9 +489,10 @@ def test_a_cold_first_step_does_not_skew_the_phase_sum(monkeypatch):
     assert {r["step_phase"]: r["time_mean_s"] for r in rows}["optimizer"] == pytest.approx(0.3)
     # through measure, with the protocol's warm-up: the same, and a window of fake seconds measures more pairs
     fake = {"clock": lambda: made[-1].now, "sync": lambda d: None}
-    rows = phases.measure(cfg, CPU, Params(workers=0, warmup_steps=1), 3, data, **fake)
+    protocol = Params(workers=0, warmup_steps=1, phase_steps=3, phase_window_s=0.0, phase_max_s=0.0)
+    rows = phases.measure(cfg, CPU, protocol, data, **fake)
     assert rows[0]["status"] == "ok" and rows[0]["sums_within_5pct"] and rows[0]["n_steps"] == 3
-    rows = phases.measure(cfg, CPU, Params(workers=0, warmup_steps=1), 3, data, window_s=30.0, **fake)
+    rows = phases.measure(cfg, CPU, dataclasses.replace(protocol, phase_window_s=30.0), data, **fake)
     assert rows[0]["n_steps"] == 5 and rows[0]["sum_diff_pct"] == pytest.approx(
         0
     )  # 5 pairs of 6.8 s fill 30 s
@@ -664,7 +667,7 @@ def test_phase_breakdown_runs_for_every_scenario_a_model(tmp_path, monkeypatch):
         phase_batch_size=4,
         variants=[{"precision": "fp32"}, {"precision": "bf16"}],
     )
-    phases.run_all(
+    phases.phases(
         types.SimpleNamespace(
             params=p, device=CPU, dir=tmp_path, path=lambda n: tmp_path / n, threads=torch.get_num_threads()
         )
@@ -676,13 +679,13 @@ def test_a_rerun_with_another_phase_window_measures_anew_and_shows_only_its_rows
 
     seen = []
 
-    def fake(cfg, device, protocol, steps, dataset=None, window_s=0.0, max_s=0.0):
-        seen.append(window_s)
+    def fake(cfg, device, protocol, dataset=None):
+        seen.append(protocol.phase_window_s)
         return [
             {
                 **phases.identity(cfg, devices.backend(device), protocol),
                 "step_phase": ph,
-                "time_mean_s": window_s,
+                "time_mean_s": protocol.phase_window_s,
                 "status": "ok",
             }
             for ph in phases.STEP_PHASES
@@ -706,7 +709,9 @@ def test_a_rerun_with_another_phase_window_measures_anew_and_shows_only_its_rows
 def test_profiler_trace_and_top_ops_forward_and_backward_apart(tmp_path):
     torch.set_num_threads(1)
     cfg = engine.Config.of("mnist_cnn", "train", 28, 10, 1, batch_size=4, workers=0)
-    rows = profiling.profile_model(cfg, CPU, Params(workers=0), tmp_path, steps=2, top_k=4)
+    rows = profiling.profile_model(
+        cfg, CPU, Params(workers=0, optimizer="sgd", profile_steps=2, profile_top_k=4), tmp_path
+    )
     df = pd.DataFrame(rows)
     assert set(df.status) == {"ok"} and {"forward", "backward", "optimizer"} <= set(df["pass"])
     assert df.groupby("pass").size().max() <= 4
@@ -752,7 +757,7 @@ def test_seeds_full_profiles_seed_002s_fine_tuning_step(tmp_path, monkeypatch):
     monkeypatch.setattr(
         profiling,
         "profile_model",
-        lambda cfg, device, protocol, *a, **kw: seen.append((cfg, protocol.lr, kw.get("optimizer"))) or [],
+        lambda cfg, device, protocol, *a, **kw: seen.append((cfg, protocol.lr, protocol.optimizer)) or [],
     )
     steps.profile(
         types.SimpleNamespace(

@@ -753,7 +753,7 @@ def _data_problems(p: Params) -> typing.Iterator[str]:
         yield problem and not p.download and f"key 'data_path': {problem}"
         users = [u for u in _batch_uses(p) if _model_dataset(p, u[0]) == p.dataset]
         if problem:  # to be downloaded: a public dataset's own count of classes
-            classes = data.SHAPES[p.dataset].classes if p.dataset in data.SHAPES else None
+            classes = data.CLASSES.get(p.dataset)
         else:
             classes = data.dataset_classes(p.dataset, root)
         # a model with data of its own keeps its classes

@@ -32,7 +32,7 @@ def table(df: pd.DataFrame) -> pd.DataFrame:
         "scaling_efficiency_pct loss_first loss_vs_one_process_max_abs_diff loss_matches_one_process status "
         "error"
     ).split()
-    return df[[c for c in cols if c in df]] if len(df) else df
+    return df[[c for c in cols if c in df]]
 
 
 def plot(df: pd.DataFrame, path: str | Path | None = None):

@@ -73,8 +73,6 @@ def main(argv=None) -> int:
     # NCCL (RCCL) runs on GPUs
     b = devices.backend(f"cuda:{local}" if spec["backend"] == "nccl" else "cpu")  # this rank's, passed down
     b.enter_worker()
-    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
-    os.environ.setdefault("MASTER_PORT", "29500")
     dist.init_process_group(spec["backend"], rank=rank, world_size=world)
     try:
         result = train(spec, p, cfg, rank, world, b)

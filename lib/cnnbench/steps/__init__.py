@@ -29,12 +29,6 @@ from cnnbench.results.schema import PHASE_PASS_KEYS, PHASE_PROTOCOL
 FINE_TUNING_CLASSES = 2  # seed 002's head: cats vs dogs (002:140)
 
 
-def phases(run) -> pd.DataFrame:
-    """The per-phase breakdown of every Scenario A model's training step -> step_phases.csv (current rows)."""
-    run_all(run)
-    return results.read(run.dir, "step_phases")
-
-
 def profile(run) -> pd.DataFrame:
     """Seed 002's fine-tuning step (a two-class head) traced for each of ``profile_models`` (current rows)."""
     p = dataclasses.replace(run.params, lr=run.params.transfer_lrs[0])
@@ -53,9 +47,7 @@ def profile(run) -> pd.DataFrame:
             traced_before += 1
             continue
         progress.note(f"profiler: {model}, {p.profile_steps} steps")
-        ops = profile_model(
-            cfg, run.device, p, run.dir, p.profile_steps, p.profile_top_k, optimizer=p.optimizer
-        )
+        ops = profile_model(cfg, run.device, p, run.dir)
         rows += [{**r, **ident} for r in ops]
     table.plan(run.dir, planned, "profile")
     kept.extend(rows, group=table.plan_columns)
@@ -302,15 +294,12 @@ def measure(
     cfg: engine.Config,
     device: torch.device,
     p,
-    steps: int,
     dataset=None,
-    warmup: int | None = None,
-    window_s: float = 0.0,
-    max_s: float = 0.0,
     clock: Callable[[], float] = time.perf_counter,
     sync: Callable[[torch.device], None] = devices.synchronize,
 ) -> list[dict]:
-    """The phase rows of one configuration (one failure row when it fails), by :func:`record`."""
+    """The phase rows of one configuration (one failure row when it fails), by :func:`record` with the params'
+    ``phase_steps``, ``phase_window_s`` and ``phase_max_s``."""
     b = devices.backend(device)
     base = {**identity(cfg, b, p), "device_name": b.name()}
     try:
@@ -320,9 +309,9 @@ def measure(
                 images, cfg.in_channels, cfg.image_size, cfg.num_classes, p.seed
             )
             dl = data.loader(ds, cfg.batch_size, cfg.workers, b.pin(cfg.pin_memory), seed=p.seed)
-            warmup = max(1, p.warmup_steps) if warmup is None else warmup
+            window = (p.phase_window_s, p.seed, len(dl), p.phase_max_s)
             split, whole = record(
-                work, data.cycle(dl), steps, warmup, window_s, p.seed, len(dl), max_s, clock=clock, sync=sync
+                work, data.cycle(dl), p.phase_steps, max(1, p.warmup_steps), *window, clock, sync
             )
         return [{**base, **row, "status": "ok", "error": ""} for row in summarize(split, whole)]
     except Exception as err:  # noqa: BLE001 - a failure is a row, the run goes on
@@ -339,8 +328,9 @@ def identity(cfg: engine.Config, b: devices.Backend, p, keys=(*PHASE_PROTOCOL, *
     }
 
 
-def run_all(run) -> None:
-    """The breakdown of every Scenario A model's first training configuration into step_phases.csv."""
+def phases(run) -> pd.DataFrame:
+    """The per-phase breakdown of every Scenario A model's first training configuration -> step_phases.csv
+    (current rows)."""
     from cnnbench import scenarios
 
     p, b = run.params, devices.backend(run.device)
@@ -357,9 +347,9 @@ def run_all(run) -> None:
         if file.done(key):
             continue
         progress.note(f"step phases: {cfg.model} bs={cfg.batch_size}")
-        window = {"window_s": p.phase_window_s, "max_s": p.phase_max_s}
-        file.extend(measure(cfg, run.device, p, p.phase_steps, dataset_for(cfg), **window))
+        file.extend(measure(cfg, run.device, p, dataset_for(cfg)))
     progress.resumed(kept, len(keys), file.path.name, "models' phase breakdowns")
+    return results.read(run.dir, "step_phases")
 
 
 PASSES = ("forward", "backward", "optimizer")
@@ -425,15 +415,14 @@ RANKED_BY = {"device": "self_device_s", "host": "self_cpu_s", "queue": "self_cpu
 QUEUE_NOTE = "times are the host's time to queue each op on the device, not the device's time to run it"
 
 
-def profile_model(
-    cfg: engine.Config, device: torch.device, p, folder: Path, steps: int, top_k: int, optimizer: str = "sgd"
-) -> list[dict]:
-    """Rows of the top operators of ``steps`` traced training steps of ``cfg`` (after one warm-up), ranked by the
-    time the profiler has of them here (``ranked_by``; ``time_note`` where it is not the device's)."""
-    b = devices.backend(device)
+def profile_model(cfg: engine.Config, device: torch.device, p, folder: Path) -> list[dict]:
+    """Rows of the ``profile_top_k`` top operators of ``profile_steps`` traced training steps of ``cfg`` (after one
+    warm-up, with the params' ``optimizer``), ranked by the time the profiler has of them here (``ranked_by``;
+    ``time_note`` where it is not the device's)."""
+    b, steps = devices.backend(device), p.profile_steps
     base = {
         **{k: getattr(cfg, k) for k in ("model", "batch_size", "image_size", "num_classes", "precision")},
-        "optimizer": optimizer,
+        "optimizer": p.optimizer,
         "lr": p.lr,
         "device_kind": b.kind,
         "device_name": b.name(),
@@ -442,7 +431,7 @@ def profile_model(
     try:
         plan = torch.profiler.schedule(wait=0, warmup=1, active=steps, repeat=1)
         with engine.Workload(
-            cfg.replace(phase="train", data_mode="device"), device, p, optimizer=optimizer
+            cfg.replace(phase="train", data_mode="device"), device, p, optimizer=p.optimizer
         ) as work:
             with torch.profiler.profile(activities=b.profiler_activities(), schedule=plan) as prof:
                 for _ in range(steps + 1):  # each pass labelled for the profiler (the loss in the forward)
@@ -458,7 +447,7 @@ def profile_model(
                     prof.step()
         trace = export(prof, folder, cfg.model)
         by = RANKED_BY[b.op_time]
-        ops = top_ops(op_table(prof.events(), b), top_k, by)
+        ops = top_ops(op_table(prof.events(), b), p.profile_top_k, by)
         note = QUEUE_NOTE if b.op_time == "queue" else ""
         done = {"ranked_by": by, "time_note": note, "trace_file": trace.name, "status": "ok", "error": ""}
         return [{**base, **r, **done} for r in ops.to_dict("records")]

@@ -426,17 +426,15 @@ def beside_seed(ttt: pd.DataFrame) -> pd.DataFrame:
         bs = None if pd.isna(r.batch_size) else int(r.batch_size)
         ours = ttt[(ttt.device_kind == kind) & ((ttt.batch_size == bs) if bs else True)] if len(ttt) else ttt
         best = ours.loc[ours.best_val_accuracy.idxmax()] if len(ours) else pd.Series(dtype=object)
+        rates = {"lr": math.nan, "best_val_accuracy": math.nan, "throughput_img_s": math.nan}
+        what = {"device_name": "", "model": "", "image_size": ""}
         rows.append(
             {
                 "device_kind": kind,
                 "batch_size": bs if bs else "not stated",
                 f"published by {seed}: {epochs}-epoch training (h)": seconds / 3600,
                 f"published by {seed}: implied img/s": images / seconds,
-                **{
-                    f"ours: {c}": best.get(c, math.nan)
-                    for c in ("lr", "best_val_accuracy", "throughput_img_s")
-                },
-                **{f"ours: {c}": best.get(c, "") for c in ("device_name", "model", "image_size")},
+                **{f"ours: {c}": best.get(c, empty) for c, empty in (rates | what).items()},
             }
         )
     return pd.DataFrame(rows)

@@ -42,35 +42,35 @@ NO_PEAKS = (
 def roof_columns(peaks: pd.DataFrame | None, cfg: engine.Config, c: Setting, achieved_gflops: float) -> dict:
     """Where a measurement sits on the roofline: counted intensity, the measured roof of its precision,
     attainable GFLOP/s, the bound, and the efficiency against the compute roof and against the attainable."""
-    intensity, note = math.nan, ""
+    intensity, notes = math.nan, []
     try:
         args = (cfg.model, c.batch_size, cfg.image_size, cfg.num_classes, cfg.phase, c.precision)
         intensity = roofline.step_intensity(*args)["intensity_flop_per_byte"]
     except Exception as err:  # noqa: BLE001 - the search's result stands without its placement
-        note = f"intensity not counted: {type(err).__name__}: {err}"[:200]
-    out = {"intensity_flop_per_byte": intensity}
+        notes.append(f"intensity not counted: {type(err).__name__}: {err}"[:200])
     measured = None if peaks is None else peaks[peaks.kind == "measured"]
     if measured is None or measured.empty:
-        why = note or "no measured roofs in this run (04_roofline did not run): efficiency not computed"
-        numbers = dict.fromkeys(("roof_peak_gflops", "roof_bandwidth_gbs", "attainable_gflops"), math.nan)
-        unknown = dict(bound="", compute_roof_pct=math.nan, attainable_pct=math.nan, roof_note=why)
-        return {**out, "roof_precision": "", **numbers, **unknown}
-    roof = roofline.roof_for(measured, c.precision)
-    finite = math.isfinite(intensity)
-    att = roofline.attainable(intensity, roof.peak_gflops, roof.bandwidth_gbs) if finite else math.nan
-    fallback = (
-        "" if roof.name == c.precision else f"no measured {c.precision} roof: the {roof.name} roof is used"
-    )
+        why = notes or ["no measured roofs in this run (04_roofline did not run): efficiency not computed"]
+        roof = pd.Series({"peak_gflops": math.nan, "bandwidth_gbs": math.nan}, name="")
+        att, bound, pct = math.nan, "", math.nan
+    else:
+        roof = roofline.roof_for(measured, c.precision)
+        finite = math.isfinite(intensity)
+        att = roofline.attainable(intensity, roof.peak_gflops, roof.bandwidth_gbs) if finite else math.nan
+        bound = ("memory" if intensity < roof.ridge_flop_per_byte else "compute") if finite else ""
+        pct = 100 * achieved_gflops / roof.peak_gflops
+        fallback = f"no measured {c.precision} roof: the {roof.name} roof is used"
+        why = notes + ([] if roof.name == c.precision else [fallback])
     return {
-        **out,
+        "intensity_flop_per_byte": intensity,
         "roof_precision": roof.name,
         "roof_peak_gflops": roof.peak_gflops,
         "roof_bandwidth_gbs": roof.bandwidth_gbs,
         "attainable_gflops": att,
-        "bound": ("memory" if intensity < roof.ridge_flop_per_byte else "compute") if finite else "",
-        "compute_roof_pct": 100 * achieved_gflops / roof.peak_gflops,
+        "bound": bound,
+        "compute_roof_pct": pct,
         "attainable_pct": 100 * achieved_gflops / att if att == att and att else math.nan,
-        "roof_note": "; ".join(x for x in (note, fallback) if x),
+        "roof_note": "; ".join(why),
     }
 
 

@@ -122,11 +122,6 @@ class Race:
     rungs: int  # rungs the race planned
     budget_exhausted: bool = False
 
-    def best_outcome(self, candidate) -> Outcome | None:
-        """The candidate's outcome at the highest rung it reached."""
-        mine = [t for t in self.trials if t.candidate == candidate]
-        return mine[-1].outcome if mine else None
-
 
 def planned_rungs(n: int, eta: int) -> int:
     """Rungs successive halving needs to bring ``n`` candidates down to one, keeping ceil(n/eta) each time."""
@@ -160,20 +155,13 @@ def successive_halving(
         if on_trial:
             on_trial(trial)
 
-    if len(alive) == 1:  # nothing to race: measure it once unless it is known
-        c = alive[0]
-        out = known.get(c) or evaluate(c, budget_s, 0)
-        trial = Trial(c, 0, budget_s, out, reused=c in known)
-        trials.append(trial)
-        finish(trial, "winner" if out.ok else "failed")
-        return Race(trials, c if out.ok else None, 0)
     exhausted = False
-    for rung in range(rungs):
+    for rung in range(max(rungs, 1)):  # one candidate: measured once (unless known), in one rung
         remaining = budget_s - (clock() - start)
         if rung > 0 and remaining <= 0:
             exhausted = True
             break
-        window = max(remaining, 0.0) / (rungs - rung) / len(alive)
+        window = max(remaining, 0.0) / (max(rungs, 1) - rung) / len(alive)
         results = []
         for c in alive:
             reuse = rung == 0 and c in known
@@ -397,7 +385,7 @@ class Search:
             )
             if race.budget_exhausted:
                 self.exhausted.append(stage)
-            known = {c: race.best_outcome(c) for c in candidates if race.best_outcome(c) is not None}
+            known = {t.candidate: t.outcome for t in race.trials}  # each at the highest rung it reached
             if race.winner is None:
                 break
             winner = race.winner
@@ -405,19 +393,13 @@ class Search:
 
     def ranked(self) -> list[Setting]:
         """Distinct raced candidates, best first, each by its outcome at the highest rung it reached."""
-        last: dict[Setting, Outcome] = {}
-        for _, t in self.trials:
-            last[t.candidate] = t.outcome
+        last = {t.candidate: t.outcome for _, t in self.trials}
         ok = [(c, o) for c, o in last.items() if o.ok]
         return [c for c, _ in sorted(ok, key=lambda co: -co[1].throughput_img_s)]
 
     def _steps_for(self, c: Setting) -> int:
-        pace = [
-            t.outcome.extra.get("step_time_median_s")
-            for _, t in self.trials
-            if t.candidate == c and t.outcome.ok
-        ]
-        pace = [p for p in pace if p]
+        mine = [t.outcome.extra for _, t in self.trials if t.candidate == c and t.outcome.ok]
+        pace = [e["step_time_median_s"] for e in mine if e.get("step_time_median_s")]
         return max(1, round(self.p.tune_confirm_window_s / pace[-1])) if pace else 0
 
     def _confirm_and_explain(self, search_s: float) -> dict:
