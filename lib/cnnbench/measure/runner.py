@@ -272,12 +272,12 @@ def run_configs(
             f.plan(keys, source or desc, config_keys())
     copied = []
     if reuse is not None:  # its finished rows that ``results`` lacks, copied with ``measured_in``
-        source = ResultsFile(reuse, config_keys())
+        donor = ResultsFile(reuse, config_keys())
         wanted = {results.key_of(k) for k in keys if not results.done(k)}
         copied = [
-            {**r, "measured_in": source.path.stem}
-            for r in source.current()
-            if source.key_of(r) in wanted and source.done(r)
+            {**r, "measured_in": donor.path.stem}
+            for r in donor.current()
+            if donor.key_of(r) in wanted and donor.done(r)
         ]
     if copied:
         results.extend(copied)
