@@ -302,7 +302,6 @@ def measure(
     device,
     p,
     dataset=None,
-    timer: timing.StepTimer | None = None,
     isolation: str = "in_process",
     busy: bool = True,
 ) -> dict:
@@ -310,7 +309,7 @@ def measure(
     failure's; the series and step times ride along."""
     b = timing.backend_of(device)
     row = {**_base_row(cfg, b, p), "timestamp": now(), "status": "ok", "error": ""}
-    timer = timer or timing.StepTimer(b)
+    timer = timing.StepTimer(b)
     try:
         b.empty_cache()
         b.reset_peak_memory()
@@ -319,18 +318,16 @@ def measure(
         row["baseline_rss_mib"] = devices.rss_mib()
         with Workload(cfg, b, p, dataset) as work, warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            t0 = time.perf_counter()
-            work.step()  # first step: compilation (if on) and lazy initialisation, timed on its own
-            b.synchronize()
-            row["first_step_s"] = time.perf_counter() - t0
-            warmup_times = []
-            # a pace to fill the window with: at least two timed warm-up steps, or one where steps are set
+            # the first step (compilation if on, lazy initialisation) timed on its own, then the warm-up's: at
+            # least two timed to pace the window with, or one where steps are set
             paced = (1 if p.measured_steps else 2) if _window_target(p)[0] else 0
-            for _ in range(max(p.warmup_steps - 1, paced)):
+            warmup_times = []
+            for _ in range(1 + max(p.warmup_steps - 1, paced)):
                 t0 = time.perf_counter()
                 work.step()
                 b.synchronize()
                 warmup_times.append(time.perf_counter() - t0)
+            row["first_step_s"] = warmup_times.pop(0)
             warmup_peak = b.peak_memory_mib()
             b.reset_peak_memory()  # the windows' own peak from here
             n = row["steps_per_window"] = steps_for_window(warmup_times, p)

@@ -101,12 +101,9 @@ def _record(
         state.failure = row
         return
     state.rows[process] = row
-    if not walls:
-        return
     bs, key = state.cfg.batch_size, state.key
     rows = []
-    for i, (wall, n) in enumerate(zip(walls, counts, strict=True)):
-        machine = telemetry.span_summary(series, *spans[i]) if i < len(spans) else {}
+    for i, (wall, n, span) in enumerate(zip(walls, counts, spans, strict=True)):
         rows.append(
             {
                 **key,
@@ -116,7 +113,7 @@ def _record(
                 "images": n * bs,
                 "window_time_s": wall,
                 "throughput_img_s": n * bs / wall,
-                **machine,
+                **telemetry.span_summary(series, *span),
                 "probe_img_s": probe_img_s,
                 "timestamp": row.get("timestamp", ""),
             }
