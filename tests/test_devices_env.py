@@ -316,7 +316,6 @@ def test_mps_memory_columns_are_named_for_what_they_hold_and_never_called_a_peak
     allocation go to columns named for them; peak_device_mem_mib / peak_device_reserved_mib (CUDA's true peaks,
     which 08 compares) stay empty on MPS."""
     import math
-    import types
 
     from cnnbench.measure import engine
 
@@ -326,5 +325,5 @@ def test_mps_memory_columns_are_named_for_what_they_hold_and_never_called_a_peak
     mem = mps.peak_memory_mib()
     assert math.isnan(mem["peak_device_mem_mib"]) and math.isnan(mem["peak_device_reserved_mib"])
     assert mem["mps_allocated_after_window_mib"] == 30 and mem["mps_driver_allocated_mib"] == 90
-    out = engine._memory(mps, types.SimpleNamespace(), {"mps_mem_max_mib": 55.0}, {})
+    out = engine._memory(mps, {"mps_mem_max_mib": 55.0}, {})
     assert math.isnan(out["peak_device_mem_mib"]) and out["mps_allocated_max_sampled_mib"] == 55.0

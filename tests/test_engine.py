@@ -453,3 +453,11 @@ def test_a_shared_worker_that_dies_crashes_its_configuration_and_the_round_goes_
     assert by_model["squeezenet1_1", "train"]["status"] == "crashed"
     assert "SIGSEGV" in by_model["squeezenet1_1", "train"]["error"]
     assert [by_model["mnist_cnn", ph]["status"] for ph in ("train", "eval")] == ["ok", "ok"]
+
+
+def test_peak_rss_is_the_processs_high_water_mark_not_only_its_largest_sample(monkeypatch):
+    """peak_rss_mib is the high-water mark (docs/measurement.md); the sampler's largest 0.1 s sample once
+    overwrote it, so a peak between samples or in the warm-up went unreported."""
+    monkeypatch.setattr(devices, "peak_rss_mib", lambda: 1e6)
+    row = engine.measure(cfg(), CPU, FAST)
+    assert row["status"] == "ok" and row["peak_rss_mib"] == 1e6

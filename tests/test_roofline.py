@@ -123,7 +123,7 @@ def _second_of_two_steps(model_name, batch, size, classes):
 )
 def test_a_training_step_is_counted_in_its_steady_state(model, size):
     # counted once with the momentum buffers already in place: every op of the second of two steps, none more
-    counted = traffic._count_step(model, 4, size, 10, "train", "fp32", "meta", 0.01, 0.9)
+    counted = traffic._count_step(model, 4, size, 10, "train", "fp32")
     pd.testing.assert_frame_equal(counted, _second_of_two_steps(model, 4, size, 10))
 
 

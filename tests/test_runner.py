@@ -257,3 +257,14 @@ def test_energy_read_in_some_processes_only_is_none_for_the_configuration(tmp_pa
     (row,) = runner.run_configs([cfg()], CPU, proto, tmp_path / "r.csv")
     assert all(row[k] in ("", None) for k in ("energy_j", "energy_j_per_image", "avg_power_w"))  # NaN
     assert "shorter than 1 s" in row["energy_note"]
+
+
+def test_a_pass_that_reuses_rows_labels_its_telemetry_with_its_own_source(tmp_path, monkeypatch):
+    """run_configs(reuse=...) once rebound ``source`` to the reused file, so 03's telemetry rows were labelled
+    '<cnnbench.results.files.ResultsFile object at 0x...>' instead of batch_sweep."""
+    monkeypatch.setattr(engine, "measure", fake_measure({8: [100.0], 16: [200.0]}, []))
+    proto, tele = dataclasses.replace(PROTO, max_processes=3), tmp_path / "telemetry.csv"
+    runner.run_configs([cfg(8)], CPU, proto, tmp_path / "a.csv", telemetry_path=tele, source="scenario_a")
+    again = dict(telemetry_path=tele, source="batch_sweep", reuse=tmp_path / "a.csv")
+    runner.run_configs([cfg(8), cfg(16)], CPU, proto, tmp_path / "b.csv", **again)
+    assert set(pd.read_csv(tele).source) == {"scenario_a", "batch_sweep"}

@@ -3,8 +3,6 @@ timed over TINY_STEPS steps synced once, per op the FLOP counter counts (used by
 
 from __future__ import annotations
 
-import time
-
 from cnnbench import models
 from cnnbench.measure import engine, timing, traffic
 
@@ -21,12 +19,8 @@ def host_step(p, device, model: str, phase: str) -> dict:
         with engine.Workload(cfg, device, p) as work:
             for _ in range(3):
                 work.step()
-            work.backend.synchronize()
-            start = time.perf_counter()
-            for _ in range(TINY_STEPS):
-                work.step()
-            work.backend.synchronize()
-            seconds = (time.perf_counter() - start) / TINY_STEPS
+            timer = timing.StepTimer(work.backend, use_events=False)  # no events: the host's issuing alone
+            seconds = timer.window(work.step, TINY_STEPS)[1] / TINY_STEPS
     except Exception as err:  # noqa: BLE001 - a model that cannot run tiny is a row, the rest go on
         return {**row, **engine.failure(err, device)}
     counted = traffic.count_step(model, TINY_BATCH, cfg.image_size, cfg.num_classes, phase, cfg.precision)

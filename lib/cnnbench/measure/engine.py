@@ -285,9 +285,9 @@ def death(exitcode: int | None) -> str:
     return f"worker process killed by signal {name}"
 
 
-def _memory(b: devices.Backend, sampler: telemetry.Sampler, summary: dict, warmup_peak: dict) -> dict:
+def _memory(b: devices.Backend, summary: dict, warmup_peak: dict) -> dict:
     """Peak device memory over the windows (after the warm-up's reset) and over the run (``..._run_mib``), and
-    peak RSS (MiB)."""
+    peak RSS: the high-water mark or the largest sample (MiB), the row's in place of the sampler's."""
     out = b.peak_memory_mib()
     for k in ("peak_device_mem_mib", "peak_device_reserved_mib"):
         out[k.replace("_mib", "_run_mib")] = max(out[k], warmup_peak.get(k, math.nan))  # NaN first: NaN
@@ -302,7 +302,6 @@ def measure(
     device,
     p,
     dataset=None,
-    timer: timing.StepTimer | None = None,
     isolation: str = "in_process",
     busy: bool = True,
 ) -> dict:
@@ -310,7 +309,7 @@ def measure(
     failure's; the series and step times ride along."""
     b = timing.backend_of(device)
     row = {**_base_row(cfg, b, p), "timestamp": now(), "status": "ok", "error": ""}
-    timer = timer or timing.StepTimer(b)
+    timer = timing.StepTimer(b)
     try:
         b.empty_cache()
         b.reset_peak_memory()
@@ -319,18 +318,16 @@ def measure(
         row["baseline_rss_mib"] = devices.rss_mib()
         with Workload(cfg, b, p, dataset) as work, warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            t0 = time.perf_counter()
-            work.step()  # first step: compilation (if on) and lazy initialisation, timed on its own
-            b.synchronize()
-            row["first_step_s"] = time.perf_counter() - t0
-            warmup_times = []
-            # a pace to fill the window with: at least two timed warm-up steps, or one where steps are set
+            # the first step (compilation if on, lazy initialisation) timed on its own, then the warm-up's: at
+            # least two timed to pace the window with, or one where steps are set
             paced = (1 if p.measured_steps else 2) if _window_target(p)[0] else 0
-            for _ in range(max(p.warmup_steps - 1, paced)):
+            warmup_times = []
+            for _ in range(1 + max(p.warmup_steps - 1, paced)):
                 t0 = time.perf_counter()
                 work.step()
                 b.synchronize()
                 warmup_times.append(time.perf_counter() - t0)
+            row["first_step_s"] = warmup_times.pop(0)
             warmup_peak = b.peak_memory_mib()
             b.reset_peak_memory()  # the windows' own peak from here
             n = row["steps_per_window"] = steps_for_window(warmup_times, p)
@@ -351,14 +348,15 @@ def measure(
                     work.check_loss()
             row["page_faults_per_step"] = (heap.minor_faults() - faults) / sum(counts)
             row["loss_last"] = work.check_loss()
-            row.update(_memory(b, sampler, sampler.summary(), warmup_peak))
+            summary = sampler.summary()
+            row.update(_memory(b, summary, warmup_peak))
             busy_s = b.busy_s(work.step, BUSY_STEPS) if busy else None  # after the windows: untouched
         row.update(timing.summarize(step_times, window_times, counts, cfg.batch_size, p.seed))
         if busy_s is not None:
             row["device_busy_pct"] = 100 * busy_s / BUSY_STEPS / (row["window_time_s"] / row["n_steps"])
             row["step_bound"] = step_bound(row["device_busy_pct"])
         row["step_time_source"] = timer.source
-        row.update({k: v for k, v in sampler.summary().items() if k != "mps_mem_max_mib"})
+        row.update({k: v for k, v in summary.items() if k not in ("mps_mem_max_mib", "peak_rss_mib")})
         row.update(meter.summary(sum(counts) * cfg.batch_size))  # energy over the measured windows
         per_image = flops_per_image(cfg.model, cfg.image_size, cfg.num_classes)[cfg.phase != "train"]
         row["gflops_per_image"] = per_image / 1e9

@@ -87,17 +87,12 @@ def epochs(run) -> pd.DataFrame:
     for model, cfg, row in bar(planned, desc="epochs", unit="model"):
         if file.done(row):
             continue
+        cap, name = row["epoch_images"], f"cnnbench-epochs-{model}"
         if p.isolate:  # its own process: its peak RSS is not that of the models measured before it
-            args = (p, cfg, str(device), row["epoch_images"])
-            row.update(
-                worker.call_isolated(epoch_pair, *args, device=device, name=f"cnnbench-epochs-{model}")
-            )
+            row.update(worker.call_isolated(epoch_pair, p, cfg, str(device), cap, device=device, name=name))
         else:
             row["isolation"] = "in_process"
-            try:
-                row.update(epoch_pair(p, cfg, b, row["epoch_images"]))
-            except Exception as err:  # noqa: BLE001 - a failure is a row
-                row.update(engine.failure(err, b))
+            row.update(worker.as_row(b, epoch_pair, p, cfg, b, cap, isolation="in_process"))
         file.append(row)
     resumed(kept, len(planned), file.path.name, "models' epochs")
     return results.read(run.dir, "epochs")

@@ -101,12 +101,9 @@ def _record(
         state.failure = row
         return
     state.rows[process] = row
-    if not walls:
-        return
     bs, key = state.cfg.batch_size, state.key
     rows = []
-    for i, (wall, n) in enumerate(zip(walls, counts, strict=True)):
-        machine = telemetry.span_summary(series, *spans[i]) if i < len(spans) else {}
+    for i, (wall, n, span) in enumerate(zip(walls, counts, spans, strict=True)):
         rows.append(
             {
                 **key,
@@ -116,7 +113,7 @@ def _record(
                 "images": n * bs,
                 "window_time_s": wall,
                 "throughput_img_s": n * bs / wall,
-                **machine,
+                **telemetry.span_summary(series, *span),
                 "probe_img_s": probe_img_s,
                 "timestamp": row.get("timestamp", ""),
             }
@@ -272,12 +269,12 @@ def run_configs(
             f.plan(keys, source or desc, config_keys())
     copied = []
     if reuse is not None:  # its finished rows that ``results`` lacks, copied with ``measured_in``
-        source = ResultsFile(reuse, config_keys())
+        donor = ResultsFile(reuse, config_keys())
         wanted = {results.key_of(k) for k in keys if not results.done(k)}
         copied = [
-            {**r, "measured_in": source.path.stem}
-            for r in source.current()
-            if source.key_of(r) in wanted and source.done(r)
+            {**r, "measured_in": donor.path.stem}
+            for r in donor.current()
+            if donor.key_of(r) in wanted and donor.done(r)
         ]
     if copied:
         results.extend(copied)

@@ -1,6 +1,5 @@
 """Telemetry timelines of the transfer runs: the sampled series of
-:meth:`cnnbench.measure.telemetry.Sampler.series` kept, tidy, and plotted over time (a sampler without
-``series()`` yields no rows)."""
+:meth:`cnnbench.measure.telemetry.Sampler.series` kept, tidy, and plotted over time."""
 
 from __future__ import annotations
 
@@ -12,12 +11,6 @@ import pandas as pd
 from cnnbench import plots, results
 
 FILE = "transfer_telemetry.csv"
-
-
-def series(sampler) -> list[dict]:
-    """The sampled series of ``sampler`` (empty when the sampler keeps none)."""
-    get = getattr(sampler, "series", None)
-    return [dict(s) for s in get()] if callable(get) else []
 
 
 def tidy(

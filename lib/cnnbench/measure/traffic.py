@@ -85,15 +85,10 @@ def count_step(
     num_classes: int,
     phase: str = "train",
     precision: str = "fp32",
-    device: str | torch.device = "meta",
-    lr: float = 0.01,
-    momentum: float = 0.9,
 ) -> pd.DataFrame:
-    """Per-op FLOPs and bytes of one SGD training step or eval step, attributed to modules by ``ModuleTracker``;
-    on the meta device (the default) cached by the arguments, torch's version and the counting code."""
-    args = (model_name, batch_size, image_size, num_classes, phase, precision, device, lr, momentum)
-    if torch.device(device).type != "meta":
-        return _count_step(*args)
+    """Per-op FLOPs and bytes of one SGD training step or eval step on the meta device, attributed to modules by
+    ``ModuleTracker``; cached by the arguments, torch's version and the counting code."""
+    args = (model_name, batch_size, image_size, num_classes, phase, precision)
     code = (flops, models, sys.modules[__name__])
     return paths.cached("step", [*args, torch.__version__], lambda: _count_step(*args), code)
 
@@ -108,16 +103,15 @@ def train_step(model: nn.Module, x, y, opt, counter: TrafficCounter) -> None:
     opt.step()
 
 
-def _count_step(model_name, batch_size, image_size, num_classes, phase, precision, device, lr, momentum):
+def _count_step(model_name, batch_size, image_size, num_classes, phase, precision):
     torch.manual_seed(0)
-    build = models.build_meta if torch.device(device).type == "meta" else models.build
-    model = build(model_name, num_classes=num_classes, image_size=image_size)
-    model = model.to(device=device, dtype=DTYPES[precision]).train(phase == "train")
+    model = models.build_meta(model_name, num_classes=num_classes, image_size=image_size)
+    model = model.to(device="meta", dtype=DTYPES[precision]).train(phase == "train")
     shape = (batch_size, *models.input_shape(model_name, image_size))
-    x = torch.randn(shape, device=device, dtype=DTYPES[precision])
-    y = torch.randint(0, num_classes, (batch_size,), device=device)
-    opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=momentum)
-    if momentum and phase == "train":  # the steady state's step, as every one after the first: buffers exist
+    x = torch.randn(shape, device="meta", dtype=DTYPES[precision])
+    y = torch.randint(0, num_classes, (batch_size,), device="meta")
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    if phase == "train":  # the steady state's step, as every one after the first: buffers exist
         for param in model.parameters():
             opt.state[param]["momentum_buffer"] = torch.zeros_like(param)
     with flops.attention_fastpath_off(), ModuleTracker() as tracker, TrafficCounter(tracker) as counter:

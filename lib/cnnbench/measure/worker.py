@@ -74,11 +74,12 @@ def _measured(device, cfg: engine.Config, p, dataset, hooks: str, known, busy: b
         return {**engine._base_row(cfg, device, p), "isolation": isolation, **engine.failure(err, device)}
 
 
-def _called(device, fn, *args) -> dict:
+def as_row(device, fn, *args, isolation: str = "worker") -> dict:
+    """``fn(*args)``'s row with its ``isolation``, or the failure's row where it raises."""
     try:
-        return {**fn(*args), "isolation": "worker"}
+        return {**fn(*args), "isolation": isolation}
     except Exception as err:  # noqa: BLE001 - a failure is a row
-        return {"isolation": "worker", **engine.failure(err, device)}
+        return {"isolation": isolation, **engine.failure(err, device)}
 
 
 def measure_isolated(cfg: engine.Config, device, p, dataset=None, busy: bool = True) -> dict:
@@ -114,13 +115,13 @@ def _entered(start_method: str | None, *args) -> None:
     _serve(*args)
 
 
-def _in_worker(calls: list, device, name: str, on_row, threads: int | None = None) -> tuple[int, int | None]:
+def _in_worker(calls: list, device, name: str, on_row) -> tuple[int, int | None]:
     """``calls`` made in a fresh worker (:func:`_serve`), ``on_row(i, row)`` for each row it sends; how many it
     sent and its exit code."""
     ctx = _context()
     receive, send = ctx.Pipe(duplex=False)
     spec = str(timing.backend_of(device).device)
-    args = (mp.get_start_method(allow_none=True), spec, threads or torch.get_num_threads(), calls, send)
+    args = (mp.get_start_method(allow_none=True), spec, torch.get_num_threads(), calls, send)
     proc = ctx.Process(target=_entered, name=name, args=args)
     with _main_not_rerun():
         proc.start()
@@ -143,11 +144,9 @@ def _in_worker(calls: list, device, name: str, on_row, threads: int | None = Non
     return received, proc.exitcode
 
 
-def call_isolated(
-    fn, *args, device: torch.device, threads: int | None = None, name: str = "cnnbench-worker"
-) -> dict:
+def call_isolated(fn, *args, device: torch.device, name: str = "cnnbench-worker") -> dict:
     """``fn(*args)`` (picklable, returning a row) in a fresh worker process: its row, a failure's or a
     ``crashed`` one, with ``isolation="worker"``."""
     rows: list = []
-    _, exitcode = _in_worker([(_called, fn, *args)], device, name, lambda _, row: rows.append(row), threads)
+    _, exitcode = _in_worker([(as_row, fn, *args)], device, name, lambda _, row: rows.append(row))
     return rows[0] if rows else {"isolation": "worker", "status": "crashed", "error": engine.death(exitcode)}

@@ -357,7 +357,7 @@ def run_grid(run, sampler_cls=None, log=print) -> None:
             conf = f"{b.kind} lr={lr:g} bs={bs}"
             timelines.record(
                 run.path(timelines.FILE),
-                timelines.tidy(timelines.series(sampler), "transfer", conf, b.kind, base["device_name"]),
+                timelines.tidy(sampler.series(), "transfer", conf, b.kind, base["device_name"]),
             )
     progress.resumed(kept, len(planned), file.path.name, "grid points")
 
