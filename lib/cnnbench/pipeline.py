@@ -611,17 +611,12 @@ def _combined(p: params_mod.Params | None, params_file: Path, overrides: dict, o
         runs, _ = report.combined_runs(outputs)
         if len(runs) < 2:
             return 0
-        analysed = _analysis_kept(folder, [*runs, folder], "cnnbench: combined analysis")
-        if not analysed:
-            from cnnbench import run as run_mod  # imports torch: only where 08 runs
-
-            p = p or _report_params(runs[-1])  # None only where 08 was current a moment ago
-            every, over = dataclasses.replace(p, analysis_runs=["*"]), {**overrides, "analysis_runs": ["*"]}
-            resolved = run_mod.write_resolved(folder, every, params_file, over)
-            _fingerprint(folder, None)
-            analysed = execute(resolved, {}, folder, [ANALYSIS], p.cell_timeout_s)
-            _fingerprint(folder, [*runs, folder])
-        combined = report.build_combined_report(outputs, analysed[0])
+        every = lambda: dataclasses.replace(p or _report_params(runs[-1]), analysis_runs=["*"])  # noqa: E731
+        over = {**overrides, "analysis_runs": ["*"]}
+        analysed = _analysed(
+            folder, [*runs, folder], "cnnbench: combined analysis", folder, every, params_file, over
+        )
+        combined = report.build_combined_report(outputs, analysed)
     # an earlier combined report no longer covers every run: never left as current
     except BaseException as err:
         why, stale = err if isinstance(err, NotebookFailed) else _describe(err), ""
@@ -728,27 +723,11 @@ def _rebuild_run_report(run_dir: Path) -> Path:
 
     with paths.RunLock(run_dir):
         done = {n.stem: n for n in (run_dir / "notebooks").glob("[0-9][0-9]_*.ipynb")}
-        kept = _analysis_kept(run_dir, [run_dir], f"cnnbench report: {run_dir.name}")
-        if not kept:
-            from cnnbench import run as run_mod
 
-            p, saved = _report_params(run_dir), (run_dir / run_mod.RESOLVED).read_bytes()
-            print(
-                f"cnnbench report: {run_dir.name}: {ANALYSIS} over the results on disk (nothing is measured)"
-            )
-            try:
-                with tempfile.TemporaryDirectory(prefix="cnnbench-report-") as tmp:
-                    resolved = run_mod.write_resolved(Path(tmp), p, run_dir / run_mod.RESOLVED, {})
-                    _fingerprint(run_dir, None)
-                    progress = Path(tmp) / "progress.log"
-                    done[ANALYSIS] = execute(
-                        resolved, {}, run_dir, [ANALYSIS], p.cell_timeout_s, progress=progress
-                    )[0]
-            finally:
-                results.atomic_write_text(run_dir / run_mod.RESOLVED, saved.decode())
+        with tempfile.TemporaryDirectory(prefix="cnnbench-report-") as tmp:  # the run's own files kept
+            who, p = f"cnnbench report: {run_dir.name}", lambda: _report_params(run_dir)
+            done[ANALYSIS] = _analysed(run_dir, [run_dir], who, Path(tmp), p, run_dir / "params.json", {})
         html = report.build_run_report(run_dir, [done[n] for n in sorted(done)])
-    if not kept:
-        _fingerprint(run_dir, [run_dir])
     (run_dir / STALE_REPORT).unlink(missing_ok=True)
     finished(run_dir)  # a run stopped with only 08 left is now whole
     print(f"cnnbench report: {html}")
@@ -788,16 +767,27 @@ def _analysis_current(folder: Path, read: list[Path], notebook: Path | None = No
         return False
 
 
-def _analysis_kept(folder: Path, read: list[Path], who: str) -> list[Path]:
-    """``folder``'s executed 08 when it is current (said in one line), else []."""
-    if not _analysis_current(folder, read):
-        return []
-    print(f"{who}: {ANALYSIS} kept: its results files and the workbook's code are unchanged since it ran")
-    return [folder / "notebooks" / f"{ANALYSIS}.ipynb"]
+def _analysed(
+    folder: Path, read: list[Path], who: str, into: Path, params, params_file: Path, overrides: dict
+):
+    """``folder``'s executed 08: kept where current, else executed again over ``read`` (nothing is measured) with
+    the parameters ``params()``, resolved into the folder ``into``."""
+    if _analysis_current(folder, read):
+        print(f"{who}: {ANALYSIS} kept: its results files and the workbook's code are unchanged since it ran")
+        return folder / "notebooks" / f"{ANALYSIS}.ipynb"
+    from cnnbench import run as run_mod  # imports torch: only where 08 runs
+
+    p = params()  # validated only here: seconds, with torch
+    print(f"{who}: {ANALYSIS} over the results on disk (nothing is measured)")
+    resolved = run_mod.write_resolved(into, p, params_file, overrides)
+    _fingerprint(folder, None)
+    executed = execute(resolved, {}, folder, [ANALYSIS], p.cell_timeout_s, progress=into / "progress.log")
+    _fingerprint(folder, read)
+    return executed[0]
 
 
 def _fingerprint(folder: Path, read: list[Path] | None, notebook: Path | None = None) -> None:
-    """08 just executed into ``folder`` over ``read``, for :func:`_analysis_kept`; None: about to be executed again,
+    """08 just executed into ``folder`` over ``read``, for :func:`_analysis_current`; None: about to be executed again,
     so no fingerprint says it is current until it finishes (a failed copy stays, for reading)."""
     path = (folder / "notebooks" / f"{ANALYSIS}.ipynb").with_suffix(FINGERPRINT)
     if read is None:
