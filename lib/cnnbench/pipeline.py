@@ -440,25 +440,30 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
-    with _console_may_close():
-        try:
-            with _signals_stop_the_run():
-                return _run(args)
-        except KeyboardInterrupt as err:
-            return _stopped(err, "cnnbench", "results written so far are kept (run again to resume)")
-        except Exception as err:  # outside a run folder (a run's own failures are caught in _execute_run)
-            print(f"cnnbench: {_describe(err)}", file=sys.stderr)
-            return 1
+    with _console_may_close():  # a run's own failures are caught in _execute_run
+        return _one_line("cnnbench", "results written so far are kept (run again to resume)", _run, args)
 
 
-def _stopped(err: KeyboardInterrupt, who: str, what: str) -> int:
-    """One line for Ctrl-C (exit 130), SIGTERM (143) or SIGHUP (129): 128 + the signal. The process exits: an
-    execution task that dies with the kernel must not log at exit."""
-    for name in MACHINERY_LOGGERS:
-        logging.getLogger(name).disabled = True
-    how = f"stopped by {err}" if isinstance(err, Stopped) else "interrupted"
-    print(f"{who}: {how}; {what}", file=sys.stderr)
-    return err.exit_code if isinstance(err, Stopped) else 130
+def _one_line(who: str, stopped: str, command, *args) -> int:
+    """``command(*args)``'s exit code, any failure said in one line: 2 refused, 1 failed, 130 Ctrl-C, 128 + the
+    signal for SIGTERM (143) or SIGHUP (129), then saying ``stopped``."""
+    try:
+        with _signals_stop_the_run():
+            return command(*args)
+    except (_Refused, params_mod.ParamsError) as err:
+        print(f"{who}: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt as err:
+        for (
+            name
+        ) in MACHINERY_LOGGERS:  # the process exits: a task that dies with the kernel must not log at exit
+            logging.getLogger(name).disabled = True
+        how = f"stopped by {err}" if isinstance(err, Stopped) else "interrupted"
+        print(f"{who}: {how}; {stopped}", file=sys.stderr)
+        return err.exit_code if isinstance(err, Stopped) else 130
+    except Exception as err:  # noqa: BLE001 - one line, never a traceback
+        print(f"{who}: {_describe(err)}", file=sys.stderr)
+        return 1
 
 
 def _run(args) -> int:
@@ -493,13 +498,18 @@ def _run(args) -> int:
         outputs = (
             params_mod.resolved_path("--outputs", args.outputs) if args.outputs else paths.outputs_root()
         )
+        from cnnbench import devices  # the device: --device-kind's, else the params' (named where it is here)
+
+        here = hardware is None and p.device.split(":")[0] in ("auto", *devices.available())
+        device = devices.resolve(p.device) if here else p.device
+        kind = hardware.kind if hardware else devices.backend(device).kind
+        name = hardware.name if hardware else devices.device_name(device) if here else ""
+        folder = outputs / (p.run_name or paths.default_run_name(kind))
         if args.estimate:  # writes nothing, makes no folder
-            return _estimate(p, params_file, outputs, hardware)
+            return _estimate(p, params_file, folder, kind, name)
         if paths.folder_problem(outputs):
             raise params_mod.ParamsError(paths.folder_problem(outputs))
-        from cnnbench import devices, run
-
-        run_dir = outputs / run.run_name(p, devices.resolve(p.device, p.expect_device))
+        run_dir = folder
         lock = paths.RunLock(run_dir).acquire()
     except (params_mod.ParamsError, paths.RunLocked) as err:
         print(f"cnnbench: {err}", file=sys.stderr)
@@ -509,23 +519,14 @@ def _run(args) -> int:
         print(f"cnnbench: {lock_error if run_dir else _describe(err)}", file=sys.stderr)
         return 2
     try:
-        return _execute_run(args, p, params_file, overrides, outputs, run_dir, note)
+        return _execute_run(args, p, params_file, overrides, outputs, run_dir, note, kind, name)
     finally:
         lock.release()
 
 
-def _estimate(p: params_mod.Params, params_file: Path, outputs: Path, hardware=None) -> int:
-    """``--estimate``: each notebook's expected time and its source, on the params' device or ``hardware``
-    (``--device-kind``); measures and writes nothing."""
-    from cnnbench import devices
-
-    if hardware is not None:
-        kind, name = hardware.kind, hardware.name
-    else:
-        here = p.device.split(":")[0] in ("auto", *devices.available())
-        device = devices.resolve(p.device) if here else p.device
-        kind, name = devices.backend(device).kind, devices.device_name(device) if here else ""
-    run_dir = outputs / (p.run_name or paths.default_run_name(kind))
+def _estimate(p: params_mod.Params, params_file: Path, run_dir: Path, kind: str, name: str) -> int:
+    """``--estimate``: each notebook's expected time and its source, on a ``kind`` device named ``name``;
+    measures and writes nothing."""
     expected = eta.expected_times(
         p.notebooks, eta.record(run_dir), **_estimate_sources(p, params_file, run_dir, kind, name)
     )
@@ -547,9 +548,11 @@ def _estimate_sources(p: params_mod.Params, params_file: Path, run_dir: Path, ki
     }
 
 
-def _execute_run(args, p, params_file: Path, overrides: dict, outputs: Path, run_dir: Path, note: str) -> int:
-    """The run itself: every way it can fail ends in one line and FAILED.txt (where it can be written)."""
-    from cnnbench import devices
+def _execute_run(
+    args, p, params_file: Path, overrides: dict, outputs: Path, run_dir: Path, note: str, *device
+):
+    """The run itself, on the device ``(kind, name)``: every way it can fail ends in one line and FAILED.txt (where
+    it can be written)."""
     from cnnbench import run as run_mod
 
     print(f"cnnbench: run '{run_dir.name}' with {params_file.name} -> {run_dir}")
@@ -563,10 +566,7 @@ def _execute_run(args, p, params_file: Path, overrides: dict, outputs: Path, run
     try:
         _mark_started(run_dir, params_file, overrides)
         resolved = run_mod.write_resolved(run_dir, p, params_file, overrides)  # read by every notebook
-        device = devices.resolve(p.device, p.expect_device)  # as _run resolved it
-        sources = _estimate_sources(
-            p, params_file, run_dir, devices.backend(device).kind, devices.device_name(device)
-        )
+        sources = _estimate_sources(p, params_file, run_dir, *device)
         planned = {name: eta.planned(p, name) for name in p.notebooks}
         if ANALYSIS in p.notebooks:
             _fingerprint(run_dir, None)
@@ -646,25 +646,19 @@ def report_main(argv: list[str]) -> int:
     args = ap.parse_args(argv)
     if args.run_dir and args.run_name:
         ap.error("give a run folder or --run-name, not both")
-    # interactive.NO_MEASURE_ENV: 08's static explorer shows, never measures
-    os.environ["CNNBENCH_NO_MEASURE"] = "1"
+    os.environ["CNNBENCH_NO_MEASURE"] = "1"  # interactive.NO_MEASURE_ENV: 08's static explorer never measures
     try:
-        with _signals_stop_the_run():
-            outputs, run_dir = _report_folders(args)
-            if run_dir:
-                _refuse_unreadable(run_dir, outputs)
-                _rebuild_run_report(run_dir)
-            return _rebuild_combined(outputs, run_dir)
-    except (_Refused, params_mod.ParamsError) as err:
-        print(f"cnnbench report: {err}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt as err:
-        return _stopped(err, "cnnbench report", "the reports were not rebuilt")
-    except Exception as err:  # noqa: BLE001 - one line, never a traceback
-        print(f"cnnbench report: {_describe(err)}", file=sys.stderr)
-        return 1
+        return _one_line("cnnbench report", "the reports were not rebuilt", _rebuild, args)
     finally:
         os.environ.pop("CNNBENCH_NO_MEASURE", None)
+
+
+def _rebuild(args) -> int:
+    outputs, run_dir = _report_folders(args)
+    if run_dir:
+        _refuse_unreadable(run_dir, outputs)
+        _rebuild_run_report(run_dir)
+    return _rebuild_combined(outputs, run_dir)
 
 
 class _Refused(ValueError):
