@@ -82,8 +82,7 @@ def execute(
     for i, name in enumerate(notebooks, 1):
         source, target = _notebook_path(name), out_dir / f"{name}.ipynb"
         partial = out_dir / f".{name}.partial.ipynb"
-        log(f"[{i}/{len(notebooks)}] {remaining.start(name)}", flush=True)
-        start = time.perf_counter()
+        log(f"[{i}/{len(notebooks)}] {remaining.start(name)}", flush=True)  # its clock times the notebook
         try:
             tail = _Tail(progress_file, log, status=remaining.line, seen=remaining.seen)
             with tail, _logs_to(run_dir / "kernel.log"):
@@ -113,8 +112,7 @@ def execute(
                 why = why if _readable(source) else f"{source} is not a valid notebook ({why})"
             raise NotebookFailed(name, None, why, kept) from None
         partial.replace(target)
-        took = time.perf_counter() - start
-        remaining.finish(name)
+        took = remaining.finish(name)
         timings.append({"notebook": name, "duration_s": round(took, 1), "finished_at": _now()})
         log(remaining.with_run(f"[{i}/{len(notebooks)}] {name} done in {took:.1f} s"))
         done.append(target)
