@@ -85,7 +85,7 @@ def test_an_analysis_that_fails_is_never_taken_for_current(tmp_path, monkeypatch
         raise pipeline.NotebookFailed("08_analysis", 3, "ValueError: boom", executed)
 
     monkeypatch.setattr(pipeline, "execute", failing)
-    monkeypatch.setattr(pipeline, "_analysis_kept", lambda *a: [])  # as if something had changed
+    monkeypatch.setattr(pipeline, "_analysis_current", lambda *a: False)  # as if something had changed
     assert pipeline.main(["report", str(run)]) != 0
     monkeypatch.undo()
     assert not pipeline._analysis_current(run, [run])

@@ -219,7 +219,7 @@ def test_cnnbench_report_never_truncates_the_runs_progress_log(tmp_path, monkeyp
     monkeypatch.setattr(
         papermill, "execute_notebook", lambda source, output, **kw: Path(output).write_bytes(kept)
     )
-    monkeypatch.setattr(pipeline, "_analysis_kept", lambda *a: [])
+    monkeypatch.setattr(pipeline, "_analysis_current", lambda *a: False)
     assert pipeline.main(["report", str(run)]) == 0, capsys.readouterr().err
     assert "08_analysis over the results on disk" in capsys.readouterr().out
     assert (run / "progress.log").read_bytes() == before

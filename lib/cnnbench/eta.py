@@ -128,9 +128,9 @@ def params_device(p, kind: str, device_name: str, params_file_name: str) -> str:
     return predict.PARAMS_DEVICES.get(params_file_name, "")
 
 
-class Budgets(Mapping):
-    """Notebook -> seconds by :func:`budget_model`, computed when first asked for; 02's and 03's steps at the rates
-    predicted for ``device`` where it can be, else ``kind``'s step; :meth:`source` says which."""
+class Budgets:
+    """Notebook -> seconds by :func:`budget_model` (``[name]``, ``get``), computed when first asked for; 02's and
+    03's steps at the rates predicted for ``device`` where it can be, else ``kind``'s; :meth:`source` says which."""
 
     def __init__(self, p, kind: str = "cpu", device: str = ""):
         self.p, self.kind, self.device, self._got = p, kind, device, {}
@@ -153,14 +153,10 @@ class Budgets(Mapping):
     def __getitem__(self, notebook: str) -> float:
         return self._get(notebook)[0]
 
+    get = __getitem__
+
     def source(self, notebook: str) -> str:
         return self._get(notebook)[1]
-
-    def __iter__(self):
-        return iter(self.p.notebooks)
-
-    def __len__(self) -> int:
-        return len(self.p.notebooks)
 
 
 def example_record(p, device_kind: str, example_dir) -> dict[str, float]:

@@ -10,7 +10,6 @@ import pickle
 import re
 import socket
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -124,20 +123,15 @@ def run_processes() -> list[tuple[int, str, str]]:
     ]
 
 
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
 @contextlib.contextmanager
 def replacing(path: str | Path, mode: str = "wb", **open_kw):
     """Write ``path`` whole or not at all: yields a temporary file beside it, renamed over ``path`` (a link
     there replaced, never written through) once written, else removed; permissions 0666 less the umask."""
     path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    tmp = path.with_name(f".{path.name}.{os.urandom(6).hex()}.tmp")
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)
+    fd = os.open(tmp, flags, 0o666)  # the umask applied by the system
     try:
-        os.fchmod(fd, 0o666 & ~_umask())
         with os.fdopen(fd, mode, **open_kw) as f:
             yield f
             f.flush()
@@ -159,7 +153,7 @@ def open_own(path: str | Path, mode: str = "ab"):
         path.unlink()
     flags = os.O_WRONLY | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0)
     flags |= os.O_APPEND if mode.startswith("a") else os.O_TRUNC
-    return os.fdopen(os.open(path, flags, 0o666 & ~_umask()), mode)
+    return os.fdopen(os.open(path, flags, 0o666), mode)
 
 
 class RunLocked(RuntimeError):
@@ -230,7 +224,7 @@ class RunLock:
         with _serialized(folder):
             for _ in range(2):
                 try:
-                    fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666 & ~_umask())
+                    fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666)
                 except FileExistsError:
                     if not self._stale():
                         raise RunLocked(folder, self.holder()) from None

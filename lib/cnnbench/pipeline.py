@@ -82,8 +82,7 @@ def execute(
     for i, name in enumerate(notebooks, 1):
         source, target = _notebook_path(name), out_dir / f"{name}.ipynb"
         partial = out_dir / f".{name}.partial.ipynb"
-        log(f"[{i}/{len(notebooks)}] {remaining.start(name)}", flush=True)
-        start = time.perf_counter()
+        log(f"[{i}/{len(notebooks)}] {remaining.start(name)}", flush=True)  # its clock times the notebook
         try:
             tail = _Tail(progress_file, log, status=remaining.line, seen=remaining.seen)
             with tail, _logs_to(run_dir / "kernel.log"):
@@ -113,8 +112,7 @@ def execute(
                 why = why if _readable(source) else f"{source} is not a valid notebook ({why})"
             raise NotebookFailed(name, None, why, kept) from None
         partial.replace(target)
-        took = time.perf_counter() - start
-        remaining.finish(name)
+        took = remaining.finish(name)
         timings.append({"notebook": name, "duration_s": round(took, 1), "finished_at": _now()})
         log(remaining.with_run(f"[{i}/{len(notebooks)}] {name} done in {took:.1f} s"))
         done.append(target)
@@ -440,25 +438,30 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
-    with _console_may_close():
-        try:
-            with _signals_stop_the_run():
-                return _run(args)
-        except KeyboardInterrupt as err:
-            return _stopped(err, "cnnbench", "results written so far are kept (run again to resume)")
-        except Exception as err:  # outside a run folder (a run's own failures are caught in _execute_run)
-            print(f"cnnbench: {_describe(err)}", file=sys.stderr)
-            return 1
+    with _console_may_close():  # a run's own failures are caught in _execute_run
+        return _one_line("cnnbench", "results written so far are kept (run again to resume)", _run, args)
 
 
-def _stopped(err: KeyboardInterrupt, who: str, what: str) -> int:
-    """One line for Ctrl-C (exit 130), SIGTERM (143) or SIGHUP (129): 128 + the signal. The process exits: an
-    execution task that dies with the kernel must not log at exit."""
-    for name in MACHINERY_LOGGERS:
-        logging.getLogger(name).disabled = True
-    how = f"stopped by {err}" if isinstance(err, Stopped) else "interrupted"
-    print(f"{who}: {how}; {what}", file=sys.stderr)
-    return err.exit_code if isinstance(err, Stopped) else 130
+def _one_line(who: str, stopped: str, command, *args) -> int:
+    """``command(*args)``'s exit code, any failure said in one line: 2 refused, 1 failed, 130 Ctrl-C, 128 + the
+    signal for SIGTERM (143) or SIGHUP (129), then saying ``stopped``."""
+    try:
+        with _signals_stop_the_run():
+            return command(*args)
+    except (_Refused, params_mod.ParamsError) as err:
+        print(f"{who}: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt as err:
+        for (
+            name
+        ) in MACHINERY_LOGGERS:  # the process exits: a task that dies with the kernel must not log at exit
+            logging.getLogger(name).disabled = True
+        how = f"stopped by {err}" if isinstance(err, Stopped) else "interrupted"
+        print(f"{who}: {how}; {stopped}", file=sys.stderr)
+        return err.exit_code if isinstance(err, Stopped) else 130
+    except Exception as err:  # noqa: BLE001 - one line, never a traceback
+        print(f"{who}: {_describe(err)}", file=sys.stderr)
+        return 1
 
 
 def _run(args) -> int:
@@ -493,13 +496,18 @@ def _run(args) -> int:
         outputs = (
             params_mod.resolved_path("--outputs", args.outputs) if args.outputs else paths.outputs_root()
         )
+        from cnnbench import devices  # the device: --device-kind's, else the params' (named where it is here)
+
+        here = hardware is None and p.device.split(":")[0] in ("auto", *devices.available())
+        device = devices.resolve(p.device) if here else p.device
+        kind = hardware.kind if hardware else devices.backend(device).kind
+        name = hardware.name if hardware else devices.device_name(device) if here else ""
+        folder = outputs / (p.run_name or paths.default_run_name(kind))
         if args.estimate:  # writes nothing, makes no folder
-            return _estimate(p, params_file, outputs, hardware)
+            return _estimate(p, params_file, folder, kind, name)
         if paths.folder_problem(outputs):
             raise params_mod.ParamsError(paths.folder_problem(outputs))
-        from cnnbench import devices, run
-
-        run_dir = outputs / run.run_name(p, devices.resolve(p.device, p.expect_device))
+        run_dir = folder
         lock = paths.RunLock(run_dir).acquire()
     except (params_mod.ParamsError, paths.RunLocked) as err:
         print(f"cnnbench: {err}", file=sys.stderr)
@@ -509,23 +517,14 @@ def _run(args) -> int:
         print(f"cnnbench: {lock_error if run_dir else _describe(err)}", file=sys.stderr)
         return 2
     try:
-        return _execute_run(args, p, params_file, overrides, outputs, run_dir, note)
+        return _execute_run(args, p, params_file, overrides, outputs, run_dir, note, kind, name)
     finally:
         lock.release()
 
 
-def _estimate(p: params_mod.Params, params_file: Path, outputs: Path, hardware=None) -> int:
-    """``--estimate``: each notebook's expected time and its source, on the params' device or ``hardware``
-    (``--device-kind``); measures and writes nothing."""
-    from cnnbench import devices
-
-    if hardware is not None:
-        kind, name = hardware.kind, hardware.name
-    else:
-        here = p.device.split(":")[0] in ("auto", *devices.available())
-        device = devices.resolve(p.device) if here else p.device
-        kind, name = devices.backend(device).kind, devices.device_name(device) if here else ""
-    run_dir = outputs / (p.run_name or paths.default_run_name(kind))
+def _estimate(p: params_mod.Params, params_file: Path, run_dir: Path, kind: str, name: str) -> int:
+    """``--estimate``: each notebook's expected time and its source, on a ``kind`` device named ``name``;
+    measures and writes nothing."""
     expected = eta.expected_times(
         p.notebooks, eta.record(run_dir), **_estimate_sources(p, params_file, run_dir, kind, name)
     )
@@ -547,9 +546,11 @@ def _estimate_sources(p: params_mod.Params, params_file: Path, run_dir: Path, ki
     }
 
 
-def _execute_run(args, p, params_file: Path, overrides: dict, outputs: Path, run_dir: Path, note: str) -> int:
-    """The run itself: every way it can fail ends in one line and FAILED.txt (where it can be written)."""
-    from cnnbench import devices
+def _execute_run(
+    args, p, params_file: Path, overrides: dict, outputs: Path, run_dir: Path, note: str, *device
+):
+    """The run itself, on the device ``(kind, name)``: every way it can fail ends in one line and FAILED.txt (where
+    it can be written)."""
     from cnnbench import run as run_mod
 
     print(f"cnnbench: run '{run_dir.name}' with {params_file.name} -> {run_dir}")
@@ -563,10 +564,7 @@ def _execute_run(args, p, params_file: Path, overrides: dict, outputs: Path, run
     try:
         _mark_started(run_dir, params_file, overrides)
         resolved = run_mod.write_resolved(run_dir, p, params_file, overrides)  # read by every notebook
-        device = devices.resolve(p.device, p.expect_device)  # as _run resolved it
-        sources = _estimate_sources(
-            p, params_file, run_dir, devices.backend(device).kind, devices.device_name(device)
-        )
+        sources = _estimate_sources(p, params_file, run_dir, *device)
         planned = {name: eta.planned(p, name) for name in p.notebooks}
         if ANALYSIS in p.notebooks:
             _fingerprint(run_dir, None)
@@ -611,17 +609,12 @@ def _combined(p: params_mod.Params | None, params_file: Path, overrides: dict, o
         runs, _ = report.combined_runs(outputs)
         if len(runs) < 2:
             return 0
-        analysed = _analysis_kept(folder, [*runs, folder], "cnnbench: combined analysis")
-        if not analysed:
-            from cnnbench import run as run_mod  # imports torch: only where 08 runs
-
-            p = p or _report_params(runs[-1])  # None only where 08 was current a moment ago
-            every, over = dataclasses.replace(p, analysis_runs=["*"]), {**overrides, "analysis_runs": ["*"]}
-            resolved = run_mod.write_resolved(folder, every, params_file, over)
-            _fingerprint(folder, None)
-            analysed = execute(resolved, {}, folder, [ANALYSIS], p.cell_timeout_s)
-            _fingerprint(folder, [*runs, folder])
-        combined = report.build_combined_report(outputs, analysed[0])
+        every = lambda: dataclasses.replace(p or _report_params(runs[-1]), analysis_runs=["*"])  # noqa: E731
+        over = {**overrides, "analysis_runs": ["*"]}
+        analysed = _analysed(
+            folder, [*runs, folder], "cnnbench: combined analysis", folder, every, params_file, over
+        )
+        combined = report.build_combined_report(outputs, analysed)
     # an earlier combined report no longer covers every run: never left as current
     except BaseException as err:
         why, stale = err if isinstance(err, NotebookFailed) else _describe(err), ""
@@ -651,25 +644,19 @@ def report_main(argv: list[str]) -> int:
     args = ap.parse_args(argv)
     if args.run_dir and args.run_name:
         ap.error("give a run folder or --run-name, not both")
-    # interactive.NO_MEASURE_ENV: 08's static explorer shows, never measures
-    os.environ["CNNBENCH_NO_MEASURE"] = "1"
+    os.environ["CNNBENCH_NO_MEASURE"] = "1"  # interactive.NO_MEASURE_ENV: 08's static explorer never measures
     try:
-        with _signals_stop_the_run():
-            outputs, run_dir = _report_folders(args)
-            if run_dir:
-                _refuse_unreadable(run_dir, outputs)
-                _rebuild_run_report(run_dir)
-            return _rebuild_combined(outputs, run_dir)
-    except (_Refused, params_mod.ParamsError) as err:
-        print(f"cnnbench report: {err}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt as err:
-        return _stopped(err, "cnnbench report", "the reports were not rebuilt")
-    except Exception as err:  # noqa: BLE001 - one line, never a traceback
-        print(f"cnnbench report: {_describe(err)}", file=sys.stderr)
-        return 1
+        return _one_line("cnnbench report", "the reports were not rebuilt", _rebuild, args)
     finally:
         os.environ.pop("CNNBENCH_NO_MEASURE", None)
+
+
+def _rebuild(args) -> int:
+    outputs, run_dir = _report_folders(args)
+    if run_dir:
+        _refuse_unreadable(run_dir, outputs)
+        _rebuild_run_report(run_dir)
+    return _rebuild_combined(outputs, run_dir)
 
 
 class _Refused(ValueError):
@@ -728,27 +715,11 @@ def _rebuild_run_report(run_dir: Path) -> Path:
 
     with paths.RunLock(run_dir):
         done = {n.stem: n for n in (run_dir / "notebooks").glob("[0-9][0-9]_*.ipynb")}
-        kept = _analysis_kept(run_dir, [run_dir], f"cnnbench report: {run_dir.name}")
-        if not kept:
-            from cnnbench import run as run_mod
 
-            p, saved = _report_params(run_dir), (run_dir / run_mod.RESOLVED).read_bytes()
-            print(
-                f"cnnbench report: {run_dir.name}: {ANALYSIS} over the results on disk (nothing is measured)"
-            )
-            try:
-                with tempfile.TemporaryDirectory(prefix="cnnbench-report-") as tmp:
-                    resolved = run_mod.write_resolved(Path(tmp), p, run_dir / run_mod.RESOLVED, {})
-                    _fingerprint(run_dir, None)
-                    progress = Path(tmp) / "progress.log"
-                    done[ANALYSIS] = execute(
-                        resolved, {}, run_dir, [ANALYSIS], p.cell_timeout_s, progress=progress
-                    )[0]
-            finally:
-                results.atomic_write_text(run_dir / run_mod.RESOLVED, saved.decode())
+        with tempfile.TemporaryDirectory(prefix="cnnbench-report-") as tmp:  # the run's own files kept
+            who, p = f"cnnbench report: {run_dir.name}", lambda: _report_params(run_dir)
+            done[ANALYSIS] = _analysed(run_dir, [run_dir], who, Path(tmp), p, run_dir / "params.json", {})
         html = report.build_run_report(run_dir, [done[n] for n in sorted(done)])
-    if not kept:
-        _fingerprint(run_dir, [run_dir])
     (run_dir / STALE_REPORT).unlink(missing_ok=True)
     finished(run_dir)  # a run stopped with only 08 left is now whole
     print(f"cnnbench report: {html}")
@@ -788,16 +759,27 @@ def _analysis_current(folder: Path, read: list[Path], notebook: Path | None = No
         return False
 
 
-def _analysis_kept(folder: Path, read: list[Path], who: str) -> list[Path]:
-    """``folder``'s executed 08 when it is current (said in one line), else []."""
-    if not _analysis_current(folder, read):
-        return []
-    print(f"{who}: {ANALYSIS} kept: its results files and the workbook's code are unchanged since it ran")
-    return [folder / "notebooks" / f"{ANALYSIS}.ipynb"]
+def _analysed(
+    folder: Path, read: list[Path], who: str, into: Path, params, params_file: Path, overrides: dict
+):
+    """``folder``'s executed 08: kept where current, else executed again over ``read`` (nothing is measured) with
+    the parameters ``params()``, resolved into the folder ``into``."""
+    if _analysis_current(folder, read):
+        print(f"{who}: {ANALYSIS} kept: its results files and the workbook's code are unchanged since it ran")
+        return folder / "notebooks" / f"{ANALYSIS}.ipynb"
+    from cnnbench import run as run_mod  # imports torch: only where 08 runs
+
+    p = params()  # validated only here: seconds, with torch
+    print(f"{who}: {ANALYSIS} over the results on disk (nothing is measured)")
+    resolved = run_mod.write_resolved(into, p, params_file, overrides)
+    _fingerprint(folder, None)
+    executed = execute(resolved, {}, folder, [ANALYSIS], p.cell_timeout_s, progress=into / "progress.log")
+    _fingerprint(folder, read)
+    return executed[0]
 
 
 def _fingerprint(folder: Path, read: list[Path] | None, notebook: Path | None = None) -> None:
-    """08 just executed into ``folder`` over ``read``, for :func:`_analysis_kept`; None: about to be executed again,
+    """08 just executed into ``folder`` over ``read``, for :func:`_analysis_current`; None: about to be executed again,
     so no fingerprint says it is current until it finishes (a failed copy stays, for reading)."""
     path = (folder / "notebooks" / f"{ANALYSIS}.ipynb").with_suffix(FINGERPRINT)
     if read is None:

@@ -222,10 +222,10 @@ def rows(run_dir: str | Path, name: str) -> list[dict[str, str]]:
     return table(name).file(run_dir).current()
 
 
-def read(run_dir: str | Path, name: str, columns=()):
+def read(run_dir: str | Path, name: str):
     """The current rows of table ``name`` in ``run_dir`` as a pandas frame with every declared column (NA where
     the file lacks it; no rows when it is absent): the one reader of results, for notebooks and the analysis."""
-    return declared(frame(rows(run_dir, name), columns), name)
+    return declared(frame(rows(run_dir, name)), name)
 
 
 def declared(df, name: str):
