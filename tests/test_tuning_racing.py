@@ -100,6 +100,21 @@ def test_single_candidate_is_measured_once_or_reused():
     assert len(log) == 1 and race.trials[0].reused
 
 
+def test_no_candidates_is_a_race_with_no_winner():
+    """A stage left with nothing to race (no batch size fits, the guard passed none) ends without a winner."""
+    race = racing.successive_halving([], fake_evaluate({}, FakeClock(), []), budget_s=3, clock=FakeClock())
+    assert race.winner is None and race.trials == [] and not race.budget_exhausted
+
+
+def test_a_single_candidate_gets_the_whole_budget_as_its_window():
+    ticks = iter(range(100))
+    log = []
+    racing.successive_halving(
+        ["a"], fake_evaluate({"a": 5}, FakeClock(), log), budget_s=3, clock=lambda: next(ticks) * 1e-6
+    )
+    assert log == [("a", 0, 3)]
+
+
 def test_decay_batch_step_matches_timm():
     seq, bs = [], 1024
     while bs:

@@ -156,8 +156,10 @@ def successive_halving(
             on_trial(trial)
 
     exhausted = False
+    if not alive:
+        return Race(trials, None, 0)
     for rung in range(max(rungs, 1)):  # one candidate: measured once (unless known), in one rung
-        remaining = budget_s - (clock() - start)
+        remaining = budget_s - (clock() - start) if rung else budget_s
         if rung > 0 and remaining <= 0:
             exhausted = True
             break
