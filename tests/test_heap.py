@@ -132,3 +132,10 @@ def test_a_notebook_kernel_keeps_its_heap_from_the_moment_it_opens_the_run(tmp_p
         for h in ("keep", "system")
     }
     assert said == {"keep": heap.effective("keep"), "system": "system"}
+
+
+def test_without_the_resource_module_windows_the_heap_imports_and_counts_no_faults():
+    """Windows has no ``resource``: the engine imports heap, so heap must import there and say NaN."""
+    code = "import sys; sys.modules['resource'] = None\nfrom cnnbench import heap\nprint(heap.minor_faults())"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and out.stdout.strip() == "nan", out.stderr

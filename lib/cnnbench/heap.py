@@ -12,8 +12,8 @@ import contextlib
 import ctypes
 import ctypes.util
 import functools
+import math
 import platform
-import resource
 
 HEAPS = ("keep", "system")
 _M_TRIM_THRESHOLD, _M_MMAP_MAX = -1, -4  # glibc's malloc.h
@@ -70,7 +70,11 @@ def effective(policy: str) -> str:
 
 
 def minor_faults() -> float:
-    """This process's minor page faults so far (every thread)."""
+    """This process's minor page faults so far (every thread); NaN where there is no ``resource`` (Windows)."""
+    try:
+        import resource
+    except ImportError:
+        return math.nan
     return float(resource.getrusage(resource.RUSAGE_SELF).ru_minflt)
 
 
