@@ -8,7 +8,7 @@ import pytest
 import torch
 from torch import nn
 
-from cnnbench import devices, plots, roofline
+from cnnbench import devices, plots, results, roofline
 from cnnbench.measure import traffic
 from cnnbench.roofline import peaks
 
@@ -513,25 +513,29 @@ def test_matmul_calls_carry_enough_work(monkeypatch):
 
 
 def fake_peaks():
-    return pd.DataFrame(
-        [
-            {
-                "device_name": "dev",
-                "kind": "measured",
-                "precision": "fp32",
-                "peak_gflops": 100.0,
-                "bandwidth_gbs": 10.0,
-                "ridge_flop_per_byte": 10.0,
-            },
-            {
-                "device_name": "dev",
-                "kind": "spec",
-                "precision": "fp32",
-                "peak_gflops": 150.0,
-                "bandwidth_gbs": 20.0,
-                "ridge_flop_per_byte": 7.5,
-            },
-        ]
+    """Two roofs without memory levels, as the results layer reads them (level NA)."""
+    return results.schema.declared(
+        pd.DataFrame(
+            [
+                {
+                    "device_name": "dev",
+                    "kind": "measured",
+                    "precision": "fp32",
+                    "peak_gflops": 100.0,
+                    "bandwidth_gbs": 10.0,
+                    "ridge_flop_per_byte": 10.0,
+                },
+                {
+                    "device_name": "dev",
+                    "kind": "spec",
+                    "precision": "fp32",
+                    "peak_gflops": 150.0,
+                    "bandwidth_gbs": 20.0,
+                    "ridge_flop_per_byte": 7.5,
+                },
+            ]
+        ),
+        "device_peaks",
     )
 
 

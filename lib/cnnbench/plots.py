@@ -291,7 +291,7 @@ def _roofs(ax, peaks: pd.DataFrame, x) -> None:
     (main memory black, solid when measured, dashed from a spec sheet; cache levels dotted grey), and each compute
     roof once, flat from the leftmost ridge on it (precisions with one roof share it), its main-memory ridge
     marked."""
-    peaks = peaks.assign(level=peaks.level.fillna("dram") if "level" in peaks else "dram")
+    peaks = peaks.assign(level=peaks.level.fillna("dram"))
     main = peaks.level.isin(["dram", "hbm"])
     slopes = peaks[peaks.bandwidth_gbs.notna()].groupby(["kind", "level", "bandwidth_gbs"], sort=False)
     slopes = slopes.peak_gflops.max().reset_index().sort_values("bandwidth_gbs", ascending=False)
