@@ -246,7 +246,7 @@ def test_a_sweep_drawn_without_knees_promises_no_circle():
     no knees)."""
     import pandas as pd
 
-    from cnnbench import plots
+    from cnnbench import plots, results
 
     df = pd.DataFrame(
         {
@@ -260,6 +260,7 @@ def test_a_sweep_drawn_without_knees_promises_no_circle():
             "peak_rss_mib": [100.0, 120.0],
         }
     )
+    df = results.schema.declared(df, "batch_sweep")  # as read: no device memory (NA)
     assert "circle" not in plots.batch_sweep(df).axes[0].get_title()
     knees = pd.DataFrame({"model": ["m"], "phase": ["train"], "knee_batch_size": [64]})
     assert "circle" in plots.batch_sweep(df, knees).axes[0].get_title()

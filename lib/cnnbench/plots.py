@@ -246,7 +246,7 @@ def batch_sweep(df: pd.DataFrame, knees: pd.DataFrame | None = None, path: str |
         return None
     fig, axes = subplots(1, 3, figsize=(16, 4))
     mems = ("peak_device_mem_mib", "peak_rss_mib")
-    mem_col = next((c for c in mems if df.get(c, pd.Series(dtype=float)).notna().any()), "peak_rss_mib")
+    mem_col = next((c for c in mems if df[c].notna().any()), "peak_rss_mib")
     for (model, phase), g in df.groupby(["model", "phase"]):
         g = g.sort_values("batch_size")
         ok = g[g.status == "ok"]
@@ -256,8 +256,7 @@ def batch_sweep(df: pd.DataFrame, knees: pd.DataFrame | None = None, path: str |
         )
         color = line[0].get_color()
         axes[1].plot(ok.batch_size, ok.achieved_gflops, marker="o", color=color, label=label)
-        if mem_col in ok:
-            axes[2].plot(ok.batch_size, ok[mem_col], marker="o", color=color, label=label)
+        axes[2].plot(ok.batch_size, ok[mem_col], marker="o", color=color, label=label)
         for status, marker in (("oom", "x"), ("unstable", "^"), ("error", "s")):
             bad = g[g.status == status]
             if len(bad):
