@@ -56,7 +56,7 @@ def test_tuning_default_confirmation_is_compared_with_scenario_a():
     a = rows([("resnet50", 128, 41.2, 8.0)])
     tuning = rows([("resnet50", 128, 48.6, 5.9)], stage="confirm", role="default")
     tuning = pd.concat([tuning, rows([("resnet50", 64, 58.2, 0.3)], stage="confirm", role="candidate")])
-    pairs = reproducibility.repeated(a, pd.DataFrame(), tuning)
+    pairs = reproducibility.repeated(a, results.schema.declared(pd.DataFrame(), "batch_sweep"), tuning)
     assert list(pairs.second) == ["tuning (default)"] and bool(pairs.agree.iloc[0])
 
 
@@ -137,7 +137,9 @@ def test_06s_unsplit_step_is_compared_with_the_same_configuration_measured_elsew
     sweep = pd.concat(
         [rows([("resnet18", 16, 98.0, 3.0)], data_mode="loader"), rows([("resnet18", 16, 130.0, 3.0)])]
     )  # device mode: not the same pipeline
-    pairs = reproducibility.repeated(pd.DataFrame(), sweep, None, phases)
+    pairs = reproducibility.repeated(
+        results.schema.declared(pd.DataFrame(), "scenario_a"), sweep, None, phases
+    )
     assert len(pairs) == 1
     p = pairs.iloc[0]
     assert p.second == "step phases (unsplit step)" and p.rate_first_img_s == 98.0

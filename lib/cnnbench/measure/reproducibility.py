@@ -31,7 +31,7 @@ def measured_here(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def _ok(df: pd.DataFrame, source: str) -> pd.DataFrame:
-    if df is None or df.empty or "status" not in df:
+    if df is None:
         return pd.DataFrame()
     df = measured_here(df)
     return knobs.columns(df[df.status.astype(str) == "ok"]).assign(source=source)
@@ -78,7 +78,7 @@ def _pair(r: dict) -> dict:
     diff = rb - ra
     combined = math.hypot(ca, cb) if math.isfinite(ca) and math.isfinite(cb) else math.nan
     return {
-        "run_name": r.get("run_name", ""),
+        "run_name": r["run_name"],
         "model": r["model"],
         "phase": r["phase"],
         "batch_size": int(r["batch_size"]),
@@ -132,13 +132,11 @@ def agreement_sentence(pairs: pd.DataFrame) -> str:
 
 def machine_summary(*tables: pd.DataFrame) -> pd.DataFrame:
     """Per run: how many measured configurations found the machine busy, and the worst figures seen."""
-    read = [measured_here(t) for t in tables if t is not None and len(t) and "machine_state" in t]
+    read = [measured_here(t) for t in tables if len(t)]
     rows = pd.concat(read, ignore_index=True) if read else pd.DataFrame()
     if rows.empty:
         columns = "run_name configurations busy steal_max_pct other_cpu_max_pct process_cv_median_pct verdict"
         return pd.DataFrame(columns=columns.split())
-    if "run_name" not in rows:
-        rows["run_name"] = ""
     out = []
     for run, g in rows.groupby("run_name"):
         busy = int((g.machine_state.astype(str) == "busy").sum())
