@@ -45,7 +45,9 @@ def test_a_point_above_the_roof_of_a_peaks_table_without_levels_is_placed_agains
     measured = pd.DataFrame(
         [{**config, "status": "ok", "device_name": "cpu0", "memory_format": "nchw", "achieved_gflops": 50.0}]
     )
-    intensity = pd.DataFrame([{**config, "intensity_flop_per_byte": 1.0}])  # no byte count: no level known
+    intensity = pd.DataFrame(
+        [{**config, "intensity_flop_per_byte": 1.0, "gbytes": float("nan")}]
+    )  # no level known
     (point,) = roofline.place(measured, intensity, peaks, "scenario_a").to_dict("records")
     assert point["level"] == "dram" and point["attainable_gflops"] == 10.0
     assert point["above_roof"] and "above the dram roof 10 GB/s" in point["above_roof_reason"]

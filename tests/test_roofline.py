@@ -565,6 +565,7 @@ def test_attainable_and_placement():
                 "image_size": 32,
                 "precision": "bf16",
                 "intensity_flop_per_byte": 2.0,
+                "gbytes": float("nan"),  # no byte count: no level known, the DRAM roof applies
             }
         ]
     )

@@ -104,8 +104,6 @@ def place(results: pd.DataFrame, intensities: pd.DataFrame, peaks: pd.DataFrame,
     ok = results[results.status == "ok"]
     if ok.empty or intensities.empty:
         return pd.DataFrame()
-    if "gbytes" not in intensities:  # no byte count: no level known, the DRAM roof applies
-        intensities = intensities.assign(gbytes=float("nan"))
     merged = ok.merge(intensities[[*_KEYS, "intensity_flop_per_byte", "gbytes"]], on=_KEYS)
     merged = merged.assign(source=source, working_set=merged.gbytes * 1e9)
     return _points(merged.assign(device_kind=merged.get("device_kind")), _IDENT, _Roofs(peaks))
