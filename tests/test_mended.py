@@ -43,7 +43,16 @@ def test_a_point_above_the_roof_of_a_peaks_table_without_levels_is_placed_agains
     )
     config = {"model": "m", "phase": "train", "batch_size": 8, "image_size": 32, "precision": "fp32"}
     measured = pd.DataFrame(
-        [{**config, "status": "ok", "device_name": "cpu0", "memory_format": "nchw", "achieved_gflops": 50.0}]
+        [
+            {
+                **config,
+                "status": "ok",
+                "device_name": "cpu0",
+                "device_kind": "cpu",
+                "memory_format": "nchw",
+                "achieved_gflops": 50.0,
+            }
+        ]
     )
     intensity = pd.DataFrame(
         [{**config, "intensity_flop_per_byte": 1.0, "gbytes": float("nan")}]

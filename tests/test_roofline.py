@@ -546,6 +546,7 @@ def test_attainable_and_placement():
             {
                 "status": "ok",
                 "device_name": "dev",
+                "device_kind": "cpu",  # a key column of every measured row
                 "model": "m",
                 "phase": "train",
                 "batch_size": 8,
@@ -650,6 +651,7 @@ def test_points_carry_what_every_level_would_allow():
             {
                 "status": "ok",
                 "device_name": "dev",
+                "device_kind": "cpu",  # a key column of every measured row
                 "model": "m",
                 "phase": "train",
                 "batch_size": 8,
@@ -693,6 +695,7 @@ def test_step_points_use_the_step_bytes_as_working_set():
             {
                 "status": "ok",
                 "device_name": "dev",
+                "device_kind": "cpu",  # a key column of every measured row
                 "model": "m",
                 "phase": "train",
                 "batch_size": 8,

@@ -106,7 +106,7 @@ def place(results: pd.DataFrame, intensities: pd.DataFrame, peaks: pd.DataFrame,
         return pd.DataFrame()
     merged = ok.merge(intensities[[*_KEYS, "intensity_flop_per_byte", "gbytes"]], on=_KEYS)
     merged = merged.assign(source=source, working_set=merged.gbytes * 1e9)
-    return _points(merged.assign(device_kind=merged.get("device_kind")), _IDENT, _Roofs(peaks))
+    return _points(merged, _IDENT, _Roofs(peaks))
 
 
 _IDENT = "source device_name device_kind model phase batch_size precision memory_format".split()
@@ -324,7 +324,7 @@ def layer_points(layers: pd.DataFrame, peaks: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame()
     roofs = _Roofs(peaks)
     dram = roofs.dram("fp32")  # its device names every layer's row
-    layers = layers.assign(source="layer", device_name=dram.device_name, device_kind=dram.get("device_kind"))
+    layers = layers.assign(source="layer", device_name=dram.device_name, device_kind=dram.device_kind)
     sets = layers.bytes / layers.calls_per_step.clip(lower=1e-9)  # one call's bytes must fit in the level
     return _points(layers.assign(precision="fp32", working_set=sets), [*_IDENT[:-1], "layer", "op"], roofs)
 
