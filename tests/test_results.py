@@ -87,6 +87,25 @@ def test_result_files_get_normal_permissions(tmp_path):
     assert (tmp_path / "p.json").stat().st_mode & 0o777 == 0o644
 
 
+def test_writing_a_file_never_changes_the_process_umask(tmp_path, monkeypatch):
+    """Setting the umask to learn it races with every other thread creating a file: writers leave it alone."""
+    import os
+
+    from cnnbench import paths
+
+    old = os.umask(0o027)
+    try:
+        monkeypatch.setattr(os, "umask", lambda *a: pytest.fail("the process umask was changed"))
+        with paths.replacing(tmp_path / "r.csv") as f:
+            f.write(b"x")
+        paths.open_own(tmp_path / "own.log").close()
+    finally:
+        monkeypatch.undo()
+        os.umask(old)
+    assert (tmp_path / "r.csv").stat().st_mode & 0o777 == 0o640
+    assert (tmp_path / "own.log").stat().st_mode & 0o777 == 0o640
+
+
 def test_extend_replaces_a_whole_group(tmp_path):
     f = results.ResultsFile(tmp_path / "s.csv", key=["model", "step"])
     f.extend([{"model": "a", "step": i} for i in range(3)] + [{"model": "b", "step": 0}], group=["model"])
