@@ -201,6 +201,7 @@ KNOBS: dict[str, Knob] = {
             128,
             "images per step",
             low=1,
+            high=1 << 16,
             label=lambda v: f"bs{v}",
             always=True,
             stage="batch_size",
@@ -268,22 +269,15 @@ def variant_only() -> tuple[str, ...]:
     return tuple(k for k, knob in KNOBS.items() if not knob.run_wide)
 
 
-class Setting(Mapping):
-    """A value for every knob, immutable and hashable (a configuration's knobs, a candidate of 07's search).
+class Setting(dict):
+    """A value for every knob, hashable (a configuration's knobs, a candidate of 07's search): not to be changed.
     ``setting.precision`` reads a knob; ``setting.with_(batch_size=64)`` is another setting."""
-
-    __slots__ = ("_values",)
 
     def __init__(self, values: Mapping[str, Any] | None = None, **more):
         given = {**(values or {}), **more}
         if unknown := [k for k in given if k not in KNOBS]:
             raise KeyError(f"unknown knob {unknown[0]!r}; knobs: {', '.join(KNOBS)}")
-        self._values = tuple(
-            (k, KNOBS[k].read(given[k]) if k in given else v.default) for k, v in KNOBS.items()
-        )
-
-    def __getitem__(self, name: str) -> Any:
-        return dict(self._values)[name]
+        super().__init__((k, v.read(given[k]) if k in given else v.default) for k, v in KNOBS.items())
 
     def __getattr__(self, name: str) -> Any:
         try:
@@ -291,26 +285,14 @@ class Setting(Mapping):
         except KeyError:
             raise AttributeError(name) from None
 
-    def __iter__(self):
-        return (k for k, _ in self._values)
-
-    def __len__(self) -> int:
-        return len(self._values)
-
     def __hash__(self) -> int:
-        return hash(self._values)
-
-    def __eq__(self, other) -> bool:
-        return isinstance(other, Setting) and self._values == other._values
+        return hash(tuple(self.items()))
 
     def __repr__(self) -> str:
-        return f"Setting({', '.join(f'{k}={v!r}' for k, v in self._values)})"
-
-    def __reduce__(self):
-        return (Setting, (dict(self._values),))
+        return f"Setting({', '.join(f'{k}={v!r}' for k, v in self.items())})"
 
     def with_(self, **changes) -> Setting:
-        return Setting({**dict(self._values), **changes})
+        return Setting({**self, **changes})
 
     @property
     def label(self) -> str:
@@ -319,7 +301,7 @@ class Setting(Mapping):
     @property
     def numerics(self) -> tuple:
         """The values of the knobs that change the arithmetic (the correctness guard's key)."""
-        return tuple(v for k, v in self._values if KNOBS[k].numerics)
+        return tuple(v for k, v in self.items() if KNOBS[k].numerics)
 
 
 def label(setting: Mapping[str, Any], only: Iterable[str] | None = None) -> str:

@@ -45,11 +45,11 @@ SCRATCH_BACKENDS = {
     "torch_mps": "mps",
 }
 SCRATCH_MODELS = ("mnist_cnn", "mlp")
-# The size caps, checked before any work so that nothing overflows, hangs or fills memory in a notebook: a params
-# file (a few KiB) of at most 1 MiB, expanding to at most 10,000 YAML values; a quoted value cut to 80 characters
-MAX_PARAMS_BYTES, MAX_YAML_NODES, MAX_YAML_DEPTH, MAX_QUOTED = 1 << 20, 10_000, 50, 80
+# The size cap: a params file (a few KiB) of at most 1 MiB, without aliases, so its values are no more than its
+# bytes; every number is bounded on its key (In), a quoted value cut to 80 characters
+MAX_PARAMS_BYTES, MAX_QUOTED = 1 << 20, 80
 MAX_INT = 2**63 - 1  # every integer key fits a C int64 (torch's sizes and counts)
-MEMORY_SHARE = 0.5  # of the machine's memory, what one buffer a key sizes may take (the rest: OS, torch, run)
+BATCH_MAX = KNOBS["batch_size"].high  # images in one step
 THREADS_PER_CPU = 4  # at most 4 threads or processes per logical CPU (above one is oversubscribed: a warning)
 
 
@@ -63,11 +63,9 @@ class ParamsError(ValueError):
 
 def _show(value: Any, limit: int = MAX_QUOTED) -> str:
     """``value`` as a message quotes it: its repr cut to ``limit`` characters with the full length said."""
-    if isinstance(value, int) and value.bit_length() > 64:
-        return f"an integer of {value.bit_length()} bits"
     try:
         text = repr(value)
-    except ValueError:  # an int past Python's 4300-digit repr limit inside a list
+    except ValueError:  # an int past Python's 4300-digit repr limit
         text = f"<a {type(value).__name__}>"
     return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
 
@@ -86,35 +84,28 @@ def safe_name_error(name: str) -> str | None:
 
 
 def _suggest(name: str, valid: typing.Sequence[str], what: str) -> str:
-    """ "did you mean x, y?" and, for a long list, a count instead of every name."""
+    """ "did you mean x, y?" and the first valid names."""
     close = difflib.get_close_matches(str(name)[:200], valid, n=3, cutoff=0.6)
     hint = f"did you mean {', '.join(close)}? " if close else ""
-    if len(valid) <= 12:
-        return f"{hint}valid {what}: {', '.join(valid)}"
-    return f"{hint}{len(valid)} valid {what}, e.g. {', '.join(valid[:6])}, ..."
+    return f"{hint}valid {what}: {', '.join(valid[:8])}{', ...' if len(valid) > 8 else ''}"
 
 
 # --- what a key's type declares beside it (``Annotated[int, In(1, 1000, "a thousand")]``), checked by _problem
 @dataclass(frozen=True)
 class In:
-    """A number's bounds: at least ``lo`` (``gt``: above), at most ``hi`` (``why``: why); ``said``: its message."""
+    """A number from ``lo`` (``gt``: above it) to ``hi``, ``why`` saying why not more."""
 
-    lo: float = -math.inf
-    hi: float = math.inf
+    lo: float
+    hi: float = MAX_INT
     why: str = ""
     gt: bool = False
-    said: str = ""
 
     def problem(self, v: float) -> str:
-        low = v < self.lo or (self.gt and v == self.lo)
-        if self.said and (low or v > self.hi):
-            return f"{self.said}, got {v}"
-        if low:
-            least = "positive" if self.gt and self.lo == 0 else f">= {self.lo}"
-            least = "a positive integer" if isinstance(v, int) and least in ("positive", ">= 1") else least
-            return f"must be {least}, got {v}"
-        why = f" ({self.why})" if self.why else ""
-        return f"must be at most {self.hi:,}{why}, got {_show(v)}" if v > self.hi else ""
+        if self.lo < v <= self.hi or (v == self.lo and not self.gt):
+            return ""
+        most = f" and at most {self.hi:,}" + (f" ({self.why})" if self.why else "")
+        most = most if self.hi < MAX_INT or v > self.hi else ""
+        return f"must be {'>' if self.gt else '>='} {self.lo}{most}, got {_show(v)}"
 
 
 @dataclass(frozen=True)
@@ -168,11 +159,9 @@ Counts = Annotated[int, In(1, 1000, "a thousand")]
 Steps = Annotated[int, In(0, 10**6, "a million steps")]
 AtLeastOneStep = Annotated[int, In(1, 10**6, "a million steps")]
 Epochs = Annotated[int, In(1, 10**4, "ten thousand epochs")]
+# a batch past the device's memory is an out-of-memory row; past this, a mistake
+Batch, MaybeBatch = Annotated[int, In(1, BATCH_MAX, "images")], Annotated[int, In(0, BATCH_MAX, "images")]
 Phases = Annotated[list[Annotated[str, Names(PHASES)]], Filled()]
-# psutil's CPU counters tick every 10 ms: a sampler looping faster competes with the measured work
-TELEMETRY_BOUNDS = (
-    "must be at least 0.01 s (the sampler would compete with the measured work) and at most 10 s"
-)
 
 
 @dataclass(frozen=True)
@@ -197,7 +186,7 @@ class _Keys:
     data_path: str = ""  # root folder of a real dataset (required unless dataset is synthetic)
     download: bool = False  # download the dataset into data_path if it is missing (public datasets only)
     # per-model batch size overriding batch_size (seed 000 ran SqueezeNet at 64, seed 001 MNIST at 512)
-    batch_size_per_model: dict[Model, PositiveInt] = _given({"squeezenet1_1": 64, "mnist_cnn": 512})
+    batch_size_per_model: dict[Model, Batch] = _given({"squeezenet1_1": 64, "mnist_cnn": 512})
     # --- measurement protocol
     phases: Phases = _given(["train", "eval"])  # which steps to time
     warmup_steps: Steps = 10  # steps run before the clock starts (seed 003 used 10)
@@ -224,21 +213,24 @@ class _Keys:
     momentum: NonNegativeFloat = 0.9  # SGD momentum
     epoch_mode: bool = False  # also time full train and validation epochs over the dataset (seed 000)
     max_batches: Steps = 0  # batches per epoch in epoch mode; 0 = the whole dataset
-    synthetic_images: PositiveInt = 2048  # images in the synthetic dataset (loader mode and epochs)
+    synthetic_images: Annotated[int, In(1, 10**6, "a million")] = (
+        2048  # images in the synthetic dataset (loader mode and epochs)
+    )
     # sampling period of CPU/GPU utilisation during measured windows
-    telemetry_interval_s: Annotated[float, In(0.01, 10, said=TELEMETRY_BOUNDS)] = 0.1
+    # (psutil's CPU counters tick every 10 ms: a sampler looping faster competes with the measured work)
+    telemetry_interval_s: Annotated[float, In(0.01, 10, "seconds")] = 0.1
     # each configuration in a fresh worker process: its own memory peak, a crash is a row
     isolate: bool = True
     # --- batch-size sweep (03)
-    sweep: dict[Model, Annotated[list[PositiveInt], Filled()]] = _given(  # model -> batch sizes
+    sweep: dict[Model, Annotated[list[Batch], Filled()]] = _given(  # model -> batch sizes
         {"squeezenet1_1": [32, 64, 128, 256, 512], "resnet50": [32, 64, 128]}
     )
     # --- roofline (04)
     peak_repeats: Counts = 5  # repetitions of each peak micro-benchmark (the best one is kept)
     # square matmul size for the compute roof; 0 = by device (CUDA 8192, MPS 4096, CPU 2048)
-    matmul_size: NonNegativeInt = 0
+    matmul_size: Annotated[int, In(0, 1 << 15, "three fp32 matrices of 4 GiB")] = 0
     # DRAM working set of the bandwidth sweep is 2 x this (MiB), at least 4x the last cache
-    stream_mb: PositiveInt = 512
+    stream_mb: Annotated[int, In(1, 1 << 15, "32 GiB")] = 512
     layer_top_k: PositiveInt = 10  # layers shown on the per-layer roofline, by time
     # --- from-scratch backends (05, seeds 001 and 004): keys of cnnbench.scratch go here
     # backends 05 runs: numpy numba_cpu numba_cuda cupy torch_cpu torch_cuda torch_mps (absent -> unavailable)
@@ -252,7 +244,7 @@ class _Keys:
     scratch_train_images: NonNegativeInt = 0  # training images used by 05; 0 = all (60,000, as MNIST)
     scratch_test_images: NonNegativeInt = 0  # test images used by 05; 0 = all (10,000, as MNIST)
     scratch_epochs: Epochs = 10  # CNN training epochs per backend (seed 001: 10)
-    scratch_batch_size: PositiveInt = 512  # CNN batch size (seed 001: 512); the last partial batch is dropped
+    scratch_batch_size: Batch = 512  # CNN batch size (seed 001: 512); the last partial batch is dropped
     scratch_lr: PositiveFloat = 0.01  # CNN SGD learning rate (seed 001: 0.01)
     scratch_momentum: NonNegativeFloat = 0.9  # CNN SGD momentum (seed 001: 0.9)
     # MLP full-batch gradient steps over the training images (seed 004: 500)
@@ -277,13 +269,13 @@ class _Keys:
     transfer_data_path: str = ""
     transfer_image_size: PositiveInt = 224  # fine-tuning resolution in pixels (seed 002: 224)
     transfer_lrs: Annotated[  # learning rates of the grid
-        list[Annotated[float, In(0, gt=True, said="must hold positive learning rates")]], Filled()
+        list[Annotated[float, In(0, gt=True)]], Filled()
     ] = _given([0.003, 0.03])
     # batch sizes of the grid
-    transfer_batch_sizes: Annotated[list[PositiveInt], Filled()] = _given([64, 128])
+    transfer_batch_sizes: Annotated[list[Batch], Filled()] = _given([64, 128])
     transfer_epochs: Epochs = 20  # epochs per grid point (seed 002: 20)
     # validation accuracy whose time to reach is reported (0..1)
-    transfer_target_accuracy: Annotated[float, In(0, 1, gt=True, said="must be in (0, 1]")] = 0.9
+    transfer_target_accuracy: Annotated[float, In(0, 1, gt=True)] = 0.9
     transfer_train_images: NonNegativeInt = 0  # training images used; 0 = all (synthetic: 512)
     transfer_val_images: NonNegativeInt = 0  # validation images used; 0 = all (synthetic: 128)
     transfer_freeze_backbone: bool = False  # train only the new head (false: fine-tune every layer)
@@ -298,11 +290,11 @@ class _Keys:
     # within +-2%; at or below phase_window_s: none
     phase_max_s: Annotated[float, In(0, 3600, "an hour")] = 30.0
     # batch size of the phase breakdown; 0 = the model's batch size in Scenario A
-    phase_batch_size: NonNegativeInt = 0
+    phase_batch_size: MaybeBatch = 0
     # models traced by torch.profiler in seed 002's fine-tuning step (optimizer, first of transfer_lrs, transfer_image_size, 2-class head)
     profile_models: list[Model] = _given(["densenet121"])
     # batch size of the profiled fine-tuning steps; 0 = the first of transfer_batch_sizes
-    profile_batch_size: NonNegativeInt = 0
+    profile_batch_size: MaybeBatch = 0
     profile_steps: AtLeastOneStep = 3  # training steps recorded in each profiler trace (after 1 warm-up step)
     profile_top_k: PositiveInt = 15  # operators listed per pass (forward, backward, optimizer) by self time
     scaling_model: Model = "resnet18"  # model of the DistributedDataParallel scaling run
@@ -310,7 +302,7 @@ class _Keys:
         list[Annotated[int, In(1, MAX_THREADS, "no machine has more CPUs")]], Filled()
     ] = _given([1, 2])
     # per-device batch size of the scaling run (fixed as devices are added)
-    scaling_batch_size: PositiveInt = 32
+    scaling_batch_size: Batch = 32
     scaling_steps: AtLeastOneStep = 10  # measured steps per window of the scaling run (warmup_steps first)
     scaling_repeats: Counts = 3  # measured windows per world size (one launch each): its rate's interval
     # torch.distributed backend: auto (nccl on CUDA, else gloo) | gloo | nccl
@@ -322,15 +314,15 @@ class _Keys:
     # racing time per model and phase, seconds (guard and confirmation come on top)
     tune_budget_s: Budget = 60.0
     # successive halving keeps the best 1/tune_eta of the configurations at each rung
-    tune_eta: Annotated[int, In(2, said="must be at least 2")] = 2
+    tune_eta: Annotated[int, In(2)] = 2
     # precisions searched where the device supports them natively (the rest are skipped with the reason)
     tune_precisions: list[Annotated[str, Names(PRECISIONS)]] = _given(list(PRECISIONS))
     # torch.compile modes searched where supported (reduce-overhead = CUDA graphs, CUDA only)
     tune_compile_modes: list[Annotated[str, Names(COMPILE_MODES)]] = _given(list(COMPILE_MODES))
     # smallest batch size searched (powers of two up to tune_max_batch_size)
-    tune_min_batch_size: PositiveInt = 32
+    tune_min_batch_size: Batch = 32
     # largest batch size tried; out of memory backs off from it as timm does
-    tune_max_batch_size: PositiveInt = 512
+    tune_max_batch_size: Batch = 512
     # best configurations of the race re-measured with the full protocol, beside the default
     tune_confirm_top: Counts = 2
     tune_confirm_window_s: Seconds = 3.0  # length of each confirmation window (repeats windows), seconds
@@ -340,7 +332,7 @@ class _Keys:
     tune_guard_budget_s: Budget = 300.0
     # training steps from the same initialisation whose loss the correctness guard compares
     tune_guard_steps: AtLeastOneStep = 8
-    tune_guard_batch_size: PositiveInt = 8  # batch size of the correctness guard's steps
+    tune_guard_batch_size: Batch = 8  # batch size of the correctness guard's steps
     # largest gap of the guard's last loss from fp32 eager's, as a share of its loss decrease
     tune_guard_tolerance: PositiveFloat = 0.10
 
@@ -434,8 +426,6 @@ def _problem(key: str, value: Any, tp: Any, path: str = "") -> str:
         if not math.isfinite(number):
             return f"key '{key}' must be a finite number, got {_show(value)}"
         value = number
-    if base is int and abs(value) > MAX_INT:
-        return f"key '{key}' must be within +-(2**63-1), got {_show(value)}"
     inner = enumerate(value) if base is list else value.items() if base is dict and args else ()
     for k, v in inner:
         if base is dict:
@@ -444,9 +434,9 @@ def _problem(key: str, value: Any, tp: Any, path: str = "") -> str:
             why = _problem(key, v, args[0], f"{path}[{k}]")
         if why:
             return why
-    twice = next((v for i, v in enumerate(value) if v in value[:i]), None) if base is list else None
-    if twice is not None and key != "variants":  # two identical variants: an A/A measurement
-        return f"key '{key}' names {_show(twice)} twice: measured once, list it once"
+    if base is list and key != "variants":  # two identical variants: an A/A measurement
+        if twice := [v for v, n in collections.Counter(value).items() if n > 1]:
+            return f"key '{key}' names {_show(twice[0])} twice: measured once, list it once"
     return next((f"key '{key}' {why}" for m in meta if (why := m.problem(value))), "")
 
 
@@ -454,40 +444,6 @@ def _first(problems: typing.Iterable[Any]) -> None:
     """Raise the first problem of ``problems`` ("" and False are none)."""
     if why := next(filter(None, problems), ""):
         raise ParamsError(why)
-
-
-def _leaves(key: str, value: Any) -> list[tuple[str, Any]]:
-    """(path, number) of each number in ``value``: ``sweep.resnet50`` once for each of its batch sizes."""
-    if isinstance(value, dict):
-        return [leaf for k, v in value.items() for leaf in _leaves(f"{key}.{k}", v)]
-    return [(key, v) for v in value] if isinstance(value, list) else [(key, value)]
-
-
-def _machine_bounds(p: Params) -> typing.Iterator[str]:
-    """Each value past this machine's bound: MEMORY_SHARE of its memory, THREADS_PER_CPU x its CPUs."""
-    import psutil
-
-    total, cpus = psutil.virtual_memory().total, os.cpu_count() or 1
-    room, share = MEMORY_SHARE * total, f"{MEMORY_SHARE:.0%} of this machine's {total / 2**30:.1f} GiB"
-
-    def batch(side: int) -> tuple[int, str]:
-        return int(room / 12 / side**2), f"a batch of {side} px fp32 images takes {share}"
-
-    image, transfer = batch(p.image_size), batch(max(p.image_size, p.transfer_image_size))
-    cores = (THREADS_PER_CPU * cpus, f"{THREADS_PER_CPU} x the {cpus} logical CPUs here")
-    bounds = {
-        "matmul_size": (int((room / 12) ** 0.5), f"three such fp32 matrices take {share}"),
-        "stream_mb": (int(room / 2**21), f"twice that, the sweep's buffer, takes {share}"),
-        "synthetic_images": (int(room / 3 / p.image_size**2), f"they take {share}"),
-        **dict.fromkeys(["batch_size", "tune_max_batch_size", "tune_guard_batch_size"], image),
-        **dict.fromkeys(["scaling_batch_size", "batch_size_per_model", "sweep"], image),
-        **dict.fromkeys(["transfer_batch_sizes", "phase_batch_size", "profile_batch_size"], transfer),
-        "scratch_batch_size": batch(28),
-        **dict.fromkeys(["threads", "workers", "scaling_world_sizes"], cores),
-    }
-    for key, (bound, why) in bounds.items():
-        for where, value in _leaves(key, getattr(p, key)):
-            yield value > bound and f"key '{where}' must be at most {bound:,} ({why}), got {_show(value)}"
 
 
 def validate(
@@ -511,14 +467,14 @@ def validate(
     )
     try:
         return _validated({**raw, **keys}, check_device)
-    except ParamsError as err:  # a problem naming its key: said by the source that set the key
-        rest = str(err).replace("'variants[0].", "'") if variant else str(err)
-        key = found.group(1) if (found := re.search(r"key '([A-Za-z_0-9]+)", rest)) else ""
-        label = (override_names or {}).get(key) if key in overrides else None
-        if label and rest.startswith(f"key '{key}'"):
-            raise ParamsError(f"{label}{rest.removeprefix(f'key {key!r}')}") from None
-        ours = key in overrides or any(re.search(rf"(?<!\w){re.escape(k)}(?!\w)", rest) for k in overrides)
-        raise ParamsError(f"{label or overrides_src} {rest}" if ours else f"{src}: {err}") from None
+    except ParamsError as err:  # said by the source of the first key it names that overrides set, else src
+        why = str(err).replace("'variants[0].", "'") if variant else str(err)
+        ours = sorted((m.start(), k) for k in overrides if (m := re.search(rf"\b{re.escape(k)}\b", why)))
+        if not ours:
+            raise ParamsError(f"{src}: {err}") from None
+        key, label = ours[0][1], (override_names or {}).get(ours[0][1])
+        why = f"{label}{why.removeprefix(f'key {key!r}')}" if label else f"{overrides_src} {why}"
+        raise ParamsError(why) from None
 
 
 def _validated(raw: dict[str, Any], check_device: bool) -> Params:
@@ -549,7 +505,11 @@ def _problems(p: Params, check_device: bool) -> typing.Iterator[str]:
     from cnnbench.models import spec
 
     yield p.run_name and (why := safe_name_error(p.run_name)) and f"key 'run_name': {why}"
-    yield from _machine_bounds(p) if check_device else ()
+    cpus = os.cpu_count() or 1
+    for key in ("threads", "workers", "scaling_world_sizes") if check_device else ():
+        most = max(v) if isinstance(v := getattr(p, key), list) else v
+        bound = f"at most {THREADS_PER_CPU * cpus} ({THREADS_PER_CPU} x the {cpus} logical CPUs here)"
+        yield most > THREADS_PER_CPU * cpus and f"key '{key}' must be {bound}, got {most}"
     for key, name in [("device", p.device), *(("transfer_devices", d) for d in p.transfer_devices)]:
         if devices.ONE_DEVICE.fullmatch(name.strip().lower()):
             yield f"key '{key}' is {_show(name)}: the {name[:3].upper()} has no index; use {name[:3]}"
@@ -820,70 +780,40 @@ def scratch_data_problem(p: Params, absent_ok: bool = False) -> str:
 
 
 class _ParamsLoader(yaml.SafeLoader):
-    """PyYAML's safe loader refusing a repeated key, a recursive alias and a document past the size caps."""
+    """PyYAML's safe loader refusing an alias (a document is no larger than its bytes) and a repeated key."""
 
-    def construct_document(self, node):
-        self._size(node, {}, set(), 0)
-        return super().construct_document(node)
+    def compose_node(self, parent, index):
+        if self.check_event(yaml.AliasEvent):
+            line = self.peek_event().start_mark.line + 1
+            raise ParamsError(f"line {line} uses an alias (*name): write the value out instead")
+        return super().compose_node(parent, index)
 
-    def _size(self, node, sizes: dict[int, int], open_: set[int], depth: int) -> int:
-        if id(node) in sizes:
-            return sizes[id(node)]
-        where = f"the value at line {node.start_mark.line + 1}"
-        if id(node) in open_:
-            raise ParamsError(f"{where} refers to itself (a recursive alias)")
-        if depth > MAX_YAML_DEPTH:
-            raise ParamsError(f"{where} is nested deeper than {MAX_YAML_DEPTH} levels")
-        open_.add(id(node))
-        size, children = 1, node.value if isinstance(node, yaml.SequenceNode) else ()
-        if isinstance(node, yaml.MappingNode):
-            self._no_duplicates(node)
-            children = (c for pair in node.value for c in pair)
-        for child in children:
-            size += self._size(child, sizes, open_, depth + 1)
-            if size > MAX_YAML_NODES:
-                raise ParamsError(
-                    f"{where} expands to more than {MAX_YAML_NODES} values (aliases counted each use)"
-                )
-        open_.discard(id(node))
-        sizes[id(node)] = size
-        return size
-
-    def _no_duplicates(self, node) -> None:
+    def construct_mapping(self, node, deep=False):
         seen: dict[Any, int] = {}
-        for key_node, _ in node.value:
-            if not isinstance(key_node, yaml.ScalarNode):
-                continue  # refused later; '<<' (below) merges keys that explicit ones may override
-            merge = key_node.tag == "tag:yaml.org,2002:merge"
-            try:
-                key = "<<" if merge else self.construct_object(key_node)
-                hash(key)
-            except Exception:  # noqa: BLE001 - construction reports it with its position afterwards
-                key = (key_node.tag, key_node.value)
+        for key_node in (k for k, _ in node.value if isinstance(k, yaml.ScalarNode)):  # others: refused later
+            key, line = (key_node.tag, key_node.value), key_node.start_mark.line + 1
             if key in seen:
-                how = "merge several with '<<: [*a, *b]'" if merge else "the last would silently win"
-                line = key_node.start_mark.line + 1
-                raise ParamsError(f"duplicate key {_show(key)} at lines {seen[key]} and {line} ({how})")
-            seen[key] = key_node.start_mark.line + 1
+                raise ParamsError(
+                    f"duplicate key {_show(key[1])} at lines {seen[key]} and {line} (the last would win)"
+                )
+            seen[key] = line
+        return super().construct_mapping(node, deep)
 
 
 def _load_yaml(text: str, where: str) -> Any:
     """``text`` read by :class:`_ParamsLoader`; any problem a :class:`ParamsError` starting with ``where``."""
-    loader = _ParamsLoader(text)
     try:
-        return loader.get_single_data()
-    except ParamsError as err:  # past a bound: a duplicate key, a cycle, too many values or levels
+        return yaml.load(text, Loader=_ParamsLoader)
+    except ParamsError as err:  # an alias or a duplicate key
         why = str(err)
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         why = f"malformed YAML{at}: {getattr(err, 'problem', None) or str(err).splitlines()[0]}"
     except RecursionError:  # the composer recurses per level: thousands of '[' nest past Python's stack
-        why = f"the document is nested deeper than {MAX_YAML_DEPTH} levels"
+        why = "the document is nested too deeply"
     except ValueError as err:  # PyYAML's int() past Python's 4300 digits, a timestamp such as 2024-13-45
         why = f"a value cannot be read: {_show(str(err).splitlines()[0])}"
-    finally:
-        loader.dispose()
     raise ParamsError(f"{where}: {why}")
 
 
@@ -905,30 +835,23 @@ def read_yaml(path: str | Path) -> dict[str, Any]:
     path, give = Path(path), "give a .yaml file, e.g. params/local.yaml"
     if path.is_dir():
         raise ParamsError(f"{path}: is a folder, not a params file ({give})")
-    try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))  # a FIFO: no wait for a writer
-    except OSError as err:
-        missing = isinstance(err, FileNotFoundError)
-        why = "params file not found" if missing else f"params file cannot be opened ({err.strerror or err})"
-        raise ParamsError(f"{path}: {why}") from None
-    with os.fdopen(fd, "rb") as f:
-        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
-            raise ParamsError(f"{path}: is not a regular file (a device, FIFO or socket): {give}")
-        try:
+    try:  # O_NONBLOCK: a FIFO opens without waiting for a writer (and is refused)
+        with open(
+            path, "rb", opener=lambda name, flags: os.open(name, flags | getattr(os, "O_NONBLOCK", 0))
+        ) as f:
+            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                raise ParamsError(f"{path}: is not a regular file (a device, FIFO or socket): {give}")
             raw = f.read(MAX_PARAMS_BYTES + 1)
-        except OSError as err:  # /proc/self/mem: a regular file whose read fails
-            raise ParamsError(f"{path}: params file cannot be read ({err.strerror or err})") from None
+    except OSError as err:  # /proc/self/mem: a regular file whose read fails
+        why = "not found" if isinstance(err, FileNotFoundError) else f"cannot be read ({err.strerror or err})"
+        raise ParamsError(f"{path}: params file {why}") from None
     if len(raw) > MAX_PARAMS_BYTES:
         raise ParamsError(f"{path}: params file too large (more than {MAX_PARAMS_BYTES} bytes)")
-    if raw.startswith((b"\xff\xfe", b"\xfe\xff")) or b"\x00" in raw:
-        raise ParamsError(f"{path}: is UTF-16 or UTF-32 text (it holds NUL bytes): save it as UTF-8")
     try:
-        text = raw.decode("utf-8-sig")
+        data = _load_yaml(raw.decode("utf-8-sig"), str(path))
     except UnicodeDecodeError as err:
         line = raw[: err.start].count(b"\n") + 1
-        why = f"is not UTF-8 text (byte 0x{raw[err.start]:02x} on line {line}): save it as UTF-8"
-        raise ParamsError(f"{path}: {why}") from None
-    data = _load_yaml(text, str(path))
+        raise ParamsError(f"{path}: is not UTF-8 text (byte 0x{raw[err.start]:02x} on line {line})") from None
     if data is not None and not isinstance(data, dict):
         raise ParamsError(
             f"{path}: expected a mapping of key: value at the top level, got {type(data).__name__}"
