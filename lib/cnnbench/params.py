@@ -515,13 +515,9 @@ def _problems(p: Params, check_device: bool) -> typing.Iterator[str]:
             yield f"key '{key}' is {_show(name)}: the {name[:3].upper()} has no index; use {name[:3]}"
     if not p.sweep and "03_batch_sweep" in p.notebooks:
         yield "key 'sweep' must map at least one model to batch sizes (or leave 03_batch_sweep out of 'notebooks')"
-    if p.max_processes < p.processes:
-        yield f"key 'max_processes' ({p.max_processes}) must be at least 'processes' ({p.processes})"
-    if p.tune_min_batch_size > p.tune_max_batch_size:
-        yield (
-            f"key 'tune_min_batch_size' ({p.tune_min_batch_size}) exceeds tune_max_batch_size "
-            f"({p.tune_max_batch_size})"
-        )
+    for low, high in (("processes", "max_processes"), ("tune_min_batch_size", "tune_max_batch_size")):
+        if (least := getattr(p, low)) > (most := getattr(p, high)):
+            yield f"key '{low}' ({least}) exceeds {high} ({most})"
     if 0 < p.scratch_train_images < p.scratch_batch_size and "mnist_cnn" in p.scratch_models:
         yield (
             f"key 'scratch_train_images' ({p.scratch_train_images}) is below scratch_batch_size "
@@ -530,11 +526,9 @@ def _problems(p: Params, check_device: bool) -> typing.Iterator[str]:
     if p.transfer_dataset != "synthetic" and not p.transfer_data_path:
         yield f"key 'transfer_data_path' is required for transfer_dataset '{p.transfer_dataset}'"
     if "07_tuning" in p.notebooks and (need := tuning_cell_s(p)) > p.cell_timeout_s:
-        searches = len(p.tune_models) * len(p.tune_phases)
         yield (
-            f"key 'cell_timeout_s' {p.cell_timeout_s} is less than 07's cell takes at least: {searches} searches "
-            f"(tune_models x tune_phases) x {need / searches:.0f} s (tune_budget_s, then the confirmation "
-            f"windows) = {need:.0f} s; raise cell_timeout_s or search less"
+            f"key 'cell_timeout_s' {p.cell_timeout_s} is less than 07's cell takes at least ({need:.0f} s: "
+            "tune_models x tune_phases x tune_budget_s and confirmation windows); raise it or search less"
         )
     for i, variant in enumerate(p.variants):
         for k, value in variant.items():
@@ -705,11 +699,7 @@ def _data_problems(p: Params) -> typing.Iterator[str]:
             yield f"key 'data_path': folder {folder} does not exist (set download: true to fetch it)"
         problem = data.layout_problem(p.dataset, root) if root.exists() else "absent"
         if problem and p.download and p.dataset not in DOWNLOADABLE:
-            what = "does not exist" if problem == "absent" else problem
-            yield (
-                f"key 'download': {p.dataset} cannot be downloaded (only {', '.join(DOWNLOADABLE)} can), and "
-                f"key 'data_path' {folder}: {what}"
-            )
+            yield f"key 'download': {p.dataset} cannot be downloaded (only {', '.join(DOWNLOADABLE)} can)"
         yield problem and not p.download and f"key 'data_path': {problem}"
         users = [u for u in _batch_uses(p) if _model_dataset(p, u[0]) == p.dataset]
         if problem:  # to be downloaded: a public dataset's own count of classes
