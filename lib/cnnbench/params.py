@@ -213,11 +213,9 @@ class _Keys:
     momentum: NonNegativeFloat = 0.9  # SGD momentum
     epoch_mode: bool = False  # also time full train and validation epochs over the dataset (seed 000)
     max_batches: Steps = 0  # batches per epoch in epoch mode; 0 = the whole dataset
-    synthetic_images: Annotated[int, In(1, 10**6, "a million")] = (
-        2048  # images in the synthetic dataset (loader mode and epochs)
-    )
+    # images in the synthetic dataset (loader mode and epochs)
+    synthetic_images: Annotated[int, In(1, 10**6, "a million")] = 2048
     # sampling period of CPU/GPU utilisation during measured windows
-    # (psutil's CPU counters tick every 10 ms: a sampler looping faster competes with the measured work)
     telemetry_interval_s: Annotated[float, In(0.01, 10, "seconds")] = 0.1
     # each configuration in a fresh worker process: its own memory peak, a crash is a row
     isolate: bool = True
