@@ -416,14 +416,8 @@ def _problem(key: str, value: Any, tp: Any, path: str = "") -> str:
     ):
         nan = "; NaN and inf are not finite: no key takes them" if _not_finite(value) else ""
         return f"key '{path}' must be {_name(tp)}, got {_show(value)} ({type(value).__name__}){nan}"
-    if base is float:
-        try:
-            number = float(value)
-        except OverflowError:  # an integer too large for a float
-            number = math.inf
-        if not math.isfinite(number):
-            return f"key '{key}' must be a finite number, got {_show(value)}"
-        value = number
+    if base is float and not -1e308 < value < 1e308:  # NaN, inf, an integer past a float
+        return f"key '{key}' must be a finite number, got {_show(value)}"
     inner = enumerate(value) if base is list else value.items() if base is dict and args else ()
     for k, v in inner:
         if base is dict:
@@ -700,10 +694,8 @@ def _data_problems(p: Params) -> typing.Iterator[str]:
             yield f"key 'download': {p.dataset} cannot be downloaded (only {', '.join(DOWNLOADABLE)} can)"
         yield problem and not p.download and f"key 'data_path': {problem}"
         users = [u for u in _batch_uses(p) if _model_dataset(p, u[0]) == p.dataset]
-        if problem:  # to be downloaded: a public dataset's own count of classes
-            classes = data.CLASSES.get(p.dataset)
-        else:
-            classes = data.dataset_classes(p.dataset, root)
+        # to be downloaded: a public dataset's own count of classes
+        classes = data.CLASSES.get(p.dataset) if problem else data.dataset_classes(p.dataset, root)
         # a model with data of its own keeps its classes
         head = [m for m, *_ in users if not spec(m).own_data]
         own = all(p.num_classes == spec(m).reference_classes for m in head)  # their own head, as seed 003 ran
@@ -716,10 +708,7 @@ def _data_problems(p: Params) -> typing.Iterator[str]:
                 if split not in sizes:
                     sizes[split] = data.split_size(p.dataset, root, split, at_most=most)
                 if (n := sizes[split]) is not None and n < bs:
-                    yield (
-                        f"key '{key}' {bs} is more than the {n} images of the {split} split of {p.dataset} at "
-                        f"{folder}: model '{model}' would get no batch (lower the batch size or add images)"
-                    )
+                    yield f"key '{key}' {bs} is more than the {n} images of {folder}'s {split} split ('{model}')"
     except OSError as err:  # a name too long, a folder that cannot be listed
         yield f"key 'data_path': {folder} cannot be read ({err.strerror or type(err).__name__})"
 
@@ -734,8 +723,7 @@ def run_data_problem(p: Params) -> str:
         return why
     if pets and not p.download and not Path(p.transfer_data_path).expanduser().exists():
         return (
-            f"key 'transfer_data_path': folder {_show(p.transfer_data_path)} does not exist (set download: true "
-            "to fetch oxford_pet)"
+            f"key 'transfer_data_path': folder {_show(p.transfer_data_path)} does not exist (download: true)"
         )
     pets = pets and not Path(p.transfer_data_path, "oxford-iiit-pet").is_dir()
     fetched = [  # a download whose host does not answer: before, not inside, a notebook
