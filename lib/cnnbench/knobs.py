@@ -274,7 +274,7 @@ class Setting(dict):
     ``setting.precision`` reads a knob; ``setting.with_(batch_size=64)`` is another setting."""
 
     def __init__(self, values: Mapping[str, Any] | None = None, **more):
-        given = {**(values or {}), **more}
+        given = dict(values or (), **more)  # a mapping or (knob, value) pairs
         if unknown := [k for k in given if k not in KNOBS]:
             raise KeyError(f"unknown knob {unknown[0]!r}; knobs: {', '.join(KNOBS)}")
         super().__init__((k, v.read(given[k]) if k in given else v.default) for k, v in KNOBS.items())
