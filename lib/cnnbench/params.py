@@ -77,10 +77,7 @@ def safe_name_error(name: str) -> str | None:
     """Why ``name`` cannot be a run folder's name (a path, '..', odd characters), or None when it can."""
     if SAFE_NAME.fullmatch(name) and ".." not in name:
         return None
-    return (
-        f"{_show(name)} is not a safe run name: use letters, digits, '-', '_' and '.' only (no '/', no '..', "
-        "at most 100 characters, starting with a letter or digit)"
-    )
+    return f"{_show(name)} is not a safe run name (up to 100 letters, digits, '-', '_', '.'; no '..')"
 
 
 def _suggest(name: str, valid: typing.Sequence[str], what: str) -> str:
