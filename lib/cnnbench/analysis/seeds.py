@@ -79,11 +79,8 @@ def _pairs_000() -> pd.DataFrame:
 
 def _speedups_000(scenario_a: pd.DataFrame) -> pd.DataFrame:
     """Our rows beside each seed device's throughput of the same model (``b_img_s``, the same phase)."""
-    ok = _fp32(scenario_a)
-    if ok.empty:
-        return ok
     seed = P.THROUGHPUT_000[["model", "device_class", "batch_size", "train_img_s", "eval_img_s"]]
-    ours = ok.merge(
+    ours = _fp32(scenario_a).merge(
         seed.rename(columns={"device_class": "seed_class", "batch_size": "seed_batch_size"}), on="model"
     )
     px, seed_bs = P.setup("000")["image_px"], zip(ours.batch_size, ours.seed_batch_size, strict=True)
@@ -242,7 +239,8 @@ def _memory_004() -> pd.DataFrame:
 
 
 def _throughputs(scenario_a: pd.DataFrame) -> pd.DataFrame:
-    """Seeds 000's and 003's published throughputs beside each of our runs and configurations (fp32 NCHW eager)."""
+    """Each of our runs and configurations (fp32 NCHW eager; ``train``, ``eval``, ``train_ci95``: its rates) beside
+    seeds 000's and 003's rows of its model and device class (``published_*``, ``seed`` and what it ``said``)."""
     ok = _fp32(scenario_a)
     if ok.empty:
         return ok
@@ -250,30 +248,10 @@ def _throughputs(scenario_a: pd.DataFrame) -> pd.DataFrame:
     ours = ok.pivot_table(index=index, columns="phase", values="throughput_img_s", aggfunc="first")
     cis = ok.pivot_table(index=index, columns="phase", values="throughput_ci95_img_s", aggfunc="first")
     ours = ours.reset_index().merge(cis.add_suffix("_ci95").reset_index(), on=index, how="left")
-    return pd.DataFrame(
-        [
-            {
-                "model": r.model,
-                "device_class": r.device_class,
-                "source": f"published by {seed}",
-                "published_batch_size": s.batch_size,
-                "published_train_img_s": s.train_img_s,
-                "published_eval_img_s": getattr(s, "eval_img_s", None),
-                "ours_run": r.run_name,
-                "ours_device": r.device_name,
-                "ours_batch_size": r.batch_size,
-                "ours_train_img_s": getattr(r, "train", None),
-                "ours_train_ci95_img_s": getattr(r, "train_ci95", None),
-                "ours_eval_img_s": getattr(r, "eval", None),
-                "differences": f"{seed}: {s.configuration}{'' if seed == '000' else f', batch {s.batch_size}'}; ours: "
-                f"{r.dataset} {r.image_size}x{r.image_size}, batch {r.batch_size}, {r.data_mode} data mode, "
-                "synchronised windows",
-            }
-            for r in ours.itertuples()
-            for seed, table in (("000", P.THROUGHPUT_000), ("003", P.THROUGHPUT_003))
-            for s in table[(table.model == r.model) & (table.device_class == r.device_class)].itertuples()
-        ]
-    )
+    t000, t003 = P.THROUGHPUT_000.assign(seed="000", said=""), P.THROUGHPUT_003.assign(seed="003")
+    seed = pd.concat([t000, t003.assign(said=", batch " + t003.batch_size.astype(str))], ignore_index=True)
+    seed = seed.rename(columns=lambda c: c if c in ("model", "device_class") else f"published_{c}")
+    return ours.merge(seed, on=["model", "device_class"])
 
 
 def _transfer_002(transfer: pd.DataFrame) -> pd.DataFrame:
@@ -403,7 +381,7 @@ _OURS = {
     "inference_002": lambda sa: _fp32(sa, lambda d: (d.model == "densenet121") & (d.phase == "eval")),
     "cpu_002": _cpu_ours_002,
 }
-_COMPUTED = {  # the cells of data/seed_columns.csv that code computes (``=name``): a function of the rows
+_COMPUTED = {  # the cells of data/seed_columns.csv computed by a function of the rows (``=name``)
     "tflops_000": _tflops_000,
     "utilisation_000": lambda u: (
         "one reading per model and device, when and how not stated (phase neither; "
@@ -411,17 +389,11 @@ _COMPUTED = {  # the cells of data/seed_columns.csv that code computes (``=name`
         "the run: our inference); GPU N/A on MPS and CPU"
     ),
     "sweep_device": lambda s: s.configuration.str.split(";").str[0],
-    "speedup_x": lambda o: o.throughput_img_s / o.b_img_s,
-    "speedup_ci95_x": lambda o: o.throughput_ci95_img_s / o.b_img_s,  # theirs has no interval
     "s_per_image_002": _s_per_image_002,
-    "s_per_image": lambda o: 1 / o.throughput_img_s,
     "inference_img_s_002": lambda i: 1 / _s_per_image_002(i),
-    "inference_img_s_low": lambda i: 1 / i.s_per_image_high,
-    "inference_img_s_high": lambda i: 1 / i.s_per_image_low,
     "epoch_images_000": lambda p: [  # its SqueezeNet T4 'epoch' half the others
         P.EPOCH_IMAGES_000 // (2 if q else 1) for q in (p.model == "squeezenet1_1") & (p.device_class == "t4")
     ],
-    **{f"{c}_mb": lambda o, c=c: o[f"{c}_mib"] * MIB_TO_MB for c in ("computed", "measured")},
     "mib_004": lambda o: "ours: MiB x 1.048576 = MB; " + o.method.fillna(""),
 }
 
@@ -443,14 +415,14 @@ def _said(text: str, table: str, rows: pd.DataFrame) -> list[str]:
 
 def _side(rows: pd.DataFrame, table: str, i: str) -> pd.DataFrame:
     """Side ``i`` ("theirs" or "ours") of ``table``'s column map (data/seed_columns.csv): each cell a column of
-    ``rows`` (missing: empty), ``=name`` a function of them (:data:`_COMPUTED`), ``'text`` a text formatted per row
-    (:func:`_said`) or absent on that side (empty); no columns where ``rows`` is empty."""
+    ``rows`` (missing: empty), ``=name`` a function of them (:data:`_COMPUTED`) or ``=expression`` of their columns
+    (``DataFrame.eval``), ``'text`` a text formatted per row (:func:`_said`) or absent on that side (empty)."""
     if rows.empty:
         return pd.DataFrame()
     cells = ((c, v) for c, v in zip(_COLUMNS[table].column, _COLUMNS[table][i], strict=True) if v)
     return pd.DataFrame(
         {
-            c: _COMPUTED[v[1:]](rows)
+            c: _COMPUTED.get(v[1:], lambda rows, e=v[1:]: rows.eval(e))(rows)
             if v[0] == "="
             else _said(v[1:], table, rows)
             if v[0] == "'"
