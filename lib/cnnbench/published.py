@@ -124,28 +124,16 @@ def _throughput_000(t: pd.DataFrame) -> pd.DataFrame:
     # SqueezeNet ran at its section 2.3 batch on all three devices, as its text says three times (sections 1.4,
     # 2.3 and 4.3), in epochs capped at "a fixed maximum number of batches" (section 1.4): the cap its T4
     # SqueezeNet row gives. Its M3 Pro and CPU rows hold twice those images: inconsistencies() says so.
-    s, sq = _SETUP_000, t.model == "squeezenet1_1"
-    t["batch_size"] = [s["batch_size_squeezenet1_1"] if q else s["batch_size"] for q in sq]
-    t["configuration"] = [
-        f"Tiny-ImageNet ({s['dataset_image_px']} px files) at {s['image_px']} px (inferred) from disk, "
-        f"{s['workers']} workers, {s['epochs']} epoch of {EPOCH_IMAGES_000:,} images, images / epoch time, one run"
-        + (
-            f"; batch {b} on every device, as its text says (line "
-            f"{_line('SETUP_000', 'item=batch_size_squeezenet1_1')}; its M3 Pro and CPU rows' images disagree)"
-            if q
-            else ""
-        )
-        for q, b in zip(sq, t.batch_size, strict=True)
-    ]
-    return t
+    s, sq, line = _SETUP_000, t.model == "squeezenet1_1", _line("SETUP_000", "item=batch_size_squeezenet1_1")
+    b = s["batch_size_squeezenet1_1"]
+    t["batch_size"] = [b if q else s["batch_size"] for q in sq]
+    said = f"; batch {b} on every device, as its text says (line {line}; its M3 Pro and CPU rows' images disagree)"
+    return t.assign(configuration=[said if q else "" for q in sq])
 
 
 def _sweep_000(t: pd.DataFrame) -> pd.DataFrame:
     t.insert(4, "status", ["unstable" if pd.isna(x) else "ok" for x in t.throughput_img_s])
-    return t.assign(
-        configuration=f"device unclear: text says M3 Pro (MPS), caption says T4; batch sizes unclear: text says "
-        f"{_SETUP_000['sweep_text_batch_sizes']}, table {', '.join(map(str, t.batch_size))}"
-    )
+    return t.assign(configuration=", ".join(map(str, t.batch_size)))
 
 
 def _times_002(t: pd.DataFrame) -> pd.DataFrame:
@@ -166,22 +154,17 @@ SHAPE_004 = {
     "inputs": _SETUP_004["train_images"],
     **{k: _SETUP_004[k] for k in ("features", "hidden", "classes")},
 }
-_RESOLUTION_003 = (
-    f"ImageNette ({_SETUP_003['dataset']}) through PyTorch's ImageNet example: {_SETUP_003['image_px']} px crops, a "
-    f"{_SETUP_003['classes_head']}-class head (the example's defaults; the text prints neither)"
-)
 MNIST_TRAIN_IMAGES = _SETUP_001["train_images"]
 # Seed 001 padded each epoch to whole batches of its batch size (section III.A.2): more samples than MNIST has.
 EPOCH_SAMPLES_001 = math.ceil(MNIST_TRAIN_IMAGES / _SETUP_001["batch_size"]) * _SETUP_001["batch_size"]
-# What the workbook derives from each stored table beyond its configuration in words (data/seed_tables.csv):
-# the columns the seed implies. Seed 001's Numba backends skipped backpropagation through both convolutions
+# What the workbook derives from each stored table beyond its configuration in words (data/seed_tables.csv,
+# followed by the view's own configuration where it has one): the columns the seed implies. Seed 001's Numba backends skipped backpropagation through both convolutions
 # (Numba CUDA did the dense backward on the host): its Numba rows measure less work.
 _VIEWS = {
     "THROUGHPUT_000": _throughput_000,
     "SWEEP_000": _sweep_000,
     "THROUGHPUT_003": lambda t: t.assign(
         configuration=[
-            f"{_RESOLUTION_003}, {_SETUP_003['warmup_iterations']} warm-up + "
             f"{_SETUP_003['measured_iterations_cpu' if d == 'cpu' else 'measured_iterations']} measured iterations, "
             "one run"
             for d in t.device_class
@@ -205,7 +188,7 @@ def _view(name: str) -> pd.DataFrame:
     # what each view holds, the tables it is stored in and its configuration in words (a template)
     said = data("seed_tables.csv").set_index("table").configuration.get(name, "")
     t = _VIEWS.get(name, lambda t: t)(_stored(name).copy())
-    return t.assign(configuration=said.format_map(globals())) if said else t
+    return t.assign(configuration=said.format_map(globals()) + t.get("configuration", "")) if said else t
 
 
 def table(name: str) -> pd.DataFrame:
