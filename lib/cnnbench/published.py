@@ -551,9 +551,8 @@ def tables() -> dict[str, pd.DataFrame]:
         parts, what = stored_in.split(), what.format_map(globals())
         where = "; ".join(dict.fromkeys(w for p in parts for w in provenance(p)["where"]))
         out[f"seed {name[-3:]} {where} ({_lines(*parts)}): {what}"] = _view(name)
-    for s, seed in SEEDS.items():  # the figures its sentences state, each with its line
-        claims = _values()[lambda v, t=f"CLAIMS_{s}": v.table == t]
-        if len(claims):
-            kept = claims[["key", "value", "printed", "line", "where", "note"]]
-            out[f"seed {s}: figures stated in its text"] = kept.assign(source=seed)
+    v = _values()  # the figures each seed's sentences state, each with its line
+    for (s, seed), claims in v[v.table.str.startswith("CLAIMS_")].groupby([v.table.str[-3:], "seed"]):
+        kept = claims[["key", "value", "printed", "line", "where", "note"]]
+        out[f"seed {s}: figures stated in its text"] = kept.assign(source=seed)
     return out

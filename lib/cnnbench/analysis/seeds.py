@@ -45,11 +45,12 @@ def _match(device_class: str, seed_classes) -> str:
     return f"{'matched device class' if matched else 'not matched: no seed device of class'}: {device_class}"
 
 
-def _wide(ok: pd.DataFrame, values: list[str]) -> pd.DataFrame:
+def _wide(ok: pd.DataFrame) -> pd.DataFrame:
     """One row per run and configuration (phase apart), ``<phase>_<value>`` columns; ``ok`` when empty."""
     if ok.empty:
         return ok
     keys = "run_name device_name device_class model batch_size image_size dataset data_mode".split()
+    values = ["throughput_img_s", "achieved_tflops", "peak_device_mem_mib", "peak_rss_mib"]
     wide = ok.pivot_table(index=keys, columns="phase", values=[v for v in values if v in ok], aggfunc="first")
     wide.columns = [f"{phase}_{value}" for value, phase in wide.columns]
     return wide.reset_index()
@@ -349,7 +350,6 @@ def _telemetry_002(tele: pd.DataFrame) -> pd.DataFrame:
     return ours.assign(source="ours: " + ours.run_name.astype(str))
 
 
-_PERF = ["throughput_img_s", "achieved_tflops", "peak_device_mem_mib", "peak_rss_mib"]
 # Each seed table beside ours: data/seed_beside.csv says which results tables ours reads, the published view of
 # the seed's rows, the keys both stack by (none: concatenated) and what no run did when ours is empty (the seed's
 # rows alone with a ``note``); here: the seed's rows where no view holds them, ours, the column map applied to
@@ -363,7 +363,7 @@ _THEIRS = {
     "cpu_002": _cpu_002,
 }
 _OURS = {
-    "performance_000": lambda sa: _wide(_fp32(sa, lambda d: d.model.isin(P.THROUGHPUT_000.model)), _PERF),
+    "performance_000": lambda sa: _wide(_fp32(sa, lambda d: d.model.isin(P.THROUGHPUT_000.model))),
     "speedups_000": _speedups_000,
     "utilisation_000": lambda sa: _fp32(
         sa, lambda d: (d.phase == "train") & d.model.isin(P.UTILISATION_000.model)
@@ -448,10 +448,8 @@ def beside(name: str, merged=None) -> pd.DataFrame:
     if mapped:
         pub, mine = _side(pub, name, "theirs"), _side(mine, name, "ours")
     if mine.empty:
-        alone = said["alone"]
-        return (
-            pub.assign(note=f"no run of this analysis {alone}: the published table alone") if alone else pub
-        )
+        note = f"no run of this analysis {said['alone']}: the published table alone"
+        return pub.assign(note=note) if said["alone"] else pub
     if name in _JOIN or not said["join"]:
         return _JOIN.get(name, lambda pub, mine: pd.concat([pub, mine], ignore_index=True))(pub, mine)
     by = said["join"].split()  # each group with the seed's rows first
