@@ -105,50 +105,35 @@ _SETUP_000, _SETUP_001, _SETUP_002, _SETUP_003, _SETUP_004 = map(setup, SEEDS)
 _CLAIMS_002, _INFERENCE_002 = _items("CLAIMS_002"), _stored("INFERENCE_002").set_index("device_class")
 
 
-def _epoch_images_000() -> pd.DataFrame:
-    """Images per 'epoch' = throughput x epoch time, to the nearest 100, per model, device and phase."""
-    t = _stored("THROUGHPUT_000").merge(
-        _stored("EPOCHS_000")[["model", "device_class", "train_epoch_s", "val_epoch_s"]]
-    )
-    return t.assign(
-        train_images=(t.train_img_s * t.train_epoch_s).round(-2),
-        val_images=(t.eval_img_s * t.val_epoch_s).round(-2),
-    )
-
-
-# Seed 000's "epoch": every throughput x its Table 4 epoch time gives the same few thousand images (half as
-# many for SqueezeNet on the T4), a subset of Tiny-ImageNet's training set; params/seeds_full.yaml caps epochs
-# to match.
-EPOCH_IMAGES_000 = int(pd.concat([_epoch_images_000().train_images, _epoch_images_000().val_images]).median())
-_SQ_T4_000 = _epoch_images_000().set_index(["model", "device_class"]).train_images[("squeezenet1_1", "t4")]
+# Seed 000's "epoch": every throughput x its Table 4 epoch time (images per model, device and phase, to the
+# nearest 100) gives the same few thousand images (half as many for SqueezeNet on the T4), a subset of
+# Tiny-ImageNet's training set; params/seeds_full.yaml caps epochs to match.
+_E = _stored("THROUGHPUT_000").merge(
+    _stored("EPOCHS_000")[["model", "device_class", "train_epoch_s", "val_epoch_s"]]
+)
+_E = _E.assign(
+    train_images=(_E.train_img_s * _E.train_epoch_s).round(-2),
+    val_images=(_E.eval_img_s * _E.val_epoch_s).round(-2),
+)
+_IMAGES_000 = pd.concat([_E.train_images, _E.val_images])
+EPOCH_IMAGES_000 = int(_IMAGES_000.median())
+_SQ_T4_000 = _E.set_index(["model", "device_class"]).train_images[("squeezenet1_1", "t4")]
 
 
 def _throughput_000(t: pd.DataFrame) -> pd.DataFrame:
     # SqueezeNet ran at its section 2.3 batch on all three devices, as its text says three times (sections 1.4,
     # 2.3 and 4.3), in epochs capped at "a fixed maximum number of batches" (section 1.4): the cap its T4
     # SqueezeNet row gives. Its M3 Pro and CPU rows hold twice those images: inconsistencies() says so.
-    s, sq = _SETUP_000, t.model == "squeezenet1_1"
-    t["batch_size"] = [s["batch_size_squeezenet1_1"] if q else s["batch_size"] for q in sq]
-    t["configuration"] = [
-        f"Tiny-ImageNet ({s['dataset_image_px']} px files) at {s['image_px']} px (inferred) from disk, "
-        f"{s['workers']} workers, {s['epochs']} epoch of {EPOCH_IMAGES_000:,} images, images / epoch time, one run"
-        + (
-            f"; batch {b} on every device, as its text says (line "
-            f"{_line('SETUP_000', 'item=batch_size_squeezenet1_1')}; its M3 Pro and CPU rows' images disagree)"
-            if q
-            else ""
-        )
-        for q, b in zip(sq, t.batch_size, strict=True)
-    ]
-    return t
+    s, sq, line = _SETUP_000, t.model == "squeezenet1_1", _line("SETUP_000", "item=batch_size_squeezenet1_1")
+    b = s["batch_size_squeezenet1_1"]
+    t["batch_size"] = [b if q else s["batch_size"] for q in sq]
+    said = f"; batch {b} on every device, as its text says (line {line}; its M3 Pro and CPU rows' images disagree)"
+    return t.assign(configuration=[said if q else "" for q in sq])
 
 
 def _sweep_000(t: pd.DataFrame) -> pd.DataFrame:
     t.insert(4, "status", ["unstable" if pd.isna(x) else "ok" for x in t.throughput_img_s])
-    return t.assign(
-        configuration=f"device unclear: text says M3 Pro (MPS), caption says T4; batch sizes unclear: text says "
-        f"{_SETUP_000['sweep_text_batch_sizes']}, table {', '.join(map(str, t.batch_size))}"
-    )
+    return t.assign(configuration=", ".join(map(str, t.batch_size)))
 
 
 def _times_002(t: pd.DataFrame) -> pd.DataFrame:
@@ -169,22 +154,17 @@ SHAPE_004 = {
     "inputs": _SETUP_004["train_images"],
     **{k: _SETUP_004[k] for k in ("features", "hidden", "classes")},
 }
-_RESOLUTION_003 = (
-    f"ImageNette ({_SETUP_003['dataset']}) through PyTorch's ImageNet example: {_SETUP_003['image_px']} px crops, a "
-    f"{_SETUP_003['classes_head']}-class head (the example's defaults; the text prints neither)"
-)
 MNIST_TRAIN_IMAGES = _SETUP_001["train_images"]
 # Seed 001 padded each epoch to whole batches of its batch size (section III.A.2): more samples than MNIST has.
 EPOCH_SAMPLES_001 = math.ceil(MNIST_TRAIN_IMAGES / _SETUP_001["batch_size"]) * _SETUP_001["batch_size"]
-# What the workbook derives from each stored table beyond its configuration in words (data/seed_tables.csv):
-# the columns the seed implies. Seed 001's Numba backends skipped backpropagation through both convolutions
+# What the workbook derives from each stored table beyond its configuration in words (data/seed_tables.csv,
+# followed by the view's own configuration where it has one): the columns the seed implies. Seed 001's Numba backends skipped backpropagation through both convolutions
 # (Numba CUDA did the dense backward on the host): its Numba rows measure less work.
 _VIEWS = {
     "THROUGHPUT_000": _throughput_000,
     "SWEEP_000": _sweep_000,
     "THROUGHPUT_003": lambda t: t.assign(
         configuration=[
-            f"{_RESOLUTION_003}, {_SETUP_003['warmup_iterations']} warm-up + "
             f"{_SETUP_003['measured_iterations_cpu' if d == 'cpu' else 'measured_iterations']} measured iterations, "
             "one run"
             for d in t.device_class
@@ -205,18 +185,15 @@ _VIEWS = {
 
 @functools.cache
 def _view(name: str) -> pd.DataFrame:
-    t, said = _VIEWS.get(name, lambda t: t)(_stored(name).copy()), _described().configuration.get(name, "")
-    return t.assign(configuration=said.format_map(globals())) if said else t
-
-
-def _described() -> pd.DataFrame:
-    """What each view holds, the tables it is stored in and its configuration in words (a template)."""
-    return data("seed_tables.csv").set_index("table")
+    # what each view holds, the tables it is stored in and its configuration in words (a template)
+    said = data("seed_tables.csv").set_index("table").configuration.get(name, "")
+    t = _VIEWS.get(name, lambda t: t)(_stored(name).copy())
+    return t.assign(configuration=said.format_map(globals()) + t.get("configuration", "")) if said else t
 
 
 def table(name: str) -> pd.DataFrame:
-    """One seed table as the workbook shows it: its stored rows (:func:`_stored`) with what :data:`_VIEWS`
-    derives from them (its configuration in words, implied columns); also ``published.<NAME>``."""
+    """One seed table as the workbook shows it: its stored rows with what :data:`_VIEWS` derives from them (its
+    configuration in words, implied columns); also ``published.<NAME>``."""
     return _view(name).copy()
 
 
@@ -265,15 +242,14 @@ def _spec_rows(device: str) -> pd.DataFrame:
 
 
 def _checks_000() -> dict:
-    e, s, epoch = _epoch_images_000(), _SETUP_000, EPOCH_IMAGES_000
-    imgs = pd.concat([e.train_images, e.val_images])
-    median, n, cases = int(imgs.median()), int((imgs == imgs.median()).sum()), len(imgs)
-    sq = e[e.model == "squeezenet1_1"].set_index("device_class")
-    sq_t4, sq_t4_images = sq.train_img_s["t4"] * sq.train_epoch_s["t4"], sq.train_images["t4"]
-    sq_images = "; ".join(f"{d}: {n:,.0f} images" for d, n in sq.train_images.items())
-    t = _V.AI_TABLE_000.assign(flop_per_byte=_V.AI_TABLE_000.flops_g * 1e9 / (_V.AI_TABLE_000.model_mb * 1e6))
-    ai = ", ".join(f"{r.model} {r.ai_printed}" for r in t.itertuples())
-    per_byte = ", ".join(f"{r.model} {r.flop_per_byte:.1f}" for r in t.itertuples())
+    s, n, cases = _SETUP_000, int((_IMAGES_000 == EPOCH_IMAGES_000).sum()), len(_IMAGES_000)
+    sq = _E[_E.model == "squeezenet1_1"].set_index("device_class")
+    sq_t4 = sq.train_img_s["t4"] * sq.train_epoch_s["t4"]
+    sq_images = "; ".join(f"{d}: {k:,.0f} images" for d, k in sq.train_images.items())
+    ai = ", ".join(f"{r.model} {r.ai_printed}" for r in _V.AI_TABLE_000.itertuples())
+    per_byte = ", ".join(
+        f"{r.model} {r.flops_g * 1e9 / (r.model_mb * 1e6):.1f}" for r in _V.AI_TABLE_000.itertuples()
+    )
     per, cx = EPOCH_IMAGES_000 // s["batch_size"], _V.COMPLEXITY_000
     pub = {m: models.spec(m).published_gmacs for m in cx.model}
     flops = ", ".join(f"{r.model} {r.flops_g}" for r in cx.itertuples())
@@ -371,9 +347,8 @@ def _checks_004() -> dict:
 
 
 def inconsistencies() -> pd.DataFrame:
-    """The seeds' numbers checked against each other: each row's prose from ``data/seed_checks.csv`` (with the
-    seed lines it rests on), its figures this module's names and the local names of ``_checks_<seed>``, computed
-    from the stored numbers (and, where named, our spec table); ``s``: the seed's setup, ``c``: its claims."""
+    """The seeds' numbers checked against each other: each row's prose from ``data/seed_checks.csv``, formatted
+    with this module's names, ``_checks_<seed>``'s locals, ``s`` (the seed's setup) and ``c`` (its claims)."""
     checks, columns = data("seed_checks.csv"), ["published", "computed_from_its_own_numbers", "note"]
     figures = {
         s: {**globals(), **globals()[f"_checks_{s}"](), "s": setup(s), "c": _items(f"CLAIMS_{s}")}
@@ -423,31 +398,19 @@ def _fix(kind: str, seed: str, printed, corrected: float, said: dict, **row) -> 
 
 
 def _placed(seed, r, phase, size, classes, roof, printed, line) -> dict:
-    """A seed's achieved rate from its throughput and our FLOPs, under ``roof`` (peak GFLOP/s, GB/s, whose) at
-    the intensity of its step; ``ceiling_x``: its rate over the step's with every op at the roof (predictions.csv's
-    ceiling), not a column."""
+    """A seed's achieved rate from its throughput and our FLOPs under ``roof`` (peak GFLOP/s, GB/s, whose) at its
+    step's intensity; ``ceiling_x`` (not a column): its rate over the step's with every op at the roof."""
     (peak, bw, whose), ops = roof, _step(r.model, r.batch_size, size, classes, phase)
     img_s, g = getattr(r, f"{phase}_img_s"), ops.flops.sum() / r.batch_size / 1e9  # GFLOP per image
     tflops = img_s * g / 1e3
     ai, op_s = ops.flops.sum() / ops.bytes.sum(), (ops.flops / peak).clip(lower=ops.bytes / bw).sum() / 1e9
     step, x = "training step" if phase == "train" else "forward", img_s * op_s / r.batch_size
     above = f"; {x:.2f}x what the roof allows with every op at it (above the ceiling)" if x > 1 else ""
-    return _fix(
-        "placed",
-        seed,
-        printed,
-        tflops,
-        locals(),
-        model=r.model,
-        device=r.device_class,
-        phase=phase,
-        batch_size=r.batch_size,
-        corrected_pct_of_peak=100 * tflops * 1e3 / peak,
-        intensity_flop_per_byte=ai,
-        bound="memory" if ai < peak / bw else "compute",
-        of_attainable_pct=100 * tflops * 1e3 / min(peak, bw * ai),
-        ceiling_x=x,
-    )
+    row = dict(model=r.model, device=r.device_class, phase=phase, batch_size=r.batch_size, ceiling_x=x)
+    pct, bound = 100 * tflops * 1e3, "memory" if ai < peak / bw else "compute"
+    row |= dict(corrected_pct_of_peak=pct / peak, of_attainable_pct=pct / min(peak, bw * ai), bound=bound)
+    row["intensity_flop_per_byte"] = ai
+    return _fix("placed", seed, printed, tflops, locals(), **row)
 
 
 def _intensity_row(seed, model, batch, size, classes, printed, what, line) -> dict:
@@ -556,10 +519,8 @@ def _corrections() -> pd.DataFrame:
 
 
 def corrections() -> pd.DataFrame:
-    """Every figure of the seeds we can recompute beside the one printed, labelled (``label``), each with its
-    formula (with the numbers) and where its inputs come from: seed 000's and 003's achieved TFLOP/s placed under
-    their device's roof at their step's intensity, seed 003's mean efficiencies, seed 004's memory and step
-    times; our intensities of their steps beside theirs."""
+    """Every seed figure we can recompute beside the one printed (:data:`CORRECTION_COLUMNS`), each labelled,
+    with its formula (with the numbers) and where its inputs come from."""
     return _corrections().copy()
 
 
@@ -584,16 +545,14 @@ def memory_bound_verdict() -> str:
 
 
 def tables() -> dict[str, pd.DataFrame]:
-    """Every seed table, by the seed's section and table, its lines and what it holds (``data/seed_tables.csv``;
-    each carries its ``source`` seed file)."""
+    """Every seed table by its seed, section, lines and what it holds (``data/seed_tables.csv``), with ``source``."""
     out = {}
-    for name, what, stored_in, _ in _described().itertuples():
+    for name, what, stored_in, _ in data("seed_tables.csv").itertuples(index=False):
         parts, what = stored_in.split(), what.format_map(globals())
         where = "; ".join(dict.fromkeys(w for p in parts for w in provenance(p)["where"]))
         out[f"seed {name[-3:]} {where} ({_lines(*parts)}): {what}"] = _view(name)
-    for s, seed in SEEDS.items():  # the figures its sentences state, each with its line
-        claims = _values()[lambda v, t=f"CLAIMS_{s}": v.table == t]
-        if len(claims):
-            kept = claims[["key", "value", "printed", "line", "where", "note"]]
-            out[f"seed {s}: figures stated in its text"] = kept.assign(source=seed)
+    v = _values()  # the figures each seed's sentences state, each with its line
+    for (s, seed), claims in v[v.table.str.startswith("CLAIMS_")].groupby([v.table.str[-3:], "seed"]):
+        kept = claims[["key", "value", "printed", "line", "where", "note"]]
+        out[f"seed {s}: figures stated in its text"] = kept.assign(source=seed)
     return out

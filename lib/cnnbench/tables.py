@@ -16,8 +16,7 @@ RATES = ("achieved_gflops", "achieved_tflops")
 
 
 def readable_display() -> None:
-    """pandas shows every row and column of a table in full (nothing behind "..."), e.g. in report.html; in a
-    notebook, a table wider than the page is shown trimmed (:func:`trimmed_html`)."""
+    """pandas shows every table in full (nothing behind "..."); a notebook trims a wide one (:func:`trimmed_html`)."""
     for option in ("display.max_rows", "display.max_columns", "display.max_colwidth", "display.width"):
         pd.set_option(option, None)
     try:
@@ -108,9 +107,8 @@ def _cell(value) -> str:
 
 
 def show(df: pd.DataFrame, caption: str = ""):
-    """A table as HTML with every row and column shown (nothing hidden behind "..."), numbers to 4 figures,
-    under ``caption`` (say what it compares and its unit); a table wider than the page :func:`trimmed`, its
-    constant columns under the caption."""
+    """A table as HTML, every row and column shown, numbers to 4 figures, under ``caption`` (what it compares and
+    its unit); a table wider than the page :func:`trimmed`, its constant columns under the caption."""
     from IPython.display import HTML
 
     df, same, table, index = _page(df, trim=len(df.columns) > WIDE_COLUMNS and df.columns.is_unique)
@@ -181,9 +179,8 @@ def fvcore_difference(complexity: pd.DataFrame) -> pd.DataFrame:
 
 
 def variant_label(df: pd.DataFrame) -> pd.Series:
-    """Each row's variant in words (:func:`cnnbench.knobs.label`): its precision, memory format and compile mode,
-    and every other knob whose value varies over ``df`` but the batch size (a column of its own), e.g. "bf16
-    channels_last" or "fp32 nchw threads1"."""
+    """Each row's variant in words (:func:`cnnbench.knobs.label`): its variant-only knobs and every other knob but
+    the batch size whose value varies over ``df``, e.g. "bf16 channels_last" or "fp32 nchw threads1"."""
     df = knobs.columns(df)
     shown = [
         k

@@ -45,11 +45,12 @@ def _match(device_class: str, seed_classes) -> str:
     return f"{'matched device class' if matched else 'not matched: no seed device of class'}: {device_class}"
 
 
-def _wide(ok: pd.DataFrame, values: list[str]) -> pd.DataFrame:
+def _wide(ok: pd.DataFrame) -> pd.DataFrame:
     """One row per run and configuration (phase apart), ``<phase>_<value>`` columns; ``ok`` when empty."""
     if ok.empty:
         return ok
     keys = "run_name device_name device_class model batch_size image_size dataset data_mode".split()
+    values = ["throughput_img_s", "achieved_tflops", "peak_device_mem_mib", "peak_rss_mib"]
     wide = ok.pivot_table(index=keys, columns="phase", values=[v for v in values if v in ok], aggfunc="first")
     wide.columns = [f"{phase}_{value}" for value, phase in wide.columns]
     return wide.reset_index()
@@ -79,11 +80,8 @@ def _pairs_000() -> pd.DataFrame:
 
 def _speedups_000(scenario_a: pd.DataFrame) -> pd.DataFrame:
     """Our rows beside each seed device's throughput of the same model (``b_img_s``, the same phase)."""
-    ok = _fp32(scenario_a)
-    if ok.empty:
-        return ok
     seed = P.THROUGHPUT_000[["model", "device_class", "batch_size", "train_img_s", "eval_img_s"]]
-    ours = ok.merge(
+    ours = _fp32(scenario_a).merge(
         seed.rename(columns={"device_class": "seed_class", "batch_size": "seed_batch_size"}), on="model"
     )
     px, seed_bs = P.setup("000")["image_px"], zip(ours.batch_size, ours.seed_batch_size, strict=True)
@@ -242,7 +240,8 @@ def _memory_004() -> pd.DataFrame:
 
 
 def _throughputs(scenario_a: pd.DataFrame) -> pd.DataFrame:
-    """Seeds 000's and 003's published throughputs beside each of our runs and configurations (fp32 NCHW eager)."""
+    """Each of our runs and configurations (fp32 NCHW eager; ``train``, ``eval``, ``train_ci95``: its rates) beside
+    seeds 000's and 003's rows of its model and device class (``published_*``, ``seed`` and what it ``said``)."""
     ok = _fp32(scenario_a)
     if ok.empty:
         return ok
@@ -250,30 +249,10 @@ def _throughputs(scenario_a: pd.DataFrame) -> pd.DataFrame:
     ours = ok.pivot_table(index=index, columns="phase", values="throughput_img_s", aggfunc="first")
     cis = ok.pivot_table(index=index, columns="phase", values="throughput_ci95_img_s", aggfunc="first")
     ours = ours.reset_index().merge(cis.add_suffix("_ci95").reset_index(), on=index, how="left")
-    return pd.DataFrame(
-        [
-            {
-                "model": r.model,
-                "device_class": r.device_class,
-                "source": f"published by {seed}",
-                "published_batch_size": s.batch_size,
-                "published_train_img_s": s.train_img_s,
-                "published_eval_img_s": getattr(s, "eval_img_s", None),
-                "ours_run": r.run_name,
-                "ours_device": r.device_name,
-                "ours_batch_size": r.batch_size,
-                "ours_train_img_s": getattr(r, "train", None),
-                "ours_train_ci95_img_s": getattr(r, "train_ci95", None),
-                "ours_eval_img_s": getattr(r, "eval", None),
-                "differences": f"{seed}: {s.configuration}{'' if seed == '000' else f', batch {s.batch_size}'}; ours: "
-                f"{r.dataset} {r.image_size}x{r.image_size}, batch {r.batch_size}, {r.data_mode} data mode, "
-                "synchronised windows",
-            }
-            for r in ours.itertuples()
-            for seed, table in (("000", P.THROUGHPUT_000), ("003", P.THROUGHPUT_003))
-            for s in table[(table.model == r.model) & (table.device_class == r.device_class)].itertuples()
-        ]
-    )
+    t000, t003 = P.THROUGHPUT_000.assign(seed="000", said=""), P.THROUGHPUT_003.assign(seed="003")
+    seed = pd.concat([t000, t003.assign(said=", batch " + t003.batch_size.astype(str))], ignore_index=True)
+    seed = seed.rename(columns=lambda c: c if c in ("model", "device_class") else f"published_{c}")
+    return ours.merge(seed, on=["model", "device_class"])
 
 
 def _transfer_002(transfer: pd.DataFrame) -> pd.DataFrame:
@@ -371,7 +350,6 @@ def _telemetry_002(tele: pd.DataFrame) -> pd.DataFrame:
     return ours.assign(source="ours: " + ours.run_name.astype(str))
 
 
-_PERF = ["throughput_img_s", "achieved_tflops", "peak_device_mem_mib", "peak_rss_mib"]
 # Each seed table beside ours: data/seed_beside.csv says which results tables ours reads, the published view of
 # the seed's rows, the keys both stack by (none: concatenated) and what no run did when ours is empty (the seed's
 # rows alone with a ``note``); here: the seed's rows where no view holds them, ours, the column map applied to
@@ -385,7 +363,7 @@ _THEIRS = {
     "cpu_002": _cpu_002,
 }
 _OURS = {
-    "performance_000": lambda sa: _wide(_fp32(sa, lambda d: d.model.isin(P.THROUGHPUT_000.model)), _PERF),
+    "performance_000": lambda sa: _wide(_fp32(sa, lambda d: d.model.isin(P.THROUGHPUT_000.model))),
     "speedups_000": _speedups_000,
     "utilisation_000": lambda sa: _fp32(
         sa, lambda d: (d.phase == "train") & d.model.isin(P.UTILISATION_000.model)
@@ -403,7 +381,7 @@ _OURS = {
     "inference_002": lambda sa: _fp32(sa, lambda d: (d.model == "densenet121") & (d.phase == "eval")),
     "cpu_002": _cpu_ours_002,
 }
-_COMPUTED = {  # the cells of data/seed_columns.csv that code computes (``=name``): a function of the rows
+_COMPUTED = {  # the cells of data/seed_columns.csv computed by a function of the rows (``=name``)
     "tflops_000": _tflops_000,
     "utilisation_000": lambda u: (
         "one reading per model and device, when and how not stated (phase neither; "
@@ -411,17 +389,11 @@ _COMPUTED = {  # the cells of data/seed_columns.csv that code computes (``=name`
         "the run: our inference); GPU N/A on MPS and CPU"
     ),
     "sweep_device": lambda s: s.configuration.str.split(";").str[0],
-    "speedup_x": lambda o: o.throughput_img_s / o.b_img_s,
-    "speedup_ci95_x": lambda o: o.throughput_ci95_img_s / o.b_img_s,  # theirs has no interval
     "s_per_image_002": _s_per_image_002,
-    "s_per_image": lambda o: 1 / o.throughput_img_s,
     "inference_img_s_002": lambda i: 1 / _s_per_image_002(i),
-    "inference_img_s_low": lambda i: 1 / i.s_per_image_high,
-    "inference_img_s_high": lambda i: 1 / i.s_per_image_low,
     "epoch_images_000": lambda p: [  # its SqueezeNet T4 'epoch' half the others
         P.EPOCH_IMAGES_000 // (2 if q else 1) for q in (p.model == "squeezenet1_1") & (p.device_class == "t4")
     ],
-    **{f"{c}_mb": lambda o, c=c: o[f"{c}_mib"] * MIB_TO_MB for c in ("computed", "measured")},
     "mib_004": lambda o: "ours: MiB x 1.048576 = MB; " + o.method.fillna(""),
 }
 
@@ -443,14 +415,14 @@ def _said(text: str, table: str, rows: pd.DataFrame) -> list[str]:
 
 def _side(rows: pd.DataFrame, table: str, i: str) -> pd.DataFrame:
     """Side ``i`` ("theirs" or "ours") of ``table``'s column map (data/seed_columns.csv): each cell a column of
-    ``rows`` (missing: empty), ``=name`` a function of them (:data:`_COMPUTED`), ``'text`` a text formatted per row
-    (:func:`_said`) or absent on that side (empty); no columns where ``rows`` is empty."""
+    ``rows`` (missing: empty), ``=name`` a function of them (:data:`_COMPUTED`) or ``=expression`` of their columns
+    (``DataFrame.eval``), ``'text`` a text formatted per row (:func:`_said`) or absent on that side (empty)."""
     if rows.empty:
         return pd.DataFrame()
     cells = ((c, v) for c, v in zip(_COLUMNS[table].column, _COLUMNS[table][i], strict=True) if v)
     return pd.DataFrame(
         {
-            c: _COMPUTED[v[1:]](rows)
+            c: _COMPUTED.get(v[1:], lambda rows, e=v[1:]: rows.eval(e))(rows)
             if v[0] == "="
             else _said(v[1:], table, rows)
             if v[0] == "'"
@@ -476,10 +448,8 @@ def beside(name: str, merged=None) -> pd.DataFrame:
     if mapped:
         pub, mine = _side(pub, name, "theirs"), _side(mine, name, "ours")
     if mine.empty:
-        alone = said["alone"]
-        return (
-            pub.assign(note=f"no run of this analysis {alone}: the published table alone") if alone else pub
-        )
+        note = f"no run of this analysis {said['alone']}: the published table alone"
+        return pub.assign(note=note) if said["alone"] else pub
     if name in _JOIN or not said["join"]:
         return _JOIN.get(name, lambda pub, mine: pd.concat([pub, mine], ignore_index=True))(pub, mine)
     by = said["join"].split()  # each group with the seed's rows first
