@@ -251,7 +251,7 @@ def _measure_hooks(backend: str):
 
         def peak() -> float:  # a device without a high-water mark (MPS): what it holds after the step
             mib = b.peak_memory_mib()["peak_device_mem_mib"]
-            return mib * 2**20 if mib == mib else b.allocated_bytes()
+            return b.allocated_bytes() if math.isnan(mib) else mib * 2**20
 
         what = f"torch's {b.kind} allocator: allocated bytes (high-water mark where it has one, else after the step)"
         return b.allocated_bytes, peak, b.reset_peak_memory, b.reserved_bytes, what
