@@ -174,10 +174,10 @@ def _producers(run_dir, monkeypatch, overrides=None) -> dict:
     _counting(monkeypatch, calls, peaks, "measure", key=lambda *_: "peaks")
     fewer_working_sets(monkeypatch, lambda s: s[:3])  # what is kept or measured again is the same
     _counting(monkeypatch, calls, roofline, "profile_layers")
-    for name in ("train_cnn", "train_mlp"):  # by backend: the absent GPU backends are tried again (no work)
-        _counting(
-            monkeypatch, calls, experiment, name, key=lambda backend, *_, name=name: f"{name}:{backend}"
-        )
+    # by network and backend: the absent GPU backends are tried again (no work)
+    _counting(
+        monkeypatch, calls, experiment, "train", key=lambda backend, model, *_: f"train_{model}:{backend}"
+    )
     _counting(monkeypatch, calls, steps, "measure", key=lambda *_: "step_phases")
     _counting(monkeypatch, calls, steps, "profile_model")
     _counting(monkeypatch, calls, transfer, "fit")
@@ -237,7 +237,7 @@ def test_an_identical_rerun_of_04_to_07_measures_nothing_and_a_changed_key_only_
         first["peaks"] == 1
         and first["step_phases"] == 2
         and first["profile_layers"] == 1
-        and first["train_cnn:numpy"] == 1
+        and first["train_mnist_cnn:numpy"] == 1
     )
     assert first["profile_model"] == 1 and first["scaling launches"] == 2 and first["tune_one"] == 1
     tables = (
@@ -282,7 +282,7 @@ def test_an_identical_rerun_of_04_to_07_measures_nothing_and_a_changed_key_only_
     )
 
     changed = _producers(run_dir, monkeypatch, {"scratch_epochs": 1})  # 05's CNN only
-    assert changed == {"train_cnn:numpy": 1, "train_cnn:torch_cpu": 1}
+    assert changed == {"train_mnist_cnn:numpy": 1, "train_mnist_cnn:torch_cpu": 1}
     assert max(int(r["epoch"]) for r in results.rows(run_dir, "backends") if r["model"] == "mnist_cnn") == 1
     assert _producers(run_dir, monkeypatch, {"scratch_epochs": 1, "profile_top_k": 3}) == {"profile_model": 1}
     assert _producers(

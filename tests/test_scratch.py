@@ -135,7 +135,7 @@ def test_same_weights_same_order_same_trajectory_and_it_learns(data):
     p = params.Params(scratch_epochs=2, scratch_batch_size=64)
     weights = torch_weights("mnist_cnn", seed=0)
     before = {k: v.copy() for k, v in weights.items()}
-    runs = {b: experiment.train_cnn(b, p, weights, data, threads=2) for b in CPU_BACKENDS}
+    runs = {b: experiment.train(b, "mnist_cnn", p, weights, data, threads=2) for b in CPU_BACKENDS}
     for k, v in weights.items():  # no backend trains the caller's arrays (the next one must start the same)
         np.testing.assert_array_equal(v, before[k])
     losses = {b: [r["train_loss"] for r in rows] for b, rows in runs.items()}
@@ -155,7 +155,7 @@ def test_mlp_full_batch_converges_on_numpy_and_numba(data):
     weights = torch_weights("mlp", seed=0)
     losses = {}
     for backend in ["numpy", "numba_cpu"]:
-        rows = experiment.train_mlp(backend, p, weights, experiment.unit_scale(data), threads=2)
+        rows = experiment.train(backend, "mlp", p, weights, experiment.unit_scale(data), threads=2)
         assert [r["epoch"] for r in rows] == [30, 60]
         assert rows[-1]["train_accuracy"] > 0.3 and rows[-1]["test_accuracy"] > 0.3  # chance is 0.1
         assert rows[-1]["train_accuracy"] > rows[0]["train_accuracy"] - 0.02
@@ -171,7 +171,7 @@ def test_unavailable_backends_are_rows_with_the_reason(data, monkeypatch):
     monkeypatch.setitem(sys.modules, "cupy", None)  # import cupy -> ImportError, as on a machine without it
     p = params.Params(scratch_epochs=1)
     for backend in ["cupy", "torch_cuda", "numba_cuda"]:
-        rows = experiment.train_cnn(backend, p, torch_weights("mnist_cnn"), data, threads=1)
+        rows = experiment.train(backend, "mnist_cnn", p, torch_weights("mnist_cnn"), data, threads=1)
         assert len(rows) == 1 and rows[0]["status"] == "unavailable", rows
         assert rows[0]["error"].startswith("BackendUnavailable: ") and len(rows[0]["error"]) > 30
         assert "epoch_s" not in rows[0]  # never a fake number
@@ -190,7 +190,7 @@ def test_a_row_writer_that_fails_mid_training_gets_the_failure_row_before_its_er
 
     p = params.Params(scratch_epochs=2, scratch_batch_size=256)
     with pytest.raises(OSError, match="No space left"):
-        experiment.train_cnn("numpy", p, torch_weights("mnist_cnn"), data, threads=1, on_row=on_row)
+        experiment.train("numpy", "mnist_cnn", p, torch_weights("mnist_cnn"), data, threads=1, on_row=on_row)
     assert [(r["status"], r["epoch"]) for r in written] == [("ok", 1), ("error", 1)]
     assert written[1]["error"] == "OSError: [Errno 28] No space left on device"
 
@@ -526,7 +526,7 @@ def test_numba_cuda_without_libnvvm_is_unavailable_with_the_reason(monkeypatch):
     monkeypatch.setattr(numba_cuda, "SIMULATED", False)
     monkeypatch.setattr(numba_cuda, "nvvm_available", lambda: False)
     with pytest.raises(BackendUnavailable, match="libNVVM"):
-        numba_cuda._cuda()
+        numba_cuda.NumbaCudaBackend("numba_cuda", "mlp")
     err = cuda_error.NvvmSupportError("libNVVM cannot be found. Do `conda install cudatoolkit`")
     row = experiment.failure({"backend": "numba_cuda"}, err)
     assert row["status"] == "unavailable" and "libNVVM" in row["error"]
@@ -540,9 +540,11 @@ def test_the_default_run_learns_the_synthetic_mnist_as_the_seeds_networks_learnt
     MLP still improves after half its steps (seed 004's did over its 500)."""
     p = params.load(ROOT / "params" / "local.yaml", check_device=False)
     data = experiment.load_data(p)
-    cnn = experiment.train_cnn("torch_cpu", p, torch_weights("mnist_cnn", seed=p.seed), data, 2)
+    cnn = experiment.train("torch_cpu", "mnist_cnn", p, torch_weights("mnist_cnn", seed=p.seed), data, 2)
     assert len(cnn) == p.scratch_epochs and cnn[-1]["test_accuracy"] > 0.8 and cnn[0]["test_accuracy"] < 0.8
-    mlp = experiment.train_mlp("numpy", p, torch_weights("mlp", seed=p.seed), experiment.unit_scale(data), 2)
+    mlp = experiment.train(
+        "numpy", "mlp", p, torch_weights("mlp", seed=p.seed), experiment.unit_scale(data), 2
+    )
     acc = {r["epoch"]: r["test_accuracy"] for r in mlp}
     half, end = acc[p.scratch_mlp_steps // 2], acc[p.scratch_mlp_steps]
     assert half < 0.95 and end - half > 0.03

@@ -42,8 +42,8 @@ class OpTimer:
     sync: Callable[[], None] = lambda: None
     clock: Callable[[], float] = time.perf_counter
     enabled: bool = False
-    times: dict[str, list[float]] = field(default_factory=dict)  # per op, its first call's first
-    ops: dict[str, tuple[str, str]] = field(default_factory=dict)  # its kind and phase
+    # per (op, kind, phase), its calls' seconds, the first call's first
+    times: dict[tuple[str, str, str], list[float]] = field(default_factory=dict)
 
     @contextmanager
     def op(self, name: str, kind: str, phase: str):
@@ -54,8 +54,7 @@ class OpTimer:
         start = self.clock()
         yield
         self.sync()
-        self.times.setdefault(name, []).append(self.clock() - start)
-        self.ops[name] = kind, phase
+        self.times.setdefault((name, kind, phase), []).append(self.clock() - start)
 
     def rows(self) -> list[dict]:
         """One row per op: first-call time apart, then median / mean / 95% interval of the later calls (ms)."""
@@ -65,15 +64,15 @@ class OpTimer:
         return [
             {
                 "op": name,
-                "op_kind": self.ops[name][0],
-                "phase": self.ops[name][1],
+                "op_kind": kind,
+                "phase": phase,
                 "calls": len(later),
                 "first_call_ms": first * 1e3,
                 "median_ms": statistics.median(later) * 1e3 if later else nan,
                 "mean_ms": statistics.fmean(later) * 1e3 if later else nan,
                 "ci95_ms": ci95_half_width(later) * 1e3,
             }
-            for name, (first, *later) in self.times.items()
+            for (name, kind, phase), (first, *later) in self.times.items()
         ]
 
 
@@ -96,7 +95,7 @@ class Backend:
     def sync(self) -> None:
         """Wait for queued device work (no-op on CPU backends)."""
 
-    def _load(self, weights: dict, put) -> dict[str, np.ndarray]:
+    def _load(self, weights: dict, put) -> None:
         """``p``, ``g`` and ``v`` by ``put(name, host array)``, a copy: momentum buffers only with momentum (or
         ``momentum_buffers``), as torch.optim.SGD keeps none without (seed 004's MLP: momentum 0)."""
         host = {k: np.ascontiguousarray(weights[k], dtype=np.float32) for k in PARAM_NAMES[self.model]}
@@ -104,7 +103,6 @@ class Backend:
         self.g = {k: put(k, np.zeros_like(w)) for k, w in host.items()}
         keep_v = self.momentum or self.momentum_buffers
         self.v = {k: put(k, np.zeros_like(w)) for k, w in host.items()} if keep_v else {}
-        return host
 
     def put(self, x, y):
         """Host batch (N, C, H, W) -> the backend's arrays (its ``_layout``, on its device), timed as a transfer."""
@@ -138,9 +136,7 @@ def torch_weights(model: str, seed: int = 0, image_size: int = 28, hidden: int =
 
     torch.manual_seed(seed)
     net = torch_module(model, image_size, hidden)
-    return {
-        k: v.detach().cpu().numpy().astype(np.float32).copy() for k, v in named_params(model, net).items()
-    }
+    return {k: v.detach().numpy().copy() for k, v in zip(PARAM_NAMES[model], net.parameters(), strict=True)}
 
 
 def torch_module(model: str, image_size: int = 28, hidden: int = 10):
@@ -156,11 +152,6 @@ def torch_module(model: str, image_size: int = 28, hidden: int = 10):
             nn.Flatten(), nn.Linear(image_size * image_size, hidden), nn.ReLU(), nn.Linear(hidden, 10)
         )
     raise ValueError(f"unknown scratch model '{model}'; valid: {', '.join(SCRATCH_MODELS)}")
-
-
-def named_params(model: str, net) -> dict:
-    """The module's parameters under the scratch names (``conv1.weight``...), in PARAM_NAMES order."""
-    return dict(zip(PARAM_NAMES[model], net.parameters(), strict=True))
 
 
 def component_bytes(backend, acts, work) -> dict[str, int]:
@@ -208,14 +199,14 @@ class Buffered(Backend):
     order; a backend launches a kernel (``_launch(kernel, size, *args)``, size: the elements it writes) and
     supplies the steps that differ (``_dense_w``, ``_grad``, ``_softmax``, ``_loss``)."""
 
-    def _zero_grads(self) -> None:
-        pass
+    def _put(self, name, a):
+        return self._device(a.copy())  # never train the caller's arrays
 
     def init(self, weights: dict[str, np.ndarray]) -> None:
         """Parameters loaded, every kernel compiled (or loaded from Numba's cache) on a one-image batch where the
         backend ``compiles`` (``jit_s``), then the parameters loaded afresh with zero gradients and momentum."""
-        host, self.buffers = self._load(weights, self._put), {}
-        self.image = image_side(self.model, host)
+        self._load(weights, self._put)
+        self.buffers, self.image = {}, image_side(self.model, weights)
         if self.compiles:
             start = time.perf_counter()
             self.train_step(np.zeros((1, 1, self.image, self.image), np.float32), np.zeros(1, np.int64))
@@ -252,7 +243,6 @@ class Buffered(Backend):
         flat = self._forward(x, b)
         with op("softmax_ce", "softmax", "forward"):
             loss = self._softmax(b, y)
-        self._zero_grads()
         with op("fc2_bwd", "gradient", "backward"):
             self._grad(k.dense_bwd_weight, "fc2", b["d"], b["h"])
             run(k.dense_bwd_input, b["dh"].size, b["d"], p["fc2.weight"], b["h"], b["dh"], True)

@@ -20,7 +20,7 @@ from cnnbench.params import SCRATCH_BACKENDS as DEVICE_KIND
 from cnnbench.params import ParamsError, scratch_data_problem
 from cnnbench.progress import note, resumed
 from cnnbench.results.schema import SCRATCH_KEYS, SCRATCH_PLAN
-from cnnbench.scratch.base import Backend, BackendUnavailable, named_params, torch_module, torch_weights
+from cnnbench.scratch.base import PARAM_NAMES, Backend, BackendUnavailable, torch_module, torch_weights
 
 MIB = 2**20
 TOLERANCE = 1e-4  # gradient check: max |ours - reference| / max |reference|, per tensor
@@ -93,10 +93,7 @@ def load_data(p) -> Data:
 def identity(backend: str, model: str, threads: int) -> dict:
     """The columns naming a row's backend, model, device ("" where absent) and threads."""
     kind = DEVICE_KIND[backend]
-    try:
-        name = devices.device_name(torch.device(kind)) if kind in devices.available() else ""
-    except Exception:  # noqa: BLE001 - a name is decoration, never a reason to stop
-        name = ""
+    name = devices.device_name(torch.device(kind)) if kind in devices.available() else ""
     return dict(backend=backend, model=model, device_name=name, device_kind=kind, threads=threads)
 
 
@@ -156,7 +153,7 @@ def gradcheck(
     except Exception as err:  # noqa: BLE001 - a failure is a row
         return [{**failure(ident, err), "tensor": "loss"}]
     net = torch_module(model, x.shape[-1], weights["fc1.weight"].shape[0]).double()
-    named = named_params(model, net)
+    named = dict(zip(PARAM_NAMES[model], net.parameters(), strict=True))
     with torch.no_grad():
         for k, prm in named.items():
             prm.copy_(torch.from_numpy(weights[k].astype(np.float64)))
@@ -173,25 +170,40 @@ def gradcheck(
     return rows
 
 
-def timed(b, fn):
-    """Run ``fn`` between two device synchronisations; return (result, seconds)."""
-    b.sync()
-    start = time.perf_counter()
-    out = fn()
-    b.sync()
-    return out, time.perf_counter() - start
+def train(backend: str, model: str, p, weights: dict, data: Data, threads: int, on_row=lambda row: None):
+    """A row per CNN epoch (minibatches in the order seeded by seed + epoch; the mean loss) or per
+    ``scratch_mlp_eval_every`` full-batch MLP steps (seed 004; ``epoch``: steps done; the last loss), each to
+    ``on_row``, accuracies outside the time; a failure or NaN ends it."""
+    ident, rows, i, n, cnn = identity(backend, model, threads), [], 0, len(data.x_train), model == "mnist_cnn"
+    bs = p.scratch_batch_size if cnn else n
+    blocks = (
+        range(1, p.scratch_epochs + 1) if cnn else range(0, p.scratch_mlp_steps, p.scratch_mlp_eval_every)
+    )
 
+    def block(b, i: int) -> dict:
+        if cnn:
+            order = np.random.default_rng(p.seed + i).permutation(n)
+            steps = [order[s * bs : (s + 1) * bs] for s in range(n // bs)]
+        else:
+            steps = [slice(None)] * min(p.scratch_mlp_eval_every, p.scratch_mlp_steps - i)
+        b.sync()  # the window's time between two device synchronisations
+        start = time.perf_counter()
+        losses = [b.train_step(data.x_train[s], data.y_train[s]) for s in steps]
+        b.sync()
+        seconds = time.perf_counter() - start
+        k = len(steps)
+        row = {"epoch": i if cnn else i + k, "steps": k, "batch_size": bs, "epoch_s": seconds}
+        row |= {} if cnn else {"step_s": seconds / k}
+        row |= {"images": k * bs, "throughput_img_s": k * bs / seconds}
+        row["train_loss"] = float(np.mean(losses) if cnn else losses[-1])
+        row |= {} if cnn else {"train_accuracy": b.evaluate(data.x_train, data.y_train)}
+        return {**row, "test_accuracy": b.evaluate(data.x_test, data.y_test)}
 
-def _train(
-    backend: str, model: str, p, weights: dict, threads: int, blocks, train_block, on_row
-) -> list[dict]:
-    """A row per block ``i`` from ``train_block(b, i)``, each to ``on_row``; a failure or NaN ends it."""
-    ident, rows, i = identity(backend, model, threads), [], 0
     try:
         b = _make(backend, model, p)
         b.init(weights)
         for i in blocks:
-            figures = train_block(b, i)
+            figures = block(b, i)
             finite = math.isfinite(figures["train_loss"])
             rows.append({**ident, **figures, "jit_s": b.jit_s, "status": "ok" if finite else "unstable"})
             on_row(rows[-1])
@@ -201,44 +213,6 @@ def _train(
         rows.append({**failure(ident, err), "epoch": i})
         on_row(rows[-1])
     return rows
-
-
-def train_cnn(
-    backend: str, p, weights: dict, data: Data, threads: int, on_row=lambda row: None
-) -> list[dict]:
-    """``scratch_epochs`` epochs, epoch e in the order seeded by seed + e; test accuracy outside its time."""
-    bs = p.scratch_batch_size
-    steps = len(data.x_train) // bs
-
-    def train_epoch(b, epoch: int) -> dict:
-        order = np.random.default_rng(p.seed + epoch).permutation(len(data.x_train))
-        batches = (order[s * bs : (s + 1) * bs] for s in range(steps))
-        losses, seconds = timed(b, lambda: [b.train_step(data.x_train[i], data.y_train[i]) for i in batches])
-        figures = {"epoch": epoch, "steps": steps, "batch_size": bs, "epoch_s": seconds, "images": steps * bs}
-        figures |= {"throughput_img_s": steps * bs / seconds, "train_loss": float(np.mean(losses))}
-        return {**figures, "test_accuracy": b.evaluate(data.x_test, data.y_test)}
-
-    epochs = range(1, p.scratch_epochs + 1)
-    return _train(backend, "mnist_cnn", p, weights, threads, epochs, train_epoch, on_row)
-
-
-def train_mlp(
-    backend: str, p, weights: dict, data: Data, threads: int, on_row=lambda row: None
-) -> list[dict]:
-    """Seed 004: full-batch gradient descent, one row per ``scratch_mlp_eval_every`` steps (``epoch``: done)."""
-    n = len(data.x_train)
-
-    def train_block(b, done: int) -> dict:
-        steps = min(p.scratch_mlp_eval_every, p.scratch_mlp_steps - done)
-        losses, seconds = timed(b, lambda: [b.train_step(data.x_train, data.y_train) for _ in range(steps)])
-        figures = {"epoch": done + steps, "steps": steps, "batch_size": n, "epoch_s": seconds}
-        figures |= {"step_s": seconds / steps, "images": steps * n, "throughput_img_s": steps * n / seconds}
-        train_acc, test_acc = b.evaluate(data.x_train, data.y_train), b.evaluate(data.x_test, data.y_test)
-        figures |= {"train_loss": float(losses[-1]), "train_accuracy": train_acc, "test_accuracy": test_acc}
-        return figures
-
-    blocks = range(0, p.scratch_mlp_steps, p.scratch_mlp_eval_every)
-    return _train(backend, "mlp", p, weights, threads, blocks, train_block, on_row)
 
 
 def op_breakdown(backend: str, model: str, p, weights: dict, x: np.ndarray, y: np.ndarray, threads: int):
@@ -256,17 +230,14 @@ def op_breakdown(backend: str, model: str, p, weights: dict, x: np.ndarray, y: n
     return [{**ident, **row, **fixed} for row in b.timer.rows()]
 
 
-TRACED = ("numpy", "numba_cpu")  # backends whose arrays NumPy allocates: tracemalloc sees them
-
-
 def rss() -> int:
     return psutil.Process().memory_info().rss
 
 
 def _measure_hooks(backend: str):
-    """(read_current, read_peak, reset_peak, read_pool_held, what) for ``backend``'s allocator, tracing started
-    for :data:`TRACED`; pool held: what a GPU allocator holds (in use or cached) after the step, else None."""
-    if backend in TRACED:
+    """(read_current, read_peak, reset_peak, read_pool_held, what) for ``backend``'s allocator (tracemalloc started
+    where NumPy allocates its arrays); pool held: what a GPU allocator holds (in use or cached), else None."""
+    if backend in ("numpy", "numba_cpu"):
         how, traced = "tracemalloc (NumPy reports its allocations)", tracemalloc.get_traced_memory
         tracemalloc.start()
         return (lambda: traced()[0]), (lambda: traced()[1]), tracemalloc.reset_peak, lambda: None, how
@@ -280,17 +251,15 @@ def _measure_hooks(backend: str):
 
         def peak() -> float:  # a device without a high-water mark (MPS): what it holds after the step
             mib = b.peak_memory_mib()["peak_device_mem_mib"]
-            return mib * 2**20 if mib == mib else b.allocated_bytes()
+            return b.allocated_bytes() if math.isnan(mib) else mib * 2**20
 
-        what = f"torch's {b.kind} allocator: allocated bytes"
-        what += " (high-water mark where it has one, else after the step)"
+        what = f"torch's {b.kind} allocator: allocated bytes (high-water mark where it has one, else after the step)"
         return b.allocated_bytes, peak, b.reset_peak_memory, b.reserved_bytes, what
     if backend == "numba_cuda":
         from numba import cuda
 
         def used():
-            free, total = cuda.current_context().get_memory_info()
-            return total - free
+            return (info := cuda.current_context().get_memory_info()).total - info.free
 
         return used, used, lambda: None, lambda: None, "CUDA free memory delta (after the step)"
     return rss, rss, lambda: None, lambda: None, "process RSS delta (after the step)"
@@ -315,8 +284,7 @@ def memory_breakdown(
             b.sync()
             step_peak = max(peak(), current()) - base
         finally:
-            if backend in TRACED:
-                tracemalloc.stop()
+            tracemalloc.stop()  # a no-op where not tracing
         comp, rss_growth, held = b.memory(), rss() - rss0, pool_held()
     except Exception as err:  # noqa: BLE001
         return [{**failure(ident, err), "component": ""}]
@@ -421,8 +389,7 @@ def _run_all(run, data: Data, progress) -> dict[str, list[dict]]:
             progress(f"{model} on {backend}")
             note(f"backends: {model} on {backend}")
             keep("gradcheck", gradcheck(backend, model, weights, xg, yg, threads))
-            train = train_cnn if model == "mnist_cnn" else train_mlp
-            train(backend, p, weights, data, threads, lambda row: keep("backends", [row]))
+            train(backend, model, p, weights, data, threads, lambda row: keep("backends", [row]))
             keep("backend_ops", op_breakdown(backend, model, p, weights, xb, yb, threads))
             keep("backend_memory", memory_breakdown(backend, model, p, weights, xb, yb, data, threads))
     absent = {(r["backend"], r["model"]) for t in out.values() for r in t if r["status"] == "unavailable"}

@@ -204,9 +204,6 @@ class NumbaCpuBackend(Buffered):
     kernels = sys.modules[__name__]
     compiles = True
 
-    def _put(self, name, a):
-        return a.copy()
-
     def _buf(self, n: int) -> dict[str, np.ndarray]:
         if n not in self.buffers:
             self.buffers[n] = step_buffers(self.model, self.p, self.image, n, np.empty)

@@ -20,29 +20,11 @@ THREADS = 128  # threads per block
 BATCH_CHUNK = 16  # images summed by one thread of a weight-gradient kernel
 
 
-NO_NVVM = (
-    "Numba finds a CUDA GPU but no libNVVM to compile its kernels (torch wheels do not ship it): "
-    "make gpu (numba-cuda and libNVVM for torch's CUDA) or a CUDA toolkit"
-)
-
-
 def nvvm_available() -> bool:
     """True when Numba can load libNVVM, the compiler of its CUDA kernels."""
-    try:
-        from numba.cuda.cudadrv import nvvm
+    from numba.cuda.cudadrv import nvvm
 
-        return bool(nvvm.is_available())
-    except Exception:  # noqa: BLE001 - a Numba without the module cannot compile either
-        return False
-
-
-def _cuda():
-    """numba.cuda with a usable GPU and compiler (or the simulator); :class:`BackendUnavailable` says why not."""
-    if not cuda.is_available():
-        raise BackendUnavailable("Numba finds no CUDA GPU (numba.cuda.is_available() is False)")
-    if not SIMULATED and not nvvm_available():
-        raise BackendUnavailable(NO_NVVM)
-    return cuda
+    return bool(nvvm.is_available())
 
 
 @cuda.jit(device=True)
@@ -222,25 +204,28 @@ class NumbaCudaBackend(Buffered):
     momentum_buffers = True  # its SGD kernel updates through v, momentum 0 included
 
     def __init__(self, name: str, model: str, lr: float = 0.01, momentum: float = 0.9):
-        self.cuda = _cuda()
+        if not cuda.is_available():
+            raise BackendUnavailable("Numba finds no CUDA GPU (numba.cuda.is_available() is False)")
+        if not SIMULATED and not nvvm_available():
+            raise BackendUnavailable(
+                "Numba finds a CUDA GPU but no libNVVM to compile its kernels (torch wheels do not ship it): "
+                "make gpu (numba-cuda and libNVVM for torch's CUDA) or a CUDA toolkit"
+            )
         super().__init__(name, model, lr, momentum)
         self.compiles = not SIMULATED
 
     def init(self, weights: dict) -> None:
         super().init(weights)
         if not SIMULATED:  # what compiling left and the parameters replaced: freed now, before memory is read
-            self.cuda.current_context().deallocations.clear()
+            cuda.current_context().deallocations.clear()
 
     def sync(self) -> None:
-        self.cuda.synchronize()
-
-    def _put(self, name, a):
-        return self.cuda.to_device(a)
+        cuda.synchronize()
 
     def _buf(self, n: int) -> dict:
         if n not in self.buffers:
-            b = step_buffers(self.model, self.p, self.image, n, self.cuda.device_array)
-            self.buffers = {n: {**b, "losses": self.cuda.device_array(n, np.float32)}}
+            b = step_buffers(self.model, self.p, self.image, n, cuda.device_array)
+            self.buffers = {n: {**b, "losses": cuda.device_array(n, np.float32)}}
         return self.buffers[n]
 
     def _launch(self, kernel, size, *args, chunks: int = 0):
@@ -248,7 +233,7 @@ class NumbaCudaBackend(Buffered):
         kernel[(blocks, max(1, math.ceil(chunks / BATCH_CHUNK))) if chunks else blocks, THREADS](*args)
 
     def _device(self, a):
-        return self.cuda.to_device(a)
+        return cuda.to_device(a)
 
     def _host(self, a, name=None) -> np.ndarray:
         return a.copy_to_host()
@@ -262,12 +247,10 @@ class NumbaCudaBackend(Buffered):
     def _loss(self, loss, b) -> float:
         return float(b["losses"].copy_to_host().astype(np.float64).mean())
 
-    def _zero_grads(self) -> None:
-        for a in self.g.values():
-            self._launch(zero, a.size, a.reshape(a.size))
-
     def _grad(self, kernel, layer, a, d):
         w, bias = self.g[f"{layer}.weight"], self.g[f"{layer}.bias"]
+        for g in (w, bias):  # the kernel adds each chunk's sum to it
+            self._launch(zero, g.size, g.reshape(g.size))
         self._launch(kernel, w.size, a, d, w, bias, chunks=a.shape[0])
 
     def _sgd(self):

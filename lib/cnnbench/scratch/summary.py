@@ -8,7 +8,7 @@ import pandas as pd
 import seaborn as sns
 from matplotlib.ticker import MaxNLocator
 
-from cnnbench import published
+from cnnbench import published, results
 from cnnbench.plots import save
 
 SPEED_GOALS = [  # (model, backend, reference, ratio of, goal): issue 10's speed goals on a 2-core CPU
@@ -20,8 +20,8 @@ SPEED_GOALS = [  # (model, backend, reference, ratio of, goal): issue 10's speed
 
 def status(df: pd.DataFrame) -> pd.DataFrame:
     """Backends that did not run, with the reason (status unavailable, error, oom, unstable)."""
-    bad = df[df.status != "ok"]
-    return bad[["backend", "model", "status", "error"]].drop_duplicates().reset_index(drop=True)
+    bad = df[df.status != "ok"]  # the columns every 05 table declares
+    return bad[results.table("backends").columns.split()].drop_duplicates().reset_index(drop=True)
 
 
 def summarize(df: pd.DataFrame) -> pd.DataFrame:
@@ -89,11 +89,8 @@ def beside_seed_001(summ: pd.DataFrame) -> pd.DataFrame:
     out = pd.concat(
         [ours[cols].add_prefix("ours_"), pub[cols].add_prefix(f"published by {published.SEED_001}: ")], axis=1
     )
-    out = out.reindex(pub.index.union(ours.index, sort=False))
-    out.insert(
-        0, "model", "mnist_cnn"
-    )  # seed 001's Table I is the CNN: the MLP's (seed 004's) are not beside it
-    return out
+    # seed 001's Table I is the CNN: the MLP's (seed 004's) are not beside it
+    return out.reindex(pub.index.union(ours.index, sort=False)).assign(model="mnist_cnn")[["model", *out]]
 
 
 def op_kinds(ops: pd.DataFrame) -> pd.DataFrame:

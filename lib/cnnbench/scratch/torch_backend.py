@@ -10,7 +10,7 @@ import torch.nn.functional as F
 from cnnbench import devices
 from cnnbench.params import SCRATCH_BACKENDS
 from cnnbench.scratch import base
-from cnnbench.scratch.base import Backend, BackendUnavailable, image_side, named_params, torch_module
+from cnnbench.scratch.base import PARAM_NAMES, Backend, BackendUnavailable
 
 # each layer type's op (fc's input flattened)
 OPS = {"conv": F.conv2d, "relu": F.relu, "pool": lambda a: F.max_pool2d(a, 2), "fc": F.linear}
@@ -29,13 +29,9 @@ class TorchBackend(Backend):
         devices.synchronize(self.device)
 
     def init(self, weights: dict[str, np.ndarray]) -> None:
-        image = image_side(self.model, weights)
-        self.net = torch_module(self.model, image, weights["fc1.weight"].shape[0]).to(self.device)
-        self.p = named_params(self.model, self.net)
-        with torch.no_grad():
-            for k, p in self.p.items():
-                p.copy_(torch.from_numpy(np.asarray(weights[k], dtype=np.float32)))
-        self.opt = torch.optim.SGD(self.net.parameters(), lr=self.lr, momentum=self.momentum)
+        f32 = {"dtype": torch.float32, "device": self.device}
+        self.p = {k: torch.nn.Parameter(torch.tensor(weights[k], **f32)) for k in PARAM_NAMES[self.model]}
+        self.opt = torch.optim.SGD(self.p.values(), lr=self.lr, momentum=self.momentum)
         self._saved: dict[int, int] = {}
 
     def _forward(self, x):

@@ -58,26 +58,24 @@ class XpBackend(Backend):
         super().__init__(name, model, lr, momentum)
         self.cache: dict = {}
 
-    def _fc1_perm(self, w, inverse: bool = False):
-        """``fc1.weight`` between PyTorch's layout (out, c*h*w) and the internal one (out, h*w*c)."""
-        out_f, (h, wd, c) = w.shape[0], self._pooled_shape
-        if inverse:
-            return w.reshape(out_f, h, wd, c).transpose(0, 3, 1, 2).reshape(out_f, -1)
-        return w.reshape(out_f, c, h, wd).transpose(0, 2, 3, 1).reshape(out_f, -1)
+    def _fc1(self, name, w, inverse: bool = False):
+        """The CNN's ``fc1.weight`` between PyTorch's layout (out, c*h*w) and the internal one (out, h*w*c)."""
+        if name != "fc1.weight" or self.model != "mnist_cnn":
+            return w
+        c = self.channels
+        side = int(round((w.shape[1] / c) ** 0.5))
+        shape, axes = ((side, side, c), (0, 3, 1, 2)) if inverse else ((c, side, side), (0, 2, 3, 1))
+        return w.reshape(len(w), *shape).transpose(axes).reshape(len(w), -1)
 
-    def _put(self, name, w):
-        w = self._fc1_perm(w) if name == "fc1.weight" and self.model == "mnist_cnn" else w
-        return self.xp.array(w, dtype=np.float32, order="C", copy=True)  # never train the caller's arrays
+    def _put(self, name, w):  # a copy: never train the caller's arrays
+        return self.xp.array(self._fc1(name, w), dtype=np.float32, order="C", copy=True)
 
     def init(self, weights: dict[str, np.ndarray]) -> None:
-        if self.model == "mnist_cnn":
-            c2 = weights["conv2.weight"].shape[0]
-            side = int(round((weights["fc1.weight"].shape[1] / c2) ** 0.5))
-            self._pooled_shape = (side, side, c2)
+        self.channels = len(weights["conv2.weight"]) if self.model == "mnist_cnn" else 0
         self._load(weights, self._put)
 
     def _host(self, a, name=None) -> np.ndarray:
-        a = self._fc1_perm(a, True) if name == "fc1.weight" and self.model == "mnist_cnn" else a
+        a = self._fc1(name, a, inverse=True)
         return a.get() if hasattr(a, "get") else np.asarray(a)
 
     def _layout(self, x):
@@ -101,13 +99,12 @@ class XpBackend(Backend):
 
     def _sgd(self):
         for k, p in self.p.items():
-            if not self.momentum:
-                p -= self.lr * self.g[k]
-                continue
-            v = self.v[k]
-            v *= self.momentum
-            v += self.g[k]
-            p -= self.lr * v
+            step = self.g[k]
+            if self.momentum:  # torch.optim.SGD's: v = momentum * v + g
+                step = self.v[k]
+                step *= self.momentum
+                step += self.g[k]
+            p -= self.lr * step
 
     # --- layers (each timed by _forward / _backward)
     def _conv(self, name, x):
@@ -213,20 +210,15 @@ class XpBackend(Backend):
 def backend(name: str, model: str, lr: float, momentum: float) -> XpBackend:
     """The backend on NumPy, or on CuPy's CUDA device (imported here); :class:`BackendUnavailable` says why not."""
     if name == "numpy":
-        return XpBackend(name, model, lr=lr, momentum=momentum)
+        return XpBackend(name, model, np, lr, momentum)
     try:
         import cupy
+
+        cupy.cuda.runtime.getDeviceCount()  # raises where no CUDA device is reachable
     except ImportError as err:
         raise BackendUnavailable(
             f"CuPy is not installed ({err.msg}); make gpu (the CuPy for torch's CUDA) on a CUDA machine"
         ) from None
-    try:
-        if cupy.cuda.runtime.getDeviceCount() < 1:
-            raise BackendUnavailable("CuPy sees no CUDA device")
     except cupy.cuda.runtime.CUDARuntimeError as err:
         raise BackendUnavailable(f"CuPy cannot reach a CUDA device: {err}") from None
-
-    def sync():
-        cupy.cuda.get_current_stream().synchronize()
-
-    return XpBackend("cupy", model, xp=cupy, lr=lr, momentum=momentum, sync=sync)
+    return XpBackend(name, model, cupy, lr, momentum, lambda: cupy.cuda.get_current_stream().synchronize())
