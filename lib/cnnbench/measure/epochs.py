@@ -16,8 +16,7 @@ from cnnbench.progress import bar, resumed
 def _epoch(
     work: engine.Workload, loader, phase: str, max_batches: int, max_images: int = 0, clock=time.perf_counter
 ):
-    """One epoch over ``loader`` up to ``max_batches`` batches or ``max_images`` images (0 = no cap); ``epoch_s``
-    includes the loader's start-up and the synchronised first step, also timed apart."""
+    """One epoch capped at ``max_batches``/``max_images`` (0: none), loader start-up and first step timed apart too."""
     step = work.train_step if phase == "train" else work.eval_step
     n = batches = 0
     first_step = 0.0
@@ -66,8 +65,7 @@ def epoch_pair(p, cfg: Config, device, cap: int) -> dict:
 
 
 def epochs(run) -> pd.DataFrame:
-    """Seed 000's epoch times -> epochs.csv: each model's pair capped by ``max_batches`` and ``epoch_images``, in
-    a fresh worker process unless ``isolate: false``."""
+    """Seed 000's epoch times -> epochs.csv: each model's :func:`epoch_pair`, in a fresh worker unless not ``isolate``."""
     p, device = run.params, run.device
     b = devices.backend(device)
     file = results.file(run.dir, "epochs")

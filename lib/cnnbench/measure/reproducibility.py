@@ -108,26 +108,23 @@ def agreement_sentence(pairs: pd.DataFrame) -> str:
     """One sentence: how many repeated measurements agree within their intervals."""
     if pairs.empty:
         return "No configuration was measured twice in this run."
-    agree = int(pairs.agree.sum())
-    worst = pairs.loc[(pairs.difference_pct.abs() - pairs.difference_ci95_pct).idxmax()]
+    agree, n = int(pairs.agree.sum()), len(pairs)
     text = (
-        f"{agree} of {len(pairs)} configurations measured twice agree within the 95% interval of their "
-        f"difference; {int(pairs.second_inside_first.sum())} of {len(pairs)} fall inside the first "
-        f"measurement's own interval."
+        f"{agree} of {n} configurations measured twice agree within the 95% interval of their difference; "
+        f"{int(pairs.second_inside_first.sum())} of {n} fall inside the first measurement's own interval."
     )
-    if agree < len(pairs):
-        text += (
-            f" The largest disagreement: {worst.model} {worst.phase} at batch {worst.batch_size}, "
-            f"{worst.first} {worst.rate_first_img_s:,.1f} vs {worst.second} {worst.rate_second_img_s:,.1f} "
-            f"img/s ({worst.difference_pct:+.1f}% against +-{worst.difference_ci95_pct:.1f}%)"
-        )
-        probe = number(worst.get("probe_change_pct"))
-        text += (
-            f"; the CPU's own speed (probe) moved {probe:+.1f}% between the two."
-            if math.isfinite(probe)
-            else "."
-        )
-    return text
+    if agree == n:
+        return text
+    w = pairs.loc[(pairs.difference_pct.abs() - pairs.difference_ci95_pct).idxmax()]
+    probe = number(w.probe_change_pct)
+    moved = (
+        f"; the CPU's own speed (probe) moved {probe:+.1f}% between the two" if math.isfinite(probe) else ""
+    )
+    return (
+        f"{text} The largest disagreement: {w.model} {w.phase} at batch {w.batch_size}, {w.first} "
+        f"{w.rate_first_img_s:,.1f} vs {w.second} {w.rate_second_img_s:,.1f} img/s ({w.difference_pct:+.1f}% "
+        f"against +-{w.difference_ci95_pct:.1f}%){moved}."
+    )
 
 
 def machine_summary(*tables: pd.DataFrame) -> pd.DataFrame:
@@ -199,16 +196,15 @@ def rate_text(rate: float, half: float, unit: str = "img/s") -> str:
 
 
 def ratio(a: float, ca: float, b: float, cb: float) -> tuple[float, float, float]:
-    """``b / a`` with its 95% interval (low, high): the difference's interval (half-widths in quadrature)
-    relative to ``a``, so it excludes 1 exactly when :func:`change_verdict` calls the change significant."""
+    """``b / a`` and its 95% interval (low, high): the difference's (half-widths in quadrature) relative to ``a``."""
     half = math.hypot(ca, cb) / a
     r = b / a
     return r, max(r - half, 0.0), r + half
 
 
 def paired_ratio(a: dict, b: dict) -> tuple[float, float, float, int] | None:
-    """``b / a`` from the rounds both were measured in (``{round: rate}``): the geometric mean of the rounds'
-    ratios with the Student t 95% interval of their logs, and the number of rounds; None below two rounds."""
+    """``b / a`` over the rounds both ran (``{round: rate}``): the geometric mean of the rounds' ratios, the
+    Student t 95% interval of their logs and the number of rounds; None below two rounds."""
     common = sorted(set(a) & set(b))
     if len(common) < 2:
         return None

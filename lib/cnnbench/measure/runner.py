@@ -62,8 +62,7 @@ def _typed_window(w: dict) -> dict:
 
 
 def _measure(pairs, device, p, datasets: list, isolate: bool, until: float, record) -> None:
-    """``record(state, process, row)`` for each of ``pairs`` until ``until``: in one worker (``round_worker``),
-    each in its own (``isolate``) or here."""
+    """``record(state, process, row)`` for each of ``pairs`` until ``until``: in one worker, one each, or here."""
     busy = [process == 1 for _, process in pairs]  # the device's busy share: profiled in a first process
     if isolate and device.round_worker and pairs and time.perf_counter() < until:
         cfgs = [s.cfg for s, _ in pairs]

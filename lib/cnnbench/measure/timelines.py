@@ -30,8 +30,7 @@ def record(path: str | Path, rows: list[dict]) -> None:
 
 
 def end_to_end(df: pd.DataFrame, gap_s: float = 0.5) -> pd.DataFrame:
-    """``t_s`` of each configuration shifted to start where the previous one ended (plus ``gap_s``), so the
-    configurations of an experiment read left to right as they ran."""
+    """``t_run_s``: each configuration's ``t_s`` shifted to start ``gap_s`` after the previous one ended."""
     offsets, start = {}, 0.0
     for conf, g in df.groupby("configuration", sort=False):
         offsets[conf] = start

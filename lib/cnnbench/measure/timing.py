@@ -63,9 +63,8 @@ class StepTimer:
         )
 
     def window(self, step: Callable[[], object], n: int, min_s: float = 0.0) -> tuple[list[float], float]:
-        """Run ``step`` ``n`` times, then more, at the window's own pace, until it has lasted ``min_s`` (a queued
-        device's length known at each sync), at most MAX_WINDOW_STEPS; return the per-step times and the window's
-        synced wall time (seconds)."""
+        """``step`` run ``n`` times, then more until the window lasts ``min_s`` (at most MAX_WINDOW_STEPS steps):
+        (per-step times, the window's synced wall time)."""
         make, record = self.events or (None, None)
         marks: list = []
 
@@ -108,8 +107,8 @@ def summarize(
     batch_size: int,
     seed: int = 0,
 ) -> dict[str, float]:
-    """Step-time statistics, all images over the summed wall time with its 95% interval (Student t over the
-    windows; one window: a bootstrap over the steps), ``noisy`` and ``stalled_windows``."""
+    """Step-time statistics and images / summed wall time with its 95% interval: Student t over the windows, or
+    (one window) a bootstrap over the steps."""
     steps = np.asarray(step_times, dtype=float)
     if steps.size == 0 or not window_times:
         raise ValueError("no measured steps")
