@@ -64,10 +64,8 @@ class Config:
         return replace(self, setting=setting, **{k: v for k, v in changes.items() if k in own})
 
     def columns(self) -> dict:
-        return {
-            **{f.name: getattr(self, f.name) for f in fields(self) if f.name != "setting"},
-            **self.setting,
-        }
+        own = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "setting"}
+        return {**own, **self.setting}
 
 
 def config(p, model: str, phase: str, variant: dict | None = None, **changes) -> Config:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -171,20 +172,15 @@ class Sampler:
         """Mean and max per quantity (GPU ones of the measured GPU), ``peak_rss_mib`` sampled, sample count."""
         out: dict[str, float | str] = {}
         for metric, stats in _SUMMARY.items():
-            name = metric.removesuffix("_pct").removesuffix("_mib")
+            name, unit = re.fullmatch(r"(.*?)(_pct|_mib|)", metric).groups()
             index = self.measured_index if metric.startswith(("util_device", "gpu_")) else None
             arr = np.asarray(self.values(metric, index))
-            if arr.size == 0:
-                continue
-            unit = "_pct" if metric.endswith("_pct") else "_mib" if metric.endswith("_mib") else ""
-            for stat in stats:
+            for stat in stats if arr.size else ():
                 out[f"{name}_{stat}{unit}"] = float(getattr(arr, stat)())
         if rss := self.values("rss_mib"):
             out["peak_rss_mib"] = max(rss)
-        start, end = getattr(self, "_enter_cpu", None), self._last_cpu
-        if (
-            start and end and end[0] > start[0]
-        ):  # the mean over the whole span, exact; the samples give the max
+        start, end = getattr(self, "_enter_cpu", None), self._last_cpu  # the mean over the whole span, exact
+        if start and end and end[0] > start[0]:  # (the samples give the max)
             cpu = 100.0 * (end[1] - start[1]) / (end[0] - start[0])
             out["util_process_cpu_mean_pct"] = min(cpu, 100.0 * self._cores)
         out.setdefault("util_device_mean_pct", float("nan"))
@@ -200,13 +196,10 @@ def span_summary(series: list[dict], begin: float, end: float) -> dict[str, floa
     """The host metrics' means over the samples in ``[begin, end]`` (sampler seconds; NaN where none)."""
     out = {}
     for metric in ("cpu_steal_pct", "util_other_cpu_pct", "cpu_freq_mhz", "util_cpu_pct"):
-        name = metric.removesuffix("_pct") + "_mean_pct" if metric.endswith("_pct") else f"{metric}_mean"
-        vals = [
-            s["value"]
-            for s in series
-            if s["metric"] == metric and s.get("device_index") is None and begin <= s["t_s"] <= end + 1e-9
-        ]
-        out[name] = float(np.mean(vals)) if vals else float("nan")
+        name, unit = re.fullmatch(r"(.*?)(_pct|)", metric).groups()
+        mine = [s for s in series if s["metric"] == metric and s.get("device_index") is None]
+        vals = [s["value"] for s in mine if begin <= s["t_s"] <= end + 1e-9]
+        out[f"{name}_mean{unit}"] = float(np.mean(vals)) if vals else float("nan")
     return out
 
 
