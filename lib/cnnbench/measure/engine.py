@@ -213,10 +213,8 @@ class Workload:
 
 def failure(err: BaseException, device=None) -> dict:
     """The status and message of a failed measurement: unavailable, oom, unstable (non-finite loss) or error."""
-    if isinstance(err, UnstableLoss):
-        return {"status": "unstable", "error": str(err)}
-    if isinstance(err, devices.Unavailable):
-        return {"status": "unavailable", "error": str(err)}
+    if isinstance(err, UnstableLoss | devices.Unavailable):  # their message is the whole story
+        return {"status": "unstable" if isinstance(err, UnstableLoss) else "unavailable", "error": str(err)}
     b = timing.backend_of(device or "cpu")
     return {
         "status": "oom" if b.is_oom(err) else "error",
@@ -257,14 +255,8 @@ def _base_row(cfg: Config, device, p) -> dict:
 
 def crashed(cfg: Config, device, p, exitcode: int | None) -> dict:
     """The row of a configuration whose worker process died (segfault, OOM killer, os._exit)."""
-    return {
-        **_base_row(cfg, device, p),
-        "timestamp": now(),
-        "isolation": "worker",
-        "status": "crashed",
-        "error": death(exitcode),
-        "exitcode": exitcode,
-    }
+    row = {**_base_row(cfg, device, p), "timestamp": now(), "isolation": "worker", "status": "crashed"}
+    return {**row, "error": death(exitcode), "exitcode": exitcode}
 
 
 def death(exitcode: int | None) -> str:
