@@ -66,20 +66,18 @@ def epoch_pair(p, cfg: Config, device, cap: int) -> dict:
 
 def epochs(run) -> pd.DataFrame:
     """Seed 000's epoch times -> epochs.csv: each model's :func:`epoch_pair`, in a fresh worker unless not ``isolate``."""
-    p, device = run.params, run.device
-    b = devices.backend(device)
+    p, device, b = run.params, run.device, devices.backend(run.device)
     file = results.file(run.dir, "epochs")
+    protocol = {k: getattr(p, k) for k in ("synthetic_images", "data_path", "isolate")}
     planned = []
     for model in p.models:
         cfg = engine.config(p, model, "train", p.variants[0], threads=run.threads)
         columns = cfg.replace(**knobs.in_force(cfg.setting, b)).columns()
         del columns["phase"]
-        images = p.epoch_images_per_model.get(model, p.epoch_images)
         row = {**columns, "device_kind": b.kind, "device_name": b.name(), "status": "ok", "error": ""}
-        protocol = {k: getattr(p, k) for k in ("synthetic_images", "data_path", "isolate")}
-        planned.append(
-            (model, cfg, {**row, "max_batches": p.max_batches, "epoch_images": images, **protocol})
-        )
+        images = p.epoch_images_per_model.get(model, p.epoch_images)
+        row |= {"max_batches": p.max_batches, "epoch_images": images, **protocol}
+        planned.append((model, cfg, row))
     file.plan([row for *_, row in planned], "epochs")
     kept = sum(file.done(row) for *_, row in planned)
     for model, cfg, row in bar(planned, desc="epochs", unit="model"):
