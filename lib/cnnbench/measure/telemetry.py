@@ -224,12 +224,7 @@ _BUSY = (
     ("cpu_steal_mean_pct", 2.0, "CPU steal {:.1f}%"),  # hypervisor steal
     ("util_other_cpu_mean_pct", 10.0, "other processes {:.0f}% of the CPUs"),  # their load, % of all cores
     ("probe_spread_pct", 15.0, "the CPU's own speed (probe) moved {:.0f}% between rounds"),
-    (
-        "stalled_windows",
-        0,
-        f"{{:.0f}} window(s) took over {STALL_FACTOR:g}x their steps' median time (the process was stopped "
-        "or starved)",
-    ),
+    ("stalled_windows", 0, f"{{:.0f}} window(s) over {STALL_FACTOR:g}x the median step (stopped or starved)"),
     ("other_runs_max", 0, "another run of this workbook measured here ({:.0f})"),
 )
 
