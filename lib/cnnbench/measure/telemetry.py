@@ -143,8 +143,7 @@ class Sampler:
         psutil.cpu_percent(interval=None, percpu=True)  # the first calls only set the reference points
         psutil.cpu_times_percent(interval=None)
         self._t0 = self.clock()
-        self._last_cpu = (self.clock(), self._process_cpu_seconds())
-        self._enter_cpu = self._last_cpu
+        self._last_cpu = self._enter_cpu = (self.clock(), self._process_cpu_seconds())
         self._stop.clear()
         self._thread = threading.Thread(target=self._loop, name="cnnbench-telemetry", daemon=True)
         self._thread.start()
