@@ -20,7 +20,6 @@ from cnnbench.results import TABLES, ResultsFile, config_keys, window_keys
 # per results file: the keys of the configurations a headline pass (``only``) measured, which the file's next full
 # call counts as measured by it, neither kept from an earlier run nor measured again (a failure row included)
 _HEADLINE_MEASURED: dict[str, set] = {}
-_MAX_PREFIXES = ("peak_", "util_process_cpu_max", "util_cpu_max", "gpu_mem_used_max")
 
 
 class _Config:
@@ -116,18 +115,12 @@ def _merge_numbers(rows: list[dict]) -> dict:
     """The processes' numeric columns as one: maxima the largest, minima the smallest, the rest the mean."""
     out, not_merged = {}, {*config_keys(), "process", "steps_per_window", "exitcode"}
     for k in rows[0]:
-        if k in not_merged:
-            continue
         vals = [float(v) for r in rows if isinstance(v := r.get(k), int | float) and type(v) is not bool]
         vals = [v for v in vals if math.isfinite(v)]
-        if not vals:
+        if k in not_merged or not vals:
             continue
-        if k.startswith(_MAX_PREFIXES) or "_max" in k:
-            out[k] = max(vals)
-        elif "_min" in k or k == "baseline_rss_mib":
-            out[k] = min(vals)
-        else:
-            out[k] = sum(vals) / len(vals)
+        big, small = k.startswith("peak_") or "_max" in k, "_min" in k or k == "baseline_rss_mib"
+        out[k] = max(vals) if big else min(vals) if small else sum(vals) / len(vals)
     return out
 
 
