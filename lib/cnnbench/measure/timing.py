@@ -116,13 +116,10 @@ def summarize(
     images = batch_size * sum(window_steps)
     throughput = images / sum(window_times)
     per_window = [batch_size * n / t for n, t in zip(window_steps, window_times, strict=True)]
-    if len(per_window) >= 2:
-        half = ci95_half_width(per_window)
-    else:
-        rng = np.random.default_rng(seed)
-        resampled = rng.choice(steps, size=(2000, steps.size), replace=True)
-        boot = batch_size * steps.size / resampled.sum(axis=1)
-        lo, hi = np.percentile(boot, [2.5, 97.5])
+    half = ci95_half_width(per_window)
+    if len(per_window) < 2:  # one window: a bootstrap over its steps
+        resampled = np.random.default_rng(seed).choice(steps, size=(2000, steps.size), replace=True)
+        lo, hi = np.percentile(batch_size * steps.size / resampled.sum(axis=1), [2.5, 97.5])
         half = (hi - lo) / 2
     iqr = q3 - q1
     return {
