@@ -73,27 +73,16 @@ def repeated(
 
 
 def _pair(r: dict) -> dict:
+    """The row of :data:`COLUMNS` (in its order) of a configuration merged from two passes (``_a``, ``_b``)."""
     ra, rb = float(r["throughput_img_s_a"]), float(r["throughput_img_s_b"])
     ca, cb = float(r["throughput_ci95_img_s_a"]), float(r["throughput_ci95_img_s_b"])
     diff = rb - ra
     combined = math.hypot(ca, cb) if math.isfinite(ca) and math.isfinite(cb) else math.nan
-    return {
-        "run_name": r["run_name"],
-        "model": r["model"],
-        "phase": r["phase"],
-        "batch_size": int(r["batch_size"]),
-        "first": r["source_a"],
-        "rate_first_img_s": ra,
-        "ci95_first_img_s": ca,
-        "second": r["source_b"],
-        "rate_second_img_s": rb,
-        "ci95_second_img_s": cb,
-        "difference_pct": 100 * diff / ra,
-        "difference_ci95_pct": 100 * combined / ra,
-        "agree": bool(abs(diff) <= combined),
-        "second_inside_first": bool(abs(diff) <= ca),
-        "probe_change_pct": 100 * (number(r.get("probe_img_s_b")) / number(r.get("probe_img_s_a")) - 1),
-    }
+    probe = 100 * (number(r.get("probe_img_s_b")) / number(r.get("probe_img_s_a")) - 1)
+    first, second = (r["source_a"], ra, ca), (r["source_b"], rb, cb)
+    which = (r["run_name"], r["model"], r["phase"], int(r["batch_size"]), *first, *second)
+    agree = bool(abs(diff) <= combined), bool(abs(diff) <= ca)
+    return dict(zip(COLUMNS, (*which, 100 * diff / ra, 100 * combined / ra, *agree, probe), strict=True))
 
 
 def number(value) -> float:

@@ -70,10 +70,8 @@ def _measure(pairs, device, p, datasets: list, isolate: bool, until: float, reco
     for (s, process), dataset, profile in zip(pairs, datasets, busy, strict=True):
         if time.perf_counter() >= until:
             return
-        if isolate:
-            record(s, process, worker.measure_isolated(s.cfg, device, p, dataset, profile))
-        else:
-            record(s, process, engine.measure(s.cfg, device, p, dataset, busy=profile))
+        how = worker.measure_isolated if isolate else engine.measure
+        record(s, process, how(s.cfg, device, p, dataset, busy=profile))
 
 
 def _record(state: _Config, row: dict, process: int, files, source: str, probe_img_s: float) -> None:
