@@ -41,7 +41,7 @@ IMAGE_HAS = frozenset(
     (
         "numpy pandas python-dateutil tzdata six matplotlib contourpy cycler fonttools kiwisolver pillow "
         "pyparsing packaging numba llvmlite pyyaml psutil jinja2 markupsafe filelock fsspec typing-extensions "
-        "sympy mpmath networkx setuptools"
+        "sympy mpmath networkx setuptools scipy"
     ).split()
 )
 # Not used by a batch run (the notebooks executed by papermill, nbconvert and ipykernel), so not carried: the notebook

@@ -1,5 +1,4 @@
-"""The measurement engine: one training or evaluation configuration, warm-up then ``repeats`` synchronised
-windows; failures are rows (``oom``, ``unstable``, ``error``, ``crashed``)."""
+"""One configuration measured: warm-up, then ``repeats`` synchronised windows; a failure is a row with a status."""
 
 from __future__ import annotations
 
@@ -21,7 +20,7 @@ from cnnbench.knobs import Setting
 from cnnbench.measure import energy, flops, telemetry, timing
 from cnnbench.results.schema import PROTOCOL_KEYS
 
-# Columns every result frame has, so a table of failures only still has them (empty).
+# columns every result frame has, so a table of failures only still has them (empty)
 MEASURE_COLUMNS = tuple(
     (
         "throughput_img_s throughput_ci95_img_s throughput_window_min_img_s throughput_window_max_img_s "
@@ -34,8 +33,7 @@ MEASURE_COLUMNS = tuple(
 
 @dataclass(frozen=True)
 class Config:
-    """What is measured: the workload and a value of every knob (``setting``, read as ``cfg.precision``); every
-    field and knob is a column of the row."""
+    """The workload and every knob's value (``setting``, read as ``cfg.precision``): each a column of the row."""
 
     model: str
     phase: str  # train | eval
@@ -66,10 +64,8 @@ class Config:
         return replace(self, setting=setting, **{k: v for k, v in changes.items() if k in own})
 
     def columns(self) -> dict:
-        return {
-            **{f.name: getattr(self, f.name) for f in fields(self) if f.name != "setting"},
-            **self.setting,
-        }
+        own = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "setting"}
+        return {**own, **self.setting}
 
 
 def config(p, model: str, phase: str, variant: dict | None = None, **changes) -> Config:
@@ -106,9 +102,8 @@ def flops_per_image(model: str, image_size: int, num_classes: int) -> tuple[floa
 
 
 class Workload:
-    """``with Workload(cfg, device, p) as work:`` the model, optimizer, loss, data and ``step`` of ``cfg`` under
-    its knobs, freed and restored on leaving. ``model``: a builder in place of the registry's, stepped on the
-    caller's batches (06's fine-tuning); ``lr``: in place of the params'."""
+    """``with Workload(cfg, device, p) as work:`` ``cfg``'s model, optimizer, data and ``step`` under its knobs;
+    ``model``: a builder stepped on the caller's batches (06's fine-tuning), ``lr`` in place of the params'."""
 
     def __init__(self, cfg: Config, device, p, dataset=None, optimizer: str = "sgd", model=None, lr=None):
         build = functools.partial(
@@ -218,10 +213,8 @@ class Workload:
 
 def failure(err: BaseException, device=None) -> dict:
     """The status and message of a failed measurement: unavailable, oom, unstable (non-finite loss) or error."""
-    if isinstance(err, UnstableLoss):
-        return {"status": "unstable", "error": str(err)}
-    if isinstance(err, devices.Unavailable):
-        return {"status": "unavailable", "error": str(err)}
+    if isinstance(err, UnstableLoss | devices.Unavailable):  # their message is the whole story
+        return {"status": "unstable" if isinstance(err, UnstableLoss) else "unavailable", "error": str(err)}
     b = timing.backend_of(device or "cpu")
     return {
         "status": "oom" if b.is_oom(err) else "error",
@@ -230,8 +223,7 @@ def failure(err: BaseException, device=None) -> dict:
 
 
 def steps_for_window(warmup_times: list[float], p) -> int:
-    """Steps per window: ``measured_steps`` or more to fill ``min_window_s`` at the warm-up's steady pace; with
-    ``measured_steps`` 0, as many as fill ``window_s`` (5 to 10,000)."""
+    """Steps per window: ``measured_steps`` or more to fill ``min_window_s`` at the warm-up's pace; else ``window_s``."""
     target, least = _window_target(p)
     if not target or not warmup_times:
         return least
@@ -245,8 +237,7 @@ def _window_target(p) -> tuple[float, int]:
 
 
 def config_key(cfg: Config, device, p) -> dict:
-    """The columns that identify a measurement: the workload, the device kind, every knob as in force there and
-    the protocol (:data:`PROTOCOL_KEYS`)."""
+    """A measurement's key: the workload, device kind, every knob as in force there and :data:`PROTOCOL_KEYS`."""
     b = timing.backend_of(device)
     in_force = cfg.replace(**knobs.in_force(cfg.setting, b)).columns()
     return {**in_force, "device_kind": b.kind, **{k: getattr(p, k) for k in PROTOCOL_KEYS}}
@@ -264,14 +255,8 @@ def _base_row(cfg: Config, device, p) -> dict:
 
 def crashed(cfg: Config, device, p, exitcode: int | None) -> dict:
     """The row of a configuration whose worker process died (segfault, OOM killer, os._exit)."""
-    return {
-        **_base_row(cfg, device, p),
-        "timestamp": now(),
-        "isolation": "worker",
-        "status": "crashed",
-        "error": death(exitcode),
-        "exitcode": exitcode,
-    }
+    row = {**_base_row(cfg, device, p), "timestamp": now(), "isolation": "worker", "status": "crashed"}
+    return {**row, "error": death(exitcode), "exitcode": exitcode}
 
 
 def death(exitcode: int | None) -> str:
@@ -285,28 +270,8 @@ def death(exitcode: int | None) -> str:
     return f"worker process killed by signal {name}"
 
 
-def _memory(b: devices.Backend, summary: dict, warmup_peak: dict) -> dict:
-    """Peak device memory over the windows (after the warm-up's reset) and over the run (``..._run_mib``), and
-    peak RSS: the high-water mark or the largest sample (MiB), the row's in place of the sampler's."""
-    out = b.peak_memory_mib()
-    for k in ("peak_device_mem_mib", "peak_device_reserved_mib"):
-        out[k.replace("_mib", "_run_mib")] = max(out[k], warmup_peak.get(k, math.nan))  # NaN first: NaN
-    if "mps_mem_max_mib" in summary:  # no peak counter: the largest 0.1 s sample, named as such
-        out["mps_allocated_max_sampled_mib"] = summary["mps_mem_max_mib"]
-    out["peak_rss_mib"] = max(devices.peak_rss_mib(), summary.get("peak_rss_mib", 0.0))
-    return out
-
-
-def measure(
-    cfg: Config,
-    device,
-    p,
-    dataset=None,
-    isolation: str = "in_process",
-    busy: bool = True,
-) -> dict:
-    """One configuration measured in this process with the protocol ``p``: always a row, ``status`` ok or the
-    failure's; the series and step times ride along."""
+def measure(cfg: Config, device, p, dataset=None, isolation: str = "in_process", busy: bool = True) -> dict:
+    """One configuration measured here with the protocol ``p``: always a row, with its series and step times."""
     b = timing.backend_of(device)
     row = {**_base_row(cfg, b, p), "timestamp": now(), "status": "ok", "error": ""}
     timer = timing.StepTimer(b)
@@ -349,7 +314,13 @@ def measure(
             row["page_faults_per_step"] = (heap.minor_faults() - faults) / sum(counts)
             row["loss_last"] = work.check_loss()
             summary = sampler.summary()
-            row.update(_memory(b, summary, warmup_peak))
+            # peak device memory over the windows (reset after the warm-up) and the run's (..._run_mib, NaN first)
+            row.update(b.peak_memory_mib())
+            for k in ("peak_device_mem_mib", "peak_device_reserved_mib"):
+                row[k.replace("_mib", "_run_mib")] = max(row[k], warmup_peak.get(k, math.nan))
+            if "mps_mem_max_mib" in summary:  # no peak counter: the largest 0.1 s sample, named as such
+                row["mps_allocated_max_sampled_mib"] = summary["mps_mem_max_mib"]
+            row["peak_rss_mib"] = max(devices.peak_rss_mib(), summary.get("peak_rss_mib", 0.0))
             busy_s = b.busy_s(work.step, BUSY_STEPS) if busy else None  # after the windows: untouched
         row.update(timing.summarize(step_times, window_times, counts, cfg.batch_size, p.seed))
         if busy_s is not None:

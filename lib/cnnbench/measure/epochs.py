@@ -16,8 +16,7 @@ from cnnbench.progress import bar, resumed
 def _epoch(
     work: engine.Workload, loader, phase: str, max_batches: int, max_images: int = 0, clock=time.perf_counter
 ):
-    """One epoch over ``loader`` up to ``max_batches`` batches or ``max_images`` images (0 = no cap); ``epoch_s``
-    includes the loader's start-up and the synchronised first step, also timed apart."""
+    """One epoch capped at ``max_batches``/``max_images`` (0: none), loader start-up and first step timed apart too."""
     step = work.train_step if phase == "train" else work.eval_step
     n = batches = 0
     first_step = 0.0
@@ -66,22 +65,19 @@ def epoch_pair(p, cfg: Config, device, cap: int) -> dict:
 
 
 def epochs(run) -> pd.DataFrame:
-    """Seed 000's epoch times -> epochs.csv: each model's pair capped by ``max_batches`` and ``epoch_images``, in
-    a fresh worker process unless ``isolate: false``."""
-    p, device = run.params, run.device
-    b = devices.backend(device)
+    """Seed 000's epoch times -> epochs.csv: each model's :func:`epoch_pair`, in a fresh worker unless not ``isolate``."""
+    p, device, b = run.params, run.device, devices.backend(run.device)
     file = results.file(run.dir, "epochs")
+    protocol = {k: getattr(p, k) for k in ("synthetic_images", "data_path", "isolate")}
     planned = []
     for model in p.models:
         cfg = engine.config(p, model, "train", p.variants[0], threads=run.threads)
         columns = cfg.replace(**knobs.in_force(cfg.setting, b)).columns()
         del columns["phase"]
-        images = p.epoch_images_per_model.get(model, p.epoch_images)
         row = {**columns, "device_kind": b.kind, "device_name": b.name(), "status": "ok", "error": ""}
-        protocol = {k: getattr(p, k) for k in ("synthetic_images", "data_path", "isolate")}
-        planned.append(
-            (model, cfg, {**row, "max_batches": p.max_batches, "epoch_images": images, **protocol})
-        )
+        images = p.epoch_images_per_model.get(model, p.epoch_images)
+        row |= {"max_batches": p.max_batches, "epoch_images": images, **protocol}
+        planned.append((model, cfg, row))
     file.plan([row for *_, row in planned], "epochs")
     kept = sum(file.done(row) for *_, row in planned)
     for model, cfg, row in bar(planned, desc="epochs", unit="model"):

@@ -28,8 +28,7 @@ aten = torch.ops.aten
 
 
 def _conv_backward_flop(grad_out_shape, x_shape, w_shape, *args, out_shape, **kwargs) -> int:
-    """Convolution backward, correct for grouped convolutions (torch's formula ignores ``groups`` in the
-    weight gradient, which costs the forward FLOPs); the input gradient: torch's."""
+    """Convolution backward, its weight gradient costing the forward's FLOPs (torch's formula ignores ``groups``)."""
     _bias, _stride, _padding, _dilation, transposed, _output_padding, _groups, output_mask = args
     flops = 0
     if output_mask[0]:
@@ -112,18 +111,6 @@ def activation_bytes(model: nn.Module, x: torch.Tensor, num_classes: int) -> int
     return sum(storages.values())
 
 
-def fvcore_macs(model: nn.Module, x: torch.Tensor) -> tuple[int, dict[str, int]]:
-    """fvcore's total (one multiply-add = one "flop") and its per-operator breakdown."""
-    from fvcore.nn import FlopCountAnalysis
-
-    logging.getLogger("fvcore").setLevel(logging.ERROR)
-    with warnings.catch_warnings(), torch.no_grad(), attention_fastpath_off():
-        warnings.simplefilter("ignore")
-        analysis = FlopCountAnalysis(model, (x,))
-        analysis.unsupported_ops_warnings(False).uncalled_modules_warnings(False)
-        return int(analysis.total()), dict(analysis.by_operator())
-
-
 _MATMUL_OPS = {"conv", "linear", "addmm", "matmul", "bmm", "mm", "einsum", "scaled_dot_product_attention"}
 
 
@@ -136,9 +123,8 @@ def complexity(
     with_fvcore: bool = True,
     seed: int = 0,
 ) -> SimpleNamespace:
-    """All complexity figures of ``name`` per image at ``image_size`` (default: its reference resolution), the
-    columns of 01's table: ``macs_vs_published_pct`` is 100 x (ours / published - 1), ``matches_published``
-    within 1% of torchvision's figure (or its 3-decimal rounding); None and True where no figure applies."""
+    """01's table's columns for ``name`` per image at ``image_size`` (default: its reference resolution); published
+    figures (None where none applies) only at the reference resolution and classes."""
     spec = models.spec(name)
     image_size = image_size or spec.reference_size
     num_classes = num_classes or spec.reference_classes
@@ -149,7 +135,16 @@ def complexity(
 
     model.eval()
     fwd = forward_flops(model, x) / batch
-    fv_total, fv_ops = fvcore_macs(model, x[:1]) if with_fvcore else (float("nan"), {})
+    fv_total, fv_ops = float("nan"), {}
+    if with_fvcore:  # fvcore's total (one multiply-add = one "flop") and its per-operator breakdown
+        from fvcore.nn import FlopCountAnalysis
+
+        logging.getLogger("fvcore").setLevel(logging.ERROR)
+        with warnings.catch_warnings(), torch.no_grad(), attention_fastpath_off():
+            warnings.simplefilter("ignore")
+            analysis = FlopCountAnalysis(model, (x[:1],))
+            analysis.unsupported_ops_warnings(False).uncalled_modules_warnings(False)
+            fv_total, fv_ops = int(analysis.total()), dict(analysis.by_operator())
     model.train()
     train = train_flops(model, x, num_classes) / batch
     act = activation_bytes(model, x, num_classes) / batch
@@ -185,8 +180,7 @@ def complexity(
 def table(
     model_names, image_size: int, num_classes: int, device: torch.device | str = "cpu", progress: bool = True
 ) -> list[dict]:
-    """Complexity rows for every model at its reference resolution (1000 classes where ImageNet's) and at
-    ``image_size`` with ``num_classes``; a model with its own data (the MNIST CNN) gets one row."""
+    """Complexity rows of every model at its reference resolution and at ``image_size`` (one for own-data models)."""
     rows = []
     for name in bar(model_names, desc="complexity", unit="model", disable=not progress):
         spec = models.spec(name)
@@ -197,28 +191,20 @@ def table(
     return rows
 
 
-def published_mismatches(complexity) -> list[dict]:
-    """Rows of a complexity table whose MACs (by more than 1%) or parameters differ from torchvision's."""
-    out = []
-    for r in complexity.itertuples():
-        off, pub = [], r.published_gmacs
-        if pd.notna(pub) and not matches_published(float(r.gmacs_fwd), float(pub)):
-            off.append(("forward GMACs", float(r.gmacs_fwd), float(pub)))
-        if pd.notna(r.published_params) and int(r.params) != int(r.published_params):
-            off.append(("parameters", int(r.params), int(r.published_params)))
-        for what, ours, theirs in off:
-            row = {"model": r.model, "what": what, "ours": ours, "published": theirs}
-            out.append({**row, "difference_pct": 100 * (ours / theirs - 1)})
-    return out
-
-
 def published_check(complexity):
     """An HTML verdict: a red warning naming every model off its published counts, or one line saying all agree."""
     import html
 
     from IPython.display import HTML
 
-    bad = published_mismatches(complexity)
+    bad = []  # (model, what, ours, published) of every count off torchvision's: MACs by > 1%, parameters at all
+    for r in complexity.itertuples():
+        if pd.notna(r.published_gmacs) and not matches_published(
+            float(r.gmacs_fwd), float(r.published_gmacs)
+        ):
+            bad.append((r.model, "forward GMACs", float(r.gmacs_fwd), float(r.published_gmacs)))
+        if pd.notna(r.published_params) and int(r.params) != int(r.published_params):
+            bad.append((r.model, "parameters", int(r.params), int(r.published_params)))
     checked = int(complexity.published_gmacs.notna().sum()) if "published_gmacs" in complexity else 0
     if not bad:
         return HTML(
@@ -226,9 +212,9 @@ def published_check(complexity):
             "within 1% (MACs) and exactly (parameters).</p>"
         )
     items = "".join(
-        f"<li><b>{html.escape(b['model'])}</b>: {b['what']} ours {b['ours']:,.4g}, published "
-        f"{b['published']:,.4g} ({b['difference_pct']:+.1f}%)</li>"
-        for b in bad
+        f"<li><b>{html.escape(model)}</b>: {what} ours {ours:,.4g}, published {theirs:,.4g} "
+        f"({100 * (ours / theirs - 1):+.1f}%)</li>"
+        for model, what, ours, theirs in bad
     )
     return HTML(
         "<div style='border:3px solid #c00;background:#fee;padding:8px 12px'><b>WARNING: "

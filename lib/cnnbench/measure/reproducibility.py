@@ -73,27 +73,16 @@ def repeated(
 
 
 def _pair(r: dict) -> dict:
+    """The row of :data:`COLUMNS` (in its order) of a configuration merged from two passes (``_a``, ``_b``)."""
     ra, rb = float(r["throughput_img_s_a"]), float(r["throughput_img_s_b"])
     ca, cb = float(r["throughput_ci95_img_s_a"]), float(r["throughput_ci95_img_s_b"])
     diff = rb - ra
     combined = math.hypot(ca, cb) if math.isfinite(ca) and math.isfinite(cb) else math.nan
-    return {
-        "run_name": r["run_name"],
-        "model": r["model"],
-        "phase": r["phase"],
-        "batch_size": int(r["batch_size"]),
-        "first": r["source_a"],
-        "rate_first_img_s": ra,
-        "ci95_first_img_s": ca,
-        "second": r["source_b"],
-        "rate_second_img_s": rb,
-        "ci95_second_img_s": cb,
-        "difference_pct": 100 * diff / ra,
-        "difference_ci95_pct": 100 * combined / ra,
-        "agree": bool(abs(diff) <= combined),
-        "second_inside_first": bool(abs(diff) <= ca),
-        "probe_change_pct": 100 * (number(r.get("probe_img_s_b")) / number(r.get("probe_img_s_a")) - 1),
-    }
+    probe = 100 * (number(r.get("probe_img_s_b")) / number(r.get("probe_img_s_a")) - 1)
+    first, second = (r["source_a"], ra, ca), (r["source_b"], rb, cb)
+    which = (r["run_name"], r["model"], r["phase"], int(r["batch_size"]), *first, *second)
+    agree = bool(abs(diff) <= combined), bool(abs(diff) <= ca)
+    return dict(zip(COLUMNS, (*which, 100 * diff / ra, 100 * combined / ra, *agree, probe), strict=True))
 
 
 def number(value) -> float:
@@ -108,26 +97,23 @@ def agreement_sentence(pairs: pd.DataFrame) -> str:
     """One sentence: how many repeated measurements agree within their intervals."""
     if pairs.empty:
         return "No configuration was measured twice in this run."
-    agree = int(pairs.agree.sum())
-    worst = pairs.loc[(pairs.difference_pct.abs() - pairs.difference_ci95_pct).idxmax()]
+    agree, n = int(pairs.agree.sum()), len(pairs)
     text = (
-        f"{agree} of {len(pairs)} configurations measured twice agree within the 95% interval of their "
-        f"difference; {int(pairs.second_inside_first.sum())} of {len(pairs)} fall inside the first "
-        f"measurement's own interval."
+        f"{agree} of {n} configurations measured twice agree within the 95% interval of their difference; "
+        f"{int(pairs.second_inside_first.sum())} of {n} fall inside the first measurement's own interval."
     )
-    if agree < len(pairs):
-        text += (
-            f" The largest disagreement: {worst.model} {worst.phase} at batch {worst.batch_size}, "
-            f"{worst.first} {worst.rate_first_img_s:,.1f} vs {worst.second} {worst.rate_second_img_s:,.1f} "
-            f"img/s ({worst.difference_pct:+.1f}% against +-{worst.difference_ci95_pct:.1f}%)"
-        )
-        probe = number(worst.get("probe_change_pct"))
-        text += (
-            f"; the CPU's own speed (probe) moved {probe:+.1f}% between the two."
-            if math.isfinite(probe)
-            else "."
-        )
-    return text
+    if agree == n:
+        return text
+    w = pairs.loc[(pairs.difference_pct.abs() - pairs.difference_ci95_pct).idxmax()]
+    probe = number(w.probe_change_pct)
+    moved = (
+        f"; the CPU's own speed (probe) moved {probe:+.1f}% between the two" if math.isfinite(probe) else ""
+    )
+    return (
+        f"{text} The largest disagreement: {w.model} {w.phase} at batch {w.batch_size}, {w.first} "
+        f"{w.rate_first_img_s:,.1f} vs {w.second} {w.rate_second_img_s:,.1f} img/s ({w.difference_pct:+.1f}% "
+        f"against +-{w.difference_ci95_pct:.1f}%){moved}."
+    )
 
 
 def machine_summary(*tables: pd.DataFrame) -> pd.DataFrame:
@@ -199,16 +185,15 @@ def rate_text(rate: float, half: float, unit: str = "img/s") -> str:
 
 
 def ratio(a: float, ca: float, b: float, cb: float) -> tuple[float, float, float]:
-    """``b / a`` with its 95% interval (low, high): the difference's interval (half-widths in quadrature)
-    relative to ``a``, so it excludes 1 exactly when :func:`change_verdict` calls the change significant."""
+    """``b / a`` and its 95% interval (low, high): the difference's (half-widths in quadrature) relative to ``a``."""
     half = math.hypot(ca, cb) / a
     r = b / a
     return r, max(r - half, 0.0), r + half
 
 
 def paired_ratio(a: dict, b: dict) -> tuple[float, float, float, int] | None:
-    """``b / a`` from the rounds both were measured in (``{round: rate}``): the geometric mean of the rounds'
-    ratios with the Student t 95% interval of their logs, and the number of rounds; None below two rounds."""
+    """``b / a`` over the rounds both ran (``{round: rate}``): the geometric mean of the rounds' ratios, the
+    Student t 95% interval of their logs and the number of rounds; None below two rounds."""
     common = sorted(set(a) & set(b))
     if len(common) < 2:
         return None

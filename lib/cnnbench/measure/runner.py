@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from cnnbench.measure import energy, engine, telemetry, timing
+from cnnbench.measure import energy, engine, telemetry, timing, worker
 from cnnbench.measure.engine import Config
 from cnnbench.measure.reproducibility import number
 from cnnbench.progress import bar, process_done, resumed, row_done, say
@@ -20,7 +20,6 @@ from cnnbench.results import TABLES, ResultsFile, config_keys, window_keys
 # per results file: the keys of the configurations a headline pass (``only``) measured, which the file's next full
 # call counts as measured by it, neither kept from an earlier run nor measured again (a failure row included)
 _HEADLINE_MEASURED: dict[str, set] = {}
-_MAX_PREFIXES = ("peak_", "util_process_cpu_max", "util_cpu_max", "gpu_mem_used_max")
 
 
 class _Config:
@@ -48,9 +47,7 @@ class _Config:
 
     def ci_pct(self) -> float:
         rates = self.rates()
-        if len(rates) < 2:
-            return math.inf
-        mean = sum(rates) / len(rates)
+        mean = statistics.fmean(rates) if len(rates) >= 2 else 0.0
         return 100 * timing.ci95_half_width(rates) / mean if mean > 0 else math.inf
 
 
@@ -59,20 +56,12 @@ def _key(file: ResultsFile, key: dict) -> tuple[str, ...]:
 
 
 def _typed_window(w: dict) -> dict:
-    ints = {k: int(float(w[k])) for k in ("process", "repeat", "steps", "images")}
-    return {
-        **w,
-        **ints,
-        "window_time_s": float(w["window_time_s"]),
-        "probe_img_s": number(w.get("probe_img_s")),
-    }
+    out = {**w, **{k: int(float(w[k])) for k in ("process", "repeat", "steps", "images")}}
+    return out | {"window_time_s": float(w["window_time_s"]), "probe_img_s": number(w.get("probe_img_s"))}
 
 
 def _measure(pairs, device, p, datasets: list, isolate: bool, until: float, record) -> None:
-    """``record(state, process, row)`` for each of ``pairs`` until ``until``: in one worker (``round_worker``),
-    each in its own (``isolate``) or here."""
-    from cnnbench.measure import worker
-
+    """``record(state, process, row)`` for each of ``pairs`` until ``until``: in one worker, one each, or here."""
     busy = [process == 1 for _, process in pairs]  # the device's busy share: profiled in a first process
     if isolate and device.round_worker and pairs and time.perf_counter() < until:
         cfgs = [s.cfg for s, _ in pairs]
@@ -81,15 +70,11 @@ def _measure(pairs, device, p, datasets: list, isolate: bool, until: float, reco
     for (s, process), dataset, profile in zip(pairs, datasets, busy, strict=True):
         if time.perf_counter() >= until:
             return
-        if isolate:
-            record(s, process, worker.measure_isolated(s.cfg, device, p, dataset, profile))
-        else:
-            record(s, process, engine.measure(s.cfg, device, p, dataset, busy=profile))
+        how = worker.measure_isolated if isolate else engine.measure
+        record(s, process, how(s.cfg, device, p, dataset, busy=profile))
 
 
-def _record(
-    state: _Config, row: dict, process: int, files, source: str, probe_img_s: float = math.nan
-) -> None:
+def _record(state: _Config, row: dict, process: int, files, source: str, probe_img_s: float) -> None:
     """One process's windows, steps and telemetry into their files; its row kept for the merge."""
     _, windows, steps, tele = files
     step_times = row.pop("step_times_s", [])
@@ -102,22 +87,12 @@ def _record(
         return
     state.rows[process] = row
     bs, key = state.cfg.batch_size, state.key
-    rows = []
-    for i, (wall, n, span) in enumerate(zip(walls, counts, spans, strict=True)):
-        rows.append(
-            {
-                **key,
-                "process": process,
-                "repeat": i,
-                "steps": n,
-                "images": n * bs,
-                "window_time_s": wall,
-                "throughput_img_s": n * bs / wall,
-                **telemetry.span_summary(series, *span),
-                "probe_img_s": probe_img_s,
-                "timestamp": row.get("timestamp", ""),
-            }
-        )
+    stamp = {"probe_img_s": probe_img_s, "timestamp": row.get("timestamp", "")}
+    rows = [
+        {**key, "process": process, "repeat": i, "steps": n, "images": n * bs, "window_time_s": wall}
+        | {"throughput_img_s": n * bs / wall, **telemetry.span_summary(series, *span), **stamp}
+        for i, (wall, n, span) in enumerate(zip(walls, counts, spans, strict=True))
+    ]
     windows.extend(rows)
     state.windows.extend(rows)
     if steps is not None and step_times:
@@ -134,25 +109,16 @@ def _record(
         tele.extend([{**context, **s} for s in series], group=(*config_keys(), "source", "process"))
 
 
-def _number(v) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
-
-
 def _merge_numbers(rows: list[dict]) -> dict:
     """The processes' numeric columns as one: maxima the largest, minima the smallest, the rest the mean."""
     out, not_merged = {}, {*config_keys(), "process", "steps_per_window", "exitcode"}
     for k in rows[0]:
-        if k in not_merged:
+        vals = [float(v) for r in rows if isinstance(v := r.get(k), int | float) and type(v) is not bool]
+        vals = [v for v in vals if math.isfinite(v)]
+        if k in not_merged or not vals:
             continue
-        vals = [float(v) for r in rows if _number(v := r.get(k)) and math.isfinite(v)]
-        if not vals:
-            continue
-        if k.startswith(_MAX_PREFIXES) or "_max" in k:
-            out[k] = max(vals)
-        elif "_min" in k or k == "baseline_rss_mib":
-            out[k] = min(vals)
-        else:
-            out[k] = sum(vals) / len(vals)
+        big, small = k.startswith("peak_") or "_max" in k, "_min" in k or k == "baseline_rss_mib"
+        out[k] = max(vals) if big else min(vals) if small else sum(vals) / len(vals)
     return out
 
 
@@ -178,7 +144,6 @@ def merge(state: _Config, stop_reason: str, steps: ResultsFile | None) -> dict:
     base["windows"] = base["repeats"]  # all windows of all processes; the key keeps ``repeats`` per process
     base.update(state.key)
     rates = state.rates()
-    mean = sum(rates) / len(rates)
     half = timing.ci95_half_width(rates)
     base.update(
         processes_measured=len(rates),
@@ -187,7 +152,9 @@ def merge(state: _Config, stop_reason: str, steps: ResultsFile | None) -> dict:
         process_rates_img_s=dict(zip(state.processes, rates, strict=True)),
         throughput_process_min_img_s=min(rates),
         throughput_process_max_img_s=max(rates),
-        throughput_process_cv_pct=100 * statistics.stdev(rates) / mean if len(rates) > 1 else math.nan,
+        throughput_process_cv_pct=100 * statistics.stdev(rates) / statistics.fmean(rates)
+        if len(rates) > 1
+        else math.nan,
         ci95_pct=100 * half / base["throughput_img_s"] if base["throughput_img_s"] else math.nan,
         stop_reason=stop_reason,
     )
@@ -203,14 +170,8 @@ def merge(state: _Config, stop_reason: str, steps: ResultsFile | None) -> dict:
     return base
 
 
-def _rounds(
-    states: list[_Config],
-    p,
-    measure: Callable[[list, float], None],
-    probe: Callable[[], None] = lambda: None,
-) -> dict:
-    """Rounds in seeded random order until each configuration has its least processes, then more for those
-    wider than the target while the budget lasts; each one's stop reason. See the module's docstring."""
+def _rounds(states: list[_Config], p, measure: Callable[[list, float], None], probe: Callable) -> dict:
+    """Each configuration's stop reason after the rounds (see the module's docstring)."""
     reasons: dict[int, str] = {}
     least = max(p.processes, 1)
     order = random.Random(f"rounds {p.seed}")

@@ -3,8 +3,10 @@ summarised per row; :func:`judge` turns a row's figures into quiet | busy."""
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -29,14 +31,12 @@ POWER_INSTANT, POWER_AVERAGE = "nvml_instant", "nvml_power_usage_1s_avg"
 
 def gpu_power_w(nvml, handle) -> tuple[float, str]:
     """(watts, source) of one GPU: the instantaneous field where the driver has it, else the average."""
-    field = getattr(nvml, "NVML_FI_DEV_POWER_INSTANT", None)
-    if field is not None and hasattr(nvml, "nvmlDeviceGetFieldValues"):
-        try:
-            (value,) = nvml.nvmlDeviceGetFieldValues(handle, [field])
-            if value.nvmlReturn == getattr(nvml, "NVML_SUCCESS", 0) and value.value.uiVal > 0:
-                return value.value.uiVal / 1000, POWER_INSTANT
-        except Exception:  # noqa: BLE001 - an old driver: the averaged reading below
-            pass
+    try:
+        (value,) = nvml.nvmlDeviceGetFieldValues(handle, [nvml.NVML_FI_DEV_POWER_INSTANT])
+        if value.nvmlReturn == nvml.NVML_SUCCESS and value.value.uiVal > 0:
+            return value.value.uiVal / 1000, POWER_INSTANT
+    except Exception:  # noqa: BLE001 - an old driver or pynvml (no such field or call): the averaged reading
+        pass
     return nvml.nvmlDeviceGetPowerUsage(handle) / 1000, POWER_AVERAGE
 
 
@@ -86,12 +86,9 @@ class Sampler:
         # CPU steal since the last sample (psutil has it on Linux only) and the CPU clock, where this OS tells it
         if (steal := getattr(psutil.cpu_times_percent(interval=None), "steal", None)) is not None:
             self._add(t, "cpu_steal_pct", steal)
-        try:
-            freq = psutil.cpu_freq()
-        except Exception:  # noqa: BLE001 - no readable clock (some VMs, macOS on Apple silicon)
-            freq = None
-        if freq is not None and freq.current > 0:
-            self._add(t, "cpu_freq_mhz", freq.current)
+        with contextlib.suppress(Exception):  # no readable clock (some VMs, macOS on Apple silicon)
+            if (freq := psutil.cpu_freq()) is not None and freq.current > 0:
+                self._add(t, "cpu_freq_mhz", freq.current)
         if (memory := self._backend.memory_sample_mib()) is not None:  # a device with no high-water mark
             self._add(t, "mps_mem_mib", memory)
         for index, handle in self._handles:
@@ -99,19 +96,11 @@ class Sampler:
 
     def _process_cpu_seconds(self) -> float:
         """CPU seconds of this process and its children, live or ended and waited for."""
-        try:
-            children = self._proc.children(recursive=True)
-        except psutil.Error:
-            children = []
-        total = 0.0
-        for proc in [self._proc, *children]:
-            try:
-                times = proc.cpu_times()
-                total += times.user + times.system
-                if proc is self._proc:
-                    total += getattr(times, "children_user", 0.0) + getattr(times, "children_system", 0.0)
-            except psutil.Error:
-                continue
+        own = self._proc.cpu_times()
+        total = own.user + own.system + own.children_user + own.children_system
+        for child in self._proc.children(recursive=True):
+            with contextlib.suppress(psutil.Error):  # a child that ended meanwhile: in children_* once reaped
+                total += child.cpu_times().user + child.cpu_times().system
         return total
 
     def _process_cpu_pct(self) -> float | None:
@@ -135,12 +124,11 @@ class Sampler:
             self._add(t, "gpu_temp_c", temperature, index)
             watts, source = gpu_power_w(nvml, handle)
             self._add(t, "gpu_power_w", watts, index)
-            if index == self.measured_index:
-                self.power_source = source
             self._add(t, "gpu_sm_clock_mhz", nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_SM), index)
             reasons = nvml.nvmlDeviceGetCurrentClocksThrottleReasons(handle)
             self._add(t, "gpu_throttle_reasons", reasons, index)
             if index == self.measured_index:
+                self.power_source = source
                 self.throttle |= {
                     name for bit, name in _NVML_THROTTLE.items() if reasons & bit and bit != 0x1
                 }
@@ -155,8 +143,7 @@ class Sampler:
         psutil.cpu_percent(interval=None, percpu=True)  # the first calls only set the reference points
         psutil.cpu_times_percent(interval=None)
         self._t0 = self.clock()
-        self._last_cpu = (self.clock(), self._process_cpu_seconds())
-        self._enter_cpu = self._last_cpu
+        self._last_cpu = self._enter_cpu = (self.clock(), self._process_cpu_seconds())
         self._stop.clear()
         self._thread = threading.Thread(target=self._loop, name="cnnbench-telemetry", daemon=True)
         self._thread.start()
@@ -184,19 +171,15 @@ class Sampler:
         """Mean and max per quantity (GPU ones of the measured GPU), ``peak_rss_mib`` sampled, sample count."""
         out: dict[str, float | str] = {}
         for metric, stats in _SUMMARY.items():
-            name = metric.removesuffix("_pct").removesuffix("_mib")
+            name, unit = re.fullmatch(r"(.*?)(_pct|_mib|)", metric).groups()
             index = self.measured_index if metric.startswith(("util_device", "gpu_")) else None
             arr = np.asarray(self.values(metric, index))
-            if arr.size == 0:
-                continue
-            unit = "_pct" if metric.endswith("_pct") else "_mib" if metric.endswith("_mib") else ""
-            for stat in stats:
+            for stat in stats if arr.size else ():
                 out[f"{name}_{stat}{unit}"] = float(getattr(arr, stat)())
         if rss := self.values("rss_mib"):
             out["peak_rss_mib"] = max(rss)
-        start, end = getattr(self, "_enter_cpu", None), self._last_cpu
-        if start is not None and end is not None and end[0] - start[0] > 0:  # the mean over the whole span,
-            # exact (no tick rounding); the samples give the max
+        start, end = getattr(self, "_enter_cpu", None), self._last_cpu  # the mean over the whole span, exact
+        if start and end and end[0] > start[0]:  # (the samples give the max)
             cpu = 100.0 * (end[1] - start[1]) / (end[0] - start[0])
             out["util_process_cpu_mean_pct"] = min(cpu, 100.0 * self._cores)
         out.setdefault("util_device_mean_pct", float("nan"))
@@ -212,13 +195,10 @@ def span_summary(series: list[dict], begin: float, end: float) -> dict[str, floa
     """The host metrics' means over the samples in ``[begin, end]`` (sampler seconds; NaN where none)."""
     out = {}
     for metric in ("cpu_steal_pct", "util_other_cpu_pct", "cpu_freq_mhz", "util_cpu_pct"):
-        name = metric.removesuffix("_pct") + "_mean_pct" if metric.endswith("_pct") else f"{metric}_mean"
-        vals = [
-            s["value"]
-            for s in series
-            if s["metric"] == metric and s.get("device_index") is None and begin <= s["t_s"] <= end + 1e-9
-        ]
-        out[name] = float(np.mean(vals)) if vals else float("nan")
+        name, unit = re.fullmatch(r"(.*?)(_pct|)", metric).groups()
+        mine = [s for s in series if s["metric"] == metric and s.get("device_index") is None]
+        vals = [s["value"] for s in mine if begin <= s["t_s"] <= end + 1e-9]
+        out[f"{name}_mean{unit}"] = float(np.mean(vals)) if vals else float("nan")
     return out
 
 
@@ -243,12 +223,7 @@ _BUSY = (
     ("cpu_steal_mean_pct", 2.0, "CPU steal {:.1f}%"),  # hypervisor steal
     ("util_other_cpu_mean_pct", 10.0, "other processes {:.0f}% of the CPUs"),  # their load, % of all cores
     ("probe_spread_pct", 15.0, "the CPU's own speed (probe) moved {:.0f}% between rounds"),
-    (
-        "stalled_windows",
-        0,
-        f"{{:.0f}} window(s) took over {STALL_FACTOR:g}x their steps' median time (the process was stopped "
-        "or starved)",
-    ),
+    ("stalled_windows", 0, f"{{:.0f}} window(s) over {STALL_FACTOR:g}x the median step (stopped or starved)"),
     ("other_runs_max", 0, "another run of this workbook measured here ({:.0f})"),
 )
 

@@ -1,5 +1,4 @@
-"""Telemetry timelines of the transfer runs: the sampled series of
-:meth:`cnnbench.measure.telemetry.Sampler.series` kept, tidy, and plotted over time."""
+"""06's telemetry timelines: :meth:`cnnbench.measure.telemetry.Sampler.series` kept tidy and plotted over time."""
 
 from __future__ import annotations
 
@@ -13,27 +12,13 @@ from cnnbench import plots, results
 FILE = "transfer_telemetry.csv"
 
 
-def tidy(
-    samples: list[dict],
-    experiment: str,
-    configuration: str,
-    device_kind: str,
-    device_name: str = "",
-    rank: int = 0,
-) -> list[dict]:
+def tidy(samples: list[dict], experiment: str, configuration: str, device_kind: str, device_name="", rank=0):
     """One row per sample, with what was running (experiment, configuration, rank) and on which device."""
+    where = dict(experiment=experiment, configuration=configuration, rank=rank, device_kind=device_kind)
+    where["device_name"] = device_name
     return [
-        {
-            "experiment": experiment,
-            "configuration": configuration,
-            "rank": rank,
-            "device_kind": device_kind,
-            "device_name": device_name,
-            "t_s": float(s["t_s"]),
-            "metric": s["metric"],
-            "value": float(s["value"]),
-            "device_index": "" if s.get("device_index") is None else s["device_index"],
-        }
+        {**where, "t_s": float(s["t_s"]), "metric": s["metric"], "value": float(s["value"])}
+        | {"device_index": "" if s.get("device_index") is None else s["device_index"]}
         for s in samples
     ]
 
@@ -45,8 +30,7 @@ def record(path: str | Path, rows: list[dict]) -> None:
 
 
 def end_to_end(df: pd.DataFrame, gap_s: float = 0.5) -> pd.DataFrame:
-    """``t_s`` of each configuration shifted to start where the previous one ended (plus ``gap_s``), so the
-    configurations of an experiment read left to right as they ran."""
+    """``t_run_s``: each configuration's ``t_s`` shifted to start ``gap_s`` after the previous one ended."""
     offsets, start = {}, 0.0
     for conf, g in df.groupby("configuration", sort=False):
         offsets[conf] = start
@@ -58,8 +42,7 @@ LINE_STYLES = ("-", "--", ":", "-.")  # rank 0 (index 0, index 1+), a later rank
 
 
 def plot(df: pd.DataFrame, path: str | Path | None = None, title: str = ""):
-    """Every metric against time, one panel per metric, the configurations end to end, one line per
-    configuration, rank and device index (CPU core or GPU)."""
+    """One panel per metric over time, configurations end to end, a line per configuration, rank and device index."""
     if df.empty:
         print("no telemetry series recorded (the sampler keeps none in this version)")
         return None
@@ -73,6 +56,7 @@ def plot(df: pd.DataFrame, path: str | Path | None = None, title: str = ""):
     # one legend entry per colour and line style; a host-wide metric shares its first device's
     df = df.assign(
         style=(2 * later_rank + later_index).map(dict(enumerate(LINE_STYLES))),
+        colour=df.configuration.map(colours),
         legend=[
             c + (f" rank {int(float(r))}" if lr else "") + (", core or GPU 1+" if li else "")
             for c, r, lr, li in zip(df.configuration, df["rank"], later_rank, later_index, strict=True)
@@ -82,14 +66,7 @@ def plot(df: pd.DataFrame, path: str | Path | None = None, title: str = ""):
         g = df[df.metric == metric]
         for _, line in g.groupby(["configuration", "rank", "device_index"], dropna=False, sort=False):
             first = line.iloc[0]
-            ax.plot(
-                line.t_run_s,
-                line.value,
-                lw=1,
-                color=colours[first.configuration],
-                label=first.legend,
-                ls=first["style"],
-            )
+            ax.plot(line.t_run_s, line.value, lw=1, color=first.colour, label=first.legend, ls=first["style"])
         ax.set_ylabel(plots.axis_label(metric, wrap=True), fontsize=8)
     axes[-1, 0].set_xlabel("time, configurations end to end (s)")
     fig.suptitle(title)

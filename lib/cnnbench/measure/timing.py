@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import functools
 import math
-import statistics
 import time
 from collections.abc import Callable
 
 import numpy as np
 import torch
+from scipy import stats
 
 from cnnbench import devices
 
@@ -18,37 +18,15 @@ NOISY_IQR_OVER_MEDIAN = 0.10
 MAX_WINDOW_STEPS = 10_000  # steps_for_window's bound too
 STALL_FACTOR = 2.0  # a window over this many times its steps at their median stalled (stopped, starved)
 
-# Two-sided 95% and 99% Student t quantiles for 1..30 degrees of freedom (beyond: _t's expansion).
-_T95 = [
-    float(t)
-    for t in """12.706 4.303 3.182 2.776 2.571 2.447 2.365 2.306 2.262 2.228 2.201 2.179 2.160 2.145
-    2.131 2.120 2.110 2.101 2.093 2.086 2.080 2.074 2.069 2.064 2.060 2.056 2.052 2.048 2.045 2.042""".split()
-]
-_T99 = [
-    float(t)
-    for t in """63.657 9.925 5.841 4.604 4.032 3.707 3.499 3.355 3.250 3.169 3.106 3.055 3.012 2.977
-    2.947 2.921 2.898 2.878 2.861 2.845 2.831 2.819 2.807 2.797 2.787 2.779 2.771 2.763 2.756 2.750""".split()
-]
+
+def _t(dof: int, q: float) -> float:
+    """The Student t quantile ``q`` at ``dof`` degrees of freedom (the normal's below 1)."""
+    return float(stats.t.ppf(q, dof if dof >= 1 else math.inf))
 
 
-def _t(dof: int, table: list[float], z: float) -> float:
-    """A two-sided Student t quantile: ``table``, then the Cornish-Fisher expansion about ``z``."""
-    if dof < 1:
-        return z
-    if dof <= len(table):
-        return table[dof - 1]
-    v = float(dof)
-    return (
-        z
-        + (z**3 + z) / (4 * v)
-        + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * v**2)
-        + (3 * z**7 + 19 * z**5 + 17 * z**3 - 15 * z) / (384 * v**3)
-    )
-
-
-# the two-sided 95% and 99% Student t quantiles (1.96 and 2.576 below 1 degree of freedom)
-t95 = functools.partial(_t, table=_T95, z=1.959964)
-t99 = functools.partial(_t, table=_T99, z=2.575829)
+# the two-sided 95% and 99% Student t quantiles
+t95 = functools.partial(_t, q=0.975)
+t99 = functools.partial(_t, q=0.995)
 
 
 def backend_of(device) -> devices.Backend:
@@ -58,10 +36,8 @@ def backend_of(device) -> devices.Backend:
 
 def ci95_half_width(values) -> float:
     """Half-width of the Student t 95% interval of the mean of ``values`` (NaN below two values)."""
-    values = [float(v) for v in values]
-    if len(values) < 2:
-        return float("nan")
-    return t95(len(values) - 1) * statistics.stdev(values) / math.sqrt(len(values))
+    values = np.asarray(values, dtype=float)
+    return t95(values.size - 1) * float(stats.sem(values)) if values.size >= 2 else math.nan
 
 
 class StepTimer:
@@ -87,9 +63,8 @@ class StepTimer:
         )
 
     def window(self, step: Callable[[], object], n: int, min_s: float = 0.0) -> tuple[list[float], float]:
-        """Run ``step`` ``n`` times, then more, at the window's own pace, until it has lasted ``min_s`` (a queued
-        device's length known at each sync), at most MAX_WINDOW_STEPS; return the per-step times and the window's
-        synced wall time (seconds)."""
+        """``step`` run ``n`` times, then more until the window lasts ``min_s`` (at most MAX_WINDOW_STEPS steps):
+        (per-step times, the window's synced wall time)."""
         make, record = self.events or (None, None)
         marks: list = []
 
@@ -132,8 +107,8 @@ def summarize(
     batch_size: int,
     seed: int = 0,
 ) -> dict[str, float]:
-    """Step-time statistics, all images over the summed wall time with its 95% interval (Student t over the
-    windows; one window: a bootstrap over the steps), ``noisy`` and ``stalled_windows``."""
+    """Step-time statistics and images / summed wall time with its 95% interval: Student t over the windows, or
+    (one window) a bootstrap over the steps."""
     steps = np.asarray(step_times, dtype=float)
     if steps.size == 0 or not window_times:
         raise ValueError("no measured steps")
@@ -141,13 +116,10 @@ def summarize(
     images = batch_size * sum(window_steps)
     throughput = images / sum(window_times)
     per_window = [batch_size * n / t for n, t in zip(window_steps, window_times, strict=True)]
-    if len(per_window) >= 2:
-        half = ci95_half_width(per_window)
-    else:
-        rng = np.random.default_rng(seed)
-        resampled = rng.choice(steps, size=(2000, steps.size), replace=True)
-        boot = batch_size * steps.size / resampled.sum(axis=1)
-        lo, hi = np.percentile(boot, [2.5, 97.5])
+    half = ci95_half_width(per_window)
+    if len(per_window) < 2:  # one window: a bootstrap over its steps
+        resampled = np.random.default_rng(seed).choice(steps, size=(2000, steps.size), replace=True)
+        lo, hi = np.percentile(batch_size * steps.size / resampled.sum(axis=1), [2.5, 97.5])
         half = (hi - lo) / 2
     iqr = q3 - q1
     return {

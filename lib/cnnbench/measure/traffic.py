@@ -86,8 +86,7 @@ def count_step(
     phase: str = "train",
     precision: str = "fp32",
 ) -> pd.DataFrame:
-    """Per-op FLOPs and bytes of one SGD training step or eval step on the meta device, attributed to modules by
-    ``ModuleTracker``; cached by the arguments, torch's version and the counting code."""
+    """Per-op FLOPs and bytes of one SGD training or eval step on the meta device, by module; cached."""
     args = (model_name, batch_size, image_size, num_classes, phase, precision)
     code = (flops, models, sys.modules[__name__])
     return paths.cached("step", [*args, torch.__version__], lambda: _count_step(*args), code)

@@ -26,11 +26,11 @@ HOOK_ENV = "CNNBENCH_TEST_WORKER_HOOK"
 
 def _context():
     """forkserver on Linux (fast, no CUDA state inherited); spawn elsewhere (Metal does not survive a fork)."""
-    if platform.system() == "Linux":
-        ctx = mp.get_context("forkserver")
-        ctx.set_forkserver_preload(["cnnbench.measure.worker"])
-        return ctx
-    return mp.get_context("spawn")
+    if platform.system() != "Linux":
+        return mp.get_context("spawn")
+    ctx = mp.get_context("forkserver")
+    ctx.set_forkserver_preload(["cnnbench.measure.worker"])
+    return ctx
 
 
 @contextlib.contextmanager
@@ -46,29 +46,14 @@ def _main_not_rerun():
         main.__dict__.update(saved)
 
 
-def _test_hook(model: str, hooks: str) -> None:
-    if hooks:
-        path, _, argument = hooks.partition("::")
-        runpy.run_path(path)["hook"](model, argument)
-
-
-def _serve(device_spec: str, threads: int, calls: list, conn) -> None:
-    """A worker's body: its threads, the device (this process's one backend, passed down), then each call
-    ``fn(backend, *args)`` in turn, its row sent as it is made."""
-    torch.set_num_threads(threads)
-    device = devices.backend(device_spec)
-    device.enter_worker()
-    for fn, *args in calls:
-        conn.send(fn(device, *args))
-    conn.close()
-
-
 def _measured(device, cfg: engine.Config, p, dataset, hooks: str, known, busy: bool, isolation: str) -> dict:
     """:func:`engine.measure` in a worker, with the FLOPs its parent counted; a failure outside it is a row too."""
     if known is not None:
         engine._FLOPS[(cfg.model, cfg.image_size, cfg.num_classes)] = known
     try:
-        _test_hook(cfg.model, hooks)
+        if hooks:
+            path, _, argument = hooks.partition("::")
+            runpy.run_path(path)["hook"](cfg.model, argument)
         return engine.measure(cfg, device, p, dataset, isolation=isolation, busy=busy)
     except Exception as err:  # noqa: BLE001 - a failure outside measure is a row too
         return {**engine._base_row(cfg, device, p), "isolation": isolation, **engine.failure(err, device)}
@@ -90,8 +75,7 @@ def measure_isolated(cfg: engine.Config, device, p, dataset=None, busy: bool = T
 
 
 def measure_round(cfgs: list, device, p, datasets: list, busy: list[bool], on_row) -> None:
-    """Each of ``cfgs`` measured in turn in one fresh worker process, ``on_row(i, row)`` as each row arrives;
-    a worker that dies gives its configuration a ``crashed`` row."""
+    """Each of ``cfgs`` measured in turn in one fresh worker, ``on_row(i, row)`` as each arrives; a death: ``crashed``."""
     known_flops = []
     for cfg in cfgs:  # counted once here, not again in the worker (it would also add to its memory peak)
         try:
@@ -107,17 +91,21 @@ def measure_round(cfgs: list, device, p, datasets: list, busy: list[bool], on_ro
         on_row(got, {**engine.crashed(cfgs[got], device, p, exitcode), "isolation": isolation})
 
 
-def _entered(start_method: str | None, *args) -> None:
-    """A worker's entry: dies with its parent, leaves Ctrl-C to it, starts processes by the caller's method."""
+def _entered(start_method: str | None, device_spec: str, threads: int, calls: list, conn) -> None:
+    """A worker's body: each call ``fn(backend, *args)`` with the device's one backend, its row sent as made."""
     paths.die_with_parent()  # a worker never outlives its forkserver (and so its kernel and its run)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C kills the worker from the parent: no 2nd traceback
-    mp.set_start_method(start_method, force=True)
-    _serve(*args)
+    mp.set_start_method(start_method, force=True)  # processes it starts: by the caller's method
+    torch.set_num_threads(threads)
+    device = devices.backend(device_spec)
+    device.enter_worker()
+    for fn, *args in calls:
+        conn.send(fn(device, *args))
+    conn.close()
 
 
 def _in_worker(calls: list, device, name: str, on_row) -> tuple[int, int | None]:
-    """``calls`` made in a fresh worker (:func:`_serve`), ``on_row(i, row)`` for each row it sends; how many it
-    sent and its exit code."""
+    """``calls`` made in a fresh worker, ``on_row(i, row)`` for each row it sends; (how many, its exit code)."""
     ctx = _context()
     receive, send = ctx.Pipe(duplex=False)
     spec = str(timing.backend_of(device).device)
@@ -145,8 +133,7 @@ def _in_worker(calls: list, device, name: str, on_row) -> tuple[int, int | None]
 
 
 def call_isolated(fn, *args, device: torch.device, name: str = "cnnbench-worker") -> dict:
-    """``fn(*args)`` (picklable, returning a row) in a fresh worker process: its row, a failure's or a
-    ``crashed`` one, with ``isolation="worker"``."""
+    """``fn(*args)`` (picklable, returning a row) in a fresh worker: its row, a failure's or a ``crashed`` one."""
     rows: list = []
     _, exitcode = _in_worker([(as_row, fn, *args)], device, name, lambda _, row: rows.append(row))
     return rows[0] if rows else {"isolation": "worker", "status": "crashed", "error": engine.death(exitcode)}
