@@ -62,16 +62,14 @@ class TinyImageNet(Dataset):
     def __init__(self, root: str | Path, split: str = "train", transform=None):
         root = Path(root)
         base, self.transform = _tiny_base(root), transform
-        if not (base / "wnids.txt").is_file():
+        self.classes = _tiny_wnids(base) if (base / "wnids.txt").is_file() else []
+        if not self.classes:
             found = sorted(p.parent for p in root.glob("*/wnids.txt"))
             where = f"; it is in '{found[0].name}/': point data_path at '{found[0]}'" if found else ""
             raise DataError(
                 f"folder '{root}' does not look like tiny_imagenet: expected wnids.txt, train/<wnid>/images/ "
-                f"inside it (wnids.txt missing{where})"
+                f"inside it (wnids.txt missing or empty{where})"
             )
-        self.classes = _tiny_wnids(base)
-        if not self.classes:
-            raise DataError(f"'{base / 'wnids.txt'}' lists no class")
         if split == "train":
             found = {w: sorted((base / "train" / w / "images").glob("*.JPEG")) for w in self.classes}
             if missing := [w for w, images in found.items() if not images]:
@@ -80,7 +78,7 @@ class TinyImageNet(Dataset):
                     f"{len(self.classes)} classes of wnids.txt)"
                 )
             self.samples = [(p, i) for i, images in enumerate(found.values()) for p in images]
-        elif split == "val":
+        else:
             annotations = base / "val" / "val_annotations.txt"
             if not annotations.is_file():
                 raise DataError(f"'{base}' has no val/val_annotations.txt (the labels of val/images/)")
@@ -93,10 +91,6 @@ class TinyImageNet(Dataset):
                         f"'{annotations}' line {i} names class '{fields[1][:40]}', which wnids.txt does not list"
                     )
                 self.samples.append((base / "val" / "images" / fields[0], index[fields[1]]))
-        else:
-            raise DataError(f"unknown split '{split}' (train or val)")
-        if not self.samples:
-            raise DataError(f"{base}: no {split} images found")
 
     def __len__(self) -> int:
         return len(self.samples)
@@ -248,27 +242,25 @@ def _tiny_wnids(base: Path) -> list[str]:
 
 
 def _idx(path: Path, images: bool) -> int:
-    """The items of an MNIST idx file, else :class:`DataError`: magic 2051 (uint8, 3 dims) for images of 28x28,
-    2049 (uint8, 1 dim) for labels 0-9, and exactly as many bytes as the header announces."""
+    """The items of an MNIST idx file, else :class:`DataError`: magic 2051 for 28x28 images, 2049 for labels
+    0-9, and exactly as many bytes as the header announces."""
     magic, header, item = (2051, 16, 28 * 28) if images else (2049, 8, 1)
     with open(path, "rb") as f:
         head = f.read(header)
         fields = struct.unpack(f">{header // 4}I", head) if len(head) == header else (0, 0)
-        if fields[0] != magic:
+        n, shape = fields[1], fields[2:] if images else (28, 28)
+        if (
+            fields[0] != magic
+            or shape != (28, 28)
+            or path.stat().st_size != header + n * item
+            or (not images and n and max(f.read(n)) > 9)
+        ):
+            what = "28x28 images" if images else "labels 0-9"
             raise DataError(
-                f"'{path}' is not an MNIST idx file (expected magic number {magic} in its first 4 bytes; "
-                "a compressed .gz must be unpacked)"
+                f"'{path}' is not an MNIST idx file of {what} of the size its header announces (magic number "
+                f"{magic}; truncated, or a compressed .gz not unpacked?)"
             )
-        if images and fields[2:] != (28, 28):
-            raise DataError(f"'{path}' holds {fields[2]}x{fields[3]} images, not MNIST's 28x28")
-        if (size := path.stat().st_size) != header + fields[1] * item:
-            raise DataError(
-                f"'{path}' is truncated or padded: its header announces {fields[1]} items "
-                f"({header + fields[1] * item} bytes), the file has {size} bytes"
-            )
-        if not images and fields[1] and max(f.read(fields[1])) > 9:
-            raise DataError(f"'{path}' holds labels above 9 (MNIST has 10 classes)")
-    return fields[1]
+    return n
 
 
 def _mnist_size(root: Path, split: str) -> int:
@@ -403,19 +395,14 @@ def open_dataset(
     raise DataError(f"unknown dataset '{name}'")
 
 
-def num_classes(ds: Dataset) -> int:
-    return len(ds.classes)
-
-
 def loader(
     ds: Dataset, batch_size: int, workers: int, pin_memory: bool, shuffle: bool = True, seed: int = 0
 ) -> DataLoader:
     """A DataLoader as the seeds ran it: shuffled, ``workers`` processes, pinned memory when asked, the last partial
     batch dropped. Raises :class:`DataError` when ``ds`` holds fewer images than one batch (it would yield none)."""
-    n = len(ds) if hasattr(ds, "__len__") else None
-    if n is not None and n < batch_size:
+    if len(ds) < batch_size:
         raise DataError(
-            f"the dataset has {n} images, fewer than one batch of {batch_size}: no batch to measure "
+            f"the dataset has {len(ds)} images, fewer than one batch of {batch_size}: no batch to measure "
             "(lower the batch size or use more images)"
         )
     kw = {"num_workers": workers, "pin_memory": pin_memory, "persistent_workers": workers > 0}
@@ -435,9 +422,8 @@ def cycle(dl: DataLoader) -> Iterator:
             empty = False
             yield batch
         if empty:
-            size = len(dl.dataset) if hasattr(dl.dataset, "__len__") else "?"
             raise DataError(
-                f"a pass over the data yielded no batch (dataset of {size} images, batch size "
+                f"a pass over the data yielded no batch (dataset of {len(dl.dataset)} images, batch size "
                 f"{dl.batch_size}, last partial batch dropped)"
             )
 
@@ -454,8 +440,8 @@ def for_configs(p):
         if cfg.dataset == "synthetic":
             return None
         ds = opened(cfg.dataset, "train" if cfg.phase == "train" else "val", cfg.in_channels, cfg.image_size)
-        if num_classes(ds) != cfg.num_classes != spec(cfg.model).reference_classes:
-            raise DataError(f"{cfg.dataset} has {num_classes(ds)} classes; set num_classes to match")
+        if len(ds.classes) != cfg.num_classes != spec(cfg.model).reference_classes:
+            raise DataError(f"{cfg.dataset} has {len(ds.classes)} classes; set num_classes to match")
         return ds
 
     return dataset_for

@@ -159,12 +159,11 @@ def rank_summary(rank: int, summary: dict) -> dict:
 
 def efficiency(rows: list[dict]) -> None:
     """Add speedup and scaling efficiency against the world-size-1 row (in place)."""
-    one = next((r for r in rows if r.get("world_size") == 1 and r.get("status") == "ok"), None)
+    one = next(
+        (r["throughput_img_s"] for r in rows if r["world_size"] == 1 and r["status"] == "ok"), math.nan
+    )
     for r in rows:
-        if one is None or r.get("status") != "ok":
-            r.update(speedup=math.nan, scaling_efficiency_pct=math.nan)
-            continue
-        r["speedup"] = r["throughput_img_s"] / one["throughput_img_s"]
+        r["speedup"] = r["throughput_img_s"] / one if r["status"] == "ok" else math.nan
         r["scaling_efficiency_pct"] = 100 * r["speedup"] / r["world_size"]
 
 
@@ -218,14 +217,12 @@ def run_all(run, launcher=launch, log=progress.say) -> list[dict]:
             ref = res["check_losses"] if world == 1 else reference.get(str(row["global_batch"]), [])
             diff, same = loss_check(res["check_losses"], ref)
             kept = "device_kind device_name throughput_img_s throughput_ci95_img_s step_time_mean_s loss_last"
-            row.update(
-                {k: res[k] for k in kept.split()},
-                loss_check_steps=len(res["check_losses"]),
-                loss_first=res["check_losses"][0] if res["check_losses"] else math.nan,
-                loss_vs_one_process_max_abs_diff=diff,
-                loss_matches_one_process=same,
-                measured_steps=p.scaling_steps,
+            losses = res["check_losses"]  # ddp.CHECK_STEPS of them
+            row |= {k: res[k] for k in kept.split()} | dict(
+                loss_check_steps=len(losses), loss_first=losses[0]
             )
+            row |= dict(loss_vs_one_process_max_abs_diff=diff, loss_matches_one_process=same)
+            row["measured_steps"] = p.scaling_steps
             for rank in own_ranks(res["ranks"], os.cpu_count() or 1):
                 row.update(rank_summary(rank["rank"], rank["summary"]))
                 where = (res["device_kind"], res["device_name"], rank["rank"])

@@ -1,8 +1,6 @@
-"""Where a training step's time goes (06): ``phases(run)`` -> step_phases.csv, each phase of
-:data:`STEP_PHASES` timed at its boundaries in split steps paired with unsplit ones whose time the phases must add
-up to (until that check is settled or time is up); ``profile(run)`` -> profile_ops.csv and trace_<model>.json, a
-torch.profiler trace of seed 002's fine-tuning step (Chrome/Perfetto JSON) and its top operators by self time
-per pass (each in the labelled pass whose interval contains its start); their tables and plot."""
+"""Where a training step's time goes (06): ``phases(run)`` -> step_phases.csv (each of :data:`STEP_PHASES` timed
+in split steps paired with unsplit ones they must add up to); ``profile(run)`` -> profile_ops.csv and a
+torch.profiler trace of seed 002's fine-tuning step with its top operators per pass; their tables and plot."""
 
 from __future__ import annotations
 
@@ -202,15 +200,11 @@ def summarize(split: list[dict[str, float]], whole: list[float]) -> list[dict]:
     means = {ph: statistics.fmean(s[ph] for s in split) for ph in STEP_PHASES}
     phase_sum, step = sum(means.values()), statistics.fmean(whole)
     diff, diff_ci95 = paired(split, whole)
-    common = {
-        "phase_sum_s": phase_sum,
-        "step_time_s": step,
-        "step_time_ci95_s": timing.ci95_half_width(whole),
-        "sum_diff_pct": diff,
-        "sum_diff_ci95_pct": diff_ci95,
-        "sums_within_5pct": abs(diff) <= TOLERANCE_PCT,
-        "n_steps": len(split),
-    }
+    common = dict(phase_sum_s=phase_sum, step_time_s=step, step_time_ci95_s=timing.ci95_half_width(whole))
+    common |= dict(
+        sum_diff_pct=diff, sum_diff_ci95_pct=diff_ci95, sums_within_5pct=abs(diff) <= TOLERANCE_PCT
+    )
+    common["n_steps"] = len(split)
     return [
         {
             "step_phase": ph,
@@ -420,14 +414,9 @@ def profile_model(cfg: engine.Config, device: torch.device, p, folder: Path) -> 
     warm-up, with the params' ``optimizer``), ranked by the time the profiler has of them here (``ranked_by``;
     ``time_note`` where it is not the device's)."""
     b, steps = devices.backend(device), p.profile_steps
-    base = {
-        **{k: getattr(cfg, k) for k in ("model", "batch_size", "image_size", "num_classes", "precision")},
-        "optimizer": p.optimizer,
-        "lr": p.lr,
-        "device_kind": b.kind,
-        "device_name": b.name(),
-        "profiled_steps": steps,
-    }
+    base = {k: getattr(cfg, k) for k in ("model", "batch_size", "image_size", "num_classes", "precision")}
+    base |= dict(optimizer=p.optimizer, lr=p.lr, device_kind=b.kind, device_name=b.name())
+    base["profiled_steps"] = steps
     try:
         plan = torch.profiler.schedule(wait=0, warmup=1, active=steps, repeat=1)
         with engine.Workload(

@@ -1,8 +1,6 @@
 """Transfer learning (06, seed 002): ``check(run)`` (where the weights come from, before any work) and
-``finetune(run)``: a torchvision classifier fine-tuned from ImageNet weights (or random ones) with a new head over
-lr x batch size on every present device -> transfer.csv (per epoch the training loss, validation loss and
-accuracy, the synchronised epoch time and images/s; data: Oxford-IIIT Pet as cats vs dogs, any ImageFolder, or a
-learnable synthetic two-class set); its tables and plots, and ``telemetry(run, path)``."""
+``finetune(run)``: a torchvision classifier with a new head fine-tuned over lr x batch size on every present device
+-> transfer.csv (per epoch: losses, validation accuracy, synced epoch time); its tables, plots and telemetry."""
 
 from __future__ import annotations
 
@@ -259,26 +257,22 @@ def fit(p, device, lr: float, bs: int, sets, base: dict, file) -> None:
     with engine.Workload(cfg, device, p, optimizer=p.optimizer, model=net, lr=lr) as work:
         pin = work.backend.pin(p.pin_memory)
         kw = dict(num_workers=p.workers, persistent_workers=p.workers > 0, pin_memory=pin)
-        loaders = [
+        train_dl, val_dl = (
             DataLoader(ds, bs, shuffle=train, generator=torch.Generator().manual_seed(p.seed), **kw)
             for ds, train in ((train_ds, True), (val_ds, False))
-        ]
-        epochs(p, work, *loaders, base, file)
-
-
-def epochs(p, work, train_dl, val_dl, base: dict, file) -> None:
-    """The epochs of one grid point (see :func:`fit`)."""
-    elapsed = 0.0
-    for epoch in range(1, p.transfer_epochs + 1):
-        seconds, n, train_loss = train_epoch(work, train_dl)
-        elapsed += seconds
-        if not p.pretrained:  # a few steps leave random weights' batch-norm statistics near their start:
-            torch.optim.swa_utils.update_bn(train_dl, work.model, work.device)  # recomputed over the images
-        acc, val_loss = evaluate(work, val_dl)
-        row = dict(epoch=epoch, timestamp=engine.now(), status="ok", error="", train_loss=train_loss)
-        row |= dict(val_loss=val_loss, val_accuracy=acc, epoch_time_s=seconds, throughput_img_s=n / seconds)
-        row |= dict(elapsed_train_s=elapsed, rss_mib=psutil.Process().memory_info().rss / 2**20)
-        file.append({**base, **row, **work.backend.peak_memory_mib()})
+        )
+        elapsed = 0.0
+        for epoch in range(1, p.transfer_epochs + 1):
+            seconds, n, train_loss = train_epoch(work, train_dl)
+            elapsed += seconds
+            if not p.pretrained:  # random weights' batch-norm statistics, recomputed over the images
+                torch.optim.swa_utils.update_bn(train_dl, work.model, work.device)
+            acc, val_loss = evaluate(work, val_dl)
+            row = dict(epoch=epoch, timestamp=engine.now(), status="ok", error="", train_loss=train_loss)
+            row |= dict(val_loss=val_loss, val_accuracy=acc, epoch_time_s=seconds)
+            row["throughput_img_s"] = n / seconds
+            row |= dict(elapsed_train_s=elapsed, rss_mib=psutil.Process().memory_info().rss / 2**20)
+            file.append({**base, **row, **work.backend.peak_memory_mib()})
 
 
 # share of the device's memory a grid point may plan to use (the allocator, cuDNN workspaces)
@@ -375,19 +369,12 @@ def time_to_target(df: pd.DataFrame, target: float | None = None) -> pd.DataFram
         g = g.sort_values("epoch")
         t = target if target is not None else float(g.target_accuracy.iloc[0])
         hit = g[g.val_accuracy >= t]
-        rows.append(
-            {
-                **dict(zip(GRID, key, strict=True)),
-                "epochs": int(g.epoch.max()),
-                "final_val_accuracy": g.val_accuracy.iloc[-1],
-                "best_val_accuracy": g.val_accuracy.max(),
-                "throughput_img_s": g.train_images.sum() / g.epoch_time_s.sum(),
-                "epoch_time_mean_s": g.epoch_time_s.mean(),
-                "target_accuracy": t,
-                "epoch_reached": int(hit.epoch.iloc[0]) if len(hit) else math.nan,
-                "time_to_target_s": hit.elapsed_train_s.iloc[0] if len(hit) else math.nan,
-            }
-        )
+        row = dict(zip(GRID, key, strict=True)) | dict(epochs=int(g.epoch.max()))
+        row |= dict(final_val_accuracy=g.val_accuracy.iloc[-1], best_val_accuracy=g.val_accuracy.max())
+        row |= dict(throughput_img_s=g.train_images.sum() / g.epoch_time_s.sum())
+        row |= dict(epoch_time_mean_s=g.epoch_time_s.mean(), target_accuracy=t)
+        row["epoch_reached"] = int(hit.epoch.iloc[0]) if len(hit) else math.nan
+        rows.append(row | {"time_to_target_s": hit.elapsed_train_s.iloc[0] if len(hit) else math.nan})
     return pd.DataFrame(rows)
 
 

@@ -61,17 +61,12 @@ def roof_columns(peaks: pd.DataFrame | None, cfg: engine.Config, c: Setting, ach
         pct = 100 * achieved_gflops / roof.peak_gflops
         fallback = f"no measured {c.precision} roof: the {roof.name} roof is used"
         why = notes + ([] if roof.name == c.precision else [fallback])
-    return {
-        "intensity_flop_per_byte": intensity,
-        "roof_precision": roof.name,
-        "roof_peak_gflops": roof.peak_gflops,
-        "roof_bandwidth_gbs": roof.bandwidth_gbs,
-        "attainable_gflops": att,
-        "bound": bound,
-        "compute_roof_pct": pct,
-        "attainable_pct": 100 * achieved_gflops / att if att == att and att else math.nan,
-        "roof_note": "; ".join(why),
-    }
+    out = dict(intensity_flop_per_byte=intensity, roof_precision=roof.name, roof_peak_gflops=roof.peak_gflops)
+    out |= dict(
+        roof_bandwidth_gbs=roof.bandwidth_gbs, attainable_gflops=att, bound=bound, compute_roof_pct=pct
+    )
+    out["attainable_pct"] = 100 * achieved_gflops / att if att == att and att else math.nan
+    return out | {"roof_note": "; ".join(why)}
 
 
 def confirm(base: engine.Config, c: Setting, device, p, steps: int) -> dict:
@@ -224,16 +219,12 @@ def beside_published(df: pd.DataFrame, model: str = "resnet50", image_size: int 
         who="published by " + theirs.source,
         same_gpu=theirs.device.str.contains(rf"\b{family.group(0)}\b") if family else False,
     )
-    mine = {
-        "who": f"measured here: {best_row.config} (95% interval +-{best_row.throughput_ci95_img_s:.0f})",
-        "device": best_row.device_name,
-        "precision": best_row.precision,
-        "batch_size": best_row.batch_size,
-        "throughput_img_s": best_row.throughput_img_s,
-        "stack": f"cnnbench, torch {torch.__version__}, eager or torch.compile, synthetic batch on the device",
-        "same_gpu": True,
-        "checked": "measured in this run",
-    }
+    mine = {"who": f"measured here: {best_row.config} (95% interval +-{best_row.throughput_ci95_img_s:.0f})"}
+    mine |= dict(device=best_row.device_name, precision=best_row.precision, batch_size=best_row.batch_size)
+    mine |= dict(throughput_img_s=best_row.throughput_img_s, same_gpu=True, checked="measured in this run")
+    mine["stack"] = (
+        f"cnnbench, torch {torch.__version__}, eager or torch.compile, synthetic batch on the device"
+    )
     return pd.concat([pd.DataFrame([mine]), theirs], ignore_index=True)[PUBLISHED_COLUMNS]
 
 

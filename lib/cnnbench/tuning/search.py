@@ -1,14 +1,7 @@
-"""The budgeted search for one model and phase: **guard** (each numerics trains a few steps; a loss outside fp32
-eager's tolerance is out), **race** within ``tune_budget_s`` (successive halving in stages: numerics, batch size
-from the largest down, host knobs), **confirm** the best few and the default with the full protocol, **explain**
-(speedup with its interval, the roofline, energy per image).
-
-The guard: a faster configuration only counts if it trains the same network. From the same initialisation and
-fixed batch, ``steps`` training steps run in the candidate's numerics; the last loss must stay within
-``tolerance`` of fp32 eager NCHW's, as a share of the progress fp32 eager made (first loss - last loss). Eval
-steps compare the loss of one forward pass, relative to the loss itself. The race (successive halving on short
-measured windows within a time budget, and the out-of-memory back-off of the batch size) is pure logic: the
-evaluation and the clock are arguments."""
+"""The budgeted search for one model and phase: **guard** (a numerics whose loss after a few steps strays from
+fp32 eager's is out), **race** within ``tune_budget_s`` (successive halving in stages: numerics, batch size from
+the largest that fits down, host knobs), **confirm** the best few and the default with the full protocol,
+**explain** (speedup with its interval, roofline, energy). Pure logic: evaluation and clock are arguments."""
 
 from __future__ import annotations
 
@@ -425,22 +418,15 @@ class Search:
         rejected = [f"{' '.join(map(str, n))}: {v.reason}" for n, v in self.verdicts.items() if not v.ok]
         pruned = {s: sum(1 for st, t in self.trials if st == s and t.fate == "pruned") for s in knobs.STAGES}
         by_rung = Counter(t.rung for _, t in self.trials if t.fate == "pruned")
-        summary = {
-            "configs_in_space": self.space.size(),
-            "configs_tried": len({t.candidate for _, t in self.trials}),
-            "evaluations": self.evaluations,
-            "pruned": sum(pruned.values()),
-            "failed": sum(t.fate == "failed" for _, t in self.trials),
-            "pruned_by_stage": ", ".join(f"{s} {n}" for s, n in pruned.items()),
-            "pruned_by_rung": ", ".join(f"rung {r} {n}" for r, n in sorted(by_rung.items())),
-            "guard_rejected": "; ".join(rejected),
-            "budget_s": self.p.tune_budget_s,
-            "search_s": search_s,
-            "budget_exhausted_in": ",".join(self.exhausted),
-            "batch_size_limit": self.batch_limit,
-            "batch_size_limit_note": self.batch_note,
-            "skipped_knobs": "; ".join(f"{k}={v}: {why}" for k, v, why in self.space.skipped),
-        }
+        tried = len({t.candidate for _, t in self.trials})
+        summary = dict(configs_in_space=self.space.size(), configs_tried=tried, evaluations=self.evaluations)
+        summary |= dict(pruned=sum(pruned.values()), failed=sum(t.fate == "failed" for _, t in self.trials))
+        summary["pruned_by_stage"] = ", ".join(f"{s} {n}" for s, n in pruned.items())
+        summary["pruned_by_rung"] = ", ".join(f"rung {r} {n}" for r, n in sorted(by_rung.items()))
+        summary |= dict(guard_rejected="; ".join(rejected), budget_s=self.p.tune_budget_s, search_s=search_s)
+        summary |= dict(budget_exhausted_in=",".join(self.exhausted), batch_size_limit=self.batch_limit)
+        summary["batch_size_limit_note"] = self.batch_note
+        summary["skipped_knobs"] = "; ".join(f"{k}={v}: {why}" for k, v, why in self.space.skipped)
         if best is None:
             row = self._row(
                 "best", "best", None, status="error", error="no configuration confirmed", **summary
