@@ -124,12 +124,9 @@ def layout_problem(name: str, root: str | Path) -> str:
         return f"'{root}' is not a folder"
     if why := _unwalkable(root):
         return why
-    if not any(root.iterdir()):
-        if name == "imagefolder":  # nothing to download it from
-            return f"folder '{root}' is empty (point data_path at a folder of class folders of images)"
-        return (
-            f"folder '{root}' is empty (set download: true to fetch {name}, or point data_path at the data)"
-        )
+    if not any(root.iterdir()):  # an image folder has nothing to download it from
+        fetch = "" if name == "imagefolder" else f"set download: true to fetch {name}, or "
+        return f"folder '{root}' is empty ({fetch}point data_path at the data)"
     if missing := [n for n in NEEDS.get(name, ()) if not (root / n).exists()]:
         more = f" ({len(missing)} missing)" if len(missing) > 1 else ""
         return f"folder '{root}' does not look like {name}: expected {missing[0]} inside it{more}"
@@ -372,7 +369,6 @@ def open_dataset(
     tf = transforms_for(channels, size, split == "train")
     if not root.exists() and not download:
         raise DataError(f"dataset folder '{root}' does not exist (set download: true to fetch {name})")
-    train = split == "train"
     try:
         with _safe_tar_extraction():
             if name == "tiny_imagenet":
@@ -384,10 +380,9 @@ def open_dataset(
             if name == "imagenette":
                 fetch = download and not (root / "imagenette2-160").is_dir()
                 return tvd.Imagenette(str(root), split=split, size="160px", transform=tf, download=fetch)
-            if name == "mnist":
-                return tvd.MNIST(str(root), train=train, download=download, transform=tf)
-            if name == "cifar10":
-                return tvd.CIFAR10(str(root), train=train, download=download, transform=tf)
+            if name in ("mnist", "cifar10"):
+                cls = tvd.MNIST if name == "mnist" else tvd.CIFAR10
+                return cls(str(root), train=split == "train", download=download, transform=tf)
             if name == "imagefolder":
                 return tvd.ImageFolder(str(_split_folder(root, split)), transform=tf)
     except (RuntimeError, FileNotFoundError, OSError, tarfile.TarError, zipfile.BadZipFile) as err:

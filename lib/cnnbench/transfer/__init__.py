@@ -279,14 +279,6 @@ def fit(p, device, lr: float, bs: int, sets, base: dict, file) -> None:
 MEMORY_HEADROOM = 0.9
 
 
-def training_bytes_per_image(model: str, classes: int, image_size: int) -> tuple[int, int]:
-    """(saved activations per image, parameters + gradients + Adam's two moments) of fine-tuning ``model``, by
-    the project's count (``flops.activation_bytes`` on a real forward of two images on the CPU)."""
-    net = build(model, classes, pretrained=False).train()
-    act = flops.activation_bytes(net, torch.randn(2, 3, image_size, image_size), classes) // 2
-    return act, 4 * sum(p.numel() * p.element_size() for p in net.parameters())
-
-
 def oversized(batch_sizes: list[int], per_image: int, fixed: int, memory: int) -> dict[int, str]:
     """The batch sizes whose planned memory exceeds ``MEMORY_HEADROOM`` of ``memory`` bytes, with the reason."""
     gib, out = 2**30, {}
@@ -327,8 +319,10 @@ def run_grid(run, sampler_cls=None, log=print) -> None:
     for b in here:
         memory, too_big = b.total_memory_bytes(), {}
         if memory:  # sized per device: a grid point that cannot fit is a row saying so, not an out-of-memory
-            per_image = training_bytes_per_image(p.transfer_model, sets[2], p.transfer_image_size)
-            too_big = oversized(p.transfer_batch_sizes, *per_image, memory)
+            # saved activations per image, and parameters + gradients + Adam's two moments, by the project's count
+            cx = flops.complexity(p.transfer_model, p.transfer_image_size, sets[2], with_fvcore=False)
+            fixed_bytes = 4 * cx.param_mib * 2**20
+            too_big = oversized(p.transfer_batch_sizes, cx.activation_mib * 2**20, fixed_bytes, memory)
         about = {"device_name": b.name(), "classes": sets[2], "target_accuracy": p.transfer_target_accuracy}
         for bs, lr in grid:
             base = {**point(b, lr, bs), **about}
@@ -415,13 +409,8 @@ def beside_seed(ttt: pd.DataFrame) -> pd.DataFrame:
         best = ours.loc[ours.best_val_accuracy.idxmax()] if len(ours) else pd.Series(dtype=object)
         rates = {"lr": math.nan, "best_val_accuracy": math.nan, "throughput_img_s": math.nan}
         what = {"device_name": "", "model": "", "image_size": ""}
-        rows.append(
-            {
-                "device_kind": kind,
-                "batch_size": bs if bs else "not stated",
-                f"published by {seed}: {epochs}-epoch training (h)": seconds / 3600,
-                f"published by {seed}: implied img/s": images / seconds,
-                **{f"ours: {c}": best.get(c, empty) for c, empty in (rates | what).items()},
-            }
-        )
+        row = {"device_kind": kind, "batch_size": bs if bs else "not stated"}
+        row[f"published by {seed}: {epochs}-epoch training (h)"] = seconds / 3600
+        row[f"published by {seed}: implied img/s"] = images / seconds
+        rows.append(row | {f"ours: {c}": best.get(c, empty) for c, empty in (rates | what).items()})
     return pd.DataFrame(rows)
