@@ -1,6 +1,5 @@
-"""Data: synthetic images shaped like the configured dataset, and real ones from a folder (Tiny-ImageNet,
-ImageNette, MNIST, CIFAR-10, any ImageFolder), downloaded with checksums when asked; extraction refuses an
-archive with a member outside the target folder or a link, before writing anything."""
+"""Data: synthetic images, and real ones from a folder (Tiny-ImageNet, ImageNette, MNIST, CIFAR-10, any
+ImageFolder), checked up front and downloaded when asked (an archive member outside the target: refused)."""
 
 from __future__ import annotations
 
@@ -56,8 +55,7 @@ class SyntheticImages(Dataset):
 
 class TinyImageNet(Dataset):
     """Tiny-ImageNet-200: ``train/<wnid>/images/*.JPEG``; ``val/images`` labelled by ``val/val_annotations.txt``.
-    Raises :class:`DataError` naming what of that layout is missing (every class of a train split holds an image,
-    every val label is a class of wnids.txt), reading names and the two text files, no image."""
+    Raises :class:`DataError` naming what of that layout is missing (reading names and text files, no image)."""
 
     def __init__(self, root: str | Path, split: str = "train", transform=None):
         root = Path(root)
@@ -116,9 +114,8 @@ NEEDS = {  # what a dataset's folder must hold, as torchvision reads it
 
 
 def layout_problem(name: str, root: str | Path) -> str:
-    """Why the folder ``root`` does not hold dataset ``name`` as :func:`open_dataset` reads it (empty, another
-    layout, too few classes, a class of no image, disagreeing annotations, a bad idx file), or "". Reads
-    names, headers and Tiny-ImageNet's two text files, no image."""
+    """Why the folder ``root`` does not hold dataset ``name`` as :func:`open_dataset` reads it, or "" (reading
+    names, headers and text files, no image)."""
     root = Path(root).expanduser()
     if not root.is_dir():
         return f"'{root}' is not a folder"
@@ -269,9 +266,8 @@ def _mnist_size(root: Path, split: str) -> int:
 
 
 def dataset_classes(name: str, root: str | Path) -> int | None:
-    """The classes a model trained on dataset ``name`` at ``root`` must predict: read from the folder where it
-    decides (Tiny-ImageNet's wnids.txt, an image folder's class folders), else the public dataset's own count;
-    None when unknown (an image folder not there yet). Call after :func:`layout_problem` found none."""
+    """The classes of dataset ``name`` at ``root`` (from the folder where it decides, else the public dataset's
+    count; None: unknown). Call after :func:`layout_problem` found none."""
     root = Path(root).expanduser()
     if name == "tiny_imagenet" and (_tiny_base(root) / "wnids.txt").is_file():
         return len(_tiny_wnids(_tiny_base(root)))
@@ -281,9 +277,8 @@ def dataset_classes(name: str, root: str | Path) -> int | None:
 
 
 def split_size(name: str, root: str | Path, split: str, at_most: int = 1 << 62) -> int | None:
-    """Images of ``split`` ("train" or "val") of dataset ``name`` at ``root``, counted up to ``at_most`` (cheap:
-    names and headers, no image read); None when it cannot be known without loading (CIFAR-10) or the data is
-    not there. Call after :func:`layout_problem` found none."""
+    """Images of ``split`` of dataset ``name`` at ``root``, counted up to ``at_most`` without reading an image
+    (None: not known so, or not there). Call after :func:`layout_problem` found none."""
     root = Path(root).expanduser()
     count = {
         "imagefolder": lambda: sum(
@@ -305,9 +300,8 @@ def _unsafe(name: str) -> bool:
 
 
 def safe_extract(archive: str | Path, target: str | Path) -> Path:
-    """Extract the zip or tar ``archive`` into ``target``. Raise :class:`DataError` before writing anything if any
-    member would land outside ``target`` (absolute path, ``..``) or is a link or a device: the whole archive is
-    refused."""
+    """Extract the zip or tar ``archive`` into ``target``; :class:`DataError`, before writing anything, if a
+    member would land outside ``target`` or is a link or a device."""
     archive, target = Path(archive), Path(target)
     if zipfile.is_zipfile(archive):
         with zipfile.ZipFile(archive) as zf:

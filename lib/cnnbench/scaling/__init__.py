@@ -1,7 +1,6 @@
-"""Data-parallel scaling (06): ``run(run)`` -> scaling.csv (throughput, efficiency against one device, the loss
-check against one process, telemetry), its table and plot. torchrun launches :mod:`.ddp` over 1..N processes at a
-fixed per-device batch: gloo on the CPU, one process per equal share of the cores; NCCL, one per GPU (more:
-``unavailable``). Every rank imports this package: the plotting stack is imported only to plot."""
+"""Data-parallel scaling (06): ``run(run)`` -> scaling.csv (throughput, efficiency, the loss check against one
+process), its table and plot: torchrun launches :mod:`.ddp` over 1..N processes (gloo: CPU cores; NCCL: a GPU
+each). Every rank imports this package: the plotting stack is imported only to plot."""
 
 from __future__ import annotations
 
@@ -212,15 +211,11 @@ def run_all(run, launcher=launch, log=progress.say) -> list[dict]:
         try:
             log(f"torchrun --nproc_per_node {world} ({backend}, {threads or 'default'} threads per process)")
             res = launched(world, tmp / f"n{world}", refs if world == 1 else ())
-            if world == 1:
-                reference = res["reference_losses"]
-            ref = res["check_losses"] if world == 1 else reference.get(str(row["global_batch"]), [])
-            diff, same = loss_check(res["check_losses"], ref)
-            kept = "device_kind device_name throughput_img_s throughput_ci95_img_s step_time_mean_s loss_last"
-            losses = res["check_losses"]  # ddp.CHECK_STEPS of them
-            row |= {k: res[k] for k in kept.split()} | dict(
-                loss_check_steps=len(losses), loss_first=losses[0]
-            )
+            losses, batch = res["check_losses"], str(row["global_batch"])  # ddp.CHECK_STEPS losses
+            reference = res["reference_losses"] if world == 1 else reference
+            diff, same = loss_check(losses, losses if world == 1 else reference.get(batch, []))
+            kept = "device_kind device_name throughput_img_s throughput_ci95_img_s step_time_mean_s loss_last".split()
+            row |= {k: res[k] for k in kept} | dict(loss_check_steps=len(losses), loss_first=losses[0])
             row |= dict(loss_vs_one_process_max_abs_diff=diff, loss_matches_one_process=same)
             row["measured_steps"] = p.scaling_steps
             for rank in own_ranks(res["ranks"], os.cpu_count() or 1):

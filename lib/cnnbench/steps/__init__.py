@@ -62,11 +62,8 @@ def phase_table(df: pd.DataFrame) -> pd.DataFrame:
     wide.columns = [f"{c}_ms" for c in wide.columns]
     per = ok.groupby("model", sort=False).first()
     check = per[["sums_within_5pct", "sum_diff_pct", "sum_diff_ci95_pct", "n_steps"]]
-    return check.join(wide).assign(
-        phase_sum_ms=per.phase_sum_s * 1e3,
-        step_time_ms=per.step_time_s * 1e3,
-        step_time_ci95_ms=per.step_time_ci95_s * 1e3,
-    )
+    ms = per[["phase_sum_s", "step_time_s", "step_time_ci95_s"]].rename(columns=lambda c: f"{c[:-2]}_ms")
+    return check.join(wide).join(ms * 1e3)
 
 
 def phase_plot(df: pd.DataFrame, path: str | Path | None = None):
@@ -410,9 +407,8 @@ QUEUE_NOTE = "times are the host's time to queue each op on the device, not the 
 
 
 def profile_model(cfg: engine.Config, device: torch.device, p, folder: Path) -> list[dict]:
-    """Rows of the ``profile_top_k`` top operators of ``profile_steps`` traced training steps of ``cfg`` (after one
-    warm-up, with the params' ``optimizer``), ranked by the time the profiler has of them here (``ranked_by``;
-    ``time_note`` where it is not the device's)."""
+    """Rows of the ``profile_top_k`` top operators of ``profile_steps`` traced training steps of ``cfg``, ranked
+    by the time the profiler has of them here (``ranked_by``; ``time_note`` where it is not the device's)."""
     b, steps = devices.backend(device), p.profile_steps
     base = {k: getattr(cfg, k) for k in ("model", "batch_size", "image_size", "num_classes", "precision")}
     base |= dict(optimizer=p.optimizer, lr=p.lr, device_kind=b.kind, device_name=b.name())

@@ -132,9 +132,8 @@ def build(model: str, num_classes: int, pretrained: bool, freeze_backbone: bool 
 
 
 class TwoClassImages(TensorDataset):
-    """A learnable offline stand-in for cats vs dogs: class 0 is brighter on the left, class 1 on the right,
-    by a ramp a twelfth of the pixel noise (unit variance, as ImageNet-normalised inputs): no single pixel
-    tells the classes apart, so a network learns them over its epochs. Deterministic from ``seed``."""
+    """A learnable offline stand-in for cats vs dogs: class 0 brighter on the left, class 1 on the right, by a
+    ramp a twelfth of the pixel noise (no single pixel tells them apart). Deterministic from ``seed``."""
 
     def __init__(self, n: int, size: int, seed: int = 0):
         gen = torch.Generator().manual_seed(seed)
@@ -354,9 +353,8 @@ GRID = ["device_kind", "device_name", "model", "image_size", "optimizer", "pretr
 
 
 def time_to_target(df: pd.DataFrame, target: float | None = None) -> pd.DataFrame:
-    """Per device and grid point: epochs run, final and best validation accuracy, mean images/s (all images
-    over all synced epoch time), and the training time (validation excluded) until validation accuracy first
-    reached ``target`` (NaN: not reached)."""
+    """Per grid point: epochs, final and best validation accuracy, images/s over all synced epoch time, and the
+    training time until validation accuracy first reached ``target`` (NaN: not reached)."""
     ok = df[df.status == "ok"]
     rows = []
     for key, g in ok.groupby(GRID, sort=False):
@@ -394,11 +392,8 @@ def learning_curves(df: pd.DataFrame, path: str | Path | None = None):
 
 
 def beside_seed(ttt: pd.DataFrame) -> pd.DataFrame:
-    """Seed 002's training times (``published.TIMES_002``; as images/s over its epochs x training images)
-    beside our fine-tuning on the same kind of device and batch size (its CPU run states no batch size: any of
-    ours): the grid point whose validation accuracy went highest, with its lr, that accuracy and its images/s
-    (a rate of a learning rate that never learned would be no answer). Compare like with like only where our
-    model and resolution are the ones the seed trained (it prints no resolution)."""
+    """Seed 002's training times (and implied images/s) beside our grid point of the same device kind and batch
+    size (any, where the seed states none) whose validation accuracy went highest: its lr, accuracy, images/s."""
     seed, epochs = published.SEED_002, published.setup("002")["epochs"]
     images = epochs * published.setup("002")["train_images"]
     rows = []

@@ -1,8 +1,5 @@
-"""The fastest way to train a model on this device: a budgeted search over every knob the hardware supports,
-raced by successive halving, guarded for correctness, confirmed with the full protocol, and explained on the
-roofline. ``tune(run)`` searches every model of ``tune_models`` in every phase of ``tune_phases`` into
-``tuning.csv`` (row by row, resumable) and ``tuning_space.csv`` (every knob value, searched or skipped);
-``best``, ``beside_published``, ``race``, ``skipped``, ``notes``, ``findings`` and ``plot`` present them."""
+"""The fastest way to train a model on this device (07): ``tune(run)`` searches every model and phase over the
+knobs the hardware supports (:mod:`.search`) -> tuning.csv (resumable) and tuning_space.csv; the rest present them."""
 
 from __future__ import annotations
 
@@ -33,12 +30,6 @@ def default_setting(run, model: str) -> Setting:
     return knobs.in_force(setting, devices.backend(run.device))
 
 
-NO_PEAKS = (
-    "No device_peaks.csv in this run: the search runs, but its roofline columns stay empty; run "
-    "04_roofline first (same run) to place each best configuration on the roofline."
-)
-
-
 def roof_columns(peaks: pd.DataFrame | None, cfg: engine.Config, c: Setting, achieved_gflops: float) -> dict:
     """Where a measurement sits on the roofline: counted intensity, the measured roof of its precision,
     attainable GFLOP/s, the bound, and the efficiency against the compute roof and against the attainable."""
@@ -62,9 +53,8 @@ def roof_columns(peaks: pd.DataFrame | None, cfg: engine.Config, c: Setting, ach
         fallback = f"no measured {c.precision} roof: the {roof.name} roof is used"
         why = notes + ([] if roof.name == c.precision else [fallback])
     out = dict(intensity_flop_per_byte=intensity, roof_precision=roof.name, roof_peak_gflops=roof.peak_gflops)
-    out |= dict(
-        roof_bandwidth_gbs=roof.bandwidth_gbs, attainable_gflops=att, bound=bound, compute_roof_pct=pct
-    )
+    out |= dict(roof_bandwidth_gbs=roof.bandwidth_gbs, attainable_gflops=att, bound=bound)
+    out["compute_roof_pct"] = pct
     out["attainable_pct"] = 100 * achieved_gflops / att if att == att and att else math.nan
     return out | {"roof_note": "; ".join(why)}
 
@@ -85,12 +75,8 @@ def identity_of(run, model: str, phase: str, hw: devices.Hardware) -> dict:
     default = default_setting(run, model)
     head = dict(model=model, phase=phase, device_kind=hw.kind, device_name=hw.name)
     shape = {k: getattr(base, k) for k in ("image_size", "num_classes", "in_channels", "dataset")}
-    return {
-        **head,
-        **shape,
-        **{f"default_{k}": default[k] for k in knobs.keyed()},
-        **{k: ",".join(v) if isinstance(v := getattr(p, k), list) else v for k in TUNING_PARAM_KEYS},
-    }
+    lists = {k: ",".join(v) if isinstance(v := getattr(p, k), list) else v for k in TUNING_PARAM_KEYS}
+    return head | shape | {f"default_{k}": default[k] for k in knobs.keyed()} | lists
 
 
 def beyond_memory(base: engine.Config, c: Setting, device, _counts: dict = {}) -> Outcome | None:  # noqa: B006 - the counts of each model, once
@@ -154,7 +140,9 @@ def tune(run) -> pd.DataFrame:
     space_file = results.file(run.dir, "tuning_space")
     peaks = results.read(run.dir, "device_peaks")
     if not len(peaks):  # 07 opened alone (a fresh Colab VM): the search stands, without roofline columns
-        print(NO_PEAKS)
+        print(
+            "No device_peaks.csv in this run: the search runs, without roofline columns (run 04_roofline first)"
+        )
         peaks = None
     searches = [(m, ph, identity_of(run, m, ph, hw)) for m in p.tune_models for ph in p.tune_phases]
     table.plan(run.dir, [identity for *_, identity in searches], "tuning")
@@ -204,9 +192,8 @@ PUBLISHED_COLUMNS = "who device precision batch_size throughput_img_s stack same
 
 
 def beside_published(df: pd.DataFrame, model: str = "resnet50", image_size: int = 224) -> pd.DataFrame:
-    """The best confirmed training rate of ``model`` at ``image_size`` beside the published GPU figures of
-    data/published_gpu.csv, each "published by" its source with its software stack; ``same_gpu`` marks a figure
-    of this GPU's family (H100, A100, ...). Empty where this run confirmed no such configuration."""
+    """The best confirmed training rate of ``model`` at ``image_size`` beside data/published_gpu.csv's figures;
+    ``same_gpu`` marks this GPU's family. Empty where this run confirmed no such configuration."""
     ours = df[(df.row_kind == "best") & (df.model == model) & (df.phase == "train") & (df.status == "ok")]
     ours = ours[pd.to_numeric(ours.image_size, errors="coerce") == image_size]
     if ours.empty:

@@ -134,9 +134,8 @@ def successive_halving(
     clock: Callable[[], float] = time.monotonic,
     on_trial: Callable[[Trial], None] | None = None,
 ) -> Race:
-    """Race ``candidates`` within ``budget_s`` seconds, ``evaluate(candidate, window_s, rung)`` measuring one
-    window, the remaining budget shared equally by rungs and candidates; the best ceil(n/eta) go on. ``known``:
-    outcomes reused at rung 0; each :class:`Trial` goes to ``on_trial`` once its fate is known."""
+    """Race ``candidates`` within ``budget_s`` (shared equally by rungs and candidates), the best ceil(n/eta) going
+    on; ``known`` outcomes are reused at rung 0; each :class:`Trial` goes to ``on_trial`` once its fate is known."""
     alive = list(dict.fromkeys(candidates))
     known = dict(known or {})
     start = clock()
@@ -245,9 +244,8 @@ def _timed(work: engine.Workload, device: torch.device) -> float:
 
 @dataclass
 class Search:
-    """The search of one model and phase; every row goes to ``sink`` (tuning.csv) as soon as it is known.
-    ``evaluate(candidate, window_s) -> Outcome``, ``guard_loss(numerics) -> (first, last) loss``,
-    ``confirm(candidate, steps) -> row`` and ``explain(candidate, row) -> columns`` are injectable."""
+    """The search of one model and phase, its measurements injected; every row goes to ``sink`` (tuning.csv) as
+    soon as it is known."""
 
     base: engine.Config
     space: Space
@@ -297,9 +295,8 @@ class Search:
 
     # --- the steps
     def run_guard(self) -> list[tuple]:
-        """The numerics (the values of every knob that changes the arithmetic) the guard lets race, guarded
-        while its own budget (``tune_guard_budget_s``) lasts: those of the run's own variants first, then those
-        changing fewer knobs from the reference, and among them those that compile (the dearest to guard) last."""
+        """The numerics the guard lets race, within ``tune_guard_budget_s``: the run's own variants first, then
+        those changing fewer knobs, those that compile last."""
         start = self.clock()
         names = [k for k in self.space.values if knobs.KNOBS[k].numerics]
         reference = self.space.default.with_(**{k: knobs.KNOBS[k].default for k in names}).numerics
@@ -339,12 +336,13 @@ class Search:
             return out
 
         self.batch_limit, tried = fit_batch_size(sizes[0], attempt, minimum=min(sizes))
-        ooms = [bs for bs, o in tried if o.status == "oom"]
-        self.batch_note = (
-            f"out of memory at {', '.join(map(str, ooms))}; largest that fits {self.batch_limit}"
+        ooms = ", ".join(str(bs) for bs, o in tried if o.status == "oom")
+        fits = (
+            f"largest that fits {self.batch_limit}"
             if ooms
             else f"{self.batch_limit} (the largest tried) fits"
         )
+        self.batch_note = f"out of memory at {ooms}; {fits}" if ooms else fits
         known = {**known, **{winner.with_(batch_size=bs): o for bs, o in tried if o.status != "oom"}}
         fits = [self.batch_limit] + [bs for bs in sizes if bs < self.batch_limit] if self.batch_limit else []
         return [winner.with_(batch_size=bs) for bs in fits], known
