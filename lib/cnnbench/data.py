@@ -204,26 +204,19 @@ def _image_folder_problem(root: Path) -> str:
     train, val = _split_folder(root, "train"), _split_folder(root, "val")
     if train != val and val == root:
         return f"folder '{root}' has train/ but no val/: the eval phase and validation epochs read val/<class>/<image>"
-    counts = []
+    counts = {}
     for folder in dict.fromkeys((train, val)):
         classes = _class_dirs(folder)
         if not classes:
             expected = "<class>/<image> or train/<class>/<image>"
             return f"folder '{root}' does not look like imagefolder: expected {expected} inside it"
         if empty := [d.name for d in classes if not _images_under(d, 1)]:
-            return (
-                f"class folder '{folder / empty[0]}' holds no image ({', '.join(IMAGE_EXTENSIONS)}); "
-                f"{len(empty)} of {len(classes)} classes are empty"
-            )
+            return f"class folder '{folder / empty[0]}' holds no image ({len(empty)} of {len(classes)} are empty)"
         if len(classes) < 2:
-            one = f"folder '{folder}' holds one class ('{classes[0].name}')"
-            return f"{one}: a classifier needs at least two class folders"
-        counts.append((folder, len(classes)))
-    if len(counts) == 2 and counts[0][1] != counts[1][1]:
-        return (
-            f"'{counts[0][0]}' has {counts[0][1]} classes but '{counts[1][0]}' has {counts[1][1]} classes: "
-            "train and val must hold the same classes"
-        )
+            return f"folder '{folder}' holds one class ('{classes[0].name}'): a classifier needs at least two"
+        counts[folder] = len(classes)
+    if len(set(counts.values())) > 1:
+        return f"train/ has {counts[train]} classes but val/ has {counts[val]} classes: they must be the same"
     return ""
 
 

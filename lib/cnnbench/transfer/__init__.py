@@ -317,8 +317,7 @@ def run_grid(run, sampler_cls=None, log=print) -> None:
     kept = sum(file.done({**c, "epoch": p.transfer_epochs}) for c in planned)
     for b in here:
         memory, too_big = b.total_memory_bytes(), {}
-        if memory:  # sized per device: a grid point that cannot fit is a row saying so, not an out-of-memory
-            # saved activations per image, and parameters + gradients + Adam's two moments, by the project's count
+        if memory:  # a grid point that cannot fit is a row saying so: activations x batch + 4 x the weights
             cx = flops.complexity(p.transfer_model, p.transfer_image_size, sets[2], with_fvcore=False)
             fixed_bytes = 4 * cx.param_mib * 2**20
             too_big = oversized(p.transfer_batch_sizes, cx.activation_mib * 2**20, fixed_bytes, memory)
@@ -327,8 +326,9 @@ def run_grid(run, sampler_cls=None, log=print) -> None:
             base = {**point(b, lr, bs), **about}
             if file.done({**base, "epoch": p.transfer_epochs}):
                 continue
+            conf = f"{b.kind} lr={lr:g} bs={bs}"
             if bs in too_big:
-                log(f"transfer {b.kind} lr={lr:g} bs={bs}: {too_big[bs]}")
+                log(f"transfer {conf}: {too_big[bs]}")
                 skipped = {"status": "skipped", "error": too_big[bs]}
                 file.append({**base, "epoch": 0, "timestamp": engine.now(), **skipped})
                 continue
@@ -341,11 +341,8 @@ def run_grid(run, sampler_cls=None, log=print) -> None:
                     fit(p, b, lr, bs, sets, base, file)
                 except Exception as err:  # noqa: BLE001 - a failed grid point is a row, the grid goes on
                     file.append({**base, "epoch": 0, "timestamp": engine.now(), **engine.failure(err, b)})
-            conf = f"{b.kind} lr={lr:g} bs={bs}"
-            timelines.record(
-                run.path(timelines.FILE),
-                timelines.tidy(sampler.series(), "transfer", conf, b.kind, base["device_name"]),
-            )
+            series = timelines.tidy(sampler.series(), "transfer", conf, b.kind, base["device_name"])
+            timelines.record(run.path(timelines.FILE), series)
     progress.resumed(kept, len(planned), file.path.name, "grid points")
 
 

@@ -147,13 +147,11 @@ def successive_halving(
         if on_trial:
             on_trial(trial)
 
-    exhausted = False
     if not alive:
         return Race(trials, None, 0)
     for rung in range(max(rungs, 1)):  # one candidate: measured once (unless known), in one rung
         remaining = budget_s - (clock() - start) if rung else budget_s
-        if rung > 0 and remaining <= 0:
-            exhausted = True
+        if exhausted := rung > 0 and remaining <= 0:
             break
         window = max(remaining, 0.0) / (max(rungs, 1) - rung) / len(alive)
         results = []
