@@ -71,10 +71,7 @@ class TinyImageNet(Dataset):
         if split == "train":
             found = {w: sorted((base / "train" / w / "images").glob("*.JPEG")) for w in self.classes}
             if missing := [w for w, images in found.items() if not images]:
-                raise DataError(
-                    f"train/{missing[0]}/images/ in '{base}' is missing or holds no .JPEG ({len(missing)} of "
-                    f"{len(self.classes)} classes of wnids.txt)"
-                )
+                raise DataError(f"train/{missing[0]}/images/ in '{base}' is missing or holds no .JPEG")
             self.samples = [(p, i) for i, images in enumerate(found.values()) for p in images]
         else:
             annotations = base / "val" / "val_annotations.txt"
@@ -85,9 +82,7 @@ class TinyImageNet(Dataset):
                 if len(fields := line.split("\t")) < 2:
                     continue
                 if fields[1] not in index:
-                    raise DataError(
-                        f"'{annotations}' line {i} names class '{fields[1][:40]}', which wnids.txt does not list"
-                    )
+                    raise DataError(f"'{annotations}' line {i}: class '{fields[1][:40]}' is not in wnids.txt")
                 self.samples.append((base / "val" / "images" / fields[0], index[fields[1]]))
 
     def __len__(self) -> int:

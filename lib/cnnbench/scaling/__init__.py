@@ -117,14 +117,10 @@ def loss_check(losses: list[float], reference: list[float]) -> tuple[float, bool
 PER_PROCESS = ("util_process_cpu_pct", "rss_mib")
 
 
-def own_series(rank: dict) -> list[dict]:
-    """Rank 0's series whole; from the other ranks only their own process's (the rest is rank 0's too)."""
-    return rank["series"] if rank["rank"] == 0 else [s for s in rank["series"] if s["metric"] in PER_PROCESS]
-
-
 def own_ranks(ranks: list[dict], cores: int) -> list[dict]:
     """The ranks' telemetry with "other processes' CPU" less the run's other ranks' own CPU (they are this run,
-    not other processes): each rank's summary mean, and each sample less the others' samples nearest in time."""
+    not other processes): each rank's summary mean, and each sample less the others' samples nearest in time.
+    Series: rank 0's whole, the other ranks' only their own process's (the rest is rank 0's too)."""
     own = {
         r["rank"]: [(s["t_s"], s["value"]) for s in r["series"] if s["metric"] == PER_PROCESS[0]]
         for r in ranks
@@ -141,6 +137,7 @@ def own_ranks(ranks: list[dict], cores: int) -> list[dict]:
         summary = rank["summary"] | (
             {key: max(rank["summary"][key] - mean, 0.0)} if key in rank["summary"] else {}
         )
+        series = [s for s in series if s["metric"] in PER_PROCESS] if rank["rank"] else series
         out.append({**rank, "series": series, "summary": summary})
     return out
 
@@ -221,7 +218,7 @@ def run_all(run, launcher=launch, log=progress.say) -> list[dict]:
             for rank in own_ranks(res["ranks"], os.cpu_count() or 1):
                 row.update(rank_summary(rank["rank"], rank["summary"]))
                 where = (res["device_kind"], res["device_name"], rank["rank"])
-                series = timelines.tidy(own_series(rank), "scaling", f"{backend} world={world}", *where)
+                series = timelines.tidy(rank["series"], "scaling", f"{backend} world={world}", *where)
                 timelines.record(run.path(timelines.FILE), series)
         except Exception as err:  # noqa: BLE001 - a failed launch is a row, the run goes on
             row.update(engine.failure(err, b))

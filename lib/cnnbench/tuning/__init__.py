@@ -3,6 +3,7 @@ knobs the hardware supports (:mod:`.search`) -> tuning.csv (resumable) and tunin
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from dataclasses import replace
@@ -79,16 +80,17 @@ def identity_of(run, model: str, phase: str, hw: devices.Hardware) -> dict:
     return head | shape | {f"default_{k}": default[k] for k in knobs.keyed()} | lists
 
 
-def beyond_memory(base: engine.Config, c: Setting, device, _counts: dict = {}) -> Outcome | None:  # noqa: B006 - the counts of each model, once
+_complexity = functools.cache(flops.complexity)
+
+
+def beyond_memory(base: engine.Config, c: Setting, device) -> Outcome | None:
     """An out-of-memory outcome, not tried, for a batch whose footprint (saved activations x batch + 4 x the
     weights) exceeds the memory available now on a device sharing the host's; None where it fits."""
     if devices.backend(device).own_memory:
         return None
-    key = (base.model, base.image_size, base.num_classes)
-    if key not in _counts:
-        cx = flops.complexity(*key, with_fvcore=False)
-        _counts[key] = (cx.activation_mib * 2**20, cx.param_mib * 2**20)
-    need, free = c.batch_size * _counts[key][0] + 4 * _counts[key][1], psutil.virtual_memory().available
+    cx = _complexity(base.model, base.image_size, base.num_classes, with_fvcore=False)  # once per model
+    need = (c.batch_size * cx.activation_mib + 4 * cx.param_mib) * 2**20
+    free = psutil.virtual_memory().available
     gib = f"{need / 2**30:.1f} GiB, {free / 2**30:.1f} GiB free"
     return None if need <= free else Outcome("oom", error=f"not tried: batch {c.batch_size} needs {gib}")
 
