@@ -18,6 +18,7 @@ import psutil
 import torch
 import torchvision
 from matplotlib.ticker import MaxNLocator
+from PIL import Image
 from torch import nn
 from torch.utils.data import DataLoader, Dataset, Subset, TensorDataset
 from torchvision import datasets as tvd
@@ -148,11 +149,8 @@ def transforms(size: int, train: bool):
     """ImageNet-style preprocessing at ``size``: random resized crop + flip for training, resize + centre crop."""
     crop = [T.Resize(int(round(size * 256 / 224)), antialias=True), T.CenterCrop(size)]
     crop = [T.RandomResizedCrop(size, antialias=True), T.RandomHorizontalFlip()] if train else crop
-    return T.Compose([T.Lambda(_rgb), *crop, T.ToTensor(), T.Normalize(data.MEAN, data.STD)])
-
-
-def _rgb(image):
-    return image.convert("RGB")
+    rgb = functools.partial(Image.Image.convert, mode="RGB")  # picklable, for loader workers
+    return T.Compose([T.Lambda(rgb), *crop, T.ToTensor(), T.Normalize(data.MEAN, data.STD)])
 
 
 def _subset(ds: Dataset, n: int, seed: int) -> Dataset:

@@ -431,15 +431,11 @@ class Search:
             base, dflt = rows[best], rows[d] if rows[d].get("status") == "ok" else {}
             skip = {*self.identity, "row_kind", "stage", "rung", "config", "role", *best}
             cols = {k: v for k, v in base.items() if k not in skip} | speedup(base, dflt)
-            cols |= self.explain(best, base) | {
-                f"default_{k}": dflt.get(k, math.nan) for k in DEFAULT_COLUMNS
-            }
+            defaults = ("throughput_img_s", "throughput_ci95_img_s", "achieved_gflops", "energy_j_per_image")
+            cols |= self.explain(best, base) | {f"default_{k}": dflt.get(k, math.nan) for k in defaults}
             row = self._row("best", "best", best, **cols, **summary)
         self.sink(row)
         return row
-
-
-DEFAULT_COLUMNS = ("throughput_img_s", "throughput_ci95_img_s", "achieved_gflops", "energy_j_per_image")
 
 
 def combine_rounds(measured: list[dict]) -> dict:
