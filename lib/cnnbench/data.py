@@ -306,10 +306,7 @@ def safe_extract(archive: str | Path, target: str | Path) -> Path:
             if not bad:
                 tf.extractall(target, filter="data")
     if bad:
-        raise DataError(
-            f"{archive.name}: refused, member '{bad[0]}' would land outside the target folder or is a "
-            f"link ({len(bad)} such members)"
-        )
+        raise DataError(f"{archive.name}: refused, member '{bad[0]}' is a link or lands outside the target")
     return target
 
 
@@ -378,10 +375,7 @@ def loader(
     """A DataLoader as the seeds ran it: shuffled, ``workers`` processes, pinned memory when asked, the last partial
     batch dropped. Raises :class:`DataError` when ``ds`` holds fewer images than one batch (it would yield none)."""
     if len(ds) < batch_size:
-        raise DataError(
-            f"the dataset has {len(ds)} images, fewer than one batch of {batch_size}: no batch to measure "
-            "(lower the batch size or use more images)"
-        )
+        raise DataError(f"the dataset has {len(ds)} images, fewer than one batch of {batch_size}")
     kw = {"num_workers": workers, "pin_memory": pin_memory, "persistent_workers": workers > 0}
     seeded = torch.Generator().manual_seed(seed)
     # a worker dies with what it loads for
@@ -399,10 +393,7 @@ def cycle(dl: DataLoader) -> Iterator:
             empty = False
             yield batch
         if empty:
-            raise DataError(
-                f"a pass over the data yielded no batch (dataset of {len(dl.dataset)} images, batch size "
-                f"{dl.batch_size}, last partial batch dropped)"
-            )
+            raise DataError(f"a pass over {len(dl.dataset)} images yielded no batch of {dl.batch_size}")
 
 
 def for_configs(p):

@@ -310,13 +310,9 @@ def measure(
 
 
 def identity(cfg: engine.Config, b: devices.Backend, p, keys=(*PHASE_PROTOCOL, *PHASE_PASS_KEYS)) -> dict:
-    """What identifies a breakdown (or a trace): the configuration as in force, the device kind, the params
-    ``keys``."""
-    return {
-        **cfg.replace(**knobs.in_force(cfg.setting, b)).columns(),
-        "device_kind": b.kind,
-        **{k: getattr(p, k) for k in keys},
-    }
+    """What identifies a breakdown (or a trace): the configuration as in force, the device kind, params ``keys``."""
+    in_force = cfg.replace(**knobs.in_force(cfg.setting, b)).columns()
+    return {**in_force, "device_kind": b.kind, **{k: getattr(p, k) for k in keys}}
 
 
 def phases(run) -> pd.DataFrame:

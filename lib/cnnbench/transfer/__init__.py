@@ -330,9 +330,7 @@ def run_grid(run, sampler_cls=None, log=print) -> None:
                 skipped = {"status": "skipped", "error": too_big[bs]}
                 file.append({**base, "epoch": 0, "timestamp": engine.now(), **skipped})
                 continue
-            progress.note(
-                f"transfer: {p.transfer_model} on {b.kind}, batch {bs}, lr {lr:g}, {p.transfer_epochs} epochs"
-            )
+            progress.note(f"transfer: {p.transfer_model} {conf}, {p.transfer_epochs} epochs")
             b.reset_peak_memory()
             with sampler_cls(b, p.telemetry_interval_s) as sampler:
                 try:

@@ -142,9 +142,7 @@ def tune(run) -> pd.DataFrame:
     space_file = results.file(run.dir, "tuning_space")
     peaks = results.read(run.dir, "device_peaks")
     if not len(peaks):  # 07 opened alone (a fresh Colab VM): the search stands, without roofline columns
-        print(
-            "No device_peaks.csv in this run: the search runs, without roofline columns (run 04_roofline first)"
-        )
+        print("No device_peaks.csv in this run: no roofline columns (run 04_roofline first, same run)")
         peaks = None
     searches = [(m, ph, identity_of(run, m, ph, hw)) for m in p.tune_models for ph in p.tune_phases]
     table.plan(run.dir, [identity for *_, identity in searches], "tuning")
@@ -152,9 +150,7 @@ def tune(run) -> pd.DataFrame:
     for model, phase, identity in searches:
         if finished.done({**identity, "row_kind": "best"}):
             continue
-        progress.note(
-            f"tuning: {model} {phase}, {p.tune_budget_s:g} s of racing, then guard and confirmation"
-        )
+        progress.note(f"tuning: {model} {phase}, {p.tune_budget_s:g} s of racing, then guard and confirm")
 
         def sink(row, model=model, phase=phase):
             rows.append(row)
