@@ -191,7 +191,7 @@ def test_every_fp32_experiment_runs_its_steps_with_tf32_off(monkeypatch, tmp_pat
         ddp.main([launch.command(1, ddp.job(Params(), cfg, "gloo", tmp_path, 1, 1))[-1]])
         monkeypatch.setattr(finetuning, "datasets", lambda p: (range(10), range(4), 10))
         monkeypatch.setattr(finetuning, "check_weights", lambda *a: "")
-        monkeypatch.setattr(finetuning, "epochs", lambda *a, **k: every.log.append("fine-tuning steps"))
+        monkeypatch.setattr(finetuning, "train_epoch", lambda *a, **k: every.log.append("fine-tuning steps"))
         run = types.SimpleNamespace(
             params=Params(
                 transfer_devices=["cpu"],
