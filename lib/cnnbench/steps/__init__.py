@@ -74,11 +74,8 @@ def phase_plot(df: pd.DataFrame, path: str | Path | None = None):
     wide = ok.pivot_table(index="model", columns="step_phase", values="share_pct", sort=False)
     fig, ax = plt.subplots(figsize=(9, 4))
     wide.plot.barh(stacked=True, ax=ax)
-    ax.set(
-        xlabel="share of the training step (%)",
-        ylabel="",
-        title=f"where a training step's time goes ({ok.device_name.iloc[0]})",
-    )
+    ax.set(xlabel="share of the training step (%)", ylabel="")
+    ax.set_title(f"where a training step's time goes ({ok.device_name.iloc[0]})")
     ax.legend(fontsize=8, bbox_to_anchor=(1, 1))
     return save(fig, path, dpi=110)
 
@@ -357,10 +354,9 @@ def op_table(events, backend: devices.Backend) -> pd.DataFrame:
     ]
     rows = []
     for e in events:
-        if e.name.startswith(LABEL) or e.name.startswith("ProfilerStep"):
+        if e.name.startswith((LABEL, "ProfilerStep")):
             continue
-        start = e.time_range.start
-        where = next((name for name, lo, hi in labels if lo <= start <= hi), "other")
+        where = next((name for name, lo, hi in labels if lo <= e.time_range.start <= hi), "other")
         device_s = backend.op_time_us(e, self_only=True) / 1e6 if device_timed else float("nan")
         rows.append((where, e.name, e.self_cpu_time_total / 1e6, device_s))
     df = pd.DataFrame(rows, columns=["pass", "op", "self_cpu_s", "self_device_s"])
