@@ -199,17 +199,13 @@ def summarize(split: list[dict[str, float]], whole: list[float]) -> list[dict]:
         sum_diff_pct=diff, sum_diff_ci95_pct=diff_ci95, sums_within_5pct=abs(diff) <= TOLERANCE_PCT
     )
     common["n_steps"] = len(split)
-    return [
-        {
-            "step_phase": ph,
-            "time_mean_s": means[ph],
-            "time_median_s": statistics.median(s[ph] for s in split),
-            "time_ci95_s": timing.ci95_half_width([s[ph] for s in split]),
-            "share_pct": 100 * means[ph] / phase_sum if phase_sum > 0 else float("nan"),
-            **common,
-        }
-        for ph in STEP_PHASES
-    ]
+    out = []
+    for ph in STEP_PHASES:
+        times = [s[ph] for s in split]
+        share = 100 * means[ph] / phase_sum if phase_sum > 0 else float("nan")
+        row = dict(step_phase=ph, time_mean_s=means[ph], time_median_s=statistics.median(times))
+        out.append(row | dict(time_ci95_s=timing.ci95_half_width(times), share_pct=share) | common)
+    return out
 
 
 class HeldBatches:

@@ -250,14 +250,8 @@ def plot(df: pd.DataFrame, path=None):
     for ax, ((model, phase), _) in zip(axes[:, 0], groups, strict=True):
         g = df[(df.model == model) & (df.phase == phase)]
         conf = g[(g.row_kind == "confirm") & (g.status == "ok")]
-        ax.barh(
-            conf.config,
-            conf.throughput_img_s,
-            xerr=conf.throughput_ci95_img_s,
-            color="tab:blue",
-            alpha=0.4,
-            label="confirmed (full protocol, 95% interval)",
-        )
+        style = dict(color="tab:blue", alpha=0.4, label="confirmed (full protocol, 95% interval)")
+        ax.barh(conf.config, conf.throughput_img_s, xerr=conf.throughput_ci95_img_s, **style)
         raced = g[(g.row_kind == "race") & (g.status == "ok")]
         for rung, r in raced.groupby("rung"):
             ax.plot(r.throughput_img_s, r.config, "o", ms=4, label=f"race window, rung {int(rung)}")
