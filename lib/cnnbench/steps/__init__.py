@@ -214,9 +214,6 @@ class HeldBatches:
     def __init__(self, batches):
         self.batches, self.held, self.taken = iter(batches), None, 0
 
-    def __iter__(self):
-        return self
-
     def __next__(self):
         self.held = None
         self.held = next(self.batches)
