@@ -58,8 +58,7 @@ def main(argv=None) -> int:
     spec, p, cfg = read_job((argv or sys.argv[1:])[0])
     rank, world = int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
     local = int(os.environ.get("LOCAL_RANK", 0))
-    # NCCL (RCCL) runs on GPUs
-    b = devices.backend(f"cuda:{local}" if spec["backend"] == "nccl" else "cpu")  # this rank's, passed down
+    b = devices.backend(f"cuda:{local}" if spec["backend"] == "nccl" else "cpu")  # NCCL (RCCL): a GPU each
     b.enter_worker()
     dist.init_process_group(spec["backend"], rank=rank, world_size=world)
     try:
@@ -84,8 +83,7 @@ def train(spec: dict, p, cfg, rank: int, world: int, device) -> dict:
 
 
 def _run(spec: dict, p, work, rank: int, world: int, global_batch: int, check_only: bool = False):
-    # the single-device model, BatchNorm as it is (no SyncBatchNorm, on CUDA as on CPU): a SyncBatchNorm would
-    # add an all-reduce per BN layer at world size 2 that world size 1 never pays, understating the efficiency
+    # BatchNorm as in one process: a SyncBatchNorm's all-reduces, paid at world size 2 only, understate efficiency
     device = work.device
     work.forward = ddp = DistributedDataParallel(work.model, device_ids=work.backend.ddp_device_ids())
     batches = global_batches(p, work.cfg, global_batch, rank, world, device)

@@ -292,12 +292,8 @@ def findings(df: pd.DataFrame) -> list[str]:
             continue
         apart = str(getattr(r, "distinguishable_from_default", "True")).lower() != "false"
         default = _pm(r.default_throughput_img_s, r.default_throughput_ci95_img_s, ".1f")
-        verdict = (
-            f"{_pm(r.speedup_x, r.speedup_ci95_x, '.2f')}x the seeds' default"
-            if apart
-            else f"not distinguishable from the seeds' default ({default} img/s: the difference is inside its "
-            "95% interval)"
-        )
+        same = f"not distinguishable from the seeds' default ({default} img/s, inside the 95% interval)"
+        verdict = f"{_pm(r.speedup_x, r.speedup_ci95_x, '.2f')}x the seeds' default" if apart else same
         text = (
             f"{r.model} {r.phase}: best {r.config} at {_pm(r.throughput_img_s, r.throughput_ci95_img_s, '.1f')} "
             f"img/s, {verdict} ({r.configs_tried:.0f} configurations tried, {r.pruned:.0f} pruned)"
