@@ -109,8 +109,7 @@ NEEDS = {  # what a dataset's folder must hold, as torchvision reads it
 
 
 def layout_problem(name: str, root: str | Path) -> str:
-    """Why the folder ``root`` does not hold dataset ``name`` as :func:`open_dataset` reads it, or "" (reading
-    names, headers and text files, no image)."""
+    """Why ``root`` does not hold dataset ``name`` as :func:`open_dataset` reads it, or "" (no image read)."""
     root = Path(root).expanduser()
     if not root.is_dir():
         return f"'{root}' is not a folder"
@@ -151,8 +150,7 @@ def _unwalkable(root: Path) -> str:
 
 
 def download_problem(name: str, folder) -> str:
-    """Why ``download: true`` cannot fetch dataset ``name`` from here (its host does not answer within 10 s),
-    naming the folder to put its files in by hand; "" when it answers."""
+    """Why ``download: true`` cannot fetch dataset ``name`` (its host silent for 10 s), or ""."""
     url = {
         "tiny_imagenet": TINY_IMAGENET_URL[0],
         "imagenette": tvd.Imagenette._ARCHIVES["160px"][0],
@@ -181,8 +179,7 @@ def _class_dirs(folder: Path) -> list[Path]:
 
 
 def _images_under(folder: Path, at_most: int) -> int:
-    """Image files below ``folder`` (links followed, any case of ImageFolder's extensions), counting up to
-    ``at_most``."""
+    """Image files below ``folder`` (links followed), counted up to ``at_most``."""
     n = 0
     for _, _, files in os.walk(folder, followlinks=True):
         n += sum(1 for f in files if f.lower().endswith(IMAGE_EXTENSIONS))
@@ -288,8 +285,7 @@ def _unsafe(name: str) -> bool:
 
 
 def safe_extract(archive: str | Path, target: str | Path) -> Path:
-    """Extract the zip or tar ``archive`` into ``target``; :class:`DataError`, before writing anything, if a
-    member would land outside ``target`` or is a link or a device."""
+    """Extract ``archive`` into ``target``; :class:`DataError`, writing nothing, if a member is unsafe."""
     archive, target = Path(archive), Path(target)
     if zipfile.is_zipfile(archive):
         with zipfile.ZipFile(archive) as zf:

@@ -69,8 +69,7 @@ class LaunchFailed(RuntimeError):
 
 
 def command(world: int, job: dict) -> list[str]:
-    """The torchrun command line of ``world`` processes of :mod:`cnnbench.scaling.ddp` running ``job``
-    (:func:`cnnbench.scaling.ddp.job`, written to ``job.json`` in its folder; the same serves several nodes)."""
+    """The torchrun command line of ``world`` ranks running ``job`` (written to job.json in its folder)."""
     path = Path(job["out"], "job.json")
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(job, default=str))

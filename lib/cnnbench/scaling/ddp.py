@@ -36,8 +36,7 @@ def read_job(path) -> tuple[dict, params.Params, engine.Config]:
 
 
 def global_batches(p, cfg, global_batch: int, rank: int, world: int, device, n: int = 4) -> list:
-    """``n`` deterministic global batches of the model's input; this rank keeps its contiguous slice of each, on
-    its device."""
+    """``n`` deterministic global batches; this rank's contiguous slice of each, on its device."""
     per, out = global_batch // world, []
     for i in range(n):
         gen = torch.Generator().manual_seed(p.seed + 1000 + i)
@@ -71,8 +70,7 @@ def main(argv=None) -> int:
 
 
 def train(spec: dict, p, cfg, rank: int, world: int, device) -> dict:
-    """The loss check at each reference global batch, then the measured run, each from the same initial weights
-    (a fresh :class:`~cnnbench.measure.engine.Workload`)."""
+    """The loss check at each reference global batch, then the measured run, each from fresh weights."""
     reference = {}
     for global_batch in spec["reference_batches"]:
         with engine.Workload(cfg, device, p) as work:

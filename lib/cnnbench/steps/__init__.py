@@ -176,8 +176,7 @@ def whole_step(work: engine.Workload, batches, clock=time.perf_counter, sync=dev
 
 
 def paired(split: list[dict[str, float]], whole: list[float], t=timing.t95) -> tuple[float, float]:
-    """The phase sums' mean difference from their unsplit steps and its 95% (or ``t``'s) interval over the pairs,
-    in % of the mean unsplit step (NaN interval below two pairs)."""
+    """The phase sums' mean difference from the unsplit steps, with its interval, in % of the step."""
     diffs, step = np.array([sum(s.values()) for s in split]) - whole, statistics.fmean(whole)
     half = t(len(diffs) - 1) * diffs.std(ddof=1) / math.sqrt(len(diffs)) if len(diffs) > 1 else math.nan
     return 100 * float(diffs.mean()) / step, 100 * half / step
@@ -279,8 +278,7 @@ def measure(
     clock: Callable[[], float] = time.perf_counter,
     sync: Callable[[torch.device], None] = devices.synchronize,
 ) -> list[dict]:
-    """The phase rows of one configuration (one failure row when it fails), by :func:`record` with the params'
-    ``phase_steps``, ``phase_window_s`` and ``phase_max_s``."""
+    """The phase rows of one configuration by :func:`record` (one failure row when it fails)."""
     b = devices.backend(device)
     base = {**identity(cfg, b, p), "device_name": b.name()}
     try:
@@ -306,8 +304,7 @@ def identity(cfg: engine.Config, b: devices.Backend, p, keys=(*PHASE_PROTOCOL, *
 
 
 def phases(run) -> pd.DataFrame:
-    """The per-phase breakdown of every Scenario A model's first training configuration -> step_phases.csv
-    (current rows)."""
+    """The phase breakdown of every Scenario A model's first training configuration -> step_phases.csv."""
     from cnnbench import scenarios
 
     p, b = run.params, devices.backend(run.device)

@@ -81,8 +81,7 @@ def weights_reachable(url: str, timeout_s: float = 5.0) -> bool:
 
 
 def check_weights(model: str, pretrained: bool, reachable=weights_reachable) -> str:
-    """The one line saying where the initial weights come from; raises :class:`TransferError` when
-    ``pretrained`` is asked and the weights are neither cached nor downloadable."""
+    """Where the initial weights come from, in one line; :class:`TransferError` where they cannot be had."""
     if not pretrained:
         return f"pretrained: false -> {model} fine-tuned from random initialisation (no ImageNet weights)"
     w = weights_for(model)
@@ -102,8 +101,7 @@ def check_weights(model: str, pretrained: bool, reachable=weights_reachable) -> 
 
 
 def replace_head(model: nn.Module, num_classes: int) -> nn.Module:
-    """Swap the classifier's last layer (its last Linear or 1x1 Conv2d, SqueezeNet's) for a fresh one with
-    ``num_classes`` outputs; return the new layer."""
+    """Swap the classifier's last Linear or Conv2d for a fresh one of ``num_classes`` outputs; return it."""
     layers = [(n, m) for n, m in model.named_modules() if isinstance(m, (nn.Linear, nn.Conv2d)) and n]
     name, layer = layers[-1]
     parent_name, _, attr = name.rpartition(".")
@@ -201,8 +199,7 @@ def datasets(p) -> tuple[Dataset, Dataset, int]:
 
 
 def train_epoch(work, loader) -> tuple[float, int, float]:
-    """(synced seconds, images, mean loss) of one training epoch of ``work`` over ``loader``; raises
-    :class:`~cnnbench.measure.engine.UnstableLoss` on a non-finite loss."""
+    """(synced seconds, images, mean loss) of one training epoch; :class:`engine.UnstableLoss` on a NaN."""
     work.model.train()
     total, n, steps = torch.zeros((), device=work.device), 0, 0
     work.backend.synchronize()
@@ -245,8 +242,7 @@ def present_devices(specs: list[str], fallback: torch.device) -> list[torch.devi
 
 
 def fit(p, device, lr: float, bs: int, sets, base: dict, file) -> None:
-    """Fine-tune one grid point for ``transfer_epochs`` epochs, appending a row per epoch to ``file``: the
-    Workload of its configuration (the run's knobs applied, as in 02) on the pretrained model with a new head."""
+    """Fine-tune one grid point (its configuration's Workload, as in 02), a row per epoch to ``file``."""
     train_ds, val_ds, classes = sets
     setting = knobs.for_params(p, batch_size=bs)
     cfg = engine.Config(p.transfer_model, "train", p.transfer_image_size, classes, setting=setting)

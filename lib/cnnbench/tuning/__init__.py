@@ -132,8 +132,7 @@ def search_line(model: str, phase: str, row: dict) -> str:
 
 
 def tune(run) -> pd.DataFrame:
-    """Search every model of ``tune_models`` in every phase of ``tune_phases``; returns this run's searches'
-    rows of tuning.csv. A rerun skips searches that have their 'best' row with the same search key."""
+    """Search every model and phase -> tuning.csv (a rerun keeps a search that has its best row)."""
     p = run.params
     hw = devices.backend(run.device).hardware()
     table = results.table("tuning")
@@ -263,8 +262,7 @@ def plot(df: pd.DataFrame, path=None):
 
 
 def notes(df: pd.DataFrame) -> pd.DataFrame:
-    """Per model and phase, what qualifies the result: the roof used, energy source or why none, the guard's
-    rejections, the batch-size limit and whether the budget ran out."""
+    """Per model and phase, what qualifies the result: roof, energy, guard, batch-size limit, budget."""
     cols = {
         "roof_precision": "roof",
         "bound": "bound",

@@ -32,8 +32,7 @@ class Verdict:
 
 
 def loss_after(cfg: engine.Config, device: torch.device, p, steps: int) -> tuple[float, float]:
-    """(first, last) loss of ``steps`` training steps of ``cfg`` on one batch made on the device; eval: one
-    forward's, twice."""
+    """(first, last) loss of ``steps`` training steps of ``cfg`` on one batch (eval: one forward's, twice)."""
     with engine.Workload(cfg.replace(data_mode="device"), device, p) as work:
         if cfg.phase == "train":
             losses = []
@@ -193,8 +192,7 @@ def decay_batch_step(batch_size: int, num_intra_steps: int = 2) -> int:
 def fit_batch_size(
     start: int, attempt: Callable[[int], Outcome], minimum: int = 1
 ) -> tuple[int, list[tuple[int, Outcome]]]:
-    """(the largest batch size from ``start`` down that does not run out of memory, 0 if none down to
-    ``minimum``; every (batch size, outcome) tried). Failures other than oom stop the back-off."""
+    """(largest batch size from ``start`` down that fits, 0: none; every (size, outcome) tried)."""
     tried: list[tuple[int, Outcome]] = []
     bs = start
     while bs >= max(minimum, 1):
@@ -211,8 +209,7 @@ SETTLED, SETTLE_STEPS = 0.10, 20  # warm-up: until two steps agree within 10%, a
 
 
 def window(base: engine.Config, c: Setting, device: torch.device, p, window_s: float) -> Outcome:
-    """One short race window of ``base`` in setting ``c``: warm-up steps until two in a row agree within
-    ``SETTLED`` (at most ``SETTLE_STEPS``), then steps filling ``window_s`` at that pace."""
+    """One race window of ``base`` in ``c``: warm-up until two steps agree, then ``window_s`` of steps."""
     try:
         with engine.Workload(base.replace(**c), device, p) as work:
             times = [_timed(work, device), _timed(work, device)]
@@ -242,8 +239,7 @@ def _timed(work: engine.Workload, device: torch.device) -> float:
 
 @dataclass
 class Search:
-    """The search of one model and phase, its measurements injected; every row goes to ``sink`` (tuning.csv) as
-    soon as it is known."""
+    """The search of one model and phase, its measurements injected; each row goes to ``sink`` once known."""
 
     base: engine.Config
     space: Space
