@@ -54,8 +54,7 @@ class SyntheticImages(Dataset):
 
 
 class TinyImageNet(Dataset):
-    """Tiny-ImageNet-200: ``train/<wnid>/images/*.JPEG``; ``val/images`` labelled by ``val/val_annotations.txt``.
-    Raises :class:`DataError` naming what of that layout is missing (reading names and text files, no image)."""
+    """Tiny-ImageNet-200 (train/<wnid>/images/, val/ by val_annotations.txt); DataError naming a gap."""
 
     def __init__(self, root: str | Path, split: str = "train", transform=None):
         root = Path(root)
@@ -132,8 +131,7 @@ def layout_problem(name: str, root: str | Path) -> str:
 
 
 def _unwalkable(root: Path) -> str:
-    """What in the folder ``root`` a directory walk or a read cannot finish, or "": a link back to a folder
-    above it (a loop: ImageFolder's walk never ends), a FIFO, socket or device (a read blocks, never ends)."""
+    """What in ``root`` a walk or read never ends (a link to a folder above, a FIFO, a device), or ""."""
     stack = [(root, frozenset())]
     while stack:
         folder, above = stack.pop()
@@ -221,8 +219,7 @@ def _tiny_wnids(base: Path) -> list[str]:
 
 
 def _idx(path: Path, images: bool) -> int:
-    """The items of an MNIST idx file, else :class:`DataError`: magic 2051 for 28x28 images, 2049 for labels
-    0-9, and exactly as many bytes as the header announces."""
+    """The items of an MNIST idx file (28x28 images or labels 0-9, sized as its header says), or DataError."""
     magic, header, item = (2051, 16, 28 * 28) if images else (2049, 8, 1)
     with open(path, "rb") as f:
         head = f.read(header)
@@ -251,8 +248,7 @@ def _mnist_size(root: Path, split: str) -> int:
 
 
 def dataset_classes(name: str, root: str | Path) -> int | None:
-    """The classes of dataset ``name`` at ``root`` (from the folder where it decides, else the public dataset's
-    count; None: unknown). Call after :func:`layout_problem` found none."""
+    """The classes of dataset ``name`` at ``root`` (None: unknown), once :func:`layout_problem` found none."""
     root = Path(root).expanduser()
     if name == "tiny_imagenet" and (_tiny_base(root) / "wnids.txt").is_file():
         return len(_tiny_wnids(_tiny_base(root)))
@@ -262,8 +258,7 @@ def dataset_classes(name: str, root: str | Path) -> int | None:
 
 
 def split_size(name: str, root: str | Path, split: str, at_most: int = 1 << 62) -> int | None:
-    """Images of ``split`` of dataset ``name`` at ``root``, counted up to ``at_most`` without reading an image
-    (None: not known so, or not there). Call after :func:`layout_problem` found none."""
+    """Images of ``split`` of dataset ``name`` at ``root``, up to ``at_most``, none read (None: unknown)."""
     root = Path(root).expanduser()
     count = {
         "imagefolder": lambda: sum(
@@ -368,8 +363,7 @@ def open_dataset(
 def loader(
     ds: Dataset, batch_size: int, workers: int, pin_memory: bool, shuffle: bool = True, seed: int = 0
 ) -> DataLoader:
-    """A DataLoader as the seeds ran it: shuffled, ``workers`` processes, pinned memory when asked, the last partial
-    batch dropped. Raises :class:`DataError` when ``ds`` holds fewer images than one batch (it would yield none)."""
+    """A shuffled DataLoader dropping the last partial batch; :class:`DataError` below one batch of images."""
     if len(ds) < batch_size:
         raise DataError(f"the dataset has {len(ds)} images, fewer than one batch of {batch_size}")
     kw = {"num_workers": workers, "pin_memory": pin_memory, "persistent_workers": workers > 0}
@@ -381,8 +375,7 @@ def loader(
 
 
 def cycle(dl: DataLoader) -> Iterator:
-    """Batches forever, starting a new epoch when one ends. Raises :class:`DataError` when a whole pass yields no
-    batch (a dataset smaller than one batch, the last partial one dropped) instead of looping forever."""
+    """Batches forever, epoch after epoch; :class:`DataError` when a whole pass yields no batch."""
     while True:
         empty = True
         for batch in dl:

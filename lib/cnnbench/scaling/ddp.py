@@ -22,8 +22,7 @@ CHECK_STEPS = 3  # steps whose rank-averaged loss is recorded
 
 
 def job(p, cfg, backend: str, out, steps: int, repeats: int, reference_batches=()) -> dict:
-    """What every rank of one launch runs: ``repeats`` windows of ``steps`` steps of ``cfg`` (0: the loss check
-    only), and the check alone at each global batch of ``reference_batches`` (the single-device reference)."""
+    """What the ranks run: ``repeats`` windows of ``steps`` steps, loss checks at ``reference_batches``."""
     spec = dict(params=p.to_dict(), config=cfg.columns(), backend=backend, out=str(out), steps=steps)
     return spec | dict(repeats=repeats, reference_batches=list(reference_batches))
 

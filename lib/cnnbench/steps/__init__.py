@@ -389,8 +389,7 @@ QUEUE_NOTE = "times are the host's time to queue each op on the device, not the 
 
 
 def profile_model(cfg: engine.Config, device: torch.device, p, folder: Path) -> list[dict]:
-    """Rows of the ``profile_top_k`` top operators of ``profile_steps`` traced training steps of ``cfg``, ranked
-    by the time the profiler has of them here (``ranked_by``; ``time_note`` where it is not the device's)."""
+    """Rows of the top operators of ``profile_steps`` traced training steps of ``cfg``, per pass."""
     b, steps = devices.backend(device), p.profile_steps
     base = {k: getattr(cfg, k) for k in ("model", "batch_size", "image_size", "num_classes", "precision")}
     base |= dict(optimizer=p.optimizer, lr=p.lr, device_kind=b.kind, device_name=b.name())

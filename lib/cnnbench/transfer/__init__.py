@@ -342,8 +342,7 @@ GRID = ["device_kind", "device_name", "model", "image_size", "optimizer", "pretr
 
 
 def time_to_target(df: pd.DataFrame, target: float | None = None) -> pd.DataFrame:
-    """Per grid point: epochs, final and best validation accuracy, images/s over all synced epoch time, and the
-    training time until validation accuracy first reached ``target`` (NaN: not reached)."""
+    """Per grid point: epochs, final and best accuracy, images/s, training time to ``target`` (NaN: never)."""
     ok = df[df.status == "ok"]
     rows = []
     for key, g in ok.groupby(GRID, sort=False):

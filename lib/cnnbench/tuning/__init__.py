@@ -32,8 +32,7 @@ def default_setting(run, model: str) -> Setting:
 
 
 def roof_columns(peaks: pd.DataFrame | None, cfg: engine.Config, c: Setting, achieved_gflops: float) -> dict:
-    """Where a measurement sits on the roofline: counted intensity, the measured roof of its precision,
-    attainable GFLOP/s, the bound, and the efficiency against the compute roof and against the attainable."""
+    """Where a measurement sits on the roofline: intensity, roof, attainable, bound and efficiencies."""
     intensity, notes = math.nan, []
     try:
         args = (cfg.model, c.batch_size, cfg.image_size, cfg.num_classes, cfg.phase, c.precision)
@@ -84,8 +83,7 @@ _complexity = functools.cache(flops.complexity)
 
 
 def beyond_memory(base: engine.Config, c: Setting, device) -> Outcome | None:
-    """An out-of-memory outcome, not tried, for a batch whose footprint (saved activations x batch + 4 x the
-    weights) exceeds the memory available now on a device sharing the host's; None where it fits."""
+    """An oom outcome, not tried, for a batch beyond a host-memory device's free memory; None if it fits."""
     if devices.backend(device).own_memory:
         return None
     cx = _complexity(base.model, base.image_size, base.num_classes, with_fvcore=False)  # once per model
@@ -189,8 +187,7 @@ PUBLISHED_COLUMNS = "who device precision batch_size throughput_img_s stack same
 
 
 def beside_published(df: pd.DataFrame, model: str = "resnet50", image_size: int = 224) -> pd.DataFrame:
-    """The best confirmed training rate of ``model`` at ``image_size`` beside data/published_gpu.csv's figures;
-    ``same_gpu`` marks this GPU's family. Empty where this run confirmed no such configuration."""
+    """The best confirmed rate of ``model`` beside published_gpu.csv's (``same_gpu``: this GPU's family)."""
     ours = df[(df.row_kind == "best") & (df.model == model) & (df.phase == "train") & (df.status == "ok")]
     ours = ours[pd.to_numeric(ours.image_size, errors="coerce") == image_size]
     if ours.empty:

@@ -180,8 +180,7 @@ def successive_halving(
 
 
 def decay_batch_step(batch_size: int, num_intra_steps: int = 2) -> int:
-    """The next smaller batch size after an out-of-memory error, as timm's ``benchmark.py`` backs off:
-    power-of-two steps with ``num_intra_steps`` steps in between (1024 -> 768 -> 512 -> 384 -> 256 ...)."""
+    """The next smaller batch size after an oom, as timm's benchmark.py: 1024, 768, 512, 384, 256 ..."""
     if batch_size <= 1:
         return 0
     base = 2 ** int(math.log2(batch_size - 1)) if batch_size > 2 else 1
