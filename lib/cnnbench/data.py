@@ -94,7 +94,6 @@ class TinyImageNet(Dataset):
 
 
 IMAGE_EXTENSIONS = tuple(".jpg .jpeg .png .ppm .bmp .pgm .tif .tiff .webp".split())  # ImageFolder's
-TINY_FOLDER = "tiny-imagenet-200"
 MNIST_FILES = {  # split -> (images file, labels file) in MNIST/raw/, as torchvision reads them
     "train": ("train-images-idx3-ubyte", "train-labels-idx1-ubyte"),
     "val": ("t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"),
@@ -211,7 +210,7 @@ def _image_folder_problem(root: Path) -> str:
 
 
 def _tiny_base(root: Path) -> Path:
-    return root / TINY_FOLDER if (root / TINY_FOLDER).is_dir() else root
+    return root / "tiny-imagenet-200" if (root / "tiny-imagenet-200").is_dir() else root
 
 
 def _tiny_wnids(base: Path) -> list[str]:

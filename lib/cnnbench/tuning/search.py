@@ -300,13 +300,8 @@ class Search:
             return n not in measured, len(changed), "compile" in changed
 
         numerics = sorted(product(*(self.space.values[k] for k in names)), key=changes)
-        self.verdicts = check(
-            numerics,
-            self.guard_loss,
-            self.p.tune_guard_tolerance,
-            reference,
-            spent=lambda: self.clock() - start >= self.p.tune_guard_budget_s,
-        )
+        tol, deadline = self.p.tune_guard_tolerance, start + self.p.tune_guard_budget_s
+        self.verdicts = check(numerics, self.guard_loss, tol, reference, lambda: self.clock() >= deadline)
         for n, v in self.verdicts.items():
             cols = dict(config=" ".join(map(str, n)), **dict(zip(names, n, strict=True)))
             cols |= dict(status="ok" if v.ok else "skipped", error=v.reason, **v.columns())
