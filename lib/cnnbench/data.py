@@ -123,7 +123,7 @@ def layout_problem(name: str, root: str | Path) -> str:
         if name == "tiny_imagenet":
             TinyImageNet(root, "train"), TinyImageNet(root, "val")
         for split in MNIST_FILES if name == "mnist" else ():
-            _mnist_size(root, split)
+            _check_mnist(root, split)
     except DataError as err:
         return str(err)
     return _image_folder_problem(root) if name == "imagefolder" else ""
@@ -238,12 +238,11 @@ def _idx(path: Path, images: bool) -> int:
     return n
 
 
-def _mnist_size(root: Path, split: str) -> int:
-    """The images of an MNIST split, its two idx files checked (:func:`_idx`) and agreeing."""
+def _check_mnist(root: Path, split: str) -> None:
+    """:class:`DataError` unless the two idx files of an MNIST split are valid (:func:`_idx`) and agree."""
     images, labels = (root / "MNIST" / "raw" / f for f in MNIST_FILES[split])
     if (n := _idx(images, True)) != (m := _idx(labels, False)):
         raise DataError(f"'{images}' holds {n} images but '{labels}' {m} labels")
-    return n
 
 
 def dataset_classes(name: str, root: str | Path) -> int | None:

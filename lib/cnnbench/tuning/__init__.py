@@ -212,11 +212,8 @@ def beside_published(df: pd.DataFrame, model: str = "resnet50", image_size: int 
 def best(df: pd.DataFrame) -> pd.DataFrame:
     """Per model and phase: the best confirmed configuration against the seeds' default, on the roofline."""
     rows = df[df.row_kind == "best"]
-    return (
-        rows[[c for c in BEST_COLUMNS if c in rows]]
-        .rename(columns=BEST_COLUMNS)
-        .set_index(["model", "phase"])
-    )
+    rows = rows[[c for c in BEST_COLUMNS if c in rows]]
+    return rows.rename(columns=BEST_COLUMNS).set_index(["model", "phase"])
 
 
 def race(df: pd.DataFrame) -> pd.DataFrame:
