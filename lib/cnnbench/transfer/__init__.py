@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import math
+import operator
 import time
 import urllib.request
 from itertools import product
@@ -18,7 +19,6 @@ import psutil
 import torch
 import torchvision
 from matplotlib.ticker import MaxNLocator
-from PIL import Image
 from torch import nn
 from torch.utils.data import DataLoader, Dataset, Subset, TensorDataset
 from torchvision import datasets as tvd
@@ -147,7 +147,7 @@ def transforms(size: int, train: bool):
     """ImageNet-style preprocessing at ``size``: random resized crop + flip for training, resize + centre crop."""
     crop = [T.Resize(int(round(size * 256 / 224)), antialias=True), T.CenterCrop(size)]
     crop = [T.RandomResizedCrop(size, antialias=True), T.RandomHorizontalFlip()] if train else crop
-    rgb = functools.partial(Image.Image.convert, mode="RGB")  # picklable, for loader workers
+    rgb = operator.methodcaller("convert", "RGB")  # picklable, for loader workers
     return T.Compose([T.Lambda(rgb), *crop, T.ToTensor(), T.Normalize(data.MEAN, data.STD)])
 
 
