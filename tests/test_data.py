@@ -99,7 +99,7 @@ def test_tiny_imagenet_train_and_val_annotations(tmp_path):
     make_tiny_imagenet(tmp_path / "tiny-imagenet-200")
     train = data.open_dataset("tiny_imagenet", tmp_path, "train", 3, 16)
     val = data.open_dataset("tiny_imagenet", tmp_path / "tiny-imagenet-200", "val", 3, 16)
-    assert (len(train), len(val), data.num_classes(train)) == (6, 4, 2)
+    assert (len(train), len(val), len(train.classes)) == (6, 4, 2)
     assert [label for _, label in val.samples] == [0, 1, 0, 1]
     x, _ = train[0]
     assert x.shape == (3, 16, 16)
@@ -113,13 +113,13 @@ def test_imagenette_layout(tmp_path):
         for split in ("train", "val"):
             jpeg(tmp_path / "imagenette2-160" / split / wnid / f"{wnid}_{split}.JPEG", seed=i)
     ds = data.open_dataset("imagenette", tmp_path, "val", 3, 16)
-    assert len(ds) == 10 and data.num_classes(ds) == 10 and ds[0][0].shape == (3, 16, 16)
+    assert len(ds) == 10 and len(ds.classes) == 10 and ds[0][0].shape == (3, 16, 16)
 
 
 def test_mnist_layout_and_model_shapes(tmp_path):
     make_mnist_raw(tmp_path / "MNIST" / "raw")
     ds = data.open_dataset("mnist", tmp_path, "train", 1, 28)
-    assert len(ds) == 12 and ds[0][0].shape == (1, 28, 28) and data.num_classes(ds) == 10
+    assert len(ds) == 12 and ds[0][0].shape == (1, 28, 28) and len(ds.classes) == 10
     rgb = data.open_dataset(
         "mnist", tmp_path, "val", 3, 32
     )  # an ImageNet model on MNIST: 3 channels, resized
@@ -142,7 +142,7 @@ def test_image_folder(tmp_path):
         for j in range(2):
             jpeg(tmp_path / "pets" / "train" / c / f"{j}.jpg", seed=j)
     ds = data.open_dataset("imagefolder", tmp_path / "pets", "train", 3, 8)
-    assert len(ds) == 4 and data.num_classes(ds) == 2
+    assert len(ds) == 4 and len(ds.classes) == 2
 
 
 def test_missing_folder_is_a_clear_error(tmp_path):

@@ -191,13 +191,19 @@ def test_every_fp32_experiment_runs_its_steps_with_tf32_off(monkeypatch, tmp_pat
         ddp.main([launch.command(1, ddp.job(Params(), cfg, "gloo", tmp_path, 1, 1))[-1]])
         monkeypatch.setattr(finetuning, "datasets", lambda p: (range(10), range(4), 10))
         monkeypatch.setattr(finetuning, "check_weights", lambda *a: "")
-        monkeypatch.setattr(finetuning, "epochs", lambda *a, **k: every.log.append("fine-tuning steps"))
+        epoch = (1.0, 8, 0.5)  # seconds, images, loss: the epoch's rows are written, the steps end normally
+        monkeypatch.setattr(
+            finetuning, "train_epoch", lambda *a: every.log.append("fine-tuning steps") or epoch
+        )
+        monkeypatch.setattr(finetuning, "evaluate", lambda *a: (1.0, 0.5))
+        monkeypatch.setattr(torch.optim.swa_utils, "update_bn", lambda *a, **k: None)
         run = types.SimpleNamespace(
             params=Params(
                 transfer_devices=["cpu"],
                 transfer_batch_sizes=[8],
                 transfer_lrs=[0.01],
                 transfer_model="squeezenet1_1",
+                transfer_epochs=1,
                 pretrained=False,
                 workers=0,
             ),

@@ -580,7 +580,7 @@ def test_the_scaling_telemetry_counts_no_rank_of_the_run_as_another_process(tmp_
     rows = [
         row
         for r in ranks
-        for row in timelines.tidy(launch.own_series(r), "scaling", "gloo world=2", "cpu", "cpu", r["rank"])
+        for row in timelines.tidy(r["series"], "scaling", "gloo world=2", "cpu", "cpu", r["rank"])
     ]
     fig = timelines.plot(pd.DataFrame(rows), tmp_path / "t.png")
     other = next(ax for ax in fig.axes if "other processes" in ax.get_ylabel())

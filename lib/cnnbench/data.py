@@ -1,6 +1,5 @@
-"""Data: synthetic images shaped like the configured dataset, and real ones from a folder (Tiny-ImageNet,
-ImageNette, MNIST, CIFAR-10, any ImageFolder), downloaded with checksums when asked; extraction refuses an
-archive with a member outside the target folder or a link, before writing anything."""
+"""Data: synthetic images, and real ones from a folder (Tiny-ImageNet, ImageNette, MNIST, CIFAR-10, any
+ImageFolder), checked up front and downloaded when asked (an archive member outside the target: refused)."""
 
 from __future__ import annotations
 
@@ -55,32 +54,25 @@ class SyntheticImages(Dataset):
 
 
 class TinyImageNet(Dataset):
-    """Tiny-ImageNet-200: ``train/<wnid>/images/*.JPEG``; ``val/images`` labelled by ``val/val_annotations.txt``.
-    Raises :class:`DataError` naming what of that layout is missing (every class of a train split holds an image,
-    every val label is a class of wnids.txt), reading names and the two text files, no image."""
+    """Tiny-ImageNet-200 (train/<wnid>/images/, val/ by val_annotations.txt); DataError naming a gap."""
 
     def __init__(self, root: str | Path, split: str = "train", transform=None):
         root = Path(root)
         base, self.transform = _tiny_base(root), transform
-        if not (base / "wnids.txt").is_file():
+        self.classes = _tiny_wnids(base) if (base / "wnids.txt").is_file() else []
+        if not self.classes:
             found = sorted(p.parent for p in root.glob("*/wnids.txt"))
             where = f"; it is in '{found[0].name}/': point data_path at '{found[0]}'" if found else ""
             raise DataError(
                 f"folder '{root}' does not look like tiny_imagenet: expected wnids.txt, train/<wnid>/images/ "
-                f"inside it (wnids.txt missing{where})"
+                f"inside it (wnids.txt missing or empty{where})"
             )
-        self.classes = _tiny_wnids(base)
-        if not self.classes:
-            raise DataError(f"'{base / 'wnids.txt'}' lists no class")
         if split == "train":
             found = {w: sorted((base / "train" / w / "images").glob("*.JPEG")) for w in self.classes}
             if missing := [w for w, images in found.items() if not images]:
-                raise DataError(
-                    f"train/{missing[0]}/images/ in '{base}' is missing or holds no .JPEG ({len(missing)} of "
-                    f"{len(self.classes)} classes of wnids.txt)"
-                )
+                raise DataError(f"train/{missing[0]}/images/ in '{base}' is missing or holds no .JPEG")
             self.samples = [(p, i) for i, images in enumerate(found.values()) for p in images]
-        elif split == "val":
+        else:
             annotations = base / "val" / "val_annotations.txt"
             if not annotations.is_file():
                 raise DataError(f"'{base}' has no val/val_annotations.txt (the labels of val/images/)")
@@ -89,14 +81,8 @@ class TinyImageNet(Dataset):
                 if len(fields := line.split("\t")) < 2:
                     continue
                 if fields[1] not in index:
-                    raise DataError(
-                        f"'{annotations}' line {i} names class '{fields[1][:40]}', which wnids.txt does not list"
-                    )
+                    raise DataError(f"'{annotations}' line {i}: class '{fields[1][:40]}' is not in wnids.txt")
                 self.samples.append((base / "val" / "images" / fields[0], index[fields[1]]))
-        else:
-            raise DataError(f"unknown split '{split}' (train or val)")
-        if not self.samples:
-            raise DataError(f"{base}: no {split} images found")
 
     def __len__(self) -> int:
         return len(self.samples)
@@ -108,7 +94,6 @@ class TinyImageNet(Dataset):
 
 
 IMAGE_EXTENSIONS = tuple(".jpg .jpeg .png .ppm .bmp .pgm .tif .tiff .webp".split())  # ImageFolder's
-TINY_FOLDER = "tiny-imagenet-200"
 MNIST_FILES = {  # split -> (images file, labels file) in MNIST/raw/, as torchvision reads them
     "train": ("train-images-idx3-ubyte", "train-labels-idx1-ubyte"),
     "val": ("t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"),
@@ -122,20 +107,15 @@ NEEDS = {  # what a dataset's folder must hold, as torchvision reads it
 
 
 def layout_problem(name: str, root: str | Path) -> str:
-    """Why the folder ``root`` does not hold dataset ``name`` as :func:`open_dataset` reads it (empty, another
-    layout, too few classes, a class of no image, disagreeing annotations, a bad idx file), or "". Reads
-    names, headers and Tiny-ImageNet's two text files, no image."""
+    """Why ``root`` does not hold dataset ``name`` as :func:`open_dataset` reads it, or "" (no image read)."""
     root = Path(root).expanduser()
     if not root.is_dir():
         return f"'{root}' is not a folder"
     if why := _unwalkable(root):
         return why
-    if not any(root.iterdir()):
-        if name == "imagefolder":  # nothing to download it from
-            return f"folder '{root}' is empty (point data_path at a folder of class folders of images)"
-        return (
-            f"folder '{root}' is empty (set download: true to fetch {name}, or point data_path at the data)"
-        )
+    if not any(root.iterdir()):  # an image folder has nothing to download it from
+        fetch = "" if name == "imagefolder" else f"set download: true to fetch {name}, or "
+        return f"folder '{root}' is empty ({fetch}point data_path at the data)"
     if missing := [n for n in NEEDS.get(name, ()) if not (root / n).exists()]:
         more = f" ({len(missing)} missing)" if len(missing) > 1 else ""
         return f"folder '{root}' does not look like {name}: expected {missing[0]} inside it{more}"
@@ -143,15 +123,14 @@ def layout_problem(name: str, root: str | Path) -> str:
         if name == "tiny_imagenet":
             TinyImageNet(root, "train"), TinyImageNet(root, "val")
         for split in MNIST_FILES if name == "mnist" else ():
-            _mnist_size(root, split)
+            _check_mnist(root, split)
     except DataError as err:
         return str(err)
     return _image_folder_problem(root) if name == "imagefolder" else ""
 
 
 def _unwalkable(root: Path) -> str:
-    """What in the folder ``root`` a directory walk or a read cannot finish, or "": a link back to a folder
-    above it (a loop: ImageFolder's walk never ends), a FIFO, socket or device (a read blocks, never ends)."""
+    """What in ``root`` a walk or read never ends (a link to a folder above, a FIFO, a device), or ""."""
     stack = [(root, frozenset())]
     while stack:
         folder, above = stack.pop()
@@ -168,8 +147,7 @@ def _unwalkable(root: Path) -> str:
 
 
 def download_problem(name: str, folder) -> str:
-    """Why ``download: true`` cannot fetch dataset ``name`` from here (its host does not answer within 10 s),
-    naming the folder to put its files in by hand; "" when it answers."""
+    """Why ``download: true`` cannot fetch dataset ``name`` (its host silent for 10 s), or ""."""
     url = {
         "tiny_imagenet": TINY_IMAGENET_URL[0],
         "imagenette": tvd.Imagenette._ARCHIVES["160px"][0],
@@ -198,8 +176,7 @@ def _class_dirs(folder: Path) -> list[Path]:
 
 
 def _images_under(folder: Path, at_most: int) -> int:
-    """Image files below ``folder`` (links followed, any case of ImageFolder's extensions), counting up to
-    ``at_most``."""
+    """Image files below ``folder`` (links followed), counted up to ``at_most``."""
     n = 0
     for _, _, files in os.walk(folder, followlinks=True):
         n += sum(1 for f in files if f.lower().endswith(IMAGE_EXTENSIONS))
@@ -216,31 +193,24 @@ def _image_folder_problem(root: Path) -> str:
     train, val = _split_folder(root, "train"), _split_folder(root, "val")
     if train != val and val == root:
         return f"folder '{root}' has train/ but no val/: the eval phase and validation epochs read val/<class>/<image>"
-    counts = []
+    counts = {}
     for folder in dict.fromkeys((train, val)):
         classes = _class_dirs(folder)
         if not classes:
             expected = "<class>/<image> or train/<class>/<image>"
             return f"folder '{root}' does not look like imagefolder: expected {expected} inside it"
         if empty := [d.name for d in classes if not _images_under(d, 1)]:
-            return (
-                f"class folder '{folder / empty[0]}' holds no image ({', '.join(IMAGE_EXTENSIONS)}); "
-                f"{len(empty)} of {len(classes)} classes are empty"
-            )
+            return f"class folder '{folder / empty[0]}' holds no image ({len(empty)} of {len(classes)} are empty)"
         if len(classes) < 2:
-            one = f"folder '{folder}' holds one class ('{classes[0].name}')"
-            return f"{one}: a classifier needs at least two class folders"
-        counts.append((folder, len(classes)))
-    if len(counts) == 2 and counts[0][1] != counts[1][1]:
-        return (
-            f"'{counts[0][0]}' has {counts[0][1]} classes but '{counts[1][0]}' has {counts[1][1]} classes: "
-            "train and val must hold the same classes"
-        )
+            return f"folder '{folder}' holds one class ('{classes[0].name}'): a classifier needs at least two"
+        counts[folder] = len(classes)
+    if len(set(counts.values())) > 1:
+        return f"train/ has {counts[train]} classes but val/ has {counts[val]} classes: they must be the same"
     return ""
 
 
 def _tiny_base(root: Path) -> Path:
-    return root / TINY_FOLDER if (root / TINY_FOLDER).is_dir() else root
+    return root / "tiny-imagenet-200" if (root / "tiny-imagenet-200").is_dir() else root
 
 
 def _tiny_wnids(base: Path) -> list[str]:
@@ -248,41 +218,35 @@ def _tiny_wnids(base: Path) -> list[str]:
 
 
 def _idx(path: Path, images: bool) -> int:
-    """The items of an MNIST idx file, else :class:`DataError`: magic 2051 (uint8, 3 dims) for images of 28x28,
-    2049 (uint8, 1 dim) for labels 0-9, and exactly as many bytes as the header announces."""
+    """The items of an MNIST idx file (28x28 images or labels 0-9, sized as its header says), or DataError."""
     magic, header, item = (2051, 16, 28 * 28) if images else (2049, 8, 1)
     with open(path, "rb") as f:
         head = f.read(header)
         fields = struct.unpack(f">{header // 4}I", head) if len(head) == header else (0, 0)
-        if fields[0] != magic:
+        n, shape = fields[1], fields[2:] if images else (28, 28)
+        if (
+            fields[0] != magic
+            or shape != (28, 28)
+            or path.stat().st_size != header + n * item
+            or (not images and n and max(f.read(n)) > 9)
+        ):
+            what = "28x28 images" if images else "labels 0-9"
             raise DataError(
-                f"'{path}' is not an MNIST idx file (expected magic number {magic} in its first 4 bytes; "
-                "a compressed .gz must be unpacked)"
+                f"'{path}' is not an MNIST idx file of {what} of the size its header announces (magic number "
+                f"{magic}; truncated, or a compressed .gz not unpacked?)"
             )
-        if images and fields[2:] != (28, 28):
-            raise DataError(f"'{path}' holds {fields[2]}x{fields[3]} images, not MNIST's 28x28")
-        if (size := path.stat().st_size) != header + fields[1] * item:
-            raise DataError(
-                f"'{path}' is truncated or padded: its header announces {fields[1]} items "
-                f"({header + fields[1] * item} bytes), the file has {size} bytes"
-            )
-        if not images and fields[1] and max(f.read(fields[1])) > 9:
-            raise DataError(f"'{path}' holds labels above 9 (MNIST has 10 classes)")
-    return fields[1]
-
-
-def _mnist_size(root: Path, split: str) -> int:
-    """The images of an MNIST split, its two idx files checked (:func:`_idx`) and agreeing."""
-    images, labels = (root / "MNIST" / "raw" / f for f in MNIST_FILES[split])
-    if (n := _idx(images, True)) != (m := _idx(labels, False)):
-        raise DataError(f"'{images}' holds {n} images but '{labels}' {m} labels")
     return n
 
 
+def _check_mnist(root: Path, split: str) -> None:
+    """:class:`DataError` unless the two idx files of an MNIST split are valid (:func:`_idx`) and agree."""
+    images, labels = (root / "MNIST" / "raw" / f for f in MNIST_FILES[split])
+    if (n := _idx(images, True)) != (m := _idx(labels, False)):
+        raise DataError(f"'{images}' holds {n} images but '{labels}' {m} labels")
+
+
 def dataset_classes(name: str, root: str | Path) -> int | None:
-    """The classes a model trained on dataset ``name`` at ``root`` must predict: read from the folder where it
-    decides (Tiny-ImageNet's wnids.txt, an image folder's class folders), else the public dataset's own count;
-    None when unknown (an image folder not there yet). Call after :func:`layout_problem` found none."""
+    """The classes of dataset ``name`` at ``root`` (None: unknown), once :func:`layout_problem` found none."""
     root = Path(root).expanduser()
     if name == "tiny_imagenet" and (_tiny_base(root) / "wnids.txt").is_file():
         return len(_tiny_wnids(_tiny_base(root)))
@@ -292,9 +256,7 @@ def dataset_classes(name: str, root: str | Path) -> int | None:
 
 
 def split_size(name: str, root: str | Path, split: str, at_most: int = 1 << 62) -> int | None:
-    """Images of ``split`` ("train" or "val") of dataset ``name`` at ``root``, counted up to ``at_most`` (cheap:
-    names and headers, no image read); None when it cannot be known without loading (CIFAR-10) or the data is
-    not there. Call after :func:`layout_problem` found none."""
+    """Images of ``split`` of dataset ``name`` at ``root``, up to ``at_most``, none read (None: unknown)."""
     root = Path(root).expanduser()
     count = {
         "imagefolder": lambda: sum(
@@ -316,9 +278,7 @@ def _unsafe(name: str) -> bool:
 
 
 def safe_extract(archive: str | Path, target: str | Path) -> Path:
-    """Extract the zip or tar ``archive`` into ``target``. Raise :class:`DataError` before writing anything if any
-    member would land outside ``target`` (absolute path, ``..``) or is a link or a device: the whole archive is
-    refused."""
+    """Extract ``archive`` into ``target``; :class:`DataError`, writing nothing, if a member is unsafe."""
     archive, target = Path(archive), Path(target)
     if zipfile.is_zipfile(archive):
         with zipfile.ZipFile(archive) as zf:
@@ -335,10 +295,7 @@ def safe_extract(archive: str | Path, target: str | Path) -> Path:
             if not bad:
                 tf.extractall(target, filter="data")
     if bad:
-        raise DataError(
-            f"{archive.name}: refused, member '{bad[0]}' would land outside the target folder or is a "
-            f"link ({len(bad)} such members)"
-        )
+        raise DataError(f"{archive.name}: refused, member '{bad[0]}' is a link or lands outside the target")
     return target
 
 
@@ -380,7 +337,6 @@ def open_dataset(
     tf = transforms_for(channels, size, split == "train")
     if not root.exists() and not download:
         raise DataError(f"dataset folder '{root}' does not exist (set download: true to fetch {name})")
-    train = split == "train"
     try:
         with _safe_tar_extraction():
             if name == "tiny_imagenet":
@@ -392,10 +348,9 @@ def open_dataset(
             if name == "imagenette":
                 fetch = download and not (root / "imagenette2-160").is_dir()
                 return tvd.Imagenette(str(root), split=split, size="160px", transform=tf, download=fetch)
-            if name == "mnist":
-                return tvd.MNIST(str(root), train=train, download=download, transform=tf)
-            if name == "cifar10":
-                return tvd.CIFAR10(str(root), train=train, download=download, transform=tf)
+            if name in ("mnist", "cifar10"):
+                cls = tvd.MNIST if name == "mnist" else tvd.CIFAR10
+                return cls(str(root), train=split == "train", download=download, transform=tf)
             if name == "imagefolder":
                 return tvd.ImageFolder(str(_split_folder(root, split)), transform=tf)
     except (RuntimeError, FileNotFoundError, OSError, tarfile.TarError, zipfile.BadZipFile) as err:
@@ -403,21 +358,12 @@ def open_dataset(
     raise DataError(f"unknown dataset '{name}'")
 
 
-def num_classes(ds: Dataset) -> int:
-    return len(ds.classes)
-
-
 def loader(
     ds: Dataset, batch_size: int, workers: int, pin_memory: bool, shuffle: bool = True, seed: int = 0
 ) -> DataLoader:
-    """A DataLoader as the seeds ran it: shuffled, ``workers`` processes, pinned memory when asked, the last partial
-    batch dropped. Raises :class:`DataError` when ``ds`` holds fewer images than one batch (it would yield none)."""
-    n = len(ds) if hasattr(ds, "__len__") else None
-    if n is not None and n < batch_size:
-        raise DataError(
-            f"the dataset has {n} images, fewer than one batch of {batch_size}: no batch to measure "
-            "(lower the batch size or use more images)"
-        )
+    """A shuffled DataLoader dropping the last partial batch; :class:`DataError` below one batch of images."""
+    if len(ds) < batch_size:
+        raise DataError(f"the dataset has {len(ds)} images, fewer than one batch of {batch_size}")
     kw = {"num_workers": workers, "pin_memory": pin_memory, "persistent_workers": workers > 0}
     seeded = torch.Generator().manual_seed(seed)
     # a worker dies with what it loads for
@@ -427,19 +373,14 @@ def loader(
 
 
 def cycle(dl: DataLoader) -> Iterator:
-    """Batches forever, starting a new epoch when one ends. Raises :class:`DataError` when a whole pass yields no
-    batch (a dataset smaller than one batch, the last partial one dropped) instead of looping forever."""
+    """Batches forever, epoch after epoch; :class:`DataError` when a whole pass yields no batch."""
     while True:
         empty = True
         for batch in dl:
             empty = False
             yield batch
         if empty:
-            size = len(dl.dataset) if hasattr(dl.dataset, "__len__") else "?"
-            raise DataError(
-                f"a pass over the data yielded no batch (dataset of {size} images, batch size "
-                f"{dl.batch_size}, last partial batch dropped)"
-            )
+            raise DataError(f"a pass over {len(dl.dataset)} images yielded no batch of {dl.batch_size}")
 
 
 def for_configs(p):
@@ -454,8 +395,8 @@ def for_configs(p):
         if cfg.dataset == "synthetic":
             return None
         ds = opened(cfg.dataset, "train" if cfg.phase == "train" else "val", cfg.in_channels, cfg.image_size)
-        if num_classes(ds) != cfg.num_classes != spec(cfg.model).reference_classes:
-            raise DataError(f"{cfg.dataset} has {num_classes(ds)} classes; set num_classes to match")
+        if len(ds.classes) != cfg.num_classes != spec(cfg.model).reference_classes:
+            raise DataError(f"{cfg.dataset} has {len(ds.classes)} classes; set num_classes to match")
         return ds
 
     return dataset_for

@@ -1,7 +1,6 @@
-"""Data-parallel scaling (06): ``run(run)`` -> scaling.csv (throughput, efficiency against one device, the loss
-check against one process, telemetry), its table and plot. torchrun launches :mod:`.ddp` over 1..N processes at a
-fixed per-device batch: gloo on the CPU, one process per equal share of the cores; NCCL, one per GPU (more:
-``unavailable``). Every rank imports this package: the plotting stack is imported only to plot."""
+"""Data-parallel scaling (06): ``run(run)`` -> scaling.csv (throughput, efficiency, the loss check against one
+process), its table and plot: torchrun launches :mod:`.ddp` over 1..N processes (gloo: CPU cores; NCCL: a GPU
+each). Every rank imports this package: the plotting stack is imported only to plot."""
 
 from __future__ import annotations
 
@@ -70,8 +69,7 @@ class LaunchFailed(RuntimeError):
 
 
 def command(world: int, job: dict) -> list[str]:
-    """The torchrun command line of ``world`` processes of :mod:`cnnbench.scaling.ddp` running ``job``
-    (:func:`cnnbench.scaling.ddp.job`, written to ``job.json`` in its folder; the same serves several nodes)."""
+    """The torchrun command line of ``world`` ranks running ``job`` (written to job.json in its folder)."""
     path = Path(job["out"], "job.json")
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(job, default=str))
@@ -118,14 +116,10 @@ def loss_check(losses: list[float], reference: list[float]) -> tuple[float, bool
 PER_PROCESS = ("util_process_cpu_pct", "rss_mib")
 
 
-def own_series(rank: dict) -> list[dict]:
-    """Rank 0's series whole; from the other ranks only their own process's (the rest is rank 0's too)."""
-    return rank["series"] if rank["rank"] == 0 else [s for s in rank["series"] if s["metric"] in PER_PROCESS]
-
-
 def own_ranks(ranks: list[dict], cores: int) -> list[dict]:
     """The ranks' telemetry with "other processes' CPU" less the run's other ranks' own CPU (they are this run,
-    not other processes): each rank's summary mean, and each sample less the others' samples nearest in time."""
+    not other processes): each rank's summary mean, and each sample less the others' samples nearest in time.
+    Series: rank 0's whole, the other ranks' only their own process's (the rest is rank 0's too)."""
     own = {
         r["rank"]: [(s["t_s"], s["value"]) for s in r["series"] if s["metric"] == PER_PROCESS[0]]
         for r in ranks
@@ -142,6 +136,7 @@ def own_ranks(ranks: list[dict], cores: int) -> list[dict]:
         summary = rank["summary"] | (
             {key: max(rank["summary"][key] - mean, 0.0)} if key in rank["summary"] else {}
         )
+        series = [s for s in series if s["metric"] in PER_PROCESS] if rank["rank"] else series
         out.append({**rank, "series": series, "summary": summary})
     return out
 
@@ -159,12 +154,11 @@ def rank_summary(rank: int, summary: dict) -> dict:
 
 def efficiency(rows: list[dict]) -> None:
     """Add speedup and scaling efficiency against the world-size-1 row (in place)."""
-    one = next((r for r in rows if r.get("world_size") == 1 and r.get("status") == "ok"), None)
+    one = next(
+        (r["throughput_img_s"] for r in rows if r["world_size"] == 1 and r["status"] == "ok"), math.nan
+    )
     for r in rows:
-        if one is None or r.get("status") != "ok":
-            r.update(speedup=math.nan, scaling_efficiency_pct=math.nan)
-            continue
-        r["speedup"] = r["throughput_img_s"] / one["throughput_img_s"]
+        r["speedup"] = r["throughput_img_s"] / one if r["status"] == "ok" else math.nan
         r["scaling_efficiency_pct"] = 100 * r["speedup"] / r["world_size"]
 
 
@@ -213,23 +207,17 @@ def run_all(run, launcher=launch, log=progress.say) -> list[dict]:
         try:
             log(f"torchrun --nproc_per_node {world} ({backend}, {threads or 'default'} threads per process)")
             res = launched(world, tmp / f"n{world}", refs if world == 1 else ())
-            if world == 1:
-                reference = res["reference_losses"]
-            ref = res["check_losses"] if world == 1 else reference.get(str(row["global_batch"]), [])
-            diff, same = loss_check(res["check_losses"], ref)
-            kept = "device_kind device_name throughput_img_s throughput_ci95_img_s step_time_mean_s loss_last"
-            row.update(
-                {k: res[k] for k in kept.split()},
-                loss_check_steps=len(res["check_losses"]),
-                loss_first=res["check_losses"][0] if res["check_losses"] else math.nan,
-                loss_vs_one_process_max_abs_diff=diff,
-                loss_matches_one_process=same,
-                measured_steps=p.scaling_steps,
-            )
+            losses, batch = res["check_losses"], str(row["global_batch"])  # ddp.CHECK_STEPS losses
+            reference = res["reference_losses"] if world == 1 else reference
+            diff, same = loss_check(losses, losses if world == 1 else reference.get(batch, []))
+            kept = "device_kind device_name throughput_img_s throughput_ci95_img_s step_time_mean_s loss_last".split()
+            row |= {k: res[k] for k in kept} | dict(loss_check_steps=len(losses), loss_first=losses[0])
+            row |= dict(loss_vs_one_process_max_abs_diff=diff, loss_matches_one_process=same)
+            row["measured_steps"] = p.scaling_steps
             for rank in own_ranks(res["ranks"], os.cpu_count() or 1):
                 row.update(rank_summary(rank["rank"], rank["summary"]))
                 where = (res["device_kind"], res["device_name"], rank["rank"])
-                series = timelines.tidy(own_series(rank), "scaling", f"{backend} world={world}", *where)
+                series = timelines.tidy(rank["series"], "scaling", f"{backend} world={world}", *where)
                 timelines.record(run.path(timelines.FILE), series)
         except Exception as err:  # noqa: BLE001 - a failed launch is a row, the run goes on
             row.update(engine.failure(err, b))

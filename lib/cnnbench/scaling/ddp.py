@@ -1,12 +1,7 @@
-"""Data-parallel training with DistributedDataParallel, one process per device, launched by torchrun
-(:mod:`cnnbench.scaling`) on every node as ``-m cnnbench.scaling.ddp JOB``. JOB (:func:`job`, JSON) holds the
-run's params, the configuration (:class:`cnnbench.measure.engine.Config`) and the launch's windows.
-
-Each rank trains the configuration's :class:`~cnnbench.measure.engine.Workload` (every knob applied, as in 02),
-its model in DDP, on its slice of the same deterministic global batches. The first :data:`CHECK_STEPS` steps
-(dropout off, BatchNorm on running statistics) record the loss averaged over ranks, which must equal one
-process's at the same global batch; then ``repeats`` windows of ``steps`` steps, each timed as the slowest
-rank's. Rank 0 writes ``result.json``; every rank its telemetry."""
+"""One DistributedDataParallel rank, launched by torchrun as ``-m cnnbench.scaling.ddp JOB`` (:func:`job`: the
+run's params, the :class:`~cnnbench.measure.engine.Config` and the windows): the configuration's ``Workload``
+(every knob, as in 02) on its slice of deterministic global batches; the rank-averaged loss of the first
+:data:`CHECK_STEPS` steps (eval mode), then windows timed as the slowest rank's. Rank 0 writes result.json."""
 
 from __future__ import annotations
 
@@ -27,17 +22,9 @@ CHECK_STEPS = 3  # steps whose rank-averaged loss is recorded
 
 
 def job(p, cfg, backend: str, out, steps: int, repeats: int, reference_batches=()) -> dict:
-    """What every rank of one launch runs: ``repeats`` windows of ``steps`` steps of ``cfg`` (0: the loss check
-    only), and the check alone at each global batch of ``reference_batches`` (the single-device reference)."""
-    return {
-        "params": p.to_dict(),
-        "config": cfg.columns(),
-        "backend": backend,
-        "out": str(out),
-        "steps": steps,
-        "repeats": repeats,
-        "reference_batches": list(reference_batches),
-    }
+    """What the ranks run: ``repeats`` windows of ``steps`` steps, loss checks at ``reference_batches``."""
+    spec = dict(params=p.to_dict(), config=cfg.columns(), backend=backend, out=str(out), steps=steps)
+    return spec | dict(repeats=repeats, reference_batches=list(reference_batches))
 
 
 def read_job(path) -> tuple[dict, params.Params, engine.Config]:
@@ -48,8 +35,7 @@ def read_job(path) -> tuple[dict, params.Params, engine.Config]:
 
 
 def global_batches(p, cfg, global_batch: int, rank: int, world: int, device, n: int = 4) -> list:
-    """``n`` deterministic global batches of the model's input; this rank keeps its contiguous slice of each, on
-    its device."""
+    """``n`` deterministic global batches; this rank's contiguous slice of each, on its device."""
     per, out = global_batch // world, []
     for i in range(n):
         gen = torch.Generator().manual_seed(p.seed + 1000 + i)
@@ -70,8 +56,7 @@ def main(argv=None) -> int:
     spec, p, cfg = read_job((argv or sys.argv[1:])[0])
     rank, world = int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
     local = int(os.environ.get("LOCAL_RANK", 0))
-    # NCCL (RCCL) runs on GPUs
-    b = devices.backend(f"cuda:{local}" if spec["backend"] == "nccl" else "cpu")  # this rank's, passed down
+    b = devices.backend(f"cuda:{local}" if spec["backend"] == "nccl" else "cpu")  # NCCL (RCCL): a GPU each
     b.enter_worker()
     dist.init_process_group(spec["backend"], rank=rank, world_size=world)
     try:
@@ -84,8 +69,7 @@ def main(argv=None) -> int:
 
 
 def train(spec: dict, p, cfg, rank: int, world: int, device) -> dict:
-    """The loss check at each reference global batch, then the measured run, each from the same initial weights
-    (a fresh :class:`~cnnbench.measure.engine.Workload`)."""
+    """The loss check at each reference global batch, then the measured run, each from fresh weights."""
     reference = {}
     for global_batch in spec["reference_batches"]:
         with engine.Workload(cfg, device, p) as work:
@@ -96,8 +80,7 @@ def train(spec: dict, p, cfg, rank: int, world: int, device) -> dict:
 
 
 def _run(spec: dict, p, work, rank: int, world: int, global_batch: int, check_only: bool = False):
-    # the single-device model, BatchNorm as it is (no SyncBatchNorm, on CUDA as on CPU): a SyncBatchNorm would
-    # add an all-reduce per BN layer at world size 2 that world size 1 never pays, understating the efficiency
+    # BatchNorm as in one process: a SyncBatchNorm's all-reduces, paid at world size 2 only, understate efficiency
     device = work.device
     work.forward = ddp = DistributedDataParallel(work.model, device_ids=work.backend.ddp_device_ids())
     batches = global_batches(p, work.cfg, global_batch, rank, world, device)
@@ -128,28 +111,20 @@ def _run(spec: dict, p, work, rank: int, world: int, global_batch: int, check_on
             windows.append(_all_reduce(time.perf_counter() - start, dist.ReduceOp.MAX, device))
     sampled = {"rank": rank, "device": str(device), "summary": sampler.summary(), "series": sampler.series()}
     Path(spec["out"], f"telemetry_rank{rank}.json").write_text(json.dumps(sampled))
-    result = {  # what the ranks ran and measured (what was asked for: job.json beside it)
-        "world_size": world,
-        "backend": spec["backend"],
-        "global_batch": global_batch,
-        "device_kind": work.backend.kind,
-        "device_name": work.backend.name(),
-        "threads_per_process": torch.get_num_threads(),
-        "check_losses": check,
-        "loss_last": mean(work.last_loss) if windows else float("nan"),
-    }
+    # what the ranks ran and measured (what was asked for: job.json beside it)
+    result = dict(world_size=world, backend=spec["backend"], global_batch=global_batch, check_losses=check)
+    result |= dict(device_kind=work.backend.kind, device_name=work.backend.name())
+    result |= dict(threads_per_process=torch.get_num_threads())
+    result["loss_last"] = mean(work.last_loss) if windows else float("nan")
     return {**result, **(throughput(windows, global_batch, steps) if windows else {})}
 
 
 def throughput(windows: list[float], global_batch: int, steps: int) -> dict:
     """All images over the summed (slowest-rank) window times, and the 95% interval over windows."""
-    images_per_window = global_batch * steps
-    return {
-        "throughput_img_s": images_per_window * len(windows) / sum(windows),
-        "throughput_ci95_img_s": timing.ci95_half_width([images_per_window / w for w in windows]),
-        "window_times_s": windows,
-        "step_time_mean_s": sum(windows) / (len(windows) * steps),
-    }
+    images, total = global_batch * steps, sum(windows)
+    out = dict(throughput_img_s=images * len(windows) / total, window_times_s=windows)
+    out["throughput_ci95_img_s"] = timing.ci95_half_width([images / w for w in windows])
+    return out | dict(step_time_mean_s=total / (len(windows) * steps))
 
 
 if __name__ == "__main__":

@@ -1,8 +1,6 @@
-"""Where a training step's time goes (06): ``phases(run)`` -> step_phases.csv, each phase of
-:data:`STEP_PHASES` timed at its boundaries in split steps paired with unsplit ones whose time the phases must add
-up to (until that check is settled or time is up); ``profile(run)`` -> profile_ops.csv and trace_<model>.json, a
-torch.profiler trace of seed 002's fine-tuning step (Chrome/Perfetto JSON) and its top operators by self time
-per pass (each in the labelled pass whose interval contains its start); their tables and plot."""
+"""Where a training step's time goes (06): ``phases(run)`` -> step_phases.csv (each of :data:`STEP_PHASES` timed
+in split steps paired with unsplit ones they must add up to); ``profile(run)`` -> profile_ops.csv and a
+torch.profiler trace of seed 002's fine-tuning step with its top operators per pass; their tables and plot."""
 
 from __future__ import annotations
 
@@ -64,11 +62,8 @@ def phase_table(df: pd.DataFrame) -> pd.DataFrame:
     wide.columns = [f"{c}_ms" for c in wide.columns]
     per = ok.groupby("model", sort=False).first()
     check = per[["sums_within_5pct", "sum_diff_pct", "sum_diff_ci95_pct", "n_steps"]]
-    return check.join(wide).assign(
-        phase_sum_ms=per.phase_sum_s * 1e3,
-        step_time_ms=per.step_time_s * 1e3,
-        step_time_ci95_ms=per.step_time_ci95_s * 1e3,
-    )
+    ms = per[["phase_sum_s", "step_time_s", "step_time_ci95_s"]].rename(columns=lambda c: f"{c[:-2]}_ms")
+    return check.join(wide).join(ms * 1e3)
 
 
 def phase_plot(df: pd.DataFrame, path: str | Path | None = None):
@@ -79,11 +74,8 @@ def phase_plot(df: pd.DataFrame, path: str | Path | None = None):
     wide = ok.pivot_table(index="model", columns="step_phase", values="share_pct", sort=False)
     fig, ax = plt.subplots(figsize=(9, 4))
     wide.plot.barh(stacked=True, ax=ax)
-    ax.set(
-        xlabel="share of the training step (%)",
-        ylabel="",
-        title=f"where a training step's time goes ({ok.device_name.iloc[0]})",
-    )
+    ax.set(xlabel="share of the training step (%)", ylabel="")
+    ax.set_title(f"where a training step's time goes ({ok.device_name.iloc[0]})")
     ax.legend(fontsize=8, bbox_to_anchor=(1, 1))
     return save(fig, path, dpi=110)
 
@@ -184,8 +176,7 @@ def whole_step(work: engine.Workload, batches, clock=time.perf_counter, sync=dev
 
 
 def paired(split: list[dict[str, float]], whole: list[float], t=timing.t95) -> tuple[float, float]:
-    """The phase sums' mean difference from their unsplit steps and its 95% (or ``t``'s) interval over the pairs,
-    in % of the mean unsplit step (NaN interval below two pairs)."""
+    """The phase sums' mean difference from the unsplit steps, with its interval, in % of the step."""
     diffs, step = np.array([sum(s.values()) for s in split]) - whole, statistics.fmean(whole)
     half = t(len(diffs) - 1) * diffs.std(ddof=1) / math.sqrt(len(diffs)) if len(diffs) > 1 else math.nan
     return 100 * float(diffs.mean()) / step, 100 * half / step
@@ -202,26 +193,18 @@ def summarize(split: list[dict[str, float]], whole: list[float]) -> list[dict]:
     means = {ph: statistics.fmean(s[ph] for s in split) for ph in STEP_PHASES}
     phase_sum, step = sum(means.values()), statistics.fmean(whole)
     diff, diff_ci95 = paired(split, whole)
-    common = {
-        "phase_sum_s": phase_sum,
-        "step_time_s": step,
-        "step_time_ci95_s": timing.ci95_half_width(whole),
-        "sum_diff_pct": diff,
-        "sum_diff_ci95_pct": diff_ci95,
-        "sums_within_5pct": abs(diff) <= TOLERANCE_PCT,
-        "n_steps": len(split),
-    }
-    return [
-        {
-            "step_phase": ph,
-            "time_mean_s": means[ph],
-            "time_median_s": statistics.median(s[ph] for s in split),
-            "time_ci95_s": timing.ci95_half_width([s[ph] for s in split]),
-            "share_pct": 100 * means[ph] / phase_sum if phase_sum > 0 else float("nan"),
-            **common,
-        }
-        for ph in STEP_PHASES
-    ]
+    common = dict(phase_sum_s=phase_sum, step_time_s=step, step_time_ci95_s=timing.ci95_half_width(whole))
+    common |= dict(
+        sum_diff_pct=diff, sum_diff_ci95_pct=diff_ci95, sums_within_5pct=abs(diff) <= TOLERANCE_PCT
+    )
+    common["n_steps"] = len(split)
+    out = []
+    for ph in STEP_PHASES:
+        times = [s[ph] for s in split]
+        share = 100 * means[ph] / phase_sum if phase_sum > 0 else float("nan")
+        row = dict(step_phase=ph, time_mean_s=means[ph], time_median_s=statistics.median(times))
+        out.append(row | dict(time_ci95_s=timing.ci95_half_width(times), share_pct=share) | common)
+    return out
 
 
 class HeldBatches:
@@ -229,9 +212,6 @@ class HeldBatches:
 
     def __init__(self, batches):
         self.batches, self.held, self.taken = iter(batches), None, 0
-
-    def __iter__(self):
-        return self
 
     def __next__(self):
         self.held = None
@@ -298,8 +278,7 @@ def measure(
     clock: Callable[[], float] = time.perf_counter,
     sync: Callable[[torch.device], None] = devices.synchronize,
 ) -> list[dict]:
-    """The phase rows of one configuration (one failure row when it fails), by :func:`record` with the params'
-    ``phase_steps``, ``phase_window_s`` and ``phase_max_s``."""
+    """The phase rows of one configuration by :func:`record` (one failure row when it fails)."""
     b = devices.backend(device)
     base = {**identity(cfg, b, p), "device_name": b.name()}
     try:
@@ -319,18 +298,13 @@ def measure(
 
 
 def identity(cfg: engine.Config, b: devices.Backend, p, keys=(*PHASE_PROTOCOL, *PHASE_PASS_KEYS)) -> dict:
-    """What identifies a breakdown (or a trace): the configuration as in force, the device kind, the params
-    ``keys``."""
-    return {
-        **cfg.replace(**knobs.in_force(cfg.setting, b)).columns(),
-        "device_kind": b.kind,
-        **{k: getattr(p, k) for k in keys},
-    }
+    """What identifies a breakdown (or a trace): the configuration as in force, the device kind, params ``keys``."""
+    in_force = cfg.replace(**knobs.in_force(cfg.setting, b)).columns()
+    return {**in_force, "device_kind": b.kind, **{k: getattr(p, k) for k in keys}}
 
 
 def phases(run) -> pd.DataFrame:
-    """The per-phase breakdown of every Scenario A model's first training configuration -> step_phases.csv
-    (current rows)."""
+    """The phase breakdown of every Scenario A model's first training configuration -> step_phases.csv."""
     from cnnbench import scenarios
 
     p, b = run.params, devices.backend(run.device)
@@ -370,10 +344,9 @@ def op_table(events, backend: devices.Backend) -> pd.DataFrame:
     ]
     rows = []
     for e in events:
-        if e.name.startswith(LABEL) or e.name.startswith("ProfilerStep"):
+        if e.name.startswith((LABEL, "ProfilerStep")):
             continue
-        start = e.time_range.start
-        where = next((name for name, lo, hi in labels if lo <= start <= hi), "other")
+        where = next((name for name, lo, hi in labels if lo <= e.time_range.start <= hi), "other")
         device_s = backend.op_time_us(e, self_only=True) / 1e6 if device_timed else float("nan")
         rows.append((where, e.name, e.self_cpu_time_total / 1e6, device_s))
     df = pd.DataFrame(rows, columns=["pass", "op", "self_cpu_s", "self_device_s"])
@@ -416,18 +389,11 @@ QUEUE_NOTE = "times are the host's time to queue each op on the device, not the 
 
 
 def profile_model(cfg: engine.Config, device: torch.device, p, folder: Path) -> list[dict]:
-    """Rows of the ``profile_top_k`` top operators of ``profile_steps`` traced training steps of ``cfg`` (after one
-    warm-up, with the params' ``optimizer``), ranked by the time the profiler has of them here (``ranked_by``;
-    ``time_note`` where it is not the device's)."""
+    """Rows of the top operators of ``profile_steps`` traced training steps of ``cfg``, per pass."""
     b, steps = devices.backend(device), p.profile_steps
-    base = {
-        **{k: getattr(cfg, k) for k in ("model", "batch_size", "image_size", "num_classes", "precision")},
-        "optimizer": p.optimizer,
-        "lr": p.lr,
-        "device_kind": b.kind,
-        "device_name": b.name(),
-        "profiled_steps": steps,
-    }
+    base = {k: getattr(cfg, k) for k in ("model", "batch_size", "image_size", "num_classes", "precision")}
+    base |= dict(optimizer=p.optimizer, lr=p.lr, device_kind=b.kind, device_name=b.name())
+    base["profiled_steps"] = steps
     try:
         plan = torch.profiler.schedule(wait=0, warmup=1, active=steps, repeat=1)
         with engine.Workload(

@@ -1,14 +1,13 @@
 """Transfer learning (06, seed 002): ``check(run)`` (where the weights come from, before any work) and
-``finetune(run)``: a torchvision classifier fine-tuned from ImageNet weights (or random ones) with a new head over
-lr x batch size on every present device -> transfer.csv (per epoch the training loss, validation loss and
-accuracy, the synchronised epoch time and images/s; data: Oxford-IIIT Pet as cats vs dogs, any ImageFolder, or a
-learnable synthetic two-class set); its tables and plots, and ``telemetry(run, path)``."""
+``finetune(run)``: a torchvision classifier with a new head fine-tuned over lr x batch size on every present device
+-> transfer.csv (per epoch: losses, validation accuracy, synced epoch time); its tables, plots and telemetry."""
 
 from __future__ import annotations
 
 import contextlib
 import functools
 import math
+import operator
 import time
 import urllib.request
 from itertools import product
@@ -82,8 +81,7 @@ def weights_reachable(url: str, timeout_s: float = 5.0) -> bool:
 
 
 def check_weights(model: str, pretrained: bool, reachable=weights_reachable) -> str:
-    """The one line saying where the initial weights come from; raises :class:`TransferError` when
-    ``pretrained`` is asked and the weights are neither cached nor downloadable."""
+    """Where the initial weights come from, in one line; :class:`TransferError` where they cannot be had."""
     if not pretrained:
         return f"pretrained: false -> {model} fine-tuned from random initialisation (no ImageNet weights)"
     w = weights_for(model)
@@ -103,8 +101,7 @@ def check_weights(model: str, pretrained: bool, reachable=weights_reachable) -> 
 
 
 def replace_head(model: nn.Module, num_classes: int) -> nn.Module:
-    """Swap the classifier's last layer (its last Linear or 1x1 Conv2d, SqueezeNet's) for a fresh one with
-    ``num_classes`` outputs; return the new layer."""
+    """Swap the classifier's last Linear or Conv2d for a fresh one of ``num_classes`` outputs; return it."""
     layers = [(n, m) for n, m in model.named_modules() if isinstance(m, (nn.Linear, nn.Conv2d)) and n]
     name, layer = layers[-1]
     parent_name, _, attr = name.rpartition(".")
@@ -134,9 +131,8 @@ def build(model: str, num_classes: int, pretrained: bool, freeze_backbone: bool 
 
 
 class TwoClassImages(TensorDataset):
-    """A learnable offline stand-in for cats vs dogs: class 0 is brighter on the left, class 1 on the right,
-    by a ramp a twelfth of the pixel noise (unit variance, as ImageNet-normalised inputs): no single pixel
-    tells the classes apart, so a network learns them over its epochs. Deterministic from ``seed``."""
+    """A learnable offline stand-in for cats vs dogs: class 0 brighter on the left, class 1 on the right, by a
+    ramp a twelfth of the pixel noise (no single pixel tells them apart). Deterministic from ``seed``."""
 
     def __init__(self, n: int, size: int, seed: int = 0):
         gen = torch.Generator().manual_seed(seed)
@@ -151,11 +147,8 @@ def transforms(size: int, train: bool):
     """ImageNet-style preprocessing at ``size``: random resized crop + flip for training, resize + centre crop."""
     crop = [T.Resize(int(round(size * 256 / 224)), antialias=True), T.CenterCrop(size)]
     crop = [T.RandomResizedCrop(size, antialias=True), T.RandomHorizontalFlip()] if train else crop
-    return T.Compose([T.Lambda(_rgb), *crop, T.ToTensor(), T.Normalize(data.MEAN, data.STD)])
-
-
-def _rgb(image):
-    return image.convert("RGB")
+    rgb = operator.methodcaller("convert", "RGB")  # picklable, for loader workers
+    return T.Compose([T.Lambda(rgb), *crop, T.ToTensor(), T.Normalize(data.MEAN, data.STD)])
 
 
 def _subset(ds: Dataset, n: int, seed: int) -> Dataset:
@@ -206,8 +199,7 @@ def datasets(p) -> tuple[Dataset, Dataset, int]:
 
 
 def train_epoch(work, loader) -> tuple[float, int, float]:
-    """(synced seconds, images, mean loss) of one training epoch of ``work`` over ``loader``; raises
-    :class:`~cnnbench.measure.engine.UnstableLoss` on a non-finite loss."""
+    """(synced seconds, images, mean loss) of one training epoch; :class:`engine.UnstableLoss` on a NaN."""
     work.model.train()
     total, n, steps = torch.zeros((), device=work.device), 0, 0
     work.backend.synchronize()
@@ -250,8 +242,7 @@ def present_devices(specs: list[str], fallback: torch.device) -> list[torch.devi
 
 
 def fit(p, device, lr: float, bs: int, sets, base: dict, file) -> None:
-    """Fine-tune one grid point for ``transfer_epochs`` epochs, appending a row per epoch to ``file``: the
-    Workload of its configuration (the run's knobs applied, as in 02) on the pretrained model with a new head."""
+    """Fine-tune one grid point (its configuration's Workload, as in 02), a row per epoch to ``file``."""
     train_ds, val_ds, classes = sets
     setting = knobs.for_params(p, batch_size=bs)
     cfg = engine.Config(p.transfer_model, "train", p.transfer_image_size, classes, setting=setting)
@@ -259,38 +250,26 @@ def fit(p, device, lr: float, bs: int, sets, base: dict, file) -> None:
     with engine.Workload(cfg, device, p, optimizer=p.optimizer, model=net, lr=lr) as work:
         pin = work.backend.pin(p.pin_memory)
         kw = dict(num_workers=p.workers, persistent_workers=p.workers > 0, pin_memory=pin)
-        loaders = [
+        train_dl, val_dl = (
             DataLoader(ds, bs, shuffle=train, generator=torch.Generator().manual_seed(p.seed), **kw)
             for ds, train in ((train_ds, True), (val_ds, False))
-        ]
-        epochs(p, work, *loaders, base, file)
-
-
-def epochs(p, work, train_dl, val_dl, base: dict, file) -> None:
-    """The epochs of one grid point (see :func:`fit`)."""
-    elapsed = 0.0
-    for epoch in range(1, p.transfer_epochs + 1):
-        seconds, n, train_loss = train_epoch(work, train_dl)
-        elapsed += seconds
-        if not p.pretrained:  # a few steps leave random weights' batch-norm statistics near their start:
-            torch.optim.swa_utils.update_bn(train_dl, work.model, work.device)  # recomputed over the images
-        acc, val_loss = evaluate(work, val_dl)
-        row = dict(epoch=epoch, timestamp=engine.now(), status="ok", error="", train_loss=train_loss)
-        row |= dict(val_loss=val_loss, val_accuracy=acc, epoch_time_s=seconds, throughput_img_s=n / seconds)
-        row |= dict(elapsed_train_s=elapsed, rss_mib=psutil.Process().memory_info().rss / 2**20)
-        file.append({**base, **row, **work.backend.peak_memory_mib()})
+        )
+        elapsed = 0.0
+        for epoch in range(1, p.transfer_epochs + 1):
+            seconds, n, train_loss = train_epoch(work, train_dl)
+            elapsed += seconds
+            if not p.pretrained:  # random weights' batch-norm statistics, recomputed over the images
+                torch.optim.swa_utils.update_bn(train_dl, work.model, work.device)
+            acc, val_loss = evaluate(work, val_dl)
+            row = dict(epoch=epoch, timestamp=engine.now(), status="ok", error="", train_loss=train_loss)
+            row |= dict(val_loss=val_loss, val_accuracy=acc, epoch_time_s=seconds)
+            row["throughput_img_s"] = n / seconds
+            row |= dict(elapsed_train_s=elapsed, rss_mib=psutil.Process().memory_info().rss / 2**20)
+            file.append({**base, **row, **work.backend.peak_memory_mib()})
 
 
 # share of the device's memory a grid point may plan to use (the allocator, cuDNN workspaces)
 MEMORY_HEADROOM = 0.9
-
-
-def training_bytes_per_image(model: str, classes: int, image_size: int) -> tuple[int, int]:
-    """(saved activations per image, parameters + gradients + Adam's two moments) of fine-tuning ``model``, by
-    the project's count (``flops.activation_bytes`` on a real forward of two images on the CPU)."""
-    net = build(model, classes, pretrained=False).train()
-    act = flops.activation_bytes(net, torch.randn(2, 3, image_size, image_size), classes) // 2
-    return act, 4 * sum(p.numel() * p.element_size() for p in net.parameters())
 
 
 def oversized(batch_sizes: list[int], per_image: int, fixed: int, memory: int) -> dict[int, str]:
@@ -332,33 +311,30 @@ def run_grid(run, sampler_cls=None, log=print) -> None:
     kept = sum(file.done({**c, "epoch": p.transfer_epochs}) for c in planned)
     for b in here:
         memory, too_big = b.total_memory_bytes(), {}
-        if memory:  # sized per device: a grid point that cannot fit is a row saying so, not an out-of-memory
-            per_image = training_bytes_per_image(p.transfer_model, sets[2], p.transfer_image_size)
-            too_big = oversized(p.transfer_batch_sizes, *per_image, memory)
+        if memory:  # a grid point that cannot fit is a row saying so: activations x batch + 4 x the weights
+            cx = flops.complexity(p.transfer_model, p.transfer_image_size, sets[2], with_fvcore=False)
+            fixed_bytes = 4 * cx.param_mib * 2**20
+            too_big = oversized(p.transfer_batch_sizes, cx.activation_mib * 2**20, fixed_bytes, memory)
         about = {"device_name": b.name(), "classes": sets[2], "target_accuracy": p.transfer_target_accuracy}
         for bs, lr in grid:
             base = {**point(b, lr, bs), **about}
             if file.done({**base, "epoch": p.transfer_epochs}):
                 continue
+            conf = f"{b.kind} lr={lr:g} bs={bs}"
             if bs in too_big:
-                log(f"transfer {b.kind} lr={lr:g} bs={bs}: {too_big[bs]}")
+                log(f"transfer {conf}: {too_big[bs]}")
                 skipped = {"status": "skipped", "error": too_big[bs]}
                 file.append({**base, "epoch": 0, "timestamp": engine.now(), **skipped})
                 continue
-            progress.note(
-                f"transfer: {p.transfer_model} on {b.kind}, batch {bs}, lr {lr:g}, {p.transfer_epochs} epochs"
-            )
+            progress.note(f"transfer: {p.transfer_model} {conf}, {p.transfer_epochs} epochs")
             b.reset_peak_memory()
             with sampler_cls(b, p.telemetry_interval_s) as sampler:
                 try:
                     fit(p, b, lr, bs, sets, base, file)
                 except Exception as err:  # noqa: BLE001 - a failed grid point is a row, the grid goes on
                     file.append({**base, "epoch": 0, "timestamp": engine.now(), **engine.failure(err, b)})
-            conf = f"{b.kind} lr={lr:g} bs={bs}"
-            timelines.record(
-                run.path(timelines.FILE),
-                timelines.tidy(sampler.series(), "transfer", conf, b.kind, base["device_name"]),
-            )
+            series = timelines.tidy(sampler.series(), "transfer", conf, b.kind, base["device_name"])
+            timelines.record(run.path(timelines.FILE), series)
     progress.resumed(kept, len(planned), file.path.name, "grid points")
 
 
@@ -366,28 +342,19 @@ GRID = ["device_kind", "device_name", "model", "image_size", "optimizer", "pretr
 
 
 def time_to_target(df: pd.DataFrame, target: float | None = None) -> pd.DataFrame:
-    """Per device and grid point: epochs run, final and best validation accuracy, mean images/s (all images
-    over all synced epoch time), and the training time (validation excluded) until validation accuracy first
-    reached ``target`` (NaN: not reached)."""
+    """Per grid point: epochs, final and best accuracy, images/s, training time to ``target`` (NaN: never)."""
     ok = df[df.status == "ok"]
     rows = []
     for key, g in ok.groupby(GRID, sort=False):
         g = g.sort_values("epoch")
         t = target if target is not None else float(g.target_accuracy.iloc[0])
         hit = g[g.val_accuracy >= t]
-        rows.append(
-            {
-                **dict(zip(GRID, key, strict=True)),
-                "epochs": int(g.epoch.max()),
-                "final_val_accuracy": g.val_accuracy.iloc[-1],
-                "best_val_accuracy": g.val_accuracy.max(),
-                "throughput_img_s": g.train_images.sum() / g.epoch_time_s.sum(),
-                "epoch_time_mean_s": g.epoch_time_s.mean(),
-                "target_accuracy": t,
-                "epoch_reached": int(hit.epoch.iloc[0]) if len(hit) else math.nan,
-                "time_to_target_s": hit.elapsed_train_s.iloc[0] if len(hit) else math.nan,
-            }
-        )
+        row = dict(zip(GRID, key, strict=True)) | dict(epochs=int(g.epoch.max()))
+        row |= dict(final_val_accuracy=g.val_accuracy.iloc[-1], best_val_accuracy=g.val_accuracy.max())
+        row |= dict(throughput_img_s=g.train_images.sum() / g.epoch_time_s.sum())
+        row |= dict(epoch_time_mean_s=g.epoch_time_s.mean(), target_accuracy=t)
+        row["epoch_reached"] = int(hit.epoch.iloc[0]) if len(hit) else math.nan
+        rows.append(row | {"time_to_target_s": hit.elapsed_train_s.iloc[0] if len(hit) else math.nan})
     return pd.DataFrame(rows)
 
 
@@ -413,11 +380,8 @@ def learning_curves(df: pd.DataFrame, path: str | Path | None = None):
 
 
 def beside_seed(ttt: pd.DataFrame) -> pd.DataFrame:
-    """Seed 002's training times (``published.TIMES_002``; as images/s over its epochs x training images)
-    beside our fine-tuning on the same kind of device and batch size (its CPU run states no batch size: any of
-    ours): the grid point whose validation accuracy went highest, with its lr, that accuracy and its images/s
-    (a rate of a learning rate that never learned would be no answer). Compare like with like only where our
-    model and resolution are the ones the seed trained (it prints no resolution)."""
+    """Seed 002's training times (and implied images/s) beside our grid point of the same device kind and batch
+    size (any, where the seed states none) whose validation accuracy went highest: its lr, accuracy, images/s."""
     seed, epochs = published.SEED_002, published.setup("002")["epochs"]
     images = epochs * published.setup("002")["train_images"]
     rows = []
@@ -428,13 +392,8 @@ def beside_seed(ttt: pd.DataFrame) -> pd.DataFrame:
         best = ours.loc[ours.best_val_accuracy.idxmax()] if len(ours) else pd.Series(dtype=object)
         rates = {"lr": math.nan, "best_val_accuracy": math.nan, "throughput_img_s": math.nan}
         what = {"device_name": "", "model": "", "image_size": ""}
-        rows.append(
-            {
-                "device_kind": kind,
-                "batch_size": bs if bs else "not stated",
-                f"published by {seed}: {epochs}-epoch training (h)": seconds / 3600,
-                f"published by {seed}: implied img/s": images / seconds,
-                **{f"ours: {c}": best.get(c, empty) for c, empty in (rates | what).items()},
-            }
-        )
+        row = {"device_kind": kind, "batch_size": bs if bs else "not stated"}
+        row[f"published by {seed}: {epochs}-epoch training (h)"] = seconds / 3600
+        row[f"published by {seed}: implied img/s"] = images / seconds
+        rows.append(row | {f"ours: {c}": best.get(c, empty) for c, empty in (rates | what).items()})
     return pd.DataFrame(rows)

@@ -1,11 +1,9 @@
-"""The fastest way to train a model on this device: a budgeted search over every knob the hardware supports,
-raced by successive halving, guarded for correctness, confirmed with the full protocol, and explained on the
-roofline. ``tune(run)`` searches every model of ``tune_models`` in every phase of ``tune_phases`` into
-``tuning.csv`` (row by row, resumable) and ``tuning_space.csv`` (every knob value, searched or skipped);
-``best``, ``beside_published``, ``race``, ``skipped``, ``notes``, ``findings`` and ``plot`` present them."""
+"""The fastest way to train a model on this device (07): ``tune(run)`` searches every model and phase over the
+knobs the hardware supports (:mod:`.search`) -> tuning.csv (resumable) and tuning_space.csv; the rest present them."""
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from dataclasses import replace
@@ -33,15 +31,8 @@ def default_setting(run, model: str) -> Setting:
     return knobs.in_force(setting, devices.backend(run.device))
 
 
-NO_PEAKS = (
-    "No device_peaks.csv in this run: the search runs, but its roofline columns stay empty; run "
-    "04_roofline first (same run) to place each best configuration on the roofline."
-)
-
-
 def roof_columns(peaks: pd.DataFrame | None, cfg: engine.Config, c: Setting, achieved_gflops: float) -> dict:
-    """Where a measurement sits on the roofline: counted intensity, the measured roof of its precision,
-    attainable GFLOP/s, the bound, and the efficiency against the compute roof and against the attainable."""
+    """Where a measurement sits on the roofline: intensity, roof, attainable, bound and efficiencies."""
     intensity, notes = math.nan, []
     try:
         args = (cfg.model, c.batch_size, cfg.image_size, cfg.num_classes, cfg.phase, c.precision)
@@ -61,17 +52,11 @@ def roof_columns(peaks: pd.DataFrame | None, cfg: engine.Config, c: Setting, ach
         pct = 100 * achieved_gflops / roof.peak_gflops
         fallback = f"no measured {c.precision} roof: the {roof.name} roof is used"
         why = notes + ([] if roof.name == c.precision else [fallback])
-    return {
-        "intensity_flop_per_byte": intensity,
-        "roof_precision": roof.name,
-        "roof_peak_gflops": roof.peak_gflops,
-        "roof_bandwidth_gbs": roof.bandwidth_gbs,
-        "attainable_gflops": att,
-        "bound": bound,
-        "compute_roof_pct": pct,
-        "attainable_pct": 100 * achieved_gflops / att if att == att and att else math.nan,
-        "roof_note": "; ".join(why),
-    }
+    out = dict(intensity_flop_per_byte=intensity, roof_precision=roof.name, roof_peak_gflops=roof.peak_gflops)
+    out |= dict(roof_bandwidth_gbs=roof.bandwidth_gbs, attainable_gflops=att, bound=bound)
+    out["compute_roof_pct"] = pct
+    out["attainable_pct"] = 100 * achieved_gflops / att if att == att and att else math.nan
+    return out | {"roof_note": "; ".join(why)}
 
 
 def confirm(base: engine.Config, c: Setting, device, p, steps: int) -> dict:
@@ -90,24 +75,20 @@ def identity_of(run, model: str, phase: str, hw: devices.Hardware) -> dict:
     default = default_setting(run, model)
     head = dict(model=model, phase=phase, device_kind=hw.kind, device_name=hw.name)
     shape = {k: getattr(base, k) for k in ("image_size", "num_classes", "in_channels", "dataset")}
-    return {
-        **head,
-        **shape,
-        **{f"default_{k}": default[k] for k in knobs.keyed()},
-        **{k: ",".join(v) if isinstance(v := getattr(p, k), list) else v for k in TUNING_PARAM_KEYS},
-    }
+    lists = {k: ",".join(v) if isinstance(v := getattr(p, k), list) else v for k in TUNING_PARAM_KEYS}
+    return head | shape | {f"default_{k}": default[k] for k in knobs.keyed()} | lists
 
 
-def beyond_memory(base: engine.Config, c: Setting, device, _counts: dict = {}) -> Outcome | None:  # noqa: B006 - the counts of each model, once
-    """An out-of-memory outcome, not tried, for a batch whose footprint (saved activations x batch + 4 x the
-    weights) exceeds the memory available now on a device sharing the host's; None where it fits."""
+_complexity = functools.cache(flops.complexity)
+
+
+def beyond_memory(base: engine.Config, c: Setting, device) -> Outcome | None:
+    """An oom outcome, not tried, for a batch beyond a host-memory device's free memory; None if it fits."""
     if devices.backend(device).own_memory:
         return None
-    key = (base.model, base.image_size, base.num_classes)
-    if key not in _counts:
-        cx = flops.complexity(*key, with_fvcore=False)
-        _counts[key] = (cx.activation_mib * 2**20, cx.param_mib * 2**20)
-    need, free = c.batch_size * _counts[key][0] + 4 * _counts[key][1], psutil.virtual_memory().available
+    cx = _complexity(base.model, base.image_size, base.num_classes, with_fvcore=False)  # once per model
+    need = (c.batch_size * cx.activation_mib + 4 * cx.param_mib) * 2**20
+    free = psutil.virtual_memory().available
     gib = f"{need / 2**30:.1f} GiB, {free / 2**30:.1f} GiB free"
     return None if need <= free else Outcome("oom", error=f"not tried: batch {c.batch_size} needs {gib}")
 
@@ -149,8 +130,7 @@ def search_line(model: str, phase: str, row: dict) -> str:
 
 
 def tune(run) -> pd.DataFrame:
-    """Search every model of ``tune_models`` in every phase of ``tune_phases``; returns this run's searches'
-    rows of tuning.csv. A rerun skips searches that have their 'best' row with the same search key."""
+    """Search every model and phase -> tuning.csv (a rerun keeps a search that has its best row)."""
     p = run.params
     hw = devices.backend(run.device).hardware()
     table = results.table("tuning")
@@ -159,7 +139,7 @@ def tune(run) -> pd.DataFrame:
     space_file = results.file(run.dir, "tuning_space")
     peaks = results.read(run.dir, "device_peaks")
     if not len(peaks):  # 07 opened alone (a fresh Colab VM): the search stands, without roofline columns
-        print(NO_PEAKS)
+        print("No device_peaks.csv in this run: no roofline columns (run 04_roofline first, same run)")
         peaks = None
     searches = [(m, ph, identity_of(run, m, ph, hw)) for m in p.tune_models for ph in p.tune_phases]
     table.plan(run.dir, [identity for *_, identity in searches], "tuning")
@@ -167,9 +147,7 @@ def tune(run) -> pd.DataFrame:
     for model, phase, identity in searches:
         if finished.done({**identity, "row_kind": "best"}):
             continue
-        progress.note(
-            f"tuning: {model} {phase}, {p.tune_budget_s:g} s of racing, then guard and confirmation"
-        )
+        progress.note(f"tuning: {model} {phase}, {p.tune_budget_s:g} s of racing, then guard and confirm")
 
         def sink(row, model=model, phase=phase):
             rows.append(row)
@@ -209,9 +187,7 @@ PUBLISHED_COLUMNS = "who device precision batch_size throughput_img_s stack same
 
 
 def beside_published(df: pd.DataFrame, model: str = "resnet50", image_size: int = 224) -> pd.DataFrame:
-    """The best confirmed training rate of ``model`` at ``image_size`` beside the published GPU figures of
-    data/published_gpu.csv, each "published by" its source with its software stack; ``same_gpu`` marks a figure
-    of this GPU's family (H100, A100, ...). Empty where this run confirmed no such configuration."""
+    """The best confirmed rate of ``model`` beside published_gpu.csv's (``same_gpu``: this GPU's family)."""
     ours = df[(df.row_kind == "best") & (df.model == model) & (df.phase == "train") & (df.status == "ok")]
     ours = ours[pd.to_numeric(ours.image_size, errors="coerce") == image_size]
     if ours.empty:
@@ -224,27 +200,20 @@ def beside_published(df: pd.DataFrame, model: str = "resnet50", image_size: int 
         who="published by " + theirs.source,
         same_gpu=theirs.device.str.contains(rf"\b{family.group(0)}\b") if family else False,
     )
-    mine = {
-        "who": f"measured here: {best_row.config} (95% interval +-{best_row.throughput_ci95_img_s:.0f})",
-        "device": best_row.device_name,
-        "precision": best_row.precision,
-        "batch_size": best_row.batch_size,
-        "throughput_img_s": best_row.throughput_img_s,
-        "stack": f"cnnbench, torch {torch.__version__}, eager or torch.compile, synthetic batch on the device",
-        "same_gpu": True,
-        "checked": "measured in this run",
-    }
+    mine = {"who": f"measured here: {best_row.config} (95% interval +-{best_row.throughput_ci95_img_s:.0f})"}
+    mine |= dict(device=best_row.device_name, precision=best_row.precision, batch_size=best_row.batch_size)
+    mine |= dict(throughput_img_s=best_row.throughput_img_s, same_gpu=True, checked="measured in this run")
+    mine["stack"] = (
+        f"cnnbench, torch {torch.__version__}, eager or torch.compile, synthetic batch on the device"
+    )
     return pd.concat([pd.DataFrame([mine]), theirs], ignore_index=True)[PUBLISHED_COLUMNS]
 
 
 def best(df: pd.DataFrame) -> pd.DataFrame:
     """Per model and phase: the best confirmed configuration against the seeds' default, on the roofline."""
     rows = df[df.row_kind == "best"]
-    return (
-        rows[[c for c in BEST_COLUMNS if c in rows]]
-        .rename(columns=BEST_COLUMNS)
-        .set_index(["model", "phase"])
-    )
+    rows = rows[[c for c in BEST_COLUMNS if c in rows]]
+    return rows.rename(columns=BEST_COLUMNS).set_index(["model", "phase"])
 
 
 def race(df: pd.DataFrame) -> pd.DataFrame:
@@ -274,14 +243,8 @@ def plot(df: pd.DataFrame, path=None):
     for ax, ((model, phase), _) in zip(axes[:, 0], groups, strict=True):
         g = df[(df.model == model) & (df.phase == phase)]
         conf = g[(g.row_kind == "confirm") & (g.status == "ok")]
-        ax.barh(
-            conf.config,
-            conf.throughput_img_s,
-            xerr=conf.throughput_ci95_img_s,
-            color="tab:blue",
-            alpha=0.4,
-            label="confirmed (full protocol, 95% interval)",
-        )
+        style = dict(color="tab:blue", alpha=0.4, label="confirmed (full protocol, 95% interval)")
+        ax.barh(conf.config, conf.throughput_img_s, xerr=conf.throughput_ci95_img_s, **style)
         raced = g[(g.row_kind == "race") & (g.status == "ok")]
         for rung, r in raced.groupby("rung"):
             ax.plot(r.throughput_img_s, r.config, "o", ms=4, label=f"race window, rung {int(rung)}")
@@ -293,8 +256,7 @@ def plot(df: pd.DataFrame, path=None):
 
 
 def notes(df: pd.DataFrame) -> pd.DataFrame:
-    """Per model and phase, what qualifies the result: the roof used, energy source or why none, the guard's
-    rejections, the batch-size limit and whether the budget ran out."""
+    """Per model and phase, what qualifies the result: roof, energy, guard, batch-size limit, budget."""
     cols = {
         "roof_precision": "roof",
         "bound": "bound",
@@ -322,12 +284,8 @@ def findings(df: pd.DataFrame) -> list[str]:
             continue
         apart = str(getattr(r, "distinguishable_from_default", "True")).lower() != "false"
         default = _pm(r.default_throughput_img_s, r.default_throughput_ci95_img_s, ".1f")
-        verdict = (
-            f"{_pm(r.speedup_x, r.speedup_ci95_x, '.2f')}x the seeds' default"
-            if apart
-            else f"not distinguishable from the seeds' default ({default} img/s: the difference is inside its "
-            "95% interval)"
-        )
+        same = f"not distinguishable from the seeds' default ({default} img/s, inside the 95% interval)"
+        verdict = f"{_pm(r.speedup_x, r.speedup_ci95_x, '.2f')}x the seeds' default" if apart else same
         text = (
             f"{r.model} {r.phase}: best {r.config} at {_pm(r.throughput_img_s, r.throughput_ci95_img_s, '.1f')} "
             f"img/s, {verdict} ({r.configs_tried:.0f} configurations tried, {r.pruned:.0f} pruned)"

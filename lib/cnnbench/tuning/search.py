@@ -1,14 +1,7 @@
-"""The budgeted search for one model and phase: **guard** (each numerics trains a few steps; a loss outside fp32
-eager's tolerance is out), **race** within ``tune_budget_s`` (successive halving in stages: numerics, batch size
-from the largest down, host knobs), **confirm** the best few and the default with the full protocol, **explain**
-(speedup with its interval, the roofline, energy per image).
-
-The guard: a faster configuration only counts if it trains the same network. From the same initialisation and
-fixed batch, ``steps`` training steps run in the candidate's numerics; the last loss must stay within
-``tolerance`` of fp32 eager NCHW's, as a share of the progress fp32 eager made (first loss - last loss). Eval
-steps compare the loss of one forward pass, relative to the loss itself. The race (successive halving on short
-measured windows within a time budget, and the out-of-memory back-off of the batch size) is pure logic: the
-evaluation and the clock are arguments."""
+"""The budgeted search for one model and phase: **guard** (a numerics whose loss after a few steps strays from
+fp32 eager's is out), **race** within ``tune_budget_s`` (successive halving in stages: numerics, batch size from
+the largest that fits down, host knobs), **confirm** the best few and the default with the full protocol,
+**explain** (speedup with its interval, roofline, energy). Pure logic: evaluation and clock are arguments."""
 
 from __future__ import annotations
 
@@ -39,8 +32,7 @@ class Verdict:
 
 
 def loss_after(cfg: engine.Config, device: torch.device, p, steps: int) -> tuple[float, float]:
-    """(first, last) loss of ``steps`` training steps of ``cfg`` on one batch made on the device; eval: one
-    forward's, twice."""
+    """(first, last) loss of ``steps`` training steps of ``cfg`` on one batch (eval: one forward's, twice)."""
     with engine.Workload(cfg.replace(data_mode="device"), device, p) as work:
         if cfg.phase == "train":
             losses = []
@@ -141,9 +133,8 @@ def successive_halving(
     clock: Callable[[], float] = time.monotonic,
     on_trial: Callable[[Trial], None] | None = None,
 ) -> Race:
-    """Race ``candidates`` within ``budget_s`` seconds, ``evaluate(candidate, window_s, rung)`` measuring one
-    window, the remaining budget shared equally by rungs and candidates; the best ceil(n/eta) go on. ``known``:
-    outcomes reused at rung 0; each :class:`Trial` goes to ``on_trial`` once its fate is known."""
+    """Race ``candidates`` within ``budget_s`` (shared equally by rungs and candidates), the best ceil(n/eta) going
+    on; ``known`` outcomes are reused at rung 0; each :class:`Trial` goes to ``on_trial`` once its fate is known."""
     alive = list(dict.fromkeys(candidates))
     known = dict(known or {})
     start = clock()
@@ -155,13 +146,11 @@ def successive_halving(
         if on_trial:
             on_trial(trial)
 
-    exhausted = False
     if not alive:
         return Race(trials, None, 0)
     for rung in range(max(rungs, 1)):  # one candidate: measured once (unless known), in one rung
         remaining = budget_s - (clock() - start) if rung else budget_s
-        if rung > 0 and remaining <= 0:
-            exhausted = True
+        if exhausted := rung > 0 and remaining <= 0:
             break
         window = max(remaining, 0.0) / (max(rungs, 1) - rung) / len(alive)
         results = []
@@ -191,8 +180,7 @@ def successive_halving(
 
 
 def decay_batch_step(batch_size: int, num_intra_steps: int = 2) -> int:
-    """The next smaller batch size after an out-of-memory error, as timm's ``benchmark.py`` backs off:
-    power-of-two steps with ``num_intra_steps`` steps in between (1024 -> 768 -> 512 -> 384 -> 256 ...)."""
+    """The next smaller batch size after an oom, as timm's benchmark.py: 1024, 768, 512, 384, 256 ..."""
     if batch_size <= 1:
         return 0
     base = 2 ** int(math.log2(batch_size - 1)) if batch_size > 2 else 1
@@ -203,8 +191,7 @@ def decay_batch_step(batch_size: int, num_intra_steps: int = 2) -> int:
 def fit_batch_size(
     start: int, attempt: Callable[[int], Outcome], minimum: int = 1
 ) -> tuple[int, list[tuple[int, Outcome]]]:
-    """(the largest batch size from ``start`` down that does not run out of memory, 0 if none down to
-    ``minimum``; every (batch size, outcome) tried). Failures other than oom stop the back-off."""
+    """(largest batch size from ``start`` down that fits, 0: none; every (size, outcome) tried)."""
     tried: list[tuple[int, Outcome]] = []
     bs = start
     while bs >= max(minimum, 1):
@@ -221,8 +208,7 @@ SETTLED, SETTLE_STEPS = 0.10, 20  # warm-up: until two steps agree within 10%, a
 
 
 def window(base: engine.Config, c: Setting, device: torch.device, p, window_s: float) -> Outcome:
-    """One short race window of ``base`` in setting ``c``: warm-up steps until two in a row agree within
-    ``SETTLED`` (at most ``SETTLE_STEPS``), then steps filling ``window_s`` at that pace."""
+    """One race window of ``base`` in ``c``: warm-up until two steps agree, then ``window_s`` of steps."""
     try:
         with engine.Workload(base.replace(**c), device, p) as work:
             times = [_timed(work, device), _timed(work, device)]
@@ -252,9 +238,7 @@ def _timed(work: engine.Workload, device: torch.device) -> float:
 
 @dataclass
 class Search:
-    """The search of one model and phase; every row goes to ``sink`` (tuning.csv) as soon as it is known.
-    ``evaluate(candidate, window_s) -> Outcome``, ``guard_loss(numerics) -> (first, last) loss``,
-    ``confirm(candidate, steps) -> row`` and ``explain(candidate, row) -> columns`` are injectable."""
+    """The search of one model and phase, its measurements injected; each row goes to ``sink`` once known."""
 
     base: engine.Config
     space: Space
@@ -304,9 +288,8 @@ class Search:
 
     # --- the steps
     def run_guard(self) -> list[tuple]:
-        """The numerics (the values of every knob that changes the arithmetic) the guard lets race, guarded
-        while its own budget (``tune_guard_budget_s``) lasts: those of the run's own variants first, then those
-        changing fewer knobs from the reference, and among them those that compile (the dearest to guard) last."""
+        """The numerics the guard lets race, within ``tune_guard_budget_s``: the run's own variants first, then
+        those changing fewer knobs, those that compile last."""
         start = self.clock()
         names = [k for k in self.space.values if knobs.KNOBS[k].numerics]
         reference = self.space.default.with_(**{k: knobs.KNOBS[k].default for k in names}).numerics
@@ -317,13 +300,8 @@ class Search:
             return n not in measured, len(changed), "compile" in changed
 
         numerics = sorted(product(*(self.space.values[k] for k in names)), key=changes)
-        self.verdicts = check(
-            numerics,
-            self.guard_loss,
-            self.p.tune_guard_tolerance,
-            reference,
-            spent=lambda: self.clock() - start >= self.p.tune_guard_budget_s,
-        )
+        tol, deadline = self.p.tune_guard_tolerance, start + self.p.tune_guard_budget_s
+        self.verdicts = check(numerics, self.guard_loss, tol, reference, lambda: self.clock() >= deadline)
         for n, v in self.verdicts.items():
             cols = dict(config=" ".join(map(str, n)), **dict(zip(names, n, strict=True)))
             cols |= dict(status="ok" if v.ok else "skipped", error=v.reason, **v.columns())
@@ -346,12 +324,13 @@ class Search:
             return out
 
         self.batch_limit, tried = fit_batch_size(sizes[0], attempt, minimum=min(sizes))
-        ooms = [bs for bs, o in tried if o.status == "oom"]
-        self.batch_note = (
-            f"out of memory at {', '.join(map(str, ooms))}; largest that fits {self.batch_limit}"
+        ooms = ", ".join(str(bs) for bs, o in tried if o.status == "oom")
+        fits = (
+            f"largest that fits {self.batch_limit}"
             if ooms
             else f"{self.batch_limit} (the largest tried) fits"
         )
+        self.batch_note = f"out of memory at {ooms}; {fits}" if ooms else fits
         known = {**known, **{winner.with_(batch_size=bs): o for bs, o in tried if o.status != "oom"}}
         fits = [self.batch_limit] + [bs for bs in sizes if bs < self.batch_limit] if self.batch_limit else []
         return [winner.with_(batch_size=bs) for bs in fits], known
@@ -425,22 +404,15 @@ class Search:
         rejected = [f"{' '.join(map(str, n))}: {v.reason}" for n, v in self.verdicts.items() if not v.ok]
         pruned = {s: sum(1 for st, t in self.trials if st == s and t.fate == "pruned") for s in knobs.STAGES}
         by_rung = Counter(t.rung for _, t in self.trials if t.fate == "pruned")
-        summary = {
-            "configs_in_space": self.space.size(),
-            "configs_tried": len({t.candidate for _, t in self.trials}),
-            "evaluations": self.evaluations,
-            "pruned": sum(pruned.values()),
-            "failed": sum(t.fate == "failed" for _, t in self.trials),
-            "pruned_by_stage": ", ".join(f"{s} {n}" for s, n in pruned.items()),
-            "pruned_by_rung": ", ".join(f"rung {r} {n}" for r, n in sorted(by_rung.items())),
-            "guard_rejected": "; ".join(rejected),
-            "budget_s": self.p.tune_budget_s,
-            "search_s": search_s,
-            "budget_exhausted_in": ",".join(self.exhausted),
-            "batch_size_limit": self.batch_limit,
-            "batch_size_limit_note": self.batch_note,
-            "skipped_knobs": "; ".join(f"{k}={v}: {why}" for k, v, why in self.space.skipped),
-        }
+        tried = len({t.candidate for _, t in self.trials})
+        summary = dict(configs_in_space=self.space.size(), configs_tried=tried, evaluations=self.evaluations)
+        summary |= dict(pruned=sum(pruned.values()), failed=sum(t.fate == "failed" for _, t in self.trials))
+        summary["pruned_by_stage"] = ", ".join(f"{s} {n}" for s, n in pruned.items())
+        summary["pruned_by_rung"] = ", ".join(f"rung {r} {n}" for r, n in sorted(by_rung.items()))
+        summary |= dict(guard_rejected="; ".join(rejected), budget_s=self.p.tune_budget_s, search_s=search_s)
+        summary |= dict(budget_exhausted_in=",".join(self.exhausted), batch_size_limit=self.batch_limit)
+        summary["batch_size_limit_note"] = self.batch_note
+        summary["skipped_knobs"] = "; ".join(f"{k}={v}: {why}" for k, v, why in self.space.skipped)
         if best is None:
             row = self._row(
                 "best", "best", None, status="error", error="no configuration confirmed", **summary
@@ -449,15 +421,11 @@ class Search:
             base, dflt = rows[best], rows[d] if rows[d].get("status") == "ok" else {}
             skip = {*self.identity, "row_kind", "stage", "rung", "config", "role", *best}
             cols = {k: v for k, v in base.items() if k not in skip} | speedup(base, dflt)
-            cols |= self.explain(best, base) | {
-                f"default_{k}": dflt.get(k, math.nan) for k in DEFAULT_COLUMNS
-            }
+            defaults = ("throughput_img_s", "throughput_ci95_img_s", "achieved_gflops", "energy_j_per_image")
+            cols |= self.explain(best, base) | {f"default_{k}": dflt.get(k, math.nan) for k in defaults}
             row = self._row("best", "best", best, **cols, **summary)
         self.sink(row)
         return row
-
-
-DEFAULT_COLUMNS = ("throughput_img_s", "throughput_ci95_img_s", "achieved_gflops", "energy_j_per_image")
 
 
 def combine_rounds(measured: list[dict]) -> dict:
@@ -484,11 +452,6 @@ def speedup(best: dict, default: dict) -> dict:
     b, d = best.get("throughput_img_s", math.nan), default.get("throughput_img_s", math.nan)
     if not (d and math.isfinite(d) and math.isfinite(b)):
         return {"speedup_x": math.nan, "speedup_ci95_x": math.nan}
-    s = b / d
     cb, cd = best.get("throughput_ci95_img_s", 0.0), default.get("throughput_ci95_img_s", 0.0)
-    rel = math.hypot(cb / b, cd / d)
-    return {
-        "speedup_x": s,
-        "speedup_ci95_x": s * rel,
-        "distinguishable_from_default": bool(abs(b - d) > math.hypot(cb, cd)),
-    }
+    out = {"speedup_x": b / d, "speedup_ci95_x": b / d * math.hypot(cb / b, cd / d)}
+    return out | {"distinguishable_from_default": bool(abs(b - d) > math.hypot(cb, cd))}
