@@ -54,43 +54,11 @@ POINT = {"edgecolor": "black", "lw": 0.5, "zorder": 3}  # a roofline's point, ov
 BESIDE = {"fontsize": 7, "loc": "upper left", "bbox_to_anchor": (1.01, 1.0)}  # a legend beside the plot
 
 
-def _finite_rows(values) -> bool:
-    """Whether an (n, 2) array of points (or a flat array) holds at least one point with every coordinate finite."""
-    finite = np.isfinite(np.ma.filled(np.ma.asarray(values, dtype=float), np.nan))
-    return bool((finite.all(axis=-1) if finite.ndim > 1 else finite).any())
-
-
-def _in_data(transform, ax) -> bool:
-    """Whether an artist is placed in data coordinates: axvline/axhline/axvspan (a blended transform, one
-    coordinate in axes units) are decoration, not data."""
-    return transform.contains_branch(ax.transData)
-
-
-def has_data(ax) -> bool:
-    """Whether an axes draws any data at a finite place: a line with a finite point, a bar/patch with finite
-    corners, a scatter/fill/error-bar collection with a finite point, an image with a finite pixel."""
-    if any(_in_data(line.get_transform(), ax) and _finite_rows(line.get_xydata()) for line in ax.lines):
-        return True
-    corners = [p.get_patch_transform().transform(p.get_path().vertices) for p in ax.patches]
-    if any(
-        _in_data(p.get_transform(), ax) and _finite_rows(c) for p, c in zip(ax.patches, corners, strict=True)
-    ):
-        return True
-    for coll in ax.collections:
-        offsets = coll.get_offsets()
-        if len(offsets) and _in_data(coll.get_offset_transform(), ax) and _finite_rows(offsets):
-            return True
-        if _in_data(coll.get_transform(), ax) and any(_finite_rows(p.vertices) for p in coll.get_paths()):
-            return True
-    return any(im.get_array() is not None and _finite_rows(np.ravel(im.get_array())) for im in ax.images)
-
-
 def empty_axes(fig) -> list[str]:
-    """The panels of ``fig`` that are switched on but draw no finite data (an empty panel, a line of only NaN),
-    each named by its title, else its y label, else its position; [] when every panel shows something. Panels
-    switched off (``ax.axison`` False, e.g. a legend-only panel) are not counted."""
+    """The panels of ``fig`` switched on (not a legend-only one) that draw no finite data: their data limits are not
+    finite in x and y (an axvline sets only x), each named by its title, else its y label, else its position."""
     named = [(ax.get_title() or ax.get_ylabel() or f"axes {i}", ax) for i, ax in enumerate(fig.axes)]
-    return [name for name, ax in named if ax.axison and not has_data(ax)]
+    return [name for name, ax in named if ax.axison and not np.isfinite(ax.dataLim.get_points()).all()]
 
 
 class PlainLogFormatter(LogFormatter):
