@@ -34,8 +34,7 @@ def adaptive_windows(
     on_window: Callable[[dict, float], None] | None = None,
 ) -> dict:
     """Measured windows (``window()`` -> (step times, synced wall time)) until the 95% interval is within
-    ``target_pct`` (at least 3 windows) or ``max_s`` has passed (at least 2; ``noisy`` then);
-    ``on_window(summary, fraction of the time cap used)`` after each."""
+    ``target_pct`` (3 windows at least) or ``max_s`` has passed (``noisy``); ``on_window(summary, share of max_s)``."""
     start, step_times, walls = clock(), [], []
     while True:
         times, wall = window()
@@ -65,9 +64,8 @@ def quick_measure(
     device: str,
     on_progress: Callable[[float, str], None] | None = None,
 ) -> dict:
-    """One measurement sized to be meaningful: warm-up of at least ``explore_warmup_s``, windows of about
-    ``explore_window_s``, repeated until the 95% interval is within ``explore_ci_pct`` % or ``explore_max_s``
-    has passed (then ``noisy`` is true). Appended to ``explore.csv``; ``on_progress(fraction, text)``."""
+    """One measurement: ``explore_warmup_s`` of warm-up, windows of ``explore_window_s`` until the 95% interval is
+    within ``explore_ci_pct`` % or ``explore_max_s`` passed (``noisy``); appended to ``explore.csv``."""
     p, dev = run.params, devices.resolve(device)
     b = devices.backend(dev)
     say = on_progress or (lambda fraction, text: None)

@@ -54,43 +54,11 @@ POINT = {"edgecolor": "black", "lw": 0.5, "zorder": 3}  # a roofline's point, ov
 BESIDE = {"fontsize": 7, "loc": "upper left", "bbox_to_anchor": (1.01, 1.0)}  # a legend beside the plot
 
 
-def _finite_rows(values) -> bool:
-    """Whether an (n, 2) array of points (or a flat array) holds at least one point with every coordinate finite."""
-    finite = np.isfinite(np.ma.filled(np.ma.asarray(values, dtype=float), np.nan))
-    return bool((finite.all(axis=-1) if finite.ndim > 1 else finite).any())
-
-
-def _in_data(transform, ax) -> bool:
-    """Whether an artist is placed in data coordinates: axvline/axhline/axvspan (a blended transform, one
-    coordinate in axes units) are decoration, not data."""
-    return transform.contains_branch(ax.transData)
-
-
-def has_data(ax) -> bool:
-    """Whether an axes draws any data at a finite place: a line with a finite point, a bar/patch with finite
-    corners, a scatter/fill/error-bar collection with a finite point, an image with a finite pixel."""
-    if any(_in_data(line.get_transform(), ax) and _finite_rows(line.get_xydata()) for line in ax.lines):
-        return True
-    corners = [p.get_patch_transform().transform(p.get_path().vertices) for p in ax.patches]
-    if any(
-        _in_data(p.get_transform(), ax) and _finite_rows(c) for p, c in zip(ax.patches, corners, strict=True)
-    ):
-        return True
-    for coll in ax.collections:
-        offsets = coll.get_offsets()
-        if len(offsets) and _in_data(coll.get_offset_transform(), ax) and _finite_rows(offsets):
-            return True
-        if _in_data(coll.get_transform(), ax) and any(_finite_rows(p.vertices) for p in coll.get_paths()):
-            return True
-    return any(im.get_array() is not None and _finite_rows(np.ravel(im.get_array())) for im in ax.images)
-
-
 def empty_axes(fig) -> list[str]:
-    """The panels of ``fig`` that are switched on but draw no finite data (an empty panel, a line of only NaN),
-    each named by its title, else its y label, else its position; [] when every panel shows something. Panels
-    switched off (``ax.axison`` False, e.g. a legend-only panel) are not counted."""
+    """The panels of ``fig`` switched on (not a legend-only one) that draw no finite data: their data limits are not
+    finite in x and y (an axvline sets only x), each named by its title, else its y label, else its position."""
     named = [(ax.get_title() or ax.get_ylabel() or f"axes {i}", ax) for i, ax in enumerate(fig.axes)]
-    return [name for name, ax in named if ax.axison and not has_data(ax)]
+    return [name for name, ax in named if ax.axison and not np.isfinite(ax.dataLim.get_points()).all()]
 
 
 class PlainLogFormatter(LogFormatter):
@@ -207,9 +175,8 @@ def text(label) -> str:
 
 
 def throughput(df: pd.DataFrame, path: str | Path | None = None, hue: str | None = None):
-    """Throughput per model, train and eval, with the 95% interval as error bars; bars per variant, or per
-    the values of column ``hue`` (e.g. the device when several runs are merged). A model measured at several
-    batch sizes gets one bar per batch size; the same configuration measured twice shows its last measurement."""
+    """Throughput per model and phase with its 95% interval: a point per variant (or value of ``hue``) and batch
+    size; a configuration measured twice shows its last measurement."""
     if df.empty:
         return None
     ok = df[df.status == "ok"]
@@ -286,10 +253,8 @@ def batch_sweep(df: pd.DataFrame, knees: pd.DataFrame | None = None, path: str |
 
 
 def _roofs(ax, peaks: pd.DataFrame, x) -> None:
-    """The roofs, none drawn over another: each bandwidth slope once, up to the highest compute roof it meets
-    (main memory black, solid when measured, dashed from a spec sheet; cache levels dotted grey), and each compute
-    roof once, flat from the leftmost ridge on it (precisions with one roof share it), its main-memory ridge
-    marked."""
+    """Each bandwidth slope once up to the highest compute roof it meets (main memory black: solid measured, dashed
+    spec; caches dotted grey), each compute roof once from its leftmost ridge, its main-memory ridge marked."""
     peaks = peaks.assign(level=peaks.level.fillna("dram"))
     main = peaks.level.isin(["dram", "hbm"])
     slopes = peaks[peaks.bandwidth_gbs.notna()].groupby(["kind", "level", "bandwidth_gbs"], sort=False)
@@ -315,9 +280,8 @@ def _roofs(ax, peaks: pd.DataFrame, x) -> None:
 
 
 def _spread(ax) -> None:
-    """Every marker of ``ax`` in sight: one that would overlap a marker placed before it moves right, a width at a
-    time, until clear, a thin grey line from a dot at its place to it, said in the title. Called once the layout
-    (the scale) is final."""
+    """A marker overlapping one placed before it moves right until clear, a grey line from a dot at its place, said
+    in the title; call once the scale is final."""
     ax.set(xlim=ax.get_xlim(), ylim=ax.get_ylim())
     placed, moved = [], 0
     for coll in ax.collections:
@@ -338,9 +302,8 @@ def _spread(ax) -> None:
 
 
 def bandwidth_sweep(sweep: pd.DataFrame, peaks: pd.DataFrame, title: str, path: str | Path | None = None):
-    """Bandwidth against working set (all threads' buffers), per kernel; each level's roof as a horizontal segment
-    over its own size range (its plateau), and the cache capacities read from the system as vertical lines of
-    the level's colour, named in the legend."""
+    """Bandwidth against working set (all threads' buffers) per kernel; each level's roof over its plateau, its
+    cache capacity (read from the system) a vertical line of its colour, named in the legend."""
     fig, ax = subplots(figsize=(10, 5))
     for kernel, g in sweep.groupby("kernel"):
         ax.plot(g.working_set_mib, g.bandwidth_gbs, "o-", label=f"{kernel} (best of the calls)", ms=4)
@@ -382,12 +345,10 @@ def roofline(
     view: tuple | None = None,
     name: str = "{key} {hue}",
 ):
-    """A log-log roofline with every point of ``points`` (intensity_flop_per_byte, achieved_gflops), each named
-    ``name`` by the legend beside the plot (coloured by its ``color`` column where there is one), markers that
-    would overlap set apart (:func:`_spread`). ``size_by``: a column whose values set the marker size (smallest
-    value smallest), named in a second legend below the first; ``zoom``: the view around the points, up to every
-    compute roof, so that crowded points need little moving; ``view``: fixed ((xlo, xhi), (ylo, yhi)); ``join``:
-    the columns whose points a grey line joins in ``size_by`` order."""
+    """A log-log roofline of ``points`` (intensity_flop_per_byte, achieved_gflops), each named ``name`` beside the
+    plot (colour: its ``color`` column, if any), overlapping markers set apart (:func:`_spread`). ``size_by``: the
+    column setting marker size (its own legend); ``zoom``: the view around the points up to every compute roof;
+    ``view``: fixed ((xlo, xhi), (ylo, yhi)); ``join``: columns whose points a grey line joins in ``size_by`` order."""
     lo, hi = 0.05, 1e3
     if len(points):
         i, a = points.intensity_flop_per_byte, points.achieved_gflops
@@ -445,8 +406,7 @@ def _decades(lo: float, hi: float) -> tuple[float, float]:
 
 
 def explorer_points(points: pd.DataFrame) -> pd.DataFrame:
-    """Each explored configuration once (a repeated click shows its latest measurement) in the order first clicked,
-    labelled from its row alone (model, phase, batch size, then precision and data mode where not the defaults)
+    """Each explored configuration once (its latest measurement), in first-click order, labelled from its row alone
     and coloured by that order: a new click never relabels or recolours an earlier point."""
     label = points.model + " " + points.phase + " bs=" + points.batch_size.astype(int).astype(str)
     label += (" " + points.precision).where(points.precision != "fp32", "")
@@ -523,11 +483,8 @@ def per_model_rooflines(
     min_runs: int = 2,
     theirs: pd.DataFrame | None = None,
 ) -> dict:
-    """One roofline per model with every run's points (labelled run and device) and that run's measured DRAM
-    roof in each precision of its points (fp32 where they say none), grouped by ``run_name`` (tables without it are grouped by device); nothing with fewer than
-    ``min_runs`` (08 passes 1: a single run's report draws them too). ``theirs``: the seeds' rows of
-    :func:`cnnbench.published.corrections`, drawn as open markers per seed and device at their corrected
-    placement (their rate from their throughput and our FLOPs, at the intensity of their step)."""
+    """One roofline per model: each run's points (grouped by device without ``run_name``) and its measured DRAM roof
+    per precision, when ``min_runs`` runs have it; ``theirs`` (published.corrections): the seeds' open markers."""
     figs = {}
     by = "run_name" if "run_name" in points else "device_name"
     if points.empty or points[by].nunique() < min_runs:

@@ -1,10 +1,7 @@
 """What would a model do on a device you don't have (``cnnbench predict``, 08's predictions.csv).
-
-Each op of a step takes max(FLOPs / (e x peak), bytes / (e x bandwidth)) plus a device overhead, e fitted per op
-class and device kind on log step times (pulled toward their mean: SHRINK); the host's measured time to issue the
-step (:func:`host_costs`) overlaps where the device queues work, adds on a CPU. Every checkable rate is predicted
-out of sample, its range from the other models' out-of-sample errors.
-"""
+Each op takes max(FLOPs / (e x peak), bytes / (e x bandwidth)) plus a device overhead, e fitted per op class and
+device kind on log step times (pulled toward their mean: SHRINK); the host's time to issue the step
+(:func:`host_costs`) overlaps where the device queues work, adds on a CPU. Rates are predicted out of sample."""
 
 from __future__ import annotations
 
@@ -324,9 +321,8 @@ def measured_rows(merged) -> pd.DataFrame:
 
 
 def judged(rows: pd.DataFrame) -> pd.DataFrame:
-    """Each row with its roofs (measured, else its spec's) and ceiling, and its verdict: "device" (fitted and
-    scored), "above the ceiling", "bound by something else" (under FAR_BELOW of the ceiling), "not fitted" (not a
-    timed step, another variant or the loader) or "no prediction", with the evidence in ``reason``."""
+    """Each row with its roofs (measured, else its spec's), ceiling, verdict ("device": fitted and scored, "above
+    the ceiling", "bound by something else", "not fitted", "no prediction") and its evidence in ``reason``."""
     rows, extra = rows.reset_index(drop=True), []
     for r in rows.itertuples():
         try:

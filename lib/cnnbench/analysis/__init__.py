@@ -1,6 +1,5 @@
-"""08's one entry point: the runs it merges (the merge itself: :mod:`cnnbench.results.runs`), compare them
-(:mod:`.compare`), say what they show (:mod:`.findings`), set the seeds beside ours (:mod:`.seeds`), present 07's
-searches, and the display helpers, figures, predictions and explorer 08 uses. Nothing below imports it."""
+"""08's one entry point: the merged runs (:mod:`cnnbench.results.runs`), comparisons (:mod:`.compare`),
+findings, the seeds beside ours (:mod:`.seeds`), 07's searches and 08's figures; no layer below imports it."""
 # ruff: noqa: F401 (every name imported is re-exported for 08)
 
 from __future__ import annotations

@@ -1,7 +1,6 @@
 """``cnnbench compare RUN_A [RUN_B ...]``: what did my change do? (as ``pyperf compare_to`` does).
-
-Each run after the first beside the first (:func:`cnnbench.analysis.compare.one_knob`), one run alone its variants,
-``seeds`` seed 000's devices ("not matched"); rows to ``compare.csv``. Exit 0, or 2 refused in one line."""
+Each run beside the first (:func:`.compare.one_knob`), one run alone its variants, ``seeds`` seed 000's devices
+("not matched"); rows to ``compare.csv``. Exit 0, or 2 refused in one line."""
 
 from __future__ import annotations
 
@@ -34,8 +33,6 @@ def _run_dir(name: str, outputs: Path) -> Path:
     """A run given by a plain name (under ``outputs``, as the pipeline names runs) or by its folder's path,
     and readable (results.runs.verdict, as ``cnnbench report`` judges it); else :class:`Refused`."""
     path = Path(name).expanduser()
-    if path.suffix == ".zip":
-        raise Refused(f"run '{name}' is a zip: unzip it into {outputs} first (zips are not read in place)")
     unsafe = params.safe_name_error(name)
     for d in ([path] if path.is_absolute() or path.exists() else []) + ([] if unsafe else [outputs / name]):
         if (d / "environment.json").is_file():
@@ -43,10 +40,8 @@ def _run_dir(name: str, outputs: Path) -> Path:
             if why:
                 raise Refused(f"{d.name}: {why}")
             return d.resolve()
-    where = f"no run folder (with environment.json) at {outputs / name} or {path}"
-    raise Refused(
-        f"unknown run {name!r}: " + (f"{unsafe}, and no run folder at that path" if unsafe else where)
-    )
+    where = f"{path}" if unsafe else f"{outputs / name} or {path}"  # an unsafe name: a path only
+    raise Refused(f"unknown run {name!r}: no run folder (with environment.json) at {where}")
 
 
 def _folder(option: str, given: str, create: bool) -> Path:
@@ -108,71 +103,38 @@ def seeds_beside(m, run: str) -> pd.DataFrame:
     return out.reset_index(drop=True)[[*SEED_COLUMNS, "batch_size"]]
 
 
-def _nothing_comparable(ok: pd.DataFrame, a: str, b: str) -> str:
-    have = {r: sorted(set(g.model + " " + g.phase)) for r in (a, b) for g in [ok[ok.run_name == r]]}
-    if not have[a] or not have[b]:
-        empty = a if not have[a] else b
-        return f"nothing comparable: run '{empty}' has no ok row in {' or '.join(compare.RATE_TABLES)}"
-    return (
-        f"nothing comparable: '{a}' measured {', '.join(have[a])}; '{b}' measured {', '.join(have[b])} "
-        "(no model and phase in common)"
-    )
-
-
 def compare_runs(names: list[str], outputs: Path, keys: tuple[str, ...] | None = None) -> pd.DataFrame:
     """The table ``cnnbench compare`` prints and writes; :class:`Refused` for bad input."""
-    if not names:
-        raise Refused("give a run (its variants one knob apart are divided), two runs, or a run and 'seeds'")
     if names[0] == SEEDS:
         raise Refused("the first run is the reference: give a run of yours first, then 'seeds'")
     dirs = {n: _run_dir(n, outputs) for n in dict.fromkeys(names) if n != SEEDS}
     m = load(list(dirs.values()))
-    ok, first = compare.rates(m), dirs[names[0]].name
-    frames = []
-    if len(names) == 1:  # one run: its variants, each pair one knob apart, their interval over the rounds
-        part = compare.one_knob(ok, first, first, keys)
-        if part.empty:
-            raise Refused(
-                f"nothing comparable in '{first}' alone: no two of its variants are one knob apart (give "
-                "a second run to compare it with)"
-            )
-        frames.append(part)
-    for name in names[1:]:
-        if name == SEEDS:
-            part = seeds_beside(m, first)
-            why = f"nothing comparable: run '{first}' has no fp32 Scenario A row of a model seed 000 measured"
-        else:
-            part = compare.one_knob(ok, first, dirs[name].name, keys)
-            why = _nothing_comparable(ok, first, dirs[name].name)
-            if len(part) and not part.ratio_b_over_a.notna().any():
-                why = (
-                    f"nothing comparable: every configuration of '{first}' and '{dirs[name].name}' differs in "
-                    + ("keys other than --keys" if keys else "more than one key")
-                    + f" ({'; '.join(sorted(set(part.knob)))})"
-                )
+    ok, named = compare.rates(m), [dirs[n].name if n != SEEDS else SEEDS for n in names]
+    first, frames = named[0], []
+    for b in named[1:] or named:  # one run: its variants one knob apart
+        part = seeds_beside(m, first) if b == SEEDS else compare.one_knob(ok, first, b, keys)
         if part.empty or not part.ratio_b_over_a.notna().any():
-            raise Refused(why)
+            apart = f"in {'keys other than --keys' if keys else 'more than one key'}"
+            none = (
+                "no two variants one knob apart" if b == first else "no model and phase in common (ok rows)"
+            )
+            why = f"every pair differs {apart} ({'; '.join(sorted(set(part.knob)))})" if len(part) else none
+            raise Refused(f"nothing comparable in '{first}' and '{b}': {why}")
         frames.append(part)
     df = pd.concat(frames, ignore_index=True)
-    df.insert(0, "compared", compared([dirs[n].name if n != SEEDS else SEEDS for n in names]))
+    df.insert(0, "compared", compared(named))
     state = compare.machine(m).set_index("run_name")  # how quiet each run's machine was, by its own report
     busy = state.busy.astype(str) + " of " + state.configurations.astype(str)
     for side in ("a", "b"):
         df[f"busy_{side}"] = df[f"run_{side}"].map(busy).fillna("")
         df[f"machine_{side}"] = df[f"run_{side}"].map(state.verdict).fillna("")
-    by_name = {d.name: d for d in dirs.values()}
+    by_name = {d.name: d for d in dirs.values()}  # the parameters two runs differ in: "key A -> B; ..."
+    differ = lambda a, b: config_differences([by_name[a], by_name[b]]).to_dict("records")  # noqa: E731
     df["params_differ"] = [
-        _differ(by_name.get(a), by_name.get(b)) for a, b in zip(df.run_a, df.run_b, strict=True)
+        "; ".join(f"{r['key']} {r[a]} -> {r[b]}" for r in differ(a, b)) if a != b and b != SEEDS else ""
+        for a, b in zip(df.run_a, df.run_b, strict=True)
     ]
     return df
-
-
-def _differ(a: Path | None, b: Path | None) -> str:
-    """The parameters that differ between two runs ("key A -> B; ..."), "" for none or a pseudo-run."""
-    if a is None or b is None or a == b:
-        return ""
-    diff = config_differences([a, b]).to_dict("records")
-    return "; ".join(f"{r['key']} {r[a.name]} -> {r[b.name]}" for r in diff)
 
 
 def compared(names: list[str]) -> str:

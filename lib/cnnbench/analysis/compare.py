@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from itertools import combinations
 
@@ -75,12 +76,10 @@ def speedups(scenario_a: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(
         {
             **{f"{k}_{x}": j[f"{k}_name_{x}"] for k in ("run", "device") for x in "ab"},
-            "host_a": j.host_a,
-            "host_b": j.host_b,
+            **{f"host_{x}": j[f"host_{x}"] for x in "ab"},
             "comparison": host.where(j.device_name_a == j.device_name_b, "cross-device"),
             **{k: j[k] for k in (*match_keys(), "threads_a", "threads_b")},
-            "throughput_a_img_s": ra,
-            "throughput_b_img_s": rb,
+            **{f"throughput_{x}_img_s": j[f"throughput_img_s_{x}"] for x in "ab"},
             "speedup": s,
             "speedup_low": s * (1 - rel).clip(lower=0),
             "speedup_high": s * (1 + rel),
@@ -92,12 +91,16 @@ def unmatched(scenario_a: pd.DataFrame, divided: pd.DataFrame | None = None) -> 
     """Same model and phase in two runs, no matched configuration and not in ``divided``: the differing keys."""
     ok = configured(scenario_a)
     keys = [k for k in match_keys() if k not in ("model", "phase")]
+    d = pd.DataFrame(columns=["run_a", "run_b", "model", "phase", "verdict"]) if divided is None else divided
+    done = {
+        (r.run_a, r.run_b, r.model, r.phase) for r in d[d.verdict.astype(str) != "not divided"].itertuples()
+    }
     rows = []
     for a, b in combinations(sorted(ok.run_name.unique()), 2):
         ga, gb = ok[ok.run_name == a], ok[ok.run_name == b]
         for (model, phase), sa in ga.groupby(["model", "phase"]):
             sb = gb[(gb.model == model) & (gb.phase == phase)]
-            if sb.empty or len(_pair(pd.concat([sa, sb]), a, b)):
+            if sb.empty or (a, b, model, phase) in done or len(_pair(pd.concat([sa, sb]), a, b)):
                 continue
             ra, rb = sa.iloc[0], sb.iloc[0]
             diff = [f"{k} {ra[k]} vs {rb[k]}" for k in keys if ra[k] != rb[k]]
@@ -107,13 +110,7 @@ def unmatched(scenario_a: pd.DataFrame, divided: pd.DataFrame | None = None) -> 
             rows.append(
                 {"run_a": a, "run_b": b, "model": model, "phase": phase, "differs_in": "; ".join(diff)}
             )
-    out = pd.DataFrame(rows)
-    if divided is None or divided.empty or out.empty:
-        return out
-    d = divided[divided.verdict.astype(str) != "not divided"]
-    done = set(zip(d.run_a, d.run_b, d.model, d.phase, strict=True))
-    keep = [(r.run_a, r.run_b, r.model, r.phase) not in done for r in out.itertuples()]
-    return out[keep].reset_index(drop=True)
+    return pd.DataFrame(rows)
 
 
 def speedup_matrix(speedup: pd.DataFrame, phase: str = "train") -> pd.DataFrame:
@@ -163,23 +160,19 @@ def machine(m: Merged) -> pd.DataFrame:
     return reproducibility.machine_summary(m["scenario_a"], m["batch_sweep"])
 
 
-# --- one-knob ratios (issue 20: "what did my change do?") ------------------------------------------------------
-# The knobs a user turns between two runs of one machine; two rows of the same table, model and phase are
-# divided when they differ in at most one of these (or only in the keys the user names).
+# one-knob ratios: two rows of one table, model and phase divided where they differ in at most one knob_keys()
 RATE_TABLES = ("scenario_a", "batch_sweep")  # the tables with a throughput per configuration
 _RATE_KEYS = ("table", "model", "phase")
+PROBE_KNOBS = ("threads", "torch")  # the CPU speed probe runs in the measuring process: these change it too
 MACHINE = {"host_id": "host_id", "host": "host", "device": "device_name"}  # a ratio row's column: the rate's
 
 
 def ratio_columns() -> list[str]:
     """ratios.csv's columns: the verdict first, then what was changed, the rates, and whose runs they are."""
-    verdict = (
-        "verdict ratio_b_over_a ratio_ci95_low ratio_ci95_high interval model phase knob value_a value_b"
-    )
-    rates = "rate_a_img_s rate_a_ci95_img_s rate_b_img_s rate_b_ci95_img_s comparison differs_in"
-    runs = "run_a run_b device_a device_b host_a host_b host_id_a host_id_b table"
-    probes = "probe_img_s_a probe_img_s_b probe_change_pct"
-    return [*verdict.split(), *rates.split(), *runs.split(), *knob_keys(), *probes.split()]
+    said = "verdict ratio_b_over_a ratio_ci95_low ratio_ci95_high interval model phase knob value_a value_b "
+    said += "rate_a_img_s rate_a_ci95_img_s rate_b_img_s rate_b_ci95_img_s comparison differs_in run_a run_b "
+    said += "device_a device_b host_a host_b host_id_a host_id_b table"
+    return [*said.split(), *knob_keys(), "probe_img_s_a", "probe_img_s_b", "probe_change_pct"]
 
 
 def rates(m: Merged) -> pd.DataFrame:
@@ -212,19 +205,20 @@ def _value(r: pd.Series, key: str) -> str:
 def _row(a: str, b: str, ra: pd.Series, rb: pd.Series, diff: list[str], divide: bool) -> dict:
     x, cx = float(ra.throughput_img_s), reproducibility.number(ra.throughput_ci95_img_s)
     y, cy = float(rb.throughput_img_s), reproducibility.number(rb.throughput_ci95_img_s)
+    same = all(norm(ra[k]) == norm(rb[k]) for k in PROBE_KNOBS)  # else the probe changed with the knob
+    pa, pb = (reproducibility.number(r.probe_img_s) if same else math.nan for r in (ra, rb))
     row = {
         "run_a": a,
         "run_b": b,
         **{f"{k}_{s}": r[c] for k, c in MACHINE.items() for s, r in (("a", ra), ("b", rb))},
         **{k: ra[k] for k in _RATE_KEYS},
         "knob": "; ".join(diff),
-        "value_a": "; ".join(_value(ra, k) for k in diff),
-        "value_b": "; ".join(_value(rb, k) for k in diff),
-        "rate_a_img_s": x,
-        "rate_a_ci95_img_s": cx,
-        "rate_b_img_s": y,
-        "rate_b_ci95_img_s": cy,
-        **_probes(ra, rb),
+        **{f"value_{s}": "; ".join(_value(r, k) for k in diff) for s, r in (("a", ra), ("b", rb))},
+        **{f"rate_{s}_img_s": v for s, v in (("a", x), ("b", y))},
+        **{f"rate_{s}_ci95_img_s": v for s, v in (("a", cx), ("b", cy))},
+        "probe_img_s_a": pa,
+        "probe_img_s_b": pb,
+        "probe_change_pct": 100 * (pb / pa - 1) if pa > 0 else math.nan,
         # the change
         **{k: f"{_value(ra, k)} -> {_value(rb, k)}" if k in diff else ra[k] for k in knob_keys()},
     }
@@ -256,28 +250,8 @@ def _row(a: str, b: str, ra: pd.Series, rb: pd.Series, diff: list[str], divide: 
 
 def _rounds(r: pd.Series) -> dict:
     """A row's rate in each round it was measured in (``process_rates_img_s``: {round: images/s}), {} if none."""
-    import json
-
-    try:
-        value = json.loads(r.process_rates_img_s or "{}")
-    except (TypeError, ValueError):
-        return {}
-    return {int(k): float(v) for k, v in value.items()} if isinstance(value, dict) else {}
-
-
-PROBE_KNOBS = ("threads", "torch")  # the probe runs in the measuring process: these change it as well
-
-
-def _probes(ra: pd.Series, rb: pd.Series) -> dict:
-    """Each row's CPU speed probe (images/s) and its change from a to b in % (NaN across PROBE_KNOBS)."""
-    pa, pb = reproducibility.number(ra.probe_img_s), reproducibility.number(rb.probe_img_s)
-    if any(norm(ra[k]) != norm(rb[k]) for k in PROBE_KNOBS):
-        pa = pb = math.nan
-    return {
-        "probe_img_s_a": pa,
-        "probe_img_s_b": pb,
-        "probe_change_pct": 100 * (pb / pa - 1) if pa > 0 else math.nan,
-    }
+    text = r.process_rates_img_s
+    return {int(k): float(v) for k, v in json.loads(text).items()} if isinstance(text, str) else {}
 
 
 def probe_change(ratio: pd.DataFrame) -> float:
@@ -295,21 +269,13 @@ def one_knob(ok: pd.DataFrame, a: str, b: str, keys: tuple[str, ...] | None = No
         sb = gb[(gb.table == table) & (gb.model == model) & (gb.phase == phase)]
         for i, ra in sa.iterrows():
             cands = [(rb, _differences(ra, rb)) for j, rb in sb.iterrows() if a != b or j > i]
-            if a == b:  # within a run: its variants, one knob apart
-                out += [
-                    _row(a, b, ra, rb, d, True) for rb, d in cands if len(d) == 1 and set(d) <= set(keys or d)
-                ]
-                continue
-            if not cands:
-                continue
-            if keys is not None:
-                chosen = [(rb, d) for rb, d in cands if set(d) <= set(keys)]
+            fewest = min((len(d) for _, d in cands), default=0)
+            if keys is not None:  # within a run (a == b): its variants one knob apart
+                chosen = [(rb, d) for rb, d in cands if set(d) <= set(keys) and (a != b or len(d) == 1)]
             else:
-                fewest = min(len(d) for _, d in cands)
-                chosen = [(rb, d) for rb, d in cands if len(d) == fewest] if fewest <= 1 else []
-            if chosen:
-                out += [_row(a, b, ra, rb, d, True) for rb, d in chosen]
-            else:
+                chosen = [(rb, d) for rb, d in cands if len(d) == fewest <= 1]
+            out += [_row(a, b, ra, rb, d, True) for rb, d in chosen]
+            if cands and not chosen and a != b:  # the nearest, undivided, the knobs named
                 rb, d = min(cands, key=lambda c: len(c[1]))
                 out.append(_row(a, b, ra, rb, d, False))
     return pd.DataFrame(out, columns=ratio_columns())

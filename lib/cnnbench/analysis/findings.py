@@ -68,29 +68,24 @@ def _run_findings(run: str, ok: pd.DataFrame) -> list[dict]:
     sentence = f"{noisy} of {len(ok)} measurements are flagged noisy (step-time IQR/median > 10%)."
     add("noisy", sentence, noisy=noisy, measurements=len(ok))
     base = knobs.default_variant(ok)
-    variants = ok.drop(index=base.index)
     same = [k for k in match_keys() if k not in knobs.variant_only()]
-    j = variants.merge(base, on=same, suffixes=("", "_base"))
-    if len(j):
-        cols = ["throughput_img_s", "throughput_ci95_img_s"]
-        cols += [f"{c}_base" for c in cols]
-        j = j[[reproducibility.distinguishable(*r) for r in j[cols].itertuples(index=False)]]
-        if j.empty:
-            add(
-                "variant_gain",
-                "no variant is distinguishable from fp32 NCHW eager (every difference is inside the 95% "
-                "interval of the difference).",
-            )
-    if len(j):
-        j["gain"] = j.throughput_img_s / j.throughput_img_s_base
-        g = j.loc[j.gain.idxmax()]
+    j = ok.drop(index=base.index).merge(base, on=same, suffixes=("", "_base"))
+    cols = ["throughput_img_s", "throughput_ci95_img_s"]
+    cols += [f"{c}_base" for c in cols]
+    told = j.loc[[reproducibility.distinguishable(*r) for r in j[cols].itertuples(index=False)]]
+    if len(j) and told.empty:
+        sentence = "no variant is distinguishable from fp32 NCHW eager (every difference is inside the 95% "
+        add("variant_gain", sentence + "interval of the difference).")
+    elif len(told):
+        g = told.loc[(told.throughput_img_s / told.throughput_img_s_base).idxmax()]
+        gain = g.throughput_img_s / g.throughput_img_s_base
         label = " + ".join(knobs.label(g, [k]) for k in knobs.variant_only() if knobs.label(g, [k]))
         sentence = (
-            f"largest gain from a variant, {label} makes {g.model} {g.phase} {g.gain:.2f}x as fast as fp32 "
+            f"largest gain from a variant, {label} makes {g.model} {g.phase} {gain:.2f}x as fast as fp32 "
             f"NCHW eager at batch {g.batch_size}."
         )
         rates = {"throughput_img_s": g.throughput_img_s, "baseline_img_s": g.throughput_img_s_base}
-        add("variant_gain", sentence, gain=g.gain, **rates)
+        add("variant_gain", sentence, gain=gain, **rates)
     return out
 
 
