@@ -149,9 +149,6 @@ class CudaBackend(Backend):
     def allocated_bytes(self) -> int:
         return int(torch.cuda.memory_allocated(self.device))
 
-    def reserved_bytes(self) -> int:
-        return int(torch.cuda.memory_reserved(self.device))
-
     @classmethod
     def count(cls) -> int:
         return torch.cuda.device_count() if cls.present() else 0
@@ -228,7 +225,8 @@ class CudaBackend(Backend):
     def ddp_device_ids(self) -> list[int] | None:
         return [self.device.index if self.device.index is not None else torch.cuda.current_device()]
 
-    def default_matmul_size(self) -> int:
+    @property
+    def matmul_size(self) -> int:
         return 8192 if self.total_memory_bytes() >= 8 * 2**30 else 4096
 
     def batched(self, fn, inner: int, graph: bool = False):
@@ -282,7 +280,7 @@ class CudaBackend(Backend):
             fn, nbytes = reread_kernel(self.device, size)
             rates = self.rates(fn, nbytes, repeats, min_call_s, graph=True)
             method = f"torch, one sum kernel re-reading the buffer {nbytes // size}x: bytes read"
-            rows.append({**sweep_row(rates, size, "l2_reread", repeats, method), "bytes_per_call": nbytes})
+            rows.append(sweep_row(rates, size, "l2_reread", repeats, method, bytes_per_call=nbytes))
             del fn
             self.empty_cache()
         return rows
