@@ -189,6 +189,10 @@ class Backend:
         """Bytes torch's allocator holds in tensors on this device now (None: the host's, see the process RSS)."""
         return None
 
+    def reserved_bytes(self) -> int | None:
+        """Bytes the device allocator holds, in use or cached (None where it keeps no pool)."""
+        return None
+
     @classmethod
     def count(cls) -> int:
         """Devices of this kind here."""

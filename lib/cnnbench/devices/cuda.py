@@ -149,6 +149,9 @@ class CudaBackend(Backend):
     def allocated_bytes(self) -> int:
         return int(torch.cuda.memory_allocated(self.device))
 
+    def reserved_bytes(self) -> int:
+        return int(torch.cuda.memory_reserved(self.device))
+
     @classmethod
     def count(cls) -> int:
         return torch.cuda.device_count() if cls.present() else 0
