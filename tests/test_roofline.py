@@ -274,17 +274,15 @@ def test_cpu_clock_is_the_boost_clock_where_the_system_tells_it():
     lscpu = (
         "Model name:  AMD EPYC 7763\nCPU max MHz:                         3529.0520\nCPU min MHz: 1500.0\n"
     )
-    assert devices.clock_from("3500000", None, lscpu, None, cpuinfo) == (
+    assert devices.clock_from("3500000", None, lscpu, cpuinfo) == (
         3.5,
         "maximum clock, sysfs cpuinfo_max_freq",
         True,
     )
-    assert devices.clock_from(None, 3400.0, lscpu, None, cpuinfo)[0] == pytest.approx(3.4)
-    clock, source, is_max = devices.clock_from(
-        None, 0.0, lscpu, None, cpuinfo
-    )  # psutil's max is 0 in many VMs
+    assert devices.clock_from(None, 3400.0, lscpu, cpuinfo)[0] == pytest.approx(3.4)
+    clock, source, is_max = devices.clock_from(None, 0.0, lscpu, cpuinfo)  # psutil's max is 0 in many VMs
     assert clock == pytest.approx(3.529052) and "lscpu" in source and is_max
-    clock, source, is_max = devices.clock_from(None, None, "Model name: AMD EPYC\n", None, cpuinfo)
+    clock, source, is_max = devices.clock_from(None, None, "Model name: AMD EPYC\n", cpuinfo)
     assert clock == pytest.approx(2.445404) and "base" in source and not is_max
     assert devices.clock_from() == (None, "clock not readable", False)
     flags = frozenset({"avx2", "fma", "avx"})
@@ -506,7 +504,7 @@ def test_matmul_calls_carry_enough_work(monkeypatch):
     assert cpu.inner_calls(call, min_call_s=0.05) == 13
     assert cpu.inner_calls(call, min_call_s=0.001) == 1
     assert devices.backend_class("cuda").min_call_s >= 0.01
-    assert cpu.default_matmul_size() == 2048
+    assert cpu.matmul_size == 2048
     from cnnbench.params import Params
 
     assert Params().matmul_size == 0  # by device unless the params set one

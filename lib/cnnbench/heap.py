@@ -59,14 +59,9 @@ def applied(policy: str):
         apply(before)
 
 
-def supported() -> bool:
-    """Whether this process's C library can keep freed memory (glibc)."""
-    return _libc() is not None
-
-
 def effective(policy: str) -> str:
-    """The setting ``policy`` gives on this machine: ``keep`` only where the C library can keep."""
-    return "keep" if policy == "keep" and supported() else "system"
+    """The setting ``policy`` gives on this machine: ``keep`` only where the C library can keep (glibc)."""
+    return "keep" if policy == "keep" and _libc() is not None else "system"
 
 
 def minor_faults() -> float:

@@ -71,19 +71,15 @@ def resolve(spec: str = "auto", expect: str = "") -> torch.device:
     if spec == "auto":
         device = torch.device(available()[0])
     else:
-        match = SPEC.fullmatch(spec)
-        if not match:
+        if not SPEC.fullmatch(spec):
             raise DeviceError(f"unknown device '{spec}'; use auto, {SPEC_NAMES}")
-        kind, index = match.group(1), match.group(2)
-        if kind not in available():
-            raise DeviceError(f"device '{spec}' is not present here; available: {', '.join(available())}")
-        here = next(cls for cls in BACKENDS if cls.torch_type == kind and cls.present())
-        if index is not None and not here.indexed:  # torch has one CPU device: cpu:3 would be recorded as one
-            raise DeviceError(f"device '{spec}': the {kind.upper()} is one device, name it '{kind}'")
-        if index is not None and int(index) >= here.count():
-            raise DeviceError(
-                f"device '{spec}' is not present; this machine has {here.count()} {kind.upper()} device(s)"
+        here = {}  # the names of the devices here (one CPU: cpu:3 would be recorded as it, so it names none)
+        for c in filter(lambda c: c.present(), BACKENDS):
+            here |= dict.fromkeys(
+                [c.torch_type, *(f"{c.torch_type}:{i}" for i in range(c.indexed * c.count()))]
             )
+        if spec not in here:
+            raise DeviceError(f"device '{spec}' is not present here; available: {', '.join(here)}")
         device = torch.device(spec)
     if expect and expect.lower() not in device_name(device).lower():
         raise DeviceError(

@@ -100,6 +100,7 @@ class Backend:
     ddp_backend = "gloo"  # torch.distributed backend of its data-parallel runs
     min_call_s = 0.005  # the shortest timed call of a roofline kernel (launch and clock costs vanish in it)
     main_memory = "dram"
+    matmul_size = 2048  # 04's matmul size (n x n) where the params set none
     protocol = CPU_PROTOCOL
     # a first run's time estimate (cnnbench.eta), seconds on a 2-core CPU: a notebook's kernel start-up, a worker
     # process, a step, one repetition of 04's peaks, one model and phase profiled, one from-scratch step of 05
@@ -302,9 +303,6 @@ class Backend:
         hw = self.hardware()
         return [p for p in ("fp32", "tf32", "fp16", "bf16") if not self.lacks("precision", p, hw)]
 
-    def default_matmul_size(self) -> int:
-        return 2048
-
     def times(self, fn: Callable, repeats: int, warmup: int = 2) -> list[float]:
         """Synced wall times of ``repeats`` calls of ``fn`` after ``warmup`` calls."""
         for _ in range(warmup):
@@ -416,9 +414,9 @@ def sweep_row(rates: list[float], nbytes: int, kernel: str, calls: int, method: 
         "kernel": kernel,
         "bandwidth_gbs": max(rates) / 1e9,
         "bandwidth_median_gbs": statistics.median(rates) / 1e9,
+        **extra,
         "calls": calls,
         "method": method,
-        **extra,
     }
 
 

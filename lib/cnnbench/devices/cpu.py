@@ -72,10 +72,6 @@ class CpuBackend(Backend):
         min_call_s = max(self.min_call_s, min_call_s or 0.01)
         return membench.sweep(sizes, threads, repeats, min_call_s)
 
-    @classmethod
-    def spec_for_name(cls, name: str, gpu_cores: int | None = None) -> tuple[list[dict], str]:
-        return [], "CPU: spec roofs are derived from its cores, ISA and clock, never taken from a GPU row"
-
     def spec(self, threads: int) -> tuple[list[dict], str]:
         """A roof derived from this CPU's cores, ISA flags and clock (:func:`cpu_spec`)."""
         clock, source, is_max = host.cpu_clock_ghz()

@@ -228,7 +228,8 @@ class CudaBackend(Backend):
     def ddp_device_ids(self) -> list[int] | None:
         return [self.device.index if self.device.index is not None else torch.cuda.current_device()]
 
-    def default_matmul_size(self) -> int:
+    @property
+    def matmul_size(self) -> int:
         return 8192 if self.total_memory_bytes() >= 8 * 2**30 else 4096
 
     def batched(self, fn, inner: int, graph: bool = False):
@@ -282,7 +283,7 @@ class CudaBackend(Backend):
             fn, nbytes = reread_kernel(self.device, size)
             rates = self.rates(fn, nbytes, repeats, min_call_s, graph=True)
             method = f"torch, one sum kernel re-reading the buffer {nbytes // size}x: bytes read"
-            rows.append({**sweep_row(rates, size, "l2_reread", repeats, method), "bytes_per_call": nbytes})
+            rows.append(sweep_row(rates, size, "l2_reread", repeats, method, bytes_per_call=nbytes))
             del fn
             self.empty_cache()
         return rows

@@ -136,7 +136,6 @@ def clock_from(
     sysfs_max_khz: str | None = None,
     psutil_max_mhz: float | None = None,
     lscpu: str | None = None,
-    sysctl_max_hz: str | None = None,
     cpuinfo: str | None = None,
 ) -> tuple[float | None, str, bool]:
     """The CPU's clock in GHz, where it was read, and whether it is the maximum (boost) clock: the first of
@@ -147,8 +146,6 @@ def clock_from(
         return psutil_max_mhz / 1e3, "maximum clock, psutil cpu_freq().max", True
     if (mhz := re.findall(r"^CPU max MHz:\s*([\d.]+)", lscpu or "", flags=re.MULTILINE)) and float(mhz[0]):
         return float(mhz[0]) / 1e3, "maximum clock, lscpu CPU max MHz", True  # absent in many VMs
-    if sysctl_max_hz and sysctl_max_hz.strip().isdigit():
-        return int(sysctl_max_hz) / 1e9, "maximum clock, sysctl hw.cpufrequency_max", True
     if mhz := parse_cpu_mhz(cpuinfo or ""):
         return mhz / 1e3, "base/nominal clock, /proc/cpuinfo cpu MHz (no maximum clock readable)", False
     return None, "clock not readable", False
@@ -156,16 +153,14 @@ def clock_from(
 
 @lru_cache(maxsize=1)
 def cpu_clock_ghz() -> tuple[float | None, str, bool]:
-    """:func:`clock_from` this machine's sysfs, psutil, lscpu, sysctl (macOS) and /proc/cpuinfo."""
+    """:func:`clock_from` this machine's sysfs, psutil (macOS: sysctl's maximum), lscpu and /proc/cpuinfo."""
     try:
         freq = psutil.cpu_freq()
     except (AttributeError, NotImplementedError, OSError):
         freq = None
-    darwin = platform.system() == "Darwin"
     return clock_from(
         read("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq"),
         freq.max if freq else None,
-        "" if darwin else run(["lscpu"]),
-        run(["sysctl", "-n", "hw.cpufrequency_max"]) if darwin else "",
+        run(["lscpu"]),
         read("/proc/cpuinfo"),
     )

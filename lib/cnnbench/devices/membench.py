@@ -6,12 +6,13 @@ moves by :data:`CONVENTION` (x trials)."""
 from __future__ import annotations
 
 import math
-import statistics
 import time
 
 import numba
 import numpy as np
 from numba import prange
+
+from cnnbench.devices.base import sweep_row
 
 # float64 arrays per thread; a trial counts each once per element (read: 8 bytes read; triad: 2 reads + 1 write, the
 # write-allocate read not counted), so the bytes a trial moves are the footprint
@@ -115,22 +116,10 @@ def run(
     arrays = buffers(kernel, n, threads)
     call(kernel, arrays, n, 1)  # compile (or load the cache) and first-touch the buffers from the threads
     trials = calibrate(kernel, arrays, n, min_call_s, clock)
-    times = [_timed(kernel, arrays, n, trials, clock) for _ in range(calls)]
     per_trial = bytes_per_trial(kernel, n, threads)
-    moved = per_trial * trials
-    rates = [moved / t / 1e9 for t in times]
-    return {
-        "working_set_bytes": per_trial,
-        "working_set_mib": per_trial / 2**20,
-        "kernel": kernel,
-        "bandwidth_gbs": max(rates),
-        "bandwidth_median_gbs": statistics.median(rates),
-        "bytes_per_call": moved,
-        "trials": trials,
-        "threads": threads,
-        "calls": calls,
-        "method": f"numba, {CONVENTION[kernel]}",
-    }
+    rates = [per_trial * trials / _timed(kernel, arrays, n, trials, clock) for _ in range(calls)]
+    extra = {"bytes_per_call": per_trial * trials, "trials": trials, "threads": threads}
+    return sweep_row(rates, per_trial, kernel, calls, f"numba, {CONVENTION[kernel]}", **extra)
 
 
 def sweep(

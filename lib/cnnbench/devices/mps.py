@@ -20,6 +20,11 @@ NO_APPLE_SPEC = (
     "no spec roof: Apple publishes no GPU clock or TFLOPS for the {chip}, and published estimates of "
     "its GPU clock range 1.38-1.6 GHz (a 16% spread in a derived roof); only the measured roofs are drawn"
 )
+# the torch and macOS versions each half precision needs on MPS: what needs it, whose version, the version
+FLOORS = {
+    "fp16": [("fp16 autocast", "torch", (2, 5)), ('fp16 training (GradScaler("mps"))', "torch", (2, 8))],
+    "bf16": [("bf16 autocast", "torch", (2, 6)), ("bf16", "macOS", (14, 0))],
+}
 
 
 class MpsBackend(Backend):
@@ -30,6 +35,7 @@ class MpsBackend(Backend):
     # record commits the command buffer, changing the work timed
     queued = True
     min_call_s = 0.05
+    matmul_size = 4096
     op_time = "queue"  # torch.profiler sees the host enqueueing each op, not the GPU running it
     # eager only in 07: Inductor's MPS backend is young
     protocol = {**ACCELERATOR_PROTOCOL, "transfer_devices": ["mps"], "tune_compile_modes": ["off"]}
@@ -44,19 +50,12 @@ class MpsBackend(Backend):
 
     @classmethod
     def lacks(cls, knob: str, value, hw: Hardware) -> str:
-        """fp16 autocast needs torch 2.5 and its grad scaler (``GradScaler("mps")``) 2.8; bf16 autocast needs torch
-        2.6 and macOS 14."""
-        have, macos = f"this is torch {hw.torch_version[0]}.{hw.torch_version[1]}", hw.macos
+        have = {"torch": hw.torch_version, "macOS": hw.macos or (99, 0)}  # not on macOS: no macOS floor
         if knob == "precision" and value == "tf32":
             return "tf32 is an NVIDIA Ampere+ tensor-core mode; not available on mps"
-        if knob == "precision" and value == "fp16" and hw.torch_version < (2, 5):
-            return f"fp16 autocast on MPS needs torch 2.5+ ({have})"
-        if knob == "precision" and value == "fp16" and hw.torch_version < (2, 8):
-            return f'fp16 training on MPS needs GradScaler("mps"), torch 2.8+ ({have})'
-        if knob == "precision" and value == "bf16" and hw.torch_version < (2, 6):
-            return f"bf16 autocast on MPS needs torch 2.6+ ({have})"
-        if knob == "precision" and value == "bf16" and macos is not None and macos < (14, 0):
-            return f"bf16 on MPS needs macOS 14+ (this is macOS {macos[0]}.{macos[1]})"
+        for what, system, floor in FLOORS.get(value, []) if knob == "precision" else []:
+            if (v := have[system]) < floor:
+                return f"{what} on MPS needs {system} {floor[0]}.{floor[1]}+ (this is {system} {v[0]}.{v[1]})"
         if knob == "compile" and value not in ("off", False, "default"):
             return f"{value}: Inductor's MPS backend has no autotuning or CUDA graphs"
         return ""
@@ -91,9 +90,6 @@ class MpsBackend(Backend):
 
     def roof_precisions(self) -> list[str]:
         return ["fp32", "fp16"]
-
-    def default_matmul_size(self) -> int:
-        return 4096
 
     def spec(self, threads: int) -> tuple[list[dict], str]:
         return self.spec_for_name(self.name(), gpu_cores())

@@ -43,8 +43,7 @@ class _Roofs:
         self.levels = {p: {lv: r.rename(p) for lv, r in f.iterrows()} for p, f in one.items()}
 
     def measured(self, precision: str) -> tuple[pd.DataFrame, str]:
-        if (p := precision if precision in self.rows else "fp32") not in self.rows:
-            raise KeyError(f"no measured roof for {precision}")
+        p = precision if precision in self.rows else "fp32"  # measured on every device
         return self.rows[p], p
 
     def dram(self, precision: str) -> pd.Series:
@@ -53,10 +52,8 @@ class _Roofs:
         return levels[next((lv for lv in levels if lv in peaks_mod.MAIN_MEMORY), next(iter(levels)))]
 
     def level_roof(self, precision: str, working_set_bytes: float) -> pd.Series:
-        """The roof of the innermost level holding ``working_set_bytes`` (unknown: the DRAM roof)."""
+        """The roof of the innermost level holding ``working_set_bytes`` (unknown: main memory's)."""
         rows, p = self.measured(precision)
-        if pd.isna(working_set_bytes):
-            return self.dram(precision)
         return self.levels[p][peaks_mod.level_of(working_set_bytes, rows)]
 
     def attainable(self, precision: str, intensity: float) -> dict:

@@ -181,7 +181,7 @@ def measure(
 
 
 def _measure(b: devices.Backend, matmul_size: int, stream_mb: int, repeats: int, threads: int):
-    n = matmul_size or b.default_matmul_size()
+    n = matmul_size or b.matmul_size
     levels = b.cache_levels(threads)
     dram_bytes, note = 2 * stream_mb * 2**20, ""
     # half and three quarters of dram_bytes are swept too: MIN_POINTS sets of main memory at least
@@ -193,6 +193,7 @@ def _measure(b: devices.Backend, matmul_size: int, stream_mb: int, repeats: int,
     sweep = pd.DataFrame(b.bandwidth_sweep(sizes, repeats, None, threads))
     main = b.main_memory
     roofs = level_roofs(sweep, levels, main).astype({"capacity_bytes": float, "size_bytes": float})
+    roofs["capacity_mib"] = roofs.capacity_bytes / 2**20
     roofs = pd.concat([roofs[roofs.level == main], roofs[roofs.level != main]])  # main memory first
     rows, spec = [], {r["precision"]: r["peak_gflops"] for r in b.spec(threads)[0] if r.get("peak_gflops")}
     for precision in b.roof_precisions():
@@ -229,7 +230,7 @@ def _measure(b: devices.Backend, matmul_size: int, stream_mb: int, repeats: int,
                     "bandwidth_gbs": lv.bandwidth_gbs,
                     "bandwidth_kernel": lv.kernel,
                     "ridge_flop_per_byte": top["best"] / lv.bandwidth_gbs,
-                    "capacity_mib": lv.capacity_bytes / 2**20,
+                    "capacity_mib": lv.capacity_mib,
                     "cache_size_kib": lv.size_bytes / 1024,
                     "matmul_gflops": mm["best"],
                     "matmul_gflops_median": mm["median"],
@@ -251,12 +252,11 @@ def _measure(b: devices.Backend, matmul_size: int, stream_mb: int, repeats: int,
 
 
 def level_of(working_set_bytes: float, levels: pd.DataFrame) -> str:
-    """The innermost level of ``levels`` (capacity in ``capacity_bytes`` or ``capacity_mib``) that holds
-    ``working_set_bytes``, else main memory."""
-    cap = levels.capacity_bytes if "capacity_bytes" in levels else levels.capacity_mib * 2**20
-    fits = levels[pd.to_numeric(cap, errors="coerce") >= working_set_bytes]
+    """The innermost level of ``levels`` (``level``, ``capacity_mib``) that holds ``working_set_bytes``, else main
+    memory."""
+    fits = levels[levels.capacity_mib * 2**20 >= working_set_bytes]
     if len(fits):
-        return str(fits.loc[pd.to_numeric(cap, errors="coerce")[fits.index].idxmin(), "level"])
+        return str(fits.level[fits.capacity_mib.idxmin()])
     main = levels[levels.level.isin(MAIN_MEMORY)]
     return str(main.level.iloc[0] if len(main) else levels.level.iloc[-1])
 
