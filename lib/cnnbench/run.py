@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import warnings
@@ -65,13 +66,9 @@ def write_resolved(
 
 def _resolved(path: Path) -> dict[str, Any] | None:
     """The content of a resolved set written by :func:`write_resolved` at ``path``, else None (a params file)."""
-    if path.suffix != ".json" or not path.is_file():
-        return None
-    try:
-        data = results.read_json(path)
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) and {"params_file", "overrides"} <= data.keys() else None
+    with contextlib.suppress(OSError, ValueError):
+        data = results.read_json(path) if path.suffix == ".json" else None
+        return data if isinstance(data, dict) and {"params_file", "overrides"} <= data.keys() else None
 
 
 def run_name(p: params.Params, device: torch.device) -> str:
