@@ -36,10 +36,7 @@ ANALYSIS = params_mod.NOTEBOOKS[-1]
 
 
 def _notebook_path(name: str) -> Path:
-    path = paths.repo_root() / "notebooks" / f"{name}.ipynb"
-    if not path.is_file():
-        raise FileNotFoundError(f"notebook {path} is missing")
-    return path
+    return paths.repo_root() / "notebooks" / f"{name}.ipynb"
 
 
 def execute(
@@ -623,10 +620,21 @@ def report_main(argv: list[str]) -> int:
 
 
 def _rebuild(args) -> int:
+    """Refuses a run that is missing, broken, or stopped with more than 08 left (08 measures nothing: a run
+    stopped with only 08 left is finished here)."""
+    from cnnbench.results import runs
+
     outputs, run_dir = _report_folders(args)
-    if run_dir:
-        _refuse_unreadable(run_dir, outputs)
-        _rebuild_run_report(run_dir)
+    if run_dir is None:
+        return _combined(None, None, {}, outputs)
+    why = (runs.verdict(run_dir) or "") if run_dir.is_dir() else f"no such run in {run_dir.parent}"
+    if why.startswith("failed"):
+        listed = results.read_json(run_dir / "params.json").get("notebooks", params_mod.NOTEBOOKS)
+        done = {r["notebook"] for r in results.read_rows(run_dir / "timings.csv")}  # [] when absent
+        why = "" if set(listed) - done == {ANALYSIS} else f"{why}; run the same command again to resume it"
+    if why:
+        raise _Refused(f"{run_dir.name}: {why}")
+    _rebuild_run_report(run_dir)
     return _combined(None, None, {}, outputs, run_dir)
 
 
@@ -646,37 +654,16 @@ def _report_folders(args) -> tuple[Path, Path | None]:
     return outputs, run_dir or (outputs / args.run_name if args.run_name else None)
 
 
-def _refuse_unreadable(run_dir: Path, outputs: Path) -> None:
-    """Refuse a run ``cnnbench report`` cannot rebuild: missing, broken, or stopped with more than 08 left."""
-    from cnnbench.results import runs
-
-    if not run_dir.is_dir():
-        known = sorted(d.name for d in outputs.iterdir() if runs._is_run(d)) if outputs.is_dir() else []
-        there = f"; runs there: {', '.join(known)}" if known else ""
-        raise _Refused(f"no run '{run_dir.name}' in {run_dir.parent}{there}")
-    why = runs.verdict(run_dir) or ""
-    if why.startswith("failed"):  # stopped with only 08 left, which measures nothing: finished here
-        listed = results.read_json(run_dir / "params.json").get("notebooks", params_mod.NOTEBOOKS)
-        done = {r["notebook"] for r in results.read_rows(run_dir / "timings.csv")}  # [] when absent
-        if set(listed) - done == {ANALYSIS}:
-            return
-        why += "; run the same command again to resume it"
-    if why:
-        raise _Refused(f"{run_dir.name}: {why}")
-
-
 def _report_params(run_dir: Path) -> params_mod.Params:
     """The run's params.json validated, not against this machine's device (the run may come from another)."""
+    src = run_dir / "params.json"
     try:
-        prm = results.read_json(run_dir / "params.json")
-        keys = {k: v for k, v in prm.items() if k in params_mod.FIELDS}
+        keys = {k: v for k, v in results.read_json(src).items() if k in params_mod.FIELDS}
         return params_mod.validate(
-            {**keys, "device": "auto", "expect_device": ""},
-            src=str(run_dir / "params.json"),
-            check_device=False,
+            {**keys, "device": "auto", "expect_device": ""}, str(src), check_device=False
         )
-    except (ValueError, params_mod.ParamsError, AttributeError) as err:
-        raise _Refused(f"{run_dir / 'params.json'} is broken ({_describe(err)})") from None
+    except (ValueError, AttributeError) as err:
+        raise _Refused(f"{src} is broken ({_describe(err)})") from None
 
 
 def _rebuild_run_report(run_dir: Path) -> Path:

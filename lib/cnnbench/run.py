@@ -71,11 +71,6 @@ def _resolved(path: Path) -> dict[str, Any] | None:
         return data if isinstance(data, dict) and {"params_file", "overrides"} <= data.keys() else None
 
 
-def run_name(p: params.Params, device: torch.device) -> str:
-    """``run_name`` from the params, else <device kind>-<host name>."""
-    return p.run_name or paths.default_run_name(devices.backend(device).kind)
-
-
 class NoRuns(RuntimeError):
     """An analysis opened before any run exists: one line, shown by IPython without a traceback."""
 
@@ -91,12 +86,9 @@ def open_run(
 ) -> Run:
     """Load and validate the parameters, resolve the device, set CPU threads, create the run folder.
 
-    ``params_file`` "" means the run folder's own params.json where ``run_dir`` has one, else
-    params/colab_t4.yaml on Colab and params/local.yaml elsewhere; ``run_dir`` "" means outputs/<run_name>.
-    Raises :class:`cnnbench.params.ParamsError` before any work and :class:`cnnbench.paths.RunLocked` while
-    another process writes the run folder. ``needs_runs`` (08): :class:`NoRuns`, writing nothing, when there
-    is no run to analyse yet, and its parameters are not checked against this machine's device (the runs it
-    reads may come from another); the params.json of a run it reads is never rewritten."""
+    ``params_file`` "": ``run_dir``'s params.json, else params/colab_t4.yaml on Colab, params/local.yaml elsewhere;
+    ``run_dir`` "": outputs/<run_name>. ``needs_runs`` (08): :class:`NoRuns` when there is nothing to analyse, no
+    device check, and a run's params.json never rewritten. Raises ParamsError, RunLocked before any work."""
     given = Path(run_dir) / RESOLVED if run_dir and not params_file else None
     if given is not None and given.is_file():  # only a run folder: the run's own parameters, not local.yaml's
         params_file = given
@@ -126,7 +118,8 @@ def open_run(
             stacklevel=2,
         )
     device = devices.resolve(p.device, expect=p.expect_device)
-    root = Path(run_dir) if run_dir else paths.outputs_root() / run_name(p, device)
+    name = p.run_name or paths.default_run_name(devices.backend(device).kind)
+    root = Path(run_dir) if run_dir else paths.outputs_root() / name
     if os.environ.get(paths.LOCK_ENV) != str(root.resolve()):
         holder = paths.RunLock(root).holder()
         if holder is not None:

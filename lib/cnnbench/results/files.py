@@ -199,12 +199,11 @@ class ResultsFile:
         return rows
 
     def done(self, config: Mapping[str, Any]) -> bool:
-        key = self.key_of(config)
-        return any(self.key_of(r) == key and r.get("status") in DONE_STATUSES for r in self.rows())
+        return self.finished(config, self.key)
 
     def finished(
         self, config: Mapping[str, Any], columns: Iterable[str], final: Iterable[str] = DONE_STATUSES
-    ) -> bool:
+    ):
         """Whether the file has rows of ``config`` (on ``columns``), every one with a ``final`` status."""
         final, columns = tuple(final), tuple(columns)
         same = [r for r in self.rows() if _values(r, columns) == _values(config, columns)]
