@@ -70,10 +70,9 @@ def run_params(run_dir: Path) -> dict:
 
 
 # The fields of environment.json a report or a comparison reads, with their types (None: not captured)
-ENV_TYPES = dict.fromkeys(
-    "device_name device_kind cpu_model host host_id captured_at git_commit".split(), str
-)
-ENV_TYPES |= {"schema_version": int, "cpu_physical_cores": int, "torch_threads": int, "git_dirty": bool}
+ENV_TYPES = {"schema_version": int, **dict.fromkeys("device_name device_kind cpu_model host".split(), str)}
+ENV_TYPES |= dict.fromkeys(("host_id", "captured_at", "git_commit"), str)
+ENV_TYPES |= {"cpu_physical_cores": int, "torch_threads": int, "git_dirty": bool}
 
 
 def environment(run_dir: Path) -> dict:
