@@ -114,14 +114,16 @@ def execute(
     return done
 
 
-PARTIAL_AFTER_S = 60.0  # report.partial.html is built after each notebook that took this long or more
+class _PartialReports:
+    """report.partial.html over the notebooks done so far, built after each that took ``AFTER_S`` or more."""
 
+    AFTER_S = 60.0
 
-def _partial_reports(run_dir: Path, total: int):
-    """:func:`execute`'s ``on_done``: report.partial.html over the notebooks done so far, after a long one."""
+    def __init__(self, run_dir: Path, total: int):
+        self.run_dir, self.total = run_dir, total
 
-    def build(done: list[Path], took_s: float) -> None:
-        if took_s < PARTIAL_AFTER_S:
+    def __call__(self, done: list[Path], took_s: float) -> None:
+        if took_s < self.AFTER_S:
             return
         from cnnbench import report
 
@@ -132,9 +134,12 @@ def _partial_reports(run_dir: Path, total: int):
             contextlib.redirect_stdout(quiet),
             contextlib.redirect_stderr(quiet),
         ):
-            report.build_run_report(run_dir, done, of=total)
+            report.build_run_report(self.run_dir, done, of=self.total)
 
-    return build
+    def close(self) -> None:
+        from cnnbench import report
+
+        (self.run_dir / report.PARTIAL).unlink(missing_ok=True)
 
 
 def _keep_whole(partial: Path, target: Path) -> Path | None:
@@ -530,7 +535,7 @@ def _execute_run(
         planned = {name: eta.planned(p, name) for name in p.notebooks}
         if ANALYSIS in p.notebooks:
             _fingerprint(run_dir, None)
-        partial = None if args.no_report else _partial_reports(run_dir, len(p.notebooks))
+        partial = None if args.no_report else _PartialReports(run_dir, len(p.notebooks))
         executed = execute(
             resolved, {}, run_dir, p.notebooks, p.cell_timeout_s, planned=planned, on_done=partial, **sources
         )
@@ -540,7 +545,7 @@ def _execute_run(
             from cnnbench import report
 
             html = report.build_run_report(run_dir, executed)
-            (run_dir / report.PARTIAL).unlink(missing_ok=True)
+            partial.close()
             (run_dir / STALE_REPORT).unlink(missing_ok=True)
             print(f"cnnbench: report {html}")
         finished(run_dir)
