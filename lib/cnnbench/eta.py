@@ -10,6 +10,7 @@ import json
 import math
 import re
 import time
+import types
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
@@ -66,53 +67,66 @@ def _runs_on(name: str, kind: str) -> bool:
     return needs == kind or devices.backend_class(devices.backend(needs).kind).on_host
 
 
+def _engine(p, b) -> tuple:
+    configs, shared = _configs(p, b.notebook), b.round_worker and p.isolate  # a worker per round
+    fixed = b.kernel_s + (p.adapt_budget_s + p.processes * b.process_s * shared if configs else 0.0)
+    steps = b.steps or [b.step_s] * len(configs)
+    each = [p.processes * _process_s(p, s, b.process_s * (not shared)) for s in steps]
+    return len(configs), sum(each) / max(len(each), 1), fixed
+
+
+def _scratch(p, b) -> tuple:  # a model: the CNN's or MLP's steps
+    steps = p.scratch_epochs * max((p.scratch_train_images or 60_000) // max(p.scratch_batch_size, 1), 1)
+    configs = sum(_runs_on(n, b.kind) for n in p.scratch_backends) * len(p.scratch_models)
+    return configs, SCRATCH_S + (steps + p.scratch_mlp_steps) / 2 * b.scratch_step_s, b.kernel_s
+
+
+def _transfer(p, b) -> tuple:
+    step, start, here = b.step_s, b.process_s, sum(_runs_on(d, b.kind) for d in p.transfer_devices)
+    images = (p.transfer_train_images or 512) + (p.transfer_val_images or 128)
+    per_point = start + p.transfer_epochs * images / max(min(p.transfer_batch_sizes), 1) * step
+    phases = len(p.models) * (start + 2 * max(p.phase_steps * step, p.phase_window_s))
+    profile = len(p.profile_models) * (start + (p.profile_steps + 1) * step)
+    scaling = sum(p.scaling_world_sizes) * _process_s(p, step, start, p.scaling_steps, p.scaling_repeats)
+    fixed = b.kernel_s + phases + profile + scaling
+    return len(p.transfer_lrs) * len(p.transfer_batch_sizes) * here, per_point, fixed
+
+
+def _tuning(p, b) -> tuple:
+    confirm = (p.tune_confirm_top + 1) * (b.process_s + p.repeats * p.tune_confirm_window_s)
+    compiled = len([m for m in p.tune_compile_modes if m != "off"]) * 2 * len(p.tune_precisions) * COMPILE_S
+    numerics = 2 * len(p.tune_precisions) * len(p.tune_compile_modes)  # the guard's, both memory formats
+    guard = min(numerics * (b.process_s + p.tune_guard_steps * b.step_s) + compiled, p.tune_guard_budget_s)
+    return len(p.tune_models) * len(p.tune_phases), p.tune_budget_s + confirm + guard, b.kernel_s
+
+
+# Per notebook of ``params.NOTEBOOKS``: (configurations, mean seconds each, fixed seconds) from the params ``p`` and
+# ``b`` (the kind's budget, kind, notebook, 02/03's step times); 04's host cost: 23 tiny steps (measure.dispatch).
+BUDGET_MODELS = {
+    "01_complexity": lambda p, b: (len(p.models), COUNT_S, b.kernel_s),
+    "02_scenario_a": _engine,
+    "03_batch_sweep": _engine,
+    "04_roofline": lambda p, b: (
+        len(p.models) * len(p.phases),
+        b.layers_s + 23 * b.step_s,
+        b.kernel_s + p.peak_repeats * b.peaks_s,
+    ),
+    "05_backends": _scratch,
+    "06_transfer": _transfer,
+    "07_tuning": _tuning,
+    "08_analysis": lambda p, b: (0, 0.0, b.kernel_s + ANALYSIS_S),
+}
+
+
 def budget_model(p, notebook: str, kind: str = "cpu", steps: list[float] | None = None):
-    """(configurations ``notebook`` measures, mean seconds each, fixed seconds) on a ``kind`` device; a notebook of
-    ``params.NOTEBOOKS`` this model does not know gets its kernel's start-up. ``steps``: 02's or 03's step times."""
+    """:data:`BUDGET_MODELS`' figures for ``notebook`` on a ``kind`` device (``steps``: 02's or 03's step times);
+    a notebook it does not know gets its kernel's start-up."""
     from cnnbench import devices
 
     backend = devices.backend_class(kind)
-    step_s, start_s, kernel_s = (backend.budget[k] for k in ("step_s", "process_s", "kernel_s"))
-    peaks_s, layers_s, scratch_step_s = (backend.budget[k] for k in ("peaks_s", "layers_s", "scratch_step_s"))
-    if notebook == "01_complexity":
-        return len(p.models), COUNT_S, kernel_s
-    if notebook in ("02_scenario_a", "03_batch_sweep"):
-        configs, shared = _configs(p, notebook), backend.round_worker and p.isolate  # a worker per round
-        fixed = kernel_s + (p.adapt_budget_s + p.processes * start_s * shared if configs else 0.0)
-        each = [
-            p.processes * _process_s(p, s, start_s * (not shared)) for s in steps or [step_s] * len(configs)
-        ]
-        return len(configs), sum(each) / max(len(each), 1), fixed
-    if notebook == "04_roofline":
-        # per model and phase: its layers profiled, and its host cost (23 tiny steps: cnnbench.measure.dispatch)
-        return len(p.models) * len(p.phases), layers_s + 23 * step_s, kernel_s + p.peak_repeats * peaks_s
-    if notebook == "05_backends":
-        images = p.scratch_train_images or 60_000
-        steps = p.scratch_epochs * max(images // max(p.scratch_batch_size, 1), 1) + p.scratch_mlp_steps
-        configs = sum(_runs_on(b, kind) for b in p.scratch_backends) * len(p.scratch_models)
-        return configs, SCRATCH_S + steps / 2 * scratch_step_s, kernel_s  # a model: the CNN's or MLP's steps
-    if notebook == "06_transfer":
-        devices_here = sum(_runs_on(d, kind) for d in p.transfer_devices)
-        grid = len(p.transfer_lrs) * len(p.transfer_batch_sizes) * devices_here
-        images = (p.transfer_train_images or 512) + (p.transfer_val_images or 128)
-        per_point = start_s + p.transfer_epochs * images / max(min(p.transfer_batch_sizes), 1) * step_s
-        phases = len(p.models) * (start_s + 2 * max(p.phase_steps * step_s, p.phase_window_s))
-        profile = len(p.profile_models) * (start_s + (p.profile_steps + 1) * step_s)
-        scaling = sum(p.scaling_world_sizes) * _process_s(
-            p, step_s, start_s, p.scaling_steps, p.scaling_repeats
-        )
-        return grid, per_point, kernel_s + phases + profile + scaling
-    if notebook == "07_tuning":
-        searches = len(p.tune_models) * len(p.tune_phases)
-        confirm = (p.tune_confirm_top + 1) * (start_s + p.repeats * p.tune_confirm_window_s)
-        compiled = len([m for m in p.tune_compile_modes if m != "off"])
-        numerics = 2 * len(p.tune_precisions) * len(p.tune_compile_modes)  # the guard's, both memory formats
-        guard = (
-            numerics * (start_s + p.tune_guard_steps * step_s)
-            + compiled * 2 * len(p.tune_precisions) * COMPILE_S
-        )
-        return searches, p.tune_budget_s + confirm + min(guard, p.tune_guard_budget_s), kernel_s
-    return 0, 0.0, kernel_s + (ANALYSIS_S if notebook == "08_analysis" else 0.0)
+    extra = dict(round_worker=backend.round_worker, kind=kind, notebook=notebook, steps=steps)
+    b = types.SimpleNamespace(**backend.budget, **extra)
+    return BUDGET_MODELS.get(notebook, lambda p, b: (0, 0.0, b.kernel_s))(p, b)
 
 
 def params_device(p, kind: str, device_name: str, params_file_name: str) -> str:

@@ -1,11 +1,8 @@
 """The pipeline: execute the numbered notebooks in order with papermill, then build the HTML report.
 
-``cnnbench --params params/local.yaml [--set KEY=VALUE ...]``, and the subcommands of :data:`SUBCOMMANDS`
-(docs/running.md). Parameters are validated once, before anything runs, into ``<run>/params.json``, which every
-notebook reads. ``<run>/.lock`` keeps a second writer of the run out. ``FAILED.txt`` marks the run from its start
-until it succeeds; any failure ends in one line, its reason in ``FAILED.txt``, and a previous report renamed
-``report.stale.html``; only a successful run writes report.html. Exit codes: 0 done, 1 failed, 2 refused before
-any work, 130 Ctrl-C, 143 SIGTERM, 129 SIGHUP. The kernels' console output goes to ``<run>/kernel.log``."""
+``cnnbench --params params/local.yaml [--set KEY=VALUE ...]`` and :data:`SUBCOMMANDS` (docs/running.md). FAILED.txt
+marks a run from its start until it succeeds; any failure ends in one line. Exit codes: 0 done, 1 failed, 2 refused
+before any work, 130 Ctrl-C, 143 SIGTERM, 129 SIGHUP."""
 
 from __future__ import annotations
 
@@ -39,10 +36,7 @@ ANALYSIS = params_mod.NOTEBOOKS[-1]
 
 
 def _notebook_path(name: str) -> Path:
-    path = paths.repo_root() / "notebooks" / f"{name}.ipynb"
-    if not path.is_file():
-        raise FileNotFoundError(f"notebook {path} is missing")
-    return path
+    return paths.repo_root() / "notebooks" / f"{name}.ipynb"
 
 
 def execute(
@@ -109,7 +103,6 @@ def execute(
             why = "the kernel died (killed, or out of memory?)"
             if not isinstance(err, DeadKernelError):
                 why = _describe(err, {str(partial): target}, writing=target)
-                why = why if _readable(source) else f"{source} is not a valid notebook ({why})"
             raise NotebookFailed(name, None, why, kept) from None
         partial.replace(target)
         took = remaining.finish(name)
@@ -151,22 +144,16 @@ class _PartialReports:
 
 def _keep_whole(partial: Path, target: Path) -> Path | None:
     """``partial`` renamed over ``target`` (returned) if it is a whole notebook, else removed."""
-    if partial.is_file() and _readable(partial):
-        return partial.replace(target)
-    partial.unlink(missing_ok=True)
-    return None
-
-
-def _readable(notebook: Path) -> bool:
     import nbformat
 
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # e.g. cells without ids: still a notebook
-            nbformat.read(notebook, as_version=4)
-    except Exception:
-        return False
-    return True
+            nbformat.read(partial, as_version=4)
+        return partial.replace(target)
+    except Exception:  # noqa: BLE001 - missing, cut short or not a notebook
+        partial.unlink(missing_ok=True)
+        return None
 
 
 # errors of a write that names no file: the file being written is named for it
@@ -341,34 +328,43 @@ def _mark_started(run_dir: Path, params_file: Path, overrides: dict) -> None:
     run_dir.mkdir(parents=True, exist_ok=True)
     if (run_dir / "report.html").is_file():
         (run_dir / "report.html").replace(run_dir / STALE_REPORT)
+    why = "is running, or was stopped without a chance to say why (killed, out of memory, power lost)"
+    _mark(
+        run_dir,
+        f"has not finished: it started at {_now()} (process {os.getpid()}) and {why}",
+        params_file,
+        overrides,
+    )
+
+
+def _mark(run_dir: Path, state: str, params_file: Path, overrides: dict, detail: str = "") -> None:
+    stale = (
+        f"\nThe previous report was renamed {STALE_REPORT}.\n" if (run_dir / STALE_REPORT).is_file() else ""
+    )
     results.atomic_write_text(
         run_dir / FAILED,
-        f"This run has not finished: it started at {_now()} (process {os.getpid()}) and is running, or was "
-        f"stopped without a chance to say why (killed, out of memory, power lost)\nparams file: "
-        f"{paths.shown(params_file)}\noverrides: {json.dumps(overrides, default=str)}\nResults written so far "
-        "are kept; rerun the same command to resume.\n",
+        f"This run {state}\nparams file: {paths.shown(params_file)}\noverrides: {json.dumps(overrides, default=str)}"
+        f"\nResults written so far are kept; rerun the same command to resume.{stale}\n"
+        + (f"\n{detail}" if detail else ""),
     )
 
 
 def _other_runs() -> list[str]:
     """Warnings: the left-over processes of runs whose pipeline has gone; the runs measuring now."""
-    left, busy = [], set()
+    left, busy = {}, set()
     for pid, folder, cmd in paths.run_processes():
-        holder = paths.RunLock(Path(folder)).holder()
-        kinds = {"forkserver": "worker", "ipykernel": "kernel", "resource_tracker": "resource tracker"}
-        what = next((w for k, w in {**kinds, "torch.distributed": "DDP"}.items() if k in cmd), cmd[:40])
-        if holder is None:
-            left.append((pid, f"{pid} ({what} of {Path(folder).name})"))
+        if (holder := paths.RunLock(Path(folder)).holder()) is None:
+            left[str(pid)] = f"{pid} ({cmd[:60]} of {Path(folder).name})"
         else:
             busy.add(f"'{Path(folder).name}' (pipeline {holder})")
-    pids, names = " ".join(str(pid) for pid, _ in left), ", ".join(w for _, w in left)
-    lines = [
-        f"{len(left)} process(es) of an earlier run whose pipeline has gone still run, taking CPU from "
-        f"what this run measures: {names}; end them: kill {pids}",
-        f"another run is measuring on this machine too: {', '.join(sorted(busy))}; its rows and this run's "
-        "are judged busy",
+    said = [
+        f"{len(left)} process(es) of an earlier run whose pipeline has gone still run, taking CPU from what "
     ]
-    return [line for line, on in zip(lines, (left, busy), strict=True) if on]
+    said[0] += f"this run measures: {', '.join(left.values())}; end them: kill {' '.join(left)}"
+    said.append(
+        f"another run is measuring on this machine too: {', '.join(sorted(busy))}; both are judged busy"
+    )
+    return [line for line, on in zip(said, (left, busy), strict=True) if on]
 
 
 def finished(run_dir: Path) -> None:
@@ -382,16 +378,8 @@ def finished(run_dir: Path) -> None:
 
 def _mark_failed(run_dir: Path, why: str, params_file: Path, overrides: dict, detail: str = "") -> str:
     """Write FAILED.txt (whole or not at all); returns "" or, where it cannot be written, why not."""
-    stale = (
-        f"\nThe previous report was renamed {STALE_REPORT}.\n" if (run_dir / STALE_REPORT).is_file() else ""
-    )
     try:
-        results.atomic_write_text(
-            run_dir / FAILED,
-            f"This run did not finish: {why}\nwhen: {_now()}\nparams file: {paths.shown(params_file)}\n"
-            f"overrides: {json.dumps(overrides, default=str)}\nResults written before the failure are kept; "
-            f"rerun the same command to resume.{stale}\n" + (f"\n{detail}" if detail else ""),
-        )
+        _mark(run_dir, f"did not finish: {why}\nwhen: {_now()}", params_file, overrides, detail)
     except OSError as err:
         return f" ({FAILED} not written: {err.strerror or err})"
     return ""
@@ -438,19 +426,16 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
-    with _console_may_close():  # a run's own failures are caught in _execute_run
-        return _one_line("cnnbench", "results written so far are kept (run again to resume)", _run, args)
+    with _console_may_close():  # a run's own failures are caught in _execute_run: what reaches here refuses
+        return _one_line("cnnbench", "results written so far are kept (run again to resume)", _run, args, 2)
 
 
-def _one_line(who: str, stopped: str, command, *args) -> int:
-    """``command(*args)``'s exit code, any failure said in one line: 2 refused, 1 failed, 130 Ctrl-C, 128 + the
-    signal for SIGTERM (143) or SIGHUP (129), then saying ``stopped``."""
+def _one_line(who: str, stopped: str, command, args, failed: int = 1) -> int:
+    """``command(args)``'s exit code, any failure said in one line: 2 refused, else ``failed``; 130 Ctrl-C, 128 +
+    the signal for SIGTERM (143) or SIGHUP (129), then saying ``stopped``."""
     try:
         with _signals_stop_the_run():
-            return command(*args)
-    except (_Refused, params_mod.ParamsError) as err:
-        print(f"{who}: {err}", file=sys.stderr)
-        return 2
+            return command(args)
     except KeyboardInterrupt as err:
         for (
             name
@@ -460,66 +445,48 @@ def _one_line(who: str, stopped: str, command, *args) -> int:
         print(f"{who}: {how}; {stopped}", file=sys.stderr)
         return err.exit_code if isinstance(err, Stopped) else 130
     except Exception as err:  # noqa: BLE001 - one line, never a traceback
-        print(f"{who}: {_describe(err)}", file=sys.stderr)
-        return 1
+        refused = isinstance(err, (_Refused, params_mod.ParamsError, paths.RunLocked))
+        print(f"{who}: {err if refused else _describe(err)}", file=sys.stderr)
+        return 2 if refused else failed
 
 
 def _run(args) -> int:
-    run_dir = None  # where an OSError is the run folder's lock
-    try:
-        overrides = params_mod.parse_overrides(args.set)
-        names = {}
-        if args.run_name is not None:  # '' is not "the file's name": it is refused, not silently ignored
-            if not args.run_name.strip():
-                why = "give a name, or leave the option out to use the params file's run_name"
-                raise params_mod.ParamsError(f"--run-name is empty: {why}")
-            overrides["run_name"], names["run_name"] = args.run_name, "--run-name"
-        params_file = params_mod.resolved_path("--params", args.params, paths.resolve)
-        hardware = eta.example_hardware(args.device_kind) if args.device_kind else None
-        if args.device_kind and not (args.estimate and hardware):
-            why = "no committed example ran on one" if args.estimate else "it goes with --estimate only"
-            raise params_mod.ParamsError(f"--device-kind {args.device_kind}: {why}")
-        p = params_mod.load(params_file, overrides, not args.estimate, "--set", names, hardware)
-        notes = (params_mod.empty_file_note(params_file), params_mod.shadowed_note(params_file, overrides))
-        note = "\n".join(filter(None, (*notes, *params_mod.variant_notes(p))))
-        # before the notebooks ahead of 05 or 06 measure anything
-        if problem := params_mod.run_data_problem(p):
-            raise params_mod.ParamsError(
-                f"--set {problem}" if problem.split("'")[1] in overrides else f"{params_file}: {problem}"
-            )
-        # relative dataset folders made absolute against the folder they were validated from
-        keys = [key for key in ("data_path", "transfer_data_path") if getattr(p, key)]
-        p = dataclasses.replace(p, **{k: os.path.abspath(os.path.expanduser(getattr(p, k))) for k in keys})
-        notebooks = paths.repo_root() / "notebooks"
-        if missing := [n for n in p.notebooks if not (notebooks / f"{n}.ipynb").is_file()]:
-            raise params_mod.ParamsError(f"notebooks missing from {notebooks}: {', '.join(missing)}")
-        outputs = (
-            params_mod.resolved_path("--outputs", args.outputs) if args.outputs else paths.outputs_root()
-        )
-        from cnnbench import devices  # the device: --device-kind's, else the params' (named where it is here)
+    """The run of ``args``; whatever fails before its lock is taken is a refusal (:func:`_one_line`)."""
+    overrides, names = params_mod.parse_overrides(args.set), {}
+    if args.run_name is not None:  # '' is not "the file's name": it is refused, not silently ignored
+        if not args.run_name.strip():
+            raise params_mod.ParamsError("--run-name is empty: give a name, or leave the option out")
+        overrides["run_name"], names["run_name"] = args.run_name, "--run-name"
+    params_file = params_mod.resolved_path("--params", args.params, paths.resolve)
+    hardware = eta.example_hardware(args.device_kind) if args.device_kind else None
+    if args.device_kind and not (args.estimate and hardware):
+        why = "no committed example ran on one" if args.estimate else "it goes with --estimate only"
+        raise params_mod.ParamsError(f"--device-kind {args.device_kind}: {why}")
+    p = params_mod.load(params_file, overrides, not args.estimate, "--set", names, hardware)
+    notes = (params_mod.empty_file_note(params_file), params_mod.shadowed_note(params_file, overrides))
+    note = "\n".join(filter(None, (*notes, *params_mod.variant_notes(p))))
+    if problem := params_mod.run_data_problem(p):  # before the notebooks ahead of 05 or 06 measure anything
+        raise params_mod.ParamsError(problem)
+    # relative dataset folders made absolute against the folder they were validated from
+    keys = [key for key in ("data_path", "transfer_data_path") if getattr(p, key)]
+    p = dataclasses.replace(p, **{k: os.path.abspath(os.path.expanduser(getattr(p, k))) for k in keys})
+    notebooks = paths.repo_root() / "notebooks"
+    if missing := [n for n in p.notebooks if not (notebooks / f"{n}.ipynb").is_file()]:
+        raise params_mod.ParamsError(f"notebooks missing from {notebooks}: {', '.join(missing)}")
+    outputs = params_mod.resolved_path("--outputs", args.outputs) if args.outputs else paths.outputs_root()
+    from cnnbench import devices  # the device: --device-kind's, else the params' (named where it is here)
 
-        here = hardware is None and p.device.split(":")[0] in ("auto", *devices.available())
-        device = devices.resolve(p.device) if here else p.device
-        kind = hardware.kind if hardware else devices.backend(device).kind
-        name = hardware.name if hardware else devices.device_name(device) if here else ""
-        folder = outputs / (p.run_name or paths.default_run_name(kind))
-        if args.estimate:  # writes nothing, makes no folder
-            return _estimate(p, params_file, folder, kind, name)
-        if paths.folder_problem(outputs):
-            raise params_mod.ParamsError(paths.folder_problem(outputs))
-        run_dir = folder
-        lock = paths.RunLock(run_dir).acquire()
-    except (params_mod.ParamsError, paths.RunLocked) as err:
-        print(f"cnnbench: {err}", file=sys.stderr)
-        return 2
-    except OSError as err:
-        lock_error = f"run folder {run_dir} cannot be written (taking its lock: {err.strerror or err})"
-        print(f"cnnbench: {lock_error if run_dir else _describe(err)}", file=sys.stderr)
-        return 2
-    try:
+    here = hardware is None and p.device.split(":")[0] in ("auto", *devices.available())
+    device = devices.resolve(p.device) if here else p.device
+    kind = hardware.kind if hardware else devices.backend(device).kind
+    name = hardware.name if hardware else devices.device_name(device) if here else ""
+    run_dir = outputs / (p.run_name or paths.default_run_name(kind))
+    if args.estimate:  # writes nothing, makes no folder
+        return _estimate(p, params_file, run_dir, kind, name)
+    if problem := paths.folder_problem(outputs):
+        raise params_mod.ParamsError(problem)
+    with paths.RunLock(run_dir):
         return _execute_run(args, p, params_file, overrides, outputs, run_dir, note, kind, name)
-    finally:
-        lock.release()
 
 
 def _estimate(p: params_mod.Params, params_file: Path, run_dir: Path, kind: str, name: str) -> int:
@@ -598,8 +565,11 @@ def _execute_run(
     return 0 if args.no_report else _combined(p, params_file, overrides, outputs)
 
 
-def _combined(p: params_mod.Params | None, params_file: Path, overrides: dict, outputs: Path) -> int:
-    """With two or more user runs in ``outputs``: 08 over all of them, and the combined report."""
+def _combined(
+    p: params_mod.Params | None, params_file: Path | None, overrides: dict, outputs: Path, mine=None
+):
+    """With two or more user runs in ``outputs``: 08 over all of them, and the combined report; ``p`` None (`cnnbench
+    report`): with the parameters of the run ``mine``, else of the last run."""
     from cnnbench import report
 
     if p is not None and ANALYSIS not in p.notebooks:  # the same 08, over every user run
@@ -608,9 +578,12 @@ def _combined(p: params_mod.Params | None, params_file: Path, overrides: dict, o
     try:
         runs, _ = report.combined_runs(outputs)
         if len(runs) < 2:
+            if p is None:
+                print(f"cnnbench report: {len(runs)} user run(s) in {outputs}: no combined report")
             return 0
-        every = lambda: dataclasses.replace(p or _report_params(runs[-1]), analysis_runs=["*"])  # noqa: E731
-        over = {**overrides, "analysis_runs": ["*"]}
+        mine = mine or runs[-1]
+        every = lambda: dataclasses.replace(p or _report_params(mine), analysis_runs=["*"])  # noqa: E731
+        over, params_file = {**overrides, "analysis_runs": ["*"]}, params_file or mine / "params.json"
         analysed = _analysed(
             folder, [*runs, folder], "cnnbench: combined analysis", folder, every, params_file, over
         )
@@ -652,11 +625,22 @@ def report_main(argv: list[str]) -> int:
 
 
 def _rebuild(args) -> int:
+    """Refuses a run that is missing, broken, or stopped with more than 08 left (08 measures nothing: a run
+    stopped with only 08 left is finished here)."""
+    from cnnbench.results import runs
+
     outputs, run_dir = _report_folders(args)
-    if run_dir:
-        _refuse_unreadable(run_dir, outputs)
-        _rebuild_run_report(run_dir)
-    return _rebuild_combined(outputs, run_dir)
+    if run_dir is None:
+        return _combined(None, None, {}, outputs)
+    why = (runs.verdict(run_dir) or "") if run_dir.is_dir() else f"no such run in {run_dir.parent}"
+    if why.startswith("failed"):
+        listed = results.read_json(run_dir / "params.json").get("notebooks", params_mod.NOTEBOOKS)
+        done = {r["notebook"] for r in results.read_rows(run_dir / "timings.csv")}  # [] when absent
+        why = "" if set(listed) - done == {ANALYSIS} else f"{why}; run the same command again to resume it"
+    if why:
+        raise _Refused(f"{run_dir.name}: {why}")
+    _rebuild_run_report(run_dir)
+    return _combined(None, None, {}, outputs, run_dir)
 
 
 class _Refused(ValueError):
@@ -675,37 +659,16 @@ def _report_folders(args) -> tuple[Path, Path | None]:
     return outputs, run_dir or (outputs / args.run_name if args.run_name else None)
 
 
-def _refuse_unreadable(run_dir: Path, outputs: Path) -> None:
-    """Refuse a run ``cnnbench report`` cannot rebuild: missing, broken, or stopped with more than 08 left."""
-    from cnnbench.results import runs
-
-    if not run_dir.is_dir():
-        known = sorted(d.name for d in outputs.iterdir() if runs._is_run(d)) if outputs.is_dir() else []
-        there = f"; runs there: {', '.join(known)}" if known else ""
-        raise _Refused(f"no run '{run_dir.name}' in {run_dir.parent}{there}")
-    why = runs.verdict(run_dir) or ""
-    if why.startswith("failed"):  # stopped with only 08 left, which measures nothing: finished here
-        listed = results.read_json(run_dir / "params.json").get("notebooks", params_mod.NOTEBOOKS)
-        done = {r["notebook"] for r in results.read_rows(run_dir / "timings.csv")}  # [] when absent
-        if set(listed) - done == {ANALYSIS}:
-            return
-        why += "; run the same command again to resume it"
-    if why:
-        raise _Refused(f"{run_dir.name}: {why}")
-
-
 def _report_params(run_dir: Path) -> params_mod.Params:
     """The run's params.json validated, not against this machine's device (the run may come from another)."""
+    src = run_dir / "params.json"
     try:
-        prm = results.read_json(run_dir / "params.json")
-        keys = {k: v for k, v in prm.items() if k in params_mod.FIELDS}
+        keys = {k: v for k, v in results.read_json(src).items() if k in params_mod.FIELDS}
         return params_mod.validate(
-            {**keys, "device": "auto", "expect_device": ""},
-            src=str(run_dir / "params.json"),
-            check_device=False,
+            {**keys, "device": "auto", "expect_device": ""}, str(src), check_device=False
         )
-    except (ValueError, params_mod.ParamsError, AttributeError) as err:
-        raise _Refused(f"{run_dir / 'params.json'} is broken ({_describe(err)})") from None
+    except (ValueError, AttributeError) as err:
+        raise _Refused(f"{src} is broken ({_describe(err)})") from None
 
 
 def _rebuild_run_report(run_dir: Path) -> Path:
@@ -785,19 +748,6 @@ def _fingerprint(folder: Path, read: list[Path] | None, notebook: Path | None = 
     if read is None:
         return path.unlink(missing_ok=True)
     results.write_json(path, _fingerprint_of(read, notebook or _notebook_path(ANALYSIS)))
-
-
-def _rebuild_combined(outputs: Path, run_dir: Path | None = None) -> int:
-    """The combined report of ``outputs`` built again, with ``run_dir``'s parameters (else the last run's)."""
-    from cnnbench import report
-
-    runs, _ = report.combined_runs(outputs)
-    if len(runs) < 2:
-        print(f"cnnbench report: {len(runs)} user run(s) in {outputs}: no combined report")
-        return 0
-    folder = outputs / report.COMBINED
-    p = None if _analysis_current(folder, [*runs, folder]) else _report_params(run_dir or runs[-1])
-    return _combined(p, outputs / runs[-1].name / "params.json", {}, outputs)
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import warnings
@@ -65,18 +66,9 @@ def write_resolved(
 
 def _resolved(path: Path) -> dict[str, Any] | None:
     """The content of a resolved set written by :func:`write_resolved` at ``path``, else None (a params file)."""
-    if path.suffix != ".json" or not path.is_file():
-        return None
-    try:
-        data = results.read_json(path)
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) and {"params_file", "overrides"} <= data.keys() else None
-
-
-def run_name(p: params.Params, device: torch.device) -> str:
-    """``run_name`` from the params, else <device kind>-<host name>."""
-    return p.run_name or paths.default_run_name(devices.backend(device).kind)
+    with contextlib.suppress(OSError, ValueError):
+        data = results.read_json(path) if path.suffix == ".json" else None
+        return data if isinstance(data, dict) and {"params_file", "overrides"} <= data.keys() else None
 
 
 class NoRuns(RuntimeError):
@@ -94,12 +86,9 @@ def open_run(
 ) -> Run:
     """Load and validate the parameters, resolve the device, set CPU threads, create the run folder.
 
-    ``params_file`` "" means the run folder's own params.json where ``run_dir`` has one, else
-    params/colab_t4.yaml on Colab and params/local.yaml elsewhere; ``run_dir`` "" means outputs/<run_name>.
-    Raises :class:`cnnbench.params.ParamsError` before any work and :class:`cnnbench.paths.RunLocked` while
-    another process writes the run folder. ``needs_runs`` (08): :class:`NoRuns`, writing nothing, when there
-    is no run to analyse yet, and its parameters are not checked against this machine's device (the runs it
-    reads may come from another); the params.json of a run it reads is never rewritten."""
+    ``params_file`` "": ``run_dir``'s params.json, else params/colab_t4.yaml on Colab, params/local.yaml elsewhere;
+    ``run_dir`` "": outputs/<run_name>. ``needs_runs`` (08): :class:`NoRuns` when there is nothing to analyse, no
+    device check, and a run's params.json never rewritten. Raises ParamsError, RunLocked before any work."""
     given = Path(run_dir) / RESOLVED if run_dir and not params_file else None
     if given is not None and given.is_file():  # only a run folder: the run's own parameters, not local.yaml's
         params_file = given
@@ -129,7 +118,8 @@ def open_run(
             stacklevel=2,
         )
     device = devices.resolve(p.device, expect=p.expect_device)
-    root = Path(run_dir) if run_dir else paths.outputs_root() / run_name(p, device)
+    name = p.run_name or paths.default_run_name(devices.backend(device).kind)
+    root = Path(run_dir) if run_dir else paths.outputs_root() / name
     if os.environ.get(paths.LOCK_ENV) != str(root.resolve()):
         holder = paths.RunLock(root).holder()
         if holder is not None:

@@ -108,40 +108,32 @@ def frame(rows: Iterable[Mapping[str, Any]], columns: Iterable[str] = ()):
 
 def read_rows(path: str | Path) -> list[dict[str, str]]:
     """The rows of a results CSV ([] when absent). Raises :class:`CorruptResults` (one line) for a file that is
-    not a tidy CSV: unreadable, ragged rows, a last line cut short, a cell written as a Python object."""
+    not a tidy CSV: unreadable, ragged rows, a last line cut short, a cell this workbook never writes."""
     path = Path(path)
     if not path.is_file():
         return []
     try:
         text = path.read_bytes().decode()
         reader = csv.DictReader(io.StringIO(text, newline=""))
-        rows = list(reader)
-        columns = reader.fieldnames or []
+        rows, times = list(reader), [c for c in reader.fieldnames or [] if c.endswith("_s")]  # seconds, rates
     except (UnicodeDecodeError, csv.Error) as err:
         raise CorruptResults(
             f"{path}: not a readable CSV ({type(err).__name__}: {err}); move it away"
         ) from None
-    if text and not text.endswith("\n"):  # every row this workbook writes ends its line
-        raise CorruptResults(f"{path}: its last line is cut short (written only in part); move it away")
-    if rows and not columns:
-        raise CorruptResults(f"{path}: no header line; move it away")
-    times = [c for c in columns if c.endswith("_s")]  # seconds, and rates (_img_s)
-    for i, row in enumerate(rows, start=2):
-        if None in row or any(v is None for v in row.values()):
-            raise CorruptResults(
-                f"{path}: line {i} has {'more' if None in row else 'fewer'} cells than the "
-                f"header; the file is corrupt, move it away"
+    why = "its last line is cut short (written only in part)" if text and not text.endswith("\n") else ""
+    for i, row in enumerate([] if why else rows, start=2):
+        if None in row or None in row.values():
+            why = f"line {i} has {'more' if None in row else 'fewer'} cells than the header"
+        elif bad := next(
+            (k for k, v in row.items() if _NUMPY_REPR.match(v) or k in times and _impossible(v)), ""
+        ):
+            why = (
+                f"line {i}, column '{bad}' holds {row[bad][:40]}, which this workbook never writes (edited?)"
             )
-        if (bad := next((k for k, v in row.items() if _NUMPY_REPR.match(v)), None)) is not None:
-            raise CorruptResults(
-                f"{path}: line {i}, column '{bad}' holds '{row[bad][:40]}', not a number; "
-                f"the file was written by a buggy version, move it away and measure again"
-            )
-        if bad := next((k for k in times if _impossible(row[k])), None):
-            raise CorruptResults(
-                f"{path}: line {i}, column '{bad}' holds {row[bad][:40]}, which no time or rate is (negative or "
-                "not finite); the file was edited or damaged, move it away"
-            )
+        if why:
+            break
+    if why:
+        raise CorruptResults(f"{path}: {why}; move it away")
     return rows
 
 
@@ -207,12 +199,11 @@ class ResultsFile:
         return rows
 
     def done(self, config: Mapping[str, Any]) -> bool:
-        key = self.key_of(config)
-        return any(self.key_of(r) == key and r.get("status") in DONE_STATUSES for r in self.rows())
+        return self.finished(config, self.key)
 
     def finished(
         self, config: Mapping[str, Any], columns: Iterable[str], final: Iterable[str] = DONE_STATUSES
-    ) -> bool:
+    ):
         """Whether the file has rows of ``config`` (on ``columns``), every one with a ``final`` status."""
         final, columns = tuple(final), tuple(columns)
         same = [r for r in self.rows() if _values(r, columns) == _values(config, columns)]

@@ -11,8 +11,7 @@ from cnnbench import knobs
 from cnnbench.params import FIELDS
 from cnnbench.results.files import HOST, ResultsFile, frame
 
-# The params keys that change an engine measurement, so a rerun with other values measures new rows instead of
-# reusing old ones.
+# The params keys that change an engine measurement (a rerun with other values measures new rows)
 _PROTOCOL = (
     "warmup_steps measured_steps window_s min_window_s repeats processes max_processes ci_target_pct lr "
     "momentum synthetic_images seed data_path isolate telemetry_interval_s"
@@ -31,8 +30,7 @@ def _keys(text: str) -> Callable[[], tuple[str, ...]]:
     return keys
 
 
-# What a measurement is of: the workload, the device kind and the machine, every keyed knob, the protocol. Every
-# measured table's key holds HOST, which the results layer fills (cnnbench.results.files).
+# What a measurement is of: the workload, device kind, machine (HOST, filled by .files), keyed knobs, protocol.
 _CONFIG = f"model device_kind {HOST} phase dataset image_size num_classes in_channels knobs {_PROTOCOL}"
 config_keys, window_keys = _keys(_CONFIG), _keys(f"{_CONFIG} process repeat")
 # What the other experiments measure: the workload and every keyed knob, then their own settings.
@@ -42,13 +40,11 @@ epoch_keys = _keys(f"{_SHAPE} knobs max_batches epoch_images synthetic_images da
 PHASE_PASS_KEYS = ("phase_steps", "phase_window_s", "phase_max_s", "phase_batch_size")
 PHASE_PROTOCOL = ("warmup_steps", "synthetic_images", "seed", "data_path")
 phase_plan = _keys(f"{_SHAPE} knobs {' '.join((*PHASE_PROTOCOL, *PHASE_PASS_KEYS))}")
-# 05's from-scratch backends: every parameter that changes a backend's rows (a rerun with other values trains
-# again; the same values keep what was measured): every scratch_* key but the lists of what 05 runs.
+# 05's backends: every scratch_* key but the lists of what 05 runs (other values: trained again).
 _SCRATCH = (k for k in FIELDS if k.startswith("scratch_") and k not in ("scratch_backends", "scratch_models"))
 SCRATCH_KEYS = ("threads", "seed", *_SCRATCH)
 SCRATCH_PLAN = ("backend", "model", HOST, *SCRATCH_KEYS)
-# 06's profiler and scaling: what identifies one traced configuration / one scaling pass (a rerun with the same
-# values keeps the rows; scaling is kept or measured again as a whole, its efficiency and loss check span it).
+# 06's profiler and scaling: one traced configuration / one scaling pass (kept or measured again as a whole).
 profile_plan = _keys(f"{_SHAPE} knobs seed optimizer lr warmup_steps profiled_steps profile_top_k")
 SCALING_PLAN = tuple(
     (
@@ -56,8 +52,7 @@ SCALING_PLAN = tuple(
         "warmup_steps host_heap seed"
     ).split()
 )
-# 04's measured peaks (device_peaks.csv's measured rows and bandwidth_sweep.csv are kept when these match) and
-# profiled layers (a cache of each Scenario A configuration's per-layer profile, kept when its key matches).
+# 04's measured peaks and bandwidth sweep (kept when these match) and profiled layers (kept per key).
 PEAK_SETTINGS = ("device_name", "peak_threads", "peak_matmul_size", "peak_stream_mb", "peak_repeats", HOST)
 layer_plan = _keys(f"{_SHAPE} phase knobs device_name seed layer_steps")
 # 06's fine-tuning grid: one point (its epochs are rows).
@@ -67,8 +62,7 @@ TRANSFER_GRID_KEYS = tuple(
         "momentum train_images val_images epochs seed workers pin_memory data_path"
     ).split()
 )
-# 07's search: what identifies one search (its workload, the default setting it is measured against, the protocol
-# and every tune_* parameter but the lists of what is searched, lists comma-joined).
+# 07's search: its workload, the defaults it is measured against, and every tune_* key but what is searched.
 _TUNE = (k for k in FIELDS if k.startswith("tune_") and k not in ("tune_models", "tune_phases"))
 TUNING_PARAM_KEYS = ("seed", "lr", "momentum", "synthetic_images", "repeats", *_TUNE)
 search_keys = _keys(
@@ -77,8 +71,7 @@ search_keys = _keys(
 )
 
 
-# Far more rows than a run writes (a larger file is refused when read, before 08's work): a row per configuration
-# (seeds_full.yaml: 28 in 02 and 03), or a series (its steps tables: 28 x 6 processes x 3 windows x 100 steps).
+# Far more rows than a run writes (a larger file is refused when read): per configuration, or a series.
 CONFIG_ROWS, SERIES_ROWS = 10_000, 2_000_000
 _SERIES = {"merged": False, "most_rows": SERIES_ROWS}  # a series of one run, not merged across runs
 _GROUPS = {"merged": False, "unique": False}  # rows sharing a key, replaced as a group (ResultsFile.extend)
@@ -165,9 +158,7 @@ TABLES: dict[str, Table] = {
     for t in [
         Table("complexity", "01_complexity", columns="model matches_published"),
         *_engine("scenario_a", "02_scenario_a"),
-        Table(
-            "telemetry", "02_scenario_a", config_keys, _TELEMETRY, most_rows=SERIES_ROWS
-        ),  # 02 and 03 write it
+        Table("telemetry", "02_scenario_a", config_keys, _TELEMETRY, most_rows=SERIES_ROWS),  # and 03
         Table("epochs", "02_scenario_a", epoch_keys, columns=_EPOCHS),
         *_engine("batch_sweep", "03_batch_sweep"),
         Table("roofline", "04_roofline", columns=_ROOFLINE),
@@ -187,16 +178,13 @@ TABLES: dict[str, Table] = {
         Table("tuning", "07_tuning", search_keys, "row_kind stage rung config", columns=_TUNING),
         Table("tuning_space", "07_tuning", ("model", "device_kind", "knob", "value"), merged=False),
         Table("explore", "08_analysis", _EXPLORE_KEY, merged=False, columns=_EXPLORE),
-        # 08's analysis of the runs it merged, each recomputed whole: matched speedups (x), one-knob ratios (rate of
-        # run_b / rate of run_a, images/s beside), findings (each with the file holding its numbers), and the
-        # seeds' figures recomputed from their own throughputs (published.corrections())
+        # 08's analysis of the runs it merged, each recomputed whole
         Table("speedups", "08_analysis", merged=False),
         Table("ratios", "08_analysis", merged=False),
         Table("findings", "08_analysis", merged=False),
         Table("seed_corrections", "08_analysis", merged=False),
         Table("predictions", "08_analysis", merged=False),  # every seed's and run's rate (cnnbench.predict)
-        # cnnbench compare's table, in the outputs root (or --out): one comparison per set of runs (``compared``),
-        # a new compare of the same runs replacing only their rows
+        # cnnbench compare's, in the outputs root (or --out): a new compare of the same runs replaces their rows
         Table("compare", "cnnbench compare", ("compared",), **_GROUPS, most_rows=SERIES_ROWS),
         # how long each notebook took, written by the pipeline (cnnbench.eta)
         Table("timings", "pipeline", ("notebook",), merged=False),
