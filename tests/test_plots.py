@@ -90,6 +90,27 @@ def test_a_log_axis_spanning_less_than_a_decade_still_shows_tick_labels(tmp_path
     assert len(labels) >= 2, labels
 
 
+@pytest.mark.parametrize("low, high", [(2.25, 2.31), (1.9, 2.4), (0.5, 2.3), (120.0, 260.0)])
+def test_the_tick_labels_of_a_narrow_log_axis_are_all_different(tmp_path, low, high):
+    """A short MLP run's convergence figure (loss 2.25 to 2.31 on a log axis) labelled each of its ticks "2": a
+    label's digits came from the value's magnitude alone, not from how far apart the ticks are."""
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots()
+    ax.plot([1, 2, 3], [low, (low + high) / 2, high])
+    ax.set_yscale("log")
+    plots.save(fig, tmp_path / "f.png")
+    fig.canvas.draw()
+    lo, hi = ax.get_ylim()
+    labels = [
+        t.get_text()
+        for t in ax.yaxis.get_majorticklabels() + ax.yaxis.get_minorticklabels()
+        if t.get_visible() and t.get_text() and lo <= t.get_position()[1] <= hi
+    ]
+    plt.close(fig)
+    assert len(labels) >= 2 and len(set(labels)) == len(labels), labels
+
+
 def _points_under_legends(fig) -> int:
     """Data points (line vertices) drawn under a legend of ``fig``, in display coordinates."""
     fig.canvas.draw()
