@@ -62,8 +62,7 @@ def empty_axes(fig) -> list[str]:
 
 
 class PlainLogFormatter(LogFormatter):
-    """matplotlib's choice of log ticks to label, written as plain numbers: 0.6, 10, 20,000 (not 6e-01, 10^1,
-    2e+04), to six significant digits with no trailing zeros (2.25 and 2.26 on a narrow axis, not 2 and 2)."""
+    """Log ticks as plain numbers to six significant digits: 0.6, 2.25, 20,000 (not 6e-01, 2, 2e+04)."""
 
     def _num_to_string(self, x, vmin, vmax):
         text = f"{x:,.{max(0, 5 - math.floor(math.log10(x)))}f}"
