@@ -175,7 +175,7 @@ def test_unavailable_backends_are_rows_with_the_reason(data, monkeypatch):
         assert len(rows) == 1 and rows[0]["status"] == "unavailable", rows
         assert rows[0]["error"].startswith("BackendUnavailable: ") and len(rows[0]["error"]) > 30
         assert "epoch_s" not in rows[0]  # never a fake number
-    with pytest.raises(BackendUnavailable, match="CuPy is not installed"):
+    with pytest.raises(BackendUnavailable, match="CuPy cannot run here"):
         make("cupy", "mlp")
 
 
@@ -222,7 +222,7 @@ def test_op_timer_syncs_around_each_op_and_keeps_the_first_call_apart():
     assert events[:3] == ["sync", "run", "sync"]
     (row,) = timer.rows()
     assert row["first_call_ms"] == 5000.0 and row["calls"] == 3 and row["median_ms"] == 2000.0
-    assert row["mean_ms"] == 2000.0 and row["ci95_ms"] == pytest.approx(4.303 * 1000 / 3**0.5)
+    assert row["mean_ms"] == 2000.0 and row["ci95_ms"] == pytest.approx(4.303 * 1000 / 3**0.5, rel=1e-3)
     off = OpTimer(sync=lambda: events.append("x"), clock=clock)
     with off.op("a", "relu", "forward"):
         pass
@@ -408,7 +408,7 @@ def test_run_all_writes_the_four_tidy_csvs(tmp_path, monkeypatch, data):
     beside = summary.beside_seed_001(summ)
     assert beside.loc["numba_cpu", "published by 001_4079f4ca21c61f7c.txt: throughput_img_s"] == 30501
     assert beside.loc["numpy", "ours_throughput_img_s"] > 0 and set(beside.model) == {"mnist_cnn"}
-    fb = summary.forward_backward(frames["backend_ops"], "mlp")
+    fb = summary.forward_backward(frames["backend_ops"])
     assert fb.loc["step_ms", "ours: numpy"] == pytest.approx(
         fb.loc[["forward_ms", "backward_ms", "update_ms"], "ours: numpy"].sum()
     )

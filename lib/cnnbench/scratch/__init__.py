@@ -1,7 +1,5 @@
-"""From-scratch backends (seeds 001 and 004): the MNIST CNN and the 784-10-10 MLP with full backpropagation,
-one interface (:class:`.base.Backend`), one module per family (``xp_backend``: NumPy and CuPy; ``numba_cpu``;
-``numba_cuda``; ``torch_backend``), built by :func:`make`. 05's one entry point: its experiment, tables, figures
-and the seeds' numbers, named here."""
+"""05's one entry point: the from-scratch backends (seeds 001 and 004; one module per family, built by
+:func:`make`), its experiment, tables, figures and the seeds' numbers."""
 
 from __future__ import annotations
 

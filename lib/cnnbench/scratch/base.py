@@ -12,8 +12,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from cnnbench.params import SCRATCH_MODELS
-
 # Each network's forward, layer by layer: a layer's type is its name less the digit, its op kind ``KIND[type]``;
 # conv and fc layers hold parameters, named as in PyTorch's layout (shapes follow from the input size).
 FORWARD = {
@@ -96,8 +94,7 @@ class Backend:
         """Wait for queued device work (no-op on CPU backends)."""
 
     def _load(self, weights: dict, put) -> None:
-        """``p``, ``g`` and ``v`` by ``put(name, host array)``, a copy: momentum buffers only with momentum (or
-        ``momentum_buffers``), as torch.optim.SGD keeps none without (seed 004's MLP: momentum 0)."""
+        """``p``, ``g`` and ``v`` copied by ``put(name, host array)``; ``v`` as torch.optim.SGD keeps it."""
         host = {k: np.ascontiguousarray(weights[k], dtype=np.float32) for k in PARAM_NAMES[self.model]}
         self.p = {k: put(k, w) for k, w in host.items()}
         self.g = {k: put(k, np.zeros_like(w)) for k, w in host.items()}
@@ -145,13 +142,11 @@ def torch_module(model: str, image_size: int = 28, hidden: int = 10):
 
     from cnnbench.models import MnistCNN
 
-    if model == "mnist_cnn":
-        return MnistCNN(num_classes=10, in_channels=1, image_size=image_size)
     if model == "mlp":
         return nn.Sequential(
             nn.Flatten(), nn.Linear(image_size * image_size, hidden), nn.ReLU(), nn.Linear(hidden, 10)
         )
-    raise ValueError(f"unknown scratch model '{model}'; valid: {', '.join(SCRATCH_MODELS)}")
+    return MnistCNN(num_classes=10, in_channels=1, image_size=image_size)
 
 
 def component_bytes(backend, acts, work) -> dict[str, int]:

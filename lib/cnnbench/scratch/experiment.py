@@ -113,8 +113,7 @@ def failure(ident: dict, err: BaseException) -> dict:
 
 
 def make(name: str, model: str, lr: float = 0.01, momentum: float = 0.9) -> Backend:
-    """The backend ``name`` for ``model`` (its module's ``backend``, imported only now); :class:`BackendUnavailable`
-    says why it cannot run here."""
+    """The backend ``name`` for ``model``, its module imported now (:class:`BackendUnavailable`: why not here)."""
     if name not in DEVICE_KIND:
         raise ValueError(f"unknown scratch backend '{name}'; valid: {', '.join(DEVICE_KIND)}")
     module = (
@@ -259,7 +258,8 @@ def _measure_hooks(backend: str):
         from numba import cuda
 
         def used():
-            return (info := cuda.current_context().get_memory_info()).total - info.free
+            info = cuda.current_context().get_memory_info()
+            return info.total - info.free
 
         return used, used, lambda: None, lambda: None, "CUDA free memory delta (after the step)"
     return rss, rss, lambda: None, lambda: None, "process RSS delta (after the step)"

@@ -190,8 +190,7 @@ def softmax_ce(logits, y, d):
 
 @njit(fastmath=False, cache=True)
 def sgd(p, g, v, lr, momentum):
-    """torch.optim.SGD's update over flattened arrays: v = momentum * v + g; p -= lr * v, or p -= lr * g without
-    momentum (``v`` unused). Serial: the arrays are small, and a parallel launch costs more than the loop."""
+    """torch.optim.SGD's update over flat arrays (``v`` unused without momentum); serial: the arrays are small."""
     for i in range(p.size):
         if momentum:
             v[i] = momentum * v[i] + g[i]

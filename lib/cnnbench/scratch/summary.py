@@ -110,17 +110,15 @@ def beside_seed_004(ops: pd.DataFrame) -> pd.DataFrame:
     return ours.join(pub, how="outer")
 
 
-def forward_backward(ops: pd.DataFrame, model: str = "mlp") -> pd.DataFrame:
-    """Seed 004's Table 3 for ``model``: ms per step in forward, backward and update (sums of per-op medians,
-    device synced per op), per backend, beside its published NumPy and CuPy figures."""
-    ok = ops[(ops.status == "ok") & (ops.model == model)]
+def forward_backward(ops: pd.DataFrame) -> pd.DataFrame:
+    """Seed 004's Table 3: the MLP's ms per step in forward, backward and update (sums of per-op medians, device
+    synced per op), per backend, beside its published NumPy and CuPy figures."""
+    ok = ops[(ops.status == "ok") & (ops.model == "mlp")]
     if ok.empty:
         return pd.DataFrame()
     ours = ok.pivot_table(index="phase", columns="backend", values="median_ms", aggfunc="sum")
     ours.loc["step"] = ours.sum()
     ours = ours.rename(index=lambda phase: f"{phase}_ms").add_prefix("ours: ")  # forward_ms ... step_ms
-    if model != "mlp":
-        return ours
     rows = {"iteration": "step_ms", "forward": "forward_ms", "backward": "backward_ms"}  # total: TIMES_004
     pub = published.TIMES_004.set_index("what").loc[list(rows), ["cpu_ms", "gpu_ms"]].rename(index=rows)
     pub.columns = [f"published by {published.SEED_004}: {c}" for c in ("numpy", "cupy")]  # CPU = NumPy
