@@ -203,14 +203,6 @@ def on_main_thread(fn: Callable[[], None]) -> Callable[[], None]:
 NO_MEASURE_ENV = "CNNBENCH_NO_MEASURE"  # set by `cnnbench report`: the static explorer shows, never measures
 
 
-def measured_before(run, model: str, batch_size: int, precision: str, data_mode: str) -> list[dict]:
-    """The finished rows of explore.csv for this configuration, the latest last; [] when none."""
-    df = results.read(run.dir, "explore")
-    config = (df.model == model) & (df.batch_size == batch_size) & (df.precision == precision)
-    same = df[config & (df.data_mode == data_mode) & df.status.isin(results.DONE_STATUSES)]
-    return same.tail(1).to_dict("records")
-
-
 def explorer(run):
     """Controls for model, batch size, precision, data mode and device; static single run when headless."""
     p = run.params
@@ -224,7 +216,10 @@ def explorer(run):
             fix = "pip install ipywidgets (7.x or 8.x) and rerun this cell for the controls."
             print(f"No ipywidgets here, so one static measurement: {fix}")
     if w is None or headless() or not p.interactive:
-        kept = measured_before(run, model, bs, precision, p.data_mode)
+        df = results.read(run.dir, "explore")  # this configuration's latest finished measurement, if any
+        mine = (df.model == model) & (df.batch_size == bs) & (df.precision == precision)
+        kept = df[mine & (df.data_mode == p.data_mode) & df.status.isin(results.DONE_STATUSES)].tail(1)
+        kept = kept.to_dict("records")
         if kept or os.environ.get(NO_MEASURE_ENV):
             why = "`cnnbench report` measures nothing (open 08 in JupyterLab to measure)"
             _show(kept, run) if kept else print(f"no explorer measurement in this run; {why}")

@@ -338,15 +338,14 @@ def judged(rows: pd.DataFrame) -> pd.DataFrame:
     rows.loc[ok, "ceiling_img_s"] = predict(rows[ok], None).ceiling_img_s
     rows.loc[ok, ["host_s", "host_source"]] = host_costs(rows[ok])
     share, step = rows.rate_img_s / rows.ceiling_img_s, rows.batch_size / rows.rate_img_s
-    verdicts = ["no prediction", "above the ceiling", HOST_BOUND, "bound by something else", "not fitted"]
-    conds = [
-        ~ok,
-        share > 1,
-        rows.host_s >= HOST_SHARE * step,
-        share < FAR_BELOW,
-        ~rows.candidate.astype(bool),
-    ]
-    rows["verdict"] = np.select(conds, verdicts, "device")
+    conds = {  # the first that holds; else "device"
+        "no prediction": ~ok,
+        "above the ceiling": share > 1,
+        HOST_BOUND: rows.host_s >= HOST_SHARE * step,
+        "bound by something else": share < FAR_BELOW,
+        "not fitted": ~rows.candidate.astype(bool),
+    }
+    rows["verdict"] = np.select(list(conds.values()), list(conds), "device")
     said = {
         HOST_BOUND: "the host issues its ops in {r.host_s:.4g} s ({r.host_source}), {h:.0%} of the measured step",
         "above the ceiling": "{r.rate_img_s:,.0f} img/s is {s:.2f}x what its roofs allow ({r.ceiling_img_s:,.0f} "
@@ -478,7 +477,6 @@ def figure(t: pd.DataFrame, path=None):
 
 def one(model: str, device: str, phase="train", batch_size=None, image_size=None, precision="fp32") -> dict:
     """``cnnbench predict``: one prediction from :func:`known`; :class:`Refused` for bad input, before any work."""
-
     from cnnbench import params
 
     try:
