@@ -389,7 +389,9 @@ QUEUE_NOTE = "times are the host's time to queue each op on the device, not the 
 def profile_model(cfg: engine.Config, device: torch.device, p, folder: Path) -> list[dict]:
     """Rows of the top operators of ``profile_steps`` traced training steps of ``cfg``, per pass."""
     b, steps = devices.backend(device), p.profile_steps
-    base = {"model": cfg.model, "device_name": b.name()}  # the rest of the key: profile()'s identity
+    base = {k: getattr(cfg, k) for k in ("model", "batch_size", "image_size", "num_classes", "precision")}
+    base |= dict(optimizer=p.optimizer, lr=p.lr, device_kind=b.kind, device_name=b.name())
+    base["profiled_steps"] = steps
     try:
         plan = torch.profiler.schedule(wait=0, warmup=1, active=steps, repeat=1)
         with engine.Workload(
