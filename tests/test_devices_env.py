@@ -188,7 +188,13 @@ def test_every_fp32_experiment_runs_its_steps_with_tf32_off(monkeypatch, tmp_pat
         monkeypatch.setattr(ddp.dist, "init_process_group", lambda *a, **k: None)
         monkeypatch.setattr(ddp.dist, "destroy_process_group", lambda: None)
         cfg = engine.Config.of("mnist_cnn", "train", 28, 10, 1, batch_size=2)
-        ddp.main([launch.command(1, ddp.job(Params(), cfg, "gloo", tmp_path, 1, 1))[-1]])
+        ddp.main(
+            [
+                launch.command(1, ddp.job(Params(scaling_steps=1, scaling_repeats=1), cfg, "gloo", tmp_path))[
+                    -1
+                ]
+            ]
+        )
         monkeypatch.setattr(finetuning, "datasets", lambda p: (range(10), range(4), 10))
         monkeypatch.setattr(finetuning, "check_weights", lambda *a: "")
         epoch = (1.0, 8, 0.5)  # seconds, images, loss: the epoch's rows are written, the steps end normally

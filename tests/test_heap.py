@@ -106,7 +106,7 @@ def test_the_data_parallel_ranks_get_the_runs_heap_setting(tmp_path):
     from cnnbench.scaling import ddp
 
     cfg = Config.of("resnet18", "train", 32, 10, batch_size=8, host_heap="system")
-    cmd = launch.command(2, ddp.job(Params(), cfg, "gloo", tmp_path, steps=1, repeats=1))
+    cmd = launch.command(2, ddp.job(Params(scaling_steps=1, scaling_repeats=1), cfg, "gloo", tmp_path))
     _, _, cfg = ddp.read_job(cmd[cmd.index("cnnbench.scaling.ddp") + 1])
     assert cfg.host_heap == "system"
 

@@ -18,7 +18,7 @@ def test_every_world_size_is_measured_over_several_windows_whatever_repeats_says
     windows = []
 
     def fake(cmd, out, **_):
-        windows.append(json.loads(Path(cmd[-1]).read_text())["repeats"])
+        windows.append(json.loads(Path(cmd[-1]).read_text())["params"]["scaling_repeats"])
         world = int(cmd[cmd.index("--nproc_per_node") + 1])
         return {
             "device_kind": "cpu",

@@ -8,14 +8,16 @@ import pytest
 from cnnbench import scaling as distributed
 
 
-def _job(out, batch_size=4, model="mnist_cnn", **kw):
+def _job(out, batch_size=4, model="mnist_cnn", steps=1, repeats=0, reference_batches=()):
     from cnnbench.measure.engine import Config
     from cnnbench.params import Params
     from cnnbench.scaling import ddp
 
-    p = Params(seed=0, warmup_steps=1, telemetry_interval_s=0.05)
+    p = Params(
+        seed=0, warmup_steps=1, telemetry_interval_s=0.05, scaling_steps=steps, scaling_repeats=repeats
+    )
     cfg = Config.of(model, "train", 28, 10, 1, batch_size=batch_size, threads=1)
-    return ddp.job(p, cfg, "gloo", out, **kw)
+    return ddp.job(p, cfg, "gloo", out, reference_batches)
 
 
 def test_two_gloo_processes_give_the_single_process_loss_at_the_same_global_batch(tmp_path):

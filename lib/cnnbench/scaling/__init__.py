@@ -10,6 +10,7 @@ import os
 import re
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
@@ -186,15 +187,15 @@ def run_all(run, launcher=launch, log=progress.say) -> list[dict]:
         table.plan(run.dir, planned, "scaling")
         return results.rows(run.dir, "scaling")
 
-    def launched(world: int, out: Path, refs=(), steps=p.scaling_steps, repeats=p.scaling_repeats) -> dict:
-        return launcher(command(world, ddp.job(p, cfg, backend, out, steps, repeats, refs)), out)
+    def launched(world: int, out: Path, refs=(), job_params=p) -> dict:
+        return launcher(command(world, ddp.job(job_params, cfg, backend, out, refs)), out)
 
     # the single-device reference: one process at each global batch N x b, from the same initial weights
     refs = tuple(n * cfg.batch_size for n in worlds if n > 1)
     reference: dict = {}
     if 1 not in worlds and refs:
         try:
-            reference = launched(1, tmp / "ref", refs, steps=1, repeats=0)["reference_losses"]
+            reference = launched(1, tmp / "ref", refs, replace(p, scaling_repeats=0))["reference_losses"]
         except Exception as err:  # noqa: BLE001 - without a reference the loss check is NaN, the run goes on
             log(f"single-process reference failed: {err}")
     for plan in planned:

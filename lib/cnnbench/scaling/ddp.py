@@ -21,10 +21,10 @@ from cnnbench.measure import engine, telemetry, timing
 CHECK_STEPS = 3  # steps whose rank-averaged loss is recorded
 
 
-def job(p, cfg, backend: str, out, steps: int, repeats: int, reference_batches=()) -> dict:
-    """What the ranks run: ``repeats`` windows of ``steps`` steps, loss checks at ``reference_batches``."""
-    spec = dict(params=p.to_dict(), config=cfg.columns(), backend=backend, out=str(out), steps=steps)
-    return spec | dict(repeats=repeats, reference_batches=list(reference_batches))
+def job(p, cfg, backend: str, out, reference_batches=()) -> dict:
+    """What the ranks run: the params' scaling windows, after a loss check at each of ``reference_batches``."""
+    spec = dict(params=p.to_dict(), config=cfg.columns(), backend=backend, out=str(out))
+    return spec | dict(reference_batches=list(reference_batches))
 
 
 def read_job(path) -> tuple[dict, params.Params, engine.Config]:
@@ -99,9 +99,9 @@ def _run(spec: dict, p, work, rank: int, world: int, global_batch: int, check_on
         return check
     for i in range(p.warmup_steps):
         step(i)
-    windows, steps = [], spec["steps"]
+    windows, steps = [], p.scaling_steps
     with telemetry.Sampler(work.backend, p.telemetry_interval_s) as sampler:
-        for _ in range(spec["repeats"]):
+        for _ in range(p.scaling_repeats):
             dist.barrier()
             work.backend.synchronize()
             start = time.perf_counter()

@@ -350,8 +350,6 @@ def op_table(events, backend: devices.Backend) -> pd.DataFrame:
         device_s = backend.op_time_us(e, self_only=True) / 1e6 if device_timed else float("nan")
         rows.append((where, e.name, e.self_cpu_time_total / 1e6, device_s))
     df = pd.DataFrame(rows, columns=["pass", "op", "self_cpu_s", "self_device_s"])
-    if df.empty:
-        return df.assign(calls=[])
     return df.groupby(["pass", "op"], as_index=False).agg(
         calls=("op", "size"),
         self_cpu_s=("self_cpu_s", "sum"),

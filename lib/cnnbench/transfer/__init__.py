@@ -100,27 +100,20 @@ def check_weights(model: str, pretrained: bool, reachable=weights_reachable) -> 
     return f"pretrained: ImageNet weights of {model} downloaded from {w.url}"
 
 
-def replace_head(model: nn.Module, num_classes: int) -> nn.Module:
-    """Swap the classifier's last Linear or Conv2d for a fresh one of ``num_classes`` outputs; return it."""
-    layers = [(n, m) for n, m in model.named_modules() if isinstance(m, (nn.Linear, nn.Conv2d)) and n]
-    name, layer = layers[-1]
-    parent_name, _, attr = name.rpartition(".")
-    parent = model.get_submodule(parent_name)
-    if isinstance(layer, nn.Linear):
-        new = nn.Linear(layer.in_features, num_classes)
-    else:
-        new = nn.Conv2d(layer.in_channels, num_classes, layer.kernel_size, layer.stride)
-    setattr(parent, attr, new)
-    return new
-
-
 def build(model: str, num_classes: int, pretrained: bool, freeze_backbone: bool = False) -> nn.Module:
-    """``model`` with ImageNet weights (when ``pretrained``) or random ones, and a new ``num_classes`` head."""
+    """``model`` with ImageNet weights (when ``pretrained``) or random ones, its classifier's last Linear or
+    Conv2d swapped for a fresh one of ``num_classes`` outputs."""
     if pretrained:
         net = torchvision.models.get_model(model, weights=weights_for(model))
     else:
         net = models.build(model, num_classes=models.spec(model).reference_classes)
-    head = replace_head(net, num_classes)
+    name, layer = [(n, m) for n, m in net.named_modules() if isinstance(m, (nn.Linear, nn.Conv2d)) and n][-1]
+    if isinstance(layer, nn.Linear):
+        head = nn.Linear(layer.in_features, num_classes)
+    else:
+        head = nn.Conv2d(layer.in_channels, num_classes, layer.kernel_size, layer.stride)
+    parent, _, attr = name.rpartition(".")
+    setattr(net.get_submodule(parent), attr, head)
     if freeze_backbone:
         net.requires_grad_(False)
         head.requires_grad_(True)
@@ -183,7 +176,7 @@ def datasets(p) -> tuple[Dataset, Dataset, int]:
             val = tvd.OxfordIIITPet(split="test", transform=transforms(size, False), **kw)
         else:
             train, val = _imagefolder(root, size, p.seed)
-    except (RuntimeError, FileNotFoundError, OSError) as err:
+    except (RuntimeError, OSError) as err:
         raise TransferError(
             f"transfer_dataset {p.transfer_dataset} at '{root}': {err}".splitlines()[0]
         ) from None
@@ -309,12 +302,11 @@ def run_grid(run, sampler_cls=None, log=print) -> None:
     planned = [point(b, lr, bs) for b in here for bs, lr in grid]
     table.plan(run.dir, planned, "transfer")
     kept = sum(file.done({**c, "epoch": p.transfer_epochs}) for c in planned)
+    # a grid point that cannot fit is a row saying so: activations x batch + 4 x the weights
+    cx = flops.complexity(p.transfer_model, p.transfer_image_size, sets[2], with_fvcore=False)
+    per_image, weights = cx.activation_mib * 2**20, 4 * cx.param_mib * 2**20
     for b in here:
-        memory, too_big = b.total_memory_bytes(), {}
-        if memory:  # a grid point that cannot fit is a row saying so: activations x batch + 4 x the weights
-            cx = flops.complexity(p.transfer_model, p.transfer_image_size, sets[2], with_fvcore=False)
-            fixed_bytes = 4 * cx.param_mib * 2**20
-            too_big = oversized(p.transfer_batch_sizes, cx.activation_mib * 2**20, fixed_bytes, memory)
+        too_big = oversized(p.transfer_batch_sizes, per_image, weights, b.total_memory_bytes())
         about = {"device_name": b.name(), "classes": sets[2], "target_accuracy": p.transfer_target_accuracy}
         for bs, lr in grid:
             base = {**point(b, lr, bs), **about}

@@ -299,11 +299,10 @@ def findings(df: pd.DataFrame) -> list[str]:
         else:
             text += f"; not placed on the roofline ({r.roof_note})"
         energy = getattr(r, "energy_j_per_image", float("nan"))
-        text += (
-            f"; {energy:.3f} J/image ({r.energy_source})"
-            if pd.notna(energy)
-            else f"; no energy ({r.energy_note})"
-        )
+        if pd.notna(energy):
+            text += f"; {energy:.3f} J/image ({r.energy_source})"
+        else:
+            text += f"; no energy ({r.energy_note})"
         if unguarded := str(getattr(r, "guard_rejected", "")).count("not guarded"):
             text += f"; {unguarded} numerics never raced: the guard's budget (tune_guard_budget_s) ran out"
         out.append(text)

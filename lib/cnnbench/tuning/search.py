@@ -325,12 +325,9 @@ class Search:
 
         self.batch_limit, tried = fit_batch_size(sizes[0], attempt, minimum=min(sizes))
         ooms = ", ".join(str(bs) for bs, o in tried if o.status == "oom")
-        fits = (
-            f"largest that fits {self.batch_limit}"
-            if ooms
-            else f"{self.batch_limit} (the largest tried) fits"
-        )
-        self.batch_note = f"out of memory at {ooms}; {fits}" if ooms else fits
+        self.batch_note = f"{self.batch_limit} (the largest tried) fits"
+        if ooms:
+            self.batch_note = f"out of memory at {ooms}; largest that fits {self.batch_limit}"
         known = {**known, **{winner.with_(batch_size=bs): o for bs, o in tried if o.status != "oom"}}
         fits = [self.batch_limit] + [bs for bs in sizes if bs < self.batch_limit] if self.batch_limit else []
         return [winner.with_(batch_size=bs) for bs in fits], known
@@ -442,7 +439,7 @@ def combine_rounds(measured: list[dict]) -> dict:
     row["confirm_rounds"] = len(measured)
     if len(measured) >= 2:
         row["throughput_ci95_img_s"] = timing.ci95_half_width(rates)
-    if row.get("gflops_per_image") == row.get("gflops_per_image") and "gflops_per_image" in row:
+    if "gflops_per_image" in row:
         row["achieved_gflops"] = row["throughput_img_s"] * row["gflops_per_image"]
     return row
 
