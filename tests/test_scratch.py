@@ -563,3 +563,31 @@ def test_the_backends_figure_has_one_legend_below_its_panels_over_no_line(tmp_pa
     assert all(ax.get_legend() is None for ax in fig.axes) and len(fig.legends) == 1
     box = fig.legends[0].get_window_extent(fig.canvas.get_renderer())
     assert all(box.y1 <= ax.get_window_extent().y0 for ax in fig.axes)  # below every panel
+
+
+def test_the_op_breakdown_labels_of_a_full_gpu_run_do_not_overlap(tmp_path):
+    """A CUDA machine runs seven backends: their names and step times under the bars ran into each other."""
+    import pandas as pd
+
+    from cnnbench.scratch import summary
+
+    backends = ("numpy", "numba_cpu", "numba_cuda", "cupy", "torch_cpu", "torch_cuda", "torch_mps")
+    rows = [
+        {
+            "backend": b,
+            "model": m,
+            "op": "op",
+            "op_kind": "matmul",
+            "pass": "forward",
+            "median_ms": 123.45,
+            "status": "ok",
+        }
+        for b in backends
+        for m in ("mlp", "mnist_cnn")
+    ]
+    fig = summary.op_breakdown(pd.DataFrame(rows), tmp_path / "ops.png")
+    fig.canvas.draw()
+    for ax in fig.axes:
+        boxes = [t.get_window_extent() for t in ax.get_xticklabels() if t.get_text()]
+        assert len(boxes) == len(backends)
+        assert not any(a.overlaps(b) for a, b in zip(boxes, boxes[1:], strict=False)), ax.get_title()

@@ -197,7 +197,8 @@ def op_breakdown(ops: pd.DataFrame, path=None):
     models = list(dict.fromkeys(kinds.index.get_level_values(0)))
     every = sorted(set(kinds.index.get_level_values(1)))  # one colour per op kind, the same in every panel
     colour = dict(zip(every, plt.get_cmap("tab10").colors * (len(every) // 10 + 1), strict=False))
-    fig, axes = plt.subplots(1, len(models), figsize=(6 * len(models), 4), squeeze=False)
+    width = max(6, 1.5 * kinds.shape[1])  # inches per panel: a backend's name and time fit under its bar
+    fig, axes = plt.subplots(1, len(models), figsize=(width * len(models), 4), squeeze=False)
     for ax, model in zip(axes[0], models, strict=True):
         k = kinds.loc[model].T.fillna(0)
         k = k.loc[:, (k != 0).any()]  # kinds this network has
