@@ -426,13 +426,13 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
-    with _console_may_close():  # a run's own failures are caught in _execute_run: what reaches here refuses
-        return _one_line("cnnbench", "results written so far are kept (run again to resume)", _run, args, 2)
+    with _console_may_close():  # a run's failures end in _execute_run: an OSError here came before any work
+        return _one_line("cnnbench", "results so far are kept (run again to resume)", _run, args, OSError)
 
 
-def _one_line(who: str, stopped: str, command, args, failed: int = 1) -> int:
-    """``command(args)``'s exit code, any failure said in one line: 2 refused, else ``failed``; 130 Ctrl-C, 128 +
-    the signal for SIGTERM (143) or SIGHUP (129), then saying ``stopped``."""
+def _one_line(who: str, stopped: str, command, args, refusal=()) -> int:
+    """``command(args)``'s exit code, any failure said in one line: 2 refused (also ``refusal``), else 1 (a bug too);
+    130 Ctrl-C, 128 + the signal for SIGTERM (143) or SIGHUP (129), then saying ``stopped``."""
     try:
         with _signals_stop_the_run():
             return command(args)
@@ -445,13 +445,13 @@ def _one_line(who: str, stopped: str, command, args, failed: int = 1) -> int:
         print(f"{who}: {how}; {stopped}", file=sys.stderr)
         return err.exit_code if isinstance(err, Stopped) else 130
     except Exception as err:  # noqa: BLE001 - one line, never a traceback
-        refused = isinstance(err, (_Refused, params_mod.ParamsError, paths.RunLocked))
-        print(f"{who}: {err if refused else _describe(err)}", file=sys.stderr)
-        return 2 if refused else failed
+        refused = isinstance(err, (_Refused, params_mod.ParamsError, paths.RunLocked, refusal))
+        print(f"{who}: {_describe(err) if isinstance(err, OSError) or not refused else err}", file=sys.stderr)
+        return 2 if refused else 1
 
 
 def _run(args) -> int:
-    """The run of ``args``; whatever fails before its lock is taken is a refusal (:func:`_one_line`)."""
+    """The run of ``args``; a bad parameter or an OSError before its lock is a refusal (:func:`_one_line`)."""
     overrides, names = params_mod.parse_overrides(args.set), {}
     if args.run_name is not None:  # '' is not "the file's name": it is refused, not silently ignored
         if not args.run_name.strip():
