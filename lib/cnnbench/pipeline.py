@@ -437,9 +437,8 @@ def _one_line(who: str, stopped: str, command, args, refusal=()) -> int:
         with _signals_stop_the_run():
             return command(args)
     except KeyboardInterrupt as err:
-        for (
-            name
-        ) in MACHINERY_LOGGERS:  # the process exits: a task that dies with the kernel must not log at exit
+        # the process exits: a task that dies with the kernel must not log at exit
+        for name in MACHINERY_LOGGERS:
             logging.getLogger(name).disabled = True
         how = f"stopped by {err}" if isinstance(err, Stopped) else "interrupted"
         print(f"{who}: {how}; {stopped}", file=sys.stderr)
@@ -466,7 +465,8 @@ def _run(args) -> int:
     notes = (params_mod.empty_file_note(params_file), params_mod.shadowed_note(params_file, overrides))
     note = "\n".join(filter(None, (*notes, *params_mod.variant_notes(p))))
     if problem := params_mod.run_data_problem(p):  # before the notebooks ahead of 05 or 06 measure anything
-        raise params_mod.ParamsError(problem)
+        said = "--set" if problem.split("'")[1] in overrides else f"{params_file}:"  # who set its key
+        raise params_mod.ParamsError(f"{said} {problem}")
     # relative dataset folders made absolute against the folder they were validated from
     keys = [key for key in ("data_path", "transfer_data_path") if getattr(p, key)]
     p = dataclasses.replace(p, **{k: os.path.abspath(os.path.expanduser(getattr(p, k))) for k in keys})
