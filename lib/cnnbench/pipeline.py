@@ -329,12 +329,8 @@ def _mark_started(run_dir: Path, params_file: Path, overrides: dict) -> None:
     if (run_dir / "report.html").is_file():
         (run_dir / "report.html").replace(run_dir / STALE_REPORT)
     why = "is running, or was stopped without a chance to say why (killed, out of memory, power lost)"
-    _mark(
-        run_dir,
-        f"has not finished: it started at {_now()} (process {os.getpid()}) and {why}",
-        params_file,
-        overrides,
-    )
+    state = f"has not finished: it started at {_now()} (process {os.getpid()}) and {why}"
+    _mark(run_dir, state, params_file, overrides)
 
 
 def _mark(run_dir: Path, state: str, params_file: Path, overrides: dict, detail: str = "") -> None:
