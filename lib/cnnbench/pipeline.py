@@ -353,14 +353,12 @@ def _other_runs() -> list[str]:
             left[str(pid)] = f"{pid} ({cmd[:60]} of {Path(folder).name})"
         else:
             busy.add(f"'{Path(folder).name}' (pipeline {holder})")
-    said = [
-        f"{len(left)} process(es) of an earlier run whose pipeline has gone still run, taking CPU from what "
-    ]
-    said[0] += f"this run measures: {', '.join(left.values())}; end them: kill {' '.join(left)}"
-    said.append(
-        f"another run is measuring on this machine too: {', '.join(sorted(busy))}; both are judged busy"
-    )
-    return [line for line, on in zip(said, (left, busy), strict=True) if on]
+    stray = f"{', '.join(left.values())}; end them: kill {' '.join(left)}"
+    said = {
+        f"{len(left)} process(es) of a run whose pipeline has gone take CPU from this one: {stray}": left,
+        f"another run is measuring on this machine: {', '.join(sorted(busy))}; both are judged busy": busy,
+    }
+    return [line for line, on in said.items() if on]
 
 
 def finished(run_dir: Path) -> None:
