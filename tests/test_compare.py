@@ -142,6 +142,7 @@ def _refused(rc, out, err, text):
 def test_cli_refuses_unknown_broken_and_incompatible_runs_in_one_line(tmp_path, capsys):
     outputs = _runs(tmp_path)
     _refused(*_compare(capsys, "a", "nope", "--outputs", outputs), "unknown run 'nope'")
+    _refused(*_compare(capsys, "a", "b.zip", "--outputs", outputs), "unzip it into")  # a shared run's zip
     _refused(*_compare(capsys, "a", "c", "--outputs", outputs), "differs in more than one key")
     _refused(
         *_compare(capsys, "a", "c", "--outputs", outputs, "--keys", "threads"),

@@ -41,7 +41,8 @@ def _run_dir(name: str, outputs: Path) -> Path:
                 raise Refused(f"{d.name}: {why}")
             return d.resolve()
     where = f"{path}" if unsafe else f"{outputs / name} or {path}"  # an unsafe name: a path only
-    raise Refused(f"unknown run {name!r}: no run folder (with environment.json) at {where}")
+    unzip = f" (unzip it into {outputs} first: a zip is not read in place)" if path.suffix == ".zip" else ""
+    raise Refused(f"unknown run {name!r}: no run folder (with environment.json) at {where}{unzip}")
 
 
 def _folder(option: str, given: str, create: bool) -> Path:
