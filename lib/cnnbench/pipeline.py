@@ -626,7 +626,9 @@ def _rebuild(args) -> int:
     outputs, run_dir = _report_folders(args)
     if run_dir is None:
         return _combined(None, None, {}, outputs)
-    why = (runs.verdict(run_dir) or "") if run_dir.is_dir() else f"no such run in {run_dir.parent}"
+    there = ", ".join(sorted(d.name for d in run_dir.parent.glob("*") if runs._is_run(d))) or "none"
+    missing = f"no such run in {run_dir.parent} (runs there: {there})"
+    why = (runs.verdict(run_dir) or "") if run_dir.is_dir() else missing
     if why.startswith("failed"):
         listed = results.read_json(run_dir / "params.json").get("notebooks", params_mod.NOTEBOOKS)
         done = {r["notebook"] for r in results.read_rows(run_dir / "timings.csv")}  # [] when absent
