@@ -424,3 +424,23 @@ def test_a_finished_pipeline_run_zips_again_without_its_lock_or_the_not_finished
     other.mkdir()
     pipeline.finished(other)
     assert not (tmp_path / "outputs" / "no-zip.zip").exists()
+
+
+def test_a_bug_before_the_lock_fails_with_exit_1_not_as_a_refusal(tmp_path, monkeypatch):
+    """Exit 2 means "refused before any work" (docs/running.md): an unexpected error is a failure (1), in one line;
+    a run folder that cannot be locked is still refused (2)."""
+    from cnnbench import params
+
+    def bug(p):
+        raise TypeError("unexpected")
+
+    monkeypatch.setattr(params, "run_data_problem", bug)
+    proc = cli("--params", str(SMOKE), "--outputs", str(tmp_path))
+    assert proc.returncode == 1 and proc.stderr == "cnnbench: TypeError: unexpected\n", proc.stderr
+    monkeypatch.undo()
+
+    def unwritable(self):
+        raise PermissionError(13, "Permission denied", str(tmp_path / "run" / ".lock"))
+
+    monkeypatch.setattr(paths.RunLock, "acquire", unwritable)
+    refused(cli("--params", str(SMOKE), "--outputs", str(tmp_path), "--run-name", "run"), "Permission denied")

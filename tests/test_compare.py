@@ -142,6 +142,7 @@ def _refused(rc, out, err, text):
 def test_cli_refuses_unknown_broken_and_incompatible_runs_in_one_line(tmp_path, capsys):
     outputs = _runs(tmp_path)
     _refused(*_compare(capsys, "a", "nope", "--outputs", outputs), "unknown run 'nope'")
+    _refused(*_compare(capsys, "a", "b.zip", "--outputs", outputs), "unzip it into")  # a shared run's zip
     _refused(*_compare(capsys, "a", "c", "--outputs", outputs), "differs in more than one key")
     _refused(
         *_compare(capsys, "a", "c", "--outputs", outputs, "--keys", "threads"),
@@ -152,6 +153,10 @@ def test_cli_refuses_unknown_broken_and_incompatible_runs_in_one_line(tmp_path, 
     (outputs / "b" / "environment.json").write_text("[1, 2]")
     _refused(*_compare(capsys, "a", "b", "--outputs", outputs), "b: broken run (")
     _refused(*_compare(capsys, "a", "a", "--outputs", outputs, "--keys", "colour"), "--keys 'colour'")
+    # one run with no two variants one knob apart: it is alone, and a second run is what to give
+    rc, out, err = _compare(capsys, "a", "--outputs", outputs)
+    _refused(rc, out, err, "nothing comparable in 'a' alone: ")
+    assert "'a' and 'a'" not in err and "give a second run" in err, err
     assert not (outputs / "compare.csv").exists()
 
 

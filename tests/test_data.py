@@ -589,3 +589,13 @@ def test_a_download_whose_host_does_not_answer_fails_before_the_first_notebook(t
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1, err
     assert f"127.0.0.1:{port}" in err and str(folder) in err and "by hand" in err, err
+
+
+def test_an_image_folder_whose_train_and_val_classes_differ_names_both_folders(tmp_path):
+    """Every layout refusal names the folder to fix: here train/ and val/ of the data_path given."""
+    for split, classes in (("train", "abc"), ("val", "ab")):
+        for c in classes:
+            (tmp_path / split / c).mkdir(parents=True)
+            (tmp_path / split / c / "x.png").write_bytes(b"")
+    why = data.layout_problem("imagefolder", tmp_path)
+    assert f"'{tmp_path / 'train'}' has 3 classes" in why and f"'{tmp_path / 'val'}' has 2" in why, why

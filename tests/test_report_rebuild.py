@@ -152,3 +152,13 @@ def test_a_run_copied_from_a_gpu_machine_is_reported_on_a_machine_without_one(tm
     results.write_json(run / "params.json", {**prm, "device": "cuda", "variants": [*prm["variants"], tf32]})
     assert pipeline.main(["report", str(run)]) == 0  # 08 executed for real: it checks no device either
     assert "08 · Analysis" in (run / "report.html").read_text()
+
+
+def test_cnnbench_report_of_a_run_that_is_not_there_lists_the_runs_that_are(tmp_path, capsys):
+    """A mistyped run name: refused in one line before any work, naming the runs it could have meant."""
+    for name in ("cpu-a", "cpu-b"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "environment.json").write_text("{}")
+    assert pipeline.main(["report", "--run-name", "cpu-c", "--outputs", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "cpu-c" in err and "runs there: cpu-a, cpu-b" in err, err

@@ -682,8 +682,17 @@ def test_absent_oxford_pet_for_06_is_refused_before_the_first_notebook(tmp_path,
         ]
     )
     assert code == 2
-    _one_line(capsys.readouterr().err, "transfer_data_path", "does not exist", "download")
+    err = capsys.readouterr().err
+    _one_line(err, "transfer_data_path", "does not exist", "set download: true")
+    assert "--set key 'transfer_data_path'" in err, err  # said by the source that set the key
     assert not (tmp_path / "smoke").exists()
+    own = tmp_path / "pets.yaml"
+    own.write_text(
+        f"{SMOKE.read_text()}\ntransfer_dataset: oxford_pet\ntransfer_data_path: {tmp_path / 'none'}\n"
+    )
+    assert pipeline.main(["--params", str(own), "--outputs", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"cnnbench: {own}: key 'transfer_data_path'"), err
 
 
 def test_a_notebook_opened_on_a_run_being_written_says_which_run_and_what_to_do_in_one_line(tmp_path):

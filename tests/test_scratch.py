@@ -89,6 +89,30 @@ def test_numba_cuda_frees_what_init_replaced_before_its_memory_is_read():
     _on_the_simulator(code)
 
 
+def test_numba_cuda_zeroes_its_gradients_outside_the_timed_ops():
+    """Its gradient kernels add into the gradients, which are zeroed first: outside every op of the op table, as
+    torch's zero_grad is (inside a backward op, the zeroing launches would count against numba_cuda alone)."""
+    code = (
+        "import contextlib, numpy as np\n"
+        "from cnnbench.scratch import numba_cuda as m, torch_weights\n"
+        "b, inside, zeroed = m.NumbaCudaBackend('numba_cuda', 'mlp', 0.01, 0.9), [], []\n"
+        "b.init(torch_weights('mlp', 0, image_size=6))\n"
+        "op, launch = b.timer.op, b._launch\n"
+        "@contextlib.contextmanager\n"
+        "def timed(*a):\n"
+        "    inside.append(a[0])\n"
+        "    with op(*a):\n"
+        "        yield\n"
+        "    inside.pop()\n"
+        "b.timer.op = timed\n"
+        "b._launch = lambda k, *a, **kw: (k is m.zero and zeroed.append(list(inside)), launch(k, *a, **kw))\n"
+        "b.train_step(np.zeros((2, 1, 6, 6), np.float32), np.array([1, 7]))\n"
+        "assert zeroed and not any(zeroed), zeroed\n"
+        "print('OK')\n"
+    )
+    _on_the_simulator(code)
+
+
 # Every kernel of the Numba CUDA backend, compiled the way a GPU run compiles it (libNVVM to PTX, here for an
 # sm_90 H100), with the argument types the backend launches it with; the simulator above runs them as Python.
 NUMBA_CUDA_PTX = """

@@ -205,7 +205,7 @@ def _image_folder_problem(root: Path) -> str:
             return f"folder '{folder}' holds one class ('{classes[0].name}'): a classifier needs at least two"
         counts[folder] = len(classes)
     if len(set(counts.values())) > 1:
-        return f"train/ has {counts[train]} classes but val/ has {counts[val]} classes: they must be the same"
+        return f"'{train}' has {counts[train]} classes but '{val}' has {counts[val]} classes: they must match"
     return ""
 
 

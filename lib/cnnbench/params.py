@@ -719,9 +719,7 @@ def run_data_problem(p: Params) -> str:
     if "05_backends" in p.notebooks and (why := scratch_data_problem(p)):
         return why
     if pets and not p.download and not Path(p.transfer_data_path).expanduser().exists():
-        return (
-            f"key 'transfer_data_path': folder {_show(p.transfer_data_path)} does not exist (download: true)"
-        )
+        return f"key 'transfer_data_path': {_show(p.transfer_data_path)} does not exist (set download: true)"
     pets = pets and not Path(p.transfer_data_path, "oxford-iiit-pet").is_dir()
     fetched = [  # a download whose host does not answer: before, not inside, a notebook
         ("data_path", p.dataset, p.data_path, p.dataset in DOWNLOADABLE),

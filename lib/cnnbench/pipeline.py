@@ -329,12 +329,8 @@ def _mark_started(run_dir: Path, params_file: Path, overrides: dict) -> None:
     if (run_dir / "report.html").is_file():
         (run_dir / "report.html").replace(run_dir / STALE_REPORT)
     why = "is running, or was stopped without a chance to say why (killed, out of memory, power lost)"
-    _mark(
-        run_dir,
-        f"has not finished: it started at {_now()} (process {os.getpid()}) and {why}",
-        params_file,
-        overrides,
-    )
+    state = f"has not finished: it started at {_now()} (process {os.getpid()}) and {why}"
+    _mark(run_dir, state, params_file, overrides)
 
 
 def _mark(run_dir: Path, state: str, params_file: Path, overrides: dict, detail: str = "") -> None:
@@ -357,14 +353,12 @@ def _other_runs() -> list[str]:
             left[str(pid)] = f"{pid} ({cmd[:60]} of {Path(folder).name})"
         else:
             busy.add(f"'{Path(folder).name}' (pipeline {holder})")
-    said = [
-        f"{len(left)} process(es) of an earlier run whose pipeline has gone still run, taking CPU from what "
-    ]
-    said[0] += f"this run measures: {', '.join(left.values())}; end them: kill {' '.join(left)}"
-    said.append(
-        f"another run is measuring on this machine too: {', '.join(sorted(busy))}; both are judged busy"
-    )
-    return [line for line, on in zip(said, (left, busy), strict=True) if on]
+    stray = f"{', '.join(left.values())}; end them: kill {' '.join(left)}"
+    said = {
+        f"{len(left)} process(es) of a run whose pipeline has gone take CPU from this one: {stray}": left,
+        f"another run is measuring on this machine: {', '.join(sorted(busy))}; both are judged busy": busy,
+    }
+    return [line for line, on in said.items() if on]
 
 
 def finished(run_dir: Path) -> None:
@@ -426,32 +420,31 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
-    with _console_may_close():  # a run's own failures are caught in _execute_run: what reaches here refuses
-        return _one_line("cnnbench", "results written so far are kept (run again to resume)", _run, args, 2)
+    with _console_may_close():  # a run's failures end in _execute_run: an OSError here came before any work
+        return _one_line("cnnbench", "results so far are kept (run again to resume)", _run, args, OSError)
 
 
-def _one_line(who: str, stopped: str, command, args, failed: int = 1) -> int:
-    """``command(args)``'s exit code, any failure said in one line: 2 refused, else ``failed``; 130 Ctrl-C, 128 +
-    the signal for SIGTERM (143) or SIGHUP (129), then saying ``stopped``."""
+def _one_line(who: str, stopped: str, command, args, refusal=()) -> int:
+    """``command(args)``'s exit code, any failure said in one line: 2 refused (also ``refusal``), else 1 (a bug too);
+    130 Ctrl-C, 128 + the signal for SIGTERM (143) or SIGHUP (129), then saying ``stopped``."""
     try:
         with _signals_stop_the_run():
             return command(args)
     except KeyboardInterrupt as err:
-        for (
-            name
-        ) in MACHINERY_LOGGERS:  # the process exits: a task that dies with the kernel must not log at exit
+        # the process exits: a task that dies with the kernel must not log at exit
+        for name in MACHINERY_LOGGERS:
             logging.getLogger(name).disabled = True
         how = f"stopped by {err}" if isinstance(err, Stopped) else "interrupted"
         print(f"{who}: {how}; {stopped}", file=sys.stderr)
         return err.exit_code if isinstance(err, Stopped) else 130
     except Exception as err:  # noqa: BLE001 - one line, never a traceback
-        refused = isinstance(err, (_Refused, params_mod.ParamsError, paths.RunLocked))
-        print(f"{who}: {err if refused else _describe(err)}", file=sys.stderr)
-        return 2 if refused else failed
+        refused = isinstance(err, (_Refused, params_mod.ParamsError, paths.RunLocked, refusal))
+        print(f"{who}: {_describe(err) if isinstance(err, OSError) or not refused else err}", file=sys.stderr)
+        return 2 if refused else 1
 
 
 def _run(args) -> int:
-    """The run of ``args``; whatever fails before its lock is taken is a refusal (:func:`_one_line`)."""
+    """The run of ``args``; a bad parameter or an OSError before its lock is a refusal (:func:`_one_line`)."""
     overrides, names = params_mod.parse_overrides(args.set), {}
     if args.run_name is not None:  # '' is not "the file's name": it is refused, not silently ignored
         if not args.run_name.strip():
@@ -466,7 +459,8 @@ def _run(args) -> int:
     notes = (params_mod.empty_file_note(params_file), params_mod.shadowed_note(params_file, overrides))
     note = "\n".join(filter(None, (*notes, *params_mod.variant_notes(p))))
     if problem := params_mod.run_data_problem(p):  # before the notebooks ahead of 05 or 06 measure anything
-        raise params_mod.ParamsError(problem)
+        said = "--set" if problem.split("'")[1] in overrides else f"{params_file}:"  # who set its key
+        raise params_mod.ParamsError(f"{said} {problem}")
     # relative dataset folders made absolute against the folder they were validated from
     keys = [key for key in ("data_path", "transfer_data_path") if getattr(p, key)]
     p = dataclasses.replace(p, **{k: os.path.abspath(os.path.expanduser(getattr(p, k))) for k in keys})
@@ -632,7 +626,9 @@ def _rebuild(args) -> int:
     outputs, run_dir = _report_folders(args)
     if run_dir is None:
         return _combined(None, None, {}, outputs)
-    why = (runs.verdict(run_dir) or "") if run_dir.is_dir() else f"no such run in {run_dir.parent}"
+    there = ", ".join(sorted(d.name for d in run_dir.parent.glob("*") if runs._is_run(d))) or "none"
+    missing = f"no such run in {run_dir.parent} (runs there: {there})"
+    why = (runs.verdict(run_dir) or "") if run_dir.is_dir() else missing
     if why.startswith("failed"):
         listed = results.read_json(run_dir / "params.json").get("notebooks", params_mod.NOTEBOOKS)
         done = {r["notebook"] for r in results.read_rows(run_dir / "timings.csv")}  # [] when absent

@@ -41,7 +41,8 @@ def _run_dir(name: str, outputs: Path) -> Path:
                 raise Refused(f"{d.name}: {why}")
             return d.resolve()
     where = f"{path}" if unsafe else f"{outputs / name} or {path}"  # an unsafe name: a path only
-    raise Refused(f"unknown run {name!r}: no run folder (with environment.json) at {where}")
+    unzip = f" (unzip it into {outputs} first: a zip is not read in place)" if path.suffix == ".zip" else ""
+    raise Refused(f"unknown run {name!r}: no run folder (with environment.json) at {where}{unzip}")
 
 
 def _folder(option: str, given: str, create: bool) -> Path:
@@ -115,11 +116,11 @@ def compare_runs(names: list[str], outputs: Path, keys: tuple[str, ...] | None =
         part = seeds_beside(m, first) if b == SEEDS else compare.one_knob(ok, first, b, keys)
         if part.empty or not part.ratio_b_over_a.notna().any():
             apart = f"in {'keys other than --keys' if keys else 'more than one key'}"
-            none = (
-                "no two variants one knob apart" if b == first else "no model and phase in common (ok rows)"
-            )
+            alone = "no two of its variants are one knob apart (give a second run to compare it with)"
+            none = alone if b == first else "no model and phase in common (ok rows)"
             why = f"every pair differs {apart} ({'; '.join(sorted(set(part.knob)))})" if len(part) else none
-            raise Refused(f"nothing comparable in '{first}' and '{b}': {why}")
+            pair = "alone" if b == first else f"and '{b}'"
+            raise Refused(f"nothing comparable in '{first}' {pair}: {why}")
         frames.append(part)
     df = pd.concat(frames, ignore_index=True)
     df.insert(0, "compared", compared(named))

