@@ -7,7 +7,6 @@ from __future__ import annotations
 import functools
 import math
 import re
-import sys
 from importlib import resources
 
 import pandas as pd
@@ -203,9 +202,6 @@ def __getattr__(name: str) -> pd.DataFrame:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-_V = sys.modules[__name__]  # the views by name inside this module: _V.THROUGHPUT_000
-
-
 PARAM_PROXY_AI_000 = dict(zip(table("AI_TABLE_000").model, table("AI_TABLE_000").ai_printed, strict=True))
 AI_BY_BATCH_003 = {  # sections 2.3, 4.2-4.3, 5.2: arithmetic intensity (method not stated) by batch size
     int(r.batch_size): float(r.ai_flop_per_byte)
@@ -246,20 +242,20 @@ def _checks_000() -> dict:
     sq = _E[_E.model == "squeezenet1_1"].set_index("device_class")
     sq_t4 = sq.train_img_s["t4"] * sq.train_epoch_s["t4"]
     sq_images = "; ".join(f"{d}: {k:,.0f} images" for d, k in sq.train_images.items())
-    ai = ", ".join(f"{r.model} {r.ai_printed}" for r in _V.AI_TABLE_000.itertuples())
+    ai = ", ".join(f"{r.model} {r.ai_printed}" for r in table("AI_TABLE_000").itertuples())
     per_byte = ", ".join(
-        f"{r.model} {r.flops_g * 1e9 / (r.model_mb * 1e6):.1f}" for r in _V.AI_TABLE_000.itertuples()
+        f"{r.model} {r.flops_g * 1e9 / (r.model_mb * 1e6):.1f}" for r in table("AI_TABLE_000").itertuples()
     )
-    per, cx = EPOCH_IMAGES_000 // s["batch_size"], _V.COMPLEXITY_000
+    per, cx = EPOCH_IMAGES_000 // s["batch_size"], table("COMPLEXITY_000")
     pub = {m: models.spec(m).published_gmacs for m in cx.model}
     flops = ", ".join(f"{r.model} {r.flops_g}" for r in cx.itertuples())
     off = ", ".join(f"{r.model} {100 * (r.flops_g / pub[r.model] - 1):+.1f}%" for r in cx.itertuples())
-    tc = _V.THROUGHPUT_000.merge(cx[["model", "flops_g"]])
+    tc = table("THROUGHPUT_000").merge(cx[["model", "flops_g"]])
     ratio = pd.concat([tc[f"{p}_tflops"] / (tc[f"{p}_img_s"] * tc.flops_g / 1e3) for p in ("train", "eval")])
     apple = pd.concat([tc.device_class == "apple"] * 2)
     plain, mps = (ratio[~apple].min(), ratio[~apple].max()), (ratio[apple].min(), ratio[apple].max())
     px_line = _line("SETUP_000", "item=dataset_image_px")
-    mem = _V.THROUGHPUT_000.dropna(subset="peak_gpu_mem_mb")
+    mem = table("THROUGHPUT_000").dropna(subset="peak_gpu_mem_mb")
     # Table 3's T4 memory over batch x 01's activation memory per image, at the files' size and at the input's
     per_px = {
         px: [
@@ -269,71 +265,73 @@ def _checks_000() -> dict:
         for px in (s["dataset_image_px"], s["image_px"])
     }
     at = "; ".join(f"at {px} px {min(v):.2f}-{max(v):.2f}x" for px, v in per_px.items())
-    thr = _V.THROUGHPUT_000.pivot_table(index="model", columns="device_class", values="train_img_s")
+    thr = table("THROUGHPUT_000").pivot_table(index="model", columns="device_class", values="train_img_s")
     ours = pd.DataFrame(
         {f"{a}_over_{b}": thr[a] / thr[b] for a, b in (("t4", "apple"), ("t4", "cpu"), ("apple", "cpu"))}
     )
-    printed, most = _V.SPEEDUPS_000.set_index("model"), ours.t4_over_cpu.max()
+    printed, most = table("SPEEDUPS_000").set_index("model"), ours.t4_over_cpu.max()
     speed_off = "; ".join(  # Table 8 prints GPU/M3 with two decimals, the other columns with one
         f"{m} {col}: printed {printed.loc[m, col]:.2f}, Table 3 gives {ours.loc[m, col]:.2f}"
         for m in printed.index
         for col in ours.columns
         if abs(printed.loc[m, col] - ours.loc[m, col]) > (0.006 if col == "t4_over_apple" else 0.06)
     )
-    peak = _V.PEAKS_000.set_index("device_class").peak_gflops["apple"]
+    peak = table("PEAKS_000").set_index("device_class").peak_gflops["apple"]
     # Apple publishes no M3 Pro GPU clock (our spec table has no row): the range its published estimates give
     lo, hi = (cores * 128 * 2 * ghz for cores, ghz in ((14, 1.38), (18, 1.6)))
     sweep_line, lines = _line("SETUP_000", "item=sweep_text_batch_sizes"), _lines("SWEEP_000")
-    batches = ", ".join(map(str, _V.SWEEP_000.batch_size))
+    batches = ", ".join(map(str, table("SWEEP_000").batch_size))
     return locals()
 
 
 def _checks_001() -> dict:
-    b = _V.BACKENDS_001  # its average throughput, a mean of per-epoch rates (lines 142, 147), needs no check
+    b = table(
+        "BACKENDS_001"
+    )  # its average throughput, a mean of per-epoch rates (lines 142, 147), needs no check
     low, fastest = b.loc[b.final_test_accuracy_pct.idxmin()], b.loc[b.epoch_s.idxmin()]
     cuda = b.set_index("backend").epoch_s["torch_cuda"]
     return locals()
 
 
 def _checks_002() -> dict:
-    tel = _V.TELEMETRY_002
+    tel = table("TELEMETRY_002")
     t, idle = tel[(tel.batch_size == tel.batch_size.max()) & (tel.gpu == 0)].iloc[0], tel[tel.gpu == 1]
     share, pstate, power = t.mem_used_mib / t.mem_total_mib, idle.pstate.iloc[0], idle.power_w.max()
     return locals()
 
 
 def _checks_003() -> dict:
-    g = _V.COMPLEXITY_003.set_index("model").train_flops_g
-    thr = _V.THROUGHPUT_003.set_index(["model", "batch_size", "device_class"]).train_img_s
+    g = table("COMPLEXITY_003").set_index("model").train_flops_g
+    thr = table("THROUGHPUT_003").set_index(["model", "batch_size", "device_class"]).train_img_s
     rates = "; ".join(
         f"{r.model} bs{r.batch_size} {r.device_class}: printed {r.achieved_tflops}, {thr[r[1:4]]:.0f} img/s x "
         f"{g[r.model]} G = {thr[r[1:4]] * g[r.model] / 1e3:.2f}"
-        for r in _V.ACHIEVED_003.itertuples()
+        for r in table("ACHIEVED_003").itertuples()
     )
-    pairs = _V.THROUGHPUT_003.pivot_table(
+    pairs = table("THROUGHPUT_003").pivot_table(
         index=["model", "batch_size"], columns="device_class", values="train_img_s"
     )
     ratio = (pairs.rtx4080 / pairs.t4).dropna()
     normal, low = (ratio[ratio > 1].min(), ratio[ratio > 1].max()), ratio.min()
-    peak = _V.PEAKS_003.set_index("device_class").loc["rtx4080"]
+    peak = table("PEAKS_003").set_index("device_class").loc["rtx4080"]
     lap = _spec_rows(DEVICES["003", "rtx4080"][0]).iloc[0]
     tflops = lap.peak_gflops / 1e3
     eff = "; ".join(
         f"{r.model} bs{r.batch_size}: {r.achieved_tflops} / {tflops:g} = {100 * r.achieved_tflops / tflops:.1f}% "
         f"(printed {r.efficiency_pct}%)"
-        for r in _V.ACHIEVED_003[_V.ACHIEVED_003.device_class == "rtx4080"].itertuples()
+        for r in table("ACHIEVED_003")[table("ACHIEVED_003").device_class == "rtx4080"].itertuples()
     )
     ridge, its_ridge = lap.peak_gflops / peak.bandwidth_gbs, peak.peak_tflops * 1e3 / peak.bandwidth_gbs
     return locals()
 
 
 def _checks_004() -> dict:
-    sh, s, mem = SHAPE_004, _SETUP_004, _V.MEMORY_004.set_index("component").cpu_mb
+    sh, s, mem = SHAPE_004, _SETUP_004, table("MEMORY_004").set_index("component").cpu_mb
     n = sh["features"] * sh["hidden"] + sh["hidden"] + sh["hidden"] * sh["classes"] + sh["classes"]
     mb, f64 = n * 8 / 1e6, sh["inputs"] * sh["features"] * 8 / 1e6
     raw, labelled = s["mnist_train_images"] * sh["features"] / 1e6, sh["inputs"] + s["validation_images"]
-    step = _V.TIMES_004.set_index("what")
-    totals = {side: _V.OPS_004[f"{side}_ms"].sum() for side in ("cpu", "gpu")}
+    step = table("TIMES_004").set_index("what")
+    totals = {side: table("OPS_004")[f"{side}_ms"].sum() for side in ("cpu", "gpu")}
     exact = (
         " exactly" if all(abs(totals[k] - step.loc["iteration", f"{k}_ms"]) < 0.05 for k in totals) else ""
     )
@@ -421,9 +419,9 @@ def _intensity_row(seed, model, batch, size, classes, printed, what, line) -> di
 
 def _corrections_000() -> list[dict]:
     size, classes = _SETUP_000["image_px"], _SETUP_000["classes"]
-    peaks = _V.PEAKS_000.set_index("device_class")
+    peaks = table("PEAKS_000").set_index("device_class")
     rows = []
-    for r in _V.THROUGHPUT_000.itertuples():
+    for r in table("THROUGHPUT_000").itertuples():
         roof = (peaks.peak_gflops[r.device_class], peaks.bandwidth_gbs[r.device_class], "its Table 7 roof")
         line = _line("THROUGHPUT_000", f"model={r.model};device_class={r.device_class}")
         for phase in ("train", "eval"):
@@ -431,8 +429,8 @@ def _corrections_000() -> list[dict]:
             row = _placed(SEED_000, r, phase, size, classes, roof, getattr(r, f"{phase}_tflops"), line)
             pct = _items("CLAIMS_000")["t4_resnet50_pct_of_peak"] if said else math.nan
             rows.append({**row, "printed_pct_of_peak": pct})
-    batch = _V.THROUGHPUT_000.groupby("model").batch_size.first()
-    for r in _V.AI_TABLE_000.itertuples():
+    batch = table("THROUGHPUT_000").groupby("model").batch_size.first()
+    for r in table("AI_TABLE_000").itertuples():
         what = f"{r.flops_g} GFLOP per image at 224 px / {r.model_mb} MB of parameters"
         line = _line("AI_TABLE_000", f"model={r.model}")
         rows.append(
@@ -443,10 +441,10 @@ def _corrections_000() -> list[dict]:
 
 def _corrections_003() -> list[dict]:
     size, classes = _SETUP_003["image_px"], _SETUP_003["classes_head"]
-    own = _V.PEAKS_003.set_index("device_class")
-    a = _V.ACHIEVED_003.set_index(["model", "batch_size", "device_class"])
+    own = table("PEAKS_003").set_index("device_class")
+    a = table("ACHIEVED_003").set_index(["model", "batch_size", "device_class"])
     rows = []
-    for r in _V.THROUGHPUT_003.itertuples():
+    for r in table("THROUGHPUT_003").itertuples():
         s, key = _spec_rows(DEVICES["003", r.device_class][0]), (r.model, r.batch_size, r.device_class)
         mine = own.loc[r.device_class]
         roof = (
@@ -485,8 +483,8 @@ def _corrections_003() -> list[dict]:
 
 def _corrections_004() -> list[dict]:
     n, f, h, k = (SHAPE_004[key] for key in ("inputs", "features", "hidden", "classes"))
-    params, mem = f * h + h + h * k + k, _V.MEMORY_004.set_index("component")
-    times = _V.TIMES_004.set_index("what")
+    params, mem = f * h + h + h * k + k, table("MEMORY_004").set_index("component")
+    times = table("TIMES_004").set_index("what")
     arrays = {
         "parameters": (params, "W1, b1, W2, b2"),
         "inputs": (n * f, f"X: {n:,} x {f}"),
@@ -529,7 +527,7 @@ def memory_bound_verdict() -> str:
     its own roof's ridge each model's training step sits, and how near that roof it ran."""
     c = _corrections()
     cpu = c[(c.seed == SEED_000) & (c.device == "cpu") & (c.figure == "achieved TFLOP/s (train)")]
-    peak, bw = _V.PEAKS_000.set_index("device_class").loc["cpu", ["peak_gflops", "bandwidth_gbs"]]
+    peak, bw = table("PEAKS_000").set_index("device_class").loc["cpu", ["peak_gflops", "bandwidth_gbs"]]
     left, near, ai = cpu[cpu.bound == "memory"], cpu[cpu.of_attainable_pct >= 50], cpu.intensity_flop_per_byte
     claim, line = _items("CLAIMS_000")["cloud_cpu_bound"], _line("CLAIMS_000", "item=cloud_cpu_bound")
     n, n_left, ridge = len(cpu), len(left), peak / bw

@@ -238,7 +238,6 @@ def variants_side_by_side(df: pd.DataFrame) -> pd.DataFrame:
         index=["model", "phase"], columns="variant", values="throughput_img_s", aggfunc="first"
     )
     first = variant_label(df).iloc[0]
-    for col in list(wide.columns):
-        if col != first and first in wide.columns:
-            wide[f"{col} / {first}"] = wide[col] / wide[first]
+    if first in wide.columns:
+        wide = wide.join(wide.drop(columns=first).div(wide[first], axis=0).add_suffix(f" / {first}"))
     return wide.reset_index()

@@ -18,10 +18,6 @@ MIB_TO_MB = 2**20 / 1e6  # our MiB shown in the seeds' MB (read as 10^6 bytes)
 P = published
 
 
-def _pub(seed_file: str) -> str:
-    return f"published by {seed_file}"
-
-
 def _fp32(scenario_a: pd.DataFrame, pick=None) -> pd.DataFrame:
     """Our ok rows in the seeds' variant (fp32, NCHW, eager) with their seed device class, where ``pick`` holds."""
     if scenario_a.empty:
@@ -103,7 +99,7 @@ def _cpu_002() -> pd.DataFrame:
     c, alone = P.CPU_002, "operating-system monitor snapshots (its Figs. 8-9), whole system of "
     return pd.DataFrame(
         {
-            "source": _pub(P.SEED_002),
+            "source": "published by " + P.SEED_002,
             "what": ["CPU while its GPUs fine-tuned (batch 64)", "CPU-only fine-tuning"],
             "device": "cpu",
             "cpu_util_pct": [c["cpu_util_during_gpu_pct"], math.nan],
@@ -212,7 +208,7 @@ def _times_004() -> pd.DataFrame:
         for b, (side, label) in _SIDE_004.items()
     ]
     out = pd.DataFrame(rows, columns=["backend", "total_training_s", "iteration_ms", "differences"])
-    out = out.assign(source=_pub(P.SEED_004), model="mlp", iterations=n)
+    out = out.assign(source="published by " + P.SEED_004, model="mlp", iterations=n)
     return out.assign(iteration_us_per_image=out.iteration_ms * 1e3 / images)
 
 
@@ -236,7 +232,7 @@ def _memory_004() -> pd.DataFrame:
         m.assign(backend=b, published_mb=m[f"{side}_mb"], differences=f"{label}, MB as printed; {why}")
         for b, (side, label) in _SIDE_004.items()
     ]
-    return pd.concat(sides, ignore_index=True).assign(source=_pub(P.SEED_004), model="mlp")
+    return pd.concat(sides, ignore_index=True).assign(source="published by " + P.SEED_004, model="mlp")
 
 
 def _throughputs(scenario_a: pd.DataFrame) -> pd.DataFrame:
@@ -444,7 +440,7 @@ def beside(name: str, merged=None) -> pd.DataFrame:
     read = [merged[t] for t in said["reads"].split()]  # each with its declared columns
     mine = _OURS[name](*read) if any(len(t) for t in read) else pd.DataFrame()
     pub = _THEIRS[name]() if name in _THEIRS else getattr(P, said["theirs"])
-    pub = pub if name in _THEIRS or mapped else pub.assign(source=_pub(pub.source.iloc[0]))
+    pub = pub if name in _THEIRS or mapped else pub.assign(source="published by " + pub.source)
     if mapped:
         pub, mine = _side(pub, name, "theirs"), _side(mine, name, "ours")
     if mine.empty:
