@@ -716,6 +716,23 @@ def test_memory_bounds_are_declared_and_threads_come_from_this_machine():
     params.load(SMOKE, {"workers": os.cpu_count()})
 
 
+def test_a_buffer_one_key_sizes_past_half_this_machines_memory_is_refused_before_work():
+    """A batch too large for the device is an out-of-memory row; 04's sweep buffer or matmul and the synthetic
+    dataset past the machine's memory are not: the kernel is killed mid-notebook. The fixed bounds of issue 43's
+    fifth round let stream_mb=32768 (a 64 GiB buffer) through on a 24 GiB machine."""
+    import psutil
+
+    half_mib = psutil.virtual_memory().total / 2**21
+    for key, value in (
+        ("stream_mb", int(half_mib // 2) + 1),
+        ("matmul_size", int((half_mib * 2**20 / 12) ** 0.5) + 1),
+    ):
+        if value <= 1 << 15:  # within the fixed bound: the machine's is the one that refuses it
+            message = _set_refused(f"{key}={value}")
+            assert f"key '{key}'" in message and "memory" in message, message
+    params.load(SMOKE, {"stream_mb": 64, "matmul_size": 1024})
+
+
 def test_set_errors_name_set_whichever_key_the_message_starts_with():
     """Issue 30: the message named the params file, not --set, when another key led it."""
     assert _set_refused("scratch_batch_size=1000000").startswith("--set ")

@@ -494,6 +494,15 @@ def _problems(p: Params, check_device: bool) -> typing.Iterator[str]:
     from cnnbench.models import spec
 
     yield p.run_name and (why := safe_name_error(p.run_name)) and f"key 'run_name': {why}"
+    import psutil
+
+    half = (
+        psutil.virtual_memory().total / 2
+    )  # what one buffer a key sizes may take: the rest is OS, torch, run
+    buffers = {"matmul_size": 12 * p.matmul_size**2, "stream_mb": 2**21 * p.stream_mb}
+    buffers["synthetic_images"] = 3 * p.image_size**2 * p.synthetic_images
+    for key, need in buffers.items() if check_device else ():
+        yield need > half and f"key '{key}' needs {need / 2**30:.1f} GiB, over half this machine's memory"
     cpus = os.cpu_count() or 1
     for key in ("threads", "workers", "scaling_world_sizes") if check_device else ():
         most = max(v) if isinstance(v := getattr(p, key), list) else v
