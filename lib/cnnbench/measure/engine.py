@@ -96,7 +96,7 @@ def flops_per_image(model: str, image_size: int, num_classes: int) -> tuple[floa
     """(training, forward) FLOPs per image at the resolution run, counted on the CPU once per process."""
     key = (model, image_size, num_classes)
     if key not in _FLOPS:
-        c = flops.complexity(model, image_size, num_classes, device="cpu", with_fvcore=False)
+        c = flops.complexity(model, image_size, num_classes, with_fvcore=False)
         _FLOPS[key] = (c.gflops_train * 1e9, c.gflops_fwd * 1e9)
     return _FLOPS[key]
 
@@ -224,16 +224,11 @@ def failure(err: BaseException, device=None) -> dict:
 
 def steps_for_window(warmup_times: list[float], p) -> int:
     """Steps per window: ``measured_steps`` or more to fill ``min_window_s`` at the warm-up's pace; else ``window_s``."""
-    target, least = _window_target(p)
+    target, least = (p.min_window_s, p.measured_steps) if p.measured_steps else (p.window_s, 5)
     if not target or not warmup_times:
         return least
     steady = statistics.median(warmup_times[len(warmup_times) // 2 :])
     return int(max(min(math.ceil(target / max(steady, 1e-6)), timing.MAX_WINDOW_STEPS), least))
-
-
-def _window_target(p) -> tuple[float, int]:
-    """(the seconds a window is filled toward, 0 for none; the least steps it holds)."""
-    return (p.min_window_s, p.measured_steps) if p.measured_steps else (p.window_s, 5)
 
 
 def config_key(cfg: Config, device, p) -> dict:
@@ -251,12 +246,6 @@ def now() -> str:
 def _base_row(cfg: Config, device, p) -> dict:
     b = timing.backend_of(device)
     return {**config_key(cfg, b, p), "device_name": b.name()}
-
-
-def crashed(cfg: Config, device, p, exitcode: int | None) -> dict:
-    """The row of a configuration whose worker process died (segfault, OOM killer, os._exit)."""
-    row = {**_base_row(cfg, device, p), "timestamp": now(), "isolation": "worker", "status": "crashed"}
-    return {**row, "error": death(exitcode), "exitcode": exitcode}
 
 
 def death(exitcode: int | None) -> str:
@@ -285,7 +274,8 @@ def measure(cfg: Config, device, p, dataset=None, isolation: str = "in_process",
             warnings.simplefilter("always")
             # the first step (compilation if on, lazy initialisation) timed on its own, then the warm-up's: at
             # least two timed to pace the window with, or one where steps are set
-            paced = (1 if p.measured_steps else 2) if _window_target(p)[0] else 0
+            target = p.min_window_s if p.measured_steps else p.window_s
+            paced = (1 if p.measured_steps else 2) if target else 0
             warmup_times = []
             for _ in range(1 + max(p.warmup_steps - 1, paced)):
                 t0 = time.perf_counter()

@@ -87,7 +87,6 @@ def epochs(run) -> pd.DataFrame:
         if p.isolate:  # its own process: its peak RSS is not that of the models measured before it
             row.update(worker.call_isolated(epoch_pair, p, cfg, str(device), cap, device=device, name=name))
         else:
-            row["isolation"] = "in_process"
             row.update(worker.as_row(b, epoch_pair, p, cfg, b, cap, isolation="in_process"))
         file.append(row)
     resumed(kept, len(planned), file.path.name, "models' epochs")

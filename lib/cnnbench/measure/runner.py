@@ -60,55 +60,6 @@ def _typed_window(w: dict) -> dict:
     return out | {"window_time_s": float(w["window_time_s"]), "probe_img_s": number(w.get("probe_img_s"))}
 
 
-def _measure(pairs, device, p, datasets: list, isolate: bool, until: float, record) -> None:
-    """``record(state, process, row)`` for each of ``pairs`` until ``until``: in one worker, one each, or here."""
-    busy = [process == 1 for _, process in pairs]  # the device's busy share: profiled in a first process
-    if isolate and device.round_worker and pairs and time.perf_counter() < until:
-        cfgs = [s.cfg for s, _ in pairs]
-        worker.measure_round(cfgs, device, p, datasets, busy, lambda i, row: record(*pairs[i], row))
-        return
-    for (s, process), dataset, profile in zip(pairs, datasets, busy, strict=True):
-        if time.perf_counter() >= until:
-            return
-        how = worker.measure_isolated if isolate else engine.measure
-        record(s, process, how(s.cfg, device, p, dataset, busy=profile))
-
-
-def _record(state: _Config, row: dict, process: int, files, source: str, probe_img_s: float) -> None:
-    """One process's windows, steps and telemetry into their files; its row kept for the merge."""
-    _, windows, steps, tele = files
-    step_times = row.pop("step_times_s", [])
-    walls = row.pop("window_times_s", [])
-    spans = row.pop("window_spans_s", [])
-    series = row.pop("telemetry_series", [])
-    counts = row.pop("window_steps", None) or [row.get("steps_per_window")] * len(walls)
-    if row.get("status") != "ok":
-        state.failure = row
-        return
-    state.rows[process] = row
-    bs, key = state.cfg.batch_size, state.key
-    stamp = {"probe_img_s": probe_img_s, "timestamp": row.get("timestamp", "")}
-    rows = [
-        {**key, "process": process, "repeat": i, "steps": n, "images": n * bs, "window_time_s": wall}
-        | {"throughput_img_s": n * bs / wall, **telemetry.span_summary(series, *span), **stamp}
-        for i, (wall, n, span) in enumerate(zip(walls, counts, spans, strict=True))
-    ]
-    windows.extend(rows)
-    state.windows.extend(rows)
-    if steps is not None and step_times:
-        where = [(r, i) for r, n in enumerate(counts) for i in range(n)]  # (window, step) of each step time
-        steps.extend(
-            [
-                {**key, "process": process, "repeat": r, "step": i, "step_time_s": t}
-                for (r, i), t in zip(where, step_times, strict=True)
-            ],
-            group=(*config_keys(), "process"),
-        )
-    if tele is not None and series:
-        context = {**key, "source": source, "process": process, "device_name": row.get("device_name", "")}
-        tele.extend([{**context, **s} for s in series], group=(*config_keys(), "source", "process"))
-
-
 def _merge_numbers(rows: list[dict]) -> dict:
     """The processes' numeric columns as one: maxima the largest, minima the smallest, the rest the mean."""
     out, not_merged = {}, {*config_keys(), "process", "steps_per_window", "exitcode"}
@@ -217,17 +168,16 @@ def run_configs(
     """Measure every configuration of ``configs`` not done in ``path`` with the protocol ``p``; their rows.
     ``isolate``: each process a fresh worker; ``only``: measure these now; ``reuse``: a results file whose
     finished rows of the same configurations are copied (``measured_in``) instead of measured again."""
-    device, configs = timing.backend_of(device), list(configs)
+    device, configs, source = timing.backend_of(device), list(configs), source or desc
     results = ResultsFile(path, config_keys())
     windows = ResultsFile(results.path.with_name(f"{results.path.stem}_windows.csv"), window_keys())
     steps = ResultsFile(steps_path, TABLES["scenario_a_steps"].key) if steps_path else None
     tele = ResultsFile(telemetry_path, TABLES["telemetry"].key) if telemetry_path else None
-    files = results, windows, steps, tele
     keys = [engine.config_key(c, device, p) for c in configs]
     # these configurations, and only they, are this invocation's rows (results.ResultsFile.plan)
-    for f in files:
+    for f in (results, windows, steps, tele):
         if f is not None:
-            f.plan(keys, source or desc, config_keys())
+            f.plan(keys, source, config_keys())
     copied = []
     if reuse is not None:  # its finished rows that ``results`` lacks, copied with ``measured_in``
         donor = ResultsFile(reuse, config_keys())
@@ -247,7 +197,6 @@ def run_configs(
     headline = _HEADLINE_MEASURED.pop(str(path), set()) if only is None else set()
     fresh = [(c, k) for c, k in zip(configs, keys, strict=True) if not results.done(k)]
     states = [_Config(c, k, windows) for c, k in fresh if results.key_of(k) not in headline]
-    datasets: dict[int, object] = {}
     probed = {"img_s": math.nan}
 
     def probe() -> None:  # the host CPU's own speed before each round (telemetry.speed_probe), where the
@@ -258,19 +207,57 @@ def run_configs(
     progress = bar(total=total, desc=desc, unit="process")
 
     def record(state: _Config, process: int, row: dict) -> None:
+        """One process's windows, steps and telemetry into their files; its row kept for the merge."""
         state.attempts = process
         row["process"] = process
         process_done(row, process, max(p.processes, process))
-        _record(state, row, process, files, source or desc, probed["img_s"])
         progress.update(1)
-        if state.failure is not None:
-            state.failure = {**state.failure, **state.key, "processes_measured": len(state.processes)}
+        step_times = row.pop("step_times_s", [])
+        walls = row.pop("window_times_s", [])
+        spans = row.pop("window_spans_s", [])
+        series = row.pop("telemetry_series", [])
+        counts = row.pop("window_steps", None) or [row.get("steps_per_window")] * len(walls)
+        if row.get("status") != "ok":
+            state.failure = {**row, **state.key, "processes_measured": len(state.processes)}
+            return
+        state.rows[process] = row
+        bs, key = state.cfg.batch_size, state.key
+        stamp = {"probe_img_s": probed["img_s"], "timestamp": row.get("timestamp", "")}
+        rows = [
+            {**key, "process": process, "repeat": i, "steps": n, "images": n * bs, "window_time_s": wall}
+            | {"throughput_img_s": n * bs / wall, **telemetry.span_summary(series, *span), **stamp}
+            for i, (wall, n, span) in enumerate(zip(walls, counts, spans, strict=True))
+        ]
+        windows.extend(rows)
+        state.windows.extend(rows)
+        if steps is not None and step_times:
+            where = [
+                (r, i) for r, n in enumerate(counts) for i in range(n)
+            ]  # (window, step) of each step time
+            steps.extend(
+                [
+                    {**key, "process": process, "repeat": r, "step": i, "step_time_s": t}
+                    for (r, i), t in zip(where, step_times, strict=True)
+                ],
+                group=(*config_keys(), "process"),
+            )
+        if tele is not None and series:
+            context = {**key, "source": source, "process": process, "device_name": row.get("device_name", "")}
+            tele.extend([{**context, **s} for s in series], group=(*config_keys(), "source", "process"))
 
     def measure(pairs: list, until: float) -> None:
-        for s, _ in pairs:
-            if id(s) not in datasets:
-                datasets[id(s)] = dataset_for(s.cfg) if dataset_for else None
-        _measure(pairs, device, p, [datasets[id(s)] for s, _ in pairs], isolate, until, record)
+        """``record`` each of ``pairs`` until ``until``: in one worker, one worker each, or here."""
+        sets = [dataset_for(s.cfg) if dataset_for else None for s, _ in pairs]  # data.for_configs: cached
+        busy = [process == 1 for _, process in pairs]  # the device's busy share: profiled in a first process
+        if isolate and device.round_worker and pairs and time.perf_counter() < until:
+            cfgs = [s.cfg for s, _ in pairs]
+            worker.measure_round(cfgs, device, p, sets, busy, lambda i, row: record(*pairs[i], row))
+            return
+        for (s, process), dataset, profile in zip(pairs, sets, busy, strict=True):
+            if time.perf_counter() >= until:
+                return
+            how = worker.measure_isolated if isolate else engine.measure
+            record(s, process, how(s.cfg, device, p, dataset, busy=profile))
 
     try:
         reasons = _rounds(states, p, measure, probe)

@@ -46,10 +46,11 @@ def _main_not_rerun():
         main.__dict__.update(saved)
 
 
-def _measured(device, cfg: engine.Config, p, dataset, hooks: str, known, busy: bool, isolation: str) -> dict:
+def _measured(
+    device, cfg: engine.Config, p, dataset, hooks: str, known: dict, busy: bool, isolation: str
+) -> dict:
     """:func:`engine.measure` in a worker, with the FLOPs its parent counted; a failure outside it is a row too."""
-    if known is not None:
-        engine._FLOPS[(cfg.model, cfg.image_size, cfg.num_classes)] = known
+    engine._FLOPS.update(known)
     try:
         if hooks:
             path, _, argument = hooks.partition("::")
@@ -76,19 +77,17 @@ def measure_isolated(cfg: engine.Config, device, p, dataset=None, busy: bool = T
 
 def measure_round(cfgs: list, device, p, datasets: list, busy: list[bool], on_row) -> None:
     """Each of ``cfgs`` measured in turn in one fresh worker, ``on_row(i, row)`` as each arrives; a death: ``crashed``."""
-    known_flops = []
     for cfg in cfgs:  # counted once here, not again in the worker (it would also add to its memory peak)
-        try:
-            known_flops.append(engine.flops_per_image(cfg.model, cfg.image_size, cfg.num_classes))
-        except Exception:  # noqa: BLE001 - the worker counts (and reports any failure) itself
-            known_flops.append(None)
+        with contextlib.suppress(Exception):  # the worker counts (and reports any failure) itself
+            engine.flops_per_image(cfg.model, cfg.image_size, cfg.num_classes)
     cfgs = [c.replace(threads=c.threads or torch.get_num_threads()) for c in cfgs]  # the worker's: the run's
     isolation, hooks = "worker" if len(cfgs) == 1 else "round_worker", os.environ.get(HOOK_ENV, "")
-    work = zip(cfgs, datasets, known_flops, busy, strict=True)
-    calls = [(_measured, cfg, p, dataset, hooks, known, b, isolation) for cfg, dataset, known, b in work]
+    known, work = dict(engine._FLOPS), zip(cfgs, datasets, busy, strict=True)
+    calls = [(_measured, cfg, p, dataset, hooks, known, b, isolation) for cfg, dataset, b in work]
     got, exitcode = _in_worker(calls, device, f"cnnbench-worker-{cfgs[0].model}", on_row)
-    if got < len(cfgs):
-        on_row(got, {**engine.crashed(cfgs[got], device, p, exitcode), "isolation": isolation})
+    if got < len(cfgs):  # the worker died (segfault, OOM killer, os._exit): the rest are not measured
+        row = {**engine._base_row(cfgs[got], device, p), "timestamp": engine.now(), "isolation": isolation}
+        on_row(got, {**row, "status": "crashed", "error": engine.death(exitcode), "exitcode": exitcode})
 
 
 def _entered(start_method: str | None, device_spec: str, threads: int, calls: list, conn) -> None:
