@@ -259,6 +259,18 @@ def death(exitcode: int | None) -> str:
     return f"worker process killed by signal {name}"
 
 
+def _memory(b: devices.Backend, summary: dict, warmup_peak: dict) -> dict:
+    """Peak device memory over the windows (after the warm-up's reset) and over the run (``..._run_mib``, NaN
+    first: NaN), and peak RSS, the high-water mark or the largest sample (MiB), in place of the sampler's."""
+    out = b.peak_memory_mib()
+    for k in ("peak_device_mem_mib", "peak_device_reserved_mib"):
+        out[k.replace("_mib", "_run_mib")] = max(out[k], warmup_peak.get(k, math.nan))
+    if "mps_mem_max_mib" in summary:  # no peak counter: the largest 0.1 s sample, named as such
+        out["mps_allocated_max_sampled_mib"] = summary["mps_mem_max_mib"]
+    out["peak_rss_mib"] = max(devices.peak_rss_mib(), summary.get("peak_rss_mib", 0.0))
+    return out
+
+
 def measure(cfg: Config, device, p, dataset=None, isolation: str = "in_process", busy: bool = True) -> dict:
     """One configuration measured here with the protocol ``p``: always a row, with its series and step times."""
     b = timing.backend_of(device)
@@ -304,13 +316,7 @@ def measure(cfg: Config, device, p, dataset=None, isolation: str = "in_process",
             row["page_faults_per_step"] = (heap.minor_faults() - faults) / sum(counts)
             row["loss_last"] = work.check_loss()
             summary = sampler.summary()
-            # peak device memory over the windows (reset after the warm-up) and the run's (..._run_mib, NaN first)
-            row.update(b.peak_memory_mib())
-            for k in ("peak_device_mem_mib", "peak_device_reserved_mib"):
-                row[k.replace("_mib", "_run_mib")] = max(row[k], warmup_peak.get(k, math.nan))
-            if "mps_mem_max_mib" in summary:  # no peak counter: the largest 0.1 s sample, named as such
-                row["mps_allocated_max_sampled_mib"] = summary["mps_mem_max_mib"]
-            row["peak_rss_mib"] = max(devices.peak_rss_mib(), summary.get("peak_rss_mib", 0.0))
+            row.update(_memory(b, summary, warmup_peak))
             busy_s = b.busy_s(work.step, BUSY_STEPS) if busy else None  # after the windows: untouched
         row.update(timing.summarize(step_times, window_times, counts, cfg.batch_size, p.seed))
         if busy_s is not None:
