@@ -411,7 +411,7 @@ def test_the_sweep_gives_main_memory_three_working_sets_far_past_the_last_cache(
     monkeypatch.setattr(CpuBackend, "cache_levels", lambda self, *a, **k: [last])
     seen = []
 
-    def sweep(self, sizes, repeats, min_call_s, threads):
+    def sweep(self, sizes, repeats, threads):
         seen.extend(sizes)
         rows = [{"working_set_bytes": s, "kernel": "read", "bandwidth_gbs": 1e3 / np.log(s)} for s in sizes]
         return [{**r, "threads": 1, "calls": 1, "method": "fake"} for r in rows]
