@@ -164,8 +164,8 @@ class FakeGPU(CudaBackend):
             {"level": "l2", "size_bytes": 40 * 2**20, "capacity_bytes": 40 * 2**20, "size_source": "fake"}
         ]
 
-    def bandwidth_sweep(self, sizes, repeats, min_call_s, threads):
-        return super(CudaBackend, self).bandwidth_sweep(sizes, repeats, min_call_s, threads)
+    def bandwidth_sweep(self, sizes, repeats, threads):
+        return super(CudaBackend, self).bandwidth_sweep(sizes, repeats, threads)
 
     def ddp_device_ids(self):
         return None

@@ -142,7 +142,7 @@ def test_measured_peaks_are_sane():
         b = devices.backend(cpu)
         mm = max(peaks.matmul_rates(b, "fp32", n=256, repeats=2))
         conv = max(peaks.conv_rates(b, "fp32", batch=2, channels=16, size=8, repeats=2))
-        sweep = pd.DataFrame(b.bandwidth_sweep([32 * 2**20], 2, None, 1))
+        sweep = pd.DataFrame(b.bandwidth_sweep([32 * 2**20], 2, 1))
     finally:
         torch.set_num_threads(before)
     bw = sweep.groupby("kernel").bandwidth_gbs.max()
@@ -411,7 +411,7 @@ def test_the_sweep_gives_main_memory_three_working_sets_far_past_the_last_cache(
     monkeypatch.setattr(CpuBackend, "cache_levels", lambda self, *a, **k: [last])
     seen = []
 
-    def sweep(self, sizes, repeats, min_call_s, threads):
+    def sweep(self, sizes, repeats, threads):
         seen.extend(sizes)
         rows = [{"working_set_bytes": s, "kernel": "read", "bandwidth_gbs": 1e3 / np.log(s)} for s in sizes]
         return [{**r, "threads": 1, "calls": 1, "method": "fake"} for r in rows]
@@ -1042,7 +1042,7 @@ def test_l2_reread_kernel_is_one_long_call_over_an_l2_resident_buffer(monkeypatc
         base.Backend, "rates", lambda self, fn, nbytes, r, m=None, graph=False: calls.append(nbytes) or [1e12]
     )
     monkeypatch.setattr(cuda.CudaBackend, "empty_cache", lambda self: None)
-    sweep = pd.DataFrame(devices.backend("cuda").bandwidth_sweep([mib, 8 * mib, 512 * mib], 1, None, 1))
+    sweep = pd.DataFrame(devices.backend("cuda").bandwidth_sweep([mib, 8 * mib, 512 * mib], 1, 1))
     reread = sweep[sweep.kernel == "l2_reread"]
     assert list(reread.working_set_bytes) == [8 * mib] and "re-read" in reread.method.iloc[0]
     assert set(sweep[sweep.kernel == "copy"].working_set_bytes) == {mib, 8 * mib, 512 * mib}

@@ -345,14 +345,12 @@ class Backend:
         """Working sets of the bandwidth sweep (:func:`sweep_sizes`)."""
         return sweep_sizes(levels, dram_bytes)
 
-    def bandwidth_sweep(
-        self, sizes: list[int], repeats: int, min_call_s: float | None, threads: int
-    ) -> list[dict]:
+    def bandwidth_sweep(self, sizes: list[int], repeats: int, threads: int) -> list[dict]:
         """Best and median bandwidth of each kernel at each working set (rows of bandwidth_sweep.csv)."""
         rows = []
         for size in sizes:
             for kernel, (fn, nbytes) in stream_kernels(self.device, size).items():
-                rates = self.rates(fn, nbytes, repeats, min_call_s, graph=True)
+                rates = self.rates(fn, nbytes, repeats, graph=True)
                 rows.append(sweep_row(rates, nbytes, kernel, repeats, "torch, bytes read + written"))
             self.empty_cache()
         return rows

@@ -66,11 +66,10 @@ class CpuBackend(Backend):
         # a few KiB per thread up, two sizes per octave: every level holds several
         return sweep_sizes(levels, dram_bytes, smallest=4 * 2**10 * threads, step=2**0.5)
 
-    def bandwidth_sweep(self, sizes, repeats, min_call_s, threads):
+    def bandwidth_sweep(self, sizes, repeats, threads):
         from cnnbench.devices import membench
 
-        min_call_s = max(self.min_call_s, min_call_s or 0.01)
-        return membench.sweep(sizes, threads, repeats, min_call_s)
+        return membench.sweep(sizes, threads, repeats)  # calls of at least 10 ms
 
     def spec(self, threads: int) -> tuple[list[dict], str]:
         """A roof derived from this CPU's cores, ISA flags and clock (:func:`cpu_spec`)."""

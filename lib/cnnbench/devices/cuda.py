@@ -276,12 +276,12 @@ class CudaBackend(Backend):
     def main_memory(self) -> str:
         return main_memory(self.name(), self.capability())
 
-    def bandwidth_sweep(self, sizes, repeats, min_call_s, threads):
+    def bandwidth_sweep(self, sizes, repeats, threads):
         """torch copy and triad and, for the working sets that fit the L2, a kernel re-reading the buffer."""
-        rows = super().bandwidth_sweep(sizes, repeats, min_call_s, threads)
+        rows = super().bandwidth_sweep(sizes, repeats, threads)
         for size in [s for lv in self.cache_levels() for s in reread_sizes(sizes, lv)]:
             fn, nbytes = reread_kernel(self.device, size)
-            rates = self.rates(fn, nbytes, repeats, min_call_s, graph=True)
+            rates = self.rates(fn, nbytes, repeats, graph=True)
             method = f"torch, one sum kernel re-reading the buffer {nbytes // size}x: bytes read"
             rows.append(sweep_row(rates, size, "l2_reread", repeats, method, bytes_per_call=nbytes))
             del fn

@@ -122,17 +122,11 @@ def run(
     return sweep_row(rates, per_trial, kernel, calls, f"numba, {CONVENTION[kernel]}", **extra)
 
 
-def sweep(
-    sizes: list[int],
-    threads: int,
-    calls: int = 5,
-    min_call_s: float = 0.01,
-    kernels: tuple[str, ...] = ("read", "triad"),
-) -> list[dict]:
-    """:func:`run` for every working set in ``sizes`` and every kernel: one row each."""
+def sweep(sizes: list[int], threads: int, calls: int) -> list[dict]:
+    """:func:`run` of the read and triad kernels over every working set in ``sizes``: one row each."""
     before = numba.get_num_threads()
     threads = max(1, min(threads, numba.config.NUMBA_NUM_THREADS))
     try:
-        return [run(k, s, threads, calls, min_call_s) for s in sizes for k in kernels]
+        return [run(k, s, threads, calls) for s in sizes for k in ("read", "triad")]
     finally:
         numba.set_num_threads(before)

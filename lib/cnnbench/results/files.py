@@ -24,8 +24,7 @@ HOST = "host_id"
 
 @functools.cache
 def host_id() -> str:
-    """This machine's hardware as :func:`cnnbench.envinfo.host_fingerprint` names a CPU run's (CPU model, cores,
-    ISA, memory); the device is the key's ``device_kind`` beside it."""
+    """This machine's hardware as :func:`cnnbench.envinfo.host_fingerprint` names a CPU run's."""
     import torch
 
     from cnnbench import envinfo

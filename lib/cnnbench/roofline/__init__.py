@@ -31,8 +31,7 @@ ABOVE_ROOF_TOLERANCE = 0.05
 
 
 class _Roofs:
-    """The measured roofs of one peaks table per precision (one not measured: fp32's) and memory level (a table
-    without levels: DRAM), each filtered once: a run places a thousand layers against one table."""
+    """A peaks table's measured roofs per precision (unmeasured: fp32's) and level (none: DRAM), filtered once."""
 
     def __init__(self, peaks: pd.DataFrame):
         m = results.schema.declared(peaks, "device_peaks")
@@ -96,8 +95,7 @@ def intensities_for(results: pd.DataFrame) -> pd.DataFrame:
 
 
 def place(results: pd.DataFrame, intensities: pd.DataFrame, peaks: pd.DataFrame, source: str) -> pd.DataFrame:
-    """roofline.csv rows: each measured configuration against the roof of the level its step's counted bytes fit
-    in, and the DRAM-only view."""
+    """roofline.csv rows: each ok configuration against its level's roof and the DRAM roof (:func:`_points`)."""
     ok = results[results.status == "ok"]
     if ok.empty or intensities.empty:
         return pd.DataFrame()
@@ -110,8 +108,7 @@ _IDENT = "source device_name device_kind model phase batch_size precision memory
 
 
 def _points(df: pd.DataFrame, ident: list[str], roofs: _Roofs) -> pd.DataFrame:
-    """roofline.csv rows: each point of ``df`` (its ``ident`` columns first) against its level's roof and the DRAM
-    roof, and whether (and why) it sits more than 5% above its own roof."""
+    """roofline.csv rows: each point of ``df`` against its level's roof and the DRAM roof, flagged (with why) above."""
     rows = []
     for r in df.itertuples():
         row = {k: getattr(r, k) for k in ident}

@@ -190,7 +190,7 @@ def _measure(b: devices.Backend, matmul_size: int, stream_mb: int, repeats: int,
         dram_bytes, note = far, f" (raised from 2 x {stream_mb} MiB to {far // 2**20} MiB, 8x the last cache)"
     sizes = b.sweep_sizes(levels, dram_bytes, threads)
     progress.note(f"roofline: memory bandwidth over {len(sizes)} working sets on {threads} threads")
-    sweep = pd.DataFrame(b.bandwidth_sweep(sizes, repeats, None, threads))
+    sweep = pd.DataFrame(b.bandwidth_sweep(sizes, repeats, threads))
     main = b.main_memory
     roofs = level_roofs(sweep, levels, main).astype({"capacity_bytes": float, "size_bytes": float})
     roofs["capacity_mib"] = roofs.capacity_bytes / 2**20
