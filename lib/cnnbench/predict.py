@@ -15,6 +15,7 @@ import pandas as pd
 
 from cnnbench import devices, knobs, models, published
 from cnnbench.devices.base import normalise_name
+from cnnbench.measure.engine import HOST_BOUND
 
 # conv and matmul are compute classes (their bytes at the elementwise efficiency); batch norm is normalisation in
 # training (several passes), elementwise in eval
@@ -26,7 +27,6 @@ SHRINK, STEPS, LEARNING_RATE, START = 0.05, 600, 0.05, (0.3, 2e-5)  # Adam from 
 STEP_TIMED = ("003",)
 FAR_BELOW = 0.10  # a rate under this share of its roofline ceiling is bound by something else than the device
 HOST_SHARE = 0.5  # a queued device's step whose host takes this share of it is host-bound: no device evidence
-HOST_BOUND = "host-bound (launch overhead)"
 # the device each params file's time estimates are predicted for (the M2 Pro: the newest Mac GPU with a published
 # peak); 08's what-if devices: these and a datacenter GPU
 PARAMS_DEVICES = {"colab_t4.yaml": "Tesla T4", "apple_m.yaml": "Apple M2 Pro (19-core GPU)"}
