@@ -348,3 +348,10 @@ def test_seeds_full_reproduces_each_seeds_configuration_with_the_real_validation
     keys = [ln for ln in text.splitlines() if ln and not ln.startswith((" ", "#"))]
     assert len(keys) >= 50 and [ln for ln in keys if "  # " not in ln] == []  # every key says which seed line
     assert "What one file cannot reproduce" in text and "--set dataset=imagenette" in text
+
+
+def test_every_published_table_is_shown_without_a_row_number_column():
+    """The fifth round's one groupby over the seeds' stated figures kept each row's number in the whole list
+    (161, 162, ...), and 08 showed it as a column of its own beside the seed's figures."""
+    for name, table in published.tables().items():
+        assert table.index.equals(pd.RangeIndex(len(table))), name

@@ -551,6 +551,6 @@ def tables() -> dict[str, pd.DataFrame]:
         out[f"seed {name[-3:]} {where} ({_lines(*parts)}): {what}"] = _view(name)
     v = _values()  # the figures each seed's sentences state, each with its line
     for (s, seed), claims in v[v.table.str.startswith("CLAIMS_")].groupby([v.table.str[-3:], "seed"]):
-        kept = claims[["key", "value", "printed", "line", "where", "note"]]
+        kept = claims[["key", "value", "printed", "line", "where", "note"]].reset_index(drop=True)
         out[f"seed {s}: figures stated in its text"] = kept.assign(source=seed)
     return out
