@@ -350,12 +350,12 @@ def _other_runs() -> list[str]:
     left, busy = {}, set()
     for pid, folder, cmd in paths.run_processes():
         if (holder := paths.RunLock(Path(folder)).holder()) is None:
-            left[str(pid)] = f"{pid} ({cmd[:60]} of {Path(folder).name})"
+            left[str(pid)] = f"{pid} of run '{Path(folder).name}' ({cmd[:60]})"
         else:
             busy.add(f"'{Path(folder).name}' (pipeline {holder})")
     stray = f"{', '.join(left.values())}; end them: kill {' '.join(left)}"
     said = {
-        f"{len(left)} process(es) of a run whose pipeline has gone take CPU from this one: {stray}": left,
+        f"{len(left)} process(es) of a run whose pipeline has gone still run, taking CPU from this one: {stray}": left,
         f"another run is measuring on this machine: {', '.join(sorted(busy))}; both are judged busy": busy,
     }
     return [line for line, on in said.items() if on]
