@@ -149,7 +149,11 @@ def test_cli_refuses_unknown_broken_and_incompatible_runs_in_one_line(tmp_path, 
         "differs in keys other than --keys (batch_size; threads)",
     )
     make_run(outputs, "other", "cpu", "Intel Core", {("resnet50", "train"): 5.0}, extra={"threads": 1})
-    _refused(*_compare(capsys, "a", "other", "--outputs", outputs), "no model and phase in common")
+    rc, out, err = _compare(capsys, "a", "other", "--outputs", outputs)
+    _refused(rc, out, err, "no model and phase in common")
+    assert "'other' measured resnet50 train" in err, err  # what each run has: what to measure to compare them
+    make_run(outputs, "odd", "cpu", "Intel Core", {("alexnet", "train"): 5.0})
+    _refused(*_compare(capsys, "odd", "seeds", "--outputs", outputs), "a model seed 000 measured")
     (outputs / "b" / "environment.json").write_text("[1, 2]")
     _refused(*_compare(capsys, "a", "b", "--outputs", outputs), "b: broken run (")
     _refused(*_compare(capsys, "a", "a", "--outputs", outputs, "--keys", "colour"), "--keys 'colour'")

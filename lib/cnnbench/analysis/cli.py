@@ -115,12 +115,7 @@ def compare_runs(names: list[str], outputs: Path, keys: tuple[str, ...] | None =
     for b in named[1:] or named:  # one run: its variants one knob apart
         part = seeds_beside(m, first) if b == SEEDS else compare.one_knob(ok, first, b, keys)
         if part.empty or not part.ratio_b_over_a.notna().any():
-            apart = f"in {'keys other than --keys' if keys else 'more than one key'}"
-            alone = "no two of its variants are one knob apart (give a second run to compare it with)"
-            none = alone if b == first else "no model and phase in common (ok rows)"
-            why = f"every pair differs {apart} ({'; '.join(sorted(set(part.knob)))})" if len(part) else none
-            pair = "alone" if b == first else f"and '{b}'"
-            raise Refused(f"nothing comparable in '{first}' {pair}: {why}")
+            raise Refused(_nothing_comparable(ok, part, first, b, keys))
         frames.append(part)
     df = pd.concat(frames, ignore_index=True)
     df.insert(0, "compared", compared(named))
@@ -129,13 +124,38 @@ def compare_runs(names: list[str], outputs: Path, keys: tuple[str, ...] | None =
     for side in ("a", "b"):
         df[f"busy_{side}"] = df[f"run_{side}"].map(busy).fillna("")
         df[f"machine_{side}"] = df[f"run_{side}"].map(state.verdict).fillna("")
-    by_name = {d.name: d for d in dirs.values()}  # the parameters two runs differ in: "key A -> B; ..."
-    differ = lambda a, b: config_differences([by_name[a], by_name[b]]).to_dict("records")  # noqa: E731
+    by_name = {d.name: d for d in dirs.values()}
     df["params_differ"] = [
-        "; ".join(f"{r['key']} {r[a]} -> {r[b]}" for r in differ(a, b)) if a != b and b != SEEDS else ""
-        for a, b in zip(df.run_a, df.run_b, strict=True)
+        _differ(by_name.get(a), by_name.get(b)) for a, b in zip(df.run_a, df.run_b, strict=True)
     ]
     return df
+
+
+def _nothing_comparable(ok: pd.DataFrame, part: pd.DataFrame, a: str, b: str, keys) -> str:
+    """Why ``a`` and ``b`` (``a`` alone, or ``seeds``) gave no ratio, and what would give one."""
+    if len(part):
+        apart = "keys other than --keys" if keys else "more than one key"
+        why = f"every pair differs in {apart} ({'; '.join(sorted(set(part.knob)))})"
+    elif b == a:
+        why = "no two of its variants are one knob apart (give a second run to compare it with)"
+    elif b == SEEDS:
+        why = "it has no fp32 Scenario A row of a model seed 000 measured"
+    else:
+        have = {
+            r: ", ".join(sorted(set(g.model + " " + g.phase))) or "no ok row"
+            for r, g in ok.groupby("run_name")
+        }
+        why = f"no model and phase in common ('{a}' measured {have.get(a, 'no ok row')}; '{b}' measured "
+        why += f"{have.get(b, 'no ok row')})"
+    return f"nothing comparable in '{a}' {'alone' if b == a else f'and {b!r}'}: {why}"
+
+
+def _differ(a: Path | None, b: Path | None) -> str:
+    """The parameters that differ between two runs ("key A -> B; ..."), "" for none or a pseudo-run."""
+    if a is None or b is None or a == b:
+        return ""
+    diff = config_differences([a, b]).to_dict("records")
+    return "; ".join(f"{r['key']} {r[a.name]} -> {r[b.name]}" for r in diff)
 
 
 def compared(names: list[str]) -> str:
