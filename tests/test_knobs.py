@@ -258,3 +258,19 @@ def test_settings_a_workload_applies_are_restored_after_it_so_a_kernel_records_w
         inside = list(fake_gpu.log)
     assert "math tf32" in inside and "math tf32 restored" not in inside
     assert fake_gpu.log[-2:] == ["autotune False restored", "math tf32 restored"]
+
+
+def test_a_setting_cannot_be_changed_in_place_and_rebuilds_from_its_pairs():
+    """Setting became a dict in issue 43's fifth round: assigning to one changed its hash while it was a key of 07's
+    search tables; dataclasses.asdict of a Config rebuilds it from its (knob, value) pairs."""
+    import dataclasses
+
+    from cnnbench.measure.engine import Config
+
+    s = knobs.Setting(precision="bf16")
+    for change in (lambda: s.__setitem__("precision", "fp32"), lambda: s.update(precision="fp32"), s.clear):
+        with pytest.raises(TypeError, match="with_"):
+            change()
+    assert s.precision == "bf16" and knobs.Setting(list(s.items())) == s and s.with_(precision="fp32") != s
+    cfg = Config("resnet18", "train", 64, 10, setting=s)
+    assert dataclasses.asdict(cfg)["setting"] == s

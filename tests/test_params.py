@@ -403,9 +403,9 @@ def test_a_run_name_with_a_newline_gives_one_line(write_yaml, name):
 @pytest.mark.parametrize(
     "content, fragment",
     [
-        (b"device: cpu\n# caf\xe9 in Latin-1\n", "not UTF-8"),
-        ("device: cpu\n".encode("utf-16"), "not UTF-8"),
-        ("device: cpu\n".encode("utf-16-le"), "malformed YAML"),
+        (b"device: cpu\n# caf\xe9 in Latin-1\n", "not UTF-8 text (byte 0xe9 on line 2): save it as UTF-8"),
+        ("device: cpu\n".encode("utf-16"), "UTF-16 or UTF-32 text (it holds NUL bytes): save it as UTF-8"),
+        ("device: cpu\n".encode("utf-16-le"), "UTF-16 or UTF-32 text (it holds NUL bytes): save it as UTF-8"),
     ],
 )
 def test_a_params_file_not_in_utf8_is_one_line(tmp_path, content, fragment):
@@ -716,21 +716,36 @@ def test_memory_bounds_are_declared_and_threads_come_from_this_machine():
     params.load(SMOKE, {"workers": os.cpu_count()})
 
 
-def test_a_buffer_one_key_sizes_past_half_this_machines_memory_is_refused_before_work():
-    """A batch too large for the device is an out-of-memory row; 04's sweep buffer or matmul and the synthetic
-    dataset past the machine's memory are not: the kernel is killed mid-notebook. The fixed bounds of issue 43's
-    fifth round let stream_mb=32768 (a 64 GiB buffer) through on a 24 GiB machine."""
+def test_a_run_name_refusal_states_the_rule_that_refused_it():
+    """The fifth round's text ("up to 100 letters, digits, '-', '_', '.'; no '..'") was met by '-x' and '.cache',
+    the names it refused: the first character must be a letter or digit."""
+    for name in ("-x", ".cache"):
+        assert "starting with a letter or digit" in params.safe_name_error(name)
+
+
+def test_a_batch_or_buffer_past_half_a_small_machines_memory_is_refused_naming_its_key(monkeypatch):
+    """On an 8 GiB machine every key that sizes one buffer is refused before work past 4 GiB; with isolate: false a
+    batch measured in the notebook's own kernel would kill it, not write an out-of-memory row."""
+    import collections
+
     import psutil
 
-    half_mib = psutil.virtual_memory().total / 2**21
-    for key, value in (
-        ("stream_mb", int(half_mib // 2) + 1),
-        ("matmul_size", int((half_mib * 2**20 / 12) ** 0.5) + 1),
+    memory = collections.namedtuple("memory", "total available")(8 * 2**30, 8 * 2**30)
+    monkeypatch.setattr(psutil, "virtual_memory", lambda: memory)
+    for key, *pairs in (
+        ("stream_mb", "stream_mb=2049"),
+        ("matmul_size", "matmul_size=18920"),
+        ("synthetic_images", "synthetic_images=349526", "image_size=64"),
+        (
+            "batch_size_per_model",
+            "batch_size_per_model={squeezenet1_1: 8000, mnist_cnn: 16}",
+            "image_size=224",
+        ),
+        ("transfer_batch_sizes", "transfer_batch_sizes=[8000]", "transfer_image_size=224"),
     ):
-        if value <= 1 << 15:  # within the fixed bound: the machine's is the one that refuses it
-            message = _set_refused(f"{key}={value}")
-            assert f"key '{key}'" in message and "memory" in message, message
-    params.load(SMOKE, {"stream_mb": 64, "matmul_size": 1024})
+        message = _set_refused(*pairs)
+        assert f"key '{key}" in message and "memory" in message, (pairs, message)
+    params.load(SMOKE, {"stream_mb": 2048, "matmul_size": 18918, "transfer_batch_sizes": [64]})
 
 
 def test_set_errors_name_set_whichever_key_the_message_starts_with():

@@ -288,6 +288,11 @@ class Setting(dict):
     def __hash__(self) -> int:
         return hash(tuple(self.items()))
 
+    def _frozen(self, *args, **kwargs):
+        raise TypeError("a Setting is hashable and never changes: make another with setting.with_(...)")
+
+    __setitem__ = __delitem__ = clear = pop = popitem = setdefault = update = __ior__ = _frozen
+
     def __repr__(self) -> str:
         return f"Setting({', '.join(f'{k}={v!r}' for k, v in self.items())})"
 

@@ -77,7 +77,10 @@ def safe_name_error(name: str) -> str | None:
     """Why ``name`` cannot be a run folder's name (a path, '..', odd characters), or None when it can."""
     if SAFE_NAME.fullmatch(name) and ".." not in name:
         return None
-    return f"{_show(name)} is not a safe run name (up to 100 letters, digits, '-', '_', '.'; no '..')"
+    return (
+        f"{_show(name)} is not a safe run name (1 to 100 letters, digits, '-', '_' or '.', starting with a letter or "
+        "digit; no '..')"
+    )
 
 
 def _suggest(name: str, valid: typing.Sequence[str], what: str) -> str:
@@ -225,7 +228,7 @@ class _Keys:
     # square matmul size for the compute roof; 0 = by device (CUDA 8192, MPS 4096, CPU 2048)
     matmul_size: Annotated[int, In(0, 1 << 15, "three fp32 matrices of 4 GiB")] = 0
     # DRAM working set of the bandwidth sweep is 2 x this (MiB), at least 4x the last cache
-    stream_mb: Annotated[int, In(1, 1 << 15, "32 GiB")] = 512
+    stream_mb: Annotated[int, In(1, 1 << 15, "a 64 GiB sweep buffer")] = 512
     layer_top_k: PositiveInt = 10  # layers shown on the per-layer roofline, by time
     # --- from-scratch backends (05, seeds 001 and 004): keys of cnnbench.scratch go here
     # backends 05 runs: numpy numba_cpu numba_cuda cupy torch_cpu torch_cuda torch_mps (absent -> unavailable)
@@ -413,7 +416,7 @@ def _problem(key: str, value: Any, tp: Any, path: str = "") -> str:
     ):
         nan = "; NaN and inf are not finite: no key takes them" if _not_finite(value) else ""
         return f"key '{path}' must be {_name(tp)}, got {_show(value)} ({type(value).__name__}){nan}"
-    if base is float and not -1e308 < value < 1e308:  # NaN, inf, an integer past a float
+    if base is float and not abs(value) <= sys.float_info.max:  # NaN, inf, an integer past a float
         return f"key '{key}' must be a finite number, got {_show(value)}"
     inner = enumerate(value) if base is list else value.items() if base is dict and args else ()
     for k, v in inner:
@@ -488,26 +491,52 @@ def _validated(raw: dict[str, Any], check_device: bool) -> Params:
     return p
 
 
+def _buffer_bytes(p: Params) -> dict[str, int]:
+    """Key -> the bytes of the largest buffer it sizes: 04's three fp32 matmul matrices and 2 x stream_mb sweep,
+    the uint8 synthetic dataset, a batch's fp32 input images (at the resolution its key trains)."""
+
+    def largest(value) -> int:  # a batch size, or the largest in a list or mapping of them
+        if isinstance(value, dict):
+            value = list(value.values())
+        return max(map(largest, value), default=0) if isinstance(value, list) else value
+
+    transfer = max(p.image_size, p.transfer_image_size)
+    out = {"matmul_size": 12 * p.matmul_size**2, "stream_mb": 2 * 2**20 * p.stream_mb}
+    out["synthetic_images"] = 3 * p.image_size**2 * p.synthetic_images
+    for key in ("batch_size", "batch_size_per_model", "sweep", "tune_max_batch_size", "scaling_batch_size"):
+        out[key] = 12 * p.image_size**2 * largest(getattr(p, key))
+    for key in ("transfer_batch_sizes", "phase_batch_size", "profile_batch_size"):
+        out[key] = 12 * transfer**2 * largest(getattr(p, key))
+    return out
+
+
+def _machine_bounds(p: Params) -> typing.Iterator[str]:
+    """A buffer one key sizes past half this machine's memory (the rest: OS, torch, the run), and more threads or
+    processes than THREADS_PER_CPU per logical CPU: refused before work, not a kernel killed mid-notebook."""
+    import psutil
+
+    half = psutil.virtual_memory().total / 2
+    for key, need in _buffer_bytes(p).items():
+        if need > half:
+            memory = f"over half this machine's memory ({2 * half / 2**30:.1f} GiB)"
+            yield f"key '{key}' needs {need / 2**30:.1f} GiB, {memory}"
+    cpus = os.cpu_count() or 1
+    for key in ("threads", "workers", "scaling_world_sizes"):
+        value = getattr(p, key)
+        most = max(value) if isinstance(value, list) else value
+        if most > THREADS_PER_CPU * cpus:
+            bound = f"{THREADS_PER_CPU * cpus} ({THREADS_PER_CPU} x the {cpus} logical CPUs here)"
+            yield f"key '{key}' must be at most {bound}, got {most}"
+
+
 def _problems(p: Params, check_device: bool) -> typing.Iterator[str]:
     """What is wrong across ``p``'s keys, first first; a check may take those yielded before it as passed."""
     from cnnbench import devices
     from cnnbench.models import spec
 
     yield p.run_name and (why := safe_name_error(p.run_name)) and f"key 'run_name': {why}"
-    import psutil
-
-    half = (
-        psutil.virtual_memory().total / 2
-    )  # what one buffer a key sizes may take: the rest is OS, torch, run
-    buffers = {"matmul_size": 12 * p.matmul_size**2, "stream_mb": 2**21 * p.stream_mb}
-    buffers["synthetic_images"] = 3 * p.image_size**2 * p.synthetic_images
-    for key, need in buffers.items() if check_device else ():
-        yield need > half and f"key '{key}' needs {need / 2**30:.1f} GiB, over half this machine's memory"
-    cpus = os.cpu_count() or 1
-    for key in ("threads", "workers", "scaling_world_sizes") if check_device else ():
-        most = max(v) if isinstance(v := getattr(p, key), list) else v
-        bound = f"at most {THREADS_PER_CPU * cpus} ({THREADS_PER_CPU} x the {cpus} logical CPUs here)"
-        yield most > THREADS_PER_CPU * cpus and f"key '{key}' must be {bound}, got {most}"
+    if check_device:
+        yield from _machine_bounds(p)
     for key, name in [("device", p.device), *(("transfer_devices", d) for d in p.transfer_devices)]:
         if devices.ONE_DEVICE.fullmatch(name.strip().lower()):
             yield f"key '{key}' is {_show(name)}: the {name[:3].upper()} has no index; use {name[:3]}"
@@ -827,11 +856,14 @@ def read_yaml(path: str | Path) -> dict[str, Any]:
         raise ParamsError(f"{path}: params file {why}") from None
     if len(raw) > MAX_PARAMS_BYTES:
         raise ParamsError(f"{path}: params file too large (more than {MAX_PARAMS_BYTES} bytes)")
+    if raw.startswith((b"\xff\xfe", b"\xfe\xff")) or b"\x00" in raw:  # Notepad's and PowerShell's '>' UTF-16
+        raise ParamsError(f"{path}: is UTF-16 or UTF-32 text (it holds NUL bytes): save it as UTF-8")
     try:
         data = _load_yaml(raw.decode("utf-8-sig"), str(path))
     except UnicodeDecodeError as err:
         line = raw[: err.start].count(b"\n") + 1
-        raise ParamsError(f"{path}: is not UTF-8 text (byte 0x{raw[err.start]:02x} on line {line})") from None
+        why = f"is not UTF-8 text (byte 0x{raw[err.start]:02x} on line {line}): save it as UTF-8"
+        raise ParamsError(f"{path}: {why}") from None
     if data is not None and not isinstance(data, dict):
         raise ParamsError(
             f"{path}: expected a mapping of key: value at the top level, got {type(data).__name__}"
