@@ -2,7 +2,9 @@
 and everything else (validation, the engine, keys, compare, 07's search, labels) follows from it."""
 
 import contextlib
+import copy
 import json
+import pickle
 import re
 
 import pandas as pd
@@ -274,3 +276,4 @@ def test_a_setting_cannot_be_changed_in_place_and_rebuilds_from_its_pairs():
     assert s.precision == "bf16" and knobs.Setting(list(s.items())) == s and s.with_(precision="fp32") != s
     cfg = Config("resnet18", "train", 64, 10, setting=s)
     assert dataclasses.asdict(cfg)["setting"] == s
+    assert pickle.loads(pickle.dumps(s)) == s and copy.deepcopy(s) == s  # to a worker process, and copied

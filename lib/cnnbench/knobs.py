@@ -293,6 +293,9 @@ class Setting(dict):
 
     __setitem__ = __delitem__ = clear = pop = popitem = setdefault = update = __ior__ = _frozen
 
+    def __reduce__(self):  # pickled (to a worker) and copied whole, not item by item
+        return Setting, (dict(self),)
+
     def __repr__(self) -> str:
         return f"Setting({', '.join(f'{k}={v!r}' for k, v in self.items())})"
 
