@@ -152,8 +152,13 @@ def test_01_warns_visibly_about_any_model_off_its_published_count():
     bad = pd.DataFrame(_complexity_rows(2.95))
     html = flops.published_check(bad).data
     assert "WARNING" in html and "vit_b_32" in html and "-33.1%" in html and "resnet18" not in html
+    assert "by more than 1%" in html  # the bound a reader judges the disagreement by
     good = flops.published_check(pd.DataFrame(_complexity_rows(4.409))).data
-    assert "WARNING" not in good and "all 2 row(s)" in good
+    assert (
+        "WARNING" not in good
+        and "all 2 row(s)" in good
+        and "within 1% (MACs) and exactly (parameters)" in good
+    )
 
 
 def test_report_opens_with_the_warning(tmp_path):

@@ -142,3 +142,15 @@ def test_a_host_timed_window_ends_at_the_first_step_past_its_floor():
     timer = timing.StepTimer(torch.device("cpu"), clock=fake.clock, sync=fake.sync, use_events=False)
     times, wall = timer.window(fake.step, 2, min_s=1.0)
     assert len(times) == 4 and wall == pytest.approx(1.2)
+
+
+def test_importing_the_timer_does_not_import_scipy():
+    """scipy.stats (1.5 s to import) came in with the exact t quantile at the top of timing, which every DDP rank and
+    spawned worker imports; the quantile imports scipy.special on first use."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, cnnbench.measure.timing as t; assert 'scipy' not in sys.modules; t.t95(3); print('ok')"
+    )
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip() == "ok"

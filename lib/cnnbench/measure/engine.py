@@ -224,11 +224,17 @@ def failure(err: BaseException, device=None) -> dict:
 
 def steps_for_window(warmup_times: list[float], p) -> int:
     """Steps per window: ``measured_steps`` or more to fill ``min_window_s`` at the warm-up's pace; else ``window_s``."""
-    target, least = (p.min_window_s, p.measured_steps) if p.measured_steps else (p.window_s, 5)
+    target, least = window_target(p)
     if not target or not warmup_times:
         return least
     steady = statistics.median(warmup_times[len(warmup_times) // 2 :])
     return int(max(min(math.ceil(target / max(steady, 1e-6)), timing.MAX_WINDOW_STEPS), least))
+
+
+def window_target(p) -> tuple[float, int]:
+    """(the seconds a window is filled toward, 0 for none; the least steps it holds): ``min_window_s`` and
+    ``measured_steps`` where steps are set, else ``window_s`` and 5."""
+    return (p.min_window_s, p.measured_steps) if p.measured_steps else (p.window_s, 5)
 
 
 def config_key(cfg: Config, device, p) -> dict:
@@ -286,8 +292,7 @@ def measure(cfg: Config, device, p, dataset=None, isolation: str = "in_process",
             warnings.simplefilter("always")
             # the first step (compilation if on, lazy initialisation) timed on its own, then the warm-up's: at
             # least two timed to pace the window with, or one where steps are set
-            target = p.min_window_s if p.measured_steps else p.window_s
-            paced = (1 if p.measured_steps else 2) if target else 0
+            paced = (1 if p.measured_steps else 2) if window_target(p)[0] else 0
             warmup_times = []
             for _ in range(1 + max(p.warmup_steps - 1, paced)):
                 t0 = time.perf_counter()

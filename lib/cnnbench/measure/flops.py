@@ -197,12 +197,16 @@ def published_check(complexity):
             bad.append((r.model, "parameters", int(r.params), int(r.published_params)))
     if not bad:
         checked = int(complexity.published_gmacs.notna().sum())
-        return HTML(f"<p><b>Counts checked:</b> all {checked} row(s) with a published figure agree.</p>")
+        within = f"within {PUBLISHED_REL_TOL:.0%} (MACs) and exactly (parameters)"
+        return HTML(
+            f"<p><b>Counts checked:</b> all {checked} row(s) with a published figure agree {within}.</p>"
+        )
     items = "".join(
         f"<li><b>{html.escape(m)}</b>: {what} ours {a:,.4g}, published {b:,.4g} ({100 * (a / b - 1):+.1f}%)</li>"
         for m, what, a, b in bad
     )
     return HTML(
         "<div style='border:3px solid #c00;background:#fee;padding:8px 12px'><b>WARNING: these counts disagree "
-        f"with torchvision's published figures; every FLOP figure of these models is suspect.</b><ul>{items}</ul></div>"
+        f"with torchvision's published figures (MACs by more than {PUBLISHED_REL_TOL:.0%}, parameters at all); every "
+        f"FLOP figure of these models is suspect.</b><ul>{items}</ul></div>"
     )

@@ -79,10 +79,12 @@ def _pair(r: dict) -> dict:
     diff = rb - ra
     combined = math.hypot(ca, cb) if math.isfinite(ca) and math.isfinite(cb) else math.nan
     probe = 100 * (number(r.get("probe_img_s_b")) / number(r.get("probe_img_s_a")) - 1)
-    first, second = (r["source_a"], ra, ca), (r["source_b"], rb, cb)
-    which = (r["run_name"], r["model"], r["phase"], int(r["batch_size"]), *first, *second)
-    agree = bool(abs(diff) <= combined), bool(abs(diff) <= ca)
-    return dict(zip(COLUMNS, (*which, 100 * diff / ra, 100 * combined / ra, *agree, probe), strict=True))
+    row = {k: r[k] for k in ("run_name", "model", "phase")} | {"batch_size": int(r["batch_size"])}
+    row |= {"first": r["source_a"], "rate_first_img_s": ra, "ci95_first_img_s": ca}
+    row |= {"second": r["source_b"], "rate_second_img_s": rb, "ci95_second_img_s": cb}
+    row |= {"difference_pct": 100 * diff / ra, "difference_ci95_pct": 100 * combined / ra}
+    row |= {"agree": bool(abs(diff) <= combined), "second_inside_first": bool(abs(diff) <= ca)}
+    return row | {"probe_change_pct": probe}
 
 
 def number(value) -> float:

@@ -100,7 +100,8 @@ class Sampler:
         total = own.user + own.system + own.children_user + own.children_system
         for child in self._proc.children(recursive=True):
             with contextlib.suppress(psutil.Error):  # a child that ended meanwhile: in children_* once reaped
-                total += child.cpu_times().user + child.cpu_times().system
+                times = child.cpu_times()  # one read: user and system of the same instant
+                total += times.user + times.system
         return total
 
     def _process_cpu_pct(self) -> float | None:

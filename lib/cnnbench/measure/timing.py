@@ -10,7 +10,6 @@ from collections.abc import Callable
 
 import numpy as np
 import torch
-from scipy import stats
 
 from cnnbench import devices
 
@@ -19,9 +18,13 @@ MAX_WINDOW_STEPS = 10_000  # steps_for_window's bound too
 STALL_FACTOR = 2.0  # a window over this many times its steps at their median stalled (stopped, starved)
 
 
+@functools.cache
 def _t(dof: int, q: float) -> float:
-    """The Student t quantile ``q`` at ``dof`` degrees of freedom (the normal's below 1)."""
-    return float(stats.t.ppf(q, dof if dof >= 1 else math.inf))
+    """The Student t quantile ``q`` at ``dof`` degrees of freedom (the normal's below 1); scipy.special only, and
+    on first use: a DDP rank or worker that computes no interval does not pay for importing scipy."""
+    from scipy.special import stdtrit
+
+    return float(stdtrit(dof if dof >= 1 else math.inf, q))
 
 
 # the two-sided 95% and 99% Student t quantiles
@@ -37,7 +40,9 @@ def backend_of(device) -> devices.Backend:
 def ci95_half_width(values) -> float:
     """Half-width of the Student t 95% interval of the mean of ``values`` (NaN below two values)."""
     values = np.asarray(values, dtype=float)
-    return t95(values.size - 1) * float(stats.sem(values)) if values.size >= 2 else math.nan
+    if values.size < 2:
+        return math.nan
+    return t95(values.size - 1) * float(np.std(values, ddof=1)) / math.sqrt(values.size)
 
 
 class StepTimer:
