@@ -286,7 +286,9 @@ def _run_with_deadline(fn, seconds=10):
 
 def test_a_dataset_smaller_than_one_batch_is_a_clear_error_not_stop_iteration():
     ds = data.SyntheticImages(3, 3, 8, 2)
-    with pytest.raises(data.DataError, match="3 images.*one batch of 8"):
+    with pytest.raises(
+        data.DataError, match=r"3 images.*one batch of 8.*\(lower the batch size or use more images\)"
+    ):
         data.loader(ds, 8, workers=0, pin_memory=False)
     assert len(list(data.loader(ds, 3, workers=0, pin_memory=False))) == 1
 

@@ -363,7 +363,10 @@ def loader(
 ) -> DataLoader:
     """A shuffled DataLoader dropping the last partial batch; :class:`DataError` below one batch of images."""
     if len(ds) < batch_size:
-        raise DataError(f"the dataset has {len(ds)} images, fewer than one batch of {batch_size}")
+        raise DataError(
+            f"the dataset has {len(ds)} images, fewer than one batch of {batch_size} "
+            "(lower the batch size or use more images)"
+        )
     kw = {"num_workers": workers, "pin_memory": pin_memory, "persistent_workers": workers > 0}
     seeded = torch.Generator().manual_seed(seed)
     # a worker dies with what it loads for

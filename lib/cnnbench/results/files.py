@@ -32,6 +32,11 @@ def host_id() -> str:
     return envinfo.capture(torch.device("cpu"))["host_id"]
 
 
+MOVE_AWAY = (
+    "move it away, and a rerun measures its rows again"  # what every refusal of a corrupt file ends with
+)
+
+
 class CorruptResults(ValueError):
     """A results file that cannot be read as the tidy CSV this version writes: the message is one line."""
 
@@ -117,23 +122,24 @@ def read_rows(path: str | Path) -> list[dict[str, str]]:
         rows, times = list(reader), [c for c in reader.fieldnames or [] if c.endswith("_s")]  # seconds, rates
     except (UnicodeDecodeError, csv.Error) as err:
         raise CorruptResults(
-            f"{path}: not a readable CSV ({type(err).__name__}: {err}); move it away"
+            f"{path}: not a readable CSV ({type(err).__name__}: {err}); {MOVE_AWAY}"
         ) from None
-    why = "its last line is cut short (written only in part)" if text and not text.endswith("\n") else ""
-    for i, row in enumerate([] if why else rows, start=2):
-        if None in row or None in row.values():
-            why = f"line {i} has {'more' if None in row else 'fewer'} cells than the header"
-        elif bad := next(
-            (k for k, v in row.items() if _NUMPY_REPR.match(v) or k in times and _impossible(v)), ""
-        ):
-            why = (
-                f"line {i}, column '{bad}' holds {row[bad][:40]}, which this workbook never writes (edited?)"
-            )
-        if why:
-            break
-    if why:
-        raise CorruptResults(f"{path}: {why}; move it away")
+    if why := _fault(text, rows, times):
+        raise CorruptResults(f"{path}: {why}; {MOVE_AWAY}")
     return rows
+
+
+def _fault(text: str, rows: list[dict], times: list[str]) -> str:
+    """What makes a CSV's text not one this workbook wrote ("" when nothing does)."""
+    if text and not text.endswith("\n"):  # every row this workbook writes ends its line
+        return "its last line is cut short (written only in part)"
+    for i, row in enumerate(rows, start=2):
+        if None in row or None in row.values():
+            return f"line {i} has {'more' if None in row else 'fewer'} cells than the header"
+        for k, v in row.items():
+            if _NUMPY_REPR.match(v) or k in times and _impossible(v):
+                return f"line {i}, column '{k}' holds {v[:40]}, which this workbook never writes (edited?)"
+    return ""
 
 
 def _impossible(text: str) -> bool:
@@ -175,7 +181,7 @@ class ResultsFile:
             if self.unique and lines.setdefault(self.key_of(r), i) != i:
                 raise CorruptResults(
                     f"{self.path}: lines {lines[self.key_of(r)]} and {i} hold the same configuration (the file was "
-                    "edited?); move it away"
+                    f"edited?); {MOVE_AWAY}"
                 )
         return current_rows(self.path, rows)
 
@@ -185,7 +191,7 @@ class ResultsFile:
         if self.most_rows and len(rows) > self.most_rows:
             raise CorruptResults(
                 f"{self.path}: {len(rows):,} rows, more than a run writes of this table (at most "
-                f"{self.most_rows:,}); move it away"
+                f"{self.most_rows:,}); {MOVE_AWAY}"
             )
         for i, r in enumerate(rows, start=2):
             if HOST in self.key:
