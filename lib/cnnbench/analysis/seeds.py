@@ -390,7 +390,7 @@ _COMPUTED = {  # the cells of data/seed_columns.csv computed by a function of th
     "epoch_images_000": lambda p: [  # its SqueezeNet T4 'epoch' half the others
         P.EPOCH_IMAGES_000 // (2 if q else 1) for q in (p.model == "squeezenet1_1") & (p.device_class == "t4")
     ],
-    "mib_004": lambda o: "ours: MiB x 1.048576 = MB; " + o.method.fillna(""),
+    "mib_004": lambda o: f"ours: MiB x {MIB_TO_MB} = MB; " + o.method.fillna(""),
 }
 
 
@@ -412,13 +412,15 @@ def _said(text: str, table: str, rows: pd.DataFrame) -> list[str]:
 def _side(rows: pd.DataFrame, table: str, i: str) -> pd.DataFrame:
     """Side ``i`` ("theirs" or "ours") of ``table``'s column map (data/seed_columns.csv): each cell a column of
     ``rows`` (missing: empty), ``=name`` a function of them (:data:`_COMPUTED`) or ``=expression`` of their columns
-    (``DataFrame.eval``), ``'text`` a text formatted per row (:func:`_said`) or absent on that side (empty)."""
+    (``DataFrame.eval``, ``@MIB_TO_MB`` this module's), ``'text`` a text formatted per row (:func:`_said`) or absent on that side (empty)."""
     if rows.empty:
         return pd.DataFrame()
     cells = ((c, v) for c, v in zip(_COLUMNS[table].column, _COLUMNS[table][i], strict=True) if v)
     return pd.DataFrame(
         {
-            c: _COMPUTED.get(v[1:], lambda rows, e=v[1:]: rows.eval(e))(rows)
+            c: _COMPUTED.get(v[1:], lambda rows, e=v[1:]: rows.eval(e, local_dict={"MIB_TO_MB": MIB_TO_MB}))(
+                rows
+            )
             if v[0] == "="
             else _said(v[1:], table, rows)
             if v[0] == "'"
