@@ -171,6 +171,12 @@ def complexity(
     )
 
 
+def training_memory(cx) -> tuple[float, float]:
+    """The bytes a training step of :func:`complexity`'s ``cx`` keeps, planned before it runs: saved activations
+    per image, and once 4 x the weights (weights, gradients, Adam's two moments)."""
+    return cx.activation_mib * 2**20, 4 * cx.param_mib * 2**20
+
+
 def table(model_names, image_size: int, num_classes: int) -> list[dict]:
     """Complexity rows of every model at its reference resolution and at ``image_size`` (one for own-data models)."""
     rows = []

@@ -303,10 +303,14 @@ def run_grid(run, sampler_cls=None, log=print) -> None:
     table.plan(run.dir, planned, "transfer")
     kept = sum(file.done({**c, "epoch": p.transfer_epochs}) for c in planned)
     # a grid point that cannot fit is a row saying so: activations x batch + 4 x the weights
-    cx = flops.complexity(p.transfer_model, p.transfer_image_size, sets[2], with_fvcore=False)
-    per_image, weights = cx.activation_mib * 2**20, 4 * cx.param_mib * 2**20
+    plan = functools.cache(
+        lambda: flops.training_memory(
+            flops.complexity(p.transfer_model, p.transfer_image_size, sets[2], with_fvcore=False)
+        )
+    )  # counted once, and only for a device with its own memory
     for b in here:
-        too_big = oversized(p.transfer_batch_sizes, per_image, weights, b.total_memory_bytes())
+        memory = b.total_memory_bytes()
+        too_big = oversized(p.transfer_batch_sizes, *plan(), memory) if memory else {}
         about = {"device_name": b.name(), "classes": sets[2], "target_accuracy": p.transfer_target_accuracy}
         for bs, lr in grid:
             base = {**point(b, lr, bs), **about}

@@ -87,7 +87,8 @@ def beyond_memory(base: engine.Config, c: Setting, device) -> Outcome | None:
     if devices.backend(device).own_memory:
         return None
     cx = _complexity(base.model, base.image_size, base.num_classes, with_fvcore=False)  # once per model
-    need = (c.batch_size * cx.activation_mib + 4 * cx.param_mib) * 2**20
+    per_image, fixed = flops.training_memory(cx)
+    need = c.batch_size * per_image + fixed
     free = psutil.virtual_memory().available
     gib = f"{need / 2**30:.1f} GiB, {free / 2**30:.1f} GiB free"
     return None if need <= free else Outcome("oom", error=f"not tried: batch {c.batch_size} needs {gib}")
