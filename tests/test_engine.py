@@ -365,7 +365,7 @@ def test_scenario_tables_and_plots_of_failures_only(tmp_path, monkeypatch):
     from conftest import ROOT
 
     def fail(c, device, protocol, *a, **k):
-        return {**engine._base_row(c, device, protocol), "status": "oom", "error": "out of memory"}
+        return {**engine.base_row(c, device, protocol), "status": "oom", "error": "out of memory"}
 
     monkeypatch.setattr(engine, "measure", fail)
     run = cnnbench.open_run(ROOT / "params" / "smoke.yaml", {"isolate": False}, tmp_path / "run")

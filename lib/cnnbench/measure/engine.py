@@ -249,7 +249,8 @@ def now() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
 
 
-def _base_row(cfg: Config, device, p) -> dict:
+def base_row(cfg: Config, device, p) -> dict:
+    """The columns every row of ``cfg`` on ``device`` carries, whatever its outcome: its key and the device's name."""
     b = timing.backend_of(device)
     return {**config_key(cfg, b, p), "device_name": b.name()}
 
@@ -280,7 +281,7 @@ def _memory(b: devices.Backend, summary: dict, warmup_peak: dict) -> dict:
 def measure(cfg: Config, device, p, dataset=None, isolation: str = "in_process", busy: bool = True) -> dict:
     """One configuration measured here with the protocol ``p``: always a row, with its series and step times."""
     b = timing.backend_of(device)
-    row = {**_base_row(cfg, b, p), "timestamp": now(), "status": "ok", "error": ""}
+    row = {**base_row(cfg, b, p), "timestamp": now(), "status": "ok", "error": ""}
     timer = timing.StepTimer(b)
     try:
         b.empty_cache()

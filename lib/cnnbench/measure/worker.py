@@ -57,7 +57,7 @@ def _measured(
             runpy.run_path(path)["hook"](cfg.model, argument)
         return engine.measure(cfg, device, p, dataset, isolation=isolation, busy=busy)
     except Exception as err:  # noqa: BLE001 - a failure outside measure is a row too
-        return {**engine._base_row(cfg, device, p), "isolation": isolation, **engine.failure(err, device)}
+        return {**engine.base_row(cfg, device, p), "isolation": isolation, **engine.failure(err, device)}
 
 
 def as_row(device, fn, *args, isolation: str = "worker") -> dict:
@@ -86,7 +86,7 @@ def measure_round(cfgs: list, device, p, datasets: list, busy: list[bool], on_ro
     calls = [(_measured, cfg, p, dataset, hooks, known, b, isolation) for cfg, dataset, b in work]
     got, exitcode = _in_worker(calls, device, f"cnnbench-worker-{cfgs[0].model}", on_row)
     if got < len(cfgs):  # the worker died (segfault, OOM killer, os._exit): the rest are not measured
-        row = {**engine._base_row(cfgs[got], device, p), "timestamp": engine.now(), "isolation": isolation}
+        row = {**engine.base_row(cfgs[got], device, p), "timestamp": engine.now(), "isolation": isolation}
         on_row(got, {**row, "status": "crashed", "error": engine.death(exitcode), "exitcode": exitcode})
 
 

@@ -133,7 +133,12 @@ def torch_weights(model: str, seed: int = 0, image_size: int = 28, hidden: int =
 
     torch.manual_seed(seed)
     net = torch_module(model, image_size, hidden)
-    return {k: v.detach().numpy().copy() for k, v in zip(PARAM_NAMES[model], net.parameters(), strict=True)}
+    return {k: v.detach().numpy().copy() for k, v in named_params(net, model).items()}
+
+
+def named_params(net, model: str) -> dict:
+    """``net``'s parameters (a :func:`torch_module`) by the names the from-scratch backends give them."""
+    return dict(zip(PARAM_NAMES[model], net.parameters(), strict=True))
 
 
 def torch_module(model: str, image_size: int = 28, hidden: int = 10):

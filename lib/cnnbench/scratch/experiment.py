@@ -20,7 +20,7 @@ from cnnbench.params import SCRATCH_BACKENDS as DEVICE_KIND
 from cnnbench.params import ParamsError, scratch_data_problem
 from cnnbench.progress import note, resumed
 from cnnbench.results.schema import SCRATCH_KEYS, SCRATCH_PLAN
-from cnnbench.scratch.base import PARAM_NAMES, Backend, BackendUnavailable, torch_module, torch_weights
+from cnnbench.scratch.base import Backend, BackendUnavailable, named_params, torch_module, torch_weights
 
 MIB = 2**20
 TOLERANCE = 1e-4  # gradient check: max |ours - reference| / max |reference|, per tensor
@@ -152,7 +152,7 @@ def gradcheck(
     except Exception as err:  # noqa: BLE001 - a failure is a row
         return [{**failure(ident, err), "tensor": "loss"}]
     net = torch_module(model, x.shape[-1], weights["fc1.weight"].shape[0]).double()
-    named = dict(zip(PARAM_NAMES[model], net.parameters(), strict=True))
+    named = named_params(net, model)
     with torch.no_grad():
         for k, prm in named.items():
             prm.copy_(torch.from_numpy(weights[k].astype(np.float64)))
