@@ -498,3 +498,17 @@ def test_report_piped_into_a_reader_that_has_gone_ends_without_a_traceback(tmp_p
         done.stderr
     )
     assert "status 0" in done.stderr  # nothing to rebuild, and nothing failed
+
+
+def test_the_seeds_pseudo_run_shows_the_interval_and_batch_of_the_row_it_divides(tmp_path, capsys):
+    """The rate divided is the run's fp32 NCHW eager row; its interval and batch size were read from the run's
+    first row of that model and phase, whatever its variant: a bf16 row written first lent them its own."""
+    outputs = _runs(tmp_path)
+    path = outputs / "a" / "scenario_a.csv"
+    rows = results.read_rows(path)
+    bf16 = {**rows[0], "precision": "bf16", "throughput_img_s": "150.0", "throughput_ci95_img_s": "40.0"}
+    results.write_rows(path, [{**bf16, "batch_size": "32"}, *rows])
+    rc, out, err = _compare(capsys, "a", "seeds", "--outputs", outputs)
+    assert rc == 0, err
+    mine = [r for r in results.read_rows(outputs / "compare.csv") if (r["model"], r["phase"]) == TRAIN]
+    assert {r["rate_a_ci95_img_s"] for r in mine} == {"3.0"} and {r["batch_size"] for r in mine} == {"128"}

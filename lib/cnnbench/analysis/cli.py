@@ -87,17 +87,14 @@ def seeds_beside(m, run: str) -> pd.DataFrame:
         return pd.DataFrame(columns=[*SEED_COLUMNS, "batch_size"])
     ours = table[table.source.astype(str).str.startswith("ours") & table.a_img_s.notna()]
     env, named = m.environments.get(run, {}), {"a_img_s": "rate_a_img_s", "b_img_s": "rate_b_img_s"}
-    # the run's own Scenario A values for each model and phase (its first variant's)
-    first = sa[sa.run_name == run].drop_duplicates(["model", "phase"]).set_index(["model", "phase"])
-    at = pd.MultiIndex.from_arrays([ours.model, ours.phase])
     out = ours.rename(columns={**named, "differences": "differs_in"}).assign(
         run_a=run,
         run_b=SEEDS,
         **{f"{k}_a": env.get(c) for k, c in compare.MACHINE.items()},
         device_b=ours.b.astype(str),
         table="scenario_a",
-        batch_size=first.batch_size.reindex(at).to_numpy(),
-        rate_a_ci95_img_s=first.throughput_ci95_img_s.reindex(at).to_numpy(),
+        rate_a_ci95_img_s=ours.a_ci95_img_s,  # the interval and batch of the very row divided
+        batch_size=ours.batch_size.astype("Int64"),
         ratio_b_over_a=ours.b_img_s / ours.a_img_s,
         verdict="not matched",
     )
