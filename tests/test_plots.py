@@ -154,7 +154,7 @@ def test_the_complexity_figure_draws_points_not_bars_on_its_log_axes_and_no_lege
 
 def test_axis_labels_are_words_with_units_not_column_names(tmp_path):
     """Issue 20: figures labelled their axes with raw column names (util_cpu_core_pct, peak_rss (MiB))."""
-    from cnnbench.measure import telemetry, timelines
+    from cnnbench.measure import telemetry
     from conftest import ROOT
 
     example = ROOT / "examples" / "example-cpu-2core"
@@ -163,7 +163,12 @@ def test_axis_labels_are_words_with_units_not_column_names(tmp_path):
             telemetry.read(example / "telemetry.csv", source="scenario_a"), tmp_path / "t.png"
         ),
         plots.batch_sweep(pd.read_csv(example / "batch_sweep.csv"), None, tmp_path / "s.png"),
-        timelines.plot(pd.read_csv(example / "transfer_telemetry.csv"), tmp_path / "x.png"),
+        *(
+            plots.experiment_timeline(
+                pd.read_csv(example / "transfer_telemetry.csv"), e, tmp_path / f"{e}.png"
+            )
+            for e in ("transfer", "scaling")
+        ),
     ]
     raw = [ax.get_ylabel() for fig in figures for ax in fig.axes if "_" in ax.get_ylabel()]
     assert raw == []
@@ -308,11 +313,9 @@ def test_the_bandwidth_sweep_names_cache_sizes_in_its_legend_not_over_the_data()
 def test_the_scaling_telemetry_tells_its_two_ranks_apart(tmp_path):
     """The example's scaling_telemetry.png drew world=2's rank 0 and rank 1 in one colour and one line style,
     and its legend (taken from the per-core panel, which has no ranks) named neither rank."""
-    import pandas as pd
 
-    from cnnbench.measure import timelines
+    from cnnbench import results
 
-    rows = []
     for rank in (0, 1):
         samples = [
             {"t_s": t, "metric": "util_process_cpu_pct", "value": 90.0 + rank + t} for t in (0.1, 0.2, 0.3)
@@ -326,8 +329,11 @@ def test_the_scaling_telemetry_tells_its_two_ranks_apart(tmp_path):
             if rank == 0
             else []
         )
-        rows += timelines.tidy(samples, "scaling", "gloo world=2", "cpu", "cpu", rank)
-    fig = timelines.plot(pd.DataFrame(rows), tmp_path / "t.png")
+        telemetry.record(
+            tmp_path / telemetry.TIMELINES, samples, "scaling", "gloo world=2", "cpu", "cpu", rank
+        )
+    df = results.read(tmp_path, "transfer_telemetry")
+    fig = plots.experiment_timeline(df, "scaling", tmp_path / "t.png")
     process = next(ax for ax in fig.axes if "process" in ax.get_ylabel())
     styles = {(line.get_color(), line.get_linestyle(), line.get_linewidth()) for line in process.get_lines()}
     assert len(styles) == 2
@@ -377,20 +383,22 @@ def test_telemetry_legends_give_each_colour_and_style_one_label_and_no_axis_labe
     """The example's scaling_telemetry.png listed 'gloo world=1 #0' and 'gloo world=1' with the same solid blue
     line (and '#0' did not say it was a core); telemetry_timeline.png's 'this process's CPU' label ran past its
     panel into the next."""
-    from cnnbench.measure import telemetry, timelines
+    from cnnbench.measure import telemetry
     from conftest import ROOT
 
     example = ROOT / "examples" / "example-cpu-2core"
-    fig = timelines.plot(pd.read_csv(example / "transfer_telemetry.csv"), tmp_path / "x.png")
-    legend = fig.legends[0]
-    keys = [(h.get_color(), h.get_linestyle()) for h in legend.legend_handles]
-    labels = [t.get_text() for t in legend.get_texts()]
-    assert len(set(keys)) == len(keys), labels
-    assert not any("#" in t for t in labels), labels
+    df = pd.read_csv(example / "transfer_telemetry.csv")
+    figs = [plots.experiment_timeline(df, e, tmp_path / f"{e}.png") for e in ("transfer", "scaling")]
+    for fig in figs:
+        legend = fig.legends[0]
+        keys = [(h.get_color(), h.get_linestyle()) for h in legend.legend_handles]
+        labels = [t.get_text() for t in legend.get_texts()]
+        assert len(set(keys)) == len(keys), labels
+        assert not any("#" in t for t in labels), labels
     timeline = plots.telemetry_timeline(
         telemetry.read(example / "telemetry.csv", source="scenario_a"), tmp_path / "t.png"
     )
-    for f in (fig, timeline):
+    for f in (*figs, timeline):
         f.canvas.draw()
         renderer = f.canvas.get_renderer()
         for ax in f.axes:
@@ -587,8 +595,8 @@ def test_08_draws_the_sweeps_side_by_side_only_when_it_merged_several_runs(tmp_p
 def test_the_scaling_telemetry_counts_no_rank_of_the_run_as_another_process(tmp_path):
     """Issue 44: scaling_telemetry.png drew world 2's 'other processes' CPU' near 50% of two cores: rank 0's
     sampler counted rank 1, the run's own second process, as another process (and rank 1 counted rank 0)."""
+    from cnnbench import results
     from cnnbench import scaling as launch
-    from cnnbench.measure import timelines
 
     def rank(r, other, own):
         series = [{"t_s": t, "metric": "util_other_cpu_pct", "value": other} for t in (0.1, 0.2, 0.3)]
@@ -598,12 +606,13 @@ def test_the_scaling_telemetry_counts_no_rank_of_the_run_as_another_process(tmp_
 
     ranks = launch.own_ranks([rank(0, 60.0, 95.0), rank(1, 55.0, 95.0)], cores=2)
     assert [r["summary"]["util_other_cpu_mean_pct"] for r in ranks] == [12.5, 7.5]
-    rows = [
-        row
-        for r in ranks
-        for row in timelines.tidy(r["series"], "scaling", "gloo world=2", "cpu", "cpu", r["rank"])
-    ]
-    fig = timelines.plot(pd.DataFrame(rows), tmp_path / "t.png")
+    for r in ranks:
+        telemetry.record(
+            tmp_path / telemetry.TIMELINES, r["series"], "scaling", "gloo world=2", "cpu", "cpu", r["rank"]
+        )
+    fig = plots.experiment_timeline(
+        results.read(tmp_path, "transfer_telemetry"), "scaling", tmp_path / "t.png"
+    )
     other = next(ax for ax in fig.axes if "other processes" in ax.get_ylabel())
     assert max(y for line in other.get_lines() for y in line.get_ydata()) == 12.5
 
@@ -662,13 +671,11 @@ def test_one_epoch_is_drawn_at_a_whole_epoch_with_every_backends_marker_in_sight
 def test_the_scaling_telemetry_title_is_over_no_panel_and_its_numbers_are_plain(tmp_path):
     """The H200 example's scaling_telemetry.png: its title sat on the first panel, and resident memory read
     0.2 .. 0.8 under a "+1.8e3" offset."""
-    from types import SimpleNamespace
-
-    from cnnbench.measure import timelines
+    from cnnbench import results
     from conftest import ROOT
 
-    df = timelines.read(SimpleNamespace(dir=ROOT / "examples" / H200))
-    fig = timelines.plot_experiment(df, "scaling", tmp_path / "s.png")
+    df = results.read(ROOT / "examples" / H200, "transfer_telemetry")
+    fig = plots.experiment_timeline(df, "scaling", tmp_path / "s.png")
     renderer = fig.canvas.get_renderer()
     title = fig._suptitle.get_window_extent(renderer)
     assert not any(title.overlaps(ax.get_tightbbox(renderer)) for ax in fig.axes)

@@ -13,10 +13,10 @@ import pytest
 import torch
 from PIL import Image
 
-from cnnbench import devices, models, params, scaling, steps, transfer
+from cnnbench import devices, models, params, plots, scaling, steps, transfer
 from cnnbench import steps as phases
 from cnnbench import steps as profiling
-from cnnbench.measure import engine, timelines, timing
+from cnnbench.measure import engine, telemetry, timing
 from cnnbench.params import Params
 
 CPU = torch.device("cpu")
@@ -210,7 +210,7 @@ def test_finetune_grid_on_an_image_folder_writes_epoch_rows_and_series(tmp_path)
     assert (df.train_images == 12).all() and (df.val_images == 12).all() and (df.classes == 2).all()
     assert df.throughput_img_s.round(6).equals((df.train_images / df.epoch_time_s).round(6))
     assert "random initialisation" in lines[0]
-    tele = pd.read_csv(tmp_path / timelines.FILE)
+    tele = pd.read_csv(tmp_path / telemetry.TIMELINES)
     assert len(tele) == 4 and set(tele.experiment) == {"transfer"} and set(tele.device_index) == {0, 1}
     transfer.run_grid(run, sampler_cls=FakeSampler, log=lines.append)  # finished grid points are kept
     assert len(pd.read_csv(tmp_path / "transfer.csv")) == 4
@@ -835,7 +835,7 @@ def test_scaling_rows_efficiency_and_loss_check_with_a_fake_launcher(tmp_path):
         "throughput_ci95_img_s",
         "loss_last",
     } <= set(df.columns)
-    assert len(pd.read_csv(tmp_path / timelines.FILE)) == 2 * 3 + 4  # machine-wide metrics once per run
+    assert len(pd.read_csv(tmp_path / telemetry.TIMELINES)) == 2 * 3 + 4  # machine-wide metrics once per run
 
 
 def test_a_failed_launch_is_a_row_and_nccl_beyond_the_gpus_is_unavailable(tmp_path, fake_gpu):
@@ -857,8 +857,11 @@ def test_loss_check_tolerance():
 
 
 def test_telemetry_series_are_kept_tidy_and_plotted(tmp_path):
-    rows = timelines.tidy(FakeSampler(CPU).series(), "transfer", "cpu lr=0.1 bs=4", "cpu", "EPYC")
-    assert rows[1] == {
+    telemetry.record(
+        tmp_path / "t.csv", FakeSampler(CPU).series(), "transfer", "cpu lr=0.1 bs=4", "cpu", "EPYC"
+    )
+    df = pd.read_csv(tmp_path / "t.csv")
+    assert df.drop(columns="schema_version").iloc[1].to_dict() == {
         "experiment": "transfer",
         "configuration": "cpu lr=0.1 bs=4",
         "rank": 0,
@@ -869,14 +872,15 @@ def test_telemetry_series_are_kept_tidy_and_plotted(tmp_path):
         "value": 60.0,
         "device_index": 1,
     }
-    timelines.record(tmp_path / "t.csv", rows)
-    df = pd.read_csv(tmp_path / "t.csv")
-    assert timelines.plot(df, tmp_path / "t.png") is not None and (tmp_path / "t.png").is_file()
+    assert (
+        plots.experiment_timeline(df, "transfer", tmp_path / "t.png") is not None
+        and (tmp_path / "t.png").is_file()
+    )
 
 
 def test_timelines_lay_configurations_end_to_end():
     df = pd.DataFrame({"configuration": ["a", "a", "b", "b"], "t_s": [0.0, 2.0, 0.0, 1.0]})
-    assert timelines.end_to_end(df, gap_s=0.5).t_run_s.tolist() == [0.0, 2.0, 2.5, 3.5]
+    assert plots.end_to_end(df, gap_s=0.5).t_run_s.tolist() == [0.0, 2.0, 2.5, 3.5]
 
 
 def test_oxford_pet_is_read_as_cats_vs_dogs(tmp_path):
@@ -955,7 +959,7 @@ def test_the_timeline_legend_covers_no_data(tmp_path):
         for t in range(40)
         for m, v in (("util_cpu_pct", 60.0), ("rss_mib", 1000.0 + bs * 8))
     ]
-    fig = timelines.plot(pd.DataFrame(rows), tmp_path / "t.png")
+    fig = plots.experiment_timeline(pd.DataFrame(rows), "transfer", tmp_path / "t.png")
     fig.canvas.draw()
     boxes = [lg.get_window_extent() for lg in [*fig.legends, *(ax.get_legend() for ax in fig.axes)] if lg]
     hidden = sum(

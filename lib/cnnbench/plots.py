@@ -527,6 +527,60 @@ def per_model_rooflines(
     return figs
 
 
+def end_to_end(df: pd.DataFrame, gap_s: float = 0.5) -> pd.DataFrame:
+    """``t_run_s``: each configuration's ``t_s`` shifted to start ``gap_s`` after the previous one ended."""
+    offsets, start = {}, 0.0
+    for conf, g in df.groupby("configuration", sort=False):
+        offsets[conf] = start
+        start += float(g.t_s.max()) + gap_s
+    return df.assign(t_run_s=df.t_s + df.configuration.map(offsets))
+
+
+LINE_STYLES = ("-", "--", ":", "-.")  # rank 0 (index 0, index 1+), a later rank (index 0, index 1+)
+
+
+def experiment_timeline(df: pd.DataFrame, experiment: str, path: str | Path | None = None):
+    """The series of one experiment (transfer | scaling) of transfer_telemetry.csv over time: one panel per
+    metric, configurations end to end, a line per configuration, rank and device index."""
+    df = df[df.experiment == experiment]
+    if df.empty:
+        print("no telemetry series recorded (the sampler keeps none in this version)")
+        return None
+    df = end_to_end(df)
+    metrics = list(dict.fromkeys(df.metric))
+    fig, axes = plt.subplots(len(metrics), 1, figsize=(11, 2.2 * len(metrics)), sharex=True, squeeze=False)
+    colours = {c: f"C{i % 10}" for i, c in enumerate(dict.fromkeys(df.configuration))}
+    # rank 0 solid, its device index 1+ dashed; a later rank dotted (dash-dot): world=2's two ranks told apart
+    later_rank = pd.to_numeric(df["rank"], errors="coerce").fillna(0) > 0
+    later_index = pd.to_numeric(df.device_index, errors="coerce").fillna(0) > 0
+    # one legend entry per colour and line style; a host-wide metric shares its first device's
+    df = df.assign(
+        style=(2 * later_rank + later_index).map(dict(enumerate(LINE_STYLES))),
+        colour=df.configuration.map(colours),
+        legend=[
+            c + (f" rank {int(float(r))}" if lr else "") + (", core or GPU 1+" if li else "")
+            for c, r, lr, li in zip(df.configuration, df["rank"], later_rank, later_index, strict=True)
+        ],
+    )
+    for ax, metric in zip(axes[:, 0], metrics, strict=True):
+        g = df[df.metric == metric]
+        for _, line in g.groupby(["configuration", "rank", "device_index"], dropna=False, sort=False):
+            first = line.iloc[0]
+            ax.plot(line.t_run_s, line.value, lw=1, color=first.colour, label=first.legend, ls=first["style"])
+        ax.set_ylabel(axis_label(metric, wrap=True), fontsize=8)
+    axes[-1, 0].set_xlabel("time, configurations end to end (s)")
+    fig.suptitle(f"telemetry during {experiment}")
+    fig.tight_layout(rect=(0, 0, 1, 1 - 0.4 / fig.get_figheight()))  # the title's 0.4 inch over no panel
+    legend = {}  # one legend below the panels, never over data: every line of every panel, once
+    for ax in axes[:, 0]:
+        for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
+            legend.setdefault(label, handle)
+    handles, labels = list(legend.values()), list(legend)
+    if len(labels) <= 24:
+        fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=4, fontsize=7)
+    return save(fig, path, dpi=110)
+
+
 def telemetry_timeline(df: pd.DataFrame, path: str | Path | None = None, max_metrics: int = 12):
     """Telemetry over time (telemetry.csv): one panel per metric, one line per device index (CPU core, GPU),
     the configurations laid end to end in the order they ran, thin grey lines marking where one ends."""

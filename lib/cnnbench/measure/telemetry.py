@@ -192,6 +192,25 @@ class Sampler:
         return out
 
 
+TIMELINES = "transfer_telemetry.csv"  # 06's series over time: what ran, where, every sample
+
+
+def record(
+    path, samples: list[dict], experiment: str, configuration: str, device_kind: str, device_name="", rank=0
+):
+    """Add ``samples`` (:meth:`Sampler.series`) to the timelines CSV at ``path`` in one atomic write: one row per
+    sample, with what was running (experiment, configuration, rank) and on which device."""
+    where = dict(experiment=experiment, configuration=configuration, rank=rank, device_kind=device_kind)
+    where["device_name"] = device_name
+    rows = [
+        {**where, "t_s": float(s["t_s"]), "metric": s["metric"], "value": float(s["value"])}
+        | {"device_index": "" if s.get("device_index") is None else s["device_index"]}
+        for s in samples
+    ]
+    if rows:
+        results.ResultsFile(path, results.table("transfer_telemetry").key).extend(rows)
+
+
 def span_summary(series: list[dict], begin: float, end: float) -> dict[str, float]:
     """The host metrics' means over the samples in ``[begin, end]`` (sampler seconds; NaN where none)."""
     out = {}

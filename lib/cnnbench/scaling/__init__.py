@@ -57,9 +57,9 @@ def plot(df: pd.DataFrame, path: str | Path | None = None):
 
 def telemetry(run, path=None):
     """The series every rank sampled during scaling (transfer_telemetry.csv), over time, one panel per metric."""
-    from cnnbench.measure import timelines
+    from cnnbench.plots import experiment_timeline
 
-    return timelines.plot_experiment(timelines.read(run), "scaling", path)
+    return experiment_timeline(results.read(run.dir, "transfer_telemetry"), "scaling", path)
 
 
 LOSS_RTOL = 1e-4
@@ -165,7 +165,7 @@ def efficiency(rows: list[dict]) -> None:
 
 def run_all(run, launcher=launch, log=progress.say) -> list[dict]:
     """Every world size of the params, plus for each N > 1 a one-process loss check at batch N x b."""
-    from cnnbench.measure import timelines
+    from cnnbench.measure import telemetry
     from cnnbench.scaling import ddp  # not at the top: a rank runs it as __main__
 
     p, b = run.params, devices.backend(run.device)
@@ -218,8 +218,8 @@ def run_all(run, launcher=launch, log=progress.say) -> list[dict]:
             for rank in own_ranks(res["ranks"], os.cpu_count() or 1):
                 row.update(rank_summary(rank["rank"], rank["summary"]))
                 where = (res["device_kind"], res["device_name"], rank["rank"])
-                series = timelines.tidy(rank["series"], "scaling", f"{backend} world={world}", *where)
-                timelines.record(run.path(timelines.FILE), series)
+                conf = f"{backend} world={world}"
+                telemetry.record(run.path(telemetry.TIMELINES), rank["series"], "scaling", conf, *where)
         except Exception as err:  # noqa: BLE001 - a failed launch is a row, the run goes on
             row.update(engine.failure(err, b))
         rows.append(row)

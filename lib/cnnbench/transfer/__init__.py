@@ -25,8 +25,8 @@ from torchvision import datasets as tvd
 from torchvision import transforms as T
 
 from cnnbench import data, devices, knobs, models, progress, published, results
-from cnnbench.measure import engine, flops, timelines
-from cnnbench.plots import save
+from cnnbench.measure import engine, flops
+from cnnbench.plots import experiment_timeline, save
 
 
 def check(run) -> str:
@@ -50,7 +50,7 @@ def finetune(run) -> pd.DataFrame:
 
 def telemetry(run, path=None):
     """The series sampled during fine-tuning (transfer_telemetry.csv), over time, one panel per metric."""
-    return timelines.plot_experiment(timelines.read(run), "transfer", path)
+    return experiment_timeline(results.read(run.dir, "transfer_telemetry"), "transfer", path)
 
 
 CHECKPOINT_DIR = Path(torch.hub.get_dir()) / "checkpoints"
@@ -329,8 +329,8 @@ def run_grid(run, sampler_cls=None, log=print) -> None:
                     fit(p, b, lr, bs, sets, base, file)
                 except Exception as err:  # noqa: BLE001 - a failed grid point is a row, the grid goes on
                     file.append({**base, "epoch": 0, "timestamp": engine.now(), **engine.failure(err, b)})
-            series = timelines.tidy(sampler.series(), "transfer", conf, b.kind, base["device_name"])
-            timelines.record(run.path(timelines.FILE), series)
+            where = (b.kind, base["device_name"])
+            telemetry.record(run.path(telemetry.TIMELINES), sampler.series(), "transfer", conf, *where)
     progress.resumed(kept, len(planned), file.path.name, "grid points")
 
 
