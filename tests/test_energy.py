@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from cnnbench import devices
+from cnnbench.devices import energy
 from cnnbench.devices import energy as counters
-from cnnbench.measure import energy
 
 
 class FakeClock:
@@ -171,12 +171,12 @@ def test_nvml_not_supported_is_empty_with_the_reason():
 def test_apple_and_cpu_device_paths(monkeypatch):
     import platform
 
-    assert "powermetrics" in energy.counter_for(torch.device("mps")).note
+    assert "powermetrics" in devices.backend(torch.device("mps")).energy_counter().note
     monkeypatch.setattr(counters, "rapl_counter", lambda root=counters.POWERCAP: counters.Unavailable("fake"))
     monkeypatch.setattr(platform, "system", lambda: "Linux")
-    assert energy.counter_for(torch.device("cpu")).note == "fake"
+    assert devices.backend(torch.device("cpu")).energy_counter().note == "fake"
     monkeypatch.setattr(platform, "system", lambda: "Darwin")
-    assert "powermetrics" in energy.counter_for(torch.device("cpu")).note
+    assert "powermetrics" in devices.backend(torch.device("cpu")).energy_counter().note
 
 
 def test_every_engine_window_carries_energy(monkeypatch):
@@ -197,7 +197,7 @@ def test_every_engine_window_carries_energy(monkeypatch):
         def delta_j(self, before, after):
             return (after[0] - before[0]) / 1e6
 
-    monkeypatch.setattr(energy, "counter_for", lambda device: Ticking())
+    monkeypatch.setattr(devices.backend_class("cpu"), "energy_counter", lambda self: Ticking())
     from cnnbench.params import Params
 
     cfg = engine.Config.of("mnist_cnn", "train", 28, 10, 1, batch_size=8)
@@ -238,7 +238,7 @@ def test_the_gpu_protocols_windows_reach_nvmls_resolution_so_every_row_has_energ
         def delta_j(self, before, after):
             return (after - before) / 1e3
 
-    monkeypatch.setattr(energy, "counter_for", lambda device: Nvml())
+    monkeypatch.setattr(devices.backend_class("cpu"), "energy_counter", lambda self: Nvml())
     floor = ACCELERATOR_PROTOCOL["min_window_s"]
     cfg = engine.Config.of("mnist_cnn", "eval", 28, 10, 1, batch_size=8)  # milliseconds a step
     row = engine.measure(

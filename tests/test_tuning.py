@@ -164,7 +164,7 @@ class FakeStepTimer:
 
 
 class FakeMeter:
-    def __init__(self, device):
+    def __init__(self, counter):
         pass
 
     def __enter__(self):

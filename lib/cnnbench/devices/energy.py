@@ -1,12 +1,16 @@
 """Energy counters, one per source a device backend names (:meth:`cnnbench.devices.Backend.energy_counter`): NVML's
-on NVIDIA, RAPL's on Linux CPUs, or :class:`Unavailable` with the reason. :mod:`cnnbench.measure.energy` reads them
-around a measured window."""
+on NVIDIA, RAPL's on Linux CPUs, or :class:`Unavailable` with the reason; and :class:`Meter`, which reads one before
+and after a measured window (polling a counter that wraps so no wrap is missed): the window's energy, or NaN with
+the reason in ``energy_note``, never a guess."""
 
 from __future__ import annotations
 
 import math
 import os
 import re
+import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 from cnnbench.devices import host
@@ -96,3 +100,70 @@ def rapl_counter(root: Path = POWERCAP) -> RaplCounter | Unavailable:
     except (OSError, ValueError) as err:
         return Unavailable(f"RAPL unreadable: {type(err).__name__}: {err}")
     return counter
+
+
+NVML_MIN_WINDOW_S = 1.0  # NVML's energy counter updates every 20-100 ms: shorter windows are too coarse
+COLUMNS = ("energy_j", "energy_j_per_image", "avg_power_w", "energy_source", "energy_note")
+
+
+class Meter:
+    """``with Meter(backend.energy_counter()) as m: <window>`` then ``m.summary(images)``; a counter that wraps
+    is polled."""
+
+    def __init__(self, counter, poll_s: float = 1.0, clock: Callable[[], float] = time.perf_counter):
+        self.counter, self.poll_s, self.clock = counter, poll_s, clock
+        self.joules, self.seconds = 0.0, 0.0
+        self._last = None
+        self._start = 0.0
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def poll(self) -> None:  # an Unavailable counter reads None: nothing is added
+        with self._lock:
+            now = self.counter.read()
+            if self._last is not None:
+                self.joules += self.counter.delta_j(self._last, now)
+            self._last = now
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.poll_s):
+            self.poll()
+
+    def __enter__(self) -> Meter:
+        self.joules, self._last = 0.0, None
+        self.poll()
+        self._start = self.clock()
+        if self.counter.needs_polling:
+            self._stop.clear()
+            self._thread = threading.Thread(target=self._loop, name="cnnbench-energy", daemon=True)
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.seconds = self.clock() - self._start
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+        self.poll()
+
+    def summary(self, images: int) -> dict[str, float | str]:
+        """The columns of :data:`COLUMNS` for a window that processed ``images`` images."""
+        if isinstance(self.counter, Unavailable):
+            return none("", self.counter.note)
+        if self.counter.source == "nvml" and self.seconds < NVML_MIN_WINDOW_S:
+            return none(
+                "nvml",
+                f"window {self.seconds:.2f} s is shorter than {NVML_MIN_WINDOW_S:g} s: NVML's counter updates "
+                "every 20-100 ms, too seldom to time it",
+            )
+        per_image = self.joules / images if images else math.nan
+        watts = self.joules / self.seconds if self.seconds > 0 else math.nan
+        counter = self.counter
+        return dict(zip(COLUMNS, (self.joules, per_image, watts, counter.source, counter.note), strict=True))
+
+
+def none(source: str, note: str) -> dict[str, float | str]:
+    """The columns of :data:`COLUMNS` where no energy is given: empty numbers and the reason."""
+    return {**dict.fromkeys(COLUMNS[:3], math.nan), "energy_source": source, "energy_note": note}

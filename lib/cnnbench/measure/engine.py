@@ -16,8 +16,9 @@ import torch
 from torch import nn
 
 from cnnbench import data, devices, heap, knobs, models
+from cnnbench.devices import energy
 from cnnbench.knobs import Setting
-from cnnbench.measure import energy, flops, telemetry, timing
+from cnnbench.measure import flops, telemetry, timing
 from cnnbench.results.schema import PROTOCOL_KEYS
 
 # columns every result frame has, so a table of failures only still has them (empty)
@@ -310,7 +311,8 @@ def measure(cfg: Config, device, p, dataset=None, isolation: str = "in_process",
             step_times, window_times, spans, counts = [], [], [], []
             faults = heap.minor_faults()
             floor = p.min_window_s if p.measured_steps else 0.0
-            with telemetry.Sampler(b, p.telemetry_interval_s) as sampler, energy.Meter(b) as meter:
+            counter = b.energy_counter()  # the one that covers this device's work, or why there is none
+            with telemetry.Sampler(b, p.telemetry_interval_s) as sampler, energy.Meter(counter) as meter:
                 for _ in range(p.repeats):
                     begin = sampler.elapsed()
                     times, wall = timer.window(work.step, n, floor)

@@ -11,7 +11,8 @@ import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from cnnbench.measure import energy, engine, telemetry, timing, worker
+from cnnbench.devices import energy
+from cnnbench.measure import engine, telemetry, timing, worker
 from cnnbench.measure.engine import Config
 from cnnbench.measure.reproducibility import number
 from cnnbench.progress import bar, process_done, resumed, row_done, say

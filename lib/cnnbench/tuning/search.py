@@ -15,8 +15,9 @@ from itertools import product
 import torch
 
 from cnnbench import devices, knobs, models
+from cnnbench.devices import energy
 from cnnbench.knobs import Setting, Space
-from cnnbench.measure import energy, engine, timing
+from cnnbench.measure import engine, timing
 
 
 @dataclass(frozen=True)
@@ -216,7 +217,7 @@ def window(base: engine.Config, c: Setting, device: torch.device, p, window_s: f
                 times.append(_timed(work, device))
             first, pace = times[0], times[-1]
             n = int(min(max(round(window_s / max(pace, 1e-6)), MIN_WINDOW_STEPS), 10_000))
-            with energy.Meter(device) as meter:
+            with energy.Meter(timing.backend_of(device).energy_counter()) as meter:
                 times, wall = timing.StepTimer(device).window(work.step, n)
             work.check_loss()
         s = timing.summarize(times, [wall], [n], c.batch_size, p.seed)
