@@ -67,6 +67,20 @@ def read_json(path: str | Path) -> Any:
     return json.loads(Path(path).read_text())
 
 
+def read_object(path: Path, absent: dict | None = None, advice: str = "") -> dict:
+    """The JSON object in ``path`` (``absent``, when given, where there is no such file), else
+    :class:`CorruptResults` saying in one line why not: the file's name first, ``advice`` (where, what to do) last."""
+    if absent is not None and not path.exists():
+        return absent
+    try:
+        value = read_json(path)
+    except (OSError, ValueError, UnicodeDecodeError) as err:
+        raise CorruptResults(f"{path.name} unreadable ({type(err).__name__}){advice}") from None
+    if not isinstance(value, dict):
+        raise CorruptResults(f"{path.name} is not a JSON object{advice}")
+    return value
+
+
 def _plain(value: Any) -> Any:
     """numpy scalars (np.float64, np.int64, np.bool_) as the Python number or bool they hold."""
     return value.item() if getattr(value, "shape", None) == () and hasattr(value, "item") else value
@@ -169,7 +183,7 @@ class ResultsFile:
         are the file's current rows for that writer (selected on ``columns``, by default the key)."""
         columns = tuple(columns) if columns is not None else self.key
         values = [list(v) for v in sorted({_values(c, columns) for c in configs})]
-        plans = _read_plans(self.path.with_name(PLANS))
+        plans = read_object(self.path.with_name(PLANS), {}, f" in {self.path.parent}; move it away")
         plans.setdefault(self.path.name, {})[writer] = {"columns": list(columns), "values": values}
         write_json(self.path.with_name(PLANS), plans)
 
@@ -234,22 +248,10 @@ def _values(config: Mapping[str, Any], columns: Iterable[str]) -> tuple[str, ...
     return tuple(str(_cell(config[k] if k in config else host_id() if k == HOST else "")) for k in columns)
 
 
-def _read_plans(path: Path) -> dict:
-    if not path.is_file():
-        return {}
-    try:
-        plans = read_json(path)
-    except (ValueError, UnicodeDecodeError) as err:
-        raise CorruptResults(f"{path}: not JSON ({type(err).__name__}); move it away") from None
-    if not isinstance(plans, dict):
-        raise CorruptResults(f"{path}: not a JSON object; move it away")
-    return plans
-
-
 def current_rows(path: str | Path, rows: list[dict[str, str]]) -> list[dict[str, str]]:
     """Of ``rows`` (read from ``path``), those selected by the latest plan of any writer of that file."""
     path = Path(path)
-    plans = _read_plans(path.with_name(PLANS)).get(path.name)
+    plans = read_object(path.with_name(PLANS), {}, f" in {path.parent}; move it away").get(path.name)
     if not plans:
         return rows
     wanted = [(plan["columns"], {tuple(v) for v in plan["values"]}) for plan in plans.values()]

@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 
 from cnnbench import SCHEMA_VERSION
-from cnnbench.results.files import CorruptResults, read_json
+from cnnbench.results.files import CorruptResults, read_object
 from cnnbench.results.schema import MERGED, PROTOCOL_KEYS, TABLES, declared, read
 
 ALL_RUNS = "*"  # analysis_runs: ["*"] merges every user run of outputs/
@@ -46,17 +46,6 @@ class Merged:
         return kept[1].copy()
 
 
-def _json_object(path: Path) -> dict:
-    """A JSON object file, or :class:`CorruptResults` saying in one line why it is not one."""
-    try:
-        value = read_json(path)
-    except (OSError, ValueError, UnicodeDecodeError) as err:
-        raise CorruptResults(f"{path.name} unreadable ({type(err).__name__})") from None
-    if not isinstance(value, dict):
-        raise CorruptResults(f"{path.name} is not a JSON object")
-    return value
-
-
 def machine_label(device_name, host) -> str:
     """ "<device> on <host>"; a CPU run's host label alone, which already names its CPU."""
     device_name, host = str(device_name or "?"), str(host or "?")
@@ -65,8 +54,7 @@ def machine_label(device_name, host) -> str:
 
 def run_params(run_dir: Path) -> dict:
     """A run's params.json ({} when absent)."""
-    path = Path(run_dir) / "params.json"
-    return _json_object(path) if path.exists() else {}
+    return read_object(Path(run_dir) / "params.json", {})
 
 
 # The fields of environment.json a report or a comparison reads, with their types (None: not captured)
@@ -77,7 +65,7 @@ ENV_TYPES |= {"cpu_physical_cores": int, "torch_threads": int, "git_dirty": bool
 
 def environment(run_dir: Path) -> dict:
     """A run's environment.json; :class:`CorruptResults` for one of :data:`ENV_TYPES` of another type."""
-    env = _json_object(Path(run_dir) / "environment.json")
+    env = read_object(Path(run_dir) / "environment.json")
     for key, tp in ENV_TYPES.items():
         value = env.get(key)
         if value is not None and (not isinstance(value, tp) or isinstance(value, bool) and tp is not bool):
