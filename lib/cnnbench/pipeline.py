@@ -11,6 +11,7 @@ import contextlib
 import dataclasses
 import datetime as dt
 import errno
+import functools
 import hashlib
 import importlib
 import importlib.util
@@ -114,32 +115,25 @@ def execute(
     return done
 
 
-class _PartialReports:
-    """report.partial.html over the notebooks done so far, built after each that took ``AFTER_S`` or more."""
+# A notebook that took this long or more is followed by report.partial.html (a short one adds little to read).
+PARTIAL_AFTER_S = 60.0
 
-    AFTER_S = 60.0
 
-    def __init__(self, run_dir: Path, total: int):
-        self.run_dir, self.total = run_dir, total
+def _partial_report(run_dir: Path, total: int, done: list[Path], took_s: float) -> None:
+    """report.partial.html over the notebooks ``done`` of ``total``, after one that took ``PARTIAL_AFTER_S`` or
+    more; report.html, once written, removes it."""
+    if took_s < PARTIAL_AFTER_S:
+        return
+    from cnnbench import report
 
-    def __call__(self, done: list[Path], took_s: float) -> None:
-        if took_s < self.AFTER_S:
-            return
-        from cnnbench import report
-
-        # built in this process (its imports paid once a run); the run never stops for it
-        with (
-            contextlib.suppress(Exception),
-            open(os.devnull, "w") as quiet,
-            contextlib.redirect_stdout(quiet),
-            contextlib.redirect_stderr(quiet),
-        ):
-            report.build_run_report(self.run_dir, done, of=self.total)
-
-    def close(self) -> None:
-        from cnnbench import report
-
-        (self.run_dir / report.PARTIAL).unlink(missing_ok=True)
+    # built in this process (its imports paid once a run); the run never stops for it
+    with (
+        contextlib.suppress(Exception),
+        open(os.devnull, "w") as quiet,
+        contextlib.redirect_stdout(quiet),
+        contextlib.redirect_stderr(quiet),
+    ):
+        report.build_run_report(run_dir, done, of=total)
 
 
 def _keep_whole(partial: Path, target: Path) -> Path | None:
@@ -529,17 +523,16 @@ def _execute_run(
         planned = {name: eta.planned(p, name) for name in p.notebooks}
         if ANALYSIS in p.notebooks:
             _fingerprint(run_dir, None)
-        partial = None if args.no_report else _PartialReports(run_dir, len(p.notebooks))
+        partial = None if args.no_report else functools.partial(_partial_report, run_dir, len(p.notebooks))
         executed = execute(
             resolved, {}, run_dir, p.notebooks, p.cell_timeout_s, planned=planned, on_done=partial, **sources
         )
         if ANALYSIS in p.notebooks:
             _fingerprint(run_dir, [run_dir])
-        if partial is not None:
+        if not args.no_report:
             from cnnbench import report
 
             html = report.build_run_report(run_dir, executed)
-            partial.close()
             (run_dir / STALE_REPORT).unlink(missing_ok=True)
             print(f"cnnbench: report {html}")
         finished(run_dir)
