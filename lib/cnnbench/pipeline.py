@@ -450,8 +450,7 @@ def _run(args) -> int:
         why = "no committed example ran on one" if args.estimate else "it goes with --estimate only"
         raise params_mod.ParamsError(f"--device-kind {args.device_kind}: {why}")
     p = params_mod.load(params_file, overrides, not args.estimate, "--set", names, hardware)
-    notes = (params_mod.empty_file_note(params_file), params_mod.shadowed_note(params_file, overrides))
-    note = "\n".join(filter(None, (*notes, *params_mod.variant_notes(p))))
+    note = "\n".join(filter(None, (*params_mod.notes(params_file, p), *params_mod.variant_notes(p))))
     if problem := params_mod.run_data_problem(p):  # before the notebooks ahead of 05 or 06 measure anything
         said = "--set" if problem.split("'")[1] in overrides else f"{params_file}:"  # who set its key
         raise params_mod.ParamsError(f"{said} {problem}")
