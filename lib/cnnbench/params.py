@@ -21,6 +21,7 @@ from typing import Annotated, Any
 
 import yaml
 
+from cnnbench import paths
 from cnnbench.knobs import KNOBS, MAX_THREADS
 
 DATASETS = ("synthetic", "tiny_imagenet", "imagenette", "mnist", "cifar10", "imagefolder")
@@ -879,6 +880,19 @@ def resolved_path(option: str, given: str, resolve=lambda p: Path(p).expanduser(
         why = getattr(err, "strerror", None) or str(err)
         why = "a link that points back to itself" if "loop" in str(err).lower() else why
         raise ParamsError(f"{option} {_show(given)}: cannot be followed ({why})") from None
+
+
+def resolved_folder(option: str, given: str, create: bool = False) -> Path:
+    """The folder the path option ``option`` names, or a one-line ParamsError: a link loop, a file, a folder that
+    cannot be read, or (``create``) made and written."""
+    folder = resolved_path(option, given)
+    if create:
+        problem = paths.folder_problem(folder, option)
+    else:
+        problem = "" if folder.is_dir() else f"{option} {folder} is not a folder of runs"
+    if problem:
+        raise ParamsError(problem)
+    return folder
 
 
 class Parser(argparse.ArgumentParser):

@@ -432,7 +432,7 @@ def _one_line(who: str, stopped: str, command, args, refusal=()) -> int:
         print(f"{who}: {how}; {stopped}", file=sys.stderr)
         return err.exit_code if isinstance(err, Stopped) else 130
     except Exception as err:  # noqa: BLE001 - one line, never a traceback
-        refused = isinstance(err, (_Refused, params_mod.ParamsError, paths.RunLocked, refusal))
+        refused = isinstance(err, (params_mod.ParamsError, paths.RunLocked, refusal))
         print(f"{who}: {_describe(err) if isinstance(err, OSError) or not refused else err}", file=sys.stderr)
         return 2 if refused else 1
 
@@ -626,24 +626,18 @@ def _rebuild(args) -> int:
         done = {r["notebook"] for r in results.read_rows(run_dir / "timings.csv")}  # [] when absent
         why = "" if set(listed) - done == {ANALYSIS} else f"{why}; run the same command again to resume it"
     if why:
-        raise _Refused(f"{run_dir.name}: {why}")
+        raise params_mod.ParamsError(f"{run_dir.name}: {why}")
     _rebuild_run_report(run_dir)
     return _combined(None, None, {}, outputs, run_dir)
-
-
-class _Refused(ValueError):
-    """A run ``cnnbench report`` cannot rebuild (exit 2, before any work)."""
 
 
 def _report_folders(args) -> tuple[Path, Path | None]:
     """(outputs, the run folder) of ``cnnbench report``, from a run name or a folder; refused in one line."""
     if args.run_name is not None and params_mod.safe_name_error(args.run_name):
-        raise _Refused(f"--run-name: {params_mod.safe_name_error(args.run_name)}")
+        raise params_mod.ParamsError(f"--run-name: {params_mod.safe_name_error(args.run_name)}")
     run_dir = params_mod.resolved_path("run folder", args.run_dir) if args.run_dir else None
-    outputs = params_mod.resolved_path("--outputs", args.outputs) if args.outputs else None
+    outputs = params_mod.resolved_folder("--outputs", args.outputs) if args.outputs else None
     outputs = outputs or (run_dir.parent if run_dir else paths.outputs_root())
-    if args.outputs and not outputs.is_dir():
-        raise _Refused(f"--outputs {outputs} is not a folder of runs")
     return outputs, run_dir or (outputs / args.run_name if args.run_name else None)
 
 
@@ -656,7 +650,7 @@ def _report_params(run_dir: Path) -> params_mod.Params:
             {**keys, "device": "auto", "expect_device": ""}, str(src), check_device=False
         )
     except (ValueError, AttributeError) as err:
-        raise _Refused(f"{src} is broken ({_describe(err)})") from None
+        raise params_mod.ParamsError(f"{src} is broken ({_describe(err)})") from None
 
 
 def _rebuild_run_report(run_dir: Path) -> Path:
