@@ -42,7 +42,6 @@ def _notebook_path(name: str) -> Path:
 
 def execute(
     params_file: Path,
-    overrides: dict,
     run_dir: Path,
     notebooks: list[str],
     timeout_s: int,
@@ -70,7 +69,8 @@ def execute(
     os.environ[PROGRESS_ENV] = str(progress_file)
     os.environ[paths.RESOLVED_ENV] = paths.fingerprint(params_file)  # each notebook checks it (run.open_run)
     done = []
-    parameters = {"params_file": str(params_file), "overrides": overrides, "run_dir": str(run_dir)}
+    # params_file is the run's resolved params.json (run.write_resolved): it holds the overrides
+    parameters = {"params_file": str(params_file), "overrides": {}, "run_dir": str(run_dir)}
     timings = results.file(run_dir, "timings")
     expected = eta.expected_times(notebooks, eta.record(run_dir), **{"budgets": {}, **sources})
     remaining = eta.Remaining(expected, planned=planned)
@@ -524,7 +524,7 @@ def _execute_run(
             _fingerprint(run_dir, None)
         partial = None if args.no_report else functools.partial(_partial_report, run_dir, len(p.notebooks))
         executed = execute(
-            resolved, {}, run_dir, p.notebooks, p.cell_timeout_s, planned=planned, on_done=partial, **sources
+            resolved, run_dir, p.notebooks, p.cell_timeout_s, planned=planned, on_done=partial, **sources
         )
         if ANALYSIS in p.notebooks:
             _fingerprint(run_dir, [run_dir])
@@ -718,18 +718,18 @@ def _analysed(
     print(f"{who}: {ANALYSIS} over the results on disk (nothing is measured)")
     resolved = run_mod.write_resolved(into, p, params_file, overrides)
     _fingerprint(folder, None)
-    executed = execute(resolved, {}, folder, [ANALYSIS], p.cell_timeout_s, progress=into / "progress.log")
+    executed = execute(resolved, folder, [ANALYSIS], p.cell_timeout_s, progress=into / "progress.log")
     _fingerprint(folder, read)
     return executed[0]
 
 
-def _fingerprint(folder: Path, read: list[Path] | None, notebook: Path | None = None) -> None:
+def _fingerprint(folder: Path, read: list[Path] | None) -> None:
     """08 just executed into ``folder`` over ``read``, for :func:`_analysis_current`; None: about to be executed again,
     so no fingerprint says it is current until it finishes (a failed copy stays, for reading)."""
     path = (folder / "notebooks" / f"{ANALYSIS}.ipynb").with_suffix(FINGERPRINT)
     if read is None:
         return path.unlink(missing_ok=True)
-    results.write_json(path, _fingerprint_of(read, notebook or _notebook_path(ANALYSIS)))
+    results.write_json(path, _fingerprint_of(read, _notebook_path(ANALYSIS)))
 
 
 if __name__ == "__main__":
