@@ -172,7 +172,7 @@ def test_a_kernel_that_dies_fails_the_notebook_in_one_line_and_logs_to_kernel_lo
 
     monkeypatch.setattr("papermill.execute_notebook", _kernel_dies(DeadKernelError("Kernel died")))
     with pytest.raises(pipeline.NotebookFailed, match="00_setup failed: the kernel died"):
-        pipeline.execute(SMOKE, {}, tmp_path, ["00_setup"], 60, log=lambda *a, **k: None)
+        pipeline.execute(SMOKE, tmp_path, ["00_setup"], 60, log=lambda *a, **k: None)
     assert capfd.readouterr().err == ""  # was: "Kernel died while waiting ..." and a traceback
     assert "Kernel died while waiting for execute reply." in (tmp_path / "kernel.log").read_text()
 
@@ -275,7 +275,7 @@ def test_kernel_chatter_goes_to_kernel_log_not_the_console(tmp_path, monkeypatch
     for key in (progress.PROGRESS_ENV, "CNNBENCH_HEADLESS"):
         monkeypatch.delenv(key, raising=False)
     run_dir = tmp_path / "out" / "r"
-    pipeline.execute(root / "params" / "p.yaml", {}, run_dir, ["00_setup"], timeout_s=120)
+    pipeline.execute(root / "params" / "p.yaml", run_dir, ["00_setup"], timeout_s=120)
     out, err = capfd.readouterr()
     assert "    m train" in out and "done in" in out
     assert "USDT" not in out + err and "without encryption" not in out + err

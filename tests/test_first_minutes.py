@@ -3,6 +3,7 @@
 configurations (the first model's training step) to the end before the others."""
 
 import dataclasses
+import functools
 
 import pandas as pd
 from test_runner import CPU, PROTO, cfg, fake_measure
@@ -106,10 +107,10 @@ def test_a_partial_report_is_built_between_notebooks_after_a_long_one_and_goes_w
     from cnnbench import pipeline, report
 
     (tmp_path / "environment.json").write_text('{"device_name": "cpu", "device_kind": "cpu"}')
-    builds = pipeline._PartialReports(tmp_path, total=9)
+    builds = functools.partial(pipeline._partial_report, tmp_path, 9)
     builds([], took_s=5.0)
     assert not (tmp_path / report.PARTIAL).exists()
-    builds([], took_s=pipeline._PartialReports.AFTER_S)  # returns once built
+    builds([], took_s=pipeline.PARTIAL_AFTER_S)  # returns once built
     page = (tmp_path / report.PARTIAL).read_text()
     # true after a stop too: the H100 example's page, built before the run was stopped, said "the run goes on"
     assert (
@@ -118,7 +119,7 @@ def test_a_partial_report_is_built_between_notebooks_after_a_long_one_and_goes_w
     )
     assert "FAILED.txt" in page
     assert not (tmp_path / "report.html").exists()
-    builds.close()
+    report.build_run_report(tmp_path, [])
     assert not (tmp_path / report.PARTIAL).exists()
 
 

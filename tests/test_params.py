@@ -117,8 +117,9 @@ def test_folder_given_as_params_file_says_so(tmp_path):
 
 
 def test_empty_params_file_says_it_runs_the_defaults(write_yaml):
-    assert "running with the defaults" in params.empty_file_note(write_yaml("# nothing\n"))
-    assert params.empty_file_note(write_yaml("batch_size: 8\n")) == ""
+    empty, some = write_yaml("# nothing\n"), write_yaml("batch_size: 8\n", "some.yaml")
+    assert "running with the defaults" in params.notes(empty, params.load(empty, check_device=False))[0]
+    assert params.notes(some, params.load(some, check_device=False)) == []
 
 
 @pytest.mark.parametrize(
@@ -607,9 +608,9 @@ def test_a_batch_size_in_the_params_file_that_no_model_uses_warns_and_is_not_rec
         "models: [mnist_cnn]\ntune_models: [mnist_cnn]\nprofile_models: [mnist_cnn]\nbatch_size: 32\n"
         "batch_size_per_model: {mnist_cnn: 16}\n"
     )
-    note = params.shadowed_note(path, {})
-    assert "'batch_size' 32" in note and "mnist_cnn: 16" in note and "\n" not in note
     p = params.load(path, {}, check_device=False)
+    (note,) = params.notes(path, p)
+    assert "'batch_size' 32" in note and "mnist_cnn: 16" in note and "\n" not in note
     assert p.batch_size == params.Params().batch_size
     written = json.loads(run.write_resolved(tmp_path, p, path, {}).read_text())
     assert written["batch_size"] != 32
@@ -618,9 +619,22 @@ def test_a_batch_size_in_the_params_file_that_no_model_uses_warns_and_is_not_rec
     other = write_yaml(
         "models: [mnist_cnn, resnet18]\nbatch_size: 32\nbatch_size_per_model: {mnist_cnn: 16}\n", "other.yaml"
     )
-    assert (
-        params.shadowed_note(other, {}) == "" and params.load(other, {}, check_device=False).batch_size == 32
+    kept = params.load(other, {}, check_device=False)
+    assert params.notes(other, kept) == [] and kept.batch_size == 32
+
+
+def test_a_batch_size_the_device_protocol_shadows_warns_as_it_is_recorded(write_yaml):
+    """The note judges the parameters load returns, the device's protocol included: CUDA's sets resnet50's batch
+    (batch_size_per_model), so the file's batch_size 32 is recorded as the default, and the note says so."""
+    from cnnbench import params
+
+    path = write_yaml(
+        "device: cuda\nmodels: [resnet50]\ntune_models: [resnet50]\nprofile_models: [resnet50]\nbatch_size: 32\n"
     )
+    p = params.load(path, {}, check_device=False)
+    assert p.batch_size == params.Params().batch_size and "resnet50" in p.batch_size_per_model
+    (note,) = params.notes(path, p)
+    assert "'batch_size' 32" in note and f"resnet50: {p.batch_size_per_model['resnet50']}" in note
 
 
 @pytest.mark.parametrize(

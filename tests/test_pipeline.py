@@ -221,7 +221,7 @@ def test_failing_notebook_is_named_with_its_cell_and_earlier_work_is_kept(tmp_pa
     run_dir = tmp_path / "out" / "r"
     with pytest.raises(pipeline.NotebookFailed) as err:
         pipeline.execute(
-            root / "params" / "p.yaml", {}, run_dir, list(FAILING), timeout_s=120, log=lambda *a, **k: None
+            root / "params" / "p.yaml", run_dir, list(FAILING), timeout_s=120, log=lambda *a, **k: None
         )
     assert (
         err.value.notebook == "01_complexity" and err.value.cell == 4

@@ -46,7 +46,7 @@ def test_cnnbench_report_executes_08_again_only_when_its_inputs_changed(tmp_path
     shutil.copytree(EXAMPLE, run, ignore=shutil.ignore_patterns("report.html", "trace_*", "ddp"))
     calls = []
 
-    def execute(params_file, overrides, run_dir, notebooks, timeout_s, **kw):  # 08's executed copy as it is
+    def execute(params_file, run_dir, notebooks, timeout_s, **kw):  # 08's executed copy as it is
         calls.append(notebooks)
         return [run_dir / "notebooks" / f"{n}.ipynb" for n in notebooks]
 
@@ -81,7 +81,7 @@ def test_an_analysis_that_fails_is_never_taken_for_current(tmp_path, monkeypatch
     executed = run / "notebooks" / "08_analysis.ipynb"
     pipeline._fingerprint(run, [run])  # finished once
 
-    def failing(params_file, overrides, run_dir, notebooks, timeout_s, **kw):
+    def failing(params_file, run_dir, notebooks, timeout_s, **kw):
         raise pipeline.NotebookFailed("08_analysis", 3, "ValueError: boom", executed)
 
     monkeypatch.setattr(pipeline, "execute", failing)
@@ -99,7 +99,7 @@ def test_the_combined_analysis_is_kept_too_until_a_run_changes(tmp_path, monkeyp
         )
     calls = []
 
-    def execute(params_file, overrides, run_dir, notebooks, timeout_s, **kw):
+    def execute(params_file, run_dir, notebooks, timeout_s, **kw):
         calls.append(run_dir.name)
         target = run_dir / "notebooks" / "08_analysis.ipynb"
         if not target.exists():  # the combined analysis: an executed 08 to build its report from
@@ -129,7 +129,7 @@ def test_a_run_stopped_with_only_the_analysis_left_is_finished_by_cnnbench_repor
     (run / pipeline.FAILED).write_text("This run did not finish: stopped by SIGTERM\n")
     calls = []
 
-    def execute(params_file, overrides, run_dir, notebooks, timeout_s, **kw):
+    def execute(params_file, run_dir, notebooks, timeout_s, **kw):
         calls.append(notebooks)
         return [run_dir / "notebooks" / f"{n}.ipynb" for n in notebooks]
 

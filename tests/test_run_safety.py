@@ -373,7 +373,7 @@ def test_a_run_stopped_while_its_notebook_is_written_leaves_no_empty_notebook(tm
 
     monkeypatch.setattr("papermill.execute_notebook", execute_notebook)
     with pytest.raises(KeyboardInterrupt):
-        pipeline.execute(SMOKE, {}, tmp_path, ["08_analysis"], 60, log=lambda *a, **k: None)
+        pipeline.execute(SMOKE, tmp_path, ["08_analysis"], 60, log=lambda *a, **k: None)
     assert list((tmp_path / "notebooks").iterdir()) == []
 
 
@@ -386,7 +386,7 @@ def test_a_failed_notebook_keeps_its_executed_copy_written_whole(tmp_path, monke
 
     monkeypatch.setattr("papermill.execute_notebook", execute_notebook)
     with pytest.raises(pipeline.NotebookFailed, match="ZeroDivisionError"):
-        pipeline.execute(SMOKE, {}, tmp_path, ["00_setup"], 60, log=lambda *a, **k: None)
+        pipeline.execute(SMOKE, tmp_path, ["00_setup"], 60, log=lambda *a, **k: None)
     assert [p.name for p in (tmp_path / "notebooks").iterdir()] == ["00_setup.ipynb"]
     nbformat.read(tmp_path / "notebooks" / "00_setup.ipynb", as_version=4)
 
@@ -603,7 +603,7 @@ def test_a_closed_console_pipe_does_not_stop_the_run(tmp_path, monkeypatch, caps
         def fileno(self):
             return write_end
 
-    def fake_execute(params_file, overrides, run_dir, notebooks, timeout_s, log=print, **estimates):
+    def fake_execute(params_file, run_dir, notebooks, timeout_s, log=print, **estimates):
         for i in range(20):
             log(f"line {i}", flush=True)
         (run_dir / "progress.log").write_text("kept\n")

@@ -21,6 +21,7 @@ from typing import Annotated, Any
 
 import yaml
 
+from cnnbench import paths
 from cnnbench.knobs import KNOBS, MAX_THREADS
 
 DATASETS = ("synthetic", "tiny_imagenet", "imagenette", "mnist", "cifar10", "imagefolder")
@@ -881,6 +882,19 @@ def resolved_path(option: str, given: str, resolve=lambda p: Path(p).expanduser(
         raise ParamsError(f"{option} {_show(given)}: cannot be followed ({why})") from None
 
 
+def resolved_folder(option: str, given: str, create: bool = False) -> Path:
+    """The folder the path option ``option`` names, or a one-line ParamsError: a link loop, a file, a folder that
+    cannot be read, or (``create``) made and written."""
+    folder = resolved_path(option, given)
+    if create:
+        problem = paths.folder_problem(folder, option)
+    else:
+        problem = "" if folder.is_dir() else f"{option} {folder} is not a folder of runs"
+    if problem:
+        raise ParamsError(problem)
+    return folder
+
+
 class Parser(argparse.ArgumentParser):
     """argparse, with a usage error in one line instead of the whole usage block."""
 
@@ -942,26 +956,18 @@ def _shadowing(p: Params) -> str:
     return ", ".join(f"{m}: {p.batch_size_per_model[m]}" for m in sorted(used))
 
 
-def shadowed_note(path: str | Path, overrides: dict[str, Any] | None = None) -> str:
-    """A one-line warning when the params file's own batch_size is used by no model measured, else ""."""
-    overrides, raw = overrides or {}, read_yaml(path)
-    if "batch_size" not in raw or "batch_size" in overrides:
-        return ""
-    try:
-        p = validate(raw, str(path), False, overrides)
-    except ParamsError:
-        return ""
-    if not (per := _shadowing(p)) or p.batch_size == Params().batch_size:
-        return ""
-    return (
-        f"warning: {Path(path).name} key 'batch_size' {p.batch_size} is used by no model this run measures "
+def notes(path: str | Path, p: Params) -> list[str]:
+    """One-line notes on the params file ``path`` that :func:`load` made ``p`` of: it sets no keys (the run uses
+    the defaults); its own batch_size is used by no model measured (``p`` records the default instead)."""
+    given, default = read_yaml(path), Params().batch_size
+    if not given:
+        return [f"{path} sets no keys: running with the defaults"]
+    if not (per := _shadowing(p)) or given.get("batch_size", default) == default:
+        return []  # load refuses a --set batch_size shadowed so
+    return [
+        f"warning: {Path(path).name} key 'batch_size' {given['batch_size']} is used by no model this run measures "
         f"(batch_size_per_model sets every one: {per}); it is not recorded as this run's"
-    )
-
-
-def empty_file_note(path: str | Path) -> str:
-    """A one-line note when the params file sets no keys (the run uses the defaults), else ""."""
-    return f"{path} sets no keys: running with the defaults" if not read_yaml(path) else ""
+    ]
 
 
 def table(p: Params):

@@ -11,6 +11,7 @@ import contextlib
 import dataclasses
 import datetime as dt
 import errno
+import functools
 import hashlib
 import importlib
 import importlib.util
@@ -41,7 +42,6 @@ def _notebook_path(name: str) -> Path:
 
 def execute(
     params_file: Path,
-    overrides: dict,
     run_dir: Path,
     notebooks: list[str],
     timeout_s: int,
@@ -69,7 +69,8 @@ def execute(
     os.environ[PROGRESS_ENV] = str(progress_file)
     os.environ[paths.RESOLVED_ENV] = paths.fingerprint(params_file)  # each notebook checks it (run.open_run)
     done = []
-    parameters = {"params_file": str(params_file), "overrides": overrides, "run_dir": str(run_dir)}
+    # params_file is the run's resolved params.json (run.write_resolved): it holds the overrides
+    parameters = {"params_file": str(params_file), "overrides": {}, "run_dir": str(run_dir)}
     timings = results.file(run_dir, "timings")
     expected = eta.expected_times(notebooks, eta.record(run_dir), **{"budgets": {}, **sources})
     remaining = eta.Remaining(expected, planned=planned)
@@ -114,32 +115,25 @@ def execute(
     return done
 
 
-class _PartialReports:
-    """report.partial.html over the notebooks done so far, built after each that took ``AFTER_S`` or more."""
+# A notebook that took this long or more is followed by report.partial.html (a short one adds little to read).
+PARTIAL_AFTER_S = 60.0
 
-    AFTER_S = 60.0
 
-    def __init__(self, run_dir: Path, total: int):
-        self.run_dir, self.total = run_dir, total
+def _partial_report(run_dir: Path, total: int, done: list[Path], took_s: float) -> None:
+    """report.partial.html over the notebooks ``done`` of ``total``, after one that took ``PARTIAL_AFTER_S`` or
+    more; report.html, once written, removes it."""
+    if took_s < PARTIAL_AFTER_S:
+        return
+    from cnnbench import report
 
-    def __call__(self, done: list[Path], took_s: float) -> None:
-        if took_s < self.AFTER_S:
-            return
-        from cnnbench import report
-
-        # built in this process (its imports paid once a run); the run never stops for it
-        with (
-            contextlib.suppress(Exception),
-            open(os.devnull, "w") as quiet,
-            contextlib.redirect_stdout(quiet),
-            contextlib.redirect_stderr(quiet),
-        ):
-            report.build_run_report(self.run_dir, done, of=self.total)
-
-    def close(self) -> None:
-        from cnnbench import report
-
-        (self.run_dir / report.PARTIAL).unlink(missing_ok=True)
+    # built in this process (its imports paid once a run); the run never stops for it
+    with (
+        contextlib.suppress(Exception),
+        open(os.devnull, "w") as quiet,
+        contextlib.redirect_stdout(quiet),
+        contextlib.redirect_stderr(quiet),
+    ):
+        report.build_run_report(run_dir, done, of=total)
 
 
 def _keep_whole(partial: Path, target: Path) -> Path | None:
@@ -438,7 +432,7 @@ def _one_line(who: str, stopped: str, command, args, refusal=()) -> int:
         print(f"{who}: {how}; {stopped}", file=sys.stderr)
         return err.exit_code if isinstance(err, Stopped) else 130
     except Exception as err:  # noqa: BLE001 - one line, never a traceback
-        refused = isinstance(err, (_Refused, params_mod.ParamsError, paths.RunLocked, refusal))
+        refused = isinstance(err, (params_mod.ParamsError, paths.RunLocked, refusal))
         print(f"{who}: {_describe(err) if isinstance(err, OSError) or not refused else err}", file=sys.stderr)
         return 2 if refused else 1
 
@@ -456,8 +450,7 @@ def _run(args) -> int:
         why = "no committed example ran on one" if args.estimate else "it goes with --estimate only"
         raise params_mod.ParamsError(f"--device-kind {args.device_kind}: {why}")
     p = params_mod.load(params_file, overrides, not args.estimate, "--set", names, hardware)
-    notes = (params_mod.empty_file_note(params_file), params_mod.shadowed_note(params_file, overrides))
-    note = "\n".join(filter(None, (*notes, *params_mod.variant_notes(p))))
+    note = "\n".join(filter(None, (*params_mod.notes(params_file, p), *params_mod.variant_notes(p))))
     if problem := params_mod.run_data_problem(p):  # before the notebooks ahead of 05 or 06 measure anything
         said = "--set" if problem.split("'")[1] in overrides else f"{params_file}:"  # who set its key
         raise params_mod.ParamsError(f"{said} {problem}")
@@ -529,17 +522,16 @@ def _execute_run(
         planned = {name: eta.planned(p, name) for name in p.notebooks}
         if ANALYSIS in p.notebooks:
             _fingerprint(run_dir, None)
-        partial = None if args.no_report else _PartialReports(run_dir, len(p.notebooks))
+        partial = None if args.no_report else functools.partial(_partial_report, run_dir, len(p.notebooks))
         executed = execute(
-            resolved, {}, run_dir, p.notebooks, p.cell_timeout_s, planned=planned, on_done=partial, **sources
+            resolved, run_dir, p.notebooks, p.cell_timeout_s, planned=planned, on_done=partial, **sources
         )
         if ANALYSIS in p.notebooks:
             _fingerprint(run_dir, [run_dir])
-        if partial is not None:
+        if not args.no_report:
             from cnnbench import report
 
             html = report.build_run_report(run_dir, executed)
-            partial.close()
             (run_dir / STALE_REPORT).unlink(missing_ok=True)
             print(f"cnnbench: report {html}")
         finished(run_dir)
@@ -634,24 +626,18 @@ def _rebuild(args) -> int:
         done = {r["notebook"] for r in results.read_rows(run_dir / "timings.csv")}  # [] when absent
         why = "" if set(listed) - done == {ANALYSIS} else f"{why}; run the same command again to resume it"
     if why:
-        raise _Refused(f"{run_dir.name}: {why}")
+        raise params_mod.ParamsError(f"{run_dir.name}: {why}")
     _rebuild_run_report(run_dir)
     return _combined(None, None, {}, outputs, run_dir)
-
-
-class _Refused(ValueError):
-    """A run ``cnnbench report`` cannot rebuild (exit 2, before any work)."""
 
 
 def _report_folders(args) -> tuple[Path, Path | None]:
     """(outputs, the run folder) of ``cnnbench report``, from a run name or a folder; refused in one line."""
     if args.run_name is not None and params_mod.safe_name_error(args.run_name):
-        raise _Refused(f"--run-name: {params_mod.safe_name_error(args.run_name)}")
+        raise params_mod.ParamsError(f"--run-name: {params_mod.safe_name_error(args.run_name)}")
     run_dir = params_mod.resolved_path("run folder", args.run_dir) if args.run_dir else None
-    outputs = params_mod.resolved_path("--outputs", args.outputs) if args.outputs else None
+    outputs = params_mod.resolved_folder("--outputs", args.outputs) if args.outputs else None
     outputs = outputs or (run_dir.parent if run_dir else paths.outputs_root())
-    if args.outputs and not outputs.is_dir():
-        raise _Refused(f"--outputs {outputs} is not a folder of runs")
     return outputs, run_dir or (outputs / args.run_name if args.run_name else None)
 
 
@@ -664,7 +650,7 @@ def _report_params(run_dir: Path) -> params_mod.Params:
             {**keys, "device": "auto", "expect_device": ""}, str(src), check_device=False
         )
     except (ValueError, AttributeError) as err:
-        raise _Refused(f"{src} is broken ({_describe(err)})") from None
+        raise params_mod.ParamsError(f"{src} is broken ({_describe(err)})") from None
 
 
 def _rebuild_run_report(run_dir: Path) -> Path:
@@ -732,18 +718,18 @@ def _analysed(
     print(f"{who}: {ANALYSIS} over the results on disk (nothing is measured)")
     resolved = run_mod.write_resolved(into, p, params_file, overrides)
     _fingerprint(folder, None)
-    executed = execute(resolved, {}, folder, [ANALYSIS], p.cell_timeout_s, progress=into / "progress.log")
+    executed = execute(resolved, folder, [ANALYSIS], p.cell_timeout_s, progress=into / "progress.log")
     _fingerprint(folder, read)
     return executed[0]
 
 
-def _fingerprint(folder: Path, read: list[Path] | None, notebook: Path | None = None) -> None:
+def _fingerprint(folder: Path, read: list[Path] | None) -> None:
     """08 just executed into ``folder`` over ``read``, for :func:`_analysis_current`; None: about to be executed again,
     so no fingerprint says it is current until it finishes (a failed copy stays, for reading)."""
     path = (folder / "notebooks" / f"{ANALYSIS}.ipynb").with_suffix(FINGERPRINT)
     if read is None:
         return path.unlink(missing_ok=True)
-    results.write_json(path, _fingerprint_of(read, notebook or _notebook_path(ANALYSIS)))
+    results.write_json(path, _fingerprint_of(read, _notebook_path(ANALYSIS)))
 
 
 if __name__ == "__main__":

@@ -169,7 +169,8 @@ PARTIAL = "report.partial.html"
 
 def build_run_report(run_dir: Path, notebooks: list[Path], of: int | None = None) -> Path:
     """``run_dir/report.html`` over the executed ``notebooks``; with ``of`` (the run's number of notebooks) the
-    partial report (:data:`PARTIAL`) of a run still going, saying how far and when; run-folder values as text."""
+    partial report (:data:`PARTIAL`) of a run still going (report.html removes it), saying how far and when;
+    run-folder values as text."""
     env = results.read_json(run_dir / "environment.json") if (run_dir / "environment.json").is_file() else {}
     prm = results.read_json(run_dir / "params.json") if (run_dir / "params.json").is_file() else {}
     from cnnbench.analysis import overview
@@ -213,7 +214,10 @@ def build_run_report(run_dir: Path, notebooks: list[Path], of: int | None = None
     )
     body = [nb for nb in notebooks if Path(nb).stem != SETUP]  # its environment and parameters: folded above
     out = run_dir / ("report.html" if of is None else PARTIAL)
-    return build(body, out, f"cnnbench {run_dir.name}", header)
+    build(body, out, f"cnnbench {run_dir.name}", header)
+    if of is None:
+        (run_dir / PARTIAL).unlink(missing_ok=True)
+    return out
 
 
 def combined_runs(outputs: Path) -> tuple[list[Path], dict[str, str]]:

@@ -108,9 +108,8 @@ def open_run(
         path, overrides = paths.resolve(resolved["params_file"]), {**resolved["overrides"], **overrides}
     else:
         p = params.load(path, overrides, check_device=not needs_runs)
-        for note in (params.empty_file_note(path), params.shadowed_note(path, overrides)):
-            if note:
-                warnings.warn(note, stacklevel=2)
+        for note in params.notes(path, p):
+            warnings.warn(note, stacklevel=2)
     cores = os.cpu_count() or 1
     if p.threads > cores:
         warnings.warn(

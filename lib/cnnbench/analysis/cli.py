@@ -25,37 +25,20 @@ SEED_COLUMNS = (
 ).split()
 
 
-class Refused(Exception):
-    """Bad input: one line, exit 2, nothing written."""
-
-
 def _run_dir(name: str, outputs: Path) -> Path:
     """A run given by a plain name (under ``outputs``, as the pipeline names runs) or by its folder's path,
-    and readable (results.runs.verdict, as ``cnnbench report`` judges it); else :class:`Refused`."""
+    and readable (results.runs.verdict, as ``cnnbench report`` judges it); else a ParamsError."""
     path = Path(name).expanduser()
     unsafe = params.safe_name_error(name)
     for d in ([path] if path.is_absolute() or path.exists() else []) + ([] if unsafe else [outputs / name]):
         if (d / "environment.json").is_file():
             why = verdict(d)
             if why:
-                raise Refused(f"{d.name}: {why}")
+                raise params.ParamsError(f"{d.name}: {why}")
             return d.resolve()
     where = f"{path}" if unsafe else f"{outputs / name} or {path}"  # an unsafe name: a path only
     unzip = f" (unzip it into {outputs} first: a zip is not read in place)" if path.suffix == ".zip" else ""
-    raise Refused(f"unknown run {name!r}: no run folder (with environment.json) at {where}{unzip}")
-
-
-def _folder(option: str, given: str, create: bool) -> Path:
-    """The folder a path option names, or :class:`Refused` in one line: a link loop, a file, a folder that
-    cannot be read, or (``create``) made and written."""
-    folder = params.resolved_path(option, given)
-    if create:
-        problem = paths.folder_problem(folder, option)
-    else:
-        problem = "" if folder.is_dir() else f"{option} {folder} is not a folder of runs"
-    if problem:
-        raise Refused(problem)
-    return folder
+    raise params.ParamsError(f"unknown run {name!r}: no run folder (with environment.json) at {where}{unzip}")
 
 
 def _line(r: dict) -> str:
@@ -102,9 +85,9 @@ def seeds_beside(m, run: str) -> pd.DataFrame:
 
 
 def compare_runs(names: list[str], outputs: Path, keys: tuple[str, ...] | None = None) -> pd.DataFrame:
-    """The table ``cnnbench compare`` prints and writes; :class:`Refused` for bad input."""
+    """The table ``cnnbench compare`` prints and writes; a ParamsError for bad input."""
     if names[0] == SEEDS:
-        raise Refused("the first run is the reference: give a run of yours first, then 'seeds'")
+        raise params.ParamsError("the first run is the reference: give a run of yours first, then 'seeds'")
     dirs = {n: _run_dir(n, outputs) for n in dict.fromkeys(names) if n != SEEDS}
     m = load(list(dirs.values()))
     ok, named = compare.rates(m), [dirs[n].name if n != SEEDS else SEEDS for n in names]
@@ -112,7 +95,7 @@ def compare_runs(names: list[str], outputs: Path, keys: tuple[str, ...] | None =
     for b in named[1:] or named:  # one run: its variants one knob apart
         part = seeds_beside(m, first) if b == SEEDS else compare.one_knob(ok, first, b, keys)
         if part.empty or not part.ratio_b_over_a.notna().any():
-            raise Refused(_nothing_comparable(ok, part, first, b, keys))
+            raise params.ParamsError(_nothing_comparable(ok, part, first, b, keys))
         frames.append(part)
     df = pd.concat(frames, ignore_index=True)
     df.insert(0, "compared", compared(named))
@@ -215,15 +198,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--keys", help=f"divide rows differing only in these comma-separated keys (of {known})")
     args = ap.parse_args(argv)
     try:
-        outputs = _folder("--outputs", args.outputs, create=False) if args.outputs else paths.outputs_root()
-        out = _folder("--out", args.out, create=True) if args.out else outputs
+        outputs = params.resolved_folder("--outputs", args.outputs) if args.outputs else paths.outputs_root()
+        out = params.resolved_folder("--out", args.out, create=True) if args.out else outputs
         results.file(out, "compare").rows()  # a cut or older compare.csv: refused before any work
         keys = tuple(k.strip() for k in args.keys.split(",") if k.strip()) if args.keys else None
         bad = [k for k in keys or () if k not in ("machine", *compare.knob_keys())]
         if bad or keys == ():
-            raise Refused(f"--keys {args.keys!r}: not keys of a configuration; known: {known}")
+            raise params.ParamsError(f"--keys {args.keys!r}: not keys of a configuration; known: {known}")
         df = compare_runs(args.runs, outputs, keys)
-    except (Refused, params.ParamsError, results.CorruptResults) as err:
+    except (params.ParamsError, results.CorruptResults) as err:
         print(f"cnnbench compare: {err}", file=sys.stderr)
         return 2
     try:
