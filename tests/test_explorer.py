@@ -486,6 +486,7 @@ def test_the_explorer_judges_the_machine_as_the_pipeline_does(tmp_path):
     status ok, against about 350: the pipeline would have called those windows busy. Judged now as the pipeline
     judges (telemetry.judge over the measured windows' samples), the result says busy, and why."""
     import os
+    import signal
     import subprocess
     import sys
     from types import SimpleNamespace
@@ -496,15 +497,20 @@ def test_the_explorer_judges_the_machine_as_the_pipeline_does(tmp_path):
 
     run = cnnbench.open_run(ROOT / "params" / "smoke.yaml", {}, tmp_path / "run")
     said = []
-    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(os.cpu_count() or 1)]
+    # busy loops that are not this process's children: the sampler counts its own process tree as its own
+    start = "import subprocess, sys; print(subprocess.Popen([sys.executable, '-c', 'while True: pass'], "
+    start += "stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).pid)"
+    hogs = [
+        int(subprocess.run([sys.executable, "-c", start], capture_output=True, text=True, check=True).stdout)
+        for _ in range(os.cpu_count() or 1)
+    ]
     try:
         row = interactive.quick_measure(
             run, "mnist_cnn", 8, "fp32", "device", "cpu", on_progress=lambda f, t: said.append(t)
         )
     finally:
         for hog in hogs:
-            hog.kill()
-            hog.wait()
+            os.kill(hog, signal.SIGKILL)
     assert row["status"] == "ok" and row["machine_state"] == "busy", row.get("machine_note")
     assert "other processes" in row["machine_note"] and "the machine was busy: other processes" in said[-1]
     assert pd.read_csv(tmp_path / "run" / "explore.csv").machine_state.tolist() == ["busy"]
