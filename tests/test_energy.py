@@ -8,7 +8,6 @@ import torch
 
 from cnnbench import devices
 from cnnbench.devices import energy
-from cnnbench.devices import energy as counters
 
 
 class FakeClock:
@@ -45,16 +44,16 @@ def set_uj(root, i, value):
 
 
 def test_wrap_delta():
-    assert counters.wrap_delta(100, 250, 1000) == 150
-    assert counters.wrap_delta(900, 100, 1000) == 200  # wrapped once: 900 -> 1000 = 0 -> 100
+    assert energy.wrap_delta(100, 250, 1000) == 150
+    assert energy.wrap_delta(900, 100, 1000) == 200  # wrapped once: 900 -> 1000 = 0 -> 100
 
 
 def test_rapl_sums_package_zones_and_ignores_subzones_and_psys(tmp_path):
     root = rapl_tree(
         tmp_path / "powercap", {"package-0": (1_000_000, 2**32), "package-1": (5_000_000, 2**32)}
     )
-    counter = counters.rapl_counter(root)
-    assert isinstance(counter, counters.RaplCounter) and len(counter.zones) == 2
+    counter = energy.rapl_counter(root)
+    assert isinstance(counter, energy.RaplCounter) and len(counter.zones) == 2
     clock = FakeClock()
     with energy.Meter(counter=counter, poll_s=3600, clock=clock) as meter:
         set_uj(root, 0, 3_000_000)  # +2 J
@@ -71,7 +70,7 @@ def test_rapl_wrap_around_between_polls(tmp_path):
     """The counter wraps twice within the window; polling in between catches both wraps."""
     max_uj = 10_000_000
     root = rapl_tree(tmp_path / "powercap", {"package-0": (8_000_000, max_uj)})
-    meter = energy.Meter(counter=counters.rapl_counter(root), poll_s=3600, clock=FakeClock())
+    meter = energy.Meter(counter=energy.rapl_counter(root), poll_s=3600, clock=FakeClock())
     with meter:
         set_uj(root, 0, 2_000_000)  # wrapped: +4 J
         meter.poll()
@@ -83,7 +82,7 @@ def test_rapl_wrap_around_between_polls(tmp_path):
 
 def test_rapl_background_thread_polls(tmp_path):
     root = rapl_tree(tmp_path / "powercap", {"package-0": (0, 2**32)})
-    meter = energy.Meter(counter=counters.rapl_counter(root), poll_s=0.01)
+    meter = energy.Meter(counter=energy.rapl_counter(root), poll_s=0.01)
     polls = []
     real = meter.poll
     meter.poll = lambda: (polls.append(1), real())
@@ -96,9 +95,9 @@ def test_rapl_background_thread_polls(tmp_path):
 
 def test_rapl_root_only_is_empty_with_the_reason(tmp_path, monkeypatch):
     root = rapl_tree(tmp_path / "powercap", {"package-0": (1, 2**32)})
-    monkeypatch.setattr(counters.os, "access", lambda path, mode: False)
-    counter = counters.rapl_counter(root)
-    assert isinstance(counter, counters.Unavailable) and "root only" in counter.note
+    monkeypatch.setattr(energy.os, "access", lambda path, mode: False)
+    counter = energy.rapl_counter(root)
+    assert isinstance(counter, energy.Unavailable) and "root only" in counter.note
     with energy.Meter(counter=counter) as meter:
         pass
     out = meter.summary(images=5)
@@ -111,9 +110,9 @@ def test_rapl_root_only_is_empty_with_the_reason(tmp_path, monkeypatch):
 
 
 def test_no_powercap_or_no_package_zone(tmp_path):
-    assert "no " in counters.rapl_counter(tmp_path / "absent").note
+    assert "no " in energy.rapl_counter(tmp_path / "absent").note
     (tmp_path / "empty").mkdir()
-    assert "no RAPL package zone" in counters.rapl_counter(tmp_path / "empty").note
+    assert "no RAPL package zone" in energy.rapl_counter(tmp_path / "empty").note
 
 
 class FakeNvml:
@@ -164,7 +163,7 @@ def test_nvml_not_supported_is_empty_with_the_reason():
         pass
 
     counter = devices.backend("cuda:0").energy_counter(FakeNvml(fail=NVMLError_NotSupported("Not Supported")))
-    assert isinstance(counter, counters.Unavailable) and "Volta" in counter.note
+    assert isinstance(counter, energy.Unavailable) and "Volta" in counter.note
     assert "NotSupported" in counter.note
 
 
@@ -172,7 +171,7 @@ def test_apple_and_cpu_device_paths(monkeypatch):
     import platform
 
     assert "powermetrics" in devices.backend(torch.device("mps")).energy_counter().note
-    monkeypatch.setattr(counters, "rapl_counter", lambda root=counters.POWERCAP: counters.Unavailable("fake"))
+    monkeypatch.setattr(energy, "rapl_counter", lambda root=energy.POWERCAP: energy.Unavailable("fake"))
     monkeypatch.setattr(platform, "system", lambda: "Linux")
     assert devices.backend(torch.device("cpu")).energy_counter().note == "fake"
     monkeypatch.setattr(platform, "system", lambda: "Darwin")

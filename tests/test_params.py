@@ -635,6 +635,12 @@ def test_a_batch_size_the_device_protocol_shadows_warns_as_it_is_recorded(write_
     assert p.batch_size == params.Params().batch_size and "resnet50" in p.batch_size_per_model
     (note,) = params.notes(path, p)
     assert "'batch_size' 32" in note and f"resnet50: {p.batch_size_per_model['resnet50']}" in note
+    assert note.endswith("set batch_size_per_model: {} (or protocol: false) to measure at it")
+    text = path.read_text()
+    for fix in ("batch_size_per_model: {}", "protocol: false"):  # the note's advice does what it says
+        fixed = write_yaml(text + fix + "\n", name=f"{fix.split(':')[0]}.yaml")
+        assert params.load(fixed, {}, check_device=False).batch_size == 32
+        assert params.notes(fixed, params.load(fixed, {}, check_device=False)) == []
 
 
 @pytest.mark.parametrize(

@@ -59,7 +59,9 @@ def test_cnnbench_report_executes_08_again_only_when_its_inputs_changed(tmp_path
         raise AssertionError("params validated although 08 is kept")
 
     monkeypatch.setattr(pipeline.params_mod, "validate", validate)
+    (run / "report.partial.html").write_text("a killed run's page")  # report.html replaces it, as it promises
     assert pipeline.main(["report", str(run)]) == 0  # nothing changed: the HTML only
+    assert not (run / "report.partial.html").exists()
     out = capsys.readouterr().out
     assert calls == [["08_analysis"]], out
     assert "a: 08_analysis kept: its results files and the workbook's code are unchanged since it ran" in out
@@ -162,3 +164,15 @@ def test_cnnbench_report_of_a_run_that_is_not_there_lists_the_runs_that_are(tmp_
     assert pipeline.main(["report", "--run-name", "cpu-c", "--outputs", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "cpu-c" in err and "runs there: cpu-a, cpu-b" in err, err
+
+
+def test_a_mistyped_run_among_many_is_refused_with_the_list_cut_not_the_sentence(tmp_path, capsys):
+    """ParamsError keeps a refusal within 1,000 characters: a list of 60 runs is cut to its first names and a
+    count, so the refusal still ends as a sentence."""
+    for i in range(60):
+        (tmp_path / f"a-long-run-name-{i:02d}").mkdir()
+        (tmp_path / f"a-long-run-name-{i:02d}" / "environment.json").write_text("{}")
+    assert pipeline.main(["report", "--run-name", "typo", "--outputs", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "a-long-run-name-00, " in err and "... (60 in all))" in err, err
+    assert not err.rstrip().endswith(" ...")

@@ -314,3 +314,20 @@ def test_a_merged_table_no_run_holds_has_its_declared_columns(tmp_path):
     m = Merged([], {})
     assert {"run_name", "status", "throughput_img_s", "host_id"} <= set(m["scenario_a"].columns)
     assert m["scenario_a"].empty
+
+
+def test_a_run_file_that_is_a_fifo_or_a_folder_is_refused_not_waited_on(tmp_path):
+    """Reading a FIFO blocks until something writes to it: a current_rows.json (or params.json) that is one, or
+    a folder, is one line naming it, at once."""
+    import os
+    import signal
+
+    os.mkfifo(tmp_path / "current_rows.json")
+    (tmp_path / "params.json").mkdir()
+    signal.alarm(20)  # a wait fails the test instead of hanging the suite
+    try:
+        for name in ("current_rows.json", "params.json"):
+            with pytest.raises(results.CorruptResults, match=f"^{name} is not a file"):
+                results.files.read_object(tmp_path / name, {})
+    finally:
+        signal.alarm(0)

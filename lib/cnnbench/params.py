@@ -62,6 +62,13 @@ class ParamsError(ValueError):
         super().__init__(one_line if len(one_line) <= 1000 else one_line[:1000] + " ...")
 
 
+def listed(names, most: int = 12) -> str:
+    """``names`` joined by commas, the first ``most`` of them and how many in all: a list a refusal can hold
+    within :class:`ParamsError`'s length and still end with what to do."""
+    names = list(names)
+    return ", ".join(names) if len(names) <= most else f"{', '.join(names[:most])}, ... ({len(names)} in all)"
+
+
 def _show(value: Any, limit: int = MAX_QUOTED) -> str:
     """``value`` as a message quotes it: its repr cut to ``limit`` characters with the full length said."""
     try:
@@ -650,7 +657,7 @@ def _too_small(model: str, image_size: int, batch: int = 2, train: bool = True) 
     import torch
     import torchvision
 
-    from cnnbench import models, paths
+    from cnnbench import models
 
     def problem() -> str:
         try:
@@ -774,7 +781,7 @@ def run_data_problem(p: Params) -> str:
 
 def scratch_data_problem(p: Params, absent_ok: bool = False) -> str:
     """Why 05 cannot read real MNIST at ``scratch_data_path`` (absent without ``download``, or not MNIST), or ""."""
-    from cnnbench import data, paths
+    from cnnbench import data
 
     if p.scratch_dataset != "mnist" or p.download:
         return ""
@@ -966,7 +973,8 @@ def notes(path: str | Path, p: Params) -> list[str]:
         return []  # load refuses a --set batch_size shadowed so
     return [
         f"warning: {Path(path).name} key 'batch_size' {given['batch_size']} is used by no model this run measures "
-        f"(batch_size_per_model sets every one: {per}); it is not recorded as this run's"
+        f"(batch_size_per_model sets every one: {per}, from the file or the device's protocol); it is not recorded "
+        "as this run's: set batch_size_per_model: {} (or protocol: false) to measure at it"
     ]
 
 

@@ -618,7 +618,7 @@ def _rebuild(args) -> int:
     outputs, run_dir = _report_folders(args)
     if run_dir is None:
         return _combined(None, None, {}, outputs)
-    there = ", ".join(sorted(d.name for d in run_dir.parent.glob("*") if runs._is_run(d))) or "none"
+    there = params_mod.listed(sorted(d.name for d in run_dir.parent.glob("*") if runs._is_run(d))) or "none"
     missing = f"no such run in {run_dir.parent} (runs there: {there})"
     why = (runs.verdict(run_dir) or "") if run_dir.is_dir() else missing
     if why.startswith("failed"):

@@ -128,8 +128,9 @@ def open_run(
     if needs_runs and not runs.runs_for(root, p.analysis_runs):
         where = root if not p.analysis_runs else root.parent
         near = sorted(d.name for d in root.parent.glob("*/") if (d / "environment.json").is_file())
-        more = ", ..." if len(near) > 6 else ""
-        beside = f", or open one of the runs beside it ({', '.join(near[:6])}{more}) by setting run_dir to its folder"
+        beside = (
+            f", or open one of the runs beside it ({params.listed(near, 6)}) by setting run_dir to its folder"
+        )
         raise NoRuns(
             f"no run to analyse in {where}: run the pipeline first (cnnbench --params params/local.yaml), "
             f"then open this notebook again{beside if near else ''}"

@@ -122,7 +122,7 @@ def _nothing_comparable(ok: pd.DataFrame, part: pd.DataFrame, a: str, b: str, ke
         why = "it has no fp32 Scenario A row of a model seed 000 measured"
     else:
         have = {
-            r: ", ".join(sorted(set(g.model + " " + g.phase))) or "no ok row"
+            r: params.listed(sorted(set(g.model + " " + g.phase))) or "no ok row"
             for r, g in ok.groupby("run_name")
         }
         why = f"no model and phase in common ('{a}' measured {have.get(a, 'no ok row')}; '{b}' measured "

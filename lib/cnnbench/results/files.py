@@ -72,6 +72,8 @@ def read_object(path: Path, absent: dict | None = None, advice: str = "") -> dic
     :class:`CorruptResults` saying in one line why not: the file's name first, ``advice`` (where, what to do) last."""
     if absent is not None and not path.exists():
         return absent
+    if path.exists() and not path.is_file():  # a folder, or a FIFO that reading would wait on forever
+        raise CorruptResults(f"{path.name} is not a file{advice}")
     try:
         value = read_json(path)
     except (OSError, ValueError, UnicodeDecodeError) as err:
