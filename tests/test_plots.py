@@ -329,9 +329,7 @@ def test_the_scaling_telemetry_tells_its_two_ranks_apart(tmp_path):
             if rank == 0
             else []
         )
-        telemetry.record(
-            tmp_path / telemetry.TIMELINES, samples, "scaling", "gloo world=2", "cpu", "cpu", rank
-        )
+        telemetry.record(tmp_path, samples, "scaling", "gloo world=2", "cpu", "cpu", rank)
     df = results.read(tmp_path, "transfer_telemetry")
     fig = plots.experiment_timeline(df, "scaling", tmp_path / "t.png")
     process = next(ax for ax in fig.axes if "process" in ax.get_ylabel())
@@ -607,9 +605,7 @@ def test_the_scaling_telemetry_counts_no_rank_of_the_run_as_another_process(tmp_
     ranks = launch.own_ranks([rank(0, 60.0, 95.0), rank(1, 55.0, 95.0)], cores=2)
     assert [r["summary"]["util_other_cpu_mean_pct"] for r in ranks] == [12.5, 7.5]
     for r in ranks:
-        telemetry.record(
-            tmp_path / telemetry.TIMELINES, r["series"], "scaling", "gloo world=2", "cpu", "cpu", r["rank"]
-        )
+        telemetry.record(tmp_path, r["series"], "scaling", "gloo world=2", "cpu", "cpu", r["rank"])
     fig = plots.experiment_timeline(
         results.read(tmp_path, "transfer_telemetry"), "scaling", tmp_path / "t.png"
     )

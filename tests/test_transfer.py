@@ -210,7 +210,7 @@ def test_finetune_grid_on_an_image_folder_writes_epoch_rows_and_series(tmp_path)
     assert (df.train_images == 12).all() and (df.val_images == 12).all() and (df.classes == 2).all()
     assert df.throughput_img_s.round(6).equals((df.train_images / df.epoch_time_s).round(6))
     assert "random initialisation" in lines[0]
-    tele = pd.read_csv(tmp_path / telemetry.TIMELINES)
+    tele = pd.read_csv(tmp_path / "transfer_telemetry.csv")
     assert len(tele) == 4 and set(tele.experiment) == {"transfer"} and set(tele.device_index) == {0, 1}
     transfer.run_grid(run, sampler_cls=FakeSampler, log=lines.append)  # finished grid points are kept
     assert len(pd.read_csv(tmp_path / "transfer.csv")) == 4
@@ -835,7 +835,9 @@ def test_scaling_rows_efficiency_and_loss_check_with_a_fake_launcher(tmp_path):
         "throughput_ci95_img_s",
         "loss_last",
     } <= set(df.columns)
-    assert len(pd.read_csv(tmp_path / telemetry.TIMELINES)) == 2 * 3 + 4  # machine-wide metrics once per run
+    assert (
+        len(pd.read_csv(tmp_path / "transfer_telemetry.csv")) == 2 * 3 + 4
+    )  # machine-wide metrics once per run
 
 
 def test_a_failed_launch_is_a_row_and_nccl_beyond_the_gpus_is_unavailable(tmp_path, fake_gpu):
@@ -857,10 +859,8 @@ def test_loss_check_tolerance():
 
 
 def test_telemetry_series_are_kept_tidy_and_plotted(tmp_path):
-    telemetry.record(
-        tmp_path / "t.csv", FakeSampler(CPU).series(), "transfer", "cpu lr=0.1 bs=4", "cpu", "EPYC"
-    )
-    df = pd.read_csv(tmp_path / "t.csv")
+    telemetry.record(tmp_path, FakeSampler(CPU).series(), "transfer", "cpu lr=0.1 bs=4", "cpu", "EPYC")
+    df = pd.read_csv(tmp_path / "transfer_telemetry.csv")
     assert df.drop(columns="schema_version").iloc[1].to_dict() == {
         "experiment": "transfer",
         "configuration": "cpu lr=0.1 bs=4",

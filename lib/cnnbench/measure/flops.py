@@ -5,6 +5,7 @@ activation memory."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import math
 import warnings
@@ -169,6 +170,9 @@ def complexity(
         macs_vs_published_pct=100 * (gmacs / published - 1) if published else None,
         matches_published=matches_published(gmacs, published),
     )
+
+
+counted = functools.cache(complexity)  # complexity, counted once per (model, size, classes) in a process
 
 
 def training_memory(cx) -> tuple[float, float]:

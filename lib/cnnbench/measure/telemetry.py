@@ -192,14 +192,17 @@ class Sampler:
         return out
 
 
-TIMELINES = "transfer_telemetry.csv"  # 06's series over time: what ran, where, every sample
-
-
 def record(
-    path, samples: list[dict], experiment: str, configuration: str, device_kind: str, device_name="", rank=0
+    run_dir,
+    samples: list[dict],
+    experiment: str,
+    configuration: str,
+    device_kind: str,
+    device_name="",
+    rank=0,
 ):
-    """Add ``samples`` (:meth:`Sampler.series`) to the timelines CSV at ``path`` in one atomic write: one row per
-    sample, with what was running (experiment, configuration, rank) and on which device."""
+    """Add ``samples`` (:meth:`Sampler.series`) to ``run_dir``'s timelines (the ``transfer_telemetry`` table) in one
+    atomic write: one row per sample, with what was running (experiment, configuration, rank) and on which device."""
     where = dict(experiment=experiment, configuration=configuration, rank=rank, device_kind=device_kind)
     where["device_name"] = device_name
     rows = [
@@ -208,7 +211,7 @@ def record(
         for s in samples
     ]
     if rows:
-        results.ResultsFile(path, results.table("transfer_telemetry").key).extend(rows)
+        results.file(run_dir, "transfer_telemetry").extend(rows)
 
 
 def span_summary(series: list[dict], begin: float, end: float) -> dict[str, float]:

@@ -195,6 +195,7 @@ def run_all(run, launcher=launch, log=progress.say) -> list[dict]:
     reference: dict = {}
     if 1 not in worlds and refs:
         try:
+            # repeats 0 (below its bound, on purpose: a job file is read unchecked): the reference times nothing
             reference = launched(1, tmp / "ref", refs, replace(p, scaling_repeats=0))["reference_losses"]
         except Exception as err:  # noqa: BLE001 - without a reference the loss check is NaN, the run goes on
             log(f"single-process reference failed: {err}")
@@ -219,7 +220,7 @@ def run_all(run, launcher=launch, log=progress.say) -> list[dict]:
                 row.update(rank_summary(rank["rank"], rank["summary"]))
                 where = (res["device_kind"], res["device_name"], rank["rank"])
                 conf = f"{backend} world={world}"
-                telemetry.record(run.path(telemetry.TIMELINES), rank["series"], "scaling", conf, *where)
+                telemetry.record(run.dir, rank["series"], "scaling", conf, *where)
         except Exception as err:  # noqa: BLE001 - a failed launch is a row, the run goes on
             row.update(engine.failure(err, b))
         rows.append(row)

@@ -302,15 +302,11 @@ def run_grid(run, sampler_cls=None, log=print) -> None:
     planned = [point(b, lr, bs) for b in here for bs, lr in grid]
     table.plan(run.dir, planned, "transfer")
     kept = sum(file.done({**c, "epoch": p.transfer_epochs}) for c in planned)
-    # a grid point that cannot fit is a row saying so: activations x batch + 4 x the weights
-    plan = functools.cache(
-        lambda: flops.training_memory(
-            flops.complexity(p.transfer_model, p.transfer_image_size, sets[2], with_fvcore=False)
-        )
-    )  # counted once, and only for a device with its own memory
     for b in here:
-        memory = b.total_memory_bytes()
-        too_big = oversized(p.transfer_batch_sizes, *plan(), memory) if memory else {}
+        too_big = {}  # a grid point that cannot fit (flops.training_memory) is a row saying so
+        if memory := b.total_memory_bytes():  # counted only for a device with its own memory
+            cx = flops.counted(p.transfer_model, p.transfer_image_size, sets[2], with_fvcore=False)
+            too_big = oversized(p.transfer_batch_sizes, *flops.training_memory(cx), memory)
         about = {"device_name": b.name(), "classes": sets[2], "target_accuracy": p.transfer_target_accuracy}
         for bs, lr in grid:
             base = {**point(b, lr, bs), **about}
@@ -330,7 +326,7 @@ def run_grid(run, sampler_cls=None, log=print) -> None:
                 except Exception as err:  # noqa: BLE001 - a failed grid point is a row, the grid goes on
                     file.append({**base, "epoch": 0, "timestamp": engine.now(), **engine.failure(err, b)})
             where = (b.kind, base["device_name"])
-            telemetry.record(run.path(telemetry.TIMELINES), sampler.series(), "transfer", conf, *where)
+            telemetry.record(run.dir, sampler.series(), "transfer", conf, *where)
     progress.resumed(kept, len(planned), file.path.name, "grid points")
 
 

@@ -3,7 +3,6 @@ knobs the hardware supports (:mod:`.search`) -> tuning.csv (resumable) and tunin
 
 from __future__ import annotations
 
-import functools
 import math
 import re
 from dataclasses import replace
@@ -79,14 +78,11 @@ def identity_of(run, model: str, phase: str, hw: devices.Hardware) -> dict:
     return head | shape | {f"default_{k}": default[k] for k in knobs.keyed()} | lists
 
 
-_complexity = functools.cache(flops.complexity)
-
-
 def beyond_memory(base: engine.Config, c: Setting, device) -> Outcome | None:
     """An oom outcome, not tried, for a batch beyond a host-memory device's free memory; None if it fits."""
     if devices.backend(device).own_memory:
         return None
-    cx = _complexity(base.model, base.image_size, base.num_classes, with_fvcore=False)  # once per model
+    cx = flops.counted(base.model, base.image_size, base.num_classes, with_fvcore=False)  # once per model
     per_image, fixed = flops.training_memory(cx)
     need = c.batch_size * per_image + fixed
     free = psutil.virtual_memory().available
