@@ -15,7 +15,7 @@ import time
 import nbformat
 import pytest
 
-from cnnbench import data, paths, pipeline
+from cnnbench import data, params, paths, pipeline
 from conftest import ROOT
 
 SMOKE = ROOT / "params" / "smoke.yaml"
@@ -693,6 +693,16 @@ def test_absent_oxford_pet_for_06_is_refused_before_the_first_notebook(tmp_path,
     assert pipeline.main(["--params", str(own), "--outputs", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"cnnbench: {own}: key 'transfer_data_path'"), err
+    # a key left at its default is not blamed on the file that did not set it
+    own.write_text(f"{SMOKE.read_text()}\nscratch_dataset: mnist\n")
+    monkeypatch.setattr(
+        params,
+        "scratch_data_problem",
+        lambda p, absent_ok=False: "" if absent_ok else "key 'scratch_data_path': gone",
+    )
+    assert pipeline.main(["--params", str(own), "--outputs", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("cnnbench: by default, key 'scratch_data_path': gone"), err
 
 
 def test_a_notebook_opened_on_a_run_being_written_says_which_run_and_what_to_do_in_one_line(tmp_path):

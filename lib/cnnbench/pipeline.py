@@ -452,7 +452,15 @@ def _run(args) -> int:
     p = params_mod.load(params_file, overrides, not args.estimate, "--set", names, hardware)
     note = "\n".join(filter(None, (*params_mod.notes(params_file, p), *params_mod.variant_notes(p))))
     if problem := params_mod.run_data_problem(p):  # before the notebooks ahead of 05 or 06 measure anything
-        said = "--set" if problem.split("'")[1] in overrides else f"{params_file}:"  # who set its key
+        key = problem.split("'")[1]  # every run_data_problem names its key first: "key 'name': ..."
+        said = (
+            "--set"
+            if key in overrides
+            else f"{params_file}:"
+            if key in params_mod.read_yaml(params_file)
+            else ""
+        )
+        said = said or "by default,"  # the key has its default value
         raise params_mod.ParamsError(f"{said} {problem}")
     # relative dataset folders made absolute against the folder they were validated from
     keys = [key for key in ("data_path", "transfer_data_path") if getattr(p, key)]
@@ -618,9 +626,12 @@ def _rebuild(args) -> int:
     outputs, run_dir = _report_folders(args)
     if run_dir is None:
         return _combined(None, None, {}, outputs)
-    there = params_mod.listed(sorted(d.name for d in run_dir.parent.glob("*") if runs._is_run(d))) or "none"
-    missing = f"no such run in {run_dir.parent} (runs there: {there})"
-    why = (runs.verdict(run_dir) or "") if run_dir.is_dir() else missing
+    if not run_dir.is_dir():
+        there = (
+            params_mod.listed(sorted(d.name for d in run_dir.parent.glob("*") if runs.is_run(d))) or "none"
+        )
+        raise params_mod.ParamsError(f"{run_dir.name}: no such run in {run_dir.parent} (runs there: {there})")
+    why = runs.verdict(run_dir) or ""
     if why.startswith("failed"):
         listed = results.read_json(run_dir / "params.json").get("notebooks", params_mod.NOTEBOOKS)
         done = {r["notebook"] for r in results.read_rows(run_dir / "timings.csv")}  # [] when absent

@@ -127,7 +127,7 @@ def open_run(
 
     if needs_runs and not runs.runs_for(root, p.analysis_runs):
         where = root if not p.analysis_runs else root.parent
-        near = sorted(d.name for d in root.parent.glob("*/") if (d / "environment.json").is_file())
+        near = sorted(d.name for d in root.parent.glob("*/") if runs.is_run(d))
         beside = (
             f", or open one of the runs beside it ({params.listed(near, 6)}) by setting run_dir to its folder"
         )

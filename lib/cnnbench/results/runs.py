@@ -76,7 +76,7 @@ def environment(run_dir: Path) -> dict:
 def verdict(run_dir: Path) -> str | None:
     """Why ``cnnbench report`` and ``cnnbench compare`` refuse a run folder, or None."""
     run_dir = Path(run_dir)
-    if not _is_run(run_dir) or not (run_dir / "params.json").is_file():
+    if not is_run(run_dir) or not (run_dir / "params.json").is_file():
         return "not a run (no environment.json or params.json); run the pipeline into it first"
     try:
         return failed_run_reason(run_dir) or load([run_dir], tables=tuple(TABLES)).excluded.get(run_dir.name)
@@ -102,7 +102,8 @@ def failed_run_reason(run_dir: Path) -> str | None:
     return f"failed run (FAILED.txt: {first[:200] or 'no reason given'})"
 
 
-def _is_run(d: Path) -> bool:
+def is_run(d: Path) -> bool:
+    """A run folder: one with the environment.json 00 writes first (finished, stopped or failed alike)."""
     return d.is_dir() and (d / "environment.json").exists()
 
 
@@ -122,11 +123,11 @@ def discover(outputs: Path, names: list[str] | None = None, excluded: dict | Non
     excluded = {} if excluded is None else excluded
     if names and names != [ALL_RUNS]:
         dirs = [Path(n) if Path(n).is_absolute() else outputs / n for n in names]
-        missing = [str(d) for d in dirs if not _is_run(d)]
+        missing = [str(d) for d in dirs if not is_run(d)]
         if missing:
             raise FileNotFoundError(f"not runs (no environment.json): {', '.join(missing)}")
         return dirs
-    found = sorted(d for d in outputs.iterdir() if _is_run(d)) if outputs.is_dir() else []
+    found = sorted(d for d in outputs.iterdir() if is_run(d)) if outputs.is_dir() else []
     left = {d.name: why for d in found if (why := _left_out(d))}
     excluded.update(left)
     return [d for d in found if d.name not in left]
@@ -135,7 +136,7 @@ def discover(outputs: Path, names: list[str] | None = None, excluded: dict | Non
 def runs_for(run_dir: Path, analysis_runs: list[str], excluded: dict | None = None) -> list[Path]:
     """The runs an analysis of ``run_dir`` merges: [] = that run only; ["*"] = every user run beside it."""
     if not analysis_runs:
-        return [run_dir] if _is_run(run_dir) else []
+        return [run_dir] if is_run(run_dir) else []
     return discover(run_dir.parent, analysis_runs, excluded)
 
 
