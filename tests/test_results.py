@@ -324,6 +324,11 @@ def test_a_run_file_that_is_a_fifo_or_a_folder_is_refused_not_waited_on(tmp_path
 
     os.mkfifo(tmp_path / "current_rows.json")
     (tmp_path / "params.json").mkdir()
+
+    def waited(*_):
+        raise TimeoutError("read a FIFO")
+
+    old = signal.signal(signal.SIGALRM, waited)
     signal.alarm(20)  # a wait fails the test instead of hanging the suite
     try:
         for name in ("current_rows.json", "params.json"):
@@ -331,3 +336,4 @@ def test_a_run_file_that_is_a_fifo_or_a_folder_is_refused_not_waited_on(tmp_path
                 results.files.read_object(tmp_path / name, {})
     finally:
         signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)

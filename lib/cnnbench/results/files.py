@@ -185,7 +185,7 @@ class ResultsFile:
         are the file's current rows for that writer (selected on ``columns``, by default the key)."""
         columns = tuple(columns) if columns is not None else self.key
         values = [list(v) for v in sorted({_values(c, columns) for c in configs})]
-        plans = read_object(self.path.with_name(PLANS), {}, f" in {self.path.parent}; move it away")
+        plans = _plans(self.path)
         plans.setdefault(self.path.name, {})[writer] = {"columns": list(columns), "values": values}
         write_json(self.path.with_name(PLANS), plans)
 
@@ -250,10 +250,15 @@ def _values(config: Mapping[str, Any], columns: Iterable[str]) -> tuple[str, ...
     return tuple(str(_cell(config[k] if k in config else host_id() if k == HOST else "")) for k in columns)
 
 
+def _plans(path: Path) -> dict:
+    """The plans beside the results file ``path`` ({} when none), every file's of that folder."""
+    return read_object(path.with_name(PLANS), {}, f" in {path.parent}; move it away")
+
+
 def current_rows(path: str | Path, rows: list[dict[str, str]]) -> list[dict[str, str]]:
     """Of ``rows`` (read from ``path``), those selected by the latest plan of any writer of that file."""
     path = Path(path)
-    plans = read_object(path.with_name(PLANS), {}, f" in {path.parent}; move it away").get(path.name)
+    plans = _plans(path).get(path.name)
     if not plans:
         return rows
     wanted = [(plan["columns"], {tuple(v) for v in plan["values"]}) for plan in plans.values()]
