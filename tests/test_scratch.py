@@ -199,8 +199,24 @@ def test_unavailable_backends_are_rows_with_the_reason(data, monkeypatch):
         assert len(rows) == 1 and rows[0]["status"] == "unavailable", rows
         assert rows[0]["error"].startswith("BackendUnavailable: ") and len(rows[0]["error"]) > 30
         assert "epoch_s" not in rows[0]  # never a fake number
-    with pytest.raises(BackendUnavailable, match="CuPy cannot run here"):
+    with pytest.raises(BackendUnavailable, match="CuPy cannot run here.*make gpu installs"):
         make("cupy", "mlp")
+
+
+def test_cupy_installed_without_a_reachable_device_is_not_told_to_install_it(monkeypatch):
+    """CuPy present but no CUDA device (old driver, no GPU): the reason is the device, so no install advice."""
+    import types
+
+    def no_device():
+        raise RuntimeError("cudaErrorNoDevice: no CUDA-capable device is detected")
+
+    fake = types.SimpleNamespace(
+        cuda=types.SimpleNamespace(runtime=types.SimpleNamespace(getDeviceCount=no_device))
+    )
+    monkeypatch.setitem(sys.modules, "cupy", fake)
+    with pytest.raises(BackendUnavailable, match="cudaErrorNoDevice") as err:
+        make("cupy", "mlp")
+    assert "make gpu" not in str(err.value)
 
 
 def test_a_row_writer_that_fails_mid_training_gets_the_failure_row_before_its_error_propagates(data):
@@ -590,7 +606,7 @@ def test_the_backends_figure_has_one_legend_below_its_panels_over_no_line(tmp_pa
 
 
 def test_the_op_breakdown_labels_of_a_full_gpu_run_do_not_overlap(tmp_path):
-    """A CUDA machine runs seven backends: their names and step times under the bars ran into each other."""
+    """A CUDA machine runs six backends (seven drawn here, the worst case): their names and step times under the bars ran into each other."""
     import pandas as pd
 
     from cnnbench.scratch import summary

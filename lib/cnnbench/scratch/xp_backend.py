@@ -215,7 +215,10 @@ def backend(name: str, model: str, lr: float, momentum: float) -> XpBackend:
 
         cupy.cuda.runtime.getDeviceCount()  # raises where no CUDA device is reachable
     except Exception as err:  # noqa: BLE001 - not installed, or no device: the reason is the message
-        raise BackendUnavailable(
-            f"CuPy cannot run here ({err}); make gpu installs it on a CUDA machine"
-        ) from None
+        todo = (
+            "; make gpu installs the CuPy for torch's CUDA on a CUDA machine"
+            if isinstance(err, ImportError)
+            else ""
+        )
+        raise BackendUnavailable(f"CuPy cannot run here ({err}){todo}") from None
     return XpBackend(name, model, cupy, lr, momentum, lambda: cupy.cuda.get_current_stream().synchronize())
