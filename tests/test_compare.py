@@ -153,7 +153,10 @@ def test_cli_refuses_unknown_broken_and_incompatible_runs_in_one_line(tmp_path, 
     _refused(rc, out, err, "no model and phase in common")
     assert "'other' measured resnet50 train" in err, err  # what each run has: what to measure to compare them
     make_run(outputs, "odd", "cpu", "Intel Core", {("alexnet", "train"): 5.0})
-    _refused(*_compare(capsys, "odd", "seeds", "--outputs", outputs), "a model seed 000 measured")
+    _refused(
+        *_compare(capsys, "odd", "seeds", "--outputs", outputs),
+        "in the seeds' variant (fp32, NCHW, eager) of a model seed 000 measured (mobilenet_v2, resnet18",
+    )
     (outputs / "b" / "environment.json").write_text("[1, 2]")
     _refused(*_compare(capsys, "a", "b", "--outputs", outputs), "b: broken run (")
     _refused(*_compare(capsys, "a", "a", "--outputs", outputs, "--keys", "colour"), "--keys 'colour'")

@@ -548,7 +548,7 @@ def experiment_timeline(df: pd.DataFrame, experiment: str, path: str | Path | No
         return None
     df = end_to_end(df)
     metrics = list(dict.fromkeys(df.metric))
-    fig, axes = plt.subplots(len(metrics), 1, figsize=(11, 2.2 * len(metrics)), sharex=True, squeeze=False)
+    fig, axes = subplots(len(metrics), 1, figsize=(11, 2.2 * len(metrics)), sharex=True, squeeze=False)
     colours = {c: f"C{i % 10}" for i, c in enumerate(dict.fromkeys(df.configuration))}
     # rank 0 solid, its device index 1+ dashed; a later rank dotted (dash-dot): world=2's two ranks told apart
     later_rank = pd.to_numeric(df["rank"], errors="coerce").fillna(0) > 0

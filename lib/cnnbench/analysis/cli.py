@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from cnnbench import params, paths, results
+from cnnbench import params, paths, published, results
 from cnnbench.analysis import compare
 from cnnbench.analysis.seeds import beside
 from cnnbench.measure import reproducibility
-from cnnbench.results.runs import config_differences, load, machine_label, verdict
+from cnnbench.results.runs import config_differences, is_run, load, machine_label, verdict
 
 SEEDS = "seeds"  # the pseudo-run: every device the seeds measured
 PROBE_SAYS_PCT = 5.0  # a row names the CPU's own speed change (probe) from this size on
@@ -31,7 +31,7 @@ def _run_dir(name: str, outputs: Path) -> Path:
     path = Path(name).expanduser()
     unsafe = params.safe_name_error(name)
     for d in ([path] if path.is_absolute() or path.exists() else []) + ([] if unsafe else [outputs / name]):
-        if (d / "environment.json").is_file():
+        if is_run(d):
             why = verdict(d)
             if why:
                 raise params.ParamsError(f"{d.name}: {why}")
@@ -119,7 +119,8 @@ def _nothing_comparable(ok: pd.DataFrame, part: pd.DataFrame, a: str, b: str, ke
     elif b == a:
         why = "no two of its variants are one knob apart (give a second run to compare it with)"
     elif b == SEEDS:
-        why = "it has no fp32 Scenario A row of a model seed 000 measured"
+        seeded = params.listed(sorted(set(published.THROUGHPUT_000.model)))
+        why = f"it has no ok Scenario A row in the seeds' variant (fp32, NCHW, eager) of a model seed 000 measured ({seeded})"
     else:
         have = {
             r: params.listed(sorted(set(g.model + " " + g.phase))) or "no ok row"
