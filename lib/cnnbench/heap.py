@@ -22,13 +22,11 @@ _state = {"applied": "system"}
 
 @functools.lru_cache(maxsize=1)
 def _libc():
-    if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc":
-        return None
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        return libc if hasattr(libc, "mallopt") else None
-    except OSError:
-        return None
+    if platform.system() == "Linux" and platform.libc_ver()[0] == "glibc":
+        with contextlib.suppress(OSError):
+            libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+            return libc if hasattr(libc, "mallopt") else None
+    return None
 
 
 _DEFAULTS = {_M_MMAP_MAX: 65536, _M_TRIM_THRESHOLD: 128 * 1024}  # glibc's own values (malloc/malloc.c)

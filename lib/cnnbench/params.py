@@ -274,9 +274,8 @@ class _Keys:
     # root of oxford_pet (downloaded there with download: true) or of an ImageFolder
     transfer_data_path: str = ""
     transfer_image_size: PositiveInt = 224  # fine-tuning resolution in pixels (seed 002: 224)
-    transfer_lrs: Annotated[  # learning rates of the grid
-        list[Annotated[float, In(0, gt=True)]], Filled()
-    ] = _given([0.003, 0.03])
+    # learning rates of the grid
+    transfer_lrs: Annotated[list[PositiveFloat], Filled()] = _given([0.003, 0.03])
     # batch sizes of the grid
     transfer_batch_sizes: Annotated[list[Batch], Filled()] = _given([64, 128])
     transfer_epochs: Epochs = 20  # epochs per grid point (seed 002: 20)
@@ -893,12 +892,10 @@ def resolved_folder(option: str, given: str, create: bool = False) -> Path:
     """The folder the path option ``option`` names, or a one-line ParamsError: a link loop, a file, a folder that
     cannot be read, or (``create``) made and written."""
     folder = resolved_path(option, given)
-    if create:
-        problem = paths.folder_problem(folder, option)
-    else:
-        problem = "" if folder.is_dir() else f"{option} {folder} is not a folder of runs"
-    if problem:
+    if create and (problem := paths.folder_problem(folder, option)):
         raise ParamsError(problem)
+    if not create and not folder.is_dir():
+        raise ParamsError(f"{option} {folder} is not a folder of runs")
     return folder
 
 

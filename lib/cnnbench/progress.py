@@ -3,6 +3,7 @@ one line per finished configuration from the file named by ``CNNBENCH_PROGRESS_F
 
 from __future__ import annotations
 
+import contextlib
 import os
 
 from cnnbench import paths
@@ -94,9 +95,6 @@ def note(line: str) -> None:
     """A line in the pipeline's progress file, if any: its console shows every configuration, process and other
     step (04's micro-benchmarks, 05's backends, 06's grid points, 07's search), so no notebook is silent."""
     path = os.environ.get(PROGRESS_ENV)
-    if path:
-        try:
-            with paths.open_own(path, "a") as f:  # never through a link planted at the run's progress.log
-                f.write(line + "\n")
-        except OSError:
-            pass  # progress is a courtesy; a measurement never fails for it
+    if path:  # a courtesy: a measurement never fails for it; open_own: never through a link at progress.log
+        with contextlib.suppress(OSError), paths.open_own(path, "a") as f:
+            f.write(line + "\n")
