@@ -13,6 +13,7 @@ from typing import Any
 import torch
 
 from cnnbench import devices, envinfo, heap, params, paths, results
+from cnnbench.results import runs
 
 
 @dataclass
@@ -123,8 +124,6 @@ def open_run(
         holder = paths.RunLock(root).holder()
         if holder is not None:
             raise paths.RunLocked(root, holder)
-    from cnnbench.results import runs
-
     if needs_runs and not runs.runs_for(root, p.analysis_runs):
         where = root if not p.analysis_runs else root.parent
         near = sorted(d.name for d in root.parent.glob("*/") if runs.is_run(d))
