@@ -315,12 +315,9 @@ class Setting(dict):
 def label(setting: Mapping[str, Any], only: Iterable[str] | None = None) -> str:
     """A setting in words, blanks left out: the knobs ``only`` names, or those always named and those away
     from their default ("fp16 channels_last bs64 threads2 compile=default")."""
-    names = [
-        k
-        for k in KNOBS
-        if k in setting and (KNOBS[k].always or KNOBS[k].read(setting[k]) != KNOBS[k].default)
-    ]
-    names = [k for k in only if k in KNOBS and k in setting] if only is not None else names
+    if only is None:
+        only = [k for k in KNOBS if KNOBS[k].always or KNOBS[k].read(setting.get(k)) != KNOBS[k].default]
+    names = [k for k in only if k in KNOBS and k in setting]
     return " ".join(t for k in names if (t := KNOBS[k].label(KNOBS[k].read(setting[k]))))
 
 
