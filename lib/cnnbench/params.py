@@ -744,12 +744,10 @@ def _data_problems(p: Params) -> typing.Iterator[str]:
         if classes not in (None, p.num_classes) and head and not (own and classes < p.num_classes):
             yield f"key 'num_classes' {p.num_classes} does not match the {classes} classes of {p.dataset} at {folder}"
         most = max((bs for _, _, bs, _ in users), default=0)
-        sizes: dict[str, int | None] = {}
+        size = functools.cache(lambda split: data.split_size(p.dataset, root, split, at_most=most))
         for model, key, bs, splits in users if not problem else []:  # to be downloaded: sizes not known yet
             for split in sorted(splits):
-                if split not in sizes:
-                    sizes[split] = data.split_size(p.dataset, root, split, at_most=most)
-                if (n := sizes[split]) is not None and n < bs:
+                if (n := size(split)) is not None and n < bs:
                     yield f"key '{key}' {bs} is more than the {n} images of {folder}'s {split} split ('{model}')"
     except OSError as err:  # a name too long, a folder that cannot be listed
         yield f"key 'data_path': {folder} cannot be read ({err.strerror or type(err).__name__})"
