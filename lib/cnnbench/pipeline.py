@@ -453,14 +453,8 @@ def _run(args) -> int:
     note = "\n".join(filter(None, (*params_mod.notes(params_file, p), *params_mod.variant_notes(p))))
     if problem := params_mod.run_data_problem(p):  # before the notebooks ahead of 05 or 06 measure anything
         key = problem.split("'")[1]  # every run_data_problem names its key first: "key 'name': ..."
-        said = (
-            "--set"
-            if key in overrides
-            else f"{params_file}:"
-            if key in params_mod.read_yaml(params_file)
-            else ""
-        )
-        said = said or "by default,"  # the key has its default value
+        in_file = key not in overrides and key in params_mod.read_yaml(params_file)
+        said = "--set" if key in overrides else f"{params_file}:" if in_file else "by default,"
         raise params_mod.ParamsError(f"{said} {problem}")
     # relative dataset folders made absolute against the folder they were validated from
     keys = [key for key in ("data_path", "transfer_data_path") if getattr(p, key)]

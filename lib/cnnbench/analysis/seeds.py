@@ -147,17 +147,16 @@ def _cpu_ours_002(
 
 
 _ROOF_KEYS = ["run_name", "source", "model", "phase", "batch_size"]
+_INTENSITY = [*_ROOF_KEYS, "ai_flop_per_byte", "efficiency_vs_roof_pct"]
 
 
 def _intensity(roofline: pd.DataFrame) -> pd.DataFrame:
     """Our counted intensity and efficiency against the attainable roof, per run, source and configuration."""
     if roofline.empty:
-        return pd.DataFrame(columns=[*_ROOF_KEYS, "ai_flop_per_byte", "efficiency_vs_roof_pct"])
+        return pd.DataFrame(columns=_INTENSITY)
     r = knobs.default_variant(roofline)
     r = r.assign(ai_flop_per_byte=r.intensity_flop_per_byte, efficiency_vs_roof_pct=r.efficiency * 100)
-    return r[[*_ROOF_KEYS, "ai_flop_per_byte", "efficiency_vs_roof_pct"]].drop_duplicates(
-        _ROOF_KEYS, keep="last"
-    )
+    return r[_INTENSITY].drop_duplicates(_ROOF_KEYS, keep="last")
 
 
 def _achieved_003(
@@ -172,9 +171,7 @@ def _achieved_003(
             frames.append(ok[ok.model.isin(set(a.model)) & (ok.phase == "train")].assign(source=source))
     if not frames:
         return pd.DataFrame()
-    ours = pd.concat(frames, ignore_index=True).drop_duplicates(
-        ["run_name", "model", "batch_size"], keep="first"
-    )
+    ours = pd.concat(frames, ignore_index=True).drop_duplicates(["run_name", "model", "batch_size"])
     ours = ours.merge(_intensity(roofline), on=_ROOF_KEYS, how="left")
     ours["differences"] = [
         f"{_match(r.device_class, a.device_class)}; {_config(r)}; intensity = counted FLOPs / modelled DRAM "
@@ -415,19 +412,15 @@ def _side(rows: pd.DataFrame, table: str, i: str) -> pd.DataFrame:
     (``DataFrame.eval``, ``@MIB_TO_MB`` this module's), ``'text`` a text formatted per row (:func:`_said`) or absent on that side (empty)."""
     if rows.empty:
         return pd.DataFrame()
-    cells = ((c, v) for c, v in zip(_COLUMNS[table].column, _COLUMNS[table][i], strict=True) if v)
-    return pd.DataFrame(
-        {
-            c: _COMPUTED.get(v[1:], lambda rows, e=v[1:]: rows.eval(e, local_dict={"MIB_TO_MB": MIB_TO_MB}))(
-                rows
-            )
-            if v[0] == "="
-            else _said(v[1:], table, rows)
-            if v[0] == "'"
-            else rows.get(v)
-            for c, v in cells
-        }
-    )
+
+    def cell(v: str):
+        if v[0] == "=":
+            computed = _COMPUTED.get(v[1:])
+            return computed(rows) if computed else rows.eval(v[1:], local_dict={"MIB_TO_MB": MIB_TO_MB})
+        return _said(v[1:], table, rows) if v[0] == "'" else rows.get(v)
+
+    columns = _COLUMNS[table]
+    return pd.DataFrame({c: cell(v) for c, v in zip(columns.column, columns[i], strict=True) if v})
 
 
 _COLUMNS = dict(tuple(P.data("seed_columns.csv").groupby("table", sort=False)))
