@@ -305,12 +305,11 @@ class _Console:
         return dropped_on_broken_pipe
 
 
-def _console_may_close() -> contextlib.ExitStack:
+@contextlib.contextmanager
+def _console_may_close():
     """stdout and stderr as :class:`_Console`: `| head` drops the rest of the console, never the work."""
-    stack = contextlib.ExitStack()
-    stack.enter_context(contextlib.redirect_stdout(_Console(sys.stdout)))
-    stack.enter_context(contextlib.redirect_stderr(_Console(sys.stderr)))
-    return stack
+    with contextlib.redirect_stdout(_Console(sys.stdout)), contextlib.redirect_stderr(_Console(sys.stderr)):
+        yield
 
 
 def _now() -> str:

@@ -200,9 +200,8 @@ def _roofline_findings(rf: pd.DataFrame) -> list[dict]:
             numbers = {"memory_bound_fraction": mem, "median_efficiency": eff}
             out.append(_finding("roofline", run, source, sentence, **numbers))
         if len(layers):
-            sentence = (
-                f"{run}: {(layers.bound == 'memory').mean():.0%} of the profiled layer-ops are memory-bound."
-            )
+            share = (layers.bound == "memory").mean()
+            sentence = f"{run}: {share:.0%} of the profiled layer-ops are memory-bound."
             out.append(_finding("roofline_layers", run, source, sentence, layers=len(layers)))
     return out
 
