@@ -637,8 +637,8 @@ def _rebuild(args) -> int:
 
 def _report_folders(args) -> tuple[Path, Path | None]:
     """(outputs, the run folder) of ``cnnbench report``, from a run name or a folder; refused in one line."""
-    if args.run_name is not None and params_mod.safe_name_error(args.run_name):
-        raise params_mod.ParamsError(f"--run-name: {params_mod.safe_name_error(args.run_name)}")
+    if args.run_name is not None and (unsafe := params_mod.safe_name_error(args.run_name)):
+        raise params_mod.ParamsError(f"--run-name: {unsafe}")
     run_dir = params_mod.resolved_path("run folder", args.run_dir) if args.run_dir else None
     outputs = params_mod.resolved_folder("--outputs", args.outputs) if args.outputs else None
     outputs = outputs or (run_dir.parent if run_dir else paths.outputs_root())
