@@ -118,10 +118,8 @@ def speedup_matrix(speedup: pd.DataFrame, phase: str = "train") -> pd.DataFrame:
     if s.empty:
         return pd.DataFrame({"note": [f"no matched {phase} configuration in two runs"]})
     varying = [k for k in match_keys() if k not in ("model", "phase") and s[k].astype(str).nunique() > 1]
-    threads = [
-        "" if norm(ta) == norm(tb) else f", threads {ta} vs {tb}"
-        for ta, tb in zip(s.threads_a, s.threads_b, strict=True)
-    ]
+    pairs = zip(s.threads_a, s.threads_b, strict=True)
+    threads = ["" if norm(ta) == norm(tb) else f", threads {ta} vs {tb}" for ta, tb in pairs]
     interval = list(map("{:.2f}x [{:.2f}, {:.2f}]".format, s.speedup, s.speedup_low, s.speedup_high))
     s = s.assign(pair=s.run_a + " / " + s.run_b + " (" + s.comparison + threads + ")", value=interval)
     matrix = s.pivot_table(index=["model", *varying], columns="pair", values="value", aggfunc="first")

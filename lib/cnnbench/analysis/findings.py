@@ -101,9 +101,8 @@ def _findings_table(m: Merged) -> pd.DataFrame:
     for r in sa[sa.status != "ok"].itertuples():
         what = f"{r.model} {r.phase} at batch {r.batch_size} on {r.device_name}"
         sentence = f"{r.run_name}: {what}: {r.status} ({r.error})."
-        out.append(
-            _finding("failure", r.run_name, _source(r.run_name, "scenario_a"), sentence, status=r.status)
-        )
+        source = _source(r.run_name, "scenario_a")
+        out.append(_finding("failure", r.run_name, source, sentence, status=r.status))
     for kind, g in speedups(sa).groupby("comparison"):
         top = g.loc[g.speedup.idxmax()]
         what = "run-to-run difference" if kind == "run-to-run" else f"{kind} speedup"
