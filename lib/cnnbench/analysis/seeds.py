@@ -56,16 +56,14 @@ def _tflops_000(p: pd.DataFrame) -> list[str]:
     """Per row of seed 000's Table 3: its configuration and its TFLOP/s as img/s x the 224 px forward count where
     that is what it is (within 10%), else how many times that product it is (no stated formula gives it)."""
     r = p.train_tflops / (p.train_img_s * p.model.map(P.COMPLEXITY_000.set_index("model").flops_g) / 1e3)
-    return [
-        f"{c}; "
-        + (
-            "TFLOP/s = img/s x the 224 px forward count (MACs, no training factor)"
-            if abs(x - 1) < 0.1
-            else f"TFLOP/s (train) = {x:.2f}x img/s x the 224 px forward count: no stated formula gives it"
-        )
-        + "; peak GPU memory in MB as printed (N/A on MPS and CPU)"
-        for c, x in zip(p.configuration, r, strict=True)
+    said = [
+        "TFLOP/s = img/s x the 224 px forward count (MACs, no training factor)"
+        if abs(x - 1) < 0.1
+        else f"TFLOP/s (train) = {x:.2f}x img/s x the 224 px forward count: no stated formula gives it"
+        for x in r
     ]
+    memory = "peak GPU memory in MB as printed (N/A on MPS and CPU)"
+    return [f"{c}; {s}; {memory}" for c, s in zip(p.configuration, said, strict=True)]
 
 
 def _pairs_000() -> pd.DataFrame:
