@@ -32,8 +32,7 @@ def _run_dir(name: str, outputs: Path) -> Path:
     unsafe = params.safe_name_error(name)
     for d in ([path] if path.is_absolute() or path.exists() else []) + ([] if unsafe else [outputs / name]):
         if is_run(d):
-            why = verdict(d)
-            if why:
+            if why := verdict(d):
                 raise params.ParamsError(f"{d.name}: {why}")
             return d.resolve()
     where = f"{path}" if unsafe else f"{outputs / name} or {path}"  # an unsafe name: a path only
