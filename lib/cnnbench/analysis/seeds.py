@@ -15,6 +15,7 @@ from cnnbench.results.runs import Merged
 from cnnbench.scratch import summary as scratch_summary
 
 MIB_TO_MB = 2**20 / 1e6  # our MiB shown in the seeds' MB (read as 10^6 bytes)
+MODEL_002 = "densenet121"  # the network seed 002 fine-tuned and timed
 P = published
 
 
@@ -110,12 +111,10 @@ def _cpu_002() -> pd.DataFrame:
     )
 
 
-def _cpu_ours_002(
-    transfer: pd.DataFrame, scenario_a: pd.DataFrame, model: str = "densenet121"
-) -> pd.DataFrame:
+def _cpu_ours_002(transfer: pd.DataFrame, scenario_a: pd.DataFrame) -> pd.DataFrame:
     """06's fine-tuning's peak RSS on the CPU, and the same network's Scenario A CPU training step."""
     t = transfer.query("status == 'ok' and device_kind == 'cpu'") if len(transfer) else transfer
-    ok = _fp32(scenario_a, lambda d: (d.model == model) & (d.phase == "train") & (d.device_kind == "cpu"))
+    ok = _fp32(scenario_a, lambda d: (d.model == MODEL_002) & (d.phase == "train") & (d.device_kind == "cpu"))
     return pd.DataFrame(
         [
             {
@@ -132,7 +131,7 @@ def _cpu_ours_002(
         + [
             {
                 "source": f"ours: {r.run_name}",
-                "what": f"02 {model} training step",
+                "what": f"02 {MODEL_002} training step",
                 "device": r.device_name,
                 "cpu_util_pct": getattr(r, "util_cpu_mean_pct", math.nan),
                 "cpu_memory_gb": getattr(r, "peak_rss_mib", math.nan) * MIB_TO_MB / 1e3,
@@ -369,7 +368,7 @@ _OURS = {
     "times_004": _times_ours_004,
     "telemetry_002": _telemetry_002,
     "times_002": _transfer_002,
-    "inference_002": lambda sa: _fp32(sa, lambda d: (d.model == "densenet121") & (d.phase == "eval")),
+    "inference_002": lambda sa: _fp32(sa, lambda d: (d.model == MODEL_002) & (d.phase == "eval")),
     "cpu_002": _cpu_ours_002,
 }
 _COMPUTED = {  # the cells of data/seed_columns.csv computed by a function of the rows (``=name``)
