@@ -78,7 +78,7 @@ def quick_measure(
         "device_name": b.name(),
         "status": "ok",
         "error": "",
-        "timestamp": pd.Timestamp.now(tz="UTC").isoformat(timespec="seconds"),
+        "timestamp": engine.now(),
     }
     try:
         if why := knobs.lacks("precision", precision, b.hardware()):  # the answer validation and 07 give

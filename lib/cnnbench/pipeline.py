@@ -305,12 +305,11 @@ class _Console:
         return dropped_on_broken_pipe
 
 
-def _console_may_close() -> contextlib.ExitStack:
+@contextlib.contextmanager
+def _console_may_close():
     """stdout and stderr as :class:`_Console`: `| head` drops the rest of the console, never the work."""
-    stack = contextlib.ExitStack()
-    stack.enter_context(contextlib.redirect_stdout(_Console(sys.stdout)))
-    stack.enter_context(contextlib.redirect_stderr(_Console(sys.stderr)))
-    return stack
+    with contextlib.redirect_stdout(_Console(sys.stdout)), contextlib.redirect_stderr(_Console(sys.stderr)):
+        yield
 
 
 def _now() -> str:
@@ -453,14 +452,8 @@ def _run(args) -> int:
     note = "\n".join(filter(None, (*params_mod.notes(params_file, p), *params_mod.variant_notes(p))))
     if problem := params_mod.run_data_problem(p):  # before the notebooks ahead of 05 or 06 measure anything
         key = problem.split("'")[1]  # every run_data_problem names its key first: "key 'name': ..."
-        said = (
-            "--set"
-            if key in overrides
-            else f"{params_file}:"
-            if key in params_mod.read_yaml(params_file)
-            else ""
-        )
-        said = said or "by default,"  # the key has its default value
+        in_file = key not in overrides and key in params_mod.read_yaml(params_file)
+        said = "--set" if key in overrides else f"{params_file}:" if in_file else "by default,"
         raise params_mod.ParamsError(f"{said} {problem}")
     # relative dataset folders made absolute against the folder they were validated from
     keys = [key for key in ("data_path", "transfer_data_path") if getattr(p, key)]
@@ -644,8 +637,8 @@ def _rebuild(args) -> int:
 
 def _report_folders(args) -> tuple[Path, Path | None]:
     """(outputs, the run folder) of ``cnnbench report``, from a run name or a folder; refused in one line."""
-    if args.run_name is not None and params_mod.safe_name_error(args.run_name):
-        raise params_mod.ParamsError(f"--run-name: {params_mod.safe_name_error(args.run_name)}")
+    if args.run_name is not None and (unsafe := params_mod.safe_name_error(args.run_name)):
+        raise params_mod.ParamsError(f"--run-name: {unsafe}")
     run_dir = params_mod.resolved_path("run folder", args.run_dir) if args.run_dir else None
     outputs = params_mod.resolved_folder("--outputs", args.outputs) if args.outputs else None
     outputs = outputs or (run_dir.parent if run_dir else paths.outputs_root())

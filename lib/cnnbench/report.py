@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import datetime as dt
 import html
 import re
 from pathlib import Path
@@ -174,6 +173,7 @@ def build_run_report(run_dir: Path, notebooks: list[Path], of: int | None = None
     env = results.read_json(run_dir / "environment.json") if (run_dir / "environment.json").is_file() else {}
     prm = results.read_json(run_dir / "params.json") if (run_dir / "params.json").is_file() else {}
     from cnnbench.analysis import overview
+    from cnnbench.measure.engine import now
 
     named = {**env, "name": run_dir.name, "params": Path(str(prm.get("params_file", "?"))).name}
     named["git_commit"] = str(env.get("git_commit", "?"))[:12]
@@ -193,9 +193,8 @@ def build_run_report(run_dir: Path, notebooks: list[Path], of: int | None = None
     )
     going = ""
     if of is not None:
-        when = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
         going = (
-            f"**Partial report: {len(notebooks)} of {of} notebooks done** when this page was written ({when}): "
+            f"**Partial report: {len(notebooks)} of {of} notebooks done** when this page was written ({now()}): "
             "report.html replaces it when the run ends; where the run stopped instead, FAILED.txt in its "
             "folder says why.\n\n"
         )

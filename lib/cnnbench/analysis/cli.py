@@ -32,8 +32,7 @@ def _run_dir(name: str, outputs: Path) -> Path:
     unsafe = params.safe_name_error(name)
     for d in ([path] if path.is_absolute() or path.exists() else []) + ([] if unsafe else [outputs / name]):
         if is_run(d):
-            why = verdict(d)
-            if why:
+            if why := verdict(d):
                 raise params.ParamsError(f"{d.name}: {why}")
             return d.resolve()
     where = f"{path}" if unsafe else f"{outputs / name} or {path}"  # an unsafe name: a path only
@@ -48,13 +47,13 @@ def _line(r: dict) -> str:
         ours = reproducibility.rate_text(r["rate_a_img_s"], reproducibility.number(r["rate_a_ci95_img_s"]))
         theirs = f"{r['rate_b_img_s']:,.1f} img/s (published, no interval)"
         return f"{what} vs {r['device_b']}: {ours} -> {theirs}: {r['ratio_b_over_a']:.2f}x; {r['differs_in']}"
+    if r["verdict"] == "not divided":
+        return f"{what}: not divided, differs in {r['differs_in']}"
     knob = f" [{r['knob']} {r['value_a']} -> {r['value_b']}]" if r["knob"] else ""
     rates = (
         f"{reproducibility.rate_text(r['rate_a_img_s'], r['rate_a_ci95_img_s'])} -> "
         f"{reproducibility.rate_text(r['rate_b_img_s'], r['rate_b_ci95_img_s'])}"
     )
-    if r["verdict"] == "not divided":
-        return f"{what}: not divided, differs in {r['differs_in']}"
     ratio = f"{r['ratio_b_over_a']:.2f}x [{r['ratio_ci95_low']:.2f}, {r['ratio_ci95_high']:.2f}]"
     moved = reproducibility.number(r["probe_change_pct"])
     machine = f" (CPU's own speed {moved:+.0f}%)" if abs(moved) >= PROBE_SAYS_PCT else ""  # NaN: nothing said
@@ -122,10 +121,7 @@ def _nothing_comparable(ok: pd.DataFrame, part: pd.DataFrame, a: str, b: str, ke
         seeded = params.listed(sorted(set(published.THROUGHPUT_000.model)))
         why = f"it has no ok Scenario A row in the seeds' variant (fp32, NCHW, eager) of a model seed 000 measured ({seeded})"
     else:
-        have = {
-            r: params.listed(sorted(set(g.model + " " + g.phase))) or "no ok row"
-            for r, g in ok.groupby("run_name")
-        }
+        have = {r: params.listed(sorted(set(g.model + " " + g.phase))) for r, g in ok.groupby("run_name")}
         why = f"no model and phase in common ('{a}' measured {have.get(a, 'no ok row')}; '{b}' measured "
         why += f"{have.get(b, 'no ok row')})"
     return f"nothing comparable in '{a}' {'alone' if b == a else f'and {b!r}'}: {why}"

@@ -54,11 +54,9 @@ def _same_machine(host_a, host_b, device_a, device_b) -> bool:
 def _pair(ok: pd.DataFrame, a: str, b: str) -> pd.DataFrame:
     """Matched configurations of runs a and b; on the same host and device the threads must match too."""
     j = ok[ok.run_name == a].merge(ok[ok.run_name == b], on=list(match_keys()), suffixes=("_a", "_b"))
-    same = [
-        _same_machine(*r)
-        for r in zip(j.host_id_a, j.host_id_b, j.device_name_a, j.device_name_b, strict=True)
-    ]
-    return j[~pd.Series(same, index=j.index, dtype=bool) | (j.threads_a.map(norm) == j.threads_b.map(norm))]
+    machines = zip(j.host_id_a, j.host_id_b, j.device_name_a, j.device_name_b, strict=True)
+    same = pd.Series([_same_machine(*r) for r in machines], index=j.index, dtype=bool)
+    return j[~same | (j.threads_a.map(norm) == j.threads_b.map(norm))]
 
 
 def speedups(scenario_a: pd.DataFrame) -> pd.DataFrame:
@@ -91,10 +89,8 @@ def unmatched(scenario_a: pd.DataFrame, divided: pd.DataFrame | None = None) -> 
     """Same model and phase in two runs, no matched configuration and not in ``divided``: the differing keys."""
     ok = configured(scenario_a)
     keys = [k for k in match_keys() if k not in ("model", "phase")]
-    d = pd.DataFrame(columns=["run_a", "run_b", "model", "phase", "verdict"]) if divided is None else divided
-    done = {
-        (r.run_a, r.run_b, r.model, r.phase) for r in d[d.verdict.astype(str) != "not divided"].itertuples()
-    }
+    said = [] if divided is None else divided[divided.verdict.astype(str) != "not divided"].itertuples()
+    done = {(r.run_a, r.run_b, r.model, r.phase) for r in said}
     rows = []
     for a, b in combinations(sorted(ok.run_name.unique()), 2):
         ga, gb = ok[ok.run_name == a], ok[ok.run_name == b]
@@ -122,10 +118,8 @@ def speedup_matrix(speedup: pd.DataFrame, phase: str = "train") -> pd.DataFrame:
     if s.empty:
         return pd.DataFrame({"note": [f"no matched {phase} configuration in two runs"]})
     varying = [k for k in match_keys() if k not in ("model", "phase") and s[k].astype(str).nunique() > 1]
-    threads = [
-        "" if norm(ta) == norm(tb) else f", threads {ta} vs {tb}"
-        for ta, tb in zip(s.threads_a, s.threads_b, strict=True)
-    ]
+    pairs = zip(s.threads_a, s.threads_b, strict=True)
+    threads = ["" if norm(ta) == norm(tb) else f", threads {ta} vs {tb}" for ta, tb in pairs]
     interval = list(map("{:.2f}x [{:.2f}, {:.2f}]".format, s.speedup, s.speedup_low, s.speedup_high))
     s = s.assign(pair=s.run_a + " / " + s.run_b + " (" + s.comparison + threads + ")", value=interval)
     matrix = s.pivot_table(index=["model", *varying], columns="pair", values="value", aggfunc="first")

@@ -101,9 +101,8 @@ def _findings_table(m: Merged) -> pd.DataFrame:
     for r in sa[sa.status != "ok"].itertuples():
         what = f"{r.model} {r.phase} at batch {r.batch_size} on {r.device_name}"
         sentence = f"{r.run_name}: {what}: {r.status} ({r.error})."
-        out.append(
-            _finding("failure", r.run_name, _source(r.run_name, "scenario_a"), sentence, status=r.status)
-        )
+        source = _source(r.run_name, "scenario_a")
+        out.append(_finding("failure", r.run_name, source, sentence, status=r.status))
     for kind, g in speedups(sa).groupby("comparison"):
         top = g.loc[g.speedup.idxmax()]
         what = "run-to-run difference" if kind == "run-to-run" else f"{kind} speedup"
@@ -200,9 +199,8 @@ def _roofline_findings(rf: pd.DataFrame) -> list[dict]:
             numbers = {"memory_bound_fraction": mem, "median_efficiency": eff}
             out.append(_finding("roofline", run, source, sentence, **numbers))
         if len(layers):
-            sentence = (
-                f"{run}: {(layers.bound == 'memory').mean():.0%} of the profiled layer-ops are memory-bound."
-            )
+            share = (layers.bound == "memory").mean()
+            sentence = f"{run}: {share:.0%} of the profiled layer-ops are memory-bound."
             out.append(_finding("roofline_layers", run, source, sentence, layers=len(layers)))
     return out
 

@@ -129,9 +129,7 @@ def seeds(run_dir: Path) -> pd.DataFrame:
             "published by": beside.source.str.replace("published by ", ""),
             "their train TFLOP/s: printed -> corrected": _their_tflops(beside),
             "their train images/s": theirs,
-            "our train images/s (95% interval)": [
-                with_interval(v, c) for v, c in zip(ours, beside.ours_train_ci95_img_s, strict=True)
-            ],
+            "our train images/s (95% interval)": list(map(with_interval, ours, beside.ours_train_ci95_img_s)),
             "ours / theirs": (ours / theirs).round(1).astype(str) + "x",
             "differences": beside.differences,
         }

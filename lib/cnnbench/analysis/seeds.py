@@ -15,6 +15,7 @@ from cnnbench.results.runs import Merged
 from cnnbench.scratch import summary as scratch_summary
 
 MIB_TO_MB = 2**20 / 1e6  # our MiB shown in the seeds' MB (read as 10^6 bytes)
+MODEL_002 = "densenet121"  # the network seed 002 fine-tuned and timed
 P = published
 
 
@@ -56,16 +57,14 @@ def _tflops_000(p: pd.DataFrame) -> list[str]:
     """Per row of seed 000's Table 3: its configuration and its TFLOP/s as img/s x the 224 px forward count where
     that is what it is (within 10%), else how many times that product it is (no stated formula gives it)."""
     r = p.train_tflops / (p.train_img_s * p.model.map(P.COMPLEXITY_000.set_index("model").flops_g) / 1e3)
-    return [
-        f"{c}; "
-        + (
-            "TFLOP/s = img/s x the 224 px forward count (MACs, no training factor)"
-            if abs(x - 1) < 0.1
-            else f"TFLOP/s (train) = {x:.2f}x img/s x the 224 px forward count: no stated formula gives it"
-        )
-        + "; peak GPU memory in MB as printed (N/A on MPS and CPU)"
-        for c, x in zip(p.configuration, r, strict=True)
+    said = [
+        "TFLOP/s = img/s x the 224 px forward count (MACs, no training factor)"
+        if abs(x - 1) < 0.1
+        else f"TFLOP/s (train) = {x:.2f}x img/s x the 224 px forward count: no stated formula gives it"
+        for x in r
     ]
+    memory = "peak GPU memory in MB as printed (N/A on MPS and CPU)"
+    return [f"{c}; {s}; {memory}" for c, s in zip(p.configuration, said, strict=True)]
 
 
 def _pairs_000() -> pd.DataFrame:
@@ -112,12 +111,10 @@ def _cpu_002() -> pd.DataFrame:
     )
 
 
-def _cpu_ours_002(
-    transfer: pd.DataFrame, scenario_a: pd.DataFrame, model: str = "densenet121"
-) -> pd.DataFrame:
+def _cpu_ours_002(transfer: pd.DataFrame, scenario_a: pd.DataFrame) -> pd.DataFrame:
     """06's fine-tuning's peak RSS on the CPU, and the same network's Scenario A CPU training step."""
     t = transfer.query("status == 'ok' and device_kind == 'cpu'") if len(transfer) else transfer
-    ok = _fp32(scenario_a, lambda d: (d.model == model) & (d.phase == "train") & (d.device_kind == "cpu"))
+    ok = _fp32(scenario_a, lambda d: (d.model == MODEL_002) & (d.phase == "train") & (d.device_kind == "cpu"))
     return pd.DataFrame(
         [
             {
@@ -134,7 +131,7 @@ def _cpu_ours_002(
         + [
             {
                 "source": f"ours: {r.run_name}",
-                "what": f"02 {model} training step",
+                "what": f"02 {MODEL_002} training step",
                 "device": r.device_name,
                 "cpu_util_pct": getattr(r, "util_cpu_mean_pct", math.nan),
                 "cpu_memory_gb": getattr(r, "peak_rss_mib", math.nan) * MIB_TO_MB / 1e3,
@@ -147,17 +144,16 @@ def _cpu_ours_002(
 
 
 _ROOF_KEYS = ["run_name", "source", "model", "phase", "batch_size"]
+_INTENSITY = [*_ROOF_KEYS, "ai_flop_per_byte", "efficiency_vs_roof_pct"]
 
 
 def _intensity(roofline: pd.DataFrame) -> pd.DataFrame:
     """Our counted intensity and efficiency against the attainable roof, per run, source and configuration."""
     if roofline.empty:
-        return pd.DataFrame(columns=[*_ROOF_KEYS, "ai_flop_per_byte", "efficiency_vs_roof_pct"])
+        return pd.DataFrame(columns=_INTENSITY)
     r = knobs.default_variant(roofline)
     r = r.assign(ai_flop_per_byte=r.intensity_flop_per_byte, efficiency_vs_roof_pct=r.efficiency * 100)
-    return r[[*_ROOF_KEYS, "ai_flop_per_byte", "efficiency_vs_roof_pct"]].drop_duplicates(
-        _ROOF_KEYS, keep="last"
-    )
+    return r[_INTENSITY].drop_duplicates(_ROOF_KEYS, keep="last")
 
 
 def _achieved_003(
@@ -172,9 +168,7 @@ def _achieved_003(
             frames.append(ok[ok.model.isin(set(a.model)) & (ok.phase == "train")].assign(source=source))
     if not frames:
         return pd.DataFrame()
-    ours = pd.concat(frames, ignore_index=True).drop_duplicates(
-        ["run_name", "model", "batch_size"], keep="first"
-    )
+    ours = pd.concat(frames, ignore_index=True).drop_duplicates(["run_name", "model", "batch_size"])
     ours = ours.merge(_intensity(roofline), on=_ROOF_KEYS, how="left")
     ours["differences"] = [
         f"{_match(r.device_class, a.device_class)}; {_config(r)}; intensity = counted FLOPs / modelled DRAM "
@@ -374,7 +368,7 @@ _OURS = {
     "times_004": _times_ours_004,
     "telemetry_002": _telemetry_002,
     "times_002": _transfer_002,
-    "inference_002": lambda sa: _fp32(sa, lambda d: (d.model == "densenet121") & (d.phase == "eval")),
+    "inference_002": lambda sa: _fp32(sa, lambda d: (d.model == MODEL_002) & (d.phase == "eval")),
     "cpu_002": _cpu_ours_002,
 }
 _COMPUTED = {  # the cells of data/seed_columns.csv computed by a function of the rows (``=name``)
@@ -415,19 +409,15 @@ def _side(rows: pd.DataFrame, table: str, i: str) -> pd.DataFrame:
     (``DataFrame.eval``, ``@MIB_TO_MB`` this module's), ``'text`` a text formatted per row (:func:`_said`) or absent on that side (empty)."""
     if rows.empty:
         return pd.DataFrame()
-    cells = ((c, v) for c, v in zip(_COLUMNS[table].column, _COLUMNS[table][i], strict=True) if v)
-    return pd.DataFrame(
-        {
-            c: _COMPUTED.get(v[1:], lambda rows, e=v[1:]: rows.eval(e, local_dict={"MIB_TO_MB": MIB_TO_MB}))(
-                rows
-            )
-            if v[0] == "="
-            else _said(v[1:], table, rows)
-            if v[0] == "'"
-            else rows.get(v)
-            for c, v in cells
-        }
-    )
+
+    def cell(v: str):
+        if v[0] == "=":
+            computed = _COMPUTED.get(v[1:])
+            return computed(rows) if computed else rows.eval(v[1:], local_dict={"MIB_TO_MB": MIB_TO_MB})
+        return _said(v[1:], table, rows) if v[0] == "'" else rows.get(v)
+
+    columns = _COLUMNS[table]
+    return pd.DataFrame({c: cell(v) for c, v in zip(columns.column, columns[i], strict=True) if v})
 
 
 _COLUMNS = dict(tuple(P.data("seed_columns.csv").groupby("table", sort=False)))
