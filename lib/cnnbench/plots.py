@@ -261,12 +261,9 @@ def _roofs(ax, peaks: pd.DataFrame, x) -> None:
     slopes = slopes.peak_gflops.max().reset_index().sort_values("bandwidth_gbs", ascending=False)
     for i, (kind, level, bw, top) in enumerate(slopes.itertuples(index=False)):
         xs = np.append(x[x < top / bw], min(top / bw, x[-1]))
-        grey = {"color": str(0.2 + 0.5 * i / max(len(slopes) - 1, 1)), "ls": ":"}
-        style = (
-            {"color": "black", "ls": "-" if kind == "measured" else "--"}
-            if level in ("dram", "hbm")
-            else grey
-        )
+        style = {"color": str(0.2 + 0.5 * i / max(len(slopes) - 1, 1)), "ls": ":"}  # a cache level
+        if level in ("dram", "hbm"):
+            style = {"color": "black", "ls": "-" if kind == "measured" else "--"}
         ax.plot(xs, bw * xs, lw=1.2, label=f"{kind} {level}: {bw:,.0f} GB/s", **style)
     for i, ((kind, peak), g) in enumerate(peaks.groupby(["kind", "peak_gflops"], sort=False)):
         ridges, color = (peak / g.bandwidth_gbs).dropna(), f"C{i % 10}"
