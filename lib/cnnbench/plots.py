@@ -526,11 +526,8 @@ def per_model_rooflines(
 
 def end_to_end(df: pd.DataFrame, gap_s: float = 0.5) -> pd.DataFrame:
     """``t_run_s``: each configuration's ``t_s`` shifted to start ``gap_s`` after the previous one ended."""
-    offsets, start = {}, 0.0
-    for conf, g in df.groupby("configuration", sort=False):
-        offsets[conf] = start
-        start += float(g.t_s.max()) + gap_s
-    return df.assign(t_run_s=df.t_s + df.configuration.map(offsets))
+    ends = df.groupby("configuration", sort=False).t_s.max() + gap_s
+    return df.assign(t_run_s=df.t_s + df.configuration.map(ends.cumsum().shift(fill_value=0.0)))
 
 
 LINE_STYLES = ("-", "--", ":", "-.")  # rank 0 (index 0, index 1+), a later rank (index 0, index 1+)

@@ -21,10 +21,9 @@ from cnnbench.devices.base import normalise_name
 from cnnbench.measure.engine import HOST_BOUND
 from cnnbench.results import runs
 
-# conv and matmul are compute classes (their bytes at the elementwise efficiency); batch norm is normalisation in
-# training (several passes), elementwise in eval
+# CLASSES[:COMPUTE] are compute classes, their bytes at CLASSES[COMPUTE]'s (elementwise) efficiency; batch norm is
+# normalisation in training (several passes), elementwise in eval
 CLASSES = ("convolution", "convolution backward", "matmul", "elementwise", "normalisation", "pooling")
-# CLASSES[:COMPUTE] are compute classes, their bytes at CLASSES[COMPUTE]'s (elementwise) efficiency
 COMPUTE = 3
 SHRINK, STEPS, LEARNING_RATE, START = 0.05, 600, 0.05, (0.3, 2e-5)  # Adam from 30% and 20 us per op
 # seeds that timed steps; the others timed epochs with their loader: predicted, never fitted
