@@ -261,12 +261,9 @@ def _roofs(ax, peaks: pd.DataFrame, x) -> None:
     slopes = slopes.peak_gflops.max().reset_index().sort_values("bandwidth_gbs", ascending=False)
     for i, (kind, level, bw, top) in enumerate(slopes.itertuples(index=False)):
         xs = np.append(x[x < top / bw], min(top / bw, x[-1]))
-        grey = {"color": str(0.2 + 0.5 * i / max(len(slopes) - 1, 1)), "ls": ":"}
-        style = (
-            {"color": "black", "ls": "-" if kind == "measured" else "--"}
-            if level in ("dram", "hbm")
-            else grey
-        )
+        style = {"color": str(0.2 + 0.5 * i / max(len(slopes) - 1, 1)), "ls": ":"}  # a cache level
+        if level in ("dram", "hbm"):
+            style = {"color": "black", "ls": "-" if kind == "measured" else "--"}
         ax.plot(xs, bw * xs, lw=1.2, label=f"{kind} {level}: {bw:,.0f} GB/s", **style)
     for i, ((kind, peak), g) in enumerate(peaks.groupby(["kind", "peak_gflops"], sort=False)):
         ridges, color = (peak / g.bandwidth_gbs).dropna(), f"C{i % 10}"
@@ -529,11 +526,8 @@ def per_model_rooflines(
 
 def end_to_end(df: pd.DataFrame, gap_s: float = 0.5) -> pd.DataFrame:
     """``t_run_s``: each configuration's ``t_s`` shifted to start ``gap_s`` after the previous one ended."""
-    offsets, start = {}, 0.0
-    for conf, g in df.groupby("configuration", sort=False):
-        offsets[conf] = start
-        start += float(g.t_s.max()) + gap_s
-    return df.assign(t_run_s=df.t_s + df.configuration.map(offsets))
+    ends = df.groupby("configuration", sort=False).t_s.max() + gap_s
+    return df.assign(t_run_s=df.t_s + df.configuration.map(ends.cumsum().shift(fill_value=0.0)))
 
 
 LINE_STYLES = ("-", "--", ":", "-.")  # rank 0 (index 0, index 1+), a later rank (index 0, index 1+)

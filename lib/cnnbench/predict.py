@@ -7,20 +7,23 @@ from __future__ import annotations
 
 import difflib
 import functools
+import hashlib
+import json
 import math
+import sys
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
-from cnnbench import devices, knobs, models, published
+from cnnbench import devices, knobs, models, params, paths, published
 from cnnbench.devices.base import normalise_name
 from cnnbench.measure.engine import HOST_BOUND
+from cnnbench.results import runs
 
-# conv and matmul are compute classes (their bytes at the elementwise efficiency); batch norm is normalisation in
-# training (several passes), elementwise in eval
+# CLASSES[:COMPUTE] are compute classes, their bytes at CLASSES[COMPUTE]'s (elementwise) efficiency; batch norm is
+# normalisation in training (several passes), elementwise in eval
 CLASSES = ("convolution", "convolution backward", "matmul", "elementwise", "normalisation", "pooling")
-# CLASSES[:COMPUTE] are compute classes, their bytes at CLASSES[COMPUTE]'s (elementwise) efficiency
 COMPUTE = 3
 SHRINK, STEPS, LEARNING_RATE, START = 0.05, 600, 0.05, (0.3, 2e-5)  # Adam from 30% and 20 us per op
 # seeds that timed steps; the others timed epochs with their loader: predicted, never fitted
@@ -124,12 +127,7 @@ class Fit:
 
 def fit(rows: pd.DataFrame, kind: str) -> Fit:
     """Efficiencies and overhead minimising the squared log error of ``rows``' step times (cached by input)."""
-    import hashlib
-    import sys
-
     import torch
-
-    from cnnbench import paths
 
     stacked, n = _stack(rows), len(rows)
     target = torch.log(torch.tensor((rows.batch_size / rows.rate_img_s).to_numpy(float)))
@@ -230,9 +228,6 @@ def default_host(kind: str, phase: str) -> tuple[tuple[float, float], str]:
 @functools.cache
 def _examples() -> pd.DataFrame:
     """The committed examples' 02 and 03 rows (examples/, each a run on its device), as :func:`measured_rows`."""
-    from cnnbench import paths
-    from cnnbench.results import runs
-
     return measured_rows(
         runs.load(sorted(e.parent for e in (paths.repo_root() / "examples").glob("*/environment.json")))
     )
@@ -477,8 +472,6 @@ def figure(t: pd.DataFrame, path=None):
 
 def one(model: str, device: str, phase="train", batch_size=None, image_size=None, precision="fp32") -> dict:
     """``cnnbench predict``: one prediction from :func:`known`; :class:`Refused` for bad input, before any work."""
-    from cnnbench import params
-
     try:
         spec = models.spec(model)
     except ValueError as err:
@@ -498,11 +491,6 @@ def one(model: str, device: str, phase="train", batch_size=None, image_size=None
 
 def main(argv: list[str]) -> int:
     """``cnnbench predict MODEL --device NAME [...]``: exit 2 with one line for bad input."""
-    import json
-    import sys
-
-    from cnnbench import params
-
     ap = params.Parser(prog="cnnbench predict", description=__doc__.split("\n")[0])
     ap.add_argument("model")
     ap.add_argument("--device", required=True, help="a device of device_specs.csv, e.g. 'Tesla T4'")

@@ -48,23 +48,22 @@ def _convert(col: pd.Series) -> pd.Series:
         return blank
 
 
+def provenance(name: str) -> pd.DataFrame:
+    """The stored values of one table, one row each (:data:`COLUMNS`)."""
+    v = _values()
+    return v[v.table == name].reset_index(drop=True)
+
+
 @functools.cache
 def _stored(name: str) -> pd.DataFrame:
     """One stored table as rows: its key columns, its stored columns (in order) and ``source``, the seed file."""
-    v = _values()
-    v = v[v.table == name]
+    v = provenance(name)
     if v.empty:
         raise KeyError(f"no table {name!r} in {DATA_FILE}")
     rows: dict[str, dict] = {}
     for r in v.itertuples():
         rows.setdefault(r.key, _parse_key(r.key))[r.column] = r.value
     return pd.DataFrame(list(rows.values())).apply(_convert).assign(source=v.seed.iloc[0])
-
-
-def provenance(name: str) -> pd.DataFrame:
-    """The stored values of one table, one row each (:data:`COLUMNS`)."""
-    v = _values()
-    return v[v.table == name].reset_index(drop=True)
 
 
 def _scalar(text: str) -> int | float | str:
@@ -157,8 +156,7 @@ MNIST_TRAIN_IMAGES = _SETUP_001["train_images"]
 # Seed 001 padded each epoch to whole batches of its batch size (section III.A.2): more samples than MNIST has.
 EPOCH_SAMPLES_001 = math.ceil(MNIST_TRAIN_IMAGES / _SETUP_001["batch_size"]) * _SETUP_001["batch_size"]
 # What the workbook derives from each stored table beyond its configuration in words (data/seed_tables.csv,
-# followed by the view's own configuration where it has one): the columns the seed implies. Seed 001's Numba backends skipped backpropagation through both convolutions
-# (Numba CUDA did the dense backward on the host): its Numba rows measure less work.
+# followed by the view's own configuration where it has one): the columns the seed implies.
 _VIEWS = {
     "THROUGHPUT_000": _throughput_000,
     "SWEEP_000": _sweep_000,
@@ -173,7 +171,7 @@ _VIEWS = {
     "ACHIEVED_003": lambda t: t.merge(
         _stored("AI_003").drop(columns="source"), on=["model", "batch_size"], how="left"
     )["model batch_size device_class ai_flop_per_byte achieved_tflops efficiency_pct source".split()],
-    "BACKENDS_001": lambda t: t.assign(model="mnist_cnn"),
+    "BACKENDS_001": lambda t: t.assign(model="mnist_cnn"),  # its Numba rows skip conv backprop: less work
     "TIMES_002": _times_002,
     # printed in seconds where its table says so, shown here in ms
     "TIMES_004": lambda t: t[["what", "cpu_ms", "gpu_ms", "speedup_printed", "source"]].assign(
@@ -285,9 +283,8 @@ def _checks_000() -> dict:
 
 
 def _checks_001() -> dict:
-    b = table(
-        "BACKENDS_001"
-    )  # its average throughput, a mean of per-epoch rates (lines 142, 147), needs no check
+    # its average throughput, a mean of per-epoch rates (lines 142, 147), needs no check
+    b = table("BACKENDS_001")
     low, fastest = b.loc[b.final_test_accuracy_pct.idxmin()], b.loc[b.epoch_s.idxmin()]
     cuda = b.set_index("backend").epoch_s["torch_cuda"]
     return locals()
