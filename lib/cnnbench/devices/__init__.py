@@ -81,10 +81,8 @@ def resolve(spec: str = "auto", expect: str = "") -> torch.device:
         if spec not in here:
             raise DeviceError(f"device '{spec}' is not present here; available: {', '.join(here)}")
         device = torch.device(spec)
-    if expect and expect.lower() not in device_name(device).lower():
-        raise DeviceError(
-            f"expected a device named like '{expect}', found '{device_name(device)}' ({device.type})"
-        )
+    if expect and expect.lower() not in (name := device_name(device)).lower():
+        raise DeviceError(f"expected a device named like '{expect}', found '{name}' ({device.type})")
     return device
 
 

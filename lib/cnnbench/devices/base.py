@@ -261,12 +261,11 @@ class Backend:
 
     def energy_counter(self):
         """The energy counter that covers this device's work (cnnbench.devices.energy) or its Unavailable."""
-        if platform.system() == "Linux":
-            return energy.rapl_counter()
         system = platform.system()
-        return energy.Unavailable(
-            energy.APPLE if system == "Darwin" else f"no energy counter reader for {system} CPUs"
-        )
+        if system == "Linux":
+            return energy.rapl_counter()
+        why = energy.APPLE if system == "Darwin" else f"no energy counter reader for {system} CPUs"
+        return energy.Unavailable(why)
 
     # --- profiler
     def profiler_activities(self) -> list:

@@ -20,6 +20,11 @@ _ISA = (
     ("sse2", 4, 1, "SSE2"),
 )
 
+# what a derived roof's source says when only a base clock was read
+BASE_CLOCK = (
+    "; a base clock, not an upper bound: under load the cores boost above it, so a measured rate can exceed "
+    "this roof"
+)
 # a CPU without native bf16, by its widest ISA
 NO_BF16 = {
     "avx512f": "AVX-512 CPU without AVX512-BF16 or AMX",
@@ -151,13 +156,6 @@ def cpu_spec(
         "level": "dram",
         "peak_gflops": cores * units * lanes * 2 * clock_ghz,
         "source": f"derived: {cores} cores x {units} FMA units x {lanes} fp32 lanes ({name}) x 2 FLOP x "
-        f"{clock_ghz:.2f} GHz ({clock_source})"
-        + (
-            ""
-            if clock_is_max
-            else "; a base clock, not an upper bound: under load the cores boost above "
-            "it, so a measured rate can exceed this roof"
-        )
-        + "; bandwidth not derived",
+        f"{clock_ghz:.2f} GHz ({clock_source}){'' if clock_is_max else BASE_CLOCK}; bandwidth not derived",
     }
     return [row], "CPU spec roof derived from the measured cores, ISA flags and clock"

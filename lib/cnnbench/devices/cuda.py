@@ -332,12 +332,10 @@ def setting(*changes: tuple):
             setattr(owner, name, value)
 
 
-def nvml_handle(device: torch.device, nvml=None):
+def nvml_handle(device: torch.device, nvml):
     """The NVML handle of the GPU a CUDA ``device`` really is, whatever CUDA_VISIBLE_DEVICES or CUDA's device
     order says: matched by PCI bus id, else mapped through CUDA_VISIBLE_DEVICES (indices or UUIDs). NVML numbers
-    all GPUs of the machine, CUDA the visible ones. Raises when NVML cannot be used."""
-    if nvml is None:
-        import pynvml as nvml
+    all GPUs of the machine, CUDA the visible ones (``nvml``: pynvml). Raises when NVML cannot be used."""
     nvml.nvmlInit()
     index = device.index if device.index is not None else torch.cuda.current_device()
     # the PCI bus id as NVML writes it ("00000000:3B:00.0"); without CUDA (a fake NVML, a CPU-only build) or a bus

@@ -43,7 +43,7 @@ class MpsBackend(Backend):
 
     @classmethod
     def present(cls) -> bool:
-        return bool(getattr(torch.backends, "mps", None)) and torch.backends.mps.is_available()
+        return torch.backends.mps.is_available()
 
     def name(self) -> str:
         return f"Apple {host.cpu_model().replace('Apple ', '')} GPU (MPS)"

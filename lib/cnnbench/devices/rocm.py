@@ -7,7 +7,7 @@ from __future__ import annotations
 import torch
 
 from cnnbench.devices import energy
-from cnnbench.devices.base import Hardware
+from cnnbench.devices.base import Backend, Hardware
 from cnnbench.devices.cuda import CudaBackend, main_memory
 
 NO_SMI = "ROCm: GPU telemetry and energy need AMD SMI, which this workbook does not read"
@@ -34,8 +34,7 @@ class RocmBackend(CudaBackend):
             return "max-autotune: not tried on ROCm by this workbook"
         return super().lacks(knob, value, hw) if knob != "precision" else ""
 
-    def gpus(self):
-        return None, [], None
+    gpus = Backend.gpus  # no NVML: no GPU telemetry
 
     def energy_counter(self):
         return energy.Unavailable(NO_SMI)

@@ -23,6 +23,5 @@ def host_step(p, device, model: str, phase: str) -> dict:
             seconds = timer.window(work.step, TINY_STEPS)[1] / TINY_STEPS
     except Exception as err:  # noqa: BLE001 - a model that cannot run tiny is a row, the rest go on
         return {**row, **engine.failure(err, device)}
-    counted = traffic.count_step(model, TINY_BATCH, cfg.image_size, cfg.num_classes, phase, cfg.precision)
-    ops = len(counted)
+    ops = len(traffic.count_step(model, TINY_BATCH, cfg.image_size, cfg.num_classes, phase, cfg.precision))
     return {**row, "status": "ok", "ops": ops, "host_step_s": seconds, "host_us_per_op": 1e6 * seconds / ops}

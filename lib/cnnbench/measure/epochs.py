@@ -45,7 +45,7 @@ def _epoch(
 def epoch_pair(p, cfg: Config, device, cap: int) -> dict:
     """One train and one validation epoch of ``cfg``, with the telemetry of both: an ``epochs.csv`` row."""
     b = timing.backend_of(device)  # the caller's backend, or this worker's one made from the spec
-    dataset_for, splits, row = data.for_configs(p), {}, {}
+    dataset_for, splits = data.for_configs(p), {}
     for phase in ("train", "eval"):
         c = cfg.replace(phase=phase, data_mode="loader")
         ds = dataset_for(c) or data.SyntheticImages(
@@ -59,8 +59,7 @@ def epoch_pair(p, cfg: Config, device, cap: int) -> dict:
         work.check_loss()
         work.model.eval()
         val = _epoch(work, splits["eval"], "eval", p.max_batches, cap)
-    for split, e in (("train", train), ("val", val)):
-        row.update({f"{split}_{k}": v for k, v in e.items()})
+    row = {f"{split}_{k}": v for split, e in (("train", train), ("val", val)) for k, v in e.items()}
     return {**row, **sampler.summary()}
 
 

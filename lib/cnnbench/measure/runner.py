@@ -232,9 +232,7 @@ def run_configs(
         windows.extend(rows)
         state.windows.extend(rows)
         if steps is not None and step_times:
-            where = [
-                (r, i) for r, n in enumerate(counts) for i in range(n)
-            ]  # (window, step) of each step time
+            where = [(r, i) for r, n in enumerate(counts) for i in range(n)]  # (window, step) of each time
             steps.extend(
                 [
                     {**key, "process": process, "repeat": r, "step": i, "step_time_s": t}

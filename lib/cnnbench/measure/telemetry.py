@@ -78,8 +78,7 @@ class Sampler:
             self._add(t, "util_cpu_core_pct", pct, i)
         host = sum(cores) / max(len(cores), 1)
         self._add(t, "util_cpu_pct", host)
-        process = self._process_cpu_pct()
-        if process is not None:
+        if (process := self._process_cpu_pct()) is not None:
             self._add(t, "util_process_cpu_pct", process)
             self._add(t, "util_other_cpu_pct", max(host - process / self._cores, 0.0))
         self._add(t, "rss_mib", self._proc.memory_info().rss / 2**20)
@@ -110,7 +109,7 @@ class Sampler:
         if self._last_cpu is not None and now - self._last_cpu[0] < MIN_CPU_SPAN_S:
             return None  # too short for 10 ms ticks
         last, self._last_cpu = self._last_cpu, (now, cpu)
-        if last is None or now <= last[0]:
+        if last is None:  # the first reading (a clock that did not move returned above)
             return None
         return min(max(100.0 * (cpu - last[1]) / (now - last[0]), 0.0), 100.0 * self._cores)
 
