@@ -325,8 +325,7 @@ def run_grid(run, sampler_cls=None, log=print) -> None:
                     fit(p, b, lr, bs, sets, base, file)
                 except Exception as err:  # noqa: BLE001 - a failed grid point is a row, the grid goes on
                     file.append({**base, "epoch": 0, "timestamp": engine.now(), **engine.failure(err, b)})
-            where = (b.kind, base["device_name"])
-            telemetry.record(run.dir, sampler.series(), "transfer", conf, *where)
+            telemetry.record(run.dir, sampler.series(), "transfer", conf, b.kind, base["device_name"])
     progress.resumed(kept, len(planned), file.path.name, "grid points")
 
 
