@@ -156,8 +156,7 @@ def _imagefolder(root: Path, size: int, seed: int) -> tuple[Dataset, Dataset]:
     splits = [root / s for s in ("train", "val", "test") if (root / s).is_dir()]
     if len(splits) >= 2:
         return tuple(tvd.ImageFolder(str(s), transform=transforms(size, s == splits[0])) for s in splits[:2])
-    train_all = tvd.ImageFolder(str(root), transform=transforms(size, True))
-    val_all = tvd.ImageFolder(str(root), transform=transforms(size, False))
+    train_all, val_all = (tvd.ImageFolder(str(root), transform=transforms(size, t)) for t in (True, False))
     order = torch.randperm(len(train_all), generator=torch.Generator().manual_seed(seed)).tolist()
     cut = max(1, len(order) // 5)
     return Subset(train_all, order[cut:]), Subset(val_all, order[:cut])
