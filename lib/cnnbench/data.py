@@ -122,8 +122,10 @@ def layout_problem(name: str, root: str | Path) -> str:
     try:
         if name == "tiny_imagenet":
             TinyImageNet(root, "train"), TinyImageNet(root, "val")
-        for split in MNIST_FILES if name == "mnist" else ():
-            _check_mnist(root, split)
+        raw = root / "MNIST" / "raw"  # each split's two idx files valid (:func:`_idx`) and agreeing
+        for images, labels in MNIST_FILES.values() if name == "mnist" else ():
+            if (n := _idx(raw / images, True)) != (m := _idx(raw / labels, False)):
+                raise DataError(f"'{raw / images}' holds {n} images but '{raw / labels}' {m} labels")
     except DataError as err:
         return str(err)
     return _image_folder_problem(root) if name == "imagefolder" else ""
@@ -236,13 +238,6 @@ def _idx(path: Path, images: bool) -> int:
                 f"{magic}; truncated, or a compressed .gz not unpacked?)"
             )
     return n
-
-
-def _check_mnist(root: Path, split: str) -> None:
-    """:class:`DataError` unless the two idx files of an MNIST split are valid (:func:`_idx`) and agree."""
-    images, labels = (root / "MNIST" / "raw" / f for f in MNIST_FILES[split])
-    if (n := _idx(images, True)) != (m := _idx(labels, False)):
-        raise DataError(f"'{images}' holds {n} images but '{labels}' {m} labels")
 
 
 def dataset_classes(name: str, root: str | Path) -> int | None:

@@ -108,10 +108,9 @@ def loss_check(losses: list[float], reference: list[float]) -> tuple[float, bool
     """(largest absolute difference, equal within LOSS_RTOL) of two loss sequences."""
     if not losses or len(losses) != len(reference):
         return math.nan, False
-    diff = max(abs(a - b) for a, b in zip(losses, reference, strict=True))
-    return diff, all(
-        math.isclose(a, b, rel_tol=LOSS_RTOL, abs_tol=1e-6) for a, b in zip(losses, reference, strict=True)
-    )
+    pairs = list(zip(losses, reference, strict=True))
+    diff = max(abs(a - b) for a, b in pairs)
+    return diff, all(math.isclose(a, b, rel_tol=LOSS_RTOL, abs_tol=1e-6) for a, b in pairs)
 
 
 PER_PROCESS = ("util_process_cpu_pct", "rss_mib")

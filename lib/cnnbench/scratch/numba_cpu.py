@@ -103,10 +103,7 @@ def conv_bwd_input(da, w, dx):
     n_, f_, ho, wo = da.shape
     _, c_, k_, _ = w.shape
     for n in prange(n_):
-        for c in range(c_):
-            for h in range(dx.shape[2]):
-                for ww in range(dx.shape[3]):
-                    dx[n, c, h, ww] = 0.0
+        dx[n] = 0.0
         for f in range(f_):
             for c in range(c_):
                 for kh in range(k_):

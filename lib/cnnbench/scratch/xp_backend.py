@@ -98,12 +98,10 @@ class XpBackend(Backend):
 
     def _sgd(self):
         for k, p in self.p.items():
-            step = self.g[k]
             if self.momentum:  # torch.optim.SGD's: v = momentum * v + g
-                step = self.v[k]
-                step *= self.momentum
-                step += self.g[k]
-            p -= self.lr * step
+                self.v[k] *= self.momentum
+                self.v[k] += self.g[k]
+            p -= self.lr * (self.v[k] if self.momentum else self.g[k])
 
     # --- layers (each timed by _forward / _backward)
     def _conv(self, name, x):

@@ -156,8 +156,7 @@ def _imagefolder(root: Path, size: int, seed: int) -> tuple[Dataset, Dataset]:
     splits = [root / s for s in ("train", "val", "test") if (root / s).is_dir()]
     if len(splits) >= 2:
         return tuple(tvd.ImageFolder(str(s), transform=transforms(size, s == splits[0])) for s in splits[:2])
-    train_all = tvd.ImageFolder(str(root), transform=transforms(size, True))
-    val_all = tvd.ImageFolder(str(root), transform=transforms(size, False))
+    train_all, val_all = (tvd.ImageFolder(str(root), transform=transforms(size, t)) for t in (True, False))
     order = torch.randperm(len(train_all), generator=torch.Generator().manual_seed(seed)).tolist()
     cut = max(1, len(order) // 5)
     return Subset(train_all, order[cut:]), Subset(val_all, order[:cut])
@@ -325,8 +324,7 @@ def run_grid(run, sampler_cls=None, log=print) -> None:
                     fit(p, b, lr, bs, sets, base, file)
                 except Exception as err:  # noqa: BLE001 - a failed grid point is a row, the grid goes on
                     file.append({**base, "epoch": 0, "timestamp": engine.now(), **engine.failure(err, b)})
-            where = (b.kind, base["device_name"])
-            telemetry.record(run.dir, sampler.series(), "transfer", conf, *where)
+            telemetry.record(run.dir, sampler.series(), "transfer", conf, b.kind, base["device_name"])
     progress.resumed(kept, len(planned), file.path.name, "grid points")
 
 
