@@ -132,7 +132,7 @@ def successive_halving(
     eta: int = 2,
     known: dict | None = None,
     clock: Callable[[], float] = time.monotonic,
-    on_trial: Callable[[Trial], None] | None = None,
+    on_trial: Callable[[Trial], None] = lambda trial: None,
 ) -> Race:
     """Race ``candidates`` within ``budget_s`` (shared equally by rungs and candidates), the best ceil(n/eta) going
     on; ``known`` outcomes are reused at rung 0; each :class:`Trial` goes to ``on_trial`` once its fate is known."""
@@ -144,8 +144,7 @@ def successive_halving(
 
     def finish(trial: Trial, fate: str) -> None:
         trial.fate = fate
-        if on_trial:
-            on_trial(trial)
+        on_trial(trial)
 
     if not alive:
         return Race(trials, None, 0)
