@@ -263,7 +263,6 @@ class Search:
         self.evaluations += 1
         return self.evaluate(c, window_s)
 
-    # --- rows
     def label(self, c: Setting) -> str:
         """The candidate in words: the knobs always named and every knob this search varies."""
         varied = [k for k in knobs.KNOBS if knobs.KNOBS[k].always or len(self.space.values.get(k, ())) > 1]
@@ -286,7 +285,6 @@ class Search:
 
         return report
 
-    # --- the steps
     def run_guard(self) -> list[tuple]:
         """The numerics the guard lets race, within ``tune_guard_budget_s``: the run's own variants first, then
         those changing fewer knobs, those that compile last."""
