@@ -32,9 +32,8 @@ def host_id() -> str:
     return envinfo.capture(torch.device("cpu"))["host_id"]
 
 
-MOVE_AWAY = (
-    "move it away, and a rerun measures its rows again"  # what every refusal of a corrupt file ends with
-)
+# what every refusal of a corrupt file ends with
+MOVE_AWAY = "move it away, and a rerun measures its rows again"
 
 
 class CorruptResults(ValueError):
@@ -230,16 +229,14 @@ class ResultsFile:
         same = [r for r in self.rows() if _values(r, columns) == _values(config, columns)]
         return bool(same) and all(r.get("status") in final for r in same)
 
-    def _stamped(self, row: Mapping[str, Any]) -> dict:
-        return {"schema_version": SCHEMA_VERSION, **({HOST: host_id()} if HOST in self.key else {}), **row}
-
     def append(self, row: Mapping[str, Any]) -> None:
         self.extend([row])
 
     def extend(self, rows: Iterable[Mapping[str, Any]], group: Iterable[str] | None = None) -> None:
         """Add many rows in one atomic write, replacing rows with the same keys, or, with ``group`` (a subset of
         the columns), every row of the same group (e.g. all step times of a configuration measured again)."""
-        rows = [self._stamped(r) for r in rows]
+        stamp = {"schema_version": SCHEMA_VERSION, **({HOST: host_id()} if HOST in self.key else {})}
+        rows = [{**stamp, **r} for r in rows]
         cols = tuple(group) if group is not None else self.key
         keys = {_values(r, cols) for r in rows}
         write_rows(self.path, [*(r for r in self.rows() if _values(r, cols) not in keys), *rows])

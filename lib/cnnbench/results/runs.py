@@ -3,12 +3,14 @@ current rows, each stamped with its run's identity."""
 
 from __future__ import annotations
 
+import os
+import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
 
-from cnnbench import SCHEMA_VERSION
+from cnnbench import SCHEMA_VERSION, paths
 from cnnbench.results.files import CorruptResults, read_object
 from cnnbench.results.schema import MERGED, PROTOCOL_KEYS, TABLES, declared, read
 
@@ -195,11 +197,6 @@ def config_differences(dirs: list[Path]) -> pd.DataFrame:
 
 def zip_run(run_dir: Path) -> Path:
     """outputs/<run_name>.zip of a run folder: its own files, less ``.lock`` and links leading out of it."""
-    import os
-    import zipfile
-
-    from cnnbench import paths
-
     run_dir = Path(run_dir)
     root, archive = run_dir.resolve(), run_dir.parent / f"{run_dir.name}.zip"
     # written beside it, then renamed over it: a link planted at the archive is replaced, never written through

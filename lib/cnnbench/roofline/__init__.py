@@ -144,9 +144,8 @@ intensity_flop_per_byte achieved_gflops time_share""".split()
 def profile_layers(
     cfg: engine.Config, b: devices.Backend, p, steps: int = 3, warmup: int = 2
 ) -> pd.DataFrame:
-    """Every op of ``steps`` real steps on ``b``'s device timed by ``torch.profiler`` and joined with its counted
-    FLOPs and bytes (:func:`layer_table`); :class:`cnnbench.devices.Unavailable` where it has no device time per
-    op (MPS)."""
+    """Every op of ``steps`` steps on ``b``'s device, timed by ``torch.profiler``, with its counted FLOPs and bytes
+    (:func:`layer_table`); :class:`cnnbench.devices.Unavailable` where ops have no device time (MPS)."""
     if b.op_time == "queue":
         raise devices.Unavailable(
             f"torch.profiler times {b.kind} ops on the host (the time to queue them), not on "

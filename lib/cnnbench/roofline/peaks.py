@@ -37,8 +37,7 @@ def conv_rates(
     repeats: int = 5,
     min_call_s: float | None = None,
 ) -> list[float]:
-    """GFLOP/s of each timed call of a 3x3 convolution's forward (ResNet stage 2 shape), graph-replayed where the
-    device can."""
+    """GFLOP/s of each timed call of a 3x3 convolution's forward (ResNet stage 2 shape), graph-replayed if it can."""
     conv = torch.nn.Conv2d(channels, channels, 3, padding=1, bias=False).to(b.device, DTYPES[precision])
     x = torch.randn(batch, channels, size, size, device=b.device, dtype=DTYPES[precision])
     flops = 2 * batch * size * size * channels * channels * 9
@@ -53,7 +52,6 @@ def rate_summary(rates: list[float]) -> dict:
     return {"best": max(rates), "median": median, "spread": spread, "calls": len(rates)}
 
 
-# ---------------------------------------------------------------- memory hierarchy
 MAIN_MEMORY = ("dram", "hbm")  # levels that are the device's main memory (roof_for's DRAM roof)
 
 
@@ -252,8 +250,7 @@ def _measure(b: devices.Backend, matmul_size: int, stream_mb: int, repeats: int,
 
 
 def level_of(working_set_bytes: float, levels: pd.DataFrame) -> str:
-    """The innermost level of ``levels`` (``level``, ``capacity_mib``) that holds ``working_set_bytes``, else main
-    memory."""
+    """The innermost of ``levels`` (``level``, ``capacity_mib``) holding ``working_set_bytes``, else main memory."""
     fits = levels[levels.capacity_mib * 2**20 >= working_set_bytes]
     if len(fits):
         return str(fits.level[fits.capacity_mib.idxmin()])

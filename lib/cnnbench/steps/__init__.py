@@ -161,9 +161,7 @@ def split_step(work: engine.Workload, batches, timer: PhaseTimer) -> dict[str, f
     work.last_loss = loss.detach()
     del x, y, out, loss
     timer.mark("optimizer")
-    times = dict(timer.times)
-    times["optimizer"] += cleared
-    return times
+    return timer.times | {"optimizer": timer.times["optimizer"] + cleared}
 
 
 def whole_step(work: engine.Workload, batches, clock=time.perf_counter, sync=devices.synchronize) -> float:

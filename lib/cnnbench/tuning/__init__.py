@@ -42,18 +42,17 @@ def roof_columns(peaks: pd.DataFrame | None, cfg: engine.Config, c: Setting, ach
     if measured is None or measured.empty:
         why = notes or ["no measured roofs in this run (04_roofline did not run): efficiency not computed"]
         roof = pd.Series({"peak_gflops": math.nan, "bandwidth_gbs": math.nan}, name="")
-        att, bound, pct = math.nan, "", math.nan
+        att, bound = math.nan, ""
     else:
         roof = roofline.roof_for(measured, c.precision)
         finite = math.isfinite(intensity)
         att = roofline.attainable(intensity, roof.peak_gflops, roof.bandwidth_gbs) if finite else math.nan
         bound = ("memory" if intensity < roof.ridge_flop_per_byte else "compute") if finite else ""
-        pct = 100 * achieved_gflops / roof.peak_gflops
         fallback = f"no measured {c.precision} roof: the {roof.name} roof is used"
         why = notes + ([] if roof.name == c.precision else [fallback])
     out = dict(intensity_flop_per_byte=intensity, roof_precision=roof.name, roof_peak_gflops=roof.peak_gflops)
     out |= dict(roof_bandwidth_gbs=roof.bandwidth_gbs, attainable_gflops=att, bound=bound)
-    out["compute_roof_pct"] = pct
+    out["compute_roof_pct"] = 100 * achieved_gflops / roof.peak_gflops  # NaN without a measured roof
     out["attainable_pct"] = 100 * achieved_gflops / att if att == att and att else math.nan
     return out | {"roof_note": "; ".join(why)}
 
@@ -140,10 +139,8 @@ def tune(run) -> pd.DataFrame:
         peaks = None
     searches = [(m, ph, identity_of(run, m, ph, hw)) for m in p.tune_models for ph in p.tune_phases]
     table.plan(run.dir, [identity for *_, identity in searches], "tuning")
-    kept = sum(finished.done({**identity, "row_kind": "best"}) for *_, identity in searches)
-    for model, phase, identity in searches:
-        if finished.done({**identity, "row_kind": "best"}):
-            continue
+    todo = [(m, ph) for m, ph, identity in searches if not finished.done({**identity, "row_kind": "best"})]
+    for model, phase in todo:
         progress.note(f"tuning: {model} {phase}, {p.tune_budget_s:g} s of racing, then guard and confirm")
 
         def sink(row, model=model, phase=phase):
@@ -152,7 +149,7 @@ def tune(run) -> pd.DataFrame:
 
         _, sp = tune_one(run, model, phase, hw, sink, peaks)
         space_file.extend({"model": model, **r} for r in sp.rows(hw))
-    progress.resumed(kept, len(searches), rows.path.name, "searches (model and phase)")
+    progress.resumed(len(searches) - len(todo), len(searches), rows.path.name, "searches (model and phase)")
     return results.read(run.dir, "tuning")
 
 

@@ -132,7 +132,7 @@ def successive_halving(
     eta: int = 2,
     known: dict | None = None,
     clock: Callable[[], float] = time.monotonic,
-    on_trial: Callable[[Trial], None] | None = None,
+    on_trial: Callable[[Trial], None] = lambda trial: None,
 ) -> Race:
     """Race ``candidates`` within ``budget_s`` (shared equally by rungs and candidates), the best ceil(n/eta) going
     on; ``known`` outcomes are reused at rung 0; each :class:`Trial` goes to ``on_trial`` once its fate is known."""
@@ -144,8 +144,7 @@ def successive_halving(
 
     def finish(trial: Trial, fate: str) -> None:
         trial.fate = fate
-        if on_trial:
-            on_trial(trial)
+        on_trial(trial)
 
     if not alive:
         return Race(trials, None, 0)
@@ -264,7 +263,6 @@ class Search:
         self.evaluations += 1
         return self.evaluate(c, window_s)
 
-    # --- rows
     def label(self, c: Setting) -> str:
         """The candidate in words: the knobs always named and every knob this search varies."""
         varied = [k for k in knobs.KNOBS if knobs.KNOBS[k].always or len(self.space.values.get(k, ())) > 1]
@@ -287,7 +285,6 @@ class Search:
 
         return report
 
-    # --- the steps
     def run_guard(self) -> list[tuple]:
         """The numerics the guard lets race, within ``tune_guard_budget_s``: the run's own variants first, then
         those changing fewer knobs, those that compile last."""
