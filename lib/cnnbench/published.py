@@ -171,7 +171,8 @@ _VIEWS = {
     "ACHIEVED_003": lambda t: t.merge(
         _stored("AI_003").drop(columns="source"), on=["model", "batch_size"], how="left"
     )["model batch_size device_class ai_flop_per_byte achieved_tflops efficiency_pct source".split()],
-    "BACKENDS_001": lambda t: t.assign(model="mnist_cnn"),  # its Numba rows skip conv backprop: less work
+    # its Numba rows measure less work: no backward through either conv (Numba CUDA's dense backward on the host)
+    "BACKENDS_001": lambda t: t.assign(model="mnist_cnn"),
     "TIMES_002": _times_002,
     # printed in seconds where its table says so, shown here in ms
     "TIMES_004": lambda t: t[["what", "cpu_ms", "gpu_ms", "speedup_printed", "source"]].assign(
