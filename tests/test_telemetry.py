@@ -262,3 +262,18 @@ def test_the_verdict_sees_another_run_of_this_workbook_measuring_at_the_same_tim
     assert row["other_runs_max"] >= 1  # ours; another test of the suite may be running a pipeline beside it
     state, note = telemetry.judge({**row, "cpu_steal_mean_pct": 0.0, "util_other_cpu_mean_pct": 0.0})
     assert state == "busy" and "another run of this workbook" in note, note
+
+
+def test_the_sampler_threads_first_host_reading_is_not_psutils_meaningless_zero():
+    """psutil (since 5.9.6) keeps cpu_percent's reference point per thread: primed only on the caller's thread, the
+    sampler thread's first reading was a 0.0 in every process, so the example's host CPU read 56-72% mean while
+    one core was busy throughout (its telemetry: 98-100% without the first sample)."""
+    import time
+
+    with telemetry.Sampler(torch.device("cpu"), 0.05) as s:
+        end = time.perf_counter() + 0.3
+        while time.perf_counter() < end:  # one core busy for the whole window
+            pass
+    first = min(t for t, m, _, _ in s.samples if m == "util_cpu_core_pct")
+    cores = [v for t, m, v, _ in s.samples if m == "util_cpu_core_pct" and t == first]
+    assert max(cores) > 0, f"the first sample read every core idle: {cores}"

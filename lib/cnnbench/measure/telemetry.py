@@ -135,13 +135,19 @@ class Sampler:
         except Exception:  # noqa: BLE001 - a GPU that does not answer one query is skipped, not fatal
             pass
 
+    @staticmethod
+    def _prime() -> None:
+        """psutil keeps its host CPU % reference points per thread: the first calls on a thread only set them."""
+        psutil.cpu_percent(interval=None, percpu=True)
+        psutil.cpu_times_percent(interval=None)
+
     def _loop(self) -> None:
+        self._prime()
         while not self._stop.wait(self.interval_s):
             self.sample()
 
     def __enter__(self) -> Sampler:
-        psutil.cpu_percent(interval=None, percpu=True)  # the first calls only set the reference points
-        psutil.cpu_times_percent(interval=None)
+        self._prime()  # this thread's: __exit__'s last sample then spans the whole window
         self._t0 = self.clock()
         self._last_cpu = self._enter_cpu = (self.clock(), self._process_cpu_seconds())
         self._stop.clear()
