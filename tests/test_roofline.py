@@ -1,6 +1,7 @@
 """The byte counter against hand-computed traffic, peaks within sane bounds, roofline plots produce files."""
 
 import re
+import types
 
 import numpy as np
 import pandas as pd
@@ -9,7 +10,7 @@ import torch
 from torch import nn
 
 from cnnbench import devices, plots, results, roofline
-from cnnbench.measure import traffic
+from cnnbench.measure import engine, traffic
 from cnnbench.roofline import peaks
 
 F32 = 4
@@ -685,6 +686,35 @@ def test_points_carry_what_every_level_would_allow():
 def test_point_above_the_compute_peak_is_flagged_with_its_reason():
     pts = roofline.layer_points(pd.DataFrame([layer(64, 1000.0, 130.0)]), level_peaks())
     assert pts.above_roof.iloc[0] and "compute peak" in pts.above_roof_reason.iloc[0]
+
+
+def test_layer_time_shares_count_each_kernel_once():
+    """Under CPU + CUDA activities the profiler credits each kernel's time to the aten op that launched it (its
+    self device time) and again to the kernel's own event: the H200 example's shares summed over every event were
+    half the real ones (a 0.481 s step where the step took 0.240 s)."""
+    from torch.profiler import DeviceType
+
+    shapes = [[4, 8, 14, 14]]
+    counted = {("aten::convolution", str(shapes)): {"flops": 1e6, "flops_elementwise": 0, "bytes": 5e4}}
+    counted[("aten::convolution", str(shapes))] |= {"calls": 1, "modules": ["conv1"]}
+
+    def event(key, device_us, device_type=DeviceType.CPU, host_us=5.0):
+        times = {"device_time_total": device_us, "self_device_time_total": device_us}
+        times |= {"cpu_time_total": host_us, "self_cpu_time_total": host_us}
+        return types.SimpleNamespace(key=key, input_shapes=shapes, count=2, device_type=device_type, **times)
+
+    events = [
+        event("aten::convolution", 600.0),
+        event("aten::relu", 200.0),
+        event("cudaLaunchKernel", 0.0),
+        event("implicit_convolve_sgemm", 600.0, DeviceType.CUDA, 0.0),
+        event("vectorized_elementwise_kernel", 200.0, DeviceType.CUDA, 0.0),
+    ]
+    cfg = engine.Config.of("mnist_cnn", "train", 28, 10, 1, batch_size=4, workers=0)
+    table = roofline.layer_table(events, counted, 2, cfg, devices.backend("cuda"))
+    assert table.op.tolist() == ["convolution"] and table.time_share.iloc[0] == pytest.approx(
+        0.75
+    )  # of 800 us
 
 
 def test_step_points_use_the_step_bytes_as_working_set():

@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pandas as pd
-from torch.profiler import profile
+from torch.profiler import DeviceType, profile
 
 from cnnbench import devices, knobs, progress, published, results
 from cnnbench.measure import dispatch, engine, traffic
@@ -170,7 +170,9 @@ def layer_table(events, counted: dict, steps: int, cfg: engine.Config, b: device
     """One row per profiled (op, shapes) that has a count (under the counter's name: ``b.op_names()``), with its
     device time per step; ``time_share`` is over all the ops' time in the step, matched or not."""
     aliases = b.op_names()
-    total_us = sum(b.op_time_us(evt, self_only=True) for evt in events)
+    # a kernel's time is its launching op's self device time and again its own event's: the ops' only, once each
+    host_ops = [e for e in events if getattr(e, "device_type", DeviceType.CPU) == DeviceType.CPU]
+    total_us = sum(b.op_time_us(evt, self_only=True) for evt in host_ops)
     rows = []
     for evt in events:
         c = counted.get((aliases.get(evt.key, evt.key), str(evt.input_shapes)))
