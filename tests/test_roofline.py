@@ -128,6 +128,17 @@ def test_a_training_step_is_counted_in_its_steady_state(model, size):
     pd.testing.assert_frame_equal(counted, _second_of_two_steps(model, 4, size, 10))
 
 
+def test_an_autocast_step_keeps_fp32_weights_gradients_and_optimizer_state():
+    """The bf16 and fp16 knobs are autocast over an fp32 model: its optimizer reads and writes fp32 weights,
+    gradients and momentum. The count converted the whole model, halving the optimizer's bytes."""
+    fp32 = traffic.summary(traffic._count_step("mnist_cnn", 4, 28, 10, "train", "fp32"))
+    for precision in ("bf16", "fp16"):
+        half = traffic.summary(traffic._count_step("mnist_cnn", 4, 28, 10, "train", precision))
+        assert half["optimizer_gbytes"] == fp32["optimizer_gbytes"]
+        assert half["optimizer_gflops"] == fp32["optimizer_gflops"]
+        assert half["forward_gbytes"] < fp32["forward_gbytes"]  # activations in 16 bits
+
+
 def test_eval_step_is_forward_only():
     s = traffic.summary(traffic.count_step("mnist_cnn", 16, 28, 10, phase="eval"))
     assert s["gflops"] > 0 and "backward_gbytes" not in s

@@ -86,7 +86,8 @@ def count_step(
     phase: str = "train",
     precision: str = "fp32",
 ) -> pd.DataFrame:
-    """Per-op FLOPs and bytes of one SGD training or eval step on the meta device, by module; cached."""
+    """Per-op FLOPs and bytes of one SGD training or eval step on the meta device, by module; cached. bf16 and
+    fp16 (autocast): the model's ops in 16 bits, the optimizer on fp32 weights, gradients and momentum."""
     args = (model_name, batch_size, image_size, num_classes, phase, precision)
     code = (flops, models, sys.modules[__name__])
     return paths.cached("step", [*args, torch.__version__], lambda: _count_step(*args), code)
@@ -109,9 +110,14 @@ def _count_step(model_name, batch_size, image_size, num_classes, phase, precisio
     shape = (batch_size, *models.input_shape(model_name, image_size))
     x = torch.randn(shape, device="meta", dtype=DTYPES[precision])
     y = torch.randint(0, num_classes, (batch_size,), device="meta")
-    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    params = list(model.parameters())
+    if DTYPES[precision] != torch.float32:  # autocast: the optimizer steps fp32 weights with fp32 gradients
+        params = [torch.zeros_like(p, dtype=torch.float32, requires_grad=True) for p in params]
+        for param in params:
+            param.grad = torch.zeros_like(param)
+    opt = torch.optim.SGD(params, lr=0.01, momentum=0.9)
     if phase == "train":  # the steady state's step, as every one after the first: buffers exist
-        for param in model.parameters():
+        for param in params:
             opt.state[param]["momentum_buffer"] = torch.zeros_like(param)
     with flops.attention_fastpath_off(), ModuleTracker() as tracker, TrafficCounter(tracker) as counter:
         if phase == "train":
