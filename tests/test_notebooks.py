@@ -209,3 +209,44 @@ def test_every_notebook_opens_with_what_it_answers_in_three_lines():
         answer = [x for x in lines[2:] if x.strip()]
         assert 1 <= len(answer) <= 3 and answer[0].startswith("**"), (path.name, answer)
         assert "?**" in " ".join(answer), (path.name, answer)  # a question, answered in the lines after it
+
+
+def _code(name: str, calls: str) -> str:
+    """The source of notebook ``name``'s one code cell that contains ``calls``."""
+    cells = json.loads((ROOT / "notebooks" / f"{name}.ipynb").read_text())["cells"]
+    (source,) = [
+        "".join(c["source"]) for c in cells if c["cell_type"] == "code" and calls in "".join(c["source"])
+    ]
+    return source
+
+
+def test_04_says_how_many_points_sit_above_their_roof_as_its_points_do(capsys):
+    """04's heading "No point above its roof" stood over a table counting 10 such layer points (the CPU example)
+    and 6 (the H200's): the heading states no count, the cell under it prints the count of the points it has."""
+    import pandas as pd
+
+    from cnnbench import roofline
+
+    (heading,) = [
+        line
+        for t in _markdown(ROOT / "notebooks" / "04_roofline.ipynb")
+        for line in t.splitlines()
+        if line.startswith("## ") and "roof" in line and "above" in line
+    ]
+    assert not heading.startswith(("## No ", "## None", "## Every", "## All")), heading
+    points = pd.DataFrame(
+        {
+            "source": ["layer"] * 3,
+            "model": ["m"] * 3,
+            "level": ["l3"] * 3,
+            "achieved_gflops": [3.0, 1.0, 3.0],
+            "attainable_gflops": [1.0] * 3,
+            "above_roof": [True, False, True],
+            "above_roof_reason": ["r", "", "r"],
+        }
+    )
+    exec(_code("04_roofline", "roofline.flagged("), {"roofline": roofline, "roofline_csv": points})
+    assert (
+        f"2 of 3 points sit more than {roofline.ABOVE_ROOF_TOLERANCE:.0%} above their own roof"
+        in capsys.readouterr().out
+    )
