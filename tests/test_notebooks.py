@@ -250,3 +250,25 @@ def test_04_says_how_many_points_sit_above_their_roof_as_its_points_do(capsys):
         f"2 of 3 points sit more than {roofline.ABOVE_ROOF_TOLERANCE:.0%} above their own roof"
         in capsys.readouterr().out
     )
+
+
+def test_02_says_the_batch_and_image_size_the_run_measured_from_its_params(capsys, monkeypatch):
+    """02's protocol said "batch 128 (64 for SqueezeNet), 64x64 images" over the H200 example, which ran ResNet-50
+    at batch 256 and 224 px: the text names no batch or image size, the cell under the parameters prints the run's."""
+    import re
+
+    import cnnbench
+    from cnnbench.params import Params
+
+    text = _markdown(ROOT / "notebooks" / "02_scenario_a.ipynb")[0]
+    assert not re.search(r"\bbatch \d|\d+x\d+ images", text), text
+    p = Params(models=["resnet50", "mnist_cnn"], image_size=224, batch_size_per_model={"resnet50": 256})
+
+    class Run:
+        params, device_name, threads = p, "NVIDIA H200", 16
+
+    monkeypatch.setattr(cnnbench, "open_run", lambda *args: Run)
+    exec(_code("02_scenario_a", "scenario_a_configs("), {"params_file": "", "overrides": {}, "run_dir": ""})
+    out = capsys.readouterr().out
+    assert "batch 256, 3x224x224 images, 200 classes (synthetic): resnet50" in out
+    assert f"batch {p.batch_size_for('mnist_cnn')}, 1x28x28 images, 10 classes" in out
