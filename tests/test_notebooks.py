@@ -272,3 +272,18 @@ def test_02_says_the_batch_and_image_size_the_run_measured_from_its_params(capsy
     out = capsys.readouterr().out
     assert "batch 256, 3x224x224 images, 200 classes (synthetic): resnet50" in out
     assert f"batch {p.batch_size_for('mnist_cnn')}, 1x28x28 images, 10 classes" in out
+
+
+@pytest.mark.parametrize(
+    "shows", ["scenarios.measured(scenario_a)", "scenarios.performance_summary(scenario_a)"]
+)
+def test_02s_tables_round_each_number_once_from_the_measured_value(shows):
+    """The H200's 02 showed tf32 training at 53.88 TFLOP/s where the row holds 53.874989: the notebook rounded
+    to 4 decimals (53.8750) and the display to 4 figures again. Its tables reach the display unrounded."""
+    from cnnbench import results, scenarios, tables
+
+    rows = results.read(ROOT / "examples" / "example-cuda-h200", "scenario_a")
+    assert rows.achieved_tflops.round(6).eq(53.874989).any()
+    shown = _code("02_scenario_a", shows).splitlines()[-1]
+    page = tables.trimmed_html(eval(shown, {"scenarios": scenarios, "scenario_a": rows}))
+    assert ">53.87<" in page and ">53.88<" not in page
