@@ -209,3 +209,81 @@ def test_every_notebook_opens_with_what_it_answers_in_three_lines():
         answer = [x for x in lines[2:] if x.strip()]
         assert 1 <= len(answer) <= 3 and answer[0].startswith("**"), (path.name, answer)
         assert "?**" in " ".join(answer), (path.name, answer)  # a question, answered in the lines after it
+
+
+def _code(name: str, calls: str) -> str:
+    """The source of notebook ``name``'s one code cell that contains ``calls``."""
+    cells = json.loads((ROOT / "notebooks" / f"{name}.ipynb").read_text())["cells"]
+    (source,) = [
+        "".join(c["source"]) for c in cells if c["cell_type"] == "code" and calls in "".join(c["source"])
+    ]
+    return source
+
+
+def test_04_says_how_many_points_sit_above_their_roof_as_its_points_do(capsys):
+    """04's heading "No point above its roof" stood over a table counting 10 such layer points (the CPU example)
+    and 6 (the H200's): the heading states no count, the cell under it prints the count of the points it has."""
+    import pandas as pd
+
+    from cnnbench import roofline
+
+    (heading,) = [
+        line
+        for t in _markdown(ROOT / "notebooks" / "04_roofline.ipynb")
+        for line in t.splitlines()
+        if line.startswith("## ") and "roof" in line and "above" in line
+    ]
+    assert not heading.startswith(("## No ", "## None", "## Every", "## All")), heading
+    points = pd.DataFrame(
+        {
+            "source": ["layer"] * 3,
+            "model": ["m"] * 3,
+            "level": ["l3"] * 3,
+            "achieved_gflops": [3.0, 1.0, 3.0],
+            "attainable_gflops": [1.0] * 3,
+            "above_roof": [True, False, True],
+            "above_roof_reason": ["r", "", "r"],
+        }
+    )
+    exec(_code("04_roofline", "roofline.flagged("), {"roofline": roofline, "roofline_csv": points})
+    assert (
+        f"2 of 3 points sit more than {roofline.ABOVE_ROOF_TOLERANCE:.0%} above their own roof"
+        in capsys.readouterr().out
+    )
+
+
+def test_02_says_the_batch_and_image_size_the_run_measured_from_its_params(capsys, monkeypatch):
+    """02's protocol said "batch 128 (64 for SqueezeNet), 64x64 images" over the H200 example, which ran ResNet-50
+    at batch 256 and 224 px: the text names no batch or image size, the cell under the parameters prints the run's."""
+    import re
+
+    import cnnbench
+    from cnnbench.params import Params
+
+    text = _markdown(ROOT / "notebooks" / "02_scenario_a.ipynb")[0]
+    assert not re.search(r"\bbatch \d|\d+x\d+ images", text), text
+    p = Params(models=["resnet50", "mnist_cnn"], image_size=224, batch_size_per_model={"resnet50": 256})
+
+    class Run:
+        params, device_name, threads = p, "NVIDIA H200", 16
+
+    monkeypatch.setattr(cnnbench, "open_run", lambda *args: Run)
+    exec(_code("02_scenario_a", "scenario_a_configs("), {"params_file": "", "overrides": {}, "run_dir": ""})
+    out = capsys.readouterr().out
+    assert "batch 256, 3x224x224 images, 200 classes (synthetic): resnet50" in out
+    assert f"batch {p.batch_size_for('mnist_cnn')}, 1x28x28 images, 10 classes" in out
+
+
+@pytest.mark.parametrize(
+    "shows", ["scenarios.measured(scenario_a)", "scenarios.performance_summary(scenario_a)"]
+)
+def test_02s_tables_round_each_number_once_from_the_measured_value(shows):
+    """The H200's 02 showed tf32 training at 53.88 TFLOP/s where the row holds 53.874989: the notebook rounded
+    to 4 decimals (53.8750) and the display to 4 figures again. Its tables reach the display unrounded."""
+    from cnnbench import results, scenarios, tables
+
+    rows = results.read(ROOT / "examples" / "example-cuda-h200", "scenario_a")
+    assert rows.achieved_tflops.round(6).eq(53.874989).any()
+    shown = _code("02_scenario_a", shows).splitlines()[-1]
+    page = tables.trimmed_html(eval(shown, {"scenarios": scenarios, "scenario_a": rows}))
+    assert ">53.87<" in page and ">53.88<" not in page

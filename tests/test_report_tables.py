@@ -336,3 +336,24 @@ def test_a_notebooks_wide_table_shows_numbers_to_four_figures_as_08s_do():
     for shown in (">120.3<", ">377.5<", ">0.01181<", ">1,091<", ">662.3<"):
         assert shown in page, shown
     assert "120.3333" not in page and "1091.4922" not in page
+
+
+def test_a_table_of_seed_numbers_names_the_file_that_published_them():
+    """01's Table 1 headers said "published by 000", 04's intensity table had columns published_by_000_gflop_per_mb
+    and published_by_003_flop_per_byte: a seed's number is shown only where its table names the seed's file."""
+    from cnnbench import published, roofline
+    from conftest import ROOT
+
+    complexity = results.read(ROOT / "examples" / "example-cpu-2core", "complexity")
+    headers = [c for c in tables.complexity_vs_seed(complexity).columns if "published" in c]
+    assert headers and all(f"published by {published.SEED_000}" in c for c in headers), headers
+    beside = roofline.compare_with_seeds(pd.DataFrame(), complexity)
+    assert {"published_by_000_gflop_per_mb", "published_by_003_flop_per_byte"} <= set(
+        beside.columns
+    )  # as read
+    wide = beside.assign(
+        **{f"ours_{i}": [float(i)] * len(beside) for i in range(4)}
+    )  # the H200's: 10 columns
+    for shown in (tables.trimmed_html(beside), tables.show(beside).data, tables.trimmed_html(wide)):
+        assert f"published_by_000: published by {published.SEED_000}" in shown
+    assert f"published_by_003: published by {published.SEED_003}" in tables.trimmed_html(wide)

@@ -760,3 +760,31 @@ def test_the_best_resnet50_224_training_rate_stands_beside_the_published_gpu_fig
     )
     assert set(theirs[theirs.same_gpu].device) == {"NVIDIA H100 SXM"}
     assert tuning.beside_published(pd.DataFrame([{**best, "model": "resnet18"}])).empty
+
+
+def test_a_speedups_nonzero_interval_is_never_printed_as_zero():
+    """The H200's 07 said "2.37 ± 0.00x" where the interval is ±0.003927: each value is shown to its interval."""
+    from cnnbench import tuning
+
+    row = {
+        "row_kind": "best",
+        "status": "ok",
+        "model": "resnet50",
+        "phase": "train",
+        "config": "bf16 nchw bs512",
+        "throughput_img_s": 2521.309669,
+        "throughput_ci95_img_s": 2.268237,
+        "default_throughput_img_s": 1063.680257,
+        "default_throughput_ci95_img_s": 1.479952,
+        "speedup_x": 2.370364,
+        "speedup_ci95_x": 0.003927,
+        "distinguishable_from_default": True,
+        "configs_tried": 11,
+        "pruned": 6,
+        "compute_roof_pct": float("nan"),
+        "roof_note": "n",
+        "energy_j_per_image": float("nan"),
+        "energy_note": "e",
+    }
+    (text,) = tuning.findings(pd.DataFrame([row]))
+    assert "2.3704\u00a0±\u00a00.0039x the seeds' default" in text and "2,521.3\u00a0±\u00a02.3 img/s" in text

@@ -21,6 +21,17 @@ def scenario_a_configs(p) -> list[Config]:
     return [engine.config(p, m, phase, v) for m in p.models for v in p.variants for phase in p.phases]
 
 
+def workloads(configs: list[Config]) -> str:
+    """What ``configs`` feed each model, one clause per batch size and input, e.g. "batch 256, 3x224x224 images,
+    200 classes (synthetic): resnet50": 02's protocol as the run's params set it."""
+    models: dict[str, list[str]] = {}
+    for c in configs:
+        shape = f"{c.in_channels}x{c.image_size}x{c.image_size} images, {c.num_classes} classes ({c.dataset})"
+        names = models.setdefault(f"batch {c.batch_size}, {shape}", [])
+        names += [] if c.model in names else [c.model]
+    return "; ".join(f"{workload}: {', '.join(names)}" for workload, names in models.items())
+
+
 def sweep_configs(p) -> list[Config]:
     return [
         engine.config(p, m, phase, p.variants[0], batch_size=bs)

@@ -79,22 +79,32 @@ def with_interval(value, ci) -> str:
 
 def trimmed_html(df: pd.DataFrame) -> str:
     """A table's HTML in a notebook: whole when it fits the page, else :func:`trimmed` with its constant columns
-    in a caption above it and its numbers to four figures, as :func:`show` writes them."""
+    in a caption above it and its numbers to four figures, as :func:`show` writes them; under :func:`seed_files`."""
     if len(df.columns) <= WIDE_COLUMNS or not df.columns.is_unique:
-        return df.to_html(na_rep="")
+        return seed_files(df.columns) + df.to_html(na_rep="")
     try:
         return "".join(_page(df, trim=True)[1:3])
     except (TypeError, ValueError):  # a table of unusual cells is shown whole rather than not at all
-        return df.to_html(na_rep="")
+        return seed_files(df.columns) + df.to_html(na_rep="")
+
+
+_SEED_COLUMN = re.compile(r"published_by_(\d{3})_")
+
+
+def seed_files(columns) -> str:
+    """The HTML naming the file of each seed whose numbers a ``published_by_<seed>_...`` column holds ("" if none)."""
+    seeds = sorted({m.group(1) for c in columns if (m := _SEED_COLUMN.match(str(c)))})
+    named = "; ".join(f"published_by_{s}: published by {published.SEEDS[s]}" for s in seeds)
+    return f"<p><i>{html.escape(named)}</i></p>" if named else ""
 
 
 def _page(df: pd.DataFrame, trim: bool) -> tuple[pd.DataFrame, str, str, bool]:
     """``df`` (:func:`trimmed` where ``trim``), the HTML above it naming its constant columns and saying values carry
     intervals, its HTML with numbers to four figures, its index only where it means something (and whether)."""
-    head = ""
+    head = seed_files(df.columns)
     if trim:
         df, caption = trimmed(df)
-        head = f"<p><i>the same in every row: {html.escape(caption)}</i></p>" if caption else ""
+        head += f"<p><i>the same in every row: {html.escape(caption)}</i></p>" if caption else ""
         head += "<p><i>value ± its 95% interval</i></p>" if df.attrs.get("intervals") else ""
     index = not isinstance(df.index, pd.RangeIndex)
     return df, head, df.to_html(na_rep="", index=index, formatters={c: _cell for c in df.columns}), index
@@ -152,9 +162,9 @@ def complexity_vs_seed(complexity: pd.DataFrame) -> pd.DataFrame:
         notes = [macs if abs(rel) < 0.01 else off]
         row = {
             "model": seed.model,
-            "params_m (published by 000)": seed.params_m,
+            f"params_m (published by {published.SEED_000})": seed.params_m,
             "params_m (ours, 1000 classes)": ours.params / 1e6,
-            "FLOPs/image G (published by 000)": seed.flops_g,
+            f"FLOPs/image G (published by {published.SEED_000})": seed.flops_g,
             "gmacs_fwd @224 (ours)": ours.gmacs_fwd,
             "gflops_fwd @224 (ours)": ours.gflops_fwd,
         }

@@ -19,6 +19,7 @@ from cnnbench.measure import engine, flops, telemetry
 from cnnbench.plots import save
 from cnnbench.results import ResultsFile
 from cnnbench.results.schema import TUNING_PARAM_KEYS, search_keys
+from cnnbench.tables import with_interval
 from cnnbench.tuning import search
 from cnnbench.tuning.search import Outcome
 
@@ -265,10 +266,6 @@ def notes(df: pd.DataFrame) -> pd.DataFrame:
     return rows[[c for c in cols if c in rows]].rename(columns=cols).fillna("")
 
 
-def _pm(value, half, fmt: str) -> str:
-    return f"{value:{fmt}} ± {half:{fmt}}" if pd.notna(half) else f"{value:{fmt}}"
-
-
 def findings(df: pd.DataFrame) -> list[str]:
     """One computed sentence per model and phase: the best configuration, its speedup, roofline and energy."""
     out = []
@@ -277,11 +274,11 @@ def findings(df: pd.DataFrame) -> list[str]:
             out.append(f"{r.model} {r.phase}: no configuration confirmed ({r.error})")
             continue
         apart = str(getattr(r, "distinguishable_from_default", "True")).lower() != "false"
-        default = _pm(r.default_throughput_img_s, r.default_throughput_ci95_img_s, ".1f")
+        default = with_interval(r.default_throughput_img_s, r.default_throughput_ci95_img_s)
         same = f"not distinguishable from the seeds' default ({default} img/s, inside the 95% interval)"
-        verdict = f"{_pm(r.speedup_x, r.speedup_ci95_x, '.2f')}x the seeds' default" if apart else same
+        verdict = f"{with_interval(r.speedup_x, r.speedup_ci95_x)}x the seeds' default" if apart else same
         text = (
-            f"{r.model} {r.phase}: best {r.config} at {_pm(r.throughput_img_s, r.throughput_ci95_img_s, '.1f')} "
+            f"{r.model} {r.phase}: best {r.config} at {with_interval(r.throughput_img_s, r.throughput_ci95_img_s)} "
             f"img/s, {verdict} ({r.configs_tried:.0f} configurations tried, {r.pruned:.0f} pruned)"
         )
         roof = getattr(r, "compute_roof_pct", float("nan"))
