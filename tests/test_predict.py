@@ -123,7 +123,7 @@ def test_predict_json_answers_with_range_and_bound():
 def test_08_writes_predictions_csv_with_every_row_the_seeds_verdicts_and_the_figure(tmp_path):
     import shutil
 
-    from cnnbench import analysis, results
+    from cnnbench import analysis, published, results
     from conftest import ROOT
 
     run = shutil.copytree(ROOT / "examples" / "example-cpu-2core", tmp_path / "run")
@@ -134,14 +134,18 @@ def test_08_writes_predictions_csv_with_every_row_the_seeds_verdicts_and_the_fig
     assert len(t) == len(predict.published_rows()) + len(m["scenario_a"]) + len(
         m["batch_sweep"]
     )  # none dropped
-    t4 = t[(t.source == "published by seed 000") & (t.device == "Tesla T4")]
+    t4 = t[(t.source == f"published by {published.SEED_000}") & (t.device == "Tesla T4")]
     # issue 42: at the 224 px seed 000 trained at, its T4 training rows of ResNet-18, MobileNetV2 and ResNet-50
     # reach 37-55% of what the T4's roofs allow: not bound by something else
     big = t4[(t4.phase == "train") & (t4.model != "squeezenet1_1")]
     assert (big.rate_img_s / big.ceiling_img_s).between(0.35, 0.6).all() and (
         big.verdict == "not fitted"
     ).all()
-    above = t[(t.source == "published by seed 003") & (t.device == "Tesla T4") & (t.model == "resnet18")]
+    above = t[
+        (t.source == f"published by {published.SEED_003}")
+        & (t.device == "Tesla T4")
+        & (t.model == "resnet18")
+    ]
     assert above.verdict.tolist() == ["above the ceiling"] and "650 img/s is" in above.reason.iloc[0]
     goals = analysis.predict.goals(t).set_index("rows")
     assert goals.loc["measured by 02 on a CPU, out of sample", ["count", "predicted"]].tolist() == [12, 12]
@@ -164,18 +168,18 @@ def test_the_findings_say_which_published_rates_were_bound_by_something_else_and
     the evidence, one finding per source, device and verdict."""
     import shutil
 
-    from cnnbench import analysis
+    from cnnbench import analysis, published
     from conftest import ROOT
 
     run = shutil.copytree(ROOT / "examples" / "example-cpu-2core", tmp_path / "run")
     f = analysis.findings_table(analysis.load([run]))
     said = f[f.topic == "prediction"]
-    t4 = said[said.finding.str.contains("seed 000") & said.finding.str.contains("Tesla T4")]
+    t4 = said[said.finding.str.contains(published.SEED_000) & said.finding.str.contains("Tesla T4")]
     assert (
         len(t4) == 1 and "bound by something else" in t4.finding.iloc[0] and "4 workers" in t4.finding.iloc[0]
     )
     above = said[said.finding.str.contains("above the ceiling")]
-    assert above.finding.str.contains("seed 003").any() and (above.source == "predictions.csv").all()
+    assert above.finding.str.contains(published.SEED_003).any() and (above.source == "predictions.csv").all()
 
 
 # --- issue 42: the host in the model; ranges that mean something; scored on the H100 run ----------------------------
@@ -239,3 +243,11 @@ def test_the_h100_run_is_predicted_within_its_goals_out_of_sample():
         gpu["count"] == gpu.predicted == 24 and gpu.median_abs_error_pct <= 25 and gpu.inside_range_pct >= 80
     )
     assert cpu.median_abs_error_pct <= 15 and cpu.inside_range_pct >= 80
+
+
+def test_published_rows_name_the_seed_file_they_come_from():
+    """The project's rule for a seed's number is "published by <file>" (published.SEEDS), as 08's other tables say."""
+    from cnnbench import published
+
+    rows = predict.published_rows()
+    assert set(rows.source) == {f"published by {published.SEEDS[s]}" for s in ("000", "001", "002", "003")}

@@ -282,7 +282,8 @@ def published_rows() -> pd.DataFrame:
     columns = ["seed", "cls", "model", "phase", *KEYS[1:4], "rate_img_s", "configuration"]
     df = pd.DataFrame(rows, columns=columns)
     device, kind = zip(*(published.DEVICES[k] for k in zip(df.seed, df.cls, strict=True)), strict=True)
-    df = df.assign(source="published by seed " + df.seed, device=device, device_kind=kind, precision="fp32")
+    source = "published by " + df.seed.map(published.SEEDS)
+    df = df.assign(source=source, device=device, device_kind=kind, precision="fp32")
     return df.assign(candidate=df.seed.isin(STEP_TIMED))
 
 
