@@ -357,3 +357,46 @@ def test_a_table_of_seed_numbers_names_the_file_that_published_them():
     for shown in (tables.trimmed_html(beside), tables.show(beside).data, tables.trimmed_html(wide)):
         assert f"published_by_000: published by {published.SEED_000}" in shown
     assert f"published_by_003: published by {published.SEED_003}" in tables.trimmed_html(wide)
+
+
+def _example_tables(tmp_path, example: str):
+    """A copy of a committed example's 02, 03 and 07 tables (the summary's fastest configuration reads no other)."""
+    import shutil
+
+    from conftest import ROOT
+
+    run_dir = tmp_path / example
+    run_dir.mkdir()
+    for name in ("tuning.csv", "scenario_a.csv", "batch_sweep.csv", "environment.json", "params.json"):
+        shutil.copy(ROOT / "examples" / example / name, run_dir)
+    return run_dir
+
+
+def test_the_fastest_configuration_says_when_02_measured_a_faster_one_07_did_not_race(tmp_path):
+    """The H200 example: 07's best is bf16 NCHW bs512 at 2,521 img/s, yet 02 measured bf16 channels_last at 4,722
+    img/s in the same run, 1.87x it; 07's guard ran out of budget before bf16 channels_last. The summary says so
+    beside its "fastest", from the run's rows; the CPU example's best is the fastest its run measured."""
+    best = overview.fastest(_example_tables(tmp_path, "example-cuda-h200"))
+    said = best[overview.FASTER].iloc[0]
+    assert (
+        said.startswith("02 measured bf16 channels_last bs256")
+        and "faster: 4,722\u00a0±\u00a027 img/s (1.87x)" in said
+    )
+    assert (
+        "07's search did not race bf16 channels_last off (not guarded: tune_guard_budget_s was spent" in said
+    )
+    assert "faster" in overview._best(best).split(":")[0]
+    cpu = overview.fastest(_example_tables(tmp_path, "example-cpu-2core"))
+    assert len(cpu) == 1 and overview.FASTER not in cpu and "faster" not in overview._best(cpu)
+
+
+def test_07s_sentences_in_08_say_what_02_measured_faster_than_its_best(tmp_path):
+    from cnnbench import analysis
+
+    run_dir = _example_tables(tmp_path, "example-cuda-h200")
+    said = analysis.tuning_findings_markdown(analysis.load([run_dir])).data
+    assert said.count("\n") == 0 and "best bf16 nchw cudnn.benchmark=off bs512" in said
+    assert "; 02 measured bf16 channels_last bs256" in said
+    assert (
+        "faster: 4,722\u00a0±\u00a027 img/s (1.87x): 07's search did not race bf16 channels_last off" in said
+    )

@@ -19,6 +19,7 @@ import pandas as pd
 from cnnbench import devices, knobs, models, params, paths, published
 from cnnbench.devices.base import normalise_name
 from cnnbench.measure.engine import HOST_BOUND
+from cnnbench.measure.reproducibility import measured_here
 from cnnbench.results import runs
 
 # CLASSES[:COMPUTE] are compute classes, their bytes at CLASSES[COMPUTE]'s (elementwise) efficiency; batch norm is
@@ -282,17 +283,19 @@ def published_rows() -> pd.DataFrame:
     columns = ["seed", "cls", "model", "phase", *KEYS[1:4], "rate_img_s", "configuration"]
     df = pd.DataFrame(rows, columns=columns)
     device, kind = zip(*(published.DEVICES[k] for k in zip(df.seed, df.cls, strict=True)), strict=True)
-    df = df.assign(source="published by seed " + df.seed, device=device, device_kind=kind, precision="fp32")
+    source = "published by " + df.seed.map(published.SEEDS)
+    df = df.assign(source=source, device=device, device_kind=kind, precision="fp32")
     return df.assign(candidate=df.seed.isin(STEP_TIMED))
 
 
 def measured_rows(merged) -> pd.DataFrame:
-    """The merged runs' ok 02 and 03 rows with their 04 roofs; candidates: the default variant, device data."""
+    """The merged runs' ok 02 and 03 rows with their 04 roofs, each measurement once (03's rows copied from 02's,
+    ``measured_in``, are 02's); candidates: the default variant, device data."""
     from cnnbench.roofline import roof_for
 
     frames, peaks = [pd.DataFrame(columns=["run_name", "precision"])], merged["device_peaks"]
     for table, nb in (("scenario_a", "02"), ("batch_sweep", "03")):
-        df = merged[table]
+        df = measured_here(merged[table])
         ok = knobs.columns(df[df.status == "ok"])
         if len(ok):
             plain = ok.index.isin(knobs.default_variant(ok).index) & (ok.data_mode == "device")

@@ -58,14 +58,17 @@ def best_configurations(tuned: pd.DataFrame) -> pd.DataFrame:
     return pd.concat(best, names=["run_name"]).reset_index()
 
 
-def tuning_findings_markdown(tuned: pd.DataFrame):
-    """07's computed sentences (best configuration, speedup with interval, roofline, energy), per run."""
+def tuning_findings_markdown(m: Merged):
+    """07's computed sentences (best configuration, speedup with interval, roofline, energy), per run, each with
+    what the run's 02 or 03 measured faster (:func:`.overview.faster_measured`)."""
     from IPython.display import Markdown
 
     from cnnbench import tuning
+    from cnnbench.analysis import overview
 
-    if tuned.empty:
-        return Markdown("_No run searched configurations (07_tuning)._")
-    return Markdown(
-        "\n".join(f"- {run}: {line}" for run, g in tuned.groupby("run_name") for line in tuning.findings(g))
-    )
+    lines = []
+    for run, g in m["tuning"].groupby("run_name"):
+        faster = overview.faster_measured(g, lambda name, run=run: m[name][m[name].run_name == run])
+        said = zip(tuning.findings(g), faster, strict=True)
+        lines += [f"- {run}: {line}" + (f"; {more}" if more else "") for line, more in said]
+    return Markdown("\n".join(lines) or "_No run searched configurations (07_tuning)._")
