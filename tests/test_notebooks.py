@@ -2,6 +2,7 @@
 
 import json
 import math
+import re
 import subprocess
 import sys
 
@@ -287,3 +288,23 @@ def test_02s_tables_round_each_number_once_from_the_measured_value(shows):
     shown = _code("02_scenario_a", shows).splitlines()[-1]
     page = tables.trimmed_html(eval(shown, {"scenarios": scenarios, "scenario_a": rows}))
     assert ">53.87<" in page and ">53.88<" not in page
+
+
+def test_no_notebook_rounds_a_table_before_the_display_does():
+    """06's seed-002 table showed the CPU's best learning rate 0.003 as 0: the cell rounded to 2 decimals before the
+    display's 4 significant figures (tables._cell). The display is the one rounding rule: no cell rounds a table."""
+    from cnnbench import results, tables, transfer
+
+    rounding = [
+        f"{nb.stem}: {line.strip()}"
+        for nb in sorted((ROOT / "notebooks").glob("*.ipynb"))
+        for c in json.loads(nb.read_text())["cells"]
+        if c["cell_type"] == "code"
+        for line in "".join(c["source"]).splitlines()
+        if re.search(r"\.round\(\d*\)", line)
+    ]
+    assert not rounding, rounding
+    rows = results.read(ROOT / "examples" / "example-cpu-2core", "transfer")
+    shown = _code("06_transfer", "transfer.beside_seed").splitlines()[-1]
+    page = tables.trimmed_html(eval(shown, {"transfer": transfer, "finetuned": rows}))
+    assert ">0.003<" in page
