@@ -355,3 +355,12 @@ def test_every_published_table_is_shown_without_a_row_number_column():
     (161, 162, ...), and 08 showed it as a column of its own beside the seed's figures."""
     for name, table in published.tables().items():
         assert table.index.equals(pd.RangeIndex(len(table))), name
+
+
+def test_seed_004s_parameter_memory_is_off_by_the_factor_its_numbers_give():
+    """The note said "off by about 100x" of 7.9 MB against 7,960 float64 parameters' 0.064 MB: 124x, computed."""
+    mem = published.table("MEMORY_004").set_index("component").cpu_mb["parameters"]
+    sh = published.SHAPE_004
+    n = sh["features"] * sh["hidden"] + sh["hidden"] + sh["hidden"] * sh["classes"] + sh["classes"]
+    (note,) = published.inconsistencies()[lambda d: d.published.str.contains("parameters take")].note
+    assert f"{mem / (n * 8 / 1e6):.0f}x" in note and "about 100x" not in note, note

@@ -327,6 +327,7 @@ def _checks_004() -> dict:
     sh, s, mem = SHAPE_004, _SETUP_004, table("MEMORY_004").set_index("component").cpu_mb
     n = sh["features"] * sh["hidden"] + sh["hidden"] + sh["hidden"] * sh["classes"] + sh["classes"]
     mb, f64 = n * 8 / 1e6, sh["inputs"] * sh["features"] * 8 / 1e6
+    times = mem["parameters"] / mb
     raw, labelled = s["mnist_train_images"] * sh["features"] / 1e6, sh["inputs"] + s["validation_images"]
     step = table("TIMES_004").set_index("what")
     totals = {side: table("OPS_004")[f"{side}_ms"].sum() for side in ("cpu", "gpu")}
