@@ -400,3 +400,11 @@ def test_07s_sentences_in_08_say_what_02_measured_faster_than_its_best(tmp_path)
     assert (
         "faster: 4,722\u00a0±\u00a027 img/s (1.87x): 07's search did not race bf16 channels_last off" in said
     )
+
+
+def test_a_table_with_two_header_levels_shows_its_numbers_to_four_figures():
+    """07's best configuration is shown transposed, its columns (model, phase): the formatter keyed by column label
+    missed them, and its rates showed every digit (18994.421365)."""
+    wide = pd.DataFrame({("resnet18", "train"): [18994.42136473299, 2.402025, "fp32"]}, dtype=object)
+    page = tables.trimmed_html(wide)
+    assert ">18,994<" in page and ">2.402<" in page and "18994.42" not in page

@@ -78,10 +78,10 @@ def with_interval(value, ci) -> str:
 
 
 def trimmed_html(df: pd.DataFrame) -> str:
-    """A table's HTML in a notebook: whole when it fits the page, else :func:`trimmed` with its constant columns
-    in a caption above it and its numbers to four figures, as :func:`show` writes them; under :func:`seed_files`."""
+    """A table's HTML in a notebook, its numbers to four figures: whole when it fits the page, else :func:`trimmed`
+    with its constant columns in a caption above it, as :func:`show` writes them; under :func:`seed_files`."""
     if len(df.columns) <= WIDE_COLUMNS or not df.columns.is_unique:
-        return seed_files(df.columns) + df.to_html(na_rep="")
+        return seed_files(df.columns) + df.to_html(na_rep="", formatters=[_cell] * len(df.columns))
     try:
         return "".join(_page(df, trim=True)[1:3])
     except (TypeError, ValueError):  # a table of unusual cells is shown whole rather than not at all
@@ -107,10 +107,12 @@ def _page(df: pd.DataFrame, trim: bool) -> tuple[pd.DataFrame, str, str, bool]:
         head += f"<p><i>the same in every row: {html.escape(caption)}</i></p>" if caption else ""
         head += "<p><i>value ± its 95% interval</i></p>" if df.attrs.get("intervals") else ""
     index = not isinstance(df.index, pd.RangeIndex)
-    return df, head, df.to_html(na_rep="", index=index, formatters={c: _cell for c in df.columns}), index
+    return df, head, df.to_html(na_rep="", index=index, formatters=[_cell] * len(df.columns)), index
 
 
 def _cell(value) -> str:
+    if value is None or value is pd.NA:
+        return ""
     if isinstance(value, float):
         return "" if value != value else f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.4g}"
     return str(value)
