@@ -264,3 +264,20 @@ def test_a_batch_sweep_row_copied_from_02_is_one_measurement_not_two():
     rows = predict.measured_rows(runs.load([ROOT / "examples" / "example-cuda-h200"]))
     assert len(rows) == 8 and rows.source.str.endswith("(03)").sum() == 2
     assert not rows.duplicated(["model", "phase", "precision", "memory_format", "batch_size"]).any()
+
+
+def test_the_predictions_figure_keeps_its_legend_off_the_points(tmp_path):
+    """The CPU example's figure drew its legend in the upper left, over its two fastest points (23,000 and 48,000
+    img/s): the legend sits below the panel, as every other figure's does."""
+    import matplotlib.pyplot as plt
+
+    from cnnbench import predict
+    from conftest import ROOT
+
+    t = pd.read_csv(ROOT / "examples" / "example-cpu-2core" / "predictions.csv")
+    fig = predict.figure(t, tmp_path / "p.png")
+    fig.canvas.draw()
+    (ax,) = fig.axes
+    box, panel = fig.legends[0].get_window_extent(), ax.get_window_extent()
+    assert not ax.get_legend() and box.y1 <= panel.y0, (box, panel)
+    plt.close(fig)

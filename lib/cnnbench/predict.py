@@ -469,7 +469,7 @@ def figure(t: pd.DataFrame, path=None):
     title = f"{len(p)} of {len(t)} rows predicted (the rest: no peak or batch size, in predictions.csv)"
     ax.set(xscale="log", yscale="log", xlabel="published or measured (img/s)", ylabel="predicted (img/s)")
     ax.set_title(title)
-    ax.legend(fontsize=7)
+    plots.legend_below(fig, ax, ncol=2, fontsize=7)
     return plots.save(fig, path)
 
 
