@@ -1,6 +1,7 @@
 """Issue 43 item 5: a device kind is its module in devices/, a knob its entry in ``knobs.KNOBS``, a notebook its name
 in ``params.NOTEBOOKS``; a fake one of each, added in that one place, is picked up by everything else."""
 
+import ast
 import os
 import re
 import shutil
@@ -136,3 +137,26 @@ def test_importing_devices_loads_no_module_that_declares_no_kind():
     env = {**os.environ, "PYTHONPATH": str(ROOT / "lib")}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
     assert out.stdout.split() == ["False", "False"], out.stderr[-2000:]
+
+
+def test_the_tables_of_measured_rates_are_declared_once():
+    """02's and 03's tables (a configuration's measured rate) are named together in the schema only: the report,
+    the analysis, 04 and the predictor read them from ``results.RATES``."""
+    from cnnbench import results
+
+    assert results.RATES == {"scenario_a": "02", "batch_sweep": "03"}
+    restated = []
+    for path in (ROOT / "lib" / "cnnbench").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            inside = list(ast.walk(node))
+            literal = all(
+                isinstance(n, (ast.Constant, ast.Tuple, ast.List, ast.Set, ast.Dict, ast.Load))
+                for n in inside
+            )
+            if literal and isinstance(
+                node, (ast.Tuple, ast.List, ast.Set, ast.Dict)
+            ):  # a list of names, not labels
+                named = {n.value for n in inside if isinstance(n, ast.Constant)}
+                if {"scenario_a", "batch_sweep"} <= named and path.name != "schema.py":
+                    restated.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert not restated, restated

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from cnnbench import devices, knobs, models, params, paths, published
+from cnnbench import devices, knobs, models, params, paths, published, results
 from cnnbench.devices.base import normalise_name
 from cnnbench.measure.engine import HOST_BOUND
 from cnnbench.measure.reproducibility import measured_here
@@ -294,7 +294,7 @@ def measured_rows(merged) -> pd.DataFrame:
     from cnnbench.roofline import roof_for
 
     frames, peaks = [pd.DataFrame(columns=["run_name", "precision"])], merged["device_peaks"]
-    for table, nb in (("scenario_a", "02"), ("batch_sweep", "03")):
+    for table, nb in results.RATES.items():
         df = measured_here(merged[table])
         ok = knobs.columns(df[df.status == "ok"])
         if len(ok):

@@ -149,7 +149,7 @@ def reproducibility_statement(run_dir: Path) -> str:
     verdict = state.verdict.iloc[0] if len(state) else "No measurement recorded the machine's state."
     busy = "; ".join(
         f"{r.model} {r.phase} at batch {r.batch_size} in {notebook} ({r.machine_note})"
-        for table, notebook in (("scenario_a", "02"), ("batch_sweep", "03"))
+        for table, notebook in results.RATES.items()
         for r in reproducibility.measured_here(merged[table]).itertuples()
         if r.machine_state == "busy"
     )

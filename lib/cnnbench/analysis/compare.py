@@ -9,7 +9,7 @@ from itertools import combinations
 
 import pandas as pd
 
-from cnnbench import knobs
+from cnnbench import knobs, results
 from cnnbench.measure import reproducibility
 from cnnbench.results.runs import Merged, machine_label
 from cnnbench.tables import rounded
@@ -155,7 +155,6 @@ def machine(m: Merged) -> pd.DataFrame:
 
 
 # one-knob ratios: two rows of one table, model and phase divided where they differ in at most one knob_keys()
-RATE_TABLES = ("scenario_a", "batch_sweep")  # the tables with a throughput per configuration
 _RATE_KEYS = ("table", "model", "phase")
 PROBE_KNOBS = ("threads", "torch")  # the CPU speed probe runs in the measuring process: these change it too
 MACHINE = {"host_id": "host_id", "host": "host", "device": "device_name"}  # a ratio row's column: the rate's
@@ -172,7 +171,7 @@ def ratio_columns() -> list[str]:
 def rates(m: Merged) -> pd.DataFrame:
     """The ok rows of every rate table, one per run, table and configuration (the newest), with the run's torch."""
     frames = []
-    for name in RATE_TABLES:
+    for name in results.RATES:
         df = m[name]
         if df.empty:
             continue

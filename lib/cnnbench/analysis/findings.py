@@ -180,7 +180,7 @@ def _reproducibility_findings(m: Merged) -> Iterator[dict]:
         sentence = f"{run}: {reproducibility.agreement_sentence(g)}"
         yield _finding("repeats", run, source, sentence, pairs=len(g), agree=int(g.agree.sum()))
     for r in machine(m).itertuples():
-        cited = [t for t in ("scenario_a", "batch_sweep") if (m[t].run_name == r.run_name).any()]  # has rows
+        cited = [t for t in results.RATES if (m[t].run_name == r.run_name).any()]  # has rows
         source = _source(r.run_name, *cited)
         numbers = {"busy": r.busy, "configurations": r.configurations}
         yield _finding("machine", r.run_name, source, f"{r.run_name}: {r.verdict}", **numbers)

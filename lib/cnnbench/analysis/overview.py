@@ -81,7 +81,6 @@ def roof_sentence(run_dir: Path) -> str:
     )
 
 
-MEASURED = {"02": "scenario_a", "03": "batch_sweep"}  # the notebooks whose rates 07's best is held against
 FASTER = "measured faster in this run"
 
 
@@ -104,7 +103,7 @@ def faster_measured(tuned: pd.DataFrame, read) -> list[str]:
     """Per best row of one run's 07 (``tuned``): the fastest rate its 02 or 03 (``read(table name)``, each
     measurement once) measured of the same model, phase and image size, both intervals above the best's, and why
     07's search did not find it; "" where none did."""
-    rows = [reproducibility.measured_here(read(t)).assign(notebook=nb) for nb, t in MEASURED.items()]
+    rows = [reproducibility.measured_here(read(t)).assign(notebook=nb) for t, nb in results.RATES.items()]
     out, ok = [], knobs.columns(pd.concat(rows, ignore_index=True)).query("status == 'ok'")
     for b in tuned[tuned.row_kind == "best"].itertuples():
         top = b.throughput_img_s + (b.throughput_ci95_img_s if _finite(b.throughput_ci95_img_s) else 0)

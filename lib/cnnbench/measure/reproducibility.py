@@ -8,7 +8,7 @@ import statistics
 
 import pandas as pd
 
-from cnnbench import knobs
+from cnnbench import knobs, results
 from cnnbench.measure import timing
 
 
@@ -50,7 +50,7 @@ def _unsplit_step(step_phases: pd.DataFrame | None) -> pd.DataFrame:
     return ok.assign(phase="train", data_mode="loader")  # 06 draws its steps from a DataLoader
 
 
-TABLES = ("scenario_a", "batch_sweep", "tuning", "step_phases")  # what repeated() and machine_summary() read
+TABLES = (*results.RATES, "tuning", "step_phases")  # what repeated() and machine_summary() read
 
 
 def repeated(

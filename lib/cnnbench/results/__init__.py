@@ -12,4 +12,4 @@ from cnnbench.results.files import (  # noqa: F401 - the layer's public names
     write_json,
     write_rows,
 )
-from cnnbench.results.schema import MERGED, TABLES, config_keys, file, read, rows, table, window_keys  # noqa: F401
+from cnnbench.results.schema import MERGED, RATES, TABLES, config_keys, file, read, rows, table, window_keys  # noqa: F401

@@ -190,6 +190,8 @@ TABLES: dict[str, Table] = {
         Table("timings", "pipeline", ("notebook",), merged=False),
     ]
 }
+# the tables of a configuration's measured rate (the engine's), each with the notebook measuring it ("02")
+RATES = {name: t.notebook[:2] for name, t in TABLES.items() if t.columns == _ENGINE}
 MERGED = tuple(name for name, t in TABLES.items() if t.merged)  # what the analysis merges across runs
 
 

@@ -243,7 +243,7 @@ def compare_with_seeds(intensity: pd.DataFrame, complexity: pd.DataFrame) -> pd.
 
 def read_inputs(run) -> dict[str, pd.DataFrame]:
     """The results 04 builds on (complexity, scenario_a, batch_sweep): current rows, empty frames when missing."""
-    return {name: results.read(run.dir, name) for name in ("complexity", "scenario_a", "batch_sweep")}
+    return {name: results.read(run.dir, name) for name in ("complexity", *results.RATES)}
 
 
 def host_steps(run) -> pd.DataFrame:
