@@ -408,3 +408,22 @@ def test_a_table_with_two_header_levels_shows_its_numbers_to_four_figures():
     wide = pd.DataFrame({("resnet18", "train"): [18994.42136473299, 2.402025, "fp32"]}, dtype=object)
     page = tables.trimmed_html(wide)
     assert ">18,994<" in page and ">2.402<" in page and "18994.42" not in page
+
+
+def test_07_itself_says_what_02_measured_faster_than_its_best(tmp_path):
+    """The H200 example's 07 printed its best (bf16 NCHW bs512, 2,521 img/s) as "measured here" beside the published
+    GPU figures, and said nothing of 02's 4,722 img/s in the same run; only the summary and 08 did. 07's
+    sentences and its published table now carry the faster measurement, read from the run's own tables."""
+    from cnnbench import tuning
+    from cnnbench.run import Run
+
+    run_dir = _example_tables(tmp_path, "example-cuda-h200")
+    run = Run(params=None, params_file=None, dir=run_dir, device=None, threads=1)
+    tuned = results.read(run_dir, "tuning")
+    (said,) = tuning.findings(tuned, run.read)
+    assert "; 02 measured bf16 channels_last bs256" in said and "(1.87x)" in said
+    table = tuning.beside_published(tuned, read=run.read)
+    ours = table[table.who.str.startswith("measured here")]
+    assert list(ours.throughput_img_s.round()) == [2521, 4722], ours
+    assert ours.who.iloc[1].startswith("measured here by 02: bf16 channels_last bs256")
+    assert tuning.findings(tuned)[0] == said.split("; 02 measured")[0]  # without the run's tables: 07's own

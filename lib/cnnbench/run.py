@@ -37,6 +37,10 @@ class Run:
         """A file of this run, e.g. ``run.path("complexity.csv")``."""
         return self.dir / name
 
+    def read(self, table: str):
+        """Table ``table``'s current rows in this run (:func:`cnnbench.results.read`)."""
+        return results.read(self.dir, table)
+
     def figure_path(self, name: str) -> Path:
         path = self.dir / "figures" / name
         path.parent.mkdir(parents=True, exist_ok=True)

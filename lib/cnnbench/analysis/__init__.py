@@ -60,15 +60,15 @@ def best_configurations(tuned: pd.DataFrame) -> pd.DataFrame:
 
 def tuning_findings_markdown(m: Merged):
     """07's computed sentences (best configuration, speedup with interval, roofline, energy), per run, each with
-    what the run's 02 or 03 measured faster (:func:`.overview.faster_measured`)."""
+    what the run's 02 or 03 measured faster (:func:`.tuning.faster_measured`)."""
     from IPython.display import Markdown
 
     from cnnbench import tuning
-    from cnnbench.analysis import overview
 
     lines = []
     for run, g in m["tuning"].groupby("run_name"):
-        faster = overview.faster_measured(g, lambda name, run=run: m[name][m[name].run_name == run])
-        said = zip(tuning.findings(g), faster, strict=True)
-        lines += [f"- {run}: {line}" + (f"; {more}" if more else "") for line, more in said]
+        lines += [
+            f"- {run}: {line}"
+            for line in tuning.findings(g, lambda name, run=run: m[name][m[name].run_name == run])
+        ]
     return Markdown("\n".join(lines) or "_No run searched configurations (07_tuning)._")

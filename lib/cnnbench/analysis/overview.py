@@ -84,48 +84,15 @@ def roof_sentence(run_dir: Path) -> str:
 FASTER = "measured faster in this run"
 
 
-def _unraced(tuned: pd.DataFrame, f: pd.Series) -> str:
-    """What 07's search did with the numerics of ``f`` (a 02 or 03 row it did not find): raced them and lost,
-    guarded them not (skipped or rejected, its reason), or never held them."""
-    numerics = [k for k in knobs.KNOBS if knobs.KNOBS[k].numerics]
-    t = knobs.columns(tuned)
-    t = t[(t[numerics] == [f[k] for k in numerics]).all(axis=1) & (t.model == f.model) & (t.phase == f.phase)]
-    guard, raced = t[t.row_kind == "guard"], t[t.row_kind == "race"]
-    name = guard.config.iloc[0] if len(guard) else knobs.label(f, numerics)
-    if len(raced):
-        return f"07 raced {name}, at most {raced.throughput_img_s.max():,.0f} img/s in its windows"
-    if len(guard):
-        return f"07's search did not race {name} ({guard.guard_reason.iloc[0]})"
-    return f"07's search space did not hold {name}"
-
-
-def faster_measured(tuned: pd.DataFrame, read) -> list[str]:
-    """Per best row of one run's 07 (``tuned``): the fastest rate its 02 or 03 (``read(table name)``, each
-    measurement once) measured of the same model, phase and image size, both intervals above the best's, and why
-    07's search did not find it; "" where none did."""
-    rows = [reproducibility.measured_here(read(t)).assign(notebook=nb) for t, nb in results.RATES.items()]
-    out, ok = [], knobs.columns(pd.concat(rows, ignore_index=True)).query("status == 'ok'")
-    for b in tuned[tuned.row_kind == "best"].itertuples():
-        top = b.throughput_img_s + (b.throughput_ci95_img_s if _finite(b.throughput_ci95_img_s) else 0)
-        same = ok[(ok.model == b.model) & (ok.phase == b.phase) & (ok.image_size == b.image_size)]
-        same = same[same.throughput_img_s - same.throughput_ci95_img_s.fillna(0) > top]
-        if same.empty:
-            out.append("")
-            continue
-        f = same.loc[same.throughput_img_s.idxmax()]
-        rate = f"{with_interval(f.throughput_img_s, f.throughput_ci95_img_s)} img/s"
-        rate += f" ({f.throughput_img_s / b.throughput_img_s:.2f}x)"
-        out.append(f"{f.notebook} measured {knobs.label(f)} faster: {rate}: {_unraced(tuned, f)}")
-    return out
-
-
 def fastest(run_dir: Path) -> pd.DataFrame:
     """07's best configuration per model and phase, its speedup over the seeds' default and its roof share, and
-    what 02 or 03 measured faster in the same run (:func:`faster_measured`, the column only where one did)."""
+    what 02 or 03 measured faster in the same run (:func:`.tuning.faster_measured`, the column only where one did)."""
+    from cnnbench import tuning
+
     t = results.read(run_dir, "tuning")
     b = t[t.row_kind == "best"]
     roof = zip(b.compute_roof_pct, b.roof_precision, strict=True)
-    faster = faster_measured(t, lambda name: results.read(run_dir, name))
+    faster = tuning.faster_measured(t, lambda name: results.read(run_dir, name))
     df = pd.DataFrame(
         {
             "model": b.model,

@@ -15,7 +15,7 @@ import torch
 
 from cnnbench import devices, knobs, progress, results, roofline
 from cnnbench.knobs import Setting
-from cnnbench.measure import engine, flops, telemetry
+from cnnbench.measure import engine, flops, reproducibility, telemetry
 from cnnbench.plots import save
 from cnnbench.results import ResultsFile
 from cnnbench.results.schema import TUNING_PARAM_KEYS, search_keys
@@ -181,8 +181,11 @@ BEST_COLUMNS = {
 PUBLISHED_COLUMNS = "who device precision batch_size throughput_img_s stack same_gpu checked".split()
 
 
-def beside_published(df: pd.DataFrame, model: str = "resnet50", image_size: int = 224) -> pd.DataFrame:
-    """The best confirmed rate of ``model`` beside published_gpu.csv's (``same_gpu``: this GPU's family)."""
+def beside_published(
+    df: pd.DataFrame, model: str = "resnet50", image_size: int = 224, read=None
+) -> pd.DataFrame:
+    """The best confirmed rate of ``model`` beside published_gpu.csv's (``same_gpu``: this GPU's family), and the
+    faster rate the run's 02 or 03 measured (``read``, as :func:`findings`'), where one did."""
     ours = df[(df.row_kind == "best") & (df.model == model) & (df.phase == "train") & (df.status == "ok")]
     ours = ours[pd.to_numeric(ours.image_size, errors="coerce") == image_size]
     if ours.empty:
@@ -201,7 +204,14 @@ def beside_published(df: pd.DataFrame, model: str = "resnet50", image_size: int 
     mine["stack"] = (
         f"cnnbench, torch {torch.__version__}, eager or torch.compile, synthetic batch on the device"
     )
-    return pd.concat([pd.DataFrame([mine]), theirs], ignore_index=True)[PUBLISHED_COLUMNS]
+    ours = [mine]
+    if (f := faster_rows(df, read).get(best_row.name)) is not None:
+        who = (
+            f"measured here by {f.notebook}: {knobs.label(f)} (95% interval +-{f.throughput_ci95_img_s:.0f})"
+        )
+        rate = dict(precision=f.precision, batch_size=f.batch_size, throughput_img_s=f.throughput_img_s)
+        ours.append(mine | rate | {"who": who})
+    return pd.concat([pd.DataFrame(ours), theirs], ignore_index=True)[PUBLISHED_COLUMNS]
 
 
 def best(df: pd.DataFrame) -> pd.DataFrame:
@@ -266,10 +276,50 @@ def notes(df: pd.DataFrame) -> pd.DataFrame:
     return rows[[c for c in cols if c in rows]].rename(columns=cols).fillna("")
 
 
-def findings(df: pd.DataFrame) -> list[str]:
-    """One computed sentence per model and phase: the best configuration, its speedup, roofline and energy."""
+def _said(tuned: pd.DataFrame, f: pd.Series, best_rate: float) -> str:
+    """``f`` (a 02 or 03 row faster than 07's best, ``best_rate``) said, and what 07's search did with its numerics:
+    raced them and lost, guarded them not (skipped or rejected, its reason), or never held them."""
+    numerics = [k for k in knobs.KNOBS if knobs.KNOBS[k].numerics]
+    t = knobs.columns(tuned)
+    t = t[(t[numerics] == [f[k] for k in numerics]).all(axis=1) & (t.model == f.model) & (t.phase == f.phase)]
+    guard, raced = t[t.row_kind == "guard"], t[t.row_kind == "race"]
+    name = guard.config.iloc[0] if len(guard) else knobs.label(f, numerics)
+    rate = f"{with_interval(f.throughput_img_s, f.throughput_ci95_img_s)} img/s ({f.throughput_img_s / best_rate:.2f}x)"
+    said = f"{f.notebook} measured {knobs.label(f)} faster: {rate}: "
+    if len(raced):
+        return said + f"07 raced {name}, at most {raced.throughput_img_s.max():,.0f} img/s in its windows"
+    if len(guard):
+        return said + f"07's search did not race {name} ({guard.guard_reason.iloc[0]})"
+    return said + f"07's search space did not hold {name}"
+
+
+def faster_rows(tuned: pd.DataFrame, read) -> dict[int, pd.Series]:
+    """Per best row of one run's 07 (``tuned``, by index) that its 02 or 03 (``read(table name)``, each measurement
+    once; None: {}) measured faster, of the same model, phase and image size, both intervals apart: the fastest."""
+    if read is None:
+        return {}
+    rows = [reproducibility.measured_here(read(t)).assign(notebook=nb) for t, nb in results.RATES.items()]
+    out, ok = {}, knobs.columns(pd.concat(rows, ignore_index=True)).query("status == 'ok'")
+    for b in tuned[tuned.row_kind == "best"].itertuples():
+        top = b.throughput_img_s + (b.throughput_ci95_img_s if pd.notna(b.throughput_ci95_img_s) else 0)
+        same = ok[(ok.model == b.model) & (ok.phase == b.phase) & (ok.image_size == b.image_size)]
+        same = same[same.throughput_img_s - same.throughput_ci95_img_s.fillna(0) > top]
+        if len(same):
+            out[b.Index] = same.loc[same.throughput_img_s.idxmax()]
+    return out
+
+
+def faster_measured(tuned: pd.DataFrame, read) -> list[str]:
+    """Per best row of 07: :func:`faster_rows`' row said (:func:`_said`), "" where there is none."""
+    faster, best_rates = faster_rows(tuned, read), tuned[tuned.row_kind == "best"].throughput_img_s
+    return [_said(tuned, faster[i], rate) if i in faster else "" for i, rate in best_rates.items()]
+
+
+def findings(df: pd.DataFrame, read=None) -> list[str]:
+    """One computed sentence per model and phase: the best configuration, its speedup, roofline and energy, and
+    what the run's 02 or 03 (``read(table name)``: its rows; a run's ``read``) measured faster where given."""
     out = []
-    for r in df[df.row_kind == "best"].itertuples():
+    for r, faster in zip(df[df.row_kind == "best"].itertuples(), faster_measured(df, read), strict=True):
         if r.status != "ok":
             out.append(f"{r.model} {r.phase}: no configuration confirmed ({r.error})")
             continue
@@ -296,5 +346,5 @@ def findings(df: pd.DataFrame) -> list[str]:
             text += f"; no energy ({r.energy_note})"
         if unguarded := str(getattr(r, "guard_rejected", "")).count("not guarded"):
             text += f"; {unguarded} numerics never raced: the guard's budget (tune_guard_budget_s) ran out"
-        out.append(text)
+        out.append(f"{text}; {faster}" if faster else text)
     return out
