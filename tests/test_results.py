@@ -4,7 +4,7 @@ import math
 import pytest
 
 import cnnbench
-from cnnbench import results
+from cnnbench import knobs, results
 
 
 def test_atomic_write_leaves_no_temporary_files(tmp_path):
@@ -337,3 +337,17 @@ def test_a_run_file_that_is_a_fifo_or_a_folder_is_refused_not_waited_on(tmp_path
     finally:
         signal.alarm(0)
         signal.signal(signal.SIGALRM, old)
+
+
+@pytest.mark.parametrize("knob", [k for k, v in knobs.KNOBS.items() if v.run_wide])
+def test_runs_differing_in_any_run_wide_knob_say_so_beside_a_merge(tmp_path, knob):
+    """Two runs differing only in workers (or pin_memory, cudnn_benchmark, host_heap) were merged with "no
+    configuration differences": the merge's key list named three of the seven run-wide knobs by hand."""
+    from cnnbench.results import runs
+
+    dirs = []
+    for name, value in (("a", 1), ("b", 2)):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "params.json").write_text(json.dumps({knob: value}))
+        dirs.append(tmp_path / name)
+    assert list(runs.config_differences(dirs).key) == [knob]

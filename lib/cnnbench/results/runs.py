@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from cnnbench import SCHEMA_VERSION, paths
+from cnnbench import SCHEMA_VERSION, knobs, paths
 from cnnbench.results.files import CorruptResults, read_object
 from cnnbench.results.schema import MERGED, PROTOCOL_KEYS, TABLES, declared, read
 
@@ -18,8 +18,9 @@ ALL_RUNS = "*"  # analysis_runs: ["*"] merges every user run of outputs/
 # The parameters that make two runs' configurations differ (shown beside a merge; the rows themselves are
 # matched on their own columns): what is measured, and how (the protocol's keys).
 RUN_CONFIG_KEYS = (
-    *"models image_size num_classes dataset data_mode batch_size batch_size_per_model variants phases".split(),
-    *"threads epoch_images epoch_images_per_model".split(),
+    *"models image_size num_classes dataset batch_size_per_model variants phases".split(),
+    *"epoch_images epoch_images_per_model".split(),
+    *(name for name, knob in knobs.KNOBS.items() if knob.run_wide),
     *PROTOCOL_KEYS,
 )
 
