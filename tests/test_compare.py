@@ -109,7 +109,7 @@ def test_cli_prints_each_configuration_and_writes_compare_csv(tmp_path, capsys):
     assert rc == 0, err
     assert (
         "resnet18 train (scenario_a, batch 128) [threads 1 -> 2]: 100.0 +- 3.0 img/s -> 180.0 +- 4.0 img/s: "
-        "1.80x [1.75, 1.85] faster"
+        "1.80x [1.73, 1.87] faster"
     ) in out
     assert (
         "resnet18 eval (scenario_a, batch 128) [threads 1 -> 2]: 300.0 +- 15.0 img/s -> 306.0 +- 15.0 img/s: "
@@ -354,7 +354,7 @@ def test_the_one_knob_ratios_are_saved_and_every_finding_names_the_file_of_its_n
     f = results.read(outputs / "_combined", "findings")
     one = f[f.topic == "one_knob"].set_index("run_name")
     assert one.loc["a / b", "finding"] == (
-        "threads 1 -> 2 (a -> b), rate of b / rate of a: resnet18 train 1.80x [1.75, 1.85] faster; "
+        "threads 1 -> 2 (a -> b), rate of b / rate of a: resnet18 train 1.80x [1.73, 1.87] faster; "
         "resnet18 eval 1.02x [0.95, 1.09] not significant."
     )
     assert one.loc["a / b", "source"] == "ratios.csv" and "faster=1" in one.loc["a / b", "numbers"]

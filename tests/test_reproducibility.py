@@ -1,7 +1,11 @@
 """Configurations measured twice set side by side, the machine judged, and claims only where intervals support
 them (issue 17)."""
 
+import math
+import random
+
 import pandas as pd
+import pytest
 
 from cnnbench import progress, results
 from cnnbench.analysis.findings import _run_findings
@@ -144,3 +148,37 @@ def test_06s_unsplit_step_is_compared_with_the_same_configuration_measured_elsew
     p = pairs.iloc[0]
     assert p.second == "step phases (unsplit step)" and p.rate_first_img_s == 98.0
     assert round(p.rate_second_img_s, 1) == 100.0 and round(p.ci95_second_img_s, 1) == 2.5 and p.agree
+
+
+def test_a_ratio_of_two_rates_has_fiellers_interval_wherever_it_is_taken():
+    """ratio() took the difference's interval relative to a: right at 1x, too narrow above it (100 +- 5 to 200 +-
+    10 gave [1.888, 2.112]) and too wide below; 08's speedups and 07's speedup propagated relative errors instead
+    (100 +- 45 to 150 +- 5: [0.82, 2.18], holding 1 for two distinguishable rates). One interval now: Fieller's,
+    every ratio rho with b - rho a inside its 95% half-width, which holds 1 exactly when the rates are not
+    distinguishable."""
+    from cnnbench.analysis import compare
+    from cnnbench.tuning import search
+
+    assert reproducibility.ratio(100, 5, 200, 10) == (
+        2,
+        pytest.approx(1.86333, abs=1e-5),
+        pytest.approx(2.14670),
+    )
+    assert reproducibility.ratio(100, 45, 150, 5)[1:] == (
+        pytest.approx(1.03263, abs=1e-5),
+        pytest.approx(2.72912),
+    )
+    assert reproducibility.ratio(10, 12, 20, 1)[1:] == (0.0, math.inf)  # a's interval holds 0: no upper bound
+    rng = random.Random(0)
+    for _ in range(2000):
+        a, b = rng.uniform(1, 100), rng.uniform(1, 100)
+        ca, cb = rng.uniform(0, a * 0.9), rng.uniform(0, b)
+        _, low, high = reproducibility.ratio(a, ca, b, cb)
+        assert (low > 1 or high < 1) == reproducibility.distinguishable(a, ca, b, cb), (a, ca, b, cb)
+    rates = pd.DataFrame({"throughput_img_s": [100.0, 200.0], "throughput_ci95_img_s": [5.0, 10.0]})
+    two = pd.concat([rates.iloc[[0]].assign(run_name="slow"), rates.iloc[[1]].assign(run_name="fast")])
+    two = two.assign(model="resnet18", phase="train", status="ok", device_name="cpu", host="h", host_id="h")
+    sp = compare.speedups(results.schema.declared(two.reset_index(drop=True), "scenario_a")).iloc[0]
+    assert (sp.speedup_low, sp.speedup_high) == (pytest.approx(1.86333, abs=1e-5), pytest.approx(2.14670))
+    tuned = search.speedup(rates.iloc[1].to_dict(), rates.iloc[0].to_dict())
+    assert tuned["speedup_ci95_x"] == pytest.approx(2.14670 - 2, abs=1e-5)  # the wider side

@@ -67,8 +67,8 @@ def speedups(scenario_a: pd.DataFrame) -> pd.DataFrame:
         pairs.append(_pair(ok, b, a) if (j.throughput_img_s_a / j.throughput_img_s_b).median() < 1 else j)
     j = pd.concat(pairs, ignore_index=True) if pairs else _pair(ok, "", "")
     ra, rb, s = j.throughput_img_s_a, j.throughput_img_s_b, j.throughput_img_s_a / j.throughput_img_s_b
-    ca, cb = j.throughput_ci95_img_s_a / ra, j.throughput_ci95_img_s_b / rb
-    rel = pd.Series([math.hypot(x, y) for x, y in zip(ca, cb, strict=True)], j.index, float)
+    rates = zip(rb, j.throughput_ci95_img_s_b, ra, j.throughput_ci95_img_s_a, strict=True)
+    bounds = pd.DataFrame([reproducibility.ratio(*x)[1:] for x in rates], j.index, ["low", "high"], float)
     # run-to-run (same host, same device), cross-host (same device model elsewhere) or cross-device
     host = j.host_id_a.eq(j.host_id_b).map({True: "run-to-run", False: "cross-host"})
     return pd.DataFrame(
@@ -79,8 +79,8 @@ def speedups(scenario_a: pd.DataFrame) -> pd.DataFrame:
             **{k: j[k] for k in (*match_keys(), "threads_a", "threads_b")},
             **{f"throughput_{x}_img_s": j[f"throughput_img_s_{x}"] for x in "ab"},
             "speedup": s,
-            "speedup_low": s * (1 - rel).clip(lower=0),
-            "speedup_high": s * (1 + rel),
+            "speedup_low": bounds.low,
+            "speedup_high": bounds.high,
         }
     )
 
@@ -228,7 +228,7 @@ def _row(a: str, b: str, ra: pd.Series, rb: pd.Series, diff: list[str], divide: 
         verdict, interval = reproducibility.interval_verdict(low, high, x, y), f"paired over {n} rounds"
     else:
         r, low, high = reproducibility.ratio(x, cx, y, cy)
-        verdict, interval = reproducibility.change_verdict(x, cx, y, cy), "of the two rates' difference"
+        verdict, interval = reproducibility.change_verdict(x, cx, y, cy), "Fieller's, of the two rates"
     return {
         **row,
         "ratio_b_over_a": r,

@@ -187,10 +187,14 @@ def rate_text(rate: float, half: float, unit: str = "img/s") -> str:
 
 
 def ratio(a: float, ca: float, b: float, cb: float) -> tuple[float, float, float]:
-    """``b / a`` and its 95% interval (low, high): the difference's (half-widths in quadrature) relative to ``a``."""
-    half = math.hypot(ca, cb) / a
-    r = b / a
-    return r, max(r - half, 0.0), r + half
+    """``b / a`` and Fieller's 95% interval (low, high): every ratio rho with ``b - rho a`` within its 95% half-width
+    (``ca``, ``cb``: the rates'), so it holds 1 exactly when the rates are not :func:`distinguishable`; up to
+    infinity where ``a``'s interval holds 0."""
+    r, d = b / a, a * a - ca * ca
+    if d <= 0:
+        return r, 0.0, math.inf
+    s = math.sqrt(a * a * cb * cb + b * b * ca * ca - ca * ca * cb * cb)
+    return r, max((a * b - s) / d, 0.0), (a * b + s) / d
 
 
 def paired_ratio(a: dict, b: dict) -> tuple[float, float, float, int] | None:
@@ -206,7 +210,7 @@ def paired_ratio(a: dict, b: dict) -> tuple[float, float, float, int] | None:
 
 def interval_verdict(low: float, high: float, a: float, b: float) -> str:
     """ "faster" or "slower" where the ratio's 95% interval excludes 1, else "not significant"."""
-    if not (math.isfinite(low) and math.isfinite(high)):
+    if math.isnan(low) or math.isnan(high):
         return "no interval"
     if low <= 1 <= high:
         return "not significant"

@@ -17,7 +17,7 @@ import torch
 from cnnbench import devices, knobs, models
 from cnnbench.devices import energy
 from cnnbench.knobs import Setting, Space
-from cnnbench.measure import engine, timing
+from cnnbench.measure import engine, reproducibility, timing
 
 
 @dataclass(frozen=True)
@@ -443,10 +443,11 @@ def combine_rounds(measured: list[dict]) -> dict:
 
 
 def speedup(best: dict, default: dict) -> dict:
-    """Best over default throughput with its 95% interval (relative half-widths added in quadrature)."""
+    """Best over default throughput with its 95% interval's wider side (:func:`.reproducibility.ratio`)."""
     b, d = best.get("throughput_img_s", math.nan), default.get("throughput_img_s", math.nan)
     if not (d and math.isfinite(d) and math.isfinite(b)):
         return {"speedup_x": math.nan, "speedup_ci95_x": math.nan}
     cb, cd = best.get("throughput_ci95_img_s", 0.0), default.get("throughput_ci95_img_s", 0.0)
-    out = {"speedup_x": b / d, "speedup_ci95_x": b / d * math.hypot(cb / b, cd / d)}
-    return out | {"distinguishable_from_default": bool(abs(b - d) > math.hypot(cb, cd))}
+    r, low, high = reproducibility.ratio(d, cd, b, cb)
+    out = {"speedup_x": r, "speedup_ci95_x": max(r - low, high - r)}
+    return out | {"distinguishable_from_default": reproducibility.distinguishable(b, cb, d, cd)}
