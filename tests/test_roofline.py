@@ -1220,3 +1220,21 @@ def test_each_precision_of_a_run_gets_its_own_roof_in_the_per_model_roofline(tmp
         "gpu (NVIDIA H200): its measured fp32 hbm roof",
         "gpu (NVIDIA H200): its measured bf16 hbm roof",
     } <= set(labels)
+
+
+def test_a_point_carries_every_variant_knob_so_a_compiled_one_is_not_the_seeds_default():
+    """roofline.csv named precision and memory_format of a configuration's knobs only: an eager and a compiled
+    point of one model came out as two identical keys, and knobs.default_variant (which 08's summary and seed 003's
+    efficiency read) took the compiled one for the seeds' default, its missing compile filled with "off"."""
+    from cnnbench import knobs
+
+    row = {"status": "ok", "device_name": "dev", "device_kind": "cpu", "model": "m", "phase": "train"}
+    row |= {"batch_size": 8, "image_size": 32, "precision": "fp32", "memory_format": "nchw", "replica": 0}
+    measured = pd.DataFrame([row | {"compile": "off", "achieved_gflops": 5.0}, row | {"compile": "default"}])
+    measured.loc[1, "achieved_gflops"] = 9.0
+    intens = pd.DataFrame(
+        [{**{k: row[k] for k in roofline._KEYS}, "intensity_flop_per_byte": 2.0, "gbytes": 1.0}]
+    )
+    placed = roofline.place(measured, intens, fake_peaks(), "scenario_a")
+    assert list(placed.compile) == ["off", "default"]
+    assert list(knobs.default_variant(placed).achieved_gflops) == [5.0]

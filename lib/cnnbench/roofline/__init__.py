@@ -99,7 +99,7 @@ def intensities_for(results: pd.DataFrame) -> pd.DataFrame:
 
 def place(results: pd.DataFrame, intensities: pd.DataFrame, peaks: pd.DataFrame, source: str) -> pd.DataFrame:
     """roofline.csv rows: each ok configuration against its level's roof and the DRAM roof (:func:`_points`)."""
-    ok = results[results.status == "ok"]
+    ok = knobs.columns(results[results.status == "ok"])  # a knob a row lacks at its default
     if ok.empty or intensities.empty:
         return pd.DataFrame()
     merged = ok.merge(intensities[[*_KEYS, "intensity_flop_per_byte", "gbytes"]], on=_KEYS)
@@ -107,7 +107,7 @@ def place(results: pd.DataFrame, intensities: pd.DataFrame, peaks: pd.DataFrame,
     return _points(merged, _IDENT, _Roofs(peaks))
 
 
-_IDENT = "source device_name device_kind model phase batch_size precision memory_format".split()
+_IDENT = [*"source device_name device_kind model phase batch_size".split(), *knobs.variant_only()]
 
 
 def _points(df: pd.DataFrame, ident: list[str], roofs: _Roofs) -> pd.DataFrame:
@@ -331,7 +331,8 @@ def layer_points(layers: pd.DataFrame, peaks: pd.DataFrame) -> pd.DataFrame:
     dram = roofs.dram("fp32")  # its device names every layer's row
     layers = layers.assign(source="layer", device_name=dram.device_name, device_kind=dram.device_kind)
     sets = layers.bytes / layers.calls_per_step.clip(lower=1e-9)  # one call's bytes must fit in the level
-    return _points(layers.assign(precision="fp32", working_set=sets), [*_IDENT[:-1], "layer", "op"], roofs)
+    default = {k: knobs.KNOBS[k].default for k in knobs.variant_only()}  # profiled in the seeds' variant
+    return _points(layers.assign(**default, working_set=sets), [*_IDENT, "layer", "op"], roofs)
 
 
 def flagged(points: pd.DataFrame) -> pd.DataFrame:
