@@ -1,5 +1,6 @@
 """FLOP counting against published and analytic counts."""
 
+import pandas as pd
 import pytest
 import torch
 from torch import nn
@@ -195,3 +196,16 @@ def test_a_step_counted_on_the_meta_device_is_kept_on_disk_and_read_back_the_sam
         traffic.count_step("mnist_cnn", 8, 28, 10, "train").flops.sum()
         == 2 * first.flops.sum() - first[first.section == "optimizer"].flops.sum()
     )  # another key: counted, not read
+
+
+def test_the_report_warns_of_a_parameter_count_off_its_published_figure_as_01_does(tmp_path):
+    """01's check names a model whose parameters differ from torchvision's; the report's warning read only the MACs'
+    verdict (``matches_published``) and opened without a word. Both now come from one list of mismatches."""
+    from cnnbench import report, results
+
+    rows = _complexity_rows(4.409)
+    rows[0]["params"] = 11  # resnet18: 11 parameters against a published 10, its MACs right
+    results.write_rows(tmp_path / "complexity.csv", rows)
+    assert "resnet18" in flops.published_check(pd.DataFrame(rows)).data
+    warning = report.complexity_warning(tmp_path)
+    assert "WARNING" in warning and "resnet18" in warning and "parameters" in warning

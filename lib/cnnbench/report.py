@@ -115,17 +115,12 @@ def build(notebooks: list[Path], out: Path, title: str, header_md: str) -> Path:
 
 
 def complexity_warning(run_dir: Path) -> str:
-    """A red warning naming every model whose counts in complexity.csv disagree with torchvision's published
-    figures (column ``matches_published``), for the top of the report; "" when all agree or none was checked."""
-    c = results.read(run_dir, "complexity")
-    bad = sorted(set(c.model[c.matches_published.astype(str).str.strip().str.lower() == "false"]))
-    if not bad:
-        return ""
-    return (
-        "<div style='border:3px solid #c00;background:#fee;padding:8px 12px'><b>WARNING: the FLOP counts of "
-        f"{html.escape(', '.join(bad))} disagree with torchvision's published figures by more than 1%</b> "
-        "(see 01 · Complexity); every FLOP-based figure of these models is suspect.</div>\n\n"
-    )
+    """01's warning (:func:`.flops.off_published`) of the run's complexity.csv, for the top of the report; "" when
+    every count agrees or none was checked."""
+    from cnnbench.measure import flops
+
+    warning = flops.off_published(results.read(run_dir, "complexity"))
+    return f"{warning}\n\n" if warning else ""
 
 
 def _text(value) -> str:

@@ -193,30 +193,33 @@ def table(model_names, image_size: int, num_classes: int) -> list[dict]:
     return rows
 
 
-def published_check(complexity):
-    """An HTML verdict: a red warning naming every model off its published counts, or one line saying all agree."""
+def off_published(complexity) -> str:
+    """A red HTML warning naming every count of ``complexity`` (01's rows) off torchvision's published figures,
+    MACs by more than 1% and parameters at all; "" when none is (01 shows it, and the report opens with it)."""
     import html
 
-    from IPython.display import HTML
-
-    bad = []  # every count off torchvision's: MACs by > 1%, parameters at all
+    bad = []
     for r in complexity.itertuples():
         if not matches_published(float(r.gmacs_fwd), r.published_gmacs):
             bad.append((r.model, "forward GMACs", float(r.gmacs_fwd), float(r.published_gmacs)))
         if pd.notna(r.published_params) and int(r.params) != int(r.published_params):
             bad.append((r.model, "parameters", int(r.params), int(r.published_params)))
-    if not bad:
-        checked = int(complexity.published_gmacs.notna().sum())
-        within = f"within {PUBLISHED_REL_TOL:.0%} (MACs) and exactly (parameters)"
-        return HTML(
-            f"<p><b>Counts checked:</b> all {checked} row(s) with a published figure agree {within}.</p>"
-        )
     items = "".join(
         f"<li><b>{html.escape(m)}</b>: {what} ours {a:,.4g}, published {b:,.4g} ({100 * (a / b - 1):+.1f}%)</li>"
         for m, what, a, b in bad
     )
-    return HTML(
+    return items and (
         "<div style='border:3px solid #c00;background:#fee;padding:8px 12px'><b>WARNING: these counts disagree "
         f"with torchvision's published figures (MACs by more than {PUBLISHED_REL_TOL:.0%}, parameters at all); every "
-        f"FLOP figure of these models is suspect.</b><ul>{items}</ul></div>"
+        f"FLOP figure of these models is suspect (01 · Complexity).</b><ul>{items}</ul></div>"
     )
+
+
+def published_check(complexity):
+    """An HTML verdict: :func:`off_published`'s warning, or one line saying all agree."""
+    from IPython.display import HTML
+
+    checked = int(complexity.published_gmacs.notna().sum())
+    within = f"within {PUBLISHED_REL_TOL:.0%} (MACs) and exactly (parameters)"
+    agree = f"<p><b>Counts checked:</b> all {checked} row(s) with a published figure agree {within}.</p>"
+    return HTML(off_published(complexity) or agree)
