@@ -875,3 +875,22 @@ def test_an_analysis_computes_its_findings_and_predictions_once_and_again_after_
     assert pd.read_csv(written["findings"]).finding.tolist() == first.finding.tolist()
     m.tables["scenario_a"] = m["scenario_a"].assign(throughput_img_s=20.0)
     assert analysis.findings_table(m).finding.tolist() != first.finding.tolist() and len(calls) == 2
+
+
+def test_08s_table_3_shows_every_value_02s_shows(tmp_path):
+    """Seed 000's Table 3 is built twice, for one run (02) and across runs (08); 08's listed its values by hand and
+    left out the reserved device memory 02 shows (``train_peak_device_reserved_mib``)."""
+    from cnnbench import tables
+
+    d = make_run(
+        tmp_path, "gpu", "cuda", "Tesla T4", {("resnet18", "train"): 100.0, ("resnet18", "eval"): 300.0}
+    )
+    memory = {"peak_device_mem_mib": 900.0, "peak_device_reserved_mib": 1200.0, "peak_rss_mib": 2000.0}
+    rows = results.read_rows(d / "scenario_a.csv")
+    results.write_rows(d / "scenario_a.csv", [{**r, **memory, "baseline_rss_mib": 500.0} for r in rows])
+    a = analysis.load([d])["scenario_a"]
+    ours, seeds_02 = analysis.summary(a), tables.performance_summary(a)
+    values = [
+        c for c in seeds_02 if c.startswith(("train_", "eval_")) and c != "eval_train_ratio"
+    ]  # measured
+    assert "train_peak_device_reserved_mib" in values and set(values) <= set(ours.columns), values

@@ -9,7 +9,7 @@ from itertools import combinations
 
 import pandas as pd
 
-from cnnbench import knobs, results
+from cnnbench import knobs, results, tables
 from cnnbench.measure import reproducibility
 from cnnbench.results.runs import Merged, machine_label
 from cnnbench.tables import rounded
@@ -128,8 +128,7 @@ def speedup_matrix(speedup: pd.DataFrame, phase: str = "train") -> pd.DataFrame:
     return matrix
 
 
-VALUES = ("throughput_img_s", "throughput_ci95_img_s", "achieved_gflops", "achieved_tflops")
-VALUES += ("peak_device_mem_mib", "peak_rss_mib", "baseline_rss_mib")
+VALUES = ("throughput_img_s", "throughput_ci95_img_s", *tables.RATES, *tables.MEMORY)  # 02's Table 3's
 
 
 def summary(scenario_a: pd.DataFrame) -> pd.DataFrame:
@@ -138,7 +137,8 @@ def summary(scenario_a: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame()
     ok = configured(scenario_a).assign(device_name=lambda d: d.device_name.astype(str))
     index = ["run_name", "device_name", *[k for k in match_keys() if k != "phase"]]
-    wide = ok.pivot_table(index=index, columns="phase", values=list(VALUES), aggfunc="first")
+    values = [v for v in VALUES if v in ok]  # a run from before a column lacks it
+    wide = ok.pivot_table(index=index, columns="phase", values=values, aggfunc="first")
     wide.columns = [f"{phase}_{v}" for v, phase in wide.columns]
     order = [f"{phase}_{v}" for v in VALUES for phase in ("train", "eval") if f"{phase}_{v}" in wide.columns]
     return wide[order].reset_index()
