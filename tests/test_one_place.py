@@ -2,6 +2,7 @@
 in ``params.NOTEBOOKS``; a fake one of each, added in that one place, is picked up by everything else."""
 
 import ast
+import json
 import os
 import re
 import shutil
@@ -160,3 +161,35 @@ def test_the_tables_of_measured_rates_are_declared_once():
                 if {"scenario_a", "batch_sweep"} <= named and path.name != "schema.py":
                     restated.append(f"{path.relative_to(ROOT)}:{node.lineno}")
     assert not restated, restated
+
+
+def _code() -> dict[str, str]:
+    """The source of every module of lib/cnnbench and of every code cell of the notebooks, by where it is."""
+    code = {
+        str(p.relative_to(ROOT)): p.read_text() for p in sorted((ROOT / "lib" / "cnnbench").rglob("*.py"))
+    }
+    for nb in sorted((ROOT / "notebooks").glob("*.ipynb")):
+        for i, cell in enumerate(json.loads(nb.read_text())["cells"]):
+            if cell["cell_type"] == "code":
+                code[f"notebooks/{nb.name} cell {i}"] = "".join(cell["source"])
+    return code
+
+
+def _spelled(*labels: str) -> list[str]:
+    """Where lib/cnnbench and the notebooks' code spell one of ``labels`` as a whole string."""
+    return [
+        f"{where}:{n.lineno}"
+        for where, text in _code().items()
+        for n in ast.walk(ast.parse(text))
+        if isinstance(n, ast.Constant) and isinstance(n.value, str) and n.value in labels
+    ]
+
+
+def test_the_verdicts_the_roofs_cannot_explain_are_declared_once():
+    """predict declares the verdicts of a rate its roofs cannot explain; the findings and 08 read them from
+    ``predict.UNEXPLAINED``."""
+    spelled = _spelled("above the ceiling", "bound by something else")
+    assert len(spelled) == 2 and all(w.startswith("lib/cnnbench/predict.py:") for w in spelled), spelled
+    from cnnbench import predict
+
+    assert set(predict.UNEXPLAINED) == {"above the ceiling", "bound by something else"}

@@ -30,6 +30,8 @@ SHRINK, STEPS, LEARNING_RATE, START = 0.05, 600, 0.05, (0.3, 2e-5)  # Adam from 
 # seeds that timed steps; the others timed epochs with their loader: predicted, never fitted
 STEP_TIMED = ("003",)
 FAR_BELOW = 0.10  # a rate under this share of its roofline ceiling is bound by something else than the device
+BOUND_ELSEWHERE, ABOVE_CEILING = "bound by something else", "above the ceiling"  # judged()'s verdicts of a
+UNEXPLAINED = (BOUND_ELSEWHERE, ABOVE_CEILING)  # rate its roofs cannot explain: far below it or above it
 HOST_SHARE = 0.5  # a queued device's step whose host takes this share of it is host-bound: no device evidence
 # the device each params file's time estimates are predicted for (the M2 Pro: the newest Mac GPU with a published
 # peak); 08's what-if devices: these and a datacenter GPU
@@ -338,17 +340,17 @@ def judged(rows: pd.DataFrame) -> pd.DataFrame:
     share, step = rows.rate_img_s / rows.ceiling_img_s, rows.batch_size / rows.rate_img_s
     conds = {  # the first that holds; else "device"
         "no prediction": ~ok,
-        "above the ceiling": share > 1,
+        ABOVE_CEILING: share > 1,
         HOST_BOUND: rows.host_s >= HOST_SHARE * step,
-        "bound by something else": share < FAR_BELOW,
+        BOUND_ELSEWHERE: share < FAR_BELOW,
         "not fitted": ~rows.candidate.astype(bool),
     }
     rows["verdict"] = np.select(list(conds.values()), list(conds), "device")
     said = {
         HOST_BOUND: "the host issues its ops in {r.host_s:.4g} s ({r.host_source}), {h:.0%} of the measured step",
-        "above the ceiling": "{r.rate_img_s:,.0f} img/s is {s:.2f}x what its roofs allow ({r.ceiling_img_s:,.0f} "
+        ABOVE_CEILING: "{r.rate_img_s:,.0f} img/s is {s:.2f}x what its roofs allow ({r.ceiling_img_s:,.0f} "
         "img/s: every op at {r.peak_gflops:,.0f} GFLOP/s and {r.bandwidth_gbs:,.0f} GB/s, no overhead) at {r.precision}",
-        "bound by something else": "{s:.1%} of what its roofs allow ({r.ceiling_img_s:,.0f} img/s); {r.configuration}",
+        BOUND_ELSEWHERE: "{s:.1%} of what its roofs allow ({r.ceiling_img_s:,.0f} img/s); {r.configuration}",
         "not fitted": "predicted, not fitted: {r.configuration}",
     }
     for i, r in rows[rows.verdict.isin(said)].iterrows():

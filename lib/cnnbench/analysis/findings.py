@@ -133,7 +133,7 @@ def _findings_table(m: Merged) -> pd.DataFrame:
 
 def _prediction_findings(t: pd.DataFrame) -> list[dict]:
     """Per source, device and verdict: the rates the device's roofs cannot explain, with the first's evidence."""
-    odd = t[t.verdict.isin(("bound by something else", "above the ceiling"))]
+    odd = t[t.verdict.isin(predict.UNEXPLAINED)]
     return [
         _finding(
             "prediction",
