@@ -193,3 +193,14 @@ def test_the_verdicts_the_roofs_cannot_explain_are_declared_once():
     from cnnbench import predict
 
     assert set(predict.UNEXPLAINED) == {"above the ceiling", "bound by something else"}
+
+
+def test_the_passes_a_repeat_is_measured_by_are_named_once():
+    """reproducibility names the passes it pairs, and the tables that hold them, once: the findings cite those
+    tables from ``reproducibility.PASS_TABLE``."""
+    spelled = _spelled("tuning (default)", "step phases (unsplit step)")
+    assert len(spelled) == 2 and all("measure/reproducibility.py:" in w for w in spelled), spelled
+    from cnnbench import results
+    from cnnbench.measure import reproducibility
+
+    assert set(reproducibility.PASS_TABLE.values()) <= set(results.TABLES)

@@ -169,14 +169,11 @@ def _one_knob_findings(divided: pd.DataFrame) -> Iterator[dict]:
         yield _finding("one_knob", f"{a} / {b}", "ratios.csv", sentence, ratios=len(g), **verdicts)
 
 
-# the passes reproducibility.repeated names, as the tables that hold them
-_PASS_TABLE = {"tuning (default)": "tuning", "step phases (unsplit step)": "step_phases"}
-
-
 def _reproducibility_findings(m: Merged) -> Iterator[dict]:
     pairs = repeated(m)
     for run, g in pairs.groupby("run_name"):
-        source = _source(run, *sorted({_PASS_TABLE.get(p, p) for p in (*g["first"], *g["second"])}))
+        tables = {reproducibility.PASS_TABLE.get(p, p) for p in (*g["first"], *g["second"])}
+        source = _source(run, *sorted(tables))
         sentence = f"{run}: {reproducibility.agreement_sentence(g)}"
         yield _finding("repeats", run, source, sentence, pairs=len(g), agree=int(g.agree.sum()))
     for r in machine(m).itertuples():

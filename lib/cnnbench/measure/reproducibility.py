@@ -41,7 +41,7 @@ def _unsplit_step(step_phases: pd.DataFrame | None) -> pd.DataFrame:
     """06's unsplit training steps as rate rows like 02's: batch / mean step time, its interval scaled alike."""
     if step_phases is None or step_phases.empty or "step_time_s" not in step_phases:
         return pd.DataFrame()
-    ok = _ok(step_phases, "step phases (unsplit step)")
+    ok = _ok(step_phases, UNSPLIT_PASS)
     keys = [k for k in ("run_name", *same_keys()) if k in ok and k != "phase"]
     ok = ok.drop_duplicates(keys).copy()
     step, ci = ok.step_time_s.astype(float), ok.step_time_ci95_s.astype(float)
@@ -50,7 +50,9 @@ def _unsplit_step(step_phases: pd.DataFrame | None) -> pd.DataFrame:
     return ok.assign(phase="train", data_mode="loader")  # 06 draws its steps from a DataLoader
 
 
-TABLES = (*results.RATES, "tuning", "step_phases")  # what repeated() and machine_summary() read
+TUNING_PASS, UNSPLIT_PASS = "tuning (default)", "step phases (unsplit step)"  # passes of 07, 06
+PASS_TABLE = {TUNING_PASS: "tuning", UNSPLIT_PASS: "step_phases"}  # the tables they are in
+TABLES = (*results.RATES, *PASS_TABLE.values())  # what repeated() and machine_summary() read
 
 
 def repeated(
@@ -62,7 +64,7 @@ def repeated(
     """Every configuration of a run measured by two passes, one row per pair (see the module's docstring)."""
     has_role = tuning is not None and "role" in tuning  # 07's confirmation of the default configuration
     confirm = tuning[(tuning.stage == "confirm") & (tuning.role == "default")] if has_role else None
-    ours = _ok(scenario_a, "scenario_a"), _ok(batch_sweep, "batch_sweep"), _ok(confirm, "tuning (default)")
+    ours = _ok(scenario_a, "scenario_a"), _ok(batch_sweep, "batch_sweep"), _ok(confirm, TUNING_PASS)
     passes = [p for p in (*ours, _unsplit_step(step_phases)) if len(p)]
     out = []
     for i, a in enumerate(passes):
