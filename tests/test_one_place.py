@@ -204,3 +204,26 @@ def test_the_passes_a_repeat_is_measured_by_are_named_once():
     from cnnbench.measure import reproducibility
 
     assert set(reproducibility.PASS_TABLE.values()) <= set(results.TABLES)
+
+
+def test_the_notebooks_read_a_table_through_the_results_layer():
+    """A notebook reads a results table as ``run.read(name)`` (its current rows, every declared column), never its
+    CSV by file name: a table's file name is spelled only in the call that writes it."""
+    from cnnbench import results
+
+    files, read = {t.filename for t in results.TABLES.values()}, []
+    for where, text in _code().items():
+        if where.startswith("notebooks/"):
+            tree = ast.parse(text)
+            calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and "write" in ast.unparse(n.func)]
+            written = {id(n) for call in calls for n in ast.walk(call)}
+            read += [
+                f"{where}:{n.lineno}"
+                for n in ast.walk(tree)
+                if isinstance(n, ast.Attribute)
+                and n.attr == "read_csv"
+                or isinstance(n, ast.Constant)
+                and n.value in files
+                and id(n) not in written
+            ]
+    assert not read, read

@@ -9,9 +9,8 @@ from cnnbench import data, devices, results
 from cnnbench.measure import engine, reproducibility, runner
 from cnnbench.measure.engine import Config
 
-# 02's and 03's epochs, telemetry reader, tables and figures, named here for their one entry point
+# 02's and 03's epochs, tables and figures, named here for their one entry point
 from cnnbench.measure.epochs import epochs as epochs  # noqa: I001
-from cnnbench.measure.telemetry import read as read_telemetry  # noqa: F401
 from cnnbench.plots import batch_sweep, telemetry_timeline, throughput  # noqa: F401
 from cnnbench.progress import say
 from cnnbench.tables import measured, performance_summary, utilisation, variants_side_by_side  # noqa: F401
