@@ -14,6 +14,8 @@ import types
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
+from cnnbench.params import NUMBERED
+
 RECORD, EXAMPLE = "earlier run", "the committed example on a 2-core CPU"
 BUDGET = "the budgets: configurations x protocol + start-up, a rough estimate"
 EXAMPLE_RUN = "examples/example-cpu-2core"  # under the workbook's root; its executed notebooks hold its times
@@ -31,9 +33,9 @@ def _configs(p, notebook: str) -> list:
     """The configurations 02 or 03 measures in worker processes (03's without those it takes from 02)."""
     from cnnbench import scenarios
 
-    if notebook == "02_scenario_a":
+    if notebook == NUMBERED["02"]:
         return scenarios.scenario_a_configs(p)
-    return scenarios.sweep_to_measure(p) if notebook == "03_batch_sweep" and p.sweep else []
+    return scenarios.sweep_to_measure(p) if notebook == NUMBERED["03"] and p.sweep else []
 
 
 def planned(p, notebook: str) -> tuple[int, float]:
@@ -103,18 +105,18 @@ def _tuning(p, b) -> tuple:
 # Per notebook of ``params.NOTEBOOKS``: (configurations, mean seconds each, fixed seconds) from the params ``p`` and
 # ``b`` (the kind's budget, kind, notebook, 02/03's step times); 04's host cost: 23 tiny steps (measure.dispatch).
 BUDGET_MODELS = {
-    "01_complexity": lambda p, b: (len(p.models), COUNT_S, b.kernel_s),
-    "02_scenario_a": _engine,
-    "03_batch_sweep": _engine,
-    "04_roofline": lambda p, b: (
+    NUMBERED["01"]: lambda p, b: (len(p.models), COUNT_S, b.kernel_s),
+    NUMBERED["02"]: _engine,
+    NUMBERED["03"]: _engine,
+    NUMBERED["04"]: lambda p, b: (
         len(p.models) * len(p.phases),
         b.layers_s + 23 * b.step_s,
         b.kernel_s + p.peak_repeats * b.peaks_s,
     ),
-    "05_backends": _scratch,
-    "06_transfer": _transfer,
-    "07_tuning": _tuning,
-    "08_analysis": lambda p, b: (0, 0.0, b.kernel_s + ANALYSIS_S),
+    NUMBERED["05"]: _scratch,
+    NUMBERED["06"]: _transfer,
+    NUMBERED["07"]: _tuning,
+    NUMBERED["08"]: lambda p, b: (0, 0.0, b.kernel_s + ANALYSIS_S),
 }
 
 

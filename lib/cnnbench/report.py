@@ -9,11 +9,11 @@ from pathlib import Path
 
 import nbformat
 
-from cnnbench import results
+from cnnbench import params, results
 from cnnbench.results import runs as results_runs
 
 COMBINED = "_combined"  # outputs/_combined/: the combined analysis, executed over every user run
-SETUP = "00_setup"  # shows the environment and parameters: a run's report folds them into its header instead
+SETUP = params.NUMBERED["00"]  # shows the environment and parameters: folded into a run's report's header
 
 # A table is never squeezed below its words: no cell breaks inside a word or a number (each column is at least
 # as wide as its longest word; cnnbench.tables.fitted lets a header break after an underscore), and a table wider
