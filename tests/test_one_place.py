@@ -223,3 +223,47 @@ def test_the_tables_of_measured_rates_are_declared_once():
                 if {"scenario_a", "batch_sweep"} <= named and path.name != "schema.py":
                     restated.append(f"{path.relative_to(ROOT)}:{node.lineno}")
     assert not restated, restated
+
+
+# Each file of a run folder: the one constant naming it (under cnnbench) and its name, a contract with the user
+RUN_FILES = {
+    "paths.RESOLVED": "params.json",
+    "paths.ENVIRONMENT": "environment.json",
+    "paths.FAILED": "FAILED.txt",
+    "paths.LOCK": ".lock",
+    "report.REPORT": "report.html",
+    "scaling.ddp.RESULT": "result.json",
+    "scaling.ddp.RANK_TELEMETRY": "telemetry_rank{}.json",
+}
+
+
+def test_a_run_folders_files_are_named_once():
+    """A run folder's file is named by one constant wherever it is read or written (a results table's by its
+    table, ``results.table(name).filename``): no module spells ``"params.json"`` or ``run_dir / ".lock"``."""
+    import importlib
+
+    from cnnbench import results
+
+    for constant, name in RUN_FILES.items():
+        module, _, attr = constant.rpartition(".")
+        assert getattr(importlib.import_module(f"cnnbench.{module}"), attr) == name, constant
+    names = [*RUN_FILES.values(), results.table("timings").filename]
+    spelled = []
+    for path in (ROOT / "lib" / "cnnbench").rglob("*.py"):
+        tree = ast.parse(path.read_text())
+        module = ".".join(path.relative_to(ROOT / "lib" / "cnnbench").with_suffix("").parts)
+        mine = {c.rpartition(".")[2] for c in RUN_FILES if c.rpartition(".")[0] == module}
+        declared = {
+            id(n)
+            for node in tree.body
+            if isinstance(node, ast.Assign)
+            and mine & {getattr(e, "id", "") for t in node.targets for e in ast.walk(t)}
+            for n in ast.walk(node)
+        }
+        spelled += [
+            f"{path.relative_to(ROOT)}:{node.lineno}: {node.value!r}"
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in declared
+            if node.value in names or any(node.value.startswith(n.split("{")[0]) for n in names if "{" in n)
+        ]
+    assert not spelled, spelled
