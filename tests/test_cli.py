@@ -410,11 +410,11 @@ def test_a_finished_pipeline_run_zips_again_without_its_lock_or_the_not_finished
     run_dir.mkdir(parents=True)
     (run_dir / "scenario_a.csv").write_text("a\n1\n")
     (run_dir / ".lock").write_text("123")
-    (run_dir / pipeline.FAILED).write_text("This run has not finished: it started at ...\n")
+    (run_dir / paths.FAILED).write_text("This run has not finished: it started at ...\n")
     analysis.zip_run(run_dir)  # 08, inside the pipeline
     (run_dir / "report.html").write_text("<html></html>")  # the pipeline goes on after 08
     pipeline.finished(run_dir)
-    assert not (run_dir / pipeline.FAILED).exists()
+    assert not (run_dir / paths.FAILED).exists()
     with zipfile.ZipFile(tmp_path / "outputs" / "colab.zip") as zf:
         assert sorted(zf.namelist()) == ["colab/report.html", "colab/scenario_a.csv"]
         zf.extractall(tmp_path / "laptop")

@@ -85,6 +85,69 @@ def test_a_notebook_added_to_notebooks_is_validated_estimated_and_run(tmp_path, 
     assert "notebooks missing" in capsys.readouterr().err
 
 
+RENAMED = {
+    "00_setup": "00_start",
+    "02_scenario_a": "02_scenario",
+    "03_batch_sweep": "03_sweep",
+    "07_tuning": "07_tune",
+}
+RENAMED_CHECK = """
+from cnnbench import eta, params, report, scenarios
+from cnnbench.results import schema
+
+p = params.load("params/smoke.yaml", check_device=False)
+try:
+    params.load("params/smoke.yaml", {"sweep": {}}, check_device=False)
+    raise AssertionError("took no sweep with 03 listed")
+except params.ParamsError as err:
+    assert "key 'sweep'" in str(err) and "03_sweep" in str(err), err
+assert eta.planned(p, "02_scenario")[0] > 0 and eta.budget_model(p, "07_tune")[0] > 0
+assert len(scenarios.sweep_to_measure(p)) < len(scenarios.sweep_configs(p))  # 03 takes 02's rows
+assert all(t.notebook in params.NOTEBOOKS for t in schema.TABLES.values() if t.notebook[:2].isdigit())
+assert params.NUMBERED["03"] == "03_sweep" and report.SETUP == "00_start", params.NOTEBOOKS
+print("still checked")
+"""
+
+
+def test_a_notebook_renamed_in_notebooks_keeps_every_check_that_names_it(tmp_path):
+    """A rename in ``params.NOTEBOOKS`` is the one edit: the checks and estimates keyed on a notebook (03's sweep,
+    02's rows reused by 03, 07's budget, the report's 00, the tables' notebooks) still find it."""
+    shutil.copytree(
+        ROOT / "lib" / "cnnbench", tmp_path / "cnnbench", ignore=shutil.ignore_patterns("__pycache__")
+    )
+    source = tmp_path / "cnnbench" / "params.py"
+    text = source.read_text()
+    for old, new in RENAMED.items():  # the first spelling of each is NOTEBOOKS'
+        assert old in text
+        text = text.replace(old, new, 1)
+    source.write_text(text)
+    env = {**os.environ, "PYTHONPATH": str(tmp_path), "CNNBENCH_ROOT": str(ROOT)}
+    out = subprocess.run(
+        [sys.executable, "-c", RENAMED_CHECK], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
+    )
+    assert out.returncode == 0 and "still checked" in out.stdout, out.stderr[-3000:]
+
+
+def test_a_notebook_is_spelled_in_notebooks_alone():
+    """Code and messages name a notebook through ``params.NUMBERED`` (or a table's ``notebook``), never as text."""
+    names, spelled = re.compile("|".join(params.NOTEBOOKS)), []
+    for path in (ROOT / "lib" / "cnnbench").rglob("*.py"):
+        tree = ast.parse(path.read_text())
+        declared = {
+            id(n)
+            for node in tree.body
+            if isinstance(node, ast.Assign) and "NOTEBOOKS" in {getattr(t, "id", "") for t in node.targets}
+            for n in ast.walk(node)
+        }
+        spelled += [
+            f"{path.relative_to(ROOT)}:{node.lineno}: {node.value[:60]!r}"
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in declared
+            if names.search(node.value)
+        ]
+    assert not spelled, spelled
+
+
 def test_the_readme_table_and_the_entry_points_list_the_notebooks():
     readme = re.findall(r"^\|[^|]*\| `(\d\d_\w+)` \|", (ROOT / "README.md").read_text(), re.M)
     assert tuple(readme) == params.NOTEBOOKS
@@ -227,3 +290,47 @@ def test_the_notebooks_read_a_table_through_the_results_layer():
                 and id(n) not in written
             ]
     assert not read, read
+
+
+# Each file of a run folder: the one constant naming it (under cnnbench) and its name, a contract with the user
+RUN_FILES = {
+    "paths.RESOLVED": "params.json",
+    "paths.ENVIRONMENT": "environment.json",
+    "paths.FAILED": "FAILED.txt",
+    "paths.LOCK": ".lock",
+    "report.REPORT": "report.html",
+    "scaling.ddp.RESULT": "result.json",
+    "scaling.ddp.RANK_TELEMETRY": "telemetry_rank{}.json",
+}
+
+
+def test_a_run_folders_files_are_named_once():
+    """A run folder's file is named by one constant wherever it is read or written (a results table's by its
+    table, ``results.table(name).filename``): no module spells ``"params.json"`` or ``run_dir / ".lock"``."""
+    import importlib
+
+    from cnnbench import results
+
+    for constant, name in RUN_FILES.items():
+        module, _, attr = constant.rpartition(".")
+        assert getattr(importlib.import_module(f"cnnbench.{module}"), attr) == name, constant
+    names = [*RUN_FILES.values(), results.table("timings").filename]
+    spelled = []
+    for path in (ROOT / "lib" / "cnnbench").rglob("*.py"):
+        tree = ast.parse(path.read_text())
+        module = ".".join(path.relative_to(ROOT / "lib" / "cnnbench").with_suffix("").parts)
+        mine = {c.rpartition(".")[2] for c in RUN_FILES if c.rpartition(".")[0] == module}
+        declared = {
+            id(n)
+            for node in tree.body
+            if isinstance(node, ast.Assign)
+            and mine & {getattr(e, "id", "") for t in node.targets for e in ast.walk(t)}
+            for n in ast.walk(node)
+        }
+        spelled += [
+            f"{path.relative_to(ROOT)}:{node.lineno}: {node.value!r}"
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in declared
+            if node.value in names or any(node.value.startswith(n.split("{")[0]) for n in names if "{" in n)
+        ]
+    assert not spelled, spelled

@@ -3,7 +3,7 @@ run's results files) or the code that ran it changed since its executed copy was
 
 import shutil
 
-from cnnbench import pipeline, results
+from cnnbench import paths, pipeline, results
 from conftest import ROOT
 
 EXAMPLE = ROOT / "examples" / "example-cpu-2core"
@@ -128,7 +128,7 @@ def test_a_run_stopped_with_only_the_analysis_left_is_finished_by_cnnbench_repor
     shutil.copytree(EXAMPLE, run, ignore=shutil.ignore_patterns("report.html", "trace_*", "ddp"))
     measured = [r for r in results.read_rows(run / "timings.csv") if r["notebook"] != "08_analysis"]
     results.write_rows(run / "timings.csv", measured)
-    (run / pipeline.FAILED).write_text("This run did not finish: stopped by SIGTERM\n")
+    (run / paths.FAILED).write_text("This run did not finish: stopped by SIGTERM\n")
     calls = []
 
     def execute(params_file, run_dir, notebooks, timeout_s, **kw):
@@ -138,10 +138,10 @@ def test_a_run_stopped_with_only_the_analysis_left_is_finished_by_cnnbench_repor
     monkeypatch.setattr(pipeline, "execute", execute)
     results.write_rows(run / "timings.csv", measured[:-1])  # stopped in 07: refused, nothing done
     assert pipeline.main(["report", str(run)]) == 2 and calls == []
-    assert (run / pipeline.FAILED).is_file()
+    assert (run / paths.FAILED).is_file()
     results.write_rows(run / "timings.csv", measured)
     assert pipeline.main(["report", str(run)]) == 0 and calls == [["08_analysis"]]
-    assert not (run / pipeline.FAILED).exists() and (run / "report.html").is_file()
+    assert not (run / paths.FAILED).exists() and (run / "report.html").is_file()
 
 
 def test_a_run_copied_from_a_gpu_machine_is_reported_on_a_machine_without_one(tmp_path, monkeypatch):

@@ -353,13 +353,13 @@ def test_a_run_killed_outright_is_marked_unfinished(tmp_path, monkeypatch):
     seen = {}
 
     def execute(*args, **kwargs):
-        seen["marker"] = (tmp_path / "smoke" / pipeline.FAILED).read_text()
+        seen["marker"] = (tmp_path / "smoke" / paths.FAILED).read_text()
         return []
 
     monkeypatch.setattr(pipeline, "execute", execute)
     assert pipeline.main(["--params", str(SMOKE), "--outputs", str(tmp_path), "--no-report"]) == 0
     assert "has not finished" in seen["marker"].splitlines()[0]
-    assert not (tmp_path / "smoke" / pipeline.FAILED).exists()
+    assert not (tmp_path / "smoke" / paths.FAILED).exists()
 
 
 def test_a_run_stopped_while_its_notebook_is_written_leaves_no_empty_notebook(tmp_path, monkeypatch):
@@ -536,7 +536,7 @@ def test_a_failed_combined_analysis_never_leaves_the_old_combined_report_as_curr
             pipeline._combined(p, tmp_path / "p.yaml", {}, tmp_path)
     assert not (tmp_path / "report.html").exists() and (tmp_path / pipeline.STALE_REPORT).is_file()
     assert (
-        (tmp_path / report.COMBINED / pipeline.FAILED)
+        (tmp_path / report.COMBINED / paths.FAILED)
         .read_text()
         .startswith("The combined analysis did not finish")
     )

@@ -14,6 +14,9 @@ import types
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
+from cnnbench import paths, results
+from cnnbench.params import NUMBERED, SCRATCH_BACKENDS
+
 RECORD, EXAMPLE = "earlier run", "the committed example on a 2-core CPU"
 BUDGET = "the budgets: configurations x protocol + start-up, a rough estimate"
 EXAMPLE_RUN = "examples/example-cpu-2core"  # under the workbook's root; its executed notebooks hold its times
@@ -31,9 +34,9 @@ def _configs(p, notebook: str) -> list:
     """The configurations 02 or 03 measures in worker processes (03's without those it takes from 02)."""
     from cnnbench import scenarios
 
-    if notebook == "02_scenario_a":
+    if notebook == NUMBERED["02"]:
         return scenarios.scenario_a_configs(p)
-    return scenarios.sweep_to_measure(p) if notebook == "03_batch_sweep" and p.sweep else []
+    return scenarios.sweep_to_measure(p) if notebook == NUMBERED["03"] and p.sweep else []
 
 
 def planned(p, notebook: str) -> tuple[int, float]:
@@ -61,7 +64,6 @@ def _process_s(p, step_s: float, start_s: float, steps_per_window: int = 0, repe
 def _runs_on(name: str, kind: str) -> bool:
     """Whether a from-scratch backend (numpy, cupy, ...) or a device (cuda:1) runs on a ``kind`` machine."""
     from cnnbench import devices
-    from cnnbench.params import SCRATCH_BACKENDS
 
     needs = SCRATCH_BACKENDS.get(name, name.split(":")[0])
     return needs == kind or devices.backend_class(devices.backend(needs).kind).on_host
@@ -103,18 +105,18 @@ def _tuning(p, b) -> tuple:
 # Per notebook of ``params.NOTEBOOKS``: (configurations, mean seconds each, fixed seconds) from the params ``p`` and
 # ``b`` (the kind's budget, kind, notebook, 02/03's step times); 04's host cost: 23 tiny steps (measure.dispatch).
 BUDGET_MODELS = {
-    "01_complexity": lambda p, b: (len(p.models), COUNT_S, b.kernel_s),
-    "02_scenario_a": _engine,
-    "03_batch_sweep": _engine,
-    "04_roofline": lambda p, b: (
+    NUMBERED["01"]: lambda p, b: (len(p.models), COUNT_S, b.kernel_s),
+    NUMBERED["02"]: _engine,
+    NUMBERED["03"]: _engine,
+    NUMBERED["04"]: lambda p, b: (
         len(p.models) * len(p.phases),
         b.layers_s + 23 * b.step_s,
         b.kernel_s + p.peak_repeats * b.peaks_s,
     ),
-    "05_backends": _scratch,
-    "06_transfer": _transfer,
-    "07_tuning": _tuning,
-    "08_analysis": lambda p, b: (0, 0.0, b.kernel_s + ANALYSIS_S),
+    NUMBERED["05"]: _scratch,
+    NUMBERED["06"]: _transfer,
+    NUMBERED["07"]: _tuning,
+    NUMBERED["08"]: lambda p, b: (0, 0.0, b.kernel_s + ANALYSIS_S),
 }
 
 
@@ -178,8 +180,8 @@ def example_record(p, device_kind: str, example_dir) -> dict[str, float]:
     (the same parameters, names and paths apart); {} otherwise."""
     example_dir = Path(example_dir)
     try:
-        theirs = json.loads((example_dir / "params.json").read_text())
-        kind = json.loads((example_dir / "environment.json").read_text())["device_kind"]
+        theirs = json.loads((example_dir / paths.RESOLVED).read_text())
+        kind = json.loads((example_dir / paths.ENVIRONMENT).read_text())["device_kind"]
     except (OSError, ValueError, KeyError):
         return {}
     ours = json.loads(json.dumps(dataclasses.asdict(p), default=str))
@@ -193,9 +195,9 @@ def example_record(p, device_kind: str, example_dir) -> dict[str, float]:
 
 def example_hardware(kind: str):
     """The :class:`cnnbench.devices.Hardware` of the committed example run on a ``kind`` device, else None."""
-    from cnnbench import devices, paths
+    from cnnbench import devices
 
-    for path in sorted((paths.repo_root() / "examples").glob("*/environment.json")):
+    for path in sorted((paths.repo_root() / "examples").glob(f"*/{paths.ENVIRONMENT}")):
         env = json.loads(path.read_text())
         if env.get("device_kind") == kind:
             cap = tuple(int(x) for x in str(env.get("gpu_compute_capability", "")).split(".") if x.isdigit())
@@ -209,8 +211,6 @@ def example_hardware(kind: str):
 
 def record(run_dir) -> dict[str, float]:
     """Seconds each notebook took in ``run_dir`` (its ``timings`` table), the latest time of each."""
-    from cnnbench import results
-
     times = {}
     for r in results.file(run_dir, "timings").current():
         with contextlib.suppress(ValueError):
@@ -224,9 +224,9 @@ def sibling_record(run_dir, params_file_name: str) -> tuple[str, dict[str, float
     run_dir, found = Path(run_dir), []
     for d in run_dir.parent.glob("*/"):
         with contextlib.suppress(OSError, ValueError, AttributeError):
-            theirs = json.loads((d / "params.json").read_text()).get("params_file", "")
+            theirs = json.loads((d / paths.RESOLVED).read_text()).get("params_file", "")
             if d.resolve() != run_dir.resolve() and Path(str(theirs)).name == params_file_name:
-                found.append(((d / "timings.csv").stat().st_mtime, d))
+                found.append((results.file(d, "timings").path.stat().st_mtime, d))
     for _, d in sorted(found)[-1:]:
         with contextlib.suppress(Exception):  # an estimate never stops a run
             return (d.name, times) if (times := record(d)) else ("", {})

@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 import pandas as pd
 
-from cnnbench import devices, knobs, plots, results, tables
+from cnnbench import devices, knobs, params, plots, results, tables
 from cnnbench.measure import engine, telemetry, timing
 from cnnbench.progress import headless
 
@@ -164,7 +164,7 @@ def _bundles(history: list[dict], run) -> list[dict]:
         placed = pts.merge(roofline.intensities_for(pts)[[*keys, "intensity_flop_per_byte"]], on=keys)
         out.append(figure(plots.explorer_roofline, peaks, placed, points=len(pts)))
     else:
-        note = "No roofline yet: this run has no device_peaks.csv; run 04_roofline to measure this device's roofs."
+        note = f"No roofline yet: this run has no device_peaks.csv; run {params.NUMBERED['04']} to measure its roofs."
         out.append({"output_type": "stream", "name": "stdout", "text": note + "\n"})
     return out
 

@@ -32,6 +32,7 @@ NOTEBOOKS = (
     *"00_setup 01_complexity 02_scenario_a 03_batch_sweep 04_roofline 05_backends 06_transfer".split(),
     *"07_tuning 08_analysis".split(),
 )
+NUMBERED = {name.partition("_")[0]: name for name in NOTEBOOKS}  # "03": 03's name as NOTEBOOKS spells it
 OPTIMIZERS = ("sgd", "adam", "adamw")
 DEFAULT_MODELS = ("resnet18", "mobilenet_v2", "resnet50", "squeezenet1_1", "densenet121", "mnist_cnn")
 PRECISIONS, COMPILE_MODES = KNOBS["precision"].values, KNOBS["compile"].values
@@ -547,8 +548,8 @@ def _problems(p: Params, check_device: bool) -> typing.Iterator[str]:
     for key, name in [("device", p.device), *(("transfer_devices", d) for d in p.transfer_devices)]:
         if devices.ONE_DEVICE.fullmatch(name.strip().lower()):
             yield f"key '{key}' is {_show(name)}: the {name[:3].upper()} has no index; use {name[:3]}"
-    if not p.sweep and "03_batch_sweep" in p.notebooks:
-        yield "key 'sweep' must map at least one model to batch sizes (or leave 03_batch_sweep out of 'notebooks')"
+    if not p.sweep and (sweep := NUMBERED["03"]) in p.notebooks:
+        yield f"key 'sweep' must map at least one model to batch sizes (or leave {sweep} out of 'notebooks')"
     for low, high in (("processes", "max_processes"), ("tune_min_batch_size", "tune_max_batch_size")):
         if (least := getattr(p, low)) > (most := getattr(p, high)):
             yield f"key '{low}' ({least}) exceeds {high} ({most})"
@@ -559,7 +560,7 @@ def _problems(p: Params, check_device: bool) -> typing.Iterator[str]:
         )
     if p.transfer_dataset != "synthetic" and not p.transfer_data_path:
         yield f"key 'transfer_data_path' is required for transfer_dataset '{p.transfer_dataset}'"
-    if "07_tuning" in p.notebooks and (need := tuning_cell_s(p)) > p.cell_timeout_s:
+    if NUMBERED["07"] in p.notebooks and (need := tuning_cell_s(p)) > p.cell_timeout_s:
         yield (
             f"key 'cell_timeout_s' {p.cell_timeout_s} is less than 07's cell takes at least ({need:.0f} s: "
             "tune_models x tune_phases x tune_budget_s and confirmation windows); raise it or search less"
@@ -570,7 +571,7 @@ def _problems(p: Params, check_device: bool) -> typing.Iterator[str]:
                 yield f"key 'variants[{i}]' has unknown key {_show(k)}; {_suggest(k, list(KNOBS), 'knobs')}"
             yield _problem(f"variants[{i}].{k}", KNOBS[k].parse(value), _knob_type(KNOBS[k]))
     # an absent scratch_data_path is refused by the pipeline and 05 (scratch_data_problem), not here
-    yield "05_backends" in p.notebooks and scratch_data_problem(p, absent_ok=True)
+    yield NUMBERED["05"] in p.notebooks and scratch_data_problem(p, absent_ok=True)
     yield from _epoch_problems(p)
     yield from _data_problems(p) if p.dataset != "synthetic" else ()
     for model in p.models:  # a model with data of its own runs at its own resolution (the MNIST CNN at 28x28)
@@ -700,9 +701,9 @@ def _batch_uses(p: Params) -> list[tuple[str, str, int, set[str]]]:
         (m, key(m), p.batch_size_for(m), splits(p.phases) | ({"train", "val"} if p.epoch_mode else set()))
         for m in p.models
     ]
-    if "03_batch_sweep" in p.notebooks:
+    if NUMBERED["03"] in p.notebooks:
         uses += [(m, f"sweep.{m}", bs, splits(p.phases)) for m, sizes in p.sweep.items() for bs in sizes]
-    if "07_tuning" in p.notebooks:
+    if NUMBERED["07"] in p.notebooks:
         uses += [
             (m, "tune_max_batch_size", p.tune_max_batch_size, splits(p.tune_phases)) for m in p.tune_models
         ]
@@ -757,9 +758,9 @@ def run_data_problem(p: Params) -> str:
     """Data a notebook of this run would find missing only once it starts (05's MNIST, 06's pets), or ""."""
     from cnnbench import data
 
-    pets = "06_transfer" in p.notebooks and p.transfer_dataset == "oxford_pet"
-    mnist = "05_backends" in p.notebooks and p.scratch_dataset == "mnist"
-    if "05_backends" in p.notebooks and (why := scratch_data_problem(p)):
+    pets = NUMBERED["06"] in p.notebooks and p.transfer_dataset == "oxford_pet"
+    mnist = NUMBERED["05"] in p.notebooks and p.scratch_dataset == "mnist"
+    if NUMBERED["05"] in p.notebooks and (why := scratch_data_problem(p)):
         return why
     if pets and not p.download and not Path(p.transfer_data_path).expanduser().exists():
         return f"key 'transfer_data_path': {_show(p.transfer_data_path)} does not exist (set download: true)"

@@ -63,7 +63,7 @@ def cached(kind: str, key, compute, code=()):
     path = folder / f"{kind}-{hashlib.sha256(repr(key).encode()).hexdigest()[:20]}"
     if folder_problem(folder):
         return compute()
-    with _serialized(path.with_name(f"{path.name}.lock")):
+    with _serialized(path.with_name(f"{path.name}{LOCK}")):
         try:
             with path.open("rb") as f:
                 return pickle.load(f)
@@ -87,6 +87,10 @@ def folder_problem(outputs: Path, option: str = "--outputs") -> str:
 
 LOCK_ENV = "CNNBENCH_RUN_LOCK"  # set by the process holding a run's lock, so its own kernels pass through
 RESOLVED_ENV = "CNNBENCH_RESOLVED"  # fingerprint of params.json when a pipeline run started (run.open_run)
+# A run folder's files: the parameters in force, with the params file and overrides they came from (run.py); the
+# environment 00 writes first (a folder holding one is a run); the pipeline's note of a run that has not finished
+RESOLVED, ENVIRONMENT, FAILED = "params.json", "environment.json", "FAILED.txt"
+LOCK = ".lock"  # a lock's file: <run_dir>/.lock (RunLock), <entry>.lock beside a cache entry
 
 
 def fingerprint(path: str | Path) -> str:
@@ -194,7 +198,7 @@ class RunLock:
     :class:`RunLocked`, or OSError where the folder cannot be written."""
 
     def __init__(self, run_dir: Path):
-        self.path = Path(run_dir) / ".lock"
+        self.path = Path(run_dir) / LOCK
         self.held = False
 
     def _pid(self) -> int | None:

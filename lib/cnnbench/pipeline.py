@@ -31,7 +31,7 @@ from cnnbench import eta, paths, results
 from cnnbench import params as params_mod
 from cnnbench.progress import PROGRESS_ENV
 
-FAILED, STALE_REPORT = "FAILED.txt", "report.stale.html"
+STALE_REPORT = "report.stale.html"
 # 08, executed again by `cnnbench report` unless current (_analysis_current)
 ANALYSIS = params_mod.NOTEBOOKS[-1]
 
@@ -318,9 +318,11 @@ def _now() -> str:
 
 def _mark_started(run_dir: Path, params_file: Path, overrides: dict) -> None:
     """A run starts: FAILED.txt says so until it succeeds, and the previous report is renamed stale."""
+    from cnnbench import report
+
     run_dir.mkdir(parents=True, exist_ok=True)
-    if (run_dir / "report.html").is_file():
-        (run_dir / "report.html").replace(run_dir / STALE_REPORT)
+    if (run_dir / report.REPORT).is_file():
+        (run_dir / report.REPORT).replace(run_dir / STALE_REPORT)
     why = "is running, or was stopped without a chance to say why (killed, out of memory, power lost)"
     state = f"has not finished: it started at {_now()} (process {os.getpid()}) and {why}"
     _mark(run_dir, state, params_file, overrides)
@@ -331,7 +333,7 @@ def _mark(run_dir: Path, state: str, params_file: Path, overrides: dict, detail:
         f"\nThe previous report was renamed {STALE_REPORT}.\n" if (run_dir / STALE_REPORT).is_file() else ""
     )
     results.atomic_write_text(
-        run_dir / FAILED,
+        run_dir / paths.FAILED,
         f"This run {state}\nparams file: {paths.shown(params_file)}\noverrides: {json.dumps(overrides, default=str)}"
         f"\nResults written so far are kept; rerun the same command to resume.{stale}\n"
         + (f"\n{detail}" if detail else ""),
@@ -356,7 +358,7 @@ def _other_runs() -> list[str]:
 
 def finished(run_dir: Path) -> None:
     """The run is complete: FAILED.txt goes, and the run's zip, where 08 made one, is made again."""
-    (run_dir / FAILED).unlink(missing_ok=True)
+    (run_dir / paths.FAILED).unlink(missing_ok=True)
     if (run_dir.parent / f"{run_dir.name}.zip").is_file():
         from cnnbench.results.runs import zip_run
 
@@ -368,7 +370,7 @@ def _mark_failed(run_dir: Path, why: str, params_file: Path, overrides: dict, de
     try:
         _mark(run_dir, f"did not finish: {why}\nwhen: {_now()}", params_file, overrides, detail)
     except OSError as err:
-        return f" ({FAILED} not written: {err.strerror or err})"
+        return f" ({paths.FAILED} not written: {err.strerror or err})"
     return ""
 
 
@@ -570,7 +572,7 @@ def _combined(
             return 0
         mine = mine or runs[-1]
         every = lambda: dataclasses.replace(p or _report_params(mine), analysis_runs=["*"])  # noqa: E731
-        over, params_file = {**overrides, "analysis_runs": ["*"]}, params_file or mine / "params.json"
+        over, params_file = {**overrides, "analysis_runs": ["*"]}, params_file or mine / paths.RESOLVED
         analysed = _analysed(
             folder, [*runs, folder], "cnnbench: combined analysis", folder, every, params_file, over
         )
@@ -579,16 +581,16 @@ def _combined(
     except BaseException as err:
         why, stale = err if isinstance(err, NotebookFailed) else _describe(err), ""
         with contextlib.suppress(OSError):
-            if (outputs / "report.html").is_file():
-                (outputs / "report.html").replace(outputs / STALE_REPORT)
+            if (outputs / report.REPORT).is_file():
+                (outputs / report.REPORT).replace(outputs / STALE_REPORT)
                 stale = f"; the previous combined report was renamed {STALE_REPORT}"
-            results.atomic_write_text(folder / FAILED, f"The combined analysis did not finish: {why}\n")
+            results.atomic_write_text(folder / paths.FAILED, f"The combined analysis did not finish: {why}\n")
         if not isinstance(err, Exception):
             raise
         print(f"cnnbench: combined analysis: {why}{stale}", file=sys.stderr)
         return 1
     (outputs / STALE_REPORT).unlink(missing_ok=True)
-    (folder / FAILED).unlink(missing_ok=True)
+    (folder / paths.FAILED).unlink(missing_ok=True)
     print(f"cnnbench: combined report of {combined[1]} runs {combined[0]}")
     return 0
 
@@ -626,8 +628,8 @@ def _rebuild(args) -> int:
         raise params_mod.ParamsError(f"{run_dir.name}: no such run in {run_dir.parent} (runs there: {there})")
     why = runs.verdict(run_dir) or ""
     if why.startswith("failed"):
-        listed = results.read_json(run_dir / "params.json").get("notebooks", params_mod.NOTEBOOKS)
-        done = {r["notebook"] for r in results.read_rows(run_dir / "timings.csv")}  # [] when absent
+        listed = results.read_json(run_dir / paths.RESOLVED).get("notebooks", params_mod.NOTEBOOKS)
+        done = {r["notebook"] for r in results.read_rows(results.file(run_dir, "timings").path)}
         why = "" if set(listed) - done == {ANALYSIS} else f"{why}; run the same command again to resume it"
     if why:
         raise params_mod.ParamsError(f"{run_dir.name}: {why}")
@@ -647,7 +649,7 @@ def _report_folders(args) -> tuple[Path, Path | None]:
 
 def _report_params(run_dir: Path) -> params_mod.Params:
     """The run's params.json validated, not against this machine's device (the run may come from another)."""
-    src = run_dir / "params.json"
+    src = run_dir / paths.RESOLVED
     try:
         keys = {k: v for k, v in results.read_json(src).items() if k in params_mod.FIELDS}
         return params_mod.validate(
@@ -667,7 +669,7 @@ def _rebuild_run_report(run_dir: Path) -> Path:
 
         with tempfile.TemporaryDirectory(prefix="cnnbench-report-") as tmp:  # the run's own files kept
             who, p = f"cnnbench report: {run_dir.name}", lambda: _report_params(run_dir)
-            done[ANALYSIS] = _analysed(run_dir, [run_dir], who, Path(tmp), p, run_dir / "params.json", {})
+            done[ANALYSIS] = _analysed(run_dir, [run_dir], who, Path(tmp), p, run_dir / paths.RESOLVED, {})
         html = report.build_run_report(run_dir, [done[n] for n in sorted(done)])
     (run_dir / STALE_REPORT).unlink(missing_ok=True)
     finished(run_dir)  # a run stopped with only 08 left is now whole
@@ -678,7 +680,7 @@ def _rebuild_run_report(run_dir: Path) -> Path:
 # Beside an executed 08, written once it has finished: the SHA-256 of the results files it read and of the code
 # that ran; a copy whose fingerprint is missing, unreadable or different is executed again. timings.csv is written
 # by the pipeline after each notebook: never an input of the analysis.
-FINGERPRINT, NOT_READ = ".inputs.json", ("timings.csv",)
+FINGERPRINT, NOT_READ = ".inputs.json", (results.table("timings").filename,)
 
 
 def _fingerprint_of(read: list[Path], notebook: Path) -> dict:

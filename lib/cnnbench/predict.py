@@ -232,7 +232,7 @@ def default_host(kind: str, phase: str) -> tuple[tuple[float, float], str]:
 def _examples() -> pd.DataFrame:
     """The committed examples' 02 and 03 rows (examples/, each a run on its device), as :func:`measured_rows`."""
     return measured_rows(
-        runs.load(sorted(e.parent for e in (paths.repo_root() / "examples").glob("*/environment.json")))
+        runs.load(sorted(e.parent for e in (paths.repo_root() / "examples").glob(f"*/{paths.ENVIRONMENT}")))
     )
 
 

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import nbformat
 
-from cnnbench import results
+from cnnbench import params, paths, results
 from cnnbench.results import runs as results_runs
 
 COMBINED = "_combined"  # outputs/_combined/: the combined analysis, executed over every user run
-SETUP = "00_setup"  # shows the environment and parameters: a run's report folds them into its header instead
+SETUP = params.NUMBERED["00"]  # shows the environment and parameters: folded into a run's report's header
 
 # A table is never squeezed below its words: no cell breaks inside a word or a number (each column is at least
 # as wide as its longest word; cnnbench.tables.fitted lets a header break after an underscore), and a table wider
@@ -158,15 +158,15 @@ def reproducibility_statement(run_dir: Path) -> str:
     return text
 
 
-PARTIAL = "report.partial.html"
+REPORT, PARTIAL = "report.html", "report.partial.html"
 
 
 def build_run_report(run_dir: Path, notebooks: list[Path], of: int | None = None) -> Path:
     """``run_dir/report.html`` over the executed ``notebooks``; with ``of`` (the run's number of notebooks) the
     partial report (:data:`PARTIAL`) of a run still going (report.html removes it), saying how far and when;
     run-folder values as text."""
-    env = results.read_json(run_dir / "environment.json") if (run_dir / "environment.json").is_file() else {}
-    prm = results.read_json(run_dir / "params.json") if (run_dir / "params.json").is_file() else {}
+    env = results.read_json(run_dir / paths.ENVIRONMENT) if (run_dir / paths.ENVIRONMENT).is_file() else {}
+    prm = results.read_json(run_dir / paths.RESOLVED) if (run_dir / paths.RESOLVED).is_file() else {}
     from cnnbench.analysis import overview
     from cnnbench.measure.engine import now
 
@@ -190,7 +190,7 @@ def build_run_report(run_dir: Path, notebooks: list[Path], of: int | None = None
     if of is not None:
         going = (
             f"**Partial report: {len(notebooks)} of {of} notebooks done** when this page was written ({now()}): "
-            "report.html replaces it when the run ends; where the run stopped instead, FAILED.txt in its "
+            f"{REPORT} replaces it when the run ends; where the run stopped instead, {paths.FAILED} in its "
             "folder says why.\n\n"
         )
     header = (
@@ -201,13 +201,13 @@ def build_run_report(run_dir: Path, notebooks: list[Path], of: int | None = None
         f"{e.get('captured_at', '')}, with {e['params']}, workbook commit {e['git_commit']}"
         f"{' (with uncommitted changes)' if env.get('git_dirty') else ''}. Every number "
         f"below was measured or computed by the workbook's code on this machine; {others} the combined report, "
-        "outputs/report.html.\n\n"
+        f"outputs/{REPORT}.\n\n"
         f"<details><summary>Parameters (00 · Setup)</summary>\n\n{_table(params_rows)}\n\n</details>\n\n"
         f"<details><summary>Environment (00 · Setup: every item captured)</summary>\n\n"
         f"{_table({k: v for k, v in env.items() if k != 'params'})}\n\n</details>"
     )
     body = [nb for nb in notebooks if Path(nb).stem != SETUP]  # its environment and parameters: folded above
-    out = run_dir / ("report.html" if of is None else PARTIAL)
+    out = run_dir / (REPORT if of is None else PARTIAL)
     build(body, out, f"cnnbench {run_dir.name}", header)
     if of is None:
         (run_dir / PARTIAL).unlink(missing_ok=True)
@@ -246,4 +246,4 @@ def build_combined_report(outputs: Path, analysis_notebook: Path) -> tuple[Path,
         f"keeps its own report in its folder.\n\n{_table(rows)}\n\n{overview.combined_rates(dirs)}"
         + (f"Left out:\n\n{_table(left_out)}" if left_out else "No run was left out.")
     )
-    return build([analysis_notebook], outputs / "report.html", "cnnbench: runs compared", header), len(runs)
+    return build([analysis_notebook], outputs / REPORT, "cnnbench: runs compared", header), len(runs)

@@ -48,13 +48,10 @@ class Run:
 
     def environment(self, refresh: bool = False) -> dict:
         """environment.json of this run, captured now if it is missing (or ``refresh``)."""
-        path = self.path("environment.json")
+        path = self.path(paths.ENVIRONMENT)
         if refresh or not path.is_file():
             results.write_json(path, envinfo.capture(self.device, self.params.to_dict()))
         return results.read_json(path)
-
-
-RESOLVED = "params.json"  # the parameters in force, with the params file and overrides they came from
 
 
 def write_resolved(
@@ -62,7 +59,7 @@ def write_resolved(
 ) -> Path:
     """``<run_dir>/params.json``: the resolved parameters and where they came from, which every notebook of a
     pipeline run reads as its ``params_file``."""
-    path = Path(run_dir) / RESOLVED
+    path = Path(run_dir) / paths.RESOLVED
     content = {"params_file": paths.shown(params_file), "overrides": overrides, **p.to_dict()}
     # as it is, .inf and .nan too (JSON's Infinity, NaN), so every notebook gets the very same set
     results.atomic_write_text(path, json.dumps(content, indent=2, default=str) + "\n")
@@ -94,7 +91,7 @@ def open_run(
     ``params_file`` "": ``run_dir``'s params.json, else params/colab_t4.yaml on Colab, params/local.yaml elsewhere;
     ``run_dir`` "": outputs/<run_name>. ``needs_runs`` (08): :class:`NoRuns` when there is nothing to analyse, no
     device check, and a run's params.json never rewritten. Raises ParamsError, RunLocked before any work."""
-    given = Path(run_dir) / RESOLVED if run_dir and not params_file else None
+    given = Path(run_dir) / paths.RESOLVED if run_dir and not params_file else None
     if given is not None and given.is_file():  # only a run folder: the run's own parameters, not local.yaml's
         params_file = given
     default = paths.repo_root() / "params" / ("colab_t4.yaml" if paths.on_colab() else "local.yaml")
@@ -144,7 +141,7 @@ def open_run(
     torch.manual_seed(p.seed)
     root.mkdir(parents=True, exist_ok=True)
     # an analysis reads a run; it never rewrites its record
-    if not (needs_runs and (root / RESOLVED).is_file()):
+    if not (needs_runs and (root / paths.RESOLVED).is_file()):
         write_resolved(root, p, path, overrides)
     from cnnbench import tables
 

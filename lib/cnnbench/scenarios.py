@@ -11,6 +11,7 @@ from cnnbench.measure.engine import Config
 
 # 02's and 03's epochs, tables and figures, named here for their one entry point
 from cnnbench.measure.epochs import epochs as epochs  # noqa: I001
+from cnnbench.params import NUMBERED
 from cnnbench.plots import batch_sweep, telemetry_timeline, throughput  # noqa: F401
 from cnnbench.progress import say
 from cnnbench.tables import measured, performance_summary, utilisation, variants_side_by_side  # noqa: F401
@@ -42,8 +43,8 @@ def sweep_configs(p) -> list[Config]:
 
 def sweep_to_measure(p) -> list[Config]:
     """03's configurations less those it takes from 02's rows (``reuse``), where 02 runs before it."""
-    order = [*p.notebooks, "03_batch_sweep"]  # 03 asked for even where the params leave it out
-    if "02_scenario_a" not in order or order.index("02_scenario_a") > order.index("03_batch_sweep"):
+    order = [*p.notebooks, NUMBERED["03"]]  # 03 asked for even where the params leave it out
+    if NUMBERED["02"] not in order or order.index(NUMBERED["02"]) > order.index(NUMBERED["03"]):
         return sweep_configs(p)
     taken = set(scenario_a_configs(p))
     return [c for c in sweep_configs(p) if c not in taken]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from cnnbench import predict, published
+from cnnbench import params, predict, published
 from cnnbench.analysis.compare import (
     machine,
     match_keys,
@@ -71,4 +71,4 @@ def tuning_findings_markdown(m: Merged):
             f"- {run}: {line}"
             for line in tuning.findings(g, lambda name, run=run: m[name][m[name].run_name == run])
         ]
-    return Markdown("\n".join(lines) or "_No run searched configurations (07_tuning)._")
+    return Markdown("\n".join(lines) or f"_No run searched configurations ({params.NUMBERED['07']})._")

@@ -37,7 +37,7 @@ def _run_dir(name: str, outputs: Path) -> Path:
             return d.resolve()
     where = f"{path}" if unsafe else f"{outputs / name} or {path}"  # an unsafe name: a path only
     unzip = f" (unzip it into {outputs} first: a zip is not read in place)" if path.suffix == ".zip" else ""
-    raise params.ParamsError(f"unknown run {name!r}: no run folder (with environment.json) at {where}{unzip}")
+    raise params.ParamsError(f"unknown run {name!r}: no folder with {paths.ENVIRONMENT} at {where}{unzip}")
 
 
 def _line(r: dict) -> str:

@@ -57,7 +57,7 @@ def machine_label(device_name, host) -> str:
 
 def run_params(run_dir: Path) -> dict:
     """A run's params.json ({} when absent)."""
-    return read_object(Path(run_dir) / "params.json", {})
+    return read_object(Path(run_dir) / paths.RESOLVED, {})
 
 
 # The fields of environment.json a report or a comparison reads, with their types (None: not captured)
@@ -68,19 +68,19 @@ ENV_TYPES |= {"cpu_physical_cores": int, "torch_threads": int, "git_dirty": bool
 
 def environment(run_dir: Path) -> dict:
     """A run's environment.json; :class:`CorruptResults` for one of :data:`ENV_TYPES` of another type."""
-    env = read_object(Path(run_dir) / "environment.json")
+    env = read_object(Path(run_dir) / paths.ENVIRONMENT)
     for key, tp in ENV_TYPES.items():
         value = env.get(key)
         if value is not None and (not isinstance(value, tp) or isinstance(value, bool) and tp is not bool):
-            raise CorruptResults(f"environment.json's {key!r} is {type(value).__name__}, not {tp.__name__}")
+            raise CorruptResults(f"{paths.ENVIRONMENT}: {key!r} is {type(value).__name__}, not {tp.__name__}")
     return env
 
 
 def verdict(run_dir: Path) -> str | None:
     """Why ``cnnbench report`` and ``cnnbench compare`` refuse a run folder, or None."""
     run_dir = Path(run_dir)
-    if not is_run(run_dir) or not (run_dir / "params.json").is_file():
-        return "not a run (no environment.json or params.json); run the pipeline into it first"
+    if not is_run(run_dir) or not (run_dir / paths.RESOLVED).is_file():
+        return f"not a run (no {paths.ENVIRONMENT} or {paths.RESOLVED}); run the pipeline into it first"
     try:
         return failed_run_reason(run_dir) or load([run_dir], tables=tuple(TABLES)).excluded.get(run_dir.name)
     except (OSError, CorruptResults) as err:
@@ -98,16 +98,16 @@ def test_run_reason(run_dir: Path) -> str | None:
 
 def failed_run_reason(run_dir: Path) -> str | None:
     """Why a run folder is left out as failed: the pipeline's FAILED.txt, its first line (None: no failure)."""
-    failed = run_dir / "FAILED.txt"  # pipeline.FAILED, written when a run does not finish
+    failed = run_dir / paths.FAILED  # written by the pipeline when a run does not finish
     if not failed.is_file():
         return None
     first = next(iter(failed.read_text(errors="replace").splitlines()), "").strip()
-    return f"failed run (FAILED.txt: {first[:200] or 'no reason given'})"
+    return f"failed run ({paths.FAILED}: {first[:200] or 'no reason given'})"
 
 
 def is_run(d: Path) -> bool:
     """A run folder: one with the environment.json 00 writes first (finished, stopped or failed alike)."""
-    return d.is_dir() and (d / "environment.json").exists()
+    return d.is_dir() and (d / paths.ENVIRONMENT).exists()
 
 
 def _left_out(d: Path) -> str | None:
@@ -128,7 +128,7 @@ def discover(outputs: Path, names: list[str] | None = None, excluded: dict | Non
         dirs = [Path(n) if Path(n).is_absolute() else outputs / n for n in names]
         missing = [str(d) for d in dirs if not is_run(d)]
         if missing:
-            raise FileNotFoundError(f"not runs (no environment.json): {', '.join(missing)}")
+            raise FileNotFoundError(f"not runs (no {paths.ENVIRONMENT}): {', '.join(missing)}")
         return dirs
     found = sorted(d for d in outputs.iterdir() if is_run(d)) if outputs.is_dir() else []
     left = {d.name: why for d in found if (why := _left_out(d))}
@@ -153,9 +153,9 @@ def identity(run_dir: Path, env: dict) -> dict:
 
             fp = envinfo.host_fingerprint(env)
     except Exception as err:  # noqa: BLE001 - any malformed field: the run is broken, the merge goes on
-        raise CorruptResults(f"environment.json unreadable as a host ({type(err).__name__})") from None
+        raise CorruptResults(f"{paths.ENVIRONMENT} unreadable as a host ({type(err).__name__})") from None
     if not all(isinstance(v, str) for v in fp.values()):
-        raise CorruptResults("environment.json's host_id/host are not text")
+        raise CorruptResults(f"{paths.ENVIRONMENT}'s host_id/host are not text")
     return {"run_name": run_dir.name, **fp}
 
 
@@ -206,6 +206,6 @@ def zip_run(run_dir: Path) -> Path:
             for name in sorted(files):
                 path = Path(folder) / name
                 target = path.resolve()
-                if target.is_file() and target.is_relative_to(root) and path != run_dir / ".lock":
+                if target.is_file() and target.is_relative_to(root) and path != run_dir / paths.LOCK:
                     zf.write(target, Path(run_dir.name) / path.relative_to(run_dir))
     return archive

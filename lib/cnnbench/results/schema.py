@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cnnbench import knobs
-from cnnbench.params import FIELDS
+from cnnbench.params import FIELDS, NUMBERED
 from cnnbench.results.files import HOST, ResultsFile, frame
 
 # The params keys that change an engine measurement (a rerun with other values measures new rows)
@@ -156,34 +156,34 @@ def _engine(name: str, notebook: str) -> list[Table]:
 TABLES: dict[str, Table] = {
     t.name: t
     for t in [
-        Table("complexity", "01_complexity", columns="model matches_published"),
-        *_engine("scenario_a", "02_scenario_a"),
-        Table("telemetry", "02_scenario_a", config_keys, _TELEMETRY, most_rows=SERIES_ROWS),  # and 03
-        Table("epochs", "02_scenario_a", epoch_keys, columns=_EPOCHS),
-        *_engine("batch_sweep", "03_batch_sweep"),
-        Table("roofline", "04_roofline", columns=_ROOFLINE),
-        Table("device_peaks", "04_roofline", columns=_PEAKS),
-        Table("host_steps", "04_roofline", ("device_name", "model", "phase", "precision"), columns=_HOST),
-        Table("bandwidth_sweep", "04_roofline", merged=False),
-        Table("roofline_layers", "04_roofline", layer_plan, "layer op", **_GROUPS),
-        Table("gradcheck", "05_backends", SCRATCH_PLAN, "tensor", columns=_BACKEND),
-        Table("backends", "05_backends", SCRATCH_PLAN, "epoch", columns=_BACKEND),
-        Table("backend_ops", "05_backends", SCRATCH_PLAN, "op", columns=_BACKEND),
-        Table("backend_memory", "05_backends", SCRATCH_PLAN, "component", columns=f"{_BACKEND} method"),
-        Table("transfer", "06_transfer", TRANSFER_GRID_KEYS, "epoch", columns="status"),
-        Table("step_phases", "06_transfer", phase_plan, "step_phase", columns=_STEP_PHASES),
-        Table("profile_ops", "06_transfer", profile_plan, "pass op", merged=False, columns="model status"),
-        Table("transfer_telemetry", "06_transfer", _TRANSFER_TELEMETRY, **_SERIES),
-        Table("scaling", "06_transfer", SCALING_PLAN, columns="status"),
-        Table("tuning", "07_tuning", search_keys, "row_kind stage rung config", columns=_TUNING),
-        Table("tuning_space", "07_tuning", ("model", "device_kind", "knob", "value"), merged=False),
-        Table("explore", "08_analysis", _EXPLORE_KEY, merged=False, columns=_EXPLORE),
+        Table("complexity", NUMBERED["01"], columns="model matches_published"),
+        *_engine("scenario_a", NUMBERED["02"]),
+        Table("telemetry", NUMBERED["02"], config_keys, _TELEMETRY, most_rows=SERIES_ROWS),  # and 03
+        Table("epochs", NUMBERED["02"], epoch_keys, columns=_EPOCHS),
+        *_engine("batch_sweep", NUMBERED["03"]),
+        Table("roofline", NUMBERED["04"], columns=_ROOFLINE),
+        Table("device_peaks", NUMBERED["04"], columns=_PEAKS),
+        Table("host_steps", NUMBERED["04"], ("device_name", "model", "phase", "precision"), columns=_HOST),
+        Table("bandwidth_sweep", NUMBERED["04"], merged=False),
+        Table("roofline_layers", NUMBERED["04"], layer_plan, "layer op", **_GROUPS),
+        Table("gradcheck", NUMBERED["05"], SCRATCH_PLAN, "tensor", columns=_BACKEND),
+        Table("backends", NUMBERED["05"], SCRATCH_PLAN, "epoch", columns=_BACKEND),
+        Table("backend_ops", NUMBERED["05"], SCRATCH_PLAN, "op", columns=_BACKEND),
+        Table("backend_memory", NUMBERED["05"], SCRATCH_PLAN, "component", columns=f"{_BACKEND} method"),
+        Table("transfer", NUMBERED["06"], TRANSFER_GRID_KEYS, "epoch", columns="status"),
+        Table("step_phases", NUMBERED["06"], phase_plan, "step_phase", columns=_STEP_PHASES),
+        Table("profile_ops", NUMBERED["06"], profile_plan, "pass op", merged=False, columns="model status"),
+        Table("transfer_telemetry", NUMBERED["06"], _TRANSFER_TELEMETRY, **_SERIES),
+        Table("scaling", NUMBERED["06"], SCALING_PLAN, columns="status"),
+        Table("tuning", NUMBERED["07"], search_keys, "row_kind stage rung config", columns=_TUNING),
+        Table("tuning_space", NUMBERED["07"], ("model", "device_kind", "knob", "value"), merged=False),
+        Table("explore", NUMBERED["08"], _EXPLORE_KEY, merged=False, columns=_EXPLORE),
         # 08's analysis of the runs it merged, each recomputed whole
-        Table("speedups", "08_analysis", merged=False),
-        Table("ratios", "08_analysis", merged=False),
-        Table("findings", "08_analysis", merged=False),
-        Table("seed_corrections", "08_analysis", merged=False),
-        Table("predictions", "08_analysis", merged=False),  # every seed's and run's rate (cnnbench.predict)
+        Table("speedups", NUMBERED["08"], merged=False),
+        Table("ratios", NUMBERED["08"], merged=False),
+        Table("findings", NUMBERED["08"], merged=False),
+        Table("seed_corrections", NUMBERED["08"], merged=False),
+        Table("predictions", NUMBERED["08"], merged=False),  # every seed's and run's rate (cnnbench.predict)
         # cnnbench compare's, in the outputs root (or --out): a new compare of the same runs replaces their rows
         Table("compare", "cnnbench compare", ("compared",), **_GROUPS, most_rows=SERIES_ROWS),
         # how long each notebook took, written by the pipeline (cnnbench.eta)

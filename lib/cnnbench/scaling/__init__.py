@@ -80,15 +80,17 @@ def command(world: int, job: dict) -> list[str]:
 
 def launch(cmd: list[str], out: Path, timeout_s: float = 900) -> dict:
     """Run ``cmd``; return rank 0's result and every rank's telemetry. Raises :class:`LaunchFailed`."""
+    from cnnbench.scaling import ddp  # not at the top: a rank runs it as __main__
+
     out.mkdir(parents=True, exist_ok=True)
-    for stale in (out / "result.json", *out.glob("telemetry_rank*.json")):  # a rerun must not read old files
+    result_file, ranks = out / ddp.RESULT, ddp.RANK_TELEMETRY.format("*")
+    for stale in (result_file, *out.glob(ranks)):  # a rerun must not read old files
         stale.unlink(missing_ok=True)
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     dies_with_us = paths.die_with_parent if os.name == "posix" else None
     proc = subprocess.run(
         cmd, capture_output=True, text=True, timeout=timeout_s, env=env, preexec_fn=dies_with_us
     )
-    result_file = out / "result.json"
     if proc.returncode != 0 or not result_file.is_file():
         lines = [
             re.sub(r"^\[rank\d+\]:\s*", "", ln).strip()
@@ -100,7 +102,7 @@ def launch(cmd: list[str], out: Path, timeout_s: float = 900) -> dict:
         ]
         raise LaunchFailed((errors or lines or [f"exit status {proc.returncode}"])[0][:300])
     result = json.loads(result_file.read_text())
-    result["ranks"] = [json.loads(p.read_text()) for p in sorted(out.glob("telemetry_rank*.json"))]
+    result["ranks"] = [json.loads(p.read_text()) for p in sorted(out.glob(ranks))]
     return result
 
 

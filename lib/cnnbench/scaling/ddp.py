@@ -19,6 +19,7 @@ from cnnbench import devices, params, paths
 from cnnbench.measure import engine, telemetry, timing
 
 CHECK_STEPS = 3  # steps whose rank-averaged loss is recorded
+RESULT, RANK_TELEMETRY = "result.json", "telemetry_rank{}.json"  # in the job's folder: rank 0's, each rank's
 
 
 def job(p, cfg, backend: str, out, reference_batches=()) -> dict:
@@ -64,7 +65,7 @@ def main(argv=None) -> int:
     finally:
         dist.destroy_process_group()
     if rank == 0:
-        Path(spec["out"], "result.json").write_text(json.dumps(result, indent=1))
+        Path(spec["out"], RESULT).write_text(json.dumps(result, indent=1))
     return 0
 
 
@@ -110,7 +111,7 @@ def _run(spec: dict, p, work, rank: int, world: int, global_batch: int, check_on
             work.backend.synchronize()
             windows.append(_all_reduce(time.perf_counter() - start, dist.ReduceOp.MAX, device))
     sampled = {"rank": rank, "device": str(device), "summary": sampler.summary(), "series": sampler.series()}
-    Path(spec["out"], f"telemetry_rank{rank}.json").write_text(json.dumps(sampled))
+    Path(spec["out"], RANK_TELEMETRY.format(rank)).write_text(json.dumps(sampled))
     # what the ranks ran and measured (what was asked for: job.json beside it)
     result = dict(world_size=world, backend=spec["backend"], global_batch=global_batch, check_losses=check)
     result |= dict(device_kind=work.backend.kind, device_name=work.backend.name())

@@ -13,7 +13,7 @@ import pandas as pd
 import psutil
 import torch
 
-from cnnbench import devices, knobs, progress, results, roofline
+from cnnbench import devices, knobs, params, progress, results, roofline
 from cnnbench.knobs import Setting
 from cnnbench.measure import engine, flops, reproducibility, telemetry
 from cnnbench.plots import save
@@ -41,7 +41,7 @@ def roof_columns(peaks: pd.DataFrame | None, cfg: engine.Config, c: Setting, ach
         notes.append(f"intensity not counted: {type(err).__name__}: {err}"[:200])
     measured = None if peaks is None else peaks[peaks.kind == "measured"]
     if measured is None or measured.empty:
-        why = notes or ["no measured roofs in this run (04_roofline did not run): efficiency not computed"]
+        why = notes or [f"no roofs measured ({params.NUMBERED['04']} did not run): efficiency not computed"]
         roof = pd.Series({"peak_gflops": math.nan, "bandwidth_gbs": math.nan}, name="")
         att, bound = math.nan, ""
     else:
@@ -136,7 +136,7 @@ def tune(run) -> pd.DataFrame:
     space_file = results.file(run.dir, "tuning_space")
     peaks = results.read(run.dir, "device_peaks")
     if not len(peaks):  # 07 opened alone (a fresh Colab VM): the search stands, without roofline columns
-        print("No device_peaks.csv in this run: no roofline columns (run 04_roofline first, same run)")
+        print(f"No device_peaks.csv in this run: no roofline columns (run {params.NUMBERED['04']} first)")
         peaks = None
     searches = [(m, ph, identity_of(run, m, ph, hw)) for m in p.tune_models for ph in p.tune_phases]
     table.plan(run.dir, [identity for *_, identity in searches], "tuning")
