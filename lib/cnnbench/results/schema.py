@@ -219,9 +219,11 @@ def read(run_dir: str | Path, name: str):
 
 
 def declared(df, name: str):
-    """``df`` with every declared column of table ``name``: one it lacks (or a text one all NA) as NA."""
+    """``df`` with every declared column of table ``name``: one it lacks (or a text one all NA) as NA, and without
+    rows its key's too (a row carries its key)."""
     import pandas as pd
 
-    dtypes = table(name).dtypes
+    t = table(name)
+    dtypes = t.dtypes if len(df) else {c: "str" if c in TEXT else "float64" for c in t.key} | t.dtypes
     missing = [c for c, t in dtypes.items() if c not in df or t == "str" and df[c].isna().all()]
     return df.assign(**{c: pd.Series(float("nan"), df.index, dtypes[c]) for c in missing}) if missing else df
