@@ -181,4 +181,31 @@ def test_a_ratio_of_two_rates_has_fiellers_interval_wherever_it_is_taken():
     sp = compare.speedups(results.schema.declared(two.reset_index(drop=True), "scenario_a")).iloc[0]
     assert (sp.speedup_low, sp.speedup_high) == (pytest.approx(1.86333, abs=1e-5), pytest.approx(2.14670))
     tuned = search.speedup(rates.iloc[1].to_dict(), rates.iloc[0].to_dict())
-    assert tuned["speedup_ci95_x"] == pytest.approx(2.14670 - 2, abs=1e-5)  # the wider side
+    assert tuned["speedup_ci95_x"] == pytest.approx(2 - 1.86333, abs=1e-5)  # the side facing 1x
+
+
+def test_a_ratio_whose_denominator_is_imprecise_keeps_the_bound_fieller_gives():
+    """1000 +- 10 over 100 +- 150: the two rates are distinguishable, and Fieller's set of ratios above 0 is [4,
+    inf); the interval read [0, inf), "not significant" beside distinguishable()'s True."""
+    r, low, high = reproducibility.ratio(100, 150, 1000, 10)
+    assert (r, high) == (10, math.inf) and low == pytest.approx(3.9997, abs=1e-4)
+    assert reproducibility.change_verdict(100, 150, 1000, 10) == "faster"
+    assert reproducibility.ratio(100, 150, 120, 10)[1:] == (0.0, math.inf)  # not distinguishable: holds 1
+
+
+def test_a_speedup_said_with_one_half_width_agrees_with_its_verdict():
+    """07 stored the wider side of the speedup's interval and the summary read it as +-: a best of 120 +- 3 over a
+    default of 100 +- 15 (Fieller [1.041, 1.414], distinguishable) was said to be "not distinguishable from the
+    default". The half-width stored is the side facing 1x, so "r +- half" holds 1 exactly when the interval
+    does; an unbounded one is "not known"."""
+    from cnnbench.analysis import overview
+    from cnnbench.tuning import search
+
+    rate = lambda r, ci: {"throughput_img_s": r, "throughput_ci95_img_s": ci}  # noqa: E731
+    out = search.speedup(rate(120, 3), rate(100, 15))
+    assert out["distinguishable_from_default"] and "not distinguishable" not in overview.speedup_text(
+        out["speedup_x"], out["speedup_ci95_x"]
+    )
+    slower = search.speedup(rate(80, 3), rate(100, 15))
+    assert slower["speedup_ci95_x"] == pytest.approx(reproducibility.ratio(100, 15, 80, 3)[2] - 0.8)
+    assert overview.speedup_text(0.5, math.inf).startswith("not known")

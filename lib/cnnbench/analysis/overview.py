@@ -41,8 +41,9 @@ def speedup_text(speedup: float, ci: float) -> str:
     """``1.31 ± 0.05x``; "not known" where the interval is as wide as it, "not distinguishable" where it holds 1x."""
     if not _finite(speedup):
         return "?"
-    if _finite(ci) and ci >= abs(speedup):
-        return f"not known (its 95% interval is ±{100 * ci / abs(speedup):.0f}%)"
+    if ci == math.inf or _finite(ci) and ci >= abs(speedup):
+        wide = "unbounded" if ci == math.inf else f"±{100 * ci / abs(speedup):.0f}%"
+        return f"not known (its 95% interval is {wide})"
     same = _finite(ci) and abs(speedup - 1) <= ci
     return f"{with_interval(speedup, ci)}x" + (": not distinguishable from the default" if same else "")
 

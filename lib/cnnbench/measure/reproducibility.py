@@ -191,11 +191,11 @@ def rate_text(rate: float, half: float, unit: str = "img/s") -> str:
 def ratio(a: float, ca: float, b: float, cb: float) -> tuple[float, float, float]:
     """``b / a`` and Fieller's 95% interval (low, high): every ratio rho with ``b - rho a`` within its 95% half-width
     (``ca``, ``cb``: the rates'), so it holds 1 exactly when the rates are not :func:`distinguishable`; up to
-    infinity where ``a``'s interval holds 0."""
+    infinity where ``a``'s interval holds 0 (from the larger root where the rates differ, else from 0)."""
     r, d = b / a, a * a - ca * ca
+    s = math.sqrt(max(a * a * cb * cb + b * b * ca * ca - ca * ca * cb * cb, 0.0))  # < 0: every ratio
     if d <= 0:
-        return r, 0.0, math.inf
-    s = math.sqrt(a * a * cb * cb + b * b * ca * ca - ca * ca * cb * cb)
+        return r, (a * b - s) / d if d < 0 and distinguishable(a, ca, b, cb) else 0.0, math.inf
     return r, max((a * b - s) / d, 0.0), (a * b + s) / d
 
 
