@@ -427,3 +427,25 @@ def test_07_itself_says_what_02_measured_faster_than_its_best(tmp_path):
     assert list(ours.throughput_img_s.round()) == [2521, 4722], ours
     assert ours.who.iloc[1].startswith("measured here by 02: bf16 channels_last bs256")
     assert tuning.findings(tuned)[0] == said.split("; 02 measured")[0]  # without the run's tables: 07's own
+
+
+def test_07_holds_its_best_only_against_a_02_rate_with_an_interval_on_its_device_and_survives_a_bad_table(
+    tmp_path,
+):
+    """A review of 07's new comparison: a 02 row without an interval (one process) was called faster and printed
+    "+-nan"; a row another device measured in the same folder was held against the best; and a 02 table that
+    cannot be read stopped 07's cell. None of these is compared now."""
+    from cnnbench import tuning
+    from cnnbench.run import Run
+
+    run_dir = _example_tables(tmp_path, "example-cuda-h200")
+    run = Run(params=None, params_file=None, dir=run_dir, device=None, threads=1)
+    tuned = results.read(run_dir, "tuning")
+    (own,) = tuning.findings(tuned)
+    rows = results.read_rows(run_dir / "scenario_a.csv")
+    for change in ({"throughput_ci95_img_s": ""}, {"device_name": "NVIDIA H100 80GB HBM3"}):
+        results.write_rows(run_dir / "scenario_a.csv", [{**r, **change} for r in rows])
+        assert tuning.findings(tuned, run.read) == [own], change
+        assert "nan" not in tuning.beside_published(tuned, read=run.read).who.str.cat()
+    (run_dir / "scenario_a.csv").write_text("schema_version,model\n999,resnet50\n")
+    assert tuning.findings(tuned, run.read) == [own]

@@ -295,15 +295,21 @@ def _said(tuned: pd.DataFrame, f: pd.Series, best_rate: float) -> str:
 
 def faster_rows(tuned: pd.DataFrame, read) -> dict[int, pd.Series]:
     """Per best row of one run's 07 (``tuned``, by index) that its 02 or 03 (``read(table name)``, each measurement
-    once; None: {}) measured faster, of the same model, phase and image size, both intervals apart: the fastest."""
+    once; None, or a table it cannot read: {}) measured faster on its device, of the same model, phase and image
+    size, both intervals apart (a row without one is not compared): the fastest."""
     if read is None:
         return {}
-    rows = [reproducibility.measured_here(read(t)).assign(notebook=nb) for t, nb in results.RATES.items()]
+    try:
+        rows = [reproducibility.measured_here(read(t)).assign(notebook=nb) for t, nb in results.RATES.items()]
+    except results.CorruptResults:  # 02 or 03 says what is wrong with its table
+        return {}
     out, ok = {}, knobs.columns(pd.concat(rows, ignore_index=True)).query("status == 'ok'")
     for b in tuned[tuned.row_kind == "best"].itertuples():
         top = b.throughput_img_s + (b.throughput_ci95_img_s if pd.notna(b.throughput_ci95_img_s) else 0)
         same = ok[(ok.model == b.model) & (ok.phase == b.phase) & (ok.image_size == b.image_size)]
-        same = same[same.throughput_img_s - same.throughput_ci95_img_s.fillna(0) > top]
+        same = same[
+            (same.device_name == b.device_name) & (same.throughput_img_s - same.throughput_ci95_img_s > top)
+        ]
         if len(same):
             out[b.Index] = same.loc[same.throughput_img_s.idxmax()]
     return out
