@@ -1238,3 +1238,16 @@ def test_a_point_carries_every_variant_knob_so_a_compiled_one_is_not_the_seeds_d
     placed = roofline.place(measured, intens, fake_peaks(), "scenario_a")
     assert list(placed.compile) == ["off", "default"]
     assert list(knobs.default_variant(placed).achieved_gflops) == [5.0]
+
+
+def test_a_layer_point_carries_the_variant_its_layers_were_profiled_in():
+    """04 profiles each model's layers at the seeds' variant where 02 measured it, else at 02's first: a run of
+    channels_last only had its layers labelled NCHW. They keep the profiled row's memory format and copy, eager."""
+    layers = pd.DataFrame([layer(0.5, 0.25, 11.0) | {"memory_format": "channels_last", "replica": 1}])
+    (pt,) = roofline.layer_points(layers, level_peaks()).to_dict("records")
+    assert (pt["memory_format"], pt["replica"], pt["compile"]) == ("channels_last", 1, "off")
+    (plain,) = roofline.layer_points(pd.DataFrame([layer(0.5, 0.25, 11.0)]), level_peaks()).to_dict("records")
+    assert (plain["memory_format"], plain["precision"]) == (
+        "nchw",
+        "fp32",
+    )  # a row without them: the defaults

@@ -331,8 +331,8 @@ def layer_points(layers: pd.DataFrame, peaks: pd.DataFrame) -> pd.DataFrame:
     dram = roofs.dram("fp32")  # its device names every layer's row
     layers = layers.assign(source="layer", device_name=dram.device_name, device_kind=dram.device_kind)
     sets = layers.bytes / layers.calls_per_step.clip(lower=1e-9)  # one call's bytes must fit in the level
-    default = {k: knobs.KNOBS[k].default for k in knobs.variant_only()}  # profiled in the seeds' variant
-    return _points(layers.assign(**default, working_set=sets), [*_IDENT, "layer", "op"], roofs)
+    layers = knobs.columns(layers).assign(precision="fp32", compile="off", working_set=sets)  # profiled eager
+    return _points(layers, [*_IDENT, "layer", "op"], roofs)
 
 
 def flagged(points: pd.DataFrame) -> pd.DataFrame:
