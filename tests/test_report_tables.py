@@ -449,3 +449,13 @@ def test_07_holds_its_best_only_against_a_02_rate_with_an_interval_on_its_device
         assert "nan" not in tuning.beside_published(tuned, read=run.read).who.str.cat()
     (run_dir / "scenario_a.csv").write_text("schema_version,model\n999,resnet50\n")
     assert tuning.findings(tuned, run.read) == [own]
+
+
+def test_07s_best_without_an_interval_is_not_held_against_02(tmp_path):
+    """A best confirmed in one process has no interval: it was compared as if its rate were exact."""
+    from cnnbench import tuning
+
+    run_dir = _example_tables(tmp_path, "example-cuda-h200")
+    tuned = results.read(run_dir, "tuning")
+    tuned.loc[tuned.row_kind == "best", "throughput_ci95_img_s"] = float("nan")
+    assert tuning.faster_rows(tuned, lambda name: results.read(run_dir, name)) == {}

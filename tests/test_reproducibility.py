@@ -209,3 +209,37 @@ def test_a_speedup_said_with_one_half_width_agrees_with_its_verdict():
     slower = search.speedup(rate(80, 3), rate(100, 15))
     assert slower["speedup_ci95_x"] == pytest.approx(reproducibility.ratio(100, 15, 80, 3)[2] - 0.8)
     assert overview.speedup_text(0.5, math.inf).startswith("not known")
+
+
+def test_fiellers_bound_is_exact_where_the_slower_rates_interval_reaches_zero():
+    """A second review: at a == ca exactly the interval read [0, inf) for distinguishable rates (100 +- 100 to 1000
+    +- 10: 'not significant'), and near it (a - b) / d lost its digits (a low bound of 32 above the ratio 30.3). The
+    smaller root is computed as (b^2 - cb^2) / (ab + s), its exact equal without the cancellation."""
+    assert reproducibility.ratio(100, 100, 1000, 10)[1] == pytest.approx(4.9995, abs=1e-4)
+    _, low, _ = reproducibility.ratio(
+        273.24434705774024, 273.2443470577403, 8272.011872940966, 7829.53492356954
+    )
+    assert low == pytest.approx(1.576, abs=1e-3)
+    rng = random.Random(1)
+    for _ in range(20000):
+        a, b = rng.uniform(1, 100), rng.uniform(1, 100)
+        ca, cb = a * rng.choice([1.0, 1 + 1e-12, 1 - 1e-12, rng.uniform(0, 2)]), rng.uniform(0, b)
+        _, low, high = reproducibility.ratio(a, ca, b, cb)
+        assert (low > 1 or high < 1) == reproducibility.distinguishable(a, ca, b, cb), (a, ca, b, cb)
+
+
+def test_a_speedup_whose_interval_has_no_upper_bound_is_not_said_as_plus_minus():
+    """1000 +- 10 over a default of 100 +- 150: Fieller's interval is [4.0, inf), yet 07 and the summary printed
+    "10.0 +- 6.0x"."""
+    from cnnbench.analysis import overview
+    from cnnbench.tuning import search
+
+    out = search.speedup(
+        {"throughput_img_s": 1000, "throughput_ci95_img_s": 10},
+        {"throughput_img_s": 100, "throughput_ci95_img_s": 150},
+    )
+    assert out["speedup_ci95_x"] == math.inf and out["distinguishable_from_default"]
+    assert (
+        overview.speedup_text(out["speedup_x"], out["speedup_ci95_x"])
+        == "not known (its 95% interval is unbounded)"
+    )

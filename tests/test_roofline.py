@@ -1251,3 +1251,19 @@ def test_a_layer_point_carries_the_variant_its_layers_were_profiled_in():
         "nchw",
         "fp32",
     )  # a row without them: the defaults
+
+
+def test_04_returns_its_layer_profiles_with_the_variant_they_ran_in(tmp_path, monkeypatch):
+    """layers_for_models kept only its layer columns, so layer_points stamped the defaults on a channels_last
+    profile (a second review of this fix)."""
+    from cnnbench import results
+
+    rows = [_sa_row(measured_steps=9, throughput_img_s=2.0, memory_format="channels_last")]
+    results.write_rows(tmp_path / "scenario_a.csv", rows)
+    results.table("scenario_a").plan(tmp_path, rows, "scenario_a")
+    run = _fake_run(tmp_path, measured_steps=9, threads=2)
+    one = {k: v for k, v in layer(0.5, 0.25, 11.0).items() if k not in ("model", "phase", "batch_size")}
+    monkeypatch.setattr(roofline, "profile_layers", lambda cfg, *a, **k: pd.DataFrame([one]))
+    layers = roofline.layers_for_models(run, roofline.read_inputs(run)["scenario_a"])
+    assert list(layers.memory_format) == ["channels_last"]
+    assert list(roofline.layer_points(layers, level_peaks()).memory_format) == ["channels_last"]

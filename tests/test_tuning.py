@@ -788,3 +788,6 @@ def test_a_speedups_nonzero_interval_is_never_printed_as_zero():
     }
     (text,) = tuning.findings(pd.DataFrame([row]))
     assert "2.3704\u00a0±\u00a00.0039x the seeds' default" in text and "2,521.3\u00a0±\u00a02.3 img/s" in text
+    unbounded = {**row, "speedup_x": 10.0, "speedup_ci95_x": float("inf")}  # the default's interval holds 0
+    (text,) = tuning.findings(pd.DataFrame([unbounded]))
+    assert "10x the seeds' default, its 95% interval unbounded" in text

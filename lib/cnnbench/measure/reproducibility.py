@@ -194,9 +194,10 @@ def ratio(a: float, ca: float, b: float, cb: float) -> tuple[float, float, float
     infinity where ``a``'s interval holds 0 (from the larger root where the rates differ, else from 0)."""
     r, d = b / a, a * a - ca * ca
     s = math.sqrt(max(a * a * cb * cb + b * b * ca * ca - ca * ca * cb * cb, 0.0))  # < 0: every ratio
+    low = max((b * b - cb * cb) / (a * b + s), 0.0)  # the root (ab - s) / d, without its cancellation
     if d <= 0:
-        return r, (a * b - s) / d if d < 0 and distinguishable(a, ca, b, cb) else 0.0, math.inf
-    return r, max((a * b - s) / d, 0.0), (a * b + s) / d
+        return r, low if distinguishable(a, ca, b, cb) else 0.0, math.inf
+    return r, low, (a * b + s) / d
 
 
 def paired_ratio(a: dict, b: dict) -> tuple[float, float, float, int] | None:

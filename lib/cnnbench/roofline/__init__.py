@@ -320,7 +320,8 @@ def layers_for_models(run, scenario_a: pd.DataFrame, steps: int = 2) -> pd.DataF
             )
     table.plan(run.dir, planned, "roofline")
     progress.resumed(len(planned) - profiled, len(planned), cache.path.name, "layer profiles")
-    return results.read(run.dir, "roofline_layers").reindex(columns=LAYER_COLUMNS)  # profiles' rows together
+    layers = results.read(run.dir, "roofline_layers")  # profiles' rows together, with the variant profiled
+    return layers.reindex(columns=[*LAYER_COLUMNS, *knobs.variant_only()])
 
 
 def layer_points(layers: pd.DataFrame, peaks: pd.DataFrame) -> pd.DataFrame:

@@ -296,7 +296,7 @@ def _said(tuned: pd.DataFrame, f: pd.Series, best_rate: float) -> str:
 def faster_rows(tuned: pd.DataFrame, read) -> dict[int, pd.Series]:
     """Per best row of one run's 07 (``tuned``, by index) that its 02 or 03 (``read(table name)``, each measurement
     once; None, or a table it cannot read: {}) measured faster on its device, of the same model, phase and image
-    size, both intervals apart (a row without one is not compared): the fastest."""
+    size, both intervals apart (a row without one, 07's or theirs, is not compared): the fastest."""
     if read is None:
         return {}
     try:
@@ -305,7 +305,7 @@ def faster_rows(tuned: pd.DataFrame, read) -> dict[int, pd.Series]:
         return {}
     out, ok = {}, knobs.columns(pd.concat(rows, ignore_index=True)).query("status == 'ok'")
     for b in tuned[tuned.row_kind == "best"].itertuples():
-        top = b.throughput_img_s + (b.throughput_ci95_img_s if pd.notna(b.throughput_ci95_img_s) else 0)
+        top = b.throughput_img_s + b.throughput_ci95_img_s  # a best without an interval is not compared
         same = ok[(ok.model == b.model) & (ok.phase == b.phase) & (ok.image_size == b.image_size)]
         same = same[
             (same.device_name == b.device_name) & (same.throughput_img_s - same.throughput_ci95_img_s > top)
@@ -333,6 +333,7 @@ def findings(df: pd.DataFrame, read=None) -> list[str]:
         default = with_interval(r.default_throughput_img_s, r.default_throughput_ci95_img_s)
         same = f"not distinguishable from the seeds' default ({default} img/s, inside the 95% interval)"
         verdict = f"{with_interval(r.speedup_x, r.speedup_ci95_x)}x the seeds' default" if apart else same
+        verdict += ", its 95% interval unbounded" if apart and r.speedup_ci95_x == math.inf else ""
         text = (
             f"{r.model} {r.phase}: best {r.config} at {with_interval(r.throughput_img_s, r.throughput_ci95_img_s)} "
             f"img/s, {verdict} ({r.configs_tried:.0f} configurations tried, {r.pruned:.0f} pruned)"

@@ -444,11 +444,11 @@ def combine_rounds(measured: list[dict]) -> dict:
 
 def speedup(best: dict, default: dict) -> dict:
     """Best over default throughput with a half-width of its 95% interval (:func:`.reproducibility.ratio`): the side
-    facing 1x, so "speedup +- half" holds 1 exactly when the interval does."""
+    facing 1x, so "speedup +- half" holds 1 exactly when the interval does; infinite where it has no upper bound."""
     b, d = best.get("throughput_img_s", math.nan), default.get("throughput_img_s", math.nan)
     if not (d and math.isfinite(d) and math.isfinite(b)):
         return {"speedup_x": math.nan, "speedup_ci95_x": math.nan}
     cb, cd = best.get("throughput_ci95_img_s", 0.0), default.get("throughput_ci95_img_s", 0.0)
     r, low, high = reproducibility.ratio(d, cd, b, cb)
-    out = {"speedup_x": r, "speedup_ci95_x": abs(r - low if r > 1 else high - r)}
+    out = {"speedup_x": r, "speedup_ci95_x": abs(r - low if r > 1 and high < math.inf else high - r)}
     return out | {"distinguishable_from_default": reproducibility.distinguishable(b, cb, d, cd)}
