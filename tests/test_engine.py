@@ -307,8 +307,6 @@ def test_repeats_one_writes_plain_numbers(tmp_path):
 def test_the_telemetry_series_of_every_configuration_is_written(tmp_path):
     import dataclasses
 
-    from cnnbench.measure import telemetry
-
     # a process's CPU share needs two samples: windows of a few milliseconds (the heap kept, issue 17) are sampled
     # every 10 ms, not every 100
     fast = dataclasses.replace(FAST, telemetry_interval_s=0.01, measured_steps=20)
@@ -317,10 +315,10 @@ def test_the_telemetry_series_of_every_configuration_is_written(tmp_path):
         CPU,
         fast,
         tmp_path / "r.csv",
-        telemetry_path=tmp_path / "t.csv",
+        telemetry_path=tmp_path / "telemetry.csv",
         source="scenario_a",
     )
-    df = telemetry.read(tmp_path / "t.csv")
+    df = results.read(tmp_path, "telemetry")
     assert set(df.source) == {"scenario_a"} and set(df.phase) == {"train", "eval"}
     assert {"util_cpu_pct", "util_cpu_core_pct", "util_process_cpu_pct", "rss_mib"} <= set(df.metric)
     cores = df[df.metric == "util_cpu_core_pct"].device_index

@@ -6,7 +6,7 @@ import pytest
 from matplotlib.figure import Figure
 from matplotlib.legend import Legend
 
-from cnnbench import plots
+from cnnbench import plots, results
 from cnnbench.measure import telemetry
 
 
@@ -40,7 +40,7 @@ def _telemetry(tmp_path):
         ]
     df = pd.DataFrame(rows).assign(source="scenario_a", model="m", phase="train")
     df.to_csv(tmp_path / "telemetry.csv", index=False)
-    return telemetry.read(tmp_path / "telemetry.csv", source="scenario_a")
+    return results.read(tmp_path, "telemetry").query("source == 'scenario_a'")
 
 
 def test_telemetry_timeline_draws_the_host_wide_metrics(tmp_path):
@@ -154,13 +154,12 @@ def test_the_complexity_figure_draws_points_not_bars_on_its_log_axes_and_no_lege
 
 def test_axis_labels_are_words_with_units_not_column_names(tmp_path):
     """Issue 20: figures labelled their axes with raw column names (util_cpu_core_pct, peak_rss (MiB))."""
-    from cnnbench.measure import telemetry
     from conftest import ROOT
 
     example = ROOT / "examples" / "example-cpu-2core"
     figures = [
         plots.telemetry_timeline(
-            telemetry.read(example / "telemetry.csv", source="scenario_a"), tmp_path / "t.png"
+            results.read(example, "telemetry").query("source == 'scenario_a'"), tmp_path / "t.png"
         ),
         plots.batch_sweep(pd.read_csv(example / "batch_sweep.csv"), None, tmp_path / "s.png"),
         *(
@@ -381,7 +380,6 @@ def test_telemetry_legends_give_each_colour_and_style_one_label_and_no_axis_labe
     """The example's scaling_telemetry.png listed 'gloo world=1 #0' and 'gloo world=1' with the same solid blue
     line (and '#0' did not say it was a core); telemetry_timeline.png's 'this process's CPU' label ran past its
     panel into the next."""
-    from cnnbench.measure import telemetry
     from conftest import ROOT
 
     example = ROOT / "examples" / "example-cpu-2core"
@@ -394,7 +392,7 @@ def test_telemetry_legends_give_each_colour_and_style_one_label_and_no_axis_labe
         assert len(set(keys)) == len(keys), labels
         assert not any("#" in t for t in labels), labels
     timeline = plots.telemetry_timeline(
-        telemetry.read(example / "telemetry.csv", source="scenario_a"), tmp_path / "t.png"
+        results.read(example, "telemetry").query("source == 'scenario_a'"), tmp_path / "t.png"
     )
     for f in (*figs, timeline):
         f.canvas.draw()
@@ -407,10 +405,9 @@ def test_telemetry_legends_give_each_colour_and_style_one_label_and_no_axis_labe
 def test_the_timelines_core_legend_sits_beside_its_panel_never_over_the_data(tmp_path):
     """The example's telemetry_timeline.png put its 'core 0 / core 1' legend in the top panel's upper right, on the
     lines at 100%."""
-    from cnnbench.measure import telemetry
     from conftest import ROOT
 
-    df = telemetry.read(ROOT / "examples" / "example-cpu-2core" / "telemetry.csv", source="scenario_a")
+    df = results.read(ROOT / "examples" / "example-cpu-2core", "telemetry").query("source == 'scenario_a'")
     fig = plots.telemetry_timeline(df, tmp_path / "t.png")
     fig.canvas.draw()
     renderer = fig.canvas.get_renderer()

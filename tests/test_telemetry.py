@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 import torch
 
-from cnnbench import plots
+from cnnbench import plots, results
 from cnnbench.devices.cuda import nvml_handle
 from cnnbench.measure import telemetry
 
@@ -111,10 +111,10 @@ def test_series_use_the_sampler_clock_and_plot_one_panel_per_metric(tmp_path):
     assert all(r["t_s"] >= 0 for r in rows)
     df = pd.DataFrame([{**r, "model": "m", "phase": "train", "source": "scenario_a"} for r in rows])
     df.to_csv(tmp_path / "telemetry.csv", index=False)
-    back = telemetry.read(tmp_path / "telemetry.csv")
+    back = results.read(tmp_path, "telemetry")
     fig = plots.telemetry_timeline(back, tmp_path / "t.png")
     assert len(fig.axes) == back.metric.nunique() and (tmp_path / "t.png").is_file()
-    assert telemetry.read(tmp_path / "absent.csv").empty
+    assert results.read(tmp_path / "absent", "telemetry").empty
 
 
 def test_a_child_that_ends_between_samples_keeps_its_cpu_time():

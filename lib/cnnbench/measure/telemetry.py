@@ -10,10 +10,8 @@ import re
 import threading
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 import numpy as np
-import pandas as pd
 import psutil
 import torch
 
@@ -228,17 +226,6 @@ def span_summary(series: list[dict], begin: float, end: float) -> dict[str, floa
         vals = [s["value"] for s in mine if begin <= s["t_s"] <= end + 1e-9]
         out[f"{name}_mean{unit}"] = float(np.mean(vals)) if vals else float("nan")
     return out
-
-
-def read(path: str | Path, source: str | None = None) -> pd.DataFrame:
-    """A ``telemetry.csv``'s current rows as a frame, only those of ``source`` when given; empty if absent."""
-    path = Path(path)
-    df = results.frame(
-        results.current_rows(path, results.read_rows(path)),
-        ("source", "t_s", "metric", "value", "device_index"),
-    )
-    df["device_index"] = pd.to_numeric(df["device_index"], errors="coerce").astype("Int64")
-    return df if source is None else df[df.source == source].reset_index(drop=True)
 
 
 MIN_CPU_SPAN_S = 0.05  # the shortest span a process CPU reading is taken over (the OS counts in 10 ms ticks)
