@@ -268,3 +268,19 @@ def test_a_pass_that_reuses_rows_labels_its_telemetry_with_its_own_source(tmp_pa
     again = dict(telemetry_path=tele, source="batch_sweep", reuse=tmp_path / "a.csv")
     runner.run_configs([cfg(8), cfg(16)], CPU, proto, tmp_path / "b.csv", **again)
     assert set(pd.read_csv(tele).source) == {"scenario_a", "batch_sweep"}
+
+
+def test_the_engine_refuses_a_table_larger_than_a_run_writes_before_measuring(tmp_path, monkeypatch):
+    """The engine opened its tables without the schema's row bound, so an oversized scenario_a.csv was measured
+    into and refused only when 04 or 08 read it. It is refused (one line) before any process runs."""
+    from cnnbench import results
+
+    calls = []
+    monkeypatch.setattr(engine, "measure", fake_measure({8: [100.0]}, calls))
+    most = results.table("scenario_a").most_rows
+    results.write_rows(
+        tmp_path / "scenario_a.csv", [{"model": "m", "batch_size": bs} for bs in range(most + 1)]
+    )
+    with pytest.raises(results.CorruptResults, match=f"{most + 1:,} rows, more than a run writes") as err:
+        runner.run_configs([cfg(8)], CPU, PROTO, tmp_path / "scenario_a.csv")
+    assert "\n" not in str(err.value) and calls == []

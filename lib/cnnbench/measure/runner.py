@@ -16,7 +16,7 @@ from cnnbench.measure import engine, telemetry, timing, worker
 from cnnbench.measure.engine import Config
 from cnnbench.measure.reproducibility import number
 from cnnbench.progress import bar, process_done, resumed, row_done, say
-from cnnbench.results import TABLES, ResultsFile, config_keys, window_keys
+from cnnbench.results import TABLES, ResultsFile, config_keys
 
 # per results file: the keys of the configurations a headline pass (``only``) measured, which the file's next full
 # call counts as measured by it, neither kept from an earlier run nor measured again (a failure row included)
@@ -170,10 +170,11 @@ def run_configs(
     ``isolate``: each process a fresh worker; ``only``: measure these now; ``reuse``: a results file whose
     finished rows of the same configurations are copied (``measured_in``) instead of measured again."""
     device, configs, source = timing.backend_of(device), list(configs), source or desc
-    results = ResultsFile(path, config_keys())
-    windows = ResultsFile(results.path.with_name(f"{results.path.stem}_windows.csv"), window_keys())
-    steps = ResultsFile(steps_path, TABLES["scenario_a_steps"].key) if steps_path else None
-    tele = ResultsFile(telemetry_path, TABLES["telemetry"].key) if telemetry_path else None
+    # every engine table is declared alike (results.schema): scenario_a's key and row bound are batch_sweep's
+    results = TABLES["scenario_a"].at(path)
+    windows = TABLES["scenario_a_windows"].at(results.path.with_name(f"{results.path.stem}_windows.csv"))
+    steps = TABLES["scenario_a_steps"].at(steps_path) if steps_path else None
+    tele = TABLES["telemetry"].at(telemetry_path) if telemetry_path else None
     keys = [engine.config_key(c, device, p) for c in configs]
     # these configurations, and only they, are this invocation's rows (results.ResultsFile.plan)
     for f in (results, windows, steps, tele):
@@ -181,7 +182,7 @@ def run_configs(
             f.plan(keys, source, config_keys())
     copied = []
     if reuse is not None:  # its finished rows that ``results`` lacks, copied with ``measured_in``
-        donor = ResultsFile(reuse, config_keys())
+        donor = TABLES["scenario_a"].at(reuse)
         wanted = {results.key_of(k) for k in keys if not results.done(k)}
         copied = [
             {**r, "measured_in": donor.path.stem}

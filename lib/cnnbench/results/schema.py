@@ -138,7 +138,11 @@ class Table:
         return f"{self.name}.csv"
 
     def file(self, run_dir: str | Path) -> ResultsFile:
-        return ResultsFile(Path(run_dir) / self.filename, self.key, self.unique, self.most_rows)
+        return self.at(Path(run_dir) / self.filename)
+
+    def at(self, path: str | Path) -> ResultsFile:
+        """This table's file at ``path`` (another name), keyed and bounded as declared."""
+        return ResultsFile(path, self.key, self.unique, self.most_rows)
 
     def plan(self, run_dir: str | Path, configs, writer: str = "") -> None:
         """Declare the configurations ``writer`` measures now: they are this table's current rows."""
