@@ -1267,3 +1267,18 @@ def test_04_returns_its_layer_profiles_with_the_variant_they_ran_in(tmp_path, mo
     layers = roofline.layers_for_models(run, roofline.read_inputs(run)["scenario_a"])
     assert list(layers.memory_format) == ["channels_last"]
     assert list(roofline.layer_points(layers, level_peaks()).memory_format) == ["channels_last"]
+
+
+@pytest.mark.parametrize("cc", [(7, 5), (8, 0)])
+def test_04s_compute_roofs_are_the_precision_knobs_values_a_device_runs_in_the_knobs_order(cc):
+    """The precisions with a compute roof were listed a second time in the device layer (fp16 before bf16): they are
+    the precision knob's values (cnnbench.knobs) this device does not lack, in that order."""
+    from fakes import FakeGPU, using
+
+    from cnnbench.knobs import KNOBS
+
+    with using(FakeGPU.fresh(cc=cc)):
+        b = devices.backend(torch.device("cpu"))
+        runs = [p for p in KNOBS["precision"].values if not b.lacks("precision", p, b.hardware())]
+        assert b.roof_precisions() == runs and "fp32" in runs
+    assert list(devices.base.DTYPES) == list(KNOBS["precision"].values)

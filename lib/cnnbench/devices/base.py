@@ -20,7 +20,8 @@ from torch.profiler import ProfilerActivity
 
 from cnnbench.devices import energy, host
 
-# Tensor dtype of each precision (tf32 is fp32 storage with TF32 math; bf16/fp16 are autocast dtypes).
+# Tensor dtype of each value of the precision knob, in its order (tf32 is fp32 storage with TF32 math; bf16/fp16
+# are autocast dtypes).
 DTYPES = {"fp32": torch.float32, "tf32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
 
@@ -298,9 +299,9 @@ class Backend:
 
     # --- roofline
     def roof_precisions(self) -> list[str]:
-        """Precisions with a meaningful compute roof here: those of fp32, tf32, fp16, bf16 this device runs."""
+        """Precisions with a meaningful compute roof here: each precision (:data:`DTYPES`) this device runs."""
         hw = self.hardware()
-        return [p for p in ("fp32", "tf32", "fp16", "bf16") if not self.lacks("precision", p, hw)]
+        return [p for p in DTYPES if not self.lacks("precision", p, hw)]
 
     def times(self, fn: Callable, repeats: int, warmup: int = 2) -> list[float]:
         """Synced wall times of ``repeats`` calls of ``fn`` after ``warmup`` calls."""
