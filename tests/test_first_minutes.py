@@ -10,6 +10,7 @@ from test_runner import CPU, PROTO, cfg, fake_measure
 
 from cnnbench import results
 from cnnbench.measure import engine, reproducibility, runner
+from cnnbench.results.runs import Merged
 
 FIXED = dataclasses.replace(PROTO, max_processes=3)
 
@@ -26,7 +27,8 @@ def test_a_sweep_takes_the_batch_sizes_02_measured_from_02s_rows(tmp_path, monke
     by_bs = {r["batch_size"]: r for r in rows}
     assert by_bs["8"]["measured_in"] == "scenario_a" and by_bs["16"]["measured_in"] == ""
     assert by_bs["8"]["throughput_img_s"] == a["throughput_img_s"]
-    pairs = reproducibility.repeated(results.frame([a]), results.frame(rows))
+    tables = {"scenario_a": results.frame([a]), "batch_sweep": results.frame(rows)}
+    pairs = reproducibility.repeated(Merged(["r"], {}, tables))
     assert pairs.empty  # a copy is not a second measurement
 
 

@@ -10,6 +10,12 @@ import pytest
 from cnnbench import progress, results
 from cnnbench.analysis.findings import _run_findings
 from cnnbench.measure import reproducibility
+from cnnbench.results.runs import Merged
+
+
+def merged(**tables) -> Merged:
+    """The runs' tables as the analysis reads them: every declared column, a table not given without rows."""
+    return Merged(["r"], {}, tables)
 
 
 def rows(source_rates, **extra):
@@ -43,7 +49,7 @@ def test_the_committed_examples_gap_is_flagged_as_a_disagreement():
     b = rows(
         [("squeezenet1_1", 64, 466.7, 15.0), ("squeezenet1_1", 32, 419.4, 52.3), ("resnet50", 128, 43.4, 2.8)]
     )
-    pairs = reproducibility.repeated(a, b)
+    pairs = reproducibility.repeated(merged(scenario_a=a, batch_sweep=b))
     assert len(pairs) == 2  # batch 32 was measured once
     sq = pairs[pairs.model == "squeezenet1_1"].iloc[0]
     assert not sq.agree and round(sq.difference_pct, 1) == 43.4
@@ -60,7 +66,7 @@ def test_tuning_default_confirmation_is_compared_with_scenario_a():
     a = rows([("resnet50", 128, 41.2, 8.0)])
     tuning = rows([("resnet50", 128, 48.6, 5.9)], stage="confirm", role="default")
     tuning = pd.concat([tuning, rows([("resnet50", 64, 58.2, 0.3)], stage="confirm", role="candidate")])
-    pairs = reproducibility.repeated(a, results.schema.declared(pd.DataFrame(), "batch_sweep"), tuning)
+    pairs = reproducibility.repeated(merged(scenario_a=a, tuning=tuning))
     assert list(pairs.second) == ["tuning (default)"] and bool(pairs.agree.iloc[0])
 
 
@@ -113,7 +119,7 @@ def test_findings_headline_only_precise_rates_and_distinguishable_variants():
 def test_a_disagreement_names_how_far_the_cpus_own_speed_moved():
     a = rows([("squeezenet1_1", 64, 385.7, 34.2)], probe_img_s=400.0)
     b = rows([("squeezenet1_1", 64, 287.4, 30.0)], probe_img_s=300.0)
-    pairs = reproducibility.repeated(a, b)
+    pairs = reproducibility.repeated(merged(scenario_a=a, batch_sweep=b))
     assert not pairs.agree.iloc[0] and round(pairs.probe_change_pct.iloc[0]) == -25
     assert "probe) moved -25.0% between the two" in reproducibility.agreement_sentence(pairs)
     sa = pd.concat([a, b], ignore_index=True).assign(machine_state="quiet", throughput_process_cv_pct=5.0)
@@ -141,9 +147,7 @@ def test_06s_unsplit_step_is_compared_with_the_same_configuration_measured_elsew
     sweep = pd.concat(
         [rows([("resnet18", 16, 98.0, 3.0)], data_mode="loader"), rows([("resnet18", 16, 130.0, 3.0)])]
     )  # device mode: not the same pipeline
-    pairs = reproducibility.repeated(
-        results.schema.declared(pd.DataFrame(), "scenario_a"), sweep, None, phases
-    )
+    pairs = reproducibility.repeated(merged(batch_sweep=sweep, step_phases=phases))
     assert len(pairs) == 1
     p = pairs.iloc[0]
     assert p.second == "step phases (unsplit step)" and p.rate_first_img_s == 98.0

@@ -531,8 +531,8 @@ def test_confirmation_is_interleaved_in_rounds_and_its_interval_spans_them():
 def test_the_confirmation_probes_the_cpu_before_each_round_and_the_repeat_check_uses_it():
     """Issue 17: the example's 07 default read 20-25% above 02 and 03, and the report could not say whether the
     CPU's own speed had moved: 07 took no probe. It now probes before every round, as 02 and 03 do."""
-    from cnnbench import results
     from cnnbench.measure import reproducibility
+    from cnnbench.results.runs import Merged
 
     speeds = iter([300.0, 320.0, 340.0])
     s, rows, _, _ = make_search(settings={"tune_confirm_top": 1, "processes": 3}, probe=lambda: next(speeds))
@@ -543,7 +543,7 @@ def test_the_confirmation_probes_the_cpu_before_each_round_and_the_repeat_check_
         stage="confirm", status="ok", model="resnet50", run_name="r", batch_size=128, phase="train"
     )
     sa = default.assign(probe_img_s=256.0, throughput_img_s=100.0)
-    pairs = reproducibility.repeated(sa, results.schema.declared(pd.DataFrame(), "batch_sweep"), default)
+    pairs = reproducibility.repeated(Merged(["r"], {}, {"scenario_a": sa, "tuning": default}))
     assert pairs.probe_change_pct.round(1).tolist() == [25.0]
 
 

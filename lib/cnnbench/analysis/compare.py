@@ -146,12 +146,12 @@ def summary(scenario_a: pd.DataFrame) -> pd.DataFrame:
 
 def repeated(m: Merged) -> pd.DataFrame:
     """Every configuration a run measured twice, side by side (:func:`reproducibility.repeated`)."""
-    return reproducibility.repeated(m["scenario_a"], m["batch_sweep"], m["tuning"], m["step_phases"])
+    return reproducibility.repeated(m)
 
 
 def machine(m: Merged) -> pd.DataFrame:
     """Per run: how quiet the machine was over its measurements (reproducibility.machine_summary)."""
-    return reproducibility.machine_summary(m["scenario_a"], m["batch_sweep"])
+    return reproducibility.machine_summary(*(m[name] for name in results.RATES))
 
 
 # one-knob ratios: two rows of one table, model and phase divided where they differ in at most one knob_keys()

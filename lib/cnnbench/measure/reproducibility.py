@@ -10,6 +10,7 @@ import pandas as pd
 
 from cnnbench import knobs, results
 from cnnbench.measure import timing
+from cnnbench.results.runs import Merged
 
 
 def same_keys() -> tuple[str, ...]:
@@ -31,15 +32,13 @@ def measured_here(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def _ok(df: pd.DataFrame, source: str) -> pd.DataFrame:
-    if df is None:
-        return pd.DataFrame()
     df = measured_here(df)
     return knobs.columns(df[df.status.astype(str) == "ok"]).assign(source=source)
 
 
-def _unsplit_step(step_phases: pd.DataFrame | None) -> pd.DataFrame:
+def _unsplit_step(step_phases: pd.DataFrame) -> pd.DataFrame:
     """06's unsplit training steps as rate rows like 02's: batch / mean step time, its interval scaled alike."""
-    if step_phases is None or step_phases.empty or "step_time_s" not in step_phases:
+    if step_phases.empty or "step_time_s" not in step_phases:
         return pd.DataFrame()
     ok = _ok(step_phases, UNSPLIT_PASS)
     keys = [k for k in ("run_name", *same_keys()) if k in ok and k != "phase"]
@@ -55,17 +54,15 @@ PASS_TABLE = {TUNING_PASS: "tuning", UNSPLIT_PASS: "step_phases"}  # the tables 
 TABLES = (*results.RATES, *PASS_TABLE.values())  # what repeated() and machine_summary() read
 
 
-def repeated(
-    scenario_a: pd.DataFrame,
-    batch_sweep: pd.DataFrame,
-    tuning: pd.DataFrame | None = None,
-    step_phases: pd.DataFrame | None = None,
-) -> pd.DataFrame:
-    """Every configuration of a run measured by two passes, one row per pair (see the module's docstring)."""
-    has_role = tuning is not None and "role" in tuning  # 07's confirmation of the default configuration
-    confirm = tuning[(tuning.stage == "confirm") & (tuning.role == "default")] if has_role else None
-    ours = _ok(scenario_a, "scenario_a"), _ok(batch_sweep, "batch_sweep"), _ok(confirm, TUNING_PASS)
-    passes = [p for p in (*ours, _unsplit_step(step_phases)) if len(p)]
+def repeated(m: Merged) -> pd.DataFrame:
+    """Every configuration of the runs ``m`` measured by two passes (:data:`TABLES`), one row per pair (see the
+    module's docstring)."""
+    tuning = m["tuning"]
+    confirm = (
+        tuning[(tuning.stage == "confirm") & (tuning.role == "default")] if "role" in tuning else tuning[:0]
+    )
+    rates = [_ok(m[name], name) for name in results.RATES]
+    passes = [p for p in (*rates, _ok(confirm, TUNING_PASS), _unsplit_step(m["step_phases"])) if len(p)]
     out = []
     for i, a in enumerate(passes):
         for b in passes[i + 1 :]:
