@@ -1282,3 +1282,13 @@ def test_04s_compute_roofs_are_the_precision_knobs_values_a_device_runs_in_the_k
         runs = [p for p in KNOBS["precision"].values if not b.lacks("precision", p, b.hardware())]
         assert b.roof_precisions() == runs and "fp32" in runs
     assert list(devices.base.DTYPES) == list(KNOBS["precision"].values)
+
+
+def test_layers_profiled_in_bf16_are_labelled_bf16_and_read_against_the_bf16_roof():
+    """04 profiles a model's layers in 02's first variant where 02 did not measure fp32 (`--set precision=bf16`):
+    its bf16 layers were labelled fp32 and placed under the fp32 compute roof."""
+    peaks = pd.concat([level_peaks(), level_peaks().assign(precision="bf16", peak_gflops=400.0)])
+    compute_bound = layer(64, 1000.0, 150.0) | {"precision": "bf16"}  # above fp32's 100, under bf16's 400
+    (pt,) = roofline.layer_points(pd.DataFrame([compute_bound]), peaks).to_dict("records")
+    assert pt["precision"] == "bf16" and pt["roof"] == "measured bf16 dram"
+    assert pt["attainable_gflops"] == 400.0 and not pt["above_roof"]

@@ -325,14 +325,15 @@ def layers_for_models(run, scenario_a: pd.DataFrame, steps: int = 2) -> pd.DataF
 
 
 def layer_points(layers: pd.DataFrame, peaks: pd.DataFrame) -> pd.DataFrame:
-    """roofline.csv rows for profiled layers against fp32 roofs, as :func:`place` (working set: one call's bytes)."""
+    """roofline.csv rows for profiled layers against the roofs of the precision they ran in, as :func:`place`
+    (working set: one call's bytes)."""
     if layers.empty:
         return pd.DataFrame()
     roofs = _Roofs(peaks)
     dram = roofs.dram("fp32")  # its device names every layer's row
     layers = layers.assign(source="layer", device_name=dram.device_name, device_kind=dram.device_kind)
     sets = layers.bytes / layers.calls_per_step.clip(lower=1e-9)  # one call's bytes must fit in the level
-    layers = knobs.columns(layers).assign(precision="fp32", compile="off", working_set=sets)  # profiled eager
+    layers = knobs.columns(layers).assign(compile="off", working_set=sets)  # profiled eager
     return _points(layers, [*_IDENT, "layer", "op"], roofs)
 
 
