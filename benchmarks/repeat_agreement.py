@@ -32,6 +32,7 @@ import torch
 from cnnbench import devices, envinfo, params, paths, plots, results
 from cnnbench.analysis import compare
 from cnnbench.measure import engine, reproducibility, runner
+from cnnbench.results.runs import Merged
 
 CONFIGS = "mnist_cnn:train,mnist_cnn:eval,squeezenet1_1:train,squeezenet1_1:eval,resnet18:train,resnet18:eval"
 
@@ -81,7 +82,8 @@ def main() -> None:
         fa, fb = results.frame(first), results.frame(second)
         fa["run_name"] = fb["run_name"] = f"run{run}"
         fa["status"], fb["status"] = fa.status.astype(str), fb.status.astype(str)
-        pairs = reproducibility.repeated(fa, fb).assign(first="first pass", second="second pass")
+        tables = Merged([f"run{run}"], {}, {"scenario_a": fa, "batch_sweep": fb})
+        pairs = reproducibility.repeated(tables).assign(first="first pass", second="second pass")
         for r, a, b in zip(pairs.to_dict("records"), fa.itertuples(), fb.itertuples(), strict=False):
             out.append(
                 {

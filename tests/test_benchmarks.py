@@ -45,3 +45,31 @@ def test_report_time_counts_02_and_03s_own_intervals_and_their_probes(tmp_path):
     got = bench.intervals(tmp_path)
     assert (got["intervals"], got["within_10pct"], got["busy_configs"]) == (2, 1, 0)
     assert got["probe_img_s"] == 1100.0  # a row copied from 02 counts once
+
+
+def test_repeat_agreement_pairs_its_two_passes_and_records_them(tmp_path, monkeypatch):
+    """It called reproducibility.repeated with two frames after repeated began to read a run's merge: the
+    benchmark measured both passes, then stopped on a TypeError."""
+    import sys
+
+    from test_runner import fake_measure
+
+    from cnnbench.measure import engine
+
+    bench = _load("repeat_agreement")
+    monkeypatch.setattr(engine, "measure", fake_measure({16: [100.0, 101.0, 99.0, 100.0]}, []))
+    out = tmp_path / "agreement.csv"
+    argv = [
+        "repeat_agreement",
+        "--params",
+        str(ROOT / "params" / "smoke.yaml"),
+        "--configs",
+        "mnist_cnn:train",
+    ]
+    monkeypatch.setattr(sys, "argv", [*argv, "--runs", "1", "--out", str(out)])
+    monkeypatch.setattr(bench, "figure", lambda rows, path: path)
+    bench.main()
+    from cnnbench import results
+
+    (row,) = results.read_rows(out)
+    assert (row["first"], row["second"], row["model"]) == ("first pass", "second pass", "mnist_cnn")
