@@ -360,3 +360,15 @@ def test_a_table_read_where_its_file_is_absent_has_its_key_and_declared_columns(
     stopped. An absent file now reads as no rows with every column the table declares, its key's included."""
     table = results.read(tmp_path, name)
     assert table.empty and {*results.table(name).key, *results.table(name).dtypes} <= set(table.columns)
+
+
+def test_telemetrys_value_is_a_declared_column_not_part_of_a_samples_key(tmp_path):
+    """'value' was added to telemetry's key instead of its columns: two readings of one sample (an edited file) were
+    read as two rows instead of being refused in one line."""
+    t = results.table("telemetry")
+    assert "value" not in t.key and "value" in t.dtypes
+    sample = {"model": "m", "phase": "train", "source": "scenario_a", "t_s": 0.5, "metric": "rss_mib"}
+    results.write_rows(tmp_path / "telemetry.csv", [{**sample, "value": 100.0}, {**sample, "value": 900.0}])
+    with pytest.raises(results.CorruptResults, match="hold the same configuration") as err:
+        results.read(tmp_path, "telemetry")
+    assert "\n" not in str(err.value)

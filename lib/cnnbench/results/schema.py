@@ -97,7 +97,7 @@ _ROOFLINE = (
 _PEAKS = "kind level precision peak_gflops bandwidth_gbs peak_spread capacity_mib cache_size_kib"
 _EXPLORE = f"{_RATE} batch_size precision data_mode"
 _EXPLORE_KEY = ("timestamp", "model", "batch_size", "precision")
-_TELEMETRY = "source process t_s metric value device_index"
+_TELEMETRY = "source process t_s metric device_index"
 _HOST = "model phase status ops host_step_s"
 _EPOCHS = "status device_name train_images train_epoch_s val_epoch_s"
 _STEP_PHASES = "model step_phase status device_name sum_diff_ci95_pct"
@@ -162,7 +162,9 @@ TABLES: dict[str, Table] = {
     for t in [
         Table("complexity", NUMBERED["01"], columns="model matches_published"),
         *_engine("scenario_a", NUMBERED["02"]),
-        Table("telemetry", NUMBERED["02"], config_keys, _TELEMETRY, most_rows=SERIES_ROWS),  # and 03
+        Table(
+            "telemetry", NUMBERED["02"], config_keys, _TELEMETRY, most_rows=SERIES_ROWS, columns="value"
+        ),  # and 03
         Table("epochs", NUMBERED["02"], epoch_keys, columns=_EPOCHS),
         *_engine("batch_sweep", NUMBERED["03"]),
         Table("roofline", NUMBERED["04"], columns=_ROOFLINE),
