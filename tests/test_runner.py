@@ -284,3 +284,19 @@ def test_the_engine_refuses_a_table_larger_than_a_run_writes_before_measuring(tm
     with pytest.raises(results.CorruptResults, match=f"{most + 1:,} rows, more than a run writes") as err:
         runner.run_configs([cfg(8)], CPU, PROTO, tmp_path / "scenario_a.csv")
     assert "\n" not in str(err.value) and calls == []
+
+
+@pytest.mark.parametrize("table", ["telemetry", "scenario_a_steps"])
+def test_an_oversized_steps_or_telemetry_file_is_refused_before_measuring(tmp_path, monkeypatch, table):
+    """The steps and telemetry files were first read after a process had measured, so one over its row bound
+    stopped the run mid-way and lost that measurement. Every file the engine writes is checked before work."""
+    from cnnbench import results
+
+    calls = []
+    monkeypatch.setattr(engine, "measure", fake_measure({8: [100.0]}, calls))
+    monkeypatch.setitem(results.TABLES, table, dataclasses.replace(results.TABLES[table], most_rows=3))
+    results.write_rows(tmp_path / f"{table}.csv", [{"model": "m", "t_s": t} for t in range(4)])
+    paths = {"steps_path": tmp_path / "scenario_a_steps.csv", "telemetry_path": tmp_path / "telemetry.csv"}
+    with pytest.raises(results.CorruptResults, match="4 rows, more than a run writes"):
+        runner.run_configs([cfg(8)], CPU, PROTO, tmp_path / "scenario_a.csv", **paths)
+    assert calls == []

@@ -176,10 +176,11 @@ def run_configs(
     steps = TABLES["scenario_a_steps"].at(steps_path) if steps_path else None
     tele = TABLES["telemetry"].at(telemetry_path) if telemetry_path else None
     keys = [engine.config_key(c, device, p) for c in configs]
-    # these configurations, and only they, are this invocation's rows (results.ResultsFile.plan)
-    for f in (results, windows, steps, tele):
-        if f is not None:
-            f.plan(keys, source, config_keys())
+    files = [f for f in (results, windows, steps, tele) if f is not None]
+    for f in files:  # each refused before any work (one line): unreadable, another schema, over its row bound
+        f.rows()
+    for f in files:  # these configurations, and only they, are this invocation's rows (ResultsFile.plan)
+        f.plan(keys, source, config_keys())
     copied = []
     if reuse is not None:  # its finished rows that ``results`` lacks, copied with ``measured_in``
         donor = TABLES["scenario_a"].at(reuse)
