@@ -281,3 +281,20 @@ def test_the_predictions_figure_keeps_its_legend_off_the_points(tmp_path):
     box, panel = fig.legends[0].get_window_extent(), ax.get_window_extent()
     assert not ax.get_legend() and box.y1 <= panel.y0, (box, panel)
     plt.close(fig)
+
+
+def test_what_if_sets_each_workload_once_beside_its_rate_in_the_precision_predicted():
+    """08's what-if table gave the H200 example's fp32, tf32 and bf16 resnet50 rates (1,065, 2,218 and 4,722 img/s)
+    three rows each under one fp32 prediction per device. Each workload is predicted once, beside its fp32 rate."""
+    from cnnbench import analysis
+    from conftest import ROOT
+
+    t = pd.read_csv(ROOT / "examples" / "example-cuda-h200" / "predictions.csv")
+    fp32 = t[t.source.str.endswith("(02)") & (t.precision == "fp32")].set_index("phase").rate_img_s
+    w = analysis.predict.what_if(t)
+    assert not w.duplicated(["source", "device", "model", "phase", "batch_size"]).any()
+    for phase, g in w.groupby("phase"):
+        assert g.measured_img_s.tolist() == [fp32[phase]] * len(g)
+    no_fp32 = t[~t.index.isin(t[t.source.str.endswith("(02)") & (t.precision == "fp32")].index)]
+    only_bf16 = analysis.predict.what_if(no_fp32)  # a run without an fp32 rate: predicted, nothing beside it
+    assert len(only_bf16) == len(w) and only_bf16.measured_img_s.isna().all()

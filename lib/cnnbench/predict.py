@@ -398,10 +398,17 @@ def scored(rows: pd.DataFrame) -> pd.DataFrame:
 
 
 def what_if(rows: pd.DataFrame, targets=None, on=WHAT_IF, precision: str = "fp32") -> pd.DataFrame:
-    """``targets`` (None: the runs' 02 rows) predicted on each device of ``on`` (name -> why) from ``rows``."""
+    """``targets`` (None: each workload the runs' 02 measured, once, beside its rate in ``precision`` where it has
+    one) predicted in ``precision`` on each device of ``on`` (name -> why) from ``rows``."""
     if targets is None:
-        mine = rows[rows.source.str.endswith("(02)")].rename(columns={"rate_img_s": "measured_img_s"})
-        targets = mine[["model", "phase", "batch_size", "image_size", "num_classes", "measured_img_s"]]
+        mine = rows[rows.source.str.endswith("(02)")]
+        same = mine.precision == precision
+        mine = mine.assign(measured_in=mine.source, measured_img_s=mine.rate_img_s.where(same), same=same)
+        workload = ["measured_in", "model", "phase", "batch_size", "image_size", "num_classes"]
+        first = (
+            mine.sort_values("same", ascending=False, kind="stable").drop_duplicates(workload).sort_index()
+        )
+        targets = first[[*workload, "measured_img_s"]]
     out = [targets.assign(source=None, device=None)]
     for device, why in on.items() if len(targets) else ():
         roof = spec_roof(device, precision)
