@@ -894,3 +894,17 @@ def test_08s_table_3_shows_every_value_02s_shows(tmp_path):
         c for c in seeds_02 if c.startswith(("train_", "eval_")) and c != "eval_train_ratio"
     ]  # measured
     assert "train_peak_device_reserved_mib" in values and set(values) <= set(ours.columns), values
+
+
+def test_the_highest_rate_finding_names_every_variant_knob_of_its_row():
+    """It named precision and memory format only: a compiled bf16 row read 'resnet50 eval (bf16 channels_last)'."""
+    import pandas as pd
+
+    from cnnbench.analysis.findings import _run_findings
+
+    row = {"model": "resnet50", "phase": "eval", "batch_size": 256, "status": "ok", "noisy": False}
+    row |= {"precision": "bf16", "memory_format": "channels_last", "compile": "default"}
+    row |= {"throughput_img_s": 1000.0, "throughput_ci95_img_s": 10.0, "achieved_gflops": 8000.0}
+    ok = results.schema.declared(pd.DataFrame([row]), "scenario_a")
+    (said,) = [f["finding"] for f in _run_findings("r", ok) if f["topic"] == "highest_rate"]
+    assert "resnet50 eval (bf16 channels_last compile=default)" in said, said

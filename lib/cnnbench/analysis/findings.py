@@ -60,7 +60,7 @@ def _run_findings(run: str, ok: pd.DataFrame) -> list[dict]:
             sentence = (
                 f"highest achieved rate among the {len(sure)} of {len(ok)} measurements precise to "
                 f"+-{reproducibility.PRECISE_PCT:g}%: {best.model} {best.phase} "
-                f"({knobs.label(best, ('precision', 'memory_format'))}), {gflops:.1f} GFLOP/s at "
+                f"({_variant(best)}), {gflops:.1f} GFLOP/s at "
                 f"{best.throughput_img_s:.1f} +- {pct:.1f}% images/s."
             )
             add("highest_rate", sentence, achieved_gflops=gflops, throughput_img_s=rate_img_s, ci95_pct=pct)
