@@ -1292,3 +1292,17 @@ def test_layers_profiled_in_bf16_are_labelled_bf16_and_read_against_the_bf16_roo
     (pt,) = roofline.layer_points(pd.DataFrame([compute_bound]), peaks).to_dict("records")
     assert pt["precision"] == "bf16" and pt["roof"] == "measured bf16 dram"
     assert pt["attainable_gflops"] == 400.0 and not pt["above_roof"]
+
+
+def test_an_mps_run_in_bf16_gets_a_bf16_compute_roof(monkeypatch):
+    """MPS listed its roofs by hand (fp32, fp16) though it runs bf16 on macOS 14 (torch 2.6+): a bf16 run's points
+    were read against the fp32 roof. Its roofs are the precisions it does not lack, as every device's."""
+    from cnnbench.devices.base import Hardware
+    from cnnbench.devices.mps import MpsBackend
+
+    b = MpsBackend(torch.device("cpu"))
+    hw = Hardware("mps", "Apple M3 GPU (MPS)", 8, macos=(14, 0), torch_version=(2, 8))
+    monkeypatch.setattr(b, "hardware", lambda: hw)
+    assert b.roof_precisions() == ["fp32", "bf16", "fp16"]
+    monkeypatch.setattr(b, "hardware", lambda: Hardware("mps", "Apple M1 GPU (MPS)", 8, macos=(13, 6)))
+    assert "bf16" not in b.roof_precisions() and "tf32" not in b.roof_precisions()

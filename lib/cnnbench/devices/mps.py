@@ -88,9 +88,6 @@ class MpsBackend(Backend):
     def energy_counter(self):
         return energy.Unavailable(energy.APPLE)
 
-    def roof_precisions(self) -> list[str]:
-        return ["fp32", "fp16"]
-
     def spec(self, threads: int) -> tuple[list[dict], str]:
         return self.spec_for_name(self.name(), gpu_cores())
 
