@@ -542,10 +542,41 @@ def test_speed_goals_are_ratios_recorded_not_asserted():
             {"backend": "numpy", "model": "mlp", "throughput_img_s": 1.0, "step_s": 0.12},
         ]
     )
+    summ["throughput_ci95_img_s"] = summ.throughput_img_s / 100  # intervals narrow enough to decide
     goals = summary.speed_goals(summ).set_index(["model", "backend"])
     assert goals.loc[("mnist_cnn", "numba_cpu"), "ratio"] == pytest.approx(0.4)
-    assert not goals.loc[("mnist_cnn", "numba_cpu"), "met"] and goals.loc[("mnist_cnn", "numpy"), "met"]
-    assert goals.loc[("mlp", "numpy"), "ratio"] == pytest.approx(1.2) and goals.loc[("mlp", "numpy"), "met"]
+    met = goals.met.to_dict()
+    assert met[("mnist_cnn", "numba_cpu")] == "not met" and met[("mnist_cnn", "numpy")] == "met"
+    assert goals.loc[("mlp", "numpy"), "ratio"] == pytest.approx(1.2) and met[("mlp", "numpy")] == "met"
+
+
+def test_a_speed_goal_is_met_only_where_the_ratios_whole_interval_meets_it():
+    # the 2-core example: NumPy's CNN at 7342 +- 2704 img/s against torch_cpu's 25371 +- 1120 read "met" (>= 0.2)
+    # at 0.289, though the ratio's 95% interval runs from about 0.18 to 0.40
+    rows = [
+        ("numpy", "mnist_cnn", 7342.361, 2703.544, 0.0697),
+        ("numba_cpu", "mnist_cnn", 14204.25, 764.0, 0.0360),
+        ("torch_cpu", "mnist_cnn", 25370.93, 1120.27, 0.0202),
+        ("numpy", "mlp", 1623841.0, 15265.66, 0.005045),
+        ("torch_cpu", "mlp", 2355264.0, 34697.13, 0.003478),
+    ]
+    cols = ["backend", "model", "throughput_img_s", "throughput_ci95_img_s", "step_s"]
+    summ = pd.DataFrame(rows, columns=cols)
+    goals = summary.speed_goals(summ).set_index(["model", "backend"])
+    numpy_cnn = goals.loc[("mnist_cnn", "numpy")]
+    assert numpy_cnn.ratio == pytest.approx(0.2894, abs=1e-4) and numpy_cnn.met == "undecided"
+    assert numpy_cnn.ratio_ci95_low == pytest.approx(0.1825, abs=1e-3)
+    assert numpy_cnn.ratio_ci95_high == pytest.approx(0.3974, abs=1e-3)
+    assert goals.loc[("mnist_cnn", "numba_cpu"), "met"] == "met"
+    mlp = goals.loc[("mlp", "numpy")]  # lower is better: the step ratio's interval under 1.5
+    assert mlp.ratio == pytest.approx(0.005045 / 0.003478)
+    assert mlp.ratio_ci95_low < mlp.ratio < mlp.ratio_ci95_high < 1.5
+    assert mlp.met == "met"
+    slow = summ.copy()
+    slow.loc[slow.backend == "numpy", ["throughput_img_s", "throughput_ci95_img_s", "step_s"]] = 1000, 10, 1
+    assert summary.speed_goals(slow).set_index("backend").loc["numpy", "met"].tolist() == ["not met"] * 2
+    blind = summary.speed_goals(summ.assign(throughput_ci95_img_s=float("nan")))
+    assert set(blind.met) == {"no interval"} and blind.ratio_ci95_low.isna().all()
 
 
 def test_published_numbers_carry_their_source():
