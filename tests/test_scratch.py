@@ -579,6 +579,24 @@ def test_a_speed_goal_is_met_only_where_the_ratios_whole_interval_meets_it():
     assert set(blind.met) == {"no interval"} and blind.ratio_ci95_low.isna().all()
 
 
+def test_each_models_all_passed_row_follows_its_own_tensors():
+    rows = [
+        {"model": m, "tensor": t, "backend": b, "rel_err": 1e-7, "passed": True, "status": "ok"}
+        for m, tensors in (("mnist_cnn", ["loss", "conv1.weight"]), ("mlp", ["loss", "fc1.weight"]))
+        for t in tensors
+        for b in ("numpy", "torch_cpu")
+    ]
+    table = summary.gradcheck_table(pd.DataFrame(rows))
+    assert table.index.tolist() == [
+        ("mnist_cnn", "loss"),
+        ("mnist_cnn", "conv1.weight"),
+        ("mnist_cnn", "ALL PASSED"),
+        ("mlp", "loss"),
+        ("mlp", "fc1.weight"),
+        ("mlp", "ALL PASSED"),
+    ]
+
+
 def test_published_numbers_carry_their_source():
     from cnnbench import scratch
 

@@ -93,7 +93,9 @@ def gradcheck_table(gc: pd.DataFrame) -> pd.DataFrame:
     table = ok.pivot_table(index=["model", "tensor"], columns="backend", values="rel_err", sort=False)
     passed = ok.groupby(["model", "backend"]).passed.all().unstack("backend")
     passed.index = pd.MultiIndex.from_product([passed.index, ["ALL PASSED"]], names=table.index.names)
-    return pd.concat([table.map(lambda v: f"{v:.1e}" if pd.notna(v) else ""), passed.astype(object)])
+    out = pd.concat([table.map(lambda v: f"{v:.1e}" if pd.notna(v) else ""), passed.astype(object)])
+    models = list(dict.fromkeys(table.index.get_level_values(0)))  # each model's row after its own tensors
+    return out.loc[[row for m in models for row in out.index if row[0] == m]]
 
 
 def beside_seed_001(summ: pd.DataFrame) -> pd.DataFrame:
