@@ -289,7 +289,8 @@ def memory_breakdown(
     except Exception as err:  # noqa: BLE001
         return [{**failure(ident, err), "component": ""}]
     state_c = comp["parameters"] + comp["gradients"] + comp["optimizer_state"]
-    step_c = comp["activations"] + comp.get("workspace", 0)
+    copied = DEVICE_KIND[backend] != "cpu"  # the step copies the batch into the device's measured allocator
+    step_c = comp["activations"] + comp.get("workspace", 0) + copied * comp["batch"]
     # no allocator counters (torch on the CPU): an RSS difference measures neither state nor the step's peak
     coarse = how.startswith("process RSS")
     unmeasured = (
@@ -298,8 +299,10 @@ def memory_breakdown(
     )
     dataset = data.x_train.nbytes + data.y_train.nbytes + data.x_test.nbytes + data.y_test.nbytes
     state_how, step_how = [unmeasured.format(rss=v / MIB) if coarse else how for v in (state, step_peak)]
-    step_how += " (activations + workspace; batch listed apart)"
+    batch_how = " + the batch it copies to the device" if copied else "; the batch stays on the host"
+    step_how += f" (activations + workspace{batch_how})"
     overhead = None if coarse else step_peak - step_c
+    over_how = "measured step peak - computed step_total (temporaries, allocator pool)"
     pool_how = "CuPy pool total_bytes / torch's reserved bytes (a GPU allocator's pool)"
     rss_how = "RSS after a step - before the backend: libraries, CUDA context, allocator caches, buffers"
     rows = [
@@ -311,7 +314,7 @@ def memory_breakdown(
         ("workspace", comp.get("workspace", float("nan")), None, "im2col columns / gradient buffers"),
         ("batch_inputs", comp["batch"], None, "array sizes"),
         ("step_total", step_c, None if coarse else step_peak, step_how),
-        ("backend_overhead", None, overhead, "measured step peak - computed (temporaries, allocator pool)"),
+        ("backend_overhead", None, overhead, over_how),
         ("dataset_inputs", dataset, None, "host arrays of the train and test images"),
         ("allocator_pool_held", None, held, pool_how),
         ("process_rss_growth", None, rss_growth, rss_how),

@@ -56,16 +56,32 @@ def summarize(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def speed_goals(summ: pd.DataFrame) -> pd.DataFrame:
-    """Issue 10's goals: CNN throughput ratios to torch_cpu, and the MLP's step-time ratio (lower is better)."""
+    """Issue 10's goals: CNN throughput ratios to torch_cpu, and the MLP's step-time ratio (lower is better), each
+    with its 95% interval: Fieller's of the two throughputs (their 95% intervals over epochs); a step-time ratio
+    is the inverse throughput ratio times the ratio of images per step (throughput x step_s), so its interval is
+    Fieller's of the reference's throughput over ours, scaled alike. ``met``: "met" where the whole interval meets
+    the goal, "not met" where it misses it, else "undecided"; "no interval" where a rate has none."""
+    from cnnbench.measure.reproducibility import ratio  # imports torch: not for a report built from disk
+
     rows = []
     for model, backend, ref, col, goal in SPEED_GOALS:
-        ours, theirs = (summ[(summ.model == model) & (summ.backend == name)][col] for name in (backend, ref))
+        ours, theirs = (summ[(summ.model == model) & (summ.backend == name)] for name in (backend, ref))
         if ours.empty or theirs.empty:
             continue
-        ratio, higher = float(ours.iloc[0] / theirs.iloc[0]), col == "throughput_img_s"
-        met = ratio >= goal if higher else ratio <= goal
-        row = dict(model=model, backend=backend, versus=ref, measure=col, ratio=ratio)
-        rows.append({**row, "goal": f"{'>=' if higher else '<='} {goal}", "met": met})
+        o, t = ours.iloc[0], theirs.iloc[0]
+        rates = o.throughput_img_s, o.throughput_ci95_img_s, t.throughput_img_s, t.throughput_ci95_img_s
+        higher = col == "throughput_img_s"
+        if higher:
+            _, low, high = ratio(*rates[2:], *rates[:2])
+        else:  # our step time over theirs: their throughput over ours, times our images per step over theirs
+            scale = (o.step_s * o.throughput_img_s) / (t.step_s * t.throughput_img_s)
+            low, high = (scale * v for v in ratio(*rates)[1:])
+        sign = 1 if higher else -1  # the goal met where sign * (ratio - goal) >= 0
+        worst, best = sorted(sign * (v - goal) for v in (low, high))
+        met = "met" if worst >= 0 else "not met" if best < 0 else "undecided"
+        row = dict(model=model, backend=backend, versus=ref, measure=col, ratio=float(o[col] / t[col]))
+        row |= {"ratio_ci95_low": low, "ratio_ci95_high": high, "goal": f"{'>=' if higher else '<='} {goal}"}
+        rows.append({**row, "met": "no interval" if pd.isna(low + high) else met})
     return pd.DataFrame(rows)
 
 
@@ -77,7 +93,9 @@ def gradcheck_table(gc: pd.DataFrame) -> pd.DataFrame:
     table = ok.pivot_table(index=["model", "tensor"], columns="backend", values="rel_err", sort=False)
     passed = ok.groupby(["model", "backend"]).passed.all().unstack("backend")
     passed.index = pd.MultiIndex.from_product([passed.index, ["ALL PASSED"]], names=table.index.names)
-    return pd.concat([table.map(lambda v: f"{v:.1e}" if pd.notna(v) else ""), passed.astype(object)])
+    out = pd.concat([table.map(lambda v: f"{v:.1e}" if pd.notna(v) else ""), passed.astype(object)])
+    models = list(dict.fromkeys(table.index.get_level_values(0)))  # each model's row after its own tensors
+    return out.loc[[row for m in models for row in out.index if row[0] == m]]
 
 
 def beside_seed_001(summ: pd.DataFrame) -> pd.DataFrame:

@@ -32,6 +32,10 @@ class TorchBackend(Backend):
         f32 = {"dtype": torch.float32, "device": self.device}
         self.p = {k: torch.nn.Parameter(torch.tensor(weights[k], **f32)) for k in PARAM_NAMES[self.model]}
         self.opt = torch.optim.SGD(self.p.values(), lr=self.lr, momentum=self.momentum)
+        for prm in self.p.values():  # zero gradients and momentum now, as every backend's init: SGD's first
+            prm.grad = torch.zeros_like(prm)  # step then makes momentum * 0 + grad, what its lazy clone makes
+            if self.momentum:
+                self.opt.state[prm]["momentum_buffer"] = torch.zeros_like(prm)
         self._saved: dict[int, int] = {}
 
     def _forward(self, x):
