@@ -38,6 +38,11 @@ def p_of(**kw):
         ("transfer_lrs", [0.01, 0], "'transfer_lrs' must be > 0"),
         ("transfer_batch_sizes", [], "'transfer_batch_sizes' must list"),
         ("scaling_world_sizes", [0], "'scaling_world_sizes' must be >= 1"),
+        (
+            "scaling_world_sizes",
+            [2, 4],
+            "'scaling_world_sizes' must include 1: speedup and efficiency are taken",
+        ),
         ("transfer_devices", ["tpu"], "'transfer_devices' has unknown device 'tpu'"),
         ("profile_models", ["nonet"], "'profile_models' names unknown model 'nonet'"),
         ("transfer_model", "nonet", "'transfer_model' names unknown model"),

@@ -10,7 +10,6 @@ import os
 import re
 import subprocess
 import sys
-from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
@@ -165,7 +164,8 @@ def efficiency(rows: list[dict]) -> None:
 
 
 def run_all(run, launcher=launch, log=progress.say) -> list[dict]:
-    """Every world size of the params, plus for each N > 1 a one-process loss check at batch N x b."""
+    """Every world size of the params (1 among them: params refuses a list without it); the one-process launch
+    also runs the loss check at each global batch N x b of the others."""
     from cnnbench.measure import telemetry
     from cnnbench.scaling import ddp  # not at the top: a rank runs it as __main__
 
@@ -188,18 +188,8 @@ def run_all(run, launcher=launch, log=progress.say) -> list[dict]:
         table.plan(run.dir, planned, "scaling")
         return results.rows(run.dir, "scaling")
 
-    def launched(world: int, out: Path, refs=(), job_params=p) -> dict:
-        return launcher(command(world, ddp.job(job_params, cfg, backend, out, refs)), out)
-
     # the single-device reference: one process at each global batch N x b, from the same initial weights
-    refs = tuple(n * cfg.batch_size for n in worlds if n > 1)
-    reference: dict = {}
-    if 1 not in worlds and refs:
-        try:
-            # repeats 0 (below its bound, on purpose: a job file is read unchecked): the reference times nothing
-            reference = launched(1, tmp / "ref", refs, replace(p, scaling_repeats=0))["reference_losses"]
-        except Exception as err:  # noqa: BLE001 - without a reference the loss check is NaN, the run goes on
-            log(f"single-process reference failed: {err}")
+    refs, reference = tuple(n * cfg.batch_size for n in worlds if n > 1), {}
     for plan in planned:
         world = plan["world_size"]
         row = {**plan, "global_batch": world * cfg.batch_size, "status": "ok", "error": ""}
@@ -209,7 +199,8 @@ def run_all(run, launcher=launch, log=progress.say) -> list[dict]:
             continue
         try:
             log(f"torchrun --nproc_per_node {world} ({backend}, {threads or 'default'} threads per process)")
-            res = launched(world, tmp / f"n{world}", refs if world == 1 else ())
+            out = tmp / f"n{world}"
+            res = launcher(command(world, ddp.job(p, cfg, backend, out, refs if world == 1 else ())), out)
             losses, batch = res["check_losses"], str(row["global_batch"])  # ddp.CHECK_STEPS losses
             reference = res["reference_losses"] if world == 1 else reference
             diff, same = loss_check(losses, losses if world == 1 else reference.get(batch, []))
