@@ -16,38 +16,46 @@ import pandas as pd
 
 from cnnbench import devices, heap, paths, progress, results
 from cnnbench.measure import engine
+from cnnbench.measure.reproducibility import ratio
 from cnnbench.results.files import HOST
 
 
 def run(run) -> pd.DataFrame:
     """DistributedDataParallel over 1..N processes launched by torchrun -> scaling.csv (current rows)."""
     run_all(run)
-    return results.read(run.dir, "scaling")
+    rows = results.read(run.dir, "scaling").to_dict("records")
+    efficiency(rows)  # rows kept from a pass measured before the intervals were written get them too
+    return pd.DataFrame(rows)
 
 
 def table(df: pd.DataFrame) -> pd.DataFrame:
     cols = (
         "world_size backend per_device_batch global_batch throughput_img_s throughput_ci95_img_s speedup "
-        "scaling_efficiency_pct loss_first loss_vs_one_process_max_abs_diff loss_matches_one_process status "
-        "error"
+        "speedup_ci95_low speedup_ci95_high scaling_efficiency_pct scaling_efficiency_ci95_low_pct "
+        "scaling_efficiency_ci95_high_pct loss_first loss_vs_one_process_max_abs_diff loss_matches_one_process "
+        "status error"
     ).split()
     return df[[c for c in cols if c in df]]
 
 
 def plot(df: pd.DataFrame, path: str | Path | None = None):
-    """Throughput (95% interval) and scaling efficiency against the number of processes/devices."""
+    """Throughput and scaling efficiency (each with its 95% interval) against the number of processes/devices."""
     import matplotlib.pyplot as plt
 
     from cnnbench.plots import save
 
-    ok = df[df.status == "ok"]
+    rows = df[df.status == "ok"].to_dict("records")
+    efficiency(rows)  # the intervals from the rates plotted
+    ok = pd.DataFrame(rows)
     if ok.empty:
         return None
     fig, axes = plt.subplots(1, 2, figsize=(11, 3.5))
     axes[0].errorbar(ok.world_size, ok.throughput_img_s, yerr=ok.throughput_ci95_img_s, marker="o", capsize=3)
     axes[0].set(xlabel="devices (processes)", ylabel="throughput (images/s)", ylim=(0, None))
     axes[0].set_xticks(sorted(int(w) for w in ok.world_size.unique()))  # whole devices, never 1.2 of one
-    axes[1].bar(ok.world_size.astype(str), ok.scaling_efficiency_pct)
+    eff = ok.scaling_efficiency_pct
+    spread = [eff - ok.scaling_efficiency_ci95_low_pct, ok.scaling_efficiency_ci95_high_pct - eff]
+    axes[1].bar(ok.world_size.astype(str), eff, yerr=spread, capsize=3)
     axes[1].axhline(100, ls="--", color="grey", lw=1)
     axes[1].set(xlabel="devices (processes)", ylabel="scaling efficiency (%)")
     fig.tight_layout()
@@ -154,13 +162,15 @@ def rank_summary(rank: int, summary: dict) -> dict:
 
 
 def efficiency(rows: list[dict]) -> None:
-    """Add speedup and scaling efficiency against the world-size-1 row (in place)."""
-    one = next(
-        (r["throughput_img_s"] for r in rows if r["world_size"] == 1 and r["status"] == "ok"), math.nan
-    )
+    """Add speedup and scaling efficiency against the world-size-1 row with their 95% interval (in place)."""
+    one = next((r for r in rows if r["world_size"] == 1 and r["status"] == "ok"), None)
     for r in rows:
-        r["speedup"] = r["throughput_img_s"] / one if r["status"] == "ok" else math.nan
-        r["scaling_efficiency_pct"] = 100 * r["speedup"] / r["world_size"]
+        ok = one is not None and r["status"] == "ok"
+        rates = [x[k] for x in (one, r) for k in ("throughput_img_s", "throughput_ci95_img_s")] if ok else []
+        speedup = (1.0,) * 3 if r is one else ratio(*rates) if ok else (math.nan,) * 3  # Fieller's interval
+        for name, value in zip(("", "_ci95_low", "_ci95_high"), speedup, strict=True):
+            r[f"speedup{name}"] = value
+            r[f"scaling_efficiency{name}_pct"] = 100 * value / r["world_size"]
 
 
 def run_all(run, launcher=launch, log=progress.say) -> list[dict]:
