@@ -38,6 +38,11 @@ def p_of(**kw):
         ("transfer_lrs", [0.01, 0], "'transfer_lrs' must be > 0"),
         ("transfer_batch_sizes", [], "'transfer_batch_sizes' must list"),
         ("scaling_world_sizes", [0], "'scaling_world_sizes' must be >= 1"),
+        (
+            "scaling_world_sizes",
+            [2, 4],
+            "'scaling_world_sizes' must include 1: speedup and efficiency are taken",
+        ),
         ("transfer_devices", ["tpu"], "'transfer_devices' has unknown device 'tpu'"),
         ("profile_models", ["nonet"], "'profile_models' names unknown model 'nonet'"),
         ("transfer_model", "nonet", "'transfer_model' names unknown model"),
@@ -823,6 +828,16 @@ def test_scaling_rows_efficiency_and_loss_check_with_a_fake_launcher(tmp_path):
     rows = {r["world_size"]: r for r in scaling.run_all(run, launcher=launcher, log=lambda *_: None)}
     assert calls == [(1, ["16", "32"]), (2, []), (4, [])]  # the reference rides in the 1-process launch
     assert rows[2]["scaling_efficiency_pct"] == pytest.approx(90) and rows[1]["speedup"] == 1
+    # Fieller's interval of 180 +- 1 over 100 +- 1 img/s; world 1 is the reference itself
+    assert (rows[2]["speedup_ci95_low"], rows[2]["speedup_ci95_high"]) == pytest.approx(
+        (1.7796, 1.8208), abs=1e-4
+    )
+    assert rows[2]["scaling_efficiency_ci95_low_pct"] == pytest.approx(50 * rows[2]["speedup_ci95_low"])
+    assert rows[2]["scaling_efficiency_ci95_high_pct"] == pytest.approx(50 * rows[2]["speedup_ci95_high"])
+    assert rows[1]["speedup_ci95_low"] == rows[1]["speedup_ci95_high"] == 1
+    assert {"speedup_ci95_low", "scaling_efficiency_ci95_high_pct"} <= set(
+        scaling.table(pd.DataFrame(rows.values()))
+    )
     assert rows[2]["loss_matches_one_process"] and not rows[4]["loss_matches_one_process"]
     assert rows[4]["rank3_util_cpu_mean_pct"] == 53 and rows[1]["threads_per_process"] == 1
     df = pd.read_csv(tmp_path / "scaling.csv")
@@ -838,6 +853,29 @@ def test_scaling_rows_efficiency_and_loss_check_with_a_fake_launcher(tmp_path):
     assert (
         len(pd.read_csv(tmp_path / "transfer_telemetry.csv")) == 2 * 3 + 4
     )  # machine-wide metrics once per run
+
+
+def test_a_kept_scaling_pass_written_without_intervals_shows_them(tmp_path, monkeypatch):
+    """A pass measured before scaling.csv held the speedup's interval is kept, and 06's table still gives it."""
+    p = p_of(scaling_world_sizes=[1, 2], scaling_batch_size=8, scaling_backend="gloo")
+    run = types.SimpleNamespace(params=p, device=CPU, threads=2, dir=tmp_path, path=lambda n: tmp_path / n)
+    result = {"device_kind": "cpu", "device_name": "cpu", "step_time_mean_s": 0.1, "loss_last": 2.0}
+    result |= {"check_losses": [2.3], "reference_losses": {"16": [2.3]}, "ranks": []}
+
+    def launcher(cmd, out):
+        world = int(cmd[cmd.index("--nproc_per_node") + 1])
+        return result | {
+            "throughput_img_s": 86.2 if world == 1 else 137.5,
+            "throughput_ci95_img_s": 1.4 * world,
+        }
+
+    scaling.run_all(run, launcher=launcher, log=lambda *_: None)
+    df = pd.read_csv(tmp_path / "scaling.csv")
+    df.drop(columns=[c for c in df if "_ci95_low" in c or "_ci95_high" in c]).to_csv(tmp_path / "scaling.csv")
+    monkeypatch.setattr(scaling, "command", lambda *a: pytest.fail("a finished pass launched again"))
+    shown = scaling.table(scaling.run(run)).set_index("world_size")
+    assert shown.speedup_ci95_low[2] < shown.speedup[2] < shown.speedup_ci95_high[2]
+    assert shown.scaling_efficiency_ci95_high_pct[2] == pytest.approx(50 * shown.speedup_ci95_high[2])
 
 
 def test_a_failed_launch_is_a_row_and_nccl_beyond_the_gpus_is_unavailable(tmp_path, fake_gpu):

@@ -135,7 +135,14 @@ class Names:
 
 @dataclass(frozen=True)
 class Filled:
+    """A list of one value or more, ``holds`` among them where given (``why``: what needs it)."""
+
+    holds: Any = None
+    why: str = ""
+
     def problem(self, values: list) -> str:
+        if self.holds is not None and self.holds not in values:
+            return f"must include {_show(self.holds)}: {self.why}, got {_show(values)}"
         return "" if values else "must list at least one value"
 
 
@@ -305,7 +312,8 @@ class _Keys:
     profile_top_k: PositiveInt = 15  # operators listed per pass (forward, backward, optimizer) by self time
     scaling_model: Model = "resnet18"  # model of the DistributedDataParallel scaling run
     scaling_world_sizes: Annotated[  # processes (devices) per run
-        list[Annotated[int, In(1, MAX_THREADS, "no machine has more CPUs")]], Filled()
+        list[Annotated[int, In(1, MAX_THREADS, "no machine has more CPUs")]],
+        Filled(1, "speedup and efficiency are taken against one process"),
     ] = _given([1, 2])
     # per-device batch size of the scaling run (fixed as devices are added)
     scaling_batch_size: Batch = 32

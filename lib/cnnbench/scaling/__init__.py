@@ -10,45 +10,52 @@ import os
 import re
 import subprocess
 import sys
-from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
 
 from cnnbench import devices, heap, paths, progress, results
 from cnnbench.measure import engine
+from cnnbench.measure.reproducibility import ratio
 from cnnbench.results.files import HOST
 
 
 def run(run) -> pd.DataFrame:
     """DistributedDataParallel over 1..N processes launched by torchrun -> scaling.csv (current rows)."""
     run_all(run)
-    return results.read(run.dir, "scaling")
+    rows = results.read(run.dir, "scaling").to_dict("records")
+    efficiency(rows)  # rows kept from a pass measured before the intervals were written get them too
+    return pd.DataFrame(rows)
 
 
 def table(df: pd.DataFrame) -> pd.DataFrame:
     cols = (
         "world_size backend per_device_batch global_batch throughput_img_s throughput_ci95_img_s speedup "
-        "scaling_efficiency_pct loss_first loss_vs_one_process_max_abs_diff loss_matches_one_process status "
-        "error"
+        "speedup_ci95_low speedup_ci95_high scaling_efficiency_pct scaling_efficiency_ci95_low_pct "
+        "scaling_efficiency_ci95_high_pct loss_first loss_vs_one_process_max_abs_diff loss_matches_one_process "
+        "status error"
     ).split()
     return df[[c for c in cols if c in df]]
 
 
 def plot(df: pd.DataFrame, path: str | Path | None = None):
-    """Throughput (95% interval) and scaling efficiency against the number of processes/devices."""
+    """Throughput and scaling efficiency (each with its 95% interval) against the number of processes/devices."""
     import matplotlib.pyplot as plt
 
     from cnnbench.plots import save
 
-    ok = df[df.status == "ok"]
+    rows = df[df.status == "ok"].to_dict("records")
+    efficiency(rows)  # the intervals from the rates plotted
+    ok = pd.DataFrame(rows)
     if ok.empty:
         return None
     fig, axes = plt.subplots(1, 2, figsize=(11, 3.5))
     axes[0].errorbar(ok.world_size, ok.throughput_img_s, yerr=ok.throughput_ci95_img_s, marker="o", capsize=3)
     axes[0].set(xlabel="devices (processes)", ylabel="throughput (images/s)", ylim=(0, None))
     axes[0].set_xticks(sorted(int(w) for w in ok.world_size.unique()))  # whole devices, never 1.2 of one
-    axes[1].bar(ok.world_size.astype(str), ok.scaling_efficiency_pct)
+    eff = ok.scaling_efficiency_pct
+    spread = [eff - ok.scaling_efficiency_ci95_low_pct, ok.scaling_efficiency_ci95_high_pct - eff]
+    axes[1].bar(ok.world_size.astype(str), eff, yerr=spread, capsize=3)
     axes[1].axhline(100, ls="--", color="grey", lw=1)
     axes[1].set(xlabel="devices (processes)", ylabel="scaling efficiency (%)")
     fig.tight_layout()
@@ -155,17 +162,20 @@ def rank_summary(rank: int, summary: dict) -> dict:
 
 
 def efficiency(rows: list[dict]) -> None:
-    """Add speedup and scaling efficiency against the world-size-1 row (in place)."""
-    one = next(
-        (r["throughput_img_s"] for r in rows if r["world_size"] == 1 and r["status"] == "ok"), math.nan
-    )
+    """Add speedup and scaling efficiency against the world-size-1 row with their 95% interval (in place)."""
+    one = next((r for r in rows if r["world_size"] == 1 and r["status"] == "ok"), None)
     for r in rows:
-        r["speedup"] = r["throughput_img_s"] / one if r["status"] == "ok" else math.nan
-        r["scaling_efficiency_pct"] = 100 * r["speedup"] / r["world_size"]
+        ok = one is not None and r["status"] == "ok"
+        rates = [x[k] for x in (one, r) for k in ("throughput_img_s", "throughput_ci95_img_s")] if ok else []
+        speedup = (1.0,) * 3 if r is one else ratio(*rates) if ok else (math.nan,) * 3  # Fieller's interval
+        for name, value in zip(("", "_ci95_low", "_ci95_high"), speedup, strict=True):
+            r[f"speedup{name}"] = value
+            r[f"scaling_efficiency{name}_pct"] = 100 * value / r["world_size"]
 
 
 def run_all(run, launcher=launch, log=progress.say) -> list[dict]:
-    """Every world size of the params, plus for each N > 1 a one-process loss check at batch N x b."""
+    """Every world size of the params (1 among them: params refuses a list without it); the one-process launch
+    also runs the loss check at each global batch N x b of the others."""
     from cnnbench.measure import telemetry
     from cnnbench.scaling import ddp  # not at the top: a rank runs it as __main__
 
@@ -188,18 +198,8 @@ def run_all(run, launcher=launch, log=progress.say) -> list[dict]:
         table.plan(run.dir, planned, "scaling")
         return results.rows(run.dir, "scaling")
 
-    def launched(world: int, out: Path, refs=(), job_params=p) -> dict:
-        return launcher(command(world, ddp.job(job_params, cfg, backend, out, refs)), out)
-
     # the single-device reference: one process at each global batch N x b, from the same initial weights
-    refs = tuple(n * cfg.batch_size for n in worlds if n > 1)
-    reference: dict = {}
-    if 1 not in worlds and refs:
-        try:
-            # repeats 0 (below its bound, on purpose: a job file is read unchecked): the reference times nothing
-            reference = launched(1, tmp / "ref", refs, replace(p, scaling_repeats=0))["reference_losses"]
-        except Exception as err:  # noqa: BLE001 - without a reference the loss check is NaN, the run goes on
-            log(f"single-process reference failed: {err}")
+    refs, reference = tuple(n * cfg.batch_size for n in worlds if n > 1), {}
     for plan in planned:
         world = plan["world_size"]
         row = {**plan, "global_batch": world * cfg.batch_size, "status": "ok", "error": ""}
@@ -209,7 +209,8 @@ def run_all(run, launcher=launch, log=progress.say) -> list[dict]:
             continue
         try:
             log(f"torchrun --nproc_per_node {world} ({backend}, {threads or 'default'} threads per process)")
-            res = launched(world, tmp / f"n{world}", refs if world == 1 else ())
+            out = tmp / f"n{world}"
+            res = launcher(command(world, ddp.job(p, cfg, backend, out, refs if world == 1 else ())), out)
             losses, batch = res["check_losses"], str(row["global_batch"])  # ddp.CHECK_STEPS losses
             reference = res["reference_losses"] if world == 1 else reference
             diff, same = loss_check(losses, losses if world == 1 else reference.get(batch, []))
