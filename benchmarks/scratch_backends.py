@@ -16,10 +16,12 @@ import math
 import statistics
 import time
 
+import pandas as pd
+
 from cnnbench import devices, paths, results
 from cnnbench.measure.timing import t95
 from cnnbench.scratch import BackendUnavailable, experiment, make, torch_weights
-from cnnbench.scratch.summary import SPEED_GOALS
+from cnnbench.scratch.summary import speed_goals
 
 
 def window(b, x, y, steps: int) -> float:
@@ -89,22 +91,24 @@ def main() -> None:
                 throughput_ci95_img_s=half,
                 step_s=sum(times) / (steps * len(times)),
             )
-        ref = rows.get("torch_cpu", {})
+        ok = pd.DataFrame([r for r in rows.values() if r["status"] == "ok"])
+        goals = (
+            speed_goals(ok) if len(ok) else pd.DataFrame(columns=["backend"])
+        )  # 05's verdict, interval and all
         for name, row in rows.items():
-            for g_model, g_backend, g_ref, col, goal in SPEED_GOALS:
-                if (g_model, g_backend, g_ref) == (model, name, "torch_cpu") and col in ref and col in row:
-                    ratio = row[col] / ref[col]
-                    row.update(
-                        versus="torch_cpu",
-                        goal_measure=col,
-                        goal=goal,
-                        ratio=ratio,
-                        goal_met=ratio >= goal if col == "throughput_img_s" else ratio <= goal,
-                    )
+            for g in goals[goals.backend == name].to_dict("records"):
+                goal = float(g["goal"].split()[-1])
+                row.update(versus=g["versus"], goal_measure=g["measure"], goal=goal, ratio=g["ratio"])
+                row.update(
+                    ratio_ci95_low=g["ratio_ci95_low"],
+                    ratio_ci95_high=g["ratio_ci95_high"],
+                    goal_met=g["met"],
+                )
             out.append(row)
             if row["status"] == "ok":
                 extra = (
-                    f", {row['goal_measure']} ratio {row['ratio']:.2f} (goal {row['goal']})"
+                    f", {row['goal_measure']} ratio {row['ratio']:.2f} [{row['ratio_ci95_low']:.2f}, "
+                    f"{row['ratio_ci95_high']:.2f}] (goal {row['goal']}: {row['goal_met']})"
                     if "ratio" in row
                     else ""
                 )
