@@ -1322,3 +1322,29 @@ def test_04_profiles_02s_first_variant_where_the_seeds_one_was_not_measured(tmp_
     profiled.clear()
     roofline.layers_for_models(_fake_run(tmp_path / "b", variants=[bf16, tf32]), sa)
     assert [(c.precision, c.memory_format) for c in profiled] == [("bf16", "channels_last")]
+
+
+def test_the_host_step_is_timed_eager_in_the_default_memory_format_of_its_precision(monkeypatch):
+    """host_steps.csv is keyed by precision alone and its ops are the eager count, but the host step ran in
+    variants[0] whole: compiled and channels_last under `--set compile=default --set memory_format=channels_last`."""
+    from cnnbench.measure import dispatch
+    from cnnbench.params import Params
+
+    ran = []
+
+    class Stop(Exception):
+        pass
+
+    def workload(cfg, *a):
+        ran.append(cfg)
+        raise Stop
+
+    monkeypatch.setattr(dispatch.engine, "Workload", workload)
+    monkeypatch.setattr(dispatch.engine, "failure", lambda err, device: {"status": "error"})
+    p = Params(
+        models=["resnet18"],
+        variants=[{"precision": "bf16", "memory_format": "channels_last", "compile": "default"}],
+    )
+    row = dispatch.host_step(p, torch.device("cpu"), "resnet18", "train", "bf16")
+    assert row["precision"] == "bf16"
+    assert [(c.precision, c.memory_format, c.compile) for c in ran] == [("bf16", "nchw", "off")]

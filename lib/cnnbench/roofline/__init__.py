@@ -257,7 +257,7 @@ def host_steps(run) -> pd.DataFrame:
     todo = [k for k in keys if not rows.done(k)]
     for k in todo:
         progress.note(f"host cost: {k['model']} {k['phase']}")
-        rows.append({"device_name": name, **dispatch.host_step(p, b, k["model"], k["phase"])})
+        rows.append({"device_name": name, **dispatch.host_step(p, b, k["model"], k["phase"], k["precision"])})
     progress.resumed(len(keys) - len(todo), len(keys), table.filename, "host step costs")
     return results.read(run.dir, "host_steps")
 
