@@ -690,3 +690,29 @@ def test_every_backends_op_bars_are_in_sight(tmp_path):
         top = ax.get_ylim()[1]
         assert len(stacks) == 3 and all(h > top / 2 for h in stacks.values()), (ax.get_title(), stacks)
         assert all("ms" in t.get_text() for t in ax.get_xticklabels()), "each backend's step time named"
+
+
+def _colours(artists) -> set:
+    """The colours (hex) ``artists`` draw in: a collection's faces, a line's colour."""
+    from matplotlib.colors import to_hex, to_rgba_array
+
+    drawn = [a.get_facecolor() if hasattr(a, "get_offsets") else a.get_color() for a in artists]
+    return {to_hex(c) for colour in drawn for c in to_rgba_array(colour)}
+
+
+def test_the_rooflines_name_each_points_variant_in_a_colour_no_roof_uses(tmp_path):
+    """The H200 example's roofline_device.png and roofline_model_resnet50.png labelled its fp32, tf32 and
+    bf16+channels_last points alike ("resnet50 train"), in the red of the measured bf16 roof (or the run's roof
+    colour): the tf32 point read as above the fp32 roof. Each point names its variant, in a colour no roof uses."""
+    placed = _h200("roofline")
+    placed = placed[placed.source == "scenario_a"]
+    peaks = _h200("device_peaks")
+    fig = plots.roofline(peaks, placed, "Scenario A", tmp_path / "r.png")
+    pts = _h200("roofline").query("source == 'scenario_a'").assign(run_name="h200")
+    model = plots.per_model_rooflines(pts, peaks.assign(run_name="h200"), tmp_path, min_runs=1)["resnet50"]
+    for ax, key in ((fig.axes[0], "resnet50"), (model.axes[0], "h200 (NVIDIA H200)")):
+        labels = {c.get_label() for c in ax.collections}
+        for variant in ("fp32 nchw", "tf32 nchw", "bf16 channels_last"):
+            assert {f"{key} {variant} train", f"{key} {variant} eval"} <= labels, labels
+        points = [c for c in ax.collections if not c.get_label().startswith("_")]
+        assert len(_colours(points)) == 3 and not _colours(points) & _colours(ax.lines)

@@ -1306,3 +1306,45 @@ def test_an_mps_run_in_bf16_gets_a_bf16_compute_roof(monkeypatch):
     assert b.roof_precisions() == ["fp32", "bf16", "fp16"]
     monkeypatch.setattr(b, "hardware", lambda: Hardware("mps", "Apple M1 GPU (MPS)", 8, macos=(13, 6)))
     assert "bf16" not in b.roof_precisions() and "tf32" not in b.roof_precisions()
+
+
+def test_04_profiles_02s_first_variant_where_the_seeds_one_was_not_measured(tmp_path, monkeypatch):
+    """layers_for_models said it profiles 02's first variant where fp32/NCHW/eager was not measured, and took a
+    model's last row: the H200 example without its fp32 rows profiled bf16+channels_last, not tf32 (variants[0])."""
+    tf32, bf16 = {"precision": "tf32"}, {"precision": "bf16", "memory_format": "channels_last"}
+    sa = pd.DataFrame([_sa_row(**tf32), _sa_row(**tf32, throughput_img_s=2.0), _sa_row(**bf16)])
+    profiled = []
+    monkeypatch.setattr(
+        roofline, "profile_layers", lambda cfg, *a, **k: profiled.append(cfg) or pd.DataFrame()
+    )
+    roofline.layers_for_models(_fake_run(tmp_path, variants=[tf32, bf16]), sa)
+    assert [(c.precision, c.memory_format) for c in profiled] == [("tf32", "nchw")]
+    profiled.clear()
+    roofline.layers_for_models(_fake_run(tmp_path / "b", variants=[bf16, tf32]), sa)
+    assert [(c.precision, c.memory_format) for c in profiled] == [("bf16", "channels_last")]
+
+
+def test_the_host_step_is_timed_eager_in_the_default_memory_format_of_its_precision(monkeypatch):
+    """host_steps.csv is keyed by precision alone and its ops are the eager count, but the host step ran in
+    variants[0] whole: compiled and channels_last under `--set compile=default --set memory_format=channels_last`."""
+    from cnnbench.measure import dispatch
+    from cnnbench.params import Params
+
+    ran = []
+
+    class Stop(Exception):
+        pass
+
+    def workload(cfg, *a):
+        ran.append(cfg)
+        raise Stop
+
+    monkeypatch.setattr(dispatch.engine, "Workload", workload)
+    monkeypatch.setattr(dispatch.engine, "failure", lambda err, device: {"status": "error"})
+    p = Params(
+        models=["resnet18"],
+        variants=[{"precision": "bf16", "memory_format": "channels_last", "compile": "default"}],
+    )
+    row = dispatch.host_step(p, torch.device("cpu"), "resnet18", "train", "bf16")
+    assert row["precision"] == "bf16"
+    assert [(c.precision, c.memory_format, c.compile) for c in ran] == [("bf16", "nchw", "off")]

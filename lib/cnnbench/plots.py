@@ -51,6 +51,8 @@ ROOF_AXES = {**LOG_LOG, "xlabel": "arithmetic intensity (FLOP/byte, compulsory t
     "ylabel": "performance (GFLOP/s)"
 }
 POINT = {"edgecolor": "black", "lw": 0.5, "zorder": 3}  # a roofline's point, over the roofs
+# our points' colours on a roofline: none of the roofs' (C0-C9, black, grey), the reds last
+OURS = tuple(plt.get_cmap("tab20b").colors[i] for i in (0, 4, 16, 8, 12, 2, 6, 18, 10, 14))
 BESIDE = {"fontsize": 7, "loc": "upper left", "bbox_to_anchor": (1.01, 1.0)}  # a legend beside the plot
 
 
@@ -341,12 +343,18 @@ def roofline(
     join: list[str] | None = None,
     view: tuple | None = None,
     name: str = "{key} {hue}",
+    variants: bool = True,
 ):
     """A log-log roofline of ``points`` (intensity_flop_per_byte, achieved_gflops), each named ``name`` beside the
     plot (colour: its ``color`` column, if any), overlapping markers set apart (:func:`_spread`). ``size_by``: the
     column setting marker size (its own legend); ``zoom``: the view around the points up to every compute roof;
-    ``view``: fixed ((xlo, xhi), (ylo, yhi)); ``join``: columns whose points a grey line joins in ``size_by`` order."""
+    ``view``: fixed ((xlo, xhi), (ylo, yhi)); ``join``: columns whose points a grey line joins in ``size_by`` order;
+    ``variants``: ``label`` followed by each point's variant (:func:`cnnbench.tables.variant_label`) where points
+    carry a variant's knobs."""
     lo, hi = 0.05, 1e3
+    if variants and len(points) and points.columns.isin(knobs.variant_only()).any():  # variants apart
+        named = points[label].astype(str) + " " + variant_label(points)
+        points, label = points.assign(_named=named.str.strip()), "_named"
     if len(points):
         i, a = points.intensity_flop_per_byte, points.achieved_gflops
         lo, hi = min(lo, i.min() / 2), max(hi, i.max() * 2)
@@ -360,11 +368,11 @@ def roofline(
     sizes = dict(
         zip(keys, np.linspace(18, 170, len(keys)) if len(keys) > 1 else [55] * len(keys), strict=True)
     )
-    for n, (key, g) in enumerate(points.groupby(label) if len(points) else []):
+    for n, (key, g) in enumerate(points.groupby(label, sort=False) if len(points) else []):
         for h, gh in g.groupby(hue):
             if sizes:  # largest first, so a smaller marker at the same place is drawn on top, not hidden
                 gh = gh.sort_values(size_by, ascending=False)
-            color = gh["color"].iloc[0] if "color" in gh else f"C{(n + 3) % 10}"
+            color = gh["color"].iloc[0] if "color" in gh else OURS[n % len(OURS)]
             style = {"marker": markers.get(h, "o"), "s": gh[size_by].map(sizes) if sizes else 55, **POINT}
             style["label"] = name.format(key=key, hue=h)
             ax.scatter(gh.intensity_flop_per_byte, gh.achieved_gflops, color=color, **style)
@@ -453,7 +461,8 @@ def explorer_roofline(peaks: pd.DataFrame, pts: pd.DataFrame, title: str = "expl
     top = float(peaks.peak_gflops.max())
     low = float(bw.min()) * xlo if len(bw) else top / 1e3
     ylo, yhi = _decades(min(low, *(pts.achieved_gflops / 2)), max(top * 2, *(pts.achieved_gflops * 2)))
-    return roofline(peaks, pts, title, label="explored", view=((xlo, xhi), (ylo, yhi)), name="{key}")
+    view = ((xlo, xhi), (ylo, yhi))  # its label names precision and data mode
+    return roofline(peaks, pts, title, label="explored", view=view, name="{key}", variants=False)
 
 
 def layer_figures(peaks: pd.DataFrame, layer_points: pd.DataFrame, top_k: int, folder: str | Path) -> dict:
@@ -480,8 +489,9 @@ def per_model_rooflines(
     min_runs: int = 2,
     theirs: pd.DataFrame | None = None,
 ) -> dict:
-    """One roofline per model: each run's points (grouped by device without ``run_name``) and its measured DRAM roof
-    per precision, when ``min_runs`` runs have it; ``theirs`` (published.corrections): the seeds' open markers."""
+    """One roofline per model: each run's points (grouped by device without ``run_name``), a colour per variant none
+    of the roofs' (:data:`OURS`), and its measured DRAM roof per precision, when ``min_runs`` runs have it;
+    ``theirs`` (published.corrections): the seeds' open markers."""
     figs = {}
     by = "run_name" if "run_name" in points else "device_name"
     if points.empty or points[by].nunique() < min_runs:
@@ -492,6 +502,8 @@ def per_model_rooflines(
         measured = measured[measured.level.fillna("dram").isin(["dram", "hbm"])]
     seeds = theirs[theirs.intensity_flop_per_byte.notna()] if theirs is not None else None
     for model, g in points.groupby("model"):
+        g = g.assign(_variant=variant_label(g))
+        ours = dict(zip(dict.fromkeys(zip(g[by], g._variant, strict=True)), OURS * len(g), strict=False))
         fig, ax = subplots(figsize=(10, 5))
         for i, (key, gd) in enumerate(g.groupby(by)):
             color = f"C{i % 10}"
@@ -505,9 +517,15 @@ def per_model_rooflines(
                     y, level = np.minimum(r.peak_gflops, r.bandwidth_gbs * x), getattr(r, "level", "dram")
                     style = {"color": color, "lw": 1, "ls": ("-", "--", ":", "-.")[k % 4]}
                     ax.plot(x, y, label=f"{label}: its measured {prec} {level} roof", **style)
-            for phase, gp in gd.groupby("phase", sort=False):  # a marker per phase: train and eval apart
-                style = {"color": color, "s": 50, "marker": HUE_MARKERS.get(str(phase), "o"), **POINT}
-                ax.scatter(gp.intensity_flop_per_byte, gp.achieved_gflops, label=f"{label} {phase}", **style)
+            for (variant, phase), gp in gd.groupby(["_variant", "phase"], sort=False):  # a marker per phase
+                style = {
+                    "color": ours[key, variant],
+                    "s": 50,
+                    "marker": HUE_MARKERS.get(str(phase), "o"),
+                    **POINT,
+                }
+                name = " ".join(t for t in (label, variant, phase) if t)
+                ax.scatter(gp.intensity_flop_per_byte, gp.achieved_gflops, label=name, **style)
         mine = seeds[seeds.model == model] if seeds is not None else pd.DataFrame()
         for j, ((seed, device, phase), gs) in enumerate(
             mine.groupby(["seed", "device", "phase"], sort=False) if len(mine) else []

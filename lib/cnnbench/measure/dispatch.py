@@ -9,10 +9,11 @@ from cnnbench.measure import engine, timing, traffic
 TINY_BATCH, TINY_PX, TINY_STEPS = 2, 32, 20
 
 
-def host_step(p, device, model: str, phase: str) -> dict:
-    """One row of host_steps.csv: ``model``'s ``phase`` step at the tiny input on ``device``."""
+def host_step(p, device, model: str, phase: str, precision: str) -> dict:
+    """One row of host_steps.csv: ``model``'s ``phase`` step at the tiny input on ``device`` in ``precision``, eager
+    in the default memory format (the row's key names only the precision; ``ops`` is the eager count)."""
     device = timing.backend_of(device)  # one backend for the workload and a failure's row
-    cfg = engine.config(p, model, phase, p.variants[0], batch_size=TINY_BATCH)
+    cfg = engine.config(p, model, phase, {"precision": precision}, batch_size=TINY_BATCH)
     cfg = cfg if models.spec(model).own_data else cfg.replace(image_size=TINY_PX)
     row = {"model": model, "phase": phase, "precision": cfg.precision, "image_size": cfg.image_size}
     try:

@@ -257,7 +257,7 @@ def host_steps(run) -> pd.DataFrame:
     todo = [k for k in keys if not rows.done(k)]
     for k in todo:
         progress.note(f"host cost: {k['model']} {k['phase']}")
-        rows.append({"device_name": name, **dispatch.host_step(p, b, k["model"], k["phase"])})
+        rows.append({"device_name": name, **dispatch.host_step(p, b, k["model"], k["phase"], k["precision"])})
     progress.resumed(len(keys) - len(todo), len(keys), table.filename, "host step costs")
     return results.read(run.dir, "host_steps")
 
@@ -291,12 +291,16 @@ def intensity_vs_batch(model_names, batch_sizes, p) -> pd.DataFrame:
 
 def layers_for_models(run, scenario_a: pd.DataFrame, steps: int = 2) -> pd.DataFrame:
     """Profiled layers of each model's training step, eager, at its Scenario A configuration (the seeds' variant
-    where measured, else the first; the newest row of one measured twice)."""
+    where measured, else the first of the params' ``variants`` measured, else the first in the table's order; the
+    newest row of one measured twice)."""
     ok = knobs.columns(scenario_a[(scenario_a.status == "ok") & (scenario_a.phase == "train")])
     if ok.empty:
         return pd.DataFrame(columns=LAYER_COLUMNS)
-    plain = ok.index.isin(knobs.default_variant(ok).index)
-    ok = ok.assign(_plain=plain).iloc[::-1].sort_values("_plain", ascending=False, kind="stable")
+    names = list(knobs.variant_only())
+    variants = [tuple(knobs.Setting(v)[k] for k in names) for v in run.params.variants]
+    rows = list(ok[names].itertuples(index=False, name=None))
+    order = [tuple(knobs.KNOBS[k].default for k in names), *variants, *rows]
+    ok = ok.assign(_rank=[order.index(r) for r in rows]).iloc[::-1].sort_values("_rank", kind="stable")
     ok = ok.drop_duplicates("model").sort_index()
     table = results.table("roofline_layers")
     cache, planned, profiled = table.file(run.dir), [], 0
