@@ -530,6 +530,19 @@ def test_seed_000_table_3_tflops_and_memory_beside_ours(tmp_path):
     assert t.source.iloc[0].startswith("published by")  # the seed's rows first in every model's block
 
 
+def test_a_run_measured_only_in_other_variants_is_said_so_beside_the_seeds(tmp_path):
+    """A run whose 02 variants leave out fp32 NCHW eager (here tf32 and bf16 channels_last) was told "no run of
+    this analysis wrote scenario_a.csv" beside the seeds, though it measured their models: it says where now."""
+    run = _one_run(tmp_path, "cuda", "NVIDIA H200", extra={"precision": "tf32"})
+    add_rows(run, [{"precision": "bf16", "memory_format": "channels_last"}])
+    m = analysis.load(analysis.discover(tmp_path))
+    said = "measured only in bf16 channels_last, tf32 nchw; the seeds ran fp32 NCHW eager"
+    for name in ("speedups_000", "performance_000", "achieved_003", "utilisation_000"):
+        assert set(analysis.beside(name, m).note) == {said}, name
+    inference = analysis.beside("inference_002", m).note.iloc[0]  # no densenet121 in any variant: as before
+    assert inference.startswith("no run of this analysis wrote scenario_a.csv with densenet121")
+
+
 def test_seed_000_table_8_in_a_single_run_is_this_machine_beside_each_seed_device_not_matched(tmp_path):
     from cnnbench import published
 

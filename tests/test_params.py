@@ -855,5 +855,28 @@ def test_a_python_caller_with_an_integer_past_reprs_limit_gets_a_one_line_refusa
 
 
 def test_a_repeated_variant_is_numbered_past_the_replicas_already_named():
-    p = params.validate({"variants": [{}, {"replica": 0}, {}]}, check_device=False)
-    assert [v.get("replica") for v in p.variants] == [None, 0, 1]
+    p = params.validate({"variants": [{}, {"replica": 1}, {}]}, check_device=False)
+    assert [v.get("replica") for v in p.variants] == [None, 1, 2]
+    assert params.variant_notes(p) == [
+        f"variants[{i}] repeats variants[0]: measured again as its copy (replica {i}), an A/A comparison whose "
+        "ratio should hold 1.0"
+        for i in (1, 2)
+    ]
+
+
+@pytest.mark.parametrize(
+    "variants",
+    [[{"precision": "fp32", "replica": 1}, {"replica": 1}], [{}, {"replica": 0}], [{}, {"replica": 1}] * 2],
+)
+def test_a_variant_that_is_the_same_setting_as_an_earlier_one_is_refused(variants):
+    """``[{precision: fp32, replica: 1}, {replica: 1}]`` validated: 8 Scenario A configurations, 4 distinct, the
+    same key measured twice; and its note said variants[0] "repeats an earlier variant" with none before it."""
+    with pytest.raises(ParamsError) as err:
+        params.validate({"variants": variants}, check_device=False)
+    i = len(variants) - 1
+    assert one_line(err).startswith(f"params: key 'variants[{i}]' is the same setting as variants[")
+    assert "remove it or give it another replica" in one_line(err)
+    p = params.validate({"variants": [{"replica": 1}]}, check_device=False)
+    assert params.variant_notes(p) == [
+        "variants[0] is replica 1 of its setting, though no earlier variant has that setting: measured once"
+    ]

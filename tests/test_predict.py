@@ -298,3 +298,18 @@ def test_what_if_sets_each_workload_once_beside_its_rate_in_the_precision_predic
     no_fp32 = t[~t.index.isin(t[t.source.str.endswith("(02)") & (t.precision == "fp32")].index)]
     only_bf16 = analysis.predict.what_if(no_fp32)  # a run without an fp32 rate: predicted, nothing beside it
     assert len(only_bf16) == len(w) and only_bf16.measured_img_s.isna().all()
+
+
+def test_seed_002s_rows_say_their_resolution_is_assumed():
+    """Seed 002 prints no image resolution, yet its rows were predicted at a hard-coded 224 px with no word of it
+    (seed 000's carry "(inferred)"); the resolution is one declaration of its setup, its configuration says so."""
+    from cnnbench import published
+
+    rows = predict.published_rows()
+    rows = rows[rows.seed == "002"]
+    px = published.setup("002")["image_px"]
+    assert len(rows) and set(rows.image_size) == {px}
+    assert all(f"at {px} px (assumed" in c for c in rows.configuration), rows.configuration.iloc[0]
+    assert (
+        published.values().set_index(["table", "key"]).origin[("SETUP_002", "item=image_px")] == "reference"
+    )

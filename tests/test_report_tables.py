@@ -459,3 +459,36 @@ def test_07s_best_without_an_interval_is_not_held_against_02(tmp_path):
     tuned = results.read(run_dir, "tuning")
     tuned.loc[tuned.row_kind == "best", "throughput_ci95_img_s"] = float("nan")
     assert tuning.faster_rows(tuned, lambda name: results.read(run_dir, name)) == {}
+
+
+def _without_the_seeds_variant(tmp_path):
+    """The H200 example as a run whose variants leave out fp32 NCHW eager: 02's and 04's fp32 NCHW rows dropped,
+    03 swept in tf32 (03 sweeps the first variant)."""
+    from conftest import ROOT
+
+    run_dir = _example_tables(tmp_path, "example-cuda-h200")
+    for name in ("roofline.csv", "device_peaks.csv"):
+        (run_dir / name).write_text((ROOT / "examples" / "example-cuda-h200" / name).read_text())
+    seeds = lambda r: r["precision"] == "fp32" and r["memory_format"] == "nchw"  # noqa: E731
+    for name in ("scenario_a", "roofline"):
+        rows = results.read_rows(run_dir / f"{name}.csv")
+        results.write_rows(run_dir / f"{name}.csv", [r for r in rows if not seeds(r)])
+    rows = results.read_rows(run_dir / "batch_sweep.csv")
+    results.write_rows(run_dir / "batch_sweep.csv", [{**r, "precision": "tf32"} for r in rows])
+    return run_dir
+
+
+def test_a_run_without_the_seeds_variant_heads_with_its_first_variant_and_that_precisions_roof(tmp_path):
+    """The summary of a run whose 02 variants left out fp32 NCHW eager had no "Headline rates" and said nothing,
+    yet printed the fp32 roof, a roof none of its points is read against; it heads with the variant 02 measured
+    first now (tf32 NCHW: train 2,218, eval 7,555 img/s), labelled, and states the tf32 roof."""
+    run_dir = _without_the_seeds_variant(tmp_path)
+    head = overview.headline(run_dir)
+    assert list(head.variant) == ["tf32 nchw"] and head["train images/s"].iloc[0].startswith("2,218")
+    assert head["eval: share of its roof"].iloc[0] == "57% of measured tf32 hbm roof (memory-bound)"
+    text = overview.summary_html(run_dir, "M", "")
+    assert "**Headline rates** (02: fp32 NCHW eager, or where a run measured none, the variant 02" in text
+    assert "**The roof** (measured, tf32): 354,534.9 GFLOP/s" in text and "(measured, fp32)" not in text
+    (tmp_path / "x").mkdir()
+    example = _example_tables(tmp_path / "x", "example-cuda-h200")
+    assert "variant" not in overview.headline(example)  # a run with the seeds' variant: as before

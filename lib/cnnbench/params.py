@@ -497,6 +497,7 @@ def _validated(raw: dict[str, Any], check_device: bool) -> Params:
     p = Params(**{**raw, **as_float})
     _first(_problems(p, check_device))
     p = dataclasses.replace(p, variants=_replicas(p.variants))
+    _first(_repeats(p.variants))
     if check_device:
         for key, expect in (("device", ""), ("expect_device", p.expect_device)):
             try:
@@ -596,23 +597,49 @@ def _unknown_key(key: str) -> str:
 
 
 def _replicas(variants: list[dict]) -> list[dict]:
-    """``variants``, each repeating an earlier one numbered by a ``replica`` (an A/A measurement)."""
+    """``variants``, each repeating an earlier one without naming its ``replica`` numbered by the first replica no
+    variant of its setting names or took (an A/A measurement)."""
     from cnnbench import knobs
 
-    out, seen = [], collections.Counter()
-    for variant in variants:
-        n = seen[setting := knobs.Setting(variant)]
-        out.append({**variant, "replica": n} if n and "replica" not in variant else variant)
-        if not n or "replica" not in variant:  # a variant naming its replica takes no number
-            seen[setting] += 1
+    base = lambda v: knobs.Setting({**v, "replica": 0})  # noqa: E731 - a variant's setting, its copy apart
+    used = {(base(v), knobs.Setting(v).replica) for v in variants if "replica" in v}
+    out, seen = [], set()
+    for v in variants:
+        if "replica" not in v and (b := base(v)) in seen:
+            v = {**v, "replica": next(n for n in range(1, len(variants) + 1) if (b, n) not in used)}
+        used.add((base(v), knobs.Setting(v).replica))
+        seen.add(base(v))
+        out.append(v)
     return out
 
 
+def _repeats(variants: list[dict]) -> typing.Iterator[str]:
+    """A variant the same setting as an earlier one (its ``replica`` too): the same key measured twice."""
+    from cnnbench import knobs
+
+    settings = [knobs.Setting(v) for v in variants]
+    for i, s in enumerate(settings):
+        if s in settings[:i]:
+            same = f"variants[{settings.index(s)}] ({knobs.label(s, knobs.variant_only())})"
+            yield (
+                f"key 'variants[{i}]' is the same setting as {same}: it would be measured twice under one key; "
+                "remove it or give it another replica (an A/A copy)"
+            )
+
+
 def variant_notes(p: Params) -> list[str]:
-    """One line per variant that repeats an earlier one: it is measured again, as an A/A comparison."""
+    """One line per variant numbered a copy (``replica``): of which earlier variant, measured as an A/A comparison."""
+    from cnnbench import knobs
+
+    first = {}  # a setting, its copy apart -> the first variant of it
+    for i, v in enumerate(p.variants):
+        first.setdefault(knobs.Setting({**v, "replica": 0}), i)
     return [
-        f"variants[{i}] repeats an earlier variant: measured again as its copy (replica {v['replica']}), an A/A "
+        f"variants[{i}] repeats variants[{j}]: measured again as its copy (replica {v['replica']}), an A/A "
         "comparison whose ratio should hold 1.0"
+        if (j := first[knobs.Setting({**v, "replica": 0})]) < i
+        else f"variants[{i}] is replica {v['replica']} of its setting, though no earlier variant has that setting: "
+        "measured once"
         for i, v in enumerate(p.variants)
         if v.get("replica")
     ]

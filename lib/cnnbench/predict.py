@@ -279,9 +279,8 @@ def published_rows() -> pd.DataFrame:
         rows.append(("001", r.backend, "mnist_cnn", "train", *shape, r.throughput_img_s, r.configuration))
     for r in published.TIMES_002.itertuples():  # its epochs' images over its training hours; cats vs dogs
         rate = s2["epochs"] * s2["train_images"] / (r.train_20_epochs_h * 3600)
-        rows.append(
-            ("002", r.device_class, "densenet121", "train", r.batch_size, 224, 2, rate, r.configuration)
-        )
+        shape = (r.batch_size, s2["image_px"], 2, rate)
+        rows.append(("002", r.device_class, "densenet121", "train", *shape, r.configuration))
     columns = ["seed", "cls", "model", "phase", *KEYS[1:4], "rate_img_s", "configuration"]
     df = pd.DataFrame(rows, columns=columns)
     device, kind = zip(*(published.DEVICES[k] for k in zip(df.seed, df.cls, strict=True)), strict=True)

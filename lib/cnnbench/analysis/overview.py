@@ -9,6 +9,7 @@ from pathlib import Path
 import pandas as pd
 
 from cnnbench import knobs, results, tables
+from cnnbench.analysis.seeds import SEEDS_VARIANT
 from cnnbench.measure import reproducibility
 from cnnbench.measure.engine import HOST_BOUND
 
@@ -48,16 +49,32 @@ def speedup_text(speedup: float, ci: float) -> str:
     return f"{with_interval(speedup, ci)}x" + (": not distinguishable from the default" if same else "")
 
 
+def _in(df: pd.DataFrame, variant: dict) -> pd.DataFrame:
+    """The rows of ``df`` in ``variant``, read on the knobs ``df`` records (04's rows: precision and layout)."""
+    names = [k for k in variant if k in df]
+    df = knobs.columns(df)
+    return df[(df[names] == [variant[k] for k in names]).all(axis=1)]
+
+
+def headline_variant(a: pd.DataFrame) -> dict:
+    """The variant the summary heads with: the seeds' (every variant knob at its default) where 02 measured it,
+    else the variant 02 measured first (its first ok row's)."""
+    names, a = list(knobs.variant_only()), knobs.columns(a[a.status == "ok"])
+    seeds = {k: knobs.KNOBS[k].default for k in names}
+    return seeds if a.empty or len(knobs.default_variant(a)) else a[names].iloc[0].to_dict()
+
+
 def headline(run_dir: Path) -> pd.DataFrame:
-    """Per model and phase of 02's default variant: its :func:`marked` rate, and 04's share of its roof and bound."""
-    a = results.read(run_dir, "scenario_a")
-    a, roof = knobs.default_variant(a[a.status == "ok"]), results.read(run_dir, "roofline")
-    roof = knobs.default_variant(
-        roof[(roof.source == "scenario_a") & roof.layer.fillna("").astype(str).eq("")]
-    )
+    """Per model and phase of :func:`headline_variant`: its :func:`marked` rate, and 04's share of its roof and
+    bound; a ``variant`` column (its label) where that is not the seeds' variant."""
+    a, roof = results.read(run_dir, "scenario_a"), results.read(run_dir, "roofline")
+    variant = headline_variant(a)
+    a, roof = _in(a[a.status == "ok"], variant), _in(roof[roof.source == "scenario_a"], variant)
+    roof = roof[roof.layer.fillna("").astype(str).eq("")]
+    other = {} if len(knobs.default_variant(a)) else {"variant": knobs.label(variant, knobs.variant_only())}
     rows: dict[tuple, dict] = {}
     for r in a.itertuples():
-        row = rows.setdefault((r.model, r.batch_size), {"model": r.model, "batch": r.batch_size})
+        row = rows.setdefault((r.model, r.batch_size), {"model": r.model, "batch": r.batch_size, **other})
         rate = r.throughput_img_s, r.throughput_ci95_img_s, r.machine_state, r.step_bound, r.device_busy_pct
         row[f"{r.phase} images/s"] = marked(*rate)
         at = roof[(roof.model == r.model) & (roof.phase == r.phase) & (roof.batch_size == r.batch_size)]
@@ -68,15 +85,17 @@ def headline(run_dir: Path) -> pd.DataFrame:
 
 
 def roof_sentence(run_dir: Path) -> str:
+    """04's measured roof in the precision of :func:`headline_variant` (fp32 where 02 measured the seeds' variant)."""
+    precision = headline_variant(results.read(run_dir, "scenario_a"))["precision"]
     peaks = results.read(run_dir, "device_peaks")
-    measured = peaks[(peaks.kind == "measured") & (peaks.precision == "fp32")]
+    measured = peaks[(peaks.kind == "measured") & (peaks.precision == precision)]
     if measured.empty:
-        return "No fp32 roof was measured (04 did not run, or measured none)."
+        return f"No {precision} roof was measured (04 did not run, or measured none)."
     top = measured.iloc[0]  # the main-memory row first (peaks.measure)
     spread = f" (spread {100 * top.peak_spread:.1f}% over its calls)" if pd.notna(top.peak_spread) else ""
     level = top.level if pd.notna(top.level) else "main memory"  # a file without levels: NA
     return (
-        f"**The roof** (measured, fp32): {top.peak_gflops:,.1f} GFLOP/s compute{spread}, "
+        f"**The roof** (measured, {precision}): {top.peak_gflops:,.1f} GFLOP/s compute{spread}, "
         f"{top.bandwidth_gbs:,.1f} GB/s from {html.escape(str(level))}, ridge at "
         f"{top.peak_gflops / top.bandwidth_gbs:.1f} FLOP/byte."
     )
@@ -160,7 +179,11 @@ def _part(name: str, make, say) -> str:
 def _rates(df: pd.DataFrame) -> str:
     if df.empty:
         return ""
-    what = "(02: fp32, NCHW, eager; interval over fresh processes)"
+    what = f"(02: {SEEDS_VARIANT}; interval over fresh processes)"
+    if "variant" in df:  # a run that measured no row in the seeds' variant: the one 02 measured first
+        df = df.assign(variant=df.variant.fillna(SEEDS_VARIANT))
+        first = "or where a run measured none, the variant 02 measured first, named in its column"
+        what = f"(02: {SEEDS_VARIANT}, {first}; interval over fresh processes)"
     marks = f"*busy*: the machine was busy; *imprecise*: 95% interval wider than ±{reproducibility.PRECISE_PCT:g}%"
     host = "; *host-bound*: the device was busy under half of each step, waiting on the host's launches"
     host = host if df.apply(lambda c: c.astype(str).str.contains("host-bound")).any().any() else ""

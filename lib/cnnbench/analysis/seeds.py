@@ -6,6 +6,7 @@ class or configuration says "not matched"."""
 from __future__ import annotations
 
 import math
+from contextvars import ContextVar
 
 import pandas as pd
 
@@ -15,18 +16,39 @@ from cnnbench.results.runs import Merged
 from cnnbench.scratch import summary as scratch_summary
 
 MIB_TO_MB = 2**20 / 1e6  # our MiB shown in the seeds' MB (read as 10^6 bytes)
+SEEDS_VARIANT = "fp32 NCHW eager"  # the variant every seed ran: each variant knob at its default
 MODEL_002 = "densenet121"  # the network seed 002 fine-tuned and timed
 P = published
+
+
+# While set (by :func:`_elsewhere`), :func:`_fp32` keeps every variant and adds the labels of those it kept here.
+_OTHER_VARIANTS: ContextVar[set | None] = ContextVar("other_variants", default=None)
 
 
 def _fp32(scenario_a: pd.DataFrame, pick=None) -> pd.DataFrame:
     """Our ok rows in the seeds' variant (fp32, NCHW, eager) with their seed device class, where ``pick`` holds."""
     if scenario_a.empty:
         return pd.DataFrame()
-    ok = knobs.default_variant(configured(scenario_a))
+    ok, seen = configured(scenario_a), _OTHER_VARIANTS.get()
+    ok = knobs.default_variant(ok) if seen is None else knobs.columns(ok)
     classes = [P.device_class(k, n) for k, n in zip(ok.device_kind, ok.device_name, strict=True)]
     ok = ok.assign(device_class=classes)
-    return ok[pick(ok)] if pick else ok
+    ok = ok[pick(ok)] if pick else ok
+    if seen is not None:
+        seen.update(knobs.label(r, knobs.variant_only()) for _, r in ok.iterrows())
+    return ok
+
+
+def _elsewhere(name: str, read: list[pd.DataFrame]) -> str:
+    """Why ``name`` has no row of ours where the run measured its models in other variants only, else ""."""
+    if not any(len(t) for t in read):
+        return ""
+    token = _OTHER_VARIANTS.set(seen := set())
+    try:
+        measured = len(_OURS[name](*read))
+    finally:
+        _OTHER_VARIANTS.reset(token)
+    return f"measured only in {', '.join(sorted(seen))}; the seeds ran {SEEDS_VARIANT}" if measured else ""
 
 
 def _config(r) -> str:
@@ -163,9 +185,9 @@ def _achieved_003(
     04's intensity, and one row per run, model and seed batch the run did not measure."""
     a, frames = P.ACHIEVED_003, []
     for source, df in (("batch_sweep", batch_sweep), ("scenario_a", scenario_a)):
-        ok = _fp32(df)
+        ok = _fp32(df, lambda d: d.model.isin(set(a.model)) & (d.phase == "train"))
         if len(ok):
-            frames.append(ok[ok.model.isin(set(a.model)) & (ok.phase == "train")].assign(source=source))
+            frames.append(ok.assign(source=source))
     if not frames:
         return pd.DataFrame()
     ours = pd.concat(frames, ignore_index=True).drop_duplicates(["run_name", "model", "batch_size"])
@@ -436,7 +458,7 @@ def beside(name: str, merged=None) -> pd.DataFrame:
     if mapped:
         pub, mine = _side(pub, name, "theirs"), _side(mine, name, "ours")
     if mine.empty:
-        note = f"no run of this analysis {said['alone']}: the published table alone"
+        note = _elsewhere(name, read) or f"no run of this analysis {said['alone']}: the published table alone"
         return pub.assign(note=note) if said["alone"] else pub
     if name in _JOIN or not said["join"]:
         return _JOIN.get(name, lambda pub, mine: pd.concat([pub, mine], ignore_index=True))(pub, mine)
