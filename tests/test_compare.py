@@ -515,3 +515,17 @@ def test_the_seeds_pseudo_run_shows_the_interval_and_batch_of_the_row_it_divides
     assert rc == 0, err
     mine = [r for r in results.read_rows(outputs / "compare.csv") if (r["model"], r["phase"]) == TRAIN]
     assert {r["rate_a_ci95_img_s"] for r in mine} == {"3.0"} and {r["batch_size"] for r in mine} == {"128"}
+
+
+def test_two_runs_whose_folders_share_a_name_are_refused_before_any_work(tmp_path, capsys):
+    """The hunt: two copies of one run, c1/cpu-vm and c2/cpu-vm, were merged by name into one run compared with
+    itself (within-run ratios only, exit 0); compare.csv keys its rows by the run's name."""
+    for copy in ("c1", "c2"):
+        make_run(tmp_path / copy, "cpu-vm", "cpu", "Intel Core", {TRAIN: 100.0}, ci={TRAIN: 3.0})
+    rc, out, err = _compare(capsys, tmp_path / "c1" / "cpu-vm", tmp_path / "c2" / "cpu-vm", "--out", tmp_path)
+    _refused(rc, out, err, "share the name 'cpu-vm'")
+    assert "rename or copy one" in err and not (tmp_path / "compare.csv").exists()
+    # one folder given by its name and by its path is one run, not a clash
+    outputs = _runs(tmp_path / "outputs")
+    rc, _, err = _compare(capsys, "a", outputs / "b", "b", "--outputs", outputs)
+    assert rc == 0, err

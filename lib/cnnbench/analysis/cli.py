@@ -88,7 +88,13 @@ def compare_runs(names: list[str], outputs: Path, keys: tuple[str, ...] | None =
     if names[0] == SEEDS:
         raise params.ParamsError("the first run is the reference: give a run of yours first, then 'seeds'")
     dirs = {n: _run_dir(n, outputs) for n in dict.fromkeys(names) if n != SEEDS}
-    m = load(list(dirs.values()))
+    folders = list(dict.fromkeys(dirs.values()))  # one folder given by its name and by its path: one run
+    if clash := [str(d) for d in folders if [e.name for e in folders].count(d.name) > 1]:
+        raise params.ParamsError(
+            f"runs {params.listed(clash)} share the name {Path(clash[0]).name!r} (compare knows a run by its "
+            "folder's name): rename or copy one of them under another name"
+        )
+    m = load(folders)
     ok, named = compare.rates(m), [dirs[n].name if n != SEEDS else SEEDS for n in names]
     first, frames = named[0], []
     for b in named[1:] or named:  # one run: its variants one knob apart
