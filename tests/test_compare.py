@@ -529,3 +529,28 @@ def test_two_runs_whose_folders_share_a_name_are_refused_before_any_work(tmp_pat
     outputs = _runs(tmp_path / "outputs")
     rc, _, err = _compare(capsys, "a", outputs / "b", "b", "--outputs", outputs)
     assert rc == 0, err
+
+
+def _printed_ratios(line: str) -> list[float]:
+    """The ratio and the bounds a console line prints (``0.00316x [0.00305, 0.00327]``)."""
+    import re
+
+    found = re.search(r": ([\d.,]+)x(?: \[([\d.,]+), ([\d.,]+)\])?", line)
+    return [float(v.replace(",", "")) for v in found.groups() if v is not None]
+
+
+def test_compare_prints_ratios_below_a_tenth_to_three_significant_figures(tmp_path, capsys):
+    """The hunt: seed 000's CPU against the H200 printed "0.00x" (3.37 / 1064.9 = 0.0032)."""
+    from cnnbench import published
+
+    outputs = tmp_path / "outputs"
+    make_run(outputs, "fast", "cpu", "Intel Core", {TRAIN: 30000.0}, ci={TRAIN: 30.0}, extra={"threads": 1})
+    make_run(outputs, "slow", "cpu", "Intel Core", {TRAIN: 95.0}, ci={TRAIN: 2.0}, extra={"threads": 2})
+    rc, out, err = _compare(capsys, "fast", "slow", "seeds", "--outputs", outputs)
+    assert rc == 0, err
+    line = next(x for x in out.splitlines() if "[threads 1 -> 2]" in x)
+    r, low, high = reproducibility.ratio(30000.0, 30.0, 95.0, 2.0)
+    assert _printed_ratios(line) == [pytest.approx(v, rel=5e-3) for v in (r, low, high)], line
+    cpu = published.THROUGHPUT_000.set_index(["model", "device_class"]).train_img_s[("resnet18", "cpu")]
+    line = next(x for x in out.splitlines() if x.startswith("resnet18 train") and "000's cpu" in x)
+    assert _printed_ratios(line) == [pytest.approx(cpu / 30000.0, rel=5e-3)], line
