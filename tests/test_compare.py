@@ -554,3 +554,14 @@ def test_compare_prints_ratios_below_a_tenth_to_three_significant_figures(tmp_pa
     cpu = published.THROUGHPUT_000.set_index(["model", "device_class"]).train_img_s[("resnet18", "cpu")]
     line = next(x for x in out.splitlines() if x.startswith("resnet18 train") and "000's cpu" in x)
     assert _printed_ratios(line) == [pytest.approx(cpu / 30000.0, rel=5e-3)], line
+
+
+def test_rows_divided_across_several_keys_are_not_labelled_one_knob(tmp_path):
+    """The hunt: with --keys machine,image_size,batch_size,threads,torch, rows differing in five keys were
+    labelled comparison=one knob in compare.csv."""
+    m = analysis.load(analysis.discover(_runs(tmp_path)))
+    named = compare.ratios(m, keys=("threads", "batch_size"))
+    ac = named[(named.run_a == "a") & (named.run_b == "c")].iloc[0]
+    assert ac.knob == "batch_size; threads" and ac.comparison == "2 keys differ"
+    ab = named[(named.run_a == "a") & (named.run_b == "b")]
+    assert set(ab.comparison) == {"one knob"}
