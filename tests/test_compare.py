@@ -565,3 +565,18 @@ def test_rows_divided_across_several_keys_are_not_labelled_one_knob(tmp_path):
     assert ac.knob == "batch_size; threads" and ac.comparison == "2 keys differ"
     ab = named[(named.run_a == "a") & (named.run_b == "b")]
     assert set(ab.comparison) == {"one knob"}
+
+
+def test_one_run_alone_says_nothing_of_the_cpus_speed_moving_between_runs(tmp_path, capsys):
+    """The hunt: a one-run compare printed "the CPU's own speed (probe) moved +0% from X to X ... a ratio near that
+    is the machine, not the change", meaningless for ratios within one run."""
+    outputs = tmp_path / "outputs"
+    run = make_run(
+        outputs, "one", "cpu", "AMD EPYC", {TRAIN: 100.0}, ci={TRAIN: 2.0}, extra={"probe_img_s": 800.0}
+    )
+    rows = results.read_rows(run / "scenario_a.csv")
+    bf16 = {**rows[0], "precision": "bf16", "throughput_img_s": "150.0", "probe_img_s": "880.0"}
+    results.write_rows(run / "scenario_a.csv", [*rows, bf16])
+    rc, out, err = _compare(capsys, "one", "--outputs", outputs)
+    assert rc == 0, err
+    assert "[precision fp32 -> bf16]" in out and "(probe) moved" not in out

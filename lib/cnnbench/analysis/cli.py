@@ -182,7 +182,7 @@ def report(df: pd.DataFrame) -> str:
             if str(verdict).startswith("The machine was busy")
         ]
         said = f"the CPU's own speed (probe) moved {moved:+.0f}% from {a} to {b} (median over the rows): a ratio "
-        probe = [said + "near that is the machine, not the change"] if math.isfinite(moved) else []
+        probe = [said + "near that is the machine, not the change"] if math.isfinite(moved) and a != b else []
         head = f"{a} ({machine_label(r.device_a, r.host_a)}) -> {b} ({side_b}); rates in images/s with 95% "
         differ = [f"parameters that differ: {r.params_differ}"] if r.params_differ else []
         lines += [
