@@ -515,3 +515,68 @@ def test_the_seeds_pseudo_run_shows_the_interval_and_batch_of_the_row_it_divides
     assert rc == 0, err
     mine = [r for r in results.read_rows(outputs / "compare.csv") if (r["model"], r["phase"]) == TRAIN]
     assert {r["rate_a_ci95_img_s"] for r in mine} == {"3.0"} and {r["batch_size"] for r in mine} == {"128"}
+
+
+def test_two_runs_whose_folders_share_a_name_are_refused_before_any_work(tmp_path, capsys):
+    """The hunt: two copies of one run, c1/cpu-vm and c2/cpu-vm, were merged by name into one run compared with
+    itself (within-run ratios only, exit 0); compare.csv keys its rows by the run's name."""
+    for copy in ("c1", "c2"):
+        make_run(tmp_path / copy, "cpu-vm", "cpu", "Intel Core", {TRAIN: 100.0}, ci={TRAIN: 3.0})
+    rc, out, err = _compare(capsys, tmp_path / "c1" / "cpu-vm", tmp_path / "c2" / "cpu-vm", "--out", tmp_path)
+    _refused(rc, out, err, "share the name 'cpu-vm'")
+    assert "rename or copy one" in err and not (tmp_path / "compare.csv").exists()
+    # one folder given by its name and by its path is one run, not a clash
+    outputs = _runs(tmp_path / "outputs")
+    rc, _, err = _compare(capsys, "a", outputs / "b", "b", "--outputs", outputs)
+    assert rc == 0, err
+
+
+def _printed_ratios(line: str) -> list[float]:
+    """The ratio and the bounds a console line prints (``0.00316x [0.00305, 0.00327]``)."""
+    import re
+
+    found = re.search(r": ([\d.,]+)x(?: \[([\d.,]+), ([\d.,]+)\])?", line)
+    return [float(v.replace(",", "")) for v in found.groups() if v is not None]
+
+
+def test_compare_prints_ratios_below_a_tenth_to_three_significant_figures(tmp_path, capsys):
+    """The hunt: seed 000's CPU against the H200 printed "0.00x" (3.37 / 1064.9 = 0.0032)."""
+    from cnnbench import published
+
+    outputs = tmp_path / "outputs"
+    make_run(outputs, "fast", "cpu", "Intel Core", {TRAIN: 30000.0}, ci={TRAIN: 30.0}, extra={"threads": 1})
+    make_run(outputs, "slow", "cpu", "Intel Core", {TRAIN: 95.0}, ci={TRAIN: 2.0}, extra={"threads": 2})
+    rc, out, err = _compare(capsys, "fast", "slow", "seeds", "--outputs", outputs)
+    assert rc == 0, err
+    line = next(x for x in out.splitlines() if "[threads 1 -> 2]" in x)
+    r, low, high = reproducibility.ratio(30000.0, 30.0, 95.0, 2.0)
+    assert _printed_ratios(line) == [pytest.approx(v, rel=5e-3) for v in (r, low, high)], line
+    cpu = published.THROUGHPUT_000.set_index(["model", "device_class"]).train_img_s[("resnet18", "cpu")]
+    line = next(x for x in out.splitlines() if x.startswith("resnet18 train") and "000's cpu" in x)
+    assert _printed_ratios(line) == [pytest.approx(cpu / 30000.0, rel=5e-3)], line
+
+
+def test_rows_divided_across_several_keys_are_not_labelled_one_knob(tmp_path):
+    """The hunt: with --keys machine,image_size,batch_size,threads,torch, rows differing in five keys were
+    labelled comparison=one knob in compare.csv."""
+    m = analysis.load(analysis.discover(_runs(tmp_path)))
+    named = compare.ratios(m, keys=("threads", "batch_size"))
+    ac = named[(named.run_a == "a") & (named.run_b == "c")].iloc[0]
+    assert ac.knob == "batch_size; threads" and ac.comparison == "2 keys differ"
+    ab = named[(named.run_a == "a") & (named.run_b == "b")]
+    assert set(ab.comparison) == {"one knob"}
+
+
+def test_one_run_alone_says_nothing_of_the_cpus_speed_moving_between_runs(tmp_path, capsys):
+    """The hunt: a one-run compare printed "the CPU's own speed (probe) moved +0% from X to X ... a ratio near that
+    is the machine, not the change", meaningless for ratios within one run."""
+    outputs = tmp_path / "outputs"
+    run = make_run(
+        outputs, "one", "cpu", "AMD EPYC", {TRAIN: 100.0}, ci={TRAIN: 2.0}, extra={"probe_img_s": 800.0}
+    )
+    rows = results.read_rows(run / "scenario_a.csv")
+    bf16 = {**rows[0], "precision": "bf16", "throughput_img_s": "150.0", "probe_img_s": "880.0"}
+    results.write_rows(run / "scenario_a.csv", [*rows, bf16])
+    rc, out, err = _compare(capsys, "one", "--outputs", outputs)
+    assert rc == 0, err
+    assert "[precision fp32 -> bf16]" in out and "(probe) moved" not in out

@@ -40,13 +40,23 @@ def _run_dir(name: str, outputs: Path) -> Path:
     raise params.ParamsError(f"unknown run {name!r}: no folder with {paths.ENVIRONMENT} at {where}{unzip}")
 
 
+def times(ratio: float) -> str:
+    """A ratio as the console prints it: two decimals (0.95, 1.80, 197.35), three significant figures below 0.1
+    (0.00316, never 0.00), no exponent."""
+    if not math.isfinite(ratio) or abs(ratio) >= 0.1 or ratio == 0:
+        return f"{ratio:,.2f}"
+    return f"{ratio:.{2 - math.floor(math.log10(abs(ratio)))}f}"
+
+
 def _line(r: dict) -> str:
     """One configuration as a console line."""
     what = f"{r['model']} {r['phase']} ({r['table']}, batch {r['batch_size']})"
     if r["comparison"] == "not matched":
         ours = reproducibility.rate_text(r["rate_a_img_s"], reproducibility.number(r["rate_a_ci95_img_s"]))
         theirs = f"{r['rate_b_img_s']:,.1f} img/s (published, no interval)"
-        return f"{what} vs {r['device_b']}: {ours} -> {theirs}: {r['ratio_b_over_a']:.2f}x; {r['differs_in']}"
+        return (
+            f"{what} vs {r['device_b']}: {ours} -> {theirs}: {times(r['ratio_b_over_a'])}x; {r['differs_in']}"
+        )
     if r["verdict"] == "not divided":
         return f"{what}: not divided, differs in {r['differs_in']}"
     knob = f" [{r['knob']} {r['value_a']} -> {r['value_b']}]" if r["knob"] else ""
@@ -54,7 +64,7 @@ def _line(r: dict) -> str:
         f"{reproducibility.rate_text(r['rate_a_img_s'], r['rate_a_ci95_img_s'])} -> "
         f"{reproducibility.rate_text(r['rate_b_img_s'], r['rate_b_ci95_img_s'])}"
     )
-    ratio = f"{r['ratio_b_over_a']:.2f}x [{r['ratio_ci95_low']:.2f}, {r['ratio_ci95_high']:.2f}]"
+    ratio = f"{times(r['ratio_b_over_a'])}x [{times(r['ratio_ci95_low'])}, {times(r['ratio_ci95_high'])}]"
     moved = reproducibility.number(r["probe_change_pct"])
     machine = f" (CPU's own speed {moved:+.0f}%)" if abs(moved) >= PROBE_SAYS_PCT else ""  # NaN: nothing said
     return f"{what}{knob}: {rates}: {ratio} {r['verdict']}{machine}"
@@ -88,7 +98,13 @@ def compare_runs(names: list[str], outputs: Path, keys: tuple[str, ...] | None =
     if names[0] == SEEDS:
         raise params.ParamsError("the first run is the reference: give a run of yours first, then 'seeds'")
     dirs = {n: _run_dir(n, outputs) for n in dict.fromkeys(names) if n != SEEDS}
-    m = load(list(dirs.values()))
+    folders = list(dict.fromkeys(dirs.values()))  # one folder given by its name and by its path: one run
+    if clash := [str(d) for d in folders if [e.name for e in folders].count(d.name) > 1]:
+        raise params.ParamsError(
+            f"runs {params.listed(clash)} share the name {Path(clash[0]).name!r} (compare knows a run by its "
+            "folder's name): rename or copy one of them under another name"
+        )
+    m = load(folders)
     ok, named = compare.rates(m), [dirs[n].name if n != SEEDS else SEEDS for n in names]
     first, frames = named[0], []
     for b in named[1:] or named:  # one run: its variants one knob apart
@@ -166,7 +182,7 @@ def report(df: pd.DataFrame) -> str:
             if str(verdict).startswith("The machine was busy")
         ]
         said = f"the CPU's own speed (probe) moved {moved:+.0f}% from {a} to {b} (median over the rows): a ratio "
-        probe = [said + "near that is the machine, not the change"] if math.isfinite(moved) else []
+        probe = [said + "near that is the machine, not the change"] if math.isfinite(moved) and a != b else []
         head = f"{a} ({machine_label(r.device_a, r.host_a)}) -> {b} ({side_b}); rates in images/s with 95% "
         differ = [f"parameters that differ: {r.params_differ}"] if r.params_differ else []
         lines += [

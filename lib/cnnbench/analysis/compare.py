@@ -236,7 +236,7 @@ def _row(a: str, b: str, ra: pd.Series, rb: pd.Series, diff: list[str], divide: 
         "ratio_ci95_high": high,
         "verdict": verdict,
         "interval": interval,
-        "comparison": "one knob" if diff else "same configuration",
+        "comparison": {0: "same configuration", 1: "one knob"}.get(len(diff), f"{len(diff)} keys differ"),
         "differs_in": "",
     }
 
