@@ -97,11 +97,20 @@ def measure(
 
 
 def diminishing_returns(df: pd.DataFrame, within: float = 0.05) -> pd.DataFrame:
-    """Per model and phase: the best throughput and the smallest batch within ``within`` of it."""
+    """Per model and phase: the best throughput and the knee, the smallest batch within ``within`` of it or,
+    where both have a 95% interval, not :func:`~cnnbench.measure.reproducibility.distinguishable` from it."""
     rows = []
     for (model, phase), g in df[df.status == "ok"].groupby(["model", "phase"]):
         best = g.loc[g.throughput_img_s.idxmax()]
-        knee = g[g.throughput_img_s >= (1 - within) * best.throughput_img_s].batch_size.min()
+        top = (best.throughput_img_s, best.throughput_ci95_img_s)
+        same = pd.Series(
+            [
+                pd.notna(c * top[1]) and not reproducibility.distinguishable(r, c, *top)
+                for r, c in zip(g.throughput_img_s, g.throughput_ci95_img_s, strict=True)
+            ],
+            index=g.index,
+        )
+        knee = g[(g.throughput_img_s >= (1 - within) * best.throughput_img_s) | same].batch_size.min()
         rows.append((model, phase, best.throughput_img_s, int(best.batch_size), int(knee)))
     columns = ["model", "phase", "best_throughput_img_s", "best_batch_size", "knee_batch_size"]
     return pd.DataFrame(rows, columns=columns)
