@@ -492,3 +492,13 @@ def test_a_run_without_the_seeds_variant_heads_with_its_first_variant_and_that_p
     (tmp_path / "x").mkdir()
     example = _example_tables(tmp_path / "x", "example-cuda-h200")
     assert "variant" not in overview.headline(example)  # a run with the seeds' variant: as before
+
+
+def test_tables_of_failures_only_have_no_rows():
+    """With every row 'oom', utilisation returned one NaN row per configuration labelled "fp32 nchw": the
+    variant labels of every row were assigned to the empty frame of the ok ones."""
+    from conftest import ROOT
+
+    failed = results.read(ROOT / "examples" / "example-cuda-h200", "scenario_a").assign(status="oom")
+    assert tables.utilisation(failed).empty
+    assert tables.performance_summary(failed).empty and tables.variants_side_by_side(failed).empty
