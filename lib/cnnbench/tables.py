@@ -173,10 +173,11 @@ def complexity_vs_seed(complexity: pd.DataFrame) -> pd.DataFrame:
         if seed.model in train.index:
             t = train.loc[seed.model]
             row[f"gflops_train @{t.image_size} (ours)"] = t.gflops_train
+            fewer = f", {ours.gmacs_fwd / t.gmacs_fwd:.1f}x fewer than at {ours.image_size}"
             notes.append(
-                f"trained at {t.image_size}x{t.image_size}: forward {t.gmacs_fwd:.3f} GMACs, "
-                f"{ours.gmacs_fwd / t.gmacs_fwd:.1f}x fewer than at 224; a training step is {t.gflops_train:.3f} GFLOPs "
-                f"({t.train_fwd_ratio:.2f}x forward)"
+                f"trained at {t.image_size}x{t.image_size}: forward {t.gmacs_fwd:.3f} GMACs"
+                f"{fewer if t.image_size != ours.image_size else ''}; a training step is {t.gflops_train:.3f} "
+                f"GFLOPs per image ({t.train_fwd_ratio:.2f}x forward)"
             )
         row["note"] = "; ".join(notes)
         rows.append(row)
