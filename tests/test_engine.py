@@ -459,3 +459,24 @@ def test_peak_rss_is_the_processs_high_water_mark_not_only_its_largest_sample(mo
     monkeypatch.setattr(devices, "peak_rss_mib", lambda: 1e6)
     row = engine.measure(cfg(), CPU, FAST)
     assert row["status"] == "ok" and row["peak_rss_mib"] == 1e6
+
+
+def test_the_knee_is_the_smallest_batch_within_5pct_of_the_best_or_not_distinguishable_from_it():
+    """The CPU example's resnet50 eval runs 317.3 +- 19.5 img/s at batch 32 against the best 335.9 +- 23.5 at
+    128 (5.5% below, but inside the intervals): its knee is 32, not 128; resnet50 train (73.6 +- 4.0 against
+    83.8 +- 4.3) is told apart and stays at 128."""
+    from cnnbench import plots, scenarios
+    from conftest import ROOT
+
+    sweep = pd.read_csv(ROOT / "examples" / "example-cpu-2core" / "batch_sweep.csv")
+    knees = scenarios.diminishing_returns(sweep).set_index(["model", "phase"]).knee_batch_size.to_dict()
+    assert knees == {
+        ("resnet50", "eval"): 32,
+        ("resnet50", "train"): 128,
+        ("squeezenet1_1", "eval"): 64,
+        ("squeezenet1_1", "train"): 128,
+    }
+    title = plots.batch_sweep(sweep, scenarios.diminishing_returns(sweep)).axes[0].get_title()
+    assert "not distinguishable" in title
+    one_process = sweep.assign(throughput_ci95_img_s=float("nan"))  # no interval: within 5% only
+    assert scenarios.diminishing_returns(one_process).knee_batch_size.tolist() == [128, 128, 128, 128]

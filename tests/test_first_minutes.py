@@ -143,3 +143,24 @@ def test_a_headline_that_failed_is_not_measured_again_nor_counted_as_kept(tmp_pa
     rows = runner.run_configs(configs, CPU, FIXED, path)
     assert calls.count(8) == 1 and {r["batch_size"]: r["status"] for r in rows} == {"8": "error", "16": "ok"}
     assert "kept 0 of 2 configurations from scenario_a.csv; measured 2" in capsys.readouterr().out
+
+
+def test_a_first_number_line_names_its_variant_and_an_interval_only_where_there_is_one():
+    """The H200 example's three lines all read "resnet50 train bs=256" (fp32, tf32, bf16 channels_last); one
+    process read "... (one process: no interval) (95% interval)"."""
+    from cnnbench import scenarios
+
+    row = {"model": "resnet50", "phase": "train", "batch_size": 256, "status": "ok"}
+    rates = [(1064.9, 1.1, "fp32", "nchw"), (4722.3, 27.4, "bf16", "channels_last")]
+    rows = pd.DataFrame(
+        [
+            {**row, "throughput_img_s": r, "throughput_ci95_img_s": c, "precision": p, "memory_format": f}
+            for r, c, p, f in rates
+        ]
+    )
+    lines = scenarios.first_number(rows).splitlines()
+    assert "resnet50 fp32 nchw train bs=256" in lines[0] and "(95% interval)" in lines[0]
+    assert "resnet50 bf16 channels_last train bs=256" in lines[1]
+    one = rows.iloc[:1].assign(throughput_ci95_img_s=float("nan"))
+    text = scenarios.first_number(one)
+    assert "no interval" in text and "95% interval" not in text

@@ -209,3 +209,12 @@ def test_the_report_warns_of_a_parameter_count_off_its_published_figure_as_01_do
     assert "resnet18" in flops.published_check(pd.DataFrame(rows)).data
     warning = report.complexity_warning(tmp_path)
     assert "WARNING" in warning and "resnet18" in warning and "parameters" in warning
+
+
+def test_parameters_are_checked_against_torchvision_only_at_the_published_resolution():
+    """A ViT's position embedding grows with the image: vit_b_32 at 64x64 has 88,189,672 parameters, not the
+    88,224,232 published at 224, so 01 warned every FLOP figure was suspect. The published count applies where
+    the published MACs do (reference size and classes)."""
+    at_64 = flops.complexity("vit_b_32", 64, 1000, batch=1, with_fvcore=False)
+    assert at_64.published_params is None and at_64.published_gmacs is None
+    assert flops.off_published(pd.DataFrame([vars(at_64)])) == ""

@@ -492,3 +492,24 @@ def test_a_run_without_the_seeds_variant_heads_with_its_first_variant_and_that_p
     (tmp_path / "x").mkdir()
     example = _example_tables(tmp_path / "x", "example-cuda-h200")
     assert "variant" not in overview.headline(example)  # a run with the seeds' variant: as before
+
+
+def test_tables_of_failures_only_have_no_rows():
+    """With every row 'oom', utilisation returned one NaN row per configuration labelled "fp32 nchw": the
+    variant labels of every row were assigned to the empty frame of the ok ones."""
+    from conftest import ROOT
+
+    failed = results.read(ROOT / "examples" / "example-cuda-h200", "scenario_a").assign(status="oom")
+    assert tables.utilisation(failed).empty
+    assert tables.performance_summary(failed).empty and tables.variants_side_by_side(failed).empty
+
+
+def test_the_seed_table_notes_say_per_image_and_compare_sizes_only_where_they_differ():
+    """The H200 note read "trained at 224x224: forward 4.088 GMACs, 1.0x fewer than at 224"; the CPU note "a
+    training step is 0.870 GFLOPs" of a per-image figure."""
+    from conftest import ROOT
+
+    for example, fewer in (("example-cuda-h200", False), ("example-cpu-2core", True)):
+        notes = tables.complexity_vs_seed(results.read(ROOT / "examples" / example, "complexity")).note
+        assert notes.str.contains("x fewer than at").all() == fewer, example
+        assert notes.str.contains("a training step is [0-9.]+ GFLOPs per image", regex=True).all(), example

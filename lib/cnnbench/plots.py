@@ -239,7 +239,11 @@ def batch_sweep(df: pd.DataFrame, knees: pd.DataFrame | None = None, path: str |
                 kb = int(k.knee_batch_size.iloc[0])
                 y = ok[ok.batch_size == kb].throughput_img_s
                 axes[0].scatter([kb], y, s=200, facecolors="none", edgecolors=color, linewidths=2)
-    title = "throughput (circle: smallest batch within 5% of best)" if knees is not None else "throughput"
+    title = (
+        "throughput (circle: smallest batch within 5% of best or not distinguishable)"
+        if knees is not None
+        else "throughput"
+    )
     axes[0].set(yscale="log", ylabel="throughput (images/s)", title=title)
     axes[1].set(yscale="log", ylabel="achieved GFLOP/s", title="achieved rate (counted FLOPs)")
     axes[2].set(ylabel=axis_label(mem_col), title="peak memory")

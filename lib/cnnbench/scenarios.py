@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from cnnbench import data, devices, results
+from cnnbench import data, devices, results, tables
 from cnnbench.measure import engine, reproducibility, runner
 from cnnbench.measure.engine import Config
 
@@ -58,14 +58,15 @@ def headline(configs: list[Config]) -> list[Config]:
 
 
 def first_number(rows: pd.DataFrame) -> str:
-    """Prints, sends to the pipeline's console and returns the headline rows' rates: "first trusted number" where
-    an interval is within reproducibility.PRECISE_PCT, else "not yet precise"."""
+    """Prints, sends to the pipeline's console and returns the headline rows' variants and rates: "first trusted
+    number" where an interval is within reproducibility.PRECISE_PCT, else "not yet precise"."""
     lines = []
-    for r in rows[rows.status == "ok"].itertuples():
+    for r in rows.assign(variant=tables.variant_label(rows))[lambda d: d.status == "ok"].itertuples():
         pct = 100 * r.throughput_ci95_img_s / r.throughput_img_s
         verdict = "first trusted number" if pct <= reproducibility.PRECISE_PCT else "not yet precise"
         rate = reproducibility.rate_text(r.throughput_img_s, r.throughput_ci95_img_s)
-        lines.append(f"{verdict}: {r.model} {r.phase} bs={r.batch_size}: {rate} (95% interval)")
+        interval = " (95% interval)" if pd.notna(r.throughput_ci95_img_s) else ""  # else rate_text says none
+        lines.append(f"{verdict}: {r.model} {r.variant} {r.phase} bs={r.batch_size}: {rate}{interval}")
     text = "\n".join(lines) or "no headline configuration measured"
     say(text)
     return text
@@ -97,11 +98,20 @@ def measure(
 
 
 def diminishing_returns(df: pd.DataFrame, within: float = 0.05) -> pd.DataFrame:
-    """Per model and phase: the best throughput and the smallest batch within ``within`` of it."""
+    """Per model and phase: the best throughput and the knee, the smallest batch within ``within`` of it or,
+    where both have a 95% interval, not :func:`~cnnbench.measure.reproducibility.distinguishable` from it."""
     rows = []
     for (model, phase), g in df[df.status == "ok"].groupby(["model", "phase"]):
         best = g.loc[g.throughput_img_s.idxmax()]
-        knee = g[g.throughput_img_s >= (1 - within) * best.throughput_img_s].batch_size.min()
+        top = (best.throughput_img_s, best.throughput_ci95_img_s)
+        same = pd.Series(
+            [
+                pd.notna(c * top[1]) and not reproducibility.distinguishable(r, c, *top)
+                for r, c in zip(g.throughput_img_s, g.throughput_ci95_img_s, strict=True)
+            ],
+            index=g.index,
+        )
+        knee = g[(g.throughput_img_s >= (1 - within) * best.throughput_img_s) | same].batch_size.min()
         rows.append((model, phase, best.throughput_img_s, int(best.batch_size), int(knee)))
     columns = ["model", "phase", "best_throughput_img_s", "best_batch_size", "knee_batch_size"]
     return pd.DataFrame(rows, columns=columns)

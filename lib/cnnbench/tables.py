@@ -173,10 +173,11 @@ def complexity_vs_seed(complexity: pd.DataFrame) -> pd.DataFrame:
         if seed.model in train.index:
             t = train.loc[seed.model]
             row[f"gflops_train @{t.image_size} (ours)"] = t.gflops_train
+            fewer = f", {ours.gmacs_fwd / t.gmacs_fwd:.1f}x fewer than at {ours.image_size}"
             notes.append(
-                f"trained at {t.image_size}x{t.image_size}: forward {t.gmacs_fwd:.3f} GMACs, "
-                f"{ours.gmacs_fwd / t.gmacs_fwd:.1f}x fewer than at 224; a training step is {t.gflops_train:.3f} GFLOPs "
-                f"({t.train_fwd_ratio:.2f}x forward)"
+                f"trained at {t.image_size}x{t.image_size}: forward {t.gmacs_fwd:.3f} GMACs"
+                f"{fewer if t.image_size != ours.image_size else ''}; a training step is {t.gflops_train:.3f} "
+                f"GFLOPs per image ({t.train_fwd_ratio:.2f}x forward)"
             )
         row["note"] = "; ".join(notes)
         rows.append(row)
@@ -192,7 +193,8 @@ def fvcore_difference(complexity: pd.DataFrame) -> pd.DataFrame:
 
 def variant_label(df: pd.DataFrame) -> pd.Series:
     """Each row's variant in words (:func:`cnnbench.knobs.label`): its variant-only knobs and every other knob but
-    the batch size whose value varies over ``df``, e.g. "bf16 channels_last" or "fp32 nchw threads1"."""
+    the batch size whose value varies over ``df``, e.g. "bf16 channels_last" or "fp32 nchw threads1". Label ``df``
+    before filtering it: assigned to an empty frame, the labels would become its rows."""
     df = knobs.columns(df)
     shown = [
         k
@@ -217,7 +219,7 @@ def measured(df: pd.DataFrame) -> pd.DataFrame:
 
 def performance_summary(df: pd.DataFrame) -> pd.DataFrame:
     """Seed 000's Table 3 for this device: train and eval throughput, TFLOP/s and peak memory per model."""
-    ok = df[df.status == "ok"].assign(variant=variant_label(df))
+    ok = df.assign(variant=variant_label(df))[lambda d: d.status == "ok"]
     values = [c for c in ("throughput_img_s", "throughput_ci95_img_s", *RATES, *MEMORY) if c in ok.columns]
     index = ["model", "device_name", "variant", "batch_size"]
     wide = ok.pivot_table(index=index, columns="phase", values=values, aggfunc="first")
@@ -239,13 +241,13 @@ def utilisation(df: pd.DataFrame) -> pd.DataFrame:
         "cpu_steal_mean_pct cpu_steal_max_pct util_other_cpu_mean_pct util_other_cpu_max_pct cpu_freq_mhz_mean "
         "machine_state machine_note telemetry_samples"
     ).split()
-    out = df[df.status == "ok"].assign(variant=variant_label(df))
+    out = df.assign(variant=variant_label(df))[lambda d: d.status == "ok"]
     return out[[c for c in cols if c in out.columns]]
 
 
 def variants_side_by_side(df: pd.DataFrame) -> pd.DataFrame:
     """Throughput of each variant per model and phase, and its speedup over the first variant measured."""
-    ok = df[df.status == "ok"].assign(variant=variant_label(df))
+    ok = df.assign(variant=variant_label(df))[lambda d: d.status == "ok"]
     wide = ok.pivot_table(
         index=["model", "phase"], columns="variant", values="throughput_img_s", aggfunc="first"
     )

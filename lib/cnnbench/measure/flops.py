@@ -166,7 +166,7 @@ def complexity(
         ),
         activation_mib=act / 2**20,
         published_gmacs=published,
-        published_params=spec.published_params if num_classes == spec.reference_classes else None,
+        published_params=spec.published_params if applies else None,  # a ViT's position embedding: by size
         macs_vs_published_pct=100 * (gmacs / published - 1) if published else None,
         matches_published=matches_published(gmacs, published),
     )
