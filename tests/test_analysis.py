@@ -254,13 +254,15 @@ def test_batch_sweep_knees_are_per_run(tmp_path):
     text = analysis.findings_table(analysis.load(analysis.discover(tmp_path))).finding
     assert any(
         t.startswith(
-            "fast: squeezenet1_1 (train) is within 5% of its best throughput from batch 64 (best 205"
+            "fast: squeezenet1_1 (train) is within 5% of its best throughput or not distinguishable from it, "
+            "from batch 64 (best 205"
         )
         for t in text
     )
     assert any(
         t.startswith(
-            "slow: squeezenet1_1 (train) is within 5% of its best throughput from batch 128 (best 30"
+            "slow: squeezenet1_1 (train) is within 5% of its best throughput or not distinguishable from it, "
+            "from batch 128 (best 30"
         )
         for t in text
     )
@@ -921,3 +923,23 @@ def test_the_highest_rate_finding_names_every_variant_knob_of_its_row():
     ok = results.schema.declared(pd.DataFrame([row]), "scenario_a")
     (said,) = [f["finding"] for f in _run_findings("r", ok) if f["topic"] == "highest_rate"]
     assert "resnet50 eval (bf16 channels_last compile=default)" in said, said
+
+
+def test_the_knee_finding_says_the_rule_that_placed_it():
+    """03's knee is the smallest batch within 5% of the best or not distinguishable from it, yet 08 said "within
+    5% of its best throughput from batch 32" of a batch 5.5% below the best (the CPU example's resnet50 eval)."""
+    import pandas as pd
+
+    from cnnbench.analysis.findings import _sweep_findings
+
+    rows = [(32, 317.3, 19.5), (64, 300.0, 5.0), (128, 335.9, 23.5)]
+    sw = pd.DataFrame(
+        [
+            {"run_name": "r", "model": "resnet50", "phase": "eval", "batch_size": b, "status": "ok"}
+            | {"throughput_img_s": rate, "throughput_ci95_img_s": ci}
+            for b, rate, ci in rows
+        ]
+    )
+    (f,) = _sweep_findings(sw)
+    assert f["numbers"].startswith("knee_batch_size=32") or "knee_batch_size=32" in f["numbers"]
+    assert "within 5% of its best throughput or not distinguishable from it, from batch 32" in f["finding"]

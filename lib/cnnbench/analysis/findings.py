@@ -210,7 +210,8 @@ def _sweep_findings(sw: pd.DataFrame) -> list[dict]:
             "batch_sweep",
             run,
             _source(run, "batch_sweep"),
-            f"{run}: {r.model} ({r.phase}) is within 5% of its best throughput from batch {r.knee_batch_size} "
+            f"{run}: {r.model} ({r.phase}) is within 5% of its best throughput or not distinguishable from it, "
+            f"from batch {r.knee_batch_size} "
             f"(best {r.best_throughput_img_s:.0f} images/s at batch {r.best_batch_size}).",
             knee_batch_size=r.knee_batch_size,
             best_batch_size=r.best_batch_size,
