@@ -93,4 +93,7 @@ def test_scratch_backends_judges_its_goals_by_the_ratios_interval_as_05_does(tmp
     assert {(r["model"], r["backend"]) for r in judged} == {("mnist_cnn", "numpy"), ("mlp", "numpy")}
     for r in judged:
         assert r["goal_met"] in ("met", "not met", "undecided")
-        assert float(r["ratio_ci95_low"]) <= float(r["ratio"]) <= float(r["ratio_ci95_high"])
+        high = float(
+            r["ratio_ci95_high"] or "inf"
+        )  # unbounded where torch_cpu's interval reaches 0 (written "")
+        assert float(r["ratio_ci95_low"]) <= float(r["ratio"]) <= high
