@@ -2,6 +2,7 @@
 the pipeline's console lines and timings record on the suite's real smoke run and a rerun of two notebooks."""
 
 import dataclasses
+import json
 import re
 import shutil
 
@@ -477,3 +478,33 @@ def test_03_plans_no_process_for_the_batch_sizes_it_takes_from_02():
     assert eta.planned(alone, "03_batch_sweep") == (12 * p.processes, p.adapt_budget_s)
     after = dataclasses.replace(p, notebooks=["03_batch_sweep", "02_scenario_a"])  # 02 after it: the same
     assert eta.planned(after, "03_batch_sweep") == (12 * p.processes, p.adapt_budget_s)
+
+
+def test_07s_estimate_counts_every_round_of_its_confirmation_as_the_params_check_does():
+    """`--estimate --set tune_confirm_window_s=60 --set processes=6 --set tune_confirm_top=2` printed 07 at 4m14s,
+    below the 1,100 s the params' own check says its cell takes at least: the confirmation's ``processes``
+    interleaved rounds were counted as one, and its warm-up not at all."""
+    over = {"tune_confirm_window_s": 60, "processes": 6, "tune_confirm_top": 2}
+    p = params.load(ROOT / "params" / "local.yaml", over, check_device=False)
+    for kind in ("cpu", "cuda"):
+        b = devices.backend_class(kind).budget
+        assert eta.Budgets(p, kind)["07_tuning"] >= params.tuning_cell_s(p) + b["kernel_s"], kind
+        confirm = (
+            p.processes * 3 * (b["process_s"] + p.tune_confirm_warmup_steps * b["step_s"] + p.repeats * 60)
+        )
+        assert params.tuning_confirm_s(p, b["process_s"], b["step_s"]) == pytest.approx(confirm)
+    searches = len(p.tune_models) * len(p.tune_phases)
+    assert params.tuning_cell_s(p) == pytest.approx(searches * (p.tune_budget_s + params.tuning_confirm_s(p)))
+
+
+def test_a_cuda_estimate_names_the_device_of_the_complete_example_not_the_failed_one():
+    """`--device-kind cuda` named the H100 of examples/example-cuda-h100, a failed partial run (its FAILED.txt),
+    first in sorted order, before the complete H200 example."""
+    hw = eta.example_hardware("cuda")
+    complete = [
+        e.parent
+        for e in (ROOT / "examples").glob("*/environment.json")
+        if not (e.parent / "FAILED.txt").exists()
+    ]
+    names = {json.loads((d / "environment.json").read_text()).get("device_name") for d in complete}
+    assert hw is not None and hw.name in names

@@ -76,18 +76,18 @@ def test_the_filling_batch_fits_the_gpus_it_is_given_and_not_a_24_gib_one():
         assert 0.75 * 24 * 2**30 < need <= 0.75 * FILL_BYTES
 
 
-def test_the_gpu_check_is_estimated_within_its_minutes_on_the_committed_h100():
-    """Issue 41: `--estimate --device-kind cuda` says how long the check's run takes on the H100, from the committed
-    example's device and the rates predicted for it: the workbook part within five and a half minutes (the check's
-    install, GPU tests and timm peer take the rest of six)."""
+def test_the_gpu_check_is_estimated_within_its_minutes_on_the_committed_h200():
+    """Issue 41: `--estimate --device-kind cuda` says how long the check's run takes on the H200, from the complete
+    committed example's device and the rates predicted for it: the workbook part within five and a half minutes
+    (the check's install, GPU tests and timm peer take the rest of six)."""
     from cnnbench import eta
 
     hw = eta.example_hardware("cuda")
-    assert hw is not None and "H100" in hw.name and hw.capability == (9, 0)
+    assert hw is not None and "H200" in hw.name and hw.capability == (9, 0)
     p = params.load(ROOT / "params" / "gpu_check.yaml", check_device=False, hardware=hw)
     assert p.image_size == 224 and ("bf16", "channels_last") in _variants(p) and p.min_window_s >= 1.0
     budgets = eta.Budgets(p, "cuda", eta.params_device(p, "cuda", hw.name, "gpu_check.yaml"))
-    assert "predicted for NVIDIA H100" in budgets.source("02_scenario_a")
+    assert "predicted for NVIDIA H200" in budgets.source("02_scenario_a")
     assert sum(budgets[n] for n in p.notebooks) <= 5.5 * 60
 
 

@@ -513,3 +513,54 @@ def test_the_seed_table_notes_say_per_image_and_compare_sizes_only_where_they_di
         notes = tables.complexity_vs_seed(results.read(ROOT / "examples" / example, "complexity")).note
         assert notes.str.contains("x fewer than at").all() == fewer, example
         assert notes.str.contains("a training step is [0-9.]+ GFLOPs per image", regex=True).all(), example
+
+
+def test_the_fastest_configuration_is_placed_against_its_attainable_where_memory_bound(tmp_path):
+    """The H200 example's best (intensity 62 FLOP/B against a bf16 ridge of 158) is memory-bound at 23% of its
+    attainable; the first screen said only "9% of the bf16 roof", the yardstick of a compute-bound step."""
+    best = overview.fastest(_example_tables(tmp_path, "example-cuda-h200"))
+    assert (
+        best["share of its compute roof"].iloc[0]
+        == "memory-bound: 23% of the attainable (9% of the bf16 roof)"
+    )
+
+
+def _failed_search(run_dir):
+    """The H200 example's search as if no confirmation had run: every confirm row an oom, the best row an error."""
+    rows = results.read_rows(run_dir / "tuning.csv")
+    oom = {"status": "oom", "error": "CUDA out of memory"}
+    failed = {"status": "error", "error": "no configuration confirmed", "config": ""}
+    change = {"confirm": oom, "best": failed}
+    results.write_rows(run_dir / "tuning.csv", [{**r, **change.get(r["row_kind"], {})} for r in rows])
+    return run_dir
+
+
+def test_a_search_that_confirmed_nothing_says_why_once(tmp_path):
+    """A best row with status=error showed only question marks on the first screen, and 07's sentence repeated
+    itself: "no configuration confirmed (no configuration confirmed)"; the confirmations' own failure is the why."""
+    from cnnbench import tuning
+
+    run_dir = _failed_search(_example_tables(tmp_path, "example-cuda-h200"))
+    cell = overview.fastest(run_dir).configuration.iloc[0]
+    assert cell.startswith("none confirmed: ") and "CUDA out of memory" in cell, cell
+    (said,) = tuning.findings(results.read(run_dir, "tuning"))
+    assert said.count("no configuration confirmed") == 1 and "CUDA out of memory" in said, said
+
+
+def test_07s_sentence_says_why_a_measured_roof_has_no_bound(tmp_path):
+    """A roof measured, the step's intensity not counted: the sentence read "nan-bound, nan% of the attainable"
+    and dropped the roof_note that says why."""
+    from cnnbench import tuning
+
+    run_dir = _example_tables(tmp_path, "example-cuda-h200")
+    note = "intensity not counted: ValueError: no such layer"
+    lost = {"bound": "", "attainable_gflops": "", "attainable_pct": "", "intensity_flop_per_byte": ""}
+    rows = results.read_rows(run_dir / "tuning.csv")
+    lost |= {"roof_note": note}
+    results.write_rows(
+        run_dir / "tuning.csv", [{**r, **lost} if r["row_kind"] == "best" else r for r in rows]
+    )
+    (said,) = tuning.findings(results.read(run_dir, "tuning"))
+    assert "nan" not in said and f"bound not known ({note})" in said and "9% of the measured bf16" in said, (
+        said
+    )

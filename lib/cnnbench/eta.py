@@ -14,7 +14,7 @@ import types
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from cnnbench import paths, results
+from cnnbench import params, paths, results
 from cnnbench.params import NUMBERED, SCRATCH_BACKENDS
 
 RECORD, EXAMPLE = "earlier run", "the committed example on a 2-core CPU"
@@ -95,7 +95,7 @@ def _transfer(p, b) -> tuple:
 
 
 def _tuning(p, b) -> tuple:
-    confirm = (p.tune_confirm_top + 1) * (b.process_s + p.repeats * p.tune_confirm_window_s)
+    confirm = params.tuning_confirm_s(p, b.process_s, b.step_s)
     compiled = len([m for m in p.tune_compile_modes if m != "off"]) * 2 * len(p.tune_precisions) * COMPILE_S
     numerics = 2 * len(p.tune_precisions) * len(p.tune_compile_modes)  # the guard's, both memory formats
     guard = min(numerics * (b.process_s + p.tune_guard_steps * b.step_s) + compiled, p.tune_guard_budget_s)
@@ -194,10 +194,12 @@ def example_record(p, device_kind: str, example_dir) -> dict[str, float]:
 
 
 def example_hardware(kind: str):
-    """The :class:`cnnbench.devices.Hardware` of the committed example run on a ``kind`` device, else None."""
+    """The :class:`cnnbench.devices.Hardware` of the committed example run on a ``kind`` device, a complete one
+    (no ``FAILED.txt``) before a failed one, else None."""
     from cnnbench import devices
 
-    for path in sorted((paths.repo_root() / "examples").glob(f"*/{paths.ENVIRONMENT}")):
+    found = (paths.repo_root() / "examples").glob(f"*/{paths.ENVIRONMENT}")
+    for path in sorted(found, key=lambda e: ((e.parent / paths.FAILED).exists(), e)):
         env = json.loads(path.read_text())
         if env.get("device_kind") == kind:
             cap = tuple(int(x) for x in str(env.get("gpu_compute_capability", "")).split(".") if x.isdigit())

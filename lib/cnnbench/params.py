@@ -680,10 +680,16 @@ def _transfer_problems(p: Params) -> typing.Iterator[str]:
         yield problem and f"key 'transfer_data_path': folder {_show(p.transfer_data_path)} {problem}"
 
 
+def tuning_confirm_s(p: Params, start_s: float = 0.0, step_s: float = 0.0) -> float:
+    """07's confirmation of one search: ``processes`` interleaved rounds of the default and ``tune_confirm_top``
+    candidates, each a start (``start_s``), a warm-up of ``step_s`` steps and ``repeats`` windows."""
+    each = start_s + p.tune_confirm_warmup_steps * step_s + p.repeats * p.tune_confirm_window_s
+    return max(p.processes, 1) * (p.tune_confirm_top + 1) * each
+
+
 def tuning_cell_s(p: Params) -> float:
     """The least time 07's one cell takes: per search, its race's budget and the confirmation's measured windows."""
-    confirm = p.processes * (p.tune_confirm_top + 1) * p.repeats * p.tune_confirm_window_s
-    return len(p.tune_models) * len(p.tune_phases) * (p.tune_budget_s + confirm)
+    return len(p.tune_models) * len(p.tune_phases) * (p.tune_budget_s + tuning_confirm_s(p))
 
 
 @functools.lru_cache(maxsize=256)

@@ -104,6 +104,16 @@ def roof_sentence(run_dir: Path) -> str:
 FASTER = "measured faster in this run"
 
 
+def _roof_share(r) -> str:
+    """A best row's share of its compute roof, and where its bound is known, the bound and its share of the
+    attainable (the yardstick of a memory-bound step)."""
+    if not math.isfinite(r.compute_roof_pct):
+        return "?"
+    roof = f"{r.compute_roof_pct:.0f}% of the {r.roof_precision} roof"
+    bound = r.bound if isinstance(r.bound, str) else ""
+    return f"{bound}-bound: {r.attainable_pct:.0f}% of the attainable ({roof})" if bound else roof
+
+
 def fastest(run_dir: Path) -> pd.DataFrame:
     """07's best configuration per model and phase, its speedup over the seeds' default and its roof share, and
     what 02 or 03 measured faster in the same run (:func:`.tuning.faster_measured`, the column only where one did)."""
@@ -111,18 +121,18 @@ def fastest(run_dir: Path) -> pd.DataFrame:
 
     t = results.read(run_dir, "tuning")
     b = t[t.row_kind == "best"]
-    roof = zip(b.compute_roof_pct, b.roof_precision, strict=True)
     faster = tuning.faster_measured(t, lambda name: results.read(run_dir, name))
     df = pd.DataFrame(
         {
             "model": b.model,
             "phase": b.phase,
-            "configuration": b.config,
+            "configuration": [
+                r.config if r.status == "ok" else f"none confirmed: {tuning.unconfirmed(t, r.model, r.phase)}"
+                for r in b.itertuples()
+            ],
             "images/s (95% interval)": list(map(marked, b.throughput_img_s, b.throughput_ci95_img_s)),
             "speedup over default": list(map(speedup_text, b.speedup_x, b.speedup_ci95_x)),
-            "share of its compute roof": [
-                f"{p:.0f}% of the {r} roof" if math.isfinite(p) else "?" for p, r in roof
-            ],
+            "share of its compute roof": list(map(_roof_share, b.itertuples())),
         }
     )
     return df.assign(**{FASTER: faster}) if any(faster) else df

@@ -321,13 +321,24 @@ def faster_measured(tuned: pd.DataFrame, read) -> list[str]:
     return [_said(tuned, faster[i], rate) if i in faster else "" for i, rate in best_rates.items()]
 
 
+def unconfirmed(df: pd.DataFrame, model: str, phase: str) -> str:
+    """Why a search confirmed no configuration: its failed confirmations' errors, each once (the best row's own
+    error where none failed)."""
+    mine = df[(df.model == model) & (df.phase == phase)]
+    failed = mine[(mine.row_kind == "confirm") & (mine.status != "ok")]
+    said = dict.fromkeys(f"{r.status}: {r.error}" for r in failed.itertuples())
+    return "; ".join(said) or str(mine[mine.row_kind == "best"].error.iloc[-1])
+
+
 def findings(df: pd.DataFrame, read=None) -> list[str]:
     """One computed sentence per model and phase: the best configuration, its speedup, roofline and energy, and
     what the run's 02 or 03 (``read(table name)``: its rows; a run's ``read``) measured faster where given."""
     out = []
     for r, faster in zip(df[df.row_kind == "best"].itertuples(), faster_measured(df, read), strict=True):
         if r.status != "ok":
-            out.append(f"{r.model} {r.phase}: no configuration confirmed ({r.error})")
+            out.append(
+                f"{r.model} {r.phase}: no configuration confirmed ({unconfirmed(df, r.model, r.phase)})"
+            )
             continue
         apart = str(getattr(r, "distinguishable_from_default", "True")).lower() != "false"
         default = with_interval(r.default_throughput_img_s, r.default_throughput_ci95_img_s)
@@ -340,9 +351,10 @@ def findings(df: pd.DataFrame, read=None) -> list[str]:
         )
         roof = getattr(r, "compute_roof_pct", float("nan"))
         if pd.notna(roof):
+            placed = f"{r.bound}-bound, {r.attainable_pct:.0f}% of the attainable"
             text += (
                 f"; {r.achieved_gflops:.1f} GFLOP/s = {roof:.0f}% of the measured {r.roof_precision} compute roof, "
-                f"{r.bound}-bound, {r.attainable_pct:.0f}% of the attainable"
+                f"{placed if isinstance(r.bound, str) and r.bound else f'bound not known ({r.roof_note})'}"
             )
         else:
             text += f"; not placed on the roofline ({r.roof_note})"
