@@ -791,3 +791,16 @@ def test_a_speedups_nonzero_interval_is_never_printed_as_zero():
     unbounded = {**row, "speedup_x": 10.0, "speedup_ci95_x": float("inf")}  # the default's interval holds 0
     (text,) = tuning.findings(pd.DataFrame([unbounded]))
     assert "10x the seeds' default, its 95% interval unbounded" in text
+
+
+def test_the_race_keeps_its_budget_and_a_stage_without_time_keeps_the_winner_before_it():
+    """The H200 example's race took 102 s of its 15 (its batch-size and host stages raced after the budget was
+    spent, 0 s windows): the search ends within the budget and one evaluation (0.5 s here), and a stage left
+    without time races nothing and says so."""
+    clock = FakeClock()
+    s, rows, evaluated, _ = make_search(settings={"tune_budget_s": 1.0, "tune_confirm_top": 1}, clock=clock)
+    best = s.run()
+    assert best["status"] == "ok" and 1.0 <= best["search_s"] <= 1.0 + 0.5
+    race = pd.DataFrame(rows).query("row_kind == 'race'")
+    assert "host" not in set(race.stage) and "host (not raced" in best["budget_exhausted_in"]
+    assert best["configs_tried"] == race[race.status != "skipped"].config.nunique()

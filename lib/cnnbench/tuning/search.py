@@ -83,7 +83,8 @@ def check(
 
 @dataclass
 class Outcome:
-    """What one short window measured (``status`` ok, oom, unstable or error, as engine rows)."""
+    """What one short window measured (``status`` ok, oom, unstable or error, as engine rows; skipped: not
+    measured, the budget was spent)."""
 
     status: str
     throughput_img_s: float = math.nan
@@ -125,6 +126,9 @@ def planned_rungs(n: int, eta: int) -> int:
     return rungs
 
 
+SPENT = "not measured: the budget was spent"
+
+
 def successive_halving(
     candidates: Iterable,
     evaluate: Callable[[object, float, int], Outcome],
@@ -135,7 +139,9 @@ def successive_halving(
     on_trial: Callable[[Trial], None] = lambda trial: None,
 ) -> Race:
     """Race ``candidates`` within ``budget_s`` (shared equally by rungs and candidates), the best ceil(n/eta) going
-    on; ``known`` outcomes are reused at rung 0; each :class:`Trial` goes to ``on_trial`` once its fate is known."""
+    on; ``known`` outcomes are reused at rung 0; each :class:`Trial` goes to ``on_trial`` once its fate is known.
+    The clock is checked before each evaluation once a candidate has a rate: once ``budget_s`` is spent the rest
+    are not measured (fate ``budget``, status skipped), so the race ends within ``budget_s`` and one evaluation."""
     alive = list(dict.fromkeys(candidates))
     known = dict(known or {})
     start = clock()
@@ -148,17 +154,31 @@ def successive_halving(
 
     if not alive:
         return Race(trials, None, 0)
+    exhausted = False
     for rung in range(max(rungs, 1)):  # one candidate: measured once (unless known), in one rung
         remaining = budget_s - (clock() - start) if rung else budget_s
         if exhausted := rung > 0 and remaining <= 0:
             break
         window = max(remaining, 0.0) / (max(rungs, 1) - rung) / len(alive)
-        results = []
-        for c in alive:
+        results, rest = [], []
+        for i, c in enumerate(alive):
             reuse = rung == 0 and c in known
+            if not reuse and any(t.outcome.ok for t in trials + results) and clock() - start >= budget_s:
+                exhausted, rest = True, alive[i:]
+                break
             out = known[c] if reuse else evaluate(c, window, rung)
             results.append(Trial(c, rung, window, out, reused=reuse))
         trials.extend(results)
+        if exhausted:  # spent within the rung: those measured in it (and earlier, not in it) are judged below
+            for t in results:
+                if not t.outcome.ok:
+                    finish(t, "failed")
+            unmeasured = [Trial(c, rung, 0.0, Outcome("skipped", error=SPENT)) for c in rest if not rung]
+            trials.extend(unmeasured)
+            for t in unmeasured:
+                finish(t, "budget")
+            alive = [t.candidate for t in results if t.outcome.ok] + (rest if rung else [])
+            break
         ranked = sorted((t for t in results if t.outcome.ok), key=lambda t: -t.outcome.throughput_img_s)
         keep = max(1, math.ceil(len(alive) / eta))
         last = rung == rungs - 1 or len(ranked) <= 1
@@ -189,12 +209,13 @@ def decay_batch_step(batch_size: int, num_intra_steps: int = 2) -> int:
 
 
 def fit_batch_size(
-    start: int, attempt: Callable[[int], Outcome], minimum: int = 1
+    start: int, attempt: Callable[[int], Outcome], minimum: int = 1, spent: Callable[[], bool] = lambda: False
 ) -> tuple[int, list[tuple[int, Outcome]]]:
-    """(largest batch size from ``start`` down that fits, 0: none; every (size, outcome) tried)."""
+    """(largest batch size from ``start`` down that fits, 0: none, or ``spent()`` before one did; every (size,
+    outcome) tried)."""
     tried: list[tuple[int, Outcome]] = []
     bs = start
-    while bs >= max(minimum, 1):
+    while bs >= max(minimum, 1) and not (tried and spent()):
         out = attempt(bs)
         tried.append((bs, out))
         if out.status != "oom":
@@ -321,13 +342,22 @@ class Search:
                 self._on_trial("batch_size")(t)
             return out
 
-        self.batch_limit, tried = fit_batch_size(sizes[0], attempt, minimum=min(sizes))
+        spent = lambda: self.clock() - start >= budget_s  # noqa: E731 - the back-off stops with the stage's share
+        start = self.clock()
+        self.batch_limit, tried = fit_batch_size(sizes[0], attempt, min(sizes), spent)
         ooms = ", ".join(str(bs) for bs, o in tried if o.status == "oom")
         self.batch_note = f"{self.batch_limit} (the largest tried) fits"
         if ooms:
-            self.batch_note = f"out of memory at {ooms}; largest that fits {self.batch_limit}"
+            fits = (
+                f"largest that fits {self.batch_limit}" if self.batch_limit else "the budget was spent first"
+            )
+            self.batch_note = f"out of memory at {ooms}; {fits}"
         known = {**known, **{winner.with_(batch_size=bs): o for bs, o in tried if o.status != "oom"}}
         fits = [self.batch_limit] + [bs for bs in sizes if bs < self.batch_limit] if self.batch_limit else []
+        if not self.batch_limit and tried[-1][0] > min(
+            sizes
+        ):  # the back-off was stopped: the winner's size stands
+            fits = [winner.batch_size]
         return [winner.with_(batch_size=bs) for bs in fits], known
 
     def run(self) -> dict:
@@ -348,6 +378,10 @@ class Search:
         known, winner = {}, d
         for stage in knobs.STAGES:
             remaining = self.p.tune_budget_s - (self.clock() - start)
+            if remaining <= 0:  # the previous stage's winner stands
+                self.exhausted.append(f"{stage} (not raced: no time left)")
+                continue
+            stage_start = self.clock()
             later = knobs.STAGES[knobs.STAGES.index(stage) :]
             share = max(remaining, 0.0) * sizes[stage] / sum(sizes[s] for s in later)
             if stage == "numerics":
@@ -356,12 +390,16 @@ class Search:
                 candidates, known = self._batch_sizes(winner, share, known)
             else:
                 candidates = grid("host", winner)
+            share -= (
+                self.clock() - stage_start
+            )  # the batch-size back-off's windows count in the stage's share
             race = successive_halving(
                 candidates, self.counted, share, self.p.tune_eta, known, self.clock, self._on_trial(stage)
             )
             if race.budget_exhausted:
                 self.exhausted.append(stage)
-            known = {t.candidate: t.outcome for t in race.trials}  # each at the highest rung it reached
+            # each at the highest rung it reached
+            known = {t.candidate: t.outcome for t in race.trials if t.outcome.status != "skipped"}
             if race.winner is None:
                 break
             winner = race.winner
@@ -399,7 +437,7 @@ class Search:
         rejected = [f"{' '.join(map(str, n))}: {v.reason}" for n, v in self.verdicts.items() if not v.ok]
         pruned = {s: sum(1 for st, t in self.trials if st == s and t.fate == "pruned") for s in knobs.STAGES}
         by_rung = Counter(t.rung for _, t in self.trials if t.fate == "pruned")
-        tried = len({t.candidate for _, t in self.trials})
+        tried = len({t.candidate for _, t in self.trials if t.outcome.status != "skipped"})
         summary = dict(configs_in_space=self.space.size(), configs_tried=tried, evaluations=self.evaluations)
         summary |= dict(pruned=sum(pruned.values()), failed=sum(t.fate == "failed" for _, t in self.trials))
         summary["pruned_by_stage"] = ", ".join(f"{s} {n}" for s, n in pruned.items())
