@@ -804,3 +804,13 @@ def test_the_race_keeps_its_budget_and_a_stage_without_time_keeps_the_winner_bef
     race = pd.DataFrame(rows).query("row_kind == 'race'")
     assert "host" not in set(race.stage) and "host (not raced" in best["budget_exhausted_in"]
     assert best["configs_tried"] == race[race.status != "skipped"].config.nunique()
+
+
+def test_the_guard_cannot_judge_against_a_reference_that_is_not_finite_or_failed():
+    """judge(2.0, nan, ...) said ok: every finite loss passed a guard whose fp32 eager loss was nan. And a reference
+    that fails to run (a batch of 1 in BatchNorm) raised out of check(): 07 died with no best row."""
+    v = guard.judge(2.0, float("nan"), 0.1, 2.3)
+    assert not v.ok and "cannot judge" in v.reason
+    fail = guard.check([REFERENCE, ("bf16", "nchw", "off")], lambda n: 1 / 0, 0.05, REFERENCE)
+    assert not any(v.ok for v in fail.values()) and "ZeroDivisionError" in fail[REFERENCE].reason
+    assert "cannot judge" in fail[("bf16", "nchw", "off")].reason

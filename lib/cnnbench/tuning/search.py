@@ -49,7 +49,12 @@ def loss_after(cfg: engine.Config, device: torch.device, p, steps: int) -> tuple
 
 def judge(loss: float, reference: float, tolerance: float, reference_start: float | None = None) -> Verdict:
     """Accept ``loss`` when finite and within ``tolerance`` of ``reference``, as a share of the reference's
-    progress ``reference_start - reference`` (or of ``|reference|`` when it made none, as in eval)."""
+    progress ``reference_start - reference`` (or of ``|reference|`` when it made none, as in eval); against a
+    reference that is not finite the guard cannot judge, and rejects."""
+    if not math.isfinite(reference):
+        return Verdict(
+            loss, reference, math.nan, False, f"fp32 eager's loss is {reference}: the guard cannot judge"
+        )
     if not math.isfinite(loss):
         return Verdict(loss, reference, math.nan, False, f"loss is {loss}")
     progress = abs(reference_start - reference) if reference_start is not None else 0.0
@@ -64,12 +69,20 @@ def check(
     numerics_list, measure_loss, tolerance: float, reference: tuple, spent=lambda: False
 ) -> dict[tuple, Verdict]:
     """Verdicts for every numerics of ``numerics_list`` against ``reference``: ``measure_loss(numerics) ->
-    (first, last)``; a failure to run is a rejection, and once ``spent()`` the rest are rejected as such."""
-    start, ref = measure_loss(reference)
-    out = {reference: Verdict(ref, ref, 0.0, True, "")}
+    (first, last)``; a failure to run is a rejection (the reference's too: then nothing can be judged, and
+    nothing else is run), and once ``spent()`` the rest are rejected as such."""
+    try:
+        start, ref = measure_loss(reference)
+        out = {reference: judge(ref, ref, tolerance, start)}
+    except Exception as err:  # noqa: BLE001 - a reference that cannot run is its row, not a traceback
+        start = ref = math.nan
+        out = {reference: Verdict(ref, ref, ref, False, engine.failure(err)["error"][:200])}
     spent_why = "not guarded: tune_guard_budget_s was spent (the guard's steps and compiles count in it)"
     for numerics in numerics_list:
         if numerics in out:
+            continue
+        if not math.isfinite(ref):  # nothing to judge against: not run
+            out[numerics] = judge(math.nan, ref, tolerance)
             continue
         if spent():
             out[numerics] = Verdict(math.nan, ref, math.nan, False, spent_why)
