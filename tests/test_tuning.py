@@ -804,6 +804,9 @@ def test_the_race_keeps_its_budget_and_a_stage_without_time_keeps_the_winner_bef
     race = pd.DataFrame(rows).query("row_kind == 'race'")
     assert "host" not in set(race.stage) and "host (not raced" in best["budget_exhausted_in"]
     assert best["configs_tried"] == race[race.status != "skipped"].config.nunique()
+    # its batch-size back-off stopped after 256 was out of memory: the numerics winner's 128 stands
+    assert best["batch_size_limit_note"] == "out of memory at 256; the budget ran out before one fitted"
+    assert best["batch_size"] == 128
 
 
 def test_the_guard_cannot_judge_against_a_reference_that_is_not_finite_or_failed():

@@ -359,18 +359,17 @@ class Search:
         start = self.clock()
         self.batch_limit, tried = fit_batch_size(sizes[0], attempt, min(sizes), spent)
         ooms = ", ".join(str(bs) for bs, o in tried if o.status == "oom")
+        # the back-off stopped with the stage's share spent before a size fitted: the winner's size stands
+        stopped = not self.batch_limit and decay_batch_step(tried[-1][0]) >= min(sizes)
         self.batch_note = f"{self.batch_limit} (the largest tried) fits"
         if ooms:
             fits = (
-                f"largest that fits {self.batch_limit}" if self.batch_limit else "the budget was spent first"
+                "the budget ran out before one fitted" if stopped else f"largest that fits {self.batch_limit}"
             )
             self.batch_note = f"out of memory at {ooms}; {fits}"
         known = {**known, **{winner.with_(batch_size=bs): o for bs, o in tried if o.status != "oom"}}
         fits = [self.batch_limit] + [bs for bs in sizes if bs < self.batch_limit] if self.batch_limit else []
-        if not self.batch_limit and tried[-1][0] > min(
-            sizes
-        ):  # the back-off was stopped: the winner's size stands
-            fits = [winner.batch_size]
+        fits = [winner.batch_size] if stopped else fits
         return [winner.with_(batch_size=bs) for bs in fits], known
 
     def run(self) -> dict:
