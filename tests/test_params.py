@@ -880,3 +880,15 @@ def test_a_variant_that_is_the_same_setting_as_an_earlier_one_is_refused(variant
     assert params.variant_notes(p) == [
         "variants[0] is replica 1 of its setting, though no earlier variant has that setting: measured once"
     ]
+
+
+def test_a_guard_batch_too_small_for_a_tuned_model_is_refused_before_work(write_yaml):
+    """07's guard steps fp32 eager at tune_guard_batch_size: ResNet-18 at 32 px and a batch of 1 fails in
+    BatchNorm (one value per channel), so 07 died in its guard with no best row."""
+    text = (
+        "device: cpu\nnotebooks: [07_tuning]\ntune_models: [resnet18]\nimage_size: 32\ncell_timeout_s: 9999\n"
+    )
+    with pytest.raises(ParamsError) as err:
+        params.load(write_yaml(text), {"tune_guard_batch_size": 1}, overrides_src="--set")
+    assert "key 'tune_guard_batch_size' 1 is too small for model 'resnet18'" in one_line(err)
+    assert params.load(write_yaml(text), {"tune_guard_batch_size": 2}, overrides_src="--set")

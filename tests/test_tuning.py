@@ -791,3 +791,29 @@ def test_a_speedups_nonzero_interval_is_never_printed_as_zero():
     unbounded = {**row, "speedup_x": 10.0, "speedup_ci95_x": float("inf")}  # the default's interval holds 0
     (text,) = tuning.findings(pd.DataFrame([unbounded]))
     assert "10x the seeds' default, its 95% interval unbounded" in text
+
+
+def test_the_race_keeps_its_budget_and_a_stage_without_time_keeps_the_winner_before_it():
+    """The H200 example's race took 102 s of its 15 (its batch-size and host stages raced after the budget was
+    spent, 0 s windows): the search ends within the budget and one evaluation (0.5 s here), and a stage left
+    without time races nothing and says so."""
+    clock = FakeClock()
+    s, rows, evaluated, _ = make_search(settings={"tune_budget_s": 1.0, "tune_confirm_top": 1}, clock=clock)
+    best = s.run()
+    assert best["status"] == "ok" and 1.0 <= best["search_s"] <= 1.0 + 0.5
+    race = pd.DataFrame(rows).query("row_kind == 'race'")
+    assert "host" not in set(race.stage) and "host (not raced" in best["budget_exhausted_in"]
+    assert best["configs_tried"] == race[race.status != "skipped"].config.nunique()
+    # its batch-size back-off stopped after 256 was out of memory: the numerics winner's 128 stands
+    assert best["batch_size_limit_note"] == "out of memory at 256; the budget ran out before one fitted"
+    assert best["batch_size"] == 128
+
+
+def test_the_guard_cannot_judge_against_a_reference_that_is_not_finite_or_failed():
+    """judge(2.0, nan, ...) said ok: every finite loss passed a guard whose fp32 eager loss was nan. And a reference
+    that fails to run (a batch of 1 in BatchNorm) raised out of check(): 07 died with no best row."""
+    v = guard.judge(2.0, float("nan"), 0.1, 2.3)
+    assert not v.ok and "cannot judge" in v.reason
+    fail = guard.check([REFERENCE, ("bf16", "nchw", "off")], lambda n: 1 / 0, 0.05, REFERENCE)
+    assert not any(v.ok for v in fail.values()) and "ZeroDivisionError" in fail[REFERENCE].reason
+    assert "cannot judge" in fail[("bf16", "nchw", "off")].reason

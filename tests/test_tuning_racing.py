@@ -85,9 +85,9 @@ def test_budget_exhausted_stops_and_the_best_of_the_last_rung_wins():
         speeds, fake_evaluate(speeds, clock, log, cost=5.0), budget_s=8, clock=clock
     )
     assert race.budget_exhausted and race.winner == "b"
-    assert {c for c, r, _ in log} == set("abcd") and all(r == 0 for _, r, _ in log)
+    assert [c for c, r, _ in log] == ["a", "b"] and all(r == 0 for _, r, _ in log)  # spent once b is measured
     fates = {(t.candidate, t.rung): t.fate for t in race.trials}
-    assert fates[("b", 0)] == "winner" and fates[("c", 0)] == "budget" and fates[("a", 0)] == "pruned"
+    assert fates[("b", 0)] == "winner" and fates[("c", 0)] == "budget" and fates[("a", 0)] == "budget"
 
 
 def test_single_candidate_is_measured_once_or_reused():
@@ -192,3 +192,28 @@ def test_out_of_memory_during_cuda_graph_capture_backs_off_like_an_oom(monkeypat
         256, lambda bs: search.window(base, cand.with_(batch_size=bs), cpu, Params(), 0.01)
     )
     assert limit == 64 and [o.status for _, o in tried] == ["oom"] * 4 + ["ok"]  # 256 192 128 96 64
+
+
+def test_a_spent_budget_measures_no_more_candidates_even_at_rung_zero():
+    """The H200 example raced 15 s in 102 s: rung 0 measured every candidate whatever the clock said. The clock is
+    checked before each evaluation: a budget smaller than one rung's evaluations ends within one more."""
+    speeds = {c: v for c, v in zip("abcdefgh", [10, 40, 30, 20, 80, 70, 60, 50], strict=True)}
+    clock, log, seen = FakeClock(), [], []
+    race = racing.successive_halving(
+        speeds, fake_evaluate(speeds, clock, log, cost=5.0), budget_s=8, clock=clock, on_trial=seen.append
+    )
+    assert clock.t <= 8 + 5.0 and [c for c, _, _ in log] == ["a", "b"]
+    assert race.budget_exhausted and race.winner == "b"
+    fates = {t.candidate: t.fate for t in seen}
+    assert fates == {"a": "budget", "b": "winner", **{c: "budget" for c in "cdefgh"}}
+    assert all(t.outcome.status == "skipped" for t in seen if t.candidate in "cdefgh")
+
+
+def test_the_budget_is_checked_once_a_candidate_has_a_rate():
+    """A race always ends with a winner where one can run: failures do not count as the candidate measured."""
+    speeds = {"a": "oom", "b": 30, "c": 40}
+    clock, log = FakeClock(), []
+    race = racing.successive_halving(
+        speeds, fake_evaluate(speeds, clock, log, cost=5.0), budget_s=1, clock=clock
+    )
+    assert [c for c, _, _ in log] == ["a", "b"] and race.winner == "b"

@@ -587,6 +587,13 @@ def _problems(p: Params, check_device: bool) -> typing.Iterator[str]:
         if not spec(model).own_data and (why := _too_small(model, p.image_size)):
             what = "does not fit" if "divisible" in why else "is too small for"
             yield f"key 'image_size' {p.image_size} {what} model '{model}' ({why})"
+    tuned = p.tune_models if NUMBERED["07"] in p.notebooks else []  # 07's guard steps fp32 eager at its batch
+    for model, phase in ((m, ph) for m in tuned for ph in p.tune_phases if not spec(m).own_data):
+        if why := _too_small(model, p.image_size, p.tune_guard_batch_size, phase == "train"):
+            yield (
+                f"key 'tune_guard_batch_size' {p.tune_guard_batch_size} is too small for model '{model}' at "
+                f"image_size {p.image_size} ({why}); raise it"
+            )
     yield from _transfer_problems(p)
 
 

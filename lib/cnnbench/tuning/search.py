@@ -49,7 +49,12 @@ def loss_after(cfg: engine.Config, device: torch.device, p, steps: int) -> tuple
 
 def judge(loss: float, reference: float, tolerance: float, reference_start: float | None = None) -> Verdict:
     """Accept ``loss`` when finite and within ``tolerance`` of ``reference``, as a share of the reference's
-    progress ``reference_start - reference`` (or of ``|reference|`` when it made none, as in eval)."""
+    progress ``reference_start - reference`` (or of ``|reference|`` when it made none, as in eval); against a
+    reference that is not finite the guard cannot judge, and rejects."""
+    if not math.isfinite(reference):
+        return Verdict(
+            loss, reference, math.nan, False, f"fp32 eager's loss is {reference}: the guard cannot judge"
+        )
     if not math.isfinite(loss):
         return Verdict(loss, reference, math.nan, False, f"loss is {loss}")
     progress = abs(reference_start - reference) if reference_start is not None else 0.0
@@ -64,12 +69,20 @@ def check(
     numerics_list, measure_loss, tolerance: float, reference: tuple, spent=lambda: False
 ) -> dict[tuple, Verdict]:
     """Verdicts for every numerics of ``numerics_list`` against ``reference``: ``measure_loss(numerics) ->
-    (first, last)``; a failure to run is a rejection, and once ``spent()`` the rest are rejected as such."""
-    start, ref = measure_loss(reference)
-    out = {reference: Verdict(ref, ref, 0.0, True, "")}
+    (first, last)``; a failure to run is a rejection (the reference's too: then nothing can be judged, and
+    nothing else is run), and once ``spent()`` the rest are rejected as such."""
+    try:
+        start, ref = measure_loss(reference)
+        out = {reference: judge(ref, ref, tolerance, start)}
+    except Exception as err:  # noqa: BLE001 - a reference that cannot run is its row, not a traceback
+        start = ref = math.nan
+        out = {reference: Verdict(ref, ref, ref, False, engine.failure(err)["error"][:200])}
     spent_why = "not guarded: tune_guard_budget_s was spent (the guard's steps and compiles count in it)"
     for numerics in numerics_list:
         if numerics in out:
+            continue
+        if not math.isfinite(ref):  # nothing to judge against: not run
+            out[numerics] = judge(math.nan, ref, tolerance)
             continue
         if spent():
             out[numerics] = Verdict(math.nan, ref, math.nan, False, spent_why)
@@ -83,7 +96,8 @@ def check(
 
 @dataclass
 class Outcome:
-    """What one short window measured (``status`` ok, oom, unstable or error, as engine rows)."""
+    """What one short window measured (``status`` ok, oom, unstable or error, as engine rows; skipped: not
+    measured, the budget was spent)."""
 
     status: str
     throughput_img_s: float = math.nan
@@ -125,6 +139,9 @@ def planned_rungs(n: int, eta: int) -> int:
     return rungs
 
 
+SPENT = "not measured: the budget was spent"
+
+
 def successive_halving(
     candidates: Iterable,
     evaluate: Callable[[object, float, int], Outcome],
@@ -135,7 +152,9 @@ def successive_halving(
     on_trial: Callable[[Trial], None] = lambda trial: None,
 ) -> Race:
     """Race ``candidates`` within ``budget_s`` (shared equally by rungs and candidates), the best ceil(n/eta) going
-    on; ``known`` outcomes are reused at rung 0; each :class:`Trial` goes to ``on_trial`` once its fate is known."""
+    on; ``known`` outcomes are reused at rung 0; each :class:`Trial` goes to ``on_trial`` once its fate is known.
+    The clock is checked before each evaluation once a candidate has a rate: once ``budget_s`` is spent the rest
+    are not measured (fate ``budget``, status skipped), so the race ends within ``budget_s`` and one evaluation."""
     alive = list(dict.fromkeys(candidates))
     known = dict(known or {})
     start = clock()
@@ -148,17 +167,31 @@ def successive_halving(
 
     if not alive:
         return Race(trials, None, 0)
+    exhausted = False
     for rung in range(max(rungs, 1)):  # one candidate: measured once (unless known), in one rung
         remaining = budget_s - (clock() - start) if rung else budget_s
         if exhausted := rung > 0 and remaining <= 0:
             break
         window = max(remaining, 0.0) / (max(rungs, 1) - rung) / len(alive)
-        results = []
-        for c in alive:
+        results, rest = [], []
+        for i, c in enumerate(alive):
             reuse = rung == 0 and c in known
+            if not reuse and any(t.outcome.ok for t in trials + results) and clock() - start >= budget_s:
+                exhausted, rest = True, alive[i:]
+                break
             out = known[c] if reuse else evaluate(c, window, rung)
             results.append(Trial(c, rung, window, out, reused=reuse))
         trials.extend(results)
+        if exhausted:  # spent within the rung: those measured in it (and earlier, not in it) are judged below
+            for t in results:
+                if not t.outcome.ok:
+                    finish(t, "failed")
+            unmeasured = [Trial(c, rung, 0.0, Outcome("skipped", error=SPENT)) for c in rest if not rung]
+            trials.extend(unmeasured)
+            for t in unmeasured:
+                finish(t, "budget")
+            alive = [t.candidate for t in results if t.outcome.ok] + (rest if rung else [])
+            break
         ranked = sorted((t for t in results if t.outcome.ok), key=lambda t: -t.outcome.throughput_img_s)
         keep = max(1, math.ceil(len(alive) / eta))
         last = rung == rungs - 1 or len(ranked) <= 1
@@ -189,12 +222,13 @@ def decay_batch_step(batch_size: int, num_intra_steps: int = 2) -> int:
 
 
 def fit_batch_size(
-    start: int, attempt: Callable[[int], Outcome], minimum: int = 1
+    start: int, attempt: Callable[[int], Outcome], minimum: int = 1, spent: Callable[[], bool] = lambda: False
 ) -> tuple[int, list[tuple[int, Outcome]]]:
-    """(largest batch size from ``start`` down that fits, 0: none; every (size, outcome) tried)."""
+    """(largest batch size from ``start`` down that fits, 0: none, or ``spent()`` before one did; every (size,
+    outcome) tried)."""
     tried: list[tuple[int, Outcome]] = []
     bs = start
-    while bs >= max(minimum, 1):
+    while bs >= max(minimum, 1) and not (tried and spent()):
         out = attempt(bs)
         tried.append((bs, out))
         if out.status != "oom":
@@ -321,13 +355,21 @@ class Search:
                 self._on_trial("batch_size")(t)
             return out
 
-        self.batch_limit, tried = fit_batch_size(sizes[0], attempt, minimum=min(sizes))
+        spent = lambda: self.clock() - start >= budget_s  # noqa: E731 - the back-off stops with the stage's share
+        start = self.clock()
+        self.batch_limit, tried = fit_batch_size(sizes[0], attempt, min(sizes), spent)
         ooms = ", ".join(str(bs) for bs, o in tried if o.status == "oom")
+        # the back-off stopped with the stage's share spent before a size fitted: the winner's size stands
+        stopped = not self.batch_limit and decay_batch_step(tried[-1][0]) >= min(sizes)
         self.batch_note = f"{self.batch_limit} (the largest tried) fits"
         if ooms:
-            self.batch_note = f"out of memory at {ooms}; largest that fits {self.batch_limit}"
+            fits = (
+                "the budget ran out before one fitted" if stopped else f"largest that fits {self.batch_limit}"
+            )
+            self.batch_note = f"out of memory at {ooms}; {fits}"
         known = {**known, **{winner.with_(batch_size=bs): o for bs, o in tried if o.status != "oom"}}
         fits = [self.batch_limit] + [bs for bs in sizes if bs < self.batch_limit] if self.batch_limit else []
+        fits = [winner.batch_size] if stopped else fits
         return [winner.with_(batch_size=bs) for bs in fits], known
 
     def run(self) -> dict:
@@ -348,6 +390,10 @@ class Search:
         known, winner = {}, d
         for stage in knobs.STAGES:
             remaining = self.p.tune_budget_s - (self.clock() - start)
+            if remaining <= 0:  # the previous stage's winner stands
+                self.exhausted.append(f"{stage} (not raced: no time left)")
+                continue
+            stage_start = self.clock()
             later = knobs.STAGES[knobs.STAGES.index(stage) :]
             share = max(remaining, 0.0) * sizes[stage] / sum(sizes[s] for s in later)
             if stage == "numerics":
@@ -356,12 +402,16 @@ class Search:
                 candidates, known = self._batch_sizes(winner, share, known)
             else:
                 candidates = grid("host", winner)
+            share -= (
+                self.clock() - stage_start
+            )  # the batch-size back-off's windows count in the stage's share
             race = successive_halving(
                 candidates, self.counted, share, self.p.tune_eta, known, self.clock, self._on_trial(stage)
             )
             if race.budget_exhausted:
                 self.exhausted.append(stage)
-            known = {t.candidate: t.outcome for t in race.trials}  # each at the highest rung it reached
+            # each at the highest rung it reached
+            known = {t.candidate: t.outcome for t in race.trials if t.outcome.status != "skipped"}
             if race.winner is None:
                 break
             winner = race.winner
@@ -399,7 +449,7 @@ class Search:
         rejected = [f"{' '.join(map(str, n))}: {v.reason}" for n, v in self.verdicts.items() if not v.ok]
         pruned = {s: sum(1 for st, t in self.trials if st == s and t.fate == "pruned") for s in knobs.STAGES}
         by_rung = Counter(t.rung for _, t in self.trials if t.fate == "pruned")
-        tried = len({t.candidate for _, t in self.trials})
+        tried = len({t.candidate for _, t in self.trials if t.outcome.status != "skipped"})
         summary = dict(configs_in_space=self.space.size(), configs_tried=tried, evaluations=self.evaluations)
         summary |= dict(pruned=sum(pruned.values()), failed=sum(t.fate == "failed" for _, t in self.trials))
         summary["pruned_by_stage"] = ", ".join(f"{s} {n}" for s, n in pruned.items())
