@@ -538,7 +538,7 @@ def test_a_run_measured_only_in_other_variants_is_said_so_beside_the_seeds(tmp_p
     run = _one_run(tmp_path, "cuda", "NVIDIA H200", extra={"precision": "tf32"})
     add_rows(run, [{"precision": "bf16", "memory_format": "channels_last"}])
     m = analysis.load(analysis.discover(tmp_path))
-    said = "measured only in bf16 channels_last, tf32 nchw; the seeds ran fp32 NCHW eager"
+    said = "measured only in bf16 channels_last, tf32 nchw; the seeds ran fp32 nchw eager"
     for name in ("speedups_000", "performance_000", "achieved_003", "utilisation_000"):
         assert set(analysis.beside(name, m).note) == {said}, name
     inference = analysis.beside("inference_002", m).note.iloc[0]  # no densenet121 in any variant: as before

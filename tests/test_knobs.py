@@ -277,3 +277,19 @@ def test_a_setting_cannot_be_changed_in_place_and_rebuilds_from_its_pairs():
     cfg = Config("resnet18", "train", 64, 10, setting=s)
     assert dataclasses.asdict(cfg)["setting"] == s
     assert pickle.loads(pickle.dumps(s)) == s and copy.deepcopy(s) == s  # to a worker process, and copied
+
+
+def test_the_seeds_variant_in_words_is_derived_from_the_knobs_defaults(monkeypatch):
+    """08 named the seeds' variant by a literal ("fp32 NCHW eager") in two modules, apart from the knobs'
+    defaults it stands for: a changed default now changes the words."""
+    import dataclasses
+
+    from cnnbench.analysis import findings, seeds
+
+    assert knobs.default_label() == seeds.SEEDS_VARIANT == findings._variant({}) == "fp32 nchw eager"
+    monkeypatch.setitem(
+        knobs.KNOBS,
+        "memory_format",
+        dataclasses.replace(knobs.KNOBS["memory_format"], default="channels_last"),
+    )
+    assert knobs.default_label() == "fp32 channels_last eager"

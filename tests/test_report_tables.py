@@ -487,7 +487,7 @@ def test_a_run_without_the_seeds_variant_heads_with_its_first_variant_and_that_p
     assert list(head.variant) == ["tf32 nchw"] and head["train images/s"].iloc[0].startswith("2,218")
     assert head["eval: share of its roof"].iloc[0] == "57% of measured tf32 hbm roof (memory-bound)"
     text = overview.summary_html(run_dir, "M", "")
-    assert "**Headline rates** (02: fp32 NCHW eager, or where a run measured none, the variant 02" in text
+    assert "**Headline rates** (02: fp32 nchw eager, or where a run measured none, the variant 02" in text
     assert "**The roof** (measured, tf32): 354,534.9 GFLOP/s" in text and "(measured, fp32)" not in text
     (tmp_path / "x").mkdir()
     example = _example_tables(tmp_path / "x", "example-cuda-h200")

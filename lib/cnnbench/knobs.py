@@ -387,6 +387,12 @@ def default_variant(df):
     return df[(df[names] == [KNOBS[k].default for k in names]).all(axis=1)]
 
 
+def default_label() -> str:
+    """The seeds' variant (:func:`default_variant`) in words, compile's blank "off" said as eager."""
+    names = variant_only()
+    return f"{label({k: KNOBS[k].default for k in names}, names)} eager"
+
+
 @dataclass
 class Space:
     """07's search space: each searched knob's values, the default setting, each value left out and why."""

@@ -26,7 +26,7 @@ def _finding(topic: str, run: str, source: str, sentence: str, **numbers) -> dic
 
 
 def _variant(setting) -> str:
-    return knobs.label(setting, knobs.variant_only()) or "fp32 nchw eager"
+    return knobs.label(setting, knobs.variant_only()) or knobs.default_label()
 
 
 def _run_findings(run: str, ok: pd.DataFrame) -> list[dict]:

@@ -16,7 +16,7 @@ from cnnbench.results.runs import Merged
 from cnnbench.scratch import summary as scratch_summary
 
 MIB_TO_MB = 2**20 / 1e6  # our MiB shown in the seeds' MB (read as 10^6 bytes)
-SEEDS_VARIANT = "fp32 NCHW eager"  # the variant every seed ran: each variant knob at its default
+SEEDS_VARIANT = knobs.default_label()  # the variant every seed ran: each variant knob at its default
 MODEL_002 = "densenet121"  # the network seed 002 fine-tuned and timed
 P = published
 
