@@ -14,6 +14,7 @@ import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from importlib import resources
 
 import torch
 from torch.profiler import ProfilerActivity
@@ -420,12 +421,9 @@ def sweep_row(rates: list[float], nbytes: int, kernel: str, calls: int, method: 
 
 def specs():
     """The spec-sheet table shipped with the package (dense figures only, each with its source)."""
-    from importlib import resources
-
     import pandas as pd
 
-    with resources.files("cnnbench").joinpath("data/device_specs.csv").open() as f:
-        return pd.read_csv(f)
+    return pd.read_csv(resources.files("cnnbench") / "data/device_specs.csv")
 
 
 SPEC_COLUMNS = "device_name kind precision level peak_gflops bandwidth_gbs ridge_flop_per_byte source".split()

@@ -52,9 +52,7 @@ class CudaBackend(Backend):
         "tune_compile_modes": ["off", "default", "reduce-overhead"],
     }
 
-    # the H100 example's (16 host cores): its notebooks took 7-12 s to open (CUDA's start in the kernel), a worker
-    # process about 2.4 s (issue 41, from that run's console), 04 27 s with 3 peak repetitions and 12 layer profiles,
-    # 05 21 s with 16 CNN steps per epoch
+    # as measured on the H100 example (16 host cores)
     budget = dict(kernel_s=10.0, process_s=2.4, step_s=0.1, peaks_s=4.0, layers_s=0.5, scratch_step_s=0.005)
 
     @classmethod
@@ -345,11 +343,6 @@ def nvml_handle(device: torch.device, nvml):
         bus = f"{getattr(props, 'pci_domain_id', 0):08X}:{props.pci_bus_id:02X}:{props.pci_device_id:02X}.0"
         return nvml.nvmlDeviceGetHandleByPciBusId(bus)
     visible = [v.strip() for v in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if v.strip()]
-    if index < len(visible):
-        entry = visible[index]
-        return (
-            nvml.nvmlDeviceGetHandleByIndex(int(entry))
-            if entry.isdigit()
-            else nvml.nvmlDeviceGetHandleByUUID(entry)
-        )
-    return nvml.nvmlDeviceGetHandleByIndex(index)
+    entry = visible[index] if index < len(visible) else str(index)
+    by_uuid = not entry.isdigit()
+    return nvml.nvmlDeviceGetHandleByUUID(entry) if by_uuid else nvml.nvmlDeviceGetHandleByIndex(int(entry))

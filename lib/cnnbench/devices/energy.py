@@ -113,8 +113,6 @@ class Meter:
     def __init__(self, counter, poll_s: float = 1.0, clock: Callable[[], float] = time.perf_counter):
         self.counter, self.poll_s, self.clock = counter, poll_s, clock
         self.joules, self.seconds = 0.0, 0.0
-        self._last = None
-        self._start = 0.0
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None

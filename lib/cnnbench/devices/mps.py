@@ -4,7 +4,6 @@ chip and GPU core count."""
 
 from __future__ import annotations
 
-import math
 import platform
 import re
 from functools import lru_cache
@@ -67,8 +66,7 @@ class MpsBackend(Backend):
         """No peak counter: the peak columns stay NaN (08 compares them as true peaks) and what MPS has goes to
         columns named for it: the allocation right after the window, and Metal's for the process."""
         return {
-            "peak_device_mem_mib": math.nan,
-            "peak_device_reserved_mib": math.nan,
+            **super().peak_memory_mib(),
             "mps_allocated_after_window_mib": torch.mps.current_allocated_memory() / 2**20,
             "mps_driver_allocated_mib": torch.mps.driver_allocated_memory() / 2**20,
         }

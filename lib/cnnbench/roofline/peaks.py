@@ -80,12 +80,8 @@ def _level_row(inside: pd.DataFrame, lv: dict, need: int = MIN_POINTS) -> dict |
         f"median {kernel} of {int(top['count'])} working sets in the level ({_fmt_bytes(lo)} to {_fmt_bytes(hi)}: "
         f"{top['min']:,.1f} to {top['max']:,.1f} GB/s)"
     ]
-    if pd.notna(first.get("threads")):
-        how.append(f"{int(first.threads)} thread(s)")
-    if pd.notna(first.get("calls")):
-        how.append(f"each the best of {int(first.calls)} calls")
-    if isinstance(first.get("method"), str):
-        how.append(first.method)
+    said = {"threads": "{:.0f} thread(s)", "calls": "each the best of {:.0f} calls", "method": "{}"}
+    how += [text.format(first[k]) for k, text in said.items() if pd.notna(first.get(k))]
     return {
         **lv,
         "bandwidth_gbs": float(top["median"]),
