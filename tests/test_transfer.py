@@ -629,7 +629,11 @@ def test_phase_rows_of_a_changed_batch_size_are_not_shown(tmp_path, monkeypatch)
 
     def fake(cfg, device, protocol, steps, dataset=None, window_s=0.0, max_s=0.0):
         return [
-            {**phases.identity(cfg, devices.backend(device), protocol), "step_phase": ph, "status": "ok"}
+            {
+                **engine.config_key(cfg, devices.backend(device), protocol, phases.PHASE_KEYS),
+                "step_phase": ph,
+                "status": "ok",
+            }
             for ph in phases.STEP_PHASES
         ]
 
@@ -688,7 +692,7 @@ def test_a_rerun_with_another_phase_window_measures_anew_and_shows_only_its_rows
         seen.append(protocol.phase_window_s)
         return [
             {
-                **phases.identity(cfg, devices.backend(device), protocol),
+                **engine.config_key(cfg, devices.backend(device), protocol, phases.PHASE_KEYS),
                 "step_phase": ph,
                 "time_mean_s": protocol.phase_window_s,
                 "status": "ok",

@@ -24,11 +24,10 @@ def scenario_a_configs(p) -> list[Config]:
 def workloads(configs: list[Config]) -> str:
     """What ``configs`` feed each model, one clause per batch size and input, e.g. "batch 256, 3x224x224 images,
     200 classes (synthetic): resnet50": 02's protocol as the run's params set it."""
-    models: dict[str, list[str]] = {}
+    models: dict[str, dict] = {}  # per workload, its models in order (dict keys)
     for c in configs:
         shape = f"{c.in_channels}x{c.image_size}x{c.image_size} images, {c.num_classes} classes ({c.dataset})"
-        names = models.setdefault(f"batch {c.batch_size}, {shape}", [])
-        names += [] if c.model in names else [c.model]
+        models.setdefault(f"batch {c.batch_size}, {shape}", {})[c.model] = None
     return "; ".join(f"{workload}: {', '.join(names)}" for workload, names in models.items())
 
 
@@ -104,14 +103,12 @@ def diminishing_returns(df: pd.DataFrame, within: float = 0.05) -> pd.DataFrame:
     for (model, phase), g in df[df.status == "ok"].groupby(["model", "phase"]):
         best = g.loc[g.throughput_img_s.idxmax()]
         top = (best.throughput_img_s, best.throughput_ci95_img_s)
-        same = pd.Series(
-            [
-                pd.notna(c * top[1]) and not reproducibility.distinguishable(r, c, *top)
-                for r, c in zip(g.throughput_img_s, g.throughput_ci95_img_s, strict=True)
-            ],
-            index=g.index,
-        )
-        knee = g[(g.throughput_img_s >= (1 - within) * best.throughput_img_s) | same].batch_size.min()
+        same = [
+            pd.notna(c * top[1]) and not reproducibility.distinguishable(r, c, *top)
+            for r, c in zip(g.throughput_img_s, g.throughput_ci95_img_s, strict=True)
+        ]
+        near = (g.throughput_img_s >= (1 - within) * best.throughput_img_s).to_numpy()
+        knee = g[near | same].batch_size.min()
         rows.append((model, phase, best.throughput_img_s, int(best.batch_size), int(knee)))
     columns = ["model", "phase", "best_throughput_img_s", "best_batch_size", "knee_batch_size"]
     return pd.DataFrame(rows, columns=columns)

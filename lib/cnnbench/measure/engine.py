@@ -238,11 +238,11 @@ def window_target(p) -> tuple[float, int]:
     return (p.min_window_s, p.measured_steps) if p.measured_steps else (p.window_s, 5)
 
 
-def config_key(cfg: Config, device, p) -> dict:
-    """A measurement's key: the workload, device kind, every knob as in force there and :data:`PROTOCOL_KEYS`."""
+def config_key(cfg: Config, device, p, keys=PROTOCOL_KEYS) -> dict:
+    """A measurement's key: the workload, device kind, every knob as in force there and the params ``keys``."""
     b = timing.backend_of(device)
     in_force = cfg.replace(**knobs.in_force(cfg.setting, b)).columns()
-    return {**in_force, "device_kind": b.kind, **{k: getattr(p, k) for k in PROTOCOL_KEYS}}
+    return {**in_force, "device_kind": b.kind, **{k: getattr(p, k) for k in keys}}
 
 
 def now() -> str:
@@ -250,10 +250,10 @@ def now() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
 
 
-def base_row(cfg: Config, device, p) -> dict:
+def base_row(cfg: Config, device, p, keys=PROTOCOL_KEYS) -> dict:
     """The columns every row of ``cfg`` on ``device`` carries, whatever its outcome: its key and the device's name."""
     b = timing.backend_of(device)
-    return {**config_key(cfg, b, p), "device_name": b.name()}
+    return {**config_key(cfg, b, p, keys), "device_name": b.name()}
 
 
 def death(exitcode: int | None) -> str:

@@ -7,7 +7,7 @@ import time
 
 import pandas as pd
 
-from cnnbench import data, devices, knobs, results
+from cnnbench import data, devices, results
 from cnnbench.measure import engine, telemetry, timing, worker
 from cnnbench.measure.engine import Config
 from cnnbench.progress import bar, resumed
@@ -71,9 +71,8 @@ def epochs(run) -> pd.DataFrame:
     planned = []
     for model in p.models:
         cfg = engine.config(p, model, "train", p.variants[0], threads=run.threads)
-        columns = cfg.replace(**knobs.in_force(cfg.setting, b)).columns()
-        del columns["phase"]
-        row = {**columns, "device_kind": b.kind, "device_name": b.name(), "status": "ok", "error": ""}
+        row = engine.base_row(cfg, b, p, keys=()) | {"status": "ok", "error": ""}
+        del row["phase"]
         images = p.epoch_images_per_model.get(model, p.epoch_images)
         row |= {"max_batches": p.max_batches, "epoch_images": images, **protocol}
         planned.append((model, cfg, row))

@@ -122,9 +122,8 @@ def merge(state: _Config, stop_reason: str, steps: ResultsFile | None) -> dict:
     return base
 
 
-def _rounds(states: list[_Config], p, measure: Callable[[list, float], None], probe: Callable) -> dict:
+def _rounds(states: list[_Config], p, measure: Callable[[list, float], None], probe: Callable) -> list[str]:
     """Each configuration's stop reason after the rounds (see the module's docstring)."""
-    reasons: dict[int, str] = {}
     least = max(p.processes, 1)
     order = random.Random(f"rounds {p.seed}")
     for _ in range(least):
@@ -142,14 +141,13 @@ def _rounds(states: list[_Config], p, measure: Callable[[list, float], None], pr
             break
         probe()
         measure([(s, s.count + 1) for s in order.sample(wide, len(wide))], started + p.adapt_budget_s)
-    for i, s in enumerate(states):
+
+    def reason(s: _Config) -> str:
         if s.ci_pct() <= p.ci_target_pct:
-            reasons[i] = "target" if s.count > least else "processes"
-        elif s.count >= p.max_processes:
-            reasons[i] = "max_processes"
-        else:
-            reasons[i] = "budget"
-    return reasons
+            return "target" if s.count > least else "processes"
+        return "max_processes" if s.count >= p.max_processes else "budget"
+
+    return [reason(s) for s in states]
 
 
 def run_configs(
@@ -215,10 +213,9 @@ def run_configs(
         row["process"] = process
         process_done(row, process, max(p.processes, process))
         progress.update(1)
-        step_times = row.pop("step_times_s", [])
-        walls = row.pop("window_times_s", [])
-        spans = row.pop("window_spans_s", [])
-        series = row.pop("telemetry_series", [])
+        step_times, walls, spans, series = (
+            row.pop(k, []) for k in ("step_times_s", "window_times_s", "window_spans_s", "telemetry_series")
+        )
         counts = row.pop("window_steps", None) or [row.get("steps_per_window")] * len(walls)
         if row.get("status") != "ok":
             state.failure = {**row, **state.key, "processes_measured": len(state.processes)}
@@ -264,8 +261,8 @@ def run_configs(
         reasons = _rounds(states, p, measure, probe)
     finally:
         progress.close()
-    for i, s in enumerate(states):
-        row = s.failure if s.failure is not None else merge(s, reasons[i], steps)
+    for s, reason in zip(states, reasons, strict=True):
+        row = s.failure if s.failure is not None else merge(s, reason, steps)
         row.pop("process", None)
         results.append(row)
         row_done(row)  # one progress line per configuration for the pipeline's console

@@ -59,7 +59,6 @@ class Sampler:
         self.throttle: set[str] = set()
         self.power_source = ""  # which NVML reading gpu_power_w holds (POWER_INSTANT or POWER_AVERAGE)
         self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
         self._proc = psutil.Process()
         self._cores = psutil.cpu_count() or 1
         self._last_cpu: tuple[float, float] | None = None  # (clock, this process tree's CPU seconds)
@@ -155,8 +154,7 @@ class Sampler:
 
     def __exit__(self, *exc) -> None:
         self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
+        self._thread.join()
         self.sample()  # at least one sample per window, however short
         mine = os.environ.get(paths.LOCK_ENV)  # other runs of this workbook here: once, off the clock
         self.other_runs = len({folder for _, folder, _ in paths.run_processes() if folder != mine})

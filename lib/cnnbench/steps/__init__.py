@@ -31,21 +31,21 @@ def profile(run) -> pd.DataFrame:
     """Seed 002's fine-tuning step (a two-class head) traced for each of ``profile_models`` (current rows)."""
     p = dataclasses.replace(run.params, lr=run.params.transfer_lrs[0])
     batch = p.profile_batch_size or p.transfer_batch_sizes[0]
-    b = devices.backend(run.device)
+    b = timing.backend_of(run.device)
     table = results.table("profile_ops")
     kept, rows, planned, traced_before = table.file(run.dir), [], [], 0
     for model in p.profile_models:
         sizes = (p.transfer_image_size, FINE_TUNING_CLASSES, models.spec(model).in_channels)
         setting = knobs.for_params(p, batch_size=batch, threads=run.threads)
         cfg = engine.Config(model, "train", *sizes, setting=setting)
-        ident = identity(cfg, b, p, ("seed", "optimizer", "lr", "warmup_steps"))
+        ident = engine.config_key(cfg, b, p, ("seed", "optimizer", "lr", "warmup_steps"))
         ident |= {"profiled_steps": p.profile_steps, "profile_top_k": p.profile_top_k}
         planned.append(ident)
         if kept.finished(ident, table.plan_columns):  # traced before with the same parameters: kept
             traced_before += 1
             continue
         progress.note(f"profiler: {model}, {p.profile_steps} steps")
-        ops = profile_model(cfg, run.device, p, run.dir)
+        ops = profile_model(cfg, b, p, run.dir)
         rows += [{**r, **ident} for r in ops]
     table.plan(run.dir, planned, "profile")
     kept.extend(rows, group=table.plan_columns)
@@ -93,6 +93,7 @@ def top_ops_table(df: pd.DataFrame, model: str | None = None) -> pd.DataFrame:
 
 
 STEP_PHASES = ("data_wait", "h2d_copy", "forward", "loss", "backward", "optimizer")
+PHASE_KEYS = (*PHASE_PROTOCOL, *PHASE_PASS_KEYS)  # the params that identify a breakdown (its plan's columns)
 TOLERANCE_PCT = 5.0
 PRECISION_PCT = 2.0  # the 95% interval of the phase sum's difference that ends a model, decided or not
 MAX_PAIRS = 2000  # a bound on the pairs one window measures, whatever the clock says
@@ -103,13 +104,14 @@ class PhaseTimer:
 
     def __init__(
         self,
-        device: torch.device,
+        device,
         clock: Callable[[], float] = time.perf_counter,
-        sync: Callable[[torch.device], None] = devices.synchronize,
+        sync: Callable[[torch.device], None] | None = None,
         use_events: bool | None = None,
     ):
-        self.device, self.clock, self.sync = device, clock, sync
-        self.events = devices.backend(device).events() if use_events is not False else None
+        b = timing.backend_of(device)
+        self.device, self.clock, self.sync = b.device, clock, sync or (lambda _: b.synchronize())
+        self.events = b.events() if use_events is not False else None
         self.times: dict[str, float] = {}
 
     def _event(self):
@@ -164,8 +166,9 @@ def split_step(work: engine.Workload, batches, timer: PhaseTimer) -> dict[str, f
     return timer.times | {"optimizer": timer.times["optimizer"] + cleared}
 
 
-def whole_step(work: engine.Workload, batches, clock=time.perf_counter, sync=devices.synchronize) -> float:
+def whole_step(work: engine.Workload, batches, clock=time.perf_counter, sync=None) -> float:
     """One unsplit training step on the same pipeline (data wait and copy included), synchronised at its ends."""
+    sync = sync or (lambda _: work.backend.synchronize())
     sync(work.device)
     start = clock()
     work.train_step(work.to_device(*next(batches)))
@@ -228,11 +231,11 @@ def record(
     epoch_batches: int = 0,
     max_s: float = 0.0,
     clock: Callable[[], float] = time.perf_counter,
-    sync: Callable[[torch.device], None] = devices.synchronize,
+    sync: Callable[[torch.device], None] | None = None,
 ) -> tuple[list[dict[str, float]], list[float]]:
     """Split and unsplit steps of ``work`` in seeded random order: ``warmup`` pairs, then at least ``steps`` pairs
     and ``window_s`` s, then on until settled or ``max_s`` s; pairs taking an epoch's first batch are dropped."""
-    timer = PhaseTimer(work.device, clock, sync)
+    timer = PhaseTimer(work.backend, clock, sync)
     batches = HeldBatches(batches)
     order = random.Random(seed)
 
@@ -270,15 +273,15 @@ def record(
 
 def measure(
     cfg: engine.Config,
-    device: torch.device,
+    device,
     p,
     dataset=None,
     clock: Callable[[], float] = time.perf_counter,
-    sync: Callable[[torch.device], None] = devices.synchronize,
+    sync: Callable[[torch.device], None] | None = None,
 ) -> list[dict]:
     """The phase rows of one configuration by :func:`record` (one failure row when it fails)."""
-    b = devices.backend(device)
-    base = {**identity(cfg, b, p), "device_name": b.name()}
+    b = timing.backend_of(device)
+    base = engine.base_row(cfg, b, p, PHASE_KEYS)
     try:
         with engine.Workload(cfg.replace(phase="train", data_mode="device"), device, p) as work:
             images = max(p.synthetic_images, 2 * cfg.batch_size)
@@ -292,27 +295,21 @@ def measure(
             )
         return [{**base, **row, "status": "ok", "error": ""} for row in summarize(split, whole)]
     except Exception as err:  # noqa: BLE001 - a failure is a row, the run goes on
-        return [{**base, "step_phase": "", **engine.failure(err, device)}]
-
-
-def identity(cfg: engine.Config, b: devices.Backend, p, keys=(*PHASE_PROTOCOL, *PHASE_PASS_KEYS)) -> dict:
-    """What identifies a breakdown (or a trace): the configuration as in force, the device kind, params ``keys``."""
-    in_force = cfg.replace(**knobs.in_force(cfg.setting, b)).columns()
-    return {**in_force, "device_kind": b.kind, **{k: getattr(p, k) for k in keys}}
+        return [{**base, "step_phase": "", **engine.failure(err, b)}]
 
 
 def phases(run) -> pd.DataFrame:
     """The phase breakdown of every Scenario A model's first training configuration -> step_phases.csv."""
     from cnnbench import scenarios
 
-    p, b = run.params, devices.backend(run.device)
+    p, b = run.params, timing.backend_of(run.device)
     table = results.table("step_phases")
     file = table.file(run.dir)
     dataset_for, first = data.for_configs(p), {}
     for c in scenarios.scenario_a_configs(dataclasses.replace(p, phases=["train"])):
         first.setdefault(c.model, c.replace(threads=run.threads, data_mode="loader"))
     planned = [c.replace(batch_size=p.phase_batch_size) if p.phase_batch_size else c for c in first.values()]
-    keys = [{**identity(cfg, b, p), "step_phase": STEP_PHASES[-1]} for cfg in planned]
+    keys = [{**engine.config_key(cfg, b, p, PHASE_KEYS), "step_phase": STEP_PHASES[-1]} for cfg in planned]
     table.plan(run.dir, keys, "step_phases")
     kept = sum(file.done(key) for key in keys)
     for cfg, key in progress.bar(list(zip(planned, keys, strict=True)), desc="step phases", unit="model"):
@@ -384,16 +381,16 @@ RANKED_BY = {"device": "self_device_s", "host": "self_cpu_s", "queue": "self_cpu
 QUEUE_NOTE = "times are the host's time to queue each op on the device, not the device's time to run it"
 
 
-def profile_model(cfg: engine.Config, device: torch.device, p, folder: Path) -> list[dict]:
+def profile_model(cfg: engine.Config, device, p, folder: Path) -> list[dict]:
     """Rows of the top operators of ``profile_steps`` traced training steps of ``cfg``, per pass."""
-    b, steps = devices.backend(device), p.profile_steps
+    b, steps = timing.backend_of(device), p.profile_steps
     base = {k: getattr(cfg, k) for k in ("model", "batch_size", "image_size", "num_classes", "precision")}
     base |= dict(optimizer=p.optimizer, lr=p.lr, device_kind=b.kind, device_name=b.name())
     base["profiled_steps"] = steps
     try:
         plan = torch.profiler.schedule(wait=0, warmup=1, active=steps, repeat=1)
         with engine.Workload(
-            cfg.replace(phase="train", data_mode="device"), device, p, optimizer=p.optimizer
+            cfg.replace(phase="train", data_mode="device"), b, p, optimizer=p.optimizer
         ) as work:
             with torch.profiler.profile(activities=b.profiler_activities(), schedule=plan) as prof:
                 for _ in range(steps + 1):  # each pass labelled for the profiler (the loss in the forward)
@@ -414,4 +411,4 @@ def profile_model(cfg: engine.Config, device: torch.device, p, folder: Path) -> 
         done = {"ranked_by": by, "time_note": note, "trace_file": trace.name, "status": "ok", "error": ""}
         return [{**base, **r, **done} for r in ops.to_dict("records")]
     except Exception as err:  # noqa: BLE001 - a failure is a row, the run goes on
-        return [{**base, "pass": "", "op": "", **engine.failure(err, device)}]
+        return [{**base, "pass": "", "op": "", **engine.failure(err, b)}]
