@@ -621,13 +621,11 @@ def _numbered(variants: list[dict]) -> list[dict]:
 
 def variant_notes(p: Params) -> list[str]:
     """One line per variant numbered a copy (``replica``): of which earlier variant, measured as an A/A comparison."""
-    first = {}  # a setting, its copy apart -> the first variant of it
-    for i, v in enumerate(p.variants):
-        first.setdefault(knobs.Setting({**v, "replica": 0}), i)
+    bases = [knobs.Setting({**v, "replica": 0}) for v in p.variants]  # each variant's setting, its copy apart
     return [
         f"variants[{i}] repeats variants[{j}]: measured again as its copy (replica {v['replica']}), an A/A "
         "comparison whose ratio should hold 1.0"
-        if (j := first[knobs.Setting({**v, "replica": 0})]) < i
+        if (j := bases.index(bases[i])) < i
         else f"variants[{i}] is replica {v['replica']} of its setting, though no earlier variant has that setting: "
         "measured once"
         for i, v in enumerate(p.variants)
