@@ -9,6 +9,7 @@ import copy
 import dataclasses
 import difflib
 import functools
+import itertools
 import math
 import os
 import re
@@ -21,7 +22,7 @@ from typing import Annotated, Any
 
 import yaml
 
-from cnnbench import paths
+from cnnbench import knobs, paths
 from cnnbench.knobs import KNOBS, MAX_THREADS
 
 DATASETS = ("synthetic", "tiny_imagenet", "imagenette", "mnist", "cifar10", "imagefolder")
@@ -496,8 +497,7 @@ def _validated(raw: dict[str, Any], check_device: bool) -> Params:
     }
     p = Params(**{**raw, **as_float})
     _first(_problems(p, check_device))
-    p = dataclasses.replace(p, variants=_replicas(p.variants))
-    _first(_repeats(p.variants))
+    p = dataclasses.replace(p, variants=_numbered(p.variants))
     if check_device:
         for key, expect in (("device", ""), ("expect_device", p.expect_device)):
             try:
@@ -508,9 +508,12 @@ def _validated(raw: dict[str, Any], check_device: bool) -> Params:
     return p
 
 
-def _buffer_bytes(p: Params) -> dict[str, int]:
-    """Key -> the bytes of the largest buffer it sizes: 04's three fp32 matmul matrices and 2 x stream_mb sweep,
-    the uint8 synthetic dataset, a batch's fp32 input images (at the resolution its key trains)."""
+def _machine_bounds(p: Params) -> typing.Iterator[str]:
+    """A buffer one key sizes past half this machine's memory (the rest: OS, torch, the run), and more threads or
+    processes than THREADS_PER_CPU per logical CPU: refused before work, not a kernel killed mid-notebook. A key
+    sizes 04's three fp32 matmul matrices or 2 x stream_mb sweep, the uint8 synthetic dataset, or a batch's fp32
+    input images (at the resolution its key trains)."""
+    import psutil
 
     def largest(value) -> int:  # a batch size, or the largest in a list or mapping of them
         if isinstance(value, dict):
@@ -518,25 +521,17 @@ def _buffer_bytes(p: Params) -> dict[str, int]:
         return max(map(largest, value), default=0) if isinstance(value, list) else value
 
     transfer = max(p.image_size, p.transfer_image_size)
-    out = {"matmul_size": 12 * p.matmul_size**2, "stream_mb": 2 * 2**20 * p.stream_mb}
-    out["synthetic_images"] = 3 * p.image_size**2 * p.synthetic_images
+    need = {"matmul_size": 12 * p.matmul_size**2, "stream_mb": 2 * 2**20 * p.stream_mb}
+    need["synthetic_images"] = 3 * p.image_size**2 * p.synthetic_images
     for key in ("batch_size", "batch_size_per_model", "sweep", "tune_max_batch_size", "scaling_batch_size"):
-        out[key] = 12 * p.image_size**2 * largest(getattr(p, key))
+        need[key] = 12 * p.image_size**2 * largest(getattr(p, key))
     for key in ("transfer_batch_sizes", "phase_batch_size", "profile_batch_size"):
-        out[key] = 12 * transfer**2 * largest(getattr(p, key))
-    return out
-
-
-def _machine_bounds(p: Params) -> typing.Iterator[str]:
-    """A buffer one key sizes past half this machine's memory (the rest: OS, torch, the run), and more threads or
-    processes than THREADS_PER_CPU per logical CPU: refused before work, not a kernel killed mid-notebook."""
-    import psutil
-
+        need[key] = 12 * transfer**2 * largest(getattr(p, key))
     half = psutil.virtual_memory().total / 2
-    for key, need in _buffer_bytes(p).items():
-        if need > half:
+    for key, size in need.items():
+        if size > half:
             memory = f"over half this machine's memory ({2 * half / 2**30:.1f} GiB)"
-            yield f"key '{key}' needs {need / 2**30:.1f} GiB, {memory}"
+            yield f"key '{key}' needs {size / 2**30:.1f} GiB, {memory}"
     cpus = os.cpu_count() or 1
     for key in ("threads", "workers", "scaling_world_sizes"):
         value = getattr(p, key)
@@ -603,48 +598,34 @@ def _unknown_key(key: str) -> str:
     return f"unknown key {_show(key)}; {_suggest(key, list(FIELDS), 'keys')}"
 
 
-def _replicas(variants: list[dict]) -> list[dict]:
+def _numbered(variants: list[dict]) -> list[dict]:
     """``variants``, each repeating an earlier one without naming its ``replica`` numbered by the first replica no
-    variant of its setting names or took (an A/A measurement)."""
-    from cnnbench import knobs
-
-    base = lambda v: knobs.Setting({**v, "replica": 0})  # noqa: E731 - a variant's setting, its copy apart
-    used = {(base(v), knobs.Setting(v).replica) for v in variants if "replica" in v}
-    out, seen = [], set()
-    for v in variants:
-        if "replica" not in v and (b := base(v)) in seen:
-            v = {**v, "replica": next(n for n in range(1, len(variants) + 1) if (b, n) not in used)}
-        used.add((base(v), knobs.Setting(v).replica))
-        seen.add(base(v))
+    variant of its setting names or took (an A/A measurement); a variant the same setting as an earlier one (its
+    ``replica`` too: the same key measured twice) refused."""
+    used, settings, out = {knobs.Setting(v) for v in variants if "replica" in v}, [], []
+    for i, v in enumerate(variants):
+        base = knobs.Setting({**v, "replica": 0})
+        if "replica" not in v and base in {w.with_(replica=0) for w in settings}:
+            v = {**v, "replica": next(n for n in itertools.count(1) if base.with_(replica=n) not in used)}
+        if (s := knobs.Setting(v)) in settings:
+            same = f"variants[{settings.index(s)}] ({knobs.label(s, knobs.variant_only())})"
+            raise ParamsError(
+                f"key 'variants[{i}]' is the same setting as {same}: it would be measured twice under one key; "
+                "remove it or give it another replica (an A/A copy)"
+            )
+        used.add(s)
+        settings.append(s)
         out.append(v)
     return out
 
 
-def _repeats(variants: list[dict]) -> typing.Iterator[str]:
-    """A variant the same setting as an earlier one (its ``replica`` too): the same key measured twice."""
-    from cnnbench import knobs
-
-    settings = [knobs.Setting(v) for v in variants]
-    for i, s in enumerate(settings):
-        if s in settings[:i]:
-            same = f"variants[{settings.index(s)}] ({knobs.label(s, knobs.variant_only())})"
-            yield (
-                f"key 'variants[{i}]' is the same setting as {same}: it would be measured twice under one key; "
-                "remove it or give it another replica (an A/A copy)"
-            )
-
-
 def variant_notes(p: Params) -> list[str]:
     """One line per variant numbered a copy (``replica``): of which earlier variant, measured as an A/A comparison."""
-    from cnnbench import knobs
-
-    first = {}  # a setting, its copy apart -> the first variant of it
-    for i, v in enumerate(p.variants):
-        first.setdefault(knobs.Setting({**v, "replica": 0}), i)
+    bases = [knobs.Setting({**v, "replica": 0}) for v in p.variants]  # each variant's setting, its copy apart
     return [
         f"variants[{i}] repeats variants[{j}]: measured again as its copy (replica {v['replica']}), an A/A "
         "comparison whose ratio should hold 1.0"
-        if (j := first[knobs.Setting({**v, "replica": 0})]) < i
+        if (j := bases.index(bases[i])) < i
         else f"variants[{i}] is replica {v['replica']} of its setting, though no earlier variant has that setting: "
         "measured once"
         for i, v in enumerate(p.variants)
@@ -654,8 +635,6 @@ def variant_notes(p: Params) -> list[str]:
 
 def _device_problems(p: Params, hw) -> typing.Iterator[str]:
     """Every knob value of the run and its variants runs on this device as labelled and changes something."""
-    from cnnbench import knobs
-
     for k, knob in KNOBS.items():
         if knob.run_wide and (why := knobs.lacks(k, getattr(p, k), hw)):
             yield f"key '{k}' {getattr(p, k)!r}: {why}"
