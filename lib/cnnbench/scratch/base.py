@@ -154,12 +154,13 @@ def torch_module(model: str, image_size: int = 28, hidden: int = 10):
     return MnistCNN(num_classes=10, in_channels=1, image_size=image_size)
 
 
+def nbytes(arrays) -> int:
+    """Bytes of ``arrays`` (NumPy, CuPy, Numba device arrays or torch tensors; None skipped)."""
+    return int(sum(a.nbytes for a in arrays if a is not None))
+
+
 def component_bytes(backend, acts, work) -> dict[str, int]:
     """:meth:`Backend.memory` of a backend holding ``p``, ``g``, ``v``, ``batch``, ``acts`` and ``work``."""
-
-    def nbytes(arrays) -> int:
-        return int(sum(a.nbytes for a in arrays if a is not None))
-
     return {
         "batch": nbytes([backend.batch]),
         "parameters": nbytes(backend.p.values()),
