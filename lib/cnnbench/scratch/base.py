@@ -154,12 +154,13 @@ def torch_module(model: str, image_size: int = 28, hidden: int = 10):
     return MnistCNN(num_classes=10, in_channels=1, image_size=image_size)
 
 
+def nbytes(arrays) -> int:
+    """Bytes of ``arrays`` (NumPy, CuPy, Numba device arrays or torch tensors; None skipped)."""
+    return int(sum(a.nbytes for a in arrays if a is not None))
+
+
 def component_bytes(backend, acts, work) -> dict[str, int]:
     """:meth:`Backend.memory` of a backend holding ``p``, ``g``, ``v``, ``batch``, ``acts`` and ``work``."""
-
-    def nbytes(arrays) -> int:
-        return int(sum(a.nbytes for a in arrays if a is not None))
-
     return {
         "batch": nbytes([backend.batch]),
         "parameters": nbytes(backend.p.values()),
@@ -196,8 +197,9 @@ def step_buffers(model: str, p: dict, image: int, n: int, empty) -> dict:
 
 class Buffered(Backend):
     """What the Numba backends share: a step's arrays per batch size (:func:`step_buffers`) and its kernels in
-    order; a backend launches a kernel (``_launch(kernel, size, *args)``, size: the elements it writes) and
-    supplies the steps that differ (``_dense_w``, ``_grad``, ``_softmax``, ``_loss``)."""
+    order; a backend launches a kernel (``_launch(kernel, size, *args)``, size: the elements it writes), passes
+    lr and momentum to its ``sgd`` kernel as ``scalar`` and supplies the steps that differ (``_dense_w``,
+    ``_grad``, ``_softmax``, ``_loss``)."""
 
     def _put(self, name, a):
         return self._device(a.copy())  # never train the caller's arrays
@@ -219,22 +221,17 @@ class Buffered(Backend):
     def _forward(self, x, b):
         p, op, k, run = self.p, self.timer.op, self.kernels, self._launch
         n = x.shape[0]
+        for i, source in ((1, x), (2, b["p1"])) if self.model == "mnist_cnn" else ():
+            a, pooled = b[f"a{i}"], b[f"p{i}"]
+            with op(f"conv{i}+relu{i}", "conv", "forward"):
+                run(k.conv_relu_fwd, a.size, source, p[f"conv{i}.weight"], p[f"conv{i}.bias"], a)
+            with op(f"pool{i}", "pool", "forward"):
+                run(k.maxpool_fwd, pooled.size, a, pooled, b[f"i{i}"])
         if self.model == "mnist_cnn":
-            with op("conv1+relu1", "conv", "forward"):
-                run(k.conv_relu_fwd, b["a1"].size, x, p["conv1.weight"], p["conv1.bias"], b["a1"])
-            with op("pool1", "pool", "forward"):
-                run(k.maxpool_fwd, b["p1"].size, b["a1"], b["p1"], b["i1"])
-            with op("conv2+relu2", "conv", "forward"):
-                run(k.conv_relu_fwd, b["a2"].size, b["p1"], p["conv2.weight"], p["conv2.bias"], b["a2"])
-            with op("pool2", "pool", "forward"):
-                run(k.maxpool_fwd, b["p2"].size, b["a2"], b["p2"], b["i2"])
             x = b["p2"].reshape(n, b["p2"].size // n)
-        with op("fc1+relu", "matmul", "forward"):
-            run(k.dense_fwd, b["h"].size, x, self._dense_w("fc1"), p["fc1.bias"], b["h"], True)
-        with op("fc2", "matmul", "forward"):
-            run(
-                k.dense_fwd, b["logits"].size, b["h"], self._dense_w("fc2"), p["fc2.bias"], b["logits"], False
-            )
+        for fc, source, out, relu in (("fc1", x, b["h"], True), ("fc2", b["h"], b["logits"], False)):
+            with op("fc1+relu" if relu else "fc2", "matmul", "forward"):
+                run(k.dense_fwd, out.size, source, self._dense_w(fc), p[f"{fc}.bias"], out, relu)
         return x
 
     def loss_and_grads(self, x, y) -> float:
@@ -250,18 +247,21 @@ class Buffered(Backend):
             self._grad(k.dense_bwd_weight, "fc1", b["dh"], flat)
             if self.model == "mnist_cnn":
                 run(k.dense_bwd_input, b["dflat"].size, b["dh"], p["fc1.weight"], b["dh"], b["dflat"], False)
-        if self.model == "mnist_cnn":
-            with op("pool2+relu2_bwd", "gradient", "backward"):
-                dp2 = b["dflat"].reshape(*b["p2"].shape)
-                run(k.maxpool_relu_bwd, b["da2"].size, dp2, b["p2"], b["i2"], b["da2"])
-            with op("conv2_bwd", "gradient", "backward"):
-                self._grad(k.conv_bwd_weight, "conv2", b["p1"], b["da2"])
-                run(k.conv_bwd_input, b["dp1"].size, b["da2"], p["conv2.weight"], b["dp1"])
-            with op("pool1+relu1_bwd", "gradient", "backward"):
-                run(k.maxpool_relu_bwd, b["da1"].size, b["dp1"], b["p1"], b["i1"], b["da1"])
-            with op("conv1_bwd", "gradient", "backward"):
-                self._grad(k.conv_bwd_weight, "conv1", x, b["da1"])
+        for i, source in ((2, b["p1"]), (1, x)) if self.model == "mnist_cnn" else ():
+            da = b[f"da{i}"]
+            with op(f"pool{i}+relu{i}_bwd", "gradient", "backward"):
+                dpooled = b["dflat"].reshape(*b["p2"].shape) if i == 2 else b["dp1"]
+                run(k.maxpool_relu_bwd, da.size, dpooled, b[f"p{i}"], b[f"i{i}"], da)
+            with op(f"conv{i}_bwd", "gradient", "backward"):
+                self._grad(k.conv_bwd_weight, f"conv{i}", source, da)
+                if i == 2:  # the first layer's input needs no gradient
+                    run(k.conv_bwd_input, b["dp1"].size, da, p["conv2.weight"], b["dp1"])
         return self._loss(loss, b)
+
+    def _sgd(self):
+        for k, p in self.p.items():
+            flat = (a.reshape(p.size) for a in (p, self.g[k], self.v.get(k, p)))
+            self._launch(self.kernels.sgd, p.size, *flat, self.scalar(self.lr), self.scalar(self.momentum))
 
     def _predict(self, x):
         b = self._buf(len(x))

@@ -199,6 +199,7 @@ def sgd(p, g, v, lr, momentum):
 class NumbaCpuBackend(Buffered):
     kernels = sys.modules[__name__]
     compiles = True
+    scalar = float  # lr and momentum: float64 in the update, as torch's
 
     def _buf(self, n: int) -> dict[str, np.ndarray]:
         if n not in self.buffers:
@@ -233,11 +234,6 @@ class NumbaCpuBackend(Buffered):
         kernel(a, d, dw_part, db_part)
         dw[...] = dw_part.sum(axis=(0, 5))
         db[...] = db_part.sum(axis=(0, 2))
-
-    def _sgd(self):
-        for k, p in self.p.items():
-            flat = (a.reshape(-1) for a in (p, self.g[k], self.v.get(k, p)))
-            sgd(*flat, self.lr, self.momentum)
 
 
 backend = NumbaCpuBackend

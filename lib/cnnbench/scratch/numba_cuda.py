@@ -202,6 +202,7 @@ def zero(a):
 class NumbaCudaBackend(Buffered):
     kernels = sys.modules[__name__]
     momentum_buffers = True  # its SGD kernel updates through v, momentum 0 included
+    scalar = np.float32  # lr and momentum: a Python float would make the update FP64
 
     def __init__(self, name: str, model: str, lr: float = 0.01, momentum: float = 0.9):
         if not cuda.is_available():
@@ -255,11 +256,6 @@ class NumbaCudaBackend(Buffered):
     def _grad(self, kernel, layer, a, d):
         w, bias = self.g[f"{layer}.weight"], self.g[f"{layer}.bias"]
         self._launch(kernel, w.size, a, d, w, bias, chunks=a.shape[0])
-
-    def _sgd(self):
-        for k, p in self.p.items():
-            flat = (a.reshape(p.size) for a in (p, self.g[k], self.v[k]))
-            self._launch(sgd, p.size, *flat, np.float32(self.lr), np.float32(self.momentum))
 
 
 backend = NumbaCudaBackend

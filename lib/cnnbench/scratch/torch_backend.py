@@ -10,7 +10,7 @@ import torch.nn.functional as F
 from cnnbench import devices
 from cnnbench.params import SCRATCH_BACKENDS
 from cnnbench.scratch import base
-from cnnbench.scratch.base import PARAM_NAMES, Backend, BackendUnavailable
+from cnnbench.scratch.base import PARAM_NAMES, Backend, BackendUnavailable, nbytes
 
 # each layer type's op (fc's input flattened)
 OPS = {"conv": F.conv2d, "relu": F.relu, "pool": lambda a: F.max_pool2d(a, 2), "fc": F.linear}
@@ -80,15 +80,12 @@ class TorchBackend(Backend):
         return {k: self._host(v.grad) for k, v in self.p.items()}
 
     def memory(self) -> dict[str, int]:
-        def size(ts):
-            return int(sum(t.numel() * t.element_size() for t in ts if t is not None))
-
         state = [t for s in self.opt.state.values() for t in s.values() if torch.is_tensor(t) and t.dim()]
         return {
-            "batch": size([self.batch]),
-            "parameters": size(self.p.values()),
-            "gradients": size(p.grad for p in self.p.values()),
-            "optimizer_state": size(state),
+            "batch": nbytes([self.batch]),
+            "parameters": nbytes(self.p.values()),
+            "gradients": nbytes(p.grad for p in self.p.values()),
+            "optimizer_state": nbytes(state),
             "activations": int(sum(self._saved.values())),
         }
 
