@@ -523,14 +523,11 @@ def _execute_run(
         resolved = run_mod.write_resolved(run_dir, p, params_file, overrides)  # read by every notebook
         sources = _estimate_sources(p, params_file, run_dir, *device)
         planned = {name: eta.planned(p, name) for name in p.notebooks}
-        if ANALYSIS in p.notebooks:
-            _fingerprint(run_dir, None)
         partial = None if args.no_report else functools.partial(_partial_report, run_dir, len(p.notebooks))
-        executed = execute(
-            resolved, run_dir, p.notebooks, p.cell_timeout_s, planned=planned, on_done=partial, **sources
-        )
-        if ANALYSIS in p.notebooks:
-            _fingerprint(run_dir, [run_dir])
+        with _fingerprinting(run_dir, [run_dir]) if ANALYSIS in p.notebooks else contextlib.nullcontext():
+            executed = execute(
+                resolved, run_dir, p.notebooks, p.cell_timeout_s, planned=planned, on_done=partial, **sources
+            )
         if html := finished(run_dir, None if args.no_report else executed):
             print(f"cnnbench: report {html}")
     except NotebookFailed as err:
@@ -703,18 +700,18 @@ def _analysed(
     p = params()  # validated only here: seconds, with torch
     print(f"{who}: {ANALYSIS} over the results on disk (nothing is measured)")
     resolved = run_mod.write_resolved(into, p, params_file, overrides)
-    _fingerprint(folder, None)
-    executed = execute(resolved, folder, [ANALYSIS], p.cell_timeout_s, progress=into / "progress.log")
-    _fingerprint(folder, read)
+    with _fingerprinting(folder, read):
+        executed = execute(resolved, folder, [ANALYSIS], p.cell_timeout_s, progress=into / "progress.log")
     return executed[0]
 
 
-def _fingerprint(folder: Path, read: list[Path] | None) -> None:
-    """08 just executed into ``folder`` over ``read``, for :func:`_analysis_current`; None: about to be executed again,
-    so no fingerprint says it is current until it finishes (a failed copy stays, for reading)."""
+@contextlib.contextmanager
+def _fingerprinting(folder: Path, read: list[Path]):
+    """08 executed into ``folder`` over ``read`` in the block: its fingerprint (:func:`_analysis_current`) removed
+    first, written once the block has finished (a copy that failed stays, for reading, never current)."""
     path = (folder / "notebooks" / f"{ANALYSIS}.ipynb").with_suffix(FINGERPRINT)
-    if read is None:
-        return path.unlink(missing_ok=True)
+    path.unlink(missing_ok=True)
+    yield
     results.write_json(path, _fingerprint_of(read, _notebook_path(ANALYSIS)))
 
 
