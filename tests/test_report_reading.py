@@ -304,10 +304,8 @@ def test_a_run_folder_records_paths_relative_to_the_workbook_or_home(tmp_path, m
     p, folder = params.load(root / "params" / "smoke.yaml", check_device=False), tmp_path / "out" / "r"
     recorded = run.write_resolved(folder, p, root / "params" / "smoke.yaml", {})
     assert results.read_json(recorded)["params_file"] == "params/smoke.yaml"
-    for mark in (pipeline._mark_started, pipeline._mark_failed):
-        mark(
-            folder, *(["killed"] if mark is pipeline._mark_failed else []), root / "params" / "smoke.yaml", {}
-        )
+    for why in ("", "killed"):  # the run starts; it did not finish
+        pipeline._mark(folder, root / "params" / "smoke.yaml", {}, why)
         failed = (folder / "FAILED.txt").read_text()
         assert "params file: params/smoke.yaml\n" in failed and str(tmp_path) not in failed, failed
     opened = cnnbench.open_run(recorded, {}, folder)  # read back: the file it names, from the workbook's root

@@ -19,7 +19,8 @@ def test_a_fingerprint_covers_the_results_files_and_the_code_and_nothing_else(tm
     assert not pipeline._analysis_current(run, [run])  # never executed
     executed.write_text("{}")
     assert not pipeline._analysis_current(run, [run])  # executed, but nothing recorded what it read
-    pipeline._fingerprint(run, [run])
+    with pipeline._fingerprinting(run, [run]):  # 08 executed
+        pass
     assert pipeline._analysis_current(run, [run])
     results.write_rows(
         run / "timings.csv", [{"notebook": "08_analysis", "duration_s": 3.0}]
@@ -31,7 +32,8 @@ def test_a_fingerprint_covers_the_results_files_and_the_code_and_nothing_else(tm
     assert not pipeline._analysis_current(run, [run], other)  # the notebook changed
     results.write_rows(run / "scenario_a.csv", [{"model": "resnet18", "throughput_img_s": 101.0}])
     assert not pipeline._analysis_current(run, [run])  # a result changed
-    pipeline._fingerprint(run, [run])
+    with pipeline._fingerprinting(run, [run]):  # 08 executed
+        pass
     (run / "ratios.csv").write_text("new\n")
     assert not pipeline._analysis_current(run, [run])  # a results file appeared
     (run / "ratios.csv").unlink()
@@ -81,7 +83,8 @@ def test_an_analysis_that_fails_is_never_taken_for_current(tmp_path, monkeypatch
     run = outputs / "a"
     shutil.copytree(EXAMPLE, run, ignore=shutil.ignore_patterns("report.html", "trace_*", "ddp"))
     executed = run / "notebooks" / "08_analysis.ipynb"
-    pipeline._fingerprint(run, [run])  # finished once
+    with pipeline._fingerprinting(run, [run]):  # finished once
+        pass
 
     def failing(params_file, run_dir, notebooks, timeout_s, **kw):
         raise pipeline.NotebookFailed("08_analysis", 3, "ValueError: boom", executed)

@@ -197,7 +197,7 @@ def test_sigint_stops_cnnbench_report_where_sigint_was_ignored(tmp_path, monkeyp
         time.sleep(5)  # the handler raises here
         raise AssertionError("SIGINT ignored")
 
-    monkeypatch.setattr(pipeline, "_report_folders", interrupted)
+    monkeypatch.setattr(pipeline, "_rebuild", interrupted)
     before = signal.signal(signal.SIGINT, signal.SIG_IGN)  # as a script's `cnnbench report &` starts it
     try:
         assert pipeline.main(["report", str(tmp_path)]) == 130

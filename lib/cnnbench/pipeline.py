@@ -316,28 +316,31 @@ def _now() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
 
 
-def _mark_started(run_dir: Path, params_file: Path, overrides: dict) -> None:
-    """A run starts: FAILED.txt says so until it succeeds, and the previous report is renamed stale."""
+def _mark(run_dir: Path, params_file: Path, overrides: dict, why: str = "", detail: str = "") -> str:
+    """FAILED.txt, whole or not at all: the run did not finish ``why``, or ("") it starts, the previous report
+    renamed stale; returns "" or, where a failure's cannot be written, why not (a start's OSError is raised)."""
     from cnnbench import report
 
-    run_dir.mkdir(parents=True, exist_ok=True)
-    if (run_dir / report.REPORT).is_file():
+    if not why and (run_dir / report.REPORT).is_file():
         (run_dir / report.REPORT).replace(run_dir / STALE_REPORT)
-    why = "is running, or was stopped without a chance to say why (killed, out of memory, power lost)"
-    state = f"has not finished: it started at {_now()} (process {os.getpid()}) and {why}"
-    _mark(run_dir, state, params_file, overrides)
-
-
-def _mark(run_dir: Path, state: str, params_file: Path, overrides: dict, detail: str = "") -> None:
+    running = "is running, or was stopped without a chance to say why (killed, out of memory, power lost)"
+    started = f"has not finished: it started at {_now()} (process {os.getpid()}) and {running}"
+    state = f"did not finish: {why}\nwhen: {_now()}" if why else started
     stale = (
         f"\nThe previous report was renamed {STALE_REPORT}.\n" if (run_dir / STALE_REPORT).is_file() else ""
     )
-    results.atomic_write_text(
-        run_dir / paths.FAILED,
-        f"This run {state}\nparams file: {paths.shown(params_file)}\noverrides: {json.dumps(overrides, default=str)}"
-        f"\nResults written so far are kept; rerun the same command to resume.{stale}\n"
-        + (f"\n{detail}" if detail else ""),
-    )
+    try:
+        results.atomic_write_text(
+            run_dir / paths.FAILED,
+            f"This run {state}\nparams file: {paths.shown(params_file)}\noverrides: {json.dumps(overrides, default=str)}"
+            f"\nResults written so far are kept; rerun the same command to resume.{stale}\n"
+            + (f"\n{detail}" if detail else ""),
+        )
+    except OSError as err:
+        if not why:
+            raise
+        return f" ({paths.FAILED} not written: {err.strerror or err})"
+    return ""
 
 
 def _other_runs() -> list[str]:
@@ -356,44 +359,41 @@ def _other_runs() -> list[str]:
     return [line for line, on in said.items() if on]
 
 
-def finished(run_dir: Path) -> None:
-    """The run is complete: FAILED.txt goes, and the run's zip, where 08 made one, is made again."""
+def finished(run_dir: Path, notebooks: list[Path] | None = None) -> Path | None:
+    """The run is complete: its report.html built over the executed ``notebooks`` (returned; None: no report),
+    FAILED.txt gone, and the run's zip, where 08 made one, made again."""
+    html = None
+    if notebooks is not None:
+        from cnnbench import report
+
+        html = report.build_run_report(run_dir, notebooks)
+        (run_dir / STALE_REPORT).unlink(missing_ok=True)
     (run_dir / paths.FAILED).unlink(missing_ok=True)
     if (run_dir.parent / f"{run_dir.name}.zip").is_file():
         from cnnbench.results.runs import zip_run
 
         zip_run(run_dir)
+    return html
 
 
-def _mark_failed(run_dir: Path, why: str, params_file: Path, overrides: dict, detail: str = "") -> str:
-    """Write FAILED.txt (whole or not at all); returns "" or, where it cannot be written, why not."""
-    try:
-        _mark(run_dir, f"did not finish: {why}\nwhen: {_now()}", params_file, overrides, detail)
-    except OSError as err:
-        return f" ({paths.FAILED} not written: {err.strerror or err})"
-    return ""
-
-
-# cnnbench NAME ...: rebuild the reports from what is on disk; what a change did; a rate predicted (no notebook runs)
+# cnnbench NAME ...: its entry point and what it does, in words (no notebook runs)
 SUBCOMMANDS = {
-    "report": "report_main",
-    "compare": "cnnbench.analysis.cli:main",
-    "predict": "cnnbench.predict:main",
+    "compare": ("cnnbench.analysis.cli:main", "compare RUN_A RUN_B [...]: what a change did"),
+    "report": ("report_main", "report [RUN_DIR]: rebuild the reports, measuring nothing"),
+    "predict": ("cnnbench.predict:main", "predict MODEL --device NAME: a rate predicted from the roofs"),
 }
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] and argv[0] in SUBCOMMANDS:
-        module, _, name = SUBCOMMANDS[argv[0]].rpartition(":")
+        module, _, name = SUBCOMMANDS[argv[0]][0].rpartition(":")
         with _console_may_close():
             return (getattr(importlib.import_module(module), name) if module else globals()[name])(argv[1:])
     ap = params_mod.Parser(
         prog="cnnbench",
         description=__doc__.split("\n")[0],
-        epilog="cnnbench compare RUN_A RUN_B [...]: what a change did (cnnbench compare -h); "
-        "cnnbench report [RUN_DIR]: rebuild the reports, measuring nothing (cnnbench report -h); "
-        "cnnbench predict MODEL --device NAME: a rate predicted from the roofs (cnnbench predict -h)",
+        epilog="; ".join(f"cnnbench {said} (cnnbench {name} -h)" for name, (_, said) in SUBCOMMANDS.items()),
     )
     ap.add_argument("--params", default="params/local.yaml", help="params YAML (default: params/local.yaml)")
     set_help = "override one parameter (value read as YAML); repeatable"
@@ -519,36 +519,28 @@ def _execute_run(
     for line in _other_runs():
         print(f"cnnbench: warning: {line}")
     try:
-        _mark_started(run_dir, params_file, overrides)
+        _mark(run_dir, params_file, overrides)
         resolved = run_mod.write_resolved(run_dir, p, params_file, overrides)  # read by every notebook
         sources = _estimate_sources(p, params_file, run_dir, *device)
         planned = {name: eta.planned(p, name) for name in p.notebooks}
-        if ANALYSIS in p.notebooks:
-            _fingerprint(run_dir, None)
         partial = None if args.no_report else functools.partial(_partial_report, run_dir, len(p.notebooks))
-        executed = execute(
-            resolved, run_dir, p.notebooks, p.cell_timeout_s, planned=planned, on_done=partial, **sources
-        )
-        if ANALYSIS in p.notebooks:
-            _fingerprint(run_dir, [run_dir])
-        if not args.no_report:
-            from cnnbench import report
-
-            html = report.build_run_report(run_dir, executed)
-            (run_dir / STALE_REPORT).unlink(missing_ok=True)
+        with _fingerprinting(run_dir, [run_dir]) if ANALYSIS in p.notebooks else contextlib.nullcontext():
+            executed = execute(
+                resolved, run_dir, p.notebooks, p.cell_timeout_s, planned=planned, on_done=partial, **sources
+            )
+        if html := finished(run_dir, None if args.no_report else executed):
             print(f"cnnbench: report {html}")
-        finished(run_dir)
     except NotebookFailed as err:
-        unwritten = _mark_failed(run_dir, str(err), params_file, overrides)
+        unwritten = _mark(run_dir, params_file, overrides, str(err))
         print(f"cnnbench: {err}; kernel output in {run_dir / 'kernel.log'}{unwritten}", file=sys.stderr)
         return 1
     except KeyboardInterrupt as err:
         why = f"stopped by {err}" if isinstance(err, Stopped) else "interrupted (Ctrl-C)"
-        _mark_failed(run_dir, why, params_file, overrides)
+        _mark(run_dir, params_file, overrides, why)
         raise
     except Exception as err:
         why = _describe(err)
-        unwritten = _mark_failed(run_dir, why, params_file, overrides, traceback.format_exc())
+        unwritten = _mark(run_dir, params_file, overrides, why, traceback.format_exc())
         print(f"cnnbench: run '{run_dir.name}' failed: {why}{unwritten}", file=sys.stderr)
         return 1
     return 0 if args.no_report else _combined(p, params_file, overrides, outputs)
@@ -614,11 +606,17 @@ def report_main(argv: list[str]) -> int:
 
 
 def _rebuild(args) -> int:
-    """Refuses a run that is missing, broken, or stopped with more than 08 left (08 measures nothing: a run
-    stopped with only 08 left is finished here)."""
+    """The reports of ``args`` (a run name or folder, else the combined one) built again; refuses, in one line,
+    a run that is missing, broken, or stopped with more than 08 left (08 measures nothing: a run stopped with only
+    08 left is finished here)."""
     from cnnbench.results import runs
 
-    outputs, run_dir = _report_folders(args)
+    if args.run_name is not None and (unsafe := params_mod.safe_name_error(args.run_name)):
+        raise params_mod.ParamsError(f"--run-name: {unsafe}")
+    run_dir = params_mod.resolved_path("run folder", args.run_dir) if args.run_dir else None
+    outputs = params_mod.resolved_folder("--outputs", args.outputs) if args.outputs else None
+    outputs = outputs or (run_dir.parent if run_dir else paths.outputs_root())
+    run_dir = run_dir or (outputs / args.run_name if args.run_name else None)
     if run_dir is None:
         return _combined(None, None, {}, outputs)
     if not run_dir.is_dir():
@@ -633,18 +631,15 @@ def _rebuild(args) -> int:
         why = "" if set(listed) - done == {ANALYSIS} else f"{why}; run the same command again to resume it"
     if why:
         raise params_mod.ParamsError(f"{run_dir.name}: {why}")
-    _rebuild_run_report(run_dir)
+    # report.html over the executed 08 where current, else over 08 executed again over the run's results, its
+    # params.json and progress.log going to a temporary folder (the run's own kept)
+    with paths.RunLock(run_dir), tempfile.TemporaryDirectory(prefix="cnnbench-report-") as tmp:
+        done = {n.stem: n for n in (run_dir / "notebooks").glob("[0-9][0-9]_*.ipynb")}
+        who, p = f"cnnbench report: {run_dir.name}", lambda: _report_params(run_dir)
+        done[ANALYSIS] = _analysed(run_dir, [run_dir], who, Path(tmp), p, run_dir / paths.RESOLVED, {})
+        # a run stopped with only 08 left is now whole
+        print(f"cnnbench report: {finished(run_dir, [done[n] for n in sorted(done)])}")
     return _combined(None, None, {}, outputs, run_dir)
-
-
-def _report_folders(args) -> tuple[Path, Path | None]:
-    """(outputs, the run folder) of ``cnnbench report``, from a run name or a folder; refused in one line."""
-    if args.run_name is not None and (unsafe := params_mod.safe_name_error(args.run_name)):
-        raise params_mod.ParamsError(f"--run-name: {unsafe}")
-    run_dir = params_mod.resolved_path("run folder", args.run_dir) if args.run_dir else None
-    outputs = params_mod.resolved_folder("--outputs", args.outputs) if args.outputs else None
-    outputs = outputs or (run_dir.parent if run_dir else paths.outputs_root())
-    return outputs, run_dir or (outputs / args.run_name if args.run_name else None)
 
 
 def _report_params(run_dir: Path) -> params_mod.Params:
@@ -657,24 +652,6 @@ def _report_params(run_dir: Path) -> params_mod.Params:
         )
     except (ValueError, AttributeError) as err:
         raise params_mod.ParamsError(f"{src} is broken ({_describe(err)})") from None
-
-
-def _rebuild_run_report(run_dir: Path) -> Path:
-    """``run_dir``'s report.html built again, over its executed 08 where current, else over 08 executed again
-    over its results (nothing measured), the run's own params.json and progress.log kept."""
-    from cnnbench import report
-
-    with paths.RunLock(run_dir):
-        done = {n.stem: n for n in (run_dir / "notebooks").glob("[0-9][0-9]_*.ipynb")}
-
-        with tempfile.TemporaryDirectory(prefix="cnnbench-report-") as tmp:  # the run's own files kept
-            who, p = f"cnnbench report: {run_dir.name}", lambda: _report_params(run_dir)
-            done[ANALYSIS] = _analysed(run_dir, [run_dir], who, Path(tmp), p, run_dir / paths.RESOLVED, {})
-        html = report.build_run_report(run_dir, [done[n] for n in sorted(done)])
-    (run_dir / STALE_REPORT).unlink(missing_ok=True)
-    finished(run_dir)  # a run stopped with only 08 left is now whole
-    print(f"cnnbench report: {html}")
-    return html
 
 
 # Beside an executed 08, written once it has finished: the SHA-256 of the results files it read and of the code
@@ -723,18 +700,18 @@ def _analysed(
     p = params()  # validated only here: seconds, with torch
     print(f"{who}: {ANALYSIS} over the results on disk (nothing is measured)")
     resolved = run_mod.write_resolved(into, p, params_file, overrides)
-    _fingerprint(folder, None)
-    executed = execute(resolved, folder, [ANALYSIS], p.cell_timeout_s, progress=into / "progress.log")
-    _fingerprint(folder, read)
+    with _fingerprinting(folder, read):
+        executed = execute(resolved, folder, [ANALYSIS], p.cell_timeout_s, progress=into / "progress.log")
     return executed[0]
 
 
-def _fingerprint(folder: Path, read: list[Path] | None) -> None:
-    """08 just executed into ``folder`` over ``read``, for :func:`_analysis_current`; None: about to be executed again,
-    so no fingerprint says it is current until it finishes (a failed copy stays, for reading)."""
+@contextlib.contextmanager
+def _fingerprinting(folder: Path, read: list[Path]):
+    """08 executed into ``folder`` over ``read`` in the block: its fingerprint (:func:`_analysis_current`) removed
+    first, written once the block has finished (a copy that failed stays, for reading, never current)."""
     path = (folder / "notebooks" / f"{ANALYSIS}.ipynb").with_suffix(FINGERPRINT)
-    if read is None:
-        return path.unlink(missing_ok=True)
+    path.unlink(missing_ok=True)
+    yield
     results.write_json(path, _fingerprint_of(read, _notebook_path(ANALYSIS)))
 
 
