@@ -8,7 +8,7 @@ import pytest
 from cnnbench import scaling as distributed
 
 
-def _job(out, batch_size=4, model="mnist_cnn", steps=1, repeats=0, reference_batches=()):
+def _job(out, batch_size=4, model="mnist_cnn", steps=1, repeats=1, reference_batches=()):
     from cnnbench.measure.engine import Config
     from cnnbench.params import Params
     from cnnbench.scaling import ddp
@@ -47,7 +47,7 @@ def test_a_failing_launch_says_why_in_one_line(tmp_path, monkeypatch):
         "run",
         lambda *a, **k: types.SimpleNamespace(returncode=1, stdout="", stderr=stderr),
     )
-    cmd = distributed.command(1, _job(tmp_path, model="nonet", steps=1, repeats=0))
+    cmd = distributed.command(1, _job(tmp_path, model="nonet"))
     with pytest.raises(distributed.LaunchFailed) as err:
         distributed.launch(cmd, tmp_path)
     assert str(err.value) == "ValueError: unknown model 'nonet'; valid models: a, b"

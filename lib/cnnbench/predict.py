@@ -369,9 +369,8 @@ def _fit_rows(rows: pd.DataFrame, kind: str) -> tuple[pd.DataFrame, str]:
 def _span(rows: pd.DataFrame, kind: str, host_bound: bool, model=None) -> tuple[float, float]:
     """The range of rate / predicted: the worst out-of-sample error of rows bound alike, ``model``'s left out."""
     kinds = set(_fit_rows(rows, kind)[1].split("+"))
-    errors = np.log(rows.rate_img_s / rows.predicted_img_s)[
-        rows.device_kind.isin(kinds) & (rows.model != model)
-    ]
+    others = rows.device_kind.isin(kinds) & (rows.model != model)
+    errors = np.log(rows.rate_img_s / rows.predicted_img_s)[others]
     alike = errors[rows.verdict == (HOST_BOUND if host_bound else "device")]
     worst = (alike if alike.notna().any() else errors[rows.verdict == "device"]).abs().max()
     return math.exp(-worst), math.exp(worst)

@@ -220,9 +220,8 @@ def run_all(run, launcher=launch, log=progress.say) -> list[dict]:
             row["measured_steps"] = p.scaling_steps
             for rank in own_ranks(res["ranks"], os.cpu_count() or 1):
                 row.update(rank_summary(rank["rank"], rank["summary"]))
-                where = (res["device_kind"], res["device_name"], rank["rank"])
-                conf = f"{backend} world={world}"
-                telemetry.record(run.dir, rank["series"], "scaling", conf, *where)
+                where = (f"{backend} world={world}", res["device_kind"], res["device_name"], rank["rank"])
+                telemetry.record(run.dir, rank["series"], "scaling", *where)
         except Exception as err:  # noqa: BLE001 - a failed launch is a row, the run goes on
             row.update(engine.failure(err, b))
         rows.append(row)

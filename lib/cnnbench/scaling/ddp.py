@@ -115,9 +115,8 @@ def _run(spec: dict, p, work, rank: int, world: int, global_batch: int, check_on
     # what the ranks ran and measured (what was asked for: job.json beside it)
     result = dict(world_size=world, backend=spec["backend"], global_batch=global_batch, check_losses=check)
     result |= dict(device_kind=work.backend.kind, device_name=work.backend.name())
-    result |= dict(threads_per_process=torch.get_num_threads())
-    result["loss_last"] = mean(work.last_loss) if windows else float("nan")
-    return {**result, **(throughput(windows, global_batch, steps) if windows else {})}
+    result |= dict(threads_per_process=torch.get_num_threads(), loss_last=mean(work.last_loss))
+    return result | throughput(windows, global_batch, steps)
 
 
 def throughput(windows: list[float], global_batch: int, steps: int) -> dict:

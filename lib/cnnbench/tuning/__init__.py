@@ -137,7 +137,6 @@ def tune(run) -> pd.DataFrame:
     peaks = results.read(run.dir, "device_peaks")
     if not len(peaks):  # 07 opened alone (a fresh Colab VM): the search stands, without roofline columns
         print(f"No device_peaks.csv in this run: no roofline columns (run {params.NUMBERED['04']} first)")
-        peaks = None
     searches = [(m, ph, identity_of(run, m, ph, hw)) for m in p.tune_models for ph in p.tune_phases]
     table.plan(run.dir, [identity for *_, identity in searches], "tuning")
     todo = [(m, ph) for m, ph, identity in searches if not finished.done({**identity, "row_kind": "best"})]

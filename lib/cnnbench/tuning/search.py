@@ -10,6 +10,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Hashable, Iterable
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from itertools import product
 
 import torch
@@ -78,19 +79,16 @@ def check(
         start = ref = math.nan
         out = {reference: Verdict(ref, ref, ref, False, engine.failure(err)["error"][:200])}
     spent_why = "not guarded: tune_guard_budget_s was spent (the guard's steps and compiles count in it)"
-    for numerics in numerics_list:
-        if numerics in out:
-            continue
+    for numerics in (n for n in numerics_list if n not in out):
         if not math.isfinite(ref):  # nothing to judge against: not run
             out[numerics] = judge(math.nan, ref, tolerance)
-            continue
-        if spent():
+        elif spent():
             out[numerics] = Verdict(math.nan, ref, math.nan, False, spent_why)
-            continue
-        try:
-            out[numerics] = judge(measure_loss(numerics)[1], ref, tolerance, start)
-        except Exception as err:  # noqa: BLE001 - a configuration that cannot run cannot win
-            out[numerics] = Verdict(math.nan, ref, math.nan, False, engine.failure(err)["error"][:200])
+        else:
+            try:
+                out[numerics] = judge(measure_loss(numerics)[1], ref, tolerance, start)
+            except Exception as err:  # noqa: BLE001 - a configuration that cannot run cannot win
+                out[numerics] = Verdict(math.nan, ref, math.nan, False, engine.failure(err)["error"][:200])
     return out
 
 
@@ -307,17 +305,15 @@ class Search:
         head["config"] = self.label(c) if c else cols.pop("config", "")
         return {**self.identity, **head, **(dict(c) if c else {}), **cols}
 
-    def _on_trial(self, stage: str):
-        def report(t: Trial) -> None:
-            o = t.outcome
-            verdict = self.verdicts.get(t.candidate.numerics, Verdict(*[math.nan] * 3, True, ""))
-            cols = dict(rung=t.rung, status=o.status, error=o.error, throughput_img_s=o.throughput_img_s)
-            cols |= dict(throughput_ci95_img_s=o.throughput_ci95_img_s, window_target_s=t.window_target_s)
-            cols |= dict(fate=t.fate, reused=t.reused, **o.extra, **verdict.columns())
-            self.sink(self._row("race", stage, t.candidate, **cols))
-            self.trials.append((stage, t))
-
-        return report
+    def _report(self, stage: str, t: Trial) -> None:
+        """A race's trial of ``stage``, once its fate is known: a row to the sink, and kept."""
+        o = t.outcome
+        verdict = self.verdicts.get(t.candidate.numerics, Verdict(*[math.nan] * 3, True, ""))
+        cols = dict(rung=t.rung, status=o.status, error=o.error, throughput_img_s=o.throughput_img_s)
+        cols |= dict(throughput_ci95_img_s=o.throughput_ci95_img_s, window_target_s=t.window_target_s)
+        cols |= dict(fate=t.fate, reused=t.reused, **o.extra, **verdict.columns())
+        self.sink(self._row("race", stage, t.candidate, **cols))
+        self.trials.append((stage, t))
 
     def run_guard(self) -> list[tuple]:
         """The numerics the guard lets race, within ``tune_guard_budget_s``: the run's own variants first, then
@@ -352,7 +348,7 @@ class Search:
             out = self.counted(c, per)
             t = Trial(c, 0, per, out, fate="" if out.ok else "failed")
             if out.status == "oom":
-                self._on_trial("batch_size")(t)
+                self._report("batch_size", t)
             return out
 
         spent = lambda: self.clock() - start >= budget_s  # noqa: E731 - the back-off stops with the stage's share
@@ -402,11 +398,11 @@ class Search:
                 candidates, known = self._batch_sizes(winner, share, known)
             else:
                 candidates = grid("host", winner)
-            share -= (
-                self.clock() - stage_start
-            )  # the batch-size back-off's windows count in the stage's share
+            # the batch-size back-off's windows count in the stage's share
+            share -= self.clock() - stage_start
+            report = partial(self._report, stage)
             race = successive_halving(
-                candidates, self.counted, share, self.p.tune_eta, known, self.clock, self._on_trial(stage)
+                candidates, self.counted, share, self.p.tune_eta, known, self.clock, report
             )
             if race.budget_exhausted:
                 self.exhausted.append(stage)
