@@ -127,14 +127,10 @@ def complexity(df: pd.DataFrame, path: str | Path | None = None):
     fig, axes = subplots(1, 2, figsize=(12, 4))
     # points, not bars: the values span four decades, and a bar on a log axis has no length to read
     style = {"hue": "resolution", "dodge": True, "jitter": False, "size": 8}
-    for ax, col, label in (
-        (axes[0], "gflops_train", "training GFLOP per image (fwd+bwd)"),
-        (axes[1], "activation_mib", "saved activations per image (MiB)"),
-    ):
+    for ax, col in zip(axes, ("gflops_train", "activation_mib"), strict=True):
         sns.stripplot(data=data, x="model", y=col, ax=ax, legend=ax is axes[0], **style)
-        ax.set(
-            yscale="log", ylabel=label, xlabel="", ylim=_decades(data[col].min() / 1.5, data[col].max() * 1.5)
-        )
+        lim = _decades(data[col].min() / 1.5, data[col].max() * 1.5)
+        ax.set(yscale="log", ylabel=axis_label(col), xlabel="", ylim=lim)
         plt.setp(ax.get_xticklabels(), rotation=30, ha="right", rotation_mode="anchor")
     axes[0].get_legend().remove()
     fig.tight_layout(w_pad=3)  # the right panel's axis label clear of the left panel
@@ -144,6 +140,8 @@ def complexity(df: pd.DataFrame, path: str | Path | None = None):
 
 # Axis labels in words with units for the columns and telemetry metrics a figure plots (never the raw name).
 LABELS = {
+    "gflops_train": "training GFLOP per image (fwd+bwd)",
+    "activation_mib": "saved activations per image (MiB)",
     "util_cpu_core_pct": "CPU per core (%)",
     "util_cpu_pct": "CPU, all cores (%)",
     "util_process_cpu_pct": "this process's CPU (%, 100 = a core)",
@@ -428,13 +426,12 @@ def explorer_throughput(pts: pd.DataFrame):
         marker, y, ci = HUE_MARKERS.get(str(r.phase), "o"), [r.throughput_img_s], [r.throughput_ci95_img_s]
         ax.errorbar([r.batch_size], y, yerr=ci, fmt=marker, color=r.color, label=text(r.explored), **style)
     batches = sorted(set(EXPLORER_BATCHES) | set(int(b) for b in pts.batch_size))
-    ci = pts.throughput_ci95_img_s.fillna(0.0)
-    rate = pts.throughput_img_s
-    ylo, yhi = _decades(float((rate - ci).clip(lower=rate / 10).min()), float((rate + ci).max()))
+    rate, ci = pts.throughput_img_s, pts.throughput_ci95_img_s.fillna(0.0)
+    ylim = _decades(float((rate - ci).clip(lower=rate / 10).min()), float((rate + ci).max()))
     ax.set(
         **LOG_LOG,
         xlim=(batches[0] / 1.5, batches[-1] * 1.5),
-        ylim=(ylo, yhi),
+        ylim=ylim,
         xlabel="batch size (images per step)",
         ylabel="throughput (images/s)",
         title="explored configurations: throughput",
