@@ -462,7 +462,7 @@ def explorer_roofline(peaks: pd.DataFrame, pts: pd.DataFrame, title: str = "expl
 def layer_figures(peaks: pd.DataFrame, layer_points: pd.DataFrame, top_k: int, folder: str | Path) -> dict:
     """04's per-layer rooflines, ``roofline_layers_<model>.png`` in ``folder``: each model's ``top_k`` layers by
     time, named by op and marked by the level their working set fits in; {model: figure}."""
-    if layer_points is None or layer_points.empty:
+    if layer_points.empty:
         return {}
     figs = {}
     Path(folder).mkdir(parents=True, exist_ok=True)
@@ -491,9 +491,8 @@ def per_model_rooflines(
     if points.empty or points[by].nunique() < min_runs:
         return figs
     x = np.geomspace(0.05, 2e3, 256)
-    measured = roofs[roofs.kind == "measured"] if len(roofs) else roofs
-    if "level" in measured:  # the DRAM/HBM roof of each run, not a cache level's
-        measured = measured[measured.level.fillna("dram").isin(["dram", "hbm"])]
+    if len(roofs):  # each run's measured DRAM/HBM roof, not a cache level's
+        roofs = roofs[(roofs.kind == "measured") & roofs.level.fillna("dram").isin(["dram", "hbm"])]
     none = pd.DataFrame(columns=["model", "seed", "device", "phase", "intensity_flop_per_byte"])
     seeds = (none if theirs is None else theirs).dropna(subset=["intensity_flop_per_byte"])
     for model, g in points.groupby("model"):
@@ -503,15 +502,15 @@ def per_model_rooflines(
         for i, (key, gd) in enumerate(g.groupby(by)):
             color = f"C{i % 10}"
             label = f"{key} ({gd.device_name.iloc[0]})" if by == "run_name" else key
-            mine = measured[measured[by] == key] if by in measured else measured.iloc[:0]
+            mine = roofs[roofs[by] == key] if by in roofs else roofs.iloc[:0]
             precisions = gd.precision.dropna().unique() if "precision" in gd else []
             for k, prec in enumerate(
                 sorted(precisions, key=knobs.KNOBS["precision"].values.index) or ["fp32"]
             ):
                 for r in mine[mine.precision == prec].head(1).itertuples():
-                    y, level = np.minimum(r.peak_gflops, r.bandwidth_gbs * x), getattr(r, "level", "dram")
                     style = {"color": color, "lw": 1, "ls": ("-", "--", ":", "-.")[k % 4]}
-                    ax.plot(x, y, label=f"{label}: its measured {prec} {level} roof", **style)
+                    y = np.minimum(r.peak_gflops, r.bandwidth_gbs * x)
+                    ax.plot(x, y, label=f"{label}: its measured {prec} {r.level} roof", **style)
             for (variant, phase), gp in gd.groupby(["_variant", "phase"], sort=False):  # a marker per phase
                 style = {
                     "color": ours[key, variant],
