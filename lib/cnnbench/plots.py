@@ -97,26 +97,26 @@ def save(fig, path: str | Path | None, dpi: int = 120):
         empty, log = empty_axes(fig), path.parent / EMPTY_PANELS
         if empty:
             warnings.warn(f"{path.name}: no data drawn in panel(s) {empty}", stacklevel=2)
-        if empty or log.is_file():
-            old = pd.read_csv(log) if log.is_file() else pd.DataFrame(columns=["figure", "panel"])
-            rows = pd.concat(
-                [old[old.figure != path.name], pd.DataFrame({"figure": path.name, "panel": empty})]
-            )
-            if len(rows):
-                rows.to_csv(log, index=False)
-            else:
-                log.unlink()
+        old = pd.read_csv(log) if log.is_file() else pd.DataFrame(columns=["figure", "panel"])
+        rows = pd.concat([old[old.figure != path.name], pd.DataFrame({"figure": path.name, "panel": empty})])
+        if len(rows):
+            rows.to_csv(log, index=False)
+        elif log.is_file():
+            log.unlink()
     return fig
 
 
-def legend_below(fig, ax, title=None, ncol: int | None = 4, fontsize: int | None = 8) -> None:
-    """One legend of ``ax``'s labelled artists below the figure's panels, never over the data (none without
-    labels); ``ncol`` caps its columns (None: one per label)."""
-    handles, labels = ax.get_legend_handles_labels()
-    if labels:
-        ncol = min(len(labels), ncol or len(labels))
+def legend_below(fig, *axes, title=None, ncol: int | None = 4, fontsize: int | None = 8, most=None) -> None:
+    """One legend of the labelled artists of ``axes``, each label once, below the figure's panels, never over the
+    data (none without labels, or with more than ``most``); ``ncol`` caps its columns (None: one per label)."""
+    legend = {}
+    for ax in axes:
+        for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
+            legend.setdefault(label, handle)
+    if 0 < len(legend) <= (most or len(legend)):
+        ncol = min(len(legend), ncol or len(legend))
         where = {"loc": "upper center", "bbox_to_anchor": (0.5, 0.0)}
-        fig.legend(handles, labels, title=title, ncol=ncol, fontsize=fontsize, **where)
+        fig.legend(list(legend.values()), list(legend), title=title, ncol=ncol, fontsize=fontsize, **where)
 
 
 def complexity(df: pd.DataFrame, path: str | Path | None = None):
@@ -127,14 +127,10 @@ def complexity(df: pd.DataFrame, path: str | Path | None = None):
     fig, axes = subplots(1, 2, figsize=(12, 4))
     # points, not bars: the values span four decades, and a bar on a log axis has no length to read
     style = {"hue": "resolution", "dodge": True, "jitter": False, "size": 8}
-    for ax, col, label in (
-        (axes[0], "gflops_train", "training GFLOP per image (fwd+bwd)"),
-        (axes[1], "activation_mib", "saved activations per image (MiB)"),
-    ):
+    for ax, col in zip(axes, ("gflops_train", "activation_mib"), strict=True):
         sns.stripplot(data=data, x="model", y=col, ax=ax, legend=ax is axes[0], **style)
-        ax.set(
-            yscale="log", ylabel=label, xlabel="", ylim=_decades(data[col].min() / 1.5, data[col].max() * 1.5)
-        )
+        lim = _decades(data[col].min() / 1.5, data[col].max() * 1.5)
+        ax.set(yscale="log", ylabel=axis_label(col), xlabel="", ylim=lim)
         plt.setp(ax.get_xticklabels(), rotation=30, ha="right", rotation_mode="anchor")
     axes[0].get_legend().remove()
     fig.tight_layout(w_pad=3)  # the right panel's axis label clear of the left panel
@@ -144,6 +140,8 @@ def complexity(df: pd.DataFrame, path: str | Path | None = None):
 
 # Axis labels in words with units for the columns and telemetry metrics a figure plots (never the raw name).
 LABELS = {
+    "gflops_train": "training GFLOP per image (fwd+bwd)",
+    "activation_mib": "saved activations per image (MiB)",
     "util_cpu_core_pct": "CPU per core (%)",
     "util_cpu_pct": "CPU, all cores (%)",
     "util_process_cpu_pct": "this process's CPU (%, 100 = a core)",
@@ -189,12 +187,11 @@ def throughput(df: pd.DataFrame, path: str | Path | None = None, hue: str | None
     fig, axes = subplots(1, max(len(phases), 1), figsize=(6 * max(len(phases), 1), 4), squeeze=False)
     for ax, phase in zip(axes[0], phases, strict=False):
         g = ok[ok.phase == phase]
-        variants = list(dict.fromkeys(g.variant))
+        bars, variants = list(dict.fromkeys(g.bar)), g.groupby("variant", sort=False)
         width = 0.8 / len(variants)
-        bars = list(dict.fromkeys(g.bar))
         # points with their interval: the rates span decades, and a bar on a log axis has no length to read
-        for i, v in enumerate(variants):
-            gv = g[g.variant == v].drop_duplicates("bar", keep="last").set_index("bar").reindex(bars)
+        for i, (v, gv) in enumerate(variants):
+            gv = gv.drop_duplicates("bar", keep="last").set_index("bar").reindex(bars)
             xs = [j + i * width for j in range(len(bars))]
             ax.errorbar(
                 xs, gv.throughput_img_s, yerr=gv.throughput_ci95_img_s, fmt="o", capsize=3, label=text(v)
@@ -214,8 +211,7 @@ def batch_sweep(df: pd.DataFrame, knees: pd.DataFrame | None = None, path: str |
     if df.empty:
         return None
     fig, axes = subplots(1, 3, figsize=(16, 4))
-    mems = ("peak_device_mem_mib", "peak_rss_mib")
-    mem_col = next((c for c in mems if df[c].notna().any()), "peak_rss_mib")
+    mem_col = "peak_device_mem_mib" if df.peak_device_mem_mib.notna().any() else "peak_rss_mib"
     for (model, phase), g in df.groupby(["model", "phase"]):
         g = g.sort_values("batch_size")
         ok = g[g.status == "ok"]
@@ -224,8 +220,8 @@ def batch_sweep(df: pd.DataFrame, knees: pd.DataFrame | None = None, path: str |
             ok.batch_size, ok.throughput_img_s, ok.throughput_ci95_img_s, marker="o", capsize=3, label=label
         )
         color = line[0].get_color()
-        axes[1].plot(ok.batch_size, ok.achieved_gflops, marker="o", color=color, label=label)
-        axes[2].plot(ok.batch_size, ok[mem_col], marker="o", color=color, label=label)
+        for ax, col in zip(axes[1:], ("achieved_gflops", mem_col), strict=True):
+            ax.plot(ok.batch_size, ok[col], marker="o", color=color, label=label)
         for status, marker in (("oom", "x"), ("unstable", "^"), ("error", "s")):
             bad = g[g.status == status]
             if len(bad):
@@ -233,18 +229,13 @@ def batch_sweep(df: pd.DataFrame, knees: pd.DataFrame | None = None, path: str |
                 axes[0].scatter(
                     bad.batch_size, floor, marker=marker, s=80, color=color, label=f"{label}: {status}"
                 )
-        if knees is not None:
-            k = knees[(knees.model == model) & (knees.phase == phase)]
-            if len(k) and len(ok):
-                kb = int(k.knee_batch_size.iloc[0])
-                y = ok[ok.batch_size == kb].throughput_img_s
-                axes[0].scatter([kb], y, s=200, facecolors="none", edgecolors=color, linewidths=2)
-    title = (
-        "throughput (circle: smallest batch within 5% of best or not distinguishable)"
-        if knees is not None
-        else "throughput"
-    )
-    axes[0].set(yscale="log", ylabel="throughput (images/s)", title=title)
+        k = knees[(knees.model == model) & (knees.phase == phase)] if knees is not None else ()
+        if len(k) and len(ok):
+            kb = int(k.knee_batch_size.iloc[0])
+            y = ok[ok.batch_size == kb].throughput_img_s
+            axes[0].scatter([kb], y, s=200, facecolors="none", edgecolors=color, linewidths=2)
+    circle = " (circle: smallest batch within 5% of best or not distinguishable)" if knees is not None else ""
+    axes[0].set(yscale="log", ylabel="throughput (images/s)", title="throughput" + circle)
     axes[1].set(yscale="log", ylabel="achieved GFLOP/s", title="achieved rate (counted FLOPs)")
     axes[2].set(ylabel=axis_label(mem_col), title="peak memory")
     sizes = sorted(int(b) for b in df.batch_size.unique())
@@ -435,13 +426,12 @@ def explorer_throughput(pts: pd.DataFrame):
         marker, y, ci = HUE_MARKERS.get(str(r.phase), "o"), [r.throughput_img_s], [r.throughput_ci95_img_s]
         ax.errorbar([r.batch_size], y, yerr=ci, fmt=marker, color=r.color, label=text(r.explored), **style)
     batches = sorted(set(EXPLORER_BATCHES) | set(int(b) for b in pts.batch_size))
-    ci = pts.throughput_ci95_img_s.fillna(0.0)
-    rate = pts.throughput_img_s
-    ylo, yhi = _decades(float((rate - ci).clip(lower=rate / 10).min()), float((rate + ci).max()))
+    rate, ci = pts.throughput_img_s, pts.throughput_ci95_img_s.fillna(0.0)
+    ylim = _decades(float((rate - ci).clip(lower=rate / 10).min()), float((rate + ci).max()))
     ax.set(
         **LOG_LOG,
         xlim=(batches[0] / 1.5, batches[-1] * 1.5),
-        ylim=(ylo, yhi),
+        ylim=ylim,
         xlabel="batch size (images per step)",
         ylabel="throughput (images/s)",
         title="explored configurations: throughput",
@@ -472,7 +462,7 @@ def explorer_roofline(peaks: pd.DataFrame, pts: pd.DataFrame, title: str = "expl
 def layer_figures(peaks: pd.DataFrame, layer_points: pd.DataFrame, top_k: int, folder: str | Path) -> dict:
     """04's per-layer rooflines, ``roofline_layers_<model>.png`` in ``folder``: each model's ``top_k`` layers by
     time, named by op and marked by the level their working set fits in; {model: figure}."""
-    if layer_points is None or layer_points.empty:
+    if layer_points.empty:
         return {}
     figs = {}
     Path(folder).mkdir(parents=True, exist_ok=True)
@@ -501,10 +491,10 @@ def per_model_rooflines(
     if points.empty or points[by].nunique() < min_runs:
         return figs
     x = np.geomspace(0.05, 2e3, 256)
-    measured = roofs[roofs.kind == "measured"] if len(roofs) else roofs
-    if "level" in measured:  # the DRAM/HBM roof of each run, not a cache level's
-        measured = measured[measured.level.fillna("dram").isin(["dram", "hbm"])]
-    seeds = theirs[theirs.intensity_flop_per_byte.notna()] if theirs is not None else None
+    if len(roofs):  # each run's measured DRAM/HBM roof, not a cache level's
+        roofs = roofs[(roofs.kind == "measured") & roofs.level.fillna("dram").isin(["dram", "hbm"])]
+    none = pd.DataFrame(columns=["model", "seed", "device", "phase", "intensity_flop_per_byte"])
+    seeds = (none if theirs is None else theirs).dropna(subset=["intensity_flop_per_byte"])
     for model, g in points.groupby("model"):
         g = g.assign(_variant=variant_label(g))
         ours = dict(zip(dict.fromkeys(zip(g[by], g._variant, strict=True)), OURS * len(g), strict=False))
@@ -512,15 +502,15 @@ def per_model_rooflines(
         for i, (key, gd) in enumerate(g.groupby(by)):
             color = f"C{i % 10}"
             label = f"{key} ({gd.device_name.iloc[0]})" if by == "run_name" else key
-            mine = measured[measured[by] == key] if by in measured else measured.iloc[:0]
+            mine = roofs[roofs[by] == key] if by in roofs else roofs.iloc[:0]
             precisions = gd.precision.dropna().unique() if "precision" in gd else []
             for k, prec in enumerate(
                 sorted(precisions, key=knobs.KNOBS["precision"].values.index) or ["fp32"]
             ):
                 for r in mine[mine.precision == prec].head(1).itertuples():
-                    y, level = np.minimum(r.peak_gflops, r.bandwidth_gbs * x), getattr(r, "level", "dram")
                     style = {"color": color, "lw": 1, "ls": ("-", "--", ":", "-.")[k % 4]}
-                    ax.plot(x, y, label=f"{label}: its measured {prec} {level} roof", **style)
+                    y = np.minimum(r.peak_gflops, r.bandwidth_gbs * x)
+                    ax.plot(x, y, label=f"{label}: its measured {prec} {r.level} roof", **style)
             for (variant, phase), gp in gd.groupby(["_variant", "phase"], sort=False):  # a marker per phase
                 style = {
                     "color": ours[key, variant],
@@ -530,9 +520,9 @@ def per_model_rooflines(
                 }
                 name = " ".join(t for t in (label, variant, phase) if t)
                 ax.scatter(gp.intensity_flop_per_byte, gp.achieved_gflops, label=name, **style)
-        mine = seeds[seeds.model == model] if seeds is not None else pd.DataFrame()
+        mine = seeds[seeds.model == model]
         for j, ((seed, device, phase), gs) in enumerate(
-            mine.groupby(["seed", "device", "phase"], sort=False) if len(mine) else []
+            mine.groupby(["seed", "device", "phase"], sort=False)
         ):
             style = {"marker": HUE_MARKERS.get(phase, "o"), "s": 60, "fc": "none", "lw": 1.6, "zorder": 4}
             label, edge = f"seed {seed[:3]} on its {device}, {phase} (corrected)", THEIRS[j % len(THEIRS)]
@@ -547,9 +537,10 @@ def per_model_rooflines(
 
 
 def end_to_end(df: pd.DataFrame, gap_s: float = 0.5) -> pd.DataFrame:
-    """``t_run_s``: each configuration's ``t_s`` shifted to start ``gap_s`` after the previous one ended."""
+    """``t_run_s``: each configuration's ``t_s`` shifted by its ``start_s``, ``gap_s`` after the previous one ended."""
     ends = df.groupby("configuration", sort=False).t_s.max() + gap_s
-    return df.assign(t_run_s=df.t_s + df.configuration.map(ends.cumsum().shift(fill_value=0.0)))
+    df = df.assign(start_s=df.configuration.map(ends.cumsum().shift(fill_value=0.0)))
+    return df.assign(t_run_s=df.t_s + df.start_s)
 
 
 LINE_STYLES = ("-", "--", ":", "-.")  # rank 0 (index 0, index 1+), a later rank (index 0, index 1+)
@@ -587,13 +578,7 @@ def experiment_timeline(df: pd.DataFrame, experiment: str, path: str | Path | No
     axes[-1, 0].set_xlabel("time, configurations end to end (s)")
     fig.suptitle(f"telemetry during {experiment}")
     fig.tight_layout(rect=(0, 0, 1, 1 - 0.4 / fig.get_figheight()))  # the title's 0.4 inch over no panel
-    legend = {}  # one legend below the panels, never over data: every line of every panel, once
-    for ax in axes[:, 0]:
-        for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
-            legend.setdefault(label, handle)
-    handles, labels = list(legend.values()), list(legend)
-    if len(labels) <= 24:
-        fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=4, fontsize=7)
+    legend_below(fig, *axes[:, 0], fontsize=7, most=24)
     return save(fig, path, dpi=110)
 
 
@@ -603,11 +588,9 @@ def telemetry_timeline(df: pd.DataFrame, path: str | Path | None = None, max_met
     if df.empty:
         return None
     keys = ("source", "model", "phase", "image_size", *knobs.keyed(), "process")
-    groups = df.groupby([c for c in keys if c in df.columns], sort=False, dropna=False).ngroup()
-    ends = df.groupby(groups, sort=False).t_s.max()
-    # each configuration starts where the last one ended
-    offsets = ends.cumsum().shift(fill_value=0).to_dict()
-    df = df.assign(run_t_s=df.t_s + groups.map(offsets))
+    configs = df.groupby([c for c in keys if c in df.columns], sort=False, dropna=False).ngroup()
+    df = end_to_end(df.assign(configuration=configs), gap_s=0.0)  # each starts where the last one ended
+    starts = df.drop_duplicates("configuration").start_s
     metrics = list(dict.fromkeys(df.metric))[:max_metrics]
     fig, axes = subplots(len(metrics), 1, figsize=(11, 2.1 * len(metrics)), sharex=True, squeeze=False)
     for ax, metric in zip(axes[:, 0], metrics, strict=True):
@@ -615,13 +598,12 @@ def telemetry_timeline(df: pd.DataFrame, path: str | Path | None = None, max_met
         # host-wide metrics (whole-CPU utilisation, the process's RSS) have no device index: keep those rows
         for index, gi in g.groupby(g.device_index.astype("Int64"), sort=True, dropna=False):
             label = "host" if pd.isna(index) else f"{'core' if 'core' in metric else 'GPU'} {index}"
-            ax.plot(gi.run_t_s, gi.value, lw=0.9, label=label)
+            ax.plot(gi.t_run_s, gi.value, lw=0.9, label=label)
         ax.set_ylabel(axis_label(metric, wrap=True), fontsize=8)
         if g.device_index.notna().any() and g.device_index.nunique() <= 16:
-            # beside the panel, never over its data
-            ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1.0))
-        if len(ends) <= 60:
-            for x in pd.Series(offsets).values[1:]:
+            ax.legend(**BESIDE | {"fontsize": 6})
+        if len(starts) <= 60:
+            for x in starts.iloc[1:]:
                 ax.axvline(x, color="grey", lw=0.4)
     axes[-1, 0].set_xlabel("time in the measured windows, configurations end to end (s)")
     fig.suptitle("telemetry sampled during the measured windows")

@@ -167,10 +167,8 @@ def load(dirs: list[Path], excluded: dict | None = None, tables: tuple[str, ...]
     for d in dirs:
         try:
             env = environment(d)
-            if env.get("schema_version") != SCHEMA_VERSION:
-                excluded[d.name] = (
-                    f"schema version {env.get('schema_version')!r} (this workbook reads {SCHEMA_VERSION})"
-                )
+            if (version := env.get("schema_version")) != SCHEMA_VERSION:
+                excluded[d.name] = f"schema version {version!r} (this workbook reads {SCHEMA_VERSION})"
                 continue
             read_tables = {n: df for n in tables if len(df := read(d, n))}  # a broken one refused
             run_params(d)
@@ -179,10 +177,10 @@ def load(dirs: list[Path], excluded: dict | None = None, tables: tuple[str, ...]
             excluded[d.name] = f"broken run ({err})"
             continue
         envs[d.name] = {**env, **stamp}
-        per_run[d] = read_tables
+        per_run[d] = (stamp, read_tables)
     merged = Merged([d.name for d in per_run], envs, excluded=excluded)
     for name in MERGED:
-        frames = [t[name].copy().assign(**identity(d, envs[d.name])) for d, t in per_run.items() if name in t]
+        frames = [t[name].assign(**stamp) for stamp, t in per_run.values() if name in t]
         if frames:
             merged.tables[name] = pd.concat(frames, ignore_index=True)
     merged.config_differences = config_differences(list(per_run))
