@@ -4,9 +4,9 @@ section; :func:`table` shows one table as the workbook reads it."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
-import re
 from importlib import resources
 
 import pandas as pd
@@ -67,12 +67,10 @@ def _stored(name: str) -> pd.DataFrame:
 
 
 def _scalar(text: str) -> int | float | str:
-    if re.fullmatch(r"-?\d+", text):
-        return int(text)
-    try:
-        return float(text)
-    except ValueError:
-        return text
+    for kind in (int, float):
+        with contextlib.suppress(ValueError):
+            return kind(text)
+    return text
 
 
 def _items(name: str) -> dict:
