@@ -339,11 +339,8 @@ def _telemetry_002(tele: pd.DataFrame) -> pd.DataFrame:
     if g.empty:
         return pd.DataFrame()
     keys = ["run_name", "device_name", *[c for c in _TELEMETRY_CONFIG if c in g], "device_index"]
-    wide = (
-        g.groupby([*keys, "metric"], dropna=False, sort=False)
-        .value.agg(["mean", "max", "size"])
-        .unstack("metric")
-    )
+    by = g.groupby([*keys, "metric"], dropna=False, sort=False)
+    wide = by.value.agg(["mean", "max", "size"]).unstack("metric")
     samples = wide["size"].max(axis=1).rename("samples")
     wide = wide[[c for c in _GPU_SUMMARY if c in wide.columns]]
     wide.columns = [_GPU_SUMMARY[c] for c in wide.columns]
