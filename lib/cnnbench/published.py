@@ -4,9 +4,9 @@ section; :func:`table` shows one table as the workbook reads it."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
-import re
 from importlib import resources
 
 import pandas as pd
@@ -67,12 +67,10 @@ def _stored(name: str) -> pd.DataFrame:
 
 
 def _scalar(text: str) -> int | float | str:
-    if re.fullmatch(r"-?\d+", text):
-        return int(text)
-    try:
-        return float(text)
-    except ValueError:
-        return text
+    for kind in (int, float):
+        with contextlib.suppress(ValueError):
+            return kind(text)
+    return text
 
 
 def _items(name: str) -> dict:
@@ -106,9 +104,7 @@ _CLAIMS_002, _INFERENCE_002 = _items("CLAIMS_002"), _stored("INFERENCE_002").set
 # Seed 000's "epoch": every throughput x its Table 4 epoch time (images per model, device and phase, to the
 # nearest 100) gives the same few thousand images (half as many for SqueezeNet on the T4), a subset of
 # Tiny-ImageNet's training set; params/seeds_full.yaml caps epochs to match.
-_E = _stored("THROUGHPUT_000").merge(
-    _stored("EPOCHS_000")[["model", "device_class", "train_epoch_s", "val_epoch_s"]]
-)
+_E = _stored("THROUGHPUT_000").merge(_stored("EPOCHS_000"))  # by model, device class and seed file
 _E = _E.assign(
     train_images=(_E.train_img_s * _E.train_epoch_s).round(-2),
     val_images=(_E.eval_img_s * _E.val_epoch_s).round(-2),
@@ -331,9 +327,8 @@ def _checks_004() -> dict:
     raw, labelled = s["mnist_train_images"] * sh["features"] / 1e6, sh["inputs"] + s["validation_images"]
     step = table("TIMES_004").set_index("what")
     totals = {side: table("OPS_004")[f"{side}_ms"].sum() for side in ("cpu", "gpu")}
-    exact = (
-        " exactly" if all(abs(totals[k] - step.loc["iteration", f"{k}_ms"]) < 0.05 for k in totals) else ""
-    )
+    near = all(abs(totals[k] - step.loc["iteration", f"{k}_ms"]) < 0.05 for k in totals)
+    exact = " exactly" if near else ""
     sums = "; ".join(
         f"{k.upper()}: operations sum to {v:.1f} ms, Table 3's iteration {step.loc['iteration', f'{k}_ms']} ms"
         for k, v in totals.items()
@@ -444,21 +439,16 @@ def _corrections_003() -> list[dict]:
     a = table("ACHIEVED_003").set_index(["model", "batch_size", "device_class"])
     rows = []
     for r in table("THROUGHPUT_003").itertuples():
-        s, key = _spec_rows(DEVICES["003", r.device_class][0]), (r.model, r.batch_size, r.device_class)
-        mine = own.loc[r.device_class]
-        roof = (
-            (mine.peak_tflops * 1e3, mine.bandwidth_gbs, "its section 1.4 figures")
-            if s.empty
-            else (s.peak_gflops.iloc[0], s.bandwidth_gbs.iloc[0], f"our spec table's {s.device.iloc[0]}")
-        )
+        key, mine = (r.model, r.batch_size, r.device_class), own.loc[r.device_class]
+        spec = _spec_rows(DEVICES["003", r.device_class][0]).itertuples()  # our spec table's, where it has it
+        spec = [(s.peak_gflops, s.bandwidth_gbs, f"our spec table's {s.device}") for s in spec]
+        roof = [*spec, (mine.peak_tflops * 1e3, mine.bandwidth_gbs, "its section 1.4 figures")][0]
         printed = a.reindex([key]).iloc[0]  # NaN where it printed none
         line = _line("THROUGHPUT_003", "model={};batch_size={};device_class={}".format(*key))
         row = _placed(SEED_003, r, "train", size, classes, roof, printed.achieved_tflops, line)
         own_pct = 100 * row["corrected"] / mine.peak_tflops if roof[0] != mine.peak_tflops * 1e3 else math.nan
-        if own_pct == own_pct:  # our spec table's peak, not the one the seed used: both said
-            row["formula"] += (
-                f"; the seed's {mine.peak_tflops * 1e3:,.0f} GFLOP/s ({mine.device}) gives {own_pct:.1f}%"
-            )
+        seed_peak = f"; the seed's {mine.peak_tflops * 1e3:,.0f} GFLOP/s ({mine.device}) gives {own_pct:.1f}%"
+        row["formula"] += seed_peak if own_pct == own_pct else ""  # our spec table's peak: the seed's too
         rows.append({**row, "printed_pct_of_peak": printed.efficiency_pct, "own_pct": own_pct})
     per = pd.DataFrame(rows)
     for device in ("rtx4080", "t4"):

@@ -144,9 +144,7 @@ def summary(scenario_a: pd.DataFrame) -> pd.DataFrame:
     return wide[order].reset_index()
 
 
-def repeated(m: Merged) -> pd.DataFrame:
-    """Every configuration a run measured twice, side by side (:func:`reproducibility.repeated`)."""
-    return reproducibility.repeated(m)
+repeated = reproducibility.repeated  # every configuration a run measured twice, side by side
 
 
 def machine(m: Merged) -> pd.DataFrame:

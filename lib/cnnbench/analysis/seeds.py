@@ -27,12 +27,9 @@ _OTHER_VARIANTS: ContextVar[set | None] = ContextVar("other_variants", default=N
 
 def _fp32(scenario_a: pd.DataFrame, pick=None) -> pd.DataFrame:
     """Our ok rows in the seeds' variant (fp32, NCHW, eager) with their seed device class, where ``pick`` holds."""
-    if scenario_a.empty:
-        return pd.DataFrame()
     ok, seen = configured(scenario_a), _OTHER_VARIANTS.get()
-    ok = knobs.default_variant(ok) if seen is None else knobs.columns(ok)
-    classes = [P.device_class(k, n) for k, n in zip(ok.device_kind, ok.device_name, strict=True)]
-    ok = ok.assign(device_class=classes)
+    ok = knobs.default_variant(ok) if seen is None else ok  # configured(): every knob read
+    ok = ok.assign(device_class=list(map(P.device_class, ok.device_kind, ok.device_name)))
     ok = ok[pick(ok)] if pick else ok
     if seen is not None:
         seen.update(knobs.label(r, knobs.variant_only()) for _, r in ok.iterrows())
@@ -65,9 +62,7 @@ def _match(device_class: str, seed_classes) -> str:
 
 
 def _wide(ok: pd.DataFrame) -> pd.DataFrame:
-    """One row per run and configuration (phase apart), ``<phase>_<value>`` columns; ``ok`` when empty."""
-    if ok.empty:
-        return ok
+    """One row per run and configuration (phase apart), ``<phase>_<value>`` columns."""
     keys = "run_name device_name device_class model batch_size image_size dataset data_mode".split()
     values = ["throughput_img_s", "achieved_tflops", "peak_device_mem_mib", "peak_rss_mib"]
     wide = ok.pivot_table(index=keys, columns="phase", values=[v for v in values if v in ok], aggfunc="first")
@@ -135,7 +130,7 @@ def _cpu_002() -> pd.DataFrame:
 
 def _cpu_ours_002(transfer: pd.DataFrame, scenario_a: pd.DataFrame) -> pd.DataFrame:
     """06's fine-tuning's peak RSS on the CPU, and the same network's Scenario A CPU training step."""
-    t = transfer.query("status == 'ok' and device_kind == 'cpu'") if len(transfer) else transfer
+    t = transfer.query("status == 'ok' and device_kind == 'cpu'")
     ok = _fp32(scenario_a, lambda d: (d.model == MODEL_002) & (d.phase == "train") & (d.device_kind == "cpu"))
     return pd.DataFrame(
         [
@@ -255,8 +250,6 @@ def _throughputs(scenario_a: pd.DataFrame) -> pd.DataFrame:
     """Each of our runs and configurations (fp32 NCHW eager; ``train``, ``eval``, ``train_ci95``: its rates) beside
     seeds 000's and 003's rows of its model and device class (``published_*``, ``seed`` and what it ``said``)."""
     ok = _fp32(scenario_a)
-    if ok.empty:
-        return ok
     index = ["run_name", "device_class", "device_name", *[k for k in match_keys() if k != "phase"]]
     ours = ok.pivot_table(index=index, columns="phase", values="throughput_img_s", aggfunc="first")
     cis = ok.pivot_table(index=index, columns="phase", values="throughput_ci95_img_s", aggfunc="first")
@@ -274,14 +267,6 @@ def _transfer_002(transfer: pd.DataFrame) -> pd.DataFrame:
     cols = list(dict.fromkeys(c for c in ["source", "device_class", *P.TIMES_002.columns] if c in mine))
     extra = [c for c in mine.columns if c not in cols and c.endswith(("_s", "_img_s", "_pct", "_mib", "_mb"))]
     return mine[cols + extra]
-
-
-def _rss_001(memory: pd.DataFrame) -> pd.Series:
-    """Process RSS after one step (baseline + growth, MiB) per run and backend, from backend_memory.csv."""
-    if memory.empty:
-        return pd.Series(dtype=float)
-    rss = memory.model.eq("mnist_cnn") & memory.component.isin(["process_rss_baseline", "process_rss_growth"])
-    return memory[rss].groupby(["run_name", "backend"]).measured_mib.sum(min_count=1)
 
 
 def _accuracy_gap_001(epochs: int, images: float) -> str:
@@ -305,7 +290,11 @@ def _backends_001(backends: pd.DataFrame, memory: pd.DataFrame) -> pd.DataFrame:
         return summ
     g = cnn[cnn.status == "ok"].groupby(["run_name", "backend"])
     per = pd.DataFrame({"total_s": g.epoch_s.sum(), "epochs": g.epoch.nunique(), "images": g.images.first()})
-    per["process_rss_mib"] = _rss_001(memory).reindex(per.index)
+    rss = memory.model.eq("mnist_cnn") & memory.component.isin(["process_rss_baseline", "process_rss_growth"])
+    g = memory[rss].groupby(
+        ["run_name", "backend"]
+    )  # the process's RSS after one step: baseline + growth (MiB)
+    per["process_rss_mib"] = g.measured_mib.sum(min_count=1) if rss.any() else math.nan
     per = per.reindex(list(zip(summ.run_name, summ.backend, strict=True)))
     cols = "model backend device_name epoch_s_mean throughput_img_s throughput_ci95_img_s".split()
     out = summ[cols].rename(columns={"epoch_s_mean": "epoch_s"})
@@ -350,11 +339,8 @@ def _telemetry_002(tele: pd.DataFrame) -> pd.DataFrame:
     if g.empty:
         return pd.DataFrame()
     keys = ["run_name", "device_name", *[c for c in _TELEMETRY_CONFIG if c in g], "device_index"]
-    wide = (
-        g.groupby([*keys, "metric"], dropna=False, sort=False)
-        .value.agg(["mean", "max", "size"])
-        .unstack("metric")
-    )
+    by = g.groupby([*keys, "metric"], dropna=False, sort=False)
+    wide = by.value.agg(["mean", "max", "size"]).unstack("metric")
     samples = wide["size"].max(axis=1).rename("samples")
     wide = wide[[c for c in _GPU_SUMMARY if c in wide.columns]]
     wide.columns = [_GPU_SUMMARY[c] for c in wide.columns]
