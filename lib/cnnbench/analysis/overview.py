@@ -9,7 +9,6 @@ from pathlib import Path
 import pandas as pd
 
 from cnnbench import knobs, results, tables
-from cnnbench.analysis.seeds import SEEDS_VARIANT
 from cnnbench.measure import reproducibility
 from cnnbench.measure.engine import HOST_BOUND
 
@@ -189,11 +188,12 @@ def _part(name: str, make, say) -> str:
 def _rates(df: pd.DataFrame) -> str:
     if df.empty:
         return ""
-    what = f"(02: {SEEDS_VARIANT}; interval over fresh processes)"
+    seeds_variant = knobs.default_label()
+    what = f"(02: {seeds_variant}; interval over fresh processes)"
     if "variant" in df:  # a run that measured no row in the seeds' variant: the one 02 measured first
-        df = df.assign(variant=df.variant.fillna(SEEDS_VARIANT))
+        df = df.assign(variant=df.variant.fillna(seeds_variant))
         first = "or where a run measured none, the variant 02 measured first, named in its column"
-        what = f"(02: {SEEDS_VARIANT}, {first}; interval over fresh processes)"
+        what = f"(02: {seeds_variant}, {first}; interval over fresh processes)"
     marks = f"*busy*: the machine was busy; *imprecise*: 95% interval wider than ±{reproducibility.PRECISE_PCT:g}%"
     host = "; *host-bound*: the device was busy under half of each step, waiting on the host's launches"
     host = host if df.apply(lambda c: c.astype(str).str.contains("host-bound")).any().any() else ""

@@ -16,7 +16,6 @@ from cnnbench.results.runs import Merged
 from cnnbench.scratch import summary as scratch_summary
 
 MIB_TO_MB = 2**20 / 1e6  # our MiB shown in the seeds' MB (read as 10^6 bytes)
-SEEDS_VARIANT = knobs.default_label()  # the variant every seed ran: each variant knob at its default
 MODEL_002 = "densenet121"  # the network seed 002 fine-tuned and timed
 P = published
 
@@ -45,7 +44,8 @@ def _elsewhere(name: str, read: list[pd.DataFrame]) -> str:
         measured = len(_OURS[name](*read))
     finally:
         _OTHER_VARIANTS.reset(token)
-    return f"measured only in {', '.join(sorted(seen))}; the seeds ran {SEEDS_VARIANT}" if measured else ""
+    variants = ", ".join(sorted(seen))
+    return f"measured only in {variants}; the seeds ran {knobs.default_label()}" if measured else ""
 
 
 def _config(r) -> str:
