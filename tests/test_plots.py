@@ -716,3 +716,25 @@ def test_the_rooflines_name_each_points_variant_in_a_colour_no_roof_uses(tmp_pat
             assert {f"{key} {variant} train", f"{key} {variant} eval"} <= labels, labels
         points = [c for c in ax.collections if not c.get_label().startswith("_")]
         assert len(_colours(points)) == 3 and not _colours(points) & _colours(ax.lines)
+
+
+def test_per_model_rooflines_draw_runs_whose_roofs_were_never_measured(tmp_path):
+    """roofline.across_runs gives a frame without columns when no run measured its peaks: per_model_rooflines
+    raised AttributeError ('precision') on it instead of drawing the points without a roof."""
+    import pandas as pd
+
+    from cnnbench import plots
+
+    pts = pd.DataFrame(
+        {
+            "run_name": ["a", "b"],
+            "device_name": "cpu",
+            "model": "m",
+            "phase": "train",
+            "precision": "fp32",
+            "intensity_flop_per_byte": [10.0, 12.0],
+            "achieved_gflops": [50.0, 60.0],
+        }
+    )
+    fig = plots.per_model_rooflines(pts, pd.DataFrame(), tmp_path)["m"]
+    assert len(fig.axes[0].collections) == 2 and not fig.axes[0].lines  # both runs' points, no roof

@@ -502,7 +502,7 @@ def per_model_rooflines(
         for i, (key, gd) in enumerate(g.groupby(by)):
             color = f"C{i % 10}"
             label = f"{key} ({gd.device_name.iloc[0]})" if by == "run_name" else key
-            mine = roofs[roofs[by] == key] if by in roofs else roofs.iloc[:0]
+            mine = roofs[roofs[by] == key] if by in roofs else pd.DataFrame(columns=["precision"])
             precisions = gd.precision.dropna().unique() if "precision" in gd else []
             for k, prec in enumerate(
                 sorted(precisions, key=knobs.KNOBS["precision"].values.index) or ["fp32"]
