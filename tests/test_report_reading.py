@@ -6,6 +6,7 @@ import json
 import re
 import shutil
 import subprocess
+from pathlib import Path
 
 import nbformat
 import pandas as pd
@@ -334,3 +335,20 @@ def test_the_first_screen_says_a_gpu_row_is_host_bound_with_its_busy_share(tmp_p
     text = " ".join(top.get_text().split())
     assert "host-bound: the device busy 23% of the step" in text and "*host-bound*" not in text
     assert "host-bound: the device was busy under half of each step" in text
+
+
+def test_a_failure_mark_that_cannot_be_written_is_said_not_raised(tmp_path, monkeypatch):
+    """A failed run's FAILED.txt that cannot be written is named in the run's one failure line: the check for the
+    stale report ran outside the guard, so a folder that could not be read raised instead (exit 2, no line)."""
+    from cnnbench import pipeline
+
+    real = Path.is_file
+
+    def is_file(path):
+        if path.name == pipeline.STALE_REPORT:
+            raise PermissionError(13, "Permission denied")
+        return real(path)
+
+    monkeypatch.setattr(Path, "is_file", is_file)
+    said = pipeline._mark(tmp_path, tmp_path / "p.yaml", {}, "killed")
+    assert said.startswith(" (FAILED.txt not written: Permission denied"), said

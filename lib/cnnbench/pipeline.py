@@ -326,10 +326,12 @@ def _mark(run_dir: Path, params_file: Path, overrides: dict, why: str = "", deta
     running = "is running, or was stopped without a chance to say why (killed, out of memory, power lost)"
     started = f"has not finished: it started at {_now()} (process {os.getpid()}) and {running}"
     state = f"did not finish: {why}\nwhen: {_now()}" if why else started
-    stale = (
-        f"\nThe previous report was renamed {STALE_REPORT}.\n" if (run_dir / STALE_REPORT).is_file() else ""
-    )
     try:
+        stale = (
+            f"\nThe previous report was renamed {STALE_REPORT}.\n"
+            if (run_dir / STALE_REPORT).is_file()
+            else ""
+        )
         results.atomic_write_text(
             run_dir / paths.FAILED,
             f"This run {state}\nparams file: {paths.shown(params_file)}\noverrides: {json.dumps(overrides, default=str)}"
