@@ -602,7 +602,8 @@ def _numbered(variants: list[dict]) -> list[dict]:
     """``variants``, each repeating an earlier one without naming its ``replica`` numbered by the first replica no
     variant of its setting names or took (an A/A measurement); a variant the same setting as an earlier one (its
     ``replica`` too: the same key measured twice) refused."""
-    used, settings, out = {knobs.Setting(v) for v in variants if "replica" in v}, [], []
+    used = {knobs.Setting(v) for v in variants if "replica" in v}  # a copy takes the first replica not here
+    settings, out = [], []
     for i, v in enumerate(variants):
         base = knobs.Setting({**v, "replica": 0})
         if "replica" not in v and base in {w.with_(replica=0) for w in settings}:

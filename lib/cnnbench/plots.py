@@ -187,7 +187,8 @@ def throughput(df: pd.DataFrame, path: str | Path | None = None, hue: str | None
     fig, axes = subplots(1, max(len(phases), 1), figsize=(6 * max(len(phases), 1), 4), squeeze=False)
     for ax, phase in zip(axes[0], phases, strict=False):
         g = ok[ok.phase == phase]
-        bars, variants = list(dict.fromkeys(g.bar)), g.groupby("variant", sort=False)
+        bars = list(dict.fromkeys(g.bar))
+        variants = g.groupby("variant", sort=False)
         width = 0.8 / len(variants)
         # points with their interval: the rates span decades, and a bar on a log axis has no length to read
         for i, (v, gv) in enumerate(variants):

@@ -439,7 +439,8 @@ def _corrections_003() -> list[dict]:
     a = table("ACHIEVED_003").set_index(["model", "batch_size", "device_class"])
     rows = []
     for r in table("THROUGHPUT_003").itertuples():
-        key, mine = (r.model, r.batch_size, r.device_class), own.loc[r.device_class]
+        key = (r.model, r.batch_size, r.device_class)
+        mine = own.loc[r.device_class]
         spec = _spec_rows(DEVICES["003", r.device_class][0]).itertuples()  # our spec table's, where it has it
         spec = [(s.peak_gflops, s.bandwidth_gbs, f"our spec table's {s.device}") for s in spec]
         roof = [*spec, (mine.peak_tflops * 1e3, mine.bandwidth_gbs, "its section 1.4 figures")][0]

@@ -291,10 +291,8 @@ def _backends_001(backends: pd.DataFrame, memory: pd.DataFrame) -> pd.DataFrame:
     g = cnn[cnn.status == "ok"].groupby(["run_name", "backend"])
     per = pd.DataFrame({"total_s": g.epoch_s.sum(), "epochs": g.epoch.nunique(), "images": g.images.first()})
     rss = memory.model.eq("mnist_cnn") & memory.component.isin(["process_rss_baseline", "process_rss_growth"])
-    g = memory[rss].groupby(
-        ["run_name", "backend"]
-    )  # the process's RSS after one step: baseline + growth (MiB)
-    per["process_rss_mib"] = g.measured_mib.sum(min_count=1) if rss.any() else math.nan
+    rss_by = memory[rss].groupby(["run_name", "backend"])  # the RSS after one step: baseline + growth (MiB)
+    per["process_rss_mib"] = rss_by.measured_mib.sum(min_count=1) if rss.any() else math.nan
     per = per.reindex(list(zip(summ.run_name, summ.backend, strict=True)))
     cols = "model backend device_name epoch_s_mean throughput_img_s throughput_ci95_img_s".split()
     out = summ[cols].rename(columns={"epoch_s_mean": "epoch_s"})
