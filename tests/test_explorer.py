@@ -516,3 +516,14 @@ def test_the_explorer_judges_the_machine_as_the_pipeline_does(tmp_path):
     assert pd.read_csv(tmp_path / "run" / "explore.csv").machine_state.tolist() == ["busy"]
     table = interactive._bundles([row], SimpleNamespace(dir=tmp_path))[0]["data"]["text/html"]
     assert "<td>busy</td>" in table and "other processes" in table
+
+
+def test_the_explorer_table_names_the_image_size_its_rate_and_tflops_were_measured_at(tmp_path):
+    """The browser walk: the table showed resnet18's 172.8 img/s and 0.15 TFLOP/s without the image size (the
+    run's, 64 px), which a reader needs to check the FLOP rate (training FLOPs grow with the square of the size)."""
+    from types import SimpleNamespace
+
+    from cnnbench import interactive
+
+    table = interactive._bundles([_clicked("mnist_cnn", 32, 5835.8, 2.0)], SimpleNamespace(dir=tmp_path))[0]
+    assert ">image_size<" in table["data"]["text/html"] and "image_size" in table["data"]["text/plain"]

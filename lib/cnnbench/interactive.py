@@ -149,7 +149,7 @@ def _bundles(history: list[dict], run) -> list[dict]:
             rate_cell(r, c) if pd.notna(r) else ""
             for r, c in zip(df.throughput_img_s, df.throughput_ci95_img_s, strict=True)
         ]
-    cols = "model device_name batch_size precision data_mode status machine_state rate achieved_tflops error"
+    cols = "model device_name batch_size image_size precision data_mode status machine_state rate achieved_tflops error"
     table = df[[c for c in [*cols.split(), "machine_note"] if c in df]].round(3)
     html, text = table.to_html(index=False), table.to_string(index=False)
     out = [shown({"text/html": html, "text/plain": text}, rows=len(table))]
