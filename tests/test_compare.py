@@ -2,6 +2,7 @@
 ``cnnbench compare RUN_A RUN_B`` (and ``cnnbench compare RUN seeds``)."""
 
 import json
+import math
 
 import pandas as pd
 import pytest
@@ -580,3 +581,18 @@ def test_one_run_alone_says_nothing_of_the_cpus_speed_moving_between_runs(tmp_pa
     rc, out, err = _compare(capsys, "one", "--outputs", outputs)
     assert rc == 0, err
     assert "[precision fp32 -> bf16]" in out and "(probe) moved" not in out
+
+
+def test_an_unbounded_ratio_interval_is_said_unbounded_as_07_and_the_summary_say_it():
+    """The walk (rerun with image_size changed): a rate known to +-107% gave '1.12x [0.00, inf] not significant',
+    where 07 and the report's summary say "unbounded"."""
+    from cnnbench.analysis import cli
+
+    row = {
+        **dict(model="mnist_cnn", phase="train", table="batch_sweep", batch_size=8, comparison="one knob"),
+        **dict(knob="", value_a="", value_b="", verdict="not significant", probe_change_pct=math.nan),
+        **dict(rate_a_img_s=4274.0, rate_a_ci95_img_s=4573.0, rate_b_img_s=4803.4, rate_b_ci95_img_s=262.7),
+        **dict(ratio_b_over_a=1.12, ratio_ci95_low=0.0, ratio_ci95_high=math.inf),
+    }
+    assert "1.12x [95% interval unbounded] not significant" in cli._line(row), cli._line(row)
+    assert "1.12x [0.90, 1.40]" in cli._line({**row, "ratio_ci95_low": 0.9, "ratio_ci95_high": 1.4})

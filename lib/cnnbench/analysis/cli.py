@@ -64,7 +64,9 @@ def _line(r: dict) -> str:
         f"{reproducibility.rate_text(r['rate_a_img_s'], r['rate_a_ci95_img_s'])} -> "
         f"{reproducibility.rate_text(r['rate_b_img_s'], r['rate_b_ci95_img_s'])}"
     )
-    ratio = f"{times(r['ratio_b_over_a'])}x [{times(r['ratio_ci95_low'])}, {times(r['ratio_ci95_high'])}]"
+    low, high = r["ratio_ci95_low"], r["ratio_ci95_high"]
+    bounds = "95% interval unbounded" if high == math.inf else f"{times(low)}, {times(high)}"
+    ratio = f"{times(r['ratio_b_over_a'])}x [{bounds}]"
     moved = reproducibility.number(r["probe_change_pct"])
     machine = f" (CPU's own speed {moved:+.0f}%)" if abs(moved) >= PROBE_SAYS_PCT else ""  # NaN: nothing said
     return f"{what}{knob}: {rates}: {ratio} {r['verdict']}{machine}"
