@@ -596,3 +596,23 @@ def test_an_unbounded_ratio_interval_is_said_unbounded_as_07_and_the_summary_say
     }
     assert "1.12x [95% interval unbounded] not significant" in cli._line(row), cli._line(row)
     assert "1.12x [0.90, 1.40]" in cli._line({**row, "ratio_ci95_low": 0.9, "ratio_ci95_high": 1.4})
+
+
+def test_08s_one_knob_finding_prints_its_ratios_as_the_console_does():
+    """08's one-knob finding printed a ratio to two decimals and an unbounded interval as '[0.00, inf]', where
+    `cnnbench compare` prints 0.00316 and 'unbounded': one formatting for both (compare.ratio_text)."""
+    from cnnbench.analysis import findings
+
+    row = dict(
+        run_a="a", run_b="b", knob="image_size", value_a=32, value_b=48, table="scenario_a", batch_size=8
+    )
+    rows = [
+        {**row, "model": "m", "phase": "train", "verdict": "not significant"}
+        | dict(ratio_b_over_a=1.12, ratio_ci95_low=0.0, ratio_ci95_high=math.inf),
+        {**row, "model": "m", "phase": "eval", "verdict": "slower"}
+        | dict(ratio_b_over_a=0.00316, ratio_ci95_low=0.00301, ratio_ci95_high=0.00331),
+    ]
+    divided = pd.DataFrame(rows).assign(comparison="one knob")
+    (finding,) = findings._one_knob_findings(divided)
+    assert "m train 1.12x [95% interval unbounded] not significant" in finding["finding"], finding
+    assert "m eval 0.00316x [0.00301, 0.00331] slower" in finding["finding"], finding

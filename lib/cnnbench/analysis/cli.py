@@ -40,23 +40,13 @@ def _run_dir(name: str, outputs: Path) -> Path:
     raise params.ParamsError(f"unknown run {name!r}: no folder with {paths.ENVIRONMENT} at {where}{unzip}")
 
 
-def times(ratio: float) -> str:
-    """A ratio as the console prints it: two decimals (0.95, 1.80, 197.35), three significant figures below 0.1
-    (0.00316, never 0.00), no exponent."""
-    if not math.isfinite(ratio) or abs(ratio) >= 0.1 or ratio == 0:
-        return f"{ratio:,.2f}"
-    return f"{ratio:.{2 - math.floor(math.log10(abs(ratio)))}f}"
-
-
 def _line(r: dict) -> str:
     """One configuration as a console line."""
     what = f"{r['model']} {r['phase']} ({r['table']}, batch {r['batch_size']})"
     if r["comparison"] == "not matched":
         ours = reproducibility.rate_text(r["rate_a_img_s"], reproducibility.number(r["rate_a_ci95_img_s"]))
         theirs = f"{r['rate_b_img_s']:,.1f} img/s (published, no interval)"
-        return (
-            f"{what} vs {r['device_b']}: {ours} -> {theirs}: {times(r['ratio_b_over_a'])}x; {r['differs_in']}"
-        )
+        return f"{what} vs {r['device_b']}: {ours} -> {theirs}: {compare.times(r['ratio_b_over_a'])}x; {r['differs_in']}"
     if r["verdict"] == "not divided":
         return f"{what}: not divided, differs in {r['differs_in']}"
     knob = f" [{r['knob']} {r['value_a']} -> {r['value_b']}]" if r["knob"] else ""
@@ -64,9 +54,7 @@ def _line(r: dict) -> str:
         f"{reproducibility.rate_text(r['rate_a_img_s'], r['rate_a_ci95_img_s'])} -> "
         f"{reproducibility.rate_text(r['rate_b_img_s'], r['rate_b_ci95_img_s'])}"
     )
-    low, high = r["ratio_ci95_low"], r["ratio_ci95_high"]
-    bounds = "95% interval unbounded" if high == math.inf else f"{times(low)}, {times(high)}"
-    ratio = f"{times(r['ratio_b_over_a'])}x [{bounds}]"
+    ratio = compare.ratio_text(r["ratio_b_over_a"], r["ratio_ci95_low"], r["ratio_ci95_high"])
     moved = reproducibility.number(r["probe_change_pct"])
     machine = f" (CPU's own speed {moved:+.0f}%)" if abs(moved) >= PROBE_SAYS_PCT else ""  # NaN: nothing said
     return f"{what}{knob}: {rates}: {ratio} {r['verdict']}{machine}"

@@ -281,6 +281,21 @@ def ratios(m: Merged, keys: tuple[str, ...] | None = None) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=ratio_columns())
 
 
+def times(ratio: float) -> str:
+    """A ratio as printed: two decimals (0.95, 1.80, 197.35), three significant figures below 0.1 (0.00316, never
+    0.00), no exponent."""
+    if not math.isfinite(ratio) or abs(ratio) >= 0.1 or ratio == 0:
+        return f"{ratio:,.2f}"
+    return f"{ratio:.{2 - math.floor(math.log10(abs(ratio)))}f}"
+
+
+def ratio_text(ratio: float, low: float, high: float) -> str:
+    """A ratio and its 95% interval as `cnnbench compare` and 08 print them: "1.80x [1.73, 1.87]"; an interval
+    without an upper bound (Fieller's, a rate known no better than its own size) "[95% interval unbounded]"."""
+    bounds = "95% interval unbounded" if high == math.inf else f"{times(low)}, {times(high)}"
+    return f"{times(ratio)}x [{bounds}]"
+
+
 def ratio_table(ratio: pd.DataFrame) -> tuple[pd.DataFrame, str]:
     """:func:`ratios` for reading: constant columns moved to the returned caption, ratios rounded to their interval."""
 

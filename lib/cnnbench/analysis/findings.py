@@ -9,6 +9,7 @@ from pathlib import Path
 import pandas as pd
 
 from cnnbench import knobs, predict, published, results
+from cnnbench.analysis import compare
 from cnnbench.analysis.compare import configured, machine, match_keys, ratios, repeated, speedups, unmatched
 from cnnbench.measure import reproducibility
 from cnnbench.results.runs import Merged
@@ -157,7 +158,7 @@ def _one_knob_findings(divided: pd.DataFrame) -> Iterator[dict]:
     for (a, b, knob, va, vb), g in one.groupby(["run_a", "run_b", "knob", "value_a", "value_b"], sort=False):
         parts = [
             f"{r.model} {r.phase}{'' if r.table == 'scenario_a' else f' ({r.table}, batch {r.batch_size})'} "
-            f"{r.ratio_b_over_a:.2f}x [{r.ratio_ci95_low:.2f}, {r.ratio_ci95_high:.2f}] {r.verdict}"
+            f"{compare.ratio_text(r.ratio_b_over_a, r.ratio_ci95_low, r.ratio_ci95_high)} {r.verdict}"
             for r in g.head(SHOWN).itertuples()
         ]
         more = f"; and {len(g) - SHOWN} more" if len(g) > SHOWN else ""
