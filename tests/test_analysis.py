@@ -1,6 +1,8 @@
 """Merging runs from several machines: every number of the analysis computed from their CSVs, every row carrying
 its run and host, every speedup between matched configurations."""
 
+import math
+
 import pandas as pd
 import pytest
 
@@ -943,3 +945,12 @@ def test_the_knee_finding_says_the_rule_that_placed_it():
     (f,) = _sweep_findings(sw)
     assert f["numbers"].startswith("knee_batch_size=32") or "knee_batch_size=32" in f["numbers"]
     assert "within 5% of its best throughput or not distinguishable from it, from batch 32" in f["finding"]
+
+
+def test_the_speedup_matrix_says_an_unbounded_interval_unbounded(outputs):
+    """08's Table 8 shape printed a speedup whose interval has no upper bound as '[x, inf]'; it reads as
+    cnnbench compare and the one-knob findings read it (compare.ratio_text)."""
+    m = analysis.load(analysis.discover(outputs, ["laptop", "colab"]))
+    sp = analysis.speedups(m["scenario_a"]).assign(speedup_high=math.inf)
+    matrix = analysis.speedup_matrix(sp, "train")
+    assert matrix.loc["resnet50", "colab / laptop (cross-device)"].endswith("x [95% interval unbounded]")

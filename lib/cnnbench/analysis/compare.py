@@ -120,7 +120,7 @@ def speedup_matrix(speedup: pd.DataFrame, phase: str = "train") -> pd.DataFrame:
     varying = [k for k in match_keys() if k not in ("model", "phase") and s[k].astype(str).nunique() > 1]
     pairs = zip(s.threads_a, s.threads_b, strict=True)
     threads = ["" if norm(ta) == norm(tb) else f", threads {ta} vs {tb}" for ta, tb in pairs]
-    interval = list(map("{:.2f}x [{:.2f}, {:.2f}]".format, s.speedup, s.speedup_low, s.speedup_high))
+    interval = list(map(ratio_text, s.speedup, s.speedup_low, s.speedup_high))
     s = s.assign(pair=s.run_a + " / " + s.run_b + " (" + s.comparison + threads + ")", value=interval)
     matrix = s.pivot_table(index=["model", *varying], columns="pair", values="value", aggfunc="first")
     matrix = matrix.dropna(axis=1, how="all").dropna(axis=0, how="all")
