@@ -480,6 +480,35 @@ def test_a_rerun_with_other_search_params_searches_again(tmp_path, monkeypatch):
         torch.set_num_threads(before)
 
 
+def test_a_rerun_after_an_interruption_reads_no_row_of_the_interrupted_attempt(tmp_path, monkeypatch):
+    attempts = []
+
+    class Interrupted(FakeSearch):
+        """Races fp32 nchw to rung 1 and is interrupted the first time; the rerun's race (its noise ranked
+        otherwise) holds channels_last alone."""
+
+        def run(self):
+            attempts.append(fmt := "channels_last" if attempts else "nchw")
+            for rung in range(2 if fmt == "nchw" else 1):
+                row = dict(row_kind="race", stage="numerics", rung=rung, config=f"fp32 {fmt}", status="ok")
+                self.sink({**self.identity, **row})
+            if fmt == "nchw":
+                raise KeyboardInterrupt
+            return super().run()
+
+    monkeypatch.setattr(search, "Search", Interrupted)
+    before = torch.get_num_threads()
+    try:
+        run = cnnbench.open_run(
+            ROOT / "params" / "smoke.yaml", {"tune_models": ["resnet18"]}, tmp_path / "run"
+        )
+        with pytest.raises(KeyboardInterrupt):
+            cnnbench.tuning.tune(run)
+        assert list(experiment.race(cnnbench.tuning.tune(run)).config) == ["fp32 channels_last"]
+    finally:
+        torch.set_num_threads(before)
+
+
 def test_guard_loss_is_reproducible_and_channels_last_trains_the_same_network():
     cpu = torch.device("cpu")
     cfg = engine.Config.of("mnist_cnn", "train", 28, 10, 1, batch_size=8, threads=1)

@@ -127,7 +127,7 @@ def search_line(model: str, phase: str, row: dict) -> str:
 
 
 def tune(run) -> pd.DataFrame:
-    """Search every model and phase -> tuning.csv (a rerun keeps a search that has its best row)."""
+    """Search every model and phase -> tuning.csv (a rerun keeps each search with its best row, redoes the rest)."""
     p = run.params
     hw = devices.backend(run.device).hardware()
     table = results.table("tuning")
@@ -142,9 +142,10 @@ def tune(run) -> pd.DataFrame:
     todo = [(m, ph) for m, ph, identity in searches if not finished.done({**identity, "row_kind": "best"})]
     for model, phase in todo:
         progress.note(f"tuning: {model} {phase}, {p.tune_budget_s:g} s of racing, then guard and confirm")
+        whole = [search_keys()]  # the search's first row replaces every row an interrupted attempt at it left
 
-        def sink(row, model=model, phase=phase):
-            rows.append(row)
+        def sink(row, model=model, phase=phase, whole=whole):
+            rows.extend([row], whole.pop() if whole else None)  # each later row replaces its own key's
             progress.note(search_line(model, phase, row))
 
         _, sp = tune_one(run, model, phase, hw, sink, peaks)
