@@ -5,6 +5,7 @@ import pytest
 
 import cnnbench
 from cnnbench import knobs, results
+from conftest import ROOT
 
 
 def test_atomic_write_leaves_no_temporary_files(tmp_path):
@@ -372,3 +373,19 @@ def test_telemetrys_value_is_a_declared_column_not_part_of_a_samples_key(tmp_pat
     with pytest.raises(results.CorruptResults, match="hold the same configuration") as err:
         results.read(tmp_path, "telemetry")
     assert "\n" not in str(err.value)
+
+
+def test_merging_the_example_run_says_nothing_about_pandas_internals():
+    """`cnnbench report examples/example-cpu-2core` printed pandas' "DataFrame is highly fragmented" warning:
+    results.runs.load stamped the run's identity on each table as read, many columns added one at a time,
+    without taking a whole copy first."""
+    import warnings
+
+    import pandas as pd
+
+    from cnnbench.results import runs
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", pd.errors.PerformanceWarning)
+        merged = runs.load([ROOT / "examples" / "example-cpu-2core"])
+    assert len(merged["scenario_a"])

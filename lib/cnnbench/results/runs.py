@@ -180,7 +180,8 @@ def load(dirs: list[Path], excluded: dict | None = None, tables: tuple[str, ...]
         per_run[d] = (stamp, read_tables)
     merged = Merged([d.name for d in per_run], envs, excluded=excluded)
     for name in MERGED:
-        frames = [t[name].assign(**stamp) for stamp, t in per_run.values() if name in t]
+        # copied first: a table read column by column is fragmented, and assign then warns (to the user's console)
+        frames = [t[name].copy().assign(**stamp) for stamp, t in per_run.values() if name in t]
         if frames:
             merged.tables[name] = pd.concat(frames, ignore_index=True)
     merged.config_differences = config_differences(list(per_run))
